@@ -1,0 +1,39 @@
+"""Independent graph measurements for the tests (plain networkx, no library helpers)."""
+
+import networkx as nx
+
+
+def kind_count(g, kind, role=None):
+    return sum(1 for _, d in g.nodes(data=True)
+               if d.get("kind") == kind and (role is None or d.get("role") == role))
+
+
+def min_cut(g, first, second):
+    """Minimum cut capacity (bytes/s) separating node set ``first`` from ``second``."""
+    net = nx.DiGraph()
+    for u, v, d in g.edges(data=True):
+        if "network" in g.nodes[u] or "network" in g.nodes[v]:
+            continue
+        net.add_edge(u, v, capacity=d["capacity"])
+    for n in first:
+        net.add_edge("SRC", n)
+    for n in second:
+        net.add_edge(n, "SNK")
+    return nx.minimum_cut_value(net, "SRC", "SNK")
+
+
+def endpoint_diameter(g, endpoints, allowed_kinds):
+    """Largest BFS hop count between two endpoints over nodes of the allowed kinds."""
+    sub = g.subgraph([n for n, d in g.nodes(data=True) if d["kind"] in allowed_kinds])
+    ends = set(endpoints)
+    best = 0
+    for src in endpoints:
+        lengths = nx.single_source_shortest_path_length(sub, src)
+        assert ends <= set(lengths), "network not connected"
+        best = max(best, max(lengths[e] for e in ends))
+    return best
+
+
+def ranked_gpus(g):
+    gpus = [(d["rank"], n) for n, d in g.nodes(data=True) if d["kind"] == "gpu"]
+    return [n for _, n in sorted(gpus)]

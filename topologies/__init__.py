@@ -1,0 +1,47 @@
+"""Cluster hardware as graphs: link catalogue, server models, fabric generators.
+
+Every generator returns a ``networkx.DiGraph`` in which a full-duplex cable is two directed
+edges. Node attribute ``kind`` is one of ``"gpu"``, ``"nic"``, ``"nvswitch"``,
+``"pcie_switch"``, ``"cpu"``, ``"switch"``, ``"storage"``; switches also carry ``role`` and
+``tier``. Edge attributes: ``capacity`` (bytes/s, one direction), ``latency`` (s),
+``tech`` (catalogue name), ``tier`` (layer name) and ``cables`` (parallel cables merged
+into the edge). Graph attributes record the generator and its parameters.
+
+This package knows nothing of JAX or routing.
+
+>>> import topologies as tp
+>>> g = tp.rail_optimized(nodes=8, server="dgx_h100", link="ib_ndr")
+>>> len(tp.gpus(g))
+64
+"""
+
+from .analysis import (TopologyError, bisection_max_flow, describe, format_description, gpus,
+                       load, save, validate)
+from .clos import fat_tree, leaf_spine, rail_optimized
+from .dragonfly import dragonfly, global_link_partner
+from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
+from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, register_server,
+                      server_names)
+from .storage import add_storage
+from .torus import torus
+
+__all__ = [
+    "GB", "Gbit", "LinkTech", "get_link", "link_names", "register_link",
+    "GpuSpec", "ServerModel", "ServerPorts", "get_gpu", "get_server", "register_server",
+    "server_names",
+    "fat_tree", "leaf_spine", "rail_optimized", "dragonfly", "global_link_partner", "torus",
+    "add_storage",
+    "gpus", "describe", "format_description", "validate", "save", "load",
+    "bisection_max_flow", "TopologyError",
+    "default_cluster",
+]
+
+
+def default_cluster():
+    """The built-in default cluster: 8 DGX H100 servers (64 GPUs) on a rail-optimised
+    InfiniBand NDR fabric - the article's 8 nodes x 8 H100.
+
+    >>> describe(default_cluster())["gpus"]
+    64
+    """
+    return rail_optimized(nodes=8, server="dgx_h100", link="ib_ndr")

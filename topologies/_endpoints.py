@@ -1,0 +1,38 @@
+"""Private: fill a fabric's endpoint ports with servers."""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from ._graph import add_cable
+from .links import LinkTech, get_link
+from .servers import ServerModel
+
+
+def attach_servers(g: nx.DiGraph, server: ServerModel, ports: list, link: LinkTech,
+                   *, tier: str = "access", max_servers: int | None = None) -> int:
+    """Fill ``ports`` (switch node ids, one entry per endpoint port, in order) with servers.
+
+    Servers take consecutive ports: NIC ``j`` of server ``s`` is cabled to
+    ``ports[s * nics + j]``. Ports left over when ``len(ports)`` is not a multiple of the
+    NIC count stay empty. Returns the number of servers placed.
+    """
+    nics = server.nics
+    count = len(ports) // nics
+    if max_servers is not None:
+        count = min(count, max_servers)
+    tech = server.nic_tech(link)
+    for s in range(count):
+        built = server.build(g, s, s * server.gpus)
+        for j, nic in enumerate(built.nics):
+            add_cable(g, nic, ports[s * nics + j], tech, tier=tier)
+    return count
+
+
+def endpoint_rate(server: ServerModel, link: LinkTech) -> float:
+    """Rate one NIC can carry into the fabric: min(GPU-NIC path, NIC-switch cable), bytes/s."""
+    return min(get_link(server.host_link).bandwidth, server.nic_tech(link).bandwidth)
+
+
+def server_params(server: ServerModel | None) -> dict | None:
+    return None if server is None else server.to_dict()

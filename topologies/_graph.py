@@ -1,0 +1,103 @@
+"""Private helpers shared by the generators: cables, graph records, port spreading."""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from .links import LinkTech, get_link
+
+#: node kinds the schema knows (validate() accepts these and no others)
+NODE_KINDS = ("gpu", "nic", "nvswitch", "pcie_switch", "cpu", "switch", "storage")
+
+
+def add_cable(g: nx.DiGraph, u, v, tech: LinkTech, *, tier: str, cables: int = 1,
+              bandwidth: float | None = None) -> None:
+    """Add a full-duplex cable (two directed edges) of ``cables`` parallel links.
+
+    Parallel cables between one pair are one directed edge per direction whose
+    ``capacity`` is their sum and whose ``cables`` attribute counts them.
+    """
+    rate = tech.bandwidth if bandwidth is None else bandwidth
+    attrs = dict(capacity=float(rate * cables), latency=float(tech.latency), tech=tech.name,
+                 tier=tier, cables=int(cables))
+    g.add_edge(u, v, **attrs)
+    g.add_edge(v, u, **attrs)
+
+
+def slower(a: LinkTech, b: LinkTech) -> LinkTech:
+    """The slower of two technologies: a port runs at the rate both ends support."""
+    return a if a.bandwidth <= b.bandwidth else b
+
+
+def spread(count: int, targets: int, offset: int = 0) -> list[int]:
+    """Spread ``count`` cables over ``targets`` as evenly as possible.
+
+    Every target gets ``count // targets``; the ``count % targets`` extra cables go to
+    consecutive targets starting at ``offset`` (so successive callers with successive
+    offsets balance the extras across targets).
+    """
+    base, extra = divmod(count, targets)
+    out = [base] * targets
+    for t in range(extra):
+        out[(offset + t) % targets] += 1
+    return out
+
+
+def check_int(name: str, value, minimum: int, allowed: str | None = None) -> int:
+    """Return ``value`` as int if it is an integer >= minimum, else raise ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int) and not (
+            hasattr(value, "__index__")):
+        raise ValueError(f"{name} must be an integer >= {minimum}"
+                         f"{' (' + allowed + ')' if allowed else ''}, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}"
+                         f"{' (' + allowed + ')' if allowed else ''}, got {value}")
+    return value
+
+
+def check_ratio(name: str, value) -> float:
+    """Return an oversubscription ratio (a finite number >= 1) or raise ValueError."""
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number >= 1 (1 = non-blocking), got {value!r}") from None
+    if not ratio >= 1 or ratio == float("inf"):
+        raise ValueError(f"{name} must be a finite number >= 1 (1 = non-blocking), got {value!r}")
+    return ratio
+
+
+def compute_fabric(g: nx.DiGraph) -> nx.DiGraph:
+    """The graph without storage and front-end parts (nodes with a ``network`` attribute)."""
+    drop = {n for n, d in g.nodes(data=True) if "network" in d}
+    if not drop:
+        return g
+    return g.subgraph([n for n in g if n not in drop])
+
+
+def fingerprint(g: nx.DiGraph) -> list:
+    """Nodes, edges and total capacity of the compute fabric: tells describe() whether a
+    graph was edited since it was generated."""
+    core = compute_fabric(g)
+    total = sum(d.get("capacity", 0.0) for _, _, d in core.edges(data=True))
+    return [core.number_of_nodes(), core.number_of_edges(), round(total, 3)]
+
+
+def finish(g: nx.DiGraph, generator: str, params: dict, *, bisection: float | None,
+           bisection_method: str, network_diameter: int | None) -> nx.DiGraph:
+    """Record the generator, its parameters and the family's formulas on the graph."""
+    g.graph["generator"] = generator
+    g.graph["params"] = params
+    g.graph["bisection_bandwidth"] = None if bisection is None else float(bisection)
+    g.graph["bisection_method"] = bisection_method
+    g.graph["network_diameter"] = network_diameter
+    g.graph["fingerprint"] = fingerprint(g)
+    return g
+
+
+def resolve_link(name: str, link) -> LinkTech:
+    """get_link with the parameter's name in the message."""
+    try:
+        return get_link(link)
+    except ValueError as err:
+        raise ValueError(f"{name}: {err}") from None

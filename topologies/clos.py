@@ -1,0 +1,291 @@
+"""Clos fabrics: the k-ary fat-tree, the two-tier leaf-spine and the rail-optimised
+DGX SuperPOD layout.
+
+Tier numbering (node attribute ``tier``): 0 inside servers, 1 edge / leaf, 2 aggregation /
+spine, 3 core. Edge attribute ``tier`` names the layer a cable belongs to: ``"nvlink"``,
+``"pcie"``, ``"cpu"`` (inside servers), ``"access"`` (NIC to its first switch),
+``"edge-agg"`` / ``"agg-core"`` (fat-tree), ``"leaf-spine"`` / ``"spine-core"``.
+
+Parallel cables between two switches are one directed edge per direction whose
+``capacity`` is their sum and whose ``cables`` attribute counts them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from ._endpoints import attach_servers, endpoint_rate, server_params
+from ._graph import add_cable, check_int, check_ratio, finish, resolve_link, spread
+from .links import get_link
+from .servers import get_server
+
+__all__ = ["fat_tree", "leaf_spine", "rail_optimized"]
+
+
+def fat_tree(k: int, *, link="ib_ndr", server=None) -> nx.DiGraph:
+    """k-ary three-tier fat-tree (Al-Fares et al., SIGCOMM 2008).
+
+    ``k`` pods, each of ``k/2`` edge and ``k/2`` aggregation switches; ``(k/2)^2`` core
+    switches; every switch has ``k`` ports of ``link``. Edge switch ``e`` of a pod joins
+    every aggregation switch of the pod; aggregation switch ``a`` of every pod joins core
+    switches ``a*k/2 ... a*k/2 + k/2 - 1``. With no server, each of the ``k^3/4`` edge
+    ports holds a single-GPU host (``server="host"``). With a server, its NICs take
+    consecutive edge ports, so the NICs of one server share an edge switch whenever the
+    NIC count divides ``k/2`` (k = 16 and DGX: one server per edge switch); servers that do
+    not fit in the ports left are not placed.
+
+    Parameters
+    ----------
+    k : int
+        Switch radix, even and >= 4.
+    link : str or LinkTech
+        Technology of every fabric cable (one direction), default InfiniBand NDR.
+    server : str, ServerModel or None
+        Endpoint model; None gives single-GPU hosts.
+
+    Examples
+    --------
+    >>> g = fat_tree(4)
+    >>> sum(1 for _, d in g.nodes(data=True) if d["kind"] == "gpu")
+    16
+    >>> sum(1 for _, d in g.nodes(data=True) if d["kind"] == "switch")
+    20
+    """
+    k = check_int("k", k, 4, "an even switch radix")
+    if k % 2:
+        raise ValueError(f"k must be even (a switch splits its k ports half down, half up), got {k}")
+    tech = resolve_link("link", link)
+    model = get_server(server)
+    half = k // 2
+    g = nx.DiGraph()
+    ports = []
+    for p in range(k):
+        for e in range(half):
+            g.add_node(f"pod{p}/edge{e}", kind="switch", role="edge", tier=1, pod=p)
+            ports.extend([f"pod{p}/edge{e}"] * half)
+        for a in range(half):
+            g.add_node(f"pod{p}/agg{a}", kind="switch", role="aggregation", tier=2, pod=p)
+    for c in range(half * half):
+        g.add_node(f"core{c}", kind="switch", role="core", tier=3, group=c // half)
+    for p in range(k):
+        for e in range(half):
+            for a in range(half):
+                add_cable(g, f"pod{p}/edge{e}", f"pod{p}/agg{a}", tech, tier="edge-agg")
+        for a in range(half):
+            for j in range(half):
+                add_cable(g, f"pod{p}/agg{a}", f"core{a * half + j}", tech, tier="agg-core")
+    servers = attach_servers(g, model, ports, tech)
+    # Bisection between the two halves of the pods (= the halves of the rank order when
+    # whole servers fill every pod): k/2 pods send through (k/2)^2 core cables each.
+    bisection = None
+    if (half * half) % model.nics == 0:
+        nics_half = servers * model.nics // 2
+        bisection = min(k ** 3 / 8 * tech.bandwidth, nics_half * endpoint_rate(model, tech))
+    params = dict(k=k, link=tech.name, server=server_params(model), servers=servers)
+    return finish(g, "fat_tree", params, bisection=bisection,
+                  bisection_method="formula: min(k^3/8 core cables, endpoint NICs of half the pods)",
+                  network_diameter=6)
+
+
+def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscription=1.0,
+               uplinks: int | None = None, link="ib_ndr", uplink=None, server=None) -> nx.DiGraph:
+    """Two-tier Clos: ``leaves`` leaf switches each with ``hosts_per_leaf`` endpoint ports,
+    every leaf cabled to the spines.
+
+    A leaf has ``uplinks`` uplinks, by default as many as give the requested
+    ``oversubscription`` (endpoint capacity / uplink capacity of a leaf, rounded to whole
+    cables, at least one). The uplinks are spread evenly over the spines; where they
+    outnumber the spines a leaf-spine pair gets parallel cables (``cables`` > 1); where
+    there are fewer, leaf ``l`` starts at spine ``l * uplinks mod spines`` so that the
+    spines stay balanced. Servers take consecutive endpoint ports as in :func:`fat_tree`.
+
+    Parameters
+    ----------
+    leaves, spines, hosts_per_leaf : int
+        Counts, each >= 1.
+    oversubscription : float
+        >= 1; 1 is non-blocking. Ignored when ``uplinks`` is given.
+    uplinks : int, optional
+        Uplinks per leaf.
+    link : str or LinkTech
+        Endpoint-port technology.
+    uplink : str or LinkTech, optional
+        Leaf-spine technology; defaults to ``link``.
+    server : str, ServerModel or None
+        Endpoint model; None gives single-GPU hosts.
+
+    Examples
+    --------
+    >>> g = leaf_spine(4, 2, 8, oversubscription=2)
+    >>> g.graph["params"]["uplinks"], g["leaf0"]["spine0"]["cables"]
+    (4, 2)
+    """
+    leaves = check_int("leaves", leaves, 1)
+    spines = check_int("spines", spines, 1)
+    hosts_per_leaf = check_int("hosts_per_leaf", hosts_per_leaf, 1)
+    tech = resolve_link("link", link)
+    up = resolve_link("uplink", uplink if uplink is not None else tech)
+    model = get_server(server)
+    access = model.nic_tech(tech)
+    if uplinks is None:
+        ratio = check_ratio("oversubscription", oversubscription)
+        uplinks = max(1, round(hosts_per_leaf * access.bandwidth / (ratio * up.bandwidth)))
+    else:
+        uplinks = check_int("uplinks", uplinks, 1)
+    g = nx.DiGraph()
+    ports = []
+    for s in range(spines):
+        g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
+    for l in range(leaves):
+        g.add_node(f"leaf{l}", kind="switch", role="leaf", tier=1)
+        ports.extend([f"leaf{l}"] * hosts_per_leaf)
+        for s, n in enumerate(spread(uplinks, spines, offset=l * (uplinks % spines))):
+            if n:
+                add_cable(g, f"leaf{l}", f"spine{s}", up, tier="leaf-spine", cables=n)
+    servers = attach_servers(g, model, ports, tech)
+    bisection = None
+    if leaves % 2 == 0 and uplinks % spines == 0 and hosts_per_leaf % model.nics == 0:
+        per_leaf = min(hosts_per_leaf * endpoint_rate(model, tech), uplinks * up.bandwidth)
+        bisection = leaves // 2 * per_leaf
+    real_ratio = hosts_per_leaf * access.bandwidth / (uplinks * up.bandwidth)
+    params = dict(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf, uplinks=uplinks,
+                  oversubscription=real_ratio, link=tech.name, uplink=up.name,
+                  server=server_params(model), servers=servers)
+    return finish(g, "leaf_spine", params, bisection=bisection,
+                  bisection_method="formula: leaves/2 x min(endpoint, uplink capacity of a leaf)",
+                  network_diameter=4 if leaves > 1 else 2)
+
+
+def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscription=1.0,
+                   servers_per_unit: int = 32, radix: int = 64) -> nx.DiGraph:
+    """The rail-optimised DGX SuperPOD compute fabric.
+
+    Servers are grouped in scalable units (SU) of ``servers_per_unit``; leaf ``i`` of a
+    unit serves rail ``i`` (NIC ``i`` of every server of the unit), so traffic between
+    GPUs of one rail in one unit crosses a single leaf. A leaf has one downlink per server
+    and ``ceil(downlinks / oversubscription)`` uplinks.
+
+    * Two tiers while every spine can reach every leaf (``units * rails <= radix``: up to 8
+      units of DGX servers on 64-port Quantum-2 switches): ``ceil(uplinks / radix)`` spines,
+      every leaf cabled to every spine, parallel cables where uplinks outnumber spines
+      (4 units: 32 leaves x 32 uplinks over 16 spines, 2 cables per pair).
+    * Three tiers beyond: each unit gets its own spines, each with ``radix/2`` down and
+      ``radix/2`` up (8 per DGX unit); spine ``j`` of every unit joins core group ``j``,
+      ``ceil(units * (radix/2) / radix)`` core switches per group.
+    * Partial units are allowed: the last unit's leaves have fewer downlinks and uplinks.
+    * ``nodes=1`` is one server with its NICs and no switch.
+
+    These rules reproduce the switch counts of NVIDIA's DGX SuperPOD H100 reference
+    architecture (2, 4, 8 and 16 units: 16/8, 32/16, 64/32 and 128/128/64 leaf/spine/core).
+
+    Parameters
+    ----------
+    nodes : int
+        Servers (>= 1).
+    server : str or ServerModel
+        Server model, default ``"dgx_h100"``.
+    link : str or LinkTech
+        Technology of every fabric cable.
+    oversubscription : float
+        Leaf downlink / uplink ratio (>= 1; 1 is non-blocking).
+    servers_per_unit : int
+        Servers per scalable unit, default 32.
+    radix : int
+        Switch ports, default 64 (NVIDIA Quantum-2 QM9700: 64 ports of 400 Gb/s).
+
+    Examples
+    --------
+    >>> g = rail_optimized(128)
+    >>> roles = [d.get("role") for _, d in g.nodes(data=True) if d["kind"] == "switch"]
+    >>> roles.count("leaf"), roles.count("spine")
+    (32, 16)
+    """
+    nodes = check_int("nodes", nodes, 1)
+    servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
+    radix = check_int("radix", radix, 2, "switch ports")
+    ratio = check_ratio("oversubscription", oversubscription)
+    tech = resolve_link("link", link)
+    model = get_server(server)
+    rails = model.rails
+    g = nx.DiGraph()
+    units = math.ceil(nodes / servers_per_unit)
+    unit_servers = [min(servers_per_unit, nodes - u * servers_per_unit) for u in range(units)]
+    params = dict(nodes=nodes, link=tech.name, server=server_params(model),
+                  oversubscription=ratio, servers_per_unit=servers_per_unit, radix=radix,
+                  units=units)
+    if nodes == 1:
+        model.build(g, 0, 0)
+        bisection = None
+        if model.has_nvlink:  # halves of one NVSwitch domain
+            bisection = model.gpus // 2 * get_link(model.nvlink).bandwidth
+        params["tiers"] = 0
+        return finish(g, "rail_optimized", params, bisection=bisection,
+                      bisection_method="formula: gpus/2 x NVLink bandwidth per GPU",
+                      network_diameter=None)
+    uplinks = [math.ceil(n / ratio) for n in unit_servers]  # per leaf of each unit
+    leaf = lambda u, r: f"su{u}/leaf{r}"  # noqa: E731
+    for u in range(units):
+        for r in range(rails):
+            g.add_node(leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
+    three_tier = units * rails > radix
+    tiers = 3 if three_tier else 2
+    uniform = True
+    if not three_tier:
+        spines = math.ceil(sum(uplinks) * rails / radix)
+        for s in range(spines):
+            g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
+        i = 0
+        for u in range(units):
+            for r in range(rails):
+                counts = spread(uplinks[u], spines, offset=i * (uplinks[u] % spines))
+                uniform &= uplinks[u] % spines == 0
+                for s, n in enumerate(counts):
+                    if n:
+                        add_cable(g, leaf(u, r), f"spine{s}", tech, tier="leaf-spine", cables=n)
+                i += 1
+        up_cap = None
+    else:
+        half = radix // 2
+        spines_per_unit = math.ceil(rails * uplinks[0] / half)
+        cores_per_group = math.ceil(units * half / radix)
+        for j in range(spines_per_unit):
+            for c in range(cores_per_group):
+                g.add_node(f"core{j}/{c}", kind="switch", role="core", tier=3, group=j)
+        for u in range(units):
+            for j in range(spines_per_unit):
+                g.add_node(f"su{u}/spine{j}", kind="switch", role="spine", tier=2, unit=u)
+            for r in range(rails):
+                counts = spread(uplinks[u], spines_per_unit, offset=r * (uplinks[u] % spines_per_unit))
+                uniform &= uplinks[u] % spines_per_unit == 0
+                for j, n in enumerate(counts):
+                    if n:
+                        add_cable(g, leaf(u, r), f"su{u}/spine{j}", tech, tier="leaf-spine", cables=n)
+            # a spine sends up as many cables as it receives from its leaves
+            for j in range(spines_per_unit):
+                down = sum(g.edges[leaf(u, r), f"su{u}/spine{j}"]["cables"]
+                           for r in range(rails) if g.has_edge(leaf(u, r), f"su{u}/spine{j}"))
+                counts = spread(down, cores_per_group, offset=u * (down % cores_per_group))
+                uniform &= down % cores_per_group == 0
+                for c, n in enumerate(counts):
+                    if n:
+                        add_cable(g, f"su{u}/spine{j}", f"core{j}/{c}", tech, tier="spine-core", cables=n)
+        params["spines_per_unit"] = spines_per_unit
+        params["cores_per_group"] = cores_per_group
+    params["tiers"] = tiers
+    # endpoint ports: unit by unit, server by server, rail by rail
+    ports = [leaf(u, r) for u in range(units) for _ in range(unit_servers[u]) for r in range(rails)]
+    attach_servers(g, model, ports, tech)
+    # Bisection between the first and second half of the servers. Full units on both
+    # sides and uniform cable spreads make the cut at the leaves' uplinks (or, with three
+    # tiers, the spines' uplinks, which equal them) the minimum.
+    bisection = None
+    if uniform and units % 2 == 0 and len(set(unit_servers)) == 1:
+        per_leaf = min(unit_servers[0] * endpoint_rate(model, tech), uplinks[0] * tech.bandwidth)
+        bisection = units // 2 * rails * per_leaf
+    elif units == 1 and ratio == 1.0 and nodes % 2 == 0:
+        bisection = nodes // 2 * rails * endpoint_rate(model, tech)
+    return finish(g, "rail_optimized", params, bisection=bisection,
+                  bisection_method="formula: leaves of half the units x min(downlink, uplink capacity)",
+                  network_diameter=6 if three_tier else 4)

@@ -1,0 +1,130 @@
+"""DragonFly (Kim, Dally, Scott, Abts, ISCA 2008)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import networkx as nx
+
+from ._endpoints import attach_servers, endpoint_rate, server_params
+from ._graph import add_cable, check_int, finish, resolve_link
+from .servers import get_server
+
+__all__ = ["dragonfly", "global_link_partner"]
+
+_ARRANGEMENTS = ("absolute", "relative")
+
+
+def global_link_partner(group: int, port: int, groups: int, arrangement: str = "absolute"):
+    """Where global port ``port`` of ``group`` lands: ``(other_group, other_port)``.
+
+    A group has ``a*h`` global ports numbered router by router (router ``r`` owns ports
+    ``r*h ... r*h + h - 1``). With ``m = a*h / (groups - 1)`` cables per pair of groups,
+    port ``j`` is the ``j // (groups-1)``-th cable towards offset ``t = j mod (groups-1)``:
+
+    * ``"absolute"`` (Kim et al.): offset ``t`` means group ``t`` if ``t < group`` else
+      ``t + 1`` - ports go to the other groups in increasing group order;
+    * ``"relative"`` (circulant, Camarero et al.): offset ``t`` means group
+      ``(group + t + 1) mod groups``.
+
+    >>> global_link_partner(0, 0, 9), global_link_partner(1, 0, 9)
+    ((1, 0), (0, 0))
+    >>> global_link_partner(0, 0, 9, "relative"), global_link_partner(1, 7, 9, "relative")
+    ((1, 7), (0, 0))
+    """
+    span = groups - 1
+    k, t = divmod(port, span)
+    if arrangement == "absolute":
+        other = t if t < group else t + 1
+        back = group if group < other else group - 1
+    else:
+        other = (group + t + 1) % groups
+        back = (group - other - 1) % groups
+    return other, k * span + back
+
+
+def dragonfly(p: int, a: int, h: int, *, g: int | None = None, link_local="ib_ndr",
+              link_global="ib_ndr", arrangement: str = "absolute", server=None) -> nx.DiGraph:
+    """DragonFly of ``g`` groups of ``a`` routers.
+
+    Routers of a group are joined all-to-all by ``link_local``; each router has ``h``
+    global cables (``link_global``) and ``p`` endpoint ports. Every pair of groups is
+    joined by ``m = a*h/(g-1)`` global cables, arranged as :func:`global_link_partner`
+    describes; ``g - 1`` must divide ``a*h``. Balanced: ``a = 2p = 2h``. Router radix is
+    ``p + a - 1 + h``; endpoints ``a*p*g``. Servers take consecutive endpoint ports
+    (router by router, group by group).
+
+    Parameters
+    ----------
+    p, a, h : int
+        Endpoints per router (>= 1), routers per group (>= 1), global links per router (>= 1).
+    g : int, optional
+        Groups, 2 ... a*h + 1; default ``a*h + 1`` (the largest, one cable per group pair).
+    link_local, link_global : str or LinkTech
+        Intra-group and inter-group technologies; endpoint ports use ``link_local``.
+    arrangement : {"absolute", "relative"}
+        Global-link arrangement.
+    server : str, ServerModel or None
+        Endpoint model; None gives single-GPU hosts.
+
+    Examples
+    --------
+    >>> net = dragonfly(4, 8, 4)
+    >>> net.graph["params"]["groups"], net.graph["params"]["routers"], net.graph["params"]["servers"]
+    (33, 264, 1056)
+    """
+    p = check_int("p", p, 1, "endpoints per router")
+    a = check_int("a", a, 1, "routers per group")
+    h = check_int("h", h, 1, "global links per router")
+    if g is None:
+        g = a * h + 1
+    g = check_int("g", g, 2, f"groups, at most a*h + 1 = {a * h + 1}")
+    if g > a * h + 1:
+        raise ValueError(f"g must be between 2 and a*h + 1 = {a * h + 1} (each group has a*h "
+                         f"global ports), got {g}")
+    if (a * h) % (g - 1):
+        divisors = [d + 1 for d in range(1, a * h + 1) if (a * h) % d == 0]
+        raise ValueError(f"g - 1 must divide a*h = {a * h} so every pair of groups gets the same "
+                         f"number of global cables; allowed g: {divisors}, got {g}")
+    if arrangement not in _ARRANGEMENTS:
+        raise ValueError(f"arrangement must be one of {', '.join(_ARRANGEMENTS)}, got {arrangement!r}")
+    local = resolve_link("link_local", link_local)
+    glob = resolve_link("link_global", link_global)
+    model = get_server(server)
+    net = nx.DiGraph()
+    router = lambda grp, r: f"g{grp}/r{r}"  # noqa: E731
+    ports = []
+    for grp in range(g):
+        for r in range(a):
+            net.add_node(router(grp, r), kind="switch", role="router", tier=1, group=grp)
+            ports.extend([router(grp, r)] * p)
+        for r in range(a):
+            for q in range(r + 1, a):
+                add_cable(net, router(grp, r), router(grp, q), local, tier="local")
+    cables = Counter()
+    for grp in range(g):
+        for port in range(a * h):
+            other, back = global_link_partner(grp, port, g, arrangement)
+            if (grp, port) < (other, back):
+                cables[(router(grp, port // h), router(other, back // h))] += 1
+    for (u, v), n in cables.items():
+        add_cable(net, u, v, glob, tier="global", cables=n)
+    servers = attach_servers(net, model, ports, local)
+    m = a * h // (g - 1)
+    # Group-aligned halves: groups [0, g//2) against the rest (with an odd g the sides
+    # differ by one group). The cut holds (g//2) * (g - g//2) * m global cables, unless
+    # the endpoints of the smaller side carry less.
+    bisection = None
+    if (a * p) % model.nics == 0:
+        small_side_nics = (g // 2) * a * p
+        bisection = min((g // 2) * (g - g // 2) * m * glob.bandwidth,
+                        small_side_nics * endpoint_rate(model, local))
+    params = dict(p=p, a=a, h=h, g=g, groups=g, routers=a * g, cables_per_group_pair=m,
+                  radix=p + a - 1 + h, link_local=local.name, link_global=glob.name,
+                  arrangement=arrangement, server=server_params(model), servers=servers)
+    # One cable per group pair: minimal routes are local-global-local, 3 router hops
+    # (+ 2 NIC hops); with several cables per pair the diameter can be smaller: BFS then.
+    diameter = 3 + 2 if (m == 1 and a >= 2) else None
+    return finish(net, "dragonfly", params, bisection=bisection,
+                  bisection_method="formula: global cables between groups [0, g//2) and the rest",
+                  network_diameter=diameter)

@@ -1,0 +1,344 @@
+"""Server models: what sits between a GPU and the fabric.
+
+A server model builds, inside a cluster graph, its GPUs, the fabric that joins them
+(NVSwitch, PCIe switches and CPUs, or nothing) and its NICs. Rail ``i`` of a server is
+its NIC ``i``; on the NVLink servers NIC ``i`` is attached to GPU ``i`` (GPUDirect RDMA
+over a PCIe path), so GPU ``i`` sits on rail ``i``.
+
+Layouts
+-------
+``"nvswitch"``
+    Every GPU has one edge (tier ``"nvlink"``) of its aggregate NVLink bandwidth to one
+    logical NVSwitch node. NVSwitch chips are non-blocking, so one node of per-GPU capacity
+    gives the same max-min rates as the 4 (DGX H100) or 18 (NVL72) physical chips.
+    NIC ``j`` hangs off GPU ``j`` through ``host_link`` (tier ``"pcie"``); the PCIe switch
+    between them is not a bottleneck for one GPU/NIC pair and is folded into that edge.
+``"pcie"``
+    No NVLink: a two-socket host with ``pcie_switches`` PCIe switches split evenly over
+    the sockets, the GPUs and NICs split evenly over the switches (``pcie_8gpu``: 4
+    switches, each with 2 GPUs and 2 NICs, 2 switches per CPU socket). GPU-to-GPU traffic
+    goes GPU -> switch -> GPU under one switch, through the CPU's root complex between
+    switches of one socket, and over the socket link (UPI) between sockets. Every edge is a
+    x16 link of ``host_link``. NIC ``j`` serves GPU ``j`` when there are as many NICs as GPUs.
+``"single"``
+    One GPU and one NIC joined by ``host_link``: the endpoint of the textbook fabrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import networkx as nx
+
+from ._graph import add_cable, check_int, resolve_link, slower
+from .links import LinkTech, get_link
+
+__all__ = [
+    "GpuSpec",
+    "ServerModel",
+    "ServerPorts",
+    "get_gpu",
+    "get_server",
+    "register_server",
+    "server_names",
+]
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """A GPU type: dense bf16 peak (FLOP/s) and memory (bytes).
+
+    >>> get_gpu("h100_sxm").peak_bf16_flops / 1e12
+    989.0
+    """
+
+    name: str
+    peak_bf16_flops: float
+    memory: float
+    source: str = ""
+
+    def __post_init__(self):
+        if not self.peak_bf16_flops > 0:
+            raise ValueError(f"GpuSpec {self.name!r}: peak_bf16_flops must be > 0 FLOP/s, "
+                             f"got {self.peak_bf16_flops!r}")
+        if not self.memory > 0:
+            raise ValueError(f"GpuSpec {self.name!r}: memory must be > 0 bytes, got {self.memory!r}")
+
+
+_GPUS = {
+    # H100 SXM5 datasheet: 989 TFLOP/s dense BF16 (1979 with sparsity), 80 GB HBM3.
+    "h100_sxm": GpuSpec("h100_sxm", 989e12, 80e9, "NVIDIA H100 datasheet (SXM5), dense BF16"),
+    # H100 PCIe datasheet: 756 TFLOP/s dense BF16 (1513 with sparsity), 80 GB HBM2e.
+    "h100_pcie": GpuSpec("h100_pcie", 756e12, 80e9, "NVIDIA H100 datasheet (PCIe), dense BF16"),
+    # A100 SXM4 datasheet: 312 TFLOP/s dense BF16, 80 GB HBM2e.
+    "a100_sxm": GpuSpec("a100_sxm", 312e12, 80e9, "NVIDIA A100 datasheet (SXM4 80GB), dense BF16"),
+    # DGX B200 datasheet: 72 PFLOP/s FP8 training for 8 GPUs with sparsity -> 4.5 PFLOP/s
+    # dense FP8 per GPU -> 2.25 PFLOP/s dense BF16; 1440 GB HBM3e / 8 = 180 GB.
+    "b200": GpuSpec("b200", 2.25e15, 180e9, "NVIDIA DGX B200 datasheet, per GPU, dense BF16"),
+    # GB200 NVL72 spec: 360 PFLOP/s FP16/BF16 with sparsity for 72 GPUs -> 2.5 PFLOP/s dense
+    # per GPU; 13.4 TB HBM3e / 72 = 186 GB.
+    "gb200": GpuSpec("gb200", 2.5e15, 186e9, "NVIDIA GB200 NVL72 spec sheet, per GPU, dense BF16"),
+}
+
+
+def get_gpu(gpu: "str | GpuSpec") -> GpuSpec:
+    """Look a GPU type up by name (``"h100_sxm"``, ...) or pass a GpuSpec through."""
+    if isinstance(gpu, GpuSpec):
+        return gpu
+    if isinstance(gpu, str) and gpu in _GPUS:
+        return _GPUS[gpu]
+    raise ValueError(f"unknown gpu {gpu!r}; known: {', '.join(sorted(_GPUS))} (or pass a GpuSpec)")
+
+
+@dataclass(frozen=True)
+class ServerPorts:
+    """What a built server exposes: its GPU node ids (local rank order) and NIC node ids
+    (rail order)."""
+
+    gpus: list = field(default_factory=list)
+    nics: list = field(default_factory=list)
+    cpus: list = field(default_factory=list)
+
+
+_LAYOUTS = ("nvswitch", "pcie", "single")
+
+
+@dataclass(frozen=True)
+class ServerModel:
+    """A server: GPUs, their internal fabric and their NICs.
+
+    Parameters
+    ----------
+    name : str
+        Model name, e.g. ``"dgx_h100"``.
+    gpus : int
+        GPUs per server (>= 1).
+    layout : str
+        ``"nvswitch"``, ``"pcie"`` or ``"single"`` (see the module docstring).
+    gpu : str or GpuSpec
+        GPU type (compute peak for the training model).
+    nvlink : str, LinkTech or None
+        Aggregate NVLink technology of one GPU to the NVSwitch (one direction), for
+        ``layout="nvswitch"``.
+    nics : int
+        NICs per server; NIC ``i`` is rail ``i``.
+    nic : str, LinkTech or None
+        The NIC's port technology. ``None`` takes the fabric's link. When NIC and fabric
+        differ, the cable runs at the slower of the two.
+    host_link : str or LinkTech
+        The PCIe path between a GPU and its NIC (and the PCIe fabric of ``layout="pcie"``).
+    pcie_switches : int
+        PCIe switches, for ``layout="pcie"``.
+    socket_link : str or LinkTech
+        The CPU socket-to-socket link, for ``layout="pcie"``.
+    gpus_per_tray : int
+        GPUs per compute tray where an NVLink domain spans trays (``nvl72``: 4), else 0.
+
+    Examples
+    --------
+    >>> m = get_server("dgx_h100")
+    >>> m.gpus, m.nics, get_link(m.nvlink).bandwidth / 1e9
+    (8, 8, 450.0)
+    >>> fast = ServerModel("my_b200", gpus=8, layout="nvswitch", gpu="b200",
+    ...                    nvlink="nvlink5", nics=8, nic="ib_xdr")
+    >>> fast.rails
+    8
+    """
+
+    name: str
+    gpus: int
+    layout: str
+    gpu: "str | GpuSpec" = "h100_sxm"
+    nvlink: "str | LinkTech | None" = None
+    nics: int = 1
+    nic: "str | LinkTech | None" = None
+    host_link: "str | LinkTech" = "pcie5"
+    pcie_switches: int = 0
+    socket_link: "str | LinkTech" = "upi2x3"
+    gpus_per_tray: int = 0
+
+    def __post_init__(self):
+        check_int("gpus", self.gpus, 1)
+        check_int("nics", self.nics, 1)
+        if self.layout not in _LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got {self.layout!r}")
+        get_gpu(self.gpu)
+        resolve_link("host_link", self.host_link)
+        if self.nic is not None:
+            resolve_link("nic", self.nic)
+        if self.layout == "nvswitch":
+            if self.nvlink is None:
+                raise ValueError(f"server {self.name!r}: layout 'nvswitch' needs nvlink "
+                                 "(a link technology name or LinkTech)")
+            resolve_link("nvlink", self.nvlink)
+            if self.gpus % self.nics:
+                raise ValueError(f"server {self.name!r}: nics ({self.nics}) must divide gpus "
+                                 f"({self.gpus}) so every GPU has a rail")
+        elif self.layout == "pcie":
+            check_int("pcie_switches", self.pcie_switches, 2, "an even number, split over 2 sockets")
+            if self.pcie_switches % 2 or self.gpus % self.pcie_switches or self.nics % self.pcie_switches:
+                raise ValueError(
+                    f"server {self.name!r}: pcie_switches ({self.pcie_switches}) must be even and "
+                    f"divide both gpus ({self.gpus}) and nics ({self.nics})")
+            resolve_link("socket_link", self.socket_link)
+        elif self.gpus != 1 or self.nics != 1:
+            raise ValueError(f"server {self.name!r}: layout 'single' has exactly 1 GPU and 1 NIC")
+        if self.gpus_per_tray:
+            check_int("gpus_per_tray", self.gpus_per_tray, 1)
+            if self.gpus % self.gpus_per_tray:
+                raise ValueError(f"server {self.name!r}: gpus_per_tray must divide gpus")
+
+    @property
+    def rails(self) -> int:
+        """Rails (NICs) per server."""
+        return self.nics
+
+    @property
+    def gpu_spec(self) -> GpuSpec:
+        return get_gpu(self.gpu)
+
+    @property
+    def has_nvlink(self) -> bool:
+        return self.layout == "nvswitch"
+
+    def nic_tech(self, fabric_link: "str | LinkTech") -> LinkTech:
+        """The technology a NIC-to-switch cable runs at on a fabric of ``fabric_link``."""
+        fabric = get_link(fabric_link)
+        return fabric if self.nic is None else slower(get_link(self.nic), fabric)
+
+    def to_dict(self) -> dict:
+        """JSON-friendly description (technology objects by name)."""
+        out = {}
+        for key in ("name", "gpus", "layout", "gpu", "nvlink", "nics", "nic", "host_link",
+                    "pcie_switches", "socket_link", "gpus_per_tray"):
+            value = getattr(self, key)
+            out[key] = getattr(value, "name", value)
+        return out
+
+    def with_(self, **changes) -> "ServerModel":
+        """A modified copy, e.g. ``get_server("dgx_h100").with_(nic="ib_xdr")``."""
+        return replace(self, **changes)
+
+    # -- building ------------------------------------------------------------------
+    def build(self, g: nx.DiGraph, index: int, first_rank: int) -> ServerPorts:
+        """Add server number ``index`` to ``g``, its GPUs ranked from ``first_rank``.
+
+        Node ids are ``"s{index}/gpu{i}"``, ``"s{index}/nic{j}"``, ``"s{index}/nvswitch"``,
+        ``"s{index}/pcie{k}"``, ``"s{index}/cpu{c}"``. NICs are returned but not cabled.
+        """
+        pre = f"s{index}/"
+        host = get_link(self.host_link)
+        gpu_name = self.gpu_spec.name
+        gpus = [pre + f"gpu{i}" for i in range(self.gpus)]
+        nics = [pre + f"nic{j}" for j in range(self.nics)]
+        gpus_per_nic = self.gpus // self.nics if self.gpus >= self.nics else 1
+        for i, node in enumerate(gpus):
+            attrs = dict(kind="gpu", tier=0, rank=first_rank + i, server=index, local_rank=i,
+                         rail=min(i // gpus_per_nic, self.nics - 1), gpu_type=gpu_name)
+            if self.gpus_per_tray:
+                attrs["tray"] = i // self.gpus_per_tray
+            g.add_node(node, **attrs)
+        for j, node in enumerate(nics):
+            g.add_node(node, kind="nic", tier=0, server=index, rail=j, role="compute")
+        cpus: list = []
+        if self.layout == "nvswitch":
+            nvs = pre + "nvswitch"
+            g.add_node(nvs, kind="nvswitch", tier=0, server=index)
+            nvl = get_link(self.nvlink)
+            for i, node in enumerate(gpus):
+                add_cable(g, node, nvs, nvl, tier="nvlink")
+            for j, nic in enumerate(nics):
+                # the first GPU of the NIC's group owns the PCIe path to it
+                add_cable(g, gpus[j * gpus_per_nic], nic, host, tier="pcie")
+        elif self.layout == "pcie":
+            socket = get_link(self.socket_link)
+            cpus = [pre + "cpu0", pre + "cpu1"]
+            for c, node in enumerate(cpus):
+                g.add_node(node, kind="cpu", tier=0, server=index, socket=c)
+            add_cable(g, cpus[0], cpus[1], socket, tier="cpu")
+            nsw = self.pcie_switches
+            gps, nps = self.gpus // nsw, self.nics // nsw
+            for s in range(nsw):
+                sw = pre + f"pcie{s}"
+                g.add_node(sw, kind="pcie_switch", tier=0, server=index, socket=s * 2 // nsw)
+                add_cable(g, sw, cpus[s * 2 // nsw], host, tier="pcie")
+                for node in gpus[s * gps:(s + 1) * gps]:
+                    add_cable(g, node, sw, host, tier="pcie")
+                for nic in nics[s * nps:(s + 1) * nps]:
+                    add_cable(g, nic, sw, host, tier="pcie")
+        else:
+            add_cable(g, gpus[0], nics[0], host, tier="pcie")
+        return ServerPorts(gpus=gpus, nics=nics, cpus=cpus)
+
+
+_SERVERS: dict[str, ServerModel] = {}
+
+
+def _add(model: ServerModel) -> None:
+    _SERVERS[model.name] = model
+
+
+# DGX H100 (DGX H100 user guide): 8 H100 SXM5, 4 NVSwitch chips, 18 NVLink 4 per GPU
+# (450 GB/s per direction), 8 ConnectX-7 400 Gb/s compute NICs, one per GPU, on PCIe Gen5.
+_add(ServerModel("dgx_h100", gpus=8, layout="nvswitch", gpu="h100_sxm", nvlink="nvlink4",
+                 nics=8, nic="ib_ndr", host_link="pcie5"))
+# DGX A100 (DGX A100 user guide): 8 A100 SXM4, 6 NVSwitch chips, 12 NVLink 3 per GPU
+# (300 GB/s per direction), 8 ConnectX-6 HDR 200 Gb/s compute NICs on PCIe Gen4.
+_add(ServerModel("dgx_a100", gpus=8, layout="nvswitch", gpu="a100_sxm", nvlink="nvlink3",
+                 nics=8, nic="ib_hdr", host_link="pcie4"))
+# DGX B200 (DGX B200 user guide): 8 B200, 2 NVSwitch chips, 18 NVLink 5 per GPU
+# (900 GB/s per direction), 8 ConnectX-7 400 Gb/s compute NICs on PCIe Gen5.
+_add(ServerModel("dgx_b200", gpus=8, layout="nvswitch", gpu="b200", nvlink="nvlink5",
+                 nics=8, nic="ib_ndr", host_link="pcie5"))
+# A generic 8-GPU PCIe server (dual-root layout of common 4U 8-GPU chassis): 8 H100 PCIe,
+# no NVLink bridges, 4 PCIe Gen5 switches (2 per CPU socket), 2 GPUs + 2 NICs per switch.
+# The NICs take the fabric's rate.
+_add(ServerModel("pcie_8gpu", gpus=8, layout="pcie", gpu="h100_pcie", nics=8, nic=None,
+                 host_link="pcie5", pcie_switches=4, socket_link="upi2x3"))
+# GB200 NVL72 (NVIDIA GB200 NVL72 spec): 72 Blackwell GPUs in 18 compute trays of 4, one
+# NVLink 5 domain through 9 NVSwitch trays (18 chips), 900 GB/s per GPU per direction;
+# one 400 Gb/s ConnectX-7 per GPU for the compute fabric.
+_add(ServerModel("nvl72", gpus=72, layout="nvswitch", gpu="gb200", nvlink="nvlink5",
+                 nics=72, nic="ib_ndr", host_link="pcie5", gpus_per_tray=4))
+# A single-GPU host with one NIC at the fabric's rate: the textbook fabrics' endpoint.
+_add(ServerModel("host", gpus=1, layout="single", gpu="h100_sxm", nics=1, nic=None,
+                 host_link="pcie5"))
+
+_BUILTIN_SERVERS = frozenset(_SERVERS)
+
+
+def server_names() -> list[str]:
+    """Names of the registered server models, sorted.
+
+    >>> server_names()[:3]
+    ['dgx_a100', 'dgx_b200', 'dgx_h100']
+    """
+    return sorted(_SERVERS)
+
+
+def get_server(server: "str | ServerModel | None") -> ServerModel:
+    """Look a server model up by name, pass one through; ``None`` gives ``"host"``.
+
+    >>> get_server(None).gpus
+    1
+    """
+    if server is None:
+        return _SERVERS["host"]
+    if isinstance(server, ServerModel):
+        return server
+    if isinstance(server, str) and server in _SERVERS:
+        return _SERVERS[server]
+    raise ValueError(f"unknown server {server!r}; known: {', '.join(server_names())} "
+                     "(or pass a ServerModel)")
+
+
+def register_server(model: ServerModel, *, overwrite: bool = False) -> ServerModel:
+    """Add a user server model so that it can be used by name."""
+    if not isinstance(model, ServerModel):
+        raise ValueError(f"model must be a ServerModel, got {type(model).__name__}")
+    if model.name in _BUILTIN_SERVERS:
+        raise ValueError(f"server {model.name!r} is built in; register it under another name")
+    if model.name in _SERVERS and not overwrite:
+        raise ValueError(f"server {model.name!r} is already registered; pass overwrite=True")
+    _SERVERS[model.name] = model
+    return model
