@@ -71,7 +71,7 @@ def add_storage(g: nx.DiGraph, count: int = 4, *, link="eth_400g", network: str 
         for s in servers:
             cpu, nic = f"s{s}/cpu0", f"s{s}/fe_nic"
             if cpu not in g:
-                g.add_node(cpu, kind="cpu", tier=0, server=s, socket=0)
+                g.add_node(cpu, kind="cpu", tier=0, server=s, socket=0, network="frontend")
             g.add_node(nic, kind="nic", tier=0, server=s, role="frontend", network="frontend")
             add_cable(g, cpu, nic, host, tier="pcie")
             add_cable(g, nic, hub, tech, tier="frontend")
