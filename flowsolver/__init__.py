@@ -8,3 +8,8 @@ times. Units everywhere: bytes, seconds, bytes/s.
 __version__ = "0.1.0"
 
 __all__ = ["__version__"]
+
+from .routing import POLICIES, LinkTable, MergedRouting, RoutingError, RoutingMatrix, route  # noqa: E402
+from .traffic import Flows  # noqa: E402
+
+__all__ += ["Flows", "route", "RoutingMatrix", "LinkTable", "MergedRouting", "RoutingError", "POLICIES"]

@@ -1,0 +1,60 @@
+"""Routing speed and memory at scale (uniform all-to-all).
+
+    python benchmarks/routing_scale.py            # 1024-GPU cases and the 4096-GPU cases
+    python benchmarks/routing_scale.py --small    # only the 1024-GPU cases
+
+Targets (issue: routing): ~1 M flows on a 1024-GPU cluster routed in under 5 s; 16.7 M
+flows on rail_optimized(nodes=512) (4096 GPUs) in under 60 s with peak memory under
+8 GiB, for both ecmp and ecmp_hash. Each case runs in its own process (own peak memory).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+CASES = [
+    ("fat_tree(16)", "tp.fat_tree(16)", 1024, "ecmp", 5),
+    ("fat_tree(16)", "tp.fat_tree(16)", 1024, "ecmp_hash", 5),
+    ("rail_optimized(128)", "tp.rail_optimized(128)", 1024, "ecmp", 5),
+    ("rail_optimized(128)", "tp.rail_optimized(128)", 1024, "ecmp_hash", 5),
+    ("rail_optimized(512)", "tp.rail_optimized(512)", 4096, "ecmp", 60),
+    ("rail_optimized(512)", "tp.rail_optimized(512)", 4096, "ecmp_hash", 60),
+]
+
+CHILD = """
+import json, resource, time
+import topologies as tp, flowsolver as fs
+g = {expr}
+flows = fs.Flows.all_to_all({n}, 1e6)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+rm = fs.route(g, flows, policy="{policy}")
+dt = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+s = rm.summary()
+print(json.dumps(dict(time=dt, peak_gib=peak / 2**20, flows=s["flows"], nnz=s["nnz"],
+                      expanded=s["expanded_nnz"], mb=s["megabytes"])))
+"""
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    cases = [c for c in CASES if c[2] <= 1024] if "--small" in argv else CASES
+    print(f"{'cluster':22s} {'policy':10s} {'flows':>10s} {'route s':>8s} {'target':>7s} "
+          f"{'peak GiB':>9s} {'stored nnz':>11s} {'expanded nnz':>13s} {'ratio':>6s}")
+    ok = True
+    for name, expr, n, policy, target in CASES if not cases else cases:
+        out = subprocess.run([sys.executable, "-c", CHILD.format(expr=expr, n=n, policy=policy)],
+                             check=True, capture_output=True, text=True).stdout
+        r = json.loads(out)
+        ok &= r["time"] < target and r["peak_gib"] < 8
+        print(f"{name:22s} {policy:10s} {r['flows']:10d} {r['time']:8.2f} {target:7d} "
+              f"{r['peak_gib']:9.2f} {r['nnz']:11d} {r['expanded']:13d} {r['expanded'] / r['nnz']:6.1f}")
+    print("targets:", "met" if ok else "NOT met")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,366 @@
+"""Routing: a cluster graph + flows + a policy -> a sparse RoutingMatrix.
+
+Policies
+--------
+``"ecmp"``
+    Fluid split over all equal-cost shortest paths: every switch splits what it forwards
+    evenly over its next hops on a shortest path, in proportion to their parallel cables
+    (ideal packet spraying / adaptive routing).
+``"ecmp_hash"``
+    Each flow - or each of its ``subflows`` sub-flows, which carry equal shares (NCCL opens
+    several connections per GPU pair; Llama 3 used 16) - is pinned to one shortest path,
+    chosen hop by hop by a seeded hash among the next hops (weighted by cables), so hash
+    collisions show up as uneven link loads.
+``"dor"``
+    Dimension-order routing on a ``topologies.torus``: dimensions corrected in order, the
+    shorter way round, the + direction at a tie.
+``"minimal"``, ``"valiant"``, ``"ugal"``
+    DragonFly: minimal = one global hop, fluid over the working global cables between the
+    two groups; valiant = minimal to a random router of a random third group, then minimal
+    to the destination; ugal = per flow, minimal or valiant by the UGAL-G rule evaluated once
+    on the fluid loads: minimal unless (max link load / capacity on the minimal path) x
+    (its hops) exceeds the same product for the Valiant path, the loads being those of
+    routing every flow minimally (resp. by Valiant).
+``"shortest"``
+    Generic: fluid split over the shortest paths of the whole graph, for any graph a user
+    built or edited. GPUs are never transit nodes unless the graph has no switch (a torus of
+    chips). No rail or server rule is applied.
+
+Paths
+-----
+On switched fabrics every policy but ``shortest`` cuts a path into the sending GPU's path
+to its NIC, the fabric path between the two NICs' switches, and the receiving NIC's path
+to its GPU (see :mod:`._structure`). Traffic between GPUs of one server stays inside the
+server (NVSwitch, or PCIe on the PCIe server) and never leaves through a NIC. Traffic
+leaving a server uses the NIC of the sending GPU's rail; with ``pxn=True`` it first moves
+inside the server to the GPU on the receiving GPU's rail (NCCL's PXN) and leaves through
+that rail. A GPU whose own NIC has no working uplink uses the working NIC of the next rail
+of its server. Links of capacity 0 or removed are never used; a pair left without a path
+raises :class:`RoutingError` naming it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..traffic import Flows
+from ._engine import ecmp_fluid, ecmp_hashed
+from ._fabric import DragonflyTables, dor_paths
+from ._matrix import LinkTable, MergedRouting, RoutingMatrix
+from ._structure import GraphIndex, RoutingError, Segments, ServerParts
+
+__all__ = ["route", "RoutingMatrix", "LinkTable", "MergedRouting", "RoutingError", "POLICIES"]
+
+POLICIES = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest")
+
+
+def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed: int = 0,
+          pxn: bool = False) -> RoutingMatrix:
+    """Compile ``flows`` on ``graph`` into a :class:`RoutingMatrix` under ``policy``.
+
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        A cluster graph (``topologies`` generators, or built/edited by hand).
+    flows : Flows
+        Endpoints as GPU ranks (``topologies.gpus`` order) or node ids.
+    policy : str
+        One of ``ecmp``, ``ecmp_hash``, ``dor``, ``minimal``, ``valiant``, ``ugal``, ``shortest``.
+    subflows : int
+        Sub-flows per flow for ``ecmp_hash`` (>= 1).
+    seed : int
+        Seed of the ``ecmp_hash`` hash and of the Valiant / UGAL intermediate choice.
+    pxn : bool
+        Cross-rail traffic moves to the destination rail inside the sending server first.
+
+    Examples
+    --------
+    >>> import topologies as tp
+    >>> g = tp.fat_tree(4)
+    >>> rm = route(g, Flows([0], [15], 1e6))
+    >>> links, fracs = rm.column(0)
+    >>> sorted(set(np.round(fracs, 4)))    # 2 uplinks of 1/2, 4 core links of 1/4, ...
+    [0.25, 0.5, 1.0]
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if not isinstance(flows, Flows):
+        raise ValueError(f"flows must be a flowsolver.Flows, got {type(flows).__name__}")
+    if isinstance(subflows, bool) or not isinstance(subflows, (int, np.integer)) or subflows < 1:
+        raise ValueError(f"subflows must be an integer >= 1, got {subflows!r}")
+    if subflows != 1 and policy != "ecmp_hash":
+        raise ValueError(f"subflows applies to policy 'ecmp_hash' only (policy is {policy!r})")
+    ix = GraphIndex(graph)
+    src = ix.resolve(flows.src, "src")
+    dst = ix.resolve(flows.dst, "dst")
+    store = Segments()
+    n = len(flows)
+    if policy == "shortest":
+        slots, coef = _shortest(ix, store, src, dst)
+    else:
+        slots, coef = _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows)
+    ptr, link, frac = store.finish()
+    return RoutingMatrix(
+        seg_ptr=ptr, seg_link=link, seg_frac=frac, flow_seg=slots.astype(np.int32),
+        flow_coef=coef, capacity=ix.capacity.copy(), weights=flows.weights.copy(),
+        demands=flows.demands.copy(), links=LinkTable.from_graph(graph), flows=flows,
+        flow_src=src, flow_dst=dst, node_names=ix.nodes, policy=policy,
+        options=dict(subflows=subflows, seed=seed, pxn=pxn, flows=n))
+
+
+# --------------------------------------------------------------------------- helpers
+def _pair_segments(store, a, b, paths, ix, what="route"):
+    """One segment per distinct pair (a[i], b[i]); ``paths(ua, ub)`` returns entries.
+    Returns the segment id of every input pair."""
+    key = a.astype(np.int64) * ix.nv + b
+    uniq, inv = np.unique(key, return_inverse=True)
+    ua, ub = uniq // ix.nv, uniq % ix.nv
+    pair, link, frac, *rest = paths(ua, ub)
+    if rest and len(rest[0]):
+        j = int(rest[0][0])
+        raise RoutingError(f"no path from {ix.name(ua[j])} to {ix.name(ub[j])} ({what}); "
+                           "the links between them are missing or failed")
+    first = store.add(pair, link, frac, len(uniq))
+    return first + inv.reshape(-1)
+
+
+def _shortest(ix, store, src, dst):
+    transit = ~ix.is_gpu if (ix.is_switch | (ix.kind == "nvswitch")).any() else np.ones(ix.nv, bool)
+    cg, local = ix.compact(np.arange(ix.nv), transit)
+    seg = _pair_segments(store, src, dst, lambda a, b: ecmp_fluid(cg, local[a], local[b]), ix)
+    return seg[:, None], None
+
+
+def _attach_other(ix, node):
+    """(switch, up links, down links) of a non-GPU endpoint: cabled to a switch, or
+    through a NIC that is."""
+    g = ix.graph
+    name = ix.nodes[node]
+
+    def usable(u, v):
+        return g.has_edge(u, v) and g.has_edge(v, u) and g[u][v].get("capacity", 0) > 0 \
+            and g[v][u].get("capacity", 0) > 0
+
+    for v in g.successors(name):
+        if g.nodes[v].get("kind") == "switch" and usable(name, v):
+            return ix.idx[v], ix.link_ids([node], [ix.idx[v]]), ix.link_ids([ix.idx[v]], [node])
+    for v in g.successors(name):
+        if g.nodes[v].get("kind") == "nic" and usable(name, v):
+            for w in g.successors(v):
+                if g.nodes[w].get("kind") == "switch" and usable(v, w):
+                    a, b, c = node, ix.idx[v], ix.idx[w]
+                    return c, ix.link_ids([a, b], [b, c]), ix.link_ids([c, b], [b, a])
+    raise RoutingError(f"endpoint {name!r} has no working link to a switch (directly or through a NIC)")
+
+
+def _nic_table(ix):
+    """Compute NICs of each server: node, uplink, downlink and switch per (server, rail)."""
+    nic = np.flatnonzero((ix.kind == "nic") & (ix.server >= 0) & (ix.rail >= 0))
+    n_srv = int(ix.server.max()) + 1 if len(ix.server) else 0
+    rails = int(ix.rail[nic].max()) + 1 if nic.size else 0
+    table = np.full((max(n_srv, 1), max(rails, 1)), -1, dtype=np.int64)
+    up = np.full(ix.nv, -1, dtype=np.int64)
+    down = np.full(ix.nv, -1, dtype=np.int64)
+    switch = np.full(ix.nv, -1, dtype=np.int64)
+    # the NIC's uplink: a usable edge to a switch with a usable reverse
+    cand = np.flatnonzero(ix.usable & (ix.kind[ix.tail] == "nic") & ix.is_switch[ix.head])
+    rev = ix.link_ids(ix.head[cand], ix.tail[cand])
+    cand = cand[(rev >= 0) & ix.usable[np.maximum(rev, 0)]]
+    rev = ix.link_ids(ix.head[cand], ix.tail[cand])
+    up[ix.tail[cand]] = cand
+    down[ix.tail[cand]] = rev
+    switch[ix.tail[cand]] = ix.head[cand]
+    working = nic[up[nic] >= 0]
+    table[ix.server[working], ix.rail[working]] = working
+    return table, up, down, switch
+
+
+def _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows):
+    n = len(src)
+    direct = not ix.is_switch.any()
+    if direct:   # no switch: GPUs (chips) are the fabric
+        attach_s, attach_d = src, dst
+        up = np.full(n, -1, dtype=np.int64)
+        down = np.full(n, -1, dtype=np.int64)
+        intra = np.zeros(n, dtype=bool)
+        fabric_nodes = np.arange(ix.nv)
+        intra_seg = None
+    else:
+        parts = ServerParts(ix)
+        both_gpu = ix.is_gpu[src] & ix.is_gpu[dst]
+        intra = both_gpu & (ix.server[src] >= 0) & (ix.server[src] == ix.server[dst])
+        intra_seg = np.full(n, -1, dtype=np.int64)
+        if intra.any():
+            rows = np.flatnonzero(intra)
+            key = src[rows] * ix.nv + dst[rows]
+            uk, inv = np.unique(key, return_inverse=True)
+            ua, ub = uk // ix.nv, uk % ix.nv
+            intra_seg[rows] = parts.segments(store, ix.server[ua], ua, ub)[inv.reshape(-1)]
+        table, nic_up, nic_down, nic_switch = _nic_table(ix)
+        attach_s = np.full(n, -1, dtype=np.int64)
+        attach_d = np.full(n, -1, dtype=np.int64)
+        up = np.full(n, -1, dtype=np.int64)
+        down = np.full(n, -1, dtype=np.int64)
+        inter = np.flatnonzero(~intra)
+        for side, ends, attach, seg in (("src", src, attach_s, up), ("dst", dst, attach_d, down)):
+            e = ends[inter]
+            gpu = ix.is_gpu[e] & (ix.server[e] >= 0)
+            rows_g = inter[gpu]
+            if rows_g.size:
+                eg = ends[rows_g]
+                rail = ix.rail[eg]
+                if side == "src" and pxn:
+                    other = dst[rows_g]
+                    use = ix.is_gpu[other] & (ix.rail[other] >= 0)
+                    rail = np.where(use, ix.rail[other], rail)
+                nic = _pick_nic(ix, table, ix.server[eg], rail, eg)
+                key = eg * ix.nv + nic
+                uk, inv = np.unique(key, return_inverse=True)
+                ug, un = uk // ix.nv, uk % ix.nv
+                if side == "src":
+                    ids = parts.segments(store, ix.server[ug], ug, un, extra_link=nic_up[un])
+                else:
+                    ids = parts.segments(store, ix.server[ug], un, ug, extra_link=nic_down[un])
+                seg[rows_g] = ids[inv.reshape(-1)]
+                attach[rows_g] = nic_switch[nic]
+            rows_o = inter[~gpu]
+            if rows_o.size:
+                for node in np.unique(ends[rows_o]):
+                    sw, up_l, down_l = _attach_other(ix, int(node))
+                    links = up_l if side == "src" else down_l
+                    sid = store.add(np.zeros(len(links)), links, np.ones(len(links)), 1)
+                    sel = rows_o[ends[rows_o] == node]
+                    seg[sel] = sid
+                    attach[sel] = sw
+        fabric_nodes = np.flatnonzero(ix.is_switch)
+    # ------------------------------------------------------------------ fabric part
+    inter = np.flatnonzero(~intra & (attach_s != attach_d))
+    a, b = attach_s[inter], attach_d[inter]
+    cols = []    # (segment ids for the inter rows, coefficient) per fabric slot
+    if policy in ("ecmp", "ecmp_hash"):
+        cg, local = ix.compact(fabric_nodes)
+        if policy == "ecmp":
+            seg = _pair_segments(store, a, b, lambda x, y: ecmp_fluid(cg, local[x], local[y]), ix)
+            cols.append((seg, 1.0))
+        else:
+            cols += _hashed(ix, store, cg, local, a, b, inter, subflows, seed)
+    elif policy == "dor":
+        cols.append((_pair_segments(store, a, b, lambda x, y: dor_paths(ix, x, y), ix), 1.0))
+    else:
+        df = DragonflyTables(ix)
+        minimal = lambda x, y: _pair_segments(store, x, y, df.minimal, ix)  # noqa: E731
+        seg_min = minimal(a, b)
+        if policy == "minimal":
+            cols.append((seg_min, 1.0))
+        else:
+            mid = df.intermediate(a, b, seed)
+            has = mid >= 0
+            s1 = seg_min.copy()
+            s2 = np.full(len(a), -1, dtype=np.int64)
+            if has.any():
+                s1[has] = minimal(a[has], mid[has])
+                s2[has] = minimal(mid[has], b[has])
+            if policy == "ugal":
+                use_min = _ugal_choice(ix, store, flows.size[inter], seg_min, s1, s2)
+                s1 = np.where(use_min, seg_min, s1)
+                s2 = np.where(use_min, -1, s2)
+            cols += [(s1, 1.0), (s2, 1.0)]
+    # ------------------------------------------------------------------ slots
+    K = 2 + len(cols)
+    slots = np.full((n, K), -1, dtype=np.int64)
+    slots[:, 0] = np.where(intra, intra_seg if intra_seg is not None else -1, up)
+    slots[:, K - 1] = np.where(intra, -1, down)
+    coef = None
+    if any(c != 1.0 for _, c in cols):
+        coef = np.ones((n, K))
+    for j, (seg, c) in enumerate(cols):
+        slots[inter, 1 + j] = seg
+        if coef is not None:
+            coef[inter, 1 + j] = c
+    keep = (slots >= 0).any(axis=0)
+    keep[0] = True
+    slots = slots[:, keep]
+    if coef is not None:
+        coef = coef[:, keep]
+    return slots, coef
+
+
+def _pick_nic(ix, table, server, rail, gpus):
+    """The NIC of (server, rail) if it works, else the working NIC of the next rail."""
+    rails = table.shape[1]
+    rail = np.where(rail >= 0, rail, 0) % rails
+    nic = table[server, rail]
+    missing = np.flatnonzero(nic < 0)
+    for i in missing:
+        row = table[server[i]]
+        order = (rail[i] + np.arange(rails)) % rails
+        ok = order[row[order] >= 0]
+        if not ok.size:
+            raise RoutingError(f"GPU {ix.name(gpus[i])} has no NIC with a working uplink in its server")
+        nic[i] = row[ok[0]]
+    return nic
+
+
+def _hashed(ix, store, cg, local, a, b, rows, subflows, seed):
+    """Fabric slots of ecmp_hash: one hashed path per (flow, sub-flow), deduplicated."""
+    cols = []
+    for sub in range(subflows):
+        key = rows.astype(np.int64) * subflows + sub
+        paths, path_key, bad = ecmp_hashed(cg, local[a], local[b], key, seed)
+        if len(bad):
+            j = int(bad[0])
+            raise RoutingError(f"no path from {ix.name(a[j])} to {ix.name(b[j])} (route); "
+                               "the links between them are missing or failed")
+        if path_key is not None:
+            _, first, inv = np.unique(path_key, return_index=True, return_inverse=True)
+        else:
+            _, first, inv = np.unique(paths, axis=0, return_index=True, return_inverse=True)
+        up = paths[first].astype(np.int64)
+        up = up.reshape(len(first), -1)
+        owner = np.repeat(np.arange(len(first)), up.shape[1]).reshape(up.shape)
+        ok = up >= 0
+        sid = store.add(owner[ok], up[ok], np.ones(int(ok.sum())), len(first))
+        cols.append((sid + inv.reshape(-1), 1.0 / subflows))
+    return cols
+
+
+def _ugal_choice(ix, store, sizes, seg_min, s1, s2):
+    """UGAL-G rule on fluid loads (see the module docstring): True where minimal wins."""
+    ptr, link, frac = _snapshot(store)
+    cap = np.where(ix.capacity > 0, ix.capacity, np.inf)
+    amount = np.where(sizes > 0, sizes, 1.0) if sizes.any() else np.ones(len(sizes))
+
+    def loads(segs_list):
+        seg_amount = np.zeros(len(ptr) - 1)
+        for segs in segs_list:
+            ok = segs >= 0
+            seg_amount += np.bincount(segs[ok], weights=amount[ok], minlength=len(ptr) - 1)
+        owner = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+        return np.bincount(link, weights=frac * seg_amount[owner], minlength=len(cap)) / cap
+
+    def path_cost(segs_list, q):
+        owner = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+        seg_q = np.zeros(len(ptr) - 1)
+        np.maximum.at(seg_q, owner, q[link])
+        seg_h = np.bincount(owner, weights=frac, minlength=len(ptr) - 1)
+        worst = np.zeros(len(segs_list[0]))
+        hops = np.zeros(len(segs_list[0]))
+        for segs in segs_list:
+            ok = segs >= 0
+            worst[ok] = np.maximum(worst[ok], seg_q[segs[ok]])
+            hops[ok] += seg_h[segs[ok]]
+        return worst * hops
+
+    q_min = loads([seg_min])
+    q_val = loads([s1, s2])
+    has_val = s2 >= 0
+    return ~has_val | (path_cost([seg_min], q_min) <= path_cost([s1, s2], q_val))
+
+
+def _snapshot(store):
+    if not store.owner:
+        return np.zeros(1, dtype=np.int64), np.empty(0, np.int64), np.empty(0)
+    owner = np.concatenate(store.owner)
+    order = np.argsort(owner, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=store.count))])
+    return ptr, np.concatenate(store.link)[order], np.concatenate(store.frac)[order]

@@ -1,0 +1,155 @@
+"""Fabric-level paths of the structured policies: torus DOR and DragonFly minimal."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._structure import GraphIndex, RoutingError
+
+
+def dor_paths(ix: GraphIndex, a, b):
+    """Dimension-order routing between torus nodes ``a[i] -> b[i]`` (global indices of
+    chips or routers carrying ``coords``).
+
+    Dimensions are corrected in order 0, 1, ..., n-1. With wrap-around each dimension goes
+    the shorter way; at a tie (distance exactly k/2) it goes in the + direction. Returns
+    ``(pair, link, frac)`` entries (one path, fractions 1).
+    """
+    g = ix.graph
+    params = g.graph.get("params", {})
+    if g.graph.get("generator") != "torus":
+        raise RoutingError("policy 'dor' needs a torus from topologies.torus (use 'shortest' or "
+                           "'ecmp' on other graphs)")
+    dims = np.asarray(params["dims"], dtype=np.int64)
+    wrap = bool(params.get("wrap", True))
+    coords = np.full((ix.nv, len(dims)), -1, dtype=np.int64)
+    grid = np.full(int(np.prod(dims)), -1, dtype=np.int64)
+    for n, d in g.nodes(data=True):
+        if "coords" in d:
+            i = ix.idx[n]
+            coords[i] = d["coords"]
+            grid[np.ravel_multi_index(tuple(d["coords"]), dims)] = i
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    cur = coords[a].copy()
+    target = coords[b]
+    pairs, links = [], []
+    for d, k in enumerate(dims):
+        if wrap:
+            fwd = (target[:, d] - cur[:, d]) % k
+            step = np.where(fwd <= k - fwd, 1, -1)
+            count = np.minimum(fwd, k - fwd)
+        else:
+            delta = target[:, d] - cur[:, d]
+            step, count = np.sign(delta), np.abs(delta)
+        for s in range(int(count.max()) if len(count) else 0):
+            act = np.flatnonzero(count > s)
+            nxt = cur[act].copy()
+            nxt[:, d] = (nxt[:, d] + step[act]) % k
+            u = grid[np.ravel_multi_index(cur[act].T, dims)]
+            v = grid[np.ravel_multi_index(nxt.T, dims)]
+            lid = ix.link_ids(u, v)
+            broken = (lid < 0) | ~ix.usable[np.maximum(lid, 0)]
+            if broken.any():
+                j = np.flatnonzero(broken)[0]
+                raise RoutingError(f"dimension-order route from {ix.name(a[act[j]])} to {ix.name(b[act[j]])} "
+                                   f"needs link {ix.name(u[j])} -> {ix.name(v[j])}, which is missing or "
+                                   "failed; use policy 'shortest' to route around failures")
+            pairs.append(act)
+            links.append(lid)
+            cur[act] = nxt
+    cat = lambda xs: np.concatenate(xs) if xs else np.empty(0, dtype=np.int64)  # noqa: E731
+    pairs, links = cat(pairs), cat(links)
+    return pairs, links, np.ones(len(pairs))
+
+
+class DragonflyTables:
+    """Groups, routers and working global cables of a DragonFly graph."""
+
+    def __init__(self, ix: GraphIndex):
+        g = ix.graph
+        if g.graph.get("generator") != "dragonfly":
+            raise RoutingError("policies 'minimal', 'valiant' and 'ugal' need a DragonFly from "
+                               "topologies.dragonfly")
+        self.ix = ix
+        self.group = np.full(ix.nv, -1, dtype=np.int64)
+        for n, d in g.nodes(data=True):
+            if d.get("kind") == "switch" and "group" in d:
+                self.group[ix.idx[n]] = d["group"]
+        self.groups = int(self.group.max()) + 1
+        routers = np.flatnonzero(self.group >= 0)
+        self.routers_of = [routers[self.group[routers] == k] for k in range(self.groups)]
+        tiers = np.array([d.get("tier", "") for *_, d in g.edges(data=True)], dtype=object)
+        glob = np.flatnonzero((tiers == "global") & ix.usable)
+        gu, gv = self.group[ix.tail[glob]], self.group[ix.head[glob]]
+        order = np.lexsort((gv, gu))
+        self.glob, self.gkey = glob[order], (gu * self.groups + gv)[order]
+
+    def minimal(self, a, b):
+        """Minimal routes router ``a[i] -> b[i]``: one global hop, fluid over the working
+        global cables between the two groups (local hops before and after as needed)."""
+        ix = self.ix
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        ga, gb = self.group[a], self.group[b]
+        pairs, links, fracs = [], [], []
+
+        def local(u, v, rows):
+            lid = ix.link_ids(u, v)
+            broken = (lid < 0) | ~ix.usable[np.maximum(lid, 0)]
+            if broken.any():
+                j = np.flatnonzero(broken)[0]
+                raise RoutingError(f"minimal route from {ix.name(a[rows[j]])} to {ix.name(b[rows[j]])} needs "
+                                   f"local link {ix.name(u[j])} -> {ix.name(v[j])}, which is missing or failed; "
+                                   "use policy 'shortest' to route around failures")
+            return lid
+
+        same = np.flatnonzero((ga == gb) & (a != b))
+        if same.size:
+            pairs.append(same)
+            links.append(local(a[same], b[same], same))
+            fracs.append(np.ones(len(same)))
+        cross = np.flatnonzero(ga != gb)
+        key = ga[cross] * self.groups + gb[cross]
+        order = np.argsort(key, kind="stable")
+        cross, key = cross[order], key[order]
+        bounds = np.flatnonzero(np.diff(key)) + 1
+        for rows in np.split(cross, bounds):
+            if not rows.size:
+                continue
+            k = ga[rows[0]] * self.groups + gb[rows[0]]
+            lo, hi = np.searchsorted(self.gkey, [k, k + 1])
+            cab = self.glob[lo:hi]
+            if not cab.size:
+                raise RoutingError(f"no working global cable between groups {ga[rows[0]]} and {gb[rows[0]]} "
+                                   f"(route {ix.name(a[rows[0]])} -> {ix.name(b[rows[0]])}); use 'shortest'")
+            w = ix.cables[cab] / ix.cables[cab].sum()
+            u, v = ix.tail[cab], ix.head[cab]
+            R, C = len(rows), len(cab)
+            pr = np.repeat(rows, C)
+            uu, vv, ww, ll = np.tile(u, R), np.tile(v, R), np.tile(w, R), np.tile(cab, R)
+            xa, yb = a[pr], b[pr]
+            first = xa != uu
+            last = vv != yb
+            pairs += [pr[first], pr, pr[last]]
+            links += [local(xa[first], uu[first], pr[first]), ll, local(vv[last], yb[last], pr[last])]
+            fracs += [ww[first], ww, ww[last]]
+        cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
+        return cat(pairs, np.int64), cat(links, np.int64), cat(fracs, np.float64)
+
+    def intermediate(self, a, b, seed: int):
+        """A random router of a random group other than those of ``a[i]`` and ``b[i]``
+        (Valiant); -1 where both are in one group or fewer than 3 groups exist."""
+        ga, gb = self.group[np.asarray(a)], self.group[np.asarray(b)]
+        n = len(ga)
+        rng = np.random.default_rng(seed)
+        pick_g = rng.integers(0, max(self.groups - 2, 1), n)
+        lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)
+        gc = pick_g + (pick_g >= lo)
+        gc = gc + (gc >= hi)
+        sizes = np.array([len(r) for r in self.routers_of])
+        pick_r = (rng.random(n) * sizes[np.minimum(gc, self.groups - 1)]).astype(np.int64)
+        table = np.full((self.groups, sizes.max()), -1, dtype=np.int64)
+        for k, r in enumerate(self.routers_of):
+            table[k, :len(r)] = r
+        out = table[np.minimum(gc, self.groups - 1), pick_r]
+        out[(ga == gb) | (self.groups < 3)] = -1
+        return out

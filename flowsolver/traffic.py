@@ -1,0 +1,267 @@
+"""Traffic: who sends how many bytes to whom.
+
+A :class:`Flows` holds parallel arrays. Endpoints are GPU ranks (integers, in the order of
+``topologies.gpus(graph)``) or graph node ids (any other value, e.g. ``"storage0"``);
+they are checked against a graph when the flows are routed. Sizes are bytes, demands
+(rate caps) bytes/s, weights are relative shares of max-min fairness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Flows"]
+
+
+def _endpoints(name: str, values) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        arr = np.asarray(list(values), dtype=object)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype.kind == "b" or arr.dtype.kind == "f":
+        raise ValueError(f"{name} must hold GPU ranks (integers) or node ids, got {arr.dtype} values")
+    out = np.empty(len(arr), dtype=object)
+    for i, v in enumerate(arr):
+        out[i] = int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
+    return out
+
+
+def _plain(value):
+    """A numpy scalar as the Python value (for messages)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _positive_array(name, values, n, *, allow_inf, default):
+    if values is None:
+        return None if default is None else np.full(n, default, dtype=np.float64)
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise ValueError(f"{name} must be a scalar or have one entry per flow ({n}), got shape {arr.shape}")
+    bad = ~(arr > 0) | (~np.isfinite(arr) if not allow_inf else np.isnan(arr))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        allowed = "a number > 0 (inf for no cap)" if allow_inf else "a finite number > 0"
+        raise ValueError(f"{name} of flow {i} must be {allowed}, got {arr[i].item()!r}")
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Flows:
+    """A set of flows: ``src[i]`` sends ``size[i]`` bytes to ``dst[i]``.
+
+    Parameters
+    ----------
+    src, dst : array-like
+        GPU ranks (int) or graph node ids.
+    size : array-like or float
+        Bytes per flow, finite and >= 0 (a scalar applies to every flow).
+    weight : array-like or float, optional
+        Max-min weights (> 0); default 1.
+    demand : array-like or float, optional
+        Rate caps in bytes/s (> 0, ``inf`` for none); default no cap.
+
+    Examples
+    --------
+    >>> f = Flows([0, 1], [1, 0], 1e9)
+    >>> len(f), f.size.tolist()
+    (2, [1000000000.0, 1000000000.0])
+    >>> len(Flows.all_to_all(8, 1e6))
+    56
+    >>> Flows([0], [0], 1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: flow 0 has src == dst (0); a flow needs two distinct endpoints
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    size: np.ndarray
+    weight: np.ndarray | None = None
+    demand: np.ndarray | None = None
+
+    def __init__(self, src, dst, size, weight=None, demand=None):
+        src = _endpoints("src", src)
+        dst = _endpoints("dst", dst)
+        if src.shape != dst.shape:
+            raise ValueError(f"src and dst must have the same length, got {len(src)} and {len(dst)}")
+        n = len(src)
+        size = np.asarray(size, dtype=np.float64)
+        if size.ndim == 0:
+            size = np.full(n, float(size))
+        if size.shape != (n,):
+            raise ValueError(f"size must be a scalar or have one entry per flow ({n}), got shape {size.shape}")
+        bad = ~np.isfinite(size) | (size < 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"size of flow {i} must be a finite number >= 0 bytes, got {size[i].item()!r}")
+        if src.dtype == object or dst.dtype == object:
+            same = np.fromiter((a == b for a, b in zip(src, dst)), dtype=bool, count=n)
+        else:
+            same = src == dst
+        if same.any():
+            i = int(np.flatnonzero(same)[0])
+            raise ValueError(f"flow {i} has src == dst ({_plain(src[i])!r}); a flow needs two "
+                             "distinct endpoints")
+        object.__setattr__(self, "src", src)
+        object.__setattr__(self, "dst", dst)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "weight", _positive_array("weight", weight, n, allow_inf=False, default=None))
+        object.__setattr__(self, "demand", _positive_array("demand", demand, n, allow_inf=True, default=None))
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def __repr__(self) -> str:
+        return f"Flows({len(self)} flows, {self.size.sum():.4g} bytes)"
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Weights, 1 where none were given."""
+        return np.ones(len(self)) if self.weight is None else self.weight
+
+    @property
+    def demands(self) -> np.ndarray:
+        """Rate caps (bytes/s), ``inf`` where none were given."""
+        return np.full(len(self), np.inf) if self.demand is None else self.demand
+
+    def subset(self, index) -> "Flows":
+        """The flows selected by ``index`` (indices or a boolean mask)."""
+        pick = lambda a: None if a is None else a[index]  # noqa: E731
+        return Flows(self.src[index], self.dst[index], self.size[index], pick(self.weight), pick(self.demand))
+
+    @staticmethod
+    def concat(parts: "list[Flows]") -> "Flows":
+        """One Flows of several, in order."""
+        if not parts:
+            raise ValueError("concat needs at least one Flows")
+        cat = lambda xs: np.concatenate(xs) if all(x is not None for x in xs) else None  # noqa: E731
+        src = np.concatenate([np.asarray(p.src, dtype=object) if any(q.src.dtype == object for q in parts)
+                              else p.src for p in parts])
+        dst = np.concatenate([np.asarray(p.dst, dtype=object) if any(q.dst.dtype == object for q in parts)
+                              else p.dst for p in parts])
+        weight = None if all(p.weight is None for p in parts) else cat([p.weights for p in parts])
+        demand = None if all(p.demand is None for p in parts) else cat([p.demands for p in parts])
+        return Flows(src, dst, cat([p.size for p in parts]), weight, demand)
+
+    # ---------------------------------------------------------------- patterns
+    @staticmethod
+    def _ranks(n, ranks):
+        if ranks is not None:
+            ranks = np.asarray(ranks, dtype=np.int64)
+            if ranks.ndim != 1 or len(np.unique(ranks)) != len(ranks):
+                raise ValueError("ranks must be a sequence of distinct GPU ranks")
+            return ranks
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+            raise ValueError(f"n must be an integer >= 2 (GPU ranks), got {n!r}")
+        return np.arange(n, dtype=np.int64)
+
+    @classmethod
+    def all_to_all(cls, n: int | None = None, size: float = 1.0, *, ranks=None) -> "Flows":
+        """Every ordered pair of distinct ranks, ``size`` bytes each (n (n-1) flows).
+
+        >>> Flows.all_to_all(3, 10.0).dst.tolist()
+        [1, 2, 0, 2, 0, 1]
+        """
+        r = cls._ranks(n, ranks)
+        p = len(r)
+        src = np.repeat(np.arange(p), p - 1)
+        off = np.tile(np.arange(1, p), p)
+        dst = (src + off) % p
+        order = np.lexsort((dst, src))
+        return cls(r[src[order]], r[dst[order]], size)
+
+    @classmethod
+    def permutation(cls, n: int | None = None, size: float = 1.0, *, seed: int = 0, ranks=None) -> "Flows":
+        """A random permutation without fixed points: every rank sends to one rank and
+        receives from one (a single random cycle through all ranks).
+
+        >>> sorted(Flows.permutation(6, seed=1).dst.tolist())
+        [0, 1, 2, 3, 4, 5]
+        """
+        r = cls._ranks(n, ranks)
+        order = np.random.default_rng(seed).permutation(len(r))
+        dst = np.empty(len(r), dtype=np.int64)
+        dst[order] = np.roll(order, -1)
+        return cls(r, r[dst], size)
+
+    @classmethod
+    def ring(cls, n: int | None = None, size: float = 1.0, *, bidirectional: bool = False, ranks=None) -> "Flows":
+        """Rank i sends to rank i+1 (and to i-1 when ``bidirectional``), wrapping around.
+
+        >>> Flows.ring(4).dst.tolist()
+        [1, 2, 3, 0]
+        """
+        r = cls._ranks(n, ranks)
+        p = len(r)
+        src, dst = np.arange(p), (np.arange(p) + 1) % p
+        if bidirectional and p > 2:
+            src, dst = np.concatenate([src, src]), np.concatenate([dst, (np.arange(p) - 1) % p])
+        return cls(r[src], r[dst], size)
+
+    @classmethod
+    def random_pairs(cls, n: int | None = None, count: int = 1, size: float = 1.0, *, seed: int = 0,
+                     ranks=None) -> "Flows":
+        """``count`` flows between uniformly random distinct ranks.
+
+        >>> len(Flows.random_pairs(16, 100, seed=3))
+        100
+        """
+        r = cls._ranks(n, ranks)
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+            raise ValueError(f"count must be an integer >= 1, got {count!r}")
+        rng = np.random.default_rng(seed)
+        src = rng.integers(0, len(r), count)
+        dst = (src + rng.integers(1, len(r), count)) % len(r)
+        return cls(r[src], r[dst], size)
+
+    @classmethod
+    def incast(cls, n: int | None = None, size: float = 1.0, *, dst: int = 0, ranks=None) -> "Flows":
+        """Every other rank sends to ``dst``.
+
+        >>> Flows.incast(4, dst=2).src.tolist()
+        [0, 1, 3]
+        """
+        r = cls._ranks(n, ranks)
+        others = r[r != dst]
+        if len(others) == len(r):
+            raise ValueError(f"dst {dst} is not one of the ranks")
+        return cls(others, np.full(len(others), dst), size)
+
+    @classmethod
+    def outcast(cls, n: int | None = None, size: float = 1.0, *, src: int = 0, ranks=None) -> "Flows":
+        """``src`` sends to every other rank."""
+        f = cls.incast(n, size, dst=src, ranks=ranks)
+        return cls(f.dst, f.src, f.size)
+
+    @classmethod
+    def storage(cls, graph, size: float = 1.0, *, direction: str = "read") -> "Flows":
+        """Traffic between the storage nodes of ``graph`` and its servers.
+
+        Front-end storage (``topologies.add_storage(network="frontend")``) exchanges data
+        with each server's host (``"s{i}/cpu0"``); storage on the compute fabric with each
+        GPU (GPUDirect Storage). Endpoints take the storage nodes round-robin. ``size`` is
+        bytes per endpoint; ``direction`` is ``"read"`` (storage to hosts/GPUs, data loading)
+        or ``"write"`` (checkpoints).
+        """
+        if direction not in ("read", "write"):
+            raise ValueError(f"direction must be 'read' or 'write', got {direction!r}")
+        stores = sorted((n for n, d in graph.nodes(data=True) if d.get("kind") == "storage"), key=str)
+        if not stores:
+            raise ValueError("the graph has no storage nodes; attach some with topologies.add_storage")
+        frontend = graph.nodes[stores[0]].get("network") == "frontend"
+        if frontend:
+            ends = sorted((n for n, d in graph.nodes(data=True)
+                           if d.get("kind") == "cpu" and graph.has_edge(n, f"s{d.get('server')}/fe_nic")),
+                          key=lambda n: graph.nodes[n]["server"])
+        else:
+            ends = list(range(sum(1 for _, d in graph.nodes(data=True) if d.get("kind") == "gpu")))
+        store = np.empty(len(ends), dtype=object)
+        store[:] = [stores[i % len(stores)] for i in range(len(ends))]
+        ends_arr = np.empty(len(ends), dtype=object)
+        ends_arr[:] = ends
+        return cls(store, ends_arr, size) if direction == "read" else cls(ends_arr, store, size)
