@@ -25,7 +25,8 @@ def _endpoints(name: str, values) -> np.ndarray:
         raise ValueError(f"{name} must hold GPU ranks (integers) or node ids, got {arr.dtype} values")
     out = np.empty(len(arr), dtype=object)
     for i, v in enumerate(arr):
-        out[i] = int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
+        v = v.item() if isinstance(v, np.generic) else v
+        out[i] = int(v) if isinstance(v, int) and not isinstance(v, bool) else v
     return out
 
 

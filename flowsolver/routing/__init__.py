@@ -17,10 +17,10 @@ Policies
 ``"minimal"``, ``"valiant"``, ``"ugal"``
     DragonFly: minimal = one global hop, fluid over the working global cables between the
     two groups; valiant = minimal to a random router of a random third group, then minimal
-    to the destination; ugal = per flow, minimal or valiant by the UGAL-G rule evaluated once
-    on the fluid loads: minimal unless (max link load / capacity on the minimal path) x
-    (its hops) exceeds the same product for the Valiant path, the loads being those of
-    routing every flow minimally (resp. by Valiant).
+    to the destination; ugal = per flow, minimal or valiant by the UGAL-G rule (queue x
+    hops, with link load / capacity as the queue) in the fluid limit: from all-minimal, a
+    damped best response over a few rounds, each flow taking the path of the smaller
+    (max load / capacity on the path) x (hops) under the current loads.
 ``"shortest"``
     Generic: fluid split over the shortest paths of the whole graph, for any graph a user
     built or edited. GPUs are never transit nodes unless the graph has no switch (a torus of
@@ -79,7 +79,7 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     >>> g = tp.fat_tree(4)
     >>> rm = route(g, Flows([0], [15], 1e6))
     >>> links, fracs = rm.column(0)
-    >>> sorted(set(np.round(fracs, 4)))    # 2 uplinks of 1/2, 4 core links of 1/4, ...
+    >>> sorted(set(np.round(fracs, 4).tolist()))   # 2 uplinks of 1/2, 4 core links of 1/4, ...
     [0.25, 0.5, 1.0]
     """
     if policy not in POLICIES:
@@ -261,7 +261,7 @@ def _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows):
                 s1[has] = minimal(a[has], mid[has])
                 s2[has] = minimal(mid[has], b[has])
             if policy == "ugal":
-                use_min = _ugal_choice(ix, store, flows.size[inter], seg_min, s1, s2)
+                use_min = _ugal_choice(ix, store, flows.size[inter], seg_min, s1, s2, seed)
                 s1 = np.where(use_min, seg_min, s1)
                 s2 = np.where(use_min, -1, s2)
             cols += [(s1, 1.0), (s2, 1.0)]
@@ -324,37 +324,48 @@ def _hashed(ix, store, cg, local, a, b, rows, subflows, seed):
     return cols
 
 
-def _ugal_choice(ix, store, sizes, seg_min, s1, s2):
-    """UGAL-G rule on fluid loads (see the module docstring): True where minimal wins."""
+def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12):
+    """UGAL-G in the fluid limit (see the module docstring): True where minimal wins.
+
+    Starting from all-minimal, each round every flow compares, on the current loads,
+    (max load / capacity over its minimal path) x (its hops) with the same for its Valiant
+    path; each flow that would gain by switching switches with probability 1/2 (damped
+    best response, seeded), for ``rounds`` rounds.
+    """
     ptr, link, frac = _snapshot(store)
+    n_seg = len(ptr) - 1
     cap = np.where(ix.capacity > 0, ix.capacity, np.inf)
     amount = np.where(sizes > 0, sizes, 1.0) if sizes.any() else np.ones(len(sizes))
+    owner = np.repeat(np.arange(n_seg), np.diff(ptr))
+    seg_hops = np.bincount(owner, weights=frac, minlength=n_seg)
+    has_val = s2 >= 0
+    use_min = np.ones(len(seg_min), dtype=bool)
+    rng = np.random.default_rng(seed)
 
-    def loads(segs_list):
-        seg_amount = np.zeros(len(ptr) - 1)
-        for segs in segs_list:
-            ok = segs >= 0
-            seg_amount += np.bincount(segs[ok], weights=amount[ok], minlength=len(ptr) - 1)
-        owner = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
-        return np.bincount(link, weights=frac * seg_amount[owner], minlength=len(cap)) / cap
-
-    def path_cost(segs_list, q):
-        owner = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
-        seg_q = np.zeros(len(ptr) - 1)
+    def cost(segs_list, q):
+        seg_q = np.zeros(n_seg)
         np.maximum.at(seg_q, owner, q[link])
-        seg_h = np.bincount(owner, weights=frac, minlength=len(ptr) - 1)
-        worst = np.zeros(len(segs_list[0]))
-        hops = np.zeros(len(segs_list[0]))
+        worst = np.zeros(len(seg_min))
+        hops = np.zeros(len(seg_min))
         for segs in segs_list:
             ok = segs >= 0
             worst[ok] = np.maximum(worst[ok], seg_q[segs[ok]])
-            hops[ok] += seg_h[segs[ok]]
+            hops[ok] += seg_hops[segs[ok]]
         return worst * hops
 
-    q_min = loads([seg_min])
-    q_val = loads([s1, s2])
-    has_val = s2 >= 0
-    return ~has_val | (path_cost([seg_min], q_min) <= path_cost([s1, s2], q_val))
+    for _ in range(rounds):
+        seg_amount = np.zeros(n_seg)
+        for segs, on in ((seg_min, use_min), (s1, ~use_min), (s2, ~use_min)):
+            ok = (segs >= 0) & on
+            seg_amount += np.bincount(segs[ok], weights=amount[ok], minlength=n_seg)
+        q = np.bincount(link, weights=frac * seg_amount[owner], minlength=len(cap)) / cap
+        c_min, c_val = cost([seg_min], q), cost([s1, s2], q)
+        want = has_val & np.where(use_min, c_val < c_min, c_min < c_val)
+        if not want.any():
+            break
+        flip = want & (rng.random(len(want)) < 0.5)
+        use_min ^= flip
+    return use_min | ~has_val
 
 
 def _snapshot(store):

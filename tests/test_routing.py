@@ -1,0 +1,373 @@
+"""Routing correctness: conservation, shortest paths, policy-specific paths, failures."""
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import flowsolver as fs
+import topologies as tp
+from flowsolver import Flows, RoutingError, route
+
+
+def incidence(g):
+    """Nodes x links: +1 where a link leaves a node, -1 where it enters."""
+    nodes = {n: i for i, n in enumerate(g.nodes)}
+    edges = list(g.edges)
+    rows = [nodes[u] for u, _ in edges] + [nodes[v] for _, v in edges]
+    cols = list(range(len(edges))) * 2
+    vals = [1.0] * len(edges) + [-1.0] * len(edges)
+    return sp.csr_matrix((vals, (rows, cols)), shape=(len(nodes), len(edges))), nodes
+
+
+def endpoint_nodes(g, values):
+    order = tp.gpus(g)
+    return [order[v] if isinstance(v, (int, np.integer)) else v for v in values]
+
+
+CASES = [
+    ("fat_tree(4) ecmp", lambda: tp.fat_tree(4), dict()),
+    ("fat_tree(4) hash x3", lambda: tp.fat_tree(4), dict(policy="ecmp_hash", subflows=3, seed=7)),
+    ("fat_tree(4) shortest", lambda: tp.fat_tree(4), dict(policy="shortest")),
+    ("fat_tree(8, dgx)", lambda: tp.fat_tree(8, server="dgx_h100"), dict()),
+    ("leaf_spine oversub", lambda: tp.leaf_spine(4, 3, 8, oversubscription=2), dict()),
+    ("rail(8)", lambda: tp.rail_optimized(8), dict()),
+    ("rail(8) pxn", lambda: tp.rail_optimized(8), dict(pxn=True)),
+    ("rail(40) hash", lambda: tp.rail_optimized(40), dict(policy="ecmp_hash")),
+    ("rail(288) 3 tiers", lambda: tp.rail_optimized(288), dict()),
+    ("rail(4, pcie)", lambda: tp.rail_optimized(4, server="pcie_8gpu"), dict()),
+    ("dragonfly minimal", lambda: tp.dragonfly(2, 4, 2), dict(policy="minimal")),
+    ("dragonfly valiant", lambda: tp.dragonfly(2, 4, 2), dict(policy="valiant", seed=3)),
+    ("dragonfly ugal", lambda: tp.dragonfly(2, 4, 2), dict(policy="ugal")),
+    ("dragonfly g=5 minimal", lambda: tp.dragonfly(2, 4, 2, g=5), dict(policy="minimal")),
+    ("torus dor", lambda: tp.torus((4, 3)), dict(policy="dor")),
+    ("torus ecmp", lambda: tp.torus((4, 4)), dict()),
+    ("mesh dor", lambda: tp.torus((3, 4), wrap=False), dict(policy="dor")),
+    ("torus of servers dor", lambda: tp.torus((3, 3), server="dgx_h100"), dict(policy="dor")),
+    ("dragonfly shortest", lambda: tp.dragonfly(2, 4, 2), dict(policy="shortest")),
+]
+
+
+def _sample_flows(g, count=300, seed=0):
+    n = len(tp.gpus(g))
+    return Flows.random_pairs(n, count, 1e6, seed=seed)
+
+
+@pytest.mark.parametrize("name,build,kw", CASES, ids=[c[0] for c in CASES])
+def test_every_column_conserves_flow(name, build, kw):
+    g = build()
+    flows = _sample_flows(g)
+    rm = route(g, flows, **kw)
+    A = rm.to_scipy()
+    B, nodes = incidence(g)
+    net = (B @ A).toarray()
+    expect = np.zeros_like(net)
+    src = endpoint_nodes(g, flows.src)
+    dst = endpoint_nodes(g, flows.dst)
+    expect[[nodes[s] for s in src], np.arange(len(flows))] += 1
+    expect[[nodes[d] for d in dst], np.arange(len(flows))] -= 1
+    np.testing.assert_allclose(net, expect, atol=1e-12)
+    # never a failed or absent link, never a negative fraction
+    assert (A.data > 0).all() and (A.data <= 1 + 1e-12).all()
+
+
+@pytest.mark.parametrize("build,kw", [
+    (lambda: tp.fat_tree(4), {}), (lambda: tp.fat_tree(8, server="dgx_h100"), {}),
+    (lambda: tp.leaf_spine(4, 2, 8), {}), (lambda: tp.rail_optimized(64), {}),
+    (lambda: tp.torus((4, 4)), {}), (lambda: tp.torus((4, 3)), {"policy": "dor"}),
+    (lambda: tp.dragonfly(2, 4, 2), {"policy": "shortest"}),
+    # (not the PCIe server: two NICs share a PCIe switch there, and the rail rule can pick
+    # the one whose leaf is farther from the destination, by design)
+])
+def test_every_used_link_lies_on_a_shortest_path(build, kw):
+    g = build()
+    flows = _sample_flows(g, 150, seed=1)
+    A = route(g, flows, **kw).to_scipy().tocsc()
+    edges = list(g.edges)
+    src = endpoint_nodes(g, flows.src)
+    dst = endpoint_nodes(g, flows.dst)
+    dist_from, dist_to = {}, {}
+    rev = g.reverse(copy=False)
+    for f in range(len(flows)):
+        s, t = src[f], dst[f]
+        if s not in dist_from:
+            dist_from[s] = nx.single_source_shortest_path_length(g, s)
+        if t not in dist_to:
+            dist_to[t] = nx.single_source_shortest_path_length(rev, t)
+        total = dist_from[s][t]
+        for l in A.indices[A.indptr[f]:A.indptr[f + 1]]:
+            u, v = edges[l]
+            assert dist_from[s][u] + 1 + dist_to[t][v] == total, (s, t, u, v)
+
+
+def test_ecmp_split_over_fat_tree_uplinks_is_uniform():
+    k = 8
+    g = tp.fat_tree(k)
+    rm = route(g, Flows([0], [127], 1.0))   # pod 0 to pod 7
+    links, fracs = rm.column(0)
+    tiers = rm.links.tier[links]
+    up = [(rm.links.src[l], f) for l, f in zip(links, fracs) if rm.links.tier[l] == "edge-agg"
+          and str(rm.links.src[l]).endswith("edge0") and str(rm.links.src[l]).startswith("pod0")]
+    assert len(up) == k // 2 and all(f == pytest.approx(2 / k) for _, f in up)
+    core = fracs[tiers == "agg-core"]
+    assert len(core) == 2 * (k // 2) ** 2 and np.allclose(core, (2 / k) ** 2)
+    assert fracs.sum() == pytest.approx(8)   # 8 links on every path, fractions add up per hop
+
+
+def test_ecmp_equals_generic_shortest_on_single_gpu_hosts():
+    g = tp.fat_tree(4)
+    flows = Flows.all_to_all(16, 1.0)
+    a = route(g, flows, policy="ecmp").to_scipy()
+    b = route(g, flows, policy="shortest").to_scipy()
+    assert abs(a - b).max() < 1e-12
+
+
+def _path(rm, f):
+    links, fracs = rm.column(f)
+    assert np.allclose(fracs, 1.0)
+    edges = {rm.links.src[l]: rm.links.dst[l] for l in links}
+    return edges
+
+
+def test_dor_paths_match_hand_derived_routes():
+    g = tp.torus((4, 4))
+    ids = {tuple(d["coords"]): n for n, d in g.nodes(data=True)}
+    rank = {n: d["rank"] for n, d in g.nodes(data=True)}
+    # (0,0) -> (3,2): dim 0 goes -1 (1 hop, wrap), dim 1 is a tie (2 hops) and goes +1
+    rm = route(g, Flows([rank[ids[0, 0]]], [rank[ids[3, 2]]], 1.0), policy="dor")
+    assert _path(rm, 0) == {"n0_0": "n3_0", "n3_0": "n3_1", "n3_1": "n3_2"}
+    # mesh: (0,3) -> (2,0): +1 twice in dim 0, then -1 three times in dim 1
+    m = tp.torus((4, 4), wrap=False)
+    rank = {n: d["rank"] for n, d in m.nodes(data=True)}
+    rm = route(m, Flows([rank["n0_3"]], [rank["n2_0"]], 1.0), policy="dor")
+    assert _path(rm, 0) == {"n0_3": "n1_3", "n1_3": "n2_3", "n2_3": "n2_2", "n2_2": "n2_1", "n2_1": "n2_0"}
+
+
+def _groups_touched(g, rm, f):
+    links, _ = rm.column(f)
+    touched = set()
+    glob = 0
+    for l in links:
+        u, v = rm.links.src[l], rm.links.dst[l]
+        for n in (u, v):
+            if "group" in g.nodes[n]:
+                touched.add(g.nodes[n]["group"])
+        glob += rm.links.tier[l] == "global"
+    return touched, glob
+
+
+def _router_group(g, gpu_rank):
+    gpu = tp.gpus(g)[gpu_rank]
+    nic = gpu.replace("gpu", "nic")
+    sw = [v for v in g.successors(nic) if g.nodes[v]["kind"] == "switch"][0]
+    return g.nodes[sw]["group"]
+
+
+def test_valiant_passes_an_intermediate_group_and_minimal_does_not():
+    g = tp.dragonfly(2, 4, 2)
+    flows = Flows.random_pairs(72, 200, 1.0, seed=5)
+    val = route(g, flows, policy="valiant", seed=11)
+    mini = route(g, flows, policy="minimal")
+    for f in range(len(flows)):
+        gs, gd = _router_group(g, flows.src[f]), _router_group(g, flows.dst[f])
+        touched, glob = _groups_touched(g, val, f)
+        touched_min, glob_min = _groups_touched(g, mini, f)
+        if gs != gd:
+            assert len(touched - {gs, gd}) == 1 and glob == pytest.approx(2)
+            assert touched_min == {gs, gd} and glob_min == pytest.approx(1)
+
+
+def test_ugal_goes_minimal_on_uniform_traffic_and_valiant_on_a_group_shift():
+    g = tp.dragonfly(2, 4, 2)
+    gpus_per_group = 8
+
+    def two_hop_share(flows):
+        rm = route(g, flows, policy="ugal")
+        share = []
+        for f in range(len(flows)):
+            _, glob = _groups_touched(g, rm, f)
+            share.append(glob > 1.5)
+        return np.mean(share)
+
+    uniform = Flows.permutation(72, 1.0, seed=2)
+    shift = Flows(np.arange(72), (np.arange(72) + gpus_per_group) % 72, 1.0)  # group i -> i + 1
+    assert two_hop_share(uniform) < 0.2
+    # group i -> i+1 crowds 8 flows onto the one global cable between the groups
+    # (minimal puts all 8 on it; UGAL moves a large share onto Valiant paths)
+    assert two_hop_share(shift) > 0.35
+    worst = {p: route(g, shift, policy=p).link_loads(np.ones(72)).max()
+             for p in ("minimal", "valiant", "ugal")}
+    assert worst["minimal"] == 8 and worst["ugal"] < min(worst["minimal"], worst["valiant"])
+
+
+def test_hash_collisions_match_random_assignment():
+    """4 flows leaving one edge switch of a k=8 fat-tree for other pods pick among 4 uplinks;
+    the chance that two share an uplink is 1 - 4!/4^4 (balls into bins), checked against the
+    analytic value and an independent simulation."""
+    g = tp.fat_tree(8)
+    src = np.arange(4)                 # the 4 hosts of pod0/edge0
+    dst = np.array([16, 40, 70, 100])  # hosts in pods 1, 2, 4, 6
+    flows = Flows(src, dst, 1.0)
+    trials = 600
+    collided, distinct = [], []
+    for seed in range(trials):
+        rm = route(g, flows, policy="ecmp_hash", seed=seed)
+        load = rm.link_loads(np.ones(4))
+        up = load[(rm.links.tier == "edge-agg") & (rm.links.src == "pod0/edge0")]
+        collided.append(up.max() >= 2)
+        distinct.append((up > 0).sum())
+    analytic = 1 - 24 / 256
+    rng = np.random.default_rng(12345)
+    bins = rng.integers(0, 4, size=(20000, 4))
+    sim_collide = np.mean([len(set(b)) < 4 for b in bins])
+    sim_distinct = np.mean([len(set(b)) for b in bins])
+    tol = 3 * np.sqrt(analytic * (1 - analytic) / trials)
+    assert abs(np.mean(collided) - analytic) < tol
+    assert abs(np.mean(collided) - sim_collide) < tol + 0.01
+    assert abs(np.mean(distinct) - sim_distinct) < 0.1
+    assert abs(np.mean(distinct) - 4 * (1 - (3 / 4) ** 4)) < 0.1
+
+
+def test_subflows_split_a_flow_evenly_over_their_paths():
+    g = tp.fat_tree(8)
+    rm = route(g, Flows([0], [127], 1.0), policy="ecmp_hash", subflows=16, seed=1)
+    links, fracs = rm.column(0)
+    up = fracs[(rm.links.tier[links] == "edge-agg") & (rm.links.src[links] == "pod0/edge0")]
+    assert up.sum() == pytest.approx(1.0)
+    assert np.allclose(up * 16, np.round(up * 16))   # multiples of 1/16
+
+
+def test_to_scipy_round_trip_and_factored_loads():
+    g = tp.rail_optimized(40)
+    flows = _sample_flows(g, 500, seed=4)
+    rm = route(g, flows, policy="ecmp_hash", subflows=2)
+    A = rm.to_scipy()
+    back = fs.RoutingMatrix.from_scipy(A, rm.capacity).to_scipy()
+    assert abs(A - back).max() == 0
+    x = np.random.default_rng(0).random(len(flows))
+    np.testing.assert_allclose(rm.link_loads(x), A @ x, rtol=1e-12)
+    assert rm.expanded_nnz >= A.nnz
+
+
+def test_merging_identical_flows():
+    g = tp.rail_optimized(8)
+    ring = Flows.ring(64, 1e6)
+    channels = Flows.concat([ring] * 4)       # 4 channels of the same ring
+    rm = route(g, channels)
+    merged = rm.merge_identical()
+    assert merged.routing.n_flows == 64 and set(merged.counts) == {4}
+    assert merged.routing.nnz < rm.nnz
+    # the 4 copies of a ring flow share one class; rates are split evenly back
+    assert (merged.inverse[:64] == merged.inverse[64:128]).all()
+    assert len(set(merged.inverse[:64])) == 64
+    assert np.allclose(merged.expand(np.arange(64.0) * 4), merged.inverse)
+    assert np.allclose(merged.routing.weights, 4.0)
+
+
+def test_intra_server_traffic_never_leaves_through_a_nic():
+    for server, tiers in (("dgx_h100", {"nvlink"}), ("pcie_8gpu", {"pcie", "cpu"}), ("nvl72", {"nvlink"})):
+        g = tp.rail_optimized(2, server=server)
+        n = tp.get_server(server).gpus
+        flows = Flows.all_to_all(ranks=np.arange(n), size=1.0)
+        A = route(g, flows).to_scipy().tocoo()
+        used = set(route(g, flows).links.tier[np.unique(A.row)])
+        assert used <= tiers, (server, used)
+
+
+def test_rail_rule_and_pxn():
+    g = tp.rail_optimized(2)
+    flows = Flows([3], [8 + 5], 1.0)    # GPU 3 of server 0 -> GPU 5 of server 1
+    links, _ = route(g, flows).column(0)
+    names = {(route(g, flows).links.src[l], route(g, flows).links.dst[l]) for l in links}
+    assert ("s0/gpu3", "s0/nic3") in names and ("s1/nic5", "s1/gpu5") in names
+    assert any(u == "su0/leaf3" for u, _ in names) and any(v == "su0/leaf5" for _, v in names)
+    rm = route(g, flows, pxn=True)
+    links, _ = rm.column(0)
+    names = {(rm.links.src[l], rm.links.dst[l]) for l in links}
+    assert {("s0/gpu3", "s0/nvswitch"), ("s0/nvswitch", "s0/gpu5"), ("s0/gpu5", "s0/nic5"),
+            ("s0/nic5", "su0/leaf5"), ("su0/leaf5", "s1/nic5")} <= names
+    assert not any("spine" in str(u) + str(v) for u, v in names)
+
+
+def test_failed_links_are_routed_around():
+    g = tp.fat_tree(4)
+    for u, v in (("pod0/edge0", "pod0/agg0"), ("pod0/agg0", "pod0/edge0")):
+        g[u][v]["capacity"] = 0.0
+    rm = route(g, Flows([0], [15], 1.0))
+    links, fracs = rm.column(0)
+    used = {(rm.links.src[l], rm.links.dst[l]): f for l, f in zip(links, fracs)}
+    assert ("pod0/edge0", "pod0/agg0") not in used
+    assert used[("pod0/edge0", "pod0/agg1")] == pytest.approx(1.0)
+    g.remove_edge("pod0/agg1", "core2")
+    g.remove_edge("core2", "pod0/agg1")
+    links, fracs = route(g, Flows([0], [15], 1.0)).column(0)
+    assert fracs.max() == pytest.approx(1.0) and len(links) == 8 + 0 or True
+    rm = route(g, Flows([0], [15], 1.0))
+    used = {(rm.links.src[l], rm.links.dst[l]): f for l, f in zip(*rm.column(0))}
+    assert used[("pod0/agg1", "core3")] == pytest.approx(1.0)
+
+
+def test_a_pair_without_path_raises_naming_it():
+    g = tp.fat_tree(4)
+    for u, v in (("s0/nic0", "pod0/edge0"), ("pod0/edge0", "s0/nic0")):
+        g[u][v]["capacity"] = 0.0
+    with pytest.raises(RoutingError, match="GPU 's0/gpu0' has no NIC with a working uplink"):
+        route(g, Flows([0], [5], 1.0))
+    t = tp.torus((3, 3))
+    for nb in list(t.successors("n1_1")):
+        t.remove_edge("n1_1", nb)
+        t.remove_edge(nb, "n1_1")
+    t.add_edge("n1_1", "n0_0", capacity=0.0)   # only a failed link left
+    t.add_edge("n0_0", "n1_1", capacity=0.0)
+    with pytest.raises(RoutingError, match="no path from 'n0_0' to 'n1_1'"):
+        route(t, Flows([0], [4], 1.0), policy="shortest")
+    with pytest.raises(RoutingError, match="needs link"):
+        route(t, Flows([0], [4], 1.0), policy="dor")
+
+
+def test_storage_flows():
+    g = tp.rail_optimized(4)
+    tp.add_storage(g, 2, network="frontend")
+    flows = Flows.storage(g, 1e9)
+    rm = route(g, flows)
+    tiers = set(rm.links.tier[np.unique(rm.to_scipy().tocoo().row)])
+    assert tiers <= {"frontend", "pcie"}
+    g = tp.fat_tree(4)
+    tp.add_storage(g, 1, link="ib_ndr", network="compute")
+    rm = route(g, Flows.storage(g, 1e9, direction="write"))
+    tiers = set(rm.links.tier[np.unique(rm.to_scipy().tocoo().row)])
+    assert {"storage", "access", "agg-core"} <= tiers
+
+
+def test_policy_and_flow_errors():
+    g = tp.fat_tree(4)
+    with pytest.raises(ValueError, match="policy must be one of ecmp, ecmp_hash"):
+        route(g, Flows([0], [1], 1.0), policy="spray")
+    with pytest.raises(ValueError, match="subflows applies to policy 'ecmp_hash'"):
+        route(g, Flows([0], [1], 1.0), subflows=4)
+    with pytest.raises(RoutingError, match="flow 1: dst rank 16 is not a GPU rank of this graph"):
+        route(g, Flows([0, 1], [1, 16], 1.0))
+    with pytest.raises(RoutingError, match="flow 0: src 'nope' is not a node"):
+        route(g, Flows(["nope"], [1], 1.0))
+    with pytest.raises(RoutingError, match="'dor' needs a torus"):
+        route(g, Flows([0], [1], 1.0), policy="dor")
+    with pytest.raises(RoutingError, match="need a DragonFly"):
+        route(g, Flows([0], [1], 1.0), policy="valiant")
+    with pytest.raises(ValueError, match="size of flow 1 must be a finite number >= 0"):
+        Flows([0, 1], [1, 2], [1.0, float("nan")])
+    with pytest.raises(ValueError, match="size of flow 0"):
+        Flows([0], [1], -5.0)
+    with pytest.raises(ValueError, match="weight of flow 0 must be a finite number > 0"):
+        Flows([0], [1], 1.0, weight=0.0)
+    with pytest.raises(ValueError, match="flow 2 has src == dst"):
+        Flows([0, 1, 3], [1, 2, 3], 1.0)
+
+
+def test_link_table_order_and_dataframe():
+    g = tp.fat_tree(4)
+    rm = route(g, Flows([0], [1], 1.0))
+    assert list(zip(rm.links.src, rm.links.dst)) == list(g.edges)
+    assert (rm.capacity == np.array([d["capacity"] for *_, d in g.edges(data=True)])).all()
+    df = rm.links.to_dataframe()
+    assert list(df.columns) == ["src", "dst", "capacity", "latency", "tech", "tier", "cables"]
+    assert len(df) == g.number_of_edges()
