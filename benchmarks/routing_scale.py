@@ -53,7 +53,32 @@ def main(argv=None) -> int:
         print(f"{name:22s} {policy:10s} {r['flows']:10d} {r['time']:8.2f} {target:7d} "
               f"{r['peak_gib']:9.2f} {r['nnz']:11d} {r['expanded']:13d} {r['expanded'] / r['nnz']:6.1f}")
     print("targets:", "met" if ok else "NOT met")
+    merge_report()
     return 0 if ok else 1
+
+
+def merge_report():
+    """nnz before and after merging identical flows: a ring over 1024 GPUs run on 16
+    channels (NCCL runs several rings over the same GPU pairs) and an all-to-all repeated
+    over 4 sub-steps."""
+    import time
+
+    import flowsolver as fs
+    import topologies as tp
+
+    g = tp.rail_optimized(128)
+    cases = [("ring x 16 channels", fs.Flows.concat([fs.Flows.ring(1024, 1e6)] * 16)),
+             ("all-to-all x 4", fs.Flows.concat([fs.Flows.all_to_all(1024, 1e6)] * 4))]
+    print()
+    print(f"{'merging identical flows':24s} {'flows':>9s} {'merged':>9s} {'nnz before':>11s} "
+          f"{'nnz after':>10s} {'expanded before':>16s} {'merge s':>8s}")
+    for name, flows in cases:
+        rm = fs.route(g, flows)
+        t = time.perf_counter()
+        merged = rm.merge_identical()
+        dt = time.perf_counter() - t
+        print(f"{name:24s} {rm.n_flows:9d} {merged.routing.n_flows:9d} {rm.nnz:11d} "
+              f"{merged.routing.nnz:10d} {rm.expanded_nnz:16d} {dt:8.2f}")
 
 
 if __name__ == "__main__":
