@@ -13,3 +13,6 @@ from .routing import POLICIES, LinkTable, MergedRouting, RoutingError, RoutingMa
 from .traffic import Flows  # noqa: E402
 
 __all__ += ["Flows", "route", "RoutingMatrix", "LinkTable", "MergedRouting", "RoutingError", "POLICIES"]
+from .solver import STATUS, Allocation, max_min_fair  # noqa: E402
+
+__all__ += ["max_min_fair", "Allocation", "STATUS"]

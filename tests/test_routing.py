@@ -300,8 +300,6 @@ def test_failed_links_are_routed_around():
     assert used[("pod0/edge0", "pod0/agg1")] == pytest.approx(1.0)
     g.remove_edge("pod0/agg1", "core2")
     g.remove_edge("core2", "pod0/agg1")
-    links, fracs = route(g, Flows([0], [15], 1.0)).column(0)
-    assert fracs.max() == pytest.approx(1.0) and len(links) == 8 + 0 or True
     rm = route(g, Flows([0], [15], 1.0))
     used = {(rm.links.src[l], rm.links.dst[l]): f for l, f in zip(*rm.column(0))}
     assert used[("pod0/agg1", "core3")] == pytest.approx(1.0)
