@@ -395,7 +395,7 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
     while True:
         n = len(problem.flows)
         arrays, (Lp, Np, Sp) = problem.padded(L)
-        stop_below = n // 2 if (compact and n > COMPACT_FLOWS) else 0
+        stop_below = n * 2 // 3 if (compact and n > COMPACT_FLOWS) else 0
         frozen0 = np.ones(Np, dtype=bool)
         frozen0[:n] = False
         out = _JITTED(*_device_structure(arrays, jdt), jnp.asarray(_pad_rows(residual, Lp, np.inf), jdt),
