@@ -314,8 +314,6 @@ def _crossing(rm: RoutingMatrix) -> np.ndarray:
     return (ok & has[np.maximum(rm.flow_seg, 0)]).any(axis=1)
 
 
-_DEBUG = False
-
 #: single solves with more flows than this are compacted on the host as flows freeze
 COMPACT_FLOWS = 1 << 15
 
@@ -404,8 +402,6 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
                       jnp.int32(max_rounds - rounds_done), jnp.int32(stop_below),
                       n_links=Lp, n_segs=Sp, inner=inner)
         r, part_load, b, k, frozen = (np.asarray(x) for x in out)
-        if _DEBUG:
-            print(f"solver: {n} flows, {len(problem.seg_link)} entries, {int(k)} rounds")
         rounds_done += int(k)
         done = frozen[:n]
         rates[problem.flows[done]] = r[:n][done]
