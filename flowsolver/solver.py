@@ -306,9 +306,8 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
 
 def _crossing(rm: RoutingMatrix) -> np.ndarray:
     lengths = np.diff(rm.seg_ptr)
-    has = np.zeros(rm.n_segments, dtype=bool)
     owner = np.repeat(np.arange(rm.n_segments), lengths)
-    np.logical_or.at(has, owner[rm.seg_frac > 0], True)
+    has = np.bincount(owner[rm.seg_frac > 0], minlength=rm.n_segments) > 0
     coef = np.ones(rm.flow_seg.shape) if rm.flow_coef is None else rm.flow_coef
     ok = (rm.flow_seg >= 0) & (coef > 0)
     return (ok & has[np.maximum(rm.flow_seg, 0)]).any(axis=1)

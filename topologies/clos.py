@@ -24,6 +24,16 @@ from .servers import get_server
 __all__ = ["fat_tree", "leaf_spine", "rail_optimized"]
 
 
+def _cable_spread(g, node, targets, count, index, tech, tier) -> bool:
+    """Cable ``count`` uplinks of ``node`` to ``targets`` as evenly as possible, the
+    extras starting at ``index * (count mod len(targets))`` so that successive nodes
+    balance them; returns whether the spread is uniform."""
+    for target, n in zip(targets, spread(count, len(targets), offset=index * (count % len(targets)))):
+        if n:
+            add_cable(g, node, target, tech, tier=tier, cables=n)
+    return count % len(targets) == 0
+
+
 def fat_tree(k: int, *, link="ib_ndr", server=None) -> nx.DiGraph:
     """k-ary three-tier fat-tree (Al-Fares et al., SIGCOMM 2008).
 
@@ -141,9 +151,7 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     for l in range(leaves):
         g.add_node(f"leaf{l}", kind="switch", role="leaf", tier=1)
         ports.extend([f"leaf{l}"] * hosts_per_leaf)
-        for s, n in enumerate(spread(uplinks, spines, offset=l * (uplinks % spines))):
-            if n:
-                add_cable(g, f"leaf{l}", f"spine{s}", up, tier="leaf-spine", cables=n)
+        _cable_spread(g, f"leaf{l}", [f"spine{s}" for s in range(spines)], uplinks, l, up, "leaf-spine")
     servers = attach_servers(g, model, ports, tech)
     bisection = None
     if leaves % 2 == 0 and uplinks % spines == 0 and hosts_per_leaf % model.nics == 0:
@@ -236,16 +244,10 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
         spines = math.ceil(sum(uplinks) * rails / radix)
         for s in range(spines):
             g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
-        i = 0
+        spine_ids = [f"spine{s}" for s in range(spines)]
         for u in range(units):
             for r in range(rails):
-                counts = spread(uplinks[u], spines, offset=i * (uplinks[u] % spines))
-                uniform &= uplinks[u] % spines == 0
-                for s, n in enumerate(counts):
-                    if n:
-                        add_cable(g, leaf(u, r), f"spine{s}", tech, tier="leaf-spine", cables=n)
-                i += 1
-        up_cap = None
+                uniform &= _cable_spread(g, leaf(u, r), spine_ids, uplinks[u], u * rails + r, tech, "leaf-spine")
     else:
         half = radix // 2
         spines_per_unit = math.ceil(rails * uplinks[0] / half)
@@ -256,21 +258,15 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
         for u in range(units):
             for j in range(spines_per_unit):
                 g.add_node(f"su{u}/spine{j}", kind="switch", role="spine", tier=2, unit=u)
+            spine_ids = [f"su{u}/spine{j}" for j in range(spines_per_unit)]
             for r in range(rails):
-                counts = spread(uplinks[u], spines_per_unit, offset=r * (uplinks[u] % spines_per_unit))
-                uniform &= uplinks[u] % spines_per_unit == 0
-                for j, n in enumerate(counts):
-                    if n:
-                        add_cable(g, leaf(u, r), f"su{u}/spine{j}", tech, tier="leaf-spine", cables=n)
+                uniform &= _cable_spread(g, leaf(u, r), spine_ids, uplinks[u], r, tech, "leaf-spine")
             # a spine sends up as many cables as it receives from its leaves
             for j in range(spines_per_unit):
                 down = sum(g.edges[leaf(u, r), f"su{u}/spine{j}"]["cables"]
                            for r in range(rails) if g.has_edge(leaf(u, r), f"su{u}/spine{j}"))
-                counts = spread(down, cores_per_group, offset=u * (down % cores_per_group))
-                uniform &= down % cores_per_group == 0
-                for c, n in enumerate(counts):
-                    if n:
-                        add_cable(g, f"su{u}/spine{j}", f"core{j}/{c}", tech, tier="spine-core", cables=n)
+                cores = [f"core{j}/{c}" for c in range(cores_per_group)]
+                uniform &= _cable_spread(g, f"su{u}/spine{j}", cores, down, u, tech, "spine-core")
         params["spines_per_unit"] = spines_per_unit
         params["cores_per_group"] = cores_per_group
     params["tiers"] = tiers

@@ -332,7 +332,7 @@ def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12):
     path; each flow that would gain by switching switches with probability 1/2 (damped
     best response, seeded), for ``rounds`` rounds.
     """
-    ptr, link, frac = _snapshot(store)
+    ptr, link, frac = store.finish()
     n_seg = len(ptr) - 1
     cap = np.where(ix.capacity > 0, ix.capacity, np.inf)
     amount = np.where(sizes > 0, sizes, 1.0) if sizes.any() else np.ones(len(sizes))
@@ -366,12 +366,3 @@ def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12):
         flip = want & (rng.random(len(want)) < 0.5)
         use_min ^= flip
     return use_min | ~has_val
-
-
-def _snapshot(store):
-    if not store.owner:
-        return np.zeros(1, dtype=np.int64), np.empty(0, np.int64), np.empty(0)
-    owner = np.concatenate(store.owner)
-    order = np.argsort(owner, kind="stable")
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=store.count))])
-    return ptr, np.concatenate(store.link)[order], np.concatenate(store.frac)[order]

@@ -47,13 +47,8 @@ def dor_paths(ix: GraphIndex, a, b):
             nxt[:, d] = (nxt[:, d] + step[act]) % k
             u = grid[np.ravel_multi_index(cur[act].T, dims)]
             v = grid[np.ravel_multi_index(nxt.T, dims)]
-            lid = ix.link_ids(u, v)
-            broken = (lid < 0) | ~ix.usable[np.maximum(lid, 0)]
-            if broken.any():
-                j = np.flatnonzero(broken)[0]
-                raise RoutingError(f"dimension-order route from {ix.name(a[act[j]])} to {ix.name(b[act[j]])} "
-                                   f"needs link {ix.name(u[j])} -> {ix.name(v[j])}, which is missing or "
-                                   "failed; use policy 'shortest' to route around failures")
+            lid = ix.working_link_ids(
+                u, v, lambda j: f"dimension-order route from {ix.name(a[act[j]])} to {ix.name(b[act[j]])}")
             pairs.append(act)
             links.append(lid)
             cur[act] = nxt
@@ -93,14 +88,8 @@ class DragonflyTables:
         pairs, links, fracs = [], [], []
 
         def local(u, v, rows):
-            lid = ix.link_ids(u, v)
-            broken = (lid < 0) | ~ix.usable[np.maximum(lid, 0)]
-            if broken.any():
-                j = np.flatnonzero(broken)[0]
-                raise RoutingError(f"minimal route from {ix.name(a[rows[j]])} to {ix.name(b[rows[j]])} needs "
-                                   f"local link {ix.name(u[j])} -> {ix.name(v[j])}, which is missing or failed; "
-                                   "use policy 'shortest' to route around failures")
-            return lid
+            return ix.working_link_ids(
+                u, v, lambda j: f"minimal route from {ix.name(a[rows[j]])} to {ix.name(b[rows[j]])}")
 
         same = np.flatnonzero((ga == gb) & (a != b))
         if same.size:

@@ -68,6 +68,17 @@ class GraphIndex:
         found = self._keys[pos] == keys
         return np.where(found, self._key_order[pos], -1)
 
+    def working_link_ids(self, u, v, route_of) -> np.ndarray:
+        """Link ids of ``u[i] -> v[i]``; raises RoutingError naming the first that is
+        missing or failed, with ``route_of(i)`` describing the route that needs it."""
+        lid = self.link_ids(u, v)
+        broken = (lid < 0) | ~self.usable[np.maximum(lid, 0)]
+        if broken.any():
+            j = int(np.flatnonzero(broken)[0])
+            raise RoutingError(f"{route_of(j)} needs link {self.name(u[j])} -> {self.name(v[j])}, which is "
+                               "missing or failed; use policy 'shortest' to route around failures")
+        return lid
+
     def name(self, i) -> str:
         return repr(self.nodes[int(i)])
 
