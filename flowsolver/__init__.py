@@ -16,3 +16,6 @@ __all__ += ["Flows", "route", "RoutingMatrix", "LinkTable", "MergedRouting", "Ro
 from .solver import STATUS, Allocation, max_min_fair  # noqa: E402
 
 __all__ += ["max_min_fair", "Allocation", "STATUS"]
+from .timing import Completion, completion_times  # noqa: E402
+
+__all__ += ["completion_times", "Completion"]

@@ -1,0 +1,62 @@
+"""Event-driven completion times against processor-sharing formulas derived by hand."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import topologies as tp
+from flowsolver import Flows, completion_times, route
+
+
+def test_one_link_processor_sharing():
+    # sizes 1, 2, 3 on one link of 1 B/s: all at 1/3 until t = 3, then two at 1/2 for the
+    # remaining 1 byte (t = 5), then one at 1 for its last byte (t = 6)
+    c = completion_times(sp.csc_matrix(np.ones((1, 3))), sizes=[1.0, 2.0, 3.0], capacity=[1.0])
+    np.testing.assert_allclose(c.finish, [3.0, 5.0, 6.0], rtol=1e-12)
+    assert c.makespan == pytest.approx(6.0) and int(c.events) == 3
+
+
+def test_weights_and_release():
+    # weights 1 and 2 on a link of 3: rates 1 and 2; flow 1 (2 bytes) ends at 1, then flow 0
+    # has 1 byte left at the full 3 B/s: 1 + 1/3
+    c = completion_times(sp.csc_matrix(np.ones((1, 2))), sizes=[2.0, 2.0], capacity=[3.0], weights=[1, 2])
+    np.testing.assert_allclose(c.finish, [1 + 1 / 3, 1.0], rtol=1e-12)
+
+
+def test_parking_lot():
+    A = sp.csc_matrix(np.array([[1, 1, 0, 0, 0], [1, 0, 1, 1, 0], [1, 0, 0, 0, 1.0]]))
+    c = completion_times(A, sizes=np.ones(5), capacity=[1, 1, 1])
+    # f1, f4 at 2/3 finish at 1.5; f0, f2, f3 keep 1/3 (l2 holds three) and finish at 3
+    np.testing.assert_allclose(c.finish, [3.0, 1.5, 3.0, 3.0, 1.5], rtol=1e-12)
+
+
+def test_zero_sizes_and_stalled_flows():
+    A = sp.csc_matrix(np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
+    c = completion_times(A, sizes=[0.0, 5.0, 4.0], capacity=[2.0, 0.0])
+    assert c.finish[0] == 0.0 and np.isinf(c.finish[1]) and c.finish[2] == pytest.approx(2.0)
+    assert list(c.stalled) == [False, True, False] and c.makespan == pytest.approx(2.0)
+
+
+def test_batch_equals_one_by_one():
+    A = sp.csc_matrix(np.array([[1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1.0]]))
+    rng = np.random.default_rng(0)
+    sizes = rng.uniform(0.5, 5, (4, 4))
+    caps = rng.uniform(1, 3, (4, 3))
+    batch = completion_times(A, sizes=sizes, capacity=caps)
+    for b in range(4):
+        one = completion_times(A, sizes=sizes[b], capacity=caps[b])
+        np.testing.assert_allclose(batch.finish[b], one.finish, rtol=1e-12)
+
+
+def test_permutation_on_a_fat_tree_takes_size_over_line_rate():
+    g = tp.fat_tree(4)
+    rm = route(g, Flows.permutation(16, 50e9, seed=3))
+    c = completion_times(rm)                    # sizes from the flows: 50 GB at 50 GB/s
+    np.testing.assert_allclose(c.finish, 1.0, rtol=1e-12)
+
+
+def test_bad_sizes():
+    with pytest.raises(ValueError, match=r"sizes\[1\] must be a finite number >= 0"):
+        completion_times(sp.csc_matrix(np.ones((1, 2))), sizes=[1.0, -1.0], capacity=[1.0])
+    with pytest.raises(ValueError, match="sizes must have shape"):
+        completion_times(sp.csc_matrix(np.ones((1, 2))), sizes=[1.0], capacity=[1.0])
