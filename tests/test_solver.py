@@ -172,7 +172,9 @@ def test_merging_identical_flows_leaves_rates_unchanged(seed):
     w2, d2 = np.concatenate([w, w[dup]]), np.concatenate([d, d[dup]])
     rm = fs.RoutingMatrix.from_scipy(sp.csc_matrix(A2), cap, weights=w2, demands=d2)
     plain = rates(max_min_fair(rm))
-    merged = rates(max_min_fair(rm.merge_identical()))
+    m = rm.merge_identical()
+    assert m.routing.n_flows <= A.shape[1]          # the duplicates really were merged
+    merged = rates(max_min_fair(m))
     np.testing.assert_allclose(merged, plain, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(plain[A.shape[1]:], plain[dup], rtol=1e-12)
     np.testing.assert_allclose(plain, progressive_filling(A2, cap, w2, d2), rtol=1e-9, atol=1e-9)

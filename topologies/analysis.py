@@ -312,7 +312,7 @@ def save(g: nx.DiGraph, path) -> Path:
 
 def load(path) -> nx.DiGraph:
     """Read a cluster graph saved by :func:`save` (also accepts the older ``"links"`` key)
-    and validate it."""
+    and validate it; see :func:`save` for an example."""
     data = json.loads(Path(path).read_text())
     key = "edges" if "edges" in data else "links"
     g = nx.node_link_graph(data, directed=True, multigraph=False, edges=key)

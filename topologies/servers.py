@@ -82,7 +82,11 @@ _GPUS = {
 
 
 def get_gpu(gpu: "str | GpuSpec") -> GpuSpec:
-    """Look a GPU type up by name (``"h100_sxm"``, ...) or pass a GpuSpec through."""
+    """Look a GPU type up by name (``"h100_sxm"``, ...) or pass a GpuSpec through.
+
+    >>> get_gpu("b200").memory / 1e9      # bytes of HBM
+    180.0
+    """
     if isinstance(gpu, GpuSpec):
         return gpu
     if isinstance(gpu, str) and gpu in _GPUS:
@@ -333,7 +337,12 @@ def get_server(server: "str | ServerModel | None") -> ServerModel:
 
 
 def register_server(model: ServerModel, *, overwrite: bool = False) -> ServerModel:
-    """Add a user server model so that it can be used by name."""
+    """Add a user server model so that it can be used by name.
+
+    >>> quad = ServerModel("doc_quad", gpus=4, layout="nvswitch", nvlink="nvlink4", nics=4)
+    >>> register_server(quad, overwrite=True).name in server_names()
+    True
+    """
     if not isinstance(model, ServerModel):
         raise ValueError(f"model must be a ServerModel, got {type(model).__name__}")
     if model.name in _BUILTIN_SERVERS:

@@ -208,6 +208,18 @@ class RoutingMatrix:
                            minlength=self.n_links)
 
     # ------------------------------------------------------------------ builders
+    def _canonical_segments(self) -> np.ndarray:
+        """Map every segment to the first segment with the same links and fractions."""
+        links = self.seg_link.astype(np.int64).tobytes()
+        fracs = self.seg_frac.tobytes()
+        first: dict = {}
+        out = np.empty(self.n_segments, dtype=np.int64)
+        ptr = self.seg_ptr
+        for s in range(self.n_segments):
+            a, b = int(ptr[s]), int(ptr[s + 1])
+            out[s] = first.setdefault((links[8 * a:8 * b], fracs[8 * a:8 * b]), s)
+        return out
+
     @classmethod
     def from_scipy(cls, matrix, capacity=None, *, weights=None, demands=None) -> "RoutingMatrix":
         """Wrap any scipy.sparse (links x flows) matrix of non-negative fractions; every
@@ -229,9 +241,20 @@ class RoutingMatrix:
 
         Exact for max-min fairness: ``m`` identical flows always get equal rates, and one
         variable of weight ``m w`` and cap ``m d`` gets their sum. The result maps rates back.
+        Columns are compared segment by segment (same links and fractions in each slot).
+
+        >>> import scipy.sparse as sp
+        >>> rm = RoutingMatrix.from_scipy(sp.csc_matrix([[1.0, 1.0, 0.5]]), capacity=[3.0])
+        >>> m = rm.merge_identical()
+        >>> m.routing.n_flows, m.counts.tolist(), m.inverse.tolist()
+        (2, [2, 1], [0, 0, 1])
+        >>> m.expand([4.0, 1.0]).tolist()       # class rates -> per-flow rates
+        [2.0, 2.0, 1.0]
         """
         coef = np.ones(self.flow_seg.shape) if self.flow_coef is None else self.flow_coef
-        key = np.column_stack([self.flow_seg.astype(np.float64), coef, self.weights, self.demands])
+        canon = self._canonical_segments()
+        seg = np.where(self.flow_seg >= 0, canon[np.maximum(self.flow_seg, 0)], -1)
+        key = np.column_stack([seg.astype(np.float64), coef, self.weights, self.demands])
         uniq, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True,
                                                  return_counts=True)
         inverse = inverse.reshape(-1)
