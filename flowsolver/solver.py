@@ -290,13 +290,13 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
     if isinstance(inner_rounds, bool) or not isinstance(inner_rounds, (int, np.integer)) or inner_rounds < 1:
         raise ValueError(f"inner_rounds must be an integer >= 1, got {inner_rounds!r}")
-    crossing = _crossing(rm)          # flows with at least one link
     batch = batched[0] if batched else None
+    crossing = _crossing(rm, cap)           # flows held by at least one finite link
     unbounded = ~crossing & np.isinf(d)     # (N,) or (B, N)
     if batch is None and unbounded.any():
         f = int(np.flatnonzero(unbounded)[0])
-        raise ValueError(f"flow {f} crosses no link and has no demand cap: its max-min rate is "
-                         "unbounded; give it a demand or route it over a link")
+        raise ValueError(f"flow {f} crosses no link of finite capacity and has no demand cap: its "
+                         "max-min rate is unbounded; give it a demand or route it over a link")
     compact = (batch is None) if compact is None else bool(compact)
     out = _solve(rm, cap, w, d, unbounded, batch, dtype, int(max_rounds), int(inner_rounds), compact)
     if merged is not None:
@@ -304,13 +304,23 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
     return out
 
 
-def _crossing(rm: RoutingMatrix) -> np.ndarray:
+def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
+    """Flows that cross at least one link of finite capacity: (flows,) or (batch, flows)."""
     lengths = np.diff(rm.seg_ptr)
     owner = np.repeat(np.arange(rm.n_segments), lengths)
-    has = np.bincount(owner[rm.seg_frac > 0], minlength=rm.n_segments) > 0
     coef = np.ones(rm.flow_seg.shape) if rm.flow_coef is None else rm.flow_coef
     ok = (rm.flow_seg >= 0) & (coef > 0)
-    return (ok & has[np.maximum(rm.flow_seg, 0)]).any(axis=1)
+    seg = np.maximum(rm.flow_seg, 0)
+
+    def one(finite):
+        hit = (rm.seg_frac > 0) & finite[rm.seg_link]
+        has = np.bincount(owner[hit], minlength=rm.n_segments) > 0
+        return (ok & has[seg]).any(axis=1)
+
+    finite = np.isfinite(cap)
+    if finite.ndim == 1:
+        return one(finite)
+    return np.stack([one(row) for row in finite])
 
 
 #: single solves with more flows than this are compacted on the host as flows freeze

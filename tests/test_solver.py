@@ -47,8 +47,13 @@ def test_zero_capacity_links_give_zero_not_nan():
 
 def test_unbounded_flow_raises_naming_it_and_batches_report_it():
     A = sp.csc_matrix(np.array([[1.0, 0.0, 1.0]]))
-    with pytest.raises(ValueError, match="flow 1 crosses no link and has no demand cap"):
+    with pytest.raises(ValueError, match="flow 1 crosses no link of finite capacity and has no demand cap"):
         max_min_fair(A, [3.0])
+    with pytest.raises(ValueError, match="flow 0 crosses no link of finite capacity"):
+        max_min_fair(sp.csc_matrix(np.array([[1.0, 1.0], [0.0, 1.0]])), [np.inf, 2.0])
+    a = max_min_fair(sp.csc_matrix(np.array([[1.0, 1.0], [0.0, 1.0]])), [[np.inf, 2.0], [4.0, 2.0]])
+    assert list(a.status) == [2, 0]
+    np.testing.assert_allclose(rates(a)[1], [2.0, 2.0])
     a = max_min_fair(A, [3.0], demands=[[INF, 2.0, INF], [INF, INF, INF]])
     assert list(np.asarray(a.status)) == [0, 2]
     np.testing.assert_allclose(rates(a)[0], [1.5, 2.0, 1.5])

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 
 import networkx as nx
 import numpy as np
 
 from ._endpoints import endpoint_rate, server_params
-from ._graph import add_cable, check_int, finish, resolve_link
+from ._graph import add_cable, finish, resolve_link
 from .servers import get_server
 
 __all__ = ["torus"]
