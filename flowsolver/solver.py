@@ -113,13 +113,18 @@ class Allocation:
 
 # --------------------------------------------------------------------------- kernel
 def _kernel(entry_link, entry_seg, entry_frac, slot_seg, slot_coef, cap, w, d, frozen0, max_rounds,
-            stop_below, *, n_links, n_segs, inner):
+            stop_below, *, n_links, n_segs, inner, unit_coef=False, axis=None):
     """Rounds of the local-minimum freezing until every flow is frozen, ``max_rounds`` is
     reached or at most ``stop_below`` flows are left unfrozen (``stop_below`` > 0 lets the
     host compact the problem). Returns rates, the load of the frozen flows, bottlenecks,
     rounds and the frozen mask.
 
-    ``slot_seg`` / ``slot_coef`` are (flows, K).
+    ``slot_seg`` / ``slot_coef`` are (flows, K); ``unit_coef`` says every used slot has
+    coefficient 1 (then ``slot_coef`` is not read). No mask is needed anywhere: padding
+    slots point to the padding segment, whose entries (fraction 0) point to the padding link
+    (infinite capacity, no weight), and real entries have fractions > 0. With ``axis`` (inside ``shard_map``) each
+    device holds a share of the flows with the segments they use; per-link sums and minima
+    are combined over the devices, so every device sees the same fair shares.
     """
     _TRACES["count"] += 1
     dtype = cap.dtype
@@ -127,35 +132,35 @@ def _kernel(entry_link, entry_seg, entry_frac, slot_seg, slot_coef, cap, w, d, f
     n_flows, k = slot_seg.shape
     flat_seg = slot_seg.reshape(-1)
     flat_coef = slot_coef.reshape(-1)
-    on = flat_coef > 0
-    e_on = entry_frac > 0
     cap_level = jnp.where(jnp.isinf(d), inf, d / w)
+    total = (lambda x: x) if axis is None else (lambda x: jax.lax.psum(x, axis))  # noqa: E731
+    lowest = (lambda x: x) if axis is None else (lambda x: jax.lax.pmin(x, axis))  # noqa: E731
 
     def slot_to_seg_sum(x):      # per-flow values -> per-segment sums
-        return jax.ops.segment_sum(jnp.repeat(x, k) * flat_coef, flat_seg, n_segs)
+        rep = jnp.repeat(x, k)
+        return jax.ops.segment_sum(rep if unit_coef else rep * flat_coef, flat_seg, n_segs)
 
-    def per_flow(x, reduce, fill):   # per-slot values (flows * K,) -> reduced over each flow's K
-        return reduce(jnp.where(on, x, fill).reshape(n_flows, k), axis=1)
+    def per_flow(x, reduce):     # per-slot values (flows * K,) -> reduced over each flow's K
+        return reduce(x.reshape(n_flows, k), axis=1)
 
     def seg_to_link_sum(x):      # per-segment values -> per-link sums over entries
         return jax.ops.segment_sum(entry_frac * x[entry_seg], entry_link, n_links)
 
     def one_round(state):
         t, frozen, bneck, rounds = state
-        busy = jnp.any(~frozen)
-        W = seg_to_link_sum(slot_to_seg_sum(jnp.where(frozen, 0, w)))
-        F = seg_to_link_sum(slot_to_seg_sum(jnp.where(frozen, t * w, 0)))
+        busy = total(jnp.sum(~frozen, dtype=jnp.int32)) > 0
+        W = total(seg_to_link_sum(slot_to_seg_sum(jnp.where(frozen, 0, w))))
+        F = total(seg_to_link_sum(slot_to_seg_sum(jnp.where(frozen, t * w, 0))))
         share = jnp.where(W > 0, jnp.maximum(cap - F, 0) / jnp.where(W > 0, W, 1), inf)
-        s_min = jax.ops.segment_min(jnp.where(e_on, share[entry_link], inf), entry_seg, n_segs,
-                                    indices_are_sorted=True)
-        m = per_flow(s_min[flat_seg], jnp.min, inf)
+        s_min = jax.ops.segment_min(share[entry_link], entry_seg, n_segs, indices_are_sorted=True)
+        m = per_flow(s_min[flat_seg], jnp.min)
         val = jnp.where(frozen, inf, jnp.minimum(m, cap_level))
-        s_val = jax.ops.segment_min(jnp.where(on, jnp.repeat(val, k), inf), flat_seg, n_segs)
-        near = jax.ops.segment_min(jnp.where(e_on, s_val[entry_seg], inf), entry_link, n_links)
+        s_val = jax.ops.segment_min(jnp.repeat(val, k), flat_seg, n_segs)
+        near = lowest(jax.ops.segment_min(s_val[entry_seg], entry_link, n_links))
         freeze_link = (W > 0) & (share <= near)
-        s_link = jax.ops.segment_max(jnp.where(e_on & freeze_link[entry_link], entry_link, -1),
+        s_link = jax.ops.segment_max(jnp.where(freeze_link[entry_link], entry_link, -1),
                                      entry_seg, n_segs, indices_are_sorted=True)
-        f_link = per_flow(s_link[flat_seg], jnp.max, -1)
+        f_link = per_flow(s_link[flat_seg], jnp.max)
         by_link = ~frozen & (f_link >= 0)
         by_cap = ~frozen & ~by_link & (cap_level <= m)
         t = jnp.where(by_link, m, jnp.where(by_cap, cap_level, t))
@@ -163,7 +168,7 @@ def _kernel(entry_link, entry_seg, entry_frac, slot_seg, slot_coef, cap, w, d, f
         return t, frozen | by_link | by_cap, bneck, rounds + busy.astype(jnp.int32)
 
     def cond(state):
-        left = jnp.sum(~state[1], dtype=jnp.int32)
+        left = total(jnp.sum(~state[1], dtype=jnp.int32))
         return (left > 0) & (left > stop_below) & (state[3] < max_rounds)
 
     def body(state):
@@ -172,19 +177,38 @@ def _kernel(entry_link, entry_seg, entry_frac, slot_seg, slot_coef, cap, w, d, f
     state = (jnp.zeros(n_flows, dtype), frozen0, jnp.full(n_flows, -1, jnp.int32), jnp.int32(0))
     t, frozen, bneck, rounds = jax.lax.while_loop(cond, body, state)
     rates = jnp.where(frozen, t * w, 0)
-    load = seg_to_link_sum(slot_to_seg_sum(rates))
+    load = total(seg_to_link_sum(slot_to_seg_sum(rates)))
     return rates, load, bneck, rounds, frozen
 
 
-_JITTED = jax.jit(_kernel, static_argnames=("n_links", "n_segs", "inner"))
+_STATIC = ("n_links", "n_segs", "inner", "unit_coef")
+_JITTED = jax.jit(_kernel, static_argnames=_STATIC)
 
 
-def _batched_kernel(*args, n_links, n_segs, inner):
-    kernel = functools.partial(_kernel, n_links=n_links, n_segs=n_segs, inner=inner)
+def _batched_kernel(*args, n_links, n_segs, inner, unit_coef):
+    kernel = functools.partial(_kernel, n_links=n_links, n_segs=n_segs, inner=inner, unit_coef=unit_coef)
     return jax.vmap(kernel, in_axes=(None, None, None, None, None, 0, 0, 0, 0, None, None))(*args)
 
 
-_BATCHED = jax.jit(_batched_kernel, static_argnames=("n_links", "n_segs", "inner"))
+_BATCHED = jax.jit(_batched_kernel, static_argnames=_STATIC)
+
+
+@functools.lru_cache(maxsize=None)
+def _sharded(devices: tuple, n_links: int, n_segs: int, inner: int, unit_coef: bool):
+    """The kernel for one problem spread over ``devices`` (flows split between them)."""
+    mesh = jax.sharding.Mesh(np.array(devices), ("flows",))
+    P = jax.sharding.PartitionSpec
+
+    def per_device(el, es, ef, ss, sc, cap, w, d, f0, max_rounds, stop_below):
+        rates, load, bneck, rounds, frozen = _kernel(
+            el[0], es[0], ef[0], ss[0], sc[0], cap, w[0], d[0], f0[0], max_rounds, stop_below,
+            n_links=n_links, n_segs=n_segs, inner=inner, unit_coef=unit_coef, axis="flows")
+        return rates[None], load, bneck[None], rounds, frozen[None]
+
+    split, same = P("flows"), P()
+    fn = jax.shard_map(per_device, mesh=mesh, in_specs=(split,) * 5 + (same,) + (split,) * 3 + (same, same),
+                       out_specs=(split, same, split, same, split), check_vma=False)
+    return jax.jit(fn), jax.sharding.NamedSharding(mesh, split)
 
 
 # --------------------------------------------------------------------------- host side
@@ -325,6 +349,8 @@ def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
 
 #: single solves with more flows than this are compacted on the host as flows freeze
 COMPACT_FLOWS = 1 << 15
+#: single solves with more flows than this are spread over all local devices
+SHARD_FLOWS = 1 << 15
 
 
 @dataclass
@@ -355,17 +381,24 @@ class _Problem:
                         np.where(flow_seg >= 0, remap[np.maximum(flow_seg, 0)], -1).astype(np.int32),
                         None if self.flow_coef is None else self.flow_coef[keep], self.flows[keep])
 
+    @property
+    def unit_coef(self) -> bool:
+        return self.flow_coef is None or bool(np.all(self.flow_coef[self.flow_seg >= 0] == 1.0))
+
     def padded(self, n_links: int):
         """Device-ready arrays padded to buckets: padding link ``Lp-1``, segment ``Sp-1``
         and flows ``N..Np-1`` carry nothing."""
-        S, E = len(self.seg_ptr) - 1, len(self.seg_link)
+        S = len(self.seg_ptr) - 1
         N, K = self.flow_seg.shape
-        Lp, Np, Sp, Ep = bucket_size(n_links + 1), bucket_size(N + 1), bucket_size(S + 1), bucket_size(E + 1)
         owner = np.repeat(np.arange(S, dtype=np.int32), np.diff(self.seg_ptr))
+        keep = self.seg_frac > 0          # the kernel relies on real entries being > 0
+        owner, seg_link, seg_frac = owner[keep], self.seg_link[keep], self.seg_frac[keep]
+        E = len(seg_link)
+        Lp, Np, Sp, Ep = bucket_size(n_links + 1), bucket_size(N + 1), bucket_size(S + 1), bucket_size(E + 1)
         entry_link = np.full(Ep, Lp - 1, dtype=np.int32)
         entry_seg = np.full(Ep, Sp - 1, dtype=np.int32)
         entry_frac = np.zeros(Ep)
-        entry_link[:E], entry_seg[:E], entry_frac[:E] = self.seg_link, owner, self.seg_frac
+        entry_link[:E], entry_seg[:E], entry_frac[:E] = seg_link, owner, seg_frac
         slot_seg = np.full((Np, K), Sp - 1, dtype=np.int32)
         slot_coef = np.zeros((Np, K))
         used = self.flow_seg >= 0
@@ -387,9 +420,10 @@ def _device_structure(arrays, jdt):
 
 
 def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
-    """One scenario; large problems are compacted on the host whenever half of their flows
+    """One scenario. Large problems are compacted on the host whenever half of their flows
     have frozen (frozen loads folded into the capacities), so later rounds work on fewer
-    flows and segments. Shapes stay on the bucket ladder."""
+    flows and segments; with several devices, large problems are split between them by
+    flows. Shapes stay on the bucket ladder."""
     L, N = rm.n_links, rm.n_flows
     problem = _Problem.of(rm)
     residual = cap.astype(np.float64).copy()
@@ -399,36 +433,91 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
     converged = False
     jdt = jnp.dtype(dtype)
     load = np.zeros(L)
+    devices = tuple(jax.devices())
     while True:
         n = len(problem.flows)
-        arrays, (Lp, Np, Sp) = problem.padded(L)
-        stop_below = n * 2 // 3 if (compact and n > COMPACT_FLOWS) else 0
-        frozen0 = np.ones(Np, dtype=bool)
-        frozen0[:n] = False
-        out = _JITTED(*_device_structure(arrays, jdt), jnp.asarray(_pad_rows(residual, Lp, np.inf), jdt),
-                      jnp.asarray(_pad_rows(w[problem.flows], Np, 1.0), jdt),
-                      jnp.asarray(_pad_rows(d[problem.flows], Np, 0.0), jdt), jnp.asarray(frozen0),
-                      jnp.int32(max_rounds - rounds_done), jnp.int32(stop_below),
-                      n_links=Lp, n_segs=Sp, inner=inner)
-        r, part_load, b, k, frozen = (np.asarray(x) for x in out)
-        rounds_done += int(k)
-        done = frozen[:n]
-        rates[problem.flows[done]] = r[:n][done]
-        bneck[problem.flows[done]] = b[:n][done]
-        load += part_load[:L]
-        if done.all():
+        stop_below = n // 2 if (compact and n > COMPACT_FLOWS) else 0
+        if len(devices) > 1 and n > SHARD_FLOWS:
+            done_flows, r, b, part_load, k = _run_sharded(problem, residual, w, d, devices, jdt, L,
+                                                          max_rounds - rounds_done, stop_below, inner)
+        else:
+            done_flows, r, b, part_load, k = _run_one(problem, residual, w, d, jdt, L,
+                                                      max_rounds - rounds_done, stop_below, inner)
+        rounds_done += k
+        rates[problem.flows[done_flows]] = r
+        bneck[problem.flows[done_flows]] = b
+        load += part_load
+        if done_flows.all():
             converged = True
             break
         if rounds_done >= max_rounds:
             break
-        residual = residual - part_load[:L]
-        problem = problem.restrict(np.flatnonzero(~done))
+        residual = residual - part_load
+        problem = problem.restrict(np.flatnonzero(~done_flows))
     return rates.astype(dtype), load.astype(dtype), bneck, np.int32(rounds_done), np.bool_(converged)
+
+
+def _run_one(problem, residual, w, d, jdt, L, max_rounds, stop_below, inner):
+    n = len(problem.flows)
+    arrays, (Lp, Np, Sp) = problem.padded(L)
+    frozen0 = np.ones(Np, dtype=bool)
+    frozen0[:n] = False
+    out = _JITTED(*_device_structure(arrays, jdt), jnp.asarray(_pad_rows(residual, Lp, np.inf), jdt),
+                  jnp.asarray(_pad_rows(w[problem.flows], Np, 1.0), jdt),
+                  jnp.asarray(_pad_rows(d[problem.flows], Np, 0.0), jdt), jnp.asarray(frozen0),
+                  jnp.int32(max_rounds), jnp.int32(stop_below), n_links=Lp, n_segs=Sp, inner=inner,
+                  unit_coef=problem.unit_coef)
+    r, part_load, b, k, frozen = (np.asarray(x) for x in out)
+    done = frozen[:n]
+    return done, r[:n][done], b[:n][done], part_load[:L], int(k)
+
+
+def _run_sharded(problem, residual, w, d, devices, jdt, L, max_rounds, stop_below, inner):
+    """The problem's flows split into one contiguous share per device; each share carries
+    the segments it uses (shared segments are copied)."""
+    n = len(problem.flows)
+    D = len(devices)
+    bounds = np.linspace(0, n, D + 1).astype(np.int64)
+    shares = [problem.restrict(np.arange(bounds[i], bounds[i + 1])) for i in range(D)]
+    padded = [sh.padded(L) for sh in shares]
+    Lp = padded[0][1][0]
+    Np = max(p[1][1] for p in padded)
+    Sp = max(p[1][2] for p in padded)
+    Ep = max(len(p[0][0]) for p in padded)
+    K = problem.flow_seg.shape[1]
+    el = np.full((D, Ep), Lp - 1, dtype=np.int32)
+    es = np.full((D, Ep), Sp - 1, dtype=np.int32)
+    ef = np.zeros((D, Ep))
+    ss = np.full((D, Np, K), Sp - 1, dtype=np.int32)
+    sc = np.zeros((D, Np, K))
+    wp = np.ones((D, Np))
+    dp = np.zeros((D, Np))
+    f0 = np.ones((D, Np), dtype=bool)
+    for i, (sh, ((link, seg, frac, slot_seg, slot_coef), (_, np_i, sp_i))) in enumerate(zip(shares, padded)):
+        m = len(sh.flows)
+        E = int(np.count_nonzero(frac > 0))     # real entries come first, padding after
+        el[i, :E], ef[i, :E] = link[:E], frac[:E]
+        es[i, :E] = seg[:E]
+        ss[i, :m] = np.where(slot_seg[:m] == sp_i - 1, Sp - 1, slot_seg[:m])
+        sc[i, :m] = slot_coef[:m]
+        wp[i, :m], dp[i, :m] = w[sh.flows], d[sh.flows]
+        f0[i, :m] = False
+    fn, split = _sharded(devices, Lp, Sp, inner, problem.unit_coef)
+    put = lambda a, dt=None: jax.device_put(jnp.asarray(a, dt), split)  # noqa: E731
+    out = fn(put(el), put(es), put(ef, jdt), put(ss), put(sc, jdt),
+             jnp.asarray(_pad_rows(residual, Lp, np.inf), jdt), put(wp, jdt), put(dp, jdt), put(f0),
+             jnp.int32(max_rounds), jnp.int32(stop_below))
+    r, part_load, b, k, frozen = (np.asarray(x) for x in out)
+    done = np.concatenate([frozen[i, :len(sh.flows)] for i, sh in enumerate(shares)])
+    rr = np.concatenate([r[i, :len(sh.flows)] for i, sh in enumerate(shares)])
+    bb = np.concatenate([b[i, :len(sh.flows)] for i, sh in enumerate(shares)])
+    return done, rr[done], bb[done], part_load[:L], int(k)
 
 
 def _solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     L, N = rm.n_links, rm.n_flows
-    arrays, (Lp, Np, Sp) = _Problem.of(rm).padded(L)
+    problem = _Problem.of(rm)
+    arrays, (Lp, Np, Sp) = problem.padded(L)
     jdt = jnp.dtype(dtype)
     capp = _pad_rows(np.broadcast_to(cap, (B, L)), Lp, np.inf)
     wp = _pad_rows(np.broadcast_to(w, (B, N)), Np, 1.0)
@@ -446,7 +535,7 @@ def _solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
         shard = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
         scen = [jax.device_put(a, shard) for a in scen]
     out = _BATCHED(*_device_structure(arrays, jdt), *scen, jnp.int32(max_rounds), jnp.int32(0),
-                   n_links=Lp, n_segs=Sp, inner=inner)
+                   n_links=Lp, n_segs=Sp, inner=inner, unit_coef=problem.unit_coef)
     r, load, b, k, frozen = (np.asarray(x)[:B] for x in out)
     return r[:, :N], load[:, :L], b[:, :N], k, frozen.all(axis=1)
 

@@ -263,3 +263,18 @@ def test_host_compaction_gives_the_same_allocation(monkeypatch):
     np.testing.assert_array_equal(compacted.bottleneck, plain.bottleneck)
     assert int(compacted.rounds) == int(plain.rounds) and bool(compacted.converged)
     np.testing.assert_allclose(rates(plain), progressive_filling(rm.to_scipy(), rm.capacity), rtol=1e-9)
+
+
+def test_one_problem_split_over_devices_gives_the_same_allocation(monkeypatch):
+    import flowsolver.solver as solver
+
+    g = tp.rail_optimized(8)
+    rm = route(g, Flows.all_to_all(64, 1.0), policy="ecmp_hash")
+    one = max_min_fair(rm, compact=False)            # below SHARD_FLOWS: one device
+    monkeypatch.setattr(solver, "SHARD_FLOWS", 100)   # now split over the 4 test devices
+    monkeypatch.setattr(solver, "COMPACT_FLOWS", 500)
+    split = max_min_fair(rm)
+    np.testing.assert_allclose(rates(split), rates(one), rtol=1e-12)
+    np.testing.assert_allclose(split.link_load, one.link_load, rtol=1e-12)
+    np.testing.assert_array_equal(split.bottleneck, one.bottleneck)
+    assert int(split.rounds) == int(one.rounds) and bool(split.converged)
