@@ -3,6 +3,9 @@ batched failure scenarios, float32 vs float64, compile time per bucket.
 
     python benchmarks/solver_speed.py           # full: fat_tree(16) all-to-all (~5 min)
     python benchmarks/solver_speed.py --quick   # fat_tree(8), smaller batch
+    XLA_FLAGS=--xla_force_host_platform_device_count=2 python benchmarks/solver_speed.py
+                                                # one JAX device per CPU core: a single large
+                                                # problem is split over them
 
 Targets (issue: solver): on the 1024-GPU fat-tree all-to-all with ecmp_hash (~1 M flows),
 after compilation at least 50x faster than SciPy progressive filling in the same process
