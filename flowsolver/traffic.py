@@ -140,14 +140,16 @@ class Flows:
         """One Flows of several, in order."""
         if not parts:
             raise ValueError("concat needs at least one Flows")
-        cat = lambda xs: np.concatenate(xs) if all(x is not None for x in xs) else None  # noqa: E731
-        src = np.concatenate([np.asarray(p.src, dtype=object) if any(q.src.dtype == object for q in parts)
-                              else p.src for p in parts])
-        dst = np.concatenate([np.asarray(p.dst, dtype=object) if any(q.dst.dtype == object for q in parts)
-                              else p.dst for p in parts])
-        weight = None if all(p.weight is None for p in parts) else cat([p.weights for p in parts])
-        demand = None if all(p.demand is None for p in parts) else cat([p.demands for p in parts])
-        return Flows(src, dst, cat([p.size for p in parts]), weight, demand)
+        def ends(name):
+            arrays = [getattr(p, name) for p in parts]
+            if any(a.dtype == object for a in arrays):
+                arrays = [a.astype(object) for a in arrays]
+            return np.concatenate(arrays)
+
+        weight = None if all(p.weight is None for p in parts) else np.concatenate([p.weights for p in parts])
+        demand = None if all(p.demand is None for p in parts) else np.concatenate([p.demands for p in parts])
+        src, dst = ends("src"), ends("dst")
+        return Flows(src, dst, np.concatenate([p.size for p in parts]), weight, demand)
 
     # ---------------------------------------------------------------- patterns
     @staticmethod
