@@ -19,3 +19,6 @@ __all__ += ["max_min_fair", "Allocation", "STATUS"]
 from .timing import Completion, completion_times  # noqa: E402
 
 __all__ += ["completion_times", "Completion"]
+from .collectives import ALGORITHMS, OPS, CollectiveResult, CollectiveStep, collective  # noqa: E402
+
+__all__ += ["collective", "CollectiveResult", "CollectiveStep", "OPS", "ALGORITHMS"]

@@ -105,9 +105,14 @@ def test_superpod_oversubscription():
 def test_leaf_spine_parallel_links_and_oversubscription():
     g = tp.leaf_spine(4, 2, 8, oversubscription=2)
     assert g["leaf0"]["spine0"]["cables"] == 2 and g["leaf0"]["spine0"]["capacity"] == 2 * NDR
-    g = tp.leaf_spine(4, 8, 8, uplinks=4)  # fewer uplinks than spines: balanced spread
-    per_spine = Counter(v for u, v in g.edges if u.startswith("leaf") and v.startswith("spine"))
-    assert set(per_spine.values()) == {2}
+    g = tp.leaf_spine(4, 3, 8, uplinks=4)  # 4 uplinks over 3 spines: extras balanced
+    per_spine = Counter()
+    for u, v, d in g.edges(data=True):
+        if u.startswith("leaf") and v.startswith("spine"):
+            per_spine[v] += d["cables"]
+    assert sorted(per_spine.values()) == [5, 5, 6]
+    with pytest.raises(ValueError, match=r"uplinks \(4\) must be >= spines \(8\)"):
+        tp.leaf_spine(4, 8, 8, uplinks=4)      # leaves 0, 2 and 1, 3 would share no spine
 
 
 # ---------------------------------------------------------------- DragonFly

@@ -106,9 +106,10 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
 
     A leaf has ``uplinks`` uplinks, by default as many as give the requested
     ``oversubscription`` (endpoint capacity / uplink capacity of a leaf, rounded to whole
-    cables, at least one). The uplinks are spread evenly over the spines; where they
-    outnumber the spines a leaf-spine pair gets parallel cables (``cables`` > 1); where
-    there are fewer, leaf ``l`` starts at spine ``l * uplinks mod spines`` so that the
+    cables, at least one), and at least one cable to every spine (``uplinks >= spines``,
+    else two leaves could share no spine). The uplinks are spread evenly over the spines;
+    where they outnumber the spines a leaf-spine pair gets parallel cables (``cables`` > 1),
+    the extra cables of leaf ``l`` starting at spine ``l * uplinks mod spines`` so that the
     spines stay balanced. Servers take consecutive endpoint ports as in :func:`fat_tree`.
 
     Parameters
@@ -144,6 +145,9 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
         uplinks = max(1, round(hosts_per_leaf * access.bandwidth / (ratio * up.bandwidth)))
     else:
         uplinks = check_int("uplinks", uplinks, 1)
+    if uplinks < spines:
+        raise ValueError(f"a leaf needs a cable to every spine: uplinks ({uplinks}) must be >= spines "
+                         f"({spines}); use fewer spines or a lower oversubscription")
     g = nx.DiGraph()
     ports = []
     for s in range(spines):

@@ -1,0 +1,330 @@
+"""NCCL-style collectives on a cluster graph: completion time, algbw, busbw, bottlenecks.
+
+Time model
+----------
+An algorithm is a sequence of steps; a step is a set of concurrent flows. A step's time is
+
+    latency + transfer,
+
+* ``transfer``: all flows of the step start together and share the links max-min fairly;
+  a flow that finishes releases its bandwidth to the others (:func:`completion_times`);
+  the step ends with its last flow. Link capacities are the raw rates times each
+  technology's measured efficiency from the catalogue (1 where none is known, or where the
+  graph has no ``tech``); ``efficiency=`` overrides it (one number, or a dict by tech):
+  this is the calibration hook, applied once here and nowhere else.
+* ``latency``: NCCL's per-hop software latency for the slowest kind of hop in the step
+  (NVLink, PCIe or network; NCCL 2.30 src/graph/tuning.cc, Simple protocol by default) plus
+  the largest path latency of the step's flows (sum of link latencies along the path,
+  fluid-weighted). ``step_latency=`` replaces it by a fixed alpha per step.
+
+A collective adds NCCL's base latency once (``base_latency=`` overrides). Identical steps
+(a ring's 2(p-1) steps, say) are solved once. Sizes follow nccl-tests: all-reduce the
+per-rank buffer, all-gather / reduce-scatter the full array, all-to-all the per-rank buffer
+(``size / p`` to each peer, the self chunk stays local), broadcast / reduce / send-recv the
+message. ``busbw = algbw x factor`` with nccl-tests' factors.
+
+Algorithms in this module: ``ring`` (all-reduce, reduce-scatter, all-gather, and pipelined
+broadcast / reduce in ``chunk`` pieces), ``direct`` and ``pairwise`` (all-to-all),
+``binomial`` (broadcast, reduce), ``direct`` (send/recv). A ring uses ``channels`` rings
+(default: the NIC count of a server when the ranks span several servers, else 1). Ring
+``c`` visits the GPUs of the ``k``-th server starting from local GPU ``(c - k) mod m``, so it
+leaves a server from the GPU whose rail the next server is entered on: every cross-server
+hop but the wrap-around stays on one rail, and each GPU sends once per channel. Hops that
+do change rail are routed with PXN (over NVLink to the right rail first).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import topologies as tp
+
+from .routing import route
+from .solver import max_min_fair
+from .timing import completion_times
+from .traffic import Flows
+
+__all__ = ["collective", "CollectiveResult", "CollectiveStep", "OPS", "ALGORITHMS",
+           "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY"]
+
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
+ALGORITHMS = {
+    "all_reduce": ("ring",),
+    "reduce_scatter": ("ring",),
+    "all_gather": ("ring",),
+    "all_to_all": ("pairwise", "direct"),
+    "broadcast": ("ring", "binomial"),
+    "reduce": ("ring", "binomial"),
+    "send_recv": ("direct",),
+}
+PROTOCOLS = ("LL", "LL128", "Simple")
+# NCCL 2.30 src/graph/tuning.cc (../shared/REFERENCE.md), microseconds, (LL, LL128, Simple)
+NCCL_BASE_LATENCY = {"ring": (6.6, 14.0, 8.4), "tree": (6.8, 14.0, 8.4)}
+NCCL_HOP_LATENCY = {"nvlink": (0.6, 1.9, 3.4), "pcie": (1.0, 2.5, 5.7), "network": (2.7, 4.0, 14.0)}
+
+
+def busbw_factor(op: str, p: int) -> float:
+    """nccl-tests' bus-bandwidth factor.
+
+    >>> busbw_factor("all_reduce", 8)
+    1.75
+    """
+    if op == "all_reduce":
+        return 2 * (p - 1) / p
+    if op in ("reduce_scatter", "all_gather", "all_to_all"):
+        return (p - 1) / p
+    return 1.0
+
+
+@dataclass(frozen=True)
+class CollectiveStep:
+    """One distinct step: ``count`` identical steps of ``flows`` flows of ``bytes`` each.
+
+    ``transfer`` and ``latency`` are seconds per step; ``bottleneck`` lists the saturated
+    links of the step as ``(src, dst, tier, utilization)``, busiest first.
+    """
+
+    count: int
+    flows: int
+    bytes: float
+    transfer: float
+    latency: float
+    bottleneck: tuple
+
+    @property
+    def time(self) -> float:
+        """Seconds for all ``count`` steps."""
+        return self.count * (self.transfer + self.latency)
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """Result of :func:`collective`.
+
+    ``time`` seconds; ``algbw = size / time`` and ``busbw`` bytes/s (nccl-tests);
+    ``steps`` the distinct steps; ``link_utilization`` per link (graph edge order), the
+    time-weighted mean over the transfers; ``candidates`` the time of every algorithm tried.
+    """
+
+    op: str
+    algorithm: str
+    size: float
+    ranks: int
+    time: float
+    algbw: float
+    busbw: float
+    steps: tuple
+    link_utilization: np.ndarray
+    links: object
+    candidates: dict = field(default_factory=dict)
+
+    def to_dataframe(self):
+        """The steps as a pandas DataFrame (needs pandas)."""
+        import pandas as pd
+
+        return pd.DataFrame([dict(count=s.count, flows=s.flows, bytes=s.bytes, transfer=s.transfer,
+                                  latency=s.latency, time=s.time,
+                                  bottleneck_tier=s.bottleneck[0][2] if s.bottleneck else "",
+                                  bottleneck=" ".join(f"{u}->{v}" for u, v, _, _ in s.bottleneck[:3]))
+                             for s in self.steps])
+
+
+# --------------------------------------------------------------------------- steps
+def _ring_orders(graph, ranks, channels):
+    """Ring orders (positions into ``ranks``), one per channel."""
+    nodes = tp.gpus(graph)
+    servers, order = {}, []
+    for pos, r in enumerate(ranks):
+        s = graph.nodes[nodes[r]].get("server", r)
+        if s not in servers:
+            servers[s] = []
+            order.append(s)
+        servers[s].append(pos)
+    rings = []
+    for c in range(channels):
+        ring = []
+        for idx, s in enumerate(order):
+            members = servers[s]
+            k = (c - idx) % len(members)       # enter server idx on the rail the last one left by
+            ring.extend(members[k:] + members[:k])
+        rings.append(ring)
+    return rings
+
+
+def _steps(op, algorithm, p, size, rings, chunk):
+    """Distinct steps as (count, [(src_pos, dst_pos, bytes), ...])."""
+    if op == "send_recv":
+        return [(1, [(0, 1, size)])]
+    if op == "all_to_all":
+        per = size / p
+        if algorithm == "direct":
+            return [(1, [(i, j, per) for i in range(p) for j in range(p) if i != j])]
+        return [(1, [(i, (i + s) % p, per) for i in range(p)]) for s in range(1, p)]
+    if algorithm == "ring" and op in ("all_reduce", "reduce_scatter", "all_gather"):
+        per = size / p / len(rings)
+        flows = [(ring[i], ring[(i + 1) % p], per) for ring in rings for i in range(p)]
+        return [(2 * (p - 1) if op == "all_reduce" else p - 1, flows)]
+    if algorithm == "binomial":
+        steps = []
+        for s in range(math.ceil(math.log2(p))):
+            span = 1 << s
+            flows = [(i, i + span, size) for i in range(span) if i + span < p]
+            steps.append((1, flows if op == "broadcast" else [(b, a, n) for a, b, n in flows]))
+        return steps if op == "broadcast" else steps[::-1]
+    # pipelined ring broadcast / reduce: the chain root -> ... in `chunk` pieces
+    k = max(1, math.ceil(size / chunk))
+    piece = size / k
+    chain = rings[0]
+    hops = [(chain[j], chain[j + 1]) for j in range(p - 1)]
+    if op == "reduce":
+        hops = [(b, a) for a, b in reversed(hops)]
+    counts: dict = {}
+    for s in range(k + p - 2):
+        active = tuple(j for j in range(p - 1) if 0 <= s - j < k)
+        counts[active] = counts.get(active, 0) + 1
+    return [(n, [(hops[j][0], hops[j][1], piece) for j in active]) for active, n in counts.items()]
+
+
+# --------------------------------------------------------------------------- timing
+def _effective_capacity(rm, efficiency):
+    cap = rm.capacity.copy()
+    for i, tech in enumerate(rm.links.tech):
+        if isinstance(efficiency, dict) and tech in efficiency:
+            cap[i] *= efficiency[tech]
+        elif isinstance(efficiency, (int, float)):
+            cap[i] *= efficiency
+        else:
+            try:
+                eff = tp.get_link(tech).efficiency if tech else None
+            except ValueError:
+                eff = None
+            cap[i] *= 1.0 if eff is None else eff
+    return cap
+
+
+def _link_classes(graph, rm):
+    """Per link: 2 network (touches a switch), 1 PCIe / host, 0 NVLink."""
+    kind = {n: d.get("kind") for n, d in graph.nodes(data=True)}
+    net = np.array([kind[u] == "switch" or kind[v] == "switch" for u, v in zip(rm.links.src, rm.links.dst)])
+    nvl = np.array([str(t).startswith("nvlink") for t in rm.links.tech])
+    return np.where(net, 2, np.where(nvl, 0, 1))
+
+
+def _solve_step(graph, ranks, flows_pos, policy, routing_options, efficiency, protocol, step_latency):
+    src = np.array([ranks[a] for a, _, _ in flows_pos])
+    dst = np.array([ranks[b] for _, b, _ in flows_pos])
+    size = np.array([n for _, _, n in flows_pos])
+    rm = route(graph, Flows(src, dst, size), policy=policy, **routing_options)
+    cap = _effective_capacity(rm, efficiency)
+    transfer = float(completion_times(rm, size, cap).makespan)
+    util = np.asarray(max_min_fair(rm, cap).utilization, dtype=np.float64)
+    hot = np.flatnonzero(util >= 1 - 1e-9)
+    hot = hot[np.argsort(-util[hot], kind="stable")]
+    bottleneck = tuple((rm.links.src[l], rm.links.dst[l], rm.links.tier[l], float(util[l])) for l in hot[:8])
+    if step_latency is not None:
+        return transfer, float(step_latency), util, bottleneck, rm
+    A = rm.to_scipy().tocsc()
+    path_latency = A.T @ rm.links.latency                  # fluid-weighted, per flow
+    classes = _link_classes(graph, rm)
+    used = np.unique(A.indices)
+    worst = ("nvlink", "pcie", "network")[int(classes[used].max()) if used.size else 0]
+    hop = NCCL_HOP_LATENCY[worst][PROTOCOLS.index(protocol)] * 1e-6
+    return transfer, hop + float(path_latency.max(initial=0.0)), util, bottleneck, rm
+
+
+def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
+               routing: str = "ecmp", routing_options: dict | None = None, channels: int | None = None,
+               pxn: bool = True, protocol: str = "Simple", chunk: float = 4 * 2**20,
+               efficiency=None, step_latency: float | None = None,
+               base_latency: float | None = None) -> CollectiveResult:
+    """Time a collective on a cluster graph.
+
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+    op : str
+        One of ``all_reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all``,
+        ``broadcast``, ``reduce``, ``send_recv``.
+    size : float
+        Bytes, as nccl-tests counts them for ``op`` (see the module docstring).
+    ranks : sequence of int, optional
+        GPU ranks taking part, in order (placement); default every GPU. The first rank is
+        the root of broadcast / reduce and the sender of send/recv.
+    algorithm : str
+        ``"auto"`` (solve every algorithm of ``ALGORITHMS[op]`` on this topology and keep the
+        fastest) or one of them.
+    routing, routing_options, pxn
+        Routing policy and its options (``subflows``, ``seed``); PXN for cross-rail hops.
+    channels : int, optional
+        Rings run side by side (default: NICs per server when the ranks span servers, else 1).
+    protocol : {"LL", "LL128", "Simple"}
+        NCCL protocol whose latency constants are used.
+    chunk : float
+        Pipeline chunk of the ring broadcast / reduce, bytes.
+    efficiency : float or dict, optional
+        Fraction of the raw link rate reached (all links, or by tech); default the catalogue's.
+    step_latency, base_latency : float, optional
+        Override the per-step latency (alpha, s) and the per-collective base latency (s).
+
+    Examples
+    --------
+    >>> import topologies as tp
+    >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32)
+    >>> r.algorithm, round(r.busbw / 1e9)        # NVLink 4 at NCCL's 20.6 GB/s per link
+    ('ring', 370)
+    """
+    if op not in OPS:
+        raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    allowed = ALGORITHMS[op]
+    if algorithm != "auto" and algorithm not in allowed:
+        raise ValueError(f"algorithm for {op} must be 'auto' or one of {', '.join(allowed)}, got {algorithm!r}")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    if not (isinstance(size, (int, float, np.floating)) and math.isfinite(size) and size > 0):
+        raise ValueError(f"size must be a finite number of bytes > 0, got {size!r}")
+    if not (chunk > 0):
+        raise ValueError(f"chunk must be > 0 bytes, got {chunk!r}")
+    n_gpu = len(tp.gpus(graph))
+    ranks = list(range(n_gpu)) if ranks is None else [int(r) for r in ranks]
+    if len(ranks) < 2 or len(set(ranks)) != len(ranks) or min(ranks) < 0 or max(ranks) >= n_gpu:
+        raise ValueError(f"ranks must be at least 2 distinct GPU ranks in 0 ... {n_gpu - 1}, got {ranks[:8]}")
+    if op == "send_recv":
+        ranks = ranks[:2]
+    p = len(ranks)
+    nodes = tp.gpus(graph)
+    servers = {graph.nodes[nodes[r]].get("server", r) for r in ranks}
+    if channels is None:
+        nics = [d for n, d in graph.nodes(data=True) if d.get("kind") == "nic" and d.get("role") == "compute"
+                and d.get("server") == graph.nodes[nodes[ranks[0]]].get("server")]
+        channels = max(1, len(nics)) if len(servers) > 1 else 1
+    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        raise ValueError(f"channels must be an integer >= 1, got {channels!r}")
+    options = dict(routing_options or {})
+    if routing in ("ecmp", "ecmp_hash"):
+        options.setdefault("pxn", pxn)
+    rings = _ring_orders(graph, ranks, channels)
+    base = NCCL_BASE_LATENCY["ring"][PROTOCOLS.index(protocol)] * 1e-6 if base_latency is None else float(base_latency)
+    results = {}
+    for alg in (allowed if algorithm == "auto" else (algorithm,)):
+        steps, util_time, busy = [], None, 0.0
+        total = base
+        for count, flows_pos in _steps(op, alg, p, float(size), rings, float(chunk)):
+            transfer, latency, util, bottleneck, rm = _solve_step(
+                graph, ranks, flows_pos, routing, options, efficiency, protocol, step_latency)
+            steps.append(CollectiveStep(count=count, flows=len(flows_pos), bytes=flows_pos[0][2],
+                                        transfer=transfer, latency=latency, bottleneck=bottleneck))
+            total += count * (transfer + latency)
+            weight = count * transfer
+            util_time = util * weight if util_time is None else util_time + util * weight
+            busy += weight
+            links = rm.links
+        results[alg] = (total, tuple(steps), util_time / busy if busy > 0 else util_time, links)
+    best = min(results, key=lambda a: results[a][0])
+    total, steps, util, links = results[best]
+    algbw = float(size) / total
+    return CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
+                            busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
+                            links=links, candidates={a: r[0] for a, r in results.items()})

@@ -1,0 +1,118 @@
+"""Collectives against the alpha-beta formulas of REFERENCE.md and measured figures."""
+
+import math
+
+import networkx as nx
+import pytest
+
+import topologies as tp
+from flowsolver import collective
+
+B = 50e9        # link bandwidth of the hand-built switch, bytes/s
+ALPHA = 5e-6    # per-step latency used in the formulas, s
+
+
+def single_switch(p):
+    """p GPUs on one non-blocking switch, no tech attributes (taken at face value)."""
+    g = nx.DiGraph()
+    g.add_node("sw", kind="switch", role="leaf", tier=1)
+    for i in range(p):
+        g.add_node(f"gpu{i}", kind="gpu", rank=i)
+        g.add_edge(f"gpu{i}", "sw", capacity=B, latency=0.0)
+        g.add_edge("sw", f"gpu{i}", capacity=B, latency=0.0)
+    return g
+
+
+def formula(op, algorithm, p, n, chunk=None):
+    beta = 1 / B
+    if op == "all_reduce":
+        return 2 * (p - 1) * ALPHA + 2 * (p - 1) / p * n * beta
+    if op in ("reduce_scatter", "all_gather") or (op == "all_to_all" and algorithm == "pairwise"):
+        return (p - 1) * ALPHA + (p - 1) / p * n * beta
+    if op == "all_to_all":          # direct: one step, p-1 flows share each uplink
+        return ALPHA + (p - 1) / p * n * beta
+    if algorithm == "binomial":
+        return math.ceil(math.log2(p)) * (ALPHA + n * beta)
+    if op == "send_recv":
+        return ALPHA + n * beta
+    k = math.ceil(n / chunk)        # pipelined ring broadcast / reduce
+    return (k + p - 2) * (ALPHA + n / k * beta)
+
+
+CASES = [("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather", "ring"),
+         ("all_to_all", "pairwise"), ("all_to_all", "direct"), ("broadcast", "binomial"),
+         ("reduce", "binomial"), ("broadcast", "ring"), ("reduce", "ring"), ("send_recv", "direct")]
+
+
+@pytest.mark.parametrize("p", [2, 3, 8, 16, 64])
+@pytest.mark.parametrize("op,algorithm", CASES)
+def test_time_matches_alpha_beta_formula_on_a_single_switch(op, algorithm, p):
+    n, chunk = 2**30, 2**24
+    r = collective(single_switch(p), op, n, algorithm=algorithm, step_latency=ALPHA, base_latency=0.0,
+                   chunk=chunk)
+    assert r.time == pytest.approx(formula(op, algorithm, p, n, chunk), rel=0.01)
+
+
+@pytest.mark.parametrize("op,algorithm", [c for c in CASES if c[1] != "binomial" and c != ("all_to_all", "direct")])
+def test_bandwidth_optimal_algorithms_reach_link_bandwidth(op, algorithm):
+    # (pipelined broadcast / reduce: (k + p - 2) / k of the ideal with k = 4096 chunks)
+    r = collective(single_switch(16), op, 2**34, algorithm=algorithm, step_latency=0.0, base_latency=0.0,
+                   chunk=2**22)
+    assert r.busbw == pytest.approx(B, rel=0.01)
+
+
+def test_eight_h100_ring_all_reduce_matches_measured_busbw():
+    # ~365-370 GB/s measured on 8 x H100 (nccl-tests threads); NCCL models 18 x 20.6 GB/s
+    for size in (2**30, 2**33):
+        r = collective(tp.rail_optimized(nodes=1), "all_reduce", size, algorithm="ring")
+        assert r.busbw == pytest.approx(370e9, rel=0.10)
+        assert r.steps[0].bottleneck[0][2] == "nvlink"
+
+
+def test_multi_server_ring_is_limited_by_the_smaller_of_nvlink_and_the_nics():
+    g = tp.rail_optimized(nodes=4)
+    r = collective(g, "all_reduce", 2**33, algorithm="ring")
+    nic_total = 8 * tp.get_link("ib_ndr").effective_bandwidth        # 8 rails x 47 GB/s = 376
+    nvlink = tp.get_link("nvlink4").effective_bandwidth             # 18 x 20.6 = 370.8
+    assert r.busbw == pytest.approx(min(nic_total, nvlink), rel=0.03)
+    # a single ring (one channel) crosses servers through one NIC
+    one = collective(g, "all_reduce", 2**33, algorithm="ring", channels=1)
+    assert one.busbw == pytest.approx(tp.get_link("ib_ndr").effective_bandwidth, rel=0.03)
+
+
+def test_oversubscribed_leaf_spine_slows_cross_leaf_all_to_all_by_the_ratio():
+    def a2a(ratio):
+        g = tp.leaf_spine(8, 2, 8, oversubscription=ratio)
+        return collective(g, "all_to_all", 2**28, algorithm="direct", step_latency=0.0, base_latency=0.0)
+
+    # 64 GPUs on 8 leaves: a share (p - h) / (p - 1) = 56/63 of each GPU's data crosses the
+    # leaves; non-blocking, the NICs limit; at r:1 the uplinks carry r x that share of them
+    assert a2a(2).time / a2a(1).time == pytest.approx(2 * 56 / 63, rel=0.01)
+    assert a2a(4).time / a2a(1).time == pytest.approx(4 * 56 / 63, rel=0.01)
+
+
+def test_auto_picks_the_fastest_and_reports_candidates():
+    g = tp.rail_optimized(nodes=1)
+    small = collective(g, "broadcast", 2**12)
+    large = collective(g, "broadcast", 2**32)
+    assert set(small.candidates) == {"ring", "binomial"}
+    assert small.algorithm == min(small.candidates, key=small.candidates.get)
+    assert large.algorithm == "ring"            # pipelined ring wins at large sizes
+    assert small.time < large.time
+
+
+def test_results_and_errors():
+    g = tp.rail_optimized(nodes=2)
+    r = collective(g, "all_gather", 2**28, ranks=range(8, 16))
+    assert r.ranks == 8 and r.algbw == pytest.approx(r.size / r.time)
+    assert r.link_utilization.shape == (g.number_of_edges(),)
+    df = r.to_dataframe()
+    assert list(df["count"]) == [7] and df["time"].sum() == pytest.approx(r.time - 8.4e-6)
+    with pytest.raises(ValueError, match="op must be one of all_reduce"):
+        collective(g, "allreduce", 1.0)
+    with pytest.raises(ValueError, match="algorithm for all_reduce must be 'auto' or one of ring"):
+        collective(g, "all_reduce", 1.0, algorithm="tree2")
+    with pytest.raises(ValueError, match="size must be a finite number of bytes > 0"):
+        collective(g, "all_reduce", -1.0)
+    with pytest.raises(ValueError, match="ranks must be at least 2 distinct GPU ranks"):
+        collective(g, "all_reduce", 1.0, ranks=[0, 0])
