@@ -84,7 +84,9 @@ class CollectiveStep:
     """One distinct step: ``count`` identical steps of ``flows`` flows of ``bytes`` each.
 
     ``transfer`` and ``latency`` are seconds per step; ``bottleneck`` lists the saturated
-    links of the step as ``(src, dst, tier, utilization)``, busiest first.
+    links that are the max-min bottleneck of some flow of the step, as ``(src, dst, tier,
+    utilization)``, the link whose flows would take longest at the step's first rates first
+    (the links that set the step time).
     """
 
     count: int
@@ -220,9 +222,16 @@ def _solve_step(graph, ranks, flows_pos, policy, routing_options, efficiency, pr
     rm = route(graph, Flows(src, dst, size), policy=policy, **routing_options)
     cap = _effective_capacity(rm, efficiency)
     transfer = float(completion_times(rm, size, cap).makespan)
-    util = np.asarray(max_min_fair(rm, cap).utilization, dtype=np.float64)
-    hot = np.flatnonzero(util >= 1 - 1e-9)
-    hot = hot[np.argsort(-util[hot], kind="stable")]
+    alloc = max_min_fair(rm, cap)
+    util = np.asarray(alloc.utilization, dtype=np.float64)
+    # critical links: those holding the flows that would take longest at the first rates
+    with np.errstate(divide="ignore"):
+        flow_time = np.where(alloc.rates > 0, size / alloc.rates, np.inf)
+    held = alloc.bottleneck >= 0
+    critical = np.full(rm.n_links, -1.0)
+    np.maximum.at(critical, alloc.bottleneck[held], flow_time[held])
+    hot = np.flatnonzero(critical >= 0)
+    hot = hot[np.argsort(-critical[hot], kind="stable")]
     bottleneck = tuple((rm.links.src[l], rm.links.dst[l], rm.links.tier[l], float(util[l])) for l in hot[:8])
     if step_latency is not None:
         return transfer, float(step_latency), util, bottleneck, rm

@@ -116,3 +116,12 @@ def test_results_and_errors():
         collective(g, "all_reduce", -1.0)
     with pytest.raises(ValueError, match="ranks must be at least 2 distinct GPU ranks"):
         collective(g, "all_reduce", 1.0, ranks=[0, 0])
+
+
+def test_hash_collisions_slow_an_inter_server_all_reduce_and_are_named():
+    g = tp.fat_tree(8, server="dgx_h100")
+    fluid = collective(g, "all_reduce", 2**30, algorithm="ring")
+    hashed = collective(g, "all_reduce", 2**30, algorithm="ring", routing="ecmp_hash",
+                        routing_options=dict(seed=1))
+    assert hashed.busbw < 0.9 * fluid.busbw
+    assert hashed.steps[0].bottleneck[0][2] in ("edge-agg", "agg-core")   # a fabric link collided
