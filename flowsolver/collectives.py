@@ -24,7 +24,9 @@ per-rank buffer, all-gather / reduce-scatter the full array, all-to-all the per-
 message. ``busbw = algbw x factor`` with nccl-tests' factors.
 
 Algorithms in this module: ``ring`` (all-reduce, reduce-scatter, all-gather, and pipelined
-broadcast / reduce in ``chunk`` pieces), ``direct`` and ``pairwise`` (all-to-all),
+broadcast / reduce in ``chunk`` pieces), ``halving_doubling`` (Rabenseifner: recursive
+halving reduce-scatter then recursive doubling all-gather, power-of-two ranks),
+``direct`` and ``pairwise`` (all-to-all),
 ``binomial`` (broadcast, reduce), ``direct`` (send/recv). A ring uses ``channels`` rings
 (default: the NIC count of a server when the ranks span several servers, else 1). Ring
 ``c`` visits the GPUs of the ``k``-th server starting from local GPU ``(c - k) mod m``, so it
@@ -52,9 +54,9 @@ __all__ = ["collective", "CollectiveResult", "CollectiveStep", "OPS", "ALGORITHM
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
 ALGORITHMS = {
-    "all_reduce": ("ring",),
-    "reduce_scatter": ("ring",),
-    "all_gather": ("ring",),
+    "all_reduce": ("ring", "halving_doubling"),
+    "reduce_scatter": ("ring", "halving_doubling"),
+    "all_gather": ("ring", "halving_doubling"),
     "all_to_all": ("pairwise", "direct"),
     "broadcast": ("ring", "binomial"),
     "reduce": ("ring", "binomial"),
@@ -165,6 +167,11 @@ def _steps(op, algorithm, p, size, rings, chunk):
         if algorithm == "direct":
             return [(1, [(i, j, per) for i in range(p) for j in range(p) if i != j])]
         return [(1, [(i, (i + s) % p, per) for i in range(p)]) for s in range(1, p)]
+    if algorithm == "halving_doubling":    # Rabenseifner; p is a power of two
+        k = p.bit_length() - 1
+        halving = [(1, [(i, i ^ (p >> (s + 1)), size / 2 ** (s + 1)) for i in range(p)]) for s in range(k)]
+        doubling = [(1, [(i, i ^ (1 << s), size / p * 2 ** s) for i in range(p)]) for s in range(k)]
+        return {"reduce_scatter": halving, "all_gather": doubling}.get(op, halving + doubling)
     if algorithm == "ring" and op in ("all_reduce", "reduce_scatter", "all_gather"):
         per = size / p / len(rings)
         flows = [(ring[i], ring[(i + 1) % p], per) for ring in rings for i in range(p)]
@@ -281,9 +288,9 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     Examples
     --------
     >>> import topologies as tp
-    >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32)
-    >>> r.algorithm, round(r.busbw / 1e9)        # NVLink 4 at NCCL's 20.6 GB/s per link
-    ('ring', 370)
+    >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32, algorithm="ring")
+    >>> round(r.busbw / 1e9)                     # NVLink 4 at NCCL's 20.6 GB/s per link
+    370
     """
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
@@ -316,8 +323,13 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         options.setdefault("pxn", pxn)
     rings = _ring_orders(graph, ranks, channels)
     base = NCCL_BASE_LATENCY["ring"][PROTOCOLS.index(protocol)] * 1e-6 if base_latency is None else float(base_latency)
+    power_of_two = p & (p - 1) == 0
+    if algorithm == "halving_doubling" and not power_of_two:
+        raise ValueError(f"algorithm 'halving_doubling' needs a power-of-two number of ranks, got {p}")
     results = {}
     for alg in (allowed if algorithm == "auto" else (algorithm,)):
+        if alg == "halving_doubling" and not power_of_two:
+            continue
         steps, util_time, busy = [], None, 0.0
         total = base
         for count, flows_pos in _steps(op, alg, p, float(size), rings, float(chunk)):

@@ -25,6 +25,9 @@ def single_switch(p):
 
 def formula(op, algorithm, p, n, chunk=None):
     beta = 1 / B
+    if algorithm == "halving_doubling":     # Rabenseifner: 2 lg p alpha + 2 (p-1)/p n beta
+        phases = 2 if op == "all_reduce" else 1
+        return phases * (math.log2(p) * ALPHA + (p - 1) / p * n * beta)
     if op == "all_reduce":
         return 2 * (p - 1) * ALPHA + 2 * (p - 1) / p * n * beta
     if op in ("reduce_scatter", "all_gather") or (op == "all_to_all" and algorithm == "pairwise"):
@@ -41,12 +44,18 @@ def formula(op, algorithm, p, n, chunk=None):
 
 CASES = [("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather", "ring"),
          ("all_to_all", "pairwise"), ("all_to_all", "direct"), ("broadcast", "binomial"),
-         ("reduce", "binomial"), ("broadcast", "ring"), ("reduce", "ring"), ("send_recv", "direct")]
+         ("reduce", "binomial"), ("broadcast", "ring"), ("reduce", "ring"), ("send_recv", "direct"),
+         ("all_reduce", "halving_doubling"), ("reduce_scatter", "halving_doubling"),
+         ("all_gather", "halving_doubling")]
 
 
 @pytest.mark.parametrize("p", [2, 3, 8, 16, 64])
 @pytest.mark.parametrize("op,algorithm", CASES)
 def test_time_matches_alpha_beta_formula_on_a_single_switch(op, algorithm, p):
+    if algorithm == "halving_doubling" and p & (p - 1):
+        with pytest.raises(ValueError, match="needs a power-of-two number of ranks, got 3"):
+            collective(single_switch(p), op, 1.0, algorithm=algorithm)
+        return
     n, chunk = 2**30, 2**24
     r = collective(single_switch(p), op, n, algorithm=algorithm, step_latency=ALPHA, base_latency=0.0,
                    chunk=chunk)
@@ -103,7 +112,7 @@ def test_auto_picks_the_fastest_and_reports_candidates():
 
 def test_results_and_errors():
     g = tp.rail_optimized(nodes=2)
-    r = collective(g, "all_gather", 2**28, ranks=range(8, 16))
+    r = collective(g, "all_gather", 2**28, ranks=range(8, 16), algorithm="ring")
     assert r.ranks == 8 and r.algbw == pytest.approx(r.size / r.time)
     assert r.link_utilization.shape == (g.number_of_edges(),)
     df = r.to_dataframe()
