@@ -214,6 +214,16 @@ def _effective_capacity(rm, efficiency):
     return cap
 
 
+def _path_latency(rm) -> np.ndarray:
+    """Per flow: sum over its links of fraction x latency (s), from the factored matrix."""
+    owner = np.repeat(np.arange(rm.n_segments), np.diff(rm.seg_ptr))
+    seg_latency = np.bincount(owner, weights=rm.seg_frac * rm.links.latency[rm.seg_link],
+                              minlength=rm.n_segments)
+    used = rm.flow_seg >= 0
+    coef = 1.0 if rm.flow_coef is None else rm.flow_coef
+    return np.where(used, seg_latency[np.maximum(rm.flow_seg, 0)] * coef, 0.0).sum(axis=1)
+
+
 def _link_classes(graph, rm):
     """Per link: 2 network (touches a switch), 1 PCIe / host, 0 NVLink."""
     kind = {n: d.get("kind") for n, d in graph.nodes(data=True)}
@@ -242,10 +252,9 @@ def _solve_step(graph, ranks, flows_pos, policy, routing_options, efficiency, pr
     bottleneck = tuple((rm.links.src[l], rm.links.dst[l], rm.links.tier[l], float(util[l])) for l in hot[:8])
     if step_latency is not None:
         return transfer, float(step_latency), util, bottleneck, rm
-    A = rm.to_scipy().tocsc()
-    path_latency = A.T @ rm.links.latency                  # fluid-weighted, per flow
+    path_latency = _path_latency(rm)                       # fluid-weighted, per flow
     classes = _link_classes(graph, rm)
-    used = np.unique(A.indices)
+    used = np.flatnonzero(rm.link_loads(np.ones(rm.n_flows)) > 0)
     worst = ("nvlink", "pcie", "network")[int(classes[used].max()) if used.size else 0]
     hop = NCCL_HOP_LATENCY[worst][PROTOCOLS.index(protocol)] * 1e-6
     return transfer, hop + float(path_latency.max(initial=0.0)), util, bottleneck, rm
