@@ -19,6 +19,7 @@ __all__ += ["max_min_fair", "Allocation", "STATUS"]
 from .timing import Completion, completion_times  # noqa: E402
 
 __all__ += ["completion_times", "Completion"]
-from .collectives import ALGORITHMS, OPS, CollectiveResult, CollectiveStep, collective  # noqa: E402
+from .collectives import (ALGORITHMS, OPS, CollectiveResult, CollectiveStep, ConcurrentResult,  # noqa: E402
+                          collective, concurrent)
 
-__all__ += ["collective", "CollectiveResult", "CollectiveStep", "OPS", "ALGORITHMS"]
+__all__ += ["collective", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep", "OPS", "ALGORITHMS"]

@@ -49,7 +49,7 @@ from .solver import max_min_fair
 from .timing import completion_times
 from .traffic import Flows
 
-__all__ = ["collective", "CollectiveResult", "CollectiveStep", "OPS", "ALGORITHMS",
+__all__ = ["collective", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep", "OPS", "ALGORITHMS",
            "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
@@ -358,3 +358,168 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     return CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
                             busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
                             links=links, candidates={a: r[0] for a, r in results.items()})
+
+
+# --------------------------------------------------------------------------- concurrency
+@dataclass(frozen=True)
+class ConcurrentResult:
+    """Result of :func:`concurrent`: per collective, its time alone and together (s) and
+    the slowdown (together / alone); ``makespan`` is when the last one finished."""
+
+    alone: tuple
+    together: tuple
+    slowdown: tuple
+    makespan: float
+    algorithms: tuple
+
+
+def _concat(matrices):
+    """One RoutingMatrix holding the flows of several (same graph), in order."""
+    from .routing import RoutingMatrix
+
+    K = max(m.slots for m in matrices)
+    seg_off = np.cumsum([0] + [m.n_segments for m in matrices])
+    ent_off = np.cumsum([0] + [len(m.seg_link) for m in matrices])
+    ptr = np.concatenate([[0]] + [m.seg_ptr[1:] + ent_off[i] for i, m in enumerate(matrices)])
+    slots, coefs = [], []
+    for i, m in enumerate(matrices):
+        s = np.full((m.n_flows, K), -1, dtype=np.int64)
+        s[:, :m.slots] = np.where(m.flow_seg >= 0, m.flow_seg + seg_off[i], -1)
+        c = np.zeros((m.n_flows, K))
+        c[:, :m.slots] = 1.0 if m.flow_coef is None else m.flow_coef
+        slots.append(s)
+        coefs.append(c)
+    first = matrices[0]
+    return RoutingMatrix(seg_ptr=ptr, seg_link=np.concatenate([m.seg_link for m in matrices]),
+                         seg_frac=np.concatenate([m.seg_frac for m in matrices]),
+                         flow_seg=np.concatenate(slots).astype(np.int32), flow_coef=np.concatenate(coefs),
+                         capacity=first.capacity, weights=np.concatenate([m.weights for m in matrices]),
+                         demands=np.concatenate([m.demands for m in matrices]), links=first.links)
+
+
+def _timeline(graph, plans, options):
+    """Event-driven run of several step sequences sharing the fabric; finish time of each."""
+    routing, routing_options, efficiency, protocol, step_latency = options
+    cache = {}
+
+    def prepared(i, j):
+        if (i, j) not in cache:
+            ranks, steps, _ = plans[i]
+            transfer, latency, _, _, rm = _solve_step(graph, ranks, steps[j], routing, routing_options,
+                                                      efficiency, protocol, step_latency)
+            cache[(i, j)] = (rm, np.array([n for _, _, n in steps[j]], dtype=np.float64), latency)
+        return cache[(i, j)]
+
+    n = len(plans)
+    step = [0] * n
+    # latency left before the current step's transfer (the base latency, then each step's own)
+    wait = [plans[i][2] + prepared(i, 0)[2] for i in range(n)]
+    remaining = [None] * n
+    finish = [np.inf] * n
+    clock = 0.0
+    cap = None
+    for _ in range(10 ** 7):
+        live = [i for i in range(n) if finish[i] == np.inf]
+        if not live:
+            break
+        for i in live:
+            if remaining[i] is None and wait[i] <= 0:
+                rm, sizes, _ = prepared(i, step[i])
+                remaining[i] = sizes.copy()
+        moving = [i for i in live if remaining[i] is not None]
+        dt = min([wait[i] for i in live if remaining[i] is None] + [np.inf])
+        rates = {}
+        if moving:
+            mats = [prepared(i, step[i])[0] for i in moving]
+            rm = _concat(mats)
+            if cap is None:
+                cap = _effective_capacity(rm, efficiency)
+            left = np.concatenate([remaining[i] for i in moving])
+            alloc = max_min_fair(rm, cap, demands=np.where(left > 0, np.inf, 0.0))
+            r = np.asarray(alloc.rates, dtype=np.float64)
+            off = 0
+            for i in moving:
+                k = len(remaining[i])
+                rates[i] = r[off:off + k]
+                off += k
+                going = remaining[i] > 0
+                if going.any():
+                    dt = min(dt, float((remaining[i][going] / rates[i][going]).min()))
+        if not np.isfinite(dt):
+            raise ValueError("a collective can make no progress (a flow crosses failed links only)")
+        clock += dt
+        for i in live:
+            if remaining[i] is None:
+                wait[i] -= dt
+                continue
+            remaining[i] = np.where(remaining[i] > 0, remaining[i] - rates[i] * dt, 0.0)
+            remaining[i][remaining[i] <= 1e-9 * np.maximum(prepared(i, step[i])[1], 1.0)] = 0.0
+            if not remaining[i].any():
+                remaining[i] = None
+                step[i] += 1
+                if step[i] == len(plans[i][1]):
+                    finish[i] = clock
+                else:
+                    wait[i] = prepared(i, step[i])[2]
+    return finish
+
+
+def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: dict | None = None,
+               pxn: bool = True, protocol: str = "Simple", chunk: float = 4 * 2**20, efficiency=None,
+               step_latency: float | None = None, base_latency: float | None = None) -> ConcurrentResult:
+    """Run several collectives at once on one fabric and report how much each slowed.
+
+    ``collectives`` is a list of dicts with the keys of :func:`collective` (``op``, ``size``,
+    ``ranks``, ``algorithm``, ``channels``); ``"auto"`` is resolved by timing each alone.
+    Every collective runs its steps in order (latency, then the step's flows); between events
+    (a flow finishing, a latency elapsing) all active flows of all collectives share the links
+    max-min fairly.
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(nodes=2)
+    >>> r = concurrent(g, [dict(op="all_reduce", size=2**28, ranks=range(8), algorithm="ring"),
+    ...                    dict(op="all_reduce", size=2**28, ranks=range(8, 16), algorithm="ring")])
+    >>> [round(s, 3) for s in r.slowdown]        # one server each: they do not meet
+    [1.0, 1.0]
+    """
+    if not collectives:
+        raise ValueError("collectives must be a non-empty list of dicts")
+    options = dict(routing_options or {})
+    if routing in ("ecmp", "ecmp_hash"):
+        options.setdefault("pxn", pxn)
+    plans, algorithms = [], []
+    base = NCCL_BASE_LATENCY["ring"][PROTOCOLS.index(protocol)] * 1e-6 if base_latency is None else float(base_latency)
+    n_gpu = len(tp.gpus(graph))
+    for spec in collectives:
+        spec = dict(spec)
+        unknown = set(spec) - {"op", "size", "ranks", "algorithm", "channels"}
+        if unknown or "op" not in spec or "size" not in spec:
+            raise ValueError(f"each collective needs 'op' and 'size' (optional 'ranks', 'algorithm', "
+                             f"'channels'), got keys {sorted(spec)}")
+        alone = collective(graph, spec["op"], spec["size"], ranks=spec.get("ranks"),
+                           algorithm=spec.get("algorithm", "auto"), routing=routing, routing_options=routing_options,
+                           channels=spec.get("channels"), pxn=pxn, protocol=protocol, chunk=chunk,
+                           efficiency=efficiency, step_latency=step_latency, base_latency=base_latency)
+        ranks = list(range(n_gpu)) if spec.get("ranks") is None else [int(r) for r in spec["ranks"]]
+        if spec["op"] == "send_recv":
+            ranks = ranks[:2]
+        nodes = tp.gpus(graph)
+        servers = {graph.nodes[nodes[r]].get("server", r) for r in ranks}
+        channels = spec.get("channels")
+        if channels is None:
+            nics = [d for _, d in graph.nodes(data=True) if d.get("kind") == "nic" and d.get("role") == "compute"
+                    and d.get("server") == graph.nodes[nodes[ranks[0]]].get("server")]
+            channels = max(1, len(nics)) if len(servers) > 1 else 1
+        rings = _ring_orders(graph, ranks, channels)
+        sequence = []
+        for count, flows_pos in _steps(spec["op"], alone.algorithm, len(ranks), float(spec["size"]), rings,
+                                       float(chunk)):
+            sequence.extend([flows_pos] * count)
+        plans.append((ranks, sequence, base))
+        algorithms.append(alone.algorithm)
+    opts = (routing, options, efficiency, protocol, step_latency)
+    alone_t = [_timeline(graph, [plan], opts)[0] for plan in plans]
+    together = _timeline(graph, plans, opts)
+    return ConcurrentResult(alone=tuple(alone_t), together=tuple(together),
+                            slowdown=tuple(t / a for t, a in zip(together, alone_t)),
+                            makespan=max(together), algorithms=tuple(algorithms))

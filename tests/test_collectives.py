@@ -134,3 +134,24 @@ def test_hash_collisions_slow_an_inter_server_all_reduce_and_are_named():
                         routing_options=dict(seed=1))
     assert hashed.busbw < 0.9 * fluid.busbw
     assert hashed.steps[0].bottleneck[0][2] in ("edge-agg", "agg-core")   # a fabric link collided
+
+
+def test_concurrent_collectives_share_the_fabric():
+    from flowsolver import concurrent
+
+    g = single_switch(8)
+    n = 2**30
+    ar = lambda ranks: dict(op="all_reduce", size=n, ranks=ranks, algorithm="ring")  # noqa: E731
+    kw = dict(step_latency=ALPHA, base_latency=0.0)
+    # disjoint GPUs on a non-blocking switch: neither slows the other
+    apart = concurrent(g, [ar(range(4)), ar(range(4, 8))], **kw)
+    assert apart.slowdown == pytest.approx((1.0, 1.0), rel=1e-9)
+    assert apart.alone[0] == pytest.approx(formula("all_reduce", "ring", 4, n), rel=1e-9)
+    # the same GPUs twice: every link is shared by two equal flows, transfers take twice as
+    # long, latencies overlap: 2(p-1) alpha + 2 x 2(p-1)/p n beta
+    same = concurrent(g, [ar(range(8)), ar(range(8))], **kw)
+    expect = 2 * 7 * ALPHA + 2 * (2 * 7 / 8 * n / B)
+    assert same.together[0] == pytest.approx(expect, rel=1e-9)
+    assert same.slowdown[0] == pytest.approx(expect / formula("all_reduce", "ring", 8, n), rel=1e-9)
+    with pytest.raises(ValueError, match="each collective needs 'op' and 'size'"):
+        concurrent(g, [dict(op="all_reduce")])
