@@ -232,11 +232,27 @@ def _link_classes(graph, rm):
     return np.where(net, 2, np.where(nvl, 0, 1))
 
 
-def _solve_step(graph, ranks, flows_pos, policy, routing_options, efficiency, protocol, step_latency):
+def _route_step(graph, ranks, flows_pos, policy, routing_options):
+    """The step's flows (rank positions) routed; also their sizes (bytes)."""
     src = np.array([ranks[a] for a, _, _ in flows_pos])
     dst = np.array([ranks[b] for _, b, _ in flows_pos])
-    size = np.array([n for _, _, n in flows_pos])
-    rm = route(graph, Flows(src, dst, size), policy=policy, **routing_options)
+    size = np.array([n for _, _, n in flows_pos], dtype=np.float64)
+    return route(graph, Flows(src, dst, size), policy=policy, **routing_options), size
+
+
+def _step_latency(graph, rm, protocol, step_latency) -> float:
+    """NCCL per-hop latency of the step's slowest hop class + its largest path latency (s)."""
+    if step_latency is not None:
+        return float(step_latency)
+    classes = _link_classes(graph, rm)
+    used = np.flatnonzero(rm.link_loads(np.ones(rm.n_flows)) > 0)
+    worst = ("nvlink", "pcie", "network")[int(classes[used].max()) if used.size else 0]
+    hop = NCCL_HOP_LATENCY[worst][PROTOCOLS.index(protocol)] * 1e-6
+    return hop + float(_path_latency(rm).max(initial=0.0))
+
+
+def _solve_step(graph, ranks, flows_pos, policy, routing_options, efficiency, protocol, step_latency):
+    rm, size = _route_step(graph, ranks, flows_pos, policy, routing_options)
     cap = _effective_capacity(rm, efficiency)
     transfer = float(completion_times(rm, size, cap).makespan)
     alloc = max_min_fair(rm, cap)
@@ -250,14 +266,41 @@ def _solve_step(graph, ranks, flows_pos, policy, routing_options, efficiency, pr
     hot = np.flatnonzero(critical >= 0)
     hot = hot[np.argsort(-critical[hot], kind="stable")]
     bottleneck = tuple((rm.links.src[l], rm.links.dst[l], rm.links.tier[l], float(util[l])) for l in hot[:8])
-    if step_latency is not None:
-        return transfer, float(step_latency), util, bottleneck, rm
-    path_latency = _path_latency(rm)                       # fluid-weighted, per flow
-    classes = _link_classes(graph, rm)
-    used = np.flatnonzero(rm.link_loads(np.ones(rm.n_flows)) > 0)
-    worst = ("nvlink", "pcie", "network")[int(classes[used].max()) if used.size else 0]
-    hop = NCCL_HOP_LATENCY[worst][PROTOCOLS.index(protocol)] * 1e-6
-    return transfer, hop + float(path_latency.max(initial=0.0)), util, bottleneck, rm
+    return transfer, _step_latency(graph, rm, protocol, step_latency), util, bottleneck, rm
+
+
+def _routing_options(routing, routing_options, pxn) -> dict:
+    options = dict(routing_options or {})
+    if routing in ("ecmp", "ecmp_hash"):
+        options.setdefault("pxn", pxn)
+    return options
+
+
+def _base_latency(protocol, base_latency) -> float:
+    if base_latency is not None:
+        return float(base_latency)
+    return NCCL_BASE_LATENCY["ring"][PROTOCOLS.index(protocol)] * 1e-6
+
+
+def _participants(graph, op, ranks, channels):
+    """Checked ranks and the ring orders of ``channels`` channels (default: the NICs of a
+    server when the ranks span several servers, else 1)."""
+    nodes = tp.gpus(graph)
+    n_gpu = len(nodes)
+    ranks = list(range(n_gpu)) if ranks is None else [int(r) for r in ranks]
+    if len(ranks) < 2 or len(set(ranks)) != len(ranks) or min(ranks) < 0 or max(ranks) >= n_gpu:
+        raise ValueError(f"ranks must be at least 2 distinct GPU ranks in 0 ... {n_gpu - 1}, got {ranks[:8]}")
+    if op == "send_recv":
+        ranks = ranks[:2]
+    if channels is None:
+        first = graph.nodes[nodes[ranks[0]]].get("server")
+        servers = {graph.nodes[nodes[r]].get("server", r) for r in ranks}
+        nics = [d for _, d in graph.nodes(data=True)
+                if d.get("kind") == "nic" and d.get("role") == "compute" and d.get("server") == first]
+        channels = max(1, len(nics)) if len(servers) > 1 else 1
+    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        raise ValueError(f"channels must be an integer >= 1, got {channels!r}")
+    return ranks, _ring_orders(graph, ranks, channels)
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
@@ -312,26 +355,10 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         raise ValueError(f"size must be a finite number of bytes > 0, got {size!r}")
     if not (chunk > 0):
         raise ValueError(f"chunk must be > 0 bytes, got {chunk!r}")
-    n_gpu = len(tp.gpus(graph))
-    ranks = list(range(n_gpu)) if ranks is None else [int(r) for r in ranks]
-    if len(ranks) < 2 or len(set(ranks)) != len(ranks) or min(ranks) < 0 or max(ranks) >= n_gpu:
-        raise ValueError(f"ranks must be at least 2 distinct GPU ranks in 0 ... {n_gpu - 1}, got {ranks[:8]}")
-    if op == "send_recv":
-        ranks = ranks[:2]
+    ranks, rings = _participants(graph, op, ranks, channels)
     p = len(ranks)
-    nodes = tp.gpus(graph)
-    servers = {graph.nodes[nodes[r]].get("server", r) for r in ranks}
-    if channels is None:
-        nics = [d for n, d in graph.nodes(data=True) if d.get("kind") == "nic" and d.get("role") == "compute"
-                and d.get("server") == graph.nodes[nodes[ranks[0]]].get("server")]
-        channels = max(1, len(nics)) if len(servers) > 1 else 1
-    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
-        raise ValueError(f"channels must be an integer >= 1, got {channels!r}")
-    options = dict(routing_options or {})
-    if routing in ("ecmp", "ecmp_hash"):
-        options.setdefault("pxn", pxn)
-    rings = _ring_orders(graph, ranks, channels)
-    base = NCCL_BASE_LATENCY["ring"][PROTOCOLS.index(protocol)] * 1e-6 if base_latency is None else float(base_latency)
+    options = _routing_options(routing, routing_options, pxn)
+    base = _base_latency(protocol, base_latency)
     power_of_two = p & (p - 1) == 0
     if algorithm == "halving_doubling" and not power_of_two:
         raise ValueError(f"algorithm 'halving_doubling' needs a power-of-two number of ranks, got {p}")
@@ -403,12 +430,12 @@ def _timeline(graph, plans, options):
     cache = {}
 
     def prepared(i, j):
-        if (i, j) not in cache:
-            ranks, steps, _ = plans[i]
-            transfer, latency, _, _, rm = _solve_step(graph, ranks, steps[j], routing, routing_options,
-                                                      efficiency, protocol, step_latency)
-            cache[(i, j)] = (rm, np.array([n for _, _, n in steps[j]], dtype=np.float64), latency)
-        return cache[(i, j)]
+        ranks, steps, _ = plans[i]
+        key = (i, id(steps[j]))        # repeated steps are one list object: routed once
+        if key not in cache:
+            rm, sizes = _route_step(graph, ranks, steps[j], routing, routing_options)
+            cache[key] = (rm, sizes, _step_latency(graph, rm, protocol, step_latency))
+        return cache[key]
 
     n = len(plans)
     step = [0] * n
@@ -484,39 +511,32 @@ def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: di
     """
     if not collectives:
         raise ValueError("collectives must be a non-empty list of dicts")
-    options = dict(routing_options or {})
-    if routing in ("ecmp", "ecmp_hash"):
-        options.setdefault("pxn", pxn)
+    options = _routing_options(routing, routing_options, pxn)
+    base = _base_latency(protocol, base_latency)
     plans, algorithms = [], []
-    base = NCCL_BASE_LATENCY["ring"][PROTOCOLS.index(protocol)] * 1e-6 if base_latency is None else float(base_latency)
-    n_gpu = len(tp.gpus(graph))
     for spec in collectives:
         spec = dict(spec)
         unknown = set(spec) - {"op", "size", "ranks", "algorithm", "channels"}
         if unknown or "op" not in spec or "size" not in spec:
             raise ValueError(f"each collective needs 'op' and 'size' (optional 'ranks', 'algorithm', "
                              f"'channels'), got keys {sorted(spec)}")
-        alone = collective(graph, spec["op"], spec["size"], ranks=spec.get("ranks"),
-                           algorithm=spec.get("algorithm", "auto"), routing=routing, routing_options=routing_options,
-                           channels=spec.get("channels"), pxn=pxn, protocol=protocol, chunk=chunk,
-                           efficiency=efficiency, step_latency=step_latency, base_latency=base_latency)
-        ranks = list(range(n_gpu)) if spec.get("ranks") is None else [int(r) for r in spec["ranks"]]
-        if spec["op"] == "send_recv":
-            ranks = ranks[:2]
-        nodes = tp.gpus(graph)
-        servers = {graph.nodes[nodes[r]].get("server", r) for r in ranks}
-        channels = spec.get("channels")
-        if channels is None:
-            nics = [d for _, d in graph.nodes(data=True) if d.get("kind") == "nic" and d.get("role") == "compute"
-                    and d.get("server") == graph.nodes[nodes[ranks[0]]].get("server")]
-            channels = max(1, len(nics)) if len(servers) > 1 else 1
-        rings = _ring_orders(graph, ranks, channels)
+        algorithm = spec.get("algorithm", "auto")
+        if algorithm == "auto":   # the fastest alone (collective() also checks every argument)
+            algorithm = collective(graph, spec["op"], spec["size"], ranks=spec.get("ranks"),
+                                   routing=routing, routing_options=routing_options,
+                                   channels=spec.get("channels"), pxn=pxn, protocol=protocol, chunk=chunk,
+                                   efficiency=efficiency, step_latency=step_latency,
+                                   base_latency=base_latency).algorithm
+        elif spec["op"] not in ALGORITHMS or algorithm not in ALGORITHMS[spec["op"]]:
+            raise ValueError(f"op must be one of {', '.join(OPS)} and algorithm one of its "
+                             f"ALGORITHMS entry, got {spec['op']!r} / {algorithm!r}")
+        ranks, rings = _participants(graph, spec["op"], spec.get("ranks"), spec.get("channels"))
         sequence = []
-        for count, flows_pos in _steps(spec["op"], alone.algorithm, len(ranks), float(spec["size"]), rings,
+        for count, flows_pos in _steps(spec["op"], algorithm, len(ranks), float(spec["size"]), rings,
                                        float(chunk)):
             sequence.extend([flows_pos] * count)
         plans.append((ranks, sequence, base))
-        algorithms.append(alone.algorithm)
+        algorithms.append(algorithm)
     opts = (routing, options, efficiency, protocol, step_latency)
     alone_t = [_timeline(graph, [plan], opts)[0] for plan in plans]
     together = _timeline(graph, plans, opts)
