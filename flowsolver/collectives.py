@@ -18,21 +18,38 @@ An algorithm is a sequence of steps; a step is a set of concurrent flows. A step
   fluid-weighted). ``step_latency=`` replaces it by a fixed alpha per step.
 
 A collective adds NCCL's base latency once (``base_latency=`` overrides). Identical steps
-(a ring's 2(p-1) steps, say) are solved once. Sizes follow nccl-tests: all-reduce the
-per-rank buffer, all-gather / reduce-scatter the full array, all-to-all the per-rank buffer
-(``size / p`` to each peer, the self chunk stays local), broadcast / reduce / send-recv the
-message. ``busbw = algbw x factor`` with nccl-tests' factors.
+(a ring's 2(p-1) steps, say) are solved once, and the distinct steps of every candidate
+algorithm are solved together in one batched call (each step on its own copy of the links,
+with its own event clock). Pipelined algorithms (tree all-reduce, ring broadcast / reduce)
+move ``chunk``-byte pieces (default 512 KiB, NCCL's Simple step) through their stages and pay
+their depth in latencies once, not once per chunk: NCCL keeps 8 chunks in flight per channel.
+Sizes follow nccl-tests: all-reduce the per-rank buffer, all-gather / reduce-scatter the
+full array, all-to-all the per-rank buffer (``size / p`` to each peer, the self chunk stays
+local), broadcast / reduce / send-recv the message. ``busbw = algbw x factor`` with
+nccl-tests' factors.
 
-Algorithms in this module: ``ring`` (all-reduce, reduce-scatter, all-gather, and pipelined
-broadcast / reduce in ``chunk`` pieces), ``halving_doubling`` (Rabenseifner: recursive
-halving reduce-scatter then recursive doubling all-gather, power-of-two ranks),
-``direct`` and ``pairwise`` (all-to-all),
-``binomial`` (broadcast, reduce), ``direct`` (send/recv). A ring uses ``channels`` rings
-(default: the NIC count of a server when the ranks span several servers, else 1). Ring
-``c`` visits the GPUs of the ``k``-th server starting from local GPU ``(c - k) mod m``, so it
-leaves a server from the GPU whose rail the next server is entered on: every cross-server
-hop but the wrap-around stays on one rail, and each GPU sends once per channel. Hops that
-do change rail are routed with PXN (over NVLink to the right rail first).
+Algorithms (``ALGORITHMS[op]``):
+
+* ``ring``: all-reduce, reduce-scatter, all-gather, and pipelined broadcast / reduce. A ring
+  uses ``channels`` rings (default: the NIC count of a server when the ranks span several
+  servers, else 1). Ring ``c`` visits the GPUs of the ``k``-th server starting from local GPU
+  ``(c - k) mod m``, so it leaves a server from the GPU whose rail the next server is entered
+  on: every cross-server hop but the wrap-around stays on one rail. Hops that change rail
+  are routed with PXN (over NVLink to the right rail first).
+* ``tree``: NCCL's double binary tree all-reduce: two trees, each carrying half the buffer,
+  the second the first mirrored (even size) or shifted (odd), so a rank inner in one is a
+  leaf in the other; across servers the trees join servers and each server is a chain
+  starting at the GPU of the channel's rail. Reduce up and broadcast down are pipelined.
+* ``halving_doubling``: Rabenseifner (recursive-halving reduce-scatter, recursive-doubling
+  all-gather), power-of-two ranks.
+* ``hierarchical``: reduce-scatter inside each server (ring over NVLink), all-reduce of the
+  ``1/m`` shards across servers (one ring per local index, i.e. per rail), all-gather inside.
+* ``nvls``: NVLink SHARP in-switch reduction on one NVSwitch domain: each GPU sends its buffer
+  and its reduced shard up (``n (1 + 1/m)``) and receives its reduced shard and the multicast
+  result (the same), at NCCL's NVLS efficiency of the NVLink rate (``NVLS_EFFICIENCY``,
+  counted as extra wire bytes).
+* ``direct`` (every peer at once) and ``pairwise`` (p-1 shifted exchanges) all-to-all;
+  ``binomial`` broadcast / reduce; ``direct`` send/recv.
 """
 
 from __future__ import annotations
@@ -50,11 +67,11 @@ from .timing import completion_times
 from .traffic import Flows
 
 __all__ = ["collective", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep", "OPS", "ALGORITHMS",
-           "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY"]
+           "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY", "DEFAULT_CHUNK"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
 ALGORITHMS = {
-    "all_reduce": ("ring", "halving_doubling"),
+    "all_reduce": ("ring", "tree", "halving_doubling", "hierarchical", "nvls"),
     "reduce_scatter": ("ring", "halving_doubling"),
     "all_gather": ("ring", "halving_doubling"),
     "all_to_all": ("pairwise", "direct"),
@@ -66,6 +83,12 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 # NCCL 2.30 src/graph/tuning.cc (../shared/REFERENCE.md), microseconds, (LL, LL128, Simple)
 NCCL_BASE_LATENCY = {"ring": (6.6, 14.0, 8.4), "tree": (6.8, 14.0, 8.4)}
 NCCL_HOP_LATENCY = {"nvlink": (0.6, 1.9, 3.4), "pcie": (1.0, 2.5, 5.7), "network": (2.7, 4.0, 14.0)}
+# NCCL src/tuning (nvls.cc) nvlsEfficiency: the fraction of the NVLink rate NVLS reaches,
+# Hopper 0.85, Blackwell 0.74 (Volta and Ampere have no NVLS); keyed by our GPU types
+NVLS_EFFICIENCY = {"h100_sxm": 0.85, "b200": 0.74, "gb200": 0.74}
+# NCCL's Simple protocol moves its 4 MiB channel buffer (NCCL_BUFFSIZE) in 8 steps
+# (NCCL_STEPS): 512 KiB per pipeline chunk
+DEFAULT_CHUNK = 512 * 1024
 
 
 def busbw_factor(op: str, p: int) -> float:
@@ -83,7 +106,9 @@ def busbw_factor(op: str, p: int) -> float:
 
 @dataclass(frozen=True)
 class CollectiveStep:
-    """One distinct step: ``count`` identical steps of ``flows`` flows of ``bytes`` each.
+    """One distinct step: ``count`` identical steps of ``flows`` flows of ``bytes`` each
+(bytes on the wire; for ``nvls`` the in-switch reduction's NCCL efficiency is counted as
+extra wire bytes).
 
     ``transfer`` and ``latency`` are seconds per step; ``bottleneck`` lists the saturated
     links that are the max-min bottleneck of some flow of the step, as ``(src, dst, tier,
@@ -97,11 +122,14 @@ class CollectiveStep:
     transfer: float
     latency: float
     bottleneck: tuple
+    latency_count: int | None = None
 
     @property
     def time(self) -> float:
-        """Seconds for all ``count`` steps."""
-        return self.count * (self.transfer + self.latency)
+        """Seconds for all ``count`` steps: ``count`` transfers and ``latency_count`` (default
+        ``count``) latencies; a pipeline pays its depth in latencies, not one per chunk."""
+        paid = self.count if self.latency_count is None else self.latency_count
+        return self.count * self.transfer + paid * self.latency
 
 
 @dataclass(frozen=True)
@@ -129,7 +157,7 @@ class CollectiveResult:
         """The steps as a pandas DataFrame (needs pandas)."""
         import pandas as pd
 
-        return pd.DataFrame([dict(count=s.count, flows=s.flows, bytes=s.bytes, transfer=s.transfer,
+        return pd.DataFrame([dict(count=s.count, latency_count=s.latency_count, flows=s.flows, bytes=s.bytes, transfer=s.transfer,
                                   latency=s.latency, time=s.time,
                                   bottleneck_tier=s.bottleneck[0][2] if s.bottleneck else "",
                                   bottleneck=" ".join(f"{u}->{v}" for u, v, _, _ in s.bottleneck[:3]))
@@ -137,67 +165,167 @@ class CollectiveResult:
 
 
 # --------------------------------------------------------------------------- steps
-def _ring_orders(graph, ranks, channels):
-    """Ring orders (positions into ``ranks``), one per channel."""
+@dataclass(frozen=True)
+class _Step:
+    """``count`` repetitions of the concurrent ``flows`` ((src, dst, bytes); src / dst are rank
+    positions or node ids); the step latency is paid ``latency_count`` times in all."""
+
+    count: int
+    flows: list
+    latency_count: int
+
+
+def _server_groups(graph, ranks):
+    """Rank positions grouped by server, servers in order of first appearance."""
     nodes = tp.gpus(graph)
-    servers, order = {}, []
+    servers: dict = {}
     for pos, r in enumerate(ranks):
-        s = graph.nodes[nodes[r]].get("server", r)
-        if s not in servers:
-            servers[s] = []
-            order.append(s)
-        servers[s].append(pos)
+        servers.setdefault(graph.nodes[nodes[r]].get("server", ("rank", r)), []).append(pos)
+    return list(servers.values())
+
+
+def _ring_orders(groups, channels):
+    """Ring orders (positions), one per channel: ring ``c`` enters the ``k``-th server at its
+    local GPU ``(c - k) mod m``, the rail the previous server was left by."""
     rings = []
     for c in range(channels):
         ring = []
-        for idx, s in enumerate(order):
-            members = servers[s]
-            k = (c - idx) % len(members)       # enter server idx on the rail the last one left by
+        for idx, members in enumerate(groups):
+            k = (c - idx) % len(members)
             ring.extend(members[k:] + members[:k])
         rings.append(ring)
     return rings
 
 
-def _steps(op, algorithm, p, size, rings, chunk):
-    """Distinct steps as (count, [(src_pos, dst_pos, bytes), ...])."""
+def _btree(u):
+    """NCCL's binary tree over 0 ... u-1 (parent per node, -1 at the root 0): a node's
+    parent clears its lowest set bit and sets the next, so odd nodes are leaves."""
+    parent = [-1] * u
+    for r in range(1, u):
+        bit = r & -r
+        up = (r ^ bit) | (bit << 1)
+        parent[r] = up if up < u else r ^ bit
+    return parent
+
+
+def _double_btree(u):
+    """The two trees of NCCL's double binary tree: the second is the first mirrored (even u)
+    or shifted by one (odd u), so a node inner in one tree is a leaf in the other."""
+    first = _btree(u)
+    if u % 2 == 0:
+        to, back = (lambda x: u - 1 - x), (lambda y: u - 1 - y)
+    else:
+        to, back = (lambda x: (x + 1) % u), (lambda y: (y - 1) % u)
+    second = [back(first[to(x)]) if first[to(x)] >= 0 else -1 for x in range(u)]
+    return first, second
+
+
+def _tree_edges(groups, parent_of_group, channel):
+    """(child, parent) rank positions of one tree: the tree over servers (or ranks), each
+    server a chain that starts at local GPU ``channel mod m`` (its NIC's rail)."""
+    chains = [g[channel % len(g):] + g[:channel % len(g)] for g in groups]
+    edges = []
+    for gi, chain in enumerate(chains):
+        up = parent_of_group[gi]
+        if up >= 0:
+            edges.append((chain[0], chains[up][0]))
+        edges.extend((chain[j], chain[j - 1]) for j in range(1, len(chain)))
+    return edges
+
+
+def _pipeline(stages, k, piece):
+    """Steps of ``k`` chunks of ``piece`` bytes flowing through the stages in order (a chunk
+    crosses stage ``t`` at pipeline step ``chunk + t``). Distinct active-stage ranges become
+    one step each; the pipeline pays its depth (number of stages) in step latencies, once:
+    NCCL keeps several chunks in flight per channel (NCCL_STEPS = 8), so later chunks'
+    latencies overlap the transfers."""
+    n = len(stages)
+    keys = [((0, s), 1) for s in range(min(k, n) - 1)]
+    if k >= n:
+        keys.append(((0, n - 1), k - n + 1))
+    else:
+        keys.extend(((s - k + 1, s), 1) for s in range(k - 1, n))
+    keys.extend(((s - k + 1, n - 1), 1) for s in range(max(k, n), k + n - 1))
+    steps = [_Step(c, [(a, b, piece) for t in range(lo, hi + 1) for a, b in stages[t]], 0) for (lo, hi), c in keys]
+    widest = max(range(len(steps)), key=lambda i: len(steps[i].flows))
+    steps[widest] = _Step(steps[widest].count, steps[widest].flows, n)
+    return steps
+
+
+def _steps(op, algorithm, p, size, layout, chunk):
+    """The algorithm as a list of :class:`_Step`."""
+    rings, groups, channels = layout["rings"], layout["groups"], layout["channels"]
     if op == "send_recv":
-        return [(1, [(0, 1, size)])]
+        return [_Step(1, [(0, 1, size)], 1)]
     if op == "all_to_all":
         per = size / p
         if algorithm == "direct":
-            return [(1, [(i, j, per) for i in range(p) for j in range(p) if i != j])]
-        return [(1, [(i, (i + s) % p, per) for i in range(p)]) for s in range(1, p)]
+            return [_Step(1, [(i, j, per) for i in range(p) for j in range(p) if i != j], 1)]
+        return [_Step(1, [(i, (i + s) % p, per) for i in range(p)], 1) for s in range(1, p)]
     if algorithm == "halving_doubling":    # Rabenseifner; p is a power of two
         k = p.bit_length() - 1
-        halving = [(1, [(i, i ^ (p >> (s + 1)), size / 2 ** (s + 1)) for i in range(p)]) for s in range(k)]
-        doubling = [(1, [(i, i ^ (1 << s), size / p * 2 ** s) for i in range(p)]) for s in range(k)]
+        halving = [_Step(1, [(i, i ^ (p >> (s + 1)), size / 2 ** (s + 1)) for i in range(p)], 1) for s in range(k)]
+        doubling = [_Step(1, [(i, i ^ (1 << s), size / p * 2 ** s) for i in range(p)], 1) for s in range(k)]
         return {"reduce_scatter": halving, "all_gather": doubling}.get(op, halving + doubling)
     if algorithm == "ring" and op in ("all_reduce", "reduce_scatter", "all_gather"):
         per = size / p / len(rings)
-        flows = [(ring[i], ring[(i + 1) % p], per) for ring in rings for i in range(p)]
-        return [(2 * (p - 1) if op == "all_reduce" else p - 1, flows)]
+        count = 2 * (p - 1) if op == "all_reduce" else p - 1
+        return [_Step(count, [(ring[i], ring[(i + 1) % p], per) for ring in rings for i in range(p)], count)]
+    if algorithm == "hierarchical":
+        m, n_srv = len(groups[0]), len(groups)
+        intra = [(g[i], g[(i + 1) % m], size / m) for g in groups for i in range(m)]
+        inter = [(groups[x][j], groups[(x + 1) % n_srv][j], size / (m * n_srv))
+                 for j in range(m) for x in range(n_srv)]
+        steps = [_Step(2 * (n_srv - 1), inter, 2 * (n_srv - 1))]
+        if m > 1:       # the reduce-scatter and all-gather inside the servers (one flow list)
+            steps = [_Step(m - 1, intra, m - 1)] + steps + [_Step(m - 1, intra, m - 1)]
+        return steps
+    if algorithm == "nvls":
+        wire = size * (1 + 1 / p) / layout["nvls_efficiency"]
+        switch = layout["switch"]
+        return [_Step(1, [(i, switch, wire) for i in range(p)] + [(switch, i, wire) for i in range(p)], 1)]
+    if algorithm == "tree":
+        units = groups if len(groups) > 1 else [[i] for i in range(p)]
+        half = size / 2 / channels
+        k = max(1, math.ceil(half / chunk))
+        edges = []
+        for c in range(channels):
+            for parent in _double_btree(len(units)):
+                edges.append(_tree_edges(units, parent, c))
+        depth_stages = []
+        for tree in edges:
+            parent = dict(tree)
+            depth = {}
+            for child in parent:
+                d, x = 0, child
+                while x in parent:
+                    x, d = parent[x], d + 1
+                depth[child] = d
+            depth_stages.append((tree, depth))
+        D = max(max(dep.values(), default=0) for _, dep in depth_stages)
+        stages = [[] for _ in range(2 * D)]
+        for tree, depth in depth_stages:
+            for child, par in tree:
+                d = depth[child]
+                stages[D - d].append((child, par))          # reduce, up the tree
+                stages[D + d - 1].append((par, child))      # broadcast, down again
+        return _pipeline(stages, k, half / k)
     if algorithm == "binomial":
         steps = []
         for s in range(math.ceil(math.log2(p))):
             span = 1 << s
             flows = [(i, i + span, size) for i in range(span) if i + span < p]
-            steps.append((1, flows if op == "broadcast" else [(b, a, n) for a, b, n in flows]))
+            steps.append(_Step(1, flows if op == "broadcast" else [(b, a, n) for a, b, n in flows], 1))
         return steps if op == "broadcast" else steps[::-1]
     # pipelined ring broadcast / reduce: the chain root -> ... in `chunk` pieces
     k = max(1, math.ceil(size / chunk))
-    piece = size / k
     chain = rings[0]
-    hops = [(chain[j], chain[j + 1]) for j in range(p - 1)]
+    hops = [[(chain[j], chain[j + 1])] for j in range(p - 1)]
     if op == "reduce":
-        hops = [(b, a) for a, b in reversed(hops)]
-    counts: dict = {}
-    for s in range(k + p - 2):
-        active = tuple(j for j in range(p - 1) if 0 <= s - j < k)
-        counts[active] = counts.get(active, 0) + 1
-    return [(n, [(hops[j][0], hops[j][1], piece) for j in active]) for active, n in counts.items()]
+        hops = [[(b, a)] for [(a, b)] in reversed(hops)]
+    return _pipeline(hops, k, size / k)
 
 
-# --------------------------------------------------------------------------- timing
 def _effective_capacity(rm, efficiency):
     cap = rm.capacity.copy()
     for i, tech in enumerate(rm.links.tech):
@@ -233,9 +361,16 @@ def _link_classes(graph, rm):
 
 
 def _route_step(graph, ranks, flows_pos, policy, routing_options):
-    """The step's flows (rank positions) routed; also their sizes (bytes)."""
-    src = np.array([ranks[a] for a, _, _ in flows_pos])
-    dst = np.array([ranks[b] for _, b, _ in flows_pos])
+    """The step's flows routed; also their sizes (bytes). Endpoints are rank positions or,
+    for in-switch algorithms, node ids."""
+    if any(isinstance(a, str) or isinstance(b, str) for a, b, _ in flows_pos):
+        nodes = tp.gpus(graph)
+        end = lambda x: x if isinstance(x, str) else nodes[ranks[x]]  # noqa: E731
+        src = np.array([end(a) for a, _, _ in flows_pos], dtype=object)
+        dst = np.array([end(b) for _, b, _ in flows_pos], dtype=object)
+    else:
+        src = np.array([ranks[a] for a, _, _ in flows_pos])
+        dst = np.array([ranks[b] for _, b, _ in flows_pos])
     size = np.array([n for _, _, n in flows_pos], dtype=np.float64)
     return route(graph, Flows(src, dst, size), policy=policy, **routing_options), size
 
@@ -251,22 +386,82 @@ def _step_latency(graph, rm, protocol, step_latency) -> float:
     return hop + float(_path_latency(rm).max(initial=0.0))
 
 
-def _solve_step(graph, ranks, flows_pos, policy, routing_options, efficiency, protocol, step_latency):
-    rm, size = _route_step(graph, ranks, flows_pos, policy, routing_options)
-    cap = _effective_capacity(rm, efficiency)
-    transfer = float(completion_times(rm, size, cap).makespan)
-    alloc = max_min_fair(rm, cap)
-    util = np.asarray(alloc.utilization, dtype=np.float64)
-    # critical links: those holding the flows that would take longest at the first rates
+def _stack(matrices, separate_links: bool):
+    """One RoutingMatrix holding the flows of several, in order. With ``separate_links``
+    each matrix gets its own copy of the links it uses (block diagonal: independent
+    problems, solved together); also returns, per matrix, the original index of its links."""
+    from .routing import RoutingMatrix
+
+    K = max(m.slots for m in matrices)
+    seg_off = np.cumsum([0] + [m.n_segments for m in matrices])
+    ent_off = np.cumsum([0] + [len(m.seg_link) for m in matrices])
+    ptr = np.concatenate([[0]] + [m.seg_ptr[1:] + ent_off[i] for i, m in enumerate(matrices)])
+    slots, coefs, seg_links, used = [], [], [], []
+    link_off = 0
+    for i, m in enumerate(matrices):
+        s = np.full((m.n_flows, K), -1, dtype=np.int32)
+        s[:, :m.slots] = np.where(m.flow_seg >= 0, m.flow_seg + seg_off[i], -1)
+        c = np.zeros((m.n_flows, K))
+        c[:, :m.slots] = 1.0 if m.flow_coef is None else m.flow_coef
+        slots.append(s)
+        coefs.append(c)
+        if separate_links:
+            links, local = np.unique(m.seg_link, return_inverse=True)
+            seg_links.append((local + link_off).astype(np.int32))
+            used.append(links)
+            link_off += len(links)
+        else:
+            seg_links.append(m.seg_link)
+    first = matrices[0]
+    capacity = np.concatenate([first.capacity[u] for u in used]) if separate_links else first.capacity
+    stacked = RoutingMatrix(seg_ptr=ptr, seg_link=np.concatenate(seg_links),
+                            seg_frac=np.concatenate([m.seg_frac for m in matrices]),
+                            flow_seg=np.concatenate(slots), flow_coef=np.concatenate(coefs),
+                            capacity=capacity, weights=np.concatenate([m.weights for m in matrices]),
+                            demands=np.concatenate([m.demands for m in matrices]),
+                            links=None if separate_links else first.links)
+    return (stacked, used) if separate_links else stacked
+
+
+def _solve_steps(rms, sizes, cap):
+    """Transfer time (s), per-link utilisation and critical links of many steps, solved in
+    one call: each step on its own copy of its links, each with its own event clock."""
+    if len(rms) == 1:
+        block, used = rms[0], [np.arange(rms[0].n_links)]
+        block_cap = cap
+    else:
+        block, used = _stack(rms, separate_links=True)
+        block_cap = np.concatenate([cap[u] for u in used])
+    counts = [m.n_flows for m in rms]
+    groups = np.repeat(np.arange(len(rms)), counts)
+    size = np.concatenate(sizes)
+    done = completion_times(block, size, block_cap, groups=groups if len(rms) > 1 else None)
+    alloc = max_min_fair(block, block_cap)
+    util_all = np.asarray(alloc.utilization, dtype=np.float64)
     with np.errstate(divide="ignore"):
         flow_time = np.where(alloc.rates > 0, size / alloc.rates, np.inf)
-    held = alloc.bottleneck >= 0
-    critical = np.full(rm.n_links, -1.0)
-    np.maximum.at(critical, alloc.bottleneck[held], flow_time[held])
-    hot = np.flatnonzero(critical >= 0)
-    hot = hot[np.argsort(-critical[hot], kind="stable")]
-    bottleneck = tuple((rm.links.src[l], rm.links.dst[l], rm.links.tier[l], float(util[l])) for l in hot[:8])
-    return transfer, _step_latency(graph, rm, protocol, step_latency), util, bottleneck, rm
+    out = []
+    f0 = l0 = 0
+    for m, u, n in zip(rms, used, counts):
+        fs, ls = slice(f0, f0 + n), slice(l0, l0 + len(u))
+        f0, l0 = f0 + n, l0 + len(u)
+        if done.stalled[fs].any():
+            f = int(np.flatnonzero(done.stalled[fs])[0])
+            raise ValueError(f"a collective step cannot complete: its flow {f} crosses a failed "
+                             "(zero-capacity) link on every path")
+        transfer = float(done.finish[fs].max(initial=0.0))
+        util = np.zeros(m.n_links)
+        util[u] = util_all[ls]
+        # critical links: those holding the flows that would take longest at the first rates
+        bott = alloc.bottleneck[fs]
+        held = bott >= 0
+        critical = np.full(m.n_links, -1.0)
+        np.maximum.at(critical, u[bott[held] - ls.start], flow_time[fs][held])
+        hot = np.flatnonzero(critical >= 0)
+        hot = hot[np.argsort(-critical[hot], kind="stable")]
+        bottleneck = tuple((m.links.src[l], m.links.dst[l], m.links.tier[l], float(util[l])) for l in hot[:8])
+        out.append((transfer, util, bottleneck))
+    return out
 
 
 def _routing_options(routing, routing_options, pxn) -> dict:
@@ -283,8 +478,9 @@ def _base_latency(protocol, base_latency) -> float:
 
 
 def _participants(graph, op, ranks, channels):
-    """Checked ranks and the ring orders of ``channels`` channels (default: the NICs of a
-    server when the ranks span several servers, else 1)."""
+    """Checked ranks and their layout: ``groups`` (rank positions by server), ``rings`` (one
+    ring order per channel) and ``channels`` (default: the NICs of a server when the ranks
+    span several servers, else 1)."""
     nodes = tp.gpus(graph)
     n_gpu = len(nodes)
     ranks = list(range(n_gpu)) if ranks is None else [int(r) for r in ranks]
@@ -292,20 +488,53 @@ def _participants(graph, op, ranks, channels):
         raise ValueError(f"ranks must be at least 2 distinct GPU ranks in 0 ... {n_gpu - 1}, got {ranks[:8]}")
     if op == "send_recv":
         ranks = ranks[:2]
+    groups = _server_groups(graph, ranks)
     if channels is None:
         first = graph.nodes[nodes[ranks[0]]].get("server")
-        servers = {graph.nodes[nodes[r]].get("server", r) for r in ranks}
         nics = [d for _, d in graph.nodes(data=True)
                 if d.get("kind") == "nic" and d.get("role") == "compute" and d.get("server") == first]
-        channels = max(1, len(nics)) if len(servers) > 1 else 1
+        channels = max(1, len(nics)) if len(groups) > 1 else 1
     if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
         raise ValueError(f"channels must be an integer >= 1, got {channels!r}")
-    return ranks, _ring_orders(graph, ranks, channels)
+    layout = dict(groups=groups, rings=_ring_orders(groups, channels), channels=channels)
+    layout["nvls"] = _nvls_domain(graph, [nodes[r] for r in ranks], len(groups))
+    if isinstance(layout["nvls"], tuple):
+        layout["switch"], layout["nvls_efficiency"] = layout["nvls"]
+    return ranks, layout
+
+
+def _nvls_domain(graph, gpu_nodes, n_servers):
+    """(switch node, NVLS efficiency) when the GPUs share one NVSwitch with NVLS support,
+    else the reason they do not (a string)."""
+    if n_servers > 1:
+        return f"the ranks span {n_servers} servers (NVLS reduces inside one NVSwitch domain)"
+    switches = {v for g in gpu_nodes for v in graph.successors(g) if graph.nodes[v].get("kind") == "nvswitch"}
+    if len(switches) != 1 or not all(graph.has_edge(g, next(iter(switches))) for g in gpu_nodes):
+        return "the ranks do not all hang off one NVSwitch"
+    gpu_types = {graph.nodes[g].get("gpu_type") for g in gpu_nodes}
+    eff = {NVLS_EFFICIENCY.get(t) for t in gpu_types}
+    if None in eff or len(eff) != 1:
+        return f"GPU type {sorted(map(str, gpu_types))} has no NVLS (NCCL: Hopper and Blackwell only)"
+    return next(iter(switches)), eff.pop()
+
+
+def _unavailable(algorithm, p, layout) -> str | None:
+    """Why ``algorithm`` cannot run on these ranks, or None."""
+    if algorithm == "halving_doubling" and p & (p - 1):
+        return f"needs a power-of-two number of ranks, got {p}"
+    if algorithm == "nvls" and isinstance(layout["nvls"], str):
+        return f"needs every rank on one NVSwitch with NVLS: {layout['nvls']}"
+    if algorithm == "hierarchical":
+        sizes = {len(g) for g in layout["groups"]}
+        if len(layout["groups"]) < 2 or len(sizes) != 1:
+            return ("needs ranks on at least 2 servers with the same number of ranks on each, got "
+                    f"{len(layout['groups'])} server(s) with {sorted(sizes)} ranks")
+    return None
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
                routing: str = "ecmp", routing_options: dict | None = None, channels: int | None = None,
-               pxn: bool = True, protocol: str = "Simple", chunk: float = 4 * 2**20,
+               pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK,
                efficiency=None, step_latency: float | None = None,
                base_latency: float | None = None) -> CollectiveResult:
     """Time a collective on a cluster graph.
@@ -322,16 +551,18 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         GPU ranks taking part, in order (placement); default every GPU. The first rank is
         the root of broadcast / reduce and the sender of send/recv.
     algorithm : str
-        ``"auto"`` (solve every algorithm of ``ALGORITHMS[op]`` on this topology and keep the
-        fastest) or one of them.
+        ``"auto"`` (solve every algorithm of ``ALGORITHMS[op]`` that can run on these ranks,
+        all their steps in one batched call, and keep the fastest) or one of them.
     routing, routing_options, pxn
         Routing policy and its options (``subflows``, ``seed``); PXN for cross-rail hops.
     channels : int, optional
-        Rings run side by side (default: NICs per server when the ranks span servers, else 1).
+        Rings (and tree pairs) run side by side (default: NICs per server when the ranks
+        span servers, else 1).
     protocol : {"LL", "LL128", "Simple"}
         NCCL protocol whose latency constants are used.
     chunk : float
-        Pipeline chunk of the ring broadcast / reduce, bytes.
+        Pipeline chunk of tree all-reduce and ring broadcast / reduce, bytes (default
+        512 KiB: NCCL's 4 MiB buffer over its 8 steps).
     efficiency : float or dict, optional
         Fraction of the raw link rate reached (all links, or by tech); default the catalogue's.
     step_latency, base_latency : float, optional
@@ -343,6 +574,9 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32, algorithm="ring")
     >>> round(r.busbw / 1e9)                     # NVLink 4 at NCCL's 20.6 GB/s per link
     370
+    >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32)
+    >>> r.algorithm, round(r.busbw / 1e9)        # in-switch reduction (measured ~480 GB/s)
+    ('nvls', 490)
     """
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
@@ -355,36 +589,44 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         raise ValueError(f"size must be a finite number of bytes > 0, got {size!r}")
     if not (chunk > 0):
         raise ValueError(f"chunk must be > 0 bytes, got {chunk!r}")
-    ranks, rings = _participants(graph, op, ranks, channels)
+    ranks, layout = _participants(graph, op, ranks, channels)
     p = len(ranks)
     options = _routing_options(routing, routing_options, pxn)
     base = _base_latency(protocol, base_latency)
-    power_of_two = p & (p - 1) == 0
-    if algorithm == "halving_doubling" and not power_of_two:
-        raise ValueError(f"algorithm 'halving_doubling' needs a power-of-two number of ranks, got {p}")
+    if algorithm != "auto" and (why := _unavailable(algorithm, p, layout)):
+        raise ValueError(f"algorithm {algorithm!r} {why}")
+    names = [a for a in (allowed if algorithm == "auto" else (algorithm,)) if not _unavailable(a, p, layout)]
+    plans = {a: _steps(op, a, p, float(size), layout, float(chunk)) for a in names}
+    # every distinct step of every candidate, routed once and solved in one batched call
+    distinct: dict = {}
+    for steps in plans.values():
+        for st in steps:
+            distinct.setdefault(id(st.flows), st.flows)
+    routed = {key: _route_step(graph, ranks, flows, routing, options) for key, flows in distinct.items()}
+    keys = list(routed)
+    rms = [routed[k][0] for k in keys]
+    cap = _effective_capacity(rms[0], efficiency)
+    solved = dict(zip(keys, _solve_steps(rms, [routed[k][1] for k in keys], cap)))
+    latency = {k: _step_latency(graph, routed[k][0], protocol, step_latency) for k in keys}
     results = {}
-    for alg in (allowed if algorithm == "auto" else (algorithm,)):
-        if alg == "halving_doubling" and not power_of_two:
-            continue
-        steps, util_time, busy = [], None, 0.0
-        total = base
-        for count, flows_pos in _steps(op, alg, p, float(size), rings, float(chunk)):
-            transfer, latency, util, bottleneck, rm = _solve_step(
-                graph, ranks, flows_pos, routing, options, efficiency, protocol, step_latency)
-            steps.append(CollectiveStep(count=count, flows=len(flows_pos), bytes=flows_pos[0][2],
-                                        transfer=transfer, latency=latency, bottleneck=bottleneck))
-            total += count * (transfer + latency)
-            weight = count * transfer
-            util_time = util * weight if util_time is None else util_time + util * weight
-            busy += weight
-            links = rm.links
-        results[alg] = (total, tuple(steps), util_time / busy if busy > 0 else util_time, links)
+    for alg, steps in plans.items():
+        out, util_time, busy, total = [], np.zeros(rms[0].n_links), 0.0, base
+        for st in steps:
+            transfer, util, bottleneck = solved[id(st.flows)]
+            step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=transfer,
+                                  latency=latency[id(st.flows)], bottleneck=bottleneck,
+                                  latency_count=st.latency_count)
+            out.append(step)
+            total += step.time
+            util_time += util * st.count * transfer
+            busy += st.count * transfer
+        results[alg] = (total, tuple(out), util_time / busy if busy > 0 else util_time)
     best = min(results, key=lambda a: results[a][0])
-    total, steps, util, links = results[best]
+    total, steps, util = results[best]
     algbw = float(size) / total
     return CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
                             busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
-                            links=links, candidates={a: r[0] for a, r in results.items()})
+                            links=rms[0].links, candidates={a: r[0] for a, r in results.items()})
 
 
 # --------------------------------------------------------------------------- concurrency
@@ -400,30 +642,6 @@ class ConcurrentResult:
     algorithms: tuple
 
 
-def _concat(matrices):
-    """One RoutingMatrix holding the flows of several (same graph), in order."""
-    from .routing import RoutingMatrix
-
-    K = max(m.slots for m in matrices)
-    seg_off = np.cumsum([0] + [m.n_segments for m in matrices])
-    ent_off = np.cumsum([0] + [len(m.seg_link) for m in matrices])
-    ptr = np.concatenate([[0]] + [m.seg_ptr[1:] + ent_off[i] for i, m in enumerate(matrices)])
-    slots, coefs = [], []
-    for i, m in enumerate(matrices):
-        s = np.full((m.n_flows, K), -1, dtype=np.int64)
-        s[:, :m.slots] = np.where(m.flow_seg >= 0, m.flow_seg + seg_off[i], -1)
-        c = np.zeros((m.n_flows, K))
-        c[:, :m.slots] = 1.0 if m.flow_coef is None else m.flow_coef
-        slots.append(s)
-        coefs.append(c)
-    first = matrices[0]
-    return RoutingMatrix(seg_ptr=ptr, seg_link=np.concatenate([m.seg_link for m in matrices]),
-                         seg_frac=np.concatenate([m.seg_frac for m in matrices]),
-                         flow_seg=np.concatenate(slots).astype(np.int32), flow_coef=np.concatenate(coefs),
-                         capacity=first.capacity, weights=np.concatenate([m.weights for m in matrices]),
-                         demands=np.concatenate([m.demands for m in matrices]), links=first.links)
-
-
 def _timeline(graph, plans, options):
     """Event-driven run of several step sequences sharing the fabric; finish time of each."""
     routing, routing_options, efficiency, protocol, step_latency = options
@@ -431,11 +649,13 @@ def _timeline(graph, plans, options):
 
     def prepared(i, j):
         ranks, steps, _ = plans[i]
-        key = (i, id(steps[j]))        # repeated steps are one list object: routed once
+        flows, factor = steps[j]
+        key = (i, id(flows))        # repeated steps are one list object: routed once
         if key not in cache:
-            rm, sizes = _route_step(graph, ranks, steps[j], routing, routing_options)
+            rm, sizes = _route_step(graph, ranks, flows, routing, routing_options)
             cache[key] = (rm, sizes, _step_latency(graph, rm, protocol, step_latency))
-        return cache[key]
+        rm, sizes, latency = cache[key]
+        return rm, sizes, latency * factor
 
     n = len(plans)
     step = [0] * n
@@ -458,7 +678,7 @@ def _timeline(graph, plans, options):
         rates = {}
         if moving:
             mats = [prepared(i, step[i])[0] for i in moving]
-            rm = _concat(mats)
+            rm = _stack(mats, separate_links=False)
             if cap is None:
                 cap = _effective_capacity(rm, efficiency)
             left = np.concatenate([remaining[i] for i in moving])
@@ -492,7 +712,7 @@ def _timeline(graph, plans, options):
 
 
 def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: dict | None = None,
-               pxn: bool = True, protocol: str = "Simple", chunk: float = 4 * 2**20, efficiency=None,
+               pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK, efficiency=None,
                step_latency: float | None = None, base_latency: float | None = None) -> ConcurrentResult:
     """Run several collectives at once on one fabric and report how much each slowed.
 
@@ -530,11 +750,13 @@ def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: di
         elif spec["op"] not in ALGORITHMS or algorithm not in ALGORITHMS[spec["op"]]:
             raise ValueError(f"op must be one of {', '.join(OPS)} and algorithm one of its "
                              f"ALGORITHMS entry, got {spec['op']!r} / {algorithm!r}")
-        ranks, rings = _participants(graph, spec["op"], spec.get("ranks"), spec.get("channels"))
+        ranks, layout = _participants(graph, spec["op"], spec.get("ranks"), spec.get("channels"))
+        if why := _unavailable(algorithm, len(ranks), layout):
+            raise ValueError(f"algorithm {algorithm!r} {why}")
         sequence = []
-        for count, flows_pos in _steps(spec["op"], algorithm, len(ranks), float(spec["size"]), rings,
-                                       float(chunk)):
-            sequence.extend([flows_pos] * count)
+        for st in _steps(spec["op"], algorithm, len(ranks), float(spec["size"]), layout, float(chunk)):
+            # the step's latencies spread evenly over its repetitions
+            sequence.extend([(st.flows, st.latency_count / st.count)] * st.count)
         plans.append((ranks, sequence, base))
         algorithms.append(algorithm)
     opts = (routing, options, efficiency, protocol, step_latency)

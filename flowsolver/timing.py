@@ -41,7 +41,8 @@ class Completion:
 
 
 def completion_times(routing, sizes=None, capacity=None, *, weights=None, demands=None,
-                     dtype=None, max_events: int | None = None, rtol: float = 1e-9) -> Completion:
+                     dtype=None, max_events: int | None = None, rtol: float = 1e-9,
+                     groups=None) -> Completion:
     """Completion time of every flow when all start at 0 and share links max-min fairly,
     rates re-solved each time a flow finishes.
 
@@ -56,6 +57,11 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
         Bound on the re-solves (default: number of flows + 1).
     rtol : float
         Flows within ``rtol`` of their size at an event finish at that event.
+    groups : array of int (flows,), optional
+        Independent problems solved together: flows of different groups must share no link
+        (checked). Each group keeps its own clock, so one solve per event advances every
+        group to its own next event: ``events`` is the largest count of any group. This is
+        how many collective steps are timed in one call.
 
     Examples
     --------
@@ -64,6 +70,10 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     >>> c = completion_times(A, sizes=[1.0, 2.0, 3.0], capacity=[1.0])
     >>> [round(float(t), 9) for t in c.finish]        # 3*1, then 3 + 2*1, then 5 + 1
     [3.0, 5.0, 6.0]
+    >>> A = sp.csc_matrix([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # two independent links
+    >>> c = completion_times(A, sizes=[1.0, 2.0, 4.0], capacity=[1.0, 1.0], groups=[0, 0, 1])
+    >>> [round(float(t), 9) for t in c.finish], int(c.events)
+    ([2.0, 3.0, 4.0], 2)
     """
     rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(routing)
     n = rm.n_flows
@@ -87,40 +97,75 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(shapes))}")
     batch = shapes[0] if shapes else None
     B = batch or 1
+    group, n_groups = _check_groups(rm, groups)
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(n_groups))
     remaining = np.broadcast_to(sizes, (B, n)).copy()
     scale = np.maximum(remaining, 1.0)
     base = np.broadcast_to(base, (B, n))
     done = remaining <= 0
     finish = np.where(done, 0.0, np.inf)
     stalled = np.zeros((B, n), dtype=bool)
-    clock = np.zeros(B)
-    events = np.zeros(B, dtype=np.int64)
+    clock = np.zeros((B, n_groups))
+    events = np.zeros((B, n_groups), dtype=np.int64)
     limit = n + 1 if max_events is None else int(max_events)
     for _ in range(limit):
         if done.all():
             break
-        active = ~done.all(axis=1)
         caps = np.where(done, 0.0, base)
         alloc = max_min_fair(rm, cap, weights=weights, demands=caps if batch else caps[0], dtype=dtype)
         rates = np.asarray(alloc.rates, dtype=np.float64).reshape(B, n)
         running = ~done & (rates > 0)
         stuck = ~done & ~running
         with np.errstate(divide="ignore", invalid="ignore"):
-            dt = np.where(running, remaining / np.where(running, rates, 1.0), np.inf).min(axis=1)
-        # scenarios where nothing can move: the rest are stalled for good
-        frozen_out = active & ~np.isfinite(dt)
-        stalled |= stuck & frozen_out[:, None]
-        done |= stuck & frozen_out[:, None]
-        step = np.where(np.isfinite(dt) & active, dt, 0.0)
-        remaining = np.where(running, remaining - rates * step[:, None], remaining)
+            to_go = np.where(running, remaining / np.where(running, rates, 1.0), np.inf)
+        # per scenario and group: time to the group's next event
+        if n_groups == 1:
+            dt = to_go.min(axis=1)[:, None]
+            live = ~done.all(axis=1)[:, None]
+        else:
+            dt = np.minimum.reduceat(to_go[:, order], starts, axis=1)
+            live = np.logical_or.reduceat(~done[:, order], starts, axis=1)
+        # groups where nothing can move: the rest of their flows are stalled for good
+        frozen_out = (live & ~np.isfinite(dt))[:, group]
+        stalled |= stuck & frozen_out
+        done |= stuck & frozen_out
+        step = np.where(np.isfinite(dt) & live, dt, 0.0)
+        remaining = np.where(running, remaining - rates * step[:, group], remaining)
         clock += step
-        events += active
+        events += live
         newly = running & (remaining <= rtol * scale)
-        finish[newly] = np.broadcast_to(clock[:, None], (B, n))[newly]
+        finish[newly] = clock[:, group][newly]
         done |= newly
     finite = np.where(np.isfinite(finish), finish, -np.inf)
-    makespan = np.maximum(finite.max(axis=1), 0.0)
+    makespan = np.maximum(finite.max(axis=1, initial=-np.inf), 0.0)
+    events = events.max(axis=1)
     out = Completion(finish=finish, makespan=makespan, events=events, stalled=stalled)
     if batch is None:
         out = Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0])
     return out
+
+
+def _check_groups(rm, groups):
+    """Group index per flow (0 ... G-1) and G; raises when two groups share a link."""
+    n = rm.n_flows
+    if groups is None:
+        return np.zeros(n, dtype=np.int64), 1
+    groups = np.asarray(groups)
+    if groups.shape != (n,) or not np.issubdtype(groups.dtype, np.integer):
+        raise ValueError(f"groups must be an integer array of shape ({n},), got {groups.dtype} {groups.shape}")
+    uniq, group = np.unique(groups, return_inverse=True)
+    # which groups use each segment, then each link (factored: no expansion)
+    used = rm.flow_seg >= 0
+    seg = rm.flow_seg[used]
+    seg_group = np.full(rm.n_segments, -1, dtype=np.int64)
+    owner = np.broadcast_to(group[:, None], rm.flow_seg.shape)[used]
+    seg_group[seg] = owner
+    clash = seg_group[seg] != owner
+    owner_entry = np.repeat(seg_group, np.diff(rm.seg_ptr))
+    live = owner_entry >= 0
+    link_group = np.full(rm.n_links, -1, dtype=np.int64)
+    link_group[rm.seg_link[live]] = owner_entry[live]
+    if clash.any() or (link_group[rm.seg_link[live]] != owner_entry[live]).any():
+        raise ValueError("groups must not share links: flows of different groups cross a common link")
+    return group, len(uniq)

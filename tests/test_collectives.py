@@ -38,8 +38,10 @@ def formula(op, algorithm, p, n, chunk=None):
         return math.ceil(math.log2(p)) * (ALPHA + n * beta)
     if op == "send_recv":
         return ALPHA + n * beta
-    k = math.ceil(n / chunk)        # pipelined ring broadcast / reduce
-    return (k + p - 2) * (ALPHA + n / k * beta)
+    # pipelined ring broadcast / reduce: k chunks through p-1 hops; the pipeline's depth is
+    # paid in latency once (NCCL keeps several chunks in flight)
+    k = math.ceil(n / chunk)
+    return (p - 1) * ALPHA + (k + p - 2) * n / k * beta
 
 
 CASES = [("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather", "ring"),
@@ -155,3 +157,79 @@ def test_concurrent_collectives_share_the_fabric():
     assert same.slowdown[0] == pytest.approx(expect / formula("all_reduce", "ring", 8, n), rel=1e-9)
     with pytest.raises(ValueError, match="each collective needs 'op' and 'size'"):
         concurrent(g, [dict(op="all_reduce")])
+
+
+@pytest.mark.parametrize("p", [4, 8, 16, 64])
+def test_double_binary_tree_all_reduce_on_a_single_switch(p):
+    # NCCL's tree model: algbw is half the link bandwidth (each rank forwards 4 half-buffer
+    # chunks per pipeline step: up and two down in the tree where it is inner, up in the
+    # other), and the pipeline depth, log2 p up and log2 p down, is paid in latency
+    n = 2**30
+    r = collective(single_switch(p), "all_reduce", n, algorithm="tree", step_latency=ALPHA, base_latency=0.0,
+                   chunk=2**16)
+    assert r.time == pytest.approx(2 * math.log2(p) * ALPHA + 2 * n / B, rel=0.01)
+
+
+@pytest.mark.parametrize("u", [2, 3, 4, 7, 8, 16, 33, 64])
+def test_double_binary_tree_shape(u):
+    from flowsolver.collectives import _double_btree
+
+    trees = _double_btree(u)
+    inner = []
+    for parent in trees:
+        assert parent.count(-1) == 1                    # one root, every node reaches it
+        for x in range(u):
+            seen, y = set(), x
+            while parent[y] >= 0:
+                assert y not in seen
+                seen.add(y)
+                y = parent[y]
+        children = [parent.count(x) for x in range(u)]
+        assert max(children) <= 2
+        inner.append({x for x in range(u) if children[x] > 0})
+    # a rank is inner in at most one tree (odd u: the shift leaves one rank inner in both)
+    assert len(inner[0] & inner[1]) <= u % 2
+
+
+def test_hierarchical_all_reduce_matches_its_two_level_formula():
+    # 4 DGX H100: reduce-scatter over NVLink (7 steps of n/8), ring all-reduce of n/8 per rail
+    # across the 4 servers (6 steps of n/32 over one NDR NIC each), all-gather over NVLink
+    g = tp.rail_optimized(nodes=4)
+    n = 2**32
+    r = collective(g, "all_reduce", n, algorithm="hierarchical", step_latency=0.0, base_latency=0.0)
+    nvlink = tp.get_link("nvlink4").effective_bandwidth
+    nic = tp.get_link("ib_ndr").effective_bandwidth
+    assert r.time == pytest.approx(2 * 7 * n / 8 / nvlink + 6 * n / 32 / nic, rel=0.01)
+    with pytest.raises(ValueError, match="'hierarchical' needs ranks on at least 2 servers"):
+        collective(g, "all_reduce", n, algorithm="hierarchical", ranks=range(8))
+
+
+def test_nvls_on_eight_h100_matches_measured_busbw():
+    # measured: 8 x H100 NVLS all-reduce busbw ~480 GB/s, algbw ~275 GB/s (REFERENCE.md)
+    g = tp.rail_optimized(nodes=1)
+    for size in (2**30, 2**32, 2**33):
+        r = collective(g, "all_reduce", size, algorithm="nvls")
+        assert r.busbw == pytest.approx(480e9, rel=0.15)
+        assert r.algbw == pytest.approx(275e9, rel=0.15)
+    assert collective(g, "all_reduce", 2**32).algorithm == "nvls"
+    with pytest.raises(ValueError, match="'nvls' needs every rank on one NVSwitch with NVLS: the ranks span 2"):
+        collective(tp.rail_optimized(nodes=2), "all_reduce", 2**20, algorithm="nvls")
+    a100 = tp.rail_optimized(nodes=1, server="dgx_a100", link="ib_hdr")
+    assert "nvls" not in collective(a100, "all_reduce", 2**30).candidates
+    with pytest.raises(ValueError, match="has no NVLS"):
+        collective(a100, "all_reduce", 2**30, algorithm="nvls")
+
+
+def test_auto_solves_every_candidate_in_one_batched_call(monkeypatch):
+    import flowsolver.collectives as fc
+
+    calls = []
+    real = fc.completion_times
+    monkeypatch.setattr(fc, "completion_times", lambda *a, **k: calls.append(1) or real(*a, **k))
+    r = collective(tp.rail_optimized(nodes=2), "all_reduce", 2**28)
+    assert set(r.candidates) == {"ring", "tree", "halving_doubling", "hierarchical"}
+    assert len(calls) == 1
+    # and each candidate's time is what it takes when solved on its own
+    for alg, t in r.candidates.items():
+        assert collective(tp.rail_optimized(nodes=2), "all_reduce", 2**28, algorithm=alg).time == \
+            pytest.approx(t, rel=1e-9)
