@@ -17,7 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/flowsolver
+	$(BIN)/flowsolver study
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q topologies flowsolver tests

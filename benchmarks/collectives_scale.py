@@ -16,6 +16,8 @@ import sys
 CASES = [
     ("ring all-reduce 1 GiB, 8 channels", "rail_optimized(512)", "'all_reduce', 2**30, algorithm='ring'"),
     ("ring all-reduce 1 GiB, 8 channels", "rail_optimized(128)", "'all_reduce', 2**30, algorithm='ring'"),
+    ("tree all-reduce 1 GiB, 8 channels", "rail_optimized(128)", "'all_reduce', 2**30, algorithm='tree'"),
+    ("auto all-reduce 1 GiB (4 candidates)", "rail_optimized(16)", "'all_reduce', 2**30"),
     ("direct all-to-all 1 GiB", "rail_optimized(16)", "'all_to_all', 2**30, algorithm='direct'"),
     ("direct all-to-all 1 GiB", "rail_optimized(64)", "'all_to_all', 2**30, algorithm='direct'"),
     ("direct all-to-all 1 GiB", "rail_optimized(128)", "'all_to_all', 2**30, algorithm='direct'"),
@@ -32,22 +34,23 @@ r = collective(g, {call})
 dt = time.perf_counter() - t
 print(json.dumps(dict(time=dt, peak=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                       gpus=len(tp.gpus(g)), busbw=r.busbw, model_time=r.time,
-                      flows=sum(s.flows for s in r.steps), tier=r.steps[0].bottleneck[0][2])))
+                      flows=sum(s.flows for s in r.steps), tier=r.steps[0].bottleneck[0][2],
+                      algorithm=r.algorithm)))
 """
 
 
 def main() -> int:
-    print(f"{'case':36s} {'cluster':22s} {'GPUs':>6s} {'flows':>9s} {'wall s':>7s} {'peak GiB':>9s} "
-          f"{'busbw GB/s':>11s} {'bottleneck tier':>16s}")
+    print(f"{'case':38s} {'cluster':22s} {'GPUs':>6s} {'flows':>9s} {'wall s':>7s} {'peak GiB':>9s} "
+          f"{'busbw GB/s':>11s} {'bottleneck tier':>16s} algorithm")
     for name, graph, call in CASES:
         out = subprocess.run([sys.executable, "-c", CHILD.format(graph=graph, call=call)],
                              capture_output=True, text=True, timeout=1800)
         if out.returncode:
-            print(f"{name:36s} {graph:22s} failed: {out.stderr.strip().splitlines()[-1]}")
+            print(f"{name:38s} {graph:22s} failed: {out.stderr.strip().splitlines()[-1]}")
             continue
         r = json.loads(out.stdout)
-        print(f"{name:36s} {graph:22s} {r['gpus']:6d} {r['flows']:9d} {r['time']:7.1f} {r['peak']:9.2f} "
-              f"{r['busbw'] / 1e9:11.1f} {r['tier']:>16s}")
+        print(f"{name:38s} {graph:22s} {r['gpus']:6d} {r['flows']:9d} {r['time']:7.1f} {r['peak']:9.2f} "
+              f"{r['busbw'] / 1e9:11.1f} {r['tier']:>16s} {r['algorithm']}")
     return 0
 
 

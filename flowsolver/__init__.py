@@ -23,3 +23,6 @@ from .collectives import (ALGORITHMS, OPS, CollectiveResult, CollectiveStep, Con
                           collective, concurrent)
 
 __all__ += ["collective", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep", "OPS", "ALGORITHMS"]
+from .training import MODELS, ModelSpec, Phase, StepResult, get_model, training_step  # noqa: E402
+
+__all__ += ["training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model"]

@@ -1,7 +1,7 @@
 """The ``flowsolver`` command (argparse), a thin layer over the Python API.
 
 Run with no sub-command, it describes the built-in default cluster (8 DGX H100 servers on
-a rail-optimised InfiniBand NDR fabric).
+a rail-optimised InfiniBand NDR fabric); ``flowsolver study`` is the main job (``make run``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import topologies as tp
 
 _EXAMPLES = """examples:
   flowsolver                                        describe the default cluster
+  flowsolver study                                  the network study (make run), writes flowsolver-study.png
+  flowsolver study --quick --out none               a shorter study, no figure
   flowsolver topology --family fat_tree --k 16      a 1024-GPU fat-tree
   flowsolver topology --family rail_optimized --nodes 128 --link ib_hdr --json
   flowsolver topology --family dragonfly --p 4 --a 8 --h 4 --export df.json
@@ -64,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     topo.add_argument("--oversubscription", type=float, default=1.0)
     topo.add_argument("--json", action="store_true", help="print the description as JSON")
     topo.add_argument("--export", metavar="PATH", help="write the graph as node-link JSON")
+    study = sub.add_parser("study", help="the 64-GPU network study against the article (the main job)",
+                           epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    study.add_argument("--out", default="flowsolver-study.png",
+                       help="PNG of the comparison ('none' for no figure; default %(default)s)")
+    study.add_argument("--quick", action="store_true",
+                       help="smaller search and only 256 GPUs in the topology comparison")
+    study.add_argument("--model", default="llama-3-70b", help="model preset (default %(default)s)")
     return parser
 
 
@@ -80,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             graph = tp.default_cluster()
             print(tp.format_description(tp.describe(graph)))
+            return 0
+        if args.command == "study":
+            from .study import run
+
+            run(out=None if args.out.lower() == "none" else args.out, quick=args.quick, model=args.model)
             return 0
         graph = _build(args)
         desc = tp.describe(graph)

@@ -31,7 +31,7 @@ nccl-tests' factors.
 Algorithms (``ALGORITHMS[op]``):
 
 * ``ring``: all-reduce, reduce-scatter, all-gather, and pipelined broadcast / reduce. A ring
-  uses ``channels`` rings (default: the NIC count of a server when the ranks span several
+  uses ``channels`` rings (default: the NIC count of a server, at most the ranks per server, when the ranks span several
   servers, else 1). Ring ``c`` visits the GPUs of the ``k``-th server starting from local GPU
   ``(c - k) mod m``, so it leaves a server from the GPU whose rail the next server is entered
   on: every cross-server hop but the wrap-around stays on one rail. Hops that change rail
@@ -55,7 +55,7 @@ Algorithms (``ALGORITHMS[op]``):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -361,17 +361,29 @@ def _link_classes(graph, rm):
 
 
 def _route_step(graph, ranks, flows_pos, policy, routing_options):
-    """The step's flows routed; also their sizes (bytes). Endpoints are rank positions or,
-    for in-switch algorithms, node ids."""
+    """The step's flows routed; also their sizes (bytes). Endpoints are rank positions, or
+    for in-switch algorithms a GPU position and the switch's node id: such a flow is the one
+    GPU-switch link."""
+    size = np.array([n for _, _, n in flows_pos], dtype=np.float64)
     if any(isinstance(a, str) or isinstance(b, str) for a, b, _ in flows_pos):
+        import scipy.sparse as sp
+
+        from .routing import LinkTable, RoutingMatrix
+
         nodes = tp.gpus(graph)
         end = lambda x: x if isinstance(x, str) else nodes[ranks[x]]  # noqa: E731
-        src = np.array([end(a) for a, _, _ in flows_pos], dtype=object)
-        dst = np.array([end(b) for _, b, _ in flows_pos], dtype=object)
-    else:
-        src = np.array([ranks[a] for a, _, _ in flows_pos])
-        dst = np.array([ranks[b] for _, b, _ in flows_pos])
-    size = np.array([n for _, _, n in flows_pos], dtype=np.float64)
+        index = {(u, v): i for i, (u, v) in enumerate(graph.edges())}
+        try:
+            rows = [index[(end(a), end(b))] for a, b, _ in flows_pos]
+        except KeyError as err:
+            raise ValueError(f"in-switch step: no link {err.args[0]}") from None
+        links = LinkTable.from_graph(graph)
+        matrix = sp.csc_matrix((np.ones(len(rows)), (rows, np.arange(len(rows)))),
+                               shape=(len(links), len(rows)))
+        rm = RoutingMatrix.from_scipy(matrix, capacity=links.capacity)
+        return replace(rm, links=links, policy="in-switch"), size
+    src = np.array([ranks[a] for a, _, _ in flows_pos])
+    dst = np.array([ranks[b] for _, b, _ in flows_pos])
     return route(graph, Flows(src, dst, size), policy=policy, **routing_options), size
 
 
@@ -493,7 +505,9 @@ def _participants(graph, op, ranks, channels):
         first = graph.nodes[nodes[ranks[0]]].get("server")
         nics = [d for _, d in graph.nodes(data=True)
                 if d.get("kind") == "nic" and d.get("role") == "compute" and d.get("server") == first]
-        channels = max(1, len(nics)) if len(groups) > 1 else 1
+        # one ring per NIC, but no more than the GPUs a server contributes (a ring through
+        # one GPU per server can only use that GPU's NIC: more channels change nothing)
+        channels = max(1, min(len(nics), max(len(g) for g in groups))) if len(groups) > 1 else 1
     if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
         raise ValueError(f"channels must be an integer >= 1, got {channels!r}")
     layout = dict(groups=groups, rings=_ring_orders(groups, channels), channels=channels)
@@ -530,6 +544,20 @@ def _unavailable(algorithm, p, layout) -> str | None:
             return ("needs ranks on at least 2 servers with the same number of ranks on each, got "
                     f"{len(layout['groups'])} server(s) with {sorted(sizes)} ranks")
     return None
+
+
+def _check_arguments(op, algorithm, protocol, size, chunk):
+    if op not in OPS:
+        raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    allowed = ALGORITHMS[op]
+    if algorithm != "auto" and algorithm not in allowed:
+        raise ValueError(f"algorithm for {op} must be 'auto' or one of {', '.join(allowed)}, got {algorithm!r}")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    if not (isinstance(size, (int, float, np.floating)) and math.isfinite(size) and size > 0):
+        raise ValueError(f"size must be a finite number of bytes > 0, got {size!r}")
+    if not (chunk > 0):
+        raise ValueError(f"chunk must be > 0 bytes, got {chunk!r}")
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
@@ -578,25 +606,45 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     >>> r.algorithm, round(r.busbw / 1e9)        # in-switch reduction (measured ~480 GB/s)
     ('nvls', 490)
     """
-    if op not in OPS:
-        raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    _check_arguments(op, algorithm, protocol, size, chunk)
+    return _collective(graph, op, float(size), [ranks], algorithm, routing, routing_options, channels, pxn,
+                       protocol, float(chunk), efficiency, step_latency, base_latency)
+
+
+def _collective(graph, op, size, rank_groups, algorithm, routing, routing_options, channels, pxn, protocol,
+                chunk, efficiency, step_latency, base_latency) -> CollectiveResult:
+    """One collective per rank group, the groups in lockstep (step ``j`` of every group runs
+    at the same time); one group is :func:`collective`."""
     allowed = ALGORITHMS[op]
-    if algorithm != "auto" and algorithm not in allowed:
-        raise ValueError(f"algorithm for {op} must be 'auto' or one of {', '.join(allowed)}, got {algorithm!r}")
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    if not (isinstance(size, (int, float, np.floating)) and math.isfinite(size) and size > 0):
-        raise ValueError(f"size must be a finite number of bytes > 0, got {size!r}")
-    if not (chunk > 0):
-        raise ValueError(f"chunk must be > 0 bytes, got {chunk!r}")
-    ranks, layout = _participants(graph, op, ranks, channels)
-    p = len(ranks)
+    laid = [_participants(graph, op, ranks, channels) for ranks in rank_groups]
+    p = len(laid[0][0])
+    if any(len(r) != p for r, _ in laid):
+        raise ValueError(f"groups run in lockstep must have equal sizes, got {sorted({len(r) for r, _ in laid})}")
+    ranks = [r for group, _ in laid for r in group]
+    if len(set(ranks)) != len(ranks):
+        raise ValueError("groups run in lockstep must not share GPU ranks")
     options = _routing_options(routing, routing_options, pxn)
     base = _base_latency(protocol, base_latency)
-    if algorithm != "auto" and (why := _unavailable(algorithm, p, layout)):
-        raise ValueError(f"algorithm {algorithm!r} {why}")
-    names = [a for a in (allowed if algorithm == "auto" else (algorithm,)) if not _unavailable(a, p, layout)]
-    plans = {a: _steps(op, a, p, float(size), layout, float(chunk)) for a in names}
+    if algorithm != "auto":
+        for _, layout in laid:
+            if why := _unavailable(algorithm, p, layout):
+                raise ValueError(f"algorithm {algorithm!r} {why}")
+    names = [a for a in (allowed if algorithm == "auto" else (algorithm,))
+             if not any(_unavailable(a, p, layout) for _, layout in laid)]
+    plans = {}
+    for a in names:
+        per_group = [_steps(op, a, p, size, layout, chunk) for _, layout in laid]
+        if len(per_group) == 1:
+            plans[a] = per_group[0]
+            continue
+        merged, cache = [], {}
+        for parts in zip(*per_group):       # step j of every group, positions offset by group
+            key = tuple(id(st.flows) for st in parts)
+            if key not in cache:
+                cache[key] = [(x + g * p if isinstance(x, int) else x, y + g * p if isinstance(y, int) else y, n)
+                              for g, st in enumerate(parts) for x, y, n in st.flows]
+            merged.append(_Step(parts[0].count, cache[key], parts[0].latency_count))
+        plans[a] = merged
     # every distinct step of every candidate, routed once and solved in one batched call
     distinct: dict = {}
     for steps in plans.values():
@@ -633,13 +681,16 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
 @dataclass(frozen=True)
 class ConcurrentResult:
     """Result of :func:`concurrent`: per collective, its time alone and together (s) and
-    the slowdown (together / alone); ``makespan`` is when the last one finished."""
+    the slowdown (together / alone); ``makespan`` is when the last one finished;
+    ``bottleneck`` the links that set the time of the collectives' first steps run together,
+    as ``(src, dst, tier, utilization)``."""
 
     alone: tuple
     together: tuple
     slowdown: tuple
     makespan: float
     algorithms: tuple
+    bottleneck: tuple = ()
 
 
 def _timeline(graph, plans, options):
@@ -713,14 +764,23 @@ def _timeline(graph, plans, options):
 
 def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: dict | None = None,
                pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK, efficiency=None,
-               step_latency: float | None = None, base_latency: float | None = None) -> ConcurrentResult:
+               step_latency: float | None = None, base_latency: float | None = None,
+               alone: bool = True, lockstep: bool = False) -> ConcurrentResult:
     """Run several collectives at once on one fabric and report how much each slowed.
 
     ``collectives`` is a list of dicts with the keys of :func:`collective` (``op``, ``size``,
     ``ranks``, ``algorithm``, ``channels``); ``"auto"`` is resolved by timing each alone.
     Every collective runs its steps in order (latency, then the step's flows); between events
     (a flow finishing, a latency elapsing) all active flows of all collectives share the links
-    max-min fairly.
+    max-min fairly. ``alone=False`` skips the solo runs (``alone`` and ``slowdown`` are then
+    NaN) when only the times together are wanted.
+
+    ``lockstep=True`` is for symmetric groups of one kind (the data-parallel groups of a job:
+    same op, size, algorithm and channels): step ``j`` of every group runs at the same time,
+    so each distinct step is solved once for all groups together (a ring's ``2(p-1)`` steps
+    cost one solve instead of one event each); ``"auto"`` then picks the algorithm that is
+    fastest with all groups running, not alone. Without it, every collective advances on its
+    own clock, event by event.
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(nodes=2)
@@ -731,6 +791,9 @@ def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: di
     """
     if not collectives:
         raise ValueError("collectives must be a non-empty list of dicts")
+    if lockstep:
+        return _lockstep(graph, collectives, routing, routing_options, pxn, protocol, chunk, efficiency,
+                         step_latency, base_latency, alone)
     options = _routing_options(routing, routing_options, pxn)
     base = _base_latency(protocol, base_latency)
     plans, algorithms = [], []
@@ -760,8 +823,39 @@ def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: di
         plans.append((ranks, sequence, base))
         algorithms.append(algorithm)
     opts = (routing, options, efficiency, protocol, step_latency)
-    alone_t = [_timeline(graph, [plan], opts)[0] for plan in plans]
+    # the links holding the first steps of all of them together
+    firsts = [_route_step(graph, ranks, seq[0][0], routing, options) for ranks, seq, _ in plans]
+    stacked = _stack([rm for rm, _ in firsts], separate_links=False)
+    _, _, bottleneck = _solve_steps([stacked], [np.concatenate([sz for _, sz in firsts])],
+                                    _effective_capacity(firsts[0][0], efficiency))[0]
+    alone_t = [_timeline(graph, [plan], opts)[0] if alone else np.nan for plan in plans]
     together = _timeline(graph, plans, opts)
     return ConcurrentResult(alone=tuple(alone_t), together=tuple(together),
                             slowdown=tuple(t / a for t, a in zip(together, alone_t)),
-                            makespan=max(together), algorithms=tuple(algorithms))
+                            makespan=max(together), algorithms=tuple(algorithms), bottleneck=bottleneck)
+
+
+def _lockstep(graph, collectives, routing, routing_options, pxn, protocol, chunk, efficiency, step_latency,
+              base_latency, alone) -> ConcurrentResult:
+    specs = [dict(spec) for spec in collectives]
+    for spec in specs:
+        if set(spec) - {"op", "size", "ranks", "algorithm", "channels"} or "op" not in spec or "size" not in spec:
+            raise ValueError(f"each collective needs 'op' and 'size' (optional 'ranks', 'algorithm', "
+                             f"'channels'), got keys {sorted(spec)}")
+    kinds = {(spec["op"], float(spec["size"]), spec.get("algorithm", "auto"), spec.get("channels")) for spec in specs}
+    if len(kinds) != 1:
+        raise ValueError("lockstep=True needs collectives with one op, size, algorithm and channels, got "
+                         f"{len(kinds)} different ones")
+    op, size, algorithm, channels = kinds.pop()
+    _check_arguments(op, algorithm, protocol, size, chunk)
+    res = _collective(graph, op, size, [spec.get("ranks") for spec in specs], algorithm, routing, routing_options,
+                      channels, pxn, protocol, float(chunk), efficiency, step_latency, base_latency)
+    n = len(specs)
+    alone_t = [collective(graph, op, size, ranks=spec.get("ranks"), algorithm=res.algorithm, routing=routing,
+                          routing_options=routing_options, channels=channels, pxn=pxn, protocol=protocol,
+                          chunk=chunk, efficiency=efficiency, step_latency=step_latency,
+                          base_latency=base_latency).time if alone else np.nan for spec in specs]
+    slowest = max(res.steps, key=lambda st: st.time)
+    return ConcurrentResult(alone=tuple(alone_t), together=(res.time,) * n,
+                            slowdown=tuple(res.time / a for a in alone_t), makespan=res.time,
+                            algorithms=(res.algorithm,) * n, bottleneck=slowest.bottleneck)

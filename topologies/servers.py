@@ -206,9 +206,15 @@ class ServerModel:
         return self.layout == "nvswitch"
 
     def nic_tech(self, fabric_link: "str | LinkTech") -> LinkTech:
-        """The technology a NIC-to-switch cable runs at on a fabric of ``fabric_link``."""
+        """The technology a NIC-to-switch cable runs at on a fabric of ``fabric_link``: the
+        slower of the two, the fabric's at equal rates (a 400G NIC such as ConnectX-7 runs NDR
+        InfiniBand or 400G Ethernet, whichever the switch speaks).
+
+        >>> get_server("dgx_h100").nic_tech("roce_400g").name, get_server("dgx_h100").nic_tech("ib_hdr").name
+        ('roce_400g', 'ib_hdr')
+        """
         fabric = get_link(fabric_link)
-        return fabric if self.nic is None else slower(get_link(self.nic), fabric)
+        return fabric if self.nic is None else slower(fabric, get_link(self.nic))
 
     def to_dict(self) -> dict:
         """JSON-friendly description (technology objects by name)."""
