@@ -620,9 +620,8 @@ def _collective(graph, op, size, rank_groups, algorithm, routing, routing_option
     p = len(laid[0][0])
     if any(len(r) != p for r, _ in laid):
         raise ValueError(f"groups run in lockstep must have equal sizes, got {sorted({len(r) for r, _ in laid})}")
-    ranks = [r for group, _ in laid for r in group]
-    if len(set(ranks)) != len(ranks):
-        raise ValueError("groups run in lockstep must not share GPU ranks")
+    ranks = [r for group, _ in laid for r in group]     # groups may share GPUs (a pipeline stage
+    # sends to the next while it receives from the previous): their flows share links
     options = _routing_options(routing, routing_options, pxn)
     base = _base_latency(protocol, base_latency)
     if algorithm != "auto":

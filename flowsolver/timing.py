@@ -98,8 +98,12 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     batch = shapes[0] if shapes else None
     B = batch or 1
     group, n_groups = _check_groups(rm, groups)
-    order = np.argsort(group, kind="stable")
-    starts = np.searchsorted(group[order], np.arange(n_groups))
+    if n_groups > 1:
+        order = np.argsort(group, kind="stable")
+        starts = np.searchsorted(group[order], np.arange(n_groups))
+        per_flow = lambda a: a[:, group]  # noqa: E731   (per group -> per flow)
+    else:
+        per_flow = lambda a: a  # noqa: E731              ((B, 1) broadcasts)
     remaining = np.broadcast_to(sizes, (B, n)).copy()
     scale = np.maximum(remaining, 1.0)
     base = np.broadcast_to(base, (B, n))
@@ -127,15 +131,15 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
             dt = np.minimum.reduceat(to_go[:, order], starts, axis=1)
             live = np.logical_or.reduceat(~done[:, order], starts, axis=1)
         # groups where nothing can move: the rest of their flows are stalled for good
-        frozen_out = (live & ~np.isfinite(dt))[:, group]
+        frozen_out = per_flow(live & ~np.isfinite(dt))
         stalled |= stuck & frozen_out
         done |= stuck & frozen_out
         step = np.where(np.isfinite(dt) & live, dt, 0.0)
-        remaining = np.where(running, remaining - rates * step[:, group], remaining)
+        remaining = np.where(running, remaining - rates * per_flow(step), remaining)
         clock += step
         events += live
         newly = running & (remaining <= rtol * scale)
-        finish[newly] = clock[:, group][newly]
+        finish[newly] = np.broadcast_to(per_flow(clock), (B, n))[newly]
         done |= newly
     finite = np.where(np.isfinite(finish), finish, -np.inf)
     makespan = np.maximum(finite.max(axis=1, initial=-np.inf), 0.0)

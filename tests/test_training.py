@@ -45,7 +45,7 @@ def test_ideal_network_gives_the_gpu_count_and_the_compute_formula():
 
 def test_breakdown_adds_up_to_the_step():
     g = tp.rail_optimized(4)
-    for kw in (dict(tp=8), dict(tp=4, pp=2), dict(tp=2, pp=2, zero=3), dict(tp=8, zero=0, dp_overlap=0.3)):
+    for kw in (dict(tp=8), dict(tp=4, pp=2), dict(tp=2, pp=2, zero=3), dict(tp=8, zero=0, dp_overlap=0.3), dict(tp=2, pp=4)):
         r = training_step(g, model="llama-3-8b", global_batch=64, **kw)
         assert sum(r.breakdown.values()) == pytest.approx(r.step_time, rel=1e-12)
         assert 0 <= r.comm_overhead < 1 and r.tokens_per_s == pytest.approx(r.tokens_per_step / r.step_time)
