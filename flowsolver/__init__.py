@@ -20,9 +20,9 @@ from .timing import Completion, completion_times  # noqa: E402
 
 __all__ += ["completion_times", "Completion"]
 from .collectives import (ALGORITHMS, OPS, CollectiveResult, CollectiveStep, ConcurrentResult,  # noqa: E402
-                          collective, concurrent)
+                          collective, collective_variants, concurrent)
 
-__all__ += ["collective", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep", "OPS", "ALGORITHMS"]
+__all__ += ["collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep", "OPS", "ALGORITHMS"]
 from .training import MODELS, ModelSpec, Phase, StepResult, get_model, training_step  # noqa: E402
 
 __all__ += ["training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model"]

@@ -61,12 +61,12 @@ import numpy as np
 
 import topologies as tp
 
-from .routing import route
+from .routing import LinkTable, route
 from .solver import max_min_fair
 from .timing import completion_times
 from .traffic import Flows
 
-__all__ = ["collective", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep", "OPS", "ALGORITHMS",
+__all__ = ["collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep", "OPS", "ALGORITHMS",
            "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY", "DEFAULT_CHUNK"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
@@ -326,9 +326,12 @@ def _steps(op, algorithm, p, size, layout, chunk):
     return _pipeline(hops, k, size / k)
 
 
-def _effective_capacity(rm, efficiency):
-    cap = rm.capacity.copy()
-    for i, tech in enumerate(rm.links.tech):
+def _effective_capacity(rm, efficiency, links=None):
+    """Capacities (bytes/s) of ``links`` (default ``rm.links``) scaled by each technology's
+    efficiency: ``efficiency`` overrides (one number, or by tech), else the catalogue's."""
+    links = rm.links if links is None else links
+    cap = links.capacity.copy()
+    for i, tech in enumerate(links.tech):
         if isinstance(efficiency, dict) and tech in efficiency:
             cap[i] *= efficiency[tech]
         elif isinstance(efficiency, (int, float)):
@@ -437,43 +440,50 @@ def _stack(matrices, separate_links: bool):
 
 def _solve_steps(rms, sizes, cap):
     """Transfer time (s), per-link utilisation and critical links of many steps, solved in
-    one call: each step on its own copy of its links, each with its own event clock."""
+    one call: each step on its own copy of its links, each with its own event clock.
+    ``cap`` is (links,) or (scenarios, links); with scenarios the result is a list per
+    scenario. A step with a flow that can never move gets transfer ``inf``."""
+    batched = np.ndim(cap) == 2
+    caps = np.atleast_2d(cap)
     if len(rms) == 1:
         block, used = rms[0], [np.arange(rms[0].n_links)]
-        block_cap = cap
+        block_cap = caps
     else:
         block, used = _stack(rms, separate_links=True)
-        block_cap = np.concatenate([cap[u] for u in used])
+        block_cap = np.concatenate([caps[:, u] for u in used], axis=1)
     counts = [m.n_flows for m in rms]
     groups = np.repeat(np.arange(len(rms)), counts)
     size = np.concatenate(sizes)
-    done = completion_times(block, size, block_cap, groups=groups if len(rms) > 1 else None)
-    alloc = max_min_fair(block, block_cap)
-    util_all = np.asarray(alloc.utilization, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        flow_time = np.where(alloc.rates > 0, size / alloc.rates, np.inf)
-    out = []
-    f0 = l0 = 0
-    for m, u, n in zip(rms, used, counts):
-        fs, ls = slice(f0, f0 + n), slice(l0, l0 + len(u))
-        f0, l0 = f0 + n, l0 + len(u)
-        if done.stalled[fs].any():
-            f = int(np.flatnonzero(done.stalled[fs])[0])
-            raise ValueError(f"a collective step cannot complete: its flow {f} crosses a failed "
-                             "(zero-capacity) link on every path")
-        transfer = float(done.finish[fs].max(initial=0.0))
-        util = np.zeros(m.n_links)
-        util[u] = util_all[ls]
-        # critical links: those holding the flows that would take longest at the first rates
-        bott = alloc.bottleneck[fs]
-        held = bott >= 0
-        critical = np.full(m.n_links, -1.0)
-        np.maximum.at(critical, u[bott[held] - ls.start], flow_time[fs][held])
-        hot = np.flatnonzero(critical >= 0)
-        hot = hot[np.argsort(-critical[hot], kind="stable")]
-        bottleneck = tuple((m.links.src[l], m.links.dst[l], m.links.tier[l], float(util[l])) for l in hot[:8])
-        out.append((transfer, util, bottleneck))
-    return out
+    arg = block_cap if batched else block_cap[0]
+    done = completion_times(block, size, arg, groups=groups if len(rms) > 1 else None)
+    alloc = max_min_fair(block, arg)
+    finish, stalled = np.atleast_2d(done.finish), np.atleast_2d(done.stalled)
+    rates = np.atleast_2d(np.asarray(alloc.rates, dtype=np.float64))
+    util_all = np.atleast_2d(np.asarray(alloc.utilization, dtype=np.float64))
+    bott_all = np.atleast_2d(alloc.bottleneck)
+    results = []
+    for b in range(caps.shape[0]):
+        with np.errstate(divide="ignore"):
+            flow_time = np.where(rates[b] > 0, size / np.where(rates[b] > 0, rates[b], 1.0), np.inf)
+        out = []
+        f0 = l0 = 0
+        for m, u, n in zip(rms, used, counts):
+            fs, ls = slice(f0, f0 + n), slice(l0, l0 + len(u))
+            f0, l0 = f0 + n, l0 + len(u)
+            transfer = np.inf if stalled[b, fs].any() else float(finish[b, fs].max(initial=0.0))
+            util = np.zeros(m.n_links)
+            util[u] = util_all[b, ls]
+            # critical links: those holding the flows that would take longest at the first rates
+            bott = bott_all[b, fs]
+            held = bott >= 0
+            critical = np.full(m.n_links, -1.0)
+            np.maximum.at(critical, u[bott[held] - ls.start], flow_time[fs][held])
+            hot = np.flatnonzero(critical >= 0)
+            hot = hot[np.argsort(-critical[hot], kind="stable")]
+            bottleneck = tuple((m.links.src[l], m.links.dst[l], m.links.tier[l], float(util[l])) for l in hot[:8])
+            out.append((transfer, util, bottleneck))
+        results.append(out)
+    return results if batched else results[0]
 
 
 def _routing_options(routing, routing_options, pxn) -> dict:
@@ -612,7 +622,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
 
 
 def _collective(graph, op, size, rank_groups, algorithm, routing, routing_options, channels, pxn, protocol,
-                chunk, efficiency, step_latency, base_latency) -> CollectiveResult:
+                chunk, efficiency, step_latency, base_latency, variants=None):
     """One collective per rank group, the groups in lockstep (step ``j`` of every group runs
     at the same time); one group is :func:`collective`."""
     allowed = ALGORITHMS[op]
@@ -652,28 +662,74 @@ def _collective(graph, op, size, rank_groups, algorithm, routing, routing_option
     routed = {key: _route_step(graph, ranks, flows, routing, options) for key, flows in distinct.items()}
     keys = list(routed)
     rms = [routed[k][0] for k in keys]
-    cap = _effective_capacity(rms[0], efficiency)
-    solved = dict(zip(keys, _solve_steps(rms, [routed[k][1] for k in keys], cap)))
-    latency = {k: _step_latency(graph, routed[k][0], protocol, step_latency) for k in keys}
-    results = {}
-    for alg, steps in plans.items():
-        out, util_time, busy, total = [], np.zeros(rms[0].n_links), 0.0, base
-        for st in steps:
-            transfer, util, bottleneck = solved[id(st.flows)]
-            step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=transfer,
-                                  latency=latency[id(st.flows)], bottleneck=bottleneck,
-                                  latency_count=st.latency_count)
-            out.append(step)
-            total += step.time
-            util_time += util * st.count * transfer
-            busy += st.count * transfer
-        results[alg] = (total, tuple(out), util_time / busy if busy > 0 else util_time)
-    best = min(results, key=lambda a: results[a][0])
-    total, steps, util = results[best]
-    algbw = float(size) / total
-    return CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
-                            busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
-                            links=rms[0].links, candidates={a: r[0] for a, r in results.items()})
+    scenarios = [graph] if variants is None else list(variants)
+    tables = [rms[0].links] if variants is None else [LinkTable.from_graph(g) for g in scenarios]
+    caps = np.stack([_effective_capacity(rms[0], efficiency, t) for t in tables])
+    solved_all = _solve_steps(rms, [routed[k][1] for k in keys], caps)
+    out = []
+    for g_b, table, solved_b in zip(scenarios, tables, solved_all):
+        solved = dict(zip(keys, solved_b))
+        latency = {k: _step_latency(g_b, replace(routed[k][0], links=table), protocol, step_latency) for k in keys}
+        results = {}
+        for alg, steps in plans.items():
+            parts, util_time, busy, total = [], np.zeros(rms[0].n_links), 0.0, base
+            for st in steps:
+                transfer, util, bottleneck = solved[id(st.flows)]
+                step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=transfer,
+                                      latency=latency[id(st.flows)], bottleneck=bottleneck,
+                                      latency_count=st.latency_count)
+                parts.append(step)
+                total += step.time
+                if np.isfinite(transfer):
+                    util_time += util * st.count * transfer
+                    busy += st.count * transfer
+            results[alg] = (total, tuple(parts), util_time / busy if busy > 0 else util_time)
+        best = min(results, key=lambda a: results[a][0])
+        total, steps, util = results[best]
+        if not np.isfinite(total):
+            out.append(ValueError("a collective step cannot complete: one of its flows crosses a failed "
+                                  "(zero-capacity) link on every path"))
+            continue
+        algbw = float(size) / total
+        out.append(CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
+                                    busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
+                                    links=table, candidates={a: r[0] for a, r in results.items()}))
+    if variants is None:
+        if isinstance(out[0], Exception):
+            raise out[0]
+        return out[0]
+    return out
+
+
+def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: str = "auto",
+                        routing: str = "ecmp", routing_options: dict | None = None, channels: int | None = None,
+                        pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK,
+                        efficiency=None, step_latency: float | None = None,
+                        base_latency: float | None = None) -> list:
+    """:func:`collective` on several graphs of one structure (same nodes and edges, other
+    capacities or latencies: a technology swap, derated links, failed links at capacity 0),
+    routed once on the first and solved for all in one batched call.
+
+    Returns one entry per graph: a :class:`CollectiveResult`, or the ``ValueError`` of a
+    scenario that cannot complete. Routes are the first graph's: a link failed in another
+    variant is not routed around (its flows stall; call :func:`collective` on the edited
+    graph to reroute).
+
+    >>> import topologies as tp
+    >>> ndr, hdr = tp.rail_optimized(2), tp.rail_optimized(2, link="ib_hdr")
+    >>> [round(r.busbw / 1e9) for r in collective_variants([ndr, hdr], "all_reduce", 2**30, algorithm="ring")]  # 8 NICs: 376, 192
+    [340, 183]
+    """
+    graphs = list(graphs)
+    if not graphs:
+        raise ValueError("graphs must be a non-empty list of cluster graphs")
+    edges = list(graphs[0].edges())
+    for i, g in enumerate(graphs[1:], 1):
+        if list(g.edges()) != edges:
+            raise ValueError(f"graphs[{i}] has other nodes or edges than graphs[0]: variants must share the structure")
+    _check_arguments(op, algorithm, protocol, size, chunk)
+    return _collective(graphs[0], op, float(size), [ranks], algorithm, routing, routing_options, channels, pxn,
+                       protocol, float(chunk), efficiency, step_latency, base_latency, variants=graphs)
 
 
 # --------------------------------------------------------------------------- concurrency

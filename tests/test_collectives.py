@@ -233,3 +233,20 @@ def test_auto_solves_every_candidate_in_one_batched_call(monkeypatch):
     for alg, t in r.candidates.items():
         assert collective(tp.rail_optimized(nodes=2), "all_reduce", 2**28, algorithm=alg).time == \
             pytest.approx(t, rel=1e-9)
+
+
+def test_variants_solved_together_equal_one_by_one_and_failures_are_per_scenario():
+    from flowsolver import collective_variants
+
+    graphs = [tp.rail_optimized(2, link=link) for link in ("ib_ndr", "ib_hdr", "eth_100g")]
+    broken = tp.rail_optimized(2)
+    for u, v, d in broken.edges(data=True):
+        if u == "s0/nic0" or v == "s0/nic0":
+            d["capacity"] = 0.0            # rail 0 of server 0 cut: a single ring cannot complete
+    together = collective_variants(graphs + [broken], "all_reduce", 2**28)
+    for g, r in zip(graphs, together):
+        alone = collective(g, "all_reduce", 2**28)
+        assert r.time == pytest.approx(alone.time, rel=1e-9) and r.algorithm == alone.algorithm
+    assert isinstance(together[-1], ValueError) and "cannot complete" in str(together[-1])
+    with pytest.raises(ValueError, match=r"graphs\[1\] has other nodes or edges"):
+        collective_variants([graphs[0], tp.rail_optimized(3)], "all_reduce", 2**20)
