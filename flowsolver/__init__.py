@@ -26,3 +26,6 @@ __all__ += ["collective", "collective_variants", "concurrent", "CollectiveResult
 from .training import MODELS, ModelSpec, Phase, StepResult, get_model, training_step  # noqa: E402
 
 __all__ += ["training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model"]
+from .sweep import sweep  # noqa: E402
+
+__all__ += ["sweep"]

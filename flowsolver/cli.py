@@ -1,13 +1,20 @@
 """The ``flowsolver`` command (argparse), a thin layer over the Python API.
 
-Run with no sub-command, it describes the built-in default cluster (8 DGX H100 servers on
-a rail-optimised InfiniBand NDR fabric); ``flowsolver study`` is the main job (``make run``).
+Sub-commands: ``topology`` (describe a cluster, export node-link JSON), ``collective`` (an
+nccl-tests-style table over message sizes), ``train`` (one training step and its
+breakdown), ``study`` (the network study, the main job: ``make run``) and ``sweep
+CONFIG.toml``. With no sub-command it describes the built-in default cluster (8 DGX H100
+servers on a rail-optimised InfiniBand NDR fabric). Bad input exits with status 2 and a
+one-line reason on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
+import re
 import sys
 
 import topologies as tp
@@ -19,61 +26,256 @@ _EXAMPLES = """examples:
   flowsolver topology --family fat_tree --k 16      a 1024-GPU fat-tree
   flowsolver topology --family rail_optimized --nodes 128 --link ib_hdr --json
   flowsolver topology --family dragonfly --p 4 --a 8 --h 4 --export df.json
-  flowsolver topology --family torus --dims 4 4 4
+  flowsolver collective --nodes 4 --op all_reduce -b 1M -e 8G -f 4
+  flowsolver collective --family fat_tree --k 8 --server dgx_h100 --routing ecmp_hash --csv
+  flowsolver train --nodes 8 --model llama-3-70b --tp 8 --global-batch 512
+  flowsolver sweep sweep.toml --out results.csv
 """
 
 _FAMILIES = ("rail_optimized", "fat_tree", "leaf_spine", "dragonfly", "torus")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.I)
+
+
+def parse_size(text: str) -> float:
+    """Bytes from ``"8"``, ``"64K"``, ``"1M"``, ``"8G"`` (binary multiples, as nccl-tests).
+
+    >>> parse_size("1M"), parse_size("8G") == 8 * 2**30
+    (1048576.0, True)
+    """
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"size must be a number of bytes with an optional K, M, G or T suffix, got {text!r}")
+    return float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
+
+
+def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", default_nodes=8) -> None:
+    g = p.add_argument_group("cluster")
+    g.add_argument("--family", choices=_FAMILIES, default=default_family)
+    g.add_argument("--nodes", type=int, default=default_nodes, help="servers (rail_optimized)")
+    g.add_argument("--k", type=int, default=8, help="radix (fat_tree)")
+    g.add_argument("--leaves", type=int, default=4)
+    g.add_argument("--spines", type=int, default=2)
+    g.add_argument("--hosts-per-leaf", type=int, default=8)
+    g.add_argument("--p", type=int, default=2)
+    g.add_argument("--a", type=int, default=4)
+    g.add_argument("--h", type=int, default=2)
+    g.add_argument("--g", type=int, default=None)
+    g.add_argument("--dims", type=int, nargs="+", default=[4, 4, 4])
+    g.add_argument("--mesh", action="store_true", help="torus without wrap-around")
+    g.add_argument("--server", default=None, help=f"server model: {', '.join(tp.server_names())}")
+    g.add_argument("--link", default="ib_ndr", help=f"link: {', '.join(tp.link_names())}")
+    g.add_argument("--oversubscription", type=float, default=1.0)
+    g.add_argument("--fail-fraction", type=float, default=0.0, help="switch cables failed at random")
+    g.add_argument("--seed", type=int, default=0, help="seed of the failures")
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON")
+    out.add_argument("--csv", action="store_true", help="print CSV")
 
 
 def _build(args):
     server = args.server
     if args.family == "rail_optimized":
-        return tp.rail_optimized(args.nodes, server=server or "dgx_h100", link=args.link,
-                                 oversubscription=args.oversubscription)
-    if args.family == "fat_tree":
-        return tp.fat_tree(args.k, link=args.link, server=server)
-    if args.family == "leaf_spine":
-        return tp.leaf_spine(args.leaves, args.spines, args.hosts_per_leaf, link=args.link,
-                             oversubscription=args.oversubscription, server=server)
-    if args.family == "dragonfly":
-        return tp.dragonfly(args.p, args.a, args.h, g=args.g, link_local=args.link,
-                            link_global=args.link, server=server)
-    return tp.torus(args.dims, link=args.link, wrap=not args.mesh, server=server)
+        g = tp.rail_optimized(args.nodes, server=server or "dgx_h100", link=args.link,
+                              oversubscription=args.oversubscription)
+    elif args.family == "fat_tree":
+        g = tp.fat_tree(args.k, link=args.link, server=server)
+    elif args.family == "leaf_spine":
+        g = tp.leaf_spine(args.leaves, args.spines, args.hosts_per_leaf, link=args.link,
+                          oversubscription=args.oversubscription, server=server)
+    elif args.family == "dragonfly":
+        g = tp.dragonfly(args.p, args.a, args.h, g=args.g, link_local=args.link, link_global=args.link,
+                         server=server)
+    else:
+        g = tp.torus(args.dims, link=args.link, wrap=not args.mesh, server=server)
+    if args.fail_fraction:
+        g = tp.fail_links(g, args.fail_fraction, seed=args.seed)
+    return g
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="flowsolver", description="What your GPU cluster's network costs you.",
-        epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="flowsolver", description="What your GPU cluster's network costs you.",
+                                     epilog=_EXAMPLES, formatter_class=fmt)
     sub = parser.add_subparsers(dest="command")
-    topo = sub.add_parser("topology", help="describe a cluster, export node-link JSON",
-                          epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    topo.add_argument("--family", choices=_FAMILIES, default="rail_optimized")
-    topo.add_argument("--nodes", type=int, default=8, help="servers (rail_optimized)")
-    topo.add_argument("--k", type=int, default=8, help="radix (fat_tree)")
-    topo.add_argument("--leaves", type=int, default=4)
-    topo.add_argument("--spines", type=int, default=2)
-    topo.add_argument("--hosts-per-leaf", type=int, default=8)
-    topo.add_argument("--p", type=int, default=2)
-    topo.add_argument("--a", type=int, default=4)
-    topo.add_argument("--h", type=int, default=2)
-    topo.add_argument("--g", type=int, default=None)
-    topo.add_argument("--dims", type=int, nargs="+", default=[4, 4, 4])
-    topo.add_argument("--mesh", action="store_true", help="torus without wrap-around")
-    topo.add_argument("--server", default=None,
-                      help=f"server model: {', '.join(tp.server_names())}")
-    topo.add_argument("--link", default="ib_ndr", help=f"link: {', '.join(tp.link_names())}")
-    topo.add_argument("--oversubscription", type=float, default=1.0)
-    topo.add_argument("--json", action="store_true", help="print the description as JSON")
+    topo = sub.add_parser("topology", help="describe a cluster, export node-link JSON", epilog=_EXAMPLES,
+                          formatter_class=fmt)
+    _add_topology(topo)
+    _add_output(topo)
     topo.add_argument("--export", metavar="PATH", help="write the graph as node-link JSON")
+
+    coll = sub.add_parser("collective", help="nccl-tests-style table: size, time, algbw, busbw, bottleneck tier",
+                          epilog=_EXAMPLES, formatter_class=fmt)
+    _add_topology(coll, default_nodes=2)
+    _add_output(coll)
+    coll.add_argument("--op", default="all_reduce", help="all_reduce, reduce_scatter, all_gather, all_to_all, "
+                      "broadcast, reduce, send_recv")
+    coll.add_argument("--algorithm", default="auto")
+    coll.add_argument("-b", "--min-bytes", default="1M", help="smallest size (default %(default)s)")
+    coll.add_argument("-e", "--max-bytes", default="1G", help="largest size (default %(default)s)")
+    coll.add_argument("-f", "--step-factor", type=float, default=4.0, help="size multiplier (default %(default)s)")
+    coll.add_argument("--ranks", type=int, nargs="+", default=None, help="GPU ranks taking part (default all)")
+    coll.add_argument("--routing", default="ecmp")
+    coll.add_argument("--subflows", type=int, default=1, help="sub-flows per flow (ecmp_hash)")
+    coll.add_argument("--channels", type=int, default=None)
+
+    train = sub.add_parser("train", help="one training step: time, tokens/s, speed-up, overhead, breakdown",
+                           epilog=_EXAMPLES, formatter_class=fmt)
+    _add_topology(train)
+    _add_output(train)
+    train.add_argument("--model", default="llama-3-70b")
+    for name, default in (("tp", 8), ("pp", 1), ("dp", None), ("ep", 1), ("global-batch", None),
+                          ("micro-batch", 1), ("zero", 1)):
+        train.add_argument(f"--{name}", type=int, default=default)
+    train.add_argument("--dp-overlap", type=float, default=1.0)
+    train.add_argument("--mfu", type=float, default=None)
+    train.add_argument("--routing", default="ecmp")
+
     study = sub.add_parser("study", help="the 64-GPU network study against the article (the main job)",
-                           epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                           epilog=_EXAMPLES, formatter_class=fmt)
     study.add_argument("--out", default="flowsolver-study.png",
                        help="PNG of the comparison ('none' for no figure; default %(default)s)")
-    study.add_argument("--quick", action="store_true",
-                       help="smaller search and only 256 GPUs in the topology comparison")
+    study.add_argument("--quick", action="store_true", help="smaller search and only 256 GPUs in the topology part")
     study.add_argument("--model", default="llama-3-70b", help="model preset (default %(default)s)")
+
+    sw = sub.add_parser("sweep", help="run a sweep described by a TOML file", epilog=_SWEEP_HELP,
+                        formatter_class=fmt)
+    sw.add_argument("config", help="TOML file with a [grid] table (or [[scenario]] list) and optional [sweep]")
+    sw.add_argument("--out", default=None, help="results file, .csv or .parquet (overrides [sweep] out)")
+    sw.add_argument("--shard", default=None, metavar="I/N", help="run every N-th scenario from the I-th")
+    sw.add_argument("--no-progress", action="store_true")
+    sw.add_argument("--no-resume", action="store_true", help="rerun scenarios already in the results file")
+    _add_output(sw)
     return parser
+
+
+_SWEEP_HELP = """config example (sweep.toml):
+  [sweep]
+  out = "results.csv"
+
+  [grid]
+  family = "rail_optimized"
+  nodes = [2, 4, 8]
+  link = ["ib_ndr", "ib_hdr", "roce_400g"]
+  op = "all_reduce"
+  size = [1048576, 1073741824]
+"""
+
+
+def _emit(rows: list, args, text: str) -> None:
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+    elif args.csv:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(rows)
+        print(buf.getvalue(), end="")
+    else:
+        print(text)
+
+
+def _collective_table(args) -> None:
+    from .collectives import collective
+
+    graph = _build(args)
+    lo, hi = parse_size(args.min_bytes), parse_size(args.max_bytes)
+    if not (lo > 0 and hi >= lo and args.step_factor > 1):
+        raise ValueError(f"sizes must satisfy 0 < min-bytes <= max-bytes and step-factor > 1, got "
+                         f"{args.min_bytes!r}, {args.max_bytes!r}, {args.step_factor!r}")
+    sizes, s = [], lo
+    while s <= hi * (1 + 1e-12):
+        sizes.append(s)
+        s *= args.step_factor
+    opts = dict(subflows=args.subflows) if args.routing == "ecmp_hash" else None
+    rows = []
+    for size in sizes:
+        r = collective(graph, args.op, size, ranks=args.ranks, algorithm=args.algorithm, routing=args.routing,
+                       routing_options=opts, channels=args.channels)
+        tier = r.steps[0].bottleneck[0][2] if r.steps and r.steps[0].bottleneck else ""
+        rows.append(dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
+                         algorithm=r.algorithm, bottleneck_tier=tier))
+    head = f"# {args.op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs ({args.family})"
+    lines = [head, f"{'size (B)':>14s} {'time (us)':>12s} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
+                   f"{'algorithm':>17s}  bottleneck tier"]
+    lines += [f"{r['size']:14d} {r['time_us']:12.1f} {r['algbw_gbs']:13.2f} {r['busbw_gbs']:13.2f} "
+              f"{r['algorithm']:>17s}  {r['bottleneck_tier']}" for r in rows]
+    _emit(rows, args, "\n".join(lines))
+
+
+def _train(args) -> None:
+    from .training import training_step
+
+    graph = _build(args)
+    kw = dict(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, micro_batch=args.micro_batch, zero=args.zero,
+              dp_overlap=args.dp_overlap)
+    if args.global_batch is not None:
+        kw["global_batch"] = args.global_batch
+    if args.mfu is not None:
+        kw["mfu"] = args.mfu
+    r = training_step(graph, model=args.model, collective_options=dict(routing=args.routing), **kw)
+    rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
+                 per_call_s=p.per_call, exposed_s=p.exposed, tier=p.tier) for p in r.phases.values()]
+    summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, global_batch=r.global_batch,
+                   step_time_s=r.step_time, tokens_per_s=r.tokens_per_s, speedup=r.speedup,
+                   comm_overhead=r.comm_overhead, compute_s=r.compute_time, bubble_s=r.bubble_time)
+    if args.json:
+        print(json.dumps(dict(summary=summary, phases=rows), indent=2, default=str))
+        return
+    if args.csv:
+        _emit([{**summary, **row} for row in rows] or [summary], args, "")
+        return
+    lines = [f"{r.model} on {r.gpus} GPUs (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}), "
+             f"{r.global_batch} sequences per step",
+             f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "
+             f"(ideal {r.gpus}), communication overhead {r.comm_overhead:.1%}",
+             f"compute {r.compute_time:.3f} s, pipeline bubble {r.bubble_time:.3f} s",
+             f"{'phase':10s} {'op':26s} {'algorithm':17s} {'calls':>8s} {'per call ms':>12s} {'exposed s':>10s}  tier"]
+    lines += [f"{p['phase']:10s} {p['op']:26s} {p['algorithm']:17s} {p['calls']:8.0f} {p['per_call_s'] * 1e3:12.3f} "
+              f"{p['exposed_s']:10.3f}  {p['tier']}" for p in rows]
+    print("\n".join(lines))
+
+
+def _sweep(args) -> None:
+    import tomllib
+
+    from .sweep import sweep
+
+    try:
+        with open(args.config, "rb") as fh:
+            config = tomllib.load(fh)
+    except OSError as err:
+        raise ValueError(f"config: cannot read {args.config!r}: {err.strerror}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"config: {args.config!r} is not valid TOML: {err}") from None
+    grid = config.get("grid", config.get("scenario"))
+    if grid is None:
+        raise ValueError(f"config: {args.config!r} needs a [grid] table or [[scenario]] entries")
+    options = dict(config.get("sweep", {}))
+    unknown = set(options) - {"out", "cache_dir", "resume", "progress"}
+    if unknown:
+        raise ValueError(f"config: unknown [sweep] key(s) {sorted(unknown)}; known: out, cache_dir, resume, progress")
+    if args.out:
+        options["out"] = args.out
+    if args.no_progress:
+        options["progress"] = False
+    if args.no_resume:
+        options["resume"] = False
+    if args.shard:
+        m = re.fullmatch(r"(\d+)/(\d+)", args.shard)
+        if not m:
+            raise ValueError(f"shard must be I/N, got {args.shard!r}")
+        options["shard"] = (int(m.group(1)), int(m.group(2)))
+    df = sweep(grid, **options)
+    rows = df.to_dict("records")
+    ok = int((df["status"] == "ok").sum())
+    keep = [c for c in df.columns if c not in ("id", "error") and df[c].notna().any()]
+    text = df[keep].to_string(index=False) + f"\n{ok} of {len(df)} scenarios ok"
+    if ok < len(df):
+        text += "; errors:\n" + "\n".join(f"  {r['id']}: {r['error']}" for r in rows if r["status"] != "ok")
+    _emit(rows, args, text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     True
     """
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:          # --help (0) or a usage error (2, message already printed)
+        return int(stop.code or 0)
     try:
         if args.command is None:
             graph = tp.default_cluster()
@@ -95,17 +300,29 @@ def main(argv: list[str] | None = None) -> int:
 
             run(out=None if args.out.lower() == "none" else args.out, quick=args.quick, model=args.model)
             return 0
+        if args.command == "collective":
+            _collective_table(args)
+            return 0
+        if args.command == "train":
+            _train(args)
+            return 0
+        if args.command == "sweep":
+            _sweep(args)
+            return 0
         graph = _build(args)
         desc = tp.describe(graph)
         if args.export:
             tp.save(graph, args.export)
         if args.json:
             print(json.dumps(desc, indent=2, default=str))
+        elif args.csv:
+            flat = {k: v for k, v in desc.items() if not isinstance(v, (dict, list))}
+            _emit([flat], args, "")
         else:
             print(tp.format_description(desc))
             if args.export:
                 print(f"graph written to {args.export}")
         return 0
-    except ValueError as err:
-        print(f"flowsolver: error: {err}", file=sys.stderr)
+    except ValueError as err:           # TopologyError and RoutingError are ValueErrors
+        print(f"flowsolver: error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ from .analysis import (TopologyError, bisection_max_flow, describe, format_descr
                        load, save, validate)
 from .clos import fat_tree, leaf_spine, rail_optimized
 from .dragonfly import dragonfly, global_link_partner
+from .failures import fabric_cables, fail_links
 from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
 from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, register_server,
                       server_names)
@@ -30,7 +31,7 @@ __all__ = [
     "GpuSpec", "ServerModel", "ServerPorts", "get_gpu", "get_server", "register_server",
     "server_names",
     "fat_tree", "leaf_spine", "rail_optimized", "dragonfly", "global_link_partner", "torus",
-    "add_storage",
+    "add_storage", "fail_links", "fabric_cables",
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
     "default_cluster",

@@ -1,0 +1,316 @@
+"""Batch sweeps over cluster families, technologies, routing, collectives, training and failures.
+
+:func:`sweep` expands a grid into scenarios, runs each and returns a tidy pandas DataFrame,
+one row per scenario: its parameters, ``status`` (``"ok"`` or ``"error"``, with the message
+in ``error``) and the metrics. Scenarios that differ only in link technology share a routing
+pattern and are solved in one batched call (:func:`flowsolver.collective_variants`); the
+solver buckets shapes, so a sweep compiles a handful of times, and the persistent JAX
+compilation cache is on (``cache_dir``) so a rerun compiles nothing. Results stream to CSV
+or Parquet (``out``) after every batch; a rerun skips the scenarios already there.
+``shard=(i, n)`` keeps every n-th scenario from the i-th (a Slurm array task, say);
+``distributed=True`` calls ``jax.distributed.initialize()`` first, for jobs whose batched
+arrays span processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+from pathlib import Path
+
+import topologies as tp
+
+from .collectives import collective, collective_variants
+from .training import training_step
+
+__all__ = ["sweep", "expand", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS", "METRICS"]
+
+TOPOLOGY_KEYS = {
+    "rail_optimized": ("nodes",), "fat_tree": ("k",), "leaf_spine": ("leaves", "spines", "hosts_per_leaf"),
+    "dragonfly": ("p", "a", "h", "g"), "torus": ("dims", "wrap"),
+}
+COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fraction", "seed", "routing",
+               "subflows")
+COLLECTIVE_KEYS = ("op", "size", "algorithm", "channels")
+TRAIN_KEYS = ("model", "tp", "pp", "dp", "ep", "global_batch", "micro_batch", "zero", "dp_overlap", "mfu")
+METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw": float, "busbw": float,
+           "algorithm": str, "bottleneck_tier": str, "step_time": float, "tokens_per_s": float,
+           "speedup": float, "overhead": float}
+DEFAULTS = dict(task="collective", family="rail_optimized", link="ib_ndr", server=None, oversubscription=1.0,
+                fail_fraction=0.0, seed=0, routing="ecmp", subflows=1, op="all_reduce", size=2**30,
+                algorithm="auto", channels=None, model="llama-3-70b", tp=8, pp=1, dp=None, ep=1,
+                global_batch=None, micro_batch=1, zero=1, dp_overlap=1.0, mfu=None)
+
+
+def expand(grid) -> list:
+    """Scenarios of a grid: a dict of lists (their product, in key order) or a list of
+    dicts; each completed with :data:`DEFAULTS`.
+
+    >>> [s["nodes"] for s in expand({"nodes": [1, 2], "link": ["ib_ndr"]})]
+    [1, 2]
+    """
+    if isinstance(grid, dict):
+        keys = list(grid)
+        values = [v if isinstance(v, (list, tuple)) else [v] for v in grid.values()]
+        rows = [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    elif isinstance(grid, (list, tuple)) and all(isinstance(r, dict) for r in grid):
+        rows = [dict(r) for r in grid]
+    else:
+        raise ValueError("grid must be a dict of lists or a list of dicts")
+    known = set(COMMON_KEYS) | set(COLLECTIVE_KEYS) | set(TRAIN_KEYS) | {k for ks in TOPOLOGY_KEYS.values() for k in ks}
+    out = []
+    for r in rows:
+        unknown = sorted(set(r) - known)
+        if unknown:
+            raise ValueError(f"unknown sweep parameter(s) {unknown}; known: {', '.join(sorted(known))}")
+        s = {**DEFAULTS, **r}
+        if s["family"] not in TOPOLOGY_KEYS:
+            raise ValueError(f"family must be one of {', '.join(TOPOLOGY_KEYS)}, got {s['family']!r}")
+        if s["task"] not in ("collective", "train"):
+            raise ValueError(f"task must be 'collective' or 'train', got {s['task']!r}")
+        out.append(s)
+    return out
+
+
+def scenario_id(s: dict) -> str:
+    """A stable id of a scenario's parameters (what a rerun uses to skip it)."""
+    text = json.dumps({k: s[k] for k in sorted(s)}, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _build(s: dict):
+    fam = s["family"]
+    kw = {k: s[k] for k in TOPOLOGY_KEYS[fam] if k in s and s[k] is not None}
+    missing = [k for k in TOPOLOGY_KEYS[fam] if k not in kw and k not in ("g", "wrap")]
+    if missing:
+        raise ValueError(f"family {fam!r} needs parameter(s) {missing}")
+    server = s["server"]
+    if fam == "rail_optimized":
+        g = tp.rail_optimized(kw["nodes"], server=server or "dgx_h100", link=s["link"],
+                              oversubscription=s["oversubscription"])
+    elif fam == "fat_tree":
+        g = tp.fat_tree(kw["k"], link=s["link"], server=server)
+    elif fam == "leaf_spine":
+        g = tp.leaf_spine(kw["leaves"], kw["spines"], kw["hosts_per_leaf"], link=s["link"],
+                          oversubscription=s["oversubscription"], server=server)
+    elif fam == "dragonfly":
+        g = tp.dragonfly(kw["p"], kw["a"], kw["h"], g=kw.get("g"), link_local=s["link"], link_global=s["link"],
+                         server=server)
+    else:
+        g = tp.torus(tuple(kw["dims"]), link=s["link"], wrap=kw.get("wrap", True), server=server)
+    if s["fail_fraction"]:
+        g = tp.fail_links(g, s["fail_fraction"], seed=int(s["seed"]))
+    return g
+
+
+def _collective_kw(s):
+    opts = {"subflows": int(s["subflows"])} if s["routing"] == "ecmp_hash" else None
+    return dict(algorithm=s["algorithm"], routing=s["routing"], routing_options=opts,
+                channels=None if s["channels"] is None else int(s["channels"]))
+
+
+def _metrics_collective(r, g) -> dict:
+    tier = r.steps[0].bottleneck[0][2] if r.steps and r.steps[0].bottleneck else ""
+    return dict(status="ok", error="", gpus=len(tp.gpus(g)), time=r.time, algbw=r.algbw, busbw=r.busbw,
+                algorithm=r.algorithm, bottleneck_tier=tier)
+
+
+def _run_train(s, g) -> dict:
+    kw = {k: s[k] for k in ("tp", "pp", "dp", "ep", "micro_batch", "zero", "dp_overlap") if s[k] is not None}
+    if s["global_batch"] is not None:
+        kw["global_batch"] = int(s["global_batch"])
+    if s["mfu"] is not None:
+        kw["mfu"] = float(s["mfu"])
+    r = training_step(g, model=s["model"], collective_options=dict(routing=s["routing"]), **kw)
+    worst = max(r.phases.values(), key=lambda p: p.exposed) if r.phases else None
+    return dict(status="ok", error="", gpus=r.gpus, time=r.step_time, step_time=r.step_time,
+                tokens_per_s=r.tokens_per_s, speedup=r.speedup, overhead=r.comm_overhead,
+                algorithm=worst.algorithm if worst else "", bottleneck_tier=worst.tier if worst else "")
+
+
+def _error(err) -> dict:
+    return dict(status="error", error=f"{type(err).__name__}: {err}".splitlines()[0][:500])
+
+
+def _batches(scenarios):
+    """Groups of scenario indices that share a routing pattern (same everything but ``link``;
+    collectives on unfailed graphs), in order of first appearance."""
+    groups: dict = {}
+    for i, s in enumerate(scenarios):
+        if s["task"] == "collective" and not s["fail_fraction"]:
+            key = json.dumps({k: v for k, v in s.items() if k != "link"}, sort_keys=True, default=str)
+        else:
+            key = f"single-{i}"
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def _run_batch(scenarios, idx) -> list:
+    """Metrics of the scenarios ``idx`` (one routing pattern)."""
+    graphs, out = {}, {}
+    for i in idx:
+        try:
+            graphs[i] = _build(scenarios[i])
+        except Exception as err:    # a broken scenario is recorded, the sweep goes on
+            out[i] = _error(err)
+    live = [i for i in idx if i in graphs]
+    if not live:
+        return [out[i] for i in idx]
+    first = scenarios[live[0]]
+    try:
+        if first["task"] == "train":
+            for i in live:
+                out[i] = _run_train(scenarios[i], graphs[i])
+        elif len(live) == 1:
+            g = graphs[live[0]]
+            out[live[0]] = _metrics_collective(collective(g, first["op"], float(first["size"]),
+                                                          **_collective_kw(first)), g)
+        else:
+            structure = {}
+            for i in live:   # technology swaps keep the structure; a different port count does not
+                structure.setdefault(tuple(graphs[i].edges()), []).append(i)
+            for members in structure.values():
+                res = collective_variants([graphs[i] for i in members], first["op"], float(first["size"]),
+                                          **_collective_kw(first))
+                for i, r in zip(members, res):
+                    out[i] = _error(r) if isinstance(r, Exception) else _metrics_collective(r, graphs[i])
+    except Exception as err:
+        for i in live:
+            out.setdefault(i, _error(err))
+    return [out[i] for i in idx]
+
+
+def _enable_cache(cache_dir):
+    if cache_dir is None:
+        return
+    import jax
+
+    path = Path(os.path.expanduser(str(cache_dir)))
+    path.mkdir(parents=True, exist_ok=True)
+    if not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", str(path))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def _read(path: Path):
+    import pandas as pd
+
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, keep_default_na=False,
+                                                                              na_values=[""])
+
+
+def _typed(rows: list, columns: list):
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=columns)
+    for key, kind in METRICS.items():
+        if kind is float:
+            df[key] = pd.to_numeric(df[key], errors="coerce").astype("float64")
+        elif kind == "Int64":
+            df[key] = pd.to_numeric(df[key], errors="coerce").astype("Int64")
+        else:
+            df[key] = df[key].fillna("").astype(str)
+    return df
+
+
+def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=None,
+          cache_dir="~/.cache/flowsolver/jax", distributed: bool = False):
+    """Run every scenario of ``grid`` and return a tidy DataFrame (needs pandas).
+
+    Parameters
+    ----------
+    grid : dict of lists or list of dicts
+        Scenario parameters: ``task`` (``"collective"`` or ``"train"``), ``family`` and its
+        size (``nodes``; ``k``; ``leaves``, ``spines``, ``hosts_per_leaf``; ``p``, ``a``, ``h``,
+        ``g``; ``dims``, ``wrap``), ``link``, ``server``, ``oversubscription``,
+        ``fail_fraction`` and ``seed`` (switch cables failed at random; routes avoid them),
+        ``routing``, ``subflows``; collectives: ``op``, ``size`` (bytes), ``algorithm``,
+        ``channels``; training: ``model``, ``tp``, ``pp``, ``dp``, ``ep``, ``global_batch``,
+        ``micro_batch``, ``zero``, ``dp_overlap``, ``mfu``. Missing ones take ``DEFAULTS``.
+    out : str or Path, optional
+        ``.csv`` or ``.parquet`` file the rows stream to (rewritten after every batch).
+    resume : bool
+        Skip scenarios whose id is already in ``out``.
+    progress : bool
+        A tqdm progress bar (when tqdm is installed).
+    shard : (i, n), optional
+        Run only scenarios ``i, i + n, i + 2n, ...`` (deterministic order).
+    cache_dir : str or None
+        Persistent JAX compilation cache (None: off).
+    distributed : bool
+        Call ``jax.distributed.initialize()`` first (multi-process jobs).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per scenario: ``id``, the parameters, ``status``, ``error`` and the metrics
+        ``gpus``, ``time`` (s), ``algbw``, ``busbw`` (bytes/s), ``algorithm``,
+        ``bottleneck_tier``, ``step_time`` (s), ``tokens_per_s``, ``speedup``, ``overhead``.
+
+    Examples
+    --------
+    >>> df = sweep({"nodes": [1, 2], "link": ["ib_ndr", "ib_hdr"], "size": [2**26]}, progress=False,
+    ...            cache_dir=None)
+    >>> df[["nodes", "link", "status"]].values.tolist()[:2], bool((df["busbw"] > 0).all())
+    ([[1, 'ib_ndr', 'ok'], [1, 'ib_hdr', 'ok']], True)
+    """
+    import pandas as pd
+
+    scenarios = expand(grid)
+    if shard is not None:
+        i, n = shard
+        if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
+            raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard!r}")
+        scenarios = scenarios[i::n]
+    if distributed:
+        import jax
+
+        jax.distributed.initialize()
+    _enable_cache(cache_dir)
+    params = list(dict.fromkeys(k for s in scenarios for k in s))
+    columns = ["id"] + params + list(METRICS)
+    path = None if out is None else Path(out)
+    if path is not None and path.suffix not in (".csv", ".parquet"):
+        raise ValueError(f"out must end in .csv or .parquet, got {str(out)!r}")
+    done = _read(path) if (path is not None and resume) else None
+    have = set(done["id"]) if done is not None else set()
+    rows = done.to_dict("records") if done is not None else []
+    ids = [scenario_id(s) for s in scenarios]
+    todo = [i for i, sid in enumerate(ids) if sid not in have]
+    bar = None
+    if progress:
+        try:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(scenarios), initial=len(scenarios) - len(todo), unit="scenario", desc="sweep")
+        except ImportError:
+            bar = None
+    sub = [scenarios[i] for i in todo]
+    for batch in _batches(sub):
+        metrics = _run_batch(sub, batch)
+        for j, m in zip(batch, metrics):
+            row = {"id": ids[todo[j]], **{k: (json.dumps(v) if isinstance(v, (list, tuple)) else v)
+                                          for k, v in sub[j].items()}}
+            row.update({k: m.get(k, math.nan if METRICS[k] in (float, "Int64") else "") for k in METRICS})
+            rows.append(row)
+        if path is not None:
+            df = _typed(rows, columns)
+            if path.suffix == ".parquet":
+                df.to_parquet(path, index=False)
+            else:
+                df.to_csv(path, index=False)
+        if bar is not None:
+            bar.update(len(batch))
+    if bar is not None:
+        bar.close()
+    df = _typed(rows, columns)
+    order = {sid: k for k, sid in enumerate(ids)}
+    df = df[df["id"].isin(order)].copy()
+    df["_order"] = df["id"].map(order)
+    return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)
+
