@@ -37,7 +37,7 @@ COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fra
 COLLECTIVE_KEYS = ("op", "size", "algorithm", "channels")
 TRAIN_KEYS = ("model", "tp", "pp", "dp", "ep", "global_batch", "micro_batch", "zero", "dp_overlap", "mfu")
 METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw": float, "busbw": float,
-           "algorithm": str, "bottleneck_tier": str, "step_time": float, "tokens_per_s": float,
+           "chosen_algorithm": str, "bottleneck_tier": str, "step_time": float, "tokens_per_s": float,
            "speedup": float, "overhead": float}
 DEFAULTS = dict(task="collective", family="rail_optimized", link="ib_ndr", server=None, oversubscription=1.0,
                 fail_fraction=0.0, seed=0, routing="ecmp", subflows=1, op="all_reduce", size=2**30,
@@ -115,7 +115,7 @@ def _collective_kw(s):
 def _metrics_collective(r, g) -> dict:
     tier = r.steps[0].bottleneck[0][2] if r.steps and r.steps[0].bottleneck else ""
     return dict(status="ok", error="", gpus=len(tp.gpus(g)), time=r.time, algbw=r.algbw, busbw=r.busbw,
-                algorithm=r.algorithm, bottleneck_tier=tier)
+                chosen_algorithm=r.algorithm, bottleneck_tier=tier)
 
 
 def _run_train(s, g) -> dict:
@@ -128,7 +128,7 @@ def _run_train(s, g) -> dict:
     worst = max(r.phases.values(), key=lambda p: p.exposed) if r.phases else None
     return dict(status="ok", error="", gpus=r.gpus, time=r.step_time, step_time=r.step_time,
                 tokens_per_s=r.tokens_per_s, speedup=r.speedup, overhead=r.comm_overhead,
-                algorithm=worst.algorithm if worst else "", bottleneck_tier=worst.tier if worst else "")
+                chosen_algorithm=worst.algorithm if worst else "", bottleneck_tier=worst.tier if worst else "")
 
 
 def _error(err) -> dict:
@@ -214,7 +214,7 @@ def _typed(rows: list, columns: list):
         elif kind == "Int64":
             df[key] = pd.to_numeric(df[key], errors="coerce").astype("Int64")
         else:
-            df[key] = df[key].fillna("").astype(str)
+            df[key] = df[key].astype(object).where(df[key].notna(), "").astype(str)
     return df
 
 
@@ -249,8 +249,8 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     -------
     pandas.DataFrame
         One row per scenario: ``id``, the parameters, ``status``, ``error`` and the metrics
-        ``gpus``, ``time`` (s), ``algbw``, ``busbw`` (bytes/s), ``algorithm``,
-        ``bottleneck_tier``, ``step_time`` (s), ``tokens_per_s``, ``speedup``, ``overhead``.
+        ``gpus``, ``time`` (s), ``algbw``, ``busbw`` (bytes/s), ``chosen_algorithm`` (what
+        ``"auto"`` picked; for training the phase with the most exposed time), ``bottleneck_tier``, ``step_time`` (s), ``tokens_per_s``, ``speedup``, ``overhead``.
 
     Examples
     --------

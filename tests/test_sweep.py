@@ -1,0 +1,89 @@
+"""Sweeps: expansion, batching equal to one-by-one, broken scenarios, resume, shards, dtypes."""
+
+import pandas as pd
+import pytest
+
+from flowsolver import collective, sweep
+from flowsolver.sweep import METRICS, expand
+
+import topologies as tp
+
+GRID = {"nodes": [1, 2], "link": ["ib_ndr", "ib_hdr"], "op": ["all_reduce"], "size": [2**24, 2**28],
+        "algorithm": ["ring"]}
+
+
+def test_rows_equal_one_by_one_collectives():
+    df = sweep(GRID, progress=False, cache_dir=None)
+    assert len(df) == 8 and (df["status"] == "ok").all()
+    for row in df.itertuples():
+        g = tp.rail_optimized(row.nodes, link=row.link)
+        assert row.time == pytest.approx(collective(g, "all_reduce", row.size, algorithm="ring").time, rel=1e-9)
+    # one GPU server's ring never leaves NVLink: the link does not matter
+    one = df[df["nodes"] == 1]
+    assert one.groupby("size")["busbw"].nunique().max() == 1
+
+
+def test_columns_and_dtypes():
+    df = sweep({"nodes": [1], "size": [2**20]}, progress=False, cache_dir=None)
+    for col in ("id", "family", "nodes", "link", "op", "size", "algorithm", *METRICS):
+        assert col in df.columns
+    for col, kind in METRICS.items():
+        if kind is float:
+            assert df[col].dtype == "float64", col
+        elif kind == "Int64":
+            assert str(df[col].dtype) == "Int64", col
+        else:
+            assert pd.api.types.is_string_dtype(df[col]), col
+    assert df["gpus"].iloc[0] == 8 and df["bottleneck_tier"].iloc[0] == "nvlink"
+
+
+def test_a_broken_scenario_is_recorded_and_the_sweep_goes_on():
+    grid = [dict(nodes=1, size=2**20), dict(nodes=1, link="ib_qdr", size=2**20), dict(nodes=1, op="allreduce"),
+            dict(family="fat_tree", k=4, size=2**20, fail_fraction=0.05, seed=3),
+            dict(task="train", nodes=1, model="llama-3-8b", tp=8, global_batch=8)]
+    df = sweep(grid, progress=False, cache_dir=None)
+    assert list(df["status"]) == ["ok", "error", "error", "ok", "ok"]
+    assert "unknown link technology 'ib_qdr'" in df["error"].iloc[1]
+    assert "op must be one of" in df["error"].iloc[2]
+    assert 0 < df["overhead"].iloc[4] < 1 and df["speedup"].iloc[4] > 1
+    with pytest.raises(ValueError, match="unknown sweep parameter"):
+        expand({"nodez": [1]})
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_resume_after_an_interruption_runs_only_what_is_left(tmp_path, suffix, monkeypatch):
+    import sys
+
+    sw = sys.modules["flowsolver.sweep"]    # (flowsolver.sweep is also the function)
+
+    out = tmp_path / f"r{suffix}"
+    calls = []
+    real = sw._run_batch
+
+    def flaky(scenarios, idx):
+        if len(calls) == 2:
+            raise KeyboardInterrupt          # the job is killed after two batches
+        calls.append(len(idx))
+        return real(scenarios, idx)
+
+    monkeypatch.setattr(sw, "_run_batch", flaky)
+    grid = {"nodes": [1, 2], "size": [2**20, 2**22], "link": ["ib_ndr", "ib_hdr"]}
+    with pytest.raises(KeyboardInterrupt):
+        sweep(grid, out=out, progress=False, cache_dir=None)
+    first = pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out)
+    assert len(first) == sum(calls) == 4              # two batches of two technologies
+    monkeypatch.setattr(sw, "_run_batch", real)
+    ran = []
+    monkeypatch.setattr(sw, "_run_batch", lambda s, i: ran.append(len(i)) or real(s, i))
+    df = sweep(grid, out=out, progress=False, cache_dir=None)
+    assert sum(ran) == 4 and len(df) == 8 and (df["status"] == "ok").all()
+    assert df["id"].is_unique
+
+
+def test_shards_split_the_grid_deterministically():
+    grid = {"nodes": [1], "size": [2**20, 2**21, 2**22, 2**23, 2**24]}
+    a = sweep(grid, shard=(0, 2), progress=False, cache_dir=None)
+    b = sweep(grid, shard=(1, 2), progress=False, cache_dir=None)
+    assert list(a["size"]) == [2**20, 2**22, 2**24] and list(b["size"]) == [2**21, 2**23]
+    with pytest.raises(ValueError, match="shard must be"):
+        sweep(grid, shard=(2, 2), progress=False, cache_dir=None)
