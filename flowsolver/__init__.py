@@ -29,3 +29,12 @@ __all__ += ["training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_
 from .sweep import sweep  # noqa: E402
 
 __all__ += ["sweep"]
+
+
+def __getattr__(name):
+    # flowsolver.plot and flowsolver.study load on first use (plot needs matplotlib)
+    if name in ("plot", "study"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'flowsolver' has no attribute {name!r}")
