@@ -70,7 +70,8 @@ def test_train_and_its_formats(capsys):
 def test_sweep_from_toml(tmp_path, capsys):
     cfg = tmp_path / "s.toml"
     out = tmp_path / "r.csv"
-    cfg.write_text('[grid]\nnodes = [1, 2]\nlink = ["ib_ndr", "ib_hdr"]\nsize = [1048576]\n')
+    cfg.write_text(f'[sweep]\ncache_dir = "{tmp_path / "cache"}"\n\n'
+                   '[grid]\nnodes = [1, 2]\nlink = ["ib_ndr", "ib_hdr"]\nsize = [1048576]\n')
     assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "4 of 4 scenarios ok" in text and out.exists()

@@ -87,3 +87,25 @@ def test_shards_split_the_grid_deterministically():
     assert list(a["size"]) == [2**20, 2**22, 2**24] and list(b["size"]) == [2**21, 2**23]
     with pytest.raises(ValueError, match="shard must be"):
         sweep(grid, shard=(2, 2), progress=False, cache_dir=None)
+
+
+def test_a_sweep_compiles_a_handful_of_times_and_fills_the_persistent_cache(tmp_path):
+    import jax
+
+    from flowsolver.solver import trace_count
+
+    grid = {"nodes": [1, 2], "link": ["ib_ndr", "ib_hdr", "roce_400g", "eth_100g"], "size": [2**20, 2**26],
+            "algorithm": ["ring"]}
+    sweep({"nodes": [2], "size": [2**20], "algorithm": ["ring"]}, progress=False, cache_dir=None)   # warm
+    before = trace_count()
+    df = sweep(grid, progress=False, cache_dir=None)
+    assert (df["status"] == "ok").all() and len(df) == 16
+    assert trace_count() - before <= 4          # 16 scenarios, 4 batched calls, shared buckets
+    previous = jax.config.jax_compilation_cache_dir
+    try:
+        jax.config.update("jax_compilation_cache_dir", None)
+        cache = tmp_path / "jax-cache"
+        sweep({"nodes": [3], "size": [2**21], "algorithm": ["tree"]}, progress=False, cache_dir=cache)
+        assert jax.config.jax_compilation_cache_dir == str(cache) and cache.is_dir()
+    finally:
+        jax.config.update("jax_compilation_cache_dir", previous)
