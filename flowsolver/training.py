@@ -353,7 +353,8 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         Tensor, pipeline, data and expert parallel degrees; ``tp * pp * dp`` must equal the
         GPU count (``dp`` defaults to the quotient); ``ep`` divides ``dp`` and the experts.
     global_batch : int, optional
-        Sequences per step (default ``max(512, dp x micro_batch)``: 4 M tokens at 8192).
+        Sequences per step (default 512, 4 M tokens at 8192, rounded up to a multiple of
+        ``dp x micro_batch``).
     micro_batch : int
         Sequences per microbatch.
     mfu : float
@@ -400,7 +401,8 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero!r}")
     mfu = _check_fraction("mfu", mfu, zero_ok=False)
     dp_overlap = _check_fraction("dp_overlap", dp_overlap, zero_ok=True)
-    global_batch = max(512, dp * micro_batch) if global_batch is None else global_batch
+    if global_batch is None:        # 512 sequences (4 M tokens at 8192), rounded up to whole microbatches
+        global_batch = -(-512 // (dp * micro_batch)) * dp * micro_batch
     _check_batch(global_batch, dp, micro_batch)
     placement = list(range(n)) if ranks is None else [int(r) for r in ranks]
     if sorted(placement) != list(range(n)):

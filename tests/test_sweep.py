@@ -109,3 +109,9 @@ def test_a_sweep_compiles_a_handful_of_times_and_fills_the_persistent_cache(tmp_
         assert jax.config.jax_compilation_cache_dir == str(cache) and cache.is_dir()
     finally:
         jax.config.update("jax_compilation_cache_dir", previous)
+
+
+def test_progress_bar_shows_scenarios_and_rate(capsys):
+    sweep({"nodes": [1], "size": [2**20, 2**21]}, progress=True, cache_dir=None)
+    err = capsys.readouterr().err
+    assert "2/2" in err and "scenario/s" in err
