@@ -220,7 +220,8 @@ def _train(args) -> None:
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.tier) for p in r.phases.values()]
     summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, global_batch=r.global_batch,
                    step_time_s=r.step_time, tokens_per_s=r.tokens_per_s, speedup=r.speedup,
-                   comm_overhead=r.comm_overhead, compute_s=r.compute_time, bubble_s=r.bubble_time)
+                   comm_overhead=r.comm_overhead, compute_s=r.compute_time, bubble_s=r.bubble_time,
+                   memory_per_gpu_gb=r.memory_per_gpu / 1e9, fits=r.fits)
     if args.json:
         print(json.dumps(dict(summary=summary, phases=rows), indent=2, default=str))
         return
@@ -231,7 +232,9 @@ def _train(args) -> None:
              f"{r.global_batch} sequences per step",
              f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "
              f"(ideal {r.gpus}), communication overhead {r.comm_overhead:.1%}",
-             f"compute {r.compute_time:.3f} s, pipeline bubble {r.bubble_time:.3f} s",
+             f"compute {r.compute_time:.3f} s, pipeline bubble {r.bubble_time:.3f} s, "
+             f"~{r.memory_per_gpu / 1e9:.0f} GB per GPU of {r.gpu_memory / 1e9:.0f}"
+             + ("" if r.fits else " (does not fit)"),
              f"{'phase':10s} {'op':26s} {'algorithm':17s} {'calls':>8s} {'per call ms':>12s} {'exposed s':>10s}  tier"]
     lines += [f"{p['phase']:10s} {p['op']:26s} {p['algorithm']:17s} {p['calls']:8.0f} {p['per_call_s'] * 1e3:12.3f} "
               f"{p['exposed_s']:10.3f}  {p['tier']}" for p in rows]

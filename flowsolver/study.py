@@ -129,7 +129,8 @@ def article_search(*, model="llama-3-70b", nodes: int = 8, settings=None, batche
     For each parallelism setting ``(tp, pp, zero)`` the collectives are solved once per
     network (NDR, HDR, RoCE 400G, Ethernet 100G); global batch and DP overlap are then varied
     without solving again (:meth:`StepResult.recompose`). Returns dicts sorted by the largest
-    gap to the article's overheads (``worst_gap``), closest first.
+    gap to the article's overheads (``worst_gap``), closest first; ``fits`` says whether the
+    setting's estimated memory per GPU fits the GPU.
 
     >>> best = article_search(settings=[(8, 1, 1)], batches=[8], overlaps=(0.0,))[0]
     >>> sorted(best["overheads"]), best["worst_gap"] > 0.1
@@ -155,7 +156,8 @@ def article_search(*, model="llama-3-70b", nodes: int = 8, settings=None, batche
             overheads = {net: s.comm_overhead for net, s in steps.items()}
             gap = max(abs(overheads[k] - ARTICLE[k]["overhead"]) for k in nets)
             out.append(dict(tp=tp_degree, pp=pp, dp=dp, zero=zero, global_batch=batch, dp_overlap=overlap,
-                            overheads=overheads, worst_gap=gap,
+                            overheads=overheads, worst_gap=gap, fits=steps["ib_ndr"].fits,
+                            memory_per_gpu=steps["ib_ndr"].memory_per_gpu,
                             tokens_per_s={net: s.tokens_per_s for net, s in steps.items()}))
     return sorted(out, key=lambda r: r["worst_gap"])
 
@@ -240,7 +242,8 @@ def run(*, out: str | None = "flowsolver-study.png", quick: bool = False, model=
          f"= {default.gpus} GPUs")
     echo(f"setting: TP {default.tp} inside each server, PP {default.pp}, DP {default.dp} across servers, "
          f"distributed optimizer, {default.global_batch} sequences x {spec.seq_len} tokens per step, "
-         f"MFU {default.mfu:.0%} while computing, DP overlapping the last backward pass\n")
+         f"MFU {default.mfu:.0%} while computing, DP overlapping the last backward pass; "
+         f"~{default.memory_per_gpu / 1e9:.0f} GB per GPU of {default.gpu_memory / 1e9:.0f}\n")
     echo(format_table(rows))
     echo("")
     notes = []
@@ -274,9 +277,9 @@ def run(*, out: str | None = "flowsolver-study.png", quick: bool = False, model=
     search = article_search(model=spec, nodes=nodes,
                             settings=[(8, 1, 1), (1, 1, 3)] if quick else None,
                             batches=[8, 64] if quick else None)
-    best = search[0]
+    best = next((r for r in search if r["fits"]), search[0])
     echo("Which settings give the article's overheads? (tp, pp, dp, zero, global batch, DP overlap; "
-         "overheads NDR / HDR / RoCE 400G / Ethernet 100G; article 41 / 50 / 59 / 72 %)")
+         "overheads NDR / HDR / RoCE 400G / Ethernet 100G; article 41 / 50 / 59 / 72 %; memory per GPU)")
     shown = []
     for r in search:
         o = r["overheads"]
@@ -288,7 +291,8 @@ def run(*, out: str | None = "flowsolver-study.png", quick: bool = False, model=
             break
         echo(f"  tp {r['tp']} pp {r['pp']} dp {r['dp']} zero {r['zero']} batch {r['global_batch']:4d} "
              f"overlap {r['dp_overlap']:.1f}:  {o['ib_ndr']:.0%} / {o['ib_hdr']:.0%} / {o['roce_400g']:.0%} / "
-             f"{o['eth_100g']:.0%}   worst gap {r['worst_gap']:.0%}")
+             f"{o['eth_100g']:.0%}   worst gap {r['worst_gap']:.0%}   {r['memory_per_gpu'] / 1e9:.0f} GB"
+             + ("" if r["fits"] else " (does not fit)"))
     tokens = best["global_batch"] * spec.seq_len
     need = _roce_efficiency_for(ARTICLE["roce_400g"]["overhead"], best, spec, nodes, DEFAULT_MFU)
     pcie_like = training_step(cluster("pcie_only", nodes), model=spec, tp=best["tp"], pp=best["pp"], zero=best["zero"],

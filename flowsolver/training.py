@@ -43,7 +43,8 @@ import topologies as tp_
 
 from .collectives import collective, concurrent
 
-__all__ = ["ModelSpec", "MODELS", "get_model", "training_step", "StepResult", "Phase", "DEFAULT_MFU"]
+__all__ = ["ModelSpec", "MODELS", "get_model", "training_step", "StepResult", "Phase", "DEFAULT_MFU",
+           "memory_per_gpu"]
 
 # Llama 3 405B trained at 38-43 % MFU on 16k H100s (Llama 3 paper, table 4). We take the top
 # of that range as the fraction of peak reached while computing; the end-to-end MFU the
@@ -190,6 +191,8 @@ class StepResult:
 
     ``breakdown`` maps compute, bubble, tp, pp, ep, dp to their share of ``step_time`` (the
     communication entries are the exposed parts): the values add up to ``step_time``.
+    ``memory_per_gpu`` (bytes) is :func:`memory_per_gpu`'s estimate; ``fits`` compares it with
+    the GPU's memory. The step is timed whether or not it fits.
     """
 
     model: str
@@ -212,7 +215,14 @@ class StepResult:
     comm_overhead: float
     mfu: float
     achieved_mfu: float
+    memory_per_gpu: float = 0.0
+    gpu_memory: float = 0.0
     _parts: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def fits(self) -> bool:
+        """Whether the estimated ``memory_per_gpu`` fits the GPU's memory (bytes)."""
+        return self.memory_per_gpu <= self.gpu_memory
 
     @property
     def breakdown(self) -> dict:
@@ -265,8 +275,33 @@ def _check_batch(global_batch, dp, micro_batch) -> int:
     return global_batch
 
 
+def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
+                   microbatches: int = 1) -> float:
+    """Estimated bytes per GPU of mixed-precision Adam training.
+
+    Parameters held: ``(N - N_experts) / (tp pp) + N_experts / (tp pp ep)``. Per parameter
+    (ZeRO paper, Rajbhandari et al. 2020): bf16 weights 2 bytes, bf16 gradients 2, fp32
+    master weights + Adam moments 12; ZeRO stage 1 shards the 12 over ``dp``, stage 2 also
+    the gradients, stage 3 also the weights. Activations: ``34 s b h / tp`` bytes per layer
+    and microbatch with sequence parallelism and flash attention (Korthikanti et al. 2022,
+    without the ``5 a s / h`` term that flash attention removes), for the ``L / pp`` layers
+    of a stage and the ``min(pp, m)`` microbatches 1F1B keeps in flight on the first stage.
+
+    >>> round(memory_per_gpu(get_model("llama-3-70b"), tp=8, pp=1, dp=8) / 1e9, 1)
+    71.3
+    """
+    spec = get_model(model)
+    held = (spec.params - spec.expert_params) / (tp * pp) + spec.expert_params / (tp * pp * ep)
+    weights = 2.0 * held / (dp if zero >= 3 else 1)
+    grads = 2.0 * held / (dp if zero >= 2 else 1)
+    optimizer = 12.0 * held / (dp if zero >= 1 else 1)
+    in_flight = min(pp, max(1, microbatches))
+    activations = 34.0 * spec.seq_len * micro_batch * spec.hidden / tp * (spec.layers / pp) * in_flight
+    return weights + grads + optimizer + activations
+
+
 def _compose(*, model, gpus, tp, pp, dp, ep, global_batch, micro_batch, peak, mfu, zero, dp_overlap,
-             per_call, algorithms, bytes_, groups, bottlenecks):
+             per_call, algorithms, bytes_, groups, bottlenecks, gpu_memory=0.0):
     """The step from per-call collective times (pure arithmetic)."""
     m = global_batch // (dp * micro_batch)
     s = model.seq_len
@@ -314,13 +349,16 @@ def _compose(*, model, gpus, tp, pp, dp, ep, global_batch, micro_batch, peak, mf
     tps = tokens / step
     parts = dict(model=model, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, global_batch=global_batch,
                  micro_batch=micro_batch, peak=peak, mfu=mfu, zero=zero, dp_overlap=dp_overlap,
-                 per_call=per_call, algorithms=algorithms, bytes_=bytes_, groups=groups, bottlenecks=bottlenecks)
+                 per_call=per_call, algorithms=algorithms, bytes_=bytes_, groups=groups, bottlenecks=bottlenecks,
+                 gpu_memory=gpu_memory)
+    memory = memory_per_gpu(model, tp=tp, pp=pp, dp=dp, ep=ep, zero=zero, micro_batch=micro_batch, microbatches=m)
     return StepResult(model=model.name, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, global_batch=global_batch,
                       micro_batch=micro_batch, microbatches=m, tokens_per_step=float(tokens), compute_time=compute,
                       bubble_time=bubble, phases=phases, step_time=step, tokens_per_s=tps,
                       single_gpu_tokens_per_s=single, speedup=tps / single,
                       comm_overhead=exposed / step, mfu=mfu,
-                      achieved_mfu=tps * model.flops_per_token / (gpus * peak), _parts=parts)
+                      achieved_mfu=tps * model.flops_per_token / (gpus * peak), memory_per_gpu=memory,
+                      gpu_memory=gpu_memory, _parts=parts)
 
 
 def _time_groups(graph, op, size, groups, algorithm, options):
@@ -413,6 +451,7 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
             raise ValueError(f"the graph's GPUs have types {sorted(map(str, types))}: pass gpu= (one type)")
         gpu = types.pop()
     peak = tp_.get_gpu(gpu).peak_bf16_flops
+    gpu_memory = tp_.get_gpu(gpu).memory
     algorithms = {"tp": "auto", "pp": "auto", "ep": "auto", "dp": "auto", **(algorithms or {})}
     unknown = set(algorithms) - {"tp", "pp", "ep", "dp"}
     if unknown:
@@ -457,4 +496,5 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
             per_call[gather], _, _ = _time_groups(graph, "all_gather", size, members, algs[key], options)
     return _compose(model=spec, gpus=n, tp=tp, pp=pp, dp=dp, ep=ep, global_batch=global_batch,
                     micro_batch=micro_batch, peak=peak, mfu=mfu, zero=zero, dp_overlap=dp_overlap,
-                    per_call=per_call, algorithms=algs, bytes_=sizes, groups=groups, bottlenecks=bottlenecks)
+                    per_call=per_call, algorithms=algs, bytes_=sizes, groups=groups, bottlenecks=bottlenecks,
+                    gpu_memory=gpu_memory)

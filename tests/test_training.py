@@ -109,3 +109,19 @@ def test_lockstep_groups_equal_the_event_driven_run():
     with pytest.raises(ValueError, match="lockstep=True needs collectives with one op, size"):
         concurrent(g, [groups[0], dict(groups[1], size=2**20)], lockstep=True)
     assert math.isnan(concurrent(g, groups[:2], alone=False).alone[0])
+
+
+def test_memory_estimate_follows_the_zero_and_activation_formulas():
+    from flowsolver.training import memory_per_gpu
+
+    m = get_model("llama-3-70b")
+    n = m.params
+    act = 34 * 8192 * 8192 / 8 * 80               # 34 s b h / tp per layer, 80 layers, b = 1
+    assert memory_per_gpu(m, tp=8, pp=1, dp=8, zero=1) == pytest.approx(4 * n / 8 + 12 * n / 64 + act, rel=1e-12)
+    assert memory_per_gpu(m, tp=8, pp=1, dp=8, zero=3) == pytest.approx(16 * n / 64 + act, rel=1e-12)
+    # 1F1B keeps pp microbatches of a stage's layers in flight on the first stage
+    assert memory_per_gpu(m, tp=8, pp=4, dp=2, zero=1, microbatches=16) == pytest.approx(
+        4 * n / 32 + 12 * n / 64 + act / 4 * 4, rel=1e-12)
+    g = tp.rail_optimized(8)
+    assert training_step(g, model=m, tp=8, global_batch=8).fits                    # ~71 of 80 GB
+    assert not training_step(g, model=m, tp=1, global_batch=64, zero=1).fits       # 4 bytes x 70.6 B per GPU
