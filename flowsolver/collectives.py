@@ -748,19 +748,25 @@ class ConcurrentResult:
     bottleneck: tuple = ()
 
 
-def _timeline(graph, plans, options):
+def _prepare(graph, ranks, flows, options, cache):
+    """A step routed, its sizes and latency, cached by (ranks, flows) object: repeated steps
+    are one list object, and the solo and joint runs of :func:`concurrent` share them."""
+    routing, routing_options, _, protocol, step_latency = options
+    key = (id(ranks), id(flows))
+    if key not in cache:
+        rm, sizes = _route_step(graph, ranks, flows, routing, routing_options)
+        cache[key] = (rm, sizes, _step_latency(graph, rm, protocol, step_latency))
+    return cache[key]
+
+
+def _timeline(graph, plans, options, cache):
     """Event-driven run of several step sequences sharing the fabric; finish time of each."""
-    routing, routing_options, efficiency, protocol, step_latency = options
-    cache = {}
+    efficiency = options[2]
 
     def prepared(i, j):
         ranks, steps, _ = plans[i]
         flows, factor = steps[j]
-        key = (i, id(flows))        # repeated steps are one list object: routed once
-        if key not in cache:
-            rm, sizes = _route_step(graph, ranks, flows, routing, routing_options)
-            cache[key] = (rm, sizes, _step_latency(graph, rm, protocol, step_latency))
-        rm, sizes, latency = cache[key]
+        rm, sizes, latency = _prepare(graph, ranks, flows, options, cache)
         return rm, sizes, latency * factor
 
     n = len(plans)
@@ -852,12 +858,7 @@ def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: di
     options = _routing_options(routing, routing_options, pxn)
     base = _base_latency(protocol, base_latency)
     plans, algorithms = [], []
-    for spec in collectives:
-        spec = dict(spec)
-        unknown = set(spec) - {"op", "size", "ranks", "algorithm", "channels"}
-        if unknown or "op" not in spec or "size" not in spec:
-            raise ValueError(f"each collective needs 'op' and 'size' (optional 'ranks', 'algorithm', "
-                             f"'channels'), got keys {sorted(spec)}")
+    for spec in map(_checked_spec, collectives):
         algorithm = spec.get("algorithm", "auto")
         if algorithm == "auto":   # the fastest alone (collective() also checks every argument)
             algorithm = collective(graph, spec["op"], spec["size"], ranks=spec.get("ranks"),
@@ -878,25 +879,30 @@ def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: di
         plans.append((ranks, sequence, base))
         algorithms.append(algorithm)
     opts = (routing, options, efficiency, protocol, step_latency)
+    cache: dict = {}
     # the links holding the first steps of all of them together
-    firsts = [_route_step(graph, ranks, seq[0][0], routing, options) for ranks, seq, _ in plans]
+    firsts = [_prepare(graph, ranks, seq[0][0], opts, cache)[:2] for ranks, seq, _ in plans]
     stacked = _stack([rm for rm, _ in firsts], separate_links=False)
     _, _, bottleneck = _solve_steps([stacked], [np.concatenate([sz for _, sz in firsts])],
                                     _effective_capacity(firsts[0][0], efficiency))[0]
-    alone_t = [_timeline(graph, [plan], opts)[0] if alone else np.nan for plan in plans]
-    together = _timeline(graph, plans, opts)
+    alone_t = [_timeline(graph, [plan], opts, cache)[0] if alone else np.nan for plan in plans]
+    together = _timeline(graph, plans, opts, cache)
     return ConcurrentResult(alone=tuple(alone_t), together=tuple(together),
                             slowdown=tuple(t / a for t, a in zip(together, alone_t)),
                             makespan=max(together), algorithms=tuple(algorithms), bottleneck=bottleneck)
 
 
+def _checked_spec(spec) -> dict:
+    spec = dict(spec)
+    if set(spec) - {"op", "size", "ranks", "algorithm", "channels"} or "op" not in spec or "size" not in spec:
+        raise ValueError(f"each collective needs 'op' and 'size' (optional 'ranks', 'algorithm', "
+                         f"'channels'), got keys {sorted(spec)}")
+    return spec
+
+
 def _lockstep(graph, collectives, routing, routing_options, pxn, protocol, chunk, efficiency, step_latency,
               base_latency, alone) -> ConcurrentResult:
-    specs = [dict(spec) for spec in collectives]
-    for spec in specs:
-        if set(spec) - {"op", "size", "ranks", "algorithm", "channels"} or "op" not in spec or "size" not in spec:
-            raise ValueError(f"each collective needs 'op' and 'size' (optional 'ranks', 'algorithm', "
-                             f"'channels'), got keys {sorted(spec)}")
+    specs = [_checked_spec(spec) for spec in collectives]
     kinds = {(spec["op"], float(spec["size"]), spec.get("algorithm", "auto"), spec.get("channels")) for spec in specs}
     if len(kinds) != 1:
         raise ValueError("lockstep=True needs collectives with one op, size, algorithm and channels, got "

@@ -76,11 +76,6 @@ class StudyRow:
     step: object
     article: dict
 
-    @property
-    def overhead_gap(self) -> float:
-        """Model overhead minus the article's (fraction of step time)."""
-        return self.step.comm_overhead - self.article["overhead"]
-
 
 def network_study(*, model="llama-3-70b", nodes: int = 8, tp_degree: int = 8, pp: int = 1,
                   global_batch: int = 512, micro_batch: int = 1, zero: int = 1, dp_overlap: float = 1.0,

@@ -259,8 +259,11 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     >>> df[["nodes", "link", "status"]].values.tolist()[:2], bool((df["busbw"] > 0).all())
     ([[1, 'ib_ndr', 'ok'], [1, 'ib_hdr', 'ok']], True)
     """
-    import pandas as pd
-
+    try:
+        import pandas  # noqa: F401   (fail before any scenario runs)
+    except ImportError:
+        raise ImportError("sweep needs pandas: install the 'analysis' extra (pip install 'flowsolver[analysis]')") \
+            from None
     scenarios = expand(grid)
     if shard is not None:
         i, n = shard

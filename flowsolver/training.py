@@ -36,12 +36,11 @@ keeps it below).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import topologies as tp_
 
-from .collectives import collective, concurrent
+from .collectives import concurrent
 
 __all__ = ["ModelSpec", "MODELS", "get_model", "training_step", "StepResult", "Phase", "DEFAULT_MFU",
            "memory_per_gpu"]
