@@ -36,7 +36,7 @@ keeps it below).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import topologies as tp_
 
@@ -310,9 +310,9 @@ def _compose(*, model, gpus, tp, pp, dp, ep, global_batch, micro_batch, peak, mf
     layers = model.layers / pp
     phases = {}
 
-    def add(name, op, calls, exposed):
+    def add(name, op, calls, exposed, each=None):
         phases[name] = Phase(name=name, op=op, algorithm=algorithms[name], bytes=bytes_[name], calls=calls,
-                             per_call=per_call[name], exposed=exposed, groups=groups[name][0],
+                             per_call=per_call[name] if each is None else each, exposed=exposed, groups=groups[name][0],
                              group_size=groups[name][1], bottleneck=bottlenecks[name])
 
     if "tp" in per_call:
@@ -331,15 +331,15 @@ def _compose(*, model, gpus, tp, pp, dp, ep, global_batch, micro_batch, peak, mf
             window = dp_overlap * t_mb
             for k in dp_names:
                 per_mb = per_call[k] + 2 * per_call[k + "_gather"]
-                add(k, "reduce_scatter+all_gather", 3 * m, m * max(0.0, per_mb - window))
+                add(k, "reduce_scatter+all_gather", 3 * m, m * max(0.0, per_mb - window), each=per_mb / 3)
                 window = max(0.0, window - per_mb)
         else:
             window = dp_overlap * (2.0 / 3.0) * t_mb      # the backward pass of the last microbatch
             for k in dp_names:
                 total = per_call[k] + per_call.get(k + "_gather", 0.0)
                 ops = "all_reduce" if zero == 0 else "reduce_scatter+all_gather"
-                add(k, ops, 1 if zero == 0 else 2, max(0.0, total - window))
-                phases[k] = replace(phases[k], per_call=total / (1 if zero == 0 else 2))
+                calls = 1 if zero == 0 else 2
+                add(k, ops, calls, max(0.0, total - window), each=total / calls)
                 window = max(0.0, window - total)
     exposed = sum(p.exposed for p in phases.values())
     step = compute + bubble + exposed
