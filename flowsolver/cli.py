@@ -32,7 +32,7 @@ _EXAMPLES = """examples:
   flowsolver sweep sweep.toml --out results.csv
 """
 
-_FAMILIES = ("rail_optimized", "fat_tree", "leaf_spine", "dragonfly", "torus")
+_FAMILIES = tuple(tp.FAMILIES)
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.I)
 
 
@@ -76,23 +76,10 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 
 
 def _build(args):
-    server = args.server
-    if args.family == "rail_optimized":
-        g = tp.rail_optimized(args.nodes, server=server or "dgx_h100", link=args.link,
-                              oversubscription=args.oversubscription)
-    elif args.family == "fat_tree":
-        g = tp.fat_tree(args.k, link=args.link, server=server)
-    elif args.family == "leaf_spine":
-        g = tp.leaf_spine(args.leaves, args.spines, args.hosts_per_leaf, link=args.link,
-                          oversubscription=args.oversubscription, server=server)
-    elif args.family == "dragonfly":
-        g = tp.dragonfly(args.p, args.a, args.h, g=args.g, link_local=args.link, link_global=args.link,
-                         server=server)
-    else:
-        g = tp.torus(args.dims, link=args.link, wrap=not args.mesh, server=server)
-    if args.fail_fraction:
-        g = tp.fail_links(g, args.fail_fraction, seed=args.seed)
-    return g
+    return tp.build(args.family, link=args.link, server=args.server, oversubscription=args.oversubscription,
+                    fail_fraction=args.fail_fraction, seed=args.seed, nodes=args.nodes, k=args.k,
+                    leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf, p=args.p, a=args.a,
+                    h=args.h, g=args.g, dims=args.dims, wrap=not args.mesh)
 
 
 def _parser() -> argparse.ArgumentParser:

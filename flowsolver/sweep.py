@@ -28,10 +28,7 @@ from .training import training_step
 
 __all__ = ["sweep", "expand", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS", "METRICS"]
 
-TOPOLOGY_KEYS = {
-    "rail_optimized": ("nodes",), "fat_tree": ("k",), "leaf_spine": ("leaves", "spines", "hosts_per_leaf"),
-    "dragonfly": ("p", "a", "h", "g"), "torus": ("dims", "wrap"),
-}
+TOPOLOGY_KEYS = tp.FAMILIES
 COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fraction", "seed", "routing",
                "subflows")
 COLLECTIVE_KEYS = ("op", "size", "algorithm", "channels")
@@ -82,28 +79,9 @@ def scenario_id(s: dict) -> str:
 
 
 def _build(s: dict):
-    fam = s["family"]
-    kw = {k: s[k] for k in TOPOLOGY_KEYS[fam] if k in s and s[k] is not None}
-    missing = [k for k in TOPOLOGY_KEYS[fam] if k not in kw and k not in ("g", "wrap")]
-    if missing:
-        raise ValueError(f"family {fam!r} needs parameter(s) {missing}")
-    server = s["server"]
-    if fam == "rail_optimized":
-        g = tp.rail_optimized(kw["nodes"], server=server or "dgx_h100", link=s["link"],
-                              oversubscription=s["oversubscription"])
-    elif fam == "fat_tree":
-        g = tp.fat_tree(kw["k"], link=s["link"], server=server)
-    elif fam == "leaf_spine":
-        g = tp.leaf_spine(kw["leaves"], kw["spines"], kw["hosts_per_leaf"], link=s["link"],
-                          oversubscription=s["oversubscription"], server=server)
-    elif fam == "dragonfly":
-        g = tp.dragonfly(kw["p"], kw["a"], kw["h"], g=kw.get("g"), link_local=s["link"], link_global=s["link"],
-                         server=server)
-    else:
-        g = tp.torus(tuple(kw["dims"]), link=s["link"], wrap=kw.get("wrap", True), server=server)
-    if s["fail_fraction"]:
-        g = tp.fail_links(g, s["fail_fraction"], seed=int(s["seed"]))
-    return g
+    size = {k: s[k] for k in TOPOLOGY_KEYS[s["family"]] if k in s}
+    return tp.build(s["family"], link=s["link"], server=s["server"], oversubscription=s["oversubscription"],
+                    fail_fraction=s["fail_fraction"], seed=s["seed"], **size)
 
 
 def _collective_kw(s):

@@ -17,6 +17,7 @@ This package knows nothing of JAX or routing.
 
 from .analysis import (TopologyError, bisection_max_flow, describe, format_description, gpus,
                        load, save, validate)
+from .build import FAMILIES, build
 from .clos import fat_tree, leaf_spine, rail_optimized
 from .dragonfly import dragonfly, global_link_partner
 from .failures import fabric_cables, fail_links
@@ -31,7 +32,7 @@ __all__ = [
     "GpuSpec", "ServerModel", "ServerPorts", "get_gpu", "get_server", "register_server",
     "server_names",
     "fat_tree", "leaf_spine", "rail_optimized", "dragonfly", "global_link_partner", "torus",
-    "add_storage", "fail_links", "fabric_cables",
+    "add_storage", "fail_links", "fabric_cables", "build", "FAMILIES",
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
     "default_cluster",
