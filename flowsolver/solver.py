@@ -256,7 +256,7 @@ def _first_bad(mask, name, rule, arr):
 
 def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=None,
                  max_rounds: int | None = None, inner_rounds: int = 4,
-                 compact: bool | None = None) -> Allocation:
+                 compact: bool | None = None, method: str = "auto") -> Allocation:
     """Weighted max-min fair rates of the flows of ``routing``.
 
     Parameters
@@ -275,8 +275,16 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
     inner_rounds : int
         Rounds per convergence check (a host round trip per check on a GPU).
     compact : bool, optional
-        Shrink a single large problem on the host as its flows freeze (default: on for a
-        single scenario of more than ``COMPACT_FLOWS`` flows; batches are never compacted).
+        Dense method: shrink a single large problem on the host as its flows freeze
+        (default: on for a single scenario of more than ``COMPACT_FLOWS`` flows; batches
+        are never compacted).
+    method : "auto", "dense" or "frontier"
+        ``"dense"`` tests every link in every round (batches run as one vmapped call);
+        ``"frontier"`` tests only the lowest-share links each round, at a cost independent
+        of the number of flows (see ``flowsolver._frontier``; a batch is solved scenario by
+        scenario). Both give progressive filling's rates. ``"auto"``: frontier for a single
+        scenario of at least ``FRONTIER_FLOWS`` flows with paths of at most 32 links,
+        dense otherwise.
 
     Returns
     -------
@@ -319,6 +327,8 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
     if isinstance(inner_rounds, bool) or not isinstance(inner_rounds, (int, np.integer)) or inner_rounds < 1:
         raise ValueError(f"inner_rounds must be an integer >= 1, got {inner_rounds!r}")
+    if method not in ("auto", "dense", "frontier"):
+        raise ValueError(f"method must be 'auto', 'dense' or 'frontier', got {method!r}")
     batch = batched[0] if batched else None
     crossing = _crossing(rm, cap)           # flows held by at least one finite link
     unbounded = ~crossing & np.isinf(d)     # (N,) or (B, N)
@@ -327,7 +337,14 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         raise ValueError(f"flow {f} crosses no link of finite capacity and has no demand cap: its "
                          "max-min rate is unbounded; give it a demand or route it over a link")
     compact = (batch is None) if compact is None else bool(compact)
-    out = _solve(rm, cap, w, d, unbounded, batch, dtype, int(max_rounds), int(inner_rounds), compact)
+    paths = None
+    if method == "frontier" or (method == "auto" and batch is None and n_flows >= FRONTIER_FLOWS):
+        from . import _frontier
+
+        paths = _frontier.path_table(rm)
+        if method == "auto" and not _frontier.eligible(paths[0], n_links, d):
+            paths = None
+    out = _solve(rm, cap, w, d, unbounded, batch, dtype, int(max_rounds), int(inner_rounds), compact, paths)
     if merged is not None:
         out = _expand(out, merged)
     return out
@@ -357,8 +374,10 @@ COMPACT_FLOWS = 1 << 15
 #: compact when at most this fraction of the flows is left unfrozen (0.65 measured ~5 %
 #: faster than 0.5 and ~15 % faster than 0.8 on the 1 M-flow benchmark, with the fine ladder)
 COMPACT_KEEP = 0.65
-#: single solves with more flows than this are spread over all local devices
+#: single solves with more flows than this are spread over all local devices (dense method)
 SHARD_FLOWS = 1 << 15
+#: method="auto" uses the frontier method for single solves of at least this many flows
+FRONTIER_FLOWS = 1 << 14
 
 
 @dataclass
@@ -548,9 +567,29 @@ def _solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     return r[:, :N], load[:, :L], b[:, :N], k, frozen.all(axis=1)
 
 
-def _solve(rm, cap, w, d, unbounded, batch, dtype, max_rounds, inner, compact):
+def _solve_frontier(rm, paths, cap, w, d, unbounded, batch, dtype, max_rounds, inner):
+    """Frontier method, one scenario at a time (rows of the batch in turn)."""
+    from . import _frontier
+
+    L, N = rm.n_links, rm.n_flows
+    rows = 1 if batch is None else batch
+    pick = lambda a, b: a if a.ndim == 1 else a[b]  # noqa: E731
+    out = []
+    for b in range(rows):
+        lay = _frontier.build(rm, *paths, pick(cap, b), pick(w, b), pick(d, b), pick(unbounded, b))
+        r, load, bn, k, frozen = _frontier.solve(lay, dtype, max_rounds, inner)
+        out.append((r[:N].astype(dtype), load[:L].astype(dtype), bn[:N], np.int32(k), np.bool_(frozen[:N].all())))
+    if batch is None:
+        return out[0]
+    return tuple(np.stack([o[i] for o in out]) for i in range(5))
+
+
+def _solve(rm, cap, w, d, unbounded, batch, dtype, max_rounds, inner, compact, paths=None):
     with jax.enable_x64(dtype == np.float64):
-        if batch is None:
+        if paths is not None:
+            rates, load, bneck, rounds, conv = _solve_frontier(rm, paths, cap, w, d, unbounded, batch, dtype,
+                                                               max_rounds, inner)
+        elif batch is None:
             rates, load, bneck, rounds, conv = _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact)
         else:
             rates, load, bneck, rounds, conv = _solve_batch(rm, cap, w, d, unbounded, batch, dtype,

@@ -72,6 +72,7 @@ def test_unbounded_flow_raises_naming_it_and_batches_report_it():
     (dict(capacity=np.ones((2, 2)), weights=np.ones((3, 3))), r"disagree on the batch size"),
     (dict(dtype="float16"), r"dtype must be 'float32' or 'float64'"),
     (dict(max_rounds=0), r"max_rounds must be an integer >= 1"),
+    (dict(method="simplex"), r"method must be 'auto', 'dense' or 'frontier', got 'simplex'"),
 ])
 def test_bad_input_raises_before_tracing(kwargs, match):
     A = sp.csc_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
@@ -112,20 +113,25 @@ seeds = st.integers(0, 2**32 - 1)
 prop = settings(max_examples=60, deadline=None)
 
 
+methods = pytest.mark.parametrize("method", ["dense", "frontier"])
+
+
+@methods
 @prop
-@given(seeds)
-def test_agrees_with_progressive_filling(seed):
+@given(seed=seeds)
+def test_agrees_with_progressive_filling(seed, method):
     A, cap, w, d = instance(seed)
-    a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d)
+    a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method=method)
     assert bool(a.converged)
     np.testing.assert_allclose(rates(a), progressive_filling(A, cap, w, d), rtol=1e-9, atol=1e-9)
 
 
+@methods
 @prop
-@given(seeds)
-def test_feasible_and_bottleneck_characterisation(seed):
+@given(seed=seeds)
+def test_feasible_and_bottleneck_characterisation(seed, method):
     A, cap, w, d = instance(seed)
-    a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d)
+    a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method=method)
     x = rates(a)
     load = A @ x
     assert (load <= cap * (1 + 1e-9) + 1e-12).all() and (x <= d * (1 + 1e-12)).all()
@@ -185,12 +191,13 @@ def test_merging_identical_flows_leaves_rates_unchanged(seed):
     np.testing.assert_allclose(plain, progressive_filling(A2, cap, w2, d2), rtol=1e-9, atol=1e-9)
 
 
+@methods
 @prop
-@given(seeds)
-def test_float32_agrees_with_float64(seed):
+@given(seed=seeds)
+def test_float32_agrees_with_float64(seed, method):
     A, cap, w, d = instance(seed)
-    r64 = rates(max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d))
-    a32 = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, dtype="float32")
+    r64 = rates(max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method=method))
+    a32 = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, dtype="float32", method=method)
     assert a32.rates.dtype == np.float32
     np.testing.assert_allclose(rates(a32), r64, rtol=1e-4, atol=1e-6 * max(1.0, r64.max()))
 
@@ -278,3 +285,92 @@ def test_one_problem_split_over_devices_gives_the_same_allocation(monkeypatch):
     np.testing.assert_allclose(split.link_load, one.link_load, rtol=1e-12)
     np.testing.assert_array_equal(split.bottleneck, one.bottleneck)
     assert int(split.rounds) == int(one.rounds) and bool(split.converged)
+
+
+# ------------------------------------------------------------------ the frontier method
+def characterise(A, cap, w, d, a):
+    """Feasible, capped flows at their caps, every other flow at the largest level of a
+    saturated link it crosses (the bottleneck it reports)."""
+    x = rates(a)
+    load = A @ x
+    assert (load <= cap * (1 + 1e-9) + 1e-9).all()
+    level = x / w
+    for f, l in enumerate(np.asarray(a.bottleneck)):
+        if l == -1:
+            assert x[f] == pytest.approx(d[f], rel=1e-9)
+        else:
+            assert A[l, f] > 0 and load[l] >= cap[l] * (1 - 1e-9)
+            assert level[f] >= level[A[l] > 0].max() * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("subflows,weighted,capped,failed", [
+    (1, False, False, 0.0), (2, False, False, 0.0), (1, True, True, 0.0), (2, True, False, 0.05)])
+def test_frontier_matches_dense_and_oracle_on_a_routed_fat_tree(subflows, weighted, capped, failed):
+    g = tp.fat_tree(4)
+    if failed:
+        g = tp.fail_links(g, failed, seed=3)
+    rm = route(g, Flows.all_to_all(16, 1.0), policy="ecmp_hash", subflows=subflows)
+    rng = np.random.default_rng(subflows)
+    w = rng.uniform(0.5, 3.0, rm.n_flows) if weighted else None
+    d = np.where(rng.random(rm.n_flows) < 0.2, rng.uniform(1e9, 2e10, rm.n_flows), INF) if capped else None
+    A = rm.to_scipy()
+    front = max_min_fair(rm, weights=w, demands=d, method="frontier")
+    dense = max_min_fair(rm, weights=w, demands=d, method="dense")
+    assert bool(front.converged) and int(front.status) == 0
+    np.testing.assert_allclose(rates(front), rates(dense), rtol=1e-12)
+    np.testing.assert_allclose(front.link_load, dense.link_load, rtol=1e-9, atol=1e-3)
+    ww = np.ones(rm.n_flows) if w is None else w
+    dd = np.full(rm.n_flows, INF) if d is None else d
+    np.testing.assert_allclose(rates(front), progressive_filling(A, rm.capacity, ww, dd), rtol=1e-9)
+    characterise(A.toarray(), rm.capacity, ww, dd, front)
+
+
+def test_frontier_with_a_small_pair_buffer_is_still_exact(monkeypatch):
+    import flowsolver._frontier as frontier
+
+    g = tp.rail_optimized(4)
+    rm = route(g, Flows.all_to_all(32, 1.0), policy="ecmp_hash", subflows=2)
+    full = max_min_fair(rm, method="frontier")
+    monkeypatch.setattr(frontier, "PAIRS_PER_ROUND", 16)    # one link's flows per round at most
+    small = max_min_fair(rm, method="frontier")
+    np.testing.assert_allclose(rates(small), rates(full), rtol=1e-12)
+    assert int(small.rounds) > int(full.rounds) and bool(small.converged)
+    np.testing.assert_allclose(rates(small), progressive_filling(rm.to_scipy(), rm.capacity), rtol=1e-9)
+
+
+def test_auto_uses_the_frontier_for_large_single_solves_only(monkeypatch):
+    import flowsolver._frontier as frontier
+    import flowsolver.solver as solver
+
+    calls = []
+    real = frontier.solve
+    monkeypatch.setattr(frontier, "solve", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rm = route(tp.rail_optimized(4), Flows.all_to_all(32, 1.0), policy="ecmp_hash")
+    max_min_fair(rm)
+    assert calls == []                                     # below FRONTIER_FLOWS: dense
+    monkeypatch.setattr(solver, "FRONTIER_FLOWS", 100)
+    auto = max_min_fair(rm)
+    assert calls == [1]
+    max_min_fair(rm, np.tile(rm.capacity, (2, 1)))         # batches: dense, one vmapped call
+    assert calls == [1]
+    np.testing.assert_allclose(rates(auto), rates(max_min_fair(rm, method="dense")), rtol=1e-12)
+
+
+def test_frontier_batch_reports_per_scenario_status():
+    A = sp.csc_matrix(np.array([[1.0, 1.0], [0.0, 1.0]]))
+    caps = [[np.inf, 2.0], [4.0, 2.0], [0.0, 2.0]]
+    front = max_min_fair(A, caps, method="frontier")
+    dense = max_min_fair(A, caps, method="dense")
+    assert list(front.status) == [2, 0, 0]
+    np.testing.assert_allclose(rates(front)[1:], rates(dense)[1:], rtol=1e-12)
+    np.testing.assert_allclose(rates(front)[1:], [[2.0, 2.0], [0.0, 0.0]])
+
+
+def test_frontier_same_bucket_does_not_recompile():
+    A1 = sp.random(40, 60, density=0.1, random_state=1, format="csc") + sp.eye(40, 60, format="csc")
+    A2 = sp.random(41, 59, density=0.1, random_state=2, format="csc") + sp.eye(41, 59, format="csc")
+    max_min_fair(A1, np.full(40, 2.0), method="frontier")
+    before = trace_count()
+    max_min_fair(A1, np.full(40, 5.0), method="frontier")
+    max_min_fair(A2, np.full(41, 3.0), method="frontier")
+    assert trace_count() == before
