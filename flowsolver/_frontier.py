@@ -68,11 +68,20 @@ class Layout:
         return len(self.cap)
 
 
+def path_width(rm) -> int:
+    """Width of :func:`path_table`'s table (sum over slots of the longest segment used),
+    without building it."""
+    lengths = np.append(np.diff(rm.seg_ptr), 0)
+    return int(sum(lengths[rm.flow_seg[:, k]].max(initial=0) for k in range(rm.flow_seg.shape[1])))
+
+
 def path_table(rm):
     """(flows, P) link ids of each flow's path (padding ``-1``) and their fractions (``None``
-    when every fraction is 1), from the factored routing: segment rows gathered per slot,
-    no per-entry sort."""
-    S = rm.n_segments
+    when every fraction is 1), from the factored routing (a RoutingMatrix or the solver's
+    sub-problem: ``seg_ptr``, ``seg_link``, ``seg_frac``, ``flow_seg``, ``flow_coef``):
+    segment rows gathered per slot, no per-entry sort."""
+    S = len(rm.seg_ptr) - 1
+    n_flows = rm.flow_seg.shape[0]
     lengths = np.diff(rm.seg_ptr)
     unit = rm.flow_coef is None and bool(np.all(rm.seg_frac == 1.0))
     lam = max(int(lengths.max()) if S else 0, 1)
@@ -95,7 +104,7 @@ def path_table(rm):
             fr = seg_fr[segs, :width]
             fracs.append(fr if rm.flow_coef is None else fr * rm.flow_coef[:, k:k + 1])
     if not links:
-        return np.full((rm.n_flows, 1), -1, np.int32), None
+        return np.full((n_flows, 1), -1, np.int32), None
     path = np.concatenate(links, axis=1) if len(links) > 1 else links[0]
     if unit:
         return path, None
@@ -104,10 +113,10 @@ def path_table(rm):
     return path, np.where(path >= 0, frac, 0.0)
 
 
-def build(rm, path, frac, cap, w, d, skip) -> Layout:
+def build(path, frac, cap, w, d, skip) -> Layout:
     """The frontier layout of one scenario (``cap`` (L,), ``w``, ``d`` (N,) float64);
     flows in ``skip`` (unbounded ones of a batch) and zero-cap flows start frozen at 0."""
-    N, L = rm.n_flows, rm.n_links
+    N, L = len(w), len(cap)
     capped = np.flatnonzero(np.isfinite(d) & (d > 0) & ~skip)
     zero = (np.isfinite(d) & (d == 0)) | skip
     V = len(capped)
@@ -142,7 +151,10 @@ def build(rm, path, frac, cap, w, d, skip) -> Layout:
     link_ptr[:L + V + 1] = csr.indptr
     deg = np.diff(csr.indptr)
     used = int(np.count_nonzero(deg))
-    B = bucket_size(max(int(deg.max(initial=1)), min(PAIRS_PER_ROUND, E)), min(16 * SMALL, PAIRS_PER_ROUND))
+    # the buffer grows with the problem (E / 256) so that fabrics with thousands of equal
+    # bottlenecks (an all-to-all's NIC links) still freeze hundreds of links per round
+    B = bucket_size(max(int(deg.max(initial=1)), min(PAIRS_PER_ROUND, E), E // 256),
+                    min(16 * SMALL, PAIRS_PER_ROUND))
     K = int(np.clip(B // max(E // max(used, 1), 1), 32, 1024))
     K = min(1 << (K.bit_length() - 1), Lp)
     capacity = np.full(Lp, np.inf)
@@ -155,10 +167,10 @@ def build(rm, path, frac, cap, w, d, skip) -> Layout:
     return Layout(full_path, full_frac, link_ptr, link_flow, capacity, weights, frozen0, L, K, B)
 
 
-def eligible(path: np.ndarray, n_links: int, d: np.ndarray) -> bool:
+def eligible(rm, d: np.ndarray) -> bool:
     """Whether the frontier method suits this problem: short paths, few capped flows."""
     capped = int(np.count_nonzero(np.isfinite(d) & (d > 0)))
-    return path.shape[1] + (capped > 0) <= MAX_PATH and capped <= max(n_links, 4096)
+    return path_width(rm) + (capped > 0) <= MAX_PATH and capped <= max(rm.n_links, 4096)
 
 
 def _kernel(path, frac, link_ptr, link_flow, cap, w, frozen0, max_rounds, n_real, *, n_links, K, B, inner):

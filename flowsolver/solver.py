@@ -283,8 +283,8 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         ``"frontier"`` tests only the lowest-share links each round, at a cost independent
         of the number of flows (see ``flowsolver._frontier``; a batch is solved scenario by
         scenario). Both give progressive filling's rates. ``"auto"``: frontier for a single
-        scenario of at least ``FRONTIER_FLOWS`` flows with paths of at most 32 links,
-        dense otherwise.
+        scenario of at least ``FRONTIER_FLOWS`` flows with paths of at most 32 links and
+        few capped flows, dense otherwise.
 
     Returns
     -------
@@ -337,14 +337,13 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         raise ValueError(f"flow {f} crosses no link of finite capacity and has no demand cap: its "
                          "max-min rate is unbounded; give it a demand or route it over a link")
     compact = (batch is None) if compact is None else bool(compact)
-    paths = None
-    if method == "frontier" or (method == "auto" and batch is None and n_flows >= FRONTIER_FLOWS):
+    mode = "dense" if method == "auto" else method
+    if method == "auto" and batch is None and n_flows >= FRONTIER_FLOWS:
         from . import _frontier
 
-        paths = _frontier.path_table(rm)
-        if method == "auto" and not _frontier.eligible(paths[0], n_links, d):
-            paths = None
-    out = _solve(rm, cap, w, d, unbounded, batch, dtype, int(max_rounds), int(inner_rounds), compact, paths)
+        if _frontier.eligible(rm, d):
+            mode = "frontier"
+    out = _solve(rm, cap, w, d, unbounded, batch, dtype, int(max_rounds), int(inner_rounds), compact, mode)
     if merged is not None:
         out = _expand(out, merged)
     return out
@@ -567,16 +566,17 @@ def _solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     return r[:, :N], load[:, :L], b[:, :N], k, frozen.all(axis=1)
 
 
-def _solve_frontier(rm, paths, cap, w, d, unbounded, batch, dtype, max_rounds, inner):
+def _solve_frontier(rm, cap, w, d, unbounded, batch, dtype, max_rounds, inner):
     """Frontier method, one scenario at a time (rows of the batch in turn)."""
     from . import _frontier
 
     L, N = rm.n_links, rm.n_flows
+    paths = _frontier.path_table(rm)
     rows = 1 if batch is None else batch
     pick = lambda a, b: a if a.ndim == 1 else a[b]  # noqa: E731
     out = []
     for b in range(rows):
-        lay = _frontier.build(rm, *paths, pick(cap, b), pick(w, b), pick(d, b), pick(unbounded, b))
+        lay = _frontier.build(*paths, pick(cap, b), pick(w, b), pick(d, b), pick(unbounded, b))
         r, load, bn, k, frozen = _frontier.solve(lay, dtype, max_rounds, inner)
         out.append((r[:N].astype(dtype), load[:L].astype(dtype), bn[:N], np.int32(k), np.bool_(frozen[:N].all())))
     if batch is None:
@@ -584,10 +584,10 @@ def _solve_frontier(rm, paths, cap, w, d, unbounded, batch, dtype, max_rounds, i
     return tuple(np.stack([o[i] for o in out]) for i in range(5))
 
 
-def _solve(rm, cap, w, d, unbounded, batch, dtype, max_rounds, inner, compact, paths=None):
+def _solve(rm, cap, w, d, unbounded, batch, dtype, max_rounds, inner, compact, mode="dense"):
     with jax.enable_x64(dtype == np.float64):
-        if paths is not None:
-            rates, load, bneck, rounds, conv = _solve_frontier(rm, paths, cap, w, d, unbounded, batch, dtype,
+        if mode == "frontier":
+            rates, load, bneck, rounds, conv = _solve_frontier(rm, cap, w, d, unbounded, batch, dtype,
                                                                max_rounds, inner)
         elif batch is None:
             rates, load, bneck, rounds, conv = _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact)

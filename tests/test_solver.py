@@ -153,23 +153,25 @@ def test_feasible_and_bottleneck_characterisation(seed, method):
         assert any(level[f] >= level[A[l] > 0].max() * (1 - 1e-9) for l in links)
 
 
+@methods
 @prop
-@given(seeds)
-def test_permuting_flows_and_links_permutes_rates(seed):
+@given(seed=seeds)
+def test_permuting_flows_and_links_permutes_rates(seed, method):
     A, cap, w, d = instance(seed)
     rng = np.random.default_rng(seed + 1)
     pf, pl = rng.permutation(A.shape[1]), rng.permutation(A.shape[0])
-    base = rates(max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d))
-    perm = rates(max_min_fair(sp.csc_matrix(A[pl][:, pf]), cap[pl], weights=w[pf], demands=d[pf]))
+    base = rates(max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method=method))
+    perm = rates(max_min_fair(sp.csc_matrix(A[pl][:, pf]), cap[pl], weights=w[pf], demands=d[pf], method=method))
     np.testing.assert_allclose(perm, base[pf], rtol=1e-9, atol=1e-12)
 
 
+@methods
 @prop
-@given(seeds, st.sampled_from([1e-3, 0.5, 7.0, 4e10]))
-def test_scaling_capacities_and_caps_scales_rates(seed, s):
+@given(seed=seeds, s=st.sampled_from([1e-3, 0.5, 7.0, 4e10]))
+def test_scaling_capacities_and_caps_scales_rates(seed, s, method):
     A, cap, w, d = instance(seed)
-    base = rates(max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d))
-    scaled = rates(max_min_fair(sp.csc_matrix(A), cap * s, weights=w, demands=d * s))
+    base = rates(max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method=method))
+    scaled = rates(max_min_fair(sp.csc_matrix(A), cap * s, weights=w, demands=d * s, method=method))
     np.testing.assert_allclose(scaled, base * s, rtol=1e-9, atol=1e-12 * s)
 
 
@@ -345,15 +347,19 @@ def test_auto_uses_the_frontier_for_large_single_solves_only(monkeypatch):
     calls = []
     real = frontier.solve
     monkeypatch.setattr(frontier, "solve", lambda *a, **k: calls.append(1) or real(*a, **k))
-    rm = route(tp.rail_optimized(4), Flows.all_to_all(32, 1.0), policy="ecmp_hash")
-    max_min_fair(rm)
+    rm = route(tp.fat_tree(4), Flows.all_to_all(16, 1.0), policy="ecmp_hash")
+    w = np.random.default_rng(0).uniform(0.5, 2.0, rm.n_flows)     # many distinct levels
+    max_min_fair(rm, weights=w)
     assert calls == []                                     # below FRONTIER_FLOWS: dense
     monkeypatch.setattr(solver, "FRONTIER_FLOWS", 100)
-    auto = max_min_fair(rm)
+    auto = max_min_fair(rm, weights=w)
+    assert calls == [1] and bool(auto.converged)
+    max_min_fair(rm, np.tile(rm.capacity, (2, 1)), weights=w)   # batches: dense, one vmapped call
     assert calls == [1]
-    max_min_fair(rm, np.tile(rm.capacity, (2, 1)))         # batches: dense, one vmapped call
-    assert calls == [1]
-    np.testing.assert_allclose(rates(auto), rates(max_min_fair(rm, method="dense")), rtol=1e-12)
+    dense = max_min_fair(rm, weights=w, method="dense")
+    np.testing.assert_allclose(rates(auto), rates(dense), rtol=1e-12)
+    np.testing.assert_allclose(auto.link_load, dense.link_load, rtol=1e-9)
+    characterise(rm.to_scipy().toarray(), rm.capacity, w, np.full(rm.n_flows, INF), auto)
 
 
 def test_frontier_batch_reports_per_scenario_status():
