@@ -68,20 +68,23 @@ class Layout:
         return len(self.cap)
 
 
+def slot_widths(rm) -> list[int]:
+    """Longest segment each slot of ``rm.flow_seg`` uses (0 for a slot no flow uses)."""
+    lengths = np.append(np.diff(rm.seg_ptr), 0)          # slot -1 -> the extra 0
+    return [int(lengths[rm.flow_seg[:, k]].max(initial=0)) for k in range(rm.flow_seg.shape[1])]
+
+
 def path_width(rm) -> int:
-    """Width of :func:`path_table`'s table (sum over slots of the longest segment used),
-    without building it."""
-    lengths = np.append(np.diff(rm.seg_ptr), 0)
-    return int(sum(lengths[rm.flow_seg[:, k]].max(initial=0) for k in range(rm.flow_seg.shape[1])))
+    """Width of :func:`path_table`'s table, without building it."""
+    return sum(slot_widths(rm))
 
 
 def path_table(rm):
     """(flows, P) link ids of each flow's path (padding ``-1``) and their fractions (``None``
-    when every fraction is 1), from the factored routing (a RoutingMatrix or the solver's
-    sub-problem: ``seg_ptr``, ``seg_link``, ``seg_frac``, ``flow_seg``, ``flow_coef``):
-    segment rows gathered per slot, no per-entry sort."""
-    S = len(rm.seg_ptr) - 1
-    n_flows = rm.flow_seg.shape[0]
+    when every fraction is 1), from a RoutingMatrix's factored form: segment rows gathered
+    per slot, no per-entry sort."""
+    S = rm.n_segments
+    n_flows = rm.n_flows
     lengths = np.diff(rm.seg_ptr)
     unit = rm.flow_coef is None and bool(np.all(rm.seg_frac == 1.0))
     lam = max(int(lengths.max()) if S else 0, 1)
@@ -94,11 +97,10 @@ def path_table(rm):
         if not unit:
             seg_fr[row, col] = rm.seg_frac
     links, fracs = [], []
-    for k in range(rm.flow_seg.shape[1]):
-        segs = np.where(rm.flow_seg[:, k] >= 0, rm.flow_seg[:, k], S)
-        width = int(lengths[segs[segs < S]].max()) if (segs < S).any() else 0
+    for k, width in enumerate(slot_widths(rm)):
         if width == 0:
             continue
+        segs = np.where(rm.flow_seg[:, k] >= 0, rm.flow_seg[:, k], S)
         links.append(seg_tab[segs, :width])
         if not unit:
             fr = seg_fr[segs, :width]
