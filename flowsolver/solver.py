@@ -40,6 +40,7 @@ float64 within 1e-4 relative on the test suite.
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 
 import jax
@@ -158,7 +159,9 @@ def _kernel(entry_link, entry_seg, entry_frac, slot_seg, slot_coef, cap, w, d, f
 
     def one_round(state):
         t, frozen, bneck, rounds = state
-        busy = total(jnp.sum(~frozen, dtype=jnp.int32)) > 0
+        # a round runs only while flows are left and max_rounds is not reached (the inner
+        # loop would otherwise overshoot it by up to ``inner - 1`` rounds)
+        busy = (total(jnp.sum(~frozen, dtype=jnp.int32)) > 0) & (rounds < max_rounds)
         W = total(seg_to_link_sum(slot_to_seg_sum(jnp.where(frozen, 0, w))))
         F = total(seg_to_link_sum(slot_to_seg_sum(jnp.where(frozen, t * w, 0))))
         share = jnp.where(W > 0, jnp.maximum(cap - F, 0) / jnp.where(W > 0, W, 1), inf)
@@ -171,8 +174,8 @@ def _kernel(entry_link, entry_seg, entry_frac, slot_seg, slot_coef, cap, w, d, f
         s_link = jax.ops.segment_max(jnp.where(freeze_link[entry_link], entry_link, -1),
                                      entry_seg, n_segs, indices_are_sorted=True)
         f_link = per_flow(s_link[flat_seg], jnp.max)
-        by_link = ~frozen & (f_link >= 0)
-        by_cap = ~frozen & ~by_link & (cap_level <= m)
+        by_link = busy & ~frozen & (f_link >= 0)
+        by_cap = busy & ~frozen & ~by_link & (cap_level <= m)
         t = jnp.where(by_link, m, jnp.where(by_cap, cap_level, t))
         bneck = jnp.where(by_link, f_link, jnp.where(by_cap, -1, bneck))
         return t, frozen | by_link | by_cap, bneck, rounds + busy.astype(jnp.int32)
@@ -228,6 +231,8 @@ def _as_routing(routing) -> tuple[RoutingMatrix, MergedRouting | None]:
     if isinstance(routing, RoutingMatrix):
         return routing, None
     if sp.issparse(routing):
+        if np.iscomplexobj(routing.data) or routing.dtype.kind not in "fiub":
+            raise ValueError(f"routing fractions must be real numbers >= 0, got dtype {routing.dtype}")
         m = sp.csc_matrix(routing, dtype=np.float64)
         if m.nnz and not np.isfinite(m.data).all():
             raise ValueError("routing fractions must be finite numbers >= 0 (the matrix has NaN or inf)")
@@ -239,11 +244,26 @@ def _as_routing(routing) -> tuple[RoutingMatrix, MergedRouting | None]:
                      f"got {type(routing).__name__}")
 
 
+def _real_array(name, value) -> np.ndarray:
+    """``value`` as a float64 array; complex, boolean or non-numeric input is an error."""
+    raw = np.asarray(value)
+    if raw.dtype == object:
+        try:
+            raw = raw.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be real numbers, got {raw.ravel()[:3].tolist()!r}...") from None
+    if np.iscomplexobj(raw):
+        raise ValueError(f"{name} must be real numbers, got complex values (dtype {raw.dtype})")
+    if raw.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must be real numbers, got dtype {raw.dtype}")
+    return raw.astype(np.float64)
+
+
 def _per(name, value, n, default, *, what):
     """Broadcast a per-item input to (n,) or (B, n) float64, checking its shape."""
     if value is None:
         return np.asarray(default, dtype=np.float64)
-    arr = np.asarray(value, dtype=np.float64)
+    arr = _real_array(name, value)
     if arr.ndim == 0:
         arr = np.full(n, float(arr))
     if arr.ndim not in (1, 2) or arr.shape[-1] != n:
@@ -323,12 +343,12 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         _first_bad(bad, "weights", "a finite number > 0", w)
     if (bad := ~(d >= 0)).any():
         _first_bad(bad, "demands", "a number >= 0 bytes/s (inf = no cap)", d)
+    if dtype == np.float32:
+        _check_float32(cap, w, d)
     batched = [a.shape[0] for a in (cap, w, d) if a.ndim == 2]
     if batched and len(set(batched)) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(batched))}")
-    if max_rounds is None:
-        max_rounds = n_flows + 1
-    if isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer)) or max_rounds < 1:
+    if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer)) or max_rounds < 1):
         raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
     if isinstance(inner_rounds, bool) or not isinstance(inner_rounds, (int, np.integer)) or inner_rounds < 1:
         raise ValueError(f"inner_rounds must be an integer >= 1, got {inner_rounds!r}")
@@ -348,10 +368,29 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
 
         if _frontier.eligible(rm, d):
             mode = "frontier"
-    out = _solve(rm, cap, w, d, unbounded, batch, dtype, int(max_rounds), int(inner_rounds), compact, mode)
+    out = _solve(rm, cap, w, d, unbounded, batch, dtype, None if max_rounds is None else int(max_rounds),
+                 int(inner_rounds), compact, mode)
     if merged is not None:
         out = _expand(out, merged)
     return out
+
+
+def _check_float32(cap, w, d):
+    """float32 must hold every capacity, cap and weight, and every level (rate / weight) the
+    dense kernel forms: an overflow would return ``inf`` rates with status ok."""
+    big = float(np.finfo(np.float32).max) / 16          # headroom for sums of a few terms
+    tiny = float(np.finfo(np.float32).tiny)
+    for name, arr in (("capacity", cap), ("demands", d)):
+        if (bad := np.isfinite(arr) & (arr > big)).any():
+            _first_bad(bad, name, f"at most {big:.3g} bytes/s with dtype='float32' (use dtype='float64')", arr)
+    if (bad := w < tiny).any():
+        _first_bad(bad, "weights", f"at least {tiny:.3g} with dtype='float32' (use dtype='float64')", w)
+    finite = np.concatenate([cap[np.isfinite(cap)].ravel(), d[np.isfinite(d)].ravel()])
+    top = float(finite.max(initial=0.0))
+    if top / float(w.min()) > big:
+        raise ValueError(f"dtype='float32' cannot hold the levels (rate / weight) of this problem: largest "
+                         f"capacity or cap {top:.3g} over smallest weight {float(w.min()):.3g} exceeds "
+                         f"{big:.3g}; use dtype='float64'")
 
 
 def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
@@ -573,9 +612,15 @@ def _solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     return r[:, :N], load[:, :L], b[:, :N], k, frozen.all(axis=1)
 
 
+#: check every converged frontier solve against the max-min certificate (flowsolver._certificate)
+CHECK_FRONTIER = True
+
+
 def _solve_frontier(rm, cap, w, d, unbounded, batch, dtype, max_rounds, inner):
-    """Frontier method, one scenario at a time (rows of the batch in turn)."""
-    from . import _frontier
+    """Frontier method, one scenario at a time (rows of the batch in turn), in float64
+    whatever ``dtype``; each converged result is checked against the max-min certificate
+    and, should it ever fail, re-solved with the dense method (with a warning)."""
+    from . import _certificate, _frontier
 
     L, N = rm.n_links, rm.n_flows
     paths = _frontier.path_table(rm)
@@ -583,9 +628,20 @@ def _solve_frontier(rm, cap, w, d, unbounded, batch, dtype, max_rounds, inner):
     pick = lambda a, b: a if a.ndim == 1 else a[b]  # noqa: E731
     out = []
     for b in range(rows):
-        lay = _frontier.build(*paths, pick(cap, b), pick(w, b), pick(d, b), pick(unbounded, b))
-        r, load, bn, k, frozen = _frontier.solve(lay, dtype, max_rounds, inner)
-        out.append((r[:N].astype(dtype), load[:L].astype(dtype), bn[:N], np.int32(k), np.bool_(frozen[:N].all())))
+        cap_b, w_b, d_b, skip_b = pick(cap, b), pick(w, b), pick(d, b), pick(unbounded, b)
+        lay = _frontier.build(*paths, cap_b, w_b, d_b, skip_b)
+        r, load, bn, k, frozen = _frontier.solve(lay, _frontier.round_bound(lay) if max_rounds is None else max_rounds,
+                                                 inner)
+        r, load, bn, conv = r[:N], load[:L], bn[:N], bool(frozen[:N].all())
+        bad = _certificate.violation(rm, cap_b, w_b, d_b, r, bn, skip=skip_b, paths=paths) if conv and CHECK_FRONTIER else None
+        if bad is not None:
+            warnings.warn(f"max_min_fair: the frontier method's result failed its max-min certificate ({bad}); "
+                          "re-solved with the dense method", RuntimeWarning, stacklevel=4)
+            with jax.enable_x64(True):
+                r, load, bn, kd, conv = _solve_batch(rm, cap_b[None], w_b[None], d_b[None], skip_b[None], 1,
+                                                     np.dtype(np.float64), max_rounds or N + 1, inner)
+            r, load, bn, k, conv = r[0], load[0], bn[0], int(k) + int(kd[0]), bool(conv[0])
+        out.append((r.astype(dtype), load.astype(dtype), bn, np.int32(k), np.bool_(conv)))
     if batch is None:
         return out[0]
     return tuple(np.stack([o[i] for o in out]) for i in range(5))
@@ -593,6 +649,8 @@ def _solve_frontier(rm, cap, w, d, unbounded, batch, dtype, max_rounds, inner):
 
 def _solve(rm, cap, w, d, unbounded, batch, dtype, max_rounds, inner, compact, mode="dense"):
     with jax.enable_x64(dtype == np.float64):
+        if mode != "frontier" and max_rounds is None:
+            max_rounds = rm.n_flows + 1          # each dense round freezes at least one flow
         if mode == "frontier":
             rates, load, bneck, rounds, conv = _solve_frontier(rm, cap, w, d, unbounded, batch, dtype,
                                                                max_rounds, inner)

@@ -27,8 +27,8 @@ def progressive_filling(A, capacity, weights=None, demands=None, tol=1e-12):
         cap_level = np.where(free, d / w, np.inf)
         lam = min(share.min(initial=np.inf), cap_level.min(initial=np.inf))
         assert np.isfinite(lam), "unbounded flow"
-        tight = share <= lam * (1 + tol) + tol
-        hit = free & ((A[tight] > 0).any(axis=0) | (cap_level <= lam * (1 + tol) + tol))
+        tight = share <= lam * (1 + tol)                 # relative only: any unit, any scale
+        hit = free & ((A[tight] > 0).any(axis=0) | (cap_level <= lam * (1 + tol)))
         level[hit] = np.minimum(lam, cap_level[hit])
         frozen |= hit
     return level * w
