@@ -61,6 +61,8 @@ INF_KEY = float(np.array((0x7FF00000 >> 1) + 0x00800000, np.int32).view(np.float
 PAIRS_PER_ROUND = 1 << 15
 #: the widest path table (links per flow, padded) ``method="auto"`` sends to the frontier
 MAX_PATH = 32
+#: a round's fixed cost on a 2-core CPU, in pair reads (~0.2 ms, measured on fat_tree(12))
+ROUND_PAIRS = 1 << 14
 #: smallest flow / link bucket (the pair buffer and lists start at 16 x this)
 SMALL = 64
 #: a link's weight sum is trusted while its error bound is below 2^-TRUST_BITS of the sum,
@@ -86,6 +88,7 @@ class Layout:
     n_real: int                  # real links (private cap links come after them)
     K: int
     B: int
+    level_ties: int              # ties at the minimum share that make a round a level round
 
     @property
     def n_links(self) -> int:
@@ -202,7 +205,11 @@ def build(path, frac, cap, w, d, skip) -> Layout:
     weights[:N] = w
     frozen0 = np.ones(Np, dtype=bool)
     frozen0[:N] = zero
-    return Layout(full_path, full_frac, link_ptr, link_flow, link_frac, capacity, weights, frozen0, L, K, B)
+    # a level round (one pass over all flows) against the frontier rounds a tie needs (K
+    # links each, a round costing B pairs plus a fixed cost of about ROUND_PAIRS pairs)
+    level_ties = max(K, -(-K * Np // (B + ROUND_PAIRS)))
+    return Layout(full_path, full_frac, link_ptr, link_flow, link_frac, capacity, weights, frozen0, L, K, B,
+                  level_ties)
 
 
 def eligible(rm, d: np.ndarray) -> bool:
@@ -237,7 +244,7 @@ def _quantum_exponent(total):
 
 
 def _kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rounds, n_real, *,
-            n_links, K, B, inner):
+            n_links, K, B, inner, level_ties):
     _TRACES["count"] += 1
     Np, P = path.shape
     unit = frac is None
@@ -246,8 +253,6 @@ def _kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rou
     live0 = ~frozen0
     E = link_flow.shape[0]
     real = path != pad_link
-    # level round when the frontier needs more rounds for a tie than a pass over all flows costs
-    level_ties = max(K, -(-K * Np // B))
 
     def contributions(rows_w, rows_frac, mask):
         """(M, P) float64 weight x fraction of the masked flows on their path entries."""
@@ -412,7 +417,7 @@ def _kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rou
     return rates, F, jnp.where(bneck < n_real, bneck, -1), rounds, frozen
 
 
-_JITTED = jax.jit(_kernel, static_argnames=("n_links", "K", "B", "inner"))
+_JITTED = jax.jit(_kernel, static_argnames=("n_links", "K", "B", "inner", "level_ties"))
 
 
 def solve(lay: Layout, max_rounds: int, inner: int):
@@ -428,5 +433,5 @@ def solve(lay: Layout, max_rounds: int, inner: int):
                       None if lay.link_frac is None else jnp.asarray(lay.link_frac, f64),
                       jnp.asarray(lay.cap, f64), jnp.asarray(lay.weights, f64), jnp.asarray(lay.frozen0),
                       jnp.int32(max_rounds), jnp.int32(lay.n_real), n_links=lay.n_links, K=lay.K, B=lay.B,
-                      inner=inner)
+                      inner=inner, level_ties=lay.level_ties)
         return tuple(np.asarray(x) for x in out)

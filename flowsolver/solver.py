@@ -54,7 +54,7 @@ from .routing._matrix import _ranges
 __all__ = ["max_min_fair", "Allocation", "STATUS", "bucket_size", "trace_count"]
 
 #: per-scenario status codes
-STATUS = {0: "ok", 1: "not converged (max_rounds reached)", 2: "unbounded flow (no link, no cap)"}
+STATUS = {0: "ok", 1: "not converged (max_rounds or max_events reached)", 2: "unbounded flow (no link, no cap)"}
 OK, NOT_CONVERGED, UNBOUNDED = 0, 1, 2
 
 _TRACES = {"count": 0}

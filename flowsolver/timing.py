@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .routing import RoutingMatrix
-from .solver import max_min_fair
+from .solver import NOT_CONVERGED, OK, max_min_fair
 
 __all__ = ["completion_times", "Completion"]
 
@@ -27,17 +27,29 @@ class Completion:
     finish : ndarray (flows,)
         Completion time of each flow, seconds (``inf`` for a flow that never gets bandwidth).
     makespan : float or ndarray
-        The last finite completion time, seconds.
+        The last finite completion time, seconds; ``nan`` where ``max_events`` stopped the
+        run before every flow finished or stalled (the time is then unknown).
     events : int or ndarray
         Re-solves (rate changes) taken.
     stalled : ndarray of bool (flows,)
         Flows with bytes left and rate 0 (their links failed).
+    unfinished : ndarray of bool (flows,)
+        Flows still moving bytes when ``max_events`` stopped the run (``finish`` is ``inf``).
+    status : int or ndarray
+        0 ok, 1 stopped by ``max_events`` with unfinished flows (``flowsolver.STATUS``).
     """
 
     finish: np.ndarray
     makespan: np.ndarray
     events: np.ndarray
     stalled: np.ndarray
+    unfinished: np.ndarray
+    status: np.ndarray
+
+    @property
+    def ok(self):
+        """True where every flow finished or stalled within ``max_events``."""
+        return self.status == OK
 
 
 def completion_times(routing, sizes=None, capacity=None, *, weights=None, demands=None,
@@ -54,9 +66,12 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     capacity, weights, demands, dtype
         As for :func:`~flowsolver.max_min_fair` (bytes/s).
     max_events : int, optional
-        Bound on the re-solves (default: number of flows + 1).
+        Bound on the re-solves (default: number of flows + 1, always enough: every event
+        finishes a flow). A run it cuts short reports ``status`` 1 and its unfinished flows.
     rtol : float
-        Flows within ``rtol`` of their size at an event finish at that event.
+        Relative tolerance: a flow whose time to finish is within ``rtol`` of the group's
+        next event, or whose bytes left are within ``rtol`` of its size, finishes at that
+        event (relative to the quantities, so the same in any unit).
     groups : array of int (flows,), optional
         Independent problems solved together: flows of different groups must share no link
         (checked). Each group keeps its own clock, so one solve per event advances every
@@ -105,7 +120,7 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     else:
         per_flow = lambda a: a  # noqa: E731              ((B, 1) broadcasts)
     remaining = np.broadcast_to(sizes, (B, n)).copy()
-    scale = np.maximum(remaining, 1.0)
+    scale = remaining.copy()
     base = np.broadcast_to(base, (B, n))
     done = remaining <= 0
     finish = np.where(done, 0.0, np.inf)
@@ -138,16 +153,21 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
         remaining = np.where(running, remaining - rates * per_flow(step), remaining)
         clock += step
         events += live
-        newly = running & (remaining <= rtol * scale)
+        newly = running & ((to_go <= per_flow(step) * (1 + rtol)) | (remaining <= rtol * scale))
         finish[newly] = np.broadcast_to(per_flow(clock), (B, n))[newly]
         done |= newly
+    unfinished = ~done
     finite = np.where(np.isfinite(finish), finish, -np.inf)
     makespan = np.maximum(finite.max(axis=1, initial=-np.inf), 0.0)
+    cut = unfinished.any(axis=1)
+    makespan = np.where(cut, np.nan, makespan)
+    status = np.where(cut, NOT_CONVERGED, OK).astype(np.int32)
     events = events.max(axis=1)
-    out = Completion(finish=finish, makespan=makespan, events=events, stalled=stalled)
     if batch is None:
-        out = Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0])
-    return out
+        return Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0],
+                          unfinished=unfinished[0], status=status[0])
+    return Completion(finish=finish, makespan=makespan, events=events, stalled=stalled, unfinished=unfinished,
+                      status=status)
 
 
 def _check_groups(rm, groups):

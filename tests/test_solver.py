@@ -73,6 +73,13 @@ def test_unbounded_flow_raises_naming_it_and_batches_report_it():
     (dict(dtype="float16"), r"dtype must be 'float32' or 'float64'"),
     (dict(max_rounds=0), r"max_rounds must be an integer >= 1"),
     (dict(method="simplex"), r"method must be 'auto', 'dense' or 'frontier', got 'simplex'"),
+    (dict(capacity=[1.0 + 1j, 1.0]), r"capacity must be real numbers, got complex"),
+    (dict(weights=["a", 1.0, 1.0]), r"weights must be real numbers"),
+    (dict(capacity=[1e39, 1.0], dtype="float32"), r"capacity\[0\] must be at most .* with dtype='float32'"),
+    (dict(demands=[1.0, 1e39, INF], dtype="float32"), r"demands\[1\] must be at most .* dtype='float32'"),
+    (dict(weights=[1e-40, 1.0, 1.0], dtype="float32"), r"weights\[0\] must be at least .* dtype='float32'"),
+    (dict(capacity=[1e30, 1.0], weights=[1e-10, 1.0, 1.0], dtype="float32"),
+     r"dtype='float32' cannot hold the levels .* use dtype='float64'"),
 ])
 def test_bad_input_raises_before_tracing(kwargs, match):
     A = sp.csc_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
@@ -88,6 +95,8 @@ def test_bad_matrices():
         max_min_fair(sp.csc_matrix(np.array([[1.0, -0.5]])), [1.0])
     with pytest.raises(ValueError, match="NaN or inf"):
         max_min_fair(sp.csc_matrix(np.array([[1.0, np.nan]])), [1.0])
+    with pytest.raises(ValueError, match="routing fractions must be real numbers"):
+        max_min_fair(sp.csc_matrix(np.array([[1.0 + 1j, 1.0]])), [1.0])
     with pytest.raises(ValueError, match="routing must be a RoutingMatrix or a scipy.sparse"):
         max_min_fair(np.ones((2, 2)), [1.0, 1.0])
 
@@ -332,12 +341,14 @@ def test_frontier_with_a_small_pair_buffer_is_still_exact(monkeypatch):
 
     g = tp.rail_optimized(4)
     rm = route(g, Flows.all_to_all(32, 1.0), policy="ecmp_hash", subflows=2)
-    full = max_min_fair(rm, method="frontier")
+    w = np.random.default_rng(5).uniform(0.5, 2.0, rm.n_flows)     # distinct levels: no level rounds
+    full = max_min_fair(rm, weights=w, method="frontier")
     monkeypatch.setattr(frontier, "PAIRS_PER_ROUND", 16)    # one link's flows per round at most
-    small = max_min_fair(rm, method="frontier")
+    small = max_min_fair(rm, weights=w, method="frontier")
     np.testing.assert_allclose(rates(small), rates(full), rtol=1e-12)
-    assert int(small.rounds) > int(full.rounds) and bool(small.converged)
-    np.testing.assert_allclose(rates(small), progressive_filling(rm.to_scipy(), rm.capacity), rtol=1e-9)
+    assert int(small.rounds) >= int(full.rounds) and bool(small.converged)
+    ref = progressive_filling(rm.to_scipy(), rm.capacity, w, np.full(rm.n_flows, INF))
+    np.testing.assert_allclose(rates(small), ref, rtol=1e-9)
 
 
 def test_auto_uses_the_frontier_for_large_single_solves_only(monkeypatch):

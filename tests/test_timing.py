@@ -87,3 +87,25 @@ def test_groups_that_share_a_link_are_refused():
         completion_times(A, sizes=[1.0, 1.0], capacity=[1.0], groups=[0, 1])
     with pytest.raises(ValueError, match=r"groups must be an integer array of shape \(2,\)"):
         completion_times(A, sizes=[1.0, 1.0], capacity=[1.0], groups=[0.5, 1])
+
+
+@pytest.mark.parametrize("unit", [1e-12, 1.0, 1e12])
+def test_tolerances_are_relative_to_the_sizes(unit):
+    # two flows on one link of 1 unit/s: both at 0.5 until the first (1 unit) is done at 2,
+    # then the second (3 units) has 2 left at full rate: done at 4 (any unit of bytes)
+    A = sp.csc_matrix([[1.0, 1.0]])
+    c = completion_times(A, sizes=[1 * unit, 3 * unit], capacity=[1.0])
+    np.testing.assert_allclose(c.finish, [2 * unit, 4 * unit], rtol=1e-12)
+    assert int(c.status) == 0 and bool(c.ok)
+
+
+def test_a_run_cut_short_by_max_events_says_so():
+    A = sp.csc_matrix([[1.0, 1.0, 1.0]])
+    c = completion_times(A, sizes=[1.0, 2.0, 3.0], capacity=[1.0], max_events=1)
+    assert int(c.status) == 1 and not bool(c.ok)
+    np.testing.assert_array_equal(c.unfinished, [False, True, True])
+    np.testing.assert_array_equal(c.stalled, [False, False, False])
+    assert c.finish[0] == pytest.approx(3.0) and np.isinf(c.finish[1:]).all()
+    assert np.isnan(c.makespan)                # not the makespan of the finished flows only
+    full = completion_times(A, sizes=[1.0, 2.0, 3.0], capacity=[1.0])
+    assert int(full.status) == 0 and not full.unfinished.any() and full.makespan == pytest.approx(6.0)

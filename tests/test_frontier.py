@@ -1,0 +1,200 @@
+"""The frontier method and the max-min certificate: wide weight ranges, level rounds, the
+reproducers of its wrong answers, the dense fallback, and the auto threshold."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import flowsolver._frontier as frontier
+import flowsolver.solver as solver
+import topologies as tp
+from flowsolver import Flows, RoutingMatrix, max_min_fair, route
+from flowsolver._certificate import violation
+
+from .oracle import progressive_filling
+
+INF = np.inf
+
+
+def rates(a):
+    return np.asarray(a.rates, dtype=np.float64)
+
+
+@pytest.fixture(autouse=True)
+def certificate_failures_are_errors():
+    """A failed certificate would be caught and re-solved; here it must never happen."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*failed its max-min certificate.*")
+        yield
+
+
+# ------------------------------------------------------------------ the reproducers
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_wide_weights_reproducers_are_exact(dtype):
+    # link 1 (0.1) holds flow 0 (level 1e-4, rate 0.1); link 0 then has 1 - 0.03 = 0.97
+    # left for flow 1 at fraction 0.01: rate 97 (progressive filling by hand)
+    A = sp.csc_matrix([[0.3, 0.01], [1.0, 0.0]])
+    a = max_min_fair(A, [1.0, 0.1], weights=[1000.0, 1e-3], dtype=dtype, method="frontier")
+    np.testing.assert_allclose(rates(a), [0.1, 97.0], rtol=1e-6 if dtype == "float32" else 1e-12)
+    # same with fraction 1 and weights 1e9 / 1e-9: 0.97 for flow 1
+    A = sp.csc_matrix([[0.3, 1.0], [1.0, 0.0]])
+    a = max_min_fair(A, [1.0, 0.1], weights=[1e9, 1e-9], dtype=dtype, method="frontier")
+    np.testing.assert_allclose(rates(a), [0.1, 0.97], rtol=1e-6 if dtype == "float32" else 1e-12)
+    assert int(a.status) == 0
+
+
+# ------------------------------------------------------------------ wide random instances
+def wide_instance(seed, max_links=8, max_flows=12):
+    """Weights 1e-6 .. 1e6, fractions 1e-9 .. 1, capacities 1e-3 .. 1e3, some failed links
+    and caps (log-uniform)."""
+    rng = np.random.default_rng(seed)
+    L = int(rng.integers(1, max_links + 1))
+    N = int(rng.integers(1, max_flows + 1))
+    A = np.where(rng.random((L, N)) < 0.5, 10 ** rng.uniform(-9, 0, (L, N)), 0.0)
+    cap = 10 ** rng.uniform(-3, 3, L)
+    cap[rng.random(L) < 0.1] = 0.0
+    w = 10 ** rng.uniform(-6, 6, N)
+    d = np.where(rng.random(N) < 0.3, 10 ** rng.uniform(-3, 3, N), INF)
+    d[~(A > 0).any(axis=0) & np.isinf(d)] = 1.0          # no unbounded flow
+    return A, cap, w, d
+
+
+wide = settings(max_examples=40, deadline=None)
+
+
+@pytest.mark.parametrize("method", ["dense", "frontier"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@wide
+@given(seed=st.integers(0, 2**32 - 1))
+def test_wide_ranges_match_the_oracle_and_the_certificate(seed, method, dtype):
+    A, cap, w, d = wide_instance(seed)
+    a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method=method, dtype=dtype)
+    assert int(a.status) == 0
+    ref = progressive_filling(A, cap, w, d)
+    x = rates(a)
+    # float64: both methods agree with progressive filling to ~1e-13 per rate (measured);
+    # float32: the frontier solves in float64 and rounds (6e-8), dense sums in float32
+    rtol = {"float64": 1e-9, "float32": 1e-6 if method == "frontier" else 1e-3}[dtype]
+    np.testing.assert_allclose(x, ref, rtol=rtol, atol=0)
+    rm = RoutingMatrix.from_scipy(sp.csc_matrix(A))
+    assert violation(rm, cap, w, d, x, a.bottleneck, rtol=1e-9 if dtype == "float64" else 1e-3) is None
+
+
+def test_routed_fat_tree_with_failures_and_wide_weights_is_exact():
+    g = tp.fail_links(tp.fat_tree(4), 0.05, seed=1)
+    rm = route(g, Flows.all_to_all(16, 1.0), policy="ecmp_hash", subflows=2)
+    w = 10 ** np.random.default_rng(0).uniform(-6, 6, rm.n_flows)
+    front = max_min_fair(rm, weights=w, method="frontier")
+    dense = max_min_fair(rm, weights=w, method="dense")
+    ref = progressive_filling(rm.to_scipy(), rm.capacity, w, np.full(rm.n_flows, INF))
+    np.testing.assert_allclose(rates(front), ref, rtol=1e-9)
+    np.testing.assert_allclose(rates(dense), ref, rtol=1e-9)
+    assert violation(rm, rm.capacity, w, rm.demands, rates(front), front.bottleneck) is None
+
+
+# ------------------------------------------------------------------ level rounds
+def test_independent_equal_bottlenecks_take_one_level_round():
+    n = 20_000
+    a = max_min_fair(sp.identity(n, format="csc"), np.full(n, 3.0), method="frontier")
+    assert int(a.rounds) == 1 and bool(a.converged)
+    np.testing.assert_array_equal(rates(a), 3.0)
+    np.testing.assert_array_equal(a.bottleneck, np.arange(n))
+
+
+@pytest.fixture
+def level_rounds_only(monkeypatch):
+    """Every round with a tie of one link is a level round: plain progressive filling (the
+    patch holds for the whole test, every generated input included)."""
+    real = frontier.build
+
+    def build(*args):
+        lay = real(*args)
+        lay.level_ties = 1
+        return lay
+
+    monkeypatch.setattr(frontier, "build", build)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_level_rounds_alone_are_progressive_filling(level_rounds_only, seed):
+    A, cap, w, d = wide_instance(seed)
+    a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method="frontier")
+    np.testing.assert_allclose(rates(a), progressive_filling(A, cap, w, d), rtol=1e-9, atol=0)
+
+
+def test_shares_beyond_the_float32_range_are_still_ordered():
+    # capacities ~1e39 (above float32's 3.4e38): each link is its own bottleneck
+    n = 3000
+    cap = np.geomspace(1e39, 1e42, n)
+    a = max_min_fair(sp.identity(n, format="csc"), cap, method="frontier")
+    np.testing.assert_allclose(rates(a), cap, rtol=1e-15)
+    assert int(a.rounds) <= -(-n // 32) + 1        # K >= 32 links a round, never one
+
+
+def test_paths_wider_than_32_links():
+    rng = np.random.default_rng(4)
+    A = (rng.random((120, 50)) < 0.5) * rng.uniform(0.1, 1.0, (120, 50))
+    A[:, (A > 0).sum(axis=0) < 40] = 0.0
+    A[:40, :] = np.maximum(A[:40, :], 0.3)          # every flow crosses at least 40 links
+    cap = rng.uniform(1.0, 5.0, 120)
+    a = max_min_fair(sp.csc_matrix(A), cap, method="frontier")
+    np.testing.assert_allclose(rates(a), progressive_filling(A, cap), rtol=1e-9)
+
+
+# ------------------------------------------------------------------ the certificate
+def test_certificate_names_what_is_wrong():
+    A = sp.csc_matrix([[0.3, 0.01], [1.0, 0.0]])
+    rm = RoutingMatrix.from_scipy(A)
+    cap, w, d = np.array([1.0, 0.1]), np.array([1000.0, 1e-3]), np.full(2, INF)
+    assert violation(rm, cap, w, d, [0.1, 97.0], [1, 0]) is None
+    # today's wrong answer: flow 1 gets 0.00097 where link 0 still has 0.97 to give
+    assert "not saturated" in violation(rm, cap, w, d, [0.1, 0.00097], [1, 0])
+    assert "above its capacity" in violation(rm, cap, w, d, [0.1, 98.0], [1, 0])
+    two = RoutingMatrix.from_scipy(sp.identity(2, format="csc"))
+    assert "does not cross" in violation(two, [1.0, 1.0], [1.0, 1.0], d, [1.0, 1.0], [1, 0])
+    assert "held by its cap" in violation(rm, cap, w, [INF, 200.0], [0.1, 97.0], [1, -1])
+
+
+def test_a_failed_certificate_re_solves_with_the_dense_method(monkeypatch):
+    real = frontier.solve
+
+    def corrupted(*args):
+        r, load, bn, k, frozen = real(*args)
+        return r * 0.5, load, bn, k, frozen
+
+    monkeypatch.setattr(frontier, "solve", corrupted)
+    A, cap, w, d = wide_instance(7)
+    with pytest.warns(RuntimeWarning, match="failed its max-min certificate .*re-solved with the dense method"):
+        a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method="frontier")
+    np.testing.assert_allclose(rates(a), progressive_filling(A, cap, w, d), rtol=1e-9)
+
+
+# ------------------------------------------------------------------ auto, rounds
+def test_auto_switches_to_the_frontier_at_the_threshold(monkeypatch):
+    calls = []
+    real = frontier.solve
+    monkeypatch.setattr(frontier, "solve", lambda *a, **k: calls.append(1) or real(*a, **k))
+    n = solver.FRONTIER_FLOWS
+    for flows, used in ((n - 1, []), (n, [1])):
+        calls.clear()
+        a = max_min_fair(sp.identity(flows, format="csc"), np.full(flows, 2.0))
+        assert calls == used and bool(a.converged)
+        np.testing.assert_array_equal(rates(a), 2.0)
+
+
+@pytest.mark.parametrize("method", ["dense", "frontier"])
+def test_max_rounds_is_never_overshot(method):
+    # link i carries flows i .. L-1 with capacity (L - i) 2^(L-i): the last link freezes
+    # first, and each freeze makes the next link the only local minimum (L rounds)
+    L = 12
+    A = np.triu(np.ones((L, L)))
+    cap = (L - np.arange(L)) * 2.0 ** (L - np.arange(L))
+    full = max_min_fair(sp.csc_matrix(A), cap, method=method)
+    assert int(full.rounds) == L and int(full.status) == 0
+    a = max_min_fair(sp.csc_matrix(A), cap, method=method, max_rounds=5, inner_rounds=4)
+    assert int(a.rounds) == 5 and int(a.status) == 1 and not bool(a.converged)
