@@ -43,6 +43,7 @@ Flows with a zero cap are frozen at 0 before the first round.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import jax
@@ -95,10 +96,18 @@ class Layout:
         return len(self.cap)
 
 
+_WIDTHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def slot_widths(rm) -> list[int]:
-    """Longest segment each slot of ``rm.flow_seg`` uses (0 for a slot no flow uses)."""
+    """Longest segment each slot of ``rm.flow_seg`` uses (0 for a slot no flow uses);
+    remembered per RoutingMatrix (immutable), since ``auto`` asks before the solve does."""
+    if (known := _WIDTHS.get(rm)) is not None:
+        return known
     lengths = np.append(np.diff(rm.seg_ptr), 0)          # slot -1 -> the extra 0
-    return [int(lengths[rm.flow_seg[:, k]].max(initial=0)) for k in range(rm.flow_seg.shape[1])]
+    widths = [int(lengths[rm.flow_seg[:, k]].max(initial=0)) for k in range(rm.flow_seg.shape[1])]
+    _WIDTHS[rm] = widths
+    return widths
 
 
 def path_width(rm) -> int:

@@ -22,8 +22,10 @@ loop is bounded by ``max_rounds`` (default: the number of flows) and reports con
 
 Two ways to run the rounds (``method=``): the *dense* kernel below tests every link in every
 round; the *frontier* kernel (:mod:`flowsolver._frontier`) tests only the lowest-share links,
-so a round's cost does not grow with the number of flows (1.7 s instead of 7.1 s on a 1 M-flow
-all-to-all). ``method="auto"`` picks the frontier for large single scenarios.
+so a round's cost does not grow with the number of flows (0.93 s instead of 5.2 s on a 1 M-flow
+all-to-all), keeps its per-link weight sums exact, and has every result checked against the
+max-min certificate (:mod:`flowsolver._certificate`). ``method="auto"`` picks the frontier
+for large single scenarios.
 
 The dense kernel consumes the matrix in the factored form of :class:`~flowsolver.RoutingMatrix`
 (segments shared by flows), as COO index arrays with ``jax.ops.segment_*`` reductions of
@@ -33,8 +35,10 @@ with a leading batch axis) is solved by ``vmap`` and, with several devices, shar
 them along the batch axis.
 
 Precision: float64 by default (exactness; the solver turns on 64-bit mode only inside its
-own calls, never globally); ``dtype="float32"`` halves memory and traffic and agrees with
-float64 within 1e-4 relative on the test suite.
+own calls, never globally). ``dtype="float32"``: the dense kernel runs in float32 (half the
+memory and traffic; within 1e-5 .. 1e-3 relative of float64, worst on large all-to-alls
+where the residual capacity cancels); the frontier computes in float64 and rounds its
+output (within 6e-8). Values float32 cannot hold are an error.
 """
 
 from __future__ import annotations
@@ -420,8 +424,9 @@ COMPACT_KEEP = 0.65
 #: single solves with more flows than this are spread over all local devices (dense method)
 SHARD_FLOWS = 1 << 15
 #: method="auto" uses the frontier method for single solves of at least this many flows
-#: (fat-tree all-to-alls after compilation, frontier vs dense: 62 k flows 0.54 / 0.29 s,
-#: 186 k 0.82 / 0.90 s, 470 k 1.15 / 3.20 s, 1 M 1.7 / 7.1 s)
+#: (after compilation, frontier vs dense: fat_tree(12) all-to-all 186 k flows 0.17 / 0.73 s,
+#: fat_tree(16) 1 M 0.93 / 5.2 s, 1 M equal bottlenecks 0.22 / 0.28 s, 200 k incast
+#: 0.060 / 0.052 s; benchmarks/solver_speed.py)
 FRONTIER_FLOWS = 1 << 17
 
 
