@@ -109,10 +109,12 @@ def violation(rm, capacity, weights, demands, rates, bottleneck, skip=None, rtol
         f = int(f_link[np.flatnonzero(bad)[0]])
         return (f"flow {f} (level {level[f]:.6g}) is not the largest on its bottleneck link {bneck[f]} "
                 f"(level {link_max[bneck[f]]:.6g} there)")
-    if paths is not None:
+    if paths is not None:                      # one pass over the whole table, no row gather
         path, frac = paths
-        on = (path[f_link] == links[:, None]) & (True if frac is None else frac[f_link] > 0)
-        crosses = on.any(axis=1)
+        on = path == np.where(keep & (bneck >= 0), bneck, -2)[:, None]
+        if frac is not None:
+            on &= frac > 0
+        crosses = on.any(axis=1)[f_link]
     else:
         crosses = _crosses(rm, f_link, links)
     if (bad := ~crosses).any():

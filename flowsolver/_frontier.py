@@ -132,21 +132,26 @@ def path_table(rm):
         seg_tab[row, col] = rm.seg_link
         if not unit:
             seg_fr[row, col] = rm.seg_frac
-    links, fracs = [], []
-    for k, width in enumerate(slot_widths(rm)):
+    widths = slot_widths(rm)
+    P = sum(widths)
+    if P == 0:
+        return np.full((n_flows, 1), -1, np.int32), None
+    path = np.empty((n_flows, P), np.int32)
+    frac = None if unit else np.empty((n_flows, P))
+    off = 0
+    for k, width in enumerate(widths):
         if width == 0:
             continue
         segs = np.where(rm.flow_seg[:, k] >= 0, rm.flow_seg[:, k], S)
-        links.append(seg_tab[segs, :width])
+        # np.take of a contiguous (segments, width) table: ~2x faster than row indexing
+        path[:, off:off + width] = np.take(np.ascontiguousarray(seg_tab[:, :width]), segs, axis=0)
         if not unit:
-            fr = seg_fr[segs, :width]
-            fracs.append(fr if rm.flow_coef is None else fr * rm.flow_coef[:, k:k + 1])
-    if not links:
-        return np.full((n_flows, 1), -1, np.int32), None
-    path = np.concatenate(links, axis=1) if len(links) > 1 else links[0]
+            frac[:, off:off + width] = np.take(np.ascontiguousarray(seg_fr[:, :width]), segs, axis=0)
+            if rm.flow_coef is not None:
+                frac[:, off:off + width] *= rm.flow_coef[:, k:k + 1]
+        off += width
     if unit:
         return path, None
-    frac = np.concatenate(fracs, axis=1)
     path[frac <= 0] = -1
     return path, np.where(path >= 0, frac, 0.0)
 
