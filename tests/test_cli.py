@@ -91,3 +91,13 @@ def test_help_and_usage_errors(capsys):
     assert main(["collective", "--family", "hypercube"]) == 2
     assert main(["collective", "-b", "1Q"]) == 2
     assert "size must be a number of bytes" in capsys.readouterr().err
+
+
+def test_the_help_example_with_hashed_routing_inside_servers(capsys):
+    # the --help example: on fat_tree(8) with DGX servers small all-reduces stay inside a
+    # server, which crashed ecmp_hash ("need at least one array to concatenate")
+    argv = ["collective", "--family", "fat_tree", "--k", "4", "--server", "dgx_h100", "--routing", "ecmp_hash",
+            "--csv", "-b", "1M", "-e", "4M"]
+    assert main(argv) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert len(rows) >= 3 and rows[0].startswith("size")

@@ -369,3 +369,48 @@ def test_link_table_order_and_dataframe():
     df = rm.links.to_dataframe()
     assert list(df.columns) == ["src", "dst", "capacity", "latency", "tech", "tier", "cables"]
     assert len(df) == g.number_of_edges()
+
+
+FAMILY_POLICIES = [
+    ("fat_tree(4, dgx)", lambda: tp.fat_tree(4, server="dgx_h100"), ("ecmp", "ecmp_hash", "shortest")),
+    ("rail(2)", lambda: tp.rail_optimized(2), ("ecmp", "ecmp_hash", "shortest")),
+    ("leaf_spine(2, 2, 16, dgx)", lambda: tp.leaf_spine(2, 2, 16, server="dgx_h100"), ("ecmp", "ecmp_hash", "shortest")),
+    ("fat_tree(4)", lambda: tp.fat_tree(4), ("ecmp", "ecmp_hash", "shortest")),
+    ("dragonfly(16, 2, 1, dgx)", lambda: tp.dragonfly(16, 2, 1, server="dgx_h100"),
+     ("ecmp", "ecmp_hash", "shortest", "minimal", "valiant", "ugal")),
+    ("torus(2, 2, dgx)", lambda: tp.torus((2, 2), server="dgx_h100"), ("ecmp", "ecmp_hash", "shortest", "dor")),
+]
+
+
+@pytest.mark.parametrize("name,build,policies", FAMILY_POLICIES, ids=[c[0] for c in FAMILY_POLICIES])
+@pytest.mark.parametrize("where", ["inside one server", "under one switch", "across the fabric"])
+def test_every_policy_routes_flows_that_stay_local(name, build, policies, where):
+    g = build()
+    gpus = tp.gpus(g)
+    server = [g.nodes[v].get("server") for v in gpus]
+    leaves = {}           # server -> the switches its NICs are cabled to
+    for v, d in g.nodes(data=True):
+        if d["kind"] == "nic" and d.get("server") is not None:
+            leaves.setdefault(d["server"], set()).update(
+                u for u in g.successors(v) if g.nodes[u]["kind"] == "switch")
+    if where == "inside one server":
+        pairs = [(0, 1), (1, 0), (0, 7)]
+    elif where == "under one switch":
+        pairs = [(0, j) for j in range(len(gpus)) if server[j] != server[0]
+                 and leaves.get(server[j], set()) & leaves.get(server[0], set())][:2]
+    else:
+        pairs = [(0, len(gpus) - 1)]
+    if not pairs:       # DGX servers that spread their NICs over several switches
+        pytest.skip(f"{name}: no two servers under one switch")
+    flows = Flows([a for a, _ in pairs], [b for _, b in pairs], 1e6)
+    for policy in policies:
+        rm = route(g, flows, policy=policy)
+        B, nodes = incidence(g)
+        net = (B @ rm.to_scipy()).toarray()
+        expect = np.zeros_like(net)
+        for f, (a, b) in enumerate(pairs):
+            expect[nodes[gpus[a]], f] += 1
+            expect[nodes[gpus[b]], f] -= 1
+        np.testing.assert_allclose(net, expect, atol=1e-12, err_msg=f"{policy}")
+        a = fs.max_min_fair(rm)
+        assert int(a.status) == 0 and (np.asarray(a.rates) > 0).all()

@@ -303,6 +303,8 @@ def _pick_nic(ix, table, server, rail, gpus):
 
 def _hashed(ix, store, cg, local, a, b, rows, subflows, seed):
     """Fabric slots of ecmp_hash: one hashed path per (flow, sub-flow), deduplicated."""
+    if not len(rows):          # no flow crosses the fabric (all inside a server or under one switch)
+        return [(np.empty(0, dtype=np.int64), 1.0 / subflows)] * subflows
     cols = []
     for sub in range(subflows):
         key = rows.astype(np.int64) * subflows + sub
