@@ -61,6 +61,7 @@ import numpy as np
 
 import topologies as tp
 
+from . import _checks
 from .routing import LinkTable, route
 from .solver import max_min_fair
 from .timing import completion_times
@@ -505,8 +506,8 @@ def _participants(graph, op, ranks, channels):
     span several servers, else 1)."""
     nodes = tp.gpus(graph)
     n_gpu = len(nodes)
-    ranks = list(range(n_gpu)) if ranks is None else [int(r) for r in ranks]
-    if len(ranks) < 2 or len(set(ranks)) != len(ranks) or min(ranks) < 0 or max(ranks) >= n_gpu:
+    ranks = list(range(n_gpu)) if ranks is None else _checks.rank_indices(graph, ranks)
+    if len(ranks) < 2 or len(set(ranks)) != len(ranks):
         raise ValueError(f"ranks must be at least 2 distinct GPU ranks in 0 ... {n_gpu - 1}, got {ranks[:8]}")
     if op == "send_recv":
         ranks = ranks[:2]
@@ -518,8 +519,7 @@ def _participants(graph, op, ranks, channels):
         # one ring per NIC, but no more than the GPUs a server contributes (a ring through
         # one GPU per server can only use that GPU's NIC: more channels change nothing)
         channels = max(1, min(len(nics), max(len(g) for g in groups))) if len(groups) > 1 else 1
-    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
-        raise ValueError(f"channels must be an integer >= 1, got {channels!r}")
+    channels = _checks.integer("channels", channels)
     layout = dict(groups=groups, rings=_ring_orders(groups, channels), channels=channels)
     layout["nvls"] = _nvls_domain(graph, [nodes[r] for r in ranks], len(groups))
     if isinstance(layout["nvls"], tuple):
@@ -564,10 +564,8 @@ def _check_arguments(op, algorithm, protocol, size, chunk):
         raise ValueError(f"algorithm for {op} must be 'auto' or one of {', '.join(allowed)}, got {algorithm!r}")
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    if not (isinstance(size, (int, float, np.floating)) and math.isfinite(size) and size > 0):
-        raise ValueError(f"size must be a finite number of bytes > 0, got {size!r}")
-    if not (chunk > 0):
-        raise ValueError(f"chunk must be > 0 bytes, got {chunk!r}")
+    _checks.positive_number("size", size, "bytes")
+    _checks.positive_number("chunk", chunk, "bytes")
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
@@ -617,6 +615,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     ('nvls', 490)
     """
     _check_arguments(op, algorithm, protocol, size, chunk)
+    _checks.checked_graph(graph)
     return _collective(graph, op, float(size), [ranks], algorithm, routing, routing_options, channels, pxn,
                        protocol, float(chunk), efficiency, step_latency, base_latency)
 
@@ -852,6 +851,7 @@ def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: di
     """
     if not collectives:
         raise ValueError("collectives must be a non-empty list of dicts")
+    _checks.checked_graph(graph)
     if lockstep:
         return _lockstep(graph, collectives, routing, routing_options, pxn, protocol, chunk, efficiency,
                          step_latency, base_latency, alone)

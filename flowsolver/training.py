@@ -36,10 +36,14 @@ keeps it below).
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
+
+import numpy as np
 
 import topologies as tp_
 
+from . import _checks
 from .collectives import concurrent
 
 __all__ = ["ModelSpec", "MODELS", "get_model", "training_step", "StepResult", "Phase", "DEFAULT_MFU",
@@ -259,7 +263,7 @@ class StepResult:
 
 
 def _check_fraction(name, value, *, zero_ok):
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and \
         (0.0 <= value <= 1.0 if zero_ok else 0.0 < value <= 1.0)
     if not ok:
         raise ValueError(f"{name} must be in {'[0, 1]' if zero_ok else '(0, 1]'}, got {value!r}")
@@ -267,11 +271,11 @@ def _check_fraction(name, value, *, zero_ok):
 
 
 def _check_batch(global_batch, dp, micro_batch) -> int:
-    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1 \
-            or global_batch % (dp * micro_batch):
+    if isinstance(global_batch, (bool, np.bool_)) or not isinstance(global_batch, numbers.Integral) \
+            or global_batch < 1 or global_batch % (dp * micro_batch):
         raise ValueError(f"global_batch must be a positive multiple of dp x micro_batch = {dp * micro_batch} "
                          f"sequences, got {global_batch!r}")
-    return global_batch
+    return int(global_batch)
 
 
 def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
@@ -369,9 +373,7 @@ def _time_groups(graph, op, size, groups, algorithm, options):
 
 
 def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
+    return _checks.integer(name, value)
 
 
 def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
@@ -419,10 +421,13 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     ('nvls', 'access')
     """
     spec = get_model(model)
+    _checks.checked_graph(graph)
     nodes = tp_.gpus(graph)
     n = len(nodes)
-    for name, value in (("tp", tp), ("pp", pp), ("ep", ep), ("micro_batch", micro_batch)):
-        _positive_int(name, value)
+    tp, pp, ep, micro_batch = (_positive_int(name, value) for name, value in
+                               (("tp", tp), ("pp", pp), ("ep", ep), ("micro_batch", micro_batch)))
+    if dp is not None:
+        dp = _positive_int("dp", dp)
     if dp is None:
         dp = n // (tp * pp) if n % (tp * pp) == 0 else 0
     _positive_int("dp", dp) if dp else None
@@ -440,8 +445,8 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     dp_overlap = _check_fraction("dp_overlap", dp_overlap, zero_ok=True)
     if global_batch is None:        # 512 sequences (4 M tokens at 8192), rounded up to whole microbatches
         global_batch = -(-512 // (dp * micro_batch)) * dp * micro_batch
-    _check_batch(global_batch, dp, micro_batch)
-    placement = list(range(n)) if ranks is None else [int(r) for r in ranks]
+    global_batch = _check_batch(global_batch, dp, micro_batch)
+    placement = list(range(n)) if ranks is None else _checks.rank_indices(graph, ranks)
     if sorted(placement) != list(range(n)):
         raise ValueError(f"ranks must be a permutation of the {n} GPU ranks")
     if gpu is None:

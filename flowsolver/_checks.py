@@ -1,0 +1,87 @@
+"""Argument checks shared by the collective, training and sweep entry points: integers,
+numbers and GPU ranks as users pass them (Python or NumPy scalars, rank integers or GPU node
+ids), each failure a ``ValueError`` that names the parameter and what it allows."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+import topologies as tp
+
+
+def integer(name: str, value, minimum: int = 1) -> int:
+    """``value`` as a Python int >= ``minimum`` (NumPy integers accepted, bools refused).
+
+    >>> integer("tp", np.int64(8))
+    8
+    >>> integer("tp", 2.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: tp must be an integer >= 1, got 2.0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {_plain(value)!r}")
+    return int(value)
+
+
+def positive_number(name: str, value, unit: str = "") -> float:
+    """``value`` as a finite Python float > 0 (NumPy scalars accepted).
+
+    >>> positive_number("size", np.int64(1024), "bytes")
+    1024.0
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    if not ok or not math.isfinite(float(value)) or float(value) <= 0:
+        what = f"a finite number of {unit} > 0" if unit else "a finite number > 0"
+        raise ValueError(f"{name} must be {what}, got {_plain(value)!r}")
+    return float(value)
+
+
+def rank_indices(graph, ranks, name: str = "ranks") -> list[int]:
+    """GPU ranks (positions in ``topologies.gpus(graph)``) from rank integers (Python or
+    NumPy) or GPU node ids, as ``topologies.gpus`` returns them.
+
+    >>> g = tp.fat_tree(4)
+    >>> rank_indices(g, tp.gpus(g)[:2]), rank_indices(g, np.arange(2))
+    ([0, 1], [0, 1])
+    """
+    nodes = tp.gpus(graph)
+    index = {v: i for i, v in enumerate(nodes)}
+    if isinstance(ranks, (str, bytes)) or not hasattr(ranks, "__iter__"):
+        raise ValueError(f"{name} must be a sequence of GPU ranks or GPU node ids, got {ranks!r}")
+    out = []
+    for i, r in enumerate(ranks):
+        r = _plain(r)
+        if isinstance(r, bool):
+            raise ValueError(f"{name}[{i}] must be a GPU rank or a GPU node id, got {r!r}")
+        if isinstance(r, int):
+            if not 0 <= r < len(nodes):
+                raise ValueError(f"{name}[{i}] = {r} is not a GPU rank of this graph (0 ... {len(nodes) - 1})")
+            out.append(r)
+            continue
+        try:
+            out.append(index[r])
+        except (KeyError, TypeError):
+            raise ValueError(f"{name}[{i}] must be a GPU rank (0 ... {len(nodes) - 1}) or a GPU node id of the "
+                             f"graph (like {nodes[0]!r}), got {r!r}") from None
+    return out
+
+
+def checked_graph(graph):
+    """Run ``topologies.validate`` on a graph built or edited by hand (no generator
+    record, or a fingerprint that no longer matches): an invalid graph gets validate's
+    message rather than a confusing one from deeper down. Generated, unedited graphs are
+    trusted (validate walks every node and edge in Python)."""
+    from topologies._graph import fingerprint
+
+    meta = getattr(graph, "graph", None)
+    if meta is None or "generator" not in meta or meta.get("fingerprint") != fingerprint(graph):
+        tp.validate(graph)
+    return graph
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
