@@ -1,14 +1,27 @@
 """Repository-wide pytest set-up (runs before any test module imports JAX).
 
 * several fake CPU devices, so multi-device (sharded) code is tested on CPU;
-* strict dtype promotion, so silent float64/float32 mixing fails in tests.
+* strict dtype promotion, so silent float64/float32 mixing fails in tests;
+* caches and kernel files in a temporary folder, never under the home directory.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 os.environ.setdefault("JAX_NUMPY_DTYPE_PROMOTION", "strict")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+# nothing the tests or the notebooks they execute run writes under the home directory: the
+# JAX compilation cache, matplotlib's, IPython's and Jupyter's files go to a temporary folder
+_scratch = tempfile.mkdtemp(prefix="flowsolver-tests-")
+atexit.register(shutil.rmtree, _scratch, ignore_errors=True)
+for _name, _sub in (("XDG_CACHE_HOME", "cache"), ("MPLCONFIGDIR", "matplotlib"), ("IPYTHONDIR", "ipython"),
+                    ("JUPYTER_RUNTIME_DIR", "jupyter-runtime")):
+    os.environ[_name] = os.path.join(_scratch, _sub)
+os.environ.pop("FLOWSOLVER_CACHE_DIR", None)
 
 # ``python -m flowsolver`` entry point: importing it runs the command
 collect_ignore = ["flowsolver/__main__.py"]

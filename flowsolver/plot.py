@@ -122,46 +122,83 @@ def utilization_by_tier(ax, result):
     return ax
 
 
-def topology(ax, graph, result=None, *, threshold: float = 0.99):
-    """A small cluster drawn by tier (GPUs at the bottom, switches above); with a
-    CollectiveResult, links at or above ``threshold`` utilisation are drawn thick and red.
+def topology(ax, graph, result=None, *, fabric: bool = True, cmap: str = "viridis"):
+    """A cluster drawn by tier (servers or GPUs at the bottom, switches above them by tier),
+    with a legend of node kinds. ``fabric=True`` (default) draws each server as one node
+    (its GPUs, NICs and NVSwitches inside), so a cluster of DGX servers stays readable.
+    With a CollectiveResult, every cable is coloured by its utilisation (the larger of its
+    two directions, and of the links a collapsed server has to one switch), with a
+    colour bar; without one, cables are grey.
 
     >>> from matplotlib.figure import Figure
     >>> import topologies as tp
-    >>> g = tp.fat_tree(4)
+    >>> g = tp.fat_tree(4, server="dgx_h100")
     >>> ax = topology(Figure().subplots(), g)
-    >>> len(ax.collections) >= 2                         # nodes and edges
-    True
+    >>> sorted(t.get_text() for t in ax.get_legend().get_texts())
+    ['server (8 GPUs)', 'switch tier 1', 'switch tier 2', 'switch tier 3']
     """
-    import networkx as nx
+    from matplotlib.collections import LineCollection
+    from matplotlib.lines import Line2D
 
-    if graph.number_of_nodes() > 2000:
-        raise ValueError(f"graph has {graph.number_of_nodes()} nodes; topology() draws clusters of <= 2000")
-    level = {}
-    for n, d in graph.nodes(data=True):
-        kind = d.get("kind")
-        tier = d.get("tier", 0)
-        level[n] = (0 if kind == "gpu" else 1 if kind in ("nic", "nvswitch", "pcie_switch", "cpu") else
-                    2 + (tier if isinstance(tier, int) else 0))
-    rows: dict = {}
-    for n in graph.nodes:
-        rows.setdefault(level[n], []).append(n)
-    pos = {}
-    for lv, members in rows.items():
-        for i, n in enumerate(members):
-            pos[n] = ((i + 0.5) / len(members), lv)
-    hot = set()
+    def drawn(n):
+        d = graph.nodes[n]
+        return ("server", d["server"]) if fabric and d.get("server") is not None else n
+
+    util = {}
     if result is not None:
-        util = np.asarray(result.link_utilization)
-        hot = {(u, v) for u, v, x in zip(result.links.src, result.links.dst, util) if x >= threshold}
-    cold = [e for e in graph.edges() if e not in hot]
-    colors = ["tab:green" if graph.nodes[n].get("kind") == "gpu" else "tab:blue" for n in graph.nodes]
-    nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=12, node_color=colors)
-    nx.draw_networkx_edges(graph, pos, edgelist=cold, ax=ax, width=0.3, edge_color="0.7", arrows=False)
-    if hot:
-        nx.draw_networkx_edges(graph, pos, edgelist=sorted(hot), ax=ax, width=2.0, edge_color="tab:red",
-                               arrows=False)
+        for u, v, x in zip(result.links.src, result.links.dst, np.asarray(result.link_utilization)):
+            util[u, v] = float(x)
+    cables: dict = {}
+    for u, v in graph.edges():
+        a, b = drawn(u), drawn(v)
+        if a != b:
+            key = (a, b) if str(a) <= str(b) else (b, a)
+            cables[key] = max(cables.get(key, 0.0), util.get((u, v), 0.0))
+    nodes = sorted({x for e in cables for x in e} | {drawn(n) for n in graph.nodes}, key=str)
+    if len(nodes) > 2000:
+        raise ValueError(f"the drawing has {len(nodes)} nodes; topology() draws clusters of <= 2000 "
+                         "(fabric=True collapses servers)")
+
+    def kind(x):
+        if isinstance(x, tuple):
+            gpus = sum(1 for n, d in graph.nodes(data=True) if d.get("server") == x[1] and d.get("kind") == "gpu")
+            return f"server ({gpus} GPUs)"
+        d = graph.nodes[x]
+        tier = d.get("tier", 0)
+        return f"switch tier {tier}" if d.get("kind") == "switch" else d.get("kind", "node")
+
+    kinds = {x: kind(x) for x in nodes}
+    level = {x: (1 + int(graph.nodes[x].get("tier", 0))) if not isinstance(x, tuple)
+             and graph.nodes[x].get("kind") == "switch" else 0 for x in nodes}
+    rows: dict = {}
+    for x in nodes:
+        rows.setdefault(level[x], []).append(x)
+    pos = {x: ((i + 0.5) / len(members), lv) for lv, members in rows.items() for i, x in enumerate(members)}
+    segments = [(pos[a], pos[b]) for a, b in cables]
+    values = np.array(list(cables.values()))
+    lines = LineCollection(segments, linewidths=0.6 if result is None else 0.4 + 1.6 * values,
+                           colors="0.7" if result is None else None, cmap=None if result is None else cmap)
+    if result is not None:
+        lines.set_array(values)
+        lines.set_clim(0.0, 1.0)
+        ax.figure.colorbar(lines, ax=ax, label="link utilisation (busiest direction)")
+    ax.add_collection(lines)
+    palette = ["tab:green", "tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:gray"]
+    handles = []
+    for i, k in enumerate(sorted(set(kinds.values()))):
+        members = [x for x in nodes if kinds[x] == k]
+        xy = np.array([pos[x] for x in members])
+        size = 40 if k.startswith("server") else 14
+        ax.scatter(xy[:, 0], xy[:, 1], s=size, color=palette[i % len(palette)], zorder=3)
+        handles.append(Line2D([], [], marker="o", linestyle="", color=palette[i % len(palette)], label=k))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0) if result is None else (0.0, -0.02),
+              ncol=1 if result is None else len(handles), fontsize="small", frameon=False)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.5, max(level.values()) + 0.5)
     ax.set_axis_off()
-    ax.set_title(f"{graph.graph.get('generator', 'cluster')}: {len(hot)} saturated links" if result is not None
-                 else graph.graph.get("generator", "cluster"))
+    name = graph.graph.get("generator", "cluster")
+    if result is not None:
+        busy = int(np.count_nonzero(values >= 0.99))
+        name += f": {result.op} {result.algorithm}, {busy} of {len(values)} cables at >= 99 %"
+    ax.set_title(name)
     return ax

@@ -26,7 +26,7 @@ import topologies as tp
 from .collectives import collective, collective_variants
 from .training import training_step
 
-__all__ = ["sweep", "expand", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS", "METRICS"]
+__all__ = ["sweep", "expand", "default_cache_dir", "CACHE_ENV", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS", "METRICS"]
 
 TOPOLOGY_KEYS = tp.FAMILIES
 COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fraction", "seed", "routing",
@@ -161,8 +161,33 @@ def _run_batch(scenarios, idx) -> list:
     return [out[i] for i in idx]
 
 
+#: environment variable naming the compilation cache folder ("off" or empty: no cache)
+CACHE_ENV = "FLOWSOLVER_CACHE_DIR"
+
+
+def default_cache_dir(environ=None) -> Path | None:
+    """Where a sweep keeps its persistent JAX compilation cache by default (``environ``:
+    the environment, ``os.environ`` unless given): ``$FLOWSOLVER_CACHE_DIR`` if set
+    (``off``, ``none`` or empty turn the cache off), else ``$XDG_CACHE_HOME/flowsolver/jax``,
+    else ``~/.cache/flowsolver/jax`` (the XDG default).
+
+    >>> print(default_cache_dir({"FLOWSOLVER_CACHE_DIR": "off"}))
+    None
+    >>> default_cache_dir({"XDG_CACHE_HOME": "/scratch/me"}).as_posix()
+    '/scratch/me/flowsolver/jax'
+    """
+    env = os.environ if environ is None else environ
+    if CACHE_ENV in env:
+        value = env[CACHE_ENV].strip()
+        return None if value.lower() in ("", "off", "none", "0") else Path(os.path.expanduser(value))
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "flowsolver" / "jax"
+
+
 def _enable_cache(cache_dir):
-    if cache_dir is None:
+    if cache_dir == "default":
+        cache_dir = default_cache_dir()
+    if cache_dir is None or cache_dir is False:
         return
     import jax
 
@@ -197,7 +222,7 @@ def _typed(rows: list, columns: list):
 
 
 def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=None,
-          cache_dir="~/.cache/flowsolver/jax", distributed: bool = False):
+          cache_dir="default", distributed: bool = False):
     """Run every scenario of ``grid`` and return a tidy DataFrame (needs pandas).
 
     Parameters
@@ -218,8 +243,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         A tqdm progress bar (when tqdm is installed).
     shard : (i, n), optional
         Run only scenarios ``i, i + n, i + 2n, ...`` (deterministic order).
-    cache_dir : str or None
-        Persistent JAX compilation cache (None: off).
+    cache_dir : str, Path or None
+        Persistent JAX compilation cache folder; ``"default"``: :func:`default_cache_dir`
+        (``$FLOWSOLVER_CACHE_DIR``, else under ``$XDG_CACHE_HOME``); None: off.
     distributed : bool
         Call ``jax.distributed.initialize()`` first (multi-process jobs).
 

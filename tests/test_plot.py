@@ -6,13 +6,29 @@ import topologies as tp
 from flowsolver import collective, plot
 
 
-def test_topology_highlights_the_saturated_links():
+def test_topology_colours_cables_by_utilisation_with_legends():
     g = tp.fat_tree(4, server=None)
     r = collective(g, "all_to_all", 2**24, algorithm="direct")
-    hot = int((r.link_utilization >= 0.99).sum())
-    ax = plot.topology(Figure().subplots(), g, r)
-    assert hot > 0 and ax.get_title().endswith(f"{hot} saturated links")
-    assert len(ax.collections) == 3                  # nodes, ordinary edges, hot edges
+    node = lambda n: f"server {g.nodes[n]['server']}" if g.nodes[n].get("server") is not None else n  # noqa: E731
+    cable = {}          # a cable between two drawn nodes (servers collapsed): its busiest link
+    for u, v, x in zip(r.links.src, r.links.dst, r.link_utilization):
+        if node(u) != node(v):
+            key = tuple(sorted((node(u), node(v))))
+            cable[key] = max(cable.get(key, 0.0), x)
+    busy = sum(1 for x in cable.values() if x >= 0.99)
+    fig = Figure()
+    ax = plot.topology(fig.subplots(), g, r)
+    assert busy > 0 and ax.get_title().endswith(f"{busy} of {len(cable)} cables at >= 99 %")
+    assert len(fig.axes) == 2                          # the drawing and its colour bar
+    labels = sorted(t.get_text() for t in ax.get_legend().get_texts())
+    assert labels == ["server (1 GPUs)", "switch tier 1", "switch tier 2", "switch tier 3"]
+
+
+def test_topology_collapses_servers():
+    g = tp.fat_tree(4, server="dgx_h100")             # 2 DGX servers: 2 nodes, not 2 x 30
+    ax = plot.topology(Figure().subplots(), g)
+    servers = sum(1 for n, d in g.nodes(data=True) if d["kind"] == "switch") + 2
+    assert sum(len(c.get_offsets()) for c in ax.collections[1:]) == servers
 
 
 def test_study_bars_and_busbw_curves(tmp_path):

@@ -115,3 +115,26 @@ def test_progress_bar_shows_scenarios_and_rate(capsys):
     sweep({"nodes": [1], "size": [2**20, 2**21]}, progress=True, cache_dir=None)
     err = capsys.readouterr().err
     assert "2/2" in err and "scenario/s" in err
+
+
+def test_the_default_cache_follows_xdg_and_can_be_turned_off(tmp_path, monkeypatch):
+    import jax
+
+    from flowsolver.sweep import default_cache_dir
+
+    previous = jax.config.jax_compilation_cache_dir
+    try:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+        monkeypatch.delenv("FLOWSOLVER_CACHE_DIR", raising=False)
+        assert default_cache_dir() == tmp_path / "xdg" / "flowsolver" / "jax"
+        jax.config.update("jax_compilation_cache_dir", None)
+        sweep({"nodes": [1], "size": [2**20], "algorithm": ["ring"]}, progress=False)     # cache_dir="default"
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "xdg" / "flowsolver" / "jax")
+        monkeypatch.setenv("FLOWSOLVER_CACHE_DIR", "off")
+        jax.config.update("jax_compilation_cache_dir", None)
+        sweep({"nodes": [1], "size": [2**20], "algorithm": ["ring"]}, progress=False)
+        assert jax.config.jax_compilation_cache_dir is None
+        monkeypatch.setenv("FLOWSOLVER_CACHE_DIR", str(tmp_path / "mine"))
+        assert default_cache_dir() == tmp_path / "mine"
+    finally:
+        jax.config.update("jax_compilation_cache_dir", previous)
