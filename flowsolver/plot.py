@@ -5,7 +5,70 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["study_bars", "busbw_vs_size", "scaling", "utilization_by_tier", "topology"]
+__all__ = ["study_bars", "search_bars", "family_bars", "busbw_vs_size", "scaling", "utilization_by_tier", "topology"]
+
+#: the four networks of the article's comparison, in its order
+_ARTICLE_NETWORKS = (("ib_ndr", "NDR"), ("ib_hdr", "HDR"), ("roce_400g", "RoCE 400G"), ("eth_100g", "Eth 100G"))
+
+
+def search_bars(ax, found, article, *, best: int = 3):
+    """The article-settings search: the ``best`` closest settings' overheads per network
+    (%), beside the article's (``article``: network -> dict with ``"overhead"``), labelled.
+
+    >>> from matplotlib.figure import Figure
+    >>> found = [dict(tp=8, pp=1, dp=8, zero=1, global_batch=8, dp_overlap=0.0,
+    ...               overheads=dict(ib_ndr=0.4, ib_hdr=0.5, roce_400g=0.4, eth_100g=0.7))]
+    >>> ax = search_bars(Figure().subplots(), found, {k: dict(overhead=0.5) for k in
+    ...                  ("ib_ndr", "ib_hdr", "roce_400g", "eth_100g")})
+    >>> len(ax.patches)                                   # 4 networks x (1 setting + article)
+    8
+    """
+    x = np.arange(len(_ARTICLE_NETWORKS))
+    shown, seen = [], set()
+    for f in found:               # settings with the same figures (zero 0 vs 1) shown once
+        key = tuple(round(f["overheads"][k], 4) for k, _ in _ARTICLE_NETWORKS)
+        if key not in seen and len(shown) < best:
+            seen.add(key)
+            shown.append(f)
+    width = 0.8 / (len(shown) + 1)
+    for i, f in enumerate(shown):
+        label = f"tp {f['tp']} pp {f['pp']} batch {f['global_batch']} overlap {f['dp_overlap']:.0%}"
+        bars = ax.bar(x + (i - len(shown) / 2) * width, [100 * f["overheads"][k] for k, _ in _ARTICLE_NETWORKS],
+                      width, label=label)
+        ax.bar_label(bars, fmt="%.0f%%", fontsize="x-small", padding=1)
+    bars = ax.bar(x + (len(shown) / 2) * width, [100 * article[k]["overhead"] for k, _ in _ARTICLE_NETWORKS],
+                  width, label="article", color="0.4")
+    ax.bar_label(bars, fmt="%.0f%%", fontsize="x-small", padding=1)
+    ax.set_xticks(x, [name for _, name in _ARTICLE_NETWORKS])
+    ax.set_ylabel("communication overhead (% of step)")
+    ax.legend(fontsize="x-small")
+    ax.set_title("settings closest to the article's overheads")
+    return ax
+
+
+def family_bars(ax, rows):
+    """The topology families: data-parallel all-reduce time (s) per family at each GPU
+    count, labelled (``rows`` from :func:`flowsolver.study.topology_study`).
+
+    >>> from matplotlib.figure import Figure
+    >>> rows = [dict(family="fat-tree", gpus=256, dp_time=1.0), dict(family="torus", gpus=256, dp_time=0.0)]
+    >>> [t.get_text() for t in family_bars(Figure().subplots(), rows).texts]
+    ['1.00', '0.00']
+    """
+    families = list(dict.fromkeys(r["family"] for r in rows))
+    sizes = sorted({r["gpus"] for r in rows})
+    x = np.arange(len(families))
+    width = 0.8 / max(len(sizes), 1)
+    for i, n in enumerate(sizes):
+        by = {r["family"]: r["dp_time"] for r in rows if r["gpus"] == n}
+        bars = ax.bar(x + (i - (len(sizes) - 1) / 2) * width, [by.get(f, np.nan) for f in families], width,
+                      label=f"{n} GPUs")
+        ax.bar_label(bars, fmt="%.2f", fontsize="x-small", padding=1)
+    ax.set_xticks(x, families, rotation=20, ha="right")
+    ax.set_ylabel("DP all-reduce per step (s)")
+    ax.legend(fontsize="x-small")
+    ax.set_title("topology families, same job")
+    return ax
 
 
 def study_bars(ax, rows, *, metric: str = "overhead"):
@@ -32,8 +95,13 @@ def study_bars(ax, rows, *, metric: str = "overhead"):
         model = [r.step.speedup for r in rows]
         article = [r.article["speedup"] or 0.0 for r in rows]
         ax.set_ylabel("speed-up over one GPU")
-    ax.bar(x - 0.2, model, 0.4, label="flowsolver model")
-    ax.bar(x + 0.2, article, 0.4, label="article")
+    fmt = "{:.0f}%" if metric == "overhead" else "{:.1f}"
+    given = [True] * len(rows) if metric == "overhead" else [r.article["speedup"] is not None for r in rows]
+    bars = ax.bar(x - 0.2, model, 0.4, label="flowsolver model")
+    ax.bar_label(bars, labels=[fmt.format(v) for v in model], fontsize="x-small", padding=1)  # 0 % labelled too
+    bars = ax.bar(x + 0.2, article, 0.4, label="article")
+    ax.bar_label(bars, labels=[fmt.format(v) if ok else "n/a" for v, ok in zip(article, given)],
+                 fontsize="x-small", padding=1)
     ax.set_xticks(x, [r.label.replace(" (no NVLink), NDR", "\n(no NVLink)") for r in rows], rotation=30, ha="right")
     ax.legend()
     ax.set_title(f"{rows[0].step.model}, {rows[0].step.gpus} GPUs: {metric}")

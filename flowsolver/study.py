@@ -16,6 +16,9 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 
 import topologies as tp
 
@@ -326,19 +329,28 @@ def run(*, out: str | None = "flowsolver-study.png", quick: bool = False, model=
              "what decides is the bandwidth a server can push into its first hop, not the GPU count.")
     figure = None
     if out:
-        figure = _write_figure(rows, out)
+        figure = _write_figure(rows, out, search, topo)
         echo(f"\nfigure written to {figure}")
     return dict(rows=rows, search=search, topology=topo, figure=figure)
 
 
-def _write_figure(rows, path):
+def _write_figure(rows, path, search=None, topology=None):
+    """The study's figure: the technology comparison beside the article's, the settings
+    search and the topology families (the panels whose results are given), written to
+    exactly ``path`` (PNG unless its suffix names another format matplotlib writes)."""
     from matplotlib.figure import Figure
 
-    from .plot import study_bars
+    from .plot import family_bars, search_bars, study_bars
 
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
-    ax_speed, ax_over = fig.subplots(1, 2)
-    study_bars(ax_speed, rows, metric="speedup")
-    study_bars(ax_over, rows, metric="overhead")
-    fig.savefig(path, dpi=120)
-    return path
+    panels = 2 + (search is not None) + (topology is not None)
+    fig = Figure(figsize=(5.5 * panels, 4.6), layout="constrained")
+    axes = list(np.atleast_1d(fig.subplots(1, panels)))
+    study_bars(axes.pop(0), rows, metric="speedup")
+    study_bars(axes.pop(0), rows, metric="overhead")
+    if search is not None:
+        search_bars(axes.pop(0), search, ARTICLE)
+    if topology is not None:
+        family_bars(axes.pop(0), topology)
+    known = {f".{k}" for k in fig.canvas.get_supported_filetypes()}
+    fig.savefig(path, dpi=110, format=None if Path(path).suffix.lower() in known else "png")
+    return str(path)

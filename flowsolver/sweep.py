@@ -36,6 +36,9 @@ TRAIN_KEYS = ("model", "tp", "pp", "dp", "ep", "global_batch", "micro_batch", "z
 METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw": float, "busbw": float,
            "chosen_algorithm": str, "bottleneck_tier": str, "step_time": float, "tokens_per_s": float,
            "speedup": float, "overhead": float}
+#: metric columns that only one task fills (a sweep without that task has no such column)
+COLLECTIVE_METRICS = ("algbw", "busbw")
+TRAIN_METRICS = ("step_time", "tokens_per_s", "speedup", "overhead")
 DEFAULTS = dict(task="collective", family="rail_optimized", link="ib_ndr", server=None, oversubscription=1.0,
                 fail_fraction=0.0, seed=0, routing="ecmp", subflows=1, op="all_reduce", size=2**30,
                 algorithm="auto", channels=None, model="llama-3-70b", tp=8, pp=1, dp=None, ep=1,
@@ -187,7 +190,7 @@ def default_cache_dir(environ=None) -> Path | None:
 def _enable_cache(cache_dir):
     if cache_dir == "default":
         cache_dir = default_cache_dir()
-    if cache_dir is None or cache_dir is False:
+    if cache_dir is None or cache_dir is False or str(cache_dir).strip().lower() in ("", "off", "none"):
         return
     import jax
 
@@ -212,6 +215,8 @@ def _typed(rows: list, columns: list):
 
     df = pd.DataFrame(rows, columns=columns)
     for key, kind in METRICS.items():
+        if key not in df:
+            continue
         if kind is float:
             df[key] = pd.to_numeric(df[key], errors="coerce").astype("float64")
         elif kind == "Int64":
@@ -245,7 +250,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         Run only scenarios ``i, i + n, i + 2n, ...`` (deterministic order).
     cache_dir : str, Path or None
         Persistent JAX compilation cache folder; ``"default"``: :func:`default_cache_dir`
-        (``$FLOWSOLVER_CACHE_DIR``, else under ``$XDG_CACHE_HOME``); None: off.
+        (``$FLOWSOLVER_CACHE_DIR``, else under ``$XDG_CACHE_HOME``); None or ``"off"``: off.
     distributed : bool
         Call ``jax.distributed.initialize()`` first (multi-process jobs).
 
@@ -253,8 +258,10 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     -------
     pandas.DataFrame
         One row per scenario: ``id``, the parameters, ``status``, ``error`` and the metrics
-        ``gpus``, ``time`` (s), ``algbw``, ``busbw`` (bytes/s), ``chosen_algorithm`` (what
-        ``"auto"`` picked; for training the phase with the most exposed time), ``bottleneck_tier``, ``step_time`` (s), ``tokens_per_s``, ``speedup``, ``overhead``.
+        ``gpus``, ``time`` (s), ``chosen_algorithm`` (what ``"auto"`` picked; for training
+        the phase with the most exposed time), ``bottleneck_tier``; with collectives in the
+        grid ``algbw``, ``busbw`` (bytes/s); with training ``step_time`` (s),
+        ``tokens_per_s``, ``speedup``, ``overhead``.
 
     Examples
     --------
@@ -280,7 +287,10 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         jax.distributed.initialize()
     _enable_cache(cache_dir)
     params = list(dict.fromkeys(k for s in scenarios for k in s))
-    columns = ["id"] + params + list(METRICS)
+    tasks = {s.get("task", DEFAULTS["task"]) for s in scenarios}
+    skip = (set() if "train" in tasks else set(TRAIN_METRICS)) | (set() if "collective" in tasks else
+                                                                   set(COLLECTIVE_METRICS))
+    columns = ["id"] + params + [k for k in METRICS if k not in skip]
     path = None if out is None else Path(out)
     if path is not None and path.suffix not in (".csv", ".parquet"):
         raise ValueError(f"out must end in .csv or .parquet, got {str(out)!r}")

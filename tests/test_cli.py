@@ -101,3 +101,114 @@ def test_the_help_example_with_hashed_routing_inside_servers(capsys):
     assert main(argv) == 0
     rows = capsys.readouterr().out.strip().splitlines()
     assert len(rows) >= 3 and rows[0].startswith("size")
+
+
+def strict_json(text):
+    """json.loads that refuses NaN and Infinity (Python's default accepts them)."""
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_strict_also_for_failed_and_resumed_sweeps(tmp_path, capsys):
+    cfg = tmp_path / "s.toml"
+    out = tmp_path / "r.csv"
+    cfg.write_text('[sweep]\ncache_dir = "off"\n\n[[scenario]]\nnodes = 1\nsize = 1048576\n\n'
+                   '[[scenario]]\nnodes = 1\nlink = "ib_qdr"\nsize = 1048576\n')
+    for _ in range(2):                           # the second run resumes from the CSV
+        assert main(["sweep", str(cfg), "--out", str(out), "--no-progress", "--json"]) == 1
+        captured = capsys.readouterr()
+        rows = strict_json(captured.out)
+        assert [r["status"] for r in rows] == ["ok", "error"] and rows[1]["busbw"] is None
+        err = captured.err.strip().splitlines()
+        assert err == [f"flowsolver: 1 ok, 1 failed; the errors are in the 'error' column of {out}"]
+    assert main(["topology", "--family", "torus", "--dims", "2", "2", "--json"]) == 0
+    strict_json(capsys.readouterr().out)
+
+
+def test_study_json_and_csv(capsys):
+    assert main(["study", "--quick", "--out", "none", "--json"]) == 0
+    data = strict_json(capsys.readouterr().out)
+    networks = {r["network"] for r in data["networks"]}
+    assert {"ib_ndr", "ib_hdr", "roce_400g", "eth_100g"} <= networks and data["search"] and data["topology"]
+    assert data["figure"] is None
+
+
+def test_missing_output_folders_fail_before_any_work(tmp_path, capsys):
+    import time
+
+    missing = tmp_path / "no" / "such"
+    for argv in (["topology", "--family", "fat_tree", "--k", "48", "--export", str(missing / "g.json")],
+                 ["study", "--out", str(missing / "fig.png")],
+                 ["sweep", str(tmp_path / "s.toml"), "--out", str(missing / "r.csv")]):
+        (tmp_path / "s.toml").write_text("[grid]\nnodes = [1]\n")
+        start = time.perf_counter()
+        assert main(argv) == 2
+        assert time.perf_counter() - start < 2.0         # the study alone takes minutes
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "does not exist" in err[0], err
+
+
+def test_a_closed_pipe_ends_quietly():
+    cmd = [sys.executable, "-m", "flowsolver", "collective", "--nodes", "1", "-b", "1K", "-e", "1G", "-f", "2",
+           "--algorithm", "ring"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()                              # as `| head -1` does
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=300)
+    assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_version_help_lists_and_every_option_explained(capsys):
+    import argparse
+
+    import flowsolver as fs
+    from flowsolver.cli import _parser
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"flowsolver {fs.__version__}"
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    names = [*tp.FAMILIES, *fs.POLICIES, *fs.ALGORITHMS["all_reduce"], *fs.ALGORITHMS["all_to_all"],
+             "LL", "LL128", "Simple", *fs.MODELS]
+    assert [n for n in names if n not in text] == []
+    parser = _parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subs.choices.items():
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help, f"{name} {action.option_strings or action.dest} has no help text"
+
+
+def test_sizes_protocol_and_inclusive_end(capsys):
+    assert main(["collective", "--nodes", "1", "-b", "1M", "-e", "8G", "-f", "4", "--algorithm", "ring",
+                 "--csv"]) == 0
+    sizes = [int(line.split(",")[0]) for line in capsys.readouterr().out.splitlines()[1:]]
+    assert sizes[0] == 2**20 and sizes[-1] == 8 * 2**30        # 1M, 4M, ..., 4G, then 8G (included)
+    assert main(["collective", "--nodes", "1", "-b", "1e9", "-e", "1e9", "--csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("1000000000,")
+    times = {}
+    for protocol in ("LL", "Simple"):
+        assert main(["collective", "--nodes", "1", "-b", "1K", "-e", "1K", "--algorithm", "ring",
+                     "--protocol", protocol, "--json"]) == 0
+        times[protocol] = strict_json(capsys.readouterr().out)[0]["time_us"]
+    assert times["LL"] < times["Simple"]                       # NCCL's LL latency is the lower one
+
+
+def test_the_figure_is_written_to_exactly_the_name_given(tmp_path):
+    from flowsolver.study import _write_figure, network_study
+
+    rows = network_study(global_batch=64, networks=("ideal", "ib_ndr"))
+    written = _write_figure(rows, tmp_path / "plot")
+    assert written == str(tmp_path / "plot") and not (tmp_path / "plot.png").exists()
+    assert (tmp_path / "plot").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_shipped_sweep_example_runs(tmp_path, capsys):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "sweep.toml"
+    out = tmp_path / "r.csv"
+    assert main(["sweep", str(example), "--out", str(out), "--no-progress"]) == 0
+    assert "24 of 24 scenarios ok" in capsys.readouterr().out and out.exists()   # 2 x 3 x 2 x 2

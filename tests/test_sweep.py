@@ -24,10 +24,16 @@ def test_rows_equal_one_by_one_collectives():
 
 
 def test_columns_and_dtypes():
+    from flowsolver.sweep import TRAIN_METRICS
+
     df = sweep({"nodes": [1], "size": [2**20]}, progress=False, cache_dir=None)
-    for col in ("id", "family", "nodes", "link", "op", "size", "algorithm", *METRICS):
+    present = [k for k in METRICS if k not in TRAIN_METRICS]      # no training columns on collectives
+    for col in ("id", "family", "nodes", "link", "op", "size", "algorithm", *present):
         assert col in df.columns
+    assert not set(TRAIN_METRICS) & set(df.columns)
     for col, kind in METRICS.items():
+        if col not in present:
+            continue
         if kind is float:
             assert df[col].dtype == "float64", col
         elif kind == "Int64":
@@ -138,3 +144,14 @@ def test_the_default_cache_follows_xdg_and_can_be_turned_off(tmp_path, monkeypat
         assert default_cache_dir() == tmp_path / "mine"
     finally:
         jax.config.update("jax_compilation_cache_dir", previous)
+
+
+def test_mixed_sweeps_keep_both_tasks_columns_and_training_sweeps_drop_bandwidths():
+    from flowsolver.sweep import COLLECTIVE_METRICS, TRAIN_METRICS
+
+    train = sweep([dict(task="train", nodes=1, model="llama-3-8b", tp=8, global_batch=8)], progress=False,
+                  cache_dir=None)
+    assert set(TRAIN_METRICS) <= set(train.columns) and not set(COLLECTIVE_METRICS) & set(train.columns)
+    mixed = sweep([dict(task="train", nodes=1, model="llama-3-8b", tp=8, global_batch=8),
+                   dict(nodes=1, size=2**20)], progress=False, cache_dir=None)
+    assert set(TRAIN_METRICS) | set(COLLECTIVE_METRICS) <= set(mixed.columns)
