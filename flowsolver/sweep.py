@@ -129,6 +129,12 @@ def _batches(scenarios):
     return list(groups.values())
 
 
+def _run_task(scenarios) -> list:
+    """Metrics of scenarios that share one routing pattern: what an executor's worker runs
+    (a module-level function, so that it pickles)."""
+    return _run_batch(scenarios, list(range(len(scenarios))))
+
+
 def _run_batch(scenarios, idx) -> list:
     """Metrics of the scenarios ``idx`` (one routing pattern)."""
     graphs, out = {}, {}
@@ -227,7 +233,7 @@ def _typed(rows: list, columns: list):
 
 
 def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=None,
-          cache_dir="default", distributed: bool = False):
+          cache_dir="default", distributed: bool = False, executor=None):
     """Run every scenario of ``grid`` and return a tidy DataFrame (needs pandas).
 
     Parameters
@@ -253,6 +259,12 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         (``$FLOWSOLVER_CACHE_DIR``, else under ``$XDG_CACHE_HOME``); None or ``"off"``: off.
     distributed : bool
         Call ``jax.distributed.initialize()`` first (multi-process jobs).
+    executor : concurrent.futures.Executor, optional
+        Run the scenarios there: a Dask ``Client.get_executor()``, a Ray or MPI pool
+        executor, a process pool. Scenarios that share a routing are one task (they stay
+        batched); rows, the ``out`` file and resume are as in a serial run (the file in
+        scenario order); the progress bar advances as tasks finish. A task that dies
+        records its scenarios as errors.
 
     Returns
     -------
@@ -275,6 +287,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     except ImportError:
         raise ImportError("sweep needs pandas: install the 'analysis' extra (pip install 'flowsolver[analysis]')") \
             from None
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise ValueError(f"executor must be a concurrent.futures.Executor (e.g. a Dask Client.get_executor()), "
+                         f"got {type(executor).__name__}")
     scenarios = expand(grid)
     if shard is not None:
         i, n = shard
@@ -308,25 +323,41 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         except ImportError:
             bar = None
     sub = [scenarios[i] for i in todo]
-    for batch in _batches(sub):
-        metrics = _run_batch(sub, batch)
+    order = {sid: k for k, sid in enumerate(ids)}
+
+    def record(batch, metrics):
         for j, m in zip(batch, metrics):
             row = {"id": ids[todo[j]], **{k: (json.dumps(v) if isinstance(v, (list, tuple)) else v)
                                           for k, v in sub[j].items()}}
             row.update({k: m.get(k, math.nan if METRICS[k] in (float, "Int64") else "") for k in METRICS})
             rows.append(row)
-        if path is not None:
-            df = _typed(rows, columns)
+        if path is not None:     # in scenario order, whatever order the tasks finished in
+            df = _typed(sorted(rows, key=lambda r: order.get(r["id"], -1)), columns)
             if path.suffix == ".parquet":
                 df.to_parquet(path, index=False)
             else:
                 df.to_csv(path, index=False)
         if bar is not None:
             bar.update(len(batch))
+
+    batches = _batches(sub)
+    if executor is None:
+        for batch in batches:
+            record(batch, _run_batch(sub, batch))
+    else:                        # one task per routing pattern, so batching survives
+        import concurrent.futures
+
+        futures = {executor.submit(_run_task, [sub[j] for j in batch]): batch for batch in batches}
+        for future in concurrent.futures.as_completed(futures):
+            batch = futures[future]
+            try:
+                metrics = future.result()
+            except Exception as err:      # the task itself died (a lost worker): its rows say so
+                metrics = [_error(err)] * len(batch)
+            record(batch, metrics)
     if bar is not None:
         bar.close()
     df = _typed(rows, columns)
-    order = {sid: k for k, sid in enumerate(ids)}
     df = df[df["id"].isin(order)].copy()
     df["_order"] = df["id"].map(order)
     return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)

@@ -155,3 +155,41 @@ def test_mixed_sweeps_keep_both_tasks_columns_and_training_sweeps_drop_bandwidth
     mixed = sweep([dict(task="train", nodes=1, model="llama-3-8b", tp=8, global_batch=8),
                    dict(nodes=1, size=2**20)], progress=False, cache_dir=None)
     assert set(TRAIN_METRICS) | set(COLLECTIVE_METRICS) <= set(mixed.columns)
+
+
+GRID_X = {"nodes": [1, 2], "link": ["ib_ndr", "ib_hdr"], "size": [2**20, 2**24], "algorithm": ["ring"]}
+
+
+def _same_rows(a, b):
+    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+
+
+def test_an_executor_gives_the_serial_rows_file_and_resume(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    serial = sweep(GRID_X, progress=False, cache_dir=None, out=tmp_path / "serial.csv")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pooled = sweep(GRID_X, progress=False, cache_dir=None, out=tmp_path / "pooled.csv", executor=pool)
+        _same_rows(pooled, serial)
+        assert (tmp_path / "pooled.csv").read_text() == (tmp_path / "serial.csv").read_text()
+        # resume: half of each file gone, the rest recomputed (serially, through the executor)
+        for name in ("serial.csv", "pooled.csv"):
+            lines = (tmp_path / name).read_text().splitlines()
+            (tmp_path / name).write_text("\n".join(lines[:4]) + "\n")
+        again = sweep(GRID_X, progress=False, cache_dir=None, out=tmp_path / "serial.csv")
+        resumed = sweep(GRID_X, progress=False, cache_dir=None, out=tmp_path / "pooled.csv", executor=pool)
+        _same_rows(resumed, again)
+        assert (tmp_path / "pooled.csv").read_text() == (tmp_path / "serial.csv").read_text()
+    with pytest.raises(ValueError, match="executor must be a concurrent.futures.Executor"):
+        sweep(GRID_X, progress=False, cache_dir=None, executor=object())
+
+
+def test_a_dask_cluster_of_two_worker_processes_gives_the_serial_rows():
+    distributed = pytest.importorskip("distributed")
+    serial = sweep(GRID_X, progress=False, cache_dir=None)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        pooled = sweep(GRID_X, progress=False, cache_dir=None, executor=client.get_executor())
+        workers = client.run(lambda: __import__("os").getpid())
+    assert len(set(workers.values())) == 2
+    _same_rows(pooled, serial)
