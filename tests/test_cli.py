@@ -132,6 +132,9 @@ def test_study_json_and_csv(capsys):
     networks = {r["network"] for r in data["networks"]}
     assert {"ib_ndr", "ib_hdr", "roce_400g", "eth_100g"} <= networks and data["search"] and data["topology"]
     assert data["figure"] is None
+    assert main(["study", "--quick", "--out", "none", "--csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split(",")[:3] == ["network", "label", "gpus"] and len(lines) == 1 + len(data["networks"])
 
 
 def test_missing_output_folders_fail_before_any_work(tmp_path, capsys):
