@@ -334,10 +334,10 @@ def run(*, out: str | None = "flowsolver-study.png", quick: bool = False, model=
     return dict(rows=rows, search=search, topology=topo, figure=figure)
 
 
-def _write_figure(rows, path, search=None, topology=None):
-    """The study's figure: the technology comparison beside the article's, the settings
-    search and the topology families (the panels whose results are given), written to
-    exactly ``path`` (PNG unless its suffix names another format matplotlib writes)."""
+def study_figure(rows, search=None, topology=None):
+    """The study's figure (a matplotlib Figure): the technology comparison beside the
+    article's (speed-up and overhead), the settings search and the topology families (the
+    panels whose results are given), every bar labelled with its value."""
     from matplotlib.figure import Figure
 
     from .plot import family_bars, search_bars, study_bars
@@ -351,6 +351,13 @@ def _write_figure(rows, path, search=None, topology=None):
         search_bars(axes.pop(0), search, ARTICLE)
     if topology is not None:
         family_bars(axes.pop(0), topology)
+    return fig
+
+
+def _write_figure(rows, path, search=None, topology=None):
+    """:func:`study_figure` written to exactly ``path`` (PNG unless its suffix names another
+    format matplotlib writes); returns the path."""
+    fig = study_figure(rows, search, topology)
     known = {f".{k}" for k in fig.canvas.get_supported_filetypes()}
     fig.savefig(path, dpi=110, format=None if Path(path).suffix.lower() in known else "png")
     return str(path)

@@ -30,7 +30,9 @@ __all__ = ["sweep", "expand", "default_cache_dir", "CACHE_ENV", "TOPOLOGY_KEYS",
 
 TOPOLOGY_KEYS = tp.FAMILIES
 COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fraction", "seed", "routing",
-               "subflows")
+               "subflows", "ranks")
+#: parameters whose value is itself a list: a flat list is one value, a list of lists a sweep
+LIST_VALUED = ("dims", "ranks")
 COLLECTIVE_KEYS = ("op", "size", "algorithm", "channels")
 TRAIN_KEYS = ("model", "tp", "pp", "dp", "ep", "global_batch", "micro_batch", "zero", "dp_overlap", "mfu")
 METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw": float, "busbw": float,
@@ -40,7 +42,7 @@ METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw":
 COLLECTIVE_METRICS = ("algbw", "busbw")
 TRAIN_METRICS = ("step_time", "tokens_per_s", "speedup", "overhead")
 DEFAULTS = dict(task="collective", family="rail_optimized", link="ib_ndr", server=None, oversubscription=1.0,
-                fail_fraction=0.0, seed=0, routing="ecmp", subflows=1, op="all_reduce", size=2**30,
+                fail_fraction=0.0, seed=0, routing="ecmp", subflows=1, ranks=None, op="all_reduce", size=2**30,
                 algorithm="auto", channels=None, model="llama-3-70b", tp=8, pp=1, dp=None, ep=1,
                 global_batch=None, micro_batch=1, zero=1, dp_overlap=1.0, mfu=None)
 
@@ -54,7 +56,15 @@ def expand(grid) -> list:
     """
     if isinstance(grid, dict):
         keys = list(grid)
-        values = [v if isinstance(v, (list, tuple)) else [v] for v in grid.values()]
+
+        def choices(key, v):
+            if not isinstance(v, (list, tuple)):
+                return [v]
+            if key in LIST_VALUED and not any(isinstance(x, (list, tuple)) for x in v):
+                return [list(v)]             # dims = [4, 4], ranks = [0, 1, 2, 3]: one value
+            return list(v)
+
+        values = [choices(k, v) for k, v in grid.items()]
         rows = [dict(zip(keys, combo)) for combo in itertools.product(*values)]
     elif isinstance(grid, (list, tuple)) and all(isinstance(r, dict) for r in grid):
         rows = [dict(r) for r in grid]
@@ -89,7 +99,7 @@ def _build(s: dict):
 
 def _collective_kw(s):
     opts = {"subflows": int(s["subflows"])} if s["routing"] == "ecmp_hash" else None
-    return dict(algorithm=s["algorithm"], routing=s["routing"], routing_options=opts,
+    return dict(algorithm=s["algorithm"], routing=s["routing"], routing_options=opts, ranks=s["ranks"],
                 channels=None if s["channels"] is None else int(s["channels"]))
 
 
@@ -105,7 +115,7 @@ def _run_train(s, g) -> dict:
         kw["global_batch"] = int(s["global_batch"])
     if s["mfu"] is not None:
         kw["mfu"] = float(s["mfu"])
-    r = training_step(g, model=s["model"], collective_options=dict(routing=s["routing"]), **kw)
+    r = training_step(g, model=s["model"], ranks=s["ranks"], collective_options=dict(routing=s["routing"]), **kw)
     worst = max(r.phases.values(), key=lambda p: p.exposed) if r.phases else None
     return dict(status="ok", error="", gpus=r.gpus, time=r.step_time, step_time=r.step_time,
                 tokens_per_s=r.tokens_per_s, speedup=r.speedup, overhead=r.comm_overhead,
@@ -239,7 +249,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     Parameters
     ----------
     grid : dict of lists or list of dicts
-        Scenario parameters: ``task`` (``"collective"`` or ``"train"``), ``family`` and its
+        Scenario parameters: ``task`` (``"collective"`` or ``"train"``), ``ranks`` (GPU ranks
+        or node ids taking part, as :func:`~flowsolver.collective` takes them; a flat list
+        is one rank set, a list of lists sweeps over them, as for ``dims``), ``family`` and its
         size (``nodes``; ``k``; ``leaves``, ``spines``, ``hosts_per_leaf``; ``p``, ``a``, ``h``,
         ``g``; ``dims``, ``wrap``), ``link``, ``server``, ``oversubscription``,
         ``fail_fraction`` and ``seed`` (switch cables failed at random; routes avoid them),

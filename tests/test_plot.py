@@ -43,3 +43,20 @@ def test_study_bars_and_busbw_curves(tmp_path):
     assert [t.get_text() for t in ax1.get_xticklabels()][1] == "InfiniBand NDR"
     fig.savefig(tmp_path / "s.png")
     assert (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_the_study_figure_has_its_three_parts_labelled():
+    from flowsolver.study import ARTICLE, network_study, study_figure
+
+    rows = network_study(global_batch=64, networks=("ideal", "ib_ndr"))
+    overheads = dict(ib_ndr=0.41, ib_hdr=0.5, roce_400g=0.3, eth_100g=0.7)
+    search = [dict(tp=8, pp=1, dp=8, zero=1, global_batch=8, dp_overlap=0.0, overheads=overheads)]
+    topology = [dict(family="fat-tree", gpus=256, dp_time=0.7), dict(family="torus", gpus=256, dp_time=5.8)]
+    fig = study_figure(rows, search, topology)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(titles) == 4 and "closest to the article" in titles[2] and "topology families" in titles[3]
+    overhead_labels = [t.get_text() for t in fig.axes[1].texts]
+    # the ideal network's model and article overheads are 0 %: labelled, not blank
+    assert overhead_labels.count("0%") >= 2
+    article_labels = [t.get_text() for t in fig.axes[2].texts]
+    assert f"{100 * ARTICLE['ib_ndr']['overhead']:.0f}%" in article_labels and "41%" in article_labels

@@ -193,3 +193,15 @@ def test_a_dask_cluster_of_two_worker_processes_gives_the_serial_rows():
         workers = client.run(lambda: __import__("os").getpid())
     assert len(set(workers.values())) == 2
     _same_rows(pooled, serial)
+
+
+def test_ranks_in_a_sweep_as_rank_integers_or_node_ids():
+    g = tp.rail_optimized(2)
+    sets = [[0, 1, 2, 3], ["s1/gpu0", "s1/gpu1", "s0/gpu0", "s0/gpu1"]]
+    df = sweep({"nodes": [2], "size": [2**24], "algorithm": ["ring"], "ranks": sets}, progress=False, cache_dir=None)
+    assert list(df["status"]) == ["ok", "ok"]
+    for row, ranks in zip(df.itertuples(), sets):
+        assert row.time == collective(g, "all_reduce", 2**24, algorithm="ring", ranks=ranks).time
+    one = sweep({"nodes": [2], "size": [2**24], "algorithm": ["ring"], "ranks": [0, 1, 2, 3]}, progress=False,
+                cache_dir=None)
+    assert len(one) == 1 and one["time"].iloc[0] == df["time"].iloc[0]     # a flat list is one rank set
