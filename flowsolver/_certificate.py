@@ -25,7 +25,7 @@ RTOL = 1e-9
 def _segment_max(rm, per_flow: np.ndarray) -> np.ndarray:
     """Per-link maximum of a per-flow value over the flows that cross the link (-inf where none)."""
     seg_max = np.full(rm.n_segments, -np.inf)
-    coef = None if rm.flow_coef is None else rm.flow_coef
+    coef = rm.flow_coef
     for k in range(rm.slots):
         segs = rm.flow_seg[:, k]
         ok = segs >= 0 if coef is None else (segs >= 0) & (coef[:, k] > 0)
@@ -110,11 +110,8 @@ def violation(rm, capacity, weights, demands, rates, bottleneck, skip=None, rtol
         return (f"flow {f} (level {level[f]:.6g}) is not the largest on its bottleneck link {bneck[f]} "
                 f"(level {link_max[bneck[f]]:.6g} there)")
     if paths is not None:                      # one pass over the whole table, no row gather
-        path, frac = paths
-        on = path == np.where(keep & (bneck >= 0), bneck, -2)[:, None]
-        if frac is not None:
-            on &= frac > 0
-        crosses = on.any(axis=1)[f_link]
+        path = paths[0]                           # entries of fraction 0 are already -1
+        crosses = (path == np.where(keep & (bneck >= 0), bneck, -2)[:, None]).any(axis=1)[f_link]
     else:
         crosses = _crosses(rm, f_link, links)
     if (bad := ~crosses).any():

@@ -34,10 +34,14 @@ def positive_number(name: str, value, unit: str = "") -> float:
     1024.0
     """
     ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-    if not ok or not math.isfinite(float(value)) or float(value) <= 0:
+    try:
+        number = float(value) if ok else math.nan
+    except OverflowError:                  # an int beyond float64 (10**400)
+        number = math.inf
+    if not math.isfinite(number) or number <= 0:
         what = f"a finite number of {unit} > 0" if unit else "a finite number > 0"
         raise ValueError(f"{name} must be {what}, got {_plain(value)!r}")
-    return float(value)
+    return number
 
 
 def rank_indices(graph, ranks, name: str = "ranks") -> list[int]:

@@ -28,11 +28,10 @@ live flows is kept as an int64 count of quanta ``2^e`` (``e`` per link): every c
 is rounded to the link's quantum once, and the same rounded integer is added at the start
 and subtracted when the flow freezes, so the sum has no cancellation error whatever the
 weights' range (float sums of 1e9 and 1e-9 do). Its error against the real sum is at most
-half a quantum per live flow; when that bound exceeds 2^-45 of the sum and the link lost half of
-its weight since its sum was last computed (the link lost
-most of its weight) the link is *untrusted*: it is put first among the next round's
-candidates, its sum is recomputed from its live flows at a finer quantum, and until then
-no flow crossing it may freeze. With integer weights and unit fractions (every all-to-all
+half a quantum per live flow. When that bound exceeds 2^-45 of the sum and the link has
+lost half of its weight since its sum was last computed, the link is *untrusted*: it is
+put first among the next round's candidates, its sum is recomputed from its live flows at
+a finer quantum, and until then no flow crossing it may freeze. With integer weights and unit fractions (every all-to-all
 without weights) the quanta are the weights themselves and nothing is ever recomputed.
 Everything runs in float64 whatever the output dtype.
 
@@ -276,34 +275,34 @@ def _kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rou
     # initial sums: quantum exponents from a float64 pass, then exact integer sums
     a0 = contributions(w, frac, live0[:, None] & real)
     if unit:
-        e = None
+        quanta = None
         W = jnp.zeros(n_links, jnp.int64).at[path].add(a0.astype(jnp.int64))
         cnt = None
     else:
-        e = _quantum_exponent(jnp.zeros(n_links, f64).at[path].add(a0))
-        W = jnp.zeros(n_links, jnp.int64).at[path].add(_quantize(a0, e[path]))
-        e = (e, W)                    # per link: quantum exponent, sum when last computed
+        exponent = _quantum_exponent(jnp.zeros(n_links, f64).at[path].add(a0))
+        W = jnp.zeros(n_links, jnp.int64).at[path].add(_quantize(a0, exponent[path]))
+        quanta = (exponent, W)        # per link: quantum exponent, sum when last computed
         cnt = jnp.zeros(n_links, jnp.int32).at[path].add((live0[:, None] & real).astype(jnp.int32))
     pos = jnp.arange(B, dtype=jnp.int32)
     M = max(B // 8, 1)                       # frozen pairs released in the compacted form
 
-    def fair_shares(W, F, e, cnt):
-        Wf = W.astype(f64) if unit else jnp.ldexp(W.astype(f64), e[0])
-        active = (W > 0) if unit else (cnt > 0)
-        share = jnp.where(active & (W > 0), jnp.maximum(cap - F, 0) / jnp.where(W > 0, Wf, 1.0), jnp.inf)
+    def fair_shares(W, F, quanta, cnt):
+        Wf = W.astype(f64) if unit else jnp.ldexp(W.astype(f64), quanta[0])
+        # no weight left: no share (inactive, or untrusted until recomputed), never a divide by 1
+        share = jnp.where(W > 0, jnp.maximum(cap - F, 0) / jnp.where(W > 0, Wf, 1.0), jnp.inf)
         if unit:
             return share, None
         # error bound: half a quantum per live flow
         tight = W.astype(f64) >= cnt.astype(f64) * 2.0 ** (TRUST_BITS - 1)
-        untrusted = (cnt > 0) & ~tight & (2 * W < e[1])
+        untrusted = (cnt > 0) & ~tight & (2 * W < quanta[1])
         return share, untrusted
 
-    def release(W, F, cnt, e, rows, f, mine, lev):
+    def release(W, F, cnt, quanta, rows, f, mine, lev):
         """Remove the flows ``mine`` (rows ``rows`` of the path table, ids ``f``) from their
         links' weight sums and add their rates (``lev`` x weight x fraction) to the loads."""
         on = real[f] & mine[:, None]
         a = contributions(w[f], None if unit else frac[f], on)
-        q = a.astype(jnp.int64) if unit else _quantize(a, e[0][rows])
+        q = a.astype(jnp.int64) if unit else _quantize(a, quanta[0][rows])
         W = W.at[rows].add(-q)
         F = F.at[rows].add(a * lev[:, None])
         if not unit:
@@ -311,7 +310,7 @@ def _kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rou
         return W, F, cnt
 
     def frontier_round(state, share, untrusted, go):
-        claim, bneck, W, F, cnt, e, level, left = state
+        claim, bneck, W, F, cnt, quanta, level, left = state
         # candidates: the untrusted links first (to be recomputed; the first always fits in
         # the buffer, so every round repairs one or, with none left, freezes the exact
         # minimum), then the lowest shares by the upper 32 bits of their float64 pattern
@@ -349,7 +348,7 @@ def _kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rou
             fix = fits & untrusted[cand]
             at = jnp.where(fix, cand, n_links)
             W = W.at[at].set(W_new, mode="drop")
-            e = (e[0].at[at].set(e_new, mode="drop"), e[1].at[at].set(W_new, mode="drop"))
+            quanta = (quanta[0].at[at].set(e_new, mode="drop"), quanta[1].at[at].set(W_new, mode="drop"))
             fixed = jnp.zeros(n_links, bool).at[at].set(True, mode="drop")
             fresh = jnp.where(W_new > 0, jnp.maximum(cap[cand] - F[cand], 0) / jnp.ldexp(W_new.astype(f64), e_new),
                               jnp.inf)
@@ -374,15 +373,15 @@ def _kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rou
         def compacted(W, F, cnt):           # the frozen pairs first: scatters of M, not B, rows
             idx = jnp.nonzero(mine, size=M, fill_value=0)[0]
             keep = jnp.arange(M, dtype=jnp.int32) < n_mine
-            return release(W, F, cnt, e, rows[idx], f[idx], keep, lev[idx])
+            return release(W, F, cnt, quanta, rows[idx], f[idx], keep, lev[idx])
 
-        W, F, cnt = jax.lax.cond(n_mine <= M, compacted, lambda W, F, cnt: release(W, F, cnt, e, rows, f, mine, lev),
+        W, F, cnt = jax.lax.cond(n_mine <= M, compacted, lambda W, F, cnt: release(W, F, cnt, quanta, rows, f, mine, lev),
                                  W, F, cnt)
-        return claim, bneck, W, F, cnt, e, level, left - n_mine
+        return claim, bneck, W, F, cnt, quanta, level, left - n_mine
 
     def level_round(state, share, untrusted, go):
         """Every flow that crosses a link at the global minimum share freezes there."""
-        claim, bneck, W, F, cnt, e, level, left = state
+        claim, bneck, W, F, cnt, quanta, level, left = state
         s_min = jnp.min(share)
         hit = share[path] <= s_min                                  # padding link: inf
         mine = go & jnp.any(hit, axis=1) & (claim == INT_MIN)
@@ -391,16 +390,16 @@ def _kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rou
         bneck = jnp.where(mine, link, bneck)
         level = jnp.where(go & (share <= s_min), s_min, level)
         ids = jnp.arange(Np, dtype=jnp.int32)
-        W, F, cnt = release(W, F, cnt, e, path, ids, mine, jnp.where(mine, s_min, 0.0))
-        return claim, bneck, W, F, cnt, e, level, left - jnp.sum(mine, dtype=jnp.int32)
+        W, F, cnt = release(W, F, cnt, quanta, path, ids, mine, jnp.where(mine, s_min, 0.0))
+        return claim, bneck, W, F, cnt, quanta, level, left - jnp.sum(mine, dtype=jnp.int32)
 
     def busy(carry):
         (*_, left), rounds = carry
         return (left > 0) & (rounds < max_rounds)
 
     def shares_and_ties(carry):
-        claim, bneck, W, F, cnt, e, level, left = carry[0]
-        share, untrusted = fair_shares(W, F, e, cnt)
+        claim, bneck, W, F, cnt, quanta, level, left = carry[0]
+        share, untrusted = fair_shares(W, F, quanta, cnt)
         s_min = jnp.min(share)
         ties = (jnp.sum(share <= s_min) >= level_ties) & jnp.isfinite(s_min)
         return share, untrusted, ties if unit else ties & ~jnp.any(untrusted)
@@ -424,8 +423,8 @@ def _kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rou
         return jax.lax.cond(busy(carry), level_step, lambda c: c, carry)
 
     state = (jnp.where(frozen0, INT_MAX, INT_MIN).astype(jnp.int32), jnp.full(Np, pad_link, jnp.int32),
-             W, jnp.zeros(n_links, f64), cnt, e, jnp.zeros(n_links, f64), jnp.sum(live0, dtype=jnp.int32))
-    (claim, bneck, W, F, cnt, e, level, left), rounds = jax.lax.while_loop(busy, outer, (state, jnp.int32(0)))
+             W, jnp.zeros(n_links, f64), cnt, quanta, jnp.zeros(n_links, f64), jnp.sum(live0, dtype=jnp.int32))
+    (claim, bneck, W, F, cnt, quanta, level, left), rounds = jax.lax.while_loop(busy, outer, (state, jnp.int32(0)))
     frozen = claim != INT_MIN
     rates = jnp.where(frozen & live0, level[bneck] * w, 0)
     return rates, F, jnp.where(bneck < n_real, bneck, -1), rounds, frozen

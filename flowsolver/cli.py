@@ -68,7 +68,10 @@ def parse_size(text: str) -> float:
     if not m:
         raise ValueError(f"size must be a number of bytes (like 1e9) with an optional K, M, G or T suffix, "
                          f"got {text!r}")
-    return float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
+    value = float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
+    if not math.isfinite(value):
+        raise ValueError(f"size must be a finite number of bytes, got {text!r}")
+    return value
 
 
 def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", default_nodes=8) -> None:
@@ -191,6 +194,8 @@ def _plain(value):
     """A value JSON can hold: NumPy scalars as Python ones, NaN and infinities as null."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, np.generic):
@@ -214,15 +219,20 @@ def _json(obj) -> str:
     return json.dumps(_plain(obj), indent=2, allow_nan=False)
 
 
-def _writable(name: str, path) -> None:
-    """A one-line error, before any computation, when ``path`` cannot be written."""
+def _writable(name: str, path):
+    """``path`` with ``~`` expanded, or a one-line error, before any computation, when it
+    cannot be written (a folder that does not exist or is not writable, or a folder itself)."""
     if path is None:
-        return
-    folder = Path(path).expanduser().resolve().parent
+        return None
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise ValueError(f"{name}: {str(path)!r} is a folder; give a file name")
+    folder = path.resolve().parent
     if not folder.is_dir():
         raise ValueError(f"{name}: folder {str(folder)!r} does not exist (for {str(path)!r})")
     if not os.access(folder, os.W_OK):
         raise ValueError(f"{name}: folder {str(folder)!r} is not writable (for {str(path)!r})")
+    return str(path)
 
 
 def _emit(rows: list, args, text: str) -> None:
@@ -246,6 +256,9 @@ def _collective_table(args) -> None:
     if not (lo > 0 and hi >= lo and args.step_factor > 1):
         raise ValueError(f"sizes must satisfy 0 < min-bytes <= max-bytes and step-factor > 1, got "
                          f"{args.min_bytes!r}, {args.max_bytes!r}, {args.step_factor!r}")
+    if math.log(hi / lo) / math.log(args.step_factor) > 10_000:
+        raise ValueError(f"sizes: {args.min_bytes!r} to {args.max_bytes!r} by {args.step_factor!r} is more than "
+                         "10000 sizes; raise -f / --step-factor")
     sizes, s = [], lo
     while s <= hi * (1 + 1e-12):
         sizes.append(s)
@@ -325,7 +338,7 @@ def _sweep(args) -> None:
         raise ValueError(f"config: unknown [sweep] key(s) {sorted(unknown)}; known: out, cache_dir, resume, progress")
     if args.out:
         options["out"] = args.out
-    _writable("--out", options.get("out"))
+    options["out"] = _writable("--out", options.get("out"))
     if args.no_progress:
         options["progress"] = False
     if args.no_resume:
@@ -356,8 +369,7 @@ class _Failed(Exception):
 def _study(args) -> None:
     from .study import run
 
-    out = None if args.out.lower() == "none" else args.out
-    _writable("--out", out)
+    out = _writable("--out", None if args.out.lower() == "none" else args.out)
     quiet = args.json or args.csv
     result = run(out=out, quick=args.quick, model=args.model, echo=(lambda *_: None) if quiet else print)
     rows = [dict(network=r.network, label=r.label, gpus=r.step.gpus, step_time_s=r.step.step_time,
@@ -401,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sweep":
             _sweep(args)
             return 0
-        _writable("--export", args.export)
+        args.export = _writable("--export", args.export)
         graph = _build(args)
         desc = tp.describe(graph)
         if args.export:
@@ -419,10 +431,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:           # TopologyError and RoutingError are ValueErrors
         print(f"flowsolver: error: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
-    except _Failed as err:
-        print(f"flowsolver: {err}", file=sys.stderr)
-        return 1
     except BrokenPipeError:             # the reader went away (| head): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except OSError as err:              # a file that could not be read or written after all
+        print(f"flowsolver: error: {err.strerror or err}: {err.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except _Failed as err:
+        print(f"flowsolver: {err}", file=sys.stderr)
         return 1

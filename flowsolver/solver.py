@@ -300,7 +300,9 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         Rate caps in bytes/s, >= 0 (``inf`` = none); default the RoutingMatrix's.
     dtype : "float64" (default) or "float32"
     max_rounds : int, optional
-        Bound on the rounds (default: the number of flows, enough in exact arithmetic).
+        Bound on the rounds (default: enough in exact arithmetic: the number of flows for
+        the dense method; flows + links + flow-link pairs for the frontier, whose rounds
+        either freeze flows or recompute a link's sum).
     inner_rounds : int
         Rounds per convergence check (a host round trip per check on a GPU).
     compact : bool, optional
@@ -347,13 +349,13 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         _first_bad(bad, "weights", "a finite number > 0", w)
     if (bad := ~(d >= 0)).any():
         _first_bad(bad, "demands", "a number >= 0 bytes/s (inf = no cap)", d)
-    if dtype == np.float32:
-        _check_float32(cap, w, d)
     batched = [a.shape[0] for a in (cap, w, d) if a.ndim == 2]
     if batched and len(set(batched)) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(batched))}")
-    if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer)) or max_rounds < 1):
-        raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
+    if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer))
+                                   or not 1 <= max_rounds < 2**31):
+        raise ValueError(f"max_rounds must be an integer in 1 ... 2^31 - 1, got {max_rounds!r}")
+
     if isinstance(inner_rounds, bool) or not isinstance(inner_rounds, (int, np.integer)) or inner_rounds < 1:
         raise ValueError(f"inner_rounds must be an integer >= 1, got {inner_rounds!r}")
     if method not in ("auto", "dense", "frontier"):
@@ -372,6 +374,8 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
 
         if _frontier.eligible(rm, d):
             mode = "frontier"
+    if dtype == np.float32:
+        _check_float32(rm, cap, w, d, dense=mode == "dense")
     out = _solve(rm, cap, w, d, unbounded, batch, dtype, None if max_rounds is None else int(max_rounds),
                  int(inner_rounds), compact, mode)
     if merged is not None:
@@ -379,16 +383,25 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
     return out
 
 
-def _check_float32(cap, w, d):
-    """float32 must hold every capacity, cap and weight, and every level (rate / weight) the
-    dense kernel forms: an overflow would return ``inf`` rates with status ok."""
+def _check_float32(rm, cap, w, d, *, dense: bool):
+    """float32 rates must hold every capacity and cap; the dense kernel, which runs in
+    float32, also every weight, every link's sum of weights and every level (rate / weight)
+    it forms (the frontier computes in float64 and only rounds its rates). An overflow would
+    return ``inf``, NaN or 0 rates with status ok."""
     big = float(np.finfo(np.float32).max) / 16          # headroom for sums of a few terms
     tiny = float(np.finfo(np.float32).tiny)
     for name, arr in (("capacity", cap), ("demands", d)):
         if (bad := np.isfinite(arr) & (arr > big)).any():
             _first_bad(bad, name, f"at most {big:.3g} bytes/s with dtype='float32' (use dtype='float64')", arr)
-    if (bad := w < tiny).any():
-        _first_bad(bad, "weights", f"at least {tiny:.3g} with dtype='float32' (use dtype='float64')", w)
+    if not dense:
+        return
+    if (bad := (w < tiny) | (w > big)).any():
+        _first_bad(bad, "weights", f"in {tiny:.3g} ... {big:.3g} with dtype='float32' (use dtype='float64')", w)
+    sums = np.array([rm.link_loads(row) for row in np.atleast_2d(w)])
+    if (sums > big).any():
+        link = int(np.argwhere(sums > big)[0][-1])
+        raise ValueError(f"weights: the flows on link {link} sum to {sums.max():.3g}, more than dtype='float32' "
+                         f"holds ({big:.3g}); use dtype='float64'")
     finite = np.concatenate([cap[np.isfinite(cap)].ravel(), d[np.isfinite(d)].ravel()])
     top = float(finite.max(initial=0.0))
     if top / float(w.min()) > big:

@@ -261,7 +261,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     out : str or Path, optional
         ``.csv`` or ``.parquet`` file the rows stream to (rewritten after every batch).
     resume : bool
-        Skip scenarios whose id is already in ``out``.
+        Skip scenarios already in ``out`` with status ok (failed ones are run again).
     progress : bool
         A tqdm progress bar (when tqdm is installed).
     shard : (i, n), optional
@@ -318,13 +318,16 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     skip = (set() if "train" in tasks else set(TRAIN_METRICS)) | (set() if "collective" in tasks else
                                                                    set(COLLECTIVE_METRICS))
     columns = ["id"] + params + [k for k in METRICS if k not in skip]
-    path = None if out is None else Path(out)
+    path = None if out is None else Path(out).expanduser()
     if path is not None and path.suffix not in (".csv", ".parquet"):
         raise ValueError(f"out must end in .csv or .parquet, got {str(out)!r}")
-    done = _read(path) if (path is not None and resume) else None
-    have = set(done["id"]) if done is not None else set()
-    rows = done.to_dict("records") if done is not None else []
     ids = [scenario_id(s) for s in scenarios]
+    order0 = set(ids)
+    done = _read(path) if (path is not None and resume) else None
+    # a resumed sweep keeps its finished rows and retries the scenarios that failed
+    have = set(done.loc[done["status"] == "ok", "id"]) if done is not None else set()
+    rows = [r for r in done.to_dict("records") if r["id"] in have or r["id"] not in order0] \
+        if done is not None else []
     todo = [i for i, sid in enumerate(ids) if sid not in have]
     bar = None
     if progress:

@@ -430,7 +430,6 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         dp = _positive_int("dp", dp)
     if dp is None:
         dp = n // (tp * pp) if n % (tp * pp) == 0 else 0
-    _positive_int("dp", dp) if dp else None
     if tp * pp * dp != n:
         raise ValueError(f"tp * pp * dp must equal the GPU count {n}, got tp={tp}, pp={pp}, dp={dp} "
                          f"({tp * pp * dp})")

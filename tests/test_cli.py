@@ -215,3 +215,15 @@ def test_the_shipped_sweep_example_runs(tmp_path, capsys):
     out = tmp_path / "r.csv"
     assert main(["sweep", str(example), "--out", str(out), "--no-progress"]) == 0
     assert "24 of 24 scenarios ok" in capsys.readouterr().out and out.exists()   # 2 x 3 x 2 x 2
+
+
+def test_infinite_sizes_folders_as_files_and_home_paths(tmp_path, capsys, monkeypatch):
+    assert main(["collective", "--nodes", "1", "-e", "1e999"]) == 2
+    assert "size must be a finite number of bytes" in capsys.readouterr().err
+    assert main(["collective", "--nodes", "1", "-b", "1", "-e", "1e300", "-f", "1.0001"]) == 2
+    assert "more than 10000 sizes" in capsys.readouterr().err
+    assert main(["topology", "--family", "torus", "--dims", "2", "2", "--export", str(tmp_path)]) == 2
+    assert "is a folder; give a file name" in capsys.readouterr().err
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["topology", "--family", "torus", "--dims", "2", "2", "--export", "~/g.json"]) == 0
+    assert (tmp_path / "g.json").exists()

@@ -205,3 +205,15 @@ def test_ranks_in_a_sweep_as_rank_integers_or_node_ids():
     one = sweep({"nodes": [2], "size": [2**24], "algorithm": ["ring"], "ranks": [0, 1, 2, 3]}, progress=False,
                 cache_dir=None)
     assert len(one) == 1 and one["time"].iloc[0] == df["time"].iloc[0]     # a flat list is one rank set
+
+
+def test_a_resumed_sweep_retries_the_scenarios_that_failed(tmp_path):
+    out = tmp_path / "r.csv"
+    first = sweep(GRID_X, progress=False, cache_dir=None, out=out)
+    table = pd.read_csv(out)
+    table["error"] = table["error"].astype(object)
+    table.loc[0, "status"], table.loc[0, "error"], table.loc[0, "busbw"] = "error", "RuntimeError: worker lost", None
+    table.to_csv(out, index=False)                       # as a lost worker would have left it
+    again = sweep(GRID_X, progress=False, cache_dir=None, out=out)
+    assert list(again["status"]) == ["ok"] * len(first) and len(pd.read_csv(out)) == len(first)
+    assert again["busbw"].iloc[0] == first["busbw"].iloc[0]
