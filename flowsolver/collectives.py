@@ -139,7 +139,9 @@ class CollectiveResult:
 
     ``time`` seconds; ``algbw = size / time`` and ``busbw`` bytes/s (nccl-tests);
     ``steps`` the distinct steps; ``link_utilization`` per link (graph edge order), the
-    time-weighted mean over the transfers; ``candidates`` the time of every algorithm tried.
+    time-weighted mean over the transfers; ``candidates`` the time of every algorithm solved;
+    ``pruned`` the algorithms ``"auto"`` did not solve, with the lower bound (s) that showed
+    they cannot beat the chosen one.
     """
 
     op: str
@@ -153,6 +155,7 @@ class CollectiveResult:
     link_utilization: np.ndarray
     links: object
     candidates: dict = field(default_factory=dict)
+    pruned: dict = field(default_factory=dict)
 
     def to_dataframe(self):
         """The steps as a pandas DataFrame (needs pandas)."""
@@ -327,23 +330,91 @@ def _steps(op, algorithm, p, size, layout, chunk):
     return _pipeline(hops, k, size / k)
 
 
+def _efficiency(tech, efficiency) -> float:
+    """The fraction of ``tech``'s raw rate reached: ``efficiency`` overrides (one number, or
+    by tech), else the catalogue's (1 for an unknown technology)."""
+    if isinstance(efficiency, dict) and tech in efficiency:
+        return float(efficiency[tech])
+    if isinstance(efficiency, (int, float)):
+        return float(efficiency)
+    try:
+        eff = tp.get_link(tech).efficiency if tech else None
+    except ValueError:
+        eff = None
+    return 1.0 if eff is None else float(eff)
+
+
 def _effective_capacity(rm, efficiency, links=None):
     """Capacities (bytes/s) of ``links`` (default ``rm.links``) scaled by each technology's
-    efficiency: ``efficiency`` overrides (one number, or by tech), else the catalogue's."""
+    efficiency (:func:`_efficiency`)."""
     links = rm.links if links is None else links
-    cap = links.capacity.copy()
-    for i, tech in enumerate(links.tech):
-        if isinstance(efficiency, dict) and tech in efficiency:
-            cap[i] *= efficiency[tech]
-        elif isinstance(efficiency, (int, float)):
-            cap[i] *= efficiency
-        else:
-            try:
-                eff = tp.get_link(tech).efficiency if tech else None
-            except ValueError:
-                eff = None
-            cap[i] *= 1.0 if eff is None else eff
-    return cap
+    return links.capacity * np.array([_efficiency(tech, efficiency) for tech in links.tech], dtype=np.float64)
+
+
+def _lower_bound(graph, ranks, steps, base, protocol, step_latency, efficiency) -> float:
+    """A time (s) the candidate cannot beat, without routing. In every step each GPU sends
+    and receives its bytes through at most its links' effective capacity (each link
+    counted at most at the capacity of the hop after it, unless that is a GPU: a GPU behind
+    one NIC sends at the NIC's rate), each server's bytes to other servers leave through at most the effective
+    capacity of the links leaving the server, and every step pays at least the smallest
+    NCCL hop latency (or ``step_latency``)."""
+    nodes = tp.gpus(graph)
+    cap = lambda d: d.get("capacity", 0.0) * _efficiency(d.get("tech", ""), efficiency)  # noqa: E731
+
+    def two_hop(v, edges, onward):
+        total = 0.0
+        for _, u, d in edges(v, data=True):
+            beyond = sum(cap(e) for _, w, e in onward(u, data=True) if w != v)
+            # bytes through a NIC, PCIe or NVSwitch hop must go on (a GPU may be the end)
+            total += cap(d) if graph.nodes[u].get("kind") == "gpu" else min(cap(d), beyond)
+        return total
+
+    out_gpu = {r: two_hop(nodes[r], graph.out_edges, graph.out_edges) for r in set(ranks)}
+    in_gpu = {r: two_hop(nodes[r], lambda v, data: ((u, w, d) for w, u, d in graph.in_edges(v, data=True)),
+                         lambda u, data: ((w, x, d) for x, w, d in graph.in_edges(u, data=True)))
+              for r in set(ranks)}
+    server = {r: graph.nodes[nodes[r]].get("server") for r in set(ranks)}
+    out_srv, in_srv = {}, {}
+    for s_id in {s for s in server.values() if s is not None}:
+        inside = {nodes[r] for r in server if server[r] == s_id}     # every rank's GPU is inside
+        todo = list(inside)
+        while todo:                           # the server's nodes: neighbours with its id
+            v = todo.pop()
+            for w in graph.successors(v):
+                if w not in inside and graph.nodes[w].get("server") == s_id:
+                    inside.add(w)
+                    todo.append(w)
+        out_srv[s_id] = sum(cap(d) for v in inside for _, w, d in graph.out_edges(v, data=True) if w not in inside)
+        in_srv[s_id] = sum(cap(d) for v in inside for w, _, d in graph.in_edges(v, data=True) if w not in inside)
+    latency = float(step_latency) if step_latency is not None else \
+        min(h[PROTOCOLS.index(protocol)] for h in NCCL_HOP_LATENCY.values()) * 1e-6
+    # per rank position: its rank's GPU and server capacities (index -1: not a GPU end)
+    order = sorted(set(ranks))
+    where = {r: i for i, r in enumerate(order)}
+    pos_rank = np.array([where[r] for r in ranks] + [-1])
+    servers = sorted({s for s in server.values() if s is not None}, key=str)
+    s_index = {s_id: i for i, s_id in enumerate(servers)}
+    rank_srv = np.array([s_index.get(server[r], -1) for r in order] + [-1])
+    caps = [np.array([out_gpu[r] for r in order]), np.array([in_gpu[r] for r in order]),
+            np.array([out_srv[s_id] for s_id in servers]), np.array([in_srv[s_id] for s_id in servers])]
+    total = base
+    for st in steps:
+        x = pos_rank[[f[0] if isinstance(f[0], int) else -1 for f in st.flows]]
+        y = pos_rank[[f[1] if isinstance(f[1], int) else -1 for f in st.flows]]
+        n = np.array([f[2] for f in st.flows], dtype=np.float64)
+        sx, sy = rank_srv[x], rank_srv[y]
+        cross = (sx >= 0) & (sy >= 0) & (sx != sy)
+        parts = [(x >= 0, x), (y >= 0, y), (cross, sx), (cross, sy)]
+        transfer = 0.0
+        for (mask, key), c in zip(parts, caps):
+            if mask.any():
+                amount = np.bincount(key[mask], weights=n[mask], minlength=len(c))
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    need = np.where(amount > 0, amount / c, 0.0)
+                transfer = max(transfer, float(need.max()))
+        paid = st.count if st.latency_count is None else st.latency_count
+        total += st.count * transfer + paid * latency
+    return total
 
 
 def _path_latency(rm) -> np.ndarray:
@@ -620,6 +691,43 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
                        protocol, float(chunk), efficiency, step_latency, base_latency)
 
 
+def _time_plans(graph, ranks, plans, routing, options, efficiency, scenarios, protocol, step_latency, base):
+    """Route every distinct step of ``plans`` (algorithm -> steps) once and solve them all in
+    one batched call; per scenario (``scenarios``: the graph, or its same-structure
+    variants) its link table and ``{algorithm: (time, steps, utilisation)}``."""
+    distinct: dict = {}
+    for steps in plans.values():
+        for st in steps:
+            distinct.setdefault(id(st.flows), st.flows)
+    routed = {key: _route_step(graph, ranks, flows, routing, options) for key, flows in distinct.items()}
+    keys = list(routed)
+    rms = [routed[k][0] for k in keys]
+    tables = [rms[0].links] if len(scenarios) == 1 and scenarios[0] is graph else \
+        [LinkTable.from_graph(g) for g in scenarios]
+    caps = np.stack([_effective_capacity(rms[0], efficiency, t) for t in tables])
+    solved_all = _solve_steps(rms, [routed[k][1] for k in keys], caps)
+    timed = []
+    for g_b, table, solved_b in zip(scenarios, tables, solved_all):
+        solved = dict(zip(keys, solved_b))
+        latency = {k: _step_latency(g_b, replace(routed[k][0], links=table), protocol, step_latency) for k in keys}
+        results = {}
+        for alg, steps in plans.items():
+            parts, util_time, busy, total = [], np.zeros(rms[0].n_links), 0.0, base
+            for st in steps:
+                transfer, util, bottleneck = solved[id(st.flows)]
+                step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=transfer,
+                                      latency=latency[id(st.flows)], bottleneck=bottleneck,
+                                      latency_count=st.latency_count)
+                parts.append(step)
+                total += step.time
+                if np.isfinite(transfer):
+                    util_time += util * st.count * transfer
+                    busy += st.count * transfer
+            results[alg] = (total, tuple(parts), util_time / busy if busy > 0 else util_time)
+        timed.append((table, results))
+    return timed
+
+
 def _collective(graph, op, size, rank_groups, algorithm, routing, routing_options, channels, pxn, protocol,
                 chunk, efficiency, step_latency, base_latency, variants=None):
     """One collective per rank group, the groups in lockstep (step ``j`` of every group runs
@@ -653,36 +761,29 @@ def _collective(graph, op, size, rank_groups, algorithm, routing, routing_option
                               for g, st in enumerate(parts) for x, y, n in st.flows]
             merged.append(_Step(parts[0].count, cache[key], parts[0].latency_count))
         plans[a] = merged
-    # every distinct step of every candidate, routed once and solved in one batched call
-    distinct: dict = {}
-    for steps in plans.values():
-        for st in steps:
-            distinct.setdefault(id(st.flows), st.flows)
-    routed = {key: _route_step(graph, ranks, flows, routing, options) for key, flows in distinct.items()}
-    keys = list(routed)
-    rms = [routed[k][0] for k in keys]
     scenarios = [graph] if variants is None else list(variants)
-    tables = [rms[0].links] if variants is None else [LinkTable.from_graph(g) for g in scenarios]
-    caps = np.stack([_effective_capacity(rms[0], efficiency, t) for t in tables])
-    solved_all = _solve_steps(rms, [routed[k][1] for k in keys], caps)
+    if algorithm == "auto" and variants is None and len(plans) > 1:
+        # candidates in order of a lower bound that needs no routing: the most promising one
+        # is solved first, then, in one batched call, every other whose bound is below its
+        # time; the rest cannot win and are never routed or solved
+        bounds = {a: _lower_bound(graph, ranks, plans[a], base, protocol, step_latency, efficiency) for a in plans}
+        order = sorted(plans, key=bounds.get)
+        wave = order[:1]
+        (table, results), = _time_plans(graph, ranks, {a: plans[a] for a in wave}, routing, options, efficiency,
+                                        scenarios, protocol, step_latency, base)
+        best_time = min(r[0] for r in results.values())
+        rest = [a for a in order if a not in results and bounds[a] < best_time]
+        if rest:
+            results.update(_time_plans(graph, ranks, {a: plans[a] for a in rest}, routing, options, efficiency,
+                                       scenarios, protocol, step_latency, base)[0][1])
+        timed = [(table, {a: results[a] for a in plans if a in results})]
+        pruned = {a: bounds[a] for a in plans if a not in results}
+    else:
+        timed = _time_plans(graph, ranks, plans, routing, options, efficiency, scenarios, protocol, step_latency,
+                            base)
+        pruned = {}
     out = []
-    for g_b, table, solved_b in zip(scenarios, tables, solved_all):
-        solved = dict(zip(keys, solved_b))
-        latency = {k: _step_latency(g_b, replace(routed[k][0], links=table), protocol, step_latency) for k in keys}
-        results = {}
-        for alg, steps in plans.items():
-            parts, util_time, busy, total = [], np.zeros(rms[0].n_links), 0.0, base
-            for st in steps:
-                transfer, util, bottleneck = solved[id(st.flows)]
-                step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=transfer,
-                                      latency=latency[id(st.flows)], bottleneck=bottleneck,
-                                      latency_count=st.latency_count)
-                parts.append(step)
-                total += step.time
-                if np.isfinite(transfer):
-                    util_time += util * st.count * transfer
-                    busy += st.count * transfer
-            results[alg] = (total, tuple(parts), util_time / busy if busy > 0 else util_time)
+    for table, results in timed:
         best = min(results, key=lambda a: results[a][0])
         total, steps, util = results[best]
         if not np.isfinite(total):
@@ -692,7 +793,8 @@ def _collective(graph, op, size, rank_groups, algorithm, routing, routing_option
         algbw = float(size) / total
         out.append(CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
                                     busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
-                                    links=table, candidates={a: r[0] for a, r in results.items()}))
+                                    links=table, candidates={a: r[0] for a, r in results.items()},
+                                    pruned=dict(pruned)))
     if variants is None:
         if isinstance(out[0], Exception):
             raise out[0]

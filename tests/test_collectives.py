@@ -106,8 +106,9 @@ def test_auto_picks_the_fastest_and_reports_candidates():
     g = tp.rail_optimized(nodes=1)
     small = collective(g, "broadcast", 2**12)
     large = collective(g, "broadcast", 2**32)
-    assert set(small.candidates) == {"ring", "binomial"}
+    assert set(small.candidates) | set(small.pruned) == {"ring", "binomial"}
     assert small.algorithm == min(small.candidates, key=small.candidates.get)
+    assert all(bound >= small.time for bound in small.pruned.values())
     assert large.algorithm == "ring"            # pipelined ring wins at large sizes
     assert small.time < large.time
 
@@ -220,19 +221,33 @@ def test_nvls_on_eight_h100_matches_measured_busbw():
         collective(a100, "all_reduce", 2**30, algorithm="nvls")
 
 
-def test_auto_solves_every_candidate_in_one_batched_call(monkeypatch):
+def test_auto_solves_at_most_two_batches_and_prunes_only_what_cannot_win(monkeypatch):
     import flowsolver.collectives as fc
 
     calls = []
     real = fc.completion_times
     monkeypatch.setattr(fc, "completion_times", lambda *a, **k: calls.append(1) or real(*a, **k))
-    r = collective(tp.rail_optimized(nodes=2), "all_reduce", 2**28)
-    assert set(r.candidates) == {"ring", "tree", "halving_doubling", "hierarchical"}
-    assert len(calls) == 1
-    # and each candidate's time is what it takes when solved on its own
+    g = tp.rail_optimized(nodes=2)
+    r = collective(g, "all_reduce", 2**28)
+    assert set(r.candidates) | set(r.pruned) == {"ring", "tree", "halving_doubling", "hierarchical"}
+    assert len(calls) <= 2
+    # each solved candidate's time is what it takes when solved on its own; each pruned one,
+    # solved on its own, is no faster than the choice (its bound said so)
     for alg, t in r.candidates.items():
-        assert collective(tp.rail_optimized(nodes=2), "all_reduce", 2**28, algorithm=alg).time == \
-            pytest.approx(t, rel=1e-9)
+        assert collective(g, "all_reduce", 2**28, algorithm=alg).time == pytest.approx(t, rel=1e-9)
+    for alg, bound in r.pruned.items():
+        alone = collective(g, "all_reduce", 2**28, algorithm=alg).time
+        assert alone >= bound * (1 - 1e-12) and bound >= r.time
+
+
+def test_auto_prunes_pairwise_all_to_all_with_the_same_choice_and_time():
+    g = tp.fat_tree(4)
+    size = 2**20 * 15
+    r = collective(g, "all_to_all", size, efficiency=1.0)
+    assert r.algorithm == "direct" and "pairwise" in r.pruned and set(r.candidates) == {"direct"}
+    every = {a: collective(g, "all_to_all", size, algorithm=a, efficiency=1.0).time for a in ("direct", "pairwise")}
+    assert r.time == pytest.approx(min(every.values()), rel=1e-12)
+    assert every["pairwise"] >= r.pruned["pairwise"] >= r.time
 
 
 def test_variants_solved_together_equal_one_by_one_and_failures_are_per_scenario():
@@ -250,3 +265,25 @@ def test_variants_solved_together_equal_one_by_one_and_failures_are_per_scenario
     assert isinstance(together[-1], ValueError) and "cannot complete" in str(together[-1])
     with pytest.raises(ValueError, match=r"graphs\[1\] has other nodes or edges"):
         collective_variants([graphs[0], tp.rail_optimized(3)], "all_reduce", 2**20)
+
+
+@pytest.mark.parametrize("build", [lambda: tp.rail_optimized(nodes=2), lambda: tp.torus((2, 2), server="dgx_h100")],
+                         ids=["rail(2)", "torus of DGX"])
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "broadcast", "all_to_all"])
+@pytest.mark.parametrize("size", [2**12, 2**28])
+def test_pruned_auto_equals_solving_every_candidate(build, op, size):
+    from flowsolver import ALGORITHMS
+
+    g = build()
+    r = collective(g, op, size)
+    every = {}
+    for alg in ALGORITHMS[op]:
+        try:
+            every[alg] = collective(g, op, size, algorithm=alg).time
+        except ValueError:          # not available on these ranks (NVLS across servers, ...)
+            continue
+    assert set(every) == set(r.candidates) | set(r.pruned)
+    best = min(every, key=every.get)
+    assert r.time == pytest.approx(every[best], rel=1e-9) and every[r.algorithm] == pytest.approx(every[best], rel=1e-9)
+    for alg, bound in r.pruned.items():              # a bound is a bound
+        assert every[alg] >= bound * (1 - 1e-12)
