@@ -355,7 +355,6 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer))
                                    or not 1 <= max_rounds < 2**31):
         raise ValueError(f"max_rounds must be an integer in 1 ... 2^31 - 1, got {max_rounds!r}")
-
     if isinstance(inner_rounds, bool) or not isinstance(inner_rounds, (int, np.integer)) or inner_rounds < 1:
         raise ValueError(f"inner_rounds must be an integer >= 1, got {inner_rounds!r}")
     if method not in ("auto", "dense", "frontier"):
