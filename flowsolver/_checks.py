@@ -11,6 +11,8 @@ import numpy as np
 
 import topologies as tp
 
+from .traffic import _plain
+
 
 def integer(name: str, value, minimum: int = 1) -> int:
     """``value`` as a Python int >= ``minimum`` (NumPy integers accepted, bools refused).
@@ -85,7 +87,3 @@ def checked_graph(graph):
     if meta is None or "generator" not in meta or meta.get("fingerprint") != fingerprint(graph):
         tp.validate(graph)
     return graph
-
-
-def _plain(value):
-    return value.item() if isinstance(value, np.generic) else value

@@ -361,18 +361,17 @@ def _lower_bound(graph, ranks, steps, base, protocol, step_latency, efficiency) 
     nodes = tp.gpus(graph)
     cap = lambda d: d.get("capacity", 0.0) * _efficiency(d.get("tech", ""), efficiency)  # noqa: E731
 
-    def two_hop(v, edges, onward):
+    def two_hop(g, v):          # g: the graph, or its reverse view for what v receives
         total = 0.0
-        for _, u, d in edges(v, data=True):
-            beyond = sum(cap(e) for _, w, e in onward(u, data=True) if w != v)
+        for _, u, d in g.out_edges(v, data=True):
+            beyond = sum(cap(e) for _, w, e in g.out_edges(u, data=True) if w != v)
             # bytes through a NIC, PCIe or NVSwitch hop must go on (a GPU may be the end)
-            total += cap(d) if graph.nodes[u].get("kind") == "gpu" else min(cap(d), beyond)
+            total += cap(d) if g.nodes[u].get("kind") == "gpu" else min(cap(d), beyond)
         return total
 
-    out_gpu = {r: two_hop(nodes[r], graph.out_edges, graph.out_edges) for r in set(ranks)}
-    in_gpu = {r: two_hop(nodes[r], lambda v, data: ((u, w, d) for w, u, d in graph.in_edges(v, data=True)),
-                         lambda u, data: ((w, x, d) for x, w, d in graph.in_edges(u, data=True)))
-              for r in set(ranks)}
+    reverse = graph.reverse(copy=False)
+    out_gpu = {r: two_hop(graph, nodes[r]) for r in set(ranks)}
+    in_gpu = {r: two_hop(reverse, nodes[r]) for r in set(ranks)}
     server = {r: graph.nodes[nodes[r]].get("server") for r in set(ranks)}
     out_srv, in_srv = {}, {}
     for s_id in {s for s in server.values() if s is not None}:

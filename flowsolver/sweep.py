@@ -322,11 +322,11 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     if path is not None and path.suffix not in (".csv", ".parquet"):
         raise ValueError(f"out must end in .csv or .parquet, got {str(out)!r}")
     ids = [scenario_id(s) for s in scenarios]
-    order0 = set(ids)
+    order = {sid: k for k, sid in enumerate(ids)}
     done = _read(path) if (path is not None and resume) else None
     # a resumed sweep keeps its finished rows and retries the scenarios that failed
     have = set(done.loc[done["status"] == "ok", "id"]) if done is not None else set()
-    rows = [r for r in done.to_dict("records") if r["id"] in have or r["id"] not in order0] \
+    rows = [r for r in done.to_dict("records") if r["id"] in have or r["id"] not in order] \
         if done is not None else []
     todo = [i for i, sid in enumerate(ids) if sid not in have]
     bar = None
@@ -338,7 +338,6 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         except ImportError:
             bar = None
     sub = [scenarios[i] for i in todo]
-    order = {sid: k for k, sid in enumerate(ids)}
 
     def record(batch, metrics):
         for j, m in zip(batch, metrics):

@@ -372,10 +372,6 @@ def _time_groups(graph, op, size, groups, algorithm, options):
     return together.makespan, together.algorithms[0], together.bottleneck
 
 
-def _positive_int(name, value):
-    return _checks.integer(name, value)
-
-
 def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
                   global_batch: int | None = None, micro_batch: int = 1, mfu: float = DEFAULT_MFU,
                   zero: int = 1, dp_overlap: float = 1.0, ranks=None, gpu=None,
@@ -424,10 +420,10 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     _checks.checked_graph(graph)
     nodes = tp_.gpus(graph)
     n = len(nodes)
-    tp, pp, ep, micro_batch = (_positive_int(name, value) for name, value in
+    tp, pp, ep, micro_batch = (_checks.integer(name, value) for name, value in
                                (("tp", tp), ("pp", pp), ("ep", ep), ("micro_batch", micro_batch)))
     if dp is not None:
-        dp = _positive_int("dp", dp)
+        dp = _checks.integer("dp", dp)
     if dp is None:
         dp = n // (tp * pp) if n % (tp * pp) == 0 else 0
     if tp * pp * dp != n:
