@@ -46,6 +46,23 @@ def positive_number(name: str, value, unit: str = "") -> float:
     return number
 
 
+def fraction(name: str, value, *, zero_ok: bool) -> float:
+    """``value`` as a Python float in [0, 1] (``zero_ok``) or (0, 1] (NumPy scalars accepted).
+
+    >>> fraction("mfu", np.float32(0.5), zero_ok=False)
+    0.5
+    >>> fraction("dp_overlap", 1.5, zero_ok=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: dp_overlap must be in [0, 1], got 1.5
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and \
+        (0.0 <= value <= 1.0 if zero_ok else 0.0 < value <= 1.0)
+    if not ok:
+        raise ValueError(f"{name} must be in {'[0, 1]' if zero_ok else '(0, 1]'}, got {_plain(value)!r}")
+    return float(value)
+
+
 def rank_indices(graph, ranks, name: str = "ranks") -> list[int]:
     """GPU ranks (positions in ``topologies.gpus(graph)``) from rank integers (Python or
     NumPy) or GPU node ids, as ``topologies.gpus`` returns them.

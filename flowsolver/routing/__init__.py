@@ -46,10 +46,10 @@ import numpy as np
 from ..traffic import Flows
 from ._engine import ecmp_fluid, ecmp_hashed
 from ._fabric import DragonflyTables, dor_paths
-from ._matrix import LinkTable, MergedRouting, RoutingMatrix
+from ._matrix import Bottleneck, LinkTable, MergedRouting, RoutingMatrix
 from ._structure import GraphIndex, RoutingError, Segments, ServerParts
 
-__all__ = ["route", "RoutingMatrix", "LinkTable", "MergedRouting", "RoutingError", "POLICIES"]
+__all__ = ["route", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES"]
 
 POLICIES = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest")
 

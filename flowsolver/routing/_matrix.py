@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..traffic import Flows
+
+
+class Bottleneck(NamedTuple):
+    """A link that holds flows back, the same record on every result: ``index`` into the
+    routing's :class:`LinkTable` (graph edge order), its endpoints, its tier and its
+    utilisation (load / capacity) when it was found.
+
+    >>> Bottleneck(3, "leaf0", "spine1", "leaf-spine", 1.0).tier
+    'leaf-spine'
+    """
+
+    index: int
+    src: object
+    dst: object
+    tier: str
+    utilization: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,6 +61,11 @@ class LinkTable:
             tier=obj([d.get("tier", "") for *_, d in edges]),
             cables=np.array([int(d.get("cables", 1)) for *_, d in edges], dtype=np.int64),
         )
+
+    def bottleneck(self, index: int, utilization: float) -> Bottleneck:
+        """Link ``index`` as a :class:`Bottleneck` record at ``utilization``."""
+        i = int(index)
+        return Bottleneck(i, self.src[i], self.dst[i], str(self.tier[i]), float(utilization))
 
     def as_dict(self) -> dict:
         """Columns as a dict of arrays (one row per link)."""
