@@ -40,7 +40,7 @@ _EXAMPLES = """examples:
   flowsolver topology --family rail_optimized --nodes 128 --link ib_hdr --json
   flowsolver topology --family dragonfly --p 4 --a 8 --h 4 --export df.json
   flowsolver collective --nodes 4 --op all_reduce -b 1M -e 8G -f 4
-  flowsolver collective --family fat_tree --k 8 --server dgx_h100 --routing ecmp_hash --csv
+  flowsolver collective --family fat_tree --k 8 --server dgx_h100 --policy ecmp_hash --csv
   flowsolver train --nodes 8 --model llama-3-70b --tp 8 --global-batch 512
   flowsolver sweep examples/sweep.toml --out results.csv
 """
@@ -136,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     coll.add_argument("-e", "--max-bytes", default="1G", help="largest size, included (default %(default)s)")
     coll.add_argument("-f", "--step-factor", type=float, default=4.0, help="size multiplier (default %(default)s)")
     coll.add_argument("--ranks", type=int, nargs="+", default=None, help="GPU ranks taking part (default all)")
-    coll.add_argument("--routing", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
+    coll.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
     coll.add_argument("--subflows", type=int, default=1, help="sub-flows per flow (ecmp_hash)")
     coll.add_argument("--channels", type=int, default=None,
                       help="rings / trees side by side (default: NICs per server across servers, else 1)")
@@ -156,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--dp-overlap", type=float, default=1.0,
                        help="share of the DP reduction hidden behind compute (default %(default)s)")
     train.add_argument("--mfu", type=float, default=None, help="model FLOPs utilisation while computing")
-    train.add_argument("--routing", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
+    train.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
 
     study = sub.add_parser("study", help="the 64-GPU network study against the article (the main job)",
                            epilog=_EXAMPLES, formatter_class=fmt)
@@ -265,11 +265,11 @@ def _collective_table(args) -> None:
         s *= args.step_factor
     if sizes[-1] < hi * (1 - 1e-12):      # the end is included, as in nccl-tests
         sizes.append(hi)
-    opts = dict(subflows=args.subflows) if args.routing == "ecmp_hash" else None
+    opts = dict(subflows=args.subflows) if args.policy == "ecmp_hash" else None
     rows = []
     for size in sizes:
-        r = collective(graph, args.op, size, ranks=args.ranks, algorithm=args.algorithm, routing=args.routing,
-                       routing_options=opts, channels=args.channels, protocol=args.protocol)
+        r = collective(graph, args.op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
+                       policy_options=opts, channels=args.channels, protocol=args.protocol)
         tier = r.steps[0].bottleneck[0][2] if r.steps and r.steps[0].bottleneck else ""
         rows.append(dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
                          algorithm=r.algorithm, bottleneck_tier=tier))
@@ -291,7 +291,7 @@ def _train(args) -> None:
         kw["global_batch"] = args.global_batch
     if args.mfu is not None:
         kw["mfu"] = args.mfu
-    r = training_step(graph, model=args.model, collective_options=dict(routing=args.routing), **kw)
+    r = training_step(graph, model=args.model, collective_options=dict(policy=args.policy), **kw)
     rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.tier) for p in r.phases.values()]
     summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, global_batch=r.global_batch,

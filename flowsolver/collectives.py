@@ -434,7 +434,7 @@ def _link_classes(graph, rm):
     return np.where(net, 2, np.where(nvl, 0, 1))
 
 
-def _route_step(graph, ranks, flows_pos, policy, routing_options):
+def _route_step(graph, ranks, flows_pos, policy, policy_options):
     """The step's flows routed; also their sizes (bytes). Endpoints are rank positions, or
     for in-switch algorithms a GPU position and the switch's node id: such a flow is the one
     GPU-switch link."""
@@ -458,7 +458,7 @@ def _route_step(graph, ranks, flows_pos, policy, routing_options):
         return replace(rm, links=links, policy="in-switch"), size
     src = np.array([ranks[a] for a, _, _ in flows_pos])
     dst = np.array([ranks[b] for _, b, _ in flows_pos])
-    return route(graph, Flows(src, dst, size), policy=policy, **routing_options), size
+    return route(graph, Flows(src, dst, size), policy=policy, **policy_options), size
 
 
 def _step_latency(graph, rm, protocol, step_latency) -> float:
@@ -557,9 +557,9 @@ def _solve_steps(rms, sizes, cap):
     return results if batched else results[0]
 
 
-def _routing_options(routing, routing_options, pxn) -> dict:
-    options = dict(routing_options or {})
-    if routing in ("ecmp", "ecmp_hash"):
+def _policy_options(policy, policy_options, pxn) -> dict:
+    options = dict(policy_options or {})
+    if policy in ("ecmp", "ecmp_hash"):
         options.setdefault("pxn", pxn)
     return options
 
@@ -639,7 +639,7 @@ def _check_arguments(op, algorithm, protocol, size, chunk):
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
-               routing: str = "ecmp", routing_options: dict | None = None, channels: int | None = None,
+               policy: str = "ecmp", policy_options: dict | None = None, channels: int | None = None,
                pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK,
                efficiency=None, step_latency: float | None = None,
                base_latency: float | None = None) -> CollectiveResult:
@@ -659,8 +659,8 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     algorithm : str
         ``"auto"`` (solve every algorithm of ``ALGORITHMS[op]`` that can run on these ranks,
         all their steps in one batched call, and keep the fastest) or one of them.
-    routing, routing_options, pxn
-        Routing policy and its options (``subflows``, ``seed``); PXN for cross-rail hops.
+    policy, policy_options, pxn
+        Routing policy (``flowsolver.POLICIES``) and its options (``subflows``, ``seed``); PXN for cross-rail hops.
     channels : int, optional
         Rings (and tree pairs) run side by side (default: NICs per server when the ranks
         span servers, else 1).
@@ -686,11 +686,11 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     """
     _check_arguments(op, algorithm, protocol, size, chunk)
     _checks.checked_graph(graph)
-    return _collective(graph, op, float(size), [ranks], algorithm, routing, routing_options, channels, pxn,
+    return _collective(graph, op, float(size), [ranks], algorithm, policy, policy_options, channels, pxn,
                        protocol, float(chunk), efficiency, step_latency, base_latency)
 
 
-def _time_plans(graph, ranks, plans, routing, options, efficiency, scenarios, protocol, step_latency, base):
+def _time_plans(graph, ranks, plans, policy, options, efficiency, scenarios, protocol, step_latency, base):
     """Route every distinct step of ``plans`` (algorithm -> steps) once and solve them all in
     one batched call; per scenario (``scenarios``: the graph, or its same-structure
     variants) its link table and ``{algorithm: (time, steps, utilisation)}``."""
@@ -698,7 +698,7 @@ def _time_plans(graph, ranks, plans, routing, options, efficiency, scenarios, pr
     for steps in plans.values():
         for st in steps:
             distinct.setdefault(id(st.flows), st.flows)
-    routed = {key: _route_step(graph, ranks, flows, routing, options) for key, flows in distinct.items()}
+    routed = {key: _route_step(graph, ranks, flows, policy, options) for key, flows in distinct.items()}
     keys = list(routed)
     rms = [routed[k][0] for k in keys]
     tables = [rms[0].links] if len(scenarios) == 1 and scenarios[0] is graph else \
@@ -727,7 +727,7 @@ def _time_plans(graph, ranks, plans, routing, options, efficiency, scenarios, pr
     return timed
 
 
-def _collective(graph, op, size, rank_groups, algorithm, routing, routing_options, channels, pxn, protocol,
+def _collective(graph, op, size, rank_groups, algorithm, policy, policy_options, channels, pxn, protocol,
                 chunk, efficiency, step_latency, base_latency, variants=None):
     """One collective per rank group, the groups in lockstep (step ``j`` of every group runs
     at the same time); one group is :func:`collective`."""
@@ -738,7 +738,7 @@ def _collective(graph, op, size, rank_groups, algorithm, routing, routing_option
         raise ValueError(f"groups run in lockstep must have equal sizes, got {sorted({len(r) for r, _ in laid})}")
     ranks = [r for group, _ in laid for r in group]     # groups may share GPUs (a pipeline stage
     # sends to the next while it receives from the previous): their flows share links
-    options = _routing_options(routing, routing_options, pxn)
+    options = _policy_options(policy, policy_options, pxn)
     base = _base_latency(protocol, base_latency)
     if algorithm != "auto":
         for _, layout in laid:
@@ -768,17 +768,17 @@ def _collective(graph, op, size, rank_groups, algorithm, routing, routing_option
         bounds = {a: _lower_bound(graph, ranks, plans[a], base, protocol, step_latency, efficiency) for a in plans}
         order = sorted(plans, key=bounds.get)
         wave = order[:1]
-        (table, results), = _time_plans(graph, ranks, {a: plans[a] for a in wave}, routing, options, efficiency,
+        (table, results), = _time_plans(graph, ranks, {a: plans[a] for a in wave}, policy, options, efficiency,
                                         scenarios, protocol, step_latency, base)
         best_time = min(r[0] for r in results.values())
         rest = [a for a in order if a not in results and bounds[a] < best_time]
         if rest:
-            results.update(_time_plans(graph, ranks, {a: plans[a] for a in rest}, routing, options, efficiency,
+            results.update(_time_plans(graph, ranks, {a: plans[a] for a in rest}, policy, options, efficiency,
                                        scenarios, protocol, step_latency, base)[0][1])
         timed = [(table, {a: results[a] for a in plans if a in results})]
         pruned = {a: bounds[a] for a in plans if a not in results}
     else:
-        timed = _time_plans(graph, ranks, plans, routing, options, efficiency, scenarios, protocol, step_latency,
+        timed = _time_plans(graph, ranks, plans, policy, options, efficiency, scenarios, protocol, step_latency,
                             base)
         pruned = {}
     out = []
@@ -802,7 +802,7 @@ def _collective(graph, op, size, rank_groups, algorithm, routing, routing_option
 
 
 def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: str = "auto",
-                        routing: str = "ecmp", routing_options: dict | None = None, channels: int | None = None,
+                        policy: str = "ecmp", policy_options: dict | None = None, channels: int | None = None,
                         pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK,
                         efficiency=None, step_latency: float | None = None,
                         base_latency: float | None = None) -> list:
@@ -828,7 +828,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
         if list(g.edges()) != edges:
             raise ValueError(f"graphs[{i}] has other nodes or edges than graphs[0]: variants must share the structure")
     _check_arguments(op, algorithm, protocol, size, chunk)
-    return _collective(graphs[0], op, float(size), [ranks], algorithm, routing, routing_options, channels, pxn,
+    return _collective(graphs[0], op, float(size), [ranks], algorithm, policy, policy_options, channels, pxn,
                        protocol, float(chunk), efficiency, step_latency, base_latency, variants=graphs)
 
 
@@ -851,10 +851,10 @@ class ConcurrentResult:
 def _prepare(graph, ranks, flows, options, cache):
     """A step routed, its sizes and latency, cached by (ranks, flows) object: repeated steps
     are one list object, and the solo and joint runs of :func:`concurrent` share them."""
-    routing, routing_options, _, protocol, step_latency = options
+    policy, policy_options, _, protocol, step_latency = options
     key = (id(ranks), id(flows))
     if key not in cache:
-        rm, sizes = _route_step(graph, ranks, flows, routing, routing_options)
+        rm, sizes = _route_step(graph, ranks, flows, policy, policy_options)
         cache[key] = (rm, sizes, _step_latency(graph, rm, protocol, step_latency))
     return cache[key]
 
@@ -923,7 +923,7 @@ def _timeline(graph, plans, options, cache):
     return finish
 
 
-def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: dict | None = None,
+def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict | None = None,
                pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK, efficiency=None,
                step_latency: float | None = None, base_latency: float | None = None,
                alone: bool = True, lockstep: bool = False) -> ConcurrentResult:
@@ -954,16 +954,16 @@ def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: di
         raise ValueError("collectives must be a non-empty list of dicts")
     _checks.checked_graph(graph)
     if lockstep:
-        return _lockstep(graph, collectives, routing, routing_options, pxn, protocol, chunk, efficiency,
+        return _lockstep(graph, collectives, policy, policy_options, pxn, protocol, chunk, efficiency,
                          step_latency, base_latency, alone)
-    options = _routing_options(routing, routing_options, pxn)
+    options = _policy_options(policy, policy_options, pxn)
     base = _base_latency(protocol, base_latency)
     plans, algorithms = [], []
     for spec in map(_checked_spec, collectives):
         algorithm = spec.get("algorithm", "auto")
         if algorithm == "auto":   # the fastest alone (collective() also checks every argument)
             algorithm = collective(graph, spec["op"], spec["size"], ranks=spec.get("ranks"),
-                                   routing=routing, routing_options=routing_options,
+                                   policy=policy, policy_options=policy_options,
                                    channels=spec.get("channels"), pxn=pxn, protocol=protocol, chunk=chunk,
                                    efficiency=efficiency, step_latency=step_latency,
                                    base_latency=base_latency).algorithm
@@ -979,7 +979,7 @@ def concurrent(graph, collectives, *, routing: str = "ecmp", routing_options: di
             sequence.extend([(st.flows, st.latency_count / st.count)] * st.count)
         plans.append((ranks, sequence, base))
         algorithms.append(algorithm)
-    opts = (routing, options, efficiency, protocol, step_latency)
+    opts = (policy, options, efficiency, protocol, step_latency)
     cache: dict = {}
     # the links holding the first steps of all of them together
     firsts = [_prepare(graph, ranks, seq[0][0], opts, cache)[:2] for ranks, seq, _ in plans]
@@ -1001,7 +1001,7 @@ def _checked_spec(spec) -> dict:
     return spec
 
 
-def _lockstep(graph, collectives, routing, routing_options, pxn, protocol, chunk, efficiency, step_latency,
+def _lockstep(graph, collectives, policy, policy_options, pxn, protocol, chunk, efficiency, step_latency,
               base_latency, alone) -> ConcurrentResult:
     specs = [_checked_spec(spec) for spec in collectives]
     kinds = {(spec["op"], float(spec["size"]), spec.get("algorithm", "auto"), spec.get("channels")) for spec in specs}
@@ -1010,11 +1010,11 @@ def _lockstep(graph, collectives, routing, routing_options, pxn, protocol, chunk
                          f"{len(kinds)} different ones")
     op, size, algorithm, channels = kinds.pop()
     _check_arguments(op, algorithm, protocol, size, chunk)
-    res = _collective(graph, op, size, [spec.get("ranks") for spec in specs], algorithm, routing, routing_options,
+    res = _collective(graph, op, size, [spec.get("ranks") for spec in specs], algorithm, policy, policy_options,
                       channels, pxn, protocol, float(chunk), efficiency, step_latency, base_latency)
     n = len(specs)
-    alone_t = [collective(graph, op, size, ranks=spec.get("ranks"), algorithm=res.algorithm, routing=routing,
-                          routing_options=routing_options, channels=channels, pxn=pxn, protocol=protocol,
+    alone_t = [collective(graph, op, size, ranks=spec.get("ranks"), algorithm=res.algorithm, policy=policy,
+                          policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol,
                           chunk=chunk, efficiency=efficiency, step_latency=step_latency,
                           base_latency=base_latency).time if alone else np.nan for spec in specs]
     slowest = max(res.steps, key=lambda st: st.time)

@@ -193,7 +193,7 @@ def topology_study(*, sizes=(256, 1024, 4096), families=tuple(TOPOLOGIES), model
             dp = n // 8
             policy = "dor" if family.startswith("torus") else ("minimal" if family == "dragonfly" else "ecmp")
             step = training_step(g, model=model, tp=8, global_batch=dp * sequences_per_replica, dp_overlap=dp_overlap,
-                                 mfu=mfu, algorithms=dict(dp="ring"), collective_options=dict(routing=policy))
+                                 mfu=mfu, algorithms=dict(dp="ring"), collective_options=dict(policy=policy))
             d = tp.describe(g)
             p = step.phases["dp"]
             rows.append(dict(family=family, gpus=n, bisection=d.get("bisection_bandwidth"),

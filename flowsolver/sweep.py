@@ -29,7 +29,7 @@ from .training import training_step
 __all__ = ["sweep", "expand", "default_cache_dir", "CACHE_ENV", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS", "METRICS"]
 
 TOPOLOGY_KEYS = tp.FAMILIES
-COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fraction", "seed", "routing",
+COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fraction", "seed", "policy",
                "subflows", "ranks")
 #: parameters whose value is itself a list: a flat list is one value, a list of lists a sweep
 LIST_VALUED = ("dims", "ranks")
@@ -42,7 +42,7 @@ METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw":
 COLLECTIVE_METRICS = ("algbw", "busbw")
 TRAIN_METRICS = ("step_time", "tokens_per_s", "speedup", "overhead")
 DEFAULTS = dict(task="collective", family="rail_optimized", link="ib_ndr", server=None, oversubscription=1.0,
-                fail_fraction=0.0, seed=0, routing="ecmp", subflows=1, ranks=None, op="all_reduce", size=2**30,
+                fail_fraction=0.0, seed=0, policy="ecmp", subflows=1, ranks=None, op="all_reduce", size=2**30,
                 algorithm="auto", channels=None, model="llama-3-70b", tp=8, pp=1, dp=None, ep=1,
                 global_batch=None, micro_batch=1, zero=1, dp_overlap=1.0, mfu=None)
 
@@ -98,8 +98,8 @@ def _build(s: dict):
 
 
 def _collective_kw(s):
-    opts = {"subflows": int(s["subflows"])} if s["routing"] == "ecmp_hash" else None
-    return dict(algorithm=s["algorithm"], routing=s["routing"], routing_options=opts, ranks=s["ranks"],
+    opts = {"subflows": int(s["subflows"])} if s["policy"] == "ecmp_hash" else None
+    return dict(algorithm=s["algorithm"], policy=s["policy"], policy_options=opts, ranks=s["ranks"],
                 channels=None if s["channels"] is None else int(s["channels"]))
 
 
@@ -115,7 +115,7 @@ def _run_train(s, g) -> dict:
         kw["global_batch"] = int(s["global_batch"])
     if s["mfu"] is not None:
         kw["mfu"] = float(s["mfu"])
-    r = training_step(g, model=s["model"], ranks=s["ranks"], collective_options=dict(routing=s["routing"]), **kw)
+    r = training_step(g, model=s["model"], ranks=s["ranks"], collective_options=dict(policy=s["policy"]), **kw)
     worst = max(r.phases.values(), key=lambda p: p.exposed) if r.phases else None
     return dict(status="ok", error="", gpus=r.gpus, time=r.step_time, step_time=r.step_time,
                 tokens_per_s=r.tokens_per_s, speedup=r.speedup, overhead=r.comm_overhead,
@@ -255,7 +255,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         size (``nodes``; ``k``; ``leaves``, ``spines``, ``hosts_per_leaf``; ``p``, ``a``, ``h``,
         ``g``; ``dims``, ``wrap``), ``link``, ``server``, ``oversubscription``,
         ``fail_fraction`` and ``seed`` (switch cables failed at random; routes avoid them),
-        ``routing``, ``subflows``; collectives: ``op``, ``size`` (bytes), ``algorithm``,
+        ``policy``, ``subflows``; collectives: ``op``, ``size`` (bytes), ``algorithm``,
         ``channels``; training: ``model``, ``tp``, ``pp``, ``dp``, ``ep``, ``global_batch``,
         ``micro_batch``, ``zero``, ``dp_overlap``, ``mfu``. Missing ones take ``DEFAULTS``.
     out : str or Path, optional

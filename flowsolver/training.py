@@ -405,7 +405,7 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     algorithms : dict, optional
         Collective algorithm per parallelism (``tp``, ``pp``, ``ep``, ``dp``), default ``"auto"``.
     collective_options : dict, optional
-        Passed to every collective (``routing``, ``efficiency``, ``step_latency``, ...).
+        Passed to every collective (``policy``, ``efficiency``, ``step_latency``, ...).
 
     Examples
     --------

@@ -96,7 +96,7 @@ def test_help_and_usage_errors(capsys):
 def test_the_help_example_with_hashed_routing_inside_servers(capsys):
     # the --help example: on fat_tree(8) with DGX servers small all-reduces stay inside a
     # server, which crashed ecmp_hash ("need at least one array to concatenate")
-    argv = ["collective", "--family", "fat_tree", "--k", "4", "--server", "dgx_h100", "--routing", "ecmp_hash",
+    argv = ["collective", "--family", "fat_tree", "--k", "4", "--server", "dgx_h100", "--policy", "ecmp_hash",
             "--csv", "-b", "1M", "-e", "4M"]
     assert main(argv) == 0
     rows = capsys.readouterr().out.strip().splitlines()

@@ -133,8 +133,8 @@ def test_results_and_errors():
 def test_hash_collisions_slow_an_inter_server_all_reduce_and_are_named():
     g = tp.fat_tree(8, server="dgx_h100")
     fluid = collective(g, "all_reduce", 2**30, algorithm="ring")
-    hashed = collective(g, "all_reduce", 2**30, algorithm="ring", routing="ecmp_hash",
-                        routing_options=dict(seed=1))
+    hashed = collective(g, "all_reduce", 2**30, algorithm="ring", policy="ecmp_hash",
+                        policy_options=dict(seed=1))
     assert hashed.busbw < 0.9 * fluid.busbw
     assert hashed.steps[0].bottleneck[0][2] in ("edge-agg", "agg-core")   # a fabric link collided
 
