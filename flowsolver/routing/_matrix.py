@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -144,6 +145,17 @@ class RoutingMatrix:
     def n_segments(self) -> int:
         return len(self.seg_ptr) - 1
 
+    @cached_property
+    def entry_segment(self) -> np.ndarray:
+        """The segment that owns each entry of ``seg_link`` / ``seg_frac`` (int64), computed
+        once per matrix.
+
+        >>> m = RoutingMatrix.from_scipy(np.array([[1.0, 0.0], [1.0, 1.0]]))
+        >>> m.entry_segment.tolist()
+        [0, 0, 1]
+        """
+        return np.repeat(np.arange(self.n_segments, dtype=np.int64), np.diff(self.seg_ptr))
+
     @property
     def slots(self) -> int:
         """K: segments per flow (columns of ``flow_seg``)."""
@@ -225,8 +237,7 @@ class RoutingMatrix:
             ok = segs >= 0
             amount = per_flow[ok] if self.flow_coef is None else per_flow[ok] * self.flow_coef[ok, k]
             seg_amount += np.bincount(segs[ok], weights=amount, minlength=self.n_segments)
-        owner = np.repeat(np.arange(self.n_segments), np.diff(self.seg_ptr))
-        return np.bincount(self.seg_link, weights=self.seg_frac * seg_amount[owner],
+        return np.bincount(self.seg_link, weights=self.seg_frac * seg_amount[self.entry_segment],
                            minlength=self.n_links)
 
     # ------------------------------------------------------------------ builders
