@@ -26,9 +26,9 @@ __all__ += ["collective", "collective_variants", "concurrent", "CollectiveResult
 from .training import MODELS, ModelSpec, Phase, StepResult, get_model, training_step  # noqa: E402
 
 __all__ += ["training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model"]
-from .sweep import sweep  # noqa: E402
+from ._sweep import default_cache_dir, expand_grid, sweep  # noqa: E402
 
-__all__ += ["sweep"]
+__all__ += ["sweep", "expand_grid", "default_cache_dir"]
 
 
 def __getattr__(name):

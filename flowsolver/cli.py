@@ -320,7 +320,7 @@ def _train(args) -> None:
 def _sweep(args) -> None:
     import tomllib
 
-    from .sweep import sweep
+    from ._sweep import sweep
 
     try:
         with open(args.config, "rb") as fh:

@@ -3,8 +3,10 @@
 import pandas as pd
 import pytest
 
-from flowsolver import collective, sweep
-from flowsolver.sweep import METRICS, expand
+import numpy as np
+
+from flowsolver import collective, sweep, training_step
+from flowsolver._sweep import METRICS, expand_grid
 
 import topologies as tp
 
@@ -24,7 +26,7 @@ def test_rows_equal_one_by_one_collectives():
 
 
 def test_columns_and_dtypes():
-    from flowsolver.sweep import TRAIN_METRICS
+    from flowsolver._sweep import TRAIN_METRICS
 
     df = sweep({"nodes": [1], "size": [2**20]}, progress=False, cache_dir=None)
     present = [k for k in METRICS if k not in TRAIN_METRICS]      # no training columns on collectives
@@ -51,16 +53,16 @@ def test_a_broken_scenario_is_recorded_and_the_sweep_goes_on():
     assert list(df["status"]) == ["ok", "error", "error", "ok", "ok"]
     assert "unknown link technology 'ib_qdr'" in df["error"].iloc[1]
     assert "op must be one of" in df["error"].iloc[2]
-    assert 0 < df["overhead"].iloc[4] < 1 and df["speedup"].iloc[4] > 1
+    assert 0 < df["comm_overhead"].iloc[4] < 1 and df["speedup"].iloc[4] > 1
     with pytest.raises(ValueError, match="unknown sweep parameter"):
-        expand({"nodez": [1]})
+        expand_grid({"nodez": [1]})
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_resume_after_an_interruption_runs_only_what_is_left(tmp_path, suffix, monkeypatch):
     import sys
 
-    sw = sys.modules["flowsolver.sweep"]    # (flowsolver.sweep is also the function)
+    sw = sys.modules["flowsolver._sweep"]
 
     out = tmp_path / f"r{suffix}"
     calls = []
@@ -126,7 +128,7 @@ def test_progress_bar_shows_scenarios_and_rate(capsys):
 def test_the_default_cache_follows_xdg_and_can_be_turned_off(tmp_path, monkeypatch):
     import jax
 
-    from flowsolver.sweep import default_cache_dir
+    from flowsolver import default_cache_dir
 
     previous = jax.config.jax_compilation_cache_dir
     try:
@@ -147,7 +149,7 @@ def test_the_default_cache_follows_xdg_and_can_be_turned_off(tmp_path, monkeypat
 
 
 def test_mixed_sweeps_keep_both_tasks_columns_and_training_sweeps_drop_bandwidths():
-    from flowsolver.sweep import COLLECTIVE_METRICS, TRAIN_METRICS
+    from flowsolver._sweep import COLLECTIVE_METRICS, TRAIN_METRICS
 
     train = sweep([dict(task="train", nodes=1, model="llama-3-8b", tp=8, global_batch=8)], progress=False,
                   cache_dir=None)
@@ -155,6 +157,10 @@ def test_mixed_sweeps_keep_both_tasks_columns_and_training_sweeps_drop_bandwidth
     mixed = sweep([dict(task="train", nodes=1, model="llama-3-8b", tp=8, global_batch=8),
                    dict(nodes=1, size=2**20)], progress=False, cache_dir=None)
     assert set(TRAIN_METRICS) | set(COLLECTIVE_METRICS) <= set(mixed.columns)
+    # each column is the result field it is named after, and only its task fills it
+    step = training_step(tp.rail_optimized(1), model="llama-3-8b", tp=8, global_batch=8)
+    assert mixed["step_time"].iloc[0] == step.step_time and mixed["comm_overhead"].iloc[0] == step.comm_overhead
+    assert np.isnan(mixed["time"].iloc[0]) and np.isnan(mixed["step_time"].iloc[1])
 
 
 GRID_X = {"nodes": [1, 2], "link": ["ib_ndr", "ib_hdr"], "size": [2**20, 2**24], "algorithm": ["ring"]}

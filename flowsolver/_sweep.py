@@ -1,8 +1,9 @@
 """Batch sweeps over cluster families, technologies, routing, collectives, training and failures.
 
 :func:`sweep` expands a grid into scenarios, runs each and returns a tidy pandas DataFrame,
-one row per scenario: its parameters, ``status`` (``"ok"`` or ``"error"``, with the message
-in ``error``) and the metrics. Scenarios that differ only in link technology share a routing
+one row per scenario: its parameters, ``status`` (a :class:`~flowsolver.Status` label:
+``"ok"``, ``"stalled"``, ``"not_converged"``, or ``"error"`` with the message in ``error``) and
+the metrics, named as the result fields they copy. Scenarios that differ only in link technology share a routing
 pattern and are solved in one batched call (:func:`flowsolver.collective_variants`); the
 solver buckets shapes, so a sweep compiles a handful of times, and the persistent JAX
 compilation cache is on (``cache_dir``) so a rerun compiles nothing. Results stream to CSV
@@ -23,10 +24,12 @@ from pathlib import Path
 
 import topologies as tp
 
+from ._status import Status
 from .collectives import collective, collective_variants
 from .training import training_step
 
-__all__ = ["sweep", "expand", "default_cache_dir", "CACHE_ENV", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS", "METRICS"]
+__all__ = ["sweep", "expand_grid", "default_cache_dir", "CACHE_ENV", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS",
+           "METRICS"]
 
 TOPOLOGY_KEYS = tp.FAMILIES
 COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fraction", "seed", "policy",
@@ -35,23 +38,27 @@ COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fra
 LIST_VALUED = ("dims", "ranks")
 COLLECTIVE_KEYS = ("op", "size", "algorithm", "channels")
 TRAIN_KEYS = ("model", "tp", "pp", "dp", "ep", "global_batch", "micro_batch", "zero", "dp_overlap", "mfu")
+#: result columns and their types; each is named as the result field it copies
+#: (CollectiveResult.time / algbw / busbw, StepResult.step_time / tokens_per_s / speedup /
+#: comm_overhead; ``chosen_algorithm`` is the result's ``algorithm``, since the parameter
+#: ``algorithm`` holds what was asked for, often "auto")
 METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw": float, "busbw": float,
            "chosen_algorithm": str, "bottleneck_tier": str, "step_time": float, "tokens_per_s": float,
-           "speedup": float, "overhead": float}
+           "speedup": float, "comm_overhead": float}
 #: metric columns that only one task fills (a sweep without that task has no such column)
-COLLECTIVE_METRICS = ("algbw", "busbw")
-TRAIN_METRICS = ("step_time", "tokens_per_s", "speedup", "overhead")
+COLLECTIVE_METRICS = ("time", "algbw", "busbw")
+TRAIN_METRICS = ("step_time", "tokens_per_s", "speedup", "comm_overhead")
 DEFAULTS = dict(task="collective", family="rail_optimized", link="ib_ndr", server=None, oversubscription=1.0,
                 fail_fraction=0.0, seed=0, policy="ecmp", subflows=1, ranks=None, op="all_reduce", size=2**30,
                 algorithm="auto", channels=None, model="llama-3-70b", tp=8, pp=1, dp=None, ep=1,
                 global_batch=None, micro_batch=1, zero=1, dp_overlap=1.0, mfu=None)
 
 
-def expand(grid) -> list:
+def expand_grid(grid) -> list:
     """Scenarios of a grid: a dict of lists (their product, in key order) or a list of
     dicts; each completed with :data:`DEFAULTS`.
 
-    >>> [s["nodes"] for s in expand({"nodes": [1, 2], "link": ["ib_ndr"]})]
+    >>> [s["nodes"] for s in expand_grid({"nodes": [1, 2], "link": ["ib_ndr"]})]
     [1, 2]
     """
     if isinstance(grid, dict):
@@ -105,8 +112,8 @@ def _collective_kw(s):
 
 def _metrics_collective(r, g) -> dict:
     tier = r.steps[0].bottleneck[0][2] if r.steps and r.steps[0].bottleneck else ""
-    return dict(status="ok", error="", gpus=len(tp.gpus(g)), time=r.time, algbw=r.algbw, busbw=r.busbw,
-                chosen_algorithm=r.algorithm, bottleneck_tier=tier)
+    return dict(status=Status.OK.label, error="", gpus=len(tp.gpus(g)), time=r.time, algbw=r.algbw,
+                busbw=r.busbw, chosen_algorithm=r.algorithm, bottleneck_tier=tier)
 
 
 def _run_train(s, g) -> dict:
@@ -117,13 +124,13 @@ def _run_train(s, g) -> dict:
         kw["mfu"] = float(s["mfu"])
     r = training_step(g, model=s["model"], ranks=s["ranks"], collective_options=dict(policy=s["policy"]), **kw)
     worst = max(r.phases.values(), key=lambda p: p.exposed) if r.phases else None
-    return dict(status="ok", error="", gpus=r.gpus, time=r.step_time, step_time=r.step_time,
-                tokens_per_s=r.tokens_per_s, speedup=r.speedup, overhead=r.comm_overhead,
+    return dict(status=Status.OK.label, error="", gpus=r.gpus, step_time=r.step_time,
+                tokens_per_s=r.tokens_per_s, speedup=r.speedup, comm_overhead=r.comm_overhead,
                 chosen_algorithm=worst.algorithm if worst else "", bottleneck_tier=worst.tier if worst else "")
 
 
 def _error(err) -> dict:
-    return dict(status="error", error=f"{type(err).__name__}: {err}".splitlines()[0][:500])
+    return dict(status=Status.FAILED.label, error=f"{type(err).__name__}: {err}".splitlines()[0][:500])
 
 
 def _batches(scenarios):
@@ -282,10 +289,10 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     -------
     pandas.DataFrame
         One row per scenario: ``id``, the parameters, ``status``, ``error`` and the metrics
-        ``gpus``, ``time`` (s), ``chosen_algorithm`` (what ``"auto"`` picked; for training
+        ``gpus``, ``chosen_algorithm`` (what ``"auto"`` picked; for training
         the phase with the most exposed time), ``bottleneck_tier``; with collectives in the
-        grid ``algbw``, ``busbw`` (bytes/s); with training ``step_time`` (s),
-        ``tokens_per_s``, ``speedup``, ``overhead``.
+        grid ``time`` (s), ``algbw``, ``busbw`` (bytes/s); with training ``step_time`` (s),
+        ``tokens_per_s``, ``speedup``, ``comm_overhead``.
 
     Examples
     --------
@@ -302,77 +309,93 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise ValueError(f"executor must be a concurrent.futures.Executor (e.g. a Dask Client.get_executor()), "
                          f"got {type(executor).__name__}")
-    scenarios = expand(grid)
-    if shard is not None:
-        i, n = shard
-        if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
-            raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard!r}")
-        scenarios = scenarios[i::n]
+    scenarios = _shard(expand_grid(grid), shard)
     if distributed:
         import jax
 
         jax.distributed.initialize()
     _enable_cache(cache_dir)
-    params = list(dict.fromkeys(k for s in scenarios for k in s))
-    tasks = {s.get("task", DEFAULTS["task"]) for s in scenarios}
-    skip = (set() if "train" in tasks else set(TRAIN_METRICS)) | (set() if "collective" in tasks else
-                                                                   set(COLLECTIVE_METRICS))
-    columns = ["id"] + params + [k for k in METRICS if k not in skip]
-    path = None if out is None else Path(out).expanduser()
-    if path is not None and path.suffix not in (".csv", ".parquet"):
-        raise ValueError(f"out must end in .csv or .parquet, got {str(out)!r}")
-    ids = [scenario_id(s) for s in scenarios]
-    order = {sid: k for k, sid in enumerate(ids)}
-    done = _read(path) if (path is not None and resume) else None
-    # a resumed sweep keeps its finished rows and retries the scenarios that failed
-    have = set(done.loc[done["status"] == "ok", "id"]) if done is not None else set()
-    rows = [r for r in done.to_dict("records") if r["id"] in have or r["id"] not in order] \
-        if done is not None else []
-    todo = [i for i, sid in enumerate(ids) if sid not in have]
-    bar = None
-    if progress:
-        try:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(scenarios), initial=len(scenarios) - len(todo), unit="scenario", desc="sweep")
-        except ImportError:
-            bar = None
-    sub = [scenarios[i] for i in todo]
-
-    def record(batch, metrics):
-        for j, m in zip(batch, metrics):
-            row = {"id": ids[todo[j]], **{k: (json.dumps(v) if isinstance(v, (list, tuple)) else v)
-                                          for k, v in sub[j].items()}}
-            row.update({k: m.get(k, math.nan if METRICS[k] in (float, "Int64") else "") for k in METRICS})
-            rows.append(row)
-        if path is not None:     # in scenario order, whatever order the tasks finished in
-            df = _typed(sorted(rows, key=lambda r: order.get(r["id"], -1)), columns)
-            if path.suffix == ".parquet":
-                df.to_parquet(path, index=False)
-            else:
-                df.to_csv(path, index=False)
-        if bar is not None:
-            bar.update(len(batch))
-
-    batches = _batches(sub)
+    table = _Table(scenarios, out, resume)
+    bar = _progress_bar(progress, len(scenarios), len(scenarios) - len(table.todo))
+    batches = _batches(table.pending)
     if executor is None:
         for batch in batches:
-            record(batch, _run_batch(sub, batch))
+            table.record(batch, _run_batch(table.pending, batch), bar)
     else:                        # one task per routing pattern, so batching survives
         import concurrent.futures
 
-        futures = {executor.submit(_run_task, [sub[j] for j in batch]): batch for batch in batches}
+        futures = {executor.submit(_run_task, [table.pending[j] for j in batch]): batch for batch in batches}
         for future in concurrent.futures.as_completed(futures):
             batch = futures[future]
             try:
                 metrics = future.result()
             except Exception as err:      # the task itself died (a lost worker): its rows say so
                 metrics = [_error(err)] * len(batch)
-            record(batch, metrics)
+            table.record(batch, metrics, bar)
     if bar is not None:
         bar.close()
-    df = _typed(rows, columns)
-    df = df[df["id"].isin(order)].copy()
-    df["_order"] = df["id"].map(order)
-    return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)
+    return table.frame()
 
+
+def _shard(scenarios, shard):
+    if shard is None:
+        return scenarios
+    i, n = shard
+    if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
+        raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard!r}")
+    return scenarios[i::n]
+
+
+def _progress_bar(progress, total, initial):
+    if not progress:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, initial=initial, unit="scenario", desc="sweep")
+
+
+class _Table:
+    """The rows of a sweep: those resumed from ``out``, then each batch's as it finishes,
+    streamed to ``out`` in scenario order."""
+
+    def __init__(self, scenarios, out, resume):
+        params = list(dict.fromkeys(k for s in scenarios for k in s))
+        tasks = {s.get("task", DEFAULTS["task"]) for s in scenarios}
+        skip = (set() if "train" in tasks else set(TRAIN_METRICS)) | \
+            (set() if "collective" in tasks else set(COLLECTIVE_METRICS))
+        self.columns = ["id"] + params + [k for k in METRICS if k not in skip]
+        self.path = None if out is None else Path(out).expanduser()
+        if self.path is not None and self.path.suffix not in (".csv", ".parquet"):
+            raise ValueError(f"out must end in .csv or .parquet, got {str(out)!r}")
+        self.ids = [scenario_id(s) for s in scenarios]
+        self.order = {sid: k for k, sid in enumerate(self.ids)}
+        done = _read(self.path) if (self.path is not None and resume) else None
+        # a resumed sweep keeps its finished rows and retries the scenarios that failed
+        have = set(done.loc[done["status"] == Status.OK.label, "id"]) if done is not None else set()
+        self.rows = [r for r in done.to_dict("records") if r["id"] in have or r["id"] not in self.order] \
+            if done is not None else []
+        self.todo = [i for i, sid in enumerate(self.ids) if sid not in have]
+        self.pending = [scenarios[i] for i in self.todo]
+
+    def record(self, batch, metrics, bar=None):
+        for j, m in zip(batch, metrics):
+            row = {"id": self.ids[self.todo[j]], **{k: (json.dumps(v) if isinstance(v, (list, tuple)) else v)
+                                                    for k, v in self.pending[j].items()}}
+            row.update({k: m.get(k, math.nan if METRICS[k] in (float, "Int64") else "") for k in METRICS})
+            self.rows.append(row)
+        if self.path is not None:     # in scenario order, whatever order the tasks finished in
+            df = _typed(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.columns)
+            if self.path.suffix == ".parquet":
+                df.to_parquet(self.path, index=False)
+            else:
+                df.to_csv(self.path, index=False)
+        if bar is not None:
+            bar.update(len(batch))
+
+    def frame(self):
+        df = _typed(self.rows, self.columns)
+        df = df[df["id"].isin(self.order)].copy()
+        df["_order"] = df["id"].map(self.order)
+        return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)
