@@ -23,5 +23,18 @@ for _name, _sub in (("XDG_CACHE_HOME", "cache"), ("MPLCONFIGDIR", "matplotlib"),
     os.environ[_name] = os.path.join(_scratch, _sub)
 os.environ.pop("FLOWSOLVER_CACHE_DIR", None)
 
+# hypothesis: the "ci" profile (default) keeps property tests to a few dozen examples each,
+# HYPOTHESIS_PROFILE=slow runs ten times as many (python -m pytest -m "slow or not slow")
+try:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("ci", max_examples=25, deadline=None,
+                              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    settings.register_profile("slow", max_examples=250, deadline=None,
+                              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+except ImportError:          # the test extra is not installed: no property tests run anyway
+    pass
+
 # ``python -m flowsolver`` entry point: importing it runs the command
 collect_ignore = ["flowsolver/__main__.py"]
