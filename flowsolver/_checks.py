@@ -11,7 +11,10 @@ import numpy as np
 
 import topologies as tp
 
-from .traffic import _plain
+
+def _plain(value):
+    """A NumPy scalar as the Python value (for messages)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def integer(name: str, value, minimum: int = 1) -> int:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._checks import _plain, integer
+
 __all__ = ["Flows"]
 
 
@@ -28,11 +30,6 @@ def _endpoints(name: str, values) -> np.ndarray:
         v = v.item() if isinstance(v, np.generic) else v
         out[i] = int(v) if isinstance(v, int) and not isinstance(v, bool) else v
     return out
-
-
-def _plain(value):
-    """A numpy scalar as the Python value (for messages)."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def _positive_array(name, values, n, *, allow_inf, default):
@@ -159,9 +156,7 @@ class Flows:
             if ranks.ndim != 1 or len(np.unique(ranks)) != len(ranks):
                 raise ValueError("ranks must be a sequence of distinct GPU ranks")
             return ranks
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-            raise ValueError(f"n must be an integer >= 2 (GPU ranks), got {n!r}")
-        return np.arange(n, dtype=np.int64)
+        return np.arange(integer("n", n, minimum=2), dtype=np.int64)
 
     @classmethod
     def all_to_all(cls, n: int | None = None, size: float = 1.0, *, ranks=None) -> "Flows":
@@ -215,8 +210,7 @@ class Flows:
         100
         """
         r = cls._ranks(n, ranks)
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-            raise ValueError(f"count must be an integer >= 1, got {count!r}")
+        count = integer("count", count)
         rng = np.random.default_rng(seed)
         src = rng.integers(0, len(r), count)
         dst = (src + rng.integers(1, len(r), count)) % len(r)

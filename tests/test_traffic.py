@@ -1,0 +1,94 @@
+"""Traffic patterns: each generator against the pattern's definition, and every bad input
+named."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import topologies as tp
+from flowsolver import Flows
+
+
+def pairs(f):
+    return list(zip(f.src.tolist(), f.dst.tolist()))
+
+
+def test_all_to_all_is_every_ordered_pair_of_distinct_ranks_once():
+    assert sorted(pairs(Flows.all_to_all(5))) == sorted(itertools.permutations(range(5), 2))
+    picked = Flows.all_to_all(ranks=[3, 5, 7], size=2.0)
+    assert sorted(pairs(picked)) == sorted(itertools.permutations([3, 5, 7], 2))
+    assert picked.size.tolist() == [2.0] * 6
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_a_permutation_is_one_cycle_through_every_rank(seed):
+    f = Flows.permutation(9, seed=seed)
+    nxt = dict(pairs(f))
+    assert sorted(nxt) == list(range(9)) and sorted(nxt.values()) == list(range(9))
+    seen, v = [], 0
+    while v not in seen:
+        seen.append(v)
+        v = nxt[v]
+    assert len(seen) == 9 and v == 0          # back to the start only after all nine
+    assert pairs(Flows.permutation(9, seed=seed)) == pairs(f)      # the seed fixes it
+
+
+def test_rings_one_and_two_directions():
+    assert pairs(Flows.ring(4)) == [(0, 1), (1, 2), (2, 3), (3, 0)]
+    both = set(pairs(Flows.ring(4, bidirectional=True)))
+    assert both == {(0, 1), (1, 2), (2, 3), (3, 0), (1, 0), (2, 1), (3, 2), (0, 3)}
+    assert pairs(Flows.ring(2, bidirectional=True)) == [(0, 1), (1, 0)]   # two ranks: one flow each way
+
+
+def test_random_pairs_are_distinct_endpoints_among_the_ranks():
+    f = Flows.random_pairs(ranks=[2, 4, 6, 8], count=500, seed=3)
+    assert len(f) == 500 and (f.src != f.dst).all()
+    assert set(f.src.tolist()) | set(f.dst.tolist()) == {2, 4, 6, 8}    # 500 draws reach all four
+
+
+def test_incast_and_outcast():
+    assert pairs(Flows.incast(4, dst=2)) == [(0, 2), (1, 2), (3, 2)]
+    assert pairs(Flows.outcast(4, src=1)) == [(1, 0), (1, 2), (1, 3)]
+
+
+def test_weights_and_demands_default_and_survive_subset_and_concat():
+    a = Flows([0, 1], [1, 0], [1.0, 2.0], weight=[2.0, 3.0])
+    b = Flows([2], [3], 4.0, demand=5e9)
+    assert a.demands.tolist() == [np.inf, np.inf] and b.weights.tolist() == [1.0]
+    both = Flows.concat([a, b])
+    assert both.weights.tolist() == [2.0, 3.0, 1.0] and both.demands.tolist() == [np.inf, np.inf, 5e9]
+    assert both.subset([2, 0]).size.tolist() == [4.0, 1.0]
+    mixed = Flows.concat([Flows([0], ["storage0"], 1.0), Flows([1], [2], 1.0)])
+    assert mixed.dst.tolist() == ["storage0", 2]
+
+
+def test_numpy_integers_are_counts():
+    assert len(Flows.all_to_all(np.int32(4))) == 12
+    assert len(Flows.random_pairs(np.int64(4), count=np.int64(3))) == 3
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: Flows([0, 1], [1], 1.0), "src and dst must have the same length"),
+    (lambda: Flows([0], [1], -1.0), "size of flow 0 must be a finite number >= 0"),
+    (lambda: Flows([0, 1], [1, 0], [1.0, np.nan]), "size of flow 1"),
+    (lambda: Flows([0], [1], 1.0, weight=0.0), "weight of flow 0 must be a finite number > 0"),
+    (lambda: Flows([0], [1], 1.0, demand=np.nan), r"demand of flow 0 must be a number > 0 \(inf for no cap\)"),
+    (lambda: Flows([0.5], [1], 1.0), "src must hold GPU ranks"),
+    (lambda: Flows([True], [1], 1.0), "src must hold GPU ranks"),
+    (lambda: Flows([3], [3], 1.0), "flow 0 has src == dst"),
+    (lambda: Flows.all_to_all(1), "n must be an integer >= 2, got 1"),
+    (lambda: Flows.all_to_all(True), "n must be an integer >= 2, got True"),
+    (lambda: Flows.ring(ranks=[1, 1, 2]), "ranks must be a sequence of distinct GPU ranks"),
+    (lambda: Flows.random_pairs(4, count=0), "count must be an integer >= 1, got 0"),
+    (lambda: Flows.incast(4, dst=9), "dst 9 is not one of the ranks"),
+    (lambda: Flows.storage(tp.fat_tree(4)), "no storage nodes"),
+    (lambda: Flows.storage(tp.fat_tree(4), direction="up"), "direction must be 'read' or 'write'"),
+])
+def test_bad_traffic_names_the_parameter(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_demand_inf_means_no_cap():
+    assert Flows([0], [1], 1.0, demand=np.inf).demands.tolist() == [np.inf]
