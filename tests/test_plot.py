@@ -1,5 +1,6 @@
 """Plots render under Agg with the artists they should have."""
 
+import pytest
 from matplotlib.figure import Figure
 
 import topologies as tp
@@ -31,24 +32,39 @@ def test_topology_collapses_servers():
     assert sum(len(c.get_offsets()) for c in ax.collections[1:]) == servers
 
 
-def test_study_bars_and_busbw_curves(tmp_path):
-    from flowsolver.study import network_study
+def _rows(*specs):
+    """Small synthetic study rows: (network, label, model overhead, model speed-up, article)."""
+    from types import SimpleNamespace
 
-    rows = network_study(global_batch=64, networks=("ideal", "ib_ndr", "eth_100g"))
+    from flowsolver.study import ARTICLE, StudyRow
+
+    return [StudyRow(network=n, label=label, article=ARTICLE[n],
+                     step=SimpleNamespace(comm_overhead=ov, speedup=sp, model="llama-3-70b", gpus=64))
+            for n, label, ov, sp in specs]
+
+
+def test_study_bars_put_the_model_beside_the_article(tmp_path):
+    rows = _rows(("ideal", "ideal network", 0.0, 64.0), ("ib_ndr", "InfiniBand NDR", 0.12, 56.3),
+                 ("pcie_only", "PCIe only (no NVLink), NDR", 0.4, 38.4))
     fig = Figure()
     ax1, ax2 = fig.subplots(1, 2)
     plot.study_bars(ax1, rows, metric="speedup")
     plot.study_bars(ax2, rows)
     assert len(ax1.patches) == len(ax2.patches) == 6
-    assert [t.get_text() for t in ax1.get_xticklabels()][1] == "InfiniBand NDR"
+    assert [t.get_text() for t in ax1.get_xticklabels()] == ["ideal network", "InfiniBand NDR", "PCIe only\n(no NVLink)"]
+    assert [round(p.get_height(), 6) for p in ax2.patches] == [0.0, 12.0, 40.0, 0.0, 41.0, 80.0]
+    # the article gives no PCIe speed-up: its bar is labelled n/a, not 0
+    assert "n/a" in [t.get_text() for t in ax1.texts] and ax1.get_title() == "llama-3-70b, 64 GPUs: speedup"
     fig.savefig(tmp_path / "s.png")
     assert (tmp_path / "s.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="metric must be 'overhead' or 'speedup'"):
+        plot.study_bars(ax1, rows, metric="tokens")
 
 
 def test_the_study_figure_has_its_three_parts_labelled():
-    from flowsolver.study import ARTICLE, network_study, study_figure
+    from flowsolver.study import ARTICLE, study_figure
 
-    rows = network_study(global_batch=64, networks=("ideal", "ib_ndr"))
+    rows = _rows(("ideal", "ideal network", 0.0, 64.0), ("ib_ndr", "InfiniBand NDR", 0.12, 56.3))
     overheads = dict(ib_ndr=0.41, ib_hdr=0.5, roce_400g=0.3, eth_100g=0.7)
     search = [dict(tp=8, pp=1, dp=8, zero=1, global_batch=8, dp_overlap=0.0, overheads=overheads)]
     topology = [dict(family="fat-tree", gpus=256, dp_time=0.7), dict(family="torus", gpus=256, dp_time=5.8)]
