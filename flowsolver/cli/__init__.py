@@ -1,0 +1,79 @@
+"""The ``flowsolver`` command (argparse), a thin layer over the Python API.
+
+Sub-commands: ``topology`` (describe a cluster, export node-link JSON), ``collective`` (an
+nccl-tests-style table over message sizes), ``train`` (one training step and its
+breakdown), ``study`` (the network study, the main job: ``make run``) and ``sweep
+CONFIG.toml``. With no sub-command it describes the built-in default cluster (8 DGX H100
+servers on a rail-optimised InfiniBand NDR fabric). Bad input (an output folder that does
+not exist included, checked before any computation) exits with status 2 and a one-line
+reason on stderr; a sweep in which some scenarios failed finishes the rest, then exits
+with status 1 and a one-line summary. ``--json`` output is strict JSON (``null``, never
+``NaN``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import topologies as tp
+
+from . import _commands
+from ._arguments import build_graph, build_parser, parse_size
+from ._output import emit, to_json, writable
+
+__all__ = ["main", "parse_size"]
+
+
+def _topology(args) -> None:
+    args.export = writable("--export", args.export)
+    graph = build_graph(args)
+    desc = tp.describe(graph)
+    if args.export:
+        tp.save(graph, args.export)
+    if args.json:
+        print(to_json(desc))
+    elif args.csv:
+        emit([{k: v for k, v in desc.items() if not isinstance(v, (dict, list))}], args, "")
+    else:
+        print(tp.format_description(desc))
+        if args.export:
+            print(f"graph written to {args.export}")
+
+
+_COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "train": _commands.train,
+             "sweep": _commands.sweep_file, "topology": _topology}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 1 a sweep with failed scenarios or a
+    closed output pipe, 2 bad input).
+
+    >>> main(["topology", "--family", "torus", "--dims", "2", "2", "--json"]) == 0  # doctest: +ELLIPSIS
+    {...
+    True
+    """
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:          # --help (0) or a usage error (2, message already printed)
+        return int(stop.code or 0)
+    try:
+        if args.command is None:
+            print(tp.format_description(tp.describe(tp.default_cluster())))
+        else:
+            _COMMANDS[args.command](args)
+        return 0
+    except ValueError as err:           # TopologyError and RoutingError are ValueErrors
+        print(f"flowsolver: error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:             # the reader went away (| head): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except OSError as err:              # a file that could not be read or written after all
+        print(f"flowsolver: error: {err.strerror or err}: {err.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except _commands.Failed as err:
+        print(f"flowsolver: {err}", file=sys.stderr)
+        return 1
+

@@ -1,0 +1,198 @@
+"""The command's arguments: the parser, its sub-commands, sizes as nccl-tests writes them,
+and the cluster an invocation describes."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+
+import topologies as tp
+
+from .. import __version__
+from ..collectives import ALGORITHMS, OPS, PROTOCOLS
+from ..routing import POLICIES
+from ..training import MODELS
+
+_EXAMPLES = """examples:
+  flowsolver                                        describe the default cluster
+  flowsolver study                                  the network study (make run), writes flowsolver-study.png
+  flowsolver study --quick --out none               a shorter study, no figure
+  flowsolver topology --family fat_tree --k 16      a 1024-GPU fat-tree
+  flowsolver topology --family rail_optimized --nodes 128 --link ib_hdr --json
+  flowsolver topology --family dragonfly --p 4 --a 8 --h 4 --export df.json
+  flowsolver collective --nodes 4 --op all_reduce -b 1M -e 8G -f 4
+  flowsolver collective --family fat_tree --k 8 --server dgx_h100 --policy ecmp_hash --csv
+  flowsolver train --nodes 8 --model llama-3-70b --tp 8 --global-batch 512
+  flowsolver sweep examples/sweep.toml --out results.csv
+"""
+
+
+
+def _accepted() -> str:
+    algorithms = "\n".join(f"    {op}: {', '.join(ALGORITHMS[op])}" for op in OPS)
+    return (f"accepted values:\n  families: {', '.join(tp.FAMILIES)}\n  routing policies: {', '.join(POLICIES)}\n"
+            f"  ops and their algorithms (or auto):\n{algorithms}\n  protocols: {', '.join(PROTOCOLS)}\n"
+            f"  models: {', '.join(MODELS)}\n  servers: {', '.join(tp.server_names())}\n"
+            f"  links: {', '.join(tp.link_names())}\n")
+
+
+_FAMILIES = tuple(tp.FAMILIES)
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.I)
+
+
+
+def parse_size(text: str) -> float:
+    """Bytes from ``"8"``, ``"64K"``, ``"1M"``, ``"8G"`` (binary multiples, as nccl-tests)
+    or a plain number such as ``"1e9"``.
+
+    >>> parse_size("1M"), parse_size("8G") == 8 * 2**30, parse_size("1e9")
+    (1048576.0, True, 1000000000.0)
+    """
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"size must be a number of bytes (like 1e9) with an optional K, M, G or T suffix, "
+                         f"got {text!r}")
+    value = float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
+    if not math.isfinite(value):
+        raise ValueError(f"size must be a finite number of bytes, got {text!r}")
+    return value
+
+
+
+def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", default_nodes=8) -> None:
+    g = p.add_argument_group("cluster")
+    g.add_argument("--family", choices=_FAMILIES, default=default_family,
+                   help="topology family (default %(default)s)")
+    g.add_argument("--nodes", type=int, default=default_nodes, help="servers (rail_optimized; default %(default)s)")
+    g.add_argument("--k", type=int, default=8, help="radix (fat_tree; default %(default)s)")
+    g.add_argument("--leaves", type=int, default=4, help="leaf switches (leaf_spine; default %(default)s)")
+    g.add_argument("--spines", type=int, default=2, help="spine switches (leaf_spine; default %(default)s)")
+    g.add_argument("--hosts-per-leaf", type=int, default=8, help="hosts under a leaf (leaf_spine; default %(default)s)")
+    g.add_argument("--p", type=int, default=2, help="hosts per router (dragonfly; default %(default)s)")
+    g.add_argument("--a", type=int, default=4, help="routers per group (dragonfly; default %(default)s)")
+    g.add_argument("--h", type=int, default=2, help="global links per router (dragonfly; default %(default)s)")
+    g.add_argument("--g", type=int, default=None, help="groups (dragonfly; default a*h+1)")
+    g.add_argument("--dims", type=int, nargs="+", default=[4, 4, 4], help="torus dimensions (default 4 4 4)")
+    g.add_argument("--mesh", action="store_true", help="torus without wrap-around")
+    g.add_argument("--server", default=None, help=f"server model: {', '.join(tp.server_names())}")
+    g.add_argument("--link", default="ib_ndr", help=f"link: {', '.join(tp.link_names())}")
+    g.add_argument("--oversubscription", type=float, default=1.0,
+                   help="leaf downlink / uplink bandwidth (rail_optimized, leaf_spine; default %(default)s)")
+    g.add_argument("--fail-fraction", type=float, default=0.0, help="switch cables failed at random")
+    g.add_argument("--seed", type=int, default=0, help="seed of the failures")
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON")
+    out.add_argument("--csv", action="store_true", help="print CSV")
+
+
+def build_graph(args):
+    """The cluster graph the ``--family`` / size / link arguments describe."""
+    return tp.build(args.family, link=args.link, server=args.server, oversubscription=args.oversubscription,
+                    fail_fraction=args.fail_fraction, seed=args.seed, nodes=args.nodes, k=args.k,
+                    leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf, p=args.p, a=args.a,
+                    h=args.h, g=args.g, dims=args.dims, wrap=not args.mesh)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``flowsolver`` argument parser with its five sub-commands."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="flowsolver", description="What your GPU cluster's network costs you.",
+                                     epilog=_EXAMPLES + "\n" + _accepted(), formatter_class=fmt)
+    parser.add_argument("--version", action="version", version=f"flowsolver {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    for add in (_add_topology_command, _add_collective, _add_train, _add_study, _add_sweep):
+        add(sub, fmt)
+    return parser
+
+
+def _add_topology_command(sub, fmt) -> None:
+    """``flowsolver topology``: describe a cluster, export node-link JSON."""
+    topo = sub.add_parser("topology", help="describe a cluster, export node-link JSON", epilog=_EXAMPLES,
+                          formatter_class=fmt)
+    _add_topology(topo)
+    _add_output(topo)
+    topo.add_argument("--export", metavar="PATH", help="write the graph as node-link JSON")
+
+
+def _add_collective(sub, fmt) -> None:
+    """``flowsolver collective``: an nccl-tests-style table over message sizes."""
+    coll = sub.add_parser("collective", help="nccl-tests-style table: size, time, algbw, busbw, bottleneck tier",
+                          epilog=_EXAMPLES, formatter_class=fmt)
+    _add_topology(coll, default_nodes=2)
+    _add_output(coll)
+    coll.add_argument("--op", default="all_reduce", choices=OPS, help="collective (default %(default)s)")
+    coll.add_argument("--algorithm", default="auto",
+                      help="auto (the fastest) or one of the op's: " + "; ".join(
+                          f"{op}: {', '.join(ALGORITHMS[op])}" for op in OPS))
+    coll.add_argument("--protocol", default="Simple", choices=PROTOCOLS,
+                      help="NCCL protocol whose latency constants apply (default %(default)s)")
+    coll.add_argument("-b", "--min-bytes", default="1M", help="smallest size (default %(default)s)")
+    coll.add_argument("-e", "--max-bytes", default="1G", help="largest size, included (default %(default)s)")
+    coll.add_argument("-f", "--step-factor", type=float, default=4.0, help="size multiplier (default %(default)s)")
+    coll.add_argument("--ranks", type=int, nargs="+", default=None, help="GPU ranks taking part (default all)")
+    coll.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
+    coll.add_argument("--subflows", type=int, default=1, help="sub-flows per flow (ecmp_hash)")
+    coll.add_argument("--channels", type=int, default=None,
+                      help="rings / trees side by side (default: NICs per server across servers, else 1)")
+
+
+def _add_train(sub, fmt) -> None:
+    """``flowsolver train``: one training step and its breakdown."""
+    train = sub.add_parser("train", help="one training step: time, tokens/s, speed-up, overhead, breakdown",
+                           epilog=_EXAMPLES, formatter_class=fmt)
+    _add_topology(train)
+    _add_output(train)
+    train.add_argument("--model", default="llama-3-70b", choices=list(MODELS), help="model preset (default %(default)s)")
+    for name, default, text in (("tp", 8, "tensor-parallel size"), ("pp", 1, "pipeline stages"),
+                                ("dp", None, "data-parallel size (default: GPUs / (tp x pp))"),
+                                ("ep", 1, "expert-parallel size"),
+                                ("global-batch", None, "sequences per step (default: 512 rounded to microbatches)"),
+                                ("micro-batch", 1, "sequences per microbatch"), ("zero", 1, "ZeRO stage 0-3")):
+        train.add_argument(f"--{name}", type=int, default=default,
+                           help=text + ("" if default is None else " (default %(default)s)"))
+    train.add_argument("--dp-overlap", type=float, default=1.0,
+                       help="share of the DP reduction hidden behind compute (default %(default)s)")
+    train.add_argument("--mfu", type=float, default=None, help="model FLOPs utilisation while computing")
+    train.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
+
+
+def _add_study(sub, fmt) -> None:
+    """``flowsolver study``: the network study (the main job)."""
+    study = sub.add_parser("study", help="the 64-GPU network study against the article (the main job)",
+                           epilog=_EXAMPLES, formatter_class=fmt)
+    study.add_argument("--out", default="flowsolver-study.png",
+                       help="PNG of the comparison ('none' for no figure; default %(default)s)")
+    study.add_argument("--quick", action="store_true", help="smaller search and only 256 GPUs in the topology part")
+    study.add_argument("--model", default="llama-3-70b", choices=list(MODELS), help="model preset (default %(default)s)")
+    _add_output(study)
+
+
+def _add_sweep(sub, fmt) -> None:
+    """``flowsolver sweep CONFIG.toml``."""
+    sw = sub.add_parser("sweep", help="run a sweep described by a TOML file", epilog=_SWEEP_HELP,
+                        formatter_class=fmt)
+    sw.add_argument("config", help="TOML file with a [grid] table (or [[scenario]] list) and optional [sweep]")
+    sw.add_argument("--out", default=None, help="results file, .csv or .parquet (overrides [sweep] out)")
+    sw.add_argument("--shard", default=None, metavar="I/N", help="run every N-th scenario from the I-th")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sw.add_argument("--no-resume", action="store_true", help="rerun scenarios already in the results file")
+    _add_output(sw)
+
+
+_SWEEP_HELP = """config example (sweep.toml):
+  [sweep]
+  out = "results.csv"
+
+  [grid]
+  family = "rail_optimized"
+  nodes = [2, 4, 8]
+  link = ["ib_ndr", "ib_hdr", "roce_400g"]
+  op = "all_reduce"
+  size = [1048576, 1073741824]
+"""
+

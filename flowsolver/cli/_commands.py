@@ -1,0 +1,150 @@
+"""The sub-commands: each reads its parsed arguments, calls the Python API and prints."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import topologies as tp
+
+from ._arguments import build_graph, parse_size
+from ._output import emit, to_json, writable
+
+def collective_table(args) -> None:
+    from ..collectives import collective
+
+    graph = build_graph(args)
+    lo, hi = parse_size(args.min_bytes), parse_size(args.max_bytes)
+    if not (lo > 0 and hi >= lo and args.step_factor > 1):
+        raise ValueError(f"sizes must satisfy 0 < min-bytes <= max-bytes and step-factor > 1, got "
+                         f"{args.min_bytes!r}, {args.max_bytes!r}, {args.step_factor!r}")
+    if math.log(hi / lo) / math.log(args.step_factor) > 10_000:
+        raise ValueError(f"sizes: {args.min_bytes!r} to {args.max_bytes!r} by {args.step_factor!r} is more than "
+                         "10000 sizes; raise -f / --step-factor")
+    sizes, s = [], lo
+    while s <= hi * (1 + 1e-12):
+        sizes.append(s)
+        s *= args.step_factor
+    if sizes[-1] < hi * (1 - 1e-12):      # the end is included, as in nccl-tests
+        sizes.append(hi)
+    opts = dict(subflows=args.subflows) if args.policy == "ecmp_hash" else None
+    rows = []
+    for size in sizes:
+        r = collective(graph, args.op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
+                       policy_options=opts, channels=args.channels, protocol=args.protocol)
+        tier = r.steps[0].bottleneck[0][2] if r.steps and r.steps[0].bottleneck else ""
+        rows.append(dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
+                         algorithm=r.algorithm, bottleneck_tier=tier))
+    head = f"# {args.op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs ({args.family})"
+    lines = [head, f"{'size (B)':>14s} {'time (us)':>12s} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
+                   f"{'algorithm':>17s}  bottleneck tier"]
+    lines += [f"{r['size']:14d} {r['time_us']:12.1f} {r['algbw_gbs']:13.2f} {r['busbw_gbs']:13.2f} "
+              f"{r['algorithm']:>17s}  {r['bottleneck_tier']}" for r in rows]
+    emit(rows, args, "\n".join(lines))
+
+
+
+def train(args) -> None:
+    from ..training import training_step
+
+    graph = build_graph(args)
+    kw = dict(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, micro_batch=args.micro_batch, zero=args.zero,
+              dp_overlap=args.dp_overlap)
+    if args.global_batch is not None:
+        kw["global_batch"] = args.global_batch
+    if args.mfu is not None:
+        kw["mfu"] = args.mfu
+    r = training_step(graph, model=args.model, collective_options=dict(policy=args.policy), **kw)
+    rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
+                 per_call_s=p.per_call, exposed_s=p.exposed, tier=p.tier) for p in r.phases.values()]
+    summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, global_batch=r.global_batch,
+                   step_time_s=r.step_time, tokens_per_s=r.tokens_per_s, speedup=r.speedup,
+                   comm_overhead=r.comm_overhead, compute_s=r.compute_time, bubble_s=r.bubble_time,
+                   memory_per_gpu_gb=r.memory_per_gpu / 1e9, fits=r.fits)
+    if args.json:
+        print(to_json(dict(summary=summary, phases=rows)))
+        return
+    if args.csv:
+        emit([{**summary, **row} for row in rows] or [summary], args, "")
+        return
+    lines = [f"{r.model} on {r.gpus} GPUs (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}), "
+             f"{r.global_batch} sequences per step",
+             f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "
+             f"(ideal {r.gpus}), communication overhead {r.comm_overhead:.1%}",
+             f"compute {r.compute_time:.3f} s, pipeline bubble {r.bubble_time:.3f} s, "
+             f"~{r.memory_per_gpu / 1e9:.0f} GB per GPU of {r.gpu_memory / 1e9:.0f}"
+             + ("" if r.fits else " (does not fit)"),
+             f"{'phase':10s} {'op':26s} {'algorithm':17s} {'calls':>8s} {'per call ms':>12s} {'exposed s':>10s}  tier"]
+    lines += [f"{p['phase']:10s} {p['op']:26s} {p['algorithm']:17s} {p['calls']:8.0f} {p['per_call_s'] * 1e3:12.3f} "
+              f"{p['exposed_s']:10.3f}  {p['tier']}" for p in rows]
+    print("\n".join(lines))
+
+
+
+def sweep_file(args) -> None:
+    import tomllib
+
+    from .._sweep import sweep
+
+    try:
+        with open(args.config, "rb") as fh:
+            config = tomllib.load(fh)
+    except OSError as err:
+        raise ValueError(f"config: cannot read {args.config!r}: {err.strerror}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"config: {args.config!r} is not valid TOML: {err}") from None
+    grid = config.get("grid", config.get("scenario"))
+    if grid is None:
+        raise ValueError(f"config: {args.config!r} needs a [grid] table or [[scenario]] entries")
+    options = dict(config.get("sweep", {}))
+    unknown = set(options) - {"out", "cache_dir", "resume", "progress"}
+    if unknown:
+        raise ValueError(f"config: unknown [sweep] key(s) {sorted(unknown)}; known: out, cache_dir, resume, progress")
+    if args.out:
+        options["out"] = args.out
+    options["out"] = writable("--out", options.get("out"))
+    if args.no_progress:
+        options["progress"] = False
+    if args.no_resume:
+        options["resume"] = False
+    if args.shard:
+        m = re.fullmatch(r"(\d+)/(\d+)", args.shard)
+        if not m:
+            raise ValueError(f"shard must be I/N, got {args.shard!r}")
+        options["shard"] = (int(m.group(1)), int(m.group(2)))
+    df = sweep(grid, **options)
+    rows = df.to_dict("records")
+    ok = int((df["status"] == "ok").sum())
+    keep = [c for c in df.columns if c not in ("id", "error") and df[c].notna().any()]
+    text = df[keep].to_string(index=False) + f"\n{ok} of {len(df)} scenarios ok"
+    if ok < len(df):
+        text += "; errors:\n" + "\n".join(f"  {r['id']}: {r['error']}" for r in rows if r["status"] != "ok")
+    emit(rows, args, text)
+    failed = len(df) - ok
+    if failed:
+        where = f"the 'error' column of {options['out']}" if options.get("out") else "the 'error' column above"
+        raise Failed(f"{ok} ok, {failed} failed; the errors are in {where}")
+
+
+
+class Failed(Exception):
+    """Some scenarios of a sweep failed after the rest ran: exit status 1."""
+
+
+
+def study(args) -> None:
+    from ..study import run
+
+    out = writable("--out", None if args.out.lower() == "none" else args.out)
+    quiet = args.json or args.csv
+    result = run(out=out, quick=args.quick, model=args.model, echo=(lambda *_: None) if quiet else print)
+    rows = [dict(network=r.network, label=r.label, gpus=r.step.gpus, step_time_s=r.step.step_time,
+                 tokens_per_s=r.step.tokens_per_s, speedup=r.step.speedup, comm_overhead=r.step.comm_overhead,
+                 article_speedup=r.article.get("speedup"), article_overhead=r.article.get("overhead"))
+            for r in result["rows"]]
+    if args.json:
+        print(to_json(dict(networks=rows, search=result["search"], topology=result["topology"],
+                         figure=result["figure"])))
+    elif args.csv:
+        emit(rows, args, "")
+
