@@ -170,6 +170,47 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
                   network_diameter=4 if leaves > 1 else 2)
 
 
+def _rail_leaf(unit: int, rail: int) -> str:
+    return f"su{unit}/leaf{rail}"
+
+
+def _two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
+    """Spines every leaf is cabled to; True when every leaf spreads its uplinks evenly."""
+    spines = math.ceil(sum(uplinks) * rails / radix)
+    for s in range(spines):
+        g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
+    spine_ids = [f"spine{s}" for s in range(spines)]
+    uniform = True
+    for u in range(units):
+        for r in range(rails):
+            uniform &= _cable_spread(g, _rail_leaf(u, r), spine_ids, uplinks[u], u * rails + r, tech, "leaf-spine")
+    return uniform
+
+
+def _three_tier_spines(g, units, rails, uplinks, radix, tech):
+    """Per-unit spines under core groups; (uniform spreads, spines per unit, cores per group)."""
+    half = radix // 2
+    spines_per_unit = math.ceil(rails * uplinks[0] / half)
+    cores_per_group = math.ceil(units * half / radix)
+    for j in range(spines_per_unit):
+        for c in range(cores_per_group):
+            g.add_node(f"core{j}/{c}", kind="switch", role="core", tier=3, group=j)
+    uniform = True
+    for u in range(units):
+        for j in range(spines_per_unit):
+            g.add_node(f"su{u}/spine{j}", kind="switch", role="spine", tier=2, unit=u)
+        spine_ids = [f"su{u}/spine{j}" for j in range(spines_per_unit)]
+        for r in range(rails):
+            uniform &= _cable_spread(g, _rail_leaf(u, r), spine_ids, uplinks[u], r, tech, "leaf-spine")
+        # a spine sends up as many cables as it receives from its leaves
+        for j in range(spines_per_unit):
+            down = sum(g.edges[_rail_leaf(u, r), f"su{u}/spine{j}"]["cables"]
+                       for r in range(rails) if g.has_edge(_rail_leaf(u, r), f"su{u}/spine{j}"))
+            cores = [f"core{j}/{c}" for c in range(cores_per_group)]
+            uniform &= _cable_spread(g, f"su{u}/spine{j}", cores, down, u, tech, "spine-core")
+    return uniform, spines_per_unit, cores_per_group
+
+
 def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscription=1.0,
                    servers_per_unit: int = 32, radix: int = 64) -> nx.DiGraph:
     """The rail-optimised DGX SuperPOD compute fabric.
@@ -237,45 +278,20 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
                       bisection_method="formula: gpus/2 x NVLink bandwidth per GPU",
                       network_diameter=None)
     uplinks = [math.ceil(n / ratio) for n in unit_servers]  # per leaf of each unit
-    leaf = lambda u, r: f"su{u}/leaf{r}"  # noqa: E731
     for u in range(units):
         for r in range(rails):
-            g.add_node(leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
+            g.add_node(_rail_leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
     three_tier = units * rails > radix
     tiers = 3 if three_tier else 2
-    uniform = True
     if not three_tier:
-        spines = math.ceil(sum(uplinks) * rails / radix)
-        for s in range(spines):
-            g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
-        spine_ids = [f"spine{s}" for s in range(spines)]
-        for u in range(units):
-            for r in range(rails):
-                uniform &= _cable_spread(g, leaf(u, r), spine_ids, uplinks[u], u * rails + r, tech, "leaf-spine")
+        uniform = _two_tier_spines(g, units, rails, uplinks, radix, tech)
     else:
-        half = radix // 2
-        spines_per_unit = math.ceil(rails * uplinks[0] / half)
-        cores_per_group = math.ceil(units * half / radix)
-        for j in range(spines_per_unit):
-            for c in range(cores_per_group):
-                g.add_node(f"core{j}/{c}", kind="switch", role="core", tier=3, group=j)
-        for u in range(units):
-            for j in range(spines_per_unit):
-                g.add_node(f"su{u}/spine{j}", kind="switch", role="spine", tier=2, unit=u)
-            spine_ids = [f"su{u}/spine{j}" for j in range(spines_per_unit)]
-            for r in range(rails):
-                uniform &= _cable_spread(g, leaf(u, r), spine_ids, uplinks[u], r, tech, "leaf-spine")
-            # a spine sends up as many cables as it receives from its leaves
-            for j in range(spines_per_unit):
-                down = sum(g.edges[leaf(u, r), f"su{u}/spine{j}"]["cables"]
-                           for r in range(rails) if g.has_edge(leaf(u, r), f"su{u}/spine{j}"))
-                cores = [f"core{j}/{c}" for c in range(cores_per_group)]
-                uniform &= _cable_spread(g, f"su{u}/spine{j}", cores, down, u, tech, "spine-core")
+        uniform, spines_per_unit, cores_per_group = _three_tier_spines(g, units, rails, uplinks, radix, tech)
         params["spines_per_unit"] = spines_per_unit
         params["cores_per_group"] = cores_per_group
     params["tiers"] = tiers
     # endpoint ports: unit by unit, server by server, rail by rail
-    ports = [leaf(u, r) for u in range(units) for _ in range(unit_servers[u]) for r in range(rails)]
+    ports = [_rail_leaf(u, r) for u in range(units) for _ in range(unit_servers[u]) for r in range(rails)]
     attach_servers(g, model, ports, tech)
     # Bisection between the first and second half of the servers. Full units on both
     # sides and uniform cable spreads make the cut at the leaves' uplinks (or, with three
