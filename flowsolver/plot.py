@@ -190,24 +190,9 @@ def utilization_by_tier(ax, result):
     return ax
 
 
-def topology(ax, graph, result=None, *, fabric: bool = True, cmap: str = "viridis"):
-    """A cluster drawn by tier (servers or GPUs at the bottom, switches above them by tier),
-    with a legend of node kinds. ``fabric=True`` (default) draws each server as one node
-    (its GPUs, NICs and NVSwitches inside), so a cluster of DGX servers stays readable.
-    With a CollectiveResult, every cable is coloured by its utilisation (the larger of its
-    two directions, and of the links a collapsed server has to one switch), with a
-    colour bar; without one, cables are grey.
-
-    >>> from matplotlib.figure import Figure
-    >>> import topologies as tp
-    >>> g = tp.fat_tree(4, server="dgx_h100")
-    >>> ax = topology(Figure().subplots(), g)
-    >>> sorted(t.get_text() for t in ax.get_legend().get_texts())
-    ['server (8 GPUs)', 'switch tier 1', 'switch tier 2', 'switch tier 3']
-    """
-    from matplotlib.collections import LineCollection
-    from matplotlib.lines import Line2D
-
+def _drawing(graph, result, fabric):
+    """What :func:`topology` draws: cables (drawn node pair -> busiest utilisation), the
+    drawn nodes, their legend kinds, their row (0 servers, 1 + tier switches) and position."""
     def drawn(n):
         d = graph.nodes[n]
         return ("server", d["server"]) if fabric and d.get("server") is not None else n
@@ -242,6 +227,28 @@ def topology(ax, graph, result=None, *, fabric: bool = True, cmap: str = "viridi
     for x in nodes:
         rows.setdefault(level[x], []).append(x)
     pos = {x: ((i + 0.5) / len(members), lv) for lv, members in rows.items() for i, x in enumerate(members)}
+    return cables, nodes, kinds, level, pos
+
+
+def topology(ax, graph, result=None, *, fabric: bool = True, cmap: str = "viridis"):
+    """A cluster drawn by tier (servers or GPUs at the bottom, switches above them by tier),
+    with a legend of node kinds. ``fabric=True`` (default) draws each server as one node
+    (its GPUs, NICs and NVSwitches inside), so a cluster of DGX servers stays readable.
+    With a CollectiveResult, every cable is coloured by its utilisation (the larger of its
+    two directions, and of the links a collapsed server has to one switch), with a
+    colour bar; without one, cables are grey.
+
+    >>> from matplotlib.figure import Figure
+    >>> import topologies as tp
+    >>> g = tp.fat_tree(4, server="dgx_h100")
+    >>> ax = topology(Figure().subplots(), g)
+    >>> sorted(t.get_text() for t in ax.get_legend().get_texts())
+    ['server (8 GPUs)', 'switch tier 1', 'switch tier 2', 'switch tier 3']
+    """
+    from matplotlib.collections import LineCollection
+    from matplotlib.lines import Line2D
+
+    cables, nodes, kinds, level, pos = _drawing(graph, result, fabric)
     segments = [(pos[a], pos[b]) for a, b in cables]
     values = np.array(list(cables.values()))
     lines = LineCollection(segments, linewidths=0.6 if result is None else 0.4 + 1.6 * values,
