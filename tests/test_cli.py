@@ -1,4 +1,6 @@
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -38,9 +40,14 @@ def test_bad_input_gives_one_line_and_exit_2(capsys):
     assert len(err.strip().splitlines()) == 1
 
 
-def test_python_dash_m():
+def test_python_dash_m_and_the_installed_script():
     out = subprocess.run([sys.executable, "-m", "flowsolver", "topology", "--family", "torus",
                           "--dims", "2", "2"], capture_output=True, text=True, check=True).stdout
+    assert "GPUs 4" in out
+    script = shutil.which("flowsolver", path=os.path.dirname(sys.executable))
+    assert script, "the flowsolver script is not installed beside this Python"
+    out = subprocess.run([script, "topology", "--family", "torus", "--dims", "2", "2"], capture_output=True,
+                         text=True, check=True).stdout
     assert "GPUs 4" in out
 
 
@@ -126,7 +133,10 @@ def test_json_is_strict_also_for_failed_and_resumed_sweeps(tmp_path, capsys):
     strict_json(capsys.readouterr().out)
 
 
-def test_study_json_and_csv(capsys):
+def test_study_json_and_csv(capsys, monkeypatch, quick_study):
+    # the study's numbers are tested in tests/test_study.py; here only its JSON and CSV forms,
+    # from the one quick run the suite makes
+    monkeypatch.setattr("flowsolver.study.run", lambda **kw: dict(quick_study["result"], figure=kw["out"]))
     assert main(["study", "--quick", "--out", "none", "--json"]) == 0
     data = strict_json(capsys.readouterr().out)
     networks = {r["network"] for r in data["networks"]}

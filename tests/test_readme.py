@@ -17,19 +17,20 @@ def test_quickstart_runs(tmp_path, monkeypatch, capsys):
     assert [float(x) for x in out[2].split()] == [50.0, 450.0]   # NDR 400 Gb/s; 18 x 25 GB/s
 
 
-def test_runnable_command_blocks_run_as_written(tmp_path):
-    import os
+def test_runnable_command_blocks_run_as_written(tmp_path, monkeypatch, capsys):
+    """Each command of the runnable block through the CLI's ``main`` in this process (the
+    installed ``flowsolver`` script is that same function: tests/test_cli.py runs it as a
+    process), so the commands share this process's compiled kernels."""
     import shlex
     import shutil
-    import subprocess
-    import sys
+
+    from flowsolver.cli import main
 
     text = README.read_text()
     blocks = re.findall(r"<!-- runnable[^>]*-->\s*```sh\n(.*?)```", text, re.S)
     assert blocks, "README marks no command block runnable"
-    root = README.parent
-    shutil.copytree(root / "examples", tmp_path / "examples")
-    exe = shutil.which("flowsolver", path=os.path.dirname(sys.executable)) or "flowsolver"
+    shutil.copytree(README.parent / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
     for block in blocks:
         for line in block.splitlines():
             command = line.split("#", 1)[0].strip()
@@ -37,7 +38,8 @@ def test_runnable_command_blocks_run_as_written(tmp_path):
                 continue
             argv = shlex.split(command)
             assert argv[0] == "flowsolver", command
-            done = subprocess.run([exe, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=900)
-            assert done.returncode == 0, f"{command}: {done.stderr.strip()[-500:]}"
-            assert done.stdout.strip(), command
+            status = main(argv[1:])
+            captured = capsys.readouterr()
+            assert status == 0, f"{command}: {captured.err.strip()[-500:]}"
+            assert captured.out.strip(), command
     assert (tmp_path / "results.parquet").exists()
