@@ -192,10 +192,11 @@ def test_an_executor_gives_the_serial_rows_file_and_resume(tmp_path):
 
 def test_a_dask_cluster_of_two_worker_processes_gives_the_serial_rows():
     distributed = pytest.importorskip("distributed")
-    serial = sweep(GRID_X, progress=False, cache_dir=None)
+    grid = dict(GRID_X, size=[2**20])           # two tasks (one per cluster size), one per worker
+    serial = sweep(grid, progress=False, cache_dir=None)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
-        pooled = sweep(GRID_X, progress=False, cache_dir=None, executor=client.get_executor())
+        pooled = sweep(grid, progress=False, cache_dir=None, executor=client.get_executor())
         workers = client.run(lambda: __import__("os").getpid())
     assert len(set(workers.values())) == 2
     _same_rows(pooled, serial)
