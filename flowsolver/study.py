@@ -111,7 +111,7 @@ def format_table(rows) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         s, a = r.step, r.article
-        tier = max(s.phases.values(), key=lambda p: p.exposed).tier if s.comm_overhead > 1e-3 else "-"
+        tier = s.bottleneck_tier if s.comm_overhead > 1e-3 else "-"
         art_tok = f"{a['tokens_per_s']:8.0f}" if a["tokens_per_s"] else f"{'-':>8s}"
         art_sp = f"{a['speedup']:7.0f}x" if a["speedup"] else f"{'-':>8s}"
         art_ov = f"{a['overhead']:7.0%}" + ("+" if r.network == "pcie_only" else " ")
@@ -198,7 +198,7 @@ def topology_study(*, sizes=(256, 1024, 4096), families=tuple(TOPOLOGIES), model
             p = step.phases["dp"]
             rows.append(dict(family=family, gpus=n, bisection=d.get("bisection_bandwidth"),
                              switches=d.get("switches"), dp_time=p.total, dp_exposed=p.exposed,
-                             dp_tier=p.tier, overhead=step.comm_overhead, speedup=step.speedup,
+                             dp_tier=p.bottleneck_tier, overhead=step.comm_overhead, speedup=step.speedup,
                              efficiency=step.speedup / n, tokens_per_s=step.tokens_per_s))
     return rows
 

@@ -119,7 +119,7 @@ def _run_train(s, g) -> dict:
     worst = max(r.phases.values(), key=lambda p: p.exposed) if r.phases else None
     return dict(status="ok", error="", gpus=r.gpus, time=r.step_time, step_time=r.step_time,
                 tokens_per_s=r.tokens_per_s, speedup=r.speedup, overhead=r.comm_overhead,
-                chosen_algorithm=worst.algorithm if worst else "", bottleneck_tier=worst.tier if worst else "")
+                chosen_algorithm=worst.algorithm if worst else "", bottleneck_tier=worst.bottleneck_tier if worst else "")
 
 
 def _error(err) -> dict:

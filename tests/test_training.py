@@ -61,7 +61,7 @@ def test_dp_all_reduce_on_a_non_blocking_fabric_matches_the_ring_formula():
                       collective_options=dict(step_latency=0.0, base_latency=0.0))
     grads = 70.6e9 / 8 * 2
     assert r.phases["dp"].per_call == pytest.approx(2 * 7 / 8 * grads / NDR, rel=0.01)
-    assert r.phases["dp"].tier == "access"
+    assert r.phases["dp"].bottleneck_tier == "access"
 
 
 def test_a_faster_network_never_makes_a_step_slower():
