@@ -41,12 +41,12 @@ pure function ``compose(profile, schedule)`` (``_compose``) of it and a :class:`
 presets are in ``_models``, the memory estimate in ``_memory``, the entry point in ``_step``.
 """
 
-from ._compose import Phase, Schedule, StepResult
+from ._compose import Phase, Schedule, StepResult, compose
 from ._layout import ParallelLayout
 from ._memory import memory_per_gpu
 from ._models import MODELS, ModelSpec, get_model
 from ._profile import CommProfile, CommTiming
 from ._step import DEFAULT_MFU, training_step
 
-__all__ = ["training_step", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming", "ParallelLayout",
-           "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "DEFAULT_MFU"]
+__all__ = ["training_step", "compose", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming",
+           "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "DEFAULT_MFU"]

@@ -85,11 +85,11 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     micro_batch : int
         Sequences per microbatch.
     mfu : float
-        Fraction of the dense bf16 peak reached while computing (default 0.43, see module).
+        Fraction of the dense bf16 peak reached while computing (default 0.43, see :mod:`flowsolver.training`).
     zero : {0, 1, 2, 3}
         0 all-reduce; 1 / 2 distributed optimizer (reduce-scatter + all-gather); 3 FSDP.
     dp_overlap : float in [0, 1]
-        Fraction of the overlap window (see module) the DP traffic may hide behind.
+        Fraction of the overlap window (see :mod:`flowsolver.training`) the DP traffic may hide behind.
     ranks : sequence of int, optional
         Placement: GPU rank of each logical rank (default ``topologies.gpus`` order).
     gpu : str or GpuSpec, optional
