@@ -126,7 +126,7 @@ def _run_train(s, g) -> dict:
     worst = max(r.phases.values(), key=lambda p: p.exposed) if r.phases else None
     return dict(status=Status.OK.label, error="", gpus=r.gpus, step_time=r.step_time,
                 tokens_per_s=r.tokens_per_s, speedup=r.speedup, comm_overhead=r.comm_overhead,
-                chosen_algorithm=worst.algorithm if worst else "", bottleneck_tier=worst.tier if worst else "")
+                chosen_algorithm=worst.algorithm if worst else "", bottleneck_tier=r.bottleneck_tier)
 
 
 def _error(err) -> dict:

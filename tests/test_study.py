@@ -1,13 +1,39 @@
-"""The network study: table shape and ranges, the article's figures, the main job's outputs."""
+"""The network study: table shape and ranges, the article's figures, the main job's outputs.
+
+The main job runs once (quick) through the command line, shared by the tests below."""
+
+import contextlib
+import io
 
 import pytest
 
-from flowsolver import study
+import topologies as tp
+from flowsolver import get_model, study
 from flowsolver.cli import main
+from flowsolver.study import _text
 
 
-def test_network_study_has_one_row_per_network_in_range():
-    rows = study.network_study(global_batch=64)
+@pytest.fixture(scope="module")
+def main_job(tmp_path_factory):
+    """``flowsolver study --quick --out PATH`` once: its printed text, the figure path and
+    the results :func:`flowsolver.study.run` returned to the command."""
+    out = tmp_path_factory.mktemp("study") / "study.png"
+    results = []
+    run = study.run
+
+    def recording_run(**kw):
+        results.append(run(**kw))
+        return results[-1]
+
+    text = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(text):
+        mp.setattr(study, "run", recording_run)
+        assert main(["study", "--quick", "--out", str(out)]) == 0
+    return dict(text=text.getvalue(), out=out, **results[0])
+
+
+def test_network_study_has_one_row_per_network_in_range(main_job):
+    rows = main_job["rows"]
     assert [r.network for r in rows] == list(study.NETWORKS)
     by = {r.network: r for r in rows}
     assert by["ideal"].step.speedup == pytest.approx(64, rel=1e-6)
@@ -32,12 +58,29 @@ def test_article_search_is_sorted_and_finds_the_small_batch_regime():
     assert abs(o["roce_400g"] - o["ib_ndr"]) < 0.05
 
 
-def test_main_job_prints_the_study_and_writes_the_figure(tmp_path, capsys):
-    out = tmp_path / "study.png"
-    assert main(["study", "--quick", "--out", str(out)]) == 0
-    text = capsys.readouterr().out
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_main_job_prints_the_study_and_writes_the_figure(main_job):
+    text = main_job["text"]
+    assert main_job["out"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main_job["figure"] == str(main_job["out"]) and f"figure written to {main_job['out']}" in text
     for needle in ("InfiniBand NDR", "400 Gb/s", "RoCE 400G and NDR share", "Which settings", "dragonfly",
                    "torus 3-D"):
         assert needle in text
+    assert [r["gpus"] for r in main_job["topology"]] == [256, 256, 256]        # quick: 256 GPUs only
     assert main(["study", "--model", "nope", "--quick", "--out", "none"]) == 2
+
+
+def test_printed_figures_come_from_the_catalogue_and_the_article(main_job, monkeypatch):
+    text = main_job["text"]
+    ndr, dgx = tp.get_link("ib_ndr"), tp.get_server("dgx_h100")
+    assert f"of {tp.get_gpu('h100_sxm').peak_bf16_flops / 1e12:.0f} TFLOP/s" in text                 # 989
+    assert f"({ndr.effective_bandwidth / 1e9:.0f} GB/s measured)" in text                              # 47
+    assert f"has {dgx.nics} of them, {dgx.nics * ndr.bandwidth / 1e9:.0f} GB/s per server" in text    # 8, 400
+    assert f"each GPU has {tp.get_link(dgx.nvlink).bandwidth / 1e9:.0f} GB/s of NVLink" in text       # 450
+    # the prose follows the article's figures: change them and the text changes with them
+    spec, rows = get_model("llama-3-70b"), main_job["rows"]
+    monkeypatch.setattr(_text, "ARTICLE_SINGLE_GPU", 200.0)
+    monkeypatch.setattr(_text, "ARTICLE", {**study.ARTICLE, "pcie_only": dict(study.ARTICLE["pcie_only"], overhead=0.9)})
+    notes = "\n".join(_text.network_notes(spec, rows))
+    assert "the article's 200 tokens/s" in notes and "speed-up x 200." in notes and "(article: over 90 %)" in notes
+    section = _text.topology_section([dict(r, tp=4) for r in main_job["topology"]])
+    assert "(TP 4, DP across servers, 64 sequences per replica" in section[0] and "the job's 4 DP rings" in section[-1]

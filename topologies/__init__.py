@@ -15,12 +15,13 @@ This package knows nothing of JAX or routing.
 64
 """
 
-from .analysis import (TopologyError, bisection_max_flow, describe, format_description, gpus,
-                       load, save, validate)
+from ._validate import TopologyError, validate
+from .analysis import bisection_max_flow, describe, format_description, gpus
 from .build import FAMILIES, build
 from .clos import fat_tree, leaf_spine, rail_optimized
 from .dragonfly import dragonfly, global_link_partner
 from .failures import fabric_cables, fail_links
+from .io import load, save
 from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
 from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, register_server,
                       server_names)

@@ -1,27 +1,21 @@
-"""Reading a cluster graph: rank order, description, schema validation, JSON files."""
+"""Reading a cluster graph: GPU rank order, description, bisection bandwidth.
+
+The schema check is in :mod:`topologies._validate`, files in :mod:`topologies.io`."""
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections import Counter, deque
-from pathlib import Path
 
 import networkx as nx
 
-from ._graph import NODE_KINDS, compute_fabric, fingerprint
+from ._graph import compute_fabric, fingerprint
 from .links import get_link
 
-__all__ = ["gpus", "describe", "format_description", "validate", "save", "load",
-           "bisection_max_flow", "TopologyError"]
+__all__ = ["gpus", "describe", "format_description", "bisection_max_flow"]
 
 #: BFS for the diameter is run only up to this many endpoints (cost grows as endpoints x edges)
 DIAMETER_BFS_LIMIT = 2048
-
-
-class TopologyError(ValueError):
-    """A cluster graph breaks the schema; the message names the node or edge."""
 
 
 def _natural_key(node):
@@ -138,24 +132,8 @@ def describe(g: nx.DiGraph, *, exact: bool = False) -> dict:
             cables_by_tech[d.get("tech", "unspecified")] += n
             cables_by_tier[d.get("tier", "unspecified")] += n
     edited = g.graph.get("fingerprint") != fingerprint(g)
-    bisection = g.graph.get("bisection_bandwidth")
-    method = g.graph.get("bisection_method", "")
-    if exact or edited or bisection is None:
-        bisection = bisection_max_flow(g) if kinds.get("gpu", 0) >= 2 else None
-        method = "max flow between the GPU rank halves" + (
-            " (graph edited since generation)" if edited and "fingerprint" in g.graph else "")
-    diameter = None if edited else g.graph.get("network_diameter")
-    diameter_method = "formula"
-    if diameter is None:
-        ends, fabric = _endpoints_and_fabric(g)
-        if len(ends) < 2:
-            diameter_method = "fewer than two network endpoints"
-        elif len(ends) > DIAMETER_BFS_LIMIT:
-            diameter_method = f"not computed (more than {DIAMETER_BFS_LIMIT} endpoints)"
-        else:
-            diameter = _bfs_diameter(fabric, ends)
-            diameter_method = ("breadth-first search" if diameter is not None
-                               else "endpoints not all joined by the network")
+    bisection, method = _bisection(g, exact, edited, kinds.get("gpu", 0))
+    diameter, diameter_method = _diameter(g, edited)
     servers = {d["server"] for _, d in g.nodes(data=True) if d.get("kind") == "gpu" and "server" in d}
     return dict(
         generator=g.graph.get("generator", "user"),
@@ -175,6 +153,33 @@ def describe(g: nx.DiGraph, *, exact: bool = False) -> dict:
         cost=dict(switches=kinds.get("switch", 0), switch_ports=ports,
                   cables=sum(cables_by_tech.values()), cables_by_tech=dict(sorted(cables_by_tech.items()))),
     )
+
+
+def _bisection(g: nx.DiGraph, exact: bool, edited: bool, n_gpus: int):
+    """Bisection bandwidth (bytes/s) and how it was found: the generator's formula on an
+    unedited graph, else (or when ``exact``) a maximum flow between the GPU rank halves."""
+    bisection = g.graph.get("bisection_bandwidth")
+    method = g.graph.get("bisection_method", "")
+    if exact or edited or bisection is None:
+        bisection = bisection_max_flow(g) if n_gpus >= 2 else None
+        method = "max flow between the GPU rank halves" + (
+            " (graph edited since generation)" if edited and "fingerprint" in g.graph else "")
+    return bisection, method
+
+
+def _diameter(g: nx.DiGraph, edited: bool):
+    """Network diameter (hops, None when unknown) and how it was found: the generator's
+    formula on an unedited graph, else breadth-first search between network endpoints."""
+    diameter = None if edited else g.graph.get("network_diameter")
+    if diameter is not None:
+        return diameter, "formula"
+    ends, fabric = _endpoints_and_fabric(g)
+    if len(ends) < 2:
+        return None, "fewer than two network endpoints"
+    if len(ends) > DIAMETER_BFS_LIMIT:
+        return None, f"not computed (more than {DIAMETER_BFS_LIMIT} endpoints)"
+    diameter = _bfs_diameter(fabric, ends)
+    return diameter, ("breadth-first search" if diameter is not None else "endpoints not all joined by the network")
 
 
 def _cable_owner(u, v, g) -> bool:
@@ -228,92 +233,3 @@ def format_description(d: dict) -> str:
     lines.append(f"  cost proxy: {c['switches']} switches, {c['switch_ports']} switch ports, "
                  f"{c['cables']} cables")
     return "\n".join(lines)
-
-
-def validate(g) -> nx.DiGraph:
-    """Check a cluster graph (generated, edited or built by hand) against the schema.
-
-    * a ``networkx.DiGraph`` (not a multigraph) with at least one GPU;
-    * every node has ``kind`` in ``"gpu", "nic", "nvswitch", "pcie_switch", "cpu",
-      "switch", "storage"``;
-    * every edge has a finite ``capacity >= 0`` bytes/s (0 is a failed link), an optional
-      finite ``latency >= 0`` s and an optional string ``tech``; ``cables`` if present is
-      an integer >= 1;
-    * every edge has its reverse (a cable is full duplex);
-    * every GPU has at least one link; GPU ``rank`` attributes, where present, are
-      distinct integers.
-
-    Returns ``g``; raises :class:`TopologyError` naming the first offending node or edge.
-
-    >>> import networkx as nx
-    >>> g = nx.DiGraph()
-    >>> g.add_node("a", kind="gpu"); g.add_node("b", kind="gpu")
-    >>> g.add_edge("a", "b", capacity=50e9); g.add_edge("b", "a", capacity=50e9)
-    >>> validate(g) is g
-    True
-    """
-    if not isinstance(g, nx.DiGraph) or g.is_multigraph():
-        raise TopologyError(f"a cluster graph must be a networkx.DiGraph, got {type(g).__name__}")
-    n_gpu = 0
-    ranks = {}
-    for n, d in g.nodes(data=True):
-        kind = d.get("kind")
-        if kind not in NODE_KINDS:
-            raise TopologyError(f"node {n!r}: kind must be one of {', '.join(NODE_KINDS)}, "
-                                f"got {kind!r}")
-        if kind == "gpu":
-            n_gpu += 1
-            if g.degree(n) == 0:
-                raise TopologyError(f"node {n!r}: this GPU has no links")
-            if "rank" in d:
-                r = d["rank"]
-                if isinstance(r, bool) or not isinstance(r, int):
-                    raise TopologyError(f"node {n!r}: rank must be an integer, got {r!r}")
-                if r in ranks:
-                    raise TopologyError(f"node {n!r}: rank {r} is also the rank of {ranks[r]!r}")
-                ranks[r] = n
-    if n_gpu == 0:
-        raise TopologyError("the graph has no node of kind 'gpu'")
-    for u, v, d in g.edges(data=True):
-        cap = d.get("capacity")
-        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not math.isfinite(cap) or cap < 0:
-            raise TopologyError(f"edge {u!r} -> {v!r}: capacity must be a finite number >= 0 "
-                                f"bytes/s (0 = failed link), got {cap!r}")
-        lat = d.get("latency", 0.0)
-        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not math.isfinite(lat) or lat < 0:
-            raise TopologyError(f"edge {u!r} -> {v!r}: latency must be a finite number >= 0 s, "
-                                f"got {lat!r}")
-        if "tech" in d and not isinstance(d["tech"], str):
-            raise TopologyError(f"edge {u!r} -> {v!r}: tech must be a string, got {d['tech']!r}")
-        if "cables" in d and (isinstance(d["cables"], bool) or not isinstance(d["cables"], int)
-                              or d["cables"] < 1):
-            raise TopologyError(f"edge {u!r} -> {v!r}: cables must be an integer >= 1, "
-                                f"got {d['cables']!r}")
-        if not g.has_edge(v, u):
-            raise TopologyError(f"edge {u!r} -> {v!r} has no reverse edge {v!r} -> {u!r}: "
-                                "a cable is two directed edges")
-    return g
-
-
-def save(g: nx.DiGraph, path) -> Path:
-    """Write ``g`` as networkx node-link JSON (edges under ``"edges"``); returns the path.
-
-    >>> import tempfile, os
-    >>> from topologies import torus
-    >>> p = save(torus((2, 3)), os.path.join(tempfile.mkdtemp(), "t.json"))
-    >>> load(p).number_of_nodes()
-    6
-    """
-    path = Path(path)
-    data = nx.node_link_data(g, edges="edges")
-    path.write_text(json.dumps(data))
-    return path
-
-
-def load(path) -> nx.DiGraph:
-    """Read a cluster graph saved by :func:`save` (also accepts the older ``"links"`` key)
-    and validate it; see :func:`save` for an example."""
-    data = json.loads(Path(path).read_text())
-    key = "edges" if "edges" in data else "links"
-    g = nx.node_link_graph(data, directed=True, multigraph=False, edges=key)
-    return validate(g)

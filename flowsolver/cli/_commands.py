@@ -56,7 +56,7 @@ def train(args) -> None:
         kw["mfu"] = args.mfu
     r = training_step(graph, model=args.model, collective_options=dict(policy=args.policy), **kw)
     rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
-                 per_call_s=p.per_call, exposed_s=p.exposed, tier=p.tier) for p in r.phases.values()]
+                 per_call_s=p.per_call, exposed_s=p.exposed, tier=p.bottleneck_tier) for p in r.phases.values()]
     summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, global_batch=r.global_batch,
                    step_time_s=r.step_time, tokens_per_s=r.tokens_per_s, speedup=r.speedup,
                    comm_overhead=r.comm_overhead, compute_s=r.compute_time, bubble_s=r.bubble_time,

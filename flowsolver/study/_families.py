@@ -1,0 +1,62 @@
+"""The same job on the topology families: a rail-optimised Clos, a DragonFly, a 3-D torus."""
+
+from __future__ import annotations
+
+import topologies as tp
+
+from ..training import DEFAULT_MFU, training_step
+
+__all__ = ["TOPOLOGIES", "FAMILY_SERVER", "FAMILY_LINK", "topology_study"]
+
+FAMILY_SERVER = "dgx_h100"      # every family's server
+FAMILY_LINK = "ib_ndr"          # every family's cable
+_FAMILY_TP = 8                  # TP inside the server; DP across servers
+
+# family -> {GPUs: builder}: servers of 8 H100 on NDR; the fat-tree is the rail-optimised
+# non-blocking Clos of a SuperPOD; DragonFly routers hold one server each (p = 8 ports),
+# groups all-to-all with g - 1 dividing a h; the torus is 3-D with a server per router
+_S, _L = FAMILY_SERVER, FAMILY_LINK
+TOPOLOGIES = {
+    "fat-tree (rail Clos)": {256: lambda: tp.rail_optimized(32, server=_S, link=_L),
+                             1024: lambda: tp.rail_optimized(128, server=_S, link=_L),
+                             4096: lambda: tp.rail_optimized(512, server=_S, link=_L)},
+    "dragonfly": {256: lambda: tp.dragonfly(8, 8, 3, g=4, server=_S, link_local=_L, link_global=_L),
+                  1024: lambda: tp.dragonfly(8, 16, 7, g=8, server=_S, link_local=_L, link_global=_L),
+                  4096: lambda: tp.dragonfly(8, 32, 15, g=16, server=_S, link_local=_L, link_global=_L)},
+    "torus 3-D": {256: lambda: tp.torus((4, 4, 2), server=_S, link=_L),
+                  1024: lambda: tp.torus((8, 4, 4), server=_S, link=_L),
+                  4096: lambda: tp.torus((8, 8, 8), server=_S, link=_L)},
+}
+
+
+def topology_study(*, sizes=(256, 1024, 4096), families=tuple(TOPOLOGIES), model="llama-3-70b",
+                   sequences_per_replica: int = 64, dp_overlap: float = 1.0, mfu: float = DEFAULT_MFU) -> list:
+    """The same job (TP 8 in the server, DP across servers, ``sequences_per_replica``
+    sequences per DP replica: weak scaling; ring DP collectives) on each family at each
+    size. Returns dicts with the family, GPUs, the job's ``tp``, ``dp`` and
+    ``sequences_per_replica``, switches, bisection (bytes/s), the DP time and its exposed
+    part (s), its bottleneck tier, overhead, speed-up and scaling efficiency.
+
+    >>> r = topology_study(sizes=(256,), families=("torus 3-D",))[0]
+    >>> r["gpus"], r["speedup"] > 200
+    (256, True)
+    """
+    rows = []
+    for family in families:
+        for size in sizes:
+            g = TOPOLOGIES[family][size]()
+            n = len(tp.gpus(g))
+            dp = n // _FAMILY_TP
+            policy = "dor" if family.startswith("torus") else ("minimal" if family == "dragonfly" else "ecmp")
+            step = training_step(g, model=model, tp=_FAMILY_TP, global_batch=dp * sequences_per_replica,
+                                 dp_overlap=dp_overlap, mfu=mfu, algorithms=dict(dp="ring"),
+                                 collective_options=dict(policy=policy))
+            d = tp.describe(g)
+            p = step.phases["dp"]
+            rows.append(dict(family=family, gpus=n, tp=step.tp, dp=step.dp,
+                             sequences_per_replica=step.global_batch // step.dp,
+                             bisection=d.get("bisection_bandwidth"), switches=d.get("switches"),
+                             dp_time=p.total, dp_exposed=p.exposed, dp_tier=p.bottleneck_tier,
+                             overhead=step.comm_overhead, speedup=step.speedup,
+                             efficiency=step.speedup / n, tokens_per_s=step.tokens_per_s))
+    return rows

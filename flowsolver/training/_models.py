@@ -1,0 +1,114 @@
+"""Model presets: decoder-only transformers by shape, their parameter and FLOP counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import _checks
+
+__all__ = ["ModelSpec", "MODELS", "get_model", "BF16"]
+
+BF16 = 2          # bytes per bf16 value (weights, activations, gradients)
+
+_INTEGER_FIELDS = ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "seq_len", "experts", "top_k")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only transformer by shape.
+
+    ``ffn`` is the MLP's inner width (per expert); ``gated_mlp`` (SwiGLU: three matrices) or
+    not (two); ``experts`` and ``top_k`` for a mixture of experts; ``seq_len`` the training
+    sequence length (tokens).
+
+    >>> m = get_model("llama-3-70b")
+    >>> round(m.params / 1e9, 1), round(m.flops_per_token / 1e9)       # ~70.6e9 parameters
+    (70.6, 488)
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    seq_len: int = 8192
+    gated_mlp: bool = True
+    experts: int = 1
+    top_k: int = 1
+    tied_embeddings: bool = False
+
+    def __post_init__(self):
+        for key in _INTEGER_FIELDS:
+            object.__setattr__(self, key, _checks.integer(f"ModelSpec {self.name!r}: {key}", getattr(self, key)))
+        if self.hidden % self.heads or self.heads % self.kv_heads:
+            raise ValueError(f"ModelSpec {self.name!r}: heads must divide hidden and kv_heads divide heads")
+        if self.top_k > self.experts:
+            raise ValueError(f"ModelSpec {self.name!r}: top_k ({self.top_k}) must be <= experts ({self.experts})")
+
+    @property
+    def attention_params(self) -> int:
+        """Per layer: Q and O (h x h), K and V (h x kv_heads x head_dim)."""
+        head_dim = self.hidden // self.heads
+        return 2 * self.hidden ** 2 + 2 * self.hidden * self.kv_heads * head_dim
+
+    @property
+    def mlp_params(self) -> int:
+        """Per layer and expert."""
+        return (3 if self.gated_mlp else 2) * self.hidden * self.ffn
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding and output projection (one matrix when tied)."""
+        return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+
+    @property
+    def expert_params(self) -> int:
+        """Parameters in the experts (0 for a dense model)."""
+        return self.layers * self.experts * self.mlp_params if self.experts > 1 else 0
+
+    @property
+    def params(self) -> int:
+        """All parameters."""
+        return self.layers * (self.attention_params + self.experts * self.mlp_params) + self.embedding_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token passes through (top_k experts)."""
+        return self.layers * (self.attention_params + self.top_k * self.mlp_params) + self.embedding_params
+
+    @property
+    def flops_per_token(self) -> float:
+        """Training FLOPs per token: 6 N_active + 12 L h s (attention scores), forward and backward."""
+        return 6.0 * self.active_params + 12.0 * self.layers * self.hidden * self.seq_len
+
+
+MODELS = {
+    # Llama 3 paper (Dubey et al. 2024), table 3: layers, model dim, FFN dim, heads, KV heads;
+    # vocabulary 128,256; pre-training sequence length 8,192
+    "llama-3-8b": ModelSpec("llama-3-8b", 32, 4096, 14336, 32, 8, 128256),
+    "llama-3-70b": ModelSpec("llama-3-70b", 80, 8192, 28672, 64, 8, 128256),
+    "llama-3-405b": ModelSpec("llama-3-405b", 126, 16384, 53248, 128, 8, 128256),
+    # GPT-3 paper (Brown et al. 2020), table 2.1: 96 layers, d_model 12288, 96 heads,
+    # d_ff = 4 d_model, context 2048; GPT-2 BPE vocabulary 50,257, tied embeddings
+    "gpt-3-175b": ModelSpec("gpt-3-175b", 96, 12288, 49152, 96, 96, 50257, seq_len=2048, gated_mlp=False,
+                            tied_embeddings=True),
+    # Mixtral of Experts (Jiang et al. 2024), table 1: 32 layers, dim 4096, hidden 14336,
+    # 32 heads, 8 KV heads, vocab 32000, 8 experts, top-2; training length not published,
+    # we take 4096
+    "mixtral-8x7b": ModelSpec("mixtral-8x7b", 32, 4096, 14336, 32, 8, 32000, seq_len=4096, experts=8, top_k=2),
+}
+
+
+def get_model(model: "str | ModelSpec") -> ModelSpec:
+    """A preset by name, or a ModelSpec passed through.
+
+    >>> get_model("mixtral-8x7b").active_params / 1e9 > 12.8
+    True
+    """
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, str) and model in MODELS:
+        return MODELS[model]
+    raise ValueError(f"unknown model {model!r}; presets: {', '.join(MODELS)} (or pass a ModelSpec)")

@@ -1,0 +1,36 @@
+"""Bad input to the cluster generators: a ValueError naming the parameter and what it allows."""
+
+import pytest
+
+import topologies as tp
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: tp.fat_tree(5), r"k must be even"),
+    (lambda: tp.fat_tree(2), r"k must be an integer >= 4"),
+    (lambda: tp.fat_tree(4.0), r"k must be an integer"),
+    (lambda: tp.fat_tree(-4), r"k must be an integer >= 4"),
+    (lambda: tp.fat_tree(4, link="ndr"), r"link: unknown link technology 'ndr'.*ib_ndr"),
+    (lambda: tp.fat_tree(4, server="dgx"), r"unknown server 'dgx'.*dgx_h100"),
+    (lambda: tp.leaf_spine(0, 2, 8), r"leaves must be an integer >= 1"),
+    (lambda: tp.leaf_spine(2, 0, 8), r"spines must be an integer >= 1"),
+    (lambda: tp.leaf_spine(2, 2, -1), r"hosts_per_leaf must be an integer >= 1"),
+    (lambda: tp.leaf_spine(2, 2, 8, oversubscription=0.5), r"oversubscription must be .*>= 1"),
+    (lambda: tp.rail_optimized(0), r"nodes must be an integer >= 1"),
+    (lambda: tp.rail_optimized(4, oversubscription=float("nan")), r"oversubscription"),
+    (lambda: tp.rail_optimized(4, link="ib_qdr"), r"link: unknown link technology"),
+    (lambda: tp.dragonfly(0, 4, 2), r"p must be an integer >= 1"),
+    (lambda: tp.dragonfly(2, 4, 2, g=10), r"g must be between 2 and a\*h \+ 1 = 9"),
+    (lambda: tp.dragonfly(2, 4, 2, g=4), r"g - 1 must divide a\*h = 8.*allowed g: \[2, 3, 5, 9\]"),
+    (lambda: tp.dragonfly(2, 4, 2, arrangement="random"), r"arrangement must be one of"),
+    (lambda: tp.torus((4, 1)), r"dims must be .*integers >= 2"),
+    (lambda: tp.torus((0, 4)), r"dims must be"),
+    (lambda: tp.torus(()), r"dims must be"),
+    (lambda: tp.torus(4), r"dims must be a sequence"),
+    (lambda: tp.add_storage(tp.torus((3, 3)), network="compute"), r"needs a switched compute fabric"),
+    (lambda: tp.add_storage(tp.fat_tree(4), network="san"), r"network must be one of"),
+    (lambda: tp.add_storage(tp.fat_tree(4), 0), r"count must be an integer >= 1"),
+])
+def test_bad_input_names_the_parameter(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

@@ -1,0 +1,81 @@
+"""The cluster-graph schema: :func:`validate` checks a graph against it and raises
+:class:`TopologyError` naming the first offending node or edge."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from ._graph import NODE_KINDS
+
+__all__ = ["TopologyError", "validate"]
+
+
+class TopologyError(ValueError):
+    """A cluster graph breaks the schema; the message names the node or edge."""
+
+
+def validate(g) -> nx.DiGraph:
+    """Check a cluster graph (generated, edited or built by hand) against the schema.
+
+    * a ``networkx.DiGraph`` (not a multigraph) with at least one GPU;
+    * every node has ``kind`` in ``"gpu", "nic", "nvswitch", "pcie_switch", "cpu",
+      "switch", "storage"``;
+    * every edge has a finite ``capacity >= 0`` bytes/s (0 is a failed link), an optional
+      finite ``latency >= 0`` s and an optional string ``tech``; ``cables`` if present is
+      an integer >= 1;
+    * every edge has its reverse (a cable is full duplex);
+    * every GPU has at least one link; GPU ``rank`` attributes, where present, are
+      distinct integers.
+
+    Returns ``g``; raises :class:`TopologyError` naming the first offending node or edge.
+
+    >>> import networkx as nx
+    >>> g = nx.DiGraph()
+    >>> g.add_node("a", kind="gpu"); g.add_node("b", kind="gpu")
+    >>> g.add_edge("a", "b", capacity=50e9); g.add_edge("b", "a", capacity=50e9)
+    >>> validate(g) is g
+    True
+    """
+    if not isinstance(g, nx.DiGraph) or g.is_multigraph():
+        raise TopologyError(f"a cluster graph must be a networkx.DiGraph, got {type(g).__name__}")
+    n_gpu = 0
+    ranks = {}
+    for n, d in g.nodes(data=True):
+        kind = d.get("kind")
+        if kind not in NODE_KINDS:
+            raise TopologyError(f"node {n!r}: kind must be one of {', '.join(NODE_KINDS)}, "
+                                f"got {kind!r}")
+        if kind == "gpu":
+            n_gpu += 1
+            if g.degree(n) == 0:
+                raise TopologyError(f"node {n!r}: this GPU has no links")
+            if "rank" in d:
+                r = d["rank"]
+                if isinstance(r, bool) or not isinstance(r, int):
+                    raise TopologyError(f"node {n!r}: rank must be an integer, got {r!r}")
+                if r in ranks:
+                    raise TopologyError(f"node {n!r}: rank {r} is also the rank of {ranks[r]!r}")
+                ranks[r] = n
+    if n_gpu == 0:
+        raise TopologyError("the graph has no node of kind 'gpu'")
+    for u, v, d in g.edges(data=True):
+        cap = d.get("capacity")
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not math.isfinite(cap) or cap < 0:
+            raise TopologyError(f"edge {u!r} -> {v!r}: capacity must be a finite number >= 0 "
+                                f"bytes/s (0 = failed link), got {cap!r}")
+        lat = d.get("latency", 0.0)
+        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not math.isfinite(lat) or lat < 0:
+            raise TopologyError(f"edge {u!r} -> {v!r}: latency must be a finite number >= 0 s, "
+                                f"got {lat!r}")
+        if "tech" in d and not isinstance(d["tech"], str):
+            raise TopologyError(f"edge {u!r} -> {v!r}: tech must be a string, got {d['tech']!r}")
+        if "cables" in d and (isinstance(d["cables"], bool) or not isinstance(d["cables"], int)
+                              or d["cables"] < 1):
+            raise TopologyError(f"edge {u!r} -> {v!r}: cables must be an integer >= 1, "
+                                f"got {d['cables']!r}")
+        if not g.has_edge(v, u):
+            raise TopologyError(f"edge {u!r} -> {v!r} has no reverse edge {v!r} -> {u!r}: "
+                                "a cable is two directed edges")
+    return g
