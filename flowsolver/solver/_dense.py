@@ -233,9 +233,10 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
 
 def _run_one(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner):
     n = len(segments.flows)
-    Lp, Np, Sp, Ep = sizes = segments.buckets(L)
+    Lp, Np, Sp, _ = sizes = segments.buckets(L)
     frozen0 = pad(np.zeros(n, dtype=bool), Np, True)
-    out = _JITTED(*_device_structure(segments.padded(sizes), jdt), jnp.asarray(pad(residual, Lp, np.inf, np.float64), jdt),
+    out = _JITTED(*_device_structure(segments.padded(sizes), jdt),
+                  jnp.asarray(pad(residual, Lp, np.inf, np.float64), jdt),
                   jnp.asarray(pad(w[segments.flows], Np, 1.0, np.float64), jdt),
                   jnp.asarray(pad(d[segments.flows], Np, 0.0, np.float64), jdt), jnp.asarray(frozen0),
                   jnp.int32(max_rounds), jnp.int32(stop_below), n_links=Lp, n_segs=Sp, inner=inner,
@@ -252,7 +253,7 @@ def _run_sharded(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner
     n = len(segments.flows)
     bounds = np.linspace(0, n, len(devices) + 1).astype(np.int64)
     shares = [segments.restrict(np.arange(bounds[i], bounds[i + 1])) for i in range(len(devices))]
-    Lp, Np, Sp, Ep = sizes = tuple(max(s) for s in zip(*(sh.buckets(L) for sh in shares)))
+    Lp, Np, Sp, _ = sizes = tuple(max(s) for s in zip(*(sh.buckets(L) for sh in shares)))
     el, es, ef, ss, sc = (np.stack(a) for a in zip(*(sh.padded(sizes) for sh in shares)))
     wp = np.stack([pad(w[sh.flows], Np, 1.0, np.float64) for sh in shares])
     dp = np.stack([pad(d[sh.flows], Np, 0.0, np.float64) for sh in shares])
@@ -274,7 +275,7 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     unbounded flows start frozen. Returns host arrays with a leading scenario axis."""
     L, N = rm.n_links, rm.n_flows
     segments = Segments.of(rm)
-    Lp, Np, Sp, Ep = sizes = segments.buckets(L)
+    Lp, Np, Sp, _ = sizes = segments.buckets(L)
     jdt = jnp.dtype(dtype)
     capp = pad(np.broadcast_to(cap, (B, L)), Lp, np.inf, np.float64)
     wp = pad(np.broadcast_to(w, (B, N)), Np, 1.0, np.float64)

@@ -82,7 +82,7 @@ class _Net:
     def __init__(self, path, frac, link_ptr, link_flow, link_frac, cap, w, n_real, *, n_links, K, B):
         self.path, self.frac, self.link_ptr, self.link_flow, self.link_frac = path, frac, link_ptr, link_flow, link_frac
         self.cap, self.w, self.n_real, self.n_links, self.K, self.B = cap, w, n_real, n_links, K, B
-        self.Np, self.P = path.shape
+        self.Np = path.shape[0]
         self.unit = frac is None
         self.pad_link = n_links - 1
         self.E = link_flow.shape[0]
