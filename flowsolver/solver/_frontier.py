@@ -66,8 +66,8 @@ class Layout:
     weights: np.ndarray          # (Np,)
     frozen0: np.ndarray          # (Np,) bool: padding and zero-cap flows
     n_real: int                  # real links (private cap links come after them)
-    K: int
-    B: int
+    K: int                       # candidate links per round
+    B: int                       # (link, flow) pairs a round reads at most
     level_ties: int              # ties at the minimum share that make a round a level round
 
     @property
