@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._allocation import Raw
 from ._problem import Problem, Segments, count_trace, pad
 
 #: single solves with more flows than this are compacted on the host as flows freeze
@@ -56,16 +57,17 @@ def eligible(problem: Problem) -> bool:
     return True
 
 
-def solve(problem: Problem):
+def solve(problem: Problem) -> Raw:
     """Rates, link loads, bottlenecks, rounds and convergence of ``problem`` (host arrays in
     its dtype; a leading scenario axis with a batch)."""
     problem.check_float32(dense=True)
     p = problem
     max_rounds = p.routing.n_flows + 1 if p.max_rounds is None else p.max_rounds   # >= 1 flow a round
     if p.batch is None:
-        return _solve_single(p.routing, p.capacity, p.weights, p.demands, p.dtype, max_rounds, p.inner, p.compact)
-    return solve_batch(p.routing, p.capacity, p.weights, p.demands, p.unbounded, p.batch, p.dtype, max_rounds,
-                       p.inner)
+        return Raw(*_solve_single(p.routing, p.capacity, p.weights, p.demands, p.dtype, max_rounds, p.inner,
+                                  p.compact))
+    return Raw(*solve_batch(p.routing, p.capacity, p.weights, p.demands, p.unbounded, p.batch, p.dtype, max_rounds,
+                            p.inner))
 
 
 # --------------------------------------------------------------------------- kernel
