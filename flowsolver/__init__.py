@@ -13,9 +13,10 @@ from .routing import POLICIES, LinkTable, MergedRouting, RoutingError, RoutingMa
 from .traffic import Flows  # noqa: E402
 
 __all__ += ["Flows", "route", "RoutingMatrix", "LinkTable", "MergedRouting", "RoutingError", "POLICIES"]
-from .solver import STATUS, Allocation, max_min_fair  # noqa: E402
+from ._status import Status  # noqa: E402
+from .solver import Allocation, max_min_fair  # noqa: E402
 
-__all__ += ["max_min_fair", "Allocation", "STATUS"]
+__all__ += ["max_min_fair", "Allocation", "Status"]
 from .timing import Completion, completion_times  # noqa: E402
 
 __all__ += ["completion_times", "Completion"]

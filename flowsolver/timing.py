@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .routing import RoutingMatrix
-from .solver import NOT_CONVERGED, OK, max_min_fair
+from ._status import Status
+from .solver import max_min_fair
 
 __all__ = ["completion_times", "Completion"]
 
@@ -49,7 +50,7 @@ class Completion:
     @property
     def ok(self):
         """True where every flow finished or stalled within ``max_events``."""
-        return self.status == OK
+        return self.status == Status.OK
 
 
 def completion_times(routing, sizes=None, capacity=None, *, weights=None, demands=None,
@@ -161,7 +162,7 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     makespan = np.maximum(finite.max(axis=1, initial=-np.inf), 0.0)
     cut = unfinished.any(axis=1)
     makespan = np.where(cut, np.nan, makespan)
-    status = np.where(cut, NOT_CONVERGED, OK).astype(np.int32)
+    status = np.where(cut, Status.NOT_CONVERGED, Status.OK).astype(np.int32)
     events = events.max(axis=1)
     if batch is None:
         return Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0],

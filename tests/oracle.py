@@ -1,10 +1,12 @@
-"""Plain NumPy progressive filling: the oracle the solver is tested against.
+"""Plain NumPy progressive filling and the bottleneck characterisation: the oracles the
+solver is tested against.
 
 Obviously correct and slow: one bottleneck level per round, dense matrices. Freezes every
 flow crossing a link that saturates at the smallest level, or whose cap binds there.
 """
 
 import numpy as np
+import pytest
 
 
 def progressive_filling(A, capacity, weights=None, demands=None, tol=1e-12):
@@ -32,3 +34,32 @@ def progressive_filling(A, capacity, weights=None, demands=None, tol=1e-12):
         level[hit] = np.minimum(lam, cap_level[hit])
         frozen |= hit
     return level * w
+
+
+def assert_max_min_fair(A, capacity, weights, demands, rates, bottleneck, atol=1e-12):
+    """The bottleneck characterisation, checked by hand on a dense ``A``: rates feasible,
+    every flow reported held by its cap (bottleneck -1) at its cap, every other flow on its
+    reported bottleneck, a saturated link it crosses where its level ``rate / weight`` is
+    the largest; and, conversely, every flow below its cap crosses such a link. ``atol``
+    (bytes/s) is added to the relative 1e-9 slack of feasibility and saturation."""
+    A = np.asarray(A.toarray() if hasattr(A, "toarray") else A, dtype=np.float64)
+    cap = np.asarray(capacity, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    d = np.asarray(demands, dtype=np.float64)
+    x = np.asarray(rates, dtype=np.float64)
+    load = A @ x
+    assert (load <= cap * (1 + 1e-9) + atol).all() and (x <= d * (1 + 1e-12)).all()
+    level = x / w
+    saturated = load >= cap * (1 - 1e-9) - atol
+    bneck = np.asarray(bottleneck)
+    for f in range(len(x)):
+        if bneck[f] == -1:
+            assert x[f] == pytest.approx(d[f], rel=1e-9)
+            continue
+        link = bneck[f]
+        assert A[link, f] > 0 and saturated[link]
+        assert level[f] >= level[A[link] > 0].max() * (1 - 1e-9)
+    # iff: every flow below its cap crosses a saturated link where its level is the largest
+    for f in np.flatnonzero(x < d * (1 - 1e-9)):
+        links = np.flatnonzero((A[:, f] > 0) & saturated)
+        assert any(level[f] >= level[A[link] > 0].max() * (1 - 1e-9) for link in links)

@@ -1,5 +1,6 @@
-"""The frontier method and the max-min certificate: wide weight ranges, level rounds, the
-reproducers of its wrong answers, the dense fallback, and the auto threshold."""
+"""The frontier method (flowsolver.solver._frontier): against the dense method and the
+oracle on routed clusters, wide weight ranges, level rounds, the reproducers of its wrong
+answers, the dense fallback when its certificate fails, and when auto picks it."""
 
 import warnings
 
@@ -9,13 +10,13 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import flowsolver._frontier as frontier
-import flowsolver.solver as solver
 import topologies as tp
 from flowsolver import Flows, RoutingMatrix, max_min_fair, route
-from flowsolver._certificate import violation
+from flowsolver.solver import _frontier as frontier
+from flowsolver.solver import trace_count
+from flowsolver.solver._certificate import violation
 
-from .oracle import progressive_filling
+from .oracle import assert_max_min_fair, progressive_filling
 
 INF = np.inf
 
@@ -30,6 +31,82 @@ def certificate_failures_are_errors():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*failed its max-min certificate.*")
         yield
+
+
+# ------------------------------------------------------------------ routed clusters
+@pytest.mark.parametrize("subflows,weighted,capped,failed", [
+    (1, False, False, 0.0), (2, False, False, 0.0), (1, True, True, 0.0), (2, True, False, 0.05)])
+def test_frontier_matches_dense_and_oracle_on_a_routed_fat_tree(subflows, weighted, capped, failed):
+    g = tp.fat_tree(4)
+    if failed:
+        g = tp.fail_links(g, failed, seed=3)
+    rm = route(g, Flows.all_to_all(16, 1.0), policy="ecmp_hash", subflows=subflows)
+    rng = np.random.default_rng(subflows)
+    w = rng.uniform(0.5, 3.0, rm.n_flows) if weighted else None
+    d = np.where(rng.random(rm.n_flows) < 0.2, rng.uniform(1e9, 2e10, rm.n_flows), INF) if capped else None
+    A = rm.to_scipy()
+    front = max_min_fair(rm, weights=w, demands=d, method="frontier")
+    dense = max_min_fair(rm, weights=w, demands=d, method="dense")
+    assert bool(front.converged) and int(front.status) == 0
+    np.testing.assert_allclose(rates(front), rates(dense), rtol=1e-12)
+    np.testing.assert_allclose(front.link_load, dense.link_load, rtol=1e-9, atol=1e-3)
+    ww = np.ones(rm.n_flows) if w is None else w
+    dd = np.full(rm.n_flows, INF) if d is None else d
+    np.testing.assert_allclose(rates(front), progressive_filling(A, rm.capacity, ww, dd), rtol=1e-9)
+    assert_max_min_fair(A, rm.capacity, ww, dd, rates(front), front.bottleneck, atol=0)
+
+
+def test_frontier_with_a_small_pair_buffer_is_still_exact(monkeypatch):
+    g = tp.rail_optimized(4)
+    rm = route(g, Flows.all_to_all(32, 1.0), policy="ecmp_hash", subflows=2)
+    w = np.random.default_rng(5).uniform(0.5, 2.0, rm.n_flows)     # distinct levels: no level rounds
+    full = max_min_fair(rm, weights=w, method="frontier")
+    monkeypatch.setattr(frontier, "PAIRS_PER_ROUND", 16)    # one link's flows per round at most
+    small = max_min_fair(rm, weights=w, method="frontier")
+    np.testing.assert_allclose(rates(small), rates(full), rtol=1e-12)
+    assert int(small.rounds) >= int(full.rounds) and bool(small.converged)
+    ref = progressive_filling(rm.to_scipy(), rm.capacity, w, np.full(rm.n_flows, INF))
+    np.testing.assert_allclose(rates(small), ref, rtol=1e-9)
+
+
+def test_auto_uses_the_frontier_for_large_single_solves_only(monkeypatch):
+    calls = []
+    real = frontier.solve
+    monkeypatch.setattr(frontier, "solve", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rm = route(tp.fat_tree(4), Flows.all_to_all(16, 1.0), policy="ecmp_hash")
+    w = np.random.default_rng(0).uniform(0.5, 2.0, rm.n_flows)     # many distinct levels
+    max_min_fair(rm, weights=w)
+    assert calls == []                                     # below FRONTIER_FLOWS: dense
+    monkeypatch.setattr(frontier, "FRONTIER_FLOWS", 100)
+    auto = max_min_fair(rm, weights=w)
+    assert calls == [1] and bool(auto.converged)
+    max_min_fair(rm, np.tile(rm.capacity, (2, 1)), weights=w)   # batches: dense, one vmapped call
+    assert calls == [1]
+    dense = max_min_fair(rm, weights=w, method="dense")
+    np.testing.assert_allclose(rates(auto), rates(dense), rtol=1e-12)
+    np.testing.assert_allclose(auto.link_load, dense.link_load, rtol=1e-9)
+    assert_max_min_fair(rm.to_scipy(), rm.capacity, w, np.full(rm.n_flows, INF), rates(auto), auto.bottleneck,
+                        atol=0)
+
+
+def test_frontier_batch_reports_per_scenario_status():
+    A = sp.csc_matrix(np.array([[1.0, 1.0], [0.0, 1.0]]))
+    caps = [[np.inf, 2.0], [4.0, 2.0], [0.0, 2.0]]
+    front = max_min_fair(A, caps, method="frontier")
+    dense = max_min_fair(A, caps, method="dense")
+    assert list(front.status) == [2, 0, 0]
+    np.testing.assert_allclose(rates(front)[1:], rates(dense)[1:], rtol=1e-12)
+    np.testing.assert_allclose(rates(front)[1:], [[2.0, 2.0], [0.0, 0.0]])
+
+
+def test_frontier_same_bucket_does_not_recompile():
+    A1 = sp.random(40, 60, density=0.1, random_state=1, format="csc") + sp.eye(40, 60, format="csc")
+    A2 = sp.random(41, 59, density=0.1, random_state=2, format="csc") + sp.eye(41, 59, format="csc")
+    max_min_fair(A1, np.full(40, 2.0), method="frontier")
+    before = trace_count()
+    max_min_fair(A1, np.full(40, 5.0), method="frontier")
+    max_min_fair(A2, np.full(41, 3.0), method="frontier")
+    assert trace_count() == before
 
 
 # ------------------------------------------------------------------ the reproducers
@@ -146,55 +223,29 @@ def test_paths_wider_than_32_links():
     np.testing.assert_allclose(rates(a), progressive_filling(A, cap), rtol=1e-9)
 
 
-# ------------------------------------------------------------------ the certificate
-def test_certificate_names_what_is_wrong():
-    A = sp.csc_matrix([[0.3, 0.01], [1.0, 0.0]])
-    rm = RoutingMatrix.from_scipy(A)
-    cap, w, d = np.array([1.0, 0.1]), np.array([1000.0, 1e-3]), np.full(2, INF)
-    assert violation(rm, cap, w, d, [0.1, 97.0], [1, 0]) is None
-    # today's wrong answer: flow 1 gets 0.00097 where link 0 still has 0.97 to give
-    assert "not saturated" in violation(rm, cap, w, d, [0.1, 0.00097], [1, 0])
-    assert "above its capacity" in violation(rm, cap, w, d, [0.1, 98.0], [1, 0])
-    two = RoutingMatrix.from_scipy(sp.identity(2, format="csc"))
-    assert "does not cross" in violation(two, [1.0, 1.0], [1.0, 1.0], d, [1.0, 1.0], [1, 0])
-    assert "held by its cap" in violation(rm, cap, w, [INF, 200.0], [0.1, 97.0], [1, -1])
-
-
+# ------------------------------------------------------------------ the certificate check
 def test_a_failed_certificate_re_solves_with_the_dense_method(monkeypatch):
-    real = frontier.solve
+    real = frontier.run
 
     def corrupted(*args):
         r, load, bn, k, frozen = real(*args)
         return r * 0.5, load, bn, k, frozen
 
-    monkeypatch.setattr(frontier, "solve", corrupted)
+    monkeypatch.setattr(frontier, "run", corrupted)
     A, cap, w, d = wide_instance(7)
     with pytest.warns(RuntimeWarning, match="failed its max-min certificate .*re-solved with the dense method"):
         a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method="frontier")
     np.testing.assert_allclose(rates(a), progressive_filling(A, cap, w, d), rtol=1e-9)
 
 
-# ------------------------------------------------------------------ auto, rounds
+# ------------------------------------------------------------------ auto
 def test_auto_switches_to_the_frontier_at_the_threshold(monkeypatch):
     calls = []
     real = frontier.solve
     monkeypatch.setattr(frontier, "solve", lambda *a, **k: calls.append(1) or real(*a, **k))
-    n = solver.FRONTIER_FLOWS
+    n = frontier.FRONTIER_FLOWS
     for flows, used in ((n - 1, []), (n, [1])):
         calls.clear()
         a = max_min_fair(sp.identity(flows, format="csc"), np.full(flows, 2.0))
         assert calls == used and bool(a.converged)
         np.testing.assert_array_equal(rates(a), 2.0)
-
-
-@pytest.mark.parametrize("method", ["dense", "frontier"])
-def test_max_rounds_is_never_overshot(method):
-    # link i carries flows i .. L-1 with capacity (L - i) 2^(L-i): the last link freezes
-    # first, and each freeze makes the next link the only local minimum (L rounds)
-    L = 12
-    A = np.triu(np.ones((L, L)))
-    cap = (L - np.arange(L)) * 2.0 ** (L - np.arange(L))
-    full = max_min_fair(sp.csc_matrix(A), cap, method=method)
-    assert int(full.rounds) == L and int(full.status) == 0
-    a = max_min_fair(sp.csc_matrix(A), cap, method=method, max_rounds=5, inner_rounds=4)
-    assert int(a.rounds) == 5 and int(a.status) == 1 and not bool(a.converged)

@@ -1,4 +1,6 @@
-"""The max-min solver against REFERENCE.md's exact cases, a NumPy oracle and properties."""
+"""The max-min solver (flowsolver.solver: the entry point, argument checks, the dense
+method, the result) against REFERENCE.md's exact cases, a NumPy oracle and properties;
+the frontier method is tested in test_frontier.py."""
 
 import jax
 import numpy as np
@@ -9,10 +11,10 @@ from hypothesis import strategies as st
 
 import flowsolver as fs
 import topologies as tp
-from flowsolver import Flows, max_min_fair, route
-from flowsolver.solver import bucket_size, trace_count
+from flowsolver import Flows, Status, max_min_fair, route
+from flowsolver.solver import _dense, bucket_size, trace_count
 
-from .oracle import progressive_filling
+from .oracle import assert_max_min_fair, progressive_filling
 
 INF = np.inf
 
@@ -58,6 +60,14 @@ def test_unbounded_flow_raises_naming_it_and_batches_report_it():
     assert list(np.asarray(a.status)) == [0, 2]
     np.testing.assert_allclose(rates(a)[0], [1.5, 2.0, 1.5])
     assert np.isinf(rates(a)[1, 1]) and not np.asarray(a.ok)[1]
+
+
+def test_status_holds_status_values():
+    a = max_min_fair(sp.csc_matrix([[1.0, 1.0]]), [3.0])
+    assert a.status is Status.OK and a.status.label == "ok" and bool(a.ok)
+    b = max_min_fair(sp.csc_matrix(np.array([[1.0, 1.0], [0.0, 1.0]])), [[np.inf, 2.0], [4.0, 2.0]])
+    assert [Status(int(s)) for s in b.status] == [Status.UNBOUNDED, Status.OK]
+    assert (b.status == Status.UNBOUNDED).tolist() == [True, False] and b.ok.tolist() == [False, True]
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -145,24 +155,8 @@ def test_feasible_and_bottleneck_characterisation(seed, method):
     A, cap, w, d = instance(seed)
     a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method=method)
     x = rates(a)
-    load = A @ x
-    assert (load <= cap * (1 + 1e-9) + 1e-12).all() and (x <= d * (1 + 1e-12)).all()
-    np.testing.assert_allclose(np.asarray(a.link_load), load, rtol=1e-9, atol=1e-12)
-    level = x / w
-    saturated = load >= cap * (1 - 1e-9) - 1e-12
-    bneck = np.asarray(a.bottleneck)
-    for f in range(len(x)):
-        if bneck[f] == -1:
-            assert x[f] == pytest.approx(d[f], rel=1e-9)
-            continue
-        l = bneck[f]
-        on = A[l] > 0
-        assert A[l, f] > 0 and saturated[l]
-        assert level[f] >= level[on].max() * (1 - 1e-9)
-    # iff: every flow below its cap crosses a saturated link where its level is the largest
-    for f in np.flatnonzero(x < d * (1 - 1e-9)):
-        links = np.flatnonzero((A[:, f] > 0) & saturated)
-        assert any(level[f] >= level[A[l] > 0].max() * (1 - 1e-9) for l in links)
+    np.testing.assert_allclose(np.asarray(a.link_load), A @ x, rtol=1e-9, atol=1e-12)
+    assert_max_min_fair(A, cap, w, d, x, a.bottleneck)
 
 
 @methods
@@ -214,6 +208,19 @@ def test_float32_agrees_with_float64(seed, method):
     a32 = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, dtype="float32", method=method)
     assert a32.rates.dtype == np.float32
     np.testing.assert_allclose(rates(a32), r64, rtol=1e-4, atol=1e-6 * max(1.0, r64.max()))
+
+
+@methods
+def test_max_rounds_is_never_overshot(method):
+    # link i carries flows i .. L-1 with capacity (L - i) 2^(L-i): the last link freezes
+    # first, and each freeze makes the next link the only local minimum (L rounds)
+    L = 12
+    A = np.triu(np.ones((L, L)))
+    cap = (L - np.arange(L)) * 2.0 ** (L - np.arange(L))
+    full = max_min_fair(sp.csc_matrix(A), cap, method=method)
+    assert int(full.rounds) == L and int(full.status) == 0
+    a = max_min_fair(sp.csc_matrix(A), cap, method=method, max_rounds=5, inner_rounds=4)
+    assert int(a.rounds) == 5 and int(a.status) == 1 and not bool(a.converged)
 
 
 # ------------------------------------------------------------------ routing matrices, batches
@@ -272,12 +279,10 @@ def test_merged_routing_input_expands_rates():
 
 
 def test_host_compaction_gives_the_same_allocation(monkeypatch):
-    import flowsolver.solver as solver
-
     g = tp.rail_optimized(8)
     rm = route(g, Flows.all_to_all(64, 1.0), policy="ecmp_hash", subflows=2)
     plain = max_min_fair(rm, compact=False)
-    monkeypatch.setattr(solver, "COMPACT_FLOWS", 64)     # compact this small problem too
+    monkeypatch.setattr(_dense, "COMPACT_FLOWS", 64)     # compact this small problem too
     compacted = max_min_fair(rm, compact=True)
     np.testing.assert_allclose(rates(compacted), rates(plain), rtol=1e-12)
     np.testing.assert_allclose(compacted.link_load, plain.link_load, rtol=1e-12)
@@ -287,110 +292,13 @@ def test_host_compaction_gives_the_same_allocation(monkeypatch):
 
 
 def test_one_problem_split_over_devices_gives_the_same_allocation(monkeypatch):
-    import flowsolver.solver as solver
-
     g = tp.rail_optimized(8)
     rm = route(g, Flows.all_to_all(64, 1.0), policy="ecmp_hash")
     one = max_min_fair(rm, compact=False)            # below SHARD_FLOWS: one device
-    monkeypatch.setattr(solver, "SHARD_FLOWS", 100)   # now split over the 4 test devices
-    monkeypatch.setattr(solver, "COMPACT_FLOWS", 500)
+    monkeypatch.setattr(_dense, "SHARD_FLOWS", 100)   # now split over the 4 test devices
+    monkeypatch.setattr(_dense, "COMPACT_FLOWS", 500)
     split = max_min_fair(rm)
     np.testing.assert_allclose(rates(split), rates(one), rtol=1e-12)
     np.testing.assert_allclose(split.link_load, one.link_load, rtol=1e-12)
     np.testing.assert_array_equal(split.bottleneck, one.bottleneck)
     assert int(split.rounds) == int(one.rounds) and bool(split.converged)
-
-
-# ------------------------------------------------------------------ the frontier method
-def characterise(A, cap, w, d, a):
-    """Feasible, capped flows at their caps, every other flow at the largest level of a
-    saturated link it crosses (the bottleneck it reports)."""
-    x = rates(a)
-    load = A @ x
-    assert (load <= cap * (1 + 1e-9) + 1e-9).all()
-    level = x / w
-    for f, l in enumerate(np.asarray(a.bottleneck)):
-        if l == -1:
-            assert x[f] == pytest.approx(d[f], rel=1e-9)
-        else:
-            assert A[l, f] > 0 and load[l] >= cap[l] * (1 - 1e-9)
-            assert level[f] >= level[A[l] > 0].max() * (1 - 1e-9)
-
-
-@pytest.mark.parametrize("subflows,weighted,capped,failed", [
-    (1, False, False, 0.0), (2, False, False, 0.0), (1, True, True, 0.0), (2, True, False, 0.05)])
-def test_frontier_matches_dense_and_oracle_on_a_routed_fat_tree(subflows, weighted, capped, failed):
-    g = tp.fat_tree(4)
-    if failed:
-        g = tp.fail_links(g, failed, seed=3)
-    rm = route(g, Flows.all_to_all(16, 1.0), policy="ecmp_hash", subflows=subflows)
-    rng = np.random.default_rng(subflows)
-    w = rng.uniform(0.5, 3.0, rm.n_flows) if weighted else None
-    d = np.where(rng.random(rm.n_flows) < 0.2, rng.uniform(1e9, 2e10, rm.n_flows), INF) if capped else None
-    A = rm.to_scipy()
-    front = max_min_fair(rm, weights=w, demands=d, method="frontier")
-    dense = max_min_fair(rm, weights=w, demands=d, method="dense")
-    assert bool(front.converged) and int(front.status) == 0
-    np.testing.assert_allclose(rates(front), rates(dense), rtol=1e-12)
-    np.testing.assert_allclose(front.link_load, dense.link_load, rtol=1e-9, atol=1e-3)
-    ww = np.ones(rm.n_flows) if w is None else w
-    dd = np.full(rm.n_flows, INF) if d is None else d
-    np.testing.assert_allclose(rates(front), progressive_filling(A, rm.capacity, ww, dd), rtol=1e-9)
-    characterise(A.toarray(), rm.capacity, ww, dd, front)
-
-
-def test_frontier_with_a_small_pair_buffer_is_still_exact(monkeypatch):
-    import flowsolver._frontier as frontier
-
-    g = tp.rail_optimized(4)
-    rm = route(g, Flows.all_to_all(32, 1.0), policy="ecmp_hash", subflows=2)
-    w = np.random.default_rng(5).uniform(0.5, 2.0, rm.n_flows)     # distinct levels: no level rounds
-    full = max_min_fair(rm, weights=w, method="frontier")
-    monkeypatch.setattr(frontier, "PAIRS_PER_ROUND", 16)    # one link's flows per round at most
-    small = max_min_fair(rm, weights=w, method="frontier")
-    np.testing.assert_allclose(rates(small), rates(full), rtol=1e-12)
-    assert int(small.rounds) >= int(full.rounds) and bool(small.converged)
-    ref = progressive_filling(rm.to_scipy(), rm.capacity, w, np.full(rm.n_flows, INF))
-    np.testing.assert_allclose(rates(small), ref, rtol=1e-9)
-
-
-def test_auto_uses_the_frontier_for_large_single_solves_only(monkeypatch):
-    import flowsolver._frontier as frontier
-    import flowsolver.solver as solver
-
-    calls = []
-    real = frontier.solve
-    monkeypatch.setattr(frontier, "solve", lambda *a, **k: calls.append(1) or real(*a, **k))
-    rm = route(tp.fat_tree(4), Flows.all_to_all(16, 1.0), policy="ecmp_hash")
-    w = np.random.default_rng(0).uniform(0.5, 2.0, rm.n_flows)     # many distinct levels
-    max_min_fair(rm, weights=w)
-    assert calls == []                                     # below FRONTIER_FLOWS: dense
-    monkeypatch.setattr(solver, "FRONTIER_FLOWS", 100)
-    auto = max_min_fair(rm, weights=w)
-    assert calls == [1] and bool(auto.converged)
-    max_min_fair(rm, np.tile(rm.capacity, (2, 1)), weights=w)   # batches: dense, one vmapped call
-    assert calls == [1]
-    dense = max_min_fair(rm, weights=w, method="dense")
-    np.testing.assert_allclose(rates(auto), rates(dense), rtol=1e-12)
-    np.testing.assert_allclose(auto.link_load, dense.link_load, rtol=1e-9)
-    characterise(rm.to_scipy().toarray(), rm.capacity, w, np.full(rm.n_flows, INF), auto)
-
-
-def test_frontier_batch_reports_per_scenario_status():
-    A = sp.csc_matrix(np.array([[1.0, 1.0], [0.0, 1.0]]))
-    caps = [[np.inf, 2.0], [4.0, 2.0], [0.0, 2.0]]
-    front = max_min_fair(A, caps, method="frontier")
-    dense = max_min_fair(A, caps, method="dense")
-    assert list(front.status) == [2, 0, 0]
-    np.testing.assert_allclose(rates(front)[1:], rates(dense)[1:], rtol=1e-12)
-    np.testing.assert_allclose(rates(front)[1:], [[2.0, 2.0], [0.0, 0.0]])
-
-
-def test_frontier_same_bucket_does_not_recompile():
-    A1 = sp.random(40, 60, density=0.1, random_state=1, format="csc") + sp.eye(40, 60, format="csc")
-    A2 = sp.random(41, 59, density=0.1, random_state=2, format="csc") + sp.eye(41, 59, format="csc")
-    max_min_fair(A1, np.full(40, 2.0), method="frontier")
-    before = trace_count()
-    max_min_fair(A1, np.full(40, 5.0), method="frontier")
-    max_min_fair(A2, np.full(41, 3.0), method="frontier")
-    assert trace_count() == before

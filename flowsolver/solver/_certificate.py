@@ -30,10 +30,9 @@ def _segment_max(rm, per_flow: np.ndarray) -> np.ndarray:
         segs = rm.flow_seg[:, k]
         ok = segs >= 0 if coef is None else (segs >= 0) & (coef[:, k] > 0)
         np.maximum.at(seg_max, segs[ok], per_flow[ok])
-    owner = np.repeat(np.arange(rm.n_segments), np.diff(rm.seg_ptr))
     hit = rm.seg_frac > 0
     link_max = np.full(rm.n_links, -np.inf)
-    np.maximum.at(link_max, rm.seg_link[hit], seg_max[owner[hit]])
+    np.maximum.at(link_max, rm.seg_link[hit], seg_max[rm.entry_segment[hit]])
     return link_max
 
 

@@ -1,0 +1,94 @@
+"""The result type of :func:`~flowsolver.max_min_fair` and its assembly from a method's raw
+output (rates, loads, bottlenecks, rounds, convergence)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from .._status import Status
+from ..routing import MergedRouting
+from ._problem import Problem
+
+
+class Raw(NamedTuple):
+    """What a method's ``solve`` returns: host arrays in the problem's dtype, with a leading
+    scenario axis for a batch."""
+
+    rates: np.ndarray           # (flows,) bytes/s; unbounded flows of a batch 0
+    load: np.ndarray            # (links,) bytes/s
+    bottleneck: np.ndarray      # (flows,) int: link, or -1 (held by its cap)
+    rounds: np.ndarray          # int
+    converged: np.ndarray       # bool
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class Allocation:
+    """Result of :func:`max_min_fair` (an immutable JAX pytree of host NumPy arrays, so
+    that float64 results stay float64 whatever JAX's 64-bit mode).
+
+    With a batch, every field has a leading scenario axis.
+
+    Attributes
+    ----------
+    rates : array (flows,)
+        Rate of each flow, bytes/s (``inf`` for an unbounded flow of a batched scenario).
+    link_load : array (links,)
+        ``A @ rates``, bytes/s.
+    utilization : array (links,)
+        ``link_load / capacity`` (0 on an unused zero-capacity link).
+    bottleneck : int array (flows,)
+        A saturated link on which the flow has the largest ``rate / weight``, or -1 where
+        the flow is held by its demand cap.
+    rounds : int
+        Rounds taken.
+    converged : bool
+        All flows frozen within ``max_rounds``.
+    status : Status or int array
+        :class:`~flowsolver.Status` ``OK``, ``NOT_CONVERGED`` or ``UNBOUNDED`` (a batch: an
+        int array of Status values, one per scenario).
+    """
+
+    rates: np.ndarray
+    link_load: np.ndarray
+    utilization: np.ndarray
+    bottleneck: np.ndarray
+    rounds: np.ndarray
+    converged: np.ndarray
+    status: Status | np.ndarray
+
+    @property
+    def ok(self):
+        """True where the scenario solved cleanly."""
+        return self.status == Status.OK
+
+
+def allocation(problem: Problem, raw: Raw) -> Allocation:
+    """The Allocation of ``raw``: utilizations, ``inf`` rates for unbounded flows, statuses."""
+    rates, load, bneck, rounds, conv = raw
+    capb = problem.capacity if problem.batch is None else np.broadcast_to(problem.capacity,
+                                                                           (problem.batch, problem.routing.n_links))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(capb > 0, load / np.where(capb > 0, capb, 1), np.where(load > 0, np.inf, 0.0))
+    util = util.astype(rates.dtype)
+    ubr = np.broadcast_to(problem.unbounded, rates.shape)
+    rates = np.where(ubr, np.inf, rates).astype(rates.dtype)
+    status = np.where(np.any(ubr, axis=-1), Status.UNBOUNDED,
+                      np.where(conv, Status.OK, Status.NOT_CONVERGED)).astype(np.int32)
+    if problem.batch is None:
+        status = Status(int(status))
+    return Allocation(rates=rates, link_load=load, utilization=util, bottleneck=bneck, rounds=rounds,
+                      converged=conv, status=status)
+
+
+def expand(out: Allocation, merged: MergedRouting) -> Allocation:
+    """The allocation of the flows before merging: each merged flow's rate split evenly."""
+    inv = merged.inverse
+    counts = merged.counts.astype(out.rates.dtype)
+    return Allocation(rates=out.rates[..., inv] / counts[inv], link_load=out.link_load,
+                      utilization=out.utilization, bottleneck=out.bottleneck[..., inv],
+                      rounds=out.rounds, converged=out.converged, status=out.status)

@@ -1,0 +1,277 @@
+"""The *frontier* method of :func:`flowsolver.max_min_fair`: local-minimum rounds that look
+only at the lowest-share links.
+
+The dense method (:mod:`flowsolver.solver._dense`) tests every link in every round, which
+costs passes over all flows even when a round freezes a few hundred of a million. The
+frontier's rounds test only the ``K`` lowest-share links and read at most ``B`` of their
+(link, flow) pairs, so a round's cost does not grow with the number of flows (0.93 s
+instead of 5.2 s on a 1 M-flow all-to-all); their per-link weight sums are exact whatever
+the weights' range. The rounds, level rounds and exact sums are described in
+:mod:`flowsolver.solver._frontier_kernel`; this module lays a problem out for them.
+
+Demand caps become one private link per capped flow (capacity = the cap, the flow its only
+user): a flow held by its cap is then frozen by that link, reported as bottleneck -1.
+Flows with a zero cap are frozen at 0 before the first round.
+
+A batch is solved scenario by scenario, in float64 whatever the output dtype (float32
+output is within 6e-8 of float64). Every converged result is checked against the max-min
+certificate (:mod:`flowsolver.solver._certificate`) while ``CERTIFY`` is on; should it ever
+fail, the scenario is re-solved with the dense method, with a warning.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+
+from . import _certificate, _dense
+from ._allocation import Raw
+from ._frontier_kernel import JITTED
+from ._problem import Problem, bucket_size, pad
+
+#: check every converged frontier solve against the max-min certificate (a switch: False
+#: returns the kernel's result unchecked; the check costs about one pass over the paths)
+CERTIFY = True
+#: method="auto" uses the frontier method for single solves of at least this many flows
+#: (after compilation, frontier vs dense: fat_tree(12) all-to-all 186 k flows 0.17 / 0.73 s,
+#: fat_tree(16) 1 M 0.93 / 5.2 s, 1 M equal bottlenecks 0.22 / 0.28 s, 200 k incast
+#: 0.060 / 0.052 s; benchmarks/solver_speed.py)
+FRONTIER_FLOWS = 1 << 17
+#: flow-link pairs a round reads at most (the buffer also holds the largest link's list in full)
+PAIRS_PER_ROUND = 1 << 15
+#: the widest path table (links per flow, padded) ``method="auto"`` sends to the frontier
+MAX_PATH = 32
+#: a round's fixed cost on a 2-core CPU, in pair reads (~0.2 ms, measured on fat_tree(12))
+ROUND_PAIRS = 1 << 14
+#: smallest flow / link bucket (the pair buffer and lists start at 16 x this)
+SMALL = 64
+
+
+@dataclass
+class Layout:
+    """Device-ready arrays of one problem: flow-major path table, per-link flow lists."""
+
+    path: np.ndarray             # (Np, P) int32 link ids, padding link Lp-1
+    frac: np.ndarray | None      # (Np, P) fractions, None when every entry is 1 and weights are integers
+    link_ptr: np.ndarray         # (Lp+1,) int32: flows of link l are link_flow[link_ptr[l]:link_ptr[l+1]]
+    link_flow: np.ndarray        # (Ep,) int32
+    link_frac: np.ndarray | None  # (Ep,) the fraction of each (link, flow) pair (None with frac)
+    cap: np.ndarray              # (Lp,) capacities of real then private (cap) links, inf padding
+    weights: np.ndarray          # (Np,)
+    frozen0: np.ndarray          # (Np,) bool: padding and zero-cap flows
+    n_real: int                  # real links (private cap links come after them)
+    K: int                       # candidate links per round
+    B: int                       # (link, flow) pairs a round reads at most
+    level_ties: int              # ties at the minimum share that make a round a level round
+
+    @property
+    def n_links(self) -> int:
+        return len(self.cap)
+
+
+_WIDTHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def slot_widths(rm) -> list[int]:
+    """Longest segment each slot of ``rm.flow_seg`` uses (0 for a slot no flow uses);
+    remembered per RoutingMatrix (immutable), since ``auto`` asks before the solve does."""
+    if (known := _WIDTHS.get(rm)) is not None:
+        return known
+    lengths = np.append(np.diff(rm.seg_ptr), 0)          # slot -1 -> the extra 0
+    widths = [int(lengths[rm.flow_seg[:, k]].max(initial=0)) for k in range(rm.flow_seg.shape[1])]
+    _WIDTHS[rm] = widths
+    return widths
+
+
+def path_width(rm) -> int:
+    """Width of :func:`path_table`'s table, without building it."""
+    return sum(slot_widths(rm))
+
+
+def path_table(rm):
+    """(flows, P) link ids of each flow's path (padding ``-1``) and their fractions (``None``
+    when every fraction is 1), from a RoutingMatrix's factored form: segment rows gathered
+    per slot, no per-entry sort."""
+    S = rm.n_segments
+    n_flows = rm.n_flows
+    lengths = np.diff(rm.seg_ptr)
+    unit = rm.flow_coef is None and bool(np.all(rm.seg_frac == 1.0))
+    lam = max(int(lengths.max()) if S else 0, 1)
+    seg_tab = np.full((S + 1, lam), -1, dtype=np.int32)
+    seg_fr = None if unit else np.zeros((S + 1, lam))
+    if len(rm.seg_link):
+        row = rm.entry_segment
+        col = np.arange(len(rm.seg_link)) - rm.seg_ptr[row]
+        seg_tab[row, col] = rm.seg_link
+        if not unit:
+            seg_fr[row, col] = rm.seg_frac
+    widths = slot_widths(rm)
+    P = sum(widths)
+    if P == 0:
+        return np.full((n_flows, 1), -1, np.int32), None
+    path = np.empty((n_flows, P), np.int32)
+    frac = None if unit else np.empty((n_flows, P))
+    off = 0
+    for k, width in enumerate(widths):
+        if width == 0:
+            continue
+        segs = np.where(rm.flow_seg[:, k] >= 0, rm.flow_seg[:, k], S)
+        # np.take of a contiguous (segments, width) table: ~2x faster than row indexing
+        path[:, off:off + width] = np.take(np.ascontiguousarray(seg_tab[:, :width]), segs, axis=0)
+        if not unit:
+            frac[:, off:off + width] = np.take(np.ascontiguousarray(seg_fr[:, :width]), segs, axis=0)
+            if rm.flow_coef is not None:
+                frac[:, off:off + width] *= rm.flow_coef[:, k:k + 1]
+        off += width
+    if unit:
+        return path, None
+    path[frac <= 0] = -1
+    return path, np.where(path >= 0, frac, 0.0)
+
+
+def build(path, frac, cap, w, d, skip) -> Layout:
+    """The frontier layout of one scenario (``cap`` (L,), ``w``, ``d`` (N,) float64);
+    flows in ``skip`` (unbounded ones of a batch) and zero-cap flows start frozen at 0."""
+    N, L = len(w), len(cap)
+    path, frac, capped = _with_cap_links(path, frac, L, d, skip)
+    V = len(capped)
+    # coarse minimum buckets: small problems share a handful of compiled shapes
+    Lp, Np = bucket_size(L + V + 1, SMALL), bucket_size(N + 1, SMALL)
+    P = path.shape[1]
+    # every entry of the path table costs a gather and a scatter per read: pad short paths
+    # not at all (a handful of compiled widths), long ones to a multiple of 4 or 16
+    Pp = P if P <= 8 else -(-P // 4) * 4 if P <= 32 else -(-P // 16) * 16
+    real = path >= 0
+    full_path = pad(np.where(real, path, Lp - 1), (Np, Pp), Lp - 1, np.int32)
+    unit = (frac is None or bool(np.all(frac[real] == 1.0))) and bool(np.all((w == np.round(w)) & (w <= 2 ** 20)))
+    full_frac = None if unit else pad(real if frac is None else np.where(real, frac, 0.0), (Np, Pp), 0.0, np.float64)
+    link_ptr, link_flow, link_frac, deg = _link_lists(path, real, None if unit else full_frac[:N, :P][real],
+                                                      (L + V, N), Lp, Np)
+    B, K = _buffer(int(link_ptr[-1]), deg, Lp)
+    capacity = pad(np.concatenate([cap, d[capped]]), Lp, np.inf, np.float64)
+    zero = (np.isfinite(d) & (d == 0)) | skip
+    # a level round (one pass over all flows) against the frontier rounds a tie needs (K
+    # links each, a round costing B pairs plus a fixed cost of about ROUND_PAIRS pairs)
+    level_ties = max(K, -(-K * Np // (B + ROUND_PAIRS)))
+    return Layout(full_path, full_frac, link_ptr, link_flow, link_frac, capacity, pad(w, Np, 1.0, np.float64),
+                  pad(zero, Np, True), L, K, B, level_ties)
+
+
+def _with_cap_links(path, frac, L, d, skip):
+    """The path table with one private link ``L + i`` for the ``i``-th capped flow (in an
+    extra column); returns it, its fractions and the capped flows."""
+    capped = np.flatnonzero(np.isfinite(d) & (d > 0) & ~skip)
+    if len(capped):
+        extra = np.full((len(d), 1), -1, np.int32)
+        extra[capped, 0] = L + np.arange(len(capped), dtype=np.int32)
+        path = np.concatenate([path, extra], axis=1)
+        if frac is not None:
+            frac = np.concatenate([frac, (extra >= 0).astype(np.float64)], axis=1)
+    return path, frac, capped
+
+
+def _link_lists(path, real, data, shape, Lp, Np):
+    """Per-link flow lists: the transpose of the flow-major (CSC) pattern of ``path``
+    (``data`` the fractions, None for unit ones); a flow that lists a link twice keeps two
+    pairs (the weight sums add and remove each entry on its own). Returns the padded
+    pointers, flows, fractions and each link's list length."""
+    counts = real.sum(axis=1)
+    csc = sp.csc_matrix((np.ones(int(counts.sum()), np.int8) if data is None else data, path[real],
+                         np.concatenate([[0], np.cumsum(counts)])), shape=shape)
+    csr = csc.tocsr()
+    E = csr.nnz
+    if E != int(counts.sum()):                      # scipy merged duplicate entries
+        raise AssertionError("per-link flow lists lost entries")
+    Ep = bucket_size(E + 1, 16 * SMALL)
+    link_frac = None if data is None else pad(csr.data, Ep, 0.0, np.float64)
+    return (pad(csr.indptr, Lp + 1, E, np.int32), pad(csr.indices, Ep, Np - 1, np.int32), link_frac,
+            np.diff(csr.indptr))
+
+
+def _buffer(E, deg, Lp):
+    """Pairs per round ``B`` and candidate links per round ``K`` for ``E`` pairs."""
+    used = int(np.count_nonzero(deg))
+    # pairs per round ~ 4 sqrt(E), a power of two: a round's cost grows with B, the rounds
+    # fall as B grows. Measured after compilation (2-core CPU): fat_tree(12) all-to-all
+    # (1.45 M pairs) 0.092 s at 4096 / 0.122 s at 8192 / 0.45 s at 32768; fat_tree(16)
+    # (8.4 M pairs) 0.53 / 0.49 / 0.58 / 0.93 s at 4096 / 8192 / 16384 / 32768; on the
+    # 16.7 M-flow all-to-all 2^15 pairs took 32 s where 2^19 took 210 s
+    want = 1 << max(int(4 * np.sqrt(max(E, 1))).bit_length() - 1, 0)
+    B = bucket_size(max(int(deg.max(initial=1)), min(PAIRS_PER_ROUND, want, E)), min(16 * SMALL, PAIRS_PER_ROUND))
+    K = int(np.clip(B // max(E // max(used, 1), 1), 32, 1024))
+    return B, min(1 << (K.bit_length() - 1), Lp)
+
+
+def eligible(problem: Problem) -> bool:
+    """Whether ``method="auto"`` picks the frontier: a single scenario of at least
+    ``FRONTIER_FLOWS`` flows, short paths, few capped flows."""
+    rm, d = problem.routing, problem.demands
+    if problem.batch is not None or rm.n_flows < FRONTIER_FLOWS:
+        return False
+    capped = int(np.count_nonzero(np.isfinite(d) & (d > 0)))
+    return path_width(rm) + (capped > 0) <= MAX_PATH and capped <= max(rm.n_links, 4096)
+
+
+def round_bound(lay: Layout) -> int:
+    """Rounds that always suffice: each round freezes a flow or recomputes an untrusted
+    link's sum, and a link is recomputed at most once more than flows leave it."""
+    return int(min((lay.frozen0.size + lay.n_links + int(lay.link_ptr[-1]) + 1), np.iinfo(np.int32).max))
+
+
+def run(lay: Layout, max_rounds: int, inner: int):
+    """Run the kernel on one layout (float64 throughout), ``inner`` rounds per convergence
+    check (one when a round reads more than ``PAIRS_PER_ROUND`` pairs: such rounds are dear
+    and such problems, one hot link, take few); returns host arrays (rates, load,
+    bottleneck, rounds, frozen) over the padded flows and links."""
+    f64 = jnp.float64
+    inner = 1 if lay.B > PAIRS_PER_ROUND else inner
+    with jax.enable_x64(True):
+        out = JITTED(jnp.asarray(lay.path), None if lay.frac is None else jnp.asarray(lay.frac, f64),
+                     jnp.asarray(lay.link_ptr), jnp.asarray(lay.link_flow),
+                     None if lay.link_frac is None else jnp.asarray(lay.link_frac, f64),
+                     jnp.asarray(lay.cap, f64), jnp.asarray(lay.weights, f64), jnp.asarray(lay.frozen0),
+                     jnp.int32(max_rounds), jnp.int32(lay.n_real), n_links=lay.n_links, K=lay.K, B=lay.B,
+                     inner=inner, level_ties=lay.level_ties)
+        return tuple(np.asarray(x) for x in out)
+
+
+def solve(problem: Problem) -> Raw:
+    """The frontier method, one scenario at a time (rows of the batch in turn), in float64
+    whatever the dtype; each converged result is checked against the max-min certificate
+    and, should it ever fail, re-solved with the dense method (with a warning)."""
+    problem.check_float32(dense=False)
+    rm, batch = problem.routing, problem.batch
+    paths = path_table(rm)
+    pick = lambda a, b: a if a.ndim == 1 else a[b]  # noqa: E731
+    out = []
+    for b in range(1 if batch is None else batch):
+        scenario = tuple(pick(a, b) for a in (problem.capacity, problem.weights, problem.demands, problem.unbounded))
+        out.append(_solve_one(problem, paths, *scenario))
+    if batch is None:
+        return out[0]
+    return Raw(*(np.stack([o[i] for o in out]) for i in range(5)))
+
+
+def _solve_one(problem, paths, cap, w, d, skip) -> Raw:
+    """One scenario (``skip``: its unbounded flows, left at 0)."""
+    rm, max_rounds, inner = problem.routing, problem.max_rounds, problem.inner
+    L, N = rm.n_links, rm.n_flows
+    lay = build(*paths, cap, w, d, skip)
+    r, load, bn, k, frozen = run(lay, round_bound(lay) if max_rounds is None else max_rounds, inner)
+    r, load, bn, conv = r[:N], load[:L], bn[:N], bool(frozen[:N].all())
+    bad = _certificate.violation(rm, cap, w, d, r, bn, skip=skip, paths=paths) if conv and CERTIFY else None
+    if bad is not None:
+        warnings.warn(f"max_min_fair: the frontier method's result failed its max-min certificate ({bad}); "
+                      "re-solved with the dense method", RuntimeWarning, stacklevel=4)
+        with jax.enable_x64(True):
+            r, load, bn, kd, conv = _dense.solve_batch(rm, cap[None], w[None], d[None], skip[None], 1,
+                                                       np.dtype(np.float64), max_rounds or N + 1, inner)
+        r, load, bn, k, conv = r[0], load[0], bn[0], int(k) + int(kd[0]), bool(conv[0])
+    dtype = problem.dtype
+    return Raw(r.astype(dtype), load.astype(dtype), bn, np.int32(k), np.bool_(conv))

@@ -1,0 +1,276 @@
+"""The checked input of :func:`~flowsolver.max_min_fair`, as both methods take it, and the
+shape helpers they share: size buckets, padding, the trace counter.
+
+Every argument is checked here, before anything is traced: a bad value raises a
+``ValueError`` naming the parameter (and, for arrays, the first bad entry) and what is
+allowed. Shapes are padded to size buckets (:func:`bucket_size`) so that solving another
+instance of the same bucket reuses the compiled code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _checks
+from ..routing import MergedRouting, RoutingMatrix
+from ..routing._matrix import _ranges
+
+_TRACES = {"count": 0}
+
+
+def trace_count() -> int:
+    """How many times a solver kernel was traced (compiled) in this process.
+
+    >>> isinstance(trace_count(), int)
+    True
+    """
+    return _TRACES["count"]
+
+
+def count_trace() -> None:
+    """Called by each kernel when JAX traces it."""
+    _TRACES["count"] += 1
+
+
+def bucket_size(n: int, minimum: int = 16) -> int:
+    """Padded size for ``n`` items, at least ``minimum``: the next of 2^k or 1.5 x 2^k below
+    4096; from 4096 on the next of 5/8, 6/8, 7/8 or 8/8 of a power of two, so large
+    problems carry at most 14 % padding (on a 1 M-flow all-to-all this makes the solver
+    ~10 % faster than the coarser ladder) while small ones share few compiled shapes.
+
+    >>> [bucket_size(n) for n in (1, 17, 25, 100, 1000, 5000, 2_500_000)]
+    [16, 24, 32, 128, 1024, 5120, 2621440]
+    """
+    n = max(int(n), minimum)
+    p = 1 << (n - 1).bit_length()
+    if n < 4096:
+        return p * 3 // 4 if p * 3 // 4 >= n and p >= 4 else p
+    return next(p * j // 8 for j in (5, 6, 7, 8) if p * j // 8 >= n)
+
+
+def pad(a, shape, fill, dtype=None) -> np.ndarray:
+    """``a`` in the corner of a ``shape`` array filled with ``fill`` (``dtype`` default: a's).
+    The one padding of the solver: a trailing ``int`` pads the last axis only.
+
+    >>> pad(np.array([[1, 2]]), (1, 4), 0).tolist()
+    [[1, 2, 0, 0]]
+    >>> pad(np.array([1.0, 2.0]), 3, np.inf).tolist()
+    [1.0, 2.0, inf]
+    """
+    a = np.asarray(a)
+    if isinstance(shape, (int, np.integer)):
+        shape = a.shape[:-1] + (int(shape),)
+    out = np.full(shape, fill, dtype=a.dtype if dtype is None else dtype)
+    out[tuple(slice(0, n) for n in a.shape)] = a
+    return out
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A checked max-min fair problem (host arrays, float64): what each method's
+    ``eligible`` and ``solve`` take. Arrays have a leading scenario axis when ``batch``."""
+
+    routing: RoutingMatrix
+    capacity: np.ndarray          # (links,) or (batch, links), bytes/s
+    weights: np.ndarray           # (flows,) or (batch, flows)
+    demands: np.ndarray           # (flows,) or (batch, flows), bytes/s, inf = no cap
+    unbounded: np.ndarray         # (flows,) or (batch, flows): no finite link and no cap
+    batch: int | None
+    dtype: np.dtype               # float32 or float64
+    max_rounds: int | None        # None: the method's own bound
+    inner: int                    # rounds per convergence check
+    compact: bool                 # dense method: compact on the host as flows freeze
+
+    def check_float32(self, *, dense: bool) -> None:
+        """float32 rates must hold every capacity and cap; the dense kernel, which runs in
+        float32, also every weight, every link's sum of weights and every level (rate /
+        weight) it forms (the frontier computes in float64 and only rounds its rates). An
+        overflow would return ``inf``, NaN or 0 rates with status ok."""
+        if self.dtype != np.float32:
+            return
+        cap, w, d = self.capacity, self.weights, self.demands
+        big = float(np.finfo(np.float32).max) / 16          # headroom for sums of a few terms
+        tiny = float(np.finfo(np.float32).tiny)
+        for name, arr in (("capacity", cap), ("demands", d)):
+            if (bad := np.isfinite(arr) & (arr > big)).any():
+                _first_bad(bad, name, f"at most {big:.3g} bytes/s with dtype='float32' (use dtype='float64')", arr)
+        if not dense:
+            return
+        if (bad := (w < tiny) | (w > big)).any():
+            _first_bad(bad, "weights", f"in {tiny:.3g} ... {big:.3g} with dtype='float32' (use dtype='float64')", w)
+        sums = np.array([self.routing.link_loads(row) for row in np.atleast_2d(w)])
+        if (sums > big).any():
+            link = int(np.argwhere(sums > big)[0][-1])
+            raise ValueError(f"weights: the flows on link {link} sum to {sums.max():.3g}, more than dtype='float32' "
+                             f"holds ({big:.3g}); use dtype='float64'")
+        finite = np.concatenate([cap[np.isfinite(cap)].ravel(), d[np.isfinite(d)].ravel()])
+        top = float(finite.max(initial=0.0))
+        if top / float(w.min()) > big:
+            raise ValueError(f"dtype='float32' cannot hold the levels (rate / weight) of this problem: largest "
+                             f"capacity or cap {top:.3g} over smallest weight {float(w.min()):.3g} exceeds "
+                             f"{big:.3g}; use dtype='float64'")
+
+
+@dataclass
+class Segments:
+    """The factored routing structure of the flows still being solved (host arrays): a
+    RoutingMatrix's segments, or the part of them that a compacted problem still uses."""
+
+    seg_ptr: np.ndarray
+    seg_link: np.ndarray
+    seg_frac: np.ndarray
+    entry_seg: np.ndarray             # the segment of each entry of seg_link / seg_frac
+    flow_seg: np.ndarray
+    flow_coef: np.ndarray | None
+    flows: np.ndarray                 # global flow ids
+
+    @classmethod
+    def of(cls, rm: RoutingMatrix) -> "Segments":
+        return cls(rm.seg_ptr, rm.seg_link, rm.seg_frac, rm.entry_segment, rm.flow_seg, rm.flow_coef,
+                   np.arange(rm.n_flows))
+
+    def restrict(self, keep: np.ndarray) -> "Segments":
+        """The sub-problem of the flows ``keep`` (local indices) and the segments they use."""
+        flow_seg = self.flow_seg[keep]
+        used = np.unique(flow_seg[flow_seg >= 0])
+        remap = np.full(len(self.seg_ptr) - 1, -1, dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        lengths = np.diff(self.seg_ptr)[used]
+        idx = _ranges(self.seg_ptr[used], lengths)
+        return Segments(np.concatenate([[0], np.cumsum(lengths)]), self.seg_link[idx], self.seg_frac[idx],
+                        remap[self.entry_seg[idx]],
+                        np.where(flow_seg >= 0, remap[np.maximum(flow_seg, 0)], -1).astype(np.int32),
+                        None if self.flow_coef is None else self.flow_coef[keep], self.flows[keep])
+
+    @property
+    def unit_coef(self) -> bool:
+        return self.flow_coef is None or bool(np.all(self.flow_coef[self.flow_seg >= 0] == 1.0))
+
+    def buckets(self, n_links: int) -> tuple[int, int, int, int]:
+        """Padded sizes (links, flows, segments, entries), each with room for one padding item."""
+        entries = int(np.count_nonzero(self.seg_frac > 0))
+        return (bucket_size(n_links + 1), bucket_size(len(self.flows) + 1), bucket_size(len(self.seg_ptr)),
+                bucket_size(entries + 1))
+
+    def padded(self, sizes: tuple[int, int, int, int]):
+        """Device-ready arrays padded to ``sizes`` (:meth:`buckets`): padding link ``Lp-1``,
+        segment ``Sp-1`` and flows ``N..Np-1`` carry nothing. Entries of fraction 0 are
+        dropped (the dense kernel relies on real entries being > 0)."""
+        Lp, Np, Sp, Ep = sizes
+        keep = self.seg_frac > 0
+        used = self.flow_seg >= 0
+        slots = (Np, self.flow_seg.shape[1])
+        coef = np.where(used, 1.0 if self.flow_coef is None else self.flow_coef, 0.0)
+        return (pad(self.seg_link[keep], Ep, Lp - 1, np.int32), pad(self.entry_seg[keep], Ep, Sp - 1, np.int32),
+                pad(self.seg_frac[keep], Ep, 0.0, np.float64),
+                pad(np.where(used, self.flow_seg, Sp - 1), slots, Sp - 1, np.int32),
+                pad(coef, slots, 0.0, np.float64))
+
+
+def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds,
+            compact) -> tuple[Problem, MergedRouting | None]:
+    """Check :func:`~flowsolver.max_min_fair`'s arguments (see there); returns the problem
+    and the MergedRouting whose rates are to be expanded (or None)."""
+    rm, merged = _as_routing(routing)
+    dtype = np.dtype("float64" if dtype is None else dtype)
+    if dtype not in (np.dtype("float32"), np.dtype("float64")):
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype}")
+    cap = _per("capacity", capacity, rm.n_links, rm.capacity, what="link")
+    w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
+    d = _per("demands", demands, rm.n_flows, rm.demands, what="flow")
+    if (bad := ~(cap >= 0)).any():
+        _first_bad(bad, "capacity", "a number >= 0 bytes/s (0 = failed link)", cap)
+    if (bad := ~(w > 0) | ~np.isfinite(w)).any():
+        _first_bad(bad, "weights", "a finite number > 0", w)
+    if (bad := ~(d >= 0)).any():
+        _first_bad(bad, "demands", "a number >= 0 bytes/s (inf = no cap)", d)
+    batched = [a.shape[0] for a in (cap, w, d) if a.ndim == 2]
+    if batched and len(set(batched)) > 1:
+        raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(batched))}")
+    if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer))
+                                   or not 1 <= max_rounds < 2**31):
+        raise ValueError(f"max_rounds must be an integer in 1 ... 2^31 - 1, got {max_rounds!r}")
+    inner = _checks.integer("inner_rounds", inner_rounds)
+    batch = batched[0] if batched else None
+    unbounded = ~_crossing(rm, cap) & np.isinf(d)     # (N,) or (B, N)
+    if batch is None and unbounded.any():
+        f = int(np.flatnonzero(unbounded)[0])
+        raise ValueError(f"flow {f} crosses no link of finite capacity and has no demand cap: its "
+                         "max-min rate is unbounded; give it a demand or route it over a link")
+    compact = (batch is None) if compact is None else bool(compact)
+    return Problem(rm, cap, w, d, unbounded, batch, dtype, None if max_rounds is None else int(max_rounds),
+                   inner, compact), merged
+
+
+def _as_routing(routing) -> tuple[RoutingMatrix, MergedRouting | None]:
+    if isinstance(routing, MergedRouting):
+        return routing.routing, routing
+    if isinstance(routing, RoutingMatrix):
+        return routing, None
+    if sp.issparse(routing):
+        if np.iscomplexobj(routing.data) or routing.dtype.kind not in "fiub":
+            raise ValueError(f"routing fractions must be real numbers >= 0, got dtype {routing.dtype}")
+        m = sp.csc_matrix(routing, dtype=np.float64)
+        if m.nnz and not np.isfinite(m.data).all():
+            raise ValueError("routing fractions must be finite numbers >= 0 (the matrix has NaN or inf)")
+        if m.nnz and (m.data < 0).any():
+            raise ValueError("routing fractions must be >= 0 (the matrix has negative entries)")
+        m.eliminate_zeros()
+        return RoutingMatrix.from_scipy(m), None
+    raise ValueError(f"routing must be a RoutingMatrix or a scipy.sparse matrix (links x flows), "
+                     f"got {type(routing).__name__}")
+
+
+def _real_array(name, value) -> np.ndarray:
+    """``value`` as a float64 array; complex, boolean or non-numeric input is an error."""
+    raw = np.asarray(value)
+    if raw.dtype == object:
+        try:
+            raw = raw.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be real numbers, got {raw.ravel()[:3].tolist()!r}...") from None
+    if np.iscomplexobj(raw):
+        raise ValueError(f"{name} must be real numbers, got complex values (dtype {raw.dtype})")
+    if raw.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must be real numbers, got dtype {raw.dtype}")
+    return raw.astype(np.float64)
+
+
+def _per(name, value, n, default, *, what):
+    """Broadcast a per-item input to (n,) or (B, n) float64, checking its shape."""
+    if value is None:
+        return np.asarray(default, dtype=np.float64)
+    arr = _real_array(name, value)
+    if arr.ndim == 0:
+        arr = np.full(n, float(arr))
+    if arr.ndim not in (1, 2) or arr.shape[-1] != n:
+        raise ValueError(f"{name} must have shape ({n},) or (batch, {n}) - one entry per {what} - "
+                         f"got shape {arr.shape}")
+    return arr
+
+
+def _first_bad(mask, name, rule, arr):
+    """Raise for the first entry of ``arr`` where ``mask`` holds, naming its position."""
+    idx = np.argwhere(mask)[0]
+    where = f"[{idx[0]}]" if len(idx) == 1 else f"[scenario {idx[0]}, {idx[1]}]"
+    raise ValueError(f"{name}{where} must be {rule}, got {arr[tuple(idx)].item()!r}")
+
+
+def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
+    """Flows that cross at least one link of finite capacity: (flows,) or (batch, flows)."""
+    coef = np.ones(rm.flow_seg.shape) if rm.flow_coef is None else rm.flow_coef
+    ok = (rm.flow_seg >= 0) & (coef > 0)
+    seg = np.maximum(rm.flow_seg, 0)
+
+    def one(finite):
+        hit = (rm.seg_frac > 0) & finite[rm.seg_link]
+        has = np.bincount(rm.entry_segment[hit], minlength=rm.n_segments) > 0
+        return (ok & has[seg]).any(axis=1)
+
+    finite = np.isfinite(cap)
+    if finite.ndim == 1:
+        return one(finite)
+    return np.stack([one(row) for row in finite])
