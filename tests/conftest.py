@@ -1,15 +1,29 @@
 """Fixtures shared by several test modules."""
 
+import contextlib
+import io
+
 import pytest
 
 
 @pytest.fixture(scope="session")
-def quick_study(tmp_path_factory):
-    """The main job in quick mode, run once for the whole suite: ``result`` (what
-    ``flowsolver.study.run`` returns), ``lines`` (what it printed) and ``figure`` (the PNG)."""
+def main_job(tmp_path_factory):
+    """``flowsolver study --quick --out PATH`` once for the whole suite: its printed
+    ``text``, the figure path ``out``, ``result`` (what :func:`flowsolver.study.run` returned
+    to the command) and that result's entries (``rows``, ``search``, ...)."""
     from flowsolver import study
+    from flowsolver.cli import main
 
-    figure = tmp_path_factory.mktemp("study") / "study.png"
-    lines: list = []
-    result = study.run(out=str(figure), quick=True, echo=lines.append)
-    return dict(result=result, lines=lines, figure=figure)
+    out = tmp_path_factory.mktemp("study") / "study.png"
+    results = []
+    run = study.run
+
+    def recording_run(**kw):
+        results.append(run(**kw))
+        return results[-1]
+
+    text = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(text):
+        mp.setattr(study, "run", recording_run)
+        assert main(["study", "--quick", "--out", str(out)]) == 0
+    return dict(text=text.getvalue(), out=out, result=results[0], **results[0])

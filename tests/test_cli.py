@@ -133,10 +133,10 @@ def test_json_is_strict_also_for_failed_and_resumed_sweeps(tmp_path, capsys):
     strict_json(capsys.readouterr().out)
 
 
-def test_study_json_and_csv(capsys, monkeypatch, quick_study):
+def test_study_json_and_csv(capsys, monkeypatch, main_job):
     # the study's numbers are tested in tests/test_study.py; here only its JSON and CSV forms,
     # from the one quick run the suite makes
-    monkeypatch.setattr("flowsolver.study.run", lambda **kw: dict(quick_study["result"], figure=kw["out"]))
+    monkeypatch.setattr("flowsolver.study.run", lambda **kw: dict(main_job["result"], figure=kw["out"]))
     assert main(["study", "--quick", "--out", "none", "--json"]) == 0
     data = strict_json(capsys.readouterr().out)
     networks = {r["network"] for r in data["networks"]}

@@ -1,9 +1,7 @@
 """The network study: table shape and ranges, the article's figures, the main job's outputs.
 
-The main job runs once (quick) through the command line, shared by the tests below."""
-
-import contextlib
-import io
+The main job runs once (quick) through the command line for the whole suite: the
+``main_job`` fixture of tests/conftest.py."""
 
 import pytest
 
@@ -11,25 +9,6 @@ import topologies as tp
 from flowsolver import get_model, study
 from flowsolver.cli import main
 from flowsolver.study import _text
-
-
-@pytest.fixture(scope="module")
-def main_job(tmp_path_factory):
-    """``flowsolver study --quick --out PATH`` once: its printed text, the figure path and
-    the results :func:`flowsolver.study.run` returned to the command."""
-    out = tmp_path_factory.mktemp("study") / "study.png"
-    results = []
-    run = study.run
-
-    def recording_run(**kw):
-        results.append(run(**kw))
-        return results[-1]
-
-    text = io.StringIO()
-    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(text):
-        mp.setattr(study, "run", recording_run)
-        assert main(["study", "--quick", "--out", str(out)]) == 0
-    return dict(text=text.getvalue(), out=out, **results[0])
 
 
 def test_network_study_has_one_row_per_network_in_range(main_job):
