@@ -41,8 +41,7 @@ from ._problem import Problem, Segments, count_trace, pad
 
 #: single solves with more flows than this are compacted on the host as flows freeze
 COMPACT_FLOWS = 1 << 15
-#: compact when at most this fraction of the flows is left unfrozen (0.65 measured ~5 %
-#: faster than 0.5 and ~15 % faster than 0.8 on the 1 M-flow benchmark, with the fine ladder)
+#: compact when at most this fraction of the flows is left unfrozen (benchmarks/TUNING.md)
 COMPACT_KEEP = 0.65
 #: single solves with more flows than this are spread over all local devices
 SHARD_FLOWS = 1 << 15

@@ -39,15 +39,13 @@ from ._problem import Problem, bucket_size, pad
 #: returns the kernel's result unchecked; the check costs about one pass over the paths)
 CERTIFY = True
 #: method="auto" uses the frontier method for single solves of at least this many flows
-#: (after compilation, frontier vs dense: fat_tree(12) all-to-all 186 k flows 0.17 / 0.73 s,
-#: fat_tree(16) 1 M 0.93 / 5.2 s, 1 M equal bottlenecks 0.22 / 0.28 s, 200 k incast
-#: 0.060 / 0.052 s; benchmarks/solver_speed.py)
+#: (where it overtakes dense: measurements in benchmarks/TUNING.md)
 FRONTIER_FLOWS = 1 << 17
 #: flow-link pairs a round reads at most (the buffer also holds the largest link's list in full)
 PAIRS_PER_ROUND = 1 << 15
 #: the widest path table (links per flow, padded) ``method="auto"`` sends to the frontier
 MAX_PATH = 32
-#: a round's fixed cost on a 2-core CPU, in pair reads (~0.2 ms, measured on fat_tree(12))
+#: a round's fixed cost, in pair reads (benchmarks/TUNING.md)
 ROUND_PAIRS = 1 << 14
 #: smallest flow / link bucket (the pair buffer and lists start at 16 x this)
 SMALL = 64
@@ -122,7 +120,7 @@ def path_table(rm):
         if width == 0:
             continue
         segs = np.where(rm.flow_seg[:, k] >= 0, rm.flow_seg[:, k], S)
-        # np.take of a contiguous (segments, width) table: ~2x faster than row indexing
+        # np.take of a contiguous (segments, width) table (faster: benchmarks/TUNING.md)
         path[:, off:off + width] = np.take(np.ascontiguousarray(seg_tab[:, :width]), segs, axis=0)
         if not unit:
             frac[:, off:off + width] = np.take(np.ascontiguousarray(seg_fr[:, :width]), segs, axis=0)
@@ -198,10 +196,7 @@ def _buffer(E, deg, Lp):
     """Pairs per round ``B`` and candidate links per round ``K`` for ``E`` pairs."""
     used = int(np.count_nonzero(deg))
     # pairs per round ~ 4 sqrt(E), a power of two: a round's cost grows with B, the rounds
-    # fall as B grows. Measured after compilation (2-core CPU): fat_tree(12) all-to-all
-    # (1.45 M pairs) 0.092 s at 4096 / 0.122 s at 8192 / 0.45 s at 32768; fat_tree(16)
-    # (8.4 M pairs) 0.53 / 0.49 / 0.58 / 0.93 s at 4096 / 8192 / 16384 / 32768; on the
-    # 16.7 M-flow all-to-all 2^15 pairs took 32 s where 2^19 took 210 s
+    # fall as B grows (measurements in benchmarks/TUNING.md)
     want = 1 << max(int(4 * np.sqrt(max(E, 1))).bit_length() - 1, 0)
     B = bucket_size(max(int(deg.max(initial=1)), min(PAIRS_PER_ROUND, want, E)), min(16 * SMALL, PAIRS_PER_ROUND))
     K = int(np.clip(B // max(E // max(used, 1), 1), 32, 1024))
