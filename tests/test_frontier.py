@@ -140,7 +140,7 @@ def wide_instance(seed, max_links=8, max_flows=12):
     return A, cap, w, d
 
 
-wide = settings(max_examples=40, deadline=None)
+wide = settings(deadline=None)          # examples: the hypothesis profile (conftest.py)
 
 
 @pytest.mark.parametrize("method", ["dense", "frontier"])
@@ -196,7 +196,7 @@ def level_rounds_only(monkeypatch):
     monkeypatch.setattr(frontier, "build", build)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_level_rounds_alone_are_progressive_filling(level_rounds_only, seed):
     A, cap, w, d = wide_instance(seed)

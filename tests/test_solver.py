@@ -132,7 +132,7 @@ def instance(seed, max_links=6, max_flows=9):
 
 
 seeds = st.integers(0, 2**32 - 1)
-prop = settings(max_examples=60, deadline=None)
+prop = settings(deadline=None)          # examples: the hypothesis profile (conftest.py)
 
 
 methods = pytest.mark.parametrize("method", ["dense", "frontier"])
