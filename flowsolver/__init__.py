@@ -5,31 +5,32 @@ max-min fair bandwidth sharing and turns the rates into collective and training-
 times. Units everywhere: bytes, seconds, bytes/s.
 """
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401
 
-__all__ = ["__version__"]
-
-from .routing import POLICIES, LinkTable, MergedRouting, RoutingError, RoutingMatrix, route  # noqa: E402
-from .traffic import Flows  # noqa: E402
-
-__all__ += ["Flows", "route", "RoutingMatrix", "LinkTable", "MergedRouting", "RoutingError", "POLICIES"]
+# the public surface, layer by layer (each name is re-exported from the module that owns it)
 from ._status import Status  # noqa: E402
-from .solver import Allocation, max_min_fair  # noqa: E402
-
-__all__ += ["max_min_fair", "Allocation", "Status"]
+from .traffic import Flows  # noqa: E402
+from .routing import (POLICIES, Bottleneck, LinkTable, MergedRouting, RoutingError, RoutingMatrix,  # noqa: E402
+                      route)
+from .solver import Allocation, bucket_size, max_min_fair, trace_count  # noqa: E402
 from .timing import Completion, completion_times  # noqa: E402
-
-__all__ += ["completion_times", "Completion"]
-from .collectives import (ALGORITHMS, OPS, CollectiveResult, CollectiveStep, ConcurrentResult,  # noqa: E402
-                          collective, collective_variants, concurrent)
-
-__all__ += ["collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep", "OPS", "ALGORITHMS"]
-from .training import MODELS, ModelSpec, Phase, StepResult, get_model, training_step  # noqa: E402
-
-__all__ += ["training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model"]
+from .collectives import (ALGORITHMS, OPS, PROTOCOLS, CollectiveResult, CollectiveStep,  # noqa: E402
+                          ConcurrentResult, busbw_factor, collective, collective_variants, concurrent)
+from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,  # noqa: E402
+                       training_step)
 from ._sweep import default_cache_dir, expand_grid, sweep  # noqa: E402
 
-__all__ += ["sweep", "expand_grid", "default_cache_dir"]
+__all__ = [
+    "__version__", "Status",
+    "Flows",
+    "route", "RoutingMatrix", "LinkTable", "MergedRouting", "Bottleneck", "RoutingError", "POLICIES",
+    "max_min_fair", "Allocation", "bucket_size", "trace_count",
+    "completion_times", "Completion",
+    "collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+    "OPS", "ALGORITHMS", "PROTOCOLS", "busbw_factor",
+    "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
+    "sweep", "expand_grid", "default_cache_dir",
+]
 
 
 def __getattr__(name):

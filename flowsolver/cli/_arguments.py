@@ -9,7 +9,7 @@ import re
 
 import topologies as tp
 
-from .. import __version__
+from .._version import __version__
 from ..collectives import ALGORITHMS, OPS, PROTOCOLS
 from ..routing import POLICIES
 from ..training import MODELS

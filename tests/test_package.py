@@ -1,0 +1,130 @@
+"""The package's shape: the public surface is complete and holds no internals, and data
+flows one way (no module imports one that imports it; a lower layer never imports a
+higher one)."""
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+import flowsolver as fs
+
+ROOT = Path(fs.__file__).resolve().parent.parent
+
+#: the layers, lowest first; a module may import its own layer or lower ones only
+LAYERS = [
+    ("topologies",),
+    ("flowsolver._status", "flowsolver._checks", "flowsolver._version"),
+    ("flowsolver.traffic",),
+    ("flowsolver.routing",),
+    ("flowsolver.solver",),
+    ("flowsolver.timing",),
+    ("flowsolver.collectives",),
+    ("flowsolver.training",),
+    ("flowsolver._sweep", "flowsolver.study", "flowsolver.plot"),
+    ("flowsolver.cli", "flowsolver.__main__"),
+    ("flowsolver",),
+]
+
+
+def _modules():
+    for pkg in ("flowsolver", "topologies"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            is_pkg = parts[-1] == "__init__"
+            if is_pkg:
+                parts = parts[:-1]
+            yield ".".join(parts), is_pkg, path
+
+
+def _imports():
+    """module -> the project modules it imports (at module level or inside functions)."""
+    names = {m for m, _, _ in _modules()}
+    out = {}
+    for module, is_pkg, path in _modules():
+        package = module if is_pkg else module.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                # "from .x import y": y may be a module of x, or a name x defines
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in names else base for a in node.names]
+            else:
+                continue
+            for t in targets:
+                while t and t not in names:
+                    t = t.rpartition(".")[0]
+                if t and t != module:
+                    found.add(t)
+        out[module] = found
+    return out
+
+
+def _layer(module):
+    best = None
+    for i, group in enumerate(LAYERS):
+        for unit in group:
+            if module == unit or module.startswith(unit + "."):
+                if best is None or len(unit) > len(best[1]):
+                    best = (i, unit)
+    assert best is not None, f"{module} is in no layer of tests/test_package.py"
+    return best
+
+
+def test_no_module_imports_a_module_that_imports_it():
+    graph = _imports()
+    state = {}
+
+    def visit(m, stack):
+        state[m] = "open"
+        for n in graph.get(m, ()):
+            if state.get(n) == "open":
+                cycle = stack[stack.index(n):] + [n]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if n not in state:
+                visit(n, stack + [n])
+        state[m] = "done"
+
+    for m in graph:
+        if m not in state:
+            visit(m, [m])
+
+
+def test_lower_layers_never_import_higher_ones():
+    bad = []
+    for module, targets in _imports().items():
+        mine, unit = _layer(module)
+        for t in targets:
+            theirs, other = _layer(t)
+            if theirs > mine:
+                bad.append(f"{module} ({unit}) imports {t} ({other})")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_public_surface_is_complete_and_holds_no_internals():
+    for name in fs.__all__:
+        assert hasattr(fs, name), name
+    assert not [n for n in fs.__all__ if n.startswith("_") and n != "__version__"]
+    # what users reach for without knowing where it lives
+    for name in ("trace_count", "memory_per_gpu", "busbw_factor", "PROTOCOLS", "Status", "Bottleneck",
+                 "expand_grid", "default_cache_dir"):
+        assert name in fs.__all__, name
+
+
+def test_flowsolver_sweep_is_the_function_and_no_module_shadows_it():
+    assert callable(fs.sweep) and fs.sweep.__module__ == "flowsolver._sweep"
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("flowsolver.sweep")
+
+
+def test_the_version_is_pyproject_s():
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        assert tomllib.load(fh)["project"]["version"] == fs.__version__
