@@ -104,7 +104,7 @@ def _collective_kw(s):
 
 
 def _metrics_collective(r, g) -> dict:
-    tier = r.steps[0].bottleneck[0][2] if r.steps and r.steps[0].bottleneck else ""
+    tier = r.steps[0].bottleneck_tier if r.steps else ""
     return dict(status="ok", error="", gpus=len(tp.gpus(g)), time=r.time, algbw=r.algbw, busbw=r.busbw,
                 chosen_algorithm=r.algorithm, bottleneck_tier=tier)
 
@@ -173,7 +173,7 @@ def _run_batch(scenarios, idx) -> list:
                 res = collective_variants([graphs[i] for i in members], first["op"], float(first["size"]),
                                           **_collective_kw(first))
                 for i, r in zip(members, res):
-                    out[i] = _error(r) if isinstance(r, Exception) else _metrics_collective(r, graphs[i])
+                    out[i] = _error(ValueError(r.message)) if r.status else _metrics_collective(r, graphs[i])
     except Exception as err:
         for i in live:
             out.setdefault(i, _error(err))

@@ -185,7 +185,7 @@ class Phase:
     @property
     def tier(self) -> str:
         """Tier of the link that holds this phase back most ('' if none)."""
-        return self.bottleneck[0][2] if self.bottleneck else ""
+        return self.bottleneck[0].tier if self.bottleneck else ""
 
 
 @dataclass(frozen=True)
