@@ -360,7 +360,7 @@ def _check_groups(rm, groups):
     owner = np.broadcast_to(group[:, None], rm.flow_seg.shape)[used]
     seg_group[seg] = owner
     clash = seg_group[seg] != owner
-    owner_entry = np.repeat(seg_group, np.diff(rm.seg_ptr))
+    owner_entry = seg_group[rm.entry_segment]
     live = owner_entry >= 0
     link_group = np.full(rm.n_links, -1, dtype=np.int64)
     link_group[rm.seg_link[live]] = owner_entry[live]

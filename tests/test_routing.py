@@ -418,7 +418,8 @@ def test_every_policy_routes_flows_that_stay_local(name, build, policies, where)
 
 # --------------------------------------------------------------------------- link table and matrix operations
 def _three_links():
-    """a -> s -> b and a -> b directly: latencies 1, 2 and 4 us, capacities 10, 20, 40."""
+    """a -> s -> b and a -> b directly. Links in graph edge order (by source node): a->s
+    (1 us, 10 B/s), a->b (4 us, 40 B/s), s->b (2 us, 20 B/s)."""
     g = nx.DiGraph()
     g.add_node("a", kind="gpu")
     g.add_node("s", kind="switch")
@@ -437,7 +438,7 @@ def test_path_latency_is_the_fraction_weighted_sum_of_link_latencies():
     g = _three_links()
     # flow 0: half over a->s->b, half over a->b: 0.5 (1 + 2) + 0.5 x 4 = 3.5 us;
     # flow 1: the direct link only: 4 us; flow 2: a->s only: 1 us
-    A = np.array([[0.5, 0.0, 1.0], [0.5, 0.0, 0.0], [0.5, 1.0, 0.0]])
+    A = np.array([[0.5, 0.0, 1.0], [0.5, 1.0, 0.0], [0.5, 0.0, 0.0]])
     rm = replace(fs.RoutingMatrix.from_scipy(A), links=LinkTable.from_graph(g))
     np.testing.assert_allclose(rm.path_latency(), [3.5e-6, 4e-6, 1e-6], rtol=1e-12)
     with pytest.raises(ValueError, match="path_latency needs a RoutingMatrix with links"):
@@ -449,10 +450,10 @@ def test_effective_capacity_applies_the_catalogue_or_the_override():
 
     links = LinkTable.from_graph(_three_links())
     ndr, pcie = tp.get_link("ib_ndr").efficiency, tp.get_link("pcie5").efficiency
-    expect = [10.0 * (ndr or 1.0), 20.0, 40.0 * (pcie or 1.0)]       # unknown tech: 1
+    expect = [10.0 * ndr, 40.0 * pcie, 20.0]       # unknown tech: 1
     np.testing.assert_allclose(links.effective_capacity(), expect, rtol=1e-12)
-    np.testing.assert_allclose(links.effective_capacity(0.5), [5.0, 10.0, 20.0], rtol=1e-12)
-    np.testing.assert_allclose(links.effective_capacity({"pcie5": 0.25}), [expect[0], 20.0, 10.0], rtol=1e-12)
+    np.testing.assert_allclose(links.effective_capacity(0.5), [5.0, 20.0, 10.0], rtol=1e-12)
+    np.testing.assert_allclose(links.effective_capacity({"pcie5": 0.25}), [expect[0], 10.0, 20.0], rtol=1e-12)
 
 
 def test_hop_class_per_link():
@@ -463,7 +464,8 @@ def test_hop_class_per_link():
     g.add_edge("a", "nv", capacity=1.0, tech="nvlink4")
     g.add_edge("nv", "s", capacity=1.0, tech="nvlink4")     # touches a switch: network wins
     links = LinkTable.from_graph(g)
-    assert list(links.hop_class) == ["network", "network", "pcie", "nvlink", "network"]
+    # a->s, a->b, a->nv, s->b, nv->s
+    assert list(links.hop_class) == ["network", "pcie", "nvlink", "network", "network"]
     # a DGX H100: GPU-NVSwitch links are NVLink, GPU-NIC links PCIe, NIC-leaf links network
     d = tp.rail_optimized(nodes=2)
     one = LinkTable.from_graph(d)
@@ -499,7 +501,7 @@ def test_stack_shares_links_or_copies_them():
 def test_one_hop_puts_each_flow_on_its_link():
     g = _three_links()
     rm = fs.RoutingMatrix.one_hop(g, [("a", "b"), ("a", "s")], policy="in-switch")
-    assert [rm.column(f)[0].tolist() for f in range(2)] == [[2], [0]]
-    assert rm.policy == "in-switch" and rm.links.capacity.tolist() == [10.0, 20.0, 40.0]
+    assert [rm.column(f)[0].tolist() for f in range(2)] == [[1], [0]]
+    assert rm.policy == "in-switch" and rm.links.capacity.tolist() == [10.0, 40.0, 20.0]
     with pytest.raises(ValueError, match=r"pairs must be links of the graph: no link \('b', 'a'\)"):
         fs.RoutingMatrix.one_hop(g, [("b", "a")])

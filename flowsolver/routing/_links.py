@@ -84,7 +84,7 @@ class LinkTable:
         >>> import topologies as tp
         >>> links = LinkTable.from_graph(tp.rail_optimized(nodes=1))
         >>> nv = list(links.tech).index("nvlink4")
-        >>> round(links.effective_capacity()[nv] / links.capacity[nv], 3), links.effective_capacity(0.5)[nv] / links.capacity[nv]
+        >>> round(float(links.effective_capacity()[nv] / links.capacity[nv]), 3), float(links.effective_capacity(0.5)[nv] / links.capacity[nv])
         (0.824, 0.5)
         """
         return self.capacity * np.array([link_efficiency(tech, efficiency) for tech in self.tech], dtype=np.float64)

@@ -176,11 +176,11 @@ class RoutingMatrix:
         """Per flow: the sum over its links of fraction x link latency (s), fluid-weighted,
         from the factored matrix (needs ``links``).
 
-        >>> import topologies as tp
-        >>> from flowsolver import Flows, route
-        >>> rm = route(tp.fat_tree(4), Flows([0, 0], [1, 15], 1.0))
-        >>> [round(t * 1e9) for t in rm.path_latency()]     # ns: 2 hops, 6 hops of 100 ns + 2 NIC hops
-        [200, 800]
+        >>> import networkx as nx
+        >>> g = nx.DiGraph([("a", "b", {"latency": 1e-6}), ("b", "c", {"latency": 2e-6})])
+        >>> rm = replace(RoutingMatrix.from_scipy([[1.0, 0.5], [1.0, 0.0]]), links=LinkTable.from_graph(g))
+        >>> [round(float(t) * 1e6, 9) for t in rm.path_latency()]     # us: 1 + 2; half of 1
+        [3.0, 0.5]
         """
         if self.links is None:
             raise ValueError("path_latency needs a RoutingMatrix with links (a LinkTable)")
