@@ -1,9 +1,12 @@
-"""Flow completion times under max-min sharing, event by event.
+"""Flow completion times under max-min sharing, event by event: one engine.
 
-All flows start at time 0. Between two events the rates are the max-min fair allocation of
-the flows still running; an event is a flow finishing, which releases its bandwidth to the
-rest (fluid processor sharing over the network). This is the transfer-time model of a
-collective step: the step ends when its last flow does.
+Between two events the rates are the max-min fair allocation of the flows running; an event
+is a flow finishing, which releases its bandwidth to the rest (fluid processor sharing over
+the network), or a step starting. :func:`completion_times`: every flow starts at time 0
+(the transfer-time model of a collective step: the step ends when its last flow does);
+:func:`step_times`: steps of flows, each released by another step after a delay (several
+collectives, each a sequence of steps and latencies, on one fabric). Both run on the same
+event loop.
 """
 
 from __future__ import annotations
