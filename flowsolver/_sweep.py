@@ -111,7 +111,8 @@ def _collective_kw(s):
 
 
 def _metrics_collective(r, g) -> dict:
-    tier = r.steps[0].bottleneck[0][2] if r.steps and r.steps[0].bottleneck else ""
+    # the first step's bottleneck, as the CLI's table prints it
+    tier = r.steps[0].bottleneck_tier if r.steps else ""
     return dict(status=Status.OK.label, error="", gpus=len(tp.gpus(g)), time=r.time, algbw=r.algbw,
                 busbw=r.busbw, chosen_algorithm=r.algorithm, bottleneck_tier=tier)
 
@@ -180,7 +181,8 @@ def _run_batch(scenarios, idx) -> list:
                 res = collective_variants([graphs[i] for i in members], first["op"], float(first["size"]),
                                           **_collective_kw(first))
                 for i, r in zip(members, res):
-                    out[i] = _error(r) if isinstance(r, Exception) else _metrics_collective(r, graphs[i])
+                    out[i] = _metrics_collective(r, graphs[i]) if r.status == Status.OK else \
+                        dict(status=r.status.label, error=r.message)
     except Exception as err:
         for i in live:
             out.setdefault(i, _error(err))

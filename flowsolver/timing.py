@@ -1,9 +1,12 @@
-"""Flow completion times under max-min sharing, event by event.
+"""Flow completion times under max-min sharing, event by event: one engine.
 
-All flows start at time 0. Between two events the rates are the max-min fair allocation of
-the flows still running; an event is a flow finishing, which releases its bandwidth to the
-rest (fluid processor sharing over the network). This is the transfer-time model of a
-collective step: the step ends when its last flow does.
+Between two events the rates are the max-min fair allocation of the flows running; an event
+is a flow finishing, which releases its bandwidth to the rest (fluid processor sharing over
+the network), or a step starting. :func:`completion_times`: every flow starts at time 0
+(the transfer-time model of a collective step: the step ends when its last flow does);
+:func:`step_times`: steps of flows, each released by another step after a delay (several
+collectives, each a sequence of steps and latencies, on one fabric). Both run on the same
+event loop.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from .routing import RoutingMatrix
 from ._status import Status
 from .solver import max_min_fair
 
-__all__ = ["completion_times", "Completion"]
+__all__ = ["completion_times", "Completion", "step_times", "StepTimes"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class Completion:
     unfinished : ndarray of bool (flows,)
         Flows still moving bytes when ``max_events`` stopped the run (``finish`` is ``inf``).
     status : int or ndarray
-        0 ok, 1 stopped by ``max_events`` with unfinished flows (``flowsolver.STATUS``).
+        ``Status.OK`` (0), or ``Status.NOT_CONVERGED`` (1): ``max_events`` stopped the run
+        with unfinished flows.
     """
 
     finish: np.ndarray
@@ -97,13 +101,7 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
         if rm.flows is None:
             raise ValueError("sizes is required when routing carries no Flows")
         sizes = rm.flows.size
-    sizes = np.asarray(sizes, dtype=np.float64)
-    if sizes.shape[-1] != n or sizes.ndim not in (1, 2):
-        raise ValueError(f"sizes must have shape ({n},) or (batch, {n}), got {sizes.shape}")
-    if (bad := ~np.isfinite(sizes) | (sizes < 0)).any():
-        idx = np.argwhere(bad)[0]
-        where = f"[{idx[0]}]" if len(idx) == 1 else f"[scenario {idx[0]}, {idx[1]}]"
-        raise ValueError(f"sizes{where} must be a finite number >= 0 bytes, got {sizes[tuple(idx)].item()!r}")
+    sizes = _checked_sizes(sizes, n)
     cap = rm.capacity if capacity is None else np.asarray(capacity, dtype=np.float64)
     base = rm.demands if demands is None else np.asarray(demands, dtype=np.float64)
     shapes = [a.shape[0] for a in (sizes, cap, base) if a.ndim == 2]
@@ -112,63 +110,241 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     if len(set(shapes)) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(shapes))}")
     batch = shapes[0] if shapes else None
-    B = batch or 1
     group, n_groups = _check_groups(rm, groups)
-    if n_groups > 1:
-        order = np.argsort(group, kind="stable")
-        starts = np.searchsorted(group[order], np.arange(n_groups))
-        per_flow = lambda a: a[:, group]  # noqa: E731   (per group -> per flow)
-    else:
-        per_flow = lambda a: a  # noqa: E731              ((B, 1) broadcasts)
-    remaining = np.broadcast_to(sizes, (B, n)).copy()
-    scale = remaining.copy()
-    base = np.broadcast_to(base, (B, n))
-    done = remaining <= 0
-    finish = np.where(done, 0.0, np.inf)
-    stalled = np.zeros((B, n), dtype=bool)
-    clock = np.zeros((B, n_groups))
-    events = np.zeros((B, n_groups), dtype=np.int64)
-    limit = n + 1 if max_events is None else int(max_events)
-    for _ in range(limit):
-        if done.all():
-            break
-        caps = np.where(done, 0.0, base)
-        alloc = max_min_fair(rm, cap, weights=weights, demands=caps if batch else caps[0], dtype=dtype)
-        rates = np.asarray(alloc.rates, dtype=np.float64).reshape(B, n)
-        running = ~done & (rates > 0)
-        stuck = ~done & ~running
-        with np.errstate(divide="ignore", invalid="ignore"):
-            to_go = np.where(running, remaining / np.where(running, rates, 1.0), np.inf)
-        # per scenario and group: time to the group's next event
-        if n_groups == 1:
-            dt = to_go.min(axis=1)[:, None]
-            live = ~done.all(axis=1)[:, None]
-        else:
-            dt = np.minimum.reduceat(to_go[:, order], starts, axis=1)
-            live = np.logical_or.reduceat(~done[:, order], starts, axis=1)
-        # groups where nothing can move: the rest of their flows are stalled for good
-        frozen_out = per_flow(live & ~np.isfinite(dt))
-        stalled |= stuck & frozen_out
-        done |= stuck & frozen_out
-        step = np.where(np.isfinite(dt) & live, dt, 0.0)
-        remaining = np.where(running, remaining - rates * per_flow(step), remaining)
-        clock += step
-        events += live
-        newly = running & ((to_go <= per_flow(step) * (1 + rtol)) | (remaining <= rtol * scale))
-        finish[newly] = np.broadcast_to(per_flow(clock), (B, n))[newly]
-        done |= newly
-    unfinished = ~done
+    run = _Run([rm], np.broadcast_to(sizes, (batch or 1, n)).copy(), group, n_groups, np.array([-1]),
+               np.zeros(1), batched=batch is not None)
+    run.simulate(lambda active: run.rates_of_one(cap, weights, base, dtype, active),
+                 n + 1 if max_events is None else int(max_events), rtol)
+    finish, stalled, unfinished, status = run.finish, run.stalled, ~run.done, run.status
     finite = np.where(np.isfinite(finish), finish, -np.inf)
-    makespan = np.maximum(finite.max(axis=1, initial=-np.inf), 0.0)
-    cut = unfinished.any(axis=1)
-    makespan = np.where(cut, np.nan, makespan)
-    status = np.where(cut, Status.NOT_CONVERGED, Status.OK).astype(np.int32)
-    events = events.max(axis=1)
+    makespan = np.where(unfinished.any(axis=1), np.nan, np.maximum(finite.max(axis=1, initial=-np.inf), 0.0))
+    events = run.events.max(axis=1)
     if batch is None:
         return Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0],
                           unfinished=unfinished[0], status=status[0])
     return Completion(finish=finish, makespan=makespan, events=events, stalled=stalled, unfinished=unfinished,
                       status=status)
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Result of :func:`step_times`.
+
+    Attributes
+    ----------
+    start, finish : ndarray (steps,)
+        When each step's flows started and when its last flow finished, seconds (``inf``
+        for a step that never started or never finished).
+    flow_finish : ndarray (flows,)
+        Completion time of every flow, the steps' flows in order (``inf`` where none).
+    stalled : ndarray of bool (flows,)
+        Flows with bytes left and rate 0 (their links failed): their step, and the steps
+        after it, never finish.
+    events : int
+        Re-solves taken.
+    status : Status
+        ``Status.OK``; ``Status.STALLED`` when stalled flows left steps unfinished;
+        ``Status.NOT_CONVERGED`` when ``max_events`` stopped the run first.
+    """
+
+    start: np.ndarray
+    finish: np.ndarray
+    flow_finish: np.ndarray
+    stalled: np.ndarray
+    events: int
+    status: Status
+
+
+def step_times(steps, capacity=None, *, sizes=None, after=None, delay=None, max_events: int | None = None,
+               rtol: float = 1e-9) -> StepTimes:
+    """Completion times of steps that share a fabric, each released by another: step ``s``
+    starts ``delay[s]`` seconds after step ``after[s]`` finished (``-1``: after time 0),
+    all its flows at once; between events (a flow finishing, a delay elapsing) the flows of
+    every running step share the links max-min fairly. :func:`completion_times` is the case
+    of one step that starts at 0. This is how collectives run side by side on one cluster
+    (each a sequence of steps, each step after the previous one and its latency).
+
+    Parameters
+    ----------
+    steps : sequence of RoutingMatrix
+        The flows of each step, routed on one fabric (same links). A matrix may appear
+        several times (a repeated step).
+    capacity : array (links,), optional
+        Bytes/s; default the first matrix's capacities.
+    sizes : sequence of arrays (flows of the step,), optional
+        Bytes per flow of each step; default the matrices' flow sizes (``Flows``).
+    after : sequence of int (steps,), optional
+        The step each waits for (an earlier one), ``-1`` for none (default: none).
+    delay : sequence of float (steps,), optional
+        Seconds between a step's release and its start (default 0).
+    max_events : int, optional
+        Bound on the re-solves (default flows + steps, always enough: every event finishes
+        a flow or starts a step); a run it cuts short reports ``Status.NOT_CONVERGED``.
+    rtol : float
+        As for :func:`completion_times`.
+
+    Examples
+    --------
+    >>> one = RoutingMatrix.from_scipy([[1.0]], capacity=[1.0])     # one flow on a link of 1 B/s
+    >>> t = step_times([one, one, one], sizes=[[2.0]] * 3, after=[-1, 0, -1], delay=[0.0, 1.0, 0.0])
+    >>> t.finish.tolist()          # steps 0 and 2 share the link (2 bytes each at 1/2), step 1 after 1 s alone
+    [4.0, 7.0, 4.0]
+    """
+    steps = list(steps)
+    if not steps or not all(isinstance(m, RoutingMatrix) and m.n_flows for m in steps):
+        raise ValueError("steps must be a non-empty list of RoutingMatrix objects, each with flows")
+    if sizes is None:
+        if any(m.flows is None for m in steps):
+            raise ValueError("sizes is required when a step's RoutingMatrix carries no Flows")
+        sizes = [m.flows.size for m in steps]
+    if len(sizes) != len(steps):
+        raise ValueError(f"sizes must give one array per step ({len(steps)}), got {len(sizes)}")
+    P = len(steps)
+    after = np.full(P, -1, dtype=np.int64) if after is None else np.asarray(after, dtype=np.int64)
+    delay = np.zeros(P) if delay is None else np.asarray(delay, dtype=np.float64)
+    if after.shape != (P,) or ((after >= np.arange(P)) | (after < -1)).any():
+        raise ValueError(f"after must give, per step ({P}), an earlier step or -1")
+    if delay.shape != (P,) or not (np.isfinite(delay) & (delay >= 0)).all():
+        raise ValueError(f"delay must give, per step ({P}), a finite number of seconds >= 0")
+    sizes = _checked_sizes(np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in sizes]),
+                           sum(m.n_flows for m in steps))
+    cap = steps[0].capacity if capacity is None else np.asarray(capacity, dtype=np.float64)
+    run = _Run(steps, sizes[None, :].copy(), np.zeros(len(sizes), dtype=np.int64), 1, after, delay, batched=False)
+    run.simulate(lambda active: run.rates_of_many(cap, active),
+                 len(sizes) + P if max_events is None else int(max_events), rtol)
+    status = Status(int(run.status[0]))
+    if status == Status.OK and run.stalled.any():
+        status = Status.STALLED
+    return StepTimes(start=run.start[0], finish=run.part_finish[0], flow_finish=run.finish[0],
+                     stalled=run.stalled[0], events=int(run.events.max()), status=status)
+
+
+def _checked_sizes(sizes, n):
+    sizes = np.asarray(sizes, dtype=np.float64)
+    if sizes.shape[-1] != n or sizes.ndim not in (1, 2):
+        raise ValueError(f"sizes must have shape ({n},) or (batch, {n}), got {sizes.shape}")
+    if (bad := ~np.isfinite(sizes) | (sizes < 0)).any():
+        idx = np.argwhere(bad)[0]
+        where = f"[{idx[0]}]" if len(idx) == 1 else f"[scenario {idx[0]}, {idx[1]}]"
+        raise ValueError(f"sizes{where} must be a finite number >= 0 bytes, got {sizes[tuple(idx)].item()!r}")
+    return sizes
+
+
+class _Run:
+    """The one event engine: flows in steps (``parts``), steps released by other steps
+    after a delay, groups of flows on their own clocks, a leading batch axis."""
+
+    def __init__(self, parts, sizes, group, n_groups, after, delay, batched):
+        B, n = sizes.shape
+        self.parts, self.after, self.batched = parts, after, batched
+        counts = [m.n_flows for m in parts]
+        self.counts = counts
+        self.first = np.cumsum([0] + counts[:-1])
+        self.part_of = np.repeat(np.arange(len(parts)), counts)
+        self.group, self.n_groups = group, n_groups
+        if n_groups > 1:
+            self.order = np.argsort(group, kind="stable")
+            self.starts = np.searchsorted(group[self.order], np.arange(n_groups))
+        self.part_group = group[self.first] if n else np.zeros(len(parts), dtype=np.int64)
+        self.remaining, self.scale = sizes, sizes.copy()
+        self.done = sizes <= 0
+        self.finish = np.where(self.done, 0.0, np.inf)
+        self.stalled = np.zeros((B, n), dtype=bool)
+        self.clock = np.zeros((B, n_groups))
+        self.events = np.zeros((B, n_groups), dtype=np.int64)
+        self.wait = np.broadcast_to(delay, (B, len(parts))).copy()
+        self.started = np.zeros((B, len(parts)), dtype=bool)
+        self.ended = np.zeros((B, len(parts)), dtype=bool)
+        self.start = np.full((B, len(parts)), np.inf)
+        self.part_finish = np.full((B, len(parts)), np.inf)
+
+    def per_flow(self, a):
+        """Per group (B, G) -> per flow (B, n)."""
+        return a[:, self.group] if self.n_groups > 1 else a
+
+    def group_min(self, a):
+        """Per flow (B, n) -> per group (B, G), reduced by min."""
+        if self.n_groups == 1:
+            return a.min(axis=1, initial=np.inf)[:, None]
+        return np.minimum.reduceat(a[:, self.order], self.starts, axis=1)
+
+    def group_any(self, a):
+        """Per flow (B, n) -> per group (B, G), reduced by any."""
+        if self.n_groups == 1:
+            return a.any(axis=1)[:, None]
+        return np.logical_or.reduceat(a[:, self.order], self.starts, axis=1)
+
+    def per_part_group(self, a, fill):
+        """Per part (B, P) -> per group (B, G), reduced by min (``fill`` where none)."""
+        out = np.full((a.shape[0], self.n_groups), fill)
+        np.minimum.at(out.T, self.part_group, a.T)
+        return out
+
+    def settle(self):
+        """End the steps whose flows are all done, start the released ones whose delay is over."""
+        while True:
+            finished = self.done & ~self.stalled
+            all_done = np.logical_and.reduceat(finished, self.first, axis=1) if finished.shape[1] else \
+                np.ones(self.started.shape, dtype=bool)
+            end = self.started & ~self.ended & all_done
+            self.part_finish[end] = np.broadcast_to(self.clock[:, self.part_group], end.shape)[end]
+            self.ended |= end
+            free = np.where(self.after >= 0, self.ended[:, np.maximum(self.after, 0)], True)
+            begin = ~self.started & free & (self.wait <= 0)
+            self.start[begin] = np.broadcast_to(self.clock[:, self.part_group], begin.shape)[begin]
+            self.started |= begin
+            if not (end.any() or begin.any()):
+                return free & ~self.started          # released steps still waiting
+
+    def rates_of_one(self, cap, weights, base, dtype, active):
+        demands = np.where(active, base, 0.0)
+        alloc = max_min_fair(self.parts[0], cap, weights=weights, demands=demands if self.batched else demands[0],
+                             dtype=dtype)
+        return np.asarray(alloc.rates, dtype=np.float64).reshape(active.shape)
+
+    def rates_of_many(self, cap, active):
+        """Rates (B = 1) of the running steps' flows, their matrices stacked on the shared links."""
+        running = np.flatnonzero(self.started[0] & ~self.ended[0])
+        flows = np.concatenate([np.arange(self.first[i], self.first[i] + self.counts[i]) for i in running])
+        rm = RoutingMatrix.stack([self.parts[i] for i in running])
+        alloc = max_min_fair(rm, cap, demands=np.where(active[0, flows], rm.demands, 0.0))
+        rates = np.zeros(active.shape)
+        rates[0, flows] = np.asarray(alloc.rates, dtype=np.float64)
+        return rates
+
+    def simulate(self, rates_of, limit, rtol):
+        """Event by event until every step ended or stalled, or ``limit`` events; sets status."""
+        cut = True
+        for _ in range(limit):
+            waiting = self.settle()
+            active = self.started[:, self.part_of] & ~self.done
+            if not (active.any() or waiting.any()):
+                cut = False
+                break
+            rates = rates_of(active) if active.any() else np.zeros(active.shape)
+            running = active & (rates > 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                to_go = np.where(running, self.remaining / np.where(running, rates, 1.0), np.inf)
+            dt = np.minimum(self.group_min(to_go), self.per_part_group(np.where(waiting, self.wait, np.inf), np.inf))
+            live = self.group_any(active) | (self.per_part_group(np.where(waiting, 0.0, 1.0), 1.0) == 0.0)
+            # groups where nothing can move: the rest of their flows are stalled for good
+            frozen_out = self.per_flow(live & ~np.isfinite(dt))
+            stuck = active & ~running & frozen_out
+            self.stalled |= stuck
+            self.done |= stuck
+            step = np.where(np.isfinite(dt) & live, dt, 0.0)
+            self.remaining = np.where(running, self.remaining - rates * self.per_flow(step), self.remaining)
+            self.wait = np.where(waiting, self.wait - step[:, self.part_group], self.wait)
+            self.clock += step
+            self.events += live
+            newly = running & ((to_go <= self.per_flow(step) * (1 + rtol)) | (self.remaining <= rtol * self.scale))
+            self.finish[newly] = np.broadcast_to(self.per_flow(self.clock), self.finish.shape)[newly]
+            self.done |= newly
+        if cut:
+            waiting = self.settle()
+            cut = (self.started[:, self.part_of] & ~self.done).any(axis=1) | waiting.any(axis=1)
+        self.status = np.where(cut, Status.NOT_CONVERGED, Status.OK).astype(np.int32) if np.ndim(cut) else \
+            np.full(self.remaining.shape[0], int(Status.OK), dtype=np.int32)
 
 
 def _check_groups(rm, groups):
@@ -187,7 +363,7 @@ def _check_groups(rm, groups):
     owner = np.broadcast_to(group[:, None], rm.flow_seg.shape)[used]
     seg_group[seg] = owner
     clash = seg_group[seg] != owner
-    owner_entry = np.repeat(seg_group, np.diff(rm.seg_ptr))
+    owner_entry = seg_group[rm.entry_segment]
     live = owner_entry >= 0
     link_group = np.full(rm.n_links, -1, dtype=np.int64)
     link_group[rm.seg_link[live]] = owner_entry[live]

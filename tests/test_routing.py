@@ -414,3 +414,94 @@ def test_every_policy_routes_flows_that_stay_local(name, build, policies, where)
         np.testing.assert_allclose(net, expect, atol=1e-12, err_msg=f"{policy}")
         a = fs.max_min_fair(rm)
         assert int(a.status) == 0 and (np.asarray(a.rates) > 0).all()
+
+
+# --------------------------------------------------------------------------- link table and matrix operations
+def _three_links():
+    """a -> s -> b and a -> b directly. Links in graph edge order (by source node): a->s
+    (1 us, 10 B/s), a->b (4 us, 40 B/s), s->b (2 us, 20 B/s)."""
+    g = nx.DiGraph()
+    g.add_node("a", kind="gpu")
+    g.add_node("s", kind="switch")
+    g.add_node("b", kind="nic")
+    g.add_edge("a", "s", capacity=10.0, latency=1e-6, tech="ib_ndr")
+    g.add_edge("s", "b", capacity=20.0, latency=2e-6, tech="no_such_tech")
+    g.add_edge("a", "b", capacity=40.0, latency=4e-6, tech="pcie5")
+    return g
+
+
+def test_path_latency_is_the_fraction_weighted_sum_of_link_latencies():
+    from dataclasses import replace
+
+    from flowsolver.routing import LinkTable
+
+    g = _three_links()
+    # flow 0: half over a->s->b, half over a->b: 0.5 (1 + 2) + 0.5 x 4 = 3.5 us;
+    # flow 1: the direct link only: 4 us; flow 2: a->s only: 1 us
+    A = np.array([[0.5, 0.0, 1.0], [0.5, 1.0, 0.0], [0.5, 0.0, 0.0]])
+    rm = replace(fs.RoutingMatrix.from_scipy(A), links=LinkTable.from_graph(g))
+    np.testing.assert_allclose(rm.path_latency(), [3.5e-6, 4e-6, 1e-6], rtol=1e-12)
+    with pytest.raises(ValueError, match="path_latency needs a RoutingMatrix with links"):
+        fs.RoutingMatrix.from_scipy(A).path_latency()
+
+
+def test_effective_capacity_applies_the_catalogue_or_the_override():
+    from flowsolver.routing import LinkTable
+
+    links = LinkTable.from_graph(_three_links())
+    ndr, pcie = tp.get_link("ib_ndr").efficiency, tp.get_link("pcie5").efficiency
+    expect = [10.0 * ndr, 40.0 * pcie, 20.0]       # unknown tech: 1
+    np.testing.assert_allclose(links.effective_capacity(), expect, rtol=1e-12)
+    np.testing.assert_allclose(links.effective_capacity(0.5), [5.0, 20.0, 10.0], rtol=1e-12)
+    np.testing.assert_allclose(links.effective_capacity({"pcie5": 0.25}), [expect[0], 10.0, 20.0], rtol=1e-12)
+
+
+def test_hop_class_per_link():
+    from flowsolver.routing import LinkTable
+
+    g = _three_links()
+    g.add_node("nv", kind="nvswitch")
+    g.add_edge("a", "nv", capacity=1.0, tech="nvlink4")
+    g.add_edge("nv", "s", capacity=1.0, tech="nvlink4")     # touches a switch: network wins
+    links = LinkTable.from_graph(g)
+    # a->s, a->b, a->nv, s->b, nv->s
+    assert list(links.hop_class) == ["network", "pcie", "nvlink", "network", "network"]
+    # a DGX H100: GPU-NVSwitch links are NVLink, GPU-NIC links PCIe, NIC-leaf links network
+    d = tp.rail_optimized(nodes=2)
+    one = LinkTable.from_graph(d)
+    kinds = {(d.nodes[u]["kind"], d.nodes[v]["kind"]): c for u, v, c in zip(one.src, one.dst, one.hop_class)}
+    assert kinds[("gpu", "nvswitch")] == "nvlink" and kinds[("gpu", "nic")] == "pcie"
+    assert kinds[("nic", "switch")] == "network"
+    assert set(one.hop_class) <= set(fs.routing.HOP_CLASSES)
+
+
+def test_stack_shares_links_or_copies_them():
+    a = fs.RoutingMatrix.from_scipy(np.array([[1.0, 0.0], [0.5, 1.0], [0.0, 0.0]]), capacity=[1.0, 2.0, 3.0],
+                                    weights=[1.0, 2.0])
+    b = fs.RoutingMatrix.from_scipy(np.array([[0.0], [0.0], [0.25]]), capacity=[1.0, 2.0, 3.0], demands=[7.0])
+    shared = fs.RoutingMatrix.stack([a, b])
+    np.testing.assert_array_equal(shared.to_scipy().toarray(), [[1.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.0, 0.0, 0.25]])
+    assert shared.capacity.tolist() == [1.0, 2.0, 3.0]
+    assert shared.weights.tolist() == [1.0, 2.0, 1.0] and shared.demands.tolist() == [np.inf, np.inf, 7.0]
+    block, used = fs.RoutingMatrix.stack([a, b], separate_links=True)
+    # a uses links 0 and 1, b link 2: three links, a's two then b's one
+    np.testing.assert_array_equal(block.to_scipy().toarray(), [[1.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.0, 0.0, 0.25]])
+    assert [u.tolist() for u in used] == [[0, 1], [2]] and block.capacity.tolist() == [1.0, 2.0, 3.0]
+    block, used = fs.RoutingMatrix.stack([a, a], separate_links=True)
+    assert block.n_links == 4 and block.capacity.tolist() == [1.0, 2.0, 1.0, 2.0]
+    # stacked routings of one graph keep its link table; solving the stack equals solving the union
+    g = tp.fat_tree(4)
+    r1, r2 = route(g, Flows([0, 1], [5, 9], 1.0)), route(g, Flows([2], [5], 1.0))
+    both = route(g, Flows([0, 1, 2], [5, 9, 5], 1.0))
+    stacked = fs.RoutingMatrix.stack([r1, r2])
+    assert stacked.links is r1.links
+    np.testing.assert_allclose(stacked.to_scipy().toarray(), both.to_scipy().toarray(), rtol=1e-12)
+
+
+def test_one_hop_puts_each_flow_on_its_link():
+    g = _three_links()
+    rm = fs.RoutingMatrix.one_hop(g, [("a", "b"), ("a", "s")], policy="in-switch")
+    assert [rm.column(f)[0].tolist() for f in range(2)] == [[1], [0]]
+    assert rm.policy == "in-switch" and rm.links.capacity.tolist() == [10.0, 40.0, 20.0]
+    with pytest.raises(ValueError, match=r"pairs must be links of the graph: no link \('b', 'a'\)"):
+        fs.RoutingMatrix.one_hop(g, [("b", "a")])

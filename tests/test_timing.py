@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import flowsolver as fs
 import topologies as tp
 from flowsolver import Flows, completion_times, route
+from flowsolver._status import Status
 
 
 def test_one_link_processor_sharing():
@@ -109,3 +111,62 @@ def test_a_run_cut_short_by_max_events_says_so():
     assert np.isnan(c.makespan)                # not the makespan of the finished flows only
     full = completion_times(A, sizes=[1.0, 2.0, 3.0], capacity=[1.0])
     assert int(full.status) == 0 and not full.unfinished.any() and full.makespan == pytest.approx(6.0)
+
+
+# --------------------------------------------------------------------------- steps released by steps
+def _on_one_link():
+    """A RoutingMatrix of one flow on a single link of 1 B/s."""
+    from flowsolver import RoutingMatrix
+
+    return RoutingMatrix.from_scipy(sp.csc_matrix([[1.0]]), capacity=[1.0])
+
+
+def test_steps_released_by_steps_share_the_link_by_hand():
+    from flowsolver.timing import step_times
+
+    one = _on_one_link()
+    # A0 (1 B) and B0 (3 B) share the link at 1/2: A0 done at 2 (B0 has 2 left); A1 (2 B)
+    # starts 1 s later, at 3, while B0 runs alone at 1 B/s (1 left at 3); then both at 1/2:
+    # B0 done at 5, A1 has 1 left, alone: done at 6
+    t = step_times([one, one, one], sizes=[[1.0], [2.0], [3.0]], after=[-1, 0, -1], delay=[0.0, 1.0, 0.0])
+    np.testing.assert_allclose(t.finish, [2.0, 6.0, 5.0], rtol=1e-12)
+    np.testing.assert_allclose(t.start, [0.0, 3.0, 0.0], rtol=1e-12)
+    assert t.status == Status.OK and not t.stalled.any()
+    # a first step's delay is its release time
+    t = step_times([one, one], sizes=[[1.0], [1.0]], delay=[0.5, 0.0])
+    np.testing.assert_allclose(t.finish, [2.0, 1.5], rtol=1e-12)      # B alone until 0.5, then both
+
+
+def test_one_step_at_zero_is_completion_times():
+    from flowsolver.timing import step_times
+
+    A = sp.csc_matrix(np.array([[1, 1, 0, 0, 0], [1, 0, 1, 1, 0], [1, 0, 0, 0, 1.0]]))
+    rm = fs.RoutingMatrix.from_scipy(A, capacity=[1.0, 1.0, 1.0])
+    t = step_times([rm], sizes=[np.ones(5)])
+    c = completion_times(rm, sizes=np.ones(5))
+    np.testing.assert_array_equal(t.flow_finish, c.finish)
+    assert t.finish[0] == c.makespan and t.events == int(c.events)
+
+
+def test_a_stalled_step_blocks_its_successors_and_says_so():
+    from flowsolver import RoutingMatrix
+    from flowsolver.timing import step_times
+
+    dead = RoutingMatrix.from_scipy(sp.csc_matrix([[1.0]]), capacity=[0.0])
+    t = step_times([dead, dead], sizes=[[1.0], [1.0]], after=[-1, 0])
+    assert t.status == Status.STALLED and t.stalled.tolist() == [True, False]
+    assert np.isinf(t.finish).all() and np.isinf(t.start[1])
+
+
+def test_step_times_cut_short_by_max_events_says_so():
+    from flowsolver.timing import step_times
+
+    one = _on_one_link()
+    t = step_times([one, one], sizes=[[1.0], [1.0]], after=[-1, 0], max_events=1)
+    assert t.status == Status.NOT_CONVERGED and t.finish[0] == pytest.approx(1.0) and np.isinf(t.finish[1])
+    with pytest.raises(ValueError, match=r"after must give, per step \(2\), an earlier step or -1"):
+        step_times([one, one], sizes=[[1.0], [1.0]], after=[1, -1])
+    with pytest.raises(ValueError, match=r"delay must give, per step \(2\), a finite number of seconds >= 0"):
+        step_times([one, one], sizes=[[1.0], [1.0]], delay=[-1.0, 0.0])
+    with pytest.raises(ValueError, match="sizes is required"):
+        step_times([one])

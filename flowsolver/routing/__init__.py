@@ -46,10 +46,12 @@ import numpy as np
 from ..traffic import Flows
 from ._engine import ecmp_fluid, ecmp_hashed
 from ._fabric import DragonflyTables, dor_paths
-from ._matrix import Bottleneck, LinkTable, MergedRouting, RoutingMatrix
+from ._links import HOP_CLASSES, Bottleneck, LinkTable, link_efficiency
+from ._matrix import MergedRouting, RoutingMatrix
 from ._structure import GraphIndex, RoutingError, Segments, ServerParts
 
-__all__ = ["route", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES"]
+__all__ = ["route", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
+           "link_efficiency"]
 
 POLICIES = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest")
 

@@ -2,82 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..traffic import Flows
-
-
-class Bottleneck(NamedTuple):
-    """A link that holds flows back, the same record on every result: ``index`` into the
-    routing's :class:`LinkTable` (graph edge order), its endpoints, its tier and its
-    utilisation (load / capacity) when it was found.
-
-    >>> Bottleneck(3, "leaf0", "spine1", "leaf-spine", 1.0).tier
-    'leaf-spine'
-    """
-
-    index: int
-    src: object
-    dst: object
-    tier: str
-    utilization: float
-
-
-@dataclass(frozen=True, eq=False)
-class LinkTable:
-    """The directed links of a cluster graph, in the graph's edge order.
-
-    Link ``l`` is the ``l``-th edge of ``graph.edges()`` (the generator's insertion order,
-    kept by ``topologies.save`` / ``load``). Arrays: ``src`` and ``dst`` (node ids),
-    ``capacity`` (bytes/s), ``latency`` (s), ``tech``, ``tier`` (layer names, ``""`` where
-    the graph has none) and ``cables``.
-    """
-
-    src: np.ndarray
-    dst: np.ndarray
-    capacity: np.ndarray
-    latency: np.ndarray
-    tech: np.ndarray
-    tier: np.ndarray
-    cables: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.capacity)
-
-    @classmethod
-    def from_graph(cls, graph) -> "LinkTable":
-        edges = list(graph.edges(data=True))
-        obj = lambda xs: np.array(xs, dtype=object) if xs else np.empty(0, dtype=object)  # noqa: E731
-        return cls(
-            src=obj([u for u, _, _ in edges]),
-            dst=obj([v for _, v, _ in edges]),
-            capacity=np.array([float(d.get("capacity", 0.0)) for *_, d in edges], dtype=np.float64),
-            latency=np.array([float(d.get("latency", 0.0)) for *_, d in edges], dtype=np.float64),
-            tech=obj([d.get("tech", "") for *_, d in edges]),
-            tier=obj([d.get("tier", "") for *_, d in edges]),
-            cables=np.array([int(d.get("cables", 1)) for *_, d in edges], dtype=np.int64),
-        )
-
-    def bottleneck(self, index: int, utilization: float) -> Bottleneck:
-        """Link ``index`` as a :class:`Bottleneck` record at ``utilization``."""
-        i = int(index)
-        return Bottleneck(i, self.src[i], self.dst[i], str(self.tier[i]), float(utilization))
-
-    def as_dict(self) -> dict:
-        """Columns as a dict of arrays (one row per link)."""
-        return dict(src=self.src, dst=self.dst, capacity=self.capacity, latency=self.latency,
-                    tech=self.tech, tier=self.tier, cables=self.cables)
-
-    def to_dataframe(self):
-        """The table as a pandas DataFrame (needs the ``analysis`` extra)."""
-        import pandas as pd
-
-        return pd.DataFrame(self.as_dict())
+from ._links import LinkTable
 
 
 @dataclass(frozen=True, eq=False)
@@ -240,6 +172,24 @@ class RoutingMatrix:
         return np.bincount(self.seg_link, weights=self.seg_frac * seg_amount[self.entry_segment],
                            minlength=self.n_links)
 
+    def path_latency(self) -> np.ndarray:
+        """Per flow: the sum over its links of fraction x link latency (s), fluid-weighted,
+        from the factored matrix (needs ``links``).
+
+        >>> import networkx as nx
+        >>> g = nx.DiGraph([("a", "b", {"latency": 1e-6}), ("b", "c", {"latency": 2e-6})])
+        >>> rm = replace(RoutingMatrix.from_scipy([[1.0, 0.5], [1.0, 0.0]]), links=LinkTable.from_graph(g))
+        >>> [round(float(t) * 1e6, 9) for t in rm.path_latency()]     # us: 1 + 2; half of 1
+        [3.0, 0.5]
+        """
+        if self.links is None:
+            raise ValueError("path_latency needs a RoutingMatrix with links (a LinkTable)")
+        seg_latency = np.bincount(self.entry_segment, weights=self.seg_frac * self.links.latency[self.seg_link],
+                                  minlength=self.n_segments)
+        used = self.flow_seg >= 0
+        coef = 1.0 if self.flow_coef is None else self.flow_coef
+        return np.where(used, seg_latency[np.maximum(self.flow_seg, 0)] * coef, 0.0).sum(axis=1)
+
     # ------------------------------------------------------------------ builders
     def _canonical_segments(self) -> np.ndarray:
         """Map every segment to the first segment with the same links and fractions."""
@@ -268,6 +218,70 @@ class RoutingMatrix:
                    flow_coef=None, capacity=cap,
                    weights=np.ones(n_flows) if weights is None else np.asarray(weights, dtype=np.float64),
                    demands=np.full(n_flows, np.inf) if demands is None else np.asarray(demands, dtype=np.float64))
+
+    @classmethod
+    def one_hop(cls, graph, pairs, policy: str = "one_hop") -> "RoutingMatrix":
+        """One flow per ``(u, v)`` in ``pairs`` (node ids), each carried by the one link
+        ``u -> v`` of ``graph`` (e.g. a GPU's link to an NVSwitch that reduces in-switch).
+
+        >>> import networkx as nx
+        >>> g = nx.DiGraph([("a", "s"), ("s", "a")])
+        >>> rm = RoutingMatrix.one_hop(g, [("s", "a"), ("a", "s")])
+        >>> [rm.column(f)[0].tolist() for f in range(rm.n_flows)]
+        [[1], [0]]
+        """
+        index = {(u, v): i for i, (u, v) in enumerate(graph.edges())}
+        try:
+            rows = [index[(u, v)] for u, v in pairs]
+        except KeyError as err:
+            raise ValueError(f"pairs must be links of the graph: no link {err.args[0]}") from None
+        links = LinkTable.from_graph(graph)
+        matrix = sp.csc_matrix((np.ones(len(rows)), (rows, np.arange(len(rows)))), shape=(len(links), len(rows)))
+        return replace(cls.from_scipy(matrix, capacity=links.capacity), links=links, policy=policy)
+
+    @classmethod
+    def stack(cls, matrices, separate_links: bool = False):
+        """One matrix holding the flows of several, in order (their weights and demands
+        too). By default the matrices share the links (the first's capacities and link
+        table: routings of one graph). With ``separate_links`` each gets its own copy of
+        the links it uses (block diagonal: independent problems solved together); returns
+        then ``(matrix, used)``, ``used[i]`` the original index of matrix ``i``'s links.
+
+        >>> a = RoutingMatrix.from_scipy(np.array([[1.0], [0.5]]), capacity=[1.0, 2.0])
+        >>> b = RoutingMatrix.from_scipy(np.array([[0.0], [1.0]]), capacity=[1.0, 2.0])
+        >>> RoutingMatrix.stack([a, b]).to_scipy().toarray().tolist()
+        [[1.0, 0.0], [0.5, 1.0]]
+        >>> block, used = RoutingMatrix.stack([a, b], separate_links=True)
+        >>> block.to_scipy().toarray().tolist(), block.capacity.tolist(), [u.tolist() for u in used]
+        ([[1.0, 0.0], [0.5, 0.0], [0.0, 1.0]], [1.0, 2.0, 2.0], [[0, 1], [1]])
+        """
+        matrices = list(matrices)
+        K = max(m.slots for m in matrices)
+        seg_off = np.cumsum([0] + [m.n_segments for m in matrices])
+        ent_off = np.cumsum([0] + [len(m.seg_link) for m in matrices])
+        flow_off = np.cumsum([0] + [m.n_flows for m in matrices])
+        ptr = np.concatenate([[0]] + [m.seg_ptr[1:] + ent_off[i] for i, m in enumerate(matrices)])
+        flow_seg = np.full((flow_off[-1], K), -1, dtype=np.int32)      # padded once to K slots
+        flow_coef = np.zeros((flow_off[-1], K))
+        seg_links, used = [], []
+        for i, m in enumerate(matrices):
+            rows = slice(flow_off[i], flow_off[i + 1])
+            flow_seg[rows, :m.slots] = np.where(m.flow_seg >= 0, m.flow_seg + seg_off[i], -1)
+            flow_coef[rows, :m.slots] = 1.0 if m.flow_coef is None else m.flow_coef
+            if separate_links:
+                links, local = np.unique(m.seg_link, return_inverse=True)
+                seg_links.append((local + sum(map(len, used))).astype(np.int32))
+                used.append(links)
+            else:
+                seg_links.append(m.seg_link)
+        first = matrices[0]
+        stacked = cls(seg_ptr=ptr, seg_link=np.concatenate(seg_links),
+                      seg_frac=np.concatenate([m.seg_frac for m in matrices]), flow_seg=flow_seg, flow_coef=flow_coef,
+                      capacity=np.concatenate([first.capacity[u] for u in used]) if separate_links else first.capacity,
+                      weights=np.concatenate([m.weights for m in matrices]),
+                      demands=np.concatenate([m.demands for m in matrices]),
+                      links=None if separate_links else first.links)
+        return (stacked, used) if separate_links else stacked
 
     def merge_identical(self) -> "MergedRouting":
         """Merge flows with identical columns, weights and caps into one weighted flow each.

@@ -14,15 +14,10 @@ from ._models import BF16, ModelSpec
 __all__ = ["CommTiming", "CommProfile", "solve_profile"]
 
 
-def _tier(bottleneck) -> str:
-    """Tier of one bottleneck link: a :class:`flowsolver.routing.Bottleneck` record, or the
-    ``(src, dst, tier, utilization)`` tuple collectives gave before it."""
-    return bottleneck.tier if hasattr(bottleneck, "tier") else bottleneck[2]
-
-
 def bottleneck_tier(bottleneck: tuple) -> str:
-    """Tier of the first (most utilised) link of a bottleneck tuple, ``""`` when empty."""
-    return _tier(bottleneck[0]) if bottleneck else ""
+    """Tier of the first (most utilised) link of a tuple of
+    :class:`flowsolver.routing.Bottleneck` records, ``""`` when empty."""
+    return bottleneck[0].tier if bottleneck else ""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,152 @@
+"""Several collectives at once on one fabric: event by event on the timing engine
+(:func:`flowsolver.timing.step_times`), or in lockstep for symmetric groups."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .. import _checks
+from .._status import Status
+from ..routing import RoutingMatrix
+from ..timing import step_times
+from ._collective import collective_with, solve_collective
+from ._layout import participants, unavailable
+from ._nccl import ALGORITHMS, DEFAULT_CHUNK, OPS
+from ._options import Options, check_call
+from ._results import ConcurrentResult
+from ._schedules import schedule
+from ._solve import route_step, solve_steps, step_latency
+
+__all__ = ["concurrent"]
+
+
+def _checked_spec(spec) -> dict:
+    spec = dict(spec)
+    if set(spec) - {"op", "size", "ranks", "algorithm", "channels"} or "op" not in spec or "size" not in spec:
+        raise ValueError(f"each collective needs 'op' and 'size' (optional 'ranks', 'algorithm', "
+                         f"'channels'), got keys {sorted(spec)}")
+    return spec
+
+
+def _plan(graph, spec, options):
+    """(ranks, algorithm, steps) of one collective; ``"auto"`` is the fastest alone."""
+    opts = replace(options, channels=spec.get("channels"))
+    algorithm = spec.get("algorithm", "auto")
+    if algorithm == "auto":   # the fastest alone (collective_with also checks every argument)
+        algorithm = collective_with(graph, spec["op"], spec["size"], spec.get("ranks"), "auto", opts).algorithm
+    elif spec["op"] not in ALGORITHMS or algorithm not in ALGORITHMS[spec["op"]]:
+        raise ValueError(f"op must be one of {', '.join(OPS)} and algorithm one of its "
+                         f"ALGORITHMS entry, got {spec['op']!r} / {algorithm!r}")
+    ranks, layout = participants(graph, spec["op"], spec.get("ranks"), opts.channels)
+    if why := unavailable(algorithm, len(ranks), layout):
+        raise ValueError(f"algorithm {algorithm!r} {why}")
+    return tuple(ranks), algorithm, schedule(spec["op"], algorithm, len(ranks), float(spec["size"]), layout,
+                                             float(options.chunk))
+
+
+class _Routed:
+    """Steps routed once per (ranks, flows) value, with their sizes and latency."""
+
+    def __init__(self, graph, options):
+        self.graph, self.options, self.cache = graph, options, {}
+
+    def __call__(self, ranks, flows):
+        key = (ranks, flows)
+        if key not in self.cache:
+            rm, sizes = route_step(self.graph, list(ranks), flows, self.options)
+            self.cache[key] = (rm, sizes, step_latency(rm, self.options))
+        return self.cache[key]
+
+
+def _timeline(plans, routed, cap, base):
+    """Event-driven run of several step sequences sharing the fabric (every step after the
+    previous one of its collective and its latency; the first after the base latency too):
+    the finish time of each, and the engine's status."""
+    parts, sizes, after, delay, last = [], [], [], [], []
+    for ranks, steps in plans:
+        for j, st in enumerate(steps):
+            rm, size, latency = routed(ranks, st.flows)
+            # the step's latencies spread evenly over its repetitions
+            for r in range(st.count):
+                after.append(len(parts) - 1 if j or r else -1)
+                delay.append(latency * (st.latency_count / st.count) + (0.0 if j or r else base))
+                parts.append(rm)
+                sizes.append(size)
+        last.append(len(parts) - 1)
+    run = step_times(parts, cap, sizes=sizes, after=after, delay=delay)
+    if run.status == Status.STALLED:
+        raise ValueError("a collective can make no progress (a flow crosses failed links only)")
+    return [float(run.finish[i]) for i in last], run.status
+
+
+def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict | None = None,
+               pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK, efficiency=None,
+               step_latency: float | None = None, base_latency: float | None = None,
+               alone: bool = True, lockstep: bool = False) -> ConcurrentResult:
+    """Run several collectives at once on one fabric and report how much each slowed.
+
+    ``collectives`` is a list of dicts with the keys of :func:`collective` (``op``, ``size``,
+    ``ranks``, ``algorithm``, ``channels``); ``"auto"`` is resolved by timing each alone.
+    Every collective runs its steps in order (latency, then the step's flows); between events
+    (a flow finishing, a latency elapsing) all active flows of all collectives share the links
+    max-min fairly (:func:`flowsolver.timing.step_times`). ``alone=False`` skips the solo runs
+    (``alone`` and ``slowdown`` are then NaN) when only the times together are wanted.
+
+    ``lockstep=True`` is for symmetric groups of one kind (the data-parallel groups of a job:
+    same op, size, algorithm and channels): step ``j`` of every group runs at the same time,
+    so each distinct step is solved once for all groups together (a ring's ``2(p-1)`` steps
+    cost one solve instead of one event each); ``"auto"`` then picks the algorithm that is
+    fastest with all groups running, not alone. Without it, every collective advances on its
+    own clock, event by event.
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(nodes=2)
+    >>> r = concurrent(g, [dict(op="all_reduce", size=2**28, ranks=range(8), algorithm="ring"),
+    ...                    dict(op="all_reduce", size=2**28, ranks=range(8, 16), algorithm="ring")])
+    >>> [round(s, 3) for s in r.slowdown], r.status.label   # one server each: they do not meet
+    ([1.0, 1.0], 'ok')
+    """
+    if not collectives:
+        raise ValueError("collectives must be a non-empty list of dicts")
+    _checks.checked_graph(graph)
+    options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
+                      chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency)
+    if lockstep:
+        return _lockstep(graph, collectives, options, alone)
+    specs = [_checked_spec(spec) for spec in collectives]
+    planned = [_plan(graph, spec, options) for spec in specs]
+    plans = [(ranks, steps) for ranks, _, steps in planned]
+    routed = _Routed(graph, options)
+    # the links holding the first steps of all of them together
+    firsts = [routed(ranks, steps[0].flows)[:2] for ranks, steps in plans]
+    cap = firsts[0][0].links.effective_capacity(efficiency)
+    stacked = RoutingMatrix.stack([rm for rm, _ in firsts])
+    _, _, bottleneck = solve_steps([stacked], [np.concatenate([sz for _, sz in firsts])], cap)[0]
+    alone_t = [_timeline([plan], routed, cap, options.base)[0][0] if alone else np.nan for plan in plans]
+    together, status = _timeline(plans, routed, cap, options.base)
+    return ConcurrentResult(alone=tuple(alone_t), together=tuple(together),
+                            slowdown=tuple(t / a for t, a in zip(together, alone_t)),
+                            makespan=max(together), algorithms=tuple(a for _, a, _ in planned),
+                            bottleneck=bottleneck, status=status)
+
+
+def _lockstep(graph, collectives, options, alone) -> ConcurrentResult:
+    specs = [_checked_spec(spec) for spec in collectives]
+    kinds = {(spec["op"], float(spec["size"]), spec.get("algorithm", "auto"), spec.get("channels")) for spec in specs}
+    if len(kinds) != 1:
+        raise ValueError("lockstep=True needs collectives with one op, size, algorithm and channels, got "
+                         f"{len(kinds)} different ones")
+    op, size, algorithm, channels = kinds.pop()
+    options = replace(options, channels=channels)
+    check_call(op, algorithm, size, options)
+    res, = solve_collective(graph, op, size, [spec.get("ranks") for spec in specs], algorithm, options)
+    if res.status != Status.OK:
+        raise ValueError(res.message)
+    n = len(specs)
+    alone_t = [collective_with(graph, op, size, spec.get("ranks"), res.algorithm, options).time if alone else np.nan
+               for spec in specs]
+    return ConcurrentResult(alone=tuple(alone_t), together=(res.time,) * n,
+                            slowdown=tuple(res.time / a for a in alone_t), makespan=res.time,
+                            algorithms=(res.algorithm,) * n, bottleneck=res.bottleneck)

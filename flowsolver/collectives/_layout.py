@@ -1,0 +1,111 @@
+"""Where the ranks sit: servers, ring orders, channels and the NVLS domain of a collective."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import topologies as tp
+
+from .. import _checks
+from ._nccl import NVLS_EFFICIENCY
+
+__all__ = ["Layout", "NvlsDomain", "participants", "unavailable"]
+
+
+@dataclass(frozen=True)
+class NvlsDomain:
+    """One NVSwitch that every rank hangs off, with its GPUs' NVLS efficiency."""
+
+    switch: object
+    efficiency: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The ranks of a collective laid out on the cluster (rank positions, not ranks).
+
+    ``groups`` positions by server (servers in order of first appearance); ``rings`` one
+    ring order per channel; ``channels``; ``nvls`` the NVSwitch domain, or None with the
+    reason in ``nvls_unavailable``.
+    """
+
+    groups: tuple
+    rings: tuple
+    channels: int
+    nvls: NvlsDomain | None = None
+    nvls_unavailable: str = ""
+
+
+def _server_groups(graph, ranks):
+    """Rank positions grouped by server, servers in order of first appearance."""
+    nodes = tp.gpus(graph)
+    servers: dict = {}
+    for pos, r in enumerate(ranks):
+        servers.setdefault(graph.nodes[nodes[r]].get("server", ("rank", r)), []).append(pos)
+    return tuple(tuple(g) for g in servers.values())
+
+
+def _ring_orders(groups, channels):
+    """Ring orders (positions), one per channel: ring ``c`` enters the ``k``-th server at its
+    local GPU ``(c - k) mod m``, the rail the previous server was left by."""
+    rings = []
+    for c in range(channels):
+        ring = []
+        for idx, members in enumerate(groups):
+            k = (c - idx) % len(members)
+            ring.extend(members[k:] + members[:k])
+        rings.append(tuple(ring))
+    return tuple(rings)
+
+
+def _nvls_domain(graph, gpu_nodes, n_servers):
+    """(NvlsDomain, "") when the GPUs share one NVSwitch with NVLS support, else (None, the
+    reason they do not)."""
+    if n_servers > 1:
+        return None, f"the ranks span {n_servers} servers (NVLS reduces inside one NVSwitch domain)"
+    switches = {v for g in gpu_nodes for v in graph.successors(g) if graph.nodes[v].get("kind") == "nvswitch"}
+    if len(switches) != 1 or not all(graph.has_edge(g, next(iter(switches))) for g in gpu_nodes):
+        return None, "the ranks do not all hang off one NVSwitch"
+    gpu_types = {graph.nodes[g].get("gpu_type") for g in gpu_nodes}
+    eff = {NVLS_EFFICIENCY.get(t) for t in gpu_types}
+    if None in eff or len(eff) != 1:
+        return None, f"GPU type {sorted(map(str, gpu_types))} has no NVLS (NCCL: Hopper and Blackwell only)"
+    return NvlsDomain(next(iter(switches)), eff.pop()), ""
+
+
+def participants(graph, op, ranks, channels):
+    """Checked ranks (a list) and their :class:`Layout`. ``channels`` default: the NICs of
+    a server when the ranks span several servers, else 1."""
+    nodes = tp.gpus(graph)
+    n_gpu = len(nodes)
+    ranks = list(range(n_gpu)) if ranks is None else _checks.rank_indices(graph, ranks)
+    if len(ranks) < 2 or len(set(ranks)) != len(ranks):
+        raise ValueError(f"ranks must be at least 2 distinct GPU ranks in 0 ... {n_gpu - 1}, got {ranks[:8]}")
+    if op == "send_recv":
+        ranks = ranks[:2]
+    groups = _server_groups(graph, ranks)
+    if channels is None:
+        first = graph.nodes[nodes[ranks[0]]].get("server")
+        nics = [d for _, d in graph.nodes(data=True)
+                if d.get("kind") == "nic" and d.get("role") == "compute" and d.get("server") == first]
+        # one ring per NIC, but no more than the GPUs a server contributes (a ring through
+        # one GPU per server can only use that GPU's NIC: more channels change nothing)
+        channels = max(1, min(len(nics), max(len(g) for g in groups))) if len(groups) > 1 else 1
+    channels = _checks.integer("channels", channels)
+    nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], len(groups))
+    return ranks, Layout(groups=groups, rings=_ring_orders(groups, channels), channels=channels,
+                         nvls=nvls, nvls_unavailable=why)
+
+
+def unavailable(algorithm, p, layout: Layout) -> str | None:
+    """Why ``algorithm`` cannot run on ``p`` ranks laid out as ``layout``, or None."""
+    if algorithm == "halving_doubling" and p & (p - 1):
+        return f"needs a power-of-two number of ranks, got {p}"
+    if algorithm == "nvls" and layout.nvls is None:
+        return f"needs every rank on one NVSwitch with NVLS: {layout.nvls_unavailable}"
+    if algorithm == "hierarchical":
+        sizes = {len(g) for g in layout.groups}
+        if len(layout.groups) < 2 or len(sizes) != 1:
+            return ("needs ranks on at least 2 servers with the same number of ranks on each, got "
+                    f"{len(layout.groups)} server(s) with {sorted(sizes)} ranks")
+    return None

@@ -1,0 +1,66 @@
+"""NCCL's constants and cost model: the ops and their algorithms, protocol latencies, NVLS
+efficiency, the pipeline chunk and nccl-tests' bus-bandwidth factors (units: s, bytes)."""
+
+from __future__ import annotations
+
+__all__ = ["OPS", "ALGORITHMS", "PROTOCOLS", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
+           "DEFAULT_CHUNK", "busbw_factor", "base_latency", "hop_latency", "min_hop_latency"]
+
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
+ALGORITHMS = {
+    "all_reduce": ("ring", "tree", "halving_doubling", "hierarchical", "nvls"),
+    "reduce_scatter": ("ring", "halving_doubling"),
+    "all_gather": ("ring", "halving_doubling"),
+    "all_to_all": ("pairwise", "direct"),
+    "broadcast": ("ring", "binomial"),
+    "reduce": ("ring", "binomial"),
+    "send_recv": ("direct",),
+}
+PROTOCOLS = ("LL", "LL128", "Simple")
+# NCCL 2.30 src/graph/tuning.cc (../shared/REFERENCE.md), microseconds, (LL, LL128, Simple)
+NCCL_BASE_LATENCY = {"ring": (6.6, 14.0, 8.4), "tree": (6.8, 14.0, 8.4)}
+NCCL_HOP_LATENCY = {"nvlink": (0.6, 1.9, 3.4), "pcie": (1.0, 2.5, 5.7), "network": (2.7, 4.0, 14.0)}
+# NCCL src/tuning (nvls.cc) nvlsEfficiency: the fraction of the NVLink rate NVLS reaches,
+# Hopper 0.85, Blackwell 0.74 (Volta and Ampere have no NVLS); keyed by our GPU types
+NVLS_EFFICIENCY = {"h100_sxm": 0.85, "b200": 0.74, "gb200": 0.74}
+# NCCL's Simple protocol moves its 4 MiB channel buffer (NCCL_BUFFSIZE) in 8 steps
+# (NCCL_STEPS): 512 KiB per pipeline chunk
+DEFAULT_CHUNK = 512 * 1024
+
+
+def busbw_factor(op: str, p: int) -> float:
+    """nccl-tests' bus-bandwidth factor.
+
+    >>> busbw_factor("all_reduce", 8)
+    1.75
+    """
+    if op == "all_reduce":
+        return 2 * (p - 1) / p
+    if op in ("reduce_scatter", "all_gather", "all_to_all"):
+        return (p - 1) / p
+    return 1.0
+
+
+def base_latency(protocol: str, override: float | None = None) -> float:
+    """NCCL's per-collective base latency of ``protocol`` (s), or ``override``.
+
+    >>> round(base_latency("Simple") * 1e6, 6), base_latency("LL", 0.0)
+    (8.4, 0.0)
+    """
+    if override is not None:
+        return float(override)
+    return NCCL_BASE_LATENCY["ring"][PROTOCOLS.index(protocol)] * 1e-6
+
+
+def hop_latency(hop_class: str, protocol: str) -> float:
+    """NCCL's per-hop latency (s) of a hop class (``"nvlink"``, ``"pcie"``, ``"network"``).
+
+    >>> round(hop_latency("network", "Simple") * 1e6, 6)
+    14.0
+    """
+    return NCCL_HOP_LATENCY[hop_class][PROTOCOLS.index(protocol)] * 1e-6
+
+
+def min_hop_latency(protocol: str) -> float:
+    """The smallest per-hop latency of ``protocol`` over every hop class (s)."""
+    return min(h[PROTOCOLS.index(protocol)] for h in NCCL_HOP_LATENCY.values()) * 1e-6

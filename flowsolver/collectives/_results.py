@@ -1,0 +1,124 @@
+"""Result types of collectives: one distinct step, one collective, collectives run together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._status import Status
+
+__all__ = ["CollectiveStep", "CollectiveResult", "ConcurrentResult"]
+
+
+def _tier(bottleneck) -> str:
+    return bottleneck[0].tier if bottleneck else ""
+
+
+@dataclass(frozen=True)
+class CollectiveStep:
+    """One distinct step: ``count`` identical steps of ``flows`` flows of ``bytes`` each
+    (bytes on the wire; for ``nvls`` the in-switch reduction's NCCL efficiency is counted as
+    extra wire bytes).
+
+    ``transfer`` and ``latency`` are seconds per step; ``bottleneck`` the saturated links
+    that are the max-min bottleneck of some flow of the step (:class:`flowsolver.routing.Bottleneck`
+    records), the link whose flows would take longest at the step's first rates first (the
+    links that set the step time).
+    """
+
+    count: int
+    flows: int
+    bytes: float
+    transfer: float
+    latency: float
+    bottleneck: tuple
+    latency_count: int | None = None
+
+    @property
+    def time(self) -> float:
+        """Seconds for all ``count`` steps: ``count`` transfers and ``latency_count`` (default
+        ``count``) latencies; a pipeline pays its depth in latencies, not one per chunk."""
+        paid = self.count if self.latency_count is None else self.latency_count
+        return self.count * self.transfer + paid * self.latency
+
+    @property
+    def bottleneck_tier(self) -> str:
+        """Tier of the link that holds the step back most ("" if none)."""
+        return _tier(self.bottleneck)
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """Result of :func:`flowsolver.collective`.
+
+    ``time`` seconds; ``algbw = size / time`` and ``busbw`` bytes/s (nccl-tests);
+    ``steps`` the distinct steps; ``link_utilization`` per link (graph edge order), the
+    time-weighted mean over the transfers; ``candidates`` the time of every algorithm solved;
+    ``pruned`` the algorithms ``"auto"`` did not solve, with the lower bound (s) that showed
+    they cannot beat the chosen one. ``bottleneck`` the links that set the time: those of
+    the step that takes longest in all (its ``count`` repetitions included), and
+    ``bottleneck_tier`` the tier of its first ("" if none). ``status`` is ``Status.OK``, or
+    ``Status.STALLED`` for a variant of :func:`flowsolver.collective_variants` whose flows
+    cannot complete (``time`` inf, the reason in ``message``).
+    """
+
+    op: str
+    algorithm: str
+    size: float
+    ranks: int
+    time: float
+    algbw: float
+    busbw: float
+    steps: tuple
+    link_utilization: np.ndarray
+    links: object
+    candidates: dict = field(default_factory=dict)
+    pruned: dict = field(default_factory=dict)
+    status: Status = Status.OK
+    message: str = ""
+
+    @property
+    def bottleneck(self) -> tuple:
+        """The :class:`~flowsolver.routing.Bottleneck` records of the longest step."""
+        if not self.steps:
+            return ()
+        return max(self.steps, key=lambda st: st.time).bottleneck
+
+    @property
+    def bottleneck_tier(self) -> str:
+        """Tier of the first link of :attr:`bottleneck` ("" if none)."""
+        return _tier(self.bottleneck)
+
+    def to_dataframe(self):
+        """The steps as a pandas DataFrame (needs pandas)."""
+        import pandas as pd
+
+        return pd.DataFrame([dict(count=s.count, latency_count=s.latency_count, flows=s.flows, bytes=s.bytes,
+                                  transfer=s.transfer, latency=s.latency, time=s.time,
+                                  bottleneck_tier=s.bottleneck_tier,
+                                  bottleneck=" ".join(f"{b.src}->{b.dst}" for b in s.bottleneck[:3]))
+                             for s in self.steps])
+
+
+@dataclass(frozen=True)
+class ConcurrentResult:
+    """Result of :func:`flowsolver.concurrent`: per collective, its time alone and together
+    (s) and the slowdown (together / alone); ``makespan`` is when the last one finished;
+    ``bottleneck`` the links that set the time of the collectives' first steps run together
+    (:class:`~flowsolver.routing.Bottleneck` records), ``bottleneck_tier`` the first one's
+    tier; ``status`` ``Status.OK``, or ``Status.NOT_CONVERGED`` where the event engine hit
+    its bound before every collective finished (their times are then inf)."""
+
+    alone: tuple
+    together: tuple
+    slowdown: tuple
+    makespan: float
+    algorithms: tuple
+    bottleneck: tuple = ()
+    status: Status = Status.OK
+
+    @property
+    def bottleneck_tier(self) -> str:
+        """Tier of the first link of :attr:`bottleneck` ("" if none)."""
+        return _tier(self.bottleneck)

@@ -1,0 +1,150 @@
+"""One pure schedule function per (op, algorithm): the algorithm as a tuple of
+:class:`~._trees.Step` values. A function takes ``(p, size, layout, chunk)`` (ranks, bytes
+as nccl-tests counts them, the :class:`~._layout.Layout`, the pipeline chunk in bytes);
+adding an algorithm is one function and one :data:`SCHEDULES` line (and its name in
+``ALGORITHMS``)."""
+
+from __future__ import annotations
+
+import math
+
+from ._trees import Step, double_btree, pipeline, tree_edges
+
+__all__ = ["SCHEDULES", "schedule"]
+
+
+def _send_recv(p, size, layout, chunk):
+    return (Step(1, ((0, 1, size),), 1),)
+
+
+def _all_to_all_direct(p, size, layout, chunk):
+    per = size / p
+    return (Step(1, tuple((i, j, per) for i in range(p) for j in range(p) if i != j), 1),)
+
+
+def _all_to_all_pairwise(p, size, layout, chunk):
+    per = size / p
+    return tuple(Step(1, tuple((i, (i + s) % p, per) for i in range(p)), 1) for s in range(1, p))
+
+
+def _halving(p, size):
+    """Recursive-halving reduce-scatter (Rabenseifner; p a power of two)."""
+    k = p.bit_length() - 1
+    return tuple(Step(1, tuple((i, i ^ (p >> (s + 1)), size / 2 ** (s + 1)) for i in range(p)), 1) for s in range(k))
+
+
+def _doubling(p, size):
+    """Recursive-doubling all-gather (p a power of two)."""
+    k = p.bit_length() - 1
+    return tuple(Step(1, tuple((i, i ^ (1 << s), size / p * 2 ** s) for i in range(p)), 1) for s in range(k))
+
+
+def _ring(layout, p, size, count):
+    rings = layout.rings
+    per = size / p / len(rings)
+    return (Step(count, tuple((ring[i], ring[(i + 1) % p], per) for ring in rings for i in range(p)), count),)
+
+
+def _hierarchical(p, size, layout, chunk):
+    """Reduce-scatter inside each server (NVLink ring), all-reduce of the shards across
+    servers (one ring per local index, i.e. per rail), all-gather inside."""
+    groups = layout.groups
+    m, n_srv = len(groups[0]), len(groups)
+    inter = tuple((groups[x][j], groups[(x + 1) % n_srv][j], size / (m * n_srv))
+                  for j in range(m) for x in range(n_srv))
+    steps = (Step(2 * (n_srv - 1), inter, 2 * (n_srv - 1)),)
+    if m > 1:       # the reduce-scatter and all-gather inside the servers (one flow tuple)
+        intra = Step(m - 1, tuple((g[i], g[(i + 1) % m], size / m) for g in groups for i in range(m)), m - 1)
+        steps = (intra,) + steps + (intra,)
+    return steps
+
+
+def _nvls(p, size, layout, chunk):
+    """In-switch reduction: each GPU sends its buffer and reduced shard up, receives its
+    shard and the multicast result, at NVLS efficiency (counted as extra wire bytes)."""
+    wire = size * (1 + 1 / p) / layout.nvls.efficiency
+    switch = layout.nvls.switch
+    return (Step(1, tuple((i, switch, wire) for i in range(p)) + tuple((switch, i, wire) for i in range(p)), 1),)
+
+
+def _tree_stages(units, channels):
+    """Pipeline stages of the double binary trees: reduce up the trees, broadcast down."""
+    trees = [_with_depth(tree_edges(units, parent, c)) for c in range(channels) for parent in double_btree(len(units))]
+    D = max(max(depth.values(), default=0) for _, depth in trees)
+    stages = [[] for _ in range(2 * D)]
+    for tree, depth in trees:
+        for child, par in tree:
+            d = depth[child]
+            stages[D - d].append((child, par))          # reduce, up the tree
+            stages[D + d - 1].append((par, child))      # broadcast, down again
+    return stages
+
+
+def _with_depth(tree):
+    """The (child, parent) edges and each child's depth below the root."""
+    parent = dict(tree)
+    depth = {}
+    for child in parent:
+        d, x = 0, child
+        while x in parent:
+            x, d = parent[x], d + 1
+        depth[child] = d
+    return tree, depth
+
+
+def _tree(p, size, layout, chunk):
+    """NCCL's double binary tree all-reduce, each tree carrying half the buffer, pipelined."""
+    units = layout.groups if len(layout.groups) > 1 else tuple((i,) for i in range(p))
+    half = size / 2 / layout.channels
+    k = max(1, math.ceil(half / chunk))
+    return tuple(pipeline(_tree_stages(units, layout.channels), k, half / k))
+
+
+def _binomial(p, size, reverse):
+    steps = []
+    for s in range(math.ceil(math.log2(p))):
+        span = 1 << s
+        flows = tuple((i, i + span, size) for i in range(span) if i + span < p)
+        steps.append(Step(1, tuple((b, a, n) for a, b, n in flows) if reverse else flows, 1))
+    return tuple(steps[::-1] if reverse else steps)
+
+
+def _chain(layout, p, size, chunk, reverse):
+    """Pipelined ring broadcast (root -> ... along ring 0) or reduce (the chain reversed)."""
+    k = max(1, math.ceil(size / chunk))
+    chain = layout.rings[0]
+    hops = [[(chain[j], chain[j + 1])] for j in range(p - 1)]
+    if reverse:
+        hops = [[(b, a)] for [(a, b)] in reversed(hops)]
+    return tuple(pipeline(hops, k, size / k))
+
+
+SCHEDULES = {
+    ("all_reduce", "ring"): lambda p, size, layout, chunk: _ring(layout, p, size, 2 * (p - 1)),
+    ("all_reduce", "tree"): _tree,
+    ("all_reduce", "halving_doubling"): lambda p, size, layout, chunk: _halving(p, size) + _doubling(p, size),
+    ("all_reduce", "hierarchical"): _hierarchical,
+    ("all_reduce", "nvls"): _nvls,
+    ("reduce_scatter", "ring"): lambda p, size, layout, chunk: _ring(layout, p, size, p - 1),
+    ("reduce_scatter", "halving_doubling"): lambda p, size, layout, chunk: _halving(p, size),
+    ("all_gather", "ring"): lambda p, size, layout, chunk: _ring(layout, p, size, p - 1),
+    ("all_gather", "halving_doubling"): lambda p, size, layout, chunk: _doubling(p, size),
+    ("all_to_all", "pairwise"): _all_to_all_pairwise,
+    ("all_to_all", "direct"): _all_to_all_direct,
+    ("broadcast", "ring"): lambda p, size, layout, chunk: _chain(layout, p, size, chunk, reverse=False),
+    ("broadcast", "binomial"): lambda p, size, layout, chunk: _binomial(p, size, reverse=False),
+    ("reduce", "ring"): lambda p, size, layout, chunk: _chain(layout, p, size, chunk, reverse=True),
+    ("reduce", "binomial"): lambda p, size, layout, chunk: _binomial(p, size, reverse=True),
+    ("send_recv", "direct"): _send_recv,
+}
+
+
+def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
+    """The steps of ``algorithm`` for ``op`` on ``p`` ranks laid out as ``layout``.
+
+    >>> from ._layout import Layout
+    >>> ring = Layout(groups=((0, 1, 2),), rings=((0, 1, 2),), channels=1)
+    >>> [(s.count, len(s.flows), s.flows[0]) for s in schedule("all_reduce", "ring", 3, 3.0, ring, 1.0)]
+    [(4, 3, (0, 1, 1.0))]
+    """
+    return SCHEDULES[op, algorithm](p, size, layout, chunk)

@@ -1,0 +1,130 @@
+"""The links of a cluster graph: the :class:`LinkTable` (capacities, latencies, technology,
+tier, hop class) and the :class:`Bottleneck` record of a link that holds flows back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+import topologies as tp
+
+__all__ = ["Bottleneck", "LinkTable", "HOP_CLASSES", "link_efficiency"]
+
+#: the kinds of hop NCCL prices differently, cheapest first: NVLink, PCIe / host, network
+HOP_CLASSES = ("nvlink", "pcie", "network")
+
+
+class Bottleneck(NamedTuple):
+    """A link that holds flows back, the same record on every result: ``index`` into the
+    routing's :class:`LinkTable` (graph edge order), its endpoints, its tier and its
+    utilisation (load / capacity) when it was found.
+
+    >>> Bottleneck(3, "leaf0", "spine1", "leaf-spine", 1.0).tier
+    'leaf-spine'
+    """
+
+    index: int
+    src: object
+    dst: object
+    tier: str
+    utilization: float
+
+
+@dataclass(frozen=True, eq=False)
+class LinkTable:
+    """The directed links of a cluster graph, in the graph's edge order.
+
+    Link ``l`` is the ``l``-th edge of ``graph.edges()`` (the generator's insertion order,
+    kept by ``topologies.save`` / ``load``). Arrays: ``src`` and ``dst`` (node ids),
+    ``capacity`` (bytes/s), ``latency`` (s), ``tech``, ``tier`` (layer names, ``""`` where
+    the graph has none), ``cables`` and ``hop_class``, the kind of hop NCCL prices
+    (:data:`HOP_CLASSES`): ``"network"`` for a link that touches a switch, else
+    ``"nvlink"`` for an NVLink technology, else ``"pcie"`` (PCIe and host links).
+
+    >>> import topologies as tp
+    >>> links = LinkTable.from_graph(tp.rail_optimized(nodes=2))
+    >>> sorted(set(links.hop_class))
+    ['network', 'nvlink', 'pcie']
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    capacity: np.ndarray
+    latency: np.ndarray
+    tech: np.ndarray
+    tier: np.ndarray
+    cables: np.ndarray
+    hop_class: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.capacity)
+
+    @classmethod
+    def from_graph(cls, graph) -> "LinkTable":
+        edges = list(graph.edges(data=True))
+        kind = {n: d.get("kind") for n, d in graph.nodes(data=True)}
+        obj = lambda xs: np.array(xs, dtype=object) if xs else np.empty(0, dtype=object)  # noqa: E731
+        return cls(
+            src=obj([u for u, _, _ in edges]),
+            dst=obj([v for _, v, _ in edges]),
+            capacity=np.array([float(d.get("capacity", 0.0)) for *_, d in edges], dtype=np.float64),
+            latency=np.array([float(d.get("latency", 0.0)) for *_, d in edges], dtype=np.float64),
+            tech=obj([d.get("tech", "") for *_, d in edges]),
+            tier=obj([d.get("tier", "") for *_, d in edges]),
+            cables=np.array([int(d.get("cables", 1)) for *_, d in edges], dtype=np.int64),
+            hop_class=obj([_hop_class(kind[u], kind[v], d.get("tech", "")) for u, v, d in edges]),
+        )
+
+    def effective_capacity(self, efficiency=None) -> np.ndarray:
+        """Capacities (bytes/s) times each link technology's efficiency
+        (:func:`link_efficiency`: ``efficiency`` overrides, one number or a dict by tech).
+
+        >>> import topologies as tp
+        >>> links = LinkTable.from_graph(tp.rail_optimized(nodes=1))
+        >>> nv = list(links.tech).index("nvlink4")
+        >>> round(float(links.effective_capacity()[nv] / links.capacity[nv]), 3), float(links.effective_capacity(0.5)[nv] / links.capacity[nv])
+        (0.824, 0.5)
+        """
+        return self.capacity * np.array([link_efficiency(tech, efficiency) for tech in self.tech], dtype=np.float64)
+
+    def bottleneck(self, index: int, utilization: float) -> Bottleneck:
+        """Link ``index`` as a :class:`Bottleneck` record at ``utilization``."""
+        i = int(index)
+        return Bottleneck(i, self.src[i], self.dst[i], str(self.tier[i]), float(utilization))
+
+    def as_dict(self) -> dict:
+        """Columns as a dict of arrays (one row per link)."""
+        return dict(src=self.src, dst=self.dst, capacity=self.capacity, latency=self.latency,
+                    tech=self.tech, tier=self.tier, cables=self.cables)
+
+    def to_dataframe(self):
+        """The table as a pandas DataFrame (needs the ``analysis`` extra)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.as_dict())
+
+
+def _hop_class(kind_u, kind_v, tech) -> str:
+    if kind_u == "switch" or kind_v == "switch":
+        return "network"
+    return "nvlink" if str(tech).startswith("nvlink") else "pcie"
+
+
+def link_efficiency(tech, efficiency=None) -> float:
+    """The fraction of ``tech``'s raw rate reached: ``efficiency`` overrides (one number, or
+    a dict by tech), else the ``topologies`` catalogue's (1 for an unknown technology).
+
+    >>> link_efficiency("ib_ndr", {"ib_ndr": 0.9}), link_efficiency("", None)
+    (0.9, 1.0)
+    """
+    if isinstance(efficiency, dict) and tech in efficiency:
+        return float(efficiency[tech])
+    if isinstance(efficiency, (int, float)):
+        return float(efficiency)
+    try:
+        eff = tp.get_link(tech).efficiency if tech else None
+    except ValueError:
+        eff = None
+    return 1.0 if eff is None else float(eff)

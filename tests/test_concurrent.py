@@ -1,0 +1,53 @@
+"""Collectives run together on one fabric: event by event and in lockstep."""
+
+import pytest
+
+import topologies as tp
+from flowsolver import collective, concurrent
+from flowsolver._status import Status
+
+from .test_collectives import ALPHA, formula, single_switch
+
+B = 50e9        # link bandwidth of the hand-built switch, bytes/s
+
+
+def test_concurrent_collectives_share_the_fabric():
+    g = single_switch(8)
+    n = 2**30
+    ar = lambda ranks: dict(op="all_reduce", size=n, ranks=ranks, algorithm="ring")  # noqa: E731
+    kw = dict(step_latency=ALPHA, base_latency=0.0)
+    # disjoint GPUs on a non-blocking switch: neither slows the other
+    apart = concurrent(g, [ar(range(4)), ar(range(4, 8))], **kw)
+    assert apart.slowdown == pytest.approx((1.0, 1.0), rel=1e-9)
+    assert apart.alone[0] == pytest.approx(formula("all_reduce", "ring", 4, n), rel=1e-9)
+    # the same GPUs twice: every link is shared by two equal flows, transfers take twice as
+    # long, latencies overlap: 2(p-1) alpha + 2 x 2(p-1)/p n beta
+    same = concurrent(g, [ar(range(8)), ar(range(8))], **kw)
+    expect = 2 * 7 * ALPHA + 2 * (2 * 7 / 8 * n / B)
+    assert same.together[0] == pytest.approx(expect, rel=1e-9)
+    assert same.slowdown[0] == pytest.approx(expect / formula("all_reduce", "ring", 8, n), rel=1e-9)
+    with pytest.raises(ValueError, match="each collective needs 'op' and 'size'"):
+        concurrent(g, [dict(op="all_reduce")])
+
+
+def test_lockstep_groups_equal_their_event_driven_run_on_disjoint_servers():
+    # one ring per server: in lockstep or event by event the groups never meet, so both
+    # equal the collective alone; the bottleneck is the slowest step's, an NVLink
+    g = tp.rail_optimized(nodes=2)
+    groups = [dict(op="all_reduce", size=2**26, ranks=range(8), algorithm="ring"),
+              dict(op="all_reduce", size=2**26, ranks=range(8, 16), algorithm="ring")]
+    alone = collective(g, "all_reduce", 2**26, ranks=range(8), algorithm="ring").time
+    lock = concurrent(g, groups, lockstep=True)
+    free = concurrent(g, groups)
+    assert lock.together == pytest.approx((alone, alone), rel=1e-9)
+    assert free.together == pytest.approx((alone, alone), rel=1e-9)
+    assert lock.status == free.status == Status.OK
+    assert lock.bottleneck_tier == free.bottleneck_tier == "nvlink"
+    assert all(b.tier == "nvlink" and 0 < b.utilization <= 1 + 1e-9 for b in free.bottleneck)
+
+
+def test_concurrent_collectives_on_a_failed_link_cannot_progress():
+    # routing never uses a failed link, so fail them all at timing: efficiency 0
+    with pytest.raises(ValueError, match="can make no progress"):
+        concurrent(single_switch(4), [dict(op="all_reduce", size=2**20, ranks=range(4), algorithm="ring")],
+                   alone=False, efficiency=0.0)
