@@ -178,103 +178,118 @@ def _nic_table(ix):
 
 
 def _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows):
-    n = len(src)
-    direct = not ix.is_switch.any()
-    if direct:   # no switch: GPUs (chips) are the fabric
-        attach_s, attach_d = src, dst
-        up = np.full(n, -1, dtype=np.int64)
-        down = np.full(n, -1, dtype=np.int64)
-        intra = np.zeros(n, dtype=bool)
-        fabric_nodes = np.arange(ix.nv)
-        intra_seg = None
-    else:
-        parts = ServerParts(ix)
-        both_gpu = ix.is_gpu[src] & ix.is_gpu[dst]
-        intra = both_gpu & (ix.server[src] >= 0) & (ix.server[src] == ix.server[dst])
-        intra_seg = np.full(n, -1, dtype=np.int64)
-        if intra.any():
-            rows = np.flatnonzero(intra)
-            key = src[rows] * ix.nv + dst[rows]
-            uk, inv = np.unique(key, return_inverse=True)
-            ua, ub = uk // ix.nv, uk % ix.nv
-            intra_seg[rows] = parts.segments(store, ix.server[ua], ua, ub)[inv.reshape(-1)]
-        table, nic_up, nic_down, nic_switch = _nic_table(ix)
-        attach_s = np.full(n, -1, dtype=np.int64)
-        attach_d = np.full(n, -1, dtype=np.int64)
-        up = np.full(n, -1, dtype=np.int64)
-        down = np.full(n, -1, dtype=np.int64)
-        inter = np.flatnonzero(~intra)
-        for side, ends, attach, seg in (("src", src, attach_s, up), ("dst", dst, attach_d, down)):
-            e = ends[inter]
-            gpu = ix.is_gpu[e] & (ix.server[e] >= 0)
-            rows_g = inter[gpu]
-            if rows_g.size:
-                eg = ends[rows_g]
-                rail = ix.rail[eg]
-                if side == "src" and pxn:
-                    other = dst[rows_g]
-                    use = ix.is_gpu[other] & (ix.rail[other] >= 0)
-                    rail = np.where(use, ix.rail[other], rail)
-                nic = _pick_nic(ix, table, ix.server[eg], rail, eg)
-                key = eg * ix.nv + nic
-                uk, inv = np.unique(key, return_inverse=True)
-                ug, un = uk // ix.nv, uk % ix.nv
-                if side == "src":
-                    ids = parts.segments(store, ix.server[ug], ug, un, extra_link=nic_up[un])
-                else:
-                    ids = parts.segments(store, ix.server[ug], un, ug, extra_link=nic_down[un])
-                seg[rows_g] = ids[inv.reshape(-1)]
-                attach[rows_g] = nic_switch[nic]
-            rows_o = inter[~gpu]
-            if rows_o.size:
-                for node in np.unique(ends[rows_o]):
-                    sw, up_l, down_l = _attach_other(ix, int(node))
-                    links = up_l if side == "src" else down_l
-                    sid = store.add(np.zeros(len(links)), links, np.ones(len(links)), 1)
-                    sel = rows_o[ends[rows_o] == node]
-                    seg[sel] = sid
-                    attach[sel] = sw
-        fabric_nodes = np.flatnonzero(ix.is_switch)
-    # ------------------------------------------------------------------ fabric part
+    """Slots (flows, K) and coefficients of every flow: its way out of the source server,
+    the fabric part under ``policy``, its way into the destination server."""
+    ends = _endpoint_parts(ix, store, src, dst, pxn)
+    attach_s, attach_d, up, down, intra, intra_seg, fabric_nodes = ends
     inter = np.flatnonzero(~intra & (attach_s != attach_d))
-    a, b = attach_s[inter], attach_d[inter]
-    cols = []    # (segment ids for the inter rows, coefficient) per fabric slot
+    cols = _fabric_columns(ix, store, attach_s[inter], attach_d[inter], inter, policy, subflows, seed, flows,
+                           fabric_nodes)
+    return _slots(len(src), intra, intra_seg, up, down, inter, cols)
+
+
+def _endpoint_parts(ix, store, src, dst, pxn):
+    """(attach_s, attach_d, up, down, intra, intra_seg, fabric_nodes): the fabric node each
+    flow enters and leaves at, the segments from its source to there and from there to its
+    destination, which flows stay inside one server (and their segment), and the nodes of
+    the fabric."""
+    n = len(src)
+    if not ix.is_switch.any():   # no switch: GPUs (chips) are the fabric
+        none = np.full(n, -1, dtype=np.int64)
+        return src, dst, none, none.copy(), np.zeros(n, dtype=bool), None, np.arange(ix.nv)
+    parts = ServerParts(ix)
+    both_gpu = ix.is_gpu[src] & ix.is_gpu[dst]
+    intra = both_gpu & (ix.server[src] >= 0) & (ix.server[src] == ix.server[dst])
+    intra_seg = np.full(n, -1, dtype=np.int64)
+    if intra.any():
+        rows = np.flatnonzero(intra)
+        key = src[rows] * ix.nv + dst[rows]
+        uk, inv = np.unique(key, return_inverse=True)
+        ua, ub = uk // ix.nv, uk % ix.nv
+        intra_seg[rows] = parts.segments(store, ix.server[ua], ua, ub)[inv.reshape(-1)]
+    nics = _nic_table(ix)
+    inter = np.flatnonzero(~intra)
+    attach_s, up = _endpoint_side(ix, store, parts, nics, "src", src, dst, inter, pxn)
+    attach_d, down = _endpoint_side(ix, store, parts, nics, "dst", dst, src, inter, pxn)
+    return attach_s, attach_d, up, down, intra, intra_seg, np.flatnonzero(ix.is_switch)
+
+
+def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
+    """For the flows ``inter`` leaving the server of ``ends`` (``side="src"``) or entering it
+    (``"dst"``): the fabric node they attach at and the segment between it and the GPU or
+    non-GPU endpoint (-1 elsewhere)."""
+    table, nic_up, nic_down, nic_switch = nics
+    n = len(ends)
+    attach = np.full(n, -1, dtype=np.int64)
+    seg = np.full(n, -1, dtype=np.int64)
+    e = ends[inter]
+    gpu = ix.is_gpu[e] & (ix.server[e] >= 0)
+    rows_g = inter[gpu]
+    if rows_g.size:
+        eg = ends[rows_g]
+        rail = ix.rail[eg]
+        if side == "src" and pxn:
+            other = others[rows_g]
+            use = ix.is_gpu[other] & (ix.rail[other] >= 0)
+            rail = np.where(use, ix.rail[other], rail)
+        nic = _pick_nic(ix, table, ix.server[eg], rail, eg)
+        key = eg * ix.nv + nic
+        uk, inv = np.unique(key, return_inverse=True)
+        ug, un = uk // ix.nv, uk % ix.nv
+        if side == "src":
+            ids = parts.segments(store, ix.server[ug], ug, un, extra_link=nic_up[un])
+        else:
+            ids = parts.segments(store, ix.server[ug], un, ug, extra_link=nic_down[un])
+        seg[rows_g] = ids[inv.reshape(-1)]
+        attach[rows_g] = nic_switch[nic]
+    rows_o = inter[~gpu]
+    for node in np.unique(ends[rows_o]) if rows_o.size else ():
+        sw, up_l, down_l = _attach_other(ix, int(node))
+        links = up_l if side == "src" else down_l
+        sid = store.add(np.zeros(len(links)), links, np.ones(len(links)), 1)
+        sel = rows_o[ends[rows_o] == node]
+        seg[sel] = sid
+        attach[sel] = sw
+    return attach, seg
+
+
+def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabric_nodes):
+    """The fabric part of the flows ``inter`` (from fabric node ``a`` to ``b``) under
+    ``policy``: a list of (segment ids, coefficient), one per fabric slot."""
     if policy in ("ecmp", "ecmp_hash"):
         cg, local = ix.compact(fabric_nodes)
         if policy == "ecmp":
-            seg = _pair_segments(store, a, b, lambda x, y: ecmp_fluid(cg, local[x], local[y]), ix)
-            cols.append((seg, 1.0))
-        else:
-            cols += _hashed(ix, store, cg, local, a, b, inter, subflows, seed)
-    elif policy == "dor":
-        cols.append((_pair_segments(store, a, b, lambda x, y: dor_paths(ix, x, y), ix), 1.0))
-    else:
-        df = DragonflyTables(ix)
-        minimal = lambda x, y: _pair_segments(store, x, y, df.minimal, ix)  # noqa: E731
-        seg_min = minimal(a, b)
-        if policy == "minimal":
-            cols.append((seg_min, 1.0))
-        else:
-            mid = df.intermediate(a, b, seed)
-            has = mid >= 0
-            s1 = seg_min.copy()
-            s2 = np.full(len(a), -1, dtype=np.int64)
-            if has.any():
-                s1[has] = minimal(a[has], mid[has])
-                s2[has] = minimal(mid[has], b[has])
-            if policy == "ugal":
-                use_min = _ugal_choice(ix, store, flows.size[inter], seg_min, s1, s2, seed)
-                s1 = np.where(use_min, seg_min, s1)
-                s2 = np.where(use_min, -1, s2)
-            cols += [(s1, 1.0), (s2, 1.0)]
-    # ------------------------------------------------------------------ slots
+            return [(_pair_segments(store, a, b, lambda x, y: ecmp_fluid(cg, local[x], local[y]), ix), 1.0)]
+        return _hashed(ix, store, cg, local, a, b, inter, subflows, seed)
+    if policy == "dor":
+        return [(_pair_segments(store, a, b, lambda x, y: dor_paths(ix, x, y), ix), 1.0)]
+    df = DragonflyTables(ix)
+    minimal = lambda x, y: _pair_segments(store, x, y, df.minimal, ix)  # noqa: E731
+    seg_min = minimal(a, b)
+    if policy == "minimal":
+        return [(seg_min, 1.0)]
+    mid = df.intermediate(a, b, seed)
+    has = mid >= 0
+    s1 = seg_min.copy()
+    s2 = np.full(len(a), -1, dtype=np.int64)
+    if has.any():
+        s1[has] = minimal(a[has], mid[has])
+        s2[has] = minimal(mid[has], b[has])
+    if policy == "ugal":
+        use_min = _ugal_choice(ix, store, flows.size[inter], seg_min, s1, s2, seed)
+        s1 = np.where(use_min, seg_min, s1)
+        s2 = np.where(use_min, -1, s2)
+    return [(s1, 1.0), (s2, 1.0)]
+
+
+def _slots(n, intra, intra_seg, up, down, inter, cols):
+    """The (flows, K) slot table and its coefficients (None when all are 1): the way out,
+    the fabric columns, the way in; unused columns dropped."""
     K = 2 + len(cols)
     slots = np.full((n, K), -1, dtype=np.int64)
     slots[:, 0] = np.where(intra, intra_seg if intra_seg is not None else -1, up)
     slots[:, K - 1] = np.where(intra, -1, down)
-    coef = None
-    if any(c != 1.0 for _, c in cols):
-        coef = np.ones((n, K))
+    coef = np.ones((n, K)) if any(c != 1.0 for _, c in cols) else None
     for j, (seg, c) in enumerate(cols):
         slots[inter, 1 + j] = seg
         if coef is not None:

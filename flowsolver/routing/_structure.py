@@ -205,9 +205,9 @@ class ServerParts:
         g = CompactGraph(t["n"], t["tail"], t["head"], t["cables"], np.arange(len(t["tail"])))
         return ecmp_fluid(g, a_local, b_local)
 
-    def segments(self, store: Segments, server, a, b, extra_link=None, extra_first=False):
+    def segments(self, store: Segments, server, a, b, extra_link=None):
         """Segments for paths ``a[i] -> b[i]`` inside ``server[i]`` (global node indices),
-        optionally with one more link per path (a NIC's uplink) appended or prepended.
+        optionally with one more link per path (a NIC's uplink or downlink) added.
 
         Returns segment ids (one per input row).
         """
