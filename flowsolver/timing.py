@@ -100,7 +100,7 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     if sizes is None:
         if rm.flows is None:
             raise ValueError("sizes is required when routing carries no Flows")
-        sizes = rm.flows.size
+        sizes = rm.flows.sizes
     sizes = _checked_sizes(sizes, n)
     cap = rm.capacity if capacity is None else np.asarray(capacity, dtype=np.float64)
     base = rm.demands if demands is None else np.asarray(demands, dtype=np.float64)
@@ -196,7 +196,7 @@ def step_times(steps, capacity=None, *, sizes=None, after=None, delay=None, max_
     if sizes is None:
         if any(m.flows is None for m in steps):
             raise ValueError("sizes is required when a step's RoutingMatrix carries no Flows")
-        sizes = [m.flows.size for m in steps]
+        sizes = [m.flows.sizes for m in steps]
     if len(sizes) != len(steps):
         raise ValueError(f"sizes must give one array per step ({len(steps)}), got {len(sizes)}")
     P = len(steps)

@@ -34,7 +34,7 @@ def _endpoints(name: str, values) -> np.ndarray:
 
 def _positive_array(name, values, n, *, allow_inf, default):
     if values is None:
-        return None if default is None else np.full(n, default, dtype=np.float64)
+        return np.full(n, default, dtype=np.float64)
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim == 0:
         arr = np.full(n, float(arr))
@@ -44,29 +44,32 @@ def _positive_array(name, values, n, *, allow_inf, default):
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         allowed = "a number > 0 (inf for no cap)" if allow_inf else "a finite number > 0"
-        raise ValueError(f"{name} of flow {i} must be {allowed}, got {arr[i].item()!r}")
+        raise ValueError(f"{name}[{i}] must be {allowed}, got {arr[i].item()!r}")
     return arr
 
 
 @dataclass(frozen=True, eq=False)
 class Flows:
-    """A set of flows: ``src[i]`` sends ``size[i]`` bytes to ``dst[i]``.
+    """A set of flows: ``src[i]`` sends ``sizes[i]`` bytes to ``dst[i]``.
 
     Parameters
     ----------
     src, dst : array-like
         GPU ranks (int) or graph node ids.
-    size : array-like or float
+    sizes : array-like or float
         Bytes per flow, finite and >= 0 (a scalar applies to every flow).
-    weight : array-like or float, optional
+    weights : array-like or float, optional
         Max-min weights (> 0); default 1.
-    demand : array-like or float, optional
+    demands : array-like or float, optional
         Rate caps in bytes/s (> 0, ``inf`` for none); default no cap.
+
+    Each is kept as a float64 array of one entry per flow (``weights`` all 1 and ``demands``
+    all ``inf`` where none were given).
 
     Examples
     --------
     >>> f = Flows([0, 1], [1, 0], 1e9)
-    >>> len(f), f.size.tolist()
+    >>> len(f), f.sizes.tolist()
     (2, [1000000000.0, 1000000000.0])
     >>> len(Flows.all_to_all(8, 1e6))
     56
@@ -78,25 +81,25 @@ class Flows:
 
     src: np.ndarray
     dst: np.ndarray
-    size: np.ndarray
-    weight: np.ndarray | None = None
-    demand: np.ndarray | None = None
+    sizes: np.ndarray
+    weights: np.ndarray
+    demands: np.ndarray
 
-    def __init__(self, src, dst, size, weight=None, demand=None):
+    def __init__(self, src, dst, sizes, weights=None, demands=None):
         src = _endpoints("src", src)
         dst = _endpoints("dst", dst)
         if src.shape != dst.shape:
             raise ValueError(f"src and dst must have the same length, got {len(src)} and {len(dst)}")
         n = len(src)
-        size = np.asarray(size, dtype=np.float64)
-        if size.ndim == 0:
-            size = np.full(n, float(size))
-        if size.shape != (n,):
-            raise ValueError(f"size must be a scalar or have one entry per flow ({n}), got shape {size.shape}")
-        bad = ~np.isfinite(size) | (size < 0)
+        sizes = np.asarray(sizes, dtype=np.float64)
+        if sizes.ndim == 0:
+            sizes = np.full(n, float(sizes))
+        if sizes.shape != (n,):
+            raise ValueError(f"sizes must be a scalar or have one entry per flow ({n}), got shape {sizes.shape}")
+        bad = ~np.isfinite(sizes) | (sizes < 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"size of flow {i} must be a finite number >= 0 bytes, got {size[i].item()!r}")
+            raise ValueError(f"sizes[{i}] must be a finite number >= 0 bytes, got {sizes[i].item()!r}")
         if src.dtype == object or dst.dtype == object:
             same = np.fromiter((a == b for a, b in zip(src, dst)), dtype=bool, count=n)
         else:
@@ -107,30 +110,19 @@ class Flows:
                              "distinct endpoints")
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
-        object.__setattr__(self, "size", size)
-        object.__setattr__(self, "weight", _positive_array("weight", weight, n, allow_inf=False, default=None))
-        object.__setattr__(self, "demand", _positive_array("demand", demand, n, allow_inf=True, default=None))
+        object.__setattr__(self, "sizes", sizes)
+        object.__setattr__(self, "weights", _positive_array("weights", weights, n, allow_inf=False, default=1.0))
+        object.__setattr__(self, "demands", _positive_array("demands", demands, n, allow_inf=True, default=np.inf))
 
     def __len__(self) -> int:
         return len(self.src)
 
     def __repr__(self) -> str:
-        return f"Flows({len(self)} flows, {self.size.sum():.4g} bytes)"
-
-    @property
-    def weights(self) -> np.ndarray:
-        """Weights, 1 where none were given."""
-        return np.ones(len(self)) if self.weight is None else self.weight
-
-    @property
-    def demands(self) -> np.ndarray:
-        """Rate caps (bytes/s), ``inf`` where none were given."""
-        return np.full(len(self), np.inf) if self.demand is None else self.demand
+        return f"Flows({len(self)} flows, {self.sizes.sum():.4g} bytes)"
 
     def subset(self, index) -> "Flows":
         """The flows selected by ``index`` (indices or a boolean mask)."""
-        pick = lambda a: None if a is None else a[index]  # noqa: E731
-        return Flows(self.src[index], self.dst[index], self.size[index], pick(self.weight), pick(self.demand))
+        return Flows(self.src[index], self.dst[index], self.sizes[index], self.weights[index], self.demands[index])
 
     @staticmethod
     def concat(parts: "list[Flows]") -> "Flows":
@@ -143,10 +135,8 @@ class Flows:
                 arrays = [a.astype(object) for a in arrays]
             return np.concatenate(arrays)
 
-        weight = None if all(p.weight is None for p in parts) else np.concatenate([p.weights for p in parts])
-        demand = None if all(p.demand is None for p in parts) else np.concatenate([p.demands for p in parts])
-        src, dst = ends("src"), ends("dst")
-        return Flows(src, dst, np.concatenate([p.size for p in parts]), weight, demand)
+        cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
+        return Flows(ends("src"), ends("dst"), cat("sizes"), cat("weights"), cat("demands"))
 
     # ---------------------------------------------------------------- patterns
     @staticmethod
@@ -233,7 +223,7 @@ class Flows:
     def outcast(cls, n: int | None = None, size: float = 1.0, *, src: int = 0, ranks=None) -> "Flows":
         """``src`` sends to every other rank."""
         f = cls.incast(n, size, dst=src, ranks=ranks)
-        return cls(f.dst, f.src, f.size)
+        return cls(f.dst, f.src, f.sizes)
 
     @classmethod
     def storage(cls, graph, size: float = 1.0, *, direction: str = "read") -> "Flows":

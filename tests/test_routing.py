@@ -337,7 +337,7 @@ def test_storage_flows():
     assert {"storage", "access", "agg-core"} <= tiers
 
 
-def test_policy_and_flow_errors():
+def test_policy_and_endpoint_errors():       # Flows' own errors: tests/test_traffic.py
     g = tp.fat_tree(4)
     with pytest.raises(ValueError, match="policy must be one of ecmp, ecmp_hash"):
         route(g, Flows([0], [1], 1.0), policy="spray")
@@ -351,14 +351,6 @@ def test_policy_and_flow_errors():
         route(g, Flows([0], [1], 1.0), policy="dor")
     with pytest.raises(RoutingError, match="need a DragonFly"):
         route(g, Flows([0], [1], 1.0), policy="valiant")
-    with pytest.raises(ValueError, match="size of flow 1 must be a finite number >= 0"):
-        Flows([0, 1], [1, 2], [1.0, float("nan")])
-    with pytest.raises(ValueError, match="size of flow 0"):
-        Flows([0], [1], -5.0)
-    with pytest.raises(ValueError, match="weight of flow 0 must be a finite number > 0"):
-        Flows([0], [1], 1.0, weight=0.0)
-    with pytest.raises(ValueError, match="flow 2 has src == dst"):
-        Flows([0, 1, 3], [1, 2, 3], 1.0)
 
 
 def test_link_table_order_and_dataframe():

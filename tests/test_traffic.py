@@ -18,7 +18,7 @@ def test_all_to_all_is_every_ordered_pair_of_distinct_ranks_once():
     assert sorted(pairs(Flows.all_to_all(5))) == sorted(itertools.permutations(range(5), 2))
     picked = Flows.all_to_all(ranks=[3, 5, 7], size=2.0)
     assert sorted(pairs(picked)) == sorted(itertools.permutations([3, 5, 7], 2))
-    assert picked.size.tolist() == [2.0] * 6
+    assert picked.sizes.tolist() == [2.0] * 6
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7])
@@ -53,12 +53,12 @@ def test_incast_and_outcast():
 
 
 def test_weights_and_demands_default_and_survive_subset_and_concat():
-    a = Flows([0, 1], [1, 0], [1.0, 2.0], weight=[2.0, 3.0])
-    b = Flows([2], [3], 4.0, demand=5e9)
+    a = Flows([0, 1], [1, 0], [1.0, 2.0], weights=[2.0, 3.0])
+    b = Flows([2], [3], 4.0, demands=5e9)
     assert a.demands.tolist() == [np.inf, np.inf] and b.weights.tolist() == [1.0]
     both = Flows.concat([a, b])
     assert both.weights.tolist() == [2.0, 3.0, 1.0] and both.demands.tolist() == [np.inf, np.inf, 5e9]
-    assert both.subset([2, 0]).size.tolist() == [4.0, 1.0]
+    assert both.subset([2, 0]).sizes.tolist() == [4.0, 1.0]
     mixed = Flows.concat([Flows([0], ["storage0"], 1.0), Flows([1], [2], 1.0)])
     assert mixed.dst.tolist() == ["storage0", 2]
 
@@ -70,10 +70,12 @@ def test_numpy_integers_are_counts():
 
 @pytest.mark.parametrize("make, match", [
     (lambda: Flows([0, 1], [1], 1.0), "src and dst must have the same length"),
-    (lambda: Flows([0], [1], -1.0), "size of flow 0 must be a finite number >= 0"),
-    (lambda: Flows([0, 1], [1, 0], [1.0, np.nan]), "size of flow 1"),
-    (lambda: Flows([0], [1], 1.0, weight=0.0), "weight of flow 0 must be a finite number > 0"),
-    (lambda: Flows([0], [1], 1.0, demand=np.nan), r"demand of flow 0 must be a number > 0 \(inf for no cap\)"),
+    (lambda: Flows([0], [1], -1.0), r"sizes\[0\] must be a finite number >= 0"),
+    (lambda: Flows([0, 1], [1, 0], [1.0, np.nan]), r"sizes\[1\]"),
+    (lambda: Flows([0], [1], [1.0, 2.0]), r"sizes must be a scalar or have one entry per flow \(1\)"),
+    (lambda: Flows([0], [1], 1.0, weights=0.0), r"weights\[0\] must be a finite number > 0"),
+    (lambda: Flows([0], [1], 1.0, demands=np.nan), r"demands\[0\] must be a number > 0 \(inf for no cap\)"),
+    (lambda: Flows([0, 1, 3], [1, 2, 3], 1.0), "flow 2 has src == dst"),
     (lambda: Flows([0.5], [1], 1.0), "src must hold GPU ranks"),
     (lambda: Flows([True], [1], 1.0), "src must hold GPU ranks"),
     (lambda: Flows([3], [3], 1.0), "flow 0 has src == dst"),
@@ -91,4 +93,4 @@ def test_bad_traffic_names_the_parameter(make, match):
 
 
 def test_demand_inf_means_no_cap():
-    assert Flows([0], [1], 1.0, demand=np.inf).demands.tolist() == [np.inf]
+    assert Flows([0], [1], 1.0, demands=np.inf).demands.tolist() == [np.inf]

@@ -276,7 +276,7 @@ def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabri
         s1[has] = minimal(a[has], mid[has])
         s2[has] = minimal(mid[has], b[has])
     if policy == "ugal":
-        use_min = _ugal_choice(ix, store, flows.size[inter], seg_min, s1, s2, seed)
+        use_min = _ugal_choice(ix, store, flows.sizes[inter], seg_min, s1, s2, seed)
         s1 = np.where(use_min, seg_min, s1)
         s2 = np.where(use_min, -1, s2)
     return [(s1, 1.0), (s2, 1.0)]
