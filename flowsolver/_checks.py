@@ -17,8 +17,9 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def integer(name: str, value, minimum: int = 1) -> int:
-    """``value`` as a Python int >= ``minimum`` (NumPy integers accepted, bools refused).
+def integer(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` as a Python int >= ``minimum`` (and <= ``maximum`` if given; NumPy integers
+    accepted, bools refused).
 
     >>> integer("tp", np.int64(8))
     8
@@ -26,9 +27,15 @@ def integer(name: str, value, minimum: int = 1) -> int:
     Traceback (most recent call last):
     ...
     ValueError: tp must be an integer >= 1, got 2.0
+    >>> integer("max_rounds", 2**31, maximum=2**31 - 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_rounds must be an integer in 1 ... 2147483647, got 2147483648
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {_plain(value)!r}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum \
+            or (maximum is not None and value > maximum):
+        allowed = f">= {minimum}" if maximum is None else f"in {minimum} ... {maximum}"
+        raise ValueError(f"{name} must be an integer {allowed}, got {_plain(value)!r}")
     return int(value)
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _checks
 from ..traffic import Flows
 from ._engine import ecmp_fluid, ecmp_hashed
 from ._fabric import DragonflyTables, dor_paths
@@ -88,8 +89,7 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     if not isinstance(flows, Flows):
         raise ValueError(f"flows must be a flowsolver.Flows, got {type(flows).__name__}")
-    if isinstance(subflows, bool) or not isinstance(subflows, (int, np.integer)) or subflows < 1:
-        raise ValueError(f"subflows must be an integer >= 1, got {subflows!r}")
+    subflows = _checks.integer("subflows", subflows)
     if subflows != 1 and policy != "ecmp_hash":
         raise ValueError(f"subflows applies to policy 'ecmp_hash' only (policy is {policy!r})")
     ix = GraphIndex(graph)

@@ -190,9 +190,8 @@ def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds
     batched = [a.shape[0] for a in (cap, w, d) if a.ndim == 2]
     if batched and len(set(batched)) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(batched))}")
-    if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer))
-                                   or not 1 <= max_rounds < 2**31):
-        raise ValueError(f"max_rounds must be an integer in 1 ... 2^31 - 1, got {max_rounds!r}")
+    if max_rounds is not None:          # the kernels count rounds in int32
+        _checks.integer("max_rounds", max_rounds, maximum=2**31 - 1)
     inner = _checks.integer("inner_rounds", inner_rounds)
     batch = batched[0] if batched else None
     unbounded = ~_crossing(rm, cap) & np.isinf(d)     # (N,) or (B, N)
