@@ -1,5 +1,7 @@
 """Collectives run together on one fabric: event by event and in lockstep."""
 
+import math
+
 import pytest
 
 import topologies as tp
@@ -51,3 +53,16 @@ def test_concurrent_collectives_on_a_failed_link_cannot_progress():
     with pytest.raises(ValueError, match="can make no progress"):
         concurrent(single_switch(4), [dict(op="all_reduce", size=2**20, ranks=range(4), algorithm="ring")],
                    alone=False, efficiency=0.0)
+
+
+def test_lockstep_groups_equal_the_event_driven_run():
+    g = tp.rail_optimized(4)
+    groups = [dict(op="all_reduce", size=2**28, ranks=[j + 8 * s for s in range(4)], algorithm="ring")
+              for j in range(8)]
+    events = concurrent(g, groups)
+    lock = concurrent(g, groups, lockstep=True)
+    assert lock.makespan == pytest.approx(events.makespan, rel=1e-6)
+    assert lock.alone == pytest.approx(events.alone, rel=1e-9)
+    with pytest.raises(ValueError, match="lockstep=True needs collectives with one op, size"):
+        concurrent(g, [groups[0], dict(groups[1], size=2**20)], lockstep=True)
+    assert math.isnan(concurrent(g, groups[:2], alone=False).alone[0])

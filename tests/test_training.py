@@ -1,11 +1,9 @@
 """Training-step model against formulas derived by hand; recompose against solving again."""
 
-import math
-
 import pytest
 
 import topologies as tp
-from flowsolver import concurrent, get_model, training_step
+from flowsolver import get_model, training_step
 from flowsolver.study import cluster
 
 H100 = 989e12           # dense bf16 peak, H100 SXM datasheet
@@ -80,19 +78,6 @@ def test_bad_settings_raise():
         training_step(g, model="llama-3-8b", tp=8, mfu=0.0)
     with pytest.raises(ValueError, match="unknown model 'llama-2'; presets: llama-3-8b"):
         training_step(g, model="llama-2", tp=8)
-
-
-def test_lockstep_groups_equal_the_event_driven_run():
-    g = tp.rail_optimized(4)
-    groups = [dict(op="all_reduce", size=2**28, ranks=[j + 8 * s for s in range(4)], algorithm="ring")
-              for j in range(8)]
-    events = concurrent(g, groups)
-    lock = concurrent(g, groups, lockstep=True)
-    assert lock.makespan == pytest.approx(events.makespan, rel=1e-6)
-    assert lock.alone == pytest.approx(events.alone, rel=1e-9)
-    with pytest.raises(ValueError, match="lockstep=True needs collectives with one op, size"):
-        concurrent(g, [groups[0], dict(groups[1], size=2**20)], lockstep=True)
-    assert math.isnan(concurrent(g, groups[:2], alone=False).alone[0])
 
 
 @pytest.mark.parametrize("kw,new", [
