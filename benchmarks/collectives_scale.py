@@ -34,7 +34,7 @@ r = collective(g, {call})
 dt = time.perf_counter() - t
 print(json.dumps(dict(time=dt, peak=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                       gpus=len(tp.gpus(g)), busbw=r.busbw, model_time=r.time,
-                      flows=sum(s.flows for s in r.steps), tier=r.steps[0].bottleneck[0][2],
+                      flows=sum(s.flows for s in r.steps), tier=r.steps[0].bottleneck_tier,
                       algorithm=r.algorithm)))
 """
 
