@@ -8,6 +8,7 @@ import scipy.sparse as sp
 import flowsolver as fs
 import topologies as tp
 from flowsolver import Flows, RoutingError, route
+from flowsolver.routing import clear_route_cache, path_computations
 
 
 def incidence(g):
@@ -406,6 +407,68 @@ def test_every_policy_routes_flows_that_stay_local(name, build, policies, where)
         np.testing.assert_allclose(net, expect, atol=1e-12, err_msg=f"{policy}")
         a = fs.max_min_fair(rm)
         assert int(a.status) == 0 and (np.asarray(a.rates) > 0).all()
+
+
+# --------------------------------------------------------------------------- the route cache
+def _arrays(rm):
+    coef = rm.flow_coef if rm.flow_coef is not None else np.zeros(0)
+    return [rm.seg_ptr, rm.seg_link, rm.seg_frac, rm.flow_seg, coef, rm.capacity]
+
+
+def _same_routes(a, b):
+    for x, y in zip(_arrays(a), _arrays(b)):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+PLAIN_FAMILIES = FAMILY_POLICIES + [
+    ("torus(4, 4)", lambda: tp.torus((4, 4)), ("ecmp", "shortest", "dor")),
+    ("dragonfly(4, 2, 2)", lambda: tp.dragonfly(4, 2, 2), ("minimal", "valiant", "ugal")),
+]
+
+
+@pytest.mark.parametrize("name,build,policies", PLAIN_FAMILIES, ids=[c[0] for c in PLAIN_FAMILIES])
+def test_cached_routes_are_identical_to_fresh_ones(name, build, policies):
+    g = build()
+    n = len(tp.gpus(g))
+    first, second = Flows.all_to_all(n, 1e6), Flows.permutation(n, 2e6, seed=4)
+    for policy in policies:
+        kw = dict(subflows=4, seed=2) if policy == "ecmp_hash" else {}
+        for pxn in (False, True):
+            clear_route_cache()
+            fresh = route(g, second, policy, pxn=pxn, **kw)
+            clear_route_cache()
+            route(g, first, policy, pxn=pxn, **kw)          # fills the cache with other pairs
+            _same_routes(route(g, second, policy, pxn=pxn, **kw), fresh)
+            _same_routes(route(g, second, policy, pxn=pxn, **kw), fresh)   # now wholly cached
+
+
+def test_an_edited_graph_is_routed_afresh():
+    g = tp.fat_tree(4)
+    flows = Flows.all_to_all(16, 1e6)
+    route(g, flows)
+    before = path_computations()
+    route(g, flows)
+    assert path_computations() == before                # nothing new to compute
+    core = next(u for u, d in g.nodes(data=True) if d.get("role") == "core")
+    for u, v in list(g.in_edges(core)) + list(g.out_edges(core)):
+        g.edges[u, v]["capacity"] = 0.0                  # a core switch fails, in place
+    edited = route(g, flows)
+    assert path_computations() == before + 1
+    assert not set(np.flatnonzero(edited.link_loads(np.ones(edited.n_flows)))) & {
+        i for i, (u, v) in enumerate(g.edges()) if core in (u, v)}
+    clear_route_cache()
+    _same_routes(edited, route(g, flows))
+
+
+def test_one_path_computation_per_new_pattern_in_a_collective():
+    from flowsolver import collective
+
+    g = tp.fat_tree(4)
+    before = path_computations()
+    collective(g, "all_reduce", 2**24, algorithm="ring")
+    first = path_computations() - before
+    collective(g, "all_reduce", 2**20, algorithm="ring")      # same steps, another size
+    assert first >= 1 and path_computations() - before == first
 
 
 # --------------------------------------------------------------------------- link table and matrix operations

@@ -49,9 +49,10 @@ from ._engine import ecmp_fluid, ecmp_hashed
 from ._fabric import DragonflyTables, dor_paths
 from ._links import HOP_CLASSES, Bottleneck, LinkTable, link_efficiency
 from ._matrix import MergedRouting, RoutingMatrix
-from ._structure import GraphIndex, RoutingError, Segments, ServerParts
+from ._structure import (GraphIndex, PairPaths, RoutingError, Segments, ServerParts, clear_route_cache,
+                         path_computations)
 
-__all__ = ["route", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
+__all__ = ["route", "path_computations", "clear_route_cache", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
            "link_efficiency"]
 
 POLICIES = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest")
@@ -76,6 +77,15 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     pxn : bool
         Cross-rail traffic moves to the destination rail inside the sending server first.
 
+    Routing is compiled once per graph: its integer index, link table, server parts and
+    every fabric path computed (per pair of attach switches, per rule) are kept with the
+    graph and reused by later calls, so the steps of a collective, the candidates of
+    ``"auto"`` and the groups of a training step route only the pairs not seen before
+    (:func:`path_computations` counts the calls that computed any). A graph edited since
+    (nodes, edges, working links, capacities, latencies or cables) gets a fresh cache; for an
+    edit that changes none of these totals call :func:`clear_route_cache`. A cached route is
+    identical to a fresh one.
+
     Examples
     --------
     >>> import topologies as tp
@@ -92,7 +102,7 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     subflows = _checks.integer("subflows", subflows)
     if subflows != 1 and policy != "ecmp_hash":
         raise ValueError(f"subflows applies to policy 'ecmp_hash' only (policy is {policy!r})")
-    ix = GraphIndex(graph)
+    ix = GraphIndex.of(graph)
     src = ix.resolve(flows.src, "src")
     dst = ix.resolve(flows.dst, "dst")
     store = Segments()
@@ -105,31 +115,37 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     return RoutingMatrix(
         seg_ptr=ptr, seg_link=link, seg_frac=frac, flow_seg=slots.astype(np.int32),
         flow_coef=coef, capacity=ix.capacity.copy(), weights=flows.weights.copy(),
-        demands=flows.demands.copy(), links=LinkTable.from_graph(graph), flows=flows,
+        demands=flows.demands.copy(), links=ix.memo("links", lambda: LinkTable.from_graph(graph)), flows=flows,
         flow_src=src, flow_dst=dst, node_names=ix.nodes, policy=policy,
         options=dict(subflows=subflows, seed=seed, pxn=pxn, flows=n))
 
 
 # --------------------------------------------------------------------------- helpers
-def _pair_segments(store, a, b, paths, ix, what="route"):
-    """One segment per distinct pair (a[i], b[i]); ``paths(ua, ub)`` returns entries.
-    Returns the segment id of every input pair."""
+def _pair_segments(store, a, b, paths, ix, rule, what="route"):
+    """One segment per distinct pair (a[i], b[i]); ``paths(ua, ub)`` returns entries, for
+    the pairs that no earlier route() on this graph computed under ``rule`` (the others
+    come from the index's cache). Returns the segment id of every input pair."""
     key = a.astype(np.int64) * ix.nv + b
     uniq, inv = np.unique(key, return_inverse=True)
     ua, ub = uniq // ix.nv, uniq % ix.nv
-    pair, link, frac, *rest = paths(ua, ub)
-    if rest and len(rest[0]):
-        j = int(rest[0][0])
-        raise RoutingError(f"no path from {ix.name(ua[j])} to {ix.name(ub[j])} ({what}); "
-                           "the links between them are missing or failed")
+
+    def compute(x, y):
+        pair, link, frac, *rest = paths(x, y)
+        if rest and len(rest[0]):
+            j = int(rest[0][0])
+            raise RoutingError(f"no path from {ix.name(x[j])} to {ix.name(y[j])} ({what}); "
+                               "the links between them are missing or failed")
+        return pair, link, frac
+
+    pair, link, frac = ix.memo(("paths", rule), PairPaths).entries(uniq, ua, ub, compute)
     first = store.add(pair, link, frac, len(uniq))
     return first + inv.reshape(-1)
 
 
 def _shortest(ix, store, src, dst):
     transit = ~ix.is_gpu if (ix.is_switch | (ix.kind == "nvswitch")).any() else np.ones(ix.nv, bool)
-    cg, local = ix.compact(np.arange(ix.nv), transit)
-    seg = _pair_segments(store, src, dst, lambda a, b: ecmp_fluid(cg, local[a], local[b]), ix)
+    cg, local = ix.memo("compact-shortest", lambda: ix.compact(np.arange(ix.nv), transit))
+    seg = _pair_segments(store, src, dst, lambda a, b: ecmp_fluid(cg, local[a], local[b]), ix, "shortest")
     return seg[:, None], None
 
 
@@ -197,7 +213,7 @@ def _endpoint_parts(ix, store, src, dst, pxn):
     if not ix.is_switch.any():   # no switch: GPUs (chips) are the fabric
         none = np.full(n, -1, dtype=np.int64)
         return src, dst, none, none.copy(), np.zeros(n, dtype=bool), None, np.arange(ix.nv)
-    parts = ServerParts(ix)
+    parts = ix.memo("parts", lambda: ServerParts(ix))
     both_gpu = ix.is_gpu[src] & ix.is_gpu[dst]
     intra = both_gpu & (ix.server[src] >= 0) & (ix.server[src] == ix.server[dst])
     intra_seg = np.full(n, -1, dtype=np.int64)
@@ -207,7 +223,7 @@ def _endpoint_parts(ix, store, src, dst, pxn):
         uk, inv = np.unique(key, return_inverse=True)
         ua, ub = uk // ix.nv, uk % ix.nv
         intra_seg[rows] = parts.segments(store, ix.server[ua], ua, ub)[inv.reshape(-1)]
-    nics = _nic_table(ix)
+    nics = ix.memo("nics", lambda: _nic_table(ix))
     inter = np.flatnonzero(~intra)
     attach_s, up = _endpoint_side(ix, store, parts, nics, "src", src, dst, inter, pxn)
     attach_d, down = _endpoint_side(ix, store, parts, nics, "dst", dst, src, inter, pxn)
@@ -257,14 +273,14 @@ def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabri
     """The fabric part of the flows ``inter`` (from fabric node ``a`` to ``b``) under
     ``policy``: a list of (segment ids, coefficient), one per fabric slot."""
     if policy in ("ecmp", "ecmp_hash"):
-        cg, local = ix.compact(fabric_nodes)
+        cg, local = ix.memo("compact-fabric", lambda: ix.compact(fabric_nodes))
         if policy == "ecmp":
-            return [(_pair_segments(store, a, b, lambda x, y: ecmp_fluid(cg, local[x], local[y]), ix), 1.0)]
+            return [(_pair_segments(store, a, b, lambda x, y: ecmp_fluid(cg, local[x], local[y]), ix, "ecmp"), 1.0)]
         return _hashed(ix, store, cg, local, a, b, inter, subflows, seed)
     if policy == "dor":
-        return [(_pair_segments(store, a, b, lambda x, y: dor_paths(ix, x, y), ix), 1.0)]
-    df = DragonflyTables(ix)
-    minimal = lambda x, y: _pair_segments(store, x, y, df.minimal, ix)  # noqa: E731
+        return [(_pair_segments(store, a, b, lambda x, y: dor_paths(ix, x, y), ix, "dor"), 1.0)]
+    df = ix.memo("dragonfly", lambda: DragonflyTables(ix))
+    minimal = lambda x, y: _pair_segments(store, x, y, df.minimal, ix, "minimal")  # noqa: E731
     seg_min = minimal(a, b)
     if policy == "minimal":
         return [(seg_min, 1.0)]
