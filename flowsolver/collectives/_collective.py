@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import _checks
 from .._status import Status
+from ..routing import unchanged
 from ._bound import Capacities, lower_bound
 from ._layout import participants, unavailable
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, busbw_factor
@@ -77,10 +78,12 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     at the same time; one group is :func:`collective`), on ``graph`` or on each of its
     same-structure ``variants``: one :class:`CollectiveResult` per scenario."""
     ranks, p, plans = _plans(graph, op, size, rank_groups, algorithm, options)
-    if algorithm == "auto" and variants is None and len(plans) > 1:
-        timed, pruned = _auto(graph, ranks, plans, options)
-    else:
-        timed, pruned = time_plans(graph, ranks, plans, options, [graph] if variants is None else list(variants)), {}
+    with unchanged(graph):          # every step routed on one index of the graph
+        if algorithm == "auto" and variants is None and len(plans) > 1:
+            timed, pruned = _auto(graph, ranks, plans, options)
+        else:
+            scenarios = [graph] if variants is None else list(variants)
+            timed, pruned = time_plans(graph, ranks, plans, options, scenarios), {}
     out = []
     for table, results in timed:
         best = min(results, key=lambda a: results[a][0])

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _checks
 from .._status import Status
-from ..routing import RoutingMatrix
+from ..routing import RoutingMatrix, unchanged
 from ..timing import step_times
 from ._collective import collective_with, solve_collective
 from ._layout import participants, unavailable
@@ -113,15 +113,21 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     _checks.checked_graph(graph)
     options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency)
-    if lockstep:
-        return _lockstep(graph, collectives, options, alone)
+    with unchanged(graph):          # every step routed on one index of the graph
+        if lockstep:
+            return _lockstep(graph, collectives, options, alone)
+        return _events(graph, collectives, options, alone)
+
+
+def _events(graph, collectives, options, alone) -> ConcurrentResult:
+    """Every collective on its own clock, event by event."""
     specs = [_checked_spec(spec) for spec in collectives]
     planned = [_plan(graph, spec, options) for spec in specs]
     plans = [(ranks, steps) for ranks, _, steps in planned]
     routed = _Routed(graph, options)
     # the links holding the first steps of all of them together
     firsts = [routed(ranks, steps[0].flows)[:2] for ranks, steps in plans]
-    cap = firsts[0][0].links.effective_capacity(efficiency)
+    cap = firsts[0][0].links.effective_capacity(options.efficiency)
     stacked = RoutingMatrix.stack([rm for rm, _ in firsts])
     _, _, bottleneck = solve_steps([stacked], [np.concatenate([sz for _, sz in firsts])], cap)[0]
     alone_t = [_timeline([plan], routed, cap, options.base)[0][0] if alone else np.nan for plan in plans]

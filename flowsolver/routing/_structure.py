@@ -18,6 +18,7 @@ import numpy as np
 
 import topologies as tp
 
+import contextlib
 import weakref
 
 from ._engine import CompactGraph, ecmp_fluid
@@ -63,6 +64,35 @@ def path_computations() -> int:
     return _PATHS["count"]
 
 
+#: id(graph) -> the index pinned by an :func:`unchanged` block around it
+_PINNED: dict = {}
+
+
+@contextlib.contextmanager
+def unchanged(graph):
+    """A block in which ``graph`` is not edited: every :func:`~flowsolver.route` on it inside
+    uses one index without checking the graph's signature again (an O(edges) pass per call).
+    Collectives, concurrent runs and training steps route their steps inside one.
+
+    >>> import topologies as tp
+    >>> g = tp.fat_tree(4)
+    >>> with unchanged(g) as ix:
+    ...     GraphIndex.of(g) is ix
+    True
+    """
+    ix = GraphIndex.of(graph)
+    key = id(graph)
+    outer = _PINNED.get(key)
+    _PINNED[key] = ix
+    try:
+        yield ix
+    finally:
+        if outer is None:
+            _PINNED.pop(key, None)
+        else:
+            _PINNED[key] = outer
+
+
 def clear_route_cache() -> None:
     """Forget every graph's cached index and paths (an edit :func:`_signature` cannot see:
     two links' cables swapped, a node's attributes changed)."""
@@ -78,12 +108,16 @@ class GraphIndex:
     def of(cls, graph) -> "GraphIndex":
         """The index of ``graph``, built once and reused while :func:`_signature` says the
         graph is unchanged (an edited graph gets a fresh one)."""
+        ix = _PINNED.get(id(graph))
+        if ix is not None and ix.ref() is graph:
+            return ix
         sig = _signature(graph)
         ix = _INDEXES.get(graph)
         if ix is None or ix.signature != sig:
             ix = cls(graph)
             ix.signature = sig
             ix.graph = weakref.proxy(graph)       # the cache must not keep the graph alive
+            ix.ref = weakref.ref(graph)
             _INDEXES[graph] = ix
         return ix
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import topologies as tp_
 
 from .. import _checks
+from ..routing import unchanged
 from ._compose import StepResult, checked_schedule, compose
 from ._layout import ParallelLayout
 from ._memory import check_zero
@@ -119,6 +120,7 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     schedule = checked_schedule(dp=layout.dp, micro_batch=micro_batch, global_batch=global_batch,
                                 dp_overlap=dp_overlap, mfu=mfu)
     gpu_spec = _gpu(graph, gpu)
-    profile = solve_profile(graph, spec, layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
-                            algorithms=_algorithms(algorithms), options=dict(collective_options or {}))
+    with unchanged(graph):          # every group's steps routed on one index of the graph
+        profile = solve_profile(graph, spec, layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
+                                algorithms=_algorithms(algorithms), options=dict(collective_options or {}))
     return compose(profile, schedule)
