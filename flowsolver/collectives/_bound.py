@@ -60,9 +60,8 @@ class Capacities:
 
     def transfer(self, flows) -> float:
         """The least transfer time (s) of a step's flows through these capacities."""
-        x = self.pos_rank[[f[0] if isinstance(f[0], int) else -1 for f in flows]]
-        y = self.pos_rank[[f[1] if isinstance(f[1], int) else -1 for f in flows]]
-        n = np.array([f[2] for f in flows], dtype=np.float64)
+        src, dst = flows.positions()
+        x, y, n = self.pos_rank[src], self.pos_rank[dst], flows.nbytes
         sx, sy = self.rank_srv[x], self.rank_srv[y]
         cross = (sx >= 0) & (sy >= 0) & (sx != sy)
         transfer = 0.0

@@ -6,9 +6,12 @@ adding an algorithm is one function and one :data:`SCHEDULES` line (and its name
 
 from __future__ import annotations
 
+import itertools
 import math
 
-from ._trees import Step, double_btree, pipeline, tree_edges
+import numpy as np
+
+from ._trees import Step, StepFlows, double_btree, pipeline, tree_edges
 
 __all__ = ["SCHEDULES", "schedule"]
 
@@ -19,12 +22,17 @@ def _send_recv(p, size, layout, chunk):
 
 def _all_to_all_direct(p, size, layout, chunk):
     per = size / p
-    return (Step(1, tuple((i, j, per) for i in range(p) for j in range(p) if i != j), 1),)
+    src = np.repeat(np.arange(p), p - 1)
+    dst = (src + np.tile(np.arange(1, p), p)) % p           # each rank to every other, in order
+    order = np.lexsort((dst, src))
+    return (Step(1, StepFlows(zip(src[order].tolist(), dst[order].tolist(), itertools.repeat(per))), 1),)
 
 
 def _all_to_all_pairwise(p, size, layout, chunk):
     per = size / p
-    return tuple(Step(1, tuple((i, (i + s) % p, per) for i in range(p)), 1) for s in range(1, p))
+    ranks = list(range(p))
+    return tuple(Step(1, StepFlows(zip(ranks, [(i + s) % p for i in ranks], itertools.repeat(per))), 1)
+                 for s in range(1, p))
 
 
 def _halving(p, size):

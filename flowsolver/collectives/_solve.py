@@ -25,16 +25,16 @@ def route_step(graph, ranks, flows, options):
     """The step's flows routed; also their sizes (bytes). Endpoints are rank positions, or
     for in-switch algorithms a GPU position and the switch's node id: such a flow is the one
     GPU-switch link."""
-    size = np.array([n for _, _, n in flows], dtype=np.float64)
-    if any(isinstance(a, str) or isinstance(b, str) for a, b, _ in flows):
+    size = flows.nbytes
+    if flows.has_node_ids:
         nodes = tp.gpus(graph)
         end = lambda x: x if isinstance(x, str) else nodes[ranks[x]]  # noqa: E731
         try:
             return RoutingMatrix.one_hop(graph, [(end(a), end(b)) for a, b, _ in flows], policy="in-switch"), size
         except ValueError as err:
             raise ValueError(f"in-switch step: {err}") from None
-    src = np.array([ranks[a] for a, _, _ in flows])
-    dst = np.array([ranks[b] for _, b, _ in flows])
+    a, b = flows.positions()
+    src, dst = np.asarray(ranks)[a], np.asarray(ranks)[b]
     return route(graph, Flows(src, dst, size), policy=options.policy, **options.route_options), size
 
 

@@ -5,19 +5,62 @@ frozen and hashable, so identical steps are found by value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
-__all__ = ["Step", "btree", "double_btree", "tree_edges", "pipeline"]
+import numpy as np
+
+__all__ = ["Step", "StepFlows", "btree", "double_btree", "tree_edges", "pipeline"]
+
+
+class StepFlows(tuple):
+    """The flows of a step: a tuple of ``(src, dst, bytes)``, compared by value, that
+    hashes its million entries once (a plain tuple hashes them at every lookup) and keeps
+    its endpoints and sizes as arrays.
+
+    >>> f = StepFlows([(0, 1, 2.0), (1, "s0/nvswitch0", 2.0)])
+    >>> f == ((0, 1, 2.0), (1, "s0/nvswitch0", 2.0)), f.positions()[1].tolist(), f.has_node_ids
+    (True, [1, -1], True)
+    """
+
+    def __hash__(self):
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            value = self.__dict__["_hash"] = tuple.__hash__(self)
+            return value
+
+    @cached_property
+    def has_node_ids(self) -> bool:
+        """Whether an endpoint is a node id (in-switch algorithms) rather than a rank position."""
+        return any(isinstance(a, str) or isinstance(b, str) for a, b, _ in self)
+
+    @cached_property
+    def nbytes(self) -> np.ndarray:
+        """Bytes of each flow."""
+        return np.fromiter((n for _, _, n in self), dtype=np.float64, count=len(self))
+
+    def positions(self) -> tuple:
+        """(src, dst) rank positions as int64 arrays, -1 where the endpoint is a node id."""
+        if "_positions" not in self.__dict__:
+            pos = lambda x: x if isinstance(x, int) else -1  # noqa: E731
+            self.__dict__["_positions"] = (np.fromiter((pos(a) for a, _, _ in self), dtype=np.int64, count=len(self)),
+                                          np.fromiter((pos(b) for _, b, _ in self), dtype=np.int64, count=len(self)))
+        return self.__dict__["_positions"]
 
 
 @dataclass(frozen=True)
 class Step:
-    """``count`` repetitions of the concurrent ``flows`` (a tuple of ``(src, dst, bytes)``;
-    src / dst are rank positions, or node ids for in-switch algorithms); the step latency
-    is paid ``latency_count`` times in all."""
+    """``count`` repetitions of the concurrent ``flows`` (:class:`StepFlows`: ``(src, dst,
+    bytes)`` tuples; src / dst are rank positions, or node ids for in-switch algorithms);
+    the step latency is paid ``latency_count`` times in all."""
 
     count: int
     flows: tuple
     latency_count: int
+
+    def __post_init__(self):
+        if not isinstance(self.flows, StepFlows):
+            object.__setattr__(self, "flows", StepFlows(self.flows))
 
 
 def btree(u):
