@@ -73,7 +73,7 @@ def fraction(name: str, value, *, zero_ok: bool) -> float:
     return float(value)
 
 
-def rank_indices(graph, ranks, name: str = "ranks") -> list[int]:
+def rank_indices(graph, ranks, name: str = "ranks", nodes=None) -> list[int]:
     """GPU ranks (positions in ``topologies.gpus(graph)``) from rank integers (Python or
     NumPy) or GPU node ids, as ``topologies.gpus`` returns them.
 
@@ -81,7 +81,7 @@ def rank_indices(graph, ranks, name: str = "ranks") -> list[int]:
     >>> rank_indices(g, tp.gpus(g)[:2]), rank_indices(g, np.arange(2))
     ([0, 1], [0, 1])
     """
-    nodes = tp.gpus(graph)
+    nodes = tp.gpus(graph) if nodes is None else nodes       # the caller may know them already
     index = {v: i for i, v in enumerate(nodes)}
     if isinstance(ranks, (str, bytes)) or not hasattr(ranks, "__iter__"):
         raise ValueError(f"{name} must be a sequence of GPU ranks or GPU node ids, got {ranks!r}")

@@ -77,8 +77,8 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     """One collective per rank group, the groups in lockstep (step ``j`` of every group runs
     at the same time; one group is :func:`collective`), on ``graph`` or on each of its
     same-structure ``variants``: one :class:`CollectiveResult` per scenario."""
-    ranks, p, plans = _plans(graph, op, size, rank_groups, algorithm, options)
-    with unchanged(graph):          # every step routed on one index of the graph
+    with unchanged(graph):          # laid out and every step routed on one index of the graph
+        ranks, p, plans = _plans(graph, op, size, rank_groups, algorithm, options)
         if algorithm == "auto" and variants is None and len(plans) > 1:
             timed, pruned = _auto(graph, ranks, plans, options)
         else:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import topologies as tp
 
 from .. import _checks
+from ..routing import graph_memo
 from ._nccl import NVLS_EFFICIENCY
 
 __all__ = ["Layout", "NvlsDomain", "participants", "unavailable"]
@@ -36,9 +37,8 @@ class Layout:
     nvls_unavailable: str = ""
 
 
-def _server_groups(graph, ranks):
+def _server_groups(graph, ranks, nodes):
     """Rank positions grouped by server, servers in order of first appearance."""
-    nodes = tp.gpus(graph)
     servers: dict = {}
     for pos, r in enumerate(ranks):
         servers.setdefault(graph.nodes[nodes[r]].get("server", ("rank", r)), []).append(pos)
@@ -73,24 +73,32 @@ def _nvls_domain(graph, gpu_nodes, n_servers):
     return NvlsDomain(next(iter(switches)), eff.pop()), ""
 
 
+def _compute_nics(graph) -> dict:
+    """Server -> how many compute NICs it has."""
+    count: dict = {}
+    for _, d in graph.nodes(data=True):
+        if d.get("kind") == "nic" and d.get("role") == "compute":
+            count[d.get("server")] = count.get(d.get("server"), 0) + 1
+    return count
+
+
 def participants(graph, op, ranks, channels):
     """Checked ranks (a list) and their :class:`Layout`. ``channels`` default: the NICs of
     a server when the ranks span several servers, else 1."""
-    nodes = tp.gpus(graph)
+    nodes = graph_memo(graph, "gpus", lambda: tp.gpus(graph))
     n_gpu = len(nodes)
-    ranks = list(range(n_gpu)) if ranks is None else _checks.rank_indices(graph, ranks)
+    ranks = list(range(n_gpu)) if ranks is None else _checks.rank_indices(graph, ranks, nodes=nodes)
     if len(ranks) < 2 or len(set(ranks)) != len(ranks):
         raise ValueError(f"ranks must be at least 2 distinct GPU ranks in 0 ... {n_gpu - 1}, got {ranks[:8]}")
     if op == "send_recv":
         ranks = ranks[:2]
-    groups = _server_groups(graph, ranks)
+    groups = _server_groups(graph, ranks, nodes)
     if channels is None:
         first = graph.nodes[nodes[ranks[0]]].get("server")
-        nics = [d for _, d in graph.nodes(data=True)
-                if d.get("kind") == "nic" and d.get("role") == "compute" and d.get("server") == first]
+        nics = graph_memo(graph, "compute_nics", lambda: _compute_nics(graph)).get(first, 0)
         # one ring per NIC, but no more than the GPUs a server contributes (a ring through
         # one GPU per server can only use that GPU's NIC: more channels change nothing)
-        channels = max(1, min(len(nics), max(len(g) for g in groups))) if len(groups) > 1 else 1
+        channels = max(1, min(nics, max(len(g) for g in groups))) if len(groups) > 1 else 1
     channels = _checks.integer("channels", channels)
     nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], len(groups))
     return ranks, Layout(groups=groups, rings=_ring_orders(groups, channels), channels=channels,

@@ -50,9 +50,9 @@ from ._fabric import DragonflyTables, dor_paths
 from ._links import HOP_CLASSES, Bottleneck, LinkTable, link_efficiency
 from ._matrix import MergedRouting, RoutingMatrix
 from ._structure import (GraphIndex, PairPaths, RoutingError, Segments, ServerParts, clear_route_cache,
-                         path_computations, unchanged)
+                         graph_memo, path_computations, unchanged)
 
-__all__ = ["route", "path_computations", "clear_route_cache", "unchanged", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
+__all__ = ["route", "path_computations", "clear_route_cache", "unchanged", "graph_memo", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
            "link_efficiency"]
 
 POLICIES = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest")

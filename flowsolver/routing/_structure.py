@@ -93,6 +93,12 @@ def unchanged(graph):
             _PINNED[key] = outer
 
 
+def graph_memo(graph, key, build):
+    """``build()`` once per graph for as long as it is unchanged (kept with its routing
+    index: free inside an :func:`unchanged` block), e.g. ``topologies.gpus(graph)``."""
+    return GraphIndex.of(graph).memo(key, build)
+
+
 def clear_route_cache() -> None:
     """Forget every graph's cached index and paths (an edit :func:`_signature` cannot see:
     two links' cables swapped, a node's attributes changed)."""
