@@ -82,7 +82,7 @@ def rank_indices(graph, ranks, name: str = "ranks", nodes=None) -> list[int]:
     ([0, 1], [0, 1])
     """
     nodes = tp.gpus(graph) if nodes is None else nodes       # the caller may know them already
-    index = {v: i for i, v in enumerate(nodes)}
+    index = None                                              # node id -> rank, when one is met
     if isinstance(ranks, (str, bytes)) or not hasattr(ranks, "__iter__"):
         raise ValueError(f"{name} must be a sequence of GPU ranks or GPU node ids, got {ranks!r}")
     out = []
@@ -95,6 +95,8 @@ def rank_indices(graph, ranks, name: str = "ranks", nodes=None) -> list[int]:
                 raise ValueError(f"{name}[{i}] = {r} is not a GPU rank of this graph (0 ... {len(nodes) - 1})")
             out.append(r)
             continue
+        if index is None:
+            index = {v: k for k, v in enumerate(nodes)}
         try:
             out.append(index[r])
         except (KeyError, TypeError):

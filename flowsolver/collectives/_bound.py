@@ -7,7 +7,7 @@ import numpy as np
 
 import topologies as tp
 
-from ..routing import link_efficiency
+from ..routing import graph_memo, link_efficiency
 from ._nccl import min_hop_latency
 
 __all__ = ["Capacities", "lower_bound"]
@@ -43,13 +43,16 @@ class Capacities:
     links' capacities times their efficiency, ``efficiency`` overriding the catalogue's)."""
 
     def __init__(self, graph, ranks, efficiency):
-        nodes = tp.gpus(graph)
+        nodes = graph_memo(graph, "gpus", lambda: tp.gpus(graph))
         cap = lambda d: d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency)  # noqa: E731
         reverse = graph.reverse(copy=False)
         order = sorted(set(ranks))
         server = {r: graph.nodes[nodes[r]].get("server") for r in set(ranks)}
         servers = sorted({s for s in server.values() if s is not None}, key=str)
-        io = {s_id: _server_io(graph, {nodes[r] for r in server if server[r] == s_id}, s_id, cap) for s_id in servers}
+        members: dict = {}
+        for r, s_id in server.items():
+            members.setdefault(s_id, set()).add(nodes[r])
+        io = {s_id: _server_io(graph, members[s_id], s_id, cap) for s_id in servers}
         where = {r: i for i, r in enumerate(order)}
         s_index = {s_id: i for i, s_id in enumerate(servers)}
         self.pos_rank = np.array([where[r] for r in ranks] + [-1])          # index -1: not a GPU end
