@@ -18,7 +18,6 @@ from ._results import CollectiveStep
 
 __all__ = ["route_step", "step_latency", "solve_steps", "time_plans"]
 
-_HOP_RANK = {c: i for i, c in enumerate(HOP_CLASSES)}
 
 
 def route_step(graph, ranks, flows, options):
@@ -44,7 +43,7 @@ def step_latency(rm, options) -> float:
     if options.step_latency is not None:
         return float(options.step_latency)
     used = np.flatnonzero(rm.link_loads(np.ones(rm.n_flows)) > 0)
-    worst = max((_HOP_RANK[c] for c in rm.links.hop_class[used]), default=0)
+    worst = int(rm.links.hop_rank[used].max(initial=0))
     return hop_latency(HOP_CLASSES[worst], options.protocol) + float(rm.path_latency().max(initial=0.0))
 
 

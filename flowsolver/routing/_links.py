@@ -4,6 +4,7 @@ tier, hop class) and the :class:`Bottleneck` record of a link that holds flows b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -57,6 +58,12 @@ class LinkTable:
     tier: np.ndarray
     cables: np.ndarray
     hop_class: np.ndarray
+
+    @cached_property
+    def hop_rank(self) -> np.ndarray:
+        """Position of each link's hop class in ``HOP_CLASSES`` (int64), computed once."""
+        rank = {c: i for i, c in enumerate(HOP_CLASSES)}
+        return np.array([rank[c] for c in self.hop_class], dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.capacity)

@@ -225,6 +225,10 @@ class GraphIndex:
                             self.cables[links], links, tr), local
 
 
+class _NoPath(Exception):
+    """A pair inside a server template has no working path."""
+
+
 class PairPaths:
     """Fabric paths of attach-node pairs under one rule, kept per :class:`GraphIndex`:
     ``entries`` computes only the pairs not asked for before and returns every pair's
@@ -235,7 +239,7 @@ class PairPaths:
         self.fracs: dict = {}
         self.checked = False
 
-    def entries(self, keys, ua, ub, compute):
+    def entries(self, keys, ua, ub, compute, count: bool = True):
         """(pair, link, frac) entries of the pairs ``keys`` (``ua[i] -> ub[i]``);
         ``compute(a, b)`` gives (pair, link, frac) for the pairs it is handed."""
         keys = keys.tolist()
@@ -243,7 +247,7 @@ class PairPaths:
         if len(miss) or not self.checked:    # the first call also checks the rule applies (raises)
             pair, link, frac = compute(ua[miss], ub[miss])
             self.checked = True
-            _PATHS["count"] += 1
+            _PATHS["count"] += count
             # each pair's entries by link: the order a batch emits them in depends on the
             # other pairs of the batch, so a route must not depend on which came first
             order = np.lexsort((link, pair))
@@ -341,10 +345,29 @@ class ServerParts:
         del self.server_links
 
     def template_paths(self, sig: int, a_local, b_local):
-        """Entries (pair, template edge, frac) of fluid paths a -> b inside a template."""
-        t = self.templates[sig]
-        g = CompactGraph(t["n"], t["tail"], t["head"], t["cables"], np.arange(len(t["tail"])))
-        return ecmp_fluid(g, a_local, b_local)
+        """Entries (pair, template edge, frac) of fluid paths a -> b inside a template, and
+        the pairs without a path; each pair computed once per template (kept, like the
+        fabric's paths, in edge order)."""
+        known = self.__dict__.setdefault("_paths", {}).setdefault(sig, PairPaths())
+        keys = np.asarray(a_local, dtype=np.int64) * (self.templates[sig]["n"] + 1) + np.asarray(b_local)
+        failed: list = []
+
+        def compute(x, y):
+            t = self.templates[sig]
+            g = CompactGraph(t["n"], t["tail"], t["head"], t["cables"], np.arange(len(t["tail"])))
+            pair, edge, frac, bad = ecmp_fluid(g, x, y)
+            if len(bad):
+                failed.extend(bad.tolist())
+                raise _NoPath
+            return pair, edge, frac
+
+        try:
+            pair, edge, frac = known.entries(keys, np.asarray(a_local), np.asarray(b_local), compute, count=False)
+        except _NoPath:
+            missing = [i for i, k in enumerate(keys.tolist()) if k not in known.links]
+            return (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0),
+                    np.array([missing[j] for j in failed], dtype=np.int64))
+        return pair, edge, frac, np.empty(0, np.int64)
 
     def segments(self, store: Segments, server, a, b, extra_link=None):
         """Segments for paths ``a[i] -> b[i]`` inside ``server[i]`` (global node indices),
