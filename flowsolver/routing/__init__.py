@@ -49,8 +49,8 @@ from ._engine import ecmp_fluid, ecmp_hashed
 from ._fabric import DragonflyTables, dor_paths
 from ._links import HOP_CLASSES, Bottleneck, LinkTable, link_efficiency
 from ._matrix import MergedRouting, RoutingMatrix
-from ._structure import (GraphIndex, PairPaths, RoutingError, Segments, ServerParts, clear_route_cache,
-                         graph_memo, path_computations, unchanged)
+from ._cache import PairPaths, clear_route_cache, path_computations
+from ._structure import GraphIndex, RoutingError, Segments, ServerParts, graph_memo, unchanged
 
 __all__ = ["route", "path_computations", "clear_route_cache", "unchanged", "graph_memo", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
            "link_efficiency"]
