@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import topologies as tp
-
-from ..routing import graph_memo, link_efficiency
+from ..routing import gpu_nodes, link_efficiency
 from ._nccl import min_hop_latency
 
 __all__ = ["Capacities", "lower_bound"]
@@ -43,7 +41,7 @@ class Capacities:
     links' capacities times their efficiency, ``efficiency`` overriding the catalogue's)."""
 
     def __init__(self, graph, ranks, efficiency):
-        nodes = graph_memo(graph, "gpus", lambda: tp.gpus(graph))
+        nodes = gpu_nodes(graph)
         cap = lambda d: d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency)  # noqa: E731
         reverse = graph.reverse(copy=False)
         order = sorted(set(ranks))

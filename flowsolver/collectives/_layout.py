@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import topologies as tp
-
 from .. import _checks
-from ..routing import graph_memo
+from ..routing import gpu_nodes, graph_memo
 from ._nccl import NVLS_EFFICIENCY
 
 __all__ = ["Layout", "NvlsDomain", "participants", "unavailable"]
@@ -85,7 +83,7 @@ def _compute_nics(graph) -> dict:
 def participants(graph, op, ranks, channels):
     """Checked ranks (a list) and their :class:`Layout`. ``channels`` default: the NICs of
     a server when the ranks span several servers, else 1."""
-    nodes = graph_memo(graph, "gpus", lambda: tp.gpus(graph))
+    nodes = gpu_nodes(graph)
     n_gpu = len(nodes)
     ranks = list(range(n_gpu)) if ranks is None else _checks.rank_indices(graph, ranks, nodes=nodes)
     if len(ranks) < 2 or len(set(ranks)) != len(ranks):

@@ -7,12 +7,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._status import Status
+from ..routing import first_tier
 
 __all__ = ["CollectiveStep", "CollectiveResult", "ConcurrentResult"]
-
-
-def _tier(bottleneck) -> str:
-    return bottleneck[0].tier if bottleneck else ""
 
 
 @dataclass(frozen=True)
@@ -45,7 +42,7 @@ class CollectiveStep:
     @property
     def bottleneck_tier(self) -> str:
         """Tier of the link that holds the step back most ("" if none)."""
-        return _tier(self.bottleneck)
+        return first_tier(self.bottleneck)
 
 
 @dataclass(frozen=True)
@@ -88,7 +85,7 @@ class CollectiveResult:
     @property
     def bottleneck_tier(self) -> str:
         """Tier of the first link of :attr:`bottleneck` ("" if none)."""
-        return _tier(self.bottleneck)
+        return first_tier(self.bottleneck)
 
     def to_dataframe(self):
         """The steps as a pandas DataFrame (needs pandas)."""
@@ -121,4 +118,4 @@ class ConcurrentResult:
     @property
     def bottleneck_tier(self) -> str:
         """Tier of the first link of :attr:`bottleneck` ("" if none)."""
-        return _tier(self.bottleneck)
+        return first_tier(self.bottleneck)

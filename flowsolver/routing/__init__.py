@@ -47,13 +47,13 @@ from .. import _checks
 from ..traffic import Flows
 from ._engine import ecmp_fluid, ecmp_hashed
 from ._fabric import DragonflyTables, dor_paths
-from ._links import HOP_CLASSES, Bottleneck, LinkTable, link_efficiency
+from ._links import HOP_CLASSES, Bottleneck, LinkTable, first_tier, link_efficiency
 from ._matrix import MergedRouting, RoutingMatrix
 from ._cache import PairPaths, clear_route_cache, path_computations
-from ._structure import GraphIndex, RoutingError, Segments, ServerParts, graph_memo, unchanged
+from ._structure import GraphIndex, RoutingError, Segments, ServerParts, gpu_nodes, graph_memo, unchanged
 
-__all__ = ["route", "path_computations", "clear_route_cache", "unchanged", "graph_memo", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
-           "link_efficiency"]
+__all__ = ["route", "path_computations", "clear_route_cache", "unchanged", "graph_memo", "gpu_nodes", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
+           "link_efficiency", "first_tier"]
 
 POLICIES = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest")
 

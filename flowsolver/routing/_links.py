@@ -33,6 +33,16 @@ class Bottleneck(NamedTuple):
     utilization: float
 
 
+def first_tier(bottleneck: tuple) -> str:
+    """Tier of the first (most utilised) :class:`Bottleneck` of a result's tuple, ``""``
+    when it is empty: every result's ``bottleneck_tier``.
+
+    >>> first_tier((Bottleneck(0, "a", "b", "leaf-spine", 1.0),)), first_tier(())
+    ('leaf-spine', '')
+    """
+    return bottleneck[0].tier if bottleneck else ""
+
+
 @dataclass(frozen=True, eq=False)
 class LinkTable:
     """The directed links of a cluster graph, in the graph's edge order.

@@ -58,6 +58,11 @@ def unchanged(graph):
             _PINNED[key] = outer
 
 
+def gpu_nodes(graph) -> list:
+    """``topologies.gpus(graph)``, sorted once per unchanged graph (its routing index's)."""
+    return GraphIndex.of(graph).gpus
+
+
 def graph_memo(graph, key, build):
     """``build()`` once per graph for as long as it is unchanged (kept with its routing
     index: free inside an :func:`unchanged` block), e.g. ``topologies.gpus(graph)``."""
@@ -125,7 +130,8 @@ class GraphIndex:
         keys = self.tail * self.nv + self.head
         self._key_order = np.argsort(keys)
         self._keys = keys[self._key_order]
-        self.gpu_by_rank = np.array([idx[n] for n in tp.gpus(graph)], dtype=np.int64)
+        self.gpus = tp.gpus(graph)            # GPU node ids in rank order
+        self.gpu_by_rank = np.array([idx[n] for n in self.gpus], dtype=np.int64)
 
     def link_ids(self, u, v) -> np.ndarray:
         """Link ids of edges ``u[i] -> v[i]`` (node indices); -1 where there is none."""

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from .. import _checks
 from ._memory import memory_per_gpu
-from ._profile import CommProfile, bottleneck_tier
+from ..routing import first_tier
+from ._profile import CommProfile
 
 __all__ = ["Schedule", "Phase", "StepResult", "compose", "checked_schedule"]
 
@@ -78,7 +79,7 @@ class Phase:
     @property
     def bottleneck_tier(self) -> str:
         """Tier of the link that holds this phase back most (``""`` if none)."""
-        return bottleneck_tier(self.bottleneck)
+        return first_tier(self.bottleneck)
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ class StepResult:
     @property
     def bottleneck_tier(self) -> str:
         """Tier of :attr:`bottleneck`'s most utilised link (``""`` if none)."""
-        return bottleneck_tier(self.bottleneck)
+        return first_tier(self.bottleneck)
 
     def recompose(self, *, global_batch: int | None = None, dp_overlap: float | None = None,
                   mfu: float | None = None) -> "StepResult":

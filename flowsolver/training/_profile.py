@@ -8,16 +8,11 @@ from dataclasses import dataclass, field
 from topologies import GpuSpec
 
 from ..collectives import concurrent
+from ..routing import first_tier
 from ._layout import ParallelLayout
 from ._models import BF16, ModelSpec
 
 __all__ = ["CommTiming", "CommProfile", "solve_profile"]
-
-
-def bottleneck_tier(bottleneck: tuple) -> str:
-    """Tier of the first (most utilised) link of a tuple of
-    :class:`flowsolver.routing.Bottleneck` records, ``""`` when empty."""
-    return bottleneck[0].tier if bottleneck else ""
 
 
 @dataclass(frozen=True)
@@ -47,7 +42,7 @@ class CommTiming:
     @property
     def bottleneck_tier(self) -> str:
         """Tier of the link that holds this collective back most (``""`` if none)."""
-        return bottleneck_tier(self.bottleneck)
+        return first_tier(self.bottleneck)
 
 
 @dataclass(frozen=True)
