@@ -42,6 +42,9 @@ class Completion:
     status : int or ndarray
         ``Status.OK`` (0), or ``Status.NOT_CONVERGED`` (1): ``max_events`` stopped the run
         with unfinished flows.
+    initial : Allocation or None
+        The max-min allocation at time 0, every flow with bytes to send running (the first
+        event's rates, utilisation and bottlenecks); None when no flow had bytes.
     """
 
     finish: np.ndarray
@@ -50,6 +53,7 @@ class Completion:
     stalled: np.ndarray
     unfinished: np.ndarray
     status: np.ndarray
+    initial: object = None
 
     @property
     def ok(self):
@@ -59,7 +63,7 @@ class Completion:
 
 def completion_times(routing, sizes=None, capacity=None, *, weights=None, demands=None,
                      dtype=None, max_events: int | None = None, rtol: float = 1e-9,
-                     groups=None) -> Completion:
+                     groups=None, disjoint_groups: bool = False) -> Completion:
     """Completion time of every flow when all start at 0 and share links max-min fairly,
     rates re-solved each time a flow finishes.
 
@@ -82,6 +86,9 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
         (checked). Each group keeps its own clock, so one solve per event advances every
         group to its own next event: ``events`` is the largest count of any group. This is
         how many collective steps are timed in one call.
+    disjoint_groups : bool
+        The caller guarantees that ``groups`` share no link (a block built by
+        ``RoutingMatrix.stack(..., separate_links=True)``), so the check is skipped.
 
     Examples
     --------
@@ -110,7 +117,7 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     if len(set(shapes)) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(shapes))}")
     batch = shapes[0] if shapes else None
-    group, n_groups = _check_groups(rm, groups)
+    group, n_groups = _check_groups(rm, groups, check=not disjoint_groups)
     run = _Run([rm], np.broadcast_to(sizes, (batch or 1, n)).copy(), group, n_groups, np.array([-1]),
                np.zeros(1), batched=batch is not None)
     run.simulate(lambda active: run.rates_of_one(cap, weights, base, dtype, active),
@@ -121,9 +128,9 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     events = run.events.max(axis=1)
     if batch is None:
         return Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0],
-                          unfinished=unfinished[0], status=status[0])
+                          unfinished=unfinished[0], status=status[0], initial=run.initial)
     return Completion(finish=finish, makespan=makespan, events=events, stalled=stalled, unfinished=unfinished,
-                      status=status)
+                      status=status, initial=run.initial)
 
 
 @dataclass(frozen=True)
@@ -237,6 +244,7 @@ class _Run:
     def __init__(self, parts, sizes, group, n_groups, after, delay, batched):
         B, n = sizes.shape
         self.parts, self.after, self.batched = parts, after, batched
+        self.initial = None                  # the first event's Allocation (rates at time 0)
         counts = [m.n_flows for m in parts]
         self.counts = counts
         self.first = np.cumsum([0] + counts[:-1])
@@ -300,6 +308,8 @@ class _Run:
         demands = np.where(active, base, 0.0)
         alloc = max_min_fair(self.parts[0], cap, weights=weights, demands=demands if self.batched else demands[0],
                              dtype=dtype)
+        if self.initial is None:
+            self.initial = alloc
         return np.asarray(alloc.rates, dtype=np.float64).reshape(active.shape)
 
     def rates_of_many(self, cap, active):
@@ -347,8 +357,9 @@ class _Run:
             np.full(self.remaining.shape[0], int(Status.OK), dtype=np.int32)
 
 
-def _check_groups(rm, groups):
-    """Group index per flow (0 ... G-1) and G; raises when two groups share a link."""
+def _check_groups(rm, groups, check=True):
+    """Group index per flow (0 ... G-1) and G; raises when two groups share a link (unless
+    ``check`` is off: the caller built them disjoint)."""
     n = rm.n_flows
     if groups is None:
         return np.zeros(n, dtype=np.int64), 1
@@ -356,6 +367,8 @@ def _check_groups(rm, groups):
     if groups.shape != (n,) or not np.issubdtype(groups.dtype, np.integer):
         raise ValueError(f"groups must be an integer array of shape ({n},), got {groups.dtype} {groups.shape}")
     uniq, group = np.unique(groups, return_inverse=True)
+    if not check:
+        return group, len(uniq)
     # which groups use each segment, then each link (factored: no expansion)
     used = rm.flow_seg >= 0
     seg = rm.flow_seg[used]

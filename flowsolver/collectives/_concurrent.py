@@ -129,7 +129,7 @@ def _events(graph, collectives, options, alone) -> ConcurrentResult:
     firsts = [routed(ranks, steps[0].flows)[:2] for ranks, steps in plans]
     cap = firsts[0][0].links.effective_capacity(options.efficiency)
     stacked = RoutingMatrix.stack([rm for rm, _ in firsts])
-    _, _, bottleneck = solve_steps([stacked], [np.concatenate([sz for _, sz in firsts])], cap)[0]
+    _, _, bottleneck = solve_steps(stacked, None, np.concatenate([sz for _, sz in firsts]), cap)[0]
     alone_t = [_timeline([plan], routed, cap, options.base)[0][0] if alone else np.nan for plan in plans]
     together, status = _timeline(plans, routed, cap, options.base)
     return ConcurrentResult(alone=tuple(alone_t), together=tuple(together),

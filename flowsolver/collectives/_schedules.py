@@ -6,7 +6,6 @@ adding an algorithm is one function and one :data:`SCHEDULES` line (and its name
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -21,18 +20,15 @@ def _send_recv(p, size, layout, chunk):
 
 
 def _all_to_all_direct(p, size, layout, chunk):
-    per = size / p
     src = np.repeat(np.arange(p), p - 1)
     dst = (src + np.tile(np.arange(1, p), p)) % p           # each rank to every other, in order
     order = np.lexsort((dst, src))
-    return (Step(1, StepFlows(zip(src[order].tolist(), dst[order].tolist(), itertools.repeat(per))), 1),)
+    return (Step(1, StepFlows.from_arrays(src[order], dst[order], size / p), 1),)
 
 
 def _all_to_all_pairwise(p, size, layout, chunk):
-    per = size / p
-    ranks = list(range(p))
-    return tuple(Step(1, StepFlows(zip(ranks, [(i + s) % p for i in ranks], itertools.repeat(per))), 1)
-                 for s in range(1, p))
+    ranks = np.arange(p)
+    return tuple(Step(1, StepFlows.from_arrays(ranks, (ranks + s) % p, size / p), 1) for s in range(1, p))
 
 
 def _halving(p, size):

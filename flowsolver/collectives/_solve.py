@@ -16,7 +16,7 @@ from ..traffic import Flows
 from ._nccl import hop_latency
 from ._results import CollectiveStep
 
-__all__ = ["route_step", "step_latency", "solve_steps", "time_plans"]
+__all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "solve_steps", "time_plans"]
 
 
 
@@ -59,42 +59,63 @@ def _critical(m, u, bott, start, flow_time, util):
     return tuple(m.links.bottleneck(l, util[l]) for l in hot[:8])
 
 
-def solve_steps(rms, sizes, cap):
-    """Transfer time (s), per-link utilisation and bottleneck records of many steps, solved
-    in one call: each step on its own copy of its links, each with its own event clock.
-    ``cap`` is (links,) or (scenarios, links); with scenarios the result is a list per
-    scenario. A step with a flow that can never move gets transfer ``inf``."""
+def solve_steps(rm, group, sizes, cap, n_groups=1):
+    """Transfer time (s), per-link utilisation and bottleneck records of the steps whose
+    flows ``rm`` holds on shared links (``group``: the step of each flow, contiguous, or
+    None for one step), solved in one call: each step on its own copy of its links, each
+    with its own event clock. ``cap`` is (links,) or (scenarios, links); with scenarios
+    the result is a list per scenario. A step with a flow that can never move gets
+    transfer ``inf``."""
     batched = np.ndim(cap) == 2
     caps = np.atleast_2d(cap)
-    if len(rms) == 1:
-        block, used = rms[0], [np.arange(rms[0].n_links)]
+    if group is None or n_groups == 1:
+        block, used, group = rm, [np.arange(rm.n_links)], None
     else:
-        block, used = RoutingMatrix.stack(rms, separate_links=True)
-    block_cap = np.concatenate([caps[:, u] for u in used], axis=1) if len(rms) > 1 else caps
-    counts = [m.n_flows for m in rms]
-    size = np.concatenate(sizes)
+        block, used = rm.separate(group, n_groups)
+    block_cap = np.concatenate([caps[:, u] for u in used], axis=1) if group is not None else caps
     arg = block_cap if batched else block_cap[0]
-    done = completion_times(block, size, arg, groups=np.repeat(np.arange(len(rms)), counts) if len(rms) > 1 else None)
-    alloc = max_min_fair(block, arg)
+    done = completion_times(block, sizes, arg, groups=group, disjoint_groups=True)
+    alloc = done.initial if done.initial is not None else max_min_fair(block, arg)
     finish, stalled = np.atleast_2d(done.finish), np.atleast_2d(done.stalled)
     rates = np.atleast_2d(np.asarray(alloc.rates, dtype=np.float64))
     util_all = np.atleast_2d(np.asarray(alloc.utilization, dtype=np.float64))
     bott_all = np.atleast_2d(alloc.bottleneck)
+    counts = np.bincount(group, minlength=n_groups) if group is not None else [rm.n_flows]
     results = []
     for b in range(caps.shape[0]):
         with np.errstate(divide="ignore"):
-            flow_time = np.where(rates[b] > 0, size / np.where(rates[b] > 0, rates[b], 1.0), np.inf)
+            flow_time = np.where(rates[b] > 0, sizes / np.where(rates[b] > 0, rates[b], 1.0), np.inf)
         out = []
         f0 = l0 = 0
-        for m, u, n in zip(rms, used, counts):
+        for u, n in zip(used, counts):
             fs, ls = slice(f0, f0 + n), slice(l0, l0 + len(u))
             f0, l0 = f0 + n, l0 + len(u)
             transfer = np.inf if stalled[b, fs].any() else float(finish[b, fs].max(initial=0.0))
-            util = np.zeros(m.n_links)
+            util = np.zeros(rm.n_links)
             util[u] = util_all[b, ls]
-            out.append((transfer, util, _critical(m, u, bott_all[b, fs], ls.start, flow_time[fs], util)))
+            out.append((transfer, util, _critical(rm, u, bott_all[b, fs], ls.start, flow_time[fs], util)))
         results.append(out)
     return results if batched else results[0]
+
+
+def step_latencies(rm, group, n_groups, options) -> np.ndarray:
+    """:func:`step_latency` of every step of ``rm`` at once (``group``: the step of each
+    flow, contiguous): the NCCL hop latency of each step's slowest hop class plus its
+    largest path latency (s)."""
+    if options.step_latency is not None:
+        return np.full(n_groups, float(options.step_latency))
+    used = (rm.flow_seg >= 0) if rm.flow_coef is None else (rm.flow_seg >= 0) & (rm.flow_coef > 0)
+    seg = np.maximum(rm.flow_seg, 0)
+    # the highest hop rank of each segment's links that carry a share, then of each flow's
+    seg_rank = np.zeros(rm.n_segments, dtype=np.int64)
+    carry = rm.seg_frac > 0
+    np.maximum.at(seg_rank, rm.entry_segment[carry], rm.links.hop_rank[rm.seg_link[carry]].astype(np.int64))
+    flow_rank = np.where(used, seg_rank[seg], 0).max(axis=1, initial=0)
+    first = np.searchsorted(group, np.arange(n_groups))
+    worst = np.maximum.reduceat(flow_rank, first) if rm.n_flows else np.zeros(n_groups, dtype=np.int64)
+    path = np.maximum.reduceat(rm.path_latency(), first) if rm.n_flows else np.zeros(n_groups)
+    hop = {int(r): hop_latency(HOP_CLASSES[int(r)], options.protocol) for r in np.unique(worst)}
+    return np.array([hop[int(r)] for r in worst]) + np.maximum(path, 0.0)
 
 
 def _result_of(steps, solved, latency, n_links, base):
@@ -112,26 +133,46 @@ def _result_of(steps, solved, latency, n_links, base):
     return total, tuple(parts), util_time / busy if busy > 0 else util_time
 
 
+#: policies whose route of a flow does not depend on the other flows of the call (ecmp_hash
+#: hashes a flow's index, valiant draws in call order, ugal weighs the call's load), so
+#: the steps of a collective can be routed together in one call
+ROUTED_TOGETHER = ("ecmp", "dor", "minimal", "shortest")
+
+
+def route_steps(graph, ranks, keys, options):
+    """The flows of the distinct steps ``keys`` routed on shared links: (routing, the step
+    of each flow, bytes of each flow). One ``route`` call for all of them when the policy
+    allows (no in-switch step), else one per step, stacked."""
+    counts = np.array([len(k) for k in keys])
+    group = np.repeat(np.arange(len(keys)), counts)
+    if options.policy in ROUTED_TOGETHER and not any(k.has_node_ids for k in keys):
+        pos = np.asarray(ranks)
+        src = np.concatenate([pos[k.positions()[0]] for k in keys])
+        dst = np.concatenate([pos[k.positions()[1]] for k in keys])
+        size = np.concatenate([k.nbytes for k in keys])
+        return route(graph, Flows(src, dst, size), policy=options.policy, **options.route_options), group, size
+    routed = [route_step(graph, ranks, k, options) for k in keys]
+    rm = routed[0][0] if len(routed) == 1 else RoutingMatrix.stack([m for m, _ in routed])
+    return rm, group, np.concatenate([sz for _, sz in routed])
+
+
 def time_plans(graph, ranks, plans, options, scenarios):
     """Route every distinct step of ``plans`` (algorithm -> steps; steps are values, so
     identical steps are routed and solved once) and solve them all in one batched call; per
     scenario (``scenarios``: the graph, or its same-structure variants) its link table and
     ``{algorithm: (time, steps, utilisation)}``."""
-    routed = {}
-    for steps in plans.values():
-        for st in steps:
-            if st.flows not in routed:
-                routed[st.flows] = route_step(graph, ranks, st.flows, options)
-    keys = list(routed)
-    rms = [routed[k][0] for k in keys]
-    tables = [rms[0].links] if len(scenarios) == 1 and scenarios[0] is graph else \
+    keys = list(dict.fromkeys(st.flows for steps in plans.values() for st in steps))
+    rm, group, size = route_steps(graph, ranks, keys, options)
+    tables = [rm.links] if len(scenarios) == 1 and scenarios[0] is graph else \
         [LinkTable.from_graph(g) for g in scenarios]
     caps = np.stack([t.effective_capacity(options.efficiency) for t in tables])
-    solved_all = solve_steps(rms, [routed[k][1] for k in keys], caps)
+    # one scenario is solved unbatched, so the solver may pick its frontier method
+    solved_all = solve_steps(rm, group, size, caps if len(caps) > 1 else caps[0], len(keys))
+    solved_all = solved_all if len(caps) > 1 else [solved_all]
     timed = []
     for table, solved_b in zip(tables, solved_all):
         solved = dict(zip(keys, solved_b))
-        latency = {k: step_latency(replace(routed[k][0], links=table), options) for k in keys}
-        timed.append((table, {alg: _result_of(steps, solved, latency, rms[0].n_links, options.base)
+        latency = dict(zip(keys, step_latencies(replace(rm, links=table), group, len(keys), options)))
+        timed.append((table, {alg: _result_of(steps, solved, latency, rm.n_links, options.base)
                               for alg, steps in plans.items()}))
     return timed

@@ -22,6 +22,21 @@ class StepFlows(tuple):
     (True, [1, -1], True)
     """
 
+    @classmethod
+    def from_arrays(cls, src, dst, nbytes) -> "StepFlows":
+        """The flows ``(src[i], dst[i], nbytes[i])`` of rank positions (int arrays) and bytes,
+        their arrays kept as given (no per-flow Python work after the tuple is built).
+
+        >>> f = StepFlows.from_arrays([0, 1], [1, 0], [2.0, 2.0])
+        >>> f[1], f.has_node_ids, f.positions()[1].tolist()
+        ((1, 0, 2.0), False, [1, 0])
+        """
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape)
+        flows = cls(zip(src.tolist(), dst.tolist(), nbytes.tolist()))
+        flows.__dict__.update(has_node_ids=False, nbytes=nbytes.copy(), _positions=(src, dst))
+        return flows
+
     def __hash__(self):
         try:
             return self.__dict__["_hash"]

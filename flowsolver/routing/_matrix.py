@@ -256,32 +256,68 @@ class RoutingMatrix:
         ([[1.0, 0.0], [0.5, 0.0], [0.0, 1.0]], [1.0, 2.0, 2.0], [[0, 1], [1]])
         """
         matrices = list(matrices)
+        if separate_links:
+            counts = [m.n_flows for m in matrices]
+            return cls.stack(matrices).separate(np.repeat(np.arange(len(matrices)), counts), len(matrices))
         K = max(m.slots for m in matrices)
         seg_off = np.cumsum([0] + [m.n_segments for m in matrices])
         ent_off = np.cumsum([0] + [len(m.seg_link) for m in matrices])
         flow_off = np.cumsum([0] + [m.n_flows for m in matrices])
         ptr = np.concatenate([[0]] + [m.seg_ptr[1:] + ent_off[i] for i, m in enumerate(matrices)])
         flow_seg = np.full((flow_off[-1], K), -1, dtype=np.int32)      # padded once to K slots
-        flow_coef = np.zeros((flow_off[-1], K))
-        seg_links, used = [], []
+        unit = all(m.flow_coef is None for m in matrices)
+        flow_coef = None if unit else np.zeros((flow_off[-1], K))
         for i, m in enumerate(matrices):
             rows = slice(flow_off[i], flow_off[i + 1])
             flow_seg[rows, :m.slots] = np.where(m.flow_seg >= 0, m.flow_seg + seg_off[i], -1)
-            flow_coef[rows, :m.slots] = 1.0 if m.flow_coef is None else m.flow_coef
-            if separate_links:
-                links, local = np.unique(m.seg_link, return_inverse=True)
-                seg_links.append((local + sum(map(len, used))).astype(np.int32))
-                used.append(links)
-            else:
-                seg_links.append(m.seg_link)
+            if not unit:
+                flow_coef[rows, :m.slots] = 1.0 if m.flow_coef is None else m.flow_coef
         first = matrices[0]
-        stacked = cls(seg_ptr=ptr, seg_link=np.concatenate(seg_links),
-                      seg_frac=np.concatenate([m.seg_frac for m in matrices]), flow_seg=flow_seg, flow_coef=flow_coef,
-                      capacity=np.concatenate([first.capacity[u] for u in used]) if separate_links else first.capacity,
-                      weights=np.concatenate([m.weights for m in matrices]),
-                      demands=np.concatenate([m.demands for m in matrices]),
-                      links=None if separate_links else first.links)
-        return (stacked, used) if separate_links else stacked
+        return cls(seg_ptr=ptr, seg_link=np.concatenate([m.seg_link for m in matrices]),
+                   seg_frac=np.concatenate([m.seg_frac for m in matrices]), flow_seg=flow_seg, flow_coef=flow_coef,
+                   capacity=first.capacity, weights=np.concatenate([m.weights for m in matrices]),
+                   demands=np.concatenate([m.demands for m in matrices]), links=first.links)
+
+    def separate(self, groups, n_groups: int | None = None):
+        """Each group of flows on its own copy of the links it uses (block diagonal:
+        independent problems solved together, e.g. the steps of a collective routed in one
+        call). ``groups``: int per flow, 0 ... G-1. Returns ``(block, used)``: the block's
+        links are group 0's used links in link order, then group 1's, ...; ``used[g]`` their
+        original indices. Built without a per-group loop (links numbered through a mask
+        over groups x links when that is small, else a sort).
+
+        >>> rm = RoutingMatrix.from_scipy(np.array([[1.0, 1.0], [0.5, 0.0]]), capacity=[1.0, 2.0])
+        >>> block, used = rm.separate([0, 1])
+        >>> block.to_scipy().toarray().tolist(), block.capacity.tolist(), [u.tolist() for u in used]
+        ([[1.0, 0.0], [0.5, 0.0], [0.0, 1.0]], [1.0, 2.0, 1.0], [[0, 1], [0]])
+        """
+        groups = np.asarray(groups, dtype=np.int64)
+        if groups.shape != (self.n_flows,):
+            raise ValueError(f"groups must give one int per flow ({self.n_flows}), got shape {groups.shape}")
+        G = int(groups.max(initial=-1)) + 1 if n_groups is None else int(n_groups)
+        S, L = self.n_segments, self.n_links
+        valid = self.flow_seg >= 0
+        seg_key, inv = np.unique((groups[:, None] * S + self.flow_seg)[valid], return_inverse=True)
+        flow_seg = np.full(self.flow_seg.shape, -1, dtype=np.int32)
+        flow_seg[valid] = inv.reshape(-1)
+        seg_group, seg = seg_key // S, seg_key % S
+        lengths = np.diff(self.seg_ptr)[seg]
+        entries = _ranges(self.seg_ptr[seg], lengths)
+        link_key = np.repeat(seg_group, lengths) * L + self.seg_link[entries]
+        if G * L <= 8 * max(len(link_key), 1):            # number the used (group, link) through a mask
+            mask = np.zeros(G * L, dtype=bool)
+            mask[link_key] = True
+            used_key = np.flatnonzero(mask)
+            number = np.cumsum(mask, dtype=np.int64) - 1
+            seg_link = number[link_key]
+        else:
+            used_key, seg_link = np.unique(link_key, return_inverse=True)
+        link_group, link = used_key // L, used_key % L
+        used = np.split(link, np.searchsorted(link_group, np.arange(1, G)))
+        block = RoutingMatrix(seg_ptr=np.concatenate([[0], np.cumsum(lengths)]), seg_link=seg_link.astype(np.int32),
+                              seg_frac=self.seg_frac[entries], flow_seg=flow_seg, flow_coef=self.flow_coef,
+                              capacity=self.capacity[link], weights=self.weights, demands=self.demands)
+        return block, used
 
     def merge_identical(self) -> "MergedRouting":
         """Merge flows with identical columns, weights and caps into one weighted flow each.
