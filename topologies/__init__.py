@@ -23,6 +23,7 @@ from .dragonfly import dragonfly, global_link_partner
 from .failures import fabric_cables, fail_links
 from .io import load, save
 from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
+from .nccl import NcclServer, from_nccl_xml
 from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, register_server,
                       server_names)
 from .storage import add_storage
@@ -36,6 +37,7 @@ __all__ = [
     "add_storage", "fail_links", "fabric_cables", "build", "FAMILIES",
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
+    "from_nccl_xml", "NcclServer",
     "default_cluster",
 ]
 
