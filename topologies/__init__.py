@@ -17,6 +17,7 @@ This package knows nothing of JAX or routing.
 
 from ._validate import TopologyError, validate
 from .analysis import bisection_max_flow, describe, format_description, gpus
+from .astra import from_astra_network, parse_simple_yaml
 from .build import FAMILIES, build
 from .clos import fat_tree, leaf_spine, rail_optimized
 from .dragonfly import dragonfly, global_link_partner
@@ -37,7 +38,7 @@ __all__ = [
     "add_storage", "fail_links", "fabric_cables", "build", "FAMILIES",
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
-    "from_nccl_xml", "NcclServer",
+    "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",
     "default_cluster",
 ]
 
