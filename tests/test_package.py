@@ -137,7 +137,7 @@ def test_the_topologies_surface_is_complete_and_holds_no_jax():
         assert hasattr(tp, name), name
     assert not [n for n in tp.__all__ if n.startswith("_")]
     # the readers of other tools' machine descriptions
-    for name in ("from_nccl_xml", "NcclServer", "from_astra_network"):
+    for name in ("from_nccl_xml", "NcclServer", "from_astra_network", "from_simai", "to_simai"):
         assert name in tp.__all__, name
     jax = []
     for path in sorted((ROOT / "topologies").rglob("*.py")):

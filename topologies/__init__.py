@@ -27,6 +27,7 @@ from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
 from .nccl import NcclServer, from_nccl_xml
 from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, register_server,
                       server_names)
+from .simai import from_simai, to_simai
 from .storage import add_storage
 from .torus import torus
 
@@ -39,6 +40,7 @@ __all__ = [
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
     "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",
+    "from_simai", "to_simai",
     "default_cluster",
 ]
 
