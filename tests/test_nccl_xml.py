@@ -168,10 +168,11 @@ def test_pcie_generations(tmp_path, speed, cls, tech):
 
 def test_unknown_elements_are_noted_and_ignored(tmp_path):
     body = ("<gpio/>" + _box(_pci("0000:02:00.0", "0x030200",
-                                  '<gpu dev="0" sm="90" rank="0"><c2c count="4" bw="32000"/></gpu>')
+                                  '<gpu dev="0" sm="90" rank="0"><c2c count="4" bw="32000"/>'
+                                  '<nvlink target="0000:aa:00.0" count="2" tclass="0x060000"/></gpu>')
                              + _nic("0000:03:00.0") + _pci("0000:09:00.0", "0x010802")))
     m = tp.from_nccl_xml(_write(tmp_path, body))
-    for what in ("<gpio>", "<c2c> in <gpu>", "class 0x010802"):
+    for what in ("<gpio>", "<c2c> in <gpu>", "class 0x010802", "<nvlink> to class 0x060000"):
         assert what in m.description
     assert m.gpus == 1 and m.nics == 1
 

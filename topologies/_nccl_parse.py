@@ -213,8 +213,10 @@ def _gpu(el, gpu_el, busid, system):
         if not count.isdigit() or int(count) < 1:
             raise ValueError(f"{system.where}: <nvlink target=\"{sub.get('target')}\"> of GPU "
                              f"{busid}: count must be an integer >= 1, got {count!r}")
-        info.nvlinks.append(((sub.get("target") or "").lower(), int(count),
-                             _class_code(sub.get("tclass"))))
+        tclass = _class_code(sub.get("tclass"))
+        if tclass not in _GPU_CLASSES and tclass != _NVSWITCH:
+            system.ignored[f"<nvlink> to class {sub.get('tclass')} (not a GPU or NVSwitch)"] += 1
+        info.nvlinks.append(((sub.get("target") or "").lower(), int(count), tclass))
     system.gpus.append(info)
     _add_node(system, info.node, kind="gpu", busid=busid)
 

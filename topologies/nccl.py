@@ -44,7 +44,7 @@ class NcclServer(ServerModel):
 
     Besides the :class:`ServerModel` fields (``gpus``, ``nics``, ``nic``, ``nic_ports``,
     ``nvlink`` per GPU, ``host_link`` the slowest GPU-to-NIC PCIe link, ``pcie_switches``)
-    it holds ``nodes`` (local node id -> attributes), ``cables`` (local id pairs with their
+    it holds ``nodes`` (local node id and its attributes as (key, value) pairs), ``cables`` (local id pairs with their
     capacity in bytes/s, latency in s, tech, tier and link count), ``description`` (what
     was read, assumed and ignored) and ``source`` (the file).
     """
@@ -60,7 +60,7 @@ class NcclServer(ServerModel):
         check_int("nic_ports", self.nic_ports, 1)
         get_gpu(self.gpu)
         get_link(self.host_link)
-        gpus = [n for n, a in self.nodes if a["kind"] == "gpu"]
+        gpus = [n for n, a in self.nodes if dict(a)["kind"] == "gpu"]
         if len(gpus) != self.gpus:
             raise ValueError(f"server {self.name!r}: {len(gpus)} GPU nodes for gpus={self.gpus}")
 
@@ -69,8 +69,8 @@ class NcclServer(ServerModel):
         ``"s{index}/gpu{i}"``, ``.../nic{j}``, ``.../pcie{k}``, ``.../cpu{c}``, ``.../nvswitch``)."""
         pre = f"s{index}/"
         ports = ServerPorts()
-        for local, attrs in self.nodes:
-            attrs = dict(attrs, tier=0, server=index)
+        for local, items in self.nodes:
+            attrs = dict(items, tier=0, server=index)
             if attrs["kind"] == "gpu":
                 attrs.update(rank=first_rank + attrs["local_rank"], gpu_type=self.gpu_spec.name)
                 ports.gpus.append(pre + local)
@@ -219,7 +219,7 @@ def _assemble(system, path, gpu_type, nvlink, declared, socket, name, notes) -> 
                     f"{switches} PCIe switch(es), {len(cpus)} CPU socket(s), "
                     f"{system.switch_groups} NVSwitch domain(s)")
     ordered = sorted(nodes.items(), key=lambda kv: (kv[1]["kind"], kv[1].get("order", 0)))
-    frozen = tuple((n, {k: v for k, v in a.items() if k != "order"}) for n, a in ordered)
+    frozen = tuple((n, tuple((k, v) for k, v in a.items() if k != "order")) for n, a in ordered)
     return NcclServer(
         name=name or f"nccl:{path.stem}", gpus=len(system.gpus), gpu=gpu_type,
         layout="nvswitch" if nv_tech is not None else "nccl", nvlink=nv_tech, nics=len(nics),
