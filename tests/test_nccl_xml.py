@@ -265,3 +265,14 @@ def test_the_readme_block_runs_as_written(monkeypatch, capsys):
     algorithm, ms, busbw = re.match(r"(\w+): ([\d.]+) ms, busbw (\d+) GB/s", out[1]).groups()
     assert out[1] == expected[1]
     assert float(busbw) == pytest.approx(2 * 31 / 32 * 2**30 / (float(ms) * 1e-3) / 1e9, abs=1)
+
+
+def test_gpus_follow_nccl_ranks_and_a_nic_without_pci_hangs_off_its_cpu(tmp_path):
+    body = ('<cpu numaid="0" vendor="GenuineIntel">'
+            + _pci("0000:01:00.0", "0x060400", _gpu("0000:02:00.0", 1) + _gpu("0000:05:00.0", 0))
+            + '<nic><net name="mlx5_0" dev="0" speed="200000" port="1"/></nic></cpu>')
+    m = tp.from_nccl_xml(_write(tmp_path, body))
+    g = tp.rail_optimized(1, server=m)
+    assert [g.nodes[n]["busid"] for n in tp.gpus(g)] == ["0000:05:00.0", "0000:02:00.0"]
+    assert g.has_edge("s0/nic0", "s0/cpu0") and "no PCI link" in m.description
+    assert tp.get_link(m.nic).name == "roce_200g" and m.nics == 1
