@@ -202,7 +202,9 @@ def _assemble(system, path, gpu_type, nvlink, declared, socket, name, notes) -> 
     per_gpu = _nvlink_cables(system, nodes, cables, nvlink, declared, notes)
     nics = [n for n, a in nodes.items() if a["kind"] == "nic"]
     nic_tech, ports = _nic_tech(system, nics, notes)
-    uniform = len(set(per_gpu.values())) == 1 and system.switch_groups == 1
+    # one NVSwitch domain holding every GPU with the same link count: an "nvswitch" server
+    uniform = (len(per_gpu) == len(system.gpus) and len(set(per_gpu.values())) == 1
+               and system.switch_groups == 1)
     nv_tech = None
     if per_gpu and uniform:
         links = next(iter(per_gpu.values()))
