@@ -55,6 +55,8 @@ class NcclServer(ServerModel):
     source: str = ""
 
     def __post_init__(self):
+        # the file fixes the layout: ServerModel's rules for its generic layouts (NICs dividing
+        # GPUs, an even number of PCIe switches) do not apply
         check_int("gpus", self.gpus, 1)
         check_int("nics", self.nics, 1)
         check_int("nic_ports", self.nic_ports, 1)
