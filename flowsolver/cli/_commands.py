@@ -32,9 +32,8 @@ def collective_table(args) -> None:
     for size in sizes:
         r = collective(graph, args.op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
                        policy_options=opts, channels=args.channels, protocol=args.protocol)
-        tier = r.steps[0].bottleneck_tier if r.steps else ""
         rows.append(dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
-                         algorithm=r.algorithm, bottleneck_tier=tier))
+                         algorithm=r.algorithm, bottleneck_tier=r.bottleneck_tier))
     head = f"# {args.op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs ({args.family})"
     lines = [head, f"{'size (B)':>14s} {'time (us)':>12s} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
                    f"{'algorithm':>17s}  bottleneck tier"]

@@ -28,11 +28,15 @@ class StepFlows:
     def __init__(self, flows=()):
         flows = flows if isinstance(flows, (list, tuple)) else list(flows)
         n = len(flows)
-        src = np.fromiter((a if _is_position(a) else -1 for a, _, _ in flows), dtype=np.int64, count=n)
-        dst = np.fromiter((b if _is_position(b) else -1 for _, b, _ in flows), dtype=np.int64, count=n)
+        ends = [[fl[side] for fl in flows] for side in (0, 1)]
+        nbytes = np.fromiter((fl[2] for fl in flows), dtype=np.float64, count=n)
+        if all(type(x) is int for side in ends for x in side):           # rank positions only
+            self._set(np.array(ends[0], dtype=np.int64), np.array(ends[1], dtype=np.int64), nbytes, ())
+            return
+        src, dst = (np.fromiter((x if _is_position(x) else -1 for x in side), dtype=np.int64, count=n) for side in ends)
         names = tuple((i, side, x) for i, fl in enumerate(flows) for side, x in enumerate(fl[:2])
                       if not _is_position(x))
-        self._set(src, dst, np.fromiter((c for _, _, c in flows), dtype=np.float64, count=n), names)
+        self._set(src, dst, nbytes, names)
 
     def _set(self, src, dst, nbytes, names):
         self._src, self._dst, self.nbytes, self._names = src, dst, nbytes, names
@@ -170,7 +174,15 @@ def pipeline(stages, k, piece):
     else:
         keys.extend(((s - k + 1, s), 1) for s in range(k - 1, n))
     keys.extend(((s - k + 1, n - 1), 1) for s in range(max(k, n), k + n - 1))
-    steps = [Step(c, tuple((a, b, piece) for t in range(lo, hi + 1) for a, b in stages[t]), 0) for (lo, hi), c in keys]
+    pairs = [pair for stage in stages for pair in stage]
+    if pairs and all(_is_position(a) and _is_position(b) for a, b in pairs):   # as arrays
+        start = np.cumsum([0] + [len(stage) for stage in stages])
+        src, dst = (np.array([pair[i] for pair in pairs], dtype=np.int64) for i in (0, 1))
+        cut = lambda lo, hi: slice(start[lo], start[hi + 1])  # noqa: E731
+        steps = [Step(c, StepFlows.from_arrays(src[cut(lo, hi)], dst[cut(lo, hi)], piece), 0) for (lo, hi), c in keys]
+    else:
+        steps = [Step(c, tuple((a, b, piece) for t in range(lo, hi + 1) for a, b in stages[t]), 0)
+                 for (lo, hi), c in keys]
     widest = max(range(len(steps)), key=lambda i: len(steps[i].flows))
     steps[widest] = Step(steps[widest].count, steps[widest].flows, n)
     return steps
