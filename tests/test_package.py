@@ -22,6 +22,7 @@ LAYERS = [
     ("flowsolver.timing",),
     ("flowsolver.collectives",),
     ("flowsolver.training",),
+    ("flowsolver.traces",),
     ("flowsolver._sweep", "flowsolver.study", "flowsolver.plot"),
     ("flowsolver.cli", "flowsolver.__main__"),
     ("flowsolver",),
