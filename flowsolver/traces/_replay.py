@@ -218,7 +218,7 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
     graph : networkx.DiGraph
         The cluster (a ``topologies`` generator or hand-built).
     workload : Workload
-        From :func:`read_chakra`, :func:`read_simai_workload` or :func:`chakra_from_step`.
+        From :func:`read_chakra`, :func:`read_simai_workload` or :func:`workload_from_step`.
     ranks : sequence of int, optional
         GPU rank (``topologies.gpus`` order) of each trace rank; default trace rank ``i`` on GPU ``i``.
     gpu : str or GpuSpec, optional

@@ -67,7 +67,7 @@ class Workload:
     """Per-rank DAGs, the process groups (name -> ranks) and the matched communication.
 
     Build one with :func:`flowsolver.traces.read_chakra`, :func:`read_simai_workload` or
-    :func:`chakra_from_step`; replay it with :func:`flowsolver.traces.replay`.
+    :func:`workload_from_step`; replay it with :func:`flowsolver.traces.replay`.
     """
 
     ranks: list
