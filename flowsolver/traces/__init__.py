@@ -15,8 +15,9 @@ from ._from_step import workload_from_step
 from ._write import write_chakra
 from ._replay import DEFAULT_COMPUTE_EFFICIENCY, replay
 from ._result import PathNode, ReplayResult
+from ._simai import read_simai_workload
 from ._schema import SCHEMA_SOURCE, SCHEMA_VERSION, TraceError
 from ._workload import Comm, RankTrace, TraceNode, Workload, build_workload
 
-__all__ = ["read_chakra", "write_chakra", "workload_from_step", "replay", "ReplayResult", "PathNode", "DEFAULT_COMPUTE_EFFICIENCY", "build_workload", "Workload", "RankTrace", "TraceNode", "Comm", "TraceError",
+__all__ = ["read_chakra", "read_simai_workload", "write_chakra", "workload_from_step", "replay", "ReplayResult", "PathNode", "DEFAULT_COMPUTE_EFFICIENCY", "build_workload", "Workload", "RankTrace", "TraceNode", "Comm", "TraceError",
            "SCHEMA_VERSION", "SCHEMA_SOURCE"]
