@@ -21,21 +21,20 @@ OPS_OF_CHAKRA = {COLLECTIVE_TYPES["ALL_REDUCE"]: "all_reduce", COLLECTIVE_TYPES[
 _TIMED = {NODE_TYPES[k] for k in ("MEM_LOAD_NODE", "MEM_STORE_NODE", "STORAGE_NODE", "BATCH_NODE",
                                   "CHECKPOINT_NODE")}
 _SKIPPED = {NODE_TYPES["INVALID_NODE"], NODE_TYPES["METADATA_NODE"]}
+_KNOWN, _COMP = frozenset(NODE_TYPES.values()), NODE_TYPES["COMP_NODE"]
 _FILE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.et(?:\.gz)?$")
 #: the communicator-group file ASTRA-sim takes (--comm-group-configuration): {"1": [0, 1, ...], ...}
 GROUP_FILE = "comm_group.json"
 
 
-def _value(attr):
-    kind = attr.WhichOneof("value")
-    if kind is None:
-        return None
-    value = getattr(attr, kind)
-    return list(value.values) if kind.endswith("_list") else value
-
-
 def _attributes(node) -> dict:
-    return {a.name: _value(a) for a in node.attr}
+    out = {}
+    for a in node.attr:
+        kind = a.WhichOneof("value")
+        if kind is not None:
+            value = getattr(a, kind)
+            out[a.name] = list(value.values) if kind[-5:] == "_list" else value
+    return out
 
 
 def _pg_metadata(text: str, where: str) -> dict:
@@ -59,19 +58,19 @@ def _pg_metadata(text: str, where: str) -> dict:
 
 def _node(msg, where_file: str) -> TraceNode:
     kind_number = msg.type
-    where = f"{where_file}: node {msg.id} ({msg.name!r})"
-    if kind_number not in NODE_TYPES.values():
-        raise TraceError(f"{where}: unknown node type {kind_number} (Chakra NodeType is 0 ... "
-                         f"{max(NODE_TYPES.values())})")
+    if kind_number not in _KNOWN:
+        raise TraceError(f"{where_file}: node {msg.id} ({msg.name!r}): unknown node type {kind_number} (Chakra "
+                         f"NodeType is 0 ... {max(NODE_TYPES.values())})")
     attr = _attributes(msg)
-    deps = tuple(dict.fromkeys((*msg.data_deps, *msg.ctrl_deps)))
+    ctrl = msg.ctrl_deps
+    deps = tuple(msg.data_deps) if not ctrl else tuple(dict.fromkeys((*msg.data_deps, *ctrl)))
     duration = msg.duration_micros * 1e-6
-    base = dict(id=msg.id, name=msg.name, deps=deps, duration=duration)
-    if kind_number == NODE_TYPES["COMP_NODE"]:
-        kind = DELAY if attr.get("is_cpu_op") else COMPUTE
-        return TraceNode(kind=kind, flops=float(attr.get("num_ops") or 0), **base)
+    if kind_number == _COMP:
+        return TraceNode(msg.id, msg.name, DELAY if attr.get("is_cpu_op") else COMPUTE, deps, duration,
+                         float(attr.get("num_ops") or 0))
     if kind_number in _TIMED or kind_number in _SKIPPED:
-        return TraceNode(kind=DELAY, **(base | dict(duration=0.0 if kind_number in _SKIPPED else duration)))
+        return TraceNode(msg.id, msg.name, DELAY, deps, 0.0 if kind_number in _SKIPPED else duration)
+    where = f"{where_file}: node {msg.id} ({msg.name!r})"
     size = attr.get("comm_size")
     if size is None or size < 0:
         raise TraceError(f"{where}: a communication node needs a comm_size attribute (bytes >= 0)")
@@ -82,14 +81,15 @@ def _node(msg, where_file: str) -> TraceNode:
             raise TraceError(f"{where}: collective type {attr.get('comm_type')!r} "
                              f"({names.get(attr.get('comm_type'), 'unknown')}) is not supported; supported: "
                              f"{', '.join(names[k] for k in OPS_OF_CHAKRA)}")
-        return TraceNode(kind=COLLECTIVE, op=op, bytes=float(size), group=str(attr.get("pg_name") or ""), **base)
+        return TraceNode(msg.id, msg.name, COLLECTIVE, deps, duration, op=op, bytes=float(size),
+                         group=str(attr.get("pg_name") or ""))
     send = kind_number == NODE_TYPES["COMM_SEND_NODE"]
     peer = attr.get("comm_dst" if send else "comm_src")
     if peer is None:
         raise TraceError(f"{where}: a {'send' if send else 'recv'} node needs a "
                          f"{'comm_dst' if send else 'comm_src'} attribute")
-    return TraceNode(kind=SEND if send else RECV, op="send_recv", bytes=float(size), peer=int(peer),
-                     tag=int(attr.get("comm_tag") or 0), **base)
+    return TraceNode(msg.id, msg.name, SEND if send else RECV, deps, duration, op="send_recv", bytes=float(size),
+                     peer=int(peer), tag=int(attr.get("comm_tag") or 0))
 
 
 def trace_files(path) -> list:

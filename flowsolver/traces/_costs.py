@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+import topologies as tp_
+
 from ..collectives import collective
 from ..solver import max_min_fair
 
@@ -52,6 +54,7 @@ class CostModel:
     def __init__(self, graph, algorithms: dict | None, options: dict):
         self.graph, self.algorithms, self.options = graph, dict(algorithms or {}), dict(options)
         self.costs, self.index, self._rates = [], {}, {}
+        self.servers, self.templates = None, {}
         self.capacity = None
         self.link_table = None
 
@@ -60,8 +63,32 @@ class CostModel:
         key = (op, float(size), tuple(ranks))
         if key not in self.index:
             self.index[key] = len(self.costs)
-            self.costs.append(self._cost(*key))
+            self.costs.append(self._inside_one_server(*key) or self._cost(*key))
         return self.index[key]
+
+    def _inside_one_server(self, op, size, ranks):
+        """The cost of a communication among GPUs of one server, from that of the same ranks
+        (local positions) in a server with identical internals (links, capacities, latencies,
+        technologies) solved before, its links mapped across; None if there is none yet (or
+        the ranks span servers). Only a communication whose links all lay inside its server
+        is reused: then nothing outside the server can change it."""
+        if self.servers is None:
+            self.servers = _Servers(self.graph)
+        found = self.servers.place(ranks)
+        if found is None:
+            return None
+        server, local = found
+        key = (op, size, self.servers.fingerprint[server], local)
+        template = self.templates.get(key)
+        if template is None:
+            cost = self._cost(op, size, ranks)
+            inside = self.servers.local_links(server, cost.links)
+            if inside is not None:
+                self.templates[key] = (cost, inside)
+            return cost
+        cost, inside = template
+        links = self.servers.global_links(server, inside)
+        return CommCost(op, size, ranks, cost.algorithm, cost.latency, cost.transfer, links, cost.load)
 
     def _cost(self, op, size, ranks) -> CommCost:
         empty = np.zeros(0, dtype=np.int64)
@@ -112,3 +139,50 @@ class CostModel:
         load = np.concatenate([c.load * x for c, x in zip(costs, rates)])
         uniq, rows = np.unique(links, return_inverse=True)
         return uniq, np.bincount(rows, weights=load, minlength=len(uniq)) / self.capacity[uniq]
+
+
+class _Servers:
+    """Each GPU's server (node attribute ``server``), each server's internal links by local
+    (tail, head) position, and a fingerprint of its internals (equal fingerprints: servers
+    that are copies of each other, link for link)."""
+
+    def __init__(self, graph):
+        gpus = tp_.gpus(graph)
+        self.server_of = [graph.nodes[v].get("server") for v in gpus]
+        self.local_name = {}
+        internal = {}
+        for e, (u, v, d) in enumerate(graph.edges(data=True)):
+            su, sv = graph.nodes[u].get("server"), graph.nodes[v].get("server")
+            if su is not None and su == sv:
+                internal.setdefault(su, []).append((self._local(u, su), self._local(v, su), e, d))
+        self.edge_at, self.position, self.fingerprint = {}, {}, {}
+        for s, edges in internal.items():
+            edges.sort(key=lambda x: (x[0], x[1]))
+            self.edge_at[s] = {(a, b): e for a, b, e, _ in edges}
+            self.position[s] = {e: (a, b) for a, b, e, _ in edges}
+            self.fingerprint[s] = hash(tuple((a, b, float(d.get("capacity", 0.0)), float(d.get("latency", 0.0)),
+                                              d.get("tech", ""), int(d.get("cables", 1))) for a, b, _, d in edges))
+        self.gpu_local = [None if s is None else self._local(v, s) for v, s in zip(gpus, self.server_of)]
+
+    @staticmethod
+    def _local(node, server):
+        prefix = f"s{server}/"
+        name = str(node)
+        return name[len(prefix):] if name.startswith(prefix) else name
+
+    def place(self, ranks):
+        """(server, local names of the ranks) when every rank is on one server, else None."""
+        servers = {self.server_of[r] for r in ranks}
+        if len(servers) != 1 or None in servers or servers.pop() not in self.fingerprint:
+            return None
+        return self.server_of[ranks[0]], tuple(self.gpu_local[r] for r in ranks)
+
+    def local_links(self, server, links):
+        """Local positions of ``links`` (graph edge indexes), or None if one is not inside ``server``."""
+        where = self.position[server]
+        out = [where.get(int(e)) for e in links]
+        return None if any(p is None for p in out) else tuple(out)
+
+    def global_links(self, server, positions):
+        at = self.edge_at[server]
+        return np.array([at[p] for p in positions], dtype=np.int64)

@@ -19,6 +19,7 @@ import numpy as np
 import topologies as tp_
 
 from .. import _checks
+from ..routing import unchanged
 from ._costs import CostModel
 from ._result import ReplayResult
 from ._workload import COMPUTE, DELAY, Workload
@@ -262,6 +263,7 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
                              f"{len(placement)}")
     rate = _flops_rate(graph, workload, gpu, compute_efficiency)
     costs = CostModel(graph, algorithms, collective_options)
-    engine = _Engine(workload, costs, placement, rate)
-    engine.run()
+    with unchanged(graph):          # every communication routed on one index of the graph
+        engine = _Engine(workload, costs, placement, rate)
+        engine.run()
     return ReplayResult.of(engine, placement)
