@@ -119,6 +119,21 @@ def test_metadata_process_groups_and_a_prefix_path(tmp_path):
     assert w.groups["3"] == (0, 1) and [c.op for c in w.comms] == ["all_gather"]
 
 
+def test_without_protobuf_the_error_says_what_to_install(tmp_path, monkeypatch):
+    import sys
+
+    from flowsolver.traces import _schema
+
+    folder = _two_rank_trace(tmp_path)
+    _schema.messages.cache_clear()
+    monkeypatch.setitem(sys.modules, "google.protobuf", None)
+    try:
+        with pytest.raises(ImportError, match=r"pip install 'flowsolver\[traces\]'"):
+            read_chakra(folder)
+    finally:
+        _schema.messages.cache_clear()
+
+
 # ---- bad traces: one clear error each, naming the file and the node ----
 
 def _bad(tmp_path, per_rank, match, groups=None):
