@@ -103,6 +103,38 @@ def test_groups_that_do_not_meet_take_their_time_alone_as_concurrent_says(tmp_pa
     assert res.iteration_time == pytest.approx(together.makespan, rel=1e-9)
 
 
+def test_gpu_compute_runs_one_node_at_a_time_and_cpu_ops_beside_it(tmp_path):
+    cpu = cw.node(3, "dataloader", cw.COMP, duration_us=2500, attrs=[cw.attr("is_cpu_op", boolean=True)])
+    # two GPU kernels without dependencies share the GPU: 1 ms + 1 ms; the CPU op overlaps them
+    res = replay(tp.rail_optimized(1), read_chakra(_write_ranks(tmp_path, [[cw.comp(1, "a", 1000), cw.comp(2, "b", 1000),
+                                                                            cpu]])))
+    assert res.end[0].tolist() == pytest.approx([1e-3, 2e-3, 2.5e-3])
+    assert [p.name for p in res.critical_path] == ["dataloader"]
+
+
+def test_trace_ranks_placed_on_other_gpus(tmp_path):
+    g = tp.rail_optimized(2)
+    per_rank = [[cw.coll(1, "ar", cw.ALL_REDUCE, 2**24)] for _ in range(2)]
+    res = replay(g, read_chakra(_write_ranks(tmp_path, per_rank)), ranks=[0, 8])
+    assert res.iteration_time == pytest.approx(collective(g, "all_reduce", 2**24, ranks=[0, 8]).time, rel=1e-9)
+    with pytest.raises(ValueError, match="ranks must give 2 distinct GPU ranks"):
+        replay(g, read_chakra(tmp_path), ranks=[0, 0])
+
+
+def test_collectives_that_collide_slow_down_as_concurrent_says(tmp_path):
+    from flowsolver import concurrent
+
+    # two interleaved all-to-all groups over a 2:1 oversubscribed spine: both slow down
+    g = tp.leaf_spine(leaves=2, spines=1, hosts_per_leaf=4, oversubscription=2.0)
+    size, groups = 2**26, {"1": [0, 2, 4, 6], "2": [1, 3, 5, 7]}
+    (tmp_path / "comm_group.json").write_text(json.dumps(groups))
+    per_rank = [[cw.coll(1, "a2a", cw.ALL_TO_ALL, size, pg=str(1 + r % 2))] for r in range(8)]
+    res = replay(g, read_chakra(_write_ranks(tmp_path, per_rank)), algorithms={"all_to_all": "pairwise"})
+    together = concurrent(g, [dict(op="all_to_all", size=size, ranks=r, algorithm="pairwise") for r in groups.values()])
+    assert together.slowdown[0] > 1.2
+    assert res.iteration_time == pytest.approx(together.makespan, rel=1e-9)
+
+
 def test_compute_given_by_flops_runs_at_the_efficiency_of_the_peak(tmp_path):
     flops = 10**15
     per_rank = [[cw.comp(1, "mm", 0, flops=flops)] for _ in range(8)]
@@ -153,6 +185,10 @@ def test_a_truncated_message_names_the_file_and_the_message(tmp_path):
 
 def test_an_unknown_node_type(tmp_path):
     _bad(tmp_path, [[cw.comp(1, "a", 10), cw.node(2, "odd", 42)]], r"t.*\.0\.et: node 2 \('odd'\): unknown node type 42")
+
+
+def test_an_unsupported_collective_type(tmp_path):
+    _bad(tmp_path, [[cw.coll(4, "g", 3, 64)]], r"\.0\.et: node 4 \('g'\): collective type 3 \(GATHER\) is not supported")
 
 
 def test_a_dependency_cycle(tmp_path):
