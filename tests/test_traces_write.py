@@ -20,8 +20,9 @@ ROUNDING = 1e-6
 
 @pytest.mark.parametrize("kw", [dict(tp=8, global_batch=4, dp_overlap=0.0, zero=1),
                                 dict(tp=8, global_batch=4, dp_overlap=1.0, zero=0),
-                                dict(tp=1, global_batch=16, dp_overlap=1.0, zero=1)],
-                         ids=["tp8-zero1-no-overlap", "tp8-zero0-overlap", "dp16-hidden"])
+                                dict(tp=1, global_batch=16, dp_overlap=1.0, zero=1),
+                                dict(tp=8, global_batch=4, dp_overlap=0.0, zero=3)],
+                         ids=["tp8-zero1-no-overlap", "tp8-zero0-overlap", "dp16-hidden", "tp8-fsdp"])
 def test_step_to_trace_to_replay_reproduces_the_step_time(tmp_path, kw):
     g = tp.rail_optimized(2)
     step = training_step(g, model="llama-3-8b", **kw)

@@ -8,7 +8,10 @@ experts, preceded by the EP dispatch and followed by the combine all-to-all; the
 the same at twice the forward's compute (the step's ``compute_time`` split 1 : 2). Stage
 boundaries are send/recv pairs, the receives posted up front. The DP reduction (all-reduce,
 or reduce-scatter then all-gather; dense gradients, then the experts') starts when
-``1 - dp_overlap`` of the last backward's layers are done, beside the rest of it.
+``1 - dp_overlap`` of the last backward's layers are done, beside the rest of it; with
+ZeRO 3 every microbatch gathers the parameters twice and reduce-scatters its gradients,
+starting when ``1 - dp_overlap`` of the microbatch's compute is done, and the next
+microbatch's work waits for them.
 """
 
 from __future__ import annotations
@@ -76,43 +79,60 @@ class _Builder:
             if "tp" in self.comms:
                 self.coll(rank, "tp", "all_reduce", self.comms["tp"].bytes, f"{tag}.tp")
 
-    def dp(self, rank: _Rank, after):
+    def dp(self, rank: _Rank, after, tag=""):
+        """The DP chain (dense gradients, then the experts') after node ``after``; its last node.
+        ZeRO 0: all-reduce; 1 / 2: reduce-scatter, all-gather; 3 (per microbatch): the
+        parameters all-gathered for the forward and the backward, the gradients reduce-scattered."""
         prev = after
+        ops = {0: ["all_reduce"], 3: ["all_gather", "all_gather", "reduce_scatter"]}.get(self.zero,
+                                                                                    ["reduce_scatter", "all_gather"])
         for kind in ("dp", "dp_experts"):
             if kind not in self.comms:
                 continue
-            c = self.comms[kind]
-            ops = ["all_reduce"] if self.zero == 0 else ["reduce_scatter", "all_gather"]
             for op in ops:
-                prev = self.coll(rank, "dp" if kind == "dp" else "dp_experts", op, c.bytes, f"{kind}.{op}",
-                                 chain=False, deps=(prev,))
+                prev = self.coll(rank, kind, op, self.comms[kind].bytes, f"{tag}{kind}.{op}", chain=False,
+                                 deps=() if prev is None else (prev,))
+        return prev
+
+    def cut(self):
+        """Where a microbatch's DP traffic starts: before layer pass ``k`` of direction ``d``
+        (``("B", layers)``: after the backward), so that ``dp_overlap`` of the compute it may
+        hide behind (ZeRO 3: the microbatch's; else the last backward's) is still to come."""
+        late = 1.0 - self.dp_overlap
+        if self.zero != 3:
+            return "B", round(late * self.layers)
+        units = late * 3 * self.layers                    # a backward layer pass costs 2 forward ones
+        return ("F", round(units)) if units < self.layers else ("B", round((units - self.layers) / 2))
 
     def rank(self, g, stage, neighbours):
         lay, rank = self.lay, _Rank(g)
         prev_stage, next_stage = neighbours
         pp_bytes = self.comms["pp"].bytes if "pp" in self.comms else 0.0
+        order = _one_f_one_b(stage, lay.pp, self.m)
         recv = {}
-        for d, i in _one_f_one_b(stage, lay.pp, self.m):
+        for d, i in order:
             peer = prev_stage if d == "F" else next_stage
             if peer is not None:
                 recv[(d, i)] = rank.add(f"{d}{i}.recv", RECV, chain=False, bytes=pp_bytes, peer=peer,
                                         tag=2 * i + (d == "B"))
-        dp_after = None
-        for d, i in _one_f_one_b(stage, lay.pp, self.m):
+        has_dp = "dp" in self.comms or "dp_experts" in self.comms
+        cut_d, cut_k = self.cut()
+        dp_end = {}
+        for d, i in order:
             if (d, i) in recv:
                 rank.tail = rank.add(f"{d}{i}.wait", COMPUTE, deps=(recv[(d, i)],))
-            for k in range(self.layers):
-                layer = k if d == "F" else self.layers - 1 - k
-                if d == "B" and i == self.m - 1 and k == round((1 - self.dp_overlap) * self.layers):
-                    dp_after = rank.tail
-                self.layer(rank, d, i, layer)
+            mine = has_dp and (self.zero == 3 or i == self.m - 1)
+            for k in range(self.layers + 1):
+                if mine and d == cut_d and k == cut_k:
+                    dp_end[i] = self.dp(rank, rank.tail, f"mb{i}." if self.zero == 3 else "")
+                if k < self.layers:
+                    self.layer(rank, d, i, k if d == "F" else self.layers - 1 - k)
             peer = next_stage if d == "F" else prev_stage
             if peer is not None:
                 rank.add(f"{d}{i}.send", SEND, chain=False, deps=(rank.tail,), bytes=pp_bytes, peer=peer,
                          tag=2 * i + (d == "B"))
-        if dp_after is None:                                  # dp_overlap = 0: after the whole backward
-            dp_after = rank.tail
-        self.dp(rank, dp_after)
+            if d == "B" and self.zero == 3 and i in dp_end:  # the next microbatch's work waits for this one's
+                rank.tail = rank.add(f"B{i}.dp_done", COMPUTE, deps=(dp_end[i],))
         return RankTrace(rank=g, nodes=rank.nodes)
 
 
@@ -137,8 +157,6 @@ def workload_from_step(step: StepResult):
     """
     if not isinstance(step, StepResult):
         raise TypeError(f"step must be a flowsolver.StepResult (from training_step), got {type(step).__name__}")
-    if step.profile.zero == 3:
-        raise ValueError("zero=3 (FSDP, a gather per microbatch) cannot be written as a trace yet; use zero 0, 1 or 2")
     b = _Builder(step)
     lay = b.lay
     traces = [None] * lay.gpus
