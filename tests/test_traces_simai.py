@@ -45,6 +45,20 @@ def test_weight_gradients_reduce_in_the_dp_group_beside_the_backward(tmp_path):
     assert res.iteration_time == pytest.approx(expected, rel=1e-9)
 
 
+def test_pipeline_stages_pass_pp_comm_bytes_forward_and_back(tmp_path):
+    size = 2**26
+    path = tmp_path / "w.txt"
+    path.write_text(f"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 2 vpp: 1 ga: 1 "
+                    f"all_gpus: 2 checkpoints: 0 checkpoint_initiates: 0 pp_comm {size}\n1\n"
+                    "layer -1 1000000 NONE 0 1000000 NONE 0 1000000 NONE 0 100\n")
+    g = tp.rail_optimized(1)
+    res = replay(g, read_simai_workload(path))
+    p2p = collective(g, "send_recv", size, ranks=[0, 1]).time
+    # stage 0 forward, activations over, stage 1 forward and backward, gradients back, stage 0 backward
+    assert res.iteration_time == pytest.approx(1e-3 + p2p + 3e-3 + p2p + 2e-3, rel=1e-9)
+    assert [p.rank for p in res.critical_path if p.kind == "compute" and p.end > p.start] == [0, 1, 1, 1, 0, 0]
+
+
 @pytest.mark.parametrize("text, match", [
     ("HYBRID_TRANSFORMER model_parallel_NPU_group: 8\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "all_gpus"),
     (HEADER.format(tp=8, n=8) + "\n2\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", r"line 4: missing"),

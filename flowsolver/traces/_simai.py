@@ -9,7 +9,9 @@ wg_compute wg_comm_type wg_comm_size wg_update``. Compute times are SimAI ticks,
 nanoseconds (its reports divide ticks by FREQ = 1e9); sizes are bytes. A forward or
 input-gradient collective runs in the TP group, ``_EP`` in the EP group, ``_DP_EP`` among
 the DP ranks holding the same experts; a weight-gradient one in the DP group (``_EP``,
-``_DP_EP`` likewise), as SimAI's ``Workload::initialize_workload`` assigns them.
+``_DP_EP`` likewise), as SimAI's ``Workload::initialize_workload`` assigns them (``_DP``,
+which AICB writes and SimAI leaves without a group, is taken as the DP group). ``vpp`` and
+the activation-checkpoint fields are read past and not modelled.
 
 Every rank runs the file's layers (Megatron placement: TP innermost, then DP, then PP
 stages): per microbatch (``ga`` of them) the forward (each layer's compute, then its
@@ -65,9 +67,10 @@ def _comm(kind: str, size: str, where: str, weight: bool):
     if kind == "NONE" or nbytes == 0:
         return None
     base, _, scope = kind.partition("_")
-    if base not in _OPS or scope not in ("", "EP", "DP_EP"):
-        raise TraceError(f"{where}: comm type {kind!r} is not one of {', '.join(_OPS)} (with _EP or _DP_EP) or NONE")
-    group = {"": "dp" if weight else "tp", "EP": "ep", "DP_EP": "dp_experts"}[scope]
+    if base not in _OPS or scope not in ("", "DP", "EP", "DP_EP"):
+        raise TraceError(f"{where}: comm type {kind!r} is not one of {', '.join(_OPS)} (with _DP, _EP or _DP_EP) "
+                         "or NONE")
+    group = {"": "dp" if weight else "tp", "DP": "dp", "EP": "ep", "DP_EP": "dp_experts"}[scope]
     return _OPS[base], group, nbytes
 
 
