@@ -59,7 +59,12 @@ def test_replay_follows_the_dag_across_ranks(tmp_path):
     assert res.start[0][1] == pytest.approx(3e-3) and res.end[0][0] == pytest.approx(1e-3)
     trace = res.chrome_trace(tmp_path / "t.json")
     assert json.loads((tmp_path / "t.json").read_text()) == trace
-    assert {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"} == {"fwd", "ar", "send", "recv", "bwd"}
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["name"] for e in spans} == {"fwd", "ar", "send", "recv", "bwd"}
+    bwd, = [e for e in spans if e["name"] == "bwd"]          # microseconds, on the compute thread
+    assert (bwd["pid"], bwd["tid"]) == (1, 0) and bwd["dur"] == pytest.approx(500.0)
+    assert bwd["ts"] == pytest.approx((res.iteration_time - 0.5e-3) * 1e6)
+    assert {e["tid"] for e in spans if e["name"] in ("ar", "send", "recv")} == {1}
 
 
 def test_compute_and_communication_overlap_as_the_dag_allows(tmp_path):

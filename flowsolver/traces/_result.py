@@ -14,6 +14,9 @@ from ._workload import COMPUTE, DELAY
 
 __all__ = ["ReplayResult", "PathNode"]
 
+#: Chrome-trace thread of each kind of node (thread ids are integers in the format)
+_THREADS = {"compute": 0, "comm": 1, "other": 2}
+
 
 class PathNode(NamedTuple):
     """A node of the critical path: trace ``rank``, node ``id``, ``name``, ``kind``, and its
@@ -130,16 +133,19 @@ class ReplayResult:
 
     def chrome_trace(self, path=None, *, ranks=None) -> dict:
         """Per-rank timelines as Chrome-trace JSON (open it in Perfetto / chrome://tracing):
-        one process per rank, a ``compute`` and a ``comm`` thread, times in microseconds.
+        one process per rank, ``compute``, ``comm`` and ``other`` (CPU, memory) threads,
+        times in microseconds.
         Written to ``path`` when given; ``ranks`` limits the ranks (default all)."""
         events = []
         for r in (range(len(self.start)) if ranks is None else ranks):
             events.append(dict(name="process_name", ph="M", pid=r, args=dict(name=f"rank {r} (GPU {self.placement[r]})")))
+            events += [dict(name="thread_name", ph="M", pid=r, tid=tid, args=dict(name=name))
+                       for name, tid in _THREADS.items()]
             for i, node in enumerate(self.workload.ranks[r].nodes):
                 s, e = self.start[r][i], self.end[r][i]
                 if not (math.isfinite(s) and math.isfinite(e)) or (e <= s and node.kind == DELAY):
                     continue
-                tid = "compute" if node.kind == COMPUTE else "other" if node.kind == DELAY else "comm"
+                tid = _THREADS["compute" if node.kind == COMPUTE else "other" if node.kind == DELAY else "comm"]
                 args = dict(id=node.id, kind=node.kind)
                 if node.op:
                     args.update(op=node.op, bytes=node.bytes)
