@@ -46,15 +46,15 @@ class ReplayResult:
     """
 
     iteration_time: float
-    critical_path: tuple
+    critical_path: tuple = field(repr=False)
     exposed_communication: float
     path_compute: float
-    start: list
-    end: list
-    comm_start: np.ndarray
-    comm_end: np.ndarray
-    algorithms: tuple
-    placement: tuple
+    start: list = field(repr=False)
+    end: list = field(repr=False)
+    comm_start: np.ndarray = field(repr=False)
+    comm_end: np.ndarray = field(repr=False)
+    algorithms: tuple = field(repr=False)
+    placement: tuple = field(repr=False)
     workload: object = field(repr=False)
     links: object = field(repr=False, default=None)
     _intervals: list = field(repr=False, default_factory=list)

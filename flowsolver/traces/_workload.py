@@ -77,6 +77,10 @@ class Workload:
     index: list = field(default_factory=list)        # per rank: node id -> node index
     source: str = ""
 
+    def __repr__(self) -> str:
+        return (f"Workload({self.n_ranks} ranks, {self.n_nodes} nodes, {len(self.comms)} communications, "
+                f"{len(self.groups)} process groups, source={self.source!r})")
+
     @property
     def n_ranks(self) -> int:
         """Number of ranks."""
@@ -141,7 +145,9 @@ def _group_ranks(workload_groups, trace, node, n_ranks):
 def _match_collectives(w: Workload) -> None:
     calls = {}                                   # (group, ranks) -> {rank: [node index, ...]}
     for trace in w.ranks:
-        for i, node in enumerate(trace.nodes):
+        order = sorted(range(len(trace.nodes)), key=lambda i: trace.nodes[i].id)   # issue order: node ids
+        for i in order:
+            node = trace.nodes[i]
             if node.kind == COLLECTIVE:
                 ranks = _group_ranks(w.groups, trace, node, w.n_ranks)
                 calls.setdefault((node.group, ranks), {}).setdefault(trace.rank, []).append(i)
@@ -167,7 +173,8 @@ def _match_collectives(w: Workload) -> None:
 def _match_p2p(w: Workload) -> None:
     sends, recvs = {}, {}
     for trace in w.ranks:
-        for i, node in enumerate(trace.nodes):
+        for i in sorted(range(len(trace.nodes)), key=lambda i: trace.nodes[i].id):
+            node = trace.nodes[i]
             if node.kind in (SEND, RECV):
                 if not 0 <= node.peer < w.n_ranks or node.peer == trace.rank:
                     raise TraceError(f"{_where(trace, node)}: peer rank {node.peer} is not another rank of the "
@@ -200,8 +207,8 @@ def build_workload(ranks, groups=None, source: str = "") -> Workload:
     """A :class:`Workload` from per-rank :class:`RankTrace` values (rank ``i`` at position
     ``i``) and process groups (name -> ranks): every DAG checked (duplicate ids, missing
     dependencies, cycles), collectives matched across ranks by process group and order
-    (node order within a rank), sends matched to recvs by (source, destination, tag) and
-    order. Any inconsistency is a :class:`TraceError` naming the file (or rank) and node.
+    (node-id order within a rank: the order PyTorch issued them), sends matched to recvs
+    by (source, destination, tag) and order. Any inconsistency is a :class:`TraceError` naming the file (or rank) and node.
 
     >>> a = RankTrace(0, [TraceNode(1, "mm", COMPUTE, duration=1e-3),
     ...                   TraceNode(2, "ar", COLLECTIVE, deps=(1,), op="all_reduce", bytes=1e6)])
