@@ -28,7 +28,8 @@ def _two_rank_trace(folder, **kw):
     rank0 = [cw.comp(1, "fwd", 1000), cw.coll(2, "ar", cw.ALL_REDUCE, 2**24, deps=(1,), pg="1"),
              cw.p2p(3, "send", True, 1, 2**20, tag=7, deps=(2,))]
     rank1 = [cw.comp(10, "fwd", 3000), cw.coll(11, "ar", cw.ALL_REDUCE, 2**24, deps=(10,), pg="1"),
-             cw.p2p(12, "recv", False, 0, 2**20, tag=7, deps=(11,)), cw.comp(13, "bwd", 500, deps=(12,))]
+             cw.p2p(12, "recv", False, 0, 2**20, tag=7, deps=(11,)),
+             cw.node(13, "bwd", cw.COMP, ctrl_deps=(12,), duration_us=500)]          # a control dependency
     (folder / "comm_group.json").write_text(json.dumps({"1": [0, 1]}))
     return _write_ranks(folder, [rank0, rank1], **kw)
 
@@ -41,6 +42,7 @@ def test_a_trace_built_from_the_schema_reads_node_by_node(tmp_path, compress):
     assert (fwd.kind, fwd.duration) == ("compute", pytest.approx(1e-3))
     assert (ar.kind, ar.op, ar.bytes, ar.group, ar.deps) == ("collective", "all_reduce", 2.0**24, "1", (1,))
     assert (send.kind, send.peer, send.tag, send.bytes) == ("send", 1, 7, 2.0**20)
+    assert w.ranks[1].nodes[3].deps == (12,)
     ops = sorted((c.op, c.ranks, c.members) for c in w.comms)
     assert ops == [("all_reduce", (0, 1), ((0, 1), (1, 1))), ("send_recv", (0, 1), ((0, 2), (1, 2)))]
 
