@@ -67,6 +67,9 @@ class _Engine:
         self.queue = [[] for _ in ranks]
         self.last_compute = [None] * len(ranks)
         comms = workload.comms
+        self.comm_index = [[-1] * len(t.nodes) for t in ranks]
+        for (r, i), c in workload.comm_of.items():
+            self.comm_index[r][i] = c
         self.sig = [costs.signature(c.op, c.bytes, tuple(placement[r] for r in c.ranks)) for c in comms]
         self.waiting = [len(c.members) for c in comms]
         self.comm_enabler = [None] * len(comms)
@@ -92,7 +95,7 @@ class _Engine:
             self.start[r][i], self.enabler[r][i] = t, by
             self.push(t + self.duration[r][i], _END, r, i)
         else:
-            c = self.w.comm_of[(r, i)]
+            c = self.comm_index[r][i]
             self.enabler[r][i] = by
             self.waiting[c] -= 1
             if self.waiting[c] == 0:
@@ -134,14 +137,18 @@ class _Engine:
 
     def complete(self, r, i, t):
         self.end[r][i] = t
-        if self.kind[r][i] == COMPUTE:
+        compute = self.kind[r][i] == COMPUTE
+        if compute:
             self.busy[r] = False
-        pending, by = self.pending[r], (r, i)
-        for child in self.children[r][i]:
-            pending[child] -= 1
-            if pending[child] == 0:
-                self.ready(r, child, t, by)
-        if self.kind[r][i] == COMPUTE:
+        children = self.children[r][i]
+        if children:
+            pending, by = self.pending[r], (r, i)
+            for child in children:
+                left = pending[child] - 1
+                pending[child] = left
+                if not left:
+                    self.ready(r, child, t, by)
+        if compute:
             self.try_compute(r, t)
 
     def solve(self):
