@@ -146,7 +146,8 @@ def read_chakra(path, *, groups: dict | None = None):
     means every rank. Node attributes read: ``comm_type``, ``comm_size`` (bytes, as
     nccl-tests counts them for the op), ``pg_name``, ``comm_src`` / ``comm_dst`` /
     ``comm_tag``, ``num_ops`` (FLOPs), ``is_cpu_op``; ``duration_micros`` is the recorded
-    duration. Needs ``protobuf`` (``pip install 'flowsolver[traces]'``).
+    duration. The root of a broadcast / reduce is its group's first rank. Needs
+    ``protobuf`` (``pip install 'flowsolver[traces]'``).
 
     Errors (:class:`TraceError`, a ValueError): a truncated or undecodable message, an
     unknown node type, a missing dependency, a dependency cycle, process groups whose
