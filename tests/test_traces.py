@@ -156,6 +156,9 @@ def test_metadata_process_groups_and_a_prefix_path(tmp_path):
     _write_ranks(tmp_path, per_rank, prefix="job")
     w = read_chakra(tmp_path / "job")
     assert w.groups["3"] == (0, 1) and [c.op for c in w.comms] == ["all_gather"]
+    # groups given by the caller must agree with the trace's own
+    with pytest.raises(TraceError, match=r"process group '3': the groups passed give ranks \[1, 0\]"):
+        read_chakra(tmp_path / "job", groups={"3": [1, 0]})
 
 
 def test_without_protobuf_the_error_says_what_to_install(tmp_path, monkeypatch):

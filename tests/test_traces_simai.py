@@ -45,6 +45,19 @@ def test_weight_gradients_reduce_in_the_dp_group_beside_the_backward(tmp_path):
     assert res.iteration_time == pytest.approx(expected, rel=1e-9)
 
 
+def test_gradient_accumulation_reduces_once_after_the_last_microbatch(tmp_path):
+    size = 2**26
+    path = tmp_path / "w.txt"
+    path.write_text(HEADER.format(tp=8, n=16).replace("ga: 1", "ga: 2") +
+                    f"\n1\nlayer -1 1000000 NONE 0 1000000 NONE 0 1000000 ALLREDUCE {size} 1\n")
+    g = tp.rail_optimized(2)
+    w = read_simai_workload(path)
+    assert len(w.comms) == 8                                  # one per DP group, not per microbatch
+    res = replay(g, w)
+    dp = collective(g, "all_reduce", size, ranks=[0, 8]).time
+    assert res.iteration_time == pytest.approx(2 * 3e-3 + dp, rel=1e-9)
+
+
 def test_pipeline_stages_pass_pp_comm_bytes_forward_and_back(tmp_path):
     size = 2**26
     path = tmp_path / "w.txt"

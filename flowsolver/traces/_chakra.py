@@ -113,14 +113,21 @@ def trace_files(path) -> list:
     return [found[r] for r in range(len(found))]
 
 
-def _groups_from(files, group_file, metadata_groups) -> dict:
-    groups = {}
-    if group_file is not None:
-        try:
-            raw = json.loads(Path(group_file).read_text())
-            groups = {str(k): tuple(int(r) for r in v) for k, v in raw.items()}
-        except (ValueError, AttributeError, TypeError) as err:
-            raise TraceError(f"{group_file}: not a communicator-group JSON object (name -> ranks): {err}") from None
+def _given_groups(groups, group_file):
+    """(name -> ranks, where they came from) from the caller or the communicator-group file."""
+    if groups is not None:
+        return {str(k): tuple(int(r) for r in v) for k, v in groups.items()}, "the groups passed"
+    if group_file is None:
+        return {}, ""
+    try:
+        raw = json.loads(Path(group_file).read_text())
+        return {str(k): tuple(int(r) for r in v) for k, v in raw.items()}, str(group_file)
+    except (ValueError, AttributeError, TypeError) as err:
+        raise TraceError(f"{group_file}: not a communicator-group JSON object (name -> ranks): {err}") from None
+
+
+def _groups_from(files, given, given_from, metadata_groups) -> dict:
+    """The given groups and those of the metadata nodes, which must all agree."""
     seen = {}
     for f, found in zip(files, metadata_groups):
         for name, ranks in found.items():
@@ -128,11 +135,11 @@ def _groups_from(files, group_file, metadata_groups) -> dict:
             if name in seen and seen[name][1] != ranks:
                 raise TraceError(f"process group {name!r}: {seen[name][0]} gives ranks {list(seen[name][1])[:16]} but "
                                  f"{f} gives {list(ranks)[:16]}")
-            if name in groups and groups[name] != ranks:
-                raise TraceError(f"process group {name!r}: {group_file} gives ranks {list(groups[name])[:16]} but "
-                                 f"{f} gives {list(ranks)[:16]}")
+            if name in given and given[name] != ranks:
+                raise TraceError(f"process group {name!r}: {given_from} give{'' if given_from.startswith('the') else 's'} "
+                                 f"ranks {list(given[name])[:16]} but {f} gives {list(ranks)[:16]}")
             seen[name] = (f, ranks)
-    return groups | {k: v for k, (_, v) in seen.items()}
+    return given | {k: v for k, (_, v) in seen.items()}
 
 
 def read_chakra(path, *, groups: dict | None = None):
@@ -155,7 +162,7 @@ def read_chakra(path, *, groups: dict | None = None):
     """
     files = trace_files(path)
     folder = files[0].parent
-    group_file = None if groups is not None else (folder / GROUP_FILE if (folder / GROUP_FILE).exists() else None)
+    given, given_from = _given_groups(groups, folder / GROUP_FILE if (folder / GROUP_FILE).exists() else None)
     ranks, metadata_groups = [], []
     for rank, f in enumerate(files):
         _, messages = read_stream(f)
@@ -166,5 +173,5 @@ def read_chakra(path, *, groups: dict | None = None):
             nodes.append(_node(msg, str(f)))
         ranks.append(RankTrace(rank=rank, nodes=nodes, source=str(f)))
         metadata_groups.append(found)
-    merged = _groups_from(files, group_file, metadata_groups) | {str(k): tuple(v) for k, v in (groups or {}).items()}
+    merged = _groups_from(files, given, given_from, metadata_groups)
     return build_workload(ranks, merged, source=str(path))
