@@ -97,6 +97,22 @@ def test_transfers_running_together_share_their_links(tmp_path):
     assert mean == pytest.approx(2 * transfer / res.iteration_time, rel=1e-6)
 
 
+def test_a_small_transfer_beside_a_large_one_gets_an_equal_share(tmp_path):
+    g = tp.rail_optimized(2)
+    size = 2**26
+    alone = collective(g, "send_recv", size, ranks=[0, 8])
+    transfer = sum(st.count * st.transfer for st in alone.steps)
+    latency = alone.time - transfer
+    per_rank = [[] for _ in range(16)]
+    per_rank[0] = [cw.p2p(1, "small", True, 8, size, tag=1), cw.p2p(2, "large", True, 8, 3 * size, tag=2)]
+    per_rank[8] = [cw.p2p(1, "small", False, 0, size, tag=1), cw.p2p(2, "large", False, 0, 3 * size, tag=2)]
+    res = replay(g, read_chakra(_write_ranks(tmp_path, per_rank)))
+    # half the link each until the small one is done (2 x its time alone), then the rest alone
+    small, large = sorted(res.comm_end)
+    assert small == pytest.approx(latency + 2 * transfer, rel=1e-9)
+    assert large == pytest.approx(latency + 4 * transfer, rel=1e-9)
+
+
 def test_groups_that_do_not_meet_take_their_time_alone_as_concurrent_says(tmp_path):
     from flowsolver import concurrent
 

@@ -4,11 +4,12 @@ Every distinct communication (op, bytes, GPU ranks) is timed once alone by
 :func:`flowsolver.collective` (NCCL's algorithms, routing, latencies): its latency part
 ``latency`` (seconds no bandwidth can shorten) and its transfer part ``transfer``, and the
 bytes it puts on every link (the collective's time-weighted link utilisation x capacity x
-transfer time). While several run at once, each is one fluid job that progresses at a rate
-(collectives per second) given by max-min fair sharing of the links among them, every job
-loading each link in proportion to its bytes there; alone a job progresses at
-``1 / transfer``, so a communication that meets no other takes exactly its
-:func:`flowsolver.collective` time.
+transfer time). While several run at once, each is one fluid job loading every link in
+proportion to its bytes there; the jobs share the links max-min fairly in bandwidth, each
+counting as one flow on its busiest link (so a small collective beside a large one gets an
+equal share, as their flows would), and a job progresses at its bandwidth over its bytes
+on that link. Alone a job progresses at ``1 / transfer``, so a communication that meets
+no other takes exactly its :func:`flowsolver.collective` time.
 """
 
 from __future__ import annotations
@@ -124,13 +125,18 @@ class CostModel:
         links = np.concatenate([c.links for c in costs])
         uniq, rows = np.unique(links, return_inverse=True)
         cols = np.repeat(np.arange(len(costs)), [len(c.links) for c in costs])
-        matrix = sp.csc_matrix((np.concatenate([c.load for c in costs]), (rows, cols)), shape=(len(uniq), len(costs)))
         # a job alone on its links needs no solve: only jobs that share a link are solved
         shared = np.bincount(rows, minlength=len(uniq)) > 1
         if not shared.any():
             return np.array([1.0 / c.transfer for c in costs])
+        # each job is one flow of its busiest link (its column scaled to 1 there): max-min
+        # fair in bandwidth, as flows are, not in progress (a job 10x larger gets no more of
+        # a shared link); its progress rate is that bandwidth over its bytes on the link
+        peak = np.array([c.load.max() for c in costs])
+        matrix = sp.csc_matrix((np.concatenate([c.load / p for c, p in zip(costs, peak)]), (rows, cols)),
+                               shape=(len(uniq), len(costs)))
         alloc = max_min_fair(matrix, self.capacity[uniq])
-        return np.asarray(alloc.rates, dtype=np.float64)
+        return np.asarray(alloc.rates, dtype=np.float64) / peak
 
     def utilization(self, active: tuple, rates: np.ndarray) -> tuple:
         """(links, utilisation) of a set of running transfers at ``rates``."""
