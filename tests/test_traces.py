@@ -163,6 +163,8 @@ def test_compute_given_by_flops_runs_at_the_efficiency_of_the_peak(tmp_path):
     per_rank = [[cw.comp(1, "mm", 0, flops=flops)] for _ in range(8)]
     res = replay(tp.rail_optimized(1), read_chakra(_write_ranks(tmp_path, per_rank)), compute_efficiency=0.5)
     assert res.iteration_time == pytest.approx(flops / (0.5 * H100_PEAK), rel=1e-12)
+    with pytest.raises(ValueError, match=r"compute_efficiency must be in \(0, 1\], got 1.5"):
+        replay(tp.rail_optimized(1), read_chakra(tmp_path), compute_efficiency=1.5)
 
 
 def test_metadata_process_groups_and_a_prefix_path(tmp_path):

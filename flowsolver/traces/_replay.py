@@ -42,7 +42,7 @@ def _flops_rate(graph, workload, gpu, efficiency):
             raise ValueError(f"the trace has compute nodes given by FLOPs and the graph's GPUs have types "
                              f"{sorted(map(str, types))}: pass gpu= (one type)")
         gpu = types.pop()
-    return tp_.get_gpu(gpu).peak_bf16_flops * _checks.fraction("compute_efficiency", efficiency, zero_ok=False)
+    return tp_.get_gpu(gpu).peak_bf16_flops * efficiency
 
 
 class _Engine:
@@ -268,6 +268,7 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
         if len(placement) != workload.n_ranks or len(set(placement)) != len(placement):
             raise ValueError(f"ranks must give {workload.n_ranks} distinct GPU ranks (one per trace rank), got "
                              f"{len(placement)}")
+    compute_efficiency = _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
     rate = _flops_rate(graph, workload, gpu, compute_efficiency)
     costs = CostModel(graph, algorithms, collective_options)
     with unchanged(graph):          # every communication routed on one index of the graph
