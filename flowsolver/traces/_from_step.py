@@ -145,8 +145,9 @@ def workload_from_step(step: StepResult):
     Replayed on the cluster it was solved on, a step with one pipeline stage takes the
     step's ``step_time``: the same compute, every TP / EP call exposed, the DP reduction
     hidden behind the last backward up to ``dp_overlap`` (to a layer). With ``pp > 1`` the
-    replay times the 1F1B schedule itself rather than the closed form (bubble + every
-    stage-boundary transfer exposed).
+    replay times the 1F1B schedule itself: ``(m + pp - 1)`` microbatches of compute and
+    TP calls plus a forward and a backward transfer per stage boundary on the critical
+    path, where the closed form counts the TP calls of ``m`` and every transfer.
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
