@@ -22,6 +22,7 @@ LAYERS = [
     ("flowsolver.timing",),
     ("flowsolver.collectives",),
     ("flowsolver.training",),
+    ("flowsolver.traces",),
     ("flowsolver._sweep", "flowsolver.study", "flowsolver.plot"),
     ("flowsolver.cli", "flowsolver.__main__"),
     ("flowsolver",),
@@ -113,7 +114,7 @@ def test_the_public_surface_is_complete_and_holds_no_internals():
     assert not [n for n in fs.__all__ if n.startswith("_") and n != "__version__"]
     # what users reach for without knowing where it lives
     for name in ("trace_count", "memory_per_gpu", "busbw_factor", "PROTOCOLS", "Status", "Bottleneck",
-                 "expand_grid", "default_cache_dir"):
+                 "expand_grid", "default_cache_dir", "read_chakra", "replay", "write_chakra"):
         assert name in fs.__all__, name
 
 
