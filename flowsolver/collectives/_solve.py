@@ -176,7 +176,7 @@ def time_plans(graph, ranks, plans, options, scenarios):
     timed = []
     for table, solved_b in zip(tables, solved_all):
         solved = dict(zip(keys, solved_b))
-        latency = dict(zip(keys, step_latencies(replace(rm, links=table), group, len(keys), options)))
+        latency = dict(zip(keys, step_latencies(replace(rm, links=table), group, len(keys), options).tolist()))
         timed.append((table, {alg: _result_of(steps, solved, latency, rm.n_links, options.base)
                               for alg, steps in plans.items()}))
     return timed

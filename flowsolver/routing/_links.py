@@ -104,7 +104,14 @@ class LinkTable:
         >>> round(float(links.effective_capacity()[nv] / links.capacity[nv]), 3), float(links.effective_capacity(0.5)[nv] / links.capacity[nv])
         (0.824, 0.5)
         """
-        return self.capacity * np.array([link_efficiency(tech, efficiency) for tech in self.tech], dtype=np.float64)
+        per_tech: dict = {}               # each technology looked up once
+
+        def of(tech):
+            if tech not in per_tech:
+                per_tech[tech] = link_efficiency(tech, efficiency)
+            return per_tech[tech]
+
+        return self.capacity * np.fromiter((of(tech) for tech in self.tech), dtype=np.float64, count=len(self.tech))
 
     def bottleneck(self, index: int, utilization: float) -> Bottleneck:
         """Link ``index`` as a :class:`Bottleneck` record at ``utilization``."""
