@@ -471,6 +471,45 @@ def test_one_path_computation_per_new_pattern_in_a_collective():
     assert first >= 1 and path_computations() - before == first
 
 
+def test_a_collective_routes_all_its_steps_in_one_computation():
+    """1023 steps of a pairwise all-to-all used to be 1023 route calls: now one."""
+    from flowsolver import collective
+
+    g = tp.fat_tree(4)                                           # 16 GPUs: 15 pairwise steps
+    before = path_computations()
+    r = collective(g, "all_to_all", 2**20 * 15, algorithm="pairwise")
+    assert len(r.steps) == 15 and path_computations() - before == 1
+    collective(g, "all_to_all", 2**22 * 15, algorithm="pairwise")
+    assert path_computations() - before == 1                    # every pair known
+
+
+@pytest.mark.parametrize("op, algorithm", [("all_to_all", "pairwise"), ("all_reduce", "tree"),
+                                           ("all_reduce", "halving_doubling")])
+def test_steps_routed_together_equal_steps_routed_one_by_one(monkeypatch, op, algorithm):
+    from flowsolver import collective
+    from flowsolver.collectives import _solve
+
+    g = tp.rail_optimized(nodes=4)
+    together = collective(g, op, 2**26, algorithm=algorithm)
+    monkeypatch.setattr(_solve, "ROUTED_TOGETHER", ())          # one route() per step, then stacked
+    alone = collective(g, op, 2**26, algorithm=algorithm)
+    assert together.time == alone.time
+    assert [(s.transfer, s.latency) for s in together.steps] == [(s.transfer, s.latency) for s in alone.steps]
+    assert np.array_equal(together.link_utilization, alone.link_utilization)
+
+
+def test_a_training_step_computes_paths_once_per_group_pattern():
+    from flowsolver import training_step
+
+    g = tp.rail_optimized(nodes=4)
+    before = path_computations()
+    r = training_step(g, model="llama-3-8b", tp=8, pp=2, dp=2)
+    first = path_computations() - before
+    assert 1 <= first <= len(r.phases)                          # at most one per kind of group (tp, pp, dp)
+    training_step(g, model="llama-3-8b", tp=8, pp=2, dp=2, global_batch=64)
+    assert path_computations() - before == first
+
+
 # --------------------------------------------------------------------------- link table and matrix operations
 def _three_links():
     """a -> s -> b and a -> b directly. Links in graph edge order (by source node): a->s
