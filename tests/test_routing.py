@@ -599,3 +599,17 @@ def test_one_hop_puts_each_flow_on_its_link():
     assert rm.policy == "in-switch" and rm.links.capacity.tolist() == [10.0, 40.0, 20.0]
     with pytest.raises(ValueError, match=r"pairs must be links of the graph: no link \('b', 'a'\)"):
         fs.RoutingMatrix.one_hop(g, [("b", "a")])
+
+
+@pytest.mark.parametrize("n_nodes, distinct", [(50, 20), (5000, 3000), (100000, 7)])
+def test_unique_pairs_equals_numpy_unique_of_the_pair_key(n_nodes, distinct):
+    from flowsolver.routing import unique_pairs
+
+    rng = np.random.default_rng(distinct)
+    nodes = rng.choice(n_nodes, size=min(distinct, n_nodes), replace=False)
+    a, b = rng.choice(nodes, 20000), rng.choice(nodes, 20000)       # the table path and the sort path
+    ua, ub, inv = unique_pairs(a, b, n_nodes)
+    key = a.astype(np.int64) * n_nodes + b
+    uniq, expect = np.unique(key, return_inverse=True)
+    assert ua.tolist() == (uniq // n_nodes).tolist() and ub.tolist() == (uniq % n_nodes).tolist()
+    assert inv.tolist() == expect.reshape(-1).tolist()

@@ -50,9 +50,9 @@ from ._fabric import DragonflyTables, dor_paths
 from ._links import HOP_CLASSES, Bottleneck, LinkTable, first_tier, link_efficiency
 from ._matrix import MergedRouting, RoutingMatrix
 from ._cache import PairPaths, clear_route_cache, path_computations
-from ._structure import GraphIndex, RoutingError, Segments, ServerParts, gpu_nodes, graph_memo, unchanged
+from ._structure import GraphIndex, RoutingError, Segments, ServerParts, gpu_nodes, graph_memo, unchanged, unique_pairs
 
-__all__ = ["route", "path_computations", "clear_route_cache", "unchanged", "graph_memo", "gpu_nodes", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
+__all__ = ["route", "path_computations", "clear_route_cache", "unchanged", "graph_memo", "unique_pairs", "gpu_nodes", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
            "link_efficiency", "first_tier"]
 
 POLICIES = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest")
@@ -125,9 +125,8 @@ def _pair_segments(store, a, b, paths, ix, rule, what="route"):
     """One segment per distinct pair (a[i], b[i]); ``paths(ua, ub)`` returns entries, for
     the pairs that no earlier route() on this graph computed under ``rule`` (the others
     come from the index's cache). Returns the segment id of every input pair."""
-    key = a.astype(np.int64) * ix.nv + b
-    uniq, inv = np.unique(key, return_inverse=True)
-    ua, ub = uniq // ix.nv, uniq % ix.nv
+    ua, ub, inv = unique_pairs(a, b, ix.nv)
+    uniq = ua * ix.nv + ub
 
     def compute(x, y):
         pair, link, frac, *rest = paths(x, y)
@@ -219,9 +218,7 @@ def _endpoint_parts(ix, store, src, dst, pxn):
     intra_seg = np.full(n, -1, dtype=np.int64)
     if intra.any():
         rows = np.flatnonzero(intra)
-        key = src[rows] * ix.nv + dst[rows]
-        uk, inv = np.unique(key, return_inverse=True)
-        ua, ub = uk // ix.nv, uk % ix.nv
+        ua, ub, inv = unique_pairs(src[rows], dst[rows], ix.nv)
         intra_seg[rows] = parts.segments(store, ix.server[ua], ua, ub)[inv.reshape(-1)]
     nics = ix.memo("nics", lambda: _nic_table(ix))
     inter = np.flatnonzero(~intra)
@@ -249,9 +246,7 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
             use = ix.is_gpu[other] & (ix.rail[other] >= 0)
             rail = np.where(use, ix.rail[other], rail)
         nic = _pick_nic(ix, table, ix.server[eg], rail, eg)
-        key = eg * ix.nv + nic
-        uk, inv = np.unique(key, return_inverse=True)
-        ug, un = uk // ix.nv, uk % ix.nv
+        ug, un, inv = unique_pairs(eg, nic, ix.nv)
         if side == "src":
             ids = parts.segments(store, ix.server[ug], ug, un, extra_link=nic_up[un])
         else:

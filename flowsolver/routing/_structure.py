@@ -351,3 +351,39 @@ def _gather_ranges(ptr, pid, counts):
 
     starts = np.where(pid >= 0, ptr[np.maximum(pid, 0)], 0)
     return _ranges(starts, counts)
+
+
+def unique_pairs(a, b, n_nodes: int):
+    """The distinct pairs ``(a[i], b[i])`` of node indices (< ``n_nodes``) in the order of
+    ``a * n_nodes + b`` (as ``np.unique`` of that key returns them), and each input's pair:
+    ``(ua, ub, inverse)``. Without a sort when the distinct nodes of each side make a small
+    table (a million-flow all-to-all has few (GPU, NIC) pairs): both sides are numbered
+    in node order and the pairs found through a mask over that table.
+
+    >>> ua, ub, inv = unique_pairs(np.array([3, 1, 3]), np.array([0, 2, 0]), 4)
+    >>> ua.tolist(), ub.tolist(), inv.tolist()
+    ([1, 3], [2, 0], [1, 0, 1])
+    """
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+
+    def numbered(x):
+        seen = np.zeros(n_nodes, dtype=bool)
+        seen[x] = True
+        number = np.cumsum(seen) - 1
+        return number[x], np.flatnonzero(seen)
+
+    if len(a) < 4096:
+        table = None
+    else:
+        (na, nodes_a), (nb, nodes_b) = numbered(a), numbered(b)
+        table = len(nodes_a) * len(nodes_b)
+    if table is None or table > max(4 * len(a), 1 << 20):
+        key = a * n_nodes + b
+        uniq, inv = np.unique(key, return_inverse=True)
+        return uniq // n_nodes, uniq % n_nodes, inv.reshape(-1)
+    key = na * len(nodes_b) + nb
+    mask = np.zeros(table, dtype=bool)
+    mask[key] = True
+    number = np.cumsum(mask) - 1
+    cells = np.flatnonzero(mask)
+    return nodes_a[cells // len(nodes_b)], nodes_b[cells % len(nodes_b)], number[key]

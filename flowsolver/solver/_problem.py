@@ -260,8 +260,7 @@ def _first_bad(mask, name, rule, arr):
 
 def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
     """Flows that cross at least one link of finite capacity: (flows,) or (batch, flows)."""
-    coef = np.ones(rm.flow_seg.shape) if rm.flow_coef is None else rm.flow_coef
-    ok = (rm.flow_seg >= 0) & (coef > 0)
+    ok = rm.flow_seg >= 0 if rm.flow_coef is None else (rm.flow_seg >= 0) & (rm.flow_coef > 0)
     seg = np.maximum(rm.flow_seg, 0)
 
     def one(finite):
