@@ -31,6 +31,7 @@ of float64, worst on large all-to-alls where the residual capacity cancels.
 from __future__ import annotations
 
 import functools
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -191,6 +192,28 @@ def _sharded(devices: tuple, n_links: int, n_segs: int, inner: int, unit_coef: b
 
 
 # --------------------------------------------------------------------------- host side
+class _LastStructure:
+    """The device arrays of the last full problem solved, kept for the next solve of the
+    same RoutingMatrix (the events of ``completion_times`` re-solve one matrix with other
+    demands): one slot, held by a weak reference to the matrix, so it costs at most one
+    problem's structure and never outlives its matrix."""
+
+    def __init__(self):
+        self.owner, self.key, self.arrays = None, None, None
+
+    def get(self, rm, segments, sizes, jdt):
+        key = (sizes, str(jdt))
+        owner = self.owner() if self.owner is not None else None
+        if owner is rm and self.key == key:
+            return self.arrays
+        arrays = _device_structure(segments.padded(sizes), jdt)
+        self.owner, self.key, self.arrays = weakref.ref(rm), key, arrays
+        return arrays
+
+
+_LAST = _LastStructure()
+
+
 def _device_structure(arrays, jdt):
     link, seg, frac, slot_seg, slot_coef = arrays
     return [jnp.asarray(link), jnp.asarray(seg), jnp.asarray(frac, jdt), jnp.asarray(slot_seg),
@@ -203,7 +226,7 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
     flows and segments; with several devices, large problems are split between them by
     flows. Shapes stay on the bucket ladder."""
     L, N = rm.n_links, rm.n_flows
-    segments = Segments.of(rm)
+    segments = full = Segments.of(rm)
     residual = cap.astype(np.float64).copy()
     rates = np.zeros(N)
     bneck = np.full(N, -1, dtype=np.int32)
@@ -217,7 +240,7 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
         stop_below = int(n * COMPACT_KEEP) if (compact and n > COMPACT_FLOWS) else 0
         run = functools.partial(_run_sharded, devices=devices) if len(devices) > 1 and n > SHARD_FLOWS else _run_one
         done_flows, r, b, part_load, k = run(segments, residual, w, d, jdt, L, max_rounds - rounds_done,
-                                             stop_below, inner)
+                                             stop_below, inner, owner=rm if segments is full else None)
         rounds_done += k
         rates[segments.flows[done_flows]] = r
         bneck[segments.flows[done_flows]] = b
@@ -232,11 +255,15 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
     return rates.astype(dtype), load.astype(dtype), bneck, np.int32(rounds_done), np.bool_(converged)
 
 
-def _run_one(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner):
+def _run_one(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner, owner=None):
+    """``owner``: the RoutingMatrix whose whole structure ``segments`` is (its device
+    arrays are then kept for its next solve)."""
     n = len(segments.flows)
     Lp, Np, Sp, _ = sizes = segments.buckets(L)
     frozen0 = pad(np.zeros(n, dtype=bool), Np, True)
-    out = _JITTED(*_device_structure(segments.padded(sizes), jdt),
+    structure = _LAST.get(owner, segments, sizes, jdt) if owner is not None else \
+        _device_structure(segments.padded(sizes), jdt)
+    out = _JITTED(*structure,
                   jnp.asarray(pad(residual, Lp, np.inf, np.float64), jdt),
                   jnp.asarray(pad(w[segments.flows], Np, 1.0, np.float64), jdt),
                   jnp.asarray(pad(d[segments.flows], Np, 0.0, np.float64), jdt), jnp.asarray(frozen0),
@@ -247,7 +274,7 @@ def _run_one(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner):
     return done, r[:n][done], b[:n][done], part_load[:L], int(k)
 
 
-def _run_sharded(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner, *, devices):
+def _run_sharded(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner, *, devices, owner=None):
     """The problem's flows split into one contiguous share per device; each share carries
     the segments it uses (shared segments are copied), all padded to the largest share's
     buckets."""
