@@ -130,7 +130,8 @@ class LinkTable:
 def _hop_class(kind_u, kind_v, tech) -> str:
     if kind_u == "switch" or kind_v == "switch":
         return "network"
-    return "nvlink" if str(tech).startswith("nvlink") else "pcie"
+    nvlink = str(tech).startswith("nvlink") or "nvswitch" in (kind_u, kind_v)
+    return "nvlink" if nvlink else "pcie"
 
 
 def link_efficiency(tech, efficiency=None, own=None) -> float:
