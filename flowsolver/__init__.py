@@ -9,12 +9,13 @@ from ._version import __version__  # noqa: E402,F401
 
 # the public surface, layer by layer (each name is re-exported from the module that owns it)
 from ._status import Status  # noqa: E402
+from . import nccl_tests  # noqa: E402
 from .traffic import Flows  # noqa: E402
 from .routing import (POLICIES, Bottleneck, LinkTable, MergedRouting, RoutingError, RoutingMatrix,  # noqa: E402
                       route)
 from .solver import Allocation, bucket_size, max_min_fair, trace_count  # noqa: E402
 from .timing import Completion, completion_times  # noqa: E402
-from .collectives import (ALGORITHMS, OPS, PROTOCOLS, CollectiveResult, CollectiveStep,  # noqa: E402
+from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, CollectiveResult, CollectiveStep,  # noqa: E402
                           ConcurrentResult, busbw_factor, collective, collective_variants, concurrent)
 from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,  # noqa: E402
                        training_step)
@@ -27,7 +28,7 @@ __all__ = [
     "max_min_fair", "Allocation", "bucket_size", "trace_count",
     "completion_times", "Completion",
     "collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
-    "OPS", "ALGORITHMS", "PROTOCOLS", "busbw_factor",
+    "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "busbw_factor", "nccl_tests",
     "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
     "sweep", "expand_grid", "default_cache_dir",
 ]
