@@ -15,8 +15,9 @@ from .routing import (POLICIES, Bottleneck, LinkTable, MergedRouting, RoutingErr
                       route)
 from .solver import Allocation, bucket_size, max_min_fair, trace_count  # noqa: E402
 from .timing import Completion, completion_times  # noqa: E402
-from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, CollectiveResult, CollectiveStep,  # noqa: E402
-                          ConcurrentResult, busbw_factor, collective, collective_variants, concurrent)
+from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveResult,  # noqa: E402
+                          CollectiveStep, ConcurrentResult, busbw_factor, calibrate, collective,
+                          collective_variants, concurrent)
 from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,  # noqa: E402
                        training_step)
 from ._sweep import default_cache_dir, expand_grid, sweep  # noqa: E402
@@ -27,7 +28,7 @@ __all__ = [
     "route", "RoutingMatrix", "LinkTable", "MergedRouting", "Bottleneck", "RoutingError", "POLICIES",
     "max_min_fair", "Allocation", "bucket_size", "trace_count",
     "completion_times", "Completion",
-    "collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+    "collective", "collective_variants", "concurrent", "calibrate", "Calibration", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
     "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "busbw_factor", "nccl_tests",
     "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
     "sweep", "expand_grid", "default_cache_dir",

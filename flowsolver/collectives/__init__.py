@@ -60,6 +60,7 @@ per (op, algorithm) in a registry), ``_options`` (the run's options, built once)
 ``_concurrent`` (:func:`concurrent`, on :func:`flowsolver.timing.step_times`).
 """
 
+from ._calibrate import Calibration, calibrate
 from ._collective import collective, collective_variants
 from ._concurrent import concurrent
 from ._hardware import nccl_channels
@@ -67,6 +68,6 @@ from ._nccl import (ALGORITHMS, NCCL_ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENC
                     busbw_factor)
 from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
 
-__all__ = ["collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+__all__ = ["collective", "collective_variants", "calibrate", "Calibration", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
            "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK"]
