@@ -8,10 +8,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .. import nccl_tests
-from ..routing import gpu_nodes, link_efficiency
-from ._collective import collective_with
+from ..routing import gpu_nodes, link_efficiency, unchanged
+from ._collective import _plans, collective_with, is_tuned
 from ._nccl import OPS
 from ._options import Options
+from ._solve import time_plans
+from ._tuned import transfer_of, tuned_times
 
 __all__ = ["Calibration", "calibrate"]
 
@@ -73,49 +75,53 @@ def _rows(logs, graph, ranks, op):
     return out, n
 
 
-def _terms(graph, rows, ranks, algorithm, options, cal):
-    """Per row: the model's latency part, transfer part (s) and bottleneck technology."""
-    lat, transfer, techs = [], [], []
-    for op, size, _ in rows:
-        r = collective_with(graph, op, size, ranks, algorithm, options, cal)
-        latency = sum((st.latency_count if st.latency_count is not None else st.count) * st.latency
-                      for st in r.steps) + (r.time - sum(st.time for st in r.steps))
-        lat.append(latency)
-        transfer.append(r.time - latency)
-        b = r.bottleneck
-        techs.append(str(r.links.tech[b[0].index]) if b else "")
-    return np.array(lat), np.array(transfer), techs
+class _RowModel:
+    """One log row's model, solved once: its time for a latency scale ``lam`` and a factor
+    ``m`` on every flow-solved bandwidth (NCCL's argmin and caps re-evaluated exactly)."""
+
+    def __init__(self, graph, op, size, ranks, algorithm, options, cal):
+        options = cal.apply(options)
+        with unchanged(graph):
+            ranks_, self.p, plans, self.hw = _plans(graph, op, size, [ranks], algorithm, options)
+            (self.links, self.results), = time_plans(graph, ranks_, plans, options, [graph])
+        self.op, self.size, self.options, self.cal = op, size, options, cal
+        self.only = None if algorithm == "auto" else algorithm
+
+    def time(self, lam, m):
+        """(time s, algorithm) at latency scale ``lam`` and bandwidth factor ``m``."""
+        scaled = {a: (t, tuple(replace(st, transfer=st.transfer / m) for st in steps), u)
+                  for a, (t, steps, u) in self.results.items()}
+        hw = replace(self.hw, nvlink_bw=self.hw.nvlink_bw * m)
+        model = replace(self.cal, latency_scale=self.cal.latency_scale * lam)
+        entries = [(t, a) for (a, _), (t, _) in tuned_times(self.op, self.size, self.p, scaled, hw, self.options,
+                                                          model).items() if self.only in (None, a)]
+        for a, (t, steps, _) in self.results.items():
+            if self.only in (None, a) and not is_tuned(a, self.op, self.options):
+                transfer = transfer_of(steps)
+                entries.append((lam * (t - transfer) + transfer / m, a))
+        return min(entries)
+
+    def bottleneck_tech(self, algorithm) -> str:
+        steps = self.results[algorithm][1]
+        longest = max(steps, key=lambda st: st.count * st.transfer)
+        return str(self.links.tech[longest.bottleneck[0].index]) if longest.bottleneck else ""
 
 
-_STEP = 0.9     # the efficiency factor of the finite difference
-
-
-def _sensitivity(graph, rows, ranks, algorithm, options, cal, tech, transfer):
-    """Per row, how the transfer part scales with ``tech``'s efficiency: the exponent ``s``
-    of ``transfer ~ efficiency ** -s`` (1 where the technology is the bottleneck, 0 where
-    a cap of NCCL's or another link holds the row)."""
-    now = cal.efficiency.get(tech, link_efficiency(tech))
-    probe = replace(cal, efficiency={**cal.efficiency, tech: now * _STEP})
-    _, moved, _ = _terms(graph, rows, ranks, algorithm, options, probe)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.log(np.where(transfer > 0, moved / transfer, 1.0)) / np.log(1 / _STEP)
-    return np.clip(np.nan_to_num(s), 0.0, 2.0)
-
-
-def _fit(measured, lat, transfer, exponents):
-    """Robust least squares of ``measured = scale x lat + transfer x prod(m_t ** -s_t)``
-    on the relative error (soft-L1): (scale, [m_t], converged)."""
+def _fit(rows, measured):
+    """Robust least squares (soft-L1 on the relative error) of a latency scale and a
+    bandwidth factor: (lam, m, converged)."""
     from scipy.optimize import least_squares
 
-    s = np.array(exponents).reshape(len(exponents), -1)
-
     def residual(x):
-        model = np.exp(x[0]) * lat + transfer * np.exp(-(x[1:, None] * s).sum(axis=0))
-        return (model - measured) / measured
+        lam, m = np.exp(x)
+        return np.array([r.time(lam, m)[0] for r in rows]) / measured - 1.0
 
-    fit = least_squares(residual, np.zeros(1 + len(s)), bounds=(np.log(1e-3), np.log(1e3)), loss="soft_l1",
-                        f_scale=0.05)
-    return float(np.exp(fit.x[0])), [float(np.exp(v)) for v in fit.x[1:]], bool(fit.success)
+    fits = [least_squares(residual, np.log(start), bounds=(np.log(1e-2), np.log(1e2)), loss="soft_l1",
+                          f_scale=0.05, diff_step=1e-3)
+            for start in ((1.0, 1.0), (3.0, 1.0), (0.3, 1.0), (1.0, 0.5))]   # NCCL's argmin makes it piecewise
+    fit = min(fits, key=lambda f: f.cost)
+    lam, m = np.exp(fit.x)
+    return float(lam), float(m), bool(fit.success)
 
 
 def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str = "auto", iterations: int = 2,
@@ -126,12 +132,12 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     must have been run on as many ranks as ``ranks`` (default every GPU of ``graph``) and
     test ``op`` (default what the log says); ``algorithm`` is the log's (``"auto"``: NCCL's
     choice; ``"ring"`` for a run with ``NCCL_ALGO=Ring``) and ``options`` the other keywords
-    of :func:`flowsolver.collective`. The model is split per row into its latency and
-    transfer parts, and the transfer's sensitivity to the efficiency of each technology
-    that bottlenecks some row is measured (a finite difference: 0 where one of NCCL's caps
-    holds the row); a robust least squares (soft-L1 on the relative error) fits a latency
-    scale and a factor per technology; the model is re-solved with the fit (its choice of
-    algorithm and protocol may change) ``iterations`` times. Efficiencies are capped at 1
+    of :func:`flowsolver.collective`. Each row's flows are solved once; a robust least
+    squares (soft-L1 on the relative error) then fits a scale on NCCL's latencies and a
+    factor on the flow-solved bandwidths, NCCL's caps and choice of algorithm and protocol
+    re-evaluated at every trial; the factor becomes the efficiency of the technology that
+    bottlenecks most of the transfer, and the whole is re-solved with the fit
+    ``iterations`` times (the bottleneck may move). Efficiencies are capped at 1
     (a measured rate above the raw one is the model's fault, not the link's: the
     residuals show it). Links in series (NVLink, PCIe, NIC on one path) cannot be told apart
     by one log: the fit moves the technology that bottlenecks the model's rows.
@@ -146,20 +152,28 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     >>> sorted(cal.efficiency), round(float(cal.residuals["error"].abs().max()), 2) <= 0.05
     (['nvlink4'], True)
     """
+    options.setdefault("protocol", "auto")
+    if options.get("policy_options") is None:
+        options.pop("policy_options", None)
     opts = Options(tuner=options.pop("step_latency", None) is None, **options)
     rows, n = _rows(logs, graph, ranks, op)
     measured = np.array([t for _, _, t in rows])
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
     converged = True
     for _ in range(max(1, int(iterations))):
-        lat, transfer, techs = _terms(graph, rows, ranks, algorithm, opts, cal)
-        names = sorted({t for t in techs if t})
-        exponents = [_sensitivity(graph, rows, ranks, algorithm, opts, cal, t, transfer) for t in names]
-        scale, factors, converged = _fit(measured, lat, transfer, exponents or [np.zeros(len(rows))])
+        models = [_RowModel(graph, o, size, ranks, algorithm, opts, cal) for o, size, _ in rows]
+        lam, m, converged = _fit(models, measured)
+        # the factor goes to the technology that holds most of the rows' transfer
+        weight: dict = {}
+        for r, t_meas in zip(models, measured):
+            t, a = r.time(lam, m)
+            tech = r.bottleneck_tech(a)
+            weight[tech] = weight.get(tech, 0.0) + transfer_of(r.results[a][1]) / t_meas
+        tech = max(weight, key=weight.get)
         efficiency = dict(cal.efficiency)
-        for t, m in zip(names, factors):
-            efficiency[t] = min(1.0, efficiency.get(t, link_efficiency(t)) * m)
-        cal = replace(cal, efficiency=efficiency, latency_scale=cal.latency_scale * scale)
+        if tech:
+            efficiency[tech] = min(1.0, efficiency.get(tech, link_efficiency(tech, opts.efficiency)) * m)
+        cal = replace(cal, efficiency=efficiency, latency_scale=cal.latency_scale * lam)
     model = np.array([collective_with(graph, o, s, ranks, algorithm, opts, cal).time for o, s, _ in rows])
     import pandas as pd
 

@@ -107,6 +107,11 @@ def _auto(graph, ranks, plans, options, tune):
     return timed, {a: bounds[a] for a in plans if a not in results}
 
 
+def is_tuned(algorithm, op, options) -> bool:
+    """Whether NCCL's cost model times ``algorithm`` for ``op`` (else the per-step model)."""
+    return options.tuner and algorithm in TUNER_ALGORITHMS and op in ("all_reduce", "all_gather", "reduce_scatter")
+
+
 def _pick(op, size, p, results, hw, options, model, only=None):
     """(algorithm, protocol, time, steps, utilisation, choices, candidates) of the fastest
     (of algorithm ``only`` where given)."""
@@ -116,7 +121,7 @@ def _pick(op, size, p, results, hw, options, model, only=None):
         tuned = {k: v for k, v in tuned.items() if k[0] == only}
     entries = {}
     for a, (total, steps, util) in results.items():
-        if options.tuner and a in TUNER_ALGORITHMS and op in ("all_reduce", "all_gather", "reduce_scatter"):
+        if is_tuned(a, op, options):
             continue
         entries[a, options.step_protocol] = (total, steps, util)
     for (a, proto), (total, lat) in tuned.items():
