@@ -1,7 +1,8 @@
 """The ``flowsolver`` command (argparse), a thin layer over the Python API.
 
 Sub-commands: ``topology`` (describe a cluster, export node-link JSON), ``collective`` (an
-nccl-tests-style table over message sizes), ``train`` (one training step and its
+nccl-tests-style table over message sizes; ``--compare LOG`` puts a log's times beside
+the model's), ``calibrate LOG...`` (fit link efficiency and NCCL's latency scale), ``train`` (one training step and its
 breakdown), ``study`` (the network study, the main job: ``make run``) and ``sweep
 CONFIG.toml``. With no sub-command it describes the built-in default cluster (8 DGX H100
 servers on a rail-optimised InfiniBand NDR fabric). Bad input (an output folder that does
@@ -41,7 +42,8 @@ def _topology(args) -> None:
             print(f"graph written to {args.export}")
 
 
-_COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "train": _commands.train,
+_COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "calibrate": _commands.calibrate_logs,
+             "train": _commands.train,
              "sweep": _commands.sweep_file, "topology": _topology}
 
 
