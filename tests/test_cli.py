@@ -59,7 +59,7 @@ def test_collective_table_and_formats(capsys):
     row = json.loads(capsys.readouterr().out)[0]
     assert row["size"] == 2**30 and abs(row["busbw_gbs"] - 370) < 0.1 * 370      # 8 x H100 ring, measured ~370
     assert main(["collective", "--nodes", "1", "-b", "1M", "-e", "1M", "--csv"]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "size,time_us,algbw_gbs,busbw_gbs,algorithm,bottleneck_tier"
+    assert capsys.readouterr().out.splitlines()[0] == "size,time_us,algbw_gbs,busbw_gbs,algorithm,protocol,channels,bottleneck_tier"
 
 
 def test_train_and_its_formats(capsys):
