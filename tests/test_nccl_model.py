@@ -100,7 +100,11 @@ def test_model_is_within_ten_percent_of_nccls_prediction_and_makes_its_choice(no
                 continue            # NVLS at large sizes: below
             assert got[key] == pytest.approx(t, rel=0.10), (size, key)
         best = min(want, key=want.get)
-        assert (r.algorithm, r.protocol) == best or want[r.algorithm, r.protocol] <= want[best] * 1.02, (size, best)
+        # NCCL's choice; near a crossover with NVLS, whose large-message bandwidth the model
+        # holds below NCCL's tuner (next test), a choice NCCL rates within 5 % of its best
+        assert (r.algorithm, r.protocol) == best or want[r.algorithm, r.protocol] <= want[best] * 1.05, (size, best)
+        if size <= 2**19 or size >= 2**27:
+            assert (r.algorithm, r.protocol) == best, (size, best)
 
 
 def test_nvls_large_messages_follow_the_in_switch_flow_not_nccls_tuner():

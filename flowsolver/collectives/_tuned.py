@@ -72,13 +72,22 @@ def tuned_times(op, size, p, results, hw, options, model=None) -> dict:
                 lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
             if model is not None:
                 lat = model.latency(lat, a, proto)
-            algbw = tuner_algbw(a, proto, op, busbw, hw)
+            algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
             if a in ("tree", "nvls") and (op, a) not in DERIVED:
                 algbw = min(algbw, own_algbw)
             if a == "nvls_tree":
                 algbw = min(algbw, _nvls_node_bound(hw))
             out[a, proto] = (lat + size / algbw if algbw > 0 else np.inf, lat)   # 0: a stalled flow
     return out
+
+
+def _graph_busbw(algorithm, ring_busbw, hw) -> float:
+    """NCCL's ``nChannels x bw`` for ``algorithm``: the tree graph's on two nodes is its
+    intra-node one (NCCL 2.30 tuning.cc: ``bwIntra`` when ``nNodes <= 2``), a GPU's NVLink
+    (the tree's own flow solve then bounds it by the network); elsewhere the ring's."""
+    if algorithm == "tree" and hw.nodes == 2 and hw.nvlink_bw > 0:
+        return hw.nvlink_bw
+    return ring_busbw
 
 
 def _nvls_node_bound(hw) -> float:
