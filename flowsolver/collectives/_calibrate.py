@@ -3,7 +3,7 @@ robust least squares to the measured times, as a model :func:`flowsolver.collect
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -35,7 +35,6 @@ class Calibration:
     residuals: object = None
     converged: bool = True
     message: str = ""
-    _gpus: int = field(default=0, repr=False)
 
     def apply(self, options: Options) -> Options:
         """``options`` with the fitted efficiencies (the call's own ``efficiency=`` wins)."""
