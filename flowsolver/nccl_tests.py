@@ -11,7 +11,8 @@ Columns keep nccl-tests' names and units: ``size`` (bytes), ``count``, ``type``,
 ``"out-of-place"`` or ``"in-place"`` (one row per size and placement). ``df.attrs`` holds
 ``op`` (flowsolver's name, or None where the log does not say), ``ranks``, ``nodes`` (hosts
 in the device list), ``devices`` (rank -> (host, device, GPU name)), ``nccl_version``,
-``avg_busbw`` (GB/s, the footer's; None without one) and ``source``.
+``avg_busbw`` (GB/s, the footer's; None without one), ``algorithm`` (flowsolver's name of
+the ``NCCL_ALGO`` the NCCL INFO lines say was forced, else None) and ``source``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 import re
 from pathlib import Path
 
-__all__ = ["read", "OP_NAMES"]
+__all__ = ["read", "OP_NAMES", "ALGO_NAMES"]
 
 #: nccl-tests binaries / words -> flowsolver op names
 OP_NAMES = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather": "all_gather",
@@ -31,6 +32,9 @@ _PREFIX = re.compile(r"^\s*\d+:\s")                     # srun / mpirun "-l" ran
 _RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*)$")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
+_ALGO = re.compile(r"NCCL_ALGO set by environment to (\w+)")
+#: NCCL_ALGO values -> flowsolver algorithm names
+ALGO_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
 _OP_WORDS = re.compile(r"(all_reduce|allreduce|all_gather|allgather|reduce_scatter|reducescatter|alltoall|"
                        r"all_to_all|sendrecv|send_recv|broadcast|reduce)(?:_perf)?", re.IGNORECASE)
 
@@ -172,8 +176,10 @@ def read(path_or_text, *, op: str | None = None):
     df = pd.DataFrame(_records(names, rows, source))
     version = _VERSION.search(text)
     avg = _AVG.search(text)
+    algo = _ALGO.search(text)
     df.attrs.update(op=op or said, ranks=max(devices) + 1 if devices else None,
                     nodes=len({host for host, _, _ in devices.values()}) or None, devices=devices,
                     nccl_version=version.group(1) if version else None,
-                    avg_busbw=float(avg.group(1)) if avg else None, source=source)
+                    avg_busbw=float(avg.group(1)) if avg else None, source=source,
+                    algorithm=ALGO_NAMES.get(algo.group(1).lower()) if algo else None)
     return df

@@ -38,6 +38,8 @@ def _measured(args):
     if op is None:
         raise ValueError(f"--compare: {args.compare!r} does not say which collective it ran; pass --op")
     rows = df[df["placement"] == "out-of-place"]
+    if args.algorithm == "auto" and df.attrs.get("algorithm"):
+        args.algorithm = df.attrs["algorithm"]          # the log's NCCL_ALGO
     return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]]
 
 
@@ -73,6 +75,8 @@ def collective_table(args) -> None:
     if measured is not None:
         errors = sorted(abs(r["error"]) for r in rows)
         lines.append(f"# median |error| {errors[len(errors) // 2]:.1%}, max {errors[-1]:.1%}")
+    if args.compare and args.algorithm != "auto":
+        lines.insert(1, f"# algorithm {args.algorithm} (the log's NCCL_ALGO or --algorithm)")
     emit(rows, args, "\n".join(lines))
     if args.plot:
         _comparison_plot(args.plot, results, sizes, measured, op)

@@ -56,7 +56,7 @@ class Calibration:
 def _rows(logs, graph, ranks, op):
     """(op, size bytes, measured time s) of every out-of-place row, logs checked against the graph."""
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
-    out = []
+    out, algorithms = [], set()
     for log in ([logs] if isinstance(logs, str) or not hasattr(logs, "__iter__") else list(logs)):
         df = log if hasattr(log, "attrs") and hasattr(log, "columns") else nccl_tests.read(log, op=op)
         log_op = df.attrs.get("op") or op
@@ -67,11 +67,13 @@ def _rows(logs, graph, ranks, op):
             raise ValueError(f"{where}: the log tests {log_op}, not {op}")
         if df.attrs.get("ranks") not in (None, n):
             raise ValueError(f"{where}: the log ran on {df.attrs['ranks']} ranks, the graph (ranks=) has {n}")
+        if df.attrs.get("algorithm"):
+            algorithms.add(df.attrs["algorithm"])
         rows = df[(df["placement"] == "out-of-place") & (df["time"] > 0)]
         out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
-    return out, n
+    return out, n, algorithms
 
 
 class _RowModel:
@@ -130,7 +132,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     ``logs`` are paths, texts or DataFrames of :func:`flowsolver.nccl_tests.read`; each
     must have been run on as many ranks as ``ranks`` (default every GPU of ``graph``) and
     test ``op`` (default what the log says); ``algorithm`` is the log's (``"auto"``: NCCL's
-    choice; ``"ring"`` for a run with ``NCCL_ALGO=Ring``) and ``options`` the other keywords
+    choice, or the ``NCCL_ALGO`` the logs' NCCL INFO lines say was forced; ``"ring"`` for a
+    run with ``NCCL_ALGO=Ring``) and ``options`` the other keywords
     of :func:`flowsolver.collective`. Each row's flows are solved once; a robust least
     squares (soft-L1 on the relative error) then fits a scale on NCCL's latencies and a
     factor on the flow-solved bandwidths, NCCL's caps and choice of algorithm and protocol
@@ -155,7 +158,9 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     if options.get("policy_options") is None:
         options.pop("policy_options", None)
     opts = Options(tuner=options.pop("step_latency", None) is None, **options)
-    rows, n = _rows(logs, graph, ranks, op)
+    rows, n, forced = _rows(logs, graph, ranks, op)
+    if algorithm == "auto" and len(forced) == 1:
+        algorithm = forced.pop()                    # the logs' NCCL_ALGO
     measured = np.array([t for _, _, t in rows])
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
     converged = True
