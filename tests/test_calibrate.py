@@ -61,3 +61,15 @@ def test_logs_that_do_not_match_the_graph_are_refused():
         calibrate(g, ["# Collective test starting: all_reduce_perf\n" + _log([(2**20, 30e-6)], 8)], op="all_gather")
     with pytest.raises(ValueError, match="calibrated on 16 ranks; this graph has 8 GPUs"):
         collective(g, "all_reduce", 2**20, model=Calibration({}, 1.0, 16, ("all_reduce",)))
+
+
+def test_collective_variants_take_the_model_too():
+    from flowsolver import collective_variants
+
+    g = tp.rail_optimized(nodes=1)
+    cal = Calibration(efficiency={"nvlink4": 0.5}, latency_scale=2.0, ranks=8, ops=("all_reduce",))
+    together, = collective_variants([g], "all_reduce", 2**26, algorithm="ring", model=cal)
+    assert together.time == pytest.approx(collective(g, "all_reduce", 2**26, algorithm="ring", model=cal).time)
+    # 2**26 bytes at half NVLink 4's raw rate, ring Simple (NCCL's 56 us x 2 of latency)
+    bare = collective(g, "all_reduce", 2**26, algorithm="ring", protocol="Simple", efficiency={"nvlink4": 0.5})
+    assert together.time >= bare.time

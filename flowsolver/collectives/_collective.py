@@ -247,11 +247,12 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
                         policy: str = "ecmp", policy_options: dict | None = None, channels: int | None = None,
                         pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                         efficiency=None, step_latency: float | None = None,
-                        base_latency: float | None = None, candidates: str = "nccl") -> list:
+                        base_latency: float | None = None, candidates: str = "nccl", model=None) -> list:
     """:func:`collective` on several graphs of one structure (same nodes and edges, other
     capacities or latencies: a technology swap, derated links, failed links at capacity 0),
     routed once on the first and solved for all in one batched call.
 
+    Options as :func:`collective` (``model=`` a :func:`flowsolver.calibrate` result).
     Returns one :class:`CollectiveResult` per graph; a variant that cannot complete has
     ``status`` ``Status.STALLED``, ``time`` inf and the reason in ``message``. Routes are
     the first graph's: a link failed in another variant is not routed around (its flows
@@ -273,4 +274,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
                       channels=channels, tuner=step_latency is None, candidates=candidates)
     check_call(op, algorithm, size, options)
-    return solve_collective(graphs[0], op, float(size), [ranks], algorithm, options, variants=graphs)
+    if model is not None:
+        model.check(graphs[0])
+        options = model.apply(options)
+    return solve_collective(graphs[0], op, float(size), [ranks], algorithm, options, variants=graphs, model=model)
