@@ -156,7 +156,10 @@ def read(path_or_text, *, op: str | None = None):
     >>> list(df["placement"]), float(df["time"][0]), df.attrs["ranks"], df.attrs["nodes"]
     (['out-of-place', 'in-place'], 20.1, 2, 2)
     """
-    import pandas as pd
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("flowsolver.nccl_tests.read needs pandas: pip install 'flowsolver[analysis]'") from None
 
     text, source, name = _text_of(path_or_text)
     if not text.strip():

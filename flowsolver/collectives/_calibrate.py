@@ -179,7 +179,10 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
             efficiency[tech] = min(1.0, efficiency.get(tech, link_efficiency(tech, opts.efficiency)) * m)
         cal = replace(cal, efficiency=efficiency, latency_scale=cal.latency_scale * lam)
     model = np.array([collective_with(graph, o, s, ranks, algorithm, opts, cal).time for o, s, _ in rows])
-    import pandas as pd
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("flowsolver.calibrate needs pandas: pip install 'flowsolver[analysis]'") from None
 
     residuals = pd.DataFrame(dict(op=[o for o, _, _ in rows], size=[s for _, s, _ in rows], measured=measured,
                                   model=model, error=(model - measured) / measured))
