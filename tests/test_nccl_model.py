@@ -126,3 +126,16 @@ def test_protocols_carry_nccls_bandwidth_caps():
     small = collective(_fabric(2), "all_reduce", 1024)
     assert (small.algorithm, small.protocol) == ("tree", "LL")
     assert small.time * 1e6 == pytest.approx(25.2, abs=0.2)
+
+
+def test_pat_and_ring_all_gather_latencies_at_one_rank_per_node():
+    # 4 single-GPU hosts: PAT = 8.0 + log2(4) x 14 / 3.5 + 4 x 2.8 = 27.2 us; the ring's
+    # 3 steps all cross nodes at the tree's NET latency (one rank per node):
+    # LL 6.6 + 3 x 5.0 = 21.6, LL128 14 + 3 x 8.5 = 39.5, Simple 8.4 + 3 x 14 = 50.4 us
+    g = tp.fat_tree(4)
+    r = collective(g, "all_gather", 64, ranks=[0, 4, 8, 12])
+    want = {"pat/Simple": 27.2, "ring/LL": 21.6, "ring/LL128": 39.5, "ring/Simple": 50.4}
+    assert set(r.choices) == set(want)
+    for key, lat in want.items():
+        assert r.choices[key] * 1e6 == pytest.approx(lat, abs=0.05), key
+    assert (r.algorithm, r.protocol) == ("ring", "LL")
