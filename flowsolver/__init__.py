@@ -9,13 +9,15 @@ from ._version import __version__  # noqa: E402,F401
 
 # the public surface, layer by layer (each name is re-exported from the module that owns it)
 from ._status import Status  # noqa: E402
+from . import nccl_tests  # noqa: E402
 from .traffic import Flows  # noqa: E402
 from .routing import (POLICIES, Bottleneck, LinkTable, MergedRouting, RoutingError, RoutingMatrix,  # noqa: E402
                       route)
 from .solver import Allocation, bucket_size, max_min_fair, trace_count  # noqa: E402
 from .timing import Completion, completion_times  # noqa: E402
-from .collectives import (ALGORITHMS, OPS, PROTOCOLS, CollectiveResult, CollectiveStep,  # noqa: E402
-                          ConcurrentResult, busbw_factor, collective, collective_variants, concurrent)
+from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveResult,  # noqa: E402
+                          CollectiveStep, ConcurrentResult, busbw_factor, calibrate, collective,
+                          collective_variants, concurrent)
 from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,  # noqa: E402
                        training_step)
 from .traces import (ReplayResult, TraceError, Workload, read_chakra, read_simai_workload, replay,  # noqa: E402
@@ -28,8 +30,8 @@ __all__ = [
     "route", "RoutingMatrix", "LinkTable", "MergedRouting", "Bottleneck", "RoutingError", "POLICIES",
     "max_min_fair", "Allocation", "bucket_size", "trace_count",
     "completion_times", "Completion",
-    "collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
-    "OPS", "ALGORITHMS", "PROTOCOLS", "busbw_factor",
+    "collective", "collective_variants", "concurrent", "calibrate", "Calibration", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+    "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "busbw_factor", "nccl_tests",
     "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
     "read_chakra", "read_simai_workload", "write_chakra", "workload_from_step", "replay", "ReplayResult", "Workload",
     "TraceError",

@@ -59,7 +59,7 @@ def test_collective_table_and_formats(capsys):
     row = json.loads(capsys.readouterr().out)[0]
     assert row["size"] == 2**30 and abs(row["busbw_gbs"] - 370) < 0.1 * 370      # 8 x H100 ring, measured ~370
     assert main(["collective", "--nodes", "1", "-b", "1M", "-e", "1M", "--csv"]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "size,time_us,algbw_gbs,busbw_gbs,algorithm,bottleneck_tier"
+    assert capsys.readouterr().out.splitlines()[0] == "size,time_us,algbw_gbs,busbw_gbs,algorithm,protocol,channels,bottleneck_tier"
 
 
 def test_train_and_its_formats(capsys):
@@ -237,3 +237,33 @@ def test_infinite_sizes_folders_as_files_and_home_paths(tmp_path, capsys, monkey
     monkeypatch.setenv("HOME", str(tmp_path))
     assert main(["topology", "--family", "torus", "--dims", "2", "2", "--export", "~/g.json"]) == 0
     assert (tmp_path / "g.json").exists()
+
+
+_LOG = """# Collective test starting: reduce_scatter_perf
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+   134217728       4194304     float     sum      -1    377.2  355.81  311.34      0    371.9  360.91  315.80      0
+   268435456       8388608     float     sum      -1    709.7  378.22  330.94      0    708.2  379.05  331.67      0
+   536870912      16777216     float     sum      -1   1377.8  389.65  340.94      0   1374.7  390.54  341.73      0
+"""
+
+
+def test_collective_compare_and_calibrate_read_an_nccl_tests_log(capsys, tmp_path):
+    pytest = __import__("pytest")
+    pytest.importorskip("pandas")
+    pytest.importorskip("matplotlib")
+    log, png = tmp_path / "rs.log", tmp_path / "cmp.png"
+    log.write_text(_LOG)
+    assert main(["collective", "--nodes", "1", "--compare", str(log), "--plot", str(png), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["size"] for r in rows] == [2**27, 2**28, 2**29] and png.stat().st_size > 0
+    assert all(r["measured_us"] == pytest.approx(t) for r, t in zip(rows, (377.2, 709.7, 1377.8)))
+    assert all(abs(r["error"]) < 0.15 and r["protocol"] == "Simple" for r in rows)
+    assert main(["calibrate", str(log), "--nodes", "1", "--json"]) == 0
+    cal = json.loads(capsys.readouterr().out)
+    assert set(cal["efficiency"]) == {"nvlink4"} and max(abs(r["error"]) for r in cal["residuals"]) < 0.02
+    assert main(["collective", "--nodes", "1", "--plot", str(png)]) == 2
+    assert "--plot needs --compare LOG" in capsys.readouterr().err
+    devices = "".join(f"#  Rank {r} Group  0 Pid {r} on host0 device {r} [0x0f] NVIDIA H100\n" for r in range(8))
+    log.write_text(devices + _LOG)
+    assert main(["calibrate", str(log), "--nodes", "2"]) == 2          # an 8-rank log, a 16-GPU cluster
+    assert "the log ran on 8 ranks, the graph (ranks=) has 16" in capsys.readouterr().err

@@ -104,8 +104,10 @@ def test_oversubscribed_leaf_spine_slows_cross_leaf_all_to_all_by_the_ratio():
 
 def test_auto_picks_the_fastest_and_reports_candidates():
     g = tp.rail_optimized(nodes=1)
-    small = collective(g, "broadcast", 2**12)
-    large = collective(g, "broadcast", 2**32)
+    # candidates="all": binomial is no NCCL algorithm (NCCL's own choice is tested in test_nccl_model.py)
+    small = collective(g, "broadcast", 2**12, candidates="all")
+    large = collective(g, "broadcast", 2**32, candidates="all")
+    assert not small.nccl and small.algorithm == "binomial" and large.nccl
     assert set(small.candidates) | set(small.pruned) == {"ring", "binomial"}
     assert small.algorithm == min(small.candidates, key=small.candidates.get)
     assert all(bound >= small.time for bound in small.pruned.values())
@@ -186,8 +188,8 @@ def test_auto_solves_at_most_two_batches_and_prunes_only_what_cannot_win(monkeyp
     real = fc.completion_times
     monkeypatch.setattr(fc, "completion_times", lambda *a, **k: calls.append(1) or real(*a, **k))
     g = tp.rail_optimized(nodes=2)
-    r = collective(g, "all_reduce", 2**28)
-    assert set(r.candidates) | set(r.pruned) == {"ring", "tree", "halving_doubling", "hierarchical"}
+    r = collective(g, "all_reduce", 2**28, candidates="all")
+    assert set(r.candidates) | set(r.pruned) == {"ring", "tree", "halving_doubling", "hierarchical", "nvls_tree"}
     assert len(calls) <= 2
     # each solved candidate's time is what it takes when solved on its own; each pruned one,
     # solved on its own, is no faster than the choice (its bound said so)
@@ -201,7 +203,7 @@ def test_auto_solves_at_most_two_batches_and_prunes_only_what_cannot_win(monkeyp
 def test_auto_prunes_pairwise_all_to_all_with_the_same_choice_and_time():
     g = tp.fat_tree(4)
     size = 2**20 * 15
-    r = collective(g, "all_to_all", size, efficiency=1.0)
+    r = collective(g, "all_to_all", size, efficiency=1.0, candidates="all")
     assert r.algorithm == "direct" and "pairwise" in r.pruned and set(r.candidates) == {"direct"}
     every = {a: collective(g, "all_to_all", size, algorithm=a, efficiency=1.0).time for a in ("direct", "pairwise")}
     assert r.time == pytest.approx(min(every.values()), rel=1e-12)
@@ -235,7 +237,7 @@ def test_pruned_auto_equals_solving_every_candidate(build, op, size):
     from flowsolver import ALGORITHMS
 
     g = build()
-    r = collective(g, op, size)
+    r = collective(g, op, size, candidates="all")
     every = {}
     for alg in ALGORITHMS[op]:
         try:

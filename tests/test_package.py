@@ -15,7 +15,7 @@ ROOT = Path(fs.__file__).resolve().parent.parent
 #: the layers, lowest first; a module may import its own layer or lower ones only
 LAYERS = [
     ("topologies",),
-    ("flowsolver._status", "flowsolver._checks", "flowsolver._version"),
+    ("flowsolver._status", "flowsolver._checks", "flowsolver._version", "flowsolver.nccl_tests"),
     ("flowsolver.traffic",),
     ("flowsolver.routing",),
     ("flowsolver.solver",),
@@ -114,7 +114,8 @@ def test_the_public_surface_is_complete_and_holds_no_internals():
     assert not [n for n in fs.__all__ if n.startswith("_") and n != "__version__"]
     # what users reach for without knowing where it lives
     for name in ("trace_count", "memory_per_gpu", "busbw_factor", "PROTOCOLS", "Status", "Bottleneck",
-                 "expand_grid", "default_cache_dir", "read_chakra", "replay", "write_chakra"):
+                 "expand_grid", "default_cache_dir", "read_chakra", "replay", "write_chakra", "NCCL_ALGORITHMS",
+                 "nccl_tests"):
         assert name in fs.__all__, name
 
 

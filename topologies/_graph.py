@@ -20,6 +20,8 @@ def add_cable(g: nx.DiGraph, u, v, tech: LinkTech, *, tier: str, cables: int = 1
     rate = tech.bandwidth if bandwidth is None else bandwidth
     attrs = dict(capacity=float(rate * cables), latency=float(tech.latency), tech=tech.name,
                  tier=tier, cables=int(cables))
+    if tech.efficiency is not None:     # the technology's own, kept when it is not registered by name
+        attrs["efficiency"] = float(tech.efficiency)
     g.add_edge(u, v, **attrs)
     g.add_edge(v, u, **attrs)
 

@@ -23,6 +23,8 @@ _EXAMPLES = """examples:
   flowsolver topology --family dragonfly --p 4 --a 8 --h 4 --export df.json
   flowsolver collective --nodes 4 --op all_reduce -b 1M -e 8G -f 4
   flowsolver collective --family fat_tree --k 8 --server dgx_h100 --policy ecmp_hash --csv
+  flowsolver collective --nodes 2 --compare all_reduce_perf.log --plot compare.png
+  flowsolver calibrate all_reduce_perf.log --nodes 2 --server dgx_h100 --link ib_ndr
   flowsolver train --nodes 8 --model llama-3-70b --tp 8 --global-batch 512
   flowsolver sweep examples/sweep.toml --out results.csv
   flowsolver replay traces/ --nodes 2 --chrome timeline.json   replay a Chakra trace (one .et file per rank)
@@ -106,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=_EXAMPLES + "\n" + _accepted(), formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"flowsolver {__version__}")
     sub = parser.add_subparsers(dest="command")
-    for add in (_add_topology_command, _add_collective, _add_train, _add_study, _add_sweep, _add_replay):
+    for add in (_add_topology_command, _add_collective, _add_calibrate, _add_train, _add_study, _add_sweep,
+                _add_replay):
         add(sub, fmt)
     return parser
 
@@ -126,12 +129,17 @@ def _add_collective(sub, fmt) -> None:
                           epilog=_EXAMPLES, formatter_class=fmt)
     _add_topology(coll, default_nodes=2)
     _add_output(coll)
-    coll.add_argument("--op", default="all_reduce", choices=OPS, help="collective (default %(default)s)")
+    coll.add_argument("--op", default=None, choices=OPS, help="collective (default all_reduce, or the --compare log's)")
     coll.add_argument("--algorithm", default="auto",
-                      help="auto (the fastest) or one of the op's: " + "; ".join(
+                      help="auto (NCCL's choice) or one of the op's: " + "; ".join(
                           f"{op}: {', '.join(ALGORITHMS[op])}" for op in OPS))
-    coll.add_argument("--protocol", default="Simple", choices=PROTOCOLS,
-                      help="NCCL protocol whose latency constants apply (default %(default)s)")
+    coll.add_argument("--protocol", default="auto", choices=("auto",) + PROTOCOLS,
+                      help="NCCL protocol (default %(default)s: NCCL's choice by size)")
+    coll.add_argument("--candidates", default="nccl", choices=("nccl", "all"),
+                      help="what auto picks from: NCCL's algorithms, or all (what-if; default %(default)s)")
+    coll.add_argument("--compare", metavar="LOG", default=None,
+                      help="an nccl-tests log: the model at its sizes, side by side with the measured times")
+    coll.add_argument("--plot", metavar="PNG", default=None, help="with --compare: busbw against size, model and log")
     coll.add_argument("-b", "--min-bytes", default="1M", help="smallest size (default %(default)s)")
     coll.add_argument("-e", "--max-bytes", default="1G", help="largest size, included (default %(default)s)")
     coll.add_argument("-f", "--step-factor", type=float, default=4.0, help="size multiplier (default %(default)s)")
@@ -139,7 +147,20 @@ def _add_collective(sub, fmt) -> None:
     coll.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
     coll.add_argument("--subflows", type=int, default=1, help="sub-flows per flow (ecmp_hash)")
     coll.add_argument("--channels", type=int, default=None,
-                      help="rings / trees side by side (default: NICs per server across servers, else 1)")
+                      help="NCCL channels (default: as NCCL sets them from the hardware)")
+
+
+def _add_calibrate(sub, fmt) -> None:
+    """``flowsolver calibrate LOG...``: fit efficiency and latency to nccl-tests logs."""
+    cal = sub.add_parser("calibrate", help="fit link efficiency and NCCL's latency scale to nccl-tests logs",
+                         epilog=_EXAMPLES, formatter_class=fmt)
+    cal.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests output files")
+    _add_topology(cal, default_nodes=2)
+    _add_output(cal)
+    cal.add_argument("--op", default=None, choices=OPS, help="the logs' collective (default: what they say)")
+    cal.add_argument("--algorithm", default="auto", help="the logs' algorithm (auto: NCCL's choice; ring for "
+                     "NCCL_ALGO=Ring)")
+    cal.add_argument("--ranks", type=int, nargs="+", default=None, help="GPU ranks taking part (default all)")
 
 
 def _add_train(sub, fmt) -> None:

@@ -10,10 +10,7 @@ import topologies as tp
 from ._arguments import build_graph, parse_size
 from ._output import emit, to_json, writable
 
-def collective_table(args) -> None:
-    from ..collectives import collective
-
-    graph = build_graph(args)
+def _sizes(args):
     lo, hi = parse_size(args.min_bytes), parse_size(args.max_bytes)
     if not (lo > 0 and hi >= lo and args.step_factor > 1):
         raise ValueError(f"sizes must satisfy 0 < min-bytes <= max-bytes and step-factor > 1, got "
@@ -27,20 +24,98 @@ def collective_table(args) -> None:
         s *= args.step_factor
     if sizes[-1] < hi * (1 - 1e-12):      # the end is included, as in nccl-tests
         sizes.append(hi)
-    opts = dict(subflows=args.subflows) if args.policy == "ecmp_hash" else None
-    rows = []
-    for size in sizes:
-        r = collective(graph, args.op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
-                       policy_options=opts, channels=args.channels, protocol=args.protocol)
-        rows.append(dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
-                         algorithm=r.algorithm, bottleneck_tier=r.bottleneck_tier))
-    head = f"# {args.op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs ({args.family})"
-    lines = [head, f"{'size (B)':>14s} {'time (us)':>12s} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
-                   f"{'algorithm':>17s}  bottleneck tier"]
-    lines += [f"{r['size']:14d} {r['time_us']:12.1f} {r['algbw_gbs']:13.2f} {r['busbw_gbs']:13.2f} "
-              f"{r['algorithm']:>17s}  {r['bottleneck_tier']}" for r in rows]
-    emit(rows, args, "\n".join(lines))
+    return sizes
 
+
+def _measured(args):
+    """(op, sizes, measured times in s or None) of the table."""
+    if not args.compare:
+        return args.op or "all_reduce", _sizes(args), None
+    from .. import nccl_tests
+
+    df = nccl_tests.read(args.compare, op=args.op)
+    op = df.attrs["op"] or args.op
+    if op is None:
+        raise ValueError(f"--compare: {args.compare!r} does not say which collective it ran; pass --op")
+    rows = df[df["placement"] == "out-of-place"]
+    if args.algorithm == "auto" and df.attrs.get("algorithm"):
+        args.algorithm = df.attrs["algorithm"]          # the log's NCCL_ALGO
+    return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]]
+
+
+def collective_table(args) -> None:
+    from ..collectives import collective
+
+    args.plot = writable("--plot", args.plot)
+    if args.plot and not args.compare:
+        raise ValueError("--plot needs --compare LOG")
+    graph = build_graph(args)
+    op, sizes, measured = _measured(args)
+    opts = dict(subflows=args.subflows) if args.policy == "ecmp_hash" else None
+    rows, results = [], []
+    for i, size in enumerate(sizes):
+        r = collective(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
+                       policy_options=opts, channels=args.channels, protocol=args.protocol,
+                       candidates=args.candidates)
+        results.append(r)
+        row = dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
+                   algorithm=r.algorithm, protocol=r.protocol, channels=r.channels,
+                   bottleneck_tier=r.bottleneck_tier)
+        if measured is not None:
+            row.update(measured_us=measured[i] * 1e6, error=r.time / measured[i] - 1)
+        rows.append(row)
+    head = f"# {op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs ({args.family})"
+    cmp_head = f" {'measured (us)':>13s} {'error':>7s}" if measured is not None else ""
+    lines = [head, f"{'size (B)':>14s} {'time (us)':>12s}{cmp_head} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
+                   f"{'algorithm':>17s} {'protocol':>8s} {'ch':>3s}  bottleneck tier"]
+    for r in rows:
+        cmp = f" {r['measured_us']:13.1f} {r['error']:+7.1%}" if measured is not None else ""
+        lines.append(f"{r['size']:14d} {r['time_us']:12.1f}{cmp} {r['algbw_gbs']:13.2f} {r['busbw_gbs']:13.2f} "
+                     f"{r['algorithm']:>17s} {r['protocol']:>8s} {r['channels']:3d}  {r['bottleneck_tier']}")
+    if measured is not None:
+        errors = sorted(abs(r["error"]) for r in rows)
+        lines.append(f"# median |error| {errors[len(errors) // 2]:.1%}, max {errors[-1]:.1%}")
+    if args.compare and args.algorithm != "auto":
+        lines.insert(1, f"# algorithm {args.algorithm} (the log's NCCL_ALGO or --algorithm)")
+    emit(rows, args, "\n".join(lines))
+    if args.plot:
+        _comparison_plot(args.plot, results, sizes, measured, op)
+
+
+def _comparison_plot(path, results, sizes, measured, op):
+    from matplotlib.figure import Figure
+
+    from ..collectives import busbw_factor
+    from ..plot import busbw_vs_size
+
+    fig = Figure(figsize=(7, 4))
+    p = results[0].ranks
+    busbw = [s / t * busbw_factor(op, p) for s, t in zip(sizes, measured)]
+    busbw_vs_size(fig.subplots(), {"model": results}, measured={"nccl-tests": (sizes, busbw)})
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+
+
+def calibrate_logs(args) -> None:
+    from ..collectives import calibrate
+
+    graph = build_graph(args)
+    cal = calibrate(graph, args.logs, ranks=args.ranks, op=args.op, algorithm=args.algorithm)
+    rows = cal.residuals.to_dict("records")
+    if args.json:
+        print(to_json(dict(efficiency=cal.efficiency, latency_scale=cal.latency_scale, ranks=cal.ranks,
+                           ops=list(cal.ops), converged=cal.converged, residuals=rows)))
+        return
+    if args.csv:
+        emit(rows, args, "")
+        return
+    lines = [f"# calibrated on {len(rows)} rows of {len(args.logs)} log(s), {cal.ranks} ranks, {', '.join(cal.ops)}"
+             + ("" if cal.converged else f" ({cal.message})"),
+             "efficiency: " + (", ".join(f"{t} {e:.3f}" for t, e in sorted(cal.efficiency.items())) or "unchanged"),
+             f"latency scale: {cal.latency_scale:.3f} x NCCL's",
+             f"{'op':>15s} {'size (B)':>14s} {'measured (us)':>14s} {'model (us)':>11s} {'error':>7s}"]
+    lines += [f"{r['op']:>15s} {int(r['size']):14d} {r['measured'] * 1e6:14.1f} {r['model'] * 1e6:11.1f} "
+              f"{r['error']:+7.1%}" for r in rows]
+    print("\n".join(lines))
 
 
 def train(args) -> None:

@@ -17,7 +17,23 @@ An algorithm is a sequence of steps; a step is a set of concurrent flows. A step
   the largest path latency of the step's flows (sum of link latencies along the path,
   fluid-weighted). ``step_latency=`` replaces it by a fixed alpha per step.
 
-A collective adds NCCL's base latency once (``base_latency=`` overrides). Identical steps
+A collective adds NCCL's base latency once (``base_latency=`` overrides).
+
+NCCL's cost model
+-----------------
+Ring, tree, NVLS, NVLSTree and PAT all-reduce / all-gather / reduce-scatter are timed as
+NCCL 2.30's tuner times them (:mod:`._tuner`, :mod:`._tuned`): NCCL's latency for the
+(algorithm, protocol) plus the size over the bandwidth NCCL grants the protocol (LL,
+LL128, Simple factors and per-channel caps by GPU generation and node count), the bus
+bandwidth those apply to being the ring's flow solve on the real fabric (NCCL's
+``nChannels x bw``); a tree or NVLS is in addition no faster than its own flow solve.
+Channels are NCCL's (:func:`nccl_channels`). ``algorithm="auto"`` and ``protocol="auto"``
+take NCCL's argmin among what NCCL runs (``NCCL_ALGORITHMS``); ``candidates="all"`` adds
+the algorithms NCCL lacks, timed by the per-step model above. ``step_latency=`` turns the
+cost model off (a pure alpha-beta flow model); :func:`concurrent` uses the per-step model.
+:func:`calibrate` fits efficiencies and a latency scale to nccl-tests logs.
+
+Identical steps
 (a ring's 2(p-1) steps, say) are solved once, and the distinct steps of every candidate
 algorithm are solved together in one batched call (each step on its own copy of the links,
 with its own event clock). Pipelined algorithms (tree all-reduce, ring broadcast / reduce)
@@ -44,6 +60,9 @@ Algorithms (``ALGORITHMS[op]``):
   all-gather), power-of-two ranks.
 * ``hierarchical``: reduce-scatter inside each server (ring over NVLink), all-reduce of the
   ``1/m`` shards across servers (one ring per local index, i.e. per rail), all-gather inside.
+* ``nvls_tree`` (NVLS inside each node, a tree across) and ``pat`` (all-gather /
+  reduce-scatter at one rank per node), and ``nvls`` all-gather / reduce-scatter, are NCCL's
+  cost model on the ring's flow solve: they have no schedule of their own.
 * ``nvls``: NVLink SHARP in-switch reduction on one NVSwitch domain: each GPU sends its buffer
   and its reduced shard up (``n (1 + 1/m)``) and receives its reduced shard and the multicast
   result (the same), at NCCL's NVLS efficiency of the NVLink rate (``NVLS_EFFICIENCY``,
@@ -52,7 +71,9 @@ Algorithms (``ALGORITHMS[op]``):
   ``binomial`` broadcast / reduce; ``direct`` send/recv.
 
 
-Modules: ``_nccl`` (NCCL constants and cost model), ``_layout`` (where the ranks sit),
+Modules: ``_nccl`` (ops, algorithms, NCCL constants), ``_tuner`` (NCCL's cost model),
+``_hardware`` (what NCCL sees of the ranks), ``_tuned`` (the cost model on the flow solve),
+``_calibrate`` (fits to nccl-tests logs), ``_layout`` (where the ranks sit),
 ``_trees`` (trees, pipeline, the :class:`Step` value), ``_schedules`` (one schedule function
 per (op, algorithm) in a registry), ``_options`` (the run's options, built once),
 ``_bound`` (the pruning lower bound), ``_solve`` (routing and solving steps), ``_results``
@@ -60,12 +81,14 @@ per (op, algorithm) in a registry), ``_options`` (the run's options, built once)
 ``_concurrent`` (:func:`concurrent`, on :func:`flowsolver.timing.step_times`).
 """
 
+from ._calibrate import Calibration, calibrate
 from ._collective import collective, collective_variants
 from ._concurrent import concurrent
-from ._nccl import (ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
+from ._hardware import nccl_channels
+from ._nccl import (ALGORITHMS, NCCL_ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                     busbw_factor)
 from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
 
-__all__ = ["collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
-           "OPS", "ALGORITHMS", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
+__all__ = ["collective", "collective_variants", "calibrate", "Calibration", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+           "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK"]

@@ -42,7 +42,7 @@ class Capacities:
 
     def __init__(self, graph, ranks, efficiency):
         nodes = gpu_nodes(graph)
-        cap = lambda d: d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency)  # noqa: E731
+        cap = lambda d: d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency, d.get("efficiency"))  # noqa: E731
         reverse = graph.reverse(copy=False)
         order = sorted(set(ranks))
         server = {r: graph.nodes[nodes[r]].get("server") for r in set(ranks)}
@@ -82,7 +82,7 @@ def lower_bound(capacities: Capacities, steps, options) -> float:
     one NIC sends at the NIC's rate), each server's bytes to other servers leave through at
     most the effective capacity of the links leaving the server, and every step pays at
     least the smallest NCCL hop latency (or ``step_latency``)."""
-    latency = float(options.step_latency) if options.step_latency is not None else min_hop_latency(options.protocol)
+    latency = float(options.step_latency) if options.step_latency is not None else min_hop_latency(options.step_protocol)
     total = options.base
     for st in steps:
         paid = st.count if st.latency_count is None else st.latency_count

@@ -10,12 +10,15 @@ from .._status import Status
 from ..routing import unchanged
 from ._bound import Capacities, lower_bound
 from ._layout import participants, unavailable
-from ._nccl import ALGORITHMS, DEFAULT_CHUNK, busbw_factor
+from ._hardware import describe
+from ._nccl import ALGORITHMS, DEFAULT_CHUNK, NCCL_ALGORITHMS, PROTOCOLS, busbw_factor
 from ._options import Options, check_call
 from ._results import CollectiveResult
 from ._schedules import schedule
 from ._solve import time_plans
 from ._trees import Step, StepFlows
+from ._tuned import DERIVED, rescaled, tuned_times, why_not_tuned
+from ._tuner import _BASE, TUNER_ALGORITHMS
 
 __all__ = ["collective", "collective_variants", "solve_collective"]
 
@@ -42,37 +45,68 @@ def _merged(per_group, p):
     return tuple(merged)
 
 
+def _pool(op, algorithm, options):
+    if algorithm != "auto":
+        return (algorithm,)
+    return NCCL_ALGORITHMS[op] if options.tuner and options.candidates == "nccl" else ALGORITHMS[op]
+
+
+def _why(a, op, p, layout, hw, options):
+    """Why algorithm ``a`` cannot run here, or None."""
+    if (op, a) in DERIVED or a in ("nvls_tree", "pat"):
+        if not options.tuner:
+            return "is timed by NCCL's cost model only (step_latency= turns it off)"
+        return why_not_tuned(a, op, hw, options)
+    if why := unavailable(a, p, layout):
+        return why
+    if options.tuner and a in TUNER_ALGORITHMS and op in ("all_reduce", "all_gather", "reduce_scatter"):
+        return why_not_tuned(a, op, hw, options)
+    return None
+
+
 def _plans(graph, op, size, rank_groups, algorithm, options):
-    """All ranks (the groups' in order), and the steps of every candidate algorithm."""
+    """All ranks (the groups' in order), the steps of every candidate algorithm (those NCCL
+    times from the ring's flow solve get the ring's steps) and NCCL's view of the ranks."""
     laid = [participants(graph, op, ranks, options.channels) for ranks in rank_groups]
     p = len(laid[0][0])
     if any(len(r) != p for r, _ in laid):
         raise ValueError(f"groups run in lockstep must have equal sizes, got {sorted({len(r) for r, _ in laid})}")
     ranks = [r for group, _ in laid for r in group]     # groups may share GPUs (a pipeline stage
     # sends to the next while it receives from the previous): their flows share links
+    hw = describe(graph, laid[0][0], laid[0][1], options.channels, options.efficiency)
     if algorithm != "auto":
         for _, layout in laid:
-            if why := unavailable(algorithm, p, layout):
+            if why := _why(algorithm, op, p, layout, hw, options):
                 raise ValueError(f"algorithm {algorithm!r} {why}")
-    names = [a for a in (ALGORITHMS[op] if algorithm == "auto" else (algorithm,))
-             if not any(unavailable(a, p, layout) for _, layout in laid)]
+    names = [a for a in _pool(op, algorithm, options) if not any(_why(a, op, p, lay, hw, options) for _, lay in laid)]
+    tuned_op = op in ("all_reduce", "all_gather", "reduce_scatter")
+    if options.tuner and tuned_op and any(a in TUNER_ALGORITHMS for a in names) and "ring" not in names:
+        names.append("ring")        # the graph's bus bandwidth
+    if not names:
+        raise ValueError(f"no algorithm for {op} can run on these ranks with protocol {options.protocol!r}")
     chunk = float(options.chunk)
     plans = {}
     for a in names:
-        per_group = [schedule(op, a, p, size, layout, chunk) for _, layout in laid]
+        sched = "ring" if (op, a) in DERIVED else a
+        per_group = [schedule(op, sched, p, size, layout, chunk) for _, layout in laid]
         plans[a] = per_group[0] if len(per_group) == 1 else _merged(per_group, p)
-    return ranks, p, plans
+    return ranks, p, plans, hw
 
 
-def _auto(graph, ranks, plans, options):
+def _auto(graph, ranks, plans, options, tune):
     """``"auto"`` on one graph: candidates in order of a lower bound that needs no routing;
-    the most promising one is solved first, then, in one batched call, every other whose
-    bound is below its time; the rest cannot win and are never routed or solved."""
+    the most promising one is solved first (with NCCL's cost model: every algorithm NCCL
+    runs), then, in one batched call, every other whose bound is below its time; the rest
+    cannot win and are never routed or solved."""
     capacities = Capacities(graph, ranks, options.efficiency)
     bounds = {a: lower_bound(capacities, plans[a], options) for a in plans}
     order = sorted(plans, key=bounds.get)
-    (table, results), = time_plans(graph, ranks, {order[0]: plans[order[0]]}, options, [graph])
+    first = [a for a in plans if a in TUNER_ALGORITHMS] if options.tuner else []
+    first = first or order[:1]
+    (table, results), = time_plans(graph, ranks, {a: plans[a] for a in first}, options, [graph])
     best_time = min(r[0] for r in results.values())
+    if options.tuner:
+        best_time = min([best_time] + [t for t, _ in tune(results).values()])
     rest = [a for a in order if a not in results and bounds[a] < best_time]
     if rest:
         results.update(time_plans(graph, ranks, {a: plans[a] for a in rest}, options, [graph])[0][1])
@@ -80,36 +114,67 @@ def _auto(graph, ranks, plans, options):
     return timed, {a: bounds[a] for a in plans if a not in results}
 
 
-def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, variants=None) -> list:
+def is_tuned(algorithm, op, options) -> bool:
+    """Whether NCCL's cost model times ``algorithm`` for ``op`` (else the per-step model)."""
+    return options.tuner and algorithm in TUNER_ALGORITHMS and op in ("all_reduce", "all_gather", "reduce_scatter")
+
+
+def _pick(op, size, p, results, hw, options, model, only=None):
+    """(algorithm, protocol, time, steps, utilisation, choices, candidates) of the fastest
+    (of algorithm ``only`` where given)."""
+    tuned = tuned_times(op, size, p, results, hw, options, model) if options.tuner else {}
+    if only is not None:
+        results = {only: results[only]}
+        tuned = {k: v for k, v in tuned.items() if k[0] == only}
+    entries = {}
+    for a, (total, steps, util) in results.items():
+        if is_tuned(a, op, options):
+            continue
+        entries[a, options.step_protocol] = (total, steps, util)
+    for (a, proto), (total, lat) in tuned.items():
+        base = _BASE[a][PROTOCOLS.index(proto)] * 1e-6 if options.base_latency is None else options.base_latency
+        steps = results[a][1]
+        entries[a, proto] = (total, rescaled(steps, total, lat, base) if np.isfinite(total) else steps, results[a][2])
+    (a, proto), (total, steps, util) = min(entries.items(), key=lambda kv: kv[1][0])
+    candidates: dict = {}
+    for (name, _), (t, _, _) in entries.items():
+        candidates[name] = min(t, candidates.get(name, np.inf))
+    choices = {f"{name}/{pr}": v[0] for (name, pr), v in entries.items()}
+    return a, proto, total, steps, util, choices, candidates
+
+
+def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, variants=None, model=None) -> list:
     """One collective per rank group, the groups in lockstep (step ``j`` of every group runs
     at the same time; one group is :func:`collective`), on ``graph`` or on each of its
     same-structure ``variants``: one :class:`CollectiveResult` per scenario."""
     with unchanged(graph):          # laid out and every step routed on one index of the graph
-        ranks, p, plans = _plans(graph, op, size, rank_groups, algorithm, options)
+        ranks, p, plans, hw = _plans(graph, op, size, rank_groups, algorithm, options)
+        tune = lambda results: tuned_times(op, size, p, results, hw, options, model)  # noqa: E731
         if algorithm == "auto" and variants is None and len(plans) > 1:
-            timed, pruned = _auto(graph, ranks, plans, options)
+            timed, pruned = _auto(graph, ranks, plans, options, tune)
         else:
             scenarios = [graph] if variants is None else list(variants)
             timed, pruned = time_plans(graph, ranks, plans, options, scenarios), {}
     out = []
     for table, results in timed:
-        best = min(results, key=lambda a: results[a][0])
-        total, steps, util = results[best]
+        only = None if algorithm == "auto" else algorithm
+        best, proto, total, steps, util, choices, candidates = _pick(op, size, p, results, hw, options, model, only)
         stalled = not np.isfinite(total)
         algbw = 0.0 if stalled else float(size) / total
         out.append(CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
                                     busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
-                                    links=table, candidates={a: r[0] for a, r in results.items()},
-                                    pruned=dict(pruned), status=Status.STALLED if stalled else Status.OK,
-                                    message=_STALLED if stalled else ""))
+                                    links=table, candidates=candidates, pruned=dict(pruned),
+                                    status=Status.STALLED if stalled else Status.OK,
+                                    message=_STALLED if stalled else "", protocol=proto, channels=hw.channels,
+                                    nccl=best in NCCL_ALGORITHMS[op], choices=choices))
     return out
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
                policy: str = "ecmp", policy_options: dict | None = None, channels: int | None = None,
-               pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK,
+               pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                efficiency=None, step_latency: float | None = None,
-               base_latency: float | None = None) -> CollectiveResult:
+               base_latency: float | None = None, candidates: str = "nccl", model=None) -> CollectiveResult:
     """Time a collective on a cluster graph.
 
     Parameters
@@ -124,22 +189,32 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         GPU ranks taking part, in order (placement); default every GPU. The first rank is
         the root of broadcast / reduce and the sender of send/recv.
     algorithm : str
-        ``"auto"`` (solve every algorithm of ``ALGORITHMS[op]`` that can run on these ranks,
-        all their steps in one batched call, and keep the fastest) or one of them.
+        ``"auto"``: NCCL's choice, the (algorithm, protocol) of least time under NCCL's cost
+        model among what NCCL runs (``NCCL_ALGORITHMS[op]``) on these ranks; or one of
+        ``ALGORITHMS[op]``.
     policy, policy_options, pxn
         Routing policy (``flowsolver.POLICIES``) and its options (``subflows``, ``seed``); PXN for cross-rail hops.
     channels : int, optional
-        Rings (and tree pairs) run side by side (default: NICs per server when the ranks
-        span servers, else 1).
-    protocol : {"LL", "LL128", "Simple"}
-        NCCL protocol whose latency constants are used.
+        NCCL's channels (default: as NCCL sets them from the hardware,
+        :func:`~flowsolver.collectives.nccl_channels`) and the rings of the flow solve
+        (default: NICs per server when the ranks span servers, else 1).
+    protocol : {"auto", "LL", "LL128", "Simple"}
+        NCCL protocol (``"auto"``: NCCL's choice by size). NCCL's latencies and per-protocol
+        bandwidth factors and caps apply to ring, tree, NVLS, NVLSTree and PAT; the other
+        algorithms take the protocol's per-step latency constants.
+    candidates : {"nccl", "all"}
+        What ``"auto"`` chooses from: what NCCL runs, or also the algorithms NCCL lacks
+        (halving-doubling, hierarchical, pairwise, binomial): ``result.nccl`` says which won.
+    model : Calibration, optional
+        Fitted constants (:func:`flowsolver.calibrate`).
     chunk : float
         Pipeline chunk of tree all-reduce and ring broadcast / reduce, bytes (default
         512 KiB: NCCL's 4 MiB buffer over its 8 steps).
     efficiency : float or dict, optional
         Fraction of the raw link rate reached (all links, or by tech); default the catalogue's.
     step_latency, base_latency : float, optional
-        Override the per-step latency (alpha, s) and the per-collective base latency (s).
+        Override the per-step latency (alpha, s; this turns NCCL's cost model off: a pure
+        alpha-beta flow model) and the per-collective base latency (s).
 
     A collective whose flows cannot complete (a failed link on every path) raises ValueError.
 
@@ -147,23 +222,29 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     --------
     >>> import topologies as tp
     >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32, algorithm="ring")
-    >>> round(r.busbw / 1e9), r.bottleneck_tier   # NVLink 4 at NCCL's 20.6 GB/s per link
-    (370, 'nvlink')
+    >>> round(r.busbw / 1e9), r.bottleneck_tier, r.protocol, r.channels   # NVLink 4 at NCCL's 20.6 GB/s per link
+    (370, 'nvlink', 'Simple', 16)
     >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32)
     >>> r.algorithm, round(r.busbw / 1e9)        # in-switch reduction (measured ~480 GB/s)
-    ('nvls', 490)
+    ('nvls', 489)
+    >>> r = collective(tp.rail_optimized(nodes=2), "all_reduce", 1024)
+    >>> r.algorithm, r.protocol, round(r.time * 1e6, 1)   # NCCL's tuner: Tree LL, 25.2 us + 1 KiB
+    ('tree', 'LL', 25.3)
     """
     options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
-                      channels=channels)
-    return collective_with(graph, op, size, ranks, algorithm, options)
+                      channels=channels, tuner=step_latency is None, candidates=candidates)
+    return collective_with(graph, op, size, ranks, algorithm, options, model)
 
 
-def collective_with(graph, op, size, ranks, algorithm, options: Options) -> CollectiveResult:
+def collective_with(graph, op, size, ranks, algorithm, options: Options, model=None) -> CollectiveResult:
     """:func:`collective` with its options already gathered in an :class:`Options`."""
     check_call(op, algorithm, size, options)
     _checks.checked_graph(graph)
-    result, = solve_collective(graph, op, float(size), [ranks], algorithm, options)
+    if model is not None:
+        model.check(graph)
+        options = model.apply(options)
+    result, = solve_collective(graph, op, float(size), [ranks], algorithm, options, model=model)
     if result.status != Status.OK:
         raise ValueError(result.message)
     return result
@@ -171,13 +252,14 @@ def collective_with(graph, op, size, ranks, algorithm, options: Options) -> Coll
 
 def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: str = "auto",
                         policy: str = "ecmp", policy_options: dict | None = None, channels: int | None = None,
-                        pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK,
+                        pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                         efficiency=None, step_latency: float | None = None,
-                        base_latency: float | None = None) -> list:
+                        base_latency: float | None = None, candidates: str = "nccl", model=None) -> list:
     """:func:`collective` on several graphs of one structure (same nodes and edges, other
     capacities or latencies: a technology swap, derated links, failed links at capacity 0),
     routed once on the first and solved for all in one batched call.
 
+    Options as :func:`collective` (``model=`` a :func:`flowsolver.calibrate` result).
     Returns one :class:`CollectiveResult` per graph; a variant that cannot complete has
     ``status`` ``Status.STALLED``, ``time`` inf and the reason in ``message``. Routes are
     the first graph's: a link failed in another variant is not routed around (its flows
@@ -186,7 +268,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     >>> import topologies as tp
     >>> ndr, hdr = tp.rail_optimized(2), tp.rail_optimized(2, link="ib_hdr")
     >>> [round(r.busbw / 1e9) for r in collective_variants([ndr, hdr], "all_reduce", 2**30, algorithm="ring")]  # 8 NICs: 376, 192
-    [340, 183]
+    [359, 189]
     """
     graphs = list(graphs)
     if not graphs:
@@ -197,6 +279,9 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
             raise ValueError(f"graphs[{i}] has other nodes or edges than graphs[0]: variants must share the structure")
     options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
-                      channels=channels)
+                      channels=channels, tuner=step_latency is None, candidates=candidates)
     check_call(op, algorithm, size, options)
-    return solve_collective(graphs[0], op, float(size), [ranks], algorithm, options, variants=graphs)
+    if model is not None:
+        model.check(graphs[0])
+        options = model.apply(options)
+    return solve_collective(graphs[0], op, float(size), [ranks], algorithm, options, variants=graphs, model=model)

@@ -3,17 +3,29 @@ efficiency, the pipeline chunk and nccl-tests' bus-bandwidth factors (units: s, 
 
 from __future__ import annotations
 
-__all__ = ["OPS", "ALGORITHMS", "PROTOCOLS", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
+__all__ = ["OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "busbw_factor", "base_latency", "hop_latency", "min_hop_latency"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
 ALGORITHMS = {
-    "all_reduce": ("ring", "tree", "halving_doubling", "hierarchical", "nvls"),
-    "reduce_scatter": ("ring", "halving_doubling"),
-    "all_gather": ("ring", "halving_doubling"),
+    "all_reduce": ("ring", "tree", "halving_doubling", "hierarchical", "nvls", "nvls_tree"),
+    "reduce_scatter": ("ring", "halving_doubling", "nvls", "pat"),
+    "all_gather": ("ring", "halving_doubling", "nvls", "pat"),
     "all_to_all": ("pairwise", "direct"),
     "broadcast": ("ring", "binomial"),
     "reduce": ("ring", "binomial"),
+    "send_recv": ("direct",),
+}
+#: the algorithms NCCL itself runs for each op (NCCL 2.30: Ring, Tree, NVLS, NVLSTree, PAT;
+#: all-to-all and send/recv are its point-to-point transfers, all peers at once; CollNet is
+#: left out: no fabric here has in-network reduction); ``"auto"`` picks among these
+NCCL_ALGORITHMS = {
+    "all_reduce": ("ring", "tree", "nvls", "nvls_tree"),
+    "reduce_scatter": ("ring", "nvls", "pat"),
+    "all_gather": ("ring", "nvls", "pat"),
+    "all_to_all": ("direct",),
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
     "send_recv": ("direct",),
 }
 PROTOCOLS = ("LL", "LL128", "Simple")

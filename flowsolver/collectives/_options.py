@@ -19,6 +19,9 @@ class Options:
     ``protocol`` the NCCL protocol of the latency constants, ``chunk`` the pipeline chunk
     (bytes), ``efficiency`` the link efficiency override, ``step_latency`` /
     ``base_latency`` latency overrides (s), ``channels`` rings side by side (None: default).
+    ``tuner``: time NCCL's algorithms with NCCL's cost model (:mod:`._tuner`; off where
+    ``step_latency`` fixes an alpha per step, and for :func:`flowsolver.concurrent`'s event
+    engine); ``candidates`` ``"nccl"`` (``"auto"`` picks among what NCCL runs) or ``"all"``.
     """
 
     policy: str = "ecmp"
@@ -30,6 +33,13 @@ class Options:
     step_latency: float | None = None
     base_latency: float | None = None
     channels: int | None = None
+    tuner: bool = False
+    candidates: str = "nccl"
+
+    @property
+    def step_protocol(self) -> str:
+        """The protocol of the per-step latency constants (``"auto"`` counts as Simple)."""
+        return "Simple" if self.protocol == "auto" else self.protocol
 
     @property
     def route_options(self) -> dict:
@@ -42,7 +52,7 @@ class Options:
     @property
     def base(self) -> float:
         """The per-collective base latency (s)."""
-        return base_latency(self.protocol, self.base_latency)
+        return base_latency(self.step_protocol, self.base_latency)
 
 
 def check_call(op, algorithm, size, options: Options) -> None:
@@ -52,7 +62,9 @@ def check_call(op, algorithm, size, options: Options) -> None:
     allowed = ALGORITHMS[op]
     if algorithm != "auto" and algorithm not in allowed:
         raise ValueError(f"algorithm for {op} must be 'auto' or one of {', '.join(allowed)}, got {algorithm!r}")
-    if options.protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {options.protocol!r}")
+    if options.protocol != "auto" and options.protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be 'auto' or one of {', '.join(PROTOCOLS)}, got {options.protocol!r}")
+    if options.candidates not in ("nccl", "all"):
+        raise ValueError(f"candidates must be 'nccl' or 'all', got {options.candidates!r}")
     _checks.positive_number("size", size, "bytes")
     _checks.positive_number("chunk", options.chunk, "bytes")

@@ -57,7 +57,10 @@ class CollectiveResult:
     the step that takes longest in all (its ``count`` repetitions included), and
     ``bottleneck_tier`` the tier of its first ("" if none). ``status`` is ``Status.OK``, or
     ``Status.STALLED`` for a variant of :func:`flowsolver.collective_variants` whose flows
-    cannot complete (``time`` inf, the reason in ``message``).
+    cannot complete (``time`` inf, the reason in ``message``). ``protocol`` and
+    ``channels`` the NCCL protocol and channel count used; ``nccl`` whether NCCL runs the
+    chosen algorithm (False: a what-if of ``candidates="all"`` or an explicit choice);
+    ``choices`` the time of every ``"algorithm/protocol"`` pair NCCL's cost model timed.
     """
 
     op: str
@@ -74,6 +77,10 @@ class CollectiveResult:
     pruned: dict = field(default_factory=dict)
     status: Status = Status.OK
     message: str = ""
+    protocol: str = "Simple"
+    channels: int = 0
+    nccl: bool = True
+    choices: dict = field(default_factory=dict)
 
     @property
     def bottleneck(self) -> tuple:

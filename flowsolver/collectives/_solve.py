@@ -48,7 +48,7 @@ def step_latency(rm, options) -> float:
         return float(options.step_latency)
     used = np.flatnonzero(rm.link_loads(np.ones(rm.n_flows)) > 0)
     worst = int(rm.links.hop_rank[used].max(initial=0))
-    return hop_latency(HOP_CLASSES[worst], options.protocol) + float(rm.path_latency().max(initial=0.0))
+    return hop_latency(HOP_CLASSES[worst], options.step_protocol) + float(rm.path_latency().max(initial=0.0))
 
 
 def _critical(m, u, bott, start, flow_time, util):

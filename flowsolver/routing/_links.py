@@ -68,6 +68,7 @@ class LinkTable:
     tier: np.ndarray
     cables: np.ndarray
     hop_class: np.ndarray
+    efficiency: np.ndarray | None = None
 
     @cached_property
     def hop_rank(self) -> np.ndarray:
@@ -92,6 +93,7 @@ class LinkTable:
             tier=obj([d.get("tier", "") for *_, d in edges]),
             cables=np.array([int(d.get("cables", 1)) for *_, d in edges], dtype=np.int64),
             hop_class=obj([_hop_class(kind[u], kind[v], d.get("tech", "")) for u, v, d in edges]),
+            efficiency=np.array([float(d.get("efficiency") or np.nan) for *_, d in edges], dtype=np.float64),
         )
 
     def effective_capacity(self, efficiency=None) -> np.ndarray:
@@ -104,14 +106,17 @@ class LinkTable:
         >>> round(float(links.effective_capacity()[nv] / links.capacity[nv]), 3), float(links.effective_capacity(0.5)[nv] / links.capacity[nv])
         (0.824, 0.5)
         """
-        per_tech: dict = {}               # each technology looked up once
+        own = self.efficiency if self.efficiency is not None else np.full(len(self.tech), np.nan)
+        per_tech: dict = {}               # each (technology, edge efficiency) looked up once
 
-        def of(tech):
-            if tech not in per_tech:
-                per_tech[tech] = link_efficiency(tech, efficiency)
-            return per_tech[tech]
+        def of(tech, e):
+            key = (tech, None if np.isnan(e) else float(e))
+            if key not in per_tech:
+                per_tech[key] = link_efficiency(tech, efficiency, key[1])
+            return per_tech[key]
 
-        return self.capacity * np.fromiter((of(tech) for tech in self.tech), dtype=np.float64, count=len(self.tech))
+        return self.capacity * np.fromiter((of(tech, e) for tech, e in zip(self.tech, own)), dtype=np.float64,
+                                           count=len(self.tech))
 
     def bottleneck(self, index: int, utilization: float) -> Bottleneck:
         """Link ``index`` as a :class:`Bottleneck` record at ``utilization``."""
@@ -133,20 +138,25 @@ class LinkTable:
 def _hop_class(kind_u, kind_v, tech) -> str:
     if kind_u == "switch" or kind_v == "switch":
         return "network"
-    return "nvlink" if str(tech).startswith("nvlink") else "pcie"
+    nvlink = str(tech).startswith("nvlink") or "nvswitch" in (kind_u, kind_v)
+    return "nvlink" if nvlink else "pcie"
 
 
-def link_efficiency(tech, efficiency=None) -> float:
+def link_efficiency(tech, efficiency=None, own=None) -> float:
     """The fraction of ``tech``'s raw rate reached: ``efficiency`` overrides (one number, or
-    a dict by tech), else the ``topologies`` catalogue's (1 for an unknown technology).
+    a dict by tech), else ``own`` (the edge's ``efficiency`` attribute, written by the
+    generators from the :class:`topologies.LinkTech` the cable was built with), else the
+    ``topologies`` catalogue's (1 for an unknown technology).
 
-    >>> link_efficiency("ib_ndr", {"ib_ndr": 0.9}), link_efficiency("", None)
-    (0.9, 1.0)
+    >>> link_efficiency("ib_ndr", {"ib_ndr": 0.9}), link_efficiency("", None), link_efficiency("mine", None, 0.5)
+    (0.9, 1.0, 0.5)
     """
     if isinstance(efficiency, dict) and tech in efficiency:
         return float(efficiency[tech])
     if isinstance(efficiency, (int, float)):
         return float(efficiency)
+    if own is not None:
+        return float(own)
     try:
         eff = tp.get_link(tech).efficiency if tech else None
     except ValueError:

@@ -1,0 +1,190 @@
+"""Calibration from nccl-tests logs: per-technology efficiency and a latency scale fitted by
+robust least squares to the measured times, as a model :func:`flowsolver.collective` takes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .. import nccl_tests
+from ..routing import gpu_nodes, link_efficiency, unchanged
+from ._collective import _plans, collective_with, is_tuned
+from ._nccl import OPS
+from ._options import Options
+from ._solve import time_plans
+from ._tuned import transfer_of, tuned_times
+
+__all__ = ["Calibration", "calibrate"]
+
+_US = 1e-6
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted constants: ``efficiency`` (technology name -> fraction of the raw rate),
+    ``latency_scale`` (NCCL's predicted latencies are multiplied by it), the ``ranks`` and
+    ``ops`` of the logs, ``residuals`` (a DataFrame per fitted row: ``op``, ``size`` bytes,
+    ``measured`` and ``model`` s, ``error`` relative), ``converged`` and ``message``.
+    Pass it as ``collective(..., model=cal)``."""
+
+    efficiency: dict
+    latency_scale: float
+    ranks: int
+    ops: tuple
+    residuals: object = None
+    converged: bool = True
+    message: str = ""
+
+    def apply(self, options: Options) -> Options:
+        """``options`` with the fitted efficiencies (the call's own ``efficiency=`` wins)."""
+        own = options.efficiency
+        if isinstance(own, (int, float)):
+            return options
+        return replace(options, efficiency={**self.efficiency, **(own or {})})
+
+    def latency(self, latency: float, algorithm: str, protocol: str) -> float:
+        """A latency of NCCL's cost model (s), calibrated."""
+        return latency * self.latency_scale
+
+    def check(self, graph) -> None:
+        """ValueError unless ``graph`` has GPUs enough for the calibrated rank count."""
+        if len(gpu_nodes(graph)) < self.ranks:
+            raise ValueError(f"model was calibrated on {self.ranks} ranks; this graph has {len(gpu_nodes(graph))} GPUs")
+
+
+def _rows(logs, graph, ranks, op):
+    """(op, size bytes, measured time s) of every out-of-place row, logs checked against the graph."""
+    n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
+    out, algorithms = [], set()
+    for log in ([logs] if isinstance(logs, str) or not hasattr(logs, "__iter__") else list(logs)):
+        df = log if hasattr(log, "attrs") and hasattr(log, "columns") else nccl_tests.read(log, op=op)
+        log_op = df.attrs.get("op") or op
+        where = df.attrs.get("source", "log")
+        if log_op not in OPS:
+            raise ValueError(f"{where}: the log does not say which collective it ran; pass op=")
+        if op is not None and log_op != op:
+            raise ValueError(f"{where}: the log tests {log_op}, not {op}")
+        if df.attrs.get("ranks") not in (None, n):
+            raise ValueError(f"{where}: the log ran on {df.attrs['ranks']} ranks, the graph (ranks=) has {n}")
+        if df.attrs.get("algorithm"):
+            algorithms.add(df.attrs["algorithm"])
+        rows = df[(df["placement"] == "out-of-place") & (df["time"] > 0)]
+        out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
+    if not out:
+        raise ValueError("logs hold no result rows to calibrate on")
+    return out, n, algorithms
+
+
+class _RowModel:
+    """One log row's model, solved once: its time for a latency scale ``lam`` and a factor
+    ``m`` on every flow-solved bandwidth (NCCL's argmin and caps re-evaluated exactly)."""
+
+    def __init__(self, graph, op, size, ranks, algorithm, options, cal):
+        options = cal.apply(options)
+        with unchanged(graph):
+            ranks_, self.p, plans, self.hw = _plans(graph, op, size, [ranks], algorithm, options)
+            (self.links, self.results), = time_plans(graph, ranks_, plans, options, [graph])
+        self.op, self.size, self.options, self.cal = op, size, options, cal
+        self.only = None if algorithm == "auto" else algorithm
+
+    def time(self, lam, m):
+        """(time s, algorithm) at latency scale ``lam`` and bandwidth factor ``m``."""
+        scaled = {a: (t, tuple(replace(st, transfer=st.transfer / m) for st in steps), u)
+                  for a, (t, steps, u) in self.results.items()}
+        hw = replace(self.hw, nvlink_bw=self.hw.nvlink_bw * m)
+        model = replace(self.cal, latency_scale=self.cal.latency_scale * lam)
+        entries = [(t, a) for (a, _), (t, _) in tuned_times(self.op, self.size, self.p, scaled, hw, self.options,
+                                                          model).items() if self.only in (None, a)]
+        for a, (t, steps, _) in self.results.items():
+            if self.only in (None, a) and not is_tuned(a, self.op, self.options):
+                transfer = transfer_of(steps)
+                entries.append((lam * (t - transfer) + transfer / m, a))
+        return min(entries)
+
+    def bottleneck_tech(self, algorithm) -> str:
+        steps = self.results[algorithm][1]
+        longest = max(steps, key=lambda st: st.count * st.transfer)
+        return str(self.links.tech[longest.bottleneck[0].index]) if longest.bottleneck else ""
+
+
+def _fit(rows, measured):
+    """Robust least squares (soft-L1 on the relative error) of a latency scale and a
+    bandwidth factor: (lam, m, converged)."""
+    from scipy.optimize import least_squares
+
+    def residual(x):
+        lam, m = np.exp(x)
+        return np.array([r.time(lam, m)[0] for r in rows]) / measured - 1.0
+
+    fits = [least_squares(residual, np.log(start), bounds=(np.log(1e-2), np.log(1e2)), loss="soft_l1",
+                          f_scale=0.05, diff_step=1e-3)
+            for start in ((1.0, 1.0), (3.0, 1.0), (0.3, 1.0), (1.0, 0.5))]   # NCCL's argmin makes it piecewise
+    fit = min(fits, key=lambda f: f.cost)
+    lam, m = np.exp(fit.x)
+    return float(lam), float(m), bool(fit.success)
+
+
+def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str = "auto", iterations: int = 2,
+              **options) -> Calibration:
+    """Fit per-technology efficiency and NCCL's latency scale to nccl-tests logs.
+
+    ``logs`` are paths, texts or DataFrames of :func:`flowsolver.nccl_tests.read`; each
+    must have been run on as many ranks as ``ranks`` (default every GPU of ``graph``) and
+    test ``op`` (default what the log says); ``algorithm`` is the log's (``"auto"``: NCCL's
+    choice, or the ``NCCL_ALGO`` the logs' NCCL INFO lines say was forced; ``"ring"`` for a
+    run with ``NCCL_ALGO=Ring``) and ``options`` the other keywords
+    of :func:`flowsolver.collective`. Each row's flows are solved once; a robust least
+    squares (soft-L1 on the relative error) then fits a scale on NCCL's latencies and a
+    factor on the flow-solved bandwidths, NCCL's caps and choice of algorithm and protocol
+    re-evaluated at every trial; the factor becomes the efficiency of the technology that
+    bottlenecks most of the transfer, and the whole is re-solved with the fit
+    ``iterations`` times (the bottleneck may move). Efficiencies are capped at 1
+    (a measured rate above the raw one is the model's fault, not the link's: the
+    residuals show it). Links in series (NVLink, PCIe, NIC on one path) cannot be told apart
+    by one log: the fit moves the technology that bottlenecks the model's rows.
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(nodes=1)
+    >>> log = '''#       size         count      type   redop    root     time   algbw   busbw #wrong
+    ...   134217728       4194304     float     sum      -1    377.2  355.81  311.34      0
+    ...   268435456       8388608     float     sum      -1    709.7  378.22  330.94      0
+    ...   536870912      16777216     float     sum      -1   1377.8  389.65  340.94      0'''
+    >>> cal = calibrate(g, [log], op="reduce_scatter")
+    >>> sorted(cal.efficiency), round(float(cal.residuals["error"].abs().max()), 2) <= 0.05
+    (['nvlink4'], True)
+    """
+    options.setdefault("protocol", "auto")
+    if options.get("policy_options") is None:
+        options.pop("policy_options", None)
+    opts = Options(tuner=options.pop("step_latency", None) is None, **options)
+    rows, n, forced = _rows(logs, graph, ranks, op)
+    if algorithm == "auto" and len(forced) == 1:
+        algorithm = forced.pop()                    # the logs' NCCL_ALGO
+    measured = np.array([t for _, _, t in rows])
+    cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
+    converged = True
+    for _ in range(max(1, int(iterations))):
+        models = [_RowModel(graph, o, size, ranks, algorithm, opts, cal) for o, size, _ in rows]
+        lam, m, converged = _fit(models, measured)
+        # the factor goes to the technology that holds most of the rows' transfer
+        weight: dict = {}
+        for r, t_meas in zip(models, measured):
+            t, a = r.time(lam, m)
+            tech = r.bottleneck_tech(a)
+            weight[tech] = weight.get(tech, 0.0) + transfer_of(r.results[a][1]) / t_meas
+        tech = max(weight, key=weight.get)
+        efficiency = dict(cal.efficiency)
+        if tech:
+            efficiency[tech] = min(1.0, efficiency.get(tech, link_efficiency(tech, opts.efficiency)) * m)
+        cal = replace(cal, efficiency=efficiency, latency_scale=cal.latency_scale * lam)
+    model = np.array([collective_with(graph, o, s, ranks, algorithm, opts, cal).time for o, s, _ in rows])
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("flowsolver.calibrate needs pandas: pip install 'flowsolver[analysis]'") from None
+
+    residuals = pd.DataFrame(dict(op=[o for o, _, _ in rows], size=[s for _, s, _ in rows], measured=measured,
+                                  model=model, error=(model - measured) / measured))
+    return replace(cal, residuals=residuals, converged=converged,
+                   message="" if converged else "the least-squares fit did not converge")

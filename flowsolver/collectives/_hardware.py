@@ -1,0 +1,81 @@
+"""What NCCL's tuner sees of a collective's ranks on a cluster graph: the GPU generation,
+nodes, the intra-node hop class, NVLS support, a GPU's NVLink bandwidth and the channel
+count NCCL would set (:class:`~._tuner.Hardware`)."""
+
+from __future__ import annotations
+
+from ..routing import gpu_nodes, graph_memo, link_efficiency
+from ._tuner import Hardware
+
+__all__ = ["GPU_GENERATION", "describe", "nccl_channels"]
+
+#: GPU type (topologies' names) -> NCCL's generation (SM70 Volta, SM80 Ampere, SM90 Hopper,
+#: SM100 Blackwell; NVIDIA data sheets). H800 and H200 are Hopper parts.
+GPU_GENERATION = {"v100": "volta", "a100_sxm": "ampere", "a100_pcie": "ampere", "h100_sxm": "hopper",
+                  "h100_pcie": "hopper", "h800": "hopper", "h200": "hopper", "b200": "blackwell",
+                  "gb200": "blackwell"}
+# NCCL's MAXCHANNELS (src/include/device.h): 32 channels at most
+_MAX_CHANNELS = 32
+
+
+def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool) -> int:
+    """The channel count NCCL sets for a communicator (an approximation of its graph search).
+
+    NCCL's search finds one channel per NIC that the ring crosses nodes on, then doubles
+    the channels (``ncclTopoDupChannels``, for channels of 25 GB/s or more); inside one
+    NVSwitch node it finds one channel per GPU and doubles them the same way; PCIe-only
+    nodes get 2 (the shared logs of 1 and 4 H100s per node on one 400G NIC show 2 and 4).
+    At most ``MAXCHANNELS`` = 32. Override with ``channels=``.
+
+    >>> nccl_channels(1, 8, 8, True), nccl_channels(2, 8, 8, True), nccl_channels(2, 1, 1, False)
+    (16, 16, 2)
+    """
+    if nodes > 1:
+        base = max(1, min(nics_per_node, gpus_per_node))
+    else:
+        base = gpus_per_node if nvswitch else 1
+    return max(2, min(_MAX_CHANNELS, 2 * base))
+
+
+def _nvswitch_of(graph, node):
+    return next((v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nvswitch"), None)
+
+
+def _compute_nics(graph) -> dict:
+    count: dict = {}
+    for _, d in graph.nodes(data=True):
+        if d.get("kind") == "nic" and d.get("role") == "compute":
+            count[d.get("server")] = count.get(d.get("server"), 0) + 1
+    return count
+
+
+def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
+    """The :class:`Hardware` of ``ranks`` (laid out as ``layout``) on ``graph``; ``channels``
+    overrides NCCL's channel count, ``efficiency`` the links' (as in :func:`flowsolver.collective`).
+
+    >>> import topologies as tp
+    >>> from ._layout import participants
+    >>> g = tp.rail_optimized(nodes=2)
+    >>> ranks, layout = participants(g, "all_reduce", None, None)
+    >>> hw = describe(g, ranks, layout)
+    >>> hw.generation, hw.nodes, hw.channels, hw.nvls, round(hw.nvlink_bw / 1e9, 1)
+    ('hopper', 2, 16, True, 370.8)
+    """
+    nodes = gpu_nodes(graph)
+    gpus = [nodes[r] for r in ranks]
+    types = {graph.nodes[g].get("gpu_type") for g in gpus}
+    generation = GPU_GENERATION.get(next(iter(types))) if len(types) == 1 else None
+    switches = [_nvswitch_of(graph, g) for g in gpus]
+    nvswitch = all(s is not None for s in switches)
+    nvlink_bw = 0.0
+    if nvswitch:
+        d = graph.edges[gpus[0], switches[0]]
+        nvlink_bw = d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency, d.get("efficiency"))
+    n_nodes = len(layout.groups)
+    ppn = max(len(g) for g in layout.groups)
+    nics = graph_memo(graph, "compute_nics", lambda: _compute_nics(graph)).get(graph.nodes[gpus[0]].get("server"), 0)
+    if channels is None:
+        channels = nccl_channels(n_nodes, ppn, nics, nvswitch)
+    return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra="nvlink" if nvswitch else "pcie",
+                    channels=int(channels), nvls=nvswitch and generation in ("hopper", "blackwell"),
+                    nvlink_bw=nvlink_bw)

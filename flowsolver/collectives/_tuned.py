@@ -1,0 +1,110 @@
+"""NCCL's cost model on the flow solve: per (algorithm, protocol) NCCL's latency plus the
+size over the bandwidth NCCL grants the graph's bus bandwidth, that bus bandwidth being the
+contention-aware flow solve of the ring on the real fabric (NCCL's ``nChannels x bw``), and
+an algorithm with a schedule of its own (tree, NVLS) no faster than its own flow solve."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ._nccl import PROTOCOLS, busbw_factor
+from ._tuner import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_latency
+
+__all__ = ["DERIVED", "transfer_of", "tuned_times", "why_not_tuned", "rescaled"]
+
+#: NCCL algorithms without a flow schedule of their own: their bandwidth term is the
+#: ring's flow solve (the graph's bus bandwidth) through NCCL's formula
+DERIVED = {("all_reduce", "nvls_tree"), ("all_gather", "nvls"), ("reduce_scatter", "nvls"),
+           ("all_gather", "pat"), ("reduce_scatter", "pat")}
+
+
+def transfer_of(steps) -> float:
+    """Seconds of transfer of solved :class:`CollectiveStep` values (latencies left out)."""
+    return float(sum(st.count * st.transfer for st in steps))
+
+
+def steady_transfer(steps) -> float:
+    """Transfer seconds of solved steps at the pipeline's steady state: ``k`` chunks through
+    the widest stage, its fill and drain left out (NCCL prices those in its latency)."""
+    piped = [st for st in steps if st.latency_count not in (None, st.count)]
+    if not piped:
+        return transfer_of(steps)
+    widest = max(piped, key=lambda st: st.latency_count or 0)
+    k = sum(st.count for st in steps) - widest.latency_count + 1
+    return max(k, 1) * widest.transfer
+
+
+def _protocols(options):
+    return PROTOCOLS if options.protocol == "auto" else (options.protocol,)
+
+
+def why_not_tuned(algorithm, op, hw, options) -> str | None:
+    """Why NCCL would not run ``algorithm`` for ``op`` on ``hw`` with the asked protocol."""
+    if not any(enabled(algorithm, p, op, hw) for p in PROTOCOLS):
+        return f"is not run by NCCL for {op} on these ranks ({hw.ranks} ranks on {hw.nodes} node(s), " \
+               f"{hw.generation or 'unknown'} GPUs, {hw.channels} channels)"
+    if not any(enabled(algorithm, p, op, hw) for p in _protocols(options)):
+        return f"runs with {', '.join(p for p in PROTOCOLS if enabled(algorithm, p, op, hw))} only (NCCL), " \
+               f"got protocol {options.protocol!r}"
+    return None
+
+
+def tuned_times(op, size, p, results, hw, options, model=None) -> dict:
+    """``{(algorithm, protocol): (time, latency)}`` (s) of the NCCL algorithms in ``results``
+    (algorithm -> (time, steps, utilisation) of the flow solve). ``model`` (a calibration)
+    scales latencies and bandwidths."""
+    ring = results.get("ring")
+    if ring is None:
+        return {}
+    ring_transfer = transfer_of(ring[1])
+    busbw = size * busbw_factor(op, p) / ring_transfer if ring_transfer > 0 else np.inf
+    out = {}
+    for a, (_, steps, _) in results.items():
+        own = steady_transfer(steps)
+        own_algbw = size / own if own > 0 else np.inf
+        for proto in _protocols(options):
+            if not enabled(a, proto, op, hw):
+                continue
+            lat = tuner_latency(a, proto, op, hw, size)
+            if options.base_latency is not None:
+                lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
+            if model is not None:
+                lat = model.latency(lat, a, proto)
+            algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
+            if a in ("tree", "nvls") and (op, a) not in DERIVED:
+                algbw = min(algbw, own_algbw)
+            if a == "nvls_tree":
+                algbw = min(algbw, _nvls_node_bound(hw))
+            out[a, proto] = (lat + size / algbw if algbw > 0 else np.inf, lat)   # 0: a stalled flow
+    return out
+
+
+def _graph_busbw(algorithm, ring_busbw, hw) -> float:
+    """NCCL's ``nChannels x bw`` for ``algorithm``: the tree graph's on two nodes is its
+    intra-node one (NCCL 2.30 tuning.cc: ``bwIntra`` when ``nNodes <= 2``), a GPU's NVLink
+    (the tree's own flow solve then bounds it by the network); elsewhere the ring's."""
+    if algorithm == "tree" and hw.nodes == 2 and hw.nvlink_bw > 0:
+        return hw.nvlink_bw
+    return ring_busbw
+
+
+def _nvls_node_bound(hw) -> float:
+    """The algbw (bytes/s) NVLSTree's in-switch reduction allows: each node's NVSwitch
+    reduces at most at the rate of the one-node NVLS schedule (each GPU sends its buffer and
+    its reduced shard, ``1 + 1/ppn`` buffers, at NCCL's NVLS efficiency of its NVLink)."""
+    ppn = hw.ppn
+    eff = NVLS_EFFICIENCY_BY_GENERATION.get(hw.generation, 0.0)
+    bus = 2 * (ppn - 1) / ppn * hw.nvlink_bw * eff / (1 + 1 / ppn)
+    return bus * hw.ranks / (2 * (hw.ranks - 1)) if bus > 0 else np.inf
+
+
+def rescaled(steps, time, latency, base):
+    """The solved steps made to add up to a tuned ``time``: transfers scaled to ``time -
+    latency``, ``latency - base`` spread over the steps' latency counts."""
+    transfer = transfer_of(steps)
+    paid = sum(st.count if st.latency_count is None else st.latency_count for st in steps)
+    scale = (time - latency) / transfer if transfer > 0 else 1.0
+    per = (latency - base) / paid if paid else 0.0
+    return tuple(replace(st, transfer=st.transfer * scale, latency=per) for st in steps)

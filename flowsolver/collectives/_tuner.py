@@ -1,0 +1,209 @@
+"""NCCL's tuning model (NCCL 2.30, src/graph/tuning.cc and topo.h; ../shared/REFERENCE.md,
+"NCCL's cost model"): per (algorithm, protocol) its latency and the bandwidth it grants a
+bus bandwidth, and which pairs NCCL enables for an op on a topology (units: s, bytes/s).
+
+The bus bandwidth ``busbw`` passed in is NCCL's ``nChannels x bw`` of the graph: in
+flowsolver the contention-aware flow solve of the ring on the real fabric provides it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._nccl import PROTOCOLS
+
+__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "tuner_latency", "tuner_algbw", "enabled", "predict"]
+
+GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
+#: flowsolver names of NCCL's algorithms (CollNet is left out: no fabric here offers
+#: in-network reduction, so NCCL would never enable it)
+TUNER_ALGORITHMS = ("tree", "ring", "nvls", "nvls_tree", "pat")
+_US, _GB = 1e-6, 1e9
+
+# NCCL 2.30 tuning.cc baseLat, microseconds, (LL, LL128, Simple)
+_BASE = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0.0, 0.0, 0.0),
+         "nvls_tree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0)}
+# NCCL 2.30 tuning.cc hwLat[NVLINK | PCI | NET][algorithm], microseconds, (LL, LL128, Simple)
+_HW = {
+    "tree": {"nvlink": (0.6, 1.25, 4.0), "pcie": (1.0, 1.9, 4.0), "network": (5.0, 8.5, 14.0)},
+    "ring": {"nvlink": (0.6, 1.9, 3.4), "pcie": (1.0, 2.5, 5.7), "network": (2.7, 4.0, 14.0)},
+    "nvls": {"nvlink": (0.0, 0.0, 25.0), "pcie": (0.0, 0.0, 0.0), "network": (0.0, 0.0, 18.0)},
+    "nvls_tree": {"nvlink": (0.0, 0.0, 25.0), "pcie": (0.0, 0.0, 0.0), "network": (0.0, 0.0, 20.9)},
+    "pat": {"nvlink": (0.0, 0.0, 4.0), "pcie": (0.0, 0.0, 4.0), "network": (0.0, 0.0, 14.0)},
+}
+# NCCL 2.30 tuning.cc bandwidth caps, GB/s, per GPU generation, columns 1 node / 2 nodes / 3+
+_LL_MAX_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+_LL_MAX_NODES = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}       # llMaxBws rows 0 / 1 across nodes
+_RING_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20), "hopper": (36.7, 36.7, 36.7),
+               "blackwell": (40, 40, 40)}
+_TREE_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20), "hopper": (36.7, 36.7, 29.0),
+               "blackwell": (55.6, 31.67, 20.0)}
+_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0),
+         "blackwell": (70.0, 42.8, 24.0)}
+_NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5),
+              "blackwell": (0.0, 96.0, 80.0)}
+# nvlsEfficiency (NCCL 2.30 tuning.cc): Hopper 0.85, Blackwell 0.74
+NVLS_EFFICIENCY_BY_GENERATION = {"hopper": 0.85, "blackwell": 0.74}
+# NCCL_NET_OVERHEAD (tuning.cc): 1 us on Intel hosts, 2 us on AMD, x3 for Simple
+_NET_OVERHEAD = {"intel": 1.0, "amd": 2.0}
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What NCCL's tuner knows of a communicator: ``ranks``, ``nodes``, ``generation``
+    (one of :data:`GENERATIONS`, or None: no per-generation caps), ``intra`` the hop class
+    inside a node (``"nvlink"`` or ``"pcie"``), ``channels``, ``cpu`` (``"intel"`` or
+    ``"amd"``), ``net_latency`` the network's own latency (s; NCCL's IB plugin reports 0),
+    ``nvls`` whether the GPUs of a node share an NVLS-capable NVSwitch, ``nvlink_bw`` a
+    GPU's NVLink bandwidth (bytes/s, NVLS's intra-node graph bandwidth).
+
+    >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
+    8
+    """
+
+    ranks: int
+    nodes: int
+    generation: str | None = None
+    intra: str = "nvlink"
+    channels: int = 2
+    cpu: str = "intel"
+    net_latency: float = 0.0
+    nvls: bool = False
+    nvlink_bw: float = 0.0
+
+    @property
+    def ppn(self) -> int:
+        """Ranks per node."""
+        return max(1, self.ranks // self.nodes)
+
+    @property
+    def column(self) -> int:
+        """Column of NCCL's cap tables: 0 on one node, 1 on two, 2 beyond."""
+        return 0 if self.nodes == 1 else 1 if self.nodes == 2 else 2
+
+
+def _steps(op, n):
+    return 2 * (n - 1) if op == "all_reduce" else n - 1
+
+
+def enabled(algorithm, protocol, op, hw: Hardware) -> bool:
+    """Whether NCCL runs ``algorithm`` with ``protocol`` for ``op`` on ``hw``.
+
+    >>> enabled("nvls", "LL", "all_reduce", Hardware(8, 1, "hopper", nvls=True)), enabled("pat", "Simple", "all_gather", Hardware(4, 4))
+    (False, True)
+    """
+    simple_only = algorithm in ("nvls", "nvls_tree", "pat")
+    if simple_only and protocol != "Simple":
+        return False
+    if algorithm == "ring":
+        return op in ("all_reduce", "all_gather", "reduce_scatter")
+    if algorithm == "tree":
+        return op == "all_reduce"
+    if algorithm == "nvls":
+        return op in ("all_reduce", "all_gather", "reduce_scatter") and hw.nvls and hw.nodes == 1 \
+            and hw.channels >= 2 and hw.generation in NVLS_EFFICIENCY_BY_GENERATION
+    if algorithm == "nvls_tree":
+        return op == "all_reduce" and hw.nvls and hw.nodes > 1 and hw.channels >= 2 \
+            and hw.generation in NVLS_EFFICIENCY_BY_GENERATION
+    if algorithm == "pat":
+        return op in ("all_gather", "reduce_scatter") and hw.ppn == 1 and hw.nodes > 1
+    return False
+
+
+def tuner_latency(algorithm, protocol, op, hw: Hardware, size: float | None = None) -> float:
+    """NCCL's predicted latency (s) of ``algorithm`` / ``protocol`` for ``op`` on ``hw``
+    (``size`` bytes turns on the ring Simple all-reduce factor of large messages).
+
+    >>> round(tuner_latency("ring", "LL", "all_reduce", Hardware(8, 1)) * 1e6, 6)   # 6.6 + 14 x 0.6
+    15.0
+    """
+    i = PROTOCOLS.index(protocol)
+    simple = protocol == "Simple"
+    lat = _BASE[algorithm][i]
+    intra = _HW[algorithm][hw.intra][i]
+    inter_alg = "tree" if hw.ppn == 1 else algorithm
+    inter = _HW[inter_alg]["network"][i] + hw.net_latency / _US * (2 if simple else 1)
+    nodes, log_nodes = hw.nodes, math.log2(hw.nodes)
+    if algorithm == "ring":
+        if nodes > 1:
+            intra = max(intra, _NET_OVERHEAD[hw.cpu] * (3 if simple else 1))
+        inter_steps = 0 if nodes == 1 else _steps(op, nodes)
+        lat += (_steps(op, hw.ranks) - inter_steps) * intra + inter_steps * inter
+        if simple and op == "all_reduce" and nodes > 1 and size is not None \
+                and size / (hw.channels * hw.ranks) >= 64:
+            lat *= 1.9 if hw.generation == "volta" else 1.4
+    elif algorithm == "tree":
+        lat += 2 * ((hw.ppn - 1) * intra + log_nodes * inter)
+    elif algorithm == "nvls":
+        lat = intra + (inter if nodes > 1 else 0.0)
+    elif algorithm == "nvls_tree":
+        lat += intra + 2 * log_nodes * inter
+    elif algorithm == "pat":
+        lat += log_nodes * inter / 3.5 + hw.ranks * 2.8
+    return lat * _US
+
+
+def _cap(table, hw):
+    return math.inf if hw.generation is None else table[hw.generation][hw.column] * _GB
+
+
+def _ll_max(hw):
+    if hw.nodes == 1:
+        return math.inf if hw.generation is None else _LL_MAX_ONE_NODE[hw.generation] * _GB
+    return _LL_MAX_NODES[hw.cpu][0 if hw.nodes == 2 else 1] * _GB
+
+
+def _nvls_bus(algorithm, op, busbw, hw):
+    n = hw.channels
+    eff = NVLS_EFFICIENCY_BY_GENERATION.get(hw.generation, 0.0)
+    intra = hw.nvlink_bw / n * eff * (n - 1) / n * (2 if op == "all_reduce" else (hw.ppn - 1) / hw.ppn)
+    bw = intra
+    if hw.nodes > 1:
+        bw = min(bw, busbw / n * (2 if algorithm == "nvls_tree" and hw.nodes <= 2 else 1))
+    if algorithm == "nvls_tree":
+        bw = min(bw, _cap(_NVLS_TREE, hw))
+    return n * bw
+
+
+def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware) -> float:
+    """The algorithm bandwidth (bytes/s) NCCL's tuner grants ``algorithm`` / ``protocol``
+    given the graph's bus bandwidth ``busbw`` (NCCL's ``nChannels x bw``, bytes/s).
+
+    >>> hw = Hardware(8, 1, "hopper", channels=16)
+    >>> round(tuner_algbw("ring", "LL", "all_reduce", 370.8e9, hw) / 1e9, 2)   # LL capped at 141 GB/s
+    80.57
+    """
+    n = hw.channels
+    if algorithm == "ring":
+        bus = {"LL": min(_ll_max(hw), busbw * 0.5),
+               "LL128": min(busbw * 0.92, n * _cap(_RING_LL128, hw)), "Simple": busbw}[protocol]
+    elif algorithm == "tree":
+        bus = {"LL": min(busbw / 3.8, _ll_max(hw)),
+               "LL128": min(busbw * (7 / 9 if hw.nodes == 1 else 120 / 128), n * _cap(_TREE_LL128, hw)),
+               "Simple": min(busbw * 0.92, n * _cap(_TREE, hw))}[protocol]
+    elif algorithm in ("nvls", "nvls_tree"):
+        bus = _nvls_bus(algorithm, op, busbw, hw)
+    elif algorithm == "pat":
+        bus = busbw * 0.75
+    else:
+        raise ValueError(f"algorithm must be one of {', '.join(TUNER_ALGORITHMS)}, got {algorithm!r}")
+    if algorithm in ("ring", "nvls", "nvls_tree"):
+        return bus * hw.ranks / _steps(op, hw.ranks)
+    return bus * 0.5
+
+
+def predict(op, size, busbw, hw: Hardware) -> dict:
+    """NCCL's predicted time (s) of every enabled ``(algorithm, protocol)`` for ``op`` of
+    ``size`` bytes, the graph's bus bandwidth ``busbw`` (bytes/s) on ``hw``.
+
+    >>> t = predict("all_reduce", 1024, 370.8e9, Hardware(8, 1, "hopper", channels=16))
+    >>> min(t, key=t.get)
+    ('ring', 'LL')
+    """
+    out = {}
+    for a in TUNER_ALGORITHMS:
+        for p in PROTOCOLS:
+            if enabled(a, p, op, hw):
+                out[a, p] = tuner_latency(a, p, op, hw, size) + size / tuner_algbw(a, p, op, busbw, hw)
+    return out

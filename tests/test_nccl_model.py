@@ -1,0 +1,141 @@
+"""The collectives against NCCL's own tuning model, written out here from the constants and
+formulas of ../shared/REFERENCE.md ("NCCL's cost model", NCCL 2.30), independently of
+flowsolver.collectives._tuner."""
+
+import math
+
+import pytest
+
+import topologies as tp
+from flowsolver import collective
+
+# REFERENCE.md, microseconds, (LL, LL128, Simple)
+BASE = {"ring": (6.6, 14.0, 8.4), "tree": (6.8, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)}
+NVLINK = {"ring": (0.6, 1.9, 3.4), "tree": (0.6, 1.25, 4.0), "nvls": (0, 0, 25.0), "nvls_tree": (0, 0, 25.0)}
+NET = {"ring": (2.7, 4.0, 14.0), "tree": (5.0, 8.5, 14.0), "nvls": (0, 0, 18.0), "nvls_tree": (0, 0, 20.9)}
+PROTOS = ("LL", "LL128", "Simple")
+NVLINK_BW = 18 * 20.6       # GB/s, a H100's NVLink in NCCL's topology model (SM90 20.6 per link)
+NIC_BW = 50.0               # GB/s, NDR 400G at line rate (NCCL: NIC = line rate)
+CHANNELS = 16               # NCCL's channels here: 8 per node (one per GPU / NIC), doubled
+
+
+def nccl_latency(alg, proto, ranks, nodes):
+    """NCCL's all-reduce latency (us), REFERENCE's formulas (Intel host, network latency 0)."""
+    i = PROTOS.index(proto)
+    lat, intra, inter = BASE[alg][i], NVLINK[alg][i], NET[alg][i]
+    if alg == "ring":
+        if nodes > 1:
+            intra = max(intra, 3.0 if proto == "Simple" else 1.0)      # NET overhead 1 us, x3 Simple
+        inter_steps = 2 * (nodes - 1) if nodes > 1 else 0
+        return lat + (2 * (ranks - 1) - inter_steps) * intra + inter_steps * inter
+    if alg == "tree":
+        return lat + 2 * ((ranks // nodes - 1) * intra + math.log2(nodes) * inter)
+    if alg == "nvls":
+        return intra
+    return intra + 2 * math.log2(nodes) * inter                        # nvls_tree
+
+
+def nccl_algbw(alg, proto, ranks, nodes, busbw):
+    """NCCL's all-reduce algorithm bandwidth (GB/s) from the graph's bus bandwidth (Hopper)."""
+    col = 0 if nodes == 1 else 1 if nodes == 2 else 2
+    ll_max = 141.0 if nodes == 1 else (39.0 if nodes == 2 else 20.4)
+    steps = 2 * (ranks - 1)
+    if alg == "ring":
+        bus = {"LL": min(ll_max, busbw * 0.5), "LL128": min(busbw * 0.92, CHANNELS * 36.7), "Simple": busbw}[proto]
+        return bus * ranks / steps
+    if alg == "tree":
+        ll128 = (36.7, 36.7, 29.0)[col]
+        bus = {"LL": min(busbw / 3.8, ll_max),
+               "LL128": min(busbw * (7 / 9 if nodes == 1 else 120 / 128), CHANNELS * ll128),
+               "Simple": min(busbw * 0.92, CHANNELS * (38.7, 41.4, 36.0)[col])}[proto]
+        return bus * 0.5
+    intra = NVLINK_BW / CHANNELS * 0.85 * (CHANNELS - 1) / CHANNELS * 2
+    bw = intra if alg == "nvls" else min(intra, busbw / CHANNELS * (2 if nodes <= 2 else 1), (0, 57.7, 45.5)[col])
+    return CHANNELS * bw * ranks / steps
+
+
+def nccl_times(size, ranks, nodes):
+    """NCCL's predicted time (us) of every (algorithm, protocol) it enables for all-reduce."""
+    busbw = min(NVLINK_BW, 8 * NIC_BW) if nodes > 1 else NVLINK_BW
+    algs = ("ring", "tree") + (("nvls",) if nodes == 1 else ("nvls_tree",))
+    out = {}
+    for a in algs:
+        for p in PROTOS if a in ("ring", "tree") else ("Simple",):
+            lat = nccl_latency(a, p, ranks, nodes)
+            if a == "ring" and p == "Simple" and nodes > 1 and size / (CHANNELS * ranks) >= 64:
+                lat *= 1.4
+            out[a, p] = lat + size / (1000 * nccl_algbw(a, p, ranks, nodes, busbw))
+    return out
+
+
+def test_the_formula_here_gives_references_worked_latencies():
+    worked = {(8, 1): {"ring": (15.0, 40.6, 56.0), "tree": (15.2, 31.5, 64.4)},
+              (16, 2): {"ring": (40.0, 75.2, 131.6), "tree": (25.2, 48.5, 92.4)}}
+    for (ranks, nodes), by_alg in worked.items():
+        for alg, lats in by_alg.items():
+            assert [round(nccl_latency(alg, p, ranks, nodes), 1) for p in PROTOS] == list(lats)
+
+
+def _fabric(nodes):
+    return tp.rail_optimized(nodes=nodes)
+
+
+# a contention-free fabric at NCCL's topology figures: NVLink 4 at 20.6 GB/s per link (the
+# catalogue's), NDR at its line rate
+EFF = {"ib_ndr": 1.0}
+SIZES = [2**k for k in (10, 14, 19, 23, 27, 33)]       # 1 KiB ... 8 GiB
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 16])
+def test_model_is_within_ten_percent_of_nccls_prediction_and_makes_its_choice(nodes):
+    g, ranks = _fabric(nodes), 8 * nodes
+    for size in SIZES:
+        want = nccl_times(size, ranks, nodes)
+        r = collective(g, "all_reduce", size, efficiency=EFF)
+        assert r.channels == CHANNELS
+        got = {tuple(k.split("/")): t * 1e6 for k, t in r.choices.items()}
+        assert set(got) == set(want)
+        for key, t in want.items():
+            if key[0].startswith("nvls") and size >= 2**22:
+                continue            # NVLS at large sizes: below
+            assert got[key] == pytest.approx(t, rel=0.10), (size, key)
+        best = min(want, key=want.get)
+        # NCCL's choice; near a crossover with NVLS, whose large-message bandwidth the model
+        # holds below NCCL's tuner (next test), a choice NCCL rates within 5 % of its best
+        assert (r.algorithm, r.protocol) == best or want[r.algorithm, r.protocol] <= want[best] * 1.05, (size, best)
+        if size <= 2**19 or size >= 2**27:
+            assert (r.algorithm, r.protocol) == best, (size, best)
+
+
+def test_nvls_large_messages_follow_the_in_switch_flow_not_nccls_tuner():
+    # NCCL's tuner grants NVLS 2 x 0.85 x 15/16 of the NVLink (busbw 591 GB/s on 8 H100);
+    # measured is ~480 (REFERENCE). The model keeps the flow solve of the in-switch
+    # reduction: each GPU moves 1 + 1/8 buffers at 0.85 of its NVLink, busbw
+    # 2 (p-1)/p x 370.8 x 0.85 / (1 + 1/p) = 490 GB/s
+    r = collective(_fabric(1), "all_reduce", 2**33, algorithm="nvls", efficiency=EFF)
+    assert r.busbw / 1e9 == pytest.approx(1.75 * NVLINK_BW * 0.85 / 1.125, rel=0.01)
+    assert r.busbw == pytest.approx(480e9, rel=0.05)
+
+
+def test_protocols_carry_nccls_bandwidth_caps():
+    g = _fabric(1)
+    ll = collective(g, "all_reduce", 2**30, algorithm="ring", protocol="LL")
+    assert ll.protocol == "LL" and ll.busbw == pytest.approx(141e9, rel=0.01)    # llMaxBw, Hopper, 1 node
+    with pytest.raises(ValueError, match="runs with Simple only"):
+        collective(g, "all_reduce", 2**20, algorithm="nvls", protocol="LL")
+    small = collective(_fabric(2), "all_reduce", 1024)
+    assert (small.algorithm, small.protocol) == ("tree", "LL")
+    assert small.time * 1e6 == pytest.approx(25.2, abs=0.2)
+
+
+def test_pat_and_ring_all_gather_latencies_at_one_rank_per_node():
+    # 4 single-GPU hosts: PAT = 8.0 + log2(4) x 14 / 3.5 + 4 x 2.8 = 27.2 us; the ring's
+    # 3 steps all cross nodes at the tree's NET latency (one rank per node):
+    # LL 6.6 + 3 x 5.0 = 21.6, LL128 14 + 3 x 8.5 = 39.5, Simple 8.4 + 3 x 14 = 50.4 us
+    g = tp.fat_tree(4)
+    r = collective(g, "all_gather", 64, ranks=[0, 4, 8, 12])
+    want = {"pat/Simple": 27.2, "ring/LL": 21.6, "ring/LL128": 39.5, "ring/Simple": 50.4}
+    assert set(r.choices) == set(want)
+    for key, lat in want.items():
+        assert r.choices[key] * 1e6 == pytest.approx(lat, abs=0.05), key
+    assert (r.algorithm, r.protocol) == ("ring", "LL")

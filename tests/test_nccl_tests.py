@@ -1,0 +1,84 @@
+"""flowsolver.nccl_tests.read on every shared nccl-tests log and on broken ones."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+pd = pytest.importorskip("pandas")
+
+from flowsolver import busbw_factor, nccl_tests  # noqa: E402
+
+LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nccl-tests"
+FILES = sorted(LOGS.glob("*.txt")) if LOGS.is_dir() else []
+COLUMNS = ["size", "count", "type", "redop", "root", "placement", "time", "algbw", "busbw", "#wrong"]
+
+
+def _sidecar(path):
+    return json.loads(path.with_suffix(".json").read_text())
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/data/nccl-tests is absent")
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_every_shared_log_parses_to_consistent_rows(path):
+    df = nccl_tests.read(path)
+    meta = _sidecar(path)
+    assert list(df.columns) == COLUMNS
+    assert df.attrs["op"] == nccl_tests.OP_NAMES[meta["op"].replace("_", "")]
+    if df.attrs["ranks"] is not None:       # logs without a device list cannot say
+        assert df.attrs["ranks"] == meta["ranks"]
+    ranks = meta["ranks"]
+    # nccl-tests' own definitions, recomputed from the parsed size and time: algbw = size / time,
+    # busbw = algbw x the op's factor (printed to 2 decimals)
+    big = df[df["size"] >= 2**20]
+    assert ((big["size"] / big["time"] / 1e3 - big["algbw"]).abs() <= 0.006 + 0.003 * big["algbw"]).all()
+    factor = busbw_factor(df.attrs["op"], ranks)
+    assert ((big["algbw"] * factor - big["busbw"]).abs() <= 0.01 + 0.003 * big["busbw"]).all()
+    assert set(df["placement"]) <= {"out-of-place", "in-place"} and df["size"].is_monotonic_increasing is not None
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/data/nccl-tests is absent")
+def test_header_details_are_read():
+    oci = nccl_tests.read(LOGS / "oci_oke_2xA100-40GB_allreduce_1G-4G_nccl2.29.txt")
+    assert oci.attrs["nccl_version"] == "2.29.3" and oci.attrs["avg_busbw"] == pytest.approx(185.594)
+    assert oci.attrs["ranks"] == 16 and oci.attrs["nodes"] == 2           # device list trimmed to 4 lines
+    moc = nccl_tests.read(LOGS / "moc_roce_2xH100_sendrecv_roce_4gpu.txt")
+    assert moc.attrs["op"] == "send_recv" and moc.attrs["nccl_version"] == "2.26.2"
+    assert moc.attrs["algorithm"] == "ring" and oci.attrs["algorithm"] is None    # NCCL_ALGO=RING in INFO
+    assert moc["#wrong"].isna().sum() == 13                              # in-place '#wrong' is N/A
+    aws = nccl_tests.read(LOGS / "aws_2xp5_H100_allreduce_8B-16G.txt")    # '0: ' prefixes, no footer
+    assert len(aws) == 2 * 32 and aws.attrs["avg_busbw"] is None
+
+
+GOOD = """# nThread 1 nGpus 1 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20
+#  Rank  0 Group  0 Pid 1 on hostA device  0 [0x0f] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid 2 on hostA device  1 [0x15] NVIDIA H100 80GB HBM3
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+        1024           256     float     sum      -1    20.48    0.05    0.05      0
+                                                            20.00    0.05    0.05      0
+        2048           512     float     sum      -1    20.48    0.10    0.10      0
+"""
+
+
+def test_wrapped_rows_and_missing_in_place_columns():
+    df = nccl_tests.read(GOOD, op="all_reduce")
+    assert list(df["size"]) == [1024, 1024, 2048] and list(df["placement"]) == ["out-of-place", "in-place",
+                                                                                "out-of-place"]
+    assert df["time"].tolist() == [20.48, 20.0, 20.48]
+
+
+def test_bad_logs_raise_one_clear_error_each(tmp_path):
+    with pytest.raises(ValueError, match="the log is empty"):
+        nccl_tests.read("   \n")
+    with pytest.raises(ValueError, match="no nccl-tests table"):
+        nccl_tests.read("hello\nworld\n")
+    with pytest.raises(ValueError, match="truncated at line 8"):
+        nccl_tests.read(GOOD + "        4096          1024     float     sum\n")
+    with pytest.raises(ValueError, match="header but no result rows"):
+        nccl_tests.read(GOOD.split("        1024")[0])
+    path = tmp_path / "all_gather_perf.log"
+    path.write_text("# Collective test starting: all_gather_perf\n" + GOOD)
+    with pytest.raises(ValueError, match="tests all_gather, not all_reduce"):
+        nccl_tests.read(path, op="all_reduce")
+    with pytest.raises(TypeError, match="path_or_text must be a path"):
+        nccl_tests.read(3)
