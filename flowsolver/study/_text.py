@@ -43,7 +43,8 @@ def overview(spec, rows) -> list:
             f"{s.gpus // servers} GPUs = {s.gpus} GPUs",
             f"setting: TP {s.tp} inside each server, PP {s.pp}, DP {s.dp} across servers, "
             f"distributed optimizer, {s.global_batch} sequences x {spec.seq_len} tokens per step, "
-            f"MFU {s.mfu:.0%} while computing, DP overlapping the last backward pass; "
+            f"compute at {s.compute_efficiency:.0%} of peak (MFU over the step {s.mfu:.0%}), DP overlapping "
+            f"the backward and forward passes; "
             f"~{s.memory_per_gpu / 1e9:.0f} GB per GPU of {s.gpu_memory / 1e9:.0f}\n",
             format_table(rows), ""]
 
@@ -58,7 +59,7 @@ def network_notes(spec, rows) -> list:
     tp_phase, pcie = s.phases["tp"], by["pcie_only"]
     notes = [
         f"Single GPU: the model's H100 computes {s.single_gpu_tokens_per_s:.0f} tokens/s "
-        f"({spec.flops_per_token / 1e9:.0f} GFLOP per token at {s.mfu:.0%} of {peak / 1e12:.0f} TFLOP/s); the "
+        f"({spec.flops_per_token / 1e9:.0f} GFLOP per token at {s.compute_efficiency:.0%} of {peak / 1e12:.0f} TFLOP/s); the "
         f"article's {ARTICLE_SINGLE_GPU:.0f} tokens/s is {ARTICLE_SINGLE_GPU * spec.flops_per_token / peak:.1%} "
         f"MFU, so its tokens/s column is its speed-up x {ARTICLE_SINGLE_GPU:.0f}. Compare speed-ups and overheads, "
         "not tokens/s.",
