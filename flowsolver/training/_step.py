@@ -49,7 +49,10 @@ def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order) -> 
                           (("tp", tp), ("pp", pp), ("ep", ep), ("cp", cp), ("vp", vp)))
     cells = tp * pp * cp
     if dp is None:
-        dp = n // cells if n % cells == 0 else 0
+        if n % cells:
+            raise ValueError(f"tp * cp * pp must divide the GPU count {n} (dp is the quotient), got tp={tp}, "
+                             f"cp={cp}, pp={pp} ({cells})")
+        dp = n // cells
     else:
         dp = _checks.integer("dp", dp)
     if cells * dp != n:
