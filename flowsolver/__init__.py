@@ -18,6 +18,8 @@ from .collectives import (ALGORITHMS, OPS, PROTOCOLS, CollectiveResult, Collecti
                           ConcurrentResult, busbw_factor, collective, collective_variants, concurrent)
 from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,  # noqa: E402
                        training_step)
+from .traces import (ReplayResult, TraceError, Workload, read_chakra, read_simai_workload, replay,  # noqa: E402
+                     workload_from_step, write_chakra)
 from ._sweep import default_cache_dir, expand_grid, sweep  # noqa: E402
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
     "OPS", "ALGORITHMS", "PROTOCOLS", "busbw_factor",
     "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
+    "read_chakra", "read_simai_workload", "write_chakra", "workload_from_step", "replay", "ReplayResult", "Workload",
+    "TraceError",
     "sweep", "expand_grid", "default_cache_dir",
 ]
 

@@ -101,9 +101,24 @@ def scenario_id(s: dict) -> str:
 
 
 def _build(s: dict):
+    """The cluster of scenario ``s``; scenarios of one cluster share one graph (the last
+    few built are kept), so the routes compiled for one are reused by the next."""
     size = {k: s[k] for k in TOPOLOGY_KEYS[s["family"]] if k in s}
-    return tp.build(s["family"], link=s["link"], server=s["server"], oversubscription=s["oversubscription"],
-                    fail_fraction=s["fail_fraction"], seed=s["seed"], **size)
+    params = dict(link=s["link"], server=s["server"], oversubscription=s["oversubscription"],
+                  fail_fraction=s["fail_fraction"], seed=s["seed"], **size)
+    if not all(isinstance(v, (str, int, float, bool, type(None), list, tuple)) for v in params.values()):
+        return tp.build(s["family"], **params)       # an object (a ServerModel, ...): built afresh
+    key = json.dumps([s["family"], params], sort_keys=True)
+    if key not in _BUILT:
+        if len(_BUILT) >= BUILT_KEPT:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[key] = tp.build(s["family"], **params)
+    return _BUILT[key]
+
+
+#: clusters a sweep keeps built (by their parameters), oldest dropped first
+BUILT_KEPT = 2
+_BUILT: dict = {}
 
 
 def _collective_kw(s):
@@ -113,10 +128,9 @@ def _collective_kw(s):
 
 
 def _metrics_collective(r, g) -> dict:
-    # the first step's bottleneck, as the CLI's table prints it
-    tier = r.steps[0].bottleneck_tier if r.steps else ""
+    # the longest step's bottleneck tier (CollectiveResult.bottleneck_tier, as the CLI prints it)
     return dict(status=Status.OK.label, error="", gpus=len(tp.gpus(g)), time=r.time, algbw=r.algbw,
-                busbw=r.busbw, chosen_algorithm=r.algorithm, bottleneck_tier=tier)
+                busbw=r.busbw, chosen_algorithm=r.algorithm, bottleneck_tier=r.bottleneck_tier)
 
 
 def _run_train(s, g) -> dict:

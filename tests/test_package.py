@@ -22,6 +22,7 @@ LAYERS = [
     ("flowsolver.timing",),
     ("flowsolver.collectives",),
     ("flowsolver.training",),
+    ("flowsolver.traces",),
     ("flowsolver._sweep", "flowsolver.study", "flowsolver.plot"),
     ("flowsolver.cli", "flowsolver.__main__"),
     ("flowsolver",),
@@ -113,7 +114,7 @@ def test_the_public_surface_is_complete_and_holds_no_internals():
     assert not [n for n in fs.__all__ if n.startswith("_") and n != "__version__"]
     # what users reach for without knowing where it lives
     for name in ("trace_count", "memory_per_gpu", "busbw_factor", "PROTOCOLS", "Status", "Bottleneck",
-                 "expand_grid", "default_cache_dir"):
+                 "expand_grid", "default_cache_dir", "read_chakra", "replay", "write_chakra"):
         assert name in fs.__all__, name
 
 
@@ -128,3 +129,21 @@ def test_the_version_is_pyproject_s():
 
     with open(ROOT / "pyproject.toml", "rb") as fh:
         assert tomllib.load(fh)["project"]["version"] == fs.__version__
+
+
+def test_the_topologies_surface_is_complete_and_holds_no_jax():
+    import topologies as tp
+
+    for name in tp.__all__:
+        assert hasattr(tp, name), name
+    assert not [n for n in tp.__all__ if n.startswith("_")]
+    # the readers of other tools' machine descriptions
+    for name in ("from_nccl_xml", "NcclServer", "from_astra_network", "from_simai", "to_simai"):
+        assert name in tp.__all__, name
+    jax = []
+    for path in sorted((ROOT / "topologies").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            jax += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("jax", "jaxlib")]
+    assert not jax, jax

@@ -17,14 +17,17 @@ This package knows nothing of JAX or routing.
 
 from ._validate import TopologyError, validate
 from .analysis import bisection_max_flow, describe, format_description, gpus
+from .astra import from_astra_network, parse_simple_yaml
 from .build import FAMILIES, build
 from .clos import fat_tree, leaf_spine, rail_optimized
 from .dragonfly import dragonfly, global_link_partner
 from .failures import fabric_cables, fail_links
 from .io import load, save
 from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
+from .nccl import NcclServer, from_nccl_xml
 from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, register_server,
                       server_names)
+from .simai import from_simai, to_simai
 from .storage import add_storage
 from .torus import torus
 
@@ -36,6 +39,8 @@ __all__ = [
     "add_storage", "fail_links", "fabric_cables", "build", "FAMILIES",
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
+    "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",
+    "from_simai", "to_simai",
     "default_cluster",
 ]
 

@@ -15,7 +15,8 @@ def attach_servers(g: nx.DiGraph, server: ServerModel, ports: list, link: LinkTe
 
     Servers take consecutive ports: NIC ``j`` of server ``s`` is cabled to
     ``ports[s * nics + j]``. Ports left over when ``len(ports)`` is not a multiple of the
-    NIC count stay empty. Returns the number of servers placed.
+    NIC count stay empty. A NIC of ``nic_ports`` ports gets that many parallel cables.
+    Returns the number of servers placed.
     """
     nics = server.nics
     count = len(ports) // nics
@@ -25,13 +26,13 @@ def attach_servers(g: nx.DiGraph, server: ServerModel, ports: list, link: LinkTe
     for s in range(count):
         built = server.build(g, s, s * server.gpus)
         for j, nic in enumerate(built.nics):
-            add_cable(g, nic, ports[s * nics + j], tech, tier=tier)
+            add_cable(g, nic, ports[s * nics + j], tech, tier=tier, cables=server.nic_ports)
     return count
 
 
 def endpoint_rate(server: ServerModel, link: LinkTech) -> float:
-    """Rate one NIC can carry into the fabric: min(GPU-NIC path, NIC-switch cable), bytes/s."""
-    return min(get_link(server.host_link).bandwidth, server.nic_tech(link).bandwidth)
+    """Rate one NIC can carry into the fabric: min(GPU-NIC path, NIC-switch cables), bytes/s."""
+    return min(get_link(server.host_link).bandwidth, server.nic_rate(link))
 
 
 def server_params(server: ServerModel | None) -> dict | None:

@@ -139,10 +139,9 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     tech = resolve_link("link", link)
     up = resolve_link("uplink", uplink if uplink is not None else tech)
     model = get_server(server)
-    access = model.nic_tech(tech)
     if uplinks is None:
         ratio = check_ratio("oversubscription", oversubscription)
-        uplinks = max(1, round(hosts_per_leaf * access.bandwidth / (ratio * up.bandwidth)))
+        uplinks = max(1, round(hosts_per_leaf * model.nic_rate(tech) / (ratio * up.bandwidth)))
     else:
         uplinks = check_int("uplinks", uplinks, 1)
     if uplinks < spines:
@@ -161,7 +160,7 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     if leaves % 2 == 0 and uplinks % spines == 0 and hosts_per_leaf % model.nics == 0:
         per_leaf = min(hosts_per_leaf * endpoint_rate(model, tech), uplinks * up.bandwidth)
         bisection = leaves // 2 * per_leaf
-    real_ratio = hosts_per_leaf * access.bandwidth / (uplinks * up.bandwidth)
+    real_ratio = hosts_per_leaf * model.nic_rate(tech) / (uplinks * up.bandwidth)
     params = dict(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf, uplinks=uplinks,
                   oversubscription=real_ratio, link=tech.name, uplink=up.name,
                   server=server_params(model), servers=servers)

@@ -144,6 +144,9 @@ class ServerModel:
         The CPU socket-to-socket link, for ``layout="pcie"``.
     gpus_per_tray : int
         GPUs per compute tray where an NVLink domain spans trays (``nvl72``: 4), else 0.
+    nic_ports : int
+        Ports of one NIC, each a cable of ``nic`` to the NIC's rail switch (a dual-port
+        ConnectX-7: 2); the NIC's cable to the fabric carries ``nic_ports`` parallel cables.
 
     Examples
     --------
@@ -167,10 +170,12 @@ class ServerModel:
     pcie_switches: int = 0
     socket_link: "str | LinkTech" = "upi2x3"
     gpus_per_tray: int = 0
+    nic_ports: int = 1
 
     def __post_init__(self):
         check_int("gpus", self.gpus, 1)
         check_int("nics", self.nics, 1)
+        check_int("nic_ports", self.nic_ports, 1)
         if self.layout not in _LAYOUTS:
             raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got {self.layout!r}")
         get_gpu(self.gpu)
@@ -223,11 +228,20 @@ class ServerModel:
         fabric = get_link(fabric_link)
         return fabric if self.nic is None else slower(fabric, get_link(self.nic))
 
+    def nic_rate(self, fabric_link: "str | LinkTech") -> float:
+        """Bytes/s one NIC sends into a fabric of ``fabric_link``: its ports times the rate of
+        one port's cable (:meth:`nic_tech`).
+
+        >>> get_server("dgx_h100").with_(nic_ports=2).nic_rate("ib_ndr") / 1e9
+        100.0
+        """
+        return self.nic_ports * self.nic_tech(fabric_link).bandwidth
+
     def to_dict(self) -> dict:
         """JSON-friendly description (technology objects by name)."""
         out = {}
         for key in ("name", "gpus", "layout", "gpu", "nvlink", "nics", "nic", "host_link",
-                    "pcie_switches", "socket_link", "gpus_per_tray"):
+                    "pcie_switches", "socket_link", "gpus_per_tray", "nic_ports"):
             value = getattr(self, key)
             out[key] = getattr(value, "name", value)
         return out

@@ -74,7 +74,7 @@ def torus(dims, *, link="ib_ndr", wrap: bool = True, server=None) -> nx.DiGraph:
         for s, c in enumerate(coords):
             built = model.build(net, s, s * model.gpus)
             for nic in built.nics:
-                add_cable(net, nic, name(c), nic_tech, tier="access")
+                add_cable(net, nic, name(c), nic_tech, tier="access", cables=model.nic_ports)
     nodes = len(coords)
     longest = max(dims)
     # Bisection: cut across a longest dimension (halves by that coordinate). The cut

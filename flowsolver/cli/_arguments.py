@@ -25,6 +25,7 @@ _EXAMPLES = """examples:
   flowsolver collective --family fat_tree --k 8 --server dgx_h100 --policy ecmp_hash --csv
   flowsolver train --nodes 8 --model llama-3-70b --tp 8 --global-batch 512
   flowsolver sweep examples/sweep.toml --out results.csv
+  flowsolver replay traces/ --nodes 2 --chrome timeline.json   replay a Chakra trace (one .et file per rank)
 """
 
 
@@ -99,13 +100,13 @@ def build_graph(args):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``flowsolver`` argument parser with its five sub-commands."""
+    """The ``flowsolver`` argument parser with its six sub-commands."""
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="flowsolver", description="What your GPU cluster's network costs you.",
                                      epilog=_EXAMPLES + "\n" + _accepted(), formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"flowsolver {__version__}")
     sub = parser.add_subparsers(dest="command")
-    for add in (_add_topology_command, _add_collective, _add_train, _add_study, _add_sweep):
+    for add in (_add_topology_command, _add_collective, _add_train, _add_study, _add_sweep, _add_replay):
         add(sub, fmt)
     return parser
 
@@ -184,6 +185,21 @@ def _add_sweep(sub, fmt) -> None:
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
     sw.add_argument("--no-resume", action="store_true", help="rerun scenarios already in the results file")
     _add_output(sw)
+
+
+def _add_replay(sub, fmt) -> None:
+    """``flowsolver replay TRACE``: a Chakra trace (or a SimAI workload file) on a cluster."""
+    rp = sub.add_parser("replay", help="replay a Chakra execution trace (or a SimAI workload) on a cluster",
+                        epilog=_EXAMPLES, formatter_class=fmt)
+    rp.add_argument("trace", help="folder of NAME.<rank>.et[.gz] files (or the NAME prefix), or a SimAI workload .txt")
+    _add_topology(rp)
+    _add_output(rp)
+    rp.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
+    rp.add_argument("--gpu", default=None, help="GPU type for compute given by FLOPs (default: the cluster's)")
+    rp.add_argument("--compute-efficiency", type=float, default=0.43,
+                    help="fraction of the bf16 peak for compute given by FLOPs (default %(default)s)")
+    rp.add_argument("--chrome", metavar="PATH", default=None, help="write the per-rank timelines (Chrome-trace JSON)")
+    rp.add_argument("--top", type=int, default=5, help="busiest links and longest path nodes shown (default %(default)s)")
 
 
 _SWEEP_HELP = """config example (sweep.toml):

@@ -32,9 +32,8 @@ def collective_table(args) -> None:
     for size in sizes:
         r = collective(graph, args.op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
                        policy_options=opts, channels=args.channels, protocol=args.protocol)
-        tier = r.steps[0].bottleneck_tier if r.steps else ""
         rows.append(dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
-                         algorithm=r.algorithm, bottleneck_tier=tier))
+                         algorithm=r.algorithm, bottleneck_tier=r.bottleneck_tier))
     head = f"# {args.op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs ({args.family})"
     lines = [head, f"{'size (B)':>14s} {'time (us)':>12s} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
                    f"{'algorithm':>17s}  bottleneck tier"]
@@ -149,3 +148,41 @@ def study(args) -> None:
     elif args.csv:
         emit(rows, args, "")
 
+
+
+def replay(args) -> None:
+    from pathlib import Path
+
+    from ..traces import read_chakra, read_simai_workload, replay as run_replay
+
+    chrome = writable("--chrome", args.chrome)
+    graph = build_graph(args)
+    path = Path(args.trace)
+    workload = read_simai_workload(path) if path.is_file() and path.suffix == ".txt" else read_chakra(path)
+    r = run_replay(graph, workload, gpu=args.gpu, compute_efficiency=args.compute_efficiency, policy=args.policy)
+    if chrome:
+        r.chrome_trace(chrome)
+    longest = sorted(r.critical_path, key=lambda p: p.start - p.end)[:args.top]
+    path_rows = [dict(rank=p.rank, node=p.id, name=p.name, kind=p.kind, start_s=p.start, seconds=p.end - p.start)
+                 for p in longest]
+    links = [dict(src=str(a), dst=str(b), mean_utilization=u) for a, b, u in r.busiest_links(args.top)]
+    summary = dict(trace=str(path), ranks=workload.n_ranks, nodes=workload.n_nodes, communications=len(workload.comms),
+                   iteration_time_s=r.iteration_time, exposed_communication_s=r.exposed_communication,
+                   path_compute_s=r.path_compute, critical_path_nodes=len(r.critical_path))
+    if args.json:
+        print(to_json(dict(summary=summary, critical_path=path_rows, busiest_links=links)))
+        return
+    if args.csv:
+        emit([summary], args, "")
+        return
+    lines = [f"{path}: {workload.n_ranks} ranks, {workload.n_nodes} nodes, {len(workload.comms)} communications",
+             f"iteration {r.iteration_time * 1e3:.3f} ms; critical path {len(r.critical_path)} nodes: compute "
+             f"{r.path_compute * 1e3:.3f} ms, exposed communication {r.exposed_communication * 1e3:.3f} ms",
+             "longest nodes on the critical path:"]
+    lines += [f"  rank {p['rank']:5d} node {p['node']:7d} {p['kind']:10s} {p['seconds'] * 1e3:10.3f} ms  {p['name']}"
+              for p in path_rows]
+    lines += ["busiest links (mean utilisation over the iteration):"]
+    lines += [f"  {lk['src']} -> {lk['dst']}: {lk['mean_utilization']:.1%}" for lk in links]
+    if chrome:
+        lines.append(f"timelines written to {chrome} (open in https://ui.perfetto.dev)")
+    print("\n".join(lines))

@@ -15,7 +15,7 @@ from ._options import Options, check_call
 from ._results import CollectiveResult
 from ._schedules import schedule
 from ._solve import time_plans
-from ._trees import Step
+from ._trees import Step, StepFlows
 
 __all__ = ["collective", "collective_variants", "solve_collective"]
 
@@ -28,7 +28,14 @@ def _merged(per_group, p):
     merged, cache = [], {}
     for parts in zip(*per_group):
         key = tuple(st.flows for st in parts)
-        if key not in cache:
+        if key in cache:
+            pass
+        elif not any(st.flows.has_node_ids for st in parts):       # positions offset as arrays
+            pos = [st.flows.positions() for st in parts]
+            cache[key] = StepFlows.from_arrays(np.concatenate([a + g * p for g, (a, _) in enumerate(pos)]),
+                                               np.concatenate([b + g * p for g, (_, b) in enumerate(pos)]),
+                                               np.concatenate([st.flows.nbytes for st in parts]))
+        else:
             cache[key] = tuple((x + g * p if isinstance(x, int) else x, y + g * p if isinstance(y, int) else y, n)
                                for g, st in enumerate(parts) for x, y, n in st.flows)
         merged.append(Step(parts[0].count, cache[key], parts[0].latency_count))

@@ -9,7 +9,7 @@ import numpy as np
 
 import topologies as tp
 
-from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, route
+from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, graph_memo, route
 from ..solver import max_min_fair
 from ..timing import completion_times
 from ..traffic import Flows
@@ -29,7 +29,11 @@ def route_step(graph, ranks, flows, options):
         nodes = tp.gpus(graph)
         end = lambda x: x if isinstance(x, str) else nodes[ranks[x]]  # noqa: E731
         try:
-            return RoutingMatrix.one_hop(graph, [(end(a), end(b)) for a, b, _ in flows], policy="in-switch"), size
+            # the graph's link table and edge index kept while it is unchanged (an O(edges) build each)
+            links = graph_memo(graph, "link_table", lambda: LinkTable.from_graph(graph))
+            index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
+            return RoutingMatrix.one_hop(graph, [(end(a), end(b)) for a, b, _ in flows], policy="in-switch",
+                                         links=links, edge_index=index), size
         except ValueError as err:
             raise ValueError(f"in-switch step: {err}") from None
     a, b = flows.positions()

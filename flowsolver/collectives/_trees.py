@@ -5,62 +5,97 @@ frozen and hashable, so identical steps are found by value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
 __all__ = ["Step", "StepFlows", "btree", "double_btree", "tree_edges", "pipeline"]
 
 
-class StepFlows(tuple):
-    """The flows of a step: a tuple of ``(src, dst, bytes)``, compared by value, that
-    hashes its million entries once (a plain tuple hashes them at every lookup) and keeps
-    its endpoints and sizes as arrays.
+class StepFlows:
+    """The flows of a step: ``(src, dst, bytes)`` triples held as arrays (a million-flow
+    all-to-all costs three arrays, not a million tuples), compared and hashed by value.
+    ``src`` / ``dst`` are rank positions, or node ids (str) for in-switch algorithms.
 
     >>> f = StepFlows([(0, 1, 2.0), (1, "s0/nvswitch0", 2.0)])
     >>> f == ((0, 1, 2.0), (1, "s0/nvswitch0", 2.0)), f.positions()[1].tolist(), f.has_node_ids
     (True, [1, -1], True)
+    >>> list(StepFlows.from_arrays([0, 1], [1, 0], 2.0)), len(f), f[1]
+    ([(0, 1, 2.0), (1, 0, 2.0)], 2, (1, 's0/nvswitch0', 2.0))
     """
+
+    __slots__ = ("_src", "_dst", "nbytes", "_names", "_hash")
+
+    def __init__(self, flows=()):
+        flows = flows if isinstance(flows, (list, tuple)) else list(flows)
+        n = len(flows)
+        ends = [[fl[side] for fl in flows] for side in (0, 1)]
+        nbytes = np.fromiter((fl[2] for fl in flows), dtype=np.float64, count=n)
+        if all(type(x) is int for side in ends for x in side):           # rank positions only
+            self._set(np.array(ends[0], dtype=np.int64), np.array(ends[1], dtype=np.int64), nbytes, ())
+            return
+        src, dst = (np.fromiter((x if _is_position(x) else -1 for x in side), dtype=np.int64, count=n) for side in ends)
+        names = tuple((i, side, x) for i, fl in enumerate(flows) for side, x in enumerate(fl[:2])
+                      if not _is_position(x))
+        self._set(src, dst, nbytes, names)
+
+    def _set(self, src, dst, nbytes, names):
+        self._src, self._dst, self.nbytes, self._names = src, dst, nbytes, names
+        self._hash = hash((src.tobytes(), dst.tobytes(), nbytes.tobytes(), names))
 
     @classmethod
     def from_arrays(cls, src, dst, nbytes) -> "StepFlows":
-        """The flows ``(src[i], dst[i], nbytes[i])`` of rank positions (int arrays) and bytes,
-        their arrays kept as given (no per-flow Python work after the tuple is built).
-
-        >>> f = StepFlows.from_arrays([0, 1], [1, 0], [2.0, 2.0])
-        >>> f[1], f.has_node_ids, f.positions()[1].tolist()
-        ((1, 0, 2.0), False, [1, 0])
-        """
-        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-        nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape)
-        flows = cls(zip(src.tolist(), dst.tolist(), nbytes.tolist()))
-        flows.__dict__.update(has_node_ids=False, nbytes=nbytes.copy(), _positions=(src, dst))
+        """The flows ``(src[i], dst[i], nbytes[i])`` between rank positions (int arrays),
+        ``nbytes`` bytes each (an array or one number for all)."""
+        flows = cls.__new__(cls)
+        src, dst = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+        flows._set(src, dst, np.array(np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape)), ())
         return flows
 
-    def __hash__(self):
-        try:
-            return self.__dict__["_hash"]
-        except KeyError:
-            value = self.__dict__["_hash"] = tuple.__hash__(self)
-            return value
-
-    @cached_property
+    @property
     def has_node_ids(self) -> bool:
         """Whether an endpoint is a node id (in-switch algorithms) rather than a rank position."""
-        return any(isinstance(a, str) or isinstance(b, str) for a, b, _ in self)
-
-    @cached_property
-    def nbytes(self) -> np.ndarray:
-        """Bytes of each flow."""
-        return np.fromiter((n for _, _, n in self), dtype=np.float64, count=len(self))
+        return bool(self._names)
 
     def positions(self) -> tuple:
         """(src, dst) rank positions as int64 arrays, -1 where the endpoint is a node id."""
-        if "_positions" not in self.__dict__:
-            pos = lambda x: x if isinstance(x, int) else -1  # noqa: E731
-            self.__dict__["_positions"] = (np.fromiter((pos(a) for a, _, _ in self), dtype=np.int64, count=len(self)),
-                                          np.fromiter((pos(b) for _, b, _ in self), dtype=np.int64, count=len(self)))
-        return self.__dict__["_positions"]
+        return self._src, self._dst
+
+    def __len__(self):
+        return len(self.nbytes)
+
+    def _end(self, i, side):
+        x = (self._src, self._dst)[side][i]
+        if x >= 0 or not self._names:
+            return int(x)
+        return next(name for j, sd, name in self._names if j == i and sd == side)
+
+    def __getitem__(self, i):
+        i = range(len(self))[i]
+        return self._end(i, 0), self._end(i, 1), float(self.nbytes[i])
+
+    def __iter__(self):
+        if not self._names:
+            return zip(self._src.tolist(), self._dst.tolist(), self.nbytes.tolist())
+        return (self[i] for i in range(len(self)))
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        if isinstance(other, (tuple, list)):
+            other = StepFlows(other)
+        if not isinstance(other, StepFlows):
+            return NotImplemented
+        return self._hash == other._hash and self._names == other._names and \
+            np.array_equal(self._src, other._src) and np.array_equal(self._dst, other._dst) and \
+            np.array_equal(self.nbytes, other.nbytes)
+
+    def __repr__(self):
+        return f"StepFlows({list(self)[:4]!r}{'...' if len(self) > 4 else ''}, n={len(self)})"
+
+
+def _is_position(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 @dataclass(frozen=True)
@@ -139,7 +174,15 @@ def pipeline(stages, k, piece):
     else:
         keys.extend(((s - k + 1, s), 1) for s in range(k - 1, n))
     keys.extend(((s - k + 1, n - 1), 1) for s in range(max(k, n), k + n - 1))
-    steps = [Step(c, tuple((a, b, piece) for t in range(lo, hi + 1) for a, b in stages[t]), 0) for (lo, hi), c in keys]
+    pairs = [pair for stage in stages for pair in stage]
+    if pairs and all(_is_position(a) and _is_position(b) for a, b in pairs):   # as arrays
+        start = np.cumsum([0] + [len(stage) for stage in stages])
+        src, dst = (np.array([pair[i] for pair in pairs], dtype=np.int64) for i in (0, 1))
+        cut = lambda lo, hi: slice(start[lo], start[hi + 1])  # noqa: E731
+        steps = [Step(c, StepFlows.from_arrays(src[cut(lo, hi)], dst[cut(lo, hi)], piece), 0) for (lo, hi), c in keys]
+    else:
+        steps = [Step(c, tuple((a, b, piece) for t in range(lo, hi + 1) for a, b in stages[t]), 0)
+                 for (lo, hi), c in keys]
     widest = max(range(len(steps)), key=lambda i: len(steps[i].flows))
     steps[widest] = Step(steps[widest].count, steps[widest].flows, n)
     return steps

@@ -220,9 +220,12 @@ class RoutingMatrix:
                    demands=np.full(n_flows, np.inf) if demands is None else np.asarray(demands, dtype=np.float64))
 
     @classmethod
-    def one_hop(cls, graph, pairs, policy: str = "one_hop") -> "RoutingMatrix":
+    def one_hop(cls, graph, pairs, policy: str = "one_hop", *, links: LinkTable | None = None,
+                edge_index: dict | None = None) -> "RoutingMatrix":
         """One flow per ``(u, v)`` in ``pairs`` (node ids), each carried by the one link
         ``u -> v`` of ``graph`` (e.g. a GPU's link to an NVSwitch that reduces in-switch).
+        ``links`` (the graph's :class:`LinkTable`) and ``edge_index`` (``(u, v)`` -> edge
+        position) may be passed when the caller keeps them for an unchanged graph.
 
         >>> import networkx as nx
         >>> g = nx.DiGraph([("a", "s"), ("s", "a")])
@@ -230,12 +233,12 @@ class RoutingMatrix:
         >>> [rm.column(f)[0].tolist() for f in range(rm.n_flows)]
         [[1], [0]]
         """
-        index = {(u, v): i for i, (u, v) in enumerate(graph.edges())}
+        index = {(u, v): i for i, (u, v) in enumerate(graph.edges())} if edge_index is None else edge_index
         try:
             rows = [index[(u, v)] for u, v in pairs]
         except KeyError as err:
             raise ValueError(f"pairs must be links of the graph: no link {err.args[0]}") from None
-        links = LinkTable.from_graph(graph)
+        links = LinkTable.from_graph(graph) if links is None else links
         matrix = sp.csc_matrix((np.ones(len(rows)), (rows, np.arange(len(rows)))), shape=(len(links), len(rows)))
         return replace(cls.from_scipy(matrix, capacity=links.capacity), links=links, policy=policy)
 

@@ -1,0 +1,194 @@
+"""The Chakra execution-trace messages, built at run time from descriptors (no generated
+code), and the file format: varint-length-prefixed messages, one ``GlobalMetadata`` then
+``Node`` messages, optionally gzipped.
+
+Schema followed: MLCommons Chakra ``schema/protobuf/et_def.proto`` (package
+``ChakraProtoMsg``, trace version ``0.0.4``), as of mlcommons/chakra commit ``6dc63e14``.
+We define the messages and fields a workload needs (``GlobalMetadata``, ``AttributeProto``
+and its list messages, ``Node``, ``IOInfo``, the ``NodeType`` and ``CollectiveCommType``
+enums) with the same names, numbers and types, so the bytes are the schema's; fields we do
+not define (``Node.storage``, field 11) are kept by protobuf as unknown fields and ignored.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from functools import lru_cache
+
+__all__ = ["SCHEMA_VERSION", "SCHEMA_SOURCE", "NODE_TYPES", "COLLECTIVE_TYPES", "messages", "read_stream",
+           "write_stream", "TraceError"]
+
+#: the trace version our writer puts in GlobalMetadata (Chakra's converters write "0.0.4")
+SCHEMA_VERSION = "0.0.4"
+SCHEMA_SOURCE = "mlcommons/chakra schema/protobuf/et_def.proto @ 6dc63e147b9d115286626cc122459e44d9d08401"
+
+#: NodeType enum (et_def.proto)
+NODE_TYPES = {"INVALID_NODE": 0, "METADATA_NODE": 1, "MEM_LOAD_NODE": 2, "MEM_STORE_NODE": 3, "COMP_NODE": 4,
+              "COMM_SEND_NODE": 5, "COMM_RECV_NODE": 6, "COMM_COLL_NODE": 7, "STORAGE_NODE": 8,
+              "BATCH_NODE": 9, "CHECKPOINT_NODE": 10}
+#: CollectiveCommType enum (et_def.proto)
+COLLECTIVE_TYPES = {"ALL_REDUCE": 0, "REDUCE": 1, "ALL_GATHER": 2, "GATHER": 3, "SCATTER": 4, "BROADCAST": 5,
+                    "ALL_TO_ALL": 6, "REDUCE_SCATTER": 7, "REDUCE_SCATTER_BLOCK": 8, "BARRIER": 9}
+
+# AttributeProto's oneof "value": (field name, number, scalar type or list message)
+_SCALARS = [("double", "TYPE_DOUBLE"), ("float", "TYPE_FLOAT"), ("int32", "TYPE_INT32"), ("int64", "TYPE_INT64"),
+            ("uint32", "TYPE_UINT32"), ("uint64", "TYPE_UINT64"), ("sint32", "TYPE_SINT32"),
+            ("sint64", "TYPE_SINT64"), ("fixed32", "TYPE_FIXED32"), ("fixed64", "TYPE_FIXED64"),
+            ("sfixed32", "TYPE_SFIXED32"), ("sfixed64", "TYPE_SFIXED64"), ("bool", "TYPE_BOOL"),
+            ("string", "TYPE_STRING"), ("bytes", "TYPE_BYTES")]
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read or replayed; the message names the file and the node."""
+
+
+def _protobuf():
+    try:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    except ImportError:
+        raise ImportError("reading or writing Chakra traces needs the protobuf runtime: "
+                          "pip install 'flowsolver[traces]' (or pip install protobuf)") from None
+    return descriptor_pb2, descriptor_pool, message_factory
+
+
+def _file_descriptor(descriptor_pb2):
+    F = descriptor_pb2.FieldDescriptorProto
+    fd = descriptor_pb2.FileDescriptorProto(name="flowsolver_chakra_et_def.proto", package="ChakraProtoMsg",
+                                            syntax="proto3")
+
+    def message(name, fields, oneof=None):
+        m = fd.message_type.add(name=name)
+        if oneof:
+            m.oneof_decl.add(name=oneof)
+        for fname, number, ftype, label, type_name, in_oneof in fields:
+            f = m.field.add(name=fname, number=number, type=getattr(F, ftype), label=getattr(F, label))
+            if type_name:
+                f.type_name = type_name
+            if in_oneof:
+                f.oneof_index = 0
+        return m
+
+    attr_fields = [("name", 1, "TYPE_STRING", "LABEL_OPTIONAL", "", False),
+                   ("doc_string", 2, "TYPE_STRING", "LABEL_OPTIONAL", "", False)]
+    for i, (kind, ftype) in enumerate(_SCALARS):
+        title = kind.capitalize() + "List"
+        attr_fields.append((f"{kind}_val", 3 + 2 * i, ftype, "LABEL_OPTIONAL", "", True))
+        attr_fields.append((f"{kind}_list", 4 + 2 * i, "TYPE_MESSAGE", "LABEL_OPTIONAL", f".ChakraProtoMsg.{title}",
+                            True))
+    message("AttributeProto", attr_fields, oneof="value")
+    for kind, ftype in _SCALARS:
+        message(kind.capitalize() + "List", [("values", 1, ftype, "LABEL_REPEATED", "", False)])
+    message("GlobalMetadata", [("version", 1, "TYPE_STRING", "LABEL_OPTIONAL", "", False),
+                               ("attr", 2, "TYPE_MESSAGE", "LABEL_REPEATED", ".ChakraProtoMsg.AttributeProto", False)])
+    message("IOInfo", [(n, i, "TYPE_STRING", "LABEL_OPTIONAL", "", False)
+                       for i, n in enumerate(("values", "shapes", "types"), 1)])
+    message("Node", [("id", 1, "TYPE_UINT64", "LABEL_OPTIONAL", "", False),
+                     ("name", 2, "TYPE_STRING", "LABEL_OPTIONAL", "", False),
+                     ("type", 3, "TYPE_ENUM", "LABEL_OPTIONAL", ".ChakraProtoMsg.NodeType", False),
+                     ("ctrl_deps", 4, "TYPE_UINT64", "LABEL_REPEATED", "", False),
+                     ("data_deps", 5, "TYPE_UINT64", "LABEL_REPEATED", "", False),
+                     ("start_time_micros", 6, "TYPE_UINT64", "LABEL_OPTIONAL", "", False),
+                     ("duration_micros", 7, "TYPE_UINT64", "LABEL_OPTIONAL", "", False),
+                     ("inputs", 8, "TYPE_MESSAGE", "LABEL_OPTIONAL", ".ChakraProtoMsg.IOInfo", False),
+                     ("outputs", 9, "TYPE_MESSAGE", "LABEL_OPTIONAL", ".ChakraProtoMsg.IOInfo", False),
+                     ("attr", 10, "TYPE_MESSAGE", "LABEL_REPEATED", ".ChakraProtoMsg.AttributeProto", False)])
+    for name, values in (("NodeType", NODE_TYPES), ("CollectiveCommType", COLLECTIVE_TYPES)):
+        enum = fd.enum_type.add(name=name)
+        for key, number in values.items():
+            enum.value.add(name=key, number=number)
+    return fd
+
+
+@lru_cache(maxsize=1)
+def messages():
+    """``(GlobalMetadata, Node, AttributeProto)`` message classes (needs ``protobuf``)."""
+    descriptor_pb2, descriptor_pool, message_factory = _protobuf()
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(_file_descriptor(descriptor_pb2))
+    if hasattr(message_factory, "GetMessageClass"):           # protobuf >= 4.22
+        make = message_factory.GetMessageClass
+    else:
+        make = message_factory.MessageFactory(pool).GetPrototype
+    get = lambda name: make(pool.FindMessageTypeByName(f"ChakraProtoMsg.{name}"))  # noqa: E731
+    return get("GlobalMetadata"), get("Node"), get("AttributeProto")
+
+
+def _varint(data: bytes, pos: int):
+    """(value, next position) of the varint at ``pos``, or (None, pos) when it is cut off."""
+    value, shift = 0, 0
+    while pos < len(data):
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            return None, pos
+    return None, pos
+
+
+def _bytes_of(path) -> bytes:
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if data[:2] == b"\x1f\x8b":                    # gzip magic
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as err:
+            raise TraceError(f"{path}: not a readable gzip file ({err})") from None
+    return data
+
+
+def read_stream(path):
+    """``(metadata, nodes)`` of one Chakra ET file (plain or gzipped): its GlobalMetadata and
+    its Node messages in file order. A truncated or undecodable message is a
+    :class:`TraceError` naming the file, the message's index and byte offset."""
+    GlobalMetadata, Node, _ = messages()
+    from google.protobuf.message import DecodeError
+
+    data, pos, out = _bytes_of(path), 0, []
+    metadata = None
+    while pos < len(data):
+        start = pos
+        length, pos = _varint(data, pos)
+        what = "GlobalMetadata" if metadata is None else f"node message {len(out)}"
+        if length is None or pos + length > len(data):
+            raise TraceError(f"{path}: {what} at byte {start} is truncated (the file ends inside it)")
+        msg = GlobalMetadata() if metadata is None else Node()
+        try:
+            msg.ParseFromString(data[pos:pos + length])
+        except DecodeError as err:
+            raise TraceError(f"{path}: {what} at byte {start} cannot be decoded ({err})") from None
+        pos += length
+        if metadata is None:
+            metadata = msg
+        else:
+            out.append(msg)
+    if metadata is None:
+        raise TraceError(f"{path}: empty file (a Chakra trace starts with a GlobalMetadata message)")
+    return metadata, out
+
+
+def _prefixed(buffer, msg):
+    body = msg.SerializeToString()
+    n = len(body)
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        buffer.write(bytes([byte | (0x80 if n else 0)]))
+        if not n:
+            break
+    buffer.write(body)
+
+
+def write_stream(path, metadata, nodes, *, compress: bool = False) -> None:
+    """Write one Chakra ET file: ``metadata`` then every node, each prefixed by its length
+    as a varint; gzipped when ``compress``."""
+    buffer = io.BytesIO()
+    _prefixed(buffer, metadata)
+    for node in nodes:
+        _prefixed(buffer, node)
+    data = buffer.getvalue()
+    with open(path, "wb") as fh:
+        fh.write(gzip.compress(data, mtime=0) if compress else data)

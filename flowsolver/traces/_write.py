@@ -1,0 +1,81 @@
+"""A :class:`Workload` written as a Chakra execution trace: one ET file per rank and
+ASTRA-sim's communicator-group file, readable by :func:`read_chakra` and by ASTRA-sim."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ._chakra import GROUP_FILE, OPS_OF_CHAKRA
+from ._schema import NODE_TYPES, SCHEMA_VERSION, messages, write_stream
+from ._workload import COLLECTIVE, COMPUTE, DELAY, SEND, Workload
+
+__all__ = ["write_chakra"]
+
+_CHAKRA_OF_OP = {op: number for number, op in OPS_OF_CHAKRA.items() if number != 8}   # not REDUCE_SCATTER_BLOCK
+_TYPE_OF_KIND = {COMPUTE: NODE_TYPES["COMP_NODE"], DELAY: NODE_TYPES["COMP_NODE"],
+                 COLLECTIVE: NODE_TYPES["COMM_COLL_NODE"], SEND: NODE_TYPES["COMM_SEND_NODE"],
+                 "recv": NODE_TYPES["COMM_RECV_NODE"]}
+
+
+def _micros(trace) -> list:
+    """Integer microseconds per node (Chakra's ``duration_micros``), rounded so that the sum
+    over any prefix of a rank's nodes is within 0.5 us of the exact sum: the rounding
+    errors do not add up along a rank's chain of work."""
+    out, exact, written = [], 0.0, 0
+    for node in trace.nodes:
+        exact += node.duration
+        value = max(0, round(exact * 1e6) - written)
+        written += value
+        out.append(value)
+    return out
+
+
+def _node_message(Node, node, micros, rank, ids):
+    msg = Node(id=ids[node.id], name=node.name, type=_TYPE_OF_KIND[node.kind], duration_micros=micros)
+    msg.data_deps.extend(ids[d] for d in node.deps)
+    msg.attr.add(name="is_cpu_op", bool_val=node.kind == DELAY)
+    if node.kind == COMPUTE and node.flops > 0:
+        msg.attr.add(name="num_ops", int64_val=int(round(node.flops)))
+    if node.kind == COLLECTIVE:
+        msg.attr.add(name="comm_type", int64_val=_CHAKRA_OF_OP[node.op])
+        msg.attr.add(name="comm_size", int64_val=int(round(node.bytes)))
+        if node.group:
+            msg.attr.add(name="pg_name", string_val=node.group)
+    elif node.kind in (SEND, "recv"):
+        src, dst = (rank, node.peer) if node.kind == SEND else (node.peer, rank)
+        msg.attr.add(name="comm_src", int64_val=src)
+        msg.attr.add(name="comm_dst", int64_val=dst)
+        msg.attr.add(name="comm_size", int64_val=int(round(node.bytes)))
+        msg.attr.add(name="comm_tag", int64_val=node.tag)
+    return msg
+
+
+def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress: bool = False) -> list:
+    """Write ``workload`` as a Chakra ET trace in ``folder`` (created if needed):
+    ``PREFIX.<rank>.et`` (``.et.gz`` when ``compress``) per rank, node ids renumbered 0 ...
+    in node order, and ``comm_group.json`` (process group -> ranks, ASTRA-sim's
+    ``--comm-group-configuration``). Durations go to ``duration_micros`` (integer
+    microseconds, rounded without accumulating error along a rank), FLOPs to ``num_ops``,
+    bytes to ``comm_size``. Returns the files written. Needs ``protobuf``.
+
+    ASTRA-sim reads it with ``--workload-configuration=FOLDER/PREFIX
+    --comm-group-configuration=FOLDER/comm_group.json``.
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError(f"workload must be a flowsolver.traces.Workload, got {type(workload).__name__}")
+    GlobalMetadata, Node, _ = messages()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    bad = [g for g in workload.groups if not g.isdigit() or g == "0"]
+    if bad:
+        raise ValueError(f"process group names must be integers >= 1 for ASTRA-sim (\"0\" is every rank), got {bad[:4]}")
+    files = []
+    for trace in workload.ranks:
+        ids = {node.id: k for k, node in enumerate(trace.nodes)}
+        nodes = [_node_message(Node, node, us, trace.rank, ids) for node, us in zip(trace.nodes, _micros(trace))]
+        path = folder / f"{prefix}.{trace.rank}.et{'.gz' if compress else ''}"
+        write_stream(path, GlobalMetadata(version=SCHEMA_VERSION), nodes, compress=compress)
+        files.append(path)
+    (folder / GROUP_FILE).write_text(json.dumps({k: list(v) for k, v in workload.groups.items()}))
+    return files

@@ -1,0 +1,106 @@
+"""SimAI workload files (written here in SimAI's format) read and replayed; the
+``flowsolver replay`` command on them and on a Chakra trace."""
+
+import json
+
+import pytest
+
+import topologies as tp
+from flowsolver import collective
+from flowsolver.cli import main
+from flowsolver.traces import TraceError, read_simai_workload, replay
+
+HEADER = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: {tp} ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: {n} " \
+         "checkpoints: 0 checkpoint_initiates: 0"
+
+
+def _file(tmp_path, rows, *, tp_=8, n=8):
+    path = tmp_path / "workload.txt"
+    path.write_text("\n".join([HEADER.format(tp=tp_, n=n), str(len(rows))] + rows) + "\n")
+    return path
+
+
+def test_a_tp_layer_computes_then_all_reduces_in_its_tp_group(tmp_path):
+    # SimAI's microAllReduce example: 556 us of forward compute, then a 512 MiB all-reduce
+    path = _file(tmp_path, ["embedding_layer     -1 556000  ALLREDUCE   536870912      1       NONE 0        1      "
+                            "NONE   0      1"])
+    g = tp.rail_optimized(1)
+    res = replay(g, read_simai_workload(path))
+    ar = collective(g, "all_reduce", 536870912).time
+    assert res.iteration_time == pytest.approx(556e-6 + ar + 2e-9, rel=1e-9)
+
+
+def test_weight_gradients_reduce_in_the_dp_group_beside_the_backward(tmp_path):
+    size = 2**28
+    # two layers; layer 1's gradients (reduced first) hide behind layer 0's backward compute
+    rows = [f"l0 -1 1000000 NONE 0 2000000 NONE 0 3000000 ALLREDUCE {size} 1",
+            f"l1 -1 1000000 NONE 0 2000000 NONE 0 3000000 ALLREDUCE {size} 1"]
+    g = tp.rail_optimized(2)
+    w = read_simai_workload(_file(tmp_path, rows, n=16))
+    assert {c.ranks for c in w.comms} == {(t, 8 + t) for t in range(8)}       # DP groups: one rail each
+    res = replay(g, w)
+    dp = collective(g, "all_reduce", size, ranks=[0, 8]).time
+    # forward 2 ms; backward l1 5 ms; l1's reduction runs during l0's 5 ms, l0's after it (in order)
+    expected = 2e-3 + 5e-3 + max(5e-3, dp) + dp
+    assert res.iteration_time == pytest.approx(expected, rel=1e-9)
+
+
+def test_gradient_accumulation_reduces_once_after_the_last_microbatch(tmp_path):
+    size = 2**26
+    path = tmp_path / "w.txt"
+    path.write_text(HEADER.format(tp=8, n=16).replace("ga: 1", "ga: 2") +
+                    f"\n1\nlayer -1 1000000 NONE 0 1000000 NONE 0 1000000 ALLREDUCE {size} 1\n")
+    g = tp.rail_optimized(2)
+    w = read_simai_workload(path)
+    assert len(w.comms) == 8                                  # one per DP group, not per microbatch
+    res = replay(g, w)
+    dp = collective(g, "all_reduce", size, ranks=[0, 8]).time
+    assert res.iteration_time == pytest.approx(2 * 3e-3 + dp, rel=1e-9)
+
+
+def test_pipeline_stages_pass_pp_comm_bytes_forward_and_back(tmp_path):
+    size = 2**26
+    path = tmp_path / "w.txt"
+    path.write_text(f"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 2 vpp: 1 ga: 1 "
+                    f"all_gpus: 2 checkpoints: 0 checkpoint_initiates: 0 pp_comm {size}\n1\n"
+                    "layer -1 1000000 NONE 0 1000000 NONE 0 1000000 NONE 0 100\n")
+    g = tp.rail_optimized(1)
+    res = replay(g, read_simai_workload(path))
+    p2p = collective(g, "send_recv", size, ranks=[0, 1]).time
+    # stage 0 forward, activations over, stage 1 forward and backward, gradients back, stage 0 backward
+    assert res.iteration_time == pytest.approx(1e-3 + p2p + 3e-3 + p2p + 2e-3, rel=1e-9)
+    assert [p.rank for p in res.critical_path if p.kind == "compute" and p.end > p.start] == [0, 1, 1, 1, 0, 0]
+
+
+@pytest.mark.parametrize("text, match", [
+    ("HYBRID_TRANSFORMER model_parallel_NPU_group: 8\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "all_gpus"),
+    (HEADER.format(tp=8, n=8) + "\n2\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", r"line 4: missing"),
+    (HEADER.format(tp=8, n=8) + "\n1\nx -1 1 BROADCASTX 64 1 NONE 0 1 NONE 0 1", r"line 3: comm type 'BROADCASTX'"),
+    (HEADER.format(tp=3, n=8) + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", r"tp \(3\) x pp \(1\) must divide"),
+])
+def test_bad_simai_files_name_the_line(tmp_path, text, match):
+    path = tmp_path / "w.txt"
+    path.write_text(text)
+    with pytest.raises(TraceError, match=match):
+        read_simai_workload(path)
+
+
+def test_the_replay_command_on_a_simai_file_and_on_a_chakra_trace(tmp_path, capsys):
+    path = _file(tmp_path, ["layer -1 556000 ALLREDUCE 536870912 1 NONE 0 1 NONE 0 1"])
+    assert main(["replay", str(path), "--nodes", "1", "--json", "--chrome", str(tmp_path / "t.json")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ar = collective(tp.rail_optimized(1), "all_reduce", 536870912).time
+    assert out["summary"]["iteration_time_s"] == pytest.approx(556e-6 + ar + 2e-9, rel=1e-9)
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    pytest.importorskip("google.protobuf")
+    from flowsolver.traces import write_chakra
+
+    write_chakra(read_simai_workload(path), tmp_path / "et")
+    assert main(["replay", str(tmp_path / "et"), "--nodes", "1", "--json"]) == 0
+    # the same workload through Chakra files: durations in whole microseconds (the 1 ns rounds away)
+    again = json.loads(capsys.readouterr().out)["summary"]["iteration_time_s"]
+    assert again == pytest.approx(556e-6 + ar, abs=1e-6)
+    assert main(["replay", str(tmp_path / "et"), "--nodes", "1"]) == 0
+    assert f"iteration {again * 1e3:.3f} ms" in capsys.readouterr().out
+    assert main(["replay", str(tmp_path / "missing"), "--nodes", "1"]) == 2
+    assert "no Chakra trace files" in capsys.readouterr().err

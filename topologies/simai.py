@@ -1,0 +1,310 @@
+"""SimAI's topology file (what its ``gen_Topo_Template.py`` writes and its ns-3 backend reads)
+as a cluster graph, and cluster graphs written in that format.
+
+The format (whitespace-separated)::
+
+    node_num gpus_per_server nvswitch_num switch_num link_num gpu_type
+    <nvswitch_num NVSwitch ids> <switch_num switch ids>
+    src dst rate delay error_rate          (link_num lines, e.g. "0 16 400Gbps 0.0005ms 0")
+
+Every node id not listed as a switch is a GPU (SimAI's "server" node: the GPU and its NIC);
+a link is full duplex at ``rate`` (an ns-3 DataRate: ``Gbps``, ``Mbps``, ...) with ``delay``
+(an ns-3 Time: ``ms``, ``us``, ``ns``, ...).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections import Counter, deque
+from pathlib import Path
+
+import networkx as nx
+
+from ._graph import compute_fabric, finish
+from ._validate import validate
+from .analysis import gpus as ranked_gpus
+from .servers import get_gpu
+
+__all__ = ["from_simai", "to_simai"]
+
+# ns-3 DataRate units (src/network/utils/data-rate.cc): bit-based SI, "B" = bytes.
+_RATE = {"bps": 1, "kbps": 1e3, "Kbps": 1e3, "Mbps": 1e6, "Gbps": 1e9, "Tbps": 1e12,
+         "Bps": 8, "KBps": 8e3, "MBps": 8e6, "GBps": 8e9}
+# ns-3 Time units (src/core/model/nstime.h)
+_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12}
+# SimAI's GPU type names (its topology generator and ns-3 backend: A100, A800, H100, H800)
+# -> the catalogue's compute figures. A800 and H800 are A100 and H100 with less NVLink
+# bandwidth (NVIDIA export variants); the file carries the link rates itself.
+_GPU_TYPES = {"A100": "a100_sxm", "A800": "a100_sxm", "H100": "h100_sxm", "H800": "h100_sxm",
+              "H20": "h100_sxm", "B200": "b200", "GB200": "gb200"}
+_WRITE_TYPES = {"a100_sxm": "A100", "h100_sxm": "H100", "h100_pcie": "H100", "b200": "B200",
+                "gb200": "GB200"}
+
+
+def _quantity(text, units, what, where):
+    match = re.fullmatch(r"([0-9.eE+-]+)\s*([A-Za-z]+)", text)
+    if not match or match.group(2) not in units:
+        raise ValueError(f"{where}: {what} {text!r} is not a number with a unit "
+                         f"({', '.join(units)})")
+    return float(match.group(1)) * units[match.group(2)]
+
+
+def _read_header(lines, where):
+    head = lines[0].split()
+    if len(head) not in (6, 7) or not all(t.isdigit() for t in head[:5]):
+        raise ValueError(f"{where} line 1: expected 'node_num gpus_per_server nvswitch_num "
+                         f"switch_num link_num gpu_type', got {lines[0].strip()!r}")
+    nodes, per_server, n_nvs, n_sw, n_links = map(int, head[:5])
+    tokens, row = [], 1
+    while len(tokens) < n_nvs + n_sw and row < len(lines):
+        tokens += lines[row].split()
+        row += 1
+    if len(tokens) != n_nvs + n_sw or not all(t.isdigit() for t in tokens):
+        raise ValueError(f"{where}: expected {n_nvs} NVSwitch and {n_sw} switch ids after the "
+                         f"header, got {' '.join(tokens[:12])!r}")
+    ids = [int(t) for t in tokens]
+    bad = [i for i in ids if i >= nodes]
+    if bad or len(set(ids)) != len(ids):
+        raise ValueError(f"{where}: switch ids must be distinct and < node_num {nodes}, got {ids[:12]}")
+    return (nodes, per_server, head[5]), ids[:n_nvs], ids[n_nvs:], n_links, row
+
+
+def from_simai(path, *, gpu=None) -> nx.DiGraph:
+    """Read a SimAI topology file into a cluster graph.
+
+    GPU ``k`` (the ``k``-th id not listed as a switch) is ``"s{k // gpus_per_server}/gpu{j}"``;
+    each of its links to a switch goes through a NIC node of its server at the link's rate
+    (SimAI's GPU node holds its NIC); switches are ``"sw{id}"`` with tier and role from their
+    distance to the GPUs (``leaf``, ``spine``, ``core``), NVSwitches ``"nvs{id}"``.
+
+    Parameters
+    ----------
+    path : str or Path
+        The topology file.
+    gpu : str or GpuSpec, optional
+        GPU type; default from the header's type name (``H100``, ``A100``, ...).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> text = "4 2 1 1 4 H100\\n2 3\\n0 2 2880Gbps 0.000025ms 0\\n1 2 2880Gbps 0.000025ms 0\\n" \\
+    ...        "0 3 400Gbps 0.0005ms 0\\n1 3 400Gbps 0.0005ms 0\\n"
+    >>> path = os.path.join(tempfile.mkdtemp(), "topo")
+    >>> _ = open(path, "w").write(text)
+    >>> g = from_simai(path)
+    >>> g["s0/gpu1"]["nvs2"]["capacity"] / 1e9, g["s0/nic1"]["sw3"]["capacity"] / 1e9
+    (360.0, 50.0)
+    """
+    path = Path(path)
+    try:
+        lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    except OSError as err:
+        raise ValueError(f"path: cannot read {path} ({err})") from None
+    if not lines:
+        raise ValueError(f"{path}: empty file")
+    where = str(path)
+    (nodes, per_server, type_name), nvswitches, switches, n_links, row = _read_header(lines, where)
+    if per_server < 1:
+        raise ValueError(f"{where} line 1: gpus_per_server must be >= 1, got {per_server}")
+    if gpu is None and type_name not in _GPU_TYPES:
+        raise ValueError(f"{where}: GPU type {type_name!r} is not one of {', '.join(_GPU_TYPES)}; "
+                         "pass gpu=... (e.g. 'h100_sxm')")
+    gpu_name = get_gpu(gpu if gpu is not None else _GPU_TYPES[type_name]).name
+    links = [_link(ln, row + i + 1, nodes, where) for i, ln in enumerate(lines[row:])]
+    if len(links) != n_links:
+        raise ValueError(f"{where}: the header announces {n_links} links, the file has {len(links)}")
+    g = _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where)
+    params = dict(source=where, gpus_per_server=per_server, gpu_type=type_name)
+    validate(g)
+    return finish(g, "simai", params, bisection=None, bisection_method="", network_diameter=None)
+
+
+def _link(line, number, nodes, where):
+    parts = line.split()
+    if len(parts) != 5 or not parts[0].isdigit() or not parts[1].isdigit():
+        raise ValueError(f"{where} line {number}: expected 'src dst rate delay error_rate', "
+                         f"got {line.strip()!r}")
+    a, b = int(parts[0]), int(parts[1])
+    if a >= nodes or b >= nodes or a == b:
+        raise ValueError(f"{where} line {number}: link {a} -> {b} needs two distinct node ids "
+                         f"< node_num {nodes}")
+    rate = _quantity(parts[2], _RATE, "rate", f"{where} line {number}") / 8
+    delay = _quantity(parts[3], _TIME, "delay", f"{where} line {number}")
+    if rate <= 0 or delay < 0:
+        raise ValueError(f"{where} line {number}: rate must be > 0 and delay >= 0")
+    return a, b, rate, delay, parts[4]
+
+
+def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
+    kind = {i: "nvswitch" for i in nvswitches} | {i: "switch" for i in switches}
+    gpu_ids = [i for i in range(nodes) if i not in kind]
+    rank = {i: k for k, i in enumerate(gpu_ids)}
+    name = {i: f"s{k // per_server}/gpu{k % per_server}" for i, k in rank.items()}
+    name.update({i: f"nvs{i}" for i in nvswitches} | {i: f"sw{i}" for i in switches})
+    g = nx.DiGraph()
+    for i, k in rank.items():
+        g.add_node(name[i], kind="gpu", tier=0, rank=k, server=k // per_server,
+                   local_rank=k % per_server, gpu_type=gpu_name)
+    for i in nvswitches:
+        g.add_node(name[i], kind="nvswitch", tier=0)
+    for i in switches:
+        g.add_node(name[i], kind="switch", role="switch", tier=1)
+    nics = Counter()
+    notes = []
+    for a, b, rate, delay, error in links:
+        if kind.get(a) == "switch" and b in rank:
+            a, b = b, a
+        if error not in ("0", "0.0"):
+            notes.append(f"error rate {error} of link {a} - {b} ignored")
+        if a in rank and kind.get(b) == "switch":
+            server = rank[a] // per_server
+            nic = f"s{server}/nic{nics[server]}"
+            nics[server] += 1
+            g.add_node(nic, kind="nic", tier=0, server=server, rail=nics[server] - 1, role="compute")
+            g.nodes[name[a]].setdefault("rail", nics[server] - 1)
+            _cable(g, name[a], nic, rate, 0.0, "pcie_simai", "pcie")
+            _cable(g, nic, name[b], rate, delay, "simai", "access")
+        elif "nvswitch" in (kind.get(a), kind.get(b)) or (a in rank and b in rank):
+            _cable(g, name[a], name[b], rate, delay, "nvlink_simai", "nvlink")
+        else:
+            _cable(g, name[a], name[b], rate, delay, "simai", "fabric")
+    _nvswitch_servers(g)
+    _switch_tiers(g)
+    several = [n for n, d in g.nodes(data=True) if d["kind"] == "gpu"
+               and sum(g.nodes[v]["kind"] == "nic" for v in g.successors(n)) > 1]
+    if several:
+        notes.append(f"{len(several)} GPU(s) with several switch links (e.g. {several[0]}): their "
+                     "traffic leaves through the first (its rail)")
+    g.graph["notes"] = notes
+    return g
+
+
+def _cable(g, u, v, rate, delay, tech, tier):
+    if g.has_edge(u, v):       # a repeated link is a parallel cable
+        for a, b in ((u, v), (v, u)):
+            g[a][b]["capacity"] += rate
+            g[a][b]["cables"] += 1
+        return
+    attrs = dict(capacity=rate, latency=delay, tech=tech, tier=tier, cables=1)
+    g.add_edge(u, v, **attrs)
+    g.add_edge(v, u, **attrs)
+
+
+def _nvswitch_servers(g):
+    """An NVSwitch whose GPUs all sit in one server belongs to that server."""
+    for n, d in g.nodes(data=True):
+        if d["kind"] == "nvswitch":
+            servers = {g.nodes[v].get("server") for v in g.successors(n) if g.nodes[v]["kind"] == "gpu"}
+            if len(servers) == 1:
+                d["server"] = servers.pop()
+
+
+def _switch_tiers(g):
+    """Switch tier = hops from the nearest NIC or GPU (1 leaf, 2 spine, 3 core)."""
+    level = {n: 1 for n, d in g.nodes(data=True) if d["kind"] == "switch"
+             and any(g.nodes[v]["kind"] in ("nic", "gpu") for v in g.successors(n))}
+    queue = deque(level)
+    while queue:
+        n = queue.popleft()
+        for v in g.successors(n):
+            if g.nodes[v]["kind"] == "switch" and v not in level:
+                level[v] = level[n] + 1
+                queue.append(v)
+    roles = {1: "leaf", 2: "spine", 3: "core"}
+    for n, t in level.items():
+        g.nodes[n].update(tier=t, role=roles.get(t, f"tier{t}"))
+
+
+def to_simai(g: nx.DiGraph, path, *, gpu_type: str | None = None) -> Path:
+    """Write a cluster graph as a SimAI topology file (to cross-check with SimAI's ns-3 backend).
+
+    GPUs get ids ``0 ... n-1`` in rank order, then the NVSwitches, then the switches. SimAI's
+    GPU node holds its NIC, so a GPU's NIC becomes a link from the GPU to each switch the
+    NIC is cabled to, at the slower of the cable and the GPU's path to the NIC (PCIe), with
+    both latencies; PCIe switches and CPUs are not in the format and are left out (with a
+    warning). Links are written in id order, rates in Gbps, delays in ns (both to 12
+    significant digits), error rate 0; a failed link
+    (capacity 0) is left out. Front-end and storage networks are not written.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A cluster graph (every GPU with its own NIC, or cabled directly).
+    path : str or Path
+        The file to write.
+    gpu_type : str, optional
+        SimAI's GPU type name (``"H100"``, ``"A100"``, ...); default from the GPUs' type.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from topologies import rail_optimized
+    >>> p = to_simai(rail_optimized(2), os.path.join(tempfile.mkdtemp(), "topo"))
+    >>> open(p).readline().split()    # 16 GPUs, 2 NVSwitches, 8 leaves + 1 spine; 16 + 16 + 8 links
+    ['27', '8', '2', '9', '40', 'H100']
+    """
+    core = compute_fabric(validate(g))
+    gpus = ranked_gpus(core)
+    stray = [n for n, d in core.nodes(data=True) if d["kind"] == "storage"]
+    if stray:
+        raise ValueError(f"g: storage node {stray[0]!r} on the compute fabric has no SimAI node type")
+    nvs = [n for n, d in core.nodes(data=True) if d["kind"] == "nvswitch"]
+    sws = [n for n, d in core.nodes(data=True) if d["kind"] == "switch"]
+    ids = {n: i for i, n in enumerate(gpus + nvs + sws)}
+    links = [(ids[u], ids[v], min(d["capacity"], core[v][u]["capacity"]), d.get("latency", 0.0))
+             for u, v, d in core.edges(data=True) if u in ids and v in ids and ids[u] < ids[v]]
+    links += _nic_links(core, gpus, ids)
+    dropped = sorted({d["kind"] for _, d in core.nodes(data=True) if d["kind"] in ("pcie_switch", "cpu")})
+    if dropped:
+        warnings.warn(f"to_simai: {', '.join(dropped)} nodes are not in SimAI's format; GPU paths "
+                      "through them are left out (NIC links keep their PCIe rate)", stacklevel=2)
+    failed = [x for x in links if x[2] <= 0]
+    if failed:
+        warnings.warn(f"to_simai: {len(failed)} failed link(s) (capacity 0) left out", stacklevel=2)
+    links = [x for x in links if x[2] > 0]
+    per_server = Counter(core.nodes[n].get("server") for n in gpus)
+    type_name = gpu_type or _simai_type(core, gpus)
+    lines = [f"{len(ids)} {max(per_server.values())} {len(nvs)} {len(sws)} {len(links)} {type_name}",
+             " ".join(str(ids[n]) for n in nvs + sws)]
+    # 12 significant digits: what was read is written back unchanged
+    lines += [f"{a} {b} {rate * 8 / 1e9:.12g}Gbps {lat * 1e9:.12g}ns 0" for a, b, rate, lat in sorted(links)]
+    path = Path(path)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _simai_type(g, gpus) -> str:
+    types = {g.nodes[n].get("gpu_type") for n in gpus}
+    if len(types) != 1 or next(iter(types)) not in _WRITE_TYPES:
+        raise ValueError(f"gpu_type: GPU type(s) {sorted(map(str, types))} have no SimAI name; "
+                         f"pass gpu_type=... ({', '.join(sorted(set(_WRITE_TYPES.values())))})")
+    return _WRITE_TYPES[types.pop()]
+
+
+def _nic_links(g, gpus, ids):
+    """(gpu id, switch id, rate, latency) for every compute NIC's cable to a switch."""
+    out = []
+    by_rail = {(g.nodes[n].get("server"), g.nodes[n].get("rail")): n for n in reversed(gpus)}
+    taken: dict = {}
+    inside = g.subgraph(n for n, x in g.nodes(data=True) if x["kind"] != "switch")
+    for nic, d in g.nodes(data=True):
+        if d["kind"] != "nic":
+            continue
+        owner = by_rail.get((d.get("server"), d.get("rail")))
+        if owner is None:
+            raise ValueError(f"g: NIC {nic!r} serves no GPU (no GPU of server {d.get('server')} "
+                             f"on rail {d.get('rail')}); SimAI gives every GPU its own NIC")
+        if owner in taken:
+            raise ValueError(f"g: GPU {owner!r} has NICs {taken[owner]!r} and {nic!r}; SimAI "
+                             "gives every GPU one NIC (write a server with one NIC per GPU)")
+        taken[owner] = nic
+        path = nx.shortest_path(inside, owner, nic)
+        hops = list(zip(path, path[1:]))
+        rate = min(min(g[u][v]["capacity"], g[v][u]["capacity"]) for u, v in hops)
+        lat = sum(g[u][v].get("latency", 0.0) for u, v in hops)
+        for sw in g.successors(nic):
+            if g.nodes[sw]["kind"] == "switch":
+                cable = min(g[nic][sw]["capacity"], g[sw][nic]["capacity"])
+                out.append((ids[owner], ids[sw], min(rate, cable), lat + g[nic][sw].get("latency", 0.0)))
+    return out
