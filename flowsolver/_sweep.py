@@ -282,8 +282,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         ``g``; ``dims``, ``wrap``), ``link``, ``server``, ``oversubscription``,
         ``fail_fraction`` and ``seed`` (switch cables failed at random; routes avoid them),
         ``policy``, ``subflows``; collectives: ``op``, ``size`` (bytes), ``algorithm``,
-        ``channels``; training: ``model``, ``tp``, ``pp``, ``dp``, ``ep``, ``global_batch``,
-        ``micro_batch``, ``zero``, ``dp_overlap``, ``compute_efficiency``, ``precision``. Missing ones take ``DEFAULTS``.
+        ``channels``; training: ``model``, ``tp``, ``pp``, ``dp``, ``ep``, ``cp``, ``vp``,
+        ``global_batch``, ``micro_batch``, ``zero``, ``dp_overlap``, ``compute_efficiency``,
+        ``precision``. Missing ones take ``DEFAULTS``.
     out : str or Path, optional
         ``.csv`` or ``.parquet`` file the rows stream to (rewritten after every batch).
     resume : bool
