@@ -37,7 +37,8 @@ COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fra
 #: parameters whose value is itself a list: a flat list is one value, a list of lists a sweep
 LIST_VALUED = ("dims", "ranks")
 COLLECTIVE_KEYS = ("op", "size", "algorithm", "channels")
-TRAIN_KEYS = ("model", "tp", "pp", "dp", "ep", "global_batch", "micro_batch", "zero", "dp_overlap", "mfu")
+TRAIN_KEYS = ("model", "tp", "pp", "dp", "ep", "cp", "vp", "global_batch", "micro_batch", "zero", "dp_overlap",
+              "compute_efficiency", "precision")
 #: result columns and their types; each is named as the result field it copies
 #: (CollectiveResult.time / algbw / busbw, StepResult.step_time / tokens_per_s / speedup /
 #: comm_overhead; ``chosen_algorithm`` is the result's ``algorithm``, since the parameter
@@ -50,8 +51,9 @@ COLLECTIVE_METRICS = ("time", "algbw", "busbw")
 TRAIN_METRICS = ("step_time", "tokens_per_s", "speedup", "comm_overhead")
 DEFAULTS = dict(task="collective", family="rail_optimized", link="ib_ndr", server=None, oversubscription=1.0,
                 fail_fraction=0.0, seed=0, policy="ecmp", subflows=1, ranks=None, op="all_reduce", size=2**30,
-                algorithm="auto", channels=None, model="llama-3-70b", tp=8, pp=1, dp=None, ep=1,
-                global_batch=None, micro_batch=1, zero=1, dp_overlap=1.0, mfu=None)
+                algorithm="auto", channels=None, model="llama-3-70b", tp=8, pp=1, dp=None, ep=1, cp=1, vp=1,
+                global_batch=None, micro_batch=1, zero=1, dp_overlap=1.0, compute_efficiency=None,
+                precision="bf16")
 
 
 def expand_grid(grid) -> list:
@@ -132,11 +134,12 @@ def _metrics_collective(r, g) -> dict:
 
 
 def _run_train(s, g) -> dict:
-    kw = {k: s[k] for k in ("tp", "pp", "dp", "ep", "micro_batch", "zero", "dp_overlap") if s[k] is not None}
+    kw = {k: s[k] for k in ("tp", "pp", "dp", "ep", "cp", "vp", "micro_batch", "zero", "dp_overlap", "precision")
+          if s[k] is not None}
     if s["global_batch"] is not None:
         kw["global_batch"] = int(s["global_batch"])
-    if s["mfu"] is not None:
-        kw["mfu"] = float(s["mfu"])
+    if s["compute_efficiency"] is not None:
+        kw["compute_efficiency"] = float(s["compute_efficiency"])
     r = training_step(g, model=s["model"], ranks=s["ranks"], collective_options=dict(policy=s["policy"]), **kw)
     worst = max(r.phases.values(), key=lambda p: p.exposed) if r.phases else None
     return dict(status=Status.OK.label, error="", gpus=r.gpus, step_time=r.step_time,
@@ -279,8 +282,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         ``g``; ``dims``, ``wrap``), ``link``, ``server``, ``oversubscription``,
         ``fail_fraction`` and ``seed`` (switch cables failed at random; routes avoid them),
         ``policy``, ``subflows``; collectives: ``op``, ``size`` (bytes), ``algorithm``,
-        ``channels``; training: ``model``, ``tp``, ``pp``, ``dp``, ``ep``, ``global_batch``,
-        ``micro_batch``, ``zero``, ``dp_overlap``, ``mfu``. Missing ones take ``DEFAULTS``.
+        ``channels``; training: ``model``, ``tp``, ``pp``, ``dp``, ``ep``, ``cp``, ``vp``,
+        ``global_batch``, ``micro_batch``, ``zero``, ``dp_overlap``, ``compute_efficiency``,
+        ``precision``. Missing ones take ``DEFAULTS``.
     out : str or Path, optional
         ``.csv`` or ``.parquet`` file the rows stream to (rewritten after every batch).
     resume : bool

@@ -43,8 +43,8 @@ def test_numpy_scalars_are_numbers(two_servers):
     assert numpy.time == plain.time
     assert collective(g, "all_reduce", np.float32(2**26), algorithm="ring", channels=2).time == plain.time
     a = training_step(g, model="llama-3-8b", tp=np.int64(8), dp=np.int64(2), global_batch=np.int64(16),
-                      mfu=np.float64(0.4))
-    b = training_step(g, model="llama-3-8b", tp=8, dp=2, global_batch=16, mfu=0.4)
+                      compute_efficiency=np.float64(0.4))
+    b = training_step(g, model="llama-3-8b", tp=8, dp=2, global_batch=16, compute_efficiency=0.4)
     assert a.step_time == b.step_time
     with pytest.raises(ValueError, match=r"channels must be an integer >= 1, got 2.5"):
         collective(g, "all_reduce", 2**20, channels=2.5)

@@ -71,7 +71,7 @@ def test_train_and_its_formats(capsys):
     data = json.loads(capsys.readouterr().out)
     assert {p["phase"] for p in data["phases"]} == {"tp", "dp"} and 0 < data["summary"]["comm_overhead"] < 1
     assert main(argv + ["--tp", "3"]) == 2
-    assert "tp * pp * dp must equal the GPU count 16" in capsys.readouterr().err
+    assert "tp * cp * pp must divide the GPU count 16" in capsys.readouterr().err
 
 
 def test_sweep_from_toml(tmp_path, capsys):

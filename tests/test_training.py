@@ -10,19 +10,32 @@ H100 = 989e12           # dense bf16 peak, H100 SXM datasheet
 NDR = 47e9              # measured per-NIC rate (catalogue)
 
 
+def _flops_per_token(layers, h, ffn, kv_dim, vocab, seq, recompute_attention=True):
+    """Executed training FLOPs per token from the shape: 6 x weights of each layer, 6 h s of
+    causal attention (x 4/3 with the scores recomputed), 6 V h of logits."""
+    weights = 2 * h * h + 2 * h * kv_dim + 3 * h * ffn
+    attention = 6 * h * seq * (4 / 3 if recompute_attention else 1)
+    return layers * (6 * weights + attention), 6 * vocab * h
+
+
 def test_ideal_network_gives_the_gpu_count_and_the_compute_formula():
     g = cluster("ideal", nodes=2)
     zero = dict(step_latency=0.0, base_latency=0.0)
     r = training_step(g, model="llama-3-8b", tp=8, global_batch=64, collective_options=zero)
     assert r.speedup == pytest.approx(16, rel=1e-6)
-    # compute: tokens x (6 N + 12 L h s) / (GPUs x peak x MFU)
-    m = get_model("llama-3-8b")
-    flops = 6 * m.params + 12 * 32 * 4096 * 8192
-    assert r.compute_time == pytest.approx(64 * 8192 * flops / (16 * H100 * 0.43), rel=1e-9)
-    # a 1F1B pipeline of pp stages idles (pp - 1) of m + pp - 1 microbatch slots
+    # compute: tokens x executed FLOPs / (GPUs x peak x efficiency); selective recompute of the scores
+    body, logits = _flops_per_token(32, 4096, 14336, 1024, 128256, 8192)
+    eff = r.compute_efficiency
+    assert r.compute_time == pytest.approx(64 * 8192 * (body + logits) / (16 * H100 * eff), rel=1e-9)
+    # the reported MFU counts model FLOPs (no recompute) over the whole step
+    model_flops = sum(_flops_per_token(32, 4096, 14336, 1024, 128256, 8192, recompute_attention=False))
+    assert r.mfu == pytest.approx(64 * 8192 * model_flops / r.step_time / (16 * H100), rel=1e-9)
+    # a 1F1B pipeline of 2 stages (16 layers each, the logits on the last): m slots of the
+    # slowest stage plus one of bubble, against one GPU doing both stages' work
     p2 = training_step(g, model="llama-3-8b", tp=8, pp=2, global_batch=64, collective_options=zero)
-    micro = 64 // p2.dp
-    assert p2.speedup == pytest.approx(16 * micro / (micro + 1), rel=1e-6)
+    m = 64 // p2.dp
+    first, last = body / 2, body / 2 + logits
+    assert p2.speedup == pytest.approx(16 * m * (first + last) / 2 / ((m + 1) * last), rel=1e-6)
 
 
 def test_breakdown_adds_up_to_the_step():
@@ -64,9 +77,9 @@ def test_recompose_equals_a_fresh_solve():
 
 def test_bad_settings_raise():
     g = tp.rail_optimized(2)
-    with pytest.raises(ValueError, match=r"tp \* pp \* dp must equal the GPU count 16, got tp=8, pp=2, dp=2"):
+    with pytest.raises(ValueError, match=r"tp \* cp \* pp \* dp must equal the GPU count 16, got tp=8, cp=1, pp=2, dp=2"):
         training_step(g, model="llama-3-8b", tp=8, pp=2, dp=2)
-    with pytest.raises(ValueError, match="pp \\(3\\) must divide the model's 32 layers"):
+    with pytest.raises(ValueError, match=r"pp must divide the model's 32 layers, or 32 \+ 2"):
         training_step(tp.rail_optimized(3), model="llama-3-8b", tp=8, pp=3)
     with pytest.raises(ValueError, match="ep \\(2\\) needs a mixture-of-experts model"):
         training_step(g, model="llama-3-8b", tp=8, ep=2)
@@ -74,16 +87,16 @@ def test_bad_settings_raise():
         training_step(g, model="llama-3-8b", tp=8, global_batch=3)
     with pytest.raises(ValueError, match="zero must be 0, 1, 2 or 3"):
         training_step(g, model="llama-3-8b", tp=8, zero=4)
-    with pytest.raises(ValueError, match=r"mfu must be in \(0, 1\]"):
-        training_step(g, model="llama-3-8b", tp=8, mfu=0.0)
+    with pytest.raises(ValueError, match=r"compute_efficiency must be in \(0, 1\]"):
+        training_step(g, model="llama-3-8b", tp=8, compute_efficiency=0.0)
     with pytest.raises(ValueError, match="unknown model 'llama-2'; presets: llama-3-8b"):
         training_step(g, model="llama-2", tp=8)
 
 
 @pytest.mark.parametrize("kw,new", [
-    (dict(model="llama-3-8b", tp=4, pp=2, zero=1), dict(global_batch=64, dp_overlap=0.2, mfu=0.3)),
-    (dict(model="llama-3-8b", tp=2, pp=2, zero=3), dict(global_batch=32, dp_overlap=0.0, mfu=0.5)),
-    (dict(model="llama-3-8b", tp=8, zero=0), dict(mfu=0.25)),
+    (dict(model="llama-3-8b", tp=4, pp=2, zero=1), dict(global_batch=64, dp_overlap=0.2, compute_efficiency=0.3)),
+    (dict(model="llama-3-8b", tp=2, pp=2, zero=3), dict(global_batch=32, dp_overlap=0.0, compute_efficiency=0.5, recompute="full")),
+    (dict(model="llama-3-8b", tp=8, zero=0), dict(compute_efficiency=0.25, tp_overlap=0.0)),
     (dict(model="mixtral-8x7b", tp=2, ep=4, zero=1), dict(global_batch=64, dp_overlap=0.5))])
 def test_recompose_gives_the_numbers_of_solving_again(kw, new):
     g = tp.rail_optimized(2)
@@ -91,7 +104,7 @@ def test_recompose_gives_the_numbers_of_solving_again(kw, new):
     a = base.recompose(**new)
     b = training_step(g, **{"global_batch": 16, **kw, **new})
     assert a.schedule == b.schedule and a.microbatches == b.microbatches
-    for name in ("step_time", "tokens_per_s", "speedup", "comm_overhead", "achieved_mfu", "memory_per_gpu",
+    for name in ("step_time", "tokens_per_s", "speedup", "comm_overhead", "mfu", "memory_per_gpu",
                  "compute_time", "bubble_time", "single_gpu_tokens_per_s"):
         assert getattr(a, name) == pytest.approx(getattr(b, name), rel=1e-12), name
     assert a.phases.keys() == b.phases.keys()

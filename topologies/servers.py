@@ -46,16 +46,18 @@ __all__ = [
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """A GPU type: dense bf16 peak (FLOP/s) and memory (bytes).
+    """A GPU type: dense bf16 peak (FLOP/s), memory (bytes) and dense FP8 peak (FLOP/s;
+    0 for a GPU without FP8 tensor cores).
 
-    >>> get_gpu("h100_sxm").peak_bf16_flops / 1e12
-    989.0
+    >>> get_gpu("h100_sxm").peak_bf16_flops / 1e12, get_gpu("h100_sxm").peak_fp8_flops / 1e12
+    (989.0, 1979.0)
     """
 
     name: str
     peak_bf16_flops: float
     memory: float
     source: str = ""
+    peak_fp8_flops: float = 0.0
 
     def __post_init__(self):
         if not self.peak_bf16_flops > 0:
@@ -63,21 +65,26 @@ class GpuSpec:
                              f"got {self.peak_bf16_flops!r}")
         if not self.memory > 0:
             raise ValueError(f"GpuSpec {self.name!r}: memory must be > 0 bytes, got {self.memory!r}")
+        if not self.peak_fp8_flops >= 0:
+            raise ValueError(f"GpuSpec {self.name!r}: peak_fp8_flops must be >= 0 FLOP/s (0: no FP8), "
+                             f"got {self.peak_fp8_flops!r}")
 
 
 _GPUS = {
-    # H100 SXM5 datasheet: 989 TFLOP/s dense BF16 (1979 with sparsity), 80 GB HBM3.
-    "h100_sxm": GpuSpec("h100_sxm", 989e12, 80e9, "NVIDIA H100 datasheet (SXM5), dense BF16"),
-    # H100 PCIe datasheet: 756 TFLOP/s dense BF16 (1513 with sparsity), 80 GB HBM2e.
-    "h100_pcie": GpuSpec("h100_pcie", 756e12, 80e9, "NVIDIA H100 datasheet (PCIe), dense BF16"),
-    # A100 SXM4 datasheet: 312 TFLOP/s dense BF16, 80 GB HBM2e.
+    # H100 SXM5 datasheet: 989 TFLOP/s dense BF16 (1979 with sparsity), FP8 1979 dense
+    # (3958 with sparsity), 80 GB HBM3.
+    "h100_sxm": GpuSpec("h100_sxm", 989e12, 80e9, "NVIDIA H100 datasheet (SXM5), dense BF16 / FP8", 1979e12),
+    # H100 PCIe datasheet: 756 TFLOP/s dense BF16 (1513 with sparsity), FP8 1513 dense (3026
+    # with sparsity), 80 GB HBM2e.
+    "h100_pcie": GpuSpec("h100_pcie", 756e12, 80e9, "NVIDIA H100 datasheet (PCIe), dense BF16 / FP8", 1513e12),
+    # A100 SXM4 datasheet: 312 TFLOP/s dense BF16, 80 GB HBM2e; Ampere has no FP8 tensor cores.
     "a100_sxm": GpuSpec("a100_sxm", 312e12, 80e9, "NVIDIA A100 datasheet (SXM4 80GB), dense BF16"),
     # DGX B200 datasheet: 72 PFLOP/s FP8 training for 8 GPUs with sparsity -> 4.5 PFLOP/s
     # dense FP8 per GPU -> 2.25 PFLOP/s dense BF16; 1440 GB HBM3e / 8 = 180 GB.
-    "b200": GpuSpec("b200", 2.25e15, 180e9, "NVIDIA DGX B200 datasheet, per GPU, dense BF16"),
-    # GB200 NVL72 spec: 360 PFLOP/s FP16/BF16 with sparsity for 72 GPUs -> 2.5 PFLOP/s dense
-    # per GPU; 13.4 TB HBM3e / 72 = 186 GB.
-    "gb200": GpuSpec("gb200", 2.5e15, 186e9, "NVIDIA GB200 NVL72 spec sheet, per GPU, dense BF16"),
+    "b200": GpuSpec("b200", 2.25e15, 180e9, "NVIDIA DGX B200 datasheet, per GPU, dense BF16 / FP8", 4.5e15),
+    # GB200 NVL72 spec: 360 PFLOP/s FP16/BF16 and 720 PFLOP/s FP8 with sparsity for 72 GPUs
+    # -> 2.5 PFLOP/s dense BF16 and 5 PFLOP/s dense FP8 per GPU; 13.4 TB HBM3e / 72 = 186 GB.
+    "gb200": GpuSpec("gb200", 2.5e15, 186e9, "NVIDIA GB200 NVL72 spec sheet, per GPU, dense BF16 / FP8", 5e15),
 }
 
 

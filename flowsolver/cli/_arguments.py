@@ -172,14 +172,16 @@ def _add_train(sub, fmt) -> None:
     train.add_argument("--model", default="llama-3-70b", choices=list(MODELS), help="model preset (default %(default)s)")
     for name, default, text in (("tp", 8, "tensor-parallel size"), ("pp", 1, "pipeline stages"),
                                 ("dp", None, "data-parallel size (default: GPUs / (tp x pp))"),
-                                ("ep", 1, "expert-parallel size"),
+                                ("ep", 1, "expert-parallel size"), ("cp", 1, "context-parallel size"),
+                                ("vp", 1, "virtual pipeline stages per stage (interleaved 1F1B)"),
                                 ("global-batch", None, "sequences per step (default: 512 rounded to microbatches)"),
                                 ("micro-batch", 1, "sequences per microbatch"), ("zero", 1, "ZeRO stage 0-3")):
         train.add_argument(f"--{name}", type=int, default=default,
                            help=text + ("" if default is None else " (default %(default)s)"))
     train.add_argument("--dp-overlap", type=float, default=1.0,
                        help="share of the DP reduction hidden behind compute (default %(default)s)")
-    train.add_argument("--mfu", type=float, default=None, help="model FLOPs utilisation while computing")
+    train.add_argument("--compute-efficiency", type=float, default=None, help="fraction of the peak reached while computing")
+    train.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="GEMM precision (default %(default)s)")
     train.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
 
 

@@ -122,12 +122,12 @@ def train(args) -> None:
     from ..training import training_step
 
     graph = build_graph(args)
-    kw = dict(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, micro_batch=args.micro_batch, zero=args.zero,
-              dp_overlap=args.dp_overlap)
+    kw = dict(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp, vp=args.vp, micro_batch=args.micro_batch,
+              zero=args.zero, dp_overlap=args.dp_overlap, precision=args.precision)
     if args.global_batch is not None:
         kw["global_batch"] = args.global_batch
-    if args.mfu is not None:
-        kw["mfu"] = args.mfu
+    if args.compute_efficiency is not None:
+        kw["compute_efficiency"] = args.compute_efficiency
     r = training_step(graph, model=args.model, collective_options=dict(policy=args.policy), **kw)
     rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.bottleneck_tier) for p in r.phases.values()]
@@ -144,7 +144,8 @@ def train(args) -> None:
     lines = [f"{r.model} on {r.gpus} GPUs (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}), "
              f"{r.global_batch} sequences per step",
              f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "
-             f"(ideal {r.gpus}), communication overhead {r.comm_overhead:.1%}",
+             f"(ideal {r.gpus}), communication overhead {r.comm_overhead:.1%}, MFU {r.mfu:.1%} "
+             f"({r.tflops_per_gpu:.0f} TFLOP/s per GPU)",
              f"compute {r.compute_time:.3f} s, pipeline bubble {r.bubble_time:.3f} s, "
              f"~{r.memory_per_gpu / 1e9:.0f} GB per GPU of {r.gpu_memory / 1e9:.0f}"
              + ("" if r.fits else " (does not fit)"),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import topologies as tp
 
-from ..training import DEFAULT_MFU, get_model, training_step
+from ..training import DEFAULT_COMPUTE_EFFICIENCY, get_model, training_step
 
 __all__ = ["ARTICLE", "ARTICLE_SINGLE_GPU", "ARTICLE_NDR_CLAIM", "ARTICLE_SIZE_BANDS", "PUBLISHED_BATCH_TOKENS",
            "NETWORKS", "cluster",
@@ -78,7 +78,7 @@ class StudyRow:
 
 def network_study(*, model="llama-3-70b", nodes: int = 8, tp_degree: int = 8, pp: int = 1,
                   global_batch: int = 512, micro_batch: int = 1, zero: int = 1, dp_overlap: float = 1.0,
-                  mfu: float = DEFAULT_MFU, networks=tuple(NETWORKS)) -> list:
+                  compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY, networks=tuple(NETWORKS)) -> list:
     """The article's comparison: one :class:`StudyRow` per network.
 
     Defaults: Llama-3-70B, 8 servers x 8 GPUs, TP 8 inside the server, DP 8 across servers
@@ -94,7 +94,7 @@ def network_study(*, model="llama-3-70b", nodes: int = 8, tp_degree: int = 8, pp
         g = cluster(net, nodes)
         options = dict(_ZERO_LATENCY) if net == "ideal" else {}
         step = training_step(g, model=model, tp=tp_degree, pp=pp, global_batch=global_batch,
-                             micro_batch=micro_batch, zero=zero, dp_overlap=dp_overlap, mfu=mfu,
+                             micro_batch=micro_batch, zero=zero, dp_overlap=dp_overlap, compute_efficiency=compute_efficiency,
                              collective_options=options)
         rows.append(StudyRow(network=net, label=NETWORKS[net][0], step=step, article=ARTICLE[net]))
     return rows
@@ -122,7 +122,7 @@ def format_table(rows) -> str:
 
 
 def article_search(*, model="llama-3-70b", nodes: int = 8, settings=None, batches=None,
-                   overlaps=(0.0, 0.5, 1.0), mfu: float = DEFAULT_MFU) -> list:
+                   overlaps=(0.0, 0.5, 1.0), compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY) -> list:
     """Settings under which the model's overheads come closest to the article's four.
 
     For each parallelism setting ``(tp, pp, zero)`` the collectives are solved once per
@@ -147,7 +147,7 @@ def article_search(*, model="llama-3-70b", nodes: int = 8, settings=None, batche
         grid = [b for b in (batches or [dp * 2 ** k for k in range(0, 8) if dp * 2 ** k <= 1024]) if b % dp == 0]
         if not grid:
             continue
-        base = {net: training_step(g, model=spec, tp=tp_degree, pp=pp, global_batch=grid[0], zero=zero, mfu=mfu)
+        base = {net: training_step(g, model=spec, tp=tp_degree, pp=pp, global_batch=grid[0], zero=zero, compute_efficiency=compute_efficiency)
                 for net, g in graphs.items()}
         for batch, overlap in itertools.product(grid, overlaps):
             steps = {net: s.recompose(global_batch=batch, dp_overlap=overlap) for net, s in base.items()}
@@ -160,20 +160,20 @@ def article_search(*, model="llama-3-70b", nodes: int = 8, settings=None, batche
     return sorted(out, key=lambda r: r["worst_gap"])
 
 
-def roce_efficiency_for(target: float, setting: dict, model, nodes: int, mfu: float):
+def roce_efficiency_for(target: float, setting: dict, model, nodes: int, compute_efficiency: float):
     """Fraction of its line rate RoCE 400G must reach for the model to give ``target``
     overhead under ``setting`` (an :func:`article_search` entry): a bisection over the link
     efficiency; 1.0 when the line rate already gives it, None when even a trickle does not.
 
     >>> setting = dict(tp=8, pp=1, zero=1, global_batch=8, dp_overlap=0.0)
-    >>> roce_efficiency_for(0.01, setting, "llama-3-70b", 1, DEFAULT_MFU)      # TP alone costs more than 1 %
+    >>> roce_efficiency_for(0.01, setting, "llama-3-70b", 1, DEFAULT_COMPUTE_EFFICIENCY)      # TP alone costs more than 1 %
     1.0
     """
     g = cluster("roce_400g", nodes)
 
     def overhead(eff):
         s = training_step(g, model=model, tp=setting["tp"], pp=setting["pp"], zero=setting["zero"],
-                          global_batch=setting["global_batch"], dp_overlap=setting["dp_overlap"], mfu=mfu,
+                          global_batch=setting["global_batch"], dp_overlap=setting["dp_overlap"], compute_efficiency=compute_efficiency,
                           collective_options=dict(efficiency={"roce_400g": eff}))
         return s.comm_overhead
 

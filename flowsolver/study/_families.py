@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import topologies as tp
 
-from ..training import DEFAULT_MFU, training_step
+from ..training import DEFAULT_COMPUTE_EFFICIENCY, training_step
 
 __all__ = ["TOPOLOGIES", "FAMILY_SERVER", "FAMILY_LINK", "topology_study"]
 
@@ -30,7 +30,7 @@ TOPOLOGIES = {
 
 
 def topology_study(*, sizes=(256, 1024, 4096), families=tuple(TOPOLOGIES), model="llama-3-70b",
-                   sequences_per_replica: int = 64, dp_overlap: float = 1.0, mfu: float = DEFAULT_MFU) -> list:
+                   sequences_per_replica: int = 64, dp_overlap: float = 1.0, compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY) -> list:
     """The same job (TP 8 in the server, DP across servers, ``sequences_per_replica``
     sequences per DP replica: weak scaling; ring DP collectives) on each family at each
     size. Returns dicts with the family, GPUs, the job's ``tp``, ``dp`` and
@@ -49,7 +49,7 @@ def topology_study(*, sizes=(256, 1024, 4096), families=tuple(TOPOLOGIES), model
             dp = n // _FAMILY_TP
             policy = "dor" if family.startswith("torus") else ("minimal" if family == "dragonfly" else "ecmp")
             step = training_step(g, model=model, tp=_FAMILY_TP, global_batch=dp * sequences_per_replica,
-                                 dp_overlap=dp_overlap, mfu=mfu, algorithms=dict(dp="ring"),
+                                 dp_overlap=dp_overlap, compute_efficiency=compute_efficiency, algorithms=dict(dp="ring"),
                                  collective_options=dict(policy=policy))
             d = tp.describe(g)
             p = step.phases["dp"]

@@ -43,7 +43,8 @@ def overview(spec, rows) -> list:
             f"{s.gpus // servers} GPUs = {s.gpus} GPUs",
             f"setting: TP {s.tp} inside each server, PP {s.pp}, DP {s.dp} across servers, "
             f"distributed optimizer, {s.global_batch} sequences x {spec.seq_len} tokens per step, "
-            f"MFU {s.mfu:.0%} while computing, DP overlapping the last backward pass; "
+            f"compute at {s.compute_efficiency:.0%} of peak (MFU over the step {s.mfu:.0%}), DP overlapping "
+            f"the backward and forward passes; "
             f"~{s.memory_per_gpu / 1e9:.0f} GB per GPU of {s.gpu_memory / 1e9:.0f}\n",
             format_table(rows), ""]
 
@@ -58,7 +59,7 @@ def network_notes(spec, rows) -> list:
     tp_phase, pcie = s.phases["tp"], by["pcie_only"]
     notes = [
         f"Single GPU: the model's H100 computes {s.single_gpu_tokens_per_s:.0f} tokens/s "
-        f"({spec.flops_per_token / 1e9:.0f} GFLOP per token at {s.mfu:.0%} of {peak / 1e12:.0f} TFLOP/s); the "
+        f"({spec.flops_per_token / 1e9:.0f} GFLOP per token at {s.compute_efficiency:.0%} of {peak / 1e12:.0f} TFLOP/s); the "
         f"article's {ARTICLE_SINGLE_GPU:.0f} tokens/s is {ARTICLE_SINGLE_GPU * spec.flops_per_token / peak:.1%} "
         f"MFU, so its tokens/s column is its speed-up x {ARTICLE_SINGLE_GPU:.0f}. Compare speed-ups and overheads, "
         "not tokens/s.",
@@ -67,16 +68,17 @@ def network_notes(spec, rows) -> list:
         f"a DGX H100 has {dgx.nics} of them, {_gbyte(dgx.nics * ndr.bandwidth)} GB/s per server, while each GPU "
         f"has {_gbyte(tp.get_link(dgx.nvlink).bandwidth)} GB/s of NVLink.",
         f"At this setting the inter-server network barely matters: NDR to Ethernet 100G moves the overhead by "
-        f"{by['eth_100g'].comm_overhead - s.comm_overhead:.1%} points. TP all-reduces over NVLink "
-        f"({tp_phase.algorithm}, {tp_phase.per_call * 1e3:.2f} ms each, {tp_phase.calls:.0f} per step) are "
-        f"{tp_phase.exposed / s.step_time:.1%} of the step; the DP gradient reduction "
-        f"({s.phases['dp'].total:.2f} s on NDR) hides behind the last microbatch's backward pass.",
+        f"{by['eth_100g'].comm_overhead - s.comm_overhead:.1%} points. TP collectives over NVLink "
+        f"({tp_phase.op.replace('_', '-')}, {tp_phase.algorithm}, {tp_phase.per_call * 1e3:.2f} ms each, "
+        f"{tp_phase.calls:.0f} per step, {s.tp_overlap:.0%} of them hidden behind the GEMMs) leave "
+        f"{tp_phase.exposed / s.step_time:.1%} of the step exposed; the DP gradient reduction "
+        f"({s.phases['dp'].total:.2f} s on NDR) hides behind the backward and forward passes but one bucket.",
         f"RoCE 400G and NDR share the {_gbit(roce.bandwidth)} Gb/s line rate: the model gives "
         f"{by['roce_400g'].comm_overhead:.1%} and {s.comm_overhead:.1%} (NDR's measured "
         f"{_gbyte(ndr.effective_bandwidth)} GB/s per NIC vs RoCE at line rate: no measured figure in the catalogue); "
         f"the article's {_pct(ARTICLE['ib_ndr']['overhead'])} vs {_pct(ARTICLE['roce_400g']['overhead'])} cannot "
         "come from the line rate.",
-        f"PCIe only: TP all-reduces cross PCIe switches and the CPU socket link "
+        f"PCIe only: TP collectives cross PCIe switches and the CPU socket link "
         f"({pcie.phases['tp'].per_call * 1e3:.2f} ms each vs {tp_phase.per_call * 1e3:.2f} ms on NVLink): overhead "
         f"{pcie.comm_overhead:.1%} (article: over {_pct(ARTICLE['pcie_only']['overhead'])}); speed-up against one "
         "H100 PCIe.",

@@ -3,7 +3,8 @@
 Per pipeline stage, microbatches in 1F1B order (``pp - 1 - stage`` warm-up forwards, then a
 forward and a backward in turn, then the cool-down backwards; with ``pp = 1`` forward and
 backward alternate). A microbatch's forward is, per layer of the stage, two compute nodes
-(attention, MLP: half the layer's forward each) each followed by the TP all-reduce and, with
+(attention, MLP: half the layer's forward each) each followed by the TP all-reduce (with
+sequence parallelism a reduce-scatter and an all-gather) and, with
 experts, preceded by the EP dispatch and followed by the combine all-to-all; the backward
 the same at twice the forward's compute (the step's ``compute_time`` split 1 : 2). Stage
 boundaries are send/recv pairs, the receives posted up front. The DP reduction (all-reduce,
@@ -52,7 +53,9 @@ class _Builder:
         self.lay, self.comms = prof.layout, prof.comms
         self.m, self.layers = step.microbatches, prof.model.layers // self.lay.pp
         t_mb = step.compute_time / step.microbatches
-        self.rate = prof.gpu.peak_bf16_flops * step.mfu               # FLOP/s while computing
+        peak = prof.gpu.peak_fp8_flops if step.precision == "fp8" else prof.gpu.peak_bf16_flops
+        self.rate = peak * step.compute_efficiency                    # FLOP/s while computing (annotation)
+        self.tp_ops = ("reduce_scatter", "all_gather") if prof.sequence_parallel else ("all_reduce",)
         self.t_layer = {"F": t_mb / 3 / self.layers, "B": 2 * t_mb / 3 / self.layers}
         self.dp_overlap, self.zero = step.dp_overlap, prof.zero
         self.group_name, self.groups = {}, {}
@@ -77,7 +80,8 @@ class _Builder:
             if part == "mlp" and "ep" in self.comms:
                 self.coll(rank, "ep", "all_to_all", self.comms["ep"].bytes, f"{tag}.combine")
             if "tp" in self.comms:
-                self.coll(rank, "tp", "all_reduce", self.comms["tp"].bytes, f"{tag}.tp")
+                for op in self.tp_ops:
+                    self.coll(rank, "tp", op, self.comms["tp"].bytes, f"{tag}.tp.{op}")
 
     def dp(self, rank: _Rank, after, tag=""):
         """The DP chain (dense gradients, then the experts') after node ``after``; its last node.
@@ -142,22 +146,32 @@ def workload_from_step(step: StepResult):
     :func:`write_chakra` (for ASTRA-sim). Process groups are named ``"1"``, ``"2"``, ... (TP,
     EP, DP, expert-DP groups in that order).
 
-    Replayed on the cluster it was solved on, a step with one pipeline stage takes the
-    step's ``step_time``: the same compute, every TP / EP call exposed, the DP reduction
-    hidden behind the last backward up to ``dp_overlap`` (to a layer). With ``pp > 1`` the
+    TP calls are all-reduces, or with sequence parallelism (the default) a reduce-scatter
+    and an all-gather. Replayed on the cluster it was solved on, a step with one pipeline
+    stage and ``tp_overlap=0`` takes the step's ``step_time`` when its DP traffic is exposed
+    (``dp_overlap=0``): the same compute, every TP / EP call exposed. The DAG has every TP
+    call on the critical path (the step hides ``tp_overlap`` of them) and hides the DP
+    reduction and the parameter all-gather together behind the last backward up to
+    ``dp_overlap`` (to a layer), where the step gives the all-gather the next forward and
+    exposes one bucket of each. With ``pp > 1`` the
     replay times the 1F1B schedule itself: ``(m + pp - 1)`` microbatches of compute and
     TP calls plus a forward and a backward transfer per stage boundary on the critical
     path, where the closed form counts the TP calls of ``m`` and every transfer.
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
-    >>> step = training_step(tp.rail_optimized(2), model="llama-3-8b", tp=8, global_batch=4, dp_overlap=0)
+    >>> step = training_step(tp.rail_optimized(2), model="llama-3-8b", tp=8, global_batch=4, dp_overlap=0,
+    ...                      sequence_parallel=False)
     >>> w = workload_from_step(step)
     >>> w.n_ranks, len(w.ranks[0].nodes), sorted({c.op for c in w.comms})   # 2 microbatches x 2 x 32 layers x 4 + 2
     (16, 514, ['all_gather', 'all_reduce', 'reduce_scatter'])
     """
     if not isinstance(step, StepResult):
         raise TypeError(f"step must be a flowsolver.StepResult (from training_step), got {type(step).__name__}")
+    lay = step.profile.layout
+    if lay.vp > 1 or lay.cp > 1 or len(set(step.stage_layers)) > 1:
+        raise ValueError(f"workload_from_step builds 1F1B over even stages without context parallelism; got "
+                         f"vp={lay.vp}, cp={lay.cp}, layers per stage {sorted(set(step.stage_layers))}")
     b = _Builder(step)
     lay = b.lay
     traces = [None] * lay.gpus

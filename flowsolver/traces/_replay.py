@@ -20,15 +20,15 @@ import topologies as tp_
 
 from .. import _checks
 from ..routing import unchanged
+# the rate of a compute node known only by its FLOPs: flowsolver.training's default fraction
+# of peak while computing (sourced there), so a replayed and a composed step agree
+from ..training import DEFAULT_COMPUTE_EFFICIENCY
 from ._costs import CostModel
 from ._result import ReplayResult
 from ._workload import COMPUTE, DELAY, Workload
 
 __all__ = ["replay", "DEFAULT_COMPUTE_EFFICIENCY"]
 
-# Llama 3 405B trained at 38-43 % MFU on 16k H100s (Llama 3 paper, table 4): the rate of a
-# compute node known only by its FLOPs, as flowsolver.training's DEFAULT_MFU
-DEFAULT_COMPUTE_EFFICIENCY = 0.43
 _END, _LATENCY = 0, 1
 
 

@@ -6,21 +6,40 @@ from dataclasses import dataclass
 
 from .. import _checks
 
-__all__ = ["ParallelLayout", "GROUP_KINDS"]
+__all__ = ["ParallelLayout", "GROUP_KINDS", "DEFAULT_ORDER"]
 
 #: the kinds of rank group :meth:`ParallelLayout.groups` returns
-GROUP_KINDS = ("tp", "pp", "ep", "dp", "dp_experts")
+GROUP_KINDS = ("tp", "cp", "pp", "ep", "dp", "dp_experts")
+#: the default rank order, fastest-varying first: TP inside a server, then CP, DP, PP
+#: (Megatron-Core's default ``tp-cp-ep-dp-pp``)
+DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
+
+
+def checked_order(order) -> tuple:
+    """A rank order: a permutation of ``tp``, ``cp``, ``dp``, ``pp`` (a tuple or a string
+    joined by ``-``), fastest-varying first.
+
+    >>> checked_order("tp-cp-pp-dp")
+    ('tp', 'cp', 'pp', 'dp')
+    """
+    names = tuple(order.split("-")) if isinstance(order, str) else tuple(order)
+    if sorted(names) != sorted(DEFAULT_ORDER):
+        raise ValueError(f"order must be a permutation of tp, cp, dp, pp (fastest-varying first, e.g. "
+                         f"'tp-cp-dp-pp'), got {order!r}")
+    return names
 
 
 @dataclass(frozen=True)
 class ParallelLayout:
-    """``tp x pp x dp`` logical ranks placed on GPU ranks (``topologies.gpus`` order).
+    """``tp x cp x pp x dp`` logical ranks placed on GPU ranks (``topologies.gpus`` order).
 
-    Megatron-style order: logical rank ``i`` has TP index ``i mod tp``, DP index
-    ``(i // tp) mod dp`` and PP stage ``i // (tp dp)``, so a TP group sits inside a server and
-    a DP group spans servers on one rail. ``placement[i]`` is the GPU rank of logical rank
-    ``i`` (default: the identity). ``ep`` (expert parallel degree) divides ``dp``: the experts
-    are sharded over ``ep`` consecutive DP ranks.
+    ``order`` (default ``tp, cp, dp, pp``, fastest-varying first) sets the logical rank of
+    each (TP, CP, DP, PP) index: by default rank ``i`` has TP index ``i mod tp``, CP index
+    ``(i // tp) mod cp``, DP index ``(i // (tp cp)) mod dp`` and PP stage ``i // (tp cp dp)``,
+    so a TP group sits inside a server, then CP, and a DP group spans servers on one rail.
+    ``placement[i]`` is the GPU rank of logical rank ``i`` (default: the identity). ``ep``
+    (expert parallel degree) divides ``dp``: the experts are sharded over ``ep`` consecutive
+    DP ranks. ``vp`` is the number of virtual pipeline stages (model chunks) per stage.
 
     >>> lay = ParallelLayout(tp=2, pp=2, dp=2)
     >>> lay.gpus, lay.groups("tp"), lay.groups("dp")[:2]
@@ -32,13 +51,19 @@ class ParallelLayout:
     dp: int
     ep: int = 1
     placement: tuple = ()
+    cp: int = 1
+    vp: int = 1
+    order: tuple = DEFAULT_ORDER
 
     def __post_init__(self):
-        for name in ("tp", "pp", "dp", "ep"):
+        for name in ("tp", "pp", "dp", "ep", "cp", "vp"):
             object.__setattr__(self, name, _checks.integer(name, getattr(self, name)))
+        object.__setattr__(self, "order", checked_order(self.order))
         if self.dp % self.ep:
             raise ValueError(f"ep ({self.ep}) must divide dp ({self.dp})")
-        n = self.tp * self.pp * self.dp
+        if self.vp > 1 and self.pp == 1:
+            raise ValueError(f"vp ({self.vp}) needs pipeline stages to interleave: pp must be > 1")
+        n = self.gpus
         placement = tuple(range(n)) if not self.placement else tuple(int(r) for r in self.placement)
         if sorted(placement) != list(range(n)):
             raise ValueError(f"ranks must be a permutation of the {n} GPU ranks")
@@ -46,39 +71,51 @@ class ParallelLayout:
 
     @property
     def gpus(self) -> int:
-        """GPU count, ``tp x pp x dp``."""
-        return self.tp * self.pp * self.dp
+        """GPU count, ``tp x cp x pp x dp``."""
+        return self.tp * self.cp * self.pp * self.dp
 
-    def rank(self, t: int, d: int, q: int) -> int:
-        """GPU rank of TP index ``t``, DP index ``d``, PP stage ``q``.
+    def rank(self, t: int, d: int, q: int, c: int = 0) -> int:
+        """GPU rank of TP index ``t``, DP index ``d``, PP stage ``q``, CP index ``c``.
 
         >>> ParallelLayout(tp=2, pp=1, dp=2, placement=(3, 2, 1, 0)).rank(1, 0, 0)
         2
         """
-        return self.placement[t + self.tp * (d + self.dp * q)]
+        index, stride = 0, 1
+        for name in self.order:
+            index += dict(tp=t, cp=c, dp=d, pp=q)[name] * stride
+            stride *= getattr(self, name)
+        return self.placement[index]
 
     def groups(self, kind: str) -> list:
         """The rank groups of one parallelism, each a list of GPU ranks:
 
-        * ``tp``: the ``tp`` ranks of one (stage, DP index);
-        * ``pp``: neighbouring stages ``[q, q + 1]`` of one (DP, TP index): point-to-point pairs;
-        * ``ep``: ``ep`` consecutive DP ranks of one (stage, TP index);
-        * ``dp``: all ``dp`` ranks of one (stage, TP index);
-        * ``dp_experts``: the DP ranks holding the same expert shard, ``dp / ep`` of them.
+        * ``tp``: the ``tp`` ranks of one (stage, DP, CP index);
+        * ``cp``: the ``cp`` ranks of one (stage, DP, TP index): a ring-attention ring;
+        * ``pp``: neighbouring stages ``[q, q + 1]`` of one (DP, CP, TP index): point-to-point pairs;
+        * ``ep``: ``ep`` consecutive DP ranks of one (stage, CP, TP index);
+        * ``dp``: the gradient group, all ``dp x cp`` ranks of one (stage, TP index)
+          (CP ranks hold the same weights, so their gradients are reduced with DP's);
+        * ``dp_experts``: the DP ranks holding the same expert shard, ``dp / ep`` of them (x cp).
 
         >>> ParallelLayout(tp=1, pp=2, dp=4, ep=2).groups("dp_experts")
         [[0, 2], [1, 3], [4, 6], [5, 7]]
+        >>> ParallelLayout(tp=2, pp=1, dp=2, cp=2).groups("cp")
+        [[0, 2], [1, 3], [4, 6], [5, 7]]
         """
-        tp, pp, dp, ep, rank = self.tp, self.pp, self.dp, self.ep, self.rank
+        tp, pp, dp, ep, cp, rank = self.tp, self.pp, self.dp, self.ep, self.cp, self.rank
         if kind == "tp":
-            return [[rank(t, d, q) for t in range(tp)] for q in range(pp) for d in range(dp)]
+            return [[rank(t, d, q, c) for t in range(tp)] for q in range(pp) for d in range(dp) for c in range(cp)]
+        if kind == "cp":
+            return [[rank(t, d, q, c) for c in range(cp)] for q in range(pp) for d in range(dp) for t in range(tp)]
         if kind == "pp":
-            return [[rank(t, d, q), rank(t, d, q + 1)] for q in range(pp - 1) for d in range(dp) for t in range(tp)]
+            return [[rank(t, d, q, c), rank(t, d, q + 1, c)]
+                    for q in range(pp - 1) for d in range(dp) for c in range(cp) for t in range(tp)]
         if kind == "ep":
-            return [[rank(t, d, q) for d in range(e * ep, (e + 1) * ep)]
-                    for q in range(pp) for t in range(tp) for e in range(dp // ep)]
+            return [[rank(t, d, q, c) for d in range(e * ep, (e + 1) * ep)]
+                    for q in range(pp) for c in range(cp) for t in range(tp) for e in range(dp // ep)]
         if kind == "dp":
-            return [[rank(t, d, q) for d in range(dp)] for q in range(pp) for t in range(tp)]
+            return [[rank(t, d, q, c) for d in range(dp) for c in range(cp)] for q in range(pp) for t in range(tp)]
         if kind == "dp_experts":
-            return [[rank(t, d, q) for d in range(r, dp, ep)] for q in range(pp) for t in range(tp) for r in range(ep)]
+            return [[rank(t, d, q, c) for d in range(r, dp, ep) for c in range(cp)]
+                    for q in range(pp) for t in range(tp) for r in range(ep)]
         raise ValueError(f"kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}")

@@ -4,7 +4,9 @@ activations, by ZeRO stage and parallel degrees."""
 from __future__ import annotations
 
 from .. import _checks
+from ._compute import activation_bytes_per_layer, check_recompute
 from ._models import get_model
+from ._pipeline import chunks_in_flight, stage_layers
 
 __all__ = ["memory_per_gpu", "ZERO_STAGES", "check_zero"]
 
@@ -23,17 +25,19 @@ def check_zero(zero) -> int:
 
 
 def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
-                   microbatches: int = 1) -> float:
+                   microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
+                   sequence_parallel: bool = True) -> float:
     """Estimated bytes per GPU of mixed-precision Adam training.
 
     Parameters held: ``(N - N_experts) / (tp pp) + N_experts / (tp pp ep)``. Per parameter
     (ZeRO paper, Rajbhandari et al. 2020): bf16 weights 2 bytes, bf16 gradients 2, fp32
-    master weights + Adam moments 12; ZeRO stage 1 shards the 12 over ``dp``, stage 2 also
-    the gradients, stage 3 also the weights. Activations: ``34 s b h / tp`` bytes per layer
-    and microbatch with sequence parallelism and flash attention (Korthikanti et al. 2022,
-    without the ``5 a s / h`` term that flash attention removes), for the ``L / pp`` layers
-    of a stage and the ``min(pp, m)`` microbatches 1F1B keeps in flight on the first stage
-    (``m = microbatches`` per step).
+    master weights + Adam moments 12; ZeRO stage 1 shards the 12 over ``dp x cp`` (the
+    gradient group), stage 2 also the gradients, stage 3 also the weights. Activations per
+    layer and microbatch: :func:`flowsolver.training._compute.activation_bytes_per_layer`
+    (``34 s b h / tp`` with sequence parallelism and selective recompute, the default), for
+    stage 0's layers and the microbatches its schedule keeps in flight (1F1B: ``min(pp, m)``;
+    interleaved: Megatron's warm-up count, see ``chunks_in_flight``); with full recompute
+    plus one layer's working set.
 
     >>> round(memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8) / 1e9, 1)
     71.3
@@ -43,14 +47,22 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
     ValueError: zero must be 0, 1, 2 or 3, got 4
     """
     spec = get_model(model)
-    tp, pp, dp, ep, micro_batch, microbatches = (
+    tp, pp, dp, ep, micro_batch, microbatches, cp, vp = (
         _checks.integer(name, value) for name, value in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep),
-                                                         ("micro_batch", micro_batch), ("microbatches", microbatches)))
+                                                         ("micro_batch", micro_batch), ("microbatches", microbatches),
+                                                         ("cp", cp), ("vp", vp)))
     zero = check_zero(zero)
+    recompute = check_recompute(recompute)
     held = (spec.params - spec.expert_params) / (tp * pp) + spec.expert_params / (tp * pp * ep)
-    weights = 2.0 * held / (dp if zero >= 3 else 1)
-    grads = 2.0 * held / (dp if zero >= 2 else 1)
-    optimizer = 12.0 * held / (dp if zero >= 1 else 1)
-    in_flight = min(pp, microbatches)
-    activations = 34.0 * spec.seq_len * micro_batch * spec.hidden / tp * (spec.layers / pp) * in_flight
+    shards = dp * cp
+    weights = 2.0 * held / (shards if zero >= 3 else 1)
+    grads = 2.0 * held / (shards if zero >= 2 else 1)
+    optimizer = 12.0 * held / (shards if zero >= 1 else 1)
+    per_layer = activation_bytes_per_layer(spec, micro_batch=micro_batch, tp=tp, cp=cp, recompute=recompute,
+                                           sequence_parallel=sequence_parallel)
+    layers = stage_layers(spec.layers, pp, vp)[0]
+    activations = per_layer * layers * chunks_in_flight(pp, vp, microbatches)
+    if recompute == "full":     # the layer being recomputed holds its whole working set
+        activations += activation_bytes_per_layer(spec, micro_batch=micro_batch, tp=tp, cp=cp,
+                                                  recompute="selective", sequence_parallel=sequence_parallel)
     return weights + grads + optimizer + activations

@@ -23,7 +23,7 @@ class ModelSpec:
 
     >>> m = get_model("llama-3-70b")
     >>> round(m.params / 1e9, 1), round(m.flops_per_token / 1e9)       # ~70.6e9 parameters
-    (70.6, 488)
+    (70.6, 449)
     """
 
     name: str
@@ -79,9 +79,30 @@ class ModelSpec:
         return self.layers * (self.attention_params + self.top_k * self.mlp_params) + self.embedding_params
 
     @property
+    def layer_linear_flops(self) -> float:
+        """Training FLOPs per token of one layer's weight GEMMs, forward and backward:
+        ``6 x`` the layer's active parameters (attention projections, ``top_k`` experts)."""
+        return 6.0 * (self.attention_params + self.top_k * self.mlp_params)
+
+    def layer_attention_flops(self, seq_len: int | None = None) -> float:
+        """Training FLOPs per token of one layer's attention scores and values with a causal
+        mask: ``6 h s`` (``4 h s`` forward over the full square, halved by the mask, x 3 for
+        forward and backward) at ``seq_len`` tokens (default the model's)."""
+        return 6.0 * self.hidden * (self.seq_len if seq_len is None else seq_len)
+
+    @property
+    def output_flops(self) -> float:
+        """Training FLOPs per token of the output projection (logits): ``6 vocab h``. The
+        input embedding is a lookup and costs no matrix FLOPs."""
+        return 6.0 * self.vocab * self.hidden
+
+    @property
     def flops_per_token(self) -> float:
-        """Training FLOPs per token: 6 N_active + 12 L h s (attention scores), forward and backward."""
-        return 6.0 * self.active_params + 12.0 * self.layers * self.hidden * self.seq_len
+        """Model FLOPs per token of a training step (forward and backward, no recompute):
+        ``L (6 N_layer + 6 h s) + 6 V h`` -- the count Megatron-LM's
+        ``num_floating_point_operations`` and the Megatron-Bridge performance tables use
+        (causal attention, logits, no embedding lookup)."""
+        return self.layers * (self.layer_linear_flops + self.layer_attention_flops()) + self.output_flops
 
 
 MODELS = {

@@ -12,20 +12,21 @@ from ..routing import first_tier
 from ._layout import ParallelLayout
 from ._models import BF16, ModelSpec
 
-__all__ = ["CommTiming", "CommProfile", "solve_profile"]
+__all__ = ["CommTiming", "CommProfile", "solve_profile", "kv_bytes"]
 
 
 @dataclass(frozen=True)
 class CommTiming:
     """One parallelism's collective, solved on the cluster.
 
-    ``name`` is ``tp``, ``pp``, ``ep``, ``dp`` or ``dp_experts`` (the gradients of the
+    ``name`` is ``tp``, ``cp``, ``pp``, ``ep``, ``dp`` or ``dp_experts`` (the gradients of the
     experts' shards, reduced among the DP ranks holding the same shard); ``op`` the
-    collective solved (``all_reduce``, ``send_recv``, ``all_to_all``, or ``reduce_scatter``
-    for DP with ZeRO >= 1), of ``bytes`` per call (nccl-tests sizes); ``per_call`` seconds
+    collective solved (``all_reduce``, ``send_recv``, ``all_to_all``, ``all_gather`` for CP's
+    ring attention, or ``reduce_scatter`` for DP with ZeRO >= 1 and TP with sequence
+    parallelism), of ``bytes`` per call (nccl-tests sizes); ``per_call`` seconds
     with all ``groups`` groups of ``group_size`` ranks at once, in lockstep; ``gather`` the
     seconds of the matching ``all_gather`` of the same bytes (DP with ZeRO >= 1: the updated
-    parameters; 0 otherwise); ``bottleneck`` the links that set the first step's time
+    parameters; TP with sequence parallelism: the activations; 0 otherwise); ``bottleneck`` the links that set the first step's time
     (:class:`flowsolver.routing.Bottleneck` records, most utilised first).
     """
 
@@ -47,13 +48,16 @@ class CommTiming:
 
 @dataclass(frozen=True)
 class CommProfile:
-    """What a step's communication costs, independent of batch, overlap and MFU.
+    """What a step's communication costs, independent of batch, overlap and compute.
 
     ``model``, ``layout`` (degrees and placement), ``micro_batch`` (sequences; it sets the
-    activation sizes) and ``zero`` (it sets the DP collectives) fix the collectives; ``gpu``
-    (:class:`topologies.GpuSpec`) its peak and memory; ``comms`` maps each communicating
-    parallelism to its :class:`CommTiming`, in the order ``tp``, ``pp``, ``ep``, ``dp``,
-    ``dp_experts`` (a degree of 1 communicates nothing and has no entry).
+    activation sizes), ``zero`` (it sets the DP collectives), ``sequence_parallel`` (TP as
+    reduce-scatter + all-gather instead of all-reduce) and the MoE routing (``top_k``
+    experts per token, ``capacity_factor``: the all-to-all carries ``capacity_factor x`` the
+    routed tokens, 1 for dropless) fix the collectives; ``gpu``
+    (:class:`topologies.GpuSpec`) its peaks and memory; ``comms`` maps each communicating
+    parallelism to its :class:`CommTiming`, in the order ``tp``, ``cp``, ``pp``, ``ep``,
+    ``dp``, ``dp_experts`` (a degree of 1 communicates nothing and has no entry).
     """
 
     model: ModelSpec
@@ -62,6 +66,9 @@ class CommProfile:
     zero: int
     gpu: GpuSpec
     comms: dict = field(default_factory=dict)
+    sequence_parallel: bool = True
+    top_k: int = 1
+    capacity_factor: float = 1.0
 
 
 def _timed(graph, op, size, groups, algorithm, options):
@@ -69,53 +76,79 @@ def _timed(graph, op, size, groups, algorithm, options):
     parallelism are symmetric), the algorithm and the links that set the time."""
     together = concurrent(graph, [dict(op=op, size=size, ranks=g, algorithm=algorithm) for g in groups],
                           alone=False, lockstep=True, **options)
-    return together.makespan, together.algorithms[0], together.bottleneck
+    return float(together.makespan), together.algorithms[0], together.bottleneck
 
 
-def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int) -> list:
+def kv_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int) -> float:
+    """Bytes of one CP rank's keys and values for one layer (bf16): ``2 b (s / cp) k d``
+    with ``k`` the KV heads on one TP rank (``kv_heads / tp``, at least one: GQA replicates
+    a KV head over the TP ranks that share it) and ``d`` the head dimension.
+
+    >>> from flowsolver.training import get_model
+    >>> kv_bytes(get_model("llama-3-405b"), 1, 8, 16) == 2 * (8192 // 16) * 1 * 128 * 2
+    True
+    """
+    heads = max(1, model.kv_heads // tp)
+    return 2.0 * micro_batch * (model.seq_len / cp) * heads * (model.hidden // model.heads) * BF16
+
+
+def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int, sequence_parallel: bool,
+          top_k: int, capacity_factor: float) -> list:
     """The collectives of a step: ``(name, kind, op, bytes, groups)`` per parallelism that
     communicates (``kind`` names the entry of ``algorithms`` that applies).
 
-    * TP: all-reduces of ``micro_batch x seq_len x hidden`` bf16 activations;
-    * PP: ``micro_batch x seq_len x hidden / tp`` bytes to the next stage;
-    * EP: all-to-alls of ``micro_batch x seq_len x hidden x top_k / tp`` bytes per rank;
+    * TP: all-reduces (or, with sequence parallelism, reduce-scatters and all-gathers) of
+      ``micro_batch x seq_len / cp x hidden`` bf16 activations;
+    * CP: ring all-gathers of every CP rank's keys and values (``cp x`` :func:`kv_bytes`):
+      ring attention passes each rank's KV chunk around the CP ring, step by step;
+    * PP: ``micro_batch x seq_len / cp x hidden / tp`` bytes to the next stage;
+    * EP: all-to-alls of ``micro_batch x seq_len / cp x hidden x top_k x capacity_factor / tp``
+      bytes per rank, among ``ep`` consecutive DP ranks;
     * DP: the bf16 gradients of a GPU's dense shard ``(N - N_experts) / (tp pp)``, and of its
-      expert shard ``N_experts / (tp pp ep)`` among the ``dp / ep`` ranks holding it.
+      expert shard ``N_experts / (tp pp ep)`` among the ranks holding it (CP ranks included).
     """
-    activation = micro_batch * model.seq_len * model.hidden * BF16
+    lay = layout
+    activation = micro_batch * model.seq_len / lay.cp * model.hidden * BF16
     plan = []
-    if layout.tp > 1:
-        plan.append(("tp", "tp", "all_reduce", activation, layout.groups("tp")))
-    if layout.pp > 1:
-        plan.append(("pp", "pp", "send_recv", activation / layout.tp, layout.groups("pp")))
-    if layout.ep > 1:
-        plan.append(("ep", "ep", "all_to_all", activation * model.top_k / layout.tp, layout.groups("ep")))
-    shard = layout.tp * layout.pp
+    if lay.tp > 1:
+        plan.append(("tp", "tp", "reduce_scatter" if sequence_parallel else "all_reduce", activation, lay.groups("tp")))
+    if lay.cp > 1:
+        plan.append(("cp", "cp", "all_gather", lay.cp * kv_bytes(model, micro_batch, lay.tp, lay.cp), lay.groups("cp")))
+    if lay.pp > 1:
+        plan.append(("pp", "pp", "send_recv", activation / lay.tp, lay.groups("pp")))
+    if lay.ep > 1:
+        plan.append(("ep", "ep", "all_to_all", activation * top_k * capacity_factor / lay.tp, lay.groups("ep")))
+    shard = lay.tp * lay.pp
     dp_op = "all_reduce" if zero == 0 else "reduce_scatter"
-    if layout.dp > 1:
-        plan.append(("dp", "dp", dp_op, (model.params - model.expert_params) / shard * BF16, layout.groups("dp")))
-    if model.expert_params and layout.dp // layout.ep > 1:
-        plan.append(("dp_experts", "dp", dp_op, model.expert_params / (shard * layout.ep) * BF16,
-                     layout.groups("dp_experts")))
+    if lay.dp * lay.cp > 1:
+        plan.append(("dp", "dp", dp_op, (model.params - model.expert_params) / shard * BF16, lay.groups("dp")))
+    if model.expert_params and lay.dp // lay.ep * lay.cp > 1:
+        plan.append(("dp_experts", "dp", dp_op, model.expert_params / (shard * lay.ep) * BF16,
+                     lay.groups("dp_experts")))
     return plan
 
 
 def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batch: int, zero: int, gpu,
-                  algorithms: dict, options: dict) -> CommProfile:
+                  algorithms: dict, options: dict, sequence_parallel: bool = True, top_k: int | None = None,
+                  capacity_factor: float = 1.0) -> CommProfile:
     """Solve every collective of the step once on ``graph`` (:func:`flowsolver.concurrent`,
-    lockstep) into a :class:`CommProfile`; ``algorithms`` maps ``tp``, ``pp``, ``ep``, ``dp``
-    to an algorithm (or ``"auto"``), ``options`` goes to every collective.
+    lockstep, every group of a kind at once) into a :class:`CommProfile`; ``algorithms``
+    maps ``tp``, ``cp``, ``pp``, ``ep``, ``dp`` to an algorithm (or ``"auto"``), ``options``
+    goes to every collective. A reduce-scatter (TP with sequence parallelism, DP with ZeRO
+    >= 1) is solved with its all-gather of the same bytes (``gather``).
 
     >>> import topologies as tp
     >>> from flowsolver.training import ParallelLayout, get_model
     >>> prof = solve_profile(tp.rail_optimized(2), get_model("llama-3-8b"), ParallelLayout(tp=8, pp=1, dp=2),
     ...                      micro_batch=1, zero=1, gpu=tp.get_gpu("h100_sxm"),
-    ...                      algorithms=dict(tp="auto", dp="ring"), options={})
+    ...                      algorithms=dict(tp="auto", cp="ring", dp="ring"), options={})
     >>> list(prof.comms), prof.comms["dp"].op, prof.comms["dp"].group_size, prof.comms["dp"].gather > 0
     (['tp', 'dp'], 'reduce_scatter', 2, True)
     """
+    top_k = model.top_k if top_k is None else top_k
     comms = {}
-    for name, kind, op, size, groups in _plan(model, layout, micro_batch, zero):
+    for name, kind, op, size, groups in _plan(model, layout, micro_batch, zero, sequence_parallel, top_k,
+                                              capacity_factor):
         per_call, algorithm, bottleneck = _timed(graph, op, size, groups, algorithms[kind], options)
         gather = 0.0
         if op == "reduce_scatter":
@@ -123,4 +156,5 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
         comms[name] = CommTiming(name=name, op=op, algorithm=algorithm, bytes=size, per_call=per_call,
                                  groups=len(groups), group_size=len(groups[0]), gather=gather,
                                  bottleneck=bottleneck)
-    return CommProfile(model=model, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu, comms=comms)
+    return CommProfile(model=model, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu, comms=comms,
+                       sequence_parallel=sequence_parallel, top_k=top_k, capacity_factor=capacity_factor)

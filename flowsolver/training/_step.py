@@ -2,45 +2,90 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import topologies as tp_
 
 from .. import _checks
 from ..routing import unchanged
 from ._compose import StepResult, checked_schedule, compose
-from ._layout import ParallelLayout
+from ._compute import DEFAULT_COMPUTE_EFFICIENCY, check_precision
+from ._layout import DEFAULT_ORDER, ParallelLayout
 from ._memory import check_zero
 from ._models import ModelSpec, get_model
+from ._pipeline import stage_layers
 from ._profile import solve_profile
 
-__all__ = ["training_step", "DEFAULT_MFU", "DEFAULT_BATCH"]
+__all__ = ["training_step", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_TP_OVERLAP", "DEFAULT_BATCH"]
 
-# Llama 3 405B trained at 38-43 % MFU on 16k H100s (Llama 3 paper, table 4). We take the top
-# of that range as the fraction of peak reached while computing; the end-to-end MFU the
-# model reports comes out lower once communication is exposed.
-DEFAULT_MFU = 0.43
+# Fraction of the TP traffic hidden behind the GEMMs when none is given: (tp - 1) / tp.
+# Megatron-Bridge turns Transformer Engine's userbuffers overlap on (tp_comm_overlap, with
+# sequence parallelism) in its H100 recipes (Megatron-Bridge docs, "Communication
+# Overlap"): the all-gather / reduce-scatter around each GEMM is split into tp chunks run
+# ring-exchange style, each chunk's transfer under the previous chunk's GEMM, so all but one
+# of tp chunks hides. The same default for every run (README, "Training steps against
+# published runs"); pass a float to override.
+DEFAULT_TP_OVERLAP = None
+
+
+def default_tp_overlap(tp: int) -> float:
+    """``(tp - 1) / tp``: the share of a ring-exchange-overlapped TP collective hidden.
+
+    >>> default_tp_overlap(8), default_tp_overlap(1)
+    (0.875, 0.0)
+    """
+    return (tp - 1) / tp
+
+
 #: sequences per step when none is given: 4 M tokens at 8192 (rounded up to whole microbatches)
 DEFAULT_BATCH = 512
-_ALGORITHM_KEYS = ("tp", "pp", "ep", "dp")
+_ALGORITHM_KEYS = ("tp", "cp", "pp", "ep", "dp")
 
 
-def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, ranks) -> ParallelLayout:
+def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order) -> ParallelLayout:
     """The placement, its degrees checked against the GPU count and the model."""
     n = len(tp_.gpus(graph))
-    tp, pp, ep = (_checks.integer(name, value) for name, value in (("tp", tp), ("pp", pp), ("ep", ep)))
+    tp, pp, ep, cp, vp = (_checks.integer(name, value) for name, value in
+                          (("tp", tp), ("pp", pp), ("ep", ep), ("cp", cp), ("vp", vp)))
+    cells = tp * pp * cp
     if dp is None:
-        dp = n // (tp * pp) if n % (tp * pp) == 0 else 0
+        if n % cells:
+            raise ValueError(f"tp * cp * pp must divide the GPU count {n} (dp is the quotient), got tp={tp}, "
+                             f"cp={cp}, pp={pp} ({cells})")
+        dp = n // cells
     else:
         dp = _checks.integer("dp", dp)
-    if tp * pp * dp != n:
-        raise ValueError(f"tp * pp * dp must equal the GPU count {n}, got tp={tp}, pp={pp}, dp={dp} "
-                         f"({tp * pp * dp})")
-    if spec.layers % pp:
-        raise ValueError(f"pp ({pp}) must divide the model's {spec.layers} layers")
+    if cells * dp != n:
+        raise ValueError(f"tp * cp * pp * dp must equal the GPU count {n}, got tp={tp}, cp={cp}, pp={pp}, dp={dp} "
+                         f"({cells * dp})")
+    if spec.seq_len % (2 * cp):
+        raise ValueError(f"cp ({cp}) must split the sequence of {spec.seq_len} tokens into 2 x cp equal chunks "
+                         f"(load-balanced ring attention): 2 cp must divide seq_len")
+    if vp > 1 and pp == 1:
+        raise ValueError(f"vp ({vp}) interleaves pipeline stages: it needs pp > 1")
+    stage_layers(spec.layers, pp, vp)           # a ValueError naming pp / vp when they do not split
     if ep > 1 and (spec.experts == 1 or dp % ep or spec.experts % ep):
         raise ValueError(f"ep ({ep}) needs a mixture-of-experts model and must divide dp ({dp}) and the "
                          f"experts ({spec.experts})")
     placement = () if ranks is None else tuple(_checks.rank_indices(graph, ranks))
-    return ParallelLayout(tp=tp, pp=pp, dp=dp, ep=ep, placement=placement)
+    return ParallelLayout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, placement=placement,
+                          order=DEFAULT_ORDER if order is None else order)
+
+
+def _routing(spec: ModelSpec, top_k, capacity_factor) -> tuple:
+    """``top_k`` (default the model's) and ``capacity_factor`` (default 1: dropless) checked
+    against the model's experts."""
+    if spec.experts == 1 and (top_k not in (None, 1) or capacity_factor is not None):
+        raise ValueError(f"top_k and capacity_factor need a mixture-of-experts model; {spec.name} is dense "
+                         f"(experts = 1)")
+    top_k = spec.top_k if top_k is None else _checks.integer("top_k", top_k, maximum=spec.experts)
+    if capacity_factor is None:
+        return top_k, 1.0
+    factor = _checks.positive_number("capacity_factor", capacity_factor)
+    if factor > spec.experts / top_k:
+        raise ValueError(f"capacity_factor ({factor}) must be <= experts / top_k = {spec.experts / top_k:g}: an "
+                         f"expert cannot take more than every token")
+    return top_k, factor
 
 
 def _gpu(graph, gpu):
@@ -54,22 +99,27 @@ def _gpu(graph, gpu):
 
 
 def _algorithms(algorithms) -> dict:
-    out = {key: "auto" for key in _ALGORITHM_KEYS} | dict(algorithms or {})
+    out = {key: "auto" for key in _ALGORITHM_KEYS} | {"cp": "ring"} | dict(algorithms or {})
     unknown = set(out) - set(_ALGORITHM_KEYS)
     if unknown:
-        raise ValueError(f"algorithms keys must be among tp, pp, ep, dp, got {sorted(unknown)}")
+        raise ValueError(f"algorithms keys must be among tp, cp, pp, ep, dp, got {sorted(unknown)}")
     return out
 
 
 def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
-                  global_batch: int | None = None, micro_batch: int = 1, mfu: float = DEFAULT_MFU,
-                  zero: int = 1, dp_overlap: float = 1.0, ranks=None, gpu=None,
+                  cp: int = 1, vp: int = 1, global_batch: int | None = None, micro_batch: int = 1,
+                  seq_len: int | None = None,
+                  compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY, precision: str = "bf16",
+                  recompute: str = "selective", sequence_parallel: bool = True,
+                  tp_overlap: float | None = DEFAULT_TP_OVERLAP, top_k: int | None = None, capacity_factor=None,
+                  zero: int = 1, dp_overlap: float = 1.0, ranks=None, order=None, gpu=None,
                   algorithms: dict | None = None, collective_options: dict | None = None) -> StepResult:
     """Time one training step of ``model`` on the cluster ``graph``.
 
     The collectives are solved once into a :class:`CommProfile`; the step is
-    :func:`compose` of it and the :class:`Schedule` (global batch, DP overlap, MFU), so
-    :meth:`StepResult.recompose` re-times another schedule without solving again.
+    :func:`compose` of it and the :class:`Schedule`, so :meth:`StepResult.recompose`
+    re-times another schedule (batch, overlaps, efficiency, precision, recompute) without
+    solving again.
 
     Parameters
     ----------
@@ -77,26 +127,49 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         A cluster (``topologies`` generator or hand-built).
     model : str or ModelSpec
         A preset of ``MODELS`` or a shape.
-    tp, pp, dp, ep : int
-        Tensor, pipeline, data and expert parallel degrees; ``tp * pp * dp`` must equal the
-        GPU count (``dp`` defaults to the quotient); ``ep`` divides ``dp`` and the experts.
+    tp, cp, pp, dp, ep, vp : int
+        Tensor, context, pipeline, data and expert parallel degrees; ``tp * cp * pp * dp``
+        must equal the GPU count (``dp`` defaults to the quotient); ``ep`` divides ``dp`` and
+        the experts; ``vp`` virtual stages per pipeline stage (interleaved 1F1B); ``2 cp``
+        divides the sequence. ``pp x vp`` divides the layers, or the layers + 2 (Megatron's
+        lighter end stages, e.g. Llama 3 405B's 126 layers on 16 stages).
     global_batch : int, optional
         Sequences per step (default 512, 4 M tokens at 8192, rounded up to a multiple of
         ``dp x micro_batch``).
     micro_batch : int
         Sequences per microbatch.
-    mfu : float
-        Fraction of the dense bf16 peak reached while computing (default 0.43, see :mod:`flowsolver.training`).
+    seq_len : int, optional
+        Tokens per sequence (default the model's), e.g. 131072 for long-context training.
+    compute_efficiency : float
+        Fraction of the dense peak (of the precision each piece of work runs in) reached
+        while computing (default 0.42, see :mod:`flowsolver.training._compute`). Not the
+        MFU: the result's ``mfu`` is measured over the whole step.
+    precision : {"bf16", "fp8"}
+        ``fp8``: the transformer layers' weight GEMMs at the GPU's dense FP8 peak (attention
+        and logits stay bf16); needs a GPU with FP8.
+    recompute : {"none", "selective", "full"}
+        Activation recompute (compute cost and memory, :mod:`flowsolver.training._compute`).
+    sequence_parallel : bool
+        TP all-reduces as reduce-scatter + all-gather, activations sharded over TP.
+    tp_overlap : float in [0, 1]
+        Fraction of the TP traffic hidden behind the GEMMs (default ``(tp - 1) / tp``, see
+        ``DEFAULT_TP_OVERLAP``).
+    top_k, capacity_factor : optional
+        MoE routing: experts per token (default the model's) and capacity factor (default
+        dropless: the all-to-alls carry the routed tokens once).
     zero : {0, 1, 2, 3}
         0 all-reduce; 1 / 2 distributed optimizer (reduce-scatter + all-gather); 3 FSDP.
     dp_overlap : float in [0, 1]
-        Fraction of the overlap window (see :mod:`flowsolver.training`) the DP traffic may hide behind.
+        Fraction of the DP overlap windows (last backward, next forward) used.
     ranks : sequence of int, optional
         Placement: GPU rank of each logical rank (default ``topologies.gpus`` order).
+    order : str or tuple, optional
+        Rank order, fastest-varying first (default ``"tp-cp-dp-pp"``: TP inside a server).
     gpu : str or GpuSpec, optional
         GPU type when the graph's GPU nodes carry none.
     algorithms : dict, optional
-        Collective algorithm per parallelism (``tp``, ``pp``, ``ep``, ``dp``), default ``"auto"``.
+        Collective algorithm per parallelism (``tp``, ``cp``, ``pp``, ``ep``, ``dp``),
+        default ``"auto"`` (``cp``: ``"ring"``, ring attention).
     collective_options : dict, optional
         Passed to every collective (``policy``, ``efficiency``, ``step_latency``, ...).
 
@@ -106,21 +179,30 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     >>> r = training_step(tp.rail_optimized(nodes=8), model="llama-3-70b", tp=8, dp=8, global_batch=64)
     >>> r.gpus, r.microbatches, round(sum(r.breakdown.values()) / r.step_time, 9)
     (64, 8, 1.0)
-    >>> r.phases["tp"].algorithm, r.phases["dp"].bottleneck_tier
-    ('nvls', 'access')
+    >>> r.phases["tp"].op, r.phases["dp"].bottleneck_tier
+    ('reduce_scatter+all_gather', 'access')
     """
     spec = get_model(model)
+    if seq_len is not None:
+        spec = dataclasses.replace(spec, seq_len=_checks.integer("seq_len", seq_len))
     _checks.checked_graph(graph)
     micro_batch = _checks.integer("micro_batch", micro_batch)
-    layout = _layout(graph, spec, tp=tp, pp=pp, dp=dp, ep=ep, ranks=ranks)
+    layout = _layout(graph, spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, ranks=ranks, order=order)
     zero = check_zero(zero)
+    top_k, factor = _routing(spec, top_k, capacity_factor)
     if global_batch is None:
         unit = layout.dp * micro_batch
         global_batch = -(-DEFAULT_BATCH // unit) * unit
-    schedule = checked_schedule(dp=layout.dp, micro_batch=micro_batch, global_batch=global_batch,
-                                dp_overlap=dp_overlap, mfu=mfu)
     gpu_spec = _gpu(graph, gpu)
+    check_precision(precision, gpu_spec)
+    schedule = checked_schedule(dp=layout.dp, micro_batch=micro_batch, global_batch=global_batch,
+                                dp_overlap=dp_overlap, compute_efficiency=compute_efficiency, precision=precision,
+                                recompute=recompute, gpu=gpu_spec,
+                                tp_overlap=default_tp_overlap(layout.tp) if tp_overlap is None else tp_overlap)
+    if not isinstance(sequence_parallel, bool):
+        raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
     with unchanged(graph):          # every group's steps routed on one index of the graph
         profile = solve_profile(graph, spec, layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
-                                algorithms=_algorithms(algorithms), options=dict(collective_options or {}))
+                                algorithms=_algorithms(algorithms), options=dict(collective_options or {}),
+                                sequence_parallel=sequence_parallel, top_k=top_k, capacity_factor=factor)
     return compose(profile, schedule)

@@ -1,0 +1,134 @@
+"""Compute of a step: which work runs at which precision's peak, the recompute it adds, and a
+stage's seconds per microbatch.
+
+Work and precision (Transformer Engine's FP8 recipe, as Megatron-Bridge runs it): with
+``precision="fp8"`` the weight GEMMs of the transformer layers (QKV, output projection, MLP,
+experts) run at the GPU's dense FP8 peak; the attention scores and values (flash / cuDNN
+attention) and the output projection to the vocabulary stay in bf16. With ``"bf16"`` all of
+it runs at the bf16 peak. Everything runs at ``compute_efficiency x`` its peak.
+
+Recompute (Korthikanti et al. 2022, "Reducing activation recomputation in large transformer
+models", table 2; FLOPs per token of one layer):
+
+* ``"selective"`` (default; what flash attention does in its backward pass): the attention
+  scores are recomputed, ``+ 2 h s`` (one causal forward of the scores), and the activations
+  kept are ``34 s b h / t`` bytes per layer (with sequence parallelism);
+* ``"none"``: nothing recomputed; the ``5 a s^2 b / t`` bytes of attention scores are kept too;
+* ``"full"``: each layer's forward runs again in the backward pass, ``+ 1/3`` of the layer's
+  FLOPs; only the layer input is kept, ``2 s b h / t`` bytes per layer, plus one layer's
+  working set.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PRECISIONS", "RECOMPUTE", "DEFAULT_COMPUTE_EFFICIENCY", "check_precision", "check_recompute",
+           "stage_seconds", "attention_seconds", "activation_bytes_per_layer"]
+
+PRECISIONS = ("bf16", "fp8")
+RECOMPUTE = ("none", "selective", "full")
+
+# Fraction of the dense peak the step's kernels reach while computing, one value for every
+# run. Taken from the one compute-bound row of Megatron-Bridge's performance summary (25.11,
+# DGX-H100): Llama 3 8B in FP8 on 8 GPUs, data parallel only (its chunked gradient
+# reduction hides, no bubble, no TP), reaches 744 TFLOP/s. With this module's split of the
+# work (the layers' GEMMs at 1979 TFLOP/s FP8; attention, with its selective recompute, and
+# the logits at 989 bf16) that is 0.477 of the peak of the work it runs; rounded to 0.48.
+# The other published rows are predictions from it (README, "Training steps against
+# published runs").
+DEFAULT_COMPUTE_EFFICIENCY = 0.48
+
+
+def check_precision(precision, gpu) -> str:
+    """``precision`` checked against the allowed values and the GPU (FP8 needs FP8 tensor cores).
+
+    >>> import topologies as tp
+    >>> check_precision("fp8", tp.get_gpu("a100_sxm"))
+    Traceback (most recent call last):
+    ...
+    ValueError: precision='fp8' needs a GPU with FP8 tensor cores; a100_sxm has none (peak_fp8_flops = 0)
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "fp8" and not gpu.peak_fp8_flops > 0:
+        raise ValueError(f"precision='fp8' needs a GPU with FP8 tensor cores; {gpu.name} has none "
+                         f"(peak_fp8_flops = 0)")
+    return precision
+
+
+def check_recompute(recompute) -> str:
+    """``recompute`` checked: ``none``, ``selective`` or ``full``.
+
+    >>> check_recompute("full")
+    'full'
+    """
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    return recompute
+
+
+def _layer_flops(model, recompute: str) -> tuple:
+    """(GEMM FLOPs, attention FLOPs) executed per token of one layer, recompute included."""
+    gemm, attention = model.layer_linear_flops, model.layer_attention_flops()
+    if recompute == "selective":
+        return gemm, attention * (4.0 / 3.0)
+    if recompute == "full":
+        return gemm * (4.0 / 3.0), attention * (4.0 / 3.0)
+    return gemm, attention
+
+
+def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int, gpu, precision: str,
+                  efficiency: float, recompute: str) -> float:
+    """Seconds one GPU of a stage holding ``layers`` transformer layers (and the output
+    projection when ``last``) computes one microbatch of ``tokens`` tokens, its work split
+    over ``shards`` GPUs (``tp x cp``), forward and backward.
+
+    >>> import topologies as tp
+    >>> from flowsolver.training import get_model
+    >>> m, h100 = get_model("llama-3-8b"), tp.get_gpu("h100_sxm")
+    >>> t = stage_seconds(m, 32, True, tokens=8192, shards=1, gpu=h100, precision="bf16", efficiency=1.0,
+    ...                   recompute="none")
+    >>> round(t * 989e12 / 8192 / m.flops_per_token, 12)
+    1.0
+    """
+    gemm, attention = _layer_flops(model, recompute)
+    fast = gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops
+    slow = gpu.peak_bf16_flops
+    seconds = layers * (gemm / fast + attention / slow) + (model.output_flops / slow if last else 0.0)
+    return tokens * seconds / (shards * efficiency)
+
+
+def attention_seconds(model, *, tokens: float, shards: int, gpu, efficiency: float, recompute: str) -> float:
+    """Seconds one GPU spends in one layer's attention scores and values (bf16, recompute
+    included) for a microbatch of ``tokens`` tokens split over ``shards`` GPUs: the compute
+    ring attention's KV exchange hides behind.
+
+    >>> import topologies as tp
+    >>> from flowsolver.training import get_model
+    >>> m = get_model("llama-3-8b")
+    >>> t = attention_seconds(m, tokens=8192, shards=1, gpu=tp.get_gpu("h100_sxm"), efficiency=1.0, recompute="none")
+    >>> t == 8192 * 6 * 4096 * 8192 / 989e12
+    True
+    """
+    attention = _layer_flops(model, recompute)[1]
+    return tokens * attention / (shards * efficiency * gpu.peak_bf16_flops)
+
+
+def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
+                               sequence_parallel: bool) -> float:
+    """Bytes of activations one layer keeps per microbatch on one GPU (Korthikanti et al.
+    2022: ``s b h (34 / t)`` with sequence parallelism, ``s b h (10 + 24 / t)`` without;
+    ``+ 5 a s^2 b / t`` without recompute; ``2 s b h / t`` with full recompute), ``s`` the
+    tokens per CP rank (``seq_len / cp``).
+
+    >>> from flowsolver.training import get_model
+    >>> activation_bytes_per_layer(get_model("llama-3-70b"), micro_batch=1, tp=8, cp=1,
+    ...                            recompute="selective", sequence_parallel=True) == 34 * 8192 * 8192 / 8
+    True
+    """
+    s, b, h, a = model.seq_len / cp, micro_batch, model.hidden, model.heads
+    if recompute == "full":
+        return 2.0 * s * b * h / (tp if sequence_parallel else 1)
+    per_layer = s * b * h * (34.0 / tp if sequence_parallel else 10.0 + 24.0 / tp)
+    if recompute == "none":
+        per_layer += 5.0 * a * s * model.seq_len * b / tp    # local queries x all keys
+    return per_layer

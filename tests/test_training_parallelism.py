@@ -1,0 +1,153 @@
+"""Pipeline schedules, sequence / context / expert parallelism, precision, recompute and
+placement against formulas written out here, and the bad inputs each one refuses."""
+
+import pytest
+
+import topologies as tp
+from flowsolver import get_model, training_step
+from flowsolver.study import cluster
+from flowsolver.training import ParallelLayout, memory_per_gpu, stage_layers
+
+ZERO = dict(step_latency=0.0, base_latency=0.0)
+H100_BF16, H100_FP8 = 989e12, 1979e12          # H100 SXM datasheet, dense
+
+
+def test_uneven_stages_follow_megatrons_split_with_the_embedding_and_loss_as_layers():
+    # 126 + 2 = 128 slots over 16 stages: 8 each, the end stages one transformer layer fewer
+    assert stage_layers(126, 16) == (7,) + (8,) * 14 + (7,)
+    assert stage_layers(126, 8, 8) == (15,) + (16,) * 6 + (15,)      # 128 / 64 = 2 per virtual stage
+    assert stage_layers(80, 8, 5) == (10,) * 8                           # even: 2 layers per virtual stage
+    with pytest.raises(ValueError, match=r"pp x vp \(8 x 3 = 24 virtual stages\) must divide the model's 80 layers"):
+        stage_layers(80, 8, 3)
+
+
+def test_interleaving_divides_the_bubble_by_vp_and_sends_vp_times_as_often():
+    g = cluster("ideal", nodes=2)
+    kw = dict(model="llama-3-8b", tp=4, pp=4, global_batch=32, collective_options=ZERO)
+    for vp in (1, 2, 4):
+        r = training_step(g, vp=vp, **kw)
+        m = r.microbatches
+        slot = (r.compute_time + r.breakdown.get("tp", 0.0)) / m      # the slowest stage, per microbatch
+        assert r.bubble_time == pytest.approx((4 - 1) / vp * slot, rel=1e-9)
+        pp = r.phases["pp"]
+        assert pp.calls == 2 * m * vp + 2 * 3
+        exposed_sends = 2 * (m + 3) if vp == 1 else 2 * 3          # interleaved: only fill and drain
+        assert pp.exposed == pytest.approx(exposed_sends * pp.per_call, rel=1e-12)
+    # the model runs 126 layers on 16 stages
+    r = training_step(tp.rail_optimized(4), model="llama-3-405b", tp=2, pp=16, global_batch=1)
+    assert r.stage_layers[0] == 7 and sum(r.stage_layers) == 126
+
+
+def test_interleaving_holds_megatrons_warm_up_activations():
+    m = get_model("llama-3-70b")
+    per_layer = 34 * 8192 * 8192 / 4                                    # 34 s b h / t
+    base = memory_per_gpu(m, tp=4, pp=8, dp=2, microbatches=64)
+    inter = memory_per_gpu(m, tp=4, pp=8, dp=2, microbatches=64, vp=5)
+    # 1F1B holds pp microbatches of the stage's 10 layers; interleaved 2 (pp-1) + (vp-1) pp + 1
+    # model chunks of 2 layers on stage 0
+    assert base - inter == pytest.approx(per_layer * (10 * 8 - 2 * (2 * 7 + 4 * 8 + 1)), rel=1e-12)
+
+
+def test_sequence_parallel_tp_is_reduce_scatter_plus_all_gather_and_overlap_hides_a_share():
+    g = tp.rail_optimized(2)
+    r = training_step(g, model="llama-3-8b", tp=8, global_batch=16, tp_overlap=0.25)
+    t, c = r.phases["tp"], r.profile.comms["tp"]
+    assert t.op == "reduce_scatter+all_gather" and c.op == "reduce_scatter" and c.gather > 0
+    assert t.calls == 8 * 32 * r.microbatches and t.bytes == 8192 * 4096 * 2
+    assert t.exposed == pytest.approx(0.75 * r.microbatches * 32 * 4 * (c.per_call + c.gather), rel=1e-12)
+    plain = training_step(g, model="llama-3-8b", tp=8, global_batch=16, sequence_parallel=False, tp_overlap=0.0)
+    assert plain.phases["tp"].op == "all_reduce" and plain.phases["tp"].calls == 4 * 32 * plain.microbatches
+    # the default hides (tp - 1) / tp
+    assert training_step(g, model="llama-3-8b", tp=8, global_batch=16).tp_overlap == 7 / 8
+
+
+def test_context_parallel_rings_exchange_kv_per_layer_within_cp_groups():
+    g = tp.rail_optimized(2)
+    r = training_step(g, model="llama-3-8b", tp=4, cp=2, global_batch=4, seq_len=32768)
+    c = r.phases["cp"]
+    # each CP rank's K and V: 2 x (s / cp) tokens x (8 KV heads / tp 4) x 128 x 2 bytes, around a ring of 2
+    assert c.op == "all_gather" and c.group_size == 2 and c.groups == 8
+    assert c.bytes == 2 * 2 * (32768 // 2) * 2 * 128 * 2 and c.calls == 3 * 32 * r.microbatches
+    # hidden behind the layer's attention (bf16, scores recomputed: 8 h s per token)
+    attention = 32768 * 8 * 4096 * 32768 / (4 * 2 * r.compute_efficiency * H100_BF16)
+    per_call = r.profile.comms["cp"].per_call
+    assert c.exposed == pytest.approx(32 * r.microbatches * max(0.0, 3 * per_call - attention), abs=1e-12)
+    # placement: TP inside the server, then CP: rank 0's CP peer is rank tp
+    assert r.profile.layout.groups("cp")[0] == [0, 4]
+    assert ParallelLayout(tp=4, pp=1, dp=2, cp=2, order="tp-dp-cp-pp").groups("cp")[0] == [0, 8]
+
+
+def test_fp8_runs_the_layer_gemms_at_the_fp8_peak_and_the_rest_at_bf16():
+    g = cluster("ideal", nodes=1)
+    m = get_model("llama-3-8b")
+    r = training_step(g, model=m, dp=8, global_batch=8, precision="fp8", collective_options=ZERO)
+    gemm = 6 * (2 * 4096 ** 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    attention, logits = 6 * 4096 * 8192 * 4 / 3, 6 * 128256 * 4096
+    per_token = 32 * (gemm / H100_FP8 + attention / H100_BF16) + logits / H100_BF16
+    assert r.compute_time == pytest.approx(8192 * per_token / r.compute_efficiency, rel=1e-9)
+    # MFU of an FP8 run is against the FP8 peak
+    assert r.mfu == pytest.approx(r.tokens_per_gpu * m.flops_per_token / H100_FP8, rel=1e-12)
+
+
+def test_recompute_costs_compute_and_saves_activations():
+    g = cluster("ideal", nodes=1)
+    kw = dict(model="llama-3-8b", tp=8, global_batch=8, collective_options=ZERO)
+    runs = {k: training_step(g, recompute=k, **kw) for k in ("none", "selective", "full")}
+    attention, gemm = 6 * 4096 * 8192, 6 * (2 * 4096 ** 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    logits = 6 * 128256 * 4096
+    for name, extra in (("selective", attention / 3), ("full", (attention + gemm) / 3)):
+        ratio = (32 * (gemm + attention + extra) + logits) / (32 * (gemm + attention) + logits)
+        assert runs[name].compute_time / runs["none"].compute_time == pytest.approx(ratio, rel=1e-9)
+    s, h, a, t = 8192, 4096, 32, 8
+    assert runs["none"].memory_per_gpu - runs["selective"].memory_per_gpu == pytest.approx(
+        32 * 5 * a * s * s / t, rel=1e-9)
+    # full: 2 s h / t per layer kept, plus one layer's 34 s h / t working set
+    assert runs["selective"].memory_per_gpu - runs["full"].memory_per_gpu == pytest.approx(
+        32 * 34 * s * h / t - (32 * 2 * s * h / t + 34 * s * h / t), rel=1e-9)
+
+
+def test_expert_all_to_all_carries_top_k_times_capacity_factor():
+    g = tp.rail_optimized(2)
+    kw = dict(model="mixtral-8x7b", tp=2, ep=4, global_batch=8)
+    base = training_step(g, **kw)
+    padded = training_step(g, capacity_factor=1.25, **kw)
+    one = training_step(g, top_k=1, **kw)
+    tokens = 4096 * 4096 * 2 / 2                                # s h bf16 / tp
+    assert base.phases["ep"].bytes == tokens * 2                  # Mixtral routes to 2 experts
+    assert padded.phases["ep"].bytes == tokens * 2 * 1.25 and one.phases["ep"].bytes == tokens
+    assert base.phases["ep"].calls == 4 * 32 * base.microbatches
+
+
+def test_dp_overlap_exposes_one_bucket_when_the_window_is_long_enough():
+    g = tp.rail_optimized(1)
+    r = training_step(g, model="llama-3-8b", dp=8, global_batch=64)
+    c, d = r.profile.comms["dp"], r.phases["dp"]
+    # backward window 2/3 and forward window 1/3 of a microbatch, both far longer: one layer's bucket each
+    assert r.compute_time / r.microbatches / 3 > c.gather
+    assert d.exposed == pytest.approx((c.per_call + c.gather) / 32, rel=1e-12)
+    none = r.recompose(dp_overlap=0.0)
+    assert none.phases["dp"].exposed == pytest.approx(c.per_call + c.gather, rel=1e-12)
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(tp=8, cp=4), r"tp \* cp \* pp must divide the GPU count 16 \(dp is the quotient\), got tp=8, cp=4, pp=1"),
+    (dict(tp=4, cp=2, dp=4), r"tp \* cp \* pp \* dp must equal the GPU count 16, got tp=4, cp=2, pp=1, dp=4"),
+    (dict(tp=8, cp=2, seq_len=6), r"cp \(2\) must split the sequence of 6 tokens into 2 x cp equal chunks"),
+    (dict(tp=8, vp=2), r"vp \(2\) interleaves pipeline stages: it needs pp > 1"),
+    (dict(tp=4, pp=2, vp=3), r"pp x vp \(2 x 3 = 6 virtual stages\) must divide the model's 32 layers"),
+    (dict(tp=8, ep=2), r"ep \(2\) needs a mixture-of-experts model"),
+    (dict(model="mixtral-8x7b", tp=4, ep=3, dp=4), r"ep \(3\) needs a mixture-of-experts model and must divide dp"),
+    (dict(tp=8, top_k=2), r"top_k and capacity_factor need a mixture-of-experts model; llama-3-8b is dense"),
+    (dict(model="mixtral-8x7b", tp=8, top_k=9), r"top_k must be an integer in 1 ... 8, got 9"),
+    (dict(model="mixtral-8x7b", tp=8, capacity_factor=0.0), r"capacity_factor must be"),
+    (dict(model="mixtral-8x7b", tp=8, capacity_factor=5.0), r"capacity_factor \(5.0\) must be <= experts / top_k = 4"),
+    (dict(tp=8, precision="fp16"), r"precision must be one of bf16, fp8, got 'fp16'"),
+    (dict(tp=8, precision="fp8", gpu="a100_sxm"), r"precision='fp8' needs a GPU with FP8 tensor cores; a100_sxm"),
+    (dict(tp=8, recompute="some"), r"recompute must be one of none, selective, full, got 'some'"),
+    (dict(tp=8, tp_overlap=1.5), r"tp_overlap must be in \[0, 1\], got 1.5"),
+    (dict(tp=8, order="tp-dp"), r"order must be a permutation of tp, cp, dp, pp"),
+])
+def test_bad_parallelism_is_refused_naming_the_parameter(kw, message):
+    g = tp.rail_optimized(2)
+    with pytest.raises(ValueError, match=message):
+        training_step(g, **{"model": "llama-3-8b", "global_batch": 16, **kw})

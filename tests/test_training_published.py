@@ -1,0 +1,73 @@
+"""Every published training run of ../shared/REFERENCE.md ("Training"), with its published
+parallelism and the model's defaults (the same for every row), within 10 % in tokens/s per
+GPU and in MFU.
+
+Published tokens/s per GPU: the Megatron-Bridge rows give it; the Llama 3 rows give TFLOP/s
+per GPU, so tokens/s = TFLOP/s / the model FLOPs per token (Megatron's count, the one the
+Megatron-Bridge rows' TFLOP/s use: 744e12 / 14,451 = 51.5 GFLOP per token for Llama 3 8B).
+MFU: the Llama 3 rows publish it (bf16 peak); for the FP8 rows it is their TFLOP/s over the
+H100's dense FP8 peak, 1979 TFLOP/s. The Llama 3 paper does not publish its number of
+virtual stages; the rows assume vp = 8, the finest interleaving its uneven split allows (one
+layer per virtual stage). The 16,384-GPU rows take ~30 s each: marked slow.
+"""
+
+import pytest
+
+import topologies as tp
+from flowsolver import get_model, training_step
+
+FP8_PEAK = 1979e12          # H100 SXM dense FP8, datasheet
+
+ROWS = {
+    # Llama 3 paper, table 4: TP8 CP1 PP16 DP64, 32 sequences of 8192 per DP rank
+    "llama3-405b-8k-gpus": (1024, dict(model="llama-3-405b", tp=8, pp=16, dp=64, vp=8, global_batch=64 * 32),
+                            dict(tflops=430, mfu=0.43)),
+    # same, DP128, 16 sequences per DP rank
+    "llama3-405b-16k-gpus": (2048, dict(model="llama-3-405b", tp=8, pp=16, dp=128, vp=8, global_batch=128 * 16),
+                             dict(tflops=400, mfu=0.41)),
+    # same, 128 K context: TP8 CP16 PP16 DP8, 16 M tokens per step = 16 sequences per DP rank
+    "llama3-405b-128k": (2048, dict(model="llama-3-405b", tp=8, cp=16, pp=16, dp=8, vp=8, seq_len=131072,
+                                    global_batch=8 * 16), dict(tflops=380, mfu=0.38)),
+    # Megatron-Bridge performance summary 25.11, DGX-H100
+    "mbridge-70b-fp8": (8, dict(model="llama-3-70b", tp=4, pp=8, vp=5, global_batch=128, precision="fp8"),
+                        dict(tokens=1602, tflops=719)),
+    "mbridge-405b-fp8": (128, dict(model="llama-3-405b", tp=8, pp=8, cp=2, vp=8, global_batch=512,
+                                   precision="fp8"), dict(tokens=292, tflops=737)),
+    "mbridge-8b-fp8": (1, dict(model="llama-3-8b", dp=8, global_batch=128, precision="fp8"),
+                       dict(tokens=14451, tflops=744)),
+}
+SLOW = {"llama3-405b-16k-gpus", "llama3-405b-128k", "llama3-405b-8k-gpus"}
+# Llama 3.1 405B in FP8 comes out 13 % fast (README: "Training steps against published runs")
+OVER = {"mbridge-405b-fp8": 0.13}
+
+
+def _published(kw, pub):
+    spec = get_model(kw["model"])
+    flops = spec.flops_per_token if "seq_len" not in kw else \
+        spec.layers * (spec.layer_linear_flops + spec.layer_attention_flops(kw["seq_len"])) + spec.output_flops
+    tokens = pub.get("tokens", pub["tflops"] * 1e12 / flops)
+    mfu = pub.get("mfu", pub["tflops"] * 1e12 / FP8_PEAK)
+    return tokens, mfu
+
+
+def _row(name):
+    nodes, kw, pub = ROWS[name]
+    marks = [pytest.mark.slow] if name in SLOW else []
+    return pytest.param(name, nodes, kw, pub, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("name,nodes,kw,pub", [_row(n) for n in ROWS])
+def test_published_training_run_is_reproduced(name, nodes, kw, pub):
+    r = training_step(tp.rail_optimized(nodes), **kw)
+    tokens, mfu = _published(kw, pub)
+    tolerance = OVER.get(name, 0.10)
+    assert r.tokens_per_gpu == pytest.approx(tokens, rel=tolerance)
+    assert r.mfu == pytest.approx(mfu, rel=tolerance)
+    if name in OVER:         # the gap is real: not within 10 %, and above the published figure
+        assert r.tokens_per_gpu > 1.10 * tokens
+
+
+def test_the_model_flop_count_is_the_one_the_published_tflops_use():
+    # Megatron-Bridge: TFLOP/s / tokens/s per GPU = model FLOPs per token
+    for model, tokens, tflops in (("llama-3-8b", 14451, 744), ("llama-3-70b", 1602, 719), ("llama-3-405b", 292, 737)):
+        assert get_model(model).flops_per_token == pytest.approx(tflops * 1e12 / tokens, rel=0.01)
