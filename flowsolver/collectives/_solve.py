@@ -118,7 +118,7 @@ def step_latencies(rm, group, n_groups, options) -> np.ndarray:
     first = np.searchsorted(group, np.arange(n_groups))
     worst = np.maximum.reduceat(flow_rank, first) if rm.n_flows else np.zeros(n_groups, dtype=np.int64)
     path = np.maximum.reduceat(rm.path_latency(), first) if rm.n_flows else np.zeros(n_groups)
-    hop = {int(r): hop_latency(HOP_CLASSES[int(r)], options.protocol) for r in np.unique(worst)}
+    hop = {int(r): hop_latency(HOP_CLASSES[int(r)], options.step_protocol) for r in np.unique(worst)}
     return np.array([hop[int(r)] for r in worst]) + np.maximum(path, 0.0)
 
 
