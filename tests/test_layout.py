@@ -58,5 +58,5 @@ def test_layout_checks():
         ParallelLayout(tp=1, pp=1, dp=4, ep=3)
     with pytest.raises(ValueError, match="tp must be an integer >= 1"):
         ParallelLayout(tp=0, pp=1, dp=1)
-    with pytest.raises(ValueError, match="kind must be one of tp, pp, ep, dp, dp_experts"):
+    with pytest.raises(ValueError, match="kind must be one of tp, cp, pp, ep, dp, dp_experts"):
         ParallelLayout(tp=1, pp=1, dp=1).groups("sp")

@@ -114,7 +114,7 @@ def test_a_small_transfer_beside_a_large_one_gets_an_equal_share(tmp_path):
 
 
 def test_groups_that_do_not_meet_take_their_time_alone_as_concurrent_says(tmp_path):
-    from flowsolver import concurrent
+    from flowsolver import collective, concurrent
 
     g = tp.rail_optimized(2)
     size = 2**26
@@ -122,8 +122,10 @@ def test_groups_that_do_not_meet_take_their_time_alone_as_concurrent_says(tmp_pa
     (tmp_path / "comm_group.json").write_text(json.dumps({"1": list(range(8)), "2": list(range(8, 16))}))
     res = replay(g, read_chakra(_write_ranks(tmp_path, per_rank)))
     together = concurrent(g, [dict(op="all_reduce", size=size, ranks=range(8)),
-                              dict(op="all_reduce", size=size, ranks=range(8, 16))], alone=False)
+                              dict(op="all_reduce", size=size, ranks=range(8, 16))], alone=False, lockstep=True)
+    alone = collective(g, "all_reduce", size, ranks=range(8)).time          # one server each: they never meet
     assert res.iteration_time == pytest.approx(together.makespan, rel=1e-9)
+    assert res.iteration_time == pytest.approx(alone, rel=1e-9)
 
 
 def test_gpu_compute_runs_one_node_at_a_time_and_cpu_ops_beside_it(tmp_path):

@@ -145,7 +145,9 @@ def _lockstep(graph, collectives, options, alone) -> ConcurrentResult:
         raise ValueError("lockstep=True needs collectives with one op, size, algorithm and channels, got "
                          f"{len(kinds)} different ones")
     op, size, algorithm, channels = kinds.pop()
-    options = replace(options, channels=channels)
+    # the groups together are one collective of the merged steps: NCCL's cost model times it,
+    # as it times collective() (unless step_latency turns the model off)
+    options = replace(options, channels=channels, tuner=options.step_latency is None)
     check_call(op, algorithm, size, options)
     res, = solve_collective(graph, op, size, [spec.get("ranks") for spec in specs], algorithm, options)
     if res.status != Status.OK:
