@@ -30,16 +30,19 @@ output (within 6e-8). Values float32 cannot hold are an error.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import _dense, _frontier
 from ..routing import MergedRouting
 from ._allocation import Allocation, allocation, expand
 from ._problem import _as_routing, _per, bucket_size, problem, trace_count
+from ._jax import make_fair_rates
 from ._sensitivity import RateSensitivity
 from ._structure import build as _build_structure
 
-__all__ = ["max_min_fair", "Allocation", "bucket_size", "trace_count", "rate_sensitivity", "RateSensitivity"]
+__all__ = ["max_min_fair", "Allocation", "bucket_size", "trace_count", "rate_sensitivity", "RateSensitivity",
+           "fair_rates"]
 
 #: the methods, in the order ``method="auto"`` asks them whether they are eligible
 METHODS = {"frontier": _frontier, "dense": _dense}
@@ -157,3 +160,29 @@ def rate_sensitivity(routing, allocation: Allocation, capacity=None, *, weights=
     pick = lambda a, i: a[i] if a.ndim == 2 else a  # noqa: E731
     return [RateSensitivity(_build_structure(matrix, pick(cap, i), pick(w, i), pick(d, i), rates[i],
                                              allocation.bottleneck[i])) for i in range(B)]
+
+
+def fair_rates(routing, capacity=None, demands=None, *, weights=None, method: str = "auto"):
+    """Max-min fair rates (bytes/s) as a differentiable JAX array: ``jax.grad``, ``jax.jvp``
+    and ``jax.jacfwd`` of any function of them with respect to ``capacity`` (links,) and
+    ``demands`` (flows,) are exact (a custom JVP on the bottleneck structure, see
+    :func:`rate_sensitivity`). At a tie the derivative is one-sided; JAX then gets each
+    capacity's or cap's increase alone (``side="up"``) and a RuntimeWarning. The solve runs
+    on the host: call it outside ``jax.jit``. Enable 64-bit JAX for float64 derivatives.
+
+    >>> import jax, scipy.sparse as sp
+    >>> A = sp.csc_matrix([[1.0, 1.0], [0.0, 1.0]])
+    >>> with jax.enable_x64(True):
+    ...     g = jax.grad(lambda c: fair_rates(A, c)[0])(jax.numpy.array([3.0, 1.0]))
+    >>> g.tolist()
+    [1.0, -1.0]
+    """
+    if isinstance(routing, MergedRouting):
+        raise TypeError("routing: pass the unmerged RoutingMatrix")
+    rm, _ = _as_routing(routing)
+    w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
+    if w.ndim != 1:
+        raise ValueError("weights: fair_rates solves one scenario (shape (flows,)); vmap over scenarios instead")
+    cap = rm.capacity if capacity is None else capacity
+    d = rm.demands if demands is None else demands
+    return make_fair_rates(rm, w, method, max_min_fair, rate_sensitivity)(jnp.asarray(cap), jnp.asarray(d))

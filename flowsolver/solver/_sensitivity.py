@@ -148,6 +148,27 @@ class RateSensitivity:
             cols.append(sp.csc_matrix((col[nz], (nz, np.full(len(nz), l))), shape=(s.n_flows, s.n_links)))
         return sp.csc_matrix(sum(cols[1:], cols[0]))
 
+    def demand_jacobian(self, side: str | None = None) -> sp.csc_matrix:
+        """d rate_f / d cap_g for every pair of flows: sparse (flows x flows), dimensionless;
+        nonzero only in the columns of flows running at their cap. ``side`` as in
+        :meth:`gradient`."""
+        s = self.structure
+        self._check_side(side)
+        n = s.n_flows
+        lin = np.flatnonzero(s.capped & ~s.one_sided_cap)
+        out = sp.csc_matrix((np.ones(len(lin)), (lin, lin)), shape=(n, n))
+        if len(lin) and len(self._linear):
+            cross = s.matrix[self._linear][:, lin]                   # (linear links x capped flows)
+            moved = (self._linear_columns()[:, self._linear] @ cross).tocoo()
+            out = out - sp.csc_matrix((moved.data, (moved.row, lin[moved.col])), shape=(n, n))
+        for f in np.flatnonzero(s.one_sided_cap):
+            e = np.zeros(n)
+            e[f] = 1.0
+            col = self._side(None, e, side)
+            nz = np.flatnonzero(col)
+            out = out + sp.csc_matrix((col[nz], (nz, np.full(len(nz), f))), shape=(n, n))
+        return sp.csc_matrix(out)
+
     def _linear_columns(self) -> sp.csc_matrix:
         s = self.structure
         n, L = s.n_flows, s.n_links
