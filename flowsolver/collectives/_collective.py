@@ -12,7 +12,7 @@ from ._bound import Capacities, lower_bound
 from ._layout import participants, unavailable
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, busbw_factor
 from ._options import Options, check_call
-from ._results import CollectiveResult
+from ._results import CollectiveResult, Derivation
 from ._schedules import schedule
 from ._solve import time_plans
 from ._trees import Step
@@ -87,14 +87,15 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     out = []
     for table, results in timed:
         best = min(results, key=lambda a: results[a][0])
-        total, steps, util = results[best]
+        total, steps, util, solved_on, cap = results[best]
         stalled = not np.isfinite(total)
         algbw = 0.0 if stalled else float(size) / total
         out.append(CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
                                     busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
                                     links=table, candidates={a: r[0] for a, r in results.items()},
                                     pruned=dict(pruned), status=Status.STALLED if stalled else Status.OK,
-                                    message=_STALLED if stalled else ""))
+                                    message=_STALLED if stalled else "",
+                                    solved_on=Derivation(solved_on, cap, table.capacity)))
     return out
 
 

@@ -97,8 +97,9 @@ def solve_steps(rms, sizes, cap):
     return results if batched else results[0]
 
 
-def _result_of(steps, solved, latency, n_links, base):
-    """(time, CollectiveSteps, link utilisation) of one algorithm from its solved steps."""
+def _result_of(steps, solved, latency, n_links, base, routed=None):
+    """(time, CollectiveSteps, link utilisation, what each step's transfer was solved on:
+    ``(routing, sizes, count)`` per step) of one algorithm from its solved steps."""
     parts, util_time, busy, total = [], np.zeros(n_links), 0.0, base
     for st in steps:
         transfer, util, bottleneck = solved[st.flows]
@@ -109,7 +110,8 @@ def _result_of(steps, solved, latency, n_links, base):
         if np.isfinite(transfer):
             util_time += util * st.count * transfer
             busy += st.count * transfer
-    return total, tuple(parts), util_time / busy if busy > 0 else util_time
+    solved_on = () if routed is None else tuple((*routed[st.flows], st.count) for st in steps)
+    return total, tuple(parts), util_time / busy if busy > 0 else util_time, solved_on
 
 
 def time_plans(graph, ranks, plans, options, scenarios):
@@ -129,9 +131,9 @@ def time_plans(graph, ranks, plans, options, scenarios):
     caps = np.stack([t.effective_capacity(options.efficiency) for t in tables])
     solved_all = solve_steps(rms, [routed[k][1] for k in keys], caps)
     timed = []
-    for table, solved_b in zip(tables, solved_all):
+    for table, cap, solved_b in zip(tables, caps, solved_all):
         solved = dict(zip(keys, solved_b))
         latency = {k: step_latency(replace(routed[k][0], links=table), options) for k in keys}
-        timed.append((table, {alg: _result_of(steps, solved, latency, rms[0].n_links, options.base)
+        timed.append((table, {alg: (*_result_of(steps, solved, latency, rms[0].n_links, options.base, routed), cap)
                               for alg, steps in plans.items()}))
     return timed
