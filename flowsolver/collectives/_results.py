@@ -158,6 +158,7 @@ class ConcurrentResult:
     algorithms: tuple
     bottleneck: tuple = ()
     status: Status = Status.OK
+    lockstep: CollectiveResult | None = field(default=None, repr=False, compare=False)
 
     @property
     def bottleneck_tier(self) -> str:
