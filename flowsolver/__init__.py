@@ -21,6 +21,7 @@ from .collectives import (ALGORITHMS, OPS, PROTOCOLS, CollectiveResult, Collecti
 from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,  # noqa: E402
                        training_step)
 from ._sweep import default_cache_dir, expand_grid, sweep  # noqa: E402
+from .upgrade import Upgrade, upgrade_plan, what_if  # noqa: E402
 
 __all__ = [
     "__version__", "Status",
@@ -32,6 +33,7 @@ __all__ = [
     "OPS", "ALGORITHMS", "PROTOCOLS", "busbw_factor",
     "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
     "sweep", "expand_grid", "default_cache_dir",
+    "what_if", "upgrade_plan", "Upgrade",
 ]
 
 

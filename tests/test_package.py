@@ -22,7 +22,7 @@ LAYERS = [
     ("flowsolver.timing", "flowsolver._completion_sensitivity"),
     ("flowsolver.collectives",),
     ("flowsolver.training",),
-    ("flowsolver._sweep", "flowsolver.study", "flowsolver.plot"),
+    ("flowsolver._sweep", "flowsolver.study", "flowsolver.plot", "flowsolver.upgrade"),
     ("flowsolver.cli", "flowsolver.__main__"),
     ("flowsolver",),
 ]
