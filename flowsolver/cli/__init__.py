@@ -2,8 +2,8 @@
 
 Sub-commands: ``topology`` (describe a cluster, export node-link JSON), ``collective`` (an
 nccl-tests-style table over message sizes), ``train`` (one training step and its
-breakdown), ``study`` (the network study, the main job: ``make run``) and ``sweep
-CONFIG.toml``. With no sub-command it describes the built-in default cluster (8 DGX H100
+breakdown), ``study`` (the network study, the main job: ``make run``), ``sweep
+CONFIG.toml`` and ``upgrade`` (what to upgrade for a collective, under a budget). With no sub-command it describes the built-in default cluster (8 DGX H100
 servers on a rail-optimised InfiniBand NDR fabric). Bad input (an output folder that does
 not exist included, checked before any computation) exits with status 2 and a one-line
 reason on stderr; a sweep in which some scenarios failed finishes the rest, then exits
@@ -42,7 +42,7 @@ def _topology(args) -> None:
 
 
 _COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "train": _commands.train,
-             "sweep": _commands.sweep_file, "topology": _topology}
+             "sweep": _commands.sweep_file, "topology": _topology, "upgrade": _commands.upgrade}
 
 
 def main(argv: list[str] | None = None) -> int:
