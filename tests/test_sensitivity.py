@@ -205,3 +205,36 @@ def test_upgrade_plan_picks_the_oversubscribed_tier_first():
     assert table.exact_s.iloc[0] == pytest.approx(exact, rel=1e-12)
     with pytest.raises(ValueError, match="exactly one"):
         fs.Upgrade("agg-core")
+
+
+def test_the_bottleneck_structure_graph_and_its_groups():
+    # link 1 (capacity 1) holds flow 1 at 1; flow 1 then passes link 0, which holds flow 0 at 2
+    A = sp.csc_matrix([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
+    cap = [3.0, 2.0]
+    sens = rate_sensitivity(A, max_min_fair(A, cap), cap)
+    g = sens.graph()
+    held = {(u, v) for u, v in g.edges if u[0] == "link"}
+    passes = {(u, v) for u, v in g.edges if u[0] == "flow"}
+    assert held == {(("link", 1), ("flow", 1)), (("link", 1), ("flow", 2)), (("link", 0), ("flow", 0))}
+    assert passes == {(("flow", 1), ("link", 0))}
+    grouped = sens.graph(groups=np.array(["a", "a", "b"]))
+    assert grouped.edges[("link", 1), ("group", "a")]["flows"] == 1
+    assert grouped.nodes[("group", "a")]["flows"] == 2 and grouped.nodes[("group", "a")]["level"] == 1.0
+
+
+def test_sensitivity_plots_draw():
+    from matplotlib.figure import Figure
+
+    from flowsolver import plot
+
+    A = sp.csc_matrix([[1.0, 1.0], [0.0, 1.0]])
+    g = rate_sensitivity(A, max_min_fair(A, [3.0, 1.0]), [3.0, 1.0]).graph()
+    ax = plot.bottleneck_structure(Figure().subplots(), g)
+    assert len(ax.collections) >= 2                   # the link and the flow markers
+    import pandas as pd
+
+    table = pd.DataFrame(dict(group_by=["tier", "tier", "link"], group=["a", "b", "0->1"],
+                              saved_s_per_GBps=[1.0, 0.0, 1.0], saved_percent_per_GBps=[2.0, 0.0, 2.0]))
+    assert len(plot.sensitivity_bars(Figure().subplots(), table).patches) == 2
+    with pytest.raises(ValueError, match="group_by"):
+        plot.sensitivity_bars(Figure().subplots(), table, group_by="tech")

@@ -49,6 +49,14 @@ class RateSensitivity:
         """Flows whose demand-cap derivative depends on the sign of the change."""
         return self.structure.one_sided_cap
 
+    def graph(self, groups=None, link_names=None):
+        """The bottleneck structure as a networkx DiGraph (link -> flow where the flow is
+        held, flow -> link where it only passes a saturated link); ``groups``: one label per
+        flow to merge flows into one node each (see ``flowsolver.solver._graph``)."""
+        from ._graph import bottleneck_graph
+
+        return bottleneck_graph(self.structure, groups, link_names)
+
     # ------------------------------------------------------------------ directional
     def directional(self, d_capacity=None, d_demands=None) -> np.ndarray:
         """Exact one-sided derivative of every rate along ``(d_capacity, d_demands)``:
