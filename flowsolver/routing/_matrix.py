@@ -157,6 +157,8 @@ class RoutingMatrix:
             vals.append(self.seg_frac[idx] * coef)
         m = sp.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                           shape=(self.n_links, self.n_flows))
+        if format in ("csc", "csr"):      # the conversion sums duplicates (in C, 3x faster than on COO)
+            return m.asformat(format)
         m.sum_duplicates()
         return m.asformat(format)
 

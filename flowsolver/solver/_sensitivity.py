@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ._structure import Structure, _close, batches
+from ._structure import TIE_RTOL, Structure, batches
 
 #: what ``side`` may be: the derivative for an increase ("up") or a decrease ("down")
 SIDES = ("up", "down")
@@ -35,7 +35,8 @@ class RateSensitivity:
         self._batches = batches(s)
         self._tied_batch = [bool((s.n_constraints[f] >= 2).any()) for f in self._batches]
         k = s.bottleneck_links
-        self._linear = k[~s.one_sided_link[k]]             # bottleneck links with two-sided derivatives
+        k = k[~s.one_sided_link[k]]                         # bottleneck links with two-sided derivatives
+        self._linear = k[np.argsort(s.top[k], kind="stable")]   # in freeze order: M is lower triangular
         self._m_linear = s.coupling[self._linear][:, self._linear].tocsc()
 
     # ------------------------------------------------------------------ masks
@@ -65,55 +66,42 @@ class RateSensitivity:
         s = self.structure
         dc = np.zeros(s.n_links) if d_capacity is None else np.asarray(d_capacity, dtype=np.float64)
         dd = np.zeros(s.n_flows) if d_demands is None else np.asarray(d_demands, dtype=np.float64)
+        if dc.shape != (s.n_links,) or dd.shape != (s.n_flows,):
+            raise ValueError(f"d_capacity must have shape ({s.n_links},) and d_demands ({s.n_flows},), got "
+                             f"{dc.shape} and {dd.shape}")
+        dd = np.where(s.capped & np.isfinite(dd), dd, 0.0)      # only caps that hold a flow count
+        plan, link_block, flow_block = self._plan()
+        first = [link_block[np.flatnonzero(dc)], flow_block[np.flatnonzero(dd)]]
+        first = np.concatenate(first)
+        first = first[first >= 0]
         dx = np.zeros(s.n_flows)
+        if not len(first):
+            return dx                         # only unsaturated links: nothing moves
         dload = np.zeros(s.n_links)
+        for block in plan[int(first.min()):]:
+            block(dc, dd, dx, dload)
+        return dx
+
+    def _plan(self):
+        """The freeze-order blocks (consecutive untied levels together; each tied level
+        alone), prepared once; the block of each constraint link and capped flow (-1: none)."""
+        if "_blocks" in self.__dict__:
+            return self._blocks
+        s = self.structure
+        plan, link_block, flow_block = [], np.full(s.n_links, -1), np.full(s.n_flows, -1)
         i = 0
         while i < len(self._batches):
             j = i
             while j < len(self._batches) and not self._tied_batch[j]:
                 j += 1
-            if j > i:
-                flows = np.concatenate(self._batches[i:j])
-                self._linear_block(flows, dc, dd, dx, dload)
-                i = j
-                continue
-            self._tied_block(self._batches[i], dc, dd, dx, dload)
-            i += 1
-        return dx
-
-    def _linear_block(self, flows, dc, dd, dx, dload):
-        """Flows without ties: their caps move them directly, the rest by the triangular system."""
-        s = self.structure
-        capped = flows[s.bottleneck[flows] < 0]
-        dx[capped] = np.where(np.isfinite(dd[capped]), dd[capped], 0.0)
-        dload += s.matrix[:, capped] @ dx[capped]
-        moving = flows[s.bottleneck[flows] >= 0]
-        if len(moving) == 0:
-            return
-        links = np.unique(s.bottleneck[moving])
-        rhs = dc[links] - dload[links]
-        m = s.coupling[links][:, links].tocsc()
-        dt = np.atleast_1d(spla.spsolve(m, rhs)) if len(links) > 1 else rhs / m.toarray()[0, 0]
-        pos = np.searchsorted(links, s.bottleneck[moving])
-        dx[moving] = s.weights[moving] * dt[pos]
-        dload += s.matrix[:, moving] @ dx[moving]
-
-    def _tied_block(self, flows, dc, dd, dx, dload):
-        """Flows at one level with ties: their level changes are max-min fair among the tied
-        constraints, filled from the lowest (levels may fall: the change can be negative)."""
-        s = self.structure
-        sub = s.matrix[:, flows].tocoo()
-        top = s.saturated[sub.row] & _close(s.level[flows[sub.col]], s.top[sub.row])
-        rows, cols = sub.row[top], sub.col[top]
-        links, link_of = np.unique(rows, return_inverse=True)
-        aw = sp.csr_matrix((sub.data[top] * s.weights[flows[cols]], (link_of, cols)),
-                           shape=(len(links), len(flows)))
-        room = dc[links] - dload[links]
-        cap_s = np.where(s.capped[flows], dd[flows] / s.weights[flows], np.inf)
-        cap_s = np.where(np.isnan(cap_s), np.inf, cap_s)
-        ds = _fill(aw, room, cap_s)
-        dx[flows] = s.weights[flows] * ds
-        dload += s.matrix[:, flows] @ dx[flows]
+            flows = np.concatenate(self._batches[i:j]) if j > i else self._batches[i]
+            block = _LinearBlock(s, flows) if j > i else _TiedBlock(s, flows)
+            link_block[block.links] = len(plan)
+            flow_block[flows[s.capped[flows]]] = len(plan)
+            plan.append(block)
+            i = j if j > i else i + 1
+        self._blocks = plan, link_block, flow_block
+        return self._blocks
 
     # ------------------------------------------------------------------ gradients
     def gradient(self, g, side: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -132,16 +120,16 @@ class RateSensitivity:
                          minlength=s.n_links)
         y = np.zeros(s.n_links)
         if len(self._linear):
-            y[self._linear] = np.atleast_1d(spla.spsolve(self._m_linear.T.tocsc(), gk[self._linear])) \
-                if len(self._linear) > 1 else gk[self._linear] / self._m_linear.toarray()[0, 0]
+            y[self._linear] = _solve_lower(self._m_linear, gk[self._linear], transpose=True)
         grad_d = np.where(s.capped & ~s.one_sided_cap, g - s.matrix.T @ y, 0.0)
         grad_c = y
         for l in np.flatnonzero(s.one_sided_link):
-            grad_c[l] = g @ self._one_link(l, side)
+            col = self._one_link(l, side)
+            grad_c[l] = 0.0 if col is None else float(np.sum(g * col))
         for f in np.flatnonzero(s.one_sided_cap):
             e = np.zeros(s.n_flows)
             e[f] = 1.0
-            grad_d[f] = g @ self._side(None, e, side)
+            grad_d[f] = float(np.sum(g * self._side(None, e, side)))
         return grad_c, grad_d
 
     def capacity_jacobian(self, side: str | None = None) -> sp.csc_matrix:
@@ -152,6 +140,8 @@ class RateSensitivity:
         cols = [self._linear_columns()]
         for l in np.flatnonzero(s.one_sided_link):
             col = self._one_link(l, side)
+            if col is None:
+                continue
             nz = np.flatnonzero(col)
             cols.append(sp.csc_matrix((col[nz], (nz, np.full(len(nz), l))), shape=(s.n_flows, s.n_links)))
         return sp.csc_matrix(sum(cols[1:], cols[0]))
@@ -182,7 +172,7 @@ class RateSensitivity:
         n, L = s.n_flows, s.n_links
         if not len(self._linear):
             return sp.csc_matrix((n, L))
-        inv = spla.inv(self._m_linear) if len(self._linear) > 1 else sp.csc_matrix(1.0 / self._m_linear.toarray())
+        inv = _solve_lower(self._m_linear, np.eye(len(self._linear)))
         pos = np.full(L, -1)
         pos[self._linear] = np.arange(len(self._linear))
         f = np.flatnonzero((s.bottleneck >= 0) & (pos[np.maximum(s.bottleneck, 0)] >= 0))
@@ -205,8 +195,11 @@ class RateSensitivity:
 
     def _one_link(self, l, side):
         s = self.structure
-        if side == "up" and not ((s.bottleneck == l) & (s.n_constraints == 1)).any():
-            return np.zeros(s.n_flows)      # every flow it holds is held as tightly elsewhere
+        if "exclusive" not in self.__dict__:      # per link: flows it alone holds
+            only = (s.n_constraints == 1) & (s.bottleneck >= 0)
+            self.exclusive = np.bincount(s.bottleneck[only], minlength=s.n_links)
+        if side == "up" and self.exclusive[l] == 0:
+            return None                     # zero: every flow it holds is held as tightly elsewhere
         e = np.zeros(s.n_links)
         e[l] = 1.0
         return self._side(e, None, side)
@@ -215,6 +208,82 @@ class RateSensitivity:
         if side == "up":
             return self.directional(dc, dd)
         return -self.directional(None if dc is None else -dc, None if dd is None else -dd)
+
+
+#: triangular systems up to this size are solved dense (a 3,000-link fabric: 0.05 s)
+DENSE_SOLVE = 8192
+
+
+def _solve_lower(m: sp.csc_matrix, rhs, transpose: bool = False, dense=None):
+    """``m x = rhs`` (or ``m^T x = rhs``) for ``m`` lower triangular in freeze order
+    (``dense``: ``m`` as a dense array, when the caller keeps one)."""
+    import scipy.linalg as la
+
+    if m.shape[0] <= DENSE_SOLVE:
+        if dense is not None:
+            return la.solve_triangular(dense, rhs, lower=True, trans=1 if transpose else 0)
+        dense = m.toarray()
+        if np.triu(dense, 1).any():             # not triangular: cannot happen away from ties
+            raise RuntimeError("sensitivity: the bottleneck system is not triangular in freeze order")
+        return la.solve_triangular(dense, rhs, lower=True, trans=1 if transpose else 0)
+    mat = sp.csr_matrix(m.T if transpose else m)
+    return spla.spsolve_triangular(mat, rhs, lower=not transpose)
+
+
+class _LinearBlock:
+    """Untied flows in freeze order: caps move their flows directly, the rest follow the
+    triangular system of their bottleneck links."""
+
+    def __init__(self, s: Structure, flows):
+        self.capped = flows[s.bottleneck[flows] < 0]
+        self.a_capped = s.matrix[:, self.capped]
+        moving = flows[s.bottleneck[flows] >= 0]
+        links = np.unique(s.bottleneck[moving])
+        self.links = links[np.argsort(s.top[links], kind="stable")]
+        self.m = s.coupling[self.links][:, self.links].tocsc()
+        order = np.argsort(self.links)
+        self.pos = order[np.searchsorted(self.links[order], s.bottleneck[moving])] if len(moving) else moving
+        self.moving, self.w = moving, s.weights[moving]
+        self.a_moving = s.matrix[:, moving]
+        self._dense = None
+
+    def __call__(self, dc, dd, dx, dload):
+        if len(self.capped) and dd[self.capped].any():
+            dx[self.capped] = dd[self.capped]
+            dload += self.a_capped @ dx[self.capped]
+        if not len(self.moving):
+            return
+        rhs = dc[self.links] - dload[self.links]
+        if not rhs.any():
+            return
+        if self._dense is None and self.m.shape[0] <= DENSE_SOLVE:
+            self._dense = self.m.toarray()
+        dt = _solve_lower(self.m, rhs, dense=self._dense)
+        dx[self.moving] = self.w * dt[self.pos]
+        dload += self.a_moving @ dx[self.moving]
+
+
+class _TiedBlock:
+    """Flows at one level with ties: their level changes are max-min fair among the tied
+    constraints, filled from the lowest (levels may fall: the change can be negative)."""
+
+    def __init__(self, s: Structure, flows):
+        sub = s.matrix[:, flows].tocoo()
+        top = s.saturated[sub.row] & (s.level[flows[sub.col]] >= s.top[sub.row] * (1 - TIE_RTOL))
+        rows, cols = sub.row[top], sub.col[top]
+        self.links, link_of = np.unique(rows, return_inverse=True)
+        self.aw = sp.csr_matrix((sub.data[top] * s.weights[flows[cols]], (link_of, cols)),
+                                shape=(len(self.links), len(flows)))
+        self.flows, self.w, self.capped = flows, s.weights[flows], s.capped[flows]
+        self.a_flows = s.matrix[:, flows]
+
+    def __call__(self, dc, dd, dx, dload):
+        room = dc[self.links] - dload[self.links]
+        cap_s = np.where(self.capped, dd[self.flows] / self.w, np.inf)
+        if not room.any() and not (self.capped & (cap_s != 0)).any():
+            return                                  # every constraint unchanged: nothing moves
+        dx[self.flows] = self.w * _fill(self.aw, room, cap_s)
+        dload += self.a_flows @ dx[self.flows]
 
 
 def _fill(aw: sp.csr_matrix, room: np.ndarray, cap_level: np.ndarray) -> np.ndarray:

@@ -93,7 +93,7 @@ def build(matrix: sp.csc_matrix, capacity, weights, demands, rates, bottleneck) 
     saturated = crossed & (load >= cap * (1 - TIE_RTOL))
     top = np.full(L, -np.inf)
     np.maximum.at(top, rows, level[cols])
-    is_top = saturated[rows] & _close(level[cols], top[rows])
+    is_top = saturated[rows] & (level[cols] >= top[rows] * (1 - TIE_RTOL))     # levels <= top, >= 0
     capped = np.isfinite(d) & (x >= d * (1 - TIE_RTOL))
     n_con = np.bincount(cols[is_top], minlength=N) + capped
     tied_flow = n_con >= 2
