@@ -237,3 +237,15 @@ def test_infinite_sizes_folders_as_files_and_home_paths(tmp_path, capsys, monkey
     monkeypatch.setenv("HOME", str(tmp_path))
     assert main(["topology", "--family", "torus", "--dims", "2", "2", "--export", "~/g.json"]) == 0
     assert (tmp_path / "g.json").exists()
+
+
+def test_upgrade_prints_each_tier_and_the_plan(capsys):
+    argv = ["upgrade", "--family", "fat_tree", "--k", "4", "--op", "all_to_all", "--size", "16M", "--budget", "1",
+            "--json"]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    alone = {r["upgrade"]: r for r in rows if r["kind"] == "alone"}
+    plan = [r["upgrade"] for r in rows if r["kind"] == "plan"]
+    assert sorted(alone) == ["access", "agg-core", "edge-agg", "pcie"]
+    best = max(alone, key=lambda k: alone[k]["saved_percent"])
+    assert plan == [best] and alone["agg-core"]["saved_percent"] == 0.0   # a non-blocking core
