@@ -153,12 +153,11 @@ def rate_sensitivity(routing, allocation: Allocation, capacity=None, *, weights=
         raise ValueError(f"allocation has {rates.shape[-1]} flows, routing {rm.n_flows}")
     if not np.all(allocation.ok):
         raise ValueError("allocation: only a converged, bounded allocation (status ok) has a bottleneck structure")
-    matrix = rm.to_scipy("csc")
     if rates.ndim == 1:
-        return RateSensitivity(_build_structure(matrix, cap, w, d, rates, allocation.bottleneck))
+        return RateSensitivity(_build_structure(rm, cap, w, d, rates, allocation.bottleneck))
     B = rates.shape[0]
     pick = lambda a, i: a[i] if a.ndim == 2 else a  # noqa: E731
-    return [RateSensitivity(_build_structure(matrix, pick(cap, i), pick(w, i), pick(d, i), rates[i],
+    return [RateSensitivity(_build_structure(rm, pick(cap, i), pick(w, i), pick(d, i), rates[i],
                                              allocation.bottleneck[i])) for i in range(B)]
 
 

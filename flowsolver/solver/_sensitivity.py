@@ -121,7 +121,8 @@ class RateSensitivity:
         y = np.zeros(s.n_links)
         if len(self._linear):
             y[self._linear] = _solve_lower(self._m_linear, gk[self._linear], transpose=True)
-        grad_d = np.where(s.capped & ~s.one_sided_cap, g - s.matrix.T @ y, 0.0)
+        grad_d = np.where(s.capped & ~s.one_sided_cap, g - _transpose_times(s.routing, y), 0.0) if s.capped.any() \
+            else np.zeros(s.n_flows)
         grad_c = y
         for l in np.flatnonzero(s.one_sided_link):
             col = self._one_link(l, side)
@@ -208,6 +209,14 @@ class RateSensitivity:
         if side == "up":
             return self.directional(dc, dd)
         return -self.directional(None if dc is None else -dc, None if dd is None else -dd)
+
+
+def _transpose_times(rm, y) -> np.ndarray:
+    """``A^T y`` per flow from the factored routing (no expansion)."""
+    seg_val = np.bincount(rm.entry_segment, weights=rm.seg_frac * y[rm.seg_link], minlength=rm.n_segments)
+    ok = rm.flow_seg >= 0
+    coef = np.where(ok, 1.0 if rm.flow_coef is None else rm.flow_coef, 0.0)
+    return (coef * seg_val[np.maximum(rm.flow_seg, 0)]).sum(axis=1)
 
 
 #: triangular systems up to this size are solved dense (a 3,000-link fabric: 0.05 s)
