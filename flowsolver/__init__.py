@@ -15,7 +15,7 @@ from .routing import (POLICIES, Bottleneck, LinkTable, MergedRouting, RoutingErr
 from .solver import (Allocation, RateSensitivity, bucket_size, fair_rates, max_min_fair, rate_sensitivity,  # noqa: E402
                      trace_count)
 from .timing import Completion, completion_times  # noqa: E402
-from ._completion_sensitivity import CompletionSensitivity, completion_sensitivity  # noqa: E402
+from ._completion_sensitivity import CompletionSensitivity, completion_sensitivity, fair_makespan  # noqa: E402
 from .collectives import (ALGORITHMS, OPS, PROTOCOLS, CollectiveResult, CollectiveStep,  # noqa: E402
                           ConcurrentResult, busbw_factor, collective, collective_variants, concurrent)
 from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,  # noqa: E402
@@ -28,7 +28,7 @@ __all__ = [
     "Flows",
     "route", "RoutingMatrix", "LinkTable", "MergedRouting", "Bottleneck", "RoutingError", "POLICIES",
     "max_min_fair", "Allocation", "bucket_size", "trace_count", "rate_sensitivity", "RateSensitivity", "fair_rates",
-    "completion_times", "Completion", "completion_sensitivity", "CompletionSensitivity",
+    "completion_times", "Completion", "completion_sensitivity", "CompletionSensitivity", "fair_makespan",
     "collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
     "OPS", "ALGORITHMS", "PROTOCOLS", "busbw_factor",
     "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",

@@ -21,7 +21,7 @@ from .routing import RoutingMatrix
 from .solver import max_min_fair, rate_sensitivity
 from .timing import _checked_sizes
 
-__all__ = ["completion_sensitivity", "CompletionSensitivity"]
+__all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan"]
 
 #: relative tolerance for flows finishing at one event (the one of ``completion_times``)
 EVENT_RTOL = 1e-9
@@ -127,3 +127,53 @@ def completion_sensitivity(routing, sizes=None, capacity=None, *, weights=None, 
         clock += duration
         active = active[~done]
     return CompletionSensitivity(matrix, cap, w, d, phases, clock)
+
+
+def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=None):
+    """The makespan of :func:`~flowsolver.completion_times` (s) as a JAX scalar with a custom
+    JVP in ``capacity`` (links,): ``jax.grad``, ``jax.jvp`` and ``jax.jacfwd`` through every
+    event of the run are exact. Where the derivative is one-sided (flows finishing last
+    together, a tie) JAX gets each link's increase alone (``side="up"``) and a
+    RuntimeWarning; :meth:`CompletionSensitivity.directional` is exact for a joint change.
+    Call it outside ``jax.jit``; enable 64-bit JAX for float64 derivatives.
+
+    >>> import jax, scipy.sparse as sp
+    >>> A = sp.csc_matrix([[1.0, 1.0]])                   # T = (1 + 3) / c
+    >>> with jax.enable_x64(True):
+    ...     g = jax.grad(lambda c: fair_makespan(A, [1.0, 3.0], c))(jax.numpy.array([2.0]))
+    >>> g.tolist()
+    [-1.0]
+    """
+    import warnings
+
+    import jax
+    import jax.numpy as jnp
+
+    rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(sp.csc_matrix(routing))
+
+    def host(cap):
+        try:
+            cap = np.asarray(cap, dtype=np.float64)
+        except jax.errors.TracerArrayConversionError:
+            raise TypeError("capacity: fair_makespan solves on the host and needs concrete values; call it "
+                            "outside jax.jit (jax.grad, jax.jvp and jax.jacfwd work)") from None
+        return completion_sensitivity(rm, sizes, cap, weights=weights, demands=demands)
+
+    @jax.custom_jvp
+    def makespan(cap):
+        return jnp.asarray(host(cap).makespan)
+
+    @makespan.defjvp
+    def makespan_jvp(primals, tangents):
+        cs = host(primals[0])
+        up, down = cs.gradient("up"), cs.gradient("down")
+        if np.isnan(up).any():
+            raise ValueError("fair_makespan: flows finishing together before the last event would drift apart: "
+                             "the derivative depends on the new event order (NaN in gradient())")
+        if not np.allclose(up, down, rtol=1e-9, atol=0.0):
+            warnings.warn("fair_makespan: the derivative is one-sided (a tie); JAX gets each link's increase "
+                          "alone (side='up')", RuntimeWarning, stacklevel=3)
+        out = jnp.asarray(cs.makespan)
+        return out, jnp.dot(jnp.asarray(up, out.dtype), jnp.asarray(tangents[0], out.dtype))
+
+    return makespan(jnp.asarray(rm.capacity if capacity is None else capacity))

@@ -238,3 +238,21 @@ def test_sensitivity_plots_draw():
     assert len(plot.sensitivity_bars(Figure().subplots(), table).patches) == 2
     with pytest.raises(ValueError, match="group_by"):
         plot.sensitivity_bars(Figure().subplots(), table, group_by="tech")
+
+
+def test_jax_grad_of_a_makespan_through_the_events_matches_differences():
+    rng = np.random.default_rng(2)
+    dense = np.zeros((5, 7))
+    for f in range(7):
+        dense[rng.choice(5, rng.integers(1, 3), replace=False), f] = 1.0
+    A, cap, sizes = sp.csc_matrix(dense), rng.uniform(1, 4, 5), rng.uniform(1, 5, 7)
+    with jax.enable_x64(True):
+        grad = jax.grad(lambda c: fs.fair_makespan(A, sizes, c))(jnp.asarray(cap))
+    T = float(completion_times(A, sizes, cap).makespan)
+    for l in range(5):
+        c1, c2 = cap.copy(), cap.copy()
+        c1[l] += 1e-6 * cap[l]
+        c2[l] -= 1e-6 * cap[l]
+        fd = (float(completion_times(A, sizes, c1).makespan) - float(completion_times(A, sizes, c2).makespan)) / (
+            2e-6 * cap[l])
+        assert float(grad[l]) == pytest.approx(fd, rel=1e-6, abs=1e-9 * T)
