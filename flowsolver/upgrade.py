@@ -165,6 +165,8 @@ def upgrade_plan(graph, workload, budget: float, cost, upgrades: dict | None = N
     import pandas as pd
 
     upgrades = tier_upgrades(graph) if upgrades is None else dict(upgrades)
+    if isinstance(cost, dict) and (missing := sorted(set(upgrades) - set(cost))):
+        raise ValueError(f"cost has no entry for the upgrades {missing}")
     price = (lambda n, u, g: cost[n]) if isinstance(cost, dict) else cost
     if not callable(price):
         raise TypeError("cost must be a dict name -> cost or a callable (name, upgrade, graph) -> cost")

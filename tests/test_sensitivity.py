@@ -181,6 +181,12 @@ def test_nonblocking_fat_tree_all_to_all_core_links_zero_nics_carry_it_all():
     again = fs.collective(_tier_changed(g, "access", h), "all_to_all", 2**26, algorithm=r.algorithm)
     assert tiers["access"] == pytest.approx((r.time - again.time) / h * 1e9, rel=1e-4)
     assert tiers["access"] > 0
+    down = r.sensitivity("down")                        # each NIC alone taken down does slow its flows
+    lost = fs.collective(_tier_changed(g, "access", -h), "all_to_all", 2**26, algorithm=r.algorithm).time - r.time
+    assert down[(down.group_by == "tier") & (down.group == "access")].saved_s_per_GBps.iloc[0] == pytest.approx(
+        lost / h * 1e9, rel=1e-4)
+    nic = down[(down.group_by == "link") & (down.tier == "access")].saved_s_per_GBps
+    assert (nic > 0).all()
 
 
 def test_step_sensitivity_matches_a_re_solved_step():

@@ -60,13 +60,12 @@ def time_directional(der, d_capacity, side: str = "up") -> float:
 def sensitivity_table(links, time: float, gradient, directional, side: str = "up"):
     """Tidy DataFrame: one row per link (``group_by="link"``) and per tier, technology and
     cable group (tier/technology); ``saved_s_per_GBps`` is the time saved (s) per GB/s added
-    to each link of the row (a decrease for ``side="down"``: the time lost, sign flipped),
+    to each link of the row (``side="down"``: the time lost per GB/s taken away),
     ``saved_percent_per_GBps`` the same as a percentage of ``time``. A link that is no
     bottleneck anywhere has exactly 0; NaN marks a value the event order leaves open."""
     import pandas as pd
 
     grad = gradient(side)
-    sign = 1.0 if side == "up" else -1.0
     src, dst = np.asarray(links.src, dtype=object), np.asarray(links.dst, dtype=object)
     tier, tech = np.asarray(links.tier, dtype=str), np.asarray(links.tech, dtype=str)
     cable = np.char.add(np.char.add(tier, "/"), tech)
@@ -77,7 +76,7 @@ def sensitivity_table(links, time: float, gradient, directional, side: str = "up
     for name, keys in (("tier", tier), ("tech", tech), ("cable_group", cable)):
         for key in np.unique(keys):
             mask = keys == key
-            saved = -sign * directional(sign * mask.astype(np.float64), side) * GB + 0.0
+            saved = -directional(mask.astype(np.float64), side) * GB + 0.0
             rows.append(dict(group_by=name, group=str(key), tier=str(key) if name == "tier" else "",
                              tech=str(key) if name == "tech" else "", links=int(mask.sum()),
                              capacity_GBps=float(cap[mask].mean()), saved_s_per_GBps=saved))
