@@ -17,7 +17,8 @@ from .solver import (Allocation, RateSensitivity, bucket_size, fair_rates, max_m
 from .timing import Completion, completion_times  # noqa: E402
 from ._completion_sensitivity import CompletionSensitivity, completion_sensitivity, fair_makespan  # noqa: E402
 from .collectives import (ALGORITHMS, OPS, PROTOCOLS, CollectiveResult, CollectiveStep,  # noqa: E402
-                          ConcurrentResult, busbw_factor, collective, collective_variants, concurrent)
+                          ConcurrentResult, busbw_factor, collective, collective_time, collective_variants,
+                          concurrent)
 from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,  # noqa: E402
                        training_step)
 from ._sweep import default_cache_dir, expand_grid, sweep  # noqa: E402
@@ -29,7 +30,7 @@ __all__ = [
     "route", "RoutingMatrix", "LinkTable", "MergedRouting", "Bottleneck", "RoutingError", "POLICIES",
     "max_min_fair", "Allocation", "bucket_size", "trace_count", "rate_sensitivity", "RateSensitivity", "fair_rates",
     "completion_times", "Completion", "completion_sensitivity", "CompletionSensitivity", "fair_makespan",
-    "collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+    "collective", "collective_time", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
     "OPS", "ALGORITHMS", "PROTOCOLS", "busbw_factor",
     "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
     "sweep", "expand_grid", "default_cache_dir",

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 
 from .routing import RoutingMatrix
 from .solver import max_min_fair, rate_sensitivity
+from .solver._jax import concrete_or_none
 from .timing import _checked_sizes
 
 __all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan"]
@@ -133,8 +134,8 @@ def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=N
     """The makespan of :func:`~flowsolver.completion_times` (s) as a JAX scalar with a custom
     JVP in ``capacity`` (links,): ``jax.grad``, ``jax.jvp`` and ``jax.jacfwd`` through every
     event of the run are exact. Where the derivative is one-sided (flows finishing last
-    together, a tie) JAX gets each link's increase alone (``side="up"``) and a
-    RuntimeWarning; :meth:`CompletionSensitivity.directional` is exact for a joint change.
+    together, a tie) ``jax.grad`` gets each link's increase alone (``side="up"``) and a
+    RuntimeWarning; an eager ``jax.jvp`` gets the exact one-sided derivative along its tangent.
     Call it outside ``jax.jit``; enable 64-bit JAX for float64 derivatives.
 
     >>> import jax, scipy.sparse as sp
@@ -166,6 +167,9 @@ def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=N
     @makespan.defjvp
     def makespan_jvp(primals, tangents):
         cs = host(primals[0])
+        exact = concrete_or_none(tangents[0])
+        if exact is not None:                    # an eager jvp: the exact one-sided derivative along it
+            return jnp.asarray(cs.makespan), jnp.asarray(cs.directional(exact))
         up, down = cs.gradient("up"), cs.gradient("down")
         if np.isnan(up).any():
             raise ValueError("fair_makespan: flows finishing together before the last event would drift apart: "

@@ -262,3 +262,24 @@ def test_jax_grad_of_a_makespan_through_the_events_matches_differences():
         fd = (float(completion_times(A, sizes, c1).makespan) - float(completion_times(A, sizes, c2).makespan)) / (
             2e-6 * cap[l])
         assert float(grad[l]) == pytest.approx(fd, rel=1e-6, abs=1e-9 * T)
+
+
+def test_an_eager_jvp_is_exact_along_its_tangent_at_a_tie():
+    # the tie of test_a_tie_gives_both...: both links up together moves every flow by 1/2
+    A = sp.csc_matrix([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
+    with jax.enable_x64(True):
+        _, t = jax.jvp(lambda c: fair_rates(A, c), (jnp.asarray([2.0, 2.0]),), (jnp.asarray([1.0, 1.0]),))
+        np.testing.assert_allclose(t, [0.5, 0.5, 0.5])
+        with pytest.warns(RuntimeWarning, match="tie"):
+            g = jax.grad(lambda c: fair_rates(A, c).sum())(jnp.asarray([2.0, 2.0]))
+    np.testing.assert_allclose(g, [1.0, 1.0])          # each link alone, up: flow 1 (or 2) takes it all
+
+
+def test_jax_grad_of_a_collective_time_is_its_time_gradient():
+    g = fs.Upgrade("agg-core", factor=0.25).apply(tp.fat_tree(4))     # core-bound: no tie at the core
+    r = fs.collective(g, "all_to_all", 2**24, algorithm="direct")
+    cap = jnp.asarray([d["capacity"] for *_, d in g.edges(data=True)])
+    with jax.enable_x64(True), pytest.warns(RuntimeWarning, match="one-sided"):
+        grad = jax.grad(lambda c: fs.collective_time(g, "all_to_all", 2**24, c, algorithm="direct"))(cap)
+    np.testing.assert_allclose(grad, r.time_gradient("up"), rtol=1e-12, atol=0.0)
+    assert (np.asarray(grad) <= 0).all()

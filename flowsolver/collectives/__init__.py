@@ -62,10 +62,11 @@ per (op, algorithm) in a registry), ``_options`` (the run's options, built once)
 
 from ._collective import collective, collective_variants
 from ._concurrent import concurrent
+from ._jax import collective_time
 from ._nccl import (ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                     busbw_factor)
 from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
 
 __all__ = ["collective", "collective_variants", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
            "OPS", "ALGORITHMS", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
-           "DEFAULT_CHUNK"]
+           "DEFAULT_CHUNK", "collective_time"]

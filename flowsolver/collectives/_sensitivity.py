@@ -83,3 +83,4 @@ def sensitivity_table(links, time: float, gradient, directional, side: str = "up
     df = pd.DataFrame(rows)
     df["saved_percent_per_GBps"] = df["saved_s_per_GBps"] / time * 100.0
     return df
+

@@ -24,6 +24,15 @@ def _concrete(name, value):
                         "jax.jit (jax.grad, jax.jvp and jax.jacfwd work)") from None
 
 
+def concrete_or_none(value):
+    """``value`` as a float64 array when it is concrete (an eager ``jax.jvp``'s tangent),
+    else None (a tracer: ``jax.grad``, ``jax.jacfwd``, which need a linear tangent map)."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError, TypeError):
+        return None
+
+
 def _sparse_matvec(m: sp.spmatrix, v, n_out: int):
     """``m @ v`` in JAX from a host sparse matrix (linear in ``v``, so it transposes)."""
     coo = m.tocoo()
@@ -50,13 +59,18 @@ def make_fair_rates(rm, weights, method, solve, sensitivity):
         cap, d, alloc = host(*primals)
         sens = sensitivity(rm, alloc, cap, weights=weights, demands=d)
         side = None
-        if sens.one_sided_links.any() or sens.one_sided_caps.any():
-            warnings.warn(f"fair_rates: {int(sens.one_sided_links.sum())} links and {int(sens.one_sided_caps.sum())} "
-                          "caps sit at a tie, where the rates have one-sided derivatives only; the JAX derivative "
-                          "there is each one's increase alone (side='up'); use rate_sensitivity(...).directional "
-                          "for a joint change", RuntimeWarning, stacklevel=4)
-            side = "up"
         dcap, dd = tangents
+        if sens.one_sided_links.any() or sens.one_sided_caps.any():
+            exact_c, exact_d = concrete_or_none(dcap), concrete_or_none(dd)
+            if exact_c is not None and exact_d is not None:      # an eager jvp: the exact one-sided derivative
+                exact_d = np.where(np.isfinite(d), exact_d, 0.0)
+                return jnp.asarray(alloc.rates), jnp.asarray(sens.directional(exact_c, exact_d))
+            warnings.warn(f"fair_rates: {int(sens.one_sided_links.sum())} links and {int(sens.one_sided_caps.sum())} "
+                          "caps sit at a tie, where the rates have one-sided derivatives only; under jax.grad or "
+                          "jax.jacfwd the derivative there is each one's increase alone (side='up'); an eager "
+                          "jax.jvp gets the exact one-sided derivative along its tangent", RuntimeWarning,
+                          stacklevel=4)
+            side = "up"
         n = rm.n_flows
         out = jnp.asarray(alloc.rates)
         tangent = _sparse_matvec(sens.capacity_jacobian(side), jnp.asarray(dcap, out.dtype), n)
