@@ -138,14 +138,18 @@ class RateSensitivity:
         ``side`` as in :meth:`gradient`."""
         s = self.structure
         self._check_side(side)
-        cols = [self._linear_columns()]
+        linear = self._linear_columns().tocoo()
+        rows, cols, vals = [linear.row], [linear.col], [linear.data]
         for l in np.flatnonzero(s.one_sided_link):
             col = self._one_link(l, side)
             if col is None:
                 continue
             nz = np.flatnonzero(col)
-            cols.append(sp.csc_matrix((col[nz], (nz, np.full(len(nz), l))), shape=(s.n_flows, s.n_links)))
-        return sp.csc_matrix(sum(cols[1:], cols[0]))
+            rows.append(nz)
+            cols.append(np.full(len(nz), l))
+            vals.append(col[nz])
+        return sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=(s.n_flows, s.n_links))
 
     def demand_jacobian(self, side: str | None = None) -> sp.csc_matrix:
         """d rate_f / d cap_g for every pair of flows: sparse (flows x flows), dimensionless;
@@ -281,8 +285,7 @@ class _TiedBlock:
         top = s.saturated[sub.row] & (s.level[flows[sub.col]] >= s.top[sub.row] * (1 - TIE_RTOL))
         rows, cols = sub.row[top], sub.col[top]
         self.links, link_of = np.unique(rows, return_inverse=True)
-        self.aw = sp.csr_matrix((sub.data[top] * s.weights[flows[cols]], (link_of, cols)),
-                                shape=(len(self.links), len(flows)))
+        self.aw = (link_of, cols, sub.data[top] * s.weights[flows[cols]], len(self.links), len(flows))
         self.flows, self.w, self.capped = flows, s.weights[flows], s.capped[flows]
         self.a_flows = s.matrix[:, flows]
 
@@ -295,24 +298,21 @@ class _TiedBlock:
         dload += self.a_flows @ dx[self.flows]
 
 
-def _fill(aw: sp.csr_matrix, room: np.ndarray, cap_level: np.ndarray) -> np.ndarray:
-    """Weighted max-min fair levels ``s`` (any sign) of ``aw s <= room``, ``s <= cap_level``:
-    rounds freeze every constraint that is the lowest for each of its unfrozen flows."""
-    n = aw.shape[1]
+def _fill(aw, room: np.ndarray, cap_level: np.ndarray) -> np.ndarray:
+    """Weighted max-min fair levels ``s`` (any sign) of ``aw s <= room``, ``s <= cap_level``
+    (``aw`` as COO arrays ``(row, col, value, rows, cols)``): rounds freeze every constraint
+    that is the lowest for each of its unfrozen flows."""
+    row_of, col_of, val, m, n = aw
     s = np.zeros(n)
     frozen = np.zeros(n, dtype=bool)
-    csc = aw.tocsc()
-    row_of = csc.indices
-    col_of = np.repeat(np.arange(n), np.diff(csc.indptr))
     while not frozen.all():
-        live = (~frozen).astype(np.float64)
-        wsum = aw @ live
-        left = room - aw @ np.where(frozen, s, 0.0)
+        wsum = np.bincount(row_of, weights=np.where(frozen[col_of], 0.0, val), minlength=m)
+        left = room - np.bincount(row_of, weights=np.where(frozen[col_of], val * s[col_of], 0.0), minlength=m)
         share = np.where(wsum > 0, left / np.where(wsum > 0, wsum, 1.0), np.inf)
         lowest = np.full(n, np.inf)
         np.minimum.at(lowest, col_of, share[row_of])
         value = np.where(frozen, np.inf, np.minimum(lowest, cap_level))
-        link_low = np.full(aw.shape[0], np.inf)
+        link_low = np.full(m, np.inf)
         np.minimum.at(link_low, row_of, value[col_of])
         freeze_link = (wsum > 0) & (share <= link_low)
         hit = np.zeros(n, dtype=bool)
