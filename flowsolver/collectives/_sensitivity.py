@@ -17,7 +17,7 @@ import numpy as np
 
 from .._completion_sensitivity import completion_sensitivity
 
-__all__ = ["time_gradient", "time_directional", "sensitivity_table", "GB"]
+__all__ = ["time_gradient", "time_directional", "one_sided", "sensitivity_table", "GB"]
 
 #: bytes per GB (decimal, as link rates are quoted)
 GB = 1e9
@@ -44,6 +44,14 @@ def time_gradient(der, side: str = "up") -> np.ndarray:
     for cs, count in _steps(der):
         total += count * cs.gradient(side)
     return total * _efficiency(der)
+
+
+def one_sided(der) -> np.ndarray:
+    """Links whose time derivative may depend on the sign of the change (any step's)."""
+    out = np.zeros(len(der.raw), dtype=bool)
+    for cs, _ in _steps(der):
+        out |= cs.one_sided()
+    return out
 
 
 def time_directional(der, d_capacity, side: str = "up") -> float:
