@@ -13,29 +13,34 @@ from . import nccl_tests  # noqa: E402
 from .traffic import Flows  # noqa: E402
 from .routing import (POLICIES, Bottleneck, LinkTable, MergedRouting, RoutingError, RoutingMatrix,  # noqa: E402
                       route)
-from .solver import Allocation, bucket_size, max_min_fair, trace_count  # noqa: E402
+from .solver import (Allocation, RateSensitivity, bucket_size, fair_rates, max_min_fair, rate_sensitivity,  # noqa: E402
+                     trace_count)
 from .timing import Completion, completion_times  # noqa: E402
+from ._completion_sensitivity import CompletionSensitivity, completion_sensitivity, fair_makespan  # noqa: E402
 from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveResult,  # noqa: E402
                           CollectiveStep, ConcurrentResult, busbw_factor, calibrate, collective,
-                          collective_variants, concurrent)
+                          collective_time, collective_variants, concurrent)
 from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,  # noqa: E402
                        training_step)
 from .traces import (ReplayResult, TraceError, Workload, read_chakra, read_simai_workload, replay,  # noqa: E402
                      workload_from_step, write_chakra)
 from ._sweep import default_cache_dir, expand_grid, sweep  # noqa: E402
+from .upgrade import Upgrade, upgrade_plan, what_if  # noqa: E402
 
 __all__ = [
     "__version__", "Status",
     "Flows",
     "route", "RoutingMatrix", "LinkTable", "MergedRouting", "Bottleneck", "RoutingError", "POLICIES",
-    "max_min_fair", "Allocation", "bucket_size", "trace_count",
-    "completion_times", "Completion",
-    "collective", "collective_variants", "concurrent", "calibrate", "Calibration", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+    "max_min_fair", "Allocation", "bucket_size", "trace_count", "rate_sensitivity", "RateSensitivity", "fair_rates",
+    "completion_times", "Completion", "completion_sensitivity", "CompletionSensitivity", "fair_makespan",
+    "collective", "collective_time", "collective_variants", "concurrent", "calibrate", "Calibration", "CollectiveResult",
+    "ConcurrentResult", "CollectiveStep",
     "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "busbw_factor", "nccl_tests",
     "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
     "read_chakra", "read_simai_workload", "write_chakra", "workload_from_step", "replay", "ReplayResult", "Workload",
     "TraceError",
     "sweep", "expand_grid", "default_cache_dir",
+    "what_if", "upgrade_plan", "Upgrade",
 ]
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["study_bars", "search_bars", "family_bars", "busbw_vs_size", "scaling", "utilization_by_tier", "topology"]
+__all__ = ["study_bars", "search_bars", "family_bars", "busbw_vs_size", "scaling", "utilization_by_tier", "topology",
+           "sensitivity_bars", "bottleneck_structure"]
 
 #: the four networks of the article's comparison, in its order
 _ARTICLE_NETWORKS = (("ib_ndr", "NDR"), ("ib_hdr", "HDR"), ("roce_400g", "RoCE 400G"), ("eth_100g", "Eth 100G"))
@@ -276,4 +277,59 @@ def topology(ax, graph, result=None, *, fabric: bool = True, cmap: str = "viridi
         busy = int(np.count_nonzero(values >= 0.99))
         name += f": {result.op} {result.algorithm}, {busy} of {len(values)} cables at >= 99 %"
     ax.set_title(name)
+    return ax
+
+
+def sensitivity_bars(ax, table, *, group_by: str = "tier", percent: bool = True):
+    """Time saved per added GB/s (``result.sensitivity()``'s table) for the rows of one
+    ``group_by`` ("tier", "tech", "cable_group" or "link", the 12 largest): horizontal bars.
+
+    >>> from matplotlib.figure import Figure
+    >>> import topologies as tp
+    >>> from flowsolver import collective
+    >>> t = collective(tp.fat_tree(4), "all_to_all", 2**24).sensitivity()
+    >>> len(sensitivity_bars(Figure().subplots(), t).patches)          # access, agg-core, edge-agg, pcie
+    4
+    """
+    rows = table[table["group_by"] == group_by]
+    if rows.empty:
+        raise ValueError(f"group_by must be one of {sorted(set(table['group_by']))}, got {group_by!r}")
+    column = "saved_percent_per_GBps" if percent else "saved_s_per_GBps"
+    rows = rows.sort_values(column, ascending=False).head(12)[::-1]
+    ax.barh(rows["group"].astype(str), rows[column])
+    ax.set_xlabel("time saved per GB/s added to each link (" + ("%" if percent else "s") + ")")
+    ax.set_title(f"what to upgrade, by {group_by.replace('_', ' ')}")
+    return ax
+
+
+def bottleneck_structure(ax, graph):
+    """Draw a bottleneck structure (``RateSensitivity.graph()``): links as squares, flows (or
+    groups) as circles, in freeze order from left (lowest level) to right.
+
+    >>> import scipy.sparse as sp
+    >>> from matplotlib.figure import Figure
+    >>> from flowsolver import max_min_fair, rate_sensitivity
+    >>> A = sp.csc_matrix([[1.0, 1.0], [0.0, 1.0]])
+    >>> g = rate_sensitivity(A, max_min_fair(A, [3.0, 1.0]), [3.0, 1.0]).graph()
+    >>> bottleneck_structure(Figure().subplots(), g).get_title()
+    'bottleneck structure: 2 links, 2 flow nodes'
+    """
+    import networkx as nx
+
+    levels = sorted({round(d["level"], 12) for _, d in graph.nodes(data=True)})
+    column = {lv: i for i, lv in enumerate(levels)}
+    pos, count = {}, {}
+    for node, d in graph.nodes(data=True):
+        x = 2 * column[round(d["level"], 12)] + (0 if d["kind"] == "link" else 1)
+        count[x] = count.get(x, 0) + 1
+        pos[node] = (x, count[x])
+    links = [n for n, d in graph.nodes(data=True) if d["kind"] == "link"]
+    flows = [n for n, d in graph.nodes(data=True) if d["kind"] == "flow"]
+    nx.draw_networkx_nodes(graph, pos, nodelist=links, node_shape="s", node_color="tab:red", ax=ax)
+    nx.draw_networkx_nodes(graph, pos, nodelist=flows, node_color="tab:blue", ax=ax)
+    nx.draw_networkx_edges(graph, pos, ax=ax, arrows=True)
+    if graph.number_of_nodes() <= 60:
+        nx.draw_networkx_labels(graph, pos, {n: str(n[1]) for n in graph}, font_size=7, ax=ax)
+    ax.set_title(f"bottleneck structure: {len(links)} links, {len(flows)} flow nodes")
+    ax.set_axis_off()
     return ax

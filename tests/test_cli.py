@@ -267,3 +267,15 @@ def test_collective_compare_and_calibrate_read_an_nccl_tests_log(capsys, tmp_pat
     log.write_text(devices + _LOG)
     assert main(["calibrate", str(log), "--nodes", "2"]) == 2          # an 8-rank log, a 16-GPU cluster
     assert "the log ran on 8 ranks, the graph (ranks=) has 16" in capsys.readouterr().err
+
+
+def test_upgrade_prints_each_tier_and_the_plan(capsys):
+    argv = ["upgrade", "--family", "fat_tree", "--k", "4", "--op", "all_to_all", "--size", "16M", "--budget", "1",
+            "--json"]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    alone = {r["upgrade"]: r for r in rows if r["kind"] == "alone"}
+    plan = [r["upgrade"] for r in rows if r["kind"] == "plan"]
+    assert sorted(alone) == ["access", "agg-core", "edge-agg", "pcie"]
+    best = max(alone, key=lambda k: alone[k]["saved_percent"])
+    assert plan == [best] and alone["agg-core"]["saved_percent"] == 0.0   # a non-blocking core

@@ -19,11 +19,11 @@ LAYERS = [
     ("flowsolver.traffic",),
     ("flowsolver.routing",),
     ("flowsolver.solver",),
-    ("flowsolver.timing",),
+    ("flowsolver.timing", "flowsolver._completion_sensitivity"),
     ("flowsolver.collectives",),
     ("flowsolver.training",),
     ("flowsolver.traces",),
-    ("flowsolver._sweep", "flowsolver.study", "flowsolver.plot"),
+    ("flowsolver._sweep", "flowsolver.study", "flowsolver.plot", "flowsolver.upgrade"),
     ("flowsolver.cli", "flowsolver.__main__"),
     ("flowsolver",),
 ]

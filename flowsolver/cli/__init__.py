@@ -4,8 +4,9 @@ Sub-commands: ``topology`` (describe a cluster, export node-link JSON), ``collec
 nccl-tests-style table over message sizes; ``--compare LOG`` puts a log's times beside
 the model's), ``calibrate LOG...`` (fit link efficiency and NCCL's latency scale), ``train``
 (one training step and its breakdown), ``study`` (the network study, the main job: ``make
-run``), ``sweep CONFIG.toml`` and ``replay TRACE`` (a Chakra trace or SimAI workload on a
-cluster). With no sub-command it describes the built-in default cluster (8 DGX H100
+run``), ``sweep CONFIG.toml``, ``replay TRACE`` (a Chakra trace or SimAI workload on a
+cluster) and ``upgrade`` (what to upgrade for a collective, under a budget). With no
+sub-command it describes the built-in default cluster (8 DGX H100
 servers on a rail-optimised InfiniBand NDR fabric). Bad input (an output folder that does
 not exist included, checked before any computation) exits with status 2 and a one-line
 reason on stderr; a sweep in which some scenarios failed finishes the rest, then exits
@@ -45,7 +46,7 @@ def _topology(args) -> None:
 
 _COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "calibrate": _commands.calibrate_logs,
              "train": _commands.train, "sweep": _commands.sweep_file, "topology": _topology,
-             "replay": _commands.replay}
+             "replay": _commands.replay, "upgrade": _commands.upgrade}
 
 
 def main(argv: list[str] | None = None) -> int:

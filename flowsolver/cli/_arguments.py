@@ -28,6 +28,7 @@ _EXAMPLES = """examples:
   flowsolver train --nodes 8 --model llama-3-70b --tp 8 --global-batch 512
   flowsolver sweep examples/sweep.toml --out results.csv
   flowsolver replay traces/ --nodes 2 --chrome timeline.json   replay a Chakra trace (one .et file per rank)
+  flowsolver upgrade --family fat_tree --k 4 --op all_to_all --size 16M --budget 2
 """
 
 
@@ -102,14 +103,14 @@ def build_graph(args):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``flowsolver`` argument parser with its six sub-commands."""
+    """The ``flowsolver`` argument parser with its sub-commands."""
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="flowsolver", description="What your GPU cluster's network costs you.",
                                      epilog=_EXAMPLES + "\n" + _accepted(), formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"flowsolver {__version__}")
     sub = parser.add_subparsers(dest="command")
     for add in (_add_topology_command, _add_collective, _add_calibrate, _add_train, _add_study, _add_sweep,
-                _add_replay):
+                _add_replay, _add_upgrade):
         add(sub, fmt)
     return parser
 
@@ -221,6 +222,21 @@ def _add_replay(sub, fmt) -> None:
                     help="fraction of the bf16 peak for compute given by FLOPs (default %(default)s)")
     rp.add_argument("--chrome", metavar="PATH", default=None, help="write the per-rank timelines (Chrome-trace JSON)")
     rp.add_argument("--top", type=int, default=5, help="busiest links and longest path nodes shown (default %(default)s)")
+
+
+def _add_upgrade(sub, fmt) -> None:
+    """``flowsolver upgrade``: what to upgrade for one collective, under a budget."""
+    up = sub.add_parser("upgrade", help="what to upgrade: each tier's exact gain, and a greedy plan under a budget",
+                        epilog=_EXAMPLES, formatter_class=fmt)
+    _add_topology(up, default_nodes=2)
+    _add_output(up)
+    up.add_argument("--op", default="all_reduce", choices=OPS, help="collective (default %(default)s)")
+    up.add_argument("--size", default="1G", help="bytes, nccl-tests style (default %(default)s)")
+    up.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
+    up.add_argument("--factor", type=float, default=2.0, help="capacity multiplier of a tier upgrade (default 2)")
+    up.add_argument("--cost", default="uniform", choices=("uniform", "bandwidth"),
+                    help="uniform: every tier upgrade costs 1; bandwidth: the GB/s it adds over all its links")
+    up.add_argument("--budget", type=float, default=1.0, help="total cost allowed (default %(default)s)")
 
 
 _SWEEP_HELP = """config example (sweep.toml):

@@ -261,3 +261,33 @@ def replay(args) -> None:
     if chrome:
         lines.append(f"timelines written to {chrome} (open in https://ui.perfetto.dev)")
     print("\n".join(lines))
+
+
+def upgrade(args) -> None:
+    """Each tier upgraded alone (exact re-solve beside the linear estimate), then the greedy
+    plan under ``--budget``."""
+    from ..upgrade import tier_upgrades, upgrade_plan, what_if
+
+    graph = build_graph(args)
+    if not (args.factor > 0 and math.isfinite(args.factor)):
+        raise ValueError(f"--factor must be a finite number > 0, got {args.factor!r}")
+    workload = dict(op=args.op, size=parse_size(args.size), policy=args.policy)
+    ups = tier_upgrades(graph, args.factor)
+
+    def bandwidth_cost(name, up, g):        # GB/s added over every link of the tier
+        return sum(d["capacity"] * (args.factor - 1) for u, v, d in g.edges(data=True) if up.selects(u, v, d)) / 1e9
+
+    cost = (lambda *_: 1.0) if args.cost == "uniform" else bandwidth_cost
+    table = what_if(graph, workload, ups)
+    plan = upgrade_plan(graph, workload, args.budget, cost, ups)
+    rows = [dict(kind="alone", upgrade=r.upgrade, time_us=r.exact_s * 1e6, linear_us=r.linear_s * 1e6,
+                 saved_percent=r.saved_percent, cost=float(cost(r.upgrade, ups[r.upgrade], graph)))
+            for r in table.itertuples()]
+    rows += [dict(kind="plan", upgrade=r.upgrade, time_us=r.time_s * 1e6, linear_us=float("nan"),
+                  saved_percent=r.saved_s / table.time_s.iloc[0] * 100.0, cost=r.cost) for r in plan.itertuples()]
+    lines = [f"# {args.op} of {args.size} on {len(tp.gpus(graph))} GPUs ({args.family}): "
+             f"{table.time_s.iloc[0] * 1e6:.1f} us; each tier x{args.factor:g}",
+             f"{'':5s} {'upgrade':>14s} {'time (us)':>11s} {'linear (us)':>12s} {'saved %':>8s} {'cost':>9s}"]
+    lines += [f"{r['kind']:5s} {r['upgrade']:>14s} {r['time_us']:11.1f} {r['linear_us']:12.1f} "
+              f"{r['saved_percent']:8.2f} {r['cost']:9.3g}" for r in rows]
+    emit(rows, args, "\n".join(lines))

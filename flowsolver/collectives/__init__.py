@@ -85,10 +85,11 @@ from ._calibrate import Calibration, calibrate
 from ._collective import collective, collective_variants
 from ._concurrent import concurrent
 from ._hardware import nccl_channels
+from ._jax import collective_time
 from ._nccl import (ALGORITHMS, NCCL_ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                     busbw_factor)
 from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
 
 __all__ = ["collective", "collective_variants", "calibrate", "Calibration", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
            "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
-           "DEFAULT_CHUNK"]
+           "DEFAULT_CHUNK", "collective_time"]

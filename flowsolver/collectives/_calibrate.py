@@ -91,12 +91,12 @@ class _RowModel:
     def time(self, lam, m):
         """(time s, algorithm) at latency scale ``lam`` and bandwidth factor ``m``."""
         scaled = {a: (t, tuple(replace(st, transfer=st.transfer / m) for st in steps), u)
-                  for a, (t, steps, u) in self.results.items()}
+                  for a, (t, steps, u, *_) in self.results.items()}
         hw = replace(self.hw, nvlink_bw=self.hw.nvlink_bw * m)
         model = replace(self.cal, latency_scale=self.cal.latency_scale * lam)
         entries = [(t, a) for (a, _), (t, _) in tuned_times(self.op, self.size, self.p, scaled, hw, self.options,
                                                           model).items() if self.only in (None, a)]
-        for a, (t, steps, _) in self.results.items():
+        for a, (t, steps, *_) in self.results.items():
             if self.only in (None, a) and not is_tuned(a, self.op, self.options):
                 transfer = transfer_of(steps)
                 entries.append((lam * (t - transfer) + transfer / m, a))

@@ -13,11 +13,11 @@ from ._layout import participants, unavailable
 from ._hardware import describe
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, NCCL_ALGORITHMS, PROTOCOLS, busbw_factor
 from ._options import Options, check_call
-from ._results import CollectiveResult
+from ._results import CollectiveResult, Derivation
 from ._schedules import schedule
 from ._solve import time_plans
 from ._trees import Step, StepFlows
-from ._tuned import DERIVED, rescaled, tuned_times, why_not_tuned
+from ._tuned import DERIVED, rescaled, transfer_of, tuned_times, why_not_tuned
 from ._tuner import _BASE, TUNER_ALGORITHMS
 
 __all__ = ["collective", "collective_variants", "solve_collective"]
@@ -127,7 +127,7 @@ def _pick(op, size, p, results, hw, options, model, only=None):
         results = {only: results[only]}
         tuned = {k: v for k, v in tuned.items() if k[0] == only}
     entries = {}
-    for a, (total, steps, util) in results.items():
+    for a, (total, steps, util, *_) in results.items():
         if is_tuned(a, op, options):
             continue
         entries[a, options.step_protocol] = (total, steps, util)
@@ -141,6 +141,12 @@ def _pick(op, size, p, results, hw, options, model, only=None):
         candidates[name] = min(t, candidates.get(name, np.inf))
     choices = {f"{name}/{pr}": v[0] for (name, pr), v in entries.items()}
     return a, proto, total, steps, util, choices, candidates
+
+
+def stalled_or_same(total, steps, flow) -> bool:
+    """Whether the reported ``steps`` transfer what the flow solve did (within 1e-9), or
+    nothing moves."""
+    return not np.isfinite(total) or abs(transfer_of(steps) - flow) <= 1e-9 * max(flow, 1e-300)
 
 
 def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, variants=None, model=None) -> list:
@@ -159,6 +165,14 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     for table, results in timed:
         only = None if algorithm == "auto" else algorithm
         best, proto, total, steps, util, choices, candidates = _pick(op, size, p, results, hw, options, model, only)
+        solved_on, cap = results[best][3:5]
+        flow = transfer_of(results[best][1])
+        # NCCL's cost model may set the transfer from its caps or another graph bandwidth:
+        # then the flow solve's derivatives are not this time's
+        differs = "" if stalled_or_same(total, steps, flow) else (
+            f"its time is NCCL's cost model for {best} / {proto}, whose bandwidth here is not its own flow "
+            "solve (a protocol cap or the ring's graph bandwidth); time algorithm='ring' with protocol='Simple', "
+            "or pass step_latency= for the flow model")
         stalled = not np.isfinite(total)
         algbw = 0.0 if stalled else float(size) / total
         out.append(CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
@@ -166,7 +180,8 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
                                     links=table, candidates=candidates, pruned=dict(pruned),
                                     status=Status.STALLED if stalled else Status.OK,
                                     message=_STALLED if stalled else "", protocol=proto, channels=hw.channels,
-                                    nccl=best in NCCL_ALGORITHMS[op], choices=choices))
+                                    nccl=best in NCCL_ALGORITHMS[op], choices=choices,
+                                    solved_on=Derivation(solved_on, cap, table.capacity, why_not=differs)))
     return out
 
 

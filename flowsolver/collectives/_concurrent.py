@@ -157,4 +157,4 @@ def _lockstep(graph, collectives, options, alone) -> ConcurrentResult:
                for spec in specs]
     return ConcurrentResult(alone=tuple(alone_t), together=(res.time,) * n,
                             slowdown=tuple(res.time / a for a in alone_t), makespan=res.time,
-                            algorithms=(res.algorithm,) * n, bottleneck=res.bottleneck)
+                            algorithms=(res.algorithm,) * n, bottleneck=res.bottleneck, lockstep=res)

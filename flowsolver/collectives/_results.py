@@ -9,7 +9,7 @@ import numpy as np
 from .._status import Status
 from ..routing import first_tier
 
-__all__ = ["CollectiveStep", "CollectiveResult", "ConcurrentResult"]
+__all__ = ["CollectiveStep", "CollectiveResult", "ConcurrentResult", "Derivation"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,19 @@ class CollectiveStep:
     def bottleneck_tier(self) -> str:
         """Tier of the link that holds the step back most ("" if none)."""
         return first_tier(self.bottleneck)
+
+
+@dataclass(eq=False)
+class Derivation:
+    """What a collective's transfers were solved on, kept for its derivatives: per distinct
+    step ``(routing, sizes, count)``, the effective capacities (bytes/s) the steps ran on and
+    the raw link capacities (bytes/s) they come from."""
+
+    steps: tuple
+    effective: np.ndarray
+    raw: np.ndarray
+    cache: dict = field(default_factory=dict, repr=False)
+    why_not: str = ""          # why the flow solve's derivatives are not the result's (else "")
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,40 @@ class CollectiveResult:
     channels: int = 0
     nccl: bool = True
     choices: dict = field(default_factory=dict)
+    solved_on: Derivation | None = field(default=None, repr=False, compare=False)
+
+    def time_gradient(self, side: str = "up") -> np.ndarray:
+        """d time / d capacity of each link alone (graph edge order), seconds per byte/s
+        (``side="down"``: for a decrease). Exact: through every step's event-driven solve
+        (:func:`flowsolver.completion_sensitivity`); NaN where flows finishing together
+        before a step's last event would drift apart."""
+        from ._sensitivity import time_gradient
+
+        return time_gradient(self._derivation(), side)
+
+    def time_directional(self, d_capacity, side: str = "up") -> float:
+        """The one-sided derivative of ``time`` (s) along a change ``d_capacity`` (bytes/s per
+        link, graph edge order) of the raw link capacities."""
+        from ._sensitivity import time_directional
+
+        return time_directional(self._derivation(), d_capacity, side)
+
+    def sensitivity(self, side: str = "up"):
+        """Time saved per added GB/s, for every link and aggregated by tier, technology and
+        cable group (tier and technology): a tidy pandas DataFrame (see
+        :func:`flowsolver.collectives.sensitivity_table`; needs pandas)."""
+        from ._sensitivity import sensitivity_table
+
+        return sensitivity_table(self.links, self.time, lambda s: self.time_gradient(s),
+                                 lambda dc, s: self.time_directional(dc, s), side)
+
+    def _derivation(self) -> Derivation:
+        if self.solved_on is None or self.status != Status.OK:
+            raise ValueError("sensitivity: this result carries no solved steps (a stalled collective, or one built "
+                             "by hand); time it with flowsolver.collective")
+        if self.solved_on.why_not:
+            raise ValueError(f"sensitivity: {self.solved_on.why_not}")
+        return self.solved_on
 
     @property
     def bottleneck(self) -> tuple:
@@ -121,6 +168,7 @@ class ConcurrentResult:
     algorithms: tuple
     bottleneck: tuple = ()
     status: Status = Status.OK
+    lockstep: CollectiveResult | None = field(default=None, repr=False, compare=False)
 
     @property
     def bottleneck_tier(self) -> str:

@@ -122,8 +122,9 @@ def step_latencies(rm, group, n_groups, options) -> np.ndarray:
     return np.array([hop[int(r)] for r in worst]) + np.maximum(path, 0.0)
 
 
-def _result_of(steps, solved, latency, n_links, base):
-    """(time, CollectiveSteps, link utilisation) of one algorithm from its solved steps."""
+def _result_of(steps, solved, latency, n_links, base, routed=None):
+    """(time, CollectiveSteps, link utilisation, what each step's transfer was solved on:
+    ``(routing, sizes, count)`` per step) of one algorithm from its solved steps."""
     parts, util_time, busy, total = [], np.zeros(n_links), 0.0, base
     for st in steps:
         transfer, util, bottleneck = solved[st.flows]
@@ -134,7 +135,8 @@ def _result_of(steps, solved, latency, n_links, base):
         if np.isfinite(transfer):
             util_time += util * st.count * transfer
             busy += st.count * transfer
-    return total, tuple(parts), util_time / busy if busy > 0 else util_time
+    solved_on = () if routed is None else tuple((*routed[st.flows], st.count) for st in steps)
+    return total, tuple(parts), util_time / busy if busy > 0 else util_time, solved_on
 
 
 #: policies whose route of a flow does not depend on the other flows of the call (ecmp_hash
@@ -173,10 +175,13 @@ def time_plans(graph, ranks, plans, options, scenarios):
     # one scenario is solved unbatched, so the solver may pick its frontier method
     solved_all = solve_steps(rm, group, size, caps if len(caps) > 1 else caps[0], len(keys))
     solved_all = solved_all if len(caps) > 1 else [solved_all]
+    # each step's own routing (views of the shared one) and sizes, for result.sensitivity()
+    bounds = np.concatenate([[0], np.cumsum([len(k) for k in keys])])
+    routed = {k: (rm.flow_rows(a, b), size[a:b]) for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
     timed = []
-    for table, solved_b in zip(tables, solved_all):
+    for table, cap, solved_b in zip(tables, caps, solved_all):
         solved = dict(zip(keys, solved_b))
         latency = dict(zip(keys, step_latencies(replace(rm, links=table), group, len(keys), options).tolist()))
-        timed.append((table, {alg: _result_of(steps, solved, latency, rm.n_links, options.base)
+        timed.append((table, {alg: (*_result_of(steps, solved, latency, rm.n_links, options.base, routed), cap)
                               for alg, steps in plans.items()}))
     return timed

@@ -61,7 +61,7 @@ def tuned_times(op, size, p, results, hw, options, model=None) -> dict:
     ring_transfer = transfer_of(ring[1])
     busbw = size * busbw_factor(op, p) / ring_transfer if ring_transfer > 0 else np.inf
     out = {}
-    for a, (_, steps, _) in results.items():
+    for a, (_, steps, *_) in results.items():
         own = steady_transfer(steps)
         own_algbw = size / own if own > 0 else np.inf
         for proto in _protocols(options):

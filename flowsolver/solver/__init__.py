@@ -30,13 +30,19 @@ output (within 6e-8). Values float32 cannot hold are an error.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import _dense, _frontier
+from ..routing import MergedRouting
 from ._allocation import Allocation, allocation, expand
-from ._problem import bucket_size, problem, trace_count
+from ._problem import _as_routing, _per, bucket_size, problem, trace_count
+from ._jax import make_fair_rates
+from ._sensitivity import RateSensitivity
+from ._structure import build as _build_structure
 
-__all__ = ["max_min_fair", "Allocation", "bucket_size", "trace_count"]
+__all__ = ["max_min_fair", "Allocation", "bucket_size", "trace_count", "rate_sensitivity", "RateSensitivity",
+           "fair_rates"]
 
 #: the methods, in the order ``method="auto"`` asks them whether they are eligible
 METHODS = {"frontier": _frontier, "dense": _dense}
@@ -101,3 +107,81 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         raw = METHODS[method].solve(prob)
     out = allocation(prob, raw)
     return out if merged is None else expand(out, merged)
+
+
+def rate_sensitivity(routing, allocation: Allocation, capacity=None, *, weights=None, demands=None):
+    """Exact derivatives of an allocation's rates with respect to every link capacity and
+    every demand cap, from its bottleneck structure (see ``flowsolver.solver._sensitivity``).
+
+    Parameters
+    ----------
+    routing : RoutingMatrix or scipy.sparse matrix (links x flows)
+        What ``allocation`` was solved on (a MergedRouting: pass its unmerged matrix).
+    allocation : Allocation
+        ``max_min_fair(routing, capacity, weights=..., demands=...)``'s result.
+    capacity, weights, demands : as :func:`max_min_fair` took them (bytes/s; defaults the
+        RoutingMatrix's); a leading batch axis gives one result per scenario.
+
+    Returns
+    -------
+    RateSensitivity, or a list of them (one per scenario) for a batch
+        ``gradient(g, side=None)``: d(sum g * rates)/d capacity and /d caps;
+        ``capacity_jacobian(side=None)``: sparse (flows x links) d rate / d capacity;
+        ``directional(dc, dd)``: the exact one-sided derivative along any direction;
+        ``one_sided_links`` / ``one_sided_caps``: where a tie makes the derivative depend on
+        the sign of the change (``side="up"`` or ``"down"`` then picks it; ``None`` raises).
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> A = sp.csc_matrix([[1.0, 1.0], [0.0, 1.0]])   # flow 1 crosses both links
+    >>> a = max_min_fair(A, [3.0, 1.0])
+    >>> sens = rate_sensitivity(A, a, [3.0, 1.0])
+    >>> sens.capacity_jacobian().toarray().tolist()   # link 1 holds flow 1, flow 0 takes the rest
+    [[1.0, -1.0], [0.0, 1.0]]
+    """
+    if isinstance(routing, MergedRouting):
+        raise TypeError("routing: pass the unmerged RoutingMatrix (the allocation's rates are per original flow)")
+    rm, _ = _as_routing(routing)
+    cap = _per("capacity", capacity, rm.n_links, rm.capacity, what="link")
+    w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
+    d = _per("demands", demands, rm.n_flows, rm.demands, what="flow")
+    if not isinstance(allocation, Allocation):
+        raise TypeError(f"allocation must be an Allocation (max_min_fair's result), got {type(allocation).__name__}")
+    rates = np.asarray(allocation.rates, dtype=np.float64)
+    if rates.shape[-1] != rm.n_flows:
+        raise ValueError(f"allocation has {rates.shape[-1]} flows, routing {rm.n_flows}")
+    if not np.all(allocation.ok):
+        raise ValueError("allocation: only a converged, bounded allocation (status ok) has a bottleneck structure")
+    if rates.ndim == 1:
+        return RateSensitivity(_build_structure(rm, cap, w, d, rates, allocation.bottleneck))
+    B = rates.shape[0]
+    pick = lambda a, i: a[i] if a.ndim == 2 else a  # noqa: E731
+    return [RateSensitivity(_build_structure(rm, pick(cap, i), pick(w, i), pick(d, i), rates[i],
+                                             allocation.bottleneck[i])) for i in range(B)]
+
+
+def fair_rates(routing, capacity=None, demands=None, *, weights=None, method: str = "auto"):
+    """Max-min fair rates (bytes/s) as a differentiable JAX array: ``jax.grad``, ``jax.jvp``
+    and ``jax.jacfwd`` of any function of them with respect to ``capacity`` (links,) and
+    ``demands`` (flows,) are exact (a custom JVP on the bottleneck structure, see
+    :func:`rate_sensitivity`). At a tie the derivative is one-sided; JAX then gets each
+    capacity's or cap's increase alone (``side="up"``) and a RuntimeWarning. The solve runs
+    on the host: call it outside ``jax.jit``. Enable 64-bit JAX for float64 derivatives.
+
+    >>> import jax, scipy.sparse as sp
+    >>> A = sp.csc_matrix([[1.0, 1.0], [0.0, 1.0]])
+    >>> with jax.enable_x64(True):
+    ...     g = jax.grad(lambda c: fair_rates(A, c)[0])(jax.numpy.array([3.0, 1.0]))
+    >>> g.tolist()
+    [1.0, -1.0]
+    """
+    if isinstance(routing, MergedRouting):
+        raise TypeError("routing: pass the unmerged RoutingMatrix")
+    rm, _ = _as_routing(routing)
+    w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
+    if w.ndim != 1:
+        raise ValueError("weights: fair_rates solves one scenario (shape (flows,)); vmap over scenarios instead")
+    cap = rm.capacity if capacity is None else capacity
+    d = rm.demands if demands is None else demands
+    return make_fair_rates(rm, w, method, max_min_fair, rate_sensitivity)(jnp.asarray(cap), jnp.asarray(d))

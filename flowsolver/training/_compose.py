@@ -156,6 +156,20 @@ class StepResult:
         """Tier of :attr:`bottleneck`'s most utilised link (``""`` if none)."""
         return first_tier(self.bottleneck)
 
+    def sensitivity(self, side: str = "up"):
+        """Step time saved per added GB/s, for every link and aggregated by tier, technology
+        and cable group: a tidy pandas DataFrame (columns as
+        :meth:`flowsolver.CollectiveResult.sensitivity`; needs pandas). Exact one-sided
+        derivatives through every collective of the step and the DP overlap window."""
+        from ..collectives._sensitivity import sensitivity_table
+        from ._sensitivity import step_directional, step_gradient
+
+        if not self.phases:
+            raise ValueError("sensitivity: this step communicates nothing, so no link changes its time")
+        links = next(iter(self.profile.comms.values())).result.links
+        return sensitivity_table(links, self.step_time, lambda s: step_gradient(self, compose, s),
+                                 lambda dc, s: step_directional(self, compose, dc, s), side)
+
     def recompose(self, **changes) -> "StepResult":
         """The same job under another schedule, without solving again: any of
         ``global_batch``, ``dp_overlap``, ``tp_overlap``, ``compute_efficiency``,

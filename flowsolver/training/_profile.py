@@ -39,6 +39,8 @@ class CommTiming:
     group_size: int
     gather: float = 0.0
     bottleneck: tuple = ()
+    result: object = field(default=None, repr=False, compare=False)          # the CollectiveResult timed
+    gather_result: object = field(default=None, repr=False, compare=False)   # its all_gather's
 
     @property
     def bottleneck_tier(self) -> str:
@@ -76,7 +78,7 @@ def _timed(graph, op, size, groups, algorithm, options):
     parallelism are symmetric), the algorithm and the links that set the time."""
     together = concurrent(graph, [dict(op=op, size=size, ranks=g, algorithm=algorithm) for g in groups],
                           alone=False, lockstep=True, **options)
-    return float(together.makespan), together.algorithms[0], together.bottleneck
+    return float(together.makespan), together.algorithms[0], together.bottleneck, together.lockstep
 
 
 def kv_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int) -> float:
@@ -149,12 +151,12 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     comms = {}
     for name, kind, op, size, groups in _plan(model, layout, micro_batch, zero, sequence_parallel, top_k,
                                               capacity_factor):
-        per_call, algorithm, bottleneck = _timed(graph, op, size, groups, algorithms[kind], options)
-        gather = 0.0
+        per_call, algorithm, bottleneck, result = _timed(graph, op, size, groups, algorithms[kind], options)
+        gather, gather_result = 0.0, None
         if op == "reduce_scatter":
-            gather, _, _ = _timed(graph, "all_gather", size, groups, algorithm, options)
+            gather, _, _, gather_result = _timed(graph, "all_gather", size, groups, algorithm, options)
         comms[name] = CommTiming(name=name, op=op, algorithm=algorithm, bytes=size, per_call=per_call,
                                  groups=len(groups), group_size=len(groups[0]), gather=gather,
-                                 bottleneck=bottleneck)
+                                 bottleneck=bottleneck, result=result, gather_result=gather_result)
     return CommProfile(model=model, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu, comms=comms,
                        sequence_parallel=sequence_parallel, top_k=top_k, capacity_factor=capacity_factor)

@@ -1,0 +1,194 @@
+"""Exact derivatives of a makespan (:func:`~flowsolver.completion_times`, all flows from 0)
+with respect to link capacities, through the event-driven solve.
+
+Between events the rates are one max-min solve (phase ``k``: active flows, rates ``r``,
+duration ``D_k``); the flows ``F_k`` finishing at its end satisfy ``R_f = r_f D_k`` with
+``R_f`` their bytes left. Differentiating, ``dD_k = (dR_f - D_k dr_f) / r_f`` and the
+survivors carry ``dR = dR - D_k dr - r dD_k`` into the next phase; ``dr`` is the phase's rate
+derivative (:func:`~flowsolver.solver.rate_sensitivity`). The makespan's derivative is the
+sum of the ``dD_k``, the last phase's being the largest over its finishing flows for an
+increase (the smallest for a decrease): the derivative of a maximum is one-sided. Flows that
+finish together before the last phase but would drift apart under the change make the
+derivative depend on the new event order; those entries are NaN (flagged, never guessed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .routing import RoutingMatrix
+from .solver import max_min_fair, rate_sensitivity
+from .solver._jax import concrete_or_none
+from .timing import _checked_sizes
+
+__all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan"]
+
+#: relative tolerance for flows finishing at one event (the one of ``completion_times``)
+EVENT_RTOL = 1e-9
+
+
+class CompletionSensitivity:
+    """The phases of an event-driven run and the derivatives of its makespan (see
+    :func:`completion_sensitivity`)."""
+
+    def __init__(self, matrix, capacity, weights, demands, phases, makespan):
+        self.matrix, self.capacity, self.weights, self.demands = matrix, capacity, weights, demands
+        self.phases = phases            # [(active flows, rates, duration, finishing flows, RateSensitivity)]
+        self.makespan = makespan
+
+    def gradient(self, side: str = "up") -> np.ndarray:
+        """d makespan / d capacity of each link alone (links,), seconds per byte/s:
+        ``side="up"`` for an increase, ``"down"`` for a decrease. NaN where the change would
+        reorder flows that finish together before the last event."""
+        n_links = self.matrix.shape[0]
+        tangents = [ph[4].capacity_jacobian(side) for ph in self.phases]
+        return self._chain(tangents, n_links, side)
+
+    def one_sided(self) -> np.ndarray:
+        """Links (after :meth:`gradient`) whose makespan derivative may depend on the sign of
+        the change: one-sided in some phase, or moving the flows that finish last unequally."""
+        if not hasattr(self, "_last_spread"):
+            self.gradient("up")
+        flagged = self._last_spread.copy()
+        for ph in self.phases:
+            flagged |= ph[4].one_sided_links
+        return flagged
+
+    def directional(self, d_capacity, side: str = "up") -> float:
+        """The one-sided derivative of the makespan along ``d_capacity`` (links,), seconds per
+        unit of the step (``side="down"``: for the step ``-d_capacity``, sign as for "up")."""
+        dc = np.asarray(d_capacity, dtype=np.float64)
+        tangents = []
+        for active, _, _, _, sens in self.phases:
+            col = sens.directional(dc) if side == "up" else -sens.directional(-dc)
+            tangents.append(sp.csc_matrix(col[:, None]))
+        return float(self._chain(tangents, 1, side)[0])
+
+    def _chain(self, tangents, n_dir: int, side: str) -> np.ndarray:
+        n = self.matrix.shape[1]
+        d_left = sp.csr_matrix((n, n_dir))
+        total = np.zeros(n_dir)
+        unknown = np.zeros(n_dir, dtype=bool)
+        for k, ((active, rates, duration, finishing, _), dr_active) in enumerate(zip(self.phases, tangents)):
+            embed = sp.csr_matrix((np.ones(len(active)), (active, np.arange(len(active)))), shape=(n, len(active)))
+            dr = embed @ sp.csr_matrix(dr_active)
+            r = np.zeros(n)
+            r[active] = rates
+            inv = sp.diags(1.0 / r[finishing])
+            d_end = (inv @ (d_left[finishing] - duration * dr[finishing])).tocsc()
+            hi = np.asarray(d_end.max(axis=0).todense()).ravel()
+            lo = np.asarray(d_end.min(axis=0).todense()).ravel()
+            if k == len(self.phases) - 1:
+                total += hi if side == "up" else lo
+                self._last_spread = np.abs(hi - lo) > 1e-9 * np.maximum(np.abs(hi), np.abs(lo))
+                break
+            unknown |= np.abs(hi - lo) > 1e-9 * np.maximum(np.abs(hi), np.abs(lo)) + 1e-300
+            total += hi
+            survivors = np.setdiff1d(active, finishing)
+            in_s = np.isin(np.arange(n), survivors).astype(np.float64)
+            shift = sp.csr_matrix((r * in_s)[:, None]) @ sp.csr_matrix(hi[None, :])
+            d_left = sp.diags(in_s) @ (d_left - duration * dr) - shift
+        return np.where(unknown, np.nan, total)
+
+
+def completion_sensitivity(routing, sizes=None, capacity=None, *, weights=None, demands=None) -> CompletionSensitivity:
+    """Re-run :func:`~flowsolver.completion_times`' events (every flow from 0) keeping each
+    phase's bottleneck structure, for exact makespan derivatives.
+
+    Returns a :class:`CompletionSensitivity`: ``makespan`` (s), ``gradient(side)`` (links,)
+    d makespan / d capacity in s per byte/s, ``directional(dc, side)``.
+
+    >>> import scipy.sparse as sp
+    >>> A = sp.csc_matrix([[1.0, 1.0]])                  # two flows on one link of 2 bytes/s
+    >>> cs = completion_sensitivity(A, sizes=[1.0, 3.0], capacity=[2.0])
+    >>> cs.makespan, cs.gradient().tolist()             # T = (1 + 3) / c: dT/dc = -4 / c^2
+    (2.0, [-1.0])
+    """
+    rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(sp.csc_matrix(routing))
+    n = rm.n_flows
+    if sizes is None:
+        if rm.flows is None:
+            raise ValueError("sizes is required when routing carries no Flows")
+        sizes = rm.flows.sizes
+    sizes = _checked_sizes(sizes, n)
+    if sizes.ndim != 1:
+        raise ValueError("sizes: completion_sensitivity takes one scenario (shape (flows,))")
+    cap = rm.capacity if capacity is None else np.asarray(capacity, dtype=np.float64)
+    w = rm.weights if weights is None else np.asarray(weights, dtype=np.float64)
+    d = rm.demands if demands is None else np.asarray(demands, dtype=np.float64)
+    if cap.ndim != 1 or w.ndim != 1 or d.ndim != 1:
+        raise ValueError("capacity, weights, demands: completion_sensitivity takes one scenario (1-D arrays)")
+    matrix = rm.to_scipy("csc")
+    left = sizes.astype(np.float64).copy()
+    active = np.flatnonzero(left > 0)
+    phases, clock = [], 0.0
+    while len(active):
+        sub = matrix[:, active]
+        alloc = max_min_fair(sub, cap, weights=w[active], demands=d[active])
+        rates = np.asarray(alloc.rates, dtype=np.float64)
+        if (rates <= 0).any():
+            raise ValueError(f"flow {int(active[np.argmin(rates)])} gets no bandwidth (a failed link): the makespan "
+                             "is infinite and has no derivative")
+        to_go = left[active] / rates
+        duration = float(to_go.min())
+        done = to_go <= duration * (1 + EVENT_RTOL)
+        phases.append((active, rates, duration, active[done], rate_sensitivity(sub, alloc, cap, weights=w[active],
+                                                                               demands=d[active])))
+        left[active] -= rates * duration
+        clock += duration
+        active = active[~done]
+    return CompletionSensitivity(matrix, cap, w, d, phases, clock)
+
+
+def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=None):
+    """The makespan of :func:`~flowsolver.completion_times` (s) as a JAX scalar with a custom
+    JVP in ``capacity`` (links,): ``jax.grad``, ``jax.jvp`` and ``jax.jacfwd`` through every
+    event of the run are exact. Where the derivative is one-sided (flows finishing last
+    together, a tie) ``jax.grad`` gets each link's increase alone (``side="up"``) and a
+    RuntimeWarning; an eager ``jax.jvp`` gets the exact one-sided derivative along its tangent.
+    Call it outside ``jax.jit``; enable 64-bit JAX for float64 derivatives.
+
+    >>> import jax, scipy.sparse as sp
+    >>> A = sp.csc_matrix([[1.0, 1.0]])                   # T = (1 + 3) / c
+    >>> with jax.enable_x64(True):
+    ...     g = jax.grad(lambda c: fair_makespan(A, [1.0, 3.0], c))(jax.numpy.array([2.0]))
+    >>> g.tolist()
+    [-1.0]
+    """
+    import warnings
+
+    import jax
+    import jax.numpy as jnp
+
+    rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(sp.csc_matrix(routing))
+
+    def host(cap):
+        try:
+            cap = np.asarray(cap, dtype=np.float64)
+        except jax.errors.TracerArrayConversionError:
+            raise TypeError("capacity: fair_makespan solves on the host and needs concrete values; call it "
+                            "outside jax.jit (jax.grad, jax.jvp and jax.jacfwd work)") from None
+        return completion_sensitivity(rm, sizes, cap, weights=weights, demands=demands)
+
+    @jax.custom_jvp
+    def makespan(cap):
+        return jnp.asarray(host(cap).makespan)
+
+    @makespan.defjvp
+    def makespan_jvp(primals, tangents):
+        cs = host(primals[0])
+        exact = concrete_or_none(tangents[0])
+        if exact is not None:                    # an eager jvp: the exact one-sided derivative along it
+            return jnp.asarray(cs.makespan), jnp.asarray(cs.directional(exact))
+        up = cs.gradient("up")
+        if np.isnan(up).any():
+            raise ValueError("fair_makespan: flows finishing together before the last event would drift apart: "
+                             "the derivative depends on the new event order (NaN in gradient())")
+        if cs.one_sided().any():
+            warnings.warn("fair_makespan: the derivative is one-sided (a tie); JAX gets each link's increase "
+                          "alone (side='up')", RuntimeWarning, stacklevel=3)
+        out = jnp.asarray(cs.makespan)
+        return out, jnp.dot(jnp.asarray(up, out.dtype), jnp.asarray(tangents[0], out.dtype))
+
+    return makespan(jnp.asarray(rm.capacity if capacity is None else capacity))

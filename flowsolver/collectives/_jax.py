@@ -1,0 +1,76 @@
+"""A collective's time as a differentiable JAX function of the link capacities (a custom
+JVP on :meth:`CollectiveResult.time_gradient` / ``time_directional``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..solver._jax import concrete_or_none
+from ._collective import collective
+from ._sensitivity import one_sided
+
+__all__ = ["collective_time"]
+
+
+def collective_time(graph, op: str, size: float, capacity=None, **options):
+    """A collective's time (s) as a JAX scalar with a custom JVP in the link capacities
+    ``capacity`` (bytes/s, graph edge order; default the graph's): ``jax.grad`` of it is the
+    exact per-link derivative through every step's event-driven solve
+    (:meth:`CollectiveResult.time_gradient`). Where a tie makes the derivative one-sided,
+    ``jax.grad`` gets each link's increase alone (``side="up"``) and a RuntimeWarning; an
+    eager ``jax.jvp`` gets the exact one-sided derivative along its tangent. ``options``
+    go to :func:`flowsolver.collective`. Call it outside ``jax.jit``.
+
+    >>> import jax, topologies as tp
+    >>> g = tp.rail_optimized(nodes=1)
+    >>> c = jax.numpy.asarray([d["capacity"] for *_, d in g.edges(data=True)])
+    >>> r = collective(g, "all_reduce", 2**26, algorithm="ring")
+    >>> with jax.enable_x64(True):                 # every link x (1 + e): each transfer shrinks by e
+    ...     t, dt = jax.jvp(lambda c: collective_time(g, "all_reduce", 2**26, c, algorithm="ring"), (c,), (c,))
+    >>> round(-float(dt) / sum(s.count * s.transfer for s in r.steps), 6)
+    1.0
+    """
+    import warnings
+
+    import jax
+    import jax.numpy as jnp
+
+    edges = list(graph.edges)
+
+    def solve(cap):
+        try:
+            cap = np.asarray(cap, dtype=np.float64)
+        except jax.errors.TracerArrayConversionError:
+            raise TypeError("capacity: collective_time solves on the host and needs concrete values; call it "
+                            "outside jax.jit (jax.grad, jax.jvp and jax.jacfwd work)") from None
+        if cap.shape != (len(edges),):
+            raise ValueError(f"capacity must have shape ({len(edges)},) - one entry per graph edge - got {cap.shape}")
+        if np.array_equal(cap, [d["capacity"] for *_, d in graph.edges(data=True)]):
+            return collective(graph, op, size, **options)   # the graph itself: its routes are cached
+        g = graph.copy()
+        for (u, v), c in zip(edges, cap):
+            g.edges[u, v]["capacity"] = float(c)
+        return collective(g, op, size, **options)
+
+    @jax.custom_jvp
+    def timed(cap):
+        return jnp.asarray(solve(cap).time)
+
+    @timed.defjvp
+    def timed_jvp(primals, tangents):
+        r = solve(primals[0])
+        exact = concrete_or_none(tangents[0])
+        if exact is not None:                    # an eager jvp: the exact one-sided derivative along it
+            return jnp.asarray(r.time), jnp.asarray(r.time_directional(exact))
+        up = r.time_gradient("up")
+        if np.isnan(up).any():
+            raise ValueError("collective_time: flows finishing together before a step's last event would drift "
+                             "apart: the derivative depends on the new event order")
+        if one_sided(r._derivation()).any():
+            warnings.warn("collective_time: the derivative is one-sided (a tie); JAX gets each link's increase "
+                          "alone (side='up')", RuntimeWarning, stacklevel=3)
+        out = jnp.asarray(r.time)
+        return out, jnp.dot(jnp.asarray(up, out.dtype), jnp.asarray(tangents[0], out.dtype))
+
+    cap = [d["capacity"] for *_, d in graph.edges(data=True)] if capacity is None else capacity
+    return timed(jnp.asarray(cap))

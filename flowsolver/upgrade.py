@@ -1,0 +1,201 @@
+"""What to upgrade: exact re-solves of discrete network changes beside the linear estimate
+from the sensitivities, and a greedy upgrade plan under a budget.
+
+A *workload* is what is timed on a graph: a dict of :func:`~flowsolver.collective`'s
+arguments (with ``op``), a dict of :func:`~flowsolver.training_step`'s (with ``model``), or a
+callable ``graph -> CollectiveResult | StepResult``. An *upgrade* is an :class:`Upgrade`: the
+links it changes (a tier, a technology, a ``"tier/tech"`` cable group or a predicate on
+``(u, v, data)``) and how (a capacity ``factor``, or a new link ``tech`` from the catalogue,
+``cables`` times per link as before), or any ``apply(graph) -> graph`` (adding spines, a
+rail): those have no linear estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+import topologies as tp
+
+from .collectives import CollectiveResult, collective
+from .training import StepResult, training_step
+
+__all__ = ["Upgrade", "what_if", "upgrade_plan", "tier_upgrades"]
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """A change to a cluster graph (see the module docstring).
+
+    >>> u = Upgrade("agg-core", factor=2.0)
+    >>> g = u.apply(tp.fat_tree(4))
+    >>> sorted({d["capacity"] / 1e9 for *_, d in g.edges(data=True) if d["tier"] == "agg-core"})
+    [100.0]
+    """
+
+    links: object = None                 # str (tier, tech or "tier/tech") or callable(u, v, data) -> bool
+    factor: float | None = None
+    tech: str | None = None
+    transform: Callable | None = None    # graph -> graph, for structural changes
+
+    def __post_init__(self):
+        given = sum(x is not None for x in (self.factor, self.tech, self.transform))
+        if given != 1:
+            raise ValueError("Upgrade: give exactly one of factor=, tech= or transform=")
+        if self.transform is None and self.links is None:
+            raise ValueError("Upgrade: links= (a tier, tech, 'tier/tech' or a predicate) is required")
+        if self.factor is not None and not (np.isfinite(self.factor) and self.factor > 0):
+            raise ValueError(f"Upgrade: factor must be a finite number > 0, got {self.factor!r}")
+        if self.tech is not None:
+            tp.get_link(self.tech)          # raises naming the known techs
+
+    def selects(self, u, v, data) -> bool:
+        sel = self.links
+        if callable(sel):
+            return bool(sel(u, v, data))
+        return sel in (data.get("tier"), data.get("tech"), f"{data.get('tier')}/{data.get('tech')}")
+
+    def apply(self, graph):
+        """A changed copy of ``graph``."""
+        if self.transform is not None:
+            return self.transform(graph.copy())
+        g = graph.copy()
+        hit = 0
+        for u, v, d in g.edges(data=True):
+            if not self.selects(u, v, d):
+                continue
+            hit += 1
+            if self.factor is not None:
+                d["capacity"] = float(d["capacity"] * self.factor)
+            else:
+                tech = tp.get_link(self.tech)
+                d.update(capacity=float(tech.bandwidth * d.get("cables", 1)), latency=float(tech.latency),
+                         tech=tech.name)
+        if not hit:
+            raise ValueError(f"Upgrade: links={self.links!r} selects no link of the graph")
+        return g
+
+
+def tier_upgrades(graph, factor: float = 2.0) -> dict:
+    """One :class:`Upgrade` per tier of ``graph``: its capacity times ``factor``.
+
+    >>> sorted(tier_upgrades(tp.fat_tree(4)))
+    ['access', 'agg-core', 'edge-agg', 'pcie']
+    """
+    return {t: Upgrade(t, factor=factor) for t in sorted({d["tier"] for *_, d in graph.edges(data=True)})}
+
+
+def _run(workload, graph):
+    if callable(workload):
+        out = workload(graph)
+    elif isinstance(workload, dict) and "op" in workload:
+        out = collective(graph, **workload)
+    elif isinstance(workload, dict) and "model" in workload:
+        out = training_step(graph, **workload)
+    else:
+        raise TypeError("workload must be a dict of collective() arguments (with 'op'), of training_step() "
+                        f"arguments (with 'model'), or a callable graph -> result; got {type(workload).__name__}")
+    if not isinstance(out, (CollectiveResult, StepResult)):
+        raise TypeError(f"workload must give a CollectiveResult or StepResult, got {type(out).__name__}")
+    return out
+
+
+def _time(result) -> float:
+    return float(result.step_time if isinstance(result, StepResult) else result.time)
+
+
+def _linear(result, graph, upgraded) -> float:
+    """The linear estimate of the new time: time + the one-sided derivative along the change."""
+    before = np.array([d["capacity"] for *_, d in graph.edges(data=True)])
+    if set(upgraded.edges) != set(graph.edges):
+        return float("nan")                        # structural change: no derivative says it
+    after = np.array([upgraded.edges[u, v]["capacity"] for u, v in graph.edges])
+    dc = after - before
+    try:
+        if isinstance(result, StepResult):
+            from .training._compose import compose
+            from .training._sensitivity import step_directional
+
+            return _time(result) + step_directional(result, compose, dc)
+        return _time(result) + result.time_directional(dc)
+    except ValueError:              # no derivative says it (NCCL's cost model at a cap): no estimate
+        return float("nan")
+
+
+def what_if(graph, workload, upgrades: dict):
+    """Time ``workload`` on ``graph`` and after each upgrade (an exact re-solve), beside the
+    linear estimate from the sensitivities. Returns a pandas DataFrame (needs pandas), one
+    row per upgrade: ``time_s`` before, ``exact_s`` and ``linear_s`` after, ``saved_s``
+    (exact) and ``saved_percent``.
+
+    >>> df = what_if(tp.fat_tree(4), dict(op="all_to_all", size=2**24), tier_upgrades(tp.fat_tree(4)))
+    >>> df.sort_values("saved_s").iloc[-1]["upgrade"]     # the NICs hold a non-blocking fat-tree
+    'access'
+    """
+    import pandas as pd
+
+    if not isinstance(upgrades, dict) or not upgrades:
+        raise ValueError("upgrades must be a non-empty dict: name -> Upgrade")
+    base = _run(workload, graph)
+    t0 = _time(base)
+    rows = []
+    for name, up in upgrades.items():
+        if not isinstance(up, Upgrade):
+            raise TypeError(f"upgrades[{name!r}] must be an Upgrade, got {type(up).__name__}")
+        g = up.apply(graph)
+        exact = _time(_run(workload, g))
+        rows.append(dict(upgrade=name, time_s=t0, exact_s=exact, linear_s=_linear(base, graph, g),
+                         saved_s=t0 - exact, saved_percent=(t0 - exact) / t0 * 100.0))
+    return pd.DataFrame(rows)
+
+
+def upgrade_plan(graph, workload, budget: float, cost, upgrades: dict | None = None, *, repeat: bool = False):
+    """Pick upgrades greedily by exact time saved per unit cost, re-solving after each pick,
+    until the budget is spent or nothing left saves time.
+
+    ``cost``: a dict name -> cost, or a callable ``(name, Upgrade, graph) -> cost`` (any unit,
+    the same as ``budget``; > 0). ``upgrades``: default :func:`tier_upgrades` (each tier
+    doubled). ``repeat``: an upgrade may be picked again. Returns a pandas DataFrame, one row
+    per pick in order: ``upgrade``, ``cost``, ``time_s`` after it, ``saved_s`` (by this
+    pick), ``spent``.
+
+    >>> g = tp.fat_tree(4)
+    >>> plan = upgrade_plan(g, dict(op="all_to_all", size=2**24), budget=1.0, cost=lambda *a: 1.0)
+    >>> plan["upgrade"].tolist()
+    ['access']
+    """
+    import pandas as pd
+
+    upgrades = tier_upgrades(graph) if upgrades is None else dict(upgrades)
+    if isinstance(cost, dict) and (missing := sorted(set(upgrades) - set(cost))):
+        raise ValueError(f"cost has no entry for the upgrades {missing}")
+    price = (lambda n, u, g: cost[n]) if isinstance(cost, dict) else cost
+    if not callable(price):
+        raise TypeError("cost must be a dict name -> cost or a callable (name, upgrade, graph) -> cost")
+    if not (np.isfinite(budget) and budget >= 0):
+        raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
+    current, now = graph, _time(_run(workload, graph))
+    spent, rows, left = 0.0, [], dict(upgrades)
+    while left:
+        best = None
+        for name, up in left.items():
+            c = float(price(name, up, current))
+            if not c > 0:
+                raise ValueError(f"cost of {name!r} must be > 0, got {c!r}")
+            if spent + c > budget * (1 + 1e-12):
+                continue
+            g = up.apply(current)
+            t = _time(_run(workload, g))
+            if now - t > 1e-12 * now and (best is None or (now - t) / c > best[0]):
+                best = ((now - t) / c, name, c, g, t)
+        if best is None:
+            break
+        _, name, c, current, t = best
+        spent += c
+        rows.append(dict(upgrade=name, cost=c, time_s=t, saved_s=now - t, spent=spent))
+        now = t
+        if not repeat:
+            left.pop(name)
+    return pd.DataFrame(rows, columns=["upgrade", "cost", "time_s", "saved_s", "spent"])

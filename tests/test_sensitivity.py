@@ -1,0 +1,285 @@
+"""Exact sensitivities of rates, makespans, collective and step times to link capacities
+(flowsolver.solver._sensitivity, _completion_sensitivity, collectives/_sensitivity,
+training/_sensitivity, upgrade): every derivative is checked against finite differences of
+independent re-solves."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import flowsolver as fs
+import topologies as tp
+from flowsolver import completion_sensitivity, completion_times, fair_rates, max_min_fair, rate_sensitivity
+
+INF = np.inf
+
+
+def _random(seed, L=8, N=12, integer=False):
+    """A random instance: ECMP-like fractions, weights and some caps (integer values: ties)."""
+    rng = np.random.default_rng(seed)
+    dense = np.zeros((L, N))
+    for f in range(N):
+        k = rng.integers(1, 4)
+        dense[rng.choice(L, k, replace=False), f] = 1.0 if integer else rng.choice([1.0, 0.5, 0.25], k)
+    if integer:
+        cap = rng.integers(1, 4, L).astype(float) * 2
+        w = rng.choice([1.0, 2.0], N)
+        d = np.where(rng.random(N) < 0.3, rng.integers(1, 3, N).astype(float), INF)
+    else:
+        cap, w = rng.uniform(1, 10, L), rng.uniform(0.5, 2, N)
+        d = np.where(rng.random(N) < 0.3, rng.uniform(0.1, 3, N), INF)
+    return sp.csc_matrix(dense), cap, w, d
+
+
+def _rates(A, cap, w, d, method="auto"):
+    return max_min_fair(A, cap, weights=w, demands=d, method=method).rates
+
+
+@pytest.mark.parametrize("method", ["dense", "frontier"])
+def test_rates_match_central_differences_away_from_ties(method):
+    checked = 0
+    for seed in range(4):
+        A, cap, w, d = _random(seed)
+        a = max_min_fair(A, cap, weights=w, demands=d, method=method)
+        sens = rate_sensitivity(A, a, cap, weights=w, demands=d)
+        assert not sens.one_sided_links.any() and not sens.one_sided_caps.any()
+        J = sens.capacity_jacobian().toarray()
+        Jd = sens.demand_jacobian().toarray()
+        for l in range(A.shape[0]):
+            h = 1e-6 * cap[l]
+            up, down = cap.copy(), cap.copy()
+            up[l] += h
+            down[l] -= h
+            fd = (_rates(A, up, w, d, method) - _rates(A, down, w, d, method)) / (2 * h)
+            np.testing.assert_allclose(J[:, l], fd, rtol=1e-6, atol=1e-9)
+        for f in np.flatnonzero(np.isfinite(d)):
+            h = 1e-6 * d[f]
+            up, down = d.copy(), d.copy()
+            up[f] += h
+            down[f] -= h
+            fd = (_rates(A, cap, w, up, method) - _rates(A, cap, w, down, method)) / (2 * h)
+            np.testing.assert_allclose(Jd[:, f], fd, rtol=1e-6, atol=1e-9)
+        g = np.random.default_rng(seed).normal(size=A.shape[1])
+        gc, gd = sens.gradient(g)
+        np.testing.assert_allclose(gc, g @ J, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(gd, g @ Jd, rtol=1e-12, atol=1e-12)
+        checked += 1
+    assert checked == 4
+
+
+def test_a_tie_gives_both_one_sided_derivatives_and_refuses_a_two_sided_one():
+    # two links of 2, flow 0 on both, flows 1 and 2 on one each: every flow at 1, flow 0 tied
+    A = sp.csc_matrix([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
+    cap = np.array([2.0, 2.0])
+    sens = rate_sensitivity(A, max_min_fair(A, cap), cap)
+    assert sens.one_sided_links.tolist() == [True, True]
+    with pytest.raises(ValueError, match="side"):
+        sens.capacity_jacobian()
+    # more on link 0 alone: link 1 still holds flow 0 at 1, flow 1 takes all of it
+    assert sens.capacity_jacobian("up").toarray()[:, 0].tolist() == [0.0, 1.0, 0.0]
+    # less on link 0: flows 0 and 1 share the loss; link 1 gives flow 2 what flow 0 frees
+    assert sens.capacity_jacobian("down").toarray()[:, 0].tolist() == [0.5, 0.5, -0.5]
+    # both links up together: every flow gains half (the directional derivative, not the sum
+    # of the one-link sides, which would give flow 0 nothing)
+    np.testing.assert_allclose(sens.directional([1.0, 1.0]), [0.5, 0.5, 0.5])
+
+
+def test_one_sided_derivatives_match_one_sided_differences_at_ties():
+    tied = 0
+    for seed in range(16):
+        A, cap, w, d = _random(seed, L=6, N=9, integer=True)
+        method = "dense" if seed % 2 else "frontier"
+        a = max_min_fair(A, cap, weights=w, demands=d, method=method)
+        sens = rate_sensitivity(A, a, cap, weights=w, demands=d)
+        tied += bool(sens.one_sided_links.any() or sens.one_sided_caps.any())
+        for side, sign in (("up", 1.0), ("down", -1.0)):
+            J = sens.capacity_jacobian(side).toarray()
+            for l in range(A.shape[0]):
+                h = sign * 1e-6 * cap[l]
+                c2 = cap.copy()
+                c2[l] += h
+                np.testing.assert_allclose(J[:, l], (_rates(A, c2, w, d, method) - a.rates) / h, rtol=1e-6, atol=1e-7)
+            Jd = sens.demand_jacobian(side).toarray()
+            for f in np.flatnonzero(np.isfinite(d)):
+                h = sign * 1e-6 * d[f]
+                d2 = d.copy()
+                d2[f] += h
+                np.testing.assert_allclose(Jd[:, f], (_rates(A, cap, w, d2, method) - a.rates) / h, rtol=1e-6,
+                                           atol=1e-7)
+        for sign in (1.0, -1.0):                # every link at once, both ways
+            fd = (_rates(A, cap + sign * 1e-6, w, d, method) - a.rates) / (sign * 1e-6)
+            got = sens.directional(np.ones(6)) if sign > 0 else -sens.directional(-np.ones(6))
+            np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)
+    assert tied >= 2                            # the integer instances do tie
+
+
+def test_a_batch_gives_one_sensitivity_per_scenario():
+    A, cap, w, d = _random(3)
+    caps = np.stack([cap, cap * 2])
+    batch = rate_sensitivity(A, max_min_fair(A, caps, weights=w, demands=d), caps, weights=w, demands=d)
+    for row, sens in zip(caps, batch):
+        alone = rate_sensitivity(A, max_min_fair(A, row, weights=w, demands=d), row, weights=w, demands=d)
+        np.testing.assert_allclose(sens.capacity_jacobian().toarray(), alone.capacity_jacobian().toarray(),
+                                   rtol=1e-9, atol=1e-12)
+
+
+def test_jax_grad_of_total_throughput_is_the_sum_of_the_rate_derivatives():
+    A, cap, w, d = _random(5)
+    a = max_min_fair(A, cap, weights=w, demands=d)
+    sens = rate_sensitivity(A, a, cap, weights=w, demands=d)
+    J, Jd = sens.capacity_jacobian().toarray(), sens.demand_jacobian().toarray()
+    with jax.enable_x64(True):
+        c, dj = jnp.asarray(cap), jnp.asarray(d)
+        gc, gd = jax.grad(lambda c, dj: fair_rates(A, c, dj, weights=w).sum(), argnums=(0, 1))(c, dj)
+        np.testing.assert_allclose(gc, J.sum(axis=0), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(np.where(np.isfinite(d), gd, 0.0), Jd.sum(axis=0), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(jax.jacfwd(lambda c: fair_rates(A, c, dj, weights=w))(c), J, atol=1e-12)
+        _, tangent = jax.jvp(lambda c: fair_rates(A, c, dj, weights=w), (c,), (jnp.ones(len(cap)),))
+        np.testing.assert_allclose(tangent, J.sum(axis=1), atol=1e-12)
+        with pytest.raises(TypeError, match="outside jax.jit"):
+            jax.jit(lambda c: fair_rates(A, c, dj, weights=w))(c)
+
+
+def test_makespan_derivatives_through_the_events_match_differences():
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        dense = np.zeros((5, 7))
+        for f in range(7):
+            dense[rng.choice(5, rng.integers(1, 3), replace=False), f] = 1.0
+        A, cap, sizes, w = sp.csc_matrix(dense), rng.uniform(1, 4, 5), rng.uniform(1, 5, 7), rng.uniform(0.5, 2, 7)
+        cs = completion_sensitivity(A, sizes, cap, weights=w)
+        T = float(completion_times(A, sizes, cap, weights=w).makespan)
+        assert cs.makespan == pytest.approx(T, rel=1e-9)
+        for side, sign in (("up", 1.0), ("down", -1.0)):
+            grad = cs.gradient(side)
+            for l in range(5):
+                c2 = cap.copy()
+                c2[l] += sign * 1e-6 * cap[l]
+                fd = (float(completion_times(A, sizes, c2, weights=w).makespan) - T) / (sign * 1e-6 * cap[l])
+                assert grad[l] == pytest.approx(fd, rel=1e-5, abs=1e-8)
+
+
+def _tier_changed(graph, tier, added):
+    g = graph.copy()
+    for *_, data in g.edges(data=True):
+        if data["tier"] == tier:
+            data["capacity"] += added
+    return g
+
+
+def test_nonblocking_fat_tree_all_to_all_core_links_zero_nics_carry_it_all():
+    g = tp.fat_tree(4)
+    r = fs.collective(g, "all_to_all", 2**26)
+    df = r.sensitivity()
+    per_link = df[df.group_by == "link"]
+    assert (per_link.saved_s_per_GBps == 0.0).all()     # each NIC alone: its twin at the far end still holds
+    tiers = df[df.group_by == "tier"].set_index("group").saved_s_per_GBps
+    assert tiers["agg-core"] == 0.0 and tiers["edge-agg"] == 0.0 and tiers["pcie"] == 0.0
+    h = 1e6                                             # bytes/s on every access link
+    again = fs.collective(_tier_changed(g, "access", h), "all_to_all", 2**26, algorithm=r.algorithm)
+    assert tiers["access"] == pytest.approx((r.time - again.time) / h * 1e9, rel=1e-4)
+    assert tiers["access"] > 0
+    down = r.sensitivity("down")                        # each NIC alone taken down does slow its flows
+    lost = fs.collective(_tier_changed(g, "access", -h), "all_to_all", 2**26, algorithm=r.algorithm).time - r.time
+    assert down[(down.group_by == "tier") & (down.group == "access")].saved_s_per_GBps.iloc[0] == pytest.approx(
+        lost / h * 1e9, rel=1e-4)
+    nic = down[(down.group_by == "link") & (down.tier == "access")].saved_s_per_GBps
+    assert (nic > 0).all()
+
+
+def test_step_sensitivity_matches_a_re_solved_step():
+    g = tp.rail_optimized(2)
+    r = fs.training_step(g, model="llama-3-8b", tp=8, global_batch=16)
+    tiers = r.sensitivity()
+    tiers = tiers[tiers.group_by == "tier"].set_index("group").saved_s_per_GBps
+    top = tiers.idxmax()
+    h = 1e7
+    again = fs.training_step(_tier_changed(g, top, h), model="llama-3-8b", tp=8, global_batch=16)
+    assert tiers[top] == pytest.approx((r.step_time - again.step_time) / h * 1e9, rel=1e-4)
+
+
+def test_upgrade_plan_picks_the_oversubscribed_tier_first():
+    g = fs.Upgrade("agg-core", factor=0.25).apply(tp.fat_tree(4))     # a quarter of the core bandwidth
+    work = dict(op="all_to_all", size=2**24)
+    plan = fs.upgrade_plan(g, work, budget=1.0, cost=lambda *_: 1.0)
+    assert plan.upgrade.tolist() == ["agg-core"]
+    exact = fs.collective(fs.Upgrade("agg-core", factor=2.0).apply(g), **work).time
+    assert plan.time_s.iloc[0] == pytest.approx(exact, rel=1e-12)
+    table = fs.what_if(g, work, {"core x2": fs.Upgrade("agg-core", factor=2.0)})
+    assert table.exact_s.iloc[0] == pytest.approx(exact, rel=1e-12)
+    with pytest.raises(ValueError, match="exactly one"):
+        fs.Upgrade("agg-core")
+
+
+def test_the_bottleneck_structure_graph_and_its_groups():
+    # link 1 (capacity 1) holds flow 1 at 1; flow 1 then passes link 0, which holds flow 0 at 2
+    A = sp.csc_matrix([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
+    cap = [3.0, 2.0]
+    sens = rate_sensitivity(A, max_min_fair(A, cap), cap)
+    g = sens.graph()
+    held = {(u, v) for u, v in g.edges if u[0] == "link"}
+    passes = {(u, v) for u, v in g.edges if u[0] == "flow"}
+    assert held == {(("link", 1), ("flow", 1)), (("link", 1), ("flow", 2)), (("link", 0), ("flow", 0))}
+    assert passes == {(("flow", 1), ("link", 0))}
+    grouped = sens.graph(groups=np.array(["a", "a", "b"]))
+    assert grouped.edges[("link", 1), ("group", "a")]["flows"] == 1
+    assert grouped.nodes[("group", "a")]["flows"] == 2 and grouped.nodes[("group", "a")]["level"] == 1.0
+
+
+def test_sensitivity_plots_draw():
+    from matplotlib.figure import Figure
+
+    from flowsolver import plot
+
+    A = sp.csc_matrix([[1.0, 1.0], [0.0, 1.0]])
+    g = rate_sensitivity(A, max_min_fair(A, [3.0, 1.0]), [3.0, 1.0]).graph()
+    ax = plot.bottleneck_structure(Figure().subplots(), g)
+    assert len(ax.collections) >= 2                   # the link and the flow markers
+    import pandas as pd
+
+    table = pd.DataFrame(dict(group_by=["tier", "tier", "link"], group=["a", "b", "0->1"],
+                              saved_s_per_GBps=[1.0, 0.0, 1.0], saved_percent_per_GBps=[2.0, 0.0, 2.0]))
+    assert len(plot.sensitivity_bars(Figure().subplots(), table).patches) == 2
+    with pytest.raises(ValueError, match="group_by"):
+        plot.sensitivity_bars(Figure().subplots(), table, group_by="tech")
+
+
+def test_jax_grad_of_a_makespan_through_the_events_matches_differences():
+    rng = np.random.default_rng(2)
+    dense = np.zeros((5, 7))
+    for f in range(7):
+        dense[rng.choice(5, rng.integers(1, 3), replace=False), f] = 1.0
+    A, cap, sizes = sp.csc_matrix(dense), rng.uniform(1, 4, 5), rng.uniform(1, 5, 7)
+    with jax.enable_x64(True):
+        grad = jax.grad(lambda c: fs.fair_makespan(A, sizes, c))(jnp.asarray(cap))
+    T = float(completion_times(A, sizes, cap).makespan)
+    for l in range(5):
+        c1, c2 = cap.copy(), cap.copy()
+        c1[l] += 1e-6 * cap[l]
+        c2[l] -= 1e-6 * cap[l]
+        fd = (float(completion_times(A, sizes, c1).makespan) - float(completion_times(A, sizes, c2).makespan)) / (
+            2e-6 * cap[l])
+        assert float(grad[l]) == pytest.approx(fd, rel=1e-6, abs=1e-9 * T)
+
+
+def test_an_eager_jvp_is_exact_along_its_tangent_at_a_tie():
+    # the tie of test_a_tie_gives_both...: both links up together moves every flow by 1/2
+    A = sp.csc_matrix([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
+    with jax.enable_x64(True):
+        _, t = jax.jvp(lambda c: fair_rates(A, c), (jnp.asarray([2.0, 2.0]),), (jnp.asarray([1.0, 1.0]),))
+        np.testing.assert_allclose(t, [0.5, 0.5, 0.5])
+        with pytest.warns(RuntimeWarning, match="tie"):
+            g = jax.grad(lambda c: fair_rates(A, c).sum())(jnp.asarray([2.0, 2.0]))
+    np.testing.assert_allclose(g, [1.0, 1.0])          # each link alone, up: flow 1 (or 2) takes it all
+
+
+def test_jax_grad_of_a_collective_time_is_its_time_gradient():
+    g = fs.Upgrade("agg-core", factor=0.25).apply(tp.fat_tree(4))     # core-bound: no tie at the core
+    r = fs.collective(g, "all_to_all", 2**24, algorithm="direct")
+    cap = jnp.asarray([d["capacity"] for *_, d in g.edges(data=True)])
+    with jax.enable_x64(True), pytest.warns(RuntimeWarning, match="one-sided"):
+        grad = jax.grad(lambda c: fs.collective_time(g, "all_to_all", 2**24, c, algorithm="direct"))(cap)
+    np.testing.assert_allclose(grad, r.time_gradient("up"), rtol=1e-12, atol=0.0)
+    assert (np.asarray(grad) <= 0).all()
