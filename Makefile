@@ -13,7 +13,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[analysis,test,distributed]"
+	$(BIN)/python -m pip install --quiet -e ".[analysis,test,distributed,traces]"
 	touch $(STAMP)
 
 run: $(STAMP)
