@@ -75,3 +75,20 @@ def test_collective_variants_take_the_model_too():
     # latency once more, 56.0 us on 8 ranks of one node (REFERENCE's worked figure)
     bare = collective(g, "all_reduce", 2**26, efficiency={"nvlink4": 0.5}, **kw)
     assert together.time - bare.time == pytest.approx(56.0e-6, rel=1e-6)
+
+
+def test_concurrent_and_training_steps_take_the_model_too():
+    from flowsolver import concurrent, training_step
+
+    g = tp.rail_optimized(nodes=2)
+    cal = Calibration(efficiency={"nvlink4": 0.5}, latency_scale=2.0, ranks=8, ops=("all_reduce",))
+    groups = [dict(op="all_reduce", size=2**26, ranks=range(8 * s, 8 * s + 8), algorithm="ring") for s in range(2)]
+    kw = dict(protocol="Simple")
+    lock = concurrent(g, groups, lockstep=True, alone=False, model=cal, **kw)
+    # one server each: the groups never meet, so each takes its collective() time under the model,
+    # which is the efficiency's time plus NCCL's ring Simple latency once more (56.0 us, REFERENCE)
+    bare = collective(g, "all_reduce", 2**26, ranks=range(8), algorithm="ring", efficiency={"nvlink4": 0.5}, **kw)
+    assert lock.makespan == pytest.approx(bare.time + 56.0e-6, rel=1e-6)
+    step = dict(model="llama-3-8b", tp=8, dp=2, global_batch=16)
+    slow = training_step(g, collective_options=dict(model=cal), **step)
+    assert slow.phases["tp"].per_call > training_step(g, **step).phases["tp"].per_call

@@ -84,7 +84,7 @@ def _timeline(plans, routed, cap, base):
 def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict | None = None,
                pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK, efficiency=None,
                step_latency: float | None = None, base_latency: float | None = None,
-               alone: bool = True, lockstep: bool = False) -> ConcurrentResult:
+               alone: bool = True, lockstep: bool = False, model=None) -> ConcurrentResult:
     """Run several collectives at once on one fabric and report how much each slowed.
 
     ``collectives`` is a list of dicts with the keys of :func:`collective` (``op``, ``size``,
@@ -93,6 +93,10 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     (a flow finishing, a latency elapsing) all active flows of all collectives share the links
     max-min fairly (:func:`flowsolver.timing.step_times`). ``alone=False`` skips the solo runs
     (``alone`` and ``slowdown`` are then NaN) when only the times together are wanted.
+
+    ``model``: a calibration (:func:`flowsolver.calibrate`): its fitted efficiencies apply
+    to every collective; in lockstep, where NCCL's cost model times the groups, its latency
+    scale too (the event engine prices steps with per-step latencies, which it leaves).
 
     ``lockstep=True`` is for symmetric groups of one kind (the data-parallel groups of a job:
     same op, size, algorithm and channels): step ``j`` of every group runs at the same time,
@@ -113,9 +117,12 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     _checks.checked_graph(graph)
     options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency)
+    if model is not None:
+        model.check(graph)
+        options = model.apply(options)
     with unchanged(graph):          # every step routed on one index of the graph
         if lockstep:
-            return _lockstep(graph, collectives, options, alone)
+            return _lockstep(graph, collectives, options, alone, model)
         return _events(graph, collectives, options, alone)
 
 
@@ -138,7 +145,7 @@ def _events(graph, collectives, options, alone) -> ConcurrentResult:
                             bottleneck=bottleneck, status=status)
 
 
-def _lockstep(graph, collectives, options, alone) -> ConcurrentResult:
+def _lockstep(graph, collectives, options, alone, model=None) -> ConcurrentResult:
     specs = [_checked_spec(spec) for spec in collectives]
     kinds = {(spec["op"], float(spec["size"]), spec.get("algorithm", "auto"), spec.get("channels")) for spec in specs}
     if len(kinds) != 1:
@@ -149,11 +156,11 @@ def _lockstep(graph, collectives, options, alone) -> ConcurrentResult:
     # as it times collective() (unless step_latency turns the model off)
     options = replace(options, channels=channels, tuner=options.step_latency is None)
     check_call(op, algorithm, size, options)
-    res, = solve_collective(graph, op, size, [spec.get("ranks") for spec in specs], algorithm, options)
+    res, = solve_collective(graph, op, size, [spec.get("ranks") for spec in specs], algorithm, options, model=model)
     if res.status != Status.OK:
         raise ValueError(res.message)
     n = len(specs)
-    alone_t = [collective_with(graph, op, size, spec.get("ranks"), res.algorithm, options).time if alone else np.nan
+    alone_t = [collective_with(graph, op, size, spec.get("ranks"), res.algorithm, options, model).time if alone else np.nan
                for spec in specs]
     return ConcurrentResult(alone=tuple(alone_t), together=(res.time,) * n,
                             slowdown=tuple(res.time / a for a in alone_t), makespan=res.time,

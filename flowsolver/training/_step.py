@@ -171,7 +171,8 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         Collective algorithm per parallelism (``tp``, ``cp``, ``pp``, ``ep``, ``dp``),
         default ``"auto"`` (``cp``: ``"ring"``, ring attention).
     collective_options : dict, optional
-        Passed to every collective (``policy``, ``efficiency``, ``step_latency``, ...).
+        Passed to every collective (``policy``, ``efficiency``, ``step_latency``, ``model``: a
+        :func:`flowsolver.calibrate` result, ...).
 
     Examples
     --------
