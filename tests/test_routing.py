@@ -613,3 +613,20 @@ def test_unique_pairs_equals_numpy_unique_of_the_pair_key(n_nodes, distinct):
     uniq, expect = np.unique(key, return_inverse=True)
     assert ua.tolist() == (uniq // n_nodes).tolist() and ub.tolist() == (uniq % n_nodes).tolist()
     assert inv.tolist() == expect.reshape(-1).tolist()
+
+
+def test_a_pattern_routed_before_is_served_only_while_the_graph_is_unchanged():
+    from flowsolver import collective
+
+    g = tp.fat_tree(4)
+    first = collective(g, "all_to_all", 2**24, algorithm="direct")
+    before = path_computations()
+    again = collective(g, "all_to_all", 2**25, algorithm="direct")          # same endpoints, other size
+    assert path_computations() == before and again.time == pytest.approx(2 * first.time, rel=0.05)
+    core = next(u for u, d in g.nodes(data=True) if d.get("role") == "core")
+    for u, v in list(g.in_edges(core)) + list(g.out_edges(core)):
+        g.edges[u, v]["capacity"] = 0.0                                      # a core switch fails in place
+    edited = collective(g, "all_to_all", 2**24, algorithm="direct")
+    fresh = g.copy()
+    assert edited.time == collective(fresh, "all_to_all", 2**24, algorithm="direct").time
+    assert edited.time > first.time

@@ -145,21 +145,39 @@ def _result_of(steps, solved, latency, n_links, base, routed=None):
 ROUTED_TOGETHER = ("ecmp", "dor", "minimal", "shortest")
 
 
+#: steps of at most this many flows in all keep their routing with the graph (the last
+#: ``KEEP_ROUTED`` patterns), so the same steps at another size are not routed again
+KEEP_ROUTED_FLOWS = 1 << 21
+KEEP_ROUTED = 4
+
+
 def route_steps(graph, ranks, keys, options):
     """The flows of the distinct steps ``keys`` routed on shared links: (routing, the step
     of each flow, bytes of each flow). One ``route`` call for all of them when the policy
-    allows (no in-switch step), else one per step, stacked."""
+    allows (no in-switch step), else one per step, stacked. The routing depends on the
+    endpoints only (sizes are returned apart), so a pattern routed before on this
+    unchanged graph is served from its memo."""
     counts = np.array([len(k) for k in keys])
     group = np.repeat(np.arange(len(keys)), counts)
+    size = np.concatenate([k.nbytes for k in keys])
     if options.policy in ROUTED_TOGETHER and not any(k.has_node_ids for k in keys):
         pos = np.asarray(ranks)
         src = np.concatenate([pos[k.positions()[0]] for k in keys])
         dst = np.concatenate([pos[k.positions()[1]] for k in keys])
-        size = np.concatenate([k.nbytes for k in keys])
-        return route(graph, Flows(src, dst, size), policy=options.policy, **options.route_options), group, size
+        route_all = lambda: route(graph, Flows(src, dst, size), policy=options.policy,  # noqa: E731
+                                  **options.route_options)
+        if len(src) > KEEP_ROUTED_FLOWS:
+            return route_all(), group, size
+        memo = graph_memo(graph, "routed-steps", dict)
+        key = (options.policy, repr(sorted(options.route_options.items())), src.tobytes() + dst.tobytes())
+        if key not in memo:
+            while len(memo) >= KEEP_ROUTED:
+                memo.pop(next(iter(memo)))
+            memo[key] = route_all()
+        return memo[key], group, size
     routed = [route_step(graph, ranks, k, options) for k in keys]
     rm = routed[0][0] if len(routed) == 1 else RoutingMatrix.stack([m for m, _ in routed])
-    return rm, group, np.concatenate([sz for _, sz in routed])
+    return rm, group, size
 
 
 def time_plans(graph, ranks, plans, options, scenarios):
