@@ -19,8 +19,8 @@ import scipy.sparse as sp
 
 from .routing import RoutingMatrix
 from .solver import max_min_fair, rate_sensitivity
-from .solver._jax import concrete_or_none
-from .timing import _checked_sizes
+from .solver._jax import host_scalar
+from .timing import _routing_and_sizes
 
 __all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan"]
 
@@ -105,13 +105,7 @@ def completion_sensitivity(routing, sizes=None, capacity=None, *, weights=None, 
     >>> cs.makespan, cs.gradient().tolist()             # T = (1 + 3) / c: dT/dc = -4 / c^2
     (2.0, [-1.0])
     """
-    rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(sp.csc_matrix(routing))
-    n = rm.n_flows
-    if sizes is None:
-        if rm.flows is None:
-            raise ValueError("sizes is required when routing carries no Flows")
-        sizes = rm.flows.sizes
-    sizes = _checked_sizes(sizes, n)
+    rm, sizes = _routing_and_sizes(routing, sizes)
     if sizes.ndim != 1:
         raise ValueError("sizes: completion_sensitivity takes one scenario (shape (flows,))")
     cap = rm.capacity if capacity is None else np.asarray(capacity, dtype=np.float64)
@@ -156,39 +150,13 @@ def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=N
     >>> g.tolist()
     [-1.0]
     """
-    import warnings
-
-    import jax
     import jax.numpy as jnp
 
     rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(sp.csc_matrix(routing))
-
-    def host(cap):
-        try:
-            cap = np.asarray(cap, dtype=np.float64)
-        except jax.errors.TracerArrayConversionError:
-            raise TypeError("capacity: fair_makespan solves on the host and needs concrete values; call it "
-                            "outside jax.jit (jax.grad, jax.jvp and jax.jacfwd work)") from None
-        return completion_sensitivity(rm, sizes, cap, weights=weights, demands=demands)
-
-    @jax.custom_jvp
-    def makespan(cap):
-        return jnp.asarray(host(cap).makespan)
-
-    @makespan.defjvp
-    def makespan_jvp(primals, tangents):
-        cs = host(primals[0])
-        exact = concrete_or_none(tangents[0])
-        if exact is not None:                    # an eager jvp: the exact one-sided derivative along it
-            return jnp.asarray(cs.makespan), jnp.asarray(cs.directional(exact))
-        up = cs.gradient("up")
-        if np.isnan(up).any():
-            raise ValueError("fair_makespan: flows finishing together before the last event would drift apart: "
-                             "the derivative depends on the new event order (NaN in gradient())")
-        if cs.one_sided().any():
-            warnings.warn("fair_makespan: the derivative is one-sided (a tie); JAX gets each link's increase "
-                          "alone (side='up')", RuntimeWarning, stacklevel=3)
-        out = jnp.asarray(cs.makespan)
-        return out, jnp.dot(jnp.asarray(up, out.dtype), jnp.asarray(tangents[0], out.dtype))
-
+    makespan = host_scalar(
+        "fair_makespan", lambda cap: completion_sensitivity(rm, sizes, cap, weights=weights, demands=demands),
+        lambda cs: cs.makespan, lambda cs, dc: cs.directional(dc), lambda cs: cs.gradient("up"),
+        lambda cs: cs.one_sided(),
+        "flows finishing together before the last event would drift apart: the derivative depends on the new "
+        "event order (NaN in gradient())")
     return makespan(jnp.asarray(rm.capacity if capacity is None else capacity))

@@ -102,13 +102,8 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     >>> [round(float(t), 9) for t in c.finish], int(c.events)
     ([2.0, 3.0, 4.0], 2)
     """
-    rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(routing)
+    rm, sizes = _routing_and_sizes(routing, sizes)
     n = rm.n_flows
-    if sizes is None:
-        if rm.flows is None:
-            raise ValueError("sizes is required when routing carries no Flows")
-        sizes = rm.flows.sizes
-    sizes = _checked_sizes(sizes, n)
     cap = rm.capacity if capacity is None else np.asarray(capacity, dtype=np.float64)
     base = rm.demands if demands is None else np.asarray(demands, dtype=np.float64)
     shapes = [a.shape[0] for a in (sizes, cap, base) if a.ndim == 2]
@@ -224,6 +219,17 @@ def step_times(steps, capacity=None, *, sizes=None, after=None, delay=None, max_
         status = Status.STALLED
     return StepTimes(start=run.start[0], finish=run.part_finish[0], flow_finish=run.finish[0],
                      stalled=run.stalled[0], events=int(run.events.max()), status=status)
+
+
+def _routing_and_sizes(routing, sizes):
+    """The routing as a RoutingMatrix and its flows' checked sizes (bytes; default the
+    matrix's ``Flows``)."""
+    rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(routing)
+    if sizes is None:
+        if rm.flows is None:
+            raise ValueError("sizes is required when routing carries no Flows")
+        sizes = rm.flows.sizes
+    return rm, _checked_sizes(sizes, rm.n_flows)
 
 
 def _checked_sizes(sizes, n):

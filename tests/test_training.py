@@ -3,7 +3,7 @@
 import pytest
 
 import topologies as tp
-from flowsolver import get_model, training_step
+from flowsolver import training_step
 from flowsolver.study import cluster
 
 H100 = 989e12           # dense bf16 peak, H100 SXM datasheet

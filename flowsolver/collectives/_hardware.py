@@ -4,7 +4,8 @@ count NCCL would set (:class:`~._tuner.Hardware`)."""
 
 from __future__ import annotations
 
-from ..routing import gpu_nodes, graph_memo, link_efficiency
+from ..routing import gpu_nodes, link_efficiency
+from ._layout import server_nics
 from ._tuner import Hardware
 
 __all__ = ["GPU_GENERATION", "describe", "nccl_channels"]
@@ -41,14 +42,6 @@ def _nvswitch_of(graph, node):
     return next((v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nvswitch"), None)
 
 
-def _compute_nics(graph) -> dict:
-    count: dict = {}
-    for _, d in graph.nodes(data=True):
-        if d.get("kind") == "nic" and d.get("role") == "compute":
-            count[d.get("server")] = count.get(d.get("server"), 0) + 1
-    return count
-
-
 def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     """The :class:`Hardware` of ``ranks`` (laid out as ``layout``) on ``graph``; ``channels``
     overrides NCCL's channel count, ``efficiency`` the links' (as in :func:`flowsolver.collective`).
@@ -73,7 +66,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
         nvlink_bw = d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency, d.get("efficiency"))
     n_nodes = len(layout.groups)
     ppn = max(len(g) for g in layout.groups)
-    nics = graph_memo(graph, "compute_nics", lambda: _compute_nics(graph)).get(graph.nodes[gpus[0]].get("server"), 0)
+    nics = server_nics(graph, graph.nodes[gpus[0]].get("server"))
     if channels is None:
         channels = nccl_channels(n_nodes, ppn, nics, nvswitch)
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra="nvlink" if nvswitch else "pcie",

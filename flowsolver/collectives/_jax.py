@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..solver._jax import concrete_or_none
+from ..solver._jax import host_scalar
 from ._collective import collective
 from ._sensitivity import one_sided
 
@@ -30,19 +30,11 @@ def collective_time(graph, op: str, size: float, capacity=None, **options):
     >>> round(-float(dt) / sum(s.count * s.transfer for s in r.steps), 6)
     1.0
     """
-    import warnings
-
-    import jax
     import jax.numpy as jnp
 
     edges = list(graph.edges)
 
     def solve(cap):
-        try:
-            cap = np.asarray(cap, dtype=np.float64)
-        except jax.errors.TracerArrayConversionError:
-            raise TypeError("capacity: collective_time solves on the host and needs concrete values; call it "
-                            "outside jax.jit (jax.grad, jax.jvp and jax.jacfwd work)") from None
         if cap.shape != (len(edges),):
             raise ValueError(f"capacity must have shape ({len(edges)},) - one entry per graph edge - got {cap.shape}")
         if np.array_equal(cap, [d["capacity"] for *_, d in graph.edges(data=True)]):
@@ -52,25 +44,9 @@ def collective_time(graph, op: str, size: float, capacity=None, **options):
             g.edges[u, v]["capacity"] = float(c)
         return collective(g, op, size, **options)
 
-    @jax.custom_jvp
-    def timed(cap):
-        return jnp.asarray(solve(cap).time)
-
-    @timed.defjvp
-    def timed_jvp(primals, tangents):
-        r = solve(primals[0])
-        exact = concrete_or_none(tangents[0])
-        if exact is not None:                    # an eager jvp: the exact one-sided derivative along it
-            return jnp.asarray(r.time), jnp.asarray(r.time_directional(exact))
-        up = r.time_gradient("up")
-        if np.isnan(up).any():
-            raise ValueError("collective_time: flows finishing together before a step's last event would drift "
-                             "apart: the derivative depends on the new event order")
-        if one_sided(r._derivation()).any():
-            warnings.warn("collective_time: the derivative is one-sided (a tie); JAX gets each link's increase "
-                          "alone (side='up')", RuntimeWarning, stacklevel=3)
-        out = jnp.asarray(r.time)
-        return out, jnp.dot(jnp.asarray(up, out.dtype), jnp.asarray(tangents[0], out.dtype))
-
+    timed = host_scalar("collective_time", solve, lambda r: r.time, lambda r, dc: r.time_directional(dc),
+                        lambda r: r.time_gradient("up"), lambda r: one_sided(r._derivation()),
+                        "flows finishing together before a step's last event would drift apart: the derivative "
+                        "depends on the new event order")
     cap = [d["capacity"] for *_, d in graph.edges(data=True)] if capacity is None else capacity
     return timed(jnp.asarray(cap))

@@ -80,6 +80,11 @@ def _compute_nics(graph) -> dict:
     return count
 
 
+def server_nics(graph, server) -> int:
+    """How many compute NICs ``server`` has (counted once per unchanged graph)."""
+    return graph_memo(graph, "compute_nics", lambda: _compute_nics(graph)).get(server, 0)
+
+
 def participants(graph, op, ranks, channels):
     """Checked ranks (a list) and their :class:`Layout`. ``channels`` default: the NICs of
     a server when the ranks span several servers, else 1."""
@@ -93,7 +98,7 @@ def participants(graph, op, ranks, channels):
     groups = _server_groups(graph, ranks, nodes)
     if channels is None:
         first = graph.nodes[nodes[ranks[0]]].get("server")
-        nics = graph_memo(graph, "compute_nics", lambda: _compute_nics(graph)).get(first, 0)
+        nics = server_nics(graph, first)
         # one ring per NIC, but no more than the GPUs a server contributes (a ring through
         # one GPU per server can only use that GPU's NIC: more channels change nothing)
         channels = max(1, min(nics, max(len(g) for g in groups))) if len(groups) > 1 else 1

@@ -44,11 +44,7 @@ def route_step(graph, ranks, flows, options):
 def step_latency(rm, options) -> float:
     """NCCL per-hop latency of the step's slowest hop class + its largest path latency (s),
     or ``options.step_latency``."""
-    if options.step_latency is not None:
-        return float(options.step_latency)
-    used = np.flatnonzero(rm.link_loads(np.ones(rm.n_flows)) > 0)
-    worst = int(rm.links.hop_rank[used].max(initial=0))
-    return hop_latency(HOP_CLASSES[worst], options.step_protocol) + float(rm.path_latency().max(initial=0.0))
+    return float(step_latencies(rm, np.zeros(rm.n_flows, dtype=np.int64), 1, options)[0])
 
 
 def _critical(m, u, bott, start, flow_time, util):

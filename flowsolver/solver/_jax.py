@@ -33,6 +33,44 @@ def concrete_or_none(value):
         return None
 
 
+def host_scalar(name, evaluate, value, directional, gradient, one_sided, drift):
+    """A JAX function of the link capacities (links,) whose value and derivatives are
+    computed on the host: ``evaluate(cap)`` solves, ``value(res)`` is the scalar,
+    ``directional(res, dc)`` its exact one-sided derivative along ``dc`` (an eager
+    ``jax.jvp``), ``gradient(res)`` its per-link derivatives for a capacity increase
+    (``jax.grad`` / ``jax.jacfwd``: NaN raises ``drift``; a tie, ``one_sided(res)``, warns).
+    ``name`` prefixes the messages."""
+
+    def host(cap):
+        try:
+            cap = np.asarray(cap, dtype=np.float64)
+        except jax.errors.TracerArrayConversionError:
+            raise TypeError(f"capacity: {name} solves on the host and needs concrete values; call it "
+                            "outside jax.jit (jax.grad, jax.jvp and jax.jacfwd work)") from None
+        return evaluate(cap)
+
+    @jax.custom_jvp
+    def scalar(cap):
+        return jnp.asarray(value(host(cap)))
+
+    @scalar.defjvp
+    def scalar_jvp(primals, tangents):
+        res = host(primals[0])
+        exact = concrete_or_none(tangents[0])
+        if exact is not None:                    # an eager jvp: the exact one-sided derivative along it
+            return jnp.asarray(value(res)), jnp.asarray(directional(res, exact))
+        up = gradient(res)
+        if np.isnan(up).any():
+            raise ValueError(f"{name}: {drift}")
+        if one_sided(res).any():
+            warnings.warn(f"{name}: the derivative is one-sided (a tie); JAX gets each link's increase "
+                          "alone (side='up')", RuntimeWarning, stacklevel=3)
+        out = jnp.asarray(value(res))
+        return out, jnp.dot(jnp.asarray(up, out.dtype), jnp.asarray(tangents[0], out.dtype))
+
+    return scalar
+
+
 def _sparse_matvec(m: sp.spmatrix, v, n_out: int):
     """``m @ v`` in JAX from a host sparse matrix (linear in ``v``, so it transposes)."""
     coo = m.tocoo()

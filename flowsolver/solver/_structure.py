@@ -90,7 +90,7 @@ class Structure:
 def build(rm, capacity, weights, demands, rates, bottleneck) -> Structure:
     """The :class:`Structure` of one scenario (host arrays, bytes/s) on RoutingMatrix ``rm``,
     read from its factored form (segments shared by flows) without expanding the matrix."""
-    L, N = rm.n_links, rm.n_flows
+    L = rm.n_links
     cap, w, d, x = (np.asarray(a, dtype=np.float64) for a in (capacity, weights, demands, rates))
     b = np.asarray(bottleneck, dtype=np.int64)
     level = x / w

@@ -18,7 +18,7 @@ microbatch's work waits for them.
 from __future__ import annotations
 
 from ..training import StepResult
-from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload
+from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload, pipeline_ranks
 
 __all__ = ["workload_from_step"]
 
@@ -175,10 +175,6 @@ def workload_from_step(step: StepResult):
     b = _Builder(step)
     lay = b.lay
     traces = [None] * lay.gpus
-    for q in range(lay.pp):
-        for d in range(lay.dp):
-            for t in range(lay.tp):
-                g = lay.rank(t, d, q)
-                neighbours = (lay.rank(t, d, q - 1) if q else None, lay.rank(t, d, q + 1) if q < lay.pp - 1 else None)
-                traces[g] = b.rank(g, q, neighbours)
+    for g, q, neighbours in pipeline_ranks(lay):
+        traces[g] = b.rank(g, q, neighbours)
     return build_workload(traces, b.groups, source=f"training_step {step.model} on {lay.gpus} GPUs")

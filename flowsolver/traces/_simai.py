@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..training import ParallelLayout
 from ._schema import TraceError
-from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload
+from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload, pipeline_ranks
 
 __all__ = ["read_simai_workload"]
 
@@ -188,12 +188,8 @@ def read_simai_workload(path):
             for r in members:
                 group_of[(kind, r)] = name
     traces = [None] * lay.gpus
-    for q in range(lay.pp):
-        for d in range(lay.dp):
-            for t in range(lay.tp):
-                g = lay.rank(t, d, q)
-                neighbours = (lay.rank(t, d, q - 1) if q else None, lay.rank(t, d, q + 1) if q < lay.pp - 1 else None)
-                traces[g] = _rank(g, q, h, rows, group_of, neighbours)
+    for g, q, neighbours in pipeline_ranks(lay):
+        traces[g] = _rank(g, q, h, rows, group_of, neighbours)
     for trace in traces:
         trace.source = f"{path} (rank {trace.rank})"
     return build_workload(traces, groups, source=str(path))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ._schema import TraceError
 
-__all__ = ["TraceNode", "RankTrace", "Comm", "Workload", "build_workload", "COMPUTE", "COLLECTIVE", "SEND",
+__all__ = ["TraceNode", "RankTrace", "Comm", "Workload", "build_workload", "pipeline_ranks", "COMPUTE", "COLLECTIVE", "SEND",
            "RECV", "DELAY"]
 
 COMPUTE, COLLECTIVE, SEND, RECV, DELAY = "compute", "collective", "send", "recv", "delay"
@@ -234,3 +234,14 @@ def build_workload(ranks, groups=None, source: str = "") -> Workload:
     _match_collectives(w)
     _match_p2p(w)
     return w
+
+
+def pipeline_ranks(layout):
+    """``(rank, stage, (previous stage's rank, next stage's rank))`` of every GPU of a
+    :class:`~flowsolver.training.ParallelLayout`, stage by stage (None at the ends): how a
+    per-rank trace writer walks a pipeline."""
+    for q in range(layout.pp):
+        for d in range(layout.dp):
+            for t in range(layout.tp):
+                yield layout.rank(t, d, q), q, (layout.rank(t, d, q - 1) if q else None,
+                                                layout.rank(t, d, q + 1) if q < layout.pp - 1 else None)
