@@ -45,6 +45,10 @@ class Completion:
     initial : Allocation or None
         The max-min allocation at time 0, every flow with bytes to send running (the first
         event's rates, utilisation and bottlenecks); None when no flow had bytes.
+    solves : int
+        Max-min solves taken: at most ``events``, fewer where the flows that finished at an
+        event carried nothing over any running flow's bottleneck link (the rates are then
+        unchanged and exactly known without a solve).
     """
 
     finish: np.ndarray
@@ -54,6 +58,7 @@ class Completion:
     unfinished: np.ndarray
     status: np.ndarray
     initial: object = None
+    solves: int = 0
 
     @property
     def ok(self):
@@ -123,9 +128,9 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     events = run.events.max(axis=1)
     if batch is None:
         return Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0],
-                          unfinished=unfinished[0], status=status[0], initial=run.initial)
+                          unfinished=unfinished[0], status=status[0], initial=run.initial, solves=run.solves)
     return Completion(finish=finish, makespan=makespan, events=events, stalled=stalled, unfinished=unfinished,
-                      status=status, initial=run.initial)
+                      status=status, initial=run.initial, solves=run.solves)
 
 
 @dataclass(frozen=True)
@@ -251,6 +256,8 @@ class _Run:
         B, n = sizes.shape
         self.parts, self.after, self.batched = parts, after, batched
         self.initial = None                  # the first event's Allocation (rates at time 0)
+        self.last = None                     # (active flows, Allocation) of the last solve
+        self.solves = 0                      # max-min solves taken
         counts = [m.n_flows for m in parts]
         self.counts = counts
         self.first = np.cumsum([0] + counts[:-1])
@@ -311,12 +318,41 @@ class _Run:
                 return free & ~self.started          # released steps still waiting
 
     def rates_of_one(self, cap, weights, base, dtype, active):
+        if (kept := self.still_fair(active)) is not None:
+            return kept
+        self.solves += 1
         demands = np.where(active, base, 0.0)
         alloc = max_min_fair(self.parts[0], cap, weights=weights, demands=demands if self.batched else demands[0],
                              dtype=dtype)
         if self.initial is None:
             self.initial = alloc
+        self.last = (active.copy(), alloc)
         return np.asarray(alloc.rates, dtype=np.float64).reshape(active.shape)
+
+    def still_fair(self, active):
+        """The last solve's rates when they are still the max-min fair allocation of the
+        flows ``active`` now (None otherwise), so that the event needs no solve.
+
+        Only finished flows have left since (no flow started), and no finished flow carried
+        load on the bottleneck link of a flow still running. Then every running flow still
+        crosses a saturated link where no flow has a larger level (the loads elsewhere only
+        fell), which is the max-min certificate of :mod:`flowsolver.solver._certificate`;
+        the max-min allocation is unique, so these are exactly the rates a solve returns.
+        Unbatched runs only (a batch re-solves every scenario together)."""
+        if self.last is None or self.batched:
+            return None
+        before, alloc = self.last
+        if (active & ~before).any() or not bool(np.all(alloc.converged)):
+            return None
+        rates = np.asarray(alloc.rates, dtype=np.float64)
+        left = np.flatnonzero((before & ~active)[0] & (rates > 0))
+        bneck = np.asarray(alloc.bottleneck)
+        held = np.flatnonzero(active[0] & (bneck >= 0))
+        if len(left):
+            freed = self.parts[0].subset_loads(left, rates[left])
+            if (freed[bneck[held]] > 0).any():
+                return None
+        return np.where(active, rates, 0.0)
 
     def rates_of_many(self, cap, active):
         """Rates (B = 1) of the running steps' flows, their matrices stacked on the shared links."""

@@ -170,3 +170,47 @@ def test_step_times_cut_short_by_max_events_says_so():
         step_times([one, one], sizes=[[1.0], [1.0]], delay=[-1.0, 0.0])
     with pytest.raises(ValueError, match="sizes is required"):
         step_times([one])
+
+
+def test_an_event_off_every_running_bottleneck_needs_no_solve():
+    # link 0 (2 B/s): a (1 B) and b (3 B); link 1 (1 B/s): c (4 B) alone. By hand: a and b
+    # at 1 B/s, a ends at 1 s; b alone at 2 B/s ends at 1 + 2/2 = 2 s; c ends at 4 s.
+    # a's end frees load on b's bottleneck (a solve); b's end touches nothing c uses (none).
+    A = sp.csc_matrix([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    c = completion_times(A, sizes=[1.0, 3.0, 4.0], capacity=[2.0, 1.0])
+    np.testing.assert_allclose(c.finish, [1.0, 2.0, 4.0], rtol=1e-12)
+    assert (int(c.events), c.solves) == (3, 2)
+
+
+def _every_event_solved(A, sizes, cap, weights):
+    """Reference: the event loop written out, one max-min solve per event."""
+    from flowsolver import max_min_fair
+    left, clock = np.array(sizes, dtype=float), 0.0
+    finish = np.full(len(left), np.inf)
+    while (left > 0).any():
+        running = left > 0
+        r = np.asarray(max_min_fair(A, cap, weights=weights, demands=np.where(running, np.inf, 0.0)).rates)
+        dt = np.min(np.where(running, left / np.where(running, r, 1.0), np.inf))
+        clock += dt
+        left = np.where(running, left - r * dt, 0.0)
+        ends = running & (left <= 1e-9 * np.asarray(sizes))
+        finish[ends] = clock
+        left[ends] = 0.0
+    return finish
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_skipped_solves_give_the_rates_of_a_solve_at_every_event(seed):
+    rng = np.random.default_rng(seed)
+    every_flow_on_a_link = sp.csc_matrix((np.ones(4), (np.arange(4) % 3, np.arange(4))), shape=(3, 4))
+    blocks = [sp.random(3, 4, density=0.5, random_state=rng, format="csc") + every_flow_on_a_link
+              for _ in range(3)]
+    A = sp.hstack([sp.block_diag(blocks, format="csc"), sp.random(9, 3, density=0.3, random_state=rng,
+                                                                    format="csc")], format="csc")
+    A.data[:] = np.where(A.data > 0, np.round(A.data * 4) / 4 + 0.25, 0.0)
+    sizes = rng.uniform(0.5, 4.0, A.shape[1])
+    cap = rng.uniform(1.0, 3.0, A.shape[0])
+    weights = rng.choice([1.0, 2.0, 0.5], A.shape[1])
+    c = completion_times(A, sizes=sizes, capacity=cap, weights=weights)
+    np.testing.assert_allclose(c.finish, _every_event_solved(A, sizes, cap, weights), rtol=1e-9)
+    assert c.solves < c.events        # some events were taken without a solve (checked above)

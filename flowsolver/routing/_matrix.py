@@ -174,6 +174,25 @@ class RoutingMatrix:
         return np.bincount(self.seg_link, weights=self.seg_frac * seg_amount[self.entry_segment],
                            minlength=self.n_links)
 
+    def subset_loads(self, flows, amounts) -> np.ndarray:
+        """Per link, the load of the flows ``flows`` alone carrying ``amounts`` (bytes/s):
+        :meth:`link_loads` read over those flows' rows only.
+
+        >>> rm = RoutingMatrix.from_scipy([[1.0, 1.0, 0.0], [0.0, 0.5, 1.0]])
+        >>> rm.subset_loads([1], [4.0]).tolist()
+        [4.0, 2.0]
+        """
+        flows = np.asarray(flows, dtype=np.int64)
+        amounts = np.asarray(amounts, dtype=np.float64)
+        segs = self.flow_seg[flows]
+        ok = segs >= 0
+        per_slot = np.broadcast_to(amounts[:, None], segs.shape)
+        if self.flow_coef is not None:
+            per_slot = per_slot * self.flow_coef[flows]
+        seg_amount = np.bincount(segs[ok], weights=per_slot[ok], minlength=self.n_segments)
+        return np.bincount(self.seg_link, weights=self.seg_frac * seg_amount[self.entry_segment],
+                           minlength=self.n_links)
+
     def path_latency(self) -> np.ndarray:
         """Per flow: the sum over its links of fraction x link latency (s), fluid-weighted,
         from the factored matrix (needs ``links``).

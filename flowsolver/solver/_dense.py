@@ -282,7 +282,7 @@ def _run_sharded(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner
     bounds = np.linspace(0, n, len(devices) + 1).astype(np.int64)
     shares = [segments.restrict(np.arange(bounds[i], bounds[i + 1])) for i in range(len(devices))]
     Lp, Np, Sp, _ = sizes = tuple(max(s) for s in zip(*(sh.buckets(L) for sh in shares)))
-    el, es, ef, ss, sc = (np.stack(a) for a in zip(*(sh.padded(sizes) for sh in shares)))
+    el, es, ef, ss, sc = (np.stack(a) for a in zip(*(sh.padded(sizes, segments.unit_coef) for sh in shares)))
     wp = np.stack([pad(w[sh.flows], Np, 1.0, np.float64) for sh in shares])
     dp = np.stack([pad(d[sh.flows], Np, 0.0, np.float64) for sh in shares])
     f0 = np.stack([pad(np.zeros(len(sh.flows), dtype=bool), Np, True) for sh in shares])

@@ -155,19 +155,25 @@ class Segments:
         return (bucket_size(n_links + 1), bucket_size(len(self.flows) + 1), bucket_size(len(self.seg_ptr)),
                 bucket_size(entries + 1))
 
-    def padded(self, sizes: tuple[int, int, int, int]):
+    def padded(self, sizes: tuple[int, int, int, int], unit: bool | None = None):
         """Device-ready arrays padded to ``sizes`` (:meth:`buckets`): padding link ``Lp-1``,
         segment ``Sp-1`` and flows ``N..Np-1`` carry nothing. Entries of fraction 0 are
-        dropped (the dense kernel relies on real entries being > 0)."""
+        dropped (the dense kernel relies on real entries being > 0). With unit
+        coefficients (``unit``, default :attr:`unit_coef`) the kernel does not read them: a
+        (1, 1) placeholder stands in for the (flows, K) table."""
         Lp, Np, Sp, Ep = sizes
         keep = self.seg_frac > 0
-        used = self.flow_seg >= 0
-        slots = (Np, self.flow_seg.shape[1])
-        coef = np.where(used, 1.0 if self.flow_coef is None else self.flow_coef, 0.0)
+        n, k = self.flow_seg.shape
+        slot_seg = np.full((Np, k), Sp - 1, dtype=np.int32)
+        np.copyto(slot_seg[:n], self.flow_seg, casting="unsafe")
+        slot_seg[:n][self.flow_seg < 0] = Sp - 1
+        if self.unit_coef if unit is None else unit:
+            coef = np.zeros((1, 1))
+        else:
+            coef = np.zeros((Np, k))
+            np.copyto(coef[:n], self.flow_coef, where=self.flow_seg >= 0)
         return (pad(self.seg_link[keep], Ep, Lp - 1, np.int32), pad(self.entry_seg[keep], Ep, Sp - 1, np.int32),
-                pad(self.seg_frac[keep], Ep, 0.0, np.float64),
-                pad(np.where(used, self.flow_seg, Sp - 1), slots, Sp - 1, np.int32),
-                pad(coef, slots, 0.0, np.float64))
+                pad(self.seg_frac[keep], Ep, 0.0, np.float64), slot_seg, coef)
 
 
 def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds,
