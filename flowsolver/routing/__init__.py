@@ -113,7 +113,7 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
         slots, coef = _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows)
     ptr, link, frac = store.finish()
     return RoutingMatrix(
-        seg_ptr=ptr, seg_link=link, seg_frac=frac, flow_seg=slots.astype(np.int32),
+        seg_ptr=ptr, seg_link=link, seg_frac=frac, flow_seg=slots.astype(np.int32, copy=False),
         flow_coef=coef, capacity=ix.capacity.copy(), weights=flows.weights.copy(),
         demands=flows.demands.copy(), links=ix.memo("links", lambda: LinkTable.from_graph(graph)), flows=flows,
         flow_src=src, flow_dst=dst, node_names=ix.nodes, policy=policy,
@@ -213,8 +213,9 @@ def _endpoint_parts(ix, store, src, dst, pxn):
         none = np.full(n, -1, dtype=np.int64)
         return src, dst, none, none.copy(), np.zeros(n, dtype=bool), None, np.arange(ix.nv)
     parts = ix.memo("parts", lambda: ServerParts(ix))
-    both_gpu = ix.is_gpu[src] & ix.is_gpu[dst]
-    intra = both_gpu & (ix.server[src] >= 0) & (ix.server[src] == ix.server[dst])
+    server_of = _placed_gpu_server(ix)
+    in_server = server_of[src]
+    intra = (in_server >= 0) & (in_server == server_of[dst])
     intra_seg = np.full(n, -1, dtype=np.int64)
     if intra.any():
         rows = np.flatnonzero(intra)
@@ -227,32 +228,51 @@ def _endpoint_parts(ix, store, src, dst, pxn):
     return attach_s, attach_d, up, down, intra, intra_seg, np.flatnonzero(ix.is_switch)
 
 
+def _placed_gpu_server(ix):
+    """Per node: its server for a GPU placed in one, else -1."""
+    return ix.memo("placed-gpu-server", lambda: np.where(ix.is_gpu & (ix.server >= 0), ix.server, -1))
+
+
 def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
     """For the flows ``inter`` leaving the server of ``ends`` (``side="src"``) or entering it
     (``"dst"``): the fabric node they attach at and the segment between it and the GPU or
-    non-GPU endpoint (-1 elsewhere)."""
+    non-GPU endpoint (-1 elsewhere).
+
+    A GPU endpoint's NIC, and so its segment and attach node, depend only on the GPU and
+    (with ``pxn``, on the source side) the rail of the GPU at the other end: they are
+    worked out once per distinct such key and read back per flow."""
     table, nic_up, nic_down, nic_switch = nics
     n = len(ends)
     attach = np.full(n, -1, dtype=np.int64)
     seg = np.full(n, -1, dtype=np.int64)
     e = ends[inter]
-    gpu = ix.is_gpu[e] & (ix.server[e] >= 0)
-    rows_g = inter[gpu]
+    gpu = _placed_gpu_server(ix)[e] >= 0
+    every = bool(gpu.all())
+    rows_g = inter if every else inter[gpu]
     if rows_g.size:
-        eg = ends[rows_g]
-        rail = ix.rail[eg]
-        if side == "src" and pxn:
-            other = others[rows_g]
-            use = ix.is_gpu[other] & (ix.rail[other] >= 0)
-            rail = np.where(use, ix.rail[other], rail)
-        nic = _pick_nic(ix, table, ix.server[eg], rail, eg)
-        ug, un, inv = unique_pairs(eg, nic, ix.nv)
+        eg = e if every else e[gpu]
+        width = table.shape[1] + 1 if side == "src" and pxn else 1
+        key = eg
+        if width > 1:   # the other end's rail + 1 (0: the GPU's own rail)
+            rail_of = ix.memo("gpu-rail", lambda: np.where(ix.is_gpu & (ix.rail >= 0), ix.rail, -1))
+            key = eg * width + (rail_of[others[rows_g]] + 1)
+        seen = np.zeros(ix.nv * width, dtype=bool)
+        seen[key] = True
+        keys = np.flatnonzero(seen)
+        node, forced = keys // width, keys % width - 1
+        rail = np.where(forced >= 0, forced, ix.rail[node])
+        nic = _pick_nic(ix, table, ix.server[node], rail, node)
+        ug, un, inv = unique_pairs(node, nic, ix.nv)
         if side == "src":
             ids = parts.segments(store, ix.server[ug], ug, un, extra_link=nic_up[un])
         else:
             ids = parts.segments(store, ix.server[ug], un, ug, extra_link=nic_down[un])
-        seg[rows_g] = ids[inv.reshape(-1)]
-        attach[rows_g] = nic_switch[nic]
+        key_seg = np.full(len(seen), -1, dtype=np.int64)
+        key_attach = np.full(len(seen), -1, dtype=np.int64)
+        key_seg[keys] = ids[inv.reshape(-1)]
+        key_attach[keys] = nic_switch[nic]
+        seg[rows_g] = key_seg[key]
+        attach[rows_g] = key_attach[key]
     rows_o = inter[~gpu]
     for node in np.unique(ends[rows_o]) if rows_o.size else ():
         sw, up_l, down_l = _attach_other(ix, int(node))
@@ -294,23 +314,27 @@ def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabri
 
 
 def _slots(n, intra, intra_seg, up, down, inter, cols):
-    """The (flows, K) slot table and its coefficients (None when all are 1): the way out,
-    the fabric columns, the way in; unused columns dropped."""
+    """The (flows, K) slot table (int32) and its coefficients (None when all are 1): the way
+    out, the fabric columns, the way in; unused columns dropped."""
     K = 2 + len(cols)
-    slots = np.full((n, K), -1, dtype=np.int64)
-    slots[:, 0] = np.where(intra, intra_seg if intra_seg is not None else -1, up)
-    slots[:, K - 1] = np.where(intra, -1, down)
-    coef = np.ones((n, K)) if any(c != 1.0 for _, c in cols) else None
-    for j, (seg, c) in enumerate(cols):
-        slots[inter, 1 + j] = seg
-        if coef is not None:
-            coef[inter, 1 + j] = c
-    keep = (slots >= 0).any(axis=0)
-    keep[0] = True
-    slots = slots[:, keep]
-    if coef is not None:
-        coef = coef[:, keep]
-    return slots, coef
+    has_intra = intra_seg is not None and bool(intra.any())
+    columns = [np.where(intra, intra_seg, up) if has_intra else up]
+    fabric = []
+    for seg, _ in cols:
+        col = np.full(n, -1, dtype=np.int32)
+        col[inter] = seg
+        fabric.append(col)
+    columns += fabric + [np.where(intra, -1, down) if has_intra else down]
+    keep = [True] + [bool((c >= 0).any()) for c in columns[1:]]
+    slots = np.empty((n, sum(keep)), dtype=np.int32)
+    for j, c in enumerate(c for c, k in zip(columns, keep) if k):
+        slots[:, j] = c
+    if not any(c != 1.0 for _, c in cols):
+        return slots, None
+    coef = np.ones((n, K))
+    for j, (_, c) in enumerate(cols):
+        coef[inter, 1 + j] = c
+    return slots, coef[:, keep]
 
 
 def _pick_nic(ix, table, server, rail, gpus):
