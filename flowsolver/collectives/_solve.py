@@ -104,13 +104,16 @@ def step_latencies(rm, group, n_groups, options) -> np.ndarray:
     largest path latency (s)."""
     if options.step_latency is not None:
         return np.full(n_groups, float(options.step_latency))
-    used = (rm.flow_seg >= 0) if rm.flow_coef is None else (rm.flow_seg >= 0) & (rm.flow_coef > 0)
-    seg = np.maximum(rm.flow_seg, 0)
-    # the highest hop rank of each segment's links that carry a share, then of each flow's
-    seg_rank = np.zeros(rm.n_segments, dtype=np.int64)
+    # the highest hop rank of each segment's links that carry a share (an extra 0 last, read
+    # by unused slots -1), then of each flow's, column by column
+    seg_rank = np.zeros(rm.n_segments + 1, dtype=np.int64)
     carry = rm.seg_frac > 0
     np.maximum.at(seg_rank, rm.entry_segment[carry], rm.links.hop_rank[rm.seg_link[carry]].astype(np.int64))
-    flow_rank = np.where(used, seg_rank[seg], 0).max(axis=1, initial=0)
+    flow_rank = np.zeros(rm.n_flows, dtype=np.int64)
+    for k in range(rm.slots):
+        rank = seg_rank[rm.flow_seg[:, k]]
+        np.maximum(flow_rank, rank if rm.flow_coef is None else np.where(rm.flow_coef[:, k] > 0, rank, 0),
+                   out=flow_rank)
     first = np.searchsorted(group, np.arange(n_groups))
     worst = np.maximum.reduceat(flow_rank, first) if rm.n_flows else np.zeros(n_groups, dtype=np.int64)
     path = np.maximum.reduceat(rm.path_latency(), first) if rm.n_flows else np.zeros(n_groups)

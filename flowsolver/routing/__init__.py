@@ -216,7 +216,7 @@ def _endpoint_parts(ix, store, src, dst, pxn):
     server_of = _placed_gpu_server(ix)
     in_server = server_of[src]
     intra = (in_server >= 0) & (in_server == server_of[dst])
-    intra_seg = np.full(n, -1, dtype=np.int64)
+    intra_seg = np.full(n, -1, dtype=np.int32)
     if intra.any():
         rows = np.flatnonzero(intra)
         ua, ub, inv = unique_pairs(src[rows], dst[rows], ix.nv)
@@ -244,7 +244,7 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
     table, nic_up, nic_down, nic_switch = nics
     n = len(ends)
     attach = np.full(n, -1, dtype=np.int64)
-    seg = np.full(n, -1, dtype=np.int64)
+    seg = np.full(n, -1, dtype=np.int32)
     e = ends[inter]
     gpu = _placed_gpu_server(ix)[e] >= 0
     every = bool(gpu.all())
@@ -267,7 +267,7 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
             ids = parts.segments(store, ix.server[ug], ug, un, extra_link=nic_up[un])
         else:
             ids = parts.segments(store, ix.server[ug], un, ug, extra_link=nic_down[un])
-        key_seg = np.full(len(seen), -1, dtype=np.int64)
+        key_seg = np.full(len(seen), -1, dtype=np.int32)
         key_attach = np.full(len(seen), -1, dtype=np.int64)
         key_seg[keys] = ids[inv.reshape(-1)]
         key_attach[keys] = nic_switch[nic]

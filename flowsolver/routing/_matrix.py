@@ -206,10 +206,18 @@ class RoutingMatrix:
         if self.links is None:
             raise ValueError("path_latency needs a RoutingMatrix with links (a LinkTable)")
         seg_latency = np.bincount(self.entry_segment, weights=self.seg_frac * self.links.latency[self.seg_link],
-                                  minlength=self.n_segments)
-        used = self.flow_seg >= 0
-        coef = 1.0 if self.flow_coef is None else self.flow_coef
-        return np.where(used, seg_latency[np.maximum(self.flow_seg, 0)] * coef, 0.0).sum(axis=1)
+                                  minlength=self.n_segments + 1)        # slot -1 reads the extra 0
+        return self.per_flow_sum(seg_latency)
+
+    def per_flow_sum(self, per_segment) -> np.ndarray:
+        """Per flow: the sum over its slots of coefficient x ``per_segment[segment]``
+        (``per_segment`` has one extra last entry, 0, that unused slots (-1) read), column
+        by column: no (flows, slots) temporary."""
+        out = np.zeros(self.n_flows)
+        for k in range(self.slots):
+            col = per_segment[self.flow_seg[:, k]]
+            out += col if self.flow_coef is None else col * self.flow_coef[:, k]
+        return out
 
     # ------------------------------------------------------------------ builders
     def _canonical_segments(self) -> np.ndarray:
