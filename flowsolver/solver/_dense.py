@@ -63,11 +63,20 @@ def solve(problem: Problem) -> Raw:
     problem.check_float32(dense=True)
     p = problem
     max_rounds = p.routing.n_flows + 1 if p.max_rounds is None else p.max_rounds   # >= 1 flow a round
+    inner = rounds_per_check(p.inner)
     if p.batch is None:
-        return Raw(*_solve_single(p.routing, p.capacity, p.weights, p.demands, p.dtype, max_rounds, p.inner,
+        return Raw(*_solve_single(p.routing, p.capacity, p.weights, p.demands, p.dtype, max_rounds, inner,
                                   p.compact))
     return Raw(*solve_batch(p.routing, p.capacity, p.weights, p.demands, p.unbounded, p.batch, p.dtype, max_rounds,
-                            p.inner))
+                            inner))
+
+
+def rounds_per_check(inner: int) -> int:
+    """Rounds between convergence checks: ``inner`` on an accelerator, where a check is a
+    host round trip; 1 on a CPU, where it costs one pass over the flows while every round
+    of a block runs in full even once all flows are frozen (a one-round all-to-all paid
+    for four)."""
+    return 1 if jax.default_backend() == "cpu" else inner
 
 
 # --------------------------------------------------------------------------- kernel
@@ -242,8 +251,11 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
         done_flows, r, b, part_load, k = run(segments, residual, w, d, jdt, L, max_rounds - rounds_done,
                                              stop_below, inner, owner=rm if segments is full else None)
         rounds_done += k
-        rates[segments.flows[done_flows]] = r
-        bneck[segments.flows[done_flows]] = b
+        if segments is full and len(r) == N:      # solved in one go: the kernel's arrays as they are
+            rates, bneck = r.astype(np.float64, copy=False), b
+        else:
+            rates[segments.flows[done_flows]] = r
+            bneck[segments.flows[done_flows]] = b
         load += part_load
         if done_flows.all():
             converged = True
@@ -263,14 +275,17 @@ def _run_one(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner, ow
     frozen0 = pad(np.zeros(n, dtype=bool), Np, True)
     structure = _LAST.get(owner, segments, sizes, jdt) if owner is not None else \
         _device_structure(segments.padded(sizes), jdt)
+    mine = (lambda a: a) if owner is not None else (lambda a: a[segments.flows])  # noqa: E731 (all flows: no gather)
     out = _JITTED(*structure,
                   jnp.asarray(pad(residual, Lp, np.inf, np.float64), jdt),
-                  jnp.asarray(pad(w[segments.flows], Np, 1.0, np.float64), jdt),
-                  jnp.asarray(pad(d[segments.flows], Np, 0.0, np.float64), jdt), jnp.asarray(frozen0),
+                  jnp.asarray(pad(mine(w), Np, 1.0, np.float64), jdt),
+                  jnp.asarray(pad(mine(d), Np, 0.0, np.float64), jdt), jnp.asarray(frozen0),
                   jnp.int32(max_rounds), jnp.int32(stop_below), n_links=Lp, n_segs=Sp, inner=inner,
                   unit_coef=segments.unit_coef)
     r, part_load, b, k, frozen = (np.asarray(x) for x in out)
     done = frozen[:n]
+    if done.all():
+        return done, r[:n], b[:n], part_load[:L], int(k)
     return done, r[:n][done], b[:n][done], part_load[:L], int(k)
 
 

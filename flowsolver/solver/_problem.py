@@ -266,13 +266,16 @@ def _first_bad(mask, name, rule, arr):
 
 def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
     """Flows that cross at least one link of finite capacity: (flows,) or (batch, flows)."""
-    ok = rm.flow_seg >= 0 if rm.flow_coef is None else (rm.flow_seg >= 0) & (rm.flow_coef > 0)
-    seg = np.maximum(rm.flow_seg, 0)
 
     def one(finite):
         hit = (rm.seg_frac > 0) & finite[rm.seg_link]
-        has = np.bincount(rm.entry_segment[hit], minlength=rm.n_segments) > 0
-        return (ok & has[seg]).any(axis=1)
+        # per segment (an extra False last, read by unused slots -1), then per flow, by slot
+        has = np.append(np.bincount(rm.entry_segment[hit], minlength=rm.n_segments) > 0, False)
+        out = np.zeros(rm.n_flows, dtype=bool)
+        for k in range(rm.slots):
+            col = has[rm.flow_seg[:, k]]
+            out |= col if rm.flow_coef is None else col & (rm.flow_coef[:, k] > 0)
+        return out
 
     finite = np.isfinite(cap)
     if finite.ndim == 1:
