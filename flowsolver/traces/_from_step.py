@@ -20,15 +20,19 @@ its backward), a forward a third of the layer's compute, a backward two thirds (
   compute (``compose`` does not cap; the replay is then the longer).
 * EP: the dispatch all-to-all before the MLP compute, the combine after it, exposed.
 
-DP (ZeRO 0 / 1 / 2): the gradients are reduced in buckets (one per layer without
-pipelining, one per model chunk with it: ``compose``'s ``chunks``), a bucket launched when
-the rank's last backward through it is done; with the distributed optimizer the parameters
-are all-gathered in the same buckets at the start of the iteration, a forward's first use of
-a bucket waiting for it (Megatron's ``overlap_param_gather``). With ``dp_overlap < 1`` the
-first ``round((1 - dp_overlap) (chunks - 1))`` buckets wait for the next one (reduce) or are
-waited for with it (gather): ``dp_overlap = 0`` exposes every byte. ZeRO 3 (FSDP, ``vp = 1``):
-each microbatch gathers the parameters twice and reduce-scatters the gradients, launched when
-``1 - dp_overlap`` of its compute is done, the next microbatch waiting for them.
+DP (ZeRO 0 / 1 / 2), in ``compose``'s windows and buckets (``chunks``: one per layer
+without pipelining, one per model chunk with it): the gradients of every bucket but the
+last are reduced in one call from the moment the first bucket is final (``1 - dp_overlap``
+into the last backward without pipelining, to a layer; the last backward of the last model chunk with
+it), the last bucket's after the backward and that call, so that ``max(R / chunks, R - W)``
+is exposed as ``compose`` exposes it. With the distributed optimizer the first bucket's
+parameters are all-gathered at the start, before the first forward, the other buckets' in
+one call after it, waited for by the end of the first forward (before the first forward of
+model chunk 1 with interleaving; at once with ``dp_overlap = 0``). One call per bucket
+would pay each bucket's latency, which ``compose`` does not count. ZeRO 3 (FSDP,
+``vp = 1``): each microbatch gathers the parameters twice and reduce-scatters the gradients
+from the point where ``dp_overlap`` of its compute is still to come (a CPU-side delay node
+places it inside a layer), the next microbatch waiting for them.
 """
 
 from __future__ import annotations
@@ -367,9 +371,10 @@ def workload_from_step(step: StepResult):
     >>> step = training_step(tp.rail_optimized(2), model="llama-3-8b", tp=8, global_batch=4, dp_overlap=0,
     ...                      sequence_parallel=False, tp_overlap=0)
     >>> w = workload_from_step(step)
-    >>> # 2 microbatches x 2 directions x 32 layers x 2 parts x (compute + all-reduce) + 32 x 2 DP buckets
+    >>> # 2 microbatches x 2 directions x (32 layers x 2 parts x (compute, all-reduce) + the output
+    >>> # projection), 2 parameter all-gathers and 2 gradient reduce-scatters (first / last bucket, the rest)
     >>> w.n_ranks, len(w.ranks[0].nodes), sorted({c.op for c in w.comms})
-    (16, 576, ['all_gather', 'all_reduce', 'reduce_scatter'])
+    (16, 520, ['all_gather', 'all_reduce', 'reduce_scatter'])
     """
     _check(step)
     b = _Builder(step)
