@@ -8,7 +8,7 @@ import re
 import pytest
 
 import topologies as tp
-from flowsolver import training_step
+from flowsolver import collective, training_step
 from flowsolver.traces import read_chakra, replay, workload_from_step, write_chakra
 from flowsolver.training import ModelSpec
 
@@ -146,3 +146,23 @@ def test_what_the_writer_cannot_express_is_refused():
     g8 = _hosts(8)
     with pytest.raises(ValueError, match="zero=3"):
         workload_from_step(training_step(g8, model=SIXTEEN, pp=4, vp=2, global_batch=8, zero=3))
+
+
+def test_tp_overlap_beyond_the_compute_is_capped_at_the_compute():
+    # a narrow model on PCIe: each TP call takes longer than the compute of its part, so at
+    # most the part's compute hides it and every part takes its TP call's time; the closed
+    # form hides (tp - 1) / tp of the calls whatever the compute (it is the shorter)
+    g = tp.rail_optimized(1, server="pcie_8gpu")
+    narrow = ModelSpec("narrow", 4, 1024, 4096, 8, 8, 256, seq_len=2048)
+    step = training_step(g, model=narrow, tp=8, global_batch=2)
+    m, layers, size = step.microbatches, 4, step.profile.comms["tp"].bytes
+    # reduce-scatter + all-gather after each part, each alone (as the replay prices them)
+    call = collective(g, "reduce_scatter", size).time + collective(g, "all_gather", size).time
+    gpu = tp.get_gpu("h100_pcie")
+    output = 2048 * 6 * 256 * 1024 / (8 * step.compute_efficiency * gpu.peak_bf16_flops)
+    per_part = {d: (step.compute_time / m - output) * share / (2 * layers) for d, share in (("F", 1 / 3), ("B", 2 / 3))}
+    assert all(step.tp_overlap * call > c for c in per_part.values())
+    expected = m * (output + sum(2 * layers * max(c, call) for c in per_part.values()))
+    res = replay(g, workload_from_step(step))
+    assert res.iteration_time == pytest.approx(expected, rel=1e-9)
+    assert res.iteration_time > 2 * step.step_time
