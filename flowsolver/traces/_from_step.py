@@ -126,18 +126,19 @@ class _Builder:
         if seconds > 0:
             rank.add(name, COMPUTE, duration=seconds, flops=seconds * self.rate)
 
-    def beside(self, rank: _Rank, kind, op, size, count, name, seconds):
-        """``count`` calls of ``op`` (one after the other) beside ``seconds`` of compute, joined."""
+    def beside(self, rank: _Rank, calls, seconds, name):
+        """The collectives ``calls`` (``(kind, op, bytes, name)``, one after the other) beside
+        ``seconds`` of compute, both from the current point; the next chained node waits for
+        both."""
         prev = rank.point()
-        for n in range(count):
-            prev = self.coll(rank, kind, op, size, f"{name}.{n}" if count > 1 else name, chain=False,
-                             deps=() if prev is None else (prev,))
-        self.compute(rank, f"{name}.beside", seconds)
+        for kind, op, size, call in calls:
+            prev = self.coll(rank, kind, op, size, call, chain=False, deps=() if prev is None else (prev,))
+        self.compute(rank, name, seconds)
         rank.join.append(prev)
 
     def part(self, rank: _Rank, tag, seconds, moe):
-        """One half of a layer pass: EP dispatch, compute, EP combine, the TP call beside
-        ``tp_overlap`` of it."""
+        """One half of a layer pass: EP dispatch, compute, EP combine, then the TP call beside
+        ``tp_overlap x`` its time of the compute (at most all of it)."""
         ep = self.comms.get("ep")
         if moe and ep is not None:
             self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.dispatch")
@@ -145,24 +146,20 @@ class _Builder:
         self.compute(rank, tag, seconds - hidden)
         if moe and ep is not None:
             self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.combine")
-        if "tp" not in self.comms:
-            return
-        if hidden <= 0:
-            for op in self.tp_ops:
-                self.coll(rank, "tp", op, self.comms["tp"].bytes, f"{tag}.tp.{op}")
-            return
-        prev = rank.point()
-        for op in self.tp_ops:
-            prev = self.coll(rank, "tp", op, self.comms["tp"].bytes, f"{tag}.tp.{op}", chain=False,
-                             deps=() if prev is None else (prev,))
-        self.compute(rank, f"{tag}.hidden", hidden)
-        rank.join.append(prev)
+        if "tp" in self.comms:
+            calls = [("tp", op, self.comms["tp"].bytes, f"{tag}.tp.{op}") for op in self.tp_ops]
+            if hidden > 0:
+                self.beside(rank, calls, hidden, f"{tag}.hidden")
+            else:
+                for kind, op, size, call in calls:
+                    self.coll(rank, kind, op, size, call)
 
     def layer(self, rank: _Rank, d, tag):
         rest = self.t_layer * _SHARE[d]
         if "cp" in self.comms:
             core = self.t_attention * _SHARE[d]
-            self.beside(rank, "cp", "all_gather", self.comms["cp"].bytes, 1 if d == "F" else 2, f"{tag}.cp", core)
+            calls = [("cp", "all_gather", self.comms["cp"].bytes, f"{tag}.cp.kv{n}") for n in range(1 if d == "F" else 2)]
+            self.beside(rank, calls, core, f"{tag}.attention")
             rest -= core
         self.part(rank, f"{tag}.attn", rest / 2, False)
         self.part(rank, f"{tag}.mlp", rest / 2, True)
@@ -227,7 +224,7 @@ class _Builder:
     def zero3(self, rank: _Rank, mb, delay):
         """FSDP, one microbatch: the parameters gathered twice and the gradients
         reduce-scattered, one after the other, after node ``delay``; the last node."""
-        prev, first = delay, True
+        prev = delay
         for kind in self.dp_kinds:
             for op in ("all_gather", "all_gather", "reduce_scatter"):
                 prev = self.coll(rank, kind, op, self.comms[kind].bytes, f"mb{mb}.{kind}.{op}", chain=False,
@@ -264,32 +261,32 @@ class _Builder:
         traffic of its microbatch."""
         n, o, at = self.segments(stage, chunk), self.dp_overlap, passes.index((d, mb, chunk))
         todo = {}
-        if not self.dp_kinds:
-            return lambda k: None
-        if self.zero == 3:
+
+        def when(k, action):
+            todo.setdefault(k, []).append(action)
+
+        if self.zero == 3 and self.dp_kinds:
             cut_d, cut_k, seconds = self.zero3_cut(stage)
             if d == cut_d:
-                todo[cut_k] = [lambda: zero3_end.__setitem__(mb, self.zero3(rank, mb, self.zero3_start(rank, seconds)))]
+                when(cut_k, lambda: zero3_end.__setitem__(mb, self.zero3(rank, mb, self.zero3_start(rank, seconds))))
         first_f = d == "F" and not any(p[0] == "F" and p[2] == chunk for p in passes[:at])
-        last_b = d == "B" and not any(p[0] == "B" and p[2] == chunk for p in passes[at + 1:])
         if gathers is not None and first_f:
             head, rest = gathers
-            if self.lay.pp == 1:
-                todo.setdefault(0, []).append(lambda: rank.join.append(head))
-                if rest is not None:
-                    todo.setdefault(round(o * n), []).append(lambda: rank.join.append(rest))
-            elif chunk == 0:
-                todo.setdefault(0, []).append(lambda: rank.join.append(head))
-            if self.lay.pp > 1 and rest is not None and chunk == (1 if o > 0 else 0):
-                todo.setdefault(0, []).append(lambda: rank.join.append(rest))
-        if self.zero != 3 and last_b:
-            if self.lay.pp == 1:
-                todo.setdefault(round((1.0 - o) * n), []).append(lambda: self.reduce(rank, "rest"))
-            elif chunk == self.lay.vp - 1 - round((1.0 - o) * (self.lay.vp - 1)):
-                todo.setdefault(n, []).append(lambda: self.reduce(rank, "rest"))
             if chunk == 0:
-                todo.setdefault(n, []).append(lambda: self.reduce(rank, "last"))
-        return lambda k: [f() for f in todo.get(k, ())]
+                when(0, lambda: rank.join.append(head))
+            if rest is not None and self.lay.pp == 1:
+                when(round(o * n), lambda: rank.join.append(rest))
+            elif rest is not None and chunk == (1 if o > 0 else 0):
+                when(0, lambda: rank.join.append(rest))
+        last_b = d == "B" and not any(p[0] == "B" and p[2] == chunk for p in passes[at + 1:])
+        if self.zero != 3 and self.dp_kinds and last_b:
+            if self.lay.pp == 1:
+                when(round((1.0 - o) * n), lambda: self.reduce(rank, "rest"))
+            elif chunk == self.lay.vp - 1 - round((1.0 - o) * (self.lay.vp - 1)):
+                when(n, lambda: self.reduce(rank, "rest"))
+            if chunk == 0:
+                when(n, lambda: self.reduce(rank, "last"))
+        return lambda k: [action() for action in todo.get(k, ())]
 
     # -- one rank -----------------------------------------------------------------------------
     def rank(self, g, stage, lane):
@@ -300,7 +297,6 @@ class _Builder:
         gathers = self.param_gathers(rank)
         passes = pass_order(stage, lay.pp, lay.vp, self.m)
         zero3_end = {}
-        size = self.comms["pp"].bytes if "pp" in self.comms else 0.0
 
         def run(d, mb, chunk):
             self.run_pass(rank, stage, d, mb, chunk, self.hooks(rank, stage, d, mb, chunk, passes, gathers,
@@ -309,34 +305,45 @@ class _Builder:
                 rank.join.append(zero3_end.pop(mb))
 
         if lay.vp == 1:
-            for step in blocking_program(stage, lay.pp, self.m):
-                if step[0] == "pass":
-                    run(step[1], step[2], 0)
-                    continue
-                at, posted = rank.point(), []
-                for kind, d, mb in step[1]:
-                    peer = lane[stage + (1 if (kind, d) in (("send", "F"), ("recv", "B")) else -1)]
-                    posted.append(rank.add(f"{d}{mb}.{kind}", SEND if kind == "send" else RECV, chain=False,
-                                           deps=() if at is None else (at,), bytes=size, peer=peer,
-                                           tag=p2p_tag(d, mb, 0, 1)))
-                rank.join.extend(posted)
+            self.blocking(rank, stage, lane, run)
         else:
-            recv = {}
-            for d, mb, chunk in passes:                  # overlapped: every receive posted up front
-                src = source(d, stage, chunk, lay.pp, lay.vp)
-                if src is not None:
-                    recv[(d, mb, chunk)] = rank.add(f"{d}{mb}.c{chunk}.recv", RECV, chain=False, bytes=size,
-                                                    peer=lane[src[0]], tag=p2p_tag(d, mb, chunk, lay.vp))
-            for d, mb, chunk in passes:
-                if (d, mb, chunk) in recv:
-                    rank.join.append(recv[(d, mb, chunk)])
-                run(d, mb, chunk)
-                dst = target(d, stage, chunk, lay.pp, lay.vp)
-                if dst is not None:
-                    rank.add(f"{d}{mb}.c{chunk}.send", SEND, chain=False, deps=(rank.point(),), bytes=size,
-                             peer=lane[dst[0]], tag=p2p_tag(d, mb, dst[1], lay.vp))
+            self.overlapped(rank, stage, lane, passes, run)
         rank.point()
         return RankTrace(rank=g, nodes=rank.nodes)
+
+    def blocking(self, rank: _Rank, stage, lane, run):
+        """1F1B: the passes and, between them, the batched transfers the next pass waits for."""
+        size = self.comms["pp"].bytes if "pp" in self.comms else 0.0
+        for step in blocking_program(stage, self.lay.pp, self.m):
+            if step[0] == "pass":
+                run(step[1], step[2], 0)
+                continue
+            at, posted = rank.point(), []
+            for kind, d, mb in step[1]:
+                peer = lane[stage + (1 if (kind, d) in (("send", "F"), ("recv", "B")) else -1)]
+                posted.append(rank.add(f"{d}{mb}.{kind}", SEND if kind == "send" else RECV, chain=False,
+                                       deps=() if at is None else (at,), bytes=size, peer=peer,
+                                       tag=p2p_tag(d, mb, 0, 1)))
+            rank.join.extend(posted)
+
+    def overlapped(self, rank: _Rank, stage, lane, passes, run):
+        """Interleaved 1F1B: every receive posted up front and waited for by its pass, every
+        send leaving when its pass is done."""
+        lay, size = self.lay, self.comms["pp"].bytes
+        recv = {}
+        for d, mb, chunk in passes:
+            src = source(d, stage, chunk, lay.pp, lay.vp)
+            if src is not None:
+                recv[(d, mb, chunk)] = rank.add(f"{d}{mb}.c{chunk}.recv", RECV, chain=False, bytes=size,
+                                                peer=lane[src[0]], tag=p2p_tag(d, mb, chunk, lay.vp))
+        for d, mb, chunk in passes:
+            if (d, mb, chunk) in recv:
+                rank.join.append(recv[(d, mb, chunk)])
+            run(d, mb, chunk)
+            dst = target(d, stage, chunk, lay.pp, lay.vp)
+            if dst is not None:
+                rank.add(f"{d}{mb}.c{chunk}.send", SEND, chain=False, deps=(rank.point(),), bytes=size,
+                         peer=lane[dst[0]], tag=p2p_tag(d, mb, dst[1], lay.vp))
 
 
 def _check(step) -> None:
