@@ -137,6 +137,8 @@ def test_uneven_stages_hold_megatron_s_layer_counts():
         assert layers == set(range(start, start + step.stage_layers[q]))
         outputs = [n for n in trace.nodes if n.name.endswith(".output")]
         assert len(outputs) == (2 * 4 if q == 3 else 0)       # the loss on the last stage, F and B
+    # 1F1B: each of the 3 stage boundaries crossed once per microbatch each way
+    assert len([c for c in w.comms if c.op == "send_recv"]) == 2 * 4 * 3
 
 
 def test_what_the_writer_cannot_express_is_refused():

@@ -9,6 +9,7 @@ from flowsolver.traces import RankTrace, TraceNode, build_workload, read_chakra,
 
 from . import chakra_wire as cw  # noqa: E402
 
+
 def test_the_written_files_are_the_schema_s_bytes(tmp_path):
     a = RankTrace(0, [TraceNode(5, "mm", "compute", duration=1.5e-3, flops=2e12),
                       TraceNode(9, "ar", "collective", deps=(5,), op="all_reduce", bytes=4096, group="1")])

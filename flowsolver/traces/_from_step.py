@@ -37,8 +37,6 @@ places it inside a layer), the next microbatch waiting for them.
 
 from __future__ import annotations
 
-import math
-
 from ..training import StepResult
 from ..training._compute import attention_seconds, stage_seconds
 from ._schedule import blocking_program, p2p_tag, pass_order, source, target
