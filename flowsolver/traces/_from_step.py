@@ -367,9 +367,11 @@ def workload_from_step(step: StepResult):
     schedule (1F1B or interleaved, uneven stages), the TP overlap as compute beside each TP
     call, CP's KV all-gathers beside the attention, EP's all-to-alls, DP's gradient buckets
     behind the last backward and the parameter all-gather before the first forward. Replayed
-    on the cluster it was solved on it takes ``step_time`` to within 1 % (README, "Workloads
-    from traces"); ZeRO 3 with ``vp > 1``, and ``vp > 1`` with microbatches not a multiple
-    of ``pp``, are refused (``ValueError``).
+    on the cluster it was solved on it takes ``step_time`` to within 1 % in the cases tested;
+    what is left is where the replay is the more exact (README, "Workloads from traces":
+    stages paced each at its own speed, interleaving's fill and drain crossing every virtual
+    stage, links shared). ZeRO 3 with ``vp > 1``, and ``vp > 1`` with microbatches not a
+    multiple of ``pp``, are refused (``ValueError``).
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
