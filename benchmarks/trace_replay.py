@@ -5,10 +5,12 @@ replayed on the cluster: wall-clock seconds per stage (not a timed test).
     python benchmarks/trace_replay.py --nodes 16   # a smaller cluster
 
 Target (issue 19): the 1,024-rank trace replays in under a minute on CPU. The job is
-Llama-3-8B with TP 8 x DP 128 (ZeRO-1, 256 sequences: 2 microbatches per replica), so
-every rank runs 514 nodes (per microbatch and layer 4 compute nodes and 4 TP all-reduces,
-then the DP reduce-scatter and all-gather). "replay" counts the solves and the event loop;
-"read" the protobuf decoding and the DAG checks and matching.
+Llama-3-8B with TP 8 x DP 128 (ZeRO-1, training_step's default TP overlap, 256 sequences:
+2 microbatches per replica), so every rank runs 1,033 nodes (per microbatch, direction and
+layer 2 parts of compute, each with its TP reduce-scatter and all-gather beside the
+compute that hides them; the output projection; the DP gradient and parameter calls).
+"replay" counts the solves and the event loop; "read" the protobuf decoding and the DAG
+checks and matching.
 """
 
 from __future__ import annotations
