@@ -57,10 +57,13 @@ def _check_side(side):
 
 
 def _flow_gradient(der, side):
-    total = np.zeros(len(der.raw))
-    for cs, count in _steps(der):
-        total += count * cs.gradient(side)
-    return total * _efficiency(der)
+    key = ("gradient", side, tuple((id(rm), id(sizes), count) for rm, sizes, count in der.steps))
+    if key not in der.cache:            # the ring's and an algorithm's own steps are often the same
+        total = np.zeros(len(der.raw))
+        for cs, count in _steps(der):
+            total += count * cs.gradient(side)
+        der.cache[key] = total * _efficiency(der)
+    return der.cache[key]
 
 
 def _flow_one_sided(der):
@@ -75,15 +78,18 @@ def _flow_directional(der, dc, side):
     return float(sum(count * cs.directional(eff, side) for cs, count in _steps(der)))
 
 
-def _tuned(der, tangent, flagged, nvlink_tangent):
-    """The Dual of a time NCCL's cost model set: its formula on the Duals of the ring's
-    transfer, the algorithm's own steady transfer (``tangent(part, side)``, ``flagged(part)``
-    of their solved steps) and the NVLink bandwidth (``nvlink_tangent``)."""
+def _tuned(der, tangent, flagged, nvlink_tangent, side):
+    """The Dual of a time NCCL's cost model set, for ``side``: its formula on the Duals of the
+    ring's transfer, the algorithm's own steady transfer (``tangent(part, side)``,
+    ``flagged(part)`` of their solved steps) and the NVLink bandwidth (``nvlink_tangent``).
+    Each side of a minimum needs only that side of its arguments, so both of a Dual's sides
+    carry ``side``'s derivatives: where they then differ, a tie of the formula is one-sided."""
     tf = der.tuned
     parts = [replace(der, steps=steps, tuned=None) for steps in (tf.ring, tf.own)]     # one shared cache
-    ring, own = (Dual(v, tangent(d, "up"), tangent(d, "down"), flagged(d)) for v, d in zip(tf.values, parts))
+    ring, own = (Dual(v, tangent(d, side), None, flagged(d)) for v, d in zip(tf.values, parts))
     nvlink = Dual(tf.values[2], nvlink_tangent) if tf.nvlink >= 0 else tf.values[2]
-    return Dual.of(tf.formula(ring, own, nvlink))
+    t = Dual.of(tf.formula(ring, own, nvlink))
+    return t, t.up if side == "up" else t.down
 
 
 def _nvlink_scale(der) -> float:
@@ -91,14 +97,14 @@ def _nvlink_scale(der) -> float:
     return float(_efficiency(der)[der.tuned.nvlink])
 
 
-def _tuned_gradient(der) -> Dual:
-    """The Dual of a tuned time along each link alone (cached with the derivation)."""
-    if "tuned_gradient" not in der.cache:
+def _tuned_gradient(der, side):
+    """(Dual, derivative) of a tuned time along each link alone (cached with the derivation)."""
+    if ("tuned", side) not in der.cache:
         onehot = np.zeros(len(der.raw))
         if der.tuned.nvlink >= 0:
             onehot[der.tuned.nvlink] = _nvlink_scale(der)
-        der.cache["tuned_gradient"] = _tuned(der, _flow_gradient, _flow_one_sided, onehot)
-    return der.cache["tuned_gradient"]
+        der.cache["tuned", side] = _tuned(der, _flow_gradient, _flow_one_sided, onehot, side)
+    return der.cache["tuned", side]
 
 
 def time_gradient(der, side: str = "up") -> np.ndarray:
@@ -106,8 +112,7 @@ def time_gradient(der, side: str = "up") -> np.ndarray:
     _check_side(side)
     if der.tuned is None:
         return _flow_gradient(der, side)
-    t = _tuned_gradient(der)
-    return np.broadcast_to(t.up if side == "up" else t.down, (len(der.raw),)).astype(np.float64)
+    return np.broadcast_to(_tuned_gradient(der, side)[1], (len(der.raw),)).astype(np.float64)
 
 
 def one_sided(der) -> np.ndarray:
@@ -115,7 +120,7 @@ def one_sided(der) -> np.ndarray:
     tie between the arguments of a minimum in NCCL's cost model)."""
     if der.tuned is None:
         return _flow_one_sided(der)
-    t = _tuned_gradient(der)
+    t = _tuned_gradient(der, "up")[0]
     return np.broadcast_to(t.flag | (t.up != t.down), (len(der.raw),)).copy()
 
 
@@ -128,8 +133,7 @@ def time_directional(der, d_capacity, side: str = "up") -> float:
     if der.tuned is None:
         return _flow_directional(der, dc, side)
     dn = dc[der.tuned.nvlink] * _nvlink_scale(der) if der.tuned.nvlink >= 0 else 0.0
-    t = _tuned(der, lambda d, s: _flow_directional(d, dc, s), lambda d: False, dn)
-    return float(t.up if side == "up" else t.down)
+    return float(_tuned(der, lambda d, s: _flow_directional(d, dc, s), lambda d: False, dn, side)[1])
 
 
 def sensitivity_table(links, time: float, gradient, directional, side: str = "up"):
