@@ -22,6 +22,11 @@ from .solver import max_min_fair
 __all__ = ["completion_times", "Completion", "step_times", "StepTimes"]
 
 
+#: at most this many (flow or link) x event entries are kept by ``keep_phases`` (~20 bytes
+#: each): a run with more events keeps none (its derivatives then re-run the events)
+KEEP_PHASES_ENTRIES = 1 << 24
+
+
 @dataclass(frozen=True)
 class Completion:
     """Result of :func:`completion_times` (leading batch axis when the input had one).
@@ -45,6 +50,13 @@ class Completion:
     initial : Allocation or None
         The max-min allocation at time 0, every flow with bytes to send running (the first
         event's rates, utilisation and bottlenecks); None when no flow had bytes.
+    phases : tuple
+        With ``keep_phases=True`` (one scenario): per event ``(active, allocation, step,
+        finished)``: the flows running (bool, flows), the Allocation solved for them (every
+        flow, the others capped at 0), each group's time to its next event (s, groups) and
+        the flows finishing at it; what derivatives through the events reuse. None where
+        the run had too many events to keep (over ``KEEP_PHASES_ENTRIES`` flow and link
+        entries in all).
     """
 
     finish: np.ndarray
@@ -54,6 +66,7 @@ class Completion:
     unfinished: np.ndarray
     status: np.ndarray
     initial: object = None
+    phases: tuple = ()
 
     @property
     def ok(self):
@@ -63,7 +76,7 @@ class Completion:
 
 def completion_times(routing, sizes=None, capacity=None, *, weights=None, demands=None,
                      dtype=None, max_events: int | None = None, rtol: float = 1e-9,
-                     groups=None, disjoint_groups: bool = False) -> Completion:
+                     groups=None, disjoint_groups: bool = False, keep_phases: bool = False) -> Completion:
     """Completion time of every flow when all start at 0 and share links max-min fairly,
     rates re-solved each time a flow finishes.
 
@@ -89,6 +102,8 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     disjoint_groups : bool
         The caller guarantees that ``groups`` share no link (a block built by
         ``RoutingMatrix.stack(..., separate_links=True)``), so the check is skipped.
+    keep_phases : bool
+        Keep every event's allocation in ``phases`` (one scenario only).
 
     Examples
     --------
@@ -115,6 +130,9 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     group, n_groups = _check_groups(rm, groups, check=not disjoint_groups)
     run = _Run([rm], np.broadcast_to(sizes, (batch or 1, n)).copy(), group, n_groups, np.array([-1]),
                np.zeros(1), batched=batch is not None)
+    if keep_phases and batch is not None:
+        raise ValueError("keep_phases: one scenario only (no leading batch axis)")
+    run.phases = [] if keep_phases else None
     run.simulate(lambda active: run.rates_of_one(cap, weights, base, dtype, active),
                  n + 1 if max_events is None else int(max_events), rtol)
     finish, stalled, unfinished, status = run.finish, run.stalled, ~run.done, run.status
@@ -123,7 +141,8 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     events = run.events.max(axis=1)
     if batch is None:
         return Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0],
-                          unfinished=unfinished[0], status=status[0], initial=run.initial)
+                          unfinished=unfinished[0], status=status[0], initial=run.initial,
+                          phases=None if run.phases is False else tuple(run.phases or ()))
     return Completion(finish=finish, makespan=makespan, events=events, stalled=stalled, unfinished=unfinished,
                       status=status, initial=run.initial)
 
@@ -251,6 +270,7 @@ class _Run:
         B, n = sizes.shape
         self.parts, self.after, self.batched = parts, after, batched
         self.initial = None                  # the first event's Allocation (rates at time 0)
+        self.phases, self.last = None, None  # every event's (kept when asked), the last Allocation
         counts = [m.n_flows for m in parts]
         self.counts = counts
         self.first = np.cumsum([0] + counts[:-1])
@@ -316,6 +336,7 @@ class _Run:
                              dtype=dtype)
         if self.initial is None:
             self.initial = alloc
+        self.last = alloc
         return np.asarray(alloc.rates, dtype=np.float64).reshape(active.shape)
 
     def rates_of_many(self, cap, active):
@@ -356,6 +377,10 @@ class _Run:
             newly = running & ((to_go <= self.per_flow(step) * (1 + rtol)) | (self.remaining <= rtol * self.scale))
             self.finish[newly] = np.broadcast_to(self.per_flow(self.clock), self.finish.shape)[newly]
             self.done |= newly
+            if isinstance(self.phases, list) and active.any():
+                self.phases.append((active[0].copy(), self.last, step[0].copy(), newly[0].copy()))
+                if len(self.phases) * (self.remaining.shape[1] + len(self.last.link_load)) > KEEP_PHASES_ENTRIES:
+                    self.phases = False          # too many events to keep: the derivatives re-run them
         if cut:
             waiting = self.settle()
             cut = (self.started[:, self.part_of] & ~self.done).any(axis=1) | waiting.any(axis=1)

@@ -117,3 +117,22 @@ def test_jax_grad_and_what_if_use_the_tuned_derivative():
     row = table.iloc[0]
     assert np.isfinite(row.linear_s)
     assert row.linear_s - row.time_s == pytest.approx(row.exact_s - row.time_s, rel=1e-3)
+
+
+def test_derivatives_from_the_forwards_kept_events_equal_a_re_run_of_each_step(monkeypatch):
+    # a pipelined tree (many distinct steps, several events each) on the flow model
+    g = fs.Upgrade("agg-core", factor=0.5).apply(tp.fat_tree(4))
+    kw = dict(algorithm="tree", step_latency=1e-6)
+    kept = fs.collective(g, "all_reduce", 2**24, **kw)
+    assert kept._derivation().cache["runs"]                       # the forward's events were kept
+    import flowsolver.timing as timing
+
+    monkeypatch.setattr(timing, "KEEP_PHASES_ENTRIES", 0)          # too many to keep: each step re-run
+    rerun = fs.collective(g, "all_reduce", 2**24, **kw)
+    assert not rerun._derivation().cache["runs"]
+    for side in ("up", "down"):
+        np.testing.assert_allclose(kept.time_gradient(side), rerun.time_gradient(side), rtol=1e-9, atol=0.0)
+    direction = _tier_direction(g, "agg-core")
+    assert kept.time_directional(direction) == pytest.approx(rerun.time_directional(direction), rel=1e-9)
+    fd = _central_difference(g, "agg-core", "all_reduce", 2**24, **kw)
+    assert kept.time_directional(direction) == pytest.approx(fd, rel=1e-6)

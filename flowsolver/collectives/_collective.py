@@ -156,8 +156,10 @@ def _derivation(graph, ranks, results, best, proto, total, choices, hw, call, ta
     why_not = "" if not rivals else (
         f"NCCL's cost model times {best}/{proto} and {', '.join(rivals)} alike: which one NCCL picks after a change "
         "depends on its sign and size (time one of them with algorithm= and protocol=)")
+    runs = {id(r): r for r in (results[best][5], results.get("ring", (None,) * 6)[5]) if r is not None}
+    cache = {"runs": list(runs.values())}           # the forward's events, reused by the derivatives
     if not is_tuned(best, op, options):
-        return Derivation(solved_on, cap, table.capacity, why_not=why_not)
+        return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not)
     steps = results[best][1]
     edge = nvlink_edge(graph, gpu_nodes(graph)[ranks[0]]) if hw.nvlink_bw > 0 else None
     index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
@@ -168,7 +170,7 @@ def _derivation(graph, ranks, results, best, proto, total, choices, hw, call, ta
         ring=results["ring"][3], own=tuple((*solved_on[i][:2], m) for i, m in steady_parts(steps)),
         values=(transfer_of(ring_steps), steady_transfer(steps), hw.nvlink_bw),
         nvlink=-1 if edge is None else index[edge])
-    return Derivation(solved_on, cap, table.capacity, why_not=why_not, tuned=formula)
+    return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, tuned=formula)
 
 
 def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, variants=None, model=None) -> list:

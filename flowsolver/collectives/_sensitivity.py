@@ -40,8 +40,10 @@ def _steps(der):
     out = []
     for rm, sizes, count in der.steps:
         key = (id(rm), id(sizes))
-        if key not in memo:
-            memo[key] = completion_sensitivity(rm, sizes, der.effective)
+        if key not in memo:         # the forward's events where kept, else a re-run of the step
+            kept = next((cs for run in der.cache.get("runs", ())
+                         if (cs := run.lookup(rm, der.effective)) is not None), None)
+            memo[key] = kept if kept is not None else completion_sensitivity(rm, sizes, der.effective)
         out.append((memo[key], count))
     return out
 
