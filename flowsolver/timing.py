@@ -22,8 +22,7 @@ from .solver import max_min_fair
 __all__ = ["completion_times", "Completion", "step_times", "StepTimes"]
 
 
-#: at most this many (flow or link) x event entries are kept by ``keep_phases`` (~20 bytes
-#: each): a run with more events keeps none (its derivatives then re-run the events)
+#: (flows + links) x events kept by ``keep_phases`` at most (~20 bytes each; else none)
 KEEP_PHASES_ENTRIES = 1 << 24
 
 
@@ -50,13 +49,10 @@ class Completion:
     initial : Allocation or None
         The max-min allocation at time 0, every flow with bytes to send running (the first
         event's rates, utilisation and bottlenecks); None when no flow had bytes.
-    phases : tuple
-        With ``keep_phases=True`` (one scenario): per event ``(active, allocation, step,
-        finished)``: the flows running (bool, flows), the Allocation solved for them (every
-        flow, the others capped at 0), each group's time to its next event (s, groups) and
-        the flows finishing at it; what derivatives through the events reuse. None where
-        the run had too many events to keep (over ``KEEP_PHASES_ENTRIES`` flow and link
-        entries in all).
+    phases : tuple or None
+        ``keep_phases=True``: per event (flows running, their Allocation with the others
+        capped at 0, each group's step to its next event (s), flows finishing at it), for
+        derivatives; None where over ``KEEP_PHASES_ENTRIES`` entries.
     """
 
     finish: np.ndarray
@@ -103,7 +99,7 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
         The caller guarantees that ``groups`` share no link (a block built by
         ``RoutingMatrix.stack(..., separate_links=True)``), so the check is skipped.
     keep_phases : bool
-        Keep every event's allocation in ``phases`` (one scenario only).
+        Keep every event's allocation in ``phases`` (one scenario).
 
     Examples
     --------
