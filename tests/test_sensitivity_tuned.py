@@ -136,3 +136,19 @@ def test_derivatives_from_the_forwards_kept_events_equal_a_re_run_of_each_step(m
     assert kept.time_directional(direction) == pytest.approx(rerun.time_directional(direction), rel=1e-9)
     fd = _central_difference(g, "agg-core", "all_reduce", 2**24, **kw)
     assert kept.time_directional(direction) == pytest.approx(fd, rel=1e-6)
+
+
+def test_a_tie_between_nccls_choices_is_refused_with_its_reason(monkeypatch):
+    from flowsolver.collectives import _collective
+
+    real = _collective._pick
+
+    def tied(*args, **kwargs):                     # another (algorithm, protocol) at the very same time
+        a, proto, total, *rest = real(*args, **kwargs)
+        rest[-2] = {**rest[-2], "rival/Simple": total}
+        return (a, proto, total, *rest)
+
+    monkeypatch.setattr(_collective, "_pick", tied)
+    r = fs.collective(tp.rail_optimized(2), "all_reduce", 2**22, algorithm="tree", protocol="LL128")
+    with pytest.raises(ValueError, match="rival/Simple alike"):
+        r.sensitivity()
