@@ -18,11 +18,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .routing import RoutingMatrix
-from .solver import max_min_fair, rate_sensitivity
+from ._status import Status
+from .solver import Allocation, max_min_fair, rate_sensitivity
 from .solver._jax import host_scalar
 from .timing import _routing_and_sizes
 
-__all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan"]
+__all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan", "KeptRun"]
 
 #: relative tolerance for flows finishing at one event (the one of ``completion_times``)
 EVENT_RTOL = 1e-9
@@ -34,6 +35,7 @@ class CompletionSensitivity:
 
     def __init__(self, matrix, capacity, weights, demands, phases, makespan):
         self.matrix, self.capacity, self.weights, self.demands = matrix, capacity, weights, demands
+        self.shape = matrix.shape if hasattr(matrix, "shape") else (matrix.n_links, matrix.n_flows)
         self.phases = phases            # [(active flows, rates, duration, finishing flows, RateSensitivity)]
         self.makespan = makespan
 
@@ -41,7 +43,7 @@ class CompletionSensitivity:
         """d makespan / d capacity of each link alone (links,), seconds per byte/s:
         ``side="up"`` for an increase, ``"down"`` for a decrease. NaN where the change would
         reorder flows that finish together before the last event."""
-        n_links = self.matrix.shape[0]
+        n_links = self.shape[0]
         tangents = [ph[4].capacity_jacobian(side) for ph in self.phases]
         return self._chain(tangents, n_links, side)
 
@@ -55,6 +57,7 @@ class CompletionSensitivity:
             flagged |= ph[4].one_sided_links
         return flagged
 
+
     def directional(self, d_capacity, side: str = "up") -> float:
         """The one-sided derivative of the makespan along ``d_capacity`` (links,), seconds per
         unit of the step (``side="down"``: for the step ``-d_capacity``, sign as for "up")."""
@@ -66,7 +69,7 @@ class CompletionSensitivity:
         return float(self._chain(tangents, 1, side)[0])
 
     def _chain(self, tangents, n_dir: int, side: str) -> np.ndarray:
-        n = self.matrix.shape[1]
+        n = self.shape[1]
         d_left = sp.csr_matrix((n, n_dir))
         total = np.zeros(n_dir)
         unknown = np.zeros(n_dir, dtype=bool)
@@ -133,6 +136,65 @@ def completion_sensitivity(routing, sizes=None, capacity=None, *, weights=None, 
         clock += duration
         active = active[~done]
     return CompletionSensitivity(matrix, cap, w, d, phases, clock)
+
+
+class KeptRun:
+    """A forward run of :func:`~flowsolver.completion_times` kept for its derivatives
+    (``keep_phases=True``) on a block of independent groups (contiguous flows ``group``,
+    each on its own links: ``used[g]`` their original indices, block links in that order).
+    :meth:`lookup` gives a group's :class:`CompletionSensitivity` on the original links from
+    the forward's own events: each event's allocation, time step and finishing flows are
+    reused (no re-solve; the same events as the forward); only the bottleneck structure of
+    each of the group's events is built, on the group's own routing."""
+
+    def __init__(self, sizes, group, used, phases):
+        self.sizes, self.used, self.phases = np.asarray(sizes, dtype=np.float64), used, phases
+        self.starts = np.searchsorted(np.asarray(group), np.arange(len(used) + 1))
+        self.to_original = np.concatenate(used) if len(used) else np.zeros(0, dtype=np.int64)
+        self.index = {}                 # id of a group's routing (as the caller keeps it) -> group
+
+    def lookup(self, routing, capacity):
+        """The CompletionSensitivity of the group whose routing (original links) is
+        ``routing``, on effective capacities ``capacity`` (the forward's), or None."""
+        g = self.index.get(id(routing))
+        if g is None:
+            return None
+        a, b = self.starts[g], self.starts[g + 1]
+        base, w = routing.demands, routing.weights
+        phases, clock = [], 0.0
+        for active, alloc, step, finished in self.phases:
+            running = active[a:b]
+            if not running.any():
+                continue
+            bott = alloc.bottleneck[a:b]
+            held = np.where(bott >= 0, self.to_original[np.maximum(bott, 0)], -1)
+            rates = np.asarray(alloc.rates[a:b], dtype=np.float64)
+            mine = Allocation(rates=rates, link_load=None, utilization=None, bottleneck=held, rounds=alloc.rounds,
+                              converged=alloc.converged, status=Status.OK)
+            demands = np.where(running, base, 0.0)
+            sens = rate_sensitivity(routing, mine, capacity, weights=w, demands=demands)
+            rows = np.flatnonzero(running)
+            phases.append((rows, rates[rows], float(step[g]), np.flatnonzero(finished[a:b]), _Rows(sens, rows)))
+            clock += float(step[g])
+        return CompletionSensitivity(routing, capacity, w, base, phases, clock)
+
+
+class _Rows:
+    """The running flows' rows of an event's RateSensitivity (built on every flow of the
+    group, the others capped at 0): what a phase of :class:`CompletionSensitivity` needs."""
+
+    def __init__(self, sens, rows):
+        self.sens, self.rows = sens, rows
+
+    def capacity_jacobian(self, side):
+        return self.sens.capacity_jacobian(side).tocsr()[self.rows]
+
+    def directional(self, dc):
+        return self.sens.directional(dc)[self.rows]
+
+    @property
+    def one_sided_links(self):
+        return self.sens.one_sided_links
 
 
 def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=None):

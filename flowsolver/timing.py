@@ -11,7 +11,7 @@ event loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,6 +20,10 @@ from ._status import Status
 from .solver import max_min_fair
 
 __all__ = ["completion_times", "Completion", "step_times", "StepTimes"]
+
+
+#: (flows + links) x events kept by ``keep_phases`` at most (~20 bytes each; else none)
+KEEP_PHASES_ENTRIES = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,10 @@ class Completion:
         Max-min solves taken: at most ``events``, fewer where the flows that finished at an
         event carried nothing over any running flow's bottleneck link (the rates are then
         unchanged and exactly known without a solve).
+    phases : tuple or None
+        ``keep_phases=True``: per event (flows running, their Allocation with the others
+        capped at 0, each group's step to its next event (s), flows finishing at it), for
+        derivatives; None where over ``KEEP_PHASES_ENTRIES`` entries.
     """
 
     finish: np.ndarray
@@ -59,6 +67,7 @@ class Completion:
     status: np.ndarray
     initial: object = None
     solves: int = 0
+    phases: tuple = ()
 
     @property
     def ok(self):
@@ -68,7 +77,7 @@ class Completion:
 
 def completion_times(routing, sizes=None, capacity=None, *, weights=None, demands=None,
                      dtype=None, max_events: int | None = None, rtol: float = 1e-9,
-                     groups=None, disjoint_groups: bool = False) -> Completion:
+                     groups=None, disjoint_groups: bool = False, keep_phases: bool = False) -> Completion:
     """Completion time of every flow when all start at 0 and share links max-min fairly,
     rates re-solved each time a flow finishes.
 
@@ -94,6 +103,8 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     disjoint_groups : bool
         The caller guarantees that ``groups`` share no link (a block built by
         ``RoutingMatrix.stack(..., separate_links=True)``), so the check is skipped.
+    keep_phases : bool
+        Keep every event's allocation in ``phases`` (one scenario).
 
     Examples
     --------
@@ -120,6 +131,9 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     group, n_groups = _check_groups(rm, groups, check=not disjoint_groups)
     run = _Run([rm], np.broadcast_to(sizes, (batch or 1, n)).copy(), group, n_groups, np.array([-1]),
                np.zeros(1), batched=batch is not None)
+    if keep_phases and batch is not None:
+        raise ValueError("keep_phases: one scenario only (no leading batch axis)")
+    run.phases = [] if keep_phases else None
     run.simulate(lambda active: run.rates_of_one(cap, weights, base, dtype, active),
                  n + 1 if max_events is None else int(max_events), rtol)
     finish, stalled, unfinished, status = run.finish, run.stalled, ~run.done, run.status
@@ -128,7 +142,8 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     events = run.events.max(axis=1)
     if batch is None:
         return Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0],
-                          unfinished=unfinished[0], status=status[0], initial=run.initial, solves=run.solves)
+                          unfinished=unfinished[0], status=status[0], initial=run.initial, solves=run.solves,
+                          phases=None if run.phases is False else tuple(run.phases or ()))
     return Completion(finish=finish, makespan=makespan, events=events, stalled=stalled, unfinished=unfinished,
                       status=status, initial=run.initial, solves=run.solves)
 
@@ -256,6 +271,7 @@ class _Run:
         B, n = sizes.shape
         self.parts, self.after, self.batched = parts, after, batched
         self.initial = None                  # the first event's Allocation (rates at time 0)
+        self.phases = None                   # every event's (kept when asked)
         self.last = None                     # (active flows, Allocation) of the last solve
         self.solves = 0                      # max-min solves taken
         counts = [m.n_flows for m in parts]
@@ -318,8 +334,9 @@ class _Run:
                 return free & ~self.started          # released steps still waiting
 
     def rates_of_one(self, cap, weights, base, dtype, active):
-        if (kept := self.still_fair(active)) is not None:
-            return kept
+        if (kept := self.still_fair(active, cap)) is not None:
+            self.last = (active.copy(), kept)
+            return np.asarray(kept.rates, dtype=np.float64).reshape(active.shape)
         self.solves += 1
         demands = np.where(active, base, 0.0)
         alloc = max_min_fair(self.parts[0], cap, weights=weights, demands=demands if self.batched else demands[0],
@@ -329,30 +346,41 @@ class _Run:
         self.last = (active.copy(), alloc)
         return np.asarray(alloc.rates, dtype=np.float64).reshape(active.shape)
 
-    def still_fair(self, active):
-        """The last solve's rates when they are still the max-min fair allocation of the
-        flows ``active`` now (None otherwise), so that the event needs no solve.
+    def still_fair(self, active, cap):
+        """The last solve's Allocation restricted to the flows ``active`` now, when it is
+        still their max-min fair allocation (None otherwise), so that the event needs no
+        solve.
 
         Only finished flows have left since (no flow started), and no finished flow carried
         load on the bottleneck link of a flow still running. Then every running flow still
         crosses a saturated link where no flow has a larger level (the loads elsewhere only
         fell), which is the max-min certificate of :mod:`flowsolver.solver._certificate`;
         the max-min allocation is unique, so these are exactly the rates a solve returns.
-        Unbatched runs only (a batch re-solves every scenario together)."""
+        The finished flows are at 0, held by their cap of 0 (bottleneck -1), as a solve
+        with their demands at 0 reports them. Unbatched runs only (a batch re-solves every
+        scenario together)."""
         if self.last is None or self.batched:
             return None
         before, alloc = self.last
         if (active & ~before).any() or not bool(np.all(alloc.converged)):
             return None
-        rates = np.asarray(alloc.rates, dtype=np.float64)
-        left = np.flatnonzero((before & ~active)[0] & (rates > 0))
+        rates = np.asarray(alloc.rates)
+        gone = (before & ~active)[0]
+        left = np.flatnonzero(gone & (rates > 0))
         bneck = np.asarray(alloc.bottleneck)
         held = np.flatnonzero(active[0] & (bneck >= 0))
+        load = alloc.link_load
         if len(left):
             freed = self.parts[0].subset_loads(left, rates[left])
             if (freed[bneck[held]] > 0).any():
                 return None
-        return np.where(active, rates, 0.0)
+            load = (load - freed).astype(load.dtype)
+        cap = np.asarray(self.parts[0].capacity if cap is None else cap, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            util = np.where(cap > 0, load / np.where(cap > 0, cap, 1), np.where(load > 0, np.inf, 0.0))
+        return replace(alloc, rates=np.where(gone, 0, rates).astype(rates.dtype), link_load=load,
+                       utilization=util.astype(alloc.utilization.dtype), bottleneck=np.where(gone, -1, bneck),
+                       rounds=np.int32(0))
 
     def rates_of_many(self, cap, active):
         """Rates (B = 1) of the running steps' flows, their matrices stacked on the shared links."""
@@ -392,6 +420,11 @@ class _Run:
             newly = running & ((to_go <= self.per_flow(step) * (1 + rtol)) | (self.remaining <= rtol * self.scale))
             self.finish[newly] = np.broadcast_to(self.per_flow(self.clock), self.finish.shape)[newly]
             self.done |= newly
+            if isinstance(self.phases, list) and active.any():
+                last = self.last[1]
+                self.phases.append((active[0].copy(), last, step[0].copy(), newly[0].copy()))
+                if len(self.phases) * (self.remaining.shape[1] + len(last.link_load)) > KEEP_PHASES_ENTRIES:
+                    self.phases = False          # too many events to keep: the derivatives re-run them
         if cut:
             waiting = self.settle()
             cut = (self.started[:, self.part_of] & ~self.done).any(axis=1) | waiting.any(axis=1)

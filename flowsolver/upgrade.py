@@ -120,7 +120,7 @@ def _linear(result, graph, upgraded) -> float:
 
             return _time(result) + step_directional(result, compose, dc)
         return _time(result) + result.time_directional(dc)
-    except ValueError:              # no derivative says it (NCCL's cost model at a cap): no estimate
+    except ValueError:              # no derivative says it (a tie between NCCL's choices): no estimate
         return float("nan")
 
 

@@ -285,13 +285,10 @@ def test_jax_grad_of_a_collective_time_is_its_time_gradient():
     assert (np.asarray(grad) <= 0).all()
 
 
-def test_a_collective_timed_by_nccls_model_differentiates_only_its_own_flow_solve():
+def test_a_ring_timed_by_nccls_model_differentiates_its_flow_solve():
     g = tp.rail_optimized(2)
     ring = fs.collective(g, "all_reduce", 2**28, algorithm="ring", protocol="Simple")
     nvlink = ring.sensitivity().query("group_by == 'tier'").set_index("group").saved_s_per_GBps["nvlink"]
     h = 1e7                                                    # bytes/s added to every NVLink
     again = fs.collective(_tier_changed(g, "nvlink", h), "all_reduce", 2**28, algorithm="ring", protocol="Simple")
     assert nvlink == pytest.approx((ring.time - again.time) / h * 1e9, rel=1e-3)
-    capped = fs.collective(g, "all_reduce", 2**16, algorithm="tree", protocol="LL")   # at NCCL's LL cap
-    with pytest.raises(ValueError, match="not its own flow solve"):
-        capped.sensitivity()

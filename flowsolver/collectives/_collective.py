@@ -3,21 +3,24 @@ candidate schedules, the lower-bound pruning of ``"auto"``, batched solving, res
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .. import _checks
 from .._status import Status
-from ..routing import unchanged
+from ..routing import gpu_nodes, graph_memo, unchanged
 from ._bound import Capacities, lower_bound
 from ._layout import participants, unavailable
-from ._hardware import describe
+from ._dual import TIE_RTOL
+from ._hardware import describe, nvlink_edge
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, NCCL_ALGORITHMS, PROTOCOLS, busbw_factor
 from ._options import Options, check_call
-from ._results import CollectiveResult, Derivation
+from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import time_plans
 from ._trees import Step, StepFlows
-from ._tuned import DERIVED, rescaled, transfer_of, tuned_times, why_not_tuned
+from ._tuned import DERIVED, rescaled, steady_parts, steady_transfer, transfer_of, tuned_time, tuned_times, why_not_tuned
 from ._tuner import _BASE, TUNER_ALGORITHMS
 
 __all__ = ["collective", "collective_variants", "solve_collective"]
@@ -143,10 +146,31 @@ def _pick(op, size, p, results, hw, options, model, only=None):
     return a, proto, total, steps, util, choices, candidates
 
 
-def stalled_or_same(total, steps, flow) -> bool:
-    """Whether the reported ``steps`` transfer what the flow solve did (within 1e-9), or
-    nothing moves."""
-    return not np.isfinite(total) or abs(transfer_of(steps) - flow) <= 1e-9 * max(flow, 1e-300)
+def _derivation(graph, ranks, results, best, proto, total, choices, hw, call, table) -> Derivation:
+    """What the result's derivatives are computed from: the chosen algorithm's solved steps
+    and, where NCCL's cost model set the time, its formula on the ring's and the algorithm's
+    own flow solves and the NVLink bandwidth (``call``: op, size, ranks, options, model)."""
+    op, size, p, options, model = call
+    solved_on, cap = results[best][3:5]
+    rivals = [k for k, t in choices.items() if k != f"{best}/{proto}" and abs(t - total) <= TIE_RTOL * total]
+    why_not = "" if not rivals else (
+        f"NCCL's cost model times {best}/{proto} and {', '.join(rivals)} alike: which one NCCL picks after a change "
+        "depends on its sign and size (time one of them with algorithm= and protocol=)")
+    runs = {id(r): r for r in (results[best][5], results.get("ring", (None,) * 6)[5]) if r is not None}
+    cache = {"runs": list(runs.values())}           # the forward's events, reused by the derivatives
+    if not is_tuned(best, op, options):
+        return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not)
+    steps = results[best][1]
+    edge = nvlink_edge(graph, gpu_nodes(graph)[ranks[0]]) if hw.nvlink_bw > 0 else None
+    index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
+    ring_steps = results["ring"][1]
+    formula = TunedFormula(
+        formula=lambda ring, own, nvlink: tuned_time(best, proto, op, size, p, ring, own,
+                                                     replace(hw, nvlink_bw=nvlink), options, model)[0],
+        ring=results["ring"][3], own=tuple((*solved_on[i][:2], m) for i, m in steady_parts(steps)),
+        values=(transfer_of(ring_steps), steady_transfer(steps), hw.nvlink_bw),
+        nvlink=-1 if edge is None else index[edge])
+    return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, tuned=formula)
 
 
 def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, variants=None, model=None) -> list:
@@ -165,14 +189,8 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     for table, results in timed:
         only = None if algorithm == "auto" else algorithm
         best, proto, total, steps, util, choices, candidates = _pick(op, size, p, results, hw, options, model, only)
-        solved_on, cap = results[best][3:5]
-        flow = transfer_of(results[best][1])
-        # NCCL's cost model may set the transfer from its caps or another graph bandwidth:
-        # then the flow solve's derivatives are not this time's
-        differs = "" if stalled_or_same(total, steps, flow) else (
-            f"its time is NCCL's cost model for {best} / {proto}, whose bandwidth here is not its own flow "
-            "solve (a protocol cap or the ring's graph bandwidth); time algorithm='ring' with protocol='Simple', "
-            "or pass step_latency= for the flow model")
+        derivation = _derivation(graph, ranks, results, best, proto, total, choices, hw,
+                                 (op, size, p, options, model), table)
         stalled = not np.isfinite(total)
         algbw = 0.0 if stalled else float(size) / total
         out.append(CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
@@ -181,7 +199,7 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
                                     status=Status.STALLED if stalled else Status.OK,
                                     message=_STALLED if stalled else "", protocol=proto, channels=hw.channels,
                                     nccl=best in NCCL_ALGORITHMS[op], choices=choices,
-                                    solved_on=Derivation(solved_on, cap, table.capacity, why_not=differs)))
+                                    solved_on=derivation))
     return out
 
 

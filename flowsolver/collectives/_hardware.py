@@ -8,7 +8,7 @@ from ..routing import gpu_nodes, link_efficiency
 from ._layout import server_nics
 from ._tuner import Hardware
 
-__all__ = ["GPU_GENERATION", "describe", "nccl_channels"]
+__all__ = ["GPU_GENERATION", "describe", "nccl_channels", "nvlink_edge"]
 
 #: GPU type (topologies' names) -> NCCL's generation (SM70 Volta, SM80 Ampere, SM90 Hopper,
 #: SM100 Blackwell; NVIDIA data sheets). H800 and H200 are Hopper parts.
@@ -42,6 +42,13 @@ def _nvswitch_of(graph, node):
     return next((v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nvswitch"), None)
 
 
+def nvlink_edge(graph, gpu):
+    """The ``(gpu, nvswitch)`` edge whose capacity is the ``nvlink_bw`` NCCL's tuner sees
+    (:func:`describe`, from the first rank's GPU), or None without an NVSwitch."""
+    switch = _nvswitch_of(graph, gpu)
+    return None if switch is None else (gpu, switch)
+
+
 def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     """The :class:`Hardware` of ``ranks`` (laid out as ``layout``) on ``graph``; ``channels``
     overrides NCCL's channel count, ``efficiency`` the links' (as in :func:`flowsolver.collective`).
@@ -62,7 +69,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     nvswitch = all(s is not None for s in switches)
     nvlink_bw = 0.0
     if nvswitch:
-        d = graph.edges[gpus[0], switches[0]]
+        d = graph.edges[nvlink_edge(graph, gpus[0])]
         nvlink_bw = d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency, d.get("efficiency"))
     n_nodes = len(layout.groups)
     ppn = max(len(g) for g in layout.groups)

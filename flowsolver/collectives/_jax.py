@@ -33,11 +33,12 @@ def collective_time(graph, op: str, size: float, capacity=None, **options):
     import jax.numpy as jnp
 
     edges = list(graph.edges)
+    own = np.array([d["capacity"] for *_, d in graph.edges(data=True)], dtype=np.float64)
 
     def solve(cap):
         if cap.shape != (len(edges),):
             raise ValueError(f"capacity must have shape ({len(edges)},) - one entry per graph edge - got {cap.shape}")
-        if np.array_equal(cap, [d["capacity"] for *_, d in graph.edges(data=True)]):
+        if np.array_equal(cap, own):
             return collective(graph, op, size, **options)   # the graph itself: its routes are cached
         g = graph.copy()
         for (u, v), c in zip(edges, cap):
@@ -48,5 +49,5 @@ def collective_time(graph, op: str, size: float, capacity=None, **options):
                         lambda r: r.time_gradient("up"), lambda r: one_sided(r._derivation()),
                         "flows finishing together before a step's last event would drift apart: the derivative "
                         "depends on the new event order")
-    cap = [d["capacity"] for *_, d in graph.edges(data=True)] if capacity is None else capacity
+    cap = own if capacity is None else capacity
     return timed(jnp.asarray(cap))

@@ -9,7 +9,7 @@ import numpy as np
 from .._status import Status
 from ..routing import first_tier
 
-__all__ = ["CollectiveStep", "CollectiveResult", "ConcurrentResult", "Derivation"]
+__all__ = ["CollectiveStep", "CollectiveResult", "ConcurrentResult", "Derivation", "TunedFormula"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,24 @@ class Derivation:
     effective: np.ndarray
     raw: np.ndarray
     cache: dict = field(default_factory=dict, repr=False)
-    why_not: str = ""          # why the flow solve's derivatives are not the result's (else "")
+    why_not: str = ""          # why the time has no derivative here (else "")
+    tuned: "TunedFormula | None" = None   # NCCL's cost model set the time: its formula
+
+
+@dataclass(eq=False)
+class TunedFormula:
+    """A time set by NCCL's cost model, kept for its derivative: ``formula(ring, own,
+    nvlink)`` the time (s) from the ring's transfer (s; the graph's bus bandwidth), the
+    algorithm's own steady-state transfer (s) and a GPU's NVLink bandwidth (bytes/s), which
+    are ``values``; ``ring`` and ``own`` the ``(routing, sizes, multiplier)`` of the solved
+    steps that add up to the first two; ``nvlink`` the index (graph edge order) of the link
+    whose effective capacity is the third, -1 if none."""
+
+    formula: object
+    ring: tuple
+    own: tuple
+    values: tuple
+    nvlink: int = -1
 
 
 @dataclass(frozen=True)

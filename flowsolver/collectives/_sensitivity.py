@@ -1,6 +1,13 @@
 """Derivatives of a collective's time with respect to every link capacity, and the tidy
 table of time saved per added GB/s by link, tier, technology and cable group.
 
+Where NCCL's cost model sets the time (``latency + size / algbw``, the bandwidth a min and
+product of the ring's flow-solved bus bandwidth, the algorithm's own flow solve, protocol
+and per-channel caps, NVLink bandwidths and efficiencies), the derivative is that formula's
+own: it is evaluated on :class:`~._dual.Dual` numbers whose derivatives are the flow
+solves' (below) and the NVLink link's, so a binding constant cap gives exactly 0 and a tie
+between a minimum's arguments the two one-sided derivatives (flagged).
+
 A collective's time is ``base + sum over steps of count x (transfer + latency)``; only the
 transfers depend on capacity, each through its own event-driven solve on the effective
 capacities (raw capacity x the technology's efficiency), so
@@ -13,9 +20,12 @@ link alone saves nothing while upgrading the tier does: the group rows say so ex
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .._completion_sensitivity import completion_sensitivity
+from ._dual import Dual
 
 __all__ = ["time_gradient", "time_directional", "one_sided", "sensitivity_table", "GB"]
 
@@ -24,11 +34,18 @@ GB = 1e9
 
 
 def _steps(der):
-    """Each distinct step's CompletionSensitivity (computed once per result)."""
-    if "steps" not in der.cache:
-        der.cache["steps"] = [(completion_sensitivity(rm, sizes, der.effective), count)
-                              for rm, sizes, count in der.steps]
-    return der.cache["steps"]
+    """Each distinct step's CompletionSensitivity and count (each step computed once per
+    result, whichever derivation of it asks)."""
+    memo = der.cache.setdefault("steps", {})
+    out = []
+    for rm, sizes, count in der.steps:
+        key = (id(rm), id(sizes))
+        if key not in memo:         # the forward's events where kept, else a re-run of the step
+            kept = next((cs for run in der.cache.get("runs", ())
+                         if (cs := run.lookup(rm, der.effective)) is not None), None)
+            memo[key] = kept if kept is not None else completion_sensitivity(rm, sizes, der.effective)
+        out.append((memo[key], count))
+    return out
 
 
 def _efficiency(der) -> np.ndarray:
@@ -36,33 +53,89 @@ def _efficiency(der) -> np.ndarray:
     return np.where(raw > 0, der.effective / np.where(raw > 0, raw, 1.0), 0.0)
 
 
-def time_gradient(der, side: str = "up") -> np.ndarray:
-    """d time / d raw capacity of each link alone, s per byte/s."""
+def _check_side(side):
     if side not in ("up", "down"):
         raise ValueError(f"side must be 'up' or 'down', got {side!r}")
-    total = np.zeros(len(der.raw))
-    for cs, count in _steps(der):
-        total += count * cs.gradient(side)
-    return total * _efficiency(der)
 
 
-def one_sided(der) -> np.ndarray:
-    """Links whose time derivative may depend on the sign of the change (any step's)."""
+def _flow_gradient(der, side):
+    key = ("gradient", side, tuple((id(rm), id(sizes), count) for rm, sizes, count in der.steps))
+    if key not in der.cache:            # the ring's and an algorithm's own steps are often the same
+        total = np.zeros(len(der.raw))
+        for cs, count in _steps(der):
+            total += count * cs.gradient(side)
+        der.cache[key] = total * _efficiency(der)
+    return der.cache[key]
+
+
+def _flow_one_sided(der):
     out = np.zeros(len(der.raw), dtype=bool)
     for cs, _ in _steps(der):
         out |= cs.one_sided()
     return out
 
 
+def _flow_directional(der, dc, side):
+    eff = dc * _efficiency(der)
+    return float(sum(count * cs.directional(eff, side) for cs, count in _steps(der)))
+
+
+def _tuned(der, tangent, flagged, nvlink_tangent, side):
+    """The Dual of a time NCCL's cost model set, for ``side``: its formula on the Duals of the
+    ring's transfer, the algorithm's own steady transfer (``tangent(part, side)``,
+    ``flagged(part)`` of their solved steps) and the NVLink bandwidth (``nvlink_tangent``).
+    Each side of a minimum needs only that side of its arguments, so both of a Dual's sides
+    carry ``side``'s derivatives: where they then differ, a tie of the formula is one-sided."""
+    tf = der.tuned
+    parts = [replace(der, steps=steps, tuned=None) for steps in (tf.ring, tf.own)]     # one shared cache
+    ring, own = (Dual(v, tangent(d, side), None, flagged(d)) for v, d in zip(tf.values, parts))
+    nvlink = Dual(tf.values[2], nvlink_tangent) if tf.nvlink >= 0 else tf.values[2]
+    t = Dual.of(tf.formula(ring, own, nvlink))
+    return t, t.up if side == "up" else t.down
+
+
+def _nvlink_scale(der) -> float:
+    """d (the tuner's NVLink bandwidth) / d (its link's raw capacity): the link's efficiency."""
+    return float(_efficiency(der)[der.tuned.nvlink])
+
+
+def _tuned_gradient(der, side):
+    """(Dual, derivative) of a tuned time along each link alone (cached with the derivation)."""
+    if ("tuned", side) not in der.cache:
+        onehot = np.zeros(len(der.raw))
+        if der.tuned.nvlink >= 0:
+            onehot[der.tuned.nvlink] = _nvlink_scale(der)
+        der.cache["tuned", side] = _tuned(der, _flow_gradient, _flow_one_sided, onehot, side)
+    return der.cache["tuned", side]
+
+
+def time_gradient(der, side: str = "up") -> np.ndarray:
+    """d time / d raw capacity of each link alone, s per byte/s."""
+    _check_side(side)
+    if der.tuned is None:
+        return _flow_gradient(der, side)
+    return np.broadcast_to(_tuned_gradient(der, side)[1], (len(der.raw),)).astype(np.float64)
+
+
+def one_sided(der) -> np.ndarray:
+    """Links whose time derivative may depend on the sign of the change (any step's, or a
+    tie between the arguments of a minimum in NCCL's cost model)."""
+    if der.tuned is None:
+        return _flow_one_sided(der)
+    t = _tuned_gradient(der, "up")[0]
+    return np.broadcast_to(t.flag | (t.up != t.down), (len(der.raw),)).copy()
+
+
 def time_directional(der, d_capacity, side: str = "up") -> float:
     """One-sided derivative of the time (s) along ``d_capacity`` (bytes/s per link, raw)."""
-    if side not in ("up", "down"):
-        raise ValueError(f"side must be 'up' or 'down', got {side!r}")
+    _check_side(side)
     dc = np.asarray(d_capacity, dtype=np.float64)
     if dc.shape != (len(der.raw),):
         raise ValueError(f"d_capacity must have shape ({len(der.raw)},) - one entry per link - got {dc.shape}")
-    eff = dc * _efficiency(der)
-    return float(sum(count * cs.directional(eff, side) for cs, count in _steps(der)))
+    if der.tuned is None:
+        return _flow_directional(der, dc, side)
+    dn = dc[der.tuned.nvlink] * _nvlink_scale(der) if der.tuned.nvlink >= 0 else 0.0
+    return float(_tuned(der, lambda d, s: _flow_directional(d, dc, s), lambda d: False, dn, side)[1])
 
 
 def sensitivity_table(links, time: float, gradient, directional, side: str = "up"):

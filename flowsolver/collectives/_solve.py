@@ -11,6 +11,7 @@ import topologies as tp
 
 from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, graph_memo, route
 from ..solver import max_min_fair
+from .._completion_sensitivity import KeptRun
 from ..timing import completion_times
 from ..traffic import Flows
 from ._nccl import hop_latency
@@ -59,13 +60,15 @@ def _critical(m, u, bott, start, flow_time, util):
     return tuple(m.links.bottleneck(l, util[l]) for l in hot[:8])
 
 
-def solve_steps(rm, group, sizes, cap, n_groups=1):
+def solve_steps(rm, group, sizes, cap, n_groups=1, kept=None):
     """Transfer time (s), per-link utilisation and bottleneck records of the steps whose
     flows ``rm`` holds on shared links (``group``: the step of each flow, contiguous, or
     None for one step), solved in one call: each step on its own copy of its links, each
     with its own event clock. ``cap`` is (links,) or (scenarios, links); with scenarios
     the result is a list per scenario. A step with a flow that can never move gets
-    transfer ``inf``."""
+    transfer ``inf``. ``kept`` (a list; one scenario): gets the run's
+    :class:`~flowsolver._completion_sensitivity.KeptRun` (every event's allocation, for
+    derivatives without a re-solve)."""
     batched = np.ndim(cap) == 2
     caps = np.atleast_2d(cap)
     if group is None or n_groups == 1:
@@ -74,7 +77,11 @@ def solve_steps(rm, group, sizes, cap, n_groups=1):
         block, used = rm.separate(group, n_groups)
     block_cap = np.concatenate([caps[:, u] for u in used], axis=1) if group is not None else caps
     arg = block_cap if batched else block_cap[0]
-    done = completion_times(block, sizes, arg, groups=group, disjoint_groups=True)
+    keep = kept is not None and not batched
+    done = completion_times(block, sizes, arg, groups=group, disjoint_groups=True, keep_phases=keep)
+    if keep and done.phases is not None:
+        kept.append(KeptRun(sizes, np.zeros(rm.n_flows, dtype=np.int64) if group is None else group, used,
+                            done.phases))
     alloc = done.initial if done.initial is not None else max_min_fair(block, arg)
     finish, stalled = np.atleast_2d(done.finish), np.atleast_2d(done.stalled)
     rates = np.atleast_2d(np.asarray(alloc.rates, dtype=np.float64))
@@ -190,15 +197,19 @@ def time_plans(graph, ranks, plans, options, scenarios):
         [LinkTable.from_graph(g) for g in scenarios]
     caps = np.stack([t.effective_capacity(options.efficiency) for t in tables])
     # one scenario is solved unbatched, so the solver may pick its frontier method
-    solved_all = solve_steps(rm, group, size, caps if len(caps) > 1 else caps[0], len(keys))
+    kept = [] if len(caps) == 1 else None       # one scenario: its events kept for the derivatives
+    solved_all = solve_steps(rm, group, size, caps if len(caps) > 1 else caps[0], len(keys), kept)
     solved_all = solved_all if len(caps) > 1 else [solved_all]
     # each step's own routing (views of the shared one) and sizes, for result.sensitivity()
     bounds = np.concatenate([[0], np.cumsum([len(k) for k in keys])])
     routed = {k: (rm.flow_rows(a, b), size[a:b]) for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
+    run = kept[0] if kept else None
+    if run is not None:
+        run.index = {id(routed[k][0]): i for i, k in enumerate(keys)}
     timed = []
     for table, cap, solved_b in zip(tables, caps, solved_all):
         solved = dict(zip(keys, solved_b))
         latency = dict(zip(keys, step_latencies(replace(rm, links=table), group, len(keys), options).tolist()))
-        timed.append((table, {alg: (*_result_of(steps, solved, latency, rm.n_links, options.base, routed), cap)
+        timed.append((table, {alg: (*_result_of(steps, solved, latency, rm.n_links, options.base, routed), cap, run)
                               for alg, steps in plans.items()}))
     return timed

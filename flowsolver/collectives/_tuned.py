@@ -9,10 +9,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from ._dual import lesser
 from ._nccl import PROTOCOLS, busbw_factor
 from ._tuner import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_latency
 
-__all__ = ["DERIVED", "transfer_of", "tuned_times", "why_not_tuned", "rescaled"]
+__all__ = ["DERIVED", "transfer_of", "tuned_times", "tuned_time", "steady_parts", "why_not_tuned", "rescaled"]
 
 #: NCCL algorithms without a flow schedule of their own: their bandwidth term is the
 #: ring's flow solve (the graph's bus bandwidth) through NCCL's formula
@@ -25,15 +26,21 @@ def transfer_of(steps) -> float:
     return float(sum(st.count * st.transfer for st in steps))
 
 
+def steady_parts(steps) -> list:
+    """``[(index, multiplier)]``: the steps' steady-state transfer (see
+    :func:`steady_transfer`) is ``sum multiplier x steps[index].transfer``."""
+    piped = [i for i, st in enumerate(steps) if st.latency_count not in (None, st.count)]
+    if not piped:
+        return [(i, st.count) for i, st in enumerate(steps)]
+    widest = max(piped, key=lambda i: steps[i].latency_count or 0)
+    k = sum(st.count for st in steps) - steps[widest].latency_count + 1
+    return [(widest, max(k, 1))]
+
+
 def steady_transfer(steps) -> float:
     """Transfer seconds of solved steps at the pipeline's steady state: ``k`` chunks through
     the widest stage, its fill and drain left out (NCCL prices those in its latency)."""
-    piped = [st for st in steps if st.latency_count not in (None, st.count)]
-    if not piped:
-        return transfer_of(steps)
-    widest = max(piped, key=lambda st: st.latency_count or 0)
-    k = sum(st.count for st in steps) - widest.latency_count + 1
-    return max(k, 1) * widest.transfer
+    return float(sum(m * steps[i].transfer for i, m in steady_parts(steps)))
 
 
 def _protocols(options):
@@ -59,26 +66,33 @@ def tuned_times(op, size, p, results, hw, options, model=None) -> dict:
     if ring is None:
         return {}
     ring_transfer = transfer_of(ring[1])
-    busbw = size * busbw_factor(op, p) / ring_transfer if ring_transfer > 0 else np.inf
     out = {}
     for a, (_, steps, *_) in results.items():
         own = steady_transfer(steps)
-        own_algbw = size / own if own > 0 else np.inf
         for proto in _protocols(options):
-            if not enabled(a, proto, op, hw):
-                continue
-            lat = tuner_latency(a, proto, op, hw, size)
-            if options.base_latency is not None:
-                lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
-            if model is not None:
-                lat = model.latency(lat, a, proto)
-            algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
-            if a in ("tree", "nvls") and (op, a) not in DERIVED:
-                algbw = min(algbw, own_algbw)
-            if a == "nvls_tree":
-                algbw = min(algbw, _nvls_node_bound(hw))
-            out[a, proto] = (lat + size / algbw if algbw > 0 else np.inf, lat)   # 0: a stalled flow
+            if enabled(a, proto, op, hw):
+                out[a, proto] = tuned_time(a, proto, op, size, p, ring_transfer, own, hw, options, model)
     return out
+
+
+def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, model=None):
+    """(time, latency) (s) NCCL's cost model gives ``a`` / ``proto``: the ring's flow-solved
+    transfer ``ring_transfer`` (s) is the graph's bus bandwidth, ``own_transfer`` (s) the
+    algorithm's own steady-state transfer, ``hw.nvlink_bw`` a GPU's NVLink (bytes/s). The
+    three may be :class:`~._dual.Dual` numbers: the time is then their Dual (its derivative)."""
+    busbw = size * busbw_factor(op, p) / ring_transfer if ring_transfer > 0 else np.inf
+    own_algbw = size / own_transfer if own_transfer > 0 else np.inf
+    lat = tuner_latency(a, proto, op, hw, size)
+    if options.base_latency is not None:
+        lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
+    if model is not None:
+        lat = model.latency(lat, a, proto)
+    algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
+    if a in ("tree", "nvls") and (op, a) not in DERIVED:
+        algbw = lesser(algbw, own_algbw)
+    if a == "nvls_tree":
+        algbw = lesser(algbw, _nvls_node_bound(hw))
+    return (lat + size / algbw if algbw > 0 else np.inf, lat)   # 0: a stalled flow
 
 
 def _graph_busbw(algorithm, ring_busbw, hw) -> float:

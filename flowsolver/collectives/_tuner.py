@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ._dual import lesser
 from ._nccl import PROTOCOLS
 
 __all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "tuner_latency", "tuner_algbw", "enabled", "predict"]
@@ -160,9 +161,9 @@ def _nvls_bus(algorithm, op, busbw, hw):
     intra = hw.nvlink_bw / n * eff * (n - 1) / n * (2 if op == "all_reduce" else (hw.ppn - 1) / hw.ppn)
     bw = intra
     if hw.nodes > 1:
-        bw = min(bw, busbw / n * (2 if algorithm == "nvls_tree" and hw.nodes <= 2 else 1))
+        bw = lesser(bw, busbw / n * (2 if algorithm == "nvls_tree" and hw.nodes <= 2 else 1))
     if algorithm == "nvls_tree":
-        bw = min(bw, _cap(_NVLS_TREE, hw))
+        bw = lesser(bw, _cap(_NVLS_TREE, hw))
     return n * bw
 
 
@@ -176,12 +177,12 @@ def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware) -> float:
     """
     n = hw.channels
     if algorithm == "ring":
-        bus = {"LL": min(_ll_max(hw), busbw * 0.5),
-               "LL128": min(busbw * 0.92, n * _cap(_RING_LL128, hw)), "Simple": busbw}[protocol]
+        bus = {"LL": lesser(_ll_max(hw), busbw * 0.5),
+               "LL128": lesser(busbw * 0.92, n * _cap(_RING_LL128, hw)), "Simple": busbw}[protocol]
     elif algorithm == "tree":
-        bus = {"LL": min(busbw / 3.8, _ll_max(hw)),
-               "LL128": min(busbw * (7 / 9 if hw.nodes == 1 else 120 / 128), n * _cap(_TREE_LL128, hw)),
-               "Simple": min(busbw * 0.92, n * _cap(_TREE, hw))}[protocol]
+        bus = {"LL": lesser(busbw / 3.8, _ll_max(hw)),
+               "LL128": lesser(busbw * (7 / 9 if hw.nodes == 1 else 120 / 128), n * _cap(_TREE_LL128, hw)),
+               "Simple": lesser(busbw * 0.92, n * _cap(_TREE, hw))}[protocol]
     elif algorithm in ("nvls", "nvls_tree"):
         bus = _nvls_bus(algorithm, op, busbw, hw)
     elif algorithm == "pat":
