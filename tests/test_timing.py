@@ -214,3 +214,17 @@ def test_skipped_solves_give_the_rates_of_a_solve_at_every_event(seed):
     c = completion_times(A, sizes=sizes, capacity=cap, weights=weights)
     np.testing.assert_allclose(c.finish, _every_event_solved(A, sizes, cap, weights), rtol=1e-9)
     assert c.solves < c.events        # some events were taken without a solve (checked above)
+
+
+def test_an_event_without_a_solve_keeps_the_allocation_a_solve_would_give():
+    # the case above: after b ends at 2 s only c runs, at 1 B/s on link 1; a solve with a's
+    # and b's demands at 0 reports them at 0, held by that cap (-1), and loads (0, 1)
+    A = sp.csc_matrix([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    c = completion_times(A, sizes=[1.0, 3.0, 4.0], capacity=[2.0, 1.0], keep_phases=True)
+    assert c.solves == 2 and len(c.phases) == 3
+    running, alloc, _, _ = c.phases[2]
+    assert running.tolist() == [False, False, True]
+    np.testing.assert_allclose(alloc.rates, [0.0, 0.0, 1.0], rtol=1e-12)
+    assert alloc.bottleneck.tolist() == [-1, -1, 1]
+    np.testing.assert_allclose(alloc.link_load, [0.0, 1.0], atol=1e-12)
+    np.testing.assert_allclose(alloc.utilization, [0.0, 1.0], atol=1e-12)
