@@ -5,59 +5,62 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..routing import gpu_nodes, link_efficiency
+from ..routing import GraphIndex, LinkTable, graph_memo
 from ._nccl import min_hop_latency
 
 __all__ = ["Capacities", "lower_bound"]
 
 
-def _two_hop(g, v, cap):
-    """What GPU ``v`` can send (``g`` the graph) or receive (``g`` its reverse view)."""
-    total = 0.0
-    for _, u, d in g.out_edges(v, data=True):
-        beyond = sum(cap(e) for _, w, e in g.out_edges(u, data=True) if w != v)
-        # bytes through a NIC, PCIe or NVSwitch hop must go on (a GPU may be the end)
-        total += cap(d) if g.nodes[u].get("kind") == "gpu" else min(cap(d), beyond)
-    return total
+def _edge_arrays(graph, efficiency):
+    """Per link of ``graph`` (its routing index's order): tail and head node indices and
+    effective capacity (bytes/s); per node: whether it is a GPU and its server attribute
+    as an integer code (-1: none, or a node of another network)."""
+    ix = GraphIndex.of(graph)
+    cap = graph_memo(graph, "links", lambda: LinkTable.from_graph(graph)).effective_capacity(efficiency)
 
+    def server_codes():        # nodes of another network (storage, front end) belong to no server
+        raw = [None if "network" in graph.nodes[n] else graph.nodes[n].get("server") for n in ix.nodes]
+        code: dict = {}
+        return np.array([-1 if x is None else code.setdefault(x, len(code)) for x in raw], dtype=np.int64)
 
-def _server_io(graph, inside, s_id, cap):
-    """Effective capacity out of and into the server ``s_id`` that holds the nodes ``inside``
-    (a set, grown to the server's nodes)."""
-    todo = list(inside)
-    while todo:                           # the server's nodes: neighbours with its id
-        v = todo.pop()
-        for w in graph.successors(v):
-            if w not in inside and graph.nodes[w].get("server") == s_id:
-                inside.add(w)
-                todo.append(w)
-    out = sum(cap(d) for v in inside for _, w, d in graph.out_edges(v, data=True) if w not in inside)
-    into = sum(cap(d) for v in inside for w, _, d in graph.in_edges(v, data=True) if w not in inside)
-    return out, into
+    return ix, cap, graph_memo(graph, "server-codes", server_codes)
 
 
 class Capacities:
     """Per rank position: its GPU's send / receive capacity and its server's (bytes/s, the
-    links' capacities times their efficiency, ``efficiency`` overriding the catalogue's)."""
+    links' capacities times their efficiency, ``efficiency`` overriding the catalogue's).
+
+    A GPU sends at most, over each of its links, that link's capacity, or, when the link
+    leads to a non-GPU hop (a NIC, PCIe switch or NVSwitch), the smaller of it and what
+    that hop can pass on to nodes other than the GPU (receiving: the same on the reversed
+    links). A server's bytes to others cross the links from its nodes (those with its
+    server attribute, outside storage and front-end networks) to nodes outside it.
+    Computed over the link arrays at once."""
 
     def __init__(self, graph, ranks, efficiency):
-        nodes = gpu_nodes(graph)
-        cap = lambda d: d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency, d.get("efficiency"))  # noqa: E731
-        reverse = graph.reverse(copy=False)
+        ix, c, code = _edge_arrays(graph, efficiency)
+        t, h = ix.tail, ix.head
+        back = ix.link_ids(h, t)
+        c_back = np.where(back >= 0, c[np.maximum(back, 0)], 0.0)
+        out_sum = np.bincount(t, weights=c, minlength=ix.nv)
+        in_sum = np.bincount(h, weights=c, minlength=ix.nv)
+        send = np.bincount(t, weights=np.where(ix.is_gpu[h], c, np.minimum(c, out_sum[h] - c_back)), minlength=ix.nv)
+        receive = np.bincount(h, weights=np.where(ix.is_gpu[t], c, np.minimum(c, in_sum[t] - c_back)),
+                              minlength=ix.nv)
         order = sorted(set(ranks))
-        server = {r: graph.nodes[nodes[r]].get("server") for r in set(ranks)}
-        servers = sorted({s for s in server.values() if s is not None}, key=str)
-        members: dict = {}
-        for r, s_id in server.items():
-            members.setdefault(s_id, set()).add(nodes[r])
-        io = {s_id: _server_io(graph, members[s_id], s_id, cap) for s_id in servers}
+        gpu = ix.gpu_by_rank[np.asarray(order, dtype=np.int64)]
+        servers, rank_srv = np.unique(code[gpu][code[gpu] >= 0], return_inverse=True)
+        srv_of_rank = np.full(len(order), -1, dtype=np.int64)
+        srv_of_rank[code[gpu] >= 0] = rank_srv
+        ct, ch = code[t], code[h]
+        leaves = (ct >= 0) & (ct != ch)
+        enters = (ch >= 0) & (ct != ch)
+        out = np.bincount(ct[leaves], weights=c[leaves], minlength=int(code.max(initial=-1)) + 1)
+        into = np.bincount(ch[enters], weights=c[enters], minlength=int(code.max(initial=-1)) + 1)
         where = {r: i for i, r in enumerate(order)}
-        s_index = {s_id: i for i, s_id in enumerate(servers)}
         self.pos_rank = np.array([where[r] for r in ranks] + [-1])          # index -1: not a GPU end
-        self.rank_srv = np.array([s_index.get(server[r], -1) for r in order] + [-1])
-        self.caps = [np.array([_two_hop(graph, nodes[r], cap) for r in order]),
-                     np.array([_two_hop(reverse, nodes[r], cap) for r in order]),
-                     np.array([io[s_id][0] for s_id in servers]), np.array([io[s_id][1] for s_id in servers])]
+        self.rank_srv = np.append(srv_of_rank, -1)
+        self.caps = [send[gpu], receive[gpu], out[servers], into[servers]]
 
     def transfer(self, flows) -> float:
         """The least transfer time (s) of a step's flows through these capacities."""

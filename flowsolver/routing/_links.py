@@ -106,17 +106,23 @@ class LinkTable:
         >>> round(float(links.effective_capacity()[nv] / links.capacity[nv]), 3), float(links.effective_capacity(0.5)[nv] / links.capacity[nv])
         (0.824, 0.5)
         """
+        kinds, which = self._efficiency_kinds
+        factor = np.array([link_efficiency(tech, efficiency, own) for tech, own in kinds], dtype=np.float64)
+        return self.capacity * factor[which] if len(which) else self.capacity * 1.0
+
+    @cached_property
+    def _efficiency_kinds(self):
+        """The distinct (technology, edge efficiency or None) of the links and each link's
+        index among them, computed once: an efficiency is then looked up per kind, not per
+        link (a 16,384-GPU fabric has ~1 M links and a handful of kinds)."""
         own = self.efficiency if self.efficiency is not None else np.full(len(self.tech), np.nan)
-        per_tech: dict = {}               # each (technology, edge efficiency) looked up once
-
-        def of(tech, e):
-            key = (tech, None if np.isnan(e) else float(e))
-            if key not in per_tech:
-                per_tech[key] = link_efficiency(tech, efficiency, key[1])
-            return per_tech[key]
-
-        return self.capacity * np.fromiter((of(tech, e) for tech, e in zip(self.tech, own)), dtype=np.float64,
-                                           count=len(self.tech))
+        if not len(self.tech):
+            return [], np.empty(0, dtype=np.int64)
+        _, first, tech_code = np.unique(self.tech.astype(str), return_index=True, return_inverse=True)
+        pairs, which = np.unique(np.stack([tech_code.reshape(-1).astype(np.float64), np.where(np.isnan(own), -1.0, own)],
+                                          axis=1), axis=0, return_inverse=True)
+        kinds = [(self.tech[first[int(c)]], None if e < 0 else float(e)) for c, e in pairs]
+        return kinds, which.reshape(-1)
 
     def bottleneck(self, index: int, utilization: float) -> Bottleneck:
         """Link ``index`` as a :class:`Bottleneck` record at ``utilization``."""
