@@ -48,13 +48,38 @@ def test_interleaving_holds_megatrons_warm_up_activations():
     assert base - inter == pytest.approx(per_layer * (10 * 8 - 2 * (2 * 7 + 4 * 8 + 1)), rel=1e-12)
 
 
-def test_sequence_parallel_tp_is_reduce_scatter_plus_all_gather_and_overlap_hides_a_share():
+def _pipelined_exposed(transfer, gemm, chunks):
+    """Exposed seconds of a collective split into ``chunks`` equal pieces, each sent once its
+    piece of the GEMM is computed (event by event: one GEMM piece and one transfer at a time)."""
+    gemm_end = send_end = 0.0
+    for _ in range(chunks):
+        gemm_end += gemm / chunks
+        send_end = max(send_end, gemm_end) + transfer / chunks
+    return send_end - gemm
+
+
+def test_sequence_parallel_tp_hides_behind_each_gemm_at_most_what_the_gemm_lasts():
     g = tp.rail_optimized(2)
-    r = training_step(g, model="llama-3-8b", tp=8, global_batch=16, tp_overlap=0.25)
+    r = training_step(g, model="llama-3-8b", tp=8, global_batch=16)
     t, c = r.phases["tp"], r.profile.comms["tp"]
     assert t.op == "reduce_scatter+all_gather" and c.op == "reduce_scatter" and c.gather > 0
-    assert t.calls == 8 * 32 * r.microbatches and t.bytes == 8192 * 4096 * 2
-    assert t.exposed == pytest.approx(0.75 * r.microbatches * 32 * 4 * (c.per_call + c.gather), rel=1e-12)
+    # Transformer Engine's ten overlapped ops per layer (Megatron-Bridge comm_overlap.py):
+    # forward AG+QKV, proj+RS, AG+FC1, FC2+RS; backward AG+FC2 dgrad, AG beside FC1 dgrad,
+    # RS beside FC1 wgrad, AG+proj dgrad, AG beside QKV dgrad, RS beside QKV wgrad
+    assert t.calls == 10 * 32 * r.microbatches and t.bytes == 8192 * 4096 * 2
+    rate = 8 * r.compute_efficiency * H100_BF16                  # 8 GPUs share each bf16 GEMM
+    gemm = dict(qkv=2 * 8192 * 4096 * (4096 + 2 * 1024) / rate, proj=2 * 8192 * 4096 ** 2 / rate,
+                fc1=2 * 8192 * 4096 * 2 * 14336 / rate, fc2=2 * 8192 * 14336 * 4096 / rate)
+    ag, rs = c.gather, c.per_call
+    ops = [(ag, "qkv"), (rs, "proj"), (ag, "fc1"), (rs, "fc2"), (ag, "fc2"), (ag, "fc1"), (rs, "fc1"),
+           (ag, "proj"), (ag, "qkv"), (rs, "qkv")]
+    per_layer = sum(_pipelined_exposed(x, gemm[k], 8) for x, k in ops)
+    assert t.exposed == pytest.approx(r.microbatches * 32 * per_layer, rel=1e-9)
+    # the attention projections' GEMMs are shorter than their collectives: hidden time is capped
+    assert gemm["proj"] < rs and t.exposed > r.microbatches * 32 * 10 * (ag + rs) / 2 / 8
+    # no overlap: all of it exposed; without sequence parallelism, 4 all-reduces per layer
+    none = training_step(g, model="llama-3-8b", tp=8, global_batch=16, tp_overlap=0.0)
+    assert none.phases["tp"].exposed == pytest.approx(none.microbatches * 32 * (6 * ag + 4 * rs), rel=1e-9)
     plain = training_step(g, model="llama-3-8b", tp=8, global_batch=16, sequence_parallel=False, tp_overlap=0.0)
     assert plain.phases["tp"].op == "all_reduce" and plain.phases["tp"].calls == 4 * 32 * plain.microbatches
     # the default hides (tp - 1) / tp

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from .. import _checks
 from ..routing import first_tier
-from ._compute import attention_seconds, check_precision, check_recompute, stage_seconds
+from ._compute import attention_seconds, check_precision, check_recompute, gemm_seconds, stage_seconds
 from ._memory import memory_per_gpu
 from ._phases import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
@@ -225,8 +225,10 @@ def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
     stage_compute = [stage_seconds(model, n, q == lay.pp - 1, precision=s.precision, **kw)
                      for q, n in enumerate(layers)]
     attention = attention_seconds(model, **kw)
-    per_mb = [microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap, attention_seconds=attention)
-              for n in layers]
+    gemms = gemm_seconds(model, tokens=tokens, shards=lay.tp * lay.cp, gpu=gpu, precision=s.precision,
+                         efficiency=s.compute_efficiency)
+    per_mb = [microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap, attention_seconds=attention,
+                                gemms=gemms, recompute_forward=s.recompute == "full") for n in layers]
     slot = [c + sum(p.exposed for p in ph.values()) for c, ph in zip(stage_compute, per_mb)]
     q = max(range(lay.pp), key=slot.__getitem__)
     t_mb, t_slot = stage_compute[q], slot[q]

@@ -22,7 +22,7 @@ models", table 2; FLOPs per token of one layer):
 from __future__ import annotations
 
 __all__ = ["PRECISIONS", "RECOMPUTE", "DEFAULT_COMPUTE_EFFICIENCY", "check_precision", "check_recompute",
-           "stage_seconds", "attention_seconds", "activation_bytes_per_layer"]
+           "stage_seconds", "attention_seconds", "gemm_seconds", "activation_bytes_per_layer"]
 
 PRECISIONS = ("bf16", "fp8")
 RECOMPUTE = ("none", "selective", "full")
@@ -111,6 +111,27 @@ def attention_seconds(model, *, tokens: float, shards: int, gpu, efficiency: flo
     """
     attention = _layer_flops(model, recompute)[1]
     return tokens * attention / (shards * efficiency * gpu.peak_bf16_flops)
+
+
+def gemm_seconds(model, *, tokens: float, shards: int, gpu, precision: str, efficiency: float) -> dict:
+    """Seconds one GPU spends in each weight GEMM of one layer's forward pass (``qkv``,
+    ``proj``, ``fc1``, ``fc2``; the backward's data-gradient and weight-gradient GEMMs take
+    as long each) for a microbatch of ``tokens`` tokens, the work split over ``shards``
+    GPUs (``tp x cp``): ``2 x tokens x`` the matrix's parameters ``/ shards`` at
+    ``efficiency x`` the precision's peak. The compute each TP collective hides behind.
+
+    >>> import topologies as tp
+    >>> from flowsolver.training import get_model
+    >>> g = gemm_seconds(get_model("llama-3-8b"), tokens=8192, shards=1, gpu=tp.get_gpu("h100_sxm"),
+    ...                  precision="bf16", efficiency=1.0)
+    >>> g["proj"] == 2 * 8192 * 4096 * 4096 / 989e12
+    True
+    """
+    h, d = model.hidden, model.hidden // model.heads
+    params = dict(qkv=h * (h + 2 * model.kv_heads * d), proj=h * h,
+                  fc1=model.top_k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=model.top_k * model.ffn * h)
+    rate = (gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops) * efficiency
+    return {name: 2.0 * tokens * n / (shards * rate) for name, n in params.items()}
 
 
 def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
