@@ -81,7 +81,7 @@ def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward:
     >>> from types import SimpleNamespace
     >>> c = SimpleNamespace(op="reduce_scatter", per_call=2.0, gather=1.0)
     >>> tp_layer_exposed(c, dict(qkv=0.5, proj=4.0, fc1=4.0, fc2=4.0), tp_overlap=1.0)
-    (10, 14.0, 0.5)
+    (10, 14.0, 2.5)
     """
     if comm.op == "reduce_scatter":
         ops = _SP_FORWARD * (2 if recompute_forward else 1) + _SP_BACKWARD
