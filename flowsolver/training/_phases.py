@@ -94,14 +94,15 @@ def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward:
 
 
 def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_seconds: float, gemms: dict,
-                      recompute_forward: bool = False) -> dict:
+                      recomputed: int = 0) -> dict:
     """TP, CP and EP phases of ONE microbatch through a stage of ``layers`` layers.
 
     * TP (Megatron with Transformer Engine): per layer four all-reduces' worth with
       sequence parallelism as reduce-scatter + all-gather, plus the inputs all-gathered
       again for the weight gradients: 6 all-gathers and 4 reduce-scatters (4 all-reduces
       without sequence parallelism), each beside the GEMM it overlaps
-      (:func:`tp_layer_exposed`: ``tp_overlap`` of it hides, at most that share of the GEMM).
+      (:func:`tp_layer_exposed`: ``tp_overlap`` of it hides, at most that share of the GEMM);
+      the ``recomputed`` layers (full recompute) run their forward collectives twice.
     * CP (ring attention): 3 ring all-gathers of KV per layer (forward KV, backward KV and
       the KV gradients), hidden behind the layer's attention compute (``attention_seconds``
       per layer), the excess exposed.
@@ -110,9 +111,11 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
     out = {}
     if "tp" in comms:
         c = comms["tp"]
-        calls, seconds, exposed = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap, recompute_forward=recompute_forward)
+        plain = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap)
+        again = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap, recompute_forward=True)
+        calls, seconds, exposed = ((layers - recomputed) * p + recomputed * q for p, q in zip(plain, again))
         op = "reduce_scatter+all_gather" if c.op == "reduce_scatter" else "all_reduce"
-        out["tp"] = _phase(c, op, calls * layers, exposed * layers, seconds / calls)
+        out["tp"] = _phase(c, op, calls, exposed, seconds / calls)
     if "cp" in comms:
         c = comms["cp"]
         exposed = layers * max(0.0, 3 * c.per_call - attention_seconds)
