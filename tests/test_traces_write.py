@@ -49,11 +49,11 @@ def test_a_pipeline_replays_its_1f1b_schedule_with_every_stage_transfer():
     assert m == 8 and len(sends) == m * 2 * 4 and {c.bytes for c in sends} == {step.phases["pp"].bytes}
     res = replay(g, w)
     # 1F1B's makespan: (m + pp - 1) microbatch times (forward and backward, each layer's compute
-    # and 2 TP reduce-scatter + all-gather pairs per direction, sequence parallel) plus a
-    # forward and a backward transfer per boundary; the slower (last) stage's compute
-    tp_pair = step.profile.comms["tp"].per_call + step.profile.comms["tp"].gather
+    # and its TP collectives, sequence parallel: 2 reduce-scatters + 2 all-gathers forward, 2 +
+    # 4 backward) plus a forward and a backward transfer per boundary; the slower (last) stage's compute
+    rs, ag = step.profile.comms["tp"].per_call, step.profile.comms["tp"].gather
     p2p, t_mb = step.phases["pp"].per_call, step.compute_time / m
-    one_f_one_b = (m + 1) * (t_mb + 4 * layers * tp_pair) + 2 * p2p
+    one_f_one_b = (m + 1) * (t_mb + layers * (4 * rs + 6 * ag)) + 2 * p2p
     # the stage transfers share NVLink ports with the TP collectives: they can only slow down
     assert one_f_one_b * (1 - 1e-9) <= res.iteration_time <= one_f_one_b * 1.01
     assert res.iteration_time > step.step_time          # the step hides (tp - 1) / tp of the TP calls

@@ -55,7 +55,13 @@ class _Builder:
         t_mb = step.compute_time / step.microbatches
         peak = prof.gpu.peak_fp8_flops if step.precision == "fp8" else prof.gpu.peak_bf16_flops
         self.rate = peak * step.compute_efficiency                    # FLOP/s while computing (annotation)
-        self.tp_ops = ("reduce_scatter", "all_gather") if prof.sequence_parallel else ("all_reduce",)
+        # per half-layer (attention, MLP), as the step counts them: forward, the output
+        # reduce-scattered and the next input all-gathered; backward, the output gradient
+        # and the input (for the weight gradient) all-gathered, the input gradient
+        # reduce-scattered (Transformer Engine's overlapped ops); without sequence
+        # parallelism one all-reduce each way
+        self.tp_ops = ({"F": ("reduce_scatter", "all_gather"), "B": ("all_gather", "all_gather", "reduce_scatter")}
+                       if prof.sequence_parallel else {"F": ("all_reduce",), "B": ("all_reduce",)})
         self.t_layer = {"F": t_mb / 3 / self.layers, "B": 2 * t_mb / 3 / self.layers}
         self.dp_overlap, self.zero = step.dp_overlap, prof.zero
         self.group_name, self.groups = {}, {}
@@ -80,8 +86,8 @@ class _Builder:
             if part == "mlp" and "ep" in self.comms:
                 self.coll(rank, "ep", "all_to_all", self.comms["ep"].bytes, f"{tag}.combine")
             if "tp" in self.comms:
-                for op in self.tp_ops:
-                    self.coll(rank, "tp", op, self.comms["tp"].bytes, f"{tag}.tp.{op}")
+                for j, op in enumerate(self.tp_ops[d]):
+                    self.coll(rank, "tp", op, self.comms["tp"].bytes, f"{tag}.tp{j}.{op}")
 
     def dp(self, rank: _Rank, after, tag=""):
         """The DP chain (dense gradients, then the experts') after node ``after``; its last node.
