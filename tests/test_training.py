@@ -100,6 +100,7 @@ def test_bad_settings_raise():
     (dict(model="llama-3-8b", tp=4, pp=2, zero=1), dict(global_batch=64, dp_overlap=0.2, compute_efficiency=0.3)),
     (dict(model="llama-3-8b", tp=2, pp=2, zero=3), dict(global_batch=32, dp_overlap=0.0, compute_efficiency=0.5, recompute="full")),
     (dict(model="llama-3-8b", tp=8, zero=0), dict(compute_efficiency=0.25, tp_overlap=0.0)),
+    (dict(model="llama-3-8b", tp=4, pp=2, vp=2), dict(attention_efficiency=0.5, recompute="full", recompute_layers=3)),
     (dict(model="mixtral-8x7b", tp=2, ep=4, zero=1), dict(global_batch=64, dp_overlap=0.5))])
 def test_recompose_gives_the_numbers_of_solving_again(kw, new):
     g = tp.rail_optimized(2)

@@ -200,6 +200,8 @@ def test_dp_overlap_exposes_one_bucket_when_the_window_is_long_enough():
     (dict(tp=8, precision="fp8", gpu="a100_sxm"), r"precision='fp8' needs a GPU with FP8 tensor cores; a100_sxm"),
     (dict(tp=8, recompute="some"), r"recompute must be one of none, selective, full, got 'some'"),
     (dict(tp=8, tp_overlap=1.5), r"tp_overlap must be in \[0, 1\], got 1.5"),
+    (dict(tp=8, attention_efficiency=0.0), r"attention_efficiency must be in \(0, 1\], got 0.0"),
+    (dict(tp=8, recompute="full", recompute_layers=0), r"recompute_layers must be an integer in 1 ... 32, got 0"),
     (dict(tp=8, order="tp-dp"), r"order must be a permutation of tp, cp, dp, pp"),
 ])
 def test_bad_parallelism_is_refused_naming_the_parameter(kw, message):
