@@ -241,8 +241,8 @@ def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
     layers = stage_layers(model.layers, lay.pp, lay.vp)
     tokens = profile.micro_batch * model.seq_len        # one microbatch, split over the tp x cp GPUs of a stage
     kw = dict(tokens=tokens, shards=lay.tp * lay.cp, gpu=gpu)
-    recomputed = [0 if s.recompute != "full" else n if s.recompute_layers is None else min(n, lay.vp * s.recompute_layers)
-                  for n in layers]         # full recompute: the first recompute_layers of each model chunk
+    every = s.recompute_layers is None         # full recompute: all layers, or the first recompute_layers per chunk
+    recomputed = [0 if s.recompute != "full" else n if every else min(n, lay.vp * s.recompute_layers) for n in layers]
     stage_compute = [stage_seconds(model, n, q == lay.pp - 1, precision=s.precision, efficiency=s.compute_efficiency,
                                    recompute=s.recompute, attention_efficiency=s.attention_efficiency,
                                    recomputed=r, **kw) for q, (n, r) in enumerate(zip(layers, recomputed))]
