@@ -48,7 +48,7 @@ from __future__ import annotations
 from ..training import StepResult
 from ..training._compose import layer_compute
 from ..training._phases import tp_hidden, tp_layer_ops
-from ._schedule import blocking_program, p2p_tag, pass_order, source, target
+from ._schedule import blocking_program, chunk_layers, p2p_tag, pass_order, source, target
 from ._workload import COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload
 
 __all__ = ["workload_from_step", "chunk_layers"]
@@ -79,24 +79,6 @@ class _Rank:
         if self.join:
             self.add("join", COMPUTE)
         return self.tail
-
-
-def chunk_layers(layers: int, pp: int, vp: int) -> tuple:
-    """Transformer layers of each model chunk, per stage: ``pp`` tuples of ``vp`` counts,
-    summing to :func:`flowsolver.training._pipeline.stage_layers`. Uneven (Megatron's
-    split with the embedding and the loss as one layer each): the first chunk of stage 0 and
-    the last chunk of the last stage hold one layer fewer.
-
-    >>> chunk_layers(30, 4, 1), chunk_layers(14, 2, 2)
-    (((7,), (8,), (8,), (7,)), ((3, 4), (4, 3)))
-    """
-    if layers % (pp * vp) == 0:
-        return ((layers // (pp * vp),) * vp,) * pp
-    per = (layers + 2) // (pp * vp)
-    out = [[per] * vp for _ in range(pp)]
-    out[0][0] -= 1
-    out[-1][-1] -= 1
-    return tuple(tuple(c) for c in out)
 
 
 class _Builder:
@@ -137,10 +119,12 @@ class _Builder:
     def beside(self, rank: _Rank, calls, seconds, name):
         """The collectives ``calls`` (``(kind, op, bytes, name)``, one after the other) beside
         ``seconds`` of compute, both from the current point; the next chained node waits for
-        both."""
-        prev = rank.point()
+        both. (The calls wait for the chain's tail and what it joins directly, the compute as
+        a chained node: no empty join node between two of these.)"""
+        deps = ((rank.tail,) if rank.tail is not None else ()) + tuple(rank.join)
         for kind, op, size, call in calls:
-            prev = self.coll(rank, kind, op, size, call, chain=False, deps=() if prev is None else (prev,))
+            prev = self.coll(rank, kind, op, size, call, chain=False, deps=deps)
+            deps = (prev,)
         self.compute(rank, name, seconds)
         rank.join.append(prev)
 
@@ -153,14 +137,12 @@ class _Builder:
         """The layer's blocks in direction ``d``, in order: ``(name, GEMM weight, TP ops)``;
         a recomputed layer's backward starts with its forward again (its TP ops, no EP)."""
         forward, backward = self.tp_ops if "tp" in self.comms else ((), ())
-        attn = lambda ops: tuple(o for o in ops if o[1] in ("qkv", "proj"))
-        mlp = lambda ops: tuple(o for o in ops if o[1] in ("fc1", "fc2"))
-        g = self.gemms
-        a, f = g["qkv"] + g["proj"], g["fc1"] + g["fc2"]
+        g, attn, mlp = self.gemms, ("qkv", "proj"), ("fc1", "fc2")
+        block = lambda name, gemms, ops, n: (name, n * sum(g[k] for k in gemms), tuple(o for o in ops if o[1] in gemms))
         if d == "F":
-            return [("attn", a, attn(forward)), ("mlp", f, mlp(forward))]
-        redo = [("recompute.attn", a, attn(forward)), ("recompute.mlp", f, mlp(forward))] if again else []
-        return redo + [("mlp", 2 * f, mlp(backward)), ("attn", 2 * a, attn(backward))]
+            return [block("attn", attn, forward, 1), block("mlp", mlp, forward, 1)]
+        redo = [block("recompute.attn", attn, forward, 1), block("recompute.mlp", mlp, forward, 1)] if again else []
+        return redo + [block("mlp", mlp, backward, 2), block("attn", attn, backward, 2)]
 
     def layer(self, rank: _Rank, d, tag, again):
         """One layer pass: CP's KV all-gathers beside the attention core, then the blocks,
