@@ -1,7 +1,9 @@
 """The whole training model as a trace: training_step -> Chakra files -> replay reproduces
 the step time (the closed form of flowsolver.training.compose, an independent model of the
 same schedule) for the default TP overlap, pipelines (1F1B, interleaved, uneven stages) and
-context parallelism; the interleaved DAG's structure against Megatron's schedule."""
+context parallelism; the ten TP calls per layer each hiding tp_overlap x min(its time, its
+GEMM's), repeated for recomputed layers; the interleaved DAG's structure against Megatron's
+schedule."""
 
 import re
 
@@ -110,7 +112,8 @@ def test_the_tp_overlap_hides_what_compose_hides():
         assert res.path_compute == pytest.approx(step.compute_time - m * hidden, rel=1e-9)
 
 
-@pytest.mark.parametrize("kw, recomputed", [(dict(recompute="full"), 8), (dict(recompute="full", recompute_layers=3), 3),
+@pytest.mark.parametrize("kw, recomputed", [(dict(recompute="full"), 8),
+                                            (dict(recompute="full", recompute_layers=3), 3),
                                             (dict(attention_efficiency=0.3), 0)],
                          ids=["full", "block-3", "attention-0.3"])
 def test_recomputed_layers_repeat_their_forward_tp_calls(kw, recomputed):

@@ -86,7 +86,8 @@ class _Builder:
         prof, s = step.profile, step.schedule
         self.lay, self.comms, self.m, model = prof.layout, prof.comms, step.microbatches, prof.model
         compute = layer_compute(prof, s)                 # compose's own per-part compute times
-        self.t_plain, self.t_recomputed, self.t_output = compute["layer"], compute["layer_recomputed"], compute["output"]
+        self.t_plain, self.t_recomputed = compute["layer"], compute["layer_recomputed"]
+        self.t_output = compute["output"]
         self.t_attention, self.gemms = compute["attention"], compute["gemms"]
         self.recompute_layers = (None if s.recompute != "full" else model.layers if s.recompute_layers is None
                                  else s.recompute_layers)
@@ -138,7 +139,8 @@ class _Builder:
         a recomputed layer's backward starts with its forward again (its TP ops, no EP)."""
         forward, backward = self.tp_ops if "tp" in self.comms else ((), ())
         g, attn, mlp = self.gemms, ("qkv", "proj"), ("fc1", "fc2")
-        block = lambda name, gemms, ops, n: (name, n * sum(g[k] for k in gemms), tuple(o for o in ops if o[1] in gemms))
+        block = lambda name, gemms, ops, n: (name, n * sum(g[k] for k in gemms),
+                                             tuple(o for o in ops if o[1] in gemms))
         if d == "F":
             return [block("attn", attn, forward, 1), block("mlp", mlp, forward, 1)]
         redo = [block("recompute.attn", attn, forward, 1), block("recompute.mlp", mlp, forward, 1)] if again else []
