@@ -6,9 +6,10 @@ replayed on the cluster: wall-clock seconds per stage (not a timed test).
 
 Target (issue 19): the 1,024-rank trace replays in under a minute on CPU. The job is
 Llama-3-8B with TP 8 x DP 128 (ZeRO-1, training_step's default TP overlap, 256 sequences:
-2 microbatches per replica), so every rank runs 1,033 nodes (per microbatch, direction and
-layer 2 parts of compute, each with its TP reduce-scatter and all-gather beside the
-compute that hides them; the output projection; the DP gradient and parameter calls).
+2 microbatches per replica), so every rank runs 1,545 nodes (per microbatch and layer the
+attention and MLP blocks forward and backward, each with its compute and its TP calls
+beside the compute that hides them, 4 forward and 6 backward; the output projection; the
+DP gradient and parameter calls).
 "replay" counts the solves and the event loop; "read" the protobuf decoding and the DAG
 checks and matching.
 """

@@ -26,7 +26,8 @@ ROWS = {
                                  dict(tokens=1602, tflops=719)),
     "Llama 3.1 405B FP8, 1,024 GPUs": (128, dict(model="llama-3-405b", tp=8, pp=8, cp=2, vp=8, global_batch=512,
                                                  precision="fp8"), dict(tokens=292, tflops=737)),
-    "Llama 3 8B FP8, 8 GPUs": (1, dict(model="llama-3-8b", dp=8, global_batch=128, precision="fp8"),
+    "Llama 3 8B FP8, 8 GPUs": (1, dict(model="llama-3-8b", dp=8, global_batch=128, precision="fp8",
+                                                  recompute="full", recompute_layers=5),
                                dict(tokens=14451, tflops=744)),
 }
 

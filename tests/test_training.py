@@ -23,10 +23,12 @@ def test_ideal_network_gives_the_gpu_count_and_the_compute_formula():
     zero = dict(step_latency=0.0, base_latency=0.0)
     r = training_step(g, model="llama-3-8b", tp=8, global_batch=64, collective_options=zero)
     assert r.speedup == pytest.approx(16, rel=1e-6)
-    # compute: tokens x executed FLOPs / (GPUs x peak x efficiency); selective recompute of the scores
+    # compute: tokens x executed FLOPs / (GPUs x peak x efficiency), the GEMMs at the compute
+    # efficiency, attention (selective recompute of the scores) at the attention efficiency
     body, logits = _flops_per_token(32, 4096, 14336, 1024, 128256, 8192)
-    eff = r.compute_efficiency
-    assert r.compute_time == pytest.approx(64 * 8192 * (body + logits) / (16 * H100 * eff), rel=1e-9)
+    attention = 32 * 6 * 4096 * 8192 * 4 / 3
+    seconds = (body - attention + logits) / r.compute_efficiency + attention / r.attention_efficiency
+    assert r.compute_time == pytest.approx(64 * 8192 * seconds / (16 * H100), rel=1e-9)
     # the reported MFU counts model FLOPs (no recompute) over the whole step
     model_flops = sum(_flops_per_token(32, 4096, 14336, 1024, 128256, 8192, recompute_attention=False))
     assert r.mfu == pytest.approx(64 * 8192 * model_flops / r.step_time / (16 * H100), rel=1e-9)
@@ -34,7 +36,8 @@ def test_ideal_network_gives_the_gpu_count_and_the_compute_formula():
     # slowest stage plus one of bubble, against one GPU doing both stages' work
     p2 = training_step(g, model="llama-3-8b", tp=8, pp=2, global_batch=64, collective_options=zero)
     m = 64 // p2.dp
-    first, last = body / 2, body / 2 + logits
+    first = ((body - attention) / r.compute_efficiency + attention / r.attention_efficiency) / 2    # seconds x peak
+    last = first + logits / r.compute_efficiency
     assert p2.speedup == pytest.approx(16 * m * (first + last) / 2 / ((m + 1) * last), rel=1e-6)
 
 
@@ -97,6 +100,7 @@ def test_bad_settings_raise():
     (dict(model="llama-3-8b", tp=4, pp=2, zero=1), dict(global_batch=64, dp_overlap=0.2, compute_efficiency=0.3)),
     (dict(model="llama-3-8b", tp=2, pp=2, zero=3), dict(global_batch=32, dp_overlap=0.0, compute_efficiency=0.5, recompute="full")),
     (dict(model="llama-3-8b", tp=8, zero=0), dict(compute_efficiency=0.25, tp_overlap=0.0)),
+    (dict(model="llama-3-8b", tp=4, pp=2, vp=2), dict(attention_efficiency=0.5, recompute="full", recompute_layers=3)),
     (dict(model="mixtral-8x7b", tp=2, ep=4, zero=1), dict(global_batch=64, dp_overlap=0.5))])
 def test_recompose_gives_the_numbers_of_solving_again(kw, new):
     g = tp.rail_optimized(2)

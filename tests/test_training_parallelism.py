@@ -48,13 +48,38 @@ def test_interleaving_holds_megatrons_warm_up_activations():
     assert base - inter == pytest.approx(per_layer * (10 * 8 - 2 * (2 * 7 + 4 * 8 + 1)), rel=1e-12)
 
 
-def test_sequence_parallel_tp_is_reduce_scatter_plus_all_gather_and_overlap_hides_a_share():
+def _pipelined_exposed(transfer, gemm, chunks):
+    """Exposed seconds of a collective split into ``chunks`` equal pieces, each sent once its
+    piece of the GEMM is computed (event by event: one GEMM piece and one transfer at a time)."""
+    gemm_end = send_end = 0.0
+    for _ in range(chunks):
+        gemm_end += gemm / chunks
+        send_end = max(send_end, gemm_end) + transfer / chunks
+    return send_end - gemm
+
+
+def test_sequence_parallel_tp_hides_behind_each_gemm_at_most_what_the_gemm_lasts():
     g = tp.rail_optimized(2)
-    r = training_step(g, model="llama-3-8b", tp=8, global_batch=16, tp_overlap=0.25)
+    r = training_step(g, model="llama-3-8b", tp=8, global_batch=16)
     t, c = r.phases["tp"], r.profile.comms["tp"]
     assert t.op == "reduce_scatter+all_gather" and c.op == "reduce_scatter" and c.gather > 0
-    assert t.calls == 8 * 32 * r.microbatches and t.bytes == 8192 * 4096 * 2
-    assert t.exposed == pytest.approx(0.75 * r.microbatches * 32 * 4 * (c.per_call + c.gather), rel=1e-12)
+    # Transformer Engine's ten overlapped ops per layer (Megatron-Bridge comm_overlap.py):
+    # forward AG+QKV, proj+RS, AG+FC1, FC2+RS; backward AG+FC2 dgrad, AG beside FC1 dgrad,
+    # RS beside FC1 wgrad, AG+proj dgrad, AG beside QKV dgrad, RS beside QKV wgrad
+    assert t.calls == 10 * 32 * r.microbatches and t.bytes == 8192 * 4096 * 2
+    rate = 8 * r.compute_efficiency * H100_BF16                  # 8 GPUs share each bf16 GEMM
+    gemm = dict(qkv=2 * 8192 * 4096 * (4096 + 2 * 1024) / rate, proj=2 * 8192 * 4096 ** 2 / rate,
+                fc1=2 * 8192 * 4096 * 2 * 14336 / rate, fc2=2 * 8192 * 14336 * 4096 / rate)
+    ag, rs = c.gather, c.per_call
+    ops = [(ag, "qkv"), (rs, "proj"), (ag, "fc1"), (rs, "fc2"), (ag, "fc2"), (ag, "fc1"), (rs, "fc1"),
+           (ag, "proj"), (ag, "qkv"), (rs, "qkv")]
+    per_layer = sum(_pipelined_exposed(x, gemm[k], 8) for x, k in ops)
+    assert t.exposed == pytest.approx(r.microbatches * 32 * per_layer, rel=1e-9)
+    # the attention projections' GEMMs are shorter than their collectives: hidden time is capped
+    assert gemm["proj"] < rs and t.exposed > r.microbatches * 32 * 10 * (ag + rs) / 2 / 8
+    # no overlap: all of it exposed; without sequence parallelism, 4 all-reduces per layer
+    none = training_step(g, model="llama-3-8b", tp=8, global_batch=16, tp_overlap=0.0)
+    assert none.phases["tp"].exposed == pytest.approx(none.microbatches * 32 * (6 * ag + 4 * rs), rel=1e-9)
     plain = training_step(g, model="llama-3-8b", tp=8, global_batch=16, sequence_parallel=False, tp_overlap=0.0)
     assert plain.phases["tp"].op == "all_reduce" and plain.phases["tp"].calls == 4 * 32 * plain.microbatches
     # the default hides (tp - 1) / tp
@@ -69,7 +94,7 @@ def test_context_parallel_rings_exchange_kv_per_layer_within_cp_groups():
     assert c.op == "all_gather" and c.group_size == 2 and c.groups == 8
     assert c.bytes == 2 * 2 * (32768 // 2) * 2 * 128 * 2 and c.calls == 3 * 32 * r.microbatches
     # hidden behind the layer's attention (bf16, scores recomputed: 8 h s per token)
-    attention = 32768 * 8 * 4096 * 32768 / (4 * 2 * r.compute_efficiency * H100_BF16)
+    attention = 32768 * 8 * 4096 * 32768 / (4 * 2 * r.attention_efficiency * H100_BF16)
     per_call = r.profile.comms["cp"].per_call
     assert c.exposed == pytest.approx(32 * r.microbatches * max(0.0, 3 * per_call - attention), abs=1e-12)
     # placement: TP inside the server, then CP: rank 0's CP peer is rank tp
@@ -83,8 +108,9 @@ def test_fp8_runs_the_layer_gemms_at_the_fp8_peak_and_the_rest_at_bf16():
     r = training_step(g, model=m, dp=8, global_batch=8, precision="fp8", collective_options=ZERO)
     gemm = 6 * (2 * 4096 ** 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
     attention, logits = 6 * 4096 * 8192 * 4 / 3, 6 * 128256 * 4096
-    per_token = 32 * (gemm / H100_FP8 + attention / H100_BF16) + logits / H100_BF16
-    assert r.compute_time == pytest.approx(8192 * per_token / r.compute_efficiency, rel=1e-9)
+    per_token = (32 * gemm / H100_FP8 + logits / H100_BF16) / r.compute_efficiency
+    per_token += 32 * attention / (H100_BF16 * r.attention_efficiency)       # attention: its own efficiency
+    assert r.compute_time == pytest.approx(8192 * per_token, rel=1e-9)
     # MFU of an FP8 run is against the FP8 peak
     assert r.mfu == pytest.approx(r.tokens_per_gpu * m.flops_per_token / H100_FP8, rel=1e-12)
 
@@ -95,15 +121,44 @@ def test_recompute_costs_compute_and_saves_activations():
     runs = {k: training_step(g, recompute=k, **kw) for k in ("none", "selective", "full")}
     attention, gemm = 6 * 4096 * 8192, 6 * (2 * 4096 ** 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
     logits = 6 * 128256 * 4096
-    for name, extra in (("selective", attention / 3), ("full", (attention + gemm) / 3)):
-        ratio = (32 * (gemm + attention + extra) + logits) / (32 * (gemm + attention) + logits)
-        assert runs[name].compute_time / runs["none"].compute_time == pytest.approx(ratio, rel=1e-9)
+    e, ea = runs["none"].compute_efficiency, runs["none"].attention_efficiency
+
+    def seconds(gemm_layers, attention_share):     # per token: GEMMs at e, attention at ea
+        return (gemm_layers * gemm + logits) / e + 32 * attention * attention_share / ea
+    none = seconds(32, 1)
+    for name, gemms, share in (("selective", 32, 4 / 3), ("full", 32 * 4 / 3, 4 / 3)):
+        assert runs[name].compute_time / runs["none"].compute_time == pytest.approx(seconds(gemms, share) / none,
+                                                                                   rel=1e-9)
     s, h, a, t = 8192, 4096, 32, 8
     assert runs["none"].memory_per_gpu - runs["selective"].memory_per_gpu == pytest.approx(
         32 * 5 * a * s * s / t, rel=1e-9)
     # full: 2 s h / t per layer kept, plus one layer's 34 s h / t working set
     assert runs["selective"].memory_per_gpu - runs["full"].memory_per_gpu == pytest.approx(
         32 * 34 * s * h / t - (32 * 2 * s * h / t + 34 * s * h / t), rel=1e-9)
+
+
+def test_recompute_layers_recomputes_the_first_layers_of_each_chunk_only():
+    # Megatron's recompute_method="block": the Llama 3 8B FP8 row of Megatron-Bridge recomputes 5 of 32
+    g = cluster("ideal", nodes=1)
+    kw = dict(model="llama-3-8b", tp=8, global_batch=8, collective_options=ZERO)
+    sel, five = training_step(g, **kw), training_step(g, recompute="full", recompute_layers=5, **kw)
+    gemm = 6 * (2 * 4096 ** 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) / 8     # per token, per GPU
+    extra = 8192 * 5 * gemm / 3 / (H100_BF16 * sel.compute_efficiency)        # 5 forwards again
+    assert five.compute_time - sel.compute_time == pytest.approx(sel.microbatches * extra, rel=1e-9)
+    # the 5 layers keep 2 s h / t instead of 34 s h / t, and one layer's working set is added
+    s, h, t = 8192, 4096, 8
+    assert sel.memory_per_gpu - five.memory_per_gpu == pytest.approx(5 * 32 * s * h / t - 34 * s * h / t, rel=1e-9)
+    # their forward TP collectives (2 all-gathers, 2 reduce-scatters) run again
+    assert five.phases["tp"].calls == (10 * 32 + 4 * 5) * five.microbatches
+    # with interleaving, per model chunk: 2 chunks of 8 layers on each of 2 stages, 3 recomputed in each
+    p = dict(model="llama-3-8b", pp=2, vp=2, global_batch=8, collective_options=ZERO)
+    a, b = training_step(g, **p), training_step(g, recompute="full", recompute_layers=3, **p)
+    extra = 8192 * 6 * gemm * 8 / 3 / (H100_BF16 * a.compute_efficiency)
+    assert b.compute_time - a.compute_time == pytest.approx(a.microbatches * extra, rel=1e-9)
+    with pytest.raises(ValueError, match=r"recompute_layers \(5\) .* needs recompute='full'"):
+        training_step(g, recompute_layers=5, **kw)
+    with pytest.raises(ValueError, match=r"recompute_layers must be an integer in 1 ... 8, got 9"):
+        training_step(g, recompute="full", recompute_layers=9, **p)
 
 
 def test_expert_all_to_all_carries_top_k_times_capacity_factor():
@@ -145,6 +200,8 @@ def test_dp_overlap_exposes_one_bucket_when_the_window_is_long_enough():
     (dict(tp=8, precision="fp8", gpu="a100_sxm"), r"precision='fp8' needs a GPU with FP8 tensor cores; a100_sxm"),
     (dict(tp=8, recompute="some"), r"recompute must be one of none, selective, full, got 'some'"),
     (dict(tp=8, tp_overlap=1.5), r"tp_overlap must be in \[0, 1\], got 1.5"),
+    (dict(tp=8, attention_efficiency=0.0), r"attention_efficiency must be in \(0, 1\], got 0.0"),
+    (dict(tp=8, recompute="full", recompute_layers=0), r"recompute_layers must be an integer in 1 ... 32, got 0"),
     (dict(tp=8, order="tp-dp"), r"order must be a permutation of tp, cp, dp, pp"),
 ])
 def test_bad_parallelism_is_refused_naming_the_parameter(kw, message):

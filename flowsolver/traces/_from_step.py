@@ -7,18 +7,26 @@ transfers, the wrap from the last stage to the first included). A pass runs its 
 layers (the per-stage counts of ``training_step``: Megatron's lighter end stages when the
 layers do not split evenly; the output projection closes the last chunk's forward and opens
 its backward), a forward a third of the layer's compute, a backward two thirds (as
-``compose``). Per layer and direction:
+``compose``; every duration is read from :func:`flowsolver.training._compose.layer_compute`,
+the times ``compose`` uses: GEMMs at ``compute_efficiency``, attention at
+``attention_efficiency``, a recomputed layer's extra forward). Per layer and direction:
 
 * CP (ring attention): the KV all-gathers (one forward, two backward) run beside the
   layer's attention compute (a third / two thirds of ``attention_seconds``), the layer
   going on when both are done: ``max(0, 3 C - A)`` exposed per layer, as ``compose``.
-* Two parts (attention, MLP: half the rest each), each closed by its TP call (an
-  all-reduce, or with sequence parallelism a reduce-scatter and an all-gather, of ``T``
-  seconds together). With ``tp_overlap = f`` the part is split: its compute less ``f T``,
-  then the TP call beside the last ``f T`` of compute, joined: ``(1 - f) T`` exposed, as
-  ``compose``. When ``f T`` exceeds the part's compute the hidden share is capped at the
-  compute (``compose`` does not cap; the replay is then the longer).
-* EP: the dispatch all-to-all before the MLP compute, the combine after it, exposed.
+* The attention and MLP blocks, each its share of the rest of the compute (by GEMM time),
+  with the TP collectives of ``training._phases.tp_layer_ops`` (Transformer Engine's ten
+  per layer with sequence parallelism: forward all-gather / QKV, reduce-scatter / proj,
+  all-gather / FC1, reduce-scatter / FC2; backward the FC2 and proj output-gradient
+  all-gathers, and for FC1 and QKV the input all-gathered again and the input gradient
+  reduce-scattered; four all-reduces without). Each collective of ``t`` seconds runs beside
+  ``h = tp_overlap x min(t, g)`` of compute, ``g`` its GEMM's time, joined: ``t - h``
+  exposed, as ``compose``. A layer full recompute recomputes (all, or the first
+  ``recompute_layers`` of each model chunk) starts its backward with its forward blocks
+  again, their TP collectives included. Should the hidden shares of a direction exceed its
+  compute they are scaled down to it (``compose`` does not cap there; with its per-GEMM
+  cap that needs the backward of a recomputed layer and ``tp_overlap`` above 8/9).
+* EP: the dispatch all-to-all before the MLP block, the combine after it, exposed.
 
 DP (ZeRO 0 / 1 / 2), in ``compose``'s windows and buckets (``chunks``: one per layer
 without pipelining, one per model chunk with it): the gradients of every bucket but the
@@ -38,8 +46,9 @@ places it inside a layer), the next microbatch waiting for them.
 from __future__ import annotations
 
 from ..training import StepResult
-from ..training._compute import attention_seconds, stage_seconds
-from ._schedule import blocking_program, p2p_tag, pass_order, source, target
+from ..training._compose import layer_compute
+from ..training._phases import tp_hidden, tp_layer_ops
+from ._schedule import blocking_program, chunk_layers, p2p_tag, pass_order, source, target
 from ._workload import COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload
 
 __all__ = ["workload_from_step", "chunk_layers"]
@@ -72,40 +81,24 @@ class _Rank:
         return self.tail
 
 
-def chunk_layers(layers: int, pp: int, vp: int) -> tuple:
-    """Transformer layers of each model chunk, per stage: ``pp`` tuples of ``vp`` counts,
-    summing to :func:`flowsolver.training._pipeline.stage_layers`. Uneven (Megatron's
-    split with the embedding and the loss as one layer each): the first chunk of stage 0 and
-    the last chunk of the last stage hold one layer fewer.
-
-    >>> chunk_layers(30, 4, 1), chunk_layers(14, 2, 2)
-    (((7,), (8,), (8,), (7,)), ((3, 4), (4, 3)))
-    """
-    if layers % (pp * vp) == 0:
-        return ((layers // (pp * vp),) * vp,) * pp
-    per = (layers + 2) // (pp * vp)
-    out = [[per] * vp for _ in range(pp)]
-    out[0][0] -= 1
-    out[-1][-1] -= 1
-    return tuple(tuple(c) for c in out)
-
-
 class _Builder:
     def __init__(self, step: StepResult):
         prof, s = step.profile, step.schedule
         self.lay, self.comms, self.m, model = prof.layout, prof.comms, step.microbatches, prof.model
-        kw = dict(tokens=prof.micro_batch * model.seq_len, shards=self.lay.tp * self.lay.cp, gpu=prof.gpu,
-                  efficiency=s.compute_efficiency, recompute=s.recompute)
-        self.t_layer = stage_seconds(model, 1, False, precision=s.precision, **kw)
-        self.t_output = stage_seconds(model, 0, True, precision=s.precision, **kw)
-        self.t_attention = attention_seconds(model, **kw)
+        compute = layer_compute(prof, s)                 # compose's own per-part compute times
+        self.t_plain, self.t_recomputed = compute["layer"], compute["layer_recomputed"]
+        self.t_output = compute["output"]
+        self.t_attention, self.gemms = compute["attention"], compute["gemms"]
+        self.recompute_layers = (None if s.recompute != "full" else model.layers if s.recompute_layers is None
+                                 else s.recompute_layers)
         peak = prof.gpu.peak_fp8_flops if s.precision == "fp8" else prof.gpu.peak_bf16_flops
         self.rate = peak * s.compute_efficiency                        # FLOP/s while computing (annotation)
         self.chunks = chunk_layers(model.layers, self.lay.pp, self.lay.vp)
         self.tp_overlap, self.dp_overlap, self.zero = s.tp_overlap, s.dp_overlap, prof.zero
         tp = self.comms.get("tp")
-        self.tp_ops = ("reduce_scatter", "all_gather") if prof.sequence_parallel else ("all_reduce",)
-        self.tp_seconds = 0.0 if tp is None else tp.per_call + (tp.gather if prof.sequence_parallel else 0.0)
+        self.tp_ops = tp_layer_ops(prof.sequence_parallel)
+        self.tp_seconds = {} if tp is None else dict(all_gather=tp.gather, reduce_scatter=tp.per_call,
+                                                     all_reduce=tp.per_call)
         self.buckets = self.lay.vp if self.lay.pp > 1 else model.layers
         self.dp_kinds = [k for k in ("dp", "dp_experts") if k in self.comms]
         self.group_name, self.groups = {}, {}
@@ -127,40 +120,63 @@ class _Builder:
     def beside(self, rank: _Rank, calls, seconds, name):
         """The collectives ``calls`` (``(kind, op, bytes, name)``, one after the other) beside
         ``seconds`` of compute, both from the current point; the next chained node waits for
-        both."""
-        prev = rank.point()
+        both. (The calls wait for the chain's tail and what it joins directly, the compute as
+        a chained node: no empty join node between two of these.)"""
+        deps = ((rank.tail,) if rank.tail is not None else ()) + tuple(rank.join)
         for kind, op, size, call in calls:
-            prev = self.coll(rank, kind, op, size, call, chain=False, deps=() if prev is None else (prev,))
+            prev = self.coll(rank, kind, op, size, call, chain=False, deps=deps)
+            deps = (prev,)
         self.compute(rank, name, seconds)
         rank.join.append(prev)
 
-    def part(self, rank: _Rank, tag, seconds, moe):
-        """One half of a layer pass: EP dispatch, compute, EP combine, then the TP call beside
-        ``tp_overlap x`` its time of the compute (at most all of it)."""
-        ep = self.comms.get("ep")
-        if moe and ep is not None:
-            self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.dispatch")
-        hidden = min(seconds, self.tp_overlap * self.tp_seconds) if "tp" in self.comms else 0.0
-        self.compute(rank, tag, seconds - hidden)
-        if moe and ep is not None:
-            self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.combine")
-        if "tp" in self.comms:
-            calls = [("tp", op, self.comms["tp"].bytes, f"{tag}.tp.{op}") for op in self.tp_ops]
-            if hidden > 0:
-                self.beside(rank, calls, hidden, f"{tag}.hidden")
-            else:
-                for kind, op, size, call in calls:
-                    self.coll(rank, kind, op, size, call)
+    def recomputed(self, layer_in_chunk) -> bool:
+        """Whether full recompute recomputes the chunk's ``layer_in_chunk``-th layer (its
+        first ``recompute_layers``: Megatron's block method)."""
+        return self.recompute_layers is not None and layer_in_chunk < self.recompute_layers
 
-    def layer(self, rank: _Rank, d, tag):
-        rest = self.t_layer * _SHARE[d]
+    def groups_of(self, d, again):
+        """The layer's blocks in direction ``d``, in order: ``(name, GEMM weight, TP ops)``;
+        a recomputed layer's backward starts with its forward again (its TP ops, no EP)."""
+        forward, backward = self.tp_ops if "tp" in self.comms else ((), ())
+        g, attn, mlp = self.gemms, ("qkv", "proj"), ("fc1", "fc2")
+        block = lambda name, gemms, ops, n: (name, n * sum(g[k] for k in gemms),
+                                             tuple(o for o in ops if o[1] in gemms))
+        if d == "F":
+            return [block("attn", attn, forward, 1), block("mlp", mlp, forward, 1)]
+        redo = [block("recompute.attn", attn, forward, 1), block("recompute.mlp", mlp, forward, 1)] if again else []
+        return redo + [block("mlp", mlp, backward, 2), block("attn", attn, backward, 2)]
+
+    def layer(self, rank: _Rank, d, tag, again):
+        """One layer pass: CP's KV all-gathers beside the attention core, then the blocks,
+        each its share of the rest of the compute (by GEMM time) with its TP collectives
+        beside exactly the compute each hides (``tp_hidden``: ``tp_overlap x min(its time,
+        its GEMM's)``, compose's rule); EP's all-to-alls around the MLP."""
+        rest = (self.t_recomputed if again else self.t_plain) * _SHARE[d]
         if "cp" in self.comms:
             core = self.t_attention * _SHARE[d]
             calls = [("cp", "all_gather", self.comms["cp"].bytes, f"{tag}.cp.kv{n}") for n in range(1 if d == "F" else 2)]
             self.beside(rank, calls, core, f"{tag}.attention")
             rest -= core
-        self.part(rank, f"{tag}.attn", rest / 2, False)
-        self.part(rank, f"{tag}.mlp", rest / 2, True)
+        blocks = self.groups_of(d, again)
+        hidden = [[tp_hidden(self.tp_seconds[op], self.gemms[gemm], self.tp_overlap) for op, gemm in ops]
+                  for _, _, ops in blocks]
+        total = sum(map(sum, hidden))
+        scale = min(1.0, rest / total) if total > 0 else 1.0           # never more hidden than compute
+        spare, weight = rest - scale * total, sum(w for _, w, _ in blocks)
+        ep = self.comms.get("ep")
+        for (name, w, ops), hides in zip(blocks, hidden):
+            moe = name == "mlp" and ep is not None
+            if moe:
+                self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.mlp.dispatch")
+            self.compute(rank, f"{tag}.{name}", spare * w / weight)
+            for j, ((op, _), h) in enumerate(zip(ops, hides)):
+                call = [("tp", op, self.comms["tp"].bytes, f"{tag}.{name}.tp{j}.{op}")]
+                if h * scale > 0:
+                    self.beside(rank, call, h * scale, f"{tag}.{name}.tp{j}.hidden")
+                else:
+                    self.coll(rank, *call[0])
+            if moe:
+                self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.mlp.combine")
 
     def first_layer(self, stage, chunk) -> int:
         """The model's index of the first layer of ``chunk`` on ``stage`` (virtual stages in
@@ -186,7 +202,7 @@ class _Builder:
             if what == "output":
                 self.compute(rank, f"{d}{mb}.output", self.t_output * _SHARE[d])
             else:
-                self.layer(rank, d, f"{d}{mb}.c{chunk}.L{layer}")
+                self.layer(rank, d, f"{d}{mb}.c{chunk}.L{layer}", self.recomputed(layer - first))
         hooks(len(order))
 
     # -- data parallelism -------------------------------------------------------------------
@@ -234,7 +250,8 @@ class _Builder:
         seconds)``, ``seconds`` of compute after the boundary before segment ``k`` of
         direction ``d``, so that ``dp_overlap`` of the microbatch's compute is still to come."""
         layers, last = self.chunks[stage][0], stage == self.lay.pp - 1
-        forward = [self.t_layer / 3] * layers + ([self.t_output / 3] if last else [])
+        forward = [(self.t_recomputed if self.recomputed(k) else self.t_plain) / 3 for k in range(layers)]
+        forward += [self.t_output / 3] if last else []
         segments = [("F", k, t) for k, t in enumerate(forward)] + [("B", k, 2 * t) for k, t in
                                                                     enumerate(forward[::-1])]
         left = (1.0 - self.dp_overlap) * sum(t for *_, t in segments)

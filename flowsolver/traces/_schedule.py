@@ -1,5 +1,6 @@
-"""Pipeline programs for the trace writer: which forward and backward passes one pipeline
-rank runs, in which order, and where their inputs come from and their outputs go.
+"""Pipeline programs for the trace writer: the layers of each model chunk, which forward
+and backward passes one pipeline rank runs, in which order, and where their inputs come
+from and their outputs go.
 
 * ``vp = 1``: Megatron-Core's 1F1B (``forward_backward_pipelining_without_interleaving``):
   ``pp - 1 - stage`` warm-up forwards, then a forward and a backward in turn, then the
@@ -20,7 +21,25 @@ rank runs, in which order, and where their inputs come from and their outputs go
 
 from __future__ import annotations
 
-__all__ = ["pass_order", "source", "target", "blocking_program", "p2p_tag"]
+__all__ = ["chunk_layers", "pass_order", "source", "target", "blocking_program", "p2p_tag"]
+
+
+def chunk_layers(layers: int, pp: int, vp: int) -> tuple:
+    """Transformer layers of each model chunk, per stage: ``pp`` tuples of ``vp`` counts,
+    summing to :func:`flowsolver.training._pipeline.stage_layers`. Uneven (Megatron's
+    split with the embedding and the loss as one layer each): the first chunk of stage 0 and
+    the last chunk of the last stage hold one layer fewer.
+
+    >>> chunk_layers(30, 4, 1), chunk_layers(14, 2, 2)
+    (((7,), (8,), (8,), (7,)), ((3, 4), (4, 3)))
+    """
+    if layers % (pp * vp) == 0:
+        return ((layers // (pp * vp),) * vp,) * pp
+    per = (layers + 2) // (pp * vp)
+    out = [[per] * vp for _ in range(pp)]
+    out[0][0] -= 1
+    out[-1][-1] -= 1
+    return tuple(tuple(c) for c in out)
 
 
 def _virtual(k: int, pp: int, vp: int, backward: bool) -> tuple:

@@ -46,9 +46,9 @@ from ._layout import ParallelLayout
 from ._memory import memory_per_gpu
 from ._models import MODELS, ModelSpec, get_model
 from ._profile import CommProfile, CommTiming
-from ._step import DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_TP_OVERLAP, training_step
+from ._step import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_TP_OVERLAP, training_step
 from ._pipeline import stage_layers
 
 __all__ = ["training_step", "compose", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming",
            "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_layers",
-           "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_TP_OVERLAP"]
+           "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP"]

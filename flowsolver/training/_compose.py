@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 
 from .. import _checks
 from ..routing import first_tier
-from ._compute import attention_seconds, check_precision, check_recompute, stage_seconds
+from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, check_precision, check_recompute, gemm_seconds,
+                       stage_seconds)
 from ._memory import memory_per_gpu
 from ._phases import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
 from ._profile import CommProfile
 
-__all__ = ["Schedule", "Phase", "StepResult", "compose", "checked_schedule"]
+__all__ = ["Schedule", "Phase", "StepResult", "compose", "checked_schedule", "layer_compute"]
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,10 @@ class Schedule:
     """How a step is run on a solved profile: ``global_batch`` sequences per step (a
     multiple of ``dp x micro_batch``); ``dp_overlap`` and ``tp_overlap`` the fractions of
     their overlap windows / of the TP traffic hidden (in [0, 1]); ``compute_efficiency`` the
-    fraction of the peak reached while computing (in (0, 1]); ``precision`` (``bf16`` or
-    ``fp8``) and ``recompute`` (``none``, ``selective``, ``full``)."""
+    fraction of the GEMMs' peak reached while computing and ``attention_efficiency`` that of
+    the bf16 peak in attention (in (0, 1]); ``precision`` (``bf16`` or ``fp8``) and
+    ``recompute`` (``none``, ``selective``, ``full``), with ``recompute_layers`` the layers
+    of each model chunk that full recompute recomputes (``None``: all)."""
 
     global_batch: int
     dp_overlap: float
@@ -35,22 +38,31 @@ class Schedule:
     precision: str = "bf16"
     recompute: str = "selective"
     tp_overlap: float = 0.0
+    attention_efficiency: float = DEFAULT_ATTENTION_EFFICIENCY
+    recompute_layers: int | None = None
 
 
 def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, compute_efficiency,
-                     precision="bf16", recompute="selective", tp_overlap=0.0, gpu=None) -> Schedule:
+                     precision="bf16", recompute="selective", tp_overlap=0.0, gpu=None,
+                     attention_efficiency=DEFAULT_ATTENTION_EFFICIENCY, recompute_layers=None) -> Schedule:
     """A :class:`Schedule` for a job of ``dp`` replicas and ``micro_batch`` sequences per
     microbatch, each value checked (a ``ValueError`` naming it and what it allows; FP8
     against ``gpu`` when given).
 
     >>> checked_schedule(dp=4, micro_batch=2, global_batch=16, dp_overlap=0, compute_efficiency=0.5)
-    Schedule(global_batch=16, dp_overlap=0.0, compute_efficiency=0.5, precision='bf16', recompute='selective', tp_overlap=0.0)
+    Schedule(global_batch=16, dp_overlap=0.0, compute_efficiency=0.5, precision='bf16', recompute='selective', tp_overlap=0.0, attention_efficiency=0.62, recompute_layers=None)
     >>> checked_schedule(dp=4, micro_batch=2, global_batch=12, dp_overlap=0, compute_efficiency=0.5)
     Traceback (most recent call last):
     ...
     ValueError: global_batch must be a positive multiple of dp x micro_batch = 8 sequences, got 12
     """
     efficiency = _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
+    attention = _checks.fraction("attention_efficiency", attention_efficiency, zero_ok=False)
+    if recompute_layers is not None:
+        recompute_layers = _checks.integer("recompute_layers", recompute_layers)
+        if recompute != "full":
+            raise ValueError(f"recompute_layers ({recompute_layers}) chooses the layers full recompute recomputes: "
+                             f"it needs recompute='full', got recompute={recompute!r}")
     dp_overlap = _checks.fraction("dp_overlap", dp_overlap, zero_ok=True)
     tp_overlap = _checks.fraction("tp_overlap", tp_overlap, zero_ok=True)
     batch = _checks.integer("global_batch", global_batch)
@@ -62,7 +74,8 @@ def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, com
     elif precision not in ("bf16", "fp8"):
         raise ValueError(f"precision must be one of bf16, fp8, got {precision!r}")
     return Schedule(global_batch=batch, dp_overlap=dp_overlap, compute_efficiency=efficiency, precision=precision,
-                    recompute=check_recompute(recompute), tp_overlap=tp_overlap)
+                    recompute=check_recompute(recompute), tp_overlap=tp_overlap, attention_efficiency=attention,
+                    recompute_layers=recompute_layers)
 
 
 @dataclass(frozen=True)
@@ -114,7 +127,11 @@ class StepResult:
     precision = property(lambda self: self.schedule.precision, doc="bf16 or fp8.")
     recompute = property(lambda self: self.schedule.recompute, doc="Activation recompute: none, selective, full.")
     compute_efficiency = property(lambda self: self.schedule.compute_efficiency,
-                                  doc="Fraction of the peak reached while computing.")
+                                  doc="Fraction of the GEMMs' peak reached while computing.")
+    attention_efficiency = property(lambda self: self.schedule.attention_efficiency,
+                                    doc="Fraction of the bf16 peak reached in attention.")
+    recompute_layers = property(lambda self: self.schedule.recompute_layers,
+                                doc="Layers per model chunk that full recompute recomputes (None: all).")
     achieved_mfu = property(lambda self: self.mfu, doc="Same as :attr:`mfu` (the earlier name).")
     gpu_memory = property(lambda self: self.profile.gpu.memory, doc="Bytes of memory per GPU.")
 
@@ -173,9 +190,11 @@ class StepResult:
     def recompose(self, **changes) -> "StepResult":
         """The same job under another schedule, without solving again: any of
         ``global_batch``, ``dp_overlap``, ``tp_overlap``, ``compute_efficiency``,
-        ``precision``, ``recompute`` (collective sizes do not depend on them, so each keeps
+        ``attention_efficiency``, ``precision``, ``recompute``, ``recompute_layers``
+        (collective sizes do not depend on them, so each keeps
         its per-call time); :func:`compose` of the stored profile and the new schedule."""
-        allowed = ("global_batch", "dp_overlap", "tp_overlap", "compute_efficiency", "precision", "recompute")
+        allowed = ("global_batch", "dp_overlap", "tp_overlap", "compute_efficiency", "attention_efficiency",
+                   "precision", "recompute", "recompute_layers")
         unknown = sorted(set(changes) - set(allowed))
         if unknown:
             raise TypeError(f"recompose takes {', '.join(allowed)}; got {', '.join(unknown)}")
@@ -220,13 +239,14 @@ def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
     model, lay, gpu, s = profile.model, profile.layout, profile.gpu, schedule
     m = s.global_batch // (lay.dp * profile.micro_batch)
     layers = stage_layers(model.layers, lay.pp, lay.vp)
-    tokens = profile.micro_batch * model.seq_len        # one microbatch, split over the tp x cp GPUs of a stage
-    kw = dict(tokens=tokens, shards=lay.tp * lay.cp, gpu=gpu, efficiency=s.compute_efficiency, recompute=s.recompute)
-    stage_compute = [stage_seconds(model, n, q == lay.pp - 1, precision=s.precision, **kw)
-                     for q, n in enumerate(layers)]
-    attention = attention_seconds(model, **kw)
-    per_mb = [microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap, attention_seconds=attention)
-              for n in layers]
+    every = s.recompute_layers is None         # full recompute: all layers, or the first recompute_layers per chunk
+    recomputed = [0 if s.recompute != "full" else n if every else min(n, lay.vp * s.recompute_layers) for n in layers]
+    stage_compute = [stage_seconds(model, n, q == lay.pp - 1, recomputed=r, **_compute_kw(profile, s))
+                     for q, (n, r) in enumerate(zip(layers, recomputed))]
+    parts = layer_compute(profile, s)
+    attention, gemms = parts["attention"], parts["gemms"]
+    per_mb = [microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap, attention_seconds=attention,
+                                gemms=gemms, recomputed=r) for n, r in zip(layers, recomputed)]
     slot = [c + sum(p.exposed for p in ph.values()) for c, ph in zip(stage_compute, per_mb)]
     q = max(range(lay.pp), key=slot.__getitem__)
     t_mb, t_slot = stage_compute[q], slot[q]
@@ -239,15 +259,49 @@ def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
     exposed = sum(p.exposed for p in phases.values())
     step = compute + bubble + exposed
     tps = s.global_batch * model.seq_len / step
+    tokens = profile.micro_batch * model.seq_len        # one microbatch, split over the tp x cp GPUs of a stage
     single = tokens / (sum(stage_compute) * lay.tp * lay.cp)     # one GPU computing the whole model alone
     peak = gpu.peak_fp8_flops if s.precision == "fp8" else gpu.peak_bf16_flops
     memory = memory_per_gpu(model, tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep, zero=profile.zero,
                             micro_batch=profile.micro_batch, microbatches=m, cp=lay.cp, vp=lay.vp,
-                            recompute=s.recompute, sequence_parallel=profile.sequence_parallel)
+                            recompute=s.recompute, sequence_parallel=profile.sequence_parallel,
+                            recompute_layers=s.recompute_layers)
     return StepResult(profile=profile, schedule=s, microbatches=m, compute_time=compute, bubble_time=bubble,
                       phases=phases, step_time=step, tokens_per_s=tps, single_gpu_tokens_per_s=single,
                       speedup=tps / single, comm_overhead=exposed / step,
                       mfu=tps * model.flops_per_token / (lay.gpus * peak), memory_per_gpu=memory, stage_layers=layers)
+
+
+def _compute_kw(profile: CommProfile, s: Schedule) -> dict:
+    """:func:`stage_seconds`' arguments but ``layers``, ``last`` and ``recomputed``: one
+    microbatch, split over the ``tp x cp`` GPUs of a stage."""
+    return dict(tokens=profile.micro_batch * profile.model.seq_len, shards=profile.layout.tp * profile.layout.cp,
+                gpu=profile.gpu, precision=s.precision, efficiency=s.compute_efficiency, recompute=s.recompute,
+                attention_efficiency=s.attention_efficiency)
+
+
+def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
+    """The compute :func:`compose` times one microbatch with, per GPU, in seconds: a
+    transformer layer forward and backward (``layer``; ``layer_recomputed`` for a layer full
+    recompute recomputes), the ``output`` projection, one layer's ``attention`` (what CP's
+    KV exchange hides behind) and the forward ``gemms`` (``qkv``, ``proj``, ``fc1``,
+    ``fc2``: what each TP collective hides behind). The trace writer reads its durations
+    from here.
+
+    >>> import topologies as tp
+    >>> from flowsolver import training_step
+    >>> r = training_step(tp.rail_optimized(1), model="llama-3-8b", tp=8, global_batch=4)
+    >>> c = layer_compute(r.profile, r.schedule)
+    >>> abs(32 * c["layer"] + c["output"] - r.compute_time / r.microbatches) < 1e-12
+    True
+    """
+    kw, model, s = _compute_kw(profile, schedule), profile.model, schedule
+    split = dict(tokens=kw["tokens"], shards=kw["shards"], gpu=profile.gpu)
+    return dict(layer=stage_seconds(model, 1, False, recomputed=0, **kw),
+                layer_recomputed=stage_seconds(model, 1, False, recomputed=1, **kw),
+                output=stage_seconds(model, 0, True, **kw),
+                attention=attention_seconds(model, efficiency=s.attention_efficiency, recompute=s.recompute, **split),
+                gemms=gemm_seconds(model, precision=s.precision, efficiency=s.compute_efficiency, **split))
 
 
 def _times(phase: Phase, m: int) -> Phase:

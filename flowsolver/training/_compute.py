@@ -5,7 +5,10 @@ Work and precision (Transformer Engine's FP8 recipe, as Megatron-Bridge runs it)
 ``precision="fp8"`` the weight GEMMs of the transformer layers (QKV, output projection, MLP,
 experts) run at the GPU's dense FP8 peak; the attention scores and values (flash / cuDNN
 attention) and the output projection to the vocabulary stay in bf16. With ``"bf16"`` all of
-it runs at the bf16 peak. Everything runs at ``compute_efficiency x`` its peak.
+it runs at the bf16 peak. The GEMMs run at ``compute_efficiency x`` their peak, attention at
+``attention_efficiency x`` the bf16 peak (FP8 GEMMs reach a smaller share of their doubled
+peak than flash attention of its own: the memory-bound work between GEMMs does not speed
+up with FP8, and the calibration charges it to the GEMMs).
 
 Recompute (Korthikanti et al. 2022, "Reducing activation recomputation in large transformer
 models", table 2; FLOPs per token of one layer):
@@ -16,26 +19,40 @@ models", table 2; FLOPs per token of one layer):
 * ``"none"``: nothing recomputed; the ``5 a s^2 b / t`` bytes of attention scores are kept too;
 * ``"full"``: each layer's forward runs again in the backward pass, ``+ 1/3`` of the layer's
   FLOPs; only the layer input is kept, ``2 s b h / t`` bytes per layer, plus one layer's
-  working set.
+  working set. ``recompute_layers=n`` recomputes only the first ``n`` layers of each model
+  chunk (Megatron's ``recompute_method="block"``); the others keep selective's activations.
 """
 
 from __future__ import annotations
 
-__all__ = ["PRECISIONS", "RECOMPUTE", "DEFAULT_COMPUTE_EFFICIENCY", "check_precision", "check_recompute",
-           "stage_seconds", "attention_seconds", "activation_bytes_per_layer"]
+__all__ = ["PRECISIONS", "RECOMPUTE", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "check_precision",
+           "check_recompute",
+           "stage_seconds", "attention_seconds", "gemm_seconds", "activation_bytes_per_layer"]
 
 PRECISIONS = ("bf16", "fp8")
 RECOMPUTE = ("none", "selective", "full")
 
-# Fraction of the dense peak the step's kernels reach while computing, one value for every
-# run. Taken from the one compute-bound row of Megatron-Bridge's performance summary (25.11,
-# DGX-H100): Llama 3 8B in FP8 on 8 GPUs, data parallel only (its chunked gradient
-# reduction hides, no bubble, no TP), reaches 744 TFLOP/s. With this module's split of the
-# work (the layers' GEMMs at 1979 TFLOP/s FP8; attention, with its selective recompute, and
-# the logits at 989 bf16) that is 0.477 of the peak of the work it runs; rounded to 0.48.
-# The other published rows are predictions from it (README, "Training steps against
-# published runs").
-DEFAULT_COMPUTE_EFFICIENCY = 0.48
+# Fraction of the bf16 dense peak the attention kernels (flash / cuDNN attention, bf16 in
+# every precision) reach on the FLOPs this module counts for them. FlashAttention-3 forward,
+# bf16, head dim 128, 16 heads, 8192 tokens (the shape of one Llama 3 405B TP-8 rank) runs at
+# 614 TFLOP/s on an H100 SXM (pytorch/benchmark PR 2391, FA3's own input sizes; the FA3 paper,
+# Shah et al. 2024, reports up to 740 TFLOP/s, 75 %): 614 / 989 = 0.62. The backward runs
+# slower per FLOP, but FlashAttention executes 7 h s FLOPs per token and layer (forward 2 h s,
+# backward 2.5 x that: flash-attention's benchmarks/benchmark_flash_attention.py) where this
+# module counts 8 h s (6 h s of the model count + 2 h s recompute), which makes up for it.
+DEFAULT_ATTENTION_EFFICIENCY = 0.62
+
+# Fraction of the dense peak the weight GEMMs (and the logits) reach while computing, with
+# the step's memory-bound work (norms, activations, FP8 casts) charged to them; one value for
+# every run. Taken from the one compute-bound row of Megatron-Bridge's performance summary
+# (25.11, DGX-H100): Llama 3 8B in FP8 on 8 GPUs, data parallel only (its chunked gradient
+# reduction hides, no bubble, no TP), 744 TFLOP/s, run with 5 of its 32 layers fully
+# recomputed (recompute_num_layers=5 in Megatron-Bridge's LLAMA3_8B_PRETRAIN_CONFIG_H100_
+# FP8_CS_V1, scripts/performance/configs/llama/llama3_workload_base_configs.py). With this
+# module's split of that work (the layers' GEMMs at 1979 TFLOP/s FP8, the logits at 989 bf16,
+# attention at DEFAULT_ATTENTION_EFFICIENCY of 989) that is 0.461; rounded to 0.46. The other
+# published rows are predictions from it (README, "Training steps against published runs").
+DEFAULT_COMPUTE_EFFICIENCY = 0.46
 
 
 def check_precision(precision, gpu) -> str:
@@ -77,10 +94,14 @@ def _layer_flops(model, recompute: str) -> tuple:
 
 
 def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int, gpu, precision: str,
-                  efficiency: float, recompute: str) -> float:
+                  efficiency: float, recompute: str, attention_efficiency: float | None = None,
+                  recomputed: int | None = None) -> float:
     """Seconds one GPU of a stage holding ``layers`` transformer layers (and the output
     projection when ``last``) computes one microbatch of ``tokens`` tokens, its work split
-    over ``shards`` GPUs (``tp x cp``), forward and backward.
+    over ``shards`` GPUs (``tp x cp``), forward and backward. The GEMMs run at
+    ``efficiency`` of their precision's peak, attention at ``attention_efficiency`` (default
+    ``efficiency``) of the bf16 peak; with ``recompute="full"``, ``recomputed`` of the layers
+    (default all) run their forward again.
 
     >>> import topologies as tp
     >>> from flowsolver.training import get_model
@@ -90,17 +111,24 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     >>> round(t * 989e12 / 8192 / m.flops_per_token, 12)
     1.0
     """
-    gemm, attention = _layer_flops(model, recompute)
-    fast = gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops
+    gemm, attention = model.layer_linear_flops, _layer_flops(model, recompute)[1]
+    if recompute == "full":
+        gemm_flops = gemm * (layers + (layers if recomputed is None else min(layers, recomputed)) / 3.0)
+    else:
+        gemm_flops = gemm * layers
+    fast = (gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops) * efficiency
     slow = gpu.peak_bf16_flops
-    seconds = layers * (gemm / fast + attention / slow) + (model.output_flops / slow if last else 0.0)
-    return tokens * seconds / (shards * efficiency)
+    attention_rate = slow * (efficiency if attention_efficiency is None else attention_efficiency)
+    seconds = gemm_flops / fast + layers * attention / attention_rate
+    seconds += model.output_flops / (slow * efficiency) if last else 0.0
+    return tokens * seconds / shards
 
 
 def attention_seconds(model, *, tokens: float, shards: int, gpu, efficiency: float, recompute: str) -> float:
     """Seconds one GPU spends in one layer's attention scores and values (bf16, recompute
-    included) for a microbatch of ``tokens`` tokens split over ``shards`` GPUs: the compute
-    ring attention's KV exchange hides behind.
+    included) for a microbatch of ``tokens`` tokens split over ``shards`` GPUs, at
+    ``efficiency`` (the attention efficiency) of the bf16 peak: the compute ring attention's
+    KV exchange hides behind.
 
     >>> import topologies as tp
     >>> from flowsolver.training import get_model
@@ -111,6 +139,27 @@ def attention_seconds(model, *, tokens: float, shards: int, gpu, efficiency: flo
     """
     attention = _layer_flops(model, recompute)[1]
     return tokens * attention / (shards * efficiency * gpu.peak_bf16_flops)
+
+
+def gemm_seconds(model, *, tokens: float, shards: int, gpu, precision: str, efficiency: float) -> dict:
+    """Seconds one GPU spends in each weight GEMM of one layer's forward pass (``qkv``,
+    ``proj``, ``fc1``, ``fc2``; the backward's data-gradient and weight-gradient GEMMs take
+    as long each) for a microbatch of ``tokens`` tokens, the work split over ``shards``
+    GPUs (``tp x cp``): ``2 x tokens x`` the matrix's parameters ``/ shards`` at
+    ``efficiency x`` the precision's peak. The compute each TP collective hides behind.
+
+    >>> import topologies as tp
+    >>> from flowsolver.training import get_model
+    >>> g = gemm_seconds(get_model("llama-3-8b"), tokens=8192, shards=1, gpu=tp.get_gpu("h100_sxm"),
+    ...                  precision="bf16", efficiency=1.0)
+    >>> g["proj"] == 2 * 8192 * 4096 * 4096 / 989e12
+    True
+    """
+    h, d = model.hidden, model.hidden // model.heads
+    params = dict(qkv=h * (h + 2 * model.kv_heads * d), proj=h * h,
+                  fc1=model.top_k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=model.top_k * model.ffn * h)
+    rate = (gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops) * efficiency
+    return {name: 2.0 * tokens * n / (shards * rate) for name, n in params.items()}
 
 
 def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,

@@ -26,7 +26,7 @@ def check_zero(zero) -> int:
 
 def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
                    microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
-                   sequence_parallel: bool = True) -> float:
+                   sequence_parallel: bool = True, recompute_layers: int | None = None) -> float:
     """Estimated bytes per GPU of mixed-precision Adam training.
 
     Parameters held: ``(N - N_experts) / (tp pp) + N_experts / (tp pp ep)``. Per parameter
@@ -37,7 +37,9 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
     (``34 s b h / tp`` with sequence parallelism and selective recompute, the default), for
     stage 0's layers and the microbatches its schedule keeps in flight (1F1B: ``min(pp, m)``;
     interleaved: Megatron's warm-up count, see ``chunks_in_flight``); with full recompute
-    plus one layer's working set.
+    plus one layer's working set. ``recompute_layers`` (with full recompute): only the first
+    that many layers of each of the stage's ``vp`` model chunks are recomputed, the others
+    keep selective recompute's activations.
 
     >>> round(memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8) / 1e9, 1)
     71.3
@@ -60,9 +62,12 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
     optimizer = 12.0 * held / (shards if zero >= 1 else 1)
     per_layer = activation_bytes_per_layer(spec, micro_batch=micro_batch, tp=tp, cp=cp, recompute=recompute,
                                            sequence_parallel=sequence_parallel)
+    kept = activation_bytes_per_layer(spec, micro_batch=micro_batch, tp=tp, cp=cp, recompute="selective",
+                                      sequence_parallel=sequence_parallel)
     layers = stage_layers(spec.layers, pp, vp)[0]
-    activations = per_layer * layers * chunks_in_flight(pp, vp, microbatches)
+    recomputed = layers if recompute != "full" or recompute_layers is None else min(layers, vp * recompute_layers)
+    stage = per_layer * recomputed + kept * (layers - recomputed)
+    activations = stage * chunks_in_flight(pp, vp, microbatches)
     if recompute == "full":     # the layer being recomputed holds its whole working set
-        activations += activation_bytes_per_layer(spec, micro_batch=micro_batch, tp=tp, cp=cp,
-                                                  recompute="selective", sequence_parallel=sequence_parallel)
+        activations += kept
     return weights + grads + optimizer + activations

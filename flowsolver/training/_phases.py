@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from ..routing import first_tier
 from ._pipeline import critical_sends
 
-__all__ = ["Phase", "microbatch_phases", "pipeline_phase", "dp_phases"]
+__all__ = ["Phase", "microbatch_phases", "tp_layer_ops", "tp_hidden", "tp_layer_exposed", "pipeline_phase",
+           "dp_phases"]
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,79 @@ def _phase(comm, op, calls, exposed, per_call) -> Phase:
                  exposed=exposed, groups=comm.groups, group_size=comm.group_size, bottleneck=comm.bottleneck)
 
 
-def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_seconds: float) -> dict:
+# Which GEMM each TP collective of a layer overlaps, in the order they run: Transformer
+# Engine's userbuffers overlap as Megatron-Bridge configures it (TransformerLayerTPOverlapCfg
+# in megatron/bridge/training/comm_overlap.py lists ten overlapped ops per layer). Forward:
+# all-gather of the sequence-parallel input before the QKV and FC1 GEMMs, reduce-scatter of
+# the proj and FC2 outputs (ring exchange); backward: all-gather of the output gradient
+# before the FC2 and proj data-gradient GEMMs (ring exchange), and for QKV and FC1 the input
+# all-gathered again beside the data-gradient GEMM (the weight gradient needs the full
+# input, kept sharded) and the input gradient reduce-scattered beside the weight-gradient
+# GEMM ("bulk"). Each backward GEMM takes as long as its forward. Without sequence
+# parallelism: an all-reduce after proj and FC2 forward and of the QKV and FC1 input
+# gradients backward (Megatron's async all-reduce beside the weight gradient).
+_SP_FORWARD = (("all_gather", "qkv"), ("reduce_scatter", "proj"), ("all_gather", "fc1"), ("reduce_scatter", "fc2"))
+_SP_BACKWARD = (("all_gather", "fc2"), ("all_gather", "fc1"), ("reduce_scatter", "fc1"), ("all_gather", "proj"),
+                ("all_gather", "qkv"), ("reduce_scatter", "qkv"))
+_AR_FORWARD = (("all_reduce", "proj"), ("all_reduce", "fc2"))
+_AR_BACKWARD = (("all_reduce", "fc1"), ("all_reduce", "qkv"))
+
+
+def tp_layer_ops(sequence_parallel: bool) -> tuple:
+    """``(forward, backward)``: one layer's TP collectives in the order they run, each
+    ``(op, gemm)`` with the GEMM it overlaps (a recomputed layer runs ``forward`` again at
+    the start of its backward). The trace writer lays its DAG out from the same lists.
+
+    >>> [len(ops) for ops in tp_layer_ops(True)], tp_layer_ops(False)[0]
+    ([4, 6], (('all_reduce', 'proj'), ('all_reduce', 'fc2')))
+    """
+    return (_SP_FORWARD, _SP_BACKWARD) if sequence_parallel else (_AR_FORWARD, _AR_BACKWARD)
+
+
+def tp_hidden(seconds: float, gemm: float, tp_overlap: float) -> float:
+    """Seconds of a TP collective of ``seconds`` hidden behind its GEMM of ``gemm``
+    seconds: ``tp_overlap x min(seconds, gemm)`` (:func:`tp_layer_exposed`).
+
+    >>> tp_hidden(2.0, 0.5, 0.5), tp_hidden(1.0, 4.0, 0.5)
+    (0.25, 0.5)
+    """
+    return tp_overlap * min(seconds, gemm)
+
+
+def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward: bool = False) -> tuple:
+    """``(calls, seconds, exposed)`` of one layer's TP collectives for one microbatch.
+
+    A collective of ``t`` seconds beside a GEMM of ``g`` seconds hides ``tp_overlap x
+    min(t, g)``: the overlap pipelines ``tp`` chunks, each chunk's transfer under the
+    previous chunk's GEMM, so ``t - (tp - 1) / tp x min(t, g)`` stays exposed (a two-stage
+    pipeline of ``tp`` steps; when the GEMM is the shorter, the transfer sets the pace) --
+    hidden time never exceeds the compute that hides it. ``gemms``: seconds of each forward
+    GEMM (:func:`flowsolver.training._compute.gemm_seconds`); ``recompute_forward`` (full
+    recompute) runs the forward collectives twice.
+
+    >>> from types import SimpleNamespace
+    >>> c = SimpleNamespace(op="reduce_scatter", per_call=2.0, gather=1.0)
+    >>> tp_layer_exposed(c, dict(qkv=0.5, proj=4.0, fc1=4.0, fc2=4.0), tp_overlap=1.0)
+    (10, 14.0, 2.5)
+    """
+    forward, backward = tp_layer_ops(comm.op == "reduce_scatter")
+    ops = forward * (2 if recompute_forward else 1) + backward
+    seconds = dict(all_gather=comm.gather, reduce_scatter=comm.per_call, all_reduce=comm.per_call)
+    times = [(seconds[op], gemms[gemm]) for op, gemm in ops]
+    exposed = sum(t - tp_hidden(t, g, tp_overlap) for t, g in times)
+    return len(times), sum(t for t, _ in times), exposed
+
+
+def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_seconds: float, gemms: dict,
+                      recomputed: int = 0) -> dict:
     """TP, CP and EP phases of ONE microbatch through a stage of ``layers`` layers.
 
-    * TP (Megatron): 4 all-reduces per layer (two forward, two backward); with sequence
-      parallelism each is a reduce-scatter + all-gather. ``tp_overlap`` of them hides behind
-      the GEMMs (Transformer Engine's userbuffers overlap), the rest is exposed.
+    * TP (Megatron with Transformer Engine): per layer four all-reduces' worth with
+      sequence parallelism as reduce-scatter + all-gather, plus the inputs all-gathered
+      again for the weight gradients: 6 all-gathers and 4 reduce-scatters (4 all-reduces
+      without sequence parallelism), each beside the GEMM it overlaps
+      (:func:`tp_layer_exposed`: ``tp_overlap`` of it hides, at most that share of the GEMM);
+      the ``recomputed`` layers (full recompute) run their forward collectives twice.
     * CP (ring attention): 3 ring all-gathers of KV per layer (forward KV, backward KV and
       the KV gradients), hidden behind the layer's attention compute (``attention_seconds``
       per layer), the excess exposed.
@@ -63,11 +131,11 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
     out = {}
     if "tp" in comms:
         c = comms["tp"]
-        if c.op == "reduce_scatter":
-            calls, per_call, op = 8 * layers, (c.per_call + c.gather) / 2, "reduce_scatter+all_gather"
-        else:
-            calls, per_call, op = 4 * layers, c.per_call, "all_reduce"
-        out["tp"] = _phase(c, op, calls, (1.0 - tp_overlap) * calls * per_call, per_call)
+        plain = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap)
+        again = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap, recompute_forward=True)
+        calls, seconds, exposed = ((layers - recomputed) * p + recomputed * q for p, q in zip(plain, again))
+        op = "reduce_scatter+all_gather" if c.op == "reduce_scatter" else "all_reduce"
+        out["tp"] = _phase(c, op, calls, exposed, seconds / calls)
     if "cp" in comms:
         c = comms["cp"]
         exposed = layers * max(0.0, 3 * c.per_call - attention_seconds)

@@ -9,14 +9,15 @@ import topologies as tp_
 from .. import _checks
 from ..routing import unchanged
 from ._compose import StepResult, checked_schedule, compose
-from ._compute import DEFAULT_COMPUTE_EFFICIENCY, check_precision
+from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, check_precision
 from ._layout import DEFAULT_ORDER, ParallelLayout
 from ._memory import check_zero
 from ._models import ModelSpec, get_model
 from ._pipeline import stage_layers
 from ._profile import solve_profile
 
-__all__ = ["training_step", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_TP_OVERLAP", "DEFAULT_BATCH"]
+__all__ = ["training_step", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP",
+           "DEFAULT_BATCH"]
 
 # Fraction of the TP traffic hidden behind the GEMMs when none is given: (tp - 1) / tp.
 # Megatron-Bridge turns Transformer Engine's userbuffers overlap on (tp_comm_overlap, with
@@ -110,7 +111,8 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
                   cp: int = 1, vp: int = 1, global_batch: int | None = None, micro_batch: int = 1,
                   seq_len: int | None = None,
                   compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY, precision: str = "bf16",
-                  recompute: str = "selective", sequence_parallel: bool = True,
+                  recompute: str = "selective", recompute_layers: int | None = None,
+                  attention_efficiency: float = DEFAULT_ATTENTION_EFFICIENCY, sequence_parallel: bool = True,
                   tp_overlap: float | None = DEFAULT_TP_OVERLAP, top_k: int | None = None, capacity_factor=None,
                   zero: int = 1, dp_overlap: float = 1.0, ranks=None, order=None, gpu=None,
                   algorithms: dict | None = None, collective_options: dict | None = None) -> StepResult:
@@ -141,14 +143,21 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     seq_len : int, optional
         Tokens per sequence (default the model's), e.g. 131072 for long-context training.
     compute_efficiency : float
-        Fraction of the dense peak (of the precision each piece of work runs in) reached
-        while computing (default 0.42, see :mod:`flowsolver.training._compute`). Not the
-        MFU: the result's ``mfu`` is measured over the whole step.
+        Fraction of the dense peak (of the precision they run in) the GEMMs reach while
+        computing (default 0.46, see :mod:`flowsolver.training._compute`). Not the MFU: the
+        result's ``mfu`` is measured over the whole step.
+    attention_efficiency : float
+        Fraction of the bf16 peak attention reaches (default 0.62, FlashAttention-3's
+        measured rate; see :mod:`flowsolver.training._compute`).
     precision : {"bf16", "fp8"}
         ``fp8``: the transformer layers' weight GEMMs at the GPU's dense FP8 peak (attention
         and logits stay bf16); needs a GPU with FP8.
     recompute : {"none", "selective", "full"}
         Activation recompute (compute cost and memory, :mod:`flowsolver.training._compute`).
+    recompute_layers : int, optional
+        With ``recompute="full"``: recompute only the first ``recompute_layers`` layers of
+        each model chunk (Megatron's ``recompute_method="block"``, ``recompute_num_layers``);
+        default all.
     sequence_parallel : bool
         TP all-reduces as reduce-scatter + all-gather, activations sharded over TP.
     tp_overlap : float in [0, 1]
@@ -196,9 +205,13 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         global_batch = -(-DEFAULT_BATCH // unit) * unit
     gpu_spec = _gpu(graph, gpu)
     check_precision(precision, gpu_spec)
+    if recompute_layers is not None:
+        chunk = -(-max(stage_layers(spec.layers, layout.pp, layout.vp)) // layout.vp)
+        _checks.integer("recompute_layers", recompute_layers, maximum=chunk)
     schedule = checked_schedule(dp=layout.dp, micro_batch=micro_batch, global_batch=global_batch,
                                 dp_overlap=dp_overlap, compute_efficiency=compute_efficiency, precision=precision,
-                                recompute=recompute, gpu=gpu_spec,
+                                recompute=recompute, gpu=gpu_spec, attention_efficiency=attention_efficiency,
+                                recompute_layers=recompute_layers,
                                 tp_overlap=default_tp_overlap(layout.tp) if tp_overlap is None else tp_overlap)
     if not isinstance(sequence_parallel, bool):
         raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
