@@ -107,15 +107,17 @@ def build(rm, capacity, weights, demands, rates, bottleneck) -> Structure:
     seg_min = _segment_reduce(np.minimum, t_entry, rm.seg_ptr, np.inf)
     at_min = np.isfinite(t_entry) & (t_entry <= seg_min[rm.entry_segment] * (1 + TIE_RTOL))
     seg_count = np.bincount(rm.entry_segment[at_min], minlength=rm.n_segments)
-    seg = np.maximum(rm.flow_seg, 0)
-    slot_min = np.where(slot_ok, seg_min[seg], np.inf)
+    # per (flow, slot): its segment, -1 where unused (or of coefficient 0), so that arrays
+    # over segments with one extra last entry read a neutral value there
+    slot_seg = rm.flow_seg if rm.flow_coef is None else np.where(slot_ok, rm.flow_seg, -1)
+    slot_min = np.append(seg_min, np.inf)[slot_seg]
     flow_min = slot_min.min(axis=1)
-    slot_hit = slot_ok & np.isfinite(slot_min) & (slot_min <= flow_min[:, None] * (1 + TIE_RTOL))
+    slot_hit = np.isfinite(slot_min) & (slot_min <= flow_min[:, None] * (1 + TIE_RTOL))
     is_top = np.isfinite(flow_min) & (level >= flow_min * (1 - TIE_RTOL))
     capped = np.isfinite(d) & (x >= d * (1 - TIE_RTOL))
-    n_con = np.where(is_top, (np.where(slot_hit, seg_count[seg], 0)).sum(axis=1), 0) + capped
+    n_con = np.where(is_top, np.where(slot_hit, np.append(seg_count, 0)[slot_seg], 0).sum(axis=1), 0) + capped
     tied_seg = np.zeros(rm.n_segments, dtype=bool)
-    tied_seg[seg[slot_hit & (is_top & (n_con >= 2))[:, None]]] = True
+    tied_seg[slot_seg[slot_hit & (is_top & (n_con >= 2))[:, None]]] = True
     tied_link = np.zeros(L, dtype=bool)
     tied_link[seg_link[at_min & tied_seg[rm.entry_segment]]] = True
     in_k = np.bincount(b[b >= 0], minlength=L) > 0
@@ -128,15 +130,19 @@ def build(rm, capacity, weights, demands, rates, bottleneck) -> Structure:
         coupling = _rows_to(incidence[:, rows].T @ by_link, rows, L)
     else:
         coupling = sp.csr_matrix((L, L))
-    on_sat = incidence[:, saturated]
-    reach = (by_link.T @ (on_sat > 0).astype(np.float64)).tocoo()
     sat_idx = np.flatnonzero(saturated)
+    on = live & saturated[seg_link]                      # (segments x saturated links) pattern
+    sat_col = np.cumsum(saturated) - 1
+    on_sat = sp.csr_matrix((np.ones(int(on.sum())), (rm.entry_segment[on], sat_col[seg_link[on]])),
+                           shape=(rm.n_segments, len(sat_idx)))
+    on_sat.data[:] = 1.0                                 # a link listed twice in a segment counts once
+    reach = (by_link.T @ on_sat).tocoo()
     off = reach.row != sat_idx[reach.col]
     reach = sp.csr_matrix((np.ones(int(off.sum())), (reach.row[off], sat_idx[reach.col[off]])), shape=(L, L))
     one_sided = _spread_upstream(reach, tied_link)
     seg_one_sided = np.zeros(rm.n_segments, dtype=bool)
     seg_one_sided[rm.entry_segment[live & one_sided[seg_link] & saturated[seg_link]]] = True
-    crosses_one_sided = (slot_ok & seg_one_sided[seg]).any(axis=1)
+    crosses_one_sided = np.append(seg_one_sided, False)[slot_seg].any(axis=1)
     one_sided_cap = capped & ((n_con >= 2) | crosses_one_sided)
     return Structure(rm, cap, w, d, x, level, b, saturated, top, capped, n_con, tied_link, one_sided, one_sided_cap,
                      coupling)
@@ -163,9 +169,8 @@ def _segment_by_bottleneck(rm, slot_ok, b, w) -> sp.csr_matrix:
     held = slot_ok & (b >= 0)[:, None]
     f, k = np.nonzero(held)
     coef = 1.0 if rm.flow_coef is None else rm.flow_coef[f, k]
-    out = sp.csr_matrix((w[f] * coef, (rm.flow_seg[f, k], b[f])), shape=(rm.n_segments, rm.n_links))
-    out.sum_duplicates()
-    return out
+    # (the conversion from coordinates sums duplicate entries)
+    return sp.csr_matrix((w[f] * coef, (rm.flow_seg[f, k], b[f])), shape=(rm.n_segments, rm.n_links))
 
 
 def _spread_upstream(reach, tied_link):
