@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 import time
 
+import numpy as np
+
 import topologies as tp
 from flowsolver import collective
 
@@ -32,18 +34,21 @@ def _timed(graph, n):
 
 
 def main() -> int:
-    """Two compiled timings per size: on a graph never routed before (the solver compiled,
-    every route computed afresh) and again on the same graph (its routes kept, as every
-    later call of a sweep over sizes or algorithms finds them)."""
+    """Two compiled timings per size, each the median of three calls: on a graph never
+    routed before (the solver compiled, every route computed afresh) and again on the same
+    graph (its routes kept, as every later call of a sweep over sizes or algorithms finds
+    them)."""
     print(f"{'k':>3s} {'GPUs':>5s} {'new graph s':>12s} {'again s':>8s} {'SimGrid s':>10s} {'speed-up':>17s} "
           f"{'time ms':>9s} {'SimGrid ms':>11s} {'diff':>7s} algorithm")
     for k, (sim_wall, sim_ms) in SIMGRID.items():
         n = len(tp.gpus(tp.fat_tree(k)))
         _timed(tp.fat_tree(k), n)                  # compile the solver for this shape
-        fresh, _ = _timed(tp.fat_tree(k), n)       # a new graph: routing from scratch
+        # medians of three: each on a new graph (routing from scratch), then on one graph again
+        fresh = float(np.median([_timed(tp.fat_tree(k), n)[0] for _ in range(3)]))
         g = tp.fat_tree(k)
         _timed(g, n)
-        again, r = _timed(g, n)
+        again_runs = [_timed(g, n) for _ in range(3)]
+        again, r = float(np.median([t for t, _ in again_runs])), again_runs[-1][1]
         print(f"{k:3d} {n:5d} {fresh:12.2f} {again:8.2f} {sim_wall:10.1f} "
               f"{sim_wall / fresh:7.1f}x / {sim_wall / again:5.1f}x "
               f"{r.time * 1e3:9.3f} {sim_ms:11.3f} {r.time * 1e3 / sim_ms - 1:+7.2%} {r.algorithm}")
