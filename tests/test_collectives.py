@@ -229,6 +229,24 @@ def test_variants_solved_together_equal_one_by_one_and_failures_are_per_scenario
         collective_variants([graphs[0], tp.rail_optimized(3)], "all_reduce", 2**20)
 
 
+def test_a_variant_is_timed_with_its_own_nvlink_rate():
+    # NCCL's model reads the NVLink bandwidth from the graph: a variant with NVLink at half
+    # rate must get the time collective() gives on that graph, not the first graph's rate
+    from flowsolver import collective_variants
+
+    g = tp.rail_optimized(2)
+    half = g.copy()
+    for _, _, d in half.edges(data=True):
+        if str(d.get("tech", "")).startswith("nvlink"):
+            d["capacity"] *= 0.5
+    for op, size in (("all_reduce", 2**30), ("all_gather", 2**28)):
+        base, slow = collective_variants([g, half], op, size)
+        alone = collective(half, op, size)
+        assert (slow.algorithm, slow.protocol) == (alone.algorithm, alone.protocol)
+        assert slow.time == pytest.approx(alone.time, rel=1e-12)
+        assert base.time == pytest.approx(collective(g, op, size).time, rel=1e-12) and slow.time > base.time
+
+
 @pytest.mark.parametrize("build", [lambda: tp.rail_optimized(nodes=2), lambda: tp.torus((2, 2), server="dgx_h100")],
                          ids=["rail(2)", "torus of DGX"])
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "broadcast", "all_to_all"])

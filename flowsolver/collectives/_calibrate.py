@@ -83,7 +83,7 @@ class _RowModel:
     def __init__(self, graph, op, size, ranks, algorithm, options, cal):
         options = cal.apply(options)
         with unchanged(graph):
-            ranks_, self.p, plans, self.hw = _plans(graph, op, size, [ranks], algorithm, options)
+            ranks_, self.p, plans, self.hw, _ = _plans(graph, op, size, [ranks], algorithm, options)
             (self.links, self.results), = time_plans(graph, ranks_, plans, options, [graph])
         self.op, self.size, self.options, self.cal = op, size, options, cal
         self.only = None if algorithm == "auto" else algorithm

@@ -93,7 +93,7 @@ def _plans(graph, op, size, rank_groups, algorithm, options):
         sched = "ring" if (op, a) in DERIVED else a
         per_group = [schedule(op, sched, p, size, layout, chunk) for _, layout in laid]
         plans[a] = per_group[0] if len(per_group) == 1 else _merged(per_group, p)
-    return ranks, p, plans, hw
+    return ranks, p, plans, hw, laid[0]
 
 
 def _auto(graph, ranks, plans, options, tune):
@@ -178,15 +178,18 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     at the same time; one group is :func:`collective`), on ``graph`` or on each of its
     same-structure ``variants``: one :class:`CollectiveResult` per scenario."""
     with unchanged(graph):          # laid out and every step routed on one index of the graph
-        ranks, p, plans, hw = _plans(graph, op, size, rank_groups, algorithm, options)
+        ranks, p, plans, hw, (first, layout) = _plans(graph, op, size, rank_groups, algorithm, options)
         tune = lambda results: tuned_times(op, size, p, results, hw, options, model)  # noqa: E731
         if algorithm == "auto" and variants is None and len(plans) > 1:
             timed, pruned = _auto(graph, ranks, plans, options, tune)
         else:
             scenarios = [graph] if variants is None else list(variants)
             timed, pruned = time_plans(graph, ranks, plans, options, scenarios), {}
+    # NCCL's view of each scenario's hardware (a variant's own NVLink and NIC rates)
+    hws = [hw] if variants is None else \
+        [describe(v, first, layout, options.channels, options.efficiency) for v in variants]
     out = []
-    for table, results in timed:
+    for (table, results), hw in zip(timed, hws):
         only = None if algorithm == "auto" else algorithm
         best, proto, total, steps, util, choices, candidates = _pick(op, size, p, results, hw, options, model, only)
         derivation = _derivation(graph, ranks, results, best, proto, total, choices, hw,
