@@ -159,6 +159,8 @@ def test_recompute_layers_recomputes_the_first_layers_of_each_chunk_only():
         training_step(g, recompute_layers=5, **kw)
     with pytest.raises(ValueError, match=r"recompute_layers must be an integer in 1 ... 8, got 9"):
         training_step(g, recompute="full", recompute_layers=9, **p)
+    with pytest.raises(ValueError, match=r"recompute_layers must be an integer in 1 ... 8, got 9"):
+        b.recompose(recompute_layers=9)          # recompose refuses it too (it clamped it before)
 
 
 def test_expert_all_to_all_carries_top_k_times_capacity_factor():

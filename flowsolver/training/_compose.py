@@ -42,6 +42,15 @@ class Schedule:
     recompute_layers: int | None = None
 
 
+def check_recompute_layers(recompute_layers, layers: int, pp: int, vp: int) -> None:
+    """``recompute_layers`` (None, or layers per model chunk to recompute) must be a whole
+    number from 1 to the layers of the largest model chunk (``layers`` over ``pp`` stages of
+    ``vp`` chunks each)."""
+    if recompute_layers is not None:
+        chunk = -(-max(stage_layers(layers, pp, vp)) // vp)
+        _checks.integer("recompute_layers", recompute_layers, maximum=chunk)
+
+
 def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, compute_efficiency,
                      precision="bf16", recompute="selective", tp_overlap=0.0, gpu=None,
                      attention_efficiency=DEFAULT_ATTENTION_EFFICIENCY, recompute_layers=None) -> Schedule:
@@ -200,6 +209,8 @@ class StepResult:
             raise TypeError(f"recompose takes {', '.join(allowed)}; got {', '.join(unknown)}")
         values = {k: getattr(self.schedule, k) for k in allowed}
         values.update({k: v for k, v in changes.items() if v is not None})
+        lay = self.profile.layout
+        check_recompute_layers(values["recompute_layers"], self.profile.model.layers, lay.pp, lay.vp)
         schedule = checked_schedule(dp=self.dp, micro_batch=self.micro_batch, gpu=self.profile.gpu, **values)
         return compose(self.profile, schedule)
 

@@ -8,7 +8,7 @@ import topologies as tp_
 
 from .. import _checks
 from ..routing import unchanged
-from ._compose import StepResult, checked_schedule, compose
+from ._compose import StepResult, check_recompute_layers, checked_schedule, compose
 from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, check_precision
 from ._layout import DEFAULT_ORDER, ParallelLayout
 from ._memory import check_zero
@@ -205,9 +205,7 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         global_batch = -(-DEFAULT_BATCH // unit) * unit
     gpu_spec = _gpu(graph, gpu)
     check_precision(precision, gpu_spec)
-    if recompute_layers is not None:
-        chunk = -(-max(stage_layers(spec.layers, layout.pp, layout.vp)) // layout.vp)
-        _checks.integer("recompute_layers", recompute_layers, maximum=chunk)
+    check_recompute_layers(recompute_layers, spec.layers, layout.pp, layout.vp)
     schedule = checked_schedule(dp=layout.dp, micro_batch=micro_batch, global_batch=global_batch,
                                 dp_overlap=dp_overlap, compute_efficiency=compute_efficiency, precision=precision,
                                 recompute=recompute, gpu=gpu_spec, attention_efficiency=attention_efficiency,
