@@ -279,3 +279,17 @@ def test_upgrade_prints_each_tier_and_the_plan(capsys):
     assert sorted(alone) == ["access", "agg-core", "edge-agg", "pcie"]
     best = max(alone, key=lambda k: alone[k]["saved_percent"])
     assert plan == [best] and alone["agg-core"]["saved_percent"] == 0.0   # a non-blocking core
+
+
+def test_server_can_be_an_nccl_topology_file(capsys, tmp_path):
+    # a 2-GPU, 2-NIC PCIe box (the reader's own test file): rail_optimized of 2 such servers
+    # has 4 GPUs and 4 NICs, which the catalogue's 8-GPU servers would not give
+    from tests.test_nccl_xml import _box, _gpu, _nic, _write
+
+    body = _box(_gpu("0000:02:00.0", 0) + _nic("0000:03:00.0") + _gpu("0000:05:00.0", 1) + _nic("0000:06:00.0"))
+    path = _write(tmp_path, body)
+    assert main(["topology", "--nodes", "2", "--server", str(path), "--json"]) == 0
+    desc = json.loads(capsys.readouterr().out)
+    assert desc["gpus"] == 4
+    assert main(["topology", "--server", str(tmp_path / "missing.xml")]) == 2
+    assert "no such NCCL topology file" in capsys.readouterr().err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from pathlib import Path
 
 import topologies as tp
 
@@ -80,7 +81,9 @@ def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", d
     g.add_argument("--g", type=int, default=None, help="groups (dragonfly; default a*h+1)")
     g.add_argument("--dims", type=int, nargs="+", default=[4, 4, 4], help="torus dimensions (default 4 4 4)")
     g.add_argument("--mesh", action="store_true", help="torus without wrap-around")
-    g.add_argument("--server", default=None, help=f"server model: {', '.join(tp.server_names())}")
+    g.add_argument("--server", default=None,
+                   help=f"server model: {', '.join(tp.server_names())}, or an NCCL topology file "
+                        "(NCCL_TOPO_DUMP_FILE's XML, *.xml)")
     g.add_argument("--link", default="ib_ndr", help=f"link: {', '.join(tp.link_names())}")
     g.add_argument("--oversubscription", type=float, default=1.0,
                    help="leaf downlink / uplink bandwidth (rail_optimized, leaf_spine; default %(default)s)")
@@ -94,9 +97,20 @@ def _add_output(p: argparse.ArgumentParser) -> None:
     out.add_argument("--csv", action="store_true", help="print CSV")
 
 
+def server_of(value):
+    """``--server``: a catalogue name as it is, or an NCCL topology file (``*.xml``) read
+    into its ServerModel (:func:`topologies.from_nccl_xml`)."""
+    if isinstance(value, str) and value.lower().endswith(".xml"):
+        if not Path(value).is_file():
+            raise ValueError(f"--server {value!r}: no such NCCL topology file")
+        return tp.from_nccl_xml(value)
+    return value
+
+
 def build_graph(args):
     """The cluster graph the ``--family`` / size / link arguments describe."""
-    return tp.build(args.family, link=args.link, server=args.server, oversubscription=args.oversubscription,
+    return tp.build(args.family, link=args.link, server=server_of(args.server),
+                    oversubscription=args.oversubscription,
                     fail_fraction=args.fail_fraction, seed=args.seed, nodes=args.nodes, k=args.k,
                     leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf, p=args.p, a=args.a,
                     h=args.h, g=args.g, dims=args.dims, wrap=not args.mesh)
