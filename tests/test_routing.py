@@ -290,6 +290,26 @@ def test_rail_rule_and_pxn():
     assert not any("spine" in str(u) + str(v) for u, v in names)
 
 
+def test_pxn_with_gpu_rails_beyond_the_nics_sends_from_the_right_gpu_and_nic():
+    # 8 GPUs labelled with rails 0-7 over 4 NICs: rail r is NIC r mod 4 (as the NIC choice
+    # reads it). With PXN a flow leaves from its own GPU, through its server's NIC for the
+    # destination's rail, and arrives at its own destination GPU.
+    g = tp.rail_optimized(2, server=tp.get_server("dgx_h100").with_(nics=4))
+    gpus = tp.gpus(g)
+    for n in gpus:
+        g.nodes[n]["rail"] = g.nodes[n]["local_rank"]
+    n = len(gpus)
+    src, dst = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
+    cross = src // 8 != dst // 8
+    rm = route(g, Flows(src[cross], dst[cross], 1.0), pxn=True)
+    for f, (a, b) in enumerate(zip(src[cross], dst[cross])):
+        links, _ = rm.column(f)
+        hops = {(str(rm.links.src[l]), str(rm.links.dst[l])) for l in links}
+        assert any(u == gpus[a] for u, _ in hops) and any(v == gpus[b] for _, v in hops)
+        out = {(u, v) for u, v in hops if u.startswith(f"s{a // 8}/nic")}
+        assert out == {(f"s{a // 8}/nic{b % 8 % 4}", f"su0/leaf{b % 8 % 4}")}
+
+
 def test_failed_links_are_routed_around():
     g = tp.fat_tree(4)
     for u, v in (("pod0/edge0", "pod0/agg0"), ("pod0/agg0", "pod0/edge0")):

@@ -253,8 +253,9 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
         eg = e if every else e[gpu]
         width = table.shape[1] + 1 if side == "src" and pxn else 1
         key = eg
-        if width > 1:   # the other end's rail + 1 (0: the GPU's own rail)
-            rail_of = ix.memo("gpu-rail", lambda: np.where(ix.is_gpu & (ix.rail >= 0), ix.rail, -1))
+        if width > 1:   # the other end's rail (as _pick_nic reads it, modulo the NIC rails) + 1; 0: own rail
+            rails = table.shape[1]
+            rail_of = ix.memo(("gpu-rail", rails), lambda: np.where(ix.is_gpu & (ix.rail >= 0), ix.rail % rails, -1))
             key = eg * width + (rail_of[others[rows_g]] + 1)
         seen = np.zeros(ix.nv * width, dtype=bool)
         seen[key] = True
