@@ -77,3 +77,18 @@ def test_register_and_use_a_user_technology():
 def test_bad_link_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
         LinkTech("bad", **kwargs)
+
+
+def test_an_edge_efficiency_outside_zero_to_one_is_an_error_naming_the_edge():
+    from flowsolver.routing import LinkTable
+
+    g = tp.rail_optimized(1)
+    u, v = next((u, v) for u, v, d in g.edges(data=True) if d.get("tech") == "nvlink4")
+    for bad in (-0.5, 0.0, 1.5):
+        g[u][v]["efficiency"] = bad
+        with pytest.raises(ValueError, match=rf"edge '{u}' -> '{v}': efficiency must be a fraction in \(0, 1\]"):
+            LinkTable.from_graph(g)
+    g[u][v]["efficiency"] = 0.5           # the edge's own value, not the catalogue's 0.824
+    links = LinkTable.from_graph(g)
+    i = next(k for k in range(len(links)) if (links.src[k], links.dst[k]) == (u, v))
+    assert links.effective_capacity()[i] == pytest.approx(0.5 * links.capacity[i], rel=1e-15)

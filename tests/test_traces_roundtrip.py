@@ -147,6 +147,26 @@ def test_block_recompute_repeats_the_first_layers_of_every_model_chunk():
     assert res.iteration_time == pytest.approx(step.step_time, rel=TOLERANCE)
 
 
+def test_a_recomputed_layer_runs_its_forward_again_in_the_backward_not_in_the_forward():
+    # full recompute of layer 0 only: its forward pass is a plain layer's third (f = layer / 3);
+    # its backward holds the rest of its recomputed total (layer_recomputed - f)
+    from flowsolver.training._compose import layer_compute
+
+    step = training_step(tp.rail_optimized(2), model="llama-3-8b", tp=8, pp=2, global_batch=8, recompute="full",
+                         recompute_layers=1)
+    c = layer_compute(step.profile, step.schedule)
+    nodes = workload_from_step(step).ranks[0].nodes
+
+    def seconds(prefix):
+        return sum(n.duration or 0.0 for n in nodes if n.kind == "compute" and n.name.startswith(prefix))
+
+    forward = c["layer"] / 3
+    assert seconds("F0.c0.L0.") == pytest.approx(forward, rel=1e-12)          # recomputed layer
+    assert seconds("F0.c0.L1.") == pytest.approx(forward, rel=1e-12)          # plain layer
+    assert seconds("B0.c0.L0.") == pytest.approx(c["layer_recomputed"] - forward, rel=1e-12)
+    assert seconds("B0.c0.L1.") == pytest.approx(c["layer"] - forward, rel=1e-12)
+
+
 def test_interleaving_exposes_every_virtual_stage_boundary_of_the_fill_and_drain():
     # the first microbatch crosses all pp vp - 1 virtual-stage boundaries (the wrap included)
     # before the first backward, the last backward as many: 2 (pp vp - 1) sends on the

@@ -93,7 +93,7 @@ class LinkTable:
             tier=obj([d.get("tier", "") for *_, d in edges]),
             cables=np.array([int(d.get("cables", 1)) for *_, d in edges], dtype=np.int64),
             hop_class=obj([_hop_class(kind[u], kind[v], d.get("tech", "")) for u, v, d in edges]),
-            efficiency=np.array([float(d.get("efficiency") or np.nan) for *_, d in edges], dtype=np.float64),
+            efficiency=_edge_efficiencies(edges),
         )
 
     def effective_capacity(self, efficiency=None) -> np.ndarray:
@@ -119,9 +119,10 @@ class LinkTable:
         if not len(self.tech):
             return [], np.empty(0, dtype=np.int64)
         _, first, tech_code = np.unique(self.tech.astype(str), return_index=True, return_inverse=True)
-        pairs, which = np.unique(np.stack([tech_code.reshape(-1).astype(np.float64), np.where(np.isnan(own), -1.0, own)],
+        none = np.isnan(own)
+        pairs, which = np.unique(np.stack([tech_code.reshape(-1).astype(np.float64), none, np.where(none, 0.0, own)],
                                           axis=1), axis=0, return_inverse=True)
-        kinds = [(self.tech[first[int(c)]], None if e < 0 else float(e)) for c, e in pairs]
+        kinds = [(self.tech[first[int(c)]], None if flag else float(e)) for c, flag, e in pairs]
         return kinds, which.reshape(-1)
 
     def bottleneck(self, index: int, utilization: float) -> Bottleneck:
@@ -146,6 +147,19 @@ def _hop_class(kind_u, kind_v, tech) -> str:
         return "network"
     nvlink = str(tech).startswith("nvlink") or "nvswitch" in (kind_u, kind_v)
     return "nvlink" if nvlink else "pcie"
+
+
+def _edge_efficiencies(edges) -> np.ndarray:
+    """Each edge's ``efficiency`` attribute (NaN where it has none); a value outside (0, 1]
+    is an error naming the edge."""
+    eff = np.array([np.nan if d.get("efficiency") is None else float(d["efficiency"]) for *_, d in edges],
+                   dtype=np.float64)
+    bad = ~np.isnan(eff) & ~((eff > 0) & (eff <= 1))
+    if bad.any():
+        u, v, _ = edges[int(np.flatnonzero(bad)[0])]
+        raise ValueError(f"edge {u!r} -> {v!r}: efficiency must be a fraction in (0, 1], got "
+                         f"{float(eff[bad][0])!r}")
+    return eff
 
 
 def link_efficiency(tech, efficiency=None, own=None) -> float:

@@ -134,6 +134,13 @@ class _Builder:
         first ``recompute_layers``: Megatron's block method)."""
         return self.recompute_layers is not None and layer_in_chunk < self.recompute_layers
 
+    def pass_seconds(self, d, again):
+        """One layer's compute in direction ``d``: the forward a third of a plain layer's; the
+        backward the rest, with a recomputed layer's forward again (``again``) in it."""
+        if d == "F":
+            return self.t_plain * _SHARE["F"]
+        return (self.t_recomputed if again else self.t_plain) - self.t_plain * _SHARE["F"]
+
     def groups_of(self, d, again):
         """The layer's blocks in direction ``d``, in order: ``(name, GEMM weight, TP ops)``;
         a recomputed layer's backward starts with its forward again (its TP ops, no EP)."""
@@ -151,7 +158,7 @@ class _Builder:
         each its share of the rest of the compute (by GEMM time) with its TP collectives
         beside exactly the compute each hides (``tp_hidden``: ``tp_overlap x min(its time,
         its GEMM's)``, compose's rule); EP's all-to-alls around the MLP."""
-        rest = (self.t_recomputed if again else self.t_plain) * _SHARE[d]
+        rest = self.pass_seconds(d, again)
         if "cp" in self.comms:
             core = self.t_attention * _SHARE[d]
             calls = [("cp", "all_gather", self.comms["cp"].bytes, f"{tag}.cp.kv{n}") for n in range(1 if d == "F" else 2)]
@@ -250,10 +257,10 @@ class _Builder:
         seconds)``, ``seconds`` of compute after the boundary before segment ``k`` of
         direction ``d``, so that ``dp_overlap`` of the microbatch's compute is still to come."""
         layers, last = self.chunks[stage][0], stage == self.lay.pp - 1
-        forward = [(self.t_recomputed if self.recomputed(k) else self.t_plain) / 3 for k in range(layers)]
-        forward += [self.t_output / 3] if last else []
-        segments = [("F", k, t) for k, t in enumerate(forward)] + [("B", k, 2 * t) for k, t in
-                                                                    enumerate(forward[::-1])]
+        forward = [self.pass_seconds("F", False)] * layers + ([self.t_output / 3] if last else [])
+        backward = [self.pass_seconds("B", self.recomputed(k)) for k in range(layers)]
+        backward += [2 * self.t_output / 3] if last else []
+        segments = [("F", k, t) for k, t in enumerate(forward)] + [("B", k, t) for k, t in enumerate(backward[::-1])]
         left = (1.0 - self.dp_overlap) * sum(t for *_, t in segments)
         for d, k, t in segments:
             if left < t:
