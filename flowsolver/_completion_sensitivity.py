@@ -57,7 +57,6 @@ class CompletionSensitivity:
             flagged |= ph[4].one_sided_links
         return flagged
 
-
     def directional(self, d_capacity, side: str = "up") -> float:
         """The one-sided derivative of the makespan along ``d_capacity`` (links,), seconds per
         unit of the step (``side="down"``: for the step ``-d_capacity``, sign as for "up")."""

@@ -31,7 +31,7 @@ def route_step(graph, ranks, flows, options):
         end = lambda x: x if isinstance(x, str) else nodes[ranks[x]]  # noqa: E731
         try:
             # the graph's link table and edge index kept while it is unchanged (an O(edges) build each)
-            links = graph_memo(graph, "link_table", lambda: LinkTable.from_graph(graph))
+            links = graph_memo(graph, "links", lambda: LinkTable.from_graph(graph))
             index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
             return RoutingMatrix.one_hop(graph, [(end(a), end(b)) for a, b, _ in flows], policy="in-switch",
                                          links=links, edge_index=index), size

@@ -39,6 +39,8 @@ class StepFlows:
         self._set(src, dst, nbytes, names)
 
     def _set(self, src, dst, nbytes, names):
+        for a in (src, dst, nbytes):          # values: the hash below must stay true
+            a.flags.writeable = False
         self._src, self._dst, self.nbytes, self._names = src, dst, nbytes, names
         # equal flows hash equal; equality itself compares every flow, so the hash reads
         # at most ~1,000 of them (hashing a 16 M-flow step's bytes took a second)

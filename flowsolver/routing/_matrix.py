@@ -171,8 +171,7 @@ class RoutingMatrix:
             ok = segs >= 0
             amount = per_flow[ok] if self.flow_coef is None else per_flow[ok] * self.flow_coef[ok, k]
             seg_amount += np.bincount(segs[ok], weights=amount, minlength=self.n_segments)
-        return np.bincount(self.seg_link, weights=self.seg_frac * seg_amount[self.entry_segment],
-                           minlength=self.n_links)
+        return self._segments_to_links(seg_amount)
 
     def subset_loads(self, flows, amounts) -> np.ndarray:
         """Per link, the load of the flows ``flows`` alone carrying ``amounts`` (bytes/s):
@@ -183,13 +182,15 @@ class RoutingMatrix:
         [4.0, 2.0]
         """
         flows = np.asarray(flows, dtype=np.int64)
-        amounts = np.asarray(amounts, dtype=np.float64)
         segs = self.flow_seg[flows]
         ok = segs >= 0
-        per_slot = np.broadcast_to(amounts[:, None], segs.shape)
+        per_slot = np.broadcast_to(np.asarray(amounts, dtype=np.float64)[:, None], segs.shape)
         if self.flow_coef is not None:
             per_slot = per_slot * self.flow_coef[flows]
-        seg_amount = np.bincount(segs[ok], weights=per_slot[ok], minlength=self.n_segments)
+        return self._segments_to_links(np.bincount(segs[ok], weights=per_slot[ok], minlength=self.n_segments))
+
+    def _segments_to_links(self, seg_amount) -> np.ndarray:
+        """Per-segment amounts -> per-link sums over the segments' entries."""
         return np.bincount(self.seg_link, weights=self.seg_frac * seg_amount[self.entry_segment],
                            minlength=self.n_links)
 

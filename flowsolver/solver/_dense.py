@@ -252,7 +252,7 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
                                              stop_below, inner, owner=rm if segments is full else None)
         rounds_done += k
         if segments is full and len(r) == N:      # solved in one go: the kernel's arrays as they are
-            rates, bneck = r.astype(np.float64, copy=False), b
+            rates, bneck = r.astype(np.float64), np.array(b)       # own, writable copies
         else:
             rates[segments.flows[done_flows]] = r
             bneck[segments.flows[done_flows]] = b
