@@ -7,6 +7,8 @@ import weakref
 
 import numpy as np
 
+from ._matrix import _ranges
+
 #: graph -> its GraphIndex with everything routing built from it (the cache of route())
 _INDEXES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: fabric path computations (calls that computed pairs no earlier route() had asked for)
@@ -56,31 +58,56 @@ class _NoPath(Exception):
 class PairPaths:
     """Fabric paths of attach-node pairs under one rule, kept per :class:`GraphIndex`:
     ``entries`` computes only the pairs not asked for before and returns every pair's
-    entries sorted by link, so a route is the same whatever was routed before it."""
+    entries sorted by link, so a route is the same whatever was routed before it. The
+    known pairs are held as arrays (pair keys sorted, and their entries in that order),
+    so a call looks its pairs up with one search, not one dictionary read per pair."""
 
     def __init__(self):
-        self.links: dict = {}
-        self.fracs: dict = {}
+        self.keys = np.empty(0, dtype=np.int64)          # known pair keys, sorted
+        self.ptr = np.zeros(1, dtype=np.int64)           # entries of keys[i]: ptr[i]:ptr[i+1]
+        self.link = np.empty(0, dtype=np.int64)
+        self.frac = np.empty(0)
         self.checked = False
+
+    def rows(self, keys):
+        """Row of each key among the known ones (-1: not known)."""
+        pos = np.searchsorted(self.keys, keys)
+        hit = pos < len(self.keys)
+        hit[hit] = self.keys[pos[hit]] == keys[hit]
+        return np.where(hit, pos, -1)
+
+    def _learn(self, new_keys, pair, link, frac):
+        """Add the entries of the pairs ``new_keys`` (distinct, unknown; ``pair`` indexes them)."""
+        # each pair's entries by link: the order a batch emits them in depends on the
+        # other pairs of the batch, so a route must not depend on which came first
+        # (one stable sort of the key pair << 32 | link: lexsort's order, 2.5x faster)
+        order = np.argsort((pair << 32) | link, kind="stable")
+        pair, link, frac = pair[order], link[order], frac[order]
+        counts = np.bincount(pair, minlength=len(new_keys))
+        keys = np.concatenate([self.keys, new_keys])
+        lengths = np.concatenate([np.diff(self.ptr), counts])
+        starts = np.concatenate([self.ptr[:-1], len(self.link) + np.cumsum(counts) - counts])
+        links, fracs = np.concatenate([self.link, link]), np.concatenate([self.frac, frac])
+        by_key = np.argsort(keys, kind="stable")
+        idx = _ranges(starts[by_key], lengths[by_key])
+        self.keys, self.link, self.frac = keys[by_key], links[idx], fracs[idx]
+        self.ptr = np.concatenate([[0], np.cumsum(lengths[by_key])])
 
     def entries(self, keys, ua, ub, compute, count: bool = True):
         """(pair, link, frac) entries of the pairs ``keys`` (``ua[i] -> ub[i]``);
         ``compute(a, b)`` gives (pair, link, frac) for the pairs it is handed."""
-        keys = keys.tolist()
-        miss = np.array([i for i, k in enumerate(keys) if k not in self.links], dtype=np.int64)
-        if len(miss) or not self.checked:    # the first call also checks the rule applies (raises)
+        keys = np.asarray(keys, dtype=np.int64)
+        rows = self.rows(keys)
+        if (rows < 0).any() or not self.checked:    # the first call also checks the rule applies (raises)
+            miss_keys, first = np.unique(keys[rows < 0], return_index=True)
+            miss = np.flatnonzero(rows < 0)[first]
             pair, link, frac = compute(ua[miss], ub[miss])
             self.checked = True
             _PATHS["count"] += count
-            # each pair's entries by link: the order a batch emits them in depends on the
-            # other pairs of the batch, so a route must not depend on which came first
-            order = np.lexsort((link, pair))
-            pair, link, frac = pair[order], link[order], frac[order]
-            cuts = np.searchsorted(pair, np.arange(len(miss) + 1))
-            for j, i in enumerate(miss.tolist()):
-                self.links[keys[i]] = link[cuts[j]:cuts[j + 1]]
-                self.fracs[keys[i]] = frac[cuts[j]:cuts[j + 1]]
-        links = [self.links[k] for k in keys]
-        lengths = np.fromiter(map(len, links), dtype=np.int64, count=len(links))
-        return (np.repeat(np.arange(len(keys)), lengths), np.concatenate(links) if links else np.empty(0, np.int64),
-                np.concatenate([self.fracs[k] for k in keys]) if links else np.empty(0))
+            if len(miss):
+                self._learn(miss_keys, np.asarray(pair, np.int64), np.asarray(link, np.int64),
+                            np.asarray(frac, np.float64))
+                rows = self.rows(keys)
+        lengths = self.ptr[rows + 1] - self.ptr[rows]
+        idx = _ranges(self.ptr[rows], lengths)
+        return np.repeat(np.arange(len(keys)), lengths), self.link[idx], self.frac[idx]

@@ -292,9 +292,10 @@ class ServerParts:
         try:
             pair, edge, frac = known.entries(keys, np.asarray(a_local), np.asarray(b_local), compute, count=False)
         except _NoPath:
-            missing = [i for i, k in enumerate(keys.tolist()) if k not in known.links]
-            return (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0),
-                    np.array([missing[j] for j in failed], dtype=np.int64))
+            unknown = known.rows(keys) < 0          # the pairs compute() was handed, in its order
+            _, first = np.unique(keys[unknown], return_index=True)
+            handed = np.flatnonzero(unknown)[first]
+            return (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), handed[np.asarray(failed, np.int64)])
         return pair, edge, frac, np.empty(0, np.int64)
 
     def segments(self, store: Segments, server, a, b, extra_link=None):
