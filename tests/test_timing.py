@@ -228,3 +228,19 @@ def test_an_event_without_a_solve_keeps_the_allocation_a_solve_would_give():
     assert alloc.bottleneck.tolist() == [-1, -1, 1]
     np.testing.assert_allclose(alloc.link_load, [0.0, 1.0], atol=1e-12)
     np.testing.assert_allclose(alloc.utilization, [0.0, 1.0], atol=1e-12)
+
+
+def test_kept_phases_of_independent_groups_are_the_solves_of_their_running_flows():
+    # two groups on their own links, each with its own clock; every kept phase's allocation
+    # (solved, or kept when the finished flows left the running bottlenecks alone) must be
+    # the max-min allocation of exactly the flows running in it
+    from flowsolver import max_min_fair
+
+    A = sp.block_diag([sp.csc_matrix([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]), sp.csc_matrix([[1.0, 1.0]])], format="csc")
+    cap, sizes = [2.0, 1.0, 3.0], [1.0, 2.0, 3.0, 0.5, 0.5]      # group 1 is done at 1/3 s
+    c = completion_times(A, sizes=sizes, capacity=cap, groups=[0, 0, 0, 1, 1], keep_phases=True)
+    assert (len(c.phases), c.solves) == (3, 2)                  # group 1's end needed no solve
+    for running, alloc, _, _ in c.phases:
+        fresh = max_min_fair(A, cap, demands=np.where(running, np.inf, 0.0))
+        np.testing.assert_allclose(alloc.rates, fresh.rates, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(alloc.link_load, fresh.link_load, rtol=1e-12, atol=1e-15)
