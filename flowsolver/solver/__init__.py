@@ -69,7 +69,8 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         the dense method; flows + links + flow-link pairs for the frontier, whose rounds
         either freeze flows or recompute a link's sum).
     inner_rounds : int
-        Rounds per convergence check (a host round trip per check on a GPU).
+        Rounds per convergence check (a host round trip per check on a GPU). The dense
+        method on a CPU checks after every round (a check costs a pass, not a round trip).
     compact : bool, optional
         Dense method: shrink a single large problem on the host as its flows freeze
         (default: on for a single scenario of more than ``_dense.COMPACT_FLOWS`` flows;
