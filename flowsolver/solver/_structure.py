@@ -15,6 +15,7 @@ through them.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -87,20 +88,33 @@ class Structure:
         return np.flatnonzero(np.bincount(self.bottleneck[self.bottleneck >= 0], minlength=self.n_links) > 0)
 
 
-def build(rm, capacity, weights, demands, rates, bottleneck) -> Structure:
+_CROSSED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _crossed(rm, slot_ok) -> np.ndarray:
+    """Links some flow puts a share on (structure only: kept per RoutingMatrix, immutable)."""
+    if (known := _CROSSED.get(rm)) is not None:
+        return known
+    used_seg = np.zeros(rm.n_segments, dtype=bool)
+    used_seg[rm.flow_seg[slot_ok]] = True
+    crossed = np.zeros(rm.n_links, dtype=bool)
+    crossed[rm.seg_link[(rm.seg_frac > 0) & used_seg[rm.entry_segment]]] = True
+    _CROSSED[rm] = crossed
+    return crossed
+
+
+def build(rm, capacity, weights, demands, rates, bottleneck, load=None) -> Structure:
     """The :class:`Structure` of one scenario (host arrays, bytes/s) on RoutingMatrix ``rm``,
-    read from its factored form (segments shared by flows) without expanding the matrix."""
+    read from its factored form (segments shared by flows) without expanding the matrix.
+    ``load``: the rates' link loads when the caller has them in float64 (the solver's)."""
     L = rm.n_links
     cap, w, d, x = (np.asarray(a, dtype=np.float64) for a in (capacity, weights, demands, rates))
     b = np.asarray(bottleneck, dtype=np.int64)
     level = x / w
     seg_link, live = rm.seg_link, rm.seg_frac > 0
     slot_ok = (rm.flow_seg >= 0) if rm.flow_coef is None else (rm.flow_seg >= 0) & (rm.flow_coef > 0)
-    used_seg = np.zeros(rm.n_segments, dtype=bool)
-    used_seg[rm.flow_seg[slot_ok]] = True
-    crossed = np.zeros(L, dtype=bool)
-    crossed[seg_link[live & used_seg[rm.entry_segment]]] = True
-    saturated = crossed & (rm.link_loads(x) >= cap * (1 - TIE_RTOL))
+    load = rm.link_loads(x) if load is None else np.asarray(load, dtype=np.float64)
+    saturated = _crossed(rm, slot_ok) & (load >= cap * (1 - TIE_RTOL))
     top = _segment_max(rm, level)
     # per segment: the lowest top level of its saturated links, and how many links share it
     t_entry = np.where(live & saturated[seg_link], top[seg_link], np.inf)
