@@ -9,9 +9,9 @@ in under 60 s with peak memory under 8 GiB. Each case runs in its own process.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
+
+from _child import run_child
 
 CASES = [
     ("ring all-reduce 1 GiB, 8 channels", "rail_optimized(512)", "'all_reduce', 2**30, algorithm='ring'"),
@@ -43,12 +43,10 @@ def main() -> int:
     print(f"{'case':38s} {'cluster':22s} {'GPUs':>6s} {'flows':>9s} {'wall s':>7s} {'peak GiB':>9s} "
           f"{'busbw GB/s':>11s} {'bottleneck tier':>16s} algorithm")
     for name, graph, call in CASES:
-        out = subprocess.run([sys.executable, "-c", CHILD.format(graph=graph, call=call)],
-                             capture_output=True, text=True, timeout=1800)
-        if out.returncode:
-            print(f"{name:38s} {graph:22s} failed: {out.stderr.strip().splitlines()[-1]}")
+        r, error = run_child(CHILD.format(graph=graph, call=call), timeout=1800)
+        if error:
+            print(f"{name:38s} {graph:22s} failed: {error}")
             continue
-        r = json.loads(out.stdout)
         print(f"{name:38s} {graph:22s} {r['gpus']:6d} {r['flows']:9d} {r['time']:7.1f} {r['peak']:9.2f} "
               f"{r['busbw'] / 1e9:11.1f} {r['tier']:>16s} {r['algorithm']}")
     return 0

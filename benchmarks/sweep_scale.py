@@ -10,9 +10,9 @@ scenario reuses them. Runs in its own process; the first scenarios include compi
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
+
+from _child import run_child
 
 CHILD = """
 import json, resource, time
@@ -30,11 +30,10 @@ print(json.dumps(dict(time=dt, rows=len(df), ok=int((df.status == "ok").sum()), 
 
 
 def main() -> int:
-    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=3600)
-    if out.returncode:
-        print("failed:", out.stderr.strip().splitlines()[-1])
+    r, error = run_child(CHILD, timeout=3600)
+    if error:
+        print("failed:", error)
         return 1
-    r = json.loads(out.stdout)
     print(f"sweep of {r['rows']} scenarios on rail_optimized(128) (1024 GPUs): {r['time']:.1f} s "
           f"({r['ok']} ok, {r['paths']} route calls computed paths, peak {r['rss']:.2f} GiB); target < 60 s")
     return 0

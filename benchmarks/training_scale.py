@@ -13,9 +13,9 @@ The cases run Llama-3-405B (126 layers on 16 stages: Megatron's lighter end stag
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
+
+from _child import run_child
 
 CHILD = """
 import json, resource, sys, time
@@ -49,12 +49,11 @@ def main(argv=None) -> int:
           f"{'paths':>6s} {'peak GiB':>9s}")
     status = 0
     for kind, n, label in cases:
-        done = subprocess.run([sys.executable, "-c", CHILD, kind, str(n)], capture_output=True, text=True)
-        if done.returncode:
-            print(f"{label:34s} failed: {done.stderr.strip().splitlines()[-1]}")
+        r, error = run_child(CHILD, kind, str(n))
+        if error:
+            print(f"{label:34s} failed: {error}")
             status = 1
             continue
-        r = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"{label:34s} {r['gpus']:6d} {r['build']:8.1f} {r['first']:8.1f} {r['again']:8.1f} "
               f"{r['result']:10.4g} {r['paths']:6d} {r['rss']:9.2f}")
     return status
