@@ -40,7 +40,7 @@ class Capacities:
     def __init__(self, graph, ranks, efficiency):
         ix, c, code = _edge_arrays(graph, efficiency)
         t, h = ix.tail, ix.head
-        back = ix.link_ids(h, t)
+        back = ix.memo("reverse-links", lambda: ix.link_ids(h, t))      # each link's reverse (-1: none)
         c_back = np.where(back >= 0, c[np.maximum(back, 0)], 0.0)
         out_sum = np.bincount(t, weights=c, minlength=ix.nv)
         in_sum = np.bincount(h, weights=c, minlength=ix.nv)
