@@ -20,6 +20,7 @@ import itertools
 import json
 import math
 import os
+import threading
 from pathlib import Path
 
 import topologies as tp
@@ -109,16 +110,22 @@ def _build(s: dict):
     if not all(isinstance(v, (str, int, float, bool, type(None), list, tuple)) for v in params.values()):
         return tp.build(s["family"], **params)       # an object (a ServerModel, ...): built afresh
     key = json.dumps([s["family"], params], sort_keys=True)
-    if key not in _BUILT:
-        if len(_BUILT) >= BUILT_KEPT:
-            _BUILT.pop(next(iter(_BUILT)))
-        _BUILT[key] = tp.build(s["family"], **params)
-    return _BUILT[key]
+    graph = _BUILT.get(key)
+    if graph is None:
+        graph = tp.build(s["family"], **params)
+        with _BUILT_LOCK:           # an executor's threads add and evict one at a time
+            if key not in _BUILT:
+                while len(_BUILT) >= BUILT_KEPT:
+                    _BUILT.pop(next(iter(_BUILT)))
+                _BUILT[key] = graph
+            graph = _BUILT[key]
+    return graph
 
 
 #: clusters a sweep keeps built (by their parameters), oldest dropped first
 BUILT_KEPT = 2
 _BUILT: dict = {}
+_BUILT_LOCK = threading.Lock()
 
 
 def _collective_kw(s):

@@ -3,6 +3,7 @@ many steps in one batched call (each step on its own copy of the links, its own 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -155,6 +156,7 @@ ROUTED_TOGETHER = ("ecmp", "dor", "minimal", "shortest")
 #: ``KEEP_ROUTED`` patterns), so the same steps at another size are not routed again
 KEEP_ROUTED_FLOWS = 1 << 21
 KEEP_ROUTED = 4
+_ROUTED_LOCK = threading.Lock()
 
 
 def route_steps(graph, ranks, keys, options):
@@ -176,11 +178,14 @@ def route_steps(graph, ranks, keys, options):
             return route_all(), group, size
         memo = graph_memo(graph, "routed-steps", dict)
         key = (options.policy, repr(sorted(options.route_options.items())), src.tobytes() + dst.tobytes())
-        if key not in memo:
-            while len(memo) >= KEEP_ROUTED:
-                memo.pop(next(iter(memo)))
-            memo[key] = route_all()
-        return memo[key], group, size
+        rm = memo.get(key)
+        if rm is None:
+            rm = route_all()
+            with _ROUTED_LOCK:      # threads sharing the graph (a sweep's pool) evict and add one at a time
+                while len(memo) >= KEEP_ROUTED:
+                    memo.pop(next(iter(memo)))
+                memo[key] = rm
+        return rm, group, size
     routed = [route_step(graph, ranks, k, options) for k in keys]
     rm = routed[0][0] if len(routed) == 1 else RoutingMatrix.stack([m for m, _ in routed])
     return rm, group, size

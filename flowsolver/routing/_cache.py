@@ -3,6 +3,7 @@ changes), the indexes by graph, and the fabric and server-template paths per pai
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -11,6 +12,9 @@ from ._matrix import _ranges
 
 #: graph -> its GraphIndex with everything routing built from it (the cache of route())
 _INDEXES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: held while an index is looked up or replaced, or a memo entry built: threads of one
+#: process (a sweep's thread pool) share the indexes and must never see one half-updated
+LOCK = threading.RLock()
 #: fabric path computations (calls that computed pairs no earlier route() had asked for)
 _PATHS = {"count": 0}
 
@@ -63,6 +67,7 @@ class PairPaths:
     so a call looks its pairs up with one search, not one dictionary read per pair."""
 
     def __init__(self):
+        self.lock = threading.Lock()                     # one writer at a time; readers see whole states
         self.keys = np.empty(0, dtype=np.int64)          # known pair keys, sorted
         self.ptr = np.zeros(1, dtype=np.int64)           # entries of keys[i]: ptr[i]:ptr[i+1]
         self.link = np.empty(0, dtype=np.int64)
@@ -97,6 +102,10 @@ class PairPaths:
         """(pair, link, frac) entries of the pairs ``keys`` (``ua[i] -> ub[i]``);
         ``compute(a, b)`` gives (pair, link, frac) for the pairs it is handed."""
         keys = np.asarray(keys, dtype=np.int64)
+        with self.lock:         # threads sharing the graph: learning rewrites every array below
+            return self._entries(keys, ua, ub, compute, count)
+
+    def _entries(self, keys, ua, ub, compute, count):
         rows = self.rows(keys)
         if (rows < 0).any() or not self.checked:    # the first call also checks the rule applies (raises)
             miss_keys, first = np.unique(keys[rows < 0], return_index=True)

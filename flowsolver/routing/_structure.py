@@ -19,9 +19,10 @@ import numpy as np
 import topologies as tp
 
 import contextlib
+import threading
 import weakref
 
-from ._cache import _INDEXES, PairPaths, _NoPath, _signature
+from ._cache import _INDEXES, LOCK, PairPaths, _NoPath, _signature
 from ._engine import CompactGraph, ecmp_fluid
 
 
@@ -29,8 +30,16 @@ class RoutingError(ValueError):
     """Routing is impossible as asked (no path, unknown endpoint, policy not applicable)."""
 
 
-#: id(graph) -> the index pinned by an :func:`unchanged` block around it
-_PINNED: dict = {}
+class _Pins(threading.local):
+    """id(graph) -> the index pinned by an :func:`unchanged` block around it, per thread (a
+    block belongs to the thread that opened it; another thread's block on the same graph
+    must neither see nor undo it)."""
+
+    def __init__(self):
+        self.by_graph: dict = {}
+
+
+_PINS = _Pins()
 
 
 @contextlib.contextmanager
@@ -47,15 +56,16 @@ def unchanged(graph):
     """
     ix = GraphIndex.of(graph)
     key = id(graph)
-    outer = _PINNED.get(key)
-    _PINNED[key] = ix
+    pinned = _PINS.by_graph
+    outer = pinned.get(key)
+    pinned[key] = ix
     try:
         yield ix
     finally:
         if outer is None:
-            _PINNED.pop(key, None)
+            pinned.pop(key, None)
         else:
-            _PINNED[key] = outer
+            pinned[key] = outer
 
 
 def gpu_nodes(graph) -> list:
@@ -78,26 +88,28 @@ class GraphIndex:
     def of(cls, graph) -> "GraphIndex":
         """The index of ``graph``, built once and reused while :func:`_signature` says the
         graph is unchanged (an edited graph gets a fresh one)."""
-        ix = _PINNED.get(id(graph))
+        ix = _PINS.by_graph.get(id(graph))
         if ix is not None and ix.ref() is graph:
             return ix
         sig = _signature(graph)
-        ix = _INDEXES.get(graph)
-        if ix is None or ix.signature != sig:
-            ix = cls(graph)
-            ix.signature = sig
-            ix.graph = weakref.proxy(graph)       # the cache must not keep the graph alive
-            ix.ref = weakref.ref(graph)
-            _INDEXES[graph] = ix
+        with LOCK:
+            ix = _INDEXES.get(graph)
+            if ix is None or ix.signature != sig:
+                ix = cls(graph)
+                ix.signature = sig
+                ix.graph = weakref.proxy(graph)       # the cache must not keep the graph alive
+                ix.ref = weakref.ref(graph)
+                _INDEXES[graph] = ix
         return ix
 
     def memo(self, key, build):
-        """``build()`` once per index (the link table, server parts, fabric tables, paths)."""
+        """``build()`` once per index (the link table, server parts, fabric tables, paths).
+        Threads asking at once may each build, but all get the one value kept (``setdefault``
+        is atomic), so a mutable value (a path memo) is never split between them."""
         try:
             return self._memo[key]
         except KeyError:
-            value = self._memo[key] = build()
-            return value
+            return self._memo.setdefault(key, build())
 
     def __init__(self, graph):
         self._memo: dict = {}
@@ -276,7 +288,7 @@ class ServerParts:
         """Entries (pair, template edge, frac) of fluid paths a -> b inside a template, and
         the pairs without a path; each pair computed once per template (kept, like the
         fabric's paths, in edge order)."""
-        known = self.__dict__.setdefault("_paths", {}).setdefault(sig, PairPaths())
+        known = self.__dict__.setdefault("_paths", {}).setdefault(sig, PairPaths())   # atomic: one wins
         keys = np.asarray(a_local, dtype=np.int64) * (self.templates[sig]["n"] + 1) + np.asarray(b_local)
         failed: list = []
 

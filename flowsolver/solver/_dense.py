@@ -208,15 +208,17 @@ class _LastStructure:
     problem's structure and never outlives its matrix."""
 
     def __init__(self):
-        self.owner, self.key, self.arrays = None, None, None
+        self.slot = (None, None, None)      # (weak ref to the matrix, key, arrays): replaced whole
 
     def get(self, rm, segments, sizes, jdt):
         key = (sizes, str(jdt))
-        owner = self.owner() if self.owner is not None else None
-        if owner is rm and self.key == key:
-            return self.arrays
+        # one read of one tuple: a thread never sees one matrix's key beside another's arrays
+        # (a sweep's threads solving two scenarios of one graph at once did: wrong rates)
+        ref, known_key, arrays = self.slot
+        if ref is not None and ref() is rm and known_key == key:
+            return arrays
         arrays = _device_structure(segments.padded(sizes), jdt)
-        self.owner, self.key, self.arrays = weakref.ref(rm), key, arrays
+        self.slot = (weakref.ref(rm), key, arrays)
         return arrays
 
 
