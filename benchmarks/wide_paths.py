@@ -1,15 +1,21 @@
-"""The case the frontier method cannot take yet: a weighted all-to-all on fat_tree(16).
+"""Paths wider than the frontier's path table: all-to-alls on fat_tree(k) with fluid ECMP.
 
-    python benchmarks/wide_paths.py          # ~2 min on 2 cores
+    python benchmarks/wide_paths.py            # k = 12 and 16, ~5 min on 2 cores
+    python benchmarks/wide_paths.py 12         # one size
 
-1 M flows whose fluid-ECMP paths are 148 links wide (the frontier method's path table takes
-at most ``_frontier.MAX_PATH`` = 32, and its per-link flow lists would hold ~155 M pairs),
-with log-normal weights, so progressive filling has ~1,000 distinct levels. The dense
-method, the only one ``auto`` may use here, needs one round per level, each a pass over all
-flows. The frontier's rounds cost ``B x path width`` whatever the flow count; a frontier on
-the factored (segment -> flow) form would make this a few seconds (the open point of the
-speed issue). Prints the width, the dense method's rounds and time (best of two calls
-after compiling), and the rate certificate's verdict.
+fat_tree(16)'s fluid-ECMP paths are 148 links wide (fat_tree(12): 88): copied per flow they
+would make a 1 M x 148 path table and ~155 M (link, flow) pairs, so the frontier keeps the
+wide (leaf-pair) segments apart and reads one lower-bound share per wide slot
+(``flowsolver.solver._frontier_wide``): 5 items per flow. Two workloads per size:
+
+* log-normal weights (~1,000 distinct levels): the dense method needs a pass over all flows
+  per level, the frontier's rounds cost the same whatever the flow count;
+* no weights (every NIC ties): one dense round finishes it, which ``auto``'s two-round dense
+  warm-up takes before the frontier's set-up would cost more than the solve.
+
+Prints, per workload and method (``auto``, ``frontier``, ``dense``), the rounds and the best
+of two calls after a first (compiling) call, the ratio to dense measured in the same run, and
+the max-min certificate's verdict on auto's rates.
 """
 
 from __future__ import annotations
@@ -24,21 +30,37 @@ from flowsolver import Flows, max_min_fair, route
 from flowsolver.solver import _certificate, _frontier
 
 
-def main() -> int:
-    graph = tp.fat_tree(16)
-    rm = route(graph, Flows.all_to_all(len(tp.gpus(graph))))
-    weights = np.random.default_rng(0).lognormal(0.0, 1.0, rm.n_flows)
+def _best(rm, weights, method):
+    max_min_fair(rm, weights=weights, method=method)          # compile this problem's shapes
     times = []
     for _ in range(2):
         t = time.perf_counter()
-        alloc = max_min_fair(rm, weights=weights)
+        alloc = max_min_fair(rm, weights=weights, method=method)
         times.append(time.perf_counter() - t)
-    bad = _certificate.violation(rm, rm.capacity, weights, rm.demands, alloc.rates, alloc.bottleneck)
-    print(f"flows {rm.n_flows:,}, path width {_frontier.path_width(rm)} (frontier takes {_frontier.MAX_PATH})")
-    print(f"dense (auto): {int(alloc.rounds)} rounds, {min(times):.1f} s (calls: "
-          f"{', '.join(f'{x:.1f}' for x in times)}); certificate: {bad or 'max-min fair'}")
+    return min(times), alloc
+
+
+def main(sizes) -> int:
+    for k in sizes:
+        graph = tp.fat_tree(k)
+        rm = route(graph, Flows.all_to_all(len(tp.gpus(graph))))
+        print(f"fat_tree({k}): {rm.n_flows:,} flows, path width {_frontier.path_width(rm)}, "
+              f"frontier items per flow {_frontier.split_width(rm)}")
+        for label, weights in (("log-normal weights", np.random.default_rng(0).lognormal(0.0, 1.0, rm.n_flows)),
+                               ("no weights", None)):
+            dense_s, dense = _best(rm, weights, "dense")
+            for method in ("auto", "frontier"):
+                t, alloc = _best(rm, weights, method)
+                if method == "auto":
+                    w = np.ones(rm.n_flows) if weights is None else weights
+                    bad = _certificate.violation(rm, rm.capacity, w, rm.demands, alloc.rates, alloc.bottleneck)
+                    gap = float(np.max(np.abs(np.asarray(alloc.rates) - dense.rates) / dense.rates))
+                print(f"  {label:18s} {method:8s} {int(alloc.rounds):5d} rounds {t:7.2f} s "
+                      f"({dense_s / t:5.1f}x dense)")
+            print(f"  {label:18s} {'dense':8s} {int(dense.rounds):5d} rounds {dense_s:7.2f} s; auto's rates: "
+                  f"certificate {bad or 'max-min fair'}, largest difference to dense {gap:.1e}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main([int(a) for a in sys.argv[1:]] or [12, 16]))

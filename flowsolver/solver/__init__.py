@@ -81,7 +81,9 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         of the number of flows (see ``flowsolver.solver._frontier``; a batch is solved
         scenario by scenario). Both give progressive filling's rates. ``"auto"``: frontier
         for a single scenario of at least ``_frontier.FRONTIER_FLOWS`` flows with paths of
-        at most 32 links and few capped flows, dense otherwise.
+        at most 32 links and few capped flows, dense otherwise. Wider paths (fluid ECMP over
+        many spines) count their wide segments once each (``_frontier.split_paths``), and
+        auto runs two dense rounds on them before the frontier takes the flows left.
 
     Returns
     -------
@@ -102,10 +104,12 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
     if method != "auto" and method not in METHODS:
         raise ValueError(f"method must be 'auto', 'dense' or 'frontier', got {method!r}")
     prob, merged = problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds, compact)
-    if method == "auto":
+    solve = METHODS[method].solve if method != "auto" else None
+    if method == "auto":        # a method may run otherwise when auto picks it (``solve_auto``)
         method = next(name for name, m in METHODS.items() if m.eligible(prob))
+        solve = getattr(METHODS[method], "solve_auto", METHODS[method].solve)
     with jax.enable_x64(prob.dtype == np.float64):
-        raw = METHODS[method].solve(prob)
+        raw = solve(prob)
     out = allocation(prob, raw)
     return out if merged is None else expand(out, merged)
 

@@ -55,6 +55,19 @@ def _crosses(rm, flows: np.ndarray, links: np.ndarray) -> np.ndarray:
     return out
 
 
+def _crosses_wide(wide, n_links, flows, links) -> np.ndarray:
+    """Whether a wide segment of flow ``flows[i]`` (a :class:`~flowsolver.solver._frontier.WideParts`)
+    holds link ``links[i]``: one search per wide slot among the sorted (segment, link) keys."""
+    keys = np.sort(wide.entry_seg * n_links + wide.entry_link)
+    out = np.zeros(len(flows), dtype=bool)
+    for k in range(wide.seg.shape[1]):
+        seg = wide.seg[flows, k]
+        q = seg * n_links + links
+        pos = np.minimum(np.searchsorted(keys, q), len(keys) - 1)
+        out |= (seg >= 0) & (keys[pos] == q)
+    return out
+
+
 def violation(rm, capacity, weights, demands, rates, bottleneck, skip=None, rtol: float = RTOL,
               paths=None) -> str | None:
     """The first way ``rates`` fail to certify a weighted max-min fair allocation, or None.
@@ -62,8 +75,9 @@ def violation(rm, capacity, weights, demands, rates, bottleneck, skip=None, rtol
     ``rm`` is a RoutingMatrix; ``capacity`` (links,), ``weights``, ``demands``, ``rates``
     and ``bottleneck`` (flows,) as :func:`~flowsolver.max_min_fair` takes and returns
     them (bytes/s); flows in ``skip`` (unbounded flows of a batch) are left out. ``paths``
-    (optional): the ``(flows, P)`` link table of the frontier method (``-1`` padding), a
-    faster membership test for the reported bottlenecks.
+    (optional): the frontier method's ``(path, frac)`` link table (``-1`` padding) or its
+    ``(path, frac, wide)`` split (:func:`flowsolver.solver._frontier.split_paths`), a faster
+    membership test for the reported bottlenecks.
 
     >>> import scipy.sparse as sp
     >>> from flowsolver import RoutingMatrix
@@ -111,6 +125,8 @@ def violation(rm, capacity, weights, demands, rates, bottleneck, skip=None, rtol
     if paths is not None:                      # one pass over the whole table, no row gather
         path = paths[0]                           # entries of fraction 0 are already -1
         crosses = (path == np.where(keep & (bneck >= 0), bneck, -2)[:, None]).any(axis=1)[f_link]
+        if len(paths) > 2 and paths[2] is not None:
+            crosses |= _crosses_wide(paths[2], rm.n_links, f_link, links)
     else:
         crosses = _crosses(rm, f_link, links)
     if (bad := ~crosses).any():

@@ -66,7 +66,7 @@ def solve(problem: Problem) -> Raw:
     inner = rounds_per_check(p.inner)
     if p.batch is None:
         return Raw(*_solve_single(p.routing, p.capacity, p.weights, p.demands, p.dtype, max_rounds, inner,
-                                  p.compact))
+                                  p.compact)[:5])
     return Raw(*solve_batch(p.routing, p.capacity, p.weights, p.demands, p.unbounded, p.batch, p.dtype, max_rounds,
                             inner))
 
@@ -235,7 +235,8 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
     """One scenario. Large problems are compacted on the host whenever a third of their flows
     have frozen (frozen loads folded into the capacities), so later rounds work on fewer
     flows and segments; with several devices, large problems are split between them by
-    flows. Shapes stay on the bucket ladder."""
+    flows. Shapes stay on the bucket ladder. Returns rates, loads, bottlenecks, rounds,
+    convergence and which flows are frozen (all of them once converged)."""
     L, N = rm.n_links, rm.n_flows
     segments = full = Segments.of(rm)
     residual = cap.astype(np.float64).copy()
@@ -245,6 +246,7 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
     converged = False
     jdt = jnp.dtype(dtype)
     load = np.zeros(L)
+    done = np.zeros(N, dtype=bool)
     devices = tuple(jax.devices())
     while True:
         n = len(segments.flows)
@@ -258,6 +260,7 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
         else:
             rates[segments.flows[done_flows]] = r
             bneck[segments.flows[done_flows]] = b
+        done[segments.flows[done_flows]] = True
         load += part_load
         if done_flows.all():
             converged = True
@@ -266,7 +269,7 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
             break
         residual = residual - part_load
         segments = segments.restrict(np.flatnonzero(~done_flows))
-    return rates.astype(dtype), load.astype(dtype), bneck, np.int32(rounds_done), np.bool_(converged)
+    return rates.astype(dtype), load.astype(dtype), bneck, np.int32(rounds_done), np.bool_(converged), done
 
 
 def _run_one(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner, owner=None):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -43,8 +43,16 @@ CERTIFY = True
 FRONTIER_FLOWS = 1 << 17
 #: flow-link pairs a round reads at most (the buffer also holds the largest link's list in full)
 PAIRS_PER_ROUND = 1 << 15
-#: the widest path table (links per flow, padded) ``method="auto"`` sends to the frontier
+#: the widest path table (links per flow, padded) ``method="auto"`` sends to the frontier;
+#: wider paths keep their wide segments apart (see :func:`split_paths`)
 MAX_PATH = 32
+#: in a problem whose paths are wider than ``MAX_PATH``, a segment of more links than this
+#: is *wide* (fluid ECMP over many spines): it stays one shared segment, not copied per flow
+WIDE_SEGMENT = 8
+#: method="auto" on paths wider than MAX_PATH: up to this many dense rounds first (a pass
+#: over the flows each; a symmetric all-to-all needs one), the frontier then takes the flows
+#: they leave (benchmarks/TUNING.md)
+WARMUP_ROUNDS = 2
 #: a round's fixed cost, in pair reads (benchmarks/TUNING.md)
 ROUND_PAIRS = 1 << 14
 #: smallest flow / link bucket (the pair buffer and lists start at 16 x this)
@@ -67,10 +75,37 @@ class Layout:
     K: int                       # candidate links per round
     B: int                       # (link, flow) pairs a round reads at most
     level_ties: int              # ties at the minimum share that make a round a level round
+    wide: "WideLayout | None" = None   # the wide segments, when the paths were split
 
     @property
     def n_links(self) -> int:
         return len(self.cap)
+
+
+@dataclass
+class WideParts:
+    """The wide segments of a problem (see :func:`split_paths`): each flow's wide slots and
+    the segments' (link, fraction) entries, host arrays before padding."""
+
+    seg: np.ndarray              # (N, Kw) int64 wide segment id of each wide slot, -1 none
+    coef: np.ndarray | None      # (N, Kw) the slot's coefficient (None: all 1)
+    entry_seg: np.ndarray        # (Ew,) wide segment of each entry
+    entry_link: np.ndarray       # (Ew,) its link
+    entry_frac: np.ndarray       # (Ew,) its fraction (> 0)
+    n_segments: int
+    links: np.ndarray            # (L,) bool: the links of wide segments (no narrow segment has them)
+
+
+@dataclass
+class WideLayout:
+    """Device-ready wide parts: padding segment ``Sp - 1`` (no entries) and link ``Lp - 1``."""
+
+    seg: np.ndarray              # (Np, Kw) int32
+    coef: np.ndarray | None      # (Np, Kw) float64
+    entry_seg: np.ndarray        # (Ep,) int32
+    entry_link: np.ndarray       # (Ep,) int32
+    entry_frac: np.ndarray       # (Ep,) float64
+    n_segments: int              # Sp, the padding segment included
 
 
 _WIDTHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -92,13 +127,87 @@ def path_width(rm) -> int:
     return sum(slot_widths(rm))
 
 
-def path_table(rm):
+def wide_segments(rm) -> np.ndarray | None:
+    """Which segments stay apart (bool per segment), or None when the paths are at most
+    ``MAX_PATH`` links wide: the segments of more than ``WIDE_SEGMENT`` links, and then
+    every segment that shares a link with one of them (so each link's weight sums are kept
+    either per link, narrow, or per segment, wide). Remembered per RoutingMatrix."""
+    if (known := _WIDE.get(rm)) is not None:
+        return known[0]
+    wide = None
+    if path_width(rm) > MAX_PATH and rm.n_segments:
+        real = rm.seg_frac > 0
+        wide = np.diff(rm.seg_ptr) > WIDE_SEGMENT
+        while True:                     # close over shared links (a pass or two)
+            links = np.zeros(rm.n_links, dtype=bool)
+            links[rm.seg_link[real & wide[rm.entry_segment]]] = True
+            grown = wide | (np.bincount(rm.entry_segment[real & links[rm.seg_link]],
+                                        minlength=rm.n_segments) > 0)
+            if (grown == wide).all():
+                break
+            wide = grown
+    _WIDE[rm] = (wide,)
+    return wide
+
+
+_WIDE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def split_paths(rm):
+    """The frontier's view of ``rm``: ``(path, frac, wide)``. Paths of at most ``MAX_PATH``
+    links are :func:`path_table`'s (``wide`` None). Wider ones (fluid ECMP over many
+    spines: 148 links per flow on fat_tree(16)) keep their wide segments apart
+    (:func:`wide_segments`): the path table holds the narrow links only, and ``wide``
+    (:class:`WideParts`) each flow's wide segments and their entries, which the kernel reads
+    per segment, not per flow."""
+    wide = wide_segments(rm)
+    if wide is None:
+        return (*path_table(rm), None)
+    path, frac = path_table(rm, wide)
+    wide_id = np.cumsum(wide) - 1
+    cols, coefs = [], []
+    for k in range(rm.slots):
+        segs = rm.flow_seg[:, k]
+        on = (segs >= 0) & wide[np.maximum(segs, 0)]
+        if rm.flow_coef is not None:
+            on &= rm.flow_coef[:, k] > 0
+        if on.any():
+            cols.append(np.where(on, wide_id[np.maximum(segs, 0)], -1))
+            if rm.flow_coef is not None:
+                coefs.append(np.where(on, rm.flow_coef[:, k], 0.0))
+    if not cols:                        # no flow uses a wide segment
+        return path, frac, None
+    entries = (rm.seg_frac > 0) & wide[rm.entry_segment]
+    links = np.zeros(rm.n_links, dtype=bool)
+    links[rm.seg_link[entries]] = True
+    parts = WideParts(np.stack(cols, axis=1), np.stack(coefs, axis=1) if coefs else None,
+                      wide_id[rm.entry_segment[entries]], rm.seg_link[entries].astype(np.int64),
+                      rm.seg_frac[entries].astype(np.float64), int(wide.sum()), links)
+    return path, frac, parts
+
+
+def split_width(rm) -> int:
+    """Items per flow the frontier reads: narrow links plus wide slots (:func:`split_paths`)."""
+    wide = wide_segments(rm)
+    if wide is None:
+        return path_width(rm)
+    lengths = np.append(np.where(wide, 0, np.diff(rm.seg_ptr)), 0)
+    narrow = sum(int(lengths[rm.flow_seg[:, k]].max(initial=0)) for k in range(rm.slots))
+    slots = sum(bool(((rm.flow_seg[:, k] >= 0) & np.append(wide, False)[rm.flow_seg[:, k]]).any())
+                for k in range(rm.slots))
+    return narrow + slots
+
+
+def path_table(rm, wide_segment=None):
     """(flows, P) link ids of each flow's path (padding ``-1``) and their fractions (``None``
     when every fraction is 1), from a RoutingMatrix's factored form: segment rows gathered
-    per slot, no per-entry sort."""
+    per slot, no per-entry sort. ``wide_segment`` (bool per segment): segments left out
+    (kept apart by :func:`split_paths`)."""
     S = rm.n_segments
     n_flows = rm.n_flows
     lengths = np.diff(rm.seg_ptr)
+    if wide_segment is not None:
+        lengths = np.where(wide_segment, 0, lengths)
     unit = rm.flow_coef is None and bool(np.all(rm.seg_frac == 1.0))
     lam = max(int(lengths.max()) if S else 0, 1)
     seg_tab = np.full((S + 1, lam), -1, dtype=np.int32)
@@ -106,10 +215,15 @@ def path_table(rm):
     if len(rm.seg_link):
         row = rm.entry_segment
         col = np.arange(len(rm.seg_link)) - rm.seg_ptr[row]
-        seg_tab[row, col] = rm.seg_link
+        keep = slice(None) if wide_segment is None else ~wide_segment[row]
+        seg_tab[row[keep], col[keep]] = rm.seg_link[keep]
         if not unit:
-            seg_fr[row, col] = rm.seg_frac
-    widths = slot_widths(rm)
+            seg_fr[row[keep], col[keep]] = rm.seg_frac[keep]
+    if wide_segment is None:
+        widths = slot_widths(rm)
+    else:
+        ext = np.append(lengths, 0)                      # slot -1 -> the extra 0
+        widths = [int(ext[rm.flow_seg[:, k]].max(initial=0)) for k in range(rm.slots)]
     P = sum(widths)
     if P == 0:
         return np.full((n_flows, 1), -1, np.int32), None
@@ -133,9 +247,10 @@ def path_table(rm):
     return path, np.where(path >= 0, frac, 0.0)
 
 
-def build(path, frac, cap, w, d, skip) -> Layout:
+def build(path, frac, cap, w, d, skip, wide: WideParts | None = None) -> Layout:
     """The frontier layout of one scenario (``cap`` (L,), ``w``, ``d`` (N,) float64);
-    flows in ``skip`` (unbounded ones of a batch) and zero-cap flows start frozen at 0."""
+    flows in ``skip`` (unbounded ones of a batch) and zero-cap flows start frozen at 0.
+    ``wide``: the wide segments kept apart (:func:`split_paths`)."""
     N, L = len(w), len(cap)
     path, frac, capped = _with_cap_links(path, frac, L, d, skip)
     V = len(capped)
@@ -158,7 +273,18 @@ def build(path, frac, cap, w, d, skip) -> Layout:
     # links each, a round costing B pairs plus a fixed cost of about ROUND_PAIRS pairs)
     level_ties = max(K, -(-K * Np // (B + ROUND_PAIRS)))
     return Layout(full_path, full_frac, link_ptr, link_flow, link_frac, capacity, pad(w, Np, 1.0, np.float64),
-                  pad(zero, Np, True), L, K, B, level_ties)
+                  pad(zero, Np, True), L, K, B, level_ties, None if wide is None else _wide_layout(wide, Np, Lp))
+
+
+def _wide_layout(wide: WideParts, Np: int, Lp: int) -> WideLayout:
+    """The wide parts padded: segments to a bucket with room for the padding segment (no
+    entries), entries to a bucket (padding link ``Lp - 1``, fraction 0)."""
+    Sp = bucket_size(wide.n_segments + 1, SMALL)
+    Ep = bucket_size(len(wide.entry_seg) + 1, SMALL)
+    seg = pad(np.where(wide.seg >= 0, wide.seg, Sp - 1), (Np, wide.seg.shape[1]), Sp - 1, np.int32)
+    coef = None if wide.coef is None else pad(wide.coef, (Np, wide.seg.shape[1]), 0.0, np.float64)
+    return WideLayout(seg, coef, pad(wide.entry_seg, Ep, Sp - 1, np.int32), pad(wide.entry_link, Ep, Lp - 1, np.int32),
+                      pad(wide.entry_frac, Ep, 0.0, np.float64), Sp)
 
 
 def _with_cap_links(path, frac, L, d, skip):
@@ -205,18 +331,48 @@ def _buffer(E, deg, Lp):
 
 def eligible(problem: Problem) -> bool:
     """Whether ``method="auto"`` picks the frontier: a single scenario of at least
-    ``FRONTIER_FLOWS`` flows, short paths, few capped flows."""
+    ``FRONTIER_FLOWS`` flows, short paths (narrow links plus wide slots, :func:`split_width`),
+    few capped flows."""
     rm, d = problem.routing, problem.demands
     if problem.batch is not None or rm.n_flows < FRONTIER_FLOWS:
         return False
     capped = int(np.count_nonzero(np.isfinite(d) & (d > 0)))
-    return path_width(rm) + (capped > 0) <= MAX_PATH and capped <= max(rm.n_links, 4096)
+    return split_width(rm) + (capped > 0) <= MAX_PATH and capped <= max(rm.n_links, 4096)
+
+
+def solve_auto(problem: Problem) -> Raw:
+    """What ``method="auto"`` runs when it picks the frontier. On paths wider than
+    ``MAX_PATH``, first up to ``WARMUP_ROUNDS`` dense rounds (a pass over the flows each,
+    which finishes a symmetric all-to-all in one, where the frontier's set-up would cost
+    more than the whole solve), then the frontier on the flows they leave, on the residual
+    capacities: progressive filling continued, so the rates are its rates. Otherwise
+    :func:`solve`."""
+    rm = problem.routing
+    if wide_segments(rm) is None or problem.max_rounds is not None or problem.batch is not None:
+        return solve(problem)
+    cap, w, d, dtype = problem.capacity, problem.weights, problem.demands, problem.dtype
+    with jax.enable_x64(True):
+        r, load, bn, k, conv, done = _dense._solve_single(rm, cap, w, d, np.dtype(np.float64), WARMUP_ROUNDS,
+                                                          1, True)
+    if not conv:
+        rest = np.flatnonzero(~done)
+        pick = lambda a: None if a is None else a[rest]  # noqa: E731
+        left = replace(rm, flow_seg=rm.flow_seg[rest], flow_coef=pick(rm.flow_coef), weights=w[rest],
+                       demands=d[rest], flows=None, flow_src=None, flow_dst=None)
+        sub = solve(replace(problem, routing=left, capacity=np.maximum(cap - load, 0.0), weights=w[rest],
+                            demands=d[rest], unbounded=problem.unbounded[rest]))
+        r, bn = r.astype(np.float64), bn.copy()
+        r[rest], bn[rest] = sub.rates, sub.bottleneck
+        load, k, conv = load + sub.load, k + sub.rounds, sub.converged
+    return Raw(r.astype(dtype), load.astype(dtype), bn, np.int32(k), np.bool_(conv))
 
 
 def round_bound(lay: Layout) -> int:
     """Rounds that always suffice: each round freezes a flow or recomputes an untrusted
-    link's sum, and a link is recomputed at most once more than flows leave it."""
-    return int(min((lay.frozen0.size + lay.n_links + int(lay.link_ptr[-1]) + 1), np.iinfo(np.int32).max))
+    link's sum, and a link is recomputed at most once more than flows leave it; with wide
+    segments, a refresh of their shares (a round) is followed by a round that freezes a flow."""
+    bound = lay.frozen0.size + lay.n_links + int(lay.link_ptr[-1]) + 1
+    return int(min(bound * (1 if lay.wide is None else 2), np.iinfo(np.int32).max))
 
 
 def run(lay: Layout, max_rounds: int, inner: int):
@@ -226,13 +382,18 @@ def run(lay: Layout, max_rounds: int, inner: int):
     bottleneck, rounds, frozen) over the padded flows and links."""
     f64 = jnp.float64
     inner = 1 if lay.B > PAIRS_PER_ROUND else inner
+    wide = lay.wide
     with jax.enable_x64(True):
+        wide_arrays = None if wide is None else (
+            jnp.asarray(wide.seg), None if wide.coef is None else jnp.asarray(wide.coef, f64),
+            jnp.asarray(wide.entry_seg), jnp.asarray(wide.entry_link), jnp.asarray(wide.entry_frac, f64))
         out = JITTED(jnp.asarray(lay.path), None if lay.frac is None else jnp.asarray(lay.frac, f64),
                      jnp.asarray(lay.link_ptr), jnp.asarray(lay.link_flow),
                      None if lay.link_frac is None else jnp.asarray(lay.link_frac, f64),
                      jnp.asarray(lay.cap, f64), jnp.asarray(lay.weights, f64), jnp.asarray(lay.frozen0),
-                     jnp.int32(max_rounds), jnp.int32(lay.n_real), n_links=lay.n_links, K=lay.K, B=lay.B,
-                     inner=inner, level_ties=lay.level_ties)
+                     jnp.int32(max_rounds), jnp.int32(lay.n_real), wide_arrays, n_links=lay.n_links, K=lay.K,
+                     B=lay.B, inner=inner, level_ties=lay.level_ties,
+                     wide_segments=0 if wide is None else wide.n_segments)
         return tuple(np.asarray(x) for x in out)
 
 
@@ -242,7 +403,7 @@ def solve(problem: Problem) -> Raw:
     and, should it ever fail, re-solved with the dense method (with a warning)."""
     problem.check_float32(dense=False)
     rm, batch = problem.routing, problem.batch
-    paths = path_table(rm)
+    paths = split_paths(rm)
     pick = lambda a, b: a if a.ndim == 1 else a[b]  # noqa: E731
     out = []
     for b in range(1 if batch is None else batch):
@@ -257,7 +418,7 @@ def _solve_one(problem, paths, cap, w, d, skip) -> Raw:
     """One scenario (``skip``: its unbounded flows, left at 0)."""
     rm, max_rounds, inner = problem.routing, problem.max_rounds, problem.inner
     L, N = rm.n_links, rm.n_flows
-    lay = build(*paths, cap, w, d, skip)
+    lay = build(paths[0], paths[1], cap, w, d, skip, paths[2])
     r, load, bn, k, frozen = run(lay, round_bound(lay) if max_rounds is None else max_rounds, inner)
     r, load, bn, conv = r[:N], load[:L], bn[:N], bool(frozen[:N].all())
     bad = _certificate.violation(rm, cap, w, d, r, bn, skip=skip, paths=paths) if conv and CERTIFY else None

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._frontier_wide import Wide, stale
 from ._problem import count_trace
 
 INT_MIN = int(np.iinfo(np.int32).min)
@@ -79,7 +80,8 @@ class _Net:
     """One layout's arrays and sizes while the kernel is traced (``frac`` None: unit
     fractions and integer weights, no quanta, no trust)."""
 
-    def __init__(self, path, frac, link_ptr, link_flow, link_frac, cap, w, n_real, *, n_links, K, B):
+    def __init__(self, path, frac, link_ptr, link_flow, link_frac, cap, w, n_real, *, n_links, K, B, wide=None):
+        self.wide: Wide | None = wide            # the wide segments (module _frontier_wide), if any
         self.path, self.frac, self.link_ptr, self.link_flow, self.link_frac = path, frac, link_ptr, link_flow, link_frac
         self.cap, self.w, self.n_real, self.n_links, self.K, self.B = cap, w, n_real, n_links, K, B
         self.Np = path.shape[0]
@@ -196,7 +198,7 @@ def _recompute(net: _Net, share, untrusted, cand, fits, cc, safe_gid, f, live, W
 
 def _frontier_round(net: _Net, state, share, untrusted, go):
     """Freeze the candidates that are local minima (see the module docstring)."""
-    claim, bneck, W, F, cnt, quanta, level, left = state
+    claim, bneck, W, F, cnt, quanta, level, left, wide = state
     Np, E, M = net.Np, net.E, net.M
     cand, deg, cum, fits = _candidates(net, share, untrusted)
     cc, gid, safe_gid, f, live = _pairs(net, cand, deg, cum, fits, claim)
@@ -206,6 +208,8 @@ def _frontier_round(net: _Net, state, share, untrusted, go):
     sc = test[cand]
     rows = net.path[f]
     m = jnp.min(test[rows], axis=1)
+    if net.wide is not None:            # wide segments: their lowest shares (lower bounds)
+        m = jnp.minimum(m, net.wide.row_min(wide[1], f))
     near = jax.ops.segment_min(jnp.where(live, m, jnp.inf), cc, net.K, indices_are_sorted=True)
     freeze = go & fits & jnp.isfinite(sc) & (sc <= near)
     take = live & freeze[cc]
@@ -226,52 +230,69 @@ def _frontier_round(net: _Net, state, share, untrusted, go):
 
     W, F, cnt = jax.lax.cond(n_mine <= M, compacted,
                              lambda W, F, cnt: _release(net, W, F, cnt, quanta, rows, f, mine, lev), W, F, cnt)
-    return claim, bneck, W, F, cnt, quanta, level, left - n_mine
+    return claim, bneck, W, F, cnt, quanta, level, left - n_mine, None if wide is None else stale(wide)
 
 
 def _level_round(net: _Net, state, share, untrusted, go):
-    """Every flow that crosses a link at the global minimum share freezes there."""
-    claim, bneck, W, F, cnt, quanta, level, left = state
+    """Every flow that crosses a link at the global minimum share freezes there (wide links
+    count only right after a refresh, when their shares are exact)."""
+    claim, bneck, W, F, cnt, quanta, level, left, wide = state
     path = net.path
     s_min = jnp.min(share)
+    if net.wide is not None:
+        s_min = jnp.where(wide[3], jnp.minimum(s_min, jnp.min(wide[0])), s_min)
     hit = share[path] <= s_min                                  # padding link: inf
-    mine = go & jnp.any(hit, axis=1) & (claim == INT_MIN)
+    crosses = jnp.any(hit, axis=1)
     link = jnp.take_along_axis(path, jnp.argmax(hit, axis=1)[:, None], axis=1)[:, 0]
+    if net.wide is not None:
+        wide_hit, wide_link = net.wide.level_hits(wide, s_min)
+        link = jnp.where(crosses, link, wide_link)
+        crosses = crosses | wide_hit
+        level = jnp.where(go & wide[3] & (wide[0] <= s_min), s_min, level)
+    mine = go & crosses & (claim == INT_MIN)
     claim = jnp.where(mine, INT_MAX, claim)
     bneck = jnp.where(mine, link, bneck)
     level = jnp.where(go & (share <= s_min), s_min, level)
     ids = jnp.arange(net.Np, dtype=jnp.int32)
     W, F, cnt = _release(net, W, F, cnt, quanta, path, ids, mine, jnp.where(mine, s_min, 0.0))
-    return claim, bneck, W, F, cnt, quanta, level, left - jnp.sum(mine, dtype=jnp.int32)
+    return (claim, bneck, W, F, cnt, quanta, level, left - jnp.sum(mine, dtype=jnp.int32),
+            None if wide is None else stale(wide))
 
 
-def kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rounds, n_real, *,
-           n_links, K, B, inner, level_ties):
+def kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rounds, n_real, wide_arrays=None, *,
+           n_links, K, B, inner, level_ties, wide_segments=0):
     """Frontier rounds until every flow is frozen or ``max_rounds`` is reached, with a level
     round whenever at least ``level_ties`` links tie at the minimum share. Returns rates,
-    loads, bottlenecks (-1: a private cap link), rounds and the frozen mask (padded)."""
+    loads, bottlenecks (-1: a private cap link), rounds and the frozen mask (padded).
+    ``wide_arrays``: the wide segments (:mod:`flowsolver.solver._frontier_wide`), of
+    ``wide_segments`` padded segments."""
     count_trace()
-    net = _Net(path, frac, link_ptr, link_flow, link_frac, cap, w, n_real, n_links=n_links, K=K, B=B)
+    wide = None if wide_arrays is None else Wide(wide_arrays, wide_segments, n_links)
+    net = _Net(path, frac, link_ptr, link_flow, link_frac, cap, w, n_real, n_links=n_links, K=K, B=B, wide=wide)
     live0 = ~frozen0
     net.real = path != net.pad_link
     W, quanta, cnt = _initial_sums(net, live0)
     net.pos = jnp.arange(B, dtype=jnp.int32)
 
     def busy(carry):
-        (*_, left), rounds = carry
+        (*_, left, _), rounds = carry
         return (left > 0) & (rounds < max_rounds)
 
     def shares_and_ties(carry):
-        claim, bneck, W, F, cnt, quanta, level, left = carry[0]
+        """Shares, untrusted sums, whether to take a level round for a wide tie and whether
+        the wide shares are due a refresh (their lower bounds fell below the narrow minimum)."""
+        claim, bneck, W, F, cnt, quanta, level, left, wide_state = carry[0]
         share, untrusted = _fair_shares(net, W, F, quanta, cnt)
         s_min = jnp.min(share)
         ties = (jnp.sum(share <= s_min) >= level_ties) & jnp.isfinite(s_min)
-        return share, untrusted, ties if net.unit else ties & ~jnp.any(untrusted)
+        trusted = True if net.unit else ~jnp.any(untrusted)
+        due = jnp.bool_(False) if wide is None else (jnp.min(wide_state[0]) < s_min) & trusted
+        return share, untrusted, ties & trusted, due
 
     def step(round_fn):
         def run(carry):
             go = busy(carry)
-            share, untrusted, _ = shares_and_ties(carry)
+            share, untrusted, *_ = shares_and_ties(carry)
             return round_fn(net, carry[0], share, untrusted, go), carry[1] + go.astype(jnp.int32)
         return run
 
@@ -280,19 +301,39 @@ def kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_roun
     def frontier_rounds(carry):
         return jax.lax.fori_loop(0, inner, lambda _, c: frontier_step(c), carry) if inner > 1 else frontier_step(carry)
 
+    def refresh(carry):
+        claim, bneck, W, F, cnt, quanta, level, left, _ = carry[0]
+        fresh, _ = wide.refresh(net.cap, net.w, claim, bneck, level, live0)
+        return (claim, bneck, W, F, cnt, quanta, level, left, fresh), carry[1] + 1
+
     def outer(carry):
-        # frontier rounds until a wide tie, then one level round (a conditional copies the
-        # per-flow state, so it stays out of the inner loop)
-        carry = jax.lax.while_loop(lambda c: busy(c) & ~shares_and_ties(c)[2], frontier_rounds, carry)
-        return jax.lax.cond(busy(carry), level_step, lambda c: c, carry)
+        # frontier rounds until a wide tie (or, with wide segments, until their lower bounds
+        # fall below the narrow minimum: then a refresh), then one level round if a tie or
+        # a wide link is at the minimum (a conditional copies the per-flow state, so it
+        # stays out of the inner loop)
+        def more(c):
+            _, _, ties, due = shares_and_ties(c)
+            return busy(c) & ~ties & ~due
+        carry = jax.lax.while_loop(more, frontier_rounds, carry)
+        if wide is None:
+            return jax.lax.cond(busy(carry), level_step, lambda c: c, carry)
+        carry = jax.lax.cond(busy(carry) & shares_and_ties(carry)[3], refresh, lambda c: c, carry)
+        share, _, ties, _ = shares_and_ties(carry)
+        wide_state = carry[0][8]
+        at_min = wide_state[3] & (jnp.min(wide_state[0]) <= jnp.min(share))
+        return jax.lax.cond(busy(carry) & (ties | at_min), level_step, lambda c: c, carry)
 
     Np, pad_link = net.Np, net.pad_link
-    state = (jnp.where(frozen0, INT_MAX, INT_MIN).astype(jnp.int32), jnp.full(Np, pad_link, jnp.int32),
-             W, jnp.zeros(n_links, f64), cnt, quanta, jnp.zeros(n_links, f64), jnp.sum(live0, dtype=jnp.int32))
-    (claim, bneck, W, F, cnt, quanta, level, left), rounds = jax.lax.while_loop(busy, outer, (state, jnp.int32(0)))
+    claim0, bneck0 = jnp.where(frozen0, INT_MAX, INT_MIN).astype(jnp.int32), jnp.full(Np, pad_link, jnp.int32)
+    level0 = jnp.zeros(n_links, f64)
+    wide0 = None if wide is None else wide.refresh(net.cap, w, claim0, bneck0, level0, live0)[0]
+    state = (claim0, bneck0, W, jnp.zeros(n_links, f64), cnt, quanta, level0, jnp.sum(live0, dtype=jnp.int32), wide0)
+    (claim, bneck, W, F, cnt, quanta, level, left, _), rounds = jax.lax.while_loop(busy, outer, (state, jnp.int32(0)))
     frozen = claim != INT_MIN
     rates = jnp.where(frozen & live0, level[bneck] * w, 0)
+    if wide is not None:                 # the wide links' loads, summed from the final rates
+        F = F + wide.refresh(net.cap, w, claim, bneck, level, live0)[1]
     return rates, F, jnp.where(bneck < n_real, bneck, -1), rounds, frozen
 
 
-JITTED = jax.jit(kernel, static_argnames=("n_links", "K", "B", "inner", "level_ties"))
+JITTED = jax.jit(kernel, static_argnames=("n_links", "K", "B", "inner", "level_ties", "wide_segments"))
