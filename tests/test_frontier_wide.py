@@ -192,3 +192,25 @@ def test_scipy_columns_wider_than_max_path_split_into_one_wide_segment_each():
     assert frontier.path_width(rm) > frontier.MAX_PATH and frontier.split_width(rm) == 1
     a = max_min_fair(rm, method="frontier")
     np.testing.assert_allclose(rates(a), progressive_filling(A, cap), rtol=1e-9)
+
+
+def test_auto_warms_up_with_dense_rounds_then_continues_with_the_frontier(monkeypatch):
+    """auto on wide paths: two dense rounds, then the frontier on the flows they left, on
+    the residual capacities; the same rates as the oracle. A symmetric all-to-all ends in
+    the warm-up."""
+    monkeypatch.setattr(frontier, "FRONTIER_FLOWS", 100)
+    monkeypatch.setattr(frontier, "MAX_PATH", 16)
+    calls = []
+    real = frontier.solve
+    monkeypatch.setattr(frontier, "solve", lambda p: calls.append(p.routing.n_flows) or real(p))
+    rm = route(tp.fat_tree(6), Flows.all_to_all(54, 1.0))
+    w = np.random.default_rng(6).lognormal(0.0, 1.0, rm.n_flows)
+    a = max_min_fair(rm, weights=w)
+    assert len(calls) == 1 and 0 < calls[0] < rm.n_flows        # the frontier took what was left
+    np.testing.assert_allclose(rates(a), progressive_filling(rm.to_scipy(), rm.capacity, w), rtol=1e-9)
+    assert violation(rm, rm.capacity, w, rm.demands, rates(a), a.bottleneck) is None
+    np.testing.assert_allclose(a.link_load, rm.link_loads(rates(a)), rtol=1e-9)
+    calls.clear()
+    even = max_min_fair(rm)
+    assert calls == [] and int(even.rounds) == 1
+    np.testing.assert_allclose(rates(even), progressive_filling(rm.to_scipy(), rm.capacity), rtol=1e-12)
