@@ -9,7 +9,6 @@ pass through ``v`` (sources and destinations may always be used as endpoints).
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from ._matrix import _ranges
 
@@ -41,6 +40,27 @@ class CompactGraph:
             frontier = preds[self.transit[preds]]
         return dist
 
+    def distances_to_all(self, targets) -> np.ndarray:
+        """:meth:`distances_to` of every node of ``targets``, as rows of one (targets, nodes)
+        array, worked out together a hop at a time."""
+        targets = np.asarray(targets, dtype=np.int64)
+        nv = self.nv
+        dist = np.full((len(targets), nv), -1, dtype=np.int64)
+        dist[np.arange(len(targets)), targets] = 0
+        row, node = np.arange(len(targets)), targets
+        d = 0
+        while row.size:
+            counts = self.in_ptr[node + 1] - self.in_ptr[node]
+            preds = self.tail[self.in_edges[_ranges(self.in_ptr[node], counts)]]
+            found = np.unique(np.repeat(row, counts) * nv + preds)
+            row, node = found // nv, found % nv
+            new = dist[row, node] < 0
+            row, node = row[new], node[new]
+            d += 1
+            dist[row, node] = d
+            row, node = row[self.transit[node]], node[self.transit[node]]
+        return dist
+
     def dag(self, target: int):
         """Shortest-path DAG towards ``target``: (dist, dag edge ids, split fraction of each)."""
         dist = self.distances_to(target)
@@ -52,46 +72,68 @@ class CompactGraph:
         return dist, edges, split
 
 
+#: (targets x edges) entries a fluid-ECMP batch holds at once: targets are taken in chunks
+#: of at most this many entries (each costs a few bytes of temporaries)
+FLUID_BATCH = 1 << 22
+
+
 def ecmp_fluid(graph: CompactGraph, src, dst):
     """Fluid ECMP: each node splits what it forwards over its shortest-path next hops, in
     proportion to their cables.
 
     Returns ``(pair, link, frac)`` entries for the pairs ``(src[i], dst[i])`` (compact node
-    ids, distinct) and ``unreachable``, the indices of pairs with no path.
+    ids, distinct) and ``unreachable``, the indices of pairs with no path. Every target's
+    shortest-path DAG and every pair's flow are worked out together, a level (hop) at a
+    time, in a handful of array operations per level (targets in chunks of at most
+    ``FLUID_BATCH`` target-edge entries).
     """
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
-    out_pair, out_link, out_frac, bad = [], [], [], []
-    order = np.argsort(dst, kind="stable")
-    bounds = np.flatnonzero(np.diff(dst[order])) + 1
-    for group in np.split(order, bounds):
-        if not group.size:
-            continue
-        target = int(dst[group[0]])
-        dist, edges, split = graph.dag(target)
-        sources = src[group]
-        reach = dist[sources]
-        if (reach < 0).any():
-            bad.extend(group[reach < 0].tolist())
-            keep = reach >= 0
-            group, sources, reach = group[keep], sources[keep], reach[keep]
-            if not group.size:
-                continue
-        nv = graph.nv
-        step = sp.csr_matrix((split, (graph.tail[edges], graph.head[edges])), shape=(nv, nv))
-        to_edge = sp.csr_matrix((split, (graph.tail[edges], np.arange(len(edges)))), shape=(nv, len(edges)))
-        mass = sp.csr_matrix((np.ones(len(sources)), (np.arange(len(sources)), sources)),
-                             shape=(len(sources), nv))
-        total = mass
-        for _ in range(int(reach.max()) - 1):
-            mass = mass @ step
-            total = total + mass
-        frac = (total @ to_edge).tocoo()
-        out_pair.append(group[frac.row])
-        out_link.append(graph.link[edges[frac.col]])
-        out_frac.append(frac.data)
+    targets, t_of = np.unique(dst, return_inverse=True)
+    chunk = max(1, FLUID_BATCH // max(len(graph.tail), 1))
+    parts = []
+    for lo in range(0, len(targets), chunk):
+        mine = np.flatnonzero((t_of >= lo) & (t_of < lo + chunk))
+        pair, link, frac, bad = _fluid_chunk(graph, targets[lo:lo + chunk], src[mine], t_of[mine] - lo)
+        parts.append((mine[pair], link, frac, mine[bad]))
+    cat = lambda i, dt: np.concatenate([x[i] for x in parts]).astype(dt) if parts else np.empty(0, dt)  # noqa: E731
+    return cat(0, np.int64), cat(1, np.int64), cat(2, np.float64), cat(3, np.int64)
+
+
+def _fluid_chunk(graph: CompactGraph, targets, src, t_of):
+    """:func:`ecmp_fluid` for pairs ``src[i] -> targets[t_of[i]]``."""
+    nv, head, tail = graph.nv, graph.head, graph.tail
+    dist = graph.distances_to_all(targets)                      # (T, nv)
+    # each target's DAG: edges one hop closer, into transit nodes or the target
+    into = graph.transit[head][None, :] | (head[None, :] == targets[:, None])
+    d_head = dist[:, head]
+    t_idx, edge = np.nonzero((d_head >= 0) & (dist[:, tail] == d_head + 1) & into)
+    key = t_idx * nv + tail[edge]                               # (target, node) of each DAG edge
+    out_w = np.bincount(key, weights=graph.weight[edge], minlength=len(targets) * nv)
+    split = graph.weight[edge] / out_w[key]                     # np.nonzero's order: sorted by key's target
+    order = np.argsort(key, kind="stable")
+    edge, split = edge[order], split[order]
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=len(targets) * nv))])
+    reach = dist[t_of, src]
+    bad = np.flatnonzero(reach < 0)
+    # the mass of each pair at each node, hop by hop towards its target
+    pair = np.flatnonzero(reach >= 0)
+    node, mass = src[pair], np.ones(len(pair))
+    out_pair, out_link, out_frac = [], [], []
+    while pair.size:
+        k = t_of[pair] * nv + node
+        counts = ptr[k + 1] - ptr[k]
+        idx = _ranges(ptr[k], counts)
+        pair, mass, e = np.repeat(pair, counts), np.repeat(mass, counts) * split[idx], edge[idx]
+        out_pair.append(pair)
+        out_link.append(graph.link[e])
+        out_frac.append(mass)
+        nxt = head[e]
+        on = nxt != targets[t_of[pair]]
+        at, inverse = np.unique(pair[on] * nv + nxt[on], return_inverse=True)
+        pair, node, mass = at // nv, at % nv, np.bincount(inverse, weights=mass[on], minlength=len(at))
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
-    return cat(out_pair, np.int64), cat(out_link, np.int64), cat(out_frac, np.float64), np.array(bad, dtype=np.int64)
+    return cat(out_pair, np.int64), cat(out_link, np.int64), cat(out_frac, np.float64), bad
 
 
 _M1, _M2, _M3 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
