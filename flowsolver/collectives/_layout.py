@@ -37,9 +37,11 @@ class Layout:
 
 def _server_groups(graph, ranks, nodes):
     """Rank positions grouped by server, servers in order of first appearance."""
+    of_rank = graph_memo(graph, "rank-server", lambda: [graph.nodes[n].get("server", ("rank", r))
+                                                         for r, n in enumerate(nodes)])
     servers: dict = {}
     for pos, r in enumerate(ranks):
-        servers.setdefault(graph.nodes[nodes[r]].get("server", ("rank", r)), []).append(pos)
+        servers.setdefault(of_rank[r], []).append(pos)
     return tuple(tuple(g) for g in servers.values())
 
 

@@ -6,7 +6,9 @@ adding an algorithm is one function and one :data:`SCHEDULES` line (and its name
 
 from __future__ import annotations
 
+
 import math
+import threading
 
 import numpy as np
 
@@ -142,12 +144,30 @@ SCHEDULES = {
 }
 
 
+#: schedules kept by value (the symmetric groups of a training step, laid out alike, share
+#: one), those of at most KEEP_FLOWS flows in all, the last KEEP_SCHEDULES of them
+KEEP_FLOWS = 1 << 16
+KEEP_SCHEDULES = 512
+_KEPT: dict = {}
+_KEPT_LOCK = threading.Lock()
+
+
 def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
-    """The steps of ``algorithm`` for ``op`` on ``p`` ranks laid out as ``layout``.
+    """The steps of ``algorithm`` for ``op`` on ``p`` ranks laid out as ``layout`` (small
+    schedules are kept by their arguments: steps are immutable values).
 
     >>> from ._layout import Layout
     >>> ring = Layout(groups=((0, 1, 2),), rings=((0, 1, 2),), channels=1)
     >>> [(s.count, len(s.flows), s.flows[0]) for s in schedule("all_reduce", "ring", 3, 3.0, ring, 1.0)]
     [(4, 3, (0, 1, 1.0))]
     """
-    return SCHEDULES[op, algorithm](p, size, layout, chunk)
+    key = (op, algorithm, p, size, layout, chunk)
+    steps = _KEPT.get(key)
+    if steps is None:
+        steps = SCHEDULES[op, algorithm](p, size, layout, chunk)
+        if sum(len(st.flows) for st in steps) <= KEEP_FLOWS:
+            with _KEPT_LOCK:
+                while len(_KEPT) >= KEEP_SCHEDULES:
+                    _KEPT.pop(next(iter(_KEPT)))
+                _KEPT[key] = steps
+    return steps

@@ -213,7 +213,8 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
                                 tp_overlap=default_tp_overlap(layout.tp) if tp_overlap is None else tp_overlap)
     if not isinstance(sequence_parallel, bool):
         raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
-    with unchanged(graph):          # every group's steps routed on one index of the graph
+    # every group's steps routed on one index of the graph, checked once (above)
+    with unchanged(graph), _checks.trusted(graph):
         profile = solve_profile(graph, spec, layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
                                 algorithms=_algorithms(algorithms), options=dict(collective_options or {}),
                                 sequence_parallel=sequence_parallel, top_k=top_k, capacity_factor=factor)
