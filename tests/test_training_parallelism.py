@@ -195,6 +195,16 @@ def test_expert_all_to_all_carries_top_k_times_capacity_factor():
     assert base.phases["ep"].bytes == tokens * 2                  # Mixtral routes to 2 experts
     assert padded.phases["ep"].bytes == tokens * 2 * 1.25 and one.phases["ep"].bytes == tokens
     assert base.phases["ep"].calls == 4 * 32 * base.microbatches
+    # the expert GEMMs run on the same tokens: 6 x 3 h ffn FLOPs per routed token and layer
+    # (SwiGLU), split over tp 2, at the compute efficiency of the bf16 peak
+    expert = 6 * 3 * 4096 * 14336 * 4096 * 32 / (2 * base.compute_efficiency * H100_BF16)   # one route, per microbatch
+    assert padded.compute_time - base.compute_time == pytest.approx(base.microbatches * 2 * 0.25 * expert, rel=1e-9)
+    assert base.compute_time - one.compute_time == pytest.approx(base.microbatches * expert, rel=1e-9)
+    # and the model FLOPs behind MFU count the experts each token is routed to (padding is not model work)
+    dense_part = 6 * (2 * 4096 ** 2 + 2 * 4096 * 1024) + 6 * 4096 * 4096       # weights and causal attention
+    flops = {k: 32 * (dense_part + 6 * k * 3 * 4096 * 14336) + 6 * 32000 * 4096 for k in (1, 2)}
+    for r, k in ((base, 2), (padded, 2), (one, 1)):
+        assert r.mfu == pytest.approx(r.tokens_per_gpu * flops[k] / H100_BF16, rel=1e-12)
 
 
 def test_dp_overlap_exposes_one_bucket_when_the_window_is_long_enough():

@@ -292,7 +292,7 @@ def _compute_kw(profile: CommProfile, s: Schedule) -> dict:
     microbatch, split over the ``tp x cp`` GPUs of a stage."""
     return dict(tokens=profile.micro_batch * profile.model.seq_len, shards=profile.layout.tp * profile.layout.cp,
                 gpu=profile.gpu, precision=s.precision, efficiency=s.compute_efficiency, recompute=s.recompute,
-                attention_efficiency=s.attention_efficiency)
+                attention_efficiency=s.attention_efficiency, capacity_factor=profile.capacity_factor)
 
 
 def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
@@ -316,7 +316,8 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
                 layer_recomputed=stage_seconds(model, 1, False, recomputed=1, **kw),
                 output=stage_seconds(model, 0, True, **kw),
                 attention=attention_seconds(model, efficiency=s.attention_efficiency, recompute=s.recompute, **split),
-                gemms=gemm_seconds(model, precision=s.precision, efficiency=s.compute_efficiency, **split))
+                gemms=gemm_seconds(model, precision=s.precision, efficiency=s.compute_efficiency,
+                                   capacity_factor=profile.capacity_factor, **split))
 
 
 def _times(phase: Phase, m: int) -> Phase:

@@ -95,15 +95,24 @@ def _layer_flops(model, recompute: str) -> tuple:
     return gemm, attention
 
 
+def _expert_share(model, capacity_factor: float) -> float:
+    """Tokens each expert GEMM computes per routed token: ``capacity_factor`` for a mixture
+    of experts padded to capacity (Megatron's token drop with ``moe_pad_expert_input_to_
+    capacity``: every expert runs on its whole capacity), 1 for dropless routing or a dense
+    model."""
+    return capacity_factor if model.experts > 1 else 1.0
+
+
 def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int, gpu, precision: str,
                   efficiency: float, recompute: str, attention_efficiency: float | None = None,
-                  recomputed: int | None = None) -> float:
+                  recomputed: int | None = None, capacity_factor: float = 1.0) -> float:
     """Seconds one GPU of a stage holding ``layers`` transformer layers (and the output
     projection when ``last``) computes one microbatch of ``tokens`` tokens, its work split
     over ``shards`` GPUs (``tp x cp``), forward and backward. The GEMMs run at
     ``efficiency`` of their precision's peak, attention at ``attention_efficiency`` (default
     ``efficiency``) of the bf16 peak; with ``recompute="full"``, ``recomputed`` of the layers
-    (default all) run their forward again.
+    (default all) run their forward again. A mixture of experts' expert GEMMs run on
+    ``capacity_factor x`` the routed tokens (padded to capacity; 1: dropless).
 
     >>> import topologies as tp
     >>> from flowsolver.training import get_model
@@ -113,7 +122,8 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     >>> round(t * 989e12 / 8192 / m.flops_per_token, 12)
     1.0
     """
-    gemm, attention = model.layer_linear_flops, _layer_flops(model, recompute)[1]
+    attention = _layer_flops(model, recompute)[1]
+    gemm = model.layer_linear_flops + 6.0 * model.top_k * model.mlp_params * (_expert_share(model, capacity_factor) - 1)
     if recompute == "full":
         gemm_flops = gemm * (layers + (layers if recomputed is None else min(layers, recomputed)) / 3.0)
     else:
@@ -143,12 +153,14 @@ def attention_seconds(model, *, tokens: float, shards: int, gpu, efficiency: flo
     return tokens * attention / (shards * efficiency * gpu.peak_bf16_flops)
 
 
-def gemm_seconds(model, *, tokens: float, shards: int, gpu, precision: str, efficiency: float) -> dict:
+def gemm_seconds(model, *, tokens: float, shards: int, gpu, precision: str, efficiency: float,
+                 capacity_factor: float = 1.0) -> dict:
     """Seconds one GPU spends in each weight GEMM of one layer's forward pass (``qkv``,
     ``proj``, ``fc1``, ``fc2``; the backward's data-gradient and weight-gradient GEMMs take
     as long each) for a microbatch of ``tokens`` tokens, the work split over ``shards``
     GPUs (``tp x cp``): ``2 x tokens x`` the matrix's parameters ``/ shards`` at
-    ``efficiency x`` the precision's peak. The compute each TP collective hides behind.
+    ``efficiency x`` the precision's peak (the MLP's ``top_k`` experts on ``capacity_factor
+    x`` their routed tokens). The compute each TP collective hides behind.
 
     >>> import topologies as tp
     >>> from flowsolver.training import get_model
@@ -157,9 +169,9 @@ def gemm_seconds(model, *, tokens: float, shards: int, gpu, precision: str, effi
     >>> g["proj"] == 2 * 8192 * 4096 * 4096 / 989e12
     True
     """
-    h, d = model.hidden, model.hidden // model.heads
+    h, d, k = model.hidden, model.hidden // model.heads, model.top_k * _expert_share(model, capacity_factor)
     params = dict(qkv=h * (h + 2 * model.kv_heads * d), proj=h * h,
-                  fc1=model.top_k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=model.top_k * model.ffn * h)
+                  fc1=k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=k * model.ffn * h)
     rate = (gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops) * efficiency
     return {name: 2.0 * tokens * n / (shards * rate) for name, n in params.items()}
 
