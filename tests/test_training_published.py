@@ -25,15 +25,17 @@ from flowsolver import get_model, training_step
 FP8_PEAK = 1979e12          # H100 SXM dense FP8, datasheet
 
 ROWS = {
-    # Llama 3 paper, table 4: TP8 CP1 PP16 DP64, 32 sequences of 8192 per DP rank
+    # Llama 3 paper, table 4: TP8 CP1 PP16 DP64, 32 sequences of 8192 per DP rank; its FSDP
+    # (zero 2) and its rank order, TP, CP, PP, DP from fastest (section 3.3.2)
     "llama3-405b-8k-gpus": (1024, dict(model="llama-3-405b", tp=8, pp=16, dp=64, vp=8, zero=2,
-                                       global_batch=64 * 32), dict(tflops=430, mfu=0.43)),
+                                       order="tp-cp-pp-dp", global_batch=64 * 32), dict(tflops=430, mfu=0.43)),
     # same, DP128, 16 sequences per DP rank
     "llama3-405b-16k-gpus": (2048, dict(model="llama-3-405b", tp=8, pp=16, dp=128, vp=8, zero=2,
-                                        global_batch=128 * 16), dict(tflops=400, mfu=0.41)),
+                                        order="tp-cp-pp-dp", global_batch=128 * 16), dict(tflops=400, mfu=0.41)),
     # same, 128 K context: TP8 CP16 PP16 DP8, 16 M tokens per step = 16 sequences per DP rank
-    "llama3-405b-128k": (2048, dict(model="llama-3-405b", tp=8, cp=16, pp=16, dp=8, vp=8, zero=2, seq_len=131072,
-                                    global_batch=8 * 16), dict(tflops=380, mfu=0.38)),
+    "llama3-405b-128k": (2048, dict(model="llama-3-405b", tp=8, cp=16, pp=16, dp=8, vp=8, zero=2,
+                                    order="tp-cp-pp-dp", seq_len=131072, global_batch=8 * 16),
+                         dict(tflops=380, mfu=0.38)),
     # Megatron-Bridge performance summary 25.11, DGX-H100
     "mbridge-70b-fp8": (8, dict(model="llama-3-70b", tp=4, pp=8, vp=5, global_batch=128, precision="fp8"),
                         dict(tokens=1602, tflops=719)),
