@@ -8,7 +8,7 @@ from flowsolver import get_model, training_step
 from flowsolver.study import cluster
 from flowsolver.traces._schedule import pass_order
 from flowsolver.training import ParallelLayout, memory_per_gpu, stage_layers
-from flowsolver.training._pipeline import peak_in_flight
+from flowsolver.training._pipeline import chunk_layers, peak_in_flight
 
 ZERO = dict(step_latency=0.0, base_latency=0.0)
 H100_BF16, H100_FP8 = 989e12, 1979e12          # H100 SXM datasheet, dense
@@ -19,6 +19,11 @@ def test_uneven_stages_follow_megatrons_split_with_the_embedding_and_loss_as_lay
     assert stage_layers(126, 16) == (7,) + (8,) * 14 + (7,)
     assert stage_layers(126, 8, 8) == (15,) + (16,) * 6 + (15,)      # 128 / 64 = 2 per virtual stage
     assert stage_layers(80, 8, 5) == (10,) * 8                           # even: 2 layers per virtual stage
+    # the Llama 3 paper's first stage starts with a model chunk holding the embedding alone, its
+    # last stage ends with one holding the output and loss alone: for 126 layers on 16 stages
+    # Megatron's split gives that with 8 chunks per stage only (the published rows' vp)
+    assert [vp for vp in (1, 2, 4, 8) if chunk_layers(126, 16, vp)[0][0] == 0 == chunk_layers(126, 16, vp)[-1][-1]] \
+        == [8]
     with pytest.raises(ValueError, match=r"pp x vp \(8 x 3 = 24 virtual stages\) must divide the model's 80 layers"):
         stage_layers(80, 8, 3)
 
