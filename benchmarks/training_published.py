@@ -1,6 +1,8 @@
 """The published training runs of ../shared/REFERENCE.md ("Training") beside the model, with
 the published parallelism and the model's defaults (the table in README.md, "Training steps
-against published runs"; tests/test_training_published.py checks each row).
+against published runs"; tests/test_training_published.py checks each row): tokens/s per
+GPU and MFU, published and modelled, their relative error, TFLOP/s per GPU, and the memory
+estimate of the stage that needs the most (GB, 1e9 bytes) with that stage's index.
 
     python benchmarks/training_published.py            # all rows (~2-3 min on 2 cores)
     python benchmarks/training_published.py --small    # the Megatron-Bridge rows only
@@ -22,15 +24,17 @@ from tests.test_training_published import ROWS, _published  # noqa: E402
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    print(f"{'run':32s} {'pub TFLOP/s':>11s} {'model':>7s} {'pub MFU':>8s} {'model':>7s} "
-          f"{'pub tok/s/GPU':>13s} {'model':>8s} {'gap':>7s}")
+    print(f"{'run':22s} {'tok/s/GPU pub':>13s} {'model':>7s} {'err':>7s} {'MFU pub':>8s} {'model':>6s} {'err':>7s} "
+          f"{'TFLOP/s pub':>11s} {'model':>6s} {'GB/GPU':>7s} {'stage':>5s}")
     for name, (nodes, kw, pub) in ROWS.items():
         if "--small" in argv and nodes > 128:
             continue
         r = training_step(tp.rail_optimized(nodes), **kw)
         tokens, mfu = _published(kw, pub)
-        print(f"{name:32s} {pub['tflops']:11.0f} {r.tflops_per_gpu:7.0f} {mfu:8.1%} {r.mfu:7.1%} "
-              f"{tokens:13,.0f} {r.tokens_per_gpu:8,.0f} {r.tokens_per_gpu / tokens - 1:+7.1%}", flush=True)
+        stage = r.stage_memory.index(r.memory_per_gpu)
+        print(f"{name:22s} {tokens:13,.0f} {r.tokens_per_gpu:7,.0f} {r.tokens_per_gpu / tokens - 1:+7.1%} "
+              f"{mfu:8.1%} {r.mfu:6.1%} {r.mfu / mfu - 1:+7.1%} {pub['tflops']:11.0f} {r.tflops_per_gpu:6.0f} "
+              f"{r.memory_per_gpu / 1e9:7.1f} {stage:5d}", flush=True)
     return 0
 
 

@@ -32,6 +32,12 @@ def test_ideal_network_gives_the_gpu_count_and_the_compute_formula():
     # the reported MFU counts model FLOPs (no recompute) over the whole step
     model_flops = sum(_flops_per_token(32, 4096, 14336, 1024, 128256, 8192, recompute_attention=False))
     assert r.mfu == pytest.approx(64 * 8192 * model_flops / r.step_time / (16 * H100), rel=1e-9)
+    # TFLOP/s per GPU as the published tables give it: model FLOPs per second per GPU
+    assert r.tflops_per_gpu == pytest.approx(64 * 8192 * model_flops / r.step_time / 16 / 1e12, rel=1e-9)
+    # the compute efficiency is the GEMMs' share of the peak while computing, an input; the
+    # MFU is an output over the whole step (here: attention at its own rate, the scores recomputed)
+    assert r.compute_efficiency == 0.46 and r.mfu != pytest.approx(r.compute_efficiency, rel=1e-3)
+    assert r.recompose(compute_efficiency=0.23).mfu < r.mfu
     # a 1F1B pipeline of 2 stages (16 layers each, the logits on the last): m slots of the
     # slowest stage plus one of bubble, against one GPU doing both stages' work
     p2 = training_step(g, model="llama-3-8b", tp=8, pp=2, global_batch=64, collective_options=zero)

@@ -6,7 +6,9 @@ import pytest
 import topologies as tp
 from flowsolver import get_model, training_step
 from flowsolver.study import cluster
+from flowsolver.traces._schedule import pass_order
 from flowsolver.training import ParallelLayout, memory_per_gpu, stage_layers
+from flowsolver.training._pipeline import chunk_layers, peak_in_flight
 
 ZERO = dict(step_latency=0.0, base_latency=0.0)
 H100_BF16, H100_FP8 = 989e12, 1979e12          # H100 SXM datasheet, dense
@@ -17,6 +19,11 @@ def test_uneven_stages_follow_megatrons_split_with_the_embedding_and_loss_as_lay
     assert stage_layers(126, 16) == (7,) + (8,) * 14 + (7,)
     assert stage_layers(126, 8, 8) == (15,) + (16,) * 6 + (15,)      # 128 / 64 = 2 per virtual stage
     assert stage_layers(80, 8, 5) == (10,) * 8                           # even: 2 layers per virtual stage
+    # the Llama 3 paper's first stage starts with a model chunk holding the embedding alone, its
+    # last stage ends with one holding the output and loss alone: for 126 layers on 16 stages
+    # Megatron's split gives that with 8 chunks per stage only (the published rows' vp)
+    assert [vp for vp in (1, 2, 4, 8) if chunk_layers(126, 16, vp)[0][0] == 0 == chunk_layers(126, 16, vp)[-1][-1]] \
+        == [8]
     with pytest.raises(ValueError, match=r"pp x vp \(8 x 3 = 24 virtual stages\) must divide the model's 80 layers"):
         stage_layers(80, 8, 3)
 
@@ -40,12 +47,31 @@ def test_interleaving_divides_the_bubble_by_vp_and_sends_vp_times_as_often():
 
 def test_interleaving_holds_megatrons_warm_up_activations():
     m = get_model("llama-3-70b")
-    per_layer = 34 * 8192 * 8192 / 4                                    # 34 s b h / t
+    # 33.5 s b h / t per layer (GQA: K and V 1/8 of h; SwiGLU's 3 x 28672 inner values)
+    per_layer = 2 * 8192 * (6 * 8192 + 2 * 1024 + 3 * 28672) / 4
     base = memory_per_gpu(m, tp=4, pp=8, dp=2, microbatches=64)
     inter = memory_per_gpu(m, tp=4, pp=8, dp=2, microbatches=64, vp=5)
     # 1F1B holds pp microbatches of the stage's 10 layers; interleaved 2 (pp-1) + (vp-1) pp + 1
     # model chunks of 2 layers on stage 0
     assert base - inter == pytest.approx(per_layer * (10 * 8 - 2 * (2 * 7 + 4 * 8 + 1)), rel=1e-12)
+
+
+def _walked_peak(weights, stage, pp, vp, m):
+    """The most a stage holds, walking the trace writer's pass order (its own implementation
+    of Megatron's schedules) pass by pass."""
+    held = peak = 0.0
+    for direction, _, chunk in pass_order(stage, pp, vp, m):
+        held += weights[chunk] if direction == "F" else -weights[chunk]
+        peak = max(peak, held)
+    return peak
+
+
+@pytest.mark.parametrize("pp,vp,m", [(2, 1, 1), (4, 1, 3), (4, 1, 16), (16, 1, 32), (2, 2, 4), (4, 2, 16),
+                                     (4, 3, 8), (8, 5, 64), (16, 8, 32), (16, 8, 16), (4, 4, 4)])
+def test_activations_in_flight_follow_megatrons_order_pass_by_pass(pp, vp, m):
+    weights = [0.0] + [1.0 + c % 3 for c in range(1, vp)] if vp > 1 else [2.0]   # an embedding-only chunk
+    for stage in range(pp):
+        assert peak_in_flight(weights, stage, pp, vp, m) == _walked_peak(weights, stage, pp, vp, m)
 
 
 def _pipelined_exposed(transfer, gemm, chunks):
@@ -130,8 +156,9 @@ def test_recompute_costs_compute_and_saves_activations():
         assert runs[name].compute_time / runs["none"].compute_time == pytest.approx(seconds(gemms, share) / none,
                                                                                    rel=1e-9)
     s, h, a, t = 8192, 4096, 32, 8
+    # no recompute: the bf16 attention probabilities of an unfused attention, a s^2 per layer
     assert runs["none"].memory_per_gpu - runs["selective"].memory_per_gpu == pytest.approx(
-        32 * 5 * a * s * s / t, rel=1e-9)
+        32 * 2 * a * s * s / t, rel=1e-9)
     # full: 2 s h / t per layer kept, plus one layer's 34 s h / t working set
     assert runs["selective"].memory_per_gpu - runs["full"].memory_per_gpu == pytest.approx(
         32 * 34 * s * h / t - (32 * 2 * s * h / t + 34 * s * h / t), rel=1e-9)
@@ -173,6 +200,16 @@ def test_expert_all_to_all_carries_top_k_times_capacity_factor():
     assert base.phases["ep"].bytes == tokens * 2                  # Mixtral routes to 2 experts
     assert padded.phases["ep"].bytes == tokens * 2 * 1.25 and one.phases["ep"].bytes == tokens
     assert base.phases["ep"].calls == 4 * 32 * base.microbatches
+    # the expert GEMMs run on the same tokens: 6 x 3 h ffn FLOPs per routed token and layer
+    # (SwiGLU), split over tp 2, at the compute efficiency of the bf16 peak
+    expert = 6 * 3 * 4096 * 14336 * 4096 * 32 / (2 * base.compute_efficiency * H100_BF16)   # one route, per microbatch
+    assert padded.compute_time - base.compute_time == pytest.approx(base.microbatches * 2 * 0.25 * expert, rel=1e-9)
+    assert base.compute_time - one.compute_time == pytest.approx(base.microbatches * expert, rel=1e-9)
+    # and the model FLOPs behind MFU count the experts each token is routed to (padding is not model work)
+    dense_part = 6 * (2 * 4096 ** 2 + 2 * 4096 * 1024) + 6 * 4096 * 4096       # weights and causal attention
+    flops = {k: 32 * (dense_part + 6 * k * 3 * 4096 * 14336) + 6 * 32000 * 4096 for k in (1, 2)}
+    for r, k in ((base, 2), (padded, 2), (one, 1)):
+        assert r.mfu == pytest.approx(r.tokens_per_gpu * flops[k] / H100_BF16, rel=1e-12)
 
 
 def test_dp_overlap_exposes_one_bucket_when_the_window_is_long_enough():

@@ -7,9 +7,13 @@ per GPU, so tokens/s = TFLOP/s / the model FLOPs per token (Megatron's count, th
 Megatron-Bridge rows' TFLOP/s use: 744e12 / 14,451 = 51.5 GFLOP per token for Llama 3 8B).
 MFU: the Llama 3 rows publish it (bf16 peak); for the FP8 rows it is their TFLOP/s over the
 H100's dense FP8 peak, 1979 TFLOP/s. The Llama 3 paper does not publish its number of
-virtual stages; the rows assume vp = 8, the finest interleaving its uneven split allows (one
-layer per virtual stage). Each row runs as published: the Llama 3 8B FP8 row recomputes 5 of its
-32 layers fully (Megatron-Bridge's recompute_num_layers=5 for it). The 16,384-GPU rows take ~30 s
+virtual stages; the rows take vp = 8, one layer per model chunk: the paper (section 3.3.2)
+says the first stage's first model chunk holds the embedding alone, which Megatron's split of
+126 + 2 layers on 16 stages gives only with one layer per chunk. Its data parallelism is FSDP
+sharding the optimizer state and the gradients, not the weights: zero=2 (timed as zero=1; it
+changes the memory estimate).
+Each row runs as published: the Llama 3 8B FP8 row recomputes 5 of its 32 layers fully
+(Megatron-Bridge's recompute_num_layers=5 for it). The 8,192- and 16,384-GPU rows take 10-30 s
 each: marked slow.
 """
 
@@ -21,15 +25,17 @@ from flowsolver import get_model, training_step
 FP8_PEAK = 1979e12          # H100 SXM dense FP8, datasheet
 
 ROWS = {
-    # Llama 3 paper, table 4: TP8 CP1 PP16 DP64, 32 sequences of 8192 per DP rank
-    "llama3-405b-8k-gpus": (1024, dict(model="llama-3-405b", tp=8, pp=16, dp=64, vp=8, global_batch=64 * 32),
-                            dict(tflops=430, mfu=0.43)),
+    # Llama 3 paper, table 4: TP8 CP1 PP16 DP64, 32 sequences of 8192 per DP rank; its FSDP
+    # (zero 2) and its rank order, TP, CP, PP, DP from fastest (section 3.3.2)
+    "llama3-405b-8k-gpus": (1024, dict(model="llama-3-405b", tp=8, pp=16, dp=64, vp=8, zero=2,
+                                       order="tp-cp-pp-dp", global_batch=64 * 32), dict(tflops=430, mfu=0.43)),
     # same, DP128, 16 sequences per DP rank
-    "llama3-405b-16k-gpus": (2048, dict(model="llama-3-405b", tp=8, pp=16, dp=128, vp=8, global_batch=128 * 16),
-                             dict(tflops=400, mfu=0.41)),
+    "llama3-405b-16k-gpus": (2048, dict(model="llama-3-405b", tp=8, pp=16, dp=128, vp=8, zero=2,
+                                        order="tp-cp-pp-dp", global_batch=128 * 16), dict(tflops=400, mfu=0.41)),
     # same, 128 K context: TP8 CP16 PP16 DP8, 16 M tokens per step = 16 sequences per DP rank
-    "llama3-405b-128k": (2048, dict(model="llama-3-405b", tp=8, cp=16, pp=16, dp=8, vp=8, seq_len=131072,
-                                    global_batch=8 * 16), dict(tflops=380, mfu=0.38)),
+    "llama3-405b-128k": (2048, dict(model="llama-3-405b", tp=8, cp=16, pp=16, dp=8, vp=8, zero=2,
+                                    order="tp-cp-pp-dp", seq_len=131072, global_batch=8 * 16),
+                         dict(tflops=380, mfu=0.38)),
     # Megatron-Bridge performance summary 25.11, DGX-H100
     "mbridge-70b-fp8": (8, dict(model="llama-3-70b", tp=4, pp=8, vp=5, global_batch=128, precision="fp8"),
                         dict(tokens=1602, tflops=719)),

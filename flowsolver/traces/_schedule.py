@@ -21,25 +21,9 @@ from and their outputs go.
 
 from __future__ import annotations
 
+from ..training._pipeline import chunk_layers
+
 __all__ = ["chunk_layers", "pass_order", "source", "target", "blocking_program", "p2p_tag"]
-
-
-def chunk_layers(layers: int, pp: int, vp: int) -> tuple:
-    """Transformer layers of each model chunk, per stage: ``pp`` tuples of ``vp`` counts,
-    summing to :func:`flowsolver.training._pipeline.stage_layers`. Uneven (Megatron's
-    split with the embedding and the loss as one layer each): the first chunk of stage 0 and
-    the last chunk of the last stage hold one layer fewer.
-
-    >>> chunk_layers(30, 4, 1), chunk_layers(14, 2, 2)
-    (((7,), (8,), (8,), (7,)), ((3, 4), (4, 3)))
-    """
-    if layers % (pp * vp) == 0:
-        return ((layers // (pp * vp),) * vp,) * pp
-    per = (layers + 2) // (pp * vp)
-    out = [[per] * vp for _ in range(pp)]
-    out[0][0] -= 1
-    out[-1][-1] -= 1
-    return tuple(tuple(c) for c in out)
 
 
 def _virtual(k: int, pp: int, vp: int, backward: bool) -> tuple:

@@ -14,7 +14,7 @@ from .. import _checks
 from ..routing import first_tier
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, check_precision, check_recompute, gemm_seconds,
                        stage_seconds)
-from ._memory import memory_per_gpu
+from ._memory import stage_memory
 from ._phases import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
 from ._profile import CommProfile
@@ -101,8 +101,10 @@ class StepResult:
     ``mfu`` = model FLOPs per second / (GPUs x the dense peak of the step's precision), over
     the whole step; ``tflops_per_gpu`` the model FLOP/s per GPU / 1e12; ``tokens_per_gpu``
     tokens/s per GPU. ``memory_per_gpu`` (bytes) is
-    :func:`flowsolver.training.memory_per_gpu`'s estimate; ``fits`` compares it with the
-    GPU's memory. The step is timed whether or not it fits.
+    :func:`flowsolver.training.memory_per_gpu`'s estimate, the largest of
+    ``stage_memory`` (each pipeline stage's bytes, stage 0 first; ``stage_layers`` its
+    transformer layers); ``fits`` compares it with the GPU's memory.
+    The step is timed whether or not it fits.
     """
 
     profile: CommProfile = field(repr=False)
@@ -119,6 +121,7 @@ class StepResult:
     mfu: float
     memory_per_gpu: float
     stage_layers: tuple = ()
+    stage_memory: tuple = ()
 
     model = property(lambda self: self.profile.model.name, doc="The model's name.")
     gpus = property(lambda self: self.profile.layout.gpus, doc="GPU count.")
@@ -273,14 +276,15 @@ def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
     tokens = profile.micro_batch * model.seq_len        # one microbatch, split over the tp x cp GPUs of a stage
     single = tokens / (sum(stage_compute) * lay.tp * lay.cp)     # one GPU computing the whole model alone
     peak = gpu.peak_fp8_flops if s.precision == "fp8" else gpu.peak_bf16_flops
-    memory = memory_per_gpu(model, tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep, zero=profile.zero,
-                            micro_batch=profile.micro_batch, microbatches=m, cp=lay.cp, vp=lay.vp,
-                            recompute=s.recompute, sequence_parallel=profile.sequence_parallel,
-                            recompute_layers=s.recompute_layers)
+    memory = stage_memory(model, tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep, zero=profile.zero,
+                          micro_batch=profile.micro_batch, microbatches=m, cp=lay.cp, vp=lay.vp,
+                          recompute=s.recompute, sequence_parallel=profile.sequence_parallel,
+                          recompute_layers=s.recompute_layers)
     return StepResult(profile=profile, schedule=s, microbatches=m, compute_time=compute, bubble_time=bubble,
                       phases=phases, step_time=step, tokens_per_s=tps, single_gpu_tokens_per_s=single,
                       speedup=tps / single, comm_overhead=exposed / step,
-                      mfu=tps * model.flops_per_token / (lay.gpus * peak), memory_per_gpu=memory, stage_layers=layers)
+                      mfu=tps * model.flops_per_token / (lay.gpus * peak), memory_per_gpu=max(memory),
+                      stage_layers=layers, stage_memory=memory)
 
 
 def _compute_kw(profile: CommProfile, s: Schedule) -> dict:
@@ -288,7 +292,7 @@ def _compute_kw(profile: CommProfile, s: Schedule) -> dict:
     microbatch, split over the ``tp x cp`` GPUs of a stage."""
     return dict(tokens=profile.micro_batch * profile.model.seq_len, shards=profile.layout.tp * profile.layout.cp,
                 gpu=profile.gpu, precision=s.precision, efficiency=s.compute_efficiency, recompute=s.recompute,
-                attention_efficiency=s.attention_efficiency)
+                attention_efficiency=s.attention_efficiency, capacity_factor=profile.capacity_factor)
 
 
 def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
@@ -312,7 +316,8 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
                 layer_recomputed=stage_seconds(model, 1, False, recomputed=1, **kw),
                 output=stage_seconds(model, 0, True, **kw),
                 attention=attention_seconds(model, efficiency=s.attention_efficiency, recompute=s.recompute, **split),
-                gemms=gemm_seconds(model, precision=s.precision, efficiency=s.compute_efficiency, **split))
+                gemms=gemm_seconds(model, precision=s.precision, efficiency=s.compute_efficiency,
+                                   capacity_factor=profile.capacity_factor, **split))
 
 
 def _times(phase: Phase, m: int) -> Phase:

@@ -15,8 +15,10 @@ models", table 2; FLOPs per token of one layer):
 
 * ``"selective"`` (default; what flash attention does in its backward pass): the attention
   scores are recomputed, ``+ 2 h s`` (one causal forward of the scores), and the activations
-  kept are ``34 s b h / t`` bytes per layer (with sequence parallelism);
-* ``"none"``: nothing recomputed; the ``5 a s^2 b / t`` bytes of attention scores are kept too;
+  kept are those of :func:`activation_bytes_per_layer` (``34 s b h / t`` bytes per layer for
+  Llama 3 8B with sequence parallelism);
+* ``"none"``: nothing recomputed; the ``2 a s^2 b / t`` bytes of attention probabilities are
+  kept too;
 * ``"full"``: each layer's forward runs again in the backward pass, ``+ 1/3`` of the layer's
   FLOPs; only the layer input is kept, ``2 s b h / t`` bytes per layer, plus one layer's
   working set. ``recompute_layers=n`` recomputes only the first ``n`` layers of each model
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 __all__ = ["PRECISIONS", "RECOMPUTE", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "check_precision",
            "check_recompute",
-           "stage_seconds", "attention_seconds", "gemm_seconds", "activation_bytes_per_layer"]
+           "stage_seconds", "attention_seconds", "gemm_seconds", "activation_bytes_per_layer", "logits_bytes"]
 
 PRECISIONS = ("bf16", "fp8")
 RECOMPUTE = ("none", "selective", "full")
@@ -93,15 +95,24 @@ def _layer_flops(model, recompute: str) -> tuple:
     return gemm, attention
 
 
+def _expert_share(model, capacity_factor: float) -> float:
+    """Tokens each expert GEMM computes per routed token: ``capacity_factor`` for a mixture
+    of experts padded to capacity (Megatron's token drop with ``moe_pad_expert_input_to_
+    capacity``: every expert runs on its whole capacity), 1 for dropless routing or a dense
+    model."""
+    return capacity_factor if model.experts > 1 else 1.0
+
+
 def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int, gpu, precision: str,
                   efficiency: float, recompute: str, attention_efficiency: float | None = None,
-                  recomputed: int | None = None) -> float:
+                  recomputed: int | None = None, capacity_factor: float = 1.0) -> float:
     """Seconds one GPU of a stage holding ``layers`` transformer layers (and the output
     projection when ``last``) computes one microbatch of ``tokens`` tokens, its work split
     over ``shards`` GPUs (``tp x cp``), forward and backward. The GEMMs run at
     ``efficiency`` of their precision's peak, attention at ``attention_efficiency`` (default
     ``efficiency``) of the bf16 peak; with ``recompute="full"``, ``recomputed`` of the layers
-    (default all) run their forward again.
+    (default all) run their forward again. A mixture of experts' expert GEMMs run on
+    ``capacity_factor x`` the routed tokens (padded to capacity; 1: dropless).
 
     >>> import topologies as tp
     >>> from flowsolver.training import get_model
@@ -111,7 +122,8 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     >>> round(t * 989e12 / 8192 / m.flops_per_token, 12)
     1.0
     """
-    gemm, attention = model.layer_linear_flops, _layer_flops(model, recompute)[1]
+    attention = _layer_flops(model, recompute)[1]
+    gemm = model.layer_linear_flops + 6.0 * model.top_k * model.mlp_params * (_expert_share(model, capacity_factor) - 1)
     if recompute == "full":
         gemm_flops = gemm * (layers + (layers if recomputed is None else min(layers, recomputed)) / 3.0)
     else:
@@ -141,12 +153,14 @@ def attention_seconds(model, *, tokens: float, shards: int, gpu, efficiency: flo
     return tokens * attention / (shards * efficiency * gpu.peak_bf16_flops)
 
 
-def gemm_seconds(model, *, tokens: float, shards: int, gpu, precision: str, efficiency: float) -> dict:
+def gemm_seconds(model, *, tokens: float, shards: int, gpu, precision: str, efficiency: float,
+                 capacity_factor: float = 1.0) -> dict:
     """Seconds one GPU spends in each weight GEMM of one layer's forward pass (``qkv``,
     ``proj``, ``fc1``, ``fc2``; the backward's data-gradient and weight-gradient GEMMs take
     as long each) for a microbatch of ``tokens`` tokens, the work split over ``shards``
     GPUs (``tp x cp``): ``2 x tokens x`` the matrix's parameters ``/ shards`` at
-    ``efficiency x`` the precision's peak. The compute each TP collective hides behind.
+    ``efficiency x`` the precision's peak (the MLP's ``top_k`` experts on ``capacity_factor
+    x`` their routed tokens). The compute each TP collective hides behind.
 
     >>> import topologies as tp
     >>> from flowsolver.training import get_model
@@ -155,29 +169,54 @@ def gemm_seconds(model, *, tokens: float, shards: int, gpu, precision: str, effi
     >>> g["proj"] == 2 * 8192 * 4096 * 4096 / 989e12
     True
     """
-    h, d = model.hidden, model.hidden // model.heads
+    h, d, k = model.hidden, model.hidden // model.heads, model.top_k * _expert_share(model, capacity_factor)
     params = dict(qkv=h * (h + 2 * model.kv_heads * d), proj=h * h,
-                  fc1=model.top_k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=model.top_k * model.ffn * h)
+                  fc1=k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=k * model.ffn * h)
     rate = (gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops) * efficiency
     return {name: 2.0 * tokens * n / (shards * rate) for name, n in params.items()}
 
 
 def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
                                sequence_parallel: bool) -> float:
-    """Bytes of activations one layer keeps per microbatch on one GPU (Korthikanti et al.
-    2022: ``s b h (34 / t)`` with sequence parallelism, ``s b h (10 + 24 / t)`` without;
-    ``+ 5 a s^2 b / t`` without recompute; ``2 s b h / t`` with full recompute), ``s`` the
-    tokens per CP rank (``seq_len / cp``).
+    """Bytes of activations one layer keeps per microbatch on one GPU for its backward pass
+    (bf16), counted tensor by tensor from the model's shape as Korthikanti et al. 2022
+    (section 4.1) count them, for a pre-norm transformer without dropout (Llama 3, and
+    Megatron-Bridge's Llama recipes, train without): per token, the two norms' inputs
+    (``2 h``), the QKV GEMM's input (``h``), Q, K and V (``h + 2 h kv_heads / heads``), the
+    attention output (``h``, also the projection's input), the FC1 input(s) (``top_k h``) and
+    the MLP's inner tensors (``top_k x 3 ffn`` gated: FC1's two outputs and the activation's;
+    ``2 ffn`` plain). With sequence parallelism all of it is sharded over ``tp``; without,
+    the norm and GEMM inputs are whole on every TP rank. For GPT-3's shape this is ``32 s b h
+    / t`` (Korthikanti's ``34``, less two one-byte dropout masks); Llama 3 405B ``31.75``, 8B
+    ``34``. Recompute: ``"none"`` keeps the ``2 a s^2 b / t`` bytes of attention
+    probabilities an unfused attention stores (``"selective"``, flash attention, does not);
+    ``"full"`` keeps only the layer's input, ``2 s b h / t``. ``s`` is the tokens per CP rank.
 
     >>> from flowsolver.training import get_model
-    >>> activation_bytes_per_layer(get_model("llama-3-70b"), micro_batch=1, tp=8, cp=1,
-    ...                            recompute="selective", sequence_parallel=True) == 34 * 8192 * 8192 / 8
+    >>> activation_bytes_per_layer(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1,
+    ...                            recompute="selective", sequence_parallel=True) == 34 * 8192 * 4096 / 8
     True
     """
     s, b, h, a = model.seq_len / cp, micro_batch, model.hidden, model.heads
     if recompute == "full":
         return 2.0 * s * b * h / (tp if sequence_parallel else 1)
-    per_layer = s * b * h * (34.0 / tp if sequence_parallel else 10.0 + 24.0 / tp)
+    whole = 3.0 * h + model.top_k * h                   # norm inputs, QKV and FC1 inputs
+    split = 2.0 * h + 2.0 * h * model.kv_heads / a + model.top_k * (3 if model.gated_mlp else 2) * model.ffn
+    values = (whole + split) / tp if sequence_parallel else whole + split / tp
+    per_layer = 2.0 * s * b * values
     if recompute == "none":
-        per_layer += 5.0 * a * s * model.seq_len * b / tp    # local queries x all keys
+        per_layer += 2.0 * a * s * model.seq_len * b / tp    # local queries x all keys, bf16
     return per_layer
+
+
+def logits_bytes(model, *, micro_batch: int, tp: int, cp: int) -> float:
+    """Bytes the loss keeps per microbatch on the last stage: the softmax of the
+    vocabulary-parallel logits, ``vocab / tp`` values per token in fp32 (Megatron-Core's
+    ``vocab_parallel_cross_entropy`` saves it for its backward; the logits reach it in
+    fp32 unless ``fp16_lm_cross_entropy``).
+
+    >>> from flowsolver.training import get_model
+    >>> logits_bytes(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1) == 8192 * 128256 / 8 * 4
+    True
+    """
+    return 4.0 * micro_batch * model.seq_len / cp * model.vocab / tp

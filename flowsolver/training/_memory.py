@@ -1,14 +1,30 @@
-"""Memory per GPU of mixed-precision Adam training: weights, gradients, optimizer state and
-activations, by ZeRO stage and parallel degrees."""
+"""Memory per GPU of mixed-precision Adam training, stage by stage: weights, gradients,
+optimizer state and the activations the pipeline schedule keeps in flight.
+
+Per parameter (ZeRO paper, Rajbhandari et al. 2020): bf16 weights 2 bytes, bf16 gradients
+2, fp32 master weights and Adam's two moments 12. ZeRO stage 1 (Megatron's distributed
+optimizer) shards the 12 over the gradient group, stage 2 also the gradients (the Llama 3
+paper's FSDP, section 3.3.2, shards the optimizer state and the gradients but keeps the
+weights after the forward pass), stage 3 also the weights. Megatron-Bridge's Llama
+performance recipes keep 16-bit gradient buffers (``grad_reduce_in_fp32 = False``);
+Megatron-LM's distributed-optimizer table counts ``4 + 16 / d`` bytes for them, the extra
+``4 / d`` an fp32 copy of the gradient shard made for the optimizer step, after the
+activations are freed, so not at the peak estimated here. Runs that accumulate gradients in
+fp32 (Megatron-LM's default for bf16, ``6 + 12 / d``) hold 2 more bytes per unsharded
+gradient, which this estimate does not count. Not counted either: FP8 copies of weights and
+FP8 activations (Transformer Engine), communication buffers, workspace and fragmentation.
+"""
 
 from __future__ import annotations
 
-from .. import _checks
-from ._compute import activation_bytes_per_layer, check_recompute
-from ._models import get_model
-from ._pipeline import chunks_in_flight, stage_layers
+from functools import lru_cache
 
-__all__ = ["memory_per_gpu", "ZERO_STAGES", "check_zero"]
+from .. import _checks
+from ._compute import activation_bytes_per_layer, check_recompute, logits_bytes
+from ._models import get_model
+from ._pipeline import chunk_layers, peak_in_flight
+
+__all__ = ["memory_per_gpu", "stage_memory", "ZERO_STAGES", "check_zero"]
 
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -24,50 +40,88 @@ def check_zero(zero) -> int:
     return int(zero)
 
 
-def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
-                   microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
-                   sequence_parallel: bool = True, recompute_layers: int | None = None) -> float:
-    """Estimated bytes per GPU of mixed-precision Adam training.
+def _state_bytes(params: float, shards: int, zero: int) -> float:
+    """Weights (2), gradients (2) and optimizer state (12 bytes per parameter), sharded by
+    the ZeRO stage over ``shards`` ranks."""
+    return params * (2.0 / (shards if zero >= 3 else 1) + 2.0 / (shards if zero >= 2 else 1)
+                     + 12.0 / (shards if zero >= 1 else 1))
 
-    Parameters held: ``(N - N_experts) / (tp pp) + N_experts / (tp pp ep)``. Per parameter
-    (ZeRO paper, Rajbhandari et al. 2020): bf16 weights 2 bytes, bf16 gradients 2, fp32
-    master weights + Adam moments 12; ZeRO stage 1 shards the 12 over ``dp x cp`` (the
-    gradient group), stage 2 also the gradients, stage 3 also the weights. Activations per
-    layer and microbatch: :func:`flowsolver.training._compute.activation_bytes_per_layer`
-    (``34 s b h / tp`` with sequence parallelism and selective recompute, the default), for
-    stage 0's layers and the microbatches its schedule keeps in flight (1F1B: ``min(pp, m)``;
-    interleaved: Megatron's warm-up count, see ``chunks_in_flight``); with full recompute
-    plus one layer's working set. ``recompute_layers`` (with full recompute): only the first
-    that many layers of each of the stage's ``vp`` model chunks are recomputed, the others
-    keep selective recompute's activations.
 
-    >>> round(memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8) / 1e9, 1)
-    71.3
-    >>> memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8, zero=4)
-    Traceback (most recent call last):
-    ...
-    ValueError: zero must be 0, 1, 2 or 3, got 4
+@lru_cache(maxsize=256)
+def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
+            recompute_layers) -> tuple:
+    chunks = chunk_layers(spec.layers, pp, vp)
+    moe = spec.experts > 1
+    dense_layer = spec.attention_params + (0 if moe else spec.mlp_params)
+    expert_layer = spec.experts * spec.mlp_params if moe else 0
+    table = spec.vocab * spec.hidden
+    act = dict(micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel)
+    kept = activation_bytes_per_layer(spec, recompute="selective" if recompute == "full" else recompute, **act)
+    again = activation_bytes_per_layer(spec, recompute="full", **act)
+    out = []
+    for q, layers in enumerate(chunks):
+        first, last = q == 0, q == pp - 1
+        ends = table * ((first + last) if pp > 1 else (1 if spec.tied_embeddings else 2))
+        dense = (sum(layers) * dense_layer + ends) / tp
+        experts = sum(layers) * expert_layer / (tp * ep)
+        state = _state_bytes(dense, dp * cp, zero) + _state_bytes(experts, dp * cp // ep, zero)
+        redo = [0 if recompute != "full" else n if recompute_layers is None else min(n, recompute_layers)
+                for n in layers]
+        per_chunk = [r * again + (n - r) * kept for n, r in zip(layers, redo)]
+        if last:
+            per_chunk[-1] += logits_bytes(spec, micro_batch=micro_batch, tp=tp, cp=cp)
+        activations = peak_in_flight(per_chunk, q, pp, vp, microbatches)
+        if any(redo):           # the layer being recomputed holds its whole working set
+            activations += kept
+        out.append(state + activations)
+    return tuple(out)
+
+
+def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
+                 microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
+                 sequence_parallel: bool = True, recompute_layers: int | None = None) -> tuple:
+    """Estimated bytes per GPU of each pipeline stage (a tuple of ``pp``, stage 0 first).
+
+    A stage holds its own parameters: its layers' (``/ tp``; experts also ``/ ep``), the
+    input embedding on the first stage and the output projection on the last (Megatron's
+    vocabulary-parallel layers, ``vocab x hidden / tp`` each; one table with ``pp = 1`` and
+    tied embeddings), at the module docstring's bytes per parameter, sharded over the
+    gradient group (``dp x cp``; experts ``dp x cp / ep``). Activations: each model chunk's
+    layers at :func:`flowsolver.training._compute.activation_bytes_per_layer` (with
+    ``recompute="full"``, the first ``recompute_layers`` of each chunk, default all, keep only
+    their input and the stage adds one layer's working set), the loss's softmax on the last
+    chunk of the last stage, as many at once as Megatron's schedule keeps in flight on that
+    stage (:func:`flowsolver.training._pipeline.peak_in_flight`).
+
+    >>> [round(b / 1e9, 1) for b in stage_memory("llama-3-8b", tp=1, pp=2, dp=8, microbatches=16)]
+    [58.6, 44.5]
     """
     spec = get_model(model)
     tp, pp, dp, ep, micro_batch, microbatches, cp, vp = (
         _checks.integer(name, value) for name, value in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep),
                                                          ("micro_batch", micro_batch), ("microbatches", microbatches),
                                                          ("cp", cp), ("vp", vp)))
-    zero = check_zero(zero)
-    recompute = check_recompute(recompute)
-    held = (spec.params - spec.expert_params) / (tp * pp) + spec.expert_params / (tp * pp * ep)
-    shards = dp * cp
-    weights = 2.0 * held / (shards if zero >= 3 else 1)
-    grads = 2.0 * held / (shards if zero >= 2 else 1)
-    optimizer = 12.0 * held / (shards if zero >= 1 else 1)
-    per_layer = activation_bytes_per_layer(spec, micro_batch=micro_batch, tp=tp, cp=cp, recompute=recompute,
-                                           sequence_parallel=sequence_parallel)
-    kept = activation_bytes_per_layer(spec, micro_batch=micro_batch, tp=tp, cp=cp, recompute="selective",
-                                      sequence_parallel=sequence_parallel)
-    layers = stage_layers(spec.layers, pp, vp)[0]
-    recomputed = layers if recompute != "full" or recompute_layers is None else min(layers, vp * recompute_layers)
-    stage = per_layer * recomputed + kept * (layers - recomputed)
-    activations = stage * chunks_in_flight(pp, vp, microbatches)
-    if recompute == "full":     # the layer being recomputed holds its whole working set
-        activations += kept
-    return weights + grads + optimizer + activations
+    if dp % ep:
+        raise ValueError(f"ep ({ep}) must divide dp ({dp})")
+    if recompute_layers is not None:
+        recompute_layers = _checks.integer("recompute_layers", recompute_layers)
+    return _stages(spec, tp, pp, dp, ep, check_zero(zero), micro_batch, microbatches, cp, vp,
+                   check_recompute(recompute), bool(sequence_parallel), recompute_layers)
+
+
+def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
+                   microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
+                   sequence_parallel: bool = True, recompute_layers: int | None = None) -> float:
+    """Estimated bytes per GPU of mixed-precision Adam training: the largest of
+    :func:`stage_memory` (the stage that needs the most sets what the job needs).
+
+    >>> round(memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8) / 1e9, 1)
+    71.5
+    >>> memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8, zero=4)
+    Traceback (most recent call last):
+    ...
+    ValueError: zero must be 0, 1, 2 or 3, got 4
+    """
+    return max(stage_memory(model, tp=tp, pp=pp, dp=dp, ep=ep, zero=zero, micro_batch=micro_batch,
+                            microbatches=microbatches, cp=cp, vp=vp, recompute=recompute,
+                            sequence_parallel=sequence_parallel, recompute_layers=recompute_layers))

@@ -13,7 +13,9 @@ what the Llama 3 paper did for 405B's 126 layers on 16 stages).
 
 from __future__ import annotations
 
-__all__ = ["stage_layers", "bubble_slots", "critical_sends", "chunks_in_flight"]
+import numpy as np
+
+__all__ = ["stage_layers", "chunk_layers", "bubble_slots", "critical_sends", "peak_in_flight"]
 
 
 def stage_layers(layers: int, pp: int, vp: int = 1) -> tuple:
@@ -37,6 +39,28 @@ def stage_layers(layers: int, pp: int, vp: int = 1) -> tuple:
     what = "pp" if vp == 1 else f"pp x vp ({pp} x {vp} = {pp * vp} virtual stages)"
     raise ValueError(f"{what} must divide the model's {layers} layers, or {layers} + 2 (Megatron's uneven split: "
                      f"the embedding and the loss count as one layer each on the end stages); got pp={pp}, vp={vp}")
+
+
+def chunk_layers(layers: int, pp: int, vp: int) -> tuple:
+    """Transformer layers of each model chunk, per stage: ``pp`` tuples of ``vp`` counts,
+    summing to :func:`stage_layers`. Uneven (Megatron's split with the embedding and the
+    loss as one layer each): the first chunk of stage 0 and the last chunk of the last stage
+    hold one layer fewer -- with one layer per chunk, only the embedding and only the output
+    projection and loss, as the Llama 3 paper describes its 405B pipeline (section 3.3.2).
+
+    >>> chunk_layers(30, 4, 1), chunk_layers(14, 2, 2)
+    (((7,), (8,), (8,), (7,)), ((3, 4), (4, 3)))
+    >>> chunk_layers(126, 16, 8)[0]
+    (0, 1, 1, 1, 1, 1, 1, 1)
+    """
+    stage_layers(layers, pp, vp)        # the ValueError naming pp / vp when they do not split
+    if layers % (pp * vp) == 0:
+        return ((layers // (pp * vp),) * vp,) * pp
+    per = (layers + 2) // (pp * vp)
+    out = [[per] * vp for _ in range(pp)]
+    out[0][0] -= 1
+    out[-1][-1] -= 1
+    return tuple(tuple(c) for c in out)
 
 
 def bubble_slots(pp: int, vp: int = 1) -> float:
@@ -64,15 +88,36 @@ def critical_sends(pp: int, vp: int, microbatches: int) -> float:
     return 2 * (microbatches + pp - 1) if vp == 1 else 2 * (pp - 1)
 
 
-def chunks_in_flight(pp: int, vp: int, microbatches: int) -> float:
-    """Stage 0's activations held at the peak, in units of one microbatch through all of the
-    stage's layers. 1F1B: ``min(pp, m)``. Interleaved: Megatron's warm-up count on stage 0,
-    ``2 (pp - 1) + (vp - 1) pp + 1`` model chunks (of ``1 / vp`` of the stage each), at most
-    ``m vp``.
+def peak_in_flight(chunk_bytes, stage: int, pp: int, vp: int, microbatches: int) -> float:
+    """The most activation bytes ``stage`` holds at once: each forward pass of a model chunk
+    keeps ``chunk_bytes[c]`` until that chunk's backward pass of the same microbatch,
+    in Megatron-Core's order.
 
-    >>> chunks_in_flight(4, 1, 16), chunks_in_flight(4, 2, 16), chunks_in_flight(1, 1, 16)
-    (4, 5.5, 1)
+    1F1B (``vp = 1``): ``pp - 1 - stage`` warm-up forwards, then one forward and one backward
+    in turn, so ``min(pp - stage, m)`` microbatches are held. Interleaved
+    (``forward_backward_pipelining_with_interleaving``, microbatches in groups of ``pp``):
+    ``2 (pp - 1 - stage) + (vp - 1) pp`` warm-up forwards (at most ``m vp``); forward ``k``
+    runs chunk ``(k // pp) mod vp``, backward ``k`` chunk ``vp - 1 -`` that; the peak is the
+    largest held sum over the steady state. Uneven chunks (an embedding-only first chunk)
+    make it differ from a count of chunks times their mean.
+
+    >>> peak_in_flight((5.0,), 0, 4, 1, 16), peak_in_flight((5.0,), 3, 4, 1, 16)
+    (20.0, 5.0)
+    >>> peak_in_flight((1.0, 1.0), 0, 4, 2, 16)      # 2 (pp - 1) + pp warm-up forwards, + 1
+    11.0
+    >>> peak_in_flight((0.0, 1.0), 0, 4, 2, 16)      # the first chunk holds nothing
+    4.0
     """
+    weights = np.asarray(chunk_bytes, dtype=np.float64)
     if vp == 1:
-        return min(pp, microbatches)
-    return min(2 * (pp - 1) + (vp - 1) * pp + 1, microbatches * vp) / vp
+        return float(min(pp - stage, microbatches) * weights[0])
+    total = microbatches * vp
+    warm = min(2 * (pp - 1 - stage) + (vp - 1) * pp, total)
+    chunk = (np.arange(total) // pp) % vp
+    held_after_forward = np.cumsum(weights[chunk])                  # forwards 0..k done
+    freed_before = np.concatenate(([0.0], np.cumsum(weights[vp - 1 - chunk])))    # backwards 0..j-1 done
+    steady = np.arange(total - warm)        # forward warm + j, then backward j
+    peak = held_after_forward[warm - 1] if warm else 0.0
+    if steady.size:
+        peak = max(peak, float(np.max(held_after_forward[warm + steady] - freed_before[steady])))
+    return float(peak)

@@ -164,8 +164,11 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         Fraction of the TP traffic hidden behind the GEMMs (default ``(tp - 1) / tp``, see
         ``DEFAULT_TP_OVERLAP``).
     top_k, capacity_factor : optional
-        MoE routing: experts per token (default the model's) and capacity factor (default
-        dropless: the all-to-alls carry the routed tokens once).
+        MoE routing: experts per token (default the model's; another value changes the
+        model's FLOPs, compute and memory too) and capacity factor (default dropless: the
+        all-to-alls carry the routed tokens once; ``c``: padded to capacity, the all-to-alls
+        and the expert GEMMs carry ``c x`` the routed tokens, Megatron's token drop with
+        ``moe_pad_expert_input_to_capacity``).
     zero : {0, 1, 2, 3}
         0 all-reduce; 1 / 2 distributed optimizer (reduce-scatter + all-gather); 3 FSDP.
     dp_overlap : float in [0, 1]
@@ -200,6 +203,8 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     layout = _layout(graph, spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, ranks=ranks, order=order)
     zero = check_zero(zero)
     top_k, factor = _routing(spec, top_k, capacity_factor)
+    if top_k != spec.top_k:         # the routing given: compute, model FLOPs and memory follow it too
+        spec = dataclasses.replace(spec, top_k=top_k)
     if global_batch is None:
         unit = layout.dp * micro_batch
         global_batch = -(-DEFAULT_BATCH // unit) * unit
