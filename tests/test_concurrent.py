@@ -72,3 +72,37 @@ def test_lockstep_groups_equal_the_event_driven_run():
     with pytest.raises(ValueError, match="lockstep=True needs collectives with one op, size"):
         concurrent(g, [groups[0], dict(groups[1], size=2**20)], lockstep=True)
     assert math.isnan(concurrent(g, groups[:2], alone=False).alone[0])
+
+
+def test_kinds_solved_together_equal_each_kind_solved_alone():
+    """concurrent_kinds: several kinds of lockstep groups, their steps solved in one call,
+    give each kind's concurrent(..., lockstep=True) result (time, algorithm, bottleneck)."""
+    from flowsolver.collectives import concurrent_kinds
+
+    g = tp.rail_optimized(nodes=4)
+    kinds = [[dict(op="reduce_scatter", size=2**22, ranks=range(s * 8, s * 8 + 8)) for s in range(4)],
+             [dict(op="all_reduce", size=2**26, ranks=range(r, 32, 8), algorithm="ring") for r in range(8)],
+             [dict(op="send_recv", size=2**20, ranks=(r, r + 16)) for r in range(16)]]
+    together = concurrent_kinds(g, kinds)
+    for kind, res in zip(kinds, together):
+        alone = concurrent(g, kind, lockstep=True, alone=False)
+        assert res.makespan == pytest.approx(alone.makespan, rel=1e-12)
+        assert res.algorithms == alone.algorithms
+        assert [b.index for b in res.bottleneck] == [b.index for b in alone.bottleneck]
+    with pytest.raises(ValueError, match="kinds must be a non-empty list"):
+        concurrent_kinds(g, [])
+
+
+def test_a_training_step_solves_its_collectives_in_two_batched_calls(monkeypatch):
+    """Every parallelism's collective in one call, the all-gathers after the
+    reduce-scatters in a second (their algorithm is the reduce-scatter's choice)."""
+    import flowsolver.collectives._collective as coll
+
+    calls = []
+    real = coll.time_many
+    monkeypatch.setattr(coll, "time_many", lambda graph, jobs, *a: calls.append(len(jobs)) or real(graph, jobs, *a))
+    from flowsolver import training_step
+
+    r = training_step(tp.rail_optimized(nodes=4), model="llama-3-8b", tp=8, pp=2, dp=2)
+    assert set(r.phases) == {"tp", "pp", "dp"}
+    assert calls == [3, 2]          # tp, pp, dp together; then tp's and dp's all-gathers

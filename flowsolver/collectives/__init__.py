@@ -78,18 +78,19 @@ Modules: ``_nccl`` (ops, algorithms, NCCL constants), ``_tuner`` (NCCL's cost mo
 per (op, algorithm) in a registry), ``_options`` (the run's options, built once),
 ``_bound`` (the pruning lower bound), ``_solve`` (routing and solving steps), ``_results``
 (result types), ``_collective`` (:func:`collective`, :func:`collective_variants`) and
-``_concurrent`` (:func:`concurrent`, on :func:`flowsolver.timing.step_times`).
+``_concurrent`` (:func:`concurrent`, on :func:`flowsolver.timing.step_times`; :func:`concurrent_kinds`, several kinds
+of lockstep groups solved together).
 """
 
 from ._calibrate import Calibration, calibrate
 from ._collective import collective, collective_variants
-from ._concurrent import concurrent
+from ._concurrent import concurrent, concurrent_kinds
 from ._hardware import nccl_channels
 from ._jax import collective_time
 from ._nccl import (ALGORITHMS, NCCL_ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                     busbw_factor)
 from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
 
-__all__ = ["collective", "collective_variants", "calibrate", "Calibration", "concurrent", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+__all__ = ["collective", "collective_variants", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
            "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "collective_time"]

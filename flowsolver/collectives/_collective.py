@@ -18,12 +18,12 @@ from ._nccl import ALGORITHMS, DEFAULT_CHUNK, NCCL_ALGORITHMS, PROTOCOLS, busbw_
 from ._options import Options, check_call
 from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
-from ._solve import time_plans
+from ._solve import time_many, time_plans
 from ._trees import Step, StepFlows
 from ._tuned import DERIVED, rescaled, steady_parts, steady_transfer, transfer_of, tuned_time, tuned_times, why_not_tuned
 from ._tuner import _BASE, TUNER_ALGORITHMS
 
-__all__ = ["collective", "collective_variants", "solve_collective"]
+__all__ = ["collective", "collective_variants", "solve_collective", "solve_collectives"]
 
 _STALLED = ("a collective step cannot complete: one of its flows crosses a failed (zero-capacity) link on "
             "every path")
@@ -96,17 +96,21 @@ def _plans(graph, op, size, rank_groups, algorithm, options):
     return ranks, p, plans, hw, laid[0]
 
 
-def _auto(graph, ranks, plans, options, tune):
-    """``"auto"`` on one graph: candidates in order of a lower bound that needs no routing;
-    the most promising one is solved first (with NCCL's cost model: every algorithm NCCL
-    runs), then, in one batched call, every other whose bound is below its time; the rest
-    cannot win and are never routed or solved."""
+def _auto_first(graph, ranks, plans, options):
+    """``"auto"``'s first round: each candidate's lower bound (needs no routing), the
+    candidates in order of it, and those solved first: every algorithm NCCL's cost model
+    times (with the model), else the most promising one."""
     capacities = Capacities(graph, ranks, options.efficiency)
     bounds = {a: lower_bound(capacities, plans[a], options) for a in plans}
     order = sorted(plans, key=bounds.get)
     first = [a for a in plans if a in TUNER_ALGORITHMS] if options.tuner else []
-    first = first or order[:1]
-    (table, results), = time_plans(graph, ranks, {a: plans[a] for a in first}, options, [graph])
+    return bounds, order, first or order[:1]
+
+
+def _auto_rest(graph, ranks, plans, options, tune, bounds, order, table, results):
+    """``"auto"``'s second round, given the first's ``results``: in one batched call every
+    other candidate whose bound is below the best time so far; the rest cannot win and are
+    never routed or solved. Returns the timed table and the pruned candidates' bounds."""
     best_time = min(r[0] for r in results.values())
     if options.tuner:
         best_time = min([best_time] + [t for t, _ in tune(results).values()])
@@ -177,33 +181,69 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     """One collective per rank group, the groups in lockstep (step ``j`` of every group runs
     at the same time; one group is :func:`collective`), on ``graph`` or on each of its
     same-structure ``variants``: one :class:`CollectiveResult` per scenario."""
+    if variants is None:
+        return solve_collectives(graph, [(op, size, rank_groups, algorithm, options, model)])
     with unchanged(graph):          # laid out and every step routed on one index of the graph
-        ranks, p, plans, hw, (first, layout) = _plans(graph, op, size, rank_groups, algorithm, options)
-        tune = lambda results: tuned_times(op, size, p, results, hw, options, model)  # noqa: E731
-        if algorithm == "auto" and variants is None and len(plans) > 1:
-            timed, pruned = _auto(graph, ranks, plans, options, tune)
-        else:
-            scenarios = [graph] if variants is None else list(variants)
-            timed, pruned = time_plans(graph, ranks, plans, options, scenarios), {}
+        planned = _plans(graph, op, size, rank_groups, algorithm, options)
+        ranks, _, plans, _, (first, layout) = planned
+        timed = time_plans(graph, ranks, plans, options, list(variants))
     # NCCL's view of each scenario's hardware (a variant's own NVLink and NIC rates)
-    hws = [hw] if variants is None else \
-        [describe(v, first, layout, options.channels, options.efficiency) for v in variants]
-    out = []
-    for (table, results), hw in zip(timed, hws):
-        only = None if algorithm == "auto" else algorithm
-        best, proto, total, steps, util, choices, candidates = _pick(op, size, p, results, hw, options, model, only)
-        derivation = _derivation(graph, ranks, results, best, proto, total, choices, hw,
-                                 (op, size, p, options, model), table)
-        stalled = not np.isfinite(total)
-        algbw = 0.0 if stalled else float(size) / total
-        out.append(CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
-                                    busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
-                                    links=table, candidates=candidates, pruned=dict(pruned),
-                                    status=Status.STALLED if stalled else Status.OK,
-                                    message=_STALLED if stalled else "", protocol=proto, channels=hw.channels,
-                                    nccl=best in NCCL_ALGORITHMS[op], choices=choices,
-                                    solved_on=derivation))
+    hws = [describe(v, first, layout, options.channels, options.efficiency) for v in variants]
+    call = (op, size, rank_groups, algorithm, options, model)
+    return [_result(graph, call, planned, table, results, {}, hw) for (table, results), hw in zip(timed, hws)]
+
+
+def solve_collectives(graph, calls) -> list:
+    """:func:`solve_collective` for several collectives on one graph, ``calls`` of ``(op,
+    size, rank_groups, algorithm, options, model)`` (each its groups in lockstep), one
+    :class:`CollectiveResult` each: what each solves first (every candidate, or ``"auto"``'s
+    first round) is routed per collective and solved together in one batched call (per link
+    efficiency); ``"auto"``'s second round, when a pruned candidate could still win, apart."""
+    with unchanged(graph):          # laid out and every step routed on one index of the graph
+        planned = [_plans(graph, op, size, groups, algorithm, options)
+                   for op, size, groups, algorithm, options, _ in calls]
+        firsts = []
+        for (*_, algorithm, options, _), (ranks, _, plans, _, _) in zip(calls, planned):
+            auto = algorithm == "auto" and len(plans) > 1
+            firsts.append(_auto_first(graph, ranks, plans, options) if auto else (None, None, list(plans)))
+        timed_first: dict = {}
+        by_efficiency: dict = {}
+        for i, call in enumerate(calls):
+            by_efficiency.setdefault(repr(call[4].efficiency), []).append(i)
+        for members in by_efficiency.values():
+            jobs = [(planned[i][0], {a: planned[i][2][a] for a in firsts[i][2]}, calls[i][4]) for i in members]
+            for i, timed in zip(members, time_many(graph, jobs)):
+                timed_first[i] = timed
+        out = []
+        for i, (call, (ranks, p, plans, hw, _), (bounds, order, _)) in enumerate(zip(calls, planned, firsts)):
+            (table, results), = timed_first[i]
+            pruned: dict = {}
+            if bounds is not None:
+                op, size, _, _, options, model = call
+                tune = lambda results, op=op, size=size, p=p, hw=hw, options=options, model=model: \
+                    tuned_times(op, size, p, results, hw, options, model)  # noqa: E731
+                timed, pruned = _auto_rest(graph, ranks, plans, options, tune, bounds, order, table, results)
+                (table, results), = timed
+            out.append(_result(graph, call, planned[i], table, results, pruned, hw))
     return out
+
+
+def _result(graph, call, planned, table, results, pruned, hw) -> CollectiveResult:
+    """The CollectiveResult of one scenario of ``call`` from its timed candidates."""
+    op, size, _, algorithm, options, model = call
+    ranks, p = planned[0], planned[1]
+    only = None if algorithm == "auto" else algorithm
+    best, proto, total, steps, util, choices, candidates = _pick(op, size, p, results, hw, options, model, only)
+    derivation = _derivation(graph, ranks, results, best, proto, total, choices, hw,
+                             (op, size, p, options, model), table)
+    stalled = not np.isfinite(total)
+    algbw = 0.0 if stalled else float(size) / total
+    return CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
+                            busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
+                            links=table, candidates=candidates, pruned=dict(pruned),
+                            status=Status.STALLED if stalled else Status.OK,
+                            message=_STALLED if stalled else "", protocol=proto, channels=hw.channels,
+                            nccl=best in NCCL_ALGORITHMS[op], choices=choices, solved_on=derivation)
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",

@@ -11,7 +11,7 @@ from .. import _checks
 from .._status import Status
 from ..routing import RoutingMatrix, unchanged
 from ..timing import step_times
-from ._collective import collective_with, solve_collective
+from ._collective import collective_with, solve_collectives
 from ._layout import participants, unavailable
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, OPS
 from ._options import Options, check_call
@@ -19,7 +19,7 @@ from ._results import ConcurrentResult
 from ._schedules import schedule
 from ._solve import route_step, solve_steps, step_latency
 
-__all__ = ["concurrent"]
+__all__ = ["concurrent", "concurrent_kinds"]
 
 
 def _checked_spec(spec) -> dict:
@@ -114,16 +114,47 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     """
     if not collectives:
         raise ValueError("collectives must be a non-empty list of dicts")
+    options = _options(graph, model, policy=policy, policy_options=dict(policy_options or {}), pxn=pxn,
+                       protocol=protocol, chunk=chunk, efficiency=efficiency, step_latency=step_latency,
+                       base_latency=base_latency)
+    with unchanged(graph):          # every step routed on one index of the graph
+        if lockstep:
+            return _lockstep(graph, [collectives], options, alone, model)[0]
+        return _events(graph, collectives, options, alone)
+
+
+def concurrent_kinds(graph, kinds, *, model=None, **options) -> list:
+    """``concurrent(graph, kind, lockstep=True, alone=False, **options)`` for each of
+    ``kinds`` (lists of symmetric groups' specs, e.g. a training step's TP groups, its PP
+    pairs, its DP groups), every kind's first candidates routed per kind and solved together
+    in one batched call: one :class:`ConcurrentResult` per kind (each kind's groups run at
+    once; different kinds are timed apart, as if each ran alone on the fabric).
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(nodes=2)
+    >>> tp_groups = [dict(op="all_reduce", size=2**24, ranks=range(s * 8, s * 8 + 8)) for s in (0, 1)]
+    >>> dp_groups = [dict(op="all_reduce", size=2**24, ranks=(r, r + 8), algorithm="ring") for r in range(8)]
+    >>> inside, across = concurrent_kinds(g, [tp_groups, dp_groups])
+    >>> inside.makespan < across.makespan       # NVLink inside a server, NICs across
+    True
+    """
+    if not kinds or not all(kinds):
+        raise ValueError("kinds must be a non-empty list of non-empty lists of collective dicts")
+    options = _options(graph, model, **options)
+    with unchanged(graph):
+        return _lockstep(graph, kinds, options, False, model)
+
+
+def _options(graph, model, *, policy="ecmp", policy_options=None, pxn=True, protocol="Simple",
+             chunk=DEFAULT_CHUNK, efficiency=None, step_latency=None, base_latency=None) -> Options:
+    """The checked graph's :class:`Options` for :func:`concurrent` (a calibration applied)."""
     _checks.checked_graph(graph)
     options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency)
     if model is not None:
         model.check(graph)
         options = model.apply(options)
-    with unchanged(graph):          # every step routed on one index of the graph
-        if lockstep:
-            return _lockstep(graph, collectives, options, alone, model)
-        return _events(graph, collectives, options, alone)
+    return options
 
 
 def _events(graph, collectives, options, alone) -> ConcurrentResult:
@@ -145,23 +176,31 @@ def _events(graph, collectives, options, alone) -> ConcurrentResult:
                             bottleneck=bottleneck, status=status)
 
 
-def _lockstep(graph, collectives, options, alone, model=None) -> ConcurrentResult:
-    specs = [_checked_spec(spec) for spec in collectives]
-    kinds = {(spec["op"], float(spec["size"]), spec.get("algorithm", "auto"), spec.get("channels")) for spec in specs}
-    if len(kinds) != 1:
-        raise ValueError("lockstep=True needs collectives with one op, size, algorithm and channels, got "
-                         f"{len(kinds)} different ones")
-    op, size, algorithm, channels = kinds.pop()
-    # the groups together are one collective of the merged steps: NCCL's cost model times it,
-    # as it times collective() (unless step_latency turns the model off)
-    options = replace(options, channels=channels, tuner=options.step_latency is None)
-    check_call(op, algorithm, size, options)
-    res, = solve_collective(graph, op, size, [spec.get("ranks") for spec in specs], algorithm, options, model=model)
-    if res.status != Status.OK:
-        raise ValueError(res.message)
-    n = len(specs)
-    alone_t = [collective_with(graph, op, size, spec.get("ranks"), res.algorithm, options, model).time if alone else np.nan
-               for spec in specs]
-    return ConcurrentResult(alone=tuple(alone_t), together=(res.time,) * n,
-                            slowdown=tuple(res.time / a for a in alone_t), makespan=res.time,
-                            algorithms=(res.algorithm,) * n, bottleneck=res.bottleneck, lockstep=res)
+def _lockstep(graph, kinds, options, alone, model=None) -> list:
+    """Each kind's groups in lockstep, the kinds solved together (:func:`solve_collectives`)."""
+    calls, specs_of = [], []
+    for collectives in kinds:
+        specs = [_checked_spec(spec) for spec in collectives]
+        found = {(spec["op"], float(spec["size"]), spec.get("algorithm", "auto"), spec.get("channels"))
+                 for spec in specs}
+        if len(found) != 1:
+            raise ValueError("lockstep=True needs collectives with one op, size, algorithm and channels, got "
+                             f"{len(found)} different ones")
+        op, size, algorithm, channels = found.pop()
+        # the groups together are one collective of the merged steps: NCCL's cost model times it,
+        # as it times collective() (unless step_latency turns the model off)
+        opts = replace(options, channels=channels, tuner=options.step_latency is None)
+        check_call(op, algorithm, size, opts)
+        calls.append((op, size, [spec.get("ranks") for spec in specs], algorithm, opts, model))
+        specs_of.append(specs)
+    out = []
+    for (op, size, _, _, opts, _), specs, res in zip(calls, specs_of, solve_collectives(graph, calls)):
+        if res.status != Status.OK:
+            raise ValueError(res.message)
+        n = len(specs)
+        alone_t = [collective_with(graph, op, size, spec.get("ranks"), res.algorithm, opts, model).time
+                   if alone else np.nan for spec in specs]
+        out.append(ConcurrentResult(alone=tuple(alone_t), together=(res.time,) * n,
+                                    slowdown=tuple(res.time / a for a in alone_t), makespan=res.time,
+                                    algorithms=(res.algorithm,) * n, bottleneck=res.bottleneck, lockstep=res))
+    return out

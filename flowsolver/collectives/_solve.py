@@ -18,7 +18,7 @@ from ..traffic import Flows
 from ._nccl import hop_latency
 from ._results import CollectiveStep
 
-__all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "solve_steps", "time_plans"]
+__all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "solve_steps", "time_plans", "time_many"]
 
 
 
@@ -196,25 +196,50 @@ def time_plans(graph, ranks, plans, options, scenarios):
     identical steps are routed and solved once) and solve them all in one batched call; per
     scenario (``scenarios``: the graph, or its same-structure variants) its link table and
     ``{algorithm: (time, steps, utilisation)}``."""
-    keys = list(dict.fromkeys(st.flows for steps in plans.values() for st in steps))
-    rm, group, size = route_steps(graph, ranks, keys, options)
+    return time_many(graph, [(ranks, plans, options)], scenarios)[0]
+
+
+def time_many(graph, jobs, scenarios=None):
+    """:func:`time_plans` for several collectives on one graph, ``jobs`` of ``(ranks,
+    plans, options)`` (one link efficiency for all): each job's distinct steps routed on
+    its ranks, the steps of all of them solved in one batched call (each step on its own
+    copy of its links, as one job's are). Per job, what :func:`time_plans` returns."""
+    scenarios = [graph] if scenarios is None else list(scenarios)
+    efficiency = jobs[0][2].efficiency
+    if any(options.efficiency != efficiency for _, _, options in jobs):
+        raise ValueError("collectives solved together must share the link efficiency")
+    routed_jobs = []
+    for ranks, plans, options in jobs:
+        keys = list(dict.fromkeys(st.flows for steps in plans.values() for st in steps))
+        routed_jobs.append((keys, *route_steps(graph, ranks, keys, options)))
+    first = [0] + list(np.cumsum([len(keys) for keys, *_ in routed_jobs]))
+    if len(jobs) == 1:
+        _, rm, group, size = routed_jobs[0]
+    else:
+        rm = RoutingMatrix.stack([job[1] for job in routed_jobs])
+        group = np.concatenate([job[2] + first[j] for j, job in enumerate(routed_jobs)])
+        size = np.concatenate([job[3] for job in routed_jobs])
     tables = [rm.links] if len(scenarios) == 1 and scenarios[0] is graph else \
         [LinkTable.from_graph(g) for g in scenarios]
-    caps = np.stack([t.effective_capacity(options.efficiency) for t in tables])
+    caps = np.stack([t.effective_capacity(efficiency) for t in tables])
     # one scenario is solved unbatched, so the solver may pick its frontier method
     kept = [] if len(caps) == 1 else None       # one scenario: its events kept for the derivatives
-    solved_all = solve_steps(rm, group, size, caps if len(caps) > 1 else caps[0], len(keys), kept)
+    solved_all = solve_steps(rm, group, size, caps if len(caps) > 1 else caps[0], first[-1], kept)
     solved_all = solved_all if len(caps) > 1 else [solved_all]
-    # each step's own routing (views of the shared one) and sizes, for result.sensitivity()
-    bounds = np.concatenate([[0], np.cumsum([len(k) for k in keys])])
-    routed = {k: (rm.flow_rows(a, b), size[a:b]) for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
     run = kept[0] if kept else None
-    if run is not None:
-        run.index = {id(routed[k][0]): i for i, k in enumerate(keys)}
-    timed = []
-    for table, cap, solved_b in zip(tables, caps, solved_all):
-        solved = dict(zip(keys, solved_b))
-        latency = dict(zip(keys, step_latencies(replace(rm, links=table), group, len(keys), options).tolist()))
-        timed.append((table, {alg: (*_result_of(steps, solved, latency, rm.n_links, options.base, routed), cap, run)
-                              for alg, steps in plans.items()}))
-    return timed
+    out = []
+    for j, ((keys, rm_j, group_j, size_j), (_, plans, options)) in enumerate(zip(routed_jobs, jobs)):
+        # each step's own routing (views of the job's) and sizes, for result.sensitivity()
+        bounds = np.concatenate([[0], np.cumsum([len(k) for k in keys])])
+        routed = {k: (rm_j.flow_rows(a, b), size_j[a:b]) for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
+        if run is not None:
+            run.index.update({id(routed[k][0]): first[j] + i for i, k in enumerate(keys)})
+        timed = []
+        for table, cap, solved_b in zip(tables, caps, solved_all):
+            solved = dict(zip(keys, solved_b[first[j]:first[j + 1]]))
+            latency = dict(zip(keys, step_latencies(replace(rm_j, links=table), group_j, len(keys),
+                                                    options).tolist()))
+            timed.append((table, {alg: (*_result_of(steps, solved, latency, rm_j.n_links, options.base, routed),
+                                        cap, run) for alg, steps in plans.items()}))
+        out.append(timed)
+    return out

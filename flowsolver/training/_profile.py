@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from topologies import GpuSpec
 
-from ..collectives import concurrent
+from ..collectives import concurrent_kinds
 from ..routing import first_tier
 from ._layout import ParallelLayout
 from ._models import BF16, ModelSpec
@@ -73,12 +73,14 @@ class CommProfile:
     capacity_factor: float = 1.0
 
 
-def _timed(graph, op, size, groups, algorithm, options):
-    """Per-call seconds with every group at once (in lockstep: the groups of one
-    parallelism are symmetric), the algorithm and the links that set the time."""
-    together = concurrent(graph, [dict(op=op, size=size, ranks=g, algorithm=algorithm) for g in groups],
-                          alone=False, lockstep=True, **options)
-    return float(together.makespan), together.algorithms[0], together.bottleneck, together.lockstep
+def _timed(graph, calls, options) -> list:
+    """Per call ``(op, size, groups, algorithm)``: the seconds with every group at once (in
+    lockstep: the groups of one parallelism are symmetric), the algorithm, the links that
+    set the time and the CollectiveResult; the calls solved together in one batched call."""
+    kinds = [[dict(op=op, size=size, ranks=g, algorithm=algorithm) for g in groups]
+             for op, size, groups, algorithm in calls]
+    return [(float(t.makespan), t.algorithms[0], t.bottleneck, t.lockstep)
+            for t in concurrent_kinds(graph, kinds, **options)] if kinds else []
 
 
 def kv_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int) -> float:
@@ -133,8 +135,9 @@ def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
 def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batch: int, zero: int, gpu,
                   algorithms: dict, options: dict, sequence_parallel: bool = True, top_k: int | None = None,
                   capacity_factor: float = 1.0) -> CommProfile:
-    """Solve every collective of the step once on ``graph`` (:func:`flowsolver.concurrent`,
-    lockstep, every group of a kind at once) into a :class:`CommProfile`; ``algorithms``
+    """Solve every collective of the step once on ``graph`` (lockstep, every group of a kind
+    at once; the kinds in one batched call, :func:`flowsolver.collectives.concurrent_kinds`)
+    into a :class:`CommProfile`; ``algorithms``
     maps ``tp``, ``cp``, ``pp``, ``ep``, ``dp`` to an algorithm (or ``"auto"``), ``options``
     goes to every collective. A reduce-scatter (TP with sequence parallelism, DP with ZeRO
     >= 1) is solved with its all-gather of the same bytes (``gather``).
@@ -148,13 +151,16 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     (['tp', 'dp'], 'reduce_scatter', 2, True)
     """
     top_k = model.top_k if top_k is None else top_k
+    plan = _plan(model, layout, micro_batch, zero, sequence_parallel, top_k, capacity_factor)
+    # every parallelism's collective solved in one batched call, then the all-gathers that
+    # follow the reduce-scatters (with the algorithm each reduce-scatter chose) in another
+    timed = _timed(graph, [(op, size, groups, algorithms[kind]) for _, kind, op, size, groups in plan], options)
+    scattered = [i for i, (_, _, op, _, _) in enumerate(plan) if op == "reduce_scatter"]
+    gathers = dict(zip(scattered, _timed(graph, [("all_gather", plan[i][3], plan[i][4], timed[i][1])
+                                                 for i in scattered], options)))
     comms = {}
-    for name, kind, op, size, groups in _plan(model, layout, micro_batch, zero, sequence_parallel, top_k,
-                                              capacity_factor):
-        per_call, algorithm, bottleneck, result = _timed(graph, op, size, groups, algorithms[kind], options)
-        gather, gather_result = 0.0, None
-        if op == "reduce_scatter":
-            gather, _, _, gather_result = _timed(graph, "all_gather", size, groups, algorithm, options)
+    for i, ((name, _, op, size, groups), (per_call, algorithm, bottleneck, result)) in enumerate(zip(plan, timed)):
+        gather, _, _, gather_result = gathers.get(i, (0.0, None, None, None))
         comms[name] = CommTiming(name=name, op=op, algorithm=algorithm, bytes=size, per_call=per_call,
                                  groups=len(groups), group_size=len(groups[0]), gather=gather,
                                  bottleneck=bottleneck, result=result, gather_result=gather_result)
