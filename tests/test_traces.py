@@ -80,6 +80,22 @@ def test_compute_and_communication_overlap_as_the_dag_allows(tmp_path):
     assert [p.name for p in res.critical_path] == ["mm"] and res.exposed_communication == 0
 
 
+def test_a_call_beside_compute_is_exposed_only_for_what_outlasts_it(tmp_path):
+    g = tp.rail_optimized(1)
+    size = 2**28
+    ar = collective(g, "all_reduce", size).time
+    hidden = round(0.25e6 * ar)                       # microseconds of compute beside the call
+    # every rank: the all-reduce and a GEMM of a quarter of its time from the start, then a
+    # node waiting for both: the path runs through the call whole, the GEMM beside it
+    per_rank = [[cw.comp(1, "gemm", hidden), cw.coll(2, "ar", cw.ALL_REDUCE, size),
+                 cw.comp(3, "next", 1000, deps=(1, 2))] for _ in range(8)]
+    res = replay(g, read_chakra(_write_ranks(tmp_path, per_rank)))
+    assert res.iteration_time == pytest.approx(ar + 1e-3, rel=1e-9)
+    assert [p.name for p in res.critical_path] == ["ar", "next"]
+    assert res.exposed_communication == pytest.approx(ar - hidden * 1e-6, rel=1e-9)
+    assert res.path_compute == pytest.approx(hidden * 1e-6 + 1e-3, rel=1e-9)
+
+
 def test_transfers_running_together_share_their_links(tmp_path):
     g = tp.rail_optimized(2)
     size = 2**28

@@ -36,8 +36,12 @@ class ReplayResult:
 
     ``iteration_time`` is when the last node ended; ``critical_path`` the chain of nodes
     that set it (each started when the one before it ended: a dependency, the GPU being
-    busy, or the last rank reaching a collective), first to last; ``exposed_communication``
-    the seconds of that path spent communicating and ``path_compute`` computing.
+    busy, or the last rank reaching a collective), first to last. ``exposed_communication``
+    is the seconds of that path spent communicating while the path's rank computes nothing
+    (a call beside compute counts only for what outlasts it, as ``training_step`` exposes
+    it); ``path_compute`` the seconds of the path its rank spends computing (its compute
+    nodes and the compute beside its communication). Both add up to ``iteration_time`` but
+    for CPU-side (``delay``) nodes.
     ``start[r]`` / ``end[r]`` are rank ``r``'s node times in node order (NaN for nodes that
     take no time and never ran). ``placement[r]`` the GPU rank of trace rank ``r``.
     ``links`` the cluster's :class:`~flowsolver.routing.LinkTable` (graph edge order; None
@@ -81,8 +85,10 @@ class ReplayResult:
                     who = engine.comm_enabler[engine.w.comm_of[(r, i)]]
                     cur = engine.enabler[who[0]][who[1]]
         path.reverse()
-        exposed = sum(p.end - p.start for p in path if p.kind not in (COMPUTE, DELAY))
-        compute = sum(p.end - p.start for p in path if p.kind == COMPUTE)
+        busy = _Busy(engine, starts, ends)
+        comm = [(p.end - p.start, busy.within(p.rank, p.start, p.end)) for p in path if p.kind not in (COMPUTE, DELAY)]
+        exposed = sum(t - hidden for t, hidden in comm)
+        compute = sum(p.end - p.start for p in path if p.kind == COMPUTE) + sum(hidden for _, hidden in comm)
         algorithms = tuple(engine.costs.costs[s].algorithm for s in engine.sig)
         return cls(iteration_time=last[0], critical_path=tuple(path), exposed_communication=exposed,
                    path_compute=compute, start=starts, end=ends, comm_start=np.array(engine.comm_start),
@@ -156,3 +162,31 @@ class ReplayResult:
             with open(path, "w") as fh:
                 json.dump(trace, fh)
         return trace
+
+
+class _Busy:
+    """Per rank, the seconds its GPU computes before any time (compute nodes run one at a
+    time, so their intervals are disjoint): the compute inside an interval is a difference."""
+
+    def __init__(self, engine, starts, ends):
+        self.engine, self.starts, self.ends, self.ranks = engine, starts, ends, {}
+
+    def _of(self, r):
+        if r not in self.ranks:
+            kinds = self.engine.kind[r]
+            s, e = self.starts[r], self.ends[r]
+            mask = np.array([k == COMPUTE for k in kinds], dtype=bool) & np.isfinite(s) & np.isfinite(e)
+            order = np.argsort(s[mask], kind="stable")
+            s, e = s[mask][order], e[mask][order]
+            self.ranks[r] = (s, e - s, np.concatenate([[0.0], np.cumsum(e - s)]))
+        return self.ranks[r]
+
+    def before(self, r, t) -> float:
+        """Seconds rank ``r`` computed before time ``t``."""
+        s, d, cum = self._of(r)
+        k = int(np.searchsorted(s, t, side="right"))
+        return 0.0 if k == 0 else float(cum[k - 1] + min(t - s[k - 1], d[k - 1]))
+
+    def within(self, r, t0, t1) -> float:
+        """Seconds rank ``r`` computed between ``t0`` and ``t1``."""
+        return self.before(r, t1) - self.before(r, t0)
