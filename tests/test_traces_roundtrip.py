@@ -32,6 +32,7 @@ SIXTEEN = ModelSpec("tiny-16", 16, 4096, 14336, 32, 8, 256)
 # "Workloads from traces".)
 UNEVEN = ModelSpec("uneven-30", 30, 4096, 14336, 32, 8, 61352)
 UNEVEN_VP = ModelSpec("uneven-38", 38, 4096, 14336, 32, 8, 61352)    # 38 = 4 x 2 x 5 - 2
+MOE = ModelSpec("moe-4", 4, 4096, 14336, 32, 8, 256, seq_len=4096, experts=8, top_k=2)   # 8 experts, top-2
 
 # Transformer Engine's overlapped TP ops of one layer with sequence parallelism and the GEMM
 # each runs beside (Megatron-Bridge's TransformerLayerTPOverlapCfg): forward, then backward
@@ -61,6 +62,9 @@ CASES = {
     "uneven": (lambda: _hosts(4), dict(model=UNEVEN, pp=4, global_batch=16)),
     "uneven-vp2": (lambda: _hosts(4), dict(model=UNEVEN_VP, pp=4, vp=2, global_batch=16)),
     "fsdp": (lambda: tp.rail_optimized(2), dict(model=TINY, tp=8, global_batch=4, zero=3, dp_overlap=0.0)),
+    "fsdp-pp2": (lambda: tp.rail_optimized(4), dict(model=TINY, tp=8, pp=2, global_batch=8, zero=3)),
+    "zero2": (lambda: tp.rail_optimized(2), dict(model=TINY, tp=8, global_batch=4, zero=2)),
+    "ep2": (lambda: tp.rail_optimized(2), dict(model=MOE, tp=8, ep=2, global_batch=4)),
     "zero0": (lambda: tp.rail_optimized(2), dict(model=TINY, tp=8, global_batch=4, zero=0, tp_overlap=0.0)),
 }
 
@@ -237,6 +241,34 @@ def test_uneven_stages_hold_megatron_s_layer_counts():
         assert len(outputs) == (2 * 4 if q == 3 else 0)       # the loss on the last stage, F and B
     # 1F1B: each of the 3 stage boundaries crossed once per microbatch each way
     assert len([c for c in w.comms if c.op == "send_recv"]) == 2 * 4 * 3
+
+
+def _ancestors(trace, node_id):
+    """Names of every node ``node_id`` waits for, directly or not."""
+    by_id = {n.id: n for n in trace.nodes}
+    seen, todo = set(), list(by_id[node_id].deps)
+    while todo:
+        d = todo.pop()
+        if d not in seen:
+            seen.add(d)
+            todo.extend(by_id[d].deps)
+    return {by_id[d].name for d in seen}
+
+
+def test_fsdp_with_a_pipeline_holds_the_next_pass_not_the_transfers():
+    # ZeRO 3 with pp = 2, dp_overlap 0: a microbatch's FSDP traffic starts after its backward
+    # and the stage's next pass waits for it, but the activations and gradients the stage
+    # sends or receives in between do not (they are not the parameters)
+    step = training_step(tp.rail_optimized(4), model=TINY, tp=8, pp=2, global_batch=8, zero=3, dp_overlap=0.0)
+    w = workload_from_step(step)
+    assert step.microbatches == 4
+    last = w.ranks[16]                                    # stage 1 (TP 8 x DP 2 below it)
+    fsdp = {f"mb0.dp.{op}" for op in ("all_gather", "reduce_scatter")}
+    send, = [n for n in last.nodes if n.name == "B0.send"]
+    before_send = _ancestors(last, send.id)
+    assert "B0.c0.L4.attn" in before_send and not fsdp & before_send      # the stage's layers are 4 ... 7
+    first_of_next = next(n for n in last.nodes if n.name.startswith("F1.c0.L4."))
+    assert fsdp <= _ancestors(last, first_of_next.id)
 
 
 def test_what_the_writer_cannot_express_is_refused():

@@ -318,18 +318,21 @@ class _Builder:
         self.rest_reduce = None
         gathers = self.param_gathers(rank)
         passes = pass_order(stage, lay.pp, lay.vp, self.m)
-        zero3_end = {}
+        zero3_end, fsdp = {}, []
 
         def run(d, mb, chunk):
+            rank.join.extend(fsdp)                       # FSDP: a pass waits for the microbatch before it's
+            fsdp.clear()                                 # (not the transfers between: they carry activations)
             self.run_pass(rank, stage, d, mb, chunk, self.hooks(rank, stage, d, mb, chunk, passes, gathers,
                                                                 zero3_end))
-            if d == "B" and mb in zero3_end:             # FSDP: the next microbatch waits for this one's
-                rank.join.append(zero3_end.pop(mb))
+            if d == "B" and mb in zero3_end:
+                fsdp.append(zero3_end.pop(mb))
 
         if lay.vp == 1:
             self.blocking(rank, stage, lane, run)
         else:
             self.overlapped(rank, stage, lane, passes, run)
+        rank.join.extend(fsdp)
         rank.point()
         return RankTrace(rank=g, nodes=rank.nodes)
 
