@@ -185,6 +185,23 @@ def test_compute_given_by_flops_runs_at_the_efficiency_of_the_peak(tmp_path):
         replay(tp.rail_optimized(1), read_chakra(tmp_path), compute_efficiency=1.5)
 
 
+def test_the_replay_command_on_a_cluster_file_computes_flops_as_the_api(tmp_path, capsys):
+    from flowsolver.cli import main
+    from flowsolver.training import DEFAULT_COMPUTE_EFFICIENCY
+
+    net = tmp_path / "net.yml"          # ASTRA-sim: 8 NPUs on one switch, 50 GB/s, 500 ns
+    net.write_text("topology: [ Switch ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    flops, size = 10**14, 2**26
+    per_rank = [[cw.comp(1, "mm", 0, flops=flops), cw.coll(2, "ar", cw.ALL_REDUCE, size, deps=(1,))] for _ in range(8)]
+    folder = _write_ranks(tmp_path / "t", per_rank) if (tmp_path / "t").mkdir() is None else None
+    assert main(["replay", str(folder), "--cluster", str(net), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["summary"]
+    g = tp.from_astra_network(net)
+    expected = flops / (DEFAULT_COMPUTE_EFFICIENCY * H100_PEAK) + collective(g, "all_reduce", size).time
+    assert out["iteration_time_s"] == pytest.approx(expected, rel=1e-9)
+    assert out["iteration_time_s"] == pytest.approx(replay(g, read_chakra(folder)).iteration_time, rel=1e-12)
+
+
 def test_metadata_process_groups_and_a_prefix_path(tmp_path):
     groups = json.dumps([{"pg_name": "3", "ranks": [0, 1]}])
     per_rank = [[cw.node(0, "pg", cw.METADATA, inputs=groups), cw.coll(1, "ag", cw.ALL_GATHER, 2**20, pg="3")]

@@ -232,8 +232,8 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
     gpu : str or GpuSpec, optional
         GPU type for compute nodes given by FLOPs only (default: the graph's one GPU type).
     compute_efficiency : float in (0, 1]
-        Fraction of the GPU's dense bf16 peak such nodes reach (default 0.43, as
-        ``training_step``'s MFU).
+        Fraction of the GPU's dense bf16 peak such nodes reach (default
+        ``DEFAULT_COMPUTE_EFFICIENCY``, 0.46: ``training_step``'s GEMM efficiency).
     algorithms : dict, optional
         Collective algorithm per op (``"all_reduce": "ring"``, ...), default ``"auto"``
         (the fastest alone).
