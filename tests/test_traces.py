@@ -242,7 +242,15 @@ def _bad(tmp_path, per_rank, match, groups=None):
 def test_a_truncated_message_names_the_file_and_the_message(tmp_path):
     data = cw.stream([cw.metadata(), cw.comp(1, "a", 10), cw.comp(2, "b", 10, deps=(1,))])
     (tmp_path / "t.0.et").write_bytes(data[:-3])
-    with pytest.raises(TraceError, match=r"t\.0\.et: node message 1 at byte \d+ is truncated"):
+    with pytest.raises(TraceError, match=r"t\.0\.et: node message 1 \(after node 1\) at byte \d+ is truncated"):
+        read_chakra(tmp_path)
+
+
+def test_an_undecodable_message_names_the_file_and_the_node_before_it(tmp_path):
+    # a length prefix of 1 over the byte 0x0f: field 1 with wire type 7, which protobuf does not have
+    data = cw.stream([cw.metadata(), cw.comp(4, "a", 10)]) + b"\x01\x0f"
+    (tmp_path / "t.0.et").write_bytes(data)
+    with pytest.raises(TraceError, match=r"t\.0\.et: node message 1 \(after node 4\) at byte \d+ cannot be decoded"):
         read_chakra(tmp_path)
 
 
@@ -267,7 +275,8 @@ def test_a_missing_dependency(tmp_path):
 def test_process_groups_whose_ranks_disagree(tmp_path):
     per_rank = [[cw.node(0, "pg", cw.METADATA, inputs=json.dumps([{"pg_name": "5", "ranks": ranks}])),
                  cw.coll(1, "ar", cw.ALL_REDUCE, 64, pg="5")] for ranks in ([0, 1], [0, 1, 2])] + [[]]
-    _bad(tmp_path, per_rank, r"process group '5': .*trace\.0\.et gives ranks \[0, 1\] but .*trace\.1\.et gives")
+    _bad(tmp_path, per_rank, r"process group '5': .*trace\.0\.et: node 0 gives ranks \[0, 1\] but .*trace\.1\.et: node 0 "
+                             r"gives \[0, 1, 2\]")
 
 
 def test_a_rank_outside_its_process_group(tmp_path):
@@ -278,18 +287,30 @@ def test_a_rank_outside_its_process_group(tmp_path):
 
 def test_collectives_that_do_not_match_across_ranks(tmp_path):
     per_rank = [[cw.coll(1, "ar", cw.ALL_REDUCE, 64)], [cw.coll(4, "ar", cw.ALL_REDUCE, 128)]]
-    _bad(tmp_path, per_rank, r"rank 0 node 1 is all_reduce of 64 B but rank 1 node 4 is all_reduce of 128 B")
+    _bad(tmp_path, per_rank, r"rank 0 node 1 \(.*trace\.0\.et\) is all_reduce of 64 B but rank 1 node 4 "
+                             r"\(.*trace\.1\.et\) is all_reduce of 128 B")
 
 
 def test_a_collective_one_rank_never_issues(tmp_path):
     per_rank = [[cw.coll(1, "ar", cw.ALL_REDUCE, 64), cw.coll(2, "ar2", cw.ALL_REDUCE, 64, deps=(1,))],
                 [cw.coll(1, "ar", cw.ALL_REDUCE, 64)]]
-    _bad(tmp_path, per_rank, r"rank 1 issues 1 collectives, rank 0 2; the first unmatched is rank 0's node 2")
+    _bad(tmp_path, per_rank, r"rank 1 issues 1 collectives, rank 0 2; the first unmatched is rank 0's node 2 "
+                             r"\('ar2'\) \(.*trace\.0\.et\)")
 
 
 def test_a_send_without_its_recv(tmp_path):
     _bad(tmp_path, [[cw.p2p(1, "s", True, 1, 64, tag=3)], [cw.comp(1, "c", 1)]],
-         r"rank 0 -> rank 1 \(tag 3\): 1 sends but 0 recvs; rank 0's send node 1")
+         r"rank 0 -> rank 1 \(tag 3\): 1 sends but 0 recvs; rank 0's send node 1 \('s'\) \(.*trace\.0\.et\)")
+
+
+def test_a_recv_that_expects_other_bytes_than_its_send(tmp_path):
+    _bad(tmp_path, [[cw.p2p(1, "s", True, 1, 64, tag=3)], [cw.p2p(7, "r", False, 0, 128, tag=3)]],
+         r"rank 0 node 1 \(.*trace\.0\.et\) sends 64 B to rank 1 but its recv node 7 \(.*trace\.1\.et\) expects 128 B")
+
+
+def test_a_process_group_defined_nowhere(tmp_path):
+    _bad(tmp_path, [[cw.coll(3, "ar", cw.ALL_REDUCE, 64, pg="9")]] * 2,
+         r"trace\.0\.et: node 3 \('ar'\): process group '9' is defined nowhere")
 
 
 def test_a_deadlock_between_ranks_names_the_node(tmp_path):

@@ -127,18 +127,20 @@ def _given_groups(groups, group_file):
 
 
 def _groups_from(files, given, given_from, metadata_groups) -> dict:
-    """The given groups and those of the metadata nodes, which must all agree."""
+    """The given groups and those of the metadata nodes (name -> (ranks, node id) per
+    file), which must all agree."""
     seen = {}
     for f, found in zip(files, metadata_groups):
-        for name, ranks in found.items():
+        for name, (ranks, node) in found.items():
             ranks = ranks or tuple(range(len(files)))
+            here = f"{f}: node {node}"
             if name in seen and seen[name][1] != ranks:
                 raise TraceError(f"process group {name!r}: {seen[name][0]} gives ranks {list(seen[name][1])[:16]} but "
-                                 f"{f} gives {list(ranks)[:16]}")
+                                 f"{here} gives {list(ranks)[:16]}")
             if name in given and given[name] != ranks:
                 raise TraceError(f"process group {name!r}: {given_from} give{'' if given_from.startswith('the') else 's'} "
-                                 f"ranks {list(given[name])[:16]} but {f} gives {list(ranks)[:16]}")
-            seen[name] = (f, ranks)
+                                 f"ranks {list(given[name])[:16]} but {here} gives {list(ranks)[:16]}")
+            seen[name] = (here, ranks)
     return given | {k: v for k, (_, v) in seen.items()}
 
 
@@ -169,7 +171,7 @@ def read_chakra(path, *, groups: dict | None = None):
         nodes, found = [], {}
         for msg in messages:
             if msg.type == NODE_TYPES["METADATA_NODE"] and msg.inputs.values:
-                found |= _pg_metadata(msg.inputs.values, f"{f}: node {msg.id}")
+                found |= {k: (v, msg.id) for k, v in _pg_metadata(msg.inputs.values, f"{f}: node {msg.id}").items()}
             nodes.append(_node(msg, str(f)))
         ranks.append(RankTrace(rank=rank, nodes=nodes, source=str(f)))
         metadata_groups.append(found)

@@ -143,7 +143,8 @@ def _bytes_of(path) -> bytes:
 def read_stream(path):
     """``(metadata, nodes)`` of one Chakra ET file (plain or gzipped): its GlobalMetadata and
     its Node messages in file order. A truncated or undecodable message is a
-    :class:`TraceError` naming the file, the message's index and byte offset."""
+    :class:`TraceError` naming the file, the message's index, the node before it and its
+    byte offset."""
     GlobalMetadata, Node, _ = messages()
     from google.protobuf.message import DecodeError
 
@@ -152,7 +153,8 @@ def read_stream(path):
     while pos < len(data):
         start = pos
         length, pos = _varint(data, pos)
-        what = "GlobalMetadata" if metadata is None else f"node message {len(out)}"
+        what = ("GlobalMetadata" if metadata is None else f"node message {len(out)}"
+                + (f" (after node {out[-1].id})" if out else ""))
         if length is None or pos + length > len(data):
             raise TraceError(f"{path}: {what} at byte {start} is truncated (the file ends inside it)")
         msg = GlobalMetadata() if metadata is None else Node()
