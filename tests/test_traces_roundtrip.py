@@ -303,3 +303,23 @@ def test_a_tp_call_longer_than_its_gemm_hides_only_tp_overlap_of_the_gemm():
     assert beside == pytest.approx(sorted([f * gemm[k] for _, k in ops] * (m * narrow.layers)), rel=1e-12)
     res = replay(g, w)
     assert res.iteration_time == pytest.approx(step.compute_time + m * (total - hidden), rel=1e-9)
+
+
+def test_the_readme_trace_block_runs_as_written(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("google.protobuf")
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "read_chakra" in b]
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(block, "README trace block", "exec"), scope)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == next(line[2:] for line in block.splitlines() if line.startswith("# "))
+    step, res = scope["step"], scope["res"]
+    # the replay splits the path as the step: compute, then exposed communication (no pipeline bubble)
+    assert res.iteration_time == pytest.approx(step.step_time, rel=TOLERANCE)
+    assert res.exposed_communication == pytest.approx(step.step_time - step.compute_time, rel=TOLERANCE)
+    assert len(list(tmp_path.glob("trace/trace.*.et"))) == 16 and (tmp_path / "timeline.json").exists()
+    (src, dst, mean), = eval(out[1])
+    assert (src, dst) == ("s0/gpu0", "s0/nvswitch") and 0 < mean < 1
