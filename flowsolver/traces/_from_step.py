@@ -49,7 +49,7 @@ from ..training import StepResult
 from ..training._compose import layer_compute
 from ..training._phases import tp_hidden, tp_layer_ops
 from ._schedule import blocking_program, chunk_layers, p2p_tag, pass_order, source, target
-from ._workload import COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload
+from ._workload import COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc
 
 __all__ = ["workload_from_step", "chunk_layers"]
 
@@ -414,10 +414,11 @@ def workload_from_step(step: StepResult):
     b = _Builder(step)
     lay = b.lay
     traces = [None] * lay.gpus
-    for q in range(lay.pp):
-        for d in range(lay.dp):
-            for c in range(lay.cp):
-                for t in range(lay.tp):
-                    lane = [lay.rank(t, d, s, c) for s in range(lay.pp)]
-                    traces[lane[q]] = b.rank(lane[q], q, lane)
-    return build_workload(traces, b.groups, source=f"training_step {step.model} on {lay.gpus} GPUs")
+    with paused_gc():
+        for q in range(lay.pp):
+            for d in range(lay.dp):
+                for c in range(lay.cp):
+                    for t in range(lay.tp):
+                        lane = [lay.rank(t, d, s, c) for s in range(lay.pp)]
+                        traces[lane[q]] = b.rank(lane[q], q, lane)
+        return build_workload(traces, b.groups, source=f"training_step {step.model} on {lay.gpus} GPUs")

@@ -25,7 +25,7 @@ from ..routing import unchanged
 from ..training import DEFAULT_COMPUTE_EFFICIENCY
 from ._costs import CostModel
 from ._result import ReplayResult
-from ._workload import COMPUTE, DELAY, Workload
+from ._workload import COMPUTE, DELAY, Workload, paused_gc
 
 __all__ = ["replay", "DEFAULT_COMPUTE_EFFICIENCY"]
 
@@ -271,7 +271,7 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
     compute_efficiency = _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
     rate = _flops_rate(graph, workload, gpu, compute_efficiency)
     costs = CostModel(graph, algorithms, collective_options)
-    with unchanged(graph):          # every communication routed on one index of the graph
+    with unchanged(graph), paused_gc():          # every communication routed on one index of the graph
         engine = _Engine(workload, costs, placement, rate)
         engine.run()
-    return ReplayResult.of(engine, placement)
+        return ReplayResult.of(engine, placement)
