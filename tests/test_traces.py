@@ -111,6 +111,12 @@ def test_transfers_running_together_share_their_links(tmp_path):
     assert times[-1] == pytest.approx(res.iteration_time) and util.max() == pytest.approx(1.0)
     src, dst, mean = res.busiest_links(1)[0]
     assert mean == pytest.approx(2 * transfer / res.iteration_time, rel=1e-6)
+    # the two sends run at once on rank 0: two comm threads, no thread with overlapping events
+    trace = res.chrome_trace(ranks=[0])["traceEvents"]
+    spans = [e for e in trace if e["ph"] == "X"]
+    assert len({e["tid"] for e in spans}) == 2 and {e["name"] for e in spans} == {"a", "b"}
+    names = {e["tid"]: e["args"]["name"] for e in trace if e["name"] == "thread_name"}
+    assert sorted(names[e["tid"]] for e in spans) == ["comm", "comm 2"]
 
 
 def test_a_small_transfer_beside_a_large_one_gets_an_equal_share(tmp_path):

@@ -139,29 +139,48 @@ class ReplayResult:
 
     def chrome_trace(self, path=None, *, ranks=None) -> dict:
         """Per-rank timelines as Chrome-trace JSON (open it in Perfetto / chrome://tracing):
-        one process per rank, ``compute``, ``comm`` and ``other`` (CPU, memory) threads,
-        times in microseconds.
+        one process per rank, a ``compute`` thread (one kernel at a time) and as many
+        ``comm`` and ``other`` (CPU, memory) threads as that rank has such nodes running at
+        once, so that no two events of one thread overlap; times in microseconds.
         Written to ``path`` when given; ``ranks`` limits the ranks (default all)."""
         events = []
         for r in (range(len(self.start)) if ranks is None else ranks):
             events.append(dict(name="process_name", ph="M", pid=r, args=dict(name=f"rank {r} (GPU {self.placement[r]})")))
-            events += [dict(name="thread_name", ph="M", pid=r, tid=tid, args=dict(name=name))
-                       for name, tid in _THREADS.items()]
+            lanes = {name: [] for name in _THREADS}          # per thread kind: each lane's last end
+            spans = []
             for i, node in enumerate(self.workload.ranks[r].nodes):
                 s, e = self.start[r][i], self.end[r][i]
                 if not (math.isfinite(s) and math.isfinite(e)) or (e <= s and node.kind == DELAY):
                     continue
-                tid = _THREADS["compute" if node.kind == COMPUTE else "other" if node.kind == DELAY else "comm"]
+                spans.append((s, e, i, node))
+            spans.sort(key=lambda x: (x[0], x[1]))
+            for s, e, i, node in spans:
+                kind = "compute" if node.kind == COMPUTE else "other" if node.kind == DELAY else "comm"
+                ends = lanes[kind]
+                lane = next((k for k, last in enumerate(ends) if last <= s), len(ends))
+                if lane == len(ends):
+                    ends.append(e)
+                else:
+                    ends[lane] = e
                 args = dict(id=node.id, kind=node.kind)
                 if node.op:
                     args.update(op=node.op, bytes=node.bytes)
-                events.append(dict(name=node.name or node.kind, ph="X", pid=r, tid=tid, ts=s * 1e6,
+                events.append(dict(name=node.name or node.kind, ph="X", pid=r, tid=_tid(kind, lane), ts=s * 1e6,
                                    dur=(e - s) * 1e6, args=args))
+            events += [dict(name="thread_name", ph="M", pid=r, tid=_tid(kind, lane),
+                            args=dict(name=kind if lane == 0 else f"{kind} {lane + 1}"))
+                       for kind, ends in lanes.items() for lane in range(max(1, len(ends)))]
         trace = dict(traceEvents=events, displayTimeUnit="ms")
         if path is not None:
             with open(path, "w") as fh:
                 json.dump(trace, fh)
         return trace
+
+
+def _tid(kind: str, lane: int) -> int:
+    """Thread id of lane ``lane`` of a kind of node: 0 compute, 1 comm, 2 other, then
+    further lanes of each kind in steps of 3."""
+    return _THREADS[kind] + 3 * lane
 
 
 class _Busy:
