@@ -152,7 +152,6 @@ def read_stream(path, convert=None, memo=None):
 
     data, pos, out = _bytes_of(path), 0, []
     metadata, last_id = None, None
-    memo = {} if memo is None else memo
     while pos < len(data):
         start = pos
         length, pos = _varint(data, pos)
@@ -161,7 +160,7 @@ def read_stream(path, convert=None, memo=None):
                              "inside it)")
         body = data[pos:pos + length]
         pos += length
-        if metadata is not None and body in memo:
+        if memo is not None and metadata is not None and body in memo:
             item, last_id = memo[body]
             out.append(item)
             continue
@@ -175,7 +174,8 @@ def read_stream(path, convert=None, memo=None):
             metadata = msg
             continue
         item, last_id = (msg if convert is None else convert(msg)), msg.id
-        memo[body] = (item, last_id)
+        if memo is not None:
+            memo[body] = (item, last_id)
         out.append(item)
     if metadata is None:
         raise TraceError(f"{path}: empty file (a Chakra trace starts with a GlobalMetadata message)")
