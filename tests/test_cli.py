@@ -293,3 +293,39 @@ def test_server_can_be_an_nccl_topology_file(capsys, tmp_path):
     assert desc["gpus"] == 4
     assert main(["topology", "--server", str(tmp_path / "missing.xml")]) == 2
     assert "no such NCCL topology file" in capsys.readouterr().err
+
+
+def test_cluster_files_stand_in_for_a_generated_cluster(capsys, tmp_path):
+    """``--cluster`` reads node-link JSON, ASTRA-sim's analytical network YAML and SimAI's
+    topology file (each written here in its format) in place of --family and its sizes."""
+    import pytest
+
+    from flowsolver import collective
+
+    exported = tmp_path / "ft.json"
+    assert main(["topology", "--family", "fat_tree", "--k", "4", "--export", str(exported)]) == 0
+    capsys.readouterr()
+    astra = tmp_path / "net.yml"
+    astra.write_text("topology: [ Ring, Switch ]\nnpus_count: [ 4, 2 ]\nbandwidth: [ 100, 25 ]  # GB/s\n"
+                     "latency: [ 500, 1000 ]  # ns\n")
+    simai = tmp_path / "topo"           # 4 GPUs, 2 per server: an NVSwitch per server, one leaf for all
+    simai.write_text("7 2 2 1 8 H100\n4 5 6\n0 4 2880Gbps 0.000025ms 0\n1 4 2880Gbps 0.000025ms 0\n"
+                     "2 5 2880Gbps 0.000025ms 0\n3 5 2880Gbps 0.000025ms 0\n0 6 400Gbps 0.0005ms 0\n"
+                     "1 6 400Gbps 0.0005ms 0\n2 6 400Gbps 0.0005ms 0\n3 6 400Gbps 0.0005ms 0\n")
+    for path, read in ((exported, tp.load), (astra, tp.from_astra_network), (simai, tp.from_simai)):
+        assert main(["collective", "--cluster", str(path), "-b", "1M", "-e", "1M", "--algorithm", "ring",
+                     "--json"]) == 0
+        row, = json.loads(capsys.readouterr().out)
+        g = read(path)
+        assert row["time_us"] == pytest.approx(collective(g, "all_reduce", 2**20, algorithm="ring").time * 1e6,
+                                               rel=1e-12)
+    assert main(["collective", "--cluster", str(simai), "-b", "1M", "-e", "1M"]) == 0
+    assert capsys.readouterr().out.startswith("# all_reduce on 4 GPUs (topo)")
+    assert main(["collective", "--cluster", str(simai), "--server", "dgx_h100"]) == 2
+    assert "--server: a --cluster file holds its own servers and links" in capsys.readouterr().err
+    assert main(["collective", "--cluster", str(tmp_path / "none.yml")]) == 2
+    assert "--cluster '" in (err := capsys.readouterr().err) and "none.yml': no such file" in err
+    bad = tmp_path / "bad.yml"
+    bad.write_text("topology: [ Ring ]\n")
+    assert main(["collective", "--cluster", str(bad)]) == 2
+    assert "bad.yml: missing key(s)" in capsys.readouterr().err

@@ -136,6 +136,28 @@ def test_azure_with_declared_nvlink_is_a_dgx_h100_inside():
     assert times[0] == pytest.approx(times[1], rel=1e-9) and times[2] == pytest.approx(times[3], rel=1e-9)
 
 
+def test_every_shared_dump_reads_as_its_sidecar_describes_it():
+    """Each XML file of the shared folder (whatever is added to it) against the machine its
+    JSON sidecar records: GPU and NIC counts and ports, usable as a cluster's server."""
+    dumps = sorted(_shared(DATA).glob("*.xml"))
+    if not dumps:
+        pytest.skip(f"no NCCL topology file in {DATA}")
+    for path in dumps:
+        side = json.loads(path.with_suffix(".json").read_text())
+        try:
+            m = tp.from_nccl_xml(path)
+        except ValueError as err:          # a PCI skeleton names no GPU type: the sidecar does
+            assert "gpu=" in str(err) and "H100" in side["gpus"]["model"], (path.name, err)
+            m = tp.from_nccl_xml(path, gpu="h100_sxm")
+        nics = side["nics"]
+        assert m.gpus == side["gpus"]["count"], path.name
+        assert m.nics == nics.get("count", nics.get("count_physical")), path.name
+        assert m.nic_ports == nics.get("ports_each", 1), path.name
+        g = tp.rail_optimized(2, server=m, link="roce_400g")
+        tp.validate(g)
+        assert fs.collective(g, "all_reduce", 2**26).status == fs.Status.OK, path.name
+
+
 # -- small files written here ------------------------------------------------------------
 def test_minimal_file_rates_from_the_catalogue(tmp_path):
     body = _box(_gpu("0000:02:00.0", 0) + _nic("0000:03:00.0", "400000") + _nic("0000:06:00.0", "400000")

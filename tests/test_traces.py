@@ -80,6 +80,22 @@ def test_compute_and_communication_overlap_as_the_dag_allows(tmp_path):
     assert [p.name for p in res.critical_path] == ["mm"] and res.exposed_communication == 0
 
 
+def test_a_call_beside_compute_is_exposed_only_for_what_outlasts_it(tmp_path):
+    g = tp.rail_optimized(1)
+    size = 2**28
+    ar = collective(g, "all_reduce", size).time
+    hidden = round(0.25e6 * ar)                       # microseconds of compute beside the call
+    # every rank: the all-reduce and a GEMM of a quarter of its time from the start, then a
+    # node waiting for both: the path runs through the call whole, the GEMM beside it
+    per_rank = [[cw.comp(1, "gemm", hidden), cw.coll(2, "ar", cw.ALL_REDUCE, size),
+                 cw.comp(3, "next", 1000, deps=(1, 2))] for _ in range(8)]
+    res = replay(g, read_chakra(_write_ranks(tmp_path, per_rank)))
+    assert res.iteration_time == pytest.approx(ar + 1e-3, rel=1e-9)
+    assert [p.name for p in res.critical_path] == ["ar", "next"]
+    assert res.exposed_communication == pytest.approx(ar - hidden * 1e-6, rel=1e-9)
+    assert res.path_compute == pytest.approx(hidden * 1e-6 + 1e-3, rel=1e-9)
+
+
 def test_transfers_running_together_share_their_links(tmp_path):
     g = tp.rail_optimized(2)
     size = 2**28
@@ -95,6 +111,12 @@ def test_transfers_running_together_share_their_links(tmp_path):
     assert times[-1] == pytest.approx(res.iteration_time) and util.max() == pytest.approx(1.0)
     src, dst, mean = res.busiest_links(1)[0]
     assert mean == pytest.approx(2 * transfer / res.iteration_time, rel=1e-6)
+    # the two sends run at once on rank 0: two comm threads, no thread with overlapping events
+    trace = res.chrome_trace(ranks=[0])["traceEvents"]
+    spans = [e for e in trace if e["ph"] == "X"]
+    assert len({e["tid"] for e in spans}) == 2 and {e["name"] for e in spans} == {"a", "b"}
+    names = {e["tid"]: e["args"]["name"] for e in trace if e["name"] == "thread_name"}
+    assert sorted(names[e["tid"]] for e in spans) == ["comm", "comm 2"]
 
 
 def test_a_small_transfer_beside_a_large_one_gets_an_equal_share(tmp_path):
@@ -169,6 +191,23 @@ def test_compute_given_by_flops_runs_at_the_efficiency_of_the_peak(tmp_path):
         replay(tp.rail_optimized(1), read_chakra(tmp_path), compute_efficiency=1.5)
 
 
+def test_the_replay_command_on_a_cluster_file_computes_flops_as_the_api(tmp_path, capsys):
+    from flowsolver.cli import main
+    from flowsolver.training import DEFAULT_COMPUTE_EFFICIENCY
+
+    net = tmp_path / "net.yml"          # ASTRA-sim: 8 NPUs on one switch, 50 GB/s, 500 ns
+    net.write_text("topology: [ Switch ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    flops, size = 10**14, 2**26
+    per_rank = [[cw.comp(1, "mm", 0, flops=flops), cw.coll(2, "ar", cw.ALL_REDUCE, size, deps=(1,))] for _ in range(8)]
+    folder = _write_ranks(tmp_path / "t", per_rank) if (tmp_path / "t").mkdir() is None else None
+    assert main(["replay", str(folder), "--cluster", str(net), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["summary"]
+    g = tp.from_astra_network(net)
+    expected = flops / (DEFAULT_COMPUTE_EFFICIENCY * H100_PEAK) + collective(g, "all_reduce", size).time
+    assert out["iteration_time_s"] == pytest.approx(expected, rel=1e-9)
+    assert out["iteration_time_s"] == pytest.approx(replay(g, read_chakra(folder)).iteration_time, rel=1e-12)
+
+
 def test_metadata_process_groups_and_a_prefix_path(tmp_path):
     groups = json.dumps([{"pg_name": "3", "ranks": [0, 1]}])
     per_rank = [[cw.node(0, "pg", cw.METADATA, inputs=groups), cw.coll(1, "ag", cw.ALL_GATHER, 2**20, pg="3")]
@@ -209,7 +248,15 @@ def _bad(tmp_path, per_rank, match, groups=None):
 def test_a_truncated_message_names_the_file_and_the_message(tmp_path):
     data = cw.stream([cw.metadata(), cw.comp(1, "a", 10), cw.comp(2, "b", 10, deps=(1,))])
     (tmp_path / "t.0.et").write_bytes(data[:-3])
-    with pytest.raises(TraceError, match=r"t\.0\.et: node message 1 at byte \d+ is truncated"):
+    with pytest.raises(TraceError, match=r"t\.0\.et: node message 1 \(after node 1\) at byte \d+ is truncated"):
+        read_chakra(tmp_path)
+
+
+def test_an_undecodable_message_names_the_file_and_the_node_before_it(tmp_path):
+    # a length prefix of 1 over the byte 0x0f: field 1 with wire type 7, which protobuf does not have
+    data = cw.stream([cw.metadata(), cw.comp(4, "a", 10)]) + b"\x01\x0f"
+    (tmp_path / "t.0.et").write_bytes(data)
+    with pytest.raises(TraceError, match=r"t\.0\.et: node message 1 \(after node 4\) at byte \d+ cannot be decoded"):
         read_chakra(tmp_path)
 
 
@@ -234,7 +281,8 @@ def test_a_missing_dependency(tmp_path):
 def test_process_groups_whose_ranks_disagree(tmp_path):
     per_rank = [[cw.node(0, "pg", cw.METADATA, inputs=json.dumps([{"pg_name": "5", "ranks": ranks}])),
                  cw.coll(1, "ar", cw.ALL_REDUCE, 64, pg="5")] for ranks in ([0, 1], [0, 1, 2])] + [[]]
-    _bad(tmp_path, per_rank, r"process group '5': .*trace\.0\.et gives ranks \[0, 1\] but .*trace\.1\.et gives")
+    _bad(tmp_path, per_rank, r"process group '5': .*trace\.0\.et: node 0 gives ranks \[0, 1\] but .*trace\.1\.et: node 0 "
+                             r"gives \[0, 1, 2\]")
 
 
 def test_a_rank_outside_its_process_group(tmp_path):
@@ -245,18 +293,30 @@ def test_a_rank_outside_its_process_group(tmp_path):
 
 def test_collectives_that_do_not_match_across_ranks(tmp_path):
     per_rank = [[cw.coll(1, "ar", cw.ALL_REDUCE, 64)], [cw.coll(4, "ar", cw.ALL_REDUCE, 128)]]
-    _bad(tmp_path, per_rank, r"rank 0 node 1 is all_reduce of 64 B but rank 1 node 4 is all_reduce of 128 B")
+    _bad(tmp_path, per_rank, r"rank 0 node 1 \(.*trace\.0\.et\) is all_reduce of 64 B but rank 1 node 4 "
+                             r"\(.*trace\.1\.et\) is all_reduce of 128 B")
 
 
 def test_a_collective_one_rank_never_issues(tmp_path):
     per_rank = [[cw.coll(1, "ar", cw.ALL_REDUCE, 64), cw.coll(2, "ar2", cw.ALL_REDUCE, 64, deps=(1,))],
                 [cw.coll(1, "ar", cw.ALL_REDUCE, 64)]]
-    _bad(tmp_path, per_rank, r"rank 1 issues 1 collectives, rank 0 2; the first unmatched is rank 0's node 2")
+    _bad(tmp_path, per_rank, r"rank 1 issues 1 collectives, rank 0 2; the first unmatched is rank 0's node 2 "
+                             r"\('ar2'\) \(.*trace\.0\.et\)")
 
 
 def test_a_send_without_its_recv(tmp_path):
     _bad(tmp_path, [[cw.p2p(1, "s", True, 1, 64, tag=3)], [cw.comp(1, "c", 1)]],
-         r"rank 0 -> rank 1 \(tag 3\): 1 sends but 0 recvs; rank 0's send node 1")
+         r"rank 0 -> rank 1 \(tag 3\): 1 sends but 0 recvs; rank 0's send node 1 \('s'\) \(.*trace\.0\.et\)")
+
+
+def test_a_recv_that_expects_other_bytes_than_its_send(tmp_path):
+    _bad(tmp_path, [[cw.p2p(1, "s", True, 1, 64, tag=3)], [cw.p2p(7, "r", False, 0, 128, tag=3)]],
+         r"rank 0 node 1 \(.*trace\.0\.et\) sends 64 B to rank 1 but its recv node 7 \(.*trace\.1\.et\) expects 128 B")
+
+
+def test_a_process_group_defined_nowhere(tmp_path):
+    _bad(tmp_path, [[cw.coll(3, "ar", cw.ALL_REDUCE, 64, pg="9")]] * 2,
+         r"trace\.0\.et: node 3 \('ar'\): process group '9' is defined nowhere")
 
 
 def test_a_deadlock_between_ranks_names_the_node(tmp_path):

@@ -72,6 +72,24 @@ def test_pipeline_stages_pass_pp_comm_bytes_forward_and_back(tmp_path):
     assert [p.rank for p in res.critical_path if p.kind == "compute" and p.end > p.start] == [0, 1, 1, 1, 0, 0]
 
 
+def test_expert_scopes_run_in_the_ep_and_the_expert_dp_groups(tmp_path):
+    # ep 2 over dp 4 (tp 1): EP groups of consecutive DP ranks, the expert gradients reduced
+    # among the DP ranks holding the same experts (SimAI's _EP and _DP_EP scopes)
+    a2a, grads = 2**20, 2**22
+    path = tmp_path / "w.txt"
+    path.write_text(HEADER.format(tp=1, n=4).replace("ep: 1", "ep: 2") + "\n1\n"
+                    f"moe -1 1000000 ALLTOALL_EP {a2a} 1000000 NONE 0 1000000 ALLREDUCE_DP_EP {grads} 1\n")
+    w = read_simai_workload(path)
+    assert sorted((c.op, c.ranks) for c in w.comms) == [("all_reduce", (0, 2)), ("all_reduce", (1, 3)),
+                                                       ("all_to_all", (0, 1)), ("all_to_all", (2, 3))]
+    g = tp.rail_optimized(1)
+    res = replay(g, w)
+    # forward 1 ms, its all-to-all, input and weight gradients 2 ms, then the expert reduction
+    expected = 3e-3 + collective(g, "all_to_all", a2a, ranks=[0, 1]).time + \
+        collective(g, "all_reduce", grads, ranks=[0, 2]).time
+    assert res.iteration_time == pytest.approx(expected, rel=1e-9)
+
+
 @pytest.mark.parametrize("text, match", [
     ("HYBRID_TRANSFORMER model_parallel_NPU_group: 8\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "all_gpus"),
     (HEADER.format(tp=8, n=8) + "\n2\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", r"line 4: missing"),

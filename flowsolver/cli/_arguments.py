@@ -13,7 +13,7 @@ import topologies as tp
 from .._version import __version__
 from ..collectives import ALGORITHMS, OPS, PROTOCOLS
 from ..routing import POLICIES
-from ..training import MODELS
+from ..training import DEFAULT_COMPUTE_EFFICIENCY, MODELS
 
 _EXAMPLES = """examples:
   flowsolver                                        describe the default cluster
@@ -84,9 +84,13 @@ def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", d
     g.add_argument("--server", default=None,
                    help=f"server model: {', '.join(tp.server_names())}, or an NCCL topology file "
                         "(NCCL_TOPO_DUMP_FILE's XML, *.xml)")
-    g.add_argument("--link", default="ib_ndr", help=f"link: {', '.join(tp.link_names())}")
-    g.add_argument("--oversubscription", type=float, default=1.0,
-                   help="leaf downlink / uplink bandwidth (rail_optimized, leaf_spine; default %(default)s)")
+    g.add_argument("--link", default=None, help=f"link: {', '.join(tp.link_names())} (default ib_ndr)")
+    g.add_argument("--oversubscription", type=float, default=None,
+                   help="leaf downlink / uplink bandwidth (rail_optimized, leaf_spine; default 1.0)")
+    g.add_argument("--cluster", metavar="PATH", default=None,
+                   help="the cluster from a file instead of --family and its sizes: node-link JSON "
+                        "(topology --export), an ASTRA-sim analytical network (*.yml, *.yaml) or a SimAI "
+                        "topology file (any other name)")
     g.add_argument("--fail-fraction", type=float, default=0.0, help="switch cables failed at random")
     g.add_argument("--seed", type=int, default=0, help="seed of the failures")
 
@@ -107,10 +111,40 @@ def server_of(value):
     return value
 
 
+def cluster_file(value):
+    """``--cluster``: the graph in a file, read by its name: node-link JSON
+    (:func:`topologies.load`), ASTRA-sim's analytical network YAML
+    (:func:`topologies.from_astra_network`) or a SimAI topology file
+    (:func:`topologies.from_simai`)."""
+    path = Path(value)
+    if not path.is_file():
+        raise ValueError(f"--cluster {value!r}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".json":
+            return tp.load(path)
+        return tp.from_astra_network(path) if suffix in (".yml", ".yaml") else tp.from_simai(path)
+    except ValueError as err:
+        raise ValueError(f"--cluster {value!r}: {err}") from None
+
+
+def cluster_label(args) -> str:
+    """What the printed headers call the cluster: the family, or the ``--cluster`` file's name."""
+    return args.family if args.cluster is None else Path(args.cluster).name
+
+
 def build_graph(args):
-    """The cluster graph the ``--family`` / size / link arguments describe."""
-    return tp.build(args.family, link=args.link, server=server_of(args.server),
-                    oversubscription=args.oversubscription,
+    """The cluster graph the ``--family`` / size / link arguments describe, or the
+    ``--cluster`` file (with ``--fail-fraction`` of its switch cables failed)."""
+    if args.cluster is not None:
+        given = [f"--{k}" for k in ("server", "link", "oversubscription") if getattr(args, k) is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: a --cluster file holds its own servers and links; "
+                             "leave these out or describe a generated cluster")
+        g = cluster_file(args.cluster)
+        return tp.fail_links(g, args.fail_fraction, seed=args.seed) if args.fail_fraction else g
+    return tp.build(args.family, link=args.link or "ib_ndr", server=server_of(args.server),
+                    oversubscription=1.0 if args.oversubscription is None else args.oversubscription,
                     fail_fraction=args.fail_fraction, seed=args.seed, nodes=args.nodes, k=args.k,
                     leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf, p=args.p, a=args.a,
                     h=args.h, g=args.g, dims=args.dims, wrap=not args.mesh)
@@ -232,8 +266,9 @@ def _add_replay(sub, fmt) -> None:
     _add_output(rp)
     rp.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
     rp.add_argument("--gpu", default=None, help="GPU type for compute given by FLOPs (default: the cluster's)")
-    rp.add_argument("--compute-efficiency", type=float, default=0.43,
-                    help="fraction of the bf16 peak for compute given by FLOPs (default %(default)s)")
+    rp.add_argument("--compute-efficiency", type=float, default=DEFAULT_COMPUTE_EFFICIENCY,
+                    help="fraction of the bf16 peak for compute given by FLOPs (default %(default)s, "
+                         "training_step's)")
     rp.add_argument("--chrome", metavar="PATH", default=None, help="write the per-rank timelines (Chrome-trace JSON)")
     rp.add_argument("--top", type=int, default=5, help="busiest links and longest path nodes shown (default %(default)s)")
 

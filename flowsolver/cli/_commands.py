@@ -7,7 +7,7 @@ import re
 
 import topologies as tp
 
-from ._arguments import build_graph, parse_size
+from ._arguments import build_graph, cluster_label, parse_size
 from ._output import emit, to_json, writable
 
 def _sizes(args):
@@ -64,7 +64,7 @@ def collective_table(args) -> None:
         if measured is not None:
             row.update(measured_us=measured[i] * 1e6, error=r.time / measured[i] - 1)
         rows.append(row)
-    head = f"# {op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs ({args.family})"
+    head = f"# {op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs ({cluster_label(args)})"
     cmp_head = f" {'measured (us)':>13s} {'error':>7s}" if measured is not None else ""
     lines = [head, f"{'size (B)':>14s} {'time (us)':>12s}{cmp_head} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
                    f"{'algorithm':>17s} {'protocol':>8s} {'ch':>3s}  bottleneck tier"]
@@ -285,7 +285,7 @@ def upgrade(args) -> None:
             for r in table.itertuples()]
     rows += [dict(kind="plan", upgrade=r.upgrade, time_us=r.time_s * 1e6, linear_us=float("nan"),
                   saved_percent=r.saved_s / table.time_s.iloc[0] * 100.0, cost=r.cost) for r in plan.itertuples()]
-    lines = [f"# {args.op} of {args.size} on {len(tp.gpus(graph))} GPUs ({args.family}): "
+    lines = [f"# {args.op} of {args.size} on {len(tp.gpus(graph))} GPUs ({cluster_label(args)}): "
              f"{table.time_s.iloc[0] * 1e6:.1f} us; each tier x{args.factor:g}",
              f"{'':5s} {'upgrade':>14s} {'time (us)':>11s} {'linear (us)':>12s} {'saved %':>8s} {'cost':>9s}"]
     lines += [f"{r['kind']:5s} {r['upgrade']:>14s} {r['time_us']:11.1f} {r['linear_us']:12.1f} "

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from ._schema import COLLECTIVE_TYPES, NODE_TYPES, TraceError, read_stream
-from ._workload import COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload
+from ._workload import COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc
 
 __all__ = ["read_chakra", "trace_files", "OPS_OF_CHAKRA"]
 
@@ -92,6 +92,16 @@ def _node(msg, where_file: str) -> TraceNode:
                      peer=int(peer), tag=int(attr.get("comm_tag") or 0))
 
 
+def _decoded(msg, f):
+    """A node message as (TraceNode fields, its process groups as name -> (ranks, node id),
+    or None)."""
+    groups = None
+    if msg.type == NODE_TYPES["METADATA_NODE"] and msg.inputs.values:
+        groups = {k: (v, msg.id) for k, v in _pg_metadata(msg.inputs.values, f"{f}: node {msg.id}").items()}
+    node = _node(msg, str(f))
+    return tuple(getattr(node, k) for k in TraceNode.__slots__), groups
+
+
 def trace_files(path) -> list:
     """The per-rank files of a trace: ``path`` is a folder holding ``NAME.<rank>.et[.gz]``
     files, or the ``NAME`` prefix itself (ASTRA-sim's ``--workload-configuration``)."""
@@ -127,18 +137,20 @@ def _given_groups(groups, group_file):
 
 
 def _groups_from(files, given, given_from, metadata_groups) -> dict:
-    """The given groups and those of the metadata nodes, which must all agree."""
+    """The given groups and those of the metadata nodes (name -> (ranks, node id) per
+    file), which must all agree."""
     seen = {}
     for f, found in zip(files, metadata_groups):
-        for name, ranks in found.items():
+        for name, (ranks, node) in found.items():
             ranks = ranks or tuple(range(len(files)))
+            here = f"{f}: node {node}"
             if name in seen and seen[name][1] != ranks:
                 raise TraceError(f"process group {name!r}: {seen[name][0]} gives ranks {list(seen[name][1])[:16]} but "
-                                 f"{f} gives {list(ranks)[:16]}")
+                                 f"{here} gives {list(ranks)[:16]}")
             if name in given and given[name] != ranks:
                 raise TraceError(f"process group {name!r}: {given_from} give{'' if given_from.startswith('the') else 's'} "
-                                 f"ranks {list(given[name])[:16]} but {f} gives {list(ranks)[:16]}")
-            seen[name] = (f, ranks)
+                                 f"ranks {list(given[name])[:16]} but {here} gives {list(ranks)[:16]}")
+            seen[name] = (here, ranks)
     return given | {k: v for k, (_, v) in seen.items()}
 
 
@@ -160,17 +172,23 @@ def read_chakra(path, *, groups: dict | None = None):
     unknown node type, a missing dependency, a dependency cycle, process groups whose
     ranks disagree, collectives that do not match across ranks, each naming file and node.
     """
+    with paused_gc():
+        return _read(path, groups)
+
+
+def _read(path, groups):
     files = trace_files(path)
     folder = files[0].parent
     given, given_from = _given_groups(groups, folder / GROUP_FILE if (folder / GROUP_FILE).exists() else None)
-    ranks, metadata_groups = [], []
+    ranks, metadata_groups, memo = [], [], {}
     for rank, f in enumerate(files):
-        _, messages = read_stream(f)
-        nodes, found = [], {}
-        for msg in messages:
-            if msg.type == NODE_TYPES["METADATA_NODE"] and msg.inputs.values:
-                found |= _pg_metadata(msg.inputs.values, f"{f}: node {msg.id}")
-            nodes.append(_node(msg, str(f)))
+        _, decoded = read_stream(f, lambda msg: _decoded(msg, f), memo)
+        found = {}
+        for _, groups_here in decoded:
+            if groups_here:
+                found |= groups_here
+        # each rank its own nodes, though ranks share what identical messages decode to
+        nodes = [TraceNode(*fields) for fields, _ in decoded]
         ranks.append(RankTrace(rank=rank, nodes=nodes, source=str(f)))
         metadata_groups.append(found)
     merged = _groups_from(files, given, given_from, metadata_groups)

@@ -25,7 +25,7 @@ from ..routing import unchanged
 from ..training import DEFAULT_COMPUTE_EFFICIENCY
 from ._costs import CostModel
 from ._result import ReplayResult
-from ._workload import COMPUTE, DELAY, Workload
+from ._workload import COMPUTE, DELAY, Workload, paused_gc
 
 __all__ = ["replay", "DEFAULT_COMPUTE_EFFICIENCY"]
 
@@ -232,8 +232,8 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
     gpu : str or GpuSpec, optional
         GPU type for compute nodes given by FLOPs only (default: the graph's one GPU type).
     compute_efficiency : float in (0, 1]
-        Fraction of the GPU's dense bf16 peak such nodes reach (default 0.43, as
-        ``training_step``'s MFU).
+        Fraction of the GPU's dense bf16 peak such nodes reach (default
+        ``DEFAULT_COMPUTE_EFFICIENCY``, 0.46: ``training_step``'s GEMM efficiency).
     algorithms : dict, optional
         Collective algorithm per op (``"all_reduce": "ring"``, ...), default ``"auto"``
         (the fastest alone).
@@ -271,7 +271,7 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
     compute_efficiency = _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
     rate = _flops_rate(graph, workload, gpu, compute_efficiency)
     costs = CostModel(graph, algorithms, collective_options)
-    with unchanged(graph):          # every communication routed on one index of the graph
+    with unchanged(graph), paused_gc():          # every communication routed on one index of the graph
         engine = _Engine(workload, costs, placement, rate)
         engine.run()
-    return ReplayResult.of(engine, placement)
+        return ReplayResult.of(engine, placement)

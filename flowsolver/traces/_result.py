@@ -36,8 +36,12 @@ class ReplayResult:
 
     ``iteration_time`` is when the last node ended; ``critical_path`` the chain of nodes
     that set it (each started when the one before it ended: a dependency, the GPU being
-    busy, or the last rank reaching a collective), first to last; ``exposed_communication``
-    the seconds of that path spent communicating and ``path_compute`` computing.
+    busy, or the last rank reaching a collective), first to last. ``exposed_communication``
+    is the seconds of that path spent communicating while the path's rank computes nothing
+    (a call beside compute counts only for what outlasts it, as ``training_step`` exposes
+    it); ``path_compute`` the seconds of the path its rank spends computing (its compute
+    nodes and the compute beside its communication). Both add up to ``iteration_time`` but
+    for CPU-side (``delay``) nodes.
     ``start[r]`` / ``end[r]`` are rank ``r``'s node times in node order (NaN for nodes that
     take no time and never ran). ``placement[r]`` the GPU rank of trace rank ``r``.
     ``links`` the cluster's :class:`~flowsolver.routing.LinkTable` (graph edge order; None
@@ -81,8 +85,10 @@ class ReplayResult:
                     who = engine.comm_enabler[engine.w.comm_of[(r, i)]]
                     cur = engine.enabler[who[0]][who[1]]
         path.reverse()
-        exposed = sum(p.end - p.start for p in path if p.kind not in (COMPUTE, DELAY))
-        compute = sum(p.end - p.start for p in path if p.kind == COMPUTE)
+        busy = _Busy(engine, starts, ends)
+        comm = [(p.end - p.start, busy.within(p.rank, p.start, p.end)) for p in path if p.kind not in (COMPUTE, DELAY)]
+        exposed = sum(t - hidden for t, hidden in comm)
+        compute = sum(p.end - p.start for p in path if p.kind == COMPUTE) + sum(hidden for _, hidden in comm)
         algorithms = tuple(engine.costs.costs[s].algorithm for s in engine.sig)
         return cls(iteration_time=last[0], critical_path=tuple(path), exposed_communication=exposed,
                    path_compute=compute, start=starts, end=ends, comm_start=np.array(engine.comm_start),
@@ -133,26 +139,73 @@ class ReplayResult:
 
     def chrome_trace(self, path=None, *, ranks=None) -> dict:
         """Per-rank timelines as Chrome-trace JSON (open it in Perfetto / chrome://tracing):
-        one process per rank, ``compute``, ``comm`` and ``other`` (CPU, memory) threads,
-        times in microseconds.
+        one process per rank, a ``compute`` thread (one kernel at a time) and as many
+        ``comm`` and ``other`` (CPU, memory) threads as that rank has such nodes running at
+        once, so that no two events of one thread overlap; times in microseconds.
         Written to ``path`` when given; ``ranks`` limits the ranks (default all)."""
         events = []
         for r in (range(len(self.start)) if ranks is None else ranks):
             events.append(dict(name="process_name", ph="M", pid=r, args=dict(name=f"rank {r} (GPU {self.placement[r]})")))
-            events += [dict(name="thread_name", ph="M", pid=r, tid=tid, args=dict(name=name))
-                       for name, tid in _THREADS.items()]
+            lanes = {name: [] for name in _THREADS}          # per thread kind: each lane's last end
+            spans = []
             for i, node in enumerate(self.workload.ranks[r].nodes):
                 s, e = self.start[r][i], self.end[r][i]
                 if not (math.isfinite(s) and math.isfinite(e)) or (e <= s and node.kind == DELAY):
                     continue
-                tid = _THREADS["compute" if node.kind == COMPUTE else "other" if node.kind == DELAY else "comm"]
+                spans.append((s, e, i, node))
+            spans.sort(key=lambda x: (x[0], x[1]))
+            for s, e, i, node in spans:
+                kind = "compute" if node.kind == COMPUTE else "other" if node.kind == DELAY else "comm"
+                ends = lanes[kind]
+                lane = next((k for k, last in enumerate(ends) if last <= s), len(ends))
+                if lane == len(ends):
+                    ends.append(e)
+                else:
+                    ends[lane] = e
                 args = dict(id=node.id, kind=node.kind)
                 if node.op:
                     args.update(op=node.op, bytes=node.bytes)
-                events.append(dict(name=node.name or node.kind, ph="X", pid=r, tid=tid, ts=s * 1e6,
+                events.append(dict(name=node.name or node.kind, ph="X", pid=r, tid=_tid(kind, lane), ts=s * 1e6,
                                    dur=(e - s) * 1e6, args=args))
+            events += [dict(name="thread_name", ph="M", pid=r, tid=_tid(kind, lane),
+                            args=dict(name=kind if lane == 0 else f"{kind} {lane + 1}"))
+                       for kind, ends in lanes.items() for lane in range(max(1, len(ends)))]
         trace = dict(traceEvents=events, displayTimeUnit="ms")
         if path is not None:
             with open(path, "w") as fh:
                 json.dump(trace, fh)
         return trace
+
+
+def _tid(kind: str, lane: int) -> int:
+    """Thread id of lane ``lane`` of a kind of node: 0 compute, 1 comm, 2 other, then
+    further lanes of each kind in steps of 3."""
+    return _THREADS[kind] + 3 * lane
+
+
+class _Busy:
+    """Per rank, the seconds its GPU computes before any time (compute nodes run one at a
+    time, so their intervals are disjoint): the compute inside an interval is a difference."""
+
+    def __init__(self, engine, starts, ends):
+        self.engine, self.starts, self.ends, self.ranks = engine, starts, ends, {}
+
+    def _of(self, r):
+        if r not in self.ranks:
+            kinds = self.engine.kind[r]
+            s, e = self.starts[r], self.ends[r]
+            mask = np.array([k == COMPUTE for k in kinds], dtype=bool) & np.isfinite(s) & np.isfinite(e)
+            order = np.argsort(s[mask], kind="stable")
+            s, e = s[mask][order], e[mask][order]
+            self.ranks[r] = (s, e - s, np.concatenate([[0.0], np.cumsum(e - s)]))
+        return self.ranks[r]
+
+    def before(self, r, t) -> float:
+        """Seconds rank ``r`` computed before time ``t``."""
+        s, d, cum = self._of(r)
+        k = int(np.searchsorted(s, t, side="right"))
+        return 0.0 if k == 0 else float(cum[k - 1] + min(t - s[k - 1], d[k - 1]))
+
+    def within(self, r, t0, t1) -> float:
+        """Seconds rank ``r`` computed between ``t0`` and ``t1``."""
+        return self.before(r, t1) - self.before(r, t0)

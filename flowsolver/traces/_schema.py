@@ -140,34 +140,52 @@ def _bytes_of(path) -> bytes:
     return data
 
 
-def read_stream(path):
+def read_stream(path, convert=None, memo=None):
     """``(metadata, nodes)`` of one Chakra ET file (plain or gzipped): its GlobalMetadata and
-    its Node messages in file order. A truncated or undecodable message is a
-    :class:`TraceError` naming the file, the message's index and byte offset."""
+    its Node messages in file order, each ``convert(message)`` when ``convert`` is given.
+    ``memo`` (a dict, shared between files) keeps what each distinct message's bytes became,
+    so a node repeated byte for byte (as on the ranks of one parallel group) is decoded once.
+    A truncated or undecodable message is a :class:`TraceError` naming the file, the
+    message's index, the node before it and its byte offset."""
     GlobalMetadata, Node, _ = messages()
     from google.protobuf.message import DecodeError
 
     data, pos, out = _bytes_of(path), 0, []
-    metadata = None
+    metadata, last_id = None, None
     while pos < len(data):
         start = pos
         length, pos = _varint(data, pos)
-        what = "GlobalMetadata" if metadata is None else f"node message {len(out)}"
         if length is None or pos + length > len(data):
-            raise TraceError(f"{path}: {what} at byte {start} is truncated (the file ends inside it)")
+            raise TraceError(f"{path}: {_what(metadata, out, last_id)} at byte {start} is truncated (the file ends "
+                             "inside it)")
+        body = data[pos:pos + length]
+        pos += length
+        if memo is not None and metadata is not None and body in memo:
+            item, last_id = memo[body]
+            out.append(item)
+            continue
         msg = GlobalMetadata() if metadata is None else Node()
         try:
-            msg.ParseFromString(data[pos:pos + length])
+            msg.ParseFromString(body)
         except DecodeError as err:
-            raise TraceError(f"{path}: {what} at byte {start} cannot be decoded ({err})") from None
-        pos += length
+            raise TraceError(f"{path}: {_what(metadata, out, last_id)} at byte {start} cannot be decoded "
+                             f"({err})") from None
         if metadata is None:
             metadata = msg
-        else:
-            out.append(msg)
+            continue
+        item, last_id = (msg if convert is None else convert(msg)), msg.id
+        if memo is not None:
+            memo[body] = (item, last_id)
+        out.append(item)
     if metadata is None:
         raise TraceError(f"{path}: empty file (a Chakra trace starts with a GlobalMetadata message)")
     return metadata, out
+
+
+def _what(metadata, out, last_id) -> str:
+    if metadata is None:
+        return "GlobalMetadata"
+    return f"node message {len(out)}" + (f" (after node {last_id})" if out else "")
 
 
 def _prefixed(buffer, msg):

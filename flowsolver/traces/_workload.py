@@ -5,12 +5,14 @@ writer; checked here whatever the source."""
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ._schema import TraceError
 
-__all__ = ["TraceNode", "RankTrace", "Comm", "Workload", "build_workload", "pipeline_ranks", "COMPUTE", "COLLECTIVE", "SEND",
-           "RECV", "DELAY"]
+__all__ = ["TraceNode", "RankTrace", "Comm", "Workload", "build_workload", "pipeline_ranks", "paused_gc", "COMPUTE",
+           "COLLECTIVE", "SEND", "RECV", "DELAY"]
 
 COMPUTE, COLLECTIVE, SEND, RECV, DELAY = "compute", "collective", "send", "recv", "delay"
 
@@ -96,6 +98,11 @@ def _where(trace: RankTrace, node: TraceNode) -> str:
     return f"{trace.source or f'rank {trace.rank}'}: node {node.id} ({node.name!r})"
 
 
+def _in(trace: RankTrace) -> str:
+    """`` (FILE)`` for a rank read from a file, else nothing."""
+    return f" ({trace.source})" if trace.source else ""
+
+
 def _check_dag(trace: RankTrace) -> dict:
     """Node id -> index; raises on a duplicate id, a missing dependency or a cycle."""
     index = {}
@@ -157,16 +164,17 @@ def _match_collectives(w: Workload) -> None:
             lo, hi = min(counts, key=counts.get), max(counts, key=counts.get)
             extra = w.ranks[hi].nodes[per_rank[hi][counts[lo]]]
             raise TraceError(f"process group {group!r}: rank {lo} issues {counts[lo]} collectives, rank {hi} "
-                             f"{counts[hi]}; the first unmatched is rank {hi}'s node {extra.id} ({extra.name!r})")
+                             f"{counts[hi]}; the first unmatched is rank {hi}'s node {extra.id} ({extra.name!r})"
+                             f"{_in(w.ranks[hi])}")
         for k in range(counts[ranks[0]]):
             nodes = [(r, per_rank[r][k]) for r in ranks]
             first = w.ranks[ranks[0]].nodes[nodes[0][1]]
             for r, i in nodes[1:]:
                 other = w.ranks[r].nodes[i]
                 if (other.op, other.bytes) != (first.op, first.bytes):
-                    raise TraceError(f"process group {group!r}, collective {k}: rank {ranks[0]} node {first.id} is "
-                                     f"{first.op} of {first.bytes:g} B but rank {r} node {other.id} is {other.op} "
-                                     f"of {other.bytes:g} B")
+                    raise TraceError(f"process group {group!r}, collective {k}: rank {ranks[0]} node {first.id}"
+                                     f"{_in(w.ranks[ranks[0]])} is {first.op} of {first.bytes:g} B but rank {r} node "
+                                     f"{other.id}{_in(w.ranks[r])} is {other.op} of {other.bytes:g} B")
             _add(w, Comm(op=first.op, bytes=first.bytes, ranks=tuple(ranks), members=tuple(nodes), group=group))
 
 
@@ -188,12 +196,12 @@ def _match_p2p(w: Workload) -> None:
             side, rank, nodes = ("send", src, s) if len(s) > len(r) else ("recv", dst, r)
             node = w.ranks[rank].nodes[nodes[min(len(s), len(r))]]
             raise TraceError(f"rank {src} -> rank {dst} (tag {tag}): {len(s)} sends but {len(r)} recvs; rank "
-                             f"{rank}'s {side} node {node.id} ({node.name!r}) has no partner")
+                             f"{rank}'s {side} node {node.id} ({node.name!r}){_in(w.ranks[rank])} has no partner")
         for i, j in zip(s, r):
             a, b = w.ranks[src].nodes[i], w.ranks[dst].nodes[j]
             if a.bytes != b.bytes:
-                raise TraceError(f"rank {src} node {a.id} sends {a.bytes:g} B to rank {dst} but its recv node {b.id} "
-                                 f"expects {b.bytes:g} B")
+                raise TraceError(f"rank {src} node {a.id}{_in(w.ranks[src])} sends {a.bytes:g} B to rank {dst} but "
+                                 f"its recv node {b.id}{_in(w.ranks[dst])} expects {b.bytes:g} B")
             _add(w, Comm(op="send_recv", bytes=a.bytes, ranks=(src, dst), members=((src, i), (dst, j))))
 
 
@@ -234,6 +242,21 @@ def build_workload(ranks, groups=None, source: str = "") -> Workload:
     _match_collectives(w)
     _match_p2p(w)
     return w
+
+
+@contextmanager
+def paused_gc():
+    """Python's cyclic garbage collector paused inside (as it was after): reading, building
+    or replaying a trace makes millions of long-lived objects and no cycles, and each of the
+    collector's full passes walks them all (half of the read and replay time of a 128-rank
+    trace)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def pipeline_ranks(layout):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ._chakra import GROUP_FILE, OPS_OF_CHAKRA
 from ._schema import NODE_TYPES, SCHEMA_VERSION, messages, write_stream
-from ._workload import COLLECTIVE, COMPUTE, DELAY, SEND, Workload
+from ._workload import COLLECTIVE, COMPUTE, DELAY, SEND, Workload, paused_gc
 
 __all__ = ["write_chakra"]
 
@@ -71,11 +71,12 @@ def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress:
     if bad:
         raise ValueError(f"process group names must be integers >= 1 for ASTRA-sim (\"0\" is every rank), got {bad[:4]}")
     files = []
-    for trace in workload.ranks:
-        ids = {node.id: k for k, node in enumerate(trace.nodes)}
-        nodes = [_node_message(Node, node, us, trace.rank, ids) for node, us in zip(trace.nodes, _micros(trace))]
-        path = folder / f"{prefix}.{trace.rank}.et{'.gz' if compress else ''}"
-        write_stream(path, GlobalMetadata(version=SCHEMA_VERSION), nodes, compress=compress)
-        files.append(path)
+    with paused_gc():
+        for trace in workload.ranks:
+            ids = {node.id: k for k, node in enumerate(trace.nodes)}
+            nodes = [_node_message(Node, node, us, trace.rank, ids) for node, us in zip(trace.nodes, _micros(trace))]
+            path = folder / f"{prefix}.{trace.rank}.et{'.gz' if compress else ''}"
+            write_stream(path, GlobalMetadata(version=SCHEMA_VERSION), nodes, compress=compress)
+            files.append(path)
     (folder / GROUP_FILE).write_text(json.dumps({k: list(v) for k, v in workload.groups.items()}))
     return files
