@@ -503,19 +503,37 @@ def test_a_collective_routes_all_its_steps_in_one_computation():
     assert path_computations() - before == 1                    # every pair known
 
 
-@pytest.mark.parametrize("op, algorithm", [("all_to_all", "pairwise"), ("all_reduce", "tree"),
-                                           ("all_reduce", "halving_doubling")])
-def test_steps_routed_together_equal_steps_routed_one_by_one(monkeypatch, op, algorithm):
+@pytest.mark.parametrize("op, algorithm, policy", [("all_to_all", "pairwise", "ecmp"), ("all_reduce", "tree", "ecmp"),
+                                                   ("all_reduce", "halving_doubling", "ecmp"),
+                                                   ("all_to_all", "pairwise", "ecmp_hash")])
+def test_steps_routed_together_equal_steps_routed_one_by_one(monkeypatch, op, algorithm, policy):
     from flowsolver import collective
     from flowsolver.collectives import _solve
 
-    g = tp.rail_optimized(nodes=4)
-    together = collective(g, op, 2**26, algorithm=algorithm)
+    g = tp.fat_tree(4) if policy == "ecmp_hash" else tp.rail_optimized(nodes=4)
+    opts = dict(policy=policy, policy_options=dict(subflows=2) if policy == "ecmp_hash" else None)
+    together = collective(g, op, 2**26, algorithm=algorithm, **opts)
     monkeypatch.setattr(_solve, "ROUTED_TOGETHER", ())          # one route() per step, then stacked
-    alone = collective(g, op, 2**26, algorithm=algorithm)
-    assert together.time == alone.time
+    alone = collective(g, op, 2**26, algorithm=algorithm, **opts)
+    assert together.time == pytest.approx(alone.time, rel=1e-12)
     assert [(s.transfer, s.latency) for s in together.steps] == [(s.transfer, s.latency) for s in alone.steps]
     assert np.array_equal(together.link_utilization, alone.link_utilization)
+
+
+def test_hash_keys_route_flows_together_as_they_would_go_apart():
+    """ecmp_hash with hash_keys: each flow takes the path it takes routed in its own call."""
+    g = tp.fat_tree(8)
+    rng = np.random.default_rng(2)
+    parts = [Flows(a, (a + rng.integers(1, 128, 40)) % 128, 1.0) for a in rng.integers(0, 128, (3, 40))]
+    alone = [route(g, f, policy="ecmp_hash", subflows=2) for f in parts]
+    both = Flows(np.concatenate([f.src for f in parts]), np.concatenate([f.dst for f in parts]), 1.0)
+    keys = np.concatenate([np.arange(len(f)) for f in parts])
+    together = route(g, both, policy="ecmp_hash", subflows=2, hash_keys=keys).to_scipy().toarray()
+    np.testing.assert_array_equal(together, np.hstack([m.to_scipy().toarray() for m in alone]))
+    plain = route(g, both, policy="ecmp_hash", subflows=2).to_scipy().toarray()
+    assert not np.array_equal(plain, together)                    # flow indices hash otherwise
+    with pytest.raises(ValueError, match="hash_keys must be one integer"):
+        route(g, both, policy="ecmp_hash", hash_keys=keys[:5])
 
 
 def test_a_training_step_computes_paths_once_per_group_pattern():

@@ -146,10 +146,11 @@ def _result_of(steps, solved, latency, n_links, base, routed=None):
     return total, tuple(parts), util_time / busy if busy > 0 else util_time, solved_on
 
 
-#: policies whose route of a flow does not depend on the other flows of the call (ecmp_hash
-#: hashes a flow's index, valiant draws in call order, ugal weighs the call's load), so
-#: the steps of a collective can be routed together in one call
-ROUTED_TOGETHER = ("ecmp", "dor", "minimal", "shortest")
+#: policies whose route of a flow does not depend on the other flows of the call, so the
+#: steps of a collective are routed together in one call (ecmp_hash with each flow keyed by
+#: its index in its own step, as routed alone); valiant draws its intermediate groups in
+#: call order and ugal weighs the load of the call's flows, so each step is its own call
+ROUTED_TOGETHER = ("ecmp", "ecmp_hash", "dor", "minimal", "shortest")
 
 
 #: steps of at most this many flows in all keep their routing with the graph (the last
@@ -172,12 +173,15 @@ def route_steps(graph, ranks, keys, options):
         pos = np.asarray(ranks)
         src = np.concatenate([pos[k.positions()[0]] for k in keys])
         dst = np.concatenate([pos[k.positions()[1]] for k in keys])
+        hashed = options.policy == "ecmp_hash"
+        within = np.arange(len(src)) - np.repeat(np.cumsum(counts) - counts, counts) if hashed else None
         route_all = lambda: route(graph, Flows(src, dst, size), policy=options.policy,  # noqa: E731
-                                  **options.route_options)
+                                  hash_keys=within, **options.route_options)
         if len(src) > KEEP_ROUTED_FLOWS:
             return route_all(), group, size
         memo = graph_memo(graph, "routed-steps", dict)
-        key = (options.policy, repr(sorted(options.route_options.items())), src.tobytes() + dst.tobytes())
+        key = (options.policy, repr(sorted(options.route_options.items())), src.tobytes() + dst.tobytes(),
+               counts.tobytes() if hashed else b"")
         rm = memo.get(key)
         if rm is None:
             rm = route_all()

@@ -59,7 +59,7 @@ POLICIES = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest"
 
 
 def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed: int = 0,
-          pxn: bool = False) -> RoutingMatrix:
+          pxn: bool = False, hash_keys=None) -> RoutingMatrix:
     """Compile ``flows`` on ``graph`` into a :class:`RoutingMatrix` under ``policy``.
 
     Parameters
@@ -76,6 +76,10 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
         Seed of the ``ecmp_hash`` hash and of the Valiant / UGAL intermediate choice.
     pxn : bool
         Cross-rail traffic moves to the destination rail inside the sending server first.
+    hash_keys : array of int (flows,), optional
+        What ``ecmp_hash`` hashes for each flow instead of its index in ``flows``: flows
+        routed together that must take the paths they would take routed apart (the steps
+        of a collective, each flow keyed by its index in its own step).
 
     Routing is compiled once per graph: its integer index, link table, server parts and
     every fabric path computed (per pair of attach switches, per rule) are kept with the
@@ -102,6 +106,10 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     subflows = _checks.integer("subflows", subflows)
     if subflows != 1 and policy != "ecmp_hash":
         raise ValueError(f"subflows applies to policy 'ecmp_hash' only (policy is {policy!r})")
+    if hash_keys is not None:
+        hash_keys = np.asarray(hash_keys)
+        if hash_keys.shape != (len(flows),) or not np.issubdtype(hash_keys.dtype, np.integer) or (hash_keys < 0).any():
+            raise ValueError(f"hash_keys must be one integer >= 0 per flow ({len(flows)}), got shape {hash_keys.shape}")
     ix = GraphIndex.of(graph)
     src = ix.resolve(flows.src, "src")
     dst = ix.resolve(flows.dst, "dst")
@@ -110,7 +118,7 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     if policy == "shortest":
         slots, coef = _shortest(ix, store, src, dst)
     else:
-        slots, coef = _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows)
+        slots, coef = _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows, hash_keys)
     ptr, link, frac = store.finish()
     return RoutingMatrix(
         seg_ptr=ptr, seg_link=link, seg_frac=frac, flow_seg=slots.astype(np.int32, copy=False),
@@ -192,14 +200,15 @@ def _nic_table(ix):
     return table, up, down, switch
 
 
-def _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows):
+def _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows, hash_keys=None):
     """Slots (flows, K) and coefficients of every flow: its way out of the source server,
     the fabric part under ``policy``, its way into the destination server."""
     ends = _endpoint_parts(ix, store, src, dst, pxn)
     attach_s, attach_d, up, down, intra, intra_seg, fabric_nodes = ends
     inter = np.flatnonzero(~intra & (attach_s != attach_d))
+    keys = inter if hash_keys is None else hash_keys[inter]
     cols = _fabric_columns(ix, store, attach_s[inter], attach_d[inter], inter, policy, subflows, seed, flows,
-                           fabric_nodes)
+                           fabric_nodes, keys)
     return _slots(len(src), intra, intra_seg, up, down, inter, cols)
 
 
@@ -285,14 +294,15 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
     return attach, seg
 
 
-def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabric_nodes):
+def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabric_nodes, keys):
     """The fabric part of the flows ``inter`` (from fabric node ``a`` to ``b``) under
-    ``policy``: a list of (segment ids, coefficient), one per fabric slot."""
+    ``policy``: a list of (segment ids, coefficient), one per fabric slot (``keys``: what
+    ecmp_hash hashes per flow)."""
     if policy in ("ecmp", "ecmp_hash"):
         cg, local = ix.memo("compact-fabric", lambda: ix.compact(fabric_nodes))
         if policy == "ecmp":
             return [(_pair_segments(store, a, b, lambda x, y: ecmp_fluid(cg, local[x], local[y]), ix, "ecmp"), 1.0)]
-        return _hashed(ix, store, cg, local, a, b, inter, subflows, seed)
+        return _hashed(ix, store, cg, local, a, b, keys, subflows, seed)
     if policy == "dor":
         return [(_pair_segments(store, a, b, lambda x, y: dor_paths(ix, x, y), ix, "dor"), 1.0)]
     df = ix.memo("dragonfly", lambda: DragonflyTables(ix))
