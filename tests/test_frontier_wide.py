@@ -195,9 +195,9 @@ def test_scipy_columns_wider_than_max_path_split_into_one_wide_segment_each():
 
 
 def test_auto_warms_up_with_dense_rounds_then_continues_with_the_frontier(monkeypatch):
-    """auto on wide paths: two dense rounds, then the frontier on the flows they left, on
-    the residual capacities; the same rates as the oracle. A symmetric all-to-all ends in
-    the warm-up."""
+    """auto on wide paths: dense rounds while they freeze enough flows, then the frontier on
+    the flows they left, on the residual capacities; the same rates as the oracle either
+    way. A symmetric all-to-all ends in the warm-up."""
     monkeypatch.setattr(frontier, "FRONTIER_FLOWS", 100)
     monkeypatch.setattr(frontier, "MAX_PATH", 16)
     calls = []
@@ -205,11 +205,16 @@ def test_auto_warms_up_with_dense_rounds_then_continues_with_the_frontier(monkey
     monkeypatch.setattr(frontier, "solve", lambda p: calls.append(p.routing.n_flows) or real(p))
     rm = route(tp.fat_tree(6), Flows.all_to_all(54, 1.0))
     w = np.random.default_rng(6).lognormal(0.0, 1.0, rm.n_flows)
-    a = max_min_fair(rm, weights=w)
-    assert len(calls) == 1 and 0 < calls[0] < rm.n_flows        # the frontier took what was left
-    np.testing.assert_allclose(rates(a), progressive_filling(rm.to_scipy(), rm.capacity, w), rtol=1e-9)
-    assert violation(rm, rm.capacity, w, rm.demands, rates(a), a.bottleneck) is None
-    np.testing.assert_allclose(a.link_load, rm.link_loads(rates(a)), rtol=1e-9)
+    ref = progressive_filling(rm.to_scipy(), rm.capacity, w)
+    for progress, handed_over in ((1.0, True), (0.0, False)):    # hand over after one chunk / never
+        monkeypatch.setattr(frontier, "WARMUP_PROGRESS", progress)
+        calls.clear()
+        a = max_min_fair(rm, weights=w)
+        assert (len(calls) == 1 and 0 < calls[0] < rm.n_flows) if handed_over else calls == []
+        np.testing.assert_allclose(rates(a), ref, rtol=1e-9)
+        assert violation(rm, rm.capacity, w, rm.demands, rates(a), a.bottleneck) is None
+        np.testing.assert_allclose(a.link_load, rm.link_loads(rates(a)), rtol=1e-9)
+    monkeypatch.setattr(frontier, "WARMUP_PROGRESS", 1.0)
     calls.clear()
     even = max_min_fair(rm)
     assert calls == [] and int(even.rounds) == 1

@@ -83,7 +83,8 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         for a single scenario of at least ``_frontier.FRONTIER_FLOWS`` flows with paths of
         at most 32 links and few capped flows, dense otherwise. Wider paths (fluid ECMP over
         many spines) count their wide segments once each (``_frontier.split_paths``), and
-        auto runs two dense rounds on them before the frontier takes the flows left.
+        auto runs dense rounds on them while each freezes at least 1 % of the flows left,
+        then the frontier on the flows left (``_frontier.solve_auto``).
 
     Returns
     -------

@@ -49,10 +49,12 @@ MAX_PATH = 32
 #: in a problem whose paths are wider than ``MAX_PATH``, a segment of more links than this
 #: is *wide* (fluid ECMP over many spines): it stays one shared segment, not copied per flow
 WIDE_SEGMENT = 8
-#: method="auto" on paths wider than MAX_PATH: up to this many dense rounds first (a pass
-#: over the flows each; a symmetric all-to-all needs one), the frontier then takes the flows
-#: they leave (benchmarks/TUNING.md)
-WARMUP_ROUNDS = 2
+#: method="auto" on paths wider than MAX_PATH: dense rounds first (a pass over the flows
+#: each; a symmetric all-to-all needs one), WARMUP_ROUNDS, then twice as many at a time, for
+#: as long as they freeze at least WARMUP_PROGRESS of the flows left per round on average;
+#: the frontier then takes the flows they leave (benchmarks/TUNING.md)
+WARMUP_ROUNDS = 4
+WARMUP_PROGRESS = 0.01
 #: a round's fixed cost, in pair reads (benchmarks/TUNING.md)
 ROUND_PAIRS = 1 << 14
 #: smallest flow / link bucket (the pair buffer and lists start at 16 x this)
@@ -342,29 +344,42 @@ def eligible(problem: Problem) -> bool:
 
 def solve_auto(problem: Problem) -> Raw:
     """What ``method="auto"`` runs when it picks the frontier. On paths wider than
-    ``MAX_PATH``, first up to ``WARMUP_ROUNDS`` dense rounds (a pass over the flows each,
-    which finishes a symmetric all-to-all in one, where the frontier's set-up would cost
-    more than the whole solve), then the frontier on the flows they leave, on the residual
-    capacities: progressive filling continued, so the rates are its rates. Otherwise
-    :func:`solve`."""
+    ``MAX_PATH``, dense rounds first, ``WARMUP_ROUNDS`` then twice as many at a time, for as
+    long as they freeze at least ``WARMUP_PROGRESS`` of the flows left per round (a
+    symmetric all-to-all ends in one round, a fabric with failed links in tens, where the
+    frontier's set-up would cost more than the whole solve), then the frontier on the flows they leave,
+    on the residual capacities: progressive filling continued, so the rates are its rates.
+    Otherwise :func:`solve`."""
     rm = problem.routing
     if wide_segments(rm) is None or problem.max_rounds is not None or problem.batch is not None:
         return solve(problem)
-    cap, w, d, dtype = problem.capacity, problem.weights, problem.demands, problem.dtype
-    with jax.enable_x64(True):
-        r, load, bn, k, conv, done = _dense._solve_single(rm, cap, w, d, np.dtype(np.float64), WARMUP_ROUNDS,
-                                                          1, True)
+    cap, w, d = problem.capacity.copy(), problem.weights, problem.demands
+    N = rm.n_flows
+    rates, bneck, load = np.zeros(N), np.full(N, -1, dtype=np.int32), np.zeros(rm.n_links)
+    left, part, rounds, chunk = np.arange(N), rm, 0, WARMUP_ROUNDS
+    while True:
+        with jax.enable_x64(True):
+            r, part_load, b, k, conv, done = _dense._solve_single(part, cap, w[left], d[left], np.dtype(np.float64),
+                                                                  chunk, 1, True)
+        rates[left[done]], bneck[left[done]] = r[done], b[done]
+        load, cap, rounds = load + part_load, np.maximum(cap - part_load, 0.0), rounds + int(k)
+        if conv or done.mean() < WARMUP_PROGRESS * max(int(k), 1):
+            break
+        left, part, chunk = left[~done], _flows_of(part, np.flatnonzero(~done)), 2 * chunk
     if not conv:
-        rest = np.flatnonzero(~done)
-        pick = lambda a: None if a is None else a[rest]  # noqa: E731
-        left = replace(rm, flow_seg=rm.flow_seg[rest], flow_coef=pick(rm.flow_coef), weights=w[rest],
-                       demands=d[rest], flows=None, flow_src=None, flow_dst=None)
-        sub = solve(replace(problem, routing=left, capacity=np.maximum(cap - load, 0.0), weights=w[rest],
-                            demands=d[rest], unbounded=problem.unbounded[rest]))
-        r, bn = r.astype(np.float64), bn.copy()
-        r[rest], bn[rest] = sub.rates, sub.bottleneck
-        load, k, conv = load + sub.load, k + sub.rounds, sub.converged
-    return Raw(r.astype(dtype), load.astype(dtype), bn, np.int32(k), np.bool_(conv))
+        left, part = left[~done], _flows_of(part, np.flatnonzero(~done))
+        sub = solve(replace(problem, routing=part, capacity=cap, weights=w[left], demands=d[left],
+                            unbounded=problem.unbounded[left]))
+        rates[left], bneck[left] = sub.rates, sub.bottleneck
+        load, rounds, conv = load + sub.load, rounds + int(sub.rounds), bool(sub.converged)
+    return Raw(rates.astype(problem.dtype), load.astype(problem.dtype), bneck, np.int32(rounds), np.bool_(conv))
+
+
+def _flows_of(rm, rows):
+    """``rm`` restricted to the flows ``rows`` (same links and segments)."""
+    pick = lambda a: None if a is None else a[rows]  # noqa: E731
+    return replace(rm, flow_seg=rm.flow_seg[rows], flow_coef=pick(rm.flow_coef), weights=rm.weights[rows],
+                   demands=rm.demands[rows], flows=None, flow_src=pick(rm.flow_src), flow_dst=pick(rm.flow_dst))
 
 
 def round_bound(lay: Layout) -> int:
