@@ -193,10 +193,16 @@ def split_width(rm) -> int:
     wide = wide_segments(rm)
     if wide is None:
         return path_width(rm)
-    lengths = np.append(np.where(wide, 0, np.diff(rm.seg_ptr)), 0)
-    narrow = sum(int(lengths[rm.flow_seg[:, k]].max(initial=0)) for k in range(rm.slots))
-    slots = sum(bool(((rm.flow_seg[:, k] >= 0) & np.append(wide, False)[rm.flow_seg[:, k]]).any())
-                for k in range(rm.slots))
+    known = _WIDE[rm]
+    if len(known) > 1:
+        return known[1]
+    lengths = np.where(wide, 0, np.diff(rm.seg_ptr))
+    narrow = slots = 0
+    for k in range(rm.slots):             # the segments each slot uses (a count, not a gather per flow)
+        used = np.bincount(rm.flow_seg[:, k] + 1, minlength=rm.n_segments + 1)[1:] > 0
+        narrow += int(lengths[used].max(initial=0))
+        slots += bool(wide[used].any())
+    _WIDE[rm] = (wide, narrow + slots)
     return narrow + slots
 
 
@@ -354,18 +360,23 @@ def solve_auto(problem: Problem) -> Raw:
     if wide_segments(rm) is None or problem.max_rounds is not None or problem.batch is not None:
         return solve(problem)
     cap, w, d = problem.capacity.copy(), problem.weights, problem.demands
+    with jax.enable_x64(True):
+        r, load, b, k, conv, done = _dense._solve_single(rm, cap, w, d, np.dtype(np.float64), WARMUP_ROUNDS, 1, True)
+    if conv:                # a symmetric all-to-all: done in the first round, nothing copied
+        return Raw(r.astype(problem.dtype), load.astype(problem.dtype), b, np.int32(k), np.bool_(True))
     N = rm.n_flows
-    rates, bneck, load = np.zeros(N), np.full(N, -1, dtype=np.int32), np.zeros(rm.n_links)
+    rates, bneck = np.zeros(N), np.full(N, -1, dtype=np.int32)
+    part_load, load = load, np.zeros(rm.n_links)          # the first block's load, the total so far
     left, part, rounds, chunk = np.arange(N), rm, 0, WARMUP_ROUNDS
     while True:
-        with jax.enable_x64(True):
-            r, part_load, b, k, conv, done = _dense._solve_single(part, cap, w[left], d[left], np.dtype(np.float64),
-                                                                  chunk, 1, True)
         rates[left[done]], bneck[left[done]] = r[done], b[done]
         load, cap, rounds = load + part_load, np.maximum(cap - part_load, 0.0), rounds + int(k)
         if conv or done.mean() < WARMUP_PROGRESS * max(int(k), 1):
             break
         left, part, chunk = left[~done], _flows_of(part, np.flatnonzero(~done)), 2 * chunk
+        with jax.enable_x64(True):
+            r, part_load, b, k, conv, done = _dense._solve_single(part, cap, w[left], d[left], np.dtype(np.float64),
+                                                                  chunk, 1, True)
     if not conv:
         left, part = left[~done], _flows_of(part, np.flatnonzero(~done))
         sub = solve(replace(problem, routing=part, capacity=cap, weights=w[left], demands=d[left],
