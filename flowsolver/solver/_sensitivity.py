@@ -32,12 +32,11 @@ class RateSensitivity:
 
     def __init__(self, structure: Structure):
         self.structure = s = structure
-        self._batches = batches(s)
-        self._tied_batch = [bool((s.n_constraints[f] >= 2).any()) for f in self._batches]
         k = s.bottleneck_links
         k = k[~s.one_sided_link[k]]                         # bottleneck links with two-sided derivatives
         self._linear = k[np.argsort(s.top[k], kind="stable")]   # in freeze order: M is lower triangular
-        self._m_linear = s.coupling[self._linear][:, self._linear].tocsc()
+        # (every bottleneck tied, as each NIC of an evenly split all-to-all: no coupling to build)
+        self._m_linear = s.coupling[self._linear][:, self._linear].tocsc() if len(k) else sp.csc_matrix((0, 0))
 
     # ------------------------------------------------------------------ masks
     @property
@@ -89,12 +88,14 @@ class RateSensitivity:
             return self._blocks
         s = self.structure
         plan, link_block, flow_block = [], np.full(s.n_links, -1), np.full(s.n_flows, -1)
+        levels = batches(s)
+        tied = [bool((s.n_constraints[f] >= 2).any()) for f in levels]
         i = 0
-        while i < len(self._batches):
+        while i < len(levels):
             j = i
-            while j < len(self._batches) and not self._tied_batch[j]:
+            while j < len(levels) and not tied[j]:
                 j += 1
-            flows = np.concatenate(self._batches[i:j]) if j > i else self._batches[i]
+            flows = np.concatenate(levels[i:j]) if j > i else levels[i]
             block = _LinearBlock(s, flows) if j > i else _TiedBlock(s, flows)
             link_block[block.links] = len(plan)
             flow_block[flows[s.capped[flows]]] = len(plan)
