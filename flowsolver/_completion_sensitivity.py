@@ -211,6 +211,7 @@ class KeptRun:
         self.sizes, self.used, self.phases = np.asarray(sizes, dtype=np.float64), used, phases
         self.starts = np.searchsorted(np.asarray(group), np.arange(len(used) + 1))
         self.to_original = np.concatenate(used) if len(used) else np.zeros(0, dtype=np.int64)
+        self.link_starts = np.cumsum([0] + [len(u) for u in used])     # each group's block links
         self.index = {}                 # id of a group's routing (as the caller keeps it) -> group
 
     def lookup(self, routing, capacity):
@@ -229,7 +230,9 @@ class KeptRun:
             bott = alloc.bottleneck[a:b]
             held = np.where(bott >= 0, self.to_original[np.maximum(bott, 0)], -1)
             rates = np.asarray(alloc.rates[a:b], dtype=np.float64)
-            mine = Allocation(rates=rates, link_load=None, utilization=None, bottleneck=held, rounds=alloc.rounds,
+            load = np.zeros(routing.n_links, dtype=np.asarray(alloc.link_load).dtype)   # the solver's, on the
+            load[self.used[g]] = alloc.link_load[self.link_starts[g]:self.link_starts[g + 1]]   # group's links
+            mine = Allocation(rates=rates, link_load=load, utilization=None, bottleneck=held, rounds=alloc.rounds,
                               converged=alloc.converged, status=Status.OK)
             demands = np.where(running, base, 0.0)
             sens = rate_sensitivity(routing, mine, capacity, weights=w, demands=demands)
