@@ -133,7 +133,9 @@ def _end_range(part, shifts, finishing, r_fin):
     ``-(part + sum r_i dD_i) / r`` per direction (``part``: sparse, rows the finishing flows;
     implicit entries are 0), the largest magnitude of its terms, and a function giving one
     direction's changes (dense, per finishing flow)."""
-    sparse = (sp.diags(-1.0 / r_fin) @ part).tocsc()
+    part = sp.csr_matrix(part)
+    sparse = sp.csr_matrix((part.data * np.repeat(-1.0 / r_fin, np.diff(part.indptr)), part.indices, part.indptr),
+                           shape=part.shape).tocsc()      # each finishing flow's row over its rate
 
     def ends(j):
         col = sparse[:, [j]].toarray().ravel()
@@ -141,8 +143,7 @@ def _end_range(part, shifts, finishing, r_fin):
             col -= r[finishing] / r_fin * dd[j]
         return col
 
-    hi = np.asarray(sparse.max(axis=0).todense()).ravel()
-    lo = np.asarray(sparse.min(axis=0).todense()).ravel()
+    hi, lo = _column_range(sparse)
     size = np.maximum(hi, -lo)
     if shifts:                          # the directions the rank-one terms touch, dense
         cols = np.flatnonzero(np.any([dd != 0 for _, dd in shifts], axis=0))
@@ -153,6 +154,20 @@ def _end_range(part, shifts, finishing, r_fin):
             size[cols] = np.maximum(size[cols], np.abs(ratio).max() * np.abs(dd[cols]))
         hi[cols], lo[cols] = block.max(axis=0), block.min(axis=0)
     return hi, lo, size, ends
+
+
+def _column_range(m: sp.csc_matrix):
+    """Largest and smallest entry of each column of ``m``, implicit zeros included."""
+    hi, lo = np.zeros(m.shape[1]), np.zeros(m.shape[1])
+    counts = np.diff(m.indptr)
+    has = np.flatnonzero(counts)
+    if len(has):
+        starts = m.indptr[has]
+        full = counts[has] == m.shape[0]                # no implicit zero in the column
+        top, bottom = np.maximum.reduceat(m.data, starts), np.minimum.reduceat(m.data, starts)
+        hi[has] = np.where(full, top, np.maximum(top, 0.0))
+        lo[has] = np.where(full, bottom, np.minimum(bottom, 0.0))
+    return hi, lo
 
 
 def completion_sensitivity(routing, sizes=None, capacity=None, *, weights=None, demands=None) -> CompletionSensitivity:
