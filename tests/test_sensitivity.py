@@ -205,10 +205,12 @@ def test_makespan_derivatives_at_ties_match_one_sided_differences():
     assert finite >= 0.7 * total
 
 
-def _tier_changed(graph, tier, added):
+def _tier_changed(graph, tier, added, key="tier"):
+    """A copy with ``added`` bytes/s on every link whose ``key`` (an edge attribute, or
+    "cable": "tier/tech") is ``tier``."""
     g = graph.copy()
     for *_, data in g.edges(data=True):
-        if data["tier"] == tier:
+        if (f"{data['tier']}/{data['tech']}" if key == "cable" else data[key]) == tier:
             data["capacity"] += added
     return g
 
@@ -233,6 +235,18 @@ def test_nonblocking_fat_tree_all_to_all_core_links_zero_nics_carry_it_all():
     assert (nic > 0).all()
 
 
+def test_technology_and_cable_group_rows_match_re_solves():
+    g = fs.Upgrade("agg-core", factor=0.25).apply(tp.fat_tree(4))     # core-bound
+    r = fs.collective(g, "all_to_all", 2**24, algorithm="direct")
+    table = r.sensitivity().set_index(["group_by", "group"]).saved_s_per_GBps
+    h = 1e6                                             # bytes/s on every link of the group
+    for group_by, group, key in (("tech", "ib_ndr", "tech"), ("cable_group", "agg-core/ib_ndr", "cable"),
+                                 ("cable_group", "access/ib_ndr", "cable")):
+        again = fs.collective(_tier_changed(g, group, h, key=key), "all_to_all", 2**24, algorithm="direct")
+        assert table[group_by, group] == pytest.approx((r.time - again.time) / h * 1e9, rel=1e-4, abs=1e-12)
+    assert table["cable_group", "agg-core/ib_ndr"] > 0 and table["cable_group", "access/ib_ndr"] == 0.0
+
+
 def test_step_sensitivity_matches_a_re_solved_step():
     g = tp.rail_optimized(2)
     r = fs.training_step(g, model="llama-3-8b", tp=8, global_batch=16)
@@ -255,6 +269,56 @@ def test_upgrade_plan_picks_the_oversubscribed_tier_first():
     assert table.exact_s.iloc[0] == pytest.approx(exact, rel=1e-12)
     with pytest.raises(ValueError, match="exactly one"):
         fs.Upgrade("agg-core")
+
+
+def test_what_if_linear_estimate_is_the_first_order_change():
+    g = fs.Upgrade("agg-core", factor=0.3).apply(fs.Upgrade("edge-agg", factor=0.25).apply(tp.fat_tree(4)))
+    work = dict(op="all_to_all", size=2**24)
+    t = fs.what_if(g, work, {"tiny": fs.Upgrade("edge-agg", factor=1 + 1e-6), "x2": fs.Upgrade("edge-agg", factor=2.0)})
+    t = t.set_index("upgrade")
+    t0 = fs.collective(g, **work).time
+    assert t.time_s["tiny"] == t0 and t.saved_s["tiny"] > 0
+    assert t.linear_s["tiny"] - t0 == pytest.approx(t.exact_s["tiny"] - t0, rel=1e-4)
+    assert t.exact_s["x2"] == pytest.approx(fs.collective(fs.Upgrade("edge-agg", factor=2.0).apply(g), **work).time,
+                                            rel=1e-12)
+    assert t.linear_s["x2"] < t.exact_s["x2"]          # far outside the linear range: the core takes over
+
+
+def test_upgrade_plan_picks_by_time_saved_per_unit_cost_and_re_solves_after_each_pick():
+    g = fs.Upgrade("agg-core", factor=0.3).apply(fs.Upgrade("edge-agg", factor=0.25).apply(tp.fat_tree(4)))
+    work = dict(op="all_to_all", size=2**24)
+    ups = {"edge-agg x2": fs.Upgrade("edge-agg", factor=2.0), "edge-agg x1.2": fs.Upgrade("edge-agg", factor=1.2)}
+    cost = {"edge-agg x2": 4.0, "edge-agg x1.2": 1.0}
+    t0 = fs.collective(g, **work).time
+    saved = {n: t0 - fs.collective(u.apply(g), **work).time for n, u in ups.items()}
+    assert saved["edge-agg x2"] > saved["edge-agg x1.2"] > 0      # the dearer saves more, not more per cost
+    plan = fs.upgrade_plan(g, work, budget=5.0, cost=cost, upgrades=ups)
+    assert plan.upgrade.tolist() == ["edge-agg x1.2", "edge-agg x2"]
+    assert plan.saved_s.iloc[0] == pytest.approx(saved["edge-agg x1.2"], rel=1e-12)
+    both = fs.collective(ups["edge-agg x2"].apply(ups["edge-agg x1.2"].apply(g)), **work).time
+    assert plan.time_s.iloc[1] == pytest.approx(both, rel=1e-12) and plan.spent.tolist() == [1.0, 5.0]
+    assert fs.upgrade_plan(g, work, budget=4.0, cost=cost, upgrades=ups).upgrade.tolist() == ["edge-agg x1.2"]
+
+
+def test_a_grouped_bottleneck_structure_at_1024_gpus():
+    g = tp.rail_optimized(128)                          # 1,024 GPUs
+    n = len(tp.gpus(g))
+    flows = fs.Flows.ring(n, 1e6)
+    rm = fs.route(g, flows)
+    a = max_min_fair(rm)
+    server = np.asarray(flows.src) // 8
+    graph = rate_sensitivity(rm, a).graph(groups=server)
+    groups = [v for v, d in graph.nodes(data=True) if d["kind"] == "flow"]
+    assert len(groups) == n // 8 and all(graph.nodes[v]["flows"] == 8 for v in groups)
+    # every (saturated link, flow) incidence is one edge count: link -> group where the flow is held
+    A = rm.to_scipy("csr")
+    load = A @ np.asarray(a.rates)
+    saturated = load >= rm.capacity * (1 - 1e-9)
+    coo = A[saturated].tocoo()
+    held = sum(d["flows"] for u, v, d in graph.edges(data=True) if u[0] == "link")
+    passes = sum(d["flows"] for u, v, d in graph.edges(data=True) if u[0] == "group")
+    assert held == int((np.asarray(a.bottleneck) >= 0).sum()) and held + passes == coo.nnz
+    assert {u for u, v in graph.edges if u[0] == "link"} <= {("link", int(l)) for l in np.flatnonzero(saturated)}
 
 
 def test_the_bottleneck_structure_graph_and_its_groups():
