@@ -362,6 +362,8 @@ def test_jax_grad_of_a_makespan_through_the_events_matches_differences():
     A, cap, sizes = sp.csc_matrix(dense), rng.uniform(1, 4, 5), rng.uniform(1, 5, 7)
     with jax.enable_x64(True):
         grad = jax.grad(lambda c: fs.fair_makespan(A, sizes, c))(jnp.asarray(cap))
+        forward = jax.jacfwd(lambda c: fs.fair_makespan(A, sizes, c))(jnp.asarray(cap))
+    np.testing.assert_allclose(forward, grad, rtol=1e-12, atol=0.0)
     T = float(completion_times(A, sizes, cap).makespan)
     for l in range(5):
         c1, c2 = cap.copy(), cap.copy()
