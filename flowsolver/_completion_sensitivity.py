@@ -21,6 +21,7 @@ from .routing import RoutingMatrix
 from ._status import Status
 from .solver import Allocation, max_min_fair, rate_sensitivity
 from .solver._jax import host_scalar
+from ._last_event import LastEvent
 from .timing import _routing_and_sizes
 
 __all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan", "KeptRun"]
@@ -43,9 +44,8 @@ class CompletionSensitivity:
         """d makespan / d capacity of each link alone (links,), seconds per byte/s:
         ``side="up"`` for an increase, ``"down"`` for a decrease. NaN where the change would
         reorder flows that finish together before the last event."""
-        n_links = self.shape[0]
-        tangents = [ph[4].capacity_jacobian(side) for ph in self.phases]
-        return self._chain(tangents, n_links, side)
+        return self._chain(lambda k, known: self.phases[k][4].capacity_jacobian(side, links=known), self.shape[0],
+                           side)
 
     def one_sided(self) -> np.ndarray:
         """Links (after :meth:`gradient`) whose makespan derivative may depend on the sign of
@@ -61,37 +61,113 @@ class CompletionSensitivity:
         """The one-sided derivative of the makespan along ``d_capacity`` (links,), seconds per
         unit of the step (``side="down"``: for the step ``-d_capacity``, sign as for "up")."""
         dc = np.asarray(d_capacity, dtype=np.float64)
-        tangents = []
-        for active, _, _, _, sens in self.phases:
-            col = sens.directional(dc) if side == "up" else -sens.directional(-dc)
-            tangents.append(sp.csc_matrix(col[:, None]))
-        return float(self._chain(tangents, 1, side)[0])
 
-    def _chain(self, tangents, n_dir: int, side: str) -> np.ndarray:
+        def tangent(k, known):
+            sens = self.phases[k][4]
+            return sp.csc_matrix((sens.directional(dc) if side == "up" else -sens.directional(-dc))[:, None])
+
+        return float(self._chain(tangent, 1, side)[0])
+
+    def _chain(self, tangent, n_dir: int, side: str) -> np.ndarray:
+        """The makespan's derivative along ``n_dir`` directions, from each phase's rate
+        tangents ``tangent(k, known)`` (phase ``k``'s, rows its active flows; only the
+        directions ``known`` are needed, the others being NaN already). The bytes a flow has
+        left change by ``-sum_i (D_i dr_i + r_i dD_i)`` over the phases before; only finishing flows read
+        it, so it is kept as a sparse sum of ``D_i dr_i`` (``moved``) and the rank-one terms
+        ``r_i dD_i`` (``shifts``), evaluated at each phase's finishing flows alone. Two
+        finishing flows' end changes differ when they differ by more than ``EVENT_RTOL`` of
+        the largest term seen in that direction so far (rounding of sums that cancel is not
+        a difference)."""
         n = self.shape[1]
-        d_left = sp.csr_matrix((n, n_dir))
+        moved = None                    # (n x n_dir) csr: sum over the phases so far of D_i dr_i
+        shifts = []                     # (r_i over all flows, dD_i) of the phases so far where dD_i != 0
         total = np.zeros(n_dir)
         unknown = np.zeros(n_dir, dtype=bool)
-        for k, ((active, rates, duration, finishing, _), dr_active) in enumerate(zip(self.phases, tangents)):
-            embed = sp.csr_matrix((np.ones(len(active)), (active, np.arange(len(active)))), shape=(n, len(active)))
-            dr = embed @ sp.csr_matrix(dr_active)
-            r = np.zeros(n)
-            r[active] = rates
-            inv = sp.diags(1.0 / r[finishing])
-            d_end = (inv @ (d_left[finishing] - duration * dr[finishing])).tocsc()
-            hi = np.asarray(d_end.max(axis=0).todense()).ravel()
-            lo = np.asarray(d_end.min(axis=0).todense()).ravel()
+        scale = np.zeros(n_dir)         # per direction: the largest term so far
+        for k, (active, rates, duration, finishing, _) in enumerate(self.phases):
+            dr_active = sp.csr_matrix(tangent(k, np.flatnonzero(~unknown)))
+            at = np.searchsorted(active, finishing)              # finishing flows among the active (both sorted)
+            part = dr_active[at] * duration if dr_active.nnz else sp.csr_matrix((len(finishing), n_dir))
+            if moved is not None:
+                part = part + moved[finishing]
+            hi, lo, size, ends = _end_range(part, shifts, finishing, rates[at])
+            scale = np.maximum(scale, size)
+            spread = np.abs(hi - lo) > EVENT_RTOL * scale
             if k == len(self.phases) - 1:
-                total += hi if side == "up" else lo
-                self._last_spread = np.abs(hi - lo) > 1e-9 * np.maximum(np.abs(hi), np.abs(lo))
+                self._last_spread = spread
+                total += self._last(k, at, rates[at], hi if side == "up" else lo, spread & ~unknown, ends, side,
+                                    EVENT_RTOL * scale)
                 break
-            unknown |= np.abs(hi - lo) > 1e-9 * np.maximum(np.abs(hi), np.abs(lo)) + 1e-300
+            unknown |= spread
             total += hi
-            survivors = np.setdiff1d(active, finishing)
-            in_s = np.isin(np.arange(n), survivors).astype(np.float64)
-            shift = sp.csr_matrix((r * in_s)[:, None]) @ sp.csr_matrix(hi[None, :])
-            d_left = sp.diags(in_s) @ (d_left - duration * dr) - shift
+            if dr_active.nnz:
+                coo = dr_active.tocoo()
+                step = sp.csr_matrix((coo.data * duration, (active[coo.row], coo.col)), shape=(n, n_dir))
+                moved = step if moved is None else moved + step
+            if hi.any():
+                r = np.zeros(n)
+                r[active] = rates
+                shifts.append((r, hi))
         return np.where(unknown, np.nan, total)
+
+    def _last(self, k, at, r_fin, value, drift, ends, side, tol):
+        """The last phase's share of the derivative: ``value`` (the largest end change for
+        an increase, the smallest for a decrease), exact where the finishing flows keep
+        their rates; in the directions ``drift`` where they end apart, from what the flows
+        left do after the first ones end (:class:`~flowsolver._last_event.LastEvent`)."""
+        todo = np.flatnonzero(drift)
+        if not len(todo):
+            return value
+        sens = self.phases[k][4]
+        structure, flows = (sens.sens.structure, sens.rows[at]) if isinstance(sens, _Rows) else (sens.structure, at)
+        event = LastEvent(structure, flows, r_fin)
+        sign = 1.0 if side == "up" else -1.0
+        value = value.copy()
+        for j in todo:
+            value[j] = sign * event.offset(sign * ends(j), tol[j])
+        return value
+
+
+def _end_range(part, shifts, finishing, r_fin):
+    """Largest and smallest over the finishing flows of the change of their phase's end,
+    ``-(part + sum r_i dD_i) / r`` per direction (``part``: sparse, rows the finishing flows;
+    implicit entries are 0), the largest magnitude of its terms, and a function giving one
+    direction's changes (dense, per finishing flow)."""
+    part = sp.csr_matrix(part)
+    sparse = sp.csr_matrix((part.data * np.repeat(-1.0 / r_fin, np.diff(part.indptr)), part.indices, part.indptr),
+                           shape=part.shape).tocsc()      # each finishing flow's row over its rate
+
+    def ends(j):
+        col = sparse[:, [j]].toarray().ravel()
+        for r, dd in shifts:
+            col -= r[finishing] / r_fin * dd[j]
+        return col
+
+    hi, lo = _column_range(sparse)
+    size = np.maximum(hi, -lo)
+    if shifts:                          # the directions the rank-one terms touch, dense
+        cols = np.flatnonzero(np.any([dd != 0 for _, dd in shifts], axis=0))
+        block = sparse[:, cols].toarray()
+        for r, dd in shifts:
+            ratio = r[finishing] / r_fin
+            block -= np.outer(ratio, dd[cols])
+            size[cols] = np.maximum(size[cols], np.abs(ratio).max() * np.abs(dd[cols]))
+        hi[cols], lo[cols] = block.max(axis=0), block.min(axis=0)
+    return hi, lo, size, ends
+
+
+def _column_range(m: sp.csc_matrix):
+    """Largest and smallest entry of each column of ``m``, implicit zeros included."""
+    hi, lo = np.zeros(m.shape[1]), np.zeros(m.shape[1])
+    counts = np.diff(m.indptr)
+    has = np.flatnonzero(counts)
+    if len(has):
+        starts = m.indptr[has]
+        full = counts[has] == m.shape[0]                # no implicit zero in the column
+        top, bottom = np.maximum.reduceat(m.data, starts), np.minimum.reduceat(m.data, starts)
+        hi[has] = np.where(full, top, np.maximum(top, 0.0))
+        lo[has] = np.where(full, bottom, np.minimum(bottom, 0.0))
+    return hi, lo
 
 
 def completion_sensitivity(routing, sizes=None, capacity=None, *, weights=None, demands=None) -> CompletionSensitivity:
@@ -150,6 +226,7 @@ class KeptRun:
         self.sizes, self.used, self.phases = np.asarray(sizes, dtype=np.float64), used, phases
         self.starts = np.searchsorted(np.asarray(group), np.arange(len(used) + 1))
         self.to_original = np.concatenate(used) if len(used) else np.zeros(0, dtype=np.int64)
+        self.link_starts = np.cumsum([0] + [len(u) for u in used])     # each group's block links
         self.index = {}                 # id of a group's routing (as the caller keeps it) -> group
 
     def lookup(self, routing, capacity):
@@ -168,7 +245,9 @@ class KeptRun:
             bott = alloc.bottleneck[a:b]
             held = np.where(bott >= 0, self.to_original[np.maximum(bott, 0)], -1)
             rates = np.asarray(alloc.rates[a:b], dtype=np.float64)
-            mine = Allocation(rates=rates, link_load=None, utilization=None, bottleneck=held, rounds=alloc.rounds,
+            load = np.zeros(routing.n_links, dtype=np.asarray(alloc.link_load).dtype)   # the solver's, on the
+            load[self.used[g]] = alloc.link_load[self.link_starts[g]:self.link_starts[g + 1]]   # group's links
+            mine = Allocation(rates=rates, link_load=load, utilization=None, bottleneck=held, rounds=alloc.rounds,
                               converged=alloc.converged, status=Status.OK)
             demands = np.where(running, base, 0.0)
             sens = rate_sensitivity(routing, mine, capacity, weights=w, demands=demands)
@@ -185,8 +264,8 @@ class _Rows:
     def __init__(self, sens, rows):
         self.sens, self.rows = sens, rows
 
-    def capacity_jacobian(self, side):
-        return self.sens.capacity_jacobian(side).tocsr()[self.rows]
+    def capacity_jacobian(self, side, links=None):
+        return self.sens.capacity_jacobian(side, links).tocsr()[self.rows]
 
     def directional(self, dc):
         return self.sens.directional(dc)[self.rows]

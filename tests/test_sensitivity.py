@@ -162,10 +162,55 @@ def test_makespan_derivatives_through_the_events_match_differences():
                 assert grad[l] == pytest.approx(fd, rel=1e-5, abs=1e-8)
 
 
-def _tier_changed(graph, tier, added):
+def test_makespan_when_the_flows_finishing_last_would_end_apart():
+    # link 0 (1 B/s) holds flow 0 at 1; link 1 (3 B/s) gives flow 1 the other 2: both end at 1 s
+    A = sp.csc_matrix([[1.0, 0.0], [1.0, 1.0]])
+    cap, sizes = np.array([1.0, 3.0]), np.array([1.0, 2.0])
+    cs = completion_sensitivity(A, sizes, cap)
+    # more on link 0: flow 0 ends first, then flow 1 has link 1 to itself and still ends at 1 s
+    # (the later end at the old rates alone would say +0.5)
+    assert cs.gradient("up")[0] == pytest.approx(0.0, abs=1e-12)
+    # less on link 1 (by h): flow 1 has h bytes left at 1 s, then all of link 1: T = 1 + h / 3
+    assert cs.gradient("down")[1] == pytest.approx(-1.0 / 3.0, rel=1e-12)
+    # less on link 0: flow 1 ends at 1 - h/2, flow 0 has 1.5 h left at 1 - h: T = 1 + h
+    assert cs.gradient("down")[0] == pytest.approx(-1.0, rel=1e-12)
+    assert cs.one_sided().all()
+
+
+def test_makespan_derivatives_at_ties_match_one_sided_differences():
+    """Integer instances: ties and flows finishing together everywhere. Every derivative that
+    is not NaN (flows finishing together before the last event would drift apart) equals the
+    one-sided difference of independent re-solves (Richardson-extrapolated: a piece may be
+    curved, the makespan being a sum of capacity ratios); most are not NaN."""
+    finite = total = 0
+    for seed in range(24):
+        rng = np.random.default_rng(seed)
+        dense = np.zeros((6, 9))
+        for f in range(9):
+            dense[rng.choice(6, rng.integers(1, 4), replace=False), f] = rng.choice([1.0, 0.5], 1)
+        A, cap, sizes = sp.csc_matrix(dense), rng.integers(1, 4, 6) * 2.0, rng.integers(1, 4, 9).astype(float)
+        T = float(completion_times(A, sizes, cap).makespan)
+        cs = completion_sensitivity(A, sizes, cap)
+        for side, sign in (("up", 1.0), ("down", -1.0)):
+            grad = cs.gradient(side)
+            for l in np.flatnonzero(~np.isnan(grad)):
+                fd = []
+                for h in (sign * 1e-6 * cap[l], sign * 5e-7 * cap[l]):
+                    c2 = cap.copy()
+                    c2[l] += h
+                    fd.append((float(completion_times(A, sizes, c2).makespan) - T) / h)
+                assert grad[l] == pytest.approx(2 * fd[1] - fd[0], rel=1e-5, abs=1e-6 * T / cap[l]), (seed, side, l)
+            finite += int((~np.isnan(grad)).sum())
+            total += len(grad)
+    assert finite >= 0.7 * total
+
+
+def _tier_changed(graph, tier, added, key="tier"):
+    """A copy with ``added`` bytes/s on every link whose ``key`` (an edge attribute, or
+    "cable": "tier/tech") is ``tier``."""
     g = graph.copy()
     for *_, data in g.edges(data=True):
-        if data["tier"] == tier:
+        if (f"{data['tier']}/{data['tech']}" if key == "cable" else data[key]) == tier:
             data["capacity"] += added
     return g
 
@@ -190,6 +235,18 @@ def test_nonblocking_fat_tree_all_to_all_core_links_zero_nics_carry_it_all():
     assert (nic > 0).all()
 
 
+def test_technology_and_cable_group_rows_match_re_solves():
+    g = fs.Upgrade("agg-core", factor=0.25).apply(tp.fat_tree(4))     # core-bound
+    r = fs.collective(g, "all_to_all", 2**24, algorithm="direct")
+    table = r.sensitivity().set_index(["group_by", "group"]).saved_s_per_GBps
+    h = 1e6                                             # bytes/s on every link of the group
+    for group_by, group, key in (("tech", "ib_ndr", "tech"), ("cable_group", "agg-core/ib_ndr", "cable"),
+                                 ("cable_group", "access/ib_ndr", "cable")):
+        again = fs.collective(_tier_changed(g, group, h, key=key), "all_to_all", 2**24, algorithm="direct")
+        assert table[group_by, group] == pytest.approx((r.time - again.time) / h * 1e9, rel=1e-4, abs=1e-12)
+    assert table["cable_group", "agg-core/ib_ndr"] > 0 and table["cable_group", "access/ib_ndr"] == 0.0
+
+
 def test_step_sensitivity_matches_a_re_solved_step():
     g = tp.rail_optimized(2)
     r = fs.training_step(g, model="llama-3-8b", tp=8, global_batch=16)
@@ -212,6 +269,56 @@ def test_upgrade_plan_picks_the_oversubscribed_tier_first():
     assert table.exact_s.iloc[0] == pytest.approx(exact, rel=1e-12)
     with pytest.raises(ValueError, match="exactly one"):
         fs.Upgrade("agg-core")
+
+
+def test_what_if_linear_estimate_is_the_first_order_change():
+    g = fs.Upgrade("agg-core", factor=0.3).apply(fs.Upgrade("edge-agg", factor=0.25).apply(tp.fat_tree(4)))
+    work = dict(op="all_to_all", size=2**24)
+    t = fs.what_if(g, work, {"tiny": fs.Upgrade("edge-agg", factor=1 + 1e-6), "x2": fs.Upgrade("edge-agg", factor=2.0)})
+    t = t.set_index("upgrade")
+    t0 = fs.collective(g, **work).time
+    assert t.time_s["tiny"] == t0 and t.saved_s["tiny"] > 0
+    assert t.linear_s["tiny"] - t0 == pytest.approx(t.exact_s["tiny"] - t0, rel=1e-4)
+    assert t.exact_s["x2"] == pytest.approx(fs.collective(fs.Upgrade("edge-agg", factor=2.0).apply(g), **work).time,
+                                            rel=1e-12)
+    assert t.linear_s["x2"] < t.exact_s["x2"]          # far outside the linear range: the core takes over
+
+
+def test_upgrade_plan_picks_by_time_saved_per_unit_cost_and_re_solves_after_each_pick():
+    g = fs.Upgrade("agg-core", factor=0.3).apply(fs.Upgrade("edge-agg", factor=0.25).apply(tp.fat_tree(4)))
+    work = dict(op="all_to_all", size=2**24)
+    ups = {"edge-agg x2": fs.Upgrade("edge-agg", factor=2.0), "edge-agg x1.2": fs.Upgrade("edge-agg", factor=1.2)}
+    cost = {"edge-agg x2": 4.0, "edge-agg x1.2": 1.0}
+    t0 = fs.collective(g, **work).time
+    saved = {n: t0 - fs.collective(u.apply(g), **work).time for n, u in ups.items()}
+    assert saved["edge-agg x2"] > saved["edge-agg x1.2"] > 0      # the dearer saves more, not more per cost
+    plan = fs.upgrade_plan(g, work, budget=5.0, cost=cost, upgrades=ups)
+    assert plan.upgrade.tolist() == ["edge-agg x1.2", "edge-agg x2"]
+    assert plan.saved_s.iloc[0] == pytest.approx(saved["edge-agg x1.2"], rel=1e-12)
+    both = fs.collective(ups["edge-agg x2"].apply(ups["edge-agg x1.2"].apply(g)), **work).time
+    assert plan.time_s.iloc[1] == pytest.approx(both, rel=1e-12) and plan.spent.tolist() == [1.0, 5.0]
+    assert fs.upgrade_plan(g, work, budget=4.0, cost=cost, upgrades=ups).upgrade.tolist() == ["edge-agg x1.2"]
+
+
+def test_a_grouped_bottleneck_structure_at_1024_gpus():
+    g = tp.rail_optimized(128)                          # 1,024 GPUs
+    n = len(tp.gpus(g))
+    flows = fs.Flows.ring(n, 1e6)
+    rm = fs.route(g, flows)
+    a = max_min_fair(rm)
+    server = np.asarray(flows.src) // 8
+    graph = rate_sensitivity(rm, a).graph(groups=server)
+    groups = [v for v, d in graph.nodes(data=True) if d["kind"] == "flow"]
+    assert len(groups) == n // 8 and all(graph.nodes[v]["flows"] == 8 for v in groups)
+    # every (saturated link, flow) incidence is one edge count: link -> group where the flow is held
+    A = rm.to_scipy("csr")
+    load = A @ np.asarray(a.rates)
+    saturated = load >= rm.capacity * (1 - 1e-9)
+    coo = A[saturated].tocoo()
+    held = sum(d["flows"] for u, v, d in graph.edges(data=True) if u[0] == "link")
+    passes = sum(d["flows"] for u, v, d in graph.edges(data=True) if u[0] == "group")
+    assert held == int((np.asarray(a.bottleneck) >= 0).sum()) and held + passes == coo.nnz
+    assert {u for u, v in graph.edges if u[0] == "link"} <= {("link", int(l)) for l in np.flatnonzero(saturated)}
 
 
 def test_the_bottleneck_structure_graph_and_its_groups():
@@ -255,6 +362,8 @@ def test_jax_grad_of_a_makespan_through_the_events_matches_differences():
     A, cap, sizes = sp.csc_matrix(dense), rng.uniform(1, 4, 5), rng.uniform(1, 5, 7)
     with jax.enable_x64(True):
         grad = jax.grad(lambda c: fs.fair_makespan(A, sizes, c))(jnp.asarray(cap))
+        forward = jax.jacfwd(lambda c: fs.fair_makespan(A, sizes, c))(jnp.asarray(cap))
+    np.testing.assert_allclose(forward, grad, rtol=1e-12, atol=0.0)
     T = float(completion_times(A, sizes, cap).makespan)
     for l in range(5):
         c1, c2 = cap.copy(), cap.copy()

@@ -32,16 +32,16 @@ def collective_time(graph, op: str, size: float, capacity=None, **options):
     """
     import jax.numpy as jnp
 
-    edges = list(graph.edges)
-    own = np.array([d["capacity"] for *_, d in graph.edges(data=True)], dtype=np.float64)
+    n = graph.number_of_edges()
+    own = np.fromiter((c for *_, c in graph.edges(data="capacity")), dtype=np.float64, count=n)
 
     def solve(cap):
-        if cap.shape != (len(edges),):
-            raise ValueError(f"capacity must have shape ({len(edges)},) - one entry per graph edge - got {cap.shape}")
+        if cap.shape != (n,):
+            raise ValueError(f"capacity must have shape ({n},) - one entry per graph edge - got {cap.shape}")
         if np.array_equal(cap, own):
             return collective(graph, op, size, **options)   # the graph itself: its routes are cached
         g = graph.copy()
-        for (u, v), c in zip(edges, cap):
+        for (u, v), c in zip(graph.edges, cap):
             g.edges[u, v]["capacity"] = float(c)
         return collective(g, op, size, **options)
 

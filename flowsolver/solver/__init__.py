@@ -161,13 +161,13 @@ def rate_sensitivity(routing, allocation: Allocation, capacity=None, *, weights=
         raise ValueError("allocation: only a converged, bounded allocation (status ok) has a bottleneck structure")
     # the solver's float64 loads of these rates (float32 ones are too coarse to test saturation)
     load = np.asarray(allocation.link_load)
-    load = load if load.dtype == np.float64 and load.shape == (rm.n_links,) else None
+    load = load if load.dtype == np.float64 and load.shape == rates.shape[:-1] + (rm.n_links,) else None
     if rates.ndim == 1:
         return RateSensitivity(_build_structure(rm, cap, w, d, rates, allocation.bottleneck, load))
     B = rates.shape[0]
-    pick = lambda a, i: a[i] if a.ndim == 2 else a  # noqa: E731
+    pick = lambda a, i: a if a is None or a.ndim == 1 else a[i]  # noqa: E731
     return [RateSensitivity(_build_structure(rm, pick(cap, i), pick(w, i), pick(d, i), rates[i],
-                                             allocation.bottleneck[i])) for i in range(B)]
+                                             allocation.bottleneck[i], pick(load, i))) for i in range(B)]
 
 
 def fair_rates(routing, capacity=None, demands=None, *, weights=None, method: str = "auto"):

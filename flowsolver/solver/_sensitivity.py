@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
-from ._structure import TIE_RTOL, Structure, batches
+from ._blocks import LinearBlock, TiedBlock, solve_lower
+from ._structure import batches
 
 #: what ``side`` may be: the derivative for an increase ("up") or a decrease ("down")
 SIDES = ("up", "down")
+
+#: one-link (or one-cap) derivatives are carried through the structure together, as many at
+#: once as keep the (flows x directions) work arrays under this many entries (~8 bytes each)
+BATCH_ENTRIES = 1 << 22
 
 
 class RateSensitivity:
@@ -32,12 +36,11 @@ class RateSensitivity:
 
     def __init__(self, structure: Structure):
         self.structure = s = structure
-        self._batches = batches(s)
-        self._tied_batch = [bool((s.n_constraints[f] >= 2).any()) for f in self._batches]
         k = s.bottleneck_links
         k = k[~s.one_sided_link[k]]                         # bottleneck links with two-sided derivatives
         self._linear = k[np.argsort(s.top[k], kind="stable")]   # in freeze order: M is lower triangular
-        self._m_linear = s.coupling[self._linear][:, self._linear].tocsc()
+        # (every bottleneck tied, as each NIC of an evenly split all-to-all: no coupling to build)
+        self._m_linear = s.coupling[self._linear][:, self._linear].tocsc() if len(k) else sp.csc_matrix((0, 0))
 
     # ------------------------------------------------------------------ masks
     @property
@@ -69,15 +72,24 @@ class RateSensitivity:
         if dc.shape != (s.n_links,) or dd.shape != (s.n_flows,):
             raise ValueError(f"d_capacity must have shape ({s.n_links},) and d_demands ({s.n_flows},), got "
                              f"{dc.shape} and {dd.shape}")
-        dd = np.where(s.capped & np.isfinite(dd), dd, 0.0)      # only caps that hold a flow count
+        return self._many(dc[:, None], dd[:, None])[:, 0]
+
+    def _many(self, dc, dd=None) -> np.ndarray:
+        """:meth:`directional` along each column of ``dc`` (links, K) and ``dd`` (flows, K;
+        None: no cap changes), carried through the blocks together: (flows, K)."""
+        s = self.structure
+        k = dc.shape[1]
+        if dd is None:
+            dd = np.zeros((s.n_flows, k))
+        else:
+            dd = np.where(s.capped[:, None] & np.isfinite(dd), dd, 0.0)    # only caps that hold a flow count
         plan, link_block, flow_block = self._plan()
-        first = [link_block[np.flatnonzero(dc)], flow_block[np.flatnonzero(dd)]]
-        first = np.concatenate(first)
+        first = np.concatenate([link_block[np.flatnonzero(dc.any(axis=1))], flow_block[np.flatnonzero(dd.any(axis=1))]])
         first = first[first >= 0]
-        dx = np.zeros(s.n_flows)
+        dx = np.zeros((s.n_flows, k))
         if not len(first):
             return dx                         # only unsaturated links: nothing moves
-        dload = np.zeros(s.n_links)
+        dload = np.zeros((s.n_links, k))
         for block in plan[int(first.min()):]:
             block(dc, dd, dx, dload)
         return dx
@@ -89,13 +101,15 @@ class RateSensitivity:
             return self._blocks
         s = self.structure
         plan, link_block, flow_block = [], np.full(s.n_links, -1), np.full(s.n_flows, -1)
+        levels = batches(s)
+        tied = [bool((s.n_constraints[f] >= 2).any()) for f in levels]
         i = 0
-        while i < len(self._batches):
+        while i < len(levels):
             j = i
-            while j < len(self._batches) and not self._tied_batch[j]:
+            while j < len(levels) and not tied[j]:
                 j += 1
-            flows = np.concatenate(self._batches[i:j]) if j > i else self._batches[i]
-            block = _LinearBlock(s, flows) if j > i else _TiedBlock(s, flows)
+            flows = np.concatenate(levels[i:j]) if j > i else levels[i]
+            block = LinearBlock(s, flows) if j > i else TiedBlock(s, flows)
             link_block[block.links] = len(plan)
             flow_block[flows[s.capped[flows]]] = len(plan)
             plan.append(block)
@@ -120,34 +134,30 @@ class RateSensitivity:
                          minlength=s.n_links)
         y = np.zeros(s.n_links)
         if len(self._linear):
-            y[self._linear] = _solve_lower(self._m_linear, gk[self._linear], transpose=True)
+            y[self._linear] = solve_lower(self._m_linear, gk[self._linear], transpose=True)
         grad_d = np.where(s.capped & ~s.one_sided_cap, g - _transpose_times(s.routing, y), 0.0) if s.capped.any() \
             else np.zeros(s.n_flows)
         grad_c = y
-        for l in np.flatnonzero(s.one_sided_link):
-            col = self._one_link(l, side)
-            grad_c[l] = 0.0 if col is None else float(np.sum(g * col))
-        for f in np.flatnonzero(s.one_sided_cap):
-            e = np.zeros(s.n_flows)
-            e[f] = 1.0
-            grad_d[f] = float(np.sum(g * self._side(None, e, side)))
+        grad_c[np.flatnonzero(s.one_sided_link)] = 0.0
+        for links, cols in self._one_sided(side, links=True):
+            grad_c[links] = g @ cols
+        for flows, cols in self._one_sided(side, links=False):
+            grad_d[flows] = g @ cols
         return grad_c, grad_d
 
-    def capacity_jacobian(self, side: str | None = None) -> sp.csc_matrix:
+    def capacity_jacobian(self, side: str | None = None, links=None) -> sp.csc_matrix:
         """d rate_f / d c_l for every flow and link: sparse (flows x links), dimensionless.
-        ``side`` as in :meth:`gradient`."""
+        ``side`` as in :meth:`gradient`; ``links`` (optional, link indices): only these
+        columns of one-sided links are computed (the others are left 0)."""
         s = self.structure
         self._check_side(side)
         linear = self._linear_columns().tocoo()
         rows, cols, vals = [linear.row], [linear.col], [linear.data]
-        for l in np.flatnonzero(s.one_sided_link):
-            col = self._one_link(l, side)
-            if col is None:
-                continue
-            nz = np.flatnonzero(col)
-            rows.append(nz)
-            cols.append(np.full(len(nz), l))
-            vals.append(col[nz])
+        for links, block in self._one_sided(side, links=True, only=links):
+            r, c = _nonzero(block)
+            rows.append(r)
+            cols.append(links[c])
+            vals.append(block[r, c])
         return sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                              shape=(s.n_flows, s.n_links))
 
@@ -164,12 +174,9 @@ class RateSensitivity:
             cross = s.matrix[self._linear][:, lin]                   # (linear links x capped flows)
             moved = (self._linear_columns()[:, self._linear] @ cross).tocoo()
             out = out - sp.csc_matrix((moved.data, (moved.row, lin[moved.col])), shape=(n, n))
-        for f in np.flatnonzero(s.one_sided_cap):
-            e = np.zeros(n)
-            e[f] = 1.0
-            col = self._side(None, e, side)
-            nz = np.flatnonzero(col)
-            out = out + sp.csc_matrix((col[nz], (nz, np.full(len(nz), f))), shape=(n, n))
+        for flows, block in self._one_sided(side, links=False):
+            r, c = _nonzero(block)
+            out = out + sp.csc_matrix((block[r, c], (r, flows[c])), shape=(n, n))
         return sp.csc_matrix(out)
 
     def _linear_columns(self) -> sp.csc_matrix:
@@ -177,7 +184,7 @@ class RateSensitivity:
         n, L = s.n_flows, s.n_links
         if not len(self._linear):
             return sp.csc_matrix((n, L))
-        inv = _solve_lower(self._m_linear, np.eye(len(self._linear)))
+        inv = solve_lower(self._m_linear, np.eye(len(self._linear)))
         pos = np.full(L, -1)
         pos[self._linear] = np.arange(len(self._linear))
         f = np.flatnonzero((s.bottleneck >= 0) & (pos[np.maximum(s.bottleneck, 0)] >= 0))
@@ -198,21 +205,31 @@ class RateSensitivity:
         elif side not in SIDES:
             raise ValueError(f"side must be None, 'up' or 'down', got {side!r}")
 
-    def _one_link(self, l, side):
+    def _one_sided(self, side, links: bool, only=None):
+        """The one-sided derivatives of every rate for each one-sided link (``links``) or
+        cap alone (of ``only`` when given), for ``side``: ``(indices, (flows, len(indices))
+        columns)`` a batch at a time (the links whose increase moves nothing, every flow they
+        hold being held as tightly elsewhere, are left out: their columns are 0)."""
         s = self.structure
-        if "exclusive" not in self.__dict__:      # per link: flows it alone holds
-            only = (s.n_constraints == 1) & (s.bottleneck >= 0)
-            self.exclusive = np.bincount(s.bottleneck[only], minlength=s.n_links)
-        if side == "up" and self.exclusive[l] == 0:
-            return None                     # zero: every flow it holds is held as tightly elsewhere
-        e = np.zeros(s.n_links)
-        e[l] = 1.0
-        return self._side(e, None, side)
+        which = np.flatnonzero(s.one_sided_link if links else s.one_sided_cap)
+        if only is not None:
+            which = np.intersect1d(which, only)
+        if links and side == "up" and len(which):
+            only = (s.n_constraints == 1) & (s.bottleneck >= 0)     # flows a link alone holds
+            which = which[np.bincount(s.bottleneck[only], minlength=s.n_links)[which] > 0]
+        step = max(1, BATCH_ENTRIES // max(s.n_flows + s.n_links, 1))
+        sign = 1.0 if side == "up" else -1.0
+        for i in range(0, len(which), step):
+            part = which[i:i + step]
+            unit = np.zeros((s.n_links if links else s.n_flows, len(part)))
+            unit[part, np.arange(len(part))] = sign
+            cols = self._many(unit) if links else self._many(np.zeros((s.n_links, len(part))), unit)
+            yield part, sign * cols
 
-    def _side(self, dc, dd, side):
-        if side == "up":
-            return self.directional(dc, dd)
-        return -self.directional(None if dc is None else -dc, None if dd is None else -dd)
+
+def _nonzero(block):
+    """Row and column indices of the nonzero entries of a 2-D array."""
+    return np.divmod(np.flatnonzero(block), block.shape[1])
 
 
 def _transpose_times(rm, y) -> np.ndarray:
@@ -221,105 +238,3 @@ def _transpose_times(rm, y) -> np.ndarray:
     ok = rm.flow_seg >= 0
     coef = np.where(ok, 1.0 if rm.flow_coef is None else rm.flow_coef, 0.0)
     return (coef * seg_val[np.maximum(rm.flow_seg, 0)]).sum(axis=1)
-
-
-#: triangular systems up to this size are solved dense (a 3,000-link fabric: 0.05 s)
-DENSE_SOLVE = 8192
-
-
-def _solve_lower(m: sp.csc_matrix, rhs, transpose: bool = False, dense=None):
-    """``m x = rhs`` (or ``m^T x = rhs``) for ``m`` lower triangular in freeze order
-    (``dense``: ``m`` as a dense array, when the caller keeps one)."""
-    import scipy.linalg as la
-
-    if m.shape[0] <= DENSE_SOLVE:
-        if dense is not None:
-            return la.solve_triangular(dense, rhs, lower=True, trans=1 if transpose else 0)
-        dense = m.toarray()
-        if np.triu(dense, 1).any():             # not triangular: cannot happen away from ties
-            raise RuntimeError("sensitivity: the bottleneck system is not triangular in freeze order")
-        return la.solve_triangular(dense, rhs, lower=True, trans=1 if transpose else 0)
-    mat = sp.csr_matrix(m.T if transpose else m)
-    return spla.spsolve_triangular(mat, rhs, lower=not transpose)
-
-
-class _LinearBlock:
-    """Untied flows in freeze order: caps move their flows directly, the rest follow the
-    triangular system of their bottleneck links."""
-
-    def __init__(self, s: Structure, flows):
-        self.capped = flows[s.bottleneck[flows] < 0]
-        self.a_capped = s.matrix[:, self.capped]
-        moving = flows[s.bottleneck[flows] >= 0]
-        links = np.unique(s.bottleneck[moving])
-        self.links = links[np.argsort(s.top[links], kind="stable")]
-        self.m = s.coupling[self.links][:, self.links].tocsc()
-        order = np.argsort(self.links)
-        self.pos = order[np.searchsorted(self.links[order], s.bottleneck[moving])] if len(moving) else moving
-        self.moving, self.w = moving, s.weights[moving]
-        self.a_moving = s.matrix[:, moving]
-        self._dense = None
-
-    def __call__(self, dc, dd, dx, dload):
-        if len(self.capped) and dd[self.capped].any():
-            dx[self.capped] = dd[self.capped]
-            dload += self.a_capped @ dx[self.capped]
-        if not len(self.moving):
-            return
-        rhs = dc[self.links] - dload[self.links]
-        if not rhs.any():
-            return
-        if self._dense is None and self.m.shape[0] <= DENSE_SOLVE:
-            self._dense = self.m.toarray()
-        dt = _solve_lower(self.m, rhs, dense=self._dense)
-        dx[self.moving] = self.w * dt[self.pos]
-        dload += self.a_moving @ dx[self.moving]
-
-
-class _TiedBlock:
-    """Flows at one level with ties: their level changes are max-min fair among the tied
-    constraints, filled from the lowest (levels may fall: the change can be negative)."""
-
-    def __init__(self, s: Structure, flows):
-        sub = s.matrix[:, flows].tocoo()
-        top = s.saturated[sub.row] & (s.level[flows[sub.col]] >= s.top[sub.row] * (1 - TIE_RTOL))
-        rows, cols = sub.row[top], sub.col[top]
-        self.links, link_of = np.unique(rows, return_inverse=True)
-        self.aw = (link_of, cols, sub.data[top] * s.weights[flows[cols]], len(self.links), len(flows))
-        self.flows, self.w, self.capped = flows, s.weights[flows], s.capped[flows]
-        self.a_flows = s.matrix[:, flows]
-
-    def __call__(self, dc, dd, dx, dload):
-        room = dc[self.links] - dload[self.links]
-        cap_s = np.where(self.capped, dd[self.flows] / self.w, np.inf)
-        if not room.any() and not (self.capped & (cap_s != 0)).any():
-            return                                  # every constraint unchanged: nothing moves
-        dx[self.flows] = self.w * _fill(self.aw, room, cap_s)
-        dload += self.a_flows @ dx[self.flows]
-
-
-def _fill(aw, room: np.ndarray, cap_level: np.ndarray) -> np.ndarray:
-    """Weighted max-min fair levels ``s`` (any sign) of ``aw s <= room``, ``s <= cap_level``
-    (``aw`` as COO arrays ``(row, col, value, rows, cols)``): rounds freeze every constraint
-    that is the lowest for each of its unfrozen flows."""
-    row_of, col_of, val, m, n = aw
-    s = np.zeros(n)
-    frozen = np.zeros(n, dtype=bool)
-    while not frozen.all():
-        wsum = np.bincount(row_of, weights=np.where(frozen[col_of], 0.0, val), minlength=m)
-        left = room - np.bincount(row_of, weights=np.where(frozen[col_of], val * s[col_of], 0.0), minlength=m)
-        share = np.where(wsum > 0, left / np.where(wsum > 0, wsum, 1.0), np.inf)
-        lowest = np.full(n, np.inf)
-        np.minimum.at(lowest, col_of, share[row_of])
-        value = np.where(frozen, np.inf, np.minimum(lowest, cap_level))
-        link_low = np.full(m, np.inf)
-        np.minimum.at(link_low, row_of, value[col_of])
-        freeze_link = (wsum > 0) & (share <= link_low)
-        hit = np.zeros(n, dtype=bool)
-        hit[col_of[freeze_link[row_of]]] = True
-        done = ~frozen & (hit | (cap_level <= lowest))
-        if not done.any():                       # cannot happen: the lowest value always freezes
-            raise RuntimeError("sensitivity filling made no progress")
-        s = np.where(done, value, s)
-        frozen |= done
-    return s
