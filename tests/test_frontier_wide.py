@@ -19,6 +19,7 @@ from flowsolver.solver import _frontier as frontier
 from flowsolver.solver._certificate import violation
 
 from .oracle import assert_max_min_fair, progressive_filling
+from .test_frontier import level_rounds_only  # noqa: F401 (a fixture)
 
 INF = np.inf
 
@@ -170,15 +171,7 @@ def test_an_oversubscribed_core_freezes_flows_at_wide_links(split_everything):
     assert violation(rm, rm.capacity, w, rm.demands, rates(a), a.bottleneck) is None
 
 
-def test_level_rounds_alone_with_wide_segments(split_everything, monkeypatch):
-    real = frontier.build
-
-    def build(*args):
-        lay = real(*args)
-        lay.level_ties = 1
-        return lay
-
-    monkeypatch.setattr(frontier, "build", build)
+def test_level_rounds_alone_with_wide_segments(split_everything, level_rounds_only):
     for seed in range(10):
         assert_exact(*factored_instance(seed))
 
