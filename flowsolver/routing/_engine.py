@@ -130,8 +130,15 @@ def _fluid_chunk(graph: CompactGraph, targets, src, t_of):
         out_frac.append(mass)
         nxt = head[e]
         on = nxt != targets[t_of[pair]]
-        at, inverse = np.unique(pair[on] * nv + nxt[on], return_inverse=True)
-        pair, node, mass = at // nv, at % nv, np.bincount(inverse, weights=mass[on], minlength=len(at))
+        key = pair[on] * nv + nxt[on]
+        if len(t_of) * nv <= FLUID_BATCH:       # (pair, node) keys summed in a dense array
+            total = np.bincount(key, weights=mass[on], minlength=len(t_of) * nv)
+            at = np.flatnonzero(np.bincount(key, minlength=len(t_of) * nv))
+            mass = total[at]
+        else:
+            at, inverse = np.unique(key, return_inverse=True)
+            mass = np.bincount(inverse, weights=mass[on], minlength=len(at))
+        pair, node = at // nv, at % nv
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
     return cat(out_pair, np.int64), cat(out_link, np.int64), cat(out_frac, np.float64), bad
 
