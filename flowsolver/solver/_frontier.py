@@ -339,13 +339,17 @@ def _buffer(E, deg, Lp):
 
 def eligible(problem: Problem) -> bool:
     """Whether ``method="auto"`` picks the frontier: a single scenario of at least
-    ``FRONTIER_FLOWS`` flows, short paths (narrow links plus wide slots, :func:`split_width`),
-    few capped flows."""
+    ``FRONTIER_FLOWS`` flows, short paths (narrow links plus wide slots, at most
+    ``MAX_PATH``), few capped flows."""
     rm, d = problem.routing, problem.demands
     if problem.batch is not None or rm.n_flows < FRONTIER_FLOWS:
         return False
     capped = int(np.count_nonzero(np.isfinite(d) & (d > 0)))
-    return split_width(rm) + (capped > 0) <= MAX_PATH and capped <= max(rm.n_links, 4096)
+    # a slot is at most WIDE_SEGMENT narrow links and one wide segment: a bound on
+    # split_width that needs no pass over the segments (auto runs dense rounds first and
+    # splits the paths only if it hands over, see solve_auto)
+    items = sum(min(w, WIDE_SEGMENT + 1) for w in slot_widths(rm))
+    return items + (capped > 0) <= MAX_PATH and capped <= max(rm.n_links, 4096)
 
 
 def solve_auto(problem: Problem) -> Raw:
@@ -357,7 +361,7 @@ def solve_auto(problem: Problem) -> Raw:
     on the residual capacities: progressive filling continued, so the rates are its rates.
     Otherwise :func:`solve`."""
     rm = problem.routing
-    if wide_segments(rm) is None or problem.max_rounds is not None or problem.batch is not None:
+    if path_width(rm) <= MAX_PATH or problem.max_rounds is not None or problem.batch is not None:
         return solve(problem)
     cap, w, d = problem.capacity.copy(), problem.weights, problem.demands
     with jax.enable_x64(True):
