@@ -23,7 +23,8 @@ def _send_recv(p, size, layout, chunk):
 
 def _all_to_all_direct(p, size, layout, chunk):
     src = np.repeat(np.arange(p), p - 1)
-    dst = np.broadcast_to(np.arange(p), (p, p))[~np.eye(p, dtype=bool)]    # each rank to every other, in order
+    dst = np.tile(np.arange(p - 1), p)                  # each rank to every other, in order:
+    dst += dst >= src                                   # 0 ... p-2, its own rank skipped
     return (Step(1, StepFlows.from_arrays(src, dst, size / p), 1),)
 
 

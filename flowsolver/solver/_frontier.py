@@ -118,8 +118,10 @@ def slot_widths(rm) -> list[int]:
     remembered per RoutingMatrix (immutable), since ``auto`` asks before the solve does."""
     if (known := _WIDTHS.get(rm)) is not None:
         return known
-    lengths = np.append(np.diff(rm.seg_ptr), 0)          # slot -1 -> the extra 0
-    widths = [int(lengths[rm.flow_seg[:, k]].max(initial=0)) for k in range(rm.flow_seg.shape[1])]
+    lengths = np.append(0, np.diff(rm.seg_ptr))          # slot -1 -> the leading 0
+    # the segments each slot uses, counted (a pass over the slot, no gather per flow)
+    widths = [int(lengths[np.bincount(rm.flow_seg[:, k] + 1, minlength=len(lengths)) > 0].max(initial=0))
+              for k in range(rm.flow_seg.shape[1])]
     _WIDTHS[rm] = widths
     return widths
 
