@@ -344,7 +344,11 @@ class RoutingMatrix:
         G = int(groups.max(initial=-1)) + 1 if n_groups is None else int(n_groups)
         S, L = self.n_segments, self.n_links
         valid = self.flow_seg >= 0
-        seg_key, inv = np.unique((groups[:, None] * S + self.flow_seg)[valid], return_inverse=True)
+        keys = (groups[:, None] * S + self.flow_seg)[valid]
+        if G * S <= 8 * max(len(keys), 1):              # number the used (group, segment) through a mask
+            seg_key, inv = _numbered(keys, G * S)
+        else:
+            seg_key, inv = np.unique(keys, return_inverse=True)
         flow_seg = np.full(self.flow_seg.shape, -1, dtype=np.int32)
         flow_seg[valid] = inv.reshape(-1)
         seg_group, seg = seg_key // S, seg_key % S
@@ -352,11 +356,7 @@ class RoutingMatrix:
         entries = _ranges(self.seg_ptr[seg], lengths)
         link_key = np.repeat(seg_group, lengths) * L + self.seg_link[entries]
         if G * L <= 8 * max(len(link_key), 1):            # number the used (group, link) through a mask
-            mask = np.zeros(G * L, dtype=bool)
-            mask[link_key] = True
-            used_key = np.flatnonzero(mask)
-            number = np.cumsum(mask, dtype=np.int64) - 1
-            seg_link = number[link_key]
+            used_key, seg_link = _numbered(link_key, G * L)
         else:
             used_key, seg_link = np.unique(link_key, return_inverse=True)
         link_group, link = used_key // L, used_key % L
@@ -413,6 +413,16 @@ class MergedRouting:
         """Per-original-flow rates from the merged flows' rates (each class split evenly)."""
         merged_rates = np.asarray(merged_rates)
         return merged_rates[..., self.inverse] / self.counts[self.inverse]
+
+
+def _numbered(keys, space: int):
+    """``np.unique(keys, return_inverse=True)`` for integer keys in ``0 ... space - 1``
+    through a mask over the key space (no sort): the used keys in order, and each key's
+    position among them."""
+    mask = np.zeros(space, dtype=bool)
+    mask[keys] = True
+    number = np.cumsum(mask, dtype=np.int64) - 1
+    return np.flatnonzero(mask), number[keys]
 
 
 def _ranges(starts, counts) -> np.ndarray:
