@@ -14,6 +14,8 @@ derivative depend on the new event order; those entries are NaN (flagged, never 
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -44,8 +46,15 @@ class CompletionSensitivity:
         """d makespan / d capacity of each link alone (links,), seconds per byte/s:
         ``side="up"`` for an increase, ``"down"`` for a decrease. NaN where the change would
         reorder flows that finish together before the last event."""
-        return self._chain(lambda k, known: self.phases[k][4].capacity_jacobian(side, links=known), self.shape[0],
-                           side)
+        def tangent(k, known):
+            sens = self.phases[k][4]
+            if side == "up":               # an increase moves rates only from links that hold a flow
+                known = np.intersect1d(known, sens.held, assume_unique=True)
+                if not len(known):
+                    return None            # (the phase's structure is not even built)
+            return sens.capacity_jacobian(side, links=known)
+
+        return self._chain(tangent, self.shape[0], side)
 
     def one_sided(self) -> np.ndarray:
         """Links (after :meth:`gradient`) whose makespan derivative may depend on the sign of
@@ -56,6 +65,12 @@ class CompletionSensitivity:
         for ph in self.phases:
             flagged |= ph[4].one_sided_links
         return flagged
+
+    def any_one_sided(self) -> bool:
+        """``one_sided().any()``, building the events' structures only up to the first tie."""
+        if not hasattr(self, "_last_spread"):
+            self.gradient("up")
+        return bool(self._last_spread.any()) or any(ph[4].one_sided_links.any() for ph in self.phases)
 
     def directional(self, d_capacity, side: str = "up") -> float:
         """The one-sided derivative of the makespan along ``d_capacity`` (links,), seconds per
@@ -85,7 +100,8 @@ class CompletionSensitivity:
         unknown = np.zeros(n_dir, dtype=bool)
         scale = np.zeros(n_dir)         # per direction: the largest term so far
         for k, (active, rates, duration, finishing, _) in enumerate(self.phases):
-            dr_active = sp.csr_matrix(tangent(k, np.flatnonzero(~unknown)))
+            dr_active = tangent(k, np.flatnonzero(~unknown))
+            dr_active = sp.csr_matrix((len(active), n_dir)) if dr_active is None else sp.csr_matrix(dr_active)
             at = np.searchsorted(active, finishing)              # finishing flows among the active (both sorted)
             part = dr_active[at] * duration if dr_active.nnz else sp.csr_matrix((len(finishing), n_dir))
             if moved is not None:
@@ -119,7 +135,7 @@ class CompletionSensitivity:
         if not len(todo):
             return value
         sens = self.phases[k][4]
-        structure, flows = (sens.sens.structure, sens.rows[at]) if isinstance(sens, _Rows) else (sens.structure, at)
+        structure, flows = sens.sens.structure, (at if sens.rows is None else sens.rows[at])
         event = LastEvent(structure, flows, r_fin)
         sign = 1.0 if side == "up" else -1.0
         value = value.copy()
@@ -136,22 +152,20 @@ def _end_range(part, shifts, finishing, r_fin):
     part = sp.csr_matrix(part)
     sparse = sp.csr_matrix((part.data * np.repeat(-1.0 / r_fin, np.diff(part.indptr)), part.indices, part.indptr),
                            shape=part.shape).tocsc()      # each finishing flow's row over its rate
+    if shifts:
+        ratio = np.stack([r[finishing] for r, _ in shifts], axis=1) / r_fin[:, None]    # (finishing, shifts)
+        dd = np.stack([d for _, d in shifts])                                           # (shifts, directions)
 
     def ends(j):
         col = sparse[:, [j]].toarray().ravel()
-        for r, dd in shifts:
-            col -= r[finishing] / r_fin * dd[j]
-        return col
+        return col - ratio @ dd[:, j] if shifts else col
 
     hi, lo = _column_range(sparse)
     size = np.maximum(hi, -lo)
     if shifts:                          # the directions the rank-one terms touch, dense
-        cols = np.flatnonzero(np.any([dd != 0 for _, dd in shifts], axis=0))
-        block = sparse[:, cols].toarray()
-        for r, dd in shifts:
-            ratio = r[finishing] / r_fin
-            block -= np.outer(ratio, dd[cols])
-            size[cols] = np.maximum(size[cols], np.abs(ratio).max() * np.abs(dd[cols]))
+        cols = np.flatnonzero(dd.any(axis=0))
+        block = sparse[:, cols].toarray() - ratio @ dd[:, cols]
+        size[cols] = np.maximum(size[cols], (np.abs(ratio).max(axis=0)[:, None] * np.abs(dd[:, cols])).max(axis=0))
         hi[cols], lo[cols] = block.max(axis=0), block.min(axis=0)
     return hi, lo, size, ends
 
@@ -205,8 +219,9 @@ def completion_sensitivity(routing, sizes=None, capacity=None, *, weights=None, 
         to_go = left[active] / rates
         duration = float(to_go.min())
         done = to_go <= duration * (1 + EVENT_RTOL)
-        phases.append((active, rates, duration, active[done], rate_sensitivity(sub, alloc, cap, weights=w[active],
-                                                                               demands=d[active])))
+        build = (lambda sub=sub, alloc=alloc, active=active:
+                 rate_sensitivity(sub, alloc, cap, weights=w[active], demands=d[active]))
+        phases.append((active, rates, duration, active[done], _PhaseSens(build, None, alloc.bottleneck)))
         left[active] -= rates * duration
         clock += duration
         active = active[~done]
@@ -249,26 +264,37 @@ class KeptRun:
             load[self.used[g]] = alloc.link_load[self.link_starts[g]:self.link_starts[g + 1]]   # group's links
             mine = Allocation(rates=rates, link_load=load, utilization=None, bottleneck=held, rounds=alloc.rounds,
                               converged=alloc.converged, status=Status.OK)
-            demands = np.where(running, base, 0.0)
-            sens = rate_sensitivity(routing, mine, capacity, weights=w, demands=demands)
+            build = (lambda mine=mine, demands=np.where(running, base, 0.0):
+                     rate_sensitivity(routing, mine, capacity, weights=w, demands=demands))
             rows = np.flatnonzero(running)
-            phases.append((rows, rates[rows], float(step[g]), np.flatnonzero(finished[a:b]), _Rows(sens, rows)))
+            phases.append((rows, rates[rows], float(step[g]), np.flatnonzero(finished[a:b]),
+                           _PhaseSens(build, rows, held)))
             clock += float(step[g])
         return CompletionSensitivity(routing, capacity, w, base, phases, clock)
 
 
-class _Rows:
-    """The running flows' rows of an event's RateSensitivity (built on every flow of the
-    group, the others capped at 0): what a phase of :class:`CompletionSensitivity` needs."""
+class _PhaseSens:
+    """One event's RateSensitivity, built on first use (an event where no link that a
+    change reaches holds a flow needs none): ``rows`` the running flows' rows of one built on
+    every flow of the group, the others capped at 0 (None: built on the running flows);
+    ``held`` the links that hold some flow there (the solver's bottlenecks), the only ones
+    whose increase can move a rate."""
 
-    def __init__(self, sens, rows):
-        self.sens, self.rows = sens, rows
+    def __init__(self, build, rows, bottleneck):
+        b = np.asarray(bottleneck)
+        self._build, self.rows, self.held = build, rows, np.unique(b[b >= 0])
+
+    @cached_property
+    def sens(self):
+        return self._build()
 
     def capacity_jacobian(self, side, links=None):
-        return self.sens.capacity_jacobian(side, links).tocsr()[self.rows]
+        out = self.sens.capacity_jacobian(side, links)
+        return out if self.rows is None else out.tocsr()[self.rows]
 
     def directional(self, dc):
-        return self.sens.directional(dc)[self.rows]
+        out = self.sens.directional(dc)
+        return out if self.rows is None else out[self.rows]
 
     @property
     def one_sided_links(self):
@@ -296,7 +322,7 @@ def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=N
     makespan = host_scalar(
         "fair_makespan", lambda cap: completion_sensitivity(rm, sizes, cap, weights=weights, demands=demands),
         lambda cs: cs.makespan, lambda cs, dc: cs.directional(dc), lambda cs: cs.gradient("up"),
-        lambda cs: cs.one_sided(),
+        lambda cs: cs.any_one_sided(),
         "flows finishing together before the last event would drift apart: the derivative depends on the new "
         "event order (NaN in gradient())")
     return makespan(jnp.asarray(rm.capacity if capacity is None else capacity))

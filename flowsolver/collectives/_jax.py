@@ -7,7 +7,7 @@ import numpy as np
 
 from ..solver._jax import host_scalar
 from ._collective import collective
-from ._sensitivity import one_sided
+from ._sensitivity import any_one_sided
 
 __all__ = ["collective_time"]
 
@@ -46,7 +46,7 @@ def collective_time(graph, op: str, size: float, capacity=None, **options):
         return collective(g, op, size, **options)
 
     timed = host_scalar("collective_time", solve, lambda r: r.time, lambda r, dc: r.time_directional(dc),
-                        lambda r: r.time_gradient("up"), lambda r: one_sided(r._derivation()),
+                        lambda r: r.time_gradient("up"), lambda r: any_one_sided(r._derivation()),
                         "flows finishing together before a step's last event would drift apart: the derivative "
                         "depends on the new event order")
     cap = own if capacity is None else capacity

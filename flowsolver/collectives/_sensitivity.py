@@ -27,7 +27,7 @@ import numpy as np
 from .._completion_sensitivity import completion_sensitivity
 from ._dual import Dual
 
-__all__ = ["time_gradient", "time_directional", "one_sided", "sensitivity_table", "GB"]
+__all__ = ["time_gradient", "time_directional", "one_sided", "any_one_sided", "sensitivity_table", "GB"]
 
 #: bytes per GB (decimal, as link rates are quoted)
 GB = 1e9
@@ -124,6 +124,13 @@ def one_sided(der) -> np.ndarray:
         return _flow_one_sided(der)
     t = _tuned_gradient(der, "up")[0]
     return np.broadcast_to(t.flag | (t.up != t.down), (len(der.raw),)).copy()
+
+
+def any_one_sided(der) -> bool:
+    """``one_sided(der).any()``, stopping at the first tie where no cost model is involved."""
+    if der.tuned is None:
+        return any(cs.any_one_sided() for cs, _ in _steps(der))
+    return bool(one_sided(der).any())
 
 
 def time_directional(der, d_capacity, side: str = "up") -> float:

@@ -34,21 +34,36 @@ def solve_lower(m: sp.csc_matrix, rhs, transpose: bool = False, dense=None):
     return spla.spsolve_triangular(mat, rhs, lower=not transpose)
 
 
+def columns(a: sp.csc_matrix, cols):
+    """The entries of the columns ``cols`` of ``a``, column by column: their rows, the
+    position in ``cols`` of their column, their values, and ``a[:, cols]`` (csc)."""
+    start, n = a.indptr[cols], np.diff(a.indptr)[cols]
+    ptr = np.concatenate([[0], np.cumsum(n)])
+    idx = np.repeat(start - ptr[:-1], n) + np.arange(ptr[-1])
+    rows, vals = a.indices[idx], a.data[idx]
+    return rows, np.repeat(np.arange(len(cols)), n), vals, sp.csc_matrix((vals, rows, ptr), shape=(a.shape[0],
+                                                                                                 len(cols)))
+
+
 class LinearBlock:
     """Untied flows in freeze order: caps move their flows directly, the rest follow the
     triangular system of their bottleneck links."""
 
     def __init__(self, s: Structure, flows):
         self.capped = flows[s.bottleneck[flows] < 0]
-        self.a_capped = s.matrix[:, self.capped]
+        self.a_capped = columns(s.matrix, self.capped)[3]
         moving = flows[s.bottleneck[flows] >= 0]
         links = np.unique(s.bottleneck[moving])
         self.links = links[np.argsort(s.top[links], kind="stable")]
-        self.m = s.coupling[self.links][:, self.links].tocsc()
-        order = np.argsort(self.links)
-        self.pos = order[np.searchsorted(self.links[order], s.bottleneck[moving])] if len(moving) else moving
+        pos = np.full(s.n_links, -1)
+        pos[self.links] = np.arange(len(self.links))
+        self.pos = pos[s.bottleneck[moving]]
         self.moving, self.w = moving, s.weights[moving]
-        self.a_moving = s.matrix[:, moving]
+        rows, col, vals, self.a_moving = columns(s.matrix, moving)
+        # M[l, m]: the flows held at m (all of them are here: they share its level) on l
+        on = pos[rows] >= 0
+        self.m = sp.csc_matrix((vals[on] * self.w[col[on]], (pos[rows[on]], self.pos[col[on]])),
+                               shape=(len(self.links),) * 2)
         self._dense = None
 
     def __call__(self, dc, dd, dx, dload):
@@ -75,13 +90,12 @@ class TiedBlock:
     constraints, filled from the lowest (levels may fall: the change can be negative)."""
 
     def __init__(self, s: Structure, flows):
-        sub = s.matrix[:, flows].tocoo()
-        top = s.saturated[sub.row] & (s.level[flows[sub.col]] >= s.top[sub.row] * (1 - TIE_RTOL))
-        rows, cols = sub.row[top], sub.col[top]
+        row, col, val, self.a_flows = columns(s.matrix, flows)
+        top = s.saturated[row] & (s.level[flows[col]] >= s.top[row] * (1 - TIE_RTOL))
+        rows, cols = row[top], col[top]
         self.links, link_of = np.unique(rows, return_inverse=True)
-        self.fill = Filling(link_of, cols, sub.data[top] * s.weights[flows[cols]], len(self.links), len(flows))
+        self.fill = Filling(link_of, cols, val[top] * s.weights[flows[cols]], len(self.links), len(flows))
         self.flows, self.w, self.capped = flows, s.weights[flows], s.capped[flows]
-        self.a_flows = s.matrix[:, flows]
 
     def __call__(self, dc, dd, dx, dload):
         room = dc[self.links] - dload[self.links]

@@ -38,7 +38,7 @@ def host_scalar(name, evaluate, value, directional, gradient, one_sided, drift):
     computed on the host: ``evaluate(cap)`` solves, ``value(res)`` is the scalar,
     ``directional(res, dc)`` its exact one-sided derivative along ``dc`` (an eager
     ``jax.jvp``), ``gradient(res)`` its per-link derivatives for a capacity increase
-    (``jax.grad`` / ``jax.jacfwd``: NaN raises ``drift``; a tie, ``one_sided(res)``, warns).
+    (``jax.grad`` / ``jax.jacfwd``: NaN raises ``drift``; a tie, ``one_sided(res)`` true anywhere, warns).
     ``name`` prefixes the messages."""
 
     def host(cap):
@@ -62,7 +62,7 @@ def host_scalar(name, evaluate, value, directional, gradient, one_sided, drift):
         up = gradient(res)
         if np.isnan(up).any():
             raise ValueError(f"{name}: {drift}")
-        if one_sided(res).any():
+        if np.any(one_sided(res)):
             warnings.warn(f"{name}: the derivative is one-sided (a tie); JAX gets each link's increase "
                           "alone (side='up')", RuntimeWarning, stacklevel=3)
         out = jnp.asarray(value(res))
