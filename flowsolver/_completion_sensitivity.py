@@ -106,7 +106,7 @@ class CompletionSensitivity:
             part = dr_active[at] * duration if dr_active.nnz else sp.csr_matrix((len(finishing), n_dir))
             if moved is not None:
                 part = part + moved[finishing]
-            hi, lo, size, ends = _end_range(part, shifts, finishing, rates[at])
+            hi, lo, size, ends = _end_range(part, shifts, finishing, rates[at], unknown)
             scale = np.maximum(scale, size)
             spread = np.abs(hi - lo) > EVENT_RTOL * scale
             if k == len(self.phases) - 1:
@@ -144,11 +144,12 @@ class CompletionSensitivity:
         return value
 
 
-def _end_range(part, shifts, finishing, r_fin):
+def _end_range(part, shifts, finishing, r_fin, unknown):
     """Largest and smallest over the finishing flows of the change of their phase's end,
     ``-(part + sum r_i dD_i) / r`` per direction (``part``: sparse, rows the finishing flows;
     implicit entries are 0), the largest magnitude of its terms, and a function giving one
-    direction's changes (dense, per finishing flow)."""
+    direction's changes (dense, per finishing flow); the directions ``unknown`` are left out
+    of the rank-one terms (their values are NaN whatever they are)."""
     part = sp.csr_matrix(part)
     sparse = sp.csr_matrix((part.data * np.repeat(-1.0 / r_fin, np.diff(part.indptr)), part.indices, part.indptr),
                            shape=part.shape).tocsc()      # each finishing flow's row over its rate
@@ -158,13 +159,15 @@ def _end_range(part, shifts, finishing, r_fin):
 
     def ends(j):
         col = sparse[:, [j]].toarray().ravel()
-        return col - ratio @ dd[:, j] if shifts else col
+        return col - (ratio * dd[:, j]).sum(axis=1) if shifts else col
 
     hi, lo = _column_range(sparse)
     size = np.maximum(hi, -lo)
     if shifts:                          # the directions the rank-one terms touch, dense
-        cols = np.flatnonzero(dd.any(axis=0))
-        block = sparse[:, cols].toarray() - ratio @ dd[:, cols]
+        cols = np.flatnonzero(dd.any(axis=0) & ~unknown)
+        block = sparse[:, cols].toarray()
+        for i in range(len(shifts)):    # (not a matrix product: tiny BLAS calls stall on a busy machine)
+            block -= ratio[:, i, None] * dd[i, cols]
         size[cols] = np.maximum(size[cols], (np.abs(ratio).max(axis=0)[:, None] * np.abs(dd[:, cols])).max(axis=0))
         hi[cols], lo[cols] = block.max(axis=0), block.min(axis=0)
     return hi, lo, size, ends
@@ -290,7 +293,13 @@ class _PhaseSens:
 
     def capacity_jacobian(self, side, links=None):
         out = self.sens.capacity_jacobian(side, links)
-        return out if self.rows is None else out.tocsr()[self.rows]
+        if self.rows is None:
+            return out
+        pos = np.full(out.shape[0], -1)
+        pos[self.rows] = np.arange(len(self.rows))
+        coo = out.tocoo()
+        on = pos[coo.row] >= 0
+        return sp.csr_matrix((coo.data[on], (pos[coo.row[on]], coo.col[on])), shape=(len(self.rows), out.shape[1]))
 
     def directional(self, dc):
         out = self.sens.directional(dc)
@@ -323,6 +332,8 @@ def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=N
         "fair_makespan", lambda cap: completion_sensitivity(rm, sizes, cap, weights=weights, demands=demands),
         lambda cs: cs.makespan, lambda cs, dc: cs.directional(dc), lambda cs: cs.gradient("up"),
         lambda cs: cs.any_one_sided(),
-        "flows finishing together before the last event would drift apart: the derivative depends on the new "
-        "event order (NaN in gradient())")
+        "a small change of each of them alone would split flows that finish together before the last event, and "
+        "which flows then share the links in between (the new event order) is not followed here. "
+        "completion_sensitivity(...).gradient('up') gives every other link's derivative (NaN at those), and an "
+        "eager jax.jvp is exact along a change that moves those flows together (every link of a tier at once)")
     return makespan(jnp.asarray(rm.capacity if capacity is None else capacity))

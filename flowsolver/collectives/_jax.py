@@ -47,7 +47,11 @@ def collective_time(graph, op: str, size: float, capacity=None, **options):
 
     timed = host_scalar("collective_time", solve, lambda r: r.time, lambda r, dc: r.time_directional(dc),
                         lambda r: r.time_gradient("up"), lambda r: any_one_sided(r._derivation()),
-                        "flows finishing together before a step's last event would drift apart: the derivative "
-                        "depends on the new event order")
+                        "a small change of each of them alone would split flows that finish together before a "
+                        "step's last event, and which flows then share the links in between (the new event order) "
+                        "is not followed here. collective(...).time_gradient('up') or .sensitivity(side='up') give "
+                        "every other link's derivative (NaN at those), and an eager jax.jvp is exact along a change "
+                        "that moves those flows together (every link of a tier at once: the tier rows of "
+                        "sensitivity())")
     cap = own if capacity is None else capacity
     return timed(jnp.asarray(cap))

@@ -19,6 +19,10 @@ from ._structure import TIE_RTOL, Structure
 #: triangular systems up to this size are solved dense (a 3,000-link fabric: 0.05 s)
 DENSE_SOLVE = 8192
 
+#: ... and up to this size by substitution in numpy: a BLAS triangular solve of a dozen links
+#: took 4-7 ms on a 2-core machine with one core busy (its threads wait for each other)
+SUBSTITUTE = 32
+
 
 def solve_lower(m: sp.csc_matrix, rhs, transpose: bool = False, dense=None):
     """``m x = rhs`` (or ``m^T x = rhs``) for ``m`` lower triangular in freeze order
@@ -29,6 +33,8 @@ def solve_lower(m: sp.csc_matrix, rhs, transpose: bool = False, dense=None):
             dense = m.toarray()
             if np.triu(dense, 1).any():             # not triangular: cannot happen away from ties
                 raise RuntimeError("sensitivity: the bottleneck system is not triangular in freeze order")
+        if m.shape[0] <= SUBSTITUTE:
+            return _substitute(dense.T if transpose else dense, np.asarray(rhs, dtype=np.float64), not transpose)
         return la.solve_triangular(dense, rhs, lower=True, trans=1 if transpose else 0)
     mat = sp.csr_matrix(m.T if transpose else m)
     return spla.spsolve_triangular(mat, rhs, lower=not transpose)
@@ -43,6 +49,17 @@ def columns(a: sp.csc_matrix, cols):
     rows, vals = a.indices[idx], a.data[idx]
     return rows, np.repeat(np.arange(len(cols)), n), vals, sp.csc_matrix((vals, rows, ptr), shape=(a.shape[0],
                                                                                                  len(cols)))
+
+
+def _substitute(t, rhs, lower: bool):
+    """``t x = rhs`` for a small dense triangular ``t`` (lower or upper), row by row."""
+    x = np.zeros(rhs.shape)
+    n = t.shape[0]
+    for i in (range(n) if lower else range(n - 1, -1, -1)):
+        known = slice(0, i) if lower else slice(i + 1, n)
+        x[i] = (rhs[i] - (t[i, known, None] * x[known]).sum(axis=0) if rhs.ndim == 2 else
+                rhs[i] - (t[i, known] * x[known]).sum()) / t[i, i]
+    return x
 
 
 class LinearBlock:
@@ -135,43 +152,56 @@ class Filling:
 
     def __init__(self, row_of, col_of, val, m, n):
         self.m, self.n = m, n
-        self.aw = sp.csr_matrix((val, (row_of, col_of)), shape=(m, n))
-        self.at = sp.csr_matrix((np.ones(len(val)), (col_of, row_of)), shape=(n, m))   # pattern, by flow
-        # the entries grouped by constraint (aw) and by flow (at), for segment minima
-        self.row_has = np.diff(self.aw.indptr) > 0
-        self.row_starts, self.row_col = self.aw.indptr[:-1][self.row_has], self.aw.indices
-        self.col_has = np.diff(self.at.indptr) > 0
-        self.col_starts, self.col_row = self.at.indptr[:-1][self.col_has], self.at.indices
+        # the entries grouped by constraint and by flow, for segment sums and minima
+        by_row, by_col = np.lexsort((col_of, row_of)), np.lexsort((row_of, col_of))
+        self.row_col, self.row_val = col_of[by_row], val[by_row]
+        self.row_has, self.row_starts = _groups(row_of, m)
+        self.col_row = row_of[by_col]
+        self.col_has, self.col_starts = _groups(col_of, n)
 
-    def _per_flow_min(self, per_row):
-        """(flows, K): the smallest value over each flow's constraints (inf where none)."""
-        out = np.full((self.n, per_row.shape[1]), np.inf)
+    def _per_flow(self, ufunc, per_row, empty):
+        """(flows, K): ``ufunc`` over each flow's constraints of ``per_row`` (``empty`` where none)."""
+        out = np.full((self.n, per_row.shape[1]), empty)
         if len(self.col_row):
-            out[self.col_has] = np.minimum.reduceat(per_row[self.col_row], self.col_starts, axis=0)
+            out[self.col_has] = ufunc.reduceat(per_row[self.col_row], self.col_starts, axis=0)
         return out
 
-    def _per_row_min(self, per_flow):
-        """(constraints, K): the smallest value over each constraint's flows (inf where none)."""
-        out = np.full((self.m, per_flow.shape[1]), np.inf)
+    def _per_row(self, ufunc, per_flow, empty):
+        """(constraints, K): ``ufunc`` over each constraint's flows of ``per_flow`` (``empty`` where none)."""
+        out = np.full((self.m, per_flow.shape[1]), empty)
         if len(self.row_col):
-            out[self.row_has] = np.minimum.reduceat(per_flow[self.row_col], self.row_starts, axis=0)
+            out[self.row_has] = ufunc.reduceat(per_flow[self.row_col], self.row_starts, axis=0)
+        return out
+
+    def _aw(self, per_flow):
+        """``aw @ per_flow`` (constraints, K)."""
+        out = np.zeros((self.m, per_flow.shape[1]))
+        if len(self.row_col):
+            out[self.row_has] = np.add.reduceat(self.row_val[:, None] * per_flow[self.row_col], self.row_starts, axis=0)
         return out
 
     def __call__(self, room: np.ndarray, cap_level: np.ndarray) -> np.ndarray:
         s = np.zeros(cap_level.shape)
         frozen = np.zeros(cap_level.shape, dtype=bool)
         while not frozen.all():
-            wsum = self.aw @ (~frozen).astype(np.float64)
-            left = room - self.aw @ np.where(frozen, s, 0.0)
+            wsum = self._aw(~frozen)
+            left = room - self._aw(np.where(frozen, s, 0.0))
             with np.errstate(divide="ignore", invalid="ignore"):
                 share = np.where(wsum > 0, left / np.where(wsum > 0, wsum, 1.0), np.inf)
-            lowest = self._per_flow_min(share)
+            lowest = self._per_flow(np.minimum, share, np.inf)
             value = np.where(frozen, np.inf, np.minimum(lowest, cap_level))
-            freeze_link = (wsum > 0) & (share <= self._per_row_min(value))
-            hit = (self.at @ freeze_link.astype(np.float64)) > 0
+            freeze_link = (wsum > 0) & (share <= self._per_row(np.minimum, value, np.inf))
+            hit = self._per_flow(np.logical_or, freeze_link, False)
             done = ~frozen & (hit | (cap_level <= lowest))
             if not done.any():                       # cannot happen: the lowest value always freezes
                 raise RuntimeError("sensitivity filling made no progress")
             s = np.where(done, value, s)
             frozen |= done
         return s
+
+
+def _groups(index, n):
+    """For entries sorted by ``index`` (values in [0, n)): which of the n groups have
+    entries, and where each of those starts."""
+    counts = np.bincount(index, minlength=n)
+    return counts > 0, (np.cumsum(counts) - counts)[counts > 0]

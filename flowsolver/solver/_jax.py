@@ -38,7 +38,8 @@ def host_scalar(name, evaluate, value, directional, gradient, one_sided, drift):
     computed on the host: ``evaluate(cap)`` solves, ``value(res)`` is the scalar,
     ``directional(res, dc)`` its exact one-sided derivative along ``dc`` (an eager
     ``jax.jvp``), ``gradient(res)`` its per-link derivatives for a capacity increase
-    (``jax.grad`` / ``jax.jacfwd``: NaN raises ``drift``; a tie, ``one_sided(res)`` true anywhere, warns).
+    (``jax.grad`` / ``jax.jacfwd``: a NaN raises, with ``drift`` saying why and what to use
+    instead; a tie, ``one_sided(res)`` true anywhere, warns).
     ``name`` prefixes the messages."""
 
     def host(cap):
@@ -61,7 +62,8 @@ def host_scalar(name, evaluate, value, directional, gradient, one_sided, drift):
             return jnp.asarray(value(res)), jnp.asarray(directional(res, exact))
         up = gradient(res)
         if np.isnan(up).any():
-            raise ValueError(f"{name}: {drift}")
+            raise ValueError(f"{name}: jax.grad and jax.jacfwd need a number for every link, and "
+                             f"{int(np.isnan(up).sum())} of {len(up)} links have none here: {drift}")
         if np.any(one_sided(res)):
             warnings.warn(f"{name}: the derivative is one-sided (a tie); JAX gets each link's increase "
                           "alone (side='up')", RuntimeWarning, stacklevel=3)

@@ -96,8 +96,11 @@ class Structure:
 
     @cached_property
     def matrix(self) -> sp.csc_matrix:
-        """The routing matrix expanded (links x flows), built on first use."""
-        return self.routing.to_scipy("csc")
+        """The routing matrix expanded (links x flows), built on first use (once per
+        RoutingMatrix: the events of one run share it)."""
+        if (known := _EXPANDED.get(self.routing)) is None:
+            known = _EXPANDED[self.routing] = self.routing.to_scipy("csc")
+        return known
 
     @property
     def n_links(self) -> int:
@@ -114,6 +117,7 @@ class Structure:
 
 
 _CROSSED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_EXPANDED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _crossed(rm, slots) -> np.ndarray:
