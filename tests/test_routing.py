@@ -505,14 +505,21 @@ def test_a_collective_routes_all_its_steps_in_one_computation():
 
 @pytest.mark.parametrize("op, algorithm, policy", [("all_to_all", "pairwise", "ecmp"), ("all_reduce", "tree", "ecmp"),
                                                    ("all_reduce", "halving_doubling", "ecmp"),
-                                                   ("all_to_all", "pairwise", "ecmp_hash")])
+                                                   ("all_to_all", "pairwise", "ecmp_hash"),
+                                                   ("all_to_all", "pairwise", "valiant"),
+                                                   ("all_to_all", "pairwise", "ugal"),
+                                                   ("all_reduce", "tree", "ugal")])
 def test_steps_routed_together_equal_steps_routed_one_by_one(monkeypatch, op, algorithm, policy):
     from flowsolver import collective
     from flowsolver.collectives import _solve
 
-    g = tp.fat_tree(4) if policy == "ecmp_hash" else tp.rail_optimized(nodes=4)
+    g = {"ecmp_hash": tp.fat_tree(4), "valiant": tp.dragonfly(1, 2, 1),
+         "ugal": tp.dragonfly(1, 2, 1)}.get(policy) or tp.rail_optimized(nodes=4)
+    calls, real = [], _solve.route
+    monkeypatch.setattr(_solve, "route", lambda *a, **k: calls.append(1) or real(*a, **k))
     opts = dict(policy=policy, policy_options=dict(subflows=2) if policy == "ecmp_hash" else None)
     together = collective(g, op, 2**26, algorithm=algorithm, **opts)
+    assert len(calls) == 1                                      # one route() for all the steps
     monkeypatch.setattr(_solve, "ROUTED_TOGETHER", ())          # one route() per step, then stacked
     alone = collective(g, op, 2**26, algorithm=algorithm, **opts)
     assert together.time == pytest.approx(alone.time, rel=1e-12)
@@ -534,6 +541,33 @@ def test_hash_keys_route_flows_together_as_they_would_go_apart():
     assert not np.array_equal(plain, together)                    # flow indices hash otherwise
     with pytest.raises(ValueError, match="hash_keys must be one integer"):
         route(g, both, policy="ecmp_hash", hash_keys=keys[:5])
+
+
+@pytest.mark.parametrize("policy", ["valiant", "ugal", "ecmp_hash"])
+def test_groups_route_flows_together_as_each_group_would_go_alone(policy):
+    """route(..., groups=): Valiant's draws, UGAL's loads and ecmp_hash's keys per group, so
+    the routes equal one call per group, also with the groups' flows interleaved."""
+    from flowsolver.routing import _positions
+
+    g = tp.fat_tree(4) if policy == "ecmp_hash" else tp.dragonfly(2, 4, 2)
+    p = len(tp.gpus(g))
+    rng = np.random.default_rng(1)
+    parts = []
+    for n in (30, 50, 30, 7, 50):                               # two sizes repeat, as steps do
+        a = rng.integers(0, p, n)
+        parts.append(Flows(a, (a + rng.integers(1, p, n)) % p, rng.choice([1.0, 4.0], n)))
+    alone = np.hstack([route(g, f, policy=policy, seed=3).to_scipy().toarray() for f in parts])
+    both = Flows(*(np.concatenate([getattr(f, k) for f in parts]) for k in ("src", "dst", "sizes")))
+    groups = np.concatenate([np.full(len(f), i) for i, f in enumerate(parts)])
+    together = route(g, both, policy=policy, seed=3, groups=groups).to_scipy().toarray()
+    np.testing.assert_array_equal(together, alone)
+    assert not np.array_equal(route(g, both, policy=policy, seed=3).to_scipy().toarray(), alone)
+    mixed = np.lexsort((groups, _positions(groups)[0]))          # round robin over the groups
+    again = route(g, Flows(both.src[mixed], both.dst[mixed], both.sizes[mixed]), policy=policy, seed=3,
+                  groups=groups[mixed]).to_scipy().toarray()
+    np.testing.assert_array_equal(again, alone[:, mixed])
+    with pytest.raises(ValueError, match="groups must be one integer"):
+        route(g, both, policy=policy, groups=groups[:3])
 
 
 def test_a_training_step_computes_paths_once_per_group_pattern():

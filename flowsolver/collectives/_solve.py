@@ -146,11 +146,14 @@ def _result_of(steps, solved, latency, n_links, base, routed=None):
     return total, tuple(parts), util_time / busy if busy > 0 else util_time, solved_on
 
 
-#: policies whose route of a flow does not depend on the other flows of the call, so the
-#: steps of a collective are routed together in one call (ecmp_hash with each flow keyed by
-#: its index in its own step, as routed alone); valiant draws its intermediate groups in
-#: call order and ugal weighs the load of the call's flows, so each step is its own call
-ROUTED_TOGETHER = ("ecmp", "ecmp_hash", "dor", "minimal", "shortest")
+#: policies whose steps of a collective are routed together in one call: each step's flows
+#: routed as that step's own call would route them (``route(..., groups=)``: ecmp_hash keys
+#: a flow by its index in its step, valiant draws its intermediate routers per step, ugal
+#: weighs each step's own load)
+ROUTED_TOGETHER = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest")
+
+#: policies whose route of a flow depends on the other flows of its step
+GROUPED = ("ecmp_hash", "valiant", "ugal")
 
 
 #: steps of at most this many flows in all keep their routing with the graph (the last
@@ -164,8 +167,8 @@ def route_steps(graph, ranks, keys, options):
     """The flows of the distinct steps ``keys`` routed on shared links: (routing, the step
     of each flow, bytes of each flow). One ``route`` call for all of them when the policy
     allows (no in-switch step), else one per step, stacked. The routing depends on the
-    endpoints only (sizes are returned apart), so a pattern routed before on this
-    unchanged graph is served from its memo."""
+    endpoints only (sizes are returned apart; ugal's also on the sizes, which its key
+    holds), so a pattern routed before on this unchanged graph is served from its memo."""
     counts = np.array([len(k) for k in keys])
     group = np.repeat(np.arange(len(keys)), counts)
     size = np.concatenate([k.nbytes for k in keys])
@@ -173,15 +176,14 @@ def route_steps(graph, ranks, keys, options):
         pos = np.asarray(ranks)
         src = np.concatenate([pos[k.positions()[0]] for k in keys])
         dst = np.concatenate([pos[k.positions()[1]] for k in keys])
-        hashed = options.policy == "ecmp_hash"
-        within = np.arange(len(src)) - np.repeat(np.cumsum(counts) - counts, counts) if hashed else None
+        grouped = options.policy in GROUPED
         route_all = lambda: route(graph, Flows(src, dst, size), policy=options.policy,  # noqa: E731
-                                  hash_keys=within, **options.route_options)
+                                  groups=group if grouped else None, **options.route_options)
         if len(src) > KEEP_ROUTED_FLOWS:
             return route_all(), group, size
         memo = graph_memo(graph, "routed-steps", dict)
         key = (options.policy, repr(sorted(options.route_options.items())), src.tobytes() + dst.tobytes(),
-               counts.tobytes() if hashed else b"")
+               counts.tobytes() if grouped else b"", size.tobytes() if options.policy == "ugal" else b"")
         rm = memo.get(key)
         if rm is None:
             rm = route_all()

@@ -48,7 +48,7 @@ from ..traffic import Flows
 from ._engine import ecmp_fluid, ecmp_hashed
 from ._fabric import DragonflyTables, dor_paths
 from ._links import HOP_CLASSES, Bottleneck, LinkTable, first_tier, link_efficiency
-from ._matrix import MergedRouting, RoutingMatrix
+from ._matrix import GroupCopies, MergedRouting, RoutingMatrix
 from ._cache import PairPaths, clear_route_cache, path_computations
 from ._structure import GraphIndex, RoutingError, Segments, ServerParts, gpu_nodes, graph_memo, unchanged, unique_pairs
 
@@ -59,7 +59,7 @@ POLICIES = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest"
 
 
 def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed: int = 0,
-          pxn: bool = False, hash_keys=None) -> RoutingMatrix:
+          pxn: bool = False, hash_keys=None, groups=None) -> RoutingMatrix:
     """Compile ``flows`` on ``graph`` into a :class:`RoutingMatrix` under ``policy``.
 
     Parameters
@@ -80,6 +80,12 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
         What ``ecmp_hash`` hashes for each flow instead of its index in ``flows``: flows
         routed together that must take the paths they would take routed apart (the steps
         of a collective, each flow keyed by its index in its own step).
+    groups : array of int (flows,), optional
+        Flows routed together that must be routed as if each group were its own call
+        (the steps of a collective): ``ecmp_hash`` hashes a flow's index in its group
+        (unless ``hash_keys`` says otherwise), ``valiant`` and ``ugal`` draw a flow's
+        intermediate router as its group's call would, and ``ugal`` weighs each group's
+        own load. The routes equal those of one call per group, stacked.
 
     Routing is compiled once per graph: its integer index, link table, server parts and
     every fabric path computed (per pair of attach switches, per rule) are kept with the
@@ -110,6 +116,12 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
         hash_keys = np.asarray(hash_keys)
         if hash_keys.shape != (len(flows),) or not np.issubdtype(hash_keys.dtype, np.integer) or (hash_keys < 0).any():
             raise ValueError(f"hash_keys must be one integer >= 0 per flow ({len(flows)}), got shape {hash_keys.shape}")
+    if groups is not None:
+        groups = np.asarray(groups)
+        if groups.shape != (len(flows),) or not np.issubdtype(groups.dtype, np.integer) or (groups < 0).any():
+            raise ValueError(f"groups must be one integer >= 0 per flow ({len(flows)}), got shape {groups.shape}")
+        if hash_keys is None and policy == "ecmp_hash":
+            hash_keys = _positions(groups)[0]
     ix = GraphIndex.of(graph)
     src = ix.resolve(flows.src, "src")
     dst = ix.resolve(flows.dst, "dst")
@@ -118,7 +130,7 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     if policy == "shortest":
         slots, coef = _shortest(ix, store, src, dst)
     else:
-        slots, coef = _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows, hash_keys)
+        slots, coef = _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows, hash_keys, groups)
     ptr, link, frac = store.finish()
     return RoutingMatrix(
         seg_ptr=ptr, seg_link=link, seg_frac=frac, flow_seg=slots.astype(np.int32, copy=False),
@@ -200,7 +212,7 @@ def _nic_table(ix):
     return table, up, down, switch
 
 
-def _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows, hash_keys=None):
+def _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows, hash_keys=None, groups=None):
     """Slots (flows, K) and coefficients of every flow: its way out of the source server,
     the fabric part under ``policy``, its way into the destination server."""
     ends = _endpoint_parts(ix, store, src, dst, pxn)
@@ -208,8 +220,24 @@ def _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows, hash_ke
     inter = np.flatnonzero(~intra & (attach_s != attach_d))
     keys = inter if hash_keys is None else hash_keys[inter]
     cols = _fabric_columns(ix, store, attach_s[inter], attach_d[inter], inter, policy, subflows, seed, flows,
-                           fabric_nodes, keys)
+                           fabric_nodes, keys, None if groups is None else groups[inter])
     return _slots(len(src), intra, intra_seg, up, down, inter, cols)
+
+
+def _positions(groups):
+    """Per element of ``groups``: its position among the elements of its group (in order)
+    and the size of its group.
+
+    >>> [a.tolist() for a in _positions(np.array([1, 0, 1, 1, 0]))]
+    [[0, 0, 1, 2, 1], [3, 2, 3, 3, 2]]
+    """
+    groups = np.asarray(groups, dtype=np.int64)
+    order = np.argsort(groups, kind="stable")
+    sizes = np.bincount(groups)
+    starts = np.cumsum(sizes) - sizes
+    pos = np.empty(len(groups), dtype=np.int64)
+    pos[order] = np.arange(len(groups)) - starts[groups[order]]
+    return pos, sizes[groups]
 
 
 def _endpoint_parts(ix, store, src, dst, pxn):
@@ -294,10 +322,10 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
     return attach, seg
 
 
-def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabric_nodes, keys):
+def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabric_nodes, keys, groups=None):
     """The fabric part of the flows ``inter`` (from fabric node ``a`` to ``b``) under
     ``policy``: a list of (segment ids, coefficient), one per fabric slot (``keys``: what
-    ecmp_hash hashes per flow)."""
+    ecmp_hash hashes per flow; ``groups``: each flow's group, routed as its own call)."""
     if policy in ("ecmp", "ecmp_hash"):
         cg, local = ix.memo("compact-fabric", lambda: ix.compact(fabric_nodes))
         if policy == "ecmp":
@@ -310,7 +338,7 @@ def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabri
     seg_min = minimal(a, b)
     if policy == "minimal":
         return [(seg_min, 1.0)]
-    mid = df.intermediate(a, b, seed)
+    mid = df.intermediate(a, b, seed, None if groups is None else _positions(groups))
     has = mid >= 0
     s1 = seg_min.copy()
     s2 = np.full(len(a), -1, dtype=np.int64)
@@ -318,7 +346,7 @@ def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabri
         s1[has] = minimal(a[has], mid[has])
         s2[has] = minimal(mid[has], b[has])
     if policy == "ugal":
-        use_min = _ugal_choice(ix, store, flows.sizes[inter], seg_min, s1, s2, seed)
+        use_min = _ugal_choice(ix, store, flows.sizes[inter], seg_min, s1, s2, seed, groups=groups)
         s1 = np.where(use_min, seg_min, s1)
         s2 = np.where(use_min, -1, s2)
     return [(s1, 1.0), (s2, 1.0)]
@@ -389,29 +417,45 @@ def _hashed(ix, store, cg, local, a, b, rows, subflows, seed):
     return cols
 
 
-def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12):
+def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12, groups=None):
     """UGAL-G in the fluid limit (see the module docstring): True where minimal wins.
 
     Starting from all-minimal, each round every flow compares, on the current loads,
     (max load / capacity over its minimal path) x (its hops) with the same for its Valiant
     path; each flow that would gain by switching switches with probability 1/2 (damped
-    best response, seeded), for ``rounds`` rounds.
+    best response, seeded), for ``rounds`` rounds. ``groups``: each flow's group, played
+    as its own call (its own loads, its own draws, its own last round); the loads are kept
+    per group on each group's copy of the links it uses.
     """
+    n = len(seg_min)
+    groups = np.zeros(n, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+    pos, size = _positions(groups)
     ptr, link, frac = store.finish()
-    n_seg = len(ptr) - 1
-    cap = np.where(ix.capacity > 0, ix.capacity, np.inf)
-    amount = np.where(sizes > 0, sizes, 1.0) if sizes.any() else np.ones(len(sizes))
-    owner = np.repeat(np.arange(n_seg), np.diff(ptr))
+    S = len(ptr) - 1
+    lists = (seg_min, s1, s2)
+    used = np.concatenate([groups[c >= 0] * S + c[c >= 0] for c in lists])
+    copies = GroupCopies(ptr, link, used, int(groups.max(initial=-1)) + 1, S, len(ix.capacity))
+    ends = np.cumsum([0] + [int((c >= 0).sum()) for c in lists])
+    copy_of = []
+    for k, c in enumerate(lists):        # each flow's copy of each of its segments, -1 where none
+        col = np.full(n, -1, dtype=np.int64)
+        col[c >= 0] = copies.key_segment[ends[k]:ends[k + 1]]
+        copy_of.append(col)
+    seg_min, s1, s2 = copy_of
+    n_seg, owner = len(copies.segment), np.repeat(np.arange(len(copies.segment)), np.diff(copies.seg_ptr))
+    link, frac = copies.seg_link, frac[copies.entries]
+    cap = np.where(ix.capacity > 0, ix.capacity, np.inf)[copies.link]
+    amount = np.where(sizes > 0, sizes, 1.0)         # all 1 in a group whose sizes are all 0
     seg_hops = np.bincount(owner, weights=frac, minlength=n_seg)
     has_val = s2 >= 0
-    use_min = np.ones(len(seg_min), dtype=bool)
-    rng = np.random.default_rng(seed)
+    use_min = np.ones(n, dtype=bool)
+    draws = {int(m): np.random.default_rng(seed) for m in np.unique(size)}
 
     def cost(segs_list, q):
         seg_q = np.zeros(n_seg)
         np.maximum.at(seg_q, owner, q[link])
-        worst = np.zeros(len(seg_min))
-        hops = np.zeros(len(seg_min))
+        worst = np.zeros(n)
+        hops = np.zeros(n)
         for segs in segs_list:
             ok = segs >= 0
             worst[ok] = np.maximum(worst[ok], seg_q[segs[ok]])
@@ -426,8 +470,12 @@ def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12):
         q = np.bincount(link, weights=frac * seg_amount[owner], minlength=len(cap)) / cap
         c_min, c_val = cost([seg_min], q), cost([s1, s2], q)
         want = has_val & np.where(use_min, c_val < c_min, c_min < c_val)
-        if not want.any():
+        if not want.any():       # a group none of whose flows would switch has played its last round
             break
-        flip = want & (rng.random(len(want)) < 0.5)
+        unit = np.empty(n)
+        for m, rng in draws.items():
+            sel = size == m
+            unit[sel] = rng.random(m)[pos[sel]]
+        flip = want & (unit < 0.5)
         use_min ^= flip
     return use_min | ~has_val

@@ -124,18 +124,29 @@ class DragonflyTables:
         cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
         return cat(pairs, np.int64), cat(links, np.int64), cat(fracs, np.float64)
 
-    def intermediate(self, a, b, seed: int):
+    def intermediate(self, a, b, seed: int, within=None):
         """A random router of a random group other than those of ``a[i]`` and ``b[i]``
-        (Valiant); -1 where both are in one group or fewer than 3 groups exist."""
+        (Valiant); -1 where both are in one group or fewer than 3 groups exist.
+
+        The i-th pair takes the i-th of ``n = len(a)`` draws of a generator seeded
+        ``seed``. ``within``: (position of each pair among the pairs of its group, size of
+        its group) when pairs of several groups are drawn together as each group would be
+        drawn alone."""
         ga, gb = self.group[np.asarray(a)], self.group[np.asarray(b)]
         n = len(ga)
-        rng = np.random.default_rng(seed)
-        pick_g = rng.integers(0, max(self.groups - 2, 1), n)
+        pos, size = (np.arange(n), np.full(n, n)) if within is None else within
+        pick_g = np.empty(n, dtype=np.int64)
+        unit = np.empty(n)
+        for m in np.unique(size):
+            rng = np.random.default_rng(seed)
+            sel = np.flatnonzero(size == m)
+            pick_g[sel] = rng.integers(0, max(self.groups - 2, 1), int(m))[pos[sel]]
+            unit[sel] = rng.random(int(m))[pos[sel]]
         lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)
         gc = pick_g + (pick_g >= lo)
         gc = gc + (gc >= hi)
         sizes = np.array([len(r) for r in self.routers_of])
-        pick_r = (rng.random(n) * sizes[np.minimum(gc, self.groups - 1)]).astype(np.int64)
+        pick_r = (unit * sizes[np.minimum(gc, self.groups - 1)]).astype(np.int64)
         table = np.full((self.groups, sizes.max()), -1, dtype=np.int64)
         for k, r in enumerate(self.routers_of):
             table[k, :len(r)] = r

@@ -189,6 +189,30 @@ class RoutingMatrix:
             per_slot = per_slot * self.flow_coef[flows]
         return self._segments_to_links(np.bincount(segs[ok], weights=per_slot[ok], minlength=self.n_segments))
 
+    def subset_loads_sparse(self, flows, amounts):
+        """:meth:`subset_loads` as ``(links, loads)``: the links the flows ``flows`` carrying
+        ``amounts`` (bytes/s) cross, in link order, and their loads; read over those flows'
+        segments only (no pass over the whole matrix: the cost follows the flows given).
+
+        >>> rm = RoutingMatrix.from_scipy([[1.0, 1.0, 0.0], [0.0, 0.5, 1.0], [0.0, 0.0, 0.0]])
+        >>> [a.tolist() for a in rm.subset_loads_sparse([1], [4.0])]
+        [[0, 1], [4.0, 2.0]]
+        """
+        flows = np.asarray(flows, dtype=np.int64)
+        segs = self.flow_seg[flows]
+        ok = segs >= 0
+        per_slot = np.broadcast_to(np.asarray(amounts, dtype=np.float64)[:, None], segs.shape)
+        if self.flow_coef is not None:
+            per_slot = per_slot * self.flow_coef[flows]
+        used, inv = np.unique(segs[ok], return_inverse=True)
+        seg_amount = np.bincount(inv.reshape(-1), weights=per_slot[ok], minlength=len(used))
+        lengths = np.diff(self.seg_ptr)[used]
+        entries = _ranges(self.seg_ptr[used], lengths)
+        links, at = np.unique(self.seg_link[entries], return_inverse=True)
+        loads = np.bincount(at.reshape(-1), weights=self.seg_frac[entries] * np.repeat(seg_amount, lengths),
+                            minlength=len(links))
+        return links.astype(np.int64), loads
+
     def _segments_to_links(self, seg_amount) -> np.ndarray:
         """Per-segment amounts -> per-link sums over the segments' entries."""
         return np.bincount(self.seg_link, weights=self.seg_frac * seg_amount[self.entry_segment],
@@ -342,28 +366,15 @@ class RoutingMatrix:
         if groups.shape != (self.n_flows,):
             raise ValueError(f"groups must give one int per flow ({self.n_flows}), got shape {groups.shape}")
         G = int(groups.max(initial=-1)) + 1 if n_groups is None else int(n_groups)
-        S, L = self.n_segments, self.n_links
         valid = self.flow_seg >= 0
-        keys = (groups[:, None] * S + self.flow_seg)[valid]
-        if G * S <= 8 * max(len(keys), 1):              # number the used (group, segment) through a mask
-            seg_key, inv = _numbered(keys, G * S)
-        else:
-            seg_key, inv = np.unique(keys, return_inverse=True)
+        copies = GroupCopies(self.seg_ptr, self.seg_link, (groups[:, None] * self.n_segments + self.flow_seg)[valid],
+                             G, self.n_segments, self.n_links)
         flow_seg = np.full(self.flow_seg.shape, -1, dtype=np.int32)
-        flow_seg[valid] = inv.reshape(-1)
-        seg_group, seg = seg_key // S, seg_key % S
-        lengths = np.diff(self.seg_ptr)[seg]
-        entries = _ranges(self.seg_ptr[seg], lengths)
-        link_key = np.repeat(seg_group, lengths) * L + self.seg_link[entries]
-        if G * L <= 8 * max(len(link_key), 1):            # number the used (group, link) through a mask
-            used_key, seg_link = _numbered(link_key, G * L)
-        else:
-            used_key, seg_link = np.unique(link_key, return_inverse=True)
-        link_group, link = used_key // L, used_key % L
-        used = np.split(link, np.searchsorted(link_group, np.arange(1, G)))
-        block = RoutingMatrix(seg_ptr=np.concatenate([[0], np.cumsum(lengths)]), seg_link=seg_link.astype(np.int32),
-                              seg_frac=self.seg_frac[entries], flow_seg=flow_seg, flow_coef=self.flow_coef,
-                              capacity=self.capacity[link], weights=self.weights, demands=self.demands)
+        flow_seg[valid] = copies.key_segment
+        used = np.split(copies.link, np.searchsorted(copies.link_group, np.arange(1, G)))
+        block = RoutingMatrix(seg_ptr=copies.seg_ptr, seg_link=copies.seg_link.astype(np.int32),
+                              seg_frac=self.seg_frac[copies.entries], flow_seg=flow_seg, flow_coef=self.flow_coef,
+                              capacity=self.capacity[copies.link], weights=self.weights, demands=self.demands)
         return block, used
 
     def merge_identical(self) -> "MergedRouting":
@@ -413,6 +424,42 @@ class MergedRouting:
         """Per-original-flow rates from the merged flows' rates (each class split evenly)."""
         merged_rates = np.asarray(merged_rates)
         return merged_rates[..., self.inverse] / self.counts[self.inverse]
+
+
+class GroupCopies:
+    """Each group's own copy of the segments its flows use, and of those segments' links.
+
+    ``keys``: ``group * n_segments + segment`` for every use of a segment by a flow of a
+    group (repeats allowed). Attributes: ``key_segment`` (each key's copy, numbered group by
+    group in segment order), ``seg_ptr`` / ``entries`` / ``seg_link`` (the copies' link lists:
+    positions in the original ``seg_link``, and each entry's linked copy), ``link`` /
+    ``link_group`` (per link copy: its original link and its group). Built without a loop
+    over groups: keys are numbered through a mask over the key space when that is at most
+    8x the keys, else by a sort.
+
+    >>> c = GroupCopies(np.array([0, 2, 3]), np.array([0, 1, 1]), np.array([0, 1, 2, 2]), 2, 2, 2)
+    >>> c.key_segment.tolist(), c.seg_link.tolist(), c.link.tolist(), c.link_group.tolist()
+    ([0, 1, 2, 2], [0, 1, 1, 2, 3], [0, 1, 0, 1], [0, 0, 1, 1])
+    """
+
+    def __init__(self, seg_ptr, seg_link, keys, n_groups: int, n_segments: int, n_links: int):
+        G, S, L = int(n_groups), int(n_segments), int(n_links)
+        if G * S <= 8 * max(len(keys), 1):
+            seg_key, self.key_segment = _numbered(keys, G * S)
+        else:
+            seg_key, self.key_segment = np.unique(keys, return_inverse=True)
+            self.key_segment = self.key_segment.reshape(-1)
+        self.segment_group, self.segment = seg_key // S, seg_key % S
+        lengths = np.diff(seg_ptr)[self.segment]
+        self.seg_ptr = np.concatenate([[0], np.cumsum(lengths)])
+        self.entries = _ranges(seg_ptr[self.segment], lengths)
+        link_key = np.repeat(self.segment_group, lengths) * L + seg_link[self.entries]
+        if G * L <= 8 * max(len(link_key), 1):
+            used_key, self.seg_link = _numbered(link_key, G * L)
+        else:
+            used_key, self.seg_link = np.unique(link_key, return_inverse=True)
+            self.seg_link = self.seg_link.reshape(-1)
+        self.link_group, self.link = used_key // L, used_key % L
 
 
 def _numbered(keys, space: int):
