@@ -27,6 +27,7 @@ class _Run:
         self.phases = None                   # every event's (kept when asked)
         self.last = None                     # (active flows, Allocation) of the last solve
         self.solves = 0                      # max-min solves taken
+        self.kept_last = False               # the last Allocation is one still_fair kept
         counts = [m.n_flows for m in parts]
         self.counts = counts
         self.first = np.cumsum([0] + counts[:-1])
@@ -91,9 +92,10 @@ class _Run:
         are still max-min fair (:meth:`still_fair`), else one solve (batched scenarios
         together), the other flows capped at 0."""
         if (kept := self.still_fair(active, cap)) is not None:
-            self.last = (active.copy(), kept)
+            self.last, self.kept_last = (active.copy(), kept), True
             return np.asarray(kept.rates, dtype=np.float64).reshape(active.shape)
         self.solves += 1
+        self.kept_last = False
         demands = np.where(active, base, 0.0)
         alloc = max_min_fair(self.parts[0], cap, weights=weights, demands=demands if self.batched else demands[0],
                              dtype=dtype)
@@ -124,19 +126,27 @@ class _Run:
         gone = (before & ~active)[0]
         left = np.flatnonzero(gone & (rates > 0))
         bneck = np.asarray(alloc.bottleneck)
-        held = np.flatnonzero(active[0] & (bneck >= 0))
-        load = alloc.link_load
-        if len(left):
-            freed = self.parts[0].subset_loads(left, rates[left])
-            if (freed[bneck[held]] > 0).any():
-                return None
-            load = (load - freed).astype(load.dtype)
+        held = bneck[active[0] & (bneck >= 0)]
+        load = np.asarray(alloc.link_load)
         cap = np.asarray(self.parts[0].capacity if cap is None else cap, dtype=np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            util = np.where(cap > 0, load / np.where(cap > 0, cap, 1), np.where(load > 0, np.inf, 0.0))
+        # the links whose load changes (the left flows' links, read over their segments only)
+        links, freed = self.parts[0].subset_loads_sparse(left, rates[left]) if len(left) else \
+            (np.empty(0, dtype=np.int64), np.empty(0))
+        if len(links):
+            touched = np.zeros(len(load), dtype=bool)
+            touched[links[freed > 0]] = True
+            if touched[held].any():
+                return None
+        if self.kept_last:         # its utilisation was worked out here: only the changed links move
+            load, util = load.copy(), np.array(alloc.utilization)
+            load[links] = (load[links] - freed).astype(load.dtype)
+            util[links] = _utilization(load[links], cap[links])
+        else:
+            load = load.copy()
+            load[links] = (load[links] - freed).astype(load.dtype)
+            util = _utilization(load, cap).astype(alloc.utilization.dtype)
         return replace(alloc, rates=np.where(gone, 0, rates).astype(rates.dtype), link_load=load,
-                       utilization=util.astype(alloc.utilization.dtype), bottleneck=np.where(gone, -1, bneck),
-                       rounds=np.int32(0))
+                       utilization=util, bottleneck=np.where(gone, -1, bneck), rounds=np.int32(0))
 
     def rates_of_many(self, cap, active):
         """Rates (B = 1) of the running steps' flows, their matrices stacked on the shared links."""
@@ -186,6 +196,12 @@ class _Run:
             cut = (self.started[:, self.part_of] & ~self.done).any(axis=1) | waiting.any(axis=1)
         self.status = np.where(cut, Status.NOT_CONVERGED, Status.OK).astype(np.int32) if np.ndim(cut) else \
             np.full(self.remaining.shape[0], int(Status.OK), dtype=np.int32)
+
+
+def _utilization(load, cap):
+    """``load / cap`` per link (float64), 0 on an unused zero-capacity link, inf on a loaded one."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(cap > 0, load / np.where(cap > 0, cap, 1), np.where(load > 0, np.inf, 0.0))
 
 
 def _check_groups(rm, groups, check=True):

@@ -244,3 +244,26 @@ def test_kept_phases_of_independent_groups_are_the_solves_of_their_running_flows
         fresh = max_min_fair(A, cap, demands=np.where(running, np.inf, 0.0))
         np.testing.assert_allclose(alloc.rates, fresh.rates, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(alloc.link_load, fresh.link_load, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_events_kept_one_after_another_carry_the_loads_and_utilisation_of_a_solve(seed):
+    # many small independent groups of flows of different sizes on private and shared
+    # links: events follow one another without a solve (each updates only the links the
+    # finished flows leave); every kept phase must still be the solve of its running flows
+    from flowsolver import max_min_fair
+
+    rng = np.random.default_rng(seed)
+    blocks = [sp.csc_matrix(np.vstack([np.eye(4), np.ones((1, 4))])) for _ in range(6)]
+    A = sp.block_diag(blocks, format="csc")
+    # groups 0-4: the shared link (100) never binds; group 5: it binds (4 flows at 1 B/s) and
+    # its small flows end together first, the later events are kept one after another
+    cap = np.concatenate([np.r_[rng.uniform(1.0, 2.0, 4), 100.0] for _ in range(5)] + [np.r_[np.full(4, 10.0), 4.0]])
+    sizes = np.r_[rng.uniform(0.5, 4.0, 20), np.full(4, 0.05)]
+    c = completion_times(A, sizes=sizes, capacity=cap, groups=np.repeat(np.arange(6), 4), keep_phases=True)
+    assert c.solves <= len(c.phases) - 2                       # two events or more kept (one after another)
+    for running, alloc, _, _ in c.phases:
+        fresh = max_min_fair(A, cap, demands=np.where(running, np.inf, 0.0))
+        np.testing.assert_allclose(alloc.rates, fresh.rates, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(alloc.link_load, fresh.link_load, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(alloc.utilization, fresh.utilization, rtol=1e-12, atol=1e-12)
