@@ -1,6 +1,7 @@
 """Solver speed: JAX local-minimum rounds against vectorised SciPy progressive filling,
 both methods and auto on the method-choice set (1 M equal bottlenecks, a 200 k-flow incast,
-the fat-tree all-to-alls), batched failure scenarios, float32 vs float64.
+the fat-tree all-to-alls, a DragonFly ugal all-to-all and valiant pairwise steps as one
+block), batched failure scenarios, float32 vs float64.
 
     python benchmarks/solver_speed.py           # full: fat_tree(12) and (16) all-to-all (~10 min)
     python benchmarks/solver_speed.py --quick   # fat_tree(8), smaller batch
@@ -95,6 +96,22 @@ def incast(n: int = 200_000):
     return methods(f"{n}-flow incast", fs.RoutingMatrix.from_scipy(A, np.full(n + 1, 50e9)))[1]
 
 
+def dragonfly_rows(quick: bool):
+    """The DragonFly rows of the method-choice set: a ugal all-to-all (few levels), and the
+    valiant pairwise all-to-all's steps as one block of independent problems (11 levels that
+    take the frontier hundreds of rounds: the case for auto's dense round first)."""
+    g = tp.dragonfly(2, 4, 2) if quick else tp.dragonfly(4, 8, 4)
+    p = len(tp.gpus(g))
+    ratios = [methods(f"dragonfly all-to-all over {p} GPUs, ugal", fs.route(g, fs.Flows.all_to_all(p, 1e6),
+                                                                          policy="ugal"))[1]]
+    shift = np.repeat(np.arange(1, p), p)
+    src = np.tile(np.arange(p), p - 1)
+    rm = fs.route(g, fs.Flows(src, (src + shift) % p, 1e6), policy="valiant", groups=shift - 1)
+    block, _ = rm.separate(shift - 1)
+    ratios.append(methods(f"dragonfly valiant pairwise all-to-all over {p} GPUs, {p - 1} steps as one block", block)[1])
+    return ratios
+
+
 def failure_batch(nodes: int, batch: int, fraction: float = 0.01, seed: int = 0):
     g = tp.rail_optimized(nodes)
     n = len(tp.gpus(g))
@@ -143,6 +160,7 @@ def main(argv=None) -> int:
     if not quick:
         big, r = all_to_all(16)
         auto.append(r)
+    auto += dragonfly_rows(quick)
     per_s = failure_batch(16 if quick else 128, 128 if quick else 1024)
     if "--large" in argv:
         large_all_to_all()

@@ -78,6 +78,7 @@ def test_auto_uses_the_frontier_for_large_single_solves_only(monkeypatch):
     max_min_fair(rm, weights=w)
     assert calls == []                                     # below FRONTIER_FLOWS: dense
     monkeypatch.setattr(frontier, "FRONTIER_FLOWS", 100)
+    monkeypatch.setattr(frontier, "NARROW_WARMUP_PROGRESS", 2.0)     # no dense warm-up (test_frontier_wide)
     auto = max_min_fair(rm, weights=w)
     assert calls == [1] and bool(auto.converged)
     max_min_fair(rm, np.tile(rm.capacity, (2, 1)), weights=w)   # batches: dense, one vmapped call
@@ -240,9 +241,9 @@ def test_a_failed_certificate_re_solves_with_the_dense_method(monkeypatch):
 
 # ------------------------------------------------------------------ auto
 def test_auto_switches_to_the_frontier_at_the_threshold(monkeypatch):
-    calls = []
-    real = frontier.solve
-    monkeypatch.setattr(frontier, "solve", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = []                       # the frontier's entry for auto (its dense round ends these)
+    real = frontier.solve_auto
+    monkeypatch.setattr(frontier, "solve_auto", lambda *a, **k: calls.append(1) or real(*a, **k))
     n = frontier.FRONTIER_FLOWS
     for flows, used in ((n - 1, []), (n, [1])):
         calls.clear()

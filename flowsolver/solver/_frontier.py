@@ -55,6 +55,13 @@ WIDE_SEGMENT = 8
 #: the frontier then takes the flows they leave (benchmarks/TUNING.md)
 WARMUP_ROUNDS = 4
 WARMUP_PROGRESS = 0.01
+#: the same on narrower paths: one dense round first, then 2, 4, ... while they freeze at
+#: least NARROW_WARMUP_PROGRESS of the flows left per round (few distinct levels, e.g. the
+#: independent steps of a collective solved as one block, where the frontier's rounds are
+#: bound by how many links a round may freeze; many levels stop it after one round; above
+#: 1, no dense round)
+NARROW_WARMUP_ROUNDS = 1
+NARROW_WARMUP_PROGRESS = 0.05
 #: a round's fixed cost, in pair reads (benchmarks/TUNING.md)
 ROUND_PAIRS = 1 << 14
 #: smallest flow / link bucket (the pair buffer and lists start at 16 x this)
@@ -355,29 +362,36 @@ def eligible(problem: Problem) -> bool:
 
 
 def solve_auto(problem: Problem) -> Raw:
-    """What ``method="auto"`` runs when it picks the frontier. On paths wider than
-    ``MAX_PATH``, dense rounds first, ``WARMUP_ROUNDS`` then twice as many at a time, for as
-    long as they freeze at least ``WARMUP_PROGRESS`` of the flows left per round (a
-    symmetric all-to-all ends in one round, a fabric with failed links in tens, where the
-    frontier's set-up would cost more than the whole solve), then the frontier on the flows they leave,
-    on the residual capacities: progressive filling continued, so the rates are its rates.
-    Otherwise :func:`solve`."""
+    """What ``method="auto"`` runs when it picks the frontier. Dense rounds first, on paths
+    wider than ``MAX_PATH`` ``WARMUP_ROUNDS`` then twice as many at a time, for as long as
+    they freeze at least ``WARMUP_PROGRESS`` of the flows left per round (a symmetric
+    all-to-all ends in one round, a fabric with failed links in tens, where the frontier's
+    set-up would cost more than the whole solve); on narrower paths
+    ``NARROW_WARMUP_ROUNDS`` then twice as many while they freeze at least
+    ``NARROW_WARMUP_PROGRESS`` per round (a problem of few distinct levels ends dense);
+    then the frontier on the flows they leave, on the residual capacities: progressive
+    filling continued, so the rates are its rates. With ``max_rounds`` or a batch:
+    :func:`solve`."""
     rm = problem.routing
-    if path_width(rm) <= MAX_PATH or problem.max_rounds is not None or problem.batch is not None:
+    if problem.max_rounds is not None or problem.batch is not None:
+        return solve(problem)
+    wide = path_width(rm) > MAX_PATH
+    progress, first = (WARMUP_PROGRESS, WARMUP_ROUNDS) if wide else (NARROW_WARMUP_PROGRESS, NARROW_WARMUP_ROUNDS)
+    if progress > 1:
         return solve(problem)
     cap, w, d = problem.capacity.copy(), problem.weights, problem.demands
     with jax.enable_x64(True):
-        r, load, b, k, conv, done = _dense._solve_single(rm, cap, w, d, np.dtype(np.float64), WARMUP_ROUNDS, 1, True)
+        r, load, b, k, conv, done = _dense._solve_single(rm, cap, w, d, np.dtype(np.float64), first, 1, True)
     if conv:                # a symmetric all-to-all: done in the first round, nothing copied
         return Raw(r.astype(problem.dtype), load.astype(problem.dtype), b, np.int32(k), np.bool_(True))
     N = rm.n_flows
     rates, bneck = np.zeros(N), np.full(N, -1, dtype=np.int32)
     part_load, load = load, np.zeros(rm.n_links)          # the first block's load, the total so far
-    left, part, rounds, chunk = np.arange(N), rm, 0, WARMUP_ROUNDS
+    left, part, rounds, chunk = np.arange(N), rm, 0, first
     while True:
         rates[left[done]], bneck[left[done]] = r[done], b[done]
         load, cap, rounds = load + part_load, np.maximum(cap - part_load, 0.0), rounds + int(k)
-        if conv or done.mean() < WARMUP_PROGRESS * max(int(k), 1):
+        if conv or done.mean() < progress * max(int(k), 1):
             break
         left, part, chunk = left[~done], _flows_of(part, np.flatnonzero(~done)), 2 * chunk
         with jax.enable_x64(True):
