@@ -187,6 +187,21 @@ def test_scipy_columns_wider_than_max_path_split_into_one_wide_segment_each():
     np.testing.assert_allclose(rates(a), progressive_filling(A, cap), rtol=1e-9)
 
 
+def _hand_over_or_not(monkeypatch, calls, rm, w, constant):
+    """auto with the warm-up's ``constant`` at 1 (the frontier takes over after the first
+    block of dense rounds) and at 0 (dense to the end): the oracle's rates, the max-min
+    certificate and the loads either way (``calls``: the flows the frontier was given)."""
+    ref = progressive_filling(rm.to_scipy(), rm.capacity, w)
+    for progress, handed_over in ((1.0, True), (0.0, False)):
+        monkeypatch.setattr(frontier, constant, progress)
+        calls.clear()
+        a = max_min_fair(rm, weights=w)
+        assert (len(calls) == 1 and 0 < calls[0] < rm.n_flows) if handed_over else calls == []
+        np.testing.assert_allclose(rates(a), ref, rtol=1e-9)
+        assert violation(rm, rm.capacity, w, rm.demands, rates(a), a.bottleneck) is None
+        np.testing.assert_allclose(a.link_load, rm.link_loads(rates(a)), rtol=1e-9)
+
+
 def test_auto_on_narrow_paths_warms_up_with_one_dense_round(monkeypatch):
     """auto on paths within MAX_PATH: one dense round, more while they freeze at least
     NARROW_WARMUP_PROGRESS of the flows left per round, then the frontier on the rest;
@@ -198,14 +213,7 @@ def test_auto_on_narrow_paths_warms_up_with_one_dense_round(monkeypatch):
     rm = route(tp.fat_tree(4), Flows.all_to_all(16, 1.0), policy="ecmp_hash")
     assert frontier.path_width(rm) <= frontier.MAX_PATH
     w = np.random.default_rng(3).uniform(0.5, 2.0, rm.n_flows)      # many distinct levels
-    ref = progressive_filling(rm.to_scipy(), rm.capacity, w)
-    for progress, handed_over in ((1.0, True), (0.0, False)):
-        monkeypatch.setattr(frontier, "NARROW_WARMUP_PROGRESS", progress)
-        calls.clear()
-        a = max_min_fair(rm, weights=w)
-        assert (len(calls) == 1 and 0 < calls[0] < rm.n_flows) if handed_over else calls == []
-        np.testing.assert_allclose(rates(a), ref, rtol=1e-9)
-        assert violation(rm, rm.capacity, w, rm.demands, rates(a), a.bottleneck) is None
+    _hand_over_or_not(monkeypatch, calls, rm, w, "NARROW_WARMUP_PROGRESS")
     monkeypatch.setattr(frontier, "NARROW_WARMUP_PROGRESS", 0.05)
     calls.clear()
     few = max_min_fair(rm)                      # unweighted: few levels, each round freezes many
@@ -224,15 +232,7 @@ def test_auto_warms_up_with_dense_rounds_then_continues_with_the_frontier(monkey
     monkeypatch.setattr(frontier, "solve", lambda p: calls.append(p.routing.n_flows) or real(p))
     rm = route(tp.fat_tree(6), Flows.all_to_all(54, 1.0))
     w = np.random.default_rng(6).lognormal(0.0, 1.0, rm.n_flows)
-    ref = progressive_filling(rm.to_scipy(), rm.capacity, w)
-    for progress, handed_over in ((1.0, True), (0.0, False)):    # hand over after one chunk / never
-        monkeypatch.setattr(frontier, "WARMUP_PROGRESS", progress)
-        calls.clear()
-        a = max_min_fair(rm, weights=w)
-        assert (len(calls) == 1 and 0 < calls[0] < rm.n_flows) if handed_over else calls == []
-        np.testing.assert_allclose(rates(a), ref, rtol=1e-9)
-        assert violation(rm, rm.capacity, w, rm.demands, rates(a), a.bottleneck) is None
-        np.testing.assert_allclose(a.link_load, rm.link_loads(rates(a)), rtol=1e-9)
+    _hand_over_or_not(monkeypatch, calls, rm, w, "WARMUP_PROGRESS")
     monkeypatch.setattr(frontier, "WARMUP_PROGRESS", 1.0)
     calls.clear()
     even = max_min_fair(rm)

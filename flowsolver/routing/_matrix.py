@@ -175,19 +175,17 @@ class RoutingMatrix:
 
     def subset_loads(self, flows, amounts) -> np.ndarray:
         """Per link, the load of the flows ``flows`` alone carrying ``amounts`` (bytes/s):
-        :meth:`link_loads` read over those flows' rows only.
+        :meth:`link_loads` read over those flows' rows only (dense form of
+        :meth:`subset_loads_sparse`).
 
         >>> rm = RoutingMatrix.from_scipy([[1.0, 1.0, 0.0], [0.0, 0.5, 1.0]])
         >>> rm.subset_loads([1], [4.0]).tolist()
         [4.0, 2.0]
         """
-        flows = np.asarray(flows, dtype=np.int64)
-        segs = self.flow_seg[flows]
-        ok = segs >= 0
-        per_slot = np.broadcast_to(np.asarray(amounts, dtype=np.float64)[:, None], segs.shape)
-        if self.flow_coef is not None:
-            per_slot = per_slot * self.flow_coef[flows]
-        return self._segments_to_links(np.bincount(segs[ok], weights=per_slot[ok], minlength=self.n_segments))
+        links, loads = self.subset_loads_sparse(flows, amounts)
+        out = np.zeros(self.n_links)
+        out[links] = loads
+        return out
 
     def subset_loads_sparse(self, flows, amounts):
         """:meth:`subset_loads` as ``(links, loads)``: the links the flows ``flows`` carrying
@@ -444,22 +442,23 @@ class GroupCopies:
 
     def __init__(self, seg_ptr, seg_link, keys, n_groups: int, n_segments: int, n_links: int):
         G, S, L = int(n_groups), int(n_segments), int(n_links)
-        if G * S <= 8 * max(len(keys), 1):
-            seg_key, self.key_segment = _numbered(keys, G * S)
-        else:
-            seg_key, self.key_segment = np.unique(keys, return_inverse=True)
-            self.key_segment = self.key_segment.reshape(-1)
+        seg_key, self.key_segment = _unique_keys(keys, G * S)
         self.segment_group, self.segment = seg_key // S, seg_key % S
         lengths = np.diff(seg_ptr)[self.segment]
         self.seg_ptr = np.concatenate([[0], np.cumsum(lengths)])
         self.entries = _ranges(seg_ptr[self.segment], lengths)
-        link_key = np.repeat(self.segment_group, lengths) * L + seg_link[self.entries]
-        if G * L <= 8 * max(len(link_key), 1):
-            used_key, self.seg_link = _numbered(link_key, G * L)
-        else:
-            used_key, self.seg_link = np.unique(link_key, return_inverse=True)
-            self.seg_link = self.seg_link.reshape(-1)
+        used_key, self.seg_link = _unique_keys(np.repeat(self.segment_group, lengths) * L + seg_link[self.entries], G * L)
         self.link_group, self.link = used_key // L, used_key % L
+
+
+def _unique_keys(keys, space: int):
+    """``np.unique(keys, return_inverse=True)`` (inverse flat) for integer keys in
+    ``0 ... space - 1``: through a mask over the key space when that is at most 8x the keys,
+    else by a sort."""
+    if space <= 8 * max(len(keys), 1):
+        return _numbered(keys, space)
+    used, inverse = np.unique(keys, return_inverse=True)
+    return used, inverse.reshape(-1)
 
 
 def _numbered(keys, space: int):
