@@ -219,6 +219,8 @@ def test_auto_on_narrow_paths_warms_up_with_one_dense_round(monkeypatch):
     few = max_min_fair(rm)                      # unweighted: few levels, each round freezes many
     assert calls == []
     np.testing.assert_allclose(rates(few), progressive_filling(rm.to_scipy(), rm.capacity), rtol=1e-12)
+    with pytest.raises(ValueError, match="capacity"):      # float32 range checked before the dense round
+        max_min_fair(rm, np.full(rm.n_links, 1e39), dtype=np.float32)
 
 
 def test_auto_warms_up_with_dense_rounds_then_continues_with_the_frontier(monkeypatch):

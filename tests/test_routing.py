@@ -568,6 +568,10 @@ def test_groups_route_flows_together_as_each_group_would_go_alone(policy):
     np.testing.assert_array_equal(again, alone[:, mixed])
     with pytest.raises(ValueError, match="groups must be one integer"):
         route(g, both, policy=policy, groups=groups[:3])
+    with pytest.raises(ValueError, match="groups must be one integer >= 0 per flow, got dtype float64"):
+        route(g, both, policy=policy, groups=groups * 1.0)
+    sparse = route(g, both, policy=policy, seed=3, groups=groups * 2**36 + 5).to_scipy().toarray()
+    np.testing.assert_array_equal(sparse, alone)                   # large ids: numbered in order
 
 
 def test_a_training_step_computes_paths_once_per_group_pattern():

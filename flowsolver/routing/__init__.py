@@ -112,14 +112,11 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     subflows = _checks.integer("subflows", subflows)
     if subflows != 1 and policy != "ecmp_hash":
         raise ValueError(f"subflows applies to policy 'ecmp_hash' only (policy is {policy!r})")
-    if hash_keys is not None:
-        hash_keys = np.asarray(hash_keys)
-        if hash_keys.shape != (len(flows),) or not np.issubdtype(hash_keys.dtype, np.integer) or (hash_keys < 0).any():
-            raise ValueError(f"hash_keys must be one integer >= 0 per flow ({len(flows)}), got shape {hash_keys.shape}")
+    hash_keys = _per_flow_keys("hash_keys", hash_keys, len(flows))
+    groups = _per_flow_keys("groups", groups, len(flows))
     if groups is not None:
-        groups = np.asarray(groups)
-        if groups.shape != (len(flows),) or not np.issubdtype(groups.dtype, np.integer) or (groups < 0).any():
-            raise ValueError(f"groups must be one integer >= 0 per flow ({len(flows)}), got shape {groups.shape}")
+        if len(groups) and groups.max() >= len(groups):    # sparse ids: numbered 0 ... G-1 in order
+            groups = np.unique(groups, return_inverse=True)[1].reshape(-1)
         if hash_keys is None and policy == "ecmp_hash":
             hash_keys = _positions(groups)[0]
     ix = GraphIndex.of(graph)
@@ -222,6 +219,21 @@ def _structured(ix, store, src, dst, policy, subflows, seed, pxn, flows, hash_ke
     cols = _fabric_columns(ix, store, attach_s[inter], attach_d[inter], inter, policy, subflows, seed, flows,
                            fabric_nodes, keys, None if groups is None else groups[inter])
     return _slots(len(src), intra, intra_seg, up, down, inter, cols)
+
+
+def _per_flow_keys(name, keys, n):
+    """``keys`` as an int64 array of one integer >= 0 per flow (None stays None), else a
+    ValueError naming ``name`` and what is wrong."""
+    if keys is None:
+        return None
+    keys = np.asarray(keys)
+    if keys.shape != (n,):
+        raise ValueError(f"{name} must be one integer >= 0 per flow ({n}), got shape {keys.shape}")
+    if not np.issubdtype(keys.dtype, np.integer):
+        raise ValueError(f"{name} must be one integer >= 0 per flow, got dtype {keys.dtype}")
+    if (keys < 0).any():
+        raise ValueError(f"{name} must be one integer >= 0 per flow, got {int(keys.min())}")
+    return keys.astype(np.int64, copy=False)
 
 
 def _positions(groups):

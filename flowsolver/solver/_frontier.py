@@ -375,6 +375,7 @@ def solve_auto(problem: Problem) -> Raw:
     rm = problem.routing
     if problem.max_rounds is not None or problem.batch is not None:
         return solve(problem)
+    problem.check_float32(dense=False)      # as the frontier would (its warm-up may finish the solve)
     wide = path_width(rm) > MAX_PATH
     progress, first = (WARMUP_PROGRESS, WARMUP_ROUNDS) if wide else (NARROW_WARMUP_PROGRESS, NARROW_WARMUP_ROUNDS)
     if progress > 1:
