@@ -29,7 +29,7 @@ import numpy as np
 
 import topologies as tp
 from flowsolver import Flows, max_min_fair, route
-from flowsolver.solver import _certificate, _frontier
+from flowsolver.solver import _certificate, _frontier_paths
 
 
 def _best(rm, weights, method):
@@ -47,8 +47,8 @@ def main(sizes) -> int:
         graph = tp.fat_tree(k)
         rm = route(graph, Flows.all_to_all(len(tp.gpus(graph))))
         failed = tp.fail_links(graph, 0.01, seed=1)
-        print(f"fat_tree({k}): {rm.n_flows:,} flows, path width {_frontier.path_width(rm)}, "
-              f"frontier items per flow {_frontier.split_width(rm)}")
+        print(f"fat_tree({k}): {rm.n_flows:,} flows, path width {_frontier_paths.path_width(rm)}, "
+              f"frontier items per flow {_frontier_paths.split_width(rm)}")
         for label, weights, rm in (("log-normal weights", np.random.default_rng(0).lognormal(0.0, 1.0, rm.n_flows), rm),
                                    ("no weights", None, rm),
                                    ("1 % links failed", None, route(failed, Flows.all_to_all(len(tp.gpus(failed)))))):

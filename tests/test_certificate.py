@@ -5,7 +5,7 @@ import scipy.sparse as sp
 
 from flowsolver import RoutingMatrix
 from flowsolver.solver._certificate import violation
-from flowsolver.solver._frontier import path_table
+from flowsolver.solver._frontier_paths import path_table
 
 INF = np.inf
 

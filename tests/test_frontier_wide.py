@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import topologies as tp
 from flowsolver import Flows, RoutingMatrix, Upgrade, max_min_fair, route
 from flowsolver.solver import _frontier as frontier
+from flowsolver.solver import _frontier_paths as frontier_paths
 from flowsolver.solver._certificate import violation
 
 from .oracle import assert_max_min_fair, progressive_filling
@@ -34,8 +35,8 @@ def certificate_failures_are_errors():
 @pytest.fixture
 def split_everything(monkeypatch):
     """Every path is 'too wide' and every segment of more than two links is wide."""
-    monkeypatch.setattr(frontier, "MAX_PATH", 0)
-    monkeypatch.setattr(frontier, "WIDE_SEGMENT", 2)
+    monkeypatch.setattr(frontier_paths, "MAX_PATH", 0)
+    monkeypatch.setattr(frontier_paths, "WIDE_SEGMENT", 2)
 
 
 def rates(a):
@@ -107,7 +108,7 @@ def test_split_frontier_matches_the_oracle_on_random_factored_instances(split_ev
 @pytest.mark.parametrize("seed", range(6))
 def test_split_frontier_with_wide_sets_grown_over_shared_links(split_everything, seed):
     rm, cap, w, d = mixed_instance(seed)
-    wide = frontier.wide_segments(rm)
+    wide = frontier_paths.wide_segments(rm)
     assert wide is not None
     assert_exact(rm, cap, w, d)
 
@@ -115,7 +116,7 @@ def test_split_frontier_with_wide_sets_grown_over_shared_links(split_everything,
 def test_split_paths_rebuild_the_matrix(split_everything):
     """Narrow links per flow plus wide segments per slot are the matrix, entry for entry."""
     rm, *_ = factored_instance(11)
-    path, frac, wide = frontier.split_paths(rm)
+    path, frac, wide = frontier_paths.split_paths(rm)
     assert wide is not None and wide.n_segments > 0
     N, L = rm.n_flows, rm.n_links
     rebuilt = np.zeros((L, N))
@@ -144,8 +145,8 @@ def test_fat_tree_ecmp_with_wide_paths_is_exact(weighted, capped, failed):
     w = rng.lognormal(0.0, 1.0, rm.n_flows) if weighted else None
     d = np.where(rng.random(rm.n_flows) < 0.2, rng.uniform(1e9, 2e10, rm.n_flows), INF) if capped else None
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(frontier, "MAX_PATH", 16)
-        assert frontier.split_paths(rm)[2] is not None
+        mp.setattr(frontier_paths, "MAX_PATH", 16)
+        assert frontier_paths.split_paths(rm)[2] is not None
         front = max_min_fair(rm, weights=w, demands=d, method="frontier")
     dense = max_min_fair(rm, weights=w, demands=d, method="dense")
     ww = np.ones(rm.n_flows) if w is None else w
@@ -165,7 +166,7 @@ def test_an_oversubscribed_core_freezes_flows_at_wide_links(split_everything):
     a = max_min_fair(rm, weights=w, method="frontier")
     ref = progressive_filling(rm.to_scipy(), rm.capacity, w)
     np.testing.assert_allclose(rates(a), ref, rtol=1e-9)
-    wide = frontier.split_paths(rm)[2]
+    wide = frontier_paths.split_paths(rm)[2]
     held = a.bottleneck[a.bottleneck >= 0]
     assert wide.links[held].mean() > 0.5
     assert violation(rm, rm.capacity, w, rm.demands, rates(a), a.bottleneck) is None
@@ -182,7 +183,7 @@ def test_scipy_columns_wider_than_max_path_split_into_one_wide_segment_each():
     A[:40, :] = np.maximum(A[:40, :], 0.3)          # every flow crosses at least 40 links
     cap = rng.uniform(1.0, 5.0, 120)
     rm = RoutingMatrix.from_scipy(sp.csc_matrix(A), capacity=cap)
-    assert frontier.path_width(rm) > frontier.MAX_PATH and frontier.split_width(rm) == 1
+    assert frontier_paths.path_width(rm) > frontier_paths.MAX_PATH and frontier_paths.split_width(rm) == 1
     a = max_min_fair(rm, method="frontier")
     np.testing.assert_allclose(rates(a), progressive_filling(A, cap), rtol=1e-9)
 
@@ -211,7 +212,7 @@ def test_auto_on_narrow_paths_warms_up_with_one_dense_round(monkeypatch):
     real = frontier.solve
     monkeypatch.setattr(frontier, "solve", lambda p: calls.append(p.routing.n_flows) or real(p))
     rm = route(tp.fat_tree(4), Flows.all_to_all(16, 1.0), policy="ecmp_hash")
-    assert frontier.path_width(rm) <= frontier.MAX_PATH
+    assert frontier_paths.path_width(rm) <= frontier_paths.MAX_PATH
     w = np.random.default_rng(3).uniform(0.5, 2.0, rm.n_flows)      # many distinct levels
     _hand_over_or_not(monkeypatch, calls, rm, w, "NARROW_WARMUP_PROGRESS")
     monkeypatch.setattr(frontier, "NARROW_WARMUP_PROGRESS", 0.05)
@@ -228,7 +229,7 @@ def test_auto_warms_up_with_dense_rounds_then_continues_with_the_frontier(monkey
     the flows they left, on the residual capacities; the same rates as the oracle either
     way. A symmetric all-to-all ends in the warm-up."""
     monkeypatch.setattr(frontier, "FRONTIER_FLOWS", 100)
-    monkeypatch.setattr(frontier, "MAX_PATH", 16)
+    monkeypatch.setattr(frontier_paths, "MAX_PATH", 16)
     calls = []
     real = frontier.solve
     monkeypatch.setattr(frontier, "solve", lambda p: calls.append(p.routing.n_flows) or real(p))

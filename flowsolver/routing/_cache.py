@@ -8,7 +8,7 @@ import weakref
 
 import numpy as np
 
-from ._matrix import _ranges
+from ._keys import ranges
 
 #: graph -> its GraphIndex with everything routing built from it (the cache of route())
 _INDEXES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -94,7 +94,7 @@ class PairPaths:
         starts = np.concatenate([self.ptr[:-1], len(self.link) + np.cumsum(counts) - counts])
         links, fracs = np.concatenate([self.link, link]), np.concatenate([self.frac, frac])
         by_key = np.argsort(keys, kind="stable")
-        idx = _ranges(starts[by_key], lengths[by_key])
+        idx = ranges(starts[by_key], lengths[by_key])
         self.keys, self.link, self.frac = keys[by_key], links[idx], fracs[idx]
         self.ptr = np.concatenate([[0], np.cumsum(lengths[by_key])])
 
@@ -118,5 +118,5 @@ class PairPaths:
                             np.asarray(frac, np.float64))
                 rows = self.rows(keys)
         lengths = self.ptr[rows + 1] - self.ptr[rows]
-        idx = _ranges(self.ptr[rows], lengths)
+        idx = ranges(self.ptr[rows], lengths)
         return np.repeat(np.arange(len(keys)), lengths), self.link[idx], self.frac[idx]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._matrix import _ranges
+from ._keys import ranges
 
 
 class CompactGraph:
@@ -32,7 +32,7 @@ class CompactGraph:
         frontier = np.array([target])
         d = 0
         while frontier.size:
-            edges = self.in_edges[_ranges(self.in_ptr[frontier], self.in_ptr[frontier + 1] - self.in_ptr[frontier])]
+            edges = self.in_edges[ranges(self.in_ptr[frontier], self.in_ptr[frontier + 1] - self.in_ptr[frontier])]
             preds = np.unique(self.tail[edges])
             preds = preds[dist[preds] < 0]
             d += 1
@@ -51,7 +51,7 @@ class CompactGraph:
         d = 0
         while row.size:
             counts = self.in_ptr[node + 1] - self.in_ptr[node]
-            preds = self.tail[self.in_edges[_ranges(self.in_ptr[node], counts)]]
+            preds = self.tail[self.in_edges[ranges(self.in_ptr[node], counts)]]
             found = np.unique(np.repeat(row, counts) * nv + preds)
             row, node = found // nv, found % nv
             new = dist[row, node] < 0
@@ -123,7 +123,7 @@ def _fluid_chunk(graph: CompactGraph, targets, src, t_of):
     while pair.size:
         k = t_of[pair] * nv + node
         counts = ptr[k + 1] - ptr[k]
-        idx = _ranges(ptr[k], counts)
+        idx = ranges(ptr[k], counts)
         pair, mass, e = np.repeat(pair, counts), np.repeat(mass, counts) * split[idx], edge[idx]
         out_pair.append(pair)
         out_link.append(graph.link[e])

@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..traffic import Flows
+from ._keys import GroupCopies, ranges
 from ._links import LinkTable
 
 
@@ -150,7 +151,7 @@ class RoutingMatrix:
             flows = np.flatnonzero(segs >= 0)
             s = segs[flows]
             counts = lengths[s]
-            idx = _ranges(self.seg_ptr[s], counts)
+            idx = ranges(self.seg_ptr[s], counts)
             rows.append(self.seg_link[idx])
             cols.append(np.repeat(flows, counts))
             coef = 1.0 if self.flow_coef is None else np.repeat(self.flow_coef[flows, k], counts)
@@ -205,7 +206,7 @@ class RoutingMatrix:
         used, inv = np.unique(segs[ok], return_inverse=True)
         seg_amount = np.bincount(inv.reshape(-1), weights=per_slot[ok], minlength=len(used))
         lengths = np.diff(self.seg_ptr)[used]
-        entries = _ranges(self.seg_ptr[used], lengths)
+        entries = ranges(self.seg_ptr[used], lengths)
         links, at = np.unique(self.seg_link[entries], return_inverse=True)
         loads = np.bincount(at.reshape(-1), weights=self.seg_frac[entries] * np.repeat(seg_amount, lengths),
                             minlength=len(links))
@@ -422,66 +423,3 @@ class MergedRouting:
         """Per-original-flow rates from the merged flows' rates (each class split evenly)."""
         merged_rates = np.asarray(merged_rates)
         return merged_rates[..., self.inverse] / self.counts[self.inverse]
-
-
-class GroupCopies:
-    """Each group's own copy of the segments its flows use, and of those segments' links.
-
-    ``keys``: ``group * n_segments + segment`` for every use of a segment by a flow of a
-    group (repeats allowed). Attributes: ``key_segment`` (each key's copy, numbered group by
-    group in segment order), ``seg_ptr`` / ``entries`` / ``seg_link`` (the copies' link lists:
-    positions in the original ``seg_link``, and each entry's linked copy), ``link`` /
-    ``link_group`` (per link copy: its original link and its group). Built without a loop
-    over groups: keys are numbered through a mask over the key space when that is at most
-    8x the keys, else by a sort.
-
-    >>> c = GroupCopies(np.array([0, 2, 3]), np.array([0, 1, 1]), np.array([0, 1, 2, 2]), 2, 2, 2)
-    >>> c.key_segment.tolist(), c.seg_link.tolist(), c.link.tolist(), c.link_group.tolist()
-    ([0, 1, 2, 2], [0, 1, 1, 2, 3], [0, 1, 0, 1], [0, 0, 1, 1])
-    """
-
-    def __init__(self, seg_ptr, seg_link, keys, n_groups: int, n_segments: int, n_links: int):
-        G, S, L = int(n_groups), int(n_segments), int(n_links)
-        seg_key, self.key_segment = _unique_keys(keys, G * S)
-        self.segment_group, self.segment = seg_key // S, seg_key % S
-        lengths = np.diff(seg_ptr)[self.segment]
-        self.seg_ptr = np.concatenate([[0], np.cumsum(lengths)])
-        self.entries = _ranges(seg_ptr[self.segment], lengths)
-        used_key, self.seg_link = _unique_keys(np.repeat(self.segment_group, lengths) * L + seg_link[self.entries], G * L)
-        self.link_group, self.link = used_key // L, used_key % L
-
-
-def _unique_keys(keys, space: int):
-    """``np.unique(keys, return_inverse=True)`` (inverse flat) for integer keys in
-    ``0 ... space - 1``: through a mask over the key space when that is at most 8x the keys,
-    else by a sort."""
-    if space <= 8 * max(len(keys), 1):
-        return _numbered(keys, space)
-    used, inverse = np.unique(keys, return_inverse=True)
-    return used, inverse.reshape(-1)
-
-
-def _numbered(keys, space: int):
-    """``np.unique(keys, return_inverse=True)`` for integer keys in ``0 ... space - 1``
-    through a mask over the key space (no sort): the used keys in order, and each key's
-    position among them."""
-    mask = np.zeros(space, dtype=bool)
-    mask[keys] = True
-    number = np.cumsum(mask, dtype=np.int64) - 1
-    return np.flatnonzero(mask), number[keys]
-
-
-def _ranges(starts, counts) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)`` for each (s, c), vectorised."""
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    if total == 0:
-        return np.empty(0, dtype=np.int64)
-    starts = np.asarray(starts, dtype=np.int64)
-    nz = counts > 0
-    starts, counts = starts[nz], counts[nz]
-    out = np.ones(total, dtype=np.int64)
-    ends = np.cumsum(counts)
-    out[0] = starts[0]
-    out[ends[:-1]] = starts[1:] - (starts[:-1] + counts[:-1] - 1)
-    return np.cumsum(out)

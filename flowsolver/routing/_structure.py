@@ -24,6 +24,7 @@ import weakref
 
 from ._cache import _INDEXES, LOCK, PairPaths, _NoPath, _signature
 from ._engine import CompactGraph, ecmp_fluid
+from ._keys import ranges
 
 
 class RoutingError(ValueError):
@@ -360,10 +361,8 @@ class ServerParts:
 
 
 def _gather_ranges(ptr, pid, counts):
-    from ._matrix import _ranges
-
     starts = np.where(pid >= 0, ptr[np.maximum(pid, 0)], 0)
-    return _ranges(starts, counts)
+    return ranges(starts, counts)
 
 
 def unique_pairs(a, b, n_nodes: int):

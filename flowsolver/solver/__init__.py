@@ -82,7 +82,7 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         scenario by scenario). Both give progressive filling's rates. ``"auto"``: frontier
         for a single scenario of at least ``_frontier.FRONTIER_FLOWS`` flows with paths of
         at most 32 links and few capped flows, dense otherwise. Wider paths (fluid ECMP over
-        many spines) count their wide segments once each (``_frontier.split_paths``), and
+        many spines) count their wide segments once each (``_frontier_paths.split_paths``), and
         auto runs dense rounds on them while each freezes at least 1 % of the flows left,
         then the frontier on the flows left (``_frontier.solve_auto``).
 

@@ -56,7 +56,7 @@ def _crosses(rm, flows: np.ndarray, links: np.ndarray) -> np.ndarray:
 
 
 def _crosses_wide(wide, n_links, flows, links) -> np.ndarray:
-    """Whether a wide segment of flow ``flows[i]`` (a :class:`~flowsolver.solver._frontier.WideParts`)
+    """Whether a wide segment of flow ``flows[i]`` (a :class:`~flowsolver.solver._frontier_paths.WideParts`)
     holds link ``links[i]``: one search per wide slot among the sorted (segment, link) keys."""
     keys = np.sort(wide.entry_seg * n_links + wide.entry_link)
     out = np.zeros(len(flows), dtype=bool)
@@ -76,7 +76,7 @@ def violation(rm, capacity, weights, demands, rates, bottleneck, skip=None, rtol
     and ``bottleneck`` (flows,) as :func:`~flowsolver.max_min_fair` takes and returns
     them (bytes/s); flows in ``skip`` (unbounded flows of a batch) are left out. ``paths``
     (optional): the frontier method's ``(path, frac)`` link table (``-1`` padding) or its
-    ``(path, frac, wide)`` split (:func:`flowsolver.solver._frontier.split_paths`), a faster
+    ``(path, frac, wide)`` split (:func:`flowsolver.solver._frontier_paths.split_paths`), a faster
     membership test for the reported bottlenecks.
 
     >>> import scipy.sparse as sp

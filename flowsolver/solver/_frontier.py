@@ -22,7 +22,6 @@ fail, the scenario is re-solved with the dense method, with a warning.
 from __future__ import annotations
 
 import warnings
-import weakref
 from dataclasses import dataclass, replace
 
 import jax
@@ -30,9 +29,10 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from . import _certificate, _dense
+from . import _certificate, _dense, _frontier_paths
 from ._allocation import Raw
 from ._frontier_kernel import JITTED
+from ._frontier_paths import WideParts, path_width, slot_widths, split_paths
 from ._problem import Problem, bucket_size, pad
 
 #: check every converged frontier solve against the max-min certificate (a switch: False
@@ -43,12 +43,6 @@ CERTIFY = True
 FRONTIER_FLOWS = 1 << 17
 #: flow-link pairs a round reads at most (the buffer also holds the largest link's list in full)
 PAIRS_PER_ROUND = 1 << 15
-#: the widest path table (links per flow, padded) ``method="auto"`` sends to the frontier;
-#: wider paths keep their wide segments apart (see :func:`split_paths`)
-MAX_PATH = 32
-#: in a problem whose paths are wider than ``MAX_PATH``, a segment of more links than this
-#: is *wide* (fluid ECMP over many spines): it stays one shared segment, not copied per flow
-WIDE_SEGMENT = 8
 #: method="auto" on paths wider than MAX_PATH: dense rounds first (a pass over the flows
 #: each; a symmetric all-to-all needs one), WARMUP_ROUNDS, then twice as many at a time, for
 #: as long as they freeze at least WARMUP_PROGRESS of the flows left per round on average;
@@ -92,20 +86,6 @@ class Layout:
 
 
 @dataclass
-class WideParts:
-    """The wide segments of a problem (see :func:`split_paths`): each flow's wide slots and
-    the segments' (link, fraction) entries, host arrays before padding."""
-
-    seg: np.ndarray              # (N, Kw) int64 wide segment id of each wide slot, -1 none
-    coef: np.ndarray | None      # (N, Kw) the slot's coefficient (None: all 1)
-    entry_seg: np.ndarray        # (Ew,) wide segment of each entry
-    entry_link: np.ndarray       # (Ew,) its link
-    entry_frac: np.ndarray       # (Ew,) its fraction (> 0)
-    n_segments: int
-    links: np.ndarray            # (L,) bool: the links of wide segments (no narrow segment has them)
-
-
-@dataclass
 class WideLayout:
     """Device-ready wide parts: padding segment ``Sp - 1`` (no entries) and link ``Lp - 1``."""
 
@@ -115,153 +95,6 @@ class WideLayout:
     entry_link: np.ndarray       # (Ep,) int32
     entry_frac: np.ndarray       # (Ep,) float64
     n_segments: int              # Sp, the padding segment included
-
-
-_WIDTHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def slot_widths(rm) -> list[int]:
-    """Longest segment each slot of ``rm.flow_seg`` uses (0 for a slot no flow uses);
-    remembered per RoutingMatrix (immutable), since ``auto`` asks before the solve does."""
-    if (known := _WIDTHS.get(rm)) is not None:
-        return known
-    lengths = np.append(0, np.diff(rm.seg_ptr))          # slot -1 -> the leading 0
-    # the segments each slot uses, counted (a pass over the slot, no gather per flow)
-    widths = [int(lengths[np.bincount(rm.flow_seg[:, k] + 1, minlength=len(lengths)) > 0].max(initial=0))
-              for k in range(rm.flow_seg.shape[1])]
-    _WIDTHS[rm] = widths
-    return widths
-
-
-def path_width(rm) -> int:
-    """Width of :func:`path_table`'s table, without building it."""
-    return sum(slot_widths(rm))
-
-
-def wide_segments(rm) -> np.ndarray | None:
-    """Which segments stay apart (bool per segment), or None when the paths are at most
-    ``MAX_PATH`` links wide: the segments of more than ``WIDE_SEGMENT`` links, and then
-    every segment that shares a link with one of them (so each link's weight sums are kept
-    either per link, narrow, or per segment, wide). Remembered per RoutingMatrix."""
-    if (known := _WIDE.get(rm)) is not None:
-        return known[0]
-    wide = None
-    if path_width(rm) > MAX_PATH and rm.n_segments:
-        real = rm.seg_frac > 0
-        wide = np.diff(rm.seg_ptr) > WIDE_SEGMENT
-        while True:                     # close over shared links (a pass or two)
-            links = np.zeros(rm.n_links, dtype=bool)
-            links[rm.seg_link[real & wide[rm.entry_segment]]] = True
-            grown = wide | (np.bincount(rm.entry_segment[real & links[rm.seg_link]],
-                                        minlength=rm.n_segments) > 0)
-            if (grown == wide).all():
-                break
-            wide = grown
-    _WIDE[rm] = (wide,)
-    return wide
-
-
-_WIDE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def split_paths(rm):
-    """The frontier's view of ``rm``: ``(path, frac, wide)``. Paths of at most ``MAX_PATH``
-    links are :func:`path_table`'s (``wide`` None). Wider ones (fluid ECMP over many
-    spines: 148 links per flow on fat_tree(16)) keep their wide segments apart
-    (:func:`wide_segments`): the path table holds the narrow links only, and ``wide``
-    (:class:`WideParts`) each flow's wide segments and their entries, which the kernel reads
-    per segment, not per flow."""
-    wide = wide_segments(rm)
-    if wide is None:
-        return (*path_table(rm), None)
-    path, frac = path_table(rm, wide)
-    wide_id = np.cumsum(wide) - 1
-    cols, coefs = [], []
-    for k in range(rm.slots):
-        segs = rm.flow_seg[:, k]
-        on = (segs >= 0) & wide[np.maximum(segs, 0)]
-        if rm.flow_coef is not None:
-            on &= rm.flow_coef[:, k] > 0
-        if on.any():
-            cols.append(np.where(on, wide_id[np.maximum(segs, 0)], -1))
-            if rm.flow_coef is not None:
-                coefs.append(np.where(on, rm.flow_coef[:, k], 0.0))
-    if not cols:                        # no flow uses a wide segment
-        return path, frac, None
-    entries = (rm.seg_frac > 0) & wide[rm.entry_segment]
-    links = np.zeros(rm.n_links, dtype=bool)
-    links[rm.seg_link[entries]] = True
-    parts = WideParts(np.stack(cols, axis=1), np.stack(coefs, axis=1) if coefs else None,
-                      wide_id[rm.entry_segment[entries]], rm.seg_link[entries].astype(np.int64),
-                      rm.seg_frac[entries].astype(np.float64), int(wide.sum()), links)
-    return path, frac, parts
-
-
-def split_width(rm) -> int:
-    """Items per flow the frontier reads: narrow links plus wide slots (:func:`split_paths`)."""
-    wide = wide_segments(rm)
-    if wide is None:
-        return path_width(rm)
-    known = _WIDE[rm]
-    if len(known) > 1:
-        return known[1]
-    lengths = np.where(wide, 0, np.diff(rm.seg_ptr))
-    narrow = slots = 0
-    for k in range(rm.slots):             # the segments each slot uses (a count, not a gather per flow)
-        used = np.bincount(rm.flow_seg[:, k] + 1, minlength=rm.n_segments + 1)[1:] > 0
-        narrow += int(lengths[used].max(initial=0))
-        slots += bool(wide[used].any())
-    _WIDE[rm] = (wide, narrow + slots)
-    return narrow + slots
-
-
-def path_table(rm, wide_segment=None):
-    """(flows, P) link ids of each flow's path (padding ``-1``) and their fractions (``None``
-    when every fraction is 1), from a RoutingMatrix's factored form: segment rows gathered
-    per slot, no per-entry sort. ``wide_segment`` (bool per segment): segments left out
-    (kept apart by :func:`split_paths`)."""
-    S = rm.n_segments
-    n_flows = rm.n_flows
-    lengths = np.diff(rm.seg_ptr)
-    if wide_segment is not None:
-        lengths = np.where(wide_segment, 0, lengths)
-    unit = rm.flow_coef is None and bool(np.all(rm.seg_frac == 1.0))
-    lam = max(int(lengths.max()) if S else 0, 1)
-    seg_tab = np.full((S + 1, lam), -1, dtype=np.int32)
-    seg_fr = None if unit else np.zeros((S + 1, lam))
-    if len(rm.seg_link):
-        row = rm.entry_segment
-        col = np.arange(len(rm.seg_link)) - rm.seg_ptr[row]
-        keep = slice(None) if wide_segment is None else ~wide_segment[row]
-        seg_tab[row[keep], col[keep]] = rm.seg_link[keep]
-        if not unit:
-            seg_fr[row[keep], col[keep]] = rm.seg_frac[keep]
-    if wide_segment is None:
-        widths = slot_widths(rm)
-    else:
-        ext = np.append(lengths, 0)                      # slot -1 -> the extra 0
-        widths = [int(ext[rm.flow_seg[:, k]].max(initial=0)) for k in range(rm.slots)]
-    P = sum(widths)
-    if P == 0:
-        return np.full((n_flows, 1), -1, np.int32), None
-    path = np.empty((n_flows, P), np.int32)
-    frac = None if unit else np.empty((n_flows, P))
-    off = 0
-    for k, width in enumerate(widths):
-        if width == 0:
-            continue
-        segs = np.where(rm.flow_seg[:, k] >= 0, rm.flow_seg[:, k], S)
-        # np.take of a contiguous (segments, width) table (faster: benchmarks/TUNING.md)
-        path[:, off:off + width] = np.take(np.ascontiguousarray(seg_tab[:, :width]), segs, axis=0)
-        if not unit:
-            frac[:, off:off + width] = np.take(np.ascontiguousarray(seg_fr[:, :width]), segs, axis=0)
-            if rm.flow_coef is not None:
-                frac[:, off:off + width] *= rm.flow_coef[:, k:k + 1]
-        off += width
-    if unit:
-        return path, None
-    path[frac <= 0] = -1
-    return path, np.where(path >= 0, frac, 0.0)
 
 
 def build(path, frac, cap, w, d, skip, wide: WideParts | None = None) -> Layout:
@@ -357,8 +190,8 @@ def eligible(problem: Problem) -> bool:
     # a slot is at most WIDE_SEGMENT narrow links and one wide segment: a bound on
     # split_width that needs no pass over the segments (auto runs dense rounds first and
     # splits the paths only if it hands over, see solve_auto)
-    items = sum(min(w, WIDE_SEGMENT + 1) for w in slot_widths(rm))
-    return items + (capped > 0) <= MAX_PATH and capped <= max(rm.n_links, 4096)
+    items = sum(min(w, _frontier_paths.WIDE_SEGMENT + 1) for w in slot_widths(rm))
+    return items + (capped > 0) <= _frontier_paths.MAX_PATH and capped <= max(rm.n_links, 4096)
 
 
 def solve_auto(problem: Problem) -> Raw:
@@ -376,7 +209,7 @@ def solve_auto(problem: Problem) -> Raw:
     if problem.max_rounds is not None or problem.batch is not None:
         return solve(problem)
     problem.check_float32(dense=False)      # as the frontier would (its warm-up may finish the solve)
-    wide = path_width(rm) > MAX_PATH
+    wide = path_width(rm) > _frontier_paths.MAX_PATH
     progress, first = (WARMUP_PROGRESS, WARMUP_ROUNDS) if wide else (NARROW_WARMUP_PROGRESS, NARROW_WARMUP_ROUNDS)
     if progress > 1:
         return solve(problem)

@@ -4,7 +4,7 @@ Fluid ECMP over many spines gives paths of a hundred links and more (148 per flo
 fat_tree(16)), shared by every flow between the same two leaves. Copied per flow they
 would make the path table and the per-link flow lists ~150 M entries, and every round
 would read the spine links' lists of a million flows. Instead such *wide* segments stay
-shared (:func:`flowsolver.solver._frontier.split_paths`): the frontier's rounds read the
+shared (:func:`flowsolver.solver._frontier_paths.split_paths`): the frontier's rounds read the
 narrow links of each flow as before and, per wide slot, one number, the segment's lowest
 share.
 

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from .. import _checks
 from ..routing import MergedRouting, RoutingMatrix
-from ..routing._matrix import _ranges
+from ..routing._keys import ranges
 
 _TRACES = {"count": 0}
 
@@ -139,7 +139,7 @@ class Segments:
         remap = np.full(len(self.seg_ptr) - 1, -1, dtype=np.int64)
         remap[used] = np.arange(len(used))
         lengths = np.diff(self.seg_ptr)[used]
-        idx = _ranges(self.seg_ptr[used], lengths)
+        idx = ranges(self.seg_ptr[used], lengths)
         return Segments(np.concatenate([[0], np.cumsum(lengths)]), self.seg_link[idx], self.seg_frac[idx],
                         remap[self.entry_seg[idx]],
                         np.where(flow_seg >= 0, remap[np.maximum(flow_seg, 0)], -1).astype(np.int32),
