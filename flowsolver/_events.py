@@ -11,6 +11,7 @@ import numpy as np
 from .routing import RoutingMatrix
 from ._status import Status
 from .solver import max_min_fair
+from .solver._allocation import utilization
 
 #: (flows + links) x events kept by ``keep_phases`` at most (~20 bytes each; else none)
 KEEP_PHASES_ENTRIES = 1 << 24
@@ -137,14 +138,13 @@ class _Run:
             touched[links[freed > 0]] = True
             if touched[held].any():
                 return None
+        load = load.copy()
+        load[links] = (load[links] - freed).astype(load.dtype)
         if self.kept_last:         # its utilisation was worked out here: only the changed links move
-            load, util = load.copy(), np.array(alloc.utilization)
-            load[links] = (load[links] - freed).astype(load.dtype)
-            util[links] = _utilization(load[links], cap[links])
+            util = np.array(alloc.utilization)
+            util[links] = utilization(load[links], cap[links])
         else:
-            load = load.copy()
-            load[links] = (load[links] - freed).astype(load.dtype)
-            util = _utilization(load, cap).astype(alloc.utilization.dtype)
+            util = utilization(load, cap).astype(alloc.utilization.dtype)
         return replace(alloc, rates=np.where(gone, 0, rates).astype(rates.dtype), link_load=load,
                        utilization=util, bottleneck=np.where(gone, -1, bneck), rounds=np.int32(0))
 
@@ -196,12 +196,6 @@ class _Run:
             cut = (self.started[:, self.part_of] & ~self.done).any(axis=1) | waiting.any(axis=1)
         self.status = np.where(cut, Status.NOT_CONVERGED, Status.OK).astype(np.int32) if np.ndim(cut) else \
             np.full(self.remaining.shape[0], int(Status.OK), dtype=np.int32)
-
-
-def _utilization(load, cap):
-    """``load / cap`` per link (float64), 0 on an unused zero-capacity link, inf on a loaded one."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(cap > 0, load / np.where(cap > 0, cap, 1), np.where(load > 0, np.inf, 0.0))
 
 
 def _check_groups(rm, groups, check=True):

@@ -46,7 +46,7 @@ import numpy as np
 from .. import _checks
 from ..traffic import Flows
 from ._engine import ecmp_fluid, ecmp_hashed
-from ._fabric import DragonflyTables, dor_paths
+from ._fabric import DragonflyTables, SizedDraws, dor_paths
 from ._links import HOP_CLASSES, Bottleneck, LinkTable, first_tier, link_efficiency
 from ._keys import GroupCopies
 from ._matrix import MergedRouting, RoutingMatrix
@@ -226,7 +226,8 @@ def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabri
     seg_min = minimal(a, b)
     if policy == "minimal":
         return [(seg_min, 1.0)]
-    mid = df.intermediate(a, b, seed, None if groups is None else _positions(groups))
+    within = None if groups is None else _positions(groups)
+    mid = df.intermediate(a, b, seed, within)
     has = mid >= 0
     s1 = seg_min.copy()
     s2 = np.full(len(a), -1, dtype=np.int64)
@@ -234,7 +235,7 @@ def _fabric_columns(ix, store, a, b, inter, policy, subflows, seed, flows, fabri
         s1[has] = minimal(a[has], mid[has])
         s2[has] = minimal(mid[has], b[has])
     if policy == "ugal":
-        use_min = _ugal_choice(ix, store, flows.sizes[inter], seg_min, s1, s2, seed, groups=groups)
+        use_min = _ugal_choice(ix, store, flows.sizes[inter], seg_min, s1, s2, seed, groups=groups, within=within)
         s1 = np.where(use_min, seg_min, s1)
         s2 = np.where(use_min, -1, s2)
     return [(s1, 1.0), (s2, 1.0)]
@@ -289,7 +290,7 @@ def _hashed(ix, store, cg, local, a, b, rows, subflows, seed):
     return cols
 
 
-def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12, groups=None):
+def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12, groups=None, within=None):
     """UGAL-G in the fluid limit (see the module docstring): True where minimal wins.
 
     Starting from all-minimal, each round every flow compares, on the current loads,
@@ -297,11 +298,12 @@ def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12, groups=No
     path; each flow that would gain by switching switches with probability 1/2 (damped
     best response, seeded), for ``rounds`` rounds. ``groups``: each flow's group, played
     as its own call (its own loads, its own draws, its own last round); the loads are kept
-    per group on each group's copy of the links it uses.
+    per group on each group's copy of the links it uses (``within``: its
+    :func:`_positions`, when known).
     """
     n = len(seg_min)
     groups = np.zeros(n, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
-    pos, size = _positions(groups)
+    draws = SizedDraws(seed, *(_positions(groups) if within is None else within))
     ptr, link, frac = store.finish()
     S = len(ptr) - 1
     lists = (seg_min, s1, s2)
@@ -321,7 +323,6 @@ def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12, groups=No
     seg_hops = np.bincount(owner, weights=frac, minlength=n_seg)
     has_val = s2 >= 0
     use_min = np.ones(n, dtype=bool)
-    draws = {int(m): np.random.default_rng(seed) for m in np.unique(size)}
 
     def cost(segs_list, q):
         seg_q = np.zeros(n_seg)
@@ -344,10 +345,6 @@ def _ugal_choice(ix, store, sizes, seg_min, s1, s2, seed=0, rounds=12, groups=No
         want = has_val & np.where(use_min, c_val < c_min, c_min < c_val)
         if not want.any():       # a group none of whose flows would switch has played its last round
             break
-        unit = np.empty(n)
-        for m, rng in draws.items():
-            sel = size == m
-            unit[sel] = rng.random(m)[pos[sel]]
-        flip = want & (unit < 0.5)
+        flip = want & (draws.take(lambda rng, m: rng.random(m)) < 0.5)
         use_min ^= flip
     return use_min | ~has_val

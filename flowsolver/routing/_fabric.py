@@ -134,14 +134,9 @@ class DragonflyTables:
         drawn alone."""
         ga, gb = self.group[np.asarray(a)], self.group[np.asarray(b)]
         n = len(ga)
-        pos, size = (np.arange(n), np.full(n, n)) if within is None else within
-        pick_g = np.empty(n, dtype=np.int64)
-        unit = np.empty(n)
-        for m in np.unique(size):
-            rng = np.random.default_rng(seed)
-            sel = np.flatnonzero(size == m)
-            pick_g[sel] = rng.integers(0, max(self.groups - 2, 1), int(m))[pos[sel]]
-            unit[sel] = rng.random(int(m))[pos[sel]]
+        draws = SizedDraws(seed, *((np.arange(n), np.full(n, n)) if within is None else within))
+        pick_g = draws.take(lambda rng, m: rng.integers(0, max(self.groups - 2, 1), m), np.int64)
+        unit = draws.take(lambda rng, m: rng.random(m))
         lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)
         gc = pick_g + (pick_g >= lo)
         gc = gc + (gc >= hi)
@@ -152,4 +147,28 @@ class DragonflyTables:
             table[k, :len(r)] = r
         out = table[np.minimum(gc, self.groups - 1), pick_r]
         out[(ga == gb) | (self.groups < 3)] = -1
+        return out
+
+
+class SizedDraws:
+    """Random draws for elements of several groups, each group's as its own call would make
+    them: one generator seeded ``seed`` per group size, an element taking the draw at its
+    position in its group (``pos``; ``size``: its group's size). Successive :meth:`take`
+    calls continue each generator, as successive draws of one call would.
+
+    >>> d = SizedDraws(7, np.array([0, 1, 0]), np.array([2, 2, 1]))
+    >>> alone = np.random.default_rng(7).random(2)
+    >>> bool(np.array_equal(d.take(lambda rng, m: rng.random(m))[:2], alone))
+    True
+    """
+
+    def __init__(self, seed: int, pos, size):
+        self.pos = np.asarray(pos)
+        self.parts = [(np.flatnonzero(size == m), int(m), np.random.default_rng(seed)) for m in np.unique(size)]
+
+    def take(self, draw, dtype=np.float64) -> np.ndarray:
+        """``draw(generator, m)`` (m values) per group size, read back per element."""
+        out = np.empty(len(self.pos), dtype=dtype)
+        for sel, m, rng in self.parts:
+            out[sel] = draw(rng, m)[self.pos[sel]]
         return out

@@ -174,24 +174,10 @@ class RoutingMatrix:
             seg_amount += np.bincount(segs[ok], weights=amount, minlength=self.n_segments)
         return self._segments_to_links(seg_amount)
 
-    def subset_loads(self, flows, amounts) -> np.ndarray:
-        """Per link, the load of the flows ``flows`` alone carrying ``amounts`` (bytes/s):
-        :meth:`link_loads` read over those flows' rows only (dense form of
-        :meth:`subset_loads_sparse`).
-
-        >>> rm = RoutingMatrix.from_scipy([[1.0, 1.0, 0.0], [0.0, 0.5, 1.0]])
-        >>> rm.subset_loads([1], [4.0]).tolist()
-        [4.0, 2.0]
-        """
-        links, loads = self.subset_loads_sparse(flows, amounts)
-        out = np.zeros(self.n_links)
-        out[links] = loads
-        return out
-
     def subset_loads_sparse(self, flows, amounts):
-        """:meth:`subset_loads` as ``(links, loads)``: the links the flows ``flows`` carrying
-        ``amounts`` (bytes/s) cross, in link order, and their loads; read over those flows'
-        segments only (no pass over the whole matrix: the cost follows the flows given).
+        """The loads of the flows ``flows`` alone carrying ``amounts`` (bytes/s), as ``(links,
+        loads)``: the links they cross, in link order, and :meth:`link_loads` read over those
+        flows' segments only (no pass over the whole matrix: the cost follows the flows given).
 
         >>> rm = RoutingMatrix.from_scipy([[1.0, 1.0, 0.0], [0.0, 0.5, 1.0], [0.0, 0.0, 0.0]])
         >>> [a.tolist() for a in rm.subset_loads_sparse([1], [4.0])]
@@ -342,7 +328,16 @@ class RoutingMatrix:
         >>> rm.flow_rows(1, 3).to_scipy().toarray().tolist()
         [[0.0, 1.0], [1.0, 1.0]]
         """
-        rows = slice(int(start), int(stop))
+        return self.take_flows(slice(int(start), int(stop)))
+
+    def take_flows(self, rows) -> "RoutingMatrix":
+        """The flows ``rows`` (a slice, or an index or bool array) on the same links and
+        segments.
+
+        >>> rm = RoutingMatrix.from_scipy(np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]), capacity=[1.0, 2.0])
+        >>> rm.take_flows(np.array([2, 0])).to_scipy().toarray().tolist()
+        [[1.0, 1.0], [1.0, 0.0]]
+        """
         pick = lambda a: None if a is None else a[rows]  # noqa: E731
         return replace(self, flow_seg=self.flow_seg[rows], flow_coef=pick(self.flow_coef), weights=self.weights[rows],
                        demands=self.demands[rows], flows=None, flow_src=pick(self.flow_src),

@@ -67,14 +67,23 @@ class Allocation:
         return self.status == Status.OK
 
 
+def utilization(load, cap):
+    """``load / cap`` per link (float64 from float64 inputs), 0 on an unused zero-capacity
+    link, inf on a loaded one.
+
+    >>> utilization(np.array([1.0, 0.0, 2.0]), np.array([2.0, 0.0, 0.0])).tolist()
+    [0.5, 0.0, inf]
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(cap > 0, load / np.where(cap > 0, cap, 1), np.where(load > 0, np.inf, 0.0))
+
+
 def allocation(problem: Problem, raw: Raw) -> Allocation:
     """The Allocation of ``raw``: utilizations, ``inf`` rates for unbounded flows, statuses."""
     rates, load, bneck, rounds, conv = raw
     capb = problem.capacity if problem.batch is None else np.broadcast_to(problem.capacity,
                                                                            (problem.batch, problem.routing.n_links))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        util = np.where(capb > 0, load / np.where(capb > 0, capb, 1), np.where(load > 0, np.inf, 0.0))
-    util = util.astype(rates.dtype)
+    util = utilization(load, capb).astype(rates.dtype)
     ubr = np.broadcast_to(problem.unbounded, rates.shape)
     rates = np.where(ubr, np.inf, rates).astype(rates.dtype)
     status = np.where(np.any(ubr, axis=-1), Status.UNBOUNDED,

@@ -227,24 +227,17 @@ def solve_auto(problem: Problem) -> Raw:
         load, cap, rounds = load + part_load, np.maximum(cap - part_load, 0.0), rounds + int(k)
         if conv or done.mean() < progress * max(int(k), 1):
             break
-        left, part, chunk = left[~done], _flows_of(part, np.flatnonzero(~done)), 2 * chunk
+        left, part, chunk = left[~done], part.take_flows(np.flatnonzero(~done)), 2 * chunk
         with jax.enable_x64(True):
             r, part_load, b, k, conv, done = _dense._solve_single(part, cap, w[left], d[left], np.dtype(np.float64),
                                                                   chunk, 1, True)
     if not conv:
-        left, part = left[~done], _flows_of(part, np.flatnonzero(~done))
+        left, part = left[~done], part.take_flows(np.flatnonzero(~done))
         sub = solve(replace(problem, routing=part, capacity=cap, weights=w[left], demands=d[left],
                             unbounded=problem.unbounded[left]))
         rates[left], bneck[left] = sub.rates, sub.bottleneck
         load, rounds, conv = load + sub.load, rounds + int(sub.rounds), bool(sub.converged)
     return Raw(rates.astype(problem.dtype), load.astype(problem.dtype), bneck, np.int32(rounds), np.bool_(conv))
-
-
-def _flows_of(rm, rows):
-    """``rm`` restricted to the flows ``rows`` (same links and segments)."""
-    pick = lambda a: None if a is None else a[rows]  # noqa: E731
-    return replace(rm, flow_seg=rm.flow_seg[rows], flow_coef=pick(rm.flow_coef), weights=rm.weights[rows],
-                   demands=rm.demands[rows], flows=None, flow_src=pick(rm.flow_src), flow_dst=pick(rm.flow_dst))
 
 
 def round_bound(lay: Layout) -> int:

@@ -17,11 +17,13 @@ change leaves each tied constraint), solved here in freeze order (:meth:`directi
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import scipy.sparse as sp
 
 from ._blocks import LinearBlock, TiedBlock, solve_lower
-from ._structure import batches
+from ._structure import Structure, batches
 
 #: what ``side`` may be: the derivative for an increase ("up") or a decrease ("down")
 SIDES = ("up", "down")
@@ -39,8 +41,14 @@ class RateSensitivity:
         k = s.bottleneck_links
         k = k[~s.one_sided_link[k]]                         # bottleneck links with two-sided derivatives
         self._linear = k[np.argsort(s.top[k], kind="stable")]   # in freeze order: M is lower triangular
-        # (every bottleneck tied, as each NIC of an evenly split all-to-all: no coupling to build)
-        self._m_linear = s.coupling[self._linear][:, self._linear].tocsc() if len(k) else sp.csc_matrix((0, 0))
+
+    @cached_property
+    def _m_linear(self):
+        """The coupling among the two-sided bottleneck links, in freeze order (built when a
+        gradient first needs it; directional derivatives do not)."""
+        if not len(self._linear):      # every bottleneck tied (each NIC of an evenly split all-to-all)
+            return sp.csc_matrix((0, 0))
+        return self.structure.coupling[self._linear][:, self._linear].tocsc()
 
     # ------------------------------------------------------------------ masks
     @property
@@ -215,8 +223,8 @@ class RateSensitivity:
         if only is not None:
             which = np.intersect1d(which, only)
         if links and side == "up" and len(which):
-            only = (s.n_constraints == 1) & (s.bottleneck >= 0)     # flows a link alone holds
-            which = which[np.bincount(s.bottleneck[only], minlength=s.n_links)[which] > 0]
+            alone = (s.n_constraints == 1) & (s.bottleneck >= 0)    # flows a link alone holds
+            which = which[np.bincount(s.bottleneck[alone], minlength=s.n_links)[which] > 0]
         step = max(1, BATCH_ENTRIES // max(s.n_flows + s.n_links, 1))
         sign = 1.0 if side == "up" else -1.0
         for i in range(0, len(which), step):
