@@ -48,11 +48,12 @@ from __future__ import annotations
 from ..training import StepResult
 from ..training._compose import layer_compute
 from ..training._phases import tp_hidden, tp_layer_ops
+from ..training._pipeline import chunk_layers
 from ._from_step_dp import DataParallelWriter
-from ._schedule import blocking_program, chunk_layers, p2p_tag, pass_order, source, target
+from ._schedule import blocking_program, p2p_tag, pass_order, source, target
 from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc
 
-__all__ = ["workload_from_step", "chunk_layers"]
+__all__ = ["workload_from_step"]
 
 _SHARE = {"F": 1.0 / 3.0, "B": 2.0 / 3.0}          # compose: a microbatch's compute split 1 : 2
 

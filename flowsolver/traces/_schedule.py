@@ -21,9 +21,7 @@ from and their outputs go.
 
 from __future__ import annotations
 
-from ..training._pipeline import chunk_layers
-
-__all__ = ["chunk_layers", "pass_order", "source", "target", "blocking_program", "p2p_tag"]
+__all__ = ["pass_order", "source", "target", "blocking_program", "p2p_tag"]
 
 
 def _virtual(k: int, pp: int, vp: int, backward: bool) -> tuple:

@@ -31,14 +31,7 @@ def stage_layers(layers: int, pp: int, vp: int = 1) -> tuple:
     >>> stage_layers(80, 8, 5)
     (10, 10, 10, 10, 10, 10, 10, 10)
     """
-    if layers % (pp * vp) == 0:
-        return (layers // pp,) * pp
-    if pp > 1 and (layers + 2) % (pp * vp) == 0:
-        per_stage = (layers + 2) // pp
-        return (per_stage - 1,) + (per_stage,) * (pp - 2) + (per_stage - 1,)
-    what = "pp" if vp == 1 else f"pp x vp ({pp} x {vp} = {pp * vp} virtual stages)"
-    raise ValueError(f"{what} must divide the model's {layers} layers, or {layers} + 2 (Megatron's uneven split: "
-                     f"the embedding and the loss count as one layer each on the end stages); got pp={pp}, vp={vp}")
+    return tuple(sum(chunks) for chunks in chunk_layers(layers, pp, vp))
 
 
 def chunk_layers(layers: int, pp: int, vp: int) -> tuple:
@@ -53,9 +46,13 @@ def chunk_layers(layers: int, pp: int, vp: int) -> tuple:
     >>> chunk_layers(126, 16, 8)[0]
     (0, 1, 1, 1, 1, 1, 1, 1)
     """
-    stage_layers(layers, pp, vp)        # the ValueError naming pp / vp when they do not split
     if layers % (pp * vp) == 0:
         return ((layers // (pp * vp),) * vp,) * pp
+    if pp == 1 or (layers + 2) % (pp * vp):
+        what = "pp" if vp == 1 else f"pp x vp ({pp} x {vp} = {pp * vp} virtual stages)"
+        raise ValueError(f"{what} must divide the model's {layers} layers, or {layers} + 2 (Megatron's uneven "
+                         f"split: the embedding and the loss count as one layer each on the end stages); "
+                         f"got pp={pp}, vp={vp}")
     per = (layers + 2) // (pp * vp)
     out = [[per] * vp for _ in range(pp)]
     out[0][0] -= 1

@@ -133,14 +133,15 @@ def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
 
 
 def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batch: int, zero: int, gpu,
-                  algorithms: dict, options: dict, sequence_parallel: bool = True, top_k: int | None = None,
+                  algorithms: dict, options: dict, sequence_parallel: bool = True,
                   capacity_factor: float = 1.0) -> CommProfile:
     """Solve every collective of the step once on ``graph`` (lockstep, every group of a kind
     at once; the kinds in one batched call, :func:`flowsolver.collectives.concurrent_kinds`)
     into a :class:`CommProfile`; ``algorithms``
     maps ``tp``, ``cp``, ``pp``, ``ep``, ``dp`` to an algorithm (or ``"auto"``), ``options``
     goes to every collective. A reduce-scatter (TP with sequence parallelism, DP with ZeRO
-    >= 1) is solved with its all-gather of the same bytes (``gather``).
+    >= 1) is solved with its all-gather of the same bytes (``gather``). The MoE routing is
+    ``model.top_k`` experts per token, at ``capacity_factor``.
 
     >>> import topologies as tp
     >>> from flowsolver.training import ParallelLayout, get_model
@@ -150,8 +151,7 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     >>> list(prof.comms), prof.comms["dp"].op, prof.comms["dp"].group_size, prof.comms["dp"].gather > 0
     (['tp', 'dp'], 'reduce_scatter', 2, True)
     """
-    top_k = model.top_k if top_k is None else top_k
-    plan = _plan(model, layout, micro_batch, zero, sequence_parallel, top_k, capacity_factor)
+    plan = _plan(model, layout, micro_batch, zero, sequence_parallel, model.top_k, capacity_factor)
     # every parallelism's collective solved in one batched call, then the all-gathers that
     # follow the reduce-scatters (with the algorithm each reduce-scatter chose) in another
     timed = _timed(graph, [(op, size, groups, algorithms[kind]) for _, kind, op, size, groups in plan], options)
@@ -165,4 +165,4 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
                                  groups=len(groups), group_size=len(groups[0]), gather=gather,
                                  bottleneck=bottleneck, result=result, gather_result=gather_result)
     return CommProfile(model=model, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu, comms=comms,
-                       sequence_parallel=sequence_parallel, top_k=top_k, capacity_factor=capacity_factor)
+                       sequence_parallel=sequence_parallel, top_k=model.top_k, capacity_factor=capacity_factor)

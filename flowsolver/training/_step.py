@@ -222,5 +222,5 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     with unchanged(graph), _checks.trusted(graph):
         profile = solve_profile(graph, spec, layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
                                 algorithms=_algorithms(algorithms), options=dict(collective_options or {}),
-                                sequence_parallel=sequence_parallel, top_k=top_k, capacity_factor=factor)
+                                sequence_parallel=sequence_parallel, capacity_factor=factor)
     return compose(profile, schedule)
