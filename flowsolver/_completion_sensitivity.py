@@ -8,8 +8,10 @@ survivors carry ``dR = dR - D_k dr - r dD_k`` into the next phase; ``dr`` is the
 derivative (:func:`~flowsolver.solver.rate_sensitivity`). The makespan's derivative is the
 sum of the ``dD_k``, the last phase's being the largest over its finishing flows for an
 increase (the smallest for a decrease): the derivative of a maximum is one-sided. Flows that
-finish together before the last phase but would drift apart under the change make the
-derivative depend on the new event order; those entries are NaN (flagged, never guessed).
+finish together at one event but would end apart under the change make it depend on the new
+event order: the flows that end first leave their links to the others, and to the flows
+that run on, for a stretch of first order; :mod:`flowsolver._event_split` follows that
+stretch exactly (one-sided, flagged in :meth:`CompletionSensitivity.one_sided`).
 """
 
 from __future__ import annotations
@@ -23,13 +25,18 @@ from .routing import RoutingMatrix
 from ._status import Status
 from .solver import Allocation, max_min_fair, rate_sensitivity
 from .solver._jax import host_scalar
-from ._last_event import LastEvent
+from ._event_split import EventSplit
 from .timing import _routing_and_sizes
 
 __all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan", "KeptRun"]
 
 #: relative tolerance for flows finishing at one event (the one of ``completion_times``)
 EVENT_RTOL = 1e-9
+
+#: the rank-one terms of the finishing flows' end changes go through one matrix product from
+#: this many multiply-adds (a product of a few thousand took longer than numpy's own loop on
+#: a 2-core machine with one core busy; 10^8 took 28 s as a loop, under 1 s as a product)
+BLAS_WORK = 1 << 20
 
 
 class CompletionSensitivity:
@@ -41,115 +48,126 @@ class CompletionSensitivity:
         self.shape = matrix.shape if hasattr(matrix, "shape") else (matrix.n_links, matrix.n_flows)
         self.phases = phases            # [(active flows, rates, duration, finishing flows, RateSensitivity)]
         self.makespan = makespan
+        self._splits = {}               # phase -> EventSplit of its finishing flows, built on first use
 
     def gradient(self, side: str = "up") -> np.ndarray:
         """d makespan / d capacity of each link alone (links,), seconds per byte/s:
-        ``side="up"`` for an increase, ``"down"`` for a decrease. NaN where the change would
-        reorder flows that finish together before the last event."""
-        def tangent(k, known):
+        ``side="up"`` for an increase, ``"down"`` for a decrease (one-sided where a tie or
+        a new event order makes the two differ: :meth:`one_sided`)."""
+        def tangent(k):
             sens = self.phases[k][4]
             if side == "up":               # an increase moves rates only from links that hold a flow
-                known = np.intersect1d(known, sens.held, assume_unique=True)
-                if not len(known):
+                if not len(sens.held):
                     return None            # (the phase's structure is not even built)
-            return sens.capacity_jacobian(side, links=known)
+                return sens.capacity_jacobian(side, links=sens.held)
+            return sens.capacity_jacobian(side)
 
-        return self._chain(tangent, self.shape[0], side)
+        grad, spread = self._chain(tangent, self.shape[0], side)
+        if side == "up":
+            self._spread_up = spread
+        return grad
 
     def one_sided(self) -> np.ndarray:
         """Links (after :meth:`gradient`) whose makespan derivative may depend on the sign of
-        the change: one-sided in some phase, or moving the flows that finish last unequally."""
-        if not hasattr(self, "_last_spread"):
+        the change: one-sided in some phase, or moving flows that finish together apart
+        (a new event order)."""
+        if not hasattr(self, "_spread_up"):
             self.gradient("up")
-        flagged = self._last_spread.copy()
+        flagged = self._spread_up.copy()
         for ph in self.phases:
             flagged |= ph[4].one_sided_links
         return flagged
 
     def any_one_sided(self) -> bool:
         """``one_sided().any()``, building the events' structures only up to the first tie."""
-        if not hasattr(self, "_last_spread"):
+        if not hasattr(self, "_spread_up"):
             self.gradient("up")
-        return bool(self._last_spread.any()) or any(ph[4].one_sided_links.any() for ph in self.phases)
+        return bool(self._spread_up.any()) or any(ph[4].one_sided_links.any() for ph in self.phases)
 
     def directional(self, d_capacity, side: str = "up") -> float:
         """The one-sided derivative of the makespan along ``d_capacity`` (links,), seconds per
         unit of the step (``side="down"``: for the step ``-d_capacity``, sign as for "up")."""
         dc = np.asarray(d_capacity, dtype=np.float64)
 
-        def tangent(k, known):
+        def tangent(k):
             sens = self.phases[k][4]
             return sp.csc_matrix((sens.directional(dc) if side == "up" else -sens.directional(-dc))[:, None])
 
-        return float(self._chain(tangent, 1, side)[0])
+        return float(self._chain(tangent, 1, side)[0][0])
 
-    def _chain(self, tangent, n_dir: int, side: str) -> np.ndarray:
+    def _chain(self, tangent, n_dir: int, side: str):
         """The makespan's derivative along ``n_dir`` directions, from each phase's rate
-        tangents ``tangent(k, known)`` (phase ``k``'s, rows its active flows; only the
-        directions ``known`` are needed, the others being NaN already). The bytes a flow has
-        left change by ``-sum_i (D_i dr_i + r_i dD_i)`` over the phases before; only finishing flows read
-        it, so it is kept as a sparse sum of ``D_i dr_i`` (``moved``) and the rank-one terms
+        tangents ``tangent(k)`` (phase ``k``'s, rows its active flows; None: all 0), and the
+        directions where flows finishing together end apart. The bytes a flow has left
+        change by ``-sum_i (D_i dr_i + r_i dD_i + x_i)`` over the phases before (``x_i``: the
+        bytes it moved beyond its rate while the flows finishing at phase ``i`` ended apart,
+        :class:`~flowsolver._event_split.EventSplit`); only finishing flows read it, so it is
+        kept as a sparse sum of ``D_i dr_i + x_i`` (``moved``) and the rank-one terms
         ``r_i dD_i`` (``shifts``), evaluated at each phase's finishing flows alone. Two
         finishing flows' end changes differ when they differ by more than ``EVENT_RTOL`` of
         the largest term seen in that direction so far (rounding of sums that cancel is not
         a difference)."""
         n = self.shape[1]
-        moved = None                    # (n x n_dir) csr: sum over the phases so far of D_i dr_i
+        sign = 1.0 if side == "up" else -1.0
+        moved = None                    # (n x n_dir) csr: sum over the phases so far of D_i dr_i + x_i
         shifts = []                     # (r_i over all flows, dD_i) of the phases so far where dD_i != 0
         total = np.zeros(n_dir)
-        unknown = np.zeros(n_dir, dtype=bool)
         scale = np.zeros(n_dir)         # per direction: the largest term so far
+        spread_any = np.zeros(n_dir, dtype=bool)
         for k, (active, rates, duration, finishing, _) in enumerate(self.phases):
-            dr_active = tangent(k, np.flatnonzero(~unknown))
+            dr_active = tangent(k)
             dr_active = sp.csr_matrix((len(active), n_dir)) if dr_active is None else sp.csr_matrix(dr_active)
             at = np.searchsorted(active, finishing)              # finishing flows among the active (both sorted)
             part = dr_active[at] * duration if dr_active.nnz else sp.csr_matrix((len(finishing), n_dir))
             if moved is not None:
                 part = part + moved[finishing]
-            hi, lo, size, ends = _end_range(part, shifts, finishing, rates[at], unknown)
+            hi, lo, size, ends = _end_range(part, shifts, finishing, rates[at])
             scale = np.maximum(scale, size)
             spread = np.abs(hi - lo) > EVENT_RTOL * scale
+            spread_any |= spread
+            step = (hi if side == "up" else lo).copy()           # the phase's dD (equal where not spread)
+            todo = np.flatnonzero(spread)
+            excess = None
+            if len(todo):                                        # flows finishing here end apart
+                end, excess = self._split(k, at).run(sign * ends(todo), EVENT_RTOL * scale[todo])
+                step[todo], excess = sign * end, sign * excess
+            total += step
             if k == len(self.phases) - 1:
-                self._last_spread = spread
-                total += self._last(k, at, rates[at], hi if side == "up" else lo, spread & ~unknown, ends, side,
-                                    EVENT_RTOL * scale)
                 break
-            unknown |= spread
-            total += hi
             if dr_active.nnz:
                 coo = dr_active.tocoo()
-                step = sp.csr_matrix((coo.data * duration, (active[coo.row], coo.col)), shape=(n, n_dir))
-                moved = step if moved is None else moved + step
-            if hi.any():
+                add = sp.csr_matrix((coo.data * duration, (active[coo.row], coo.col)), shape=(n, n_dir))
+                moved = add if moved is None else moved + add
+            if excess is not None and excess.any():
+                r, c = np.nonzero(excess)
+                add = sp.csr_matrix((excess[r, c], (self._split(k, at).survivors_global[r], todo[c])), shape=(n, n_dir))
+                moved = add if moved is None else moved + add
+            if step.any():
                 r = np.zeros(n)
                 r[active] = rates
-                shifts.append((r, hi))
-        return np.where(unknown, np.nan, total)
+                shifts.append((r, step))
+        return total, spread_any
 
-    def _last(self, k, at, r_fin, value, drift, ends, side, tol):
-        """The last phase's share of the derivative: ``value`` (the largest end change for
-        an increase, the smallest for a decrease), exact where the finishing flows keep
-        their rates; in the directions ``drift`` where they end apart, from what the flows
-        left do after the first ones end (:class:`~flowsolver._last_event.LastEvent`)."""
-        todo = np.flatnonzero(drift)
-        if not len(todo):
-            return value
-        sens = self.phases[k][4]
-        structure, flows = sens.sens.structure, (at if sens.rows is None else sens.rows[at])
-        event = LastEvent(structure, flows, r_fin)
-        sign = 1.0 if side == "up" else -1.0
-        value = value.copy()
-        for j in todo:
-            value[j] = sign * event.offset(sign * ends(j), tol[j])
-        return value
+    def _split(self, k, at):
+        """Phase ``k``'s EventSplit (``at``: its finishing flows' positions among the active)."""
+        if k not in self._splits:
+            active, rates = self.phases[k][0], self.phases[k][1]
+            sens = self.phases[k][4]
+            survive = np.ones(len(active), dtype=bool)
+            survive[at] = False
+            pos = np.flatnonzero(survive)
+            rows = (lambda p: p) if sens.rows is None else (lambda p: sens.rows[p])
+            split = EventSplit(sens.sens.structure, rows(at), rates[at], rows(pos), rates[pos])
+            split.survivors_global = active[pos]
+            self._splits[k] = split
+        return self._splits[k]
 
 
-def _end_range(part, shifts, finishing, r_fin, unknown):
+def _end_range(part, shifts, finishing, r_fin):
     """Largest and smallest over the finishing flows of the change of their phase's end,
     ``-(part + sum r_i dD_i) / r`` per direction (``part``: sparse, rows the finishing flows;
-    implicit entries are 0), the largest magnitude of its terms, and a function giving one
-    direction's changes (dense, per finishing flow); the directions ``unknown`` are left out
-    of the rank-one terms (their values are NaN whatever they are)."""
+    implicit entries are 0), the largest magnitude of its terms, and a function giving some
+    directions' changes (dense, finishing flows x those directions)."""
     part = sp.csr_matrix(part)
     sparse = sp.csr_matrix((part.data * np.repeat(-1.0 / r_fin, np.diff(part.indptr)), part.indices, part.indptr),
                            shape=part.shape).tocsc()      # each finishing flow's row over its rate
@@ -157,17 +175,20 @@ def _end_range(part, shifts, finishing, r_fin, unknown):
         ratio = np.stack([r[finishing] for r, _ in shifts], axis=1) / r_fin[:, None]    # (finishing, shifts)
         dd = np.stack([d for _, d in shifts])                                           # (shifts, directions)
 
-    def ends(j):
-        col = sparse[:, [j]].toarray().ravel()
-        return col - (ratio * dd[:, j]).sum(axis=1) if shifts else col
+    def ends(cols):
+        block = sparse[:, cols].toarray()
+        if shifts and block.size * len(shifts) >= BLAS_WORK:
+            block -= ratio @ dd[:, cols]
+        else:                           # (tiny BLAS calls stall on a busy machine)
+            for i in range(len(shifts)):
+                block -= ratio[:, i, None] * dd[i, cols]
+        return block
 
     hi, lo = _column_range(sparse)
     size = np.maximum(hi, -lo)
     if shifts:                          # the directions the rank-one terms touch, dense
-        cols = np.flatnonzero(dd.any(axis=0) & ~unknown)
-        block = sparse[:, cols].toarray()
-        for i in range(len(shifts)):    # (not a matrix product: tiny BLAS calls stall on a busy machine)
-            block -= ratio[:, i, None] * dd[i, cols]
+        cols = np.flatnonzero(dd.any(axis=0))
+        block = ends(cols)
         size[cols] = np.maximum(size[cols], (np.abs(ratio).max(axis=0)[:, None] * np.abs(dd[:, cols])).max(axis=0))
         hi[cols], lo[cols] = block.max(axis=0), block.min(axis=0)
     return hi, lo, size, ends
@@ -313,10 +334,11 @@ class _PhaseSens:
 def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=None):
     """The makespan of :func:`~flowsolver.completion_times` (s) as a JAX scalar with a custom
     JVP in ``capacity`` (links,): ``jax.grad``, ``jax.jvp`` and ``jax.jacfwd`` through every
-    event of the run are exact. Where the derivative is one-sided (flows finishing last
-    together, a tie) ``jax.grad`` gets each link's increase alone (``side="up"``) and a
-    RuntimeWarning; an eager ``jax.jvp`` gets the exact one-sided derivative along its tangent.
-    Call it outside ``jax.jit``; enable 64-bit JAX for float64 derivatives.
+    event of the run are exact. Where the derivative is one-sided (a tie, or flows finishing
+    together that the change moves apart) ``jax.grad`` gets each link's increase alone
+    (``side="up"``) and a RuntimeWarning; an eager ``jax.jvp`` gets the exact one-sided
+    derivative along its tangent. Call it outside ``jax.jit``; enable 64-bit JAX for float64
+    derivatives.
 
     >>> import jax, scipy.sparse as sp
     >>> A = sp.csc_matrix([[1.0, 1.0]])                   # T = (1 + 3) / c
@@ -331,9 +353,5 @@ def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=N
     makespan = host_scalar(
         "fair_makespan", lambda cap: completion_sensitivity(rm, sizes, cap, weights=weights, demands=demands),
         lambda cs: cs.makespan, lambda cs, dc: cs.directional(dc), lambda cs: cs.gradient("up"),
-        lambda cs: cs.any_one_sided(),
-        "a small change of each of them alone would split flows that finish together before the last event, and "
-        "which flows then share the links in between (the new event order) is not followed here. "
-        "completion_sensitivity(...).gradient('up') gives every other link's derivative (NaN at those), and an "
-        "eager jax.jvp is exact along a change that moves those flows together (every link of a tier at once)")
+        lambda cs: cs.any_one_sided())
     return makespan(jnp.asarray(rm.capacity if capacity is None else capacity))

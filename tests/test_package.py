@@ -19,7 +19,7 @@ LAYERS = [
     ("flowsolver.traffic",),
     ("flowsolver.routing",),
     ("flowsolver.solver",),
-    ("flowsolver._events", "flowsolver.timing", "flowsolver._completion_sensitivity", "flowsolver._last_event"),
+    ("flowsolver._events", "flowsolver.timing", "flowsolver._completion_sensitivity", "flowsolver._event_split"),
     ("flowsolver.collectives",),
     ("flowsolver.training",),
     ("flowsolver.traces",),

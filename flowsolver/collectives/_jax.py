@@ -16,7 +16,8 @@ def collective_time(graph, op: str, size: float, capacity=None, **options):
     """A collective's time (s) as a JAX scalar with a custom JVP in the link capacities
     ``capacity`` (bytes/s, graph edge order; default the graph's): ``jax.grad`` of it is the
     exact per-link derivative through every step's event-driven solve
-    (:meth:`CollectiveResult.time_gradient`). Where a tie makes the derivative one-sided,
+    (:meth:`CollectiveResult.time_gradient`). Where a tie or a new event order (flows
+    finishing together that the change moves apart) makes the derivative one-sided,
     ``jax.grad`` gets each link's increase alone (``side="up"``) and a RuntimeWarning; an
     eager ``jax.jvp`` gets the exact one-sided derivative along its tangent. ``options``
     go to :func:`flowsolver.collective`. Call it outside ``jax.jit``.
@@ -46,12 +47,6 @@ def collective_time(graph, op: str, size: float, capacity=None, **options):
         return collective(g, op, size, **options)
 
     timed = host_scalar("collective_time", solve, lambda r: r.time, lambda r, dc: r.time_directional(dc),
-                        lambda r: r.time_gradient("up"), lambda r: any_one_sided(r._derivation()),
-                        "a small change of each of them alone would split flows that finish together before a "
-                        "step's last event, and which flows then share the links in between (the new event order) "
-                        "is not followed here. collective(...).time_gradient('up') or .sensitivity(side='up') give "
-                        "every other link's derivative (NaN at those), and an eager jax.jvp is exact along a change "
-                        "that moves those flows together (every link of a tier at once: the tier rows of "
-                        "sensitivity())")
+                        lambda r: r.time_gradient("up"), lambda r: any_one_sided(r._derivation()))
     cap = own if capacity is None else capacity
     return timed(jnp.asarray(cap))

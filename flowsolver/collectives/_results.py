@@ -116,8 +116,8 @@ class CollectiveResult:
     def time_gradient(self, side: str = "up") -> np.ndarray:
         """d time / d capacity of each link alone (graph edge order), seconds per byte/s
         (``side="down"``: for a decrease). Exact: through every step's event-driven solve
-        (:func:`flowsolver.completion_sensitivity`); NaN where flows finishing together
-        before a step's last event would drift apart."""
+        (:func:`flowsolver.completion_sensitivity`), the new event order included where
+        the change moves apart flows that finish together."""
         from ._sensitivity import time_gradient
 
         return time_gradient(self._derivation(), side)

@@ -150,7 +150,7 @@ def sensitivity_table(links, time: float, gradient, directional, side: str = "up
     cable group (tier/technology); ``saved_s_per_GBps`` is the time saved (s) per GB/s added
     to each link of the row (``side="down"``: the time lost per GB/s taken away),
     ``saved_percent_per_GBps`` the same as a percentage of ``time``. A link that is no
-    bottleneck anywhere has exactly 0; NaN marks a value the event order leaves open."""
+    bottleneck anywhere has exactly 0."""
     import pandas as pd
 
     grad = gradient(side)

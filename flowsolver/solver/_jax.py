@@ -33,13 +33,13 @@ def concrete_or_none(value):
         return None
 
 
-def host_scalar(name, evaluate, value, directional, gradient, one_sided, drift):
+def host_scalar(name, evaluate, value, directional, gradient, one_sided):
     """A JAX function of the link capacities (links,) whose value and derivatives are
     computed on the host: ``evaluate(cap)`` solves, ``value(res)`` is the scalar,
     ``directional(res, dc)`` its exact one-sided derivative along ``dc`` (an eager
     ``jax.jvp``), ``gradient(res)`` its per-link derivatives for a capacity increase
-    (``jax.grad`` / ``jax.jacfwd``: a NaN raises, with ``drift`` saying why and what to use
-    instead; a tie, ``one_sided(res)`` true anywhere, warns).
+    (``jax.grad`` / ``jax.jacfwd``; where it is one-sided, ``one_sided(res)`` true anywhere, a
+    RuntimeWarning says so).
     ``name`` prefixes the messages."""
 
     def host(cap):
@@ -61,12 +61,11 @@ def host_scalar(name, evaluate, value, directional, gradient, one_sided, drift):
         if exact is not None:                    # an eager jvp: the exact one-sided derivative along it
             return jnp.asarray(value(res)), jnp.asarray(directional(res, exact))
         up = gradient(res)
-        if np.isnan(up).any():
-            raise ValueError(f"{name}: jax.grad and jax.jacfwd need a number for every link, and "
-                             f"{int(np.isnan(up).sum())} of {len(up)} links have none here: {drift}")
         if np.any(one_sided(res)):
-            warnings.warn(f"{name}: the derivative is one-sided (a tie); JAX gets each link's increase "
-                          "alone (side='up')", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"{name}: the derivative is one-sided (a tie, or flows finishing together that a "
+                          "change moves apart); JAX gets each link's increase alone (side='up'); an eager "
+                          "jax.jvp gets the exact one-sided derivative along its tangent", RuntimeWarning,
+                          stacklevel=3)
         out = jnp.asarray(value(res))
         return out, jnp.dot(jnp.asarray(up, out.dtype), jnp.asarray(tangents[0], out.dtype))
 
