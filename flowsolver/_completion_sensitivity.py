@@ -127,10 +127,15 @@ class CompletionSensitivity:
             spread_any |= spread
             step = (hi if side == "up" else lo).copy()           # the phase's dD (equal where not spread)
             todo = np.flatnonzero(spread)
-            excess = None
+            excess = []
             if len(todo):                                        # flows finishing here end apart
-                end, excess = self._split(k, at).run(sign * ends(todo), EVENT_RTOL * scale[todo])
-                step[todo], excess = sign * end, sign * excess
+                split = self._split(k, at)
+                for i in range(0, len(todo), split.chunk):
+                    part = todo[i:i + split.chunk]
+                    end, more = split.run(sign * ends(part), EVENT_RTOL * scale[part])
+                    step[part] = sign * end
+                    excess.append(sp.coo_matrix((sign * more.data, (split.survivors_global[more.row], part[more.col])),
+                                                shape=(n, n_dir)))
             total += step
             if k == len(self.phases) - 1:
                 break
@@ -138,10 +143,9 @@ class CompletionSensitivity:
                 coo = dr_active.tocoo()
                 add = sp.csr_matrix((coo.data * duration, (active[coo.row], coo.col)), shape=(n, n_dir))
                 moved = add if moved is None else moved + add
-            if excess is not None and excess.any():
-                r, c = np.nonzero(excess)
-                add = sp.csr_matrix((excess[r, c], (self._split(k, at).survivors_global[r], todo[c])), shape=(n, n_dir))
-                moved = add if moved is None else moved + add
+            for add in excess:
+                if add.nnz:
+                    moved = add.tocsr() if moved is None else moved + add.tocsr()
             if step.any():
                 r = np.zeros(n)
                 r[active] = rates
@@ -157,7 +161,7 @@ class CompletionSensitivity:
             survive[at] = False
             pos = np.flatnonzero(survive)
             rows = (lambda p: p) if sens.rows is None else (lambda p: sens.rows[p])
-            split = EventSplit(sens.sens.structure, rows(at), rates[at], rows(pos), rates[pos])
+            split = EventSplit(sens.sens.structure, rows(at), rates[at], rows(pos))
             split.survivors_global = active[pos]
             self._splits[k] = split
         return self._splits[k]

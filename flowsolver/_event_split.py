@@ -34,23 +34,26 @@ from .solver._structure import TIE_RTOL
 #: for a survivor's rate there to count as its phase's rate (solves agree to ~1e-12)
 SPLIT_RTOL = 1e-9
 
-#: scenarios per batched solve of the split's steps (each a (flows,) demand row)
+#: scenarios per batched solve of the split's steps (each a (flows,) demand row), at most
 SPLIT_BATCH = 64
+
+#: the split's work arrays (event flows or constraint entries x directions) and its kept
+#: solutions (sets of ended flows x event flows) stay under this many entries (~8 bytes each)
+SPLIT_ENTRIES = 1 << 22
 
 
 class EventSplit:
     """The flows of one event (indices in the event's bottleneck
     :class:`~flowsolver.solver._structure.Structure` ``structure``): ``finishing`` (rates
-    ``finishing_rates``, bytes/s) and ``survivors`` (``survivor_rates``), prepared for
+    ``finishing_rates``, bytes/s) and ``survivors`` (the flows that run on), prepared for
     :meth:`run` along many directions of change."""
 
-    def __init__(self, structure, finishing, finishing_rates, survivors=(), survivor_rates=()):
+    def __init__(self, structure, finishing, finishing_rates, survivors=()):
         s = structure
         self.s = s
         self.fin = np.asarray(finishing, dtype=np.int64)
         self.surv = np.asarray(survivors, dtype=np.int64)
         self.r_fin = np.asarray(finishing_rates, dtype=np.float64)
-        self.r_surv = np.asarray(survivor_rates, dtype=np.float64)
         self.flows = np.concatenate([self.fin, self.surv])      # the event's flows: finishing first
         n_fin = len(self.fin)
         # which finishing flow crosses which link, by link: the earliest end on a link
@@ -77,20 +80,29 @@ class EventSplit:
         self._sub = None
         self._known = {}
 
+    @property
+    def chunk(self) -> int:
+        """Directions per :meth:`run` call that keep its work arrays (event flows or
+        constraint entries x directions) under ``SPLIT_ENTRIES`` entries."""
+        return max(1, SPLIT_ENTRIES // max(len(self.flows), len(self.con_flow) + len(self.cross_flow), 1))
+
     def run(self, tau: np.ndarray, tol: np.ndarray):
         """First-order ends along ``J`` directions: ``tau`` (finishing flows, J), each
         finishing flow's end offset at its phase's rates (s per unit of the change, in the
         change's own sign), ``tol`` (J,) offsets closer than this end together. Returns
-        ``end`` (J,), when the last finishing flow ends, and ``excess`` (survivors, J), the
-        bytes each survivor moved beyond its phase's rate until then (per unit of the change)."""
+        ``end`` (J,), when the last finishing flow ends, and ``excess`` (survivors x J,
+        sparse coo), the bytes each survivor moved beyond its phase's rate until then (per
+        unit of the change). Pass at most :attr:`chunk` directions for bounded memory."""
         tau = np.asarray(tau, dtype=np.float64).reshape(self.n_fin, -1)
         tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), (tau.shape[1],))
         end = tau.max(axis=0)
-        excess = np.zeros((len(self.surv), tau.shape[1]))
         moving = np.flatnonzero(~self._steady(tau, tol))
+        rows = cols = vals = np.zeros(0)
         if len(moving):
-            end[moving], excess[:, moving] = self._split(tau[:, moving], tol[moving])
-        return end, excess
+            end[moving], moved = self._split(tau[:, moving], tol[moving])
+            rows, c = np.nonzero(moved)
+            cols, vals = moving[c], moved[rows, c]
+        return end, sp.coo_matrix((vals, (rows, cols)), shape=(len(self.surv), tau.shape[1]))
 
     def _steady(self, tau, tol) -> np.ndarray:
         """Per direction: whether every flow keeps its rate until the last finishing flow
@@ -116,7 +128,7 @@ class EventSplit:
         left = self.r_fin[:, None] * (tau - lo)              # bytes left per unit of the change
         ended = tau <= lo + tol
         clock, moved = np.zeros(m), np.zeros((len(self.surv), m))
-        base = self._rates(np.zeros((n_fin, 1), dtype=bool))[n_fin:, 0]
+        base = self._rates(np.zeros((n_fin, 1), dtype=bool))[n_fin:, 0]     # (the first solve is kept)
         while not ended.all():
             go = np.flatnonzero(~ended.all(axis=0))
             rates = self._rates(ended[:, go])
@@ -142,6 +154,8 @@ class EventSplit:
         from .solver import max_min_fair
 
         keys = [col.tobytes() for col in np.packbits(ended, axis=0).T]
+        if len(self._known) > 1 and (len(self._known) + len(keys)) * len(self.flows) > SPLIT_ENTRIES:
+            self._known = dict([next(iter(self._known.items()))])    # bounded: keep the first (nothing ended)
         new = list(dict.fromkeys(k for k in keys if k not in self._known))
         if new:
             if self._sub is None:
@@ -149,8 +163,9 @@ class EventSplit:
                 self._sub = (s.matrix[:, self.flows], s.weights[self.flows], s.demands[self.flows])
             sub, w, d = self._sub
             first = {k: i for i, k in reversed(list(enumerate(keys)))}
-            for i in range(0, len(new), SPLIT_BATCH):
-                part = new[i:i + SPLIT_BATCH]
+            batch = max(1, min(SPLIT_BATCH, SPLIT_ENTRIES // max(sub.nnz, 1)))
+            for i in range(0, len(new), batch):
+                part = new[i:i + batch]
                 caps = np.repeat(d[None, :], len(part), axis=0)
                 caps[:, :self.n_fin] = np.where(ended[:, [first[k] for k in part]].T, 0.0, caps[:, :self.n_fin])
                 alloc = max_min_fair(sub, self.s.capacity, weights=w, demands=caps, dtype="float64")

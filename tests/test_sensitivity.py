@@ -263,6 +263,32 @@ def test_makespan_where_flows_ending_apart_move_others_in_several_steps(monkeypa
     assert len(solved_sets) >= 20 and max(solved_sets) >= 4    # split runs of several steps were followed
 
 
+def test_event_splits_in_small_pieces_give_the_same_derivatives(monkeypatch):
+    """Bounded memory (one direction per split run, one solve per batch, the kept solutions
+    dropped as they come) changes no value."""
+    from flowsolver import _event_split
+
+    cases = []
+    for seed in range(100, 112):
+        rng = np.random.default_rng(seed)
+        dense = np.zeros((5, 12))
+        for f in range(12):
+            dense[rng.choice(5, rng.integers(1, 3), replace=False), f] = 1.0
+        cap = rng.integers(1, 3, 5) * 6.0
+        cases.append((sp.csc_matrix(dense), rng.integers(1, 3, 12).astype(float), cap))
+    whole = [(completion_sensitivity(A, n, c).gradient("up"), completion_sensitivity(A, n, c).gradient("down"))
+             for A, n, c in cases]
+    runs = []
+    split = _event_split.EventSplit._split
+    monkeypatch.setattr(_event_split.EventSplit, "_split", lambda self, *a: runs.append(1) or split(self, *a))
+    monkeypatch.setattr(_event_split, "SPLIT_ENTRIES", 1)
+    for (A, n, c), (up, down) in zip(cases, whole):
+        cs = completion_sensitivity(A, n, c)
+        np.testing.assert_allclose(cs.gradient("up"), up, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(cs.gradient("down"), down, rtol=1e-12, atol=1e-15)
+    assert len(runs) >= 10                  # the split's own runs were among them
+
+
 def _tier_changed(graph, tier, added, key="tier"):
     """A copy with ``added`` bytes/s on every link whose ``key`` (an edge attribute, or
     "cable": "tier/tech") is ``tier``."""
