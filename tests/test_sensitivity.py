@@ -204,27 +204,42 @@ def test_makespan_derivatives_at_ties_match_one_sided_differences():
     followed) equals the one-sided difference of independent re-solves
     (Richardson-extrapolated: a piece may be curved, the makespan being a sum of capacity
     ratios)."""
-    finite = total = 0
     for seed in range(24):
         rng = np.random.default_rng(seed)
         dense = np.zeros((6, 9))
         for f in range(9):
             dense[rng.choice(6, rng.integers(1, 4), replace=False), f] = rng.choice([1.0, 0.5], 1)
         A, cap, sizes = sp.csc_matrix(dense), rng.integers(1, 4, 6) * 2.0, rng.integers(1, 4, 9).astype(float)
-        T = float(completion_times(A, sizes, cap).makespan)
-        cs = completion_sensitivity(A, sizes, cap)
-        for side, sign in (("up", 1.0), ("down", -1.0)):
-            grad = cs.gradient(side)
-            for l in np.flatnonzero(~np.isnan(grad)):
-                fd = []
-                for h in (sign * 1e-6 * cap[l], sign * 5e-7 * cap[l]):
-                    c2 = cap.copy()
-                    c2[l] += h
-                    fd.append((float(completion_times(A, sizes, c2).makespan) - T) / h)
-                assert grad[l] == pytest.approx(2 * fd[1] - fd[0], rel=1e-5, abs=1e-6 * T / cap[l]), (seed, side, l)
-            finite += int((~np.isnan(grad)).sum())
-            total += len(grad)
-    assert finite == total
+        _match_one_sided_differences(A, sizes, cap, seed)
+
+
+def _match_one_sided_differences(A, sizes, cap, label):
+    """Every link's makespan derivative, both sides, against the one-sided difference of
+    independent re-solves (Richardson-extrapolated: a piece may be curved, the makespan
+    being a sum of capacity ratios)."""
+    T = float(completion_times(A, sizes, cap).makespan)
+    cs = completion_sensitivity(A, sizes, cap)
+    for side, sign in (("up", 1.0), ("down", -1.0)):
+        grad = cs.gradient(side)
+        assert np.isfinite(grad).all()
+        for l in range(len(cap)):
+            fd = []
+            for h in (sign * 1e-6 * cap[l], sign * 5e-7 * cap[l]):
+                c2 = cap.copy()
+                c2[l] += h
+                fd.append((float(completion_times(A, sizes, c2).makespan) - T) / h)
+            assert grad[l] == pytest.approx(2 * fd[1] - fd[0], rel=1e-5, abs=1e-6 * T / cap[l]), (label, side, l)
+
+
+def _many_ending_together(seed):
+    """5 links of 6 or 12 B/s, 12 flows on one or two links each, of 1 or 2 B: many flows
+    end together and one-link changes split them."""
+    rng = np.random.default_rng(seed)
+    dense = np.zeros((5, 12))
+    for f in range(12):
+        dense[rng.choice(5, rng.integers(1, 3), replace=False), f] = 1.0
+    cap = rng.integers(1, 3, 5) * 6.0
+    return sp.csc_matrix(dense), rng.integers(1, 3, 12).astype(float), cap
 
 
 def test_makespan_where_flows_ending_apart_move_others_in_several_steps(monkeypatch):
@@ -244,22 +259,7 @@ def test_makespan_where_flows_ending_apart_move_others_in_several_steps(monkeypa
 
     monkeypatch.setattr(_event_split.EventSplit, "_split", counted)
     for seed in range(100, 140):
-        rng = np.random.default_rng(seed)
-        dense = np.zeros((5, 12))
-        for f in range(12):
-            dense[rng.choice(5, rng.integers(1, 3), replace=False), f] = 1.0
-        A, cap, sizes = sp.csc_matrix(dense), rng.integers(1, 3, 5) * 6.0, rng.integers(1, 3, 12).astype(float)
-        T = float(completion_times(A, sizes, cap).makespan)
-        cs = completion_sensitivity(A, sizes, cap)
-        for side, sign in (("up", 1.0), ("down", -1.0)):
-            grad = cs.gradient(side)
-            for l in range(5):
-                fd = []
-                for h in (sign * 1e-6 * cap[l], sign * 5e-7 * cap[l]):
-                    c2 = cap.copy()
-                    c2[l] += h
-                    fd.append((float(completion_times(A, sizes, c2).makespan) - T) / h)
-                assert grad[l] == pytest.approx(2 * fd[1] - fd[0], rel=1e-5, abs=1e-6 * T / cap[l]), (seed, side, l)
+        _match_one_sided_differences(*_many_ending_together(seed), seed)
     assert len(solved_sets) >= 20 and max(solved_sets) >= 4    # split runs of several steps were followed
 
 
@@ -268,14 +268,7 @@ def test_event_splits_in_small_pieces_give_the_same_derivatives(monkeypatch):
     dropped as they come) changes no value."""
     from flowsolver import _event_split
 
-    cases = []
-    for seed in range(100, 112):
-        rng = np.random.default_rng(seed)
-        dense = np.zeros((5, 12))
-        for f in range(12):
-            dense[rng.choice(5, rng.integers(1, 3), replace=False), f] = 1.0
-        cap = rng.integers(1, 3, 5) * 6.0
-        cases.append((sp.csc_matrix(dense), rng.integers(1, 3, 12).astype(float), cap))
+    cases = [_many_ending_together(seed) for seed in range(100, 112)]
     whole = [(completion_sensitivity(A, n, c).gradient("up"), completion_sensitivity(A, n, c).gradient("down"))
              for A, n, c in cases]
     runs = []
