@@ -258,9 +258,9 @@ def test_makespan_where_flows_ending_apart_move_others_in_several_steps(monkeypa
         return out
 
     monkeypatch.setattr(_event_split.EventSplit, "_split", counted)
-    for seed in range(100, 140):
+    for seed in range(100, 125):
         _match_one_sided_differences(*_many_ending_together(seed), seed)
-    assert len(solved_sets) >= 20 and max(solved_sets) >= 4    # split runs of several steps were followed
+    assert len(solved_sets) >= 15 and max(solved_sets) >= 4    # split runs of several steps were followed
 
 
 def test_event_splits_in_small_pieces_give_the_same_derivatives(monkeypatch):
