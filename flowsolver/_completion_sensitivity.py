@@ -34,8 +34,9 @@ __all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan", "
 EVENT_RTOL = 1e-9
 
 #: the rank-one terms of the finishing flows' end changes go through one matrix product from
-#: this many multiply-adds (a product of a few thousand took longer than numpy's own loop on
-#: a 2-core machine with one core busy; 10^8 took 28 s as a loop, under 1 s as a product)
+#: this many multiply-adds, a loop of numpy updates below (tiny BLAS calls stalled on a 2-core
+#: machine with one core busy; on dragonfly(3, 6, 3)'s all-to-all, 60 events, the loop took
+#: 28 s of a 163 s gradient under cProfile and the product dropped out of its top entries)
 BLAS_WORK = 1 << 20
 
 
@@ -48,7 +49,7 @@ class CompletionSensitivity:
         self.shape = matrix.shape if hasattr(matrix, "shape") else (matrix.n_links, matrix.n_flows)
         self.phases = phases            # [(active flows, rates, duration, finishing flows, RateSensitivity)]
         self.makespan = makespan
-        self._splits = {}               # phase -> EventSplit of its finishing flows, built on first use
+        self._splits = {}               # phase -> (EventSplit, flows running on), built on first use
 
     def gradient(self, side: str = "up") -> np.ndarray:
         """d makespan / d capacity of each link alone (links,), seconds per byte/s:
@@ -129,12 +130,12 @@ class CompletionSensitivity:
             todo = np.flatnonzero(spread)
             excess = []
             if len(todo):                                        # flows finishing here end apart
-                split = self._split(k, at)
+                split, running_on = self._split(k, at)
                 for i in range(0, len(todo), split.chunk):
                     part = todo[i:i + split.chunk]
                     end, more = split.run(sign * ends(part), EVENT_RTOL * scale[part])
                     step[part] = sign * end
-                    excess.append(sp.coo_matrix((sign * more.data, (split.survivors_global[more.row], part[more.col])),
+                    excess.append(sp.coo_matrix((sign * more.data, (running_on[more.row], part[more.col])),
                                                 shape=(n, n_dir)))
             total += step
             if k == len(self.phases) - 1:
@@ -153,17 +154,15 @@ class CompletionSensitivity:
         return total, spread_any
 
     def _split(self, k, at):
-        """Phase ``k``'s EventSplit (``at``: its finishing flows' positions among the active)."""
+        """Phase ``k``'s EventSplit and the flows that run on past its event (``at``: its
+        finishing flows' positions among the active)."""
         if k not in self._splits:
-            active, rates = self.phases[k][0], self.phases[k][1]
-            sens = self.phases[k][4]
+            active, rates, _, _, sens = self.phases[k]
             survive = np.ones(len(active), dtype=bool)
             survive[at] = False
             pos = np.flatnonzero(survive)
-            rows = (lambda p: p) if sens.rows is None else (lambda p: sens.rows[p])
-            split = EventSplit(sens.sens.structure, rows(at), rates[at], rows(pos))
-            split.survivors_global = active[pos]
-            self._splits[k] = split
+            fin, run_on = (at, pos) if sens.rows is None else (sens.rows[at], sens.rows[pos])
+            self._splits[k] = EventSplit(sens.sens.structure, fin, rates[at], run_on), active[pos]
         return self._splits[k]
 
 
