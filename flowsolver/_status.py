@@ -25,6 +25,7 @@ class Status(enum.IntEnum):
     UNBOUNDED = 2           # a flow crosses no link and has no demand cap: its rate is infinite
     STALLED = 3             # flows with bytes left get no bandwidth (failed links): time is inf
     FAILED = 4              # the scenario raised an error (its message is kept beside the status)
+    ILL_CONDITIONED = 5     # float rounding could move its rates beyond the contract, too large to solve exactly
 
     @property
     def label(self) -> str:
@@ -48,4 +49,6 @@ _MESSAGES = {
     Status.UNBOUNDED: "unbounded flow (no link, no cap)",
     Status.STALLED: "stalled: flows with bytes left get no bandwidth (a failed or zero-capacity link)",
     Status.FAILED: "the scenario raised an error",
+    Status.ILL_CONDITIONED: ("ill-conditioned: weights x fractions on one link spread so widely that floating "
+                             "point cannot give every rate to 1e-9, and too large to solve exactly"),
 }

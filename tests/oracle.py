@@ -63,3 +63,35 @@ def assert_max_min_fair(A, capacity, weights, demands, rates, bottleneck, atol=1
     for f in np.flatnonzero(x < d * (1 - 1e-9)):
         links = np.flatnonzero((A[:, f] > 0) & saturated)
         assert any(level[f] >= level[A[link] > 0].max() * (1 - 1e-9) for link in links)
+
+
+
+def rational_filling(A, capacity, weights=None, demands=None):
+    """Progressive filling in exact rational arithmetic (``fractions.Fraction``): every
+    float64 input is a dyadic rational, so nothing is rounded; the rates come back as
+    Fractions. Dense and slow on purpose: each round recomputes every link's share from
+    scratch, raises the unfrozen flows to the smallest share or cap level ``lam`` and freezes
+    those on a link whose share is ``lam`` or whose cap level is ``lam``."""
+    from fractions import Fraction as Q
+
+    A = np.asarray(A.toarray() if hasattr(A, "toarray") else A, dtype=np.float64)
+    n_links, n_flows = A.shape
+    a = [[Q(float(v)) for v in row] for row in A]
+    c = [Q(float(v)) for v in capacity]
+    w = [Q(float(v)) for v in (np.ones(n_flows) if weights is None else weights)]
+    d = [None if (demands is None or np.isinf(demands[f])) else Q(float(demands[f])) for f in range(n_flows)]
+    level = [None] * n_flows
+    while any(t is None for t in level):
+        share = {}
+        for l in range(n_links):
+            free = [f for f in range(n_flows) if level[f] is None and a[l][f] > 0]
+            if free:
+                used = sum((a[l][f] * w[f] * level[f] for f in range(n_flows) if level[f] is not None), Q(0))
+                share[l] = max(c[l] - used, Q(0)) / sum(a[l][f] * w[f] for f in free)
+        caps = {f: d[f] / w[f] for f in range(n_flows) if level[f] is None and d[f] is not None}
+        lam = min(list(share.values()) + list(caps.values()))
+        tight = [l for l, s in share.items() if s == lam]
+        for f in range(n_flows):
+            if level[f] is None and (any(a[l][f] > 0 for l in tight) or caps.get(f) == lam):
+                level[f] = lam
+    return [w[f] * level[f] for f in range(n_flows)]

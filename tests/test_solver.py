@@ -83,7 +83,7 @@ def test_status_holds_status_values():
     (dict(dtype="float16"), r"dtype must be 'float32' or 'float64'"),
     (dict(max_rounds=0), r"max_rounds must be an integer in 1 \.\.\. 2147483647, got 0"),
     (dict(max_rounds=2**31), r"max_rounds must be an integer in 1 \.\.\. 2147483647, got 2147483648"),
-    (dict(method="simplex"), r"method must be 'auto', 'dense' or 'frontier', got 'simplex'"),
+    (dict(method="simplex"), r"method must be 'auto', 'frontier', 'dense', 'exact'; got 'simplex'"),
     (dict(capacity=[1.0 + 1j, 1.0]), r"capacity must be real numbers, got complex"),
     (dict(weights=["a", 1.0, 1.0]), r"weights must be real numbers"),
     (dict(capacity=[1e39, 1.0], dtype="float32"), r"capacity\[0\] must be at most .* with dtype='float32'"),

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dense, _frontier
+from . import _conditioning, _dense, _exact, _frontier
 from ..routing import MergedRouting
 from ._allocation import Allocation, allocation, expand
 from ._problem import _as_routing, _per, bucket_size, problem, trace_count
@@ -45,7 +45,7 @@ __all__ = ["max_min_fair", "Allocation", "bucket_size", "trace_count", "rate_sen
            "fair_rates"]
 
 #: the methods, in the order ``method="auto"`` asks them whether they are eligible
-METHODS = {"frontier": _frontier, "dense": _dense}
+METHODS = {"frontier": _frontier, "dense": _dense, "exact": _exact}
 
 
 def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=None,
@@ -103,7 +103,7 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
     (0, True, 'ok')
     """
     if method != "auto" and method not in METHODS:
-        raise ValueError(f"method must be 'auto', 'dense' or 'frontier', got {method!r}")
+        raise ValueError(f"method must be 'auto', {', '.join(repr(m) for m in METHODS)}; got {method!r}")
     prob, merged = problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds, compact)
     solve = METHODS[method].solve if method != "auto" else None
     if method == "auto":        # a method may run otherwise when auto picks it (``solve_auto``)
@@ -111,7 +111,8 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         solve = getattr(METHODS[method], "solve_auto", METHODS[method].solve)
     with jax.enable_x64(prob.dtype == np.float64):
         raw = solve(prob)
-    out = allocation(prob, raw)
+    raw, ill = _conditioning.settle(prob, raw, method)
+    out = allocation(prob, raw, ill)
     return out if merged is None else expand(out, merged)
 
 
@@ -124,9 +125,13 @@ def rate_sensitivity(routing, allocation: Allocation, capacity=None, *, weights=
     routing : RoutingMatrix or scipy.sparse matrix (links x flows)
         What ``allocation`` was solved on (a MergedRouting: pass its unmerged matrix).
     allocation : Allocation
-        ``max_min_fair(routing, capacity, weights=..., demands=...)``'s result.
-    capacity, weights, demands : as :func:`max_min_fair` took them (bytes/s; defaults the
-        RoutingMatrix's); a leading batch axis gives one result per scenario.
+        ``max_min_fair(routing, capacity, weights=..., demands=...)``'s result; it carries
+        the capacity, weights and caps it was solved with, which are used by default.
+    capacity, weights, demands : optional
+        Needed only for an allocation that does not carry them (assembled by hand;
+        otherwise they must equal what it carries); bytes/s, as :func:`max_min_fair` took
+        them (defaults the RoutingMatrix's); a leading batch axis gives one result per
+        scenario.
 
     Returns
     -------
@@ -149,11 +154,11 @@ def rate_sensitivity(routing, allocation: Allocation, capacity=None, *, weights=
     if isinstance(routing, MergedRouting):
         raise TypeError("routing: pass the unmerged RoutingMatrix (the allocation's rates are per original flow)")
     rm, _ = _as_routing(routing)
-    cap = _per("capacity", capacity, rm.n_links, rm.capacity, what="link")
-    w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
-    d = _per("demands", demands, rm.n_flows, rm.demands, what="flow")
     if not isinstance(allocation, Allocation):
         raise TypeError(f"allocation must be an Allocation (max_min_fair's result), got {type(allocation).__name__}")
+    cap = _solved_with("capacity", capacity, allocation.capacity, rm.n_links, rm.capacity, "link")
+    w = _solved_with("weights", weights, allocation.weights, rm.n_flows, rm.weights, "flow")
+    d = _solved_with("demands", demands, allocation.demands, rm.n_flows, rm.demands, "flow")
     rates = np.asarray(allocation.rates, dtype=np.float64)
     if rates.shape[-1] != rm.n_flows:
         raise ValueError(f"allocation has {rates.shape[-1]} flows, routing {rm.n_flows}")
@@ -168,6 +173,21 @@ def rate_sensitivity(routing, allocation: Allocation, capacity=None, *, weights=
     pick = lambda a, i: a if a is None or a.ndim == 1 else a[i]  # noqa: E731
     return [RateSensitivity(_build_structure(rm, pick(cap, i), pick(w, i), pick(d, i), rates[i],
                                              allocation.bottleneck[i], pick(load, i))) for i in range(B)]
+
+
+def _solved_with(name, given, carried, n, default, what):
+    """The capacity, weights or caps of an allocation: what it carries (an argument given
+    beside it must agree), else the argument, else the routing's."""
+    if carried is None:
+        return _per(name, given, n, default, what=what)
+    carried = np.asarray(carried, dtype=np.float64)
+    if given is not None:
+        mine = _per(name, given, n, default, what=what)
+        if mine.shape[-1] != carried.shape[-1] or not np.array_equal(np.broadcast_to(mine, np.broadcast_shapes(
+                mine.shape, carried.shape)), np.broadcast_to(carried, np.broadcast_shapes(mine.shape, carried.shape))):
+            raise ValueError(f"{name}: the allocation was solved with other {name} than those passed; leave "
+                             f"{name}= out (the allocation carries its own)")
+    return carried
 
 
 def fair_rates(routing, capacity=None, demands=None, *, weights=None, method: str = "auto"):

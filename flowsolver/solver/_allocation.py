@@ -49,8 +49,13 @@ class Allocation:
     converged : bool
         All flows frozen within ``max_rounds``.
     status : Status or int array
-        :class:`~flowsolver.Status` ``OK``, ``NOT_CONVERGED`` or ``UNBOUNDED`` (a batch: an
-        int array of Status values, one per scenario).
+        :class:`~flowsolver.Status` ``OK``, ``NOT_CONVERGED``, ``UNBOUNDED`` or
+        ``ILL_CONDITIONED`` (a batch: an int array of Status values, one per scenario).
+    capacity, weights, demands : array or None
+        What the rates were solved with (bytes/s; per link, per flow, per flow; with a
+        leading scenario axis where the input had one), so that
+        :func:`~flowsolver.rate_sensitivity` needs no repetition and cannot disagree. None
+        on allocations assembled by hand.
     """
 
     rates: np.ndarray
@@ -60,6 +65,9 @@ class Allocation:
     rounds: np.ndarray
     converged: np.ndarray
     status: Status | np.ndarray
+    capacity: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    demands: np.ndarray | None = None
 
     @property
     def ok(self):
@@ -78,8 +86,9 @@ def utilization(load, cap):
         return np.where(cap > 0, load / np.where(cap > 0, cap, 1), np.where(load > 0, np.inf, 0.0))
 
 
-def allocation(problem: Problem, raw: Raw) -> Allocation:
-    """The Allocation of ``raw``: utilizations, ``inf`` rates for unbounded flows, statuses."""
+def allocation(problem: Problem, raw: Raw, ill=None) -> Allocation:
+    """The Allocation of ``raw``: utilizations, ``inf`` rates for unbounded flows, statuses
+    (``ill``: scenarios of a batch reported ``ILL_CONDITIONED``)."""
     rates, load, bneck, rounds, conv = raw
     capb = problem.capacity if problem.batch is None else np.broadcast_to(problem.capacity,
                                                                            (problem.batch, problem.routing.n_links))
@@ -88,16 +97,22 @@ def allocation(problem: Problem, raw: Raw) -> Allocation:
     rates = np.where(ubr, np.inf, rates).astype(rates.dtype)
     status = np.where(np.any(ubr, axis=-1), Status.UNBOUNDED,
                       np.where(conv, Status.OK, Status.NOT_CONVERGED)).astype(np.int32)
+    if ill is not None:
+        status = np.where(ill, np.int32(Status.ILL_CONDITIONED), status).astype(np.int32)
     if problem.batch is None:
         status = Status(int(status))
     return Allocation(rates=rates, link_load=load, utilization=util, bottleneck=bneck, rounds=rounds,
-                      converged=conv, status=status)
+                      converged=conv, status=status, capacity=problem.capacity, weights=problem.weights,
+                      demands=problem.demands)
 
 
 def expand(out: Allocation, merged: MergedRouting) -> Allocation:
-    """The allocation of the flows before merging: each merged flow's rate split evenly."""
+    """The allocation of the flows before merging: each merged flow's rate split evenly (and
+    its weight and cap: a class of ``m`` flows was one flow of weight ``m w``, cap ``m d``)."""
     inv = merged.inverse
     counts = merged.counts.astype(out.rates.dtype)
+    per_flow = lambda a: None if a is None else a[..., inv] / merged.counts[inv]  # noqa: E731
     return Allocation(rates=out.rates[..., inv] / counts[inv], link_load=out.link_load,
                       utilization=out.utilization, bottleneck=out.bottleneck[..., inv],
-                      rounds=out.rounds, converged=out.converged, status=out.status)
+                      rounds=out.rounds, converged=out.converged, status=out.status, capacity=out.capacity,
+                      weights=per_flow(out.weights), demands=per_flow(out.demands))

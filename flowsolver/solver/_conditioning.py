@@ -1,0 +1,192 @@
+"""How far rounding can move a float64 (or float32) max-min fair solution, and what
+:func:`~flowsolver.max_min_fair` does when it can move it too far.
+
+Where rounding hurts. A link's fair share is ``(c - F) / W``: capacity minus the load of
+the flows frozen on it earlier, over the unfrozen weight. When the flows still unfrozen
+carry a tiny part of the link (their weight x fraction is tiny beside the frozen ones'),
+``c - F`` cancels: one ulp of ``c`` is a large part of what is left, and their rates come
+out wrong (``weights=[1e-8, 1e8, 1e-6]`` on two links of capacity 3: 0.66 % off). Where two
+neighbouring links' shares agree to 17 digits but differ exactly, they freeze together
+though one should freeze first, and a flow of tiny weight on the later one gets a share
+computed before the other flows left it (``weights=[1e-9, 1e9, 2e-9]``: half its rate).
+
+The bound. Every input is exact; a rate is off by what the residuals it was computed from
+are off by. For a bottleneck link ``b`` with own load ``R_b`` (the load of the flows
+frozen at ``b``), the residual's error is at most a few ulps of ``c_b`` plus the errors of
+the loads frozen on it earlier, each a flow's load times the error factor of that flow's
+own bottleneck. So, in freeze order,
+
+    K_b = (c_b + sum over flows g on b frozen earlier of A[b, g] x_g K_{b(g)}) / R_b
+
+bounds the relative error of ``b``'s level in units of the rounding unit (``K = 1`` for a
+flow held by its cap: the cap is exact). A flow on ``b`` that is also among the largest
+levels on another saturated link (within :data:`TIE`) is *contested*: either link could
+have frozen it, and if float64 picked the wrong one, ``b``'s own flows got a share
+computed with or without it. What that can cost the lightest of them is the contested load
+beside its own: ``C_b / m_b`` (``C_b`` the contested flows' load on ``b``, ``m_b`` the
+smallest load of a flow frozen at ``b``). A scenario is *well-conditioned* when
+``K_b (1 + C_b / m_b)`` stays below :data:`LIMITS` for its dtype (1e6 for float64: every
+rate within ~1e-10 relative).
+
+When the check runs. Cancellation needs weight x fraction products that differ a lot on
+one link; with them all within :data:`SPREAD_TRUSTED` of each other (every routing the
+library builds with unit weights: ECMP fractions of 1/64 and more) the float64 methods are
+exact to ~1e-12 and nothing is checked (no cost on the hot path). Otherwise the bound is
+computed from the solution (a pass over the expanded matrix and one sparse product per
+distinct level).
+
+What happens. An ill-conditioned scenario is re-solved in rational arithmetic
+(:mod:`flowsolver.solver._exact`) when it has at most ``EXACT_PAIRS`` (link, flow) pairs,
+and the result is exact (rounded once to the dtype). A larger one cannot be answered to
+the contract: a single scenario raises ``ValueError`` (saying why and what to change), a
+batch reports :attr:`~flowsolver.Status.ILL_CONDITIONED` for it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: weight x fraction products within this factor of each other (over the whole problem)
+#: cannot lose more than ~1e-12 to cancellation in float64: no check
+SPREAD_TRUSTED = 1e3
+#: the error factor K (1 + T) a scenario may reach, per dtype the kernel computes in:
+#: float64 rounding unit 1.1e-16 x 1e6 x a few ulps of summation ~ 1e-9 (the contract);
+#: float32 (dense kernel) 6e-8 x 1e3 ~ 1e-4 (the 1e-5 .. 1e-3 the docs promise)
+LIMITS = {np.dtype("float64"): 1e6, np.dtype("float32"): 1e3}
+#: levels (and loads against capacities) within this relative distance count as tied
+#: (saturated): well above float64's errors where the bound holds (1e6 x 1.1e-16)
+TIE = 1e-9
+
+
+def spread(rm, weights: np.ndarray) -> float:
+    """An upper bound on ``max / min`` of ``A[l, f] * w_f`` over the (link, flow) pairs of
+    one link, from the factored matrix alone: the largest fraction x coefficient x weight
+    over the smallest (all scenarios' weights together).
+
+    >>> import scipy.sparse as sp
+    >>> from flowsolver import RoutingMatrix
+    >>> rm = RoutingMatrix.from_scipy(sp.csc_matrix([[1.0, 0.5], [0.0, 0.25]]))
+    >>> spread(rm, np.array([1.0, 2.0]))
+    8.0
+    """
+    frac = rm.seg_frac[rm.seg_frac > 0]
+    if rm.flow_coef is not None:
+        coef = rm.flow_coef[(rm.flow_seg >= 0) & (rm.flow_coef > 0)]
+        frac_hi, frac_lo = frac.max(initial=1.0) * coef.max(initial=1.0), frac.min(initial=1.0) * coef.min(initial=1.0)
+    else:
+        frac_hi, frac_lo = frac.max(initial=1.0), frac.min(initial=1.0)
+    w = np.asarray(weights, dtype=np.float64)
+    return float(frac_hi * w.max(initial=1.0) / (frac_lo * w.min(initial=1.0)))
+
+
+def error_factor(A_csr, capacity, weights, rates, bottleneck) -> float:
+    """The largest ``K_b (1 + C_b / m_b)`` over the bottleneck links of one solved scenario (see
+    the module docstring; ``inf`` where a bottleneck's own flows got nothing from a link of
+    positive capacity). ``A_csr`` is the expanded matrix (links x flows, scipy CSR).
+
+    >>> import scipy.sparse as sp
+    >>> A = sp.csr_matrix([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
+    >>> # link 1: K = 3 / 1.5 (its own flow 2 carries half); flow 1 also tops saturated link 0: C / m = 1
+    >>> float(error_factor(A, np.array([3.0, 3.0]), np.ones(3), np.array([1.5, 1.5, 1.5]), np.array([0, 0, 1])))
+    4.0
+    >>> error_factor(A, np.array([3.0, 3.0]), np.array([1e-8, 1e8, 1e-6]),
+    ...              np.array([3e-14, 3.0, 3e-14]), np.array([0, 1, 1])) > 1e13
+    True
+    """
+    L = A_csr.shape[0]
+    x = np.asarray(rates, dtype=np.float64)
+    b = np.asarray(bottleneck, dtype=np.int64)
+    cap = np.asarray(capacity, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = x / np.asarray(weights, dtype=np.float64)
+    rows = np.repeat(np.arange(L), np.diff(A_csr.indptr))
+    cols, load = A_csr.indices, A_csr.data * x[A_csr.indices]
+    own = b[cols] == rows
+    R = np.bincount(rows[own], weights=load[own], minlength=L)
+    links = np.unique(b[b >= 0])
+    if not len(links):
+        return 1.0
+    t_link = np.full(L, np.inf)
+    np.minimum.at(t_link, rows[own], level[cols[own]])
+    on_b = np.isin(rows, links) & ~own
+    earlier = on_b & (level[cols] < t_link[rows] * (1 - TIE))
+    # contested flows: among the largest levels on another saturated link than this one
+    link_load = np.bincount(rows, weights=load, minlength=L)
+    top = np.full(L, -np.inf)
+    np.maximum.at(top, rows, level[cols])
+    # (flows at level 0 are exact: a zero-capacity link's share is max(0 - F, 0) / W = 0)
+    is_max = (link_load[rows] >= cap[rows] * (1 - TIE)) & (level[cols] >= top[rows] * (1 - TIE)) & (level[cols] > 0)
+    contested = np.bincount(cols[is_max], minlength=len(x))[cols] - is_max > 0
+    C = np.bincount(rows[contested], weights=load[contested], minlength=L)
+    m = np.full(L, np.inf)
+    np.minimum.at(m, rows[own], load[own])
+    # flows held by their caps carry a factor 1 (one rounding of d / w x w)
+    capped = earlier & (b[cols] < 0)
+    base = cap + np.bincount(rows[capped], weights=load[capped], minlength=L)
+    chain = earlier & (b[cols] >= 0)
+    K = np.ones(L)
+    order = links[np.argsort(t_link[links], kind="stable")]
+    levels = t_link[order]
+    starts = np.flatnonzero(np.r_[True, levels[1:] != levels[:-1]])   # a group: one exact level
+    # entries (row b, earlier flow's bottleneck b(g)) with weight A x: one product per level
+    from scipy.sparse import csr_matrix
+    M = csr_matrix((load[chain], (rows[chain], b[cols[chain]])), shape=(L, L))
+    for lo, hi in zip(starts, np.r_[starts[1:], len(order)]):
+        group = order[lo:hi]
+        num = base[group] + M[group] @ K
+        with np.errstate(divide="ignore", invalid="ignore"):
+            K[group] = np.where(R[group] > 0, num / R[group], np.where(cap[group] > 0, np.inf, 1.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        C_rel = np.where(m[links] > 0, C[links] / m[links], np.where(C[links] > 0, np.inf, 0.0))
+    return float(np.max(K[links] * (1 + C_rel)))
+
+
+def settle(problem, raw, method: str):
+    """``raw`` (a float method's result) with every ill-conditioned scenario re-solved
+    exactly, and the mask of the scenarios of a batch that could not be (too large). A
+    single ill-conditioned scenario too large to solve exactly raises ``ValueError``.
+    ``method``: the method that ran (``"dense"`` in float32 is held to float32's limit)."""
+    from . import _exact
+    from ._allocation import Raw
+
+    rm = problem.routing
+    if method == "exact" or spread(rm, problem.weights) <= SPREAD_TRUSTED:
+        return raw, None
+    limit = LIMITS[np.dtype(problem.dtype) if method == "dense" else np.dtype("float64")]
+    A = rm.to_scipy().tocsr()
+    single = problem.batch is None
+    # problem arrays may be shared by every scenario (1-D); a batch's results never are
+    pick = (lambda a, i: a) if single else (lambda a, i: a if a.ndim == 1 else a[i])  # noqa: E731
+    mine = (lambda a, i: a) if single else (lambda a, i: a[i])  # noqa: E731
+    bad = []
+    for i in range(1 if single else problem.batch):
+        if not bool(mine(raw.converged, i)):
+            continue
+        factor = error_factor(A, pick(problem.capacity, i), pick(problem.weights, i),
+                              np.asarray(mine(raw.rates, i), dtype=np.float64), mine(raw.bottleneck, i))
+        if not factor <= limit:
+            bad.append(i)
+    if not bad:
+        return raw, None
+    if not _exact.fits(rm):
+        if single:
+            raise ValueError(
+                f"weights: the rates of this problem are ill-conditioned in {problem.dtype}: flows that get a tiny "
+                f"part of a link beside flows of much larger weight x fraction (error factor > {limit:.0e}) cannot "
+                f"be computed to 1e-9 by subtracting loads, and the problem ({rm.expanded_nnz:,} link-flow pairs) "
+                f"is beyond method='exact' ({_exact.EXACT_PAIRS:,}); bring the weights (and fractions) on shared "
+                f"links within {SPREAD_TRUSTED:.0e} of each other")
+        ill = np.zeros(problem.batch, dtype=bool)
+        ill[bad] = True
+        return raw, ill
+    fields = [np.array(a, copy=True) for a in raw]
+    A_csc = A.tocsc()
+    for i in bad:
+        one = _exact.solve_one(A_csc, pick(problem.capacity, i), pick(problem.weights, i), pick(problem.demands, i),
+                               pick(problem.unbounded, i), problem.max_rounds)
+        if single:
+            fields = [np.asarray(v).astype(np.asarray(f).dtype) for v, f in zip(one, fields)]
+        else:
+            for f, v in zip(fields, one):
+                f[i] = v
+    return Raw(*fields), None
