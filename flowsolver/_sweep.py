@@ -307,7 +307,10 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         Call ``jax.distributed.initialize()`` first (multi-process jobs).
     executor : concurrent.futures.Executor, optional
         Run the scenarios there: a Dask ``Client.get_executor()``, a Ray or MPI pool
-        executor, a process pool. Scenarios that share a routing are one task (they stay
+        executor, a process pool started with ``spawn`` or ``forkserver``
+        (``ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn"))``; one that
+        forks, Linux's default before Python 3.14, is refused: forked workers deadlock once
+        JAX has run). Scenarios that share a routing are one task (they stay
         batched); rows, the ``out`` file and resume are as in a serial run (the file in
         scenario order); the progress bar advances as tasks finish. A task that dies
         records its scenarios as errors.
@@ -333,9 +336,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     except ImportError:
         raise ImportError("sweep needs pandas: install the 'analysis' extra (pip install 'flowsolver[analysis]')") \
             from None
-    if executor is not None and not callable(getattr(executor, "submit", None)):
-        raise ValueError(f"executor must be a concurrent.futures.Executor (e.g. a Dask Client.get_executor()), "
-                         f"got {type(executor).__name__}")
+    _check_executor(executor)
     scenarios = _shard(expand_grid(grid), shard)
     if distributed:
         import jax
@@ -362,6 +363,27 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     if bar is not None:
         bar.close()
     return table.frame()
+
+
+def _check_executor(executor):
+    """A ValueError for an executor a sweep cannot use: one without ``submit``, or a process
+    pool that forks (its workers inherit the locks JAX's threads held at the fork and
+    deadlock on their first JAX call, and the sweep waits for them for ever)."""
+    if executor is None:
+        return
+    if not callable(getattr(executor, "submit", None)):
+        raise ValueError(f"executor must be a concurrent.futures.Executor (e.g. a Dask Client.get_executor()), "
+                         f"got {type(executor).__name__}")
+    import concurrent.futures
+    import multiprocessing
+
+    if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+        context = getattr(executor, "_mp_context", None)
+        method = context.get_start_method() if context is not None else multiprocessing.get_start_method()
+        if method == "fork":
+            raise ValueError("executor: a ProcessPoolExecutor that starts its workers with 'fork' deadlocks once "
+                             "JAX has run in this process (JAX is multithreaded); create it with "
+                             "ProcessPoolExecutor(mp_context=multiprocessing.get_context(\"spawn\"))")
 
 
 def _shard(scenarios, shard):

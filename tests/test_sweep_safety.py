@@ -1,0 +1,101 @@
+"""Sweeps that must not hang, lose finished rows, keep a wrong row or write outside the
+working directory (issue 27): process pools that fork are refused, the results file is
+replaced atomically, a torn or unreadable results file is never resumed into a wrong row,
+and the compilation cache is only where asked, with JAX's settings restored afterwards."""
+
+import concurrent.futures
+import multiprocessing
+import os
+import sys
+import threading
+
+import pandas as pd
+import pytest
+
+from flowsolver import sweep
+
+#: 8 scenarios in 4 batches (one per cluster size and message size, two technologies each)
+GRID = {"nodes": [1, 2], "link": ["ib_ndr", "ib_hdr"], "size": [2**20, 2**24], "algorithm": ["ring"]}
+
+
+def _same_rows(a, b):
+    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """A sweep of GRID run once from nothing: its rows and the CSV file it wrote."""
+    out = tmp_path_factory.mktemp("fresh") / "fresh.csv"
+    rows = sweep(GRID, out=out, progress=False, cache_dir=None)
+    assert len(rows) == 8 and (rows["status"] == "ok").all()
+    return dict(rows=rows, text=out.read_text())
+
+
+def _count_batches(monkeypatch):
+    """The number of scenarios each batch the sweep runs from now on holds."""
+    sw = sys.modules["flowsolver._sweep"]
+    real, ran = sw._run_batch, []
+    monkeypatch.setattr(sw, "_run_batch", lambda s, idx: ran.append(len(idx)) or real(s, idx))
+    return ran
+
+
+# -- 1. process pools that fork ----------------------------------------------------------------
+
+class _NeverSubmit(concurrent.futures.ProcessPoolExecutor):
+    """A process pool whose submit fails the test instead of starting a worker (a forked
+    worker deadlocks on the locks JAX's threads held at the fork, and the test would hang)."""
+
+    def submit(self, *args, **kwargs):
+        raise AssertionError("a scenario was submitted to a process pool that forks")
+
+
+@pytest.mark.parametrize("context", ["fork", None])
+def test_a_process_pool_that_forks_is_refused_with_the_fix_in_the_message(context):
+    if context is None and multiprocessing.get_start_method() != "fork":
+        pytest.skip("this platform's default start method is not fork")
+    pool = _NeverSubmit(max_workers=1, mp_context=None if context is None else multiprocessing.get_context(context))
+    try:
+        with pytest.raises(ValueError, match=r"executor: .*'fork'.*ProcessPoolExecutor\(mp_context="
+                                             r"multiprocessing\.get_context\(\"spawn\"\)\)"):
+            sweep(GRID, progress=False, cache_dir=None, executor=pool)
+    finally:
+        pool.shutdown()
+
+
+def _within(seconds, fn, on_timeout):
+    """fn() run in a thread, failing the test (after on_timeout()) instead of hanging."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as err:       # re-raised in the test's thread
+            box["error"] = err
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        on_timeout()
+        pytest.fail(f"still running after {seconds} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_a_spawn_pool_gives_the_serial_rows(fresh):
+    grid = {"nodes": [1], "link": ["ib_ndr", "ib_hdr"], "size": [2**20], "algorithm": ["ring"]}     # one task
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+
+    def kill():
+        processes = list((getattr(pool, "_processes", None) or {}).values())     # before shutdown forgets them
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.kill()
+
+    try:
+        pooled = _within(180, lambda: sweep(grid, progress=False, cache_dir=None, executor=pool), kill)
+    finally:
+        kill()
+    serial = fresh["rows"]
+    _same_rows(pooled, serial[(serial["nodes"] == 1) & (serial["size"] == 2**20)])
