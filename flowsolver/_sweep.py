@@ -7,7 +7,8 @@ the metrics, named as the result fields they copy. Scenarios that differ only in
 pattern and are solved in one batched call (:func:`flowsolver.collective_variants`); the
 solver buckets shapes, so a sweep compiles a handful of times, and the persistent JAX
 compilation cache is on (``cache_dir``) so a rerun compiles nothing. Results stream to CSV
-or Parquet (``out``) after every batch; a rerun skips the scenarios already there.
+or Parquet (``out``) after every batch, each time replacing the file atomically; a rerun
+skips the scenarios already there.
 ``shard=(i, n)`` keeps every n-th scenario from the i-th (a Slurm array task, say);
 ``distributed=True`` calls ``jax.distributed.initialize()`` first, for jobs whose batched
 arrays span processes.
@@ -15,11 +16,14 @@ arrays span processes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import math
 import os
+import secrets
+import stat
 import threading
 from pathlib import Path
 
@@ -259,6 +263,32 @@ def _read(path: Path):
                                                                               na_values=[""])
 
 
+def _write_atomic(df, path: Path) -> None:
+    """``df`` written to ``path`` (CSV or Parquet, by its suffix) all at once: into a new file
+    beside it, then renamed over it, so that a run stopped at any moment leaves the previous
+    version or the new one, never a part of one."""
+    target = Path(os.path.realpath(path))            # through a symbolic link, to the file it names
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        if path.suffix == ".parquet":
+            with open(tmp, "xb") as fh:
+                df.to_parquet(fh, index=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+        else:
+            with open(tmp, "x", encoding="utf-8", newline="") as fh:
+                df.to_csv(fh, index=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+        with contextlib.suppress(OSError):           # a file that is there keeps its permissions
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def _typed(rows: list, columns: list):
     import pandas as pd
 
@@ -293,7 +323,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         ``global_batch``, ``micro_batch``, ``zero``, ``dp_overlap``, ``compute_efficiency``,
         ``precision``. Missing ones take ``DEFAULTS``.
     out : str or Path, optional
-        ``.csv`` or ``.parquet`` file the rows stream to (rewritten after every batch).
+        ``.csv`` or ``.parquet`` file the rows stream to, rewritten after every batch: into a
+        temporary file beside it, then renamed over it, so that a run stopped at any moment
+        leaves every row finished before the last write readable.
     resume : bool
         Skip scenarios already in ``out`` with status ok (failed ones are run again).
     progress : bool
@@ -436,10 +468,7 @@ class _Table:
             self.rows.append(row)
         if self.path is not None:     # in scenario order, whatever order the tasks finished in
             df = _typed(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.columns)
-            if self.path.suffix == ".parquet":
-                df.to_parquet(self.path, index=False)
-            else:
-                df.to_csv(self.path, index=False)
+            _write_atomic(df, self.path)
         if bar is not None:
             bar.update(len(batch))
 

@@ -99,3 +99,52 @@ def test_a_spawn_pool_gives_the_serial_rows(fresh):
         kill()
     serial = fresh["rows"]
     _same_rows(pooled, serial[(serial["nodes"] == 1) & (serial["size"] == 2**20)])
+
+
+# -- 2. the results file is replaced atomically ------------------------------------------------
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_sweep_killed_while_writing_its_file_keeps_every_finished_row(tmp_path, suffix, monkeypatch, fresh):
+    out = tmp_path / f"r{suffix}"
+    writer = "to_parquet" if suffix == ".parquet" else "to_csv"
+    real = getattr(pd.DataFrame, writer)
+    writes = []
+
+    def killed_halfway_through_the_second_write(self, target=None, *args, **kwargs):
+        writes.append(len(self))
+        if len(writes) < 2:
+            return real(self, target, *args, **kwargs)
+        data = real(self, None, *args, **kwargs)           # the whole file, as str (CSV) or bytes
+        half = data[:len(data) // 2]
+        if hasattr(target, "write"):
+            try:
+                target.write(half)
+            except TypeError:
+                target.write(half.encode())
+            target.flush()
+        else:
+            with open(target, "wb") as fh:
+                fh.write(half if isinstance(half, bytes) else half.encode())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pd.DataFrame, writer, killed_halfway_through_the_second_write)
+    with pytest.raises(KeyboardInterrupt):
+        sweep(GRID, out=out, progress=False, cache_dir=None)
+    monkeypatch.setattr(pd.DataFrame, writer, real)
+    assert writes == [2, 4]
+    # the file is the one the first batch (one server, 1 MiB, both links) left, whole; no
+    # temporary file is left beside it
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]
+    rows = fresh["rows"]
+    first = rows[(rows["nodes"] == 1) & (rows["size"] == 2**20)]
+    if suffix == ".csv":
+        lines = fresh["text"].splitlines()
+        assert out.read_text().splitlines() == lines[:1] + [x for x in lines if x.split(",")[0] in set(first["id"])]
+    else:
+        kept = pd.read_parquet(out)
+        assert list(kept["id"]) == list(first["id"]) and list(kept["busbw"]) == list(first["busbw"])
+    ran = _count_batches(monkeypatch)
+    resumed = sweep(GRID, out=out, progress=False, cache_dir=None)
+    assert sum(ran) == 6
+    metrics = ["id", "status", "time", "algbw", "busbw"]
+    _same_rows(resumed[metrics], fresh["rows"][metrics])
