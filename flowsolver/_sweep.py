@@ -8,7 +8,8 @@ pattern and are solved in one batched call (:func:`flowsolver.collective_variant
 solver buckets shapes, so a sweep compiles a handful of times, and the persistent JAX
 compilation cache is on (``cache_dir``) so a rerun compiles nothing. Results stream to CSV
 or Parquet (``out``) after every batch, each time replacing the file atomically; a rerun
-skips the scenarios already there.
+skips the scenarios already there and runs again any row that a cut or damaged file left
+incomplete.
 ``shard=(i, n)`` keeps every n-th scenario from the i-th (a Slurm array task, say);
 ``distributed=True`` calls ``jax.distributed.initialize()`` first, for jobs whose batched
 arrays span processes.
@@ -17,7 +18,9 @@ arrays span processes.
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
+import io
 import itertools
 import json
 import math
@@ -25,6 +28,7 @@ import os
 import secrets
 import stat
 import threading
+import warnings
 from pathlib import Path
 
 import topologies as tp
@@ -255,12 +259,110 @@ def _enable_cache(cache_dir):
 
 
 def _read(path: Path):
+    """The rows a previous run left in ``path`` (a list of dicts; None when there is no file
+    or it is empty). CSV rows that a cut or damaged file left incomplete (the file ends in
+    the middle of a row, a row with the wrong number of fields or a metric that is not a
+    number) are dropped with a warning, so that their scenarios run again; a file that cannot
+    be read at all, or that is not a sweep's, is a ValueError naming it (it is left as it is)."""
     import pandas as pd
 
     if not path.exists() or path.stat().st_size == 0:
         return None
-    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, keep_default_na=False,
-                                                                              na_values=[""])
+    if path.suffix == ".parquet":
+        try:
+            df = pd.read_parquet(path)
+        except Exception as err:   # pyarrow's errors are not ValueErrors; any failure means the same
+            raise _unreadable(path, f"it is not a readable Parquet file ({type(err).__name__}: {err})") from None
+        _check_columns(path, list(df.columns))
+        return df.to_dict("records")
+    return _read_csv(path)
+
+
+def _unreadable(path, why):
+    return ValueError(f"out: cannot resume from {str(path)!r}: {why}; move it away, or pass resume=False "
+                      f"(flowsolver sweep --no-resume) to overwrite it")
+
+
+def _check_columns(path, columns):
+    missing = [c for c in ("id", "status") if c not in columns]
+    if missing:
+        raise _unreadable(path, f"it has no {', '.join(repr(c) for c in missing)} column, so it is not a sweep's "
+                                f"results")
+
+
+def _read_csv(path: Path) -> list:
+    raw = path.read_bytes()
+    whole = raw.endswith(b"\n")          # every row a run writes ends with a newline
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if whole or err.start <= raw.rfind(b"\n"):
+            raise _unreadable(path, f"it is not UTF-8 text ({err.reason} at byte {err.start})") from None
+        text = raw.decode("utf-8", errors="replace")      # a character cut in the last row, dropped below
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    records, bad = [], {}                 # (line, fields) read; line -> why a row is dropped
+    while True:
+        line = reader.line_num + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:
+            bad[line] = f"not CSV ({err})"
+            records.append((line, None))
+            continue
+        if fields:                        # (a blank line holds nothing)
+            records.append((line, fields))
+    if records and not whole:
+        bad[records[-1][0]] = "the file ends in the middle of it"
+        records[-1] = (records[-1][0], None)
+    if not records or records[0][1] is None:
+        raise _unreadable(path, "its first line (the column names) is incomplete or not CSV")
+    header = records[0][1]
+    _check_columns(path, header)
+    rows = []
+    for line, fields in records[1:]:
+        if fields is None:
+            continue
+        if len(fields) != len(header):
+            bad[line] = f"{len(fields)} fields, the header has {len(header)}"
+            continue
+        row, why = {}, None
+        for key, value in zip(header, fields):
+            row[key], problem = _metric(key, value)
+            if problem:
+                why = f"{key} {value!r} {problem}"
+        if why:
+            bad[line] = why
+        else:
+            rows.append(row)
+    if bad:
+        lines = sorted(bad)
+        one = len(lines) == 1
+        warnings.warn(f"out {str(path)!r}: {'line' if one else 'lines'} {', '.join(map(str, lines))} "
+                      f"{'is' if one else 'are'} incomplete or unreadable "
+                      f"({'; '.join(f'line {n}: {bad[n]}' for n in lines)}): dropped, "
+                      f"{'its scenario' if one else 'their scenarios'} will run again", RuntimeWarning, stacklevel=5)
+    return rows
+
+
+def _metric(key, value):
+    """A CSV field as its column's type (metrics; other columns stay text) and what is wrong
+    with it, if anything."""
+    kind = METRICS.get(key)
+    if kind not in (float, "Int64"):
+        return value, None
+    if value == "":
+        return math.nan, None
+    try:
+        number = float(value)
+    except ValueError:
+        return value, "is not a number"
+    if kind == "Int64":
+        if not number.is_integer():
+            return value, "is not a whole number"
+        return int(number), None
+    return number, None
 
 
 def _write_atomic(df, path: Path) -> None:
@@ -327,7 +429,11 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         temporary file beside it, then renamed over it, so that a run stopped at any moment
         leaves every row finished before the last write readable.
     resume : bool
-        Skip scenarios already in ``out`` with status ok (failed ones are run again).
+        Skip scenarios already in ``out`` with status ok (failed ones are run again). CSV rows
+        that a cut or damaged file left incomplete (no final newline, a wrong number of
+        fields, a metric that is not a number) are dropped with a ``RuntimeWarning`` and run
+        again; a file that cannot be read, or is not a sweep's, is a ValueError naming it
+        (pass ``resume=False`` to overwrite it).
     progress : bool
         A tqdm progress bar (when tqdm is installed).
     shard : (i, n), optional
@@ -448,27 +554,44 @@ class _Table:
             (set() if "collective" in tasks else set(COLLECTIVE_METRICS))
         self.columns = ["id"] + params + [k for k in METRICS if k not in skip]
         self.path = None if out is None else Path(out).expanduser()
-        if self.path is not None and self.path.suffix not in (".csv", ".parquet"):
-            raise ValueError(f"out must end in .csv or .parquet, got {str(out)!r}")
+        if self.path is not None:
+            if self.path.suffix not in (".csv", ".parquet"):
+                raise ValueError(f"out must end in .csv or .parquet, got {str(out)!r}")
+            if self.path.is_dir():
+                raise ValueError(f"out: {str(self.path)!r} is a folder; give a file name")
+            if not self.path.resolve().parent.is_dir():
+                raise ValueError(f"out: folder {str(self.path.resolve().parent)!r} does not exist")
+        self.scenarios = scenarios
         self.ids = [scenario_id(s) for s in scenarios]
         self.order = {sid: k for k, sid in enumerate(self.ids)}
         done = _read(self.path) if (self.path is not None and resume) else None
-        # a resumed sweep keeps its finished rows and retries the scenarios that failed
-        have = set(done.loc[done["status"] == Status.OK.label, "id"]) if done is not None else set()
-        self.rows = [r for r in done.to_dict("records") if r["id"] in have or r["id"] not in self.order] \
-            if done is not None else []
+        # a resumed sweep keeps its finished rows (their parameters are the scenario's, the
+        # metrics the file's) and runs again the scenarios that failed or are not there
+        self.rows, have = [], set()
+        for r in done or []:
+            k = self.order.get(r["id"])
+            if k is None:
+                self.rows.append(r)              # another grid's or shard's row: kept in the file
+            elif r["status"] == Status.OK.label and r["id"] not in have and \
+                    all(key in r for key in _FILLED[scenarios[k]["task"]]):
+                have.add(r["id"])
+                self.rows.append(self._row(k, r))
         self.todo = [i for i, sid in enumerate(self.ids) if sid not in have]
         self.pending = [scenarios[i] for i in self.todo]
 
+    def _row(self, k, metrics):
+        """The row of scenario ``k``: its id, its parameters (lists as JSON) and ``metrics``."""
+        row = {"id": self.ids[k], **{key: (json.dumps(v) if isinstance(v, (list, tuple)) else v)
+                                     for key, v in self.scenarios[k].items()}}
+        row.update({key: metrics.get(key, math.nan if METRICS[key] in (float, "Int64") else "") for key in METRICS})
+        return row
+
     def record(self, batch, metrics, bar=None):
         for j, m in zip(batch, metrics):
-            row = {"id": self.ids[self.todo[j]], **{k: (json.dumps(v) if isinstance(v, (list, tuple)) else v)
-                                                    for k, v in self.pending[j].items()}}
-            row.update({k: m.get(k, math.nan if METRICS[k] in (float, "Int64") else "") for k in METRICS})
-            self.rows.append(row)
+            self.rows.append(self._row(self.todo[j], m))
         if self.path is not None:     # in scenario order, whatever order the tasks finished in
-            df = _typed(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.columns)
-            _write_atomic(df, self.path)
+            _write_atomic(_typed(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.columns),
+                          self.path)
         if bar is not None:
             bar.update(len(batch))
 
@@ -477,3 +600,7 @@ class _Table:
         df = df[df["id"].isin(self.order)].copy()
         df["_order"] = df["id"].map(self.order)
         return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)
+
+
+#: the metric columns a finished row of each task has (a file without them resumes nothing)
+_FILLED = {"collective": ("gpus", *COLLECTIVE_METRICS), "train": ("gpus", *TRAIN_METRICS)}

@@ -146,5 +146,69 @@ def test_a_sweep_killed_while_writing_its_file_keeps_every_finished_row(tmp_path
     ran = _count_batches(monkeypatch)
     resumed = sweep(GRID, out=out, progress=False, cache_dir=None)
     assert sum(ran) == 6
-    metrics = ["id", "status", "time", "algbw", "busbw"]
-    _same_rows(resumed[metrics], fresh["rows"][metrics])
+    _same_rows(resumed, fresh["rows"])
+
+
+# -- 3. a torn or unreadable results file on resume --------------------------------------------
+
+def test_a_csv_cut_in_the_middle_of_a_row_runs_that_row_again(tmp_path, monkeypatch, fresh):
+    lines = fresh["text"].splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    last = lines[-1].rstrip("\n").split(",")
+    busbw = last[header.index("busbw")]
+    assert "e+" in busbw or len(busbw) > 6               # a number long enough to cut
+    cut = lines[-1].index(busbw) + len(busbw) // 2       # in the middle of the last row's busbw
+    out = tmp_path / "r.csv"
+    out.write_text("".join(lines[:-1]) + lines[-1][:cut])
+    ran = _count_batches(monkeypatch)
+    with pytest.warns(RuntimeWarning, match=r"r\.csv.* line 9 .*incomplete.*run again"):
+        resumed = sweep(GRID, out=out, progress=False, cache_dir=None)
+    assert ran == [1]
+    _same_rows(resumed, fresh["rows"])
+    assert out.read_text() == fresh["text"]
+
+
+def test_csv_rows_with_a_missing_field_or_a_value_that_is_not_a_number_run_again(tmp_path, monkeypatch, fresh):
+    lines = fresh["text"].splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    short = lines[3].rstrip("\n").rsplit(",", 1)[0] + "\n"          # row 3 lost its last field
+    fields = lines[6].rstrip("\n").split(",")
+    fields[header.index("busbw")] = "1.64x59e11"                     # row 6's busbw is garbled
+    out = tmp_path / "r.csv"
+    out.write_text("".join(lines[:3]) + short + "".join(lines[4:6]) + ",".join(fields) + "\n" + "".join(lines[7:]))
+    ran = _count_batches(monkeypatch)
+    with pytest.warns(RuntimeWarning, match=r"lines 4, 7 .*run again"):
+        resumed = sweep(GRID, out=out, progress=False, cache_dir=None)
+    assert sorted(ran) == [1, 1]
+    _same_rows(resumed, fresh["rows"])
+    assert out.read_text() == fresh["text"]
+
+
+def test_an_unreadable_parquet_file_or_a_csv_that_is_not_a_sweeps_is_a_clear_error(tmp_path, fresh):
+    out = tmp_path / "r.parquet"
+    sweep(GRID, out=out, progress=False, cache_dir=None)
+    data = out.read_bytes()
+    out.write_bytes(data[:len(data) // 2])
+    with pytest.raises(ValueError, match=r"out: cannot resume from '.*r\.parquet'.*resume=False"):
+        sweep(GRID, out=out, progress=False, cache_dir=None)
+    assert out.read_bytes() == data[:len(data) // 2]                 # left as it was
+    _same_rows(sweep(GRID, out=out, progress=False, cache_dir=None, resume=False), fresh["rows"])
+    _same_rows(sweep(GRID, out=out, progress=False, cache_dir=None), fresh["rows"])     # resumed: all done
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match=r"out: cannot resume from '.*other\.csv': it has no 'id', 'status'"):
+        sweep(GRID, out=other, progress=False, cache_dir=None)
+    assert other.read_text() == "a,b\n1,2\n"
+
+
+def test_a_row_whose_id_looks_like_a_number_is_resumed(tmp_path, monkeypatch):
+    from flowsolver._sweep import expand_grid, scenario_id
+
+    grid = {"nodes": [1], "size": [1049105], "algorithm": ["ring"]}
+    assert scenario_id(expand_grid(grid)[0]) == "01213883756306e2"   # a float, to a reader that guesses types
+    out = tmp_path / "r.csv"
+    first = sweep(grid, out=out, progress=False, cache_dir=None)
+    text = out.read_text()
+    ran = _count_batches(monkeypatch)
+    _same_rows(sweep(grid, out=out, progress=False, cache_dir=None), first)
+    assert ran == [] and out.read_text() == text
