@@ -5,11 +5,11 @@ one row per scenario: its parameters, ``status`` (a :class:`~flowsolver.Status` 
 ``"ok"``, ``"stalled"``, ``"not_converged"``, or ``"error"`` with the message in ``error``) and
 the metrics, named as the result fields they copy. Scenarios that differ only in link technology share a routing
 pattern and are solved in one batched call (:func:`flowsolver.collective_variants`); the
-solver buckets shapes, so a sweep compiles a handful of times, and the persistent JAX
-compilation cache is on (``cache_dir``) so a rerun compiles nothing. Results stream to CSV
-or Parquet (``out``) after every batch, each time replacing the file atomically; a rerun
-skips the scenarios already there and runs again any row that a cut or damaged file left
-incomplete.
+solver buckets shapes, so a sweep compiles a handful of times, and with a persistent JAX
+compilation cache named (``cache_dir`` or ``$FLOWSOLVER_CACHE_DIR``; off otherwise) a rerun
+compiles nothing. Results stream to CSV or Parquet (``out``) after every batch, each time
+replacing the file atomically; a rerun skips the scenarios already there and runs again any
+row that a cut or damaged file left incomplete.
 ``shard=(i, n)`` keeps every n-th scenario from the i-th (a Slurm array task, say);
 ``distributed=True`` calls ``jax.distributed.initialize()`` first, for jobs whose batched
 arrays span processes.
@@ -223,39 +223,71 @@ def _run_batch(scenarios, idx) -> list:
 
 #: environment variable naming the compilation cache folder ("off" or empty: no cache)
 CACHE_ENV = "FLOWSOLVER_CACHE_DIR"
+_OFF = ("", "off", "none", "0")
 
 
 def default_cache_dir(environ=None) -> Path | None:
-    """Where a sweep keeps its persistent JAX compilation cache by default (``environ``:
-    the environment, ``os.environ`` unless given): ``$FLOWSOLVER_CACHE_DIR`` if set
-    (``off``, ``none`` or empty turn the cache off), else ``$XDG_CACHE_HOME/flowsolver/jax``,
-    else ``~/.cache/flowsolver/jax`` (the XDG default).
+    """The persistent JAX compilation cache a sweep uses when not told (``environ``: the
+    environment, ``os.environ`` unless given): the folder ``$FLOWSOLVER_CACHE_DIR`` names,
+    or None (no cache) when it is not set or is ``off``, ``none`` or empty. A sweep writes
+    nothing outside its ``out`` file unless a cache folder is named here or as ``cache_dir``.
 
-    >>> print(default_cache_dir({"FLOWSOLVER_CACHE_DIR": "off"}))
-    None
-    >>> default_cache_dir({"XDG_CACHE_HOME": "/scratch/me"}).as_posix()
-    '/scratch/me/flowsolver/jax'
+    >>> print(default_cache_dir({"FLOWSOLVER_CACHE_DIR": "off"}), default_cache_dir({"HOME": "/home/me"}))
+    None None
+    >>> default_cache_dir({"FLOWSOLVER_CACHE_DIR": "/scratch/me/jax"}).as_posix()
+    '/scratch/me/jax'
     """
     env = os.environ if environ is None else environ
-    if CACHE_ENV in env:
-        value = env[CACHE_ENV].strip()
-        return None if value.lower() in ("", "off", "none", "0") else Path(os.path.expanduser(value))
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "flowsolver" / "jax"
+    value = env.get(CACHE_ENV, "").strip()
+    return None if value.lower() in _OFF else Path(os.path.expanduser(value))
 
 
-def _enable_cache(cache_dir):
-    if cache_dir == "default":
-        cache_dir = default_cache_dir()
-    if cache_dir is None or cache_dir is False or str(cache_dir).strip().lower() in ("", "off", "none"):
+def _cache_path(cache_dir) -> Path | None:
+    """The folder ``cache_dir`` names (None: no cache), checked before any scenario runs."""
+    name = "cache_dir"
+    if isinstance(cache_dir, str) and cache_dir == "default":
+        cache_dir, name = default_cache_dir(), f"${CACHE_ENV}"
+    if cache_dir is None or cache_dir is False or (isinstance(cache_dir, str) and cache_dir.strip().lower() in _OFF):
+        return None
+    if not isinstance(cache_dir, (str, os.PathLike)):
+        raise ValueError(f"cache_dir must be a folder (str or Path), None or 'off', got {cache_dir!r}")
+    path = Path(os.path.expanduser(os.fspath(cache_dir)))
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name}: {str(path)!r} is not a folder")
+    return path
+
+
+#: the JAX settings a sweep with a cache changes, and puts back when it returns or raises
+_CACHE_SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+
+
+@contextlib.contextmanager
+def _compilation_cache(path):
+    """JAX's persistent compilation cache in ``path`` for the duration of the block (nothing
+    when ``path`` is None); every setting changed is restored afterwards, and the cache JAX
+    opened is closed, so that later compiles go where they went before."""
+    if path is None:
+        yield
         return
     import jax
+    from jax.experimental.compilation_cache import compilation_cache
 
-    path = Path(os.path.expanduser(str(cache_dir)))
-    path.mkdir(parents=True, exist_ok=True)
-    if not jax.config.jax_compilation_cache_dir:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cache_dir: cannot create {str(path)!r}: {err.strerror or err}") from None
+    saved = {name: getattr(jax.config, name) for name in _CACHE_SETTINGS}
+    try:
         jax.config.update("jax_compilation_cache_dir", str(path))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        # small compiles too (JAX's default is 1 s), unless the user already set a lower bar
+        jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                          min(0.5, saved["jax_persistent_cache_min_compile_time_secs"]))
+        compilation_cache.reset_cache()        # JAX opens its cache once: open the one named here
+        yield
+    finally:
+        for name, value in saved.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()        # ... and the user's own (if any) again afterwards
 
 
 def _read(path: Path):
@@ -439,8 +471,10 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     shard : (i, n), optional
         Run only scenarios ``i, i + n, i + 2n, ...`` (deterministic order).
     cache_dir : str, Path or None
-        Persistent JAX compilation cache folder; ``"default"``: :func:`default_cache_dir`
-        (``$FLOWSOLVER_CACHE_DIR``, else under ``$XDG_CACHE_HOME``); None or ``"off"``: off.
+        Persistent JAX compilation cache folder, on for this call only (JAX's settings are
+        restored when the sweep returns or raises); ``"default"``: :func:`default_cache_dir`
+        (the folder ``$FLOWSOLVER_CACHE_DIR`` names, else no cache); None or ``"off"``: off.
+        Without one named, a sweep writes nothing but ``out``.
     distributed : bool
         Call ``jax.distributed.initialize()`` first (multi-process jobs).
     executor : concurrent.futures.Executor, optional
@@ -476,30 +510,33 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
             from None
     _check_executor(executor)
     scenarios = _shard(expand_grid(grid), shard)
+    cache = _cache_path(cache_dir)
+    table = _Table(scenarios, out, resume)
     if distributed:
         import jax
 
         jax.distributed.initialize()
-    _enable_cache(cache_dir)
-    table = _Table(scenarios, out, resume)
     bar = _progress_bar(progress, len(scenarios), len(scenarios) - len(table.todo))
     batches = _batches(table.pending)
-    if executor is None:
-        for batch in batches:
-            table.record(batch, _run_batch(table.pending, batch), bar)
-    else:                        # one task per routing pattern, so batching survives
-        import concurrent.futures
+    try:
+        with _compilation_cache(cache):
+            if executor is None:
+                for batch in batches:
+                    table.record(batch, _run_batch(table.pending, batch), bar)
+            else:                        # one task per routing pattern, so batching survives
+                import concurrent.futures
 
-        futures = {executor.submit(_run_task, [table.pending[j] for j in batch]): batch for batch in batches}
-        for future in concurrent.futures.as_completed(futures):
-            batch = futures[future]
-            try:
-                metrics = future.result()
-            except Exception as err:      # the task itself died (a lost worker): its rows say so
-                metrics = [_error(err)] * len(batch)
-            table.record(batch, metrics, bar)
-    if bar is not None:
-        bar.close()
+                futures = {executor.submit(_run_task, [table.pending[j] for j in batch]): batch for batch in batches}
+                for future in concurrent.futures.as_completed(futures):
+                    batch = futures[future]
+                    try:
+                        metrics = future.result()
+                    except Exception as err:      # the task itself died (a lost worker): its rows say so
+                        metrics = [_error(err)] * len(batch)
+                    table.record(batch, metrics, bar)
+    finally:
+        if bar is not None:
+            bar.close()
     return table.frame()
 
 

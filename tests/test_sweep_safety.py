@@ -212,3 +212,66 @@ def test_a_row_whose_id_looks_like_a_number_is_resumed(tmp_path, monkeypatch):
     ran = _count_batches(monkeypatch)
     _same_rows(sweep(grid, out=out, progress=False, cache_dir=None), first)
     assert ran == [] and out.read_text() == text
+
+
+# -- 4. nothing written under the home directory; JAX's settings restored ---------------------
+
+def _cache_settings():
+    import jax
+
+    return {name: getattr(jax.config, name) for name in ("jax_compilation_cache_dir",
+                                                         "jax_persistent_cache_min_compile_time_secs",
+                                                         "jax_enable_compilation_cache")}
+
+
+def test_a_sweep_writes_nothing_under_home_and_leaves_the_jax_settings_as_they_were(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("FLOWSOLVER_CACHE_DIR", raising=False)
+    before = _cache_settings()
+    df = sweep({"nodes": [1], "size": [2**20], "algorithm": ["ring"]}, progress=False)      # every default
+    assert (df["status"] == "ok").all()
+    assert [str(p.relative_to(home)) for p in home.rglob("*")] == []
+    assert _cache_settings() == before
+
+
+def test_a_named_cache_is_on_during_the_sweep_only(tmp_path, monkeypatch):
+    import jax
+    import jax.numpy as jnp
+
+    sw = sys.modules["flowsolver._sweep"]
+    cache = tmp_path / "jax-cache"
+    before = _cache_settings()
+    seen = []
+    real = sw._run_batch
+    monkeypatch.setattr(sw, "_run_batch", lambda s, idx: seen.append(_cache_settings()) or real(s, idx))
+    try:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)      # cache every compile
+        during = dict(_cache_settings(), jax_compilation_cache_dir=str(cache))
+        sweep({"nodes": [1], "size": [2**20], "algorithm": ["ring"]}, progress=False, cache_dir=cache)
+        assert seen == [during] and cache.is_dir()
+        assert _cache_settings() == dict(before, jax_persistent_cache_min_compile_time_secs=0.0)
+        entries = set(os.listdir(cache))
+        jax.jit(lambda x: x * 3.25 + 0.75)(jnp.arange(7.0)).block_until_ready()   # a new compile, after
+        assert set(os.listdir(cache)) == entries                          # went nowhere near the sweep's cache
+        with pytest.raises(RuntimeError, match="stop"):                   # restored also when the sweep raises
+            monkeypatch.setattr(sw, "_run_batch", lambda s, idx: (_ for _ in ()).throw(RuntimeError("stop")))
+            sweep({"nodes": [1], "size": [2**20], "algorithm": ["ring"]}, progress=False, cache_dir=cache)
+        assert _cache_settings() == dict(before, jax_persistent_cache_min_compile_time_secs=0.0)
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                          before["jax_persistent_cache_min_compile_time_secs"])
+
+
+def test_cache_dir_that_is_not_a_folder_is_a_clear_error(tmp_path, monkeypatch):
+    afile = tmp_path / "f"
+    afile.write_text("")
+    for bad, match in ((5, r"cache_dir must be a folder .*got 5"), (afile, r"cache_dir: .*f' is not a folder")):
+        with pytest.raises(ValueError, match=match):
+            sweep({"nodes": [1], "size": [2**20]}, progress=False, cache_dir=bad)
+    assert not (tmp_path / "5").exists() and not os.path.exists("5")
+    monkeypatch.setenv("FLOWSOLVER_CACHE_DIR", str(afile))
+    with pytest.raises(ValueError, match=r"\$FLOWSOLVER_CACHE_DIR: .*f' is not a folder"):
+        sweep({"nodes": [1], "size": [2**20]}, progress=False)
