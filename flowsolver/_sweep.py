@@ -5,9 +5,11 @@ one row per scenario: its parameters, ``status`` (a :class:`~flowsolver.Status` 
 ``"ok"``, ``"stalled"``, ``"not_converged"``, or ``"error"`` with the message in ``error``) and
 the metrics, named as the result fields they copy. Scenarios that differ only in link technology share a routing
 pattern and are solved in one batched call (:func:`flowsolver.collective_variants`); the
-solver buckets shapes, so a sweep compiles a handful of times, and the persistent JAX
-compilation cache is on (``cache_dir``) so a rerun compiles nothing. Results stream to CSV
-or Parquet (``out``) after every batch; a rerun skips the scenarios already there.
+solver buckets shapes, so a sweep compiles a handful of times, and with a persistent JAX
+compilation cache named (``cache_dir`` or ``$FLOWSOLVER_CACHE_DIR``; off otherwise) a rerun
+compiles nothing. Results stream to CSV or Parquet (``out``) after every batch, each time
+replacing the file atomically; a rerun skips the scenarios already there and runs again any
+row that a cut or damaged file left incomplete.
 ``shard=(i, n)`` keeps every n-th scenario from the i-th (a Slurm array task, say);
 ``distributed=True`` calls ``jax.distributed.initialize()`` first, for jobs whose batched
 arrays span processes.
@@ -15,12 +17,18 @@ arrays span processes.
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import hashlib
+import io
 import itertools
 import json
 import math
 import os
+import secrets
+import stat
 import threading
+import warnings
 from pathlib import Path
 
 import topologies as tp
@@ -215,48 +223,204 @@ def _run_batch(scenarios, idx) -> list:
 
 #: environment variable naming the compilation cache folder ("off" or empty: no cache)
 CACHE_ENV = "FLOWSOLVER_CACHE_DIR"
+_OFF = ("", "off", "none", "0")
 
 
 def default_cache_dir(environ=None) -> Path | None:
-    """Where a sweep keeps its persistent JAX compilation cache by default (``environ``:
-    the environment, ``os.environ`` unless given): ``$FLOWSOLVER_CACHE_DIR`` if set
-    (``off``, ``none`` or empty turn the cache off), else ``$XDG_CACHE_HOME/flowsolver/jax``,
-    else ``~/.cache/flowsolver/jax`` (the XDG default).
+    """The persistent JAX compilation cache a sweep uses when not told (``environ``: the
+    environment, ``os.environ`` unless given): the folder ``$FLOWSOLVER_CACHE_DIR`` names,
+    or None (no cache) when it is not set or is ``off``, ``none`` or empty. A sweep writes
+    nothing outside its ``out`` file unless a cache folder is named here or as ``cache_dir``.
 
-    >>> print(default_cache_dir({"FLOWSOLVER_CACHE_DIR": "off"}))
-    None
-    >>> default_cache_dir({"XDG_CACHE_HOME": "/scratch/me"}).as_posix()
-    '/scratch/me/flowsolver/jax'
+    >>> print(default_cache_dir({"FLOWSOLVER_CACHE_DIR": "off"}), default_cache_dir({"HOME": "/home/me"}))
+    None None
+    >>> default_cache_dir({"FLOWSOLVER_CACHE_DIR": "/scratch/me/jax"}).as_posix()
+    '/scratch/me/jax'
     """
     env = os.environ if environ is None else environ
-    if CACHE_ENV in env:
-        value = env[CACHE_ENV].strip()
-        return None if value.lower() in ("", "off", "none", "0") else Path(os.path.expanduser(value))
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "flowsolver" / "jax"
+    value = env.get(CACHE_ENV, "").strip()
+    return None if value.lower() in _OFF else Path(os.path.expanduser(value))
 
 
-def _enable_cache(cache_dir):
-    if cache_dir == "default":
-        cache_dir = default_cache_dir()
-    if cache_dir is None or cache_dir is False or str(cache_dir).strip().lower() in ("", "off", "none"):
+def _cache_path(cache_dir) -> Path | None:
+    """The folder ``cache_dir`` names (None: no cache), checked before any scenario runs."""
+    name = "cache_dir"
+    if isinstance(cache_dir, str) and cache_dir == "default":
+        cache_dir, name = default_cache_dir(), f"${CACHE_ENV}"
+    if cache_dir is None or cache_dir is False or (isinstance(cache_dir, str) and cache_dir.strip().lower() in _OFF):
+        return None
+    if not isinstance(cache_dir, (str, os.PathLike)):
+        raise ValueError(f"cache_dir must be a folder (str or Path), None or 'off', got {cache_dir!r}")
+    path = Path(os.path.expanduser(os.fspath(cache_dir)))
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name}: {str(path)!r} is not a folder")
+    return path
+
+
+#: the JAX settings a sweep with a cache changes, and puts back when it returns or raises
+_CACHE_SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+
+
+@contextlib.contextmanager
+def _compilation_cache(path):
+    """JAX's persistent compilation cache in ``path`` for the duration of the block (nothing
+    when ``path`` is None); every setting changed is restored afterwards, and the cache JAX
+    opened is closed, so that later compiles go where they went before."""
+    if path is None:
+        yield
         return
     import jax
+    from jax.experimental.compilation_cache import compilation_cache
 
-    path = Path(os.path.expanduser(str(cache_dir)))
-    path.mkdir(parents=True, exist_ok=True)
-    if not jax.config.jax_compilation_cache_dir:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cache_dir: cannot create {str(path)!r}: {err.strerror or err}") from None
+    saved = {name: getattr(jax.config, name) for name in _CACHE_SETTINGS}
+    try:
         jax.config.update("jax_compilation_cache_dir", str(path))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        # small compiles too (JAX's default is 1 s), unless the user already set a lower bar
+        jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                          min(0.5, saved["jax_persistent_cache_min_compile_time_secs"]))
+        compilation_cache.reset_cache()        # JAX opens its cache once: open the one named here
+        yield
+    finally:
+        for name, value in saved.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()        # ... and the user's own (if any) again afterwards
 
 
 def _read(path: Path):
+    """The rows a previous run left in ``path`` (a list of dicts; None when there is no file
+    or it is empty). CSV rows that a cut or damaged file left incomplete (the file ends in
+    the middle of a row, a row with the wrong number of fields or a metric that is not a
+    number) are dropped with a warning, so that their scenarios run again; a file that cannot
+    be read at all, or that is not a sweep's, is a ValueError naming it (it is left as it is)."""
     import pandas as pd
 
     if not path.exists() or path.stat().st_size == 0:
         return None
-    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, keep_default_na=False,
-                                                                              na_values=[""])
+    if path.suffix == ".parquet":
+        try:
+            df = pd.read_parquet(path)
+        except Exception as err:   # pyarrow's errors are not ValueErrors; any failure means the same
+            raise _unreadable(path, f"it is not a readable Parquet file ({type(err).__name__}: {err})") from None
+        _check_columns(path, list(df.columns))
+        return df.to_dict("records")
+    return _read_csv(path)
+
+
+def _unreadable(path, why):
+    return ValueError(f"out: cannot resume from {str(path)!r}: {why}; move it away, or pass resume=False "
+                      f"(flowsolver sweep --no-resume) to overwrite it")
+
+
+def _check_columns(path, columns):
+    missing = [c for c in ("id", "status") if c not in columns]
+    if missing:
+        raise _unreadable(path, f"it has no {', '.join(repr(c) for c in missing)} column, so it is not a sweep's "
+                                f"results")
+
+
+def _read_csv(path: Path) -> list:
+    raw = path.read_bytes()
+    whole = raw.endswith(b"\n")          # every row a run writes ends with a newline
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if whole or err.start <= raw.rfind(b"\n"):
+            raise _unreadable(path, f"it is not UTF-8 text ({err.reason} at byte {err.start})") from None
+        text = raw.decode("utf-8", errors="replace")      # a character cut in the last row, dropped below
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    records, bad = [], {}                 # (line, fields) read; line -> why a row is dropped
+    while True:
+        line = reader.line_num + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:
+            bad[line] = f"not CSV ({err})"
+            records.append((line, None))
+            continue
+        if fields:                        # (a blank line holds nothing)
+            records.append((line, fields))
+    if records and not whole:
+        bad[records[-1][0]] = "the file ends in the middle of it"
+        records[-1] = (records[-1][0], None)
+    if not records or records[0][1] is None:
+        raise _unreadable(path, "its first line (the column names) is incomplete or not CSV")
+    header = records[0][1]
+    _check_columns(path, header)
+    rows = []
+    for line, fields in records[1:]:
+        if fields is None:
+            continue
+        if len(fields) != len(header):
+            bad[line] = f"{len(fields)} fields, the header has {len(header)}"
+            continue
+        row, why = {}, None
+        for key, value in zip(header, fields):
+            row[key], problem = _metric(key, value)
+            if problem:
+                why = f"{key} {value!r} {problem}"
+        if why:
+            bad[line] = why
+        else:
+            rows.append(row)
+    if bad:
+        lines = sorted(bad)
+        one = len(lines) == 1
+        warnings.warn(f"out {str(path)!r}: {'line' if one else 'lines'} {', '.join(map(str, lines))} "
+                      f"{'is' if one else 'are'} incomplete or unreadable "
+                      f"({'; '.join(f'line {n}: {bad[n]}' for n in lines)}): dropped, "
+                      f"{'its scenario' if one else 'their scenarios'} will run again", RuntimeWarning, stacklevel=5)
+    return rows
+
+
+def _metric(key, value):
+    """A CSV field as its column's type (metrics; other columns stay text) and what is wrong
+    with it, if anything."""
+    kind = METRICS.get(key)
+    if kind not in (float, "Int64"):
+        return value, None
+    if value == "":
+        return math.nan, None
+    try:
+        number = float(value)
+    except ValueError:
+        return value, "is not a number"
+    if kind == "Int64":
+        if not number.is_integer():
+            return value, "is not a whole number"
+        return int(number), None
+    return number, None
+
+
+def _write_atomic(df, path: Path) -> None:
+    """``df`` written to ``path`` (CSV or Parquet, by its suffix) all at once: into a new file
+    beside it, then renamed over it, so that a run stopped at any moment leaves the previous
+    version or the new one, never a part of one."""
+    target = Path(os.path.realpath(path))            # through a symbolic link, to the file it names
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        if path.suffix == ".parquet":
+            with open(tmp, "xb") as fh:
+                df.to_parquet(fh, index=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+        else:
+            with open(tmp, "x", encoding="utf-8", newline="") as fh:
+                df.to_csv(fh, index=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+        with contextlib.suppress(OSError):           # a file that is there keeps its permissions
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _typed(rows: list, columns: list):
@@ -293,21 +457,32 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         ``global_batch``, ``micro_batch``, ``zero``, ``dp_overlap``, ``compute_efficiency``,
         ``precision``. Missing ones take ``DEFAULTS``.
     out : str or Path, optional
-        ``.csv`` or ``.parquet`` file the rows stream to (rewritten after every batch).
+        ``.csv`` or ``.parquet`` file the rows stream to, rewritten after every batch: into a
+        temporary file beside it, then renamed over it, so that a run stopped at any moment
+        leaves every row finished before the last write readable.
     resume : bool
-        Skip scenarios already in ``out`` with status ok (failed ones are run again).
+        Skip scenarios already in ``out`` with status ok (failed ones are run again). CSV rows
+        that a cut or damaged file left incomplete (no final newline, a wrong number of
+        fields, a metric that is not a number) are dropped with a ``RuntimeWarning`` and run
+        again; a file that cannot be read, or is not a sweep's, is a ValueError naming it
+        (pass ``resume=False`` to overwrite it).
     progress : bool
         A tqdm progress bar (when tqdm is installed).
     shard : (i, n), optional
         Run only scenarios ``i, i + n, i + 2n, ...`` (deterministic order).
     cache_dir : str, Path or None
-        Persistent JAX compilation cache folder; ``"default"``: :func:`default_cache_dir`
-        (``$FLOWSOLVER_CACHE_DIR``, else under ``$XDG_CACHE_HOME``); None or ``"off"``: off.
+        Persistent JAX compilation cache folder, on for this call only (JAX's settings are
+        restored when the sweep returns or raises); ``"default"``: :func:`default_cache_dir`
+        (the folder ``$FLOWSOLVER_CACHE_DIR`` names, else no cache); None or ``"off"``: off.
+        Without one named, a sweep writes nothing but ``out``.
     distributed : bool
         Call ``jax.distributed.initialize()`` first (multi-process jobs).
     executor : concurrent.futures.Executor, optional
         Run the scenarios there: a Dask ``Client.get_executor()``, a Ray or MPI pool
-        executor, a process pool. Scenarios that share a routing are one task (they stay
+        executor, a process pool started with ``spawn`` or ``forkserver``
+        (``ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn"))``; one that
+        forks, Linux's default before Python 3.14, is refused: forked workers deadlock once
+        JAX has run). Scenarios that share a routing are one task (they stay
         batched); rows, the ``out`` file and resume are as in a serial run (the file in
         scenario order); the progress bar advances as tasks finish. A task that dies
         records its scenarios as errors.
@@ -333,35 +508,57 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     except ImportError:
         raise ImportError("sweep needs pandas: install the 'analysis' extra (pip install 'flowsolver[analysis]')") \
             from None
-    if executor is not None and not callable(getattr(executor, "submit", None)):
-        raise ValueError(f"executor must be a concurrent.futures.Executor (e.g. a Dask Client.get_executor()), "
-                         f"got {type(executor).__name__}")
+    _check_executor(executor)
     scenarios = _shard(expand_grid(grid), shard)
+    cache = _cache_path(cache_dir)
+    table = _Table(scenarios, out, resume)
     if distributed:
         import jax
 
         jax.distributed.initialize()
-    _enable_cache(cache_dir)
-    table = _Table(scenarios, out, resume)
     bar = _progress_bar(progress, len(scenarios), len(scenarios) - len(table.todo))
     batches = _batches(table.pending)
-    if executor is None:
-        for batch in batches:
-            table.record(batch, _run_batch(table.pending, batch), bar)
-    else:                        # one task per routing pattern, so batching survives
-        import concurrent.futures
+    try:
+        with _compilation_cache(cache):
+            if executor is None:
+                for batch in batches:
+                    table.record(batch, _run_batch(table.pending, batch), bar)
+            else:                        # one task per routing pattern, so batching survives
+                import concurrent.futures
 
-        futures = {executor.submit(_run_task, [table.pending[j] for j in batch]): batch for batch in batches}
-        for future in concurrent.futures.as_completed(futures):
-            batch = futures[future]
-            try:
-                metrics = future.result()
-            except Exception as err:      # the task itself died (a lost worker): its rows say so
-                metrics = [_error(err)] * len(batch)
-            table.record(batch, metrics, bar)
-    if bar is not None:
-        bar.close()
+                futures = {executor.submit(_run_task, [table.pending[j] for j in batch]): batch for batch in batches}
+                for future in concurrent.futures.as_completed(futures):
+                    batch = futures[future]
+                    try:
+                        metrics = future.result()
+                    except Exception as err:      # the task itself died (a lost worker): its rows say so
+                        metrics = [_error(err)] * len(batch)
+                    table.record(batch, metrics, bar)
+    finally:
+        if bar is not None:
+            bar.close()
     return table.frame()
+
+
+def _check_executor(executor):
+    """A ValueError for an executor a sweep cannot use: one without ``submit``, or a process
+    pool that forks (its workers inherit the locks JAX's threads held at the fork and
+    deadlock on their first JAX call, and the sweep waits for them for ever)."""
+    if executor is None:
+        return
+    if not callable(getattr(executor, "submit", None)):
+        raise ValueError(f"executor must be a concurrent.futures.Executor (e.g. a Dask Client.get_executor()), "
+                         f"got {type(executor).__name__}")
+    import concurrent.futures
+    import multiprocessing
+
+    if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+        context = getattr(executor, "_mp_context", None)
+        method = context.get_start_method() if context is not None else multiprocessing.get_start_method()
+        if method == "fork":
+            raise ValueError("executor: a ProcessPoolExecutor that starts its workers with 'fork' deadlocks once "
+                             "JAX has run in this process (JAX is multithreaded); create it with "
+                             "ProcessPoolExecutor(mp_context=multiprocessing.get_context(\"spawn\"))")
 
 
 def _shard(scenarios, shard):
@@ -394,30 +591,44 @@ class _Table:
             (set() if "collective" in tasks else set(COLLECTIVE_METRICS))
         self.columns = ["id"] + params + [k for k in METRICS if k not in skip]
         self.path = None if out is None else Path(out).expanduser()
-        if self.path is not None and self.path.suffix not in (".csv", ".parquet"):
-            raise ValueError(f"out must end in .csv or .parquet, got {str(out)!r}")
+        if self.path is not None:
+            if self.path.suffix not in (".csv", ".parquet"):
+                raise ValueError(f"out must end in .csv or .parquet, got {str(out)!r}")
+            if self.path.is_dir():
+                raise ValueError(f"out: {str(self.path)!r} is a folder; give a file name")
+            if not self.path.resolve().parent.is_dir():
+                raise ValueError(f"out: folder {str(self.path.resolve().parent)!r} does not exist")
+        self.scenarios = scenarios
         self.ids = [scenario_id(s) for s in scenarios]
         self.order = {sid: k for k, sid in enumerate(self.ids)}
         done = _read(self.path) if (self.path is not None and resume) else None
-        # a resumed sweep keeps its finished rows and retries the scenarios that failed
-        have = set(done.loc[done["status"] == Status.OK.label, "id"]) if done is not None else set()
-        self.rows = [r for r in done.to_dict("records") if r["id"] in have or r["id"] not in self.order] \
-            if done is not None else []
+        # a resumed sweep keeps its finished rows (their parameters are the scenario's, the
+        # metrics the file's) and runs again the scenarios that failed or are not there
+        self.rows, have = [], set()
+        for r in done or []:
+            k = self.order.get(r["id"])
+            if k is None:
+                self.rows.append(r)              # another grid's or shard's row: kept in the file
+            elif r["status"] == Status.OK.label and r["id"] not in have and \
+                    all(key in r for key in _FILLED[scenarios[k]["task"]]):
+                have.add(r["id"])
+                self.rows.append(self._row(k, r))
         self.todo = [i for i, sid in enumerate(self.ids) if sid not in have]
         self.pending = [scenarios[i] for i in self.todo]
 
+    def _row(self, k, metrics):
+        """The row of scenario ``k``: its id, its parameters (lists as JSON) and ``metrics``."""
+        row = {"id": self.ids[k], **{key: (json.dumps(v) if isinstance(v, (list, tuple)) else v)
+                                     for key, v in self.scenarios[k].items()}}
+        row.update({key: metrics.get(key, math.nan if METRICS[key] in (float, "Int64") else "") for key in METRICS})
+        return row
+
     def record(self, batch, metrics, bar=None):
         for j, m in zip(batch, metrics):
-            row = {"id": self.ids[self.todo[j]], **{k: (json.dumps(v) if isinstance(v, (list, tuple)) else v)
-                                                    for k, v in self.pending[j].items()}}
-            row.update({k: m.get(k, math.nan if METRICS[k] in (float, "Int64") else "") for k in METRICS})
-            self.rows.append(row)
+            self.rows.append(self._row(self.todo[j], m))
         if self.path is not None:     # in scenario order, whatever order the tasks finished in
-            df = _typed(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.columns)
-            if self.path.suffix == ".parquet":
-                df.to_parquet(self.path, index=False)
-            else:
-                df.to_csv(self.path, index=False)
+            _write_atomic(_typed(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.columns),
+                          self.path)
         if bar is not None:
             bar.update(len(batch))
 
@@ -426,3 +637,7 @@ class _Table:
         df = df[df["id"].isin(self.order)].copy()
         df["_order"] = df["id"].map(self.order)
         return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)
+
+
+#: the metric columns a finished row of each task has (a file without them resumes nothing)
+_FILLED = {"collective": ("gpus", *COLLECTIVE_METRICS), "train": ("gpus", *TRAIN_METRICS)}

@@ -97,9 +97,7 @@ def test_shards_split_the_grid_deterministically():
         sweep(grid, shard=(2, 2), progress=False, cache_dir=None)
 
 
-def test_a_sweep_compiles_a_handful_of_times_and_fills_the_persistent_cache(tmp_path):
-    import jax
-
+def test_a_sweep_compiles_a_handful_of_times():
     from flowsolver.solver import trace_count
 
     grid = {"nodes": [1, 2], "link": ["ib_ndr", "ib_hdr", "roce_400g", "eth_100g"], "size": [2**20, 2**26],
@@ -109,14 +107,7 @@ def test_a_sweep_compiles_a_handful_of_times_and_fills_the_persistent_cache(tmp_
     df = sweep(grid, progress=False, cache_dir=None)
     assert (df["status"] == "ok").all() and len(df) == 16
     assert trace_count() - before <= 4          # 16 scenarios, 4 batched calls, shared buckets
-    previous = jax.config.jax_compilation_cache_dir
-    try:
-        jax.config.update("jax_compilation_cache_dir", None)
-        cache = tmp_path / "jax-cache"
-        sweep({"nodes": [3], "size": [2**21], "algorithm": ["tree"]}, progress=False, cache_dir=cache)
-        assert jax.config.jax_compilation_cache_dir == str(cache) and cache.is_dir()
-    finally:
-        jax.config.update("jax_compilation_cache_dir", previous)
+    # the persistent cache (cache_dir=...): tests/test_sweep_safety.py
 
 
 def test_progress_bar_shows_scenarios_and_rate(capsys):
@@ -125,27 +116,31 @@ def test_progress_bar_shows_scenarios_and_rate(capsys):
     assert "2/2" in err and "scenario/s" in err
 
 
-def test_the_default_cache_follows_xdg_and_can_be_turned_off(tmp_path, monkeypatch):
+def test_the_default_cache_is_the_one_flowsolver_cache_dir_names_and_otherwise_off(tmp_path, monkeypatch):
+    import sys
+
     import jax
 
     from flowsolver import default_cache_dir
 
-    previous = jax.config.jax_compilation_cache_dir
-    try:
-        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-        monkeypatch.delenv("FLOWSOLVER_CACHE_DIR", raising=False)
-        assert default_cache_dir() == tmp_path / "xdg" / "flowsolver" / "jax"
-        jax.config.update("jax_compilation_cache_dir", None)
-        sweep({"nodes": [1], "size": [2**20], "algorithm": ["ring"]}, progress=False)     # cache_dir="default"
-        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "xdg" / "flowsolver" / "jax")
-        monkeypatch.setenv("FLOWSOLVER_CACHE_DIR", "off")
-        jax.config.update("jax_compilation_cache_dir", None)
-        sweep({"nodes": [1], "size": [2**20], "algorithm": ["ring"]}, progress=False)
-        assert jax.config.jax_compilation_cache_dir is None
-        monkeypatch.setenv("FLOWSOLVER_CACHE_DIR", str(tmp_path / "mine"))
-        assert default_cache_dir() == tmp_path / "mine"
-    finally:
-        jax.config.update("jax_compilation_cache_dir", previous)
+    sw = sys.modules["flowsolver._sweep"]
+    seen = []
+    real = sw._run_batch
+    monkeypatch.setattr(sw, "_run_batch", lambda s, i: seen.append(jax.config.jax_compilation_cache_dir) or real(s, i))
+    before = jax.config.jax_compilation_cache_dir
+    grid = {"nodes": [1], "size": [2**20], "algorithm": ["ring"]}
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("FLOWSOLVER_CACHE_DIR", raising=False)
+    assert default_cache_dir() is None                                   # XDG alone turns nothing on
+    sweep(grid, progress=False)                                          # cache_dir="default"
+    monkeypatch.setenv("FLOWSOLVER_CACHE_DIR", "off")
+    assert default_cache_dir() is None
+    sweep(grid, progress=False)
+    monkeypatch.setenv("FLOWSOLVER_CACHE_DIR", str(tmp_path / "mine"))
+    assert default_cache_dir() == tmp_path / "mine"
+    sweep(grid, progress=False)
+    assert seen == [before, before, str(tmp_path / "mine")] and (tmp_path / "mine").is_dir()
+    assert not (tmp_path / "xdg").exists() and jax.config.jax_compilation_cache_dir == before
 
 
 def test_mixed_sweeps_keep_both_tasks_columns_and_training_sweeps_drop_bandwidths():
