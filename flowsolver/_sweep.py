@@ -17,23 +17,18 @@ arrays span processes.
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import hashlib
-import io
 import itertools
 import json
 import math
-import os
-import secrets
-import stat
 import threading
-import warnings
 from pathlib import Path
 
 import topologies as tp
 
 from ._status import Status
+from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, read_rows, typed_frame, write_atomic, \
+    default_cache_dir
 from .collectives import collective, collective_variants
 from .training import training_step
 
@@ -48,13 +43,6 @@ LIST_VALUED = ("dims", "ranks")
 COLLECTIVE_KEYS = ("op", "size", "algorithm", "channels")
 TRAIN_KEYS = ("model", "tp", "pp", "dp", "ep", "cp", "vp", "global_batch", "micro_batch", "zero", "dp_overlap",
               "compute_efficiency", "precision")
-#: result columns and their types; each is named as the result field it copies
-#: (CollectiveResult.time / algbw / busbw, StepResult.step_time / tokens_per_s / speedup /
-#: comm_overhead; ``chosen_algorithm`` is the result's ``algorithm``, since the parameter
-#: ``algorithm`` holds what was asked for, often "auto")
-METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw": float, "busbw": float,
-           "chosen_algorithm": str, "bottleneck_tier": str, "step_time": float, "tokens_per_s": float,
-           "speedup": float, "comm_overhead": float}
 #: metric columns that only one task fills (a sweep without that task has no such column)
 COLLECTIVE_METRICS = ("time", "algbw", "busbw")
 TRAIN_METRICS = ("step_time", "tokens_per_s", "speedup", "comm_overhead")
@@ -221,224 +209,6 @@ def _run_batch(scenarios, idx) -> list:
     return [out[i] for i in idx]
 
 
-#: environment variable naming the compilation cache folder ("off" or empty: no cache)
-CACHE_ENV = "FLOWSOLVER_CACHE_DIR"
-_OFF = ("", "off", "none", "0")
-
-
-def default_cache_dir(environ=None) -> Path | None:
-    """The persistent JAX compilation cache a sweep uses when not told (``environ``: the
-    environment, ``os.environ`` unless given): the folder ``$FLOWSOLVER_CACHE_DIR`` names,
-    or None (no cache) when it is not set or is ``off``, ``none`` or empty. A sweep writes
-    nothing outside its ``out`` file unless a cache folder is named here or as ``cache_dir``.
-
-    >>> print(default_cache_dir({"FLOWSOLVER_CACHE_DIR": "off"}), default_cache_dir({"HOME": "/home/me"}))
-    None None
-    >>> default_cache_dir({"FLOWSOLVER_CACHE_DIR": "/scratch/me/jax"}).as_posix()
-    '/scratch/me/jax'
-    """
-    env = os.environ if environ is None else environ
-    value = env.get(CACHE_ENV, "").strip()
-    return None if value.lower() in _OFF else Path(os.path.expanduser(value))
-
-
-def _cache_path(cache_dir) -> Path | None:
-    """The folder ``cache_dir`` names (None: no cache), checked before any scenario runs."""
-    name = "cache_dir"
-    if isinstance(cache_dir, str) and cache_dir == "default":
-        cache_dir, name = default_cache_dir(), f"${CACHE_ENV}"
-    if cache_dir is None or cache_dir is False or (isinstance(cache_dir, str) and cache_dir.strip().lower() in _OFF):
-        return None
-    if not isinstance(cache_dir, (str, os.PathLike)):
-        raise ValueError(f"cache_dir must be a folder (str or Path), None or 'off', got {cache_dir!r}")
-    path = Path(os.path.expanduser(os.fspath(cache_dir)))
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{name}: {str(path)!r} is not a folder")
-    return path
-
-
-#: the JAX settings a sweep with a cache changes, and puts back when it returns or raises
-_CACHE_SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
-
-
-@contextlib.contextmanager
-def _compilation_cache(path):
-    """JAX's persistent compilation cache in ``path`` for the duration of the block (nothing
-    when ``path`` is None); every setting changed is restored afterwards, and the cache JAX
-    opened is closed, so that later compiles go where they went before."""
-    if path is None:
-        yield
-        return
-    import jax
-    from jax.experimental.compilation_cache import compilation_cache
-
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"cache_dir: cannot create {str(path)!r}: {err.strerror or err}") from None
-    saved = {name: getattr(jax.config, name) for name in _CACHE_SETTINGS}
-    try:
-        jax.config.update("jax_compilation_cache_dir", str(path))
-        # small compiles too (JAX's default is 1 s), unless the user already set a lower bar
-        jax.config.update("jax_persistent_cache_min_compile_time_secs",
-                          min(0.5, saved["jax_persistent_cache_min_compile_time_secs"]))
-        compilation_cache.reset_cache()        # JAX opens its cache once: open the one named here
-        yield
-    finally:
-        for name, value in saved.items():
-            jax.config.update(name, value)
-        compilation_cache.reset_cache()        # ... and the user's own (if any) again afterwards
-
-
-def _read(path: Path):
-    """The rows a previous run left in ``path`` (a list of dicts; None when there is no file
-    or it is empty). CSV rows that a cut or damaged file left incomplete (the file ends in
-    the middle of a row, a row with the wrong number of fields or a metric that is not a
-    number) are dropped with a warning, so that their scenarios run again; a file that cannot
-    be read at all, or that is not a sweep's, is a ValueError naming it (it is left as it is)."""
-    import pandas as pd
-
-    if not path.exists() or path.stat().st_size == 0:
-        return None
-    if path.suffix == ".parquet":
-        try:
-            df = pd.read_parquet(path)
-        except Exception as err:   # pyarrow's errors are not ValueErrors; any failure means the same
-            raise _unreadable(path, f"it is not a readable Parquet file ({type(err).__name__}: {err})") from None
-        _check_columns(path, list(df.columns))
-        return df.to_dict("records")
-    return _read_csv(path)
-
-
-def _unreadable(path, why):
-    return ValueError(f"out: cannot resume from {str(path)!r}: {why}; move it away, or pass resume=False "
-                      f"(flowsolver sweep --no-resume) to overwrite it")
-
-
-def _check_columns(path, columns):
-    missing = [c for c in ("id", "status") if c not in columns]
-    if missing:
-        raise _unreadable(path, f"it has no {', '.join(repr(c) for c in missing)} column, so it is not a sweep's "
-                                f"results")
-
-
-def _read_csv(path: Path) -> list:
-    raw = path.read_bytes()
-    whole = raw.endswith(b"\n")          # every row a run writes ends with a newline
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        if whole or err.start <= raw.rfind(b"\n"):
-            raise _unreadable(path, f"it is not UTF-8 text ({err.reason} at byte {err.start})") from None
-        text = raw.decode("utf-8", errors="replace")      # a character cut in the last row, dropped below
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    records, bad = [], {}                 # (line, fields) read; line -> why a row is dropped
-    while True:
-        line = reader.line_num + 1
-        try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as err:
-            bad[line] = f"not CSV ({err})"
-            records.append((line, None))
-            continue
-        if fields:                        # (a blank line holds nothing)
-            records.append((line, fields))
-    if records and not whole:
-        bad[records[-1][0]] = "the file ends in the middle of it"
-        records[-1] = (records[-1][0], None)
-    if not records or records[0][1] is None:
-        raise _unreadable(path, "its first line (the column names) is incomplete or not CSV")
-    header = records[0][1]
-    _check_columns(path, header)
-    rows = []
-    for line, fields in records[1:]:
-        if fields is None:
-            continue
-        if len(fields) != len(header):
-            bad[line] = f"{len(fields)} fields, the header has {len(header)}"
-            continue
-        row, why = {}, None
-        for key, value in zip(header, fields):
-            row[key], problem = _metric(key, value)
-            if problem:
-                why = f"{key} {value!r} {problem}"
-        if why:
-            bad[line] = why
-        else:
-            rows.append(row)
-    if bad:
-        lines = sorted(bad)
-        one = len(lines) == 1
-        warnings.warn(f"out {str(path)!r}: {'line' if one else 'lines'} {', '.join(map(str, lines))} "
-                      f"{'is' if one else 'are'} incomplete or unreadable "
-                      f"({'; '.join(f'line {n}: {bad[n]}' for n in lines)}): dropped, "
-                      f"{'its scenario' if one else 'their scenarios'} will run again", RuntimeWarning, stacklevel=5)
-    return rows
-
-
-def _metric(key, value):
-    """A CSV field as its column's type (metrics; other columns stay text) and what is wrong
-    with it, if anything."""
-    kind = METRICS.get(key)
-    if kind not in (float, "Int64"):
-        return value, None
-    if value == "":
-        return math.nan, None
-    try:
-        number = float(value)
-    except ValueError:
-        return value, "is not a number"
-    if kind == "Int64":
-        if not number.is_integer():
-            return value, "is not a whole number"
-        return int(number), None
-    return number, None
-
-
-def _write_atomic(df, path: Path) -> None:
-    """``df`` written to ``path`` (CSV or Parquet, by its suffix) all at once: into a new file
-    beside it, then renamed over it, so that a run stopped at any moment leaves the previous
-    version or the new one, never a part of one."""
-    target = Path(os.path.realpath(path))            # through a symbolic link, to the file it names
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        if path.suffix == ".parquet":
-            with open(tmp, "xb") as fh:
-                df.to_parquet(fh, index=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-        else:
-            with open(tmp, "x", encoding="utf-8", newline="") as fh:
-                df.to_csv(fh, index=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):           # a file that is there keeps its permissions
-            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _typed(rows: list, columns: list):
-    import pandas as pd
-
-    df = pd.DataFrame(rows, columns=columns)
-    for key, kind in METRICS.items():
-        if key not in df:
-            continue
-        if kind is float:
-            df[key] = pd.to_numeric(df[key], errors="coerce").astype("float64")
-        elif kind == "Int64":
-            df[key] = pd.to_numeric(df[key], errors="coerce").astype("Int64")
-        else:
-            df[key] = df[key].astype(object).where(df[key].notna(), "").astype(str)
-    return df
-
-
 def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=None,
           cache_dir="default", distributed: bool = False, executor=None):
     """Run every scenario of ``grid`` and return a tidy DataFrame (needs pandas).
@@ -510,7 +280,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
             from None
     _check_executor(executor)
     scenarios = _shard(expand_grid(grid), shard)
-    cache = _cache_path(cache_dir)
+    cache = cache_path(cache_dir)
     table = _Table(scenarios, out, resume)
     if distributed:
         import jax
@@ -519,7 +289,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     bar = _progress_bar(progress, len(scenarios), len(scenarios) - len(table.todo))
     batches = _batches(table.pending)
     try:
-        with _compilation_cache(cache):
+        with compilation_cache_for(cache):
             if executor is None:
                 for batch in batches:
                     table.record(batch, _run_batch(table.pending, batch), bar)
@@ -601,7 +371,7 @@ class _Table:
         self.scenarios = scenarios
         self.ids = [scenario_id(s) for s in scenarios]
         self.order = {sid: k for k, sid in enumerate(self.ids)}
-        done = _read(self.path) if (self.path is not None and resume) else None
+        done = read_rows(self.path) if (self.path is not None and resume) else None
         # a resumed sweep keeps its finished rows (their parameters are the scenario's, the
         # metrics the file's) and runs again the scenarios that failed or are not there
         self.rows, have = [], set()
@@ -627,13 +397,13 @@ class _Table:
         for j, m in zip(batch, metrics):
             self.rows.append(self._row(self.todo[j], m))
         if self.path is not None:     # in scenario order, whatever order the tasks finished in
-            _write_atomic(_typed(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.columns),
+            write_atomic(typed_frame(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.columns),
                           self.path)
         if bar is not None:
             bar.update(len(batch))
 
     def frame(self):
-        df = _typed(self.rows, self.columns)
+        df = typed_frame(self.rows, self.columns)
         df = df[df["id"].isin(self.order)].copy()
         df["_order"] = df["id"].map(self.order)
         return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)
