@@ -126,7 +126,7 @@ _INT_MAX = 2**63 - 1            # pandas' int64
 def _value(column, token, where, tokens):
     """A column's value; ValueError naming ``where`` (FILE:LINE) and the column otherwise."""
     if column in ("size", "count"):
-        if _integer(token) and int(token) <= _INT_MAX:
+        if _integer(token) and len(token) <= 19 and int(token) <= _INT_MAX:
             return int(token)
         what = "an integer >= 0 (bytes or elements)"
     elif column == "root":

@@ -153,3 +153,11 @@ def test_nccl_info_nranks_gives_the_rank_count_without_a_device_list():
     no_devices = "\n".join(line for line in GOOD.splitlines() if "Rank" not in line) + "\n"
     assert nccl_tests.read(no_devices).attrs["ranks"] is None
     assert nccl_tests.read(info + no_devices).attrs["ranks"] == 16
+
+
+def test_a_size_of_5000_digits_is_a_clear_error(tmp_path):
+    # Python refuses to convert more than 4300 digits; the reader checks the length first
+    huge = "1" + "0" * 5000
+    path = _write(tmp_path, GOOD.replace("        2048           512", f"{huge}           512"))
+    with pytest.raises(ValueError, match=rf"{path}:7: column 'size' is '1000000000.*', not an integer >= 0"):
+        nccl_tests.read(path)

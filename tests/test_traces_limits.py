@@ -99,7 +99,7 @@ def test_the_layer_values_read_are_the_files(tmp_path):
 # ---- SimAI: files that cannot be read ----
 
 def test_a_missing_simai_file_is_file_not_found_naming_it(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.txt") as err:
+    with pytest.raises(FileNotFoundError, match="no such SimAI workload file.*nope.txt") as err:
         read_simai_workload(tmp_path / "nope.txt")
     assert err.value.filename == str(tmp_path / "nope.txt")
 

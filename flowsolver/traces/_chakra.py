@@ -203,14 +203,23 @@ def _given_groups(groups, group_file, max_file_bytes):
     return _groups_of(json_of(text, str(group_file)), str(group_file)), str(group_file)
 
 
+def _check_members(name, ranks, n, where) -> None:
+    if not ranks or len(set(ranks)) != len(ranks) or max(ranks) >= n:
+        raise TraceError(f"{where}: process group {name!r}: ranks {list(ranks)[:16]} must be distinct ranks of the "
+                         f"trace, 0 ... {n - 1}")
+
+
 def _groups_from(files, given, given_from, metadata_groups) -> dict:
     """The given groups and those of the metadata nodes (name -> (ranks, node id) per
     file), which must all agree."""
-    seen = {}
+    seen, n = {}, len(files)
+    for name, ranks in given.items():
+        _check_members(name, ranks, n, given_from)
     for f, found in zip(files, metadata_groups):
         for name, (ranks, node) in found.items():
-            ranks = ranks or tuple(range(len(files)))
+            ranks = ranks or tuple(range(n))
             here = f"{f}: node {node}"
+            _check_members(name, ranks, n, here)
             if name in seen and seen[name][1] != ranks:
                 raise TraceError(f"process group {name!r}: {seen[name][0]} gives ranks {list(seen[name][1])[:16]} but "
                                  f"{here} gives {list(ranks)[:16]}")
