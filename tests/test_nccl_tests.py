@@ -161,3 +161,11 @@ def test_a_size_of_5000_digits_is_a_clear_error(tmp_path):
     path = _write(tmp_path, GOOD.replace("        2048           512", f"{huge}           512"))
     with pytest.raises(ValueError, match=rf"{path}:7: column 'size' is '1000000000.*', not an integer >= 0"):
         nccl_tests.read(path)
+
+
+def test_a_row_wrapped_inside_its_out_of_place_part_is_joined(tmp_path):
+    # a terminal wrapped the 2048 row after its redop: the rest (root, time, ...) on the next line
+    text = GOOD.replace("512     float     sum      -1", "512     float     sum\n      -1")
+    df = nccl_tests.read(_write(tmp_path, text), op="all_reduce")
+    assert list(df["size"]) == [1024, 1024, 2048] and df["time"].tolist() == [20.48, 20.0, 20.48]
+    assert df["root"].tolist() == [-1, -1, -1]
