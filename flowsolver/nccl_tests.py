@@ -12,16 +12,28 @@ Columns keep nccl-tests' names and units: ``size`` (bytes), ``count``, ``type``,
 ``op`` (flowsolver's name, or None where the log does not say), ``ranks``, ``nodes`` (hosts
 in the device list), ``devices`` (rank -> (host, device, GPU name)), ``nccl_version``,
 ``avg_busbw`` (GB/s, the footer's; None without one), ``algorithm`` (flowsolver's name of
-the ``NCCL_ALGO`` the NCCL INFO lines say was forced, else None) and ``source``.
+the ``NCCL_ALGO`` the NCCL INFO lines say was forced, else None) and ``source``. ``ranks``
+is the device list's (its highest rank + 1), else the ``nranks`` of NCCL INFO lines, else None;
+``ranks_from`` says which.
+
+Rows: a data row starts with two integers (size, count). Lines among the rows that are not
+data rows (notes, warnings, NCCL's INFO / WARN lines, comments) are skipped. A data row
+that does not have the header's shape (a value too many, an in-place part cut short) or
+holds a value that is not what its column allows (sizes and counts: integers >= 0; time,
+algbw, busbw: finite numbers >= 0 or ``N/A``) is a ValueError naming ``FILE:LINE`` and
+the column: a damaged log is never read as other numbers. A path that does not exist is
+FileNotFoundError, a folder IsADirectoryError, a file over ``max_bytes`` a ValueError.
 """
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
 from pathlib import Path
 
-__all__ = ["read", "OP_NAMES", "ALGO_NAMES"]
+__all__ = ["read", "OP_NAMES", "ALGO_NAMES", "MAX_BYTES"]
 
 #: nccl-tests binaries / words -> flowsolver op names
 OP_NAMES = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather": "all_gather",
@@ -29,9 +41,13 @@ OP_NAMES = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather":
             "alltoall": "all_to_all", "all_to_all": "all_to_all", "broadcast": "broadcast", "reduce": "reduce",
             "sendrecv": "send_recv", "send_recv": "send_recv"}
 _PREFIX = re.compile(r"^\s*\d+:\s")                     # srun / mpirun "-l" rank prefix
-_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*)$")
+_RANK = re.compile(r"^#?\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d{1,9})"
+                   r"\s+\[[^\]]*\]\s*(.*)$")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
-_AVG = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
+_AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!\S)")
+_NRANKS = re.compile(r" NCCL INFO .*?\bn[Rr]anks (\d{1,9})\b")
+#: the largest log read by default (bytes): ``read``'s ``max_bytes``
+MAX_BYTES = 2**28
 _ALGO = re.compile(r"NCCL_ALGO set by environment to (\w+)")
 #: NCCL_ALGO values -> flowsolver algorithm names
 ALGO_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
@@ -39,14 +55,24 @@ _OP_WORDS = re.compile(r"(all_reduce|allreduce|all_gather|allgather|reduce_scatt
                        r"all_to_all|sendrecv|send_recv|broadcast|reduce)(?:_perf)?", re.IGNORECASE)
 
 
-def _text_of(path_or_text):
-    if isinstance(path_or_text, Path) or (isinstance(path_or_text, str) and "\n" not in path_or_text
-                                          and len(path_or_text) < 4096 and Path(path_or_text).is_file()):
-        path = Path(path_or_text)
-        return path.read_text(errors="replace"), str(path), path.name
-    if isinstance(path_or_text, str):
+def _text_of(path_or_text, max_bytes):
+    """(text, source for messages, file name) of a path or of the log's text: a string
+    without a line break is a path (a log has a header and rows, on lines of their own)."""
+    if isinstance(path_or_text, str) and ("\n" in path_or_text or "\r" in path_or_text or not path_or_text.strip()):
         return path_or_text, "<text>", ""
-    raise TypeError(f"path_or_text must be a path or the log's text, got {type(path_or_text).__name__}")
+    if not isinstance(path_or_text, (str, os.PathLike)):
+        raise TypeError(f"path_or_text must be a path or the log's text, got {type(path_or_text).__name__}")
+    path = Path(path_or_text)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a folder, not an nccl-tests log", str(path))
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "no such nccl-tests log", str(path)) from None
+    if size > max_bytes:
+        raise ValueError(f"{path}: the file is {size} bytes, more than max_bytes={max_bytes}; pass max_bytes= to read "
+                         "it")
+    return path.read_text(errors="replace"), str(path), path.name
 
 
 def _lines(text):
@@ -76,43 +102,107 @@ def _header(line):
     return None
 
 
-def _number(token):
-    if token in ("N/A", "-"):
-        return math.nan
+def _integer(token):
+    return token.isascii() and token.isdigit()
+
+
+def _is_number(token) -> bool:
     try:
-        return int(token)
+        float(token)
     except ValueError:
-        return float(token)
+        return False
+    return True
+
+
+def _starts_row(tokens) -> bool:
+    """A data row starts with its size and its count, two integers."""
+    return len(tokens) > 1 and _integer(tokens[0]) and _integer(tokens[1])
+
+
+_MISSING = ("N/A", "-")
+_INT_MAX = 2**63 - 1            # pandas' int64
+
+
+def _value(column, token, where, tokens):
+    """A column's value; ValueError naming ``where`` (FILE:LINE) and the column otherwise."""
+    if column in ("size", "count"):
+        if _integer(token) and len(token) <= 19 and int(token) <= _INT_MAX:
+            return int(token)
+        what = "an integer >= 0 (bytes or elements)"
+    elif column == "root":
+        if token in _MISSING:
+            return math.nan
+        if _integer(token.removeprefix("-")) and len(token) < 12:
+            return int(token)
+        what = "an integer (a rank, or -1)"
+    elif column == "#wrong":
+        if token in _MISSING:
+            return math.nan
+        if _integer(token) and len(token) < 19:
+            return int(token)
+        what = "an integer >= 0 or N/A"
+    elif column in ("time", "algbw", "busbw"):
+        if token in _MISSING:
+            return math.nan
+        try:
+            value = float(token)
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and value >= 0:
+            return value
+        what = "a finite number >= 0 or N/A"
+    else:
+        return token
+    raise ValueError(f"{where}: column {column!r} is {token[:40]!r}, not {what} (row {' '.join(tokens)[:120]!r})")
 
 
 def _rows(lines, source):
-    """(column names, rows of tokens) of the table; ValueError where there is none or it is cut."""
-    names, rows, pending, pending_line = None, [], [], 0
+    """(column names, rows of (line number, tokens)) of the table; ValueError where there is
+    none, where a row is cut short or has a value too many."""
+    names, rows, pending, pending_line, whole = None, [], [], 0, 0
+
+    def flush():
+        if len(pending) > len(names):
+            raise ValueError(f"{source}:{pending_line}: the row has {len(pending)} values, the header {len(names)} "
+                             f"columns (row {' '.join(pending)[:120]!r})")
+        if whole < len(pending) < len(names):
+            raise ValueError(f"{source}:{pending_line}: the row has {len(pending)} values, neither the header's "
+                             f"{whole} columns out-of-place nor its {len(names)} with in-place (row "
+                             f"{' '.join(pending)[:120]!r})")
+        rows.append((pending_line, pending))
+
     for no, line in enumerate(lines, 1):
         if names is None:
             names = _header(line) if "size" in line else None
-            first = names.index("time") if names else 0
-            whole = names.index("time", first + 1) if names and names.count("time") > 1 else len(names or ())
+            if names:
+                first = names.index("time")
+                whole = names.index("time", first + 1) if names.count("time") > 1 else len(names)
             continue
         tokens = line.split()
-        if pending and tokens and tokens[0].isdigit() and "." not in tokens[0] and len(pending) >= whole:
-            rows.append((pending_line, pending))        # a new row: the last had no in-place columns
+        comment = not tokens or line.lstrip().startswith("#")
+        if pending:
+            # a row wrapped over lines: its out-of-place part cut short takes the next line
+            # whatever it holds; a whole out-of-place part takes a line of in-place numbers
+            if not comment and not _starts_row(tokens) and (len(pending) < whole or _is_number(tokens[0])):
+                pending = pending + tokens
+                if len(pending) >= len(names):
+                    flush()
+                    pending = []
+                continue
+            flush()
             pending = []
-        if not tokens or line.lstrip().startswith("#") or not (tokens[0].isdigit() or pending):
-            if pending:
-                rows.append((pending_line, pending))
-                pending = []
+        if comment:
             continue
-        if not pending:
-            pending_line = no
-        pending = pending + tokens
-        if len(pending) >= len(names):
-            rows.append((pending_line, pending[:len(names)]))
-            pending = []
+        if _starts_row(tokens) or (_integer(tokens[0]) and len(tokens) in (whole, len(names))):
+            pending, pending_line = tokens, no          # (the second: a row's shape, a damaged count)
+            if len(pending) >= len(names):
+                flush()
+                pending = []
+        # anything else among the rows is not a data row: a note, a warning, a banner
     if names is None:
         raise ValueError(f"{source}: no nccl-tests table (no header line with 'size count ... time algbw busbw')")
     if pending:
-        rows.append((pending_line, pending))
+        flush()
     if not rows:
         raise ValueError(f"{source}: the nccl-tests table has a header but no result rows")
     return names, rows
@@ -128,22 +218,34 @@ def _records(names, rows, source):
     for no, tokens in rows:
         if len(tokens) < second:
             raise ValueError(f"{source}: the table is truncated at line {no}: {len(tokens)} of its "
-                             f"{len(names)} columns ({' '.join(tokens)!r})")
-        base = {c: (_number(t) if c in ("size", "count", "root") else t) for c, t in zip(common, tokens)}
+                             f"{len(names)} columns ({' '.join(tokens)[:120]!r})")
+        where = f"{source}:{no}"
+        base = {c: _value(c, t, where, tokens) for c, t in zip(common, tokens)}
         for placement, (cols, start) in zip(("out-of-place", "in-place"), groups):
             part = tokens[start:start + len(cols)]
             if len(part) < len(cols):
                 continue                # a row without its in-place columns
-            out.append(dict(base, placement=placement, **{c: _number(t) for c, t in zip(cols, part)}))
+            out.append(dict(base, placement=placement, **{c: _value(c, t, where, tokens) for c, t in zip(cols, part)}))
     return out
 
 
-def read(path_or_text, *, op: str | None = None):
+def _ranks_of(devices, text):
+    """(the rank count the log states, where): its device list's, else NCCL INFO's ``nranks``."""
+    if devices:
+        return max(devices) + 1, "its device list"
+    said = {int(n) for n in _NRANKS.findall(text)}
+    return (said.pop(), "its NCCL INFO nranks") if len(said) == 1 else (None, None)
+
+
+def read(path_or_text, *, op: str | None = None, max_bytes: int = MAX_BYTES):
     """Parse nccl-tests output (a file path, or the text itself) into a DataFrame (needs pandas).
 
-    ``op`` (flowsolver's name, e.g. ``"all_reduce"``) is checked against what the log says
-    it ran, and fills ``df.attrs["op"]`` where the log does not say. A log without a table,
-    a truncated one, or one of another op raises ValueError.
+    ``path_or_text``: a path (a ``str`` without a line break, or a ``PathLike``), or the
+    log's text. ``op`` (flowsolver's name, e.g. ``"all_reduce"``) is checked against what
+    the log says it ran, and fills ``df.attrs["op"]`` where the log does not say. A log
+    without a table, a truncated one, a damaged row (``FILE:LINE`` and the column named),
+    one of another op or a file over ``max_bytes`` bytes (default 256 MiB) raises
+    ValueError; a missing file FileNotFoundError.
 
     >>> text = '''# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20
     ... #  Rank  0 Group  0 Pid 1 on hostA device  0 [0x0f] NVIDIA H100 80GB HBM3
@@ -161,7 +263,9 @@ def read(path_or_text, *, op: str | None = None):
     except ImportError:
         raise ImportError("flowsolver.nccl_tests.read needs pandas: pip install 'flowsolver[analysis]'") from None
 
-    text, source, name = _text_of(path_or_text)
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes must be an integer >= 1, got {max_bytes!r}")
+    text, source, name = _text_of(path_or_text, max_bytes)
     if not text.strip():
         raise ValueError(f"{source}: the log is empty")
     lines = list(_lines(text))
@@ -180,9 +284,11 @@ def read(path_or_text, *, op: str | None = None):
     version = _VERSION.search(text)
     avg = _AVG.search(text)
     algo = _ALGO.search(text)
-    df.attrs.update(op=op or said, ranks=max(devices) + 1 if devices else None,
+    ranks, ranks_from = _ranks_of(devices, text)
+    df.attrs.update(op=op or said, ranks=ranks, ranks_from=ranks_from,
                     nodes=len({host for host, _, _ in devices.values()}) or None, devices=devices,
                     nccl_version=version.group(1) if version else None,
-                    avg_busbw=float(avg.group(1)) if avg else None, source=source,
+                    avg_busbw=float(avg.group(1)) if avg and math.isfinite(float(avg.group(1))) else None,
+                    source=source,
                     algorithm=ALGO_NAMES.get(algo.group(1).lower()) if algo else None)
     return df

@@ -82,3 +82,90 @@ def test_bad_logs_raise_one_clear_error_each(tmp_path):
         nccl_tests.read(path, op="all_reduce")
     with pytest.raises(TypeError, match="path_or_text must be a path"):
         nccl_tests.read(3)
+
+
+# ---- rows that are not data rows, rows that are damaged, files that are not there ----
+
+def _write(tmp_path, text, name="all_reduce_perf.log"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_lines_that_are_not_data_rows_are_skipped(tmp_path):
+    # nccl-tests and the launcher print warnings and notes among the rows; none has a row's shape
+    lines = GOOD.splitlines()
+    noisy = "\n".join(lines[:4] + ["Warning: the GPU clock is throttled", "3 warnings generated.",
+                                   "node1:123:456 [0] NCCL WARN Cuda failure 'out of memory'"] + lines[4:]) + "\n"
+    df = nccl_tests.read(_write(tmp_path, noisy), op="all_reduce")
+    assert list(df["size"]) == [1024, 1024, 2048] and df["time"].tolist() == [20.48, 20.0, 20.48]
+
+
+@pytest.mark.parametrize("row, column, token", [
+    ("        2048           512     float     sum      -1    abc    0.10    0.10      0", "time", "abc"),
+    ("        2048          abc     float     sum      -1    20.48    0.10    0.10      0", "count", "abc"),
+    ("        2048           512     float     sum      -1    nan    0.10    0.10      0", "time", "nan"),
+    ("        2048           512     float     sum      -1    inf    0.10    0.10      0", "time", "inf"),
+    ("        2048           512     float     sum      -1    1e400    0.10    0.10      0", "time", "1e400"),
+    ("        2048           512     float     sum      -1    -20.5    0.10    0.10      0", "time", "-20.5"),
+    ("        2048           512     float     sum      -1    20.48    0.10    x.10      0", "busbw", "x.10"),
+    ("        2048           512     float     sum      xyz    20.48    0.10    0.10      0", "root", "xyz"),
+    ("  99999999999999999999999  512  float  sum  -1  20.48  0.10  0.10  0", "size", "99999999999999999999999"),
+])
+def test_a_row_of_the_right_shape_with_a_bad_value_names_file_line_and_column(tmp_path, row, column, token):
+    text = GOOD.replace("        2048           512     float     sum      -1    20.48    0.10    0.10      0", row)
+    path = _write(tmp_path, text)
+    with pytest.raises(ValueError, match=rf"{path}:7: column '{column}' is '{token}', not ") as err:
+        nccl_tests.read(path)
+    assert "\n" not in str(err.value)
+
+
+def test_a_row_with_a_word_too_many_names_file_and_line(tmp_path):
+    # "float float": one value more than the header's columns, every column after it shifted
+    text = GOOD.replace("512     float", "512     float float")
+    path = _write(tmp_path, text)
+    with pytest.raises(ValueError, match=rf"{path}:7: the row has 10 values, .*9 columns out-of-place"):
+        nccl_tests.read(path)
+    both = GOOD.replace("20.48    0.05    0.05      0\n", "20.48    0.05    0.05      0  20.1  0.05  0.05  0  7\n")
+    with pytest.raises(ValueError, match=rf"{path}:5: the row has 14 values, the header 13 columns"):
+        nccl_tests.read(_write(tmp_path, both))
+
+
+def test_a_missing_log_is_file_not_found_naming_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for given in ("missing.log", tmp_path / "missing.log"):
+        with pytest.raises(FileNotFoundError, match="missing.log") as err:
+            nccl_tests.read(given)
+        assert str(err.value.filename).endswith("missing.log")
+    with pytest.raises(IsADirectoryError, match="not an nccl-tests log"):
+        nccl_tests.read(tmp_path)
+
+
+def test_the_log_size_is_bounded(tmp_path):
+    path = _write(tmp_path, GOOD)
+    assert len(nccl_tests.read(path, max_bytes=len(GOOD))) == 3
+    with pytest.raises(ValueError, match=rf"{path}: the file is {len(GOOD)} bytes, more than max_bytes=100"):
+        nccl_tests.read(path, max_bytes=100)
+
+
+def test_nccl_info_nranks_gives_the_rank_count_without_a_device_list():
+    info = "node1:1:1 [0] NCCL INFO ncclCommInitRank comm 0x55 rank 0 nranks 16 cudaDev 0 busId 1000 - Init START\n"
+    no_devices = "\n".join(line for line in GOOD.splitlines() if "Rank" not in line) + "\n"
+    assert nccl_tests.read(no_devices).attrs["ranks"] is None
+    assert nccl_tests.read(info + no_devices).attrs["ranks"] == 16
+
+
+def test_a_size_of_5000_digits_is_a_clear_error(tmp_path):
+    # Python refuses to convert more than 4300 digits; the reader checks the length first
+    huge = "1" + "0" * 5000
+    path = _write(tmp_path, GOOD.replace("        2048           512", f"{huge}           512"))
+    with pytest.raises(ValueError, match=rf"{path}:7: column 'size' is '1000000000.*', not an integer >= 0"):
+        nccl_tests.read(path)
+
+
+def test_a_row_wrapped_inside_its_out_of_place_part_is_joined(tmp_path):
+    # a terminal wrapped the 2048 row after its redop: the rest (root, time, ...) on the next line
+    text = GOOD.replace("512     float     sum      -1", "512     float     sum\n      -1")
+    df = nccl_tests.read(_write(tmp_path, text), op="all_reduce")
+    assert list(df["size"]) == [1024, 1024, 2048] and df["time"].tolist() == [20.48, 20.0, 20.48]
+    assert df["root"].tolist() == [-1, -1, -1]

@@ -3,6 +3,7 @@ robust least squares to the measured times, as a model :func:`flowsolver.collect
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -53,6 +54,41 @@ class Calibration:
             raise ValueError(f"model was calibrated on {self.ranks} ranks; this graph has {len(gpu_nodes(graph))} GPUs")
 
 
+#: busbw = algbw x SCALE (p - 1) / p (nccl-tests' PERFORMANCE.md); other ops' busbw is their algbw
+_BUSBW_SCALE = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0}
+_PRINTED = 0.0050001        # nccl-tests prints algbw and busbw (GB/s) to 2 decimals (a hair over half a unit)
+
+
+def ranks_from_busbw(df, op):
+    """(the rank count the log's busbw / algbw ratios allow, or None, and why not).
+
+    nccl-tests prints ``busbw = algbw x s (p - 1) / p`` (s = 2 for all-reduce, 1 for
+    all-gather, reduce-scatter, all-to-all), both rounded to 2 decimals: every row bounds
+    the ratio, so ``p``; the rows together give the range of ``p``, and the count when
+    one integer is left.
+
+    >>> import pandas as pd
+    >>> ranks_from_busbw(pd.DataFrame(dict(algbw=[355.81], busbw=[311.34])), "reduce_scatter")
+    (8, '')
+    """
+    scale = _BUSBW_SCALE.get(op)
+    if scale is None:
+        return None, f"busbw / algbw is 1 for {op} whatever the rank count"
+    lo, hi = 1.0, math.inf
+    for a, b in zip(df["algbw"], df["busbw"]):
+        if not (a > _PRINTED and b >= 0):          # NaN, or printed as 0.00
+            continue
+        f_lo, f_hi = max(b - _PRINTED, 0.0) / (a + _PRINTED), (b + _PRINTED) / (a - _PRINTED)
+        lo = max(lo, scale / (scale - f_lo) if f_lo < scale else math.inf)
+        hi = min(hi, scale / (scale - f_hi) if f_hi < scale else math.inf)
+    if lo > hi + 1e-9:
+        return None, "busbw / algbw disagree between rows"
+    first, last = math.ceil(lo - 1e-9), math.floor(hi + 1e-9) if hi < math.inf else math.inf
+    if first == last:
+        return int(first), ""
+    return None, "busbw / algbw is printed too coarsely to tell"
+
+
 def _rows(logs, graph, ranks, op):
     """(op, size bytes, measured time s) of every out-of-place row, logs checked against the graph."""
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
@@ -65,8 +101,7 @@ def _rows(logs, graph, ranks, op):
             raise ValueError(f"{where}: the log does not say which collective it ran; pass op=")
         if op is not None and log_op != op:
             raise ValueError(f"{where}: the log tests {log_op}, not {op}")
-        if df.attrs.get("ranks") not in (None, n):
-            raise ValueError(f"{where}: the log ran on {df.attrs['ranks']} ranks, the graph (ranks=) has {n}")
+        _check_ranks(df, log_op, where, n, ranks is not None)
         if df.attrs.get("algorithm"):
             algorithms.add(df.attrs["algorithm"])
         rows = df[(df["placement"] == "out-of-place") & (df["time"] > 0)]
@@ -74,6 +109,27 @@ def _rows(logs, graph, ranks, op):
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
     return out, n, algorithms
+
+
+def _check_ranks(df, op, where, n, given):
+    """ValueError unless the log ran on ``n`` ranks (the graph's GPUs, or ``ranks=`` when
+    ``given``): the count its device list or NCCL INFO lines state, else the one its busbw /
+    algbw ratios allow; a log that says none is taken at ``ranks=`` only."""
+    said, how = df.attrs.get("ranks"), df.attrs.get("ranks_from") or "its device list"
+    if said is None:
+        said, why = ranks_from_busbw(df, op)
+        how = "busbw / algbw"
+        if said is None:
+            if given:
+                return
+            raise ValueError(f"{where}: the log does not say how many ranks it ran on (no device list, no NCCL INFO "
+                             f"nranks; {why}): pass ranks= the GPU ranks it ran on (the graph has {n} GPUs; "
+                             "--ranks on the command line)")
+    if said != n:
+        ours = "given by ranks=" if given else "the graph's GPUs"
+        raise ValueError(f"{where}: the log ran on {said} ranks, the graph (ranks=) has {n} ({said} from {how}, {n} "
+                         f"{ours}): pass ranks= the {said} GPU ranks it ran on (e.g. ranks=range({said}); --ranks on "
+                         f"the command line) or a graph of {said} GPUs")
 
 
 class _RowModel:
@@ -131,10 +187,14 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
 
     ``logs`` are paths, texts or DataFrames of :func:`flowsolver.nccl_tests.read`; each
     must have been run on as many ranks as ``ranks`` (default every GPU of ``graph``) and
-    test ``op`` (default what the log says); ``algorithm`` is the log's (``"auto"``: NCCL's
-    choice, or the ``NCCL_ALGO`` the logs' NCCL INFO lines say was forced; ``"ring"`` for a
-    run with ``NCCL_ALGO=Ring``) and ``options`` the other keywords
-    of :func:`flowsolver.collective`. Each row's flows are solved once; a robust least
+    test ``op`` (default what the log says). A log's rank count is its device list's or
+    its NCCL INFO lines' (``nranks``), else the one its busbw / algbw ratios allow
+    (all-reduce, all-gather, reduce-scatter, all-to-all); one that differs is a
+    ValueError, and a log that says none (a broadcast table without a device list) is
+    fitted only when ``ranks`` is passed. A missing log is FileNotFoundError.
+    ``algorithm`` is the log's (``"auto"``: NCCL's choice, or the ``NCCL_ALGO`` the logs'
+    NCCL INFO lines say was forced; ``"ring"`` for a run with ``NCCL_ALGO=Ring``) and
+    ``options`` the other keywords of :func:`flowsolver.collective`. Each row's flows are solved once; a robust least
     squares (soft-L1 on the relative error) then fits a scale on NCCL's latencies and a
     factor on the flow-solved bandwidths, NCCL's caps and choice of algorithm and protocol
     re-evaluated at every trial; the factor becomes the efficiency of the technology that

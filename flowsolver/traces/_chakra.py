@@ -5,11 +5,15 @@ trace's metadata nodes."""
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import re
 from pathlib import Path
 
-from ._schema import COLLECTIVE_TYPES, NODE_TYPES, TraceError, read_stream
-from ._workload import COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc
+from ._schema import (COLLECTIVE_TYPES, MAX_FILE_BYTES, MAX_NODES, MAX_RANKS, NODE_TYPES, TraceError, check_limit,
+                      read_stream)
+from ._workload import (COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc,
+                        rank_tuple)
 
 __all__ = ["read_chakra", "trace_files", "OPS_OF_CHAKRA"]
 
@@ -37,59 +41,103 @@ def _attributes(node) -> dict:
     return out
 
 
+def _not_a_number(name):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def json_of(text: str, where: str):
+    """``text`` parsed as JSON; a :class:`TraceError` naming ``where`` for anything else,
+    ``NaN`` / ``Infinity`` (not JSON) and nesting too deep for the parser included."""
+    try:
+        return json.loads(text, parse_constant=_not_a_number)
+    except RecursionError:
+        raise TraceError(f"{where}: the JSON is nested too deep to read") from None
+    except ValueError as err:
+        raise TraceError(f"{where}: not JSON ({err})") from None
+
+
 def _pg_metadata(text: str, where: str) -> dict:
     """Process groups from a metadata node's ``inputs.values`` (PyTorch's converter writes a
-    JSON list of ``{"pg_name", "ranks", ...}``, possibly wrapped in a list of one string)."""
-    candidates = [text, text[2:-2]]
-    for candidate in candidates:
+    JSON list of ``{"pg_name", "ranks", ...}``, possibly wrapped in a list of one string):
+    name -> ranks (``()``: every rank)."""
+    for candidate in (text, text[2:-2]):
         try:
-            items = json.loads(candidate)
-        except ValueError:
+            items = json_of(candidate, where)
+            if isinstance(items, list) and len(items) == 1 and isinstance(items[0], str):
+                items = json_of(items[0], where)
+        except TraceError as err:
+            if "nested too deep" in str(err):
+                raise TraceError(f"{where}: metadata node's inputs.values is nested too deep to read") from None
             continue
-        if isinstance(items, list) and len(items) == 1 and isinstance(items[0], str):
-            try:
-                items = json.loads(items[0])
-            except ValueError:
-                continue
         if isinstance(items, list) and all(isinstance(i, dict) and "pg_name" in i for i in items):
-            return {str(i["pg_name"]): tuple(i.get("ranks") or ()) for i in items}
+            out = {}
+            for i in items:
+                name, ranks = str(i["pg_name"]), i.get("ranks")
+                out[name] = () if ranks is None or ranks == [] else rank_tuple(ranks, f"{where}: process group "
+                                                                                     f"{name!r}")
+            return out
     raise TraceError(f"{where}: metadata node's inputs.values is not a JSON list of process groups")
+
+
+def _count(attr, name, where, what, default=None):
+    """Attribute ``name`` as a finite float >= 0 (``what``: the unit, for the message)."""
+    value = attr.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        raise TraceError(f"{where}: attribute {name} must be a number of {what} >= 0, got {value!r:.80}")
+    return float(value)
+
+
+def _integer(attr, name, where, what="an integer", minimum=None, default=None):
+    value = attr.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (minimum is not None and value < minimum):
+        raise TraceError(f"{where}: attribute {name} must be {what}, got {value!r:.80}")
+    return int(value)
+
+
+def _flag(attr, name, where) -> bool:
+    value = attr.get(name, False)
+    if not isinstance(value, (bool, numbers.Integral)) or value not in (0, 1):
+        raise TraceError(f"{where}: attribute {name} must be a bool, got {value!r:.80}")
+    return bool(value)
 
 
 def _node(msg, where_file: str) -> TraceNode:
     kind_number = msg.type
+    where = f"{where_file}: node {msg.id} ({msg.name!r})"
     if kind_number not in _KNOWN:
-        raise TraceError(f"{where_file}: node {msg.id} ({msg.name!r}): unknown node type {kind_number} (Chakra "
-                         f"NodeType is 0 ... {max(NODE_TYPES.values())})")
+        raise TraceError(f"{where}: unknown node type {kind_number} (Chakra NodeType is 0 ... "
+                         f"{max(NODE_TYPES.values())})")
     attr = _attributes(msg)
     ctrl = msg.ctrl_deps
     deps = tuple(msg.data_deps) if not ctrl else tuple(dict.fromkeys((*msg.data_deps, *ctrl)))
     duration = msg.duration_micros * 1e-6
     if kind_number == _COMP:
-        return TraceNode(msg.id, msg.name, DELAY if attr.get("is_cpu_op") else COMPUTE, deps, duration,
-                         float(attr.get("num_ops") or 0))
+        cpu = _flag(attr, "is_cpu_op", where)
+        return TraceNode(msg.id, msg.name, DELAY if cpu else COMPUTE, deps, duration,
+                         _count(attr, "num_ops", where, "FLOPs", 0.0))
     if kind_number in _TIMED or kind_number in _SKIPPED:
         return TraceNode(msg.id, msg.name, DELAY, deps, 0.0 if kind_number in _SKIPPED else duration)
-    where = f"{where_file}: node {msg.id} ({msg.name!r})"
-    size = attr.get("comm_size")
-    if size is None or size < 0:
+    if attr.get("comm_size") is None:
         raise TraceError(f"{where}: a communication node needs a comm_size attribute (bytes >= 0)")
+    size = _count(attr, "comm_size", where, "bytes")
     if kind_number == NODE_TYPES["COMM_COLL_NODE"]:
-        op = OPS_OF_CHAKRA.get(attr.get("comm_type"))
+        kind = _integer(attr, "comm_type", where, "a CollectiveCommType number", default=None)
+        op = OPS_OF_CHAKRA.get(kind)
         if op is None:
             names = {v: k for k, v in COLLECTIVE_TYPES.items()}
-            raise TraceError(f"{where}: collective type {attr.get('comm_type')!r} "
-                             f"({names.get(attr.get('comm_type'), 'unknown')}) is not supported; supported: "
-                             f"{', '.join(names[k] for k in OPS_OF_CHAKRA)}")
-        return TraceNode(msg.id, msg.name, COLLECTIVE, deps, duration, op=op, bytes=float(size),
-                         group=str(attr.get("pg_name") or ""))
+            raise TraceError(f"{where}: collective type {kind!r} ({names.get(kind, 'unknown')}) is not supported; "
+                             f"supported: {', '.join(names[k] for k in OPS_OF_CHAKRA)}")
+        group = attr.get("pg_name") or ""
+        if isinstance(group, bool) or not isinstance(group, (str, numbers.Integral)):
+            raise TraceError(f"{where}: attribute pg_name must be a process group's name, got {group!r:.80}")
+        return TraceNode(msg.id, msg.name, COLLECTIVE, deps, duration, op=op, bytes=size, group=str(group))
     send = kind_number == NODE_TYPES["COMM_SEND_NODE"]
-    peer = attr.get("comm_dst" if send else "comm_src")
-    if peer is None:
-        raise TraceError(f"{where}: a {'send' if send else 'recv'} node needs a "
-                         f"{'comm_dst' if send else 'comm_src'} attribute")
-    return TraceNode(msg.id, msg.name, SEND if send else RECV, deps, duration, op="send_recv", bytes=float(size),
-                     peer=int(peer), tag=int(attr.get("comm_tag") or 0))
+    key = "comm_dst" if send else "comm_src"
+    if attr.get(key) is None:
+        raise TraceError(f"{where}: a {'send' if send else 'recv'} node needs a {key} attribute")
+    peer = _integer(attr, key, where, "a rank (an integer >= 0)", minimum=0)
+    return TraceNode(msg.id, msg.name, SEND if send else RECV, deps, duration, op="send_recv", bytes=size,
+                     peer=peer, tag=_integer(attr, "comm_tag", where, default=0))
 
 
 def _decoded(msg, f):
@@ -102,48 +150,76 @@ def _decoded(msg, f):
     return tuple(getattr(node, k) for k in TraceNode.__slots__), groups
 
 
-def trace_files(path) -> list:
+def trace_files(path, *, max_ranks: int = MAX_RANKS) -> list:
     """The per-rank files of a trace: ``path`` is a folder holding ``NAME.<rank>.et[.gz]``
-    files, or the ``NAME`` prefix itself (ASTRA-sim's ``--workload-configuration``)."""
+    files, or the ``NAME`` prefix itself (ASTRA-sim's ``--workload-configuration``). A rank
+    of ``max_ranks`` or more, an entry named like a trace file that is not a file, two
+    files of one rank or a missing rank is a :class:`TraceError` naming the file."""
     path = Path(path)
     folder, prefix = (path, None) if path.is_dir() else (path.parent, path.name)
     found = {}
     for f in sorted(folder.iterdir()) if folder.is_dir() else ():
         m = _FILE.match(f.name)
         if m and (prefix is None or m.group("prefix") == prefix):
-            rank = int(m.group("rank"))
+            digits = m.group("rank")
+            if len(digits.lstrip("0")) > len(str(max_ranks)) or int(digits) >= max_ranks:
+                raise TraceError(f"{f}: rank {digits} is beyond max_ranks={max_ranks} (ranks 0 ... {max_ranks - 1}); "
+                                 "pass max_ranks= to read more")
+            if not f.is_file():
+                raise TraceError(f"{f} is not a file (a folder or other entry named like a trace file)")
+            rank = int(digits)
             if rank in found:
                 raise TraceError(f"{f}: rank {rank} has two files ({found[rank].name} and {f.name})")
             found[rank] = f
     if not found:
         raise TraceError(f"{path}: no Chakra trace files (NAME.<rank>.et or .et.gz)")
-    missing = sorted(set(range(max(found) + 1)) - set(found))
-    if missing:
-        raise TraceError(f"{path}: ranks must be 0 ... {max(found)}, one file each; missing rank {missing[0]}")
-    return [found[r] for r in range(len(found))]
+    ranks = sorted(found)
+    missing = next((k for k, r in enumerate(ranks) if k != r), None)
+    if missing is not None:
+        raise TraceError(f"{path}: ranks must be 0 ... {ranks[-1]}, one file each; missing rank {missing}")
+    return [found[r] for r in ranks]
 
 
-def _given_groups(groups, group_file):
+def _groups_of(raw, where) -> dict:
+    """name -> ranks of a mapping (the caller's ``groups`` or the group file's object)."""
+    if not isinstance(raw, dict):
+        raise TraceError(f"{where}: not a JSON object of process groups (name -> ranks), got {type(raw).__name__}")
+    return {str(k): rank_tuple(v, f"{where}: process group {str(k)!r}") for k, v in raw.items()}
+
+
+def _given_groups(groups, group_file, max_file_bytes):
     """(name -> ranks, where they came from) from the caller or the communicator-group file."""
     if groups is not None:
-        return {str(k): tuple(int(r) for r in v) for k, v in groups.items()}, "the groups passed"
+        return _groups_of(groups, "groups"), "the groups passed"
     if group_file is None:
         return {}, ""
+    size = group_file.stat().st_size
+    if size > max_file_bytes:
+        raise TraceError(f"{group_file}: the file is {size} bytes, more than max_file_bytes={max_file_bytes}")
     try:
-        raw = json.loads(Path(group_file).read_text())
-        return {str(k): tuple(int(r) for r in v) for k, v in raw.items()}, str(group_file)
-    except (ValueError, AttributeError, TypeError) as err:
-        raise TraceError(f"{group_file}: not a communicator-group JSON object (name -> ranks): {err}") from None
+        text = group_file.read_bytes().decode()
+    except UnicodeDecodeError as err:
+        raise TraceError(f"{group_file}: not UTF-8 text (byte {err.start})") from None
+    return _groups_of(json_of(text, str(group_file)), str(group_file)), str(group_file)
+
+
+def _check_members(name, ranks, n, where) -> None:
+    if not ranks or len(set(ranks)) != len(ranks) or max(ranks) >= n:
+        raise TraceError(f"{where}: process group {name!r}: ranks {list(ranks)[:16]} must be distinct ranks of the "
+                         f"trace, 0 ... {n - 1}")
 
 
 def _groups_from(files, given, given_from, metadata_groups) -> dict:
     """The given groups and those of the metadata nodes (name -> (ranks, node id) per
     file), which must all agree."""
-    seen = {}
+    seen, n = {}, len(files)
+    for name, ranks in given.items():
+        _check_members(name, ranks, n, given_from)
     for f, found in zip(files, metadata_groups):
         for name, (ranks, node) in found.items():
-            ranks = ranks or tuple(range(len(files)))
+            ranks = ranks or tuple(range(n))
             here = f"{f}: node {node}"
+            _check_members(name, ranks, n, here)
             if name in seen and seen[name][1] != ranks:
                 raise TraceError(f"process group {name!r}: {seen[name][0]} gives ranks {list(seen[name][1])[:16]} but "
                                  f"{here} gives {list(ranks)[:16]}")
@@ -154,7 +230,8 @@ def _groups_from(files, given, given_from, metadata_groups) -> dict:
     return given | {k: v for k, (_, v) in seen.items()}
 
 
-def read_chakra(path, *, groups: dict | None = None):
+def read_chakra(path, *, groups: dict | None = None, max_file_bytes: int = MAX_FILE_BYTES,
+                max_nodes: int = MAX_NODES, max_ranks: int = MAX_RANKS):
     """Read a Chakra execution trace (one ET file per rank) into a replayable
     :class:`~flowsolver.traces.Workload`.
 
@@ -162,27 +239,50 @@ def read_chakra(path, *, groups: dict | None = None):
     prefix. Process groups (``pg_name`` attribute of collective nodes): ``groups`` (name ->
     ranks), else the folder's ``comm_group.json`` (ASTRA-sim's communicator-group file),
     plus those PyTorch's converter records in metadata nodes; no group (``""`` or ``"0"``)
-    means every rank. Node attributes read: ``comm_type``, ``comm_size`` (bytes, as
+    means every rank. Ranks are non-negative integers (not floats, strings or bools).
+    Node attributes read: ``comm_type``, ``comm_size`` (bytes, as
     nccl-tests counts them for the op), ``pg_name``, ``comm_src`` / ``comm_dst`` /
     ``comm_tag``, ``num_ops`` (FLOPs), ``is_cpu_op``; ``duration_micros`` is the recorded
     duration. The root of a broadcast / reduce is its group's first rank. Needs
     ``protobuf`` (``pip install 'flowsolver[traces]'``).
 
-    Errors (:class:`TraceError`, a ValueError): a truncated or undecodable message, an
-    unknown node type, a missing dependency, a dependency cycle, process groups whose
-    ranks disagree, collectives that do not match across ranks, each naming file and node.
+    Limits (what a file can make the reader allocate, checked before it does):
+    ``max_file_bytes`` (default 1 GiB) bytes per file once inflated (a gzipped file is
+    inflated a chunk at a time) and per message; ``max_nodes`` (default 10 million, about
+    5 GB once read) nodes over all ranks; ``max_ranks`` (default 2**20) rank files.
+
+    Errors (:class:`TraceError`, a ValueError): a truncated or undecodable message or
+    gzip stream, a limit passed, an unknown node type, an attribute of the wrong type or
+    out of range, a missing dependency, a dependency cycle, ranks that are not
+    non-negative integers, process groups whose ranks disagree, collectives that do not
+    match across ranks, each naming file and node (or field).
+
+    >>> import tempfile
+    >>> from flowsolver.traces import build_workload, write_chakra, RankTrace, TraceNode
+    >>> w = build_workload([RankTrace(r, [TraceNode(1, "ar", "collective", op="all_reduce", bytes=2**20)])
+    ...                     for r in range(2)])
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = write_chakra(w, d)
+    ...     back = read_chakra(d)
+    >>> back.n_ranks, [(c.op, c.bytes, c.ranks) for c in back.comms]
+    (2, [('all_reduce', 1048576.0, (0, 1))])
     """
+    for name, value in (("max_file_bytes", max_file_bytes), ("max_nodes", max_nodes), ("max_ranks", max_ranks)):
+        check_limit(name, value)
     with paused_gc():
-        return _read(path, groups)
+        return _read(path, groups, max_file_bytes, max_nodes, max_ranks)
 
 
-def _read(path, groups):
-    files = trace_files(path)
+def _read(path, groups, max_file_bytes, max_nodes, max_ranks):
+    files = trace_files(path, max_ranks=max_ranks)
     folder = files[0].parent
-    given, given_from = _given_groups(groups, folder / GROUP_FILE if (folder / GROUP_FILE).exists() else None)
-    ranks, metadata_groups, memo = [], [], {}
+    given, given_from = _given_groups(groups, folder / GROUP_FILE if (folder / GROUP_FILE).exists() else None,
+                                      max_file_bytes)
+    ranks, metadata_groups, memo, count = [], [], {}, 0
     for rank, f in enumerate(files):
-        _, decoded = read_stream(f, lambda msg: _decoded(msg, f), memo)
+        _, decoded = read_stream(f, lambda msg: _decoded(msg, f), memo, max_file_bytes=max_file_bytes,
+                                 max_nodes=max_nodes, nodes_before=count)
+        count += len(decoded)
         found = {}
         for _, groups_here in decoded:
             if groups_here:

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
+import zlib
 from functools import lru_cache
 
 __all__ = ["SCHEMA_VERSION", "SCHEMA_SOURCE", "NODE_TYPES", "COLLECTIVE_TYPES", "messages", "read_stream",
-           "write_stream", "TraceError"]
+           "write_stream", "TraceError", "MAX_FILE_BYTES", "MAX_NODES", "MAX_RANKS", "check_limit"]
 
 #: the trace version our writer puts in GlobalMetadata (Chakra's converters write "0.0.4")
 SCHEMA_VERSION = "0.0.4"
@@ -114,52 +116,167 @@ def messages():
     return get("GlobalMetadata"), get("Node"), get("AttributeProto")
 
 
-def _varint(data: bytes, pos: int):
-    """(value, next position) of the varint at ``pos``, or (None, pos) when it is cut off."""
-    value, shift = 0, 0
-    while pos < len(data):
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            return None, pos
-    return None, pos
+#: what one trace file may hold, inflated (bytes): the default of ``max_file_bytes``
+MAX_FILE_BYTES = 2**30
+#: nodes a workload may hold over all its ranks: the default of ``max_nodes`` (a node
+#: takes about 0.5 kB once read, about 1 kB while it is decoded)
+MAX_NODES = 10_000_000
+#: ranks a workload may have: the default of ``max_ranks``
+MAX_RANKS = 2**20
+_CHUNK = 2**20          # bytes read or inflated at a time
 
 
-def _bytes_of(path) -> bytes:
+def check_limit(name: str, value) -> int:
+    """``value`` of the limit keyword ``name`` as an int >= 1, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _chunks(path, limit: int):
+    """The bytes of the file at ``path`` (inflated when it is gzipped, every member of it),
+    at most ``_CHUNK`` at a time and at most ``limit`` in all: a file holding more is a
+    :class:`TraceError` before more than ``limit + _CHUNK`` bytes were made."""
     with open(path, "rb") as fh:
-        data = fh.read()
-    if data[:2] == b"\x1f\x8b":                    # gzip magic
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as err:
-            raise TraceError(f"{path}: not a readable gzip file ({err})") from None
-    return data
+        head = fh.read(2)
+        if head != b"\x1f\x8b":                        # plain: its size says it all
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                raise TraceError(f"{path}: the file is {size} bytes, more than max_file_bytes={limit}")
+            data = head
+            while data:
+                yield data
+                data = fh.read(_CHUNK)
+            return
+        total, z, raw = 0, None, head
+        while True:
+            if not raw:
+                raw = fh.read(_CHUNK)
+                if not raw:
+                    if z is not None and not z.eof:
+                        raise TraceError(f"{path}: not a readable gzip file (it ends inside its compressed data)")
+                    return
+            if z is None:                             # a member starts here, or zero padding (gzip allows it)
+                raw = raw.lstrip(b"\x00")
+                if not raw:
+                    continue
+                if raw[:2] != b"\x1f\x8b"[:len(raw[:2])]:
+                    raise TraceError(f"{path}: not a readable gzip file (data after its end that is not another "
+                                     "gzip member)")
+                z = zlib.decompressobj(31)
+            try:
+                while True:
+                    out = z.decompress(raw, _CHUNK)
+                    total += len(out)
+                    if total > limit:
+                        raise TraceError(f"{path}: inflates to more than max_file_bytes={limit} bytes; pass "
+                                         "max_file_bytes= to read it")
+                    if out:
+                        yield out
+                    raw = z.unconsumed_tail
+                    if not raw and (len(out) < _CHUNK or z.eof):
+                        break
+            except zlib.error as err:
+                raise TraceError(f"{path}: not a readable gzip file ({err})") from None
+            if z.eof:
+                raw, z = z.unused_data, None
 
 
-def read_stream(path, convert=None, memo=None):
+class _Stream:
+    """Bytes taken from the front of a chunk iterator; the position is counted from the
+    start of the (inflated) file."""
+
+    def __init__(self, chunks):
+        self.chunks, self.buf, self.pos, self.offset = chunks, b"", 0, 0
+
+    def fill(self, need: int) -> bool:
+        """At least ``need`` bytes ahead of the position (False where the file ends first)."""
+        have = len(self.buf) - self.pos
+        if have >= need:
+            return True
+        parts = [self.buf[self.pos:]]
+        while have < need:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self.offset += self.pos
+        self.buf, self.pos = b"".join(parts), 0
+        return have >= need
+
+    def varint(self):
+        """(value or None, how it ends: "" read, "end" the file ends inside it, "long"
+        more than 10 bytes)."""
+        if len(self.buf) - self.pos < 10:
+            self.fill(10)
+        buf, pos = self.buf, self.pos
+        if pos < len(buf) and buf[pos] < 0x80:          # one byte: most messages
+            self.pos = pos + 1
+            return buf[pos], ""
+        value, shift = 0, 0
+        while pos < len(buf):
+            byte = buf[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                self.pos = pos
+                return value, ""
+            shift += 7
+            if shift > 63:
+                return None, "long"
+        return None, "end"
+
+    def take(self, n: int) -> bytes | None:
+        pos = self.pos
+        if len(self.buf) - pos < n:
+            if not self.fill(n):
+                return None
+            pos = self.pos
+        self.pos = pos + n
+        return self.buf[pos:pos + n]
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.buf) and not self.fill(1)
+
+    def where(self) -> int:
+        return self.offset + self.pos
+
+
+def read_stream(path, convert=None, memo=None, *, max_file_bytes: int = MAX_FILE_BYTES,
+                max_nodes: int = MAX_NODES, nodes_before: int = 0):
     """``(metadata, nodes)`` of one Chakra ET file (plain or gzipped): its GlobalMetadata and
     its Node messages in file order, each ``convert(message)`` when ``convert`` is given.
     ``memo`` (a dict, shared between files) keeps what each distinct message's bytes became,
     so a node repeated byte for byte (as on the ranks of one parallel group) is decoded once.
-    A truncated or undecodable message is a :class:`TraceError` naming the file, the
-    message's index, the node before it and its byte offset."""
+
+    The file is read (and inflated) a chunk at a time, one message at a time: a file
+    holding more than ``max_file_bytes`` bytes (inflated), a message longer than that, or
+    more than ``max_nodes`` nodes (counting ``nodes_before`` read from other files) is a
+    :class:`TraceError` before more is allocated. A truncated or undecodable message is a
+    :class:`TraceError` naming the file, the message's index, the node before it and its
+    byte offset."""
     GlobalMetadata, Node, _ = messages()
     from google.protobuf.message import DecodeError
 
-    data, pos, out = _bytes_of(path), 0, []
+    stream, out = _Stream(_chunks(path, max_file_bytes)), []
     metadata, last_id = None, None
-    while pos < len(data):
-        start = pos
-        length, pos = _varint(data, pos)
-        if length is None or pos + length > len(data):
+    while not stream.at_end():
+        start = stream.where()
+        length, ended = stream.varint()
+        if ended == "long":
+            raise TraceError(f"{path}: {_what(metadata, out, last_id)} at byte {start} has a length prefix of more "
+                             "than 10 bytes (not a Chakra trace, or a damaged one)")
+        if length is not None and length > max_file_bytes:
+            raise TraceError(f"{path}: {_what(metadata, out, last_id)} at byte {start} is {length} bytes, more than "
+                             f"max_file_bytes={max_file_bytes}")
+        body = None if length is None else stream.take(length)
+        if body is None:
             raise TraceError(f"{path}: {_what(metadata, out, last_id)} at byte {start} is truncated (the file ends "
                              "inside it)")
-        body = data[pos:pos + length]
-        pos += length
+        if metadata is not None and nodes_before + len(out) >= max_nodes:
+            raise TraceError(f"{path}: more than max_nodes={max_nodes} nodes ({nodes_before} in the files before "
+                             "this one); pass max_nodes= to read more")
         if memo is not None and metadata is not None and body in memo:
             item, last_id = memo[body]
             out.append(item)

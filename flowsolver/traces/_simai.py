@@ -13,6 +13,14 @@ the DP ranks holding the same experts; a weight-gradient one in the DP group (``
 which AICB writes and SimAI leaves without a group, is taken as the DP group). ``vpp`` and
 the activation-checkpoint fields are read past and not modelled.
 
+Values are checked as they are read: header counts are integers >= 1 (``pp_comm`` >= 0),
+the layer count an integer >= 1 with exactly that many layer rows, compute times and comm
+sizes finite numbers >= 0; anything else is a :class:`TraceError` naming the file, the
+line and the field. What a file can make the reader allocate is bounded before it is
+allocated: ``max_file_bytes`` (default 1 GiB) for the file, ``max_ranks`` (default 2**20)
+for ``all_gpus`` and ``max_nodes`` (default 10 million, about 5 GB) for the nodes of all
+ranks, which grow as ``all_gpus x ga x`` layers.
+
 Every rank runs the file's layers (Megatron placement: TP innermost, then DP, then PP
 stages): per microbatch (``ga`` of them) the forward (each layer's compute, then its
 collective, which the next layer waits for), then the backward in reverse (input-gradient
@@ -23,10 +31,12 @@ done). With ``pp > 1`` the stages pass ``pp_comm`` bytes forward and back (send/
 
 from __future__ import annotations
 
+import errno
+import math
 from pathlib import Path
 
 from ..training import ParallelLayout
-from ._schema import TraceError
+from ._schema import MAX_FILE_BYTES, MAX_NODES, MAX_RANKS, TraceError, check_limit
 from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload, pipeline_ranks
 
 __all__ = ["read_simai_workload"]
@@ -35,67 +45,103 @@ _OPS = {"ALLREDUCE": "all_reduce", "ALLGATHER": "all_gather", "REDUCESCATTER": "
         "ALLTOALL": "all_to_all"}
 _HEADER = {"model_parallel_NPU_group:": "tp", "ep:": "ep", "pp:": "pp", "vpp:": "vpp", "ga:": "ga",
            "all_gpus:": "gpus", "pp_comm": "pp_comm", "pp_comm:": "pp_comm"}
+_COLUMNS = ("name", "reserved", "fwd_compute", "fwd_comm_type", "fwd_comm_size", "ig_compute", "ig_comm_type",
+            "ig_comm_size", "wg_compute", "wg_comm_type", "wg_comm_size", "wg_update")
 _TICKS_PER_S = 1e9    # SimAI: a tick is a nanosecond (its reports divide ticks by FREQ = 1e9)
 
 
-def _header(line: str, path) -> dict:
+def _header(line: str, path, max_ranks: int, no: int = 1) -> dict:
+    """The header's values (``no``: its line number, for messages)."""
     tokens = line.split()
     out = dict(tp=1, ep=1, pp=1, vpp=1, ga=1, gpus=None, pp_comm=0)
     for key, value in zip(tokens[1:], tokens[2:]):
         if key in _HEADER:
+            name, low = key.rstrip(":"), 0 if _HEADER[key] == "pp_comm" else 1
             try:
-                out[_HEADER[key]] = int(value)
+                number = int(value)
             except ValueError:
-                raise TraceError(f"{path}: line 1: {key} must be followed by an integer, got {value!r}") from None
+                number = None
+            if number is None or number < low:
+                raise TraceError(f"{path}: line {no}: {name} must be an integer >= {low}, got {value!r:.40}") from None
+            out[_HEADER[key]] = number
     if not tokens or out["gpus"] is None:
-        raise TraceError(f"{path}: line 1 must name the policy and give all_gpus: N (SimAI's header), got {line!r}")
+        raise TraceError(f"{path}: line {no} must name the policy and give all_gpus: N (SimAI's header), got "
+                         f"{line!r:.200}")
     tp, pp, gpus = out["tp"], out["pp"], out["gpus"]
-    if min(tp, pp, out["ep"], out["ga"], gpus) < 1 or gpus % (tp * pp):
-        raise TraceError(f"{path}: line 1: tp ({tp}) x pp ({pp}) must divide all_gpus ({gpus}), all >= 1")
+    if gpus > max_ranks:
+        raise TraceError(f"{path}: line {no}: all_gpus: {gpus} is more than max_ranks={max_ranks}; pass max_ranks= to "
+                         "read it")
+    if gpus % (tp * pp):
+        raise TraceError(f"{path}: line {no}: tp ({tp}) x pp ({pp}) must divide all_gpus ({gpus}), all >= 1")
     out["dp"] = gpus // (tp * pp)
     if out["dp"] % out["ep"]:
-        raise TraceError(f"{path}: line 1: ep ({out['ep']}) must divide dp = all_gpus / (tp pp) = {out['dp']}")
+        raise TraceError(f"{path}: line {no}: ep ({out['ep']}) must divide dp = all_gpus / (tp pp) = {out['dp']}")
     return out
 
 
-def _comm(kind: str, size: str, where: str, weight: bool):
-    """(op, group kind, bytes) of a comm column, or None for NONE / 0 bytes."""
+def _amount(token: str, where: str, column: int, unit: str) -> float:
+    """A layer row's number (``column`` indexes :data:`_COLUMNS`): finite and >= 0."""
     try:
-        nbytes = float(size)
+        value = float(token)
     except ValueError:
-        raise TraceError(f"{where}: comm size must be a number of bytes, got {size!r}") from None
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise TraceError(f"{where}: {_COLUMNS[column]} (column {column + 1}) must be a number of {unit} >= 0, got "
+                         f"{token!r:.40}")
+    return value
+
+
+def _comm(kind: str, size: str, where: str, weight: bool, column: int):
+    """(op, group kind, bytes) of a comm column, or None for NONE / 0 bytes."""
+    nbytes = _amount(size, where, column, "bytes")
     if kind == "NONE" or nbytes == 0:
         return None
     base, _, scope = kind.partition("_")
     if base not in _OPS or scope not in ("", "DP", "EP", "DP_EP"):
-        raise TraceError(f"{where}: comm type {kind!r} is not one of {', '.join(_OPS)} (with _DP, _EP or _DP_EP) "
+        raise TraceError(f"{where}: comm type {kind!r:.40} is not one of {', '.join(_OPS)} (with _DP, _EP or _DP_EP) "
                          "or NONE")
     group = {"": "dp" if weight else "tp", "DP": "dp", "EP": "ep", "DP_EP": "dp_experts"}[scope]
     return _OPS[base], group, nbytes
 
 
 def _rows(lines, path):
+    """The layer rows; ``lines`` are (line number, text) of the file's non-blank lines."""
+    no, text = lines[1]
+    token = text.split()[0]
     try:
-        count = int(lines[1].split()[0])
-    except (IndexError, ValueError):
-        raise TraceError(f"{path}: line 2 must be the number of layers") from None
+        count = int(token)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise TraceError(f"{path}: line {no}: the layer count must be an integer >= 1, got {token:.40}")
+    if count + 2 < len(lines):
+        raise TraceError(f"{path}: line {lines[count + 2][0]}: the layer count (line {no}) announces {count} "
+                         f"layer{'s' if count > 1 else ''} but the file has {len(lines) - 2} layer rows")
     rows = []
     for k in range(count):
-        where = f"{path}: line {k + 3}"
         if k + 2 >= len(lines):
-            raise TraceError(f"{where}: missing (the header announces {count} layers, the file has {len(lines) - 2})")
-        f = lines[k + 2].split()
+            raise TraceError(f"{path}: line {lines[-1][0] + 1}: missing (the header announces {count} layers, the "
+                             f"file has {len(lines) - 2})")
+        no, text = lines[k + 2]
+        where, f = f"{path}: line {no}", text.split()
         if len(f) < 12:
             raise TraceError(f"{where}: a layer row has 12 columns (name, reserved, then compute, comm type, comm "
                              f"size for fwd, ig and wg, then wg update), got {len(f)}")
-        try:
-            times = [float(f[i]) / _TICKS_PER_S for i in (2, 5, 8)]
-        except ValueError:
-            raise TraceError(f"{where}: compute times (columns 3, 6, 9) must be numbers of ns") from None
+        times = [_amount(f[i], where, i, "ns") / _TICKS_PER_S for i in (2, 5, 8)]
+        _amount(f[11], where, 11, "ns")            # read past, but a damaged value is still an error
         rows.append(dict(name=f[0], fwd=times[0], ig=times[1], wg=times[2],
-                         fwd_comm=_comm(f[3], f[4], where, False), ig_comm=_comm(f[6], f[7], where, False),
-                         wg_comm=_comm(f[9], f[10], where, True)))
+                         fwd_comm=_comm(f[3], f[4], where, False, 4), ig_comm=_comm(f[6], f[7], where, False, 7),
+                         wg_comm=_comm(f[9], f[10], where, True, 10)))
     return rows
+
+
+def _node_count(h, rows) -> int:
+    """The nodes :func:`_rank` makes over all ranks (a collective only where its group has
+    two ranks or more; a pipeline's end stages pass activations one way, the others both)."""
+    size = dict(tp=h["tp"], dp=h["dp"], ep=h["ep"], dp_experts=h["dp"] // h["ep"])
+    calls = {key: sum(1 for r in rows if r[key] and size[r[key][1]] > 1) for key in ("fwd_comm", "ig_comm", "wg_comm")}
+    per_rank = h["ga"] * (3 * len(rows) + calls["fwd_comm"] + calls["ig_comm"]) + calls["wg_comm"]
+    return h["gpus"] * per_rank + h["tp"] * h["dp"] * h["ga"] * 6 * (h["pp"] - 1)
 
 
 class _Chain:
@@ -157,10 +203,39 @@ def _wg_in_order(nodes):
     return nodes
 
 
-def read_simai_workload(path):
+def _lines(path, max_file_bytes):
+    """(line number, text) of the file's non-blank lines; one clear error for a file that
+    is missing, a folder, too large or not UTF-8."""
+    path_text = str(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a SimAI workload file", path_text)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "no such SimAI workload file", path_text) from None
+    if size > max_file_bytes:
+        raise TraceError(f"{path}: the file is {size} bytes, more than max_file_bytes={max_file_bytes}")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise TraceError(f"{path}: line {line}: byte 0x{data[err.start]:02x} (offset {err.start}) is not UTF-8 "
+                         "text") from None
+    return [(no, ln) for no, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+
+
+def read_simai_workload(path, *, max_file_bytes: int = MAX_FILE_BYTES, max_ranks: int = MAX_RANKS,
+                        max_nodes: int = MAX_NODES):
     """Read a SimAI workload file (AICB's output, ``SimAI -w FILE``) into a replayable
     :class:`~flowsolver.traces.Workload` of ``all_gpus`` ranks (see the module notes for the
     columns, units and the schedule built from them).
+
+    Limits, checked before anything is allocated: ``max_file_bytes`` (bytes of the file),
+    ``max_ranks`` (``all_gpus``), ``max_nodes`` (nodes over all ranks: about ``all_gpus x
+    ga x 3 x`` layers). A missing file is FileNotFoundError, a folder IsADirectoryError;
+    a value out of range, a byte that is not UTF-8 or a limit passed a :class:`TraceError`
+    (a ValueError) naming the file, the line and the field.
 
     >>> import tempfile, os
     >>> text = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 1 ga: 1 all_gpus: 8\\n1\\n"
@@ -171,12 +246,19 @@ def read_simai_workload(path):
     >>> w.n_ranks, [(c.op, c.bytes, len(c.ranks)) for c in w.comms], w.ranks[0].nodes[0].duration
     (8, [('all_reduce', 536870912.0, 8)], 0.000556)
     """
+    for name, value in (("max_file_bytes", max_file_bytes), ("max_ranks", max_ranks), ("max_nodes", max_nodes)):
+        check_limit(name, value)
     path = Path(path)
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    lines = _lines(path, max_file_bytes)
     if len(lines) < 2:
         raise TraceError(f"{path}: a SimAI workload has a header line, a layer count and layer rows")
-    h = _header(lines[0], path)
+    h = _header(lines[0][1], path, max_ranks, lines[0][0])
     rows = _rows(lines, path)
+    total = _node_count(h, rows)
+    if total > max_nodes:
+        raise TraceError(f"{path}: all_gpus ({h['gpus']}) x ga ({h['ga']}) x {len(rows)} layer"
+                         f"{'s' if len(rows) > 1 else ''} make {total} nodes, more than max_nodes={max_nodes}; pass "
+                         "max_nodes= to read it")
     lay = ParallelLayout(tp=h["tp"], pp=h["pp"], dp=h["dp"], ep=h["ep"])
     groups, group_of = {}, {}
     for kind in ("tp", "ep", "dp", "dp_experts"):

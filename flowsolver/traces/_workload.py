@@ -6,12 +6,14 @@ writer; checked here whatever the source."""
 from __future__ import annotations
 
 import gc
+import numbers
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ._schema import TraceError
 
-__all__ = ["TraceNode", "RankTrace", "Comm", "Workload", "build_workload", "pipeline_ranks", "paused_gc", "COMPUTE",
+__all__ = ["TraceNode", "RankTrace", "Comm", "Workload", "build_workload", "pipeline_ranks", "paused_gc", "rank_tuple",
+           "COMPUTE",
            "COLLECTIVE", "SEND", "RECV", "DELAY"]
 
 COMPUTE, COLLECTIVE, SEND, RECV, DELAY = "compute", "collective", "send", "recv", "delay"
@@ -92,6 +94,24 @@ class Workload:
     def n_nodes(self) -> int:
         """Nodes over all ranks."""
         return sum(len(r.nodes) for r in self.ranks)
+
+
+def rank_tuple(value, where: str) -> tuple:
+    """``value`` (an iterable of ranks: a list, a range, a numpy array) as a tuple of
+    Python ints; a :class:`TraceError` starting with ``where`` unless every rank is a
+    non-negative integer (a bool, a float such as ``1.0``, a string are not ranks).
+
+    >>> rank_tuple(range(3), "group 'a'")
+    (0, 1, 2)
+    """
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise TraceError(f"{where}: ranks must be a list of non-negative integers, got {value!r:.80}")
+    out = []
+    for r in value:
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 0:
+            raise TraceError(f"{where}: ranks must be non-negative integers, got {r!r:.80}")
+        out.append(int(r))
+    return tuple(out)
 
 
 def _where(trace: RankTrace, node: TraceNode) -> str:
@@ -232,7 +252,7 @@ def build_workload(ranks, groups=None, source: str = "") -> Workload:
         if trace.rank != k:
             raise TraceError(f"{trace.source or 'a trace'}: rank {trace.rank} at position {k}: ranks must be 0 ... "
                              f"{len(ranks) - 1}, one each")
-    groups = {str(k): tuple(int(r) for r in v) for k, v in (groups or {}).items()}
+    groups = {str(k): rank_tuple(v, f"process group {str(k)!r}") for k, v in (groups or {}).items()}
     for name, members in groups.items():
         if not members or len(set(members)) != len(members) or not all(0 <= r < len(ranks) for r in members):
             raise TraceError(f"process group {name!r}: ranks {list(members)[:16]} must be distinct ranks in "
