@@ -15,7 +15,7 @@ from ._layout import participants, unavailable
 from ._dual import TIE_RTOL
 from ._hardware import describe, nvlink_edge
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, NCCL_ALGORITHMS, PROTOCOLS, busbw_factor
-from ._options import Options, check_call
+from ._options import Options, check_call, check_efficiency_keys
 from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import time_many, time_plans
@@ -317,6 +317,7 @@ def collective_with(graph, op, size, ranks, algorithm, options: Options, model=N
     """:func:`collective` with its options already gathered in an :class:`Options`."""
     check_call(op, algorithm, size, options)
     _checks.checked_graph(graph)
+    check_efficiency_keys(options.efficiency, [graph])
     if model is not None:
         model.check(graph)
         options = model.apply(options)
@@ -346,6 +347,10 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     >>> [round(r.busbw / 1e9) for r in collective_variants([ndr, hdr], "all_reduce", 2**30, algorithm="ring")]  # 8 NICs: 376, 192
     [359, 189]
     """
+    options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
+                      chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
+                      channels=channels, tuner=step_latency is None, candidates=candidates)
+    check_call(op, algorithm, size, options)
     graphs = list(graphs)
     if not graphs:
         raise ValueError("graphs must be a non-empty list of cluster graphs")
@@ -353,10 +358,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     for i, g in enumerate(graphs[1:], 1):
         if list(g.edges()) != edges:
             raise ValueError(f"graphs[{i}] has other nodes or edges than graphs[0]: variants must share the structure")
-    options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
-                      chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
-                      channels=channels, tuner=step_latency is None, candidates=candidates)
-    check_call(op, algorithm, size, options)
+    check_efficiency_keys(options.efficiency, graphs)
     if model is not None:
         model.check(graphs[0])
         options = model.apply(options)
