@@ -20,7 +20,8 @@ from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import time_many, time_plans
 from ._trees import Step, StepFlows
-from ._tuned import DERIVED, rescaled, steady_parts, steady_transfer, transfer_of, tuned_time, tuned_times, why_not_tuned
+from ._tuned import (DERIVED, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
+                     tuned_times, why_not_tuned)
 from ._tuner import _BASE, TUNER_ALGORITHMS
 
 __all__ = ["collective", "collective_variants", "solve_collective", "solve_collectives"]
@@ -170,7 +171,8 @@ def _derivation(graph, ranks, results, best, proto, total, choices, hw, call, ta
     ring_steps = results["ring"][1]
     formula = TunedFormula(
         formula=lambda ring, own, nvlink: tuned_time(best, proto, op, size, p, ring, own,
-                                                     replace(hw, nvlink_bw=nvlink), options, model)[0],
+                                                     replace(hw, nvlink_bw=nvlink), options, model,
+                                                     slow_paths_of(steps))[0],
         ring=results["ring"][3], own=tuple((*solved_on[i][:2], m) for i, m in steady_parts(steps)),
         values=(transfer_of(ring_steps), steady_transfer(steps), hw.nvlink_bw),
         nvlink=-1 if edge is None else index[edge])
@@ -270,7 +272,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         ``ALGORITHMS[op]``.
     policy, policy_options, pxn
         Routing policy (``flowsolver.POLICIES``) and its options (``subflows``, ``seed``); PXN for cross-rail hops.
-    channels : int, optional
+    channels : int in 1 ... 64, optional
         NCCL's channels (default: as NCCL sets them from the hardware,
         :func:`~flowsolver.collectives.nccl_channels`) and the rings of the flow solve
         (default: NICs per server when the ranks span servers, else 1).
@@ -286,13 +288,15 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     chunk : float
         Pipeline chunk of tree all-reduce and ring broadcast / reduce, bytes (default
         512 KiB: NCCL's 4 MiB buffer over its 8 steps).
-    efficiency : float or dict, optional
-        Fraction of the raw link rate reached (all links, or by tech); default the catalogue's.
-    step_latency, base_latency : float, optional
+    efficiency : float in (0, 1] or dict, optional
+        Fraction of the raw link rate reached (all links, or by tech: a key must be a
+        technology of the catalogue or of the graph); default the catalogue's.
+    step_latency, base_latency : float >= 0, optional
         Override the per-step latency (alpha, s; this turns NCCL's cost model off: a pure
         alpha-beta flow model) and the per-collective base latency (s).
 
-    A collective whose flows cannot complete (a failed link on every path) raises ValueError.
+    A collective whose flows cannot complete (a failed link on every path) raises
+    ValueError; so does an option outside its range, before any work.
 
     Examples
     --------

@@ -184,8 +184,10 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         Collective algorithm per parallelism (``tp``, ``cp``, ``pp``, ``ep``, ``dp``),
         default ``"auto"`` (``cp``: ``"ring"``, ring attention).
     collective_options : dict, optional
-        Passed to every collective (``policy``, ``efficiency``, ``step_latency``, ``model``: a
-        :func:`flowsolver.calibrate` result, ...).
+        Passed to every collective (:func:`flowsolver.concurrent_kinds`' options: ``policy``,
+        ``policy_options``, ``pxn``, ``protocol``, ``chunk``, ``efficiency``, ``step_latency``,
+        ``base_latency``, ``model``: a :func:`flowsolver.calibrate` result); checked, with
+        the ranges :func:`flowsolver.collective` gives them, before anything is solved.
 
     Examples
     --------
