@@ -161,18 +161,23 @@ def slow_paths(rm, group, n_groups, reference, between) -> list:
     path = rm.path_latency()
     excess = path - replace(rm, links=replace(rm.links, latency=reference)).path_latency()
     slow = np.flatnonzero(excess > 0)
-    for g in np.unique(group[slow]):
-        mine = slow[group[slow] == g]
-        kept = []
-        for kind in (False, True):
-            sub = mine[between[mine] == kind]
-            order = sub[np.lexsort((-excess[sub], -path[sub]))]          # longest path first
-            best = -np.inf
-            for f in order:                                             # the Pareto front
-                if excess[f] > best:
-                    kept.append((kind, float(path[f]), float(excess[f])))
-                    best = excess[f]
-        out[int(g)] = tuple(kept)
+    if not len(slow):
+        return out
+    # the Pareto front of each (step, kind) without a loop over flows: sorted by step, kind,
+    # longest path first, a flow is kept when its excess beats every earlier one's of its
+    # segment (excess ranks offset per segment, so one running maximum serves them all)
+    grp, kind, p, e = group[slow], between[slow].astype(np.int64), path[slow], excess[slow]
+    order = np.lexsort((-e, -p, kind, grp))
+    grp, kind, p, e = grp[order], kind[order], p[order], e[order]
+    segment = np.concatenate([[0], np.cumsum((np.diff(grp) != 0) | (np.diff(kind) != 0))])
+    rank = np.unique(e, return_inverse=True)[1].reshape(-1)
+    key = segment * (len(e) + 1) + rank
+    before = np.concatenate([[-1], np.maximum.accumulate(key)[:-1]])
+    fronts: dict = {}
+    for i in np.flatnonzero(key > before):
+        fronts.setdefault(int(grp[i]), []).append((bool(kind[i]), float(p[i]), float(e[i])))
+    for g, kept in fronts.items():
+        out[g] = tuple(kept)
     return out
 
 
