@@ -202,3 +202,18 @@ def test_an_astra_sim_network_latency_reaches_the_collective(tmp_path):
         g = from_astra_network(path)
         times[ns] = collective(g, "all_reduce", 2**20, algorithm="ring", protocol="Simple").time
     assert times[5_000_000] - times[500] == pytest.approx(14 * (10e-3 - 14e-6), rel=1e-9)
+
+
+def test_only_the_latency_beyond_the_catalogue_is_added():
+    """The PCIe server's cross-node path is 3.5 us at catalogue latencies (its PCIe figures
+    are NCCL's own hop constants), above NCCL's 2.7 us LL network hop: NCCL's constant
+    already includes it, so nothing is added. One ns more on each NIC-leaf link (2 ns on
+    the path) adds those 2 ns, not 3.5 - 2.7 us, to each of the ring's 2 (2 - 1) network hops."""
+    catalogue = tp.rail_optimized(2, server="pcie_8gpu")
+    slower = tp.rail_optimized(2, server="pcie_8gpu")
+    for u, v, d in slower.edges(data=True):
+        if {slower.nodes[u]["kind"], slower.nodes[v]["kind"]} == {"nic", "switch"}:
+            d["latency"] += 1e-9
+    kw = dict(algorithm="ring", protocol="LL")
+    t_cat, t_slow = (collective(g, "all_reduce", 2**12, **kw).time for g in (catalogue, slower))
+    assert t_slow - t_cat == pytest.approx(2 * 2e-9, rel=1e-6)
