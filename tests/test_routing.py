@@ -538,6 +538,23 @@ def test_edits_the_totals_cannot_see_are_routed_afresh():
     np.testing.assert_array_equal(moved, route(g, flows).path_latency())
 
 
+def test_an_edited_link_efficiency_is_seen():
+    """An edge's own efficiency (its measured fraction of the raw rate) sets the capacity a
+    collective runs on: editing it after a first run must give the edited graph's time."""
+    from flowsolver import collective
+
+    g = tp.fat_tree(4)
+    collective(g, "all_to_all", 2**24)
+    for u, v in (("s0/nic0", "pod0/edge0"), ("pod0/edge0", "s0/nic0")):
+        g.edges[u, v]["efficiency"] = 0.25
+    edited = collective(g, "all_to_all", 2**24).time
+    fresh = tp.fat_tree(4)
+    for u, v in (("s0/nic0", "pod0/edge0"), ("pod0/edge0", "s0/nic0")):
+        fresh.edges[u, v]["efficiency"] = 0.25
+    assert edited == pytest.approx(collective(fresh, "all_to_all", 2**24).time, rel=1e-12)
+    assert edited > collective(tp.fat_tree(4), "all_to_all", 2**24).time
+
+
 def test_one_path_computation_per_new_pattern_in_a_collective():
     from flowsolver import collective
 
