@@ -50,23 +50,59 @@ class CompletionSensitivity:
         self.phases = phases            # [(active flows, rates, duration, finishing flows, RateSensitivity)]
         self.makespan = makespan
         self._splits = {}               # phase -> (EventSplit, flows running on), built on first use
+        self._cache = {}                # ("elasticity", side) -> its array
 
-    def gradient(self, side: str = "up") -> np.ndarray:
-        """d makespan / d capacity of each link alone (links,), seconds per byte/s:
-        ``side="up"`` for an increase, ``"down"`` for a decrease (one-sided where a tie or
-        a new event order makes the two differ: :meth:`one_sided`)."""
+    @cached_property
+    def _scale(self) -> np.ndarray:
+        """Per link, the unit each derivative is taken in: its capacity (1 where that is 0).
+        Along ``dc_l = c_l`` every quantity of the chain is of the order of the makespan and
+        the bytes, whatever the capacities: a link of 1e-300 B/s has a derivative of ~1e600
+        s per B/s, past float64, that the chain in B/s would carry as inf and meet as inf -
+        inf (NaN). Only the final division by the capacity overflows, to the right signed
+        infinity."""
+        cap = np.asarray(self.capacity, dtype=np.float64)
+        return np.where((cap > 0) & np.isfinite(cap), cap, 1.0)
+
+    def elasticity(self, side: str = "up") -> np.ndarray:
+        """``c_l x`` d makespan / d capacity of each link alone (links,), seconds: the
+        makespan's change per unit of relative change of the link's capacity (0 on links of
+        capacity 0), finite wherever the makespan is. ``side`` as for :meth:`gradient`.
+
+        >>> cs = completion_sensitivity(sp.csc_matrix([[1.0, 1.0]]), sizes=[1.0, 3.0], capacity=[1e-300])
+        >>> [float(f"{x:.6g}") for x in cs.elasticity()], cs.gradient().tolist()   # T = 4 / c: c dT/dc = -T
+        ([-4e+300], [-inf])
+        """
+        if side not in ("up", "down"):
+            raise ValueError(f"side must be 'up' or 'down', got {side!r}")
+        key = ("elasticity", side)
+        if key in self._cache:
+            return self._cache[key]
+        scale = sp.diags(self._scale)
+
         def tangent(k):
             sens = self.phases[k][4]
             if side == "up":               # an increase moves rates only from links that hold a flow
                 if not len(sens.held):
                     return None            # (the phase's structure is not even built)
-                return sens.capacity_jacobian(side, links=sens.held)
-            return sens.capacity_jacobian(side)
+                return sp.csr_matrix(sens.capacity_jacobian(side, links=sens.held)) @ scale
+            return sp.csr_matrix(sens.capacity_jacobian(side)) @ scale
 
-        grad, spread = self._chain(tangent, self.shape[0], side)
+        out, spread = self._chain(tangent, self.shape[0], side)
         if side == "up":
             self._spread_up = spread
-        return grad
+        out = np.where(np.asarray(self.capacity) > 0, out, 0.0)
+        self._cache[key] = out
+        return out
+
+    def gradient(self, side: str = "up") -> np.ndarray:
+        """d makespan / d capacity of each link alone (links,), seconds per byte/s:
+        ``side="up"`` for an increase, ``"down"`` for a decrease (one-sided where a tie or
+        a new event order makes the two differ: :meth:`one_sided`). A derivative past
+        float64 (a link of ~1e-300 B/s: ~ -T / c) is -inf (or +inf), the correctly rounded
+        value, never NaN."""
+        elastic = self.elasticity(side)
+        with np.errstate(over="ignore"):
+            return elastic / self._scale
 
     def one_sided(self) -> np.ndarray:
         """Links (after :meth:`gradient`) whose makespan derivative may depend on the sign of
@@ -87,14 +123,25 @@ class CompletionSensitivity:
 
     def directional(self, d_capacity, side: str = "up") -> float:
         """The one-sided derivative of the makespan along ``d_capacity`` (links,), seconds per
-        unit of the step (``side="down"``: for the step ``-d_capacity``, sign as for "up")."""
+        unit of the step (``side="down"``: for the step ``-d_capacity``, sign as for "up").
+        The chain runs along the direction scaled to at most each link's capacity (the
+        derivative is positively homogeneous in it), so only the final rescaling can
+        overflow: to the right signed infinity, never NaN."""
         dc = np.asarray(d_capacity, dtype=np.float64)
+        if dc.shape != (self.shape[0],) or not np.isfinite(dc).all():
+            raise ValueError(f"d_capacity must be ({self.shape[0]},) finite numbers (bytes/s per link), got "
+                             f"shape {dc.shape}" + ("" if dc.shape != (self.shape[0],) else " with a non-finite entry"))
+        reach = float(np.max(np.abs(dc) / self._scale, initial=0.0))
+        if reach == 0.0:
+            return 0.0
+        dc = dc / reach
 
         def tangent(k):
             sens = self.phases[k][4]
             return sp.csc_matrix((sens.directional(dc) if side == "up" else -sens.directional(-dc))[:, None])
 
-        return float(self._chain(tangent, 1, side)[0][0])
+        with np.errstate(over="ignore"):
+            return float(self._chain(tangent, 1, side)[0][0] * reach)
 
     def _chain(self, tangent, n_dir: int, side: str):
         """The makespan's derivative along ``n_dir`` directions, from each phase's rate

@@ -11,16 +11,37 @@ event loop.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from . import _checks
 from ._events import _check_groups, _Run
 from .routing import RoutingMatrix
 from ._status import Status
 
-__all__ = ["completion_times", "Completion", "step_times", "StepTimes"]
+__all__ = ["completion_times", "Completion", "step_times", "StepTimes", "RTOL_MAX"]
 
+#: the largest relative tolerance accepted: flows within ``rtol`` of an event finish at it,
+#: so the completion times move by up to that fraction (1 % is the most a tolerance, not a
+#: different answer, can be)
+RTOL_MAX = 1e-2
+
+
+def _check_run(rtol, max_events, **flags) -> int | None:
+    """ValueError naming ``rtol`` (a number in (0, RTOL_MAX)), ``max_events`` (None or an
+    integer >= 1) or a flag that is not a bool; the checked ``max_events``."""
+    ok = isinstance(rtol, numbers.Real) and not isinstance(rtol, (bool, np.bool_)) and \
+        math.isfinite(float(rtol)) and 0 < rtol < RTOL_MAX
+    if not ok:
+        raise ValueError(f"rtol must be a number in (0, {RTOL_MAX:g}) (relative tolerance of an event: flows that "
+                         f"close to it finish at it), got {_checks._plain(rtol)!r}")
+    for name, value in flags.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
+    return None if max_events is None else _checks.integer("max_events", max_events)
 
 
 
@@ -86,10 +107,10 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
         Bytes per flow; default the RoutingMatrix's flow sizes.
     capacity, weights, demands, dtype
         As for :func:`~flowsolver.max_min_fair` (bytes/s).
-    max_events : int, optional
+    max_events : int >= 1, optional
         Bound on the re-solves (default: number of flows + 1, always enough: every event
         finishes a flow). A run it cuts short reports ``status`` 1 and its unfinished flows.
-    rtol : float
+    rtol : float in (0, 0.01)
         Relative tolerance: a flow whose time to finish is within ``rtol`` of the group's
         next event, or whose bytes left are within ``rtol`` of its size, finishes at that
         event (relative to the quantities, so the same in any unit).
@@ -116,6 +137,7 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     >>> [round(float(t), 9) for t in c.finish], int(c.events)
     ([2.0, 3.0, 4.0], 2)
     """
+    max_events = _check_run(rtol, max_events, disjoint_groups=disjoint_groups, keep_phases=keep_phases)
     rm, sizes = _routing_and_sizes(routing, sizes)
     n = rm.n_flows
     cap = rm.capacity if capacity is None else np.asarray(capacity, dtype=np.float64)
@@ -197,10 +219,10 @@ def step_times(steps, capacity=None, *, sizes=None, after=None, delay=None, max_
         The step each waits for (an earlier one), ``-1`` for none (default: none).
     delay : sequence of float (steps,), optional
         Seconds between a step's release and its start (default 0).
-    max_events : int, optional
+    max_events : int >= 1, optional
         Bound on the re-solves (default flows + steps, always enough: every event finishes
         a flow or starts a step); a run it cuts short reports ``Status.NOT_CONVERGED``.
-    rtol : float
+    rtol : float in (0, 0.01)
         As for :func:`completion_times`.
 
     Examples
@@ -210,6 +232,7 @@ def step_times(steps, capacity=None, *, sizes=None, after=None, delay=None, max_
     >>> t.finish.tolist()          # steps 0 and 2 share the link (2 bytes each at 1/2), step 1 after 1 s alone
     [4.0, 7.0, 4.0]
     """
+    max_events = _check_run(rtol, max_events)
     steps = list(steps)
     if not steps or not all(isinstance(m, RoutingMatrix) and m.n_flows for m in steps):
         raise ValueError("steps must be a non-empty list of RoutingMatrix objects, each with flows")

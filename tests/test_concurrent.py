@@ -54,11 +54,15 @@ def test_lockstep_groups_equal_their_event_driven_run_on_disjoint_servers():
     assert all(b.tier == "nvlink" and 0 < b.utilization <= 1 + 1e-9 for b in free.bottleneck)
 
 
-def test_concurrent_collectives_on_a_failed_link_cannot_progress():
-    # routing never uses a failed link, so fail them all at timing: efficiency 0
+def test_concurrent_collectives_on_a_failed_link_cannot_progress(monkeypatch):
+    # routing never uses a failed link (and efficiency 0 is refused), so fail them all at
+    # timing: every link's effective capacity 0
+    from flowsolver.routing import LinkTable
+
+    monkeypatch.setattr(LinkTable, "effective_capacity", lambda self, efficiency=None: self.capacity * 0.0)
     with pytest.raises(ValueError, match="can make no progress"):
         concurrent(single_switch(4), [dict(op="all_reduce", size=2**20, ranks=range(4), algorithm="ring")],
-                   alone=False, efficiency=0.0)
+                   alone=False)
 
 
 def test_lockstep_groups_equal_the_event_driven_run():

@@ -139,3 +139,81 @@ def test_pat_and_ring_all_gather_latencies_at_one_rank_per_node():
     for key, lat in want.items():
         assert r.choices[key] * 1e6 == pytest.approx(lat, abs=0.05), key
     assert (r.algorithm, r.protocol) == ("ring", "LL")
+
+
+# --------------------------------------------------------------------------- the graph's latency
+# fat_tree(4): 16 one-GPU servers, so every hop NCCL counts is a network (inter-node) hop; the
+# longest GPU-to-GPU path crosses the core: GPU -> NIC (pcie5) -> edge -> agg -> core -> agg
+# -> edge (4 switch-to-switch links) -> NIC -> GPU
+CROSS_POD = ["s0/gpu0", "s0/nic0", "pod0/edge0", "pod0/agg0", "core0", "pod3/agg0", "pod3/edge1", "s15/nic0",
+             "s15/gpu0"]
+
+
+def _switch_links_at(latency):
+    g = tp.fat_tree(4)
+    for u, v, d in g.edges(data=True):
+        if g.nodes[u]["kind"] == "switch" and g.nodes[v]["kind"] == "switch":
+            d["latency"] = latency
+    return g
+
+
+def _path_latency(g, path):
+    return sum(g.edges[a, b]["latency"] for a, b in zip(path, path[1:]))
+
+
+@pytest.mark.parametrize("algorithm,hops", [("ring", 2 * 15), ("tree", 2 * 4)])
+def test_a_slow_fabric_adds_its_latency_beyond_nccls_hop_constant(algorithm, hops):
+    """Switch-to-switch links of 5 ms against 500 ns: NCCL counts ``hops`` network hops (ring
+    2 (p - 1) = 30 with one GPU per node; double binary tree 2 log2(16) = 8), each at 14 us
+    (Simple; one GPU per node: the tree's network constant). A hop cannot take less than
+    its path: the slowest crosses the core, 4 x 5 ms + 1.4 us of NIC and PCIe links, so
+    each costs that instead of 14 us. At 500 ns the path (3.4 us) is within NCCL's constant:
+    nothing added, the time is the catalogue graph's."""
+    slow, fast = _switch_links_at(5e-3), _switch_links_at(500e-9)
+    kw = dict(algorithm=algorithm, protocol="Simple")
+    t_slow, t_fast = (collective(g, "all_reduce", 2**20, **kw).time for g in (slow, fast))
+    assert t_fast == pytest.approx(collective(tp.fat_tree(4), "all_reduce", 2**20, **kw).time, rel=1e-12)
+    path = _path_latency(slow, CROSS_POD)
+    assert path == pytest.approx(4 * 5e-3 + 1.4e-6, rel=1e-12)
+    assert t_slow - t_fast >= hops * 5e-3
+    assert t_slow - t_fast == pytest.approx(hops * (path - 14e-6), rel=1e-9)
+
+
+def test_nccls_choice_sees_the_slow_fabric():
+    """``"auto"`` picks among ring and tree (and their protocols) with the hops' path
+    latency in: it is slower by at least the tree's 8 hops over the core, at the largest
+    of NCCL's network constants (14 us)."""
+    slow, fast = _switch_links_at(5e-3), _switch_links_at(500e-9)
+    t_slow, t_fast = (collective(g, "all_reduce", 2**20).time for g in (slow, fast))
+    assert t_slow - t_fast >= 8 * (_path_latency(slow, CROSS_POD) - 14e-6)
+
+
+def test_an_astra_sim_network_latency_reaches_the_collective(tmp_path):
+    """ASTRA-sim's file: 8 NPUs on one switch, links of 5 ms against 500 ns (a technology
+    the catalogue does not know: its whole path latency counts). NPU to NPU is NPU -> router
+    -> switch -> router -> NPU: two of the file's links, 10 ms; a ring all-reduce over 8
+    one-NPU nodes pays NCCL's 2 x 7 network hops of 14 us (Simple) or its path."""
+    from topologies.astra import from_astra_network
+
+    times = {}
+    for ns in (500, 5_000_000):
+        path = tmp_path / f"net{ns}.yml"
+        path.write_text(f"topology: [ Switch ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ {ns} ]\n")
+        g = from_astra_network(path)
+        times[ns] = collective(g, "all_reduce", 2**20, algorithm="ring", protocol="Simple").time
+    assert times[5_000_000] - times[500] == pytest.approx(14 * (10e-3 - 14e-6), rel=1e-9)
+
+
+def test_only_the_latency_beyond_the_catalogue_is_added():
+    """The PCIe server's cross-node path is 3.5 us at catalogue latencies (its PCIe figures
+    are NCCL's own hop constants), above NCCL's 2.7 us LL network hop: NCCL's constant
+    already includes it, so nothing is added. One ns more on each NIC-leaf link (2 ns on
+    the path) adds those 2 ns, not 3.5 - 2.7 us, to each of the ring's 2 (2 - 1) network hops."""
+    catalogue = tp.rail_optimized(2, server="pcie_8gpu")
+    slower = tp.rail_optimized(2, server="pcie_8gpu")
+    for u, v, d in slower.edges(data=True):
+        if {slower.nodes[u]["kind"], slower.nodes[v]["kind"]} == {"nic", "switch"}:
+            d["latency"] += 1e-9
+    kw = dict(algorithm="ring", protocol="LL")
+    t_cat, t_slow = (collective(g, "all_reduce", 2**12, **kw).time for g in (catalogue, slower))
+    assert t_slow - t_cat == pytest.approx(2 * 2e-9, rel=1e-6)

@@ -480,6 +480,81 @@ def test_an_edited_graph_is_routed_afresh():
     _same_routes(edited, route(g, flows))
 
 
+def _set_cable(g, u, v, capacity):
+    g.edges[u, v]["capacity"] = g.edges[v, u]["capacity"] = capacity
+
+
+def test_a_moved_failure_is_routed_afresh():
+    """One failure at a time: fail a cable, solve, repair it, fail another of the same
+    capacity. The counts and totals of the graph are those of the first failure; the routes
+    and capacities must be the second's (a fresh graph with only that failure says what)."""
+    from flowsolver import collective
+
+    first, second = ("pod0/edge0", "pod0/agg0"), ("core3", "pod3/agg1")
+    g = tp.fat_tree(4)
+    cap = g.edges[first]["capacity"]
+    assert g.edges[second]["capacity"] == cap
+    _set_cable(g, *first, 0.0)
+    collective(g, "all_to_all", 2**24)
+    _set_cable(g, *first, cap)
+    _set_cable(g, *second, 0.0)
+    moved = collective(g, "all_to_all", 2**24).time
+    fresh_graph = tp.fat_tree(4)                    # its own cache entry: routed from scratch
+    _set_cable(fresh_graph, *second, 0.0)
+    assert moved == pytest.approx(collective(fresh_graph, "all_to_all", 2**24).time, rel=1e-12)
+    _same_routes(route(g, Flows.all_to_all(16, 1e6)), route(fresh_graph, Flows.all_to_all(16, 1e6)))
+
+
+def test_a_change_below_the_capacity_sums_rounding_is_seen():
+    """1e-100 -> 1e-300 B/s on one link leaves the sum of the capacities (~1e12) unchanged."""
+    g = tp.fat_tree(4)
+    flows = Flows.all_to_all(16, 1e6)
+    g.edges["pod0/edge0", "pod0/agg0"]["capacity"] = 1e-100
+    slow = fs.max_min_fair(route(g, flows)).rates
+    g.edges["pod0/edge0", "pod0/agg0"]["capacity"] = 1e-300
+    slower = fs.max_min_fair(route(g, flows)).rates
+    # the slowest flows are those held by that link: their rates scale with its capacity
+    np.testing.assert_allclose(np.min(slower) / np.min(slow), 1e-200, rtol=1e-9)
+
+
+def test_edits_the_totals_cannot_see_are_routed_afresh():
+    """Swapping two links' cables, or moving latency from one link to another, keeps every
+    count and total: the cache must still notice."""
+    g = tp.fat_tree(4)
+    flows = Flows.all_to_all(16, 1e6)
+    a, b = ("pod0/edge0", "pod0/agg0"), ("pod0/edge0", "pod0/agg1")
+    g.edges[a]["cables"], g.edges[b]["cables"] = 2, 1
+    route(g, flows)
+    g.edges[a]["cables"], g.edges[b]["cables"] = 1, 2       # swapped: same total
+    swapped = route(g, flows)
+    clear_route_cache()
+    _same_routes(swapped, route(g, flows))
+    g.edges[a]["latency"], g.edges[b]["latency"] = 1e-3, 0.0
+    route(g, flows)
+    total = g.edges[a]["latency"] + g.edges[b]["latency"]
+    g.edges[a]["latency"], g.edges[b]["latency"] = 0.0, total  # moved: same total
+    moved = route(g, flows).path_latency()
+    clear_route_cache()
+    np.testing.assert_array_equal(moved, route(g, flows).path_latency())
+
+
+def test_an_edited_link_efficiency_is_seen():
+    """An edge's own efficiency (its measured fraction of the raw rate) sets the capacity a
+    collective runs on: editing it after a first run must give the edited graph's time."""
+    from flowsolver import collective
+
+    g = tp.fat_tree(4)
+    collective(g, "all_to_all", 2**24)
+    for u, v in (("s0/nic0", "pod0/edge0"), ("pod0/edge0", "s0/nic0")):
+        g.edges[u, v]["efficiency"] = 0.25
+    edited = collective(g, "all_to_all", 2**24).time
+    fresh = tp.fat_tree(4)
+    for u, v in (("s0/nic0", "pod0/edge0"), ("pod0/edge0", "s0/nic0")):
+        fresh.edges[u, v]["efficiency"] = 0.25
+    assert edited == pytest.approx(collective(fresh, "all_to_all", 2**24).time, rel=1e-12)
+    assert edited > collective(tp.fat_tree(4), "all_to_all", 2**24).time
+
+
 def test_one_path_computation_per_new_pattern_in_a_collective():
     from flowsolver import collective
 

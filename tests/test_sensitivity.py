@@ -479,3 +479,50 @@ def test_a_ring_timed_by_nccls_model_differentiates_its_flow_solve():
     h = 1e7                                                    # bytes/s added to every NVLink
     again = fs.collective(_tier_changed(g, "nvlink", h), "all_reduce", 2**28, algorithm="ring", protocol="Simple")
     assert nvlink == pytest.approx((ring.time - again.time) / h * 1e9, rel=1e-3)
+
+
+# --------------------------------------------------------------------------- extreme capacities
+def test_a_makespan_derivative_too_large_for_float64_is_minus_inf_not_nan():
+    """Flows of 1 and 3 bytes on one link of c = 1e-300 B/s: T = (1 + 3) / c = 4e300 s and
+    dT/dc = -4 / c**2 = -4e600 s per B/s, past float64: -inf on both sides, never inf - inf.
+    Along the capacity itself, dc = c, the derivative is -T = -4e300 (T scales as 1 / c)."""
+    c = 1e-300
+    cs = completion_sensitivity(sp.csc_matrix([[1.0, 1.0]]), sizes=[1.0, 3.0], capacity=[c])
+    assert cs.makespan == pytest.approx(4.0 / c, rel=1e-12)
+    for side in ("up", "down"):
+        assert cs.gradient(side).tolist() == [-np.inf]
+        assert cs.directional([c], side) == pytest.approx(-4.0 / c, rel=1e-9)
+        assert cs.directional([1.0], side) == -np.inf
+
+
+def test_a_tiny_link_beside_normal_ones_keeps_their_finite_derivatives():
+    """Flow 0 crosses links 0 (1e-300 B/s) and 1 (1 B/s), flow 1 link 1 alone: flow 0 gets
+    1e-300 and flow 1 the rest of link 1, ~1 B/s (2 bytes: done at 2 s). Then T = 1 / 1e-300
+    is link 0's alone: dT/dc0 = -1 / c0**2 (-inf in float64), dT/dc1 = 0, dT/dc2 = 0 (link
+    2 is unused)."""
+    A = sp.csc_matrix([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    cs = completion_sensitivity(A, sizes=[1.0, 2.0], capacity=[1e-300, 1.0, 5.0])
+    assert cs.makespan == pytest.approx(1e300, rel=1e-12)
+    for side in ("up", "down"):
+        assert cs.gradient(side).tolist() == [-np.inf, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("op,algorithm", [("all_to_all", "direct"), ("all_reduce", "ring"),
+                                          ("all_reduce", "halving_doubling")])
+def test_a_collective_over_a_link_of_1e_300_bytes_per_second_differentiates(op, algorithm):
+    """The link's derivative is -inf (the true one, ~ -T / c ~ -1e606 s per B/s, is past
+    float64), every other link's finite, none NaN; along the raw capacities themselves the
+    time's transfer part scales as 1 / c: the derivative is minus the transfer seconds."""
+    g = tp.fat_tree(4)
+    edge = ("pod0/edge0", "pod0/agg0")
+    g.edges[edge]["capacity"] = 1e-300
+    i = list(g.edges).index(edge)
+    r = fs.collective(g, op, 2**20, algorithm=algorithm)
+    raw = np.array([d["capacity"] for *_, d in g.edges(data=True)])
+    transfer = sum(s.count * s.transfer for s in r.steps)
+    assert transfer > 1e300
+    for side in ("up", "down"):
+        grad = r.time_gradient(side)
+        assert not np.isnan(grad).any() and grad[i] == -np.inf
+        assert np.isfinite(np.delete(grad, i)).all()
+        assert r.time_directional(raw, side) == pytest.approx(-transfer, rel=1e-6)

@@ -27,6 +27,12 @@ NCCL 2.30's tuner times them (:mod:`._tuner`, :mod:`._tuned`): NCCL's latency fo
 LL128, Simple factors and per-channel caps by GPU generation and node count), the bus
 bandwidth those apply to being the ring's flow solve on the real fabric (NCCL's
 ``nChannels x bw``); a tree or NVLS is in addition no faster than its own flow solve.
+NCCL's latency counts hops inside and between nodes at constants measured on hardware
+whose links have the catalogue's latencies; where the graph's paths are slower (a machine
+file's latencies, an edited graph), each counted hop costs at least its kind's slowest path:
+``max(0, min(path - constant, path's excess over the catalogue))`` is added per hop
+(:func:`._tuned.path_excess`, :attr:`CollectiveStep.slow_paths`). Catalogue graphs have no
+such path: their times are NCCL's.
 Channels are NCCL's (:func:`nccl_channels`). ``algorithm="auto"`` and ``protocol="auto"``
 take NCCL's argmin among what NCCL runs (``NCCL_ALGORITHMS``); ``candidates="all"`` adds
 the algorithms NCCL lacks, timed by the per-step model above. ``step_latency=`` turns the

@@ -15,12 +15,13 @@ from ._layout import participants, unavailable
 from ._dual import TIE_RTOL
 from ._hardware import describe, nvlink_edge
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, NCCL_ALGORITHMS, PROTOCOLS, busbw_factor
-from ._options import Options, check_call
+from ._options import Options, check_call, check_efficiency_keys
 from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import time_many, time_plans
 from ._trees import Step, StepFlows
-from ._tuned import DERIVED, rescaled, steady_parts, steady_transfer, transfer_of, tuned_time, tuned_times, why_not_tuned
+from ._tuned import (DERIVED, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
+                     tuned_times, why_not_tuned)
 from ._tuner import _BASE, TUNER_ALGORITHMS
 
 __all__ = ["collective", "collective_variants", "solve_collective", "solve_collectives"]
@@ -170,7 +171,8 @@ def _derivation(graph, ranks, results, best, proto, total, choices, hw, call, ta
     ring_steps = results["ring"][1]
     formula = TunedFormula(
         formula=lambda ring, own, nvlink: tuned_time(best, proto, op, size, p, ring, own,
-                                                     replace(hw, nvlink_bw=nvlink), options, model)[0],
+                                                     replace(hw, nvlink_bw=nvlink), options, model,
+                                                     slow_paths_of(steps))[0],
         ring=results["ring"][3], own=tuple((*solved_on[i][:2], m) for i, m in steady_parts(steps)),
         values=(transfer_of(ring_steps), steady_transfer(steps), hw.nvlink_bw),
         nvlink=-1 if edge is None else index[edge])
@@ -270,7 +272,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         ``ALGORITHMS[op]``.
     policy, policy_options, pxn
         Routing policy (``flowsolver.POLICIES``) and its options (``subflows``, ``seed``); PXN for cross-rail hops.
-    channels : int, optional
+    channels : int in 1 ... 64, optional
         NCCL's channels (default: as NCCL sets them from the hardware,
         :func:`~flowsolver.collectives.nccl_channels`) and the rings of the flow solve
         (default: NICs per server when the ranks span servers, else 1).
@@ -286,13 +288,15 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     chunk : float
         Pipeline chunk of tree all-reduce and ring broadcast / reduce, bytes (default
         512 KiB: NCCL's 4 MiB buffer over its 8 steps).
-    efficiency : float or dict, optional
-        Fraction of the raw link rate reached (all links, or by tech); default the catalogue's.
-    step_latency, base_latency : float, optional
+    efficiency : float in (0, 1] or dict, optional
+        Fraction of the raw link rate reached (all links, or by tech: a key must be a
+        technology of the catalogue or of the graph); default the catalogue's.
+    step_latency, base_latency : float >= 0, optional
         Override the per-step latency (alpha, s; this turns NCCL's cost model off: a pure
         alpha-beta flow model) and the per-collective base latency (s).
 
-    A collective whose flows cannot complete (a failed link on every path) raises ValueError.
+    A collective whose flows cannot complete (a failed link on every path) raises
+    ValueError; so does an option outside its range, before any work.
 
     Examples
     --------
@@ -317,6 +321,7 @@ def collective_with(graph, op, size, ranks, algorithm, options: Options, model=N
     """:func:`collective` with its options already gathered in an :class:`Options`."""
     check_call(op, algorithm, size, options)
     _checks.checked_graph(graph)
+    check_efficiency_keys(options.efficiency, [graph])
     if model is not None:
         model.check(graph)
         options = model.apply(options)
@@ -346,6 +351,10 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     >>> [round(r.busbw / 1e9) for r in collective_variants([ndr, hdr], "all_reduce", 2**30, algorithm="ring")]  # 8 NICs: 376, 192
     [359, 189]
     """
+    options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
+                      chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
+                      channels=channels, tuner=step_latency is None, candidates=candidates)
+    check_call(op, algorithm, size, options)
     graphs = list(graphs)
     if not graphs:
         raise ValueError("graphs must be a non-empty list of cluster graphs")
@@ -353,10 +362,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     for i, g in enumerate(graphs[1:], 1):
         if list(g.edges()) != edges:
             raise ValueError(f"graphs[{i}] has other nodes or edges than graphs[0]: variants must share the structure")
-    options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
-                      chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
-                      channels=channels, tuner=step_latency is None, candidates=candidates)
-    check_call(op, algorithm, size, options)
+    check_efficiency_keys(options.efficiency, graphs)
     if model is not None:
         model.check(graphs[0])
         options = model.apply(options)

@@ -13,8 +13,8 @@ from ..routing import RoutingMatrix, unchanged
 from ..timing import step_times
 from ._collective import collective_with, solve_collectives
 from ._layout import participants, unavailable
-from ._nccl import ALGORITHMS, DEFAULT_CHUNK, OPS
-from ._options import Options, check_call
+from ._nccl import DEFAULT_CHUNK
+from ._options import Options, check_call, check_efficiency_keys
 from ._results import ConcurrentResult
 from ._schedules import schedule
 from ._solve import route_step, solve_steps, step_latency
@@ -36,9 +36,8 @@ def _plan(graph, spec, options):
     algorithm = spec.get("algorithm", "auto")
     if algorithm == "auto":   # the fastest alone (collective_with also checks every argument)
         algorithm = collective_with(graph, spec["op"], spec["size"], spec.get("ranks"), "auto", opts).algorithm
-    elif spec["op"] not in ALGORITHMS or algorithm not in ALGORITHMS[spec["op"]]:
-        raise ValueError(f"op must be one of {', '.join(OPS)} and algorithm one of its "
-                         f"ALGORITHMS entry, got {spec['op']!r} / {algorithm!r}")
+    else:
+        check_call(spec["op"], algorithm, spec["size"], opts)
     ranks, layout = participants(graph, spec["op"], spec.get("ranks"), opts.channels)
     if why := unavailable(algorithm, len(ranks), layout):
         raise ValueError(f"algorithm {algorithm!r} {why}")
@@ -148,9 +147,10 @@ def concurrent_kinds(graph, kinds, *, model=None, **options) -> list:
 def _options(graph, model, *, policy="ecmp", policy_options=None, pxn=True, protocol="Simple",
              chunk=DEFAULT_CHUNK, efficiency=None, step_latency=None, base_latency=None) -> Options:
     """The checked graph's :class:`Options` for :func:`concurrent` (a calibration applied)."""
-    _checks.checked_graph(graph)
     options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency)
+    _checks.checked_graph(graph)
+    check_efficiency_keys(options.efficiency, [graph])
     if model is not None:
         model.check(graph)
         options = model.apply(options)

@@ -69,8 +69,11 @@ class Dual:
     __rmul__ = __mul__
 
     def __truediv__(self, other):
+        # d(a / b) = (da - q db) / b with q = a / b: no b**2, which leaves float64 (an
+        # OverflowError) while a / b and the derivative itself are still finite
         o = Dual.of(other)
-        return self._scaled(self.value / o.value, 1.0 / o.value, o, -self.value / o.value ** 2)
+        q = self.value / o.value
+        return Dual(q, (self.up - q * o.up) / o.value, (self.down - q * o.down) / o.value, self.flag | o.flag)
 
     def __rtruediv__(self, other):
         return Dual.of(other) / self

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import _checks
 from ..routing import gpu_nodes, graph_memo
 from ._nccl import NVLS_EFFICIENCY
 
-__all__ = ["Layout", "NvlsDomain", "participants", "unavailable"]
+__all__ = ["Layout", "NvlsDomain", "participants", "unavailable", "rank_server_codes"]
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,25 @@ class Layout:
     nvls_unavailable: str = ""
 
 
+def _rank_servers(graph, nodes):
+    """Each GPU rank's server (its ``server`` attribute, else a server of its own)."""
+    return graph_memo(graph, "rank-server", lambda: [graph.nodes[n].get("server", ("rank", r))
+                                                     for r, n in enumerate(nodes)])
+
+
+def rank_server_codes(graph) -> np.ndarray:
+    """Each GPU rank's server as an integer code (equal codes: one server), kept with the
+    unchanged graph."""
+    def build():
+        of_rank = _rank_servers(graph, gpu_nodes(graph))
+        code: dict = {}
+        return np.array([code.setdefault(s, len(code)) for s in of_rank], dtype=np.int64)
+    return graph_memo(graph, "rank-server-code", build)
+
+
 def _server_groups(graph, ranks, nodes):
     """Rank positions grouped by server, servers in order of first appearance."""
-    of_rank = graph_memo(graph, "rank-server", lambda: [graph.nodes[n].get("server", ("rank", r))
-                                                         for r, n in enumerate(nodes)])
+    of_rank = _rank_servers(graph, nodes)
     servers: dict = {}
     for pos, r in enumerate(ranks):
         servers.setdefault(of_rank[r], []).append(pos)

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 
+import numpy as np
+
+import topologies as tp
+
 from .. import _checks
+from ..routing import POLICIES, LinkTable, graph_memo
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
 
-__all__ = ["Options", "check_call"]
+__all__ = ["Options", "check_call", "check_efficiency_keys", "checked_collective_options", "MAX_CHANNELS",
+           "POLICY_OPTIONS", "COLLECTIVE_OPTIONS"]
+
+#: NCCL's MAXCHANNELS (src/include/device.h, NCCL 2.13 and later: 64): a communicator never
+#: runs more channels
+MAX_CHANNELS = 64
+#: the keyword options of :func:`flowsolver.route` a collective's ``policy_options`` may set
+POLICY_OPTIONS = ("subflows", "seed", "pxn")
+#: the options a training step passes to every collective (:func:`flowsolver.concurrent_kinds`'s)
+COLLECTIVE_OPTIONS = ("policy", "policy_options", "pxn", "protocol", "chunk", "efficiency", "step_latency",
+                      "base_latency", "model")
 
 
 @dataclass(frozen=True)
@@ -36,6 +53,9 @@ class Options:
     tuner: bool = False
     candidates: str = "nccl"
 
+    def __post_init__(self):
+        _check_options(self)
+
     @property
     def step_protocol(self) -> str:
         """The protocol of the per-step latency constants (``"auto"`` counts as Simple)."""
@@ -62,9 +82,107 @@ def check_call(op, algorithm, size, options: Options) -> None:
     allowed = ALGORITHMS[op]
     if algorithm != "auto" and algorithm not in allowed:
         raise ValueError(f"algorithm for {op} must be 'auto' or one of {', '.join(allowed)}, got {algorithm!r}")
-    if options.protocol != "auto" and options.protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be 'auto' or one of {', '.join(PROTOCOLS)}, got {options.protocol!r}")
-    if options.candidates not in ("nccl", "all"):
-        raise ValueError(f"candidates must be 'nccl' or 'all', got {options.candidates!r}")
     _checks.positive_number("size", size, "bytes")
-    _checks.positive_number("chunk", options.chunk, "bytes")
+
+
+def _real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _seconds(name: str, value) -> None:
+    """None, or a finite number of seconds >= 0."""
+    if value is None:
+        return
+    if not _real(value) or not math.isfinite(float(value)) or value < 0:
+        raise ValueError(f"{name} must be None or a finite number of seconds >= 0, got {_checks._plain(value)!r}")
+
+
+def _efficiency(value) -> None:
+    """None, a fraction in (0, 1], or a dict of them by technology name."""
+    if value is None:
+        return
+    if isinstance(value, dict):
+        for tech, fraction in value.items():
+            if not isinstance(tech, str):
+                raise ValueError(f"efficiency keys must be link technology names (str), got {tech!r}")
+            _checks.fraction(f"efficiency[{tech!r}]", fraction, zero_ok=False)
+        return
+    if not _real(value):
+        raise ValueError(f"efficiency must be None, a fraction in (0, 1] of the raw link rate, or a dict of them "
+                         f"by link technology, got {_checks._plain(value)!r}")
+    _checks.fraction("efficiency (the fraction of the raw link rate reached)", value, zero_ok=False)
+
+
+def _check_options(o: Options) -> None:
+    """ValueError naming the first option of ``o`` outside what it allows (before any work)."""
+    if o.policy not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {o.policy!r}")
+    if not isinstance(o.policy_options, dict) or set(o.policy_options) - set(POLICY_OPTIONS):
+        got = sorted(map(str, o.policy_options)) if isinstance(o.policy_options, dict) else o.policy_options
+        raise ValueError(f"policy_options must be a dict with keys among {', '.join(POLICY_OPTIONS)}, got {got!r}")
+    if "subflows" in o.policy_options:
+        _checks.integer("policy_options['subflows']", o.policy_options["subflows"])
+    if "seed" in o.policy_options:
+        _checks.integer("policy_options['seed']", o.policy_options["seed"], minimum=0)
+    for name in ("pxn", "tuner"):
+        if not isinstance(getattr(o, name), (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {getattr(o, name)!r}")
+    if "pxn" in o.policy_options and not isinstance(o.policy_options["pxn"], (bool, np.bool_)):
+        raise ValueError(f"policy_options['pxn'] must be True or False, got {o.policy_options['pxn']!r}")
+    if o.protocol != "auto" and o.protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be 'auto' or one of {', '.join(PROTOCOLS)}, got {o.protocol!r}")
+    if o.candidates not in ("nccl", "all"):
+        raise ValueError(f"candidates must be 'nccl' or 'all', got {o.candidates!r}")
+    _checks.positive_number("chunk", o.chunk, "bytes")
+    _efficiency(o.efficiency)
+    _seconds("step_latency", o.step_latency)
+    _seconds("base_latency", o.base_latency)
+    if o.channels is not None:
+        _checks.integer("channels", o.channels, maximum=MAX_CHANNELS)
+
+
+def check_efficiency_keys(efficiency, graphs) -> None:
+    """ValueError when an ``efficiency`` dict names a technology that is neither in the
+    ``topologies`` link catalogue (:func:`topologies.link_names`, with the user's own
+    :func:`topologies.register_link` entries) nor on a link of one of ``graphs``: a
+    mistyped key would otherwise apply to no link, silently. A catalogue technology the
+    graph lacks is allowed (one dict for several fabrics: NDR and HDR variants)."""
+    if not isinstance(efficiency, dict):
+        return
+    present = set()
+    for g in graphs:           # the graph's link table, kept with it while it is unchanged
+        links = graph_memo(g, "links", lambda g=g: LinkTable.from_graph(g))
+        present.update(graph_memo(g, "techs", lambda links=links: {str(t) for t in set(links.tech) if t}))
+    unknown = sorted(set(efficiency) - present - set(tp.link_names()))
+    if unknown:
+        raise ValueError(f"efficiency names unknown link technolog{'y' if len(unknown) == 1 else 'ies'} "
+                         f"{', '.join(map(repr, unknown))}: the graph's links are "
+                         f"{', '.join(sorted(present)) or 'of no technology (no tech attribute)'}; the catalogue's are "
+                         f"{', '.join(sorted(tp.link_names()))}")
+
+
+def checked_collective_options(options, graph) -> dict:
+    """A training step's ``collective_options`` (a dict of :data:`COLLECTIVE_OPTIONS`)
+    checked as :func:`flowsolver.concurrent_kinds` will use them, before any work: a
+    ValueError names an unknown key or the first option outside what it allows.
+
+    >>> checked_collective_options({"step_latency": -1e-6}, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: collective_options: step_latency must be None or a finite number of seconds >= 0, got -1e-06
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ValueError(f"collective_options must be a dict, got {type(options).__name__}")
+    unknown = sorted(map(str, set(options) - set(COLLECTIVE_OPTIONS)))
+    if unknown:
+        raise ValueError(f"collective_options keys must be among {', '.join(COLLECTIVE_OPTIONS)}, got {unknown}")
+    kw = {k: v for k, v in options.items() if k != "model" and not (k == "policy_options" and v is None)}
+    try:
+        built = Options(**kw)
+        if graph is not None:
+            check_efficiency_keys(built.efficiency, [graph])
+    except ValueError as err:
+        raise ValueError(f"collective_options: {err}") from None
+    return dict(options)

@@ -22,6 +22,13 @@ class CollectiveStep:
     that are the max-min bottleneck of some flow of the step (:class:`flowsolver.routing.Bottleneck`
     records), the link whose flows would take longest at the step's first rates first (the
     links that set the step time).
+
+    ``slow_paths``: the step's paths slower than the link catalogue makes them (a machine
+    file's latencies, an edited graph), as ``(between_nodes, path, excess)`` triples (s:
+    the path's latency, the sum of its links' fluid-weighted; its excess over the same
+    links at their catalogue latency, 0 for a technology the catalogue lacks), those no
+    other triple of the step's kind exceeds in both; ``()`` on catalogue graphs. NCCL's cost
+    model prices a hop at least at its path (:func:`flowsolver.collectives._tuned.path_excess`).
     """
 
     count: int
@@ -31,6 +38,7 @@ class CollectiveStep:
     latency: float
     bottleneck: tuple
     latency_count: int | None = None
+    slow_paths: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def time(self) -> float:

@@ -53,19 +53,39 @@ def _efficiency(der) -> np.ndarray:
     return np.where(raw > 0, der.effective / np.where(raw > 0, raw, 1.0), 0.0)
 
 
+def _raw_scale(der) -> np.ndarray:
+    """Each link's raw capacity (1 where it is 0): the unit of the derivatives' chain."""
+    raw = np.asarray(der.raw, dtype=np.float64)
+    return np.where((raw > 0) & np.isfinite(raw), raw, 1.0)
+
+
+def _per_capacity(der, elastic) -> np.ndarray:
+    """d time / d raw_l from ``elastic`` = raw_l x d time / d raw_l (0 on failed links): the
+    division overflows to a signed infinity for a link of ~1e-300 B/s, never to NaN."""
+    raw = np.asarray(der.raw, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        return np.where(raw > 0, elastic / _raw_scale(der), 0.0)
+
+
 def _check_side(side):
     if side not in ("up", "down"):
         raise ValueError(f"side must be 'up' or 'down', got {side!r}")
 
 
-def _flow_gradient(der, side):
-    key = ("gradient", side, tuple((id(rm), id(sizes), count) for rm, sizes, count in der.steps))
+def _flow_elasticity(der, side):
+    """raw_l x d (flow-solved time) / d raw_l per link (s): the steps' elasticities in their
+    effective capacities, which are the same (effective = efficiency x raw)."""
+    key = ("elasticity", side, tuple((id(rm), id(sizes), count) for rm, sizes, count in der.steps))
     if key not in der.cache:            # the ring's and an algorithm's own steps are often the same
         total = np.zeros(len(der.raw))
         for cs, count in _steps(der):
-            total += count * cs.gradient(side)
-        der.cache[key] = total * _efficiency(der)
+            total += count * cs.elasticity(side)
+        der.cache[key] = total
     return der.cache[key]
+
+
+def _flow_gradient(der, side):
+    return _per_capacity(der, _flow_elasticity(der, side))
 
 
 def _flow_one_sided(der):
@@ -78,6 +98,14 @@ def _flow_one_sided(der):
 def _flow_directional(der, dc, side):
     eff = dc * _efficiency(der)
     return float(sum(count * cs.directional(eff, side) for cs, count in _steps(der)))
+
+
+def _unit_direction(der, dc):
+    """``dc`` scaled to at most each link's raw capacity, and the factor it was divided by
+    (the derivative is positively homogeneous in the direction: the chain runs on numbers
+    of the order of the time, the factor multiplies the result)."""
+    reach = float(np.max(np.abs(dc) / _raw_scale(der), initial=0.0))
+    return (dc / reach, reach) if reach > 0 else (dc, 0.0)
 
 
 def _tuned(der, tangent, flagged, nvlink_tangent, side):
@@ -100,21 +128,25 @@ def _nvlink_scale(der) -> float:
 
 
 def _tuned_gradient(der, side):
-    """(Dual, derivative) of a tuned time along each link alone (cached with the derivation)."""
+    """(Dual, derivative) of a tuned time along each link alone, in units of each link's raw
+    capacity (raw_l x d time / d raw_l: finite wherever the time is; cached with the
+    derivation)."""
     if ("tuned", side) not in der.cache:
         onehot = np.zeros(len(der.raw))
         if der.tuned.nvlink >= 0:
-            onehot[der.tuned.nvlink] = _nvlink_scale(der)
-        der.cache["tuned", side] = _tuned(der, _flow_gradient, _flow_one_sided, onehot, side)
+            onehot[der.tuned.nvlink] = _nvlink_scale(der) * _raw_scale(der)[der.tuned.nvlink]
+        der.cache["tuned", side] = _tuned(der, _flow_elasticity, _flow_one_sided, onehot, side)
     return der.cache["tuned", side]
 
 
 def time_gradient(der, side: str = "up") -> np.ndarray:
-    """d time / d raw capacity of each link alone, s per byte/s."""
+    """d time / d raw capacity of each link alone, s per byte/s (a derivative past float64,
+    on a link of ~1e-300 B/s, is a signed infinity, never NaN)."""
     _check_side(side)
     if der.tuned is None:
         return _flow_gradient(der, side)
-    return np.broadcast_to(_tuned_gradient(der, side)[1], (len(der.raw),)).astype(np.float64)
+    elastic = np.broadcast_to(_tuned_gradient(der, side)[1], (len(der.raw),)).astype(np.float64)
+    return _per_capacity(der, elastic)
 
 
 def one_sided(der) -> np.ndarray:
@@ -139,10 +171,18 @@ def time_directional(der, d_capacity, side: str = "up") -> float:
     dc = np.asarray(d_capacity, dtype=np.float64)
     if dc.shape != (len(der.raw),):
         raise ValueError(f"d_capacity must have shape ({len(der.raw)},) - one entry per link - got {dc.shape}")
+    if not np.isfinite(dc).all():
+        raise ValueError("d_capacity must be finite numbers (bytes/s per link)")
+    unit, reach = _unit_direction(der, dc)
+    if reach == 0.0:
+        return 0.0
     if der.tuned is None:
-        return _flow_directional(der, dc, side)
-    dn = dc[der.tuned.nvlink] * _nvlink_scale(der) if der.tuned.nvlink >= 0 else 0.0
-    return float(_tuned(der, lambda d, s: _flow_directional(d, dc, s), lambda d: False, dn, side)[1])
+        value = _flow_directional(der, unit, side)
+    else:
+        dn = unit[der.tuned.nvlink] * _nvlink_scale(der) if der.tuned.nvlink >= 0 else 0.0
+        value = float(_tuned(der, lambda d, s: _flow_directional(d, unit, s), lambda d: False, dn, side)[1])
+    with np.errstate(over="ignore"):
+        return float(np.float64(value) * reach)
 
 
 def sensitivity_table(links, time: float, gradient, directional, side: str = "up"):

@@ -15,10 +15,12 @@ from ..solver import max_min_fair
 from .._completion_sensitivity import KeptRun
 from ..timing import completion_times
 from ..traffic import Flows
+from ._layout import rank_server_codes
 from ._nccl import hop_latency
 from ._results import CollectiveStep
 
-__all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "solve_steps", "time_plans", "time_many"]
+__all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "solve_steps", "time_plans", "time_many",
+           "catalogue_latency", "slow_paths"]
 
 
 
@@ -129,14 +131,78 @@ def step_latencies(rm, group, n_groups, options) -> np.ndarray:
     return np.array([hop[int(r)] for r in worst]) + np.maximum(path, 0.0)
 
 
-def _result_of(steps, solved, latency, n_links, base, routed=None):
+def _catalogue_latencies(table) -> np.ndarray:
+    known = set(tp.link_names())
+    per = {t: (tp.get_link(t).latency if t in known else 0.0) for t in set(table.tech)}
+    return np.fromiter((per[t] for t in table.tech), dtype=np.float64, count=len(table.tech))
+
+
+def catalogue_latency(graph, table=None) -> np.ndarray:
+    """Per link of ``graph`` (``table``: its link table, if built), the ``topologies`` link
+    catalogue's latency for the link's technology (s; 0 for a technology the catalogue
+    does not know): the latency NCCL's per-hop constants already include (the catalogue's
+    NVLink and PCIe figures are NCCL's own, its switches' a few hundred ns). Kept with the
+    unchanged graph."""
+    def build():
+        return _catalogue_latencies(graph_memo(graph, "links", lambda: LinkTable.from_graph(graph))
+                                    if table is None else table)
+    return graph_memo(graph, "catalogue-latency", build)
+
+
+def slow_paths(rm, group, n_groups, reference, between) -> list:
+    """Per step of ``rm`` (``group``: the step of each flow, contiguous) the
+    ``(between_nodes, path, excess)`` triples of its flows slower than at the catalogue's
+    ``reference`` latencies (see :class:`CollectiveStep`), ``between`` each flow's
+    crossing of nodes; only the triples no other of the same step and kind exceeds in both
+    path and excess. ``()`` for every step where no link is slower than its reference."""
+    out = [()] * n_groups
+    if not rm.n_flows or not (rm.links.latency > reference).any():
+        return out
+    path = rm.path_latency()
+    excess = path - replace(rm, links=replace(rm.links, latency=reference)).path_latency()
+    slow = np.flatnonzero(excess > 0)
+    if not len(slow):
+        return out
+    # the Pareto front of each (step, kind) without a loop over flows: sorted by step, kind,
+    # longest path first, a flow is kept when its excess beats every earlier one's of its
+    # segment (excess ranks offset per segment, so one running maximum serves them all)
+    grp, kind, p, e = group[slow], between[slow].astype(np.int64), path[slow], excess[slow]
+    order = np.lexsort((-e, -p, kind, grp))
+    grp, kind, p, e = grp[order], kind[order], p[order], e[order]
+    segment = np.concatenate([[0], np.cumsum((np.diff(grp) != 0) | (np.diff(kind) != 0))])
+    rank = np.unique(e, return_inverse=True)[1].reshape(-1)
+    key = segment * (len(e) + 1) + rank
+    before = np.concatenate([[-1], np.maximum.accumulate(key)[:-1]])
+    fronts: dict = {}
+    for i in np.flatnonzero(key > before):
+        fronts.setdefault(int(grp[i]), []).append((bool(kind[i]), float(p[i]), float(e[i])))
+    for g, kept in fronts.items():
+        out[g] = tuple(kept)
+    return out
+
+
+def _between_nodes(graph, ranks, keys) -> np.ndarray:
+    """Per flow of the steps ``keys`` (in order): whether its ends are GPUs of two servers
+    (an end that is a switch, in-switch reduction, is inside its GPU's node)."""
+    server = rank_server_codes(graph)[np.asarray(ranks, dtype=np.int64)]
+    out = []
+    for k in keys:
+        a, b = k.positions()
+        ends = (a >= 0) & (b >= 0)
+        out.append(ends & (server[np.where(ends, a, 0)] != server[np.where(ends, b, 0)]))
+    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
+
+
+def _result_of(steps, solved, latency, n_links, base, routed=None, slow=None):
     """(time, CollectiveSteps, link utilisation, what each step's transfer was solved on:
-    ``(routing, sizes, count)`` per step) of one algorithm from its solved steps."""
+    ``(routing, sizes, count)`` per step) of one algorithm from its solved steps (``slow``:
+    each step's slow paths, :func:`slow_paths`)."""
     parts, util_time, busy, total = [], np.zeros(n_links), 0.0, base
     for st in steps:
         transfer, util, bottleneck = solved[st.flows]
         step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=transfer,
-                              latency=latency[st.flows], bottleneck=bottleneck, latency_count=st.latency_count)
+                              latency=latency[st.flows], bottleneck=bottleneck, latency_count=st.latency_count,
+                              slow_paths=() if slow is None else slow[st.flows])
         parts.append(step)
         total += step.time
         if np.isfinite(transfer):
@@ -214,7 +280,7 @@ def time_many(graph, jobs, scenarios=None):
     efficiency = jobs[0][2].efficiency
     if any(options.efficiency != efficiency for _, _, options in jobs):
         raise ValueError("collectives solved together must share the link efficiency")
-    routed_jobs = []
+    routed_jobs, ranks_of = [], [ranks for ranks, _, _ in jobs]
     for ranks, plans, options in jobs:
         keys = list(dict.fromkeys(st.flows for steps in plans.values() for st in steps))
         routed_jobs.append((keys, *route_steps(graph, ranks, keys, options)))
@@ -241,11 +307,17 @@ def time_many(graph, jobs, scenarios=None):
         if run is not None:
             run.index.update({id(routed[k][0]): first[j] + i for i, k in enumerate(keys)})
         timed = []
-        for table, cap, solved_b in zip(tables, caps, solved_all):
+        between = None
+        for table, scenario, cap, solved_b in zip(tables, scenarios, caps, solved_all):
             solved = dict(zip(keys, solved_b[first[j]:first[j + 1]]))
-            latency = dict(zip(keys, step_latencies(replace(rm_j, links=table), group_j, len(keys),
-                                                    options).tolist()))
-            timed.append((table, {alg: (*_result_of(steps, solved, latency, rm_j.n_links, options.base, routed),
-                                        cap, run) for alg, steps in plans.items()}))
+            on_table = replace(rm_j, links=table)
+            latency = dict(zip(keys, step_latencies(on_table, group_j, len(keys), options).tolist()))
+            reference = catalogue_latency(graph, table) if scenario is graph else _catalogue_latencies(table)
+            slow = None
+            if options.tuner and (table.latency > reference).any():     # a path slower than the catalogue's
+                between = _between_nodes(graph, ranks_of[j], keys) if between is None else between
+                slow = dict(zip(keys, slow_paths(on_table, group_j, len(keys), reference, between)))
+            timed.append((table, {alg: (*_result_of(steps, solved, latency, rm_j.n_links, options.base, routed,
+                                                    slow), cap, run) for alg, steps in plans.items()}))
         out.append(timed)
     return out

@@ -11,9 +11,10 @@ import numpy as np
 
 from ._dual import lesser
 from ._nccl import PROTOCOLS, busbw_factor
-from ._tuner import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_latency
+from ._tuner import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
 
-__all__ = ["DERIVED", "transfer_of", "tuned_times", "tuned_time", "steady_parts", "why_not_tuned", "rescaled"]
+__all__ = ["DERIVED", "transfer_of", "tuned_times", "tuned_time", "steady_parts", "why_not_tuned", "rescaled",
+           "slow_paths_of", "path_excess"]
 
 #: NCCL algorithms without a flow schedule of their own: their bandwidth term is the
 #: ring's flow solve (the graph's bus bandwidth) through NCCL's formula
@@ -43,6 +44,38 @@ def steady_transfer(steps) -> float:
     return float(sum(m * steps[i].transfer for i, m in steady_parts(steps)))
 
 
+def slow_paths_of(steps) -> tuple:
+    """The ``slow_paths`` of solved :class:`CollectiveStep` values, together."""
+    return tuple(t for st in steps for t in getattr(st, "slow_paths", ()))
+
+
+def path_excess(paths, algorithm, protocol, op, hw) -> float:
+    """Seconds to add to NCCL's latency of ``algorithm`` / ``protocol`` because the graph's
+    paths are slower than NCCL's hop constants assume (``paths``: :func:`slow_paths_of`).
+
+    A hop cannot take less than its path's latency. NCCL counts its hops inside nodes and
+    between nodes (:func:`~._tuner.tuner_hops`) at a constant ``c`` each, measured on
+    hardware whose links have the catalogue's latencies; so each counted hop of a kind
+    costs, beyond ``c``, ``max(0, min(path - c, excess))`` for the kind's slowest path
+    (``excess``: its latency beyond the same links at catalogue latencies, which ``c``
+    already includes). A catalogue graph has no slow path: nothing is added.
+
+    >>> from ._tuner import Hardware
+    >>> paths = ((True, 10e-3, 10e-3),)        # a 10 ms path between nodes (unknown technology)
+    >>> round(path_excess(paths, "ring", "Simple", "all_reduce", Hardware(8, 8)) * 1e3, 6)   # 14 hops, 14 us each
+    139.804
+    """
+    if not paths:
+        return 0.0
+    total = 0.0
+    for (count, constant), between in zip(tuner_hops(algorithm, protocol, op, hw), (False, True)):
+        if count:
+            worst = max((min(path - constant, excess) for kind, path, excess in paths if kind == between),
+                        default=0.0)
+            total += count * max(worst, 0.0)
+    return total
+
+
 def _protocols(options):
     return PROTOCOLS if options.protocol == "auto" else (options.protocol,)
 
@@ -69,17 +102,21 @@ def tuned_times(op, size, p, results, hw, options, model=None) -> dict:
     out = {}
     for a, (_, steps, *_) in results.items():
         own = steady_transfer(steps)
+        paths = slow_paths_of(steps)
         for proto in _protocols(options):
             if enabled(a, proto, op, hw):
-                out[a, proto] = tuned_time(a, proto, op, size, p, ring_transfer, own, hw, options, model)
+                out[a, proto] = tuned_time(a, proto, op, size, p, ring_transfer, own, hw, options, model, paths)
     return out
 
 
-def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, model=None):
+def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, model=None, paths=()):
     """(time, latency) (s) NCCL's cost model gives ``a`` / ``proto``: the ring's flow-solved
     transfer ``ring_transfer`` (s) is the graph's bus bandwidth, ``own_transfer`` (s) the
     algorithm's own steady-state transfer, ``hw.nvlink_bw`` a GPU's NVLink (bytes/s). The
-    three may be :class:`~._dual.Dual` numbers: the time is then their Dual (its derivative)."""
+    three may be :class:`~._dual.Dual` numbers: the time is then their Dual (its derivative).
+    ``paths``: the algorithm's steps' paths slower than the catalogue's (:func:`path_excess`
+    adds what they cost beyond NCCL's hop constants, after a calibration's latency scale,
+    which fits NCCL's constants only)."""
     busbw = size * busbw_factor(op, p) / ring_transfer if ring_transfer > 0 else np.inf
     own_algbw = size / own_transfer if own_transfer > 0 else np.inf
     lat = tuner_latency(a, proto, op, hw, size)
@@ -87,6 +124,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
         lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
     if model is not None:
         lat = model.latency(lat, a, proto)
+    lat += path_excess(paths, a, proto, op, hw)
     algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
     if a in ("tree", "nvls") and (op, a) not in DERIVED:
         algbw = lesser(algbw, own_algbw)

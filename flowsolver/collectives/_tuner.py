@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ._dual import lesser
 from ._nccl import PROTOCOLS
 
-__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "tuner_latency", "tuner_algbw", "enabled", "predict"]
+__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "tuner_latency", "tuner_hops", "tuner_algbw", "enabled", "predict"]
 
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
 #: flowsolver names of NCCL's algorithms (CollNet is left out: no fabric here offers
@@ -112,6 +112,49 @@ def enabled(algorithm, protocol, op, hw: Hardware) -> bool:
     return False
 
 
+def _hop_constants(algorithm, protocol, hw: Hardware):
+    """(intra, inter): NCCL's latency of one hop inside a node and between nodes (us) for
+    ``algorithm`` / ``protocol`` on ``hw`` (a ring across nodes pays at least the network
+    overhead inside one; one GPU per node crosses nodes with the tree's constant)."""
+    i = PROTOCOLS.index(protocol)
+    intra = _HW[algorithm][hw.intra][i]
+    inter_alg = "tree" if hw.ppn == 1 else algorithm
+    inter = _HW[inter_alg]["network"][i] + hw.net_latency / _US * (2 if protocol == "Simple" else 1)
+    if algorithm == "ring" and hw.nodes > 1:
+        intra = max(intra, _NET_OVERHEAD[hw.cpu] * (3 if protocol == "Simple" else 1))
+    return intra, inter
+
+
+def tuner_hops(algorithm, protocol, op, hw: Hardware) -> tuple:
+    """``((n_intra, intra), (n_inter, inter))``: how many hops inside a node and between
+    nodes NCCL's latency of ``algorithm`` / ``protocol`` counts one after the other, and
+    what it charges for one (s), as :func:`tuner_latency` adds them up (ring: ``2 (n - 1)``
+    steps for all-reduce, ``n - 1`` otherwise, ``2 (nodes - 1)`` of them between nodes; tree:
+    ``2 (ppn - 1)`` inside and ``2 log2(nodes)`` between; NVLS one of each; NVLSTree one
+    inside and ``2 log2(nodes)`` between; PAT ``log2(nodes)`` between at a third and a half
+    of the network constant).
+
+    >>> [(n, round(c * 1e6, 6)) for n, c in tuner_hops("ring", "Simple", "all_reduce", Hardware(16, 2))]
+    [(28, 3.4), (2, 14.0)]
+    """
+    intra, inter = _hop_constants(algorithm, protocol, hw)
+    nodes, log_nodes = hw.nodes, math.log2(hw.nodes)
+    if algorithm == "ring":
+        n_inter = 0 if nodes == 1 else _steps(op, nodes)
+        n_intra = _steps(op, hw.ranks) - n_inter
+    elif algorithm == "tree":
+        n_intra, n_inter = 2 * (hw.ppn - 1), 2 * log_nodes
+    elif algorithm == "nvls":
+        n_intra, n_inter = 1, (1 if nodes > 1 else 0)
+    elif algorithm == "nvls_tree":
+        n_intra, n_inter = 1, 2 * log_nodes
+    elif algorithm == "pat":
+        n_intra, n_inter, inter = 0, log_nodes, inter / 3.5
+    else:
+        raise ValueError(f"algorithm must be one of {', '.join(TUNER_ALGORITHMS)}, got {algorithm!r}")
+    return (n_intra, intra * _US), (n_inter, inter * _US)
+
+
 def tuner_latency(algorithm, protocol, op, hw: Hardware, size: float | None = None) -> float:
     """NCCL's predicted latency (s) of ``algorithm`` / ``protocol`` for ``op`` on ``hw``
     (``size`` bytes turns on the ring Simple all-reduce factor of large messages).
@@ -122,13 +165,9 @@ def tuner_latency(algorithm, protocol, op, hw: Hardware, size: float | None = No
     i = PROTOCOLS.index(protocol)
     simple = protocol == "Simple"
     lat = _BASE[algorithm][i]
-    intra = _HW[algorithm][hw.intra][i]
-    inter_alg = "tree" if hw.ppn == 1 else algorithm
-    inter = _HW[inter_alg]["network"][i] + hw.net_latency / _US * (2 if simple else 1)
+    intra, inter = _hop_constants(algorithm, protocol, hw)
     nodes, log_nodes = hw.nodes, math.log2(hw.nodes)
     if algorithm == "ring":
-        if nodes > 1:
-            intra = max(intra, _NET_OVERHEAD[hw.cpu] * (3 if simple else 1))
         inter_steps = 0 if nodes == 1 else _steps(op, nodes)
         lat += (_steps(op, hw.ranks) - inter_steps) * intra + inter_steps * inter
         if simple and op == "all_reduce" and nodes > 1 and size is not None \

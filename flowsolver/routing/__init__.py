@@ -93,10 +93,10 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     every fabric path computed (per pair of attach switches, per rule) are kept with the
     graph and reused by later calls, so the steps of a collective, the candidates of
     ``"auto"`` and the groups of a training step route only the pairs not seen before
-    (:func:`path_computations` counts the calls that computed any). A graph edited since
-    (nodes, edges, working links, capacities, latencies or cables) gets a fresh cache; for an
-    edit that changes none of these totals call :func:`clear_route_cache`. A cached route is
-    identical to a fresh one.
+    (any node or edge added or removed, any attribute of an edge, the kind, server, rail,
+    role or group of a node) gets a fresh cache, whatever the edit leaves equal (a failure
+    moved to another cable of the same capacity); for an edit of another node attribute
+    call :func:`clear_route_cache`. A cached route is identical to a fresh one.
 
     Examples
     --------

@@ -7,6 +7,7 @@ import dataclasses
 import topologies as tp_
 
 from .. import _checks
+from ..collectives._options import checked_collective_options
 from ..routing import unchanged
 from ._compose import StepResult, check_recompute_layers, checked_schedule, compose
 from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, check_precision
@@ -183,8 +184,10 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         Collective algorithm per parallelism (``tp``, ``cp``, ``pp``, ``ep``, ``dp``),
         default ``"auto"`` (``cp``: ``"ring"``, ring attention).
     collective_options : dict, optional
-        Passed to every collective (``policy``, ``efficiency``, ``step_latency``, ``model``: a
-        :func:`flowsolver.calibrate` result, ...).
+        Passed to every collective (:func:`flowsolver.concurrent_kinds`' options: ``policy``,
+        ``policy_options``, ``pxn``, ``protocol``, ``chunk``, ``efficiency``, ``step_latency``,
+        ``base_latency``, ``model``: a :func:`flowsolver.calibrate` result); checked, with
+        the ranges :func:`flowsolver.collective` gives them, before anything is solved.
 
     Examples
     --------
@@ -199,6 +202,7 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     if seq_len is not None:
         spec = dataclasses.replace(spec, seq_len=_checks.integer("seq_len", seq_len))
     _checks.checked_graph(graph)
+    collective_options = checked_collective_options(collective_options, graph)
     micro_batch = _checks.integer("micro_batch", micro_batch)
     layout = _layout(graph, spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, ranks=ranks, order=order)
     zero = check_zero(zero)
@@ -221,6 +225,6 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     # every group's steps routed on one index of the graph, checked once (above)
     with unchanged(graph), _checks.trusted(graph):
         profile = solve_profile(graph, spec, layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
-                                algorithms=_algorithms(algorithms), options=dict(collective_options or {}),
+                                algorithms=_algorithms(algorithms), options=collective_options,
                                 sequence_parallel=sequence_parallel, capacity_factor=factor)
     return compose(profile, schedule)
