@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))                      # the checkout's flowsolver, 
 sys.path.insert(0, str(HERE / "validation"))
 
 import setups as S  # noqa: E402
-from flowsolver import busbw_factor, collective, training_step  # noqa: E402
+from flowsolver import busbw_factor, collective, default_cache_dir, training_step  # noqa: E402
 
 CORPUS = HERE / "validation"
 KIB, MIB, GIB = 2**10, 2**20, 2**30
@@ -240,7 +240,7 @@ def _print_table(title: str, rows: list[tuple]) -> None:
     if title == "size band":
         rows = sorted(rows, key=lambda r: _BAND_ORDER[r[0]])
     for g, n, mabs, med in rows:
-        print(f"    {str(g):34s} {n:5d}   median |err| {mabs:7.1%}   bias {med:+8.1%}")
+        print(f"    {str(g):46s} {n:5d}   median |err| {mabs:7.1%}   bias {med:+8.1%}")
 
 
 def describe_point(pt: dict) -> str:
@@ -375,27 +375,49 @@ def plot(points: list[dict], folder: Path) -> list[Path]:
 # --- main -------------------------------------------------------------------------------------
 
 def _quick_collectives(points):
-    """Every curve, its smallest and largest size and every fourth in between."""
+    """A subset that keeps every source and machine: the first curve of each (source, cluster,
+    op, one node or several), at its smallest and largest size and every sixth in between
+    (the largest only of a curve of four sizes or fewer: the NVL72 tails, whose multi-rack
+    tree solves take seconds each)."""
     by_curve = defaultdict(list)
     for pt in points:
         by_curve[pt["curve"]].append(pt)
-    keep = []
-    for pts in by_curve.values():
+    keep, seen = [], set()
+    for curve, pts in by_curve.items():
+        setup = S.CURVES.get(curve)
+        group = (pts[0]["source"], setup.cluster if setup else curve, pts[0]["op"], pts[0]["nodes"] > 1)
+        if group in seen:
+            continue
+        seen.add(group)
         pts.sort(key=lambda p: (p["size"], p["gpus_per_node"], p["env"]))
         sizes = sorted({p["size"] for p in pts})
-        chosen = set(sizes[::4]) | {sizes[0], sizes[-1]}
+        chosen = {sizes[-1]} if len(sizes) <= 4 else set(sizes[::6]) | {sizes[0], sizes[-1]}
         keep.extend(p for p in pts if p["size"] in chosen)
     return keep
 
 
 def _quick_training(indexed):
-    """Per (source, model, metric), the row on the fewest GPUs."""
+    """Per source, up to four rows: one per (model, precision), on the fewest GPUs."""
     best = {}
     for i, row in indexed:
-        key = (row["source"], row["model"], row["metric"], row["precision"])
+        key = (row["source"], row["model"], row["precision"])
         if key not in best or int(row["gpus"]) < int(best[key][1]["gpus"]):
             best[key] = (i, row)
-    return sorted(best.values(), key=lambda x: x[0])
+    per_source = defaultdict(list)
+    for i, row in sorted(best.values(), key=lambda x: (int(x[1]["gpus"]), x[0])):
+        if len(per_source[row["source"]]) < 4:
+            per_source[row["source"]].append((i, row))
+    return sorted((x for rows in per_source.values() for x in rows), key=lambda x: x[0])
+
+
+def compilation_cache(folder) -> None:
+    """Keep JAX's compiled solves in ``folder`` across runs (the project's $FLOWSOLVER_CACHE_DIR
+    convention: nothing is written outside the outputs unless a folder is named)."""
+    import jax
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def run(sources=None, quick=False, progress=False) -> dict:
@@ -424,7 +446,8 @@ def run(sources=None, quick=False, progress=False) -> dict:
     result = dict(
         quick=quick, sources=sorted(sources) if sources else "all",
         runtime_s=dict(collectives=t1 - t0, training=t2 - t1, total=t2 - t0),
-        collectives=dict(overall=overall(coll), **{name: summary(coll, key) for name, key in GROUPINGS["collective"]}),
+        collectives=dict(overall=overall(coll), **{name: summary(coll, key) for name, key in GROUPINGS["collective"]},
+                         curve=summary(coll, lambda p: p["curve"])),
         training=dict(overall=overall(train), **{name: summary(train, key) for name, key in GROUPINGS["training"]}),
         counts={kind: {status: sum(p["status"] == status for p in pts) for status in ("ok", "excluded", "not_modelled")}
                 for kind, pts in (("collective", coll), ("training", train))},
@@ -443,7 +466,7 @@ def run(sources=None, quick=False, progress=False) -> dict:
     return result
 
 
-def print_report(result: dict, worst: int = 15) -> None:
+def print_report(result: dict, worst: int = 15, by_curve: bool = False) -> None:
     pts = result["points"]
     for kind, label in (("collective", "COLLECTIVES"), ("training", "TRAINING")):
         mine = [p for p in pts if p["kind"] == kind]
@@ -459,6 +482,8 @@ def print_report(result: dict, worst: int = 15) -> None:
                   f"{o['within_10']:.0%}, within 25 %: {o['within_25']:.0%}  (n = {o['n']})")
         for name, _ in GROUPINGS[kind]:
             _print_table(name, result["collectives" if kind == "collective" else "training"][name])
+        if by_curve and kind == "collective":
+            _print_table("curve", result["collectives"]["curve"])
         ok = sorted((p for p in mine if p["status"] == "ok"), key=lambda p: -abs(p["err"]))
         print(f"  {min(worst, len(ok))} worst:")
         for p in ok[:worst]:
@@ -502,12 +527,18 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="PATH", help="write the summary and every point as JSON")
     parser.add_argument("--plot", metavar="DIR", help="one figure per source: busbw / published against the model")
     parser.add_argument("--worst", type=int, default=15, help="how many worst cases to list per kind")
+    parser.add_argument("--by-curve", action="store_true", help="also print the collectives' medians per curve")
+    parser.add_argument("--cache-dir", metavar="DIR", default=None,
+                        help="JAX compilation cache folder (default $FLOWSOLVER_CACHE_DIR; none when unset)")
     args = parser.parse_args(argv)
     known = {r["source"] for r in read_csv("sources.csv")}
     if args.source and not set(args.source) <= known:
         parser.error(f"unknown source(s) {sorted(set(args.source) - known)}; known: {', '.join(sorted(known))}")
+    cache = args.cache_dir or default_cache_dir()
+    if cache:
+        compilation_cache(cache)
     result = run(set(args.source) if args.source else None, quick=args.quick, progress=True)
-    print_report(result, args.worst)
+    print_report(result, args.worst, args.by_curve)
     if args.json:
         Path(args.json).write_text(json.dumps(_jsonable(result), indent=1))
         print(f"wrote {args.json}")

@@ -70,6 +70,14 @@ class Cluster:
         return self.server.nic_rate(self.link)
 
 
+# PCIe 6.0 x16 (PCI-SIG 6.0: 64 GT/s, twice PCIe 5.0's rate per lane) between a Blackwell Ultra
+# GPU and its ConnectX-8 SuperNIC (HGX B300 / GB300 NVL72: CX-8 with a built-in PCIe Gen6
+# switch). Not in the catalogue: PCIe 5.0 x16 scaled x2 (LinkTech.scaled), keeping the
+# catalogue's pcie5 efficiency (NCCL's 48 of 63 GB/s) -- an assumption. On PCIe 5.0 the
+# 2 x 400 Gb/s (100 GB/s) per GPU of these machines would be capped at PCIe 5's 48 GB/s.
+PCIE6 = tp.get_link("pcie5").scaled(2, name="pcie6_x16")
+
+
 def _server(base: str, **changes) -> tp.ServerModel:
     return tp.get_server(base).with_(**changes)
 
@@ -168,9 +176,11 @@ _add(Cluster("oci_bm_gpu4_8", _server("dgx_a100", name="BM.GPU4.8", nic="eth_100
 # BM.GPU.B300.8 (OCI shape table, per the corpus note): 8 B300 on NVLink 5, 8 x 2 x 400 Gb/s RoCE
 # (6.4 Tb/s). B300 (Blackwell Ultra) keeps NVLink 5; for collectives only NCCL's generation
 # (Blackwell) and the link rates matter, so the B200 server model is used.
-_add(Cluster("oci_bm_gpu_b300_8", _server("dgx_b200", name="BM.GPU.B300.8", nic="roce_400g", nic_ports=2),
+_add(Cluster("oci_bm_gpu_b300_8", _server("dgx_b200", name="BM.GPU.B300.8", nic="roce_400g", nic_ports=2,
+                     host_link=PCIE6),
              "roce_400g", "RoCE (OCI)", "B300",
-             "OCI BM.GPU.B300.8: 8 B300 (as B200: NVLink 5, Blackwell) + 8 x 2 x 400 Gb/s RoCE (6.4 Tb/s)."))
+             "OCI BM.GPU.B300.8: 8 B300 (as B200: NVLink 5, Blackwell) + 8 x 2 x 400 Gb/s RoCE (6.4 Tb/s) on "
+             "PCIe 6 (CX-8; pcie5 x2)."))
 # OCI BM.GPU.B200.8 (OCI shape table): 8 B200, 8 x 400 Gb/s RoCE (3.2 Tb/s).
 _add(Cluster("oci_bm_gpu_b200_8", _server("dgx_b200", name="BM.GPU.B200.8", nic="roce_400g"), "roce_400g",
              "RoCE (OCI)", "B200",
@@ -187,10 +197,11 @@ _add(Cluster("oci_gb200_nvl72", _server("nvl72", name="OCI GB200 NVL72", nic="ro
 # GB300 NVL72 on OCI (BM.GPU.GB300.4): NVLink 5 domain as GB200; 8 x 400 Gb/s RoCE per 4-GPU host
 # (NCCL_IB_HCA lists 8: ConnectX-8 800 Gb/s per GPU as 2 x 400) -> 2 ports of 400 Gb/s per GPU.
 # Blackwell Ultra: the GB200 GPU model (NCCL's generation and the NVLink rate are what matter).
-_add(Cluster("oci_gb300_nvl72", _server("nvl72", name="OCI GB300 NVL72", nic="roce_400g", nic_ports=2),
+_add(Cluster("oci_gb300_nvl72",
+             _server("nvl72", name="OCI GB300 NVL72", nic="roce_400g", nic_ports=2, host_link=PCIE6),
              "roce_400g", "NVL72 MNNVL", "GB300",
              "OCI GB300 NVL72 (as GB200 NVL72: NVLink 5 domain of 72): 8 x 400 Gb/s RoCE per 4-GPU host "
-             "(2 per GPU; NCCL_IB_HCA lists 8)."))
+             "(2 per GPU; NCCL_IB_HCA lists 8), CX-8 on PCIe 6 (pcie5 x2)."))
 
 # --- Other clouds and centres ---------------------------------------------------------------
 # Lambda 1-Click Cluster B200 (Lambda docs): 8 B200 + 8 x 400 Gb/s NDR InfiniBand per node
