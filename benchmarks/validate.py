@@ -523,7 +523,7 @@ def _jsonable(obj):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--quick", action="store_true", help="a subset of every curve and source (< 1 minute)")
     parser.add_argument("--source", action="append", metavar="NAME", help="only this source (repeatable)")
     parser.add_argument("--json", metavar="PATH", help="write the summary and every point as JSON")
