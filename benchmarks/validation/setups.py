@@ -1,0 +1,658 @@
+"""The validation corpus mapped onto flowsolver: which cluster and which call each curve of
+``collectives.csv`` and each row of ``training.csv`` is, the way an expert who knows the
+instance types would set it up with the public API and its default settings.
+
+Three tables:
+
+* ``CLUSTERS``: one entry per machine type (server model, NIC count and rate, fabric link),
+  each assumption with the vendor specification it comes from;
+* ``CURVES``: every corpus curve -> the cluster, the placement of its ranks and the algorithm
+  (``"auto"`` is NCCL's choice; an algorithm is forced only where the run forced it), or a
+  reason why it is not modelled / excluded;
+* ``MODELS`` (published shapes of the trained models) and ``TRAINING_SOURCES`` (per source:
+  cluster, framework facts), with :func:`training_call` turning one ``training.csv`` row into
+  ``training_step`` keyword arguments plus the list of what was assumed or left to the
+  library's defaults.
+
+Nothing here changes the model: no efficiency, latency or overlap is fitted. Where a machine
+cannot be expressed faithfully the closest model is used only when the difference does not
+matter in the measured regime (and the note says why); otherwise the curve / row is listed in
+``NOT_MODELLED`` with the reason.
+
+Units: bytes, seconds, bytes/s (the catalogue's); vendor rates in Gb/s are converted by
+``topologies``' link catalogue (``eth_100g`` = 100 Gb/s = 12.5e9 bytes/s per direction).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import topologies as tp
+from flowsolver import ModelSpec, get_model
+
+# --- GPUs the catalogue lacks ------------------------------------------------------------------
+# H200 SXM: the H100's GH100 die with 141 GB HBM3e on the same NVLink 4 / NVSwitch baseboard
+# (HGX H200); NVIDIA H200 datasheet: 900 GB/s NVLink, 989 TFLOP/s dense BF16 (1,979 with
+# sparsity), 1,979 TFLOP/s dense FP8 -- the H100 SXM's figures. In the graphs an H200 is the
+# catalogue's h100_sxm (flowsolver's NVLS table is keyed by GPU type and has no "h200": a
+# GPU type of that name would lose NVLS, which HGX H200 has); the training model gets this
+# GpuSpec (gpu=) for its 141 GB.
+H200 = tp.GpuSpec("h200", 989e12, 141e9, "NVIDIA H200 datasheet (SXM): dense BF16 / FP8, 141 GB HBM3e", 1979e12)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A machine type: ``server`` (a topologies ServerModel), the fabric ``link`` of every
+    network cable, the network ``kind`` label used to group results, the ``gpu`` label
+    (what the source calls it) and ``note``: every assumption with its source."""
+
+    name: str
+    server: tp.ServerModel
+    link: str
+    kind: str
+    gpu: str
+    note: str
+    # the GpuSpec to pass to training_step when the server's GPU type is not in the catalogue
+    train_gpu: object = None
+
+    @property
+    def gpus_per_server(self) -> int:
+        return self.server.gpus
+
+    def graph(self, servers: int):
+        """The cluster graph of ``servers`` servers (cached: one graph per size)."""
+        return _graph(self.name, servers)
+
+    def nic_rate(self) -> float:
+        """Bytes/s one NIC sends into the fabric (ports x the port's rate)."""
+        return self.server.nic_rate(self.link)
+
+
+# PCIe 6.0 x16 (PCI-SIG 6.0: 64 GT/s, twice PCIe 5.0's rate per lane) between a Blackwell Ultra
+# GPU and its ConnectX-8 SuperNIC (HGX B300 / GB300 NVL72: CX-8 with a built-in PCIe Gen6
+# switch). Not in the catalogue: PCIe 5.0 x16 scaled x2 (LinkTech.scaled), keeping the
+# catalogue's pcie5 efficiency (NCCL's 48 of 63 GB/s) -- an assumption. On PCIe 5.0 the
+# 2 x 400 Gb/s (100 GB/s) per GPU of these machines would be capped at PCIe 5's 48 GB/s.
+PCIE6 = tp.get_link("pcie5").scaled(2, name="pcie6_x16")
+
+
+def _server(base: str, **changes) -> tp.ServerModel:
+    return tp.get_server(base).with_(**changes)
+
+
+CLUSTERS: dict[str, Cluster] = {}
+
+
+def _add(c: Cluster) -> None:
+    CLUSTERS[c.name] = c
+
+
+# --- NVIDIA DGX / HGX 8-GPU servers -----------------------------------------------------
+_add(Cluster("dgx_h100_ndr", tp.get_server("dgx_h100"), "ib_ndr", "InfiniBand", "H100",
+             "DGX H100 (DGX H100 user guide): 8 H100 SXM, NVLink 4 / NVSwitch, 8 x ConnectX-7 400 Gb/s NDR, "
+             "one per GPU; DGX SuperPOD rail-optimised fabric (NVIDIA DGX SuperPOD H100 reference architecture). "
+             "The library's default cluster."))
+_add(Cluster("dgx_a100_hdr", tp.get_server("dgx_a100"), "ib_hdr", "InfiniBand", "A100",
+             "DGX A100 / HGX A100 8-GPU (DGX A100 user guide): 8 A100 SXM4, NVLink 3 / NVSwitch, "
+             "8 x ConnectX-6 200 Gb/s HDR. Used for single-node A100 runs, where the NICs carry nothing."))
+_add(Cluster("dgx_b200_ndr", tp.get_server("dgx_b200"), "ib_ndr", "InfiniBand", "B200",
+             "DGX B200 / HGX B200 (DGX B200 user guide): 8 B200, NVLink 5 / NVSwitch, 8 x ConnectX-7 400 Gb/s."))
+
+# --- Azure ND VMs (single VM runs: only the NVLink domain matters) -------------------------
+_add(Cluster("azure_nd_a100_v4", tp.get_server("dgx_a100").with_(name="nd_a100_v4"), "ib_hdr", "NVLink (1 node)",
+             "A100",
+             "Azure ND A100 v4 (Azure docs, ND A100 v4 series): 8 A100 80GB SXM4 on NVLink 3 / NVSwitch, "
+             "8 x 200 Gb/s HDR InfiniBand (unused in a single-VM run)."))
+_add(Cluster("azure_nd_h100_v5", tp.get_server("dgx_h100").with_(name="nd_h100_v5"), "ib_ndr", "NVLink (1 node)",
+             "H100",
+             "Azure ND H100 v5 (Azure docs, ND H100 v5 series): 8 H100 SXM on NVLink 4 / NVSwitch, "
+             "8 x 400 Gb/s NDR InfiniBand (unused in a single-VM run)."))
+_add(Cluster("azure_nd_h200_v5", tp.get_server("dgx_h100").with_(name="nd_h200_v5"), "ib_ndr",
+             "NVLink (1 node)", "H200",
+             "Azure ND H200 v5 (Azure docs, ND H200 v5 series): 8 H200 on NVLink 4 / NVSwitch (the H200 "
+             "datasheet's 900 GB/s NVLink, the H100's), 8 x 400 Gb/s NDR.", H200))
+# ND GB200 v6 (Azure docs, ND GB200 v6 series): one VM is one GB200 compute tray, 2 Grace + 4
+# Blackwell GPUs, NVLink 5 (1.8 TB/s both directions per GPU) to the rack's NVSwitch trays,
+# 4 x 400 Gb/s NDR ConnectX-7. Modelled as the NVL72 server cut to its 4-GPU tray.
+_add(Cluster("azure_nd_gb200_v6", tp.get_server("nvl72").with_(name="nd_gb200_v6", gpus=4, nics=4), "ib_ndr",
+             "NVLink (1 node)", "GB200",
+             "Azure ND GB200 v6: one GB200 tray (4 GPUs, NVLink 5 to the NVL72 switch trays, 4 x 400 Gb/s "
+             "NDR) as the catalogue's nvl72 server cut to 4 GPUs."))
+
+# --- AWS (EFA; Ethernet-class links of the catalogue at the EFA rate) -----------------------
+# p5.48xlarge (AWS EC2 P5 page; EC2 user guide, network cards): 8 H100 SXM, 3,200 Gb/s EFA as
+# 32 network cards of 100 Gb/s, 4 per GPU -> 8 NICs of 4 x 100 Gb/s ports. EFA (SRD) is not in
+# the catalogue; eth_100g has the rate and, like EFA, no measured efficiency figure.
+_add(Cluster("aws_p5", _server("dgx_h100", name="p5.48xlarge", nic="eth_100g", nic_ports=4), "eth_100g", "AWS EFA",
+             "H100",
+             "AWS p5.48xlarge: 8 H100 + 32 x 100 Gb/s EFA (3,200 Gb/s; AWS P5 page), as 8 NICs x 4 ports of "
+             "100 Gb/s Ethernet (EFA is not in the catalogue)."))
+# p5en.48xlarge (AWS P5en announcement, Sept 2024): 8 H200, 3,200 Gb/s EFAv3 as 16 x 200 Gb/s.
+_add(Cluster("aws_p5en", _server("dgx_h100", name="p5en.48xlarge", nic="eth_200g", nic_ports=2),
+             "eth_200g", "AWS EFA", "H200",
+             "AWS p5en.48xlarge: 8 H200 + 16 x 200 Gb/s EFAv3 (3,200 Gb/s; AWS P5en page), as 8 NICs x 2 "
+             "ports of 200 Gb/s Ethernet.", H200))
+# p6-b200.48xlarge (AWS P6 page): 8 B200, 8 x 400 Gb/s EFAv4 (3,200 Gb/s), NVLink 5.
+_add(Cluster("aws_p6_b200", _server("dgx_b200", name="p6-b200.48xlarge", nic="eth_400g"), "eth_400g", "AWS EFA",
+             "B200",
+             "AWS p6-b200.48xlarge: 8 B200 + 8 x 400 Gb/s EFAv4 (3,200 Gb/s; AWS P6-B200 page) as 400 Gb/s "
+             "Ethernet NICs."))
+
+# --- Google Cloud -------------------------------------------------------------------------
+# a3-megagpu-8g (GCP "GPU machine types", A3 Mega): 8 H100 80GB, 8 GPU NICs of 200 Gb/s with
+# GPUDirect-TCPXO (TCP, no RDMA) plus one host NIC -> 8 x 200 Gb/s Ethernet.
+_add(Cluster("gcp_a3_mega", _server("dgx_h100", name="a3-megagpu-8g", nic="eth_200g"), "eth_200g", "GCP TCPXO",
+             "H100",
+             "GCP A3 Mega (a3-megagpu-8g; GCP GPU machine types): 8 H100 + 8 x 200 Gb/s GPU NICs, "
+             "GPUDirect-TCPXO (TCP offload, not RDMA) -> 200 Gb/s Ethernet; NCCL's latency constants are "
+             "InfiniBand's, TCPXO's are not modelled."))
+# a3-ultragpu-8g (GCP GPU machine types, A3 Ultra): 8 H200 141GB, 8 x 400 Gb/s ConnectX-7 RoCE
+# (3,200 Gb/s, GPUDirect RDMA, rail-aligned), plus 2 x 200 Gb/s gVNIC host NICs.
+_add(Cluster("gcp_a3_ultra", _server("dgx_h100", name="a3-ultragpu-8g", nic="roce_400g"), "roce_400g",
+             "GCP RDMA", "H200",
+             "GCP A3 Ultra (a3-ultragpu-8g): 8 H200 + 8 x 400 Gb/s CX-7 RoCE (3,200 Gb/s; GCP GPU machine "
+             "types).", H200))
+# a4-highgpu-8g (GCP GPU machine types, A4): 8 B200, 8 x 400 Gb/s ConnectX-7 RoCE (3,200 Gb/s).
+_add(Cluster("gcp_a4", _server("dgx_b200", name="a4-highgpu-8g", nic="roce_400g"), "roce_400g", "GCP RDMA", "B200",
+             "GCP A4 (a4-highgpu-8g): 8 B200 + 8 x 400 Gb/s CX-7 RoCE (3,200 Gb/s; GCP GPU machine types)."))
+
+# --- Oracle Cloud (RoCE v2 cluster networks) -------------------------------------------------
+# BM.GPU.H100.8 (OCI compute shapes): 8 H100, cluster network 8 x 2 x 200 Gb/s RoCE (3,200 Gb/s;
+# ConnectX-7 dual port); the corpus run lists 16 HCAs; shared/data/nccl-topo's OCI dump shows
+# 8 NICs x 2 ports.
+_add(Cluster("oci_bm_gpu_h100_8", _server("dgx_h100", name="BM.GPU.H100.8", nic="roce_200g", nic_ports=2),
+             "roce_200g", "RoCE (OCI)", "H100",
+             "OCI BM.GPU.H100.8: 8 H100 + 16 x 200 Gb/s RoCE (8 dual-port CX-7, 3.2 Tb/s; OCI shape table; "
+             "the run's NCCL_IB_HCA lists 16)."))
+# BM.GPU4.8 (OCI compute shapes): 8 A100 40GB SXM4, cluster network 8 x 2 x 100 Gb/s RoCE
+# (1.6 Tb/s). The catalogue has no roce_100g; eth_100g has the rate and no efficiency figure,
+# as roce_* (the collectives see the same bytes/s).
+_add(Cluster("oci_bm_gpu4_8", _server("dgx_a100", name="BM.GPU4.8", nic="eth_100g", nic_ports=2), "eth_100g",
+             "RoCE (OCI)", "A100",
+             "OCI BM.GPU4.8: 8 A100 40GB + 16 x 100 Gb/s RoCE (8 x 2 ports, 1.6 Tb/s; OCI shape table) as "
+             "100 Gb/s Ethernet ports (no roce_100g in the catalogue; same rate)."))
+# BM.GPU.B300.8 (OCI shape table, per the corpus note): 8 B300 on NVLink 5, 8 x 2 x 400 Gb/s RoCE
+# (6.4 Tb/s). B300 (Blackwell Ultra) keeps NVLink 5; for collectives only NCCL's generation
+# (Blackwell) and the link rates matter, so the B200 server model is used.
+_add(Cluster("oci_bm_gpu_b300_8", _server("dgx_b200", name="BM.GPU.B300.8", nic="roce_400g", nic_ports=2,
+                     host_link=PCIE6),
+             "roce_400g", "RoCE (OCI)", "B300",
+             "OCI BM.GPU.B300.8: 8 B300 (as B200: NVLink 5, Blackwell) + 8 x 2 x 400 Gb/s RoCE (6.4 Tb/s) on "
+             "PCIe 6 (CX-8; pcie5 x2)."))
+# OCI BM.GPU.B200.8 (OCI shape table): 8 B200, 8 x 400 Gb/s RoCE (3.2 Tb/s).
+_add(Cluster("oci_bm_gpu_b200_8", _server("dgx_b200", name="BM.GPU.B200.8", nic="roce_400g"), "roce_400g",
+             "RoCE (OCI)", "B200",
+             "OCI BM.GPU.B200.8: 8 B200 + 8 x 400 Gb/s RoCE (3.2 Tb/s; OCI shape table); the training "
+             "example does not state the fabric."))
+# GB200 NVL72 on OCI (BM.GPU.GB200.4 / GB200-v3.4): a host is one compute tray of 4 GPUs; the
+# rack's 72 GPUs are one NVLink 5 domain (multi-node NVLink, IMEX); between racks 4 x 400 Gb/s
+# RDMA per host (shape table, per the corpus note; RoCE: OCI cluster networks are RoCE v2).
+# One "server" of the model is one rack (the nvl72 server: 72 GPUs, one NIC per GPU).
+_add(Cluster("oci_gb200_nvl72", _server("nvl72", name="OCI GB200 NVL72", nic="roce_400g"), "roce_400g",
+             "NVL72 MNNVL", "GB200",
+             "OCI GB200 NVL72: a rack = one NVLink 5 domain of 72 GPUs (18 trays of 4), 4 x 400 Gb/s RoCE per "
+             "4-GPU host between racks (one 400 Gb/s NIC per GPU)."))
+# GB300 NVL72 on OCI (BM.GPU.GB300.4): NVLink 5 domain as GB200; 8 x 400 Gb/s RoCE per 4-GPU host
+# (NCCL_IB_HCA lists 8: ConnectX-8 800 Gb/s per GPU as 2 x 400) -> 2 ports of 400 Gb/s per GPU.
+# Blackwell Ultra: the GB200 GPU model (NCCL's generation and the NVLink rate are what matter).
+_add(Cluster("oci_gb300_nvl72",
+             _server("nvl72", name="OCI GB300 NVL72", nic="roce_400g", nic_ports=2, host_link=PCIE6),
+             "roce_400g", "NVL72 MNNVL", "GB300",
+             "OCI GB300 NVL72 (as GB200 NVL72: NVLink 5 domain of 72): 8 x 400 Gb/s RoCE per 4-GPU host "
+             "(2 per GPU; NCCL_IB_HCA lists 8), CX-8 on PCIe 6 (pcie5 x2)."))
+
+# --- Other clouds and centres ---------------------------------------------------------------
+# Lambda 1-Click Cluster B200 (Lambda docs): 8 B200 + 8 x 400 Gb/s NDR InfiniBand per node
+# (3,200 Gb/s, NVIDIA Quantum-2, rail-optimised).
+_add(Cluster("lambda_1cc_b200", _server("dgx_b200", name="lambda-1cc-b200"), "ib_ndr", "InfiniBand", "B200",
+             "Lambda 1-Click Cluster B200: 8 B200 + 8 x 400 Gb/s NDR InfiniBand (Quantum-2, rail-optimised; "
+             "Lambda docs)."))
+# Nebius H100 GPU cluster (Nebius docs): 8 H100 + 3.2 Tb/s InfiniBand per host = 8 x 400 Gb/s NDR.
+_add(Cluster("nebius_h100", _server("dgx_h100", name="nebius-h100"), "ib_ndr", "InfiniBand", "H100",
+             "Nebius H100 cluster: 8 H100 + 8 x 400 Gb/s NDR InfiniBand (3.2 Tb/s per host; Nebius docs)."))
+# CSCS Alps GH200 node (CSCS docs, HPE Cray EX254n blade): 4 GH200, the GPUs joined all-to-all
+# by NVLink 4 (no NVSwitch), one 200 Gb/s Slingshot-11 (Cassini) NIC per GH200. The library
+# has no NVLink-mesh server: the 4 GPUs are modelled on one logical NVSwitch at the GPU's
+# NVLink 4 rate. The corpus curves run 2 nodes, where the 25 GB/s NIC per GPU, not NVLink
+# (>= 150 GB/s between any two GPUs), carries the bandwidth, and small messages pay NCCL's
+# network latency; so the mesh's difference does not show in the measured regime. The mesh
+# has no NVLS (no NVSwitch), which the NVSwitch model would offer: the curves take NCCL's
+# choice among ring and tree only (CurveSetup.candidates).
+# Slingshot (Ethernet-compatible, 200 Gb/s) is not in the catalogue: eth_200g has the rate.
+_add(Cluster("cscs_alps_gh200", _server("dgx_h100", name="alps-gh200", gpus=4, nics=4, nic="eth_200g"), "eth_200g",
+             "Slingshot", "GH200",
+             "CSCS Alps GH200 node: 4 GH200 (Hopper GPU; NVLink 4 all-to-all mesh modelled as one NVSwitch "
+             "at NVLink 4 rate: the 2-node runs are NIC-bound) + 4 x 200 Gb/s Slingshot-11 NICs, one per "
+             "GH200 (CSCS docs), as 200 Gb/s Ethernet; Alps' DragonFly is not modelled (2 nodes)."))
+
+# --- Training clusters ---------------------------------------------------------------------
+# Meta Grand Teton (torchtitan benchmarks): 8 H100 SXM 96GB HBM2e at a 500 W cap per host,
+# "backend RDMA 400 Gb/s per GPU" (Meta's RoCE training fabric, Llama 3 paper section 3.3.1).
+# The 500 W cap lowers clocks; no published peak exists for it, so the H100 SXM peaks are used.
+_add(Cluster("meta_grand_teton", _server("dgx_h100", name="grand-teton-h100", nic="roce_400g"), "roce_400g",
+             "RoCE", "H100",
+             "Meta Grand Teton: 8 H100 SXM (96 GB HBM2e, 500 W cap: H100 SXM peaks used, the cap is not "
+             "modelled) + 400 Gb/s RDMA per GPU (RoCE, Llama 3 paper 3.3.1)."))
+# WhiteFiber (Trainy benchmark): 8 H200 per host, 400 Gb/s ConnectX-7 per GPU; IB vs RoCE not
+# stated: NDR InfiniBand (the same 400 Gb/s) taken.
+_add(Cluster("whitefiber_h200", _server("dgx_h100", name="whitefiber-h200"), "ib_ndr",
+             "InfiniBand (assumed)", "H200",
+             "WhiteFiber: 8 H200 + 400 Gb/s CX-7 per GPU (the benchmark file); fabric type not stated: NDR "
+             "InfiniBand assumed.", H200))
+# MosaicML A100 (llm-foundry benchmarks): 8 A100 (40 or 80 GB) per node, "1600 Gbps node-node
+# interconnect (RoCE)" -> 8 x 200 Gb/s RoCE.
+_add(Cluster("mosaic_a100_roce", _server("dgx_a100", name="mosaic-a100", nic="roce_200g"), "roce_200g", "RoCE",
+             "A100",
+             "MosaicML A100: 8 A100 SXM + 1,600 Gb/s RoCE per node (llm-foundry benchmark README) = 8 x 200 "
+             "Gb/s RoCE; 40 GB parts modelled with the 80 GB spec (memory only)."))
+# MosaicML H100 (llm-foundry benchmarks): interconnect not stated -> the library's default
+# cluster, DGX H100 with 8 x 400 Gb/s NDR.
+_add(Cluster("mosaic_h100", tp.get_server("dgx_h100").with_(name="mosaic-h100"), "ib_ndr",
+             "InfiniBand (assumed)", "H100",
+             "MosaicML H100 80GB: interconnect not stated; the library's default DGX H100 + 8 x 400 Gb/s NDR."))
+# Jean Zay A100 partition (BLOOM training README): 8 A100 80GB per node with NVLink, 4 Omni-Path
+# 100 Gb/s links per node on a dedicated NCCL subnet. Omni-Path is not in the catalogue:
+# eth_100g has its rate; its lower switch latency does not show in 100-second steps.
+_add(Cluster("jean_zay_a100", _server("dgx_a100", name="jean-zay-a100", nics=4, nic="eth_100g"), "eth_100g",
+             "Omni-Path", "A100",
+             "Jean Zay: 8 A100 80GB (NVLink 3 / NVSwitch) + 4 x 100 Gb/s Omni-Path per node (BLOOM README), as "
+             "4 x 100 Gb/s Ethernet NICs (rate only)."))
+
+
+@lru_cache(maxsize=None)
+def _graph(name: str, servers: int):
+    c = CLUSTERS[name]
+    return tp.rail_optimized(servers, server=c.server, link=c.link)
+
+
+# --- collectives ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CurveSetup:
+    """How one corpus curve is run.
+
+    ``cluster``: a CLUSTERS key. ``placement``: ``"per_node"`` (corpus node i is server i; its
+    first ``gpus_per_node`` GPUs take part) or ``"nvl72"`` (corpus nodes are 4-GPU trays of
+    NVL72 racks: ``racks`` racks, the trays split evenly over them, the first trays of each
+    rack). ``algorithm``: ``"auto"`` (NCCL's choice) unless the run forced one.
+    ``op``: the library's op when the corpus name differs. ``note``: what is assumed.
+    """
+
+    cluster: str
+    algorithm: str = "auto"
+    placement: str = "per_node"
+    racks: int = 1
+    note: str = ""
+    # where the machine lacks an algorithm the model's server would offer (NVLS without an
+    # NVSwitch), "auto" is NCCL's argmin over these only: the least time among them, each at
+    # NCCL's choice of protocol
+    candidates: tuple = ()
+
+
+#: corpus op names -> flowsolver's
+OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+       "alltoall": "all_to_all", "sendrecv": "send_recv"}
+
+_TORCH = ("PyTorch all_reduce_bench.py (torch.distributed.all_reduce on NCCL), not nccl-tests: the same NCCL "
+          "call plus PyTorch's launch; busbw with nccl-tests' factor")
+
+_NO_NVLS = ("ring", "tree")
+
+CURVES: dict[str, CurveSetup] = {
+    "gcp-a3mega-2x8H100-allreduce": CurveSetup("gcp_a3_mega"),
+    "aws-eks-2xp5-allreduce-excerpt": CurveSetup("aws_p5"),
+    # The Azure pages say "NVLS algorithm" for every VM (text shared across the pages, corpus
+    # README caveats): NVLS forced on H100 / H200 (NCCL_ALGO=NVLS in the script); A100 has no
+    # NVLink SHARP, so NCCL_ALGO=NVLS cannot have been what ran: NCCL's own choice there.
+    "azure-nd_a100_v4-1x8-allreduce-nvls": CurveSetup(
+        "azure_nd_a100_v4", note="A100 has no NVLS: the corpus README says the page's 'NVLS' text is shared "
+                                 "across pages; NCCL's choice taken"),
+    "azure-nd_h100_v5-1x8-allreduce-nvls": CurveSetup("azure_nd_h100_v5", "nvls", note="NCCL_ALGO=NVLS"),
+    "azure-nd_h200_v5-1x8-allreduce-nvls": CurveSetup("azure_nd_h200_v5", "nvls", note="NCCL_ALGO=NVLS"),
+    "azure-nd_gb200_v6-1x4-allreduce-ring": CurveSetup("azure_nd_gb200_v6", "ring", note="NCCL_ALGO=Ring"),
+    # the Alps node has no NVSwitch, so no NVLS: NCCL chooses between ring and tree
+    "cscs-alps-2x4GH200-allreduce": CurveSetup("cscs_alps_gh200", candidates=_NO_NVLS,
+                                               note="no NVSwitch on the node: NCCL's choice among ring / tree"),
+    "cscs-alps-2x4GH200-allreduce-nocxi": CurveSetup("cscs_alps_gh200", candidates=_NO_NVLS,
+                                                     note="no NVSwitch on the node: NCCL's choice among ring / tree"),
+    "dgxc-dgxh100-1x8-allreduce": CurveSetup("dgx_h100_ndr"),
+    "dranet-gke-a4-2x8B200-allgather": CurveSetup("gcp_a4"),
+    "dranet-gke-a4-1x2B200-allgather": CurveSetup("gcp_a4", note="2 GPUs of one A4 node"),
+    "dranet-gke-a4-2x1B200-allgather": CurveSetup("gcp_a4", note="one GPU (and its NIC) on each of 2 A4 nodes"),
+    "dranet-gke-2x1H200-allgather": CurveSetup("gcp_a3_ultra", note="one GPU (and its NIC) on each of 2 nodes"),
+    "dranet-gke-2x1H200-allreduce-mpiop": CurveSetup("gcp_a3_ultra", note="one GPU + one NIC on each of 2 nodes"),
+    "dranet-oke-gb200v3-16x4-allreduce-mnnvl": CurveSetup(
+        "oci_gb200_nvl72", placement="nvl72", racks=1, note="16 trays of one NVL72 rack (64 ranks, MNNVL)"),
+    "dstack-gcp-a4-2x8B200-allreduce": CurveSetup("gcp_a4"),
+    "dstack-gcp-a3mega-2x8H100-allgather": CurveSetup("gcp_a3_mega"),
+    "dstack-lambda1cc-2x8B200-allreduce": CurveSetup("lambda_1cc_b200"),
+    "dstack-nebius-2x8H100-allreduce": CurveSetup("nebius_h100"),
+    # nccl-tests sendrecv with 8 GPUs: rank i sends to i+1 and receives from i-1, 8 pairs at
+    # once. flowsolver's send_recv is one pair; on one NVSwitch every pair has its own GPU
+    # links, so one pair's time is every pair's (the difference does not show here).
+    "liplus-1x8A100-sendrecv": CurveSetup(
+        "dgx_a100_hdr", "direct", note="8 concurrent ring-shift pairs timed as one pair (non-blocking NVSwitch)"),
+    "mle-a100-1x8-allreduce-ncclt": CurveSetup("dgx_a100_hdr"),
+    "mle-h200-1x8-allreduce-torch": CurveSetup("azure_nd_h200_v5", note=_TORCH + "; H200 8-GPU node (NVLink 4)"),
+    "mle-b200-1x8-allreduce-torch": CurveSetup("aws_p6_b200", note=_TORCH),
+    "mle-b200-4x8-allreduce-torch": CurveSetup(
+        "aws_p6_b200", note=_TORCH + "; AWS's OFI tuner plugin chose the algorithms (not stated per size): "
+                                     "NCCL's choice taken"),
+    "mle-h200-nvls-sweep-default": CurveSetup("azure_nd_h200_v5", note="first n GPUs of one H200 node"),
+    "mle-h200-nvls-sweep-nvlsoff": CurveSetup("azure_nd_h200_v5", "ring", note="NCCL_NVLS_ENABLE=0: Ring (stated)"),
+    "mle-b200-nvls-sweep-default": CurveSetup("aws_p6_b200", note="first n GPUs of one p6-b200 node"),
+    "mle-b200-nvls-sweep-nvlsoff": CurveSetup("aws_p6_b200", "ring", note="NCCL_NVLS_ENABLE=0: Ring (stated)"),
+    "mle-h200-1x8-16G-all_reduce-NCCL_NVLS_ENABLE=1": CurveSetup("azure_nd_h200_v5", "nvls",
+                                                                 note="NCCL_NVLS_ENABLE=1: NVLS (stated)"),
+    "mle-h200-1x8-16G-all_reduce-NCCL_NVLS_ENABLE=0": CurveSetup("azure_nd_h200_v5", "ring",
+                                                                 note="NCCL_NVLS_ENABLE=0: Ring (stated)"),
+    "mle-h200-1x8-16G-all_gather-default": CurveSetup("azure_nd_h200_v5"),
+    "mle-h200-1x8-16G-reduce_scatter-default": CurveSetup("azure_nd_h200_v5"),
+    # three 4 GiB points: NCCL_ALGO=ring, the default (AWS's OFI tuner chose Ring, as the
+    # sentence says), NCCL_ALGO=nvlstree -- the algorithm is per row (ROW_ALGORITHM below)
+    "mle-h200-4x8-p5en-4G-algos": CurveSetup("aws_p5en", note="algorithm per row from its env (ring / ring chosen "
+                                                                "by the OFI tuner / nvlstree)"),
+    "ociqs-gb200-1x4-allreduce": CurveSetup("oci_gb200_nvl72", placement="nvl72", racks=1, note="one tray"),
+    "ociqs-gb200-32x4-allreduce": CurveSetup("oci_gb200_nvl72", placement="nvl72", racks=2,
+                                             note="2 racks (the source); 16 trays each assumed"),
+    "ociqs-gb200-48x4-allreduce": CurveSetup("oci_gb200_nvl72", placement="nvl72", racks=3,
+                                             note="3 racks (the source); 16 trays each assumed"),
+    "ociqs-gb200-1x4-alltoall": CurveSetup("oci_gb200_nvl72", placement="nvl72", racks=1, note="one tray"),
+    "ociqs-gb200-2x4-alltoall": CurveSetup("oci_gb200_nvl72", placement="nvl72", racks=1,
+                                           note="both hosts in one rack (the source)"),
+    "ociqs-gb200-16x4-alltoall": CurveSetup("oci_gb200_nvl72", placement="nvl72", racks=1, note="1 rack"),
+    "ociqs-gb200-32x4-alltoall": CurveSetup("oci_gb200_nvl72", placement="nvl72", racks=2,
+                                            note="2 racks; 16 trays each assumed"),
+    "ociqs-gb200-48x4-alltoall": CurveSetup("oci_gb200_nvl72", placement="nvl72", racks=3,
+                                            note="3 racks; 16 trays each assumed"),
+    "ociqs-gb300-1x4-allreduce": CurveSetup("oci_gb300_nvl72", placement="nvl72", racks=1, note="one tray"),
+    "ociqs-gb300-2x4-allreduce": CurveSetup("oci_gb300_nvl72", placement="nvl72", racks=1,
+                                            note="2 trays of one rack (MNNVL)"),
+    "ociqs-gb300-16x4-allreduce": CurveSetup("oci_gb300_nvl72", placement="nvl72", racks=1, note="1 rack"),
+    "ociqs-gb300-32x4-allreduce": CurveSetup("oci_gb300_nvl72", placement="nvl72", racks=2,
+                                             note="32 trays > 18: 2 racks, 16 trays each assumed"),
+    "ociqs-gb300-1x4-alltoall": CurveSetup("oci_gb300_nvl72", placement="nvl72", racks=1, note="one tray"),
+    "ociqs-gb300-2x4-alltoall": CurveSetup("oci_gb300_nvl72", placement="nvl72", racks=1,
+                                           note="2 trays of one rack (MNNVL)"),
+    "ociqs-gb300-16x4-alltoall": CurveSetup("oci_gb300_nvl72", placement="nvl72", racks=1, note="1 rack"),
+    "ociqs-gb300-32x4-alltoall": CurveSetup("oci_gb300_nvl72", placement="nvl72", racks=2,
+                                            note="32 trays > 18: 2 racks, 16 trays each assumed"),
+    "ociqs-b300-1x8-allreduce": CurveSetup("oci_bm_gpu_b300_8"),
+    "ociqs-b300-2x8-allreduce": CurveSetup("oci_bm_gpu_b300_8"),
+    "ociqs-b300-1x8-alltoall": CurveSetup("oci_bm_gpu_b300_8"),
+    "ociqs-b300-2x8-alltoall": CurveSetup("oci_bm_gpu_b300_8"),
+    "ocit-bm.gpu.h100.8-2x8-allreduce": CurveSetup("oci_bm_gpu_h100_8"),
+    "ocit-bm.gpu4.8-1x8-allreduce-ubuntu": CurveSetup("oci_bm_gpu4_8"),
+    "ocit-bm.gpu4.8-2x8-allreduce-ubuntu": CurveSetup("oci_bm_gpu4_8"),
+    "ocit-bm.gpu4.8-1x8-allreduce-ol": CurveSetup("oci_bm_gpu4_8"),
+    "ocit-bm.gpu4.8-2x8-allreduce-ol": CurveSetup("oci_bm_gpu4_8"),
+}
+
+#: curves the library cannot express faithfully where it matters: curve -> reason (none today:
+#: every machine of the corpus has a faithful or regime-equivalent model; kept for new curves)
+NOT_MODELLED: dict[str, str] = {}
+
+#: curves the corpus README flags as not representative of the hardware: run and shown, but
+#: kept out of every median. curve -> reason
+EXCLUDED: dict[str, str] = {
+    "cscs-alps-2x4GH200-allreduce-nocxi": "deliberately degraded configuration (Container Engine CXI hook "
+                                          "disabled; corpus README caveats): not the hardware's performance",
+}
+
+#: per-row algorithm where one curve holds rows run with different NCCL_ALGO (matched on env)
+ROW_ALGORITHM = {
+    ("mle-h200-4x8-p5en-4G-algos", "NCCL_ALGO=allreduce:ring"): "ring",
+    ("mle-h200-4x8-p5en-4G-algos", "default (Ring chosen by AWS ofi tuner)"): "ring",
+    ("mle-h200-4x8-p5en-4G-algos", "NCCL_ALGO=allreduce:nvlstree"): "nvls_tree",
+}
+
+
+def curve_placement(setup: CurveSetup, nodes: int, gpus_per_node: int):
+    """(graph, ranks) of a curve measured on ``nodes`` x ``gpus_per_node`` GPUs; ranks None
+    means every GPU of the graph."""
+    cluster = CLUSTERS[setup.cluster]
+    m = cluster.gpus_per_server
+    if setup.placement == "per_node":
+        if gpus_per_node > m:
+            raise ValueError(f"{gpus_per_node} GPUs per node on a {m}-GPU server")
+        g = cluster.graph(nodes)
+        if gpus_per_node == m:
+            return g, None
+        return g, [s * m + i for s in range(nodes) for i in range(gpus_per_node)]
+    if setup.placement == "nvl72":
+        trays_per_rack = nodes / setup.racks
+        if trays_per_rack != int(trays_per_rack) or trays_per_rack * gpus_per_node > m:
+            raise ValueError(f"{nodes} trays do not split evenly over {setup.racks} NVL72 racks")
+        per_rack = int(trays_per_rack) * gpus_per_node
+        g = cluster.graph(setup.racks)
+        return g, [r * m + i for r in range(setup.racks) for i in range(per_rack)]
+    raise ValueError(f"unknown placement {setup.placement!r}")
+
+
+# --- training ------------------------------------------------------------------------------
+
+def _spec(name, layers, hidden, ffn, heads, kv_heads, vocab, seq_len, gated=True, tied=False, experts=1, top_k=1):
+    return dict(name=name, layers=layers, hidden=hidden, ffn=ffn, heads=heads, kv_heads=kv_heads, vocab=vocab,
+                seq_len=seq_len, gated_mlp=gated, tied_embeddings=tied, experts=experts, top_k=top_k)
+
+
+def _preset(name):
+    m = get_model(name)
+    return _spec(m.name, m.layers, m.hidden, m.ffn, m.heads, m.kv_heads, m.vocab, m.seq_len, m.gated_mlp,
+                 m.tied_embeddings, m.experts, m.top_k)
+
+
+#: published shapes of the corpus' models (corpus model name -> ModelSpec fields and source).
+#: The corpus row's own shape columns, where filled, take precedence (training_call).
+MODELS: dict[str, tuple[dict, str]] = {
+    "llama-3.1-8b": (_preset("llama-3-8b"), "Llama 3.1 8B = Llama 3 8B shape (Llama 3 paper, table 3)"),
+    "llama-3.1-70b": (_preset("llama-3-70b"), "Llama 3 paper, table 3"),
+    "llama-3.1-405b": (_preset("llama-3-405b"), "Llama 3 paper, table 3 (8 KV heads)"),
+    "llama3-8b": (_preset("llama-3-8b"), "Llama 3 paper, table 3"),
+    "llama3-70b": (_preset("llama-3-70b"), "Llama 3 paper, table 3"),
+    "llama-3-70b": (_preset("llama-3-70b"), "Llama 3 paper, table 3"),
+    # Llama 2 paper (Touvron et al. 2023) table 1 / the released configs: SwiGLU, vocab 32,000,
+    # context 4,096; 70B uses 8 KV heads (GQA)
+    "llama2-7b": (_spec("llama2-7b", 32, 4096, 11008, 32, 32, 32000, 4096), "Llama 2 paper / HF config"),
+    "llama2-13b": (_spec("llama2-13b", 40, 5120, 13824, 40, 40, 32000, 4096), "Llama 2 paper / HF config"),
+    "llama2-70b": (_spec("llama2-70b", 80, 8192, 28672, 64, 8, 32000, 4096), "Llama 2 paper / HF config"),
+    # GPT-3 shapes as NeMo runs them (NeMo-Framework-Launcher conf/training/gpt3/{5b,20b}.yaml):
+    # FFN 4h (GELU, not gated), GPT-2 BPE vocabulary (50,257), embeddings shared, seq 2048
+    "gpt3-5b": (_spec("gpt3-5b", 24, 4096, 16384, 32, 32, 50257, 2048, gated=False, tied=True),
+                "NeMo-Framework-Launcher gpt3/5b.yaml"),
+    "gpt3-20b": (_spec("gpt3-20b", 44, 6144, 24576, 48, 48, 50257, 2048, gated=False, tied=True),
+                 "NeMo-Framework-Launcher gpt3/20b.yaml"),
+    "gpt3-175b": (_preset("gpt-3-175b"), "GPT-3 paper table 2.1 (library preset)"),
+    # Nemotron (NeMo nemo/collections/llm/gpt/model/nemotron.py; NeMo-Framework-Launcher
+    # nemotron_22b.yaml): squared-ReLU MLP (not gated), untied embeddings, 256,000 vocabulary
+    # (Nemotron-4 15B paper), seq 4096
+    "nemotron-8b": (_spec("nemotron-8b", 32, 4096, 16384, 32, 32, 256000, 4096, gated=False),
+                    "NeMo Nemotron3Config8B"),
+    "nemotron-22b": (_spec("nemotron-22b", 40, 6144, 24576, 48, 48, 256000, 4096, gated=False),
+                     "NeMo-Framework-Launcher nemotron_22b.yaml"),
+    "nemotron4-15b": (_spec("nemotron4-15b", 32, 6144, 24576, 48, 8, 256000, 4096, gated=False),
+                      "NeMo Nemotron4Config15B; Nemotron-4 15B paper"),
+    "nemotron4-340b": (_spec("nemotron4-340b", 96, 18432, 73728, 96, 8, 256000, 4096, gated=False),
+                       "NeMo Nemotron4Config340B; Nemotron-4 340B report"),
+    "nemotron-340b": (_spec("nemotron-340b", 96, 18432, 73728, 96, 8, 256000, 4096, gated=False),
+                      "NeMo Nemotron4Config340B"),
+    # Grok-1 (xai-org/grok-1 README): 64 layers, 48 query / 8 KV heads, embedding 6,144, 8
+    # experts with 2 per token, gated MLP; FFN 32,768 and vocabulary as the corpus row gives
+    "grok-1-314b": (_spec("grok-1-314b", 64, 6144, 32768, 48, 8, 131072, 8192, experts=8, top_k=2),
+                    "xai-org/grok-1 README (8 experts, top-2)"),
+    # MPT (llm-foundry yamls, shapes in the corpus rows): GELU MLP 4h (not gated), ALiBi, tied
+    # embeddings (MPT's wte is the output projection), vocab 50,368, seq 2048
+    **{f"mpt-{s}": (_spec(f"mpt-{s}", 1, 64, 256, 1, 1, 50368, 2048, gated=False, tied=True),
+                    "llm-foundry MPT yamls (shape columns of the corpus row)")
+       for s in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")},
+    # BLOOM (bigscience/bloom config): GELU MLP 4h (not gated), tied embeddings, ALiBi, 112
+    # heads of 128; the proxies' head counts are not printed: head dimension 128 assumed (the
+    # head count does not change FLOPs or traffic of a multi-head model)
+    "bloom-176b": (_spec("bloom-176b", 70, 14336, 4 * 14336, 112, 112, 250880, 2048, gated=False, tied=True),
+                   "bigscience/bloom config.json"),
+    "bloom-proxy-181B": (_spec("bloom-proxy-181B", 72, 14336, 4 * 14336, 112, 112, 250880, 2048, gated=False,
+                               tied=True), "BLOOM chronicles-prequel (heads: head dim 128 assumed)"),
+    "bloom-proxy-196B": (_spec("bloom-proxy-196B", 84, 13824, 4 * 13824, 108, 108, 250880, 2048, gated=False,
+                               tied=True), "BLOOM chronicles-prequel (heads: head dim 128 assumed)"),
+}
+
+
+@dataclass(frozen=True)
+class TrainingSource:
+    """Per source: which cluster (by the row's ``gpu`` text where a source has several) and
+    the framework facts that hold for all its rows (``defaults``: training_step keywords)."""
+
+    clusters: dict            # substring of the row's gpu -> CLUSTERS key ("" matches any)
+    framework: str            # group label
+    defaults: dict = field(default_factory=dict)
+    note: str = ""
+
+
+TRAINING_SOURCES: dict[str, TrainingSource] = {
+    "nvidia-dgxc-benchmarking": TrainingSource(
+        {"": "dgx_h100_ndr"}, "NeMo/Megatron",
+        note="DGX H100 reference architecture (8 x 400G IB), the library's default cluster"),
+    "nemo-perf-summary-24.07": TrainingSource(
+        {"": "dgx_h100_ndr"}, "NeMo/Megatron", note="DGX-H100, fabric not stated: the DGX SuperPOD's NDR"),
+    "oci-gpu-quickstarts": TrainingSource({"": "oci_bm_gpu_b200_8"}, "NeMo/Megatron"),
+    # torchtitan: FSDP2 (full shard) everywhere; TP uses sequence parallelism
+    "torchtitan": TrainingSource({"": "meta_grand_teton"}, "torchtitan", dict(zero=3)),
+    "trainy-whitefiber": TrainingSource({"": "whitefiber_h200"}, "torchtitan", dict(zero=3)),
+    "llm-foundry": TrainingSource({"h100": "mosaic_h100", "a100": "mosaic_a100_roce"}, "llm-foundry"),
+    # Megatron-DeepSpeed of 2022 (BLOOM): full activation checkpointing (--checkpoint-activations,
+    # the "hardware TFLOPs with activation recompute" of the log), no sequence parallelism and no
+    # TP communication overlap (neither existed in that code base)
+    "bigscience-bloom": TrainingSource(
+        {"": "jean_zay_a100"}, "Megatron-DeepSpeed",
+        dict(recompute="full", sequence_parallel=False, tp_overlap=0.0)),
+}
+
+#: training rows not modelled: (source, row index in training.csv) -> reason
+TRAINING_NOT_MODELLED: dict = {}
+
+#: training rows run and shown but kept out of the medians: predicate text -> reason
+TRAINING_DUPLICATE_METRICS = {
+    "tflops_per_gpu": "the same run as the step_time_s row beside it (TFLOP/s = FLOPs / step time, derived by "
+                      "formula; the corpus README records derived columns once): shown, not counted twice",
+}
+
+
+def _int(value):
+    return None if value in ("", None) else int(float(value))
+
+
+def _framework(row, src: TrainingSource) -> str:
+    fw = row.get("framework", "")
+    if "MaxText" in fw:
+        return "MaxText"
+    return src.framework
+
+
+def training_call(row: dict) -> tuple[str, dict, list[str]]:
+    """(cluster name, training_step keyword arguments, assumptions) for one training.csv row
+    (a dict of its columns as strings). Raises ``KeyError`` for an unmapped source."""
+    src = TRAINING_SOURCES[row["source"]]
+    gpu_text = row.get("gpu", "").lower()
+    cluster = next(c for key, c in src.clusters.items() if key in gpu_text)
+    assumed: list[str] = []
+    # the model: published shape, then the corpus row's own columns
+    base, shape_source = MODELS[row["model"]]
+    fields = dict(base)
+    from_row = []
+    for col, key in (("layers", "layers"), ("hidden", "hidden"), ("ffn_hidden", "ffn"), ("heads", "heads"),
+                     ("kv_heads", "kv_heads"), ("vocab", "vocab"), ("seq_len", "seq_len"), ("experts", "experts"),
+                     ("top_k", "top_k")):
+        v = _int(row.get(col))
+        if v is not None:
+            fields[key] = v
+            from_row.append(key)
+    if row["model"].startswith("mpt-") and "ffn" not in from_row:
+        fields["ffn"] = 4 * fields["hidden"]
+    if row["model"].startswith("mpt-"):
+        fields["kv_heads"] = fields["heads"] if "kv_heads" not in from_row else fields["kv_heads"]
+    keys = ["layers", "hidden", "ffn", "heads", "kv_heads", "vocab"] + (["experts", "top_k"] if fields["experts"] > 1
+                                                                        else [])
+    missing = [k for k in keys if k not in from_row]
+    if missing:
+        assumed.append(f"shape {', '.join(missing)} from {shape_source}")
+    spec = ModelSpec(**fields)
+    gpus = _int(row["gpus"])
+    kw = dict(model=spec, precision="fp8" if row["precision"].lower().startswith("fp8") else "bf16")
+    kw.update(src.defaults)
+    tp_, pp, cp, ep, vp = (_int(row.get(k)) for k in ("tp", "pp", "cp", "ep", "vp"))
+    dp = _int(row.get("dp"))
+    for key, value in (("tp", tp_), ("pp", pp), ("cp", cp), ("ep", ep), ("vp", vp)):
+        if value is None:
+            if key in ("tp", "pp") and row["source"] not in ("llm-foundry",) and "MaxText" not in row["framework"]:
+                assumed.append(f"{key} not stated: 1")
+        else:
+            kw[key] = value
+    prod = kw.get("tp", 1) * kw.get("pp", 1) * kw.get("cp", 1)
+    if dp is None or dp * prod != gpus:
+        if dp is not None:
+            assumed.append(f"dp {dp} x tp x pp x cp != {gpus} GPUs: dp = {gpus // prod} (GPUs / (tp pp cp))")
+        dp = gpus // prod
+    kw["dp"] = dp
+    mb = _int(row.get("micro_batch")) or 1
+    gbs = _int(row.get("global_batch"))
+    fw = row.get("framework", "")
+    notes = row.get("notes", "")
+    # zero / FSDP
+    zero = _int(row.get("zero"))
+    if "MaxText" in fw:
+        kw["zero"] = 3       # "FSDP=128 + DP (MaxText)" per the row's note
+        assumed.append("MaxText FSDP (the note): zero 3, tp 1, pp 1")
+    elif zero is not None:
+        kw["zero"] = zero
+    elif "zero" not in kw:
+        assumed.append("optimizer sharding not stated: zero 1 (distributed optimizer, the library default)")
+    # the batch
+    if kw.get("pp", 1) > 1 and row["source"] in ("torchtitan",):
+        # torchtitan splits a rank's local batch into one microbatch per pipeline stage
+        # (pipeline_parallel_microbatches default = stages) -> microbatch = local / pp
+        local = mb
+        per = local // kw["pp"] if local % kw["pp"] == 0 else 1
+        kw["micro_batch"] = per
+        kw["global_batch"] = gbs if gbs is not None else dp * local
+        assumed.append(f"torchtitan PP: local batch {local} in {local // per} microbatches of {per} (default: one "
+                       "per stage)")
+    else:
+        kw["micro_batch"] = mb
+        if gbs is None:
+            gbs = dp * mb
+            assumed.append(f"global batch not stated: dp x micro batch = {gbs} (no gradient accumulation)")
+        kw["global_batch"] = gbs
+    # activation recompute from the row's note / framework
+    text = (notes + " " + fw).lower()
+    if "activation checkpointing true" in text or "full ac" in text:
+        kw["recompute"] = "full"
+    elif "activation checkpointing false" in text:
+        kw["recompute"] = "none"
+    elif "selective activation checkpointing" in text or "per-op sac" in text:
+        kw["recompute"] = "selective"
+    elif "recompute" not in kw:
+        assumed.append("recompute not stated: library default (selective)")
+    # torchtitan: TP without AsyncTP does not overlap its collectives
+    last = fw.split(";")[-1].strip().lower()
+    if row["source"] == "torchtitan" and kw.get("tp", 1) > 1 and last in ("vanilla tp", "2d"):
+        kw["tp_overlap"] = 0.0
+        assumed.append("vanilla TP (no AsyncTP): TP collectives not overlapped (tp_overlap 0)")
+    if row["source"] == "torchtitan" and "vp not stated" in notes:
+        assumed.append("interleaved schedule's stages per rank not stated: vp 1")
+    if row["seq_len"] in ("", None):
+        assumed.append(f"seq_len not stated: the model's {spec.seq_len}")
+    c = CLUSTERS[cluster]
+    if c.train_gpu is not None:
+        kw["gpu"] = c.train_gpu
+    return cluster, kw, assumed
+
+
+def training_framework(row: dict) -> str:
+    return _framework(row, TRAINING_SOURCES[row["source"]])
+
+
+def servers_for(cluster: str, gpus: int) -> int:
+    m = CLUSTERS[cluster].gpus_per_server
+    return max(1, math.ceil(gpus / m))
