@@ -92,3 +92,15 @@ def test_the_byte_limit_is_checked_before_reading(tmp_path):
     raises_clearly(lambda p: tp.load(p, max_bytes=size - 1), path, "max_bytes", str(size - 1))
     with pytest.raises(ValueError, match="max_bytes"):
         tp.load(path, max_bytes=0)
+
+
+def test_tuple_node_ids_survive_the_round_trip(tmp_path):
+    """JSON writes a tuple id as a list; load reads it back as the tuple (the checks on ids
+    accept flat lists of strings and numbers)."""
+    g = nx.DiGraph()
+    g.add_node(("gpu", 0), kind="gpu")
+    g.add_node(("gpu", 1), kind="gpu")
+    g.add_edge(("gpu", 0), ("gpu", 1), capacity=50e9)
+    g.add_edge(("gpu", 1), ("gpu", 0), capacity=50e9)
+    back = tp.load(tp.save(g, tmp_path / "t.json"))
+    assert set(back.nodes) == {("gpu", 0), ("gpu", 1)} and back[("gpu", 0)][("gpu", 1)]["capacity"] == 50e9

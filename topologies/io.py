@@ -30,7 +30,7 @@ __all__ = ["save", "load"]
 # node-link JSON is ~1.4 kB per GPU (rail_optimized(128): 1.46 MB for 1024 GPUs), so 1 GiB
 # holds about 700,000 GPUs
 MAX_JSON_BYTES = 1024 * MIB
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = (str, int, float, bool)
 
 
 def save(g: nx.DiGraph, path) -> Path:
@@ -104,12 +104,12 @@ def _check_node_link(data, path) -> str:
         raise ValueError(f'{path}: "graph" must be a JSON object of graph attributes, got a '
                          f"JSON {_json_type(data['graph'])}")
     for i, node in enumerate(data["nodes"]):
-        if not isinstance(node, dict) or "id" not in node or not isinstance(node["id"], _SCALARS):
-            raise ValueError(f'{path}: node {i} must be an object with an "id" (a string or '
-                             f"number), got {_short(node)}")
+        if not isinstance(node, dict) or "id" not in node or not _is_id(node["id"]):
+            raise ValueError(f'{path}: node {i} must be an object with an "id" (a string, a '
+                             f"number or a list of them), got {_short(node)}")
     for i, edge in enumerate(data[key]):
         if not isinstance(edge, dict) or not all(
-                end in edge and isinstance(edge[end], _SCALARS) for end in ("source", "target")):
+                end in edge and _is_id(edge[end]) for end in ("source", "target")):
             raise ValueError(f'{path}: edge {i} must be an object with "source" and "target" '
                              f"node ids, got {_short(edge)}")
         for name in ("capacity", "latency"):
@@ -118,6 +118,14 @@ def _check_node_link(data, path) -> str:
                 raise TopologyError(f"{path}: edge {edge['source']!r} -> {edge['target']!r}: "
                                     f"{name} {_short(value)} is beyond float range")
     return key
+
+
+def _is_id(value) -> bool:
+    """A node id networkx can hold: a string, number or boolean, or a flat list of them (read
+    back as a tuple, as :func:`save` writes tuple ids)."""
+    if isinstance(value, list):
+        return all(isinstance(v, _SCALARS) for v in value)
+    return isinstance(value, _SCALARS)
 
 
 def _json_type(value) -> str:
