@@ -172,3 +172,14 @@ def test_latency_is_stored_in_seconds_on_every_file_link(tmp_path):
     for u, v, d in g.edges(data=True):
         dims.setdefault(d["tier"], set()).add(d["latency"])
     assert dims == {"dim1": {500e-9}, "dim2": {2000e-9}, "npu": {0.0}}
+
+
+def test_the_number_of_dimensions_is_bounded(tmp_path):
+    """Every NPU keeps one coordinate per dimension: 40,000 dimensions of 1 NPU and ten of 2
+    would be 1024 NPUs x 40,010 coordinates; refused before building (max_dims, default 16)."""
+    dims = 40_000 * [1] + 10 * [2]
+    path = _net(tmp_path, len(dims) * ["Ring"], dims, len(dims) * [1], len(dims) * [1])
+    raises_clearly(tp.from_astra_network, path, "40010 dimensions", "max_dims=16")
+    small = _net(tmp_path, 17 * ["Ring"], 16 * [1] + [2], 17 * [1], 17 * [1])
+    raises_clearly(tp.from_astra_network, small, "max_dims=16")
+    assert len(tp.gpus(tp.from_astra_network(small, max_dims=17))) == 2

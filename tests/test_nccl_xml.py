@@ -416,3 +416,12 @@ def test_size_limits_are_keyword_arguments(tmp_path):
     with pytest.raises(ValueError, match="max_depth"):
         tp.from_nccl_xml(path, max_depth=0)
     raises_clearly(tp.from_nccl_xml, tmp_path / "absent.xml", "cannot read")
+
+
+def test_gpu_count_is_bounded_by_nccls_own_limit(tmp_path):
+    """NCCL holds at most 640 nodes of a type (NCCL_TOPO_MAX_NODES); so does the reader by
+    default (max_gpus), before pairing GPUs with NICs (time in GPUs x PCI tree size)."""
+    gpus = "".join(_gpu(f"0000:{i // 256:02x}:{i % 256:02x}.0", i) for i in range(641))
+    path = _write(tmp_path, _box(gpus + _nic(_NIC_BUS)))
+    raises_clearly(tp.from_nccl_xml, path, "max_gpus=640")
+    assert tp.from_nccl_xml(path, max_gpus=641).gpus == 641

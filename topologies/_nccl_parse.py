@@ -110,6 +110,7 @@ class System:
     notes: list = field(default_factory=list)
     ignored: Counter = field(default_factory=Counter)
     switch_groups: int = 0
+    max_gpus: int = 640
 
     @property
     def nic_family(self) -> str:
@@ -289,6 +290,9 @@ def _pci(el, loc, parent, socket, system, full_dump):
 
 
 def _gpu(el, gpu_el, busid, system, loc):
+    if len(system.gpus) >= system.max_gpus:
+        raise ValueError(f"{system.where}: {loc}: more than max_gpus={system.max_gpus} GPUs "
+                         "(pass a larger max_gpus to read this file)")
     if any(g.busid == busid for g in system.gpus):
         raise ValueError(f"{system.where}: {loc}: two GPUs with busid {_clip(busid)}")
     attrs = {} if gpu_el is None else gpu_el.attrib
@@ -353,9 +357,9 @@ def relabel(system, mapping):
         g.node = mapping.get(g.node, g.node)
 
 
-def parse_system(root, where) -> System:
+def parse_system(root, where, max_gpus: int = 640) -> System:
     """The ``<system>`` element as a :class:`System` (GPU, PCI switch and CPU ids final)."""
-    system = System(where)
+    system = System(where, max_gpus=max_gpus)
     full_dump = root.find(".//net") is not None
     sockets = [c for c in root if c.tag == "cpu"]
     for child in root:

@@ -34,9 +34,9 @@ dimension or line): bytes that are not UTF-8, a line that is not ``key: value``,
 lists of unequal length, an unknown block, an ``npus_count`` that is not an integer >= 1, a
 bandwidth or latency that is negative, NaN, infinite, beyond float range or overflows once
 converted (``1e300`` GB/s). What a file can make the reader build is bounded before anything
-is built: the file's size (``max_bytes``), the NPU count, product of ``npus_count``
-(``max_npus``), and the cable count (``max_links``; a ``FullyConnected`` dimension of ``n`` NPUs
-has ``n (n - 1) / 2`` cables per block).
+is built: the file's size (``max_bytes``), the number of dimensions (``max_dims``), the NPU
+count, product of ``npus_count`` (``max_npus``), and the cable count (``max_links``; a
+``FullyConnected`` dimension of ``n`` NPUs has ``n (n - 1) / 2`` cables per block).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ ASTRA_GIGABYTE = 2 ** 30
 # an analytical network file is a few lines; a million NPUs is beyond any published ASTRA-sim
 # study (they reach thousands to tens of thousands) and takes gigabytes as a graph
 MAX_NPUS = 1_000_000
+MAX_DIMS = 16            # published configurations have 1 to 4 dimensions
 MAX_LINKS = 10_000_000
 MAX_YAML_BYTES = 1 * MIB
 _BLOCKS = ("Ring", "FullyConnected", "Switch")
@@ -109,7 +110,7 @@ def _scalar(text: str):
     return text
 
 
-def _dimensions(config: dict, where: str):
+def _dimensions(config: dict, where: str, max_dims: int):
     """Checked per-dimension lists (topology, npus, bandwidth GB/s, latency ns)."""
     missing = [k for k in _KEYS if k not in config]
     if missing:
@@ -119,6 +120,9 @@ def _dimensions(config: dict, where: str):
     if len({len(v) for v in lists}) != 1 or not lists[0]:
         raise ValueError(f"{where}: {', '.join(_KEYS)} must list one entry per dimension, got "
                          f"lengths {[len(v) for v in lists]}")
+    if len(lists[0]) > max_dims:
+        raise ValueError(f"{where}: {len(lists[0])} dimensions, more than max_dims={max_dims} "
+                         "(pass a larger max_dims to read this file)")
     for d, (topo, npus, bw, lat) in enumerate(zip(*lists), 1):
         if not isinstance(topo, str) or topo not in _BLOCKS:
             raise ValueError(f"{where}: topology of dimension {d} must be one of "
@@ -163,7 +167,7 @@ def _cable_count(topologies, npus) -> int:
 
 def from_astra_network(path, *, gpu="h100_sxm", gigabyte: float = ASTRA_GIGABYTE,
                        max_npus: int = MAX_NPUS, max_links: int = MAX_LINKS,
-                       max_bytes: int = MAX_YAML_BYTES) -> nx.DiGraph:
+                       max_dims: int = MAX_DIMS, max_bytes: int = MAX_YAML_BYTES) -> nx.DiGraph:
     """Read an ASTRA-sim analytical network file into a cluster graph.
 
     Parameters
@@ -179,6 +183,9 @@ def from_astra_network(path, *, gpu="h100_sxm", gigabyte: float = ASTRA_GIGABYTE
         anything (default 1,000,000).
     max_links : int
         Refuse a file that describes more cables (default 10,000,000).
+    max_dims : int
+        Refuse a file of more dimensions (default 16; every NPU keeps its address, one
+        coordinate per dimension).
     max_bytes : int
         Refuse a larger file before reading it (default 1 MiB).
 
@@ -215,9 +222,10 @@ def from_astra_network(path, *, gpu="h100_sxm", gigabyte: float = ASTRA_GIGABYTE
         raise ValueError(f"gigabyte must be a finite number of bytes > 0 (2**30 or 1e9), got {gigabyte!r}")
     check_int("max_npus", max_npus, 1)
     check_int("max_links", max_links, 1)
+    check_int("max_dims", max_dims, 1)
     gpu_name = get_gpu(gpu).name
     config = parse_simple_yaml(read_text(path, check_limit("max_bytes", max_bytes)), str(path))
-    topologies, npus, bandwidths, latencies = _dimensions(config, str(path))
+    topologies, npus, bandwidths, latencies = _dimensions(config, str(path), max_dims)
     total = 1
     for d, n in enumerate(npus, 1):     # stops at the first factor beyond the limit
         total *= n

@@ -43,7 +43,8 @@ rate, width, class code, ``sm``/``rank``/``dev`` or NVLink ``count``; two elemen
 busid; bytes that are not well-formed XML in their declared encoding; a DOCTYPE (entity
 declarations could expand without bound; NCCL never writes one). What the file can make the
 reader allocate is bounded before the tree is built: its size (``max_bytes``), its element
-count (``max_elements``) and nesting depth (``max_depth``; the walk itself uses no recursion).
+count (``max_elements``) and nesting depth (``max_depth``; the walk itself uses no recursion),
+and its GPUs are at most ``max_gpus``.
 """
 
 from __future__ import annotations
@@ -63,10 +64,13 @@ from .servers import ServerModel, ServerPorts, get_gpu
 
 __all__ = ["NcclServer", "from_nccl_xml"]
 
-# an NCCL dump of an 8-GPU server is ~15 kB and ~150 elements, about 8 deep
+# an NCCL dump of an 8-GPU server is ~15 kB and ~150 elements, about 8 deep; NCCL itself holds
+# at most NCCL_TOPO_MAX_NODES = 640 nodes of a type ("up to 576 GPUs (e.g., NVLD144) with
+# headroom", src/include/graph.h, NCCL 2.30)
 MAX_XML_BYTES = 4 * MIB
-MAX_ELEMENTS = 100_000
+MAX_ELEMENTS = 20_000
 MAX_DEPTH = 64
+MAX_GPUS = 640
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,7 @@ _BY_DEVICE = {0x2331: "h100_pcie"}  # 10de:2331 "GH100 [H100 PCIe]"
 
 def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=None,
                   max_bytes: int = MAX_XML_BYTES, max_elements: int = MAX_ELEMENTS,
-                  max_depth: int = MAX_DEPTH) -> NcclServer:
+                  max_depth: int = MAX_DEPTH, max_gpus: int = MAX_GPUS) -> NcclServer:
     """Read an NCCL topology file into a server model usable as ``server=`` everywhere.
 
     Parameters
@@ -160,9 +164,12 @@ def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=Non
     max_bytes : int
         Refuse a larger file before reading it (default 4 MiB).
     max_elements : int
-        Refuse a file of more XML elements, before building its tree (default 100,000).
+        Refuse a file of more XML elements, before building its tree (default 20,000).
     max_depth : int
         Refuse elements nested deeper (default 64; a real PCI tree is under 10 deep).
+    max_gpus : int
+        Refuse a file of more GPUs (default 640, NCCL's own limit per node type); the GPU-NIC
+        pairing takes time in GPUs x PCI tree size.
 
     Raises
     ------
@@ -191,10 +198,11 @@ def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=Non
     path = Path(path)
     check_limit("max_elements", max_elements)
     check_limit("max_depth", max_depth)
+    check_limit("max_gpus", max_gpus)
     root = _parse(path, read_bytes(path, check_limit("max_bytes", max_bytes)), max_elements, max_depth)
     if root.tag != "system":
         raise ValueError(f"{path}: the root element must be <system>, got <{_clip(root.tag)}>")
-    system = parse_system(root, str(path))
+    system = parse_system(root, str(path), max_gpus)
     gpu_type, tech, notes = _generation(system, gpu, nvlink, str(path))
     return _assemble(system, path, gpu_type, tech, nvlink is not None, get_link(socket_link), name, notes)
 
