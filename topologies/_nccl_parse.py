@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ._readers import _DECIMAL
+from ._readers import DECIMAL
 from .links import get_link
 
 # PCI class codes (PCI-SIG code and ID assignment spec): base class << 8 | subclass.
@@ -57,7 +57,9 @@ def _loc(el, keys=(), of=None) -> str:
 def _bad(system, loc, attr, value, allowed):
     """The error for attribute ``attr`` of the element at ``loc``: what is ``allowed``, what
     the file has."""
-    return ValueError(f"{system.where}: {loc}: {attr} {allowed}, got {_clip(value)!r}")
+    shown = repr(str(value))
+    shown = shown if len(shown) <= 42 else shown[:40] + "..."
+    return ValueError(f"{system.where}: {loc}: {attr} {allowed}, got {shown}")
 
 
 def _class_code(text, system, loc, attr="class"):
@@ -228,11 +230,11 @@ def _port_speed(net, loc, system):
     if speed is None or not speed.strip():
         return None
     allowed = "must be the port speed in Mb/s: a number > 0 (0 or -1: unknown, as NCCL reads them)"
-    if not _DECIMAL.fullmatch(speed.strip()):
+    if not DECIMAL.fullmatch(speed.strip()):
         raise _bad(system, loc, "speed", speed, allowed)
     mbps = float(speed)
     if mbps in _UNKNOWN_SPEEDS:
-        system.ignored[f"<net speed=\"{speed}\"> (NCCL's 'speed unknown')"] += 1
+        system.ignored[f"<net speed=\"{_clip(speed)}\"> (NCCL's 'speed unknown')"] += 1
         return None
     rate = mbps * 1e6 / 8                  # NCCL writes Mb/s
     if not math.isfinite(rate) or rate <= 0:

@@ -19,7 +19,8 @@ from ._graph import check_int
 MIB = 2**20
 
 # a decimal number as configuration files write it (no "nan", "inf", hex or "_" separators)
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# (one way to match each string: no backtracking blow-up on long digit runs)
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def check_limit(name: str, value) -> int:
@@ -87,12 +88,12 @@ def finite(text, where: str, field: str, allowed: str) -> float:
             value = float(text)
         except OverflowError:
             value = math.inf
-    elif isinstance(text, str) and _DECIMAL.fullmatch(text.strip()):
+    elif isinstance(text, str) and DECIMAL.fullmatch(text.strip()):
         value = float(text)
     else:
         value = None
     if value is None or not math.isfinite(value):
-        raise ValueError(f"{where}: {field} must be {allowed}, got {_short(text)}")
+        raise ValueError(f"{where}: {field} must be {allowed}, got {short(text)}")
     return value
 
 
@@ -102,6 +103,7 @@ def over(where: str, field: str, value, limit_name: str, limit: int):
                       f"{limit_name} to read this file)")
 
 
-def _short(value) -> str:
+def short(value) -> str:
+    """``repr(value)`` for a one-line message, cut after 30 characters when long."""
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"

@@ -48,7 +48,7 @@ from pathlib import Path
 import networkx as nx
 
 from ._graph import check_int, finish
-from ._readers import MIB, check_limit, finite, read_text
+from ._readers import MIB, check_limit, finite, read_text, short
 from ._validate import TopologyError, validate
 from .servers import get_gpu
 
@@ -126,10 +126,10 @@ def _dimensions(config: dict, where: str, max_dims: int):
     for d, (topo, npus, bw, lat) in enumerate(zip(*lists), 1):
         if not isinstance(topo, str) or topo not in _BLOCKS:
             raise ValueError(f"{where}: topology of dimension {d} must be one of "
-                             f"{', '.join(_BLOCKS)}, got {_short(topo)}")
+                             f"{', '.join(_BLOCKS)}, got {short(topo)}")
         if isinstance(npus, bool) or not isinstance(npus, int) or npus < 1:
             raise ValueError(f"{where}: npus_count of dimension {d} must be an integer >= 1, "
-                             f"got {_short(npus)}")
+                             f"got {short(npus)}")
         bw = finite(bw, where, f"bandwidth of dimension {d}",
                     "a finite number > 0 (GB/s)")
         if bw <= 0:
@@ -142,10 +142,6 @@ def _dimensions(config: dict, where: str, max_dims: int):
                              f"(ns), got {lat!r}")
     return lists
 
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
 
 
 def _cable_count(topologies, npus) -> int:
@@ -230,15 +226,15 @@ def from_astra_network(path, *, gpu="h100_sxm", gigabyte: float = ASTRA_GIGABYTE
     for d, n in enumerate(npus, 1):     # stops at the first factor beyond the limit
         total *= n
         if total > max_npus:
-            raise ValueError(f"{path}: npus_count {_short(list(npus))} gives "
+            raise ValueError(f"{path}: npus_count {short(list(npus))} gives "
                              f"{'' if d == len(npus) else 'at least '}{total} NPUs, more than "
                              f"max_npus={max_npus} (pass a larger max_npus to read this file)")
     if total < 2:
         raise ValueError(f"{path}: npus_count {list(npus)} gives {total} NPU; a network joins at least 2")
     cables = _cable_count(topologies, npus)
     if cables > max_links:
-        raise ValueError(f"{path}: topology {_short(list(topologies))} over npus_count "
-                         f"{_short(list(npus))} makes {cables} cables, more than max_links="
+        raise ValueError(f"{path}: topology {short(list(topologies))} over npus_count "
+                         f"{short(list(npus))} makes {cables} cables, more than max_links="
                          f"{max_links} (pass a larger max_links to read this file)")
     rates = [float(bw) * gigabyte for bw in bandwidths]
     for d, rate in enumerate(rates, 1):

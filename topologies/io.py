@@ -22,7 +22,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from ._readers import MIB, read_text
+from ._readers import MIB, read_text, short
 from ._validate import TopologyError, validate
 
 __all__ = ["save", "load"]
@@ -106,17 +106,17 @@ def _check_node_link(data, path) -> str:
     for i, node in enumerate(data["nodes"]):
         if not isinstance(node, dict) or "id" not in node or not _is_id(node["id"]):
             raise ValueError(f'{path}: node {i} must be an object with an "id" (a string, a '
-                             f"number or a list of them), got {_short(node)}")
+                             f"number or a list of them), got {short(node)}")
     for i, edge in enumerate(data[key]):
         if not isinstance(edge, dict) or not all(
                 end in edge and _is_id(edge[end]) for end in ("source", "target")):
             raise ValueError(f'{path}: edge {i} must be an object with "source" and "target" '
-                             f"node ids, got {_short(edge)}")
+                             f"node ids, got {short(edge)}")
         for name in ("capacity", "latency"):
             value = edge.get(name)
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 1e300:
                 raise TopologyError(f"{path}: edge {edge['source']!r} -> {edge['target']!r}: "
-                                    f"{name} {_short(value)} is beyond float range")
+                                    f"{name} {short(value)} is beyond float range")
     return key
 
 
@@ -131,8 +131,3 @@ def _is_id(value) -> bool:
 def _json_type(value) -> str:
     names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
     return names.get(type(value), "number")
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:50] + "..."

@@ -47,7 +47,7 @@ from pathlib import Path
 import networkx as nx
 
 from ._graph import check_int, compute_fabric, finish
-from ._readers import _DECIMAL, MIB, check_limit, over, read_text
+from ._readers import DECIMAL, MIB, check_limit, over, read_text, short
 from ._validate import TopologyError, validate
 from .analysis import gpus as ranked_gpus
 from .servers import get_gpu
@@ -73,30 +73,26 @@ MAX_LINKS = 10_000_000
 MAX_SIMAI_BYTES = 256 * MIB
 _HEADER = ("node_num", "gpus_per_server", "nvswitch_num", "switch_num", "link_num")
 _ID = re.compile(r"[0-9]{1,30}")      # ASCII digits only; 30 digits is beyond any limit
-_QUANTITY = re.compile(rf"({_DECIMAL.pattern})([A-Za-z]+)")
+_QUANTITY = re.compile(rf"({DECIMAL.pattern})([A-Za-z]+)")
 
 
 def _quantity(text, units, what, where):
     """``"400Gbps"`` -> 4e11 (in the table's base unit), finite, or a ValueError."""
     match = _QUANTITY.fullmatch(text)
     if not match or match.group(2) not in units:
-        raise ValueError(f"{where}: {what} {_short(text)} is not a number with a unit "
+        raise ValueError(f"{where}: {what} {short(text)} is not a number with a unit "
                          f"({', '.join(units)})")
     value = float(match.group(1)) * units[match.group(2)]
     if not math.isfinite(value):
-        raise ValueError(f"{where}: {what} {_short(text)} is beyond float range")
+        raise ValueError(f"{where}: {what} {short(text)} is beyond float range")
     return value + 0.0       # -0.0 -> 0.0
 
 
 def _count(token, name, where) -> int:
     if not _ID.fullmatch(token):
-        raise ValueError(f"{where}: {name} must be an integer >= 0, got {_short(token)}")
+        raise ValueError(f"{where}: {name} must be an integer >= 0, got {short(token)}")
     return int(token)
 
-
-def _short(text) -> str:
-    text = repr(text)
-    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
 
 
 def _read_header(lines, where, max_nodes, max_links):
@@ -107,7 +103,7 @@ def _read_header(lines, where, max_nodes, max_links):
     head = first.split()
     if len(head) not in (6, 7):
         raise ValueError(f"{at}: expected 'node_num gpus_per_server nvswitch_num "
-                         f"switch_num link_num gpu_type', got {_short(first.strip())}")
+                         f"switch_num link_num gpu_type', got {short(first.strip())}")
     nodes, per_server, n_nvs, n_sw, n_links = (_count(t, name, at) for t, name in zip(head, _HEADER))
     if nodes > max_nodes:
         raise over(at, "node_num", nodes, "max_nodes", max_nodes)
@@ -121,7 +117,7 @@ def _read_header(lines, where, max_nodes, max_links):
         row += 1
     if len(tokens) != n_nvs + n_sw or not all(_ID.fullmatch(t) for t in tokens):
         raise ValueError(f"{where}: expected {n_nvs} NVSwitch and {n_sw} switch ids after the "
-                         f"header, got {_short(' '.join(tokens[:12]))}")
+                         f"header, got {short(' '.join(tokens[:12]))}")
     ids = [int(t) for t in tokens]
     bad = [i for i in ids if i >= nodes]
     if bad or len(set(ids)) != len(ids):
@@ -194,7 +190,7 @@ def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = M
                          f"ids leaves {gpus} GPUs, but the file has {len(body)} link lines: every "
                          f"GPU needs a link (a truncated file, or a wrong node_num)")
     if gpu is None and type_name not in _GPU_TYPES:
-        raise ValueError(f"{where}: GPU type {_short(type_name)} is not one of {', '.join(_GPU_TYPES)}; "
+        raise ValueError(f"{where}: GPU type {short(type_name)} is not one of {', '.join(_GPU_TYPES)}; "
                          "pass gpu=... (e.g. 'h100_sxm')")
     gpu_name = get_gpu(gpu if gpu is not None else _GPU_TYPES[type_name]).name
     links = [_link(ln, number, nodes, where) for number, ln in body]
@@ -212,19 +208,19 @@ def _link(line, number, nodes, where):
     at = f"{where} line {number}"
     parts = line.split()
     if len(parts) != 5 or not _ID.fullmatch(parts[0]) or not _ID.fullmatch(parts[1]):
-        raise ValueError(f"{at}: expected 'src dst rate delay error_rate', got {_short(line.strip())}")
+        raise ValueError(f"{at}: expected 'src dst rate delay error_rate', got {short(line.strip())}")
     a, b = int(parts[0]), int(parts[1])
     if a >= nodes or b >= nodes or a == b:
         raise ValueError(f"{at}: link {a} -> {b} needs two distinct node ids < node_num {nodes}")
     rate = _quantity(parts[2], _RATE, "rate", at) / 8        # bits/s -> bytes/s, once, here
     delay = _quantity(parts[3], _TIME, "delay", at)          # s
     if rate <= 0:
-        raise ValueError(f"{at}: rate must be > 0, got {_short(parts[2])}")
+        raise ValueError(f"{at}: rate must be > 0, got {short(parts[2])}")
     if delay < 0:
-        raise ValueError(f"{at}: delay must be >= 0, got {_short(parts[3])}")
+        raise ValueError(f"{at}: delay must be >= 0, got {short(parts[3])}")
     error = parts[4]
-    if not _DECIMAL.fullmatch(error) or not 0 <= float(error) <= 1:
-        raise ValueError(f"{at}: error_rate must be a number in [0, 1], got {_short(error)}")
+    if not DECIMAL.fullmatch(error) or not 0 <= float(error) <= 1:
+        raise ValueError(f"{at}: error_rate must be a number in [0, 1], got {short(error)}")
     return a, b, rate, delay, error, number
 
 
