@@ -375,6 +375,8 @@ def test_unknown_or_absent_pci_rates_are_assumed_and_noted(tmp_path):
     (_box(_pci("0000:02:00.0", "0x030200", '<gpu dev="0" sm="90" rank="0"/>', width="x")
           + _nic(_NIC_BUS)), ['<pci busid="0000:02:00.0"', "link_width"]),
     (_box(_gpu("0000:02:00.0", 0) + _nic(_NIC_BUS) + _nic(_NIC_BUS)), [f'busid="{_NIC_BUS}"', "two"]),
+    (_box(_gpu("0000:02:00.0", 0) + _gpu("0000:05:00.0", 0) + _nic(_NIC_BUS)),
+     ["rank=0", '<pci busid="0000:02:00.0">', '<pci busid="0000:05:00.0">']),
 ])
 def test_bad_attributes_name_file_element_and_attribute(tmp_path, body, words):
     raises_clearly(tp.from_nccl_xml, _write(tmp_path, body), *words)

@@ -330,7 +330,9 @@ def _order_gpus(system):
         if None not in values:
             dup = [v for v, c in Counter(values).items() if c > 1]
             if dup:
-                raise ValueError(f"{system.where}: two <gpu> elements with {key}={dup[0]}")
+                both = [f'<pci busid="{_clip(g.busid)}">' for g in gpus if getattr(g, key) == dup[0]]
+                raise ValueError(f"{system.where}: two <gpu> elements with {key}={dup[0]}: "
+                                 f"{' and '.join(both[:2])}")
             gpus.sort(key=lambda g: getattr(g, key))
             return
 
