@@ -29,11 +29,17 @@ def check_limit(name: str, value) -> int:
 
 
 def read_bytes(path, max_bytes: int, limit_name: str = "max_bytes") -> bytes:
-    """The file's bytes; a ValueError naming the file when it cannot be read or holds more
-    than ``max_bytes`` (checked on its size before reading, and while reading, for files whose
-    size the system does not know)."""
+    """The file's bytes. A missing file is ``FileNotFoundError`` and a folder
+    ``IsADirectoryError`` (as the workload readers raise them), each naming the path; a file
+    that cannot be read otherwise, or holds more than ``max_bytes`` (checked on its size
+    before reading, and while reading, for files whose size the system does not know), is a
+    ValueError naming it."""
     check_limit(limit_name, max_bytes)
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a folder, not a file")
     try:
         with open(path, "rb") as f:
             try:
