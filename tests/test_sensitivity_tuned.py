@@ -41,7 +41,7 @@ def _tier_direction(graph, tier):
 
 CASES = [   # (graph, op, size, options, tier): NCCL's cost model sets each time
     ("rail2", "all_reduce", 2**28, dict(algorithm="ring", protocol="Simple"), "nvlink"),
-    ("rail2", "all_reduce", 2**22, dict(algorithm="tree", protocol="LL128"), "nvlink"),
+    ("rail2", "all_reduce", 2**26, dict(algorithm="tree", protocol="LL128"), "nvlink"),   # steps above the floor
     ("rail4", "all_reduce", 2**28, dict(algorithm="nvls_tree"), "nvlink"),   # multi-node NVLSTree
     ("rail2", "all_reduce", 2**28, dict(algorithm="nvls_tree"), "nvlink"),
     ("fat4", "all_reduce", 4096, dict(), None),                              # small: tree / LL
@@ -143,10 +143,9 @@ def test_a_tie_between_nccls_choices_is_refused_with_its_reason(monkeypatch):
 
     real = _collective._pick
 
-    def tied(*args, **kwargs):                     # another (algorithm, protocol) at the very same time
-        a, proto, total, *rest = real(*args, **kwargs)
-        rest[-2] = {**rest[-2], "rival/Simple": total}
-        return (a, proto, total, *rest)
+    def tied(*args, **kwargs):                     # another (algorithm, protocol) NCCL estimates the same
+        a, proto, total, *rest, rivals = real(*args, **kwargs)
+        return (a, proto, total, *rest, rivals + ["rival/Simple"])
 
     monkeypatch.setattr(_collective, "_pick", tied)
     r = fs.collective(tp.rail_optimized(2), "all_reduce", 2**22, algorithm="tree", protocol="LL128")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 import re
 
 import topologies as tp
@@ -103,15 +104,18 @@ def calibrate_logs(args) -> None:
     rows = cal.residuals.to_dict("records")
     if args.json:
         print(to_json(dict(efficiency=cal.efficiency, latency_scale=cal.latency_scale, ranks=cal.ranks,
-                           ops=list(cal.ops), converged=cal.converged, residuals=rows)))
+                           pipeline=asdict(cal.pipeline), unconstrained=list(cal.unconstrained),
+                           ops=list(cal.ops), converged=cal.converged, message=cal.message, residuals=rows)))
         return
     if args.csv:
         emit(rows, args, "")
         return
     lines = [f"# calibrated on {len(rows)} rows of {len(args.logs)} log(s), {cal.ranks} ranks, {', '.join(cal.ops)}"
-             + ("" if cal.converged else f" ({cal.message})"),
+             + (f" ({cal.message})" if cal.message else ""),
              "efficiency: " + (", ".join(f"{t} {e:.3f}" for t, e in sorted(cal.efficiency.items())) or "unchanged"),
              f"latency scale: {cal.latency_scale:.3f} x NCCL's",
+             "pipeline: " + ", ".join(f"{k} {v * 1e6:.2f} us" if k.startswith("floor") else f"{k} {v:.2f} steps"
+                                      for k, v in asdict(cal.pipeline).items()),
              f"{'op':>15s} {'size (B)':>14s} {'measured (us)':>14s} {'model (us)':>11s} {'error':>7s}"]
     lines += [f"{r['op']:>15s} {int(r['size']):14d} {r['measured'] * 1e6:14.1f} {r['model'] * 1e6:11.1f} "
               f"{r['error']:+7.1%}" for r in rows]

@@ -1,10 +1,11 @@
-"""Calibration from nccl-tests logs: per-technology efficiency and a latency scale fitted by
-robust least squares to the measured times, as a model :func:`flowsolver.collective` takes."""
+"""Calibration from nccl-tests logs: per-technology efficiency, a latency scale and a scale on
+the chunk pipeline's floors and fills fitted by robust least squares to the measured times, as
+a model :func:`flowsolver.collective` takes."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -14,7 +15,8 @@ from ._collective import _plans, collective_with, is_tuned
 from ._nccl import OPS
 from ._options import Options
 from ._solve import time_plans
-from ._tuned import transfer_of, tuned_times
+from ._pipeline import PIPELINE, Pipeline
+from ._tuned import nccl_pick, transfer_of, tuned_times
 
 __all__ = ["Calibration", "calibrate"]
 
@@ -24,7 +26,10 @@ _US = 1e-6
 @dataclass(frozen=True)
 class Calibration:
     """Fitted constants: ``efficiency`` (technology name -> fraction of the raw rate),
-    ``latency_scale`` (NCCL's predicted latencies are multiplied by it), the ``ranks`` and
+    ``latency_scale`` (NCCL's predicted latencies are multiplied by it), ``pipeline`` (the
+    :class:`~._pipeline.Pipeline` of step floors and fills, the library's scaled by the fit),
+    ``unconstrained`` (the fitted quantities the logs could not tell: left at the library's
+    value, e.g. ``"latency"`` from large messages only), the ``ranks`` and
     ``ops`` of the logs, ``residuals`` (a DataFrame per fitted row: ``op``, ``size`` bytes,
     ``measured`` and ``model`` s, ``error`` relative), ``converged`` and ``message``.
     Pass it as ``collective(..., model=cal)``."""
@@ -36,6 +41,8 @@ class Calibration:
     residuals: object = None
     converged: bool = True
     message: str = ""
+    pipeline: Pipeline = PIPELINE
+    unconstrained: tuple = ()
 
     def apply(self, options: Options) -> Options:
         """``options`` with the fitted efficiencies (the call's own ``efficiency=`` wins)."""
@@ -133,8 +140,9 @@ def _check_ranks(df, op, where, n, given):
 
 
 class _RowModel:
-    """One log row's model, solved once: its time for a latency scale ``lam`` and a factor
-    ``m`` on every flow-solved bandwidth (NCCL's argmin and caps re-evaluated exactly)."""
+    """One log row's model, solved once: its time for a latency scale ``lam``, a factor ``m``
+    on every flow-solved bandwidth and a scale ``f`` on the pipeline's floors and fills
+    (NCCL's choice and caps re-evaluated exactly)."""
 
     def __init__(self, graph, op, size, ranks, algorithm, options, cal):
         options = cal.apply(options)
@@ -144,14 +152,16 @@ class _RowModel:
         self.op, self.size, self.options, self.cal = op, size, options, cal
         self.only = None if algorithm == "auto" else algorithm
 
-    def time(self, lam, m):
-        """(time s, algorithm) at latency scale ``lam`` and bandwidth factor ``m``."""
+    def time(self, lam, m, f=1.0):
+        """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, pipeline scale ``f``."""
         scaled = {a: (t, tuple(replace(st, transfer=st.transfer / m) for st in steps), u)
                   for a, (t, steps, u, *_) in self.results.items()}
         hw = replace(self.hw, nvlink_bw=self.hw.nvlink_bw * m)
-        model = replace(self.cal, latency_scale=self.cal.latency_scale * lam)
-        entries = [(t, a) for (a, _), (t, _) in tuned_times(self.op, self.size, self.p, scaled, hw, self.options,
-                                                          model).items() if self.only in (None, a)]
+        model = replace(self.cal, latency_scale=self.cal.latency_scale * lam, pipeline=_scaled(self.cal.pipeline, f))
+        tuned = {k: v for k, v in tuned_times(self.op, self.size, self.p, scaled, hw, self.options, model).items()
+                 if self.only in (None, k[0])}
+        pick = nccl_pick(tuned)
+        entries = [] if pick is None else [(pick[1][0], pick[0][0])]
         for a, (t, steps, *_) in self.results.items():
             if self.only in (None, a) and not is_tuned(a, self.op, self.options):
                 transfer = transfer_of(steps)
@@ -164,21 +174,44 @@ class _RowModel:
         return str(self.links.tech[longest.bottleneck[0].index]) if longest.bottleneck else ""
 
 
+def _scaled(pipeline: Pipeline, f: float) -> Pipeline:
+    """``pipeline`` with every floor and fill times ``f``."""
+    return pipeline if f == 1.0 else Pipeline(**{k: v * f for k, v in asdict(pipeline).items()})
+
+
+#: the fitted quantities, in the order of the least squares' vector
+_FITTED = ("latency", "bandwidth", "pipeline")
+#: a quantity whose 10 % change moves no row's time by this much is not constrained by the logs
+_UNCONSTRAINED = 1e-4
+
+
 def _fit(rows, measured):
-    """Robust least squares (soft-L1 on the relative error) of a latency scale and a
-    bandwidth factor: (lam, m, converged)."""
+    """Robust least squares (soft-L1 on the relative error) of a latency scale, a bandwidth
+    factor and a pipeline scale: (lam, m, f, converged, unconstrained names); a quantity the
+    rows cannot tell apart from the others stays at 1."""
     from scipy.optimize import least_squares
 
+    def times(x):
+        return np.array([r.time(*np.exp(x))[0] for r in rows])
+
     def residual(x):
-        lam, m = np.exp(x)
-        return np.array([r.time(lam, m)[0] for r in rows]) / measured - 1.0
+        return times(x) / measured - 1.0
 
     fits = [least_squares(residual, np.log(start), bounds=(np.log(1e-2), np.log(1e2)), loss="soft_l1",
                           f_scale=0.05, diff_step=1e-3)
-            for start in ((1.0, 1.0), (3.0, 1.0), (0.3, 1.0), (1.0, 0.5))]   # NCCL's argmin makes it piecewise
-    fit = min(fits, key=lambda f: f.cost)
-    lam, m = np.exp(fit.x)
-    return float(lam), float(m), bool(fit.success)
+            for start in ((1.0, 1.0, 1.0), (3.0, 1.0, 1.0), (0.3, 1.0, 1.0), (1.0, 0.5, 1.0), (1.0, 1.0, 0.3))]
+    fit = min(fits, key=lambda f: f.cost)     # NCCL's choice makes the cost piecewise
+    x = np.array(fit.x)
+    base = times(x)
+    loose = []
+    for i, name in enumerate(_FITTED):
+        moved = x.copy()
+        moved[i] += math.log(1.1)
+        if np.max(np.abs(times(moved) / base - 1.0)) < _UNCONSTRAINED:
+            loose.append(name)
+            x[i] = 0.0                        # not told by the logs: the library's value
+    lam, m, f = np.exp(x)
+    return float(lam), float(m), float(f), bool(fit.success), tuple(loose)
 
 
 def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str = "auto", iterations: int = 2,
@@ -195,9 +228,11 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     ``algorithm`` is the log's (``"auto"``: NCCL's choice, or the ``NCCL_ALGO`` the logs'
     NCCL INFO lines say was forced; ``"ring"`` for a run with ``NCCL_ALGO=Ring``) and
     ``options`` the other keywords of :func:`flowsolver.collective`. Each row's flows are solved once; a robust least
-    squares (soft-L1 on the relative error) then fits a scale on NCCL's latencies and a
-    factor on the flow-solved bandwidths, NCCL's caps and choice of algorithm and protocol
-    re-evaluated at every trial; the factor becomes the efficiency of the technology that
+    squares (soft-L1 on the relative error) then fits a scale on NCCL's latencies, a
+    factor on the flow-solved bandwidths and a scale on the chunk pipeline's step floors and
+    fills (:mod:`~._pipeline`), NCCL's caps and choice of algorithm and protocol
+    re-evaluated at every trial (a quantity the logs cannot tell, e.g. the latency from
+    large messages only, stays at the library's value and is named in ``unconstrained``); the factor becomes the efficiency of the technology that
     bottlenecks most of the transfer, and the whole is re-solved with the fit
     ``iterations`` times (the bottleneck may move). Efficiencies are capped at 1
     (a measured rate above the raw one is the model's fault, not the link's: the
@@ -226,18 +261,19 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     converged = True
     for _ in range(max(1, int(iterations))):
         models = [_RowModel(graph, o, size, ranks, algorithm, opts, cal) for o, size, _ in rows]
-        lam, m, converged = _fit(models, measured)
+        lam, m, f, converged, loose = _fit(models, measured)
         # the factor goes to the technology that holds most of the rows' transfer
         weight: dict = {}
         for r, t_meas in zip(models, measured):
-            t, a = r.time(lam, m)
+            t, a = r.time(lam, m, f)
             tech = r.bottleneck_tech(a)
             weight[tech] = weight.get(tech, 0.0) + transfer_of(r.results[a][1]) / t_meas
         tech = max(weight, key=weight.get)
         efficiency = dict(cal.efficiency)
         if tech:
             efficiency[tech] = min(1.0, efficiency.get(tech, link_efficiency(tech, opts.efficiency)) * m)
-        cal = replace(cal, efficiency=efficiency, latency_scale=cal.latency_scale * lam)
+        cal = replace(cal, efficiency=efficiency, latency_scale=cal.latency_scale * lam,
+                      pipeline=_scaled(cal.pipeline, f), unconstrained=loose)
     model = np.array([collective_with(graph, o, s, ranks, algorithm, opts, cal).time for o, s, _ in rows])
     try:
         import pandas as pd
@@ -246,5 +282,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
 
     residuals = pd.DataFrame(dict(op=[o for o, _, _ in rows], size=[s for _, s, _ in rows], measured=measured,
                                   model=model, error=(model - measured) / measured))
-    return replace(cal, residuals=residuals, converged=converged,
-                   message="" if converged else "the least-squares fit did not converge")
+    notes = [] if converged else ["the least-squares fit did not converge"]
+    if cal.unconstrained:
+        notes.append(f"the logs do not constrain: {', '.join(cal.unconstrained)} (left at the library's value)")
+    return replace(cal, residuals=residuals, converged=converged, message="; ".join(notes))

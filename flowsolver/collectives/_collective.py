@@ -20,7 +20,7 @@ from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import time_many, time_plans
 from ._trees import Step, StepFlows
-from ._tuned import (DERIVED, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
+from ._tuned import (DERIVED, nccl_pick, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
                      tuned_times, why_not_tuned)
 from ._tuner import _BASE, TUNER_ALGORITHMS
 
@@ -113,8 +113,8 @@ def _auto_rest(graph, ranks, plans, options, tune, bounds, order, table, results
     other candidate whose bound is below the best time so far; the rest cannot win and are
     never routed or solved. Returns the timed table and the pruned candidates' bounds."""
     best_time = min(r[0] for r in results.values())
-    if options.tuner:
-        best_time = min([best_time] + [t for t, _ in tune(results).values()])
+    if options.tuner and (pick := nccl_pick(tune(results))) is not None:
+        best_time = min(best_time, pick[1][0])
     rest = [a for a in order if a not in results and bounds[a] < best_time]
     if rest:
         results.update(time_plans(graph, ranks, {a: plans[a] for a in rest}, options, [graph])[0][1])
@@ -128,8 +128,9 @@ def is_tuned(algorithm, op, options) -> bool:
 
 
 def _pick(op, size, p, results, hw, options, model, only=None):
-    """(algorithm, protocol, time, steps, utilisation, choices, candidates) of the fastest
-    (of algorithm ``only`` where given)."""
+    """(algorithm, protocol, time, steps, utilisation, choices, candidates): NCCL's pick
+    among the algorithms its cost model times (the least estimate, :func:`~._tuned.nccl_pick`)
+    against the fastest of the others (of algorithm ``only`` where given)."""
     tuned = tuned_times(op, size, p, results, hw, options, model) if options.tuner else {}
     if only is not None:
         results = {only: results[only]}
@@ -139,25 +140,32 @@ def _pick(op, size, p, results, hw, options, model, only=None):
         if is_tuned(a, op, options):
             continue
         entries[a, options.step_protocol] = (total, steps, util)
-    for (a, proto), (total, lat) in tuned.items():
+    own = dict(entries)
+    for (a, proto), (total, lat, _) in tuned.items():
         base = _BASE[a][PROTOCOLS.index(proto)] * 1e-6 if options.base_latency is None else options.base_latency
         steps = results[a][1]
         entries[a, proto] = (total, rescaled(steps, total, lat, base) if np.isfinite(total) else steps, results[a][2])
-    (a, proto), (total, steps, util) = min(entries.items(), key=lambda kv: kv[1][0])
-    candidates: dict = {}
-    for (name, _), (t, _, _) in entries.items():
-        candidates[name] = min(t, candidates.get(name, np.inf))
+    pick = nccl_pick(tuned)
+    contest = {**own, pick[0]: entries[pick[0]]} if pick is not None else own
+    (a, proto), (total, steps, util) = min(contest.items(), key=lambda kv: kv[1][0])
+    candidates = {name: t for (name, _), (t, _, _) in own.items()}
+    for name in {name for name, _ in tuned}:           # each algorithm with the protocol NCCL would pick
+        (_, pr), _ = nccl_pick({k: v for k, v in tuned.items() if k[0] == name})
+        candidates[name] = min(entries[name, pr][0], candidates.get(name, np.inf))
     choices = {f"{name}/{pr}": v[0] for (name, pr), v in entries.items()}
-    return a, proto, total, steps, util, choices, candidates
+    rivals = [] if pick is None or (a, proto) != pick[0] else \
+        [f"{n}/{pr}" for (n, pr), (_, _, est) in tuned.items()
+         if (n, pr) != pick[0] and abs(est - pick[1][2]) <= TIE_RTOL * pick[1][2]]
+    estimates = {f"{name}/{pr}": est for (name, pr), (_, _, est) in tuned.items()}
+    return a, proto, total, steps, util, (choices, estimates), candidates, rivals
 
 
-def _derivation(graph, ranks, results, best, proto, total, choices, hw, call, table) -> Derivation:
+def _derivation(graph, ranks, results, best, proto, rivals, hw, call, table) -> Derivation:
     """What the result's derivatives are computed from: the chosen algorithm's solved steps
     and, where NCCL's cost model set the time, its formula on the ring's and the algorithm's
     own flow solves and the NVLink bandwidth (``call``: op, size, ranks, options, model)."""
     op, size, p, options, model = call
     solved_on, cap = results[best][3:5]
-    rivals = [k for k, t in choices.items() if k != f"{best}/{proto}" and abs(t - total) <= TIE_RTOL * total]
     why_not = "" if not rivals else (
         f"NCCL's cost model times {best}/{proto} and {', '.join(rivals)} alike: which one NCCL picks after a change "
         "depends on its sign and size (time one of them with algorithm= and protocol=)")
@@ -235,8 +243,9 @@ def _result(graph, call, planned, table, results, pruned, hw) -> CollectiveResul
     op, size, _, algorithm, options, model = call
     ranks, p = planned[0], planned[1]
     only = None if algorithm == "auto" else algorithm
-    best, proto, total, steps, util, choices, candidates = _pick(op, size, p, results, hw, options, model, only)
-    derivation = _derivation(graph, ranks, results, best, proto, total, choices, hw,
+    best, proto, total, steps, util, (choices, estimates), candidates, rivals = _pick(op, size, p, results, hw, options, model,
+                                                                         only)
+    derivation = _derivation(graph, ranks, results, best, proto, rivals, hw,
                              (op, size, p, options, model), table)
     stalled = not np.isfinite(total)
     algbw = 0.0 if stalled else float(size) / total
@@ -245,7 +254,8 @@ def _result(graph, call, planned, table, results, pruned, hw) -> CollectiveResul
                             links=table, candidates=candidates, pruned=dict(pruned),
                             status=Status.STALLED if stalled else Status.OK,
                             message=_STALLED if stalled else "", protocol=proto, channels=hw.channels,
-                            nccl=best in NCCL_ALGORITHMS[op], choices=choices, solved_on=derivation)
+                            nccl=best in NCCL_ALGORITHMS[op], choices=choices, estimates=estimates,
+                            solved_on=derivation)
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
@@ -303,13 +313,13 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     >>> import topologies as tp
     >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32, algorithm="ring")
     >>> round(r.busbw / 1e9), r.bottleneck_tier, r.protocol, r.channels   # NVLink 4 at NCCL's 20.6 GB/s per link
-    (370, 'nvlink', 'Simple', 16)
+    (365, 'nvlink', 'Simple', 16)
     >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32)
     >>> r.algorithm, round(r.busbw / 1e9)        # in-switch reduction (measured ~480 GB/s)
-    ('nvls', 489)
+    ('nvls', 484)
     >>> r = collective(tp.rail_optimized(nodes=2), "all_reduce", 1024)
     >>> r.algorithm, r.protocol, round(r.time * 1e6, 1)   # NCCL's tuner: Tree LL, 25.2 us + 1 KiB
-    ('tree', 'LL', 25.3)
+    ('tree', 'LL', 26.0)
     """
     options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
@@ -349,7 +359,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     >>> import topologies as tp
     >>> ndr, hdr = tp.rail_optimized(2), tp.rail_optimized(2, link="ib_hdr")
     >>> [round(r.busbw / 1e9) for r in collective_variants([ndr, hdr], "all_reduce", 2**30, algorithm="ring")]  # 8 NICs: 376, 192
-    [359, 189]
+    [344, 181]
     """
     options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,

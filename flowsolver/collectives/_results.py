@@ -98,7 +98,9 @@ class CollectiveResult:
     cannot complete (``time`` inf, the reason in ``message``). ``protocol`` and
     ``channels`` the NCCL protocol and channel count used; ``nccl`` whether NCCL runs the
     chosen algorithm (False: a what-if of ``candidates="all"`` or an explicit choice);
-    ``choices`` the time of every ``"algorithm/protocol"`` pair NCCL's cost model timed.
+    ``choices`` the time of every ``"algorithm/protocol"`` pair NCCL's cost model timed
+    (what its kernels would take: :mod:`~flowsolver.collectives._pipeline`), ``estimates``
+    NCCL's own estimate of each (``latency + size / bandwidth``): NCCL runs the least one.
     """
 
     op: str
@@ -119,6 +121,7 @@ class CollectiveResult:
     channels: int = 0
     nccl: bool = True
     choices: dict = field(default_factory=dict)
+    estimates: dict = field(default_factory=dict)
     solved_on: Derivation | None = field(default=None, repr=False, compare=False)
 
     def time_gradient(self, side: str = "up") -> np.ndarray:

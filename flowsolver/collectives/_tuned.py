@@ -11,9 +11,10 @@ import numpy as np
 
 from ._dual import lesser
 from ._nccl import PROTOCOLS, busbw_factor
+from ._pipeline import PIPELINE, pipeline_time
 from ._tuner import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
 
-__all__ = ["DERIVED", "transfer_of", "tuned_times", "tuned_time", "steady_parts", "why_not_tuned", "rescaled",
+__all__ = ["DERIVED", "transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
            "slow_paths_of", "path_excess"]
 
 #: NCCL algorithms without a flow schedule of their own: their bandwidth term is the
@@ -92,7 +93,7 @@ def why_not_tuned(algorithm, op, hw, options) -> str | None:
 
 
 def tuned_times(op, size, p, results, hw, options, model=None) -> dict:
-    """``{(algorithm, protocol): (time, latency)}`` (s) of the NCCL algorithms in ``results``
+    """``{(algorithm, protocol): (time, latency, estimate)}`` (s) of the NCCL algorithms in ``results``
     (algorithm -> (time, steps, utilisation) of the flow solve). ``model`` (a calibration)
     scales latencies and bandwidths."""
     ring = results.get("ring")
@@ -109,8 +110,22 @@ def tuned_times(op, size, p, results, hw, options, model=None) -> dict:
     return out
 
 
+def nccl_pick(tuned: dict):
+    """``((algorithm, protocol), (time, latency, estimate))`` of :func:`tuned_times`'s entries
+    that NCCL runs: the least *estimate* (NCCL chooses by its cost model, and its kernels then
+    take ``time``), or None when there are none.
+
+    >>> nccl_pick({("ring", "LL"): (3.0, 1.0, 2.0), ("tree", "LL"): (2.5, 1.0, 2.2)})[0]
+    ('ring', 'LL')
+    """
+    return min(tuned.items(), key=lambda kv: kv[1][2], default=None)
+
+
 def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, model=None, paths=()):
-    """(time, latency) (s) NCCL's cost model gives ``a`` / ``proto``: the ring's flow-solved
+    """(time, latency, estimate) (s) of ``a`` / ``proto``: ``estimate`` is NCCL's cost model
+    (``latency + size / bandwidth``, what NCCL chooses by), ``time`` what its kernels take
+    (:func:`~._pipeline.pipeline_time`: the channels it runs at this size, its chunk steps,
+    their floor and the pipeline's fill). The ring's flow-solved
     transfer ``ring_transfer`` (s) is the graph's bus bandwidth, ``own_transfer`` (s) the
     algorithm's own steady-state transfer, ``hw.nvlink_bw`` a GPU's NVLink (bytes/s). The
     three may be :class:`~._dual.Dual` numbers: the time is then their Dual (its derivative).
@@ -130,7 +145,11 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
         algbw = lesser(algbw, own_algbw)
     if a == "nvls_tree":
         algbw = lesser(algbw, _nvls_node_bound(hw))
-    return (lat + size / algbw if algbw > 0 else np.inf, lat)   # 0: a stalled flow
+    if not algbw > 0:                                           # 0: a stalled flow
+        return np.inf, lat, np.inf
+    time = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, algbw,
+                         PIPELINE if model is None else model.pipeline)
+    return time, lat, lat + size / algbw
 
 
 def _graph_busbw(algorithm, ring_busbw, hw) -> float:

@@ -1,0 +1,198 @@
+"""How long NCCL's kernels take to move a buffer, beside what its tuner estimates: the
+channels NCCL runs at that size, the chunks each channel pipelines, a step's floor and the
+pipeline's fill (units: bytes, seconds, bytes/s).
+
+NCCL's tuner (:mod:`._tuner`) prices a collective as ``latency + size / bandwidth``: the
+estimate NCCL *chooses* an algorithm and protocol by. What a kernel achieves differs in three
+ways this module models from NCCL's source (2.30: ``src/enqueue.cc`` ``topoGetAlgoInfo`` and
+``calcCollChunking``, ``src/include/device.h``, ``collectives.h``, ``comm.h``):
+
+1. **Channels**: below ``channels x threads x threshold`` bytes NCCL drops channels one by one
+   (ring and tree; NVLS keeps its own). A channel is one SM driving its share of the links,
+   so fewer channels move proportionally fewer bytes per second.
+2. **Steps**: each channel moves its share as a sequence of chunk steps (ring: ``nranks``
+   chunks a loop, ``2 (nranks - 1)`` steps for an all-reduce; tree: a chunk a step down the
+   tree's depth; NVLS: a loop of ``nHeads`` chunks), the chunk set by the protocol's buffer
+   and shrunk for small sizes exactly as ``calcCollChunking`` does.
+3. **Fill and floor**: a step takes at least a floor (flag polling, fences, the proxy) and the
+   pipeline needs ``fill`` further steps to fill and drain, so the time is
+   ``latency + (steps + fill) x max(step transfer, floor)``. At large sizes the steps are
+   long and many and the time tends to ``size / bandwidth``; at mid sizes the fill and the
+   floor are what the tuner's affine estimate leaves out (measured: 20-40 % at 4-256 MiB).
+
+LL keeps the tuner's time (its lines carry their own flags: no step floor to add); its
+channel count still follows NCCL's rule. The floors and fills are fitted on the validation
+corpus (``benchmarks/fit_pipeline.py``), see :data:`PIPELINE`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._dual import Dual, lesser
+
+__all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "chunk_steps", "pipeline_time"]
+
+KIB = 1024
+# NCCL_STEPS (src/include/device.h): slots of a connection's buffer
+NCCL_STEPS = 8
+# Each protocol's buffer (src/init.cc DEFAULT_*_BUFFSIZE), bytes: LL 8 lines x 512 threads x
+# NCCL_STEPS x 16 B; LL128 120 elements x 640 threads x NCCL_STEPS x 8 B; Simple 4 MiB
+_BUFFER = {"LL": 8 * 512 * NCCL_STEPS * 16, "LL128": 120 * 640 * NCCL_STEPS * 8, "Simple": 1 << 22}
+# maxThreads (src/graph/tuning.cc): LL and Simple 512, LL128 640 (NVLS: its own channels)
+_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+# NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD (src/include/comm.h); ring LL's is x nRanks (tuning.cc)
+_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
+# ALLREDUCE_ / ALLGATHER_ / REDUCESCATTER_CHUNKSTEPS = NCCL_STEPS / 2 (src/include/collectives.h)
+_RING_CHUNK_STEPS = NCCL_STEPS // 2
+# NCCL_NVLS_CHUNKSIZE default (src/transport/nvls.cc): 128 KiB
+_NVLS_CHUNK = 128 * KIB
+#: the algorithms whose chunk pipeline is modelled (PAT, absent from the corpus, keeps the tuner's time)
+PIPELINED = ("ring", "tree", "nvls", "nvls_tree")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The step floors (s) per protocol family and the fills (steps) per algorithm family.
+
+    ``floor_simple`` / ``floor_ll128`` / ``floor_nvls``: the least time one chunk step takes
+    (ring and tree Simple, LL128, NVLS and NVLSTree); ``fill_ring`` / ``fill_tree`` /
+    ``fill_nvls``: steps the pipeline spends filling and draining beyond its structural depth
+    (a tree's ``2 x depth`` and NVLSTree's ``1 + 2 log2(nodes)``, counted from the topology).
+    A ring's fill in proportion to its loop's steps, their square root, or a constant plus a
+    share of them holds the corpus worse (held out 0.26, 0.24, 0.25 against 0.23): it is one
+    number of steps.
+
+    >>> Pipeline(fill_ring=0.0).fill_ring, Pipeline().floor_nvls > 0
+    (0.0, True)
+    """
+
+    floor_simple: float = 0.0
+    floor_ll128: float = 9.09e-6
+    floor_nvls: float = 1.67e-6
+    fill_ring: float = 2.65
+    fill_tree: float = 0.0
+    fill_nvls: float = 3.09
+
+    def __post_init__(self):
+        for name, value in vars(self).items():
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"Pipeline {name} must be a finite number >= 0, got {value!r}")
+
+
+#: fitted on the validation corpus's 536 modelled points (11 sources; ``python
+#: benchmarks/fit_pipeline.py``) by least soft-L1 log error over the points NCCL runs with LL128
+#: or Simple, each source weighted by 1/sqrt(its points). Ranges over the leave-one-source-out
+#: folds: floor_ll128 4.4-11.3 us, floor_nvls 1.2-6.1 us, fill_ring 2.4-6.9 steps, fill_tree
+#: 0-15.8 steps, fill_nvls 2.7-4.8 steps. floor_simple is 0 because no Simple step in the
+#: corpus is short enough for a floor to matter (the fit cannot tell one). Held out: median
+#: |error| 0.233 against 0.285 for NCCL's estimate; see the docs' accuracy page.
+PIPELINE = Pipeline()
+
+
+def channels_used(algorithm, protocol, size, ranks, channels) -> int:
+    """The channels NCCL runs ``algorithm`` / ``protocol`` on for ``size`` bytes (its
+    ``topoGetAlgoInfo``): ring and tree drop a channel while ``size < channels x threads x
+    threshold`` (ring LL's threshold times ``ranks``); NVLS, NVLSTree and PAT keep theirs.
+
+    >>> channels_used("ring", "Simple", 1 << 20, 8, 16), channels_used("ring", "Simple", 64 * 1024, 8, 16)
+    (16, 2)
+    """
+    if algorithm not in ("ring", "tree"):
+        return channels
+    threshold = _THRESHOLD[protocol] * (ranks if algorithm == "ring" and protocol == "LL" else 1)
+    nc = channels
+    while nc > 1 and size < nc * _THREADS[protocol] * threshold:
+        nc -= 1
+    return nc
+
+
+def _data_chunk(algorithm, protocol) -> float:
+    """A chunk's payload (bytes) before the small-size reductions (``calcCollChunking``)."""
+    chunk = _BUFFER[protocol] // NCCL_STEPS
+    if algorithm == "ring" and protocol == "Simple":
+        chunk *= _RING_CHUNK_STEPS
+    if protocol == "LL":
+        chunk //= 2                                     # half of each line is flags
+    if protocol == "LL128":
+        chunk = chunk // 16 * 15                        # 15 of each 16 words carry data
+    return chunk
+
+
+def _loop_steps(op, ranks) -> int:
+    """A ring loop's steps: ``2 (ranks - 1)`` for all-reduce, ``ranks - 1`` otherwise."""
+    return 2 * (ranks - 1) if op == "all_reduce" else ranks - 1
+
+
+def chunk_steps(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
+    """``(steps, depth)``: the chunk steps each channel runs one after the other for ``op``
+    of ``size`` bytes on ``ranks`` GPUs over ``nodes`` nodes with ``channels`` channels, and
+    the pipeline's structural depth in steps (a tree's ``2 x`` (chain inside a node + levels
+    between nodes), NVLSTree's NVLS stage and ``2 log2(nodes)`` levels).
+
+    >>> chunk_steps("ring", "Simple", "all_reduce", 1 << 30, 8, 1, 16)   # 64 MiB a channel: 4 loops of 14
+    (56, 0)
+    """
+    ppn = max(1, ranks // nodes)
+    if algorithm == "ring":
+        loops = max(1, math.ceil(size / channels / (ranks * _data_chunk(algorithm, protocol))))
+        return loops * _loop_steps(op, ranks), 0
+    if algorithm == "tree":
+        share, chunk = size / channels, _data_chunk(algorithm, protocol)
+        if protocol == "LL128":                         # calcCollChunking's tree LL128 rule
+            steps = 1 + math.log2(nodes) + 0.1 * ppn
+            while share / chunk < steps * 64 / ppn and chunk > 131072:
+                chunk /= 2
+            while share / chunk < steps * 16 / ppn and chunk > 32768:
+                chunk /= 2
+        return max(1, math.ceil(share / chunk)), 2 * ((ppn - 1) + math.log2(nodes))
+    if algorithm == "nvls":
+        concurrent, chunk = channels * ppn, _NVLS_CHUNK
+        for factor, smaller in ((64, 65536), (8, 32768), (2, 16384)):
+            if size < factor * concurrent * chunk and chunk > smaller:
+                chunk = smaller
+        return max(1, math.ceil(size / (concurrent * chunk))), 0
+    if algorithm == "nvls_tree":
+        chunk = _NVLS_CHUNK
+        for factor, smaller in ((4, 65536), (1, 32768)):
+            if size < factor * channels * chunk and chunk > smaller:
+                chunk = smaller
+        return max(1, math.ceil(size / (channels * chunk))), 1 + 2 * math.log2(nodes)
+    raise ValueError(f"algorithm must be one of {', '.join(PIPELINED)}, got {algorithm!r}")
+
+
+def _greater(a, b):
+    """``max(a, b)`` carrying a :class:`~._dual.Dual`'s derivatives."""
+    if isinstance(a, Dual) or isinstance(b, Dual):
+        return -lesser(-Dual.of(a), -Dual.of(b))
+    return max(a, b)
+
+
+def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency, algbw,
+                  params: Pipeline = PIPELINE):
+    """Seconds NCCL's kernels take for ``op`` of ``size`` bytes by ``algorithm`` /
+    ``protocol`` given the tuner's ``latency`` (s) and the algorithm bandwidth ``algbw``
+    (bytes/s, all ``channels`` running): ``latency + (steps + fill) x max(step, floor)``
+    with the bandwidth of the channels NCCL runs at that size (LL: ``latency + size /
+    bandwidth``). ``latency`` and ``algbw`` may be :class:`~._dual.Dual` numbers.
+
+    >>> p = Pipeline(floor_simple=2e-6, fill_ring=2.0)
+    >>> t = pipeline_time("ring", "Simple", "all_reduce", 16 << 20, 8, 1, 16, 10e-6, 200e9, p)
+    >>> round(t * 1e6, 2)        # 14 steps of 16 MiB / 200 GB/s / 14 each, plus 2 of fill
+    105.87
+    """
+    if algorithm not in PIPELINED:
+        return latency + size / algbw
+    nc = channels_used(algorithm, protocol, size, ranks, channels)
+    bandwidth = algbw * (nc / channels)
+    if protocol == "LL":
+        return latency + size / bandwidth
+    steps, depth = chunk_steps(algorithm, protocol, op, size, ranks, nodes, nc)
+    if algorithm in ("nvls", "nvls_tree"):
+        floor, fill = params.floor_nvls, params.fill_nvls
+    else:
+        floor = params.floor_ll128 if protocol == "LL128" else params.floor_simple
+        fill = params.fill_ring if algorithm == "ring" else params.fill_tree
+    step = size / bandwidth / steps
+    return latency + (steps + fill + depth) * _greater(step, floor)
