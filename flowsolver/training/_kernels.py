@@ -30,6 +30,7 @@ sweep published (FA4 on GB200, 1k-4k tokens). FLOPs as flash-attention counts th
 
 from __future__ import annotations
 
+import math
 import statistics
 from functools import lru_cache
 
@@ -38,7 +39,8 @@ import numpy as np
 from ._kernel_data import (ATTENTION_HEAD_DIM, ATTENTION_POINTS, ATTENTION_SEQ_RAMP, GEMM_POINTS, MAMF,
                            POWER_CAPPED_GEMM, STREAM_TRIAD, TORCHAO_ROOFLINE)
 
-__all__ = ["FAMILIES", "ATTENTION_KERNELS", "gemm_fraction", "memory_fraction", "gemm_seconds_shape",
+__all__ = ["FAMILIES", "ATTENTION_KERNELS", "gemm_curve", "SMS", "gemm_fraction", "fit_gemm_curve", "gemm_table",
+           "memory_fraction", "gemm_seconds_shape",
            "attention_rates", "attention_seq_factor", "attention_head_dim_factor", "memory_seconds",
            "LAUNCH_SECONDS", "check_power_cap", "kernel_family"]
 
@@ -53,10 +55,24 @@ LAUNCH_SECONDS = TORCHAO_ROOFLINE["launch_seconds"][0]
 _SPEC = {("a100", "bf16"): 312.0, ("h100", "bf16"): 989.0, ("h200", "bf16"): 989.0, ("b200", "bf16"): 2250.0,
          ("gb200", "bf16"): 2500.0, ("h100", "fp8"): 1979.0, ("h200", "fp8"): 1979.0, ("b200", "fp8"): 4500.0,
          ("gb200", "fp8"): 5000.0}
-#: families measured only in another one's table: MAMF's H100 bf16 row says "H200 is the same"
+#: streaming multiprocessors: "132 SMs for H100 SXM and 108 SMs for A100 SXM" (ml-engineering,
+#: compute/accelerator/README.md, 744d01e1); "a B200 SKU also reads 148" (ml-engineering,
+#: training/performance/README.md, the same commit); H200 is the H100's die, GB200's GPUs B200's.
+SMS = {"a100": 108, "h100": 132, "h200": 132, "b200": 148, "gb200": 148}
+#: the achieved HBM bandwidth the shape tables were measured with (bytes/s): BabelStream Triad on
+#: the same Azure VMs; GB200 (no Triad published) at the Blackwell fraction below of 8 TB/s
+_TABLE_BANDWIDTH = {"a100": STREAM_TRIAD["a100"][0] * 1e12, "h100": STREAM_TRIAD["h100"][0] * 1e12,
+                    "h200": STREAM_TRIAD["h200"][0] * 1e12,
+                    "gb200": TORCHAO_ROOFLINE["blackwell_mem_fraction"][0] * 8.0e12}
+#: MAMF's H100 bf16 row says "H200 is the same": the H100 curve. Families with no shape table
+#: take the curve's shape (c, t0) of a sibling and their eta from their MAMF point.
 _SAME_AS = {("h200", "bf16"): ("h100", "bf16")}
-#: large-GEMM regime the fraction is the median over: every dimension at least this
-LARGE = 4096
+_SHAPE_FROM = {("b200", "bf16"): ("gb200", "fp8"),
+               ("b200", "fp8"): ("gb200", "fp8"), ("gb200", "bf16"): ("gb200", "fp8")}
+#: the fit's grid: eta in steps of 0.005, the occupancy tile area c in powers of 2, t0 in us
+_ETA_GRID = np.round(np.arange(0.50, 0.95, 0.005), 3)
+_C_GRID = 2.0 ** np.arange(10, 18)
+_T0_GRID = np.array([0.0, 1, 2, 3, 4, 5, 6, 8]) * 1e-6
 
 
 def kernel_family(gpu) -> str:
@@ -64,47 +80,95 @@ def kernel_family(gpu) -> str:
     return getattr(gpu, "family", "") or ""
 
 
-def gemm_points(family: str, precision: str) -> list:
-    """The published large-GEMM fractions of the peak for ``(family, precision)``: every shape of
-    the shape tables with all dimensions >= 4096 and the MAMF best shape, each ``measured / spec``."""
-    family, precision = _SAME_AS.get((family, precision), (family, precision))
-    spec = _SPEC[(family, precision)]
-    pts = [t / spec for _, f, p, m, n, k, t, _ in GEMM_POINTS
-           if f == family and p == precision and min(m, n, k) >= LARGE]
-    pts += [t / s for f, p, t, s, _, _ in MAMF if f == family and p == precision]
+def gemm_table(family: str, precision: str) -> list:
+    """The published ``(m, n, k, TFLOP/s)`` of ``(family, precision)``: every shape-table row and
+    the MAMF best shape."""
+    pts = [(m, n, k, t) for _, f, p, m, n, k, t, _ in GEMM_POINTS if f == family and p == precision]
+    pts += [(*shape, t) for f, p, t, _, shape, _ in MAMF if f == family and p == precision]
     return pts
 
 
+def _curve_tflops(m, n, k, *, eta, c, t0, peak, sms, bandwidth, operand) -> np.ndarray:
+    """TFLOP/s of the GEMM curve (module docstring) for arrays of shapes."""
+    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    flops = 2.0 * m * n * k
+    occupancy = 1.0 - np.exp(-m * n / (c * sms))
+    compute = flops / (eta * peak * occupancy)
+    memory = (operand * (m * k + k * n) + 2.0 * m * n) / bandwidth
+    return flops / (np.maximum(compute, memory) + t0) / 1e12
+
+
+def fit_gemm_curve(family: str, precision: str) -> tuple:
+    """``(eta, c, t0)`` minimising the squared log error of the curve over the published table of
+    ``(family, precision)`` (:func:`gemm_table`), on the grid above; a family without a table
+    takes ``c``, ``t0`` from :data:`_SHAPE_FROM` and the ``eta`` that puts its MAMF point on the
+    curve."""
+    peak = _SPEC[(family, precision)] * 1e12
+    operand = 1.0 if precision == "fp8" else 2.0
+    if (family, precision) in _SHAPE_FROM:
+        _, c, t0 = fit_gemm_curve(*_SHAPE_FROM[(family, precision)])
+        (m, n, k), t = next((shape, t) for f, p, t, _, shape, _ in MAMF if f == family and p == precision)
+        bw = _TABLE_BANDWIDTH.get(family, TORCHAO_ROOFLINE["blackwell_mem_fraction"][0] * 8.0e12)
+        model = _curve_tflops(m, n, k, eta=_ETA_GRID, c=c, t0=t0, peak=peak, sms=SMS[family], bandwidth=bw,
+                              operand=operand)
+        return float(_ETA_GRID[int(np.argmin(np.abs(np.log(model / t))))]), c, t0
+    pts = np.array(gemm_table(family, precision), dtype=float)
+    m, n, k, t = pts.T
+    best = None
+    for c in _C_GRID:
+        for t0 in _T0_GRID:
+            model = _curve_tflops(m[None, :], n[None, :], k[None, :], eta=_ETA_GRID[:, None], c=c, t0=t0, peak=peak,
+                                  sms=SMS[family], bandwidth=_TABLE_BANDWIDTH[family], operand=operand)
+            sse = np.sum(np.log(model / t[None, :]) ** 2, axis=1)
+            i = int(np.argmin(sse))
+            if best is None or sse[i] < best[0] - 1e-12:
+                best = (float(sse[i]), float(_ETA_GRID[i]), float(c), float(t0))
+    return best[1], best[2], best[3]
+
+
 @lru_cache(maxsize=None)
-def _fitted_fraction(family: str, precision: str) -> float:
-    return float(statistics.median(gemm_points(family, precision)))
+def gemm_curve(family: str, precision: str) -> tuple:
+    """The fitted ``(eta, c, t0)`` of ``(family, precision)`` (:func:`fit_gemm_curve`, once)."""
+    if (family, precision) not in _SPEC:
+        raise ValueError(f"no GEMM measurements for {family} in {precision}")
+    return fit_gemm_curve(*_SAME_AS.get((family, precision), (family, precision)))
+
+
+def gemm_points(family: str, precision: str) -> list:
+    """The published large-GEMM fractions of the peak (all dimensions >= 4096, and the MAMF
+    point) for ``(family, precision)``: what the fitted ``eta`` is compared with."""
+    spec = _SPEC[(family, precision)]
+    return [t / spec for m, n, k, t in gemm_table(family, precision) if min(m, n, k) >= 4096] + \
+        [t / s for f, p, t, s, _, _ in MAMF if f == family and p == precision]
 
 
 def gemm_fraction(family: str, precision: str, power_cap: float | None = None, tdp: float = 0.0) -> float:
-    """Fraction ``eta`` of the dense peak a large GEMM sustains on ``family`` in ``precision``:
-    the median of the published large-GEMM measurements (:func:`gemm_points`). With
-    ``power_cap`` (W) below the GPU's ``tdp``: linear in the cap between the fraction measured at
-    a published cap (an H100 at 500 W, FBGEMM PR 2546: the median of its three shapes) and the
-    uncapped one at ``tdp``; a cap outside that range, or on a family without a capped
-    measurement, is a ``ValueError``.
+    """Fraction ``eta`` of the dense peak a large GEMM sustains on ``family`` in ``precision``
+    (the fitted curve's saturation, :data:`GEMM_CURVES`). With ``power_cap`` (W) below the GPU's
+    ``tdp``: scaled by the ratio of the throughput published at that cap to the uncapped
+    curve's at the same shapes (an H100 at 500 W, FBGEMM PR 2546, the median over its three
+    shapes), linear in the cap between the published cap and ``tdp``; a cap below the published
+    one, or on a family without a capped measurement, is a ``ValueError``.
 
-    >>> round(gemm_fraction("h100", "bf16"), 3), round(gemm_fraction("h100", "fp8"), 3)
-    (0.798, 0.689)
-    >>> round(gemm_fraction("h100", "bf16", power_cap=500, tdp=700), 3)      # 575.12 / 989
-    0.582
+    >>> gemm_fraction("h100", "bf16"), gemm_fraction("h100", "fp8")
+    (0.81, 0.69)
     """
-    eta = _fitted_fraction(family, precision)
+    eta = gemm_curve(family, precision)[0]
     if power_cap is None or power_cap >= tdp:
         return eta
-    capped = {w: statistics.median(t for f, w2, p, _, _, _, t, _ in POWER_CAPPED_GEMM
-                                   if f == family and p == precision and w2 == w) / _SPEC[(family, precision)]
-              for f, w, p, *_ in POWER_CAPPED_GEMM if f == family and p == precision}
+    capped = [(w, m, n, k, t) for f, w, p, m, n, k, t, _ in POWER_CAPPED_GEMM if f == family and p == precision]
     if not capped:
         raise ValueError(f"power_cap: no published power-capped GEMM measurement for {family} in {precision}")
-    low = min(capped)
+    low = min(w for w, *_ in capped)
     if power_cap < low:
         raise ValueError(f"power_cap ({power_cap:g} W) is below the lowest published cap for {family} ({low} W)")
-    return capped[low] + (eta - capped[low]) * (power_cap - low) / (tdp - low)
+    eta_c, c, t0 = gemm_curve(family, precision)
+    operand = 1.0 if precision == "fp8" else 2.0
+    ratios = [t / float(_curve_tflops(m, n, k, eta=eta_c, c=c, t0=t0, peak=_SPEC[(family, precision)] * 1e12,
+                                      sms=SMS[family], bandwidth=_TABLE_BANDWIDTH[family], operand=operand))
+              for w, m, n, k, t in capped if w == low]
+    at_low = eta * statistics.median(ratios)
+    return at_low + (eta - at_low) * (power_cap - low) / (tdp - low)
 
 
 def check_power_cap(power_cap, gpu) -> float | None:
@@ -164,23 +228,29 @@ def _peak(gpu, precision: str) -> float:
 
 
 def gemm_seconds_shape(m: float, n: float, k: float, gpu, precision: str, *, power_cap: float | None = None,
-                       count: int = 1) -> float:
-    """Seconds of ``count`` GEMMs ``(m x k) @ (k x n)`` in ``precision`` on ``gpu`` (the
-    roofline of the module docstring; FP8 operands 1 byte, BF16 2, the output BF16).
+                       count: int = 1, sm_share: float = 1.0) -> float:
+    """Seconds of ``count`` GEMMs ``(m x k) @ (k x n)`` in ``precision`` on ``gpu``: the curve
+    of the module docstring with the fitted ``(eta, c, t0)``, ``eta`` at ``power_cap``, the
+    GPU's own achieved bandwidth and ``sm_share`` of its SMs (communication kernels beside it
+    hold the rest).
 
     >>> import topologies as tp
     >>> h100 = tp.get_gpu("h100_sxm")
     >>> t = gemm_seconds_shape(8192, 8192, 8192, h100, "bf16")
-    >>> t == 2 * 8192 ** 3 / (gemm_fraction("h100", "bf16") * 989e12)
+    >>> eta, c, t0 = gemm_curve("h100", "bf16")
+    >>> q = 1 - math.exp(-8192 * 8192 / (c * 132))
+    >>> abs(t - (2 * 8192 ** 3 / (eta * 989e12 * q) + t0)) < 1e-15
     True
     """
     fam = kernel_family(gpu)
     eta = gemm_fraction(fam, precision, power_cap, gpu.tdp)
+    _, c, t0 = gemm_curve(fam, precision)
     operand = 1.0 if precision == "fp8" else 2.0
     flops = 2.0 * m * n * k
-    nbytes = operand * (m * k + k * n) + 2.0 * m * n
-    one = max(flops / (eta * _peak(gpu, precision)), memory_seconds(nbytes, gpu), LAUNCH_SECONDS)
-    return count * one
+    occupancy = 1.0 - math.exp(-m * n / (c * SMS[fam] * sm_share))
+    compute = flops / (eta * _peak(gpu, precision) * sm_share * occupancy)
+    memory = memory_seconds(operand * (m * k + k * n) + 2.0 * m * n, gpu)
+    return count * (max(compute, memory) + t0)
 
 
 # --- attention --------------------------------------------------------------------------------------
