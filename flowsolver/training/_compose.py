@@ -242,7 +242,8 @@ class StepResult:
         ``attention``, ``fp8_recipe``, ``power_cap``, ``kernel_utilization`` (collective sizes
         do not depend on them, so each keeps its per-call time); :func:`compose` of the stored
         profile and the new schedule. ``None`` keeps a value, except for
-        ``compute_efficiency``, where passing it (a float) switches to the flat model."""
+        ``compute_efficiency``: ``None`` switches to the kernel tables, a float to the flat
+        model (the attention then takes the new model's own default unless given)."""
         allowed = ("global_batch", "dp_overlap", "tp_overlap", "compute_efficiency", "attention_efficiency",
                    "precision", "recompute", "recompute_layers", "attention", "fp8_recipe", "power_cap",
                    "kernel_utilization", "tp_overlap_impl")
@@ -251,9 +252,11 @@ class StepResult:
             raise TypeError(f"recompose takes {', '.join(allowed)}; got {', '.join(unknown)}")
         values = {k: getattr(self.schedule, k) for k in allowed}
         values.update({k: v for k, v in changes.items() if v is not None})
-        if changes.get("compute_efficiency") is not None and "attention_efficiency" not in changes \
-                and self.schedule.kernels:
-            values["attention_efficiency"] = None           # the flat model's default, not the tables
+        if "compute_efficiency" in changes and changes["compute_efficiency"] is None:
+            values["compute_efficiency"] = None             # the kernel tables
+        if "compute_efficiency" in changes and "attention_efficiency" not in changes \
+                and (changes["compute_efficiency"] is None) != self.schedule.kernels:
+            values["attention_efficiency"] = None           # the new model's own attention
         lay = self.profile.layout
         check_recompute_layers(values["recompute_layers"], self.profile.model.layers, lay.pp, lay.vp)
         schedule = checked_schedule(dp=self.dp, micro_batch=self.micro_batch, gpu=self.profile.gpu, **values)
