@@ -99,7 +99,8 @@ def _curve_tflops(m, n, k, *, eta, c, t0, peak, sms, bandwidth, operand) -> np.n
 
 
 def fit_gemm_curve(family: str, precision: str) -> tuple:
-    """``(eta, c, t0)`` minimising the squared log error of the curve over the published table of
+    """``(eta, c, t0)`` minimising the summed absolute log error of the curve (robust to the skinny
+    shapes cuBLAS handles badly) over the published table of
     ``(family, precision)`` (:func:`gemm_table`), on the grid above; a family without a table
     takes ``c``, ``t0`` from :data:`_SHAPE_FROM` and the ``eta`` that puts its MAMF point on the
     curve."""
@@ -119,7 +120,7 @@ def fit_gemm_curve(family: str, precision: str) -> tuple:
         for t0 in _T0_GRID:
             model = _curve_tflops(m[None, :], n[None, :], k[None, :], eta=_ETA_GRID[:, None], c=c, t0=t0, peak=peak,
                                   sms=SMS[family], bandwidth=_TABLE_BANDWIDTH[family], operand=operand)
-            sse = np.sum(np.log(model / t[None, :]) ** 2, axis=1)
+            sse = np.sum(np.abs(np.log(model / t[None, :])), axis=1)
             i = int(np.argmin(sse))
             if best is None or sse[i] < best[0] - 1e-12:
                 best = (float(sse[i]), float(_ETA_GRID[i]), float(c), float(t0))
