@@ -201,6 +201,34 @@ def run_training(row: dict, index: int, compute: str = "flat") -> dict:
     return pt
 
 
+def precision_pairs(points: list[dict], rows: list[dict]) -> list[tuple]:
+    """Identical training jobs published in bf16 and in FP8 (same source, model, GPUs, layout,
+    batch and framework, the precision aside; torchtitan's "+ Float8" technique counted as the
+    precision): ``(source, model, gpus, recipe, published FP8 / bf16 speed-up, model's)``, the
+    speed-up a time ratio (bf16 / FP8)."""
+    by_row = {p["row"]: p for p in points if p.get("kind") == "training" and "model_step_time" in p}
+    groups = defaultdict(dict)
+    for i, r in enumerate(rows):
+        if i not in by_row or r["metric"] == "tflops_per_gpu":
+            continue
+        fw = r["framework"].replace("FSDP + torch.compile + Float8", "FSDP + torch.compile")
+        key = tuple(r[k] for k in ("source", "model", "gpus", "tp", "pp", "cp", "ep", "vp", "micro_batch",
+                                   "global_batch", "seq_len")) + (fw,)
+        prec = r["precision"].lower()
+        tag = "bf16" if prec.startswith(("bf16", "amp")) else "rowwise" if "rowwise" in prec else "fp8"
+        groups[key][tag] = i
+    out = []
+    for key, g in groups.items():
+        for tag in ("fp8", "rowwise"):
+            if "bf16" in g and tag in g:
+                b, f = g["bf16"], g[tag]
+                value = {i: float(rows[i]["value"]) for i in (b, f)}
+                speed = {i: (1 / value[i] if rows[i]["metric"] == "step_time_s" else value[i]) for i in (b, f)}
+                out.append((key[0], key[1], int(key[2]), tag, speed[f] / speed[b],
+                            by_row[b]["model_step_time"] / by_row[f]["model_step_time"]))
+    return out
+
+
 # --- statistics ------------------------------------------------------------------------------
 
 def summary(points: list[dict], key) -> list[tuple]:
@@ -428,7 +456,8 @@ def run(sources=None, quick=False, progress=False, compute="flat") -> dict:
     ``--json`` writes."""
     t0 = time.time()
     crow = [r for r in read_csv("collectives.csv") if not sources or r["source"] in sources]
-    trows = [(i, r) for i, r in enumerate(read_csv("training.csv")) if not sources or r["source"] in sources]
+    trows_all = list(enumerate(read_csv("training.csv")))
+    trows = [(i, r) for i, r in trows_all if not sources or r["source"] in sources]
     cpoints = collective_points(crow)
     if quick:
         cpoints = _quick_collectives(cpoints)
@@ -457,6 +486,7 @@ def run(sources=None, quick=False, progress=False, compute="flat") -> dict:
         points=done,
     )
     result["collective_rows_csv"] = len(crow)
+    result["precision_pairs"] = precision_pairs(train, [r for _, r in trows_all]) if train else []
     lrows = loso_rows(done)
     result["loso"] = {}
     for name, (fit, predict) in {"model as is": (fit_nothing, predict_model),
@@ -505,6 +535,13 @@ def print_report(result: dict, worst: int = 15, by_curve: bool = False) -> None:
                 names = sorted(set(which))
                 shown = ", ".join(names[:4]) + (f" (+{len(names) - 4})" if len(names) > 4 else "")
                 print(f"  {status.replace('_', ' ').upper()} ({len(which)}): {reason} -- {shown}")
+    pairs = result.get("precision_pairs") or []
+    if pairs:
+        ratio = [m / p for *_, p, m in pairs]
+        print(f"\nFP8 / BF16 SPEED-UP on {len(pairs)} identical published jobs (model / published: median "
+              f"{statistics.median(ratio):.2f}, range {min(ratio):.2f}-{max(ratio):.2f}):")
+        for src, model, gpus, tag, p, m in sorted(pairs):
+            print(f"    {src:26s} {model:16s} {gpus:5d} GPUs {tag:8s} published {p:4.2f}x  model {m:4.2f}x")
     print("\nLEAVE ONE SOURCE OUT (held-out median |err| per source):")
     for name, per in result["loso"].items():
         cells = ", ".join(f"{s} {m:.0%} ({n})" for s, (n, m) in per.items())

@@ -34,13 +34,13 @@ from flowsolver import ModelSpec, get_model
 
 # --- GPUs beside the servers' own ------------------------------------------------------------
 # H200 SXM: the H100's GH100 die with 141 GB HBM3e on the same NVLink 4 / NVSwitch baseboard
-# (HGX H200). In the graphs an H200 is the catalogue's h100_sxm server GPU (flowsolver's NVLS
-# table is keyed by GPU type and has no "h200" yet: a GPU type of that name would lose NVLS,
-# which HGX H200 has); the training model gets the catalogue's "h200" (gpu=) for its 141 GB,
-# its 4.8 TB/s HBM and its kernel tables.
+# (HGX H200). In the graphs an H200 is the catalogue's h100_sxm server GPU (the collectives see
+# the same NVLink 4 and Hopper generation); the training model gets the catalogue's "h200"
+# (gpu=) for its 141 GB, its 4.8 TB/s HBM and its kernel tables.
 H200 = tp.get_gpu("h200")
 # Meta's Grand Teton H100: 96 GB HBM2e at 2.4 TB/s (torchtitan benchmarks), the catalogue's
-# "h100_sxm_hbm2e"; the graphs keep the h100_sxm server GPU for the same NVLS reason.
+# "h100_sxm_hbm2e"; the graphs keep the h100_sxm server GPU (collectives' GPU_GENERATION has
+# no row for the new name, so NVLS would be lost).
 H100_HBM2E = tp.get_gpu("h100_sxm_hbm2e")
 # A100 40GB (MosaicML's and OCI's A100 40GB parts): 1,555 GB/s HBM2, the catalogue's "a100_sxm_40gb".
 A100_40GB = tp.get_gpu("a100_sxm_40gb")
