@@ -160,7 +160,7 @@ def _freeze(kw: dict):
     return tuple(sorted((k, v if not isinstance(v, dict) else tuple(sorted(v.items()))) for k, v in kw.items()))
 
 
-def run_training(row: dict, index: int) -> dict:
+def run_training(row: dict, index: int, compute: str = "flat") -> dict:
     pt = dict(kind="training", source=row["source"], row=index, model_name=row["model"], gpus=int(row["gpus"]),
               metric=row["metric"], measured_value=float(row["value"]), unit=row["unit"],
               precision_label=row["precision"])
@@ -168,7 +168,7 @@ def run_training(row: dict, index: int) -> dict:
         pt.update(status="not_modelled", reason=S.TRAINING_NOT_MODELLED[(row["source"], index)])
         return pt
     try:
-        cluster, kw, assumed = S.training_call(row)
+        cluster, kw, assumed = S.training_call(row, compute)
     except (KeyError, StopIteration, ValueError) as exc:
         pt.update(status="not_modelled", reason=f"no mapping: {exc!r}")
         return pt
@@ -422,8 +422,9 @@ def compilation_cache(folder) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
-def run(sources=None, quick=False, progress=False) -> dict:
-    """Every mapped point of the corpus (or of ``sources``), modelled; the result dict that
+def run(sources=None, quick=False, progress=False, compute="flat") -> dict:
+    """Every mapped point of the corpus (or of ``sources``), modelled (training rows with the
+    ``compute`` model: ``"flat"``, the library default, or ``"kernels"``); the result dict that
     ``--json`` writes."""
     t0 = time.time()
     crow = [r for r in read_csv("collectives.csv") if not sources or r["source"] in sources]
@@ -439,14 +440,14 @@ def run(sources=None, quick=False, progress=False) -> dict:
             print(f"  ... {k + 1} / {len(cpoints)} collective points ({time.time() - t0:.0f} s)", file=sys.stderr)
     t1 = time.time()
     for k, (i, row) in enumerate(trows):
-        done.append(run_training(row, i))
+        done.append(run_training(row, i, compute))
         if progress and k % 50 == 49:
             print(f"  ... {k + 1} / {len(trows)} training rows ({time.time() - t0:.0f} s)", file=sys.stderr)
     t2 = time.time()
     coll = [p for p in done if p["kind"] == "collective"]
     train = [p for p in done if p["kind"] == "training"]
     result = dict(
-        quick=quick, sources=sorted(sources) if sources else "all",
+        quick=quick, sources=sorted(sources) if sources else "all", compute=compute,
         runtime_s=dict(collectives=t1 - t0, training=t2 - t1, total=t2 - t0),
         collectives=dict(overall=overall(coll), **{name: summary(coll, key) for name, key in GROUPINGS["collective"]},
                          curve=summary(coll, lambda p: p["curve"])),
@@ -530,6 +531,9 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", metavar="DIR", help="one figure per source: busbw / published against the model")
     parser.add_argument("--worst", type=int, default=15, help="how many worst cases to list per kind")
     parser.add_argument("--by-curve", action="store_true", help="also print the collectives' medians per curve")
+    parser.add_argument("--compute", choices=S.COMPUTE_MODELS, default="flat",
+                        help="training compute model: the library default flat efficiency, or the kernel tables "
+                             "(compute_efficiency=None)")
     parser.add_argument("--cache-dir", metavar="DIR", default=None,
                         help="JAX compilation cache folder (default $FLOWSOLVER_CACHE_DIR; none when unset)")
     args = parser.parse_args(argv)
@@ -539,7 +543,7 @@ def main(argv=None) -> int:
     cache = args.cache_dir or default_cache_dir()
     if cache:
         compilation_cache(cache)
-    result = run(set(args.source) if args.source else None, quick=args.quick, progress=True)
+    result = run(set(args.source) if args.source else None, quick=args.quick, progress=True, compute=args.compute)
     print_report(result, args.worst, args.by_curve)
     if args.json:
         Path(args.json).write_text(json.dumps(_jsonable(result), indent=1))
