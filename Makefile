@@ -20,7 +20,7 @@ run: $(STAMP)
 	$(BIN)/flowsolver study
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q topologies flowsolver tests --nbmake notebooks
+	$(BIN)/python -m pytest -q --durations=25 topologies flowsolver tests --nbmake notebooks
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

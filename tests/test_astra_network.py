@@ -105,5 +105,81 @@ def test_missing_keys_and_bad_lines(tmp_path):
     path.write_text("just words\n")
     with pytest.raises(ValueError, match="line 1: expected 'key: value'"):
         tp.from_astra_network(path)
-    with pytest.raises(ValueError, match="cannot read"):
+    with pytest.raises(FileNotFoundError, match="absent.yml: no such file"):
         tp.from_astra_network(tmp_path / "absent.yml")
+
+
+# -- bounds, overflow, bytes: one clear error naming the file (issue 27) ---------------------
+from .reader_checks import raises_clearly  # noqa: E402
+
+
+@pytest.mark.parametrize("args,words", [
+    ((["Ring", "Ring"], [1_000_000_000, 2], [1, 1], [1, 1]), ["npus_count", "max_npus=1000000"]),
+    ((["Ring", "Switch", "Ring"], [1000, 1000, 1000], [1, 1, 1], [1, 1, 1]), ["npus_count", "max_npus"]),
+    ((["FullyConnected"], [100_000], [1], [1]), ["FullyConnected", "max_links"]),
+])
+def test_sizes_are_bounded_before_building(tmp_path, args, words):
+    """The NPU count (product of npus_count) and the cable count are checked against
+    max_npus / max_links before a node is added."""
+    import tracemalloc
+
+    path = _net(tmp_path, *args)
+    tracemalloc.start()
+    try:
+        raises_clearly(tp.from_astra_network, path, *words)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20
+
+
+def test_limits_are_keyword_arguments(tmp_path):
+    path = _net(tmp_path, ["Ring", "FullyConnected"], [4, 4], [1, 1], [1, 1])
+    # 16 NPUs; 16 ring cables (4 rings of 4) + 4 complete graphs of 4 (6 cables each) = 40
+    assert len(tp.gpus(tp.from_astra_network(path, max_npus=16, max_links=40))) == 16
+    raises_clearly(lambda p: tp.from_astra_network(p, max_npus=15), path, "16", "max_npus=15")
+    raises_clearly(lambda p: tp.from_astra_network(p, max_links=39), path, "40", "max_links=39")
+    with pytest.raises(ValueError, match="max_npus"):
+        tp.from_astra_network(path, max_npus=0)
+
+
+@pytest.mark.parametrize("bandwidth,latency,word", [
+    ("1e300", "1", "bandwidth"),              # 1e300 GB/s x 2**30 B/GB overflows to inf bytes/s
+    ("1e400", "1", "bandwidth"),
+    ("9" * 4000, "1", "bandwidth"),           # an integer too large for a float
+    ("10", "9" * 4000, "latency"),
+    ("10", "nan", "latency"),
+    ("10", "-1", "latency"),
+    ("nan", "1", "bandwidth"),
+])
+def test_overflowing_and_invalid_numbers(tmp_path, bandwidth, latency, word):
+    path = _net(tmp_path, ["Ring"], [4], [bandwidth], [latency])
+    raises_clearly(tp.from_astra_network, path, word, "dimension 1")
+
+
+def test_bytes_that_are_not_utf8_name_the_line(tmp_path):
+    path = tmp_path / "net.yml"
+    path.write_bytes(b"topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 1\xff0 ]\nlatency: [ 1 ]\n")
+    raises_clearly(tp.from_astra_network, path, "line 3", "UTF-8")
+    raises_clearly(tp.from_astra_network, tmp_path / "absent.yml", "no such file")
+
+
+def test_latency_is_stored_in_seconds_on_every_file_link(tmp_path):
+    """ns in the file, s on the edge: 2000 ns = 2e-6 s on every dim-2 link; the NPU's own port
+    (GPU -> NIC -> router, not in the file) has none."""
+    g = tp.from_astra_network(_net(tmp_path, ["Ring", "Switch"], [4, 2], [100, 25], [500, 2000]))
+    dims = {}
+    for u, v, d in g.edges(data=True):
+        dims.setdefault(d["tier"], set()).add(d["latency"])
+    assert dims == {"dim1": {500e-9}, "dim2": {2000e-9}, "npu": {0.0}}
+
+
+def test_the_number_of_dimensions_is_bounded(tmp_path):
+    """Every NPU keeps one coordinate per dimension: 40,000 dimensions of 1 NPU and ten of 2
+    would be 1024 NPUs x 40,010 coordinates; refused before building (max_dims, default 16)."""
+    dims = 40_000 * [1] + 10 * [2]
+    path = _net(tmp_path, len(dims) * ["Ring"], dims, len(dims) * [1], len(dims) * [1])
+    raises_clearly(tp.from_astra_network, path, "40010 dimensions", "max_dims=16")
+    small = _net(tmp_path, 17 * ["Ring"], 16 * [1] + [2], 17 * [1], 17 * [1])
+    raises_clearly(tp.from_astra_network, small, "max_dims=16")
+    assert len(tp.gpus(tp.from_astra_network(small, max_dims=17))) == 2

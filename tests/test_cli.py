@@ -329,3 +329,22 @@ def test_cluster_files_stand_in_for_a_generated_cluster(capsys, tmp_path):
     bad.write_text("topology: [ Ring ]\n")
     assert main(["collective", "--cluster", str(bad)]) == 2
     assert "bad.yml: missing key(s)" in capsys.readouterr().err
+
+
+def test_a_bad_cluster_file_is_one_line_and_a_non_zero_exit(capsys, tmp_path):
+    """``--cluster`` with a file that is not what its suffix says: one line on stderr that
+    names the file, exit status 2, never a traceback (issue 27)."""
+    cases = {"list.json": "[1, 2]", "nodes.json": '{"edges": []}', "deep.json": "[" * 100_000,
+             "text.json": "not json", "bytes.yml": "topology: [ Ring ]\nlatency: [ \udcff ]\n",
+             "huge.yml": "topology: [ Ring, Ring ]\nnpus_count: [ 1000000000, 2 ]\nbandwidth: [ 1, 1 ]\n"
+                         "latency: [ 1, 1 ]\n",
+             "topo": "1000000000 8 0 1 1 H100\n0\n1 0 400Gbps 1us 0\n"}
+    for name, text in cases.items():
+        path = tmp_path / name
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
+        for command in (["topology"], ["collective", "-b", "1M", "-e", "1M"]):
+            assert main([*command, "--cluster", str(path)]) == 2, name
+            captured = capsys.readouterr()
+            lines = captured.err.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("flowsolver: error: --cluster"), (name, captured.err)
+            assert str(path) in lines[0] and captured.out == "", name

@@ -217,3 +217,30 @@ def test_only_the_latency_beyond_the_catalogue_is_added():
     kw = dict(algorithm="ring", protocol="LL")
     t_cat, t_slow = (collective(g, "all_reduce", 2**12, **kw).time for g in (catalogue, slower))
     assert t_slow - t_cat == pytest.approx(2 * 2e-9, rel=1e-6)
+
+
+def test_nvls_is_off_with_one_gpu_per_node():
+    """NCCL's ncclNvlsInit turns NVLS off where a node holds fewer than two of the
+    communicator's GPUs (src/transport/nvls.cc: gpuCount < 2): one rank on each of two DGX
+    H100s is a ring or a tree, never NVLSTree (it was nvls_tree, at 94 GB/s busbw)."""
+    from flowsolver.collectives._hardware import describe
+    from flowsolver.collectives._layout import participants
+
+    g = tp.rail_optimized(2)
+    ranks, layout = participants(g, "all_reduce", [0, 8], None)
+    assert describe(g, ranks, layout).nvls is False
+    r = collective(g, "all_reduce", 2**30, ranks=[0, 8])
+    assert r.algorithm not in ("nvls", "nvls_tree")
+    two_per_node = participants(g, "all_reduce", [0, 1, 8, 9], None)
+    assert describe(g, *two_per_node).nvls is True
+
+
+def test_h200_has_hoppers_nvls():
+    """H200 is a Hopper part with H100's NVLink 4 and NVSwitch: NCCL runs NVLS on it as on
+    H100 (the NVLS table was keyed by GPU name and lacked it)."""
+    h200 = tp.GpuSpec("h200", 989e12, 141e9, "NVIDIA H200 datasheet (SXM), dense BF16", 1979e12)
+    g = tp.rail_optimized(1, server=tp.get_server("dgx_h100").with_(name="h200x8", gpu=h200))
+    r = collective(g, "all_reduce", 2**30)
+    assert r.algorithm == "nvls"
+    h100 = collective(tp.rail_optimized(1), "all_reduce", 2**30)
+    assert r.time == pytest.approx(h100.time, rel=1e-12)

@@ -298,3 +298,132 @@ def test_gpus_follow_nccl_ranks_and_a_nic_without_pci_hangs_off_its_cpu(tmp_path
     assert [g.nodes[n]["busid"] for n in tp.gpus(g)] == ["0000:05:00.0", "0000:02:00.0"]
     assert g.has_edge("s0/nic0", "s0/cpu0") and "no PCI link" in m.description
     assert tp.get_link(m.nic).name == "roce_200g" and m.nics == 1
+
+
+# -- bad attributes: one clear error naming the file, the element and the attribute ---------
+from .reader_checks import raises_clearly  # noqa: E402
+
+_NIC_BUS = "0000:03:00.0"
+
+
+def _nic_box(tmp_path, speed):
+    return _write(tmp_path, _box(_gpu("0000:02:00.0", 0) + _nic(_NIC_BUS, speed)))
+
+
+@pytest.mark.parametrize("speed", ["-400000", "-2", "nan", "NaN", "inf", "-inf", "1e400", "abc",
+                                   "400000x", "9" * 400, "0x61a80"])
+def test_a_bad_nic_speed_is_an_error_naming_the_port(tmp_path, speed):
+    """A negative, NaN, infinite, overflowing or non-numeric <net speed> is refused (it used to
+    be dropped silently, the NICs then taking the fabric's rate)."""
+    path = _nic_box(tmp_path, speed)
+    raises_clearly(tp.from_nccl_xml, path, "<net", 'name="mlx5_03', f'<pci busid="{_NIC_BUS}"',
+                   "speed")
+
+
+@pytest.mark.parametrize("speed", ["-1", "0", ""])
+def test_nccls_unknown_speed_values_are_read_as_unknown(tmp_path, speed):
+    """NCCL (src/graph/topo.cc, ncclTopoAddNet) reads a speed <= 0 as unknown ("Some NICs
+    define speed = -1"); so does this reader: no NIC rate, the fabric's is used, and the
+    description says so."""
+    m = tp.from_nccl_xml(_nic_box(tmp_path, speed))
+    assert m.nic is None and "no NIC speed" in m.description
+
+
+def test_nic_speed_is_read_in_mb_per_s(tmp_path):
+    m = tp.from_nccl_xml(_nic_box(tmp_path, "123456"))
+    assert tp.get_link(m.nic).bandwidth == 123456e6 / 8
+
+
+@pytest.mark.parametrize("attrs,words", [
+    (dict(width="-16"), ["link_width"]),
+    (dict(width="16.5"), ["link_width"]),
+    (dict(width="64"), ["link_width"]),
+    (dict(speed="-32.0 GT/s PCIe"), ["link_speed"]),
+    (dict(speed="nan GT/s PCIe"), ["link_speed"]),
+    (dict(speed="1e400 GT/s PCIe"), ["link_speed"]),
+    (dict(speed="33.0 GT/s PCIe"), ["link_speed", "32"]),
+    (dict(speed="32.0 Gbps"), ["link_speed"]),
+])
+def test_bad_pci_link_attributes_name_the_element(tmp_path, attrs, words):
+    bus = "0000:05:00.0"
+    body = _box(_pci(bus, "0x030200", '<gpu dev="0" sm="90" rank="0"/>', **attrs) + _nic(_NIC_BUS))
+    raises_clearly(tp.from_nccl_xml, _write(tmp_path, body), f'<pci busid="{bus}"', *words)
+
+
+def test_unknown_or_absent_pci_rates_are_assumed_and_noted(tmp_path):
+    """Linux writes "Unknown" where it cannot tell the link speed and NCCL then assumes a rate;
+    so does this reader (Gen 5 x16), and says so. A link_width of 0 is x16, as in NCCL."""
+    body = _box(_pci("0000:05:00.0", "0x030200", '<gpu dev="0" sm="90" rank="0"/>', speed="Unknown",
+                     width="0") + _nic(_NIC_BUS))
+    m = tp.from_nccl_xml(_write(tmp_path, body))
+    g = tp.rail_optimized(1, server=m)
+    assert g["s0/gpu0"]["s0/pcie0"]["capacity"] == pytest.approx(PCIE5_X16)
+    assert "taken as pcie5 x16" in m.description
+
+
+@pytest.mark.parametrize("body,words", [
+    (_box(_pci("0000:02:00.0", "0xzz", '<gpu dev="0" sm="90" rank="0"/>') + _nic(_NIC_BUS)),
+     ['<pci busid="0000:02:00.0"', "class"]),
+    (_box(_pci("0000:02:00.0", "0x030200", '<gpu dev="0" sm="x" rank="0"/>') + _nic(_NIC_BUS)),
+     ["<gpu", '<pci busid="0000:02:00.0"', "sm"]),
+    (_box(_pci("0000:02:00.0", "0x030200", '<gpu dev="0" sm="90" rank="-1"/>') + _nic(_NIC_BUS)),
+     ["<gpu", "rank"]),
+    (_box(_gpu("0000:02:00.0", 0, '<nvlink target="0000:a1:00.0" count="4" tclass="0xqq"/>')
+          + _nic(_NIC_BUS)), ['<nvlink target="0000:a1:00.0"', "tclass"]),
+    (_box(_gpu("0000:02:00.0", 0, '<nvlink target="0000:a1:00.0" count="\u00b2" tclass="0x068000"/>')
+          + _nic(_NIC_BUS)), ['<nvlink target="0000:a1:00.0"', "count"]),
+    (_box(_pci("0000:02:00.0", "0x030200", '<gpu dev="0" sm="90" rank="0"/>', width="x")
+          + _nic(_NIC_BUS)), ['<pci busid="0000:02:00.0"', "link_width"]),
+    (_box(_gpu("0000:02:00.0", 0) + _nic(_NIC_BUS) + _nic(_NIC_BUS)), [f'busid="{_NIC_BUS}"', "two"]),
+    (_box(_gpu("0000:02:00.0", 0) + _gpu("0000:05:00.0", 0) + _nic(_NIC_BUS)),
+     ["rank=0", '<pci busid="0000:02:00.0">', '<pci busid="0000:05:00.0">']),
+])
+def test_bad_attributes_name_file_element_and_attribute(tmp_path, body, words):
+    raises_clearly(tp.from_nccl_xml, _write(tmp_path, body), *words)
+
+
+def test_deep_nesting_is_one_line_and_the_depth_is_a_parameter(tmp_path):
+    """600 PCI bridges, one inside the other: a clear error naming max_depth (it used to be a
+    RecursionError traceback); with a larger max_depth the file reads."""
+    inner = _gpu("0000:02:00.0", 0) + _nic(_NIC_BUS)
+    for i in range(600):
+        inner = _pci(f"0001:{i:04x}:00.0", "0x060400", inner)
+    path = _write(tmp_path, f'<cpu numaid="0">{inner}</cpu>')
+    raises_clearly(tp.from_nccl_xml, path, "max_depth=64")
+    m = tp.from_nccl_xml(path, max_depth=1000)
+    # the bridges between the GPU and its NIC collapse to the one switch they share
+    assert (m.gpus, m.nics) == (1, 1) and tp.get_link(m.nic).name == "ib_ndr"
+
+
+@pytest.mark.parametrize("text,words", [
+    (b'<system version="1"><cpu numaid="0">\xff</cpu></system>', ["not a well-formed"]),
+    (b'<?xml version="1.0" encoding="no-such-codec"?><system/>', ["encoding"]),
+    (b'<!DOCTYPE system [<!ENTITY a "aaaaaaaaaa">]><system>&a;</system>', ["DOCTYPE"]),
+    (b"", ["well-formed"]),
+])
+def test_bytes_encodings_and_entities(tmp_path, text, words):
+    path = tmp_path / "topo.xml"
+    path.write_bytes(text)
+    raises_clearly(tp.from_nccl_xml, path, *words)
+
+
+def test_size_limits_are_keyword_arguments(tmp_path):
+    path = _write(tmp_path, _box(_gpu("0000:02:00.0", 0) + _nic(_NIC_BUS)))
+    size = path.stat().st_size
+    assert tp.from_nccl_xml(path, max_bytes=size).gpus == 1
+    raises_clearly(lambda p: tp.from_nccl_xml(p, max_bytes=size - 1), path, f"max_bytes={size - 1}")
+    # <system>, <cpu>, the switch, GPU <pci> + <gpu>, NIC <pci> + <nic> + <net>: 8 elements
+    assert tp.from_nccl_xml(path, max_elements=8).gpus == 1
+    raises_clearly(lambda p: tp.from_nccl_xml(p, max_elements=7), path, "max_elements=7")
+    with pytest.raises(ValueError, match="max_depth"):
+        tp.from_nccl_xml(path, max_depth=0)
+    raises_clearly(tp.from_nccl_xml, tmp_path / "absent.xml", "no such file")
+
+
+def test_gpu_count_is_bounded_by_nccls_own_limit(tmp_path):
+    """NCCL holds at most 640 nodes of a type (NCCL_TOPO_MAX_NODES); so does the reader by
+    default (max_gpus), before pairing GPUs with NICs (time in GPUs x PCI tree size)."""
+    gpus = "".join(_gpu(f"0000:{i // 256:02x}:{i % 256:02x}.0", i) for i in range(641))
+    path = _write(tmp_path, _box(gpus + _nic(_NIC_BUS)))
+    raises_clearly(tp.from_nccl_xml, path, "max_gpus=640")
+    assert tp.from_nccl_xml(path, max_gpus=641).gpus == 641

@@ -157,3 +157,96 @@ def test_writer_refuses_what_simai_cannot_hold(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert tp.to_simai(g, tmp_path / "t", gpu_type="H100").exists()
+
+
+# -- bounds, overflow, bytes: one clear error naming the file (issue 27) ---------------------
+from .reader_checks import raises_clearly  # noqa: E402
+
+
+@pytest.mark.parametrize("head,words", [
+    ("1000000000 8 0 1 2 H100", ["node_num 1000000000", "max_nodes=1000000"]),
+    ("3 2 0 1 99999999999 H100", ["link_num", "max_links"]),
+    ("3 2 0 1 2" + "9" * 5000 + " H100", ["line 1"]),
+    ("3 2 0 99999999999999999999 2 H100", ["switch_num", "node_num"]),
+])
+def test_announced_sizes_are_bounded_before_allocating(tmp_path, head, words):
+    import tracemalloc
+
+    path = tmp_path / "topo"
+    path.write_text(f"{head}\n2\n0 2 400Gbps 1us 0\n1 2 400Gbps 1us 0\n")
+    tracemalloc.start()
+    try:
+        raises_clearly(tp.from_simai, path, *words)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20
+
+
+def test_more_gpus_than_the_links_can_hold_is_refused_before_allocating(tmp_path):
+    """Every GPU needs a link, and a link ends at two nodes: 900 GPUs and 2 link lines is a
+    truncated or wrong file, refused without building 900 nodes."""
+    path = tmp_path / "topo"
+    path.write_text("901 2 0 1 2 H100\n900\n0 900 400Gbps 1us 0\n1 900 400Gbps 1us 0\n")
+    raises_clearly(tp.from_simai, path, "900 GPU", "2 link")
+
+
+def test_limits_are_keyword_arguments(tmp_path):
+    path = tmp_path / "topo"
+    path.write_text("3 2 0 1 2 H100\n2\n0 2 400Gbps 1us 0\n1 2 400Gbps 1us 0\n")
+    assert len(tp.gpus(tp.from_simai(path, max_nodes=3, max_links=2))) == 2
+    raises_clearly(lambda p: tp.from_simai(p, max_nodes=2), path, "node_num 3", "max_nodes=2")
+    raises_clearly(lambda p: tp.from_simai(p, max_links=1), path, "link_num 2", "max_links=1")
+    raises_clearly(lambda p: tp.from_simai(p, max_bytes=10), path, "max_bytes=10")
+
+
+@pytest.mark.parametrize("rate,delay,words", [
+    ("1e400Gbps", "1us", ["line 3", "rate"]),
+    ("1e300Tbps", "1us", ["line 3", "rate"]),          # finite in the file, inf in bytes/s
+    ("9" * 400 + "Gbps", "1us", ["line 3", "rate"]),
+    ("1.2.3Gbps", "1us", ["line 3", "rate"]),
+    ("400Gbps", "1e400ms", ["line 3", "delay"]),
+    ("400Gbps", "-1us", ["line 3", "delay"]),
+    ("400Gbps", "nanus", ["line 3", "delay"]),
+    ("-400Gbps", "1us", ["line 3", "rate"]),
+])
+def test_overflowing_and_invalid_quantities_name_the_line(tmp_path, rate, delay, words):
+    path = tmp_path / "topo"
+    path.write_text(f"3 2 0 1 2 H100\n2\n0 2 {rate} {delay} 0\n1 2 400Gbps 1us 0\n")
+    raises_clearly(tp.from_simai, path, *words)
+
+
+def test_bytes_that_are_not_utf8_name_the_line(tmp_path):
+    path = tmp_path / "topo"
+    path.write_bytes(b"3 2 0 1 2 H100\n2\n0 2 400Gbps 1us 0\n1 2 400Gbps 1\xffus 0\n")
+    raises_clearly(tp.from_simai, path, "line 4", "UTF-8")
+    # UTF-8, but an Arabic-Indic 3 (str.isdigit() says yes, int() reads it): not a node id
+    path.write_bytes(b"3 2 0 1 2 H100\n2\n0 \xd9\xa3 400Gbps 1us 0\n1 2 400Gbps 1us 0\n")
+    raises_clearly(tp.from_simai, path, "line 3")
+
+
+def test_delays_are_stored_in_seconds_at_the_edge(tmp_path):
+    """ns-3 Time units to seconds, once: 250 ns, 1.5 us, 0.002 ms; the GPU -> NIC hop SimAI
+    does not model has none."""
+    path = tmp_path / "topo"
+    path.write_text("4 1 0 2 3 H100\n2 3\n0 2 400Gbps 250ns 0\n1 2 200Gbps 1.5us 0\n"
+                    "2 3 100Gbps 0.002ms 0\n")
+    g = tp.from_simai(path)
+    assert g["s0/nic0"]["sw2"]["latency"] == pytest.approx(250e-9)
+    assert g["sw2"]["s1/nic0"]["latency"] == pytest.approx(1.5e-6)
+    assert g["sw2"]["sw3"]["latency"] == pytest.approx(2e-6) and g["sw3"]["sw2"]["capacity"] == 100e9 / 8
+    assert g["s0/gpu0"]["s0/nic0"]["latency"] == 0.0 and g["s1/gpu0"]["s1/nic0"]["capacity"] == 200e9 / 8
+
+
+def test_repeated_links_with_different_delays_keep_the_larger_and_say_so(tmp_path):
+    """Two cables between the same switches are one edge of twice the rate; their delays
+    differ, so the edge takes the larger (a flow split over both waits for the slower) and the
+    notes say so."""
+    path = tmp_path / "topo"
+    path.write_text("4 1 0 2 4 H100\n2 3\n0 2 400Gbps 1us 0\n1 3 400Gbps 1us 0\n"
+                    "2 3 400Gbps 1us 0\n3 2 400Gbps 3us 0\n")
+    g = tp.from_simai(path)
+    for a, b in (("sw2", "sw3"), ("sw3", "sw2")):
+        assert g[a][b]["capacity"] == 2 * 400e9 / 8 and g[a][b]["cables"] == 2
+        assert g[a][b]["latency"] == pytest.approx(3e-6)
+    assert any("delay" in note and "line 6" in note for note in g.graph["notes"])

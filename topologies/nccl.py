@@ -19,6 +19,32 @@ What becomes what
 * a ``<nic>`` is one ``nic`` node whose ``<net>`` ports are parallel cables of the port speed
   (Mb/s in the file) to its rail switch; NIC ``j`` is the rail of the GPUs nearest to it in
   the PCI tree (NCCL's GPU-NIC affinity).
+
+What the file carries, and what it does not
+-------------------------------------------
+It carries the server's insides: sockets, the PCI tree with each link's generation and width,
+GPUs (compute capability, PCI device id, NCCL rank) with their NVLinks, and NIC ports with
+their speed. It does not carry: the GPU type by name (taken from ``sm`` and the PCI device id,
+or ``gpu=``), the NVLink rate (from the generation of ``sm``: NVLink 3/4/5 per-link rates of
+the catalogue), the CPU socket link (``socket_link=``), latencies (catalogue latencies of PCIe
+5 and the NVLink generation; ``<net latency>`` is not read), anything outside the server (the
+fabric is the generator's), nor a PCI skeleton's NIC speed (the NICs then take the fabric's
+rate). A ``<net speed>`` of 0 or -1 is how NCCL files say "unknown" (NCCL reads both as 10
+Gb/s); here both mean "no NIC speed in the file". An absent or ``Unknown`` ``link_speed`` is
+taken as Gen 5, an absent or 0 ``link_width`` as x16 (NCCL reads 0 as 16), and noted. Every
+assumption and every element ignored is listed in the model's ``description``.
+
+Bad files
+---------
+A file that is not such a server gets one ``ValueError`` whose one-line message names the
+file, the element (its tag and a locator: ``busid``, ``name``/``dev``, ``target``, or its
+position) and the attribute: a negative, NaN, infinite, overflowing or non-numeric speed,
+rate, width, class code, ``sm``/``rank``/``dev`` or NVLink ``count``; two elements with one
+busid; bytes that are not well-formed XML in their declared encoding; a DOCTYPE (entity
+declarations could expand without bound; NCCL never writes one). What the file can make the
+reader allocate is bounded before the tree is built: its size (``max_bytes``), its element
+count (``max_elements``) and nesting depth (``max_depth``; the walk itself uses no recursion),
+and its GPUs are at most ``max_gpus``.
 """
 
 from __future__ import annotations
@@ -31,11 +57,20 @@ from pathlib import Path
 import networkx as nx
 
 from ._graph import check_int
-from ._nccl_parse import parse_system, relabel
+from ._nccl_parse import _clip, _loc, parse_system, relabel
+from ._readers import MIB, check_limit, read_bytes
 from .links import LinkTech, get_link
 from .servers import ServerModel, ServerPorts, get_gpu
 
 __all__ = ["NcclServer", "from_nccl_xml"]
+
+# an NCCL dump of an 8-GPU server is ~15 kB and ~150 elements, about 8 deep; NCCL itself holds
+# at most NCCL_TOPO_MAX_NODES = 640 nodes of a type ("up to 576 GPUs (e.g., NVLD144) with
+# headroom", src/include/graph.h, NCCL 2.30)
+MAX_XML_BYTES = 4 * MIB
+MAX_ELEMENTS = 20_000
+MAX_DEPTH = 64
+MAX_GPUS = 640
 
 
 @dataclass(frozen=True)
@@ -105,7 +140,9 @@ _LINKS_PER_GPU = {tech: links for _, tech, links in _BY_SM.values()}
 _BY_DEVICE = {0x2331: "h100_pcie"}  # 10de:2331 "GH100 [H100 PCIe]"
 
 
-def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=None) -> NcclServer:
+def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=None,
+                  max_bytes: int = MAX_XML_BYTES, max_elements: int = MAX_ELEMENTS,
+                  max_depth: int = MAX_DEPTH, max_gpus: int = MAX_GPUS) -> NcclServer:
     """Read an NCCL topology file into a server model usable as ``server=`` everywhere.
 
     Parameters
@@ -124,13 +161,23 @@ def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=Non
         CPU socket-to-socket link (not in the file).
     name : str, optional
         Model name; default ``"nccl:<file stem>"``.
+    max_bytes : int
+        Refuse a larger file before reading it (default 4 MiB).
+    max_elements : int
+        Refuse a file of more XML elements, before building its tree (default 20,000).
+    max_depth : int
+        Refuse elements nested deeper (default 64; a real PCI tree is under 10 deep).
+    max_gpus : int
+        Refuse a file of more GPUs (default 640, NCCL's own limit per node type); the GPU-NIC
+        pairing takes time in GPUs x PCI tree size.
 
     Raises
     ------
     ValueError
-        Naming the element, for a file that contradicts itself (an NVLink to a GPU that is not
+        One line naming the file, the element and the attribute, for a bad attribute (see
+        the module docstring), a file that contradicts itself (an NVLink to a GPU that is not
         in the file, more NVLinks than the GPU has, two GPUs with one rank) or lacks what a
-        server needs (no GPU, no NIC).
+        server needs (no GPU, no NIC), or a limit exceeded (naming the limit to raise).
 
     Examples
     --------
@@ -149,17 +196,50 @@ def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=Non
     (1, 1, 'h100_sxm', 'ib_ndr', 'pcie5')
     """
     path = Path(path)
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as err:
-        raise ValueError(f"{path}: not a well-formed NCCL topology XML file ({err})") from None
-    except OSError as err:
-        raise ValueError(f"path: cannot read {path} ({err})") from None
+    check_limit("max_elements", max_elements)
+    check_limit("max_depth", max_depth)
+    check_limit("max_gpus", max_gpus)
+    root = _parse(path, read_bytes(path, check_limit("max_bytes", max_bytes)), max_elements, max_depth)
     if root.tag != "system":
-        raise ValueError(f"{path}: the root element must be <system>, got <{root.tag}>")
-    system = parse_system(root, str(path))
+        raise ValueError(f"{path}: the root element must be <system>, got <{_clip(root.tag)}>")
+    system = parse_system(root, str(path), max_gpus)
     gpu_type, tech, notes = _generation(system, gpu, nvlink, str(path))
     return _assemble(system, path, gpu_type, tech, nvlink is not None, get_link(socket_link), name, notes)
+
+
+def _parse(path, data: bytes, max_elements: int, max_depth: int):
+    """The XML tree of ``data``, its element count and depth checked while it is parsed (the
+    parse stops at the first element beyond a limit)."""
+    if b"<!DOCTYPE" in data:
+        raise ValueError(f"{path}: a <!DOCTYPE> declaration; NCCL topology files have none "
+                         "(its entities could expand without bound)")
+    parser = ET.XMLPullParser(events=("start", "end"))
+    root, depth, count, chunk = None, 0, 0, 1 << 16
+    try:
+        for start in range(0, max(len(data), 1), chunk):
+            parser.feed(data[start:start + chunk])
+            for event, el in parser.read_events():
+                if event == "end":
+                    depth -= 1
+                    continue
+                root = el if root is None else root
+                depth, count = depth + 1, count + 1
+                if depth > max_depth:
+                    raise ValueError(f"{path}: {_loc(el, ('busid', 'name', 'target'))} is "
+                                     f"nested {depth} elements deep, more than max_depth={max_depth} "
+                                     "(pass a larger max_depth to read this file)")
+                if count > max_elements:
+                    raise ValueError(f"{path}: more than max_elements={max_elements} XML elements "
+                                     "(pass a larger max_elements to read this file)")
+        parser.close()
+    except ET.ParseError as err:
+        raise ValueError(f"{path}: not a well-formed NCCL topology XML file ({err})") from None
+    except (LookupError, ValueError) as err:
+        if str(err).startswith(str(path)):
+            raise
+        raise ValueError(f"{path}: not a well-formed NCCL topology XML file (its encoding: "
+                         f"{err})") from None
+    return root
 
 
 def _generation(system, gpu, nvlink, where):

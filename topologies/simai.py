@@ -10,10 +10,35 @@ The format (whitespace-separated)::
 Every node id not listed as a switch is a GPU (SimAI's "server" node: the GPU and its NIC);
 a link is full duplex at ``rate`` (an ns-3 DataRate: ``Gbps``, ``Mbps``, ...) with ``delay``
 (an ns-3 Time: ``ms``, ``us``, ``ns``, ...).
+
+What the file carries, and what it does not
+-------------------------------------------
+It carries the nodes (GPUs, NVSwitches, switches), each link's rate and delay, and a GPU type
+name. Rates (bits/s) and delays become each edge's ``capacity`` in bytes/s and ``latency`` in
+seconds, converted once when the link is read. Repeated links between the same two nodes are
+parallel cables: one edge of the summed rate; if their delays differ the edge takes the larger
+(noted in ``g.graph["notes"]``). The file does not carry a server's insides: SimAI's GPU node
+holds its NIC, so each GPU-switch link becomes GPU -> NIC (at the link's rate, no latency: the
+PCIe hop is not in the file) -> switch (the link's rate and delay); there are no PCIe switches
+or CPUs, and the servers are ``gpus_per_server`` consecutive GPU ids (the file does not say
+which GPUs share a box otherwise). Switch tiers and roles (leaf, spine, core) are inferred from
+the hop count to the GPUs. The per-link ``error_rate`` (packet loss) is not modelled: a non-zero
+one is noted and ignored. Switch buffers, ECN/PFC settings and SimAI's ns-3 configuration are
+not in this file.
+
+A bad file gets one ``ValueError`` naming the file, line and field: bytes that are not UTF-8, a
+header field that is not a count, switch ids out of range or repeated, a link line that is not
+``src dst rate delay error_rate``, a rate or delay that is not a number with an ns-3 unit, is
+negative (rate: not > 0), NaN, infinite, or overflows once converted (``1e400Gbps``,
+``1e300Tbps``). Before anything is built the reader checks the file's size (``max_bytes``),
+``node_num`` (``max_nodes``), ``link_num`` (``max_links``) and that the GPUs the header
+implies (ids not listed as switches) are no more than twice the link lines (every GPU needs a
+link): what a file makes the reader allocate is bounded by the file.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from collections import Counter, deque
@@ -21,8 +46,9 @@ from pathlib import Path
 
 import networkx as nx
 
-from ._graph import compute_fabric, finish
-from ._validate import validate
+from ._graph import check_int, compute_fabric, finish
+from ._readers import DECIMAL, MIB, check_limit, over, read_text, short
+from ._validate import TopologyError, validate
 from .analysis import gpus as ranked_gpus
 from .servers import get_gpu
 
@@ -40,29 +66,58 @@ _GPU_TYPES = {"A100": "a100_sxm", "A800": "a100_sxm", "H100": "h100_sxm", "H800"
               "H20": "h100_sxm", "B200": "b200", "GB200": "gb200"}
 _WRITE_TYPES = {"a100_sxm": "A100", "h100_sxm": "H100", "h100_pcie": "H100", "b200": "B200",
                 "gb200": "GB200"}
+# SimAI's generator writes clusters of up to tens of thousands of GPUs (about 60 bytes of
+# links per GPU); a million nodes takes gigabytes as a graph
+MAX_NODES = 1_000_000
+MAX_LINKS = 10_000_000
+MAX_SIMAI_BYTES = 256 * MIB
+_HEADER = ("node_num", "gpus_per_server", "nvswitch_num", "switch_num", "link_num")
+_ID = re.compile(r"[0-9]{1,30}")      # ASCII digits only; 30 digits is beyond any limit
+_QUANTITY = re.compile(rf"({DECIMAL.pattern})([A-Za-z]+)")
 
 
 def _quantity(text, units, what, where):
-    match = re.fullmatch(r"([0-9.eE+-]+)\s*([A-Za-z]+)", text)
+    """``"400Gbps"`` -> 4e11 (in the table's base unit), finite, or a ValueError."""
+    match = _QUANTITY.fullmatch(text)
     if not match or match.group(2) not in units:
-        raise ValueError(f"{where}: {what} {text!r} is not a number with a unit "
+        raise ValueError(f"{where}: {what} {short(text)} is not a number with a unit "
                          f"({', '.join(units)})")
-    return float(match.group(1)) * units[match.group(2)]
+    value = float(match.group(1)) * units[match.group(2)]
+    if not math.isfinite(value):
+        raise ValueError(f"{where}: {what} {short(text)} is beyond float range")
+    return value + 0.0       # -0.0 -> 0.0
 
 
-def _read_header(lines, where):
-    head = lines[0].split()
-    if len(head) not in (6, 7) or not all(t.isdigit() for t in head[:5]):
-        raise ValueError(f"{where} line 1: expected 'node_num gpus_per_server nvswitch_num "
-                         f"switch_num link_num gpu_type', got {lines[0].strip()!r}")
-    nodes, per_server, n_nvs, n_sw, n_links = map(int, head[:5])
+def _count(token, name, where) -> int:
+    if not _ID.fullmatch(token):
+        raise ValueError(f"{where}: {name} must be an integer >= 0, got {short(token)}")
+    return int(token)
+
+
+
+def _read_header(lines, where, max_nodes, max_links):
+    """The header's counts and GPU type, the switch ids, and the index of the first link line;
+    every count checked against its limit before anything of that size is made."""
+    number, first = lines[0]
+    at = f"{where} line {number}"
+    head = first.split()
+    if len(head) not in (6, 7):
+        raise ValueError(f"{at}: expected 'node_num gpus_per_server nvswitch_num "
+                         f"switch_num link_num gpu_type', got {short(first.strip())}")
+    nodes, per_server, n_nvs, n_sw, n_links = (_count(t, name, at) for t, name in zip(head, _HEADER))
+    if nodes > max_nodes:
+        raise over(at, "node_num", nodes, "max_nodes", max_nodes)
+    if n_links > max_links:
+        raise over(at, "link_num", n_links, "max_links", max_links)
+    if n_nvs + n_sw > nodes:
+        raise ValueError(f"{at}: nvswitch_num {n_nvs} + switch_num {n_sw} exceed node_num {nodes}")
     tokens, row = [], 1
     while len(tokens) < n_nvs + n_sw and row < len(lines):
-        tokens += lines[row].split()
+        tokens += lines[row][1].split()
         row += 1
-    if len(tokens) != n_nvs + n_sw or not all(t.isdigit() for t in tokens):
+    if len(tokens) != n_nvs + n_sw or not all(_ID.fullmatch(t) for t in tokens):
         raise ValueError(f"{where}: expected {n_nvs} NVSwitch and {n_sw} switch ids after the "
-                         f"header, got {' '.join(tokens[:12])!r}")
+                         f"header, got {short(' '.join(tokens[:12]))}")
     ids = [int(t) for t in tokens]
     bad = [i for i in ids if i >= nodes]
     if bad or len(set(ids)) != len(ids):
@@ -70,13 +125,15 @@ def _read_header(lines, where):
     return (nodes, per_server, head[5]), ids[:n_nvs], ids[n_nvs:], n_links, row
 
 
-def from_simai(path, *, gpu=None) -> nx.DiGraph:
+def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = MAX_LINKS,
+               max_bytes: int = MAX_SIMAI_BYTES) -> nx.DiGraph:
     """Read a SimAI topology file into a cluster graph.
 
     GPU ``k`` (the ``k``-th id not listed as a switch) is ``"s{k // gpus_per_server}/gpu{j}"``;
     each of its links to a switch goes through a NIC node of its server at the link's rate
     (SimAI's GPU node holds its NIC); switches are ``"sw{id}"`` with tier and role from their
-    distance to the GPUs (``leaf``, ``spine``, ``core``), NVSwitches ``"nvs{id}"``.
+    distance to the GPUs (``leaf``, ``spine``, ``core``), NVSwitches ``"nvs{id}"``. Edges carry
+    the link's ``capacity`` (bytes/s per direction: the file's bits/s / 8) and ``latency`` (s).
 
     Parameters
     ----------
@@ -84,6 +141,20 @@ def from_simai(path, *, gpu=None) -> nx.DiGraph:
         The topology file.
     gpu : str or GpuSpec, optional
         GPU type; default from the header's type name (``H100``, ``A100``, ...).
+    max_nodes : int
+        Refuse a header whose ``node_num`` is larger, before building anything (default
+        1,000,000).
+    max_links : int
+        Refuse a header whose ``link_num`` is larger (default 10,000,000).
+    max_bytes : int
+        Refuse a larger file before reading it (default 256 MiB).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, line and field (see the module docstring), or a limit
+        exceeded (naming the limit to raise); a :class:`TopologyError` (a ValueError) naming
+        the file when the graph breaks the schema (a GPU without links).
 
     Examples
     --------
@@ -95,45 +166,62 @@ def from_simai(path, *, gpu=None) -> nx.DiGraph:
     >>> g = from_simai(path)
     >>> g["s0/gpu1"]["nvs2"]["capacity"] / 1e9, g["s0/nic1"]["sw3"]["capacity"] / 1e9
     (360.0, 50.0)
+    >>> g["s0/nic1"]["sw3"]["latency"]          # 0.0005 ms
+    5e-07
     """
     path = Path(path)
-    try:
-        lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-    except OSError as err:
-        raise ValueError(f"path: cannot read {path} ({err})") from None
-    if not lines:
-        raise ValueError(f"{path}: empty file")
     where = str(path)
-    (nodes, per_server, type_name), nvswitches, switches, n_links, row = _read_header(lines, where)
+    check_int("max_nodes", max_nodes, 1)
+    check_int("max_links", max_links, 1)
+    text = read_text(path, check_limit("max_bytes", max_bytes))
+    lines = [(number, ln) for number, ln in enumerate(text.split("\n"), 1) if ln.strip()]
+    if not lines:
+        raise ValueError(f"{where}: empty file")
+    (nodes, per_server, type_name), nvswitches, switches, n_links, row = _read_header(
+        lines, where, max_nodes, max_links)
     if per_server < 1:
         raise ValueError(f"{where} line 1: gpus_per_server must be >= 1, got {per_server}")
+    body = lines[row:]
+    if len(body) != n_links:
+        raise ValueError(f"{where}: the header announces {n_links} links, the file has {len(body)}")
+    gpus = nodes - len(nvswitches) - len(switches)
+    if gpus > 2 * len(body):
+        raise ValueError(f"{where}: node_num {nodes} less {len(nvswitches) + len(switches)} switch "
+                         f"ids leaves {gpus} GPUs, but the file has {len(body)} link lines: every "
+                         f"GPU needs a link (a truncated file, or a wrong node_num)")
     if gpu is None and type_name not in _GPU_TYPES:
-        raise ValueError(f"{where}: GPU type {type_name!r} is not one of {', '.join(_GPU_TYPES)}; "
+        raise ValueError(f"{where}: GPU type {short(type_name)} is not one of {', '.join(_GPU_TYPES)}; "
                          "pass gpu=... (e.g. 'h100_sxm')")
     gpu_name = get_gpu(gpu if gpu is not None else _GPU_TYPES[type_name]).name
-    links = [_link(ln, row + i + 1, nodes, where) for i, ln in enumerate(lines[row:])]
-    if len(links) != n_links:
-        raise ValueError(f"{where}: the header announces {n_links} links, the file has {len(links)}")
+    links = [_link(ln, number, nodes, where) for number, ln in body]
     g = _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where)
     params = dict(source=where, gpus_per_server=per_server, gpu_type=type_name)
-    validate(g)
+    try:
+        validate(g)
+    except TopologyError as err:
+        raise TopologyError(f"{where}: {err}") from None
     return finish(g, "simai", params, bisection=None, bisection_method="", network_diameter=None)
 
 
 def _link(line, number, nodes, where):
+    """(src, dst, rate bytes/s, delay s, error rate, line number) of one link line."""
+    at = f"{where} line {number}"
     parts = line.split()
-    if len(parts) != 5 or not parts[0].isdigit() or not parts[1].isdigit():
-        raise ValueError(f"{where} line {number}: expected 'src dst rate delay error_rate', "
-                         f"got {line.strip()!r}")
+    if len(parts) != 5 or not _ID.fullmatch(parts[0]) or not _ID.fullmatch(parts[1]):
+        raise ValueError(f"{at}: expected 'src dst rate delay error_rate', got {short(line.strip())}")
     a, b = int(parts[0]), int(parts[1])
     if a >= nodes or b >= nodes or a == b:
-        raise ValueError(f"{where} line {number}: link {a} -> {b} needs two distinct node ids "
-                         f"< node_num {nodes}")
-    rate = _quantity(parts[2], _RATE, "rate", f"{where} line {number}") / 8
-    delay = _quantity(parts[3], _TIME, "delay", f"{where} line {number}")
-    if rate <= 0 or delay < 0:
-        raise ValueError(f"{where} line {number}: rate must be > 0 and delay >= 0")
-    return a, b, rate, delay, parts[4]
+        raise ValueError(f"{at}: link {a} -> {b} needs two distinct node ids < node_num {nodes}")
+    rate = _quantity(parts[2], _RATE, "rate", at) / 8        # bits/s -> bytes/s, once, here
+    delay = _quantity(parts[3], _TIME, "delay", at)          # s
+    if rate <= 0:
+        raise ValueError(f"{at}: rate must be > 0, got {short(parts[2])}")
+    if delay < 0:
+        raise ValueError(f"{at}: delay must be >= 0, got {short(parts[3])}")
+    error = parts[4]
+    if not DECIMAL.fullmatch(error) or not 0 <= float(error) <= 1:
+        raise ValueError(f"{at}: error_rate must be a number in [0, 1], got {short(error)}")
+    return a, b, rate, delay, error, number
 
 
 def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
@@ -152,23 +240,23 @@ def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
         g.add_node(name[i], kind="switch", role="switch", tier=1)
     nics = Counter()
     notes = []
-    for a, b, rate, delay, error in links:
+    for a, b, rate, delay, error, number in links:
         if kind.get(a) == "switch" and b in rank:
             a, b = b, a
-        if error not in ("0", "0.0"):
-            notes.append(f"error rate {error} of link {a} - {b} ignored")
+        if float(error) != 0:
+            notes.append(f"error rate {error} of link {a} - {b} (line {number}) ignored")
         if a in rank and kind.get(b) == "switch":
             server = rank[a] // per_server
             nic = f"s{server}/nic{nics[server]}"
             nics[server] += 1
             g.add_node(nic, kind="nic", tier=0, server=server, rail=nics[server] - 1, role="compute")
             g.nodes[name[a]].setdefault("rail", nics[server] - 1)
-            _cable(g, name[a], nic, rate, 0.0, "pcie_simai", "pcie")
-            _cable(g, nic, name[b], rate, delay, "simai", "access")
+            _cable(g, name[a], nic, rate, 0.0, "pcie_simai", "pcie", number, notes)
+            _cable(g, nic, name[b], rate, delay, "simai", "access", number, notes)
         elif "nvswitch" in (kind.get(a), kind.get(b)) or (a in rank and b in rank):
-            _cable(g, name[a], name[b], rate, delay, "nvlink_simai", "nvlink")
+            _cable(g, name[a], name[b], rate, delay, "nvlink_simai", "nvlink", number, notes)
         else:
-            _cable(g, name[a], name[b], rate, delay, "simai", "fabric")
+            _cable(g, name[a], name[b], rate, delay, "simai", "fabric", number, notes)
     _nvswitch_servers(g)
     _switch_tiers(g)
     several = [n for n, d in g.nodes(data=True) if d["kind"] == "gpu"
@@ -180,11 +268,15 @@ def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
     return g
 
 
-def _cable(g, u, v, rate, delay, tech, tier):
+def _cable(g, u, v, rate, delay, tech, tier, number, notes):
     if g.has_edge(u, v):       # a repeated link is a parallel cable
+        if delay != g[u][v]["latency"]:
+            notes.append(f"link {u} - {v} (line {number}) repeats a link of delay "
+                         f"{g[u][v]['latency']:g} s with delay {delay:g} s: the larger taken")
         for a, b in ((u, v), (v, u)):
             g[a][b]["capacity"] += rate
             g[a][b]["cables"] += 1
+            g[a][b]["latency"] = max(g[a][b]["latency"], delay)
         return
     attrs = dict(capacity=rate, latency=delay, tech=tech, tier=tier, cables=1)
     g.add_edge(u, v, **attrs)

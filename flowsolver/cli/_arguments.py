@@ -124,8 +124,10 @@ def cluster_file(value):
         if suffix == ".json":
             return tp.load(path)
         return tp.from_astra_network(path) if suffix in (".yml", ".yaml") else tp.from_simai(path)
-    except ValueError as err:
-        raise ValueError(f"--cluster {value!r}: {err}") from None
+    except ValueError as err:          # the readers' errors are one line naming the file
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"--cluster: {message}" if str(path) in message
+                         else f"--cluster {value!r}: {message}") from None
 
 
 def cluster_label(args) -> str:

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 from ..routing import gpu_nodes, link_efficiency
 from ._layout import server_nics
-from ._tuner import Hardware
+from ._nccl import GPU_GENERATION
+from ._tuner import NVLS_EFFICIENCY_BY_GENERATION, Hardware
 
 __all__ = ["GPU_GENERATION", "describe", "nccl_channels", "nvlink_edge"]
-
-#: GPU type (topologies' names) -> NCCL's generation (SM70 Volta, SM80 Ampere, SM90 Hopper,
-#: SM100 Blackwell; NVIDIA data sheets). H800 and H200 are Hopper parts.
-GPU_GENERATION = {"v100": "volta", "a100_sxm": "ampere", "a100_pcie": "ampere", "h100_sxm": "hopper",
-                  "h100_pcie": "hopper", "h800": "hopper", "h200": "hopper", "b200": "blackwell",
-                  "gb200": "blackwell"}
 # NCCL's MAXCHANNELS (src/include/device.h): 32 channels at most
 _MAX_CHANNELS = 32
 
@@ -76,6 +71,8 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     nics = server_nics(graph, graph.nodes[gpus[0]].get("server"))
     if channels is None:
         channels = nccl_channels(n_nodes, ppn, nics, nvswitch)
+    # NCCL turns NVLS off where a node holds fewer than two of the communicator's GPUs
+    # (src/transport/nvls.cc, ncclNvlsInit: gpuCount < 2): nothing to reduce in the switch
+    nvls = nvswitch and generation in NVLS_EFFICIENCY_BY_GENERATION and min(len(g) for g in layout.groups) >= 2
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra="nvlink" if nvswitch else "pcie",
-                    channels=int(channels), nvls=nvswitch and generation in ("hopper", "blackwell"),
-                    nvlink_bw=nvlink_bw)
+                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw)

@@ -3,7 +3,7 @@ efficiency, the pipeline chunk and nccl-tests' bus-bandwidth factors (units: s, 
 
 from __future__ import annotations
 
-__all__ = ["OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
+__all__ = ["GPU_GENERATION", "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "busbw_factor", "base_latency", "hop_latency", "min_hop_latency"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
@@ -32,9 +32,19 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 # NCCL 2.30 src/graph/tuning.cc (../shared/REFERENCE.md), microseconds, (LL, LL128, Simple)
 NCCL_BASE_LATENCY = {"ring": (6.6, 14.0, 8.4), "tree": (6.8, 14.0, 8.4)}
 NCCL_HOP_LATENCY = {"nvlink": (0.6, 1.9, 3.4), "pcie": (1.0, 2.5, 5.7), "network": (2.7, 4.0, 14.0)}
-# NCCL src/tuning (nvls.cc) nvlsEfficiency: the fraction of the NVLink rate NVLS reaches,
-# Hopper 0.85, Blackwell 0.74 (Volta and Ampere have no NVLS); keyed by our GPU types
-NVLS_EFFICIENCY = {"h100_sxm": 0.85, "b200": 0.74, "gb200": 0.74}
+#: GPU type (topologies' names) -> NCCL's generation (SM70 Volta, SM80 Ampere, SM90 Hopper,
+#: SM100 Blackwell; NVIDIA data sheets). H800 and H200 are Hopper parts, B300 / GB300
+#: Blackwell (Ultra) parts.
+GPU_GENERATION = {"v100": "volta", "a100_sxm": "ampere", "a100_pcie": "ampere", "a100_40gb": "ampere",
+                  "a100_80gb": "ampere", "h100_sxm": "hopper", "h100_pcie": "hopper", "h800": "hopper",
+                  "h200": "hopper", "gh200": "hopper", "b200": "blackwell", "gb200": "blackwell",
+                  "b300": "blackwell", "gb300": "blackwell"}
+#: NCCL 2.30 tuning.cc nvlsEfficiency: the fraction of the NVLink rate NVLS reaches, Hopper
+#: 0.85, Blackwell 0.74 (Volta and Ampere have no NVLS)
+_NVLS_BY_GENERATION = {"hopper": 0.85, "blackwell": 0.74}
+#: the same keyed by our GPU types (every Hopper and Blackwell part: H200's NVLS is H100's);
+#: PCIe parts have no NVSwitch, which the layout checks separately
+NVLS_EFFICIENCY = {gpu: _NVLS_BY_GENERATION[gen] for gpu, gen in GPU_GENERATION.items() if gen in _NVLS_BY_GENERATION}
 # NCCL's Simple protocol moves its 4 MiB channel buffer (NCCL_BUFFSIZE) in 8 steps
 # (NCCL_STEPS): 512 KiB per pipeline chunk
 DEFAULT_CHUNK = 512 * 1024

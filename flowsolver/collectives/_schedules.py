@@ -116,13 +116,18 @@ def _binomial(p, size, reverse):
 
 
 def _chain(layout, p, size, chunk, reverse):
-    """Pipelined ring broadcast (root -> ... along ring 0) or reduce (the chain reversed)."""
-    k = max(1, math.ceil(size / chunk))
-    chain = layout.rings[0]
-    hops = [[(chain[j], chain[j + 1])] for j in range(p - 1)]
+    """Pipelined ring broadcast (root 0 -> ... along every channel's ring) or reduce (the
+    chains reversed): as NCCL splits the buffer over its channels, each ring carries
+    ``size / channels`` from the root in ``chunk``-byte pieces, so a broadcast across
+    servers leaves the root's server on every rail the rings enter the next server on."""
+    rings = layout.rings
+    share = size / len(rings)
+    k = max(1, math.ceil(share / chunk))
+    chains = [ring[ring.index(0):] + ring[:ring.index(0)] for ring in rings]   # each from the root
+    hops = [[(c[j], c[j + 1]) for c in chains] for j in range(p - 1)]
     if reverse:
-        hops = [[(b, a)] for [(a, b)] in reversed(hops)]
-    return tuple(pipeline(hops, k, size / k))
+        hops = [[(b, a) for a, b in stage] for stage in reversed(hops)]
+    return tuple(pipeline(hops, k, share / k))
 
 
 SCHEDULES = {

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from ._dual import lesser
-from ._nccl import PROTOCOLS
+from ._nccl import _NVLS_BY_GENERATION, PROTOCOLS
 
 __all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "tuner_latency", "tuner_hops", "tuner_algbw", "enabled", "predict"]
 
@@ -44,8 +44,8 @@ _TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (3
          "blackwell": (70.0, 42.8, 24.0)}
 _NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5),
               "blackwell": (0.0, 96.0, 80.0)}
-# nvlsEfficiency (NCCL 2.30 tuning.cc): Hopper 0.85, Blackwell 0.74
-NVLS_EFFICIENCY_BY_GENERATION = {"hopper": 0.85, "blackwell": 0.74}
+# nvlsEfficiency (NCCL 2.30 tuning.cc): Hopper 0.85, Blackwell 0.74 (one table, in _nccl)
+NVLS_EFFICIENCY_BY_GENERATION = _NVLS_BY_GENERATION
 # NCCL_NET_OVERHEAD (tuning.cc): 1 us on Intel hosts, 2 us on AMD, x3 for Simple
 _NET_OVERHEAD = {"intel": 1.0, "amd": 2.0}
 

@@ -45,6 +45,10 @@ batch reports :attr:`~flowsolver.Status.ILL_CONDITIONED` for it.
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csr_matrix
+
+from . import _exact
+from ._allocation import Raw
 
 #: weight x fraction products within this factor of each other (over the whole problem)
 #: cannot lose more than ~1e-12 to cancellation in float64: no check
@@ -129,7 +133,6 @@ def error_factor(A_csr, capacity, weights, rates, bottleneck) -> float:
     levels = t_link[order]
     starts = np.flatnonzero(np.r_[True, levels[1:] != levels[:-1]])   # a group: one exact level
     # entries (row b, earlier flow's bottleneck b(g)) with weight A x: one product per level
-    from scipy.sparse import csr_matrix
     M = csr_matrix((load[chain], (rows[chain], b[cols[chain]])), shape=(L, L))
     for lo, hi in zip(starts, np.r_[starts[1:], len(order)]):
         group = order[lo:hi]
@@ -146,9 +149,6 @@ def settle(problem, raw, method: str):
     exactly, and the mask of the scenarios of a batch that could not be (too large). A
     single ill-conditioned scenario too large to solve exactly raises ``ValueError``.
     ``method``: the method that ran (``"dense"`` in float32 is held to float32's limit)."""
-    from . import _exact
-    from ._allocation import Raw
-
     rm = problem.routing
     if method == "exact" or spread(rm, problem.weights) <= SPREAD_TRUSTED:
         return raw, None
