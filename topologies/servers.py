@@ -112,7 +112,7 @@ _GPUS = {
                         hbm_bandwidth=2.039e12, tdp=400.0, family="a100"),
     # A100 SXM4 40GB datasheet: the same 312 TFLOP/s dense BF16 and 400 W, 40 GB HBM2 at
     # 1,555 GB/s (NVIDIA A100 datasheet, "GPU Memory Bandwidth 1,555GB/s" for the 40GB part).
-    "a100_sxm_40gb": GpuSpec("a100_sxm_40gb", 312e12, 40e9, "NVIDIA A100 datasheet (SXM4 40GB), dense BF16",
+    "a100_40gb": GpuSpec("a100_40gb", 312e12, 40e9, "NVIDIA A100 datasheet (SXM4 40GB), dense BF16",
                              hbm_bandwidth=1.555e12, tdp=400.0, family="a100"),
     # DGX B200 datasheet: 72 PFLOP/s FP8 training for 8 GPUs with sparsity -> 4.5 PFLOP/s
     # dense FP8 per GPU -> 2.25 PFLOP/s dense BF16; 1440 GB HBM3e / 8 = 180 GB at 8 TB/s; 1000 W

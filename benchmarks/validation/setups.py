@@ -42,8 +42,8 @@ H200 = tp.get_gpu("h200")
 # "h100_sxm_hbm2e"; the graphs keep the h100_sxm server GPU (collectives' GPU_GENERATION has
 # no row for the new name, so NVLS would be lost).
 H100_HBM2E = tp.get_gpu("h100_sxm_hbm2e")
-# A100 40GB (MosaicML's and OCI's A100 40GB parts): 1,555 GB/s HBM2, the catalogue's "a100_sxm_40gb".
-A100_40GB = tp.get_gpu("a100_sxm_40gb")
+# A100 40GB (MosaicML's and OCI's A100 40GB parts): 1,555 GB/s HBM2, the catalogue's "a100_40gb".
+A100_40GB = tp.get_gpu("a100_40gb")
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,7 @@ _add(Cluster("whitefiber_h200", _server("dgx_h100", name="whitefiber-h200"), "ib
 _add(Cluster("mosaic_a100_roce", _server("dgx_a100", name="mosaic-a100", nic="roce_200g"), "roce_200g", "RoCE",
              "A100",
              "MosaicML A100: 8 A100 SXM + 1,600 Gb/s RoCE per node (llm-foundry benchmark README) = 8 x 200 "
-             "Gb/s RoCE; the 40 GB parts take the catalogue's a100_sxm_40gb (training_call)."))
+             "Gb/s RoCE; the 40 GB parts take the catalogue's a100_40gb (training_call)."))
 # MosaicML H100 (llm-foundry benchmarks): interconnect not stated -> the library's default
 # cluster, DGX H100 with 8 x 400 Gb/s NDR.
 _add(Cluster("mosaic_h100", tp.get_server("dgx_h100").with_(name="mosaic-h100"), "ib_ndr",
