@@ -5,19 +5,23 @@ achieved HBM bandwidth, and GEMMs on a power-capped GPU.
 Every constant is fitted to, or read from, the tables of :mod:`._kernel_data` (kernel
 benchmarks, never a training run); ``tests/test_training_kernels.py`` refits them.
 
-GEMM (the roofline of torchao's float8 model, ``get_individual_gemm_time_sympy``, with the
-compute fraction fitted per GPU and precision): an ``m x k`` by ``k x n`` product takes
+GEMM (torchao's float8 roofline, ``get_individual_gemm_time_sympy``, with an occupancy term
+and its three constants fitted per GPU family and precision): an ``m x k`` by ``k x n``
+product takes
 
-    max(2 m n k / (eta P), bytes / (beta B), t_launch)
+    max(2 m n k / (eta P q), bytes / (beta B)) + t0,   q = 1 - exp(-m n / (c SMs))
 
-with ``P`` the dense peak of its precision, ``eta`` (:func:`gemm_fraction`) the median of the
-published large-GEMM throughputs (every dimension >= 4096: Azure's cuBLASLt tables, OpenXLA's
-H100 table, the ml-engineering MAMF table) over the peak, ``bytes`` its operands (1 byte per FP8
-element, 2 per BF16) and BF16 output, ``B`` the datasheet HBM bandwidth and ``beta``
+with ``P`` the dense peak of its precision, ``eta`` the fraction of it large GEMMs sustain,
+``q`` the share of the SMs an ``m x n`` output keeps busy (``c``: the output elements one SM
+takes, in effect), ``t0`` a fixed launch-and-tail time, ``bytes`` its operands (1 byte per
+FP8 element, 2 per BF16) and BF16 output, ``B`` the datasheet HBM bandwidth and ``beta``
 (:func:`memory_fraction`) the share of it BabelStream's Triad reaches (torchao's measurement
-where Azure has none), ``t_launch`` torchao's 2 us kernel launch. The efficiency therefore
-rises with the arithmetic intensity of the shape and saturates at ``eta``: a tensor-parallel
-slice with a small inner dimension turns memory-bound in FP8 long before it does in BF16.
+where Azure has none). ``(eta, c, t0)`` minimise the summed absolute log error over the
+published table of that GPU and precision (Azure's cuBLASLt tables, OpenXLA's H100 table, the
+ml-engineering MAMF best shape; :func:`fit_gemm_curve`, recomputed on first use, a grid of 0.005
+in ``eta``). The efficiency therefore rises with the output size and the arithmetic intensity
+and saturates at ``eta``: a tensor-parallel slice with a small inner dimension turns
+memory-bound in FP8 long before it does in BF16.
 
 Attention (flash attention, BF16 in every precision): forward and backward rates per GPU family
 and kernel (``"fa3"``: FlashAttention-3 / cuDNN class, what Transformer Engine runs on Hopper and
@@ -145,14 +149,14 @@ def gemm_points(family: str, precision: str) -> list:
 
 def gemm_fraction(family: str, precision: str, power_cap: float | None = None, tdp: float = 0.0) -> float:
     """Fraction ``eta`` of the dense peak a large GEMM sustains on ``family`` in ``precision``
-    (the fitted curve's saturation, :data:`GEMM_CURVES`). With ``power_cap`` (W) below the GPU's
+    (the fitted curve's saturation, :func:`gemm_curve`). With ``power_cap`` (W) below the GPU's
     ``tdp``: scaled by the ratio of the throughput published at that cap to the uncapped
     curve's at the same shapes (an H100 at 500 W, FBGEMM PR 2546, the median over its three
     shapes), linear in the cap between the published cap and ``tdp``; a cap below the published
     one, or on a family without a capped measurement, is a ``ValueError``.
 
     >>> gemm_fraction("h100", "bf16"), gemm_fraction("h100", "fp8")
-    (0.81, 0.69)
+    (0.82, 0.695)
     """
     eta = gemm_curve(family, precision)[0]
     if power_cap is None or power_cap >= tdp:
