@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 import topologies as tp
-from flowsolver import training_step
+from flowsolver import collective, training_step
 from flowsolver.training import ModelSpec
 from flowsolver.training import _kernel_data as D
 from flowsolver.training import _kernels as K
@@ -136,6 +136,20 @@ def test_the_gpu_catalogue_rows():
     assert all(g.tdp > 0 and g.hbm_bandwidth > 0 for g in rows.values())
 
 
+def test_every_catalogue_gpu_has_its_nccl_generation():
+    # the collectives read NVLS's efficiency from the generation (NCCL tuning.cc nvlsEfficiency:
+    # Hopper 0.85, Blackwell 0.74); the new Hopper rows are Hopper parts (H200 and the 96 GB
+    # HBM2e H100 SXM: the GH100 die), A100 40 GB an Ampere part (no NVLS)
+    from topologies.servers import _GPUS
+    from flowsolver.collectives._nccl import GPU_GENERATION, NVLS_EFFICIENCY
+
+    assert set(_GPUS) <= set(GPU_GENERATION)
+    assert (GPU_GENERATION["h200"], GPU_GENERATION["h100_sxm_hbm2e"], GPU_GENERATION["a100_40gb"]) == \
+        ("hopper", "hopper", "ampere")
+    assert NVLS_EFFICIENCY["h100_sxm_hbm2e"] == NVLS_EFFICIENCY["h200"] == 0.85
+    assert "a100_40gb" not in NVLS_EFFICIENCY
+
+
 # --- mechanisms ----------------------------------------------------------------------------------
 
 def test_fsdp_overlaps_each_layers_gather_and_reduce_with_the_neighbouring_compute():
@@ -158,6 +172,19 @@ def test_fsdp_overlaps_each_layers_gather_and_reduce_with_the_neighbouring_compu
     assert c["dp_gather"].bytes == pytest.approx((TINY.attention_params + TINY.mlp_params) / 8 * 2)
 
 
+def test_fsdp_under_a_pipeline_gathers_on_the_fill_of_every_stage_and_reduces_once():
+    # pp 2: parameters kept between microbatches; each stage's first forward waits for its own
+    # gathers after its activations arrive (the two stages' forward exposures add up on the
+    # pipeline's fill), the last backward's reduce-scatters are exposed once (the first stage's)
+    r = training_step(tp.rail_optimized(4), model=TINY, tp=8, pp=2, global_batch=8, zero=3, dp_overlap=1.0)
+    c, parts = r.profile.comms, layer_compute(r.profile, r.schedule)
+    root = r.profile.fsdp_unit_scale() / 2
+    g, rs = c["dp_gather"].per_call, c["dp_reduce"].per_call
+    f, b = fsdp_exposed(layers=2, gather=g, reduce=rs, forward=parts["forward"], backward=parts["backward"],
+                        root_gather=root * g, root_reduce=root * rs, keep_params=True)
+    assert r.phases["dp"].exposed == pytest.approx(2 * f + b, rel=1e-12)
+
+
 def test_fp32_reduction_and_fp8_gathers_change_the_bytes():
     a = training_step(tp.rail_optimized(2), model=TINY, tp=8, global_batch=4, zero=3)
     b = training_step(tp.rail_optimized(2), model=TINY, tp=8, global_batch=4, zero=3, reduce_dtype="fp32",
@@ -173,9 +200,14 @@ def test_ring_attention_exposes_each_step_beyond_its_block():
     assert cp_ring_exposed(1.0, 4, 2.0, 4.0) == pytest.approx(3 * 0.5 + 3 * 1.0)
     assert cp_ring_exposed(1.0, 4, 8.0, 16.0) == 0.0
     r = training_step(tp.rail_optimized(4), model=TINY, tp=8, cp=4, global_batch=4)
-    c, parts = r.profile.comms["cp"], layer_compute(r.profile, r.schedule)
-    step = c.per_call / 3
-    want = 4 * cp_ring_exposed(step, 4, parts["attention_fwd"], parts["attention_bwd"])
+    parts = layer_compute(r.profile, r.schedule)
+    # a step is one KV chunk (2 x s/cp x kv_heads/tp x head_dim x 2 bytes: 1 MiB here) sent
+    # to the ring's next rank: on a rail-optimized cluster each rank's own NIC, each pair alone
+    step = r.profile.comms["cp_step"]
+    assert step.bytes == 2 * (8192 // 4) * 1 * 128 * 2
+    assert step.per_call == pytest.approx(collective(tp.rail_optimized(4), "send_recv", step.bytes,
+                                                     ranks=[0, 8]).time, rel=1e-9)
+    want = 4 * cp_ring_exposed(step.per_call, 4, parts["attention_fwd"], parts["attention_bwd"])
     assert r.phases["cp"].exposed == pytest.approx(r.microbatches * want, rel=1e-12)
 
 

@@ -355,7 +355,8 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
     With the kernel tables (``compute_efficiency=None``) the parts are
     :func:`~flowsolver.training._compute.kernel_parts` of
     :func:`~flowsolver.training._compute.layer_kernel_costs`, divided by the schedule's
-    ``kernel_utilization``; the flat model splits a layer a third forward, two thirds backward.
+    ``kernel_utilization``; the flat model splits a layer (and the output projection: its
+    ``output_fwd``) a third forward, two thirds backward.
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
@@ -391,8 +392,9 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
     split = dict(tokens=kw["tokens"], shards=kw["shards"], gpu=profile.gpu)
     layer = stage_seconds(model, 1, False, recomputed=0, **kw)
     attention = attention_seconds(model, efficiency=kw["attention_efficiency"], recompute=s.recompute, **split)
+    output = stage_seconds(model, 0, True, **kw)
     return dict(layer=layer, layer_recomputed=stage_seconds(model, 1, False, recomputed=1, **kw),
-                output=stage_seconds(model, 0, True, **kw), attention=attention,
+                output=output, output_fwd=output / 3.0, attention=attention,
                 attention_fwd=attention / 3.0, attention_bwd=2.0 * attention / 3.0,
                 gemms=gemm_seconds(model, precision=s.precision, efficiency=kw["efficiency"],
                                    capacity_factor=profile.capacity_factor, **split),

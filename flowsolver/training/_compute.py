@@ -441,8 +441,8 @@ def kernel_parts(costs: dict, recompute: str) -> dict:
     """The per-layer seconds :func:`layer_kernel_costs` adds up to, as the flat model's
     :func:`stage_seconds` / :func:`attention_seconds` / :func:`gemm_seconds` give them:
     ``layer`` (forward and backward, no full recompute), ``layer_recomputed`` (one layer full
-    recompute recomputes: its forward again), ``output``, ``attention`` (forward + backward,
-    the forward again when recomputed), ``attention_fwd`` / ``attention_bwd`` and ``gemms``
+    recompute recomputes: its forward again), ``output`` (``output_fwd`` of it forward),
+    ``attention`` (forward + backward, the forward again when recomputed), ``attention_fwd`` / ``attention_bwd`` and ``gemms``
     (forward GEMMs, what each TP collective hides behind). Selective recompute costs nothing
     extra: flash attention's backward recomputes the scores inside its 2.5 x."""
     fwd = sum(costs["gemm_fwd"].values()) + costs["attention_fwd"] + costs["memory_fwd"]
@@ -450,6 +450,7 @@ def kernel_parts(costs: dict, recompute: str) -> dict:
     layer = fwd + bwd + costs["weight_casts"]
     full = recompute == "full"
     return dict(layer=layer, layer_recomputed=layer + fwd, output=costs["output_fwd"] + costs["output_bwd"],
+                output_fwd=costs["output_fwd"],
                 attention=costs["attention_fwd"] * (2 if full else 1) + costs["attention_bwd"],
                 attention_fwd=costs["attention_fwd"], attention_bwd=costs["attention_bwd"],
                 gemms=dict(costs["gemm_fwd"]), forward=fwd, backward=bwd)

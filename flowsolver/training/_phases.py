@@ -148,7 +148,9 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
       step beside the blockwise attention (``attention_fwd`` / ``attention_bwd`` seconds per
       layer; when not given, a third / two thirds of ``attention_seconds``). The solved
       collective is the ring all-gather of the ``cp`` chunks, ``cp - 1`` ring steps: a step
-      takes ``per_call / (cp - 1)``. Three all-gathers' worth per layer (forward KV, backward
+      takes what ``comms["cp_step"]`` solved: every rank's KV chunk sent to the next rank of
+      its ring, all at once (Transformer Engine's P2P exchange, a latency per step; without
+      it, ``per_call / (cp - 1)``). Three all-gathers' worth per layer (forward KV, backward
       KV and KV gradients).
     * EP: 4 all-to-alls per MoE layer (dispatch and combine, forward and backward), exposed.
     """
@@ -165,7 +167,7 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
         cp = c.group_size
         fwd = attention_seconds / 3.0 if attention_fwd is None else attention_fwd
         bwd = 2.0 * attention_seconds / 3.0 if attention_bwd is None else attention_bwd
-        step = c.per_call / (cp - 1)
+        step = comms["cp_step"].per_call if "cp_step" in comms else c.per_call / (cp - 1)
         exposed = ((layers - recomputed) * cp_ring_exposed(step, cp, fwd, bwd)
                    + recomputed * cp_ring_exposed(step, cp, fwd, bwd, recompute_forward=True))
         out["cp"] = _phase(c, "all_gather", 3 * layers + recomputed, exposed, c.per_call)
@@ -227,8 +229,11 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     (``layer_forward`` / ``layer_backward`` seconds each, scaled by ``dp_overlap``; default a
     third and two thirds of ``t_mb / layers``); the root unit's traffic is ``root_scale`` x a
     layer's. Every microbatch gathers and reduces again without pipelining; with ``pp > 1`` the
-    parameters are gathered once per step and the gradients reduced once, during the last
-    microbatch's backward. Otherwise the gradients are reduced bucket by bucket during the
+    parameters are gathered once per step, in the first microbatch's forward (FSDP2 issues a
+    stage's gathers when its forward starts, after the activations arrive: the ``pp`` stages'
+    forward exposures add up on the pipeline's fill) and the gradients reduced once, during
+    the last microbatch's backward (on their own stream, not holding the backward: the first
+    stage's, the last to finish, is exposed). Otherwise the gradients are reduced bucket by bucket during the
     last microbatch's backward pass (2/3 of ``t_mb``) and, with the distributed optimizer
     (``zero`` 1 / 2), the updated parameters are all-gathered bucket by bucket during the next
     step's first forward pass (1/3 of ``t_mb``), each window scaled by ``dp_overlap``. With
@@ -257,8 +262,11 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
             reduces = layers + root_scale
             calls = passes * (gathers + reduces)
             total = passes * (gathers * g + reduces * r)
-            phases["dp"] = _phase(comms["dp"], "reduce_scatter+all_gather", calls, passes * (f_exp + b_exp),
-                                  total / calls)
+            # pipelined: every stage's first forward waits for its own gathers, one stage after
+            # the other on the pipeline's fill; the last backward's reduce-scatters run on
+            # their own stream, the first stage's finishing last
+            exposed = pp * f_exp + b_exp if keep else m * (f_exp + b_exp)
+            phases["dp"] = _phase(comms["dp"], "reduce_scatter+all_gather", calls, exposed, total / calls)
         window = dp_overlap * t_mb
         for k in keys:
             if k == "dp" and "dp_gather" in comms:

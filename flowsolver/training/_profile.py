@@ -20,7 +20,9 @@ class CommTiming:
     """One parallelism's collective, solved on the cluster.
 
     ``name`` is ``tp``, ``cp``, ``pp``, ``ep``, ``dp`` or ``dp_experts`` (the gradients of the
-    experts' shards, reduced among the DP ranks holding the same shard); ``op`` the
+    experts' shards, reduced among the DP ranks holding the same shard), or ``cp_step`` (one
+    ring-attention step: every CP rank's KV chunk to the next rank of its ring, ``groups``
+    pairs), ``dp_gather`` / ``dp_reduce`` (ZeRO 3: one layer's parameters and gradients); ``op`` the
     collective solved (``all_reduce``, ``send_recv``, ``all_to_all``, ``all_gather`` for CP's
     ring attention, or ``reduce_scatter`` for DP with ZeRO >= 1 and TP with sequence
     parallelism), of ``bytes`` per call (nccl-tests sizes); ``per_call`` seconds
@@ -114,7 +116,8 @@ def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
     * TP: all-reduces (or, with sequence parallelism, reduce-scatters and all-gathers) of
       ``micro_batch x seq_len / cp x hidden`` bf16 activations;
     * CP: ring all-gathers of every CP rank's keys and values (``cp x`` :func:`kv_bytes`):
-      ring attention passes each rank's KV chunk around the CP ring, step by step;
+      ring attention passes each rank's KV chunk around the CP ring, step by step; one step
+      (``cp_step``) is every rank's chunk sent to the next rank of its ring, all at once;
     * PP: ``micro_batch x seq_len / cp x hidden / tp`` bytes to the next stage;
     * EP: all-to-alls of ``micro_batch x seq_len / cp x hidden x top_k x capacity_factor / tp``
       bytes per rank, among ``ep`` consecutive DP ranks;
@@ -131,7 +134,11 @@ def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
     if lay.tp > 1:
         plan.append(("tp", "tp", "reduce_scatter" if sequence_parallel else "all_reduce", activation, lay.groups("tp")))
     if lay.cp > 1:
-        plan.append(("cp", "cp", "all_gather", lay.cp * kv_bytes(model, micro_batch, lay.tp, lay.cp), lay.groups("cp")))
+        kv = kv_bytes(model, micro_batch, lay.tp, lay.cp)
+        plan.append(("cp", "cp", "all_gather", lay.cp * kv, lay.groups("cp")))
+        # one ring-attention step: every CP rank sends its KV chunk to the next rank of its ring
+        pairs = [(g[i], g[(i + 1) % len(g)]) for g in lay.groups("cp") for i in range(len(g))]
+        plan.append(("cp_step", "cp_step", "send_recv", kv, pairs))
     if lay.pp > 1:
         plan.append(("pp", "pp", "send_recv", activation / lay.tp, lay.groups("pp")))
     if lay.ep > 1:
@@ -176,7 +183,8 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     # every parallelism's collective solved in one batched call, then the all-gathers that
     # follow the reduce-scatters (with the algorithm each reduce-scatter chose) in another:
     # the parameters' (DP: gather_bytes per value, not the gradients' reduce_bytes)
-    timed = _timed(graph, [(op, size, groups, algorithms[kind]) for _, kind, op, size, groups in plan], options)
+    timed = _timed(graph, [(op, size, groups, algorithms.get(kind, "auto")) for _, kind, op, size, groups in plan],
+                   options)
     scattered = [i for i, (name, _, op, _, _) in enumerate(plan) if op == "reduce_scatter" and name != "dp_reduce"]
     gather_size = {i: plan[i][3] * (gather_bytes / reduce_bytes if plan[i][0].startswith("dp") else 1.0)
                    for i in scattered}
