@@ -324,7 +324,7 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
                        power_cap: float | None = None, capacity_factor: float = 1.0, tp_overlap: float = 0.0,
                        tp_overlap_impl: str = "te") -> dict:
     """Seconds one GPU spends on one layer of one microbatch, by part, from the measured kernels
-    of :mod:`._kernels` (the default compute model): ``gemm_fwd`` / ``gemm_bwd`` (dicts by GEMM:
+    of :mod:`._kernels` (the kernel-table compute model): ``gemm_fwd`` / ``gemm_bwd`` (dicts by GEMM:
     ``qkv``, ``proj``, ``fc1``, ``fc2``; backward = data gradient + weight gradient),
     ``attention_fwd`` / ``attention_bwd``, ``memory_fwd`` / ``memory_bwd`` (norms, RoPE,
     residuals, activation, FP8 casts), ``weight_casts`` (per microbatch), ``output_fwd`` /
