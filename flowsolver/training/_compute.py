@@ -442,8 +442,8 @@ def kernel_parts(costs: dict, recompute: str) -> dict:
     :func:`stage_seconds` / :func:`attention_seconds` / :func:`gemm_seconds` give them:
     ``layer`` (forward and backward, no full recompute), ``layer_recomputed`` (one layer full
     recompute recomputes: its forward again), ``output`` (``output_fwd`` of it forward),
-    ``attention`` (forward + backward, the forward again when recomputed), ``attention_fwd`` / ``attention_bwd`` and ``gemms``
-    (forward GEMMs, what each TP collective hides behind). Selective recompute costs nothing
+    ``attention`` (forward + backward, the forward again when recomputed), ``attention_fwd`` /
+    ``attention_bwd`` and ``gemms`` (forward GEMMs, what each TP collective hides behind). Selective recompute costs nothing
     extra: flash attention's backward recomputes the scores inside its 2.5 x."""
     fwd = sum(costs["gemm_fwd"].values()) + costs["attention_fwd"] + costs["memory_fwd"]
     bwd = sum(costs["gemm_bwd"].values()) + costs["attention_bwd"] + costs["memory_bwd"]
