@@ -358,3 +358,14 @@ def test_the_readme_trace_block_runs_as_written(tmp_path, monkeypatch, capsys):
     assert len(list(tmp_path.glob("trace/trace.*.et"))) == 16 and (tmp_path / "timeline.json").exists()
     (src, dst, mean), = eval(out[1])
     assert (src, dst) == ("s0/gpu0", "s0/nvswitch") and 0 < mean < 1
+
+
+def test_kernel_table_compute_carries_the_model_flops():
+    # compute_efficiency=None: no flat rate to annotate with; each compute node carries its
+    # share of the model's FLOPs (the step's achieved rate), so one TP rank's nodes add up to
+    # microbatches x tokens x FLOPs per token / tp
+    step = training_step(tp.rail_optimized(1), model=TINY, tp=8, global_batch=2, compute_efficiency=None)
+    nodes = workload_from_step(step).ranks[0].nodes
+    flops = sum(n.flops for n in nodes if n.kind == "compute")
+    assert flops == pytest.approx(step.microbatches * TINY.seq_len * TINY.flops_per_token / 8, rel=1e-9)
+    assert sum(n.duration for n in nodes if n.kind == "compute") == pytest.approx(step.compute_time, rel=1e-9)
