@@ -6,6 +6,8 @@ estimate of the stage that needs the most (GB, 1e9 bytes) with that stage's inde
 
     python benchmarks/training_published.py            # all rows (~2-3 min on 2 cores)
     python benchmarks/training_published.py --small    # the Megatron-Bridge rows only
+    python benchmarks/training_published.py --kernels  # compute from the kernel tables
+                                                       # (compute_efficiency=None)
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def main(argv=None) -> int:
     for name, (nodes, kw, pub) in ROWS.items():
         if "--small" in argv and nodes > 128:
             continue
-        r = training_step(tp.rail_optimized(nodes), **kw)
+        extra = dict(compute_efficiency=None) if "--kernels" in argv else {}
+        r = training_step(tp.rail_optimized(nodes), **kw, **extra)
         tokens, mfu = _published(kw, pub)
         stage = r.stage_memory.index(r.memory_per_gpu)
         print(f"{name:22s} {tokens:13,.0f} {r.tokens_per_gpu:7,.0f} {r.tokens_per_gpu / tokens - 1:+7.1%} "

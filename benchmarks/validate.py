@@ -162,7 +162,7 @@ def _freeze(kw: dict):
     return tuple(sorted((k, v if not isinstance(v, dict) else tuple(sorted(v.items()))) for k, v in kw.items()))
 
 
-def run_training(row: dict, index: int) -> dict:
+def run_training(row: dict, index: int, compute: str = "flat") -> dict:
     pt = dict(kind="training", source=row["source"], row=index, model_name=row["model"], gpus=int(row["gpus"]),
               metric=row["metric"], measured_value=float(row["value"]), unit=row["unit"],
               precision_label=row["precision"])
@@ -170,7 +170,7 @@ def run_training(row: dict, index: int) -> dict:
         pt.update(status="not_modelled", reason=S.TRAINING_NOT_MODELLED[(row["source"], index)])
         return pt
     try:
-        cluster, kw, assumed = S.training_call(row)
+        cluster, kw, assumed = S.training_call(row, compute)
     except (KeyError, StopIteration, ValueError) as exc:
         pt.update(status="not_modelled", reason=f"no mapping: {exc!r}")
         return pt
@@ -201,6 +201,34 @@ def run_training(row: dict, index: int) -> dict:
     else:
         pt["status"] = "ok"
     return pt
+
+
+def precision_pairs(points: list[dict], rows: list[dict]) -> list[tuple]:
+    """Identical training jobs published in bf16 and in FP8 (same source, model, GPUs, layout,
+    batch and framework, the precision aside; torchtitan's "+ Float8" technique counted as the
+    precision): ``(source, model, gpus, recipe, published FP8 / bf16 speed-up, model's)``, the
+    speed-up a time ratio (bf16 / FP8)."""
+    by_row = {p["row"]: p for p in points if p.get("kind") == "training" and "model_step_time" in p}
+    groups = defaultdict(dict)
+    for i, r in enumerate(rows):
+        if i not in by_row or r["metric"] == "tflops_per_gpu":
+            continue
+        fw = r["framework"].replace("FSDP + torch.compile + Float8", "FSDP + torch.compile")
+        key = tuple(r[k] for k in ("source", "model", "gpus", "tp", "pp", "cp", "ep", "vp", "micro_batch",
+                                   "global_batch", "seq_len")) + (fw,)
+        prec = r["precision"].lower()
+        tag = "bf16" if prec.startswith(("bf16", "amp")) else "rowwise" if "rowwise" in prec else "fp8"
+        groups[key][tag] = i
+    out = []
+    for key, g in groups.items():
+        for tag in ("fp8", "rowwise"):
+            if "bf16" in g and tag in g:
+                b, f = g["bf16"], g[tag]
+                value = {i: float(rows[i]["value"]) for i in (b, f)}
+                speed = {i: (1 / value[i] if rows[i]["metric"] == "step_time_s" else value[i]) for i in (b, f)}
+                out.append((key[0], key[1], int(key[2]), tag, speed[f] / speed[b],
+                            by_row[b]["model_step_time"] / by_row[f]["model_step_time"]))
+    return out
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -434,12 +462,14 @@ def _hold_out(points: list[dict]) -> None:
         pt.update(err_in_sample=pt["err"], model_in_sample=pt["model"], model=t, err=t / pt["measured"] - 1)
 
 
-def run(sources=None, quick=False, progress=False) -> dict:
-    """Every mapped point of the corpus (or of ``sources``), modelled; the result dict that
+def run(sources=None, quick=False, progress=False, compute="flat") -> dict:
+    """Every mapped point of the corpus (or of ``sources``), modelled (training rows with the
+    ``compute`` model: ``"flat"``, the library default, or ``"kernels"``); the result dict that
     ``--json`` writes."""
     t0 = time.time()
     crow = [r for r in read_csv("collectives.csv") if not sources or r["source"] in sources]
-    trows = [(i, r) for i, r in enumerate(read_csv("training.csv")) if not sources or r["source"] in sources]
+    trows_all = list(enumerate(read_csv("training.csv")))
+    trows = [(i, r) for i, r in trows_all if not sources or r["source"] in sources]
     cpoints = collective_points(crow)
     if quick:
         cpoints = _quick_collectives(cpoints)
@@ -453,14 +483,14 @@ def run(sources=None, quick=False, progress=False) -> dict:
     _hold_out([p for p in done if p.get("status") == "ok"] if held else [])
     t1 = time.time()
     for k, (i, row) in enumerate(trows):
-        done.append(run_training(row, i))
+        done.append(run_training(row, i, compute))
         if progress and k % 50 == 49:
             print(f"  ... {k + 1} / {len(trows)} training rows ({time.time() - t0:.0f} s)", file=sys.stderr)
     t2 = time.time()
     coll = [p for p in done if p["kind"] == "collective"]
     train = [p for p in done if p["kind"] == "training"]
     result = dict(
-        quick=quick, sources=sorted(sources) if sources else "all", collectives_held_out=held,
+        quick=quick, sources=sorted(sources) if sources else "all", collectives_held_out=held, compute=compute,
         runtime_s=dict(collectives=t1 - t0, training=t2 - t1, total=t2 - t0),
         collectives=dict(overall=overall(coll), **{name: summary(coll, key) for name, key in GROUPINGS["collective"]},
                          curve=summary(coll, lambda p: p["curve"])),
@@ -470,6 +500,7 @@ def run(sources=None, quick=False, progress=False) -> dict:
         points=done,
     )
     result["collective_rows_csv"] = len(crow)
+    result["precision_pairs"] = precision_pairs(train, [r for _, r in trows_all]) if train else []
     lrows = loso_rows(done)
     result["loso"] = {}
     for name, (fit, predict) in {"model as is": (fit_nothing, predict_model),
@@ -523,6 +554,13 @@ def print_report(result: dict, worst: int = 15, by_curve: bool = False) -> None:
                 names = sorted(set(which))
                 shown = ", ".join(names[:4]) + (f" (+{len(names) - 4})" if len(names) > 4 else "")
                 print(f"  {status.replace('_', ' ').upper()} ({len(which)}): {reason} -- {shown}")
+    pairs = result.get("precision_pairs") or []
+    if pairs:
+        ratio = [m / p for *_, p, m in pairs]
+        print(f"\nFP8 / BF16 SPEED-UP on {len(pairs)} identical published jobs (model / published: median "
+              f"{statistics.median(ratio):.2f}, range {min(ratio):.2f}-{max(ratio):.2f}):")
+        for src, model, gpus, tag, p, m in sorted(pairs):
+            print(f"    {src:26s} {model:16s} {gpus:5d} GPUs {tag:8s} published {p:4.2f}x  model {m:4.2f}x")
     print("\nLEAVE ONE SOURCE OUT (held-out median |err| per source):")
     for name, per in result["loso"].items():
         cells = ", ".join(f"{s} {m:.0%} ({n})" for s, (n, m) in per.items())
@@ -549,6 +587,9 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", metavar="DIR", help="one figure per source: busbw / published against the model")
     parser.add_argument("--worst", type=int, default=15, help="how many worst cases to list per kind")
     parser.add_argument("--by-curve", action="store_true", help="also print the collectives' medians per curve")
+    parser.add_argument("--compute", choices=S.COMPUTE_MODELS, default="flat",
+                        help="training compute model: the library default flat efficiency, or the kernel tables "
+                             "(compute_efficiency=None)")
     parser.add_argument("--cache-dir", metavar="DIR", default=None,
                         help="JAX compilation cache folder (default $FLOWSOLVER_CACHE_DIR; none when unset)")
     args = parser.parse_args(argv)
@@ -558,7 +599,7 @@ def main(argv=None) -> int:
     cache = args.cache_dir or default_cache_dir()
     if cache:
         compilation_cache(cache)
-    result = run(set(args.source) if args.source else None, quick=args.quick, progress=True)
+    result = run(set(args.source) if args.source else None, quick=args.quick, progress=True, compute=args.compute)
     print_report(result, args.worst, args.by_curve)
     if args.json:
         Path(args.json).write_text(json.dumps(_jsonable(result), indent=1))

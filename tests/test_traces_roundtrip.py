@@ -63,6 +63,14 @@ CASES = {
     "uneven-vp2": (lambda: _hosts(4), dict(model=UNEVEN_VP, pp=4, vp=2, global_batch=16)),
     "fsdp": (lambda: tp.rail_optimized(2), dict(model=TINY, tp=8, global_batch=4, zero=3, dp_overlap=0.0)),
     "fsdp-pp2": (lambda: tp.rail_optimized(4), dict(model=TINY, tp=8, pp=2, global_batch=8, zero=3)),
+    # single-GPU hosts: each layer's gather and reduce-scatter outlast its compute (exposed
+    # per layer on every stage's fill, and on the first stage's last backward)
+    "fsdp-pp2-hosts": (lambda: _hosts(8), dict(model=TINY, pp=2, global_batch=8, zero=3, seq_len=2048)),
+    # the kernel tables (compute_efficiency=None): forward and backward as the tables split them
+    "cp2-kernels": (lambda: tp.rail_optimized(2), dict(model=TINY, tp=8, cp=2, global_batch=8,
+                                                       compute_efficiency=None)),
+    "fsdp-kernels": (lambda: tp.rail_optimized(2), dict(model=TINY, tp=8, global_batch=4, zero=3, dp_overlap=0.5,
+                                                        compute_efficiency=None)),
     "zero2": (lambda: tp.rail_optimized(2), dict(model=TINY, tp=8, global_batch=4, zero=2)),
     "ep2": (lambda: tp.rail_optimized(2), dict(model=MOE, tp=8, ep=2, global_batch=4)),
     "zero0": (lambda: tp.rail_optimized(2), dict(model=TINY, tp=8, global_batch=4, zero=0, tp_overlap=0.0)),
@@ -255,20 +263,47 @@ def _ancestors(trace, node_id):
     return {by_id[d].name for d in seen}
 
 
-def test_fsdp_with_a_pipeline_holds_the_next_pass_not_the_transfers():
-    # ZeRO 3 with pp = 2, dp_overlap 0: a microbatch's FSDP traffic starts after its backward
-    # and the stage's next pass waits for it, but the activations and gradients the stage
-    # sends or receives in between do not (they are not the parameters)
+def test_fsdp_with_a_pipeline_gathers_in_the_first_forward_and_reduces_beside_the_last_backward():
+    # ZeRO 3 with pp = 2 (parameters kept between microbatches): stage 1 (layers 4 ... 7)
+    # gathers each layer's parameters in its first forward, the layer waiting for them; it
+    # reduce-scatters each layer's gradients in its last backward, on their own stream: the
+    # gradients it sends back to stage 0 do not wait for them, the end of the step does
     step = training_step(tp.rail_optimized(4), model=TINY, tp=8, pp=2, global_batch=8, zero=3, dp_overlap=0.0)
     w = workload_from_step(step)
-    assert step.microbatches == 4
+    m = step.microbatches
+    assert m == 4
     last = w.ranks[16]                                    # stage 1 (TP 8 x DP 2 below it)
-    fsdp = {f"mb0.dp.{op}" for op in ("all_gather", "reduce_scatter")}
-    send, = [n for n in last.nodes if n.name == "B0.send"]
-    before_send = _ancestors(last, send.id)
-    assert "B0.c0.L4.attn" in before_send and not fsdp & before_send      # the stage's layers are 4 ... 7
-    first_of_next = next(n for n in last.nodes if n.name.startswith("F1.c0.L4."))
-    assert fsdp <= _ancestors(last, first_of_next.id)
+    calls = [n for n in last.nodes if ".fsdp." in n.name and n.kind == "collective"]
+    gathers = {n.name for n in calls if n.op == "all_gather"}
+    reduces = {n.name for n in calls if n.op == "reduce_scatter"}
+    assert gathers == {"F0.fsdp.root"} | {f"F0.c0.L{k}.fsdp.gather" for k in range(4, 8)}
+    assert reduces == {f"B{m - 1}.fsdp.root"} | {f"B{m - 1}.c0.L{k}.fsdp.reduce" for k in range(4, 8)}
+    for k in range(4, 8):                                 # each layer's forward waits for its gather
+        first = next(n for n in last.nodes if n.name.startswith(f"F0.c0.L{k}.") and n.kind == "compute")
+        assert f"F0.c0.L{k}.fsdp.gather" in _ancestors(last, first.id)
+    send, = [n for n in last.nodes if n.name == f"B{m - 1}.send"]
+    assert f"B{m - 1}.c0.L4.attn" in _ancestors(last, send.id) and not reduces & _ancestors(last, send.id)
+    assert reduces <= _ancestors(last, last.nodes[-1].id)
+
+
+def test_ring_attention_is_written_step_by_step():
+    # cp 4: per layer and microbatch 3 forward steps (one KV chunk to the ring's next rank, one
+    # from the previous) and 3 backward steps (the chunk and its gradient), each beside a
+    # quarter of the attention
+    g = tp.rail_optimized(4)
+    step = training_step(g, model=TINY, tp=8, cp=4, global_batch=4, compute_efficiency=None)
+    w = workload_from_step(step)
+    rank = w.ranks[8]                                     # CP ring 0 -> 8 -> 16 -> 24 -> 0
+    sends = [n for n in rank.nodes if n.kind == "send" and ".cp." in n.name]
+    recvs = [n for n in rank.nodes if n.kind == "recv" and ".cp." in n.name]
+    per_layer = 3 * 1 + 3 * 2
+    assert len(sends) == len(recvs) == step.microbatches * TINY.layers * per_layer
+    assert {n.peer for n in sends} == {16} and {n.peer for n in recvs} == {0}
+    assert {n.bytes for n in sends} == {step.profile.comms["cp_step"].bytes}
+    blocks = [n for n in rank.nodes if n.name.startswith("F0.c0.L0.attention.")]
+    from flowsolver.training._compose import layer_compute
+    fwd = layer_compute(step.profile, step.schedule)["attention_fwd"]
+    assert [n.duration for n in blocks] == pytest.approx([fwd / 4] * 4, rel=1e-12)
 
 
 def test_what_the_writer_cannot_express_is_refused():
@@ -323,3 +358,14 @@ def test_the_readme_trace_block_runs_as_written(tmp_path, monkeypatch, capsys):
     assert len(list(tmp_path.glob("trace/trace.*.et"))) == 16 and (tmp_path / "timeline.json").exists()
     (src, dst, mean), = eval(out[1])
     assert (src, dst) == ("s0/gpu0", "s0/nvswitch") and 0 < mean < 1
+
+
+def test_kernel_table_compute_carries_the_model_flops():
+    # compute_efficiency=None: no flat rate to annotate with; each compute node carries its
+    # share of the model's FLOPs (the step's achieved rate), so one TP rank's nodes add up to
+    # microbatches x tokens x FLOPs per token / tp
+    step = training_step(tp.rail_optimized(1), model=TINY, tp=8, global_batch=2, compute_efficiency=None)
+    nodes = workload_from_step(step).ranks[0].nodes
+    flops = sum(n.flops for n in nodes if n.kind == "compute")
+    assert flops == pytest.approx(step.microbatches * TINY.seq_len * TINY.flops_per_token / 8, rel=1e-9)
+    assert sum(n.duration for n in nodes if n.kind == "compute") == pytest.approx(step.compute_time, rel=1e-9)

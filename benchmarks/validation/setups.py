@@ -32,14 +32,18 @@ from functools import lru_cache
 import topologies as tp
 from flowsolver import ModelSpec, get_model
 
-# --- GPUs the catalogue lacks ------------------------------------------------------------------
+# --- GPUs beside the servers' own ------------------------------------------------------------
 # H200 SXM: the H100's GH100 die with 141 GB HBM3e on the same NVLink 4 / NVSwitch baseboard
-# (HGX H200); NVIDIA H200 datasheet: 900 GB/s NVLink, 989 TFLOP/s dense BF16 (1,979 with
-# sparsity), 1,979 TFLOP/s dense FP8 -- the H100 SXM's figures. In the graphs an H200 is the
-# catalogue's h100_sxm (flowsolver's NVLS table is keyed by GPU type and has no "h200": a
-# GPU type of that name would lose NVLS, which HGX H200 has); the training model gets this
-# GpuSpec (gpu=) for its 141 GB.
-H200 = tp.GpuSpec("h200", 989e12, 141e9, "NVIDIA H200 datasheet (SXM): dense BF16 / FP8, 141 GB HBM3e", 1979e12)
+# (HGX H200). In the graphs an H200 is the catalogue's h100_sxm server GPU (the collectives see
+# the same NVLink 4 and Hopper generation); the training model gets the catalogue's "h200"
+# (gpu=) for its 141 GB, its 4.8 TB/s HBM and its kernel tables.
+H200 = tp.get_gpu("h200")
+# Meta's Grand Teton H100: 96 GB HBM2e at 2.4 TB/s (torchtitan benchmarks), the catalogue's
+# "h100_sxm_hbm2e"; the graphs keep the h100_sxm server GPU (collectives' GPU_GENERATION has
+# no row for the new name, so NVLS would be lost).
+H100_HBM2E = tp.get_gpu("h100_sxm_hbm2e")
+# A100 40GB (MosaicML's and OCI's A100 40GB parts): 1,555 GB/s HBM2, the catalogue's "a100_40gb".
+A100_40GB = tp.get_gpu("a100_40gb")
 
 
 @dataclass(frozen=True)
@@ -233,8 +237,8 @@ _add(Cluster("cscs_alps_gh200", _server("dgx_h100", name="alps-gh200", gpus=4, n
 # The 500 W cap lowers clocks; no published peak exists for it, so the H100 SXM peaks are used.
 _add(Cluster("meta_grand_teton", _server("dgx_h100", name="grand-teton-h100", nic="roce_400g"), "roce_400g",
              "RoCE", "H100",
-             "Meta Grand Teton: 8 H100 SXM (96 GB HBM2e, 500 W cap: H100 SXM peaks used, the cap is not "
-             "modelled) + 400 Gb/s RDMA per GPU (RoCE, Llama 3 paper 3.3.1)."))
+             "Meta Grand Teton: 8 H100 SXM (96 GB HBM2e at 2.4 TB/s, run at the default 500 W cap: "
+             "h100_sxm_hbm2e, power_cap=500) + 400 Gb/s RDMA per GPU (RoCE, Llama 3 paper 3.3.1).", H100_HBM2E))
 # WhiteFiber (Trainy benchmark): 8 H200 per host, 400 Gb/s ConnectX-7 per GPU; IB vs RoCE not
 # stated: NDR InfiniBand (the same 400 Gb/s) taken.
 _add(Cluster("whitefiber_h200", _server("dgx_h100", name="whitefiber-h200"), "ib_ndr",
@@ -246,7 +250,7 @@ _add(Cluster("whitefiber_h200", _server("dgx_h100", name="whitefiber-h200"), "ib
 _add(Cluster("mosaic_a100_roce", _server("dgx_a100", name="mosaic-a100", nic="roce_200g"), "roce_200g", "RoCE",
              "A100",
              "MosaicML A100: 8 A100 SXM + 1,600 Gb/s RoCE per node (llm-foundry benchmark README) = 8 x 200 "
-             "Gb/s RoCE; 40 GB parts modelled with the 80 GB spec (memory only)."))
+             "Gb/s RoCE; the 40 GB parts take the catalogue's a100_40gb (training_call)."))
 # MosaicML H100 (llm-foundry benchmarks): interconnect not stated -> the library's default
 # cluster, DGX H100 with 8 x 400 Gb/s NDR.
 _add(Cluster("mosaic_h100", tp.get_server("dgx_h100").with_(name="mosaic-h100"), "ib_ndr",
@@ -517,16 +521,28 @@ TRAINING_SOURCES: dict[str, TrainingSource] = {
     "nemo-perf-summary-24.07": TrainingSource(
         {"": "dgx_h100_ndr"}, "NeMo/Megatron", note="DGX-H100, fabric not stated: the DGX SuperPOD's NDR"),
     "oci-gpu-quickstarts": TrainingSource({"": "oci_bm_gpu_b200_8"}, "NeMo/Megatron"),
-    # torchtitan: FSDP2 (full shard) everywhere; TP uses sequence parallelism
-    "torchtitan": TrainingSource({"": "meta_grand_teton"}, "torchtitan", dict(zero=3)),
-    "trainy-whitefiber": TrainingSource({"": "whitefiber_h200"}, "torchtitan", dict(zero=3)),
-    "llm-foundry": TrainingSource({"h100": "mosaic_h100", "a100": "mosaic_a100_roce"}, "llm-foundry"),
+    # torchtitan: FSDP2 (full shard) everywhere; TP uses sequence parallelism; attention is
+    # PyTorch SDPA with the flash (FlashAttention-2) backend on H100 (torchtitan
+    # models/attention.py at 820504e: [FLASH_ATTENTION, EFFICIENT_ATTENTION, MATH], cuDNN only on
+    # B200; at 9dec370 a plain F.scaled_dot_product_attention); FSDP2 reduces in fp32
+    # (config_manager.py: mixed_precision_reduce default "float32"); float8 linears from torchao
+    # (tensorwise, its default recipe, unless the row says rowwise)
+    "torchtitan": TrainingSource({"": "meta_grand_teton"}, "torchtitan",
+                                 dict(zero=3, attention="fa2", reduce_dtype="fp32", power_cap=500.0),
+                                 note="Grand Teton H100s at the default 500 W limit (torchtitan benchmarks)"),
+    "trainy-whitefiber": TrainingSource({"": "whitefiber_h200"}, "torchtitan",
+                                        dict(zero=3, attention="fa2", reduce_dtype="fp32", fp8_param_gather=True)),
+    # llm-foundry: "our models use Flash Attention" (the benchmark README), FlashAttention-2 on
+    # A100 / H100 in 2024
+    "llm-foundry": TrainingSource({"h100": "mosaic_h100", "a100": "mosaic_a100_roce"}, "llm-foundry",
+                                  dict(attention="fa2")),
     # Megatron-DeepSpeed of 2022 (BLOOM): full activation checkpointing (--checkpoint-activations,
-    # the "hardware TFLOPs with activation recompute" of the log), no sequence parallelism and no
-    # TP communication overlap (neither existed in that code base)
+    # the "hardware TFLOPs with activation recompute" of the log), no sequence parallelism, no
+    # TP communication overlap and no flash attention (neither existed in that code base: the
+    # scores go through Megatron's fused scale-mask-softmax)
     "bigscience-bloom": TrainingSource(
         {"": "jean_zay_a100"}, "Megatron-DeepSpeed",
-        dict(recompute="full", sequence_parallel=False, tp_overlap=0.0)),
+        dict(recompute="full", sequence_parallel=False, tp_overlap=0.0, attention="unfused")),
 }
 
 #: training rows not modelled: (source, row index in training.csv) -> reason
@@ -550,9 +566,17 @@ def _framework(row, src: TrainingSource) -> str:
     return src.framework
 
 
-def training_call(row: dict) -> tuple[str, dict, list[str]]:
+#: the compute models the rows can be run with: the library's default flat efficiency, or the
+#: kernel tables (``compute_efficiency=None``)
+COMPUTE_MODELS = ("flat", "kernels")
+
+
+def training_call(row: dict, compute: str = "flat") -> tuple[str, dict, list[str]]:
     """(cluster name, training_step keyword arguments, assumptions) for one training.csv row
-    (a dict of its columns as strings). Raises ``KeyError`` for an unmapped source."""
+    (a dict of its columns as strings), with the library's default compute model (``"flat"``)
+    or the kernel tables (``"kernels"``). Raises ``KeyError`` for an unmapped source."""
+    if compute not in COMPUTE_MODELS:
+        raise ValueError(f"compute must be one of {', '.join(COMPUTE_MODELS)}, got {compute!r}")
     src = TRAINING_SOURCES[row["source"]]
     gpu_text = row.get("gpu", "").lower()
     cluster = next(c for key, c in src.clusters.items() if key in gpu_text)
@@ -641,11 +665,19 @@ def training_call(row: dict) -> tuple[str, dict, list[str]]:
         assumed.append("vanilla TP (no AsyncTP): TP collectives not overlapped (tp_overlap 0)")
     if row["source"] == "torchtitan" and "vp not stated" in notes:
         assumed.append("interleaved schedule's stages per rank not stated: vp 1")
+    if row["source"] == "torchtitan" and kw.get("tp", 1) > 1 and "asynctp" in (notes + " " + fw).lower().replace(" ", ""):
+        kw["tp_overlap_impl"] = "async"          # PyTorch async TP: chunked GEMMs, no SMs held
+    if kw.get("precision") == "fp8" and row["source"] in ("torchtitan", "trainy-whitefiber"):
+        kw["fp8_recipe"] = "rowwise" if "rowwise" in row["precision"].lower() else "tensorwise"
     if row["seq_len"] in ("", None):
         assumed.append(f"seq_len not stated: the model's {spec.seq_len}")
     c = CLUSTERS[cluster]
     if c.train_gpu is not None:
         kw["gpu"] = c.train_gpu
+    if "a100_40gb" in gpu_text.replace(" ", "_").replace("-", "_"):
+        kw["gpu"] = A100_40GB
+    if compute == "kernels":
+        kw["compute_efficiency"] = None
     return cluster, kw, assumed
 
 

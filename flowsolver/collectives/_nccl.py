@@ -33,11 +33,11 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 NCCL_BASE_LATENCY = {"ring": (6.6, 14.0, 8.4), "tree": (6.8, 14.0, 8.4)}
 NCCL_HOP_LATENCY = {"nvlink": (0.6, 1.9, 3.4), "pcie": (1.0, 2.5, 5.7), "network": (2.7, 4.0, 14.0)}
 #: GPU type (topologies' names) -> NCCL's generation (SM70 Volta, SM80 Ampere, SM90 Hopper,
-#: SM100 Blackwell; NVIDIA data sheets). H800 and H200 are Hopper parts, B300 / GB300
-#: Blackwell (Ultra) parts.
+#: SM100 Blackwell; NVIDIA data sheets). H800, H200 and the 96 GB HBM2e H100 SXM are Hopper
+#: parts, B300 / GB300 Blackwell (Ultra) parts.
 GPU_GENERATION = {"v100": "volta", "a100_sxm": "ampere", "a100_pcie": "ampere", "a100_40gb": "ampere",
-                  "a100_80gb": "ampere", "h100_sxm": "hopper", "h100_pcie": "hopper", "h800": "hopper",
-                  "h200": "hopper", "gh200": "hopper", "b200": "blackwell", "gb200": "blackwell",
+                  "a100_80gb": "ampere", "h100_sxm": "hopper", "h100_sxm_hbm2e": "hopper", "h100_pcie": "hopper",
+                  "h800": "hopper", "h200": "hopper", "gh200": "hopper", "b200": "blackwell", "gb200": "blackwell",
                   "b300": "blackwell", "gb300": "blackwell"}
 #: NCCL 2.30 tuning.cc nvlsEfficiency: the fraction of the NVLink rate NVLS reaches, Hopper
 #: 0.85, Blackwell 0.74 (Volta and Ampere have no NVLS)

@@ -6,14 +6,18 @@ blocking batched transfers, or interleaved 1F1B with ``vp`` model chunks and ove
 transfers, the wrap from the last stage to the first included). A pass runs its chunk's
 layers (the per-stage counts of ``training_step``: Megatron's lighter end stages when the
 layers do not split evenly; the output projection closes the last chunk's forward and opens
-its backward), a forward a third of the layer's compute, a backward two thirds (as
-``compose``; every duration is read from :func:`flowsolver.training._compose.layer_compute`,
-the times ``compose`` uses: GEMMs at ``compute_efficiency``, attention at
-``attention_efficiency``, a recomputed layer's extra forward). Per layer and direction:
+its backward), the forward and the backward each its share of the layer's compute (every
+duration is read from :func:`flowsolver.training._compose.layer_compute`, the times ``compose``
+uses: the flat model's GEMMs at ``compute_efficiency`` and attention at
+``attention_efficiency``, a third forward; or, with ``compute_efficiency=None``, the kernel
+tables' forward and backward; a recomputed layer's extra forward in its backward). Per layer
+and direction:
 
-* CP (ring attention): the KV all-gathers (one forward, two backward) run beside the
-  layer's attention compute (a third / two thirds of ``attention_seconds``), the layer
-  going on when both are done: ``max(0, 3 C - A)`` exposed per layer, as ``compose``.
+* CP (ring attention, step by step as ``compose``'s ``cp_ring_exposed``): ``cp - 1`` steps,
+  each the rank's KV chunk sent to the next rank of its CP ring and the previous rank's
+  received (backward: the KV gradients too), beside ``1 / cp`` of the layer's attention in
+  that direction, then the last chunk's block; a recomputed layer's backward runs the
+  forward ring again.
 * The attention and MLP blocks, each its share of the rest of the compute (by GEMM time),
   with the TP collectives of ``training._phases.tp_layer_ops`` (Transformer Engine's ten
   per layer with sequence parallelism: forward all-gather / QKV, reduce-scatter / proj,
@@ -28,18 +32,30 @@ the times ``compose`` uses: GEMMs at ``compute_efficiency``, attention at
   cap that needs the backward of a recomputed layer and ``tp_overlap`` above 8/9).
 * EP: the dispatch all-to-all before the MLP block, the combine after it, exposed.
 
-DP (ZeRO 0 / 1 / 2), in ``compose``'s windows and buckets (``chunks``: one per layer
-without pipelining, one per model chunk with it): the gradients of every bucket but the
-last are reduced in one call from the moment the first bucket is final (``1 - dp_overlap``
-into the last backward without pipelining, to a layer; the last backward of the last model chunk with
-it), the last bucket's after the backward and that call, so that ``max(R / chunks, R - W)``
-is exposed as ``compose`` exposes it. With the distributed optimizer the first bucket's
-parameters are all-gathered at the start, before the first forward, the other buckets' in
-one call after it, waited for by the end of the first forward (before the first forward of
-model chunk 1 with interleaving; at once with ``dp_overlap = 0``). One call per bucket
-would pay each bucket's latency, which ``compose`` does not count. ZeRO 3 (FSDP,
-``vp = 1``): each microbatch gathers the parameters twice and reduce-scatters the gradients
-from the point where ``dp_overlap`` of its compute is still to come (a CPU-side delay node
+DP (ZeRO 0 / 1 / 2), in ``compose``'s windows and buckets (``chunks``: one per layer of a
+stage without interleaving, pipelined or not; one per model chunk with it): the gradients of
+every bucket but the last are reduced in one call from the moment the first bucket is final
+(``1 - dp_overlap`` into the last backward without interleaving, to a layer; the last
+backward of the last model chunk with it), the last bucket's after the backward and that
+call, so that ``max(R / chunks, R - W)`` is exposed as ``compose`` exposes it. With the
+distributed optimizer the first bucket's parameters are all-gathered at the start, before
+the first forward, the other buckets' in one call after it, waited for by the end of the
+first forward (before the first forward of model chunk 1 with interleaving; at once with
+``dp_overlap = 0``). One call per bucket would pay each bucket's latency, which ``compose``
+does not count. These windows run beside the passes' exposed communication too, which
+``compose``'s windows (compute only) do not count: where DP's traffic outlasts the compute
+the replay hides more of it.
+
+ZeRO 3 (FSDP, ``vp = 1``), per layer as ``compose``'s ``fsdp_exposed``: forward, the root
+unit's and the first layer's parameters gathered before the first layer, each next layer's
+beside the current one, the next layer waiting for it; backward, beside each layer the next
+layer's gather and the previous layer's gradient reduce-scatter, the next layer waiting for
+both; the last reduce-scatters after the last compute, waited for by the next pass. Every
+microbatch without pipelining; with it, the first forward's gathers and the last backward's
+reduce-scatters (on their own stream, holding no compute and no transfer). A CPU-side
+delay node before each window's calls leaves them ``dp_overlap`` of the layer's compute,
+as ``compose`` does. The experts' shards (ZeRO 3 with EP) are gathered twice and reduced per
+microbatch from the point where ``dp_overlap`` of its compute is still to come (a delay node
 places it inside a layer), the next microbatch waiting for them.
 """
 
@@ -55,7 +71,7 @@ from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, bu
 
 __all__ = ["workload_from_step"]
 
-_SHARE = {"F": 1.0 / 3.0, "B": 2.0 / 3.0}          # compose: a microbatch's compute split 1 : 2
+CP_TAG = 1 << 20          # the tag of ring attention's transfers (matched in order per pair of ranks)
 
 
 class _Rank:
@@ -89,20 +105,35 @@ class _Builder(DataParallelWriter):
         self.lay, self.comms, self.m, model = prof.layout, prof.comms, step.microbatches, prof.model
         compute = layer_compute(prof, s)                 # compose's own per-part compute times
         self.t_plain, self.t_recomputed = compute["layer"], compute["layer_recomputed"]
-        self.t_output = compute["output"]
-        self.t_attention, self.gemms = compute["attention"], compute["gemms"]
+        self.t_forward = compute["forward"]
+        self.t_output, self.t_output_fwd = compute["output"], compute["output_fwd"]
+        self.attention, self.gemms = {"F": compute["attention_fwd"], "B": compute["attention_bwd"]}, compute["gemms"]
         self.recompute_layers = (None if s.recompute != "full" else model.layers if s.recompute_layers is None
                                  else s.recompute_layers)
-        peak = prof.gpu.peak_fp8_flops if s.precision == "fp8" else prof.gpu.peak_bf16_flops
-        self.rate = peak * s.compute_efficiency                        # FLOP/s while computing (annotation)
+        if s.kernels:                # the model's FLOPs at the rate the step computes them (annotation)
+            self.rate = step.single_gpu_tokens_per_s * model.flops_per_token
+        else:                        # FLOP/s while computing (annotation)
+            peak = prof.gpu.peak_fp8_flops if s.precision == "fp8" else prof.gpu.peak_bf16_flops
+            self.rate = peak * s.compute_efficiency
+        # FSDP: the compute each layer's traffic hides behind (compose: dp_overlap of a layer's
+        # forward, of its backward with the forward again when full recompute takes every layer)
+        again = s.recompute == "full" and s.recompute_layers is None
+        self.fsdp_window = {"F": s.dp_overlap * compute["forward"],
+                            "B": s.dp_overlap * (compute["backward"] + (compute["forward"] if again else 0.0))}
+        self.fsdp_root = prof.fsdp_unit_scale() / self.lay.pp
         self.chunks = chunk_layers(model.layers, self.lay.pp, self.lay.vp)
         self.tp_overlap, self.dp_overlap, self.zero = s.tp_overlap, s.dp_overlap, prof.zero
         tp = self.comms.get("tp")
         self.tp_ops = tp_layer_ops(prof.sequence_parallel)
         self.tp_seconds = {} if tp is None else dict(all_gather=tp.gather, reduce_scatter=tp.per_call,
                                                      all_reduce=tp.per_call)
-        self.buckets = self.lay.vp if self.lay.pp > 1 else model.layers
+        self.buckets = self.lay.vp if self.lay.vp > 1 else max(self.chunks[q][0] for q in range(self.lay.pp))
         self.dp_kinds = [k for k in ("dp", "dp_experts") if k in self.comms]
+        self.cp_ring = {}                                  # rank: (previous, next) on its CP ring
+        if "cp" in self.comms:
+            for g in self.lay.groups("cp"):
+                for i, r in enumerate(g):
+                    self.cp_ring[r] = (g[i - 1], g[(i + 1) % len(g)])
         self.group_name, self.groups = {}, {}
         for kind in ("tp", "cp", "ep", "dp", "dp_experts"):
             if kind in self.comms:
@@ -137,11 +168,17 @@ class _Builder(DataParallelWriter):
         return self.recompute_layers is not None and layer_in_chunk < self.recompute_layers
 
     def pass_seconds(self, d, again):
-        """One layer's compute in direction ``d``: the forward a third of a plain layer's; the
-        backward the rest, with a recomputed layer's forward again (``again``) in it."""
+        """One layer's compute in direction ``d``: the forward ``compose``'s forward share of a
+        plain layer; the backward the rest, with a recomputed layer's forward again (``again``)
+        in it."""
         if d == "F":
-            return self.t_plain * _SHARE["F"]
-        return (self.t_recomputed if again else self.t_plain) - self.t_plain * _SHARE["F"]
+            return self.t_forward
+        return (self.t_recomputed if again else self.t_plain) - self.t_forward
+
+    def rings(self, d, again):
+        """The ring-attention passes of a layer in direction ``d``: the forward's, or the
+        backward's preceded by the forward's again in a recomputed layer."""
+        return ("F",) if d == "F" else ("F", "B") if again else ("B",)
 
     def groups_of(self, d, again):
         """The layer's blocks in direction ``d``, in order: ``(name, GEMM weight, TP ops)``;
@@ -155,22 +192,65 @@ class _Builder(DataParallelWriter):
         redo = [block("recompute.attn", attn, forward, 1), block("recompute.mlp", mlp, forward, 1)] if again else []
         return redo + [block("mlp", mlp, backward, 2), block("attn", attn, backward, 2)]
 
-    def layer(self, rank: _Rank, d, tag, again):
-        """One layer pass: CP's KV all-gathers beside the attention core, then the blocks,
-        each its share of the rest of the compute (by GEMM time) with its TP collectives
-        beside exactly the compute each hides (``tp_hidden``: ``tp_overlap x min(its time,
-        its GEMM's)``, compose's rule); EP's all-to-alls around the MLP."""
+    def blocks(self, d, again):
+        """``(blocks, hidden, scale, rest)``: the layer's blocks (:meth:`groups_of`), the
+        seconds each TP call hides (``tp_hidden``: ``tp_overlap x min(its time, its GEMM's)``,
+        compose's rule), the factor that keeps them within the compute (1 but in extreme
+        cases) and the compute left beside the ring attention."""
         rest = self.pass_seconds(d, again)
         if "cp" in self.comms:
-            core = self.t_attention * _SHARE[d]
-            calls = [("cp", "all_gather", self.comms["cp"].bytes, f"{tag}.cp.kv{n}") for n in range(1 if d == "F" else 2)]
-            self.beside(rank, calls, core, f"{tag}.attention")
-            rest -= core
+            rest -= sum(self.attention[r] for r in self.rings(d, again))
         blocks = self.groups_of(d, again)
         hidden = [[tp_hidden(self.tp_seconds[op], self.gemms[gemm], self.tp_overlap) for op, gemm in ops]
                   for _, _, ops in blocks]
         total = sum(map(sum, hidden))
         scale = min(1.0, rest / total) if total > 0 else 1.0           # never more hidden than compute
+        return blocks, hidden, scale, rest
+
+    def exposed(self, d, again):
+        """Seconds of communication ``compose`` leaves exposed in one layer pass: the TP calls
+        less what they hide, the ring attention's steps beyond their blocks, EP's two
+        all-to-alls."""
+        blocks, hidden, scale, _ = self.blocks(d, again)
+        out = sum(self.tp_seconds[op] - h * scale for (_, _, ops), hides in zip(blocks, hidden)
+                  for (op, _), h in zip(ops, hides))
+        if "cp" in self.comms:
+            c = self.comms["cp"]
+            step = self.comms["cp_step"].per_call
+            for r in self.rings(d, again):
+                out += (c.group_size - 1) * max(0.0, (1 if r == "F" else 2) * step - self.attention[r] / c.group_size)
+        if "ep" in self.comms:
+            out += 2 * self.comms["ep"].per_call
+        return out
+
+    def ring(self, rank: _Rank, r, tag):
+        """Ring attention, step by step (``compose``'s ``cp_ring_exposed``): ``cp - 1`` steps,
+        each the rank's KV chunk sent to the next rank of its CP ring and the previous rank's
+        received (the backward ring: then the KV gradients the same way), beside the blockwise
+        attention of the chunk already held, ``1 / cp`` of the layer's attention in direction
+        ``r``; then the last chunk's block. The next step waits for both."""
+        c, (prev, succ) = self.comms["cp_step"], self.cp_ring[rank.rank]
+        block = self.attention[r] / self.comms["cp"].group_size
+        for j in range(self.comms["cp"].group_size - 1):
+            deps = ((rank.tail,) if rank.tail is not None else ()) + tuple(rank.join)
+            rank.join = []
+            for what in ("kv",) if r == "F" else ("kv", "dkv"):
+                name = f"{tag}.cp.{r}{j}.{what}"
+                deps = (rank.add(f"{name}.send", SEND, chain=False, deps=deps, bytes=c.bytes, peer=succ, tag=CP_TAG),
+                        rank.add(f"{name}.recv", RECV, chain=False, deps=deps, bytes=c.bytes, peer=prev, tag=CP_TAG))
+            self.compute(rank, f"{tag}.attention.{r}{j}", block)
+            rank.join.extend(deps)
+        self.compute(rank, f"{tag}.attention.{r}{self.comms['cp'].group_size - 1}", block)
+
+    def layer(self, rank: _Rank, d, tag, again):
+        """One layer pass: the ring attention (CP) step by step, then the blocks, each its share
+        of the rest of the compute (by GEMM time) with its TP collectives beside exactly the
+        compute each hides (:meth:`blocks`); EP's all-to-alls around the MLP."""
+        if "cp" in self.comms:
+            for r in self.rings(d, again):
+                self.ring(rank, r, tag)
+        blocks, hidden, scale, rest = self.blocks(d, again)
+        total = sum(map(sum, hidden))
         spare, weight = rest - scale * total, sum(w for _, w, _ in blocks)
         ep = self.comms.get("ep")
         for (name, w, ops), hides in zip(blocks, hidden):
@@ -209,7 +289,8 @@ class _Builder(DataParallelWriter):
         for k, (what, layer) in enumerate(order if d == "F" else order[::-1]):
             hooks(k)
             if what == "output":
-                self.compute(rank, f"{d}{mb}.output", self.t_output * _SHARE[d])
+                forward = self.t_output_fwd
+                self.compute(rank, f"{d}{mb}.output", forward if d == "F" else self.t_output - forward)
             else:
                 self.layer(rank, d, f"{d}{mb}.c{chunk}.L{layer}", self.recomputed(layer - first))
         hooks(len(order))
@@ -225,10 +306,10 @@ class _Builder(DataParallelWriter):
         zero3_end, fsdp = {}, []
 
         def run(d, mb, chunk):
-            rank.join.extend(fsdp)                       # FSDP: a pass waits for the microbatch before it's
-            fsdp.clear()                                 # (not the transfers between: they carry activations)
+            rank.join.extend(fsdp)                       # FSDP: a pass waits for the traffic the pass before
+            fsdp.clear()                                 # left (not the transfers between: they carry activations)
             self.run_pass(rank, stage, d, mb, chunk, self.hooks(rank, stage, d, mb, chunk, passes, gathers,
-                                                                zero3_end))
+                                                                zero3_end, fsdp))
             if d == "B" and mb in zero3_end:
                 fsdp.append(zero3_end.pop(mb))
 
@@ -284,8 +365,8 @@ def _check(step) -> None:
                          f"pp={lay.pp} (Megatron-Core's requirement); the step has {m}: pass a global_batch giving a "
                          f"multiple of pp microbatches")
     if lay.vp > 1 and step.profile.zero == 3:
-        raise ValueError(f"workload_from_step: zero=3 (FSDP, gathered per microbatch) with vp={lay.vp} model chunks "
-                         f"is not written (compose times FSDP per microbatch, not per chunk); use vp=1 or zero <= 2")
+        raise ValueError(f"workload_from_step: zero=3 (FSDP) with vp={lay.vp} model chunks is not written (compose "
+                         f"times FSDP per layer of a stage, not per model chunk); use vp=1 or zero <= 2")
 
 
 def workload_from_step(step: StepResult):
@@ -296,8 +377,10 @@ def workload_from_step(step: StepResult):
 
     Every part of ``training_step``'s model is in the DAG (module docstring): the pipeline
     schedule (1F1B or interleaved, uneven stages), the TP overlap as compute beside each TP
-    call, CP's KV all-gathers beside the attention, EP's all-to-alls, DP's gradient buckets
-    behind the last backward and the parameter all-gather before the first forward. Replayed
+    call, CP's ring attention step by step, EP's all-to-alls, DP's gradient buckets behind
+    the last backward and the parameter all-gather before the first forward, or FSDP's
+    per-layer gathers and reduce-scatters (ZeRO 3); the flat compute model or the kernel
+    tables (``compute_efficiency=None``). Replayed
     on the cluster it was solved on it takes ``step_time`` to within 1 % in the cases tested;
     what is left is where the replay is the more exact (README, "Workloads from traces":
     stages paced each at its own speed, interleaving's fill and drain crossing every virtual

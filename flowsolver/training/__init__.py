@@ -11,7 +11,10 @@ groups of its kind running at once, in lockstep (:func:`flowsolver.concurrent` w
   GEMMs at ``compute_efficiency`` of the peak of the precision they run in (``fp8``: the
   layers' GEMMs at the GPU's dense FP8 peak), attention at ``attention_efficiency`` of the
   bf16 peak, plus what the recompute mode (none / selective / full, or the first
-  ``recompute_layers`` of each model chunk) runs again;
+  ``recompute_layers`` of each model chunk) runs again; or, with ``compute_efficiency=None``,
+  every kernel timed from published kernel benchmarks (``_kernels``, ``_kernel_data``: GEMMs
+  by shape and precision, flash attention by kernel, memory-bound work and FP8 casts at the
+  achieved HBM bandwidth, TP-overlap and power-cap effects);
 * pipeline (``_pipeline``): 1F1B or interleaved 1F1B with ``vp`` model chunks per stage
   (bubble ``(pp - 1) / vp`` stage-microbatches; ``vp`` times the sends, the steady-state
   ones overlapped), Megatron's uneven split when the layers do not divide (the embedding
@@ -19,9 +22,11 @@ groups of its kind running at once, in lockstep (:func:`flowsolver.concurrent` w
 * communication phases (``_phases``): TP with sequence parallelism (6 all-gathers and 4
   reduce-scatters per layer, each hiding ``tp_overlap`` of itself behind the GEMM it
   overlaps, at most that GEMM), CP ring attention (KV exchanged per layer, hidden behind the
-  attention), EP all-to-alls of ``top_k x capacity_factor`` routed tokens, DP gradient
-  reduce-scatter in buckets during the last backward and the distributed optimizer's
-  parameter all-gather during the next forward, one bucket of each exposed;
+  attention step by step), EP all-to-alls of ``top_k x capacity_factor`` routed tokens, DP
+  gradient reduce-scatter in buckets during the last backward and the distributed optimizer's
+  parameter all-gather during the next forward, one bucket of each exposed, or FSDP / ZeRO-3
+  per layer (each layer's gather prefetched beside the previous layer's forward, its
+  gradients reduce-scattered beside the next layer's backward);
 * memory (``_memory``): per stage, its parameters by ZeRO stage and the activations
   Megatron's schedule keeps in flight on it.
 
@@ -42,9 +47,11 @@ from ._layout import ParallelLayout
 from ._memory import memory_per_gpu, stage_memory
 from ._models import MODELS, ModelSpec, get_model
 from ._profile import CommProfile, CommTiming
-from ._step import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_TP_OVERLAP, training_step
+from ._step import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
+                    DEFAULT_TP_OVERLAP, training_step)
 from ._pipeline import stage_layers
 
 __all__ = ["training_step", "compose", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming",
            "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_memory", "stage_layers",
-           "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP"]
+           "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP",
+           "DEFAULT_KERNEL_UTILIZATION"]

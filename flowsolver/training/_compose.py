@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 
 from .. import _checks
 from ..routing import first_tier
-from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, check_precision, check_recompute, gemm_seconds,
-                       stage_seconds)
+from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION, FP8_RECIPES, TP_OVERLAP_IMPLS,
+                       attention_seconds,
+                       check_precision, check_recompute, gemm_seconds, kernel_parts, layer_kernel_costs, stage_seconds)
+from ._kernels import ATTENTION_KERNELS, check_power_cap
 from ._memory import stage_memory
 from ._phases import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
@@ -26,20 +28,37 @@ __all__ = ["Schedule", "Phase", "StepResult", "compose", "checked_schedule", "la
 class Schedule:
     """How a step is run on a solved profile: ``global_batch`` sequences per step (a
     multiple of ``dp x micro_batch``); ``dp_overlap`` and ``tp_overlap`` the fractions of
-    their overlap windows / of the TP traffic hidden (in [0, 1]); ``compute_efficiency`` the
-    fraction of the GEMMs' peak reached while computing and ``attention_efficiency`` that of
-    the bf16 peak in attention (in (0, 1]); ``precision`` (``bf16`` or ``fp8``) and
-    ``recompute`` (``none``, ``selective``, ``full``), with ``recompute_layers`` the layers
-    of each model chunk that full recompute recomputes (``None``: all)."""
+    their overlap windows / of the TP traffic hidden (in [0, 1]); ``precision`` (``bf16`` or
+    ``fp8``) and ``recompute`` (``none``, ``selective``, ``full``), with ``recompute_layers``
+    the layers of each model chunk that full recompute recomputes (``None``: all).
+
+    Compute: with ``compute_efficiency=None`` every kernel is timed from
+    published kernel benchmarks (:mod:`flowsolver.training._kernels`: GEMMs by shape and
+    precision, ``attention`` kernel ``auto`` / ``fa3`` / ``fa2`` / ``unfused``, memory-bound
+    work at the achieved HBM bandwidth, the ``fp8_recipe``'s casts, ``power_cap`` W) and the
+    sum divided by ``kernel_utilization``; ``attention_efficiency`` (a fraction of the bf16
+    peak) overrides the attention tables when given. With a float ``compute_efficiency`` (the
+    default, 0.46) the flat model: the GEMMs at that fraction of their precision's peak,
+    attention at ``attention_efficiency`` (``None``: 0.62) of the bf16 peak."""
 
     global_batch: int
     dp_overlap: float
-    compute_efficiency: float
+    compute_efficiency: float | None = DEFAULT_COMPUTE_EFFICIENCY
     precision: str = "bf16"
     recompute: str = "selective"
     tp_overlap: float = 0.0
-    attention_efficiency: float = DEFAULT_ATTENTION_EFFICIENCY
+    attention_efficiency: float | None = None
     recompute_layers: int | None = None
+    attention: str = "auto"
+    fp8_recipe: str = "te"
+    power_cap: float | None = None
+    kernel_utilization: float = DEFAULT_KERNEL_UTILIZATION
+    tp_overlap_impl: str = "te"
+
+    @property
+    def kernels(self) -> bool:
+        """Whether compute is timed from the kernel tables (``compute_efficiency`` None)."""
+        return self.compute_efficiency is None
 
 
 def check_recompute_layers(recompute_layers, layers: int, pp: int, vp: int) -> None:
@@ -51,22 +70,28 @@ def check_recompute_layers(recompute_layers, layers: int, pp: int, vp: int) -> N
         _checks.integer("recompute_layers", recompute_layers, maximum=chunk)
 
 
-def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, compute_efficiency,
+def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, compute_efficiency=DEFAULT_COMPUTE_EFFICIENCY,
                      precision="bf16", recompute="selective", tp_overlap=0.0, gpu=None,
-                     attention_efficiency=DEFAULT_ATTENTION_EFFICIENCY, recompute_layers=None) -> Schedule:
+                     attention_efficiency=None, recompute_layers=None, attention="auto", fp8_recipe="te",
+                     power_cap=None, kernel_utilization=DEFAULT_KERNEL_UTILIZATION,
+                     tp_overlap_impl="te") -> Schedule:
     """A :class:`Schedule` for a job of ``dp`` replicas and ``micro_batch`` sequences per
-    microbatch, each value checked (a ``ValueError`` naming it and what it allows; FP8
-    against ``gpu`` when given).
+    microbatch, each value checked (a ``ValueError`` naming it and what it allows; FP8 and
+    ``power_cap`` against ``gpu`` when given).
 
-    >>> checked_schedule(dp=4, micro_batch=2, global_batch=16, dp_overlap=0, compute_efficiency=0.5)
-    Schedule(global_batch=16, dp_overlap=0.0, compute_efficiency=0.5, precision='bf16', recompute='selective', tp_overlap=0.0, attention_efficiency=0.62, recompute_layers=None)
+    >>> checked_schedule(dp=4, micro_batch=2, global_batch=16, dp_overlap=0, compute_efficiency=0.5).compute_efficiency
+    0.5
     >>> checked_schedule(dp=4, micro_batch=2, global_batch=12, dp_overlap=0, compute_efficiency=0.5)
     Traceback (most recent call last):
     ...
     ValueError: global_batch must be a positive multiple of dp x micro_batch = 8 sequences, got 12
     """
-    efficiency = _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
-    attention = _checks.fraction("attention_efficiency", attention_efficiency, zero_ok=False)
+    efficiency = None if compute_efficiency is None else \
+        _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
+    if attention_efficiency is None and efficiency is not None:
+        attention_efficiency = DEFAULT_ATTENTION_EFFICIENCY
+    attn_eff = None if attention_efficiency is None else \
+        _checks.fraction("attention_efficiency", attention_efficiency, zero_ok=False)
     if recompute_layers is not None:
         recompute_layers = _checks.integer("recompute_layers", recompute_layers)
         if recompute != "full":
@@ -82,9 +107,20 @@ def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, com
         check_precision(precision, gpu)
     elif precision not in ("bf16", "fp8"):
         raise ValueError(f"precision must be one of bf16, fp8, got {precision!r}")
+    if attention not in ATTENTION_KERNELS:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION_KERNELS)}, got {attention!r}")
+    if fp8_recipe not in FP8_RECIPES:
+        raise ValueError(f"fp8_recipe must be one of {', '.join(FP8_RECIPES)}, got {fp8_recipe!r}")
+    if power_cap is not None:
+        power_cap = check_power_cap(power_cap, gpu) if gpu is not None else \
+            _checks.positive_number("power_cap", power_cap)
+    utilization = _checks.fraction("kernel_utilization", kernel_utilization, zero_ok=False)
+    if tp_overlap_impl not in TP_OVERLAP_IMPLS:
+        raise ValueError(f"tp_overlap_impl must be one of {', '.join(TP_OVERLAP_IMPLS)}, got {tp_overlap_impl!r}")
     return Schedule(global_batch=batch, dp_overlap=dp_overlap, compute_efficiency=efficiency, precision=precision,
-                    recompute=check_recompute(recompute), tp_overlap=tp_overlap, attention_efficiency=attention,
-                    recompute_layers=recompute_layers)
+                    recompute=check_recompute(recompute), tp_overlap=tp_overlap, attention_efficiency=attn_eff,
+                    recompute_layers=recompute_layers, attention=attention, fp8_recipe=fp8_recipe,
+                    power_cap=power_cap, kernel_utilization=utilization, tp_overlap_impl=tp_overlap_impl)
 
 
 @dataclass(frozen=True)
@@ -202,16 +238,25 @@ class StepResult:
     def recompose(self, **changes) -> "StepResult":
         """The same job under another schedule, without solving again: any of
         ``global_batch``, ``dp_overlap``, ``tp_overlap``, ``compute_efficiency``,
-        ``attention_efficiency``, ``precision``, ``recompute``, ``recompute_layers``
-        (collective sizes do not depend on them, so each keeps
-        its per-call time); :func:`compose` of the stored profile and the new schedule."""
+        ``attention_efficiency``, ``precision``, ``recompute``, ``recompute_layers``,
+        ``attention``, ``fp8_recipe``, ``power_cap``, ``kernel_utilization`` (collective sizes
+        do not depend on them, so each keeps its per-call time); :func:`compose` of the stored
+        profile and the new schedule. ``None`` keeps a value, except for
+        ``compute_efficiency``: ``None`` switches to the kernel tables, a float to the flat
+        model (the attention then takes the new model's own default unless given)."""
         allowed = ("global_batch", "dp_overlap", "tp_overlap", "compute_efficiency", "attention_efficiency",
-                   "precision", "recompute", "recompute_layers")
+                   "precision", "recompute", "recompute_layers", "attention", "fp8_recipe", "power_cap",
+                   "kernel_utilization", "tp_overlap_impl")
         unknown = sorted(set(changes) - set(allowed))
         if unknown:
             raise TypeError(f"recompose takes {', '.join(allowed)}; got {', '.join(unknown)}")
         values = {k: getattr(self.schedule, k) for k in allowed}
         values.update({k: v for k, v in changes.items() if v is not None})
+        if "compute_efficiency" in changes and changes["compute_efficiency"] is None:
+            values["compute_efficiency"] = None             # the kernel tables
+        if "compute_efficiency" in changes and "attention_efficiency" not in changes \
+                and (changes["compute_efficiency"] is None) != self.schedule.kernels:
+            values["attention_efficiency"] = None           # the new model's own attention
         lay = self.profile.layout
         check_recompute_layers(values["recompute_layers"], self.profile.model.layers, lay.pp, lay.vp)
         schedule = checked_schedule(dp=self.dp, micro_batch=self.micro_batch, gpu=self.profile.gpu, **values)
@@ -237,11 +282,11 @@ class StepResult:
 def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
     """The step from a solved profile and a schedule (pure arithmetic, no solving).
 
-    ``m = global_batch / (dp micro_batch)`` microbatches; each stage computes one in
-    :func:`~flowsolver.training._compute.stage_seconds` (its layers, the output projection
-    on the last stage) and, per microbatch, waits for its exposed TP, CP and EP traffic; the
-    slowest stage sets the pace ``t``. ``step_time = m t + (pp - 1) / vp x t`` (the 1F1B or
-    interleaved bubble) ``+`` exposed PP and DP traffic.
+    ``m = global_batch / (dp micro_batch)`` microbatches; each stage computes one in the
+    :func:`layer_compute` time of its layers (a full-recompute layer's forward again, the
+    output projection and loss on the last stage) and, per microbatch, waits for its exposed
+    TP, CP and EP traffic; the slowest stage sets the pace ``t``. ``step_time = m t + (pp - 1)
+    / vp x t`` (the 1F1B or interleaved bubble) ``+`` exposed PP and DP traffic.
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
@@ -255,20 +300,23 @@ def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
     layers = stage_layers(model.layers, lay.pp, lay.vp)
     every = s.recompute_layers is None         # full recompute: all layers, or the first recompute_layers per chunk
     recomputed = [0 if s.recompute != "full" else n if every else min(n, lay.vp * s.recompute_layers) for n in layers]
-    stage_compute = [stage_seconds(model, n, q == lay.pp - 1, recomputed=r, **_compute_kw(profile, s))
-                     for q, (n, r) in enumerate(zip(layers, recomputed))]
     parts = layer_compute(profile, s)
-    attention, gemms = parts["attention"], parts["gemms"]
-    per_mb = [microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap, attention_seconds=attention,
-                                gemms=gemms, recomputed=r) for n, r in zip(layers, recomputed)]
+    extra = parts["layer_recomputed"] - parts["layer"]
+    stage_compute = [n * parts["layer"] + r * extra + (parts["output"] if q == lay.pp - 1 else 0.0)
+                     for q, (n, r) in enumerate(zip(layers, recomputed))]
+    per_mb = [microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap, attention_seconds=parts["attention"],
+                                gemms=parts["gemms"], recomputed=r, attention_fwd=parts["attention_fwd"],
+                                attention_bwd=parts["attention_bwd"]) for n, r in zip(layers, recomputed)]
     slot = [c + sum(p.exposed for p in ph.values()) for c, ph in zip(stage_compute, per_mb)]
     q = max(range(lay.pp), key=slot.__getitem__)
     t_mb, t_slot = stage_compute[q], slot[q]
     phases = {k: _times(p, m) for k, p in per_mb[q].items()}
     phases.update(pipeline_phase(profile.comms, pp=lay.pp, vp=lay.vp, microbatches=m))
-    chunks = lay.vp if lay.pp > 1 else max(layers)
+    chunks = lay.vp if lay.vp > 1 else max(layers)
+    backward = parts["backward"] + (parts["forward"] if s.recompute == "full" and every else 0.0)
     phases.update(dp_phases(profile.comms, zero=profile.zero, m=m, t_mb=t_mb, dp_overlap=s.dp_overlap, chunks=chunks,
-                            pp=lay.pp, vp=lay.vp))
+                            pp=lay.pp, vp=lay.vp, layers=max(layers), layer_forward=parts["forward"],
+                            layer_backward=backward, root_scale=profile.fsdp_unit_scale() / max(1, lay.pp)))
     compute, bubble = m * t_mb, bubble_slots(lay.pp, lay.vp) * t_slot
     exposed = sum(p.exposed for p in phases.values())
     step = compute + bubble + exposed
@@ -289,7 +337,7 @@ def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
 
 def _compute_kw(profile: CommProfile, s: Schedule) -> dict:
     """:func:`stage_seconds`' arguments but ``layers``, ``last`` and ``recomputed``: one
-    microbatch, split over the ``tp x cp`` GPUs of a stage."""
+    microbatch, split over the ``tp x cp`` GPUs of a stage (the flat model)."""
     return dict(tokens=profile.micro_batch * profile.model.seq_len, shards=profile.layout.tp * profile.layout.cp,
                 gpu=profile.gpu, precision=s.precision, efficiency=s.compute_efficiency, recompute=s.recompute,
                 attention_efficiency=s.attention_efficiency, capacity_factor=profile.capacity_factor)
@@ -298,10 +346,17 @@ def _compute_kw(profile: CommProfile, s: Schedule) -> dict:
 def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
     """The compute :func:`compose` times one microbatch with, per GPU, in seconds: a
     transformer layer forward and backward (``layer``; ``layer_recomputed`` for a layer full
-    recompute recomputes), the ``output`` projection, one layer's ``attention`` (what CP's
-    KV exchange hides behind) and the forward ``gemms`` (``qkv``, ``proj``, ``fc1``,
-    ``fc2``: what each TP collective hides behind). The trace writer reads its durations
-    from here.
+    recompute recomputes), the ``output`` projection and loss, one layer's ``attention``
+    (forward and backward, ``attention_fwd`` / ``attention_bwd``: what CP's KV exchange hides
+    behind), the forward ``gemms`` (``qkv``, ``proj``, ``fc1``, ``fc2``: what each TP
+    collective hides behind) and a layer's ``forward`` / ``backward`` (what FSDP's per-layer
+    traffic hides behind). The trace writer reads its durations from here.
+
+    With the kernel tables (``compute_efficiency=None``) the parts are
+    :func:`~flowsolver.training._compute.kernel_parts` of
+    :func:`~flowsolver.training._compute.layer_kernel_costs`, divided by the schedule's
+    ``kernel_utilization``; the flat model splits a layer (and the output projection: its
+    ``output_fwd``) a third forward, two thirds backward.
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
@@ -310,14 +365,40 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
     >>> abs(32 * c["layer"] + c["output"] - r.compute_time / r.microbatches) < 1e-12
     True
     """
-    kw, model, s = _compute_kw(profile, schedule), profile.model, schedule
+    model, s, lay = profile.model, schedule, profile.layout
+    if s.kernels:
+        costs = layer_kernel_costs(model, micro_batch=profile.micro_batch, tp=lay.tp, cp=lay.cp, ep=lay.ep,
+                                   sequence_parallel=profile.sequence_parallel, gpu=profile.gpu,
+                                   precision=s.precision, attention=s.attention, fp8_recipe=s.fp8_recipe,
+                                   power_cap=s.power_cap, capacity_factor=profile.capacity_factor,
+                                   tp_overlap=s.tp_overlap, tp_overlap_impl=s.tp_overlap_impl)
+        if s.attention_efficiency is not None:        # attention at a given fraction of the bf16 peak
+            flops = 2.0 * profile.micro_batch * model.seq_len ** 2 * model.hidden / (lay.tp * lay.cp)
+            rate = s.attention_efficiency * profile.gpu.peak_bf16_flops
+            costs = dict(costs, attention_fwd=flops / rate, attention_bwd=2.5 * flops / rate)
+        parts = kernel_parts(costs, s.recompute)
+        u = s.kernel_utilization
+        return {k: ({g: t / u for g, t in v.items()} if isinstance(v, dict) else v / u) for k, v in parts.items()}
+    kw = _compute_kw(profile, s)
+    if kw["attention_efficiency"] is None:
+        kw["attention_efficiency"] = DEFAULT_ATTENTION_EFFICIENCY
+    if s.power_cap is not None and s.power_cap < profile.gpu.tdp:
+        # the flat efficiencies scale as the published capped GEMMs do (attention as bf16 GEMMs)
+        from ._kernels import gemm_fraction, kernel_family
+        fam, tdp = kernel_family(profile.gpu), profile.gpu.tdp
+        ratio = {p: gemm_fraction(fam, p, s.power_cap, tdp) / gemm_fraction(fam, p) for p in ("bf16", s.precision)}
+        kw = dict(kw, efficiency=s.compute_efficiency * ratio[s.precision],
+                  attention_efficiency=s.attention_efficiency * ratio["bf16"])
     split = dict(tokens=kw["tokens"], shards=kw["shards"], gpu=profile.gpu)
-    return dict(layer=stage_seconds(model, 1, False, recomputed=0, **kw),
-                layer_recomputed=stage_seconds(model, 1, False, recomputed=1, **kw),
-                output=stage_seconds(model, 0, True, **kw),
-                attention=attention_seconds(model, efficiency=s.attention_efficiency, recompute=s.recompute, **split),
-                gemms=gemm_seconds(model, precision=s.precision, efficiency=s.compute_efficiency,
-                                   capacity_factor=profile.capacity_factor, **split))
+    layer = stage_seconds(model, 1, False, recomputed=0, **kw)
+    attention = attention_seconds(model, efficiency=kw["attention_efficiency"], recompute=s.recompute, **split)
+    output = stage_seconds(model, 0, True, **kw)
+    return dict(layer=layer, layer_recomputed=stage_seconds(model, 1, False, recomputed=1, **kw),
+                output=output, output_fwd=output / 3.0, attention=attention,
+                attention_fwd=attention / 3.0, attention_bwd=2.0 * attention / 3.0,
+                gemms=gemm_seconds(model, precision=s.precision, efficiency=kw["efficiency"],
+                                   capacity_factor=profile.capacity_factor, **split),
+                forward=layer / 3.0, backward=2.0 * layer / 3.0)
 
 
 def _times(phase: Phase, m: int) -> Phase:

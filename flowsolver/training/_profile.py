@@ -20,7 +20,9 @@ class CommTiming:
     """One parallelism's collective, solved on the cluster.
 
     ``name`` is ``tp``, ``cp``, ``pp``, ``ep``, ``dp`` or ``dp_experts`` (the gradients of the
-    experts' shards, reduced among the DP ranks holding the same shard); ``op`` the
+    experts' shards, reduced among the DP ranks holding the same shard), or ``cp_step`` (one
+    ring-attention step: every CP rank's KV chunk to the next rank of its ring, ``groups``
+    pairs), ``dp_gather`` / ``dp_reduce`` (ZeRO 3: one layer's parameters and gradients); ``op`` the
     collective solved (``all_reduce``, ``send_recv``, ``all_to_all``, ``all_gather`` for CP's
     ring attention, or ``reduce_scatter`` for DP with ZeRO >= 1 and TP with sequence
     parallelism), of ``bytes`` per call (nccl-tests sizes); ``per_call`` seconds
@@ -71,6 +73,16 @@ class CommProfile:
     sequence_parallel: bool = True
     top_k: int = 1
     capacity_factor: float = 1.0
+    reduce_bytes: float = BF16
+    gather_bytes: float = BF16
+
+    def fsdp_unit_scale(self) -> float:
+        """Bytes of the FSDP root unit (embedding, output projection, final norm: the
+        parameters outside the transformer layers) over one layer's, per GPU (``/ tp``), for
+        timing its all-gather and reduce-scatter from the per-layer ones."""
+        m = self.model
+        layer = m.attention_params + (0 if m.experts > 1 else m.mlp_params)
+        return m.embedding_params / layer
 
 
 def _timed(graph, calls, options) -> list:
@@ -97,19 +109,24 @@ def kv_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int) -> float:
 
 
 def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int, sequence_parallel: bool,
-          top_k: int, capacity_factor: float) -> list:
+          top_k: int, capacity_factor: float, reduce_bytes: float = BF16, gather_bytes: float = BF16) -> list:
     """The collectives of a step: ``(name, kind, op, bytes, groups)`` per parallelism that
     communicates (``kind`` names the entry of ``algorithms`` that applies).
 
     * TP: all-reduces (or, with sequence parallelism, reduce-scatters and all-gathers) of
       ``micro_batch x seq_len / cp x hidden`` bf16 activations;
     * CP: ring all-gathers of every CP rank's keys and values (``cp x`` :func:`kv_bytes`):
-      ring attention passes each rank's KV chunk around the CP ring, step by step;
+      ring attention passes each rank's KV chunk around the CP ring, step by step; one step
+      (``cp_step``) is every rank's chunk sent to the next rank of its ring, all at once;
     * PP: ``micro_batch x seq_len / cp x hidden / tp`` bytes to the next stage;
     * EP: all-to-alls of ``micro_batch x seq_len / cp x hidden x top_k x capacity_factor / tp``
       bytes per rank, among ``ep`` consecutive DP ranks;
-    * DP: the bf16 gradients of a GPU's dense shard ``(N - N_experts) / (tp pp)``, and of its
-      expert shard ``N_experts / (tp pp ep)`` among the ranks holding it (CP ranks included).
+    * DP: the gradients (``reduce_bytes`` per value: bf16, or fp32 when reduced in fp32) of a
+      GPU's dense shard ``(N - N_experts) / (tp pp)``, and of its expert shard ``N_experts / (tp
+      pp ep)`` among the ranks holding it (CP ranks included); with ZeRO 3 (FSDP) also one
+      transformer layer's parameters all-gathered (``gather_bytes`` per value: bf16, or 1 with
+      FP8 all-gather) and its gradients reduce-scattered, ``dp_gather`` / ``dp_reduce``: FSDP's
+      unit of communication.
     """
     lay = layout
     activation = micro_batch * model.seq_len / lay.cp * model.hidden * BF16
@@ -117,7 +134,11 @@ def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
     if lay.tp > 1:
         plan.append(("tp", "tp", "reduce_scatter" if sequence_parallel else "all_reduce", activation, lay.groups("tp")))
     if lay.cp > 1:
-        plan.append(("cp", "cp", "all_gather", lay.cp * kv_bytes(model, micro_batch, lay.tp, lay.cp), lay.groups("cp")))
+        kv = kv_bytes(model, micro_batch, lay.tp, lay.cp)
+        plan.append(("cp", "cp", "all_gather", lay.cp * kv, lay.groups("cp")))
+        # one ring-attention step: every CP rank sends its KV chunk to the next rank of its ring
+        pairs = [(g[i], g[(i + 1) % len(g)]) for g in lay.groups("cp") for i in range(len(g))]
+        plan.append(("cp_step", "cp_step", "send_recv", kv, pairs))
     if lay.pp > 1:
         plan.append(("pp", "pp", "send_recv", activation / lay.tp, lay.groups("pp")))
     if lay.ep > 1:
@@ -125,22 +146,28 @@ def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
     shard = lay.tp * lay.pp
     dp_op = "all_reduce" if zero == 0 else "reduce_scatter"
     if lay.dp * lay.cp > 1:
-        plan.append(("dp", "dp", dp_op, (model.params - model.expert_params) / shard * BF16, lay.groups("dp")))
+        plan.append(("dp", "dp", dp_op, (model.params - model.expert_params) / shard * reduce_bytes,
+                     lay.groups("dp")))
+        if zero == 3:
+            layer = (model.attention_params + (0 if model.experts > 1 else model.mlp_params)) / lay.tp
+            plan.append(("dp_gather", "dp", "all_gather", layer * gather_bytes, lay.groups("dp")))
+            plan.append(("dp_reduce", "dp", "reduce_scatter", layer * reduce_bytes, lay.groups("dp")))
     if model.expert_params and lay.dp // lay.ep * lay.cp > 1:
-        plan.append(("dp_experts", "dp", dp_op, model.expert_params / (shard * lay.ep) * BF16,
+        plan.append(("dp_experts", "dp", dp_op, model.expert_params / (shard * lay.ep) * reduce_bytes,
                      lay.groups("dp_experts")))
     return plan
 
 
 def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batch: int, zero: int, gpu,
                   algorithms: dict, options: dict, sequence_parallel: bool = True,
-                  capacity_factor: float = 1.0) -> CommProfile:
+                  capacity_factor: float = 1.0, reduce_bytes: float = BF16, gather_bytes: float = BF16) -> CommProfile:
     """Solve every collective of the step once on ``graph`` (lockstep, every group of a kind
     at once; the kinds in one batched call, :func:`flowsolver.collectives.concurrent_kinds`)
     into a :class:`CommProfile`; ``algorithms``
     maps ``tp``, ``cp``, ``pp``, ``ep``, ``dp`` to an algorithm (or ``"auto"``), ``options``
     goes to every collective. A reduce-scatter (TP with sequence parallelism, DP with ZeRO
-    >= 1) is solved with its all-gather of the same bytes (``gather``). The MoE routing is
+    >= 1) is solved with its all-gather of the same bytes (``gather``; DP: of the parameters,
+    ``gather_bytes`` per value where the gradients take ``reduce_bytes``). The MoE routing is
     ``model.top_k`` experts per token, at ``capacity_factor``.
 
     >>> import topologies as tp
@@ -151,12 +178,17 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     >>> list(prof.comms), prof.comms["dp"].op, prof.comms["dp"].group_size, prof.comms["dp"].gather > 0
     (['tp', 'dp'], 'reduce_scatter', 2, True)
     """
-    plan = _plan(model, layout, micro_batch, zero, sequence_parallel, model.top_k, capacity_factor)
+    plan = _plan(model, layout, micro_batch, zero, sequence_parallel, model.top_k, capacity_factor, reduce_bytes,
+                 gather_bytes)
     # every parallelism's collective solved in one batched call, then the all-gathers that
-    # follow the reduce-scatters (with the algorithm each reduce-scatter chose) in another
-    timed = _timed(graph, [(op, size, groups, algorithms[kind]) for _, kind, op, size, groups in plan], options)
-    scattered = [i for i, (_, _, op, _, _) in enumerate(plan) if op == "reduce_scatter"]
-    gathers = dict(zip(scattered, _timed(graph, [("all_gather", plan[i][3], plan[i][4], timed[i][1])
+    # follow the reduce-scatters (with the algorithm each reduce-scatter chose) in another:
+    # the parameters' (DP: gather_bytes per value, not the gradients' reduce_bytes)
+    timed = _timed(graph, [(op, size, groups, algorithms.get(kind, "auto")) for _, kind, op, size, groups in plan],
+                   options)
+    scattered = [i for i, (name, _, op, _, _) in enumerate(plan) if op == "reduce_scatter" and name != "dp_reduce"]
+    gather_size = {i: plan[i][3] * (gather_bytes / reduce_bytes if plan[i][0].startswith("dp") else 1.0)
+                   for i in scattered}
+    gathers = dict(zip(scattered, _timed(graph, [("all_gather", gather_size[i], plan[i][4], timed[i][1])
                                                  for i in scattered], options)))
     comms = {}
     for i, ((name, _, op, size, groups), (per_call, algorithm, bottleneck, result)) in enumerate(zip(plan, timed)):
@@ -165,4 +197,5 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
                                  groups=len(groups), group_size=len(groups[0]), gather=gather,
                                  bottleneck=bottleneck, result=result, gather_result=gather_result)
     return CommProfile(model=model, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu, comms=comms,
-                       sequence_parallel=sequence_parallel, top_k=model.top_k, capacity_factor=capacity_factor)
+                       sequence_parallel=sequence_parallel, top_k=model.top_k, capacity_factor=capacity_factor,
+                       reduce_bytes=reduce_bytes, gather_bytes=gather_bytes)

@@ -10,7 +10,8 @@ from .. import _checks
 from ..collectives._options import checked_collective_options
 from ..routing import unchanged
 from ._compose import StepResult, check_recompute_layers, checked_schedule, compose
-from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, check_precision
+from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
+                       check_precision)
 from ._layout import DEFAULT_ORDER, ParallelLayout
 from ._memory import check_zero
 from ._models import ModelSpec, get_model
@@ -18,7 +19,12 @@ from ._pipeline import stage_layers
 from ._profile import solve_profile
 
 __all__ = ["training_step", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP",
-           "DEFAULT_BATCH"]
+           "DEFAULT_BATCH", "DEFAULT_KERNEL_UTILIZATION", "REDUCE_DTYPES"]
+
+#: gradient reduction dtypes: bytes per value on the wire (Megatron-Bridge's recipes reduce in
+#: bf16, ``grad_reduce_in_fp32=False``; torchtitan's FSDP2 reduces in fp32,
+#: ``mixed_precision_reduce = "float32"``, its default and only choice)
+REDUCE_DTYPES = {"bf16": 2.0, "fp32": 4.0}
 
 # Fraction of the TP traffic hidden behind the GEMMs when none is given: (tp - 1) / tp.
 # Megatron-Bridge turns Transformer Engine's userbuffers overlap on (tp_comm_overlap, with
@@ -111,12 +117,15 @@ def _algorithms(algorithms) -> dict:
 def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
                   cp: int = 1, vp: int = 1, global_batch: int | None = None, micro_batch: int = 1,
                   seq_len: int | None = None,
-                  compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY, precision: str = "bf16",
+                  compute_efficiency: float | None = DEFAULT_COMPUTE_EFFICIENCY, precision: str = "bf16",
                   recompute: str = "selective", recompute_layers: int | None = None,
-                  attention_efficiency: float = DEFAULT_ATTENTION_EFFICIENCY, sequence_parallel: bool = True,
+                  attention_efficiency: float | None = None, sequence_parallel: bool = True,
                   tp_overlap: float | None = DEFAULT_TP_OVERLAP, top_k: int | None = None, capacity_factor=None,
                   zero: int = 1, dp_overlap: float = 1.0, ranks=None, order=None, gpu=None,
-                  algorithms: dict | None = None, collective_options: dict | None = None) -> StepResult:
+                  algorithms: dict | None = None, collective_options: dict | None = None,
+                  attention: str = "auto", fp8_recipe: str = "te", power_cap: float | None = None,
+                  kernel_utilization: float = DEFAULT_KERNEL_UTILIZATION, reduce_dtype: str = "bf16",
+                  fp8_param_gather: bool = False, tp_overlap_impl: str = "te") -> StepResult:
     """Time one training step of ``model`` on the cluster ``graph``.
 
     The collectives are solved once into a :class:`CommProfile`; the step is
@@ -143,16 +152,47 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
         Sequences per microbatch.
     seq_len : int, optional
         Tokens per sequence (default the model's), e.g. 131072 for long-context training.
-    compute_efficiency : float
-        Fraction of the dense peak (of the precision they run in) the GEMMs reach while
-        computing (default 0.46, see :mod:`flowsolver.training._compute`). Not the MFU: the
-        result's ``mfu`` is measured over the whole step.
-    attention_efficiency : float
-        Fraction of the bf16 peak attention reaches (default 0.62, FlashAttention-3's
-        measured rate; see :mod:`flowsolver.training._compute`).
+    compute_efficiency : float or None
+        A float (default 0.46, ``DEFAULT_COMPUTE_EFFICIENCY``): the flat model, the GEMMs at
+        that fraction of the dense peak of their precision. ``None``: every kernel timed from
+        published kernel benchmarks (:mod:`flowsolver.training._kernels`): each GEMM by its
+        shape and precision, flash attention by kernel, head dimension and sequence length,
+        the memory-bound work (norms, activations, residuals, RoPE, loss, FP8 casts) at the
+        GPU's achieved HBM bandwidth, the sum divided by ``kernel_utilization``; needs a GPU
+        with a kernel ``family``. Not the MFU: the result's ``mfu`` is measured over the whole
+        step.
+    attention_efficiency : float, optional
+        Fraction of the bf16 peak attention reaches: overrides the attention tables (flat
+        model default 0.62, FlashAttention-3's measured rate).
+    attention : {"auto", "fa3", "fa2", "unfused"}
+        The attention kernel (kernel tables): ``fa3`` FlashAttention-3 / cuDNN (what
+        Transformer Engine runs on Hopper and Blackwell), ``fa2`` FlashAttention-2 (PyTorch
+        SDPA's flash backend), ``unfused`` (scores through HBM, no flash kernel); ``auto``:
+        ``fa3`` where the GPU has it, else ``fa2``.
+    fp8_recipe : {"te", "tensorwise", "rowwise"}
+        How FP8 GEMMs are fed (kernel tables): Transformer Engine (``te``, Megatron / NeMo) or
+        torchao's float8 training (torchtitan) with tensor-wise or row-wise scales: the cast
+        kernels' traffic (and row-wise's rescaling of the backward GEMMs' outputs).
+    power_cap : float, optional
+        Board power limit (W) below the GPU's TDP: the GEMM fractions interpolate between the
+        published capped measurement (an H100 at 500 W) and the uncapped one, attention scales
+        as the BF16 GEMMs (the flat model: its efficiencies scale by the same ratios); a GPU
+        without a published capped measurement is a ``ValueError``.
+    kernel_utilization : float in (0, 1]
+        Share of the step the measured kernels run at their benchmarked speed (default
+        ``DEFAULT_KERNEL_UTILIZATION``, calibrated on one published run).
+    tp_overlap_impl : {"te", "async"}
+        How TP communication is overlapped (kernel tables, with ``tp_overlap > 0``): Transformer
+        Engine's userbuffers as NeMo configures them (GEMMs split into chunks, some SMs held by
+        the communication), or PyTorch's async TP (chunks only).
+    reduce_dtype : {"bf16", "fp32"}
+        Dtype of the data-parallel gradient reduction (bytes on the wire).
+    fp8_param_gather : bool
+        FSDP / ZeRO-3 all-gathers the parameters in FP8 (1 byte) with ``precision="fp8"``
+        (torchao's float8 all-gather).
     precision : {"bf16", "fp8"}
-        ``fp8``: the transformer layers' weight GEMMs at the GPU's dense FP8 peak (attention
-        and logits stay bf16); needs a GPU with FP8.
+        ``fp8``: the transformer layers' weight GEMMs in FP8 (attention and logits stay
+        bf16); needs a GPU with FP8.
     recompute : {"none", "selective", "full"}
         Activation recompute (compute cost and memory, :mod:`flowsolver.training._compute`).
     recompute_layers : int, optional
@@ -219,12 +259,20 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
                                 dp_overlap=dp_overlap, compute_efficiency=compute_efficiency, precision=precision,
                                 recompute=recompute, gpu=gpu_spec, attention_efficiency=attention_efficiency,
                                 recompute_layers=recompute_layers,
-                                tp_overlap=default_tp_overlap(layout.tp) if tp_overlap is None else tp_overlap)
+                                tp_overlap=default_tp_overlap(layout.tp) if tp_overlap is None else tp_overlap,
+                                attention=attention, fp8_recipe=fp8_recipe, power_cap=power_cap,
+                                kernel_utilization=kernel_utilization, tp_overlap_impl=tp_overlap_impl)
+    if reduce_dtype not in REDUCE_DTYPES:
+        raise ValueError(f"reduce_dtype must be one of {', '.join(REDUCE_DTYPES)}, got {reduce_dtype!r}")
+    if not isinstance(fp8_param_gather, bool):
+        raise TypeError(f"fp8_param_gather must be True or False, got {fp8_param_gather!r}")
+    gather_bytes = 1.0 if (fp8_param_gather and precision == "fp8") else 2.0
     if not isinstance(sequence_parallel, bool):
         raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
     # every group's steps routed on one index of the graph, checked once (above)
     with unchanged(graph), _checks.trusted(graph):
         profile = solve_profile(graph, spec, layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
                                 algorithms=_algorithms(algorithms), options=collective_options,
-                                sequence_parallel=sequence_parallel, capacity_factor=factor)
+                                sequence_parallel=sequence_parallel, capacity_factor=factor,
+                                reduce_bytes=REDUCE_DTYPES[reduce_dtype], gather_bytes=gather_bytes)
     return compose(profile, schedule)

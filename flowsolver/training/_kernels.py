@@ -1,0 +1,348 @@
+"""Kernel times from published kernel benchmarks: GEMMs by shape and precision, flash
+attention by kernel, head dimension and sequence length, memory-bound work at the GPU's
+achieved HBM bandwidth, and GEMMs on a power-capped GPU.
+
+Every constant is fitted to, or read from, the tables of :mod:`._kernel_data` (kernel
+benchmarks, never a training run); ``tests/test_training_kernels.py`` refits them.
+
+GEMM (torchao's float8 roofline, ``get_individual_gemm_time_sympy``, with an occupancy term
+and its three constants fitted per GPU family and precision): an ``m x k`` by ``k x n``
+product takes
+
+    max(2 m n k / (eta P q), bytes / (beta B)) + t0,   q = 1 - exp(-m n / (c SMs))
+
+with ``P`` the dense peak of its precision, ``eta`` the fraction of it large GEMMs sustain,
+``q`` the share of the SMs an ``m x n`` output keeps busy (``c``: the output elements one SM
+takes, in effect), ``t0`` a fixed launch-and-tail time, ``bytes`` its operands (1 byte per
+FP8 element, 2 per BF16) and BF16 output, ``B`` the datasheet HBM bandwidth and ``beta``
+(:func:`memory_fraction`) the share of it BabelStream's Triad reaches (torchao's measurement
+where Azure has none). ``(eta, c, t0)`` minimise the summed absolute log error over the
+published table of that GPU and precision (Azure's cuBLASLt tables, OpenXLA's H100 table, the
+ml-engineering MAMF best shape; :func:`fit_gemm_curve`, recomputed on first use, a grid of 0.005
+in ``eta``). The efficiency therefore rises with the output size and the arithmetic intensity
+and saturates at ``eta``: a tensor-parallel slice with a small inner dimension turns
+memory-bound in FP8 long before it does in BF16.
+
+Attention (flash attention, BF16 in every precision): forward and backward rates per GPU family
+and kernel (``"fa3"``: FlashAttention-3 / cuDNN class, what Transformer Engine runs on Hopper and
+Blackwell; ``"fa2"``: FlashAttention-2, PyTorch's SDPA flash backend), measured with the causal
+mask at head dimension 128 and 8192 tokens, scaled by head dimension (FA3 paper, Figure 5) and
+by sequence length as ``(1 + s0 / 8192) / (1 + s0 / s)`` with ``s0`` fitted to the only causal
+sweep published (FA4 on GB200, 1k-4k tokens). FLOPs as flash-attention counts them: forward
+``4 s^2 d heads`` per sequence halved by the mask, backward 2.5 x forward.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from functools import lru_cache
+
+import numpy as np
+
+from ._kernel_data import (ATTENTION_HEAD_DIM, ATTENTION_POINTS, ATTENTION_SEQ_RAMP, GEMM_POINTS, MAMF,
+                           POWER_CAPPED_GEMM, STREAM_TRIAD, TORCHAO_ROOFLINE)
+
+__all__ = ["FAMILIES", "ATTENTION_KERNELS", "gemm_curve", "SMS", "gemm_fraction", "fit_gemm_curve", "gemm_table",
+           "memory_fraction", "gemm_seconds_shape",
+           "attention_rates", "attention_seq_factor", "attention_head_dim_factor", "memory_seconds",
+           "LAUNCH_SECONDS", "check_power_cap", "kernel_family"]
+
+FAMILIES = ("a100", "h100", "h200", "b200", "gb200")
+ATTENTION_KERNELS = ("auto", "fa3", "fa2", "unfused")
+#: torchao's measured kernel launch overhead on an H100 (KERNEL_LAUNCH_OVERHEAD_SEC): the
+#: least time any kernel takes
+LAUNCH_SECONDS = TORCHAO_ROOFLINE["launch_seconds"][0]
+
+# Datasheet peaks the published fractions are taken over (the MAMF table's "Theory" column,
+# which is the datasheet's dense figure): TFLOP/s per (family, precision)
+_SPEC = {("a100", "bf16"): 312.0, ("h100", "bf16"): 989.0, ("h200", "bf16"): 989.0, ("b200", "bf16"): 2250.0,
+         ("gb200", "bf16"): 2500.0, ("h100", "fp8"): 1979.0, ("h200", "fp8"): 1979.0, ("b200", "fp8"): 4500.0,
+         ("gb200", "fp8"): 5000.0}
+#: streaming multiprocessors: "132 SMs for H100 SXM and 108 SMs for A100 SXM" (ml-engineering,
+#: compute/accelerator/README.md, 744d01e1); "a B200 SKU also reads 148" (ml-engineering,
+#: training/performance/README.md, the same commit); H200 is the H100's die, GB200's GPUs B200's.
+SMS = {"a100": 108, "h100": 132, "h200": 132, "b200": 148, "gb200": 148}
+#: the achieved HBM bandwidth the shape tables were measured with (bytes/s): BabelStream Triad on
+#: the same Azure VMs; GB200 (no Triad published) at the Blackwell fraction below of 8 TB/s
+_TABLE_BANDWIDTH = {"a100": STREAM_TRIAD["a100"][0] * 1e12, "h100": STREAM_TRIAD["h100"][0] * 1e12,
+                    "h200": STREAM_TRIAD["h200"][0] * 1e12,
+                    "gb200": TORCHAO_ROOFLINE["blackwell_mem_fraction"][0] * 8.0e12}
+#: MAMF's H100 bf16 row says "H200 is the same": the H100 curve. Families with no shape table
+#: take the curve's shape (c, t0) of a sibling and their eta from their MAMF point.
+_SAME_AS = {("h200", "bf16"): ("h100", "bf16")}
+_SHAPE_FROM = {("b200", "bf16"): ("gb200", "fp8"),
+               ("b200", "fp8"): ("gb200", "fp8"), ("gb200", "bf16"): ("gb200", "fp8")}
+#: the fit's grid: eta in steps of 0.005, the occupancy tile area c in powers of 2, t0 in us
+_ETA_GRID = np.round(np.arange(0.50, 0.95, 0.005), 3)
+_C_GRID = 2.0 ** np.arange(10, 18)
+_T0_GRID = np.array([0.0, 1, 2, 3, 4, 5, 6, 8]) * 1e-6
+
+
+def kernel_family(gpu) -> str:
+    """The kernel-table family of a GpuSpec (``""`` when it has none)."""
+    return getattr(gpu, "family", "") or ""
+
+
+def gemm_table(family: str, precision: str) -> list:
+    """The published ``(m, n, k, TFLOP/s)`` of ``(family, precision)``: every shape-table row and
+    the MAMF best shape."""
+    pts = [(m, n, k, t) for _, f, p, m, n, k, t, _ in GEMM_POINTS if f == family and p == precision]
+    pts += [(*shape, t) for f, p, t, _, shape, _ in MAMF if f == family and p == precision]
+    return pts
+
+
+def _curve_tflops(m, n, k, *, eta, c, t0, peak, sms, bandwidth, operand) -> np.ndarray:
+    """TFLOP/s of the GEMM curve (module docstring) for arrays of shapes."""
+    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    flops = 2.0 * m * n * k
+    occupancy = 1.0 - np.exp(-m * n / (c * sms))
+    compute = flops / (eta * peak * occupancy)
+    memory = (operand * (m * k + k * n) + 2.0 * m * n) / bandwidth
+    return flops / (np.maximum(compute, memory) + t0) / 1e12
+
+
+def fit_gemm_curve(family: str, precision: str) -> tuple:
+    """``(eta, c, t0)`` minimising the summed absolute log error of the curve (robust to the skinny
+    shapes cuBLAS handles badly) over the published table of
+    ``(family, precision)`` (:func:`gemm_table`), on the grid above; a family without a table
+    takes ``c``, ``t0`` from :data:`_SHAPE_FROM` and the ``eta`` that puts its MAMF point on the
+    curve."""
+    peak = _SPEC[(family, precision)] * 1e12
+    operand = 1.0 if precision == "fp8" else 2.0
+    if (family, precision) in _SHAPE_FROM:
+        _, c, t0 = fit_gemm_curve(*_SHAPE_FROM[(family, precision)])
+        (m, n, k), t = next((shape, t) for f, p, t, _, shape, _ in MAMF if f == family and p == precision)
+        bw = _TABLE_BANDWIDTH.get(family, TORCHAO_ROOFLINE["blackwell_mem_fraction"][0] * 8.0e12)
+        model = _curve_tflops(m, n, k, eta=_ETA_GRID, c=c, t0=t0, peak=peak, sms=SMS[family], bandwidth=bw,
+                              operand=operand)
+        return float(_ETA_GRID[int(np.argmin(np.abs(np.log(model / t))))]), c, t0
+    pts = np.array(gemm_table(family, precision), dtype=float)
+    m, n, k, t = pts.T
+    best = None
+    for c in _C_GRID:
+        for t0 in _T0_GRID:
+            model = _curve_tflops(m[None, :], n[None, :], k[None, :], eta=_ETA_GRID[:, None], c=c, t0=t0, peak=peak,
+                                  sms=SMS[family], bandwidth=_TABLE_BANDWIDTH[family], operand=operand)
+            sse = np.sum(np.abs(np.log(model / t[None, :])), axis=1)
+            i = int(np.argmin(sse))
+            if best is None or sse[i] < best[0] - 1e-12:
+                best = (float(sse[i]), float(_ETA_GRID[i]), float(c), float(t0))
+    return best[1], best[2], best[3]
+
+
+@lru_cache(maxsize=None)
+def gemm_curve(family: str, precision: str) -> tuple:
+    """The fitted ``(eta, c, t0)`` of ``(family, precision)`` (:func:`fit_gemm_curve`, once)."""
+    if (family, precision) not in _SPEC:
+        raise ValueError(f"no GEMM measurements for {family} in {precision}")
+    return fit_gemm_curve(*_SAME_AS.get((family, precision), (family, precision)))
+
+
+def gemm_points(family: str, precision: str) -> list:
+    """The published large-GEMM fractions of the peak (all dimensions >= 4096, and the MAMF
+    point) for ``(family, precision)``: what the fitted ``eta`` is compared with."""
+    spec = _SPEC[(family, precision)]
+    return [t / spec for m, n, k, t in gemm_table(family, precision) if min(m, n, k) >= 4096] + \
+        [t / s for f, p, t, s, _, _ in MAMF if f == family and p == precision]
+
+
+def gemm_fraction(family: str, precision: str, power_cap: float | None = None, tdp: float = 0.0) -> float:
+    """Fraction ``eta`` of the dense peak a large GEMM sustains on ``family`` in ``precision``
+    (the fitted curve's saturation, :func:`gemm_curve`). With ``power_cap`` (W) below the GPU's
+    ``tdp``: scaled by the ratio of the throughput published at that cap to the uncapped
+    curve's at the same shapes (an H100 at 500 W, FBGEMM PR 2546, the median over its three
+    shapes), linear in the cap between the published cap and ``tdp``; a cap below the published
+    one, or on a family without a capped measurement, is a ``ValueError``.
+
+    >>> gemm_fraction("h100", "bf16"), gemm_fraction("h100", "fp8")
+    (0.82, 0.695)
+    """
+    eta = gemm_curve(family, precision)[0]
+    if power_cap is None or power_cap >= tdp:
+        return eta
+    capped = [(w, m, n, k, t) for f, w, p, m, n, k, t, _ in POWER_CAPPED_GEMM if f == family and p == precision]
+    if not capped:
+        raise ValueError(f"power_cap: no published power-capped GEMM measurement for {family} in {precision}")
+    low = min(w for w, *_ in capped)
+    if power_cap < low:
+        raise ValueError(f"power_cap ({power_cap:g} W) is below the lowest published cap for {family} ({low} W)")
+    eta_c, c, t0 = gemm_curve(family, precision)
+    operand = 1.0 if precision == "fp8" else 2.0
+    ratios = [t / float(_curve_tflops(m, n, k, eta=eta_c, c=c, t0=t0, peak=_SPEC[(family, precision)] * 1e12,
+                                      sms=SMS[family], bandwidth=_TABLE_BANDWIDTH[family], operand=operand))
+              for w, m, n, k, t in capped if w == low]
+    at_low = eta * statistics.median(ratios)
+    return at_low + (eta - at_low) * (power_cap - low) / (tdp - low)
+
+
+def check_power_cap(power_cap, gpu) -> float | None:
+    """``power_cap`` (W, or None) checked against the GPU: it needs a kernel family with a
+    published capped measurement and a known ``tdp``; a cap at or above the TDP is no cap."""
+    if power_cap is None:
+        return None
+    from .. import _checks
+    cap = _checks.positive_number("power_cap", power_cap)
+    fam = kernel_family(gpu)
+    if not fam or not gpu.tdp:
+        raise ValueError(f"power_cap needs a GPU with a kernel family and a TDP; {gpu.name} has family={fam!r}, "
+                         f"tdp={gpu.tdp}")
+    for precision in ("bf16",):
+        gemm_fraction(fam, precision, cap, gpu.tdp)          # raises when not covered
+    return cap
+
+
+# Achieved HBM bandwidth: BabelStream Triad over the datasheet bandwidth per GPU (Azure), or
+# torchao's measured fraction where Azure has none.
+_DATASHEET_TBPS = {"a100": 2.039, "h100": 3.35, "h200": 4.8}
+_MEM_FRACTION_BY_GPU = {
+    "h100_sxm_hbm2e": TORCHAO_ROOFLINE["h100_hbm2e_mem_fraction"][0],    # Meta's H100 variant, 2.4 TB/s
+    "b200": TORCHAO_ROOFLINE["blackwell_mem_fraction"][0],               # B300's measurement (HBM3e, 8 TB/s)
+    "gb200": TORCHAO_ROOFLINE["blackwell_mem_fraction"][0],
+}
+
+
+def memory_fraction(gpu) -> float:
+    """Share of the datasheet HBM bandwidth memory-bound kernels reach: BabelStream Triad on
+    Azure's A100 / H100 / H200 VMs over the datasheet figure; torchao's measured 0.92 for Meta's
+    HBM2e H100, its B300 measurement (0.84) for the Blackwell parts (no B200 / GB200 figure is
+    published).
+
+    >>> import topologies as tp
+    >>> round(memory_fraction(tp.get_gpu("h100_sxm")), 3)          # 2.97 / 3.35
+    0.887
+    """
+    if gpu.name in _MEM_FRACTION_BY_GPU:
+        return _MEM_FRACTION_BY_GPU[gpu.name]
+    fam = kernel_family(gpu)
+    if fam in STREAM_TRIAD:
+        return STREAM_TRIAD[fam][0] / _DATASHEET_TBPS[fam]
+    if fam in ("b200", "gb200"):
+        return TORCHAO_ROOFLINE["blackwell_mem_fraction"][0]
+    raise ValueError(f"no achieved-bandwidth measurement for GPU {gpu.name!r} (family {fam!r})")
+
+
+def memory_seconds(nbytes: float, gpu) -> float:
+    """Seconds ``nbytes`` of memory-bound traffic take at the achieved HBM bandwidth (no launch
+    floor: it is the sum of many kernels' traffic)."""
+    return nbytes / (memory_fraction(gpu) * gpu.hbm_bandwidth)
+
+
+def _peak(gpu, precision: str) -> float:
+    return gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops
+
+
+def gemm_seconds_shape(m: float, n: float, k: float, gpu, precision: str, *, power_cap: float | None = None,
+                       count: int = 1, sm_share: float = 1.0) -> float:
+    """Seconds of ``count`` GEMMs ``(m x k) @ (k x n)`` in ``precision`` on ``gpu``: the curve
+    of the module docstring with the fitted ``(eta, c, t0)``, ``eta`` at ``power_cap``, the
+    GPU's own achieved bandwidth and ``sm_share`` of its SMs (communication kernels beside it
+    hold the rest).
+
+    >>> import topologies as tp
+    >>> h100 = tp.get_gpu("h100_sxm")
+    >>> t = gemm_seconds_shape(8192, 8192, 8192, h100, "bf16")
+    >>> eta, c, t0 = gemm_curve("h100", "bf16")
+    >>> q = 1 - math.exp(-8192 * 8192 / (c * 132))
+    >>> abs(t - (2 * 8192 ** 3 / (eta * 989e12 * q) + t0)) < 1e-15
+    True
+    """
+    fam = kernel_family(gpu)
+    eta = gemm_fraction(fam, precision, power_cap, gpu.tdp)
+    _, c, t0 = gemm_curve(fam, precision)
+    operand = 1.0 if precision == "fp8" else 2.0
+    flops = 2.0 * m * n * k
+    occupancy = 1.0 - math.exp(-m * n / (c * SMS[fam] * sm_share))
+    compute = flops / (eta * _peak(gpu, precision) * sm_share * occupancy)
+    memory = memory_seconds(operand * (m * k + k * n) + 2.0 * m * n, gpu)
+    return count * (max(compute, memory) + t0)
+
+
+# --- attention --------------------------------------------------------------------------------------
+
+def _point(family, kernel, causal, direction, source=None):
+    for src, f, kern, c, d, s, direc, t, _ in ATTENTION_POINTS:
+        if f == family and kern == kernel and c == causal and direc == direction and (source in (None, src)):
+            return t, d, s
+    raise KeyError((family, kernel, causal, direction))
+
+
+@lru_cache(maxsize=None)
+def _ramp_s0(causal: bool) -> float:
+    """``s0`` of ``rate(s) = r_inf / (1 + s0 / s)``, least squares on ``1 / rate`` against
+    ``1 / s`` (linear in both): the causal sweep (FA4, GB200) or the non-causal one (FA3, H100)."""
+    for _, _, _, c, _, pts, _ in ATTENTION_SEQ_RAMP:
+        if c == causal:
+            s = np.array([p[0] for p in pts], dtype=float)
+            r = np.array([p[1] for p in pts], dtype=float)
+            slope, intercept = np.polyfit(1.0 / s, 1.0 / r, 1)
+            return float(slope / intercept)
+    raise KeyError(causal)
+
+
+def attention_seq_factor(tokens: float, *, causal: bool = True, reference: float = 8192.0) -> float:
+    """Rate at ``tokens`` per sequence over the rate at ``reference``: ``(1 + s0 / reference) /
+    (1 + s0 / tokens)``.
+
+    >>> round(attention_seq_factor(8192), 12), round(attention_seq_factor(2048), 3)
+    (1.0, 0.704)
+    """
+    s0 = _ramp_s0(causal)
+    return (1.0 + s0 / reference) / (1.0 + s0 / tokens)
+
+
+def attention_head_dim_factor(head_dim: float) -> float:
+    """FA3's causal forward rate at ``head_dim`` over its rate at 128 (FA3 paper, Figure 5):
+    piecewise linear between the published head dimensions 64, 128 and 256, constant beyond.
+
+    >>> attention_head_dim_factor(128), round(attention_head_dim_factor(64), 3)
+    (1.0, 0.771)
+    """
+    dims = sorted(ATTENTION_HEAD_DIM)
+    rates = [ATTENTION_HEAD_DIM[d][0] for d in dims]
+    return float(np.interp(head_dim, dims, rates) / ATTENTION_HEAD_DIM[128][0])
+
+
+@lru_cache(maxsize=None)
+def _reference_rates(family: str, kernel: str) -> tuple:
+    """(forward, backward) FLOP/s of ``kernel`` on ``family``, causal, head dimension 128, 8192
+    tokens. Measured for H100 (FA2 and FA3, flash-attention PR 1791) and B200 (FA4, PR 2280;
+    the ``fa3`` class on Blackwell). Derived: H200 and GB200 take their sibling's figures (same
+    SMs and clocks class; H200 differs from H100 in memory only); A100's FA2 from the FA2 paper's
+    non-causal 16k peak (225 forward / 196 backward TFLOP/s), brought to causal 8k with H100 FA2's
+    measured causal / non-causal ratios at 8k and the non-causal sequence ramp 16k -> 8k."""
+    fam = {"h200": "h100", "gb200": "b200"}.get(family, family)
+    if fam in ("h100", "b200"):
+        try:
+            fwd = _point(fam, kernel, True, "fwd")[0]
+            bwd = _point(fam, kernel, True, "bwd")[0]
+        except KeyError:
+            raise ValueError(f"attention kernel {kernel!r}: no published measurement on {family}") from None
+        return fwd * 1e12, bwd * 1e12
+    if fam == "a100" and kernel == "fa2":
+        ramp = attention_seq_factor(8192, causal=False, reference=16384)
+        ratio = [_point("h100", "fa2", True, d)[0] / _point("h100", "fa2", False, d)[0] for d in ("fwd", "bwd")]
+        return tuple(_point("a100", "fa2", False, d)[0] * 1e12 * ramp * r for d, r in zip(("fwd", "bwd"), ratio))
+    raise ValueError(f"attention kernel {kernel!r}: no published measurement on {family} (FlashAttention-3 "
+                     f"needs Hopper or Blackwell)")
+
+
+def attention_rates(gpu, kernel: str, *, head_dim: float, tokens: float, power_cap: float | None = None) -> tuple:
+    """(forward, backward) FLOP/s of causal flash attention with ``kernel`` (``"fa3"``,
+    ``"fa2"``; ``"auto"``: ``"fa3"`` where the family has it, else ``"fa2"``) on ``gpu`` at
+    ``head_dim`` and ``tokens`` keys per query block. Under ``power_cap`` both scale as the
+    BF16 GEMM fraction does (attention is tensor-core bound; no capped attention measurement
+    is published).
+
+    >>> import topologies as tp
+    >>> [r / 1e12 for r in attention_rates(tp.get_gpu("h100_sxm"), "fa3", head_dim=128, tokens=8192)]
+    [630.0, 531.6]
+    """
+    fam = kernel_family(gpu)
+    if kernel == "auto":
+        kernel = "fa2" if fam == "a100" else "fa3"
+    fwd, bwd = _reference_rates(fam, kernel)
+    scale = attention_head_dim_factor(head_dim) * attention_seq_factor(tokens)
+    if power_cap is not None and power_cap < gpu.tdp:
+        scale *= gemm_fraction(fam, "bf16", power_cap, gpu.tdp) / gemm_fraction(fam, "bf16")
+    return fwd * scale, bwd * scale
