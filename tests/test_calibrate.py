@@ -36,6 +36,29 @@ def test_known_constants_are_recovered():
     assert cal.residuals["error"].abs().max() < 0.03 and len(cal.residuals) == len(sizes)
 
 
+def test_a_pipeline_scale_is_recovered_and_what_a_log_cannot_tell_is_named():
+    # "measured": the model with the chunk pipeline's floors and fills x 2 (mid sizes, where
+    # the fill is 10-40 % of the time) and NVLink at 0.8
+    from dataclasses import asdict
+
+    from flowsolver.collectives._pipeline import PIPELINE, Pipeline
+
+    g = tp.rail_optimized(nodes=1)
+    doubled = Pipeline(**{k: 2 * v for k, v in asdict(PIPELINE).items()})
+    truth = Calibration(efficiency={"nvlink4": 0.8}, latency_scale=1.0, ranks=8, ops=("all_reduce",), pipeline=doubled)
+    sizes = [2**k for k in (20, 22, 24, 26, 28, 30)]
+    log = _log([(s, collective(g, "all_reduce", s, algorithm="ring", model=truth).time) for s in sizes], 8)
+    cal = calibrate(g, [log], op="all_reduce", algorithm="ring")
+    assert cal.pipeline.fill_ring == pytest.approx(2 * PIPELINE.fill_ring, rel=0.05)
+    assert cal.residuals["error"].abs().max() < 0.01
+    # 4-16 GiB only: NCCL's latency (~60 us of 20-80 ms) moves no row by 0.1 %: not fitted, named
+    big = [2**k for k in (32, 33, 34)]
+    log = _log([(s, collective(g, "all_reduce", s, algorithm="ring", model=truth).time) for s in big], 8)
+    cal = calibrate(g, [log], op="all_reduce", algorithm="ring")
+    assert "latency" in cal.unconstrained and cal.latency_scale == 1.0
+    assert "do not constrain: latency" in cal.message
+
+
 @pytest.mark.skipif(not LOGS.is_dir(), reason="../shared/data/nccl-tests is absent")
 def test_the_lower_half_of_a_real_log_predicts_its_upper_half():
     df = nccl_tests.read(LOGS / "nccl1047_1xH100_reducescatter_ring.txt")

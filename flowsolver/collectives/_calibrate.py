@@ -181,8 +181,9 @@ def _scaled(pipeline: Pipeline, f: float) -> Pipeline:
 
 #: the fitted quantities, in the order of the least squares' vector
 _FITTED = ("latency", "bandwidth", "pipeline")
-#: a quantity whose 10 % change moves no row's time by this much is not constrained by the logs
-_UNCONSTRAINED = 1e-4
+#: a quantity whose 10 % change moves no row's time by 0.1 % is not constrained by the logs (nccl-tests
+#: prints times to 3-4 digits)
+_UNCONSTRAINED = 1e-3
 
 
 def _fit(rows, measured):

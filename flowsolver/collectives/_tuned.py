@@ -124,7 +124,7 @@ def nccl_pick(tuned: dict):
 def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, model=None, paths=()):
     """(time, latency, estimate) (s) of ``a`` / ``proto``: ``estimate`` is NCCL's cost model
     (``latency + size / bandwidth``, what NCCL chooses by), ``time`` what its kernels take,
-    ``latency`` the part of it that is not ``size / bandwidth``
+    ``latency`` NCCL's latency (the rest of ``time`` scales with the bandwidth)
     (:func:`~._pipeline.pipeline_time`: the channels it runs at this size, its chunk steps,
     their floor and the pipeline's fill). The ring's flow-solved
     transfer ``ring_transfer`` (s) is the graph's bus bandwidth, ``own_transfer`` (s) the
@@ -150,9 +150,9 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
         return np.inf, lat, np.inf
     time = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, algbw,
                          PIPELINE if model is None else model.pipeline)
-    # what the pipeline adds (fill, floors, idle channels) leaves the links partly idle: it
-    # counts as latency, which links shared with other traffic do not stretch
-    return time, time - size / algbw, lat + size / algbw
+    # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
+    # transfer does: only NCCL's latency is latency
+    return time, lat, lat + size / algbw
 
 
 def _graph_busbw(algorithm, ring_busbw, hw) -> float:
