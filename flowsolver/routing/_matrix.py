@@ -179,6 +179,8 @@ class RoutingMatrix:
         loads)``: the links they cross, in link order, and :meth:`link_loads` read over those
         flows' segments only (no pass over the whole matrix: the cost follows the flows given).
 
+        Examples
+        --------
         >>> rm = RoutingMatrix.from_scipy([[1.0, 1.0, 0.0], [0.0, 0.5, 1.0], [0.0, 0.0, 0.0]])
         >>> [a.tolist() for a in rm.subset_loads_sparse([1], [4.0])]
         [[0, 1], [4.0, 2.0]]
@@ -266,6 +268,8 @@ class RoutingMatrix:
         ``links`` (the graph's :class:`LinkTable`) and ``edge_index`` (``(u, v)`` -> edge
         position) may be passed when the caller keeps them for an unchanged graph.
 
+        Examples
+        --------
         >>> import networkx as nx
         >>> g = nx.DiGraph([("a", "s"), ("s", "a")])
         >>> rm = RoutingMatrix.one_hop(g, [("s", "a"), ("a", "s")])
