@@ -6,7 +6,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..traffic import Flows
 from ._keys import GroupCopies, ranges
@@ -144,6 +143,7 @@ class RoutingMatrix:
 
         Materialises every entry: check ``expanded_nnz`` first on large instances.
         """
+        import scipy.sparse as sp   # on first use: `import flowsolver` and the command line start without SciPy
         rows, cols, vals = [], [], []
         lengths = np.diff(self.seg_ptr)
         for k in range(self.slots):
@@ -248,6 +248,7 @@ class RoutingMatrix:
     def from_scipy(cls, matrix, capacity=None, *, weights=None, demands=None) -> "RoutingMatrix":
         """Wrap any scipy.sparse (links x flows) matrix of non-negative fractions; every
         column becomes its own segment."""
+        import scipy.sparse as sp   # on first use: `import flowsolver` and the command line start without SciPy
         csc = sp.csc_matrix(matrix, dtype=np.float64)
         csc.sum_duplicates()
         if csc.nnz and (csc.data < 0).any():
@@ -276,6 +277,7 @@ class RoutingMatrix:
         >>> [rm.column(f)[0].tolist() for f in range(rm.n_flows)]
         [[1], [0]]
         """
+        import scipy.sparse as sp   # on first use: `import flowsolver` and the command line start without SciPy
         index = {(u, v): i for i, (u, v) in enumerate(graph.edges())} if edge_index is None else edge_index
         try:
             rows = [index[(u, v)] for u, v in pairs]
