@@ -18,7 +18,7 @@ PCIE5_X16 = 16 * 32e9 * 128 / 130 / 8          # PCI-SIG 5.0: 32 GT/s x16, 128b/
 
 def _shared(path):
     if not path.exists():
-        pytest.skip(f"{path} is absent (../shared/data is not checked out)")
+        pytest.skip(f"{path} is absent (../shared/data: optional data, not shipped; docs/guide/data.md)")
     return path
 
 
@@ -141,7 +141,7 @@ def test_every_shared_dump_reads_as_its_sidecar_describes_it():
     JSON sidecar records: GPU and NIC counts and ports, usable as a cluster's server."""
     dumps = sorted(_shared(DATA).glob("*.xml"))
     if not dumps:
-        pytest.skip(f"no NCCL topology file in {DATA}")
+        pytest.skip(f"no NCCL topology file in {DATA} (../shared/data: optional data, not shipped; docs/guide/data.md)")
     for path in dumps:
         side = json.loads(path.with_suffix(".json").read_text())
         try:
