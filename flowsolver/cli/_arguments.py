@@ -130,9 +130,23 @@ def cluster_file(value):
                          else f"--cluster {value!r}: {message}") from None
 
 
-def cluster_label(args) -> str:
-    """What the printed headers call the cluster: the family, or the ``--cluster`` file's name."""
-    return args.family if args.cluster is None else Path(args.cluster).name
+def cluster_label(args, graph=None) -> str:
+    """What the printed headers call the cluster: the family with its servers and link (and
+    oversubscription and failed cables where given), or the ``--cluster`` file's name."""
+    if args.cluster is not None:
+        return Path(args.cluster).name
+    params = (graph.graph.get("params") or {}) if graph is not None else {}
+    server = params.get("server")
+    parts = [args.family]
+    if isinstance(server, dict) and server.get("name"):
+        parts.append(f"{server['name']} servers")
+    if params.get("link"):
+        parts.append(f"{params['link']} links")
+    if args.oversubscription not in (None, 1.0):
+        parts.append(f"oversubscription {args.oversubscription:g}")
+    if args.fail_fraction:
+        parts.append(f"{args.fail_fraction:.0%} of switch cables failed (seed {args.seed})")
+    return ", ".join(parts)
 
 
 def build_graph(args):
@@ -150,6 +164,47 @@ def build_graph(args):
                     fail_fraction=args.fail_fraction, seed=args.seed, nodes=args.nodes, k=args.k,
                     leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf, p=args.p, a=args.a,
                     h=args.h, g=args.g, dims=args.dims, wrap=not args.mesh)
+
+
+def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | None) -> str:
+    """An API error message with the Python argument names it uses (``gpu=``, ``ranks must``)
+    written as the ``command``'s own options (``--gpu``, ``--ranks must``); names the command
+    has no option for stay as they are.
+
+    >>> p = build_parser()
+    >>> in_cli_words("the graph's GPUs have types ['a', 'b']: pass gpu= (one type)", p, "train")
+    "the graph's GPUs have types ['a', 'b']: pass --gpu (one type)"
+    >>> in_cli_words("global_batch must be a multiple of 8, got 12", p, "train")
+    '--global-batch must be a multiple of 8, got 12'
+    >>> in_cli_words("ranks must be distinct GPU ranks, got [0, 0]", p, "collective")
+    '--ranks must be distinct GPU ranks, got [0, 0]'
+    >>> in_cli_words("tp * cp * pp must divide 8, got tp=3, cp=1, pp=1; dp x micro_batch = 2", p, "train")
+    '--tp * --cp * --pp must divide 8, got --tp 3, --cp 1, --pp 1; --dp x --micro-batch = 2'
+    >>> in_cli_words("unknown gpu 'x'; known: b200 (or pass a GpuSpec)", p, "train")
+    "unknown gpu 'x'; known: b200"
+    >>> in_cli_words("the graph (ranks=) has 16: pass ranks= the 8 GPU ranks it ran on (e.g. ranks=range(8); "
+    ...              "--ranks on the command line) or a graph of 8 GPUs", p, "calibrate")
+    'the graph (--ranks) has 16: pass --ranks the 8 GPU ranks it ran on or a graph of 8 GPUs'
+    """
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if sub is None or command not in sub.choices:
+        return message
+    for action in sub.choices[command]._actions:
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if not longs or action.dest in ("help", "json", "csv"):
+            continue
+        name, option = re.escape(action.dest), longs[0]
+        message = re.sub(rf"\b{name}=(?![\w\"'(\[])", option, message)     # "pass gpu=" (no value given)
+        message = re.sub(rf"\b{name}=", option + " ", message)                # "got ranks=[0, 0]"
+        message = re.sub(rf"^{name}\b(?!-)", option, message)                  # a message that starts with it
+        message = re.sub(rf"(?<![\w.-]){name} (must|is|has)\b", rf"{option} \1", message)
+        message = re.sub(rf"(?<![\w.-]){name}(?= [*x] )|(?<= [*x] ){name}(?![\w=-])", option, message)  # tp * pp
+        if "_" in action.dest:      # micro_batch: a Python name in any position
+            message = re.sub(rf"(?<![\w.-]){name}(?![\w-])", option, message)
+    message = re.sub(r" \(or pass an? \w+(?:Spec|Tech|Model)\b[^)]*\)", "", message)   # Python objects
+    # the API's own hint for command-line users ("e.g. ranks=range(8); --ranks on the command line")
+    message = re.sub(r" \(e\.g\. [^;]*; --[\w-]+ on the command line\)", "", message)
+    return re.sub(r"; --[\w-]+ on the command line\)", ")", message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -233,6 +288,9 @@ def _add_train(sub, fmt) -> None:
                        help="share of the DP reduction hidden behind compute (default %(default)s)")
     train.add_argument("--compute-efficiency", type=float, default=None, help="fraction of the peak reached while computing")
     train.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="GEMM precision (default %(default)s)")
+    train.add_argument("--gpu", default=None,
+                       help="GPU type whose peak the compute runs at, a catalogue name such as h100_sxm or b200 "
+                            "(default: the cluster's own; needed where its GPUs are of several types)")
     train.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
 
 
