@@ -4,12 +4,13 @@
 # and
 #   make docs  - the same set-up with the docs extra, build the documentation site into site/
 #                in strict mode (a broken link or reference fails the build)
+#   make notebook - the same set-up with JupyterLab, open notebooks/ in it
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test docs bench clean
+.PHONY: run test docs notebook bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +34,15 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+NOTEBOOK_STAMP := $(VENV)/.installed-notebook
+
+$(NOTEBOOK_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[notebook]"
+	touch $(NOTEBOOK_STAMP)
+
+notebook: $(NOTEBOOK_STAMP)
+	$(BIN)/jupyter lab notebooks/
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

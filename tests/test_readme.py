@@ -92,3 +92,12 @@ def test_readme_links_resolve():
 
 def test_readme_is_a_front_door():
     assert len(README.read_text().splitlines()) <= 170
+
+
+def test_every_make_target_the_readme_names_exists():
+    make = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z]+):", make, re.M))
+    named = set(re.findall(r"`make ([a-z]+)`", README.read_text())) | set(
+        re.findall(r"^make ([a-z]+)", README.read_text(), re.M))
+    assert {"run", "test", "docs", "notebook"} <= named, named
+    assert named <= targets, named - targets
