@@ -39,6 +39,8 @@ def test_python_examples_run(name, tmp_path, monkeypatch, capsys):
         pytest.importorskip("pandas")
     if name == "guide/traces.md":
         pytest.importorskip("google.protobuf")
+    if name == "api/plot.md":
+        pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": "__docs__"}
     ran = 0
