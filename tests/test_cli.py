@@ -403,3 +403,37 @@ def test_a_bad_cluster_file_is_one_line_and_a_non_zero_exit(capsys, tmp_path):
             lines = captured.err.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("flowsolver: error: --cluster"), (name, captured.err)
             assert str(path) in lines[0] and captured.out == "", name
+
+
+def test_train_takes_a_model_file_sequence_length_and_ranks(tmp_path, capsys):
+    """A .toml of the 8B preset's own shape times as the preset does; --seq-len sets the tokens
+    per sequence (tokens/s x step = sequences x seq_len); --ranks places the job on those GPUs."""
+    import dataclasses
+
+    from flowsolver.training import get_model
+
+    spec = dataclasses.asdict(get_model("llama-3-8b"))
+    spec.pop("name")
+    path = tmp_path / "eight.toml"
+    path.write_text("".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in spec.items()))
+    base = ["train", "--nodes", "1", "--tp", "8", "--global-batch", "8", "--json"]
+    assert main(base + ["--model", "llama-3-8b"]) == 0
+    preset = json.loads(capsys.readouterr().out)["summary"]
+    assert main(base + ["--model", str(path)]) == 0
+    mine = json.loads(capsys.readouterr().out)["summary"]
+    assert mine["model"] == "eight" and mine["step_time_s"] == pytest.approx(preset["step_time_s"], rel=1e-12)
+    assert main(base + ["--model", "llama-3-8b", "--seq-len", "2048"]) == 0
+    short = json.loads(capsys.readouterr().out)["summary"]
+    assert short["tokens_per_s"] * short["step_time_s"] == pytest.approx(8 * 2048, rel=1e-12)
+    two = ["train", "--nodes", "2", "--tp", "8", "--global-batch", "8", "--model", "llama-3-8b", "--json"]
+    assert main(two) == 0
+    in_order = json.loads(capsys.readouterr().out)["summary"]
+    assert main(two + ["--ranks", *map(str, range(15, -1, -1))]) == 0     # servers swapped: the same step
+    reversed_ = json.loads(capsys.readouterr().out)["summary"]
+    assert reversed_["step_time_s"] == pytest.approx(in_order["step_time_s"], rel=1e-9)
+    assert main(two + ["--ranks", "0", "1"]) == 2
+    assert "--ranks must be a permutation of the 16 GPU ranks" in capsys.readouterr().err
+    (tmp_path / "bad.toml").write_text("layers = 2\nhidden = 64\nwidth = 3\n")
+    assert main(["train", "--nodes", "1", "--model", str(tmp_path / "bad.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown field(s) width; missing field(s) ffn, heads, kv_heads, vocab" in err and "--seq-len" not in err

@@ -22,7 +22,7 @@ import sys
 import topologies as tp
 
 from . import _commands
-from ._arguments import build_graph, build_parser, in_cli_words, parse_size
+from ._arguments import CliError, build_graph, build_parser, in_cli_words, parse_size
 from ._output import emit, to_json, writable
 
 __all__ = ["main", "parse_size"]
@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
             _COMMANDS[args.command](args)
         return 0
     except ValueError as err:           # TopologyError and RoutingError are ValueErrors
-        print(f"flowsolver: error: {in_cli_words(str(err).splitlines()[0], parser, args.command)}", file=sys.stderr)
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if not isinstance(err, CliError):
+            message = in_cli_words(message, parser, args.command)
+        print(f"flowsolver: error: {message}", file=sys.stderr)
         return 2
     except BrokenPipeError:             # the reader went away (| head): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

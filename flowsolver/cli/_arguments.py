@@ -111,6 +111,56 @@ def server_of(value):
     return value
 
 
+def model_of(value: str):
+    """``--model``: a preset name as it is, or a ``.json`` / ``.toml`` file of the model's shape
+    (the fields of :class:`flowsolver.ModelSpec`; ``name`` defaults to the file's stem) read
+    into a ModelSpec.
+
+    >>> import json, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "mine.json")
+    >>> with open(path, "w") as fh:
+    ...     json.dump(dict(layers=2, hidden=1024, ffn=4096, heads=8, kv_heads=8, vocab=32000), fh)
+    >>> m = model_of(path)
+    >>> m.name, m.layers, m.seq_len              # seq_len: the ModelSpec default
+    ('mine', 2, 8192)
+    """
+    import dataclasses
+
+    from ..training import MODELS, ModelSpec
+
+    if value in MODELS:
+        return value
+    path = Path(value)
+    if path.suffix.lower() not in (".json", ".toml"):
+        raise CliError(f"--model: {value!r} is no preset ({', '.join(MODELS)}) and no .json or .toml model file")
+    if not path.is_file():
+        raise CliError(f"--model {value!r}: no such file")
+    try:
+        if path.suffix.lower() == ".json":
+            import json
+
+            fields = json.loads(path.read_text())
+        else:
+            import tomllib
+
+            fields = tomllib.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:     # JSONDecodeError and TOMLDecodeError are ValueErrors
+        raise CliError(f"--model {value!r}: not valid {path.suffix[1:].upper()}: {str(err).splitlines()[0]}") \
+            from None
+    known = [f.name for f in dataclasses.fields(ModelSpec)]
+    required = [f.name for f in dataclasses.fields(ModelSpec)
+                if f.default is dataclasses.MISSING and f.name != "name"]
+    if not isinstance(fields, dict):
+        raise CliError(f"--model {value!r}: the file must hold one table of fields ({', '.join(known)})")
+    unknown = sorted(set(fields) - set(known))
+    missing = [k for k in required if k not in fields]
+    if unknown or missing:
+        raise CliError(f"--model {value!r}: " + "; ".join(
+            ([f"unknown field(s) {', '.join(unknown)}"] if unknown else [])
+            + ([f"missing field(s) {', '.join(missing)}"] if missing else [])) + f" (fields: {', '.join(known)})")
+    return ModelSpec(**{"name": path.stem, **fields})
+
+
 def cluster_file(value):
     """``--cluster``: the graph in a file, read by its name: node-link JSON
     (:func:`topologies.load`), ASTRA-sim's analytical network YAML
@@ -164,6 +214,11 @@ def build_graph(args):
                     fail_fraction=args.fail_fraction, seed=args.seed, nodes=args.nodes, k=args.k,
                     leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf, p=args.p, a=args.a,
                     h=args.h, g=args.g, dims=args.dims, wrap=not args.mesh)
+
+
+class CliError(ValueError):
+    """A bad argument, in the command line's own words already (:func:`in_cli_words` leaves
+    its message as it is)."""
 
 
 def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | None) -> str:
@@ -275,7 +330,14 @@ def _add_train(sub, fmt) -> None:
                            epilog=_EXAMPLES, formatter_class=fmt)
     _add_topology(train)
     _add_output(train)
-    train.add_argument("--model", default="llama-3-70b", choices=list(MODELS), help="model preset (default %(default)s)")
+    train.add_argument("--model", default="llama-3-70b", metavar="PRESET|FILE",
+                       help=f"model preset ({', '.join(MODELS)}; default %(default)s) or a .json / .toml file of "
+                            "the model's shape: layers, hidden, ffn, heads, kv_heads, vocab, and optionally seq_len, "
+                            "gated_mlp, experts, top_k, tied_embeddings")
+    train.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default: the model's)")
+    train.add_argument("--ranks", type=int, nargs="+", default=None,
+                       help="placement: every GPU rank of the cluster, in the order the job's ranks take them "
+                            "(TP fastest; default 0 1 2 ...)")
     for name, default, text in (("tp", 8, "tensor-parallel size"), ("pp", 1, "pipeline stages"),
                                 ("dp", None, "data-parallel size (default: GPUs / (tp x pp))"),
                                 ("ep", 1, "expert-parallel size"), ("cp", 1, "context-parallel size"),

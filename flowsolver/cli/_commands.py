@@ -7,7 +7,7 @@ import re
 
 import topologies as tp
 
-from ._arguments import build_graph, cluster_label, parse_size
+from ._arguments import build_graph, cluster_label, model_of, parse_size
 from ._output import emit, to_json, writable
 
 def _sizes(args):
@@ -129,7 +129,11 @@ def train(args) -> None:
         kw["global_batch"] = args.global_batch
     if args.compute_efficiency is not None:
         kw["compute_efficiency"] = args.compute_efficiency
-    r = training_step(graph, model=args.model, collective_options=dict(policy=args.policy), **kw)
+    if args.seq_len is not None:
+        kw["seq_len"] = args.seq_len
+    if args.ranks is not None:
+        kw["ranks"] = args.ranks
+    r = training_step(graph, model=model_of(args.model), collective_options=dict(policy=args.policy), **kw)
     rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.bottleneck_tier) for p in r.phases.values()]
     summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, global_batch=r.global_batch,
