@@ -1,12 +1,16 @@
 # Two commands on a fresh machine with Python 3.11 and make:
 #   make run   - create .venv, install, run the main job on the built-in default cluster
 #   make test  - create .venv, install with the test extras, run the test suite
+# and
+#   make docs  - the same set-up with the docs extra, build the documentation site into site/
+#                in strict mode (a broken link or reference fails the build)
+#   make notebook - the same set-up with JupyterLab, open notebooks/ in it
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench clean
+.PHONY: run test docs notebook bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +26,26 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=25 topologies flowsolver tests --nbmake notebooks
 
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+NOTEBOOK_STAMP := $(VENV)/.installed-notebook
+
+$(NOTEBOOK_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[notebook]"
+	touch $(NOTEBOOK_STAMP)
+
+notebook: $(NOTEBOOK_STAMP)
+	$(BIN)/jupyter lab notebooks/
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -101,7 +101,7 @@ def main(argv=None) -> int:
                         help="also calibrate on the lower half of each log's sizes and report the upper half's error")
     args = parser.parse_args(argv)
     if not LOGS.is_dir():
-        print(f"skipped: {LOGS} is absent")
+        print(f"skipped: {LOGS} is absent (optional data, not shipped: docs/guide/data.md)")
         return 0
     print(f"{'log':48s} {'rows':>4s} {'median':>7s} {'max':>7s} {'>=64M':>7s} {'cal.up':>7s}  "
           "choice at the largest size; assumptions")

@@ -4,7 +4,7 @@ the fat-tree all-to-alls, a DragonFly ugal all-to-all and valiant pairwise steps
 block), batched failure scenarios, float32 vs float64.
 
     python benchmarks/solver_speed.py           # full: fat_tree(12) and (16) all-to-all (~10 min)
-    python benchmarks/solver_speed.py --quick   # fat_tree(8), smaller batch
+    python benchmarks/solver_speed.py --quick   # fat_tree(8), smaller batch: figures only, no targets
     python benchmarks/solver_speed.py --large   # also 16.7 M flows on 4096 GPUs (~2 min more)
     XLA_FLAGS=--xla_force_host_platform_device_count=2 python benchmarks/solver_speed.py
                                                 # one JAX device per CPU core: a single large
@@ -165,6 +165,12 @@ def main(argv=None) -> int:
     if "--large" in argv:
         large_all_to_all()
     verdict = lambda ok: "met" if ok else "NOT met"  # noqa: E731
+    if quick:   # the targets are set at full size; at these sizes fixed costs (ms) dominate the ratios
+        print(f"quick run, reduced sizes (no targets apply): fat_tree(8) {mid:.1f}x SciPy, {per_s:.0f} scenarios/s "
+              f"(128 GPUs), auto at worst {max(auto):.2f}x the faster method. The targets (fat_tree(12) >= 50x SciPy, "
+              "fat_tree(16) >= 300x, auto within 1.5x, >= 200 scenarios/s at 1024 GPUs) are checked by the full run "
+              "(without --quick)")
+        return 0
     print(f"targets: fat_tree({8 if quick else 12}) >= 50x SciPy: {verdict(mid >= 50)} ({mid:.1f}x); "
           + ("" if big is None else f"fat_tree(16) >= 300x SciPy: {verdict(big >= 300)} ({big:.1f}x); ")
           + f"auto within 1.5x of the faster method: {verdict(max(auto) <= 1.5)} (worst {max(auto):.2f}); "

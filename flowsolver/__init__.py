@@ -5,27 +5,51 @@ max-min fair bandwidth sharing and turns the rates into collective and training-
 times. Units everywhere: bytes, seconds, bytes/s.
 """
 
-from ._version import __version__  # noqa: E402,F401
+from typing import TYPE_CHECKING
 
-# the public surface, layer by layer (each name is re-exported from the module that owns it)
-from ._status import Status  # noqa: E402
-from . import nccl_tests  # noqa: E402
-from .traffic import Flows  # noqa: E402
-from .routing import (POLICIES, Bottleneck, LinkTable, MergedRouting, RoutingError, RoutingMatrix,  # noqa: E402
-                      route)
-from .solver import (Allocation, RateSensitivity, bucket_size, fair_rates, max_min_fair, rate_sensitivity,  # noqa: E402
-                     trace_count)
-from .timing import Completion, completion_times  # noqa: E402
-from ._completion_sensitivity import CompletionSensitivity, completion_sensitivity, fair_makespan  # noqa: E402
-from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveResult,  # noqa: E402
-                          CollectiveStep, ConcurrentResult, busbw_factor, calibrate, collective,
-                          collective_time, collective_variants, concurrent)
-from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,  # noqa: E402
-                       training_step)
-from .traces import (ReplayResult, TraceError, Workload, read_chakra, read_simai_workload, replay,  # noqa: E402
-                     workload_from_step, write_chakra)
-from ._sweep import default_cache_dir, expand_grid, sweep  # noqa: E402
-from .upgrade import Upgrade, upgrade_plan, what_if  # noqa: E402
+from ._lazy import lazy_exports
+from ._version import __version__
+
+# the public surface, layer by layer; each name loads its module on first use (flowsolver._lazy),
+# so `import flowsolver` and `flowsolver --help` start without JAX
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "._status": ("Status",),
+    ".nccl_tests": ("nccl_tests",),
+    ".traffic": ("Flows",),
+    ".routing": ("POLICIES", "Bottleneck", "LinkTable", "MergedRouting", "RoutingError", "RoutingMatrix", "route"),
+    ".solver": ("Allocation", "RateSensitivity", "bucket_size", "fair_rates", "max_min_fair", "rate_sensitivity",
+                "trace_count"),
+    ".timing": ("Completion", "completion_times"),
+    "._completion_sensitivity": ("CompletionSensitivity", "completion_sensitivity", "fair_makespan"),
+    ".collectives": ("ALGORITHMS", "NCCL_ALGORITHMS", "OPS", "PROTOCOLS", "Calibration", "CollectiveResult",
+                     "CollectiveStep", "ConcurrentResult", "busbw_factor", "calibrate", "collective",
+                     "collective_time", "collective_variants", "concurrent"),
+    ".training": ("MODELS", "ModelSpec", "Phase", "StepResult", "get_model", "memory_per_gpu", "training_step"),
+    ".traces": ("ReplayResult", "TraceError", "Workload", "read_chakra", "read_simai_workload", "replay",
+                "workload_from_step", "write_chakra"),
+    "._sweep": ("default_cache_dir", "expand_grid", "sweep"),
+    ".upgrade": ("Upgrade", "upgrade_plan", "what_if"),
+})   # flowsolver.plot and flowsolver.study (matplotlib) load on first use as submodules
+
+if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
+    from ._status import Status
+    from . import nccl_tests
+    from .traffic import Flows
+    from .routing import (POLICIES, Bottleneck, LinkTable, MergedRouting, RoutingError, RoutingMatrix,
+                          route)
+    from .solver import (Allocation, RateSensitivity, bucket_size, fair_rates, max_min_fair, rate_sensitivity,
+                         trace_count)
+    from .timing import Completion, completion_times
+    from ._completion_sensitivity import CompletionSensitivity, completion_sensitivity, fair_makespan
+    from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveResult,
+                              CollectiveStep, ConcurrentResult, busbw_factor, calibrate, collective,
+                              collective_time, collective_variants, concurrent)
+    from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,
+                           training_step)
+    from .traces import (ReplayResult, TraceError, Workload, read_chakra, read_simai_workload, replay,
+                         workload_from_step, write_chakra)
+    from ._sweep import default_cache_dir, expand_grid, sweep
+    from .upgrade import Upgrade, upgrade_plan, what_if
 
 __all__ = [
     "__version__", "Status",
@@ -42,12 +66,3 @@ __all__ = [
     "sweep", "expand_grid", "default_cache_dir",
     "what_if", "upgrade_plan", "Upgrade",
 ]
-
-
-def __getattr__(name):
-    # flowsolver.plot and flowsolver.study load on first use (plot needs matplotlib)
-    if name in ("plot", "study"):
-        import importlib
-
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'flowsolver' has no attribute {name!r}")

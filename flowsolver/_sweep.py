@@ -57,6 +57,8 @@ def expand_grid(grid) -> list:
     """Scenarios of a grid: a dict of lists (their product, in key order) or a list of
     dicts; each completed with :data:`DEFAULTS`.
 
+    Examples
+    --------
     >>> [s["nodes"] for s in expand_grid({"nodes": [1, 2], "link": ["ib_ndr"]})]
     [1, 2]
     """

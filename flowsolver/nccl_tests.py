@@ -247,6 +247,8 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int = MAX_BYTES):
     one of another op or a file over ``max_bytes`` bytes (default 256 MiB) raises
     ValueError; a missing file FileNotFoundError.
 
+    Examples
+    --------
     >>> text = '''# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20
     ... #  Rank  0 Group  0 Pid 1 on hostA device  0 [0x0f] NVIDIA H100 80GB HBM3
     ... #  Rank  1 Group  0 Pid 2 on hostB device  0 [0x0f] NVIDIA H100 80GB HBM3

@@ -51,6 +51,8 @@ def family_bars(ax, rows):
     """The topology families: data-parallel all-reduce time (s) per family at each GPU
     count, labelled (``rows`` from :func:`flowsolver.study.topology_study`).
 
+    Examples
+    --------
     >>> from matplotlib.figure import Figure
     >>> rows = [dict(family="fat-tree", gpus=256, dp_time=1.0), dict(family="torus", gpus=256, dp_time=0.0)]
     >>> [t.get_text() for t in family_bars(Figure().subplots(), rows).texts]

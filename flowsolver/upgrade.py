@@ -130,6 +130,8 @@ def what_if(graph, workload, upgrades: dict):
     row per upgrade: ``time_s`` before, ``exact_s`` and ``linear_s`` after, ``saved_s``
     (exact) and ``saved_percent``.
 
+    Examples
+    --------
     >>> df = what_if(tp.fat_tree(4), dict(op="all_to_all", size=2**24), tier_upgrades(tp.fat_tree(4)))
     >>> df.sort_values("saved_s").iloc[-1]["upgrade"]     # the NICs hold a non-blocking fat-tree
     'access'

@@ -59,7 +59,7 @@ def test_a_pipeline_scale_is_recovered_and_what_a_log_cannot_tell_is_named():
     assert "do not constrain: latency" in cal.message
 
 
-@pytest.mark.skipif(not LOGS.is_dir(), reason="../shared/data/nccl-tests is absent")
+@pytest.mark.skipif(not LOGS.is_dir(), reason="../shared/data/nccl-tests is absent (optional data, not shipped: docs/guide/data.md)")
 def test_the_lower_half_of_a_real_log_predicts_its_upper_half():
     df = nccl_tests.read(LOGS / "nccl1047_1xH100_reducescatter_ring.txt")
     rows = df[df["placement"] == "out-of-place"].sort_values("size")
@@ -190,7 +190,7 @@ def test_a_missing_log_is_not_found_not_malformed(tmp_path, capsys):
     assert "no such nccl-tests log" in err and str(missing) in err
 
 
-@pytest.mark.skipif(not LOGS.is_dir(), reason="../shared/data/nccl-tests is absent")
+@pytest.mark.skipif(not LOGS.is_dir(), reason="../shared/data/nccl-tests is absent (optional data, not shipped: docs/guide/data.md)")
 def test_busbw_over_algbw_gives_every_shared_logs_rank_count():
     import json
 

@@ -4,6 +4,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 import topologies as tp
 from flowsolver.cli import main
 
@@ -36,8 +38,34 @@ def test_each_family(capsys):
 def test_bad_input_gives_one_line_and_exit_2(capsys):
     assert main(["topology", "--family", "fat_tree", "--k", "6", "--link", "ib_qdr"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("flowsolver: error: link: unknown link technology 'ib_qdr'")
+    assert err.startswith("flowsolver: error: --link: unknown link technology 'ib_qdr'")   # the option's name
+    assert "LinkTech" not in err and "register_link" not in err      # no Python-only advice
     assert len(err.strip().splitlines()) == 1
+
+
+def test_api_errors_name_the_command_line_options(capsys):
+    """Errors raised by the Python API name the command's options, not Python arguments."""
+    assert main(["collective", "--nodes", "1", "--ranks", "0", "0", "-b", "1M", "-e", "1M"]) == 2
+    err = capsys.readouterr().err
+    assert "--ranks must" in err and "ranks=" not in err, err
+    assert main(["train", "--nodes", "1", "--tp", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "--tp * --cp * --pp must divide the GPU count 8" in err and "tp=" not in err, err
+    assert main(["train", "--nodes", "1", "--gpu", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown gpu 'nope'" in err and "GpuSpec" not in err, err
+
+
+def test_train_takes_the_gpu_type(capsys):
+    """--gpu sets the GPU whose peak the compute runs at: a B200's dense bf16 peak (2.25 PFLOP/s,
+    topologies' catalogue) over an H100's (989 TFLOP/s) shortens a compute-bound step."""
+    base = ["train", "--nodes", "1", "--model", "llama-3-8b", "--tp", "8", "--global-batch", "8", "--json"]
+    assert main(base) == 0
+    h100 = json.loads(capsys.readouterr().out)["summary"]["compute_s"]
+    assert main(base + ["--gpu", "b200"]) == 0
+    b200 = json.loads(capsys.readouterr().out)["summary"]["compute_s"]
+    peaks = tp.get_gpu("b200").peak_bf16_flops / tp.get_gpu("h100_sxm").peak_bf16_flops
+    assert abs(h100 / b200 - peaks) < 1e-9 * peaks
 
 
 def test_python_dash_m_and_the_installed_script():
@@ -71,7 +99,7 @@ def test_train_and_its_formats(capsys):
     data = json.loads(capsys.readouterr().out)
     assert {p["phase"] for p in data["phases"]} == {"tp", "dp"} and 0 < data["summary"]["comm_overhead"] < 1
     assert main(argv + ["--tp", "3"]) == 2
-    assert "tp * cp * pp must divide the GPU count 16" in capsys.readouterr().err
+    assert "--tp * --cp * --pp must divide the GPU count 16" in capsys.readouterr().err
 
 
 def test_sweep_from_toml(tmp_path, capsys):
@@ -269,7 +297,7 @@ def test_collective_compare_and_calibrate_read_an_nccl_tests_log(capsys, tmp_pat
     devices = "".join(f"#  Rank {r} Group  0 Pid {r} on host0 device {r} [0x0f] NVIDIA H100\n" for r in range(8))
     log.write_text(devices + _LOG)
     assert main(["calibrate", str(log), "--nodes", "2"]) == 2          # an 8-rank log, a 16-GPU cluster
-    assert "the log ran on 8 ranks, the graph (ranks=) has 16" in capsys.readouterr().err
+    assert "the log ran on 8 ranks, the graph (--ranks) has 16" in capsys.readouterr().err
 
 
 def test_upgrade_prints_each_tier_and_the_plan(capsys):
@@ -282,6 +310,33 @@ def test_upgrade_prints_each_tier_and_the_plan(capsys):
     assert sorted(alone) == ["access", "agg-core", "edge-agg", "pcie"]
     best = max(alone, key=lambda k: alone[k]["saved_percent"])
     assert plan == [best] and alone["agg-core"]["saved_percent"] == 0.0   # a non-blocking core
+
+
+def test_headers_say_what_was_modelled_and_an_empty_plan_says_why(capsys):
+    assert main(["collective", "--nodes", "2", "--link", "roce_400g", "--policy", "ecmp_hash", "-b", "1M",
+                 "-e", "1M"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head == "# all_reduce on 16 GPUs (rail_optimized, dgx_h100 servers, roce_400g links; routing ecmp_hash)"
+    argv = ["upgrade", "--family", "fat_tree", "--k", "4", "--op", "all_to_all", "--size", "16M"]
+    assert main(argv + ["--budget", "0.5"]) == 0      # every tier costs 1 (uniform): nothing fits
+    out = capsys.readouterr().out
+    assert "linear: what the derivative" in out and "\nplan " not in out
+    assert "plan: empty: no upgrade within the budget of 0.5 (1 per tier) saves time (the cheapest costs 1)" in out
+
+
+def test_sweep_table_shows_what_varies_in_the_units_of_the_other_commands(tmp_path, capsys):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('[grid]\nnodes = [1]\nlink = ["ib_ndr", "roce_400g"]\nsize = [1048576]\n')
+    assert main(["sweep", str(cfg), "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("every scenario: task=collective, family=rail_optimized") and "size=1M" in out[0]
+    assert out[1].split() == ["link", "status", "gpus", "time", "ms", "algbw", "GB/s", "busbw", "GB/s", "algorithm",
+                              "bottleneck", "tier"]
+    assert "model" not in out[0] and "tp" not in out[1]            # training parameters do not apply
+    assert main(["sweep", str(cfg), "--no-progress", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    shown = float(out[2].split()[3])                                # the ib_ndr row's time in ms
+    assert shown == pytest.approx(row["time"] * 1e3, abs=5e-4)     # JSON keeps seconds
 
 
 def test_server_can_be_an_nccl_topology_file(capsys, tmp_path):
@@ -323,7 +378,7 @@ def test_cluster_files_stand_in_for_a_generated_cluster(capsys, tmp_path):
         assert row["time_us"] == pytest.approx(collective(g, "all_reduce", 2**20, algorithm="ring").time * 1e6,
                                                rel=1e-12)
     assert main(["collective", "--cluster", str(simai), "-b", "1M", "-e", "1M"]) == 0
-    assert capsys.readouterr().out.startswith("# all_reduce on 4 GPUs (topo)")
+    assert capsys.readouterr().out.startswith("# all_reduce on 4 GPUs (topo; routing ecmp)")
     assert main(["collective", "--cluster", str(simai), "--server", "dgx_h100"]) == 2
     assert "--server: a --cluster file holds its own servers and links" in capsys.readouterr().err
     assert main(["collective", "--cluster", str(tmp_path / "none.yml")]) == 2
@@ -351,3 +406,37 @@ def test_a_bad_cluster_file_is_one_line_and_a_non_zero_exit(capsys, tmp_path):
             lines = captured.err.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("flowsolver: error: --cluster"), (name, captured.err)
             assert str(path) in lines[0] and captured.out == "", name
+
+
+def test_train_takes_a_model_file_sequence_length_and_ranks(tmp_path, capsys):
+    """A .toml of the 8B preset's own shape times as the preset does; --seq-len sets the tokens
+    per sequence (tokens/s x step = sequences x seq_len); --ranks places the job on those GPUs."""
+    import dataclasses
+
+    from flowsolver.training import get_model
+
+    spec = dataclasses.asdict(get_model("llama-3-8b"))
+    spec.pop("name")
+    path = tmp_path / "eight.toml"
+    path.write_text("".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in spec.items()))
+    base = ["train", "--nodes", "1", "--tp", "8", "--global-batch", "8", "--json"]
+    assert main(base + ["--model", "llama-3-8b"]) == 0
+    preset = json.loads(capsys.readouterr().out)["summary"]
+    assert main(base + ["--model", str(path)]) == 0
+    mine = json.loads(capsys.readouterr().out)["summary"]
+    assert mine["model"] == "eight" and mine["step_time_s"] == pytest.approx(preset["step_time_s"], rel=1e-12)
+    assert main(base + ["--model", "llama-3-8b", "--seq-len", "2048"]) == 0
+    short = json.loads(capsys.readouterr().out)["summary"]
+    assert short["tokens_per_s"] * short["step_time_s"] == pytest.approx(8 * 2048, rel=1e-12)
+    two = ["train", "--nodes", "2", "--tp", "8", "--global-batch", "8", "--model", "llama-3-8b", "--json"]
+    assert main(two) == 0
+    in_order = json.loads(capsys.readouterr().out)["summary"]
+    assert main(two + ["--ranks", *map(str, range(15, -1, -1))]) == 0     # servers swapped: the same step
+    reversed_ = json.loads(capsys.readouterr().out)["summary"]
+    assert reversed_["step_time_s"] == pytest.approx(in_order["step_time_s"], rel=1e-9)
+    assert main(two + ["--ranks", "0", "1"]) == 2
+    assert "--ranks must be a permutation of the 16 GPU ranks" in capsys.readouterr().err
+    (tmp_path / "bad.toml").write_text("layers = 2\nhidden = 64\nwidth = 3\n")
+    assert main(["train", "--nodes", "1", "--model", str(tmp_path / "bad.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown field(s) width; missing field(s) ffn, heads, kv_heads, vocab" in err and "--seq-len" not in err

@@ -18,7 +18,7 @@ def _sidecar(path):
     return json.loads(path.with_suffix(".json").read_text())
 
 
-@pytest.mark.skipif(not FILES, reason="../shared/data/nccl-tests is absent")
+@pytest.mark.skipif(not FILES, reason="../shared/data/nccl-tests is absent (optional data, not shipped: docs/guide/data.md)")
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_every_shared_log_parses_to_consistent_rows(path):
     df = nccl_tests.read(path)
@@ -37,7 +37,7 @@ def test_every_shared_log_parses_to_consistent_rows(path):
     assert set(df["placement"]) <= {"out-of-place", "in-place"} and df["size"].is_monotonic_increasing is not None
 
 
-@pytest.mark.skipif(not FILES, reason="../shared/data/nccl-tests is absent")
+@pytest.mark.skipif(not FILES, reason="../shared/data/nccl-tests is absent (optional data, not shipped: docs/guide/data.md)")
 def test_header_details_are_read():
     oci = nccl_tests.read(LOGS / "oci_oke_2xA100-40GB_allreduce_1G-4G_nccl2.29.txt")
     assert oci.attrs["nccl_version"] == "2.29.3" and oci.attrs["avg_busbw"] == pytest.approx(185.594)

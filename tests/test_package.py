@@ -15,7 +15,7 @@ ROOT = Path(fs.__file__).resolve().parent.parent
 #: the layers, lowest first; a module may import its own layer or lower ones only
 LAYERS = [
     ("topologies",),
-    ("flowsolver._status", "flowsolver._checks", "flowsolver._version", "flowsolver.nccl_tests"),
+    ("flowsolver._status", "flowsolver._checks", "flowsolver._version", "flowsolver._lazy", "flowsolver.nccl_tests"),
     ("flowsolver.traffic",),
     ("flowsolver.routing",),
     ("flowsolver.solver",),
@@ -148,3 +148,41 @@ def test_the_topologies_surface_is_complete_and_holds_no_jax():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             jax += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("jax", "jaxlib")]
     assert not jax, jax
+
+
+def test_import_and_help_start_without_jax_or_scipy():
+    """`import flowsolver` and `flowsolver --help` load neither JAX nor SciPy (public names load
+    their module on first use: flowsolver._lazy); the first use of a solver name does."""
+    import subprocess
+    import sys
+
+    code = ("import sys, contextlib, io\n"
+            "import flowsolver, flowsolver.cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()): flowsolver.cli.main(['--help'])\n"
+            "print(sorted(m for m in ('jax', 'scipy', 'pandas', 'matplotlib') if m in sys.modules))\n"
+            "flowsolver.max_min_fair\n"
+            "print('jax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "True"], out.stdout
+
+
+def test_every_lazy_name_is_the_object_its_type_checking_import_names():
+    """flowsolver, collectives and training load their names lazily from a table and repeat
+    the imports under ``if TYPE_CHECKING``: both give the same object for every name."""
+    for package in ("flowsolver", "flowsolver.collectives", "flowsolver.training"):
+        pkg = importlib.import_module(package)
+        path = Path(pkg.__file__)
+        declared = {}
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+                for imp in node.body:
+                    base = importlib.import_module(("." * imp.level) + (imp.module or ""), package) \
+                        if imp.module else pkg
+                    for alias in imp.names:
+                        declared[alias.name] = (getattr(base, alias.name) if imp.module
+                                                else importlib.import_module(f".{alias.name}", package))
+        assert declared, package
+        public = set(pkg.__all__) - {"__version__"}
+        assert public <= set(declared), sorted(public - set(declared))
+        for name, value in declared.items():
+            assert getattr(pkg, name) is value, (package, name)

@@ -63,3 +63,20 @@ def test_printed_figures_come_from_the_catalogue_and_the_article(main_job, monke
     assert "the article's 200 tokens/s" in notes and "speed-up x 200." in notes and "(article: over 90 %)" in notes
     section = _text.topology_section([dict(r, tp=4) for r in main_job["topology"]])
     assert "(TP 4, DP across servers, 64 sequences per replica" in section[0] and "the job's 4 DP rings" in section[-1]
+
+
+def test_the_study_ends_with_commands_for_the_readers_own_cluster():
+    """The three suggested commands are valid command lines of `flowsolver` as written."""
+    import shlex
+
+    from flowsolver.cli._arguments import build_parser
+    from flowsolver.study import _text
+    from flowsolver.training import get_model
+
+    lines = _text.your_own_section(get_model("llama-3-70b"), 8)
+    commands = [line.strip().split("   ")[0] for line in lines if line.strip().startswith("flowsolver ")]
+    assert len(commands) == 3
+    parser = build_parser()
+    for command in commands:
+        args = parser.parse_args(shlex.split(command)[1:])
+        assert args.command in ("train", "upgrade", "sweep"), command

@@ -98,7 +98,7 @@ def test_damaged_files_read_or_fail_clearly(folder, reader, data):
 def test_damaged_real_nccl_dumps_read_or_fail_clearly(folder, dump, data):
     source = DATA / dump
     if not source.exists():
-        pytest.skip(f"{source} is absent (../shared/data is not checked out)")
+        pytest.skip(f"{source} is absent (../shared/data: optional data, not shipped; docs/guide/data.md)")
     path = folder / dump
     path.write_bytes(mutate(source.read_bytes(), data.draw, st))
     read_or_refuse(lambda p: tp.from_nccl_xml(p, gpu="h100_sxm"), path)

@@ -16,7 +16,7 @@ from flowsolver.training import ModelSpec
 
 #: replay vs training_step: the DAG runs the schedule event by event where the closed form
 #: times every stage at the slowest one's pace, every send at the slowest pair's, and shares
-#: no link between parallelisms (README, "Workloads from traces"); the cases here stay within 1 %
+#: no link between parallelisms (docs/guide/traces.md); the cases here stay within 1 %
 TOLERANCE = 0.01
 
 # small decoder shapes (Llama-3-8B's layer, few layers) so that a trace has few nodes;
@@ -348,15 +348,15 @@ def test_a_tp_call_longer_than_its_gemm_hides_only_tp_overlap_of_the_gemm():
     assert res.iteration_time == pytest.approx(step.compute_time + m * (total - hidden), rel=1e-9)
 
 
-def test_the_readme_trace_block_runs_as_written(tmp_path, monkeypatch, capsys):
+def test_the_docs_trace_block_runs_as_written(tmp_path, monkeypatch, capsys):
     pytest.importorskip("google.protobuf")
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "read_chakra" in b]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "traces.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "read_chakra" in b]
     monkeypatch.chdir(tmp_path)
     scope = {}
-    exec(compile(block, "README trace block", "exec"), scope)
+    exec(compile(block, "docs trace block", "exec"), scope)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == next(line[2:] for line in block.splitlines() if line.startswith("# "))
     step, res = scope["step"], scope["res"]

@@ -31,6 +31,8 @@ def gpus(g: nx.DiGraph) -> list:
     (built by hand) is ordered by node id, numbers compared as numbers ("gpu2" before
     "gpu10").
 
+    Examples
+    --------
     >>> from topologies import fat_tree
     >>> gpus(fat_tree(4))[:2]
     ['s0/gpu0', 's1/gpu0']

@@ -380,6 +380,8 @@ _BUILTIN_SERVERS = frozenset(_SERVERS)
 def server_names() -> list[str]:
     """Names of the registered server models, sorted.
 
+    Examples
+    --------
     >>> server_names()[:3]
     ['dgx_a100', 'dgx_b200', 'dgx_h100']
     """

@@ -317,7 +317,11 @@ def to_simai(g: nx.DiGraph, path, *, gpu_type: str | None = None) -> Path:
     both latencies; PCIe switches and CPUs are not in the format and are left out (with a
     warning). Links are written in id order, rates in Gbps, delays in ns (both to 12
     significant digits), error rate 0; a failed link
-    (capacity 0) is left out. Front-end and storage networks are not written.
+    (capacity 0) is left out. Front-end and storage networks are not written, nor are link
+    technologies: read back by :func:`from_simai`, links carry the technologies ``simai``,
+    ``nvlink_simai`` and ``pcie_simai``, which have no measured efficiency in the catalogue,
+    and the servers are rebuilt from the header, so a collective's time on the graph read back
+    differs from the original's.
 
     Parameters
     ----------

@@ -22,7 +22,7 @@ import sys
 import topologies as tp
 
 from . import _commands
-from ._arguments import build_graph, build_parser, parse_size
+from ._arguments import CliError, build_graph, build_parser, in_cli_words, parse_size
 from ._output import emit, to_json, writable
 
 __all__ = ["main", "parse_size"]
@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     {...
     True
     """
+    parser = build_parser()
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except SystemExit as stop:          # --help (0) or a usage error (2, message already printed)
         return int(stop.code or 0)
     try:
@@ -68,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
             _COMMANDS[args.command](args)
         return 0
     except ValueError as err:           # TopologyError and RoutingError are ValueErrors
-        print(f"flowsolver: error: {str(err).splitlines()[0]}", file=sys.stderr)
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if not isinstance(err, CliError):
+            message = in_cli_words(message, parser, args.command)
+        print(f"flowsolver: error: {message}", file=sys.stderr)
         return 2
     except BrokenPipeError:             # the reader went away (| head): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

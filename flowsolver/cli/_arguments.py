@@ -111,6 +111,56 @@ def server_of(value):
     return value
 
 
+def model_of(value: str):
+    """``--model``: a preset name as it is, or a ``.json`` / ``.toml`` file of the model's shape
+    (the fields of :class:`flowsolver.ModelSpec`; ``name`` defaults to the file's stem) read
+    into a ModelSpec.
+
+    >>> import json, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "mine.json")
+    >>> with open(path, "w") as fh:
+    ...     json.dump(dict(layers=2, hidden=1024, ffn=4096, heads=8, kv_heads=8, vocab=32000), fh)
+    >>> m = model_of(path)
+    >>> m.name, m.layers, m.seq_len              # seq_len: the ModelSpec default
+    ('mine', 2, 8192)
+    """
+    import dataclasses
+
+    from ..training import MODELS, ModelSpec
+
+    if value in MODELS:
+        return value
+    path = Path(value)
+    if path.suffix.lower() not in (".json", ".toml"):
+        raise CliError(f"--model: {value!r} is no preset ({', '.join(MODELS)}) and no .json or .toml model file")
+    if not path.is_file():
+        raise CliError(f"--model {value!r}: no such file")
+    try:
+        if path.suffix.lower() == ".json":
+            import json
+
+            fields = json.loads(path.read_text())
+        else:
+            import tomllib
+
+            fields = tomllib.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:     # JSONDecodeError and TOMLDecodeError are ValueErrors
+        raise CliError(f"--model {value!r}: not valid {path.suffix[1:].upper()}: {str(err).splitlines()[0]}") \
+            from None
+    known = [f.name for f in dataclasses.fields(ModelSpec)]
+    required = [f.name for f in dataclasses.fields(ModelSpec)
+                if f.default is dataclasses.MISSING and f.name != "name"]
+    if not isinstance(fields, dict):
+        raise CliError(f"--model {value!r}: the file must hold one table of fields ({', '.join(known)})")
+    unknown = sorted(set(fields) - set(known))
+    missing = [k for k in required if k not in fields]
+    if unknown or missing:
+        raise CliError(f"--model {value!r}: " + "; ".join(
+            ([f"unknown field(s) {', '.join(unknown)}"] if unknown else [])
+            + ([f"missing field(s) {', '.join(missing)}"] if missing else [])) + f" (fields: {', '.join(known)})")
+    return ModelSpec(**{"name": path.stem, **fields})
+
+
 def cluster_file(value):
     """``--cluster``: the graph in a file, read by its name: node-link JSON
     (:func:`topologies.load`), ASTRA-sim's analytical network YAML
@@ -130,9 +180,23 @@ def cluster_file(value):
                          else f"--cluster {value!r}: {message}") from None
 
 
-def cluster_label(args) -> str:
-    """What the printed headers call the cluster: the family, or the ``--cluster`` file's name."""
-    return args.family if args.cluster is None else Path(args.cluster).name
+def cluster_label(args, graph=None) -> str:
+    """What the printed headers call the cluster: the family with its servers and link (and
+    oversubscription and failed cables where given), or the ``--cluster`` file's name."""
+    if args.cluster is not None:
+        return Path(args.cluster).name
+    params = (graph.graph.get("params") or {}) if graph is not None else {}
+    server = params.get("server")
+    parts = [args.family]
+    if isinstance(server, dict) and server.get("name"):
+        parts.append(f"{server['name']} servers")
+    if params.get("link"):
+        parts.append(f"{params['link']} links")
+    if args.oversubscription not in (None, 1.0):
+        parts.append(f"oversubscription {args.oversubscription:g}")
+    if args.fail_fraction:
+        parts.append(f"{args.fail_fraction:.0%} of switch cables failed (seed {args.seed})")
+    return ", ".join(parts)
 
 
 def build_graph(args):
@@ -150,6 +214,52 @@ def build_graph(args):
                     fail_fraction=args.fail_fraction, seed=args.seed, nodes=args.nodes, k=args.k,
                     leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf, p=args.p, a=args.a,
                     h=args.h, g=args.g, dims=args.dims, wrap=not args.mesh)
+
+
+class CliError(ValueError):
+    """A bad argument, in the command line's own words already (:func:`in_cli_words` leaves
+    its message as it is)."""
+
+
+def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | None) -> str:
+    """An API error message with the Python argument names it uses (``gpu=``, ``ranks must``)
+    written as the ``command``'s own options (``--gpu``, ``--ranks must``); names the command
+    has no option for stay as they are.
+
+    >>> p = build_parser()
+    >>> in_cli_words("the graph's GPUs have types ['a', 'b']: pass gpu= (one type)", p, "train")
+    "the graph's GPUs have types ['a', 'b']: pass --gpu (one type)"
+    >>> in_cli_words("global_batch must be a multiple of 8, got 12", p, "train")
+    '--global-batch must be a multiple of 8, got 12'
+    >>> in_cli_words("ranks must be distinct GPU ranks, got [0, 0]", p, "collective")
+    '--ranks must be distinct GPU ranks, got [0, 0]'
+    >>> in_cli_words("tp * cp * pp must divide 8, got tp=3, cp=1, pp=1; dp x micro_batch = 2", p, "train")
+    '--tp * --cp * --pp must divide 8, got --tp 3, --cp 1, --pp 1; --dp x --micro-batch = 2'
+    >>> in_cli_words("unknown gpu 'x'; known: b200 (or pass a GpuSpec)", p, "train")
+    "unknown gpu 'x'; known: b200"
+    >>> in_cli_words("the graph (ranks=) has 16: pass ranks= the 8 GPU ranks it ran on (e.g. ranks=range(8); "
+    ...              "--ranks on the command line) or a graph of 8 GPUs", p, "calibrate")
+    'the graph (--ranks) has 16: pass --ranks the 8 GPU ranks it ran on or a graph of 8 GPUs'
+    """
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if sub is None or command not in sub.choices:
+        return message
+    for action in sub.choices[command]._actions:
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if not longs or action.dest in ("help", "json", "csv"):
+            continue
+        name, option = re.escape(action.dest), longs[0]
+        message = re.sub(rf"\b{name}=(?![\w\"'(\[])", option, message)     # "pass gpu=" (no value given)
+        message = re.sub(rf"\b{name}=", option + " ", message)                # "got ranks=[0, 0]"
+        message = re.sub(rf"^{name}\b(?!-)", option, message)                  # a message that starts with it
+        message = re.sub(rf"(?<![\w.-]){name} (must|is|has)\b", rf"{option} \1", message)
+        message = re.sub(rf"(?<![\w.-]){name}(?= [*x] )|(?<= [*x] ){name}(?![\w=-])", option, message)  # tp * pp
+        if "_" in action.dest:      # micro_batch: a Python name in any position
+            message = re.sub(rf"(?<![\w.-]){name}(?![\w-])", option, message)
+    message = re.sub(r" \(or pass an? \w+(?:Spec|Tech|Model)\b[^)]*\)", "", message)   # Python objects
+    # the API's own hint for command-line users ("e.g. ranks=range(8); --ranks on the command line")
+    message = re.sub(r" \(e\.g\. [^;]*; --[\w-]+ on the command line\)", "", message)
+    return re.sub(r"; --[\w-]+ on the command line\)", ")", message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,7 +330,14 @@ def _add_train(sub, fmt) -> None:
                            epilog=_EXAMPLES, formatter_class=fmt)
     _add_topology(train)
     _add_output(train)
-    train.add_argument("--model", default="llama-3-70b", choices=list(MODELS), help="model preset (default %(default)s)")
+    train.add_argument("--model", default="llama-3-70b", metavar="PRESET|FILE",
+                       help=f"model preset ({', '.join(MODELS)}; default %(default)s) or a .json / .toml file of "
+                            "the model's shape: layers, hidden, ffn, heads, kv_heads, vocab, and optionally seq_len, "
+                            "gated_mlp, experts, top_k, tied_embeddings")
+    train.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default: the model's)")
+    train.add_argument("--ranks", type=int, nargs="+", default=None,
+                       help="placement: every GPU rank of the cluster, in the order the job's ranks take them "
+                            "(TP fastest; default 0 1 2 ...)")
     for name, default, text in (("tp", 8, "tensor-parallel size"), ("pp", 1, "pipeline stages"),
                                 ("dp", None, "data-parallel size (default: GPUs / (tp x pp))"),
                                 ("ep", 1, "expert-parallel size"), ("cp", 1, "context-parallel size"),
@@ -233,6 +350,9 @@ def _add_train(sub, fmt) -> None:
                        help="share of the DP reduction hidden behind compute (default %(default)s)")
     train.add_argument("--compute-efficiency", type=float, default=None, help="fraction of the peak reached while computing")
     train.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="GEMM precision (default %(default)s)")
+    train.add_argument("--gpu", default=None,
+                       help="GPU type whose peak the compute runs at, a catalogue name such as h100_sxm or b200 "
+                            "(default: the cluster's own; needed where its GPUs are of several types)")
     train.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
 
 

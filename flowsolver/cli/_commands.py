@@ -8,7 +8,7 @@ import re
 
 import topologies as tp
 
-from ._arguments import build_graph, cluster_label, parse_size
+from ._arguments import build_graph, cluster_label, model_of, parse_size
 from ._output import emit, to_json, writable
 
 def _sizes(args):
@@ -65,7 +65,8 @@ def collective_table(args) -> None:
         if measured is not None:
             row.update(measured_us=measured[i] * 1e6, error=r.time / measured[i] - 1)
         rows.append(row)
-    head = f"# {op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs ({cluster_label(args)})"
+    head = (f"# {op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs "
+            f"({cluster_label(args, graph)}; routing {args.policy})")
     cmp_head = f" {'measured (us)':>13s} {'error':>7s}" if measured is not None else ""
     lines = [head, f"{'size (B)':>14s} {'time (us)':>12s}{cmp_head} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
                    f"{'algorithm':>17s} {'protocol':>8s} {'ch':>3s}  bottleneck tier"]
@@ -127,12 +128,16 @@ def train(args) -> None:
 
     graph = build_graph(args)
     kw = dict(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp, vp=args.vp, micro_batch=args.micro_batch,
-              zero=args.zero, dp_overlap=args.dp_overlap, precision=args.precision)
+              zero=args.zero, dp_overlap=args.dp_overlap, precision=args.precision, gpu=args.gpu)
     if args.global_batch is not None:
         kw["global_batch"] = args.global_batch
     if args.compute_efficiency is not None:
         kw["compute_efficiency"] = args.compute_efficiency
-    r = training_step(graph, model=args.model, collective_options=dict(policy=args.policy), **kw)
+    if args.seq_len is not None:
+        kw["seq_len"] = args.seq_len
+    if args.ranks is not None:
+        kw["ranks"] = args.ranks
+    r = training_step(graph, model=model_of(args.model), collective_options=dict(policy=args.policy), **kw)
     rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.bottleneck_tier) for p in r.phases.values()]
     summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, global_batch=r.global_batch,
@@ -194,8 +199,7 @@ def sweep_file(args) -> None:
     df = sweep(grid, **options)
     rows = df.to_dict("records")
     ok = int((df["status"] == "ok").sum())
-    keep = [c for c in df.columns if c not in ("id", "error") and df[c].notna().any()]
-    text = df[keep].to_string(index=False) + f"\n{ok} of {len(df)} scenarios ok"
+    text = sweep_table(df) + f"\n{ok} of {len(df)} scenarios ok"
     if ok < len(df):
         text += "; errors:\n" + "\n".join(f"  {r['id']}: {r['error']}" for r in rows if r["status"] != "ok")
     emit(rows, args, text)
@@ -204,6 +208,63 @@ def sweep_file(args) -> None:
         where = f"the 'error' column of {options['out']}" if options.get("out") else "the 'error' column above"
         raise Failed(f"{ok} ok, {failed} failed; the errors are in {where}")
 
+
+
+def _size_text(value) -> str:
+    """Bytes as nccl-tests writes sizes (binary multiples): 1048576 -> '1M'."""
+    for suffix, scale in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if value >= scale and value % scale == 0:
+            return f"{int(value // scale)}{suffix}"
+    return f"{value:g}"
+
+
+#: result columns of the terminal table: (column, heading, scale, format), in the units the other
+#: commands print (ms, GB/s, %)
+_SWEEP_RESULTS = (("gpus", "gpus", 1, "{:.0f}"), ("time", "time ms", 1e3, "{:.3f}"),
+                  ("algbw", "algbw GB/s", 1e-9, "{:.1f}"), ("busbw", "busbw GB/s", 1e-9, "{:.1f}"),
+                  ("chosen_algorithm", "algorithm", None, "{}"), ("step_time", "step s", 1, "{:.4g}"),
+                  ("tokens_per_s", "tokens/s", 1, "{:,.0f}"), ("speedup", "speed-up", 1, "{:.1f}"),
+                  ("comm_overhead", "overhead %", 100, "{:.1f}"), ("bottleneck_tier", "bottleneck tier", None, "{}"))
+
+
+def sweep_table(df) -> str:
+    """A sweep's rows for the terminal: the parameters that vary (those that apply to the sweep's
+    tasks), one line for those every scenario shares, and the results in ms, GB/s and %.
+    CSV, JSON and the output file keep every column in base units (s, bytes/s).
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame([dict(task="collective", family="fat_tree", k=4, op="all_reduce", size=2**20,
+    ...                         model="llama-3-70b", status="ok", time=1e-4, algbw=1e10, busbw=2e10),
+    ...                    dict(task="collective", family="fat_tree", k=8, op="all_reduce", size=2**20,
+    ...                         model="llama-3-70b", status="ok", time=2e-4, algbw=5e9, busbw=1e10)])
+    >>> print(sweep_table(df))
+    every scenario: task=collective, family=fat_tree, op=all_reduce, size=1M
+    k status time ms algbw GB/s busbw GB/s
+    4     ok   0.100       10.0       20.0
+    8     ok   0.200        5.0       10.0
+    """
+    import pandas as pd
+
+    from .._sweep import COLLECTIVE_KEYS, TRAIN_KEYS
+
+    tasks = set(df["task"]) if "task" in df else {"collective"}
+    drop = {"id", "error"} | ({*TRAIN_KEYS} if "train" not in tasks else set()) \
+        | ({*COLLECTIVE_KEYS} if "collective" not in tasks else set())
+    results = {c for c, *_ in _SWEEP_RESULTS} | {"status"}
+    params = [c for c in df.columns if c not in drop and c not in results and df[c].notna().any()]
+    varying = [c for c in params if df[c].astype(str).nunique() > 1]
+    shared = [c for c in params if c not in varying]
+    table = df[varying].copy()
+    for c in varying:
+        if c == "size":
+            table[c] = [_size_text(v) for v in df[c]]
+    table["status"] = df["status"]
+    for column, heading, scale, fmt in _SWEEP_RESULTS:
+        if column in df and df[column].notna().any():
+            table[heading] = ["" if pd.isna(v) else fmt.format(v * scale if scale else v) for v in df[column]]
+    first = df.iloc[0]
+    line = ", ".join(f"{c}={_size_text(first[c]) if c == 'size' else first[c]}" for c in shared)
+    return (f"every scenario: {line}\n" if line else "") + table.to_string(index=False)
 
 
 class Failed(Exception):
@@ -289,9 +350,20 @@ def upgrade(args) -> None:
             for r in table.itertuples()]
     rows += [dict(kind="plan", upgrade=r.upgrade, time_us=r.time_s * 1e6, linear_us=float("nan"),
                   saved_percent=r.saved_s / table.time_s.iloc[0] * 100.0, cost=r.cost) for r in plan.itertuples()]
-    lines = [f"# {args.op} of {args.size} on {len(tp.gpus(graph))} GPUs ({cluster_label(args)}): "
-             f"{table.time_s.iloc[0] * 1e6:.1f} us; each tier x{args.factor:g}",
+    unit = "1 per tier" if args.cost == "uniform" else "GB/s added"
+    lines = [f"# {args.op} of {args.size} on {len(tp.gpus(graph))} GPUs ({cluster_label(args, graph)}; routing "
+             f"{args.policy}): {table.time_s.iloc[0] * 1e6:.1f} us; each tier's capacity x{args.factor:g}",
+             "# time: re-solved with the upgrade; linear: what the derivative at today's capacities "
+             "predicts (first order)",
              f"{'':5s} {'upgrade':>14s} {'time (us)':>11s} {'linear (us)':>12s} {'saved %':>8s} {'cost':>9s}"]
-    lines += [f"{r['kind']:5s} {r['upgrade']:>14s} {r['time_us']:11.1f} {r['linear_us']:12.1f} "
+    lines += [f"{r['kind']:5s} {r['upgrade']:>14s} {r['time_us']:11.1f} "
+              f"{'' if r['linear_us'] != r['linear_us'] else format(r['linear_us'], '.1f'):>12s} "
               f"{r['saved_percent']:8.2f} {r['cost']:9.3g}" for r in rows]
+    if plan.empty:
+        cheapest = min((float(cost(name, up, graph)) for name, up in ups.items()), default=float("nan"))
+        saving = table.saved_percent.max() if len(table) else 0.0
+        lines.append(f"plan: empty: no upgrade within the budget of {args.budget:g} ({unit}) saves time"
+                     + (f" (the cheapest costs {cheapest:.3g})" if cheapest > args.budget
+                        else f" (the best saves {saving:.2f} %)"))
+    lines.append(f"# cost: {unit}; plan: upgrades picked greedily by time saved per cost, re-solved after each")
     emit(rows, args, "\n".join(lines))

@@ -88,14 +88,32 @@ per (op, algorithm) in a registry), ``_options`` (the run's options, built once)
 of lockstep groups solved together).
 """
 
-from ._calibrate import Calibration, calibrate
-from ._collective import collective, collective_variants
-from ._concurrent import concurrent, concurrent_kinds
-from ._hardware import nccl_channels
-from ._jax import collective_time
-from ._nccl import (ALGORITHMS, NCCL_ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
-                    busbw_factor)
-from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+# names load their module on first use (flowsolver._lazy): the command line reads the
+# constants without importing JAX
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "._calibrate": ("Calibration", "calibrate"),
+    "._collective": ("collective", "collective_variants"),
+    "._concurrent": ("concurrent", "concurrent_kinds"),
+    "._hardware": ("nccl_channels",),
+    "._jax": ("collective_time",),
+    "._nccl": ("ALGORITHMS", "NCCL_ALGORITHMS", "DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
+               "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor"),
+    "._results": ("CollectiveResult", "CollectiveStep", "ConcurrentResult"),
+})
+
+if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
+    from ._calibrate import Calibration, calibrate
+    from ._collective import collective, collective_variants
+    from ._concurrent import concurrent, concurrent_kinds
+    from ._hardware import nccl_channels
+    from ._jax import collective_time
+    from ._nccl import (ALGORITHMS, NCCL_ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
+                        busbw_factor)
+    from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
 
 __all__ = ["collective", "collective_variants", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
            "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",

@@ -89,10 +89,13 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
         intermediate router as its group's call would, and ``ugal`` weighs each group's
         own load. The routes equal those of one call per group, stacked.
 
+    Notes
+    -----
     Routing is compiled once per graph: its integer index, link table, server parts and
     every fabric path computed (per pair of attach switches, per rule) are kept with the
     graph and reused by later calls, so the steps of a collective, the candidates of
-    ``"auto"`` and the groups of a training step route only the pairs not seen before
+    ``"auto"`` and the groups of a training step route only the pairs not seen before.
+    A graph edited in place
     (any node or edge added or removed, any attribute of an edge, the kind, server, rail,
     role or group of a node) gets a fresh cache, whatever the edit leaves equal (a failure
     moved to another cable of the same capacity); for an edit of another node attribute

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..traffic import Flows
 from ._keys import GroupCopies, ranges
@@ -144,6 +143,7 @@ class RoutingMatrix:
 
         Materialises every entry: check ``expanded_nnz`` first on large instances.
         """
+        import scipy.sparse as sp   # on first use: `import flowsolver` and the command line start without SciPy
         rows, cols, vals = [], [], []
         lengths = np.diff(self.seg_ptr)
         for k in range(self.slots):
@@ -179,6 +179,8 @@ class RoutingMatrix:
         loads)``: the links they cross, in link order, and :meth:`link_loads` read over those
         flows' segments only (no pass over the whole matrix: the cost follows the flows given).
 
+        Examples
+        --------
         >>> rm = RoutingMatrix.from_scipy([[1.0, 1.0, 0.0], [0.0, 0.5, 1.0], [0.0, 0.0, 0.0]])
         >>> [a.tolist() for a in rm.subset_loads_sparse([1], [4.0])]
         [[0, 1], [4.0, 2.0]]
@@ -246,6 +248,7 @@ class RoutingMatrix:
     def from_scipy(cls, matrix, capacity=None, *, weights=None, demands=None) -> "RoutingMatrix":
         """Wrap any scipy.sparse (links x flows) matrix of non-negative fractions; every
         column becomes its own segment."""
+        import scipy.sparse as sp   # on first use: `import flowsolver` and the command line start without SciPy
         csc = sp.csc_matrix(matrix, dtype=np.float64)
         csc.sum_duplicates()
         if csc.nnz and (csc.data < 0).any():
@@ -266,12 +269,15 @@ class RoutingMatrix:
         ``links`` (the graph's :class:`LinkTable`) and ``edge_index`` (``(u, v)`` -> edge
         position) may be passed when the caller keeps them for an unchanged graph.
 
+        Examples
+        --------
         >>> import networkx as nx
         >>> g = nx.DiGraph([("a", "s"), ("s", "a")])
         >>> rm = RoutingMatrix.one_hop(g, [("s", "a"), ("a", "s")])
         >>> [rm.column(f)[0].tolist() for f in range(rm.n_flows)]
         [[1], [0]]
         """
+        import scipy.sparse as sp   # on first use: `import flowsolver` and the command line start without SciPy
         index = {(u, v): i for i, (u, v) in enumerate(graph.edges())} if edge_index is None else edge_index
         try:
             rows = [index[(u, v)] for u, v in pairs]

@@ -41,6 +41,8 @@ def bucket_size(n: int, minimum: int = 16) -> int:
     problems carry at most 14 % padding (on a 1 M-flow all-to-all this makes the solver
     ~10 % faster than the coarser ladder) while small ones share few compiled shapes.
 
+    Examples
+    --------
     >>> [bucket_size(n) for n in (1, 17, 25, 100, 1000, 5000, 2_500_000)]
     [16, 24, 32, 128, 1024, 5120, 2621440]
     """

@@ -57,6 +57,8 @@ def run(*, out: str | None = "flowsolver-study.png", quick: bool = False, model=
     for block in _text.topology_section(topo):
         echo(block)
     figure = None
+    for block in _text.your_own_section(spec, nodes):
+        echo(block)
     if out:
         figure = _write_figure(rows, out, search, topo)
         echo(f"\nfigure written to {figure}")

@@ -107,7 +107,7 @@ def format_table(rows) -> str:
     >>> print(format_table(network_study(nodes=1, global_batch=8, networks=("ideal",))).splitlines()[2])
     ideal network ...      6400      8.0x      64x      0.0%      0%   -
     """
-    head = (f"{'network':28s} {'tokens/s':>9s} {'article':>8s} {'speed-up':>9s} {'article':>8s} "
+    head = (f"{'network':28s} {'tokens/s*':>9s} {'article*':>8s} {'speed-up':>9s} {'article':>8s} "
             f"{'overhead':>9s} {'article':>8s}  bottleneck")
     lines = [head, "-" * len(head)]
     for r in rows:

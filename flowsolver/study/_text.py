@@ -46,7 +46,21 @@ def overview(spec, rows) -> list:
             f"compute at {s.compute_efficiency:.0%} of peak (MFU over the step {s.mfu:.0%}), DP overlapping "
             f"the backward and forward passes; "
             f"~{s.memory_per_gpu / 1e9:.0f} GB per GPU of {s.gpu_memory / 1e9:.0f}\n",
-            format_table(rows), ""]
+            format_table(rows),
+            f"* tokens/s of the whole {s.gpus}-GPU job; the article's column is its speed-up times its own "
+            "single-GPU rate (see 'Single GPU' below), so compare speed-ups and overheads, not tokens/s", ""]
+
+
+def your_own_section(spec, nodes: int) -> list:
+    """Three commands that ask the study's question of the reader's own cluster and job."""
+    from ..training import MODELS
+
+    model = spec.name if spec.name in MODELS else "llama-3-70b"
+    return ["", "The same question for your own cluster and job:",
+            f"  flowsolver train --nodes {nodes} --link roce_400g --model {model} --tp 8 --pp 2   one step, "
+            "its overhead and breakdown (--cluster FILE: your fabric; --server topo.xml: your servers)",
+            f"  flowsolver upgrade --nodes {nodes} --op all_reduce --size 1G --budget 2   what to upgrade first",
+            "  flowsolver sweep examples/sweep.toml   many clusters and settings at once (a TOML grid)"]
 
 
 def network_notes(spec, rows) -> list:

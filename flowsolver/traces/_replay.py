@@ -240,9 +240,14 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
     **collective_options
         Passed to :func:`flowsolver.collective` (``policy``, ``efficiency``, ``step_latency``, ...).
 
-    Returns a :class:`ReplayResult`: iteration time (s), critical path, per-rank timelines
-    (Chrome-trace JSON), per-link utilisation over time.
+    Returns
+    -------
+    ReplayResult
+        Iteration time (s), critical path, per-rank timelines (Chrome-trace JSON),
+        per-link utilisation over time.
 
+    Examples
+    --------
     >>> import topologies as tp
     >>> from flowsolver.traces import RankTrace, TraceNode, build_workload
     >>> per_rank = [RankTrace(r, [TraceNode(0, "fwd", "compute", duration=1e-3 * (1 + r)),

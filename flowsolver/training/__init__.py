@@ -42,14 +42,32 @@ it and a :class:`Schedule`, which :meth:`StepResult.recompose` applies again. Mo
 are in ``_models``.
 """
 
-from ._compose import Phase, Schedule, StepResult, compose
-from ._layout import ParallelLayout
-from ._memory import memory_per_gpu, stage_memory
-from ._models import MODELS, ModelSpec, get_model
-from ._profile import CommProfile, CommTiming
-from ._step import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
-                    DEFAULT_TP_OVERLAP, training_step)
-from ._pipeline import stage_layers
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+# names load their module on first use (flowsolver._lazy): the command line reads the
+# constants without importing JAX
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "._compose": ("Phase", "Schedule", "StepResult", "compose"),
+    "._layout": ("ParallelLayout",),
+    "._memory": ("memory_per_gpu", "stage_memory"),
+    "._models": ("MODELS", "ModelSpec", "get_model"),
+    "._profile": ("CommProfile", "CommTiming"),
+    "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_KERNEL_UTILIZATION"),
+    "._step": ("DEFAULT_TP_OVERLAP", "training_step"),
+    "._pipeline": ("stage_layers",),
+})
+
+if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
+    from ._compose import Phase, Schedule, StepResult, compose
+    from ._layout import ParallelLayout
+    from ._memory import memory_per_gpu, stage_memory
+    from ._models import MODELS, ModelSpec, get_model
+    from ._profile import CommProfile, CommTiming
+    from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION
+    from ._step import DEFAULT_TP_OVERLAP, training_step
+    from ._pipeline import stage_layers
 
 __all__ = ["training_step", "compose", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming",
            "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_memory", "stage_layers",
