@@ -19,7 +19,7 @@ from ._validate import TopologyError, validate
 from .analysis import bisection_max_flow, describe, format_description, gpus
 from .astra import from_astra_network, parse_simple_yaml
 from .build import FAMILIES, build
-from .clos import fat_tree, leaf_spine, rail_optimized
+from .clos import fat_tree, leaf_spine, rail_optimized, rail_optimized_limit
 from .dragonfly import dragonfly, global_link_partner
 from .failures import fabric_cables, fail_links
 from .io import load, save
@@ -35,7 +35,7 @@ __all__ = [
     "GB", "Gbit", "LinkTech", "get_link", "link_names", "register_link",
     "GpuSpec", "ServerModel", "ServerPorts", "get_gpu", "get_server", "register_server",
     "server_names",
-    "fat_tree", "leaf_spine", "rail_optimized", "dragonfly", "global_link_partner", "torus",
+    "fat_tree", "leaf_spine", "rail_optimized", "rail_optimized_limit", "dragonfly", "global_link_partner", "torus",
     "add_storage", "fail_links", "fabric_cables", "build", "FAMILIES",
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
