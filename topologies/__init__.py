@@ -18,6 +18,7 @@ This package knows nothing of JAX or routing.
 from ._validate import TopologyError, validate
 from .analysis import bisection_max_flow, describe, format_description, gpus
 from .astra import from_astra_network, parse_simple_yaml
+from .bill import Bill, BillLine, Part, bill, get_part, part_names, register_part
 from .build import FAMILIES, build
 from .clos import fat_tree, leaf_spine, rail_optimized, rail_optimized_limit
 from .dragonfly import dragonfly, global_link_partner
@@ -35,13 +36,14 @@ __all__ = [
     "GB", "Gbit", "LinkTech", "get_link", "link_names", "register_link",
     "GpuSpec", "ServerModel", "ServerPorts", "get_gpu", "get_server", "register_server",
     "server_names",
-    "fat_tree", "leaf_spine", "rail_optimized", "rail_optimized_limit", "dragonfly", "global_link_partner", "torus",
+    "fat_tree", "leaf_spine", "rail_optimized", "dragonfly", "global_link_partner", "torus",
     "add_storage", "fail_links", "fabric_cables", "build", "FAMILIES",
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
     "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",
     "from_simai", "to_simai",
     "default_cluster",
+    "bill", "Bill", "BillLine", "Part", "get_part", "part_names", "register_part", "rail_optimized_limit",
 ]
 
 
