@@ -26,6 +26,7 @@ from .traces import (ReplayResult, TraceError, Workload, read_chakra, read_simai
                      workload_from_step, write_chakra)
 from ._sweep import default_cache_dir, expand_grid, sweep  # noqa: E402
 from .upgrade import Upgrade, upgrade_plan, what_if  # noqa: E402
+from .design import Design, design, pareto_front  # noqa: E402
 
 __all__ = [
     "__version__", "Status",
@@ -41,6 +42,7 @@ __all__ = [
     "TraceError",
     "sweep", "expand_grid", "default_cache_dir",
     "what_if", "upgrade_plan", "Upgrade",
+    "design", "Design", "pareto_front",
 ]
 
 

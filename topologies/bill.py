@@ -177,6 +177,15 @@ _add(Part("nic_100g", "nic", 800.0, 15.0, _EST_PRICE,
 _add(Part("osfp_800g_twin", "transceiver", 1200.0, 17.0, _EST_PRICE,
           "NVIDIA MMS4X00-NM / QM97xx user manual: twin-port OSFP at 17 W (read 2026-12-04)",
           ports=2, port_rate=400 * Gbit))
+# Single-mode twin-port DR8 (500 m): 17 W, "remain at 17 Watts for all configurations"
+# (NVIDIA MMS4X00-NM product specification, "Application Overview", read 2026-12-04).
+_add(Part("osfp_800g_twin_dr", "transceiver", 1600.0, 17.0, _EST_PRICE,
+          "NVIDIA MMS4X00-NM specification: twin-port single-mode OSFP at 17 W (read 2026-12-04)",
+          ports=2, port_rate=400 * Gbit))
+# Single-mode 400G OSFP DR4 on a ConnectX-7: 9 W (NVIDIA MMS4X00-NS400 specification, "Overview").
+_add(Part("osfp_400g_dr", "transceiver", 1000.0, 9.0, _EST_PRICE,
+          "NVIDIA MMS4X00-NS400 specification: 9 W at 400G (read 2026-12-04)",
+          ports=1, port_rate=400 * Gbit))
 # Single-port 400G OSFP on a ConnectX-7: 8 W typical, 9 W max in 400G mode (NVIDIA
 # MMA4Z00-NS400-T product specification, "Connectivity Scenarios", read 2026-12-04).
 _add(Part("osfp_400g", "transceiver", 800.0, 8.0, _EST_PRICE,
@@ -395,8 +404,12 @@ def _rate_part(category: str, rate: float) -> Part:
     return best
 
 
+_OPTICS = {"multimode": ("osfp_800g_twin", "osfp_400g"), "singlemode": ("osfp_800g_twin_dr", "osfp_400g_dr")}
+
+
 def bill(g: nx.DiGraph, *, prices: dict | None = None, power: dict | None = None, reach: dict | None = None,
-         switch_part: "str | Part | None" = None, nic_part: "str | Part | None" = None) -> Bill:
+         switch_part: "str | Part | None" = None, nic_part: "str | Part | None" = None,
+         optics: str = "multimode") -> Bill:
     """The network bill of materials of cluster graph ``g`` (see the module docstring).
 
     Parameters
@@ -410,6 +423,8 @@ def bill(g: nx.DiGraph, *, prices: dict | None = None, power: dict | None = None
         family's access rule).
     switch_part, nic_part : str or Part, optional
         Bill every switch (NIC) as this part instead of choosing by technology.
+    optics : {"multimode", "singlemode"}
+        400G optics family: multimode SR (50 m, cheaper) or single-mode DR (500 m).
 
     Returns
     -------
@@ -424,6 +439,9 @@ def bill(g: nx.DiGraph, *, prices: dict | None = None, power: dict | None = None
     >>> b.links[("leaf-spine", "optical", 400)]
     8
     """
+    if optics not in _OPTICS:
+        raise ValueError(f"optics must be one of {', '.join(_OPTICS)}, got {optics!r}")
+    twin_name, single_name = _OPTICS[optics]
     core = compute_fabric(g)
     prices, power = dict(prices or {}), dict(power or {})
     for name, table in (("prices", prices), ("power", power)):
@@ -499,7 +517,7 @@ def bill(g: nx.DiGraph, *, prices: dict | None = None, power: dict | None = None
     for (sw, tier), ports in optical_ports.items():
         rate = switch_rate[sw]
         part = _rate_part("transceiver", rate)
-        twin = "osfp_800g_twin" if rate == 400 * Gbit else None
+        twin = twin_name if rate == 400 * Gbit else None
         if twin:
             part = get_part(twin)
         counts[(f"transceiver {part.name}", part.name, tier)] += math.ceil(ports / part.ports)
@@ -509,10 +527,10 @@ def bill(g: nx.DiGraph, *, prices: dict | None = None, power: dict | None = None
     per_server = defaultdict(int)
     for (server, rate, tier), ports in server_optics.items():
         if rate == 400 * Gbit and cage == 2:
-            part = get_part("osfp_800g_twin")
+            part = get_part(twin_name)
             per_server[(part.name, tier)] += math.ceil(ports / 2)
         else:
-            part = get_part("osfp_400g") if rate == 400 * Gbit else _rate_part("transceiver", rate)
+            part = get_part(single_name) if rate == 400 * Gbit else _rate_part("transceiver", rate)
             per_server[(part.name, tier)] += ports
     for (name, tier), n in per_server.items():
         counts[(f"transceiver {name} (server)", name, tier)] += n
