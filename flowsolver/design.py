@@ -4,7 +4,8 @@ workload on each, and keep the Pareto front of price, power and time.
 The grid is families x technologies x oversubscriptions x switch radixes x NICs per server x
 optics. Every candidate is billed (:func:`topologies.bill`, cheap); the candidates within the
 budget and the power envelope are timed, one timing per distinct fabric (the optics change the
-bill, not the time); the front is the set of timed candidates that no other timed candidate
+bill, not the time; two parameter sets that generate the same graph, such as a fat-tree under
+two radixes that both hold it, share one); the front is the set of timed candidates that no other timed candidate
 beats or equals on all three of price (USD), power (W) and time (s) while beating it on one.
 """
 
@@ -230,37 +231,44 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     if not cands:
         raise ValueError("the grid is empty: every dimension needs at least one value")
     graphs: dict = {}
+    same: dict = {}     # the generator's record -> the first graph built with it
+    tallies: dict = {}  # id(graph) -> its bill's counts (priced once per optics)
     for c in cands:
         key = c.fabric
         if key not in graphs:
             try:
-                graphs[key] = _build(c.family, servers, _server(model, c.nics, c.link), c.link,
-                                     c.oversubscription, c.radix)
+                g = _build(c.family, servers, _server(model, c.nics, c.link), c.link, c.oversubscription, c.radix)
+                graphs[key] = same.setdefault((g.graph.get("generator"), repr(g.graph.get("params"))), g)
             except ValueError as err:
                 graphs[key] = err
         g = graphs[key]
         if isinstance(g, Exception):
             c.status, c.message = "failed", str(g)
             continue
-        b = tp.bill(g, prices=prices, power=part_power, optics=c.optics)
+        if id(g) not in tallies:
+            tallies[id(g)] = tp.tally(g)
+        b = tp.price_tally(tallies[id(g)], prices=prices, power=part_power, optics=c.optics)
         c.bill, c.price, c.power, c.gpus = b, b.price, b.power, b.gpus
         c.switches = sum(l.count for l in b.lines if l.part.category == "switch")
         if budget is not None and c.price > budget:
             c.status, c.message = "over budget", f"{c.price:,.0f} USD > {budget:,.0f}"
         elif power is not None and c.power > power:
             c.status, c.message = "over power", f"{c.power:,.0f} W > {power:,.0f}"
-    todo = sorted({c.fabric for c in cands if c.status == "ok"}, key=str)
+    todo = {}           # id(graph) -> graph, each distinct fabric once
+    for c in cands:
+        if c.status == "ok":
+            todo.setdefault(id(graphs[c.fabric]), graphs[c.fabric])
     times: dict = {}
-    for i, key in enumerate(todo):
+    for i, (key, g) in enumerate(todo.items()):
         try:
-            times[key] = (timer(graphs[key]), "")
+            times[key] = (timer(g), "")
         except (ValueError, RuntimeError) as err:     # one fabric failing does not end the search
             times[key] = (math.nan, f"{type(err).__name__}: {str(err).splitlines()[0]}")
         if progress is not None:
             progress(i + 1, len(todo))
     for c in cands:
         if c.status == "ok":
-            c.time, msg = times[c.fabric]
+            c.time, msg = times[id(graphs[c.fabric])]
             if msg or not math.isfinite(c.time):
                 c.status, c.message = "failed", msg or "the workload did not complete"
     ok = [c for c in cands if c.status == "ok"]

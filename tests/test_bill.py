@@ -87,7 +87,7 @@ def test_user_prices_power_reach_and_parts():
     with pytest.raises(ValueError, match="price_source and power_source"):
         Part("x", "switch", 1.0, 1.0, "", "")
     small = tp.register_part(Part("test_sw16", "switch", 100.0, 10.0, "test quote", "test",
-                                  ports=16, port_rate=400 * Gbit, family="infiniband"), overwrite=True)
+                                  ports=16, port_rate=400 * Gbit, family="test-only"), overwrite=True)
     b = tp.bill(tp.fat_tree(4), switch_part=small)
     assert b.count("test_sw16") == 20 and b.count("quantum2_qm9700") == 0
 
@@ -99,11 +99,15 @@ def test_every_builtin_part_names_its_sources():
         assert p.price_estimate == p.price_source.startswith("estimate")
 
 
-def test_oversized_switch_warns_and_counts_boxes():
-    # one leaf of 70 hosts + 70 uplinks (140 ports) and a 70-port spine on 64-port boxes
+def test_switch_model_by_ports_and_oversized_switches():
+    # 70 hosts + 70 uplinks (140 ports) and a 70-port spine: more than a 64-port QM9700, within
+    # the 144 ports of a Quantum-X800 Q3400 running NDR
     b = tp.bill(tp.leaf_spine(1, 1, 70))
-    assert b.count("quantum2_qm9700") == math.ceil(140 / 64) + math.ceil(70 / 64) == 5
-    assert len(b.warnings) == 2 and "more than the 64 of a quantum2_qm9700" in b.warnings[0]
+    assert b.count("quantum_x800_q3400") == 2 and b.count("quantum2_qm9700") == 0 and not b.warnings
+    # 100 + 100 ports: more than any catalogue box -> ceil(200 / 144) boxes and a warning
+    b = tp.bill(tp.leaf_spine(1, 1, 100))
+    assert b.count("quantum_x800_q3400") == math.ceil(200 / 144) + 1 == 3
+    assert len(b.warnings) == 1 and "more than the 144 of a quantum_x800_q3400" in b.warnings[0]
 
 
 def test_nvl72_trays_and_roce():

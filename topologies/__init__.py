@@ -18,7 +18,7 @@ This package knows nothing of JAX or routing.
 from ._validate import TopologyError, validate
 from .analysis import bisection_max_flow, describe, format_description, gpus
 from .astra import from_astra_network, parse_simple_yaml
-from .bill import Bill, BillLine, Part, bill, get_part, part_names, register_part
+from .bill import Bill, BillLine, Part, bill, get_part, part_names, price_tally, register_part, tally
 from .build import FAMILIES, build
 from .clos import fat_tree, leaf_spine, rail_optimized, rail_optimized_limit
 from .dragonfly import dragonfly, global_link_partner
@@ -44,6 +44,7 @@ __all__ = [
     "from_simai", "to_simai",
     "default_cluster",
     "bill", "Bill", "BillLine", "Part", "get_part", "part_names", "register_part", "rail_optimized_limit",
+    "tally", "price_tally",
 ]
 
 

@@ -5,7 +5,9 @@ whose every entry names where its figures come from.
 What is counted
 ---------------
 * **Switches**: one box per ``kind="switch"`` node of the compute fabric, the model chosen by
-  the technology family and port rate of its cables (InfiniBand NDR -> Quantum-2 QM9700, ...).
+  the technology family and port rate of its cables and the ports it uses: the slowest, then
+  cheapest, catalogue switch with enough ports (InfiniBand NDR, <= 64 ports: Quantum-2 QM9700;
+  more: Quantum-X800 Q3400 at NDR; 400G Ethernet: Spectrum-4 SN5600, ...).
   A logical switch with more ports in use than the box has is counted as
   ``ceil(ports / box ports)`` boxes and the bill carries a warning (a real design would need
   a chassis switch or another tier).
@@ -56,7 +58,7 @@ import networkx as nx
 from ._graph import compute_fabric
 from .links import Gbit, get_link
 
-__all__ = ["Part", "Bill", "BillLine", "bill", "get_part", "part_names", "register_part",
+__all__ = ["Part", "Bill", "BillLine", "bill", "tally", "price_tally", "get_part", "part_names", "register_part",
            "DEFAULT_REACH", "SERVER_NIC_CAGES"]
 
 CATALOGUE_DATE = "2026-12-04"
@@ -378,17 +380,18 @@ def _edge_tech(d: dict, cables: int):
         return "custom", float(d.get("capacity", 0.0)) / max(cables, 1)
 
 
-def _switch_part(family: str, rate: float) -> Part:
+def _switch_part(family: str, rate: float, ports: int) -> Part:
+    """The catalogue switch for ``ports`` ports of ``rate`` bytes/s in ``family``: the slowest
+    (then cheapest) whose ports suffice, else the one with the most ports."""
     fam = "ethernet" if family in ("roce", "ethernet") else family
-    best = None
-    for part in _PARTS.values():
-        if part.category == "switch" and part.family == fam and part.port_rate >= rate:
-            if best is None or (part.port_rate, -part.ports) < (best.port_rate, -best.ports):
-                best = part
-    if best is None:
+    fits = [p for p in _PARTS.values() if p.category == "switch" and p.family == fam and p.port_rate >= rate]
+    if not fits:
         raise ValueError(f"no catalogue switch for {family} links of {rate / Gbit:g} Gb/s; "
                          "register_part one or pass switch_part=")
-    return best
+    enough = [p for p in fits if p.ports >= ports]
+    if enough:
+        return min(enough, key=lambda p: (p.port_rate, p.price, p.name))
+    return max(fits, key=lambda p: (p.ports, -p.price))
 
 
 def _rate_part(category: str, rate: float) -> Part:
@@ -439,16 +442,53 @@ def bill(g: nx.DiGraph, *, prices: dict | None = None, power: dict | None = None
     >>> b.links[("leaf-spine", "optical", 400)]
     8
     """
+    return price_tally(tally(g, reach=reach, switch_part=switch_part, nic_part=nic_part), optics=optics,
+                       prices=prices, power=power)
+
+
+def price_tally(counted: dict, *, optics: str = "multimode", prices: dict | None = None,
+                power: dict | None = None) -> Bill:
+    """The :class:`Bill` of a :func:`tally` (what :func:`bill` does after counting): one tally
+    priced under several optics or price lists without walking the graph again.
+
+    >>> from topologies import fat_tree
+    >>> t = tally(fat_tree(4))
+    >>> price_tally(t).price < price_tally(t, optics="singlemode").price
+    True
+    """
     if optics not in _OPTICS:
         raise ValueError(f"optics must be one of {', '.join(_OPTICS)}, got {optics!r}")
-    twin_name, single_name = _OPTICS[optics]
-    core = compute_fabric(g)
+    names = {"@twin": _OPTICS[optics][0], "@single": _OPTICS[optics][1]}
     prices, power = dict(prices or {}), dict(power or {})
     for name, table in (("prices", prices), ("power", power)):
         for key, value in table.items():
             get_part(key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"{name}[{key!r}] must be a number >= 0, got {value!r}")
+    lines = []
+    for (item, name, tier), n in sorted(counted["counts"].items()):
+        name = names.get(name, name)
+        part = get_part(name)
+        if name in prices or name in power:
+            part = replace(part, price=float(prices.get(name, part.price)),
+                           price_source="user" if name in prices else part.price_source,
+                           power=float(power.get(name, part.power)),
+                           power_source="user" if name in power else part.power_source)
+        lines.append(BillLine(item.format(name), part, int(n), tier))
+    return Bill(lines=lines, gpus=counted["gpus"], links=dict(counted["links"]), warnings=list(counted["warnings"]))
+
+
+def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part | None" = None,
+          nic_part: "str | Part | None" = None) -> dict:
+    """What :func:`bill` counts on ``g`` before pricing: ``{"counts": {(item, part, tier): n},
+    "links": ..., "warnings": [...], "gpus": n}`` (400G optics as ``"@twin"`` / ``"@single"``,
+    chosen by :func:`price_tally`'s ``optics``).
+
+    >>> from topologies import fat_tree
+    >>> tally(fat_tree(4))["gpus"]
+    16
+    """
+    core = compute_fabric(g)
     reach_of = dict(DEFAULT_REACH)
     if g.graph.get("generator") in _ACCESS_BEYOND_RACK:
         reach_of["access"] = "optical"
@@ -497,7 +537,7 @@ def bill(g: nx.DiGraph, *, prices: dict | None = None, power: dict | None = None
     # switches
     for sw, ports in switch_ports.items():
         role = core.nodes[sw].get("role", "switch")
-        part = forced_switch or _switch_part(switch_family[sw], switch_rate[sw])
+        part = forced_switch or _switch_part(switch_family[sw], switch_rate[sw], ports)
         boxes = 1
         if ports > part.ports:
             boxes = math.ceil(ports / part.ports)
@@ -517,23 +557,20 @@ def bill(g: nx.DiGraph, *, prices: dict | None = None, power: dict | None = None
     for (sw, tier), ports in optical_ports.items():
         rate = switch_rate[sw]
         part = _rate_part("transceiver", rate)
-        twin = twin_name if rate == 400 * Gbit else None
-        if twin:
-            part = get_part(twin)
-        counts[(f"transceiver {part.name}", part.name, tier)] += math.ceil(ports / part.ports)
+        name, per = (part.name, part.ports) if rate != 400 * Gbit else ("@twin", 2)
+        counts[("transceiver {}", name, tier)] += math.ceil(ports / per)
     # transceivers: server side
     server_model = (g.graph.get("params", {}).get("server") or {}).get("name")
     cage = SERVER_NIC_CAGES.get(server_model, 1)
     per_server = defaultdict(int)
     for (server, rate, tier), ports in server_optics.items():
         if rate == 400 * Gbit and cage == 2:
-            part = get_part(twin_name)
-            per_server[(part.name, tier)] += math.ceil(ports / 2)
+            per_server[("@twin", tier)] += math.ceil(ports / 2)
         else:
-            part = get_part(single_name) if rate == 400 * Gbit else _rate_part("transceiver", rate)
-            per_server[(part.name, tier)] += ports
+            name = "@single" if rate == 400 * Gbit else _rate_part("transceiver", rate).name
+            per_server[(name, tier)] += ports
     for (name, tier), n in per_server.items():
-        counts[(f"transceiver {name} (server)", name, tier)] += n
+        counts[("transceiver {} (server)", name, tier)] += n
     # NVSwitch trays of rack-scale NVLink domains (servers whose GPUs sit in compute trays)
     gpus_by_server, tray_servers = Counter(), set()
     for _, d in core.nodes(data=True):
@@ -548,14 +585,4 @@ def bill(g: nx.DiGraph, *, prices: dict | None = None, power: dict | None = None
         else:
             warnings.append(f"server {server!r}: no NVSwitch tray count known for a {gpus_by_server[server]}"
                             "-GPU NVLink domain; its trays are not billed")
-    lines = []
-    for (item, name, tier), n in sorted(counts.items()):
-        part = get_part(name)
-        if name in prices or name in power:
-            part = replace(part, price=float(prices.get(name, part.price)),
-                           price_source="user" if name in prices else part.price_source,
-                           power=float(power.get(name, part.power)),
-                           power_source="user" if name in power else part.power_source)
-        lines.append(BillLine(item, part, int(n), tier))
-    n_gpus = sum(gpus_by_server.values())
-    return Bill(lines=lines, gpus=n_gpus, links=dict(links), warnings=warnings)
+    return dict(counts=dict(counts), links=dict(links), warnings=warnings, gpus=sum(gpus_by_server.values()))
