@@ -82,3 +82,17 @@ def test_bad_input_and_failed_candidates():
     r = design(64, lambda g: 1.0, families=("fat_tree",), links=("ib_ndr",), oversubscriptions=(2.0,),
                optics=("multimode",))
     assert r.candidates[0].status == "failed" and "non-blocking only" in r.candidates[0].message
+
+
+def test_cli_design(capsys):
+    import json
+
+    from flowsolver.cli import main
+
+    assert main(["design", "--gpus", "64", "--size", "64M", "--families", "rail_optimized", "--links", "ib_ndr",
+                 "ib_hdr", "--oversubscriptions", "1", "--optics", "multimode", "--all", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 2 and {r["link"] for r in rows} == {"ib_ndr", "ib_hdr"}
+    assert all(r["status"] == "ok" and r["price"] > 0 for r in rows)
+    assert main(["design", "--gpus", "60"]) == 2
+    assert "multiple of the server's 8 GPUs" in capsys.readouterr().err
