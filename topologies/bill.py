@@ -224,7 +224,7 @@ DEFAULT_REACH = {
     "access": "copper", "leaf-spine": "optical", "spine-core": "optical", "edge-agg": "optical",
     "agg-core": "optical", "local": "copper", "global": "optical", "torus": "copper",
 }
-_ACCESS_BEYOND_RACK = {"rail_optimized"}
+_ACCESS_BEYOND_RACK = {"rail_optimized", "rail_only"}
 
 #: NVSwitch trays per rack-scale NVLink domain (GB200 NVL72 specification: 9 trays, 18 chips)
 _TRAYS_PER_DOMAIN = {72: 9}
