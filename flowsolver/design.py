@@ -22,7 +22,7 @@ import topologies as tp
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
 
 #: families :func:`design` can build for a GPU count (each sized from the GPU count and radix)
-DESIGN_FAMILIES = ("rail_optimized", "leaf_spine", "fat_tree")
+DESIGN_FAMILIES = ("rail_optimized", "leaf_spine", "fat_tree", "rail_only")
 
 
 @dataclass
@@ -129,6 +129,10 @@ def _build(family: str, servers: int, server, link: str, ratio: float, radix: in
             raise ValueError(f"two tiers of {radix}-port switches hold at most {radix * down} NICs "
                              f"at oversubscription {ratio:g}; {nics} asked")
         return tp.leaf_spine(leaves, spines, down, uplinks=uplinks, link=link, server=server)
+    if family == "rail_only":
+        if ratio != 1:
+            raise ValueError("rail_only is non-blocking only (oversubscription 1)")
+        return tp.rail_only(servers, server=server, link=link, radix=radix)
     if family == "fat_tree":
         if ratio != 1:
             raise ValueError("fat_tree is non-blocking only (oversubscription 1)")
@@ -195,7 +199,8 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     families, links, oversubscriptions, radixes, nics, optics : sequences
         The grid: fabric families (:data:`DESIGN_FAMILIES`), link technologies (catalogue names;
         the NICs run at the fabric's rate), leaf oversubscriptions, switch radixes, NICs per
-        server, optics (``"multimode"`` / ``"singlemode"``, see :func:`topologies.bill`).
+        server, optics (``"multimode"`` / ``"singlemode"``, see :func:`topologies.bill`). The
+        default families leave out ``"rail_only"`` (cross-rail traffic over NVLink); add it.
     server : str or ServerModel
         The server model (default DGX H100).
     prices, part_power : dict, optional

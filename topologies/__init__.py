@@ -29,6 +29,7 @@ from .nccl import NcclServer, from_nccl_xml
 from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, register_server,
                       server_names)
 from .simai import from_simai, to_simai
+from .planes import multi_plane
 from .rail_only import rail_only
 from .storage import add_storage
 from .torus import torus
@@ -45,7 +46,7 @@ __all__ = [
     "from_simai", "to_simai",
     "default_cluster",
     "bill", "Bill", "BillLine", "Part", "get_part", "part_names", "register_part", "rail_optimized_limit",
-    "tally", "price_tally", "rail_only",
+    "tally", "price_tally", "rail_only", "multi_plane",
 ]
 
 

@@ -11,7 +11,8 @@ What is counted
   A logical switch with more ports in use than the box has is counted as
   ``ceil(ports / box ports)`` boxes and the bill carries a warning (a real design would need
   a chassis switch or another tier).
-* **NICs**: one per ``kind="nic"`` node of the compute fabric, by port rate.
+* **NICs**: one per ``kind="nic"`` node of the compute fabric, by its total rate over all
+  its fabric ports (two 400G ports, as a dual-port or two-plane NIC: an 800G NIC).
 * **Links** (one per physical cable; a graph edge with ``cables=n`` is n links), by reach:
   ``"copper"`` (passive DAC inside a rack: no transceivers, ~0 W) or ``"optical"``
   (transceivers at both ends plus a fibre). Which layers stay in a rack is per edge ``tier``
@@ -224,7 +225,7 @@ DEFAULT_REACH = {
     "access": "copper", "leaf-spine": "optical", "spine-core": "optical", "edge-agg": "optical",
     "agg-core": "optical", "local": "copper", "global": "optical", "torus": "copper",
 }
-_ACCESS_BEYOND_RACK = {"rail_optimized", "rail_only"}
+_ACCESS_BEYOND_RACK = {"rail_optimized", "rail_only", "multi_plane"}
 
 #: NVSwitch trays per rack-scale NVLink domain (GB200 NVL72 specification: 9 trays, 18 chips)
 _TRAYS_PER_DOMAIN = {72: 9}
@@ -548,10 +549,11 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
     for n, d in core.nodes(data=True):
         if d.get("kind") != "nic":
             continue
-        rates = [_edge_tech(e, int(e.get("cables", 1)))[1] for v, e in core[n].items()
+        # the NIC's bandwidth: all its fabric ports (a dual-port or multi-plane NIC is one faster NIC)
+        rates = [_edge_tech(e, int(e.get("cables", 1)))[1] * int(e.get("cables", 1)) for v, e in core[n].items()
                  if e.get("tier") not in _INSIDE_SERVER]
         if rates:
-            part = forced_nic or _rate_part("nic", max(rates))
+            part = forced_nic or _rate_part("nic", sum(rates))
             counts[(f"NIC {part.name}", part.name, "nic")] += 1
     # transceivers: switch side, twin-port modules where the rate has them
     for (sw, tier), ports in optical_ports.items():
