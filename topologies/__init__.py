@@ -21,7 +21,7 @@ from .astra import from_astra_network, parse_simple_yaml
 from .bill import Bill, BillLine, Part, bill, get_part, part_names, price_tally, register_part, tally
 from .build import FAMILIES, build
 from .clos import fat_tree, leaf_spine, rail_optimized, rail_optimized_limit
-from .dragonfly import dragonfly, global_link_partner
+from .dragonfly import dragonfly, dragonfly_plus, global_link_partner
 from .failures import fabric_cables, fail_links
 from .io import load, save
 from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
@@ -46,7 +46,7 @@ __all__ = [
     "from_simai", "to_simai",
     "default_cluster",
     "bill", "Bill", "BillLine", "Part", "get_part", "part_names", "register_part", "rail_optimized_limit",
-    "tally", "price_tally", "rail_only", "multi_plane",
+    "tally", "price_tally", "rail_only", "multi_plane", "dragonfly_plus",
 ]
 
 
