@@ -109,7 +109,9 @@ def _server(base, nics: int, link: str):
     model = tp.get_server(base)
     if model.gpus % nics:
         raise ValueError(f"nics ({nics}) must divide the server's GPUs ({model.gpus})")
-    return model.with_(name=f"{model.name}_{nics}nic", nics=nics, nic=None)
+    # the same name while the NIC count is the server's (its NIC cages, as the bill knows them)
+    name = model.name if nics == model.nics else f"{model.name}_{nics}nic"
+    return model.with_(name=name, nics=nics, nic=None)
 
 
 def _build(family: str, servers: int, server, link: str, ratio: float, radix: int):

@@ -59,6 +59,9 @@ def test_design_times_each_fabric_once_and_as_collective_does(small):
     mm = next(c for c in small.candidates if c.fabric[:2] == ("rail_optimized", "ib_ndr") and c.optics == "multimode")
     sm = next(c for c in small.candidates if c.fabric == mm.fabric and c.optics == "singlemode")
     assert sm.price > mm.price and sm.time == mm.time
+    # the DGX keeps its twin-port NIC cages (8 NICs, 4 modules per server) in the search's bills
+    assert mm.bill.count("osfp_400g") == 0
+    assert mm.bill.count("osfp_800g_twin") == mm.bill.count("fiber_mpo")   # 2 ends per link, 2 links per module
 
 
 def test_budget_and_power_limits_skip_timing():

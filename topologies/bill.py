@@ -545,7 +545,7 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
             warnings.append(f"switch {sw!r} uses {ports} ports, more than the {part.ports} of a {part.name}: "
                             f"counted as {boxes} boxes")
         counts[(f"switch {part.name}", part.name, role)] += boxes
-    # NICs cabled to the fabric, by the rate of one port
+    # NICs cabled to the fabric
     for n, d in core.nodes(data=True):
         if d.get("kind") != "nic":
             continue
