@@ -270,6 +270,7 @@ def register_part(part: Part, *, overwrite: bool = False) -> Part:
     if part.name in _PARTS and not overwrite:
         raise ValueError(f"part {part.name!r} is already registered; pass overwrite=True")
     _PARTS[part.name] = part
+    _RATE_PART.clear()
     return part
 
 
@@ -395,8 +396,18 @@ def _switch_part(family: str, rate: float, ports: int) -> Part:
     return max(fits, key=lambda p: (p.ports, -p.price))
 
 
+_RATE_PART: dict = {}     # (category, rate) -> part; emptied when a part is registered
+
+
 def _rate_part(category: str, rate: float) -> Part:
     """The slowest part of ``category`` whose port rate is at least ``rate``."""
+    key = (category, rate)
+    if key not in _RATE_PART:
+        _RATE_PART[key] = _find_rate_part(category, rate)
+    return _RATE_PART[key]
+
+
+def _find_rate_part(category: str, rate: float) -> Part:
     best = None
     for part in _PARTS.values():
         if part.category == category and part.port_rate >= rate and (
@@ -509,32 +520,43 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
     switch_rate: dict = {}
     switch_family: dict = {}
     switch_ports: Counter = Counter()
-    for u, v, d in core.edges(data=True):
-        tier = d.get("tier", "unspecified")
-        if tier in _INSIDE_SERVER:
-            continue
-        ku, kv = kind.get(u), kind.get(v)
-        n = int(d.get("cables", 1))
-        family, rate = _edge_tech(d, n)
-        if ku == "switch":
-            switch_ports[u] += n
-            switch_rate[u] = max(switch_rate.get(u, 0.0), rate)
-            switch_family.setdefault(u, family)
-        # each cable once: from its endpoint side, or from the smaller name between peers
-        if ku == "switch" and kv != "switch":
-            continue
-        if (ku == "switch") == (kv == "switch") and not str(u) < str(v):
-            continue
-        medium = reach_of.get(tier, "optical")
+    techs: dict = {}                     # (tech, capacity, cables) -> (family, rate of one cable)
+    cabled: Counter = Counter()          # (tier, medium, rate) -> physical cables
+    for u, nbrs in core.adj.items():
+        ku = kind.get(u)
+        for v, d in nbrs.items():
+            tier = d.get("tier", "unspecified")
+            if tier in _INSIDE_SERVER:
+                continue
+            kv = kind.get(v)
+            n = d.get("cables", 1)
+            key = (d.get("tech"), d.get("capacity"), n)
+            if key not in techs:
+                techs[key] = _edge_tech(d, int(n))
+            family, rate = techs[key]
+            n = int(n)
+            if ku == "switch":
+                switch_ports[u] += n
+                if rate > switch_rate.get(u, 0.0):
+                    switch_rate[u] = rate
+                switch_family.setdefault(u, family)
+            # each cable once: from its endpoint side, or from the smaller name between peers
+            if ku == "switch" and kv != "switch":
+                continue
+            if (ku == "switch") == (kv == "switch") and not str(u) < str(v):
+                continue
+            medium = reach_of.get(tier, "optical")
+            cabled[(tier, medium, rate)] += n
+            if medium == "optical":
+                for end in (u, v):
+                    if kind[end] == "switch":
+                        optical_ports[(end, tier)] += n
+                    else:
+                        server_optics[(core.nodes[end].get("server", end), rate, tier)] += n
+    for (tier, medium, rate), n in cabled.items():
         links[(tier, medium, round(rate / Gbit))] += n
         cable = "dac" if medium == "copper" else "fiber_mpo"
         counts[(f"{'DAC' if medium == 'copper' else 'fibre'} {rate / Gbit:g}G", cable, tier)] += n
-        if medium == "optical":
-            for end in (u, v):
-                if kind[end] == "switch":
-                    optical_ports[(end, tier)] += n
-                else:
-                    server_optics[(core.nodes[end].get("server", end), rate, tier)] += n
     # switches
     for sw, ports in switch_ports.items():
         role = core.nodes[sw].get("role", "switch")
@@ -550,8 +572,8 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
         if d.get("kind") != "nic":
             continue
         # the NIC's bandwidth: all its fabric ports (a dual-port or multi-plane NIC is one faster NIC)
-        rates = [_edge_tech(e, int(e.get("cables", 1)))[1] * int(e.get("cables", 1)) for v, e in core[n].items()
-                 if e.get("tier") not in _INSIDE_SERVER]
+        rates = [techs[(e.get("tech"), e.get("capacity"), e.get("cables", 1))][1] * int(e.get("cables", 1))
+                 for v, e in core[n].items() if e.get("tier", "unspecified") not in _INSIDE_SERVER]
         if rates:
             part = forced_nic or _rate_part("nic", sum(rates))
             counts[(f"NIC {part.name}", part.name, "nic")] += 1
