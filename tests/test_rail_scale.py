@@ -74,9 +74,9 @@ def test_counts_ports_and_reach(nodes, radix, spu):
 def test_dgx_at_64_and_128_units():
     # NVIDIA DGX SuperPOD B200 RA, "Larger DGX SuperPOD component counts" (docs.nvidia.com/
     # dgx-superpod/reference-architecture-scalable-infrastructure-b200, "DGX SuperPOD
-    # Architecture"): 64 SU, 2048 nodes -> 512 leaf, 512 spine, 256 core (8 NICs per node,
+    # Architecture"): 32 SU -> 256/256/128, 64 SU (2048 nodes) -> 512 leaf, 512 spine, 256 core (8 NICs per node,
     # as DGX H100). 128 SU needs pods of 2 units: 1024 spines, 8 x 32 x 2 = 512 cores.
-    for nodes, counts in [(2048, (512, 512, 256)), (4096, (1024, 1024, 512))]:
+    for nodes, counts in [(1024, (256, 256, 128)), (2048, (512, 512, 256)), (4096, (1024, 1024, 512))]:
         g = tp.rail_optimized(nodes)
         d = tp.describe(g)["switches_by_role"]
         assert (d["leaf"], d["spine"], d["core"]) == counts
