@@ -14,6 +14,7 @@ import sys
 
 CASES = {
     "rail_optimized(nodes=2048)  16384 GPUs": "tp.rail_optimized(nodes=2048)",
+    "rail_optimized(16384, radix=128) 131072": "tp.rail_optimized(16384, radix=128)",
     "fat_tree(48)                27648 GPUs": "tp.fat_tree(48)",
     "dragonfly(8, 16, 8)         16512 GPUs": "tp.dragonfly(8, 16, 8)",
     "torus((16, 16, 16))          4096 GPUs": "tp.torus((16, 16, 16))",

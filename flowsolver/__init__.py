@@ -29,6 +29,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
                 "workload_from_step", "write_chakra"),
     "._sweep": ("default_cache_dir", "expand_grid", "sweep"),
     ".upgrade": ("Upgrade", "upgrade_plan", "what_if"),
+    "._design": ("Design", "design", "pareto_front"),
 })   # flowsolver.plot and flowsolver.study (matplotlib) load on first use as submodules
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -50,6 +51,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
                          workload_from_step, write_chakra)
     from ._sweep import default_cache_dir, expand_grid, sweep
     from .upgrade import Upgrade, upgrade_plan, what_if
+    from ._design import Design, design, pareto_front
 
 __all__ = [
     "__version__", "Status",
@@ -65,4 +67,5 @@ __all__ = [
     "TraceError",
     "sweep", "expand_grid", "default_cache_dir",
     "what_if", "upgrade_plan", "Upgrade",
+    "design", "Design", "pareto_front",
 ]

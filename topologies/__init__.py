@@ -18,9 +18,10 @@ This package knows nothing of JAX or routing.
 from ._validate import TopologyError, validate
 from .analysis import bisection_max_flow, describe, format_description, gpus
 from .astra import from_astra_network, parse_simple_yaml
+from .bill import Bill, BillLine, Part, bill, get_part, part_names, price_tally, register_part, tally
 from .build import FAMILIES, build
-from .clos import fat_tree, leaf_spine, rail_optimized
-from .dragonfly import dragonfly, global_link_partner
+from .clos import fat_tree, leaf_spine, rail_optimized, rail_optimized_limit
+from .dragonfly import dragonfly, dragonfly_plus, global_link_partner
 from .failures import fabric_cables, fail_links
 from .io import load, save
 from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
@@ -28,6 +29,8 @@ from .nccl import NcclServer, from_nccl_xml
 from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, register_server,
                       server_names)
 from .simai import from_simai, to_simai
+from .planes import multi_plane
+from .rail_only import rail_only
 from .storage import add_storage
 from .torus import torus
 
@@ -42,6 +45,8 @@ __all__ = [
     "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",
     "from_simai", "to_simai",
     "default_cluster",
+    "bill", "Bill", "BillLine", "Part", "get_part", "part_names", "register_part", "rail_optimized_limit",
+    "tally", "price_tally", "rail_only", "multi_plane", "dragonfly_plus",
 ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import networkx as nx
+import numpy as np
 
 from ._graph import NODE_KINDS
 
@@ -27,7 +28,11 @@ def validate(g) -> nx.DiGraph:
       an integer >= 1;
     * every edge has its reverse (a cable is full duplex);
     * every GPU has at least one link; GPU ``rank`` attributes, where present, are
-      distinct integers.
+      distinct integers;
+    * every GPU reaches every other GPU over the graph's cables (one connected component
+      holds all GPUs: one breadth-first pass over the edges, not a search per pair). A failed
+      cable (capacity 0) still counts as cabled: a failure scenario that cuts GPUs off is a
+      routing outcome, not a malformed graph.
 
     Returns ``g``; raises :class:`TopologyError` naming the first offending node or edge.
 
@@ -42,13 +47,17 @@ def validate(g) -> nx.DiGraph:
         raise TopologyError(f"a cluster graph must be a networkx.DiGraph, got {type(g).__name__}")
     n_gpu = 0
     ranks = {}
+    index = {}
+    gpu_nodes = []
     for n, d in g.nodes(data=True):
+        index[n] = len(index)
         kind = d.get("kind")
         if kind not in NODE_KINDS:
             raise TopologyError(f"node {n!r}: kind must be one of {', '.join(NODE_KINDS)}, "
                                 f"got {kind!r}")
         if kind == "gpu":
             n_gpu += 1
+            gpu_nodes.append(n)
             if g.degree(n) == 0:
                 raise TopologyError(f"node {n!r}: this GPU has no links")
             if "rank" in d:
@@ -78,4 +87,28 @@ def validate(g) -> nx.DiGraph:
         if not g.has_edge(v, u):
             raise TopologyError(f"edge {u!r} -> {v!r} has no reverse edge {v!r} -> {u!r}: "
                                 "a cable is two directed edges")
+    _check_gpus_joined(g, index, gpu_nodes)
     return g
+
+
+def _check_gpus_joined(g: nx.DiGraph, index: dict, gpu_nodes: list) -> None:
+    """Raise TopologyError unless one connected component (over all cables) holds every GPU."""
+    if len(gpu_nodes) < 2:
+        return
+    m = g.number_of_edges()
+    rows = np.fromiter((index[u] for u, _ in g.edges()), dtype=np.int64, count=m)
+    cols = np.fromiter((index[v] for _, v in g.edges()), dtype=np.int64, count=m)
+    n = len(index)
+    from scipy.sparse import coo_matrix                     # here: `flowsolver --help` imports no SciPy
+    from scipy.sparse.csgraph import connected_components
+
+    adj = coo_matrix((np.ones(m, dtype=np.int8), (rows, cols)), shape=(n, n)).tocsr()
+    _, label = connected_components(adj, directed=False)
+    gpu_label = label[[index[x] for x in gpu_nodes]]
+    first = gpu_label[0]
+    apart = np.flatnonzero(gpu_label != first)
+    if apart.size:
+        other = gpu_nodes[int(apart[0])]
+        parts = len(np.unique(gpu_label))
+        raise TopologyError(f"GPU {other!r} cannot reach GPU {gpu_nodes[0]!r}: the GPUs lie in {parts} "
+                            "disconnected parts of the network (no chain of cables joins them)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .clos import fat_tree, leaf_spine, rail_optimized
 from .dragonfly import dragonfly
 from .failures import fail_links
+from .rail_only import rail_only
 from .torus import torus
 
 __all__ = ["FAMILIES", "build"]
@@ -13,7 +14,7 @@ __all__ = ["FAMILIES", "build"]
 #: family -> its size parameters (required unless marked optional below)
 FAMILIES = {
     "rail_optimized": ("nodes",), "fat_tree": ("k",), "leaf_spine": ("leaves", "spines", "hosts_per_leaf"),
-    "dragonfly": ("p", "a", "h", "g"), "torus": ("dims", "wrap"),
+    "dragonfly": ("p", "a", "h", "g"), "torus": ("dims", "wrap"), "rail_only": ("nodes",),
 }
 _OPTIONAL = ("g", "wrap")
 
@@ -36,6 +37,8 @@ def build(family: str, *, link="ib_ndr", server=None, oversubscription: float = 
         raise ValueError(f"family {family!r} needs parameter(s) {missing}")
     if family == "rail_optimized":
         g = rail_optimized(kw["nodes"], server=server or "dgx_h100", link=link, oversubscription=oversubscription)
+    elif family == "rail_only":
+        g = rail_only(kw["nodes"], server=server or "dgx_h100", link=link)
     elif family == "fat_tree":
         g = fat_tree(kw["k"], link=link, server=server)
     elif family == "leaf_spine":

@@ -21,7 +21,7 @@ from ._graph import add_cable, check_int, check_ratio, finish, resolve_link, spr
 from .links import get_link
 from .servers import get_server
 
-__all__ = ["fat_tree", "leaf_spine", "rail_optimized"]
+__all__ = ["fat_tree", "leaf_spine", "rail_optimized", "rail_optimized_limit"]
 
 
 def _cable_spread(g, node, targets, count, index, tech, tier) -> bool:
@@ -173,9 +173,25 @@ def _rail_leaf(unit: int, rail: int) -> str:
     return f"su{unit}/leaf{rail}"
 
 
+def _two_tier_spine_count(leaves, uplinks, radix) -> int:
+    """Spines of a two-tier rail fabric: the fewest that give every leaf uplink a spine port
+    (``ceil(leaves * uplinks / radix)``), raised to the next divisor of a leaf's uplinks where
+    one exists, so that every leaf spreads its uplinks evenly over all spines. (NVIDIA's DGX
+    SuperPOD H100 reference architecture does the same: 3 units, 24 leaves x 32 uplinks,
+    get 16 spines rather than 12.)"""
+    need = max(1, math.ceil(leaves * uplinks / radix))
+    for spines in range(need, uplinks + 1):
+        if uplinks % spines == 0:
+            return spines
+    return need
+
+
 def _two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
     """Spines every leaf is cabled to; True when every leaf spreads its uplinks evenly."""
-    spines = math.ceil(sum(uplinks) * rails / radix)
+    if len(set(uplinks)) == 1:
+        spines = _two_tier_spine_count(units * rails, uplinks[0], radix)
+    else:   # a partial last unit: just enough spine ports
+        spines = math.ceil(sum(uplinks) * rails / radix)
     for s in range(spines):
         g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
     spine_ids = [f"spine{s}" for s in range(spines)]
@@ -186,32 +202,65 @@ def _two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
     return uniform
 
 
-def _three_tier_spines(g, units, rails, uplinks, radix, tech):
-    """Per-unit spines under core groups; (uniform spreads, spines per unit, cores per group)."""
+def _three_tier_spines(g, units, rails, uplinks, radix, tech, units_per_pod):
+    """Spines shared by the ``units_per_pod`` units of a pod (one pod per unit up to ``radix``
+    units: the SuperPOD layout), spine ``j`` of every pod under core group ``j``.
+
+    Returns (uniform spreads, spines per pod, cores per group)."""
     half = radix // 2
-    spines_per_unit = math.ceil(rails * uplinks[0] / half)
-    cores_per_group = math.ceil(units * half / radix)
-    for j in range(spines_per_unit):
+    pods = math.ceil(units / units_per_pod)
+    spines_per_pod = math.ceil(units_per_pod * rails * uplinks[0] / half)
+    spine_up = math.ceil(units_per_pod * rails * uplinks[0] / spines_per_pod)
+    cores_per_group = math.ceil(pods * spine_up / radix)
+    for j in range(spines_per_pod):
         for c in range(cores_per_group):
             g.add_node(f"core{j}/{c}", kind="switch", role="core", tier=3, group=j)
     uniform = True
-    for u in range(units):
-        for j in range(spines_per_unit):
-            g.add_node(f"su{u}/spine{j}", kind="switch", role="spine", tier=2, unit=u)
-        spine_ids = [f"su{u}/spine{j}" for j in range(spines_per_unit)]
-        for r in range(rails):
-            uniform &= _cable_spread(g, _rail_leaf(u, r), spine_ids, uplinks[u], r, tech, "leaf-spine")
+    cores = [[f"core{j}/{c}" for c in range(cores_per_group)] for j in range(spines_per_pod)]
+    for p in range(pods):
+        members = range(p * units_per_pod, min(units, (p + 1) * units_per_pod))
+        if units_per_pod == 1:
+            spine_ids = [f"su{p}/spine{j}" for j in range(spines_per_pod)]
+            for name in spine_ids:
+                g.add_node(name, kind="switch", role="spine", tier=2, unit=p)
+        else:
+            spine_ids = [f"pod{p}/spine{j}" for j in range(spines_per_pod)]
+            for name in spine_ids:
+                g.add_node(name, kind="switch", role="spine", tier=2, pod=p)
+        down = [0] * spines_per_pod
+        for i, u in enumerate(members):
+            for r in range(rails):
+                leaf = _rail_leaf(u, r)
+                offset = (i * rails + r) * (uplinks[u] % spines_per_pod)
+                for j, n in enumerate(spread(uplinks[u], spines_per_pod, offset=offset)):
+                    if n:
+                        add_cable(g, leaf, spine_ids[j], tech, tier="leaf-spine", cables=n)
+                        down[j] += n
+                uniform &= uplinks[u] % spines_per_pod == 0
         # a spine sends up as many cables as it receives from its leaves
-        for j in range(spines_per_unit):
-            down = sum(g.edges[_rail_leaf(u, r), f"su{u}/spine{j}"]["cables"]
-                       for r in range(rails) if g.has_edge(_rail_leaf(u, r), f"su{u}/spine{j}"))
-            cores = [f"core{j}/{c}" for c in range(cores_per_group)]
-            uniform &= _cable_spread(g, f"su{u}/spine{j}", cores, down, u, tech, "spine-core")
-    return uniform, spines_per_unit, cores_per_group
+        for j in range(spines_per_pod):
+            uniform &= _cable_spread(g, spine_ids[j], cores[j], down[j], p, tech, "spine-core")
+    return uniform, spines_per_pod, cores_per_group
+
+
+def rail_optimized_limit(*, server="dgx_h100", servers_per_unit: int = 32, radix: int = 64) -> int:
+    """The most servers :func:`rail_optimized` builds in three tiers of ``radix``-port switches
+    with every leaf reaching every spine of its pod and every spine every core of its group:
+    ``radix`` pods of ``max(1, (radix/2) // rails)`` scalable units.
+
+    >>> rail_optimized_limit()                    # 64-port NDR switches, DGX H100: 65,536 GPUs
+    8192
+    >>> rail_optimized_limit(radix=128) * 8       # 128 ports of 400G (an 800G switch split)
+    262144
+    """
+    servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
+    radix = check_int("radix", radix, 4, "switch ports")
+    rails = get_server(server).rails
+    return radix * max(1, (radix // 2) // rails) * servers_per_unit
 
 
 def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscription=1.0,
-                   servers_per_unit: int = 32, radix: int = 64) -> nx.DiGraph:
+                   servers_per_unit: int = 32, radix: int = 64, full_units: bool = False) -> nx.DiGraph:
     """The rail-optimised DGX SuperPOD compute fabric.
 
     Servers are grouped in scalable units (SU) of ``servers_per_unit``; leaf ``i`` of a
@@ -220,17 +269,27 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     and ``ceil(downlinks / oversubscription)`` uplinks.
 
     * Two tiers while every spine can reach every leaf (``units * rails <= radix``: up to 8
-      units of DGX servers on 64-port Quantum-2 switches): ``ceil(uplinks / radix)`` spines,
-      every leaf cabled to every spine, parallel cables where uplinks outnumber spines
-      (4 units: 32 leaves x 32 uplinks over 16 spines, 2 cables per pair).
-    * Three tiers beyond: each unit gets its own spines, each with ``radix/2`` down and
-      ``radix/2`` up (8 per DGX unit); spine ``j`` of every unit joins core group ``j``,
-      ``ceil(units * (radix/2) / radix)`` core switches per group.
-    * Partial units are allowed: the last unit's leaves have fewer downlinks and uplinks.
+      units of DGX servers on 64-port Quantum-2 switches): the fewest spines that hold every
+      uplink, raised to a divisor of a leaf's uplinks so that every leaf is cabled evenly to
+      every spine (4 units: 32 leaves x 32 uplinks over 16 spines, 2 cables per pair;
+      3 units: 16 spines, as NVIDIA's reference architecture has).
+    * Three tiers up to ``radix`` units: each unit gets its own spines, each with
+      ``radix/2`` down and ``radix/2`` up (8 per DGX unit); spine ``j`` of every unit joins
+      core group ``j``, ``ceil(units * (radix/2) / radix)`` core switches per group, every
+      spine cabled to every core of its group.
+    * Three tiers beyond ``radix`` units: pods of ``ceil(units / radix)`` units share their
+      spines (every leaf of a pod reaches every spine of the pod), so that at most ``radix``
+      pods meet at each core. The largest fabric is :func:`rail_optimized_limit` servers
+      (8,192 DGX servers, 65,536 GPUs, on 64-port switches; 32,768 servers on 128 ports);
+      a larger ``nodes`` raises ValueError naming it (no fourth tier is built).
+    * Partial units are allowed: the last unit's leaves have fewer downlinks and uplinks,
+      unless ``full_units`` cables every leaf's uplinks as for a full unit (NVIDIA's advice
+      for node counts between units: "design the fabric for the full SU").
     * ``nodes=1`` is one server with its NICs and no switch.
 
-    These rules reproduce the switch counts of NVIDIA's DGX SuperPOD H100 reference
-    architecture (2, 4, 8 and 16 units: 16/8, 32/16, 64/32 and 128/128/64 leaf/spine/core).
+    These rules reproduce the switch and cable counts of NVIDIA's DGX SuperPOD reference
+    architectures (H100: 1-4 units, 8/4, 16/8, 24/16, 32/16 leaf/spine; B200: 16, 32 and 64
+    units, 128/128/64, 256/256/128 and 512/512/256 leaf/spine/core).
 
     Parameters
     ----------
@@ -246,6 +305,8 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
         Servers per scalable unit, default 32.
     radix : int
         Switch ports, default 64 (NVIDIA Quantum-2 QM9700: 64 ports of 400 Gb/s).
+    full_units : bool
+        Cable a partial unit's leaves to the spines as if the unit were full.
 
     Examples
     --------
@@ -256,17 +317,24 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     """
     nodes = check_int("nodes", nodes, 1)
     servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
-    radix = check_int("radix", radix, 2, "switch ports")
+    radix = check_int("radix", radix, 4, "switch ports")
     ratio = check_ratio("oversubscription", oversubscription)
     tech = resolve_link("link", link)
     model = get_server(server)
     rails = model.rails
+    limit = rail_optimized_limit(server=model, servers_per_unit=servers_per_unit, radix=radix)
+    if nodes > limit:
+        raise ValueError(
+            f"nodes must be at most {limit} for rail_optimized with radix={radix}, {rails} rails and "
+            f"servers_per_unit={servers_per_unit} (three tiers: {radix} pods of "
+            f"{max(1, (radix // 2) // rails)} units); got {nodes}. Use a larger radix (e.g. radix=128, "
+            f"400G ports of an 800G switch) or fewer nodes")
     g = nx.DiGraph()
     units = math.ceil(nodes / servers_per_unit)
     unit_servers = [min(servers_per_unit, nodes - u * servers_per_unit) for u in range(units)]
     params = dict(nodes=nodes, link=tech.name, server=server_params(model),
                   oversubscription=ratio, servers_per_unit=servers_per_unit, radix=radix,
-                  units=units)
+                  units=units, full_units=bool(full_units))
     if nodes == 1:
         model.build(g, 0, 0)
         bisection = None
@@ -276,27 +344,32 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
         return finish(g, "rail_optimized", params, bisection=bisection,
                       bisection_method="formula: gpus/2 x NVLink bandwidth per GPU",
                       network_diameter=None)
-    uplinks = [math.ceil(n / ratio) for n in unit_servers]  # per leaf of each unit
+    cabled = [servers_per_unit if full_units else n for n in unit_servers]
+    uplinks = [math.ceil(n / ratio) for n in cabled]  # per leaf of each unit
     for u in range(units):
         for r in range(rails):
             g.add_node(_rail_leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
     three_tier = units * rails > radix
     tiers = 3 if three_tier else 2
+    units_per_pod = 1
     if not three_tier:
         uniform = _two_tier_spines(g, units, rails, uplinks, radix, tech)
     else:
-        uniform, spines_per_unit, cores_per_group = _three_tier_spines(g, units, rails, uplinks, radix, tech)
-        params["spines_per_unit"] = spines_per_unit
+        units_per_pod = 1 if units <= radix else math.ceil(units / radix)
+        uniform, spines_per_pod, cores_per_group = _three_tier_spines(
+            g, units, rails, uplinks, radix, tech, units_per_pod)
+        params["units_per_pod"] = units_per_pod
+        params["spines_per_unit" if units_per_pod == 1 else "spines_per_pod"] = spines_per_pod
         params["cores_per_group"] = cores_per_group
     params["tiers"] = tiers
     # endpoint ports: unit by unit, server by server, rail by rail
     ports = [_rail_leaf(u, r) for u in range(units) for _ in range(unit_servers[u]) for r in range(rails)]
     attach_servers(g, model, ports, tech)
-    # Bisection between the first and second half of the servers. Full units on both
-    # sides and uniform cable spreads make the cut at the leaves' uplinks (or, with three
-    # tiers, the spines' uplinks, which equal them) the minimum.
+    # Bisection between the first and second half of the servers. Full units (and pods) on
+    # both sides and uniform cable spreads make the cut at the leaves' uplinks (or, with
+    # three tiers, the spines' uplinks, which equal them) the minimum.
     bisection = None
-    if uniform and units % 2 == 0 and len(set(unit_servers)) == 1:
+    if uniform and units % (2 * units_per_pod) == 0 and len(set(unit_servers)) == 1:
         per_leaf = min(unit_servers[0] * endpoint_rate(model, tech), uplinks[0] * tech.bandwidth)
         bisection = units // 2 * rails * per_leaf
     elif units == 1 and ratio == 1.0 and nodes % 2 == 0:

@@ -10,7 +10,7 @@ from ._endpoints import attach_servers, endpoint_rate, server_params
 from ._graph import add_cable, check_int, finish, resolve_link
 from .servers import get_server
 
-__all__ = ["dragonfly", "global_link_partner"]
+__all__ = ["dragonfly", "dragonfly_plus", "global_link_partner"]
 
 _ARRANGEMENTS = ("absolute", "relative")
 
@@ -128,3 +128,96 @@ def dragonfly(p: int, a: int, h: int, *, g: int | None = None, link_local="ib_nd
     return finish(net, "dragonfly", params, bisection=bisection,
                   bisection_method="formula: global cables between groups [0, g//2) and the rest",
                   network_diameter=diameter)
+
+
+def dragonfly_plus(leaves: int, spines: int, hosts_per_leaf: int, global_per_spine: int, *,
+                   groups: int | None = None, link_local="ib_ndr", link_global="ib_ndr",
+                   arrangement: str = "absolute", server=None) -> nx.DiGraph:
+    """DragonFly+ (Shpiner et al., HOTI 2017): ``groups`` groups, each a two-tier leaf-spine
+    (every leaf cabled to every spine of its group, tier ``"local"``), the spines carrying
+    the global cables (tier ``"global"``) arranged between groups as :func:`global_link_partner`
+    describes, with the group's ``spines * global_per_spine`` global ports numbered spine by
+    spine. Endpoints hang off the leaves (``hosts_per_leaf`` ports each).
+
+    Counts: ``groups * (leaves + spines)`` switches; ``groups * leaves * spines`` local
+    cables; ``groups * spines * global_per_spine / 2`` global cables, ``m = spines *
+    global_per_spine / (groups - 1)`` between every pair of groups. Leaf radix
+    ``hosts_per_leaf + spines``, spine radix ``leaves + global_per_spine``; balanced with
+    radix k: ``leaves = spines = hosts_per_leaf = global_per_spine = k/2`` and up to
+    ``(k/2)**2 + 1`` groups.
+
+    Parameters
+    ----------
+    leaves, spines, hosts_per_leaf, global_per_spine : int
+        Per group (each >= 1).
+    groups : int, optional
+        2 ... ``spines * global_per_spine + 1`` (default the largest); ``groups - 1`` must
+        divide ``spines * global_per_spine``.
+    link_local, link_global : str or LinkTech
+        Intra-group (and endpoint) and global technologies.
+    arrangement : {"absolute", "relative"}
+        Global-link arrangement.
+    server : str, ServerModel or None
+        Endpoint model; None gives single-GPU hosts.
+
+    Examples
+    --------
+    >>> net = dragonfly_plus(4, 4, 4, 4)          # radix 8: 17 groups of 4 + 4 switches
+    >>> net.graph["params"]["groups"], net.graph["params"]["switches"], net.graph["params"]["servers"]
+    (17, 136, 272)
+    """
+    leaves = check_int("leaves", leaves, 1)
+    spines = check_int("spines", spines, 1)
+    hosts_per_leaf = check_int("hosts_per_leaf", hosts_per_leaf, 1)
+    h = check_int("global_per_spine", global_per_spine, 1)
+    ports = spines * h
+    if groups is None:
+        groups = ports + 1
+    groups = check_int("groups", groups, 2, f"at most spines*global_per_spine + 1 = {ports + 1}")
+    if groups > ports + 1:
+        raise ValueError(f"groups must be between 2 and spines*global_per_spine + 1 = {ports + 1}, got {groups}")
+    if ports % (groups - 1):
+        allowed = [d + 1 for d in range(1, ports + 1) if ports % d == 0]
+        raise ValueError(f"groups - 1 must divide spines*global_per_spine = {ports} so every pair of groups gets "
+                         f"the same number of global cables; allowed groups: {allowed}, got {groups}")
+    if arrangement not in _ARRANGEMENTS:
+        raise ValueError(f"arrangement must be one of {', '.join(_ARRANGEMENTS)}, got {arrangement!r}")
+    local = resolve_link("link_local", link_local)
+    glob = resolve_link("link_global", link_global)
+    model = get_server(server)
+    net = nx.DiGraph()
+    leaf = lambda grp, i: f"g{grp}/leaf{i}"      # noqa: E731
+    spine = lambda grp, j: f"g{grp}/spine{j}"    # noqa: E731
+    endpoint_ports = []
+    for grp in range(groups):
+        for j in range(spines):
+            net.add_node(spine(grp, j), kind="switch", role="spine", tier=2, group=grp)
+        for i in range(leaves):
+            net.add_node(leaf(grp, i), kind="switch", role="leaf", tier=1, group=grp)
+            endpoint_ports.extend([leaf(grp, i)] * hosts_per_leaf)
+            for j in range(spines):
+                add_cable(net, leaf(grp, i), spine(grp, j), local, tier="local")
+    cables = Counter()
+    for grp in range(groups):
+        for port in range(ports):
+            other, back = global_link_partner(grp, port, groups, arrangement)
+            if (grp, port) < (other, back):
+                cables[(spine(grp, port // h), spine(other, back // h))] += 1
+    for (u, v), n in cables.items():
+        add_cable(net, u, v, glob, tier="global", cables=n)
+    servers = attach_servers(net, model, endpoint_ports, local)
+    m = ports // (groups - 1)
+    bisection = None
+    if (leaves * hosts_per_leaf) % model.nics == 0:
+        small_side_nics = (groups // 2) * leaves * hosts_per_leaf
+        bisection = min((groups // 2) * (groups - groups // 2) * m * glob.bandwidth,
+                        small_side_nics * endpoint_rate(model, local),
+                        (groups // 2) * leaves * spines * local.bandwidth)
+    params = dict(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf, global_per_spine=h, groups=groups,
+                  switches=groups * (leaves + spines), cables_per_group_pair=m,
+                  leaf_radix=hosts_per_leaf + spines, spine_radix=leaves + h, link_local=local.name,
+                  link_global=glob.name, arrangement=arrangement, server=server_params(model), servers=servers)
+    return finish(net, "dragonfly_plus", params, bisection=bisection,
+                  bisection_method="formula: global cables between groups [0, g//2) and the rest, or the "
+                                   "endpoints / local cables of the smaller side",
+                  network_diameter=None)

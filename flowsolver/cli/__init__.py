@@ -46,7 +46,7 @@ def _topology(args) -> None:
 
 _COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "calibrate": _commands.calibrate_logs,
              "train": _commands.train, "sweep": _commands.sweep_file, "topology": _topology,
-             "replay": _commands.replay, "upgrade": _commands.upgrade}
+             "replay": _commands.replay, "upgrade": _commands.upgrade, "design": _commands.design}
 
 
 def main(argv: list[str] | None = None) -> int:

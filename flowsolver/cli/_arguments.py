@@ -30,6 +30,7 @@ _EXAMPLES = """examples:
   flowsolver sweep examples/sweep.toml --out results.csv
   flowsolver replay traces/ --nodes 2 --chrome timeline.json   replay a Chakra trace (one .et file per rank)
   flowsolver upgrade --family fat_tree --k 4 --op all_to_all --size 16M --budget 2
+  flowsolver design --gpus 512 --model llama-3-70b --tp 8 --pp 4 --budget 5e6   which fabric to buy
 """
 
 
@@ -270,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"flowsolver {__version__}")
     sub = parser.add_subparsers(dest="command")
     for add in (_add_topology_command, _add_collective, _add_calibrate, _add_train, _add_study, _add_sweep,
-                _add_replay, _add_upgrade):
+                _add_replay, _add_upgrade, _add_design):
         add(sub, fmt)
     return parser
 
@@ -422,3 +423,33 @@ _SWEEP_HELP = """config example (sweep.toml):
   size = [1048576, 1073741824]
 """
 
+
+
+def _add_design(sub, fmt) -> None:
+    """``flowsolver design``: candidate fabrics billed and timed, the Pareto front."""
+    from .._design import DESIGN_FAMILIES
+
+    d = sub.add_parser("design", help="which fabric to buy: candidates billed and timed, Pareto front of "
+                       "price, power and time", epilog=_EXAMPLES, formatter_class=fmt)
+    d.add_argument("--gpus", type=int, required=True, help="GPUs of the cluster")
+    d.add_argument("--server", default="dgx_h100", help="server model (default %(default)s)")
+    d.add_argument("--model", default=None, choices=list(MODELS),
+                   help="time a training step of this model (else a collective: --op, --size)")
+    d.add_argument("--tp", type=int, default=8, help="tensor-parallel size (default %(default)s)")
+    d.add_argument("--pp", type=int, default=1, help="pipeline stages (default %(default)s)")
+    d.add_argument("--op", default="all_reduce", choices=OPS, help="collective over all GPUs (default %(default)s)")
+    d.add_argument("--size", default="1G", help="collective bytes, nccl-tests style (default %(default)s)")
+    d.add_argument("--budget", type=float, default=None, help="most USD for the network bill")
+    d.add_argument("--power", type=float, default=None, help="most W for the network")
+    d.add_argument("--families", nargs="+", default=list(DESIGN_FAMILIES), choices=DESIGN_FAMILIES,
+                   help="fabric families (default all)")
+    d.add_argument("--links", nargs="+", default=["ib_ndr", "ib_xdr", "roce_400g"],
+                   help="link technologies (default %(default)s)")
+    d.add_argument("--oversubscriptions", nargs="+", type=float, default=[1.0, 2.0],
+                   help="leaf oversubscriptions (default %(default)s)")
+    d.add_argument("--radixes", nargs="+", type=int, default=[64], help="switch radixes (default %(default)s)")
+    d.add_argument("--nics", nargs="+", type=int, default=[8], help="NICs per server (default %(default)s)")
+    d.add_argument("--optics", nargs="+", default=["multimode", "singlemode"], choices=("multimode", "singlemode"),
+                   help="optics (default both)")
+    d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
+    _add_output(d)

@@ -367,3 +367,28 @@ def upgrade(args) -> None:
                         else f" (the best saves {saving:.2f} %)"))
     lines.append(f"# cost: {unit}; plan: upgrades picked greedily by time saved per cost, re-solved after each")
     emit(rows, args, "\n".join(lines))
+
+
+def design(args) -> None:
+    """Candidate fabrics for ``--gpus`` billed and timed; the Pareto front (or ``--all``)."""
+    from .._design import design as search
+
+    if args.model is not None:
+        workload = dict(model=args.model, tp=args.tp, pp=args.pp)
+        label = f"{args.model} step (tp {args.tp}, pp {args.pp})"
+    else:
+        workload = [(args.op, parse_size(args.size))]
+        label = f"{args.op} of {args.size}"
+    r = search(args.gpus, workload, budget=args.budget, power=args.power, families=tuple(args.families),
+               links=tuple(args.links), oversubscriptions=tuple(args.oversubscriptions), radixes=tuple(args.radixes),
+               nics=tuple(args.nics), optics=tuple(args.optics), server=args.server)
+    rows = [row for row in r.to_rows() if args.all or row["pareto"]]
+    text = f"# {label} on {args.gpus} GPUs; prices: see topologies.bill's catalogue (estimates unless given)\n"
+    if args.all:
+        text += "\n".join(f"{row['family']:15s} {row['link']:10s} {row['oversubscription']:4g} {row['radix']:5d} "
+                           f"{row['nics']:4d} {row['optics']:10s} {row['price']:14,.0f} {row['power'] / 1e3:8.1f} "
+                           f"{row['time']:10.5g} {row['status']}{' *' if row['pareto'] else ''} {row['message']}"
+                           for row in rows)
+    else:
+        text += r.format()
+    emit(rows, args, text)

@@ -1,0 +1,287 @@
+"""Which network to buy: enumerate candidate fabrics for a GPU count, bill them, time a
+workload on each, and keep the Pareto front of price, power and time.
+
+The grid is families x technologies x oversubscriptions x switch radixes x NICs per server x
+optics. Every candidate is billed (:func:`topologies.bill`, cheap); the candidates within the
+budget and the power envelope are timed, one timing per distinct fabric (the optics change the
+bill, not the time; two parameter sets that generate the same graph, such as a fat-tree under
+two radixes that both hold it, share one); the front is the set of timed candidates that no other timed candidate
+beats or equals on all three of price (USD), power (W) and time (s) while beating it on one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time as _time
+from dataclasses import dataclass, field
+
+import topologies as tp
+
+
+__all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
+
+#: families :func:`design` can build for a GPU count (each sized from the GPU count and radix)
+DESIGN_FAMILIES = ("rail_optimized", "leaf_spine", "fat_tree", "rail_only")
+
+
+@dataclass
+class Candidate:
+    """One candidate fabric: its parameters, its bill's totals and its workload time.
+
+    ``price`` (USD), ``power`` (W) and ``time`` (s) are NaN where not computed; ``status``
+    is ``"ok"``, ``"over budget"``, ``"over power"`` or ``"failed"`` (``message`` says why).
+    """
+
+    family: str
+    link: str
+    oversubscription: float
+    radix: int
+    nics: int
+    optics: str
+    price: float = math.nan
+    power: float = math.nan
+    time: float = math.nan
+    gpus: int = 0
+    switches: int = 0
+    status: str = "ok"
+    message: str = ""
+    pareto: bool = False
+    bill: object = field(default=None, repr=False)
+
+    @property
+    def fabric(self) -> tuple:
+        """What the time depends on (every parameter but the optics)."""
+        return (self.family, self.link, self.oversubscription, self.radix, self.nics)
+
+    def as_dict(self) -> dict:
+        return dict(family=self.family, link=self.link, oversubscription=self.oversubscription, radix=self.radix,
+                    nics=self.nics, optics=self.optics, gpus=self.gpus, switches=self.switches, price=self.price,
+                    power=self.power, time=self.time, price_per_gpu=self.price / self.gpus if self.gpus else math.nan,
+                    status=self.status, pareto=self.pareto, message=self.message)
+
+
+@dataclass
+class Design:
+    """The result of :func:`design`: every candidate, the Pareto front, how many timed
+    candidates it dominates, how many distinct fabrics were timed and the wall time (s)."""
+
+    candidates: list
+    front: list
+    dominated: int
+    timed: int
+    seconds: float
+
+    def to_rows(self) -> list[dict]:
+        return [c.as_dict() for c in self.candidates]
+
+    def format(self) -> str:
+        """The front as a text table (USD, kW, s), cheapest first."""
+        lines = [f"{len(self.candidates)} candidates, {self.timed} fabrics timed, front {len(self.front)}, "
+                 f"dominated {self.dominated}, {self.seconds:.1f} s",
+                 f"{'family':15s} {'link':10s} {'os':>4s} {'radix':>5s} {'nics':>4s} {'optics':10s} "
+                 f"{'USD/GPU':>9s} {'kW':>9s} {'time s':>10s}"]
+        for c in sorted(self.front, key=lambda c: c.price):
+            lines.append(f"{c.family:15s} {c.link:10s} {c.oversubscription:4g} {c.radix:5d} {c.nics:4d} "
+                         f"{c.optics:10s} {c.price / c.gpus:9,.0f} {c.power / 1e3:9.1f} {c.time:10.5g}")
+        return "\n".join(lines)
+
+
+def pareto_front(points) -> list[int]:
+    """Indexes of the points (tuples to minimise, all finite) that no other point dominates
+    (no worse in every coordinate and better in one). Identical points are all kept.
+
+    >>> pareto_front([(1, 3), (2, 2), (3, 1), (2, 3), (1, 3)])
+    [0, 1, 2, 4]
+    """
+    pts = [tuple(float(x) for x in p) for p in points]
+    order = sorted(range(len(pts)), key=lambda i: pts[i])
+    front: list[int] = []
+    for i in order:   # a point can only be dominated by one sorted before it
+        p = pts[i]
+        if not any(all(a <= b for a, b in zip(pts[j], p)) and pts[j] != p for j in front):
+            front.append(i)
+    return sorted(front)
+
+
+def _server(base, nics: int, link: str):
+    """The server with ``nics`` NICs running at the fabric's rate."""
+    model = tp.get_server(base)
+    if model.gpus % nics:
+        raise ValueError(f"nics ({nics}) must divide the server's GPUs ({model.gpus})")
+    # the same name while the NIC count is the server's (its NIC cages, as the bill knows them)
+    name = model.name if nics == model.nics else f"{model.name}_{nics}nic"
+    return model.with_(name=name, nics=nics, nic=None)
+
+
+def _build(family: str, servers: int, server, link: str, ratio: float, radix: int):
+    """The fabric of ``family`` for ``servers`` servers of ``server``, sized by ``radix``."""
+    nics = servers * server.nics
+    if family == "rail_optimized":
+        return tp.rail_optimized(servers, server=server, link=link, oversubscription=ratio, radix=radix)
+    if family == "leaf_spine":
+        down = radix // 2
+        if server.nics > down:
+            raise ValueError(f"a server's {server.nics} NICs do not fit the {down} host ports of a leaf")
+        down -= down % server.nics          # whole servers per leaf
+        leaves = math.ceil(nics / down)
+        uplinks = max(1, math.ceil(down / ratio))
+        spines = max(1, math.ceil(leaves * uplinks / radix))
+        if spines > uplinks or leaves > radix:
+            raise ValueError(f"two tiers of {radix}-port switches hold at most {radix * down} NICs "
+                             f"at oversubscription {ratio:g}; {nics} asked")
+        return tp.leaf_spine(leaves, spines, down, uplinks=uplinks, link=link, server=server)
+    if family == "rail_only":
+        if ratio != 1:
+            raise ValueError("rail_only is non-blocking only (oversubscription 1)")
+        return tp.rail_only(servers, server=server, link=link, radix=radix)
+    if family == "fat_tree":
+        if ratio != 1:
+            raise ValueError("fat_tree is non-blocking only (oversubscription 1)")
+        k = 4
+        while k ** 3 // 4 < nics:
+            k += 2
+        if k > radix:
+            raise ValueError(f"a k-ary fat-tree for {nics} NICs needs k = {k} > radix {radix}")
+        return tp.fat_tree(k, link=link, server=server)
+    raise ValueError(f"family must be one of {', '.join(DESIGN_FAMILIES)}, got {family!r}")
+
+
+def _timer(workload):
+    """A function graph -> seconds for the workload."""
+    if callable(workload):
+        return workload
+    if isinstance(workload, dict) and "model" in workload:
+        from .training import training_step
+
+        return lambda g: float(training_step(g, **workload).step_time)
+    if isinstance(workload, (list, tuple)) and workload:
+        from .collectives import collective
+
+        items = []
+        for item in workload:
+            if isinstance(item, dict):
+                items.append(dict(item))
+            elif isinstance(item, (list, tuple)) and len(item) >= 2:
+                items.append(dict(op=item[0], size=item[1], **({"ranks": item[2]} if len(item) > 2 else {})))
+            else:
+                raise ValueError(f"workload item must be a dict or (op, size[, ranks]), got {item!r}")
+
+        def timed(g):
+            total = 0.0
+            for it in items:
+                kw = dict(it)
+                total += float(collective(g, kw.pop("op"), kw.pop("size"), **kw).time)
+            return total
+
+        return timed
+    raise ValueError("workload must be a training dict with 'model' (training_step's keywords), a list of "
+                     "collectives [(op, size[, ranks]) or dicts of collective()'s keywords], or a callable "
+                     f"graph -> seconds; got {workload!r}")
+
+
+def design(gpus: int, workload, *, budget: float | None = None, power: float | None = None,
+           families=("rail_optimized", "leaf_spine", "fat_tree"), links=("ib_ndr", "ib_xdr", "roce_400g"),
+           oversubscriptions=(1.0, 2.0), radixes=(64,), nics=(8,), optics=("multimode", "singlemode"),
+           server="dgx_h100", prices: dict | None = None, part_power: dict | None = None,
+           progress=None) -> Design:
+    """Search the fabrics for ``gpus`` GPUs: bill every candidate, time ``workload`` on those
+    within ``budget`` (USD) and ``power`` (W), return the Pareto front of price, power, time.
+
+    Parameters
+    ----------
+    gpus : int
+        GPUs of the cluster (a multiple of the server's GPUs).
+    workload : dict, list or callable
+        A training step (``{"model": "llama-3-70b", "tp": 8, "pp": 4}``: keywords of
+        :func:`flowsolver.training_step`), a collective mix (``[("all_reduce", 2**30),
+        ("all_to_all", 2**28, range(64))]``, summed) or a function graph -> seconds.
+    budget, power : float, optional
+        Most USD (network bill) and W (network power) allowed; candidates beyond are not timed.
+    families, links, oversubscriptions, radixes, nics, optics : sequences
+        The grid: fabric families (:data:`DESIGN_FAMILIES`), link technologies (catalogue names;
+        the NICs run at the fabric's rate), leaf oversubscriptions, switch radixes, NICs per
+        server, optics (``"multimode"`` / ``"singlemode"``, see :func:`topologies.bill`). The
+        default families leave out ``"rail_only"`` (cross-rail traffic over NVLink); add it.
+    server : str or ServerModel
+        The server model (default DGX H100).
+    prices, part_power : dict, optional
+        Part price (USD) and power (W) overrides for the bills.
+    progress : callable, optional
+        Called with ``(done, total)`` after each timed fabric.
+
+    Returns
+    -------
+    Design
+        Candidates (with status and reason for those not timed), the front, the dominated count.
+
+    Examples
+    --------
+    >>> r = design(64, [("all_reduce", 2**26)], families=("rail_optimized",), links=("ib_ndr", "ib_hdr"),
+    ...            oversubscriptions=(1.0,), optics=("multimode",))
+    >>> len(r.candidates), r.timed, sorted(c.link for c in r.front)    # HDR: cheaper and slower
+    (2, 2, ['ib_hdr', 'ib_ndr'])
+    """
+    start = _time.perf_counter()
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(f"gpus must be an integer >= 1, got {gpus!r}")
+    model = tp.get_server(server)
+    if gpus % model.gpus:
+        raise ValueError(f"gpus ({gpus}) must be a multiple of the server's {model.gpus} GPUs ({model.name})")
+    for name, value in (("budget", budget), ("power", power)):
+        if value is not None and not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"{name} must be a number > 0 or None, got {value!r}")
+    timer = _timer(workload)
+    servers = gpus // model.gpus
+    cands = [Candidate(f, l, float(o), int(r), int(n), op) for f, l, o, r, n, op in
+             itertools.product(families, links, oversubscriptions, radixes, nics, optics)]
+    if not cands:
+        raise ValueError("the grid is empty: every dimension needs at least one value")
+    graphs: dict = {}
+    same: dict = {}     # the generator's record -> the first graph built with it
+    tallies: dict = {}  # id(graph) -> its bill's counts (priced once per optics)
+    for c in cands:
+        key = c.fabric
+        if key not in graphs:
+            try:
+                g = _build(c.family, servers, _server(model, c.nics, c.link), c.link, c.oversubscription, c.radix)
+                graphs[key] = same.setdefault((g.graph.get("generator"), repr(g.graph.get("params"))), g)
+            except ValueError as err:
+                graphs[key] = err
+        g = graphs[key]
+        if isinstance(g, Exception):
+            c.status, c.message = "failed", str(g)
+            continue
+        if id(g) not in tallies:
+            tallies[id(g)] = tp.tally(g)
+        b = tp.price_tally(tallies[id(g)], prices=prices, power=part_power, optics=c.optics)
+        c.bill, c.price, c.power, c.gpus = b, b.price, b.power, b.gpus
+        c.switches = sum(l.count for l in b.lines if l.part.category == "switch")
+        if budget is not None and c.price > budget:
+            c.status, c.message = "over budget", f"{c.price:,.0f} USD > {budget:,.0f}"
+        elif power is not None and c.power > power:
+            c.status, c.message = "over power", f"{c.power:,.0f} W > {power:,.0f}"
+    todo = {}           # id(graph) -> graph, each distinct fabric once
+    for c in cands:
+        if c.status == "ok":
+            todo.setdefault(id(graphs[c.fabric]), graphs[c.fabric])
+    times: dict = {}
+    for i, (key, g) in enumerate(todo.items()):
+        try:
+            times[key] = (timer(g), "")
+        except (ValueError, RuntimeError) as err:     # one fabric failing does not end the search
+            times[key] = (math.nan, f"{type(err).__name__}: {str(err).splitlines()[0]}")
+        if progress is not None:
+            progress(i + 1, len(todo))
+    for c in cands:
+        if c.status == "ok":
+            c.time, msg = times[id(graphs[c.fabric])]
+            if msg or not math.isfinite(c.time):
+                c.status, c.message = "failed", msg or "the workload did not complete"
+    ok = [c for c in cands if c.status == "ok"]
+    keep = pareto_front([(c.price, c.power, c.time) for c in ok])
+    for i in keep:
+        ok[i].pareto = True
+    front = [ok[i] for i in keep]
+    return Design(candidates=cands, front=front, dominated=len(ok) - len(front), timed=len(todo),
+                  seconds=_time.perf_counter() - start)

@@ -1,0 +1,101 @@
+"""flowsolver.design (flowsolver/_design.py): the Pareto front against brute force, budgets, per-candidate status."""
+
+import math
+
+import numpy as np
+import pytest
+
+import topologies as tp
+from flowsolver import collective, design, pareto_front
+
+
+def _brute_front(points):
+    """Indexes of points no other point dominates (<= everywhere, < somewhere): all pairs."""
+    out = []
+    for i, p in enumerate(points):
+        if not any(all(a <= b for a, b in zip(q, p)) and any(a < b for a, b in zip(q, p))
+                   for j, q in enumerate(points) if j != i):
+            out.append(i)
+    return out
+
+
+def test_pareto_front_matches_brute_force_on_random_points():
+    rng = np.random.default_rng(7)
+    for trial in range(30):
+        pts = [tuple(x) for x in rng.integers(0, 6, size=(int(rng.integers(1, 40)), 3))]
+        assert pareto_front(pts) == _brute_front(pts)
+
+
+WORK = [("all_reduce", 2**26, None)]
+
+
+@pytest.fixture(scope="module")
+def small():
+    return design(64, WORK, families=("rail_optimized", "leaf_spine"), links=("ib_ndr", "ib_hdr"),
+                  oversubscriptions=(1.0, 2.0), optics=("multimode", "singlemode"))
+
+
+def test_design_front_is_the_brute_force_front(small):
+    assert len(small.candidates) == 2 * 2 * 2 * 2
+    ok = [c for c in small.candidates if c.status == "ok"]
+    pts = [(c.price, c.power, c.time) for c in ok]
+    assert {id(ok[i]) for i in _brute_front(pts)} == {id(c) for c in small.front}
+    assert small.dominated == len(ok) - len(small.front)
+    assert all(c.pareto == (c in small.front) for c in ok)
+
+
+def test_design_times_each_fabric_once_and_as_collective_does(small):
+    fabrics = {c.fabric for c in small.candidates if c.status == "ok"}
+    assert small.timed == len(fabrics)
+    by_fabric = {}
+    for c in small.candidates:
+        by_fabric.setdefault(c.fabric, set()).add(c.time)
+    assert all(len(t) == 1 for t in by_fabric.values())      # optics change the bill only
+    g = tp.rail_optimized(8, server=tp.get_server("dgx_h100").with_(name="x", nic=None), link="ib_hdr")
+    want = collective(g, "all_reduce", 2**26).time
+    got = next(c.time for c in small.candidates if c.fabric == ("rail_optimized", "ib_hdr", 1.0, 64, 8))
+    assert got == pytest.approx(want, rel=1e-9)
+    # single-mode optics cost more than multimode for the same fabric, by the bill's difference
+    mm = next(c for c in small.candidates if c.fabric[:2] == ("rail_optimized", "ib_ndr") and c.optics == "multimode")
+    sm = next(c for c in small.candidates if c.fabric == mm.fabric and c.optics == "singlemode")
+    assert sm.price > mm.price and sm.time == mm.time
+    # the DGX keeps its twin-port NIC cages (8 NICs, 4 modules per server) in the search's bills
+    assert mm.bill.count("osfp_400g") == 0
+    assert mm.bill.count("osfp_800g_twin") == mm.bill.count("fiber_mpo")   # 2 ends per link, 2 links per module
+
+
+def test_budget_and_power_limits_skip_timing():
+    full = design(64, WORK, families=("rail_optimized",), links=("ib_ndr", "ib_hdr"), oversubscriptions=(1.0,),
+                  optics=("multimode",))
+    prices = sorted(c.price for c in full.candidates)
+    r = design(64, WORK, families=("rail_optimized",), links=("ib_ndr", "ib_hdr"), oversubscriptions=(1.0,),
+               optics=("multimode",), budget=prices[0] + 1.0)
+    over = [c for c in r.candidates if c.status == "over budget"]
+    assert len(over) == 1 and math.isnan(over[0].time) and r.timed == 1
+    r = design(64, WORK, families=("rail_optimized",), links=("ib_ndr",), oversubscriptions=(1.0,),
+               optics=("multimode",), power=1.0)
+    assert [c.status for c in r.candidates] == ["over power"] and r.front == []
+
+
+def test_bad_input_and_failed_candidates():
+    with pytest.raises(ValueError, match="multiple of the server's 8 GPUs"):
+        design(60, WORK)
+    with pytest.raises(ValueError, match="workload must be"):
+        design(64, 3.0)
+    r = design(64, lambda g: 1.0, families=("fat_tree",), links=("ib_ndr",), oversubscriptions=(2.0,),
+               optics=("multimode",))
+    assert r.candidates[0].status == "failed" and "non-blocking only" in r.candidates[0].message
+
+
+def test_cli_design(capsys):
+    import json
+
+    from flowsolver.cli import main
+
+    assert main(["design", "--gpus", "64", "--size", "64M", "--families", "rail_optimized", "--links", "ib_ndr",
+                 "ib_hdr", "--oversubscriptions", "1", "--optics", "multimode", "--all", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 2 and {r["link"] for r in rows} == {"ib_ndr", "ib_hdr"}
+    assert all(r["status"] == "ok" and r["price"] > 0 for r in rows)
+    assert main(["design", "--gpus", "60"]) == 2
+    assert "multiple of the server's 8 GPUs" in capsys.readouterr().err

@@ -1,0 +1,612 @@
+"""A priced bill of materials for a cluster graph's network: switches by model, NICs,
+transceivers and cables by reach, NVSwitch trays; prices (USD) and power (W) from a catalogue
+whose every entry names where its figures come from.
+
+What is counted
+---------------
+* **Switches**: one box per ``kind="switch"`` node of the compute fabric, the model chosen by
+  the technology family and port rate of its cables and the ports it uses: the slowest, then
+  cheapest, catalogue switch with enough ports (InfiniBand NDR, <= 64 ports: Quantum-2 QM9700;
+  more: Quantum-X800 Q3400 at NDR; 400G Ethernet: Spectrum-4 SN5600, ...).
+  A logical switch with more ports in use than the box has is counted as
+  ``ceil(ports / box ports)`` boxes and the bill carries a warning (a real design would need
+  a chassis switch or another tier).
+* **NICs**: one per ``kind="nic"`` node of the compute fabric, by its total rate over all
+  its fabric ports (two 400G ports, as a dual-port or two-plane NIC: an 800G NIC).
+* **Links** (one per physical cable; a graph edge with ``cables=n`` is n links), by reach:
+  ``"copper"`` (passive DAC inside a rack: no transceivers, ~0 W) or ``"optical"``
+  (transceivers at both ends plus a fibre). Which layers stay in a rack is per edge ``tier``
+  (:data:`DEFAULT_REACH`; ``reach=`` overrides): the access cables of a rail-optimised fabric
+  are optical (a leaf serves a rail across the racks of a scalable unit; NVIDIA's DGX SuperPOD
+  racks its leaves apart), those of a top-of-rack fabric (leaf-spine, fat-tree edge, DragonFly
+  router, torus) copper; every switch-to-switch layer is optical except DragonFly's intra-group
+  ``"local"`` and a torus's neighbour links.
+* **Transceivers** at an optical link's ends: on a switch, twin-port OSFP modules carrying
+  two 400G links each (800G twin-port OSFP on Quantum-2 and Spectrum-4), counted per switch
+  and cable layer as ``ceil(optical ports / 2)``; other rates one module per link; on a server, one single-port
+  module per NIC port, or twin-port modules where the server's NICs share OSFP cages (DGX H100
+  and B200: 8 NICs behind 4 twin-port cages, :data:`SERVER_NIC_CAGES`).
+* **NVSwitch trays** of rack-scale NVLink domains (GB200 NVL72: 9 per rack). NVSwitch chips
+  inside an 8-GPU server are part of the server and not billed.
+
+GPUs, servers, racks, storage and front-end networks are not billed (``compute_fabric``).
+
+Prices and power
+----------------
+Every :class:`Part` carries ``price_source`` and ``power_source``: a datasheet or list price
+with its date where one is public, else the word "estimate" and the basis of the number.
+No list price of these parts is public from the vendor: the prices are estimates and flagged
+``price_estimate=True``; pass your quotes with ``prices={"quantum2_qm9700": 21500.0, ...}``
+(USD per unit) and your measured power with ``power={...}`` (W per unit), or add parts with
+:func:`register_part`.
+
+>>> from topologies import rail_optimized
+>>> b = bill(rail_optimized(32))
+>>> b.count("quantum2_qm9700"), b.count("connectx7_400g")   # 8 leaves + 4 spines; 256 NICs
+(12, 256)
+>>> round(b.price / b.gpus) == round(b.price_per_gpu)
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
+
+import networkx as nx
+
+from ._graph import compute_fabric
+from .links import Gbit, get_link
+
+__all__ = ["Part", "Bill", "BillLine", "bill", "tally", "price_tally", "get_part", "part_names", "register_part",
+           "DEFAULT_REACH", "SERVER_NIC_CAGES"]
+
+CATALOGUE_DATE = "2026-12-04"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One orderable part.
+
+    Parameters
+    ----------
+    name : str
+        Catalogue key.
+    category : str
+        ``"switch"``, ``"nic"``, ``"transceiver"``, ``"cable"`` or ``"nvswitch_tray"``.
+    price : float
+        USD per unit (>= 0).
+    power : float
+        Watts per unit (>= 0), typical draw.
+    price_source, power_source : str
+        Where each figure comes from, with its date; "estimate: <basis>" where no public
+        figure was found.
+    ports : int
+        Switch ports at ``port_rate`` (a switch), links carried (a transceiver or cable), 0 else.
+    port_rate : float
+        Bytes/s of one port, one direction.
+    family : str
+        Technology family of the links it serves (``"infiniband"``, ``"ethernet"``, ...).
+
+    >>> get_part("quantum2_qm9700").ports, get_part("quantum2_qm9700").port_rate / Gbit
+    (64, 400.0)
+    """
+
+    name: str
+    category: str
+    price: float
+    power: float
+    price_source: str
+    power_source: str
+    ports: int = 0
+    port_rate: float = 0.0
+    family: str = ""
+
+    def __post_init__(self):
+        for key in ("price", "power"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise ValueError(f"Part {self.name!r}: {key} must be a finite number >= 0, got {value!r}")
+        if not self.price_source or not self.power_source:
+            raise ValueError(f"Part {self.name!r}: price_source and power_source must say where the "
+                             "figures come from (a document and date, or 'estimate: <basis>')")
+
+    @property
+    def price_estimate(self) -> bool:
+        return self.price_source.startswith("estimate")
+
+    @property
+    def power_estimate(self) -> bool:
+        return self.power_source.startswith("estimate")
+
+
+_EST_PRICE = (f"estimate ({CATALOGUE_DATE}): no vendor list price is published; order of magnitude "
+              "of reseller quotes for this class of part; pass prices= with your quote")
+_EST_SWITCH_POWER = (f"estimate ({CATALOGUE_DATE}): a 51.2 Tb/s single-ASIC 1U system without optics "
+                     "(optics are billed as transceivers); pass power= with the datasheet figure")
+
+_PARTS: dict[str, Part] = {}
+
+
+def _add(part: Part) -> None:
+    _PARTS[part.name] = part
+
+
+# --- switches ------------------------------------------------------------------------
+# Quantum-2 QM9700: 64 NDR ports (32 twin-port OSFP cages), QM97xx user manual "Interfaces"
+# (docs.nvidia.com/networking/display/QM97X0PUB, read 2026-12-04).
+_add(Part("quantum2_qm9700", "switch", 25000.0, 750.0, _EST_PRICE, _EST_SWITCH_POWER,
+          ports=64, port_rate=400 * Gbit, family="infiniband"))
+# Quantum QM8700: 40 HDR ports (NVIDIA QM8700 user manual).
+_add(Part("quantum_qm8700", "switch", 15000.0, 450.0, _EST_PRICE,
+          f"estimate ({CATALOGUE_DATE}): a 16 Tb/s 1U HDR system without optics",
+          ports=40, port_rate=200 * Gbit, family="infiniband"))
+# Quantum-X800 Q3400: 144 XDR 800G ports (NVIDIA Quantum-X800 announcement, GTC 2024).
+_add(Part("quantum_x800_q3400", "switch", 120000.0, 3000.0, _EST_PRICE,
+          f"estimate ({CATALOGUE_DATE}): a 115 Tb/s multi-ASIC system without optics",
+          ports=144, port_rate=800 * Gbit, family="infiniband"))
+# Spectrum-4 SN5600: 64 x 800GbE or 128 x 400GbE (SN5000 user manual, "Data Interfaces",
+# docs.nvidia.com/networking/display/sn5000, read 2026-12-04); billed here at 400G.
+_add(Part("spectrum4_sn5600", "switch", 40000.0, 1000.0, _EST_PRICE,
+          f"estimate ({CATALOGUE_DATE}): a 51.2 Tb/s 2U Ethernet system without optics",
+          ports=128, port_rate=400 * Gbit, family="ethernet"))
+# Spectrum-4 SN5400: 64 x 400GbE (SN5000 user manual, "Data Interfaces").
+_add(Part("spectrum4_sn5400", "switch", 30000.0, 750.0, _EST_PRICE,
+          f"estimate ({CATALOGUE_DATE}): a 25.6 Tb/s 2U Ethernet system without optics",
+          ports=64, port_rate=200 * Gbit, family="ethernet"))
+# A 100GbE 64-port switch (Spectrum-3 SN4600C class, 64 x 100GbE; mlxsw release notes list).
+_add(Part("spectrum3_sn4600c", "switch", 15000.0, 400.0, _EST_PRICE,
+          f"estimate ({CATALOGUE_DATE}): a 12.8 Tb/s 2U Ethernet system without optics",
+          ports=64, port_rate=100 * Gbit, family="ethernet"))
+# --- NICs ----------------------------------------------------------------------------
+_add(Part("connectx7_400g", "nic", 2200.0, 25.0, _EST_PRICE,
+          f"estimate ({CATALOGUE_DATE}): single-port 400G PCIe Gen5 adapter without its transceiver",
+          ports=1, port_rate=400 * Gbit))
+_add(Part("connectx6_200g", "nic", 1500.0, 20.0, _EST_PRICE,
+          f"estimate ({CATALOGUE_DATE}): single-port 200G PCIe Gen4 adapter without its transceiver",
+          ports=1, port_rate=200 * Gbit))
+_add(Part("connectx8_800g", "nic", 3000.0, 30.0, _EST_PRICE,
+          f"estimate ({CATALOGUE_DATE}): 800G PCIe Gen6 adapter without its transceiver",
+          ports=1, port_rate=800 * Gbit))
+_add(Part("nic_100g", "nic", 800.0, 15.0, _EST_PRICE,
+          f"estimate ({CATALOGUE_DATE}): 100GbE adapter without its transceiver",
+          ports=1, port_rate=100 * Gbit))
+# --- transceivers ----------------------------------------------------------------------
+# Twin-port 800G OSFP (2 x 400G links): 17 W - "Twin port OSFP single mode transceivers remain
+# at 17 Watts for all configurations" (NVIDIA MMS4X00-NM product specification, "Application
+# Overview"); the QM97xx cages are Class 8 (17 W) (QM97xx user manual, "Interfaces"). Read 2026-12-04.
+_add(Part("osfp_800g_twin", "transceiver", 1200.0, 17.0, _EST_PRICE,
+          "NVIDIA MMS4X00-NM / QM97xx user manual: twin-port OSFP at 17 W (read 2026-12-04)",
+          ports=2, port_rate=400 * Gbit))
+# Single-mode twin-port DR8 (500 m): 17 W, "remain at 17 Watts for all configurations"
+# (NVIDIA MMS4X00-NM product specification, "Application Overview", read 2026-12-04).
+_add(Part("osfp_800g_twin_dr", "transceiver", 1600.0, 17.0, _EST_PRICE,
+          "NVIDIA MMS4X00-NM specification: twin-port single-mode OSFP at 17 W (read 2026-12-04)",
+          ports=2, port_rate=400 * Gbit))
+# Single-mode 400G OSFP DR4 on a ConnectX-7: 9 W (NVIDIA MMS4X00-NS400 specification, "Overview").
+_add(Part("osfp_400g_dr", "transceiver", 1000.0, 9.0, _EST_PRICE,
+          "NVIDIA MMS4X00-NS400 specification: 9 W at 400G (read 2026-12-04)",
+          ports=1, port_rate=400 * Gbit))
+# Single-port 400G OSFP on a ConnectX-7: 8 W typical, 9 W max in 400G mode (NVIDIA
+# MMA4Z00-NS400-T product specification, "Connectivity Scenarios", read 2026-12-04).
+_add(Part("osfp_400g", "transceiver", 800.0, 8.0, _EST_PRICE,
+          "NVIDIA MMA4Z00-NS400-T specification: 8 W typical at 400G (read 2026-12-04)",
+          ports=1, port_rate=400 * Gbit))
+# Generic transceivers for the other rates (one link each).
+for _rate, _price, _w in ((200, 500.0, 6.0), (800, 1500.0, 17.0), (100, 150.0, 3.5)):
+    _add(Part(f"optics_{_rate}g", "transceiver", _price, _w, _EST_PRICE,
+              f"estimate ({CATALOGUE_DATE}): one {_rate}G pluggable optical module",
+              ports=1, port_rate=_rate * Gbit))
+# --- cables ----------------------------------------------------------------------------
+# Passive copper: "near zero power" (NVIDIA MCP7Y00 DAC specification, "Introduction");
+# 0.1 W max (MCP7Y70 specification, "Specifications"). Read 2026-12-04.
+_add(Part("dac", "cable", 150.0, 0.1, _EST_PRICE,
+          "NVIDIA MCP7Y70 DAC specification: 0.1 W max per cable end set (read 2026-12-04)", ports=1))
+_add(Part("fiber_mpo", "cable", 100.0, 0.0, _EST_PRICE,
+          "passive fibre: no power (a glass cable)", ports=1))
+# --- NVSwitch trays ----------------------------------------------------------------------
+# GB200 NVL72: 9 NVLink switch trays per 72-GPU rack (NVIDIA GB200 NVL72 specification).
+_add(Part("nvlink_switch_tray", "nvswitch_tray", 40000.0, 1000.0, _EST_PRICE,
+          f"estimate ({CATALOGUE_DATE}): one tray of 2 NVLink 5 switch chips, liquid cooled",
+          ports=0))
+
+_BUILTIN = frozenset(_PARTS)
+
+#: transceiver modules' links per server-side OSFP cage, by server model (DGX H100 and B200:
+#: "the compute fabric ports ... use a two-port transceiver to access all eight GPUs", NVIDIA
+#: DGX SuperPOD H100 reference architecture, "Network Fabrics", Figure 4; read 2026-12-04)
+SERVER_NIC_CAGES = {"dgx_h100": 2, "dgx_b200": 2}
+
+#: the reach of each cable layer (edge ``tier``) when ``reach=`` does not say: "copper" or
+#: "optical"; the access layer depends on the family (see the module docstring)
+DEFAULT_REACH = {
+    "access": "copper", "leaf-spine": "optical", "spine-core": "optical", "edge-agg": "optical",
+    "agg-core": "optical", "local": "copper", "global": "optical", "torus": "copper",
+}
+_ACCESS_BEYOND_RACK = {"rail_optimized", "rail_only", "multi_plane"}
+
+#: NVSwitch trays per rack-scale NVLink domain (GB200 NVL72 specification: 9 trays, 18 chips)
+_TRAYS_PER_DOMAIN = {72: 9}
+
+
+def part_names() -> list[str]:
+    """Catalogue keys, sorted.
+
+    >>> "osfp_800g_twin" in part_names()
+    True
+    """
+    return sorted(_PARTS)
+
+
+def get_part(name: "str | Part") -> Part:
+    """A catalogue part by name (or a Part passed through).
+
+    >>> get_part("dac").category
+    'cable'
+    """
+    if isinstance(name, Part):
+        return name
+    try:
+        return _PARTS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown part {name!r}; known: {', '.join(part_names())} "
+                         "(or register_part one)") from None
+
+
+def register_part(part: Part, *, overwrite: bool = False) -> Part:
+    """Add a user part (a switch, NIC, transceiver ...) so that bills can use it by name.
+
+    >>> p = register_part(Part("doc_switch", "switch", 1.0, 1.0, "my quote 2026-12", "my lab",
+    ...                        ports=32, port_rate=100 * Gbit, family="ethernet"), overwrite=True)
+    >>> get_part("doc_switch").ports
+    32
+    """
+    if not isinstance(part, Part):
+        raise ValueError(f"part must be a Part, got {type(part).__name__}")
+    if part.name in _BUILTIN:
+        raise ValueError(f"part {part.name!r} is built in; register it under another name")
+    if part.name in _PARTS and not overwrite:
+        raise ValueError(f"part {part.name!r} is already registered; pass overwrite=True")
+    _PARTS[part.name] = part
+    _RATE_PART.clear()
+    return part
+
+
+@dataclass(frozen=True)
+class BillLine:
+    """One line of a bill: ``count`` units of ``part`` in layer ``tier``."""
+
+    item: str
+    part: Part
+    count: int
+    tier: str
+
+    @property
+    def price(self) -> float:
+        """USD."""
+        return self.count * self.part.price
+
+    @property
+    def power(self) -> float:
+        """Watts."""
+        return self.count * self.part.power
+
+
+@dataclass
+class Bill:
+    """A network bill of materials. ``price`` in USD, ``power`` in W.
+
+    ``lines`` are grouped by item and tier; ``links`` counts physical cables by
+    ``(tier, reach, rate in Gb/s)``; ``warnings`` says where the graph did not map cleanly
+    onto catalogue parts.
+    """
+
+    lines: list
+    gpus: int
+    links: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+    @property
+    def price(self) -> float:
+        return float(sum(line.price for line in self.lines))
+
+    @property
+    def power(self) -> float:
+        return float(sum(line.power for line in self.lines))
+
+    @property
+    def price_per_gpu(self) -> float:
+        return self.price / self.gpus if self.gpus else float("nan")
+
+    @property
+    def power_per_gpu(self) -> float:
+        return self.power / self.gpus if self.gpus else float("nan")
+
+    @property
+    def estimated(self) -> bool:
+        """True when any line's price or power is an estimate rather than a published figure."""
+        return any(line.part.price_estimate or line.part.power_estimate for line in self.lines if line.count)
+
+    def count(self, part: str) -> int:
+        """Units of catalogue part ``part`` on the bill."""
+        return sum(line.count for line in self.lines if line.part.name == part)
+
+    def by_tier(self) -> dict:
+        """``{tier: {"price": USD, "power": W}}``."""
+        out = defaultdict(lambda: {"price": 0.0, "power": 0.0})
+        for line in self.lines:
+            out[line.tier]["price"] += line.price
+            out[line.tier]["power"] += line.power
+        return dict(out)
+
+    def by_category(self) -> dict:
+        """``{category: {"count": n, "price": USD, "power": W}}``."""
+        out = defaultdict(lambda: {"count": 0, "price": 0.0, "power": 0.0})
+        for line in self.lines:
+            row = out[line.part.category]
+            row["count"] += line.count
+            row["price"] += line.price
+            row["power"] += line.power
+        return dict(out)
+
+    def to_rows(self) -> list[dict]:
+        """One JSON-friendly dict per line."""
+        return [dict(item=l.item, part=l.part.name, category=l.part.category, tier=l.tier, count=l.count,
+                     unit_price=l.part.price, unit_power=l.part.power, price=l.price, power=l.power,
+                     price_source=l.part.price_source, power_source=l.part.power_source)
+                for l in self.lines]
+
+    def format(self) -> str:
+        """A text table (USD, kW)."""
+        rows = [f"{'item':34s} {'tier':12s} {'count':>8s} {'USD':>14s} {'kW':>9s}"]
+        for l in sorted(self.lines, key=lambda l: (l.part.category, l.tier, l.item)):
+            rows.append(f"{l.item:34s} {l.tier:12s} {l.count:8d} {l.price:14,.0f} {l.power / 1e3:9.2f}")
+        rows.append(f"{'total':34s} {'':12s} {'':8s} {self.price:14,.0f} {self.power / 1e3:9.2f}")
+        rows.append(f"per GPU ({self.gpus}): {self.price_per_gpu:,.0f} USD, {self.power_per_gpu:,.1f} W"
+                    + ("  [contains estimates: see price_source / power_source]" if self.estimated else ""))
+        rows.extend(f"warning: {w}" for w in self.warnings)
+        return "\n".join(rows)
+
+
+_INSIDE_SERVER = ("nvlink", "pcie", "cpu")
+
+
+def _edge_tech(d: dict, cables: int):
+    """(technology family, bytes/s of one cable) of a graph edge."""
+    try:
+        tech = get_link(d.get("tech"))
+        return tech.family, tech.bandwidth
+    except ValueError:
+        return "custom", float(d.get("capacity", 0.0)) / max(cables, 1)
+
+
+def _switch_part(family: str, rate: float, ports: int) -> Part:
+    """The catalogue switch for ``ports`` ports of ``rate`` bytes/s in ``family``: the slowest
+    (then cheapest) whose ports suffice, else the one with the most ports."""
+    fam = "ethernet" if family in ("roce", "ethernet") else family
+    fits = [p for p in _PARTS.values() if p.category == "switch" and p.family == fam and p.port_rate >= rate]
+    if not fits:
+        raise ValueError(f"no catalogue switch for {family} links of {rate / Gbit:g} Gb/s; "
+                         "register_part one or pass switch_part=")
+    enough = [p for p in fits if p.ports >= ports]
+    if enough:
+        return min(enough, key=lambda p: (p.port_rate, p.price, p.name))
+    return max(fits, key=lambda p: (p.ports, -p.price))
+
+
+_RATE_PART: dict = {}     # (category, rate) -> part; emptied when a part is registered
+
+
+def _rate_part(category: str, rate: float) -> Part:
+    """The slowest part of ``category`` whose port rate is at least ``rate``."""
+    key = (category, rate)
+    if key not in _RATE_PART:
+        _RATE_PART[key] = _find_rate_part(category, rate)
+    return _RATE_PART[key]
+
+
+def _find_rate_part(category: str, rate: float) -> Part:
+    best = None
+    for part in _PARTS.values():
+        if part.category == category and part.port_rate >= rate and (
+                best is None or part.port_rate < best.port_rate or
+                (part.port_rate == best.port_rate and part.ports < best.ports)):
+            best = part
+    if best is None:
+        raise ValueError(f"no catalogue {category} for {rate / Gbit:g} Gb/s; register_part one")
+    return best
+
+
+_OPTICS = {"multimode": ("osfp_800g_twin", "osfp_400g"), "singlemode": ("osfp_800g_twin_dr", "osfp_400g_dr")}
+
+
+def bill(g: nx.DiGraph, *, prices: dict | None = None, power: dict | None = None, reach: dict | None = None,
+         switch_part: "str | Part | None" = None, nic_part: "str | Part | None" = None,
+         optics: str = "multimode") -> Bill:
+    """The network bill of materials of cluster graph ``g`` (see the module docstring).
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A cluster graph (generated or loaded).
+    prices, power : dict, optional
+        ``{part name: USD}`` and ``{part name: W}`` overriding the catalogue per unit.
+    reach : dict, optional
+        ``{edge tier: "copper" | "optical"}`` overriding :data:`DEFAULT_REACH` (and the
+        family's access rule).
+    switch_part, nic_part : str or Part, optional
+        Bill every switch (NIC) as this part instead of choosing by technology.
+    optics : {"multimode", "singlemode"}
+        400G optics family: multimode SR (50 m, cheaper) or single-mode DR (500 m).
+
+    Returns
+    -------
+    Bill
+
+    Examples
+    --------
+    >>> from topologies import leaf_spine
+    >>> b = bill(leaf_spine(2, 1, 4))                      # 8 hosts, 2 leaves, 1 spine (NDR)
+    >>> b.count("quantum2_qm9700"), b.count("dac"), b.count("osfp_800g_twin")
+    (3, 8, 8)
+    >>> b.links[("leaf-spine", "optical", 400)]
+    8
+    """
+    return price_tally(tally(g, reach=reach, switch_part=switch_part, nic_part=nic_part), optics=optics,
+                       prices=prices, power=power)
+
+
+def price_tally(counted: dict, *, optics: str = "multimode", prices: dict | None = None,
+                power: dict | None = None) -> Bill:
+    """The :class:`Bill` of a :func:`tally` (what :func:`bill` does after counting): one tally
+    priced under several optics or price lists without walking the graph again.
+
+    >>> from topologies import fat_tree
+    >>> t = tally(fat_tree(4))
+    >>> price_tally(t).price < price_tally(t, optics="singlemode").price
+    True
+    """
+    if optics not in _OPTICS:
+        raise ValueError(f"optics must be one of {', '.join(_OPTICS)}, got {optics!r}")
+    names = {"@twin": _OPTICS[optics][0], "@single": _OPTICS[optics][1]}
+    prices, power = dict(prices or {}), dict(power or {})
+    for name, table in (("prices", prices), ("power", power)):
+        for key, value in table.items():
+            get_part(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name}[{key!r}] must be a number >= 0, got {value!r}")
+    lines = []
+    for (item, name, tier), n in sorted(counted["counts"].items()):
+        name = names.get(name, name)
+        part = get_part(name)
+        if name in prices or name in power:
+            part = replace(part, price=float(prices.get(name, part.price)),
+                           price_source="user" if name in prices else part.price_source,
+                           power=float(power.get(name, part.power)),
+                           power_source="user" if name in power else part.power_source)
+        lines.append(BillLine(item.format(name), part, int(n), tier))
+    return Bill(lines=lines, gpus=counted["gpus"], links=dict(counted["links"]), warnings=list(counted["warnings"]))
+
+
+def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part | None" = None,
+          nic_part: "str | Part | None" = None) -> dict:
+    """What :func:`bill` counts on ``g`` before pricing: ``{"counts": {(item, part, tier): n},
+    "links": ..., "warnings": [...], "gpus": n}`` (400G optics as ``"@twin"`` / ``"@single"``,
+    chosen by :func:`price_tally`'s ``optics``).
+
+    >>> from topologies import fat_tree
+    >>> tally(fat_tree(4))["gpus"]
+    16
+    """
+    core = compute_fabric(g)
+    reach_of = dict(DEFAULT_REACH)
+    if g.graph.get("generator") in _ACCESS_BEYOND_RACK:
+        reach_of["access"] = "optical"
+    for tier, medium in (reach or {}).items():
+        if medium not in ("copper", "optical"):
+            raise ValueError(f"reach[{tier!r}] must be 'copper' or 'optical', got {medium!r}")
+        reach_of[tier] = medium
+    forced_switch = get_part(switch_part) if switch_part is not None else None
+    forced_nic = get_part(nic_part) if nic_part is not None else None
+
+    kind = {n: d.get("kind") for n, d in core.nodes(data=True)}
+    warnings: list[str] = []
+    counts: Counter = Counter()          # (item, part name, tier) -> units
+    links: Counter = Counter()
+    optical_ports: Counter = Counter()   # switch -> optical links at it
+    server_optics: Counter = Counter()   # (server, rate) -> optical NIC ports
+    switch_rate: dict = {}
+    switch_family: dict = {}
+    switch_ports: Counter = Counter()
+    techs: dict = {}                     # (tech, capacity, cables) -> (family, rate of one cable)
+    cabled: Counter = Counter()          # (tier, medium, rate) -> physical cables
+    for u, nbrs in core.adj.items():
+        ku = kind.get(u)
+        for v, d in nbrs.items():
+            tier = d.get("tier", "unspecified")
+            if tier in _INSIDE_SERVER:
+                continue
+            kv = kind.get(v)
+            n = d.get("cables", 1)
+            key = (d.get("tech"), d.get("capacity"), n)
+            if key not in techs:
+                techs[key] = _edge_tech(d, int(n))
+            family, rate = techs[key]
+            n = int(n)
+            if ku == "switch":
+                switch_ports[u] += n
+                if rate > switch_rate.get(u, 0.0):
+                    switch_rate[u] = rate
+                switch_family.setdefault(u, family)
+            # each cable once: from its endpoint side, or from the smaller name between peers
+            if ku == "switch" and kv != "switch":
+                continue
+            if (ku == "switch") == (kv == "switch") and not str(u) < str(v):
+                continue
+            medium = reach_of.get(tier, "optical")
+            cabled[(tier, medium, rate)] += n
+            if medium == "optical":
+                for end in (u, v):
+                    if kind[end] == "switch":
+                        optical_ports[(end, tier)] += n
+                    else:
+                        server_optics[(core.nodes[end].get("server", end), rate, tier)] += n
+    for (tier, medium, rate), n in cabled.items():
+        links[(tier, medium, round(rate / Gbit))] += n
+        cable = "dac" if medium == "copper" else "fiber_mpo"
+        counts[(f"{'DAC' if medium == 'copper' else 'fibre'} {rate / Gbit:g}G", cable, tier)] += n
+    # switches
+    for sw, ports in switch_ports.items():
+        role = core.nodes[sw].get("role", "switch")
+        part = forced_switch or _switch_part(switch_family[sw], switch_rate[sw], ports)
+        boxes = 1
+        if ports > part.ports:
+            boxes = math.ceil(ports / part.ports)
+            warnings.append(f"switch {sw!r} uses {ports} ports, more than the {part.ports} of a {part.name}: "
+                            f"counted as {boxes} boxes")
+        counts[(f"switch {part.name}", part.name, role)] += boxes
+    # NICs cabled to the fabric
+    for n, d in core.nodes(data=True):
+        if d.get("kind") != "nic":
+            continue
+        # the NIC's bandwidth: all its fabric ports (a dual-port or multi-plane NIC is one faster NIC)
+        rates = [techs[(e.get("tech"), e.get("capacity"), e.get("cables", 1))][1] * int(e.get("cables", 1))
+                 for v, e in core[n].items() if e.get("tier", "unspecified") not in _INSIDE_SERVER]
+        if rates:
+            part = forced_nic or _rate_part("nic", sum(rates))
+            counts[(f"NIC {part.name}", part.name, "nic")] += 1
+    # transceivers: switch side, twin-port modules where the rate has them
+    for (sw, tier), ports in optical_ports.items():
+        rate = switch_rate[sw]
+        part = _rate_part("transceiver", rate)
+        name, per = (part.name, part.ports) if rate != 400 * Gbit else ("@twin", 2)
+        counts[("transceiver {}", name, tier)] += math.ceil(ports / per)
+    # transceivers: server side
+    server_model = (g.graph.get("params", {}).get("server") or {}).get("name")
+    cage = SERVER_NIC_CAGES.get(server_model, 1)
+    per_server = defaultdict(int)
+    for (server, rate, tier), ports in server_optics.items():
+        if rate == 400 * Gbit and cage == 2:
+            per_server[("@twin", tier)] += math.ceil(ports / 2)
+        else:
+            name = "@single" if rate == 400 * Gbit else _rate_part("transceiver", rate).name
+            per_server[(name, tier)] += ports
+    for (name, tier), n in per_server.items():
+        counts[("transceiver {} (server)", name, tier)] += n
+    # NVSwitch trays of rack-scale NVLink domains (servers whose GPUs sit in compute trays)
+    gpus_by_server, tray_servers = Counter(), set()
+    for _, d in core.nodes(data=True):
+        if d.get("kind") == "gpu":
+            gpus_by_server[d.get("server")] += 1
+            if d.get("tray") is not None:
+                tray_servers.add(d.get("server"))
+    for server in tray_servers:
+        trays = _TRAYS_PER_DOMAIN.get(gpus_by_server[server])
+        if trays:
+            counts[("NVLink switch tray", "nvlink_switch_tray", "nvlink")] += trays
+        else:
+            warnings.append(f"server {server!r}: no NVSwitch tray count known for a {gpus_by_server[server]}"
+                            "-GPU NVLink domain; its trays are not billed")
+    return dict(counts=dict(counts), links=dict(links), warnings=warnings, gpus=sum(gpus_by_server.values()))
