@@ -21,7 +21,7 @@ from .astra import from_astra_network, parse_simple_yaml
 from .build import FAMILIES, build
 from .clos import fat_tree, leaf_spine, rail_optimized
 from .dragonfly import dragonfly, global_link_partner
-from .failures import fabric_cables, fail_links
+from .failures import degrade_links, fabric_cables, fail_links, tier_cables
 from .io import load, save
 from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
 from .nccl import NcclServer, from_nccl_xml
@@ -36,7 +36,7 @@ __all__ = [
     "GpuSpec", "ServerModel", "ServerPorts", "get_gpu", "get_server", "register_server",
     "server_names",
     "fat_tree", "leaf_spine", "rail_optimized", "dragonfly", "global_link_partner", "torus",
-    "add_storage", "fail_links", "fabric_cables", "build", "FAMILIES",
+    "add_storage", "fail_links", "fabric_cables", "tier_cables", "degrade_links", "build", "FAMILIES",
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
     "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",
