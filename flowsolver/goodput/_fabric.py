@@ -23,10 +23,10 @@ import numpy as np
 import topologies as tp
 
 from .._status import Status
-from ..collectives import collective_variants
+from ..collectives import collective, collective_variants
 from ..training import training_step
 
-__all__ = ["StateTimes", "state_graphs", "state_step_times", "healthy_step"]
+__all__ = ["StateTimes", "state_graphs", "state_changes", "state_step_times", "healthy_step", "steps_times"]
 
 #: degraded fabrics solved per batched call (memory grows with the batch)
 BATCH = 32
@@ -116,33 +116,116 @@ def state_graphs(graph, degrades, states, *, seed: int = 0) -> list:
     >>> [len(h.graph.get("degraded", [])) for h in state_graphs(g, [("leaf-spine", 0.5)], [[0], [3]])]
     [0, 3]
     """
+    return [_degraded_view(graph, changes) if changes else graph
+            for changes in state_changes(graph, degrades, states, seed=seed)]
+
+
+def state_changes(graph, degrades, states, *, seed: int = 0) -> list:
+    """Per state, the ``((u, v), factor)`` cable changes of its fabric (see the module docstring)."""
     states = np.asarray(states, dtype=np.int64).reshape(len(states), len(degrades))
     orders = tier_orders(graph, [t for t, _ in degrades], seed)
     out = []
     for row in states:
-        if not row.any():
-            out.append(graph)
-            continue
-        h, taken = graph, {t: 0 for t in orders}
+        changes, taken = [], {t: 0 for t in orders}
         for (tier, factor), count in zip(degrades, row):
             if count <= 0:
                 continue
             start = taken[tier]
             pick = orders[tier][start:start + int(count)]
             taken[tier] = start + len(pick)
-            if pick:
-                h = tp.degrade_links(h, pick, factor)
-        out.append(h)
+            changes += [(cable, factor) for cable in pick]
+        out.append(changes)
     return out
 
 
+def _capacities(graph, table_capacity, changes_per_state) -> np.ndarray:
+    """Raw link capacities (graph edge order) of each state: (states, links)."""
+    index = {e: i for i, e in enumerate(graph.edges())}
+    caps = np.repeat(np.asarray(table_capacity, dtype=np.float64)[None, :], len(changes_per_state), axis=0)
+    for k, changes in enumerate(changes_per_state):
+        for (u, v), factor in changes:
+            for e in ((u, v), (v, u)):
+                if e in index:
+                    caps[k, index[e]] *= factor
+    return caps
+
+
+def steps_times(result, raw_caps) -> np.ndarray:
+    """The time (s) of a solved collective (``result``, a :class:`CollectiveResult` on the
+    healthy graph) on other raw link capacities (``raw_caps``, (states, links), graph edge
+    order): every distinct step of its algorithm re-solved on them, all states in one batched
+    call per step, with the algorithm, protocol, channels and latencies it had (what NCCL,
+    which tunes once when it starts, keeps when a link slows mid-run); where NCCL's cost
+    model set the time, its formula on the re-solved transfers. The same time
+    :func:`flowsolver.collective` gives on the degraded graph with that algorithm and
+    protocol pinned, where NCCL's own view of the hardware (its NVLink and NIC rates) is
+    unchanged."""
+    from ..timing import completion_times
+
+    der = result.solved_on
+    raw = np.asarray(der.raw, dtype=np.float64)
+    ratio = np.where(raw > 0, der.effective / np.where(raw > 0, raw, 1.0), 0.0)
+    eff = np.asarray(raw_caps, dtype=np.float64) * ratio[None, :]
+    batch = np.vstack([np.asarray(der.effective, dtype=np.float64)[None, :], eff])     # row 0: as solved
+    memo = {}
+
+    def transfer(rm, sizes):
+        key = (id(rm), id(sizes))
+        if key not in memo:
+            done = completion_times(rm, sizes, batch)
+            finish = np.atleast_2d(done.finish)
+            stalled = np.atleast_2d(done.stalled).any(axis=1)
+            memo[key] = np.where(stalled, np.inf, finish.max(axis=1, initial=0.0))
+        return memo[key]
+
+    if der.tuned is None:
+        moved = sum(count * transfer(rm, sizes) for rm, sizes, count in der.steps)
+        return result.time + (moved[1:] - moved[0])
+    tf = der.tuned
+    ring = sum(m * transfer(rm, sizes) for rm, sizes, m in tf.ring)
+    own = sum(m * transfer(rm, sizes) for rm, sizes, m in tf.own)
+    nvlink = batch[:, tf.nvlink] if tf.nvlink >= 0 else np.full(len(batch), tf.values[2])
+    out = np.array([float(tf.formula(float(a), float(b), float(c))) for a, b, c in zip(ring, own, nvlink)])
+    return out[1:] + (result.time - out[0])
+
+
+def _owned_copy(view):
+    """A full copy of a degraded view (what a user's callable may keep or edit)."""
+    h = view.__class__()
+    h.graph.update(view.graph)
+    h.add_nodes_from((n, dict(d)) for n, d in view._node.items())
+    h.add_edges_from((u, v, dict(d)) for u, nbrs in view._succ.items() for v, d in nbrs.items())
+    return h
+
+
+def _degraded_view(graph, changes):
+    """A graph like ``graph`` with each ``((u, v), factor)`` of ``changes`` at ``factor`` of its
+    capacity (both directions), sharing every node and unchanged edge attribute dict with
+    ``graph`` (what :func:`topologies.degrade_links` gives, without copying a large graph's
+    attributes for every state; for reading only: it is never handed to the user)."""
+    h = graph.__class__()
+    h.graph.update(graph.graph)
+    h._node = graph._node
+    h._succ = h._adj = {u: dict(nbrs) for u, nbrs in graph._succ.items()}
+    h._pred = {v: dict(nbrs) for v, nbrs in graph._pred.items()}
+    for (u, v), factor in changes:
+        for a, b in ((u, v), (v, u)):
+            if b in h._succ.get(a, ()):
+                d = dict(h._succ[a][b])
+                d["capacity"] = float(d["capacity"] * factor)
+                h._succ[a][b] = h._pred[b][a] = d
+    h.graph["degraded"] = [cable for cable, _ in changes]
+    return h
+
+
 def state_step_times(graph, workload, degrades, stragglers, states, *, compute_time: float, seed: int = 0,
-                     batch: int = BATCH) -> StateTimes:
+                     batch: int = BATCH, healthy_time: float | None = None) -> StateTimes:
     """Step time of each distinct state (rows of ``states``: the degradation counts, then
     the straggler counts). Collective workloads: every distinct fabric in batched calls of
     :func:`~flowsolver.collective_variants` (``batch`` fabrics a call, routed once);
     training and callables: one call per distinct fabric. A fabric that cannot run is
-    reported in ``status`` (its time inf), never raised.
+    reported in ``status`` (its time inf), never raised. ``healthy_time``: the step time of
+    the undegraded fabric when already known (it is then not solved again).
     """
     states = np.asarray(states, dtype=np.int64)
     n_deg = len(degrades)
@@ -154,18 +237,36 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     times = np.full(len(graphs), np.inf)
     status = [Status.OK.label] * len(graphs)
     message = [""] * len(graphs)
-    if kind == "collective":
+    healthy_rows = ~fabric_rows.any(axis=1) if len(fabric_rows) else np.zeros(0, bool)
+    if healthy_time is not None:
+        times[healthy_rows] = healthy_time
+    todo = [j for j in range(len(graphs)) if healthy_time is None or not healthy_rows[j]]
+    if kind == "collective" and todo:
         compute = float(workload.get("compute", 0.0))
         args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
-        for lo in range(0, len(graphs), batch):
-            part = [graph] + graphs[lo:lo + batch]      # routed on the healthy graph, solved for all
-            for j, r in enumerate(collective_variants(part, **args)[1:]):
+        base = collective(graph, **args)
+        if base.status == Status.OK and base.solved_on is not None and not base.solved_on.why_not:
+            changes = state_changes(graph, degrades, fabric_rows[todo], seed=seed)
+            for lo in range(0, len(todo), batch):
+                caps = _capacities(graph, base.solved_on.raw, changes[lo:lo + batch])
+                got = steps_times(base, caps)
+                for j, t in zip(todo[lo:lo + batch], got):
+                    if np.isfinite(t):
+                        times[j] = compute + float(t)
+                    else:
+                        status[j], message[j] = Status.STALLED.label, "a flow of the collective cannot move"
+            todo = []
+        for lo in range(0, len(todo), batch):
+            chunk = todo[lo:lo + batch]
+            part = [graph] + [graphs[j] for j in chunk]     # routed on the healthy graph, solved for all
+            for j, r in zip(chunk, collective_variants(part, **args)[1:]):
                 if r.status == Status.OK:
-                    times[lo + j] = compute + float(r.time)
+                    times[j] = compute + float(r.time)
                 else:
-                    status[lo + j], message[lo + j] = r.status.label, r.message
+                    status[j], message[j] = r.status.label, r.message
     else:
-        for j, h in enumerate(graphs):
+        for j in todo:
+            h = graphs[j] if kind == "train" or graphs[j] is graph else _owned_copy(graphs[j])
             try:
                 if kind == "train":
                     times[j] = float(training_step(h, **workload).step_time)

@@ -194,7 +194,7 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
     # interruptions, sorted by trajectory then time, each segment starting after one
     i_traj, i_time = _poisson_times(rng, n, total, 0.0, H) if total > 0 else (np.zeros(0, np.int64), np.zeros(0))
     i_kind = rng.choice(len(kinds), size=len(i_traj), p=lam / total) if total > 0 else np.zeros(0, np.int64)
-    order = np.lexsort((i_time, i_traj))
+    order = np.argsort(i_traj * (2.0 * H) + i_time)          # by trajectory, then time
     i_traj, i_time, i_kind = i_traj[order], i_time[order], i_kind[order]
     interruptions = np.bincount(i_traj, minlength=n)
     repair = response.repair_time
@@ -215,6 +215,21 @@ def _int(name, value, low):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
+
+
+def unique_rows(rows):
+    """``np.unique(rows, axis=0, return_inverse=True)`` for small non-negative int rows, by
+    one int64 key per row (mixed radix), ~50x faster than numpy's row-wise unique."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.shape[1] == 0:
+        return rows[:1], np.zeros(len(rows), np.int64)
+    radix = rows.max(axis=0) + 1
+    if rows.min() < 0 or float(np.prod(radix.astype(np.float64))) >= 2.0 ** 62:
+        states, inverse = np.unique(rows, axis=0, return_inverse=True)
+        return states, np.asarray(inverse).reshape(-1)
+    stride = np.concatenate([[1], np.cumprod(radix[:0:-1])])[::-1]       # last column varies fastest
+    keys, first, inverse = np.unique(rows @ stride, return_index=True, return_inverse=True)
+    return rows[first], np.asarray(inverse).reshape(-1)
 
 
 class _Timeline:
@@ -244,7 +259,7 @@ class _Timeline:
             col += [np.full(len(tr), P), np.full(int((back < H).sum()), P)]
             delta += [np.ones(len(tr), np.int64), -np.ones(int((back < H).sum()), np.int64)]
         traj, t, c, d = (np.concatenate(x) for x in (trajs, times, col, delta))
-        order = np.lexsort((-d, t, traj))
+        order = np.argsort(traj * (2.0 * H) + t, kind="stable")   # by trajectory, then time
         traj, t, c, d = traj[order], t[order], c[order], d[order]
         m = np.zeros((len(traj), cols), dtype=np.int32)
         m[np.arange(len(traj)), c] = d
@@ -264,8 +279,7 @@ class _Timeline:
         fab = counts[:, :P].astype(np.int64)
         unit = np.eye(P, dtype=np.int64)
         ask = np.concatenate([np.zeros((1, P), np.int64), unit, fab[live]]) if P else np.zeros((1, 0), np.int64)
-        states, inverse = np.unique(ask, axis=0, return_inverse=True)
-        inverse = np.asarray(inverse).reshape(-1)
+        states, inverse = unique_rows(ask)
         if state_rate is None or P == 0:
             rates = np.ones(len(states))
         else:
@@ -273,7 +287,7 @@ class _Timeline:
             if rates.shape != (len(states),) or np.any(~(rates >= 0)) or np.any(rates > 1 + 1e-9):
                 raise ValueError("state_rate must return one relative speed in [0, 1] per state")
         self.states, self.state_rates = states, rates
-        self.distinct = int(len(np.unique(fab[live], axis=0))) if P and live.any() else 1
+        self.distinct = int(len(np.unique(inverse[1 + P:]))) if P and live.any() else 1
         speed = np.ones(len(t))
         speed[live] = rates[inverse[1 + P:]] if P else rates[0]
         if shrink_hw is not None:
@@ -302,11 +316,13 @@ class _Segments:
     (the next, or the horizon), ``s`` (computing starts, after the downtime)."""
 
     def __init__(self, n, H, i_traj, i_time, i_kind, down, K):
-        traj = np.concatenate([np.arange(n, dtype=np.int64), i_traj])
-        a = np.concatenate([np.zeros(n), i_time])
-        before = np.concatenate([np.full(n, -1, np.int64), i_kind])
-        order = np.lexsort((a, traj))
-        traj, a, before = traj[order], a[order], before[order]
+        # each trajectory's start (time 0) then its interruptions, in order (these come sorted)
+        m = n + len(i_traj)
+        at = np.arange(len(i_traj)) + i_traj + 1
+        starts = np.searchsorted(i_traj, np.arange(n)) + np.arange(n)
+        traj, a, before = np.empty(m, np.int64), np.empty(m), np.empty(m, np.int64)
+        traj[at], a[at], before[at] = i_traj, i_time, i_kind
+        traj[starts], a[starts], before[starts] = np.arange(n), 0.0, -1
         last = np.ones(len(traj), bool)
         last[:-1] = traj[1:] != traj[:-1]
         b = np.empty(len(a))
@@ -315,7 +331,7 @@ class _Segments:
         after = np.full(len(a), -1, np.int64)
         after[:-1] = before[1:]
         after[last] = -1
-        downtime = np.where(before >= 0, down[np.maximum(before, 0)], 0.0)
+        downtime = np.where(before >= 0, np.append(down, 0.0)[before], 0.0)     # -1: the run's start
         self.traj, self.a, self.b, self.before, self.after, self.last = traj, a, b, before, after, last
         self.lost_down = np.minimum(downtime, b - a)
         self.s = a + self.lost_down
