@@ -26,6 +26,8 @@ from .traces import (ReplayResult, TraceError, Workload, read_chakra, read_simai
                      workload_from_step, write_chakra)
 from ._sweep import default_cache_dir, expand_grid, sweep  # noqa: E402
 from .upgrade import Upgrade, upgrade_plan, what_if  # noqa: E402
+from .goodput import (Component, GoodputResult, JobResponse, default_components, goodput,  # noqa: E402
+                      place_jobs, placement_slowdowns, simulate_goodput)
 
 __all__ = [
     "__version__", "Status",
@@ -41,6 +43,8 @@ __all__ = [
     "TraceError",
     "sweep", "expand_grid", "default_cache_dir",
     "what_if", "upgrade_plan", "Upgrade",
+    "goodput", "simulate_goodput", "GoodputResult", "JobResponse", "Component", "default_components", "place_jobs",
+    "placement_slowdowns",
 ]
 
 

@@ -23,7 +23,8 @@ LAYERS = [
     ("flowsolver.collectives",),
     ("flowsolver.training",),
     ("flowsolver.traces",),
-    ("flowsolver._sweep", "flowsolver._sweep_files", "flowsolver.study", "flowsolver.plot", "flowsolver.upgrade"),
+    ("flowsolver._sweep", "flowsolver._sweep_files", "flowsolver.study", "flowsolver.plot", "flowsolver.upgrade",
+     "flowsolver.goodput"),
     ("flowsolver.cli", "flowsolver.__main__"),
     ("flowsolver",),
 ]
