@@ -28,8 +28,11 @@ from ..training import training_step
 
 __all__ = ["StateTimes", "state_graphs", "state_changes", "state_step_times", "healthy_step", "steps_times"]
 
-#: degraded fabrics solved per batched call (memory grows with the batch)
-BATCH = 32
+#: degraded fabrics solved per batched call: on rail_optimized(2048), a 16,384-GPU ring
+#: all-reduce step (131,072 flows, 139,264 links) re-solved for 1 / 8 / 32 fabrics took 1.6 /
+#: 2.9 / 14.3 s on the project's 2 shared cores (benchmarks/goodput.py's job): ~8 a call is
+#: the cheapest per fabric, and memory grows with the batch
+BATCH = 8
 _COLLECTIVE_KEYS = ("compute", "tokens")
 
 
@@ -83,13 +86,13 @@ def healthy_step(graph, workload) -> dict:
                     dp=int(r.dp))
     if kind == "collective":
         args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
-        r = collective_variants([graph], **args)[0]
+        r = collective(graph, **args)
         if r.status != Status.OK:
             raise ValueError(f"the workload cannot run on the healthy graph: {r.message}")
         compute = float(workload.get("compute", 0.0))
         tokens = workload.get("tokens")
         return dict(step_time=compute + float(r.time), compute_time=compute,
-                    tokens=float("nan") if tokens is None else float(tokens), dp=None)
+                    tokens=float("nan") if tokens is None else float(tokens), dp=None, result=r)
     t = float(workload(graph))
     if not (np.isfinite(t) and t > 0):
         raise ValueError(f"the workload callable must return a finite step time > 0 (s), got {t!r}")
@@ -219,13 +222,16 @@ def _degraded_view(graph, changes):
 
 
 def state_step_times(graph, workload, degrades, stragglers, states, *, compute_time: float, seed: int = 0,
-                     batch: int = BATCH, healthy_time: float | None = None) -> StateTimes:
+                     batch: int = BATCH, healthy_time: float | None = None, healthy_result=None) -> StateTimes:
     """Step time of each distinct state (rows of ``states``: the degradation counts, then
-    the straggler counts). Collective workloads: every distinct fabric in batched calls of
-    :func:`~flowsolver.collective_variants` (``batch`` fabrics a call, routed once);
-    training and callables: one call per distinct fabric. A fabric that cannot run is
+    the straggler counts). Collective workloads: the collective solved once on the healthy
+    graph, then every distinct step re-solved on the capacities of ``batch`` fabrics a
+    batched call (:func:`steps_times`; where the healthy result has no such derivation, a
+    tie between NCCL's choices, :func:`~flowsolver.collective_variants` on the degraded
+    graphs); training and callables: one call per distinct fabric. A fabric that cannot run is
     reported in ``status`` (its time inf), never raised. ``healthy_time``: the step time of
-    the undegraded fabric when already known (it is then not solved again).
+    the undegraded fabric when already known (it is then not solved again); ``healthy_result``:
+    the workload's collective on the healthy graph, when already solved.
     """
     states = np.asarray(states, dtype=np.int64)
     n_deg = len(degrades)
@@ -244,7 +250,7 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     if kind == "collective" and todo:
         compute = float(workload.get("compute", 0.0))
         args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
-        base = collective(graph, **args)
+        base = collective(graph, **args) if healthy_result is None else healthy_result
         if base.status == Status.OK and base.solved_on is not None and not base.solved_on.why_not:
             changes = state_changes(graph, degrades, fabric_rows[todo], seed=seed)
             for lo in range(0, len(todo), batch):

@@ -183,7 +183,8 @@ def goodput(graph, workload, response: JobResponse, *, components=None, days: fl
 
     def state_rate(states):
         st = state_step_times(graph, workload, degrades, stragglers, states, compute_time=healthy["compute_time"],
-                              seed=fabric_seed, healthy_time=healthy["step_time"])
+                              seed=fabric_seed, healthy_time=healthy["step_time"],
+                              healthy_result=healthy.get("result"))
         solved.append(st)
         with np.errstate(divide="ignore"):
             return np.where(np.isfinite(st.step_time), healthy["step_time"] / st.step_time, 0.0)
