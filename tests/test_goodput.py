@@ -153,7 +153,7 @@ def test_degradations_slow_the_run_as_poisson_occupancy_says():
 
 def test_shrinking_and_waiting_for_repair():
     lam, repair, dp = 1 / 3600.0, 3600.0, 8
-    base = dict(horizon=500 * DAY, trajectories=100, seed=2)
+    base = dict(horizon=300 * DAY, trajectories=60, seed=2)
     # shrinking: no downtime and (almost) nothing to redo with 1 s checkpoints for free; the
     # replicas out are Poisson(lam x repair): speed 1 - lam repair / dp
     r = simulate_goodput({"gpu": lam}, JobResponse(checkpoint_cost=0.0, restart_time=0.0, checkpoint_interval=1.0,
@@ -303,3 +303,20 @@ def test_checkpoint_writes_through_the_storage_tier():
         checkpoint_write_time(tp.rail_optimized(2), 1e9)
     with pytest.raises(ValueError, match="bytes_per_gpu"):
         checkpoint_write_time(g, 0.0)
+
+
+def test_degradation_impact_ranks_the_tiers():
+    from flowsolver.goodput import degradation_impact
+
+    # 4 servers in one scalable unit: a ring between servers goes NIC -> rail leaf -> NIC and
+    # never reaches the spine, so a leaf-spine cable at half rate changes nothing; a NIC
+    # cable at half rate slows the ring
+    rows = degradation_impact(tp.rail_optimized(4), dict(op="all_reduce", size=2**28, algorithm="ring"))
+    by = {r["tier"]: r for r in rows}
+    assert by["leaf-spine"]["slowdown"] == 1.0
+    assert by["access"]["slowdown"] > 1.0
+    assert rows[0]["slowdown"] == max(r["slowdown"] for r in rows)
+    with pytest.raises(ValueError, match="factor"):
+        degradation_impact(tp.rail_optimized(2), dict(op="all_reduce", size=2**20), factor=1.0)
+    with pytest.raises(ValueError, match="collective"):
+        degradation_impact(tp.rail_optimized(2), dict(model="llama-3-8b"))

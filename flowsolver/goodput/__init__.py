@@ -11,13 +11,15 @@ synchronous step waits), and other jobs share the fabric.
   :func:`daly_useful_fraction`, :func:`checkpoint_write_time`: checkpointing and restarts;
 - :func:`simulate_goodput`: the Monte Carlo over failure trajectories (numpy, seeded);
 - :func:`goodput`: the same on a cluster graph, each distinct degraded fabric solved once;
+  :func:`degradation_impact`: which tier's degraded cable slows a step, exactly and by the
+  sensitivities;
 - :func:`place_jobs`, :func:`placement_slowdowns`: several jobs placed on one cluster, their
   collectives concurrent on the shared fabric.
 """
 
 from ._checkpoint import JobResponse, checkpoint_write_time, daly_interval, daly_useful_fraction, young_interval
 from ._components import Component, default_components, job_units
-from ._fabric import StateTimes, state_graphs, state_step_times
+from ._fabric import StateTimes, degradation_impact, state_graphs, state_step_times
 from ._montecarlo import Process, RunSample, simulate_goodput
 from ._placement import PLACEMENTS, place_jobs, placement_slowdowns
 from ._run import GoodputResult, goodput
@@ -25,4 +27,4 @@ from ._run import GoodputResult, goodput
 __all__ = ["Component", "default_components", "job_units", "JobResponse", "young_interval", "daly_interval",
            "daly_useful_fraction", "checkpoint_write_time", "Process", "RunSample", "simulate_goodput",
            "GoodputResult", "goodput", "StateTimes", "state_graphs", "state_step_times", "PLACEMENTS", "place_jobs",
-           "placement_slowdowns"]
+           "placement_slowdowns", "degradation_impact"]
