@@ -361,7 +361,7 @@ def goodput(args) -> None:
     if "simulated_optimum" in s:
         lines.append(f"simulated optimum interval: {s['simulated_optimum']:.0f} s " + ", ".join(
             f"{t:.0f} s: {f * 100:.2f} %" for t, f in r.curve))
-    lines.append("lost (fraction of wall time): " + ", ".join(f"{k} {v * 100:.2f} %" for k, v in lost.items() if v))
+    lines.append("lost (fraction of wall time): " + ", ".join(f"{k} {v * 100:.2f} %" for k, v in lost.items() if v >= 5e-5))
     rows = [dict(cause=k, lost_fraction=v) for k, v in lost.items()]
     if args.json:
         print(to_json(dict(s, lost_fraction=lost)))

@@ -78,6 +78,7 @@ class GoodputResult:
         """Mean fraction of wall time lost per cause (each interrupting kind, each
         degradation kind, ``checkpointing``, ``shrink``), largest first."""
         out = {k: float(np.mean(v)) / self.run.horizon for k, v in self.run.lost().items()}
+        out = {k: (0.0 if abs(v) < 1e-12 else v) for k, v in out.items()}        # rounding, not a loss
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def summary(self) -> dict:
