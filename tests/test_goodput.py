@@ -199,6 +199,8 @@ def test_simulate_rejects_bad_input(kw, match):
         simulate_goodput({"gpu": 1e-4}, JobResponse(checkpoint_cost=1.0, restart_time=1.0), **kw)
     with pytest.raises(ValueError, match="rate"):
         simulate_goodput({"gpu": -1.0}, JobResponse(checkpoint_cost=1.0, restart_time=1.0), horizon=DAY)
+    with pytest.raises(ValueError, match="checkpoint_interval"):
+        simulate_goodput({"gpu": 1e-4}, JobResponse(checkpoint_cost=0.0, restart_time=1.0), horizon=DAY)
     with pytest.raises(ValueError, match="dp"):
         simulate_goodput({"gpu": 1e-4}, JobResponse(checkpoint_cost=1.0, restart_time=1.0, spares=False,
                                                     shrink=True, repair_time=10.0), horizon=DAY)
@@ -271,6 +273,11 @@ def test_goodput_on_a_cluster():
     ttt = r.time_to_train(2**20 / r.healthy_step_time * 5 * DAY)
     assert np.all(ttt > 5 * DAY) and np.all(ttt < 20 * DAY)
     assert len(r.curve) == 2
+    assert s["distinct_fabrics"] == len(r.states.states[r.states.states[:, 0] > 0])
+    auto = goodput(g, wl, resp, components=comps, days=5, trajectories=20, seed=0, intervals="auto")
+    grid = [t for t, _ in auto.curve]
+    assert len(grid) == 9 and grid[4] == pytest.approx(auto.daly_interval)
+    assert grid[0] == pytest.approx(auto.daly_interval / 4) and grid[-1] == pytest.approx(auto.daly_interval * 4)
 
 
 def test_goodput_rejects_bad_input():

@@ -346,8 +346,16 @@ def goodput(args) -> None:
                            repair_time=args.repair * 3600.0)
     workload = dict(op=args.op, size=size, algorithm=args.algorithm, compute=args.compute,
                     tokens=parse_size(args.tokens))
+    intervals = args.intervals
+    if intervals is not None and intervals != ["auto"]:
+        try:
+            intervals = [float(x) for x in intervals]
+        except ValueError:
+            raise ValueError(f"--intervals: seconds or 'auto', got {' '.join(args.intervals)}") from None
+    elif intervals is not None:
+        intervals = "auto"
     r = run_goodput(graph, workload, response, components=comps, days=args.days, trajectories=args.trajectories,
-                    seed=args.mc_seed, intervals=args.intervals, dp=args.dp)
+                    seed=args.mc_seed, intervals=intervals, dp=args.dp)
     s = r.summary()
     lost = s.pop("lost_fraction")
     lines = [f"# {args.days:g} days on {len(tp.gpus(graph))} GPUs ({cluster_label(args)}), {s['trajectories']} "
@@ -357,7 +365,7 @@ def goodput(args) -> None:
              f"useful training time: mean {s['useful_fraction_mean'] * 100:.2f} % (5 % {s['useful_fraction_p5'] * 100:.2f}"
              f", 95 % {s['useful_fraction_p95'] * 100:.2f}); Daly's closed form {s['daly_fraction'] * 100:.2f} %",
              f"tokens/day: mean {s['tokens_per_day_mean']:.4g} of {s['healthy_tokens_per_day']:.4g} healthy; "
-             f"{s['distinct_fabrics']} distinct degraded states solved"]
+             f"{s['distinct_states']} distinct states met, {s['distinct_fabrics']} degraded fabrics solved"]
     if "simulated_optimum" in s:
         lines.append(f"simulated optimum interval: {s['simulated_optimum']:.0f} s " + ", ".join(
             f"{t:.0f} s: {f * 100:.2f} %" for t, f in r.curve))

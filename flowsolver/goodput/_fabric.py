@@ -41,7 +41,8 @@ class StateTimes:
     """Step time of each distinct state: ``states`` (m, processes) int, ``step_time`` (m,) s,
     ``status`` (m,) labels, ``message`` per state ("" when ok)."""
 
-    def __init__(self, states, step_time, status, message):
+    def __init__(self, states, step_time, status, message, fabrics=0):
+        self.fabrics = int(fabrics)           # distinct degraded fabrics solved (the healthy one not counted)
         self.states = np.asarray(states, dtype=np.int64)
         self.step_time = np.asarray(step_time, dtype=np.float64)
         self.status = list(status)
@@ -289,7 +290,8 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
         active = states[:, n_deg:] > 0
         slowest = np.where(active, factors[None, :], 1.0).min(axis=1)
         step = step + compute_time * (1.0 / slowest - 1.0)
-    return StateTimes(states, step, st, msg)
+    degraded = int(fabric_rows.any(axis=1).sum()) if len(fabric_rows) and n_deg else 0
+    return StateTimes(states, step, st, msg, fabrics=degraded)
 
 
 def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed: int = 0) -> list:

@@ -183,8 +183,11 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
         default_tau = response.checkpoint_interval
     elif total > 0 and response.checkpoint_cost > 0:
         default_tau = daly_interval(response.checkpoint_cost, 1.0 / total)
+    elif total > 0:
+        raise ValueError("response: with checkpoint_cost=0 there is no optimal interval (checkpoint as often as "
+                         "you like): give checkpoint_interval")
     else:
-        default_tau = H                      # nothing fails (or checkpoints are free): one period
+        default_tau = H                      # nothing fails: one period
     taus = [default_tau] if intervals is None else [float(x) for x in intervals]
     for x in taus:
         if not (math.isfinite(x) and x > 0):

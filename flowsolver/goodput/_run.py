@@ -90,7 +90,8 @@ class GoodputResult:
                    young_interval=self.young_interval, daly_interval=self.daly_interval,
                    daly_fraction=self.daly_fraction, useful_fraction_mean=float(f.mean()),
                    useful_fraction_p5=float(np.percentile(f, 5)), useful_fraction_p50=float(np.percentile(f, 50)),
-                   useful_fraction_p95=float(np.percentile(f, 95)), distinct_fabrics=self.run.distinct_states)
+                   useful_fraction_p95=float(np.percentile(f, 95)), distinct_states=self.run.distinct_states,
+                   distinct_fabrics=self.states.fabrics)
         if math.isfinite(self.tokens_per_step):
             tpd = self.tokens_per_day
             out.update(tokens_per_day_mean=float(tpd.mean()), tokens_per_day_p5=float(np.percentile(tpd, 5)),
@@ -137,9 +138,10 @@ def goodput(graph, workload, response: JobResponse, *, components=None, days: fl
         Monte Carlo trajectories (>= 1).
     seed : int
         Seed of the trajectories (reproducible).
-    intervals : sequence of float, optional
+    intervals : sequence of float or "auto", optional
         Checkpoint intervals (s) to compare on the same trajectories (``curve``,
-        ``simulated_optimum``).
+        ``simulated_optimum``); ``"auto"``: 9 intervals from a quarter of Daly's to four
+        times it, evenly spaced in log.
     dp : int, optional
         Data-parallel degree for ``shrink`` (training workloads know theirs).
     fabric_seed : int
@@ -191,6 +193,11 @@ def goodput(graph, workload, response: JobResponse, *, components=None, days: fl
             return np.where(np.isfinite(st.step_time), healthy["step_time"] / st.step_time, 0.0)
 
     dp_used = dp if dp is not None else healthy.get("dp")
+    if isinstance(intervals, str):
+        if intervals != "auto":
+            raise ValueError(f"intervals must be a list of seconds or 'auto', got {intervals!r}")
+        centre = _interval(response, interrupts, days)
+        intervals = [float(x) for x in np.geomspace(centre / 4.0, centre * 4.0, 9)]
     runs = simulate_goodput(interrupts, response, horizon=float(days) * _DAY, trajectories=trajectories, seed=seed,
                             processes=processes, state_rate=state_rate, hardware=hardware, dp=dp_used,
                             intervals=None if intervals is None else [_interval(response, interrupts, days)]
