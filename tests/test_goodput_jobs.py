@@ -63,7 +63,8 @@ def test_place_jobs_rejects_bad_input(sizes, policy, match):
 
 def test_cli_goodput(capsys):
     argv = ["goodput", "--nodes", "2", "--checkpoint-cost", "20", "--restart", "300", "--days", "5",
-            "--trajectories", "50", "--degrade", "access=0.01,2,0.5", "--rate", "hbm=0", "--intervals", "auto", "--json"]
+            "--trajectories", "50", "--degrade", "access=0.01,2,0.5", "--rate", "hbm=0", "--intervals", "auto",
+            "--json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert 0.5 < out["useful_fraction_mean"] <= 1.0 and out["trajectories"] == 50

@@ -362,14 +362,16 @@ def goodput(args) -> None:
              f"trajectories: step {s['healthy_step_time']:.3f} s healthy",
              f"interruptions per run {s['interruptions_mean']:.1f} (MTBF {s['mtbf_hours']:.2f} h); checkpoint every "
              f"{s['checkpoint_interval']:.0f} s (Young {s['young_interval']:.0f} s, Daly {s['daly_interval']:.0f} s)",
-             f"useful training time: mean {s['useful_fraction_mean'] * 100:.2f} % (5 % {s['useful_fraction_p5'] * 100:.2f}"
+             f"useful training time: mean {s['useful_fraction_mean'] * 100:.2f} % "
+             f"(5 % {s['useful_fraction_p5'] * 100:.2f}"
              f", 95 % {s['useful_fraction_p95'] * 100:.2f}); Daly's closed form {s['daly_fraction'] * 100:.2f} %",
              f"tokens/day: mean {s['tokens_per_day_mean']:.4g} of {s['healthy_tokens_per_day']:.4g} healthy; "
              f"{s['distinct_states']} distinct states met, {s['distinct_fabrics']} degraded fabrics solved"]
     if "simulated_optimum" in s:
-        lines.append(f"simulated optimum interval: {s['simulated_optimum']:.0f} s " + ", ".join(
-            f"{t:.0f} s: {f * 100:.2f} %" for t, f in r.curve))
-    lines.append("lost (fraction of wall time): " + ", ".join(f"{k} {v * 100:.2f} %" for k, v in lost.items() if v >= 5e-5))
+        lines.append(f"simulated optimum interval: {s['simulated_optimum']:.0f} s (" + ", ".join(
+            f"{t:.0f} s: {f * 100:.2f} %" for t, f in r.curve) + ")")
+    lines.append("lost (fraction of wall time): "
+                 + ", ".join(f"{k} {v * 100:.2f} %" for k, v in lost.items() if v >= 5e-5))
     rows = [dict(cause=k, lost_fraction=v) for k, v in lost.items()]
     if args.json:
         print(to_json(dict(s, lost_fraction=lost)))
