@@ -187,6 +187,15 @@ def test_time_to_useful_work():
                          horizon=1000.0, trajectories=3, seed=0)
     assert np.allclose(r.time_to_useful(450.0), 450.0)
     assert np.all(np.isinf(r.time_to_useful(2000.0)))
+    # with failures: the whole run's useful work is reached at the end of the run at the
+    # latest, and more work takes longer
+    r = simulate_goodput({"gpu": 1 / 3600.0}, JobResponse(checkpoint_cost=10.0, restart_time=120.0),
+                         horizon=10 * DAY, trajectories=20, seed=4)
+    least = r.useful.min()
+    early, late = r.time_to_useful(0.5 * least), r.time_to_useful(0.99 * least)
+    assert np.all(early < late) and np.all(late <= 10 * DAY)
+    # before any failure costs anything, work / wall <= 1: never faster than the wall clock
+    assert np.all(early >= 0.5 * least)
 
 
 @pytest.mark.parametrize("kw, match", [

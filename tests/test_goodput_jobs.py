@@ -31,6 +31,23 @@ def test_placements_on_four_dgx_servers():
         assert sorted(flat) == list(range(32))
 
 
+def test_topology_aware_keeps_jobs_inside_scalable_units():
+    # 64 servers: two scalable units of 32 (servers 0-31 and 32-63 under their own leaves).
+    # Packed, jobs of 8, 30 and 8 servers take servers 0-7, 8-37 (across both units), 38-45.
+    # Best fit, largest first: 30 servers in unit 0 (both have 32 free; the first), then each
+    # 8-server job where it fits with the least room left: unit 1 (unit 0 has 2 left)
+    g = tp.rail_optimized(64)
+    servers = lambda ranks: sorted({r // 8 for r in ranks})        # noqa: E731
+    sizes = [64, 240, 64]
+    packed = [servers(r) for r in place_jobs(g, sizes, "packed")]
+    assert packed == [list(range(0, 8)), list(range(8, 38)), list(range(38, 46))]
+    aware = [servers(r) for r in place_jobs(g, sizes, "topology_aware")]
+    assert aware == [list(range(32, 40)), list(range(0, 30)), list(range(40, 48))]
+    # a job larger than a unit spills over the units with the most room first
+    big = place_jobs(g, [8 * 40], "topology_aware")[0]
+    assert servers(big) == list(range(0, 40))
+
+
 def test_spread_jobs_share_oversubscribed_uplinks():
     # 4 leaves of 2 hosts (1 GPU each), one spine, 2:1 oversubscribed: each leaf's uplink
     # carries what one host link does. Packed, job 0 is hosts 0-3 (leaves 0, 1), job 1 hosts

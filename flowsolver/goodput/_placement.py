@@ -12,7 +12,12 @@ Placement policies (GPU slots are ``(server, local GPU index)``; ranks in
   far apart (other leaves, other scalable units);
 - ``"rail_aligned"``: slots ordered by local GPU index first, then server: each job takes the
   same GPU indices (the same rails) on every server, so its traffic between servers stays on
-  its own rails' leaves.
+  its own rails' leaves;
+- ``"topology_aware"``: servers grouped by the switches their NICs attach to (a scalable
+  unit of a rail-optimised fabric, a leaf of a leaf-spine); jobs, largest first, each go to
+  the group with the fewest free GPUs that still holds it whole (best fit, as a scheduler's
+  topology plugin does), in rank order there; a job no group holds spills over the groups
+  with the most free GPUs first.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from ..collectives import concurrent
 
 __all__ = ["PLACEMENTS", "place_jobs", "placement_slowdowns"]
 
-PLACEMENTS = ("packed", "spread", "rail_aligned")
+PLACEMENTS = ("packed", "spread", "rail_aligned", "topology_aware")
 
 
 def _slots(graph, policy: str, jobs: int) -> list:
@@ -45,6 +50,41 @@ def _slots(graph, policy: str, jobs: int) -> list:
     raise ValueError(f"policy must be one of {', '.join(PLACEMENTS)}, got {policy!r}")
 
 
+def _groups(graph) -> list:
+    """Free GPU ranks per group of servers that attach to the same switches, in rank order."""
+    gpus = tp.gpus(graph)
+    server_of = [graph.nodes[n].get("server", r) for r, n in enumerate(gpus)]
+    kind = {n: d.get("kind") for n, d in graph.nodes(data=True)}
+    attached: dict = {}
+    for u, v, d in graph.edges(data=True):
+        s = graph.nodes[u].get("server")
+        if s is not None and kind.get(v) == "switch" and "network" not in graph.nodes[v]:
+            attached.setdefault(s, set()).add(v)
+    groups: dict = {}
+    for rank, s in enumerate(server_of):
+        groups.setdefault(frozenset(attached.get(s, {s})), []).append(rank)
+    return list(groups.values())
+
+
+def _best_fit(graph, sizes) -> list:
+    free = _groups(graph)
+    out = [None] * len(sizes)
+    for j in sorted(range(len(sizes)), key=lambda j: -sizes[j]):
+        n = sizes[j]
+        fits = [g for g in free if len(g) >= n]
+        if fits:
+            group = min(fits, key=len)
+            out[j], group[:] = sorted(group[:n]), group[n:]
+            continue
+        taken = []
+        for group in sorted(free, key=len, reverse=True):
+            k = min(n - len(taken), len(group))
+            taken += group[:k]
+            group[:] = group[k:]
+        out[j] = sorted(taken)
+    return out
+
+
 def place_jobs(graph, sizes, policy: str = "packed") -> list:
     """GPU ranks of each job (a list per job, ascending) when jobs of ``sizes`` GPUs are
     placed on ``graph`` by ``policy`` (see the module docstring).
@@ -64,6 +104,8 @@ def place_jobs(graph, sizes, policy: str = "packed") -> list:
     total = len(tp.gpus(graph))
     if sum(sizes) > total:
         raise ValueError(f"sizes ask for {sum(sizes)} GPUs; the cluster has {total}")
+    if policy == "topology_aware":
+        return _best_fit(graph, sizes)
     slots = _slots(graph, policy, len(sizes))
     out, at = [], 0
     for n in sizes:
