@@ -81,9 +81,14 @@ def test_place_jobs_rejects_bad_input(sizes, policy, match):
 def test_cli_goodput(capsys):
     argv = ["goodput", "--nodes", "2", "--checkpoint-cost", "20", "--restart", "300", "--days", "5",
             "--trajectories", "50", "--degrade", "access=0.01,2,0.5", "--rate", "hbm=0", "--intervals", "auto",
-            "--json"]
+            "--budget", "256G", "--json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
+    # 256 GiB tokens at 4 MiB tokens a step: 65,536 steps of ~1 s, under a day: every
+    # trajectory gets there, a little later than with nothing broken
+    ideal = 2**38 / (4 * 2**20) * out["healthy_step_time"] / 86400
+    assert out["budget_reached"] == 1.0
+    assert ideal < out["days_to_train_p50"] < ideal / 0.5
     assert 0.5 < out["useful_fraction_mean"] <= 1.0 and out["trajectories"] == 50
     assert out["lost_fraction"]["hbm"] == 0.0 and "degraded:access" in out["lost_fraction"]
     assert main(["goodput", "--nodes", "2", "--jobs", "8", "8", "--size", "16M"]) == 0

@@ -318,6 +318,8 @@ def _add_goodput(sub, fmt) -> None:
     gp.add_argument("--compute", type=float, default=1.0, help="seconds of computation per step (default 1)")
     gp.add_argument("--tokens", default="4M", help="tokens per step, K/M/G suffixes in powers of 1024 (default 4M)")
     gp.add_argument("--days", type=float, default=30.0, help="length of the run (default %(default)s)")
+    gp.add_argument("--budget", default=None, help="tokens to train (K/M/G/T suffixes, powers of 1024): days to "
+                                                   "train them, per trajectory (a run of --days must reach them)")
     gp.add_argument("--trajectories", type=int, default=1000, help="Monte Carlo trajectories (default %(default)s)")
     gp.add_argument("--mc-seed", type=int, default=0, help="seed of the trajectories (default %(default)s)")
     gp.add_argument("--checkpoint-cost", type=float, required=False, default=None,

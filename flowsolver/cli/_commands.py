@@ -370,6 +370,18 @@ def goodput(args) -> None:
     if "simulated_optimum" in s:
         lines.append(f"simulated optimum interval: {s['simulated_optimum']:.0f} s (" + ", ".join(
             f"{t:.0f} s: {f * 100:.2f} %" for t, f in r.curve) + ")")
+    if args.budget is not None:
+        import numpy as np
+
+        days = r.time_to_train(parse_size(args.budget)) / day
+        done = days[np.isfinite(days)]
+        s["budget_reached"] = float(len(done) / len(days))
+        if len(done):
+            s.update(days_to_train_p50=float(np.percentile(done, 50)), days_to_train_p95=float(np.percentile(done, 95)))
+        lines.append(f"time to train {args.budget} tokens: " + (
+            f"median {s['days_to_train_p50']:.2f} days, 95 % {s['days_to_train_p95']:.2f} days"
+            if len(done) else "not reached") + f" ({s['budget_reached'] * 100:.0f} % of trajectories reach it in "
+            f"{args.days:g} days)")
     lines.append("lost (fraction of wall time): "
                  + ", ".join(f"{k} {v * 100:.2f} %" for k, v in lost.items() if v >= 5e-5))
     rows = [dict(cause=k, lost_fraction=v) for k, v in lost.items()]
