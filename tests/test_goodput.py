@@ -336,3 +336,17 @@ def test_degradation_impact_ranks_the_tiers():
         degradation_impact(tp.rail_optimized(2), dict(op="all_reduce", size=2**20), factor=1.0)
     with pytest.raises(ValueError, match="collective"):
         degradation_impact(tp.rail_optimized(2), dict(model="llama-3-8b"))
+
+
+def test_public_names():
+    import importlib
+
+    import flowsolver as fs
+
+    # flowsolver.goodput is the function (as flowsolver.sweep is); the package's other names
+    # are reached with "from flowsolver.goodput import ..." or at the top level
+    assert callable(fs.goodput) and fs.goodput.__module__ == "flowsolver.goodput._run"
+    package = importlib.import_module("flowsolver.goodput")
+    for name in ("JobResponse", "Component", "default_components", "simulate_goodput", "place_jobs",
+                 "placement_slowdowns", "GoodputResult"):
+        assert getattr(fs, name) is getattr(package, name)

@@ -280,7 +280,9 @@ class _Timeline:
         # the distinct states (of intervals that last), each asked of state_rate once
         live = dt > 0
         fab = counts[:, :P].astype(np.int64)
-        unit = np.eye(P, dtype=np.int64)
+        # each process alone (what it costs alone splits a shared slowdown); one that never
+        # starts asks for nothing
+        unit = np.eye(P, dtype=np.int64) * np.array([p.rate > 0 for p in processes], dtype=np.int64)[:, None]
         ask = np.concatenate([np.zeros((1, P), np.int64), unit, fab[live]]) if P else np.zeros((1, 0), np.int64)
         states, inverse = unique_rows(ask)
         if state_rate is None or P == 0:
