@@ -327,7 +327,13 @@ def test_degradation_impact_ranks_the_tiers():
     # 4 servers in one scalable unit: a ring between servers goes NIC -> rail leaf -> NIC and
     # never reaches the spine, so a leaf-spine cable at half rate changes nothing; a NIC
     # cable at half rate slows the ring
-    rows = degradation_impact(tp.rail_optimized(4), dict(op="all_reduce", size=2**28, algorithm="ring"))
+    g = tp.rail_optimized(4)
+    wl = dict(op="all_reduce", size=2**28, algorithm="ring")
+    st = state_step_times(g, wl, [("leaf-spine", 0.5), ("access", 0.5)], [], np.array([[0, 0], [2, 0], [8, 0], [1, 1]]),
+                          compute_time=0.0)
+    assert st.fabrics == 3 and st.solved == 1            # only the one with a NIC cable is re-solved
+    assert st.step_time[1] == st.step_time[2] == st.step_time[0] < st.step_time[3]
+    rows = degradation_impact(g, wl)
     by = {r["tier"]: r for r in rows}
     assert by["leaf-spine"]["slowdown"] == 1.0
     assert by["access"]["slowdown"] > 1.0

@@ -366,7 +366,8 @@ def goodput(args) -> None:
              f"(5 % {s['useful_fraction_p5'] * 100:.2f}"
              f", 95 % {s['useful_fraction_p95'] * 100:.2f}); Daly's closed form {s['daly_fraction'] * 100:.2f} %",
              f"tokens/day: mean {s['tokens_per_day_mean']:.4g} of {s['healthy_tokens_per_day']:.4g} healthy; "
-             f"{s['distinct_states']} distinct states met, {s['distinct_fabrics']} degraded fabrics solved"]
+             f"{s['distinct_states']} distinct states met, {s['distinct_fabrics']} degraded fabrics "
+             f"({s['fabrics_solved']} re-solved)"]
     if "simulated_optimum" in s:
         lines.append(f"simulated optimum interval: {s['simulated_optimum']:.0f} s (" + ", ".join(
             f"{t:.0f} s: {f * 100:.2f} %" for t, f in r.curve) + ")")

@@ -41,8 +41,9 @@ class StateTimes:
     """Step time of each distinct state: ``states`` (m, processes) int, ``step_time`` (m,) s,
     ``status`` (m,) labels, ``message`` per state ("" when ok)."""
 
-    def __init__(self, states, step_time, status, message, fabrics=0):
-        self.fabrics = int(fabrics)           # distinct degraded fabrics solved (the healthy one not counted)
+    def __init__(self, states, step_time, status, message, fabrics=0, solved=None):
+        self.fabrics = int(fabrics)           # distinct degraded fabrics (the healthy one not counted)
+        self.solved = self.fabrics if solved is None else int(solved)   # of which re-solved (the rest: unused links)
         self.states = np.asarray(states, dtype=np.int64)
         self.step_time = np.asarray(step_time, dtype=np.float64)
         self.status = list(status)
@@ -155,6 +156,19 @@ def _capacities(graph, table_capacity, changes_per_state) -> np.ndarray:
     return caps
 
 
+def _used_links(result) -> np.ndarray:
+    """Links (graph edge order) that a solved collective's time depends on: those its steps'
+    flows cross, and the NVLink link NCCL's cost model reads."""
+    der = result.solved_on
+    used = np.zeros(len(der.raw), dtype=bool)
+    parts = list(der.steps) + (list(der.tuned.ring) + list(der.tuned.own) if der.tuned is not None else [])
+    for rm, _, _ in parts:
+        used |= np.asarray(rm.link_loads(np.ones(rm.n_flows)))[:len(used)] > 0
+    if der.tuned is not None and der.tuned.nvlink >= 0:
+        used[der.tuned.nvlink] = True
+    return used
+
+
 def steps_times(result, raw_caps) -> np.ndarray:
     """The time (s) of a solved collective (``result``, a :class:`CollectiveResult` on the
     healthy graph) on other raw link capacities (``raw_caps``, (states, links), graph edge
@@ -245,6 +259,7 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     times = np.full(len(graphs), np.inf)
     status = [Status.OK.label] * len(graphs)
     message = [""] * len(graphs)
+    solved = None
     healthy_rows = ~fabric_rows.any(axis=1) if len(fabric_rows) else np.zeros(0, bool)
     if healthy_time is not None:
         times[healthy_rows] = healthy_time
@@ -255,6 +270,17 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
         base = collective(graph, **args) if healthy_result is None else healthy_result
         if base.status == Status.OK and base.solved_on is not None and not base.solved_on.why_not:
             changes = state_changes(graph, degrades, fabric_rows[todo], seed=seed)
+            # a fabric whose slower links carry none of the collective's flows (nor the NVLink
+            # link NCCL's model reads) runs it exactly as the healthy one: no solve
+            used = _used_links(base)
+            index = {e: i for i, e in enumerate(graph.edges())}
+            touched = [any(used[index[e]] for (u, v), _ in ch for e in ((u, v), (v, u)) if e in index)
+                       for ch in changes]
+            for j, hit in zip(list(todo), touched):
+                if not hit:
+                    times[j] = compute + float(base.time)
+            todo, changes = [j for j, hit in zip(todo, touched) if hit], [c for c, hit in zip(changes, touched) if hit]
+            solved = len(todo)
             for lo in range(0, len(todo), batch):
                 caps = _capacities(graph, base.solved_on.raw, changes[lo:lo + batch])
                 got = steps_times(base, caps)
@@ -291,7 +317,7 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
         slowest = np.where(active, factors[None, :], 1.0).min(axis=1)
         step = step + compute_time * (1.0 / slowest - 1.0)
     degraded = int(fabric_rows.any(axis=1).sum()) if len(fabric_rows) and n_deg else 0
-    return StateTimes(states, step, st, msg, fabrics=degraded)
+    return StateTimes(states, step, st, msg, fabrics=degraded, solved=solved)
 
 
 def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed: int = 0) -> list:

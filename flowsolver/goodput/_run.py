@@ -91,7 +91,7 @@ class GoodputResult:
                    daly_fraction=self.daly_fraction, useful_fraction_mean=float(f.mean()),
                    useful_fraction_p5=float(np.percentile(f, 5)), useful_fraction_p50=float(np.percentile(f, 50)),
                    useful_fraction_p95=float(np.percentile(f, 95)), distinct_states=self.run.distinct_states,
-                   distinct_fabrics=self.states.fabrics)
+                   distinct_fabrics=self.states.fabrics, fabrics_solved=self.states.solved)
         if math.isfinite(self.tokens_per_step):
             tpd = self.tokens_per_day
             out.update(tokens_per_day_mean=float(tpd.mean()), tokens_per_day_p5=float(np.percentile(tpd, 5)),
