@@ -22,7 +22,7 @@ from .bill import Bill, BillLine, Part, bill, get_part, part_names, price_tally,
 from .build import FAMILIES, build
 from .clos import fat_tree, leaf_spine, rail_optimized, rail_optimized_limit
 from .dragonfly import dragonfly, dragonfly_plus, global_link_partner
-from .failures import fabric_cables, fail_links
+from .failures import degrade_links, fabric_cables, fail_links, tier_cables
 from .io import load, save
 from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
 from .nccl import NcclServer, from_nccl_xml
@@ -39,7 +39,7 @@ __all__ = [
     "GpuSpec", "ServerModel", "ServerPorts", "get_gpu", "get_server", "register_server",
     "server_names",
     "fat_tree", "leaf_spine", "rail_optimized", "dragonfly", "global_link_partner", "torus",
-    "add_storage", "fail_links", "fabric_cables", "build", "FAMILIES",
+    "add_storage", "fail_links", "fabric_cables", "tier_cables", "degrade_links", "build", "FAMILIES",
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
     "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",

@@ -1,4 +1,5 @@
-"""Link failures: a copy of a cluster graph with some cables at capacity 0."""
+"""Link failures and degradations: a copy of a cluster graph with some cables at capacity 0,
+or running at a fraction of their rate."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import networkx as nx
 import numpy as np
 
-__all__ = ["fail_links", "fabric_cables"]
+__all__ = ["fail_links", "fabric_cables", "tier_cables", "degrade_links"]
 
 
 def fabric_cables(g: nx.DiGraph) -> list:
@@ -43,4 +44,51 @@ def fail_links(g: nx.DiGraph, fraction: float, *, seed: int = 0) -> nx.DiGraph:
         h[u][v]["capacity"] = 0.0
         h[v][u]["capacity"] = 0.0
     h.graph["failed"] = failed
+    return h
+
+
+def tier_cables(g: nx.DiGraph, tier: str) -> list:
+    """The cables of one ``tier`` (edge attribute) as ``(u, v)`` pairs, one per pair of
+    opposite edges (a one-way edge is its own cable), in edge order.
+
+    >>> from topologies import rail_optimized
+    >>> len(tier_cables(rail_optimized(4), "leaf-spine"))        # 8 leaves x 1 spine
+    8
+    """
+    seen, out = set(), []
+    for u, v, d in g.edges(data=True):
+        if d.get("tier") == tier and (v, u) not in seen:
+            seen.add((u, v))
+            out.append((u, v))
+    if not out:
+        tiers = sorted({str(d.get("tier")) for *_, d in g.edges(data=True)})
+        raise ValueError(f"tier {tier!r} has no links in this graph; its tiers: {', '.join(tiers)}")
+    return out
+
+
+def degrade_links(g: nx.DiGraph, cables, factor: float) -> nx.DiGraph:
+    """A copy of ``g`` in which each cable ``(u, v)`` of ``cables`` (both directions where
+    both exist) runs at ``factor`` of its capacity, ``0 < factor <= 1``: a link trained
+    down to fewer lanes, or losing packets to a dirty optic. Structure, routes and
+    latencies are unchanged; the graph's ``degraded`` attribute lists the cables.
+
+    >>> from topologies import rail_optimized
+    >>> g = rail_optimized(4)
+    >>> u, v = tier_cables(g, "leaf-spine")[0]
+    >>> h = degrade_links(g, [(u, v)], 0.5)
+    >>> h[u][v]["capacity"] / g[u][v]["capacity"], h[v][u]["capacity"] / g[v][u]["capacity"]
+    (0.5, 0.5)
+    """
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (0.0 < factor <= 1.0):
+        raise ValueError(f"factor must be in (0, 1] (the fraction of the capacity kept), got {factor!r}")
+    h = g.copy()
+    done = list(h.graph.get("degraded", []))
+    for u, v in cables:
+        if not h.has_edge(u, v):
+            raise ValueError(f"cables: ({u!r}, {v!r}) is not an edge of the graph")
+        h[u][v]["capacity"] = float(h[u][v]["capacity"] * factor)
+        if h.has_edge(v, u):
+            h[v][u]["capacity"] = float(h[v][u]["capacity"] * factor)
+        done.append((u, v))
+    h.graph["degraded"] = done
     return h

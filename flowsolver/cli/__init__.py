@@ -5,7 +5,8 @@ nccl-tests-style table over message sizes; ``--compare LOG`` puts a log's times 
 the model's), ``calibrate LOG...`` (fit link efficiency and NCCL's latency scale), ``train``
 (one training step and its breakdown), ``study`` (the network study, the main job: ``make
 run``), ``sweep CONFIG.toml``, ``replay TRACE`` (a Chakra trace or SimAI workload on a
-cluster) and ``upgrade`` (what to upgrade for a collective, under a budget). With no
+cluster), ``upgrade`` (what to upgrade for a collective, under a budget) and ``goodput``
+(useful training time over failure trajectories; ``--jobs``: placements of neighbouring jobs). With no
 sub-command it describes the built-in default cluster (8 DGX H100
 servers on a rail-optimised InfiniBand NDR fabric). Bad input (an output folder that does
 not exist included, checked before any computation) exits with status 2 and a one-line
@@ -46,7 +47,8 @@ def _topology(args) -> None:
 
 _COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "calibrate": _commands.calibrate_logs,
              "train": _commands.train, "sweep": _commands.sweep_file, "topology": _topology,
-             "replay": _commands.replay, "upgrade": _commands.upgrade, "design": _commands.design}
+             "replay": _commands.replay, "upgrade": _commands.upgrade, "design": _commands.design,
+             "goodput": _commands.goodput}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -271,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"flowsolver {__version__}")
     sub = parser.add_subparsers(dest="command")
     for add in (_add_topology_command, _add_collective, _add_calibrate, _add_train, _add_study, _add_sweep,
-                _add_replay, _add_upgrade, _add_design):
+                _add_replay, _add_upgrade, _add_design, _add_goodput):
         add(sub, fmt)
     return parser
 
@@ -453,3 +453,51 @@ def _add_design(sub, fmt) -> None:
                    help="optics (default both)")
     d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
     _add_output(d)
+
+
+def _add_goodput(sub, fmt) -> None:
+    """``flowsolver goodput``: a run's useful training time over failure trajectories, or a
+    placement comparison of neighbouring jobs (``--jobs``)."""
+    gp = sub.add_parser("goodput", help="useful training time, tokens/day and losses over failure trajectories; "
+                                        "--jobs: placement of neighbouring jobs", epilog=_GOODPUT_HELP,
+                        formatter_class=fmt)
+    _add_topology(gp, default_nodes=8)
+    _add_output(gp)
+    gp.add_argument("--op", default="all_reduce", choices=OPS, help="the step's collective (default %(default)s)")
+    gp.add_argument("--size", default="1G", help="its bytes, nccl-tests style (default %(default)s)")
+    gp.add_argument("--algorithm", default="ring", help="its algorithm (default %(default)s)")
+    gp.add_argument("--compute", type=float, default=1.0, help="seconds of computation per step (default 1)")
+    gp.add_argument("--tokens", default="4M", help="tokens per step, K/M/G suffixes in powers of 1024 (default 4M)")
+    gp.add_argument("--days", type=float, default=30.0, help="length of the run (default %(default)s)")
+    gp.add_argument("--budget", default=None, help="tokens to train (K/M/G/T suffixes, powers of 1024): days to "
+                                                   "train them, per trajectory (a run of --days must reach them)")
+    gp.add_argument("--trajectories", type=int, default=1000, help="Monte Carlo trajectories (default %(default)s)")
+    gp.add_argument("--mc-seed", type=int, default=0, help="seed of the trajectories (default %(default)s)")
+    gp.add_argument("--checkpoint-cost", type=float, required=False, default=None,
+                    help="seconds to write a checkpoint (required unless --jobs)")
+    gp.add_argument("--restart", type=float, default=None, help="seconds from a failure to computing again "
+                                                                "(required unless --jobs)")
+    gp.add_argument("--interval", type=float, default=None, help="seconds between checkpoints (default Daly's)")
+    gp.add_argument("--intervals", nargs="+", default=None,
+                    help="checkpoint intervals (s) to compare on the same trajectories, or 'auto' (around Daly's)")
+    gp.add_argument("--no-spares", action="store_true", help="no hot spares: wait --repair hours (or --shrink)")
+    gp.add_argument("--shrink", action="store_true", help="without spares, shrink data parallelism until repaired")
+    gp.add_argument("--repair", type=float, default=0.0, help="hours to repair a node without spares")
+    gp.add_argument("--dp", type=int, default=None, help="data-parallel degree (for --shrink)")
+    gp.add_argument("--rate", action="append", default=[], metavar="KIND=PER_DAY",
+                    help="override an interruption rate, events per unit per day (gpu, hbm, nic, network, host, "
+                         "software; 0 removes it)")
+    gp.add_argument("--degrade", action="append", default=[], metavar="TIER=PER_DAY,HOURS,FACTOR",
+                    help="links of TIER degrade to FACTOR of their rate, PER_DAY times per cable per day, for HOURS")
+    gp.add_argument("--straggler", default=None, metavar="PER_DAY,HOURS,FACTOR",
+                    help="GPUs compute at FACTOR of their speed, PER_DAY times per GPU per day, for HOURS")
+    gp.add_argument("--jobs", type=int, nargs="+", default=None, metavar="GPUS",
+                    help="compare placements of jobs of these sizes (their collectives at once) instead")
+
+
+_GOODPUT_HELP = """examples:
+  flowsolver goodput --nodes 64 --checkpoint-cost 30 --restart 300 --compute 5 --tokens 16M
+  flowsolver goodput --nodes 64 --checkpoint-cost 30 --restart 300 --degrade leaf-spine=0.001,4,0.5
+  flowsolver goodput --nodes 8 --jobs 16 16 32 --size 256M
+Interruption rates default to the Llama 3 paper's (Table 5: 419 in 54 days on 16,384 H100).
+"""

@@ -392,3 +392,102 @@ def design(args) -> None:
     else:
         text += r.format()
     emit(rows, args, text)
+
+
+def _numbers(flag, text, count):
+    parts = text.split(",")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != count:
+        raise ValueError(f"{flag} {text!r}: expected {count} comma-separated numbers")
+    return values
+
+
+def goodput(args) -> None:
+    """A run's goodput over failure trajectories, or (``--jobs``) a placement comparison."""
+    from ..reliability import Component, JobResponse, default_components, goodput as run_goodput, placement_slowdowns
+
+    graph = build_graph(args)
+    size = parse_size(args.size)
+    if args.jobs is not None:
+        rows = placement_slowdowns(graph, args.jobs, args.op, size, algorithm=args.algorithm)
+        lines = [f"# {args.op} of {args.size} per job, jobs of {' '.join(map(str, args.jobs))} GPUs at once on "
+                 f"{len(tp.gpus(graph))} GPUs ({cluster_label(args)})",
+                 f"{'policy':>13s} {'job':>4s} {'gpus':>5s} {'servers':>8s} {'alone (us)':>11s} "
+                 f"{'together (us)':>14s} {'slowdown':>9s}"]
+        lines += [f"{r['policy']:>13s} {r['job']:4d} {r['gpus']:5d} {r['servers']:8d} {r['alone'] * 1e6:11.1f} "
+                  f"{r['together'] * 1e6:14.1f} {r['slowdown']:9.3f}" for r in rows]
+        emit(rows, args, "\n".join(lines))
+        return
+    if args.checkpoint_cost is None or args.restart is None:
+        raise ValueError("--checkpoint-cost and --restart (seconds) are required (or --jobs for placements)")
+    day = 86400.0
+    overrides = {}
+    for item in args.rate:
+        kind, _, value = item.partition("=")
+        try:
+            per_day = float(value)
+        except ValueError:
+            raise ValueError(f"--rate {item!r}: expected KIND=PER_DAY") from None
+        overrides[kind] = per_day / day
+    comps = default_components(**overrides)
+    for item in args.degrade:
+        tier, _, spec = item.partition("=")
+        rate, hours, factor = _numbers("--degrade", spec, 3)
+        comps[f"degraded:{tier}"] = Component(f"degraded:{tier}", "degrade", rate / day, unit="link",
+                                              duration=hours * 3600.0, factor=factor, links=tier)
+    if args.straggler:
+        rate, hours, factor = _numbers("--straggler", args.straggler, 3)
+        comps["straggler"] = Component("straggler", "straggler", rate / day, unit="gpu", duration=hours * 3600.0,
+                                       factor=factor)
+    response = JobResponse(checkpoint_cost=args.checkpoint_cost, restart_time=args.restart,
+                           checkpoint_interval=args.interval, spares=not args.no_spares, shrink=args.shrink,
+                           repair_time=args.repair * 3600.0)
+    workload = dict(op=args.op, size=size, algorithm=args.algorithm, compute=args.compute,
+                    tokens=parse_size(args.tokens))
+    intervals = args.intervals
+    if intervals is not None and intervals != ["auto"]:
+        try:
+            intervals = [float(x) for x in intervals]
+        except ValueError:
+            raise ValueError(f"--intervals: seconds or 'auto', got {' '.join(args.intervals)}") from None
+    elif intervals is not None:
+        intervals = "auto"
+    r = run_goodput(graph, workload, response, components=comps, days=args.days, trajectories=args.trajectories,
+                    seed=args.mc_seed, intervals=intervals, dp=args.dp)
+    s = r.summary()
+    lost = s.pop("lost_fraction")
+    lines = [f"# {args.days:g} days on {len(tp.gpus(graph))} GPUs ({cluster_label(args)}), {s['trajectories']} "
+             f"trajectories: step {s['healthy_step_time']:.3f} s healthy",
+             f"interruptions per run {s['interruptions_mean']:.1f} (MTBF {s['mtbf_hours']:.2f} h); checkpoint every "
+             f"{s['checkpoint_interval']:.0f} s (Young {s['young_interval']:.0f} s, Daly {s['daly_interval']:.0f} s)",
+             f"useful training time: mean {s['useful_fraction_mean'] * 100:.2f} % "
+             f"(5 % {s['useful_fraction_p5'] * 100:.2f}"
+             f", 95 % {s['useful_fraction_p95'] * 100:.2f}); Daly's closed form {s['daly_fraction'] * 100:.2f} %",
+             f"tokens/day: mean {s['tokens_per_day_mean']:.4g} of {s['healthy_tokens_per_day']:.4g} healthy; "
+             f"{s['distinct_states']} distinct states met, {s['distinct_fabrics']} degraded fabrics "
+             f"({s['fabrics_solved']} re-solved)"]
+    if "simulated_optimum" in s:
+        lines.append(f"simulated optimum interval: {s['simulated_optimum']:.0f} s (" + ", ".join(
+            f"{t:.0f} s: {f * 100:.2f} %" for t, f in r.curve) + ")")
+    if args.budget is not None:
+        import numpy as np
+
+        days = r.time_to_train(parse_size(args.budget)) / day
+        done = days[np.isfinite(days)]
+        s["budget_reached"] = float(len(done) / len(days))
+        if len(done):
+            s.update(days_to_train_p50=float(np.percentile(done, 50)), days_to_train_p95=float(np.percentile(done, 95)))
+        lines.append(f"time to train {args.budget} tokens: " + (
+            f"median {s['days_to_train_p50']:.2f} days, 95 % {s['days_to_train_p95']:.2f} days"
+            if len(done) else "not reached") + f" ({s['budget_reached'] * 100:.0f} % of trajectories reach it in "
+            f"{args.days:g} days)")
+    lines.append("lost (fraction of wall time): "
+                 + ", ".join(f"{k} {v * 100:.2f} %" for k, v in lost.items() if v >= 5e-5))
+    rows = [dict(cause=k, lost_fraction=v) for k, v in lost.items()]
+    if args.json:
+        print(to_json(dict(s, lost_fraction=lost)))
+    else:
+        emit(rows, args, "\n".join(lines))

@@ -1,0 +1,194 @@
+"""Component failure and degradation processes, with default rates from the Llama 3 paper.
+
+A :class:`Component` is one kind of thing that goes wrong on a cluster and what it does to a
+synchronous training job:
+
+- ``effect="interrupt"``: the job stops (every rank waits on the failed one) and restarts
+  from its last checkpoint (GPU, HBM, NIC, network switch or cable, host, software);
+- ``effect="degrade"``: a link keeps running at ``factor`` of its rate for ``duration``
+  seconds (a cable that trains down to half its lanes, a flapping optic); the fabric is
+  re-solved with that link slower;
+- ``effect="straggler"``: a GPU computes at ``factor`` of its speed for ``duration`` seconds
+  (thermal throttling, a slow clock); a synchronous step waits for it.
+
+Rates are per unit (per GPU, per NIC, per host, per fabric link) per second; a job's rate is
+the unit rate times the units it holds. Poisson processes throughout (exponential times
+between events), the model behind Young's and Daly's checkpoint intervals.
+
+Default interruption rates: Llama 3 405B pre-training, 16,384 H100 GPUs (2,048 servers of
+8 GPUs and 8 NICs), 419 unexpected interruptions in a 54-day window (Dubey et al., "The
+Llama 3 Herd of Models", arXiv:2407.21783, 2024, Section 3.3.4, Table 5). Table 5's rows,
+grouped into the kinds below (counts in 54 days): faulty GPU 148, GPU SRAM 19, GPU system
+processor 17, silent data corruption 6, GPU thermal interface and sensor 6 (-> ``gpu``,
+196); GPU HBM3 memory 72 (-> ``hbm``); NIC 7 (-> ``nic``); network switch/cable 35 (->
+``network``); host maintenance 32, SSD 3, power supply 3, server chassis 2, IO expansion
+board 2, CPU 2, system memory 2 (-> ``host``, 46); software bug 54, dependency 2, NCCL
+watchdog timeouts 7 (-> ``software``, 63). 196 + 72 + 7 + 35 + 46 + 63 = 419. The table's
+percentage column does not match its counts exactly (148 of 419 is 35.3 %, printed 30.1 %);
+the counts are used here. The paper gives counts per job, not per component: the GPU, HBM,
+software and network rows are divided by the job's 16,384 GPUs, NIC by its 16,384 NICs,
+host by its 2,048 servers. The paper does not split switches from cables, nor give rates for
+degraded links or stragglers: those processes have no default rate (``rate=0``; give your
+own).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import networkx as nx
+
+__all__ = ["Component", "default_components", "job_units", "LLAMA3_DAYS", "LLAMA3_GPUS", "LLAMA3_COUNTS",
+           "EFFECTS", "UNITS"]
+
+EFFECTS = ("interrupt", "degrade", "straggler")
+#: what a component's rate is counted per: the job's GPUs, NICs, servers, or the fabric's links
+UNITS = ("gpu", "nic", "host", "link")
+
+# Llama 3 paper (arXiv:2407.21783), Section 3.3.4 and Table 5: 54-day window, 16,384 H100
+# (2,048 Grand Teton servers, 8 GPUs and 8 NICs each), 419 unexpected interruptions.
+LLAMA3_DAYS = 54.0
+LLAMA3_GPUS = 16384
+LLAMA3_HOSTS = 2048
+LLAMA3_NICS = 16384
+#: Table 5's counts grouped by kind (see the module docstring for the rows of each)
+LLAMA3_COUNTS = {"gpu": 148 + 19 + 17 + 6 + 6, "hbm": 72, "nic": 7, "network": 35,
+                 "host": 32 + 3 + 3 + 2 + 2 + 2 + 2, "software": 54 + 2 + 7}
+_LLAMA3_UNITS = {"gpu": ("gpu", LLAMA3_GPUS), "hbm": ("gpu", LLAMA3_GPUS), "nic": ("nic", LLAMA3_NICS),
+                 "network": ("gpu", LLAMA3_GPUS), "host": ("host", LLAMA3_HOSTS),
+                 "software": ("gpu", LLAMA3_GPUS)}
+_DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class Component:
+    """One failure or degradation process (see the module docstring).
+
+    Parameters
+    ----------
+    kind : str
+        A name (``"gpu"``, ``"hbm"``, ``"optical_link"``, ...): the key losses are reported by.
+    effect : {"interrupt", "degrade", "straggler"}
+    rate : float
+        Events per unit per second (>= 0).
+    unit : {"gpu", "nic", "host", "link"}
+        What the rate is counted per. ``"link"``: the fabric links that ``links`` selects.
+    duration : float
+        Seconds a degradation or straggler lasts (> 0; ignored for interruptions).
+    factor : float
+        Fraction of its rate a degraded link keeps, or of its speed a straggler GPU keeps,
+        in (0, 1].
+    links : str, optional
+        For ``effect="degrade"``: the links it hits, a ``tier`` of the graph's edges
+        (``"leaf-spine"``, ``"access"``, ...). Both directions of a cable degrade together.
+
+    >>> c = Component("optical_link", "degrade", rate=1e-7, unit="link", duration=3600.0, factor=0.5,
+    ...               links="leaf-spine")
+    >>> c.per_day
+    0.00864
+    """
+
+    kind: str
+    effect: str
+    rate: float
+    unit: str = "gpu"
+    duration: float = 0.0
+    factor: float = 1.0
+    links: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.kind, str) or not self.kind:
+            raise ValueError(f"Component: kind must be a non-empty string, got {self.kind!r}")
+        if self.effect not in EFFECTS:
+            raise ValueError(f"Component {self.kind!r}: effect must be one of {', '.join(EFFECTS)}, "
+                             f"got {self.effect!r}")
+        if self.unit not in UNITS:
+            raise ValueError(f"Component {self.kind!r}: unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
+        if isinstance(self.rate, bool) or not isinstance(self.rate, (int, float)) or not math.isfinite(self.rate) \
+                or self.rate < 0:
+            raise ValueError(f"Component {self.kind!r}: rate must be a finite number >= 0 (events per unit per "
+                             f"second), got {self.rate!r}")
+        if self.effect != "interrupt":
+            if not (isinstance(self.duration, (int, float)) and math.isfinite(self.duration)
+                    and self.duration > 0):
+                raise ValueError(f"Component {self.kind!r}: duration must be a finite number of seconds > 0 "
+                                 f"for a {self.effect}, got {self.duration!r}")
+            if not (isinstance(self.factor, (int, float)) and 0 < self.factor <= 1):
+                raise ValueError(f"Component {self.kind!r}: factor must be in (0, 1] (the fraction of the rate "
+                                 f"kept), got {self.factor!r}")
+        if self.effect == "degrade" and (self.unit != "link" or not isinstance(self.links, str)):
+            raise ValueError(f"Component {self.kind!r}: a degradation needs unit='link' and links= a tier name")
+        if self.effect == "straggler" and self.unit != "gpu":
+            raise ValueError(f"Component {self.kind!r}: a straggler is a GPU (unit='gpu'); a slow NIC is a "
+                             "degradation of its links (effect='degrade', links='access')")
+
+    @property
+    def per_day(self) -> float:
+        """Events per unit per day."""
+        return self.rate * _DAY
+
+    def with_rate(self, rate: float) -> "Component":
+        """A copy with another rate (events per unit per second)."""
+        return replace(self, rate=float(rate))
+
+
+def default_components(**overrides) -> dict:
+    """The interruption processes of the Llama 3 paper's Table 5 (see the module docstring),
+    keyed by kind, with any of them replaced or new ones added: ``kind=Component(...)``,
+    ``kind=rate`` (events per unit per second, same unit and effect) or ``kind=None``
+    (removed).
+
+    >>> comps = default_components()
+    >>> sorted(comps)
+    ['gpu', 'hbm', 'host', 'network', 'nic', 'software']
+    >>> round(comps["hbm"].per_day * 16384 * 54)                 # Table 5: 72 in 54 days
+    72
+    >>> round(sum(c.per_day for c in comps.values() if c.unit == "gpu") * 16384 * 54
+    ...       + comps["nic"].per_day * 16384 * 54 + comps["host"].per_day * 2048 * 54)
+    419
+    """
+    out = {}
+    for kind, count in LLAMA3_COUNTS.items():
+        unit, units = _LLAMA3_UNITS[kind]
+        out[kind] = Component(kind, "interrupt", rate=count / (LLAMA3_DAYS * _DAY * units), unit=unit)
+    for kind, value in overrides.items():
+        if value is None:
+            out.pop(kind, None)
+        elif isinstance(value, Component):
+            if value.kind != kind:
+                raise ValueError(f"default_components: {kind}= got a Component of kind {value.kind!r}")
+            out[kind] = value
+        elif kind in out and isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[kind] = out[kind].with_rate(value)
+        else:
+            raise ValueError(f"default_components: {kind}= must be a Component, None, or a rate for one of "
+                             f"{', '.join(LLAMA3_COUNTS)}; got {value!r}")
+    return out
+
+
+def job_units(graph: nx.DiGraph, ranks=None) -> dict:
+    """How many GPUs, NICs and servers (hosts) a job holds, and the fabric links per tier.
+
+    ``ranks``: the job's GPU ranks (default all). NICs are the compute NICs (not front-end)
+    of the job's servers; ``link`` maps each edge ``tier`` to its cable count (one per pair
+    of opposite edges).
+
+    >>> import topologies as tp
+    >>> u = job_units(tp.rail_optimized(4))
+    >>> u["gpu"], u["nic"], u["host"], u["link"]["leaf-spine"]
+    (32, 32, 4, 8)
+    """
+    import topologies as tp
+
+    gpus = tp.gpus(graph)
+    chosen = gpus if ranks is None else [gpus[int(r)] for r in ranks]
+    servers = {graph.nodes[g].get("server", g) for g in chosen}
+    nics = sum(1 for n, d in graph.nodes(data=True) if d.get("kind") == "nic" and d.get("role") != "frontend"
+               and d.get("server") in servers)
+    tiers: dict = {}
+    for u, v, d in graph.edges(data=True):
+        if (v, u) in graph.edges and str(u) > str(v):
+            continue                              # count a full-duplex cable once
+        tiers[d.get("tier")] = tiers.get(d.get("tier"), 0) + 1
+    return {"gpu": len(chosen), "nic": nics, "host": len(servers), "link": tiers}

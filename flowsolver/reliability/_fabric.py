@@ -1,0 +1,360 @@
+"""Step times of degraded fabrics: each distinct degraded state of the cluster solved once,
+the collective ones in one batched call.
+
+A *state* counts, for each degradation process, how many of its links are degraded, and for
+each straggler process how many GPUs straggle. The fabric of a state degrades, on each tier,
+that many cables taken in a fixed order (one seeded permutation of the tier's cables, the
+processes of one tier taking consecutive blocks of it): on the symmetric fabrics the
+generators build every cable of a tier is alike, so the state, not the cables' names, sets the
+step time. A straggler does not change the fabric: the synchronous step waits for the
+slowest GPU, so the step grows by ``compute_time (1 / factor - 1)`` (the smallest factor of
+the stragglers active).
+
+A *workload* is what one training step runs: a dict of :func:`~flowsolver.training_step`'s
+arguments (with ``model``); a dict of :func:`~flowsolver.collective`'s (with ``op``) plus
+``compute`` (seconds of computation per step, not overlapped, default 0) and ``tokens``
+(tokens per step, optional); or a callable ``graph -> float`` (the step time, s).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import topologies as tp
+
+from .._status import Status
+from ..collectives import collective, collective_variants
+from ..training import training_step
+
+__all__ = ["StateTimes", "state_graphs", "state_changes", "state_step_times", "healthy_step", "steps_times",
+           "degradation_impact"]
+
+#: degraded fabrics solved per batched call: on rail_optimized(2048), a 16,384-GPU ring
+#: all-reduce step (131,072 flows, 139,264 links) re-solved for 1 / 8 / 32 fabrics took 1.6 /
+#: 2.9 / 14.3 s on the project's 2 shared cores (benchmarks/goodput.py's job): ~8 a call is
+#: the cheapest per fabric, and memory grows with the batch
+BATCH = 8
+_COLLECTIVE_KEYS = ("compute", "tokens")
+
+
+class StateTimes:
+    """Step time of each distinct state: ``states`` (m, processes) int, ``step_time`` (m,) s,
+    ``status`` (m,) labels, ``message`` per state ("" when ok)."""
+
+    def __init__(self, states, step_time, status, message, fabrics=0, solved=None):
+        self.fabrics = int(fabrics)           # distinct degraded fabrics (the healthy one not counted)
+        self.solved = self.fabrics if solved is None else int(solved)   # of which re-solved (the rest: unused links)
+        self.states = np.asarray(states, dtype=np.int64)
+        self.step_time = np.asarray(step_time, dtype=np.float64)
+        self.status = list(status)
+        self.message = list(message)
+
+    def __len__(self):
+        return len(self.step_time)
+
+
+def _check_workload(workload):
+    if callable(workload):
+        return "callable"
+    if isinstance(workload, dict) and "model" in workload:
+        return "train"
+    if isinstance(workload, dict) and "op" in workload:
+        compute = workload.get("compute", 0.0)
+        if isinstance(compute, bool) or not isinstance(compute, (int, float)) or not np.isfinite(compute) \
+                or compute < 0:
+            raise ValueError(f"workload['compute'] must be a finite number of seconds >= 0, got {compute!r}")
+        tokens = workload.get("tokens")
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, (int, float))
+                                   or not np.isfinite(tokens) or tokens <= 0):
+            raise ValueError(f"workload['tokens'] must be a number of tokens per step > 0, got {tokens!r}")
+        return "collective"
+    raise TypeError("workload must be a dict of training_step() arguments (with 'model'), a dict of collective() "
+                    "arguments (with 'op', optional 'compute' s and 'tokens' per step), or a callable "
+                    f"graph -> step time; got {type(workload).__name__}")
+
+
+def healthy_step(graph, workload) -> dict:
+    """``step_time`` (s), ``compute_time`` (s, what a straggler slows) and ``tokens`` (per
+    step, NaN when unknown) of ``workload`` on the healthy ``graph``.
+
+    >>> import topologies as tp
+    >>> h = healthy_step(tp.rail_optimized(2), dict(op="all_reduce", size=2**30, compute=0.5, tokens=1e6))
+    >>> h["step_time"] > 0.5, h["compute_time"], h["tokens"]
+    (True, 0.5, 1000000.0)
+    """
+    kind = _check_workload(workload)
+    if kind == "train":
+        r = training_step(graph, **workload)
+        return dict(step_time=float(r.step_time), compute_time=float(r.compute_time), tokens=r.tokens_per_step,
+                    dp=int(r.dp))
+    if kind == "collective":
+        args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
+        r = collective(graph, **args)
+        if r.status != Status.OK:
+            raise ValueError(f"the workload cannot run on the healthy graph: {r.message}")
+        compute = float(workload.get("compute", 0.0))
+        tokens = workload.get("tokens")
+        return dict(step_time=compute + float(r.time), compute_time=compute,
+                    tokens=float("nan") if tokens is None else float(tokens), dp=None, result=r)
+    t = float(workload(graph))
+    if not (np.isfinite(t) and t > 0):
+        raise ValueError(f"the workload callable must return a finite step time > 0 (s), got {t!r}")
+    return dict(step_time=t, compute_time=0.0, tokens=float("nan"), dp=None)
+
+
+def tier_orders(graph, tiers, seed: int) -> dict:
+    """For each tier, its cables in a seeded random order (the order degradations take them)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for tier in sorted(set(tiers)):
+        cables = tp.tier_cables(graph, tier)
+        out[tier] = [cables[i] for i in rng.permutation(len(cables))]
+    return out
+
+
+def state_graphs(graph, degrades, states, *, seed: int = 0) -> list:
+    """The degraded graph of each state: ``degrades`` a list of (tier, factor), one per
+    degradation process, ``states`` (m, len(degrades)) counts of degraded cables. Counts
+    beyond a tier's cables degrade all of them.
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(4)
+    >>> [len(h.graph.get("degraded", [])) for h in state_graphs(g, [("leaf-spine", 0.5)], [[0], [3]])]
+    [0, 3]
+    """
+    return [_degraded_view(graph, changes) if changes else graph
+            for changes in state_changes(graph, degrades, states, seed=seed)]
+
+
+def state_changes(graph, degrades, states, *, seed: int = 0) -> list:
+    """Per state, the ``((u, v), factor)`` cable changes of its fabric (see the module docstring)."""
+    states = np.asarray(states, dtype=np.int64).reshape(len(states), len(degrades))
+    orders = tier_orders(graph, [t for t, _ in degrades], seed)
+    out = []
+    for row in states:
+        changes, taken = [], {t: 0 for t in orders}
+        for (tier, factor), count in zip(degrades, row):
+            if count <= 0:
+                continue
+            start = taken[tier]
+            pick = orders[tier][start:start + int(count)]
+            taken[tier] = start + len(pick)
+            changes += [(cable, factor) for cable in pick]
+        out.append(changes)
+    return out
+
+
+def _capacities(graph, table_capacity, changes_per_state) -> np.ndarray:
+    """Raw link capacities (graph edge order) of each state: (states, links)."""
+    index = {e: i for i, e in enumerate(graph.edges())}
+    caps = np.repeat(np.asarray(table_capacity, dtype=np.float64)[None, :], len(changes_per_state), axis=0)
+    for k, changes in enumerate(changes_per_state):
+        for (u, v), factor in changes:
+            for e in ((u, v), (v, u)):
+                if e in index:
+                    caps[k, index[e]] *= factor
+    return caps
+
+
+def _used_links(result) -> np.ndarray:
+    """Links (graph edge order) that a solved collective's time depends on: those its steps'
+    flows cross, and the NVLink link NCCL's cost model reads."""
+    der = result.solved_on
+    used = np.zeros(len(der.raw), dtype=bool)
+    parts = list(der.steps) + (list(der.tuned.ring) + list(der.tuned.own) if der.tuned is not None else [])
+    for rm, _, _ in parts:
+        used |= np.asarray(rm.link_loads(np.ones(rm.n_flows)))[:len(used)] > 0
+    if der.tuned is not None and der.tuned.nvlink >= 0:
+        used[der.tuned.nvlink] = True
+    return used
+
+
+def steps_times(result, raw_caps) -> np.ndarray:
+    """The time (s) of a solved collective (``result``, a :class:`CollectiveResult` on the
+    healthy graph) on other raw link capacities (``raw_caps``, (states, links), graph edge
+    order): every distinct step of its algorithm re-solved on them, all states in one batched
+    call per step, with the algorithm, protocol, channels and latencies it had (what NCCL,
+    which tunes once when it starts, keeps when a link slows mid-run); where NCCL's cost
+    model set the time, its formula on the re-solved transfers. The same time
+    :func:`flowsolver.collective` gives on the degraded graph with that algorithm and
+    protocol pinned, where NCCL's own view of the hardware (its NVLink and NIC rates) is
+    unchanged."""
+    from ..timing import completion_times
+
+    der = result.solved_on
+    raw = np.asarray(der.raw, dtype=np.float64)
+    ratio = np.where(raw > 0, der.effective / np.where(raw > 0, raw, 1.0), 0.0)
+    eff = np.asarray(raw_caps, dtype=np.float64) * ratio[None, :]
+    batch = np.vstack([np.asarray(der.effective, dtype=np.float64)[None, :], eff])     # row 0: as solved
+    memo = {}
+
+    def transfer(rm, sizes):
+        key = (id(rm), id(sizes))
+        if key not in memo:
+            done = completion_times(rm, sizes, batch)
+            finish = np.atleast_2d(done.finish)
+            stalled = np.atleast_2d(done.stalled).any(axis=1)
+            memo[key] = np.where(stalled, np.inf, finish.max(axis=1, initial=0.0))
+        return memo[key]
+
+    if der.tuned is None:
+        moved = sum(count * transfer(rm, sizes) for rm, sizes, count in der.steps)
+        return result.time + (moved[1:] - moved[0])
+    tf = der.tuned
+    ring = sum(m * transfer(rm, sizes) for rm, sizes, m in tf.ring)
+    own = sum(m * transfer(rm, sizes) for rm, sizes, m in tf.own)
+    nvlink = batch[:, tf.nvlink] if tf.nvlink >= 0 else np.full(len(batch), tf.values[2])
+    out = np.array([float(tf.formula(float(a), float(b), float(c))) for a, b, c in zip(ring, own, nvlink)])
+    return out[1:] + (result.time - out[0])
+
+
+def _owned_copy(view):
+    """A full copy of a degraded view (what a user's callable may keep or edit)."""
+    h = view.__class__()
+    h.graph.update(view.graph)
+    h.add_nodes_from((n, dict(d)) for n, d in view._node.items())
+    h.add_edges_from((u, v, dict(d)) for u, nbrs in view._succ.items() for v, d in nbrs.items())
+    return h
+
+
+def _degraded_view(graph, changes):
+    """A graph like ``graph`` with each ``((u, v), factor)`` of ``changes`` at ``factor`` of its
+    capacity (both directions), sharing every node and unchanged edge attribute dict with
+    ``graph`` (what :func:`topologies.degrade_links` gives, without copying a large graph's
+    attributes for every state; for reading only: it is never handed to the user)."""
+    h = graph.__class__()
+    h.graph.update(graph.graph)
+    h._node = graph._node
+    h._succ = h._adj = {u: dict(nbrs) for u, nbrs in graph._succ.items()}
+    h._pred = {v: dict(nbrs) for v, nbrs in graph._pred.items()}
+    for (u, v), factor in changes:
+        for a, b in ((u, v), (v, u)):
+            if b in h._succ.get(a, ()):
+                d = dict(h._succ[a][b])
+                d["capacity"] = float(d["capacity"] * factor)
+                h._succ[a][b] = h._pred[b][a] = d
+    h.graph["degraded"] = [cable for cable, _ in changes]
+    return h
+
+
+def state_step_times(graph, workload, degrades, stragglers, states, *, compute_time: float, seed: int = 0,
+                     batch: int = BATCH, healthy_time: float | None = None, healthy_result=None) -> StateTimes:
+    """Step time of each distinct state (rows of ``states``: the degradation counts, then
+    the straggler counts). Collective workloads: the collective solved once on the healthy
+    graph, then every distinct step re-solved on the capacities of ``batch`` fabrics a
+    batched call (:func:`steps_times`; where the healthy result has no such derivation, a
+    tie between NCCL's choices, :func:`~flowsolver.collective_variants` on the degraded
+    graphs); training and callables: one call per distinct fabric. A fabric that cannot run is
+    reported in ``status`` (its time inf), never raised. ``healthy_time``: the step time of
+    the undegraded fabric when already known (it is then not solved again); ``healthy_result``:
+    the workload's collective on the healthy graph, when already solved.
+    """
+    states = np.asarray(states, dtype=np.int64)
+    n_deg = len(degrades)
+    fabric_rows, fabric_of = np.unique(states[:, :n_deg], axis=0, return_inverse=True) if len(states) else \
+        (np.zeros((0, n_deg), np.int64), np.zeros(0, np.int64))
+    fabric_of = np.asarray(fabric_of).reshape(-1)
+    graphs = state_graphs(graph, degrades, fabric_rows, seed=seed)
+    kind = _check_workload(workload)
+    times = np.full(len(graphs), np.inf)
+    status = [Status.OK.label] * len(graphs)
+    message = [""] * len(graphs)
+    solved = None
+    healthy_rows = ~fabric_rows.any(axis=1) if len(fabric_rows) else np.zeros(0, bool)
+    if healthy_time is not None:
+        times[healthy_rows] = healthy_time
+    todo = [j for j in range(len(graphs)) if healthy_time is None or not healthy_rows[j]]
+    if kind == "collective" and todo:
+        compute = float(workload.get("compute", 0.0))
+        args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
+        base = collective(graph, **args) if healthy_result is None else healthy_result
+        if base.status == Status.OK and base.solved_on is not None and not base.solved_on.why_not:
+            changes = state_changes(graph, degrades, fabric_rows[todo], seed=seed)
+            # a fabric whose slower links carry none of the collective's flows (nor the NVLink
+            # link NCCL's model reads) runs it exactly as the healthy one: no solve
+            used = _used_links(base)
+            index = {e: i for i, e in enumerate(graph.edges())}
+            touched = [any(used[index[e]] for (u, v), _ in ch for e in ((u, v), (v, u)) if e in index)
+                       for ch in changes]
+            for j, hit in zip(list(todo), touched):
+                if not hit:
+                    times[j] = compute + float(base.time)
+            todo, changes = [j for j, hit in zip(todo, touched) if hit], [c for c, hit in zip(changes, touched) if hit]
+            solved = len(todo)
+            for lo in range(0, len(todo), batch):
+                caps = _capacities(graph, base.solved_on.raw, changes[lo:lo + batch])
+                got = steps_times(base, caps)
+                for j, t in zip(todo[lo:lo + batch], got):
+                    if np.isfinite(t):
+                        times[j] = compute + float(t)
+                    else:
+                        status[j], message[j] = Status.STALLED.label, "a flow of the collective cannot move"
+            todo = []
+        for lo in range(0, len(todo), batch):
+            chunk = todo[lo:lo + batch]
+            part = [graph] + [graphs[j] for j in chunk]     # routed on the healthy graph, solved for all
+            for j, r in zip(chunk, collective_variants(part, **args)[1:]):
+                if r.status == Status.OK:
+                    times[j] = compute + float(r.time)
+                else:
+                    status[j], message[j] = r.status.label, r.message
+    else:
+        for j in todo:
+            h = graphs[j] if kind == "train" or graphs[j] is graph else _owned_copy(graphs[j])
+            try:
+                if kind == "train":
+                    times[j] = float(training_step(h, **workload).step_time)
+                else:
+                    times[j] = float(workload(h))
+            except ValueError as err:                 # a fabric that cannot run: recorded, not raised
+                status[j], message[j] = Status.FAILED.label, str(err).splitlines()[0]
+    step = times[fabric_of]
+    st = [status[i] for i in fabric_of]
+    msg = [message[i] for i in fabric_of]
+    if stragglers:
+        factors = np.array([f for f in stragglers], dtype=np.float64)
+        active = states[:, n_deg:] > 0
+        slowest = np.where(active, factors[None, :], 1.0).min(axis=1)
+        step = step + compute_time * (1.0 / slowest - 1.0)
+    degraded = int(fabric_rows.any(axis=1).sum()) if len(fabric_rows) and n_deg else 0
+    return StateTimes(states, step, st, msg, fabrics=degraded, solved=solved)
+
+
+def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed: int = 0) -> list:
+    """Which degradations matter: for each tier, the collective step with one of its cables at
+    ``factor`` of its rate (chosen as :func:`state_graphs` chooses), exactly re-solved
+    (:func:`steps_times`) beside the linear estimate from the healthy result's sensitivities
+    (:meth:`~flowsolver.CollectiveResult.time_directional`; NaN where a tie of NCCL's choices
+    leaves none). Rows ``tier``, ``cables``, ``healthy_s``, ``exact_s``, ``linear_s``,
+    ``slowdown`` (exact / healthy), slowest first. Collective workloads only.
+
+    >>> import topologies as tp
+    >>> rows = degradation_impact(tp.rail_optimized(4), dict(op="all_reduce", size=2**28, algorithm="ring"))
+    >>> [r["tier"] for r in rows][:1], rows[0]["slowdown"] > 1.0      # a NIC cable at half rate
+    (['access'], True)
+    """
+    if _check_workload(workload) != "collective":
+        raise ValueError("degradation_impact takes a collective workload (a dict with 'op')")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (0 < factor < 1):
+        raise ValueError(f"factor must be in (0, 1), got {factor!r}")
+    args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
+    base = collective(graph, **args)
+    if base.status != Status.OK or base.solved_on is None or base.solved_on.why_not:
+        raise ValueError("degradation_impact: the healthy collective has no solved steps to re-solve "
+                         f"({base.message or base.solved_on.why_not if base.solved_on else base.message})")
+    tiers = sorted({d.get("tier") for *_, d in graph.edges(data=True) if d.get("tier")}) if tiers is None \
+        else list(tiers)
+    degrades = [(t, float(factor)) for t in tiers]
+    states = np.eye(len(tiers), dtype=np.int64)
+    caps = _capacities(graph, base.solved_on.raw, state_changes(graph, degrades, states, seed=seed))
+    exact = steps_times(base, caps)
+    raw = np.asarray(base.solved_on.raw, dtype=np.float64)
+    rows = []
+    for tier, cap, t in zip(tiers, caps, exact):
+        try:
+            linear = base.time + base.time_directional(cap - raw)
+        except ValueError:
+            linear = float("nan")
+        rows.append(dict(tier=tier, cables=len(tp.tier_cables(graph, tier)), healthy_s=float(base.time),
+                         exact_s=float(t), linear_s=float(linear), slowdown=float(t / base.time)))
+    return sorted(rows, key=lambda r: -r["slowdown"])

@@ -1,0 +1,225 @@
+"""goodput(): a run's useful training time, tokens per day and time to train over failure
+trajectories, on the job's fabric with its degradations solved."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._checkpoint import JobResponse, daly_interval, daly_useful_fraction, young_interval
+from ._components import Component, default_components, job_units
+from ._fabric import StateTimes, healthy_step, state_step_times
+from ._montecarlo import Process, RunSample, simulate_goodput
+
+__all__ = ["GoodputResult", "goodput"]
+
+_DAY = 86400.0
+
+
+@dataclass
+class GoodputResult:
+    """What :func:`goodput` returns.
+
+    ``run``: the Monte Carlo sample (:class:`RunSample`: per-trajectory seconds of useful work,
+    checkpointing, restarts, rework and slowdown); ``healthy_step_time`` (s) and
+    ``tokens_per_step`` (NaN when the workload does not say); ``states``: the distinct
+    degraded states met and their step times (:class:`StateTimes`); ``mtbf`` (s) of the
+    interruptions; ``young_interval`` and ``daly_interval`` (s); ``daly_fraction``: Daly's
+    expected useful fraction for the interval used (interruptions only, exponential);
+    ``curve``: (interval s, mean useful fraction) over the intervals asked, on the same
+    trajectories, when ``intervals`` was given.
+    """
+
+    run: RunSample
+    healthy_step_time: float
+    tokens_per_step: float
+    components: dict
+    states: StateTimes
+    mtbf: float
+    young_interval: float
+    daly_interval: float
+    daly_fraction: float
+    curve: list = field(default_factory=list)
+
+    @property
+    def useful_fraction(self) -> np.ndarray:
+        """Useful training time / wall time, per trajectory."""
+        return self.run.useful_fraction
+
+    @property
+    def healthy_tokens_per_s(self) -> float:
+        """Tokens per second with nothing broken."""
+        return self.tokens_per_step / self.healthy_step_time
+
+    @property
+    def tokens_per_day(self) -> np.ndarray:
+        """Useful tokens per day, per trajectory (NaN when tokens per step are unknown)."""
+        return self.useful_fraction * self.healthy_tokens_per_s * _DAY
+
+    @property
+    def simulated_optimum(self) -> float:
+        """The interval of ``curve`` with the highest mean useful fraction (s); NaN without a curve."""
+        if not self.curve:
+            return float("nan")
+        return float(max(self.curve, key=lambda p: p[1])[0])
+
+    def time_to_train(self, tokens: float) -> np.ndarray:
+        """Wall seconds to train ``tokens``, per trajectory (inf where the run simulated was
+        too short: simulate more ``days``)."""
+        if not (isinstance(tokens, (int, float)) and math.isfinite(tokens) and tokens > 0):
+            raise ValueError(f"tokens must be a finite number > 0, got {tokens!r}")
+        if not math.isfinite(self.tokens_per_step):
+            raise ValueError("the workload has no tokens per step (give the collective workload 'tokens')")
+        return self.run.time_to_useful(tokens / self.healthy_tokens_per_s)
+
+    def lost_fraction(self) -> dict:
+        """Mean fraction of wall time lost per cause (each interrupting kind, each
+        degradation kind, ``checkpointing``, ``shrink``), largest first."""
+        out = {k: float(np.mean(v)) / self.run.horizon for k, v in self.run.lost().items()}
+        out = {k: (0.0 if abs(v) < 1e-12 else v) for k, v in out.items()}        # rounding, not a loss
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def summary(self) -> dict:
+        """Means and percentiles as plain numbers (what the command line prints)."""
+        f = self.useful_fraction
+        out = dict(trajectories=len(f), days=self.run.horizon / _DAY, healthy_step_time=self.healthy_step_time,
+                   interruptions_mean=float(self.run.interruptions.mean()), mtbf_hours=self.mtbf / 3600.0,
+                   checkpoint_interval=self.run.interval, checkpoint_cost=self.run.checkpoint_cost,
+                   young_interval=self.young_interval, daly_interval=self.daly_interval,
+                   daly_fraction=self.daly_fraction, useful_fraction_mean=float(f.mean()),
+                   useful_fraction_p5=float(np.percentile(f, 5)), useful_fraction_p50=float(np.percentile(f, 50)),
+                   useful_fraction_p95=float(np.percentile(f, 95)), distinct_states=self.run.distinct_states,
+                   distinct_fabrics=self.states.fabrics, fabrics_solved=self.states.solved)
+        if math.isfinite(self.tokens_per_step):
+            tpd = self.tokens_per_day
+            out.update(tokens_per_day_mean=float(tpd.mean()), tokens_per_day_p5=float(np.percentile(tpd, 5)),
+                       healthy_tokens_per_day=self.healthy_tokens_per_s * _DAY)
+        if self.curve:
+            out["simulated_optimum"] = self.simulated_optimum
+        out["lost_fraction"] = self.lost_fraction()
+        return out
+
+
+def _job_rate(c: Component, units: dict) -> float:
+    if c.unit == "link":
+        if not isinstance(c.links, str):
+            raise ValueError(f"component {c.kind!r}: unit='link' needs links= a tier name")
+        if c.links not in units["link"]:
+            raise ValueError(f"component {c.kind!r}: links={c.links!r} is no tier of the graph; its tiers: "
+                             f"{', '.join(sorted(map(str, units['link'])))}")
+        return c.rate * units["link"][c.links]
+    return c.rate * units[c.unit]
+
+
+def goodput(graph, workload, response: JobResponse, *, components=None, days: float = 30.0,
+            trajectories: int = 1000, seed: int = 0, intervals=None, dp: int | None = None,
+            fabric_seed: int = 0) -> GoodputResult:
+    """Goodput of a training run on ``graph`` over failure trajectories.
+
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        The cluster (the job runs on the workload's ranks, default every GPU).
+    workload : dict or callable
+        One training step: :func:`~flowsolver.training_step`'s arguments (with ``model``), or
+        :func:`~flowsolver.collective`'s (with ``op``) plus ``compute`` (s per step) and
+        ``tokens`` (per step), or a callable ``graph -> step time``.
+    response : JobResponse
+        Checkpoint interval (default Daly's optimum) and cost, restart, spares or shrinking.
+    components : dict, optional
+        Kind -> :class:`Component`; default :func:`default_components` (the Llama 3 paper's
+        interruption rates). Degradations (``effect="degrade"``) re-solve the fabric with
+        their links slower; stragglers slow the step's compute.
+    days : float
+        Length of each simulated run (days, > 0).
+    trajectories : int
+        Monte Carlo trajectories (>= 1).
+    seed : int
+        Seed of the trajectories (reproducible).
+    intervals : sequence of float or "auto", optional
+        Checkpoint intervals (s) to compare on the same trajectories (``curve``,
+        ``simulated_optimum``); ``"auto"``: 9 intervals from a quarter of Daly's to four
+        times it, evenly spaced in log.
+    dp : int, optional
+        Data-parallel degree for ``shrink`` (training workloads know theirs).
+    fabric_seed : int
+        Seed of the order in which a tier's cables degrade.
+
+    Examples
+    --------
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(2)
+    >>> wl = dict(op="all_reduce", size=2**30, algorithm="ring", compute=1.0, tokens=1e6)
+    >>> r = goodput(g, wl, JobResponse(checkpoint_cost=20.0, restart_time=300.0), days=7, trajectories=100)
+    >>> bool(0.9 < r.useful_fraction.mean() < 1.0)          # 16 GPUs at Llama 3's rates: rare failures
+    True
+    """
+    if not isinstance(response, JobResponse):
+        raise TypeError(f"response must be a JobResponse, got {type(response).__name__}")
+    if isinstance(days, bool) or not isinstance(days, (int, float)) or not (math.isfinite(days) and days > 0):
+        raise ValueError(f"days must be a finite number > 0, got {days!r}")
+    comps = default_components() if components is None else dict(components)
+    for kind, c in comps.items():
+        if not isinstance(c, Component):
+            raise TypeError(f"components[{kind!r}] must be a Component, got {type(c).__name__}")
+    ranks = workload.get("ranks") if isinstance(workload, dict) else None
+    units = job_units(graph, ranks)
+    healthy = healthy_step(graph, workload)
+    interrupts, hardware, processes, degrades, stragglers = {}, {}, [], [], []
+    for kind, c in comps.items():
+        rate = _job_rate(c, units)
+        if c.effect == "interrupt":
+            interrupts[kind] = rate
+            hardware[kind] = kind != "software"
+    for kind, c in comps.items():
+        if c.effect == "degrade":
+            _job_rate(c, units)
+            processes.append(Process(kind, _job_rate(c, units), c.duration))
+            degrades.append((c.links, c.factor))
+    for kind, c in comps.items():
+        if c.effect == "straggler":
+            processes.append(Process(kind, _job_rate(c, units), c.duration))
+            stragglers.append(c.factor)
+    solved: list = []
+
+    def state_rate(states):
+        st = state_step_times(graph, workload, degrades, stragglers, states, compute_time=healthy["compute_time"],
+                              seed=fabric_seed, healthy_time=healthy["step_time"],
+                              healthy_result=healthy.get("result"))
+        solved.append(st)
+        with np.errstate(divide="ignore"):
+            return np.where(np.isfinite(st.step_time), healthy["step_time"] / st.step_time, 0.0)
+
+    dp_used = dp if dp is not None else healthy.get("dp")
+    if isinstance(intervals, str):
+        if intervals != "auto":
+            raise ValueError(f"intervals must be a list of seconds or 'auto', got {intervals!r}")
+        centre = _interval(response, interrupts, days)
+        intervals = [float(x) for x in np.geomspace(centre / 4.0, centre * 4.0, 9)]
+    runs = simulate_goodput(interrupts, response, horizon=float(days) * _DAY, trajectories=trajectories, seed=seed,
+                            processes=processes, state_rate=state_rate, hardware=hardware, dp=dp_used,
+                            intervals=None if intervals is None else [_interval(response, interrupts, days)]
+                            + list(intervals))
+    run = runs if intervals is None else runs[0]
+    curve = [] if intervals is None else [(r.interval, float(r.useful_fraction.mean())) for r in runs[1:]]
+    total = sum(interrupts.values())
+    mtbf = 1.0 / total if total > 0 else math.inf
+    young = young_interval(response.checkpoint_cost, mtbf) if response.checkpoint_cost > 0 and total > 0 else math.inf
+    daly = daly_interval(response.checkpoint_cost, mtbf) if response.checkpoint_cost > 0 and total > 0 else math.inf
+    daly_frac = daly_useful_fraction(run.interval, response.checkpoint_cost, response.restart_time, mtbf) \
+        if total > 0 else run.interval / (run.interval + response.checkpoint_cost)
+    return GoodputResult(run=run, healthy_step_time=healthy["step_time"], tokens_per_step=float(healthy["tokens"]),
+                         components=comps, states=solved[0] if solved else StateTimes([], [], [], []), mtbf=mtbf,
+                         young_interval=young, daly_interval=daly, daly_fraction=daly_frac, curve=curve)
+
+
+def _interval(response, interrupts, days):
+    """The interval the run uses: the response's, else Daly's, else the whole run."""
+    total = sum(interrupts.values())
+    if response.checkpoint_interval is not None:
+        return response.checkpoint_interval
+    if total > 0 and response.checkpoint_cost > 0:
+        return daly_interval(response.checkpoint_cost, 1.0 / total)
+    return float(days) * _DAY

@@ -1,0 +1,101 @@
+"""flowsolver.reliability (flowsolver.goodput and friends): placement of neighbouring jobs (hand-checked small clusters) and the
+`flowsolver goodput` command."""
+
+import json
+
+import pytest
+
+import topologies as tp
+from flowsolver.cli import main
+from flowsolver.reliability import PLACEMENTS, place_jobs, placement_slowdowns
+
+
+def test_placements_on_four_dgx_servers():
+    g = tp.rail_optimized(4)            # 4 servers x 8 GPUs; rank = 8 x server + local index
+    server = lambda s: list(range(8 * s, 8 * s + 8))            # noqa: E731
+    packed = place_jobs(g, [16, 16], "packed")
+    assert packed == [server(0) + server(1), server(2) + server(3)]
+    # two jobs: servers dealt 0, 2 to the first, 1, 3 to the second
+    assert place_jobs(g, [16, 16], "spread") == [server(0) + server(2), server(1) + server(3)]
+    # the first job takes GPUs 0-3 (rails 0-3) of every server, the second GPUs 4-7
+    rails = place_jobs(g, [16, 16], "rail_aligned")
+    assert rails[0] == [8 * s + i for s in range(4) for i in range(4)]
+    assert rails[1] == [8 * s + i for s in range(4) for i in range(4, 8)]
+    # three jobs: server order 0, 3 (0 + 3), 1, 2, filled in that order: 12 GPUs = server 0
+    # and half of 3; 8 = the rest of 3 and half of 1; 8 = the rest of 1 and half of 2
+    assert place_jobs(g, [12, 8, 8], "spread") == [server(0) + server(3)[:4], server(1)[:4] + server(3)[4:],
+                                                   server(1)[4:] + server(2)[:4]]
+    for policy in PLACEMENTS:          # every GPU at most once
+        jobs = place_jobs(g, [8, 8, 16], policy)
+        flat = [r for job in jobs for r in job]
+        assert sorted(flat) == list(range(32))
+
+
+def test_topology_aware_keeps_jobs_inside_scalable_units():
+    # 64 servers: two scalable units of 32 (servers 0-31 and 32-63 under their own leaves).
+    # Packed, jobs of 8, 30 and 8 servers take servers 0-7, 8-37 (across both units), 38-45.
+    # Best fit, largest first: 30 servers in unit 0 (both have 32 free; the first), then each
+    # 8-server job where it fits with the least room left: unit 1 (unit 0 has 2 left)
+    g = tp.rail_optimized(64)
+    servers = lambda ranks: sorted({r // 8 for r in ranks})        # noqa: E731
+    sizes = [64, 240, 64]
+    packed = [servers(r) for r in place_jobs(g, sizes, "packed")]
+    assert packed == [list(range(0, 8)), list(range(8, 38)), list(range(38, 46))]
+    aware = [servers(r) for r in place_jobs(g, sizes, "topology_aware")]
+    assert aware == [list(range(32, 40)), list(range(0, 30)), list(range(40, 48))]
+    # a job larger than a unit spills over the units with the most room first
+    big = place_jobs(g, [8 * 40], "topology_aware")[0]
+    assert servers(big) == list(range(0, 40))
+
+
+def test_spread_jobs_share_oversubscribed_uplinks():
+    # 4 leaves of 2 hosts (1 GPU each), one spine, 2:1 oversubscribed: each leaf's uplink
+    # carries what one host link does. Packed, job 0 is hosts 0-3 (leaves 0, 1), job 1 hosts
+    # 4-7 (leaves 2, 3): they share no link, slowdown 1. Spread, each job has one host on
+    # every leaf: both rings cross every uplink, which each used alone, so with latencies
+    # at 0 every transfer takes exactly twice as long
+    g = tp.leaf_spine(leaves=4, spines=1, hosts_per_leaf=2, oversubscription=2.0)
+    assert place_jobs(g, [4, 4], "spread") == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    rows = placement_slowdowns(g, [4, 4], "all_reduce", 2**26, policies=["packed", "spread"], step_latency=0.0,
+                               base_latency=0.0)
+    slow = {(r["policy"], r["job"]): r["slowdown"] for r in rows}
+    assert slow[("packed", 0)] == pytest.approx(1.0, rel=1e-9)
+    assert slow[("packed", 1)] == pytest.approx(1.0, rel=1e-9)
+    assert slow[("spread", 0)] == pytest.approx(2.0, rel=1e-9)
+    assert slow[("spread", 1)] == pytest.approx(2.0, rel=1e-9)
+    assert [r["servers"] for r in rows] == [4, 4, 4, 4]
+
+
+@pytest.mark.parametrize("sizes, policy, match", [
+    ([40], "packed", "cluster has 32"),
+    ([0, 4], "packed", "sizes"),
+    (8, "packed", "sizes"),
+    ([], "packed", "at least one"),
+    ([8], "random", "policy"),
+])
+def test_place_jobs_rejects_bad_input(sizes, policy, match):
+    with pytest.raises(ValueError, match=match):
+        place_jobs(tp.rail_optimized(4), sizes, policy)
+
+
+def test_cli_goodput(capsys):
+    argv = ["goodput", "--nodes", "2", "--checkpoint-cost", "20", "--restart", "300", "--days", "5",
+            "--trajectories", "50", "--degrade", "access=0.01,2,0.5", "--rate", "hbm=0", "--intervals", "auto",
+            "--budget", "256G", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    # 256 GiB tokens at 4 MiB tokens a step: 65,536 steps of ~1 s, under a day: every
+    # trajectory gets there, a little later than with nothing broken
+    ideal = 2**38 / (4 * 2**20) * out["healthy_step_time"] / 86400
+    assert out["budget_reached"] == 1.0
+    assert ideal < out["days_to_train_p50"] < ideal / 0.5
+    assert 0.5 < out["useful_fraction_mean"] <= 1.0 and out["trajectories"] == 50
+    assert out["lost_fraction"]["hbm"] == 0.0 and "degraded:access" in out["lost_fraction"]
+    assert main(["goodput", "--nodes", "2", "--jobs", "8", "8", "--size", "16M"]) == 0
+    text = capsys.readouterr().out
+    assert "rail_aligned" in text and "slowdown" in text
+    # bad input: exit status 2 and one line naming what is wrong
+    assert main(["goodput", "--nodes", "2"]) == 2
+    assert "--checkpoint-cost" in capsys.readouterr().err
+    assert main(["goodput", "--nodes", "2", "--checkpoint-cost", "1", "--restart", "1", "--degrade", "access=1,2"]) == 2
+    assert "--degrade" in capsys.readouterr().err
