@@ -27,3 +27,18 @@ def main_job(tmp_path_factory):
         mp.setattr(study, "run", recording_run)
         assert main(["study", "--quick", "--out", str(out)]) == 0
     return dict(text=text.getvalue(), out=out, result=results[0], **results[0])
+
+
+@pytest.fixture(autouse=True)
+def _parts_catalogue_restored():
+    """Each test starts from the bill's own catalogue: a part a test or a docs example registers
+    (``topologies.register_part``) competes in every later automatic choice otherwise."""
+    import importlib
+
+    bill = importlib.import_module("topologies.bill")     # the module (topologies.bill is the function)
+    parts, chosen = dict(bill._PARTS), dict(bill._RATE_PART)
+    yield
+    bill._PARTS.clear()
+    bill._PARTS.update(parts)
+    bill._RATE_PART.clear()
+    bill._RATE_PART.update(chosen)
