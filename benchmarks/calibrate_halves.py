@@ -26,6 +26,7 @@ sys.path.insert(0, str(HERE.parent))
 import validate as V  # noqa: E402
 from validate import S  # noqa: E402
 
+import topologies as tp  # noqa: E402
 from flowsolver import calibrate, collective  # noqa: E402
 
 HEADER = "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
@@ -54,11 +55,12 @@ def halves(points: list[dict]) -> tuple[float, float]:
     graph, ranks = S.curve_placement(setup, first["nodes"], first["gpus_per_node"])
     op = S.OPS[first["op"]]
     algorithm = S.ROW_ALGORITHM.get((first["curve"], first["env"]), setup.algorithm)
+    n = len(ranks) if ranks is not None else len(tp.gpus(graph))
     rows = [(p["size"], p["measured"]) for p in points]
     half = len(rows) // 2
     out = []
     for fit_rows, test_rows in ((rows[:half], rows[half:]), (rows[half:], rows[:half])):
-        cal = calibrate(graph, [_log(fit_rows, len(ranks))], ranks=ranks, op=op, algorithm=algorithm)
+        cal = calibrate(graph, [_log(fit_rows, n)], ranks=ranks, op=op, algorithm=algorithm)
         errs = [collective(graph, op, float(s), ranks=ranks, algorithm=algorithm, model=cal).time / t - 1
                 for s, t in test_rows]
         out.append(statistics.median(abs(e) for e in errs))

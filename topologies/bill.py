@@ -89,6 +89,8 @@ class Part:
     family : str
         Technology family of the links it serves (``"infiniband"``, ``"ethernet"``, ...).
 
+    Examples
+    --------
     >>> get_part("quantum2_qm9700").ports, get_part("quantum2_qm9700").port_rate / Gbit
     (64, 400.0)
     """

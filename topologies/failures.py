@@ -72,6 +72,8 @@ def degrade_links(g: nx.DiGraph, cables, factor: float) -> nx.DiGraph:
     down to fewer lanes, or losing packets to a dirty optic. Structure, routes and
     latencies are unchanged; the graph's ``degraded`` attribute lists the cables.
 
+    Examples
+    --------
     >>> from topologies import rail_optimized
     >>> g = rail_optimized(4)
     >>> u, v = tier_cables(g, "leaf-spine")[0]
