@@ -48,12 +48,14 @@ def refresh(path: Path, figures: Path | None = None) -> float:
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + env_path if env_path else "")
     try:
-        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=False,
                                 resources={"metadata": {"path": str(path.parent)}}).execute()
     finally:
         os.environ["PYTHONPATH"] = env_path
     seconds = time.perf_counter() - start
-    for cell in nb.cells:                         # cells added by hand get the id nbformat 4.5 asks for
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)      # no timestamps: a re-run changes only what changed
+        # cells added by hand get the id nbformat 4.5 asks for
         cell.setdefault("id", hashlib.sha1(f"{path.name}{nb.cells.index(cell)}".encode()).hexdigest()[:8])
     nb.metadata[STAMP_KEY] = {"code_sha256": code_hash(nb)}
     nbformat.write(nb, path)

@@ -226,7 +226,8 @@ def _drawing(graph, result, fabric):
             return f"server ({gpus} GPUs)"
         d = graph.nodes[x]
         tier = d.get("tier", 0)
-        return f"switch tier {tier}" if d.get("kind") == "switch" else d.get("kind", "node")
+        role = f" ({d['role']})" if d.get("role") else ""
+        return f"switch tier {tier}{role}" if d.get("kind") == "switch" else d.get("kind", "node")
 
     kinds = {x: kind(x) for x in nodes}
     level = {x: (1 + int(graph.nodes[x].get("tier", 0))) if not isinstance(x, tuple)
@@ -244,7 +245,8 @@ def _drawing(graph, result, fabric):
         above = {x: [pos[y][0] for y in neighbours.get(x, ()) if y in pos] for x in members}
         order = sorted(range(len(members)), key=lambda i: (np.mean(above[members[i]]) if lv == 0 and above[members[i]]
                                                            else 0.0, i))
-        pos.update({members[i]: ((j + 0.5) / len(members), lv) for j, i in enumerate(order)})
+        row = sorted(rows).index(lv)                    # rows stacked without gaps (no empty tier row)
+        pos.update({members[i]: ((j + 0.5) / len(members), row) for j, i in enumerate(order)})
     return cables, nodes, kinds, level, pos
 
 
@@ -269,14 +271,15 @@ def topology(ax, graph, result=None, *, fabric: bool = True, cmap: str = "viridi
     >>> g = tp.fat_tree(4, server="dgx_h100")
     >>> ax = topology(Figure().subplots(), g)
     >>> sorted(t.get_text() for t in ax.get_legend().get_texts())
-    ['server (8 GPUs)', 'switch tier 1', 'switch tier 2', 'switch tier 3']
+    ['server (8 GPUs)', 'switch tier 1 (edge)', 'switch tier 2 (aggregation)', 'switch tier 3 (core)']
     """
     from matplotlib.collections import LineCollection
     from matplotlib.lines import Line2D
 
     cables, nodes, kinds, level, pos = _drawing(graph, result, fabric)
-    segments = [(pos[a], pos[b]) for a, b in cables]
-    values = np.array(list(cables.values()))
+    order = sorted(cables, key=cables.get)             # the busiest cables drawn last, on top
+    segments = [(pos[a], pos[b]) for a, b in order]
+    values = np.array([cables[c] for c in order])
     lines = LineCollection(segments, linewidths=0.6 if result is None else 0.4 + 1.6 * values,
                            colors="0.7" if result is None else None, cmap=None if result is None else cmap)
     if result is not None:
@@ -295,7 +298,7 @@ def topology(ax, graph, result=None, *, fabric: bool = True, cmap: str = "viridi
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0) if result is None else (0.0, -0.02),
               ncol=1 if result is None else len(handles), fontsize="small", frameon=False)
     ax.set_xlim(0, 1)
-    ax.set_ylim(-0.5, max(level.values()) + 0.5)
+    ax.set_ylim(-0.5, max(y for _, y in pos.values()) + 0.5)
     ax.set_axis_off()
     name = graph.graph.get("generator", "cluster")
     if result is not None:

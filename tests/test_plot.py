@@ -22,7 +22,7 @@ def test_topology_colours_cables_by_utilisation_with_legends():
     assert busy > 0 and ax.get_title().endswith(f"{busy} of {len(cable)} cables at >= 99 %")
     assert len(fig.axes) == 2                          # the drawing and its colour bar
     labels = sorted(t.get_text() for t in ax.get_legend().get_texts())
-    assert labels == ["server (1 GPUs)", "switch tier 1", "switch tier 2", "switch tier 3"]
+    assert labels == ["server (1 GPUs)", "switch tier 1 (edge)", "switch tier 2 (aggregation)", "switch tier 3 (core)"]
 
 
 def test_topology_collapses_servers():
