@@ -46,7 +46,7 @@ notebook: $(NOTEBOOK_STAMP)
 	$(BIN)/jupyter lab notebooks/
 
 notebooks-refresh: $(STAMP)
-	$(BIN)/python benchmarks/refresh_notebooks.py
+	$(BIN)/python notebooks/refresh.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

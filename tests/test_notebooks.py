@@ -2,7 +2,7 @@
 each has a parameters cell. ``--nbmake notebooks`` in the test command checks that they
 still execute; the tests here check that the stored outputs are fresh: executed top to
 bottom in one run, without errors, every figure stored as a PNG, and stamped with the
-hash of the code cells they came from (``python benchmarks/refresh_notebooks.py``
+hash of the code cells they came from (``python notebooks/refresh.py``
 re-executes them and stamps it), so editing a code cell without re-executing fails."""
 
 import base64
@@ -40,7 +40,7 @@ def test_a_parameters_cell_comes_first(path):
 def test_outputs_are_from_one_run_top_to_bottom_without_errors(path):
     code = _code(_load(path))
     assert [c.get("execution_count") for c in code] == list(range(1, len(code) + 1)), \
-        f"{path.name}: re-execute it (python benchmarks/refresh_notebooks.py {path.name})"
+        f"{path.name}: re-execute it (python notebooks/refresh.py {path.name})"
     errors = [o for c in code for o in c.get("outputs", []) if o["output_type"] == "error"]
     assert not errors, f"{path.name} stores an error: {errors[0].get('ename')}"
     # cells that display something (their last line is an expression) have stored it
@@ -55,7 +55,7 @@ def test_outputs_were_made_by_the_current_code(path):
         digest.update(_source(cell).encode() + b"\0")
     stamp = nb["metadata"].get("flowsolver", {}).get("code_sha256")
     assert stamp == digest.hexdigest(), \
-        f"{path.name}: code changed since it was executed; run python benchmarks/refresh_notebooks.py {path.name}"
+        f"{path.name}: code changed since it was executed; run python notebooks/refresh.py {path.name}"
 
 
 def _figure_cells(nb):

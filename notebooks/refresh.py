@@ -2,13 +2,13 @@
 its code cells (tests/test_notebooks.py checks the stamp, so a notebook whose code changed
 without being re-executed fails the tests).
 
-    python benchmarks/refresh_notebooks.py                 # all of notebooks/
-    python benchmarks/refresh_notebooks.py notebooks/04_failures_and_hashing.ipynb
-    python benchmarks/refresh_notebooks.py --figures /tmp/nbfigs   # also write each PNG there
+    python notebooks/refresh.py                 # all of notebooks/
+    python notebooks/refresh.py 04_failures_and_hashing.ipynb
+    python notebooks/refresh.py --figures /tmp/nbfigs   # also write each PNG there
 
 Prints each notebook's execution time (s) and size (kB). Needs nbclient and nbformat (the
-``test`` extra, through nbmake). Run it from the repository root so that this checkout's
-flowsolver is the one imported.
+``test`` extra, through nbmake). The kernel imports this checkout's flowsolver (its root is
+put first on PYTHONPATH), from whatever folder the script is started.
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ def main(argv=None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--figures", type=Path, help="folder to write each figure (PNG) into")
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = [p if p.exists() else ROOT / "notebooks" / p.name for p in args.notebooks]   # a bare name: in notebooks/
+    paths = paths or sorted((ROOT / "notebooks").glob("*.ipynb"))
     total = 0.0
     for path in paths:
         seconds = refresh(path.resolve(), args.figures)
