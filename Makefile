@@ -5,12 +5,13 @@
 #   make docs  - the same set-up with the docs extra, build the documentation site into site/
 #                in strict mode (a broken link or reference fails the build)
 #   make notebook - the same set-up with JupyterLab, open notebooks/ in it
+#   make notebooks-refresh - re-execute notebooks/ and store their outputs (after changing them)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test docs notebook bench clean
+.PHONY: run test docs notebook notebooks-refresh bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +44,9 @@ $(NOTEBOOK_STAMP): $(STAMP)
 
 notebook: $(NOTEBOOK_STAMP)
 	$(BIN)/jupyter lab notebooks/
+
+notebooks-refresh: $(STAMP)
+	$(BIN)/python notebooks/refresh.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

@@ -42,7 +42,8 @@ def search_bars(ax, found, article, *, best: int = 3):
     ax.bar_label(bars, fmt="%.0f%%", fontsize="x-small", padding=1)
     ax.set_xticks(x, [name for _, name in _ARTICLE_NETWORKS])
     ax.set_ylabel("communication overhead (% of step)")
-    ax.legend(fontsize="x-small")
+    ax.set_ylim(0, 1.45 * max([b.get_height() for b in ax.patches] + [1.0]))   # the legend above the bars
+    ax.legend(fontsize="x-small", loc="upper left", ncol=2)
     ax.set_title("settings closest to the article's overheads")
     return ax
 
@@ -74,11 +75,12 @@ def family_bars(ax, rows):
     return ax
 
 
-def study_bars(ax, rows, *, metric: str = "overhead"):
+def study_bars(ax, rows, *, metric: str = "overhead", legend: bool = True):
     """The network study's comparison: the model's value beside the article's per network.
 
     ``rows`` from :func:`flowsolver.study.network_study`; ``metric`` ``"overhead"``
-    (communication share of the step, %) or ``"speedup"`` (against one GPU).
+    (communication share of the step, %) or ``"speedup"`` (against one GPU). ``legend=False``
+    leaves the legend to the caller (one for several panels: :func:`flowsolver.study.study_figure`).
 
     >>> from matplotlib.figure import Figure
     >>> from flowsolver.study import network_study
@@ -106,7 +108,9 @@ def study_bars(ax, rows, *, metric: str = "overhead"):
     ax.bar_label(bars, labels=[fmt.format(v) if ok else "n/a" for v, ok in zip(article, given)],
                  fontsize="x-small", padding=1)
     ax.set_xticks(x, [r.label.replace(" (no NVLink), NDR", "\n(no NVLink)") for r in rows], rotation=30, ha="right")
-    ax.legend()
+    ax.margins(y=0.12)                                    # room for the labels above the tallest bars
+    if legend:
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.08), ncol=2, fontsize="small", frameon=False)
     ax.set_title(f"{rows[0].step.model}, {rows[0].step.gpus} GPUs: {metric}")
     return ax
 
@@ -155,9 +159,10 @@ def scaling(ax, df, *, x="gpus", y="busbw", by=None, logx=True):
     ok = df[df["status"] == "ok"] if "status" in df else df
     scale = 1e9 if y in ("busbw", "algbw") else 1.0
     groups = [(None, ok)] if by is None else list(ok.groupby(by, sort=False))
-    for key, part in groups:
+    for i, (key, part) in enumerate(groups):        # marker and dash vary, so lines that coincide stay visible
         part = part.sort_values(x)
-        ax.plot(part[x], part[y] / scale, marker="o", label=None if key is None else str(key))
+        ax.plot(part[x], part[y] / scale, marker="osD^v"[i % 5], markersize=7 - 1.2 * (i % 4),
+                linestyle=["-", "--", ":", "-."][i % 4], label=None if key is None else str(key))
     if logx:
         ax.set_xscale("log", base=2)
     ax.set_xlabel(x)
@@ -221,16 +226,36 @@ def _drawing(graph, result, fabric):
             return f"server ({gpus} GPUs)"
         d = graph.nodes[x]
         tier = d.get("tier", 0)
-        return f"switch tier {tier}" if d.get("kind") == "switch" else d.get("kind", "node")
+        role = f" ({d['role']})" if d.get("role") else ""
+        return f"switch tier {tier}{role}" if d.get("kind") == "switch" else d.get("kind", "node")
 
     kinds = {x: kind(x) for x in nodes}
     level = {x: (1 + int(graph.nodes[x].get("tier", 0))) if not isinstance(x, tuple)
              and graph.nodes[x].get("kind") == "switch" else 0 for x in nodes}
     rows: dict = {}
-    for x in nodes:
+    for x in sorted(nodes, key=_natural):
         rows.setdefault(level[x], []).append(x)
-    pos = {x: ((i + 0.5) / len(members), lv) for lv, members in rows.items() for i, x in enumerate(members)}
+    neighbours: dict = {}
+    for a, b in cables:
+        neighbours.setdefault(a, []).append(b)
+        neighbours.setdefault(b, []).append(a)
+    pos: dict = {}
+    for lv in sorted(rows, reverse=True):      # switches in name order (pods together); servers under their switches
+        members = rows[lv]
+        above = {x: [pos[y][0] for y in neighbours.get(x, ()) if y in pos] for x in members}
+        order = sorted(range(len(members)), key=lambda i: (np.mean(above[members[i]]) if lv == 0 and above[members[i]]
+                                                           else 0.0, i))
+        row = sorted(rows).index(lv)                    # rows stacked without gaps (no empty tier row)
+        pos.update({members[i]: ((j + 0.5) / len(members), row) for j, i in enumerate(order)})
     return cables, nodes, kinds, level, pos
+
+
+def _natural(x):
+    """Sort key that orders names by their numbers ("pod2" before "pod10", server 2 before 10)."""
+    import re
+
+    text = str(x)
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
 def topology(ax, graph, result=None, *, fabric: bool = True, cmap: str = "viridis"):
@@ -246,14 +271,15 @@ def topology(ax, graph, result=None, *, fabric: bool = True, cmap: str = "viridi
     >>> g = tp.fat_tree(4, server="dgx_h100")
     >>> ax = topology(Figure().subplots(), g)
     >>> sorted(t.get_text() for t in ax.get_legend().get_texts())
-    ['server (8 GPUs)', 'switch tier 1', 'switch tier 2', 'switch tier 3']
+    ['server (8 GPUs)', 'switch tier 1 (edge)', 'switch tier 2 (aggregation)', 'switch tier 3 (core)']
     """
     from matplotlib.collections import LineCollection
     from matplotlib.lines import Line2D
 
     cables, nodes, kinds, level, pos = _drawing(graph, result, fabric)
-    segments = [(pos[a], pos[b]) for a, b in cables]
-    values = np.array(list(cables.values()))
+    order = sorted(cables, key=cables.get)             # the busiest cables drawn last, on top
+    segments = [(pos[a], pos[b]) for a, b in order]
+    values = np.array([cables[c] for c in order])
     lines = LineCollection(segments, linewidths=0.6 if result is None else 0.4 + 1.6 * values,
                            colors="0.7" if result is None else None, cmap=None if result is None else cmap)
     if result is not None:
@@ -272,7 +298,7 @@ def topology(ax, graph, result=None, *, fabric: bool = True, cmap: str = "viridi
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0) if result is None else (0.0, -0.02),
               ncol=1 if result is None else len(handles), fontsize="small", frameon=False)
     ax.set_xlim(0, 1)
-    ax.set_ylim(-0.5, max(level.values()) + 0.5)
+    ax.set_ylim(-0.5, max(y for _, y in pos.values()) + 0.5)
     ax.set_axis_off()
     name = graph.graph.get("generator", "cluster")
     if result is not None:
@@ -298,15 +324,20 @@ def sensitivity_bars(ax, table, *, group_by: str = "tier", percent: bool = True)
         raise ValueError(f"group_by must be one of {sorted(set(table['group_by']))}, got {group_by!r}")
     column = "saved_percent_per_GBps" if percent else "saved_s_per_GBps"
     rows = rows.sort_values(column, ascending=False).head(12)[::-1]
-    ax.barh(rows["group"].astype(str), rows[column])
+    bars = ax.barh(rows["group"].astype(str), rows[column])
+    ax.bar_label(bars, fmt="%.3g", fontsize="x-small", padding=2)       # a 0 is labelled too
+    ax.margins(x=0.15)
     ax.set_xlabel("time saved per GB/s added to each link (" + ("%" if percent else "s") + ")")
     ax.set_title(f"what to upgrade, by {group_by.replace('_', ' ')}")
     return ax
 
 
 def bottleneck_structure(ax, graph):
-    """Draw a bottleneck structure (``RateSensitivity.graph()``): links as squares, flows (or
-    groups) as circles, in freeze order from left (lowest level) to right.
+    """Draw a bottleneck structure (``RateSensitivity.graph()``): saturated links as red
+    squares, flows (or groups) as blue circles, in freeze order from left (first to
+    saturate) to right, every node labelled and a legend of the shapes and arrows.
+    Links with the same ``name`` at the same freeze level are drawn as one node labelled
+    with their count, so ``graph(link_names=routing.links.tier)`` gives one node per tier.
 
     >>> import scipy.sparse as sp
     >>> from matplotlib.figure import Figure
@@ -317,21 +348,65 @@ def bottleneck_structure(ax, graph):
     'bottleneck structure: 2 links, 2 flow nodes'
     """
     import networkx as nx
+    from matplotlib.lines import Line2D
 
     levels = sorted({round(d["level"], 12) for _, d in graph.nodes(data=True)})
     column = {lv: i for i, lv in enumerate(levels)}
-    pos, count = {}, {}
+    merged, members = {}, {}          # each node -> the node drawn for it; drawn link -> how many links
     for node, d in graph.nodes(data=True):
+        key = ("links", d.get("name"), column[round(d["level"], 12)]) if d["kind"] == "link" else node
+        merged[node] = key
+        members[key] = members.get(key, 0) + 1
+    drawn = nx.DiGraph()
+    for node, d in graph.nodes(data=True):
+        drawn.add_node(merged[node], kind=d["kind"], level=d["level"], flows=d.get("flows", 1))
+    for u, v, d in graph.edges(data=True):
+        a, b = merged[u], merged[v]
+        drawn.add_edge(a, b, flows=drawn.edges[a, b]["flows"] + d.get("flows", 1) if drawn.has_edge(a, b)
+                       else d.get("flows", 1))
+    pos, count = {}, {}
+    for node, d in drawn.nodes(data=True):
         x = 2 * column[round(d["level"], 12)] + (0 if d["kind"] == "link" else 1)
         count[x] = count.get(x, 0) + 1
-        pos[node] = (x, count[x])
-    links = [n for n, d in graph.nodes(data=True) if d["kind"] == "link"]
-    flows = [n for n, d in graph.nodes(data=True) if d["kind"] == "flow"]
-    nx.draw_networkx_nodes(graph, pos, nodelist=links, node_shape="s", node_color="tab:red", ax=ax)
-    nx.draw_networkx_nodes(graph, pos, nodelist=flows, node_color="tab:blue", ax=ax)
-    nx.draw_networkx_edges(graph, pos, ax=ax, arrows=True)
-    if graph.number_of_nodes() <= 60:
-        nx.draw_networkx_labels(graph, pos, {n: str(n[1]) for n in graph}, font_size=7, ax=ax)
-    ax.set_title(f"bottleneck structure: {len(links)} links, {len(flows)} flow nodes")
-    ax.set_axis_off()
+        pos[node] = (x, -count[x])
+    pos = {n: (x, y + (count[x] + 1) / 2) for n, (x, y) in pos.items()}       # each column centred
+    links = [n for n, d in drawn.nodes(data=True) if d["kind"] == "link"]
+    flows = [n for n, d in drawn.nodes(data=True) if d["kind"] == "flow"]
+
+    def label(n):
+        if n in members and n[0] == "links":
+            return f"{n[1]}" + (f"\n{members[n]} links" if members[n] > 1 else "")
+        name = n[1] if isinstance(n, tuple) else n
+        k = drawn.nodes[n]["flows"]
+        return f"{name}" + (f"\n{k} flows" if k > 1 else "")
+
+    size = 900 if drawn.number_of_nodes() <= 30 else 300
+    nx.draw_networkx_nodes(drawn, pos, nodelist=links, node_shape="s", node_color="tab:red", node_size=size, ax=ax)
+    nx.draw_networkx_nodes(drawn, pos, nodelist=flows, node_color="tab:blue", node_size=size, ax=ax)
+    held = [(u, v) for u, v in drawn.edges if drawn.nodes[u]["kind"] == "link"]
+    passes = [(u, v) for u, v in drawn.edges if drawn.nodes[u]["kind"] != "link"]
+    nx.draw_networkx_edges(drawn, pos, edgelist=held, ax=ax, arrows=True, node_size=size, edge_color="tab:red")
+    nx.draw_networkx_edges(drawn, pos, edgelist=passes, ax=ax, arrows=True, node_size=size, edge_color="0.5",
+                           style="dashed")
+    if drawn.number_of_nodes() <= 60:
+        for n, (x, y) in pos.items():
+            ax.annotate(label(n), (x, y), xytext=(0, -21 if size > 300 else -11), textcoords="offset points",
+                        ha="center", va="top", fontsize=7)
+    ax.legend(handles=[
+        Line2D([], [], marker="s", linestyle="", color="tab:red", label="saturated link(s)"),
+        Line2D([], [], marker="o", linestyle="", color="tab:blue", label="flows"),
+        Line2D([], [], color="tab:red", label="link holds these flows (their bottleneck)"),
+        Line2D([], [], color="0.5", linestyle="dashed", label="flows pass this link, held elsewhere")],
+        loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize="x-small", frameon=False,
+        title="left to right: the order in which the links saturate", title_fontsize="x-small")
+    ys = [y for _, y in pos.values()] or [0]
+    xs = [x for x, _ in pos.values()] or [0]
+    ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
+    ax.set_ylim(min(ys) - 0.8, max(ys) + 0.5)
+    n_links = sum(1 for _, d in graph.nodes(data=True) if d["kind"] == "link")
+    ax.set_title(f"bottleneck structure: {n_links} links, {len(flows)} flow nodes")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for side in ax.spines.values():
+        side.set_visible(False)
     return ax

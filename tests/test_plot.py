@@ -22,7 +22,7 @@ def test_topology_colours_cables_by_utilisation_with_legends():
     assert busy > 0 and ax.get_title().endswith(f"{busy} of {len(cable)} cables at >= 99 %")
     assert len(fig.axes) == 2                          # the drawing and its colour bar
     labels = sorted(t.get_text() for t in ax.get_legend().get_texts())
-    assert labels == ["server (1 GPUs)", "switch tier 1", "switch tier 2", "switch tier 3"]
+    assert labels == ["server (1 GPUs)", "switch tier 1 (edge)", "switch tier 2 (aggregation)", "switch tier 3 (core)"]
 
 
 def test_topology_collapses_servers():
@@ -76,3 +76,53 @@ def test_the_study_figure_has_its_three_parts_labelled():
     assert overhead_labels.count("0%") >= 2
     article_labels = [t.get_text() for t in fig.axes[2].texts]
     assert f"{100 * ARTICLE['ib_ndr']['overhead']:.0f}%" in article_labels and "41%" in article_labels
+
+
+def test_the_study_figure_has_one_legend_for_its_two_comparison_panels():
+    from flowsolver.study import study_figure
+
+    rows = _rows(("ideal", "ideal network", 0.0, 64.0), ("ib_ndr", "InfiniBand NDR", 0.12, 56.3))
+    fig = study_figure(rows)
+    assert fig.axes[0].get_legend() is None and fig.axes[1].get_legend() is None
+    assert len(fig.legends) == 1
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["flowsolver model", "article"]
+
+
+def test_topology_puts_each_server_under_its_own_switches():
+    from flowsolver.plot import _drawing
+
+    g = tp.fat_tree(8, server="dgx_h100")             # 16 servers, each cabled to two edge switches
+    cables, nodes, kinds, level, pos = _drawing(g, None, True)
+    servers = [x for x in nodes if level[x] == 0]
+    assert len(servers) == 16
+    for s in servers:
+        above = [pos[b if a == s else a][0] for a, b in cables if s in (a, b)]
+        assert min(above) - 1e-9 <= pos[s][0] <= max(above) + 1e-9
+    # switches in name order with numbers compared as numbers: the edge row runs pod0 .. pod7, pods together
+    edges = sorted((x for x in nodes if "edge" in str(x)), key=lambda x: pos[x][0])
+    pods = [int(str(x).split("/")[0][3:]) for x in edges]
+    assert len(edges) == 32 and pods == sorted(pods)
+
+
+def test_bottleneck_structure_draws_same_named_links_as_one_labelled_node():
+    import scipy.sparse as sp
+
+    from flowsolver import max_min_fair, rate_sensitivity
+
+    # two links of capacity 1, each holding one flow at rate 1: the same level, both named "access"
+    A = sp.csc_matrix([[1.0, 0.0], [0.0, 1.0]])
+    g = rate_sensitivity(A, max_min_fair(A, [1.0, 1.0]), [1.0, 1.0]).graph(link_names=["access", "access"])
+    ax = plot.bottleneck_structure(Figure().subplots(), g)
+    labels = sorted(t.get_text() for t in ax.texts)
+    assert labels == ["0", "1", "access\n2 links"]
+    assert ax.get_title() == "bottleneck structure: 2 links, 2 flow nodes"
+    assert len(ax.get_legend().get_texts()) == 4
+
+
+def test_sensitivity_bars_label_every_bar_zero_included():
+    import pandas as pd
+
+    table = pd.DataFrame(dict(group_by=["tier", "tier"], group=["a", "b"], saved_s_per_GBps=[1.0, 0.0],
+                              saved_percent_per_GBps=[2.0, 0.0]))
+    ax = plot.sensitivity_bars(Figure().subplots(), table)
+    assert sorted(t.get_text() for t in ax.texts) == ["0", "2"]

@@ -28,8 +28,10 @@ def study_figure(rows, search=None, topology=None):
     panels = 2 + (search is not None) + (topology is not None)
     fig = Figure(figsize=(5.5 * panels, 4.6), layout="constrained")
     axes = list(np.atleast_1d(fig.subplots(1, panels)))
-    study_bars(axes.pop(0), rows, metric="speedup")
-    study_bars(axes.pop(0), rows, metric="overhead")
+    first = axes[0]
+    study_bars(axes.pop(0), rows, metric="speedup", legend=False)
+    study_bars(axes.pop(0), rows, metric="overhead", legend=False)
+    fig.legend(*first.get_legend_handles_labels(), loc="outside lower left", ncol=2, fontsize="small", frameon=False)
     if search is not None:
         search_bars(axes.pop(0), search, ARTICLE)
     if topology is not None:
