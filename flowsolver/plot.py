@@ -26,14 +26,15 @@ def search_bars(ax, found, article, *, best: int = 3):
     """
     x = np.arange(len(_ARTICLE_NETWORKS))
     shown, seen = [], set()
-    for f in found:               # settings with the same figures (zero 0 vs 1) shown once
+    for f in found:               # settings with the same figures (zero 0 vs 1) shown once, others named apart
         key = tuple(round(f["overheads"][k], 4) for k, _ in _ARTICLE_NETWORKS)
         if key not in seen and len(shown) < best:
             seen.add(key)
             shown.append(f)
     width = 0.8 / (len(shown) + 1)
     for i, f in enumerate(shown):
-        label = f"tp {f['tp']} pp {f['pp']} batch {f['global_batch']} overlap {f['dp_overlap']:.0%}"
+        zero = f" zero {f['zero']}" if "zero" in f else ""
+        label = f"tp {f['tp']} pp {f['pp']}{zero} batch {f['global_batch']} overlap {f['dp_overlap']:.0%}"
         bars = ax.bar(x + (i - len(shown) / 2) * width, [100 * f["overheads"][k] for k, _ in _ARTICLE_NETWORKS],
                       width, label=label)
         ax.bar_label(bars, fmt="%.0f%%", fontsize="x-small", padding=1)
