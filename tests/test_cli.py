@@ -285,10 +285,10 @@ def test_collective_compare_and_calibrate_read_an_nccl_tests_log(capsys, tmp_pat
     rows = json.loads(capsys.readouterr().out)
     assert [r["size"] for r in rows] == [2**27, 2**28, 2**29] and png.stat().st_size > 0
     assert all(r["measured_us"] == pytest.approx(t) for r, t in zip(rows, (377.2, 709.7, 1377.8)))
-    # the chunk pipeline's ring fill (2.65 steps, fitted on the validation corpus's all-reduce
-    # curves) is ~4x what this H100 reduce-scatter log shows: +24 %, +28 %, +12 % (docs:
-    # collective-timing, known deviations); NCCL's estimate alone is 7-9 % fast
-    assert all(abs(r["error"]) < 0.30 and r["protocol"] == "Simple" for r in rows)
+    # the chunk pipeline's ring fill (1.88 steps, fitted on the validation corpus's all-reduce
+    # curves) is ~3x what this H100 reduce-scatter log shows: +15 %, +18 %, +7 % (docs:
+    # accuracy, known deviations); NCCL's estimate alone is 7-9 % fast
+    assert all(abs(r["error"]) < 0.20 and r["protocol"] == "Simple" for r in rows)
     assert main(["calibrate", str(log), "--nodes", "1", "--json"]) == 0
     cal = json.loads(capsys.readouterr().out)
     assert set(cal["efficiency"]) == {"nvlink4"} and max(abs(r["error"]) for r in cal["residuals"]) < 0.02
