@@ -313,7 +313,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     >>> import topologies as tp
     >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32, algorithm="ring")
     >>> round(r.busbw / 1e9), r.bottleneck_tier, r.protocol, r.channels   # NVLink 4 at NCCL's 20.6 GB/s per link
-    (365, 'nvlink', 'Simple', 16)
+    (367, 'nvlink', 'Simple', 16)
     >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32)
     >>> r.algorithm, round(r.busbw / 1e9)        # in-switch reduction (measured ~480 GB/s)
     ('nvls', 484)
@@ -359,7 +359,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     >>> import topologies as tp
     >>> ndr, hdr = tp.rail_optimized(2), tp.rail_optimized(2, link="ib_hdr")
     >>> [round(r.busbw / 1e9) for r in collective_variants([ndr, hdr], "all_reduce", 2**30, algorithm="ring")]  # 8 NICs: 376, 192
-    [344, 181]
+    [348, 183]
     """
     options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
