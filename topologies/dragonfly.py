@@ -43,6 +43,25 @@ def global_link_partner(group: int, port: int, groups: int, arrangement: str = "
     return other, k * span + back
 
 
+def _checked_groups(name, groups, ports, label, allowed_text, why, arrangement) -> int:
+    """The group count ``name`` (default ``ports + 1``, one cable per group pair) of a
+    DragonFly whose groups have ``ports`` global ports (``label`` in the messages): 2 ...
+    ``ports + 1`` and ``groups - 1`` dividing ``ports``, so every pair of groups gets the same
+    number of global cables; ``arrangement`` one of the known ones."""
+    if groups is None:
+        groups = ports + 1
+    groups = check_int(name, groups, 2, allowed_text)
+    if groups > ports + 1:
+        raise ValueError(f"{name} must be between 2 and {label} + 1 = {ports + 1}{why}, got {groups}")
+    if ports % (groups - 1):
+        allowed = [d + 1 for d in range(1, ports + 1) if ports % d == 0]
+        raise ValueError(f"{name} - 1 must divide {label} = {ports} so every pair of groups gets the same "
+                         f"number of global cables; allowed {name}: {allowed}, got {groups}")
+    if arrangement not in _ARRANGEMENTS:
+        raise ValueError(f"arrangement must be one of {', '.join(_ARRANGEMENTS)}, got {arrangement!r}")
+    return groups
+
+
 def dragonfly(p: int, a: int, h: int, *, g: int | None = None, link_local="ib_ndr",
               link_global="ib_ndr", arrangement: str = "absolute", server=None) -> nx.DiGraph:
     """DragonFly of ``g`` groups of ``a`` routers.
@@ -76,18 +95,8 @@ def dragonfly(p: int, a: int, h: int, *, g: int | None = None, link_local="ib_nd
     p = check_int("p", p, 1, "endpoints per router")
     a = check_int("a", a, 1, "routers per group")
     h = check_int("h", h, 1, "global links per router")
-    if g is None:
-        g = a * h + 1
-    g = check_int("g", g, 2, f"groups, at most a*h + 1 = {a * h + 1}")
-    if g > a * h + 1:
-        raise ValueError(f"g must be between 2 and a*h + 1 = {a * h + 1} (each group has a*h "
-                         f"global ports), got {g}")
-    if (a * h) % (g - 1):
-        divisors = [d + 1 for d in range(1, a * h + 1) if (a * h) % d == 0]
-        raise ValueError(f"g - 1 must divide a*h = {a * h} so every pair of groups gets the same "
-                         f"number of global cables; allowed g: {divisors}, got {g}")
-    if arrangement not in _ARRANGEMENTS:
-        raise ValueError(f"arrangement must be one of {', '.join(_ARRANGEMENTS)}, got {arrangement!r}")
+    g = _checked_groups("g", g, a * h, "a*h", f"groups, at most a*h + 1 = {a * h + 1}",
+                        " (each group has a*h global ports)", arrangement)
     local = resolve_link("link_local", link_local)
     glob = resolve_link("link_global", link_global)
     model = get_server(server)
@@ -171,17 +180,8 @@ def dragonfly_plus(leaves: int, spines: int, hosts_per_leaf: int, global_per_spi
     hosts_per_leaf = check_int("hosts_per_leaf", hosts_per_leaf, 1)
     h = check_int("global_per_spine", global_per_spine, 1)
     ports = spines * h
-    if groups is None:
-        groups = ports + 1
-    groups = check_int("groups", groups, 2, f"at most spines*global_per_spine + 1 = {ports + 1}")
-    if groups > ports + 1:
-        raise ValueError(f"groups must be between 2 and spines*global_per_spine + 1 = {ports + 1}, got {groups}")
-    if ports % (groups - 1):
-        allowed = [d + 1 for d in range(1, ports + 1) if ports % d == 0]
-        raise ValueError(f"groups - 1 must divide spines*global_per_spine = {ports} so every pair of groups gets "
-                         f"the same number of global cables; allowed groups: {allowed}, got {groups}")
-    if arrangement not in _ARRANGEMENTS:
-        raise ValueError(f"arrangement must be one of {', '.join(_ARRANGEMENTS)}, got {arrangement!r}")
+    groups = _checked_groups("groups", groups, ports, "spines*global_per_spine",
+                             f"at most spines*global_per_spine + 1 = {ports + 1}", "", arrangement)
     local = resolve_link("link_local", link_local)
     glob = resolve_link("link_global", link_global)
     model = get_server(server)
