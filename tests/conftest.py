@@ -35,10 +35,10 @@ def _parts_catalogue_restored():
     (``topologies.register_part``) competes in every later automatic choice otherwise."""
     import importlib
 
-    bill = importlib.import_module("topologies.bill")     # the module (topologies.bill is the function)
-    parts, chosen = dict(bill._PARTS), dict(bill._RATE_PART)
+    catalogue = importlib.import_module("topologies.parts")
+    parts, chosen = dict(catalogue._PARTS), dict(catalogue._RATE_PART)
     yield
-    bill._PARTS.clear()
-    bill._PARTS.update(parts)
-    bill._RATE_PART.clear()
-    bill._RATE_PART.update(chosen)
+    catalogue._PARTS.clear()
+    catalogue._PARTS.update(parts)
+    catalogue._RATE_PART.clear()
+    catalogue._RATE_PART.update(chosen)

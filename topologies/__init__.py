@@ -18,7 +18,8 @@ This package knows nothing of JAX or routing.
 from ._validate import TopologyError, validate
 from .analysis import bisection_max_flow, describe, format_description, gpus
 from .astra import from_astra_network, parse_simple_yaml
-from .bill import Bill, BillLine, Part, bill, get_part, part_names, price_tally, register_part, tally
+from .bill import Bill, BillLine, bill, price_tally, tally
+from .parts import Part, get_part, part_names, register_part
 from .build import FAMILIES, build
 from .clos import fat_tree, leaf_spine, rail_optimized, rail_optimized_limit
 from .dragonfly import dragonfly, dragonfly_plus, global_link_partner
