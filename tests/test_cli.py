@@ -205,7 +205,7 @@ def test_version_help_lists_and_every_option_explained(capsys):
     import argparse
 
     import flowsolver as fs
-    from flowsolver.cli._arguments import build_parser as _parser
+    from flowsolver.cli._parser import build_parser as _parser
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"flowsolver {fs.__version__}"

@@ -69,7 +69,7 @@ def test_the_study_ends_with_commands_for_the_readers_own_cluster():
     """The three suggested commands are valid command lines of `flowsolver` as written."""
     import shlex
 
-    from flowsolver.cli._arguments import build_parser
+    from flowsolver.cli._parser import build_parser
     from flowsolver.study import _text
     from flowsolver.training import get_model
 

@@ -22,9 +22,10 @@ import sys
 
 import topologies as tp
 
-from . import _commands
-from ._arguments import CliError, build_graph, build_parser, in_cli_words, parse_size
+from . import _commands, _fleet
+from ._arguments import CliError, build_graph, in_cli_words, parse_size
 from ._output import emit, to_json, writable
+from ._parser import build_parser
 
 __all__ = ["main", "parse_size"]
 
@@ -47,8 +48,8 @@ def _topology(args) -> None:
 
 _COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "calibrate": _commands.calibrate_logs,
              "train": _commands.train, "sweep": _commands.sweep_file, "topology": _topology,
-             "replay": _commands.replay, "upgrade": _commands.upgrade, "design": _commands.design,
-             "goodput": _commands.goodput}
+             "replay": _commands.replay, "upgrade": _commands.upgrade, "design": _fleet.design,
+             "goodput": _fleet.goodput}
 
 
 def main(argv: list[str] | None = None) -> int:

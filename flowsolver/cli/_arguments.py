@@ -10,7 +10,6 @@ from pathlib import Path
 
 import topologies as tp
 
-from .._version import __version__
 from ..collectives import ALGORITHMS, OPS, PROTOCOLS
 from ..routing import POLICIES
 from ..training import DEFAULT_COMPUTE_EFFICIENCY, MODELS
@@ -227,6 +226,7 @@ def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | N
     written as the ``command``'s own options (``--gpu``, ``--ranks must``); names the command
     has no option for stay as they are.
 
+    >>> from flowsolver.cli._parser import build_parser
     >>> p = build_parser()
     >>> in_cli_words("the graph's GPUs have types ['a', 'b']: pass gpu= (one type)", p, "train")
     "the graph's GPUs have types ['a', 'b']: pass --gpu (one type)"
@@ -261,19 +261,6 @@ def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | N
     # the API's own hint for command-line users ("e.g. ranks=range(8); --ranks on the command line")
     message = re.sub(r" \(e\.g\. [^;]*; --[\w-]+ on the command line\)", "", message)
     return re.sub(r"; --[\w-]+ on the command line\)", ")", message)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``flowsolver`` argument parser with its sub-commands."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(prog="flowsolver", description="What your GPU cluster's network costs you.",
-                                     epilog=_EXAMPLES + "\n" + _accepted(), formatter_class=fmt)
-    parser.add_argument("--version", action="version", version=f"flowsolver {__version__}")
-    sub = parser.add_subparsers(dest="command")
-    for add in (_add_topology_command, _add_collective, _add_calibrate, _add_train, _add_study, _add_sweep,
-                _add_replay, _add_upgrade, _add_design, _add_goodput):
-        add(sub, fmt)
-    return parser
 
 
 def _add_topology_command(sub, fmt) -> None:
@@ -421,83 +408,4 @@ _SWEEP_HELP = """config example (sweep.toml):
   link = ["ib_ndr", "ib_hdr", "roce_400g"]
   op = "all_reduce"
   size = [1048576, 1073741824]
-"""
-
-
-
-def _add_design(sub, fmt) -> None:
-    """``flowsolver design``: candidate fabrics billed and timed, the Pareto front."""
-    from .._design import DESIGN_FAMILIES
-
-    d = sub.add_parser("design", help="which fabric to buy: candidates billed and timed, Pareto front of "
-                       "price, power and time", epilog=_EXAMPLES, formatter_class=fmt)
-    d.add_argument("--gpus", type=int, required=True, help="GPUs of the cluster")
-    d.add_argument("--server", default="dgx_h100", help="server model (default %(default)s)")
-    d.add_argument("--model", default=None, choices=list(MODELS),
-                   help="time a training step of this model (else a collective: --op, --size)")
-    d.add_argument("--tp", type=int, default=8, help="tensor-parallel size (default %(default)s)")
-    d.add_argument("--pp", type=int, default=1, help="pipeline stages (default %(default)s)")
-    d.add_argument("--op", default="all_reduce", choices=OPS, help="collective over all GPUs (default %(default)s)")
-    d.add_argument("--size", default="1G", help="collective bytes, nccl-tests style (default %(default)s)")
-    d.add_argument("--budget", type=float, default=None, help="most USD for the network bill")
-    d.add_argument("--power", type=float, default=None, help="most W for the network")
-    d.add_argument("--families", nargs="+", default=list(DESIGN_FAMILIES), choices=DESIGN_FAMILIES,
-                   help="fabric families (default all)")
-    d.add_argument("--links", nargs="+", default=["ib_ndr", "ib_xdr", "roce_400g"],
-                   help="link technologies (default %(default)s)")
-    d.add_argument("--oversubscriptions", nargs="+", type=float, default=[1.0, 2.0],
-                   help="leaf oversubscriptions (default %(default)s)")
-    d.add_argument("--radixes", nargs="+", type=int, default=[64], help="switch radixes (default %(default)s)")
-    d.add_argument("--nics", nargs="+", type=int, default=[8], help="NICs per server (default %(default)s)")
-    d.add_argument("--optics", nargs="+", default=["multimode", "singlemode"], choices=("multimode", "singlemode"),
-                   help="optics (default both)")
-    d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
-    _add_output(d)
-
-
-def _add_goodput(sub, fmt) -> None:
-    """``flowsolver goodput``: a run's useful training time over failure trajectories, or a
-    placement comparison of neighbouring jobs (``--jobs``)."""
-    gp = sub.add_parser("goodput", help="useful training time, tokens/day and losses over failure trajectories; "
-                                        "--jobs: placement of neighbouring jobs", epilog=_GOODPUT_HELP,
-                        formatter_class=fmt)
-    _add_topology(gp, default_nodes=8)
-    _add_output(gp)
-    gp.add_argument("--op", default="all_reduce", choices=OPS, help="the step's collective (default %(default)s)")
-    gp.add_argument("--size", default="1G", help="its bytes, nccl-tests style (default %(default)s)")
-    gp.add_argument("--algorithm", default="ring", help="its algorithm (default %(default)s)")
-    gp.add_argument("--compute", type=float, default=1.0, help="seconds of computation per step (default 1)")
-    gp.add_argument("--tokens", default="4M", help="tokens per step, K/M/G suffixes in powers of 1024 (default 4M)")
-    gp.add_argument("--days", type=float, default=30.0, help="length of the run (default %(default)s)")
-    gp.add_argument("--budget", default=None, help="tokens to train (K/M/G/T suffixes, powers of 1024): days to "
-                                                   "train them, per trajectory (a run of --days must reach them)")
-    gp.add_argument("--trajectories", type=int, default=1000, help="Monte Carlo trajectories (default %(default)s)")
-    gp.add_argument("--mc-seed", type=int, default=0, help="seed of the trajectories (default %(default)s)")
-    gp.add_argument("--checkpoint-cost", type=float, required=False, default=None,
-                    help="seconds to write a checkpoint (required unless --jobs)")
-    gp.add_argument("--restart", type=float, default=None, help="seconds from a failure to computing again "
-                                                                "(required unless --jobs)")
-    gp.add_argument("--interval", type=float, default=None, help="seconds between checkpoints (default Daly's)")
-    gp.add_argument("--intervals", nargs="+", default=None,
-                    help="checkpoint intervals (s) to compare on the same trajectories, or 'auto' (around Daly's)")
-    gp.add_argument("--no-spares", action="store_true", help="no hot spares: wait --repair hours (or --shrink)")
-    gp.add_argument("--shrink", action="store_true", help="without spares, shrink data parallelism until repaired")
-    gp.add_argument("--repair", type=float, default=0.0, help="hours to repair a node without spares")
-    gp.add_argument("--dp", type=int, default=None, help="data-parallel degree (for --shrink)")
-    gp.add_argument("--rate", action="append", default=[], metavar="KIND=PER_DAY",
-                    help="override an interruption rate, events per unit per day (gpu, hbm, nic, network, host, "
-                         "software; 0 removes it)")
-    gp.add_argument("--degrade", action="append", default=[], metavar="TIER=PER_DAY,HOURS,FACTOR",
-                    help="links of TIER degrade to FACTOR of their rate, PER_DAY times per cable per day, for HOURS")
-    gp.add_argument("--straggler", default=None, metavar="PER_DAY,HOURS,FACTOR",
-                    help="GPUs compute at FACTOR of their speed, PER_DAY times per GPU per day, for HOURS")
-    gp.add_argument("--jobs", type=int, nargs="+", default=None, metavar="GPUS",
-                    help="compare placements of jobs of these sizes (their collectives at once) instead")
-
-
-_GOODPUT_HELP = """examples:
-  flowsolver goodput --nodes 64 --checkpoint-cost 30 --restart 300 --compute 5 --tokens 16M
-  flowsolver goodput --nodes 64 --checkpoint-cost 30 --restart 300 --degrade leaf-spine=0.001,4,0.5
-  flowsolver goodput --nodes 8 --jobs 16 16 32 --size 256M
-Interruption rates default to the Llama 3 paper's (Table 5: 419 in 54 days on 16,384 H100).
 """

@@ -1,0 +1,216 @@
+"""The fleet-level sub-commands: ``flowsolver design`` (which fabric to buy: candidates billed
+and timed, the Pareto front) and ``flowsolver goodput`` (useful training time over failure
+trajectories, or placements of neighbouring jobs): their arguments and what they run."""
+
+from __future__ import annotations
+
+import topologies as tp
+
+from ..collectives import OPS
+from ..training import MODELS
+from ._arguments import _EXAMPLES, _add_output, _add_topology, build_graph, cluster_label, parse_size
+from ._output import emit, to_json
+
+__all__ = ["add_design", "add_goodput", "design", "goodput"]
+
+
+def add_design(sub, fmt) -> None:
+    """``flowsolver design``: candidate fabrics billed and timed, the Pareto front."""
+    from .._design import DESIGN_FAMILIES
+
+    d = sub.add_parser("design", help="which fabric to buy: candidates billed and timed, Pareto front of "
+                       "price, power and time", epilog=_EXAMPLES, formatter_class=fmt)
+    d.add_argument("--gpus", type=int, required=True, help="GPUs of the cluster")
+    d.add_argument("--server", default="dgx_h100", help="server model (default %(default)s)")
+    d.add_argument("--model", default=None, choices=list(MODELS),
+                   help="time a training step of this model (else a collective: --op, --size)")
+    d.add_argument("--tp", type=int, default=8, help="tensor-parallel size (default %(default)s)")
+    d.add_argument("--pp", type=int, default=1, help="pipeline stages (default %(default)s)")
+    d.add_argument("--op", default="all_reduce", choices=OPS, help="collective over all GPUs (default %(default)s)")
+    d.add_argument("--size", default="1G", help="collective bytes, nccl-tests style (default %(default)s)")
+    d.add_argument("--budget", type=float, default=None, help="most USD for the network bill")
+    d.add_argument("--power", type=float, default=None, help="most W for the network")
+    d.add_argument("--families", nargs="+", default=list(DESIGN_FAMILIES), choices=DESIGN_FAMILIES,
+                   help="fabric families (default all)")
+    d.add_argument("--links", nargs="+", default=["ib_ndr", "ib_xdr", "roce_400g"],
+                   help="link technologies (default %(default)s)")
+    d.add_argument("--oversubscriptions", nargs="+", type=float, default=[1.0, 2.0],
+                   help="leaf oversubscriptions (default %(default)s)")
+    d.add_argument("--radixes", nargs="+", type=int, default=[64], help="switch radixes (default %(default)s)")
+    d.add_argument("--nics", nargs="+", type=int, default=[8], help="NICs per server (default %(default)s)")
+    d.add_argument("--optics", nargs="+", default=["multimode", "singlemode"], choices=("multimode", "singlemode"),
+                   help="optics (default both)")
+    d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
+    _add_output(d)
+
+
+def add_goodput(sub, fmt) -> None:
+    """``flowsolver goodput``: a run's useful training time over failure trajectories, or a
+    placement comparison of neighbouring jobs (``--jobs``)."""
+    gp = sub.add_parser("goodput", help="useful training time, tokens/day and losses over failure trajectories; "
+                                        "--jobs: placement of neighbouring jobs", epilog=_GOODPUT_HELP,
+                        formatter_class=fmt)
+    _add_topology(gp, default_nodes=8)
+    _add_output(gp)
+    gp.add_argument("--op", default="all_reduce", choices=OPS, help="the step's collective (default %(default)s)")
+    gp.add_argument("--size", default="1G", help="its bytes, nccl-tests style (default %(default)s)")
+    gp.add_argument("--algorithm", default="ring", help="its algorithm (default %(default)s)")
+    gp.add_argument("--compute", type=float, default=1.0, help="seconds of computation per step (default 1)")
+    gp.add_argument("--tokens", default="4M", help="tokens per step, K/M/G suffixes in powers of 1024 (default 4M)")
+    gp.add_argument("--days", type=float, default=30.0, help="length of the run (default %(default)s)")
+    gp.add_argument("--budget", default=None, help="tokens to train (K/M/G/T suffixes, powers of 1024): days to "
+                                                   "train them, per trajectory (a run of --days must reach them)")
+    gp.add_argument("--trajectories", type=int, default=1000, help="Monte Carlo trajectories (default %(default)s)")
+    gp.add_argument("--mc-seed", type=int, default=0, help="seed of the trajectories (default %(default)s)")
+    gp.add_argument("--checkpoint-cost", type=float, required=False, default=None,
+                    help="seconds to write a checkpoint (required unless --jobs)")
+    gp.add_argument("--restart", type=float, default=None, help="seconds from a failure to computing again "
+                                                                "(required unless --jobs)")
+    gp.add_argument("--interval", type=float, default=None, help="seconds between checkpoints (default Daly's)")
+    gp.add_argument("--intervals", nargs="+", default=None,
+                    help="checkpoint intervals (s) to compare on the same trajectories, or 'auto' (around Daly's)")
+    gp.add_argument("--no-spares", action="store_true", help="no hot spares: wait --repair hours (or --shrink)")
+    gp.add_argument("--shrink", action="store_true", help="without spares, shrink data parallelism until repaired")
+    gp.add_argument("--repair", type=float, default=0.0, help="hours to repair a node without spares")
+    gp.add_argument("--dp", type=int, default=None, help="data-parallel degree (for --shrink)")
+    gp.add_argument("--rate", action="append", default=[], metavar="KIND=PER_DAY",
+                    help="override an interruption rate, events per unit per day (gpu, hbm, nic, network, host, "
+                         "software; 0 removes it)")
+    gp.add_argument("--degrade", action="append", default=[], metavar="TIER=PER_DAY,HOURS,FACTOR",
+                    help="links of TIER degrade to FACTOR of their rate, PER_DAY times per cable per day, for HOURS")
+    gp.add_argument("--straggler", default=None, metavar="PER_DAY,HOURS,FACTOR",
+                    help="GPUs compute at FACTOR of their speed, PER_DAY times per GPU per day, for HOURS")
+    gp.add_argument("--jobs", type=int, nargs="+", default=None, metavar="GPUS",
+                    help="compare placements of jobs of these sizes (their collectives at once) instead")
+
+
+_GOODPUT_HELP = """examples:
+  flowsolver goodput --nodes 64 --checkpoint-cost 30 --restart 300 --compute 5 --tokens 16M
+  flowsolver goodput --nodes 64 --checkpoint-cost 30 --restart 300 --degrade leaf-spine=0.001,4,0.5
+  flowsolver goodput --nodes 8 --jobs 16 16 32 --size 256M
+Interruption rates default to the Llama 3 paper's (Table 5: 419 in 54 days on 16,384 H100).
+"""
+
+
+def design(args) -> None:
+    """Candidate fabrics for ``--gpus`` billed and timed; the Pareto front (or ``--all``)."""
+    from .._design import design as search
+
+    if args.model is not None:
+        workload = dict(model=args.model, tp=args.tp, pp=args.pp)
+        label = f"{args.model} step (tp {args.tp}, pp {args.pp})"
+    else:
+        workload = [(args.op, parse_size(args.size))]
+        label = f"{args.op} of {args.size}"
+    r = search(args.gpus, workload, budget=args.budget, power=args.power, families=tuple(args.families),
+               links=tuple(args.links), oversubscriptions=tuple(args.oversubscriptions), radixes=tuple(args.radixes),
+               nics=tuple(args.nics), optics=tuple(args.optics), server=args.server)
+    rows = [row for row in r.to_rows() if args.all or row["pareto"]]
+    text = f"# {label} on {args.gpus} GPUs; prices: see topologies.bill's catalogue (estimates unless given)\n"
+    if args.all:
+        text += "\n".join(f"{row['family']:15s} {row['link']:10s} {row['oversubscription']:4g} {row['radix']:5d} "
+                           f"{row['nics']:4d} {row['optics']:10s} {row['price']:14,.0f} {row['power'] / 1e3:8.1f} "
+                           f"{row['time']:10.5g} {row['status']}{' *' if row['pareto'] else ''} {row['message']}"
+                           for row in rows)
+    else:
+        text += r.format()
+    emit(rows, args, text)
+
+
+def _numbers(flag, text, count):
+    parts = text.split(",")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != count:
+        raise ValueError(f"{flag} {text!r}: expected {count} comma-separated numbers")
+    return values
+
+
+def goodput(args) -> None:
+    """A run's goodput over failure trajectories, or (``--jobs``) a placement comparison."""
+    from ..reliability import Component, JobResponse, default_components, goodput as run_goodput, placement_slowdowns
+
+    graph = build_graph(args)
+    size = parse_size(args.size)
+    if args.jobs is not None:
+        rows = placement_slowdowns(graph, args.jobs, args.op, size, algorithm=args.algorithm)
+        lines = [f"# {args.op} of {args.size} per job, jobs of {' '.join(map(str, args.jobs))} GPUs at once on "
+                 f"{len(tp.gpus(graph))} GPUs ({cluster_label(args)})",
+                 f"{'policy':>13s} {'job':>4s} {'gpus':>5s} {'servers':>8s} {'alone (us)':>11s} "
+                 f"{'together (us)':>14s} {'slowdown':>9s}"]
+        lines += [f"{r['policy']:>13s} {r['job']:4d} {r['gpus']:5d} {r['servers']:8d} {r['alone'] * 1e6:11.1f} "
+                  f"{r['together'] * 1e6:14.1f} {r['slowdown']:9.3f}" for r in rows]
+        emit(rows, args, "\n".join(lines))
+        return
+    if args.checkpoint_cost is None or args.restart is None:
+        raise ValueError("--checkpoint-cost and --restart (seconds) are required (or --jobs for placements)")
+    day = 86400.0
+    overrides = {}
+    for item in args.rate:
+        kind, _, value = item.partition("=")
+        try:
+            per_day = float(value)
+        except ValueError:
+            raise ValueError(f"--rate {item!r}: expected KIND=PER_DAY") from None
+        overrides[kind] = per_day / day
+    comps = default_components(**overrides)
+    for item in args.degrade:
+        tier, _, spec = item.partition("=")
+        rate, hours, factor = _numbers("--degrade", spec, 3)
+        comps[f"degraded:{tier}"] = Component(f"degraded:{tier}", "degrade", rate / day, unit="link",
+                                              duration=hours * 3600.0, factor=factor, links=tier)
+    if args.straggler:
+        rate, hours, factor = _numbers("--straggler", args.straggler, 3)
+        comps["straggler"] = Component("straggler", "straggler", rate / day, unit="gpu", duration=hours * 3600.0,
+                                       factor=factor)
+    response = JobResponse(checkpoint_cost=args.checkpoint_cost, restart_time=args.restart,
+                           checkpoint_interval=args.interval, spares=not args.no_spares, shrink=args.shrink,
+                           repair_time=args.repair * 3600.0)
+    workload = dict(op=args.op, size=size, algorithm=args.algorithm, compute=args.compute,
+                    tokens=parse_size(args.tokens))
+    intervals = args.intervals
+    if intervals is not None and intervals != ["auto"]:
+        try:
+            intervals = [float(x) for x in intervals]
+        except ValueError:
+            raise ValueError(f"--intervals: seconds or 'auto', got {' '.join(args.intervals)}") from None
+    elif intervals is not None:
+        intervals = "auto"
+    r = run_goodput(graph, workload, response, components=comps, days=args.days, trajectories=args.trajectories,
+                    seed=args.mc_seed, intervals=intervals, dp=args.dp)
+    s = r.summary()
+    lost = s.pop("lost_fraction")
+    lines = [f"# {args.days:g} days on {len(tp.gpus(graph))} GPUs ({cluster_label(args)}), {s['trajectories']} "
+             f"trajectories: step {s['healthy_step_time']:.3f} s healthy",
+             f"interruptions per run {s['interruptions_mean']:.1f} (MTBF {s['mtbf_hours']:.2f} h); checkpoint every "
+             f"{s['checkpoint_interval']:.0f} s (Young {s['young_interval']:.0f} s, Daly {s['daly_interval']:.0f} s)",
+             f"useful training time: mean {s['useful_fraction_mean'] * 100:.2f} % "
+             f"(5 % {s['useful_fraction_p5'] * 100:.2f}"
+             f", 95 % {s['useful_fraction_p95'] * 100:.2f}); Daly's closed form {s['daly_fraction'] * 100:.2f} %",
+             f"tokens/day: mean {s['tokens_per_day_mean']:.4g} of {s['healthy_tokens_per_day']:.4g} healthy; "
+             f"{s['distinct_states']} distinct states met, {s['distinct_fabrics']} degraded fabrics "
+             f"({s['fabrics_solved']} re-solved)"]
+    if "simulated_optimum" in s:
+        lines.append(f"simulated optimum interval: {s['simulated_optimum']:.0f} s (" + ", ".join(
+            f"{t:.0f} s: {f * 100:.2f} %" for t, f in r.curve) + ")")
+    if args.budget is not None:
+        import numpy as np
+
+        days = r.time_to_train(parse_size(args.budget)) / day
+        done = days[np.isfinite(days)]
+        s["budget_reached"] = float(len(done) / len(days))
+        if len(done):
+            s.update(days_to_train_p50=float(np.percentile(done, 50)), days_to_train_p95=float(np.percentile(done, 95)))
+        lines.append(f"time to train {args.budget} tokens: " + (
+            f"median {s['days_to_train_p50']:.2f} days, 95 % {s['days_to_train_p95']:.2f} days"
+            if len(done) else "not reached") + f" ({s['budget_reached'] * 100:.0f} % of trajectories reach it in "
+            f"{args.days:g} days)")
+    lines.append("lost (fraction of wall time): "
+                 + ", ".join(f"{k} {v * 100:.2f} %" for k, v in lost.items() if v >= 5e-5))
+    rows = [dict(cause=k, lost_fraction=v) for k, v in lost.items()]
+    if args.json:
+        print(to_json(dict(s, lost_fraction=lost)))
+    else:
+        emit(rows, args, "\n".join(lines))
