@@ -1,0 +1,373 @@
+"""Everything issue 31 asks of a GPU, measured in one call (at most about 5 minutes), each row
+beside the CPU figure of the same machine.
+
+    python benchmarks/gpu.py                       # every section, table + JSON
+    python benchmarks/gpu.py --json out.json       # where the JSON goes (default gpu.json)
+    python benchmarks/gpu.py --only solver,batch   # some sections
+    python benchmarks/gpu.py --quick               # small sizes (a smoke run, e.g. on a CPU)
+
+Sections: ``solver`` (fat_tree(12) and (16) all-to-all: methods x dtypes after compilation,
+rounds, the rates' largest relative difference from the CPU's), ``round`` (a dense round's
+time and the fixed cost per call), ``equal`` (1 M independent equal bottlenecks),
+``batch`` (failure scenarios of a 1024-GPU ring, 1,024 to 65,536 a call, with the device's
+peak memory), ``large`` (16.7 M flows), ``e2e`` (a Llama-3-405B step on 16,384 GPUs and
+the default all-to-all over 4,096 GPUs in fresh processes, with and without a warm
+compilation cache), ``reduce`` (segment reductions of the dense round in isolation: what
+a round's pieces cost on this device).
+
+The CPU figures come from ``jax.devices("cpu")`` in the same process (``device="cpu"``);
+on a machine without an accelerator both columns are the CPU. Targets (issue 31, one H200):
+fat_tree(16) float64 <= 60 ms, a dense round <= 100 us, 1 M equal bottlenecks <= 5 ms,
+16.7 M flows <= 1.5 s, >= 50,000 failure scenarios/s and 65,536 in one call, every
+end-to-end row at least as fast as the CPU, a fresh process's first 16,384-GPU step <= 3 s
+with a warm compilation cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import jax  # noqa: E402
+
+import flowsolver as fs  # noqa: E402
+import topologies as tp  # noqa: E402
+
+ROWS: list[dict] = []
+START = time.perf_counter()
+#: stop starting new sections past this many seconds (the call's budget is 5 minutes)
+BUDGET_S = 285.0
+
+
+def row(section, work, device_s=None, cpu_s=None, unit="s", target=None, **extra):
+    """Record and print one table row (times in seconds unless ``unit`` says otherwise)."""
+    r = dict(section=section, work=work, device=device_s, cpu=cpu_s, unit=unit, target=target, **extra)
+    ROWS.append(r)
+    fmt = (lambda v: "-" if v is None else f"{v * 1e3:9.2f} ms" if unit == "s" else f"{v:12.0f}")
+    ratio = f"{cpu_s / device_s:6.2f}x" if unit == "s" and device_s and cpu_s else ""
+    more = " ".join(f"{k}={v}" for k, v in extra.items())
+    print(f"  {work:58s} dev {fmt(device_s)}  cpu {fmt(cpu_s)} {ratio} {more}", flush=True)
+
+
+def best(fn, repeat=3):
+    """(result, best wall time of ``repeat`` calls after one warm-up call)."""
+    out = fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return out, min(times)
+
+
+def on_cpu(fn):
+    with jax.default_device(jax.devices("cpu")[0]):
+        return fn()
+
+
+def accel() -> bool:
+    return jax.default_backend() != "cpu"
+
+
+def solve(rm, device, **kw):
+    if device == "cpu":
+        return on_cpu(lambda: fs.max_min_fair(rm, **kw))
+    return fs.max_min_fair(rm, **kw)
+
+
+def all_to_all(k):
+    g = tp.fat_tree(k)
+    n = len(tp.gpus(g))
+    t = time.perf_counter()
+    rm = fs.route(g, fs.Flows.all_to_all(n, 1e6), policy="ecmp_hash")
+    return rm, time.perf_counter() - t
+
+
+# --------------------------------------------------------------------------- sections
+def section_solver(quick):
+    for k in ((6, 8) if quick else (12, 16)):
+        rm, t_route = all_to_all(k)
+        print(f"fat_tree({k}) all-to-all: {rm.n_flows:,} flows, {rm.n_links:,} links, routed in {t_route:.1f} s")
+        ref, t_cpu = best(lambda: solve(rm, "cpu"), repeat=2)
+        ref_rates = np.asarray(ref.rates, np.float64)
+        for method in ("auto", "dense", "frontier"):
+            for dtype in ("float64", "float32"):
+                if method == "frontier" and dtype == "float32":
+                    continue
+                a, t = best(lambda: solve(rm, "device", method=method, dtype=dtype))
+                diff = float(np.max(np.abs(np.asarray(a.rates, np.float64) - ref_rates) / ref_rates))
+                row("solver", f"fat_tree({k}) {method} {dtype}", t, t_cpu if (method, dtype) == ("auto", "float64")
+                    else None, target=0.060 if (k, method, dtype) == (16, "auto", "float64") else None,
+                    rounds=int(a.rounds), rel_diff=f"{diff:.1e}", ok=bool(a.converged))
+
+
+def section_round(quick):
+    rm, _ = all_to_all(8 if quick else 16)
+    out = {}
+    for n in (1, 11):
+        _, out[n] = best(lambda: solve(rm, "device", method="dense", max_rounds=n, compact=False))
+    per_round = (out[11] - out[1]) / 10
+    row("round", f"dense round, {rm.n_flows:,} flows (from 1 and 11 rounds)", per_round, target=100e-6)
+    row("round", "dense fixed cost per call", out[1] - per_round)
+    for n in (1, 101):
+        _, out[n] = best(lambda: solve(rm, "device", method="frontier", max_rounds=n))
+    per_round = (out[101] - out[1]) / 100
+    row("round", "frontier round (from 1 and 101 rounds)", per_round)
+    row("round", "frontier fixed cost per call", out[1] - per_round)
+
+
+def section_equal(quick):
+    import scipy.sparse as sp
+
+    n = 1 << (14 if quick else 20)
+    rm = fs.RoutingMatrix.from_scipy(sp.identity(n, format="csc"), np.full(n, 50e9))
+    _, t = best(lambda: solve(rm, "device"))
+    _, t_cpu = best(lambda: solve(rm, "cpu"))
+    row("equal", f"{n:,} independent equal bottlenecks", t, t_cpu, target=0.005)
+
+
+def failure_caps(rm, batch, seed=0, fraction=0.01):
+    rng = np.random.default_rng(seed)
+    fail = max(1, int(round(fraction * rm.n_links)))
+    caps = np.tile(rm.capacity, (batch, 1))
+    idx = np.argsort(rng.random((batch, rm.n_links)), axis=1)[:, :fail]
+    np.put_along_axis(caps, idx, 0.0, axis=1)
+    return caps
+
+
+def device_peak():
+    stats = jax.devices()[0].memory_stats() or {}
+    return stats.get("peak_bytes_in_use")
+
+
+def section_batch(quick):
+    g = tp.rail_optimized(16 if quick else 128)
+    n = len(tp.gpus(g))
+    rm = fs.route(g, fs.Flows.ring(n, 1e9))
+    print(f"failure scenarios: ring over {n} GPUs, {rm.n_links:,} links, 1 % failed per scenario")
+    caps = failure_caps(rm, 1024)
+    _, t_cpu = best(lambda: solve(rm, "cpu", capacity=caps), repeat=1)
+    for batch in ((256, 1024) if quick else (1024, 4096, 16384, 65536)):
+        if time.perf_counter() - START > BUDGET_S - 30:
+            print(f"  (batch {batch} skipped: budget)")
+            break
+        caps = failure_caps(rm, batch)
+        try:
+            a, t = best(lambda: solve(rm, "device", capacity=caps), repeat=1)
+        except Exception as exc:   # noqa: BLE001 - the row reports what failed
+            row("batch", f"{batch:,} scenarios float64", None, None, unit="scenarios/s", error=repr(exc)[:160])
+            continue
+        ok = int(np.sum(np.asarray(a.status) == 0))
+        row("batch", f"{batch:,} scenarios float64", batch / t, 1024 / t_cpu if batch == 1024 else None,
+            unit="scenarios/s", target=50_000, ok=f"{ok}/{batch}", rounds=int(np.max(a.rounds)),
+            peak_MB=None if device_peak() is None else round(device_peak() / 2**20))
+    caps = failure_caps(rm, 1024)
+    _, t = best(lambda: solve(rm, "device", capacity=caps, dtype="float32"), repeat=1)
+    row("batch", "1,024 scenarios float32", 1024 / t, unit="scenarios/s")
+
+
+def section_large(quick):
+    g = tp.rail_optimized(64 if quick else 512)
+    n = len(tp.gpus(g))
+    t = time.perf_counter()
+    rm = fs.route(g, fs.Flows.all_to_all(n, 1e6), policy="ecmp_hash")
+    t_route = time.perf_counter() - t
+    t = time.perf_counter()
+    a = solve(rm, "device")
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    a = solve(rm, "device")
+    again = time.perf_counter() - t
+    solve(rm, "cpu")                 # compiles for the CPU device
+    t = time.perf_counter()
+    solve(rm, "cpu")
+    t_cpu = time.perf_counter() - t
+    row("large", f"{rm.n_flows:,} flows solve (again; first {first:.2f} s)", again, t_cpu, target=1.5,
+        rounds=int(a.rounds), route_s=round(t_route, 1))
+
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import topologies as tp
+from flowsolver import collective, training_step
+kind, nodes = sys.argv[1], int(sys.argv[2])
+g = tp.rail_optimized(nodes)
+def once():
+    if kind == "train":
+        return training_step(g, model="llama-3-405b", tp=8, pp=16, dp=nodes // 16).step_time
+    return collective(g, "all_to_all", 2**20 * (8 * nodes - 1)).time
+times = []
+for _ in range(2):
+    t = time.perf_counter()
+    result = once()
+    times.append(time.perf_counter() - t)
+import jax
+print(json.dumps(dict(first=times[0], again=times[1], result=result, backend=jax.default_backend(),
+                      total=time.perf_counter() - t0)))
+"""
+
+
+def child(kind, nodes, env_extra):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **env_extra)
+    done = subprocess.run([sys.executable, "-c", CHILD, kind, str(nodes)], capture_output=True, text=True, env=env,
+                          timeout=240)
+    if done.returncode:
+        return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:200]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def section_e2e(quick):
+    cases = (("train", 64, "Llama-3-405B step, 512 GPUs"), ("a2a", 16, "default all-to-all, 128 GPUs")) if quick \
+        else (("train", 2048, "Llama-3-405B step, 16,384 GPUs"), ("a2a", 512, "default all-to-all, 4,096 GPUs"))
+    with tempfile.TemporaryDirectory() as cache:
+        for kind, nodes, name in cases:
+            if time.perf_counter() - START > BUDGET_S - 40:
+                print(f"  ({name} skipped: budget)")
+                continue
+            off = {"FLOWSOLVER_COMPILATION_CACHE": "0"}
+            dev = child(kind, nodes, off)
+            cpu = child(kind, nodes, dict(off, JAX_PLATFORMS="cpu"))
+            row("e2e", f"{name}: first call, fresh process", dev.get("first"), cpu.get("first"),
+                **({"error": dev["error"]} if "error" in dev else {}))
+            row("e2e", f"{name}: again", dev.get("again"), cpu.get("again"))
+            if kind == "train":
+                warm = {"FLOWSOLVER_COMPILATION_CACHE": cache, "JAX_COMPILATION_CACHE_DIR": cache,
+                        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+                child(kind, nodes, warm)                            # fills the cache
+                hot = child(kind, nodes, warm)
+                row("e2e", f"{name}: first call, warm compilation cache", hot.get("first"), None, target=3.0,
+                    **({"error": hot["error"]} if "error" in hot else {}))
+
+
+def section_reduce(quick):
+    """The dense round's segment reductions in isolation, on the real structure of a
+    fat_tree all-to-all: each variant x 20 inside one jitted loop, per call."""
+    import jax.numpy as jnp
+    from flowsolver.solver._problem import Segments
+
+    rm, _ = all_to_all(8 if quick else 16)
+    seg = Segments.of(rm)
+    sizes = seg.buckets(rm.n_links)
+    Lp, Np, Sp, Ep = sizes
+    el, es, ef, ss, _ = seg.padded(sizes)
+    K = ss.shape[1]
+    flat = ss.reshape(-1)
+    order = np.argsort(flat, kind="stable").astype(np.int32)
+    print(f"structure: Np={Np:,} K={K} Sp={Sp:,} Ep={Ep:,} Lp={Lp:,}; slots/segment max "
+          f"{np.bincount(flat).max():,}, segments/link max {np.bincount(el).max():,}")
+    with jax.enable_x64(True):
+        x = jnp.asarray(np.random.default_rng(0).random(Np))
+        flat_j, order_j, sorted_j = jnp.asarray(flat), jnp.asarray(order), jnp.asarray(flat[order])
+        es_j, el_j, ef_j = jnp.asarray(es), jnp.asarray(el), jnp.asarray(ef)
+        flow_of_sorted = jnp.asarray((order // K).astype(np.int32))
+
+        def scatter(v):
+            return jax.ops.segment_sum(jnp.repeat(v, K), flat_j, Sp)
+
+        def scatter_sorted(v):
+            return jax.ops.segment_sum(v[flow_of_sorted], sorted_j, Sp, indices_are_sorted=True)
+
+        def blocked(block):
+            M = len(order)
+            Mp = -(-M // block) * block
+            ids = np.full(Mp, Sp, np.int32)
+            ids[:M] = flat[order]
+            src = np.zeros(Mp, np.int32)
+            src[:M] = order // K
+            ids_j, src_j = jnp.asarray(ids.reshape(-1, block)), jnp.asarray(src.reshape(-1, block))
+            tail = np.ones_like(ids, dtype=bool).reshape(-1, block)
+            tail[:, :-1] = ids.reshape(-1, block)[:, 1:] != ids.reshape(-1, block)[:, :-1]
+            drop_j = jnp.asarray(np.where(tail, ids.reshape(-1, block), Sp + 1).reshape(-1))
+
+            def fn(v):
+                y = jnp.where(ids_j < Sp, v[src_j], 0.0)
+                d = 1
+                while d < block:
+                    prev = jnp.pad(y[:, :-d], ((0, 0), (d, 0)))
+                    same = jnp.pad(ids_j[:, :-d], ((0, 0), (d, 0)), constant_values=-1) == ids_j
+                    y = y + jnp.where(same, prev, 0.0)
+                    d *= 2
+                return jax.ops.segment_sum(y.reshape(-1), drop_j, Sp, indices_are_sorted=True)
+            return fn
+
+        def seg_to_link(s):
+            return jax.ops.segment_sum(ef_j * s[es_j], el_j, Lp)
+
+        def seg_min(v):
+            return jax.ops.segment_min(jnp.repeat(v, K), flat_j, Sp)
+
+        def gather_only(v):
+            return jnp.sum(v[flat_j // K] * 2.0)
+
+        variants = {"gather (bandwidth reference)": gather_only, "slot->segment sum (scatter)": scatter,
+                    "slot->segment sum (sorted scatter)": scatter_sorted,
+                    "slot->segment sum (blocked 32)": blocked(32), "slot->segment sum (blocked 256)": blocked(256),
+                    "segment->link sum (scatter)": lambda v: seg_to_link(scatter(v)),
+                    "slot->segment min (scatter)": seg_min}
+        ref = np.asarray(scatter(x))
+        for name, fn in variants.items():
+            def loop(v, fn=fn):
+                def body(i, acc):
+                    return acc + jnp.sum(fn(v + i * 1e-9))
+                return jax.lax.fori_loop(0, 20, body, 0.0)
+            jitted = jax.jit(loop)
+            _, t = best(lambda: jitted(x).block_until_ready())
+            agree = ""
+            if "sum" in name and "->link" not in name:
+                got = np.asarray(jax.jit(fn)(x))
+                agree = f"{float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300))):.1e}"
+            row("reduce", name, t / 20, None, agree=agree)
+
+
+SECTIONS = {"solver": section_solver, "round": section_round, "equal": section_equal, "batch": section_batch,
+            "reduce": section_reduce, "large": section_large, "e2e": section_e2e}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--json", default="gpu.json", help="where to write the rows")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("FLOWSOLVER_COMPILATION_CACHE", "0")
+    print(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.devices()}")
+    for name in args.only.split(","):
+        if name not in SECTIONS:
+            raise SystemExit(f"--only: unknown section {name!r}; choose from {', '.join(SECTIONS)}")
+        if time.perf_counter() - START > BUDGET_S:
+            print(f"== {name}: skipped (past the {BUDGET_S:.0f} s budget)")
+            continue
+        print(f"== {name}", flush=True)
+        try:
+            SECTIONS[name](args.quick)
+        except Exception as exc:   # noqa: BLE001 - one section's failure must not lose the others
+            import traceback
+            traceback.print_exc()
+            row(name, "section failed", None, None, error=repr(exc)[:200])
+    Path(args.json).write_text(json.dumps(dict(jax=jax.__version__, backend=jax.default_backend(),
+                                               device=str(jax.devices()[0]), wall_s=time.perf_counter() - START,
+                                               rows=ROWS), indent=1, default=str))
+    print(f"\n{'section':8s} {'work':58s} {'device':>12s} {'cpu':>12s} target")
+    for r in ROWS:
+        f = (lambda v: "-" if v is None else (f"{v * 1e3:.2f} ms" if r["unit"] == "s" else f"{v:,.0f}/s"))
+        t = "" if r["target"] is None else (f"<= {r['target'] * 1e3:g} ms" if r["unit"] == "s" else f">= {r['target']:,}/s")
+        print(f"{r['section']:8s} {r['work'][:58]:58s} {f(r['device']):>12s} {f(r['cpu']):>12s} {t}")
+    print(f"wall {time.perf_counter() - START:.0f} s; rows in {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
