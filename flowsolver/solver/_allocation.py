@@ -82,8 +82,12 @@ def utilization(load, cap):
     >>> utilization(np.array([1.0, 0.0, 2.0]), np.array([2.0, 0.0, 0.0])).tolist()
     [0.5, 0.0, inf]
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(cap > 0, load / np.where(cap > 0, cap, 1), np.where(load > 0, np.inf, 0.0))
+    load, cap = np.asarray(load), np.asarray(cap)
+    shape = np.broadcast_shapes(load.shape, cap.shape)
+    live = cap > 0
+    out = np.divide(load, cap, out=np.zeros(shape, np.result_type(load, cap, np.float32)), where=live)
+    out[~live & (load > 0)] = np.inf                  # one pass each: batches of millions of links
+    return out
 
 
 def allocation(problem: Problem, raw: Raw, ill=None) -> Allocation:

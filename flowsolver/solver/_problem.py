@@ -147,6 +147,13 @@ class Segments:
                         np.where(flow_seg >= 0, remap[np.maximum(flow_seg, 0)], -1).astype(np.int32),
                         None if self.flow_coef is None else self.flow_coef[keep], self.flows[keep])
 
+    def on_links(self, used: np.ndarray) -> "Segments":
+        """The same structure on the links ``used`` alone (sorted ids; every link of an entry
+        of fraction > 0 must be among them), renumbered 0 .. len(used) - 1."""
+        link = np.searchsorted(used, self.seg_link).clip(max=max(len(used) - 1, 0))
+        return Segments(self.seg_ptr, link.astype(self.seg_link.dtype), self.seg_frac, self.entry_seg, self.flow_seg,
+                        self.flow_coef, self.flows)
+
     @property
     def unit_coef(self) -> bool:
         return self.flow_coef is None or bool(np.all(self.flow_coef[self.flow_seg >= 0] == 1.0))
@@ -267,19 +274,26 @@ def _first_bad(mask, name, rule, arr):
 
 
 def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
-    """Flows that cross at least one link of finite capacity: (flows,) or (batch, flows)."""
+    """Flows that cross at least one link of finite capacity: (flows,), or (batch, flows)
+    where scenarios differ in which links are infinite."""
 
-    def one(finite):
-        hit = (rm.seg_frac > 0) & finite[rm.seg_link]
-        # per segment (an extra False last, read by unused slots -1), then per flow, by slot
-        has = np.append(np.bincount(rm.entry_segment[hit], minlength=rm.n_segments) > 0, False)
-        out = np.zeros(rm.n_flows, dtype=bool)
+    def per_flow(has):          # has: (segments + 1,) or (B, segments + 1) -> per flow, by slot
+        out = np.zeros(has.shape[:-1] + (rm.n_flows,), dtype=bool)
         for k in range(rm.slots):
-            col = has[rm.flow_seg[:, k]]
+            col = has[..., rm.flow_seg[:, k]]
             out |= col if rm.flow_coef is None else col & (rm.flow_coef[:, k] > 0)
         return out
 
+    def segments_with(finite):  # (links,) -> per segment (an extra False last, read by unused slots -1)
+        hit = (rm.seg_frac > 0) & finite[rm.seg_link]
+        return np.append(np.bincount(rm.entry_segment[hit], minlength=rm.n_segments) > 0, False)
+
     finite = np.isfinite(cap)
-    if finite.ndim == 1:
-        return one(finite)
-    return np.stack([one(row) for row in finite])
+    if finite.ndim == 1 or finite.all():
+        return per_flow(segments_with(finite if finite.ndim == 1 else finite[0]))    # the same in every scenario
+    # scenarios with infinite links: per segment, the finite links it holds (a sparse product)
+    live = rm.seg_frac > 0
+    incidence = sp.csr_matrix((np.ones(int(live.sum())), (rm.seg_link[live], rm.entry_segment[live])),
+                              shape=(rm.n_links, rm.n_segments))
+    has = np.asarray((sp.csr_matrix(finite.astype(np.float64)) @ incidence).todense()) > 0
+    return per_flow(np.concatenate([has, np.zeros((len(has), 1), bool)], axis=1))
