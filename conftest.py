@@ -2,7 +2,8 @@
 
 * several fake CPU devices, so multi-device (sharded) code is tested on CPU;
 * strict dtype promotion, so silent float64/float32 mixing fails in tests;
-* caches and kernel files in a temporary folder, never under the home directory.
+* caches and kernel files in a temporary folder, never under the home directory; JAX's
+  persistent compilation cache (on by default for users) off.
 """
 
 import atexit
@@ -21,7 +22,7 @@ atexit.register(shutil.rmtree, _scratch, ignore_errors=True)
 for _name, _sub in (("XDG_CACHE_HOME", "cache"), ("MPLCONFIGDIR", "matplotlib"), ("IPYTHONDIR", "ipython"),
                     ("JUPYTER_RUNTIME_DIR", "jupyter-runtime")):
     os.environ[_name] = os.path.join(_scratch, _sub)
-os.environ.pop("FLOWSOLVER_CACHE_DIR", None)
+os.environ["FLOWSOLVER_CACHE_DIR"] = "off"      # no persistent compilation cache in tests (on by default)
 
 # hypothesis: the "ci" profile (default) keeps property tests to a few dozen examples each,
 # HYPOTHESIS_PROFILE=slow runs ten times as many (python -m pytest -m "slow or not slow")

@@ -109,3 +109,19 @@ def test_bytes_per_scenario_bounds_the_compiled_programs_memory(shape):
     per = (mem.temp_size_in_bytes + mem.output_size_in_bytes + mem.argument_size_in_bytes) / B
     estimate = _dense.bytes_per_scenario(shape)
     assert per <= estimate <= 8 * per, (per, estimate)
+
+
+def test_the_frontier_reuses_a_matrix_layout_only_for_the_same_weights_and_caps():
+    """Solving one RoutingMatrix again with other capacities (the layout kept) and with other
+    caps (a new layout) gives progressive filling's rates each time."""
+    from flowsolver import RoutingMatrix
+    from flowsolver.solver import _frontier
+
+    A, cap, rng = _network(4, links=30, flows=60, unused=())
+    rm = RoutingMatrix.from_scipy(A, cap)
+    d = np.full(A.shape[1], np.inf)
+    for i, (c, dem) in enumerate([(cap, d), (cap * rng.uniform(0.5, 2.0, len(cap)), d),
+                                  (cap, np.where(np.arange(len(d)) % 7 == 0, 0.3, np.inf))]):
+        a = max_min_fair(rm, c, demands=dem, method="frontier")
+        np.testing.assert_allclose(a.rates, progressive_filling(A, c, None, dem), rtol=1e-12, atol=1e-12)
+        assert _frontier._LAST.slot[0]() is rm

@@ -229,7 +229,7 @@ def test_a_sweep_writes_nothing_under_home_and_leaves_the_jax_settings_as_they_w
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    monkeypatch.delenv("FLOWSOLVER_CACHE_DIR", raising=False)
+    monkeypatch.setenv("FLOWSOLVER_CACHE_DIR", "off")     # the solver's own cache (on by default) switched off
     before = _cache_settings()
     df = sweep({"nodes": [1], "size": [2**20], "algorithm": ["ring"]}, progress=False)      # every default
     assert (df["status"] == "ok").all()

@@ -38,6 +38,7 @@ from ..routing import MergedRouting
 from ._allocation import Allocation, allocation, expand
 from ._problem import _as_routing, _per, bucket_size, problem, trace_count
 from ._jax import make_fair_rates
+from ._placement import ensure_compilation_cache, placement
 from ._sensitivity import RateSensitivity
 from ._structure import build as _build_structure
 
@@ -50,7 +51,7 @@ METHODS = {"frontier": _frontier, "dense": _dense, "exact": _exact}
 
 def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=None,
                  max_rounds: int | None = None, inner_rounds: int = 4,
-                 compact: bool | None = None, method: str = "auto") -> Allocation:
+                 compact: bool | None = None, method: str = "auto", device="auto") -> Allocation:
     """Weighted max-min fair rates of the flows of ``routing``.
 
     Parameters
@@ -85,6 +86,11 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         many spines) count their wide segments once each (``_frontier_paths.split_paths``), and
         auto runs dense rounds on them while each freezes at least 1 % of the flows left,
         then the frontier on the flows left (``_frontier.solve_auto``).
+    device : "auto", "cpu", "accelerator" or a jax.Device
+        Where the kernels run. ``"auto"`` (default): on the CPU for problems of fewer than
+        ``_placement.AUTO_CPU_SLOTS`` flow-slots over all scenarios, where an accelerator's
+        fixed cost per call is not repaid, else on JAX's default device (see
+        ``flowsolver.solver._placement``, which also holds the persistent compilation cache).
 
     Returns
     -------
@@ -109,7 +115,9 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
     if method == "auto":        # a method may run otherwise when auto picks it (``solve_auto``)
         method = next(name for name, m in METHODS.items() if m.eligible(prob))
         solve = getattr(METHODS[method], "solve_auto", METHODS[method].solve)
-    with jax.enable_x64(prob.dtype == np.float64):
+    ensure_compilation_cache()
+    slots = prob.routing.flow_seg.size * (prob.batch or 1)
+    with placement(device, slots), jax.enable_x64(prob.dtype == np.float64):
         raw = solve(prob)
     raw, ill = _conditioning.settle(prob, raw, method)
     out = allocation(prob, raw, ill)

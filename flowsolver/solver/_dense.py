@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._allocation import Raw
+from ._placement import local_devices
 from ._problem import Problem, Segments, count_trace, pad
 
 #: single solves with more flows than this are compacted on the host as flows freeze
@@ -76,7 +77,7 @@ def rounds_per_check(inner: int) -> int:
     host round trip; 1 on a CPU, where it costs one pass over the flows while every round
     of a block runs in full even once all flows are frozen (a one-round all-to-all paid
     for four)."""
-    return 1 if jax.default_backend() == "cpu" else inner
+    return 1 if local_devices()[0].platform == "cpu" else inner
 
 
 # --------------------------------------------------------------------------- kernel
@@ -287,7 +288,7 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
     jdt = jnp.dtype(dtype)
     load = np.zeros(L)
     done = np.zeros(N, dtype=bool)
-    devices = tuple(jax.devices())
+    devices = local_devices()
     while True:
         n = len(segments.flows)
         stop_below = int(n * COMPACT_KEEP) if (compact and n > COMPACT_FLOWS) else 0
@@ -388,7 +389,7 @@ def bytes_per_scenario(sizes) -> int:
 def free_memory() -> int | None:
     """Bytes the default device can still allocate (None where the backend does not say:
     the CPU)."""
-    stats = jax.devices()[0].memory_stats() or {}
+    stats = local_devices()[0].memory_stats() or {}
     if "bytes_limit" not in stats:
         return None
     return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
@@ -427,7 +428,7 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     Lu = len(used)
     Lp, Np, Sp, Ep = sizes = segments.buckets(Lu)
     jdt = jnp.dtype(dtype)
-    devices = tuple(jax.devices())
+    devices = local_devices()
     n_dev = len(devices)
     chunk = chunk_size(B, (Lp, Np, Sp, Ep, full.flow_seg.shape[1]), n_dev, free_memory())
     unbounded = np.asarray(unbounded)

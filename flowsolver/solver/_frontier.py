@@ -22,6 +22,7 @@ fail, the scenario is re-solved with the dense method, with a warning.
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass, replace
 
 import jax
@@ -276,7 +277,7 @@ def solve(problem: Problem) -> Raw:
     and, should it ever fail, re-solved with the dense method (with a warning)."""
     problem.check_float32(dense=False)
     rm, batch = problem.routing, problem.batch
-    paths = split_paths(rm)
+    paths = _LAST.paths(rm)
     pick = lambda a, b: a if a.ndim == 1 else a[b]  # noqa: E731
     out = []
     for b in range(1 if batch is None else batch):
@@ -287,11 +288,45 @@ def solve(problem: Problem) -> Raw:
     return Raw(*(np.stack([o[i] for o in out]) for i in range(5)))
 
 
+class _LastLayout:
+    """The layout of the last scenario solved, kept for the next solve of the same
+    RoutingMatrix with the same weights, caps and unbounded flows (a sweep over capacities,
+    failure what-ifs, a benchmark's repeated call): everything in it but the capacities is
+    reused, so such a solve skips the host set-up (0.3 s of a 0.55 s fat_tree(16) solve on
+    the first H200 run). One slot, held by a weak reference to the matrix; replaced whole
+    (one read of one tuple: threads never see one matrix's key beside another's layout)."""
+
+    def __init__(self):
+        self.slot = (None, None, None, None)     # (weak ref to the matrix, paths, (w, d, skip), layout)
+
+    def paths(self, rm):
+        ref, paths, _, _ = self.slot
+        if ref is not None and ref() is rm:
+            return paths
+        paths = split_paths(rm)
+        self.slot = (weakref.ref(rm), paths, None, None)
+        return paths
+
+    def layout(self, rm, paths, cap, w, d, skip) -> Layout:
+        ref, known_paths, inputs, lay = self.slot
+        if ref is not None and ref() is rm and inputs is not None and all(
+                np.array_equal(a, b) for a, b in zip(inputs, (w, d, skip))):
+            capped = np.flatnonzero(np.isfinite(d) & (d > 0) & ~skip)
+            return replace(lay, cap=pad(np.concatenate([cap, d[capped]]), lay.n_links, np.inf, np.float64))
+        lay = build(paths[0], paths[1], cap, w, d, skip, paths[2])
+        if ref is not None and ref() is rm:
+            self.slot = (ref, known_paths, (w.copy(), d.copy(), skip.copy()), lay)
+        return lay
+
+
+_LAST = _LastLayout()
+
+
 def _solve_one(problem, paths, cap, w, d, skip) -> Raw:
     """One scenario (``skip``: its unbounded flows, left at 0)."""
     rm, max_rounds, inner = problem.routing, problem.max_rounds, problem.inner
     L, N = rm.n_links, rm.n_flows
-    lay = build(paths[0], paths[1], cap, w, d, skip, paths[2])
+    lay = _LAST.layout(rm, paths, cap, w, d, skip)
     r, load, bn, k, frozen = run(lay, round_bound(lay) if max_rounds is None else max_rounds, inner)
     r, load, bn, conv = r[:N], load[:L], bn[:N], bool(frozen[:N].all())
     bad = _certificate.violation(rm, cap, w, d, r, bn, skip=skip, paths=paths) if conv and CERTIFY else None
