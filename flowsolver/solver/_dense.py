@@ -381,7 +381,7 @@ def bytes_per_scenario(sizes) -> int:
     """Device memory one scenario of a batch takes (bytes, float64), an upper estimate.
 
     >>> bytes_per_scenario((1024, 1536, 2048, 4096, 4)) // 1024     # KiB
-    1872
+    1776
     """
     return scenario_elements(sizes) * BYTES_PER_ELEMENT
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import jax
 import jax.numpy as jnp
@@ -80,6 +80,9 @@ class Layout:
     B: int                       # (link, flow) pairs a round reads at most
     level_ties: int              # ties at the minimum share that make a round a level round
     wide: "WideLayout | None" = None   # the wide segments, when the paths were split
+    #: device copies of the arrays above but ``cap``, per device (shared by the copies that
+    #: ``dataclasses.replace`` makes with other capacities: uploaded once per layout)
+    on_device: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_links(self) -> int:
@@ -254,21 +257,43 @@ def run(lay: Layout, max_rounds: int, inner: int):
     check (one when a round reads more than ``PAIRS_PER_ROUND`` pairs: such rounds are dear
     and such problems, one hot link, take few); returns host arrays (rates, load,
     bottleneck, rounds, frozen) over the padded flows and links."""
-    f64 = jnp.float64
     inner = 1 if lay.B > PAIRS_PER_ROUND else inner
     wide = lay.wide
     with jax.enable_x64(True):
-        wide_arrays = None if wide is None else (
-            jnp.asarray(wide.seg), None if wide.coef is None else jnp.asarray(wide.coef, f64),
-            jnp.asarray(wide.entry_seg), jnp.asarray(wide.entry_link), jnp.asarray(wide.entry_frac, f64))
-        out = JITTED(jnp.asarray(lay.path), None if lay.frac is None else jnp.asarray(lay.frac, f64),
-                     jnp.asarray(lay.link_ptr), jnp.asarray(lay.link_flow),
-                     None if lay.link_frac is None else jnp.asarray(lay.link_frac, f64),
-                     jnp.asarray(lay.cap, f64), jnp.asarray(lay.weights, f64), jnp.asarray(lay.frozen0),
+        path, frac, link_ptr, link_flow, link_frac, weights, frozen0, wide_arrays = device_arrays(lay)
+        out = JITTED(path, frac, link_ptr, link_flow, link_frac, jnp.asarray(lay.cap, jnp.float64), weights, frozen0,
                      jnp.int32(max_rounds), jnp.int32(lay.n_real), wide_arrays, n_links=lay.n_links, K=lay.K,
                      B=lay.B, inner=inner, level_ties=lay.level_ties,
                      wide_segments=0 if wide is None else wide.n_segments)
         return tuple(np.asarray(x) for x in out)
+
+
+def device_arrays(lay: Layout):
+    """The layout's arrays but its capacities on the current default device (float64;
+    call with 64-bit mode on), uploaded once per layout and device."""
+    key = str(jax.config.jax_default_device or jax.devices()[0])
+    if key not in lay.on_device:
+        f64, wide = jnp.float64, lay.wide
+        wide_arrays = None if wide is None else (
+            jnp.asarray(wide.seg), None if wide.coef is None else jnp.asarray(wide.coef, f64),
+            jnp.asarray(wide.entry_seg), jnp.asarray(wide.entry_link), jnp.asarray(wide.entry_frac, f64))
+        lay.on_device[key] = (jnp.asarray(lay.path), None if lay.frac is None else jnp.asarray(lay.frac, f64),
+                              jnp.asarray(lay.link_ptr), jnp.asarray(lay.link_flow),
+                              None if lay.link_frac is None else jnp.asarray(lay.link_frac, f64),
+                              jnp.asarray(lay.weights, f64), jnp.asarray(lay.frozen0), wide_arrays)
+    return lay.on_device[key]
+
+
+def _certified_on_device(lay: Layout, rates, bneck, d, skip) -> bool:
+    """The max-min certificate (:mod:`~flowsolver.solver._certificate`) of the kernel's
+    padded ``rates`` and ``bneck`` on the layout's own arrays, on the device."""
+    Np = len(lay.weights)
+    with jax.enable_x64(True):
+        path, frac, _, _, _, weights, _, _ = device_arrays(lay)
+        return bool(_certificate.DEVICE_CHECK(
+            path, frac, jnp.asarray(lay.cap, jnp.float64), weights, jnp.asarray(pad(d, Np, np.inf, np.float64)),
+            jnp.asarray(pad(~np.asarray(skip, bool), Np, False)), jnp.asarray(rates, jnp.float64), jnp.asarray(bneck),
+            n_links=lay.n_links))
 
 
 def solve(problem: Problem) -> Raw:
@@ -328,8 +353,12 @@ def _solve_one(problem, paths, cap, w, d, skip) -> Raw:
     L, N = rm.n_links, rm.n_flows
     lay = _LAST.layout(rm, paths, cap, w, d, skip)
     r, load, bn, k, frozen = run(lay, round_bound(lay) if max_rounds is None else max_rounds, inner)
-    r, load, bn, conv = r[:N], load[:L], bn[:N], bool(frozen[:N].all())
-    bad = _certificate.violation(rm, cap, w, d, r, bn, skip=skip, paths=paths) if conv and CERTIFY else None
+    conv = bool(frozen[:N].all())
+    bad = None
+    if conv and CERTIFY and not (lay.wide is None and _certified_on_device(lay, r, bn, d, skip)):
+        # the host check: the wide layouts' certificate, and the message of a failed one
+        bad = _certificate.violation(rm, cap, w, d, r[:N], bn[:N], skip=skip, paths=paths)
+    r, load, bn = r[:N], load[:L], bn[:N]
     if bad is not None:
         warnings.warn(f"max_min_fair: the frontier method's result failed its max-min certificate ({bad}); "
                       "re-solved with the dense method", RuntimeWarning, stacklevel=4)

@@ -9,6 +9,7 @@ instance of the same bucket reuses the compiled code.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -273,6 +274,10 @@ def _first_bad(mask, name, rule, arr):
     raise ValueError(f"{name}{where} must be {rule}, got {arr[tuple(idx)].item()!r}")
 
 
+#: per RoutingMatrix, the flows that cross a link of positive fraction (every link finite)
+_ALL_FINITE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
     """Flows that cross at least one link of finite capacity: (flows,), or (batch, flows)
     where scenarios differ in which links are infinite."""
@@ -289,8 +294,12 @@ def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
         return np.append(np.bincount(rm.entry_segment[hit], minlength=rm.n_segments) > 0, False)
 
     finite = np.isfinite(cap)
-    if finite.ndim == 1 or finite.all():
-        return per_flow(segments_with(finite if finite.ndim == 1 else finite[0]))    # the same in every scenario
+    if finite.all():            # the usual case, the same for every solve of the matrix: kept
+        if (known := _ALL_FINITE.get(rm)) is None:
+            known = _ALL_FINITE[rm] = per_flow(segments_with(np.ones(rm.n_links, bool)))
+        return known
+    if finite.ndim == 1:
+        return per_flow(segments_with(finite))
     # scenarios with infinite links: per segment, the finite links it holds (a sparse product)
     live = rm.seg_frac > 0
     incidence = sp.csr_matrix((np.ones(int(live.sum())), (rm.seg_link[live], rm.entry_segment[live])),
