@@ -85,7 +85,7 @@ def utilization(load, cap):
     load, cap = np.asarray(load), np.asarray(cap)
     shape = np.broadcast_shapes(load.shape, cap.shape)
     live = cap > 0
-    out = np.divide(load, cap, out=np.zeros(shape, np.result_type(load, cap, np.float32)), where=live)
+    out = np.divide(load, cap, out=np.zeros(shape, np.result_type(load.dtype, np.float32)), where=live)
     out[~live & (load > 0)] = np.inf                  # one pass each: batches of millions of links
     return out
 
@@ -96,9 +96,10 @@ def allocation(problem: Problem, raw: Raw, ill=None) -> Allocation:
     rates, load, bneck, rounds, conv = raw
     capb = problem.capacity if problem.batch is None else np.broadcast_to(problem.capacity,
                                                                            (problem.batch, problem.routing.n_links))
-    util = utilization(load, capb).astype(rates.dtype)
+    util = utilization(load, capb).astype(rates.dtype, copy=False)
     ubr = np.broadcast_to(problem.unbounded, rates.shape)
-    rates = np.where(ubr, np.inf, rates).astype(rates.dtype)
+    if ubr.any():                       # (a batch's rates can be millions: no copy otherwise)
+        rates = np.where(ubr, np.inf, rates).astype(rates.dtype)
     status = np.where(np.any(ubr, axis=-1), Status.UNBOUNDED,
                       np.where(conv, Status.OK, Status.NOT_CONVERGED)).astype(np.int32)
     if ill is not None:

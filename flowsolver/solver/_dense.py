@@ -449,12 +449,13 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     else:
         fn = functools.partial(_JITTED, n_links=Lp, n_segs=Sp, inner=inner, unit_coef=segments.unit_coef)
         put = lambda a: a  # noqa: E731
+    cap = np.asarray(cap)
     for lo in range(0, B, chunk):
         hi = min(lo + chunk, B)
         rows = np.arange(lo, lo + chunk).clip(max=B - 1)       # the last chunk repeats its last scenario
         pick = lambda a: a[rows] if a.ndim == 2 else np.broadcast_to(a, (chunk,) + a.shape)  # noqa: E731
-        capc = pad(np.asarray(cap)[..., used], Lp, np.inf, np.float64)
-        capc = put(jnp.asarray(pick(capc) if capc.ndim == 2 else np.broadcast_to(capc, (chunk, Lp)), jdt))
+        capc = pad(pick(cap)[:, used], Lp, np.inf, np.float64)         # this chunk's rows only
+        capc = put(jnp.asarray(capc, jdt))
         # one device takes shared weights and caps as (1, flows); sharding needs a row each
         wc = (w_once if n_dev == 1 else put(jnp.broadcast_to(w_once, (chunk, Np)))) if shared["w"] else \
             put(jnp.asarray(pad(pick(w), Np, 1.0, np.float64), jdt))

@@ -231,17 +231,38 @@ def solve_auto(problem: Problem) -> Raw:
         load, cap, rounds = load + part_load, np.maximum(cap - part_load, 0.0), rounds + int(k)
         if conv or done.mean() < progress * max(int(k), 1):
             break
-        left, part, chunk = left[~done], part.take_flows(np.flatnonzero(~done)), 2 * chunk
+        left, part, chunk = left[~done], _flows_left(part, ~done), 2 * chunk
         with jax.enable_x64(True):
             r, part_load, b, k, conv, done = _dense._solve_single(part, cap, w[left], d[left], np.dtype(np.float64),
                                                                   chunk, 1, True)
     if not conv:
-        left, part = left[~done], part.take_flows(np.flatnonzero(~done))
+        left, part = left[~done], _flows_left(part, ~done)
         sub = solve(replace(problem, routing=part, capacity=cap, weights=w[left], demands=d[left],
                             unbounded=problem.unbounded[left]))
         rates[left], bneck[left] = sub.rates, sub.bottleneck
         load, rounds, conv = load + sub.load, rounds + int(sub.rounds), bool(sub.converged)
     return Raw(rates.astype(problem.dtype), load.astype(problem.dtype), bneck, np.int32(rounds), np.bool_(conv))
+
+
+#: the sub-matrices of the flows left after auto's dense rounds, per parent matrix (at most
+#: PARTS_KEPT): a solve of the same matrix with the same capacities freezes the same flows
+#: in its dense rounds, and the same sub-matrix object keeps the frontier's layout
+#: (:class:`_LastLayout`) instead of rebuilding it (0.3 s of 0.45 s on fat_tree(16), H200)
+_PARTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+PARTS_KEPT = 4
+
+
+def _flows_left(part, keep: np.ndarray):
+    """``part.take_flows`` of the flows in ``keep``, the same object as last time when
+    ``keep`` is the same."""
+    known = _PARTS.get(part)
+    if known is not None and np.array_equal(known[0], keep):
+        return known[1]
+    child = part.take_flows(np.flatnonzero(keep))
+    while len(_PARTS) >= PARTS_KEPT:
+        _PARTS.pop(next(iter(_PARTS.keys())), None)
+    _PARTS[part] = (keep.copy(), child)
+    return child
 
 
 def round_bound(lay: Layout) -> int:
