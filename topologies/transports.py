@@ -52,6 +52,8 @@ class Transport:
     source : str
         Where the figures come from.
 
+    Examples
+    --------
     >>> t = Transport("my_plugin", net_latency=20e-6, protocols=("LL", "Simple"))
     >>> round(t.net_latency * 1e6), t.nvls
     (20, True)
