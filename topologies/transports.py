@@ -95,7 +95,8 @@ _add(Transport("nccl_builtin", 0.0, source="NCCL 2.30 src/transport/net_ib.cc, n
 # (src/platform-aws.cpp, aws/aws-ofi-nccl @ 5b1f6dd46217d3d05f9dcd25976c1cf89a7f8e0a, 2026):
 # 75 us on p4d / p4de / p5 / p5e (EFA v1 / v2, 100 Gb/s cards), 35 us on p5en / p6-b200 /
 # p6-b300 and later P instances (EFA v3 / v4, 200 and 400 Gb/s cards); "empirical testing on P5
-# had shown that NCCL's internal tuner choices work better with this value".
+# had shown that NCCL's internal tuner choices work better with this value". Release v1.7.3-aws
+# (src/platform-aws.c @6de215f8, 2023) already reports 75 us on p5.48xlarge.
 _add(Transport("aws_ofi_p5", 75e-6,
                source="aws-ofi-nccl src/platform-aws.cpp @5b1f6dd: latency 75.0 us for p4d, p4de, p5, p5e"))
 _add(Transport("aws_ofi_p5en", 35e-6,
