@@ -5,7 +5,7 @@ edges. Node attribute ``kind`` is one of ``"gpu"``, ``"nic"``, ``"nvswitch"``,
 ``"pcie_switch"``, ``"cpu"``, ``"switch"``, ``"storage"``; switches also carry ``role`` and
 ``tier``. Edge attributes: ``capacity`` (bytes/s, one direction), ``latency`` (s),
 ``tech`` (catalogue name), ``tier`` (layer name) and ``cables`` (parallel cables merged
-into the edge). Graph attributes record the generator and its parameters.
+into the edge); a NIC technology with a transport of its own also writes ``transport``. Graph attributes record the generator and its parameters.
 
 This package knows nothing of JAX or routing.
 
@@ -34,6 +34,7 @@ from .planes import multi_plane
 from .rail_only import rail_only
 from .storage import add_storage
 from .torus import torus
+from .transports import DEFAULT_TRANSPORT, Transport, get_transport, register_transport, transport_names
 
 __all__ = [
     "GB", "Gbit", "LinkTech", "get_link", "link_names", "register_link",
@@ -48,6 +49,7 @@ __all__ = [
     "default_cluster",
     "bill", "Bill", "BillLine", "Part", "get_part", "part_names", "register_part", "rail_optimized_limit",
     "tally", "price_tally", "rail_only", "multi_plane", "dragonfly_plus",
+    "Transport", "get_transport", "register_transport", "transport_names", "DEFAULT_TRANSPORT",
 ]
 
 

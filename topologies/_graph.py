@@ -22,6 +22,8 @@ def add_cable(g: nx.DiGraph, u, v, tech: LinkTech, *, tier: str, cables: int = 1
                  tier=tier, cables=int(cables))
     if tech.efficiency is not None:     # the technology's own, kept when it is not registered by name
         attrs["efficiency"] = float(tech.efficiency)
+    if tech.transport is not None:      # likewise the transport NCCL drives the NIC with
+        attrs["transport"] = tech.transport
     g.add_edge(u, v, **attrs)
     g.add_edge(v, u, **attrs)
 

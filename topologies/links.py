@@ -54,6 +54,10 @@ class LinkTech:
         any label of the user's.
     source : str
         Where the figures come from.
+    transport : str or None
+        The network transport NCCL drives this NIC technology with (a name in
+        :mod:`topologies.transports`: the latency its plugin reports, the protocols and NVLS
+        its shipped settings leave on), or None: NCCL's own verbs / socket transport.
 
     Examples
     --------
@@ -73,6 +77,7 @@ class LinkTech:
     efficiency: float | None = None
     family: str = "custom"
     source: str = ""
+    transport: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -91,6 +96,10 @@ class LinkTech:
             raise ValueError(
                 f"LinkTech {self.name!r}: efficiency must be in (0, 1] or None, "
                 f"got {self.efficiency!r}")
+        if self.transport is not None and not (isinstance(self.transport, str) and self.transport):
+            raise ValueError(
+                f"LinkTech {self.name!r}: transport must be a transport name or None, "
+                f"got {self.transport!r}")
 
     @property
     def effective_bandwidth(self) -> float:
@@ -104,7 +113,7 @@ class LinkTech:
         100.0
         """
         return LinkTech(name or f"{self.name}x{factor:g}", self.bandwidth * factor,
-                        self.latency, self.efficiency, self.family, self.source)
+                        self.latency, self.efficiency, self.family, self.source, self.transport)
 
 
 # --- latency figures shared by several entries (documented once) --------------------
@@ -172,6 +181,27 @@ _add(LinkTech("eth_200g", 200 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
               "IEEE 802.3 200 Gb/s Ethernet"))
 _add(LinkTech("eth_400g", 400 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
               "IEEE 802.3 400 Gb/s Ethernet"))
+# Cloud and HPC NIC technologies with a transport of their own (topologies/transports.py: the
+# latency NCCL's plugin reports, the protocols and NVLS its shipped settings leave on). Rates
+# are the vendors' per-card figures; no per-NIC efficiency is published for any of them, so
+# none is set (the raw rate).
+# AWS EFA: p4d / p5 carry 100 Gb/s EFA cards (EC2 user guide, "network cards": p5.48xlarge 32 x
+# 100 Gb/s), p5en 200 Gb/s EFAv3 cards (16 x 200), p6-b200 400 Gb/s EFAv4 cards (8 x 400). The
+# aws-ofi-nccl plugin reports 75 us on p4d / p5 and 35 us on p5en / p6 (aws_ofi_p5 / aws_ofi_p5en).
+_add(LinkTech("efa_100g", 100 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
+              "AWS EFA 100 Gb/s network card (p4d, p5); aws-ofi-nccl reports 75 us", "aws_ofi_p5"))
+_add(LinkTech("efa_200g", 200 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
+              "AWS EFAv3 200 Gb/s network card (p5en); aws-ofi-nccl reports 35 us", "aws_ofi_p5en"))
+_add(LinkTech("efa_400g", 400 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
+              "AWS EFAv4 400 Gb/s network card (p6-b200); aws-ofi-nccl reports 35 us", "aws_ofi_p5en"))
+# GCP A3 Mega GPU NICs: 8 x 200 Gb/s with GPUDirect-TCPXO (GCP "GPU machine types", A3 Mega),
+# run with GCP's Simple profile (gcp_tcpxo).
+_add(LinkTech("tcpxo_200g", 200 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
+              "GCP A3 Mega 200 Gb/s GPU NIC, GPUDirect-TCPXO", "gcp_tcpxo"))
+# HPE Slingshot 11 (Cassini NIC, 200 Gb/s; HPE Slingshot documentation) through aws-ofi-nccl's
+# CXI provider, with the CSCS Alps container hook's NCCL settings (alps_ofi_cxi).
+_add(LinkTech("slingshot_200g", 200 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
+              "HPE Slingshot 11 Cassini 200 Gb/s NIC, aws-ofi-nccl CXI provider (Alps settings)", "alps_ofi_cxi"))
 # CPU socket-to-socket link of a two-socket host (used by the PCIe-only server):
 # Intel UPI 2.0 at 16 GT/s carries 32 GB/s per direction per link (UPI 1.0 at 10.4 GT/s is
 # 20.8 GB/s, Intel Xeon Scalable specs; scaled by the transfer rate); we take the three

@@ -26,7 +26,7 @@ Units: bytes, seconds, bytes/s (the catalogue's); vendor rates in Gb/s are conve
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import topologies as tp
@@ -54,7 +54,7 @@ class Cluster:
 
     name: str
     server: tp.ServerModel
-    link: str
+    link: "str | tp.LinkTech"
     kind: str
     gpu: str
     note: str
@@ -125,33 +125,41 @@ _add(Cluster("azure_nd_gb200_v6", tp.get_server("nvl72").with_(name="nd_gb200_v6
              "Azure ND GB200 v6: one GB200 tray (4 GPUs, NVLink 5 to the NVL72 switch trays, 4 x 400 Gb/s "
              "NDR) as the catalogue's nvl72 server cut to 4 GPUs."))
 
-# --- AWS (EFA; Ethernet-class links of the catalogue at the EFA rate) -----------------------
+# --- AWS (EFA: the catalogue's efa_* links, whose transport is aws-ofi-nccl's) ---------------
 # p5.48xlarge (AWS EC2 P5 page; EC2 user guide, network cards): 8 H100 SXM, 3,200 Gb/s EFA as
-# 32 network cards of 100 Gb/s, 4 per GPU -> 8 NICs of 4 x 100 Gb/s ports. EFA (SRD) is not in
-# the catalogue; eth_100g has the rate and, like EFA, no measured efficiency figure.
-_add(Cluster("aws_p5", _server("dgx_h100", name="p5.48xlarge", nic="eth_100g", nic_ports=4), "eth_100g", "AWS EFA",
+# 32 network cards of 100 Gb/s, 4 per GPU -> 8 NICs of 4 x 100 Gb/s EFA ports. aws-ofi-nccl
+# reports 75 us of network latency to NCCL on p5 (topologies/transports.py, aws_ofi_p5).
+_add(Cluster("aws_p5", _server("dgx_h100", name="p5.48xlarge", nic="efa_100g", nic_ports=4), "efa_100g", "AWS EFA",
              "H100",
              "AWS p5.48xlarge: 8 H100 + 32 x 100 Gb/s EFA (3,200 Gb/s; AWS P5 page), as 8 NICs x 4 ports of "
-             "100 Gb/s Ethernet (EFA is not in the catalogue)."))
-# p5en.48xlarge (AWS P5en announcement, Sept 2024): 8 H200, 3,200 Gb/s EFAv3 as 16 x 200 Gb/s.
-_add(Cluster("aws_p5en", _server("dgx_h100", name="p5en.48xlarge", nic="eth_200g", nic_ports=2),
-             "eth_200g", "AWS EFA", "H200",
+             "100 Gb/s EFA (transport aws_ofi_p5: 75 us reported to NCCL)."))
+# p5en.48xlarge (AWS P5en announcement, Sept 2024): 8 H200, 3,200 Gb/s EFAv3 as 16 x 200 Gb/s;
+# aws-ofi-nccl reports 35 us (aws_ofi_p5en).
+_add(Cluster("aws_p5en", _server("dgx_h100", name="p5en.48xlarge", nic="efa_200g", nic_ports=2),
+             "efa_200g", "AWS EFA", "H200",
              "AWS p5en.48xlarge: 8 H200 + 16 x 200 Gb/s EFAv3 (3,200 Gb/s; AWS P5en page), as 8 NICs x 2 "
-             "ports of 200 Gb/s Ethernet.", H200))
-# p6-b200.48xlarge (AWS P6 page): 8 B200, 8 x 400 Gb/s EFAv4 (3,200 Gb/s), NVLink 5.
-_add(Cluster("aws_p6_b200", _server("dgx_b200", name="p6-b200.48xlarge", nic="eth_400g"), "eth_400g", "AWS EFA",
+             "ports of 200 Gb/s EFA (transport aws_ofi_p5en: 35 us).", H200))
+# p6-b200.48xlarge (AWS P6 page): 8 B200, 8 x 400 Gb/s EFAv4 (3,200 Gb/s), NVLink 5; 35 us.
+_add(Cluster("aws_p6_b200", _server("dgx_b200", name="p6-b200.48xlarge", nic="efa_400g"), "efa_400g", "AWS EFA",
              "B200",
              "AWS p6-b200.48xlarge: 8 B200 + 8 x 400 Gb/s EFAv4 (3,200 Gb/s; AWS P6-B200 page) as 400 Gb/s "
-             "Ethernet NICs."))
+             "EFA NICs (transport aws_ofi_p5en: 35 us)."))
 
 # --- Google Cloud -------------------------------------------------------------------------
 # a3-megagpu-8g (GCP "GPU machine types", A3 Mega): 8 H100 80GB, 8 GPU NICs of 200 Gb/s with
-# GPUDirect-TCPXO (TCP, no RDMA) plus one host NIC -> 8 x 200 Gb/s Ethernet.
-_add(Cluster("gcp_a3_mega", _server("dgx_h100", name="a3-megagpu-8g", nic="eth_200g"), "eth_200g", "GCP TCPXO",
+# GPUDirect-TCPXO (TCP, no RDMA) plus one host NIC -> 8 x 200 Gb/s tcpxo_200g, whose transport is
+# GCP's Simple profile (NCCL_PROTO=Simple, NVLS off; topologies/transports.py gcp_tcpxo).
+_add(Cluster("gcp_a3_mega", _server("dgx_h100", name="a3-megagpu-8g", nic="tcpxo_200g"), "tcpxo_200g", "GCP TCPXO",
              "H100",
              "GCP A3 Mega (a3-megagpu-8g; GCP GPU machine types): 8 H100 + 8 x 200 Gb/s GPU NICs, "
-             "GPUDirect-TCPXO (TCP offload, not RDMA) -> 200 Gb/s Ethernet; NCCL's latency constants are "
-             "InfiniBand's, TCPXO's are not modelled."))
+             "GPUDirect-TCPXO with GCP's Simple profile (Simple only, NVLS off)."))
+# The same machine run with GCP's LL128 profile (NCCL_PROTO=Simple,LL128; NVLS on):
+# transport gcp_tcpxo_ll128 on the same 200 Gb/s NIC.
+TCPXO_LL128 = replace(tp.get_link("tcpxo_200g"), name="tcpxo_200g_ll128", transport="gcp_tcpxo_ll128")
+_add(Cluster("gcp_a3_mega_ll128", _server("dgx_h100", name="a3-megagpu-8g", nic=TCPXO_LL128), TCPXO_LL128,
+             "GCP TCPXO", "H100",
+             "GCP A3 Mega as gcp_a3_mega, run with GCP's LL128 profile (nccl-env-profile-ll128.sh: Simple and "
+             "LL128)."))
 # a3-ultragpu-8g (GCP GPU machine types, A3 Ultra): 8 H200 141GB, 8 x 400 Gb/s ConnectX-7 RoCE
 # (3,200 Gb/s, GPUDirect RDMA, rail-aligned), plus 2 x 200 Gb/s gVNIC host NICs.
 _add(Cluster("gcp_a3_ultra", _server("dgx_h100", name="a3-ultragpu-8g", nic="roce_400g"), "roce_400g",
@@ -224,12 +232,14 @@ _add(Cluster("nebius_h100", _server("dgx_h100", name="nebius-h100"), "ib_ndr", "
 # network latency; so the mesh's difference does not show in the measured regime. The mesh
 # has no NVLS (no NVSwitch), which the NVSwitch model would offer: the curves take NCCL's
 # choice among ring and tree only (CurveSetup.candidates).
-# Slingshot (Ethernet-compatible, 200 Gb/s) is not in the catalogue: eth_200g has the rate.
-_add(Cluster("cscs_alps_gh200", _server("dgx_h100", name="alps-gh200", gpus=4, nics=4, nic="eth_200g"), "eth_200g",
+# Slingshot 11: the catalogue's slingshot_200g (200 Gb/s; transport alps_ofi_cxi: aws-ofi-nccl's
+# CXI provider, no reported latency, LL128 off as the Alps container hook sets it).
+_add(Cluster("cscs_alps_gh200", _server("dgx_h100", name="alps-gh200", gpus=4, nics=4, nic="slingshot_200g"),
+             "slingshot_200g",
              "Slingshot", "GH200",
              "CSCS Alps GH200 node: 4 GH200 (Hopper GPU; NVLink 4 all-to-all mesh modelled as one NVSwitch "
              "at NVLink 4 rate: the 2-node runs are NIC-bound) + 4 x 200 Gb/s Slingshot-11 NICs, one per "
-             "GH200 (CSCS docs), as 200 Gb/s Ethernet; Alps' DragonFly is not modelled (2 nodes)."))
+             "GH200 (CSCS docs), with the Alps NCCL settings (LL128 off); Alps' DragonFly is not modelled (2 nodes)."))
 
 # --- Training clusters ---------------------------------------------------------------------
 # Meta Grand Teton (torchtitan benchmarks): 8 H100 SXM 96GB HBM2e at a 500 W cap per host,
@@ -305,7 +315,9 @@ _TORCH = ("PyTorch all_reduce_bench.py (torch.distributed.all_reduce on NCCL), n
 _NO_NVLS = ("ring", "tree")
 
 CURVES: dict[str, CurveSetup] = {
-    "gcp-a3mega-2x8H100-allreduce": CurveSetup("gcp_a3_mega"),
+    "gcp-a3mega-2x8H100-allreduce": CurveSetup(
+        "gcp_a3_mega", note="${HOST_VARS} not shown: GCP's Simple profile (its 123 us floor is NCCL's Simple latency "
+                            "on 2 x 8; LL128's would be 48 us)"),
     "aws-eks-2xp5-allreduce-excerpt": CurveSetup("aws_p5"),
     # The Azure pages say "NVLS algorithm" for every VM (text shared across the pages, corpus
     # README caveats): NVLS forced on H100 / H200 (NCCL_ALGO=NVLS in the script); A100 has no
@@ -330,7 +342,8 @@ CURVES: dict[str, CurveSetup] = {
     "dranet-oke-gb200v3-16x4-allreduce-mnnvl": CurveSetup(
         "oci_gb200_nvl72", placement="nvl72", racks=1, note="16 trays of one NVL72 rack (64 ranks, MNNVL)"),
     "dstack-gcp-a4-2x8B200-allreduce": CurveSetup("gcp_a4"),
-    "dstack-gcp-a3mega-2x8H100-allgather": CurveSetup("gcp_a3_mega"),
+    "dstack-gcp-a3mega-2x8H100-allgather": CurveSetup("gcp_a3_mega_ll128",
+                                                      note="the run sources GCP's nccl-env-profile-ll128.sh"),
     "dstack-lambda1cc-2x8B200-allreduce": CurveSetup("lambda_1cc_b200"),
     "dstack-nebius-2x8H100-allreduce": CurveSetup("nebius_h100"),
     # nccl-tests sendrecv with 8 GPUs: rank i sends to i+1 and receives from i-1, 8 pairs at

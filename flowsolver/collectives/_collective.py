@@ -87,7 +87,9 @@ def _plans(graph, op, size, rank_groups, algorithm, options):
     if options.tuner and tuned_op and any(a in TUNER_ALGORITHMS for a in names) and "ring" not in names:
         names.append("ring")        # the graph's bus bandwidth
     if not names:
-        raise ValueError(f"no algorithm for {op} can run on these ranks with protocol {options.protocol!r}")
+        limited = "" if hw.protocols == PROTOCOLS else \
+            f" (the network transport's NCCL settings run {', '.join(hw.protocols)} only across nodes)"
+        raise ValueError(f"no algorithm for {op} can run on these ranks with protocol {options.protocol!r}{limited}")
     chunk = float(options.chunk)
     plans = {}
     for a in names:

@@ -4,12 +4,14 @@ count NCCL would set (:class:`~._tuner.Hardware`)."""
 
 from __future__ import annotations
 
-from ..routing import gpu_nodes, link_efficiency
+import topologies as tp
+
+from ..routing import gpu_nodes, graph_memo, link_efficiency
 from ._layout import server_nics
 from ._nccl import GPU_GENERATION
 from ._tuner import NVLS_EFFICIENCY_BY_GENERATION, Hardware
 
-__all__ = ["GPU_GENERATION", "describe", "nccl_channels", "nvlink_edge"]
+__all__ = ["GPU_GENERATION", "describe", "nccl_channels", "nvlink_edge", "server_transport"]
 # NCCL's MAXCHANNELS (src/include/device.h): 32 channels at most
 _MAX_CHANNELS = 32
 
@@ -44,6 +46,40 @@ def nvlink_edge(graph, gpu):
     return None if switch is None else (gpu, switch)
 
 
+def _transports(graph) -> dict:
+    """Server -> the transport name of its first compute NIC's cable into the fabric (None:
+    the technology names none)."""
+    out: dict = {}
+    for nic, d in graph.nodes(data=True):
+        if d.get("kind") != "nic" or d.get("role") != "compute" or d.get("server") in out:
+            continue
+        for _, v, e in graph.out_edges(nic, data=True):
+            if graph.nodes[v].get("kind") == "switch":
+                name = e.get("transport")
+                if name is None:
+                    try:
+                        name = tp.get_link(e.get("tech", "")).transport
+                    except ValueError:
+                        name = None
+                out[d.get("server")] = name
+                break
+    return out
+
+
+def server_transport(graph, server) -> tp.Transport:
+    """The :class:`topologies.Transport` NCCL drives ``server``'s NICs with: the one its NIC
+    cables name (edge attribute ``transport``, else the link catalogue's), else NCCL's own.
+
+    >>> import topologies as tp
+    >>> server_transport(tp.rail_optimized(2), 0).name
+    'nccl_builtin'
+    >>> g = tp.rail_optimized(2, server=tp.get_server("dgx_h100").with_(nic="efa_100g", nic_ports=4), link="efa_100g")
+    >>> round(server_transport(g, 0).net_latency * 1e6)
+    75
+    """
+    return tp.get_transport(graph_memo(graph, "nic_transports", lambda: _transports(graph)).get(server))
+
+
 def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     """The :class:`Hardware` of ``ranks`` (laid out as ``layout``) on ``graph``; ``channels``
     overrides NCCL's channel count, ``efficiency`` the links' (as in :func:`flowsolver.collective`).
@@ -74,5 +110,10 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     # NCCL turns NVLS off where a node holds fewer than two of the communicator's GPUs
     # (src/transport/nvls.cc, ncclNvlsInit: gpuCount < 2): nothing to reduce in the switch
     nvls = nvswitch and generation in NVLS_EFFICIENCY_BY_GENERATION and min(len(g) for g in layout.groups) >= 2
+    extra = {}
+    if n_nodes > 1:         # across nodes: the network transport's reported latency and settings
+        transport = server_transport(graph, graph.nodes[gpus[0]].get("server"))
+        nvls = nvls and transport.nvls
+        extra = dict(net_latency=transport.net_latency, protocols=transport.protocols)
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra="nvlink" if nvswitch else "pcie",
-                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw)
+                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw, **extra)

@@ -56,8 +56,10 @@ class Hardware:
     (one of :data:`GENERATIONS`, or None: no per-generation caps), ``intra`` the hop class
     inside a node (``"nvlink"`` or ``"pcie"``), ``channels``, ``cpu`` (``"intel"`` or
     ``"amd"``), ``net_latency`` the network's own latency (s; NCCL's IB plugin reports 0),
-    ``nvls`` whether the GPUs of a node share an NVLS-capable NVSwitch, ``nvlink_bw`` a
-    GPU's NVLink bandwidth (bytes/s, NVLS's intra-node graph bandwidth).
+    ``nvls`` whether the GPUs of a node share an NVLS-capable NVSwitch (and the network
+    transport leaves NVLS on), ``nvlink_bw`` a GPU's NVLink bandwidth (bytes/s, NVLS's
+    intra-node graph bandwidth), ``protocols`` the protocols NCCL may run (the network
+    transport's settings; all three by default).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
     8
@@ -72,6 +74,7 @@ class Hardware:
     net_latency: float = 0.0
     nvls: bool = False
     nvlink_bw: float = 0.0
+    protocols: tuple = PROTOCOLS
 
     @property
     def ppn(self) -> int:
@@ -95,7 +98,7 @@ def enabled(algorithm, protocol, op, hw: Hardware) -> bool:
     (False, True)
     """
     simple_only = algorithm in ("nvls", "nvls_tree", "pat")
-    if simple_only and protocol != "Simple":
+    if (simple_only and protocol != "Simple") or protocol not in hw.protocols:
         return False
     if algorithm == "ring":
         return op in ("all_reduce", "all_gather", "reduce_scatter")

@@ -1,0 +1,175 @@
+"""Catalogue of network transports: how NCCL drives a NIC technology (units: seconds).
+
+A link technology (:mod:`.links`) says how fast a cable is; its *transport* says what NCCL's
+network plugin for it tells NCCL and what NCCL settings the platform ships with it:
+
+* ``net_latency``: the latency (s) the plugin reports to NCCL (``ncclNetProperties_t.latency``).
+  NCCL adds it to every network hop of its latency model, twice for the Simple protocol
+  (the flush; NCCL 2.30 ``src/graph/tuning.cc``: ``interLat = hwLat[NET] + latencyInter``,
+  ``if (p == SIMPLE) interLat += latencyInter``), so it is part of what NCCL chooses by and
+  of what each hop costs.
+* ``protocols``: the protocols the transport's recommended NCCL environment leaves on
+  (``NCCL_PROTO``);
+* ``nvls``: whether that environment leaves NVLS on (``NCCL_NVLS_ENABLE``): off, no
+  NVLSTree across nodes.
+
+The settings apply to communicators that cross nodes (a run inside one node does not use the
+network plugin). A link technology without a transport uses :data:`DEFAULT_TRANSPORT`
+(NCCL's own InfiniBand / RoCE verbs and socket transports, which report no latency and
+change no setting).
+
+>>> get_transport("aws_ofi_p5").net_latency * 1e6
+75.0
+>>> get_transport("gcp_tcpxo").protocols, get_transport("gcp_tcpxo").nvls
+(('Simple',), False)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["Transport", "get_transport", "register_transport", "transport_names", "DEFAULT_TRANSPORT"]
+
+_PROTOCOLS = ("LL", "LL128", "Simple")
+
+
+@dataclass(frozen=True)
+class Transport:
+    """One network transport: what NCCL's plugin reports and the NCCL settings shipped with it.
+
+    Parameters
+    ----------
+    name : str
+        Catalogue key.
+    net_latency : float
+        Latency the network plugin reports to NCCL, seconds (>= 0); NCCL adds it to each
+        network hop (twice for Simple).
+    protocols : tuple of str
+        NCCL protocols left on (a non-empty subset of ``("LL", "LL128", "Simple")``).
+    nvls : bool
+        Whether NVLS (NVLSTree across nodes) stays on.
+    source : str
+        Where the figures come from.
+
+    Examples
+    --------
+    >>> t = Transport("my_plugin", net_latency=20e-6, protocols=("LL", "Simple"))
+    >>> round(t.net_latency * 1e6), t.nvls
+    (20, True)
+    """
+
+    name: str
+    net_latency: float = 0.0
+    protocols: tuple = _PROTOCOLS
+    nvls: bool = True
+    source: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"Transport name must be a non-empty string, got {self.name!r}")
+        if not (isinstance(self.net_latency, (int, float)) and math.isfinite(self.net_latency)
+                and self.net_latency >= 0):
+            raise ValueError(f"Transport {self.name!r}: net_latency must be a finite number >= 0 s, "
+                             f"got {self.net_latency!r}")
+        protocols = tuple(self.protocols)
+        if not protocols or any(p not in _PROTOCOLS for p in protocols):
+            raise ValueError(f"Transport {self.name!r}: protocols must be a non-empty subset of "
+                             f"{', '.join(_PROTOCOLS)}, got {self.protocols!r}")
+        object.__setattr__(self, "protocols", tuple(p for p in _PROTOCOLS if p in protocols))
+        if not isinstance(self.nvls, bool):
+            raise ValueError(f"Transport {self.name!r}: nvls must be True or False, got {self.nvls!r}")
+
+
+_CATALOGUE: dict[str, Transport] = {}
+
+
+def _add(t: Transport) -> None:
+    _CATALOGUE[t.name] = t
+
+
+# NCCL's own transports: net_ib.cc (InfiniBand and RoCE verbs) and net_socket.cc report
+# ``props->latency = 0`` ("Not set", NCCL 2.30) and change no setting: NCCL's constants as they are.
+_add(Transport("nccl_builtin", 0.0, source="NCCL 2.30 src/transport/net_ib.cc, net_socket.cc: props->latency = 0"))
+# AWS EFA through the aws-ofi-nccl plugin: the plugin reports a per-platform internode latency
+# (src/platform-aws.cpp, aws/aws-ofi-nccl @ 5b1f6dd46217d3d05f9dcd25976c1cf89a7f8e0a, 2026):
+# 75 us on p4d / p4de / p5 / p5e (EFA v1 / v2, 100 Gb/s cards), 35 us on p5en / p6-b200 /
+# p6-b300 and later P instances (EFA v3 / v4, 200 and 400 Gb/s cards); "empirical testing on P5
+# had shown that NCCL's internal tuner choices work better with this value". Release v1.7.3-aws
+# (src/platform-aws.c @6de215f8, 2023) already reports 75 us on p5.48xlarge.
+_add(Transport("aws_ofi_p5", 75e-6,
+               source="aws-ofi-nccl src/platform-aws.cpp @5b1f6dd: latency 75.0 us for p4d, p4de, p5, p5e"))
+_add(Transport("aws_ofi_p5en", 35e-6,
+               source="aws-ofi-nccl src/platform-aws.cpp @5b1f6dd: latency 35.0 us for p5en, p6-b200, p6-b300"))
+# GCP GPUDirect-TCPXO (A3 Mega): the FasTrak plugin reports latency 0 (tcpdirect_plugin/
+# fastrak_offload/nccl_shim.cc, google/nccl-plugin-gpudirect-tcpxo @0906f674), and the
+# recommended environment (tcpxo_scripts/nccl-env-profile-simple.sh @4b70770d, 2026-03) runs
+# NCCL_PROTO=Simple with NCCL_NVLS_ENABLE=0 (rings and trees of Simple only).
+_add(Transport("gcp_tcpxo", 0.0, ("Simple",), nvls=False,
+               source="google/nccl-plugin-gpudirect-tcpxo nccl_shim.cc @0906f674 (latency 0); "
+                      "tcpxo_scripts/nccl-env-profile-simple.sh @4b70770d (NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0)"))
+# The same stack with GCP's earlier profile (tcpxo_scripts/nccl-env-profile.sh @8f816be3, 2025-08,
+# the one dstack's A3 Mega example sources as nccl-env-profile-ll128.sh): NCCL_PROTO=Simple,LL128,
+# NVLS left on (it sets NCCL_NVLSTREE_MAX_CHUNKSIZE).
+_add(Transport("gcp_tcpxo_ll128", 0.0, ("LL128", "Simple"),
+               source="google/nccl-plugin-gpudirect-tcpxo tcpxo_scripts/nccl-env-profile.sh @8f816be3 "
+                      "(NCCL_PROTO=Simple,LL128)"))
+# HPE Slingshot 11 through aws-ofi-nccl's libfabric CXI provider on CSCS Alps: no platform
+# latency off AWS (aws-ofi-nccl include/nccl_ofi_param.h: NET_LATENCY "Defaults to 0, unless the
+# configured platform sets a specific value"); the Alps container hook's NCCL environment sets
+# NCCL_PROTO="^LL128" (eth-cscs/cscs-docs docs/clusters/daint.md and docs/running/vetnode.md
+# @80abed13, 2026).
+_add(Transport("alps_ofi_cxi", 0.0, ("LL", "Simple"),
+               source="aws-ofi-nccl nccl_ofi_param.h (NET_LATENCY default 0); cscs-docs daint.md @80abed13 "
+                      "(NCCL_PROTO=^LL128)"))
+
+#: the transport of a link technology that names none: NCCL's own (no reported latency)
+DEFAULT_TRANSPORT = _CATALOGUE["nccl_builtin"]
+_BUILTIN = frozenset(_CATALOGUE)
+
+
+def transport_names() -> list[str]:
+    """Names of every registered transport, sorted.
+
+    >>> "aws_ofi_p5en" in transport_names()
+    True
+    """
+    return sorted(_CATALOGUE)
+
+
+def get_transport(transport: "str | Transport | None") -> Transport:
+    """Look a transport up by name, pass a :class:`Transport` through; None gives
+    :data:`DEFAULT_TRANSPORT`.
+
+    >>> get_transport(None).name
+    'nccl_builtin'
+    """
+    if transport is None:
+        return DEFAULT_TRANSPORT
+    if isinstance(transport, Transport):
+        return transport
+    if isinstance(transport, str):
+        try:
+            return _CATALOGUE[transport]
+        except KeyError:
+            raise ValueError(f"unknown transport {transport!r}; known: {', '.join(transport_names())} "
+                             "(or pass a Transport, or register_transport one)") from None
+    raise ValueError(f"transport must be a catalogue name or a Transport, got {type(transport).__name__}")
+
+
+def register_transport(transport: Transport, *, overwrite: bool = False) -> Transport:
+    """Add a user transport to the catalogue so link technologies can name it.
+
+    >>> t = register_transport(Transport("doc_plugin", 10e-6), overwrite=True)
+    >>> get_transport("doc_plugin").net_latency
+    1e-05
+    """
+    if not isinstance(transport, Transport):
+        raise ValueError(f"transport must be a Transport, got {type(transport).__name__}")
+    if transport.name in _BUILTIN:
+        raise ValueError(f"transport {transport.name!r} is built in and cannot be replaced; register it under "
+                         "another name")
+    if transport.name in _CATALOGUE and not overwrite:
+        raise ValueError(f"transport {transport.name!r} is already registered; pass overwrite=True to replace it")
+    _CATALOGUE[transport.name] = transport
+    return transport
