@@ -144,9 +144,10 @@ def state_changes(graph, degrades, states, *, seed: int = 0) -> list:
     return out
 
 
-def _capacities(graph, table_capacity, changes_per_state) -> np.ndarray:
-    """Raw link capacities (graph edge order) of each state: (states, links)."""
-    index = {e: i for i, e in enumerate(graph.edges())}
+def _capacities(graph, table_capacity, changes_per_state, index=None) -> np.ndarray:
+    """Raw link capacities (graph edge order) of each state: (states, links); ``index``:
+    edge -> position, when already built."""
+    index = {e: i for i, e in enumerate(graph.edges())} if index is None else index
     caps = np.repeat(np.asarray(table_capacity, dtype=np.float64)[None, :], len(changes_per_state), axis=0)
     for k, changes in enumerate(changes_per_state):
         for (u, v), factor in changes:
@@ -254,22 +255,31 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     fabric_rows, fabric_of = np.unique(states[:, :n_deg], axis=0, return_inverse=True) if len(states) else \
         (np.zeros((0, n_deg), np.int64), np.zeros(0, np.int64))
     fabric_of = np.asarray(fabric_of).reshape(-1)
-    graphs = state_graphs(graph, degrades, fabric_rows, seed=seed)
+    all_changes = state_changes(graph, degrades, fabric_rows, seed=seed)
+    built: dict = {}
+
+    def fabric(j):
+        # a degraded graph is built only where it is solved as a graph (a view of a large
+        # graph costs ~0.1 s; the batched re-solve of a collective needs only capacities)
+        if j not in built:
+            built[j] = _degraded_view(graph, all_changes[j]) if all_changes[j] else graph
+        return built[j]
+
     kind = _check_workload(workload)
-    times = np.full(len(graphs), np.inf)
-    status = [Status.OK.label] * len(graphs)
-    message = [""] * len(graphs)
+    times = np.full(len(all_changes), np.inf)
+    status = [Status.OK.label] * len(all_changes)
+    message = [""] * len(all_changes)
     solved = None
     healthy_rows = ~fabric_rows.any(axis=1) if len(fabric_rows) else np.zeros(0, bool)
     if healthy_time is not None:
         times[healthy_rows] = healthy_time
-    todo = [j for j in range(len(graphs)) if healthy_time is None or not healthy_rows[j]]
+    todo = [j for j in range(len(all_changes)) if healthy_time is None or not healthy_rows[j]]
     if kind == "collective" and todo:
         compute = float(workload.get("compute", 0.0))
         args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
         base = collective(graph, **args) if healthy_result is None else healthy_result
         if base.status == Status.OK and base.solved_on is not None and not base.solved_on.why_not:
-            changes = state_changes(graph, degrades, fabric_rows[todo], seed=seed)
+            changes = [all_changes[j] for j in todo]
             # a fabric whose slower links carry none of the collective's flows (nor the NVLink
             # link NCCL's model reads) runs it exactly as the healthy one: no solve
             used = _used_links(base)
@@ -282,7 +292,7 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
             todo, changes = [j for j, hit in zip(todo, touched) if hit], [c for c, hit in zip(changes, touched) if hit]
             solved = len(todo)
             for lo in range(0, len(todo), batch):
-                caps = _capacities(graph, base.solved_on.raw, changes[lo:lo + batch])
+                caps = _capacities(graph, base.solved_on.raw, changes[lo:lo + batch], index)
                 got = steps_times(base, caps)
                 for j, t in zip(todo[lo:lo + batch], got):
                     if np.isfinite(t):
@@ -292,7 +302,7 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
             todo = []
         for lo in range(0, len(todo), batch):
             chunk = todo[lo:lo + batch]
-            part = [graph] + [graphs[j] for j in chunk]     # routed on the healthy graph, solved for all
+            part = [graph] + [fabric(j) for j in chunk]     # routed on the healthy graph, solved for all
             for j, r in zip(chunk, collective_variants(part, **args)[1:]):
                 if r.status == Status.OK:
                     times[j] = compute + float(r.time)
@@ -300,7 +310,7 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
                     status[j], message[j] = r.status.label, r.message
     else:
         for j in todo:
-            h = graphs[j] if kind == "train" or graphs[j] is graph else _owned_copy(graphs[j])
+            h = fabric(j) if kind == "train" or fabric(j) is graph else _owned_copy(fabric(j))
             try:
                 if kind == "train":
                     times[j] = float(training_step(h, **workload).step_time)
