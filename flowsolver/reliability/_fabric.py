@@ -35,6 +35,8 @@ __all__ = ["StateTimes", "state_graphs", "state_changes", "state_step_times", "h
 #: the cheapest per fabric, and memory grows with the batch
 BATCH = 8
 _COLLECTIVE_KEYS = ("compute", "tokens")
+#: what a job's traffic does on a degraded cable (see :func:`state_step_times`)
+REROUTE = ("stay", "around")
 
 
 class StateTimes:
@@ -44,6 +46,7 @@ class StateTimes:
     def __init__(self, states, step_time, status, message, fabrics=0, solved=None):
         self.fabrics = int(fabrics)           # distinct degraded fabrics (the healthy one not counted)
         self.solved = self.fabrics if solved is None else int(solved)   # of which re-solved (the rest: unused links)
+        self.rerouted = 0                     # of which routed around their degraded cables (reroute="around")
         self.states = np.asarray(states, dtype=np.int64)
         self.step_time = np.asarray(step_time, dtype=np.float64)
         self.status = list(status)
@@ -239,7 +242,8 @@ def _degraded_view(graph, changes):
 
 
 def state_step_times(graph, workload, degrades, stragglers, states, *, compute_time: float, seed: int = 0,
-                     batch: int = BATCH, healthy_time: float | None = None, healthy_result=None) -> StateTimes:
+                     batch: int = BATCH, healthy_time: float | None = None, healthy_result=None,
+                     reroute: str = "stay", reroute_below: float = 1.0) -> StateTimes:
     """Step time of each distinct state (rows of ``states``: the degradation counts, then
     the straggler counts). Collective workloads: the collective solved once on the healthy
     graph, then every distinct step re-solved on the capacities of ``batch`` fabrics a
@@ -249,7 +253,22 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     reported in ``status`` (its time inf), never raised. ``healthy_time``: the step time of
     the undegraded fabric when already known (it is then not solved again); ``healthy_result``:
     the workload's collective on the healthy graph, when already solved.
+
+    ``reroute``: what the traffic does on a degraded cable. ``"stay"``: it keeps its routes
+    and the cable's share of it moves at the cable's lower rate (static ECMP hashing, or a
+    fabric that does not see the degradation). ``"around"``: every cable kept at less than
+    ``reroute_below`` of its rate is taken out of routing (an operator or adaptive routing
+    draining it; ECMP rehashes onto the cables left) and the step is routed and solved
+    again on that fabric (:func:`~flowsolver.collective` with the healthy run's algorithm,
+    protocol and channels; :func:`~flowsolver.training_step`; or the callable); where no
+    route is left around the cables, the traffic stays on them (that fabric as ``"stay"``).
+    Routing again costs about one healthy solve per fabric, not a share of a batched one.
     """
+    if reroute not in REROUTE:
+        raise ValueError(f"reroute must be one of {', '.join(REROUTE)}, got {reroute!r}")
+    if isinstance(reroute_below, bool) or not isinstance(reroute_below, (int, float)) \
+            or not (0 < reroute_below <= 1):
+        raise ValueError(f"reroute_below must be in (0, 1] (a fraction of a cable's rate), got {reroute_below!r}")
     states = np.asarray(states, dtype=np.int64)
     n_deg = len(degrades)
     fabric_rows, fabric_of = np.unique(states[:, :n_deg], axis=0, return_inverse=True) if len(states) else \
@@ -273,7 +292,13 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     healthy_rows = ~fabric_rows.any(axis=1) if len(fabric_rows) else np.zeros(0, bool)
     if healthy_time is not None:
         times[healthy_rows] = healthy_time
-    todo = [j for j in range(len(all_changes)) if healthy_time is None or not healthy_rows[j]]
+    # states whose counts differ but whose fabrics are the same cables at the same factors
+    # (counts beyond a tier's cables) are solved once
+    first_of: dict = {}
+    same = np.array([first_of.setdefault(tuple(sorted(map(repr, ch))), j) for j, ch in enumerate(all_changes)],
+                    dtype=np.int64)
+    distinct = same == np.arange(len(all_changes))
+    todo = [j for j in range(len(all_changes)) if distinct[j] and (healthy_time is None or not healthy_rows[j])]
     if kind == "collective" and todo:
         compute = float(workload.get("compute", 0.0))
         args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
@@ -318,6 +343,24 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
                     times[j] = float(workload(h))
             except ValueError as err:                 # a fabric that cannot run: recorded, not raised
                 status[j], message[j] = Status.FAILED.label, str(err).splitlines()[0]
+    rerouted = 0
+    if reroute == "around":
+        base = healthy_result
+        if kind == "collective" and base is None:
+            base = collective(graph, **{k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS})
+        for j, changes in enumerate(all_changes):
+            if not distinct[j]:
+                continue
+            drained = [(cable, 0.0) for cable, f in changes if f < reroute_below]
+            if not drained:
+                continue
+            kept = [(cable, f) for cable, f in changes if f >= reroute_below]
+            t = _around_time(graph, workload, kind, kept + drained, base)
+            if t is not None:
+                times[j], status[j], message[j] = t, Status.OK.label, ""
+                rerouted += 1
+    times = times[same]
+    status, message = [status[i] for i in same], [message[i] for i in same]
     step = times[fabric_of]
     st = [status[i] for i in fabric_of]
     msg = [message[i] for i in fabric_of]
@@ -326,8 +369,33 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
         active = states[:, n_deg:] > 0
         slowest = np.where(active, factors[None, :], 1.0).min(axis=1)
         step = step + compute_time * (1.0 / slowest - 1.0)
-    degraded = int(fabric_rows.any(axis=1).sum()) if len(fabric_rows) and n_deg else 0
-    return StateTimes(states, step, st, msg, fabrics=degraded, solved=solved)
+    degraded = int(sum(1 for j, ch in enumerate(all_changes) if ch and distinct[j]))
+    out = StateTimes(states, step, st, msg, fabrics=degraded, solved=solved)
+    out.rerouted = rerouted
+    return out
+
+
+def _around_time(graph, workload, kind, changes, base):
+    """The step time on ``graph`` with ``changes`` (a factor 0: a cable drained, taken out of
+    routing), routed again; None where no route is left (the caller keeps the traffic on the
+    degraded cables)."""
+    h = _degraded_view(graph, changes)
+    try:
+        if kind == "collective":
+            args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
+            args["algorithm"] = base.algorithm
+            if base.nccl:
+                args["protocol"] = base.protocol
+            if base.channels:
+                args["channels"] = base.channels
+            r = collective(h, **args)
+            return float(workload.get("compute", 0.0)) + float(r.time) if r.status == Status.OK else None
+        if kind == "train":
+            return float(training_step(h, **workload).step_time)
+        t = float(workload(_owned_copy(h)))
+        return t if np.isfinite(t) and t > 0 else None
+    except ValueError:                                # no route around (RoutingError) or cannot run
+        return None
 
 
 def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed: int = 0) -> list:

@@ -1,0 +1,97 @@
+"""flowsolver.reliability: a job's traffic on degraded cables, kept on its routes or routed
+around them, against hand computation on a two-path network; the Monte Carlo's table of
+distinct states against numpy's own row-wise unique."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from flowsolver.reliability import Component, JobResponse, goodput, state_step_times
+from flowsolver.reliability._montecarlo import unique_rows
+
+C = 10e9          # bytes/s of one fabric cable
+N = 1e9           # bytes sent
+
+
+def _two_paths():
+    """gpu0 - leaf0 = {spA, spB} = leaf1 - gpu1: two equal paths of C bytes/s each, the GPU
+    cables 2C (never the bottleneck). The cable leaf0-spA alone is tier "a"."""
+    g = nx.DiGraph()
+    g.add_node("gpu0", kind="gpu", rank=0)
+    g.add_node("gpu1", kind="gpu", rank=1)
+    for s in ("leaf0", "leaf1", "spA", "spB"):
+        g.add_node(s, kind="switch")
+
+    def cable(u, v, cap, tier):
+        g.add_edge(u, v, capacity=cap, latency=0.0, tier=tier)
+        g.add_edge(v, u, capacity=cap, latency=0.0, tier=tier)
+
+    cable("gpu0", "leaf0", 2 * C, "access")
+    cable("gpu1", "leaf1", 2 * C, "access")
+    cable("leaf0", "spA", C, "a")
+    cable("spA", "leaf1", C, "fabric")
+    cable("leaf0", "spB", C, "fabric")
+    cable("spB", "leaf1", C, "fabric")
+    return g
+
+
+WL = dict(op="send_recv", size=N, policy="shortest")
+
+
+@pytest.mark.parametrize("reroute, rate", [
+    # stay: the fluid split keeps half the flow on path A, whose cable runs at C/4, so
+    # r/2 = C/4, r = C/2; around: path A drained, all of it on path B, r = C.
+    # Healthy: both paths, r = 2C. The step's latency cancels in the difference.
+    ("stay", C / 2), ("around", C)])
+def test_degraded_path_stay_or_route_around_by_hand(reroute, rate):
+    st = state_step_times(_two_paths(), WL, [("a", 0.25)], [], [[0], [1]], compute_time=0.0, reroute=reroute)
+    assert st.status == ["ok", "ok"]
+    assert st.step_time[1] - st.step_time[0] == pytest.approx(N / rate - N / (2 * C), rel=1e-9)
+    assert st.rerouted == (1 if reroute == "around" else 0)
+
+
+def test_route_around_above_the_threshold_or_without_a_path_stays():
+    g = _two_paths()
+    stay = state_step_times(g, WL, [("a", 0.25)], [], [[1]], compute_time=0.0).step_time
+    # a cable at 1/4 is not below a threshold of 1/4: it stays in routing
+    kept = state_step_times(g, WL, [("a", 0.25)], [], [[1]], compute_time=0.0, reroute="around",
+                            reroute_below=0.25)
+    np.testing.assert_allclose(kept.step_time, stay, rtol=1e-12)
+    assert kept.rerouted == 0
+    # a GPU's only cable cannot be routed around: the traffic stays on it, at 2C / 4 = C / 2
+    lone = state_step_times(g, WL, [("access", 0.25)], [], [[0], [2]], compute_time=0.0, reroute="around")
+    assert lone.status == ["ok", "ok"] and lone.rerouted == 0
+    assert lone.step_time[1] - lone.step_time[0] == pytest.approx(N / (C / 2) - N / (2 * C), rel=1e-9)
+
+
+def test_goodput_routes_around_and_rejects_bad_input():
+    g = _two_paths()
+    day = 86400.0
+    comps = {"optic": Component("optic", "degrade", rate=0.5 / day, unit="link", duration=day, factor=0.25,
+                                links="a")}
+    wl = dict(WL, compute=0.0, tokens=1.0)
+    resp = JobResponse(checkpoint_cost=10.0, restart_time=60.0, checkpoint_interval=3600.0)
+    stay = goodput(g, wl, resp, components=comps, days=10, trajectories=50, seed=3)
+    around = goodput(g, wl, resp, components=comps, days=10, trajectories=50, seed=3, reroute="around")
+    # same trajectories; the degraded state runs at healthy / step time of each policy
+    healthy = stay.healthy_step_time
+    for r, rate in ((stay, C / 2), (around, C)):
+        slow = r.states.step_time[r.states.states[:, 0] > 0]
+        np.testing.assert_allclose(slow - healthy, N / rate - N / (2 * C), rtol=1e-9)
+    assert around.useful_fraction.mean() > stay.useful_fraction.mean()
+    assert around.summary()["fabrics_rerouted"] == 1
+    with pytest.raises(ValueError, match="reroute must be one of stay, around"):
+        goodput(g, wl, resp, components=comps, days=1, trajectories=2, reroute="adaptive")
+    with pytest.raises(ValueError, match="reroute_below must be in"):
+        state_step_times(g, WL, [("a", 0.25)], [], [[1]], compute_time=0.0, reroute="around", reroute_below=0)
+
+
+def test_table_unique_rows_equal_numpy_unique():
+    rng = np.random.default_rng(0)
+    for shape, high in (((5000, 3), 6), ((300, 4), 2), ((1000, 1), 40)):
+        rows = rng.integers(0, high, size=shape)
+        states, inverse = unique_rows(rows)
+        ref, ref_inv = np.unique(rows, axis=0, return_inverse=True)
+        np.testing.assert_array_equal(states, ref)
+        np.testing.assert_array_equal(inverse, np.asarray(ref_inv).reshape(-1))
+        np.testing.assert_array_equal(states[inverse], rows)
