@@ -95,3 +95,27 @@ def test_table_unique_rows_equal_numpy_unique():
         np.testing.assert_array_equal(states, ref)
         np.testing.assert_array_equal(inverse, np.asarray(ref_inv).reshape(-1))
         np.testing.assert_array_equal(states[inverse], rows)
+
+
+@pytest.mark.parametrize("factor, solves", [(0.9, 0), (0.5, 0), (0.25, 2)])
+def test_cables_with_slack_are_not_solved_and_time_as_solved_alone(factor, solves):
+    import topologies as tp
+    from flowsolver import collective
+    from flowsolver.reliability import state_graphs
+
+    # a ring all-reduce on a small DragonFly loads its NIC cables ("access") to at most half
+    # their rate, its global cables fully. A NIC cable cut to 0.9 or 0.5 of its rate still
+    # carries all the healthy run put on it: the step is unchanged and nothing is solved;
+    # cut to 0.25 it binds (1 and 3 such cables: two fabrics solved).
+    g = tp.dragonfly(2, 4, 2, g=3, server="dgx_h100")
+    wl = dict(op="all_reduce", size=2**28, algorithm="ring")
+    healthy = collective(g, **wl)
+    access = [i for i, (*_, d) in enumerate(g.edges(data=True)) if d["tier"] == "access"]
+    assert healthy.link_utilization[access].max() == pytest.approx(0.5, rel=1e-9)
+    st = state_step_times(g, wl, [("access", factor)], [], [[1], [3]], compute_time=0.0)
+    assert st.solved == solves
+    pinned = dict(wl, protocol=healthy.protocol)
+    alone = [collective(view, **pinned).time for view in state_graphs(g, [("access", factor)], [[1], [3]])]
+    np.testing.assert_allclose(st.step_time, alone, rtol=1e-12)
+    if solves:
+        assert st.step_time.min() > healthy.time * 1.5

@@ -160,6 +160,34 @@ def _capacities(graph, table_capacity, changes_per_state, index=None) -> np.ndar
     return caps
 
 
+def _peak_loads(result) -> np.ndarray:
+    """Per link (graph edge order), the most load (bytes/s) a solved collective's steps put
+    on it at any event of their healthy run; inf on the NVLink link NCCL's cost model reads
+    (its rate enters the time directly), and on every link a step crosses where the run has
+    too many events to keep (then any slower link it uses counts)."""
+    from ..timing import completion_times
+
+    der = result.solved_on
+    peak = np.zeros(len(der.raw))
+    eff = np.asarray(der.effective, dtype=np.float64)
+    parts = list(der.steps) + (list(der.tuned.ring) + list(der.tuned.own) if der.tuned is not None else [])
+    seen = set()
+    for rm, sizes, _ in parts:
+        if (id(rm), id(sizes)) in seen:
+            continue
+        seen.add((id(rm), id(sizes)))
+        done = completion_times(rm, sizes, eff, keep_phases=True)
+        if not done.phases:
+            crosses = np.asarray(rm.link_loads(np.ones(rm.n_flows)))[:len(peak)] > 0
+            peak = np.where(crosses, np.inf, peak)
+            continue
+        for _, alloc, _, _ in done.phases:
+            peak = np.maximum(peak, np.asarray(alloc.link_load, dtype=np.float64)[:len(peak)])
+    if der.tuned is not None and der.tuned.nvlink >= 0:
+        peak[der.tuned.nvlink] = np.inf
+    return peak
+
+
 def _used_links(result) -> np.ndarray:
     """Links (graph edge order) that a solved collective's time depends on: those its steps'
     flows cross, and the NVLink link NCCL's cost model reads."""
@@ -305,25 +333,48 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
         base = collective(graph, **args) if healthy_result is None else healthy_result
         if base.status == Status.OK and base.solved_on is not None and not base.solved_on.why_not:
             changes = [all_changes[j] for j in todo]
-            # a fabric whose slower links carry none of the collective's flows (nor the NVLink
-            # link NCCL's model reads) runs it exactly as the healthy one: no solve
-            used = _used_links(base)
+            all_todo = list(todo)
+            # only the degraded cables that bind count: a cable whose lower rate still carries
+            # the most the healthy run ever put on it (at any event of any step) leaves every
+            # event's max-min allocation feasible, hence still max-min fair (the fair
+            # allocation over a larger set stays optimal over any subset that holds it): the
+            # step runs exactly as before. Fabrics equal in their binding cables are solved
+            # once; a fabric with none runs the healthy step.
             index = {e: i for i, e in enumerate(graph.edges())}
-            touched = [any(used[index[e]] for (u, v), _ in ch for e in ((u, v), (v, u)) if e in index)
-                       for ch in changes]
-            for j, hit in zip(list(todo), touched):
-                if not hit:
+            peak = _peak_loads(base)
+            eff = np.asarray(base.solved_on.effective, dtype=np.float64)
+
+            def binding(ch):
+                keep = [(cable, f) for cable, f in ch
+                        if any(e in index and eff[index[e]] * f < peak[index[e]]
+                               for e in (cable, cable[::-1]))]
+                return keep
+
+            reduced = [binding(ch) for ch in changes]
+            rep: dict = {}
+            for j, ch in zip(list(todo), reduced):
+                if not ch:
                     times[j] = compute + float(base.time)
-            todo, changes = [j for j, hit in zip(todo, touched) if hit], [c for c, hit in zip(changes, touched) if hit]
+                else:
+                    rep.setdefault(tuple(sorted(map(repr, ch))), []).append(j)
+            groups = list(rep.values())
+            todo = [js[0] for js in groups]
+            by_fabric = dict(zip(all_todo, reduced))
+            changes = [by_fabric[js[0]] for js in groups]
             solved = len(todo)
             for lo in range(0, len(todo), batch):
                 caps = _capacities(graph, base.solved_on.raw, changes[lo:lo + batch], index)
+                if lo and len(caps) < batch:
+                    # the last, shorter batch padded to the others' shape: its solve reuses their
+                    # compiled kernels instead of compiling new ones (~0.5 s a step shape)
+                    caps = np.vstack([caps, np.repeat(caps[-1:], batch - len(caps), axis=0)])
                 got = steps_times(base, caps)
-                for j, t in zip(todo[lo:lo + batch], got):
-                    if np.isfinite(t):
-                        times[j] = compute + float(t)
-                    else:
-                        status[j], message[j] = Status.STALLED.label, "a flow of the collective cannot move"
+                for js, t in zip(groups[lo:lo + batch], got):
+                    for j in js:
+                        if np.isfinite(t):
+                            times[j] = compute + float(t)
+                        else:
+                            status[j], message[j] = Status.STALLED.label, "a flow of the collective cannot move"
             todo = []
         for lo in range(0, len(todo), batch):
             chunk = todo[lo:lo + batch]
