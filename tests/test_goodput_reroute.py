@@ -119,3 +119,26 @@ def test_cables_with_slack_are_not_solved_and_time_as_solved_alone(factor, solve
     np.testing.assert_allclose(st.step_time, alone, rtol=1e-12)
     if solves:
         assert st.step_time.min() > healthy.time * 1.5
+
+
+def test_routed_around_in_batches_equals_each_fabric_routed_alone():
+    import topologies as tp
+    from flowsolver import collective
+    from flowsolver.reliability import state_graphs
+
+    # every degraded cable here binds (global cables run full, NIC cables half full, and
+    # both are cut to a quarter), so all are drained: each fabric is the graph with its
+    # degraded cables at capacity 0, routed and solved alone with the healthy choices
+    g = tp.dragonfly(2, 4, 2, g=3, server="dgx_h100")
+    wl = dict(op="all_reduce", size=2**28, algorithm="ring")
+    degrades = [("global", 0.25), ("access", 0.25)]
+    states = [[1, 0], [2, 0], [1, 1], [0, 1]]
+    st = state_step_times(g, wl, degrades, [], states, compute_time=0.0, reroute="around", batch=2)
+    healthy = collective(g, **wl)
+    pinned = dict(wl, protocol=healthy.protocol, channels=healthy.channels)
+    for view, t in zip(state_graphs(g, degrades, states), st.step_time):
+        h = g.copy()
+        for u, v in view.graph["degraded"]:
+            h[u][v]["capacity"] = h[v][u]["capacity"] = 0.0
+        assert t == pytest.approx(collective(h, **pinned).time, rel=1e-12)
+    assert st.rerouted == 4

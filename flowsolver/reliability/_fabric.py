@@ -284,10 +284,12 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
 
     ``reroute``: what the traffic does on a degraded cable. ``"stay"``: it keeps its routes
     and the cable's share of it moves at the cable's lower rate (static ECMP hashing, or a
-    fabric that does not see the degradation). ``"around"``: every cable kept at less than
-    ``reroute_below`` of its rate is taken out of routing (an operator or adaptive routing
-    draining it; ECMP rehashes onto the cables left) and the step is routed and solved
-    again on that fabric (:func:`~flowsolver.collective` with the healthy run's algorithm,
+    fabric that does not see the degradation). ``"around"``: every degraded cable that slows
+    the step and runs at less than ``reroute_below`` of its rate is taken out of routing
+    (adaptive routing, or an operator draining it; ECMP rehashes onto the cables left; for
+    a collective, a cable that still carries all the healthy step put on it slows nothing
+    and keeps its traffic; for training steps and callables every degraded cable below the
+    threshold is drained) and the step is routed and solved again on that fabric (:func:`~flowsolver.collective` with the healthy run's algorithm,
     protocol and channels; :func:`~flowsolver.training_step`; or the callable); where no
     route is left around the cables, the traffic stays on them (that fabric as ``"stay"``).
     Routing again costs about one healthy solve per fabric, not a share of a batched one.
@@ -327,6 +329,7 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
                     dtype=np.int64)
     distinct = same == np.arange(len(all_changes))
     todo = [j for j in range(len(all_changes)) if distinct[j] and (healthy_time is None or not healthy_rows[j])]
+    binding_of: dict = {}                 # fabric -> its degraded cables that bind (collectives)
     if kind == "collective" and todo:
         compute = float(workload.get("compute", 0.0))
         args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
@@ -351,6 +354,7 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
                 return keep
 
             reduced = [binding(ch) for ch in changes]
+            binding_of.update(zip(todo, reduced))
             rep: dict = {}
             for j, ch in zip(list(todo), reduced):
                 if not ch:
@@ -399,17 +403,23 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
         base = healthy_result
         if kind == "collective" and base is None:
             base = collective(graph, **{k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS})
+        by_drained: dict = {}
         for j, changes in enumerate(all_changes):
             if not distinct[j]:
                 continue
-            drained = [(cable, 0.0) for cable, f in changes if f < reroute_below]
-            if not drained:
-                continue
-            kept = [(cable, f) for cable, f in changes if f >= reroute_below]
-            t = _around_time(graph, workload, kind, kept + drained, base)
-            if t is not None:
-                times[j], status[j], message[j] = t, Status.OK.label, ""
-                rerouted += 1
+            # adaptive routing moves traffic off a cable that slows it: the binding ones
+            # (a cable that still carries its healthy load slows nothing and keeps it)
+            slow = {c for c, _ in binding_of.get(j, changes)}
+            drained = [(cable, 0.0) for cable, f in changes if f < reroute_below and cable in slow]
+            if drained:
+                kept = [(cable, f) for cable, f in changes if not (f < reroute_below and cable in slow)]
+                by_drained.setdefault(tuple(sorted(map(repr, drained))), (drained, []))[1].append((j, kept))
+        for drained, fabrics in by_drained.values():
+            got = _around_times(graph, workload, kind, drained, [kept for _, kept in fabrics], base, batch)
+            for (j, _), t in zip(fabrics, got):
+                if t is not None:
+                    times[j], status[j], message[j] = t, Status.OK.label, ""
+                    rerouted += 1
     times = times[same]
     status, message = [status[i] for i in same], [message[i] for i in same]
     step = times[fabric_of]
@@ -426,6 +436,41 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     return out
 
 
+def _around_times(graph, workload, kind, drained, kept_per_fabric, base, batch):
+    """Step times on ``graph`` with the cables of ``drained`` taken out of routing and, per
+    fabric, the ``(cable, factor)`` of ``kept_per_fabric`` degraded in place; None where no
+    route is left (the caller keeps the traffic on the degraded cables). A collective is
+    routed once on the drained fabric and solved for its fabrics in batches
+    (:func:`~flowsolver.collective_variants`: routes depend on which links are out, not on
+    the others' rates), except under load-aware routing (``ugal``), fabric by fabric."""
+    if kind != "collective" or workload.get("policy") == "ugal":
+        return [_around_time(graph, workload, kind, kept + list(drained), base) for kept in kept_per_fabric]
+    args = _pinned(workload, base)
+    compute = float(workload.get("compute", 0.0))
+    routed = _degraded_view(graph, list(drained))
+    out = []
+    for lo in range(0, len(kept_per_fabric), batch):
+        part = [routed] + [_degraded_view(graph, kept + list(drained)) for kept in kept_per_fabric[lo:lo + batch]]
+        try:
+            done = collective_variants(part, **args)[1:]
+        except ValueError:                            # no route around (RoutingError)
+            return [None] * len(kept_per_fabric)
+        out += [compute + float(r.time) if r.status == Status.OK else None for r in done]
+    return out
+
+
+def _pinned(workload, base):
+    """The workload's collective arguments with the healthy run's algorithm, protocol and
+    channels (NCCL tunes once, when the job starts)."""
+    args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
+    args["algorithm"] = base.algorithm
+    if base.nccl:
+        args["protocol"] = base.protocol
+    if base.channels:
+        args["channels"] = base.channels
+    return args
+
+
 def _around_time(graph, workload, kind, changes, base):
     """The step time on ``graph`` with ``changes`` (a factor 0: a cable drained, taken out of
     routing), routed again; None where no route is left (the caller keeps the traffic on the
@@ -433,13 +478,7 @@ def _around_time(graph, workload, kind, changes, base):
     h = _degraded_view(graph, changes)
     try:
         if kind == "collective":
-            args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
-            args["algorithm"] = base.algorithm
-            if base.nccl:
-                args["protocol"] = base.protocol
-            if base.channels:
-                args["channels"] = base.channels
-            r = collective(h, **args)
+            r = collective(h, **_pinned(workload, base))
             return float(workload.get("compute", 0.0)) + float(r.time) if r.status == Status.OK else None
         if kind == "train":
             return float(training_step(h, **workload).step_time)
