@@ -142,3 +142,27 @@ def test_routed_around_in_batches_equals_each_fabric_routed_alone():
             h[u][v]["capacity"] = h[v][u]["capacity"] = 0.0
         assert t == pytest.approx(collective(h, **pinned).time, rel=1e-12)
     assert st.rerouted == 4
+
+
+@pytest.mark.parametrize("access", [0.6, 0.3])
+def test_routed_around_with_cables_left_in_place_equals_each_fabric_alone(access):
+    import topologies as tp
+    from flowsolver import collective
+    from flowsolver.reliability import state_graphs
+
+    # global cables at 0.2 (below the threshold of 0.25, and binding: drained); NIC cables
+    # at 0.6 or 0.3 (above it: left in place, degraded); each fabric routed and solved alone
+    g = tp.dragonfly(2, 4, 2, g=3, server="dgx_h100")
+    wl = dict(op="all_reduce", size=2**28, algorithm="ring")
+    degrades = [("global", 0.2), ("access", access)]
+    states = [[1, 1], [1, 2], [2, 1], [1, 0]]
+    st = state_step_times(g, wl, degrades, [], states, compute_time=0.0, reroute="around", reroute_below=0.25)
+    healthy = collective(g, **wl)
+    pinned = dict(wl, protocol=healthy.protocol, channels=healthy.channels)
+    for view, t in zip(state_graphs(g, degrades, states), st.step_time):
+        h = g.copy()
+        for u, v in view.graph["degraded"]:
+            f = 0.0 if g[u][v]["tier"] == "global" else access
+            h[u][v]["capacity"] *= f
+            h[v][u]["capacity"] *= f
+        assert t == pytest.approx(collective(h, **pinned).time, rel=1e-12)

@@ -448,13 +448,39 @@ def _around_times(graph, workload, kind, drained, kept_per_fabric, base, batch):
     args = _pinned(workload, base)
     compute = float(workload.get("compute", 0.0))
     routed = _degraded_view(graph, list(drained))
-    out = []
+    try:
+        first = collective(routed, **args)
+    except ValueError:                                # no route around (RoutingError)
+        return [None] * len(kept_per_fabric)
+    if first.status != Status.OK:
+        return [None] * len(kept_per_fabric)
+    der = first.solved_on
+    if der is not None and not der.why_not:
+        # as for the cables left in place: only those that bind on the drained fabric's
+        # routes count, fabrics equal in them are solved once, on the drained fabric's
+        # routes, in batches (steps_times)
+        index = {e: i for i, e in enumerate(graph.edges())}
+        peak, eff = _peak_loads(first), np.asarray(der.effective, dtype=np.float64)
+        reduced = [[(cable, f) for cable, f in kept
+                    if any(e in index and eff[index[e]] * f < peak[index[e]] for e in (cable, cable[::-1]))]
+                   for kept in kept_per_fabric]
+        out = [compute + float(first.time)] * len(kept_per_fabric)
+        groups: dict = {}
+        for k, ch in enumerate(reduced):
+            if ch:
+                groups.setdefault(tuple(sorted(map(repr, ch))), []).append(k)
+        keys = list(groups.values())
+        for lo in range(0, len(keys), batch):
+            chunk = keys[lo:lo + batch]
+            got = steps_times(first, _capacities(graph, der.raw, [reduced[ks[0]] for ks in chunk], index))
+            for ks, t in zip(chunk, got):
+                for k in ks:
+                    out[k] = compute + float(t) if np.isfinite(t) else None
+        return out
+    out = []                                          # a tie between NCCL's choices: routed once, solved in batches
     for lo in range(0, len(kept_per_fabric), batch):
         part = [routed] + [_degraded_view(graph, kept + list(drained)) for kept in kept_per_fabric[lo:lo + batch]]
-        try:
-            done = collective_variants(part, **args)[1:]
-        except ValueError:                            # no route around (RoutingError)
-            return [None] * len(kept_per_fabric)
+        done = collective_variants(part, **args)[1:]
         out += [compute + float(r.time) if r.status == Status.OK else None for r in done]
     return out
 
