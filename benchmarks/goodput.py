@@ -13,7 +13,9 @@
    times as often (once per 1,000 cable-days: many more distinct degraded fabrics, each one
    a batched re-solve of the 131,072-flow ring step). Checkpoint 30 s, restart 5 min, hot
    spares, Daly's interval. Wall time of goodput() in a fresh process (compilation
-   included); the number of distinct fabrics sets most of it.
+   included), and the process's CPU time (robust to other work on the machine); the number
+   of distinct degraded fabrics whose slower cables bind (the others run the healthy step,
+   exactly) sets most of it.
 
 2. Llama 3 check: 16,384 GPUs, 54 days, the paper's 419 unexpected interruptions (Table 5)
    and, separately, its 47 planned ones too (counted here as failures that lose the work
