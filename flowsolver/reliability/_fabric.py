@@ -188,19 +188,6 @@ def _peak_loads(result) -> np.ndarray:
     return peak
 
 
-def _used_links(result) -> np.ndarray:
-    """Links (graph edge order) that a solved collective's time depends on: those its steps'
-    flows cross, and the NVLink link NCCL's cost model reads."""
-    der = result.solved_on
-    used = np.zeros(len(der.raw), dtype=bool)
-    parts = list(der.steps) + (list(der.tuned.ring) + list(der.tuned.own) if der.tuned is not None else [])
-    for rm, _, _ in parts:
-        used |= np.asarray(rm.link_loads(np.ones(rm.n_flows)))[:len(used)] > 0
-    if der.tuned is not None and der.tuned.nvlink >= 0:
-        used[der.tuned.nvlink] = True
-    return used
-
-
 def steps_times(result, raw_caps) -> np.ndarray:
     """The time (s) of a solved collective (``result``, a :class:`CollectiveResult` on the
     healthy graph) on other raw link capacities (``raw_caps``, (states, links), graph edge
@@ -289,10 +276,12 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     (adaptive routing, or an operator draining it; ECMP rehashes onto the cables left; for
     a collective, a cable that still carries all the healthy step put on it slows nothing
     and keeps its traffic; for training steps and callables every degraded cable below the
-    threshold is drained) and the step is routed and solved again on that fabric (:func:`~flowsolver.collective` with the healthy run's algorithm,
-    protocol and channels; :func:`~flowsolver.training_step`; or the callable); where no
-    route is left around the cables, the traffic stays on them (that fabric as ``"stay"``).
-    Routing again costs about one healthy solve per fabric, not a share of a batched one.
+    threshold is drained) and the step is routed and solved again on that fabric
+    (:func:`~flowsolver.collective` with the healthy run's algorithm, protocol and channels,
+    routed once per set of drained cables and solved in batches for the fabrics sharing it;
+    :func:`~flowsolver.training_step`; or the callable); where no route is left around the
+    cables, the traffic stays on them (that fabric as ``"stay"``). Routing again costs about
+    one healthy solve per set of drained cables.
     """
     if reroute not in REROUTE:
         raise ValueError(f"reroute must be one of {', '.join(REROUTE)}, got {reroute!r}")
