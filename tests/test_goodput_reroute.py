@@ -166,3 +166,23 @@ def test_routed_around_with_cables_left_in_place_equals_each_fabric_alone(access
             h[u][v]["capacity"] *= f
             h[v][u]["capacity"] *= f
         assert t == pytest.approx(collective(h, **pinned).time, rel=1e-12)
+
+
+def test_binding_cables_only_an_all_to_all_against_one_by_one_solves():
+    import topologies as tp
+    from flowsolver import collective
+    from flowsolver.reliability import state_graphs
+
+    # an all-to-all on a small DragonFly: several cables of three tiers at once, some with
+    # slack, some binding; each fabric's time against the same fabric solved alone
+    g = tp.dragonfly(2, 4, 2, g=3, server="dgx_h100")
+    wl = dict(op="all_to_all", size=2**26)
+    degrades = [("global", 0.7), ("local", 0.6), ("access", 0.8)]
+    states = [[1, 0, 0], [0, 1, 0], [0, 0, 1], [2, 1, 1], [0, 2, 3]]
+    st = state_step_times(g, wl, degrades, [], states, compute_time=0.0)
+    healthy = collective(g, **wl)
+    pinned = dict(wl, algorithm=healthy.algorithm, protocol=healthy.protocol)
+    alone = [collective(view, **pinned).time for view in state_graphs(g, degrades, states)]
+    np.testing.assert_allclose(st.step_time, alone, rtol=1e-12)
+    assert st.solved < st.fabrics                              # some fabrics were not solved
+    assert max(alone) > healthy.time * 1.1                     # and some are slower
