@@ -80,17 +80,19 @@ LLAMA3_COUNTS = {
 #: and the job checkpoints first); counted as failures they bound their cost from above
 LLAMA3_PLANNED = 47
 
-# Degraded links and stragglers: no published per-cable or per-GPU rate was found (searched:
-# the Llama 3 paper; Kokolis et al., "Revisiting Reliability in Large-Scale Machine Learning
-# Research Clusters", HPCA 2025, arXiv:2410.21680; Jiang et al., "MegaScale", NSDI 2024;
-# Alibaba's HPN, SIGCOMM 2024; Wu et al., "FALCON: Pinpointing and Mitigating Stragglers
-# for Large-Scale Hybrid-Parallel Training", arXiv:2410.12588). What was found bounds them:
-# FALCON's characterisation of a >10,000-GPU production cluster, abstract: fail-slows
+# Degraded links and stragglers: no published per-cable or per-GPU rate was found (searched,
+# 2026-12: the Llama 3 paper; Kokolis et al., "Revisiting Reliability in Large-Scale Machine
+# Learning Research Clusters", HPCA 2025, https://arxiv.org/abs/2410.21680, whose tables
+# could not be read from here; Jiang et al., "MegaScale", NSDI 2024; Alibaba's HPN, SIGCOMM
+# 2024). What was found bounds them without giving a rate: Wu et al., "FALCON: Pinpointing
+# and Mitigating Stragglers for Large-Scale Hybrid-Parallel Training",
+# https://arxiv.org/abs/2410.12588, abstract, a >10,000-GPU production cluster: fail-slows
 # "lasting from tens of seconds to nearly ten hours, and collectively delaying the average
-# job completion time by 1.34x" (durations, not rates); Meta's OCP 2024 talk "Enhancing
-# Optical Link Reliability for AI Infrastructure" (He, Jiao, Wang): "Link reliability is one
-# of the top 4 major contributors of AI job interruptions" (no rate). So the degradation and
-# straggler processes have no default: give your own rate and say it is an assumption.
+# job completion time by 1.34x" (durations); Meta's OCP 2024 talk "Enhancing Optical Link
+# Reliability for AI Infrastructure" (He, Jiao, Wang; slides mirrored at
+# https://www.sgpjbg.com/baogao/1011814.html): "Link reliability is one of the top 4 major
+# contributors of AI job interruptions" (no rate). So the degradation and straggler
+# processes have no default: give your own rate and say it is an assumption.
 FALCON_FAILSLOW_SECONDS = (10.0, 10 * 3600.0)   # "tens of seconds to nearly ten hours"
 _LLAMA3_UNITS = {"gpu": ("gpu", LLAMA3_GPUS), "hbm": ("gpu", LLAMA3_GPUS), "nic": ("nic", LLAMA3_NICS),
                  "network": ("gpu", LLAMA3_GPUS), "host": ("host", LLAMA3_HOSTS),
