@@ -13,7 +13,9 @@
    times as often (once per 1,000 cable-days: many more distinct degraded fabrics, each one
    a batched re-solve of the 131,072-flow ring step). Checkpoint 30 s, restart 5 min, hot
    spares, Daly's interval. Wall time of goodput() in a fresh process (compilation
-   included); the number of distinct fabrics sets most of it.
+   included), and the process's CPU time (robust to other work on the machine); the number
+   of distinct degraded fabrics whose slower cables bind (the others run the healthy step,
+   exactly) sets most of it.
 
 2. Llama 3 check: 16,384 GPUs, 54 days, the paper's 419 unexpected interruptions (Table 5)
    and, separately, its 47 planned ones too (counted here as failures that lose the work
@@ -47,12 +49,12 @@ comps = default_components(
                             factor=0.8))
 wl = dict(op="all_reduce", size=2**30, algorithm="ring", compute=5.0, tokens=16 * 2**20)
 built = time.perf_counter() - t0
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 r = goodput(g, wl, JobResponse(checkpoint_cost=30.0, restart_time=300.0), components=comps, days=30,
             trajectories=10000, seed=0)
-dt = time.perf_counter() - t
+dt, cpu = time.perf_counter() - t, time.process_time() - cpu
 s = r.summary()
-print(json.dumps(dict(time=dt, built=built, fabrics=r.run.distinct_states, degraded=r.states.fabrics,
+print(json.dumps(dict(time=dt, cpu=cpu, built=built, fabrics=r.run.distinct_states, degraded=r.states.fabrics,
                       solved=r.states.solved,
                       mean=s["useful_fraction_mean"], p5=s["useful_fraction_p5"], p95=s["useful_fraction_p95"],
                       tpd=s["tokens_per_day_mean"], healthy=s["healthy_tokens_per_day"],
@@ -97,9 +99,10 @@ def main() -> int:
             print("target failed:", error)
             return 1
         print(f"goodput(): 10,000 trajectories x 30 days, 16,384 GPUs (rail_optimized(2048)), cables degrading "
-              f"{cable:g} per day: {r['time']:.1f} s (target < 60 s; graph built in {r['built']:.1f} s before), "
-              f"{r['fabrics']} distinct states met, {r['degraded']} distinct degraded fabrics, {r['solved']} of "
-              f"them re-solved (the others slow no link the step uses)")
+              f"{cable:g} per day: {r['time']:.1f} s wall, {r['cpu']:.1f} s CPU of this process (target < 60 s; "
+              f"graph built in {r['built']:.1f} s before), {r['fabrics']} distinct states met, {r['degraded']} "
+              f"distinct degraded fabrics, {r['solved']} re-solved (the others' slower cables all still carry "
+              f"what the healthy step put on them: its time, exactly)")
         print(f"  useful fraction mean {r['mean']:.4f} (5-95 %: {r['p5']:.4f}-{r['p95']:.4f}), "
               f"{r['interruptions']:.1f} interruptions a run; {r['tpd'] / 1e9:.1f} G tokens/day of "
               f"{r['healthy'] / 1e9:.1f} healthy")

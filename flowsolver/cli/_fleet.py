@@ -78,6 +78,8 @@ def add_goodput(sub, fmt) -> None:
                          "software; 0 removes it)")
     gp.add_argument("--degrade", action="append", default=[], metavar="TIER=PER_DAY,HOURS,FACTOR",
                     help="links of TIER degrade to FACTOR of their rate, PER_DAY times per cable per day, for HOURS")
+    gp.add_argument("--reroute", default="stay", choices=("stay", "around"),
+                    help="traffic on a degraded cable: stays on it, or is routed around it (default %(default)s)")
     gp.add_argument("--straggler", default=None, metavar="PER_DAY,HOURS,FACTOR",
                     help="GPUs compute at FACTOR of their speed, PER_DAY times per GPU per day, for HOURS")
     gp.add_argument("--jobs", type=int, nargs="+", default=None, metavar="GPUS",
@@ -179,7 +181,7 @@ def goodput(args) -> None:
     elif intervals is not None:
         intervals = "auto"
     r = run_goodput(graph, workload, response, components=comps, days=args.days, trajectories=args.trajectories,
-                    seed=args.mc_seed, intervals=intervals, dp=args.dp)
+                    seed=args.mc_seed, intervals=intervals, dp=args.dp, reroute=args.reroute)
     s = r.summary()
     lost = s.pop("lost_fraction")
     lines = [f"# {args.days:g} days on {len(tp.gpus(graph))} GPUs ({cluster_label(args)}), {s['trajectories']} "
@@ -191,7 +193,7 @@ def goodput(args) -> None:
              f", 95 % {s['useful_fraction_p95'] * 100:.2f}); Daly's closed form {s['daly_fraction'] * 100:.2f} %",
              f"tokens/day: mean {s['tokens_per_day_mean']:.4g} of {s['healthy_tokens_per_day']:.4g} healthy; "
              f"{s['distinct_states']} distinct states met, {s['distinct_fabrics']} degraded fabrics "
-             f"({s['fabrics_solved']} re-solved)"]
+             f"({s['fabrics_solved']} re-solved, {s['fabrics_rerouted']} routed around)"]
     if "simulated_optimum" in s:
         lines.append(f"simulated optimum interval: {s['simulated_optimum']:.0f} s (" + ", ".join(
             f"{t:.0f} s: {f * 100:.2f} %" for t, f in r.curve) + ")")

@@ -35,6 +35,8 @@ __all__ = ["StateTimes", "state_graphs", "state_changes", "state_step_times", "h
 #: the cheapest per fabric, and memory grows with the batch
 BATCH = 8
 _COLLECTIVE_KEYS = ("compute", "tokens")
+#: what a job's traffic does on a degraded cable (see :func:`state_step_times`)
+REROUTE = ("stay", "around")
 
 
 class StateTimes:
@@ -44,6 +46,7 @@ class StateTimes:
     def __init__(self, states, step_time, status, message, fabrics=0, solved=None):
         self.fabrics = int(fabrics)           # distinct degraded fabrics (the healthy one not counted)
         self.solved = self.fabrics if solved is None else int(solved)   # of which re-solved (the rest: unused links)
+        self.rerouted = 0                     # of which routed around their degraded cables (reroute="around")
         self.states = np.asarray(states, dtype=np.int64)
         self.step_time = np.asarray(step_time, dtype=np.float64)
         self.status = list(status)
@@ -144,9 +147,10 @@ def state_changes(graph, degrades, states, *, seed: int = 0) -> list:
     return out
 
 
-def _capacities(graph, table_capacity, changes_per_state) -> np.ndarray:
-    """Raw link capacities (graph edge order) of each state: (states, links)."""
-    index = {e: i for i, e in enumerate(graph.edges())}
+def _capacities(graph, table_capacity, changes_per_state, index=None) -> np.ndarray:
+    """Raw link capacities (graph edge order) of each state: (states, links); ``index``:
+    edge -> position, when already built."""
+    index = {e: i for i, e in enumerate(graph.edges())} if index is None else index
     caps = np.repeat(np.asarray(table_capacity, dtype=np.float64)[None, :], len(changes_per_state), axis=0)
     for k, changes in enumerate(changes_per_state):
         for (u, v), factor in changes:
@@ -156,17 +160,32 @@ def _capacities(graph, table_capacity, changes_per_state) -> np.ndarray:
     return caps
 
 
-def _used_links(result) -> np.ndarray:
-    """Links (graph edge order) that a solved collective's time depends on: those its steps'
-    flows cross, and the NVLink link NCCL's cost model reads."""
+def _peak_loads(result) -> np.ndarray:
+    """Per link (graph edge order), the most load (bytes/s) a solved collective's steps put
+    on it at any event of their healthy run; inf on the NVLink link NCCL's cost model reads
+    (its rate enters the time directly), and on every link a step crosses where the run has
+    too many events to keep (then any slower link it uses counts)."""
+    from ..timing import completion_times
+
     der = result.solved_on
-    used = np.zeros(len(der.raw), dtype=bool)
+    peak = np.zeros(len(der.raw))
+    eff = np.asarray(der.effective, dtype=np.float64)
     parts = list(der.steps) + (list(der.tuned.ring) + list(der.tuned.own) if der.tuned is not None else [])
-    for rm, _, _ in parts:
-        used |= np.asarray(rm.link_loads(np.ones(rm.n_flows)))[:len(used)] > 0
+    seen = set()
+    for rm, sizes, _ in parts:
+        if (id(rm), id(sizes)) in seen:
+            continue
+        seen.add((id(rm), id(sizes)))
+        done = completion_times(rm, sizes, eff, keep_phases=True)
+        if not done.phases:
+            crosses = np.asarray(rm.link_loads(np.ones(rm.n_flows)))[:len(peak)] > 0
+            peak = np.where(crosses, np.inf, peak)
+            continue
+        for _, alloc, _, _ in done.phases:
+            peak = np.maximum(peak, np.asarray(alloc.link_load, dtype=np.float64)[:len(peak)])
     if der.tuned is not None and der.tuned.nvlink >= 0:
-        used[der.tuned.nvlink] = True
-    return used
+        peak[der.tuned.nvlink] = np.inf
+    return peak
 
 
 def steps_times(result, raw_caps) -> np.ndarray:
@@ -238,7 +257,8 @@ def _degraded_view(graph, changes):
 
 
 def state_step_times(graph, workload, degrades, stragglers, states, *, compute_time: float, seed: int = 0,
-                     batch: int = BATCH, healthy_time: float | None = None, healthy_result=None) -> StateTimes:
+                     batch: int = BATCH, healthy_time: float | None = None, healthy_result=None,
+                     reroute: str = "stay", reroute_below: float = 1.0) -> StateTimes:
     """Step time of each distinct state (rows of ``states``: the degradation counts, then
     the straggler counts). Collective workloads: the collective solved once on the healthy
     graph, then every distinct step re-solved on the capacities of ``batch`` fabrics a
@@ -248,51 +268,110 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     reported in ``status`` (its time inf), never raised. ``healthy_time``: the step time of
     the undegraded fabric when already known (it is then not solved again); ``healthy_result``:
     the workload's collective on the healthy graph, when already solved.
+
+    ``reroute``: what the traffic does on a degraded cable. ``"stay"``: it keeps its routes
+    and the cable's share of it moves at the cable's lower rate (static ECMP hashing, or a
+    fabric that does not see the degradation). ``"around"``: every degraded cable that slows
+    the step and runs at less than ``reroute_below`` of its rate is taken out of routing
+    (adaptive routing, or an operator draining it; ECMP rehashes onto the cables left; for
+    a collective, a cable that still carries all the healthy step put on it slows nothing
+    and keeps its traffic; for training steps and callables every degraded cable below the
+    threshold is drained) and the step is routed and solved again on that fabric
+    (:func:`~flowsolver.collective` with the healthy run's algorithm, protocol and channels,
+    routed once per set of drained cables and solved in batches for the fabrics sharing it;
+    :func:`~flowsolver.training_step`; or the callable); where no route is left around the
+    cables, the traffic stays on them (that fabric as ``"stay"``). Routing again costs about
+    one healthy solve per set of drained cables.
     """
+    if reroute not in REROUTE:
+        raise ValueError(f"reroute must be one of {', '.join(REROUTE)}, got {reroute!r}")
+    if isinstance(reroute_below, bool) or not isinstance(reroute_below, (int, float)) \
+            or not (0 < reroute_below <= 1):
+        raise ValueError(f"reroute_below must be in (0, 1] (a fraction of a cable's rate), got {reroute_below!r}")
     states = np.asarray(states, dtype=np.int64)
     n_deg = len(degrades)
     fabric_rows, fabric_of = np.unique(states[:, :n_deg], axis=0, return_inverse=True) if len(states) else \
         (np.zeros((0, n_deg), np.int64), np.zeros(0, np.int64))
     fabric_of = np.asarray(fabric_of).reshape(-1)
-    graphs = state_graphs(graph, degrades, fabric_rows, seed=seed)
+    all_changes = state_changes(graph, degrades, fabric_rows, seed=seed)
+    built: dict = {}
+
+    def fabric(j):
+        # a degraded graph is built only where it is solved as a graph (a view of a large
+        # graph costs ~0.1 s; the batched re-solve of a collective needs only capacities)
+        if j not in built:
+            built[j] = _degraded_view(graph, all_changes[j]) if all_changes[j] else graph
+        return built[j]
+
     kind = _check_workload(workload)
-    times = np.full(len(graphs), np.inf)
-    status = [Status.OK.label] * len(graphs)
-    message = [""] * len(graphs)
+    times = np.full(len(all_changes), np.inf)
+    status = [Status.OK.label] * len(all_changes)
+    message = [""] * len(all_changes)
     solved = None
     healthy_rows = ~fabric_rows.any(axis=1) if len(fabric_rows) else np.zeros(0, bool)
     if healthy_time is not None:
         times[healthy_rows] = healthy_time
-    todo = [j for j in range(len(graphs)) if healthy_time is None or not healthy_rows[j]]
+    # states whose counts differ but whose fabrics are the same cables at the same factors
+    # (counts beyond a tier's cables) are solved once
+    first_of: dict = {}
+    same = np.array([first_of.setdefault(tuple(sorted(map(repr, ch))), j) for j, ch in enumerate(all_changes)],
+                    dtype=np.int64)
+    distinct = same == np.arange(len(all_changes))
+    todo = [j for j in range(len(all_changes)) if distinct[j] and (healthy_time is None or not healthy_rows[j])]
+    binding_of: dict = {}                 # fabric -> its degraded cables that bind (collectives)
     if kind == "collective" and todo:
         compute = float(workload.get("compute", 0.0))
         args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
         base = collective(graph, **args) if healthy_result is None else healthy_result
         if base.status == Status.OK and base.solved_on is not None and not base.solved_on.why_not:
-            changes = state_changes(graph, degrades, fabric_rows[todo], seed=seed)
-            # a fabric whose slower links carry none of the collective's flows (nor the NVLink
-            # link NCCL's model reads) runs it exactly as the healthy one: no solve
-            used = _used_links(base)
+            changes = [all_changes[j] for j in todo]
+            all_todo = list(todo)
+            # only the degraded cables that bind count: a cable whose lower rate still carries
+            # the most the healthy run ever put on it (at any event of any step) leaves every
+            # event's max-min allocation feasible, hence still max-min fair (the fair
+            # allocation over a larger set stays optimal over any subset that holds it): the
+            # step runs exactly as before. Fabrics equal in their binding cables are solved
+            # once; a fabric with none runs the healthy step.
             index = {e: i for i, e in enumerate(graph.edges())}
-            touched = [any(used[index[e]] for (u, v), _ in ch for e in ((u, v), (v, u)) if e in index)
-                       for ch in changes]
-            for j, hit in zip(list(todo), touched):
-                if not hit:
+            peak = _peak_loads(base)
+            eff = np.asarray(base.solved_on.effective, dtype=np.float64)
+
+            def binding(ch):
+                keep = [(cable, f) for cable, f in ch
+                        if any(e in index and eff[index[e]] * f < peak[index[e]]
+                               for e in (cable, cable[::-1]))]
+                return keep
+
+            reduced = [binding(ch) for ch in changes]
+            binding_of.update(zip(todo, reduced))
+            rep: dict = {}
+            for j, ch in zip(list(todo), reduced):
+                if not ch:
                     times[j] = compute + float(base.time)
-            todo, changes = [j for j, hit in zip(todo, touched) if hit], [c for c, hit in zip(changes, touched) if hit]
+                else:
+                    rep.setdefault(tuple(sorted(map(repr, ch))), []).append(j)
+            groups = list(rep.values())
+            todo = [js[0] for js in groups]
+            by_fabric = dict(zip(all_todo, reduced))
+            changes = [by_fabric[js[0]] for js in groups]
             solved = len(todo)
             for lo in range(0, len(todo), batch):
-                caps = _capacities(graph, base.solved_on.raw, changes[lo:lo + batch])
+                caps = _capacities(graph, base.solved_on.raw, changes[lo:lo + batch], index)
+                if lo and len(caps) < batch:
+                    # the last, shorter batch padded to the others' shape: its solve reuses their
+                    # compiled kernels instead of compiling new ones (~0.5 s a step shape)
+                    caps = np.vstack([caps, np.repeat(caps[-1:], batch - len(caps), axis=0)])
                 got = steps_times(base, caps)
-                for j, t in zip(todo[lo:lo + batch], got):
-                    if np.isfinite(t):
-                        times[j] = compute + float(t)
-                    else:
-                        status[j], message[j] = Status.STALLED.label, "a flow of the collective cannot move"
+                for js, t in zip(groups[lo:lo + batch], got):
+                    for j in js:
+                        if np.isfinite(t):
+                            times[j] = compute + float(t)
+                        else:
+                            status[j], message[j] = Status.STALLED.label, "a flow of the collective cannot move"
             todo = []
         for lo in range(0, len(todo), batch):
             chunk = todo[lo:lo + batch]
-            part = [graph] + [graphs[j] for j in chunk]     # routed on the healthy graph, solved for all
+            part = [graph] + [fabric(j) for j in chunk]     # routed on the healthy graph, solved for all
             for j, r in zip(chunk, collective_variants(part, **args)[1:]):
                 if r.status == Status.OK:
                     times[j] = compute + float(r.time)
@@ -300,7 +379,7 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
                     status[j], message[j] = r.status.label, r.message
     else:
         for j in todo:
-            h = graphs[j] if kind == "train" or graphs[j] is graph else _owned_copy(graphs[j])
+            h = fabric(j) if kind == "train" or fabric(j) is graph else _owned_copy(fabric(j))
             try:
                 if kind == "train":
                     times[j] = float(training_step(h, **workload).step_time)
@@ -308,6 +387,30 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
                     times[j] = float(workload(h))
             except ValueError as err:                 # a fabric that cannot run: recorded, not raised
                 status[j], message[j] = Status.FAILED.label, str(err).splitlines()[0]
+    rerouted = 0
+    if reroute == "around":
+        base = healthy_result
+        if kind == "collective" and base is None:
+            base = collective(graph, **{k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS})
+        by_drained: dict = {}
+        for j, changes in enumerate(all_changes):
+            if not distinct[j]:
+                continue
+            # adaptive routing moves traffic off a cable that slows it: the binding ones
+            # (a cable that still carries its healthy load slows nothing and keeps it)
+            slow = {c for c, _ in binding_of.get(j, changes)}
+            drained = [(cable, 0.0) for cable, f in changes if f < reroute_below and cable in slow]
+            if drained:
+                kept = [(cable, f) for cable, f in changes if not (f < reroute_below and cable in slow)]
+                by_drained.setdefault(tuple(sorted(map(repr, drained))), (drained, []))[1].append((j, kept))
+        for drained, fabrics in by_drained.values():
+            got = _around_times(graph, workload, kind, drained, [kept for _, kept in fabrics], base, batch)
+            for (j, _), t in zip(fabrics, got):
+                if t is not None:
+                    times[j], status[j], message[j] = t, Status.OK.label, ""
+                    rerouted += 1
+    times = times[same]
+    status, message = [status[i] for i in same], [message[i] for i in same]
     step = times[fabric_of]
     st = [status[i] for i in fabric_of]
     msg = [message[i] for i in fabric_of]
@@ -316,8 +419,88 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
         active = states[:, n_deg:] > 0
         slowest = np.where(active, factors[None, :], 1.0).min(axis=1)
         step = step + compute_time * (1.0 / slowest - 1.0)
-    degraded = int(fabric_rows.any(axis=1).sum()) if len(fabric_rows) and n_deg else 0
-    return StateTimes(states, step, st, msg, fabrics=degraded, solved=solved)
+    degraded = int(sum(1 for j, ch in enumerate(all_changes) if ch and distinct[j]))
+    out = StateTimes(states, step, st, msg, fabrics=degraded, solved=solved)
+    out.rerouted = rerouted
+    return out
+
+
+def _around_times(graph, workload, kind, drained, kept_per_fabric, base, batch):
+    """Step times on ``graph`` with the cables of ``drained`` taken out of routing and, per
+    fabric, the ``(cable, factor)`` of ``kept_per_fabric`` degraded in place; None where no
+    route is left (the caller keeps the traffic on the degraded cables). A collective is
+    routed once on the drained fabric and solved for its fabrics in batches
+    (:func:`~flowsolver.collective_variants`: routes depend on which links are out, not on
+    the others' rates), except under load-aware routing (``ugal``), fabric by fabric."""
+    if kind != "collective" or workload.get("policy") == "ugal":
+        return [_around_time(graph, workload, kind, kept + list(drained), base) for kept in kept_per_fabric]
+    args = _pinned(workload, base)
+    compute = float(workload.get("compute", 0.0))
+    routed = _degraded_view(graph, list(drained))
+    try:
+        first = collective(routed, **args)
+    except ValueError:                                # no route around (RoutingError)
+        return [None] * len(kept_per_fabric)
+    if first.status != Status.OK:
+        return [None] * len(kept_per_fabric)
+    der = first.solved_on
+    if der is not None and not der.why_not:
+        # as for the cables left in place: only those that bind on the drained fabric's
+        # routes count, fabrics equal in them are solved once, on the drained fabric's
+        # routes, in batches (steps_times)
+        index = {e: i for i, e in enumerate(graph.edges())}
+        peak, eff = _peak_loads(first), np.asarray(der.effective, dtype=np.float64)
+        reduced = [[(cable, f) for cable, f in kept
+                    if any(e in index and eff[index[e]] * f < peak[index[e]] for e in (cable, cable[::-1]))]
+                   for kept in kept_per_fabric]
+        out = [compute + float(first.time)] * len(kept_per_fabric)
+        groups: dict = {}
+        for k, ch in enumerate(reduced):
+            if ch:
+                groups.setdefault(tuple(sorted(map(repr, ch))), []).append(k)
+        keys = list(groups.values())
+        for lo in range(0, len(keys), batch):
+            chunk = keys[lo:lo + batch]
+            got = steps_times(first, _capacities(graph, der.raw, [reduced[ks[0]] for ks in chunk], index))
+            for ks, t in zip(chunk, got):
+                for k in ks:
+                    out[k] = compute + float(t) if np.isfinite(t) else None
+        return out
+    out = []                                          # a tie between NCCL's choices: routed once, solved in batches
+    for lo in range(0, len(kept_per_fabric), batch):
+        part = [routed] + [_degraded_view(graph, kept + list(drained)) for kept in kept_per_fabric[lo:lo + batch]]
+        done = collective_variants(part, **args)[1:]
+        out += [compute + float(r.time) if r.status == Status.OK else None for r in done]
+    return out
+
+
+def _pinned(workload, base):
+    """The workload's collective arguments with the healthy run's algorithm, protocol and
+    channels (NCCL tunes once, when the job starts)."""
+    args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
+    args["algorithm"] = base.algorithm
+    if base.nccl:
+        args["protocol"] = base.protocol
+    if base.channels:
+        args["channels"] = base.channels
+    return args
+
+
+def _around_time(graph, workload, kind, changes, base):
+    """The step time on ``graph`` with ``changes`` (a factor 0: a cable drained, taken out of
+    routing), routed again; None where no route is left (the caller keeps the traffic on the
+    degraded cables)."""
+    h = _degraded_view(graph, changes)
+    try:
+        if kind == "collective":
+            r = collective(h, **_pinned(workload, base))
+            return float(workload.get("compute", 0.0)) + float(r.time) if r.status == Status.OK else None
+        if kind == "train":
+            return float(training_step(h, **workload).step_time)
+        t = float(workload(_owned_copy(h)))
+        return t if np.isfinite(t) and t > 0 else None
+    except ValueError:                                # no route around (RoutingError) or cannot run
+        return None
 
 
 def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed: int = 0) -> list:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ._checkpoint import JobResponse, daly_interval, daly_useful_fraction, young_interval
 from ._components import Component, default_components, job_units
-from ._fabric import StateTimes, healthy_step, state_step_times
+from ._fabric import REROUTE, StateTimes, healthy_step, state_step_times
 from ._montecarlo import Process, RunSample, simulate_goodput
 
 __all__ = ["GoodputResult", "goodput"]
@@ -91,7 +91,8 @@ class GoodputResult:
                    daly_fraction=self.daly_fraction, useful_fraction_mean=float(f.mean()),
                    useful_fraction_p5=float(np.percentile(f, 5)), useful_fraction_p50=float(np.percentile(f, 50)),
                    useful_fraction_p95=float(np.percentile(f, 95)), distinct_states=self.run.distinct_states,
-                   distinct_fabrics=self.states.fabrics, fabrics_solved=self.states.solved)
+                   distinct_fabrics=self.states.fabrics, fabrics_solved=self.states.solved,
+                   fabrics_rerouted=getattr(self.states, "rerouted", 0))
         if math.isfinite(self.tokens_per_step):
             tpd = self.tokens_per_day
             out.update(tokens_per_day_mean=float(tpd.mean()), tokens_per_day_p5=float(np.percentile(tpd, 5)),
@@ -115,7 +116,7 @@ def _job_rate(c: Component, units: dict) -> float:
 
 def goodput(graph, workload, response: JobResponse, *, components=None, days: float = 30.0,
             trajectories: int = 1000, seed: int = 0, intervals=None, dp: int | None = None,
-            fabric_seed: int = 0) -> GoodputResult:
+            fabric_seed: int = 0, reroute: str = "stay", reroute_below: float = 1.0) -> GoodputResult:
     """Goodput of a training run on ``graph`` over failure trajectories.
 
     Parameters
@@ -146,6 +147,13 @@ def goodput(graph, workload, response: JobResponse, *, components=None, days: fl
         Data-parallel degree for ``shrink`` (training workloads know theirs).
     fabric_seed : int
         Seed of the order in which a tier's cables degrade.
+    reroute : {"stay", "around"}
+        On a degraded cable the traffic stays (its share moves at the cable's lower rate), or
+        is routed around every cable kept at less than ``reroute_below`` of its rate (the step
+        routed and solved again on that fabric; where no route is left it stays). See
+        :func:`~flowsolver.reliability.state_step_times`.
+    reroute_below : float
+        With ``reroute="around"``: the fraction of its rate below which a cable is drained.
 
     Examples
     --------
@@ -160,6 +168,8 @@ def goodput(graph, workload, response: JobResponse, *, components=None, days: fl
         raise TypeError(f"response must be a JobResponse, got {type(response).__name__}")
     if isinstance(days, bool) or not isinstance(days, (int, float)) or not (math.isfinite(days) and days > 0):
         raise ValueError(f"days must be a finite number > 0, got {days!r}")
+    if reroute not in REROUTE:
+        raise ValueError(f"reroute must be one of {', '.join(REROUTE)}, got {reroute!r}")
     comps = default_components() if components is None else dict(components)
     for kind, c in comps.items():
         if not isinstance(c, Component):
@@ -187,7 +197,7 @@ def goodput(graph, workload, response: JobResponse, *, components=None, days: fl
     def state_rate(states):
         st = state_step_times(graph, workload, degrades, stragglers, states, compute_time=healthy["compute_time"],
                               seed=fabric_seed, healthy_time=healthy["step_time"],
-                              healthy_result=healthy.get("result"))
+                              healthy_result=healthy.get("result"), reroute=reroute, reroute_below=reroute_below)
         solved.append(st)
         with np.errstate(divide="ignore"):
             return np.where(np.isfinite(st.step_time), healthy["step_time"] / st.step_time, 0.0)
