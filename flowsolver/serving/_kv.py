@@ -1,0 +1,107 @@
+"""KV-cache transfers from prefill to decode instances as flows on the fabric.
+
+A request's KV cache sits on the ``min(tp, kv_heads) x pp`` GPUs of the prefill attention rank
+that computed it (each holds its stages' layers and its share of the KV heads); it is sent to
+the matching GPUs of a decode attention rank: ``n = max(shards_prefill, shards_decode)`` flows
+of ``bytes / n`` each, source ``i n_p / n`` and destination ``i n_d / n`` (shard ``i``).
+
+The transfers of several prefill instances overlap on the fabric. For ``k`` in 1, 2, 4, ...
+up to the prefill instances, the first ``k`` prefill instances each send one request's shards
+to decode instance ``p mod D`` at once; every flow's completion time is solved with max-min
+fair sharing, re-solved as flows finish (:func:`flowsolver.completion_times`, on the
+catalogue's effective link capacities, as :func:`flowsolver.concurrent` solves them). A
+transfer that starts while ``m`` transfers are in flight takes the time of the smallest wave
+``k >= m``, scaled by its bytes (the rates are held from its start; path latencies, µs, are
+left out next to transfers of MB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["KvTransfer", "kv_flows", "kv_transfer"]
+
+
+def shard_ranks(layout, instance: int, kv_heads: int, rank: int = 0) -> list:
+    """GPU ranks holding the KV shards of attention rank ``rank`` of ``instance``: TP indices
+    below ``min(tp, kv_heads)`` of every stage."""
+    inst = layout.instance_ranks(instance)
+    shards = min(layout.tp, kv_heads)
+    return [inst[t + layout.tp * q + layout.tp * layout.pp * rank] for q in range(layout.pp) for t in range(shards)]
+
+
+def kv_flows(prefill, decode, kv_heads: int, pairs) -> tuple:
+    """``(src, dst, owner)`` arrays of the shard flows of one request per (prefill instance,
+    decode instance) pair of ``pairs``; ``owner`` is the pair's index.
+
+    >>> from flowsolver.serving._steps import InstanceLayout
+    >>> p, d = InstanceLayout(2, 1, 1, (0, 1)), InstanceLayout(1, 1, 1, (8, 9))
+    >>> [a.tolist() for a in kv_flows(p, d, 8, [(0, 1)])]
+    [[0, 1], [9, 9], [0, 0]]
+    """
+    src, dst, owner = [], [], []
+    for j, (a, b) in enumerate(pairs):
+        s, t = shard_ranks(prefill, a, kv_heads), shard_ranks(decode, b, kv_heads)
+        n = max(len(s), len(t))
+        for i in range(n):
+            src.append(s[i * len(s) // n])
+            dst.append(t[i * len(t) // n])
+            owner.append(j)
+    return np.array(src), np.array(dst), np.array(owner)
+
+
+@dataclass(frozen=True)
+class KvTransfer:
+    """Seconds per byte of a request's KV transfer by concurrency wave.
+
+    ``waves[j]`` transfers at once; ``seconds_per_byte[j]`` (the slowest sender of that wave's
+    time over the request's bytes), ``shards`` flows per request, ``bottleneck`` the links that
+    held the largest wave's flows (:class:`flowsolver.routing.Bottleneck`)."""
+
+    waves: np.ndarray
+    seconds_per_byte: np.ndarray
+    shards: int
+    bottleneck: tuple
+
+    def seconds(self, nbytes: float, in_flight: int) -> float:
+        """Seconds to send ``nbytes`` of KV cache with ``in_flight`` transfers running (itself included)."""
+        j = min(int(np.searchsorted(self.waves, max(in_flight, 1))), len(self.waves) - 1)
+        return nbytes * float(self.seconds_per_byte[j])
+
+
+def wave_finish(graph, src, dst, sizes, *, policy: str = "ecmp", pxn: bool = True, efficiency=None):
+    """Completion time (s) of every flow ``src -> dst`` of ``sizes`` bytes started together,
+    max-min fair, re-solved as flows finish; and the initial allocation's bottleneck links."""
+    from ..routing import route
+    from ..timing import completion_times
+    from ..traffic import Flows
+
+    rm = route(graph, Flows(src, dst, sizes), policy, pxn=pxn)
+    cap = rm.links.effective_capacity(efficiency)
+    done = completion_times(rm, np.asarray(sizes, dtype=np.float64), cap)
+    bottleneck = ()
+    if done.initial is not None:
+        util = np.asarray(done.initial.utilization)
+        idx = sorted({int(b) for b in np.asarray(done.initial.bottleneck) if b >= 0}, key=lambda i: -util[i])
+        bottleneck = tuple(rm.links.bottleneck(i, util[i]) for i in idx[:8])
+    return np.asarray(done.finish, dtype=np.float64), bottleneck
+
+
+def kv_transfer(graph, prefill, decode, kv_heads: int, *, policy: str = "ecmp", pxn: bool = True,
+                efficiency=None) -> KvTransfer:
+    """Solve the KV-transfer waves of a disaggregated pool pair (see the module)."""
+    P, D = prefill.instances, decode.instances
+    waves = sorted({min(2 ** i, P) for i in range(int(np.ceil(np.log2(max(P, 1)))) + 1)} | {P})
+    per_byte, bottleneck, shards = [], (), 1
+    reference = 2.0 ** 20                  # bytes per shard flow in the solve (times scale with bytes)
+    for k in waves:
+        src, dst, owner = kv_flows(prefill, decode, kv_heads, [(p, p % D) for p in range(k)])
+        shards = int(np.sum(owner == 0))
+        finish, neck = wave_finish(graph, src, dst, np.full(len(src), reference), policy=policy, pxn=pxn,
+                                   efficiency=efficiency)
+        per_byte.append(float(np.max(finish)) / (reference * shards))
+        bottleneck = neck
+    return KvTransfer(waves=np.array(waves), seconds_per_byte=np.array(per_byte), shards=shards,
+                      bottleneck=bottleneck)
