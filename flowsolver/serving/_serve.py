@@ -267,7 +267,8 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     ttft_target, tpot_target : float, optional
         Latency targets (s) for ``goodput``.
     collective_options : dict, optional
-        Options of :func:`flowsolver.concurrent_kinds` (``policy``, ``efficiency``, ...).
+        Options of :func:`flowsolver.concurrent_kinds` (``policy``, ``efficiency``, ...;
+        ``protocol`` defaults to ``"auto"``, NCCL's choice per size).
 
     Examples
     --------
@@ -317,25 +318,25 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                  "decode": _pool("decode", decode if decode is not None else dict(tp=tp, pp=pp, ep=ep),
                                  all_ranks[prefill_gpus:], spec)}
     arrival, prompt_t, output_t = request_stream(rate, duration, prompt, output, seed=seed)
-    options = dict(collective_options or {})
+    # NCCL chooses its protocol per size (LL for the small messages of decode steps)
+    options = {"protocol": "auto"} | dict(collective_options or {})
     longest = int(max(token_budget, prompt_t.max() if len(prompt_t) else 1))
 
-    models, tables, bottleneck = {}, {}, {}
-    for name, lay in pools.items():
-        sm = StepModel(spec, gpu_spec, lay, precision, kv_bytes, compute_efficiency, attention_efficiency,
-                       gpu_spec.hbm_bandwidth * hbm_efficiency)
-        seqs = max_batch * lay.ep
-        dec_t, pre_t, table = _step_functions(graph, sm, seqs, longest, a2a_bytes, options)
-        models[name], tables[name] = sm, (dec_t, pre_t)
-        if table is not None:
-            for kind, links in table.bottleneck.items():
-                bottleneck[f"{name}.{kind}"] = links
+    models = {name: StepModel(spec, gpu_spec, lay, precision, kv_bytes, compute_efficiency, attention_efficiency,
+                              gpu_spec.hbm_bandwidth * hbm_efficiency) for name, lay in pools.items()}
     first = next(iter(models.values()))
     capacity = min(_kv_capacity(sm, memory_utilization) for sm in models.values())
     too_long = (prompt_t + output_t).max() if len(prompt_t) else 0
     if too_long > capacity:
         raise ValueError(f"a request of {int(too_long)} tokens (prompt + output) exceeds the KV cache of an "
                          f"instance ({capacity} tokens): shorten prompt / output or add GPUs per instance")
+    tables, bottleneck = {}, {}
+    for name, sm in models.items():
+        dec_t, pre_t, table = _step_functions(graph, sm, max_batch * sm.layout.ep, longest, a2a_bytes, options)
+        tables[name] = (dec_t, pre_t)
+        if table is not None:
+            for kind, links in table.bottleneck.items():
+                bottleneck[f"{name}.{kind}"] = links
     if "colocated" in pools:
         lay = pools["colocated"]
         dec_t, pre_t = tables["colocated"]
