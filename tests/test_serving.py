@@ -157,3 +157,14 @@ def test_fp8_needs_fp8_gpu():
     g = tp.rail_optimized(nodes=1, server="dgx_a100")
     with pytest.raises(ValueError, match="fp8"):
         fs.serve(g, "llama-3-8b", rate=1.0, duration=1.0, precision="fp8", tp=1)
+
+
+def test_cli_serve(capsys):
+    from flowsolver.cli import main
+
+    assert main(["serve", "--nodes", "1", "--model", "llama-3-8b", "--tp", "1", "--rate", "5", "--duration", "2",
+                 "--prompt", "64:128", "--output", "8", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"mode": "colocated"' in out and '"gpus": 8' in out
+    assert main(["serve", "--nodes", "1", "--rate", "5", "--prompt", "x"]) == 2
+    assert "--prompt" in capsys.readouterr().err
