@@ -224,11 +224,12 @@ def comm_table(graph, layout: InstanceLayout, kinds: dict, sizes: np.ndarray, op
     if not names:
         return CommTable(sizes=np.asarray(sizes, dtype=np.float64), seconds={}, bottleneck={}, algorithms={})
     group_lists = {k: layout.groups(k) for k in names}
-    for j, size in enumerate(sizes):
-        specs = [[dict(op=kinds[k], size=float(size), ranks=g) for g in group_lists[k]] for k in names]
-        for k, res in zip(names, concurrent_kinds(graph, specs, **options)):
-            seconds[k][j] = res.makespan
-            if j == len(sizes) - 1:
-                bottleneck[k], algorithms[k] = tuple(res.bottleneck), res.algorithms[0]
+    # every (kind, size) is one kind of lockstep groups: all solved together in one batched call
+    cells = [(k, j) for j in range(len(sizes)) for k in names]
+    specs = [[dict(op=kinds[k], size=float(sizes[j]), ranks=g) for g in group_lists[k]] for k, j in cells]
+    for (k, j), res in zip(cells, concurrent_kinds(graph, specs, **options)):
+        seconds[k][j] = res.makespan
+        if j == len(sizes) - 1:
+            bottleneck[k], algorithms[k] = tuple(res.bottleneck), res.algorithms[0]
     return CommTable(sizes=np.asarray(sizes, dtype=np.float64), seconds=seconds, bottleneck=bottleneck,
                      algorithms=algorithms)
