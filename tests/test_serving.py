@@ -168,3 +168,21 @@ def test_cli_serve(capsys):
     assert '"mode": "colocated"' in out and '"gpus": 8' in out
     assert main(["serve", "--nodes", "1", "--rate", "5", "--prompt", "x"]) == 2
     assert "--prompt" in capsys.readouterr().err
+
+
+def test_background_flows_carry_the_offered_load(one_server):
+    # a pool at load u < 1 sends u x (bytes of a full step) per step time: per TP ring flow
+    # rate x tokens per request x 2 layers x (2 (tp-1)/tp = 1) x h x 2 bytes / instances, whatever the step time
+    from flowsolver.serving._serve import _pool, _step_functions, background_flows
+    from flowsolver.serving._steps import StepModel
+
+    spec = fs.get_model("llama-3-8b")
+    pools = {"prefill": _pool("layout", dict(tp=2), list(range(4)), spec),
+             "decode": _pool("decode", dict(tp=2), list(range(4, 8)), spec)}
+    models = {k: StepModel(spec, tp.get_gpu("h100_sxm"), lay, "bf16", 2.0, 0.46, 0.62, HBM) for k, lay in pools.items()}
+    tables = {k: _step_functions(one_server, sm, 64, 2048, 2.0, {"protocol": "auto"})[:2] for k, sm in models.items()}
+    src, dst, rate = background_flows(pools, models, tables, rate=1.0, prompt=100.0, output=10.0, token_budget=2048,
+                                      max_batch=64, capacity=1e6, a2a_bytes=2.0)
+    assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4), (6, 7), (7, 6)]
+    want = {a: 1.0 * tokens * 2 * L * H * 2 / 2 for a, tokens in zip(range(8), [100.0] * 4 + [10.0] * 4)}
+    np.testing.assert_allclose(rate, [want[a] for a in src], rtol=1e-9)

@@ -9,7 +9,9 @@ The transfers of several prefill instances overlap on the fabric. For ``k`` in 1
 up to the prefill instances, the first ``k`` prefill instances each send one request's shards
 to decode instance ``p mod D`` at once; every flow's completion time is solved with max-min
 fair sharing, re-solved as flows finish (:func:`flowsolver.completion_times`, on the
-catalogue's effective link capacities, as :func:`flowsolver.concurrent` solves them). A
+catalogue's effective link capacities, as :func:`flowsolver.concurrent` solves them), beside
+the pools' own communication as background flows capped at their average rates (see
+:func:`flowsolver.serving._serve.background_flows`). A
 transfer that starts while ``m`` transfers are in flight takes the time of the smallest wave
 ``k >= m``, scaled by its bytes (the rates are held from its start; path latencies, µs, are
 left out next to transfers of MB).
@@ -71,27 +73,50 @@ class KvTransfer:
         return nbytes * float(self.seconds_per_byte[j])
 
 
-def wave_finish(graph, src, dst, sizes, *, policy: str = "ecmp", pxn: bool = True, efficiency=None):
+def wave_finish(graph, src, dst, sizes, *, policy: str = "ecmp", pxn: bool = True, efficiency=None,
+                background=None):
     """Completion time (s) of every flow ``src -> dst`` of ``sizes`` bytes started together,
-    max-min fair, re-solved as flows finish; and the initial allocation's bottleneck links."""
+    max-min fair, re-solved as flows finish; and the initial allocation's bottleneck links.
+    ``background``: ``(src, dst, rate)`` flows that run all along at most at ``rate`` bytes/s
+    each (the other traffic of the pools), sharing the links with these.
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(nodes=2)
+    >>> alone, _ = wave_finish(g, [0], [8], [2.0 ** 20])
+    >>> shared, _ = wave_finish(g, [0], [8], [2.0 ** 20], background=([0], [8], [0.25 * 2.0 ** 20 / alone[0]]))
+    >>> round(float(shared[0] / alone[0]), 6)          # a quarter of the link taken: 1 / 0.75
+    1.333333
+    """
     from ..routing import route
     from ..timing import completion_times
     from ..traffic import Flows
 
+    src, dst = np.asarray(src), np.asarray(dst)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    n = len(src)
+    demands = np.full(n, np.inf)
+    if background is not None and len(background[0]):
+        b_src, b_dst, b_rate = (np.asarray(a) for a in background)
+        # the background never finishes within the transfers: a size no transfer outlasts
+        endless = 1e6 * max(float(sizes.max()), 1.0) * max(float(np.max(b_rate)), 1.0)
+        src, dst = np.concatenate([src, b_src]), np.concatenate([dst, b_dst])
+        sizes = np.concatenate([sizes, np.full(len(b_src), endless)])
+        demands = np.concatenate([demands, np.asarray(b_rate, dtype=np.float64)])
     rm = route(graph, Flows(src, dst, sizes), policy, pxn=pxn)
     cap = rm.links.effective_capacity(efficiency)
-    done = completion_times(rm, np.asarray(sizes, dtype=np.float64), cap)
+    done = completion_times(rm, sizes, cap, demands=demands, max_events=n + 1)
     bottleneck = ()
     if done.initial is not None:
         util = np.asarray(done.initial.utilization)
-        idx = sorted({int(b) for b in np.asarray(done.initial.bottleneck) if b >= 0}, key=lambda i: -util[i])
+        idx = sorted({int(b) for b in np.asarray(done.initial.bottleneck)[:n] if b >= 0}, key=lambda i: -util[i])
         bottleneck = tuple(rm.links.bottleneck(i, util[i]) for i in idx[:8])
-    return np.asarray(done.finish, dtype=np.float64), bottleneck
+    return np.asarray(done.finish, dtype=np.float64)[:n], bottleneck
 
 
 def kv_transfer(graph, prefill, decode, kv_heads: int, *, policy: str = "ecmp", pxn: bool = True,
-                efficiency=None) -> KvTransfer:
-    """Solve the KV-transfer waves of a disaggregated pool pair (see the module)."""
+                efficiency=None, background=None) -> KvTransfer:
+    """Solve the KV-transfer waves of a disaggregated pool pair (see the module), beside the
+    ``background`` flows ``(src, dst, rate)`` of the pools' own communication."""
     P, D = prefill.instances, decode.instances
     waves = sorted({min(2 ** i, P) for i in range(int(np.ceil(np.log2(max(P, 1)))) + 1)} | {P})
     per_byte, bottleneck, shards = [], (), 1
@@ -100,7 +125,7 @@ def kv_transfer(graph, prefill, decode, kv_heads: int, *, policy: str = "ecmp", 
         src, dst, owner = kv_flows(prefill, decode, kv_heads, [(p, p % D) for p in range(k)])
         shards = int(np.sum(owner == 0))
         finish, neck = wave_finish(graph, src, dst, np.full(len(src), reference), policy=policy, pxn=pxn,
-                                   efficiency=efficiency)
+                                   efficiency=efficiency, background=background)
         per_byte.append(float(np.max(finish)) / (reference * shards))
         bottleneck = neck
     return KvTransfer(waves=np.array(waves), seconds_per_byte=np.array(per_byte), shards=shards,

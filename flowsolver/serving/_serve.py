@@ -198,6 +198,56 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
     return decode_time, prefill_time, table
 
 
+def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, prompt: float, output: float,
+                     token_budget: int, max_batch: int, capacity: float, a2a_bytes: float) -> tuple:
+    """The pools' own communication as flows ``(src, dst, bytes/s)`` for the KV-transfer solve:
+    each pool at the load the stream offers it, ``u = min(1, offered tokens/s / the pool's
+    tokens/s at a full step)`` (prefill: ``token_budget`` prompt tokens a step; decode:
+    ``max_batch x ep`` sequences holding the mean prompt and half the mean output each), its
+    TP rings (``2 x layers`` all-reduces, ``2 (tp - 1) / tp`` of the buffer to the ring's next
+    GPU), EP all-to-alls (``2 x layers`` calls, ``1 / ep`` of the buffer to each peer) and PP
+    sends of a full step, each flow at ``u x`` its bytes per step over the step's time."""
+    src, dst, rates = [], [], []
+    for name, lay in pools.items():
+        sm, (decode_time, prefill_time) = models[name], tables[name]
+        m = sm.model
+        if name == "prefill":
+            tokens = float(token_budget)
+            step = prefill_time(tokens, tokens * prompt, tokens / prompt)[0]
+            load = rate * prompt / (lay.instances * tokens / step)
+        else:
+            seqs = max_batch * lay.ep
+            tokens = float(seqs)
+            step = decode_time(seqs, min(seqs * (prompt + output / 2.0), capacity))[0]
+            load = rate * output / (lay.instances * seqs / step)
+        share = min(1.0, load) / step
+        per_rank = tokens / lay.ep
+        moe_layers = m.layers if m.experts > 1 else 0
+        if lay.tp > 1:
+            ring = 2 * m.layers * 2.0 * (lay.tp - 1) / lay.tp * sm.tp_bytes(per_rank)
+            for g in lay.groups("tp"):
+                src += g
+                dst += g[1:] + g[:1]
+                rates += [ring * share] * len(g)
+        if lay.ep > 1 and moe_layers:
+            pair = 2 * moe_layers * sm.ep_bytes(per_rank, a2a_bytes) / lay.ep
+            for g in lay.groups("ep"):
+                for a in g:
+                    for b in g:
+                        if a != b:
+                            src.append(a)
+                            dst.append(b)
+                            rates.append(pair * share)
+        if lay.pp > 1:
+            for a, b in lay.groups("pp"):
+                src.append(a)
+                dst.append(b)
+                rates.append(sm.pp_bytes(per_rank) * share)
+    keep = [i for i, r in enumerate(rates) if r > 0]
+    return (np.array([src[i] for i in keep], dtype=np.int64), np.array([dst[i] for i in keep], dtype=np.int64),
+            np.array([rates[i] for i in keep], dtype=np.float64))
+
+
 def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
     """KV tokens an instance holds: each GPU's memory share left after its weights (all its
     experts), over the KV bytes per token it keeps, times the attention ranks."""
@@ -318,15 +368,18 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                  "decode": _pool("decode", decode if decode is not None else dict(tp=tp, pp=pp, ep=ep),
                                  all_ranks[prefill_gpus:], spec)}
     arrival, prompt_t, output_t = request_stream(rate, duration, prompt, output, seed=seed)
+    if not len(arrival):
+        raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed}): raise rate or "
+                         f"duration")
     # NCCL chooses its protocol per size (LL for the small messages of decode steps)
     options = {"protocol": "auto"} | dict(collective_options or {})
-    longest = int(max(token_budget, prompt_t.max() if len(prompt_t) else 1))
+    longest = int(max(token_budget, prompt_t.max()))
 
     models = {name: StepModel(spec, gpu_spec, lay, precision, kv_bytes, compute_efficiency, attention_efficiency,
                               gpu_spec.hbm_bandwidth * hbm_efficiency) for name, lay in pools.items()}
     first = next(iter(models.values()))
     capacity = min(_kv_capacity(sm, memory_utilization) for sm in models.values())
-    too_long = (prompt_t + output_t).max() if len(prompt_t) else 0
+    too_long = (prompt_t + output_t).max()
     if too_long > capacity:
         raise ValueError(f"a request of {int(too_long)} tokens (prompt + output) exceeds the KV cache of an "
                          f"instance ({capacity} tokens): shorten prompt / output or add GPUs per instance")
@@ -345,9 +398,12 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                          prefill_time=pre_t, decode_time=dec_t, window=duration)
         step_tables = dict(decode=dec_t, prefill=pre_t)
     else:
+        background = background_flows(pools, models, tables, rate=rate, prompt=float(np.mean(prompt_t)),
+                                      output=float(np.mean(output_t)), token_budget=token_budget,
+                                      max_batch=max_batch, capacity=capacity, a2a_bytes=a2a_bytes)
         kv = kv_transfer(graph, pools["prefill"], pools["decode"], spec.kv_heads,
                          policy=options.get("policy", "ecmp"), pxn=options.get("pxn", True),
-                         efficiency=options.get("efficiency"))
+                         efficiency=options.get("efficiency"), background=background)
         bottleneck["kv"] = kv.bottleneck
         trace = simulate(arrival, prompt_t, output_t, prefill_instances=pools["prefill"].instances,
                          decode_instances=pools["decode"].instances,
