@@ -186,3 +186,33 @@ def test_background_flows_carry_the_offered_load(one_server):
     assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4), (6, 7), (7, 6)]
     want = {a: 1.0 * tokens * 2 * L * H * 2 / 2 for a, tokens in zip(range(8), [100.0] * 4 + [10.0] * 4)}
     np.testing.assert_allclose(rate, [want[a] for a in src], rtol=1e-9)
+
+
+def test_moe_decode_step_reads_the_routed_experts_and_runs_two_all_to_alls_per_layer(one_server):
+    # Mixtral 8x7B (paper, table 1): 32 layers, hidden 4096, FFN 14336, 8 KV heads, vocab 32000, 8 experts, top 2;
+    # EP 8 over one server: one expert per GPU, 8 sequences (one per attention rank) route 8 x 2 choices
+    r = fs.serve(one_server, "mixtral-8x7b", rate=1.0, duration=2.0, prompt=16, output=4, tp=1, ep=8)
+    seconds, comm = r.decode_step(8, 0)
+    active = 1 - (1 - 2 / 8) ** 8                      # chance the GPU's one expert gets a token
+    attention, expert = 2 * H * H + 2 * H * KVH * D, 3 * H * F
+    weights = 2 * (L * (attention + active * expert) + 32000 * H)
+    a2a = fs.collective(one_server, "all_to_all", 1 * 2 * H * 2, ranks=range(8)).time   # 1 token x top 2 x h x 2 B
+    assert comm == pytest.approx(2 * L * a2a, rel=1e-9)
+    assert seconds == pytest.approx(weights / HBM + comm, rel=1e-12)
+
+
+def test_pipeline_decode_step_adds_its_sends(one_server):
+    r = fs.serve(one_server, "llama-3-8b", rate=1.0, duration=2.0, prompt=16, output=4, tp=1, pp=2)
+    _, comm = r.decode_step(2, 0)                        # 2 tokens x 4096 x 2 bytes: one send between the stages
+    assert comm == pytest.approx(fs.collective(one_server, "send_recv", 2 * H * 2, ranks=[0, 1]).time, rel=1e-9)
+
+
+def test_gpu_without_bandwidth_figures_needs_hbm_efficiency():
+    g = tp.rail_optimized(nodes=1)
+    bare = tp.GpuSpec("bare", 989e12, 80e9, hbm_bandwidth=3.35e12)          # no kernel family
+    with pytest.raises(ValueError, match="hbm_efficiency"):
+        fs.serve(g, "llama-3-8b", rate=1.0, duration=1.0, tp=1, gpu=bare)
+    with pytest.raises(ValueError, match="hbm_bandwidth"):
+        fs.serve(g, "llama-3-8b", rate=1.0, duration=1.0, tp=1, gpu=tp.GpuSpec("nohbm", 989e12, 80e9))
+    with pytest.raises(ValueError, match="rate x duration"):
+        fs.serve(g, "llama-3-8b", rate=1e-9, duration=1.0, tp=1)
