@@ -74,8 +74,10 @@ def serve(args) -> None:
     lines = [f"# {args.model}, {args.rate:g} requests/s for {args.duration:g} s on {s['gpus']} GPUs "
              f"({cluster_label(args)}): {lay}",
              f"requests {s['requests']} completed {s['completed']}",
-             f"TTFT p50 {s['ttft_p50_ms']:.1f} ms  p99 {s['ttft_p99_ms']:.1f} ms  (network {s['network_share_ttft']:.1%})",
-             f"TPOT p50 {s['tpot_p50_ms']:.2f} ms  p99 {s['tpot_p99_ms']:.2f} ms  (network {s['network_share_tpot']:.1%})",
+             f"TTFT p50 {s['ttft_p50_ms']:.1f} ms  p99 {s['ttft_p99_ms']:.1f} ms  "
+             f"(network {s['network_share_ttft']:.1%})",
+             f"TPOT p50 {s['tpot_p50_ms']:.2f} ms  p99 {s['tpot_p99_ms']:.2f} ms  "
+             f"(network {s['network_share_tpot']:.1%})",
              f"throughput {s['throughput_tokens_per_gpu']:.1f} output tokens/s per GPU"]
     if s["goodput_requests_per_gpu"] == s["goodput_requests_per_gpu"]:
         lines.append(f"goodput {s['goodput_requests_per_gpu']:.4g} requests/s per GPU within the targets")
