@@ -216,3 +216,14 @@ def test_gpu_without_bandwidth_figures_needs_hbm_efficiency():
         fs.serve(g, "llama-3-8b", rate=1.0, duration=1.0, tp=1, gpu=tp.GpuSpec("nohbm", 989e12, 80e9))
     with pytest.raises(ValueError, match="rate x duration"):
         fs.serve(g, "llama-3-8b", rate=1e-9, duration=1.0, tp=1)
+
+
+def test_rate_at_targets_meets_them_and_a_faster_rate_does_not(one_server):
+    r = fs.serve(one_server, "llama-3-8b", rate=5.0, duration=4.0, prompt=512, output=64, tp=8)
+    best, at = r.rate_at_targets(ttft_target=0.1, tpot_target=0.004, attainment=0.9, tolerance=0.02)
+    def attained(result):
+        return np.mean((result.ttft <= 0.1) & (result.tpot <= 0.004))
+    assert attained(at) >= 0.9 and len(at.arrival) / at.duration == pytest.approx(best, rel=0.5)
+    assert attained(r.at_rate(best * 1.1)) < 0.9
+    with pytest.raises(ValueError, match="ttft_target or tpot_target"):
+        r.rate_at_targets()

@@ -50,6 +50,8 @@ def add_serve(sub, fmt) -> None:
     s.add_argument("--ttft-target", type=float, default=None, help="TTFT target (ms) for the goodput")
     s.add_argument("--tpot-target", type=float, default=None, help="TPOT target (ms) for the goodput")
     s.add_argument("--request-seed", type=int, default=0, help="seed of the request stream (default 0)")
+    s.add_argument("--max-rate", action="store_true",
+                   help="also find the largest rate at which 90%% of requests meet the targets (needs a target)")
 
 
 def serve(args) -> None:
@@ -85,5 +87,13 @@ def serve(args) -> None:
         lines.append(f"KV transfer p50 {s['kv_transfer_p50_ms']:.2f} ms")
     lines += [f"bottleneck {kind}: {src} -> {dst} ({tier})" for kind, (src, dst, tier) in s["bottleneck"].items()]
     row = {k: v for k, v in s.items() if k not in ("bottleneck", "layouts")}
+    if args.max_rate:
+        if args.ttft_target is None and args.tpot_target is None:
+            raise ValueError("--max-rate needs --ttft-target or --tpot-target (ms)")
+        best, at = r.rate_at_targets(ms(args.ttft_target), ms(args.tpot_target))
+        row["max_rate"] = best
+        row["throughput_at_max_rate"] = at.throughput if at is not None else 0.0
+        lines.append(f"largest rate with 90 % of requests within the targets: {best:.3g} requests/s, "
+                     f"{row['throughput_at_max_rate']:.1f} output tokens/s per GPU")
     row["bottleneck"] = "; ".join(f"{k}: {a}->{b}" for k, (a, b, _) in s["bottleneck"].items())
     emit([row], args, "\n".join(lines))

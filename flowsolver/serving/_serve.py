@@ -93,6 +93,7 @@ class ServeResult:
     kv_capacity: float
     events: int
     step_tables: dict = field(repr=False, default_factory=dict)
+    engine: dict = field(repr=False, default_factory=dict)
 
     def _pct(self, values, q):
         values = values[np.isfinite(values)]
@@ -127,6 +128,79 @@ class ServeResult:
         """(seconds, communication seconds) of a prefill step of ``sequences`` equal prompts of
         ``tokens`` tokens in all (prefill pool)."""
         return self.step_tables["prefill"](tokens, tokens ** 2 / sequences, sequences)
+
+    def at_rate(self, rate: float, *, duration: float | None = None, seed: int = 0, ttft_target=None,
+                tpot_target=None) -> "ServeResult":
+        """The same cluster, layout and step tables under another request stream: ``rate``
+        requests/s for ``duration`` s (default this run's), lengths as this run's, ``seed``.
+        Only the event simulation runs again (disaggregated: the KV-transfer rates stay those
+        solved beside this run's load).
+
+        >>> import topologies as tp
+        >>> r = serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=5.0, duration=4.0, prompt=256, output=32, tp=8)
+        >>> r.at_rate(50.0).ttft_p99 > r.ttft_p99          # ten times the load queues longer
+        True
+        """
+        e = self.engine
+        duration = self.duration if duration is None else _checks.positive_number("duration", duration, "s")
+        stream = request_stream(rate, duration, e["prompt"], e["output"], seed=seed)
+        if not len(stream[0]):
+            raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed})")
+        return _result(e, stream, duration=duration, ttft_target=ttft_target, tpot_target=tpot_target)
+
+    def rate_at_targets(self, ttft_target: float | None = None, tpot_target: float | None = None, *,
+                        attainment: float = 0.9, seed: int = 0, tolerance: float = 0.02,
+                        max_rounds: int = 30) -> tuple:
+        """The largest request rate (requests/s) at which ``attainment`` of the requests meet
+        both targets (s), DistServe's goodput: bisection over :meth:`at_rate` between 0 and
+        the first doubling of this run's rate that misses, to ``tolerance`` (relative).
+        Returns ``(rate, ServeResult at that rate)``; ``(0.0, None)`` when even a tenth of this
+        run's rate misses.
+
+        >>> import topologies as tp
+        >>> r = serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=5.0, duration=4.0, prompt=256, output=32, tp=8)
+        >>> best, at = r.rate_at_targets(ttft_target=0.2, tpot_target=0.01)
+        >>> best > 5.0, at.throughput > r.throughput
+        (True, True)
+        """
+        if ttft_target is None and tpot_target is None:
+            raise ValueError("rate_at_targets needs ttft_target or tpot_target (seconds)")
+        for name, target in (("ttft_target", ttft_target), ("tpot_target", tpot_target)):
+            if target is not None:
+                _checks.positive_number(name, target, "s")
+        attainment = _checks.fraction("attainment", attainment, zero_ok=False)
+        base = len(self.arrival) / self.duration
+
+        def meets(rate):
+            r = self.at_rate(rate, seed=seed, ttft_target=ttft_target, tpot_target=tpot_target)
+            many = r.output > 1
+            done = np.isfinite(r.ttft) & (np.isfinite(r.tpot) | ~many)
+            ok = _within(r.ttft, r.tpot, done, many, ttft_target, tpot_target)
+            return ok.mean() >= attainment, r
+
+        low, good = base / 10.0, None
+        fine, run = meets(low)
+        if not fine:
+            return 0.0, None
+        good = run
+        high = base
+        for _ in range(max_rounds):
+            fine, run = meets(high)
+            if not fine:
+                break
+            low, good, high = high, run, high * 2.0
+        else:
+            return low, good
+        for _ in range(max_rounds):
+            if high - low <= tolerance * low:
+                break
+            mid = (low + high) / 2.0
+            fine, run = meets(mid)
+            if fine:
+                low, good = mid, run
+            else:
+                high = mid
+        return low, good
 
     def summary(self) -> dict:
         """The headline figures as a plain dict (ms for latencies)."""
@@ -379,10 +453,9 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                               gpu_spec.hbm_bandwidth * hbm_efficiency) for name, lay in pools.items()}
     first = next(iter(models.values()))
     capacity = min(_kv_capacity(sm, memory_utilization) for sm in models.values())
-    too_long = (prompt_t + output_t).max()
-    if too_long > capacity:
-        raise ValueError(f"a request of {int(too_long)} tokens (prompt + output) exceeds the KV cache of an "
-                         f"instance ({capacity} tokens): shorten prompt / output or add GPUs per instance")
+    if (prompt_t + output_t).max() > capacity:
+        _result(dict(capacity=float(capacity)), (arrival, prompt_t, output_t), duration=duration,
+                ttft_target=None, tpot_target=None)         # raises, naming the request and the capacity
     tables, bottleneck = {}, {}
     for name, sm in models.items():
         dec_t, pre_t, table = _step_functions(graph, sm, max_batch * sm.layout.ep, longest, a2a_bytes, options)
@@ -390,13 +463,15 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         if table is not None:
             for kind, links in table.bottleneck.items():
                 bottleneck[f"{name}.{kind}"] = links
+    engine = dict(mode="colocated" if "colocated" in pools else "disaggregated", gpus=len(all_ranks),
+                  capacity=float(capacity), token_budget=token_budget, prompt=prompt, output=output,
+                  bottleneck=bottleneck, kv_bytes_per_token=first.kv_bytes_per_token,
+                  layouts={name: dict(tp=lay.tp, pp=lay.pp, ep=lay.ep, instances=lay.instances)
+                           for name, lay in pools.items()})
     if "colocated" in pools:
         lay = pools["colocated"]
-        dec_t, pre_t = tables["colocated"]
-        trace = simulate(arrival, prompt_t, output_t, prefill_instances=lay.instances, decode_instances=0,
-                         max_seqs=max_batch * lay.ep, token_budget=token_budget, kv_capacity=capacity,
-                         prefill_time=pre_t, decode_time=dec_t, window=duration)
-        step_tables = dict(decode=dec_t, prefill=pre_t)
+        engine.update(prefill_instances=lay.instances, decode_instances=0, max_seqs=max_batch * lay.ep,
+                      decode_time=tables["colocated"][0], prefill_time=tables["colocated"][1], kv_seconds=None)
     else:
         background = background_flows(pools, models, tables, rate=rate, prompt=float(np.mean(prompt_t)),
                                       output=float(np.mean(output_t)), token_budget=token_budget,
@@ -405,13 +480,28 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                          policy=options.get("policy", "ecmp"), pxn=options.get("pxn", True),
                          efficiency=options.get("efficiency"), background=background)
         bottleneck["kv"] = kv.bottleneck
-        trace = simulate(arrival, prompt_t, output_t, prefill_instances=pools["prefill"].instances,
-                         decode_instances=pools["decode"].instances,
-                         max_seqs=max_batch * pools["decode"].ep, token_budget=token_budget,
-                         kv_capacity=capacity, prefill_time=tables["prefill"][1], decode_time=tables["decode"][0],
-                         kv_seconds=kv.seconds, kv_bytes_per_token=first.kv_bytes_per_token, window=duration)
-        step_tables = dict(decode=tables["decode"][0], prefill=tables["prefill"][1])
-    n_gpus = len(all_ranks)
+        engine.update(prefill_instances=pools["prefill"].instances, decode_instances=pools["decode"].instances,
+                      max_seqs=max_batch * pools["decode"].ep, decode_time=tables["decode"][0],
+                      prefill_time=tables["prefill"][1], kv_seconds=kv.seconds)
+    return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), ttft_target=ttft_target,
+                   tpot_target=tpot_target)
+
+
+def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) -> ServeResult:
+    """Simulate ``stream`` (arrival, prompt, output) on the step tables of ``engine``."""
+    arrival, prompt_t, output_t = stream
+    too_long = (prompt_t + output_t).max()
+    if too_long > engine["capacity"]:
+        raise ValueError(f"a request of {int(too_long)} tokens (prompt + output) exceeds the KV cache of an "
+                         f"instance ({engine['capacity']:.0f} tokens): shorten prompt / output or add GPUs per "
+                         f"instance")
+    trace = simulate(arrival, prompt_t, output_t, prefill_instances=engine["prefill_instances"],
+                     decode_instances=engine["decode_instances"], max_seqs=engine["max_seqs"],
+                     token_budget=engine["token_budget"], kv_capacity=engine["capacity"],
+                     prefill_time=engine["prefill_time"], decode_time=engine["decode_time"],
+                     kv_seconds=engine["kv_seconds"], kv_bytes_per_token=engine["kv_bytes_per_token"],
+                     window=duration)
+    n_gpus = engine["gpus"]
     ttft = trace.first_token - arrival
     many = output_t > 1
     tpot = np.where(many, (trace.finish - trace.first_token) / np.maximum(output_t - 1, 1), np.nan)
@@ -421,16 +511,21 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     net_tpot = float(np.sum(trace.decode_network[done & many]) / np.sum(span)) if span.sum() > 0 else float("nan")
     goodput = float("nan")
     if ttft_target is not None or tpot_target is not None:
-        ok = done.copy()
-        if ttft_target is not None:
-            ok &= ttft <= ttft_target
-        if tpot_target is not None:
-            ok &= ~many | (tpot <= tpot_target)
-        goodput = float(ok.sum()) / duration / n_gpus
-    layouts = {name: dict(tp=lay.tp, pp=lay.pp, ep=lay.ep, instances=lay.instances) for name, lay in pools.items()}
-    return ServeResult(mode="colocated" if "colocated" in pools else "disaggregated", gpus=n_gpus,
-                       duration=float(duration), arrival=arrival, prompt=prompt_t, output=output_t, ttft=ttft,
-                       tpot=tpot, throughput=trace.tokens_in_window / duration / n_gpus, goodput=goodput,
-                       network_share_ttft=net_ttft, network_share_tpot=net_tpot, kv_seconds=trace.kv_seconds,
-                       bottleneck=bottleneck, layouts=layouts, kv_capacity=float(capacity), events=trace.events,
-                       step_tables=step_tables)
+        goodput = float(_within(ttft, tpot, done, many, ttft_target, tpot_target).sum()) / duration / n_gpus
+    return ServeResult(mode=engine["mode"], gpus=n_gpus, duration=duration, arrival=arrival, prompt=prompt_t,
+                       output=output_t, ttft=ttft, tpot=tpot, throughput=trace.tokens_in_window / duration / n_gpus,
+                       goodput=goodput, network_share_ttft=net_ttft, network_share_tpot=net_tpot,
+                       kv_seconds=trace.kv_seconds, bottleneck=engine["bottleneck"], layouts=engine["layouts"],
+                       kv_capacity=engine["capacity"], events=trace.events,
+                       step_tables=dict(decode=engine["decode_time"], prefill=engine["prefill_time"]),
+                       engine=engine)
+
+
+def _within(ttft, tpot, done, many, ttft_target, tpot_target) -> np.ndarray:
+    """Requests that finished within both targets (a missing target holds everything)."""
+    ok = done.copy()
+    if ttft_target is not None:
+        ok &= ttft <= ttft_target
+    if tpot_target is not None:
+        ok &= ~many | (tpot <= tpot_target)
+    return ok
