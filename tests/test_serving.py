@@ -227,3 +227,15 @@ def test_rate_at_targets_meets_them_and_a_faster_rate_does_not(one_server):
     assert attained(r.at_rate(best * 1.1)) < 0.9
     with pytest.raises(ValueError, match="ttft_target or tpot_target"):
         r.rate_at_targets()
+
+
+def test_comm_overlap_hides_communication_up_to_the_compute(one_server):
+    kwargs = dict(rate=1.0, duration=2.0, prompt=16, output=4, tp=2)
+    plain = fs.serve(one_server, "llama-3-8b", **kwargs).decode_step(2, 0)
+    half = fs.serve(one_server, "llama-3-8b", comm_overlap=0.5, **kwargs).decode_step(2, 0)
+    full = fs.serve(one_server, "llama-3-8b", comm_overlap=1.0, **kwargs).decode_step(2, 0)
+    compute = plain[0] - plain[1]                        # the memory-bound step, ~2.5 ms, longer than its ~1 ms comm
+    assert half == pytest.approx((compute + plain[1] / 2, plain[1] / 2), rel=1e-12)
+    assert full == pytest.approx((compute, 0.0), abs=1e-15)
+    with pytest.raises(ValueError, match="comm_overlap"):
+        fs.serve(one_server, "llama-3-8b", comm_overlap=1.5, **kwargs)

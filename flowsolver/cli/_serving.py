@@ -47,6 +47,8 @@ def add_serve(sub, fmt) -> None:
     s.add_argument("--max-batch", type=int, default=256, help="sequences per attention rank (default %(default)s)")
     s.add_argument("--token-budget", type=int, default=8192, help="prompt tokens per prefill step (default 8192)")
     s.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="weights (default %(default)s)")
+    s.add_argument("--comm-overlap", type=float, default=0.0,
+                   help="share of each step's communication hidden behind its compute (default 0)")
     s.add_argument("--ttft-target", type=float, default=None, help="TTFT target (ms) for the goodput")
     s.add_argument("--tpot-target", type=float, default=None, help="TPOT target (ms) for the goodput")
     s.add_argument("--request-seed", type=int, default=0, help="seed of the request stream (default 0)")
@@ -69,6 +71,7 @@ def serve(args) -> None:
             output=_length("--output", args.output), tp=args.tp, pp=args.pp, ep=args.ep,
             prefill_gpus=args.prefill_gpus, decode=decode, max_batch=args.max_batch, token_budget=args.token_budget,
             precision=args.precision, ttft_target=ms(args.ttft_target), tpot_target=ms(args.tpot_target),
+            comm_overlap=args.comm_overlap,
             seed=args.request_seed)
     s = r.summary()
     lay = ", ".join(f"{name} {v['instances']} x (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})"

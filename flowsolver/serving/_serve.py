@@ -232,9 +232,11 @@ def _pool(name, spec, ranks, model) -> InstanceLayout:
     return InstanceLayout(tp=tp, pp=pp, ep=ep, ranks=tuple(ranks))
 
 
-def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_bytes: float, options: dict):
+def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_bytes: float, options: dict,
+                    overlap: float = 0.0):
     """decode_time(batch, context) and prefill_time(tokens, squares, sequences) of one pool's
-    instance, (seconds, communication seconds); its communication tables."""
+    instance, (seconds, exposed communication seconds); its communication tables. ``overlap``
+    of each step's communication hides behind its compute (at most all of the compute)."""
     lay, m = sm.layout, sm.model
     kinds = {k: _OPS[k] for k, deg in (("tp", lay.tp), ("ep", lay.ep), ("pp", lay.pp)) if deg > 1}
     smallest = min(sm.tp_bytes(1) if lay.tp > 1 else np.inf, sm.ep_bytes(1, a2a_bytes) if lay.ep > 1 else np.inf,
@@ -262,12 +264,16 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
         b = int(batch)
         compute = max((weights[b] + per_context_bytes * context) / sm.hbm_bandwidth,
                       (flops[b] + per_context_flops * context) / rate)
-        return compute + comm_decode[b], float(comm_decode[b])
+        net = float(comm_decode[b])
+        exposed = net - min(overlap * net, compute)
+        return compute + exposed, exposed
 
     def prefill_time(tokens, squares, sequences):
         e = lay.ep
         net = float(comm(tokens / e))
-        return sm.prefill_seconds(tokens / e, squares / e, sequences / e) + net, net
+        compute = sm.prefill_seconds(tokens / e, squares / e, sequences / e)
+        exposed = net - min(overlap * net, compute)
+        return compute + exposed, exposed
 
     return decode_time, prefill_time, table
 
@@ -345,7 +351,7 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
           compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
           attention_efficiency: float = DEFAULT_ATTENTION_EFFICIENCY, hbm_efficiency: float | None = None,
           memory_utilization: float = DEFAULT_MEMORY_UTILIZATION, ttft_target: float | None = None,
-          tpot_target: float | None = None, gpu=None, seed: int = 0,
+          tpot_target: float | None = None, comm_overlap: float = 0.0, gpu=None, seed: int = 0,
           collective_options: dict | None = None) -> ServeResult:
     """Serve a Poisson request stream with ``model`` on the cluster ``graph``.
 
@@ -390,6 +396,10 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         Share of GPU memory for weights and KV cache (default vLLM's 0.9).
     ttft_target, tpot_target : float, optional
         Latency targets (s) for ``goodput``.
+    comm_overlap : float in [0, 1]
+        Share of each step's communication hidden behind its compute (at most the compute):
+        0 (default) none; DeepSeek's two-microbatch pipelines hide most of it. The network
+        shares count the exposed part.
     collective_options : dict, optional
         Options of :func:`flowsolver.concurrent_kinds` (``policy``, ``efficiency``, ...;
         ``protocol`` defaults to ``"auto"``, NCCL's choice per size).
@@ -422,6 +432,7 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     compute_efficiency = _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
     attention_efficiency = _checks.fraction("attention_efficiency", attention_efficiency, zero_ok=False)
     memory_utilization = _checks.fraction("memory_utilization", memory_utilization, zero_ok=False)
+    comm_overlap = _checks.fraction("comm_overlap", comm_overlap, zero_ok=True)
     kv_bytes = 2.0 if kv_bytes is None else _checks.positive_number("kv_bytes", kv_bytes, "bytes")
     a2a_bytes = 2.0 if a2a_bytes is None else _checks.positive_number("a2a_bytes", a2a_bytes, "bytes")
     max_batch = _checks.integer("max_batch", max_batch)
@@ -458,7 +469,8 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                 ttft_target=None, tpot_target=None)         # raises, naming the request and the capacity
     tables, bottleneck = {}, {}
     for name, sm in models.items():
-        dec_t, pre_t, table = _step_functions(graph, sm, max_batch * sm.layout.ep, longest, a2a_bytes, options)
+        dec_t, pre_t, table = _step_functions(graph, sm, max_batch * sm.layout.ep, longest, a2a_bytes, options,
+                                              comm_overlap)
         tables[name] = (dec_t, pre_t)
         if table is not None:
             for kind, links in table.bottleneck.items():
