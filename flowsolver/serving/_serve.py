@@ -294,12 +294,12 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
         if name == "prefill":
             tokens = float(token_budget)
             step = prefill_time(tokens, tokens * prompt, tokens / prompt)[0]
-            load = rate * prompt / (lay.instances * tokens / step)
+            load = rate * prompt / (lay.instances * lay.pp * tokens / step)
         else:
             seqs = max_batch * lay.ep
             tokens = float(seqs)
             step = decode_time(seqs, min(seqs * (prompt + output / 2.0), capacity))[0]
-            load = rate * output / (lay.instances * seqs / step)
+            load = rate * output / (lay.instances * lay.pp * seqs / step)
         share = min(1.0, load) / step
         per_rank = tokens / lay.ep
         moe_layers = m.layers if m.experts > 1 else 0
@@ -329,8 +329,9 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
 
 
 def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
-    """KV tokens an instance holds: each GPU's memory share left after its weights (all its
-    experts), over the KV bytes per token it keeps, times the attention ranks."""
+    """KV tokens a pipeline engine holds: each GPU's memory share left after its weights (all
+    its experts), over the KV bytes per token it keeps, times the attention ranks, shared by
+    the ``pp`` engines a pipeline keeps in flight."""
     m, lay, gpu = sm.model, sm.layout, sm.gpu
     local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
     weights = WEIGHT_BYTES[sm.precision] * (m.layers * (m.attention_params + local_mlp)
@@ -341,7 +342,7 @@ def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
                          f"pp={lay.pp}, ep={lay.ep} on a {gpu.name} ({gpu.memory * memory_utilization / 1e9:.1f} "
                          f"GB usable): raise tp, pp or ep")
     per_token = sm.kv_bytes_per_token / (sm.kv_shards * lay.pp)
-    return math.floor(free / per_token) * lay.ep
+    return math.floor(free / per_token / lay.pp) * lay.ep
 
 
 def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, prompt=1024, output=256,
@@ -356,7 +357,9 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     """Serve a Poisson request stream with ``model`` on the cluster ``graph``.
 
     Co-located (default): every GPU of ``ranks`` (default all) belongs to instances of ``tp x
-    pp x ep`` GPUs that prefill and decode. Disaggregated (``prefill_gpus``): the first
+    pp x ep`` GPUs that prefill and decode. An instance of ``pp`` stages keeps ``pp`` batches
+    in flight (vLLM's virtual engines): ``pp`` engines, each with ``1 / pp`` of the KV cache,
+    each step crossing every stage in turn (in steady state they take the stages in turn). Disaggregated (``prefill_gpus``): the first
     ``prefill_gpus`` of ``ranks`` prefill with ``tp, pp, ep``, the rest decode with
     ``decode`` (``dict(tp=, pp=, ep=)``, default the same), and every request's KV cache
     crosses the fabric between them. Step times come from the model's FLOPs and bytes
@@ -482,7 +485,7 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                            for name, lay in pools.items()})
     if "colocated" in pools:
         lay = pools["colocated"]
-        engine.update(prefill_instances=lay.instances, decode_instances=0, max_seqs=max_batch * lay.ep,
+        engine.update(prefill_instances=lay.instances * lay.pp, decode_instances=0, max_seqs=max_batch * lay.ep,
                       decode_time=tables["colocated"][0], prefill_time=tables["colocated"][1], kv_seconds=None)
     else:
         background = background_flows(pools, models, tables, rate=rate, prompt=float(np.mean(prompt_t)),
@@ -492,7 +495,8 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                          policy=options.get("policy", "ecmp"), pxn=options.get("pxn", True),
                          efficiency=options.get("efficiency"), background=background)
         bottleneck["kv"] = kv.bottleneck
-        engine.update(prefill_instances=pools["prefill"].instances, decode_instances=pools["decode"].instances,
+        engine.update(prefill_instances=pools["prefill"].instances * pools["prefill"].pp,
+                      decode_instances=pools["decode"].instances * pools["decode"].pp,
                       max_seqs=max_batch * pools["decode"].ep, decode_time=tables["decode"][0],
                       prefill_time=tables["prefill"][1], kv_seconds=kv.seconds)
     return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), ttft_target=ttft_target,
