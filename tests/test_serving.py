@@ -239,3 +239,11 @@ def test_comm_overlap_hides_communication_up_to_the_compute(one_server):
     assert full == pytest.approx((compute, 0.0), abs=1e-15)
     with pytest.raises(ValueError, match="comm_overlap"):
         fs.serve(one_server, "llama-3-8b", comm_overlap=1.5, **kwargs)
+
+
+def test_kv_capacity_by_hand_and_shared_by_the_pipeline_engines(one_server):
+    r = fs.serve(one_server, "llama-3-8b", rate=1.0, duration=2.0, prompt=16, output=4, tp=1, pp=2)
+    params = L * (2 * H * H + 2 * H * KVH * D + 3 * H * F) + 2 * V * H      # embedding and output projection
+    free = 80e9 * 0.9 - 2 * params / 2                                      # per GPU: half the layers, bf16
+    per_token = KV_PER_TOKEN / 2                                            # half the layers' K and V
+    assert r.kv_capacity == np.floor(free / per_token / 2)                  # two engines in flight
