@@ -97,7 +97,7 @@ def test_event_loop_disaggregated_hand_trace():
     # decode 2.25 -> 2.75 (r1 done)
     t = simulate([0.0, 0.5], [4, 4], [3, 2], prefill_instances=1, decode_instances=1, max_seqs=4, token_budget=4,
                  kv_capacity=100, prefill_time=lambda n, s, q: (1.0, 0.0), decode_time=lambda b, k: (0.5, 0.0),
-                 kv_seconds=lambda nbytes, n: 0.25, kv_bytes_per_token=1.0)
+                 kv_seconds=lambda nbytes, n: nbytes * 0.0625, kv_bytes_per_token=1.0)   # 4 bytes: 0.25 s
     np.testing.assert_allclose(t.first_token, [1.0, 2.0])
     np.testing.assert_allclose(t.finish, [2.25, 2.75])
     np.testing.assert_allclose(t.kv_seconds, [0.25, 0.25])
@@ -247,3 +247,21 @@ def test_kv_capacity_by_hand_and_shared_by_the_pipeline_engines(one_server):
     free = 80e9 * 0.9 - 2 * params / 2                                      # per GPU: half the layers, bf16
     per_token = KV_PER_TOKEN / 2                                            # half the layers' K and V
     assert r.kv_capacity == np.floor(free / per_token / 2)                  # two engines in flight
+
+
+def test_event_loop_sends_one_prefill_step_as_one_transfer():
+    # rA (1 output token: no transfer) prefills 0 -> 1; r0 (4 tokens) and r1 (6), arrived at 0.5, prefill
+    # together 1 -> 2; their KV leaves as one transfer, one after the other, at 0.01 s per byte (1 byte per
+    # token): r0 arrives at 2.04, r1 at 2.10. r0 decodes 2.04 -> 2.54 (done); r1 joins at 2.54 -> 3.04
+    waves = []
+
+    def kv_seconds(nbytes, in_flight):
+        waves.append(in_flight)
+        return nbytes * 0.01 * in_flight
+
+    t = simulate([0.0, 0.5, 0.5], [2, 4, 6], [1, 2, 2], prefill_instances=1, decode_instances=1, max_seqs=4,
+                 token_budget=16, kv_capacity=100, prefill_time=lambda n, s, q: (1.0, 0.0),
+                 decode_time=lambda b, k: (0.5, 0.0), kv_seconds=kv_seconds, kv_bytes_per_token=1.0)
+    np.testing.assert_allclose(t.kv_seconds, [0.0, 0.04, 0.10])
+    np.testing.assert_allclose(t.finish, [1.0, 2.54, 3.04])
+    assert waves == [1]                      # one prefill instance sending, once

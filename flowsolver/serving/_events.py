@@ -8,7 +8,10 @@ preempted) within ``kv_capacity`` tokens: a prefill step (vLLM's default, prefil
 chunking). Otherwise it runs a decode step of every running sequence: one token each. A
 request's first token comes at the end of its prefill step. Disaggregated, it then ships its
 KV cache to the decode instance with the fewest reserved tokens (``kv_seconds(bytes, in
-flight)``) and joins that instance's batch at its next step boundary when it fits.
+flight)``) and joins that instance's batch at its next step boundary when it fits. The
+requests of one prefill step go out as one transfer, one after another over the same links
+(a request's KV arrives when it and those before it are sent), at the rate of the number of
+prefill instances sending at that moment.
 
 The cost per event is small: a step's time is a function of the batch size and the context it
 holds, evaluated from tables built once (``prefill_time``, ``decode_time``); a decode step
@@ -67,7 +70,8 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
     """Run the requests (``arrival`` s, sorted; ``prompt`` / ``output`` tokens) to completion.
 
     ``decode_instances == 0``: co-located, ``prefill_instances`` instances do both. Otherwise
-    disaggregated, with ``kv_seconds(bytes, in_flight)`` the transfer time.
+    disaggregated, with ``kv_seconds(bytes, in_flight)`` the transfer time of ``bytes`` while
+    ``in_flight`` prefill instances send (linear in ``bytes``).
     ``prefill_time(tokens, square_tokens, sequences)`` and ``decode_time(sequences,
     context_tokens)`` return ``(seconds, communication seconds)`` of one instance's step.
 
@@ -167,8 +171,9 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
             pre[k].queue.append(x)
             start(t, k, pre[k], True)
         elif kind == _KV:
-            i, k = x
-            state["in_flight"] -= 1
+            i, k, last = x
+            if last:                     # the prefill step's transfer is over
+                state["in_flight"] -= 1
             inst = dec[k]
             inst.queue.append(i)
             if not inst.busy:
@@ -180,6 +185,11 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
             inst.busy = False
             if was_prefill:
                 take, comm = inst.batch
+                sends = [] if colocated else [i for i in take if output[i] > 1]
+                if sends:                # one transfer per prefill step: its requests one after another
+                    state["in_flight"] += 1
+                    per_byte = kv_seconds(1.0, state["in_flight"])
+                    sent = 0.0
                 for i in take:
                     first[i] = t
                     ttft_net[i] = comm
@@ -197,11 +207,10 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
                             continue
                         d = int(np.argmin(dec_reserved))
                         dec_reserved[d] += need[i]
-                        state["in_flight"] += 1
-                        nbytes = kv_bytes_per_token * float(prompt[i])
-                        kv_s[i] = kv_seconds(nbytes, state["in_flight"])
+                        sent += kv_bytes_per_token * float(prompt[i])
+                        kv_s[i] = sent * per_byte
                         dec_net[i] += kv_s[i]
-                        push(t + kv_s[i], _KV, (i, d))
+                        push(t + kv_s[i], _KV, (i, d, i == sends[-1]))
             else:
                 if t <= window:
                     state["tokens"] += inst.running

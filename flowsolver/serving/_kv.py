@@ -14,7 +14,8 @@ the pools' own communication as background flows capped at their average rates (
 :func:`flowsolver.serving._serve.background_flows`). A
 transfer that starts while ``m`` transfers are in flight takes the time of the smallest wave
 ``k >= m``, scaled by its bytes (the rates are held from its start; path latencies, µs, are
-left out next to transfers of MB).
+left out next to transfers of MB). The event loop sends the requests of one prefill step as one
+transfer, one after another.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class KvTransfer:
     bottleneck: tuple
 
     def seconds(self, nbytes: float, in_flight: int) -> float:
-        """Seconds to send ``nbytes`` of KV cache with ``in_flight`` transfers running (itself included)."""
+        """Seconds to send ``nbytes`` of KV cache while ``in_flight`` prefill instances send (itself included)."""
         j = min(int(np.searchsorted(self.waves, max(in_flight, 1))), len(self.waves) - 1)
         return nbytes * float(self.seconds_per_byte[j])
 
