@@ -359,8 +359,9 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     Co-located (default): every GPU of ``ranks`` (default all) belongs to instances of ``tp x
     pp x ep`` GPUs that prefill and decode. An instance of ``pp`` stages keeps ``pp`` batches
     in flight (vLLM's virtual engines): ``pp`` engines, each with ``1 / pp`` of the KV cache,
-    each step crossing every stage in turn (in steady state they take the stages in turn). Disaggregated (``prefill_gpus``): the first
-    ``prefill_gpus`` of ``ranks`` prefill with ``tp, pp, ep``, the rest decode with
+    each step crossing every stage in turn (in steady state they take the stages in turn).
+    Disaggregated (``prefill_gpus``): the first ``prefill_gpus`` of ``ranks`` prefill with
+    ``tp, pp, ep``, the rest decode with
     ``decode`` (``dict(tp=, pp=, ep=)``, default the same), and every request's KV cache
     crosses the fabric between them. Step times come from the model's FLOPs and bytes
     (:mod:`flowsolver.serving._steps`), communication from the collectives solved on
