@@ -12,9 +12,9 @@ fair sharing, re-solved as flows finish (:func:`flowsolver.completion_times`, on
 catalogue's effective link capacities, as :func:`flowsolver.concurrent` solves them), beside
 the pools' own communication as background flows capped at their average rates (see
 :func:`flowsolver.serving._serve.background_flows`). A transfer that starts while ``m``
-prefill instances send takes the time of the smallest wave ``k >= m``, scaled by its bytes (the rates are held from its start; path latencies, µs, are
-left out next to transfers of MB). The event loop sends the requests of one prefill step as one
-transfer, one after another.
+prefill instances send takes the time of the smallest wave ``k >= m``, scaled by its bytes
+(the rates are held from its start; path latencies, µs, are left out next to transfers of MB).
+The event loop sends the requests of one prefill step as one transfer, one after another.
 """
 
 from __future__ import annotations
