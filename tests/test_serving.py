@@ -265,3 +265,16 @@ def test_event_loop_sends_one_prefill_step_as_one_transfer():
     np.testing.assert_allclose(t.kv_seconds, [0.0, 0.04, 0.10])
     np.testing.assert_allclose(t.finish, [1.0, 2.54, 3.04])
     assert waves == [1]                      # one prefill instance sending, once
+
+
+def test_kv_transfers_leave_every_attention_rank_in_parallel():
+    # an EP 4 prefill instance of 4 GPUs (one server) and a decode instance on the other server: the 4
+    # attention ranks send at once, each on its own rail, so 4 requests take as long as 1 (by rank)
+    g = tp.rail_optimized(nodes=2)
+    prefill = InstanceLayout(tp=1, pp=1, ep=4, ranks=(0, 1, 2, 3))
+    decode = InstanceLayout(tp=1, pp=1, ep=4, ranks=(8, 9, 10, 11))
+    src, dst, _ = kv_flows(prefill, decode, 8, [(0, 0)])
+    assert src.tolist() == [0, 1, 2, 3] and dst.tolist() == [8, 9, 10, 11]
+    kv = kv_transfer(g, prefill, decode, 8)
+    one, _ = wave_finish(g, [0], [8], [2.0 ** 20])
+    assert kv.ranks == 4 and kv.seconds(4 * 2.0 ** 20, 1) == pytest.approx(one[0], rel=1e-9)

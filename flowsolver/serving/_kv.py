@@ -1,7 +1,8 @@
 """KV-cache transfers from prefill to decode instances as flows on the fabric.
 
 A request's KV cache sits on the ``min(tp, kv_heads) x pp`` GPUs of the prefill attention rank
-that computed it (each holds its stages' layers and its share of the KV heads); it is sent to
+that computed it (a prefill step's requests are spread over the instance's ``ep`` attention
+ranks, which send in parallel) (each holds its stages' layers and its share of the KV heads); it is sent to
 the matching GPUs of a decode attention rank: ``n = max(shards_prefill, shards_decode)`` flows
 of ``bytes / n`` each, source ``i n_p / n`` and destination ``i n_d / n`` (shard ``i``).
 
@@ -35,8 +36,9 @@ def shard_ranks(layout, instance: int, kv_heads: int, rank: int = 0) -> list:
 
 
 def kv_flows(prefill, decode, kv_heads: int, pairs) -> tuple:
-    """``(src, dst, owner)`` arrays of the shard flows of one request per (prefill instance,
-    decode instance) pair of ``pairs``; ``owner`` is the pair's index.
+    """``(src, dst, owner)`` arrays of the shard flows of one request per attention rank of the
+    prefill instance, for each (prefill instance, decode instance) pair of ``pairs`` (rank
+    ``r`` to the decode instance's rank ``r mod ep``); ``owner`` is the pair's index.
 
     >>> from flowsolver.serving._steps import InstanceLayout
     >>> p, d = InstanceLayout(2, 1, 1, (0, 1)), InstanceLayout(1, 1, 1, (8, 9))
@@ -45,12 +47,13 @@ def kv_flows(prefill, decode, kv_heads: int, pairs) -> tuple:
     """
     src, dst, owner = [], [], []
     for j, (a, b) in enumerate(pairs):
-        s, t = shard_ranks(prefill, a, kv_heads), shard_ranks(decode, b, kv_heads)
-        n = max(len(s), len(t))
-        for i in range(n):
-            src.append(s[i * len(s) // n])
-            dst.append(t[i * len(t) // n])
-            owner.append(j)
+        for r in range(prefill.ep):
+            s, t = shard_ranks(prefill, a, kv_heads, r), shard_ranks(decode, b, kv_heads, r % decode.ep)
+            n = max(len(s), len(t))
+            for i in range(n):
+                src.append(s[i * len(s) // n])
+                dst.append(t[i * len(t) // n])
+                owner.append(j)
     return np.array(src), np.array(dst), np.array(owner)
 
 
@@ -58,19 +61,23 @@ def kv_flows(prefill, decode, kv_heads: int, pairs) -> tuple:
 class KvTransfer:
     """Seconds per byte of a request's KV transfer by concurrency wave.
 
-    ``waves[j]`` transfers at once; ``seconds_per_byte[j]`` (the slowest sender of that wave's
-    time over the request's bytes), ``shards`` flows per request, ``bottleneck`` the links that
-    held the largest wave's flows (:class:`flowsolver.routing.Bottleneck`)."""
+    ``waves[j]`` prefill instances send at once, each one request from each of its ``ranks``
+    attention ranks; ``seconds_per_byte[j]`` (the slowest sender of that wave's time over one
+    request's bytes), ``shards`` flows per request, ``bottleneck`` the links that held the
+    largest wave's flows (:class:`flowsolver.routing.Bottleneck`)."""
 
     waves: np.ndarray
     seconds_per_byte: np.ndarray
     shards: int
     bottleneck: tuple
+    ranks: int = 1
 
     def seconds(self, nbytes: float, in_flight: int) -> float:
-        """Seconds to send ``nbytes`` of KV cache while ``in_flight`` prefill instances send (itself included)."""
+        """Seconds to send ``nbytes`` of KV cache, spread evenly over the prefill instance's
+        attention ranks (each sends its share in parallel), while ``in_flight`` prefill
+        instances send (itself included)."""
         j = min(int(np.searchsorted(self.waves, max(in_flight, 1))), len(self.waves) - 1)
-        return nbytes * float(self.seconds_per_byte[j])
+        return nbytes / self.ranks * float(self.seconds_per_byte[j])
 
 
 def wave_finish(graph, src, dst, sizes, *, policy: str = "ecmp", pxn: bool = True, efficiency=None,
@@ -123,10 +130,10 @@ def kv_transfer(graph, prefill, decode, kv_heads: int, *, policy: str = "ecmp", 
     reference = 2.0 ** 20                  # bytes per shard flow in the solve (times scale with bytes)
     for k in waves:
         src, dst, owner = kv_flows(prefill, decode, kv_heads, [(p, p % D) for p in range(k)])
-        shards = int(np.sum(owner == 0))
+        shards = int(np.sum(owner == 0)) // prefill.ep
         finish, neck = wave_finish(graph, src, dst, np.full(len(src), reference), policy=policy, pxn=pxn,
                                    efficiency=efficiency, background=background)
         per_byte.append(float(np.max(finish)) / (reference * shards))
         bottleneck = neck
     return KvTransfer(waves=np.array(waves), seconds_per_byte=np.array(per_byte), shards=shards,
-                      bottleneck=bottleneck)
+                      bottleneck=bottleneck, ranks=prefill.ep)
