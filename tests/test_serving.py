@@ -277,4 +277,15 @@ def test_kv_transfers_leave_every_attention_rank_in_parallel():
     assert src.tolist() == [0, 1, 2, 3] and dst.tolist() == [8, 9, 10, 11]
     kv = kv_transfer(g, prefill, decode, 8)
     one, _ = wave_finish(g, [0], [8], [2.0 ** 20])
-    assert kv.ranks == 4 and kv.seconds(4 * 2.0 ** 20, 1) == pytest.approx(one[0], rel=1e-9)
+    assert kv.ranks == 4 and kv.seconds(2.0 ** 20, 1) == pytest.approx(one[0], rel=1e-9)
+
+
+def test_event_loop_deals_a_prefill_step_to_the_attention_ranks():
+    # 3 requests prefilled together on a 2-rank instance: r0 and r2 on rank 0 (one after the other), r1 on
+    # rank 1; 0.01 s per byte, 1 byte per token
+    t = simulate([0.0, 0.0, 0.0, 0.0], [2, 4, 6, 8], [1, 2, 2, 2], prefill_instances=1, decode_instances=1,
+                 max_seqs=8, token_budget=64, kv_capacity=100, prefill_time=lambda n, s, q: (1.0, 0.0),
+                 decode_time=lambda b, k: (0.5, 0.0), kv_seconds=lambda nbytes, n: nbytes * 0.01,
+                 kv_bytes_per_token=1.0, kv_ranks=2)
+    # rA prefills alone 0 -> 1 (first arrival); r0, r1, r2 together 1 -> 2
+    np.testing.assert_allclose(t.kv_seconds, [0.0, 0.04, 0.06, 0.12])

@@ -9,9 +9,9 @@ chunking). Otherwise it runs a decode step of every running sequence: one token 
 request's first token comes at the end of its prefill step. Disaggregated, it then ships its
 KV cache to the decode instance with the fewest reserved tokens (``kv_seconds(bytes, in
 flight)``) and joins that instance's batch at its next step boundary when it fits. The
-requests of one prefill step go out as one transfer, one after another over the same links
-(a request's KV arrives when it and those before it are sent), at the rate of the number of
-prefill instances sending at that moment.
+requests of one prefill step are dealt to its attention ranks in turn; each rank sends its
+requests one after another (a request's KV arrives when it and those before it on its rank are
+sent), at the rate of the number of prefill instances sending at that moment.
 
 The cost per event is small: a step's time is a function of the batch size and the context it
 holds, evaluated from tables built once (``prefill_time``, ``decode_time``); a decode step
@@ -66,12 +66,14 @@ class _Instance:
 
 def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instances: int, max_seqs: int,
              token_budget: int, kv_capacity: float, prefill_time, decode_time, kv_seconds=None,
-             kv_bytes_per_token: float = 0.0, window: float = np.inf, max_events: int | None = None) -> Trace:
+             kv_bytes_per_token: float = 0.0, kv_ranks: int = 1, window: float = np.inf,
+             max_events: int | None = None) -> Trace:
     """Run the requests (``arrival`` s, sorted; ``prompt`` / ``output`` tokens) to completion.
 
     ``decode_instances == 0``: co-located, ``prefill_instances`` instances do both. Otherwise
-    disaggregated, with ``kv_seconds(bytes, in_flight)`` the transfer time of ``bytes`` while
-    ``in_flight`` prefill instances send (linear in ``bytes``).
+    disaggregated, with ``kv_seconds(bytes, in_flight)`` the time one of a prefill instance's
+    ``kv_ranks`` attention ranks takes to send ``bytes`` while ``in_flight`` prefill instances
+    send (linear in ``bytes``); a prefill step's requests are dealt to its ranks in turn.
     ``prefill_time(tokens, square_tokens, sequences)`` and ``decode_time(sequences,
     context_tokens)`` return ``(seconds, communication seconds)`` of one instance's step.
 
@@ -189,8 +191,8 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
                 if sends:                # one transfer per prefill step: its requests one after another
                     state["in_flight"] += 1
                     per_byte = kv_seconds(1.0, state["in_flight"])
-                    sent = 0.0
-                for i in take:
+                    sent = [0.0] * kv_ranks          # bytes each attention rank has sent so far
+                for j, i in enumerate(take):
                     first[i] = t
                     ttft_net[i] = comm
                     if t <= window:
@@ -207,8 +209,9 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
                             continue
                         d = int(np.argmin(dec_reserved))
                         dec_reserved[d] += need[i]
-                        sent += kv_bytes_per_token * float(prompt[i])
-                        kv_s[i] = sent * per_byte
+                        rank = j % kv_ranks
+                        sent[rank] += kv_bytes_per_token * float(prompt[i])
+                        kv_s[i] = sent[rank] * per_byte
                         dec_net[i] += kv_s[i]
                         push(t + kv_s[i], _KV, (i, d, i == sends[-1]))
             else:

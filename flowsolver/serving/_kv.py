@@ -1,8 +1,8 @@
 """KV-cache transfers from prefill to decode instances as flows on the fabric.
 
 A request's KV cache sits on the ``min(tp, kv_heads) x pp`` GPUs of the prefill attention rank
-that computed it (a prefill step's requests are spread over the instance's ``ep`` attention
-ranks, which send in parallel) (each holds its stages' layers and its share of the KV heads); it is sent to
+that computed it (a prefill step's requests are dealt to the instance's ``ep`` attention ranks
+in turn; the ranks send in parallel) (each holds its stages' layers and its share of the KV heads); it is sent to
 the matching GPUs of a decode attention rank: ``n = max(shards_prefill, shards_decode)`` flows
 of ``bytes / n`` each, source ``i n_p / n`` and destination ``i n_d / n`` (shard ``i``).
 
@@ -73,11 +73,10 @@ class KvTransfer:
     ranks: int = 1
 
     def seconds(self, nbytes: float, in_flight: int) -> float:
-        """Seconds to send ``nbytes`` of KV cache, spread evenly over the prefill instance's
-        attention ranks (each sends its share in parallel), while ``in_flight`` prefill
-        instances send (itself included)."""
+        """Seconds one attention rank takes to send ``nbytes`` of KV cache while ``in_flight``
+        prefill instances send (itself included; every rank of each sending at once)."""
         j = min(int(np.searchsorted(self.waves, max(in_flight, 1))), len(self.waves) - 1)
-        return nbytes / self.ranks * float(self.seconds_per_byte[j])
+        return nbytes * float(self.seconds_per_byte[j])
 
 
 def wave_finish(graph, src, dst, sizes, *, policy: str = "ecmp", pxn: bool = True, efficiency=None,

@@ -499,7 +499,7 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         engine.update(prefill_instances=pools["prefill"].instances * pools["prefill"].pp,
                       decode_instances=pools["decode"].instances * pools["decode"].pp,
                       max_seqs=max_batch * pools["decode"].ep, decode_time=tables["decode"][0],
-                      prefill_time=tables["prefill"][1], kv_seconds=kv.seconds)
+                      prefill_time=tables["prefill"][1], kv_seconds=kv.seconds, kv_ranks=kv.ranks)
     return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), ttft_target=ttft_target,
                    tpot_target=tpot_target)
 
@@ -517,7 +517,7 @@ def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) 
                      token_budget=engine["token_budget"], kv_capacity=engine["capacity"],
                      prefill_time=engine["prefill_time"], decode_time=engine["decode_time"],
                      kv_seconds=engine["kv_seconds"], kv_bytes_per_token=engine["kv_bytes_per_token"],
-                     window=duration)
+                     kv_ranks=engine.get("kv_ranks", 1), window=duration)
     n_gpus = engine["gpus"]
     ttft = trace.first_token - arrival
     many = output_t > 1
