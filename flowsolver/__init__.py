@@ -32,6 +32,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._design": ("Design", "design", "pareto_front"),
     ".reliability": ("Component", "GoodputResult", "JobResponse", "default_components", "goodput", "place_jobs",
                   "placement_slowdowns", "simulate_goodput"),
+    ".serving": ("ServeResult", "serve"),
 })   # flowsolver.plot and flowsolver.study (matplotlib) load on first use as submodules
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -56,6 +57,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._design import Design, design, pareto_front
     from .reliability import (Component, GoodputResult, JobResponse, default_components, goodput, place_jobs,
                            placement_slowdowns, simulate_goodput)
+    from .serving import ServeResult, serve
 
 __all__ = [
     "__version__", "Status",
@@ -74,4 +76,5 @@ __all__ = [
     "design", "Design", "pareto_front",
     "goodput", "simulate_goodput", "GoodputResult", "JobResponse", "Component", "default_components", "place_jobs",
     "placement_slowdowns",
+    "serve", "ServeResult",
 ]

@@ -6,7 +6,8 @@ the model's), ``calibrate LOG...`` (fit link efficiency and NCCL's latency scale
 (one training step and its breakdown), ``study`` (the network study, the main job: ``make
 run``), ``sweep CONFIG.toml``, ``replay TRACE`` (a Chakra trace or SimAI workload on a
 cluster), ``upgrade`` (what to upgrade for a collective, under a budget) and ``goodput``
-(useful training time over failure trajectories; ``--jobs``: placements of neighbouring jobs). With no
+(useful training time over failure trajectories; ``--jobs``: placements of neighbouring jobs) and ``serve``
+(a request stream served, co-located or disaggregated: TTFT, TPOT, the network's share). With no
 sub-command it describes the built-in default cluster (8 DGX H100
 servers on a rail-optimised InfiniBand NDR fabric). Bad input (an output folder that does
 not exist included, checked before any computation) exits with status 2 and a one-line
@@ -22,7 +23,7 @@ import sys
 
 import topologies as tp
 
-from . import _commands, _fleet
+from . import _commands, _fleet, _serving
 from ._arguments import CliError, build_graph, in_cli_words, parse_size
 from ._output import emit, to_json, writable
 from ._parser import build_parser
@@ -49,7 +50,7 @@ def _topology(args) -> None:
 _COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "calibrate": _commands.calibrate_logs,
              "train": _commands.train, "sweep": _commands.sweep_file, "topology": _topology,
              "replay": _commands.replay, "upgrade": _commands.upgrade, "design": _fleet.design,
-             "goodput": _fleet.goodput}
+             "goodput": _fleet.goodput, "serve": _serving.serve}
 
 
 def main(argv: list[str] | None = None) -> int:

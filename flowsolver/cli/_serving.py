@@ -1,0 +1,102 @@
+"""``flowsolver serve``: a request stream served on the cluster, co-located or disaggregated:
+TTFT and TPOT percentiles, throughput per GPU, goodput, the network's share, bottleneck links."""
+
+from __future__ import annotations
+
+from ..training import MODELS
+from ._arguments import _add_output, _add_topology, build_graph, cluster_label
+from ._output import emit
+
+__all__ = ["add_serve", "serve"]
+
+_HELP = """examples:
+  flowsolver serve --nodes 8 --model llama-3-70b --tp 8 --rate 20
+  flowsolver serve --nodes 8 --model llama-3-70b --tp 8 --rate 20 --prefill-gpus 16 --decode-tp 8
+  flowsolver serve --nodes 4 --model mixtral-8x7b --tp 1 --ep 8 --rate 50 --prompt 256:2048 --output 64:512
+Lengths: N tokens, or LO:HI (uniform). Latency targets in ms.
+"""
+
+
+def _length(flag: str, text: str):
+    lo, sep, hi = text.partition(":")
+    try:
+        return (int(lo), int(hi)) if sep else int(lo)
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: expected tokens N or a range LO:HI") from None
+
+
+def add_serve(sub, fmt) -> None:
+    """``flowsolver serve``: its arguments."""
+    s = sub.add_parser("serve", help="serve a request stream: TTFT / TPOT, tokens/s per GPU, the network's share",
+                       epilog=_HELP, formatter_class=fmt)
+    _add_topology(s, default_nodes=8)
+    _add_output(s)
+    s.add_argument("--model", default="llama-3-70b", choices=list(MODELS), help="model (default %(default)s)")
+    s.add_argument("--rate", type=float, required=True, help="requests per second (Poisson)")
+    s.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals (default %(default)s)")
+    s.add_argument("--prompt", default="1024", help="prompt tokens, N or LO:HI (default %(default)s)")
+    s.add_argument("--output", default="256", help="output tokens, N or LO:HI (default %(default)s)")
+    s.add_argument("--tp", type=int, default=8, help="tensor parallel per instance (default %(default)s)")
+    s.add_argument("--pp", type=int, default=1, help="pipeline stages per instance (default %(default)s)")
+    s.add_argument("--ep", type=int, default=1, help="expert-parallel attention ranks per instance (default 1)")
+    s.add_argument("--prefill-gpus", type=int, default=None,
+                   help="disaggregated: the first N GPUs prefill (tp/pp/ep above), the rest decode")
+    s.add_argument("--decode-tp", type=int, default=None, help="decode pool's tp (default --tp)")
+    s.add_argument("--decode-pp", type=int, default=None, help="decode pool's pp (default --pp)")
+    s.add_argument("--decode-ep", type=int, default=None, help="decode pool's ep (default --ep)")
+    s.add_argument("--max-batch", type=int, default=256, help="sequences per attention rank (default %(default)s)")
+    s.add_argument("--token-budget", type=int, default=8192, help="prompt tokens per prefill step (default 8192)")
+    s.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="weights (default %(default)s)")
+    s.add_argument("--comm-overlap", type=float, default=0.0,
+                   help="share of each step's communication hidden behind its compute (default 0)")
+    s.add_argument("--ttft-target", type=float, default=None, help="TTFT target (ms) for the goodput")
+    s.add_argument("--tpot-target", type=float, default=None, help="TPOT target (ms) for the goodput")
+    s.add_argument("--request-seed", type=int, default=0, help="seed of the request stream (default 0)")
+    s.add_argument("--max-rate", action="store_true",
+                   help="also find the largest rate at which 90%% of requests meet the targets (needs a target)")
+
+
+def serve(args) -> None:
+    """Run :func:`flowsolver.serve` and print its summary."""
+    from ..serving import serve as run
+
+    graph = build_graph(args)
+    decode = None
+    if args.prefill_gpus is not None:
+        decode = dict(tp=args.decode_tp or args.tp, pp=args.decode_pp or args.pp, ep=args.decode_ep or args.ep)
+    elif any(v is not None for v in (args.decode_tp, args.decode_pp, args.decode_ep)):
+        raise ValueError("--decode-tp / --decode-pp / --decode-ep need --prefill-gpus (disaggregated)")
+    ms = lambda v: None if v is None else v / 1e3   # noqa: E731
+    r = run(graph, args.model, rate=args.rate, duration=args.duration, prompt=_length("--prompt", args.prompt),
+            output=_length("--output", args.output), tp=args.tp, pp=args.pp, ep=args.ep,
+            prefill_gpus=args.prefill_gpus, decode=decode, max_batch=args.max_batch, token_budget=args.token_budget,
+            precision=args.precision, ttft_target=ms(args.ttft_target), tpot_target=ms(args.tpot_target),
+            comm_overlap=args.comm_overlap,
+            seed=args.request_seed)
+    s = r.summary()
+    lay = ", ".join(f"{name} {v['instances']} x (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})"
+                    for name, v in s["layouts"].items())
+    lines = [f"# {args.model}, {args.rate:g} requests/s for {args.duration:g} s on {s['gpus']} GPUs "
+             f"({cluster_label(args)}): {lay}",
+             f"requests {s['requests']} completed {s['completed']}",
+             f"TTFT p50 {s['ttft_p50_ms']:.1f} ms  p99 {s['ttft_p99_ms']:.1f} ms  "
+             f"(network {s['network_share_ttft']:.1%})",
+             f"TPOT p50 {s['tpot_p50_ms']:.2f} ms  p99 {s['tpot_p99_ms']:.2f} ms  "
+             f"(network {s['network_share_tpot']:.1%})",
+             f"throughput {s['throughput_tokens_per_gpu']:.1f} output tokens/s per GPU"]
+    if s["goodput_requests_per_gpu"] == s["goodput_requests_per_gpu"]:
+        lines.append(f"goodput {s['goodput_requests_per_gpu']:.4g} requests/s per GPU within the targets")
+    if s["kv_transfer_p50_ms"] == s["kv_transfer_p50_ms"]:
+        lines.append(f"KV transfer p50 {s['kv_transfer_p50_ms']:.2f} ms")
+    lines += [f"bottleneck {kind}: {src} -> {dst} ({tier})" for kind, (src, dst, tier) in s["bottleneck"].items()]
+    row = {k: v for k, v in s.items() if k not in ("bottleneck", "layouts")}
+    if args.max_rate:
+        if args.ttft_target is None and args.tpot_target is None:
+            raise ValueError("--max-rate needs --ttft-target or --tpot-target (ms)")
+        best, at = r.rate_at_targets(ms(args.ttft_target), ms(args.tpot_target))
+        row["max_rate"] = best
+        row["throughput_at_max_rate"] = at.throughput if at is not None else 0.0
+        lines.append(f"largest rate with 90 % of requests within the targets: {best:.3g} requests/s, "
+                     f"{row['throughput_at_max_rate']:.1f} output tokens/s per GPU")
+    row["bottleneck"] = "; ".join(f"{k}: {a}->{b}" for k, (a, b, _) in s["bottleneck"].items())
+    emit([row], args, "\n".join(lines))

@@ -1,0 +1,234 @@
+"""The discrete-event simulation of a request stream on serving instances with continuous batching.
+
+Each instance steps on its own clock. At a step boundary an instance that prefills (a co-located
+instance, or one of the prefill pool) takes waiting requests first come first served while their
+prompt tokens fit ``token_budget`` (the first always goes, however long), its sequences stay
+within ``max_seqs`` and the KV cache reserved for them (prompt + output, so no request is ever
+preempted) within ``kv_capacity`` tokens: a prefill step (vLLM's default, prefill first, no
+chunking). Otherwise it runs a decode step of every running sequence: one token each. A
+request's first token comes at the end of its prefill step. Disaggregated, it then ships its
+KV cache to the decode instance with the fewest reserved tokens (``kv_seconds(bytes, in
+flight)``) and joins that instance's batch at its next step boundary when it fits. The
+requests of one prefill step are dealt to its attention ranks in turn; each rank sends its
+requests one after another (a request's KV arrives when it and those before it on its rank are
+sent), at the rate of the number of prefill instances sending at that moment.
+
+The cost per event is small: a step's time is a function of the batch size and the context it
+holds, evaluated from tables built once (``prefill_time``, ``decode_time``); a decode step
+touches no request but those finishing at it (bucketed by the step they finish at).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Trace", "simulate"]
+
+_ARRIVE, _STEP, _KV = 0, 1, 2
+
+
+@dataclass
+class Trace:
+    """Per request (seconds; NaN where the request had not finished when the run stopped):
+    ``first_token``, ``finish``, ``ttft_network`` (communication of its prefill step),
+    ``decode_network`` (communication of its decode steps, plus its KV transfer), ``kv_seconds``
+    (its KV transfer), ``tokens_in_window`` (output tokens produced up to ``window`` s), ``events``."""
+
+    first_token: np.ndarray
+    finish: np.ndarray
+    ttft_network: np.ndarray
+    decode_network: np.ndarray
+    kv_seconds: np.ndarray
+    tokens_in_window: int
+    events: int
+
+
+class _Instance:
+    __slots__ = ("queue", "busy", "running", "context", "reserved", "step", "finishing", "comm", "batch",
+                 "outstanding", "pending")
+
+    def __init__(self):
+        self.queue = []          # waiting request ids (FCFS), read from self.pending index on
+        self.pending = 0
+        self.busy = False
+        self.running = 0         # sequences decoding
+        self.context = 0.0       # KV tokens they hold
+        self.reserved = 0.0      # KV tokens reserved (prompt + output) by running and prefilling ones
+        self.step = 0            # decode steps run
+        self.finishing = {}      # decode step -> request ids finishing at it
+        self.comm = 0.0          # communication seconds of the decode steps run
+        self.batch = None        # the prefill step's requests
+        self.outstanding = 0
+
+
+def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instances: int, max_seqs: int,
+             token_budget: int, kv_capacity: float, prefill_time, decode_time, kv_seconds=None,
+             kv_bytes_per_token: float = 0.0, kv_ranks: int = 1, window: float = np.inf,
+             max_events: int | None = None) -> Trace:
+    """Run the requests (``arrival`` s, sorted; ``prompt`` / ``output`` tokens) to completion.
+
+    ``decode_instances == 0``: co-located, ``prefill_instances`` instances do both. Otherwise
+    disaggregated, with ``kv_seconds(bytes, in_flight)`` the time one of a prefill instance's
+    ``kv_ranks`` attention ranks takes to send ``bytes`` while ``in_flight`` prefill instances
+    send (linear in ``bytes``); a prefill step's requests are dealt to its ranks in turn.
+    ``prefill_time(tokens, square_tokens, sequences)`` and ``decode_time(sequences,
+    context_tokens)`` return ``(seconds, communication seconds)`` of one instance's step.
+
+    >>> t = simulate([0.0], [4], [3], prefill_instances=1, decode_instances=0, max_seqs=8, token_budget=16,
+    ...              kv_capacity=100, prefill_time=lambda n, s, q: (1.0, 0.0), decode_time=lambda b, k: (0.5, 0.1))
+    >>> float(t.first_token[0]), float(t.finish[0]), round(float(t.decode_network[0]), 9)
+    (1.0, 2.0, 0.2)
+    """
+    arrival = np.asarray(arrival, dtype=np.float64)
+    prompt = np.asarray(prompt, dtype=np.int64)
+    output = np.asarray(output, dtype=np.int64)
+    n = len(arrival)
+    colocated = decode_instances == 0
+    pre = [_Instance() for _ in range(prefill_instances)]
+    dec = pre if colocated else [_Instance() for _ in range(decode_instances)]
+    pre_load = np.zeros(len(pre))
+    dec_reserved = np.zeros(len(dec))
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    ttft_net = np.full(n, np.nan)
+    dec_net = np.zeros(n)
+    kv_s = np.zeros(n)
+    joined_comm = np.zeros(n)
+    need = (prompt + output).astype(np.float64)
+    heap = [(float(a), 0, _ARRIVE, i) for i, a in enumerate(arrival)]
+    heapq.heapify(heap)
+    seq = n
+    state = dict(in_flight=0, tokens=0, events=0)
+    limit = max_events if max_events is not None else 50 * (n + int(output.sum())) + 100
+
+    def push(t, kind, x):
+        nonlocal seq
+        seq += 1
+        heapq.heappush(heap, (t, seq, kind, x))
+
+    def start(t, k, inst, is_pre):
+        """Start the next step of instance ``inst`` (index ``k``) at ``t`` if it has work."""
+        if inst.busy:
+            return
+        if is_pre and inst.pending < len(inst.queue):
+            tokens, square, take = 0, 0.0, []
+            while inst.pending < len(inst.queue):
+                i = inst.queue[inst.pending]
+                seqs = len(take) + (inst.running if colocated else 0)
+                if (seqs + 1 > max_seqs or inst.reserved + need[i] > kv_capacity
+                        or (take and tokens + prompt[i] > token_budget)):
+                    break
+                inst.pending += 1
+                take.append(i)
+                tokens += int(prompt[i])
+                square += float(prompt[i]) ** 2
+                inst.reserved += need[i]
+            if take:
+                seconds, comm = prefill_time(tokens, square, len(take))
+                inst.busy, inst.batch = True, (take, comm)
+                push(t + seconds, _STEP, (k, True))
+                return
+        if colocated or not is_pre:
+            _admit_decode(t, inst)
+            if inst.running:
+                seconds, comm = decode_time(inst.running, inst.context)
+                inst.busy, inst.batch = True, None
+                inst.comm += comm
+                push(t + seconds, _STEP, (k, False))
+
+    def _admit_decode(t, inst):
+        """Disaggregated: KV-received requests join the batch while they fit."""
+        if colocated:
+            return
+        while inst.pending < len(inst.queue):
+            i = inst.queue[inst.pending]
+            if inst.running + 1 > max_seqs or inst.reserved + need[i] > kv_capacity:
+                return
+            inst.pending += 1
+            inst.reserved += need[i]
+            _join(inst, i)
+
+    def _join(inst, i):
+        remaining = int(output[i]) - 1
+        if remaining <= 0:
+            finish[i] = first[i]
+            inst.reserved -= need[i]
+            return
+        inst.running += 1
+        inst.context += float(prompt[i])
+        joined_comm[i] = inst.comm
+        inst.finishing.setdefault(inst.step + remaining, []).append(i)
+
+    while heap:
+        t, _, kind, x = heapq.heappop(heap)
+        state["events"] += 1
+        if state["events"] > limit:
+            raise RuntimeError(f"serving simulation exceeded {limit} events")
+        if kind == _ARRIVE:
+            k = int(np.argmin(pre_load))
+            pre_load[k] += 1
+            pre[k].queue.append(x)
+            start(t, k, pre[k], True)
+        elif kind == _KV:
+            i, k, last = x
+            if last:                     # the prefill step's transfer is over
+                state["in_flight"] -= 1
+            inst = dec[k]
+            inst.queue.append(i)
+            if not inst.busy:
+                start(t, k, inst, False)
+        else:
+            k, was_prefill = x
+            is_pre_pool = colocated or was_prefill
+            inst = (pre if is_pre_pool else dec)[k]
+            inst.busy = False
+            if was_prefill:
+                take, comm = inst.batch
+                sends = [] if colocated else [i for i in take if output[i] > 1]
+                if sends:                # one transfer per prefill step: its requests one after another
+                    state["in_flight"] += 1
+                    per_byte = kv_seconds(1.0, state["in_flight"])
+                    sent = [0.0] * kv_ranks          # bytes each attention rank has sent so far
+                for j, i in enumerate(take):
+                    first[i] = t
+                    ttft_net[i] = comm
+                    if t <= window:
+                        state["tokens"] += 1
+                    if colocated:
+                        _join(inst, i)
+                        if output[i] <= 1:
+                            pre_load[k] -= 1
+                    else:
+                        inst.reserved -= need[i]
+                        pre_load[k] -= 1
+                        if output[i] <= 1:
+                            finish[i] = t
+                            continue
+                        d = int(np.argmin(dec_reserved))
+                        dec_reserved[d] += need[i]
+                        rank = j % kv_ranks
+                        sent[rank] += kv_bytes_per_token * float(prompt[i])
+                        kv_s[i] = sent[rank] * per_byte
+                        dec_net[i] += kv_s[i]
+                        push(t + kv_s[i], _KV, (i, d, i == sends[-1]))
+            else:
+                if t <= window:
+                    state["tokens"] += inst.running
+                inst.context += inst.running
+                inst.step += 1
+                for i in inst.finishing.pop(inst.step, ()):
+                    finish[i] = t
+                    dec_net[i] += inst.comm - joined_comm[i]
+                    inst.running -= 1
+                    inst.context -= float(prompt[i]) + float(output[i]) - 1
+                    inst.reserved -= need[i]
+                    if colocated:
+                        pre_load[k] -= 1
+                    else:
+                        dec_reserved[k] -= need[i]
+            start(t, k, inst, is_pre_pool)
+    return Trace(first_token=first, finish=finish, ttft_network=ttft_net, decode_network=dec_net, kv_seconds=kv_s,
+                 tokens_in_window=state["tokens"], events=state["events"])

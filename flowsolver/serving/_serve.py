@@ -1,0 +1,548 @@
+"""serve: a request stream served on a cluster graph, co-located or disaggregated."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import topologies as tp_
+
+from .. import _checks
+from ..training._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
+from ..training._models import get_model
+from ._events import simulate
+from ._kv import kv_transfer
+from ._steps import WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
+
+__all__ = ["serve", "ServeResult", "DEFAULT_MEMORY_UTILIZATION", "request_stream"]
+
+# Share of each GPU's memory the server may fill with weights and KV cache: vLLM's default
+# gpu_memory_utilization = 0.9 (vLLM engine arguments, docs.vllm.ai "Engine Arguments",
+# --gpu-memory-utilization, "default: 0.9").
+DEFAULT_MEMORY_UTILIZATION = 0.9
+
+_OPS = {"tp": "all_reduce", "ep": "all_to_all", "pp": "send_recv"}
+
+
+def _lengths(name: str, spec, count: int, rng) -> np.ndarray:
+    """Token counts: an int (fixed), a tuple ``(lo, hi)`` (uniform integers, both included) or
+    a list / array of samples drawn from with replacement."""
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        return np.full(count, _checks.integer(name, spec), dtype=np.int64)
+    if isinstance(spec, tuple):
+        if len(spec) != 2:
+            raise ValueError(f"{name} as a tuple is a range (lo, hi) of token counts, got {spec!r}")
+        lo, hi = (_checks.integer(name, v) for v in spec)
+        if hi < lo:
+            raise ValueError(f"{name} range (lo, hi) needs lo <= hi, got {spec!r}")
+        return rng.integers(lo, hi + 1, size=count)
+    if isinstance(spec, (list, np.ndarray)) and len(spec):
+        samples = np.asarray(spec)
+        if samples.ndim != 1 or not np.issubdtype(samples.dtype, np.integer) or samples.min() < 1:
+            raise ValueError(f"{name} as samples must be a 1-D list of positive integer token counts")
+        return rng.choice(samples, size=count).astype(np.int64)
+    raise TypeError(f"{name} must be an int (tokens), a tuple (lo, hi) or a list of samples, got {spec!r}")
+
+
+def request_stream(rate: float, duration: float, prompt=1024, output=256, *, seed: int = 0) -> tuple:
+    """Poisson arrivals at ``rate`` requests/s over ``duration`` s with their prompt and output
+    lengths (tokens): ``(arrival, prompt, output)`` arrays, reproducible from ``seed``.
+
+    >>> a, p, o = request_stream(10.0, 60.0, prompt=(100, 200), output=50, seed=1)
+    >>> 500 < len(a) < 700, bool(a.max() <= 60.0), int(p.min()) >= 100, set(o.tolist())
+    (True, True, True, {50})
+    """
+    rate = _checks.positive_number("rate", rate, "requests/s")
+    duration = _checks.positive_number("duration", duration, "s")
+    rng = np.random.default_rng(_checks.integer("seed", seed, minimum=0))
+    count = rng.poisson(rate * duration)
+    arrival = np.sort(rng.uniform(0.0, duration, size=count))   # a Poisson process, given its count
+    return arrival, _lengths("prompt", prompt, count, rng), _lengths("output", output, count, rng)
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """What :func:`serve` measured. Times in seconds, per request in arrays (NaN: unfinished).
+
+    ``ttft`` arrival to first token; ``tpot`` (finish - first token) / (output - 1) for the
+    requests with more than one output token; ``throughput`` output tokens/s per GPU over the
+    arrival window; ``goodput`` requests/s per GPU within both targets (NaN without targets);
+    ``network_share_ttft`` / ``network_share_tpot``: communication (and, disaggregated, the KV
+    transfer) over the whole, summed over the requests; ``bottleneck``: per communication kind
+    (``prefill.tp``, ``decode.ep``, ``kv``...) the links that held it
+    (:class:`flowsolver.routing.Bottleneck`); ``decode_step(batch, context)`` and
+    ``prefill_step(tokens)`` the step tables (s, communication s)."""
+
+    mode: str
+    gpus: int
+    duration: float
+    arrival: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    ttft: np.ndarray
+    tpot: np.ndarray
+    throughput: float
+    goodput: float
+    network_share_ttft: float
+    network_share_tpot: float
+    kv_seconds: np.ndarray
+    bottleneck: dict
+    layouts: dict
+    kv_capacity: float
+    events: int
+    step_tables: dict = field(repr=False, default_factory=dict)
+    engine: dict = field(repr=False, default_factory=dict)
+
+    def _pct(self, values, q):
+        values = values[np.isfinite(values)]
+        return float(np.percentile(values, q)) if len(values) else float("nan")
+
+    @property
+    def ttft_p50(self) -> float:
+        return self._pct(self.ttft, 50)
+
+    @property
+    def ttft_p99(self) -> float:
+        return self._pct(self.ttft, 99)
+
+    @property
+    def tpot_p50(self) -> float:
+        return self._pct(self.tpot, 50)
+
+    @property
+    def tpot_p99(self) -> float:
+        return self._pct(self.tpot, 99)
+
+    @property
+    def completed(self) -> int:
+        return int(np.sum(np.isfinite(self.ttft)))
+
+    def decode_step(self, batch: int, context: float = 0.0) -> tuple:
+        """(seconds, communication seconds) of a decode step of ``batch`` sequences (an
+        instance's total) holding ``context`` tokens (decode pool)."""
+        return self.step_tables["decode"](batch, context)
+
+    def prefill_step(self, tokens: int, sequences: int = 1) -> tuple:
+        """(seconds, communication seconds) of a prefill step of ``sequences`` equal prompts of
+        ``tokens`` tokens in all (prefill pool)."""
+        return self.step_tables["prefill"](tokens, tokens ** 2 / sequences, sequences)
+
+    def at_rate(self, rate: float, *, duration: float | None = None, seed: int = 0, ttft_target=None,
+                tpot_target=None) -> "ServeResult":
+        """The same cluster, layout and step tables under another request stream: ``rate``
+        requests/s for ``duration`` s (default this run's), lengths as this run's, ``seed``.
+        Only the event simulation runs again (disaggregated: the KV-transfer rates stay those
+        solved beside this run's load).
+
+        >>> import topologies as tp
+        >>> r = serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=5.0, duration=4.0, prompt=256, output=32, tp=8)
+        >>> r.at_rate(50.0).ttft_p99 > r.ttft_p99          # ten times the load queues longer
+        True
+        """
+        e = self.engine
+        duration = self.duration if duration is None else _checks.positive_number("duration", duration, "s")
+        stream = request_stream(rate, duration, e["prompt"], e["output"], seed=seed)
+        if not len(stream[0]):
+            raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed})")
+        return _result(e, stream, duration=duration, ttft_target=ttft_target, tpot_target=tpot_target)
+
+    def rate_at_targets(self, ttft_target: float | None = None, tpot_target: float | None = None, *,
+                        attainment: float = 0.9, seed: int = 0, tolerance: float = 0.02,
+                        max_rounds: int = 30) -> tuple:
+        """The largest request rate (requests/s) at which ``attainment`` of the requests meet
+        both targets (s), DistServe's goodput: bisection over :meth:`at_rate` between 0 and
+        the first doubling of this run's rate that misses, to ``tolerance`` (relative).
+        Returns ``(rate, ServeResult at that rate)``; ``(0.0, None)`` when even a tenth of this
+        run's rate misses.
+
+        >>> import topologies as tp
+        >>> r = serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=5.0, duration=4.0, prompt=256, output=32, tp=8)
+        >>> best, at = r.rate_at_targets(ttft_target=0.2, tpot_target=0.01)
+        >>> best > 5.0, at.throughput > r.throughput
+        (True, True)
+        """
+        if ttft_target is None and tpot_target is None:
+            raise ValueError("rate_at_targets needs ttft_target or tpot_target (seconds)")
+        for name, target in (("ttft_target", ttft_target), ("tpot_target", tpot_target)):
+            if target is not None:
+                _checks.positive_number(name, target, "s")
+        attainment = _checks.fraction("attainment", attainment, zero_ok=False)
+        base = len(self.arrival) / self.duration
+
+        def meets(rate):
+            r = self.at_rate(rate, seed=seed, ttft_target=ttft_target, tpot_target=tpot_target)
+            many = r.output > 1
+            done = np.isfinite(r.ttft) & (np.isfinite(r.tpot) | ~many)
+            ok = _within(r.ttft, r.tpot, done, many, ttft_target, tpot_target)
+            return ok.mean() >= attainment, r
+
+        low, good = base / 10.0, None
+        fine, run = meets(low)
+        if not fine:
+            return 0.0, None
+        good = run
+        high = base
+        for _ in range(max_rounds):
+            fine, run = meets(high)
+            if not fine:
+                break
+            low, good, high = high, run, high * 2.0
+        else:
+            return low, good
+        for _ in range(max_rounds):
+            if high - low <= tolerance * low:
+                break
+            mid = (low + high) / 2.0
+            fine, run = meets(mid)
+            if fine:
+                low, good = mid, run
+            else:
+                high = mid
+        return low, good
+
+    def summary(self) -> dict:
+        """The headline figures as a plain dict (ms for latencies)."""
+        return dict(mode=self.mode, gpus=self.gpus, requests=len(self.arrival), completed=self.completed,
+                    ttft_p50_ms=self.ttft_p50 * 1e3, ttft_p99_ms=self.ttft_p99 * 1e3,
+                    tpot_p50_ms=self.tpot_p50 * 1e3, tpot_p99_ms=self.tpot_p99 * 1e3,
+                    throughput_tokens_per_gpu=self.throughput, goodput_requests_per_gpu=self.goodput,
+                    network_share_ttft=self.network_share_ttft, network_share_tpot=self.network_share_tpot,
+                    kv_transfer_p50_ms=self._pct(np.where(self.kv_seconds > 0, self.kv_seconds, np.nan), 50) * 1e3,
+                    bottleneck={k: (v[0].src, v[0].dst, v[0].tier) for k, v in self.bottleneck.items() if v},
+                    layouts=self.layouts, kv_capacity_tokens=self.kv_capacity)
+
+
+def _pool(name, spec, ranks, model) -> InstanceLayout:
+    spec = dict(spec)
+    unknown = set(spec) - {"tp", "pp", "ep"}
+    if unknown:
+        raise ValueError(f"{name} takes keys tp, pp, ep, got {sorted(unknown)}")
+    tp, pp, ep = (_checks.integer(f"{name}['{k}']" if name != "layout" else k, spec.get(k, 1))
+                  for k in ("tp", "pp", "ep"))
+    size = tp * pp * ep
+    if len(ranks) % size:
+        raise ValueError(f"{name}: tp * pp * ep = {size} must divide its {len(ranks)} GPUs")
+    if ep > 1 and (model.experts == 1 or model.experts % ep):
+        raise ValueError(f"{name}: ep ({ep}) needs a mixture-of-experts model whose experts it divides; "
+                         f"{model.name} has {model.experts}")
+    if model.layers % pp:
+        raise ValueError(f"{name}: pp ({pp}) must divide the model's {model.layers} layers")
+    return InstanceLayout(tp=tp, pp=pp, ep=ep, ranks=tuple(ranks))
+
+
+def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_bytes: float, options: dict,
+                    overlap: float = 0.0):
+    """decode_time(batch, context) and prefill_time(tokens, squares, sequences) of one pool's
+    instance, (seconds, exposed communication seconds); its communication tables. ``overlap``
+    of each step's communication hides behind its compute (at most all of the compute)."""
+    lay, m = sm.layout, sm.model
+    kinds = {k: _OPS[k] for k, deg in (("tp", lay.tp), ("ep", lay.ep), ("pp", lay.pp)) if deg > 1}
+    smallest = min(sm.tp_bytes(1) if lay.tp > 1 else np.inf, sm.ep_bytes(1, a2a_bytes) if lay.ep > 1 else np.inf,
+                   sm.pp_bytes(1) if lay.pp > 1 else np.inf)
+    table = comm_table(graph, lay, kinds, size_grid(smallest, sm.tp_bytes(max_tokens)), options) if kinds else None
+    moe_layers = m.layers if m.experts > 1 else 0
+
+    def comm(tokens_per_rank):
+        if table is None:
+            return np.zeros_like(np.asarray(tokens_per_rank, dtype=np.float64))
+        return (2 * m.layers * table.time("tp", sm.tp_bytes(tokens_per_rank))
+                + 2 * moe_layers * table.time("ep", sm.ep_bytes(tokens_per_rank, a2a_bytes))
+                + (lay.pp - 1) * table.time("pp", sm.pp_bytes(tokens_per_rank)))
+
+    batches = np.arange(max_seqs + 1, dtype=np.float64) / lay.ep          # per attention rank
+    weights = np.array([sm.weight_bytes(b * lay.ep) for b in batches])
+    flops = np.array([sm.decode_flops(b, 0.0) for b in batches])
+    per_context_bytes = sm.kv_read_bytes(1.0) / lay.ep
+    per_context_flops = sm.decode_flops(0.0, 1.0) / lay.ep
+    rate = sm._peak * sm.compute_efficiency
+    comm_decode = comm(batches)
+    comm_decode[0] = 0.0
+
+    def decode_time(batch, context):
+        b = int(batch)
+        compute = max((weights[b] + per_context_bytes * context) / sm.hbm_bandwidth,
+                      (flops[b] + per_context_flops * context) / rate)
+        net = float(comm_decode[b])
+        exposed = net - min(overlap * net, compute)
+        return compute + exposed, exposed
+
+    def prefill_time(tokens, squares, sequences):
+        e = lay.ep
+        net = float(comm(tokens / e))
+        compute = sm.prefill_seconds(tokens / e, squares / e, sequences / e)
+        exposed = net - min(overlap * net, compute)
+        return compute + exposed, exposed
+
+    return decode_time, prefill_time, table
+
+
+def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, prompt: float, output: float,
+                     token_budget: int, max_batch: int, capacity: float, a2a_bytes: float) -> tuple:
+    """The pools' own communication as flows ``(src, dst, bytes/s)`` for the KV-transfer solve:
+    each pool at the load the stream offers it, ``u = min(1, offered tokens/s / the pool's
+    tokens/s at a full step)`` (prefill: ``token_budget`` prompt tokens a step; decode:
+    ``max_batch x ep`` sequences holding the mean prompt and half the mean output each), its
+    TP rings (``2 x layers`` all-reduces, ``2 (tp - 1) / tp`` of the buffer to the ring's next
+    GPU), EP all-to-alls (``2 x layers`` calls, ``1 / ep`` of the buffer to each peer) and PP
+    sends of a full step, each flow at ``u x`` its bytes per step over the step's time."""
+    src, dst, rates = [], [], []
+    for name, lay in pools.items():
+        sm, (decode_time, prefill_time) = models[name], tables[name]
+        m = sm.model
+        if name == "prefill":
+            tokens = float(token_budget)
+            step = prefill_time(tokens, tokens * prompt, tokens / prompt)[0]
+            load = rate * prompt / (lay.instances * lay.pp * tokens / step)
+        else:
+            seqs = max_batch * lay.ep
+            tokens = float(seqs)
+            step = decode_time(seqs, min(seqs * (prompt + output / 2.0), capacity))[0]
+            load = rate * output / (lay.instances * lay.pp * seqs / step)
+        share = min(1.0, load) / step
+        per_rank = tokens / lay.ep
+        moe_layers = m.layers if m.experts > 1 else 0
+        if lay.tp > 1:
+            ring = 2 * m.layers * 2.0 * (lay.tp - 1) / lay.tp * sm.tp_bytes(per_rank)
+            for g in lay.groups("tp"):
+                src += g
+                dst += g[1:] + g[:1]
+                rates += [ring * share] * len(g)
+        if lay.ep > 1 and moe_layers:
+            pair = 2 * moe_layers * sm.ep_bytes(per_rank, a2a_bytes) / lay.ep
+            for g in lay.groups("ep"):
+                for a in g:
+                    for b in g:
+                        if a != b:
+                            src.append(a)
+                            dst.append(b)
+                            rates.append(pair * share)
+        if lay.pp > 1:
+            for a, b in lay.groups("pp"):
+                src.append(a)
+                dst.append(b)
+                rates.append(sm.pp_bytes(per_rank) * share)
+    keep = [i for i, r in enumerate(rates) if r > 0]
+    return (np.array([src[i] for i in keep], dtype=np.int64), np.array([dst[i] for i in keep], dtype=np.int64),
+            np.array([rates[i] for i in keep], dtype=np.float64))
+
+
+def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
+    """KV tokens a pipeline engine holds: each GPU's memory share left after its weights (all
+    its experts), over the KV bytes per token it keeps, times the attention ranks, shared by
+    the ``pp`` engines a pipeline keeps in flight."""
+    m, lay, gpu = sm.model, sm.layout, sm.gpu
+    local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
+    weights = WEIGHT_BYTES[sm.precision] * (m.layers * (m.attention_params + local_mlp)
+                                            + m.embedding_params) / (lay.tp * lay.pp)
+    free = gpu.memory * memory_utilization - weights
+    if free <= 0:
+        raise ValueError(f"{m.name} does not fit: {weights / 1e9:.1f} GB of weights per GPU with tp={lay.tp}, "
+                         f"pp={lay.pp}, ep={lay.ep} on a {gpu.name} ({gpu.memory * memory_utilization / 1e9:.1f} "
+                         f"GB usable): raise tp, pp or ep")
+    per_token = sm.kv_bytes_per_token / (sm.kv_shards * lay.pp)
+    return math.floor(free / per_token / lay.pp) * lay.ep
+
+
+def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, prompt=1024, output=256,
+          tp: int = 8, pp: int = 1, ep: int = 1, prefill_gpus: int | None = None, decode: dict | None = None,
+          ranks=None, max_batch: int = 256, token_budget: int = 8192, precision: str = "bf16",
+          kv_bytes: float | None = None, a2a_bytes: float | None = None,
+          compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
+          attention_efficiency: float = DEFAULT_ATTENTION_EFFICIENCY, hbm_efficiency: float | None = None,
+          memory_utilization: float = DEFAULT_MEMORY_UTILIZATION, ttft_target: float | None = None,
+          tpot_target: float | None = None, comm_overlap: float = 0.0, gpu=None, seed: int = 0,
+          collective_options: dict | None = None) -> ServeResult:
+    """Serve a Poisson request stream with ``model`` on the cluster ``graph``.
+
+    Co-located (default): every GPU of ``ranks`` (default all) belongs to instances of ``tp x
+    pp x ep`` GPUs that prefill and decode. An instance of ``pp`` stages keeps ``pp`` batches
+    in flight (vLLM's virtual engines): ``pp`` engines, each with ``1 / pp`` of the KV cache,
+    each step crossing every stage in turn (in steady state they take the stages in turn).
+    Disaggregated (``prefill_gpus``): the first ``prefill_gpus`` of ``ranks`` prefill with
+    ``tp, pp, ep``, the rest decode with
+    ``decode`` (``dict(tp=, pp=, ep=)``, default the same), and every request's KV cache
+    crosses the fabric between them. Step times come from the model's FLOPs and bytes
+    (:mod:`flowsolver.serving._steps`), communication from the collectives solved on
+    ``graph``, KV transfers from max-min fair flows (:mod:`flowsolver.serving._kv`), the
+    queueing from a discrete-event simulation with continuous batching
+    (:mod:`flowsolver.serving._events`).
+
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        A cluster.
+    model : str or ModelSpec
+        A preset of ``flowsolver.MODELS`` or a shape.
+    rate : float
+        Requests per second (Poisson).
+    duration : float
+        Seconds of arrivals; every request is run to completion.
+    prompt, output : int, tuple or list
+        Tokens per request: fixed, ``(lo, hi)`` uniform, or samples drawn with replacement.
+    tp, pp, ep : int
+        Instance layout (of the prefill pool when disaggregated): tensor parallel, pipeline
+        stages, attention-data-parallel ranks sharing the experts (``ep`` divides the experts).
+    max_batch : int
+        Sequences per attention rank in a step (an instance runs ``ep x max_batch``).
+    token_budget : int
+        Prompt tokens per prefill step of an instance (a longer prompt runs alone).
+    precision : {"bf16", "fp8"}
+        Weights and GEMMs; ``kv_bytes`` (bytes per cached value, default 2) and ``a2a_bytes``
+        (bytes per value in the EP dispatch / combine, default 2).
+    compute_efficiency, attention_efficiency : float in (0, 1]
+        Fraction of the peak the GEMMs / attention reach (defaults: the training model's).
+    hbm_efficiency : float in (0, 1], optional
+        Fraction of the datasheet HBM bandwidth reached (default: BabelStream Triad's,
+        :func:`flowsolver.training._kernels.memory_fraction`).
+    memory_utilization : float in (0, 1]
+        Share of GPU memory for weights and KV cache (default vLLM's 0.9).
+    ttft_target, tpot_target : float, optional
+        Latency targets (s) for ``goodput``.
+    comm_overlap : float in [0, 1]
+        Share of each step's communication hidden behind its compute (at most the compute):
+        0 (default) none; DeepSeek's two-microbatch pipelines hide most of it. The network
+        shares count the exposed part.
+    collective_options : dict, optional
+        Options of :func:`flowsolver.concurrent_kinds` (``policy``, ``efficiency``, ...;
+        ``protocol`` defaults to ``"auto"``, NCCL's choice per size).
+
+    Examples
+    --------
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(nodes=2)
+    >>> r = serve(g, "llama-3-8b", rate=20.0, duration=5.0, prompt=512, output=64, tp=2)
+    >>> r.mode, r.gpus, r.completed == len(r.arrival), 0 < r.tpot_p50 < 0.05
+    ('colocated', 16, True, True)
+    """
+    spec = get_model(model)
+    _checks.checked_graph(graph)
+    if precision not in WEIGHT_BYTES:
+        raise ValueError(f"precision must be one of {', '.join(WEIGHT_BYTES)}, got {precision!r}")
+    from ..training._step import _gpu
+    gpu_spec = _gpu(graph, gpu)
+    if precision == "fp8" and not gpu_spec.peak_fp8_flops > 0:
+        raise ValueError(f"precision='fp8' needs a GPU with FP8 tensor cores; {gpu_spec.name} has none")
+    if not gpu_spec.hbm_bandwidth > 0:
+        raise ValueError(f"gpu {gpu_spec.name!r} has no HBM bandwidth (hbm_bandwidth = 0): pass a GpuSpec with one")
+    if hbm_efficiency is None:
+        from ..training._kernels import memory_fraction
+        try:
+            hbm_efficiency = memory_fraction(gpu_spec)
+        except ValueError as err:
+            raise ValueError(f"{err}: pass hbm_efficiency=") from None
+    hbm_efficiency = _checks.fraction("hbm_efficiency", hbm_efficiency, zero_ok=False)
+    compute_efficiency = _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
+    attention_efficiency = _checks.fraction("attention_efficiency", attention_efficiency, zero_ok=False)
+    memory_utilization = _checks.fraction("memory_utilization", memory_utilization, zero_ok=False)
+    comm_overlap = _checks.fraction("comm_overlap", comm_overlap, zero_ok=True)
+    kv_bytes = 2.0 if kv_bytes is None else _checks.positive_number("kv_bytes", kv_bytes, "bytes")
+    a2a_bytes = 2.0 if a2a_bytes is None else _checks.positive_number("a2a_bytes", a2a_bytes, "bytes")
+    max_batch = _checks.integer("max_batch", max_batch)
+    token_budget = _checks.integer("token_budget", token_budget)
+    for name, target in (("ttft_target", ttft_target), ("tpot_target", tpot_target)):
+        if target is not None:
+            _checks.positive_number(name, target, "s")
+    all_ranks = list(range(len(tp_.gpus(graph)))) if ranks is None else _checks.rank_indices(graph, ranks)
+    if len(set(all_ranks)) != len(all_ranks):
+        raise ValueError("ranks must not repeat a GPU")
+    if prefill_gpus is None:
+        if decode is not None:
+            raise ValueError("decode= is the decode pool's layout: it needs prefill_gpus= (disaggregated)")
+        pools = {"colocated": _pool("layout", dict(tp=tp, pp=pp, ep=ep), all_ranks, spec)}
+    else:
+        prefill_gpus = _checks.integer("prefill_gpus", prefill_gpus, maximum=len(all_ranks) - 1)
+        pools = {"prefill": _pool("layout", dict(tp=tp, pp=pp, ep=ep), all_ranks[:prefill_gpus], spec),
+                 "decode": _pool("decode", decode if decode is not None else dict(tp=tp, pp=pp, ep=ep),
+                                 all_ranks[prefill_gpus:], spec)}
+    arrival, prompt_t, output_t = request_stream(rate, duration, prompt, output, seed=seed)
+    if not len(arrival):
+        raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed}): raise rate or "
+                         f"duration")
+    # NCCL chooses its protocol per size (LL for the small messages of decode steps)
+    options = {"protocol": "auto"} | dict(collective_options or {})
+    longest = int(max(token_budget, prompt_t.max()))
+
+    models = {name: StepModel(spec, gpu_spec, lay, precision, kv_bytes, compute_efficiency, attention_efficiency,
+                              gpu_spec.hbm_bandwidth * hbm_efficiency) for name, lay in pools.items()}
+    first = next(iter(models.values()))
+    capacity = min(_kv_capacity(sm, memory_utilization) for sm in models.values())
+    if (prompt_t + output_t).max() > capacity:
+        _result(dict(capacity=float(capacity)), (arrival, prompt_t, output_t), duration=duration,
+                ttft_target=None, tpot_target=None)         # raises, naming the request and the capacity
+    tables, bottleneck = {}, {}
+    for name, sm in models.items():
+        dec_t, pre_t, table = _step_functions(graph, sm, max_batch * sm.layout.ep, longest, a2a_bytes, options,
+                                              comm_overlap)
+        tables[name] = (dec_t, pre_t)
+        if table is not None:
+            for kind, links in table.bottleneck.items():
+                bottleneck[f"{name}.{kind}"] = links
+    engine = dict(mode="colocated" if "colocated" in pools else "disaggregated", gpus=len(all_ranks),
+                  capacity=float(capacity), token_budget=token_budget, prompt=prompt, output=output,
+                  bottleneck=bottleneck, kv_bytes_per_token=first.kv_bytes_per_token,
+                  layouts={name: dict(tp=lay.tp, pp=lay.pp, ep=lay.ep, instances=lay.instances)
+                           for name, lay in pools.items()})
+    if "colocated" in pools:
+        lay = pools["colocated"]
+        engine.update(prefill_instances=lay.instances * lay.pp, decode_instances=0, max_seqs=max_batch * lay.ep,
+                      decode_time=tables["colocated"][0], prefill_time=tables["colocated"][1], kv_seconds=None)
+    else:
+        background = background_flows(pools, models, tables, rate=rate, prompt=float(np.mean(prompt_t)),
+                                      output=float(np.mean(output_t)), token_budget=token_budget,
+                                      max_batch=max_batch, capacity=capacity, a2a_bytes=a2a_bytes)
+        kv = kv_transfer(graph, pools["prefill"], pools["decode"], spec.kv_heads,
+                         policy=options.get("policy", "ecmp"), pxn=options.get("pxn", True),
+                         efficiency=options.get("efficiency"), background=background)
+        bottleneck["kv"] = kv.bottleneck
+        engine.update(prefill_instances=pools["prefill"].instances * pools["prefill"].pp,
+                      decode_instances=pools["decode"].instances * pools["decode"].pp,
+                      max_seqs=max_batch * pools["decode"].ep, decode_time=tables["decode"][0],
+                      prefill_time=tables["prefill"][1], kv_seconds=kv.seconds, kv_ranks=kv.ranks)
+    return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), ttft_target=ttft_target,
+                   tpot_target=tpot_target)
+
+
+def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) -> ServeResult:
+    """Simulate ``stream`` (arrival, prompt, output) on the step tables of ``engine``."""
+    arrival, prompt_t, output_t = stream
+    too_long = (prompt_t + output_t).max()
+    if too_long > engine["capacity"]:
+        raise ValueError(f"a request of {int(too_long)} tokens (prompt + output) exceeds the KV cache of an "
+                         f"instance ({engine['capacity']:.0f} tokens): shorten prompt / output or add GPUs per "
+                         f"instance")
+    trace = simulate(arrival, prompt_t, output_t, prefill_instances=engine["prefill_instances"],
+                     decode_instances=engine["decode_instances"], max_seqs=engine["max_seqs"],
+                     token_budget=engine["token_budget"], kv_capacity=engine["capacity"],
+                     prefill_time=engine["prefill_time"], decode_time=engine["decode_time"],
+                     kv_seconds=engine["kv_seconds"], kv_bytes_per_token=engine["kv_bytes_per_token"],
+                     kv_ranks=engine.get("kv_ranks", 1), window=duration)
+    n_gpus = engine["gpus"]
+    ttft = trace.first_token - arrival
+    many = output_t > 1
+    tpot = np.where(many, (trace.finish - trace.first_token) / np.maximum(output_t - 1, 1), np.nan)
+    done = np.isfinite(trace.finish)
+    net_ttft = float(np.nansum(trace.ttft_network[done]) / np.nansum(ttft[done])) if done.any() else float("nan")
+    span = (trace.finish - trace.first_token)[done & many]
+    net_tpot = float(np.sum(trace.decode_network[done & many]) / np.sum(span)) if span.sum() > 0 else float("nan")
+    goodput = float("nan")
+    if ttft_target is not None or tpot_target is not None:
+        goodput = float(_within(ttft, tpot, done, many, ttft_target, tpot_target).sum()) / duration / n_gpus
+    return ServeResult(mode=engine["mode"], gpus=n_gpus, duration=duration, arrival=arrival, prompt=prompt_t,
+                       output=output_t, ttft=ttft, tpot=tpot, throughput=trace.tokens_in_window / duration / n_gpus,
+                       goodput=goodput, network_share_ttft=net_ttft, network_share_tpot=net_tpot,
+                       kv_seconds=trace.kv_seconds, bottleneck=engine["bottleneck"], layouts=engine["layouts"],
+                       kv_capacity=engine["capacity"], events=trace.events,
+                       step_tables=dict(decode=engine["decode_time"], prefill=engine["prefill_time"]),
+                       engine=engine)
+
+
+def _within(ttft, tpot, done, many, ttft_target, tpot_target) -> np.ndarray:
+    """Requests that finished within both targets (a missing target holds everything)."""
+    ok = done.copy()
+    if ttft_target is not None:
+        ok &= ttft <= ttft_target
+    if tpot_target is not None:
+        ok &= ~many | (tpot <= tpot_target)
+    return ok

@@ -1,0 +1,235 @@
+"""Serving step times: a prefill step (compute-bound) and a decode step (memory-bound) of one
+model instance, plus the communication each step runs, timed once per layout and kept in tables.
+
+An *instance* is ``tp x pp x ep`` GPUs serving one batch: ``tp`` shards every layer (tensor
+parallel), ``pp`` splits the layers into stages that one step crosses in turn, ``ep`` ranks each
+run their own attention on their own share of the batch (attention data parallelism) and share
+the experts of a mixture of experts (expert parallel). A dense model has ``ep = 1``.
+
+Per GPU and step (all layers, the stages in turn; ``L`` layers, ``h`` hidden, ``b`` sequences
+per attention rank, ``K`` tokens of context they hold, ``w`` bytes per weight, ``kv`` bytes per
+cached value):
+
+* decode, memory: the weights it reads, ``w (L (A + M_read) + V h) / tp`` with ``A`` the
+  attention parameters of a layer, ``M_read`` the MLP parameters read (dense: one MLP; mixture:
+  the local experts some token of the step is routed to, ``E_local (1 - (1 - k/E)^(b ep))``
+  expected with uniform routing), ``V h`` the output projection; plus the KV cache,
+  ``K x 2 L kv_heads d kv / min(tp, kv_heads)``; at the achieved HBM bandwidth (BabelStream
+  Triad over the datasheet, :func:`flowsolver.training._kernels.memory_fraction`);
+* decode, compute: ``2 b (N_active + V h) + 4 h K L`` FLOPs / ``tp`` at ``compute_efficiency``
+  of the precision's peak; the step takes the larger of memory and compute (a roofline);
+* prefill of ``T`` prompt tokens in ``n`` sequences of lengths ``s_i``: the weight GEMMs
+  ``2 T N_active`` FLOPs at ``compute_efficiency`` of the precision's peak, causal attention
+  ``2 h L sum(s_i^2)`` at ``attention_efficiency`` of the bf16 peak (the training model's
+  forward counts, :mod:`flowsolver.training._compute`), the logits of the last token of each
+  sequence, all over ``tp``; no faster than reading every weight once;
+* communication, not overlapped with compute: ``2 L`` TP all-reduces of ``tokens x h x 2``
+  bytes, ``2 L_moe`` EP all-to-alls (dispatch and combine) of ``tokens x top_k x h x
+  a2a_bytes / tp`` bytes per rank, ``pp - 1`` sends of ``tokens x h x 2`` bytes; each timed
+  with every group of the pool running it at once (:func:`flowsolver.concurrent_kinds`,
+  lockstep) at a grid of sizes, linear in between.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..training._layout import ParallelLayout
+
+__all__ = ["InstanceLayout", "StepModel", "WEIGHT_BYTES", "comm_table"]
+
+#: bytes per weight by precision
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0}
+ACTIVATION_BYTES = 2.0      # bf16 activations on the wire (TP all-reduce, PP send)
+
+
+@dataclass(frozen=True)
+class InstanceLayout:
+    """A pool of ``instances`` model instances of ``tp x pp x ep`` GPUs each, on the GPU ranks
+    ``ranks`` (``topologies.gpus`` order), placed TP fastest, then PP, then the EP ranks, then
+    the instances (an instance's GPUs are consecutive ranks).
+
+    >>> lay = InstanceLayout(tp=2, pp=1, ep=2, ranks=tuple(range(8)))
+    >>> lay.instances, lay.groups("tp")[:2], lay.groups("ep")[:2]
+    (2, [[0, 1], [2, 3]], [[0, 2], [4, 6]])
+    """
+
+    tp: int
+    pp: int
+    ep: int
+    ranks: tuple
+
+    @property
+    def size(self) -> int:
+        """GPUs per instance."""
+        return self.tp * self.pp * self.ep
+
+    @property
+    def instances(self) -> int:
+        return len(self.ranks) // self.size
+
+    def instance_ranks(self, i: int) -> list:
+        """The GPU ranks of instance ``i``."""
+        return list(self.ranks[i * self.size:(i + 1) * self.size])
+
+    def groups(self, kind: str) -> list:
+        """The pool's ``tp``, ``ep`` or ``pp`` groups as GPU ranks (``pp``: neighbouring stages)."""
+        inner = ParallelLayout(tp=self.tp, pp=self.pp, dp=self.ep * self.instances, ep=self.ep,
+                               order=("tp", "cp", "pp", "dp"))
+        return [[self.ranks[r] for r in g] for g in inner.groups(kind)]
+
+
+def expected_active_experts(experts: int, top_k: int, tokens: float) -> float:
+    """Expected share of ``experts`` at least one of ``tokens`` tokens is routed to, each token
+    choosing ``top_k`` distinct experts uniformly: ``1 - (1 - top_k / experts)^tokens``.
+
+    >>> expected_active_experts(8, 2, 1), expected_active_experts(8, 2, 0)
+    (0.25, 0.0)
+    """
+    if experts <= 1:
+        return 1.0
+    return 1.0 - (1.0 - top_k / experts) ** tokens
+
+
+@dataclass
+class StepModel:
+    """Compute and memory times of one instance's steps (no communication): see the module."""
+
+    model: object
+    gpu: object
+    layout: InstanceLayout
+    precision: str
+    kv_bytes: float
+    compute_efficiency: float
+    attention_efficiency: float
+    hbm_bandwidth: float            # achieved, bytes/s
+    kv_bytes_per_token: float = field(init=False)
+
+    def __post_init__(self):
+        m, lay = self.model, self.layout
+        d = m.hidden // m.heads
+        # the KV cache of one token over all layers, every copy (bytes); per GPU it is split
+        # over min(tp, kv_heads) (heads beyond that are replicated) and the pp stages
+        self.kv_bytes_per_token = 2.0 * m.layers * m.kv_heads * d * self.kv_bytes
+        self.kv_shards = min(lay.tp, m.kv_heads)
+        w = WEIGHT_BYTES[self.precision]
+        self._w = w
+        self._peak = self.gpu.peak_fp8_flops if self.precision == "fp8" else self.gpu.peak_bf16_flops
+
+    # -- per GPU, the stages in turn -------------------------------------------------------
+    def weight_bytes(self, tokens_per_ep_group: float) -> float:
+        """Bytes of weights one GPU's share of a step reads (all stages in turn)."""
+        m, lay = self.model, self.layout
+        if m.experts > 1:
+            local = m.experts / lay.ep
+            mlp = local * expected_active_experts(m.experts, m.top_k, tokens_per_ep_group) * m.mlp_params
+        else:
+            mlp = m.mlp_params
+        return self._w * (m.layers * (m.attention_params + mlp) + m.vocab * m.hidden) / lay.tp
+
+    def kv_read_bytes(self, context_tokens: float) -> float:
+        """Bytes of KV cache one GPU reads for ``context_tokens`` tokens of context."""
+        return context_tokens * self.kv_bytes_per_token / self.kv_shards
+
+    def decode_flops(self, batch: float, context_tokens: float) -> float:
+        """FLOPs one GPU runs in a decode step of ``batch`` sequences holding ``context_tokens``."""
+        m = self.model
+        active = m.layers * (m.attention_params + m.top_k * m.mlp_params) + m.vocab * m.hidden
+        return (2.0 * batch * active + 4.0 * m.hidden * context_tokens * m.layers) / self.layout.tp
+
+    def decode_seconds(self, batch: float, context_tokens: float) -> float:
+        """Compute / memory seconds of a decode step: ``batch`` sequences per attention rank
+        holding ``context_tokens`` tokens of context together (no communication).
+
+        >>> import topologies as tp
+        >>> from flowsolver.training import get_model
+        >>> sm = StepModel(get_model("llama-3-8b"), tp.get_gpu("h100_sxm"), InstanceLayout(1, 1, 1, (0,)),
+        ...                "bf16", 2.0, 0.46, 0.62, 3.0e12)
+        >>> sm.decode_seconds(1, 0) == 2 * 7_504_658_432 / 3.0e12   # every weight but the embedding, once
+        True
+        """
+        if batch <= 0:
+            return 0.0
+        memory = (self.weight_bytes(batch * self.layout.ep) + self.kv_read_bytes(context_tokens)) / self.hbm_bandwidth
+        compute = self.decode_flops(batch, context_tokens) / (self._peak * self.compute_efficiency)
+        return max(memory, compute)
+
+    def prefill_seconds(self, tokens: float, square_tokens: float, sequences: float) -> float:
+        """Compute seconds of a prefill step of ``tokens`` prompt tokens in ``sequences``
+        sequences whose lengths' squares sum to ``square_tokens``, per attention rank."""
+        if tokens <= 0:
+            return 0.0
+        m, lay = self.model, self.layout
+        linear = 2.0 * tokens * m.layers * (m.attention_params + m.top_k * m.mlp_params)
+        attention = 2.0 * m.hidden * m.layers * square_tokens
+        logits = 2.0 * sequences * m.vocab * m.hidden
+        compute = (linear / (self._peak * self.compute_efficiency)
+                   + attention / (self.gpu.peak_bf16_flops * self.attention_efficiency)
+                   + logits / (self.gpu.peak_bf16_flops * self.compute_efficiency)) / lay.tp
+        memory = self.weight_bytes(tokens * lay.ep) / self.hbm_bandwidth
+        return max(compute, memory)
+
+    # -- communication sizes per call (bytes, nccl-tests conventions) ---------------------------
+    def tp_bytes(self, tokens: float) -> float:
+        return tokens * self.model.hidden * ACTIVATION_BYTES
+
+    def ep_bytes(self, tokens: float, a2a_bytes: float) -> float:
+        return tokens * self.model.top_k * self.model.hidden * a2a_bytes / self.layout.tp
+
+    def pp_bytes(self, tokens: float) -> float:
+        return tokens * self.model.hidden * ACTIVATION_BYTES
+
+
+def size_grid(smallest: float, largest: float) -> np.ndarray:
+    """Sizes (bytes) at which communication is timed: powers of two from below ``smallest``
+    to above ``largest``.
+
+    >>> size_grid(3000, 9000).tolist()
+    [2048.0, 4096.0, 8192.0, 16384.0]
+    """
+    lo = math.floor(math.log2(max(smallest, 1.0)))
+    hi = max(math.ceil(math.log2(max(largest, 1.0))), lo + 1)
+    return 2.0 ** np.arange(lo, hi + 1)
+
+
+@dataclass(frozen=True)
+class CommTable:
+    """Seconds per call of each kind of a pool's communication at a grid of sizes, with every
+    group of the pool running it at once; ``bottleneck`` per kind at the largest size."""
+
+    sizes: np.ndarray
+    seconds: dict               # kind -> array over sizes
+    bottleneck: dict            # kind -> tuple of Bottleneck
+    algorithms: dict            # kind -> algorithm at the largest size
+
+    def time(self, kind: str, size) -> np.ndarray:
+        """Seconds of one call of ``kind`` at ``size`` bytes (linear between grid points;
+        0 for a kind the pool does not run)."""
+        if kind not in self.seconds:
+            return np.zeros_like(np.asarray(size, dtype=np.float64))
+        return np.interp(size, self.sizes, self.seconds[kind])
+
+
+def comm_table(graph, layout: InstanceLayout, kinds: dict, sizes: np.ndarray, options: dict) -> CommTable:
+    """Time every communication kind of ``kinds`` (``{"tp": "all_reduce", "ep": "all_to_all",
+    "pp": "send_recv"}``, those the layout runs) of the pool ``layout`` at ``sizes`` bytes."""
+    from ..collectives._concurrent import concurrent_kinds
+
+    names = [k for k in ("tp", "ep", "pp") if k in kinds]
+    seconds = {k: np.zeros(len(sizes)) for k in names}
+    bottleneck, algorithms = {}, {}
+    if not names:
+        return CommTable(sizes=np.asarray(sizes, dtype=np.float64), seconds={}, bottleneck={}, algorithms={})
+    group_lists = {k: layout.groups(k) for k in names}
+    # every (kind, size) is one kind of lockstep groups: all solved together in one batched call
+    cells = [(k, j) for j in range(len(sizes)) for k in names]
+    specs = [[dict(op=kinds[k], size=float(sizes[j]), ranks=g) for g in group_lists[k]] for k, j in cells]
+    for (k, j), res in zip(cells, concurrent_kinds(graph, specs, **options)):
+        seconds[k][j] = res.makespan
+        if j == len(sizes) - 1:
+            bottleneck[k], algorithms[k] = tuple(res.bottleneck), res.algorithms[0]
+    return CommTable(sizes=np.asarray(sizes, dtype=np.float64), seconds=seconds, bottleneck=bottleneck,
+                     algorithms=algorithms)
