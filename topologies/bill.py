@@ -35,8 +35,10 @@ Prices and power
 ----------------
 Every :class:`Part` carries ``price_source`` and ``power_source``: a datasheet or list price
 with its date where one is public, else the word "estimate" and the basis of the number.
-No list price of these parts is public from the vendor: the prices are estimates and flagged
-``price_estimate=True``; pass your quotes with ``prices={"quantum2_qm9700": 21500.0, ...}``
+Few list prices are public: the Quantum-2 switch, the 400G OSFP, the 800G DR8 OSFP and the
+BlueField-3 carry published reseller or survey figures (address, date and the figure quoted);
+the others are estimates flagged ``price_estimate=True`` and marked ``*`` in
+:meth:`Bill.format` (:attr:`Bill.estimated_share`: the part of the price they make). Pass your quotes with ``prices={"quantum2_qm9700": 21500.0, ...}``
 (USD per unit) and your measured power with ``power={...}`` (W per unit), or add parts with
 :func:`topologies.register_part` (the catalogue: :mod:`topologies.parts`).
 
@@ -134,6 +136,12 @@ class Bill:
         """True when any line's price or power is an estimate rather than a published figure."""
         return any(line.part.price_estimate or line.part.power_estimate for line in self.lines if line.count)
 
+    @property
+    def estimated_share(self) -> float:
+        """Fraction of the price (0-1) whose unit prices are estimates, not published figures."""
+        total = self.price
+        return sum(l.price for l in self.lines if l.part.price_estimate) / total if total else 0.0
+
     def count(self, part: str) -> int:
         """Units of catalogue part ``part`` on the bill."""
         return sum(line.count for line in self.lines if line.part.name == part)
@@ -160,17 +168,20 @@ class Bill:
         """One JSON-friendly dict per line."""
         return [dict(item=l.item, part=l.part.name, category=l.part.category, tier=l.tier, count=l.count,
                      unit_price=l.part.price, unit_power=l.part.power, price=l.price, power=l.power,
-                     price_source=l.part.price_source, power_source=l.part.power_source)
+                     price_source=l.part.price_source, power_source=l.part.power_source,
+                     price_estimated=l.part.price_estimate, power_estimated=l.part.power_estimate)
                 for l in self.lines]
 
     def format(self) -> str:
-        """A text table (USD, kW)."""
-        rows = [f"{'item':34s} {'tier':12s} {'count':>8s} {'USD':>14s} {'kW':>9s}"]
+        """A text table (USD, kW); ``*`` after a figure that is an estimate (no published source)."""
+        rows = [f"{'item':34s} {'tier':12s} {'count':>8s} {'USD':>15s} {'kW':>10s}"]
         for l in sorted(self.lines, key=lambda l: (l.part.category, l.tier, l.item)):
-            rows.append(f"{l.item:34s} {l.tier:12s} {l.count:8d} {l.price:14,.0f} {l.power / 1e3:9.2f}")
-        rows.append(f"{'total':34s} {'':12s} {'':8s} {self.price:14,.0f} {self.power / 1e3:9.2f}")
+            rows.append(f"{l.item:34s} {l.tier:12s} {l.count:8d} {l.price:14,.0f}{'*' if l.part.price_estimate else ' '}"
+                        f" {l.power / 1e3:9.2f}{'*' if l.part.power_estimate else ''}")
+        rows.append(f"{'total':34s} {'':12s} {'':8s} {self.price:14,.0f}  {self.power / 1e3:9.2f}")
         rows.append(f"per GPU ({self.gpus}): {self.price_per_gpu:,.0f} USD, {self.power_per_gpu:,.1f} W"
-                    + ("  [contains estimates: see price_source / power_source]" if self.estimated else ""))
+                    + (f"  [* estimates: {self.estimated_share:.0%} of the price; see price_source / power_source]"
+                       if self.estimated else ""))
         rows.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(rows)
 
