@@ -29,3 +29,63 @@ def test_upgrade_plan_prices_upgrades_from_the_bill():
     assert xdr > upgrade_cost(g, ups["leaf-spine"]) > 0
     with pytest.raises(ValueError, match="cost must be 'bill'"):
         fs.upgrade_plan(g, work, budget=1.0, cost="quote")
+
+
+def _switches(g, role):
+    return [n for n, d in g.nodes(data=True) if d["kind"] == "switch" and d.get("role") == role]
+
+
+def _fabric_cables(g, tier):
+    return sum(d.get("cables", 1) for u, v, d in g.edges(data=True) if d["tier"] == tier) // 2
+
+
+def test_meta_24k_has_the_llama3_papers_shape():
+    g = tp.meta_24k()
+    b = tp.bill(g)
+    # Llama 3 paper 3.3.1: 16 GPUs per ToR, 192 racks per 3,072-GPU pod, 8 pods = 24K GPUs
+    assert b.gpus == 24576 == 16 * 192 * 8
+    assert len(_switches(g, "leaf")) == 192 * 8 and len(_switches(g, "spine")) == 16 * 8
+    assert len(_switches(g, "core")) == 16
+    # full bisection inside a pod: a ToR has as many uplinks as GPUs; 1:7 above the pods
+    assert _fabric_cables(g, "access") == 24576 and _fabric_cables(g, "leaf-spine") == 1536 * 16
+    up = math.ceil(192 / 7)                                          # 28 uplinks per cluster switch
+    assert _fabric_cables(g, "spine-core") == 128 * up == 3584
+    assert 6.5 < g.graph["params"]["aggregation_oversubscription"] == 192 / 28 <= 7
+    # the two servers of a rack sit under one ToR; the ToR cables stay in the rack (copper)
+    tor = {v for n, d in g.nodes(data=True) if d["kind"] == "nic" and d.get("server") in (0, 1) for v in g[n]
+           if g.nodes[v]["kind"] == "switch"}
+    assert tor == {"u0/leaf0"}
+    assert b.links[("access", "copper", 400)] == 24576 and b.count("dac") == 24576
+    assert any("128 switches" in w for w in b.warnings)              # cluster switches are chassis
+
+
+def test_meta_small_validates_and_rejects_bad_sizes():
+    g = tp.meta_24k(pods=2, racks_per_pod=4)
+    tp.validate(g)
+    assert g.graph["bisection_bandwidth"] == 1 * 16 * math.ceil(4 * 16 / 16 / 7) * tp.get_link("roce_400g").bandwidth
+    with pytest.raises(ValueError, match="cluster_switches"):
+        tp.meta_24k(cluster_switches=32)
+    with pytest.raises(ValueError, match="pods"):
+        tp.meta_24k(pods=0)
+
+
+def test_nvl72_cluster_counts():
+    g = tp.nvl72_cluster(16)                                         # 2 scalable units of 8 racks
+    tp.validate(g)
+    b = tp.bill(g)
+    assert b.gpus == 16 * 72
+    assert len(_switches(g, "leaf")) == 2 * 18 and len(_switches(g, "spine")) == 2 * 18
+    assert len(_switches(g, "core")) == 18 * math.ceil(2 * 32 / 64)
+    assert b.count("nvlink_switch_tray") == 16 * 9                   # GB200 NVL72: 9 trays per rack
+    for tier in ("access", "leaf-spine", "spine-core"):
+        assert _fabric_cables(g, tier) == 16 * 72
+    # leaf j of a unit serves compute tray j (4 NICs) of each of its 8 racks: 32 ports down
+    leaf = "u1/leaf5"
+    down = [n for n in g.predecessors(leaf) if g.nodes[n]["kind"] == "nic"]
+    assert len(down) == 32 and {g.nodes[n]["server"] for n in down} == set(range(8, 16))
+    # optics: NICs leave the rack, twin-port modules on the leaves, one 400G module per NIC
+    assert b.count("osfp_400g") == 16 * 72 and b.count("fiber_mpo") == 3 * 16 * 72
+    # the largest published size: 128 racks, 9,216 GPUs
+    assert tp.nvl72_cluster(128).graph["params"]["gpus"] == 9216
+    with pytest.raises(ValueError, match="multiple"):
+        tp.nvl72_cluster(12)

@@ -75,7 +75,7 @@ DEFAULT_REACH = {
     "access": "copper", "leaf-spine": "optical", "spine-core": "optical", "edge-agg": "optical",
     "agg-core": "optical", "local": "copper", "global": "optical", "torus": "copper",
 }
-_ACCESS_BEYOND_RACK = {"rail_optimized", "rail_only", "multi_plane"}
+_ACCESS_BEYOND_RACK = {"rail_optimized", "rail_only", "multi_plane", "nvl72_cluster"}
 
 #: NVSwitch trays per rack-scale NVLink domain (GB200 NVL72 specification: 9 trays, 18 chips)
 _TRAYS_PER_DOMAIN = {72: 9}
@@ -337,15 +337,20 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
         cable = "dac" if medium == "copper" else "fiber_mpo"
         counts[(f"{'DAC' if medium == 'copper' else 'fibre'} {rate / Gbit:g}G", cable, tier)] += n
     # switches
+    oversized = defaultdict(list)       # (ports, part, boxes) -> switches
     for sw, ports in switch_ports.items():
         role = core.nodes[sw].get("role", "switch")
         part = forced_switch or _switch_part(switch_family[sw], switch_rate[sw], ports)
         boxes = 1
         if ports > part.ports:
             boxes = math.ceil(ports / part.ports)
-            warnings.append(f"switch {sw!r} uses {ports} ports, more than the {part.ports} of a {part.name}: "
-                            f"counted as {boxes} boxes")
+            oversized[(ports, part.name, part.ports, boxes)].append(sw)
         counts[(f"switch {part.name}", part.name, role)] += boxes
+    for (ports, name, has, boxes), sws in oversized.items():
+        who = f"switch {sws[0]!r} uses" if len(sws) == 1 else \
+            f"{len(sws)} switches ({', '.join(map(repr, sws[:3]))}{', ...' if len(sws) > 3 else ''}) use"
+        warnings.append(f"{who} {ports} ports, more than the {has} of a {name}: counted as {boxes} boxes"
+                        + ("" if len(sws) == 1 else " each"))
     # NICs cabled to the fabric
     for n, d in core.nodes(data=True):
         if d.get("kind") != "nic":
