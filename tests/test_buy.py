@@ -89,3 +89,25 @@ def test_nvl72_cluster_counts():
     assert tp.nvl72_cluster(128).graph["params"]["gpus"] == 9216
     with pytest.raises(ValueError, match="multiple"):
         tp.nvl72_cluster(12)
+
+
+def test_the_articles_cost_column_from_the_bill():
+    from flowsolver.study import cost_study, format_costs, network_study
+
+    rows = network_study(global_batch=64, networks=("ideal", "ib_ndr", "eth_100g"))
+    gpu = tp.get_part("hgx_h100_server").price / 8
+    ndr, eth = cost_study(rows, gpu_price=gpu)                       # the ideal network is not billed
+    # hand counts for 8 DGX H100 (64 NICs), 8 rail leaves + 1 spine, 64 + 64 cables:
+    # NDR: 9 QM9700, 64 ConnectX-7, 128 fibres, 128 twin-port modules
+    price = {n: tp.get_part(n).price for n in tp.part_names()}
+    assert ndr.bill.price == 9 * price["quantum2_qm9700"] + 64 * price["connectx7_400g"] \
+        + 128 * price["fiber_mpo"] + 128 * price["osfp_800g_twin"]
+    # Ethernet 100G: 9 SN4600C, 64 100G NICs, 128 fibres, one 100G module per cable end (256)
+    assert eth.bill.price == 9 * price["spectrum3_sn4600c"] + 64 * price["nic_100g"] \
+        + 128 * price["fiber_mpo"] + 256 * price["optics_100g"]
+    step = rows[1].step
+    assert ndr.tokens_per_s_per_musd == pytest.approx(step.tokens_per_s / (ndr.bill.price + 64 * gpu) * 1e6)
+    assert ndr.article_tokens_per_s == 3800.0 and eth.article_tokens_per_s == 1800.0
+    assert "Ethernet 100G" in format_costs([ndr, eth])
+    with pytest.raises(ValueError, match="gpu_price"):
+        cost_study(rows, gpu_price=-1.0)
