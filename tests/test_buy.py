@@ -111,3 +111,15 @@ def test_the_articles_cost_column_from_the_bill():
     assert "Ethernet 100G" in format_costs([ndr, eth])
     with pytest.raises(ValueError, match="gpu_price"):
         cost_study(rows, gpu_price=-1.0)
+
+
+def test_cli_design_with_a_gpu_price(capsys):
+    import json
+
+    from flowsolver.cli import main
+
+    assert main(["design", "--gpus", "64", "--size", "64M", "--families", "rail_optimized", "--links", "ib_ndr",
+                 "--oversubscriptions", "1", "--optics", "multimode", "--gpu-price", "1000", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["capex"] == pytest.approx(row["price"] + 64 * 1000.0)
+    assert row["tokens_per_s"] is None or math.isnan(row["tokens_per_s"])    # a collective has no tokens
