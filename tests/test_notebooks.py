@@ -28,7 +28,7 @@ def _source(cell):
 
 
 def test_the_seven_notebooks_exist():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07"]
+    assert {"01", "02", "03", "04", "05", "06", "07", "10"} <= {p.name[:2] for p in NOTEBOOKS}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
