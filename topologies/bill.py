@@ -35,8 +35,9 @@ Prices and power
 ----------------
 Every :class:`Part` carries ``price_source`` and ``power_source``: a datasheet or list price
 with its date where one is public, else the word "estimate" and the basis of the number.
-Few list prices are public: the Quantum-2 switch, the 400G OSFP, the 800G DR8 OSFP and the
-BlueField-3 carry published reseller or survey figures (address, date and the figure quoted);
+Few list prices are public: the Quantum-2 switch, the twin-port 800G OSFP (a lower bound
+derived from a published fabric total), the 800G DR8 OSFP, the 400G OSFP and the BlueField-3
+carry published reseller or survey figures (address, date and the figure quoted);
 the others are estimates flagged ``price_estimate=True`` and marked ``*`` in
 :meth:`Bill.format` (:attr:`Bill.estimated_share`: the part of the price they make). Pass your quotes with ``prices={"quantum2_qm9700": 21500.0, ...}``
 (USD per unit) and your measured power with ``power={...}`` (W per unit), or add parts with
