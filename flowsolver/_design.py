@@ -28,7 +28,7 @@ import topologies as tp
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
 
 #: families :func:`design` can build for a GPU count (each sized from the GPU count and radix)
-DESIGN_FAMILIES = ("rail_optimized", "leaf_spine", "fat_tree", "rail_only")
+DESIGN_FAMILIES = ("rail_optimized", "leaf_spine", "fat_tree", "rail_only", "dragonfly_plus")
 
 
 @dataclass
@@ -196,7 +196,33 @@ def _build(family: str, servers: int, server, link: str, ratio: float, radix: in
         if k > radix:
             raise ValueError(f"a k-ary fat-tree for {nics} NICs needs k = {k} > radix {radix}")
         return tp.fat_tree(k, link=link, server=server)
+    if family == "dragonfly_plus":
+        return _dragonfly_plus(nics, server, link, ratio, radix)
     raise ValueError(f"family must be one of {', '.join(DESIGN_FAMILIES)}, got {family!r}")
+
+
+def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):
+    """The DragonFly+ of ``radix``-port switches holding exactly ``nics`` NICs: leaves with
+    ``radix/2`` host ports (whole servers) and one uplink per spine, ``ceil(hosts / ratio)``
+    spines; the fewest groups (>= 2) whose leaves fit a spine's ``radix/2`` down ports and
+    whose global ports (``ceil(leaves / ratio)`` or more per spine, at most what the spine
+    has left) divide evenly among the other groups."""
+    hosts = radix // 2 - (radix // 2) % server.nics
+    if hosts < 1:
+        raise ValueError(f"a server's {server.nics} NICs do not fit the {radix // 2} host ports of a leaf")
+    spines = max(1, math.ceil(hosts / ratio))
+    for groups in range(2, nics // hosts + 1):
+        if nics % (groups * hosts):
+            continue
+        leaves = nics // (groups * hosts)
+        if leaves > radix // 2:
+            continue
+        for h in range(max(1, math.ceil(leaves / ratio)), radix - leaves + 1):
+            if (spines * h) % (groups - 1) == 0 and groups - 1 <= spines * h:
+                return tp.dragonfly_plus(leaves, spines, hosts, h, groups=groups, link_local=link, link_global=link,
+                                         server=server)
+    raise ValueError(f"no DragonFly+ of {radix}-port switches holds exactly {nics} NICs "
+                     f"({hosts} per leaf) with evenly divided global links")
 
 
 def _timer(workload):

@@ -123,3 +123,21 @@ def test_cli_design_with_a_gpu_price(capsys):
     row = json.loads(capsys.readouterr().out)[0]
     assert row["capex"] == pytest.approx(row["price"] + 64 * 1000.0)
     assert row["tokens_per_s"] is None or math.isnan(row["tokens_per_s"])    # a collective has no tokens
+
+
+def test_design_sizes_a_dragonfly_plus():
+    from flowsolver._design import _build, _server
+
+    dgx = _server(tp.get_server("dgx_h100"), 8, "ib_ndr")
+    g = _build("dragonfly_plus", 512, dgx, "ib_ndr", 1.0, 64)          # 4,096 NICs, 64-port switches
+    p = g.graph["params"]
+    # 32 host ports per leaf (4 DGX), one uplink per spine (32), the fewest groups whose leaves
+    # fit a spine's 32 down ports and whose global ports divide among the others: 8 groups of
+    # 16 leaves, 21 global links per spine (32 x 21 = 672 = 7 x 96)
+    assert (p["groups"], p["leaves"], p["spines"], p["hosts_per_leaf"], p["global_per_spine"]) == (8, 16, 32, 32, 21)
+    assert p["groups"] * p["leaves"] * p["hosts_per_leaf"] == 4096
+    switches = [n for n, d in g.nodes(data=True) if d["kind"] == "switch"]
+    assert len(switches) == 8 * (16 + 32)
+    assert sum(d.get("cables", 1) for *_, d in g.edges(data=True) if d["tier"] == "global") // 2 == 8 * 32 * 21 // 2
+    with pytest.raises(ValueError, match="do not fit"):
+        _build("dragonfly_plus", 2, dgx, "ib_ndr", 1.0, 8)
