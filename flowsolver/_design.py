@@ -291,7 +291,8 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         The grid: fabric families (:data:`DESIGN_FAMILIES`), link technologies (catalogue names;
         the NICs run at the fabric's rate), leaf oversubscriptions, switch radixes, NICs per
         server, optics (``"multimode"`` / ``"singlemode"``, see :func:`topologies.bill`). The
-        default families leave out ``"rail_only"`` (cross-rail traffic over NVLink); add it.
+        default families leave out ``"rail_only"`` (cross-rail traffic over NVLink) and
+        ``"dragonfly_plus"``; add them.
     server : str or ServerModel
         The server model (default DGX H100).
     prices, part_power : dict, optional
