@@ -357,7 +357,9 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         b = tp.price_tally(tallies[id(g)], prices=prices, power=part_power, optics=c.optics)
         c.bill, c.price, c.power, c.gpus = b, b.price, b.power, b.gpus
         c.switches = sum(l.count for l in b.lines if l.part.category == "switch")
-        if budget is not None and c.price > budget:
+        if c.gpus != gpus:      # a fabric whose ports place more servers than asked is another cluster
+            c.status, c.message = "failed", f"the fabric holds {c.gpus} GPUs, not the {gpus} asked"
+        elif budget is not None and c.price > budget:
             c.status, c.message = "over budget", f"{c.price:,.0f} USD > {budget:,.0f}"
         elif power is not None and c.power > power:
             c.status, c.message = "over power", f"{c.power:,.0f} W > {power:,.0f}"

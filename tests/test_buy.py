@@ -141,3 +141,11 @@ def test_design_sizes_a_dragonfly_plus():
     assert sum(d.get("cables", 1) for *_, d in g.edges(data=True) if d["tier"] == "global") // 2 == 8 * 32 * 21 // 2
     with pytest.raises(ValueError, match="do not fit"):
         _build("dragonfly_plus", 2, dgx, "ib_ndr", 1.0, 8)
+
+
+def test_design_rejects_fabrics_of_another_size():
+    # the smallest k-ary fat-tree holding 64 NICs is k = 8: 128 host ports, 16 DGX - not 64 GPUs
+    r = fs.design(64, lambda g: 1.0, families=("fat_tree",), links=("ib_ndr",), oversubscriptions=(1.0,),
+                  optics=("multimode",))
+    c = r.candidates[0]
+    assert c.status == "failed" and "holds 128 GPUs, not the 64 asked" in c.message and r.timed == 0
