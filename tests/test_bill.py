@@ -115,7 +115,8 @@ def test_nvl72_trays_and_roce():
     b = tp.bill(tp.rail_optimized(2, server="nvl72"))
     assert b.count("nvlink_switch_tray") == 2 * 9     # GB200 NVL72: 9 switch trays per rack
     r = tp.bill(tp.rail_optimized(32, link="roce_400g"))
-    assert r.count("spectrum4_sn5600") == 12 and r.count("quantum2_qm9700") == 0
+    # 8 leaves of 32 + 32 ports and 4 spines of 64: the 64 x 400GbE SN5400 holds them
+    assert r.count("spectrum4_sn5400") == 12 and r.count("quantum2_qm9700") == 0
     assert math.isclose(r.price_per_gpu * r.gpus, r.price)
 
 

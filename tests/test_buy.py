@@ -57,6 +57,9 @@ def test_meta_24k_has_the_llama3_papers_shape():
     assert tor == {"u0/leaf0"}
     assert b.links[("access", "copper", 400)] == 24576 and b.count("dac") == 24576
     assert any("128 switches" in w for w in b.warnings)              # cluster switches are chassis
+    # ToRs (32 ports) on the 64-port SN5400; cluster (220) and aggregation (224) switches as
+    # two 128-port SN5600 each
+    assert b.count("spectrum4_sn5400") == 1536 and b.count("spectrum4_sn5600") == 2 * 128 + 2 * 16
 
 
 def test_meta_small_validates_and_rejects_bad_sizes():

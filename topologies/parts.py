@@ -141,10 +141,12 @@ _add(Part("quantum_x800_q3400", "switch", 120000.0, 3000.0, _EST_PRICE,
 _add(Part("spectrum4_sn5600", "switch", 40000.0, 1000.0, _EST_PRICE,
           f"estimate ({CATALOGUE_DATE}): a 51.2 Tb/s 2U Ethernet system without optics",
           ports=128, port_rate=400 * Gbit, family="ethernet"))
-# Spectrum-4 SN5400: 64 x 400GbE (SN5000 user manual, "Data Interfaces").
+# Spectrum-4 SN5400: 64 x 400GbE (SN5000 user manual, "Data Interfaces"): 25.6 Tb/s, so its
+# ports run at 400G (the bill picks it for 400G Ethernet switches of up to 64 ports, the
+# 128-port SN5600 beyond).
 _add(Part("spectrum4_sn5400", "switch", 30000.0, 750.0, _EST_PRICE,
           f"estimate ({CATALOGUE_DATE}): a 25.6 Tb/s 2U Ethernet system without optics",
-          ports=64, port_rate=200 * Gbit, family="ethernet"))
+          ports=64, port_rate=400 * Gbit, family="ethernet"))
 # A 100GbE 64-port switch (Spectrum-3 SN4600C class, 64 x 100GbE; mlxsw release notes list).
 _add(Part("spectrum3_sn4600c", "switch", 15000.0, 400.0, _EST_PRICE,
           f"estimate ({CATALOGUE_DATE}): a 12.8 Tb/s 2U Ethernet system without optics",
