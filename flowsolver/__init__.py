@@ -28,7 +28,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     ".traces": ("ReplayResult", "TraceError", "Workload", "read_chakra", "read_simai_workload", "replay",
                 "workload_from_step", "write_chakra"),
     "._sweep": ("default_cache_dir", "expand_grid", "sweep"),
-    ".upgrade": ("Upgrade", "upgrade_plan", "what_if"),
+    ".upgrade": ("Upgrade", "upgrade_plan", "what_if", "upgrade_cost"),
     "._design": ("Design", "design", "pareto_front"),
     ".reliability": ("Component", "GoodputResult", "JobResponse", "default_components", "goodput", "place_jobs",
                   "placement_slowdowns", "simulate_goodput"),
@@ -53,7 +53,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from .traces import (ReplayResult, TraceError, Workload, read_chakra, read_simai_workload, replay,
                          workload_from_step, write_chakra)
     from ._sweep import default_cache_dir, expand_grid, sweep
-    from .upgrade import Upgrade, upgrade_plan, what_if
+    from .upgrade import Upgrade, upgrade_cost, upgrade_plan, what_if
     from ._design import Design, design, pareto_front
     from .reliability import (Component, GoodputResult, JobResponse, default_components, goodput, place_jobs,
                            placement_slowdowns, simulate_goodput)
@@ -72,7 +72,7 @@ __all__ = [
     "read_chakra", "read_simai_workload", "write_chakra", "workload_from_step", "replay", "ReplayResult", "Workload",
     "TraceError",
     "sweep", "expand_grid", "default_cache_dir",
-    "what_if", "upgrade_plan", "Upgrade",
+    "what_if", "upgrade_plan", "Upgrade", "upgrade_cost",
     "design", "Design", "pareto_front",
     "goodput", "simulate_goodput", "GoodputResult", "JobResponse", "Component", "default_components", "place_jobs",
     "placement_slowdowns",

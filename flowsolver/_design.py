@@ -7,6 +7,12 @@ budget and the power envelope are timed, one timing per distinct fabric (the opt
 bill, not the time; two parameter sets that generate the same graph, such as a fat-tree under
 two radixes that both hold it, share one); the front is the set of timed candidates that no other timed candidate
 beats or equals on all three of price (USD), power (W) and time (s) while beating it on one.
+
+Money against throughput: a training workload gives tokens per step, so each timed candidate
+has ``tokens_per_s``; with ``gpu_price`` (USD per GPU) its capital cost ``capex`` is the
+network bill plus the GPUs, ``throughput_per_usd`` is tokens/s per USD of it, and with a
+``lifetime`` (seconds of training the hardware is paid over) ``tokens_per_usd`` is the tokens
+that lifetime trains per USD: ``tokens_per_s * lifetime / capex``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import topologies as tp
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
 
 #: families :func:`design` can build for a GPU count (each sized from the GPU count and radix)
-DESIGN_FAMILIES = ("rail_optimized", "leaf_spine", "fat_tree", "rail_only")
+DESIGN_FAMILIES = ("rail_optimized", "leaf_spine", "fat_tree", "rail_only", "dragonfly_plus")
 
 
 @dataclass
@@ -47,7 +53,30 @@ class Candidate:
     status: str = "ok"
     message: str = ""
     pareto: bool = False
+    tokens: float = math.nan           # tokens per step (a training workload), NaN otherwise
+    gpu_price: float = 0.0             # USD per GPU added to the network bill in ``capex``
+    lifetime: float = math.nan         # seconds over which ``tokens_per_usd`` counts tokens
     bill: object = field(default=None, repr=False)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Training throughput, tokens/s (NaN without tokens per step)."""
+        return self.tokens / self.time if self.time > 0 else math.nan
+
+    @property
+    def capex(self) -> float:
+        """USD: the network bill plus ``gpus x gpu_price``."""
+        return self.price + self.gpus * self.gpu_price
+
+    @property
+    def throughput_per_usd(self) -> float:
+        """Tokens/s per USD of ``capex``."""
+        return self.tokens_per_s / self.capex if self.capex > 0 else math.nan
+
+    @property
+    def tokens_per_usd(self) -> float:
+        """Tokens trained per USD of ``capex`` over ``lifetime`` seconds (NaN without one)."""
+        return self.throughput_per_usd * self.lifetime
 
     @property
     def fabric(self) -> tuple:
@@ -58,7 +87,8 @@ class Candidate:
         return dict(family=self.family, link=self.link, oversubscription=self.oversubscription, radix=self.radix,
                     nics=self.nics, optics=self.optics, gpus=self.gpus, switches=self.switches, price=self.price,
                     power=self.power, time=self.time, price_per_gpu=self.price / self.gpus if self.gpus else math.nan,
-                    status=self.status, pareto=self.pareto, message=self.message)
+                    tokens_per_s=self.tokens_per_s, capex=self.capex, throughput_per_usd=self.throughput_per_usd,
+                    tokens_per_usd=self.tokens_per_usd, status=self.status, pareto=self.pareto, message=self.message)
 
 
 @dataclass
@@ -75,15 +105,37 @@ class Design:
     def to_rows(self) -> list[dict]:
         return [c.as_dict() for c in self.candidates]
 
+    def best(self, key: str = "tokens_per_usd"):
+        """The timed candidate with the most ``tokens_per_usd`` (or ``throughput_per_usd``,
+        ``tokens_per_s``), or the least ``time`` / ``price`` / ``capex``; None if none is timed.
+
+        >>> r = design(64, [("all_reduce", 2**26)], families=("rail_optimized",), links=("ib_ndr", "ib_hdr"),
+        ...            oversubscriptions=(1.0,), optics=("multimode",))
+        >>> r.best("time").link, r.best("price").link
+        ('ib_ndr', 'ib_hdr')
+        """
+        most = ("tokens_per_usd", "throughput_per_usd", "tokens_per_s")
+        if key not in most + ("time", "price", "capex"):
+            raise ValueError(f"key must be one of {', '.join(most + ('time', 'price', 'capex'))}, got {key!r}")
+        ok = [c for c in self.candidates if c.status == "ok" and math.isfinite(getattr(c, key))]
+        if not ok:
+            return None
+        return (max if key in most else min)(ok, key=lambda c: getattr(c, key))
+
     def format(self) -> str:
-        """The front as a text table (USD, kW, s), cheapest first."""
+        """The front as a text table (USD, kW, s; tokens/s and tokens per USD where known),
+        cheapest first."""
+        tok = any(math.isfinite(c.tokens_per_s) for c in self.front)
+        per_usd = any(math.isfinite(c.tokens_per_usd) for c in self.front)
         lines = [f"{len(self.candidates)} candidates, {self.timed} fabrics timed, front {len(self.front)}, "
                  f"dominated {self.dominated}, {self.seconds:.1f} s",
                  f"{'family':15s} {'link':10s} {'os':>4s} {'radix':>5s} {'nics':>4s} {'optics':10s} "
-                 f"{'USD/GPU':>9s} {'kW':>9s} {'time s':>10s}"]
+                 f"{'USD/GPU':>9s} {'kW':>9s} {'time s':>10s}" + (f" {'tokens/s':>10s}" if tok else "")
+                 + (f" {'tokens/USD':>10s}" if per_usd else "")]
         for c in sorted(self.front, key=lambda c: c.price):
             lines.append(f"{c.family:15s} {c.link:10s} {c.oversubscription:4g} {c.radix:5d} {c.nics:4d} "
-                         f"{c.optics:10s} {c.price / c.gpus:9,.0f} {c.power / 1e3:9.1f} {c.time:10.5g}")
+                         f"{c.optics:10s} {c.price / c.gpus:9,.0f} {c.power / 1e3:9.1f} {c.time:10.5g}"
+                         + (f" {c.tokens_per_s:10,.0f}" if tok else "") + (f" {c.tokens_per_usd:10,.0f}" if per_usd else ""))
         return "\n".join(lines)
 
 
@@ -144,17 +196,53 @@ def _build(family: str, servers: int, server, link: str, ratio: float, radix: in
         if k > radix:
             raise ValueError(f"a k-ary fat-tree for {nics} NICs needs k = {k} > radix {radix}")
         return tp.fat_tree(k, link=link, server=server)
+    if family == "dragonfly_plus":
+        return _dragonfly_plus(nics, server, link, ratio, radix)
     raise ValueError(f"family must be one of {', '.join(DESIGN_FAMILIES)}, got {family!r}")
 
 
+def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):
+    """The DragonFly+ of ``radix``-port switches holding exactly ``nics`` NICs: leaves with
+    ``radix/2`` host ports (whole servers) and one uplink per spine, ``ceil(hosts / ratio)``
+    spines; the fewest groups (>= 2) whose leaves fit a spine's ``radix/2`` down ports and
+    whose global ports (``ceil(leaves / ratio)`` or more per spine, at most what the spine
+    has left) divide evenly among the other groups."""
+    hosts = radix // 2 - (radix // 2) % server.nics
+    if hosts < 1:
+        raise ValueError(f"a server's {server.nics} NICs do not fit the {radix // 2} host ports of a leaf")
+    spines = max(1, math.ceil(hosts / ratio))
+    for groups in range(2, nics // hosts + 1):
+        if nics % (groups * hosts):
+            continue
+        leaves = nics // (groups * hosts)
+        if leaves > radix // 2:
+            continue
+        for h in range(max(1, math.ceil(leaves / ratio)), radix - leaves + 1):
+            if (spines * h) % (groups - 1) == 0 and groups - 1 <= spines * h:
+                return tp.dragonfly_plus(leaves, spines, hosts, h, groups=groups, link_local=link, link_global=link,
+                                         server=server)
+    raise ValueError(f"no DragonFly+ of {radix}-port switches holds exactly {nics} NICs "
+                     f"({hosts} per leaf) with evenly divided global links")
+
+
 def _timer(workload):
-    """A function graph -> seconds for the workload."""
+    """A function graph -> (seconds, tokens per step or NaN) for the workload."""
     if callable(workload):
-        return workload
+        def user(g):
+            out = workload(g)
+            if isinstance(out, tuple):
+                return float(out[0]), float(out[1])
+            return float(out), math.nan
+
+        return user
     if isinstance(workload, dict) and "model" in workload:
         from .training import training_step
 
-        return lambda g: float(training_step(g, **workload).step_time)
+        def step(g):
+            r = training_step(g, **workload)
+            return float(r.step_time), float(r.tokens_per_step)
+
+        return step
     if isinstance(workload, (list, tuple)) and workload:
         from .collectives import collective
 
@@ -172,19 +260,19 @@ def _timer(workload):
             for it in items:
                 kw = dict(it)
                 total += float(collective(g, kw.pop("op"), kw.pop("size"), **kw).time)
-            return total
+            return total, math.nan
 
         return timed
     raise ValueError("workload must be a training dict with 'model' (training_step's keywords), a list of "
                      "collectives [(op, size[, ranks]) or dicts of collective()'s keywords], or a callable "
-                     f"graph -> seconds; got {workload!r}")
+                     f"graph -> seconds (or (seconds, tokens per step)); got {workload!r}")
 
 
 def design(gpus: int, workload, *, budget: float | None = None, power: float | None = None,
            families=("rail_optimized", "leaf_spine", "fat_tree"), links=("ib_ndr", "ib_xdr", "roce_400g"),
            oversubscriptions=(1.0, 2.0), radixes=(64,), nics=(8,), optics=("multimode", "singlemode"),
            server="dgx_h100", prices: dict | None = None, part_power: dict | None = None,
-           progress=None) -> Design:
+           gpu_price: float | None = None, lifetime: float | None = None, progress=None) -> Design:
     """Search the fabrics for ``gpus`` GPUs: bill every candidate, time ``workload`` on those
     within ``budget`` (USD) and ``power`` (W), return the Pareto front of price, power, time.
 
@@ -195,18 +283,26 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     workload : dict, list or callable
         A training step (``{"model": "llama-3-70b", "tp": 8, "pp": 4}``: keywords of
         :func:`flowsolver.training_step`), a collective mix (``[("all_reduce", 2**30),
-        ("all_to_all", 2**28, range(64))]``, summed) or a function graph -> seconds.
+        ("all_to_all", 2**28, range(64))]``, summed) or a function graph -> seconds (or
+        ``(seconds, tokens per step)``).
     budget, power : float, optional
         Most USD (network bill) and W (network power) allowed; candidates beyond are not timed.
     families, links, oversubscriptions, radixes, nics, optics : sequences
         The grid: fabric families (:data:`DESIGN_FAMILIES`), link technologies (catalogue names;
         the NICs run at the fabric's rate), leaf oversubscriptions, switch radixes, NICs per
         server, optics (``"multimode"`` / ``"singlemode"``, see :func:`topologies.bill`). The
-        default families leave out ``"rail_only"`` (cross-rail traffic over NVLink); add it.
+        default families leave out ``"rail_only"`` (cross-rail traffic over NVLink) and
+        ``"dragonfly_plus"``; add them.
     server : str or ServerModel
         The server model (default DGX H100).
     prices, part_power : dict, optional
         Part price (USD) and power (W) overrides for the bills.
+    gpu_price : float, optional
+        USD per GPU (server included), added to the network bill in each candidate's
+        ``capex``; e.g. ``topologies.get_part("hgx_h100_server").price / 8`` (a published
+        figure, see its ``price_source``). Without it ``capex`` is the network alone.
+    lifetime : float, optional
+        Seconds of training the hardware is paid over: gives ``tokens_per_usd``.
     progress : callable, optional
         Called with ``(done, total)`` after each timed fabric.
 
@@ -228,13 +324,17 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     model = tp.get_server(server)
     if gpus % model.gpus:
         raise ValueError(f"gpus ({gpus}) must be a multiple of the server's {model.gpus} GPUs ({model.name})")
-    for name, value in (("budget", budget), ("power", power)):
+    for name, value in (("budget", budget), ("power", power), ("lifetime", lifetime)):
         if value is not None and not (isinstance(value, (int, float)) and value > 0):
             raise ValueError(f"{name} must be a number > 0 or None, got {value!r}")
+    if gpu_price is not None and (isinstance(gpu_price, bool) or not isinstance(gpu_price, (int, float))
+                                  or not gpu_price >= 0 or not math.isfinite(gpu_price)):
+        raise ValueError(f"gpu_price must be a finite number >= 0 (USD per GPU) or None, got {gpu_price!r}")
     timer = _timer(workload)
     servers = gpus // model.gpus
-    cands = [Candidate(f, l, float(o), int(r), int(n), op) for f, l, o, r, n, op in
-             itertools.product(families, links, oversubscriptions, radixes, nics, optics)]
+    cands = [Candidate(f, l, float(o), int(r), int(n), op, gpu_price=float(gpu_price or 0.0),
+                       lifetime=math.nan if lifetime is None else float(lifetime))
+             for f, l, o, r, n, op in itertools.product(families, links, oversubscriptions, radixes, nics, optics)]
     if not cands:
         raise ValueError("the grid is empty: every dimension needs at least one value")
     graphs: dict = {}
@@ -257,7 +357,9 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         b = tp.price_tally(tallies[id(g)], prices=prices, power=part_power, optics=c.optics)
         c.bill, c.price, c.power, c.gpus = b, b.price, b.power, b.gpus
         c.switches = sum(l.count for l in b.lines if l.part.category == "switch")
-        if budget is not None and c.price > budget:
+        if c.gpus != gpus:      # a fabric whose ports place more servers than asked is another cluster
+            c.status, c.message = "failed", f"the fabric holds {c.gpus} GPUs, not the {gpus} asked"
+        elif budget is not None and c.price > budget:
             c.status, c.message = "over budget", f"{c.price:,.0f} USD > {budget:,.0f}"
         elif power is not None and c.power > power:
             c.status, c.message = "over power", f"{c.power:,.0f} W > {power:,.0f}"
@@ -268,14 +370,14 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     times: dict = {}
     for i, (key, g) in enumerate(todo.items()):
         try:
-            times[key] = (timer(g), "")
+            times[key] = (*timer(g), "")
         except (ValueError, RuntimeError) as err:     # one fabric failing does not end the search
-            times[key] = (math.nan, f"{type(err).__name__}: {str(err).splitlines()[0]}")
+            times[key] = (math.nan, math.nan, f"{type(err).__name__}: {str(err).splitlines()[0]}")
         if progress is not None:
             progress(i + 1, len(todo))
     for c in cands:
         if c.status == "ok":
-            c.time, msg = times[id(graphs[c.fabric])]
+            c.time, c.tokens, msg = times[id(graphs[c.fabric])]
             if msg or not math.isfinite(c.time):
                 c.status, c.message = "failed", msg or "the workload did not complete"
     ok = [c for c in cands if c.status == "ok"]

@@ -8,12 +8,20 @@ links it changes (a tier, a technology, a ``"tier/tech"`` cable group or a predi
 ``(u, v, data)``) and how (a capacity ``factor``, or a new link ``tech`` from the catalogue,
 ``cables`` times per link as before), or any ``apply(graph) -> graph`` (adding spines, a
 rail): those have no linear estimate.
+
+Priced upgrades: :func:`upgrade_cost` is the change of the network bill
+(:func:`topologies.bill`, USD) that an upgrade makes: a new link technology re-chooses the
+switches, NICs and optics of the links it touches; a capacity ``factor`` is bought as
+``ceil(factor)`` times the cables (with their transceivers and switch ports) on the selected
+links. ``upgrade_plan(..., cost="bill")`` uses it and reports the time saved per USD.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
+
+import math
 
 import numpy as np
 
@@ -22,7 +30,7 @@ import topologies as tp
 from .collectives import CollectiveResult, collective
 from .training import StepResult, training_step
 
-__all__ = ["Upgrade", "what_if", "upgrade_plan", "tier_upgrades"]
+__all__ = ["Upgrade", "what_if", "upgrade_plan", "tier_upgrades", "upgrade_cost"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,44 @@ def tier_upgrades(graph, factor: float = 2.0) -> dict:
     ['access', 'agg-core', 'edge-agg', 'pcie']
     """
     return {t: Upgrade(t, factor=factor) for t in sorted({d["tier"] for *_, d in graph.edges(data=True)})}
+
+
+def _as_bought(graph, upgrade: Upgrade):
+    """The graph the bill sees after ``upgrade``: a capacity factor as ``ceil(factor)`` times
+    the cables of the selected links; a technology or a transform as applied."""
+    if upgrade.factor is None:
+        return upgrade.apply(graph)
+    g = graph.copy()
+    k = math.ceil(upgrade.factor - 1e-12)
+    hit = 0
+    for u, v, d in g.edges(data=True):
+        if upgrade.selects(u, v, d):
+            hit += 1
+            d["cables"] = int(d.get("cables", 1)) * k
+            d["capacity"] = float(d["capacity"] * k)
+    if not hit:
+        raise ValueError(f"Upgrade: links={upgrade.links!r} selects no link of the graph")
+    return g
+
+
+def upgrade_cost(graph, upgrade: Upgrade, *, prices: dict | None = None, optics: str = "multimode") -> float:
+    """USD the network bill of ``graph`` grows by with ``upgrade`` (:func:`topologies.bill`
+    before and after; see the module docstring). Links inside servers (NVLink, PCIe) are not
+    on the bill: upgrading them costs 0 here.
+
+    Doubling the NIC links of 8 DGX H100 (64 NICs): each NIC becomes an 800G one, each gets a
+    second fibre, and the second 400G port takes half a twin-port module at each end:
+
+    >>> g = tp.rail_optimized(8)
+    >>> nic = tp.get_part("connectx8_800g").price - tp.get_part("connectx7_400g").price
+    >>> fib, twin = tp.get_part("fiber_mpo").price, tp.get_part("osfp_800g_twin").price
+    >>> upgrade_cost(g, Upgrade("access", factor=2.0)) == 64 * (nic + fib + twin)
+    True
+    """
+    if not isinstance(upgrade, Upgrade):
+        raise TypeError(f"upgrade must be an Upgrade, got {type(upgrade).__name__}")
+    before = tp.bill(graph, prices=prices, optics=optics).price
+    return float(tp.bill(_as_bought(graph, upgrade), prices=prices, optics=optics).price - before)
 
 
 def _run(workload, graph):
@@ -153,15 +199,18 @@ def what_if(graph, workload, upgrades: dict):
     return pd.DataFrame(rows)
 
 
-def upgrade_plan(graph, workload, budget: float, cost, upgrades: dict | None = None, *, repeat: bool = False):
+def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | None = None, *,
+                 repeat: bool = False, prices: dict | None = None, optics: str = "multimode"):
     """Pick upgrades greedily by exact time saved per unit cost, re-solving after each pick,
     until the budget is spent or nothing left saves time.
 
-    ``cost``: a dict name -> cost, or a callable ``(name, Upgrade, graph) -> cost`` (any unit,
-    the same as ``budget``; > 0). ``upgrades``: default :func:`tier_upgrades` (each tier
+    ``cost``: ``"bill"`` (default: :func:`upgrade_cost`, USD from the parts catalogue with
+    ``prices`` overriding it; upgrades the bill does not see, inside the servers, are left
+    out), a dict name -> cost, or a callable ``(name, Upgrade, graph) -> cost`` (any unit, the
+    same as ``budget``; > 0). ``upgrades``: default :func:`tier_upgrades` (each tier
     doubled). ``repeat``: an upgrade may be picked again. Returns a pandas DataFrame, one row
     per pick in order: ``upgrade``, ``cost``, ``time_s`` after it, ``saved_s`` (by this
-    pick), ``spent``.
+    pick), ``saved_per_cost`` (s per unit cost: per USD with the bill), ``spent``.
 
     >>> g = tp.fat_tree(4)
     >>> plan = upgrade_plan(g, dict(op="all_to_all", size=2**24), budget=1.0, cost=lambda *a: 1.0)
@@ -171,6 +220,16 @@ def upgrade_plan(graph, workload, budget: float, cost, upgrades: dict | None = N
     import pandas as pd
 
     upgrades = tier_upgrades(graph) if upgrades is None else dict(upgrades)
+    if isinstance(cost, str):
+        if cost != "bill":
+            raise ValueError(f"cost must be 'bill', a dict name -> cost or a callable, got {cost!r}")
+        billed = {}
+        for name, up in upgrades.items():
+            billed[name] = upgrade_cost(graph, up, prices=prices, optics=optics)
+        upgrades = {n: u for n, u in upgrades.items() if billed[n] > 0}
+
+        def cost(name, up, g):
+            return billed[name] if g is graph else upgrade_cost(g, up, prices=prices, optics=optics)
     if isinstance(cost, dict) and (missing := sorted(set(upgrades) - set(cost))):
         raise ValueError(f"cost has no entry for the upgrades {missing}")
     price = (lambda n, u, g: cost[n]) if isinstance(cost, dict) else cost
@@ -196,8 +255,8 @@ def upgrade_plan(graph, workload, budget: float, cost, upgrades: dict | None = N
             break
         _, name, c, current, t = best
         spent += c
-        rows.append(dict(upgrade=name, cost=c, time_s=t, saved_s=now - t, spent=spent))
+        rows.append(dict(upgrade=name, cost=c, time_s=t, saved_s=now - t, saved_per_cost=(now - t) / c, spent=spent))
         now = t
         if not repeat:
             left.pop(name)
-    return pd.DataFrame(rows, columns=["upgrade", "cost", "time_s", "saved_s", "spent"])
+    return pd.DataFrame(rows, columns=["upgrade", "cost", "time_s", "saved_s", "saved_per_cost", "spent"])

@@ -2,6 +2,7 @@
 SuperPOD reference architectures; prices and power from the catalogue or the user's."""
 
 import math
+import re
 
 import pytest
 
@@ -114,5 +115,33 @@ def test_nvl72_trays_and_roce():
     b = tp.bill(tp.rail_optimized(2, server="nvl72"))
     assert b.count("nvlink_switch_tray") == 2 * 9     # GB200 NVL72: 9 switch trays per rack
     r = tp.bill(tp.rail_optimized(32, link="roce_400g"))
-    assert r.count("spectrum4_sn5600") == 12 and r.count("quantum2_qm9700") == 0
+    # 8 leaves of 32 + 32 ports and 4 spines of 64: the 64 x 400GbE SN5400 holds them
+    assert r.count("spectrum4_sn5400") == 12 and r.count("quantum2_qm9700") == 0
     assert math.isclose(r.price_per_gpu * r.gpus, r.price)
+
+
+def test_published_prices_carry_address_date_and_figure():
+    # a price that is not an estimate names its address, a date and the figure as published
+    sourced = [n for n in tp.part_names() if not tp.get_part(n).price_estimate]
+    assert {"quantum2_qm9700", "osfp_800g_twin", "osfp_800g_twin_dr", "osfp_400g"} <= set(sourced)
+    for name in sourced:
+        src = tp.get_part(name).price_source
+        assert "http" in src and re.search(r"20\d\d", src) and '"' in src, name
+    # the published figure is the one used: the QM9700 at the table's $36k; the DR8 at the
+    # midpoint of $1,100-1,400; the twin-port multimode at 1.5e6 / 2,048 modules
+    assert tp.get_part("quantum2_qm9700").price == 36000.0
+    assert tp.get_part("osfp_800g_twin_dr").price == (1100 + 1400) / 2
+    assert tp.get_part("osfp_800g_twin").price == math.floor(1.5e6 / 2048)
+    assert tp.get_part("osfp_800g_twin").estimated is False
+
+
+def test_estimates_are_marked_on_the_bill():
+    b = tp.bill(tp.rail_optimized(32))
+    est = sum(l.price for l in b.lines if l.part.price_estimate)
+    assert b.estimated and b.estimated_share == pytest.approx(est / b.price)
+    nic = next(r for r in b.to_rows() if r["part"] == "connectx7_400g")
+    assert nic["price_estimated"] is True
+    line = next(x for x in b.format().splitlines() if x.startswith("NIC connectx7_400g"))
+    assert "*" in line                          # an estimated price is starred
+    line = next(x for x in b.format().splitlines() if x.startswith("switch quantum2_qm9700"))
+    assert line.split()[-2].endswith("0")       # the switch's published price is not

@@ -7,6 +7,7 @@ import pytest
 
 import topologies as tp
 from flowsolver import collective, design, pareto_front
+import flowsolver as fs
 
 
 def _brute_front(points):
@@ -99,3 +100,39 @@ def test_cli_design(capsys):
     assert all(r["status"] == "ok" and r["price"] > 0 for r in rows)
     assert main(["design", "--gpus", "60"]) == 2
     assert "multiple of the server's 8 GPUs" in capsys.readouterr().err
+
+
+def test_tokens_per_dollar_against_a_hand_computation():
+    # 8 DGX H100 on NDR: 9 QM9700 (8 rail leaves, 1 spine), 64 ConnectX-7, 128 fibres and
+    # 128 twin-port modules (32 per layer end: leaf access, servers, leaf up, spine down)
+    p = {n: tp.get_part(n).price for n in ("quantum2_qm9700", "connectx7_400g", "fiber_mpo", "osfp_800g_twin")}
+    network = 9 * p["quantum2_qm9700"] + 64 * p["connectx7_400g"] + 128 * p["fiber_mpo"] + 128 * p["osfp_800g_twin"]
+    gpu_price = tp.get_part("hgx_h100_server").price / 8
+    month = 30 * 86400.0
+    r = fs.design(64, lambda g: (2.0, 1e6), families=("rail_optimized",), links=("ib_ndr",),
+                  oversubscriptions=(1.0,), optics=("multimode",), gpu_price=gpu_price, lifetime=month)
+    c = r.candidates[0]
+    assert c.price == pytest.approx(network)
+    assert c.capex == pytest.approx(network + 64 * 310000.0 / 8)
+    assert c.tokens_per_s == pytest.approx(5e5)
+    assert c.tokens_per_usd == pytest.approx(5e5 * month / (network + 64 * 38750.0))
+    assert c.as_dict()["tokens_per_usd"] == c.tokens_per_usd and r.best() is c
+    # without a lifetime or a GPU price: throughput per USD of the network alone, no tokens/USD
+    r = fs.design(64, lambda g: (2.0, 1e6), families=("rail_optimized",), links=("ib_ndr",),
+                  oversubscriptions=(1.0,), optics=("multimode",))
+    c = r.candidates[0]
+    assert c.throughput_per_usd == pytest.approx(5e5 / network) and math.isnan(c.tokens_per_usd)
+    with pytest.raises(ValueError, match="gpu_price"):
+        fs.design(64, lambda g: 1.0, gpu_price=-1.0)
+    with pytest.raises(ValueError, match="key must be one of"):
+        r.best("speed")
+
+
+def test_a_training_workload_gives_its_tokens_per_step():
+    r = fs.design(16, dict(model="llama-3-8b", tp=8), families=("rail_optimized",), links=("ib_ndr",),
+                  oversubscriptions=(1.0,), optics=("multimode",))
+    step = fs.training_step(tp.rail_optimized(2), model="llama-3-8b", tp=8)
+    c = r.candidates[0]
+    assert c.tokens == step.tokens_per_step == 4 * 1024 * 1024      # 4 M tokens (512 x 8192)
+    assert c.tokens_per_s == pytest.approx(step.tokens_per_step / step.step_time)
+    assert "tokens/s" in r.format()

@@ -31,6 +31,7 @@ from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, re
                       server_names)
 from .simai import from_simai, to_simai
 from .planes import multi_plane
+from .presets import meta_24k, nvl72_cluster
 from .rail_only import rail_only
 from .storage import add_storage
 from .torus import torus
@@ -48,7 +49,7 @@ __all__ = [
     "from_simai", "to_simai",
     "default_cluster",
     "bill", "Bill", "BillLine", "Part", "get_part", "part_names", "register_part", "rail_optimized_limit",
-    "tally", "price_tally", "rail_only", "multi_plane", "dragonfly_plus",
+    "tally", "price_tally", "rail_only", "multi_plane", "dragonfly_plus", "meta_24k", "nvl72_cluster",
     "Transport", "get_transport", "register_transport", "transport_names", "DEFAULT_TRANSPORT",
 ]
 

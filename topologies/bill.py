@@ -35,8 +35,11 @@ Prices and power
 ----------------
 Every :class:`Part` carries ``price_source`` and ``power_source``: a datasheet or list price
 with its date where one is public, else the word "estimate" and the basis of the number.
-No list price of these parts is public from the vendor: the prices are estimates and flagged
-``price_estimate=True``; pass your quotes with ``prices={"quantum2_qm9700": 21500.0, ...}``
+Few list prices are public: the Quantum-2 switch, the twin-port 800G OSFP (a lower bound
+derived from a published fabric total), the 800G DR8 OSFP, the 400G OSFP and the BlueField-3
+carry published reseller or survey figures (address, date and the figure quoted);
+the others are estimates flagged ``price_estimate=True`` and marked ``*`` in
+:meth:`Bill.format` (:attr:`Bill.estimated_share`: the part of the price they make). Pass your quotes with ``prices={"quantum2_qm9700": 21500.0, ...}``
 (USD per unit) and your measured power with ``power={...}`` (W per unit), or add parts with
 :func:`topologies.register_part` (the catalogue: :mod:`topologies.parts`).
 
@@ -73,7 +76,7 @@ DEFAULT_REACH = {
     "access": "copper", "leaf-spine": "optical", "spine-core": "optical", "edge-agg": "optical",
     "agg-core": "optical", "local": "copper", "global": "optical", "torus": "copper",
 }
-_ACCESS_BEYOND_RACK = {"rail_optimized", "rail_only", "multi_plane"}
+_ACCESS_BEYOND_RACK = {"rail_optimized", "rail_only", "multi_plane", "nvl72_cluster"}
 
 #: NVSwitch trays per rack-scale NVLink domain (GB200 NVL72 specification: 9 trays, 18 chips)
 _TRAYS_PER_DOMAIN = {72: 9}
@@ -134,6 +137,12 @@ class Bill:
         """True when any line's price or power is an estimate rather than a published figure."""
         return any(line.part.price_estimate or line.part.power_estimate for line in self.lines if line.count)
 
+    @property
+    def estimated_share(self) -> float:
+        """Fraction of the price (0-1) whose unit prices are estimates, not published figures."""
+        total = self.price
+        return sum(l.price for l in self.lines if l.part.price_estimate) / total if total else 0.0
+
     def count(self, part: str) -> int:
         """Units of catalogue part ``part`` on the bill."""
         return sum(line.count for line in self.lines if line.part.name == part)
@@ -160,17 +169,20 @@ class Bill:
         """One JSON-friendly dict per line."""
         return [dict(item=l.item, part=l.part.name, category=l.part.category, tier=l.tier, count=l.count,
                      unit_price=l.part.price, unit_power=l.part.power, price=l.price, power=l.power,
-                     price_source=l.part.price_source, power_source=l.part.power_source)
+                     price_source=l.part.price_source, power_source=l.part.power_source,
+                     price_estimated=l.part.price_estimate, power_estimated=l.part.power_estimate)
                 for l in self.lines]
 
     def format(self) -> str:
-        """A text table (USD, kW)."""
-        rows = [f"{'item':34s} {'tier':12s} {'count':>8s} {'USD':>14s} {'kW':>9s}"]
+        """A text table (USD, kW); ``*`` after a figure that is an estimate (no published source)."""
+        rows = [f"{'item':34s} {'tier':12s} {'count':>8s} {'USD':>15s} {'kW':>10s}"]
         for l in sorted(self.lines, key=lambda l: (l.part.category, l.tier, l.item)):
-            rows.append(f"{l.item:34s} {l.tier:12s} {l.count:8d} {l.price:14,.0f} {l.power / 1e3:9.2f}")
-        rows.append(f"{'total':34s} {'':12s} {'':8s} {self.price:14,.0f} {self.power / 1e3:9.2f}")
+            rows.append(f"{l.item:34s} {l.tier:12s} {l.count:8d} {l.price:14,.0f}{'*' if l.part.price_estimate else ' '}"
+                        f" {l.power / 1e3:9.2f}{'*' if l.part.power_estimate else ''}")
+        rows.append(f"{'total':34s} {'':12s} {'':8s} {self.price:14,.0f}  {self.power / 1e3:9.2f}")
         rows.append(f"per GPU ({self.gpus}): {self.price_per_gpu:,.0f} USD, {self.power_per_gpu:,.1f} W"
-                    + ("  [contains estimates: see price_source / power_source]" if self.estimated else ""))
+                    + (f"  [* estimates: {self.estimated_share:.0%} of the price; see price_source / power_source]"
+                       if self.estimated else ""))
         rows.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(rows)
 
@@ -326,15 +338,20 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
         cable = "dac" if medium == "copper" else "fiber_mpo"
         counts[(f"{'DAC' if medium == 'copper' else 'fibre'} {rate / Gbit:g}G", cable, tier)] += n
     # switches
+    oversized = defaultdict(list)       # (ports, part, boxes) -> switches
     for sw, ports in switch_ports.items():
         role = core.nodes[sw].get("role", "switch")
         part = forced_switch or _switch_part(switch_family[sw], switch_rate[sw], ports)
         boxes = 1
         if ports > part.ports:
             boxes = math.ceil(ports / part.ports)
-            warnings.append(f"switch {sw!r} uses {ports} ports, more than the {part.ports} of a {part.name}: "
-                            f"counted as {boxes} boxes")
+            oversized[(ports, part.name, part.ports, boxes)].append(sw)
         counts[(f"switch {part.name}", part.name, role)] += boxes
+    for (ports, name, has, boxes), sws in oversized.items():
+        who = f"switch {sws[0]!r} uses" if len(sws) == 1 else \
+            f"{len(sws)} switches ({', '.join(map(repr, sws[:3]))}{', ...' if len(sws) > 3 else ''}) use"
+        warnings.append(f"{who} {ports} ports, more than the {has} of a {name}: counted as {boxes} boxes"
+                        + ("" if len(sws) == 1 else " each"))
     # NICs cabled to the fabric
     for n, d in core.nodes(data=True):
         if d.get("kind") != "nic":

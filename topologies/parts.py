@@ -28,14 +28,16 @@ class Part:
     name : str
         Catalogue key.
     category : str
-        ``"switch"``, ``"nic"``, ``"transceiver"``, ``"cable"`` or ``"nvswitch_tray"``.
+        ``"switch"``, ``"nic"``, ``"transceiver"``, ``"cable"``, ``"nvswitch_tray"`` or
+        ``"server"`` (a GPU server, never on a network bill: for cost per token).
     price : float
         USD per unit (>= 0).
     power : float
         Watts per unit (>= 0), typical draw.
     price_source, power_source : str
-        Where each figure comes from, with its date; "estimate: <basis>" where no public
-        figure was found.
+        Where each figure comes from: the address, the source's date, the date read and the
+        figure as published ("a-b" ranges: the midpoint is used); "estimate (date): <basis>"
+        where no public figure was found (``price_estimate`` / ``power_estimate`` true).
     ports : int
         Switch ports at ``port_rate`` (a switch), links carried (a transceiver or cable), 0 else.
     port_rate : float
@@ -77,9 +79,36 @@ class Part:
     def power_estimate(self) -> bool:
         return self.power_source.startswith("estimate")
 
+    @property
+    def estimated(self) -> bool:
+        """True when the price or the power is an estimate rather than a published figure."""
+        return self.price_estimate or self.power_estimate
+
 
 _EST_PRICE = (f"estimate ({CATALOGUE_DATE}): no vendor list price is published; order of magnitude "
               "of reseller quotes for this class of part; pass prices= with your quote")
+_H100_COST_TABLE = ("https://docs.google.com/spreadsheets/d/1Ft3RbeZ-w43kYSiLfYc1vxO41mK5lmJpcPC9GOYHAWc "
+                    "(H100 cluster cost table, 'Prices and projections were all done as per: Aug 2024'; "
+                    "read 2026-12-04)")
+_QM9700_PRICE = (f"{_H100_COST_TABLE}: \"64 Port 400Gbps Infiniband Switch, is assumed to $36k. This is based "
+                 "on the FS.com varient\" (reseller price; NVIDIA's own 'approx 50k')")
+#: ~USD per 800G twin-port single-mode DR8 OSFP: "800G OSFP-DR8: $1,100-1,400 (volume pricing for
+#: 1000+ units)" (luxoptx.com, "800G Optical Module Cost Analysis: TCO Optimization for AI Data
+#: Centers", undated, read 2026-12-04); the midpoint is used
+_DR8_PRICE = ("https://luxoptx.com/blogs/news/800g-optical-module-cost-analysis-tco-optimization-for-ai-data-centers "
+              "(undated; read 2026-12-04): \"800G OSFP-DR8: $1,100-1,400 (volume pricing for 1000+ units)\"; "
+              "midpoint 1,250")
+#: ~USD per 400G OSFP module: "OSFP transceivers ($500-1000 each)" (infra-economics.com, a cost
+#: breakdown of a 10,000-GPU H100 InfiniBand facility, undated, read 2026-12-04); midpoint used
+_OSFP400_PRICE = ("https://www.infra-economics.com/ (undated; read 2026-12-04): \"OSFP transceivers "
+                  "($500-1000 each)\"; midpoint 750")
+#: ~USD per BlueField-3 card: "Street price (early-to-mid 2026) is roughly $2,000-3,000 per card
+#: depending on SKU and channel" (yobitel.com knowledge base, read 2026-12-04); midpoint used
+_BF3_PRICE = ("https://yobitel.com/knowledge-base/bluefield-3-dpu (early-to-mid 2026; read 2026-12-04): "
+              "\"Street price ... is roughly $2,000-3,000 per card\"; midpoint 2,500")
+_TWIN_PRICE = ("https://ascentoptics.com/blog/osfp-nvidia-infiniband-ndr/ (2026-05-14; read 2026-12-04): "
+               "\"128 NVIDIA DGX H100 servers ... At NVIDIA list pricing, the transceivers alone exceeded "
+               "$1.5 million\"; / 2,048 twin-port modules in that fabric = 732 (a derived lower bound)")
 _EST_SWITCH_POWER = (f"estimate ({CATALOGUE_DATE}): a 51.2 Tb/s single-ASIC 1U system without optics "
                      "(optics are billed as transceivers); pass power= with the datasheet figure")
 
@@ -93,7 +122,11 @@ def _add(part: Part) -> None:
 # --- switches ------------------------------------------------------------------------
 # Quantum-2 QM9700: 64 NDR ports (32 twin-port OSFP cages), QM97xx user manual "Interfaces"
 # (docs.nvidia.com/networking/display/QM97X0PUB, read 2026-12-04).
-_add(Part("quantum2_qm9700", "switch", 25000.0, 750.0, _EST_PRICE, _EST_SWITCH_POWER,
+# Price: a public cost table of H100 clusters (Aug 2024), row 18: "64 Port 400Gbps Infiniband
+# Switch, is assumed to $36k. This is based on the FS.com varient which is cheaper then the
+# nvidia official varient (approx 50k)"; a second table (infra-economics.com, undated) gives
+# "QM9700 switches @ $35k avg". Reseller price, not NVIDIA's list price (~50k by the same table).
+_add(Part("quantum2_qm9700", "switch", 36000.0, 750.0, _QM9700_PRICE, _EST_SWITCH_POWER,
           ports=64, port_rate=400 * Gbit, family="infiniband"))
 # Quantum QM8700: 40 HDR ports (NVIDIA QM8700 user manual).
 _add(Part("quantum_qm8700", "switch", 15000.0, 450.0, _EST_PRICE,
@@ -108,10 +141,12 @@ _add(Part("quantum_x800_q3400", "switch", 120000.0, 3000.0, _EST_PRICE,
 _add(Part("spectrum4_sn5600", "switch", 40000.0, 1000.0, _EST_PRICE,
           f"estimate ({CATALOGUE_DATE}): a 51.2 Tb/s 2U Ethernet system without optics",
           ports=128, port_rate=400 * Gbit, family="ethernet"))
-# Spectrum-4 SN5400: 64 x 400GbE (SN5000 user manual, "Data Interfaces").
+# Spectrum-4 SN5400: 64 x 400GbE (SN5000 user manual, "Data Interfaces"): 25.6 Tb/s, so its
+# ports run at 400G (the bill picks it for 400G Ethernet switches of up to 64 ports, the
+# 128-port SN5600 beyond).
 _add(Part("spectrum4_sn5400", "switch", 30000.0, 750.0, _EST_PRICE,
           f"estimate ({CATALOGUE_DATE}): a 25.6 Tb/s 2U Ethernet system without optics",
-          ports=64, port_rate=200 * Gbit, family="ethernet"))
+          ports=64, port_rate=400 * Gbit, family="ethernet"))
 # A 100GbE 64-port switch (Spectrum-3 SN4600C class, 64 x 100GbE; mlxsw release notes list).
 _add(Part("spectrum3_sn4600c", "switch", 15000.0, 400.0, _EST_PRICE,
           f"estimate ({CATALOGUE_DATE}): a 12.8 Tb/s 2U Ethernet system without optics",
@@ -126,6 +161,11 @@ _add(Part("connectx6_200g", "nic", 1500.0, 20.0, _EST_PRICE,
 _add(Part("connectx8_800g", "nic", 3000.0, 30.0, _EST_PRICE,
           f"estimate ({CATALOGUE_DATE}): 800G PCIe Gen6 adapter without its transceiver",
           ports=1, port_rate=800 * Gbit))
+# BlueField-3 DPU with one 400G port (InfiniBand NDR or 400GbE); its power is an estimate.
+# Chosen only by name (nic_part="bluefield3_400g"): the automatic choice keeps the ConnectX-7.
+_add(Part("bluefield3_400g", "nic", 2500.0, 75.0, _BF3_PRICE,
+          f"estimate ({CATALOGUE_DATE}): a 400G DPU with its 16 Arm cores under load",
+          ports=1, port_rate=400 * Gbit))
 _add(Part("nic_100g", "nic", 800.0, 15.0, _EST_PRICE,
           f"estimate ({CATALOGUE_DATE}): 100GbE adapter without its transceiver",
           ports=1, port_rate=100 * Gbit))
@@ -133,12 +173,17 @@ _add(Part("nic_100g", "nic", 800.0, 15.0, _EST_PRICE,
 # Twin-port 800G OSFP (2 x 400G links): 17 W - "Twin port OSFP single mode transceivers remain
 # at 17 Watts for all configurations" (NVIDIA MMS4X00-NM product specification, "Application
 # Overview"); the QM97xx cages are Class 8 (17 W) (QM97xx user manual, "Interfaces"). Read 2026-12-04.
-_add(Part("osfp_800g_twin", "transceiver", 1200.0, 17.0, _EST_PRICE,
+# Price: "128 NVIDIA DGX H100 servers (1,024 H100 GPUs) interconnected via NVIDIA Quantum-2
+# InfiniBand NDR switches. At NVIDIA list pricing, the transceivers alone exceeded $1.5 million"
+# (ascentoptics.com, "OSFP NVIDIA InfiniBand: ConnectX-7 & Quantum-2 Guide", 2026-05-14); that
+# fabric has 2,048 twin-port modules (tests/test_bill.py counts them: 512 + 512 + 1,024), so a
+# module costs more than 1.5e6 / 2048 = 732 USD at list: a derived lower bound.
+_add(Part("osfp_800g_twin", "transceiver", 732.0, 17.0, _TWIN_PRICE,
           "NVIDIA MMS4X00-NM / QM97xx user manual: twin-port OSFP at 17 W (read 2026-12-04)",
           ports=2, port_rate=400 * Gbit))
 # Single-mode twin-port DR8 (500 m): 17 W, "remain at 17 Watts for all configurations"
 # (NVIDIA MMS4X00-NM product specification, "Application Overview", read 2026-12-04).
-_add(Part("osfp_800g_twin_dr", "transceiver", 1600.0, 17.0, _EST_PRICE,
+_add(Part("osfp_800g_twin_dr", "transceiver", 1250.0, 17.0, _DR8_PRICE,
           "NVIDIA MMS4X00-NM specification: twin-port single-mode OSFP at 17 W (read 2026-12-04)",
           ports=2, port_rate=400 * Gbit))
 # Single-mode 400G OSFP DR4 on a ConnectX-7: 9 W (NVIDIA MMS4X00-NS400 specification, "Overview").
@@ -147,7 +192,7 @@ _add(Part("osfp_400g_dr", "transceiver", 1000.0, 9.0, _EST_PRICE,
           ports=1, port_rate=400 * Gbit))
 # Single-port 400G OSFP on a ConnectX-7: 8 W typical, 9 W max in 400G mode (NVIDIA
 # MMA4Z00-NS400-T product specification, "Connectivity Scenarios", read 2026-12-04).
-_add(Part("osfp_400g", "transceiver", 800.0, 8.0, _EST_PRICE,
+_add(Part("osfp_400g", "transceiver", 750.0, 8.0, _OSFP400_PRICE,
           "NVIDIA MMA4Z00-NS400-T specification: 8 W typical at 400G (read 2026-12-04)",
           ports=1, port_rate=400 * Gbit))
 # Generic transceivers for the other rates (one link each).
@@ -167,6 +212,17 @@ _add(Part("fiber_mpo", "cable", 100.0, 0.0, _EST_PRICE,
 _add(Part("nvlink_switch_tray", "nvswitch_tray", 40000.0, 1000.0, _EST_PRICE,
           f"estimate ({CATALOGUE_DATE}): one tray of 2 NVLink 5 switch chips, liquid cooled",
           ports=0))
+
+# --- GPU servers (not on a network bill; for cost per token with flowsolver.design) --------
+# An 8 x H100 SXM server with its 8 x 400G NICs: "H100 price is assumed to be of USD $310k. This
+# includes the infiniband cards. For full 3.2Tbps interconnect (8 x 400Gbps)", citing a Thinkmate
+# quote of USD 317k (the Aug 2024 cost table above). Power: NVIDIA DGX H100 datasheet, "System
+# power usage ~10.2kW max".
+_add(Part("hgx_h100_server", "server", 310000.0, 10200.0,
+          f"{_H100_COST_TABLE}: \"H100 price is assumed to be of USD $310k. This includes the infiniband "
+          "cards\" (per 8-GPU server)",
+          "NVIDIA DGX H100 datasheet: 'System power usage ~10.2kW max' (read 2026-12-04)",
+          ports=8))
 
 _BUILTIN = frozenset(_PARTS)
 

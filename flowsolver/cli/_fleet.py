@@ -40,6 +40,11 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--nics", nargs="+", type=int, default=[8], help="NICs per server (default %(default)s)")
     d.add_argument("--optics", nargs="+", default=["multimode", "singlemode"], choices=("multimode", "singlemode"),
                    help="optics (default both)")
+    d.add_argument("--gpu-price", type=float, default=None,
+                   help="USD per GPU added to each network bill (capex); 'catalogue' figure: "
+                        "topologies.get_part('hgx_h100_server').price / 8")
+    d.add_argument("--lifetime-days", type=float, default=None,
+                   help="days of training the hardware is paid over: gives tokens per USD")
     d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
     _add_output(d)
 
@@ -106,9 +111,11 @@ def design(args) -> None:
         label = f"{args.op} of {args.size}"
     r = search(args.gpus, workload, budget=args.budget, power=args.power, families=tuple(args.families),
                links=tuple(args.links), oversubscriptions=tuple(args.oversubscriptions), radixes=tuple(args.radixes),
-               nics=tuple(args.nics), optics=tuple(args.optics), server=args.server)
+               nics=tuple(args.nics), optics=tuple(args.optics), server=args.server, gpu_price=args.gpu_price,
+               lifetime=None if args.lifetime_days is None else args.lifetime_days * 86400.0)
     rows = [row for row in r.to_rows() if args.all or row["pareto"]]
-    text = f"# {label} on {args.gpus} GPUs; prices: see topologies.bill's catalogue (estimates unless given)\n"
+    text = (f"# {label} on {args.gpus} GPUs; prices: topologies' parts catalogue (each with its source; "
+            "estimates are flagged there)\n")
     if args.all:
         text += "\n".join(f"{row['family']:15s} {row['link']:10s} {row['oversubscription']:4g} {row['radix']:5d} "
                            f"{row['nics']:4d} {row['optics']:10s} {row['price']:14,.0f} {row['power'] / 1e3:8.1f} "

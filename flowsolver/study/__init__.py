@@ -21,11 +21,13 @@ from ..training import DEFAULT_COMPUTE_EFFICIENCY, get_model, training_step
 from . import _text
 from ._article import (ARTICLE, ARTICLE_SINGLE_GPU, NETWORKS, StudyRow, article_search, cluster, format_table,
                        network_study, roce_efficiency_for)
+from ._costs import CostRow, cost_study, format_costs
 from ._families import TOPOLOGIES, topology_study
 from ._figure import _write_figure, study_figure
 
 __all__ = ["ARTICLE", "ARTICLE_SINGLE_GPU", "NETWORKS", "TOPOLOGIES", "StudyRow", "cluster", "network_study",
-           "article_search", "roce_efficiency_for", "topology_study", "format_table", "study_figure", "run"]
+           "article_search", "roce_efficiency_for", "topology_study", "format_table", "study_figure", "run",
+           "CostRow", "cost_study", "format_costs"]
 
 
 def run(*, out: str | None = "flowsolver-study.png", quick: bool = False, model="llama-3-70b", nodes: int = 8,

@@ -1,0 +1,154 @@
+"""Which network to buy: upgrades priced from the bill, the presets of published clusters
+(Meta's 24K-GPU RoCE cluster, GB200 NVL72 racks scaled out) counted against their published
+shapes, and the article's cost column."""
+
+import math
+
+import pytest
+
+import flowsolver as fs
+import topologies as tp
+from flowsolver.upgrade import Upgrade, tier_upgrades, upgrade_cost
+
+
+def test_upgrade_plan_prices_upgrades_from_the_bill():
+    g = tp.rail_optimized(8)
+    work = dict(op="all_to_all", size=2**24)
+    ups = tier_upgrades(g)
+    # inside the servers nothing is billed: NVLink and PCIe cost 0 and are left out of the plan
+    assert upgrade_cost(g, ups["nvlink"]) == 0.0 and upgrade_cost(g, ups["pcie"]) == 0.0
+    access = upgrade_cost(g, ups["access"])
+    plan = fs.upgrade_plan(g, work, budget=access)       # the budget buys exactly one: access
+    assert plan["upgrade"].tolist() == ["access"] and plan["cost"].iloc[0] == access
+    before = fs.collective(g, "all_to_all", 2**24).time
+    after = fs.collective(ups["access"].apply(g), "all_to_all", 2**24).time
+    assert plan["saved_s"].iloc[0] == pytest.approx(before - after)
+    assert plan["saved_per_cost"].iloc[0] == pytest.approx((before - after) / access)
+    # a new technology re-chooses the parts: NDR -> XDR on the spine layer needs 800G switches
+    xdr = upgrade_cost(g, Upgrade("leaf-spine", tech="ib_xdr"))
+    assert xdr > upgrade_cost(g, ups["leaf-spine"]) > 0
+    with pytest.raises(ValueError, match="cost must be 'bill'"):
+        fs.upgrade_plan(g, work, budget=1.0, cost="quote")
+
+
+def _switches(g, role):
+    return [n for n, d in g.nodes(data=True) if d["kind"] == "switch" and d.get("role") == role]
+
+
+def _fabric_cables(g, tier):
+    return sum(d.get("cables", 1) for u, v, d in g.edges(data=True) if d["tier"] == tier) // 2
+
+
+def test_meta_24k_has_the_llama3_papers_shape():
+    g = tp.meta_24k()
+    b = tp.bill(g)
+    # Llama 3 paper 3.3.1: 16 GPUs per ToR, 192 racks per 3,072-GPU pod, 8 pods = 24K GPUs
+    assert b.gpus == 24576 == 16 * 192 * 8
+    assert len(_switches(g, "leaf")) == 192 * 8 and len(_switches(g, "spine")) == 16 * 8
+    assert len(_switches(g, "core")) == 16
+    # full bisection inside a pod: a ToR has as many uplinks as GPUs; 1:7 above the pods
+    assert _fabric_cables(g, "access") == 24576 and _fabric_cables(g, "leaf-spine") == 1536 * 16
+    up = math.ceil(192 / 7)                                          # 28 uplinks per cluster switch
+    assert _fabric_cables(g, "spine-core") == 128 * up == 3584
+    assert 6.5 < g.graph["params"]["aggregation_oversubscription"] == 192 / 28 <= 7
+    # the two servers of a rack sit under one ToR; the ToR cables stay in the rack (copper)
+    tor = {v for n, d in g.nodes(data=True) if d["kind"] == "nic" and d.get("server") in (0, 1) for v in g[n]
+           if g.nodes[v]["kind"] == "switch"}
+    assert tor == {"u0/leaf0"}
+    assert b.links[("access", "copper", 400)] == 24576 and b.count("dac") == 24576
+    assert any("128 switches" in w for w in b.warnings)              # cluster switches are chassis
+    # ToRs (32 ports) on the 64-port SN5400; cluster (220) and aggregation (224) switches as
+    # two 128-port SN5600 each
+    assert b.count("spectrum4_sn5400") == 1536 and b.count("spectrum4_sn5600") == 2 * 128 + 2 * 16
+
+
+def test_meta_small_validates_and_rejects_bad_sizes():
+    g = tp.meta_24k(pods=2, racks_per_pod=4)
+    tp.validate(g)
+    assert g.graph["bisection_bandwidth"] == 1 * 16 * math.ceil(4 * 16 / 16 / 7) * tp.get_link("roce_400g").bandwidth
+    with pytest.raises(ValueError, match="cluster_switches"):
+        tp.meta_24k(cluster_switches=32)
+    with pytest.raises(ValueError, match="pods"):
+        tp.meta_24k(pods=0)
+
+
+def test_nvl72_cluster_counts():
+    g = tp.nvl72_cluster(16)                                         # 2 scalable units of 8 racks
+    tp.validate(g)
+    b = tp.bill(g)
+    assert b.gpus == 16 * 72
+    assert len(_switches(g, "leaf")) == 2 * 18 and len(_switches(g, "spine")) == 2 * 18
+    assert len(_switches(g, "core")) == 18 * math.ceil(2 * 32 / 64)
+    assert b.count("nvlink_switch_tray") == 16 * 9                   # GB200 NVL72: 9 trays per rack
+    for tier in ("access", "leaf-spine", "spine-core"):
+        assert _fabric_cables(g, tier) == 16 * 72
+    # leaf j of a unit serves compute tray j (4 NICs) of each of its 8 racks: 32 ports down
+    leaf = "u1/leaf5"
+    down = [n for n in g.predecessors(leaf) if g.nodes[n]["kind"] == "nic"]
+    assert len(down) == 32 and {g.nodes[n]["server"] for n in down} == set(range(8, 16))
+    # optics: NICs leave the rack, twin-port modules on the leaves, one 400G module per NIC
+    assert b.count("osfp_400g") == 16 * 72 and b.count("fiber_mpo") == 3 * 16 * 72
+    # the largest published size: 128 racks, 9,216 GPUs
+    assert tp.nvl72_cluster(128).graph["params"]["gpus"] == 9216
+    with pytest.raises(ValueError, match="multiple"):
+        tp.nvl72_cluster(12)
+
+
+def test_the_articles_cost_column_from_the_bill():
+    from flowsolver.study import cost_study, format_costs, network_study
+
+    rows = network_study(global_batch=64, networks=("ideal", "ib_ndr", "eth_100g"))
+    gpu = tp.get_part("hgx_h100_server").price / 8
+    ndr, eth = cost_study(rows, gpu_price=gpu)                       # the ideal network is not billed
+    # hand counts for 8 DGX H100 (64 NICs), 8 rail leaves + 1 spine, 64 + 64 cables:
+    # NDR: 9 QM9700, 64 ConnectX-7, 128 fibres, 128 twin-port modules
+    price = {n: tp.get_part(n).price for n in tp.part_names()}
+    assert ndr.bill.price == 9 * price["quantum2_qm9700"] + 64 * price["connectx7_400g"] \
+        + 128 * price["fiber_mpo"] + 128 * price["osfp_800g_twin"]
+    # Ethernet 100G: 9 SN4600C, 64 100G NICs, 128 fibres, one 100G module per cable end (256)
+    assert eth.bill.price == 9 * price["spectrum3_sn4600c"] + 64 * price["nic_100g"] \
+        + 128 * price["fiber_mpo"] + 256 * price["optics_100g"]
+    step = rows[1].step
+    assert ndr.tokens_per_s_per_musd == pytest.approx(step.tokens_per_s / (ndr.bill.price + 64 * gpu) * 1e6)
+    assert ndr.article_tokens_per_s == 3800.0 and eth.article_tokens_per_s == 1800.0
+    assert "Ethernet 100G" in format_costs([ndr, eth])
+    with pytest.raises(ValueError, match="gpu_price"):
+        cost_study(rows, gpu_price=-1.0)
+
+
+def test_cli_design_with_a_gpu_price(capsys):
+    import json
+
+    from flowsolver.cli import main
+
+    assert main(["design", "--gpus", "64", "--size", "64M", "--families", "rail_optimized", "--links", "ib_ndr",
+                 "--oversubscriptions", "1", "--optics", "multimode", "--gpu-price", "1000", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["capex"] == pytest.approx(row["price"] + 64 * 1000.0)
+    assert row["tokens_per_s"] is None or math.isnan(row["tokens_per_s"])    # a collective has no tokens
+
+
+def test_design_sizes_a_dragonfly_plus():
+    from flowsolver._design import _build, _server
+
+    dgx = _server(tp.get_server("dgx_h100"), 8, "ib_ndr")
+    g = _build("dragonfly_plus", 512, dgx, "ib_ndr", 1.0, 64)          # 4,096 NICs, 64-port switches
+    p = g.graph["params"]
+    # 32 host ports per leaf (4 DGX), one uplink per spine (32), the fewest groups whose leaves
+    # fit a spine's 32 down ports and whose global ports divide among the others: 8 groups of
+    # 16 leaves, 21 global links per spine (32 x 21 = 672 = 7 x 96)
+    assert (p["groups"], p["leaves"], p["spines"], p["hosts_per_leaf"], p["global_per_spine"]) == (8, 16, 32, 32, 21)
+    assert p["groups"] * p["leaves"] * p["hosts_per_leaf"] == 4096
+    switches = [n for n, d in g.nodes(data=True) if d["kind"] == "switch"]
+    assert len(switches) == 8 * (16 + 32)
+    assert sum(d.get("cables", 1) for *_, d in g.edges(data=True) if d["tier"] == "global") // 2 == 8 * 32 * 21 // 2
+    with pytest.raises(ValueError, match="do not fit"):
+        _build("dragonfly_plus", 2, dgx, "ib_ndr", 1.0, 8)
+
+
+def test_design_rejects_fabrics_of_another_size():
+    # the smallest k-ary fat-tree holding 64 NICs is k = 8: 128 host ports, 16 DGX - not 64 GPUs
+    r = fs.design(64, lambda g: 1.0, families=("fat_tree",), links=("ib_ndr",), oversubscriptions=(1.0,),
+                  optics=("multimode",))
+    c = r.candidates[0]
+    assert c.status == "failed" and "holds 128 GPUs, not the 64 asked" in c.message and r.timed == 0
