@@ -5,9 +5,9 @@ one row per scenario: its parameters, ``status`` (a :class:`~flowsolver.Status` 
 ``"ok"``, ``"stalled"``, ``"not_converged"``, or ``"error"`` with the message in ``error``) and
 the metrics, named as the result fields they copy. Scenarios that differ only in link technology share a routing
 pattern and are solved in one batched call (:func:`flowsolver.collective_variants`); the
-solver buckets shapes, so a sweep compiles a handful of times, and with a persistent JAX
-compilation cache named (``cache_dir`` or ``$FLOWSOLVER_CACHE_DIR``; off otherwise) a rerun
-compiles nothing. Results stream to CSV or Parquet (``out``) after every batch, each time
+solver buckets shapes, so a sweep compiles a handful of times, and with the persistent JAX
+compilation cache (the solver's, on by default in the user's cache folder, or a folder named
+by ``cache_dir``) a rerun compiles nothing. Results stream to CSV or Parquet (``out``) after every batch, each time
 replacing the file atomically; a rerun skips the scenarios already there and runs again any
 row that a cut or damaged file left incomplete.
 ``shard=(i, n)`` keeps every n-th scenario from the i-th (a Slurm array task, say);
@@ -243,10 +243,12 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     shard : (i, n), optional
         Run only scenarios ``i, i + n, i + 2n, ...`` (deterministic order).
     cache_dir : str, Path or None
-        Persistent JAX compilation cache folder, on for this call only (JAX's settings are
+        Persistent JAX compilation cache folder for this call only (JAX's settings are
         restored when the sweep returns or raises); ``"default"``: :func:`default_cache_dir`
-        (the folder ``$FLOWSOLVER_CACHE_DIR`` names, else no cache); None or ``"off"``: off.
-        Without one named, a sweep writes nothing but ``out``.
+        (the folder ``$FLOWSOLVER_CACHE_DIR`` names, else none of its own); None or ``"off"``:
+        none of its own. Either way the solver's own cache applies (on by default in the
+        user's cache folder, off with ``FLOWSOLVER_CACHE_DIR=off``: see
+        ``flowsolver.solver._placement``).
     distributed : bool
         Call ``jax.distributed.initialize()`` first (multi-process jobs).
     executor : concurrent.futures.Executor, optional

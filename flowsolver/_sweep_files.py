@@ -76,6 +76,9 @@ def compilation_cache_for(path):
     import jax
     from jax.experimental.compilation_cache import compilation_cache
 
+    from .solver._placement import ensure_compilation_cache
+
+    ensure_compilation_cache()       # the solver's own choice made first: restored to it afterwards
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
