@@ -11,6 +11,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 os.environ.setdefault("JAX_NUMPY_DTYPE_PROMOTION", "strict")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -36,6 +38,22 @@ try:
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 except ImportError:          # the test extra is not installed: no property tests run anyway
     pass
+
+@pytest.fixture(autouse=True)
+def _parts_catalogue_restored():
+    """Each test and doctest starts from the bill's own catalogue: a part a test or a docs
+    example registers (``topologies.register_part``) competes in every later automatic
+    choice otherwise."""
+    import importlib
+
+    catalogue = importlib.import_module("topologies.parts")
+    parts, chosen = dict(catalogue._PARTS), dict(catalogue._RATE_PART)
+    yield
+    catalogue._PARTS.clear()
+    catalogue._PARTS.update(parts)
+    catalogue._RATE_PART.clear()
+    catalogue._RATE_PART.update(chosen)
+
 
 # ``python -m flowsolver`` entry point: importing it runs the command
 collect_ignore = ["flowsolver/__main__.py"]

@@ -155,7 +155,7 @@ def section_batch(quick):
     g = tp.rail_optimized(16 if quick else 128)
     n = len(tp.gpus(g))
     rm = fs.route(g, fs.Flows.ring(n, 1e9))
-    from flowsolver.solver import _dense
+    from flowsolver.solver import _batch
     from flowsolver.solver._problem import Segments
 
     full = Segments.of(rm)
@@ -163,7 +163,7 @@ def section_batch(quick):
     sizes = (*full.on_links(used).buckets(len(used)), full.flow_seg.shape[1])
     print(f"failure scenarios: ring over {n} GPUs, {rm.n_links:,} links ({len(used):,} used), 1 % failed per "
           f"scenario; padded sizes (links, flows, segments, entries, K) {sizes}: "
-          f"{_dense.bytes_per_scenario(sizes) / 1024:.0f} KiB a scenario estimated")
+          f"{_batch.bytes_per_scenario(sizes) / 1024:.0f} KiB a scenario estimated")
     caps = failure_caps(rm, 1024)
     _, t_cpu = best(lambda: solve(rm, "cpu", capacity=caps), repeat=1)
     for batch in ((256, 1024) if quick else (1024, 4096, 16384, 65536)):
@@ -179,7 +179,7 @@ def section_batch(quick):
         ok = int(np.sum(np.asarray(a.status) == 0))
         row("batch", f"{batch:,} scenarios float64", batch / t, 1024 / t_cpu if batch == 1024 else None,
             unit="scenarios/s", target=50_000, ok=f"{ok}/{batch}", rounds=int(np.max(a.rounds)),
-            chunk=_dense.chunk_size(batch, sizes, 1, _dense.free_memory()),
+            chunk=_batch.chunk_size(batch, sizes, 1, _batch.free_memory()),
             peak_MB=None if device_peak() is None else round(device_peak() / 2**20))
     caps = failure_caps(rm, 1024)
     _, t = best(lambda: solve(rm, "device", capacity=caps, dtype="float32"), repeat=1)

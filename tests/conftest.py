@@ -28,17 +28,3 @@ def main_job(tmp_path_factory):
         assert main(["study", "--quick", "--out", str(out)]) == 0
     return dict(text=text.getvalue(), out=out, result=results[0], **results[0])
 
-
-@pytest.fixture(autouse=True)
-def _parts_catalogue_restored():
-    """Each test starts from the bill's own catalogue: a part a test or a docs example registers
-    (``topologies.register_part``) competes in every later automatic choice otherwise."""
-    import importlib
-
-    catalogue = importlib.import_module("topologies.parts")
-    parts, chosen = dict(catalogue._PARTS), dict(catalogue._RATE_PART)
-    yield
-    catalogue._PARTS.clear()
-    catalogue._PARTS.update(parts)
-    catalogue._RATE_PART.clear()
-    catalogue._RATE_PART.update(chosen)

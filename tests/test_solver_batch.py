@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from flowsolver import Status, max_min_fair
-from flowsolver.solver import _dense
+from flowsolver.solver import _batch, _dense, _dense_kernel
 from flowsolver.solver._problem import Segments
 
 from .oracle import assert_max_min_fair, progressive_filling
@@ -48,15 +48,15 @@ def test_chunked_batches_equal_one_call(monkeypatch):
     d = np.where(rng.random((13, A.shape[1])) < 0.2, rng.uniform(0.1, 1.0, (13, A.shape[1])), np.inf)
     whole = max_min_fair(A, caps, demands=d)
     structure = Segments.of(max_min_fair.__globals__["_as_routing"](A)[0])
-    per = _dense.scenario_elements((16, 32, 32, 64, structure.flow_seg.shape[1]))
-    monkeypatch.setattr(_dense, "CALL_ELEMENTS", per * 4)     # 4 scenarios a call (4 test devices: 1 each)
+    per = _batch.scenario_elements((16, 32, 32, 64, structure.flow_seg.shape[1]))
+    monkeypatch.setattr(_batch, "CALL_ELEMENTS", per * 4)     # 4 scenarios a call (4 test devices: 1 each)
     calls = []
-    real = _dense._batch_sharded if len(jax.devices()) > 1 else None
+    real = _batch._batch_sharded if len(jax.devices()) > 1 else None
     if real is not None:
         def counting(*args):
             fn, split = real(*args)
             return (lambda *a: (calls.append(a[5].shape[0]), fn(*a))[1]), split
-        monkeypatch.setattr(_dense, "_batch_sharded", counting)
+        monkeypatch.setattr(_batch, "_batch_sharded", counting)
     chunked = max_min_fair(A, caps, demands=d)
     for field in ("rates", "link_load", "bottleneck", "rounds", "status"):
         np.testing.assert_array_equal(getattr(chunked, field), getattr(whole, field))
@@ -85,10 +85,10 @@ def test_a_scenario_whose_only_link_is_infinite_is_unbounded_alone():
 def test_a_scenario_larger_than_the_free_memory_is_an_error_naming_the_sizes():
     sizes = (1024, 1536, 2048, 4096, 4)
     with pytest.raises(ValueError, match=r"capacity: one scenario of this batch needs about .* MiB .*1,536 flows"):
-        _dense.chunk_size(10, sizes, 1, free=_dense.bytes_per_scenario(sizes) // 2)
+        _batch.chunk_size(10, sizes, 1, free=_batch.bytes_per_scenario(sizes) // 2)
     # room for 3 scenarios in half the free memory: chunks of 2 (a power of two)
-    assert _dense.chunk_size(10, sizes, 1, free=6 * _dense.bytes_per_scenario(sizes) + 1) == 2
-    assert _dense.chunk_size(3, sizes, 2, free=None) == 4        # a multiple of the device count
+    assert _batch.chunk_size(10, sizes, 1, free=6 * _batch.bytes_per_scenario(sizes) + 1) == 2
+    assert _batch.chunk_size(3, sizes, 2, free=None) == 4        # a multiple of the device count
 
 
 @pytest.mark.parametrize("shape", [(64, 96, 128, 256, 3), (1024, 1536, 2048, 6144, 6)])
@@ -108,10 +108,10 @@ def test_bytes_per_scenario_bounds_the_compiled_programs_memory(shape):
                 jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32)]
         on_cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
         args = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=on_cpu) for a in args]
-        compiled = _dense._JITTED.lower(*args, n_links=Lp, n_segs=Sp, inner=1, unit_coef=True).compile()
+        compiled = _dense_kernel._JITTED.lower(*args, n_links=Lp, n_segs=Sp, inner=1, unit_coef=True).compile()
     mem = compiled.memory_analysis()
     per = (mem.temp_size_in_bytes + mem.output_size_in_bytes + mem.argument_size_in_bytes) / B
-    estimate = _dense.bytes_per_scenario(shape)
+    estimate = _batch.bytes_per_scenario(shape)
     assert per <= estimate <= 8 * per, (per, estimate)
 
 

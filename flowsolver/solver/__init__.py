@@ -11,7 +11,7 @@ many bottlenecks per round. Each method is a module with ``eligible(problem) -> 
 (whether ``method="auto"`` picks it) and ``solve(problem) -> Raw``:
 
 * ``_dense`` tests every link in every round (the algorithm is described there); batches
-  run as one vmapped call, sharded over the devices;
+  run as one problem of disjoint copies, in chunks that fit, sharded over the devices;
 * ``_frontier`` tests only the lowest-share links, so a round's cost does not grow with the
   number of flows (0.93 s instead of 5.2 s on a 1 M-flow all-to-all), keeps its per-link
   weight sums exact, and has every result checked against the max-min certificate
@@ -77,7 +77,7 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         (default: on for a single scenario of more than ``_dense.COMPACT_FLOWS`` flows;
         batches are never compacted).
     method : "auto", "dense" or "frontier"
-        ``"dense"`` tests every link in every round (batches run as one vmapped call);
+        ``"dense"`` tests every link in every round (a batch runs as one problem of disjoint copies);
         ``"frontier"`` tests only the lowest-share links each round, at a cost independent
         of the number of flows (see ``flowsolver.solver._frontier``; a batch is solved
         scenario by scenario). Both give progressive filling's rates. ``"auto"``: frontier
