@@ -39,20 +39,25 @@ try:
 except ImportError:          # the test extra is not installed: no property tests run anyway
     pass
 
+#: the catalogues users extend (``register_part``, ``register_transport``, ``register_link``,
+#: ``register_server``): module and dictionary names
+_CATALOGUES = (("topologies.parts", "_PARTS"), ("topologies.parts", "_RATE_PART"),
+               ("topologies.transports", "_CATALOGUE"), ("topologies.links", "_CATALOGUE"),
+               ("topologies.servers", "_SERVERS"))
+
+
 @pytest.fixture(autouse=True)
-def _parts_catalogue_restored():
-    """Each test and doctest starts from the bill's own catalogue: a part a test or a docs
-    example registers (``topologies.register_part``) competes in every later automatic
-    choice otherwise."""
+def _catalogues_restored():
+    """Each test and doctest starts from the library's own catalogues: a part, transport, link
+    or server model that a test or a docs example registers would otherwise stay for every
+    later test (and compete in the bill's automatic choices)."""
     import importlib
 
-    catalogue = importlib.import_module("topologies.parts")
-    parts, chosen = dict(catalogue._PARTS), dict(catalogue._RATE_PART)
+    saved = [(d, dict(d)) for d in (getattr(importlib.import_module(m), name) for m, name in _CATALOGUES)]
     yield
-    catalogue._PARTS.clear()
-    catalogue._PARTS.update(parts)
-    catalogue._RATE_PART.clear()
-    catalogue._RATE_PART.update(chosen)
+    for d, content in saved:
+        d.clear()
+        d.update(content)
 
 
 # ``python -m flowsolver`` entry point: importing it runs the command
