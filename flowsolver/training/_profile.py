@@ -160,7 +160,8 @@ def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
 
 def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batch: int, zero: int, gpu,
                   algorithms: dict, options: dict, sequence_parallel: bool = True,
-                  capacity_factor: float = 1.0, reduce_bytes: float = BF16, gather_bytes: float = BF16) -> CommProfile:
+                  capacity_factor: float = 1.0, reduce_bytes: float = BF16, gather_bytes: float = BF16,
+                  timed=None) -> CommProfile:
     """Solve every collective of the step once on ``graph`` (lockstep, every group of a kind
     at once; the kinds in one batched call, :func:`flowsolver.collectives.concurrent_kinds`)
     into a :class:`CommProfile`; ``algorithms``
@@ -168,7 +169,9 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     goes to every collective. A reduce-scatter (TP with sequence parallelism, DP with ZeRO
     >= 1) is solved with its all-gather of the same bytes (``gather``; DP: of the parameters,
     ``gather_bytes`` per value where the gradients take ``reduce_bytes``). The MoE routing is
-    ``model.top_k`` experts per token, at ``capacity_factor``.
+    ``model.top_k`` experts per token, at ``capacity_factor``. ``timed`` (default
+    :func:`_timed`) times a list of ``(op, size, groups, algorithm)`` calls: a planner passes
+    one that remembers what it solved (:func:`flowsolver.plan`).
 
     >>> import topologies as tp
     >>> from flowsolver.training import ParallelLayout, get_model
@@ -183,12 +186,13 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     # every parallelism's collective solved in one batched call, then the all-gathers that
     # follow the reduce-scatters (with the algorithm each reduce-scatter chose) in another:
     # the parameters' (DP: gather_bytes per value, not the gradients' reduce_bytes)
-    timed = _timed(graph, [(op, size, groups, algorithms.get(kind, "auto")) for _, kind, op, size, groups in plan],
-                   options)
+    timer = _timed if timed is None else timed
+    timed = timer(graph, [(op, size, groups, algorithms.get(kind, "auto")) for _, kind, op, size, groups in plan],
+                  options)
     scattered = [i for i, (name, _, op, _, _) in enumerate(plan) if op == "reduce_scatter" and name != "dp_reduce"]
     gather_size = {i: plan[i][3] * (gather_bytes / reduce_bytes if plan[i][0].startswith("dp") else 1.0)
                    for i in scattered}
-    gathers = dict(zip(scattered, _timed(graph, [("all_gather", gather_size[i], plan[i][4], timed[i][1])
+    gathers = dict(zip(scattered, timer(graph, [("all_gather", gather_size[i], plan[i][4], timed[i][1])
                                                  for i in scattered], options)))
     comms = {}
     for i, ((name, _, op, size, groups), (per_call, algorithm, bottleneck, result)) in enumerate(zip(plan, timed)):
