@@ -5,6 +5,8 @@ distinct collective solved once, until the best ``top`` are proven or the solve 
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import math
 import time
 from collections import Counter
 
@@ -13,10 +15,11 @@ import topologies as tp_
 from .. import _checks
 from ..routing import unchanged
 from ..training._compose import checked_schedule, compose
-from ..training._profile import CommProfile, _timed, solve_profile
+from ..training._profile import _plan, _timed, solve_profile
 from ..training._compute import DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION
-from ..training._step import _gpu, _routing, default_tp_overlap, prepare_step
+from ..training._step import REDUCE_DTYPES, _gpu, _routing, default_tp_overlap, prepare_step
 from ..training._models import get_model
+from ._bound import CutBound
 from ._result import Plan, PlanRow, pareto_rows
 from ._space import layout_space
 
@@ -47,17 +50,32 @@ class KindCache:
         self._store: dict = {}
         self.solved = self.hits = self.calls = 0
 
-    def __call__(self, graph, calls, options) -> list:
-        keys = [(op, float(size), tuple(tuple(int(r) for r in g) for g in groups), algorithm)
+    @staticmethod
+    def _keys(calls) -> list:
+        return [(op, float(size), tuple(tuple(int(r) for r in g) for g in groups), algorithm)
                 for op, size, groups, algorithm in calls]
+
+    def fill(self, graph, calls, options) -> list:
+        """Solve the kinds of ``calls`` not yet known, in one batched call; their keys."""
+        keys = self._keys(calls)
         missing = list(dict.fromkeys(k for k in keys if k not in self._store))
-        self.hits += len(keys) - len(missing)
         if missing:
             by_key = dict(zip(missing, _timed(graph, [(op, size, [list(g) for g in groups], algorithm)
                                                       for op, size, groups, algorithm in missing], options)))
             self._store.update(by_key)
             self.solved += len(missing)
             self.calls += 1
+        return keys
+
+    def peek(self, calls) -> list:
+        """What is known of ``calls`` (a KeyError for one not solved)."""
+        return [self._store[k] for k in self._keys(calls)]
+
+    def __call__(self, graph, calls, options) -> list:
+        """:func:`flowsolver.training._profile._timed` of ``calls``, each kind solved once."""
+        keys = self._keys(calls)
+        self.hits += sum(k in self._store for k in keys)
+        self.fill(graph, calls, options)
         return [self._store[k] for k in keys]
 
 
@@ -80,7 +98,7 @@ class _Degrees:
 def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None = None, precision: str = "bf16",
          top: int = 20, headroom: float = 0.0, max_solves: int | None = None, max_tp: int | None = None,
          tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None, recompute=None, zero=None,
-         sequence_parallel=None, orders=None, gpu=None, **step_options) -> Plan:
+         sequence_parallel=None, orders=None, gpu=None, prefetch: int = 8, **step_options) -> Plan:
     """The fastest layouts of ``model`` on the cluster ``graph``: parallel degrees, schedule,
     recompute, ZeRO stage, sequence parallelism and rank placement, searched.
 
@@ -154,6 +172,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     top = _checks.integer("top", top)
     if max_solves is not None:
         max_solves = _checks.integer("max_solves", max_solves)
+    prefetch = _checks.integer("prefetch", prefetch)
     spec = get_model(model)
     if seq_len is not None:
         spec = dataclasses.replace(spec, seq_len=_checks.integer("seq_len", seq_len))
@@ -172,18 +191,20 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
                          sequence_parallel=sequence_parallel, orders=orders)
     enumerated = time.perf_counter()
 
-    # 2. the bounds: the step with no communication (independent of the rank order)
-    bounds, by_shape = [], {}
+    # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound
+    # profile per layout but its recompute mode
+    cut = CutBound(graph)
+    bounds, profiles = [], {}
+    reduce_bytes = REDUCE_DTYPES[options["reduce_dtype"]]
+    gather_bytes = 1.0 if (options["fp8_param_gather"] and precision == "fp8") else 2.0
     for lay in space.feasible:
-        shape = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.vp, lay.micro_batch, lay.recompute, lay.zero,
-                 lay.sequence_parallel)
-        if shape not in by_shape:
-            schedule = _schedule(lay, global_batch, precision, gpu_spec, options)
-            empty = CommProfile(model=spec, layout=_Degrees(lay.tp, lay.pp, lay.dp, lay.ep, lay.cp, lay.vp),
-                                micro_batch=lay.micro_batch, zero=lay.zero, gpu=gpu_spec, comms={},
-                                sequence_parallel=lay.sequence_parallel, top_k=spec.top_k, capacity_factor=factor)
-            by_shape[shape] = compose(empty, schedule).step_time
-        bounds.append(by_shape[shape])
+        shape = dataclasses.replace(lay, recompute="selective")
+        if shape not in profiles:
+            profiles[shape] = cut.profile(spec, lay, gpu=gpu_spec, top_k=spec.top_k, capacity_factor=factor,
+                                          reduce_bytes=reduce_bytes, gather_bytes=gather_bytes,
+                                          degrees=_Degrees(lay.tp, lay.pp, lay.dp, lay.ep, lay.cp, lay.vp))
+        schedule = _schedule(lay, global_batch, precision, gpu_spec, options)
+        bounds.append(compose(profiles[shape], schedule).step_time)
     bounded = time.perf_counter()
 
     # 3. exact, best bound first; a profile (the layout but its recompute mode) solved once
@@ -194,27 +215,40 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
         groups.setdefault(dataclasses.replace(lay, recompute="selective"), []).append(i)
     cache = KindCache()
     exact: dict = {}
+    fastest: list = []                  # a max-heap (negated) of the `top` fastest exact times
     solved_profiles = 0
     proven = True
     next_bound = None
     with unchanged(graph), _checks.trusted(graph):
-        for i in order:
+        for pos, i in enumerate(order):
             if i in exact:
                 continue
-            times = sorted(r.step_time for r in exact.values())
-            if len(times) >= top and times[top - 1] <= bounds[i]:
+            kth = -fastest[0] if len(fastest) >= top else math.inf
+            if kth <= bounds[i]:
                 next_bound = bounds[i]
                 break
             if max_solves is not None and solved_profiles >= max_solves:
                 proven, next_bound = False, bounds[i]
                 break
-            lay = space.feasible[i]
-            members = groups[dataclasses.replace(lay, recompute="selective")]
-            prepared = _prepared(graph, spec, lay, global_batch, precision, gpu_spec, options, seq_len)
-            profile = solve_profile(graph, **prepared.solve, timed=cache)
-            solved_profiles += 1
-            for j in members:
-                exact[j] = _recomposed(profile, prepared.schedule, space.feasible[j].recompute)
+            # this profile and the next ones not solved, their new collective kinds in one call
+            room = prefetch if max_solves is None else min(prefetch, max_solves - solved_profiles)
+            keys: list = []
+            for j in order[pos:]:
+                if bounds[j] >= kth or len(keys) >= room:
+                    break
+                key = dataclasses.replace(space.feasible[j], recompute="selective")
+                if j not in exact and key not in keys:
+                    keys.append(key)
+            prepared = [_prepared(graph, spec, key, global_batch, precision, gpu_spec, options) for key in keys]
+            _prefetch(graph, cache, prepared)
+            for key, prep in zip(keys, prepared):
+                profile = solve_profile(graph, **prep.solve, timed=cache)
+                solved_profiles += 1
+                for j in groups[key]:
+                    exact[j] = _recomposed(profile, prep.schedule, space.feasible[j].recompute)
+                    heapq.heappush(fastest, -exact[j].step_time)
+                    if len(fastest) > top:
+                        heapq.heappop(fastest)
     finished = time.perf_counter()
 
     rows = [PlanRow.of(space.feasible[i], r, bounds[i], space.memory[i]) for i, r in exact.items()]
@@ -242,7 +276,34 @@ def _schedule(lay, global_batch, precision, gpu_spec, options):
                             tp_overlap_impl=options["tp_overlap_impl"])
 
 
-def _prepared(graph, spec, lay, global_batch, precision, gpu_spec, options, seq_len):
+def _prefetch(graph, cache: KindCache, prepared: list) -> None:
+    """The collective kinds of several profiles not yet in ``cache``, solved in two batched
+    calls (the kinds, then the all-gathers that follow their reduce-scatters, with the
+    algorithm each chose: what :func:`solve_profile` asks for, in the same way)."""
+    first, plans = [], []
+    for prep in prepared:
+        s = prep.solve
+        steps = _plan(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"], s["model"].top_k,
+                      s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"])
+        calls = [(op, size, groups, s["algorithms"].get(kind, "auto")) for _, kind, op, size, groups in steps]
+        plans.append((s, steps, calls))
+        first += calls
+    if not first:
+        return
+    options = prepared[0].solve["options"]
+    cache.fill(graph, first, options)
+    second = []
+    for s, steps, calls in plans:
+        chosen = cache.peek(calls)
+        for (name, _, op, size, groups), (_, algorithm, _, _) in zip(steps, chosen):
+            if op == "reduce_scatter" and name != "dp_reduce":
+                gather = size * (s["gather_bytes"] / s["reduce_bytes"] if name.startswith("dp") else 1.0)
+                second.append(("all_gather", gather, groups, algorithm))
+    if second:
+        cache.fill(graph, second, options)
+
+
+def _prepared(graph, spec, lay, global_batch, precision, gpu_spec, options):
     kw = {k: options[k] for k in STEP_OPTIONS}
     return prepare_step(graph, model=spec, **lay.step_kwargs(), global_batch=global_batch, seq_len=None,
                         precision=precision, recompute_layers=None, ranks=None, gpu=gpu_spec, check_graph=False,
