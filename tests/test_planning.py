@@ -146,3 +146,21 @@ def test_max_solves_stops_unproven_and_bad_input_is_named():
     with pytest.raises(ValueError, match="micro_batch: give at least one value"):
         plan(g, model=TOY, global_batch=4, micro_batch=())
     assert "layout" in p.table() and "proven" in p.summary()
+
+
+@pytest.mark.slow          # ~10 s of CPU: a few dozen layouts solved on 16 GPUs
+def test_cut_bound_never_exceeds_the_exact_step_across_servers():
+    # 2 servers: TP / CP / DP / PP groups that cross the servers get a non-zero cut bound; every
+    # feasible layout timed (top = all of them), each bound below its exact step
+    g = tp.rail_optimized(2)
+    grid = dict(GRID, tp=(1, 8), cp=(1, 2), pp=(1, 2), vp=1, micro_batch=1, zero=(1, 3),
+                orders=("tp-cp-dp-pp", "tp-cp-pp-dp"))
+    space = layout_space(TOY, 16, 8, gpu_memory=80e9, **grid)
+    p = plan(g, model=TOY, global_batch=8, top=len(space.feasible), **grid)
+    assert len(p.timed) == len(space.feasible) and p.proven
+    crossing = [r for r in p.timed if r.bound > r.compute + r.bubble]     # the cut bound added something
+    assert crossing
+    for r in p.timed:
+        assert r.bound <= r.step_time
+    for r in crossing[:6]:
+        assert r.step_time == training_step(g, model=TOY, global_batch=8, **r.layout.step_kwargs()).step_time

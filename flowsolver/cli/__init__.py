@@ -22,7 +22,7 @@ import sys
 
 import topologies as tp
 
-from . import _commands, _fleet
+from . import _commands, _fleet, _plan
 from ._arguments import CliError, build_graph, in_cli_words, parse_size
 from ._output import emit, to_json, writable
 from ._parser import build_parser
@@ -49,7 +49,7 @@ def _topology(args) -> None:
 _COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "calibrate": _commands.calibrate_logs,
              "train": _commands.train, "sweep": _commands.sweep_file, "topology": _topology,
              "replay": _commands.replay, "upgrade": _commands.upgrade, "design": _fleet.design,
-             "goodput": _fleet.goodput}
+             "goodput": _fleet.goodput, "plan": _plan.plan}
 
 
 def main(argv: list[str] | None = None) -> int:
