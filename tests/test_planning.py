@@ -164,3 +164,19 @@ def test_cut_bound_never_exceeds_the_exact_step_across_servers():
         assert r.bound <= r.step_time
     for r in crossing[:6]:
         assert r.step_time == training_step(g, model=TOY, global_batch=8, **r.layout.step_kwargs()).step_time
+
+
+def test_cli_plan_prints_the_ranked_layouts_and_rejects_a_bad_gpu_count(capsys):
+    from flowsolver.cli import main
+
+    args = ["plan", "--model", "llama-3-8b", "--gpus", "8", "--global-batch", "8", "--tp", "2", "4", "--cp", "1",
+            "--pp", "1", "--vp", "1", "--micro-batch", "1", "--zero", "1", "--recompute", "selective",
+            "--sequence-parallel", "on", "--orders", "tp-cp-dp-pp", "--top", "2"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "TP2 DP4" in out and "TP4 DP2" in out and "proven" in out
+    assert main(args + ["--csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("layout,tp,") and len(lines) == 3
+    assert main(["plan", "--gpus", "12", "--global-batch", "8"]) == 2
+    assert "multiple of the server's 8 GPUs" in capsys.readouterr().err
