@@ -180,3 +180,17 @@ def test_cli_plan_prints_the_ranked_layouts_and_rejects_a_bad_gpu_count(capsys):
     assert lines[0].startswith("layout,tp,") and len(lines) == 3
     assert main(["plan", "--gpus", "12", "--global-batch", "8"]) == 2
     assert "multiple of the server's 8 GPUs" in capsys.readouterr().err
+
+
+def test_the_bound_builds_the_same_groups_as_parallel_layout():
+    from flowsolver.planning._bound import layout_groups
+    from flowsolver.training import ParallelLayout
+    from flowsolver.training._profile import ring_pairs
+
+    for tp_, cp, pp, dp, ep in ((2, 2, 2, 4, 2), (1, 4, 3, 2, 1), (4, 1, 2, 6, 3)):
+        for order in (("tp", "cp", "dp", "pp"), ("tp", "cp", "pp", "dp"), ("dp", "tp", "pp", "cp")):
+            lay = ParallelLayout(tp=tp_, pp=pp, dp=dp, ep=ep, cp=cp, order=order)
+            key = (tp_, cp, pp, dp, ep, order)
+            for kind in ("tp", "cp", "pp", "ep", "dp", "dp_experts"):
+                assert layout_groups(key, kind).tolist() == lay.groups(kind), (key, kind)
+            assert [tuple(p) for p in layout_groups(key, "cp_step").tolist()] == ring_pairs(lay.groups("cp"))

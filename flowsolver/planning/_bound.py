@@ -23,37 +23,64 @@ tests/test_planning.py).
 
 from __future__ import annotations
 
-from collections import Counter
+import numpy as np
 
 import topologies as tp_
 
-from ..training._layout import ParallelLayout
-from ..training._profile import CommProfile, CommTiming, _plan, ring_pairs
+from ..training._profile import CommProfile, CommTiming, _plan
 
-__all__ = ["CutBound"]
+__all__ = ["CutBound", "layout_groups"]
 
 
-def _coefficient(op: str, groups, server_of) -> float:
-    """Bytes into all servers together per byte of ``op``'s size, over ``groups``."""
-    total = 0.0
-    for g in groups:
-        n = len(g)
-        counts = Counter(server_of[r] for r in g)
-        if len(counts) == 1:
-            continue
-        if op == "send_recv":
-            total += 1.0
-        elif op == "all_gather":
-            total += sum((n - k) / n for k in counts.values())
-        elif op == "reduce_scatter":
-            total += sum(k / n for k in counts.values())
-        elif op == "all_reduce":
-            total += len(counts)
-        elif op == "all_to_all":
-            total += sum(k * (n - k) / n for k in counts.values())
-        else:
-            raise ValueError(f"no cut bound for op {op!r}")
-    return total
+_OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
+
+
+def layout_groups(key, kind: str) -> np.ndarray:
+    """The rank groups of ``kind`` (``tp``, ``cp``, ``pp``, ``ep``, ``dp``, ``dp_experts``, or
+    ``cp_step``: the CP rings' neighbour pairs) of the layout ``key`` = (tp, cp, pp, dp, ep,
+    order) at the identity placement, one group per row, in the order of
+    :meth:`flowsolver.training.ParallelLayout.groups` (tests check they are the same).
+
+    >>> layout_groups((2, 1, 2, 2, 1, ("tp", "cp", "dp", "pp")), "dp").tolist()
+    [[0, 2], [1, 3], [4, 6], [5, 7]]
+    """
+    tp, cp, pp, dp, ep, order = key
+    size = dict(tp=tp, cp=cp, dp=dp, pp=pp)
+    # the logical rank of every (stage, dp, cp, tp) index: the order's strides, fastest first
+    stride, strides = 1, {}
+    for name in order:
+        strides[name] = stride
+        stride *= size[name]
+    q, d, c, t = np.ix_(np.arange(pp), np.arange(dp), np.arange(cp), np.arange(tp))
+    ranks = q * strides["pp"] + d * strides["dp"] + c * strides["cp"] + t * strides["tp"]    # (pp, dp, cp, tp)
+    if kind == "tp":
+        return ranks.reshape(-1, tp)
+    if kind in ("cp", "cp_step"):
+        rings = ranks.transpose(0, 1, 3, 2).reshape(-1, cp)
+        return rings if kind == "cp" else np.stack([rings.ravel(), np.roll(rings, -1, axis=1).ravel()], axis=1)
+    if kind == "pp":            # (stage q, q + 1) of one (dp, cp, tp), stage outermost
+        return np.stack([ranks[:-1].reshape(-1), ranks[1:].reshape(-1)], axis=1)
+    if kind == "ep":            # ep consecutive DP ranks of one (stage, cp, tp)
+        return ranks.transpose(0, 2, 3, 1).reshape(pp, cp, tp, dp // ep, ep).reshape(-1, ep)
+    if kind == "dp":
+        return ranks.transpose(0, 3, 1, 2).reshape(-1, dp * cp)
+    if kind == "dp_experts":    # DP ranks r, r + ep, ... of one (stage, tp), with every CP rank
+        return ranks.transpose(0, 3, 1, 2).reshape(pp, tp, dp // ep, ep, cp).transpose(0, 1, 3, 2, 4) \
+            .reshape(-1, dp // ep * cp)
+    raise ValueError(f"unknown group kind {kind!r}")
+
+
+def _coefficients(groups: np.ndarray, server_of: np.ndarray, ops) -> dict:
+    """Bytes into all servers together per byte of each op's size, over ``groups``."""
+    n = groups.shape[1]
+    servers = server_of[groups]
+    if "send_recv" in ops:
+        return {"send_recv": float(np.count_nonzero(servers[:, 0] != servers[:, 1]))}
+    row = np.repeat(np.arange(len(groups)), n)
+    _, k = np.unique(row * (int(server_of.max()) + 1) + servers.ravel(), return_counts=True)
+    k = k[k < n].astype(np.float64)         # servers of groups that cross the servers
+    return {"all_gather": float(np.sum((n - k) / n)), "reduce_scatter": float(np.sum(k / n)),
+            "all_reduce": float(len(k)), "all_to_all": float(np.sum(k * (n - k) / n))}
 
 
 class CutBound:
@@ -66,41 +93,38 @@ class CutBound:
 
     def __init__(self, graph):
         nodes = graph.nodes
-        self.server_of = [nodes[v].get("server") for v in tp_.gpus(graph)]
-        if any(s is None for s in self.server_of):
-            self.server_of = list(range(len(self.server_of)))
+        servers = [nodes[v].get("server") for v in tp_.gpus(graph)]
+        if any(s is None or not isinstance(s, int) for s in servers):
+            self.server_of = np.arange(len(servers))
             self.capacity = 0.0
         else:
+            self.server_of = np.asarray(servers)
             self.capacity = float(sum(d.get("capacity", 0.0) for u, v, d in graph.edges(data=True)
                                       if nodes[v].get("server") is not None
                                       and nodes[u].get("server") != nodes[v].get("server")))
-        self._groups: dict = {}
         self._coefficients: dict = {}
 
-    def _layout_groups(self, key):
-        def of(kind):
-            if (key, kind) not in self._groups:
-                tp, cp, pp, dp, ep, order = key
-                lay = ParallelLayout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, order=order)
-                self._groups[(key, kind)] = ring_pairs(lay.groups("cp")) if kind == "cp_step" else lay.groups(kind)
-            return self._groups[(key, kind)]
-        return of
+    def _shape(self, key, kind) -> tuple:
+        """(groups, ranks per group, coefficient per op) of a kind of a layout, remembered
+        (the groups themselves are not kept)."""
+        if (key, kind) not in self._coefficients:
+            groups = layout_groups(key, kind)
+            ops = ("send_recv",) if kind in ("pp", "cp_step") else _OPS
+            self._coefficients[(key, kind)] = (groups.shape[0], groups.shape[1],
+                                               _coefficients(groups, self.server_of, ops))
+        return self._coefficients[(key, kind)]
 
     def seconds(self, op: str, size: float, key, kind: str) -> float:
         """Lower bound (s) of ``op`` of ``size`` bytes on the groups of ``kind`` of the layout
         ``key`` = (tp, cp, pp, dp, ep, order)."""
         if not self.capacity:
             return 0.0
-        ck = (key, kind, op)
-        if ck not in self._coefficients:
-            self._coefficients[ck] = _coefficient(op, self._layout_groups(key)(kind), self.server_of)
-        return self._coefficients[ck] * size / self.capacity
+        return self._shape(key, kind)[2][op] * size / self.capacity
 
     def profile(self, spec, lay, *, gpu, top_k, capacity_factor, reduce_bytes, gather_bytes, degrees) -> CommProfile:
         """A :class:`CommProfile` of ``lay`` (a :class:`flowsolver.planning.Layout`) whose
         per-call times are the cut bounds; ``degrees`` is what compose reads of the layout."""
         key = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.order)
-        of = self._layout_groups(key)
         kinds = {"tp": "tp", "cp": "cp", "cp_step": "cp_step", "pp": "pp", "ep": "ep", "dp": "dp",
                  "dp_gather": "dp", "dp_reduce": "dp", "dp_experts": "dp_experts"}
         comms = {}
@@ -112,9 +136,9 @@ class CutBound:
             if op == "reduce_scatter" and name != "dp_reduce":
                 gather_size = size * (gather_bytes / reduce_bytes if name.startswith("dp") else 1.0)
                 gather = self.seconds("all_gather", gather_size, key, kind)
-            groups = of(kind)
+            count, ranks, _ = self._shape(key, kind)
             comms[name] = CommTiming(name=name, op=op, algorithm="bound", bytes=size, per_call=per_call,
-                                     groups=len(groups), group_size=len(groups[0]), gather=gather)
+                                     groups=count, group_size=ranks, gather=gather)
         return CommProfile(model=spec, layout=degrees, micro_batch=lay.micro_batch, zero=lay.zero, gpu=gpu,
                            comms=comms, sequence_parallel=lay.sequence_parallel, top_k=top_k,
                            capacity_factor=capacity_factor, reduce_bytes=reduce_bytes, gather_bytes=gather_bytes)
