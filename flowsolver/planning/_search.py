@@ -1,6 +1,7 @@
-"""plan: the layouts of a job enumerated and pruned (``_space``), bounded without the network
-(compute and pipeline bubble only), then timed exactly on the cluster best bound first, each
-distinct collective solved once, until the best ``top`` are proven or the solve budget ends."""
+"""plan: the layouts of a job enumerated and pruned (``_space``), bounded without solving the
+network (``_bound``: the collectives at their cut bounds), then timed exactly on the cluster best
+bound first, each distinct collective kind solved once, until the best ``top`` are proven or the
+solve budget ends."""
 
 from __future__ import annotations
 
@@ -106,9 +107,10 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
        work (:func:`flowsolver.planning.layout_space`: divisibility, heads, layers per stage,
        experts, batch, duplicates, memory over the GPU's memory less ``headroom``), with a
        count per reason.
-    2. Each feasible layout gets a lower bound on its step time without the network: the
-       step composed with no communication (compute and the pipeline bubble; every exposed
-       communication term is >= 0, so the exact step is never faster).
+    2. Each feasible layout gets a lower bound on its step time without solving the network:
+       the step composed with every collective at its cut bound (the bytes the servers must
+       receive over the capacity of the links into them, :mod:`flowsolver.planning._bound`);
+       the exact step is never faster.
     3. Layouts are timed exactly, best bound first, as :func:`flowsolver.training_step`
        times them (the same numbers), each distinct collective kind (op, bytes, rank groups,
        algorithm) solved once (:class:`KindCache`) and each solved profile composed for every
