@@ -16,7 +16,11 @@ which carry at most their capacity. Per group of ``n`` ranks with ``k`` in a ser
 
 Summed over the servers and divided by the summed capacity of the links that enter them,
 that is a lower bound on the kind's time (the latencies, protocol overheads and link
-efficiencies only add). :func:`flowsolver.training.compose` of those times never exceeds the
+efficiencies only add). The same cut around one GPU (every GPU of a kind takes part alike)
+gives a second bound, the bytes a GPU must receive over the capacity of the links into it
+(NVLink and PCIe): all-gather and all-to-all ``(n - 1) S / n``, reduce-scatter ``S / n`` (an
+in-switch reduction hands each rank its reduced shard once), all-reduce ``S``, a send ``S``. The
+larger of the two is the bound. :func:`flowsolver.training.compose` of those times never exceeds the
 exact step: every exposed term grows with the per-call times (checked against exact steps in
 tests/test_planning.py).
 """
@@ -83,6 +87,11 @@ def _coefficients(groups: np.ndarray, server_of: np.ndarray, ops) -> dict:
             "all_reduce": float(len(k)), "all_to_all": float(np.sum(k * (n - k) / n))}
 
 
+# bytes one GPU must receive per byte of the op's size, groups of n ranks (module docstring)
+_GPU_SHARE = {"all_gather": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
+              "reduce_scatter": lambda n: 1 / n, "all_reduce": lambda n: 1.0, "send_recv": lambda n: 1.0}
+
+
 class CutBound:
     """The cut bound of every collective of a layout on ``graph`` (its GPUs in
     ``topologies.gpus`` order, the identity placement); group lists and coefficients are
@@ -102,6 +111,10 @@ class CutBound:
             self.capacity = float(sum(d.get("capacity", 0.0) for u, v, d in graph.edges(data=True)
                                       if nodes[v].get("server") is not None
                                       and nodes[u].get("server") != nodes[v].get("server")))
+        into = {v: 0.0 for v in tp_.gpus(graph)}
+        for _, v, d in graph.in_edges(list(into), data=True):
+            into[v] += d.get("capacity", 0.0)
+        self.gpu_capacity = min(into.values()) if into else 0.0
         self._coefficients: dict = {}
 
     def _shape(self, key, kind) -> tuple:
@@ -116,10 +129,11 @@ class CutBound:
 
     def seconds(self, op: str, size: float, key, kind: str) -> float:
         """Lower bound (s) of ``op`` of ``size`` bytes on the groups of ``kind`` of the layout
-        ``key`` = (tp, cp, pp, dp, ep, order)."""
-        if not self.capacity:
-            return 0.0
-        return self._shape(key, kind)[2][op] * size / self.capacity
+        ``key`` = (tp, cp, pp, dp, ep, order): the larger of the server and the GPU cut."""
+        _, n, coefficients = self._shape(key, kind)
+        server = coefficients[op] * size / self.capacity if self.capacity else 0.0
+        gpu = _GPU_SHARE[op](n) * size / self.gpu_capacity if self.gpu_capacity and n > 1 else 0.0
+        return max(server, gpu)
 
     def profile(self, spec, lay, *, gpu, top_k, capacity_factor, reduce_bytes, gather_bytes, degrees) -> CommProfile:
         """A :class:`CommProfile` of ``lay`` (a :class:`flowsolver.planning.Layout`) whose
