@@ -194,3 +194,11 @@ def test_the_bound_builds_the_same_groups_as_parallel_layout():
             for kind in ("tp", "cp", "pp", "ep", "dp", "dp_experts"):
                 assert layout_groups(key, kind).tolist() == lay.groups(kind), (key, kind)
             assert [tuple(p) for p in layout_groups(key, "cp_step").tolist()] == ring_pairs(lay.groups("cp"))
+
+
+def test_a_tolerance_stops_earlier_within_it(toy_plan):
+    g, exact = toy_plan
+    loose = plan(g, model=TOY, global_batch=4, top=5, tolerance=0.5, **GRID)
+    assert loose.proven and loose.profiles_solved <= exact.profiles_solved
+    # its rows are timed exactly; the true 5th best is at most 50 % faster than its 5th row
+    assert exact.rows[-1].step_time * 1.5 >= loose.rows[-1].step_time

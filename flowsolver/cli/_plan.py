@@ -37,6 +37,9 @@ def add_plan(sub, fmt) -> None:
                    help="fraction of the GPU's memory a layout must leave free (default %(default)s)")
     p.add_argument("--max-solves", type=int, default=None,
                    help="most profiles solved on the network (default: until the top are proven)")
+    p.add_argument("--tolerance", type=float, default=0.0,
+                   help="stop once no untimed layout can beat the last row by more than this fraction "
+                        "(default 0: the exact top)")
     p.add_argument("--max-tp", type=int, default=None, help="largest TP searched (default: the GPUs of a server)")
     for name in ("tp", "cp", "pp", "vp", "ep", "micro-batch", "zero"):
         p.add_argument(f"--{name}", type=int, nargs="+", default=None, help=f"{name} values to search")
@@ -69,7 +72,7 @@ def plan(args) -> None:
                     zero=args.zero, recompute=args.recompute, orders=args.orders, sequence_parallel=sp)
     extra = {} if args.compute_efficiency is None else dict(compute_efficiency=args.compute_efficiency)
     result = run_plan(graph, model=model_of(args.model), global_batch=args.global_batch, seq_len=args.seq_len,
-                      precision=args.precision, top=args.top, headroom=args.headroom, max_solves=args.max_solves,
+                      precision=args.precision, top=args.top, headroom=args.headroom, max_solves=args.max_solves, tolerance=args.tolerance,
                       max_tp=args.max_tp, gpu=args.gpu, **{k: v for k, v in searched.items() if v is not None},
                       **extra)
     rows = [r.as_dict() for r in (result.front if args.front else result.rows)]

@@ -73,8 +73,9 @@ class Plan:
     them. ``total`` combinations were enumerated, ``feasible`` kept, ``pruned`` maps each
     reason (:data:`flowsolver.planning.PRUNE_REASONS`) to its count. ``proven``: the search
     stopped because the slowest returned row is no slower than the best bound not timed
-    (``next_bound``, s), so ``rows`` are the true best of the feasible layouts under the
-    model; False when ``max_solves`` ended it first. ``profiles_solved`` profiles were solved
+    (``next_bound``, s) made ``tolerance`` faster, so ``rows`` are the best of the feasible
+    layouts under the model (within ``tolerance``: 0 exactly); False when ``max_solves``
+    ended it first. ``profiles_solved`` profiles were solved
     on the network, from ``kinds_solved`` distinct collective kinds (``kinds_reused`` found
     already solved) in ``solver_calls`` batched calls; ``seconds``: wall time of each part of
     the search (enumerate, bound, exact, total).
@@ -94,6 +95,7 @@ class Plan:
     usable_memory: float
     proven: bool
     next_bound: float | None
+    tolerance: float
     profiles_solved: int
     kinds_solved: int
     kinds_reused: int
@@ -111,7 +113,8 @@ class Plan:
         """The search in a few lines: combinations, pruning per reason, solves, times."""
         reasons = ", ".join(f"{k} {v:,}" for k, v in self.pruned.items() if v)
         s = self.seconds
-        proof = ("proven: no untimed layout can beat the last row" if self.proven else
+        within = f" by more than {self.tolerance:.1%}" if self.tolerance else ""
+        proof = (f"proven: no untimed layout can beat the last row{within}" if self.proven else
                  f"NOT proven: stopped at max_solves, best untimed bound {self.next_bound:.3f} s")
         return "\n".join([
             f"# {self.model} on {self.gpus:,} GPUs, global batch {self.global_batch:,} x {self.seq_len:,} tokens, "

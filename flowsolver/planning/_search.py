@@ -99,7 +99,8 @@ class _Degrees:
 def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None = None, precision: str = "bf16",
          top: int = 20, headroom: float = 0.0, max_solves: int | None = None, max_tp: int | None = None,
          tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None, recompute=None, zero=None,
-         sequence_parallel=None, orders=None, gpu=None, prefetch: int = 8, **step_options) -> Plan:
+         sequence_parallel=None, orders=None, gpu=None, prefetch: int = 8, tolerance: float = 0.0,
+         **step_options) -> Plan:
     """The fastest layouts of ``model`` on the cluster ``graph``: parallel degrees, schedule,
     recompute, ZeRO stage, sequence parallelism and rank placement, searched.
 
@@ -137,6 +138,11 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     max_solves : int, optional
         Most profiles (distinct layouts but the recompute mode) solved on the network
         (default: no limit, stop when the top are proven).
+    tolerance : float in [0, 1]
+        Stop once no untimed layout can be more than this fraction faster than the
+        ``top``-th row (default 0: the exact top); ``0.01`` proves the rows within 1 %.
+    prefetch : int
+        Profiles whose new collective kinds are solved together in one batched call.
     max_tp : int, optional
         Largest TP degree searched (default the GPUs of one server: TP inside NVLink).
     tp, cp, pp, vp, ep, micro_batch, recompute, zero, sequence_parallel, orders
@@ -175,6 +181,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     if max_solves is not None:
         max_solves = _checks.integer("max_solves", max_solves)
     prefetch = _checks.integer("prefetch", prefetch)
+    tolerance = _checks.fraction("tolerance", tolerance, zero_ok=True)
     spec = get_model(model)
     if seq_len is not None:
         spec = dataclasses.replace(spec, seq_len=_checks.integer("seq_len", seq_len))
@@ -226,7 +233,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
             if i in exact:
                 continue
             kth = -fastest[0] if len(fastest) >= top else math.inf
-            if kth <= bounds[i]:
+            if kth <= bounds[i] * (1.0 + tolerance):
                 next_bound = bounds[i]
                 break
             if max_solves is not None and solved_profiles >= max_solves:
@@ -236,7 +243,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
             room = prefetch if max_solves is None else min(prefetch, max_solves - solved_profiles)
             keys: list = []
             for j in order[pos:]:
-                if bounds[j] >= kth or len(keys) >= room:
+                if bounds[j] * (1.0 + tolerance) >= kth or len(keys) >= room:
                     break
                 key = dataclasses.replace(space.feasible[j], recompute="selective")
                 if j not in exact and key not in keys:
@@ -259,7 +266,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
                 rows=tuple(rows[:top]), timed=tuple(rows), front=tuple(pareto_rows(rows)),
                 total=space.total, feasible=len(space.feasible), pruned=space.pruned,
                 usable_memory=space.usable_memory, proven=proven, next_bound=next_bound,
-                profiles_solved=solved_profiles, kinds_solved=cache.solved, kinds_reused=cache.hits,
+                tolerance=tolerance, profiles_solved=solved_profiles, kinds_solved=cache.solved, kinds_reused=cache.hits,
                 solver_calls=cache.calls,
                 seconds=dict(enumerate=enumerated - started, bound=bounded - enumerated, exact=finished - bounded,
                              total=finished - started))
