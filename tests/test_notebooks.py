@@ -27,8 +27,8 @@ def _source(cell):
     return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
 
 
-def test_the_seven_notebooks_exist():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07"]
+def test_the_eight_notebooks_exist():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07", "08"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
