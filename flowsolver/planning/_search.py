@@ -99,7 +99,7 @@ class _Degrees:
 def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None = None, precision: str = "bf16",
          top: int = 20, headroom: float = 0.0, max_solves: int | None = None, max_tp: int | None = None,
          tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None, recompute=None, zero=None,
-         sequence_parallel=None, orders=None, gpu=None, prefetch: int = 8, tolerance: float = 0.0,
+         sequence_parallel=None, orders=None, gpu=None, prefetch: int = 32, tolerance: float = 0.0,
          **step_options) -> Plan:
     """The fastest layouts of ``model`` on the cluster ``graph``: parallel degrees, schedule,
     recompute, ZeRO stage, sequence parallelism and rank placement, searched.
