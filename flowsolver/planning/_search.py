@@ -99,7 +99,7 @@ class _Degrees:
 def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None = None, precision: str = "bf16",
          top: int = 20, headroom: float = 0.0, max_solves: int | None = None, max_tp: int | None = None,
          tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None, recompute=None, zero=None,
-         sequence_parallel=None, orders=None, gpu=None, prefetch: int = 32, tolerance: float = 0.0,
+         sequence_parallel=None, orders=None, gpu=None, prefetch: int | None = None, tolerance: float = 0.0,
          **step_options) -> Plan:
     """The fastest layouts of ``model`` on the cluster ``graph``: parallel degrees, schedule,
     recompute, ZeRO stage, sequence parallelism and rank placement, searched.
@@ -141,8 +141,9 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     tolerance : float in [0, 1]
         Stop once no untimed layout can be more than this fraction faster than the
         ``top``-th row (default 0: the exact top); ``0.01`` proves the rows within 1 %.
-    prefetch : int
-        Profiles whose new collective kinds are solved together in one batched call.
+    prefetch : int, optional
+        Profiles whose new collective kinds are solved together in one batched call (default
+        32 up to 4,096 GPUs, fewer above: a batch's memory grows with the GPUs).
     max_tp : int, optional
         Largest TP degree searched (default the GPUs of one server: TP inside NVLink).
     tp, cp, pp, vp, ep, micro_batch, recompute, zero, sequence_parallel, orders
@@ -180,7 +181,8 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     top = _checks.integer("top", top)
     if max_solves is not None:
         max_solves = _checks.integer("max_solves", max_solves)
-    prefetch = _checks.integer("prefetch", prefetch)
+    if prefetch is not None:
+        prefetch = _checks.integer("prefetch", prefetch)
     tolerance = _checks.fraction("tolerance", tolerance, zero_ok=True)
     spec = get_model(model)
     if seq_len is not None:
@@ -188,6 +190,10 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     _checks.checked_graph(graph)
     ranks = tp_.gpus(graph)
     gpus = len(ranks)
+    if prefetch is None:
+        # fewer batched calls compile the solver fewer times; a batch of kinds over 16,384 GPUs
+        # takes memory: 32 profiles up to 4,096 GPUs, 8 at 16,384 (the peak stays under 3 GiB)
+        prefetch = max(4, min(32, 131072 // gpus))
     gpu_spec = _gpu(graph, gpu)
     if max_tp is None:
         max_tp = max(Counter(graph.nodes[v].get("server", i) for i, v in enumerate(ranks)).values())
