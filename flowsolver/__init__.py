@@ -30,6 +30,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._sweep": ("default_cache_dir", "expand_grid", "sweep"),
     ".upgrade": ("Upgrade", "upgrade_plan", "what_if", "upgrade_cost"),
     "._design": ("Design", "design", "pareto_front"),
+    ".planning": ("Plan", "plan"),
     ".reliability": ("Component", "GoodputResult", "JobResponse", "default_components", "goodput", "place_jobs",
                   "placement_slowdowns", "simulate_goodput"),
     ".serving": ("ServeResult", "serve"),
@@ -55,6 +56,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._sweep import default_cache_dir, expand_grid, sweep
     from .upgrade import Upgrade, upgrade_cost, upgrade_plan, what_if
     from ._design import Design, design, pareto_front
+    from .planning import Plan, plan
     from .reliability import (Component, GoodputResult, JobResponse, default_components, goodput, place_jobs,
                            placement_slowdowns, simulate_goodput)
     from .serving import ServeResult, serve
@@ -74,6 +76,7 @@ __all__ = [
     "sweep", "expand_grid", "default_cache_dir",
     "what_if", "upgrade_plan", "Upgrade", "upgrade_cost",
     "design", "Design", "pareto_front",
+    "plan", "Plan",
     "goodput", "simulate_goodput", "GoodputResult", "JobResponse", "Component", "default_components", "place_jobs",
     "placement_slowdowns",
     "serve", "ServeResult",

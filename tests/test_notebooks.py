@@ -30,7 +30,7 @@ def _source(cell):
 def test_the_notebooks_exist():
     numbers = [p.name[:2] for p in NOTEBOOKS]
     assert len(set(numbers)) == len(numbers)                # one notebook a number
-    assert {"01", "02", "03", "04", "05", "06", "07", "09", "10", "11"} <= set(numbers)
+    assert {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"} <= set(numbers)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -24,7 +24,7 @@ LAYERS = [
     ("flowsolver.training",),
     ("flowsolver.traces",),
     ("flowsolver._sweep", "flowsolver._sweep_files", "flowsolver.study", "flowsolver.plot", "flowsolver.upgrade",
-     "flowsolver._design", "flowsolver.reliability", "flowsolver.serving"),
+     "flowsolver._design", "flowsolver.reliability", "flowsolver.serving", "flowsolver.planning"),
     ("flowsolver.cli", "flowsolver.__main__"),
     ("flowsolver",),
 ]

@@ -23,7 +23,7 @@ import sys
 
 import topologies as tp
 
-from . import _commands, _fleet, _serving
+from . import _commands, _fleet, _plan, _serving
 from ._arguments import CliError, build_graph, in_cli_words, parse_size
 from ._output import emit, to_json, writable
 from ._parser import build_parser
@@ -50,7 +50,7 @@ def _topology(args) -> None:
 _COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "calibrate": _commands.calibrate_logs,
              "train": _commands.train, "sweep": _commands.sweep_file, "topology": _topology,
              "replay": _commands.replay, "upgrade": _commands.upgrade, "design": _fleet.design,
-             "goodput": _fleet.goodput, "serve": _serving.serve}
+             "goodput": _fleet.goodput, "serve": _serving.serve, "plan": _plan.plan}
 
 
 def main(argv: list[str] | None = None) -> int:

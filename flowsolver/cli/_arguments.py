@@ -30,6 +30,7 @@ _EXAMPLES = """examples:
   flowsolver replay traces/ --nodes 2 --chrome timeline.json   replay a Chakra trace (one .et file per rank)
   flowsolver upgrade --family fat_tree --k 4 --op all_to_all --size 16M --budget 2
   flowsolver design --gpus 512 --model llama-3-70b --tp 8 --pp 4 --budget 5e6   which fabric to buy
+  flowsolver plan --model llama-3-70b --gpus 1024 --global-batch 512   the fastest layouts of a job
 """
 
 

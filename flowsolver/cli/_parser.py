@@ -9,6 +9,7 @@ from .._version import __version__
 from ._arguments import (_EXAMPLES, _accepted, _add_calibrate, _add_collective, _add_replay, _add_study,
                          _add_sweep, _add_topology_command, _add_train, _add_upgrade)
 from ._fleet import add_design, add_goodput
+from ._plan import add_plan
 from ._serving import add_serve
 
 __all__ = ["build_parser"]
@@ -22,6 +23,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"flowsolver {__version__}")
     sub = parser.add_subparsers(dest="command")
     for add in (_add_topology_command, _add_collective, _add_calibrate, _add_train, _add_study, _add_sweep,
-                _add_replay, _add_upgrade, add_design, add_goodput, add_serve):
+                _add_replay, _add_upgrade, add_design, add_goodput, add_serve, add_plan):
         add(sub, fmt)
     return parser

@@ -47,7 +47,7 @@ def _state_bytes(params: float, shards: int, zero: int) -> float:
                      + 12.0 / (shards if zero >= 1 else 1))
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=1 << 16)     # a planner asks again, composing the layouts it enumerated
 def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
             recompute_layers) -> tuple:
     chunks = chunk_layers(spec.layers, pp, vp)

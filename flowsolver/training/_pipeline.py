@@ -13,6 +13,8 @@ what the Llama 3 paper did for 405B's 126 layers on 16 stages).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 __all__ = ["stage_layers", "chunk_layers", "bubble_slots", "critical_sends", "peak_in_flight"]
@@ -105,6 +107,11 @@ def peak_in_flight(chunk_bytes, stage: int, pp: int, vp: int, microbatches: int)
     >>> peak_in_flight((0.0, 1.0), 0, 4, 2, 16)      # the first chunk holds nothing
     4.0
     """
+    return _peak_in_flight(tuple(float(b) for b in chunk_bytes), stage, pp, vp, microbatches)
+
+
+@lru_cache(maxsize=4096)        # a planner asks for the same stage under several ZeRO stages
+def _peak_in_flight(chunk_bytes: tuple, stage: int, pp: int, vp: int, microbatches: int) -> float:
     weights = np.asarray(chunk_bytes, dtype=np.float64)
     if vp == 1:
         return float(min(pp - stage, microbatches) * weights[0])

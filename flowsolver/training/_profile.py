@@ -108,8 +108,18 @@ def kv_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int) -> float:
     return 2.0 * micro_batch * (model.seq_len / cp) * heads * (model.hidden // model.heads) * BF16
 
 
+def ring_pairs(groups) -> list:
+    """Each rank of each group with the next one of its ring (``[a, b]``: ``a`` sends to ``b``).
+
+    >>> ring_pairs([[0, 2, 4]])
+    [(0, 2), (2, 4), (4, 0)]
+    """
+    return [(g[i], g[(i + 1) % len(g)]) for g in groups for i in range(len(g))]
+
+
 def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int, sequence_parallel: bool,
-          top_k: int, capacity_factor: float, reduce_bytes: float = BF16, gather_bytes: float = BF16) -> list:
+          top_k: int, capacity_factor: float, reduce_bytes: float = BF16, gather_bytes: float = BF16,
+          groups=None) -> list:
     """The collectives of a step: ``(name, kind, op, bytes, groups)`` per parallelism that
     communicates (``kind`` names the entry of ``algorithms`` that applies).
 
@@ -127,40 +137,45 @@ def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
       transformer layer's parameters all-gathered (``gather_bytes`` per value: bf16, or 1 with
       FP8 all-gather) and its gradients reduce-scattered, ``dp_gather`` / ``dp_reduce``: FSDP's
       unit of communication.
+
+    ``groups`` (default the layout's, :meth:`ParallelLayout.groups`, and ``"cp_step"``: the
+    ring neighbours of the CP groups, :func:`ring_pairs`) maps a kind to its rank groups: a
+    caller that plans many layouts passes one that remembers them.
     """
     lay = layout
+    of = groups or (lambda kind: ring_pairs(lay.groups("cp")) if kind == "cp_step" else lay.groups(kind))
     activation = micro_batch * model.seq_len / lay.cp * model.hidden * BF16
     plan = []
     if lay.tp > 1:
-        plan.append(("tp", "tp", "reduce_scatter" if sequence_parallel else "all_reduce", activation, lay.groups("tp")))
+        plan.append(("tp", "tp", "reduce_scatter" if sequence_parallel else "all_reduce", activation, of("tp")))
     if lay.cp > 1:
         kv = kv_bytes(model, micro_batch, lay.tp, lay.cp)
-        plan.append(("cp", "cp", "all_gather", lay.cp * kv, lay.groups("cp")))
+        plan.append(("cp", "cp", "all_gather", lay.cp * kv, of("cp")))
         # one ring-attention step: every CP rank sends its KV chunk to the next rank of its ring
-        pairs = [(g[i], g[(i + 1) % len(g)]) for g in lay.groups("cp") for i in range(len(g))]
-        plan.append(("cp_step", "cp_step", "send_recv", kv, pairs))
+        plan.append(("cp_step", "cp_step", "send_recv", kv, of("cp_step")))
     if lay.pp > 1:
-        plan.append(("pp", "pp", "send_recv", activation / lay.tp, lay.groups("pp")))
+        plan.append(("pp", "pp", "send_recv", activation / lay.tp, of("pp")))
     if lay.ep > 1:
-        plan.append(("ep", "ep", "all_to_all", activation * top_k * capacity_factor / lay.tp, lay.groups("ep")))
+        plan.append(("ep", "ep", "all_to_all", activation * top_k * capacity_factor / lay.tp, of("ep")))
     shard = lay.tp * lay.pp
     dp_op = "all_reduce" if zero == 0 else "reduce_scatter"
     if lay.dp * lay.cp > 1:
         plan.append(("dp", "dp", dp_op, (model.params - model.expert_params) / shard * reduce_bytes,
-                     lay.groups("dp")))
+                     of("dp")))
         if zero == 3:
             layer = (model.attention_params + (0 if model.experts > 1 else model.mlp_params)) / lay.tp
-            plan.append(("dp_gather", "dp", "all_gather", layer * gather_bytes, lay.groups("dp")))
-            plan.append(("dp_reduce", "dp", "reduce_scatter", layer * reduce_bytes, lay.groups("dp")))
+            plan.append(("dp_gather", "dp", "all_gather", layer * gather_bytes, of("dp")))
+            plan.append(("dp_reduce", "dp", "reduce_scatter", layer * reduce_bytes, of("dp")))
     if model.expert_params and lay.dp // lay.ep * lay.cp > 1:
         plan.append(("dp_experts", "dp", dp_op, model.expert_params / (shard * lay.ep) * reduce_bytes,
-                     lay.groups("dp_experts")))
+                     of("dp_experts")))
     return plan
 
 
 def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batch: int, zero: int, gpu,
                   algorithms: dict, options: dict, sequence_parallel: bool = True,
-                  capacity_factor: float = 1.0, reduce_bytes: float = BF16, gather_bytes: float = BF16) -> CommProfile:
+                  capacity_factor: float = 1.0, reduce_bytes: float = BF16, gather_bytes: float = BF16,
+                  timed=None) -> CommProfile:
     """Solve every collective of the step once on ``graph`` (lockstep, every group of a kind
     at once; the kinds in one batched call, :func:`flowsolver.collectives.concurrent_kinds`)
     into a :class:`CommProfile`; ``algorithms``
@@ -168,7 +183,9 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     goes to every collective. A reduce-scatter (TP with sequence parallelism, DP with ZeRO
     >= 1) is solved with its all-gather of the same bytes (``gather``; DP: of the parameters,
     ``gather_bytes`` per value where the gradients take ``reduce_bytes``). The MoE routing is
-    ``model.top_k`` experts per token, at ``capacity_factor``.
+    ``model.top_k`` experts per token, at ``capacity_factor``. ``timed`` (default
+    :func:`_timed`) times a list of ``(op, size, groups, algorithm)`` calls: a planner passes
+    one that remembers what it solved (:func:`flowsolver.plan`).
 
     >>> import topologies as tp
     >>> from flowsolver.training import ParallelLayout, get_model
@@ -183,12 +200,13 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     # every parallelism's collective solved in one batched call, then the all-gathers that
     # follow the reduce-scatters (with the algorithm each reduce-scatter chose) in another:
     # the parameters' (DP: gather_bytes per value, not the gradients' reduce_bytes)
-    timed = _timed(graph, [(op, size, groups, algorithms.get(kind, "auto")) for _, kind, op, size, groups in plan],
-                   options)
+    timer = _timed if timed is None else timed
+    timed = timer(graph, [(op, size, groups, algorithms.get(kind, "auto")) for _, kind, op, size, groups in plan],
+                  options)
     scattered = [i for i, (name, _, op, _, _) in enumerate(plan) if op == "reduce_scatter" and name != "dp_reduce"]
     gather_size = {i: plan[i][3] * (gather_bytes / reduce_bytes if plan[i][0].startswith("dp") else 1.0)
                    for i in scattered}
-    gathers = dict(zip(scattered, _timed(graph, [("all_gather", gather_size[i], plan[i][4], timed[i][1])
+    gathers = dict(zip(scattered, timer(graph, [("all_gather", gather_size[i], plan[i][4], timed[i][1])
                                                  for i in scattered], options)))
     comms = {}
     for i, ((name, _, op, size, groups), (per_call, algorithm, bottleneck, result)) in enumerate(zip(plan, timed)):

@@ -238,10 +238,44 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     >>> r.phases["tp"].op, r.phases["dp"].bottleneck_tier
     ('reduce_scatter+all_gather', 'access')
     """
+    prepared = prepare_step(graph, model=model, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, global_batch=global_batch,
+                            micro_batch=micro_batch, seq_len=seq_len, compute_efficiency=compute_efficiency,
+                            precision=precision, recompute=recompute, recompute_layers=recompute_layers,
+                            attention_efficiency=attention_efficiency, sequence_parallel=sequence_parallel,
+                            tp_overlap=tp_overlap, top_k=top_k, capacity_factor=capacity_factor, zero=zero,
+                            dp_overlap=dp_overlap, ranks=ranks, order=order, gpu=gpu, algorithms=algorithms,
+                            collective_options=collective_options, attention=attention, fp8_recipe=fp8_recipe,
+                            power_cap=power_cap, kernel_utilization=kernel_utilization, reduce_dtype=reduce_dtype,
+                            fp8_param_gather=fp8_param_gather, tp_overlap_impl=tp_overlap_impl)
+    # every group's steps routed on one index of the graph, checked once (in prepare_step)
+    with unchanged(graph), _checks.trusted(graph):
+        profile = solve_profile(graph, **prepared.solve)
+    return compose(profile, prepared.schedule)
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedStep:
+    """What :func:`training_step` solves and composes, every argument checked: ``solve`` the
+    keyword arguments of :func:`flowsolver.training._profile.solve_profile` (but the graph),
+    ``schedule`` the :class:`Schedule` composed with the profile."""
+
+    solve: dict
+    schedule: object
+
+
+def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_batch, seq_len, compute_efficiency,
+                 precision, recompute, recompute_layers, attention_efficiency, sequence_parallel, tp_overlap, top_k,
+                 capacity_factor, zero, dp_overlap, ranks, order, gpu, algorithms, collective_options, attention,
+                 fp8_recipe, power_cap, kernel_utilization, reduce_dtype, fp8_param_gather, tp_overlap_impl,
+                 check_graph: bool = True) -> PreparedStep:
+    """:func:`training_step`'s arguments checked (a ``ValueError`` / ``TypeError`` naming the
+    bad one) into what it solves and composes; ``check_graph=False`` skips the graph's own
+    check (a caller that checked it once, e.g. :func:`flowsolver.plan`)."""
     spec = get_model(model)
     if seq_len is not None:
         spec = dataclasses.replace(spec, seq_len=_checks.integer("seq_len", seq_len))
-    _checks.checked_graph(graph)
+    if check_graph:
+        _checks.checked_graph(graph)
     collective_options = checked_collective_options(collective_options, graph)
     micro_batch = _checks.integer("micro_batch", micro_batch)
     layout = _layout(graph, spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, ranks=ranks, order=order)
@@ -269,10 +303,8 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
     gather_bytes = 1.0 if (fp8_param_gather and precision == "fp8") else 2.0
     if not isinstance(sequence_parallel, bool):
         raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
-    # every group's steps routed on one index of the graph, checked once (above)
-    with unchanged(graph), _checks.trusted(graph):
-        profile = solve_profile(graph, spec, layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
-                                algorithms=_algorithms(algorithms), options=collective_options,
-                                sequence_parallel=sequence_parallel, capacity_factor=factor,
-                                reduce_bytes=REDUCE_DTYPES[reduce_dtype], gather_bytes=gather_bytes)
-    return compose(profile, schedule)
+    return PreparedStep(solve=dict(model=spec, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
+                                   algorithms=_algorithms(algorithms), options=collective_options,
+                                   sequence_parallel=sequence_parallel, capacity_factor=factor,
+                                   reduce_bytes=REDUCE_DTYPES[reduce_dtype], gather_bytes=gather_bytes),
+                        schedule=schedule)

@@ -1,0 +1,149 @@
+"""flowsolver.plan's speed and its answers against the published layouts.
+
+    python benchmarks/plan.py               # 405B on 16,384 GPUs, 70B on 1,024, the published runs
+    python benchmarks/plan.py --targets     # only the two speed targets
+    python benchmarks/plan.py --published   # only the published runs
+    python benchmarks/plan.py --max-solves N  # the solve budget of the 405B search (default 40)
+    python benchmarks/plan.py --published --slow   # with the Llama 3 paper's 8,192- and 16,384-GPU rows
+
+Speed targets (issue 32): Llama 3 405B on 16,384 H100 (rail_optimized, 2,048 DGX H100 on
+InfiniBand NDR), every feasible layout bounded and the exact top 20 timed in < 60 s; a 70 B model
+on 1,024 GPUs in < 10 s; peak memory < 4 GiB (the process's peak resident set, printed).
+
+Published runs: each row of tests/test_training_published.py (the runs the model is checked
+against) and each training.csv row with a layout (benchmarks/validation): is the published
+layout feasible in the model (memory estimate <= the GPU's memory), and is plan's best layout,
+searched with the run's own fixed settings (precision, batch, sequence, compute model), at least
+as fast in the model as the published layout. A published layout that comes out infeasible, or
+far behind the plan, is a finding about the model, printed as such.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import topologies as tp  # noqa: E402
+from flowsolver import memory_per_gpu, plan, training_step  # noqa: E402
+from flowsolver.planning import STEP_OPTIONS  # noqa: E402
+
+SEARCHED = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "recompute", "zero", "order", "sequence_parallel")
+
+
+def _peak_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2 ** 30      # Linux: KiB
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} / {five:.2f} on {os.cpu_count()} CPUs"
+
+
+def targets(max_solves: int) -> None:
+    for label, nodes, model, batch, solves, tolerance, target in (
+            ("Llama 3 405B, 16,384 H100", 2048, "llama-3-405b", 2048, max_solves, 0.0, 60),
+            ("Llama 3 70B, 1,024 H100", 128, "llama-3-70b", 2048, None, 0.0, 10),
+            ("Llama 3 70B, 1,024 H100, top 20 within 1 %", 128, "llama-3-70b", 2048, None, 0.01, 10)):
+        g = tp.rail_optimized(nodes)
+        print(f"\n## {label} (rail_optimized, ib_ndr), global batch {batch}; {_load()}", flush=True)
+        t = time.perf_counter()
+        p = plan(g, model=model, global_batch=batch, top=20, max_solves=solves, tolerance=tolerance)
+        wall = time.perf_counter() - t
+        print(p)
+        print(f"wall {wall:.1f} s (target < {target} s); peak resident memory {_peak_gib():.2f} GiB "
+              f"(target < 4 GiB); {_load()}", flush=True)
+        if not p.proven:
+            print(f"not proven within {solves} profile solves: the 20th row {p.rows[-1].step_time:.3f} s, the best "
+                  f"layout not timed is bounded at {p.next_bound:.3f} s")
+
+
+def _compare(name, graph, kw) -> str:
+    """A published layout in the model against plan's best with the same fixed settings."""
+    pub = training_step(graph, **kw)
+    fixed = {k: v for k, v in kw.items() if k in STEP_OPTIONS}
+    rest = {k: kw[k] for k in ("model", "global_batch", "seq_len", "precision", "gpu") if k in kw}
+    t = time.perf_counter()
+    p = plan(graph, top=1, max_solves=12, **rest, **fixed)
+    wall = time.perf_counter() - t
+    best = p.best if p.rows else None
+    verdict = ("plan faster or equal" if best and best.step_time <= pub.step_time * (1 + 1e-9) else
+               "PLAN BEHIND (search budget or model)" if best else "NO FEASIBLE LAYOUT FOUND")
+    gap = f"{best.step_time / pub.step_time - 1:+7.1%}" if best else "   n/a"
+    return (f"{name:34s} fits {'yes' if pub.fits else 'NO '} {pub.memory_per_gpu / 1e9:6.1f} GB  published "
+            f"{pub.step_time:8.3f} s  plan {best.step_time if best else float('nan'):8.3f} s {gap}  "
+            f"{'proven' if p.proven else 'budget'} {wall:5.1f} s  {verdict}\n"
+            f"{'':34s} plan's best: {best.layout.label if best else '-'}")
+
+
+def published(include_slow: bool) -> None:
+    from tests.test_training_published import ROWS, SLOW
+
+    print(f"\n## published runs of tests/test_training_published.py; {_load()}", flush=True)
+    for name, (nodes, kw, _) in ROWS.items():
+        if name in SLOW and not include_slow:
+            print(f"{name:34s} (8,192+ GPUs: --slow to run)")
+            continue
+        kw = dict(kw)
+        print(_compare(name, tp.rail_optimized(nodes), kw), flush=True)
+
+    import validation.setups as S
+
+    print(f"\n## training.csv rows with a layout: feasibility in the model (memory estimate <= GPU memory)", flush=True)
+    path = Path(__file__).resolve().parent / "validation" / "training.csv"
+    rows = list(csv.DictReader(path.open()))
+    seen, infeasible, checked, compared = set(), [], 0, 0
+    for index, row in enumerate(rows):
+        try:
+            cluster, kw, _ = S.training_call(row)
+        except (KeyError, StopIteration, ValueError):
+            continue
+        c = S.CLUSTERS[cluster]
+        gpus = int(row["gpus"])
+        servers = S.servers_for(cluster, gpus)
+        if servers * c.gpus_per_server != gpus:
+            continue
+        spec = kw["model"]
+        try:
+            m = memory_per_gpu(spec, tp=kw.get("tp", 1), pp=kw.get("pp", 1), dp=kw["dp"], ep=kw.get("ep", 1),
+                               zero=kw.get("zero", 1), micro_batch=kw.get("micro_batch", 1),
+                               microbatches=kw["global_batch"] // (kw["dp"] * kw.get("micro_batch", 1)),
+                               cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"))
+        except ValueError:
+            continue
+        checked += 1
+        gpu_memory = (kw["gpu"].memory if "gpu" in kw else tp.get_gpu(c.server.gpu).memory)
+        key = (row["source"], spec.name, gpus, kw.get("tp", 1), kw.get("pp", 1), kw.get("cp", 1), kw["dp"],
+               kw.get("vp", 1), kw.get("micro_batch", 1), kw["global_batch"], kw["precision"])
+        if m > gpu_memory:
+            infeasible.append(f"  {row['source']} {spec.name} {gpus} GPUs TP{kw.get('tp', 1)} PP{kw.get('pp', 1)} "
+                              f"CP{kw.get('cp', 1)} DP{kw['dp']} VP{kw.get('vp', 1)} mb{kw.get('micro_batch', 1)} "
+                              f"zero{kw.get('zero', 1)} {kw.get('recompute', 'selective')}: {m / 1e9:.1f} GB > "
+                              f"{gpu_memory / 1e9:.0f} GB (row {index})")
+        if gpus <= 64 and key not in seen and "--csv-plan" in sys.argv:
+            seen.add(key)
+            compared += 1
+            print(_compare(f"{row['source'][:14]} {spec.name[:10]} {gpus}", c.graph(servers), kw), flush=True)
+    print(f"{checked} rows checked, {len(infeasible)} published layouts over the GPU's memory in the model:")
+    print("\n".join(infeasible) or "  none")
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    solves = int(argv[argv.index("--max-solves") + 1]) if "--max-solves" in argv else 40
+    if "--published" not in argv:
+        targets(solves)
+    if "--targets" not in argv:
+        published("--slow" in argv)
+    print(f"\npeak resident memory {_peak_gib():.2f} GiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

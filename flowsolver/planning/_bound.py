@@ -1,0 +1,158 @@
+"""A lower bound on a layout's step without solving the network: its collectives timed at the
+bytes that must cross into the servers over the servers' external capacity (a cut bound), the
+step composed from them.
+
+Every collective of a kind runs at once on all its groups; whatever the algorithm, route or
+protocol, the bytes a server must receive from outside it cross the links into the server,
+which carry at most their capacity. Per group of ``n`` ranks with ``k`` in a server (``0 < k
+< n``), at nccl-tests sizes ``S``, the server must receive at least:
+
+* all-gather (``S`` the gathered total): the ``n - k`` outside shards, ``(n - k) S / n``;
+* reduce-scatter (``S`` each rank's input): one reduced shard per local rank, ``k S / n``;
+* all-reduce: the reduced result, ``S``;
+* all-to-all (``S`` each rank's send buffer): ``S / n`` from every outside rank to every
+  local one, ``k (n - k) S / n``;
+* send / receive of ``S`` between servers: ``S``.
+
+Summed over the servers and divided by the summed capacity of the links that enter them,
+that is a lower bound on the kind's time (the latencies, protocol overheads and link
+efficiencies only add). The same cut around one GPU (every GPU of a kind takes part alike)
+gives a second bound, the bytes a GPU must receive over the capacity of the links into it
+(NVLink and PCIe): all-gather and all-to-all ``(n - 1) S / n``, reduce-scatter ``S / n`` (an
+in-switch reduction hands each rank its reduced shard once), all-reduce ``S``, a send ``S``. The
+larger of the two is the bound. :func:`flowsolver.training.compose` of those times never exceeds the
+exact step: every exposed term grows with the per-call times (checked against exact steps in
+tests/test_planning.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import topologies as tp_
+
+from ..training._profile import CommProfile, CommTiming, _plan
+
+__all__ = ["CutBound", "layout_groups"]
+
+
+_OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
+
+
+def layout_groups(key, kind: str) -> np.ndarray:
+    """The rank groups of ``kind`` (``tp``, ``cp``, ``pp``, ``ep``, ``dp``, ``dp_experts``, or
+    ``cp_step``: the CP rings' neighbour pairs) of the layout ``key`` = (tp, cp, pp, dp, ep,
+    order) at the identity placement, one group per row, in the order of
+    :meth:`flowsolver.training.ParallelLayout.groups` (tests check they are the same).
+
+    >>> layout_groups((2, 1, 2, 2, 1, ("tp", "cp", "dp", "pp")), "dp").tolist()
+    [[0, 2], [1, 3], [4, 6], [5, 7]]
+    """
+    tp, cp, pp, dp, ep, order = key
+    size = dict(tp=tp, cp=cp, dp=dp, pp=pp)
+    # the logical rank of every (stage, dp, cp, tp) index: the order's strides, fastest first
+    stride, strides = 1, {}
+    for name in order:
+        strides[name] = stride
+        stride *= size[name]
+    q, d, c, t = np.ix_(np.arange(pp), np.arange(dp), np.arange(cp), np.arange(tp))
+    ranks = q * strides["pp"] + d * strides["dp"] + c * strides["cp"] + t * strides["tp"]    # (pp, dp, cp, tp)
+    if kind == "tp":
+        return ranks.reshape(-1, tp)
+    if kind in ("cp", "cp_step"):
+        rings = ranks.transpose(0, 1, 3, 2).reshape(-1, cp)
+        return rings if kind == "cp" else np.stack([rings.ravel(), np.roll(rings, -1, axis=1).ravel()], axis=1)
+    if kind == "pp":            # (stage q, q + 1) of one (dp, cp, tp), stage outermost
+        return np.stack([ranks[:-1].reshape(-1), ranks[1:].reshape(-1)], axis=1)
+    if kind == "ep":            # ep consecutive DP ranks of one (stage, cp, tp)
+        return ranks.transpose(0, 2, 3, 1).reshape(pp, cp, tp, dp // ep, ep).reshape(-1, ep)
+    if kind == "dp":
+        return ranks.transpose(0, 3, 1, 2).reshape(-1, dp * cp)
+    if kind == "dp_experts":    # DP ranks r, r + ep, ... of one (stage, tp), with every CP rank
+        return ranks.transpose(0, 3, 1, 2).reshape(pp, tp, dp // ep, ep, cp).transpose(0, 1, 3, 2, 4) \
+            .reshape(-1, dp // ep * cp)
+    raise ValueError(f"unknown group kind {kind!r}")
+
+
+def _coefficients(groups: np.ndarray, server_of: np.ndarray, ops) -> dict:
+    """Bytes into all servers together per byte of each op's size, over ``groups``."""
+    n = groups.shape[1]
+    servers = server_of[groups]
+    if "send_recv" in ops:
+        return {"send_recv": float(np.count_nonzero(servers[:, 0] != servers[:, 1]))}
+    row = np.repeat(np.arange(len(groups)), n)
+    _, k = np.unique(row * (int(server_of.max()) + 1) + servers.ravel(), return_counts=True)
+    k = k[k < n].astype(np.float64)         # servers of groups that cross the servers
+    return {"all_gather": float(np.sum((n - k) / n)), "reduce_scatter": float(np.sum(k / n)),
+            "all_reduce": float(len(k)), "all_to_all": float(np.sum(k * (n - k) / n))}
+
+
+# bytes one GPU must receive per byte of the op's size, groups of n ranks (module docstring)
+_GPU_SHARE = {"all_gather": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
+              "reduce_scatter": lambda n: 1 / n, "all_reduce": lambda n: 1.0, "send_recv": lambda n: 1.0}
+
+
+class CutBound:
+    """The cut bound of every collective of a layout on ``graph`` (its GPUs in
+    ``topologies.gpus`` order, the identity placement); group lists and coefficients are
+    remembered per layout's degrees and order, so many layouts share them.
+
+    ``capacity``: bytes/s of all links that enter a server from outside (0 when the graph's
+    nodes carry no ``server``: then every bound is 0, still a bound)."""
+
+    def __init__(self, graph):
+        nodes = graph.nodes
+        servers = [nodes[v].get("server") for v in tp_.gpus(graph)]
+        if any(s is None or not isinstance(s, int) for s in servers):
+            self.server_of = np.arange(len(servers))
+            self.capacity = 0.0
+        else:
+            self.server_of = np.asarray(servers)
+            self.capacity = float(sum(d.get("capacity", 0.0) for u, v, d in graph.edges(data=True)
+                                      if nodes[v].get("server") is not None
+                                      and nodes[u].get("server") != nodes[v].get("server")))
+        into = {v: 0.0 for v in tp_.gpus(graph)}
+        for _, v, d in graph.in_edges(list(into), data=True):
+            into[v] += d.get("capacity", 0.0)
+        self.gpu_capacity = min(into.values()) if into else 0.0
+        self._coefficients: dict = {}
+
+    def _shape(self, key, kind) -> tuple:
+        """(groups, ranks per group, coefficient per op) of a kind of a layout, remembered
+        (the groups themselves are not kept)."""
+        if (key, kind) not in self._coefficients:
+            groups = layout_groups(key, kind)
+            ops = ("send_recv",) if kind in ("pp", "cp_step") else _OPS
+            self._coefficients[(key, kind)] = (groups.shape[0], groups.shape[1],
+                                               _coefficients(groups, self.server_of, ops))
+        return self._coefficients[(key, kind)]
+
+    def seconds(self, op: str, size: float, key, kind: str) -> float:
+        """Lower bound (s) of ``op`` of ``size`` bytes on the groups of ``kind`` of the layout
+        ``key`` = (tp, cp, pp, dp, ep, order): the larger of the server and the GPU cut."""
+        _, n, coefficients = self._shape(key, kind)
+        server = coefficients[op] * size / self.capacity if self.capacity else 0.0
+        gpu = _GPU_SHARE[op](n) * size / self.gpu_capacity if self.gpu_capacity and n > 1 else 0.0
+        return max(server, gpu)
+
+    def profile(self, spec, lay, *, gpu, top_k, capacity_factor, reduce_bytes, gather_bytes, degrees) -> CommProfile:
+        """A :class:`CommProfile` of ``lay`` (a :class:`flowsolver.planning.Layout`) whose
+        per-call times are the cut bounds; ``degrees`` is what compose reads of the layout."""
+        key = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.order)
+        kinds = {"tp": "tp", "cp": "cp", "cp_step": "cp_step", "pp": "pp", "ep": "ep", "dp": "dp",
+                 "dp_gather": "dp", "dp_reduce": "dp", "dp_experts": "dp_experts"}
+        comms = {}
+        for name, _, op, size, _ in _plan(spec, degrees, lay.micro_batch, lay.zero, lay.sequence_parallel, top_k,
+                                          capacity_factor, reduce_bytes, gather_bytes, groups=lambda kind: kind):
+            kind = kinds[name]
+            per_call = self.seconds(op, size, key, kind)
+            gather = 0.0
+            if op == "reduce_scatter" and name != "dp_reduce":
+                gather_size = size * (gather_bytes / reduce_bytes if name.startswith("dp") else 1.0)
+                gather = self.seconds("all_gather", gather_size, key, kind)
+            count, ranks, _ = self._shape(key, kind)
+            comms[name] = CommTiming(name=name, op=op, algorithm="bound", bytes=size, per_call=per_call,
+                                     groups=count, group_size=ranks, gather=gather)
+        return CommProfile(model=spec, layout=degrees, micro_batch=lay.micro_batch, zero=lay.zero, gpu=gpu,
+                           comms=comms, sequence_parallel=lay.sequence_parallel, top_k=top_k,
+                           capacity_factor=capacity_factor, reduce_bytes=reduce_bytes, gather_bytes=gather_bytes)

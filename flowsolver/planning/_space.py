@@ -1,0 +1,227 @@
+"""The layouts of a job: every combination of the searched values, each pruned for the first
+reason it cannot run (divisibility, heads, layers per stage, experts, batch, memory) before
+any network work, with a count per reason."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .. import _checks
+from ..training._compute import check_recompute
+from ..training._layout import DEFAULT_ORDER, checked_order
+from ..training._memory import ZERO_STAGES, memory_per_gpu
+from ..training._models import ModelSpec
+from ..training._pipeline import chunk_layers
+
+__all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS", "RECOMPUTE_MODES"]
+
+#: why a combination is pruned, checked in this order (the first that applies is counted)
+PRUNE_REASONS = {
+    "gpus": "tp x cp x pp does not divide the GPU count",
+    "heads": "tp does not divide the attention heads",
+    "sequence": "2 cp does not divide the sequence length",
+    "layers": "pp x vp does not split the layers (nor layers + 2), or vp > 1 without pp > 1",
+    "experts": "ep > 1 on a dense model, or ep does not divide dp and the experts",
+    "batch": "dp x micro_batch does not divide the global batch",
+    "same": "the same job as another combination (sequence parallelism at tp 1, a rank order that only "
+            "moves degree-1 axes)",
+    "memory": "the largest stage's memory estimate exceeds the GPU's memory less the headroom",
+}
+
+#: placements searched by default, fastest-varying first: Megatron's (DP across servers on one
+#: rail, PP outermost) and the Llama 3 paper's (section 3.3.2: PP inside DP)
+DEFAULT_ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp")
+RECOMPUTE_MODES = ("none", "selective", "full")
+
+
+@dataclass(frozen=True, order=True)
+class Layout:
+    """One way to run the job: the parallel degrees (``tp x cp x pp x dp`` GPUs, ``ep``
+    dividing ``dp``, ``vp`` model chunks per stage), ``micro_batch`` sequences per
+    microbatch, the ``recompute`` mode, the ``zero`` stage (3: FSDP), ``sequence_parallel``
+    and the rank ``order`` (fastest-varying first; :class:`flowsolver.training.ParallelLayout`).
+
+    >>> Layout(tp=8, cp=1, pp=16, dp=128, ep=1, vp=8, micro_batch=1, recompute="selective", zero=1,
+    ...        sequence_parallel=True, order=("tp", "cp", "pp", "dp")).label
+    'TP8 PP16 VP8 DP128 mb1 selective zero1 tp-cp-pp-dp'
+    """
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    ep: int
+    vp: int
+    micro_batch: int
+    recompute: str
+    zero: int
+    sequence_parallel: bool
+    order: tuple
+
+    def step_kwargs(self) -> dict:
+        """The :func:`flowsolver.training_step` keyword arguments of this layout."""
+        return dict(tp=self.tp, cp=self.cp, pp=self.pp, dp=self.dp, ep=self.ep, vp=self.vp,
+                    micro_batch=self.micro_batch, recompute=self.recompute, zero=self.zero,
+                    sequence_parallel=self.sequence_parallel, order="-".join(self.order))
+
+    @property
+    def label(self) -> str:
+        """A short text: the degrees above 1 (TP, CP, PP, VP, DP, EP), micro-batch, recompute,
+        ZeRO stage, ``noSP`` without sequence parallelism, the rank order."""
+        degrees = " ".join(f"{k.upper()}{v}" for k, v in (("tp", self.tp), ("cp", self.cp), ("pp", self.pp),
+                                                          ("vp", self.vp), ("dp", self.dp), ("ep", self.ep))
+                           if v > 1 or k == "dp")
+        sp = "" if self.sequence_parallel or self.tp == 1 else " noSP"
+        return f"{degrees} mb{self.micro_batch} {self.recompute} zero{self.zero}{sp} {'-'.join(self.order)}"
+
+
+@dataclass(frozen=True)
+class Space:
+    """The enumeration: ``feasible`` layouts with their memory per GPU (bytes, the largest
+    stage's estimate), ``pruned`` the count per reason of :data:`PRUNE_REASONS`, ``total``
+    the combinations looked at (feasible + pruned), ``usable_memory`` the bytes per GPU a
+    layout may need (the GPU's memory less the headroom)."""
+
+    feasible: tuple
+    memory: tuple
+    pruned: dict
+    total: int
+    usable_memory: float
+
+
+def _divisors(n: int, limit: int | None = None) -> tuple:
+    return tuple(d for d in range(1, (n if limit is None else min(n, limit)) + 1) if n % d == 0)
+
+
+def _values(name, given, default) -> tuple:
+    """The searched values of one axis: ``given`` (one value or a sequence) or ``default``."""
+    if given is None:
+        return tuple(default)
+    values = (given,) if isinstance(given, (int, str, bool)) else tuple(given)
+    if not values:
+        raise ValueError(f"{name}: give at least one value to search, got an empty sequence")
+    return values
+
+
+def _splits(layers: int, pp: int, vp: int) -> bool:
+    if vp > 1 and pp == 1:
+        return False
+    try:
+        chunk_layers(layers, pp, vp)
+    except ValueError:
+        return False
+    return True
+
+
+def _canonical(order: tuple, degrees: dict) -> tuple:
+    """The order with its degree-1 axes removed: two orders that only move those place
+    every rank alike."""
+    return tuple(name for name in order if degrees[name] > 1)
+
+
+def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: float, headroom: float = 0.0,
+                 max_tp: int | None = None, tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None,
+                 recompute=None, zero=None, sequence_parallel=None, orders=None) -> Space:
+    """Every combination of the searched values for ``spec`` on ``gpus`` GPUs and a global
+    batch of ``global_batch`` sequences, pruned (first reason of :data:`PRUNE_REASONS`) or
+    kept with its memory estimate. No network work.
+
+    Searched values (one value or a sequence each; defaults in brackets): ``tp`` [divisors
+    of the heads up to ``max_tp``], ``cp`` [1, 2, 4, 8, 16], ``pp`` [divisors of the GPU
+    count up to the layers], ``vp`` [1 to 8], ``ep`` [divisors of the experts; 1 for a dense
+    model], ``micro_batch`` [1, 2, 4, 8], ``recompute`` [none, selective, full], ``zero``
+    [1, 2, 3], ``sequence_parallel`` [True, False], ``orders`` [:data:`DEFAULT_ORDERS`].
+    ``headroom`` (fraction in [0, 1)) of ``gpu_memory`` (bytes) is kept free for what the
+    estimate does not count (communication buffers, workspace, fragmentation).
+
+    >>> from flowsolver.training import get_model
+    >>> s = layout_space(get_model("llama-3-8b"), 8, 32, gpu_memory=80e9, tp=(1, 2), cp=1, pp=1, vp=1,
+    ...                  micro_batch=1, recompute="selective", zero=1, sequence_parallel=True, orders="tp-cp-dp-pp")
+    >>> [lay.label for lay in s.feasible], s.pruned["memory"]
+    (['TP2 DP4 mb1 selective zero1 tp-cp-dp-pp'], 1)
+    """
+    gpus = _checks.integer("gpus", gpus)
+    global_batch = _checks.integer("global_batch", global_batch)
+    headroom = _checks.fraction("headroom", headroom, zero_ok=True)
+    if headroom >= 1:
+        raise ValueError(f"headroom must be a fraction in [0, 1), got {headroom}")
+    max_tp = spec.heads if max_tp is None else _checks.integer("max_tp", max_tp)
+    ints = {}
+    for name, given, default in (("tp", tp, [d for d in _divisors(spec.heads) if d <= max_tp]),
+                                 ("cp", cp, (1, 2, 4, 8, 16)),
+                                 ("pp", pp, _divisors(gpus, spec.layers)),
+                                 ("vp", vp, range(1, 9)),
+                                 ("ep", ep, _divisors(spec.experts)),
+                                 ("micro_batch", micro_batch, (1, 2, 4, 8)),
+                                 ("zero", zero, (1, 2, 3))):
+        ints[name] = tuple(sorted({_checks.integer(name, v) if name != "zero" else v for v in
+                                   _values(name, given, default)}))
+    for z in ints["zero"]:
+        if isinstance(z, bool) or z not in ZERO_STAGES:
+            raise ValueError(f"zero must be among 0, 1, 2, 3, got {z!r}")
+    modes = tuple(dict.fromkeys(check_recompute(r) for r in _values("recompute", recompute, RECOMPUTE_MODES)))
+    sps = tuple(dict.fromkeys(_values("sequence_parallel", sequence_parallel, (True, False))))
+    if not all(isinstance(s, bool) for s in sps):
+        raise TypeError(f"sequence_parallel must be True / False values, got {sps!r}")
+    order_values = _values("orders", orders, DEFAULT_ORDERS)
+    if isinstance(orders, tuple) and all(name in DEFAULT_ORDER for name in orders):
+        order_values = (orders,)                 # one order given as a tuple of names
+    order_list = tuple(dict.fromkeys(checked_order(o) for o in order_values))
+    usable = gpu_memory * (1.0 - headroom)
+
+    pruned = Counter({reason: 0 for reason in PRUNE_REASONS})
+    feasible, memory = [], []
+    vps, eps, mbs = ints["vp"], ints["ep"], ints["micro_batch"]
+    tail = len(ints["zero"]) * len(modes) * len(sps) * len(order_list)     # combinations under (.., mb)
+    for t in ints["tp"]:
+        for c in ints["cp"]:
+            for p in ints["pp"]:
+                below = len(vps) * len(eps) * len(mbs) * tail
+                if gpus % (t * c * p):
+                    pruned["gpus"] += below
+                    continue
+                d = gpus // (t * c * p)
+                if spec.heads % t:
+                    pruned["heads"] += below
+                    continue
+                if spec.seq_len % (2 * c):
+                    pruned["sequence"] += below
+                    continue
+                for v in vps:
+                    if not _splits(spec.layers, p, v):
+                        pruned["layers"] += len(eps) * len(mbs) * tail
+                        continue
+                    for e in eps:
+                        if e > 1 and (spec.experts == 1 or d % e or spec.experts % e):
+                            pruned["experts"] += len(mbs) * tail
+                            continue
+                        for mb in mbs:
+                            if global_batch % (d * mb):
+                                pruned["batch"] += tail
+                                continue
+                            m = global_batch // (d * mb)
+                            degrees = dict(tp=t, cp=c, pp=p, dp=d)
+                            for z in ints["zero"]:
+                                for r in modes:
+                                    for sp in sps:
+                                        mem = None
+                                        seen = set()
+                                        for order in order_list:
+                                            key = _canonical(order, degrees)
+                                            if (not sp and t == 1 and True in sps) or key in seen:
+                                                pruned["same"] += 1
+                                                continue
+                                            seen.add(key)
+                                            if mem is None:
+                                                mem = memory_per_gpu(spec, tp=t, pp=p, dp=d, ep=e, zero=z,
+                                                                     micro_batch=mb, microbatches=m, cp=c, vp=v,
+                                                                     recompute=r, sequence_parallel=sp)
+                                            if mem > usable:
+                                                pruned["memory"] += 1
+                                                continue
+                                            feasible.append(Layout(t, c, p, d, e, v, mb, r, z, sp, order))
+                                            memory.append(mem)
+    total = len(feasible) + sum(pruned.values())
+    return Space(feasible=tuple(feasible), memory=tuple(memory), pruned=dict(pruned), total=total,
+                 usable_memory=usable)

@@ -1,0 +1,204 @@
+"""flowsolver.plan: the pruning against hand-counted feasible sets, the search's ranking
+against brute force (every feasible layout timed with training_step), the cached timing
+against one-by-one training_step calls (identical numbers)."""
+
+import pytest
+
+import topologies as tp
+from flowsolver import ModelSpec, get_model, memory_per_gpu, plan, training_step
+from flowsolver.planning import PRUNE_REASONS, layout_space
+
+# 4 layers, 4 heads: tp in (1, 2, 4) all divide the heads; small enough to time every layout
+TOY = ModelSpec("toy", layers=4, hidden=512, ffn=2048, heads=4, kv_heads=4, vocab=1024, seq_len=512)
+GRID = dict(tp=(1, 2, 4), cp=(1, 2), pp=(1, 2, 4), vp=(1, 2), ep=1, micro_batch=(1, 2), recompute="selective",
+            zero=1, sequence_parallel=True, orders="tp-cp-dp-pp")
+
+# Hand count, 8 GPUs, global batch 4 (see the derivation in test_pruning_counts_by_hand):
+# (tp, cp, pp, dp, vp, micro_batch)
+FEASIBLE = {
+    (1, 1, 2, 4, 1, 1), (1, 1, 2, 4, 2, 1),
+    (1, 1, 4, 2, 1, 1), (1, 1, 4, 2, 1, 2),
+    (1, 2, 1, 4, 1, 1),
+    (1, 2, 2, 2, 1, 1), (1, 2, 2, 2, 1, 2), (1, 2, 2, 2, 2, 1), (1, 2, 2, 2, 2, 2),
+    (1, 2, 4, 1, 1, 1), (1, 2, 4, 1, 1, 2),
+    (2, 1, 1, 4, 1, 1),
+    (2, 1, 2, 2, 1, 1), (2, 1, 2, 2, 1, 2), (2, 1, 2, 2, 2, 1), (2, 1, 2, 2, 2, 2),
+    (2, 1, 4, 1, 1, 1), (2, 1, 4, 1, 1, 2),
+    (2, 2, 1, 2, 1, 1), (2, 2, 1, 2, 1, 2),
+    (2, 2, 2, 1, 1, 1), (2, 2, 2, 1, 1, 2), (2, 2, 2, 1, 2, 1), (2, 2, 2, 1, 2, 2),
+    (4, 1, 1, 2, 1, 1), (4, 1, 1, 2, 1, 2),
+    (4, 1, 2, 1, 1, 1), (4, 1, 2, 1, 1, 2), (4, 1, 2, 1, 2, 1), (4, 1, 2, 1, 2, 2),
+    (4, 2, 1, 1, 1, 1), (4, 2, 1, 1, 1, 2),
+}
+
+
+def _key(lay):
+    return (lay.tp, lay.cp, lay.pp, lay.dp, lay.vp, lay.micro_batch)
+
+
+def test_pruning_counts_by_hand():
+    # 3 tp x 2 cp x 3 pp x 2 vp x 2 micro-batch = 72 combinations.
+    # gpus: tp cp pp = 16 or 32 does not divide 8: (2,2,4), (4,1,4), (4,2,2), (4,2,4), x 4 = 16.
+    # layers: 4 layers (6 with Megatron's uneven split) on pp x vp: vp 2 needs pp > 1; pp 4 x vp 2 = 8
+    #   divides neither; of the 14 (tp, cp, pp) left, 6 have pp 1 and 3 have pp 4: 9 x 2 micro-batches = 18.
+    # batch: dp x micro_batch must divide 4: dp 8 (tp cp pp = 1) both micro-batches, dp 4 micro-batch 2
+    #   ((1,1,2) x vp 1 and 2, (1,2,1), (2,1,1)): 2 + 2 + 1 + 1 = 6.
+    # feasible: 72 - 16 - 18 - 6 = 32, the set above.
+    s = layout_space(TOY, 8, 4, gpu_memory=80e9, **GRID)
+    assert {_key(lay) for lay in s.feasible} == FEASIBLE
+    assert len(s.feasible) == 32
+    assert s.pruned == dict(gpus=16, heads=0, sequence=0, layers=18, experts=0, batch=6, same=0, memory=0)
+    assert s.total == 72
+    assert set(s.pruned) == set(PRUNE_REASONS)
+
+
+def test_heads_sequence_and_duplicates_are_pruned_by_hand():
+    # tp 3 divides neither the 4 heads nor 8 GPUs: "gpus" comes first; on 12 GPUs it is "heads".
+    s = layout_space(TOY, 12, 12, gpu_memory=80e9, tp=3, cp=1, pp=1, vp=1, micro_batch=1, recompute="none",
+                     zero=1, sequence_parallel=True, orders="tp-cp-dp-pp")
+    assert s.pruned["heads"] == 1 and not s.feasible
+    # 2 cp must divide 512 tokens: cp 512 does not (1024 > 512)
+    s = layout_space(TOY, 512, 512, gpu_memory=80e9, tp=1, cp=(256, 512), pp=1, vp=1, micro_batch=1,
+                     recompute="none", zero=1, sequence_parallel=True, orders="tp-cp-dp-pp")
+    assert s.pruned["sequence"] == 1 and [_key(lay) for lay in s.feasible] == [(1, 256, 1, 2, 1, 1)]
+    # tp 1: sequence parallelism False is the same job; cp 1: tp-dp-cp-pp is tp-cp-dp-pp
+    s = layout_space(TOY, 8, 8, gpu_memory=80e9, tp=1, cp=(1, 2), pp=1, vp=1, micro_batch=1, recompute="none",
+                     zero=1, sequence_parallel=(True, False), orders=("tp-cp-dp-pp", "tp-dp-cp-pp"))
+    # cp 1: 2 orders x 2 sp = 4 combinations, 1 kept; cp 2 (dp 4): the orders differ, sp False dropped: 2 kept
+    assert s.pruned["same"] == 3 + 2 and len(s.feasible) == 3
+
+
+def test_experts_are_pruned_by_hand():
+    moe = ModelSpec("moe", layers=2, hidden=256, ffn=512, heads=4, kv_heads=4, vocab=512, seq_len=256, experts=4,
+                    top_k=2)
+    # 8 GPUs, tp 1, pp 1: dp 8; ep in 1, 2, 4 (divide 4 experts and dp 8), 8 does not divide 4 experts
+    s = layout_space(moe, 8, 8, gpu_memory=80e9, tp=1, cp=1, pp=1, vp=1, ep=(1, 2, 4, 8), micro_batch=1,
+                     recompute="none", zero=1, sequence_parallel=True, orders="tp-cp-dp-pp")
+    assert sorted(lay.ep for lay in s.feasible) == [1, 2, 4] and s.pruned["experts"] == 1
+    # a dense model with ep 2
+    s = layout_space(TOY, 8, 8, gpu_memory=80e9, tp=1, cp=1, pp=1, vp=1, ep=(1, 2), micro_batch=1,
+                     recompute="none", zero=1, sequence_parallel=True, orders="tp-cp-dp-pp")
+    assert s.pruned["experts"] == 1 and len(s.feasible) == 1
+
+
+def test_memory_pruning_is_memory_per_gpu_against_the_usable_memory():
+    # usable = 80 GB less 10 %: Llama 3 8B on 8 GPUs, tp 1/2/4/8, zero 0 (16 bytes per parameter unsharded:
+    # 8.03e9 x 16 = 128 GB at tp 1, more than 72 GB; /2 = 64 GB + activations at tp 2, ...)
+    grid = dict(tp=(1, 2, 4, 8), cp=1, pp=1, vp=1, micro_batch=1, recompute="selective", zero=0,
+                sequence_parallel=True, orders="tp-cp-dp-pp")
+    s = layout_space(get_model("llama-3-8b"), 8, 8, gpu_memory=80e9, headroom=0.1, **grid)
+    expect = {t for t in (1, 2, 4, 8) if memory_per_gpu("llama-3-8b", tp=t, pp=1, dp=8 // t, zero=0,
+                                                        microbatches=8 // (8 // t)) <= 72e9}
+    assert 1 not in expect and 8 in expect          # the closed form: tp 1 needs > 128 GB of state
+    assert {lay.tp for lay in s.feasible} == expect and s.pruned["memory"] == 4 - len(expect)
+    assert s.usable_memory == pytest.approx(72e9)
+
+
+@pytest.fixture(scope="module")
+def toy_plan():
+    g = tp.rail_optimized(1)
+    return g, plan(g, model=TOY, global_batch=4, top=5, **GRID)
+
+
+def test_plan_ranking_equals_brute_force(toy_plan):
+    g, p = toy_plan
+    brute = []
+    for lay in layout_space(TOY, 8, 4, gpu_memory=80e9, **GRID).feasible:
+        r = training_step(g, model=TOY, global_batch=4, **lay.step_kwargs())
+        brute.append((r.step_time, lay))
+    brute.sort()
+    assert p.proven
+    assert [row.step_time for row in p.rows] == [t for t, _ in brute[:5]]
+    assert p.best.layout == brute[0][1]
+    # the bound never exceeds the exact step (it is what made the proof valid)
+    assert all(row.bound <= row.step_time for row in p.timed)
+
+
+def test_cached_timing_equals_one_by_one_training_step(toy_plan):
+    g, p = toy_plan
+    assert p.kinds_reused > 0                       # some collective kinds were shared
+    for row in p.timed:
+        r = training_step(g, model=TOY, global_batch=4, **row.layout.step_kwargs())
+        assert row.step_time == r.step_time and row.result.breakdown == r.breakdown
+        assert row.memory == r.memory_per_gpu and row.mfu == r.mfu
+
+
+def test_pareto_front_is_not_dominated(toy_plan):
+    _, p = toy_plan
+    for f in p.front:
+        assert not any(r.step_time <= f.step_time and r.memory <= f.memory
+                       and (r.step_time, r.memory) != (f.step_time, f.memory) for r in p.timed)
+    # and every timed row off the front is dominated by a front row
+    front = {id(f) for f in p.front}
+    for r in p.timed:
+        if id(r) not in front:
+            assert any(f.step_time <= r.step_time and f.memory <= r.memory for f in p.front)
+
+
+def test_max_solves_stops_unproven_and_bad_input_is_named():
+    g = tp.rail_optimized(1)
+    p = plan(g, model=TOY, global_batch=4, top=5, max_solves=1, **GRID)
+    assert not p.proven and p.profiles_solved == 1 and p.next_bound is not None
+    with pytest.raises(TypeError, match="unknown argument.*ranks"):
+        plan(g, model=TOY, global_batch=4, ranks=list(range(8)))
+    with pytest.raises(ValueError, match="headroom"):
+        plan(g, model=TOY, global_batch=4, headroom=1.0)
+    with pytest.raises(ValueError, match="micro_batch: give at least one value"):
+        plan(g, model=TOY, global_batch=4, micro_batch=())
+    assert "layout" in p.table() and "proven" in p.summary()
+
+
+@pytest.mark.slow          # ~10 s of CPU: a few dozen layouts solved on 16 GPUs
+def test_cut_bound_never_exceeds_the_exact_step_across_servers():
+    # 2 servers: TP / CP / DP / PP groups that cross the servers get a non-zero cut bound; every
+    # feasible layout timed (top = all of them), each bound below its exact step
+    g = tp.rail_optimized(2)
+    grid = dict(GRID, tp=(1, 8), cp=(1, 2), pp=(1, 2), vp=1, micro_batch=1, zero=(1, 3),
+                orders=("tp-cp-dp-pp", "tp-cp-pp-dp"))
+    space = layout_space(TOY, 16, 8, gpu_memory=80e9, **grid)
+    p = plan(g, model=TOY, global_batch=8, top=len(space.feasible), **grid)
+    assert len(p.timed) == len(space.feasible) and p.proven
+    crossing = [r for r in p.timed if r.bound > r.compute + r.bubble]     # the cut bound added something
+    assert crossing
+    for r in p.timed:
+        assert r.bound <= r.step_time
+    for r in crossing[:6]:
+        assert r.step_time == training_step(g, model=TOY, global_batch=8, **r.layout.step_kwargs()).step_time
+
+
+def test_cli_plan_prints_the_ranked_layouts_and_rejects_a_bad_gpu_count(capsys):
+    from flowsolver.cli import main
+
+    args = ["plan", "--model", "llama-3-8b", "--gpus", "8", "--global-batch", "8", "--tp", "2", "4", "--cp", "1",
+            "--pp", "1", "--vp", "1", "--micro-batch", "1", "--zero", "1", "--recompute", "selective",
+            "--sequence-parallel", "on", "--orders", "tp-cp-dp-pp", "--top", "2"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "TP2 DP4" in out and "TP4 DP2" in out and "proven" in out
+    assert main(args + ["--csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("layout,tp,") and len(lines) == 3
+    assert main(["plan", "--gpus", "12", "--global-batch", "8"]) == 2
+    assert "multiple of the server's 8 GPUs" in capsys.readouterr().err
+
+
+def test_the_bound_builds_the_same_groups_as_parallel_layout():
+    from flowsolver.planning._bound import layout_groups
+    from flowsolver.training import ParallelLayout
+    from flowsolver.training._profile import ring_pairs
+
+    for tp_, cp, pp, dp, ep in ((2, 2, 2, 4, 2), (1, 4, 3, 2, 1), (4, 1, 2, 6, 3)):
+        for order in (("tp", "cp", "dp", "pp"), ("tp", "cp", "pp", "dp"), ("dp", "tp", "pp", "cp")):
+            lay = ParallelLayout(tp=tp_, pp=pp, dp=dp, ep=ep, cp=cp, order=order)
+            key = (tp_, cp, pp, dp, ep, order)
+            for kind in ("tp", "cp", "pp", "ep", "dp", "dp_experts"):
+                assert layout_groups(key, kind).tolist() == lay.groups(kind), (key, kind)
+            assert [tuple(p) for p in layout_groups(key, "cp_step").tolist()] == ring_pairs(lay.groups("cp"))
+
+
+def test_a_tolerance_stops_earlier_within_it(toy_plan):
+    g, exact = toy_plan
+    loose = plan(g, model=TOY, global_batch=4, top=5, tolerance=0.5, **GRID)
+    assert loose.proven and loose.profiles_solved <= exact.profiles_solved
+    # its rows are timed exactly; the true 5th best is at most 50 % faster than its 5th row
+    assert exact.rows[-1].step_time * 1.5 >= loose.rows[-1].step_time
