@@ -60,3 +60,38 @@ def test_layout_checks():
         ParallelLayout(tp=0, pp=1, dp=1)
     with pytest.raises(ValueError, match="kind must be one of tp, cp, pp, ep, dp, dp_experts"):
         ParallelLayout(tp=1, pp=1, dp=1).groups("sp")
+
+
+def test_groups_are_the_ranks_rank_gives_one_by_one():
+    """groups() (every rank at once) against rank() called for each member, in the order each
+    kind is documented: every order, with and without a placement."""
+    import random
+
+    from flowsolver.training._layout import GROUP_KINDS, ParallelLayout
+
+    def one_by_one(lay, kind):
+        tp, pp, dp, ep, cp, rank = lay.tp, lay.pp, lay.dp, lay.ep, lay.cp, lay.rank
+        loops = {
+            "tp": lambda: [[rank(t, d, q, c) for t in range(tp)] for q in range(pp) for d in range(dp)
+                           for c in range(cp)],
+            "cp": lambda: [[rank(t, d, q, c) for c in range(cp)] for q in range(pp) for d in range(dp)
+                           for t in range(tp)],
+            "pp": lambda: [[rank(t, d, q, c), rank(t, d, q + 1, c)] for q in range(pp - 1) for d in range(dp)
+                           for c in range(cp) for t in range(tp)],
+            "ep": lambda: [[rank(t, d, q, c) for d in range(e * ep, (e + 1) * ep)] for q in range(pp)
+                           for c in range(cp) for t in range(tp) for e in range(dp // ep)],
+            "dp": lambda: [[rank(t, d, q, c) for d in range(dp) for c in range(cp)] for q in range(pp)
+                           for t in range(tp)],
+            "dp_experts": lambda: [[rank(t, d, q, c) for d in range(r, dp, ep) for c in range(cp)]
+                                   for q in range(pp) for t in range(tp) for r in range(ep)]}
+        return loops[kind]()
+
+    rng = random.Random(3)
+    for tp, pp, dp, cp, ep in ((2, 3, 4, 2, 2), (4, 2, 6, 1, 3), (1, 2, 2, 2, 1)):
+        for order in itertools.permutations(["tp", "cp", "dp", "pp"]):
+            placement = list(range(tp * pp * dp * cp))
+            rng.shuffle(placement)
+            for ranks in (None, tuple(placement)):
+                lay = ParallelLayout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, order=order, placement=ranks)
+                for kind in GROUP_KINDS:
+                    assert lay.groups(kind) == one_by_one(lay, kind), (tp, pp, dp, cp, ep, order, kind)

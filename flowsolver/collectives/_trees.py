@@ -82,7 +82,9 @@ class StepFlows:
     def __iter__(self):
         if not self._names:
             return zip(self._src.tolist(), self._dst.tolist(), self.nbytes.tolist())
-        return (self[i] for i in range(len(self)))
+        at = {(j, side): name for j, side, name in self._names}     # one look-up each, not a scan
+        return ((s if s >= 0 else at[i, 0], d if d >= 0 else at[i, 1], b)
+                for i, (s, d, b) in enumerate(zip(self._src.tolist(), self._dst.tolist(), self.nbytes.tolist())))
 
     def __hash__(self):
         return self._hash

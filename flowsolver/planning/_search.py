@@ -53,8 +53,9 @@ class KindCache:
 
     @staticmethod
     def _keys(calls) -> list:
-        return [(op, float(size), tuple(tuple(int(r) for r in g) for g in groups), algorithm)
-                for op, size, groups, algorithm in calls]
+        # groups hold Python ints (ParallelLayout.groups) or NumPy ints, which hash and compare
+        # as the same key
+        return [(op, float(size), tuple(map(tuple, groups)), algorithm) for op, size, groups, algorithm in calls]
 
     def fill(self, graph, calls, options) -> list:
         """Solve the kinds of ``calls`` not yet known, in one batched call; their keys."""

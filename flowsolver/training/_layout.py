@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+
+import numpy as np
 
 from .. import _checks
 
@@ -86,6 +89,19 @@ class ParallelLayout:
             stride *= getattr(self, name)
         return self.placement[index]
 
+    @functools.cached_property
+    def _rank_table(self) -> np.ndarray:
+        """Every rank at once, ``[t, d, q, c]`` (what :meth:`rank` gives one by one)."""
+        sizes = dict(tp=self.tp, dp=self.dp, pp=self.pp, cp=self.cp)
+        axis = dict(tp=0, dp=1, pp=2, cp=3)
+        index, stride = np.zeros((self.tp, self.dp, self.pp, self.cp), dtype=np.int64), 1
+        for name in self.order:
+            shape = [1, 1, 1, 1]
+            shape[axis[name]] = sizes[name]
+            index = index + np.arange(sizes[name]).reshape(shape) * stride
+            stride *= sizes[name]
+        return np.asarray(self.placement, dtype=np.int64)[index]
+
     def groups(self, kind: str) -> list:
         """The rank groups of one parallelism, each a list of GPU ranks:
 
@@ -102,20 +118,20 @@ class ParallelLayout:
         >>> ParallelLayout(tp=2, pp=1, dp=2, cp=2).groups("cp")
         [[0, 2], [1, 3], [4, 6], [5, 7]]
         """
-        tp, pp, dp, ep, cp, rank = self.tp, self.pp, self.dp, self.ep, self.cp, self.rank
+        tp, pp, dp, ep, cp = self.tp, self.pp, self.dp, self.ep, self.cp
+        R = self._rank_table                     # R[t, d, q, c]: the GPU rank, as rank() gives it
         if kind == "tp":
-            return [[rank(t, d, q, c) for t in range(tp)] for q in range(pp) for d in range(dp) for c in range(cp)]
+            return R.transpose(2, 1, 3, 0).reshape(-1, tp).tolist()
         if kind == "cp":
-            return [[rank(t, d, q, c) for c in range(cp)] for q in range(pp) for d in range(dp) for t in range(tp)]
+            return R.transpose(2, 1, 0, 3).reshape(-1, cp).tolist()
         if kind == "pp":
-            return [[rank(t, d, q, c), rank(t, d, q + 1, c)]
-                    for q in range(pp - 1) for d in range(dp) for c in range(cp) for t in range(tp)]
+            pairs = np.stack([R[:, :, :-1, :], R[:, :, 1:, :]], axis=-1)      # stage q and q + 1
+            return pairs.transpose(2, 1, 3, 0, 4).reshape(-1, 2).tolist()
+        by_expert = R.reshape(tp, dp // ep, ep, pp, cp)                      # d = k x ep + r
         if kind == "ep":
-            return [[rank(t, d, q, c) for d in range(e * ep, (e + 1) * ep)]
-                    for q in range(pp) for c in range(cp) for t in range(tp) for e in range(dp // ep)]
+            return by_expert.transpose(3, 4, 0, 1, 2).reshape(-1, ep).tolist()
         if kind == "dp":
-            return [[rank(t, d, q, c) for d in range(dp) for c in range(cp)] for q in range(pp) for t in range(tp)]
+            return R.transpose(2, 0, 1, 3).reshape(-1, dp * cp).tolist()
         if kind == "dp_experts":
-            return [[rank(t, d, q, c) for d in range(r, dp, ep) for c in range(cp)]
-                    for q in range(pp) for t in range(tp) for r in range(ep)]
+            return by_expert.transpose(3, 0, 2, 1, 4).reshape(-1, (dp // ep) * cp).tolist()
         raise ValueError(f"kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}")
