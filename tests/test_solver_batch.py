@@ -40,6 +40,10 @@ def test_a_batch_with_unused_and_failed_links_matches_progressive_filling_per_sc
         assert_max_min_fair(A, caps[i], w, np.full(A.shape[1], np.inf), a.rates[i], a.bottleneck[i])
         np.testing.assert_allclose(a.link_load[i], A @ a.rates[i], rtol=1e-12, atol=1e-12)
     assert (a.link_load[:, [3, 9]] == 0).all() and a.utilization[2, 3] == 0.0
+    # the utilizations laid out on the device are the host's load / capacity, bit for bit
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.where(caps > 0, a.link_load / np.where(caps > 0, caps, 1.0), 0.0)
+    np.testing.assert_array_equal(a.utilization, want)
 
 
 def test_chunked_batches_equal_one_call(monkeypatch):

@@ -23,6 +23,7 @@ class Raw(NamedTuple):
     bottleneck: np.ndarray      # (flows,) int: link, or -1 (held by its cap)
     rounds: np.ndarray          # int
     converged: np.ndarray       # bool
+    utilization: np.ndarray | None = None   # load / capacity where the method computed it
 
 
 @jax.tree_util.register_dataclass
@@ -93,10 +94,13 @@ def utilization(load, cap):
 def allocation(problem: Problem, raw: Raw, ill=None) -> Allocation:
     """The Allocation of ``raw``: utilizations, ``inf`` rates for unbounded flows, statuses
     (``ill``: scenarios of a batch reported ``ILL_CONDITIONED``)."""
-    rates, load, bneck, rounds, conv = raw
-    capb = problem.capacity if problem.batch is None else np.broadcast_to(problem.capacity,
-                                                                           (problem.batch, problem.routing.n_links))
-    util = utilization(load, capb).astype(rates.dtype, copy=False)
+    rates, load, bneck, rounds, conv = raw[:5]
+    if raw.utilization is not None:
+        util = raw.utilization
+    else:
+        capb = problem.capacity if problem.batch is None else np.broadcast_to(
+            problem.capacity, (problem.batch, problem.routing.n_links))
+        util = utilization(load, capb).astype(rates.dtype, copy=False)
     ubr = np.broadcast_to(problem.unbounded, rates.shape)
     if ubr.any():                       # (a batch's rates can be millions: no copy otherwise)
         rates = np.where(ubr, np.inf, rates).astype(rates.dtype)

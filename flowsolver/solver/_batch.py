@@ -117,7 +117,8 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     w_once = one(w, N, 1.0, np.float64) if shared["w"] else None
     d_once = one(d, N, 0.0, np.float64) if shared["d"] else None
     rates = np.empty((B, N), dtype)
-    load = np.zeros((B, L), dtype)
+    load = np.empty((B, L), dtype)
+    util = np.empty((B, L), dtype) if jdt == jnp.float64 else None
     bneck = np.empty((B, N), np.int32)
     rounds = np.empty(B, np.int32)
     converged = np.empty(B, bool)
@@ -128,22 +129,42 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
         fn = functools.partial(_JITTED, n_links=Lp, n_segs=Sp, inner=inner, unit_coef=segments.unit_coef)
         put = lambda a: a  # noqa: E731
     cap = np.asarray(cap)
+    used_j = jnp.asarray(used.astype(np.int32))
     for lo in range(0, B, chunk):
         hi = min(lo + chunk, B)
-        rows = np.arange(lo, lo + chunk).clip(max=B - 1)       # the last chunk repeats its last scenario
-        pick = lambda a: a[rows] if a.ndim == 2 else np.broadcast_to(a, (chunk,) + a.shape)  # noqa: E731
-        capc = pad(pick(cap)[:, used], Lp, np.inf, np.float64)         # this chunk's rows only
-        capc = put(jnp.asarray(capc, jdt))
+        if hi - lo == chunk:
+            pick = lambda a: a[lo:hi] if a.ndim == 2 else np.broadcast_to(a, (chunk,) + a.shape)  # noqa: E731
+        else:                    # the last chunk repeats its last scenario (one compiled shape)
+            rows = np.arange(lo, lo + chunk).clip(max=B - 1)
+            pick = lambda a: a[rows] if a.ndim == 2 else np.broadcast_to(a, (chunk,) + a.shape)  # noqa: E731
+        capc = put(jnp.asarray(pad(pick(cap)[:, used], Lp, np.inf, np.float64), jdt))   # this chunk's rows only
         # one device takes shared weights and caps as (1, flows); sharding needs a row each
         wc = (w_once if n_dev == 1 else put(jnp.broadcast_to(w_once, (chunk, Np)))) if shared["w"] else \
             put(jnp.asarray(pad(pick(w), Np, 1.0, np.float64), jdt))
         dc = (d_once if n_dev == 1 else put(jnp.broadcast_to(d_once, (chunk, Np)))) if shared["d"] else \
             put(jnp.asarray(pad(pick(d), Np, 0.0, np.float64), jdt))
         f0 = put(jnp.asarray(pad(pick(unbounded), Np, True)))
-        out = fn(*structure, capc, wc, dc, f0, jnp.int32(max_rounds), jnp.int32(0))
-        r, part_load, b, k, frozen = (np.asarray(x)[:hi - lo] for x in out)
+        r, part_load, b, k, frozen = fn(*structure, capc, wc, dc, f0, jnp.int32(max_rounds), jnp.int32(0))
+        # every link's load (and, in float64, utilization) laid out on the device: the host
+        # copies rows, no per-column scatter or division over B x links
+        full_load, full_util = _full_width(part_load, capc, used_j, n_links=L)
+        r, b, k, frozen = (np.asarray(x)[:hi - lo] for x in (r, b, k, frozen))
         b = b[:, :N]
         rates[lo:hi], bneck[lo:hi], rounds[lo:hi] = r[:, :N], np.where(b >= 0, used[np.maximum(b, 0)], b), k
-        load[lo:hi, used] = part_load[:, :Lu]
+        load[lo:hi] = np.asarray(full_load)[:hi - lo]
+        if util is not None:
+            util[lo:hi] = np.asarray(full_util)[:hi - lo]
         converged[lo:hi] = frozen.all(axis=1)
-    return rates, load, bneck, rounds, converged
+    return rates, load, bneck, rounds, converged, util
+
+
+@functools.partial(jax.jit, static_argnames=("n_links",))
+def _full_width(part_load, capc, used, *, n_links):
+    """Loads and utilizations (``load / capacity``, 0 on an unused zero-capacity link, inf on
+    a loaded one) on all ``n_links`` links from the kernel's loads on the ``used`` ones."""
+    Lu = used.shape[0]
+    load_u, cap_u = part_load[:, :Lu], capc[:, :Lu]
+    live = cap_u > 0
+    util_u = jnp.where(live, load_u / jnp.where(live, cap_u, 1), jnp.where(load_u > 0, jnp.inf, 0))
+    zero = jnp.zeros((part_load.shape[0], n_links), part_load.dtype)
+    return zero.at[:, used].set(load_u), zero.at[:, used].set(util_u)

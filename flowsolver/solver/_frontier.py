@@ -384,7 +384,7 @@ def _solve_one(problem, paths, cap, w, d, skip) -> Raw:
         warnings.warn(f"max_min_fair: the frontier method's result failed its max-min certificate ({bad}); "
                       "re-solved with the dense method", RuntimeWarning, stacklevel=4)
         with jax.enable_x64(True):
-            r, load, bn, kd, conv = _batch.solve_batch(rm, cap[None], w[None], d[None], skip[None], 1,
+            r, load, bn, kd, conv, _ = _batch.solve_batch(rm, cap[None], w[None], d[None], skip[None], 1,
                                                        np.dtype(np.float64), max_rounds or N + 1, inner)
         r, load, bn, k, conv = r[0], load[0], bn[0], int(k) + int(kd[0]), bool(conv[0])
     dtype = problem.dtype
