@@ -304,9 +304,14 @@ def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
     extra = parts["layer_recomputed"] - parts["layer"]
     stage_compute = [n * parts["layer"] + r * extra + (parts["output"] if q == lay.pp - 1 else 0.0)
                      for q, (n, r) in enumerate(zip(layers, recomputed))]
-    per_mb = [microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap, attention_seconds=parts["attention"],
-                                gemms=parts["gemms"], recomputed=r, attention_fwd=parts["attention_fwd"],
-                                attention_bwd=parts["attention_bwd"]) for n, r in zip(layers, recomputed)]
+    distinct = {}           # stages of equal layers and recomputed layers have equal phases: composed once
+    for n, r in zip(layers, recomputed):
+        if (n, r) not in distinct:
+            distinct[(n, r)] = microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap,
+                                                 attention_seconds=parts["attention"], gemms=parts["gemms"],
+                                                 recomputed=r, attention_fwd=parts["attention_fwd"],
+                                                 attention_bwd=parts["attention_bwd"])
+    per_mb = [distinct[(n, r)] for n, r in zip(layers, recomputed)]
     slot = [c + sum(p.exposed for p in ph.values()) for c, ph in zip(stage_compute, per_mb)]
     q = max(range(lay.pp), key=slot.__getitem__)
     t_mb, t_slot = stage_compute[q], slot[q]
