@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -114,6 +114,35 @@ def participants(graph, op, ranks, channels):
         raise ValueError(f"ranks must be at least 2 distinct GPU ranks in 0 ... {n_gpu - 1}, got {ranks[:8]}")
     if op == "send_recv":
         ranks = ranks[:2]
+    if channels is not None:
+        channels = _checks.integer("channels", channels)
+    # the same groups recur across the collectives a planner solves: laid out once per
+    # unchanged graph (a Layout is frozen; the ranks are handed out as a fresh list)
+    known = graph_memo(graph, "participants", dict)
+    key = (tuple(ranks), channels)
+    if key not in known:
+        # groups laid out alike share one Layout object (schedules are looked up by it)
+        laid = _laid_out(graph, nodes, ranks, channels)
+        known[key] = graph_memo(graph, "layouts", dict).setdefault(laid, laid)
+    return list(ranks), known[key]
+
+
+def without_nvls(graph, layout: Layout) -> Layout:
+    """``layout`` without its NVSwitch domain: what every schedule but NVLS's reads of it
+    (groups of different servers laid out alike then share one object, and their steps);
+    one object per value while the graph is unchanged."""
+    if layout.nvls is None and not layout.nvls_unavailable:
+        return layout
+    known = graph_memo(graph, "layouts-without-nvls", dict)
+    seen = known.get(id(layout))
+    if seen is None or seen[0] is not layout:       # (kept alive here: its id is not reused)
+        plain = replace(layout, nvls=None, nvls_unavailable="")
+        seen = known[id(layout)] = (layout, graph_memo(graph, "layouts", dict).setdefault(plain, plain))
+    return seen[1]
+
+
+def _laid_out(graph, nodes, ranks, channels) -> Layout:
+    """:func:`participants`' Layout of the checked ``ranks``."""
     groups = _server_groups(graph, ranks, nodes)
     if channels is None:
         first = graph.nodes[nodes[ranks[0]]].get("server")
@@ -121,10 +150,9 @@ def participants(graph, op, ranks, channels):
         # one ring per NIC, but no more than the GPUs a server contributes (a ring through
         # one GPU per server can only use that GPU's NIC: more channels change nothing)
         channels = max(1, min(nics, max(len(g) for g in groups))) if len(groups) > 1 else 1
-    channels = _checks.integer("channels", channels)
     nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], len(groups))
-    return ranks, Layout(groups=groups, rings=_ring_orders(groups, channels), channels=channels,
-                         nvls=nvls, nvls_unavailable=why)
+    return Layout(groups=groups, rings=_ring_orders(groups, channels), channels=channels,
+                  nvls=nvls, nvls_unavailable=why)
 
 
 def unavailable(algorithm, p, layout: Layout) -> str | None:
