@@ -117,14 +117,22 @@ def participants(graph, op, ranks, channels):
     if channels is not None:
         channels = _checks.integer("channels", channels)
     # the same groups recur across the collectives a planner solves: laid out once per
-    # unchanged graph (a Layout is frozen; the ranks are handed out as a fresh list)
+    # unchanged graph (a Layout is frozen; the ranks are handed out as a fresh list), and
+    # groups laid out alike share one Layout object (schedules are looked up by it)
+    interned = graph_memo(graph, "layouts", dict)
     known = graph_memo(graph, "participants", dict)
     key = (tuple(ranks), channels)
     if key not in known:
-        # groups laid out alike share one Layout object (schedules are looked up by it)
         laid = _laid_out(graph, nodes, ranks, channels)
-        known[key] = graph_memo(graph, "layouts", dict).setdefault(laid, laid)
-    return list(ranks), known[key]
+        known[key] = interned.setdefault(laid, laid)
+    laid = known[key]
+    if len(laid.groups) == 1:       # one server: its NVSwitch domain read afresh (GPU types are
+        # not part of the graph's signature, an in-place edit of one must be seen)
+        nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], 1)
+        if (nvls, why) != (laid.nvls, laid.nvls_unavailable):
+            laid = replace(laid, nvls=nvls, nvls_unavailable=why)
+            laid = interned.setdefault(laid, laid)
+    return list(ranks), laid
 
 
 def without_nvls(graph, layout: Layout) -> Layout:
