@@ -279,8 +279,10 @@ class StepResult:
 
 
 
-def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
-    """The step from a solved profile and a schedule (pure arithmetic, no solving).
+def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None) -> StepResult:
+    """The step from a solved profile and a schedule (pure arithmetic, no solving); ``parts``,
+    :func:`layer_compute` of them when the caller has it (a planner composing many layouts
+    of one compute shape).
 
     ``m = global_batch / (dp micro_batch)`` microbatches; each stage computes one in the
     :func:`layer_compute` time of its layers (a full-recompute layer's forward again, the
@@ -300,7 +302,7 @@ def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
     layers = stage_layers(model.layers, lay.pp, lay.vp)
     every = s.recompute_layers is None         # full recompute: all layers, or the first recompute_layers per chunk
     recomputed = [0 if s.recompute != "full" else n if every else min(n, lay.vp * s.recompute_layers) for n in layers]
-    parts = layer_compute(profile, s)
+    parts = layer_compute(profile, s) if parts is None else parts
     extra = parts["layer_recomputed"] - parts["layer"]
     stage_compute = [n * parts["layer"] + r * extra + (parts["output"] if q == lay.pp - 1 else 0.0)
                      for q, (n, r) in enumerate(zip(layers, recomputed))]
