@@ -33,3 +33,7 @@ def test_gpu_type_edited_in_place_is_seen():
         g.nodes[v]["gpu_type"] = "a100_sxm"     # Ampere: no NVLS
     _, after = participants(g, "all_reduce", list(range(8)), None)
     assert after.nvls is None and "no NVLS" in after.nvls_unavailable
+    for v in tp.gpus(g):
+        g.nodes[v]["gpu_type"] = "h100_sxm"     # and back
+    _, again = participants(g, "all_reduce", list(range(8)), None)
+    assert again == before

@@ -75,14 +75,23 @@ def _ring_orders(groups, channels):
     return tuple(rings)
 
 
-def _nvls_domain(graph, gpu_nodes, n_servers):
-    """(NvlsDomain, "") when the GPUs share one NVSwitch with NVLS support, else (None, the
-    reason they do not)."""
+def _nvls_switch(graph, gpu_nodes, n_servers):
+    """(the NVSwitch every GPU hangs off, "") or (None, why not): the graph's structure only."""
     if n_servers > 1:
         return None, f"the ranks span {n_servers} servers (NVLS reduces inside one NVSwitch domain)"
     switches = {v for g in gpu_nodes for v in graph.successors(g) if graph.nodes[v].get("kind") == "nvswitch"}
     if len(switches) != 1 or not all(graph.has_edge(g, next(iter(switches))) for g in gpu_nodes):
         return None, "the ranks do not all hang off one NVSwitch"
+    return next(iter(switches)), ""
+
+
+def _nvls_domain(graph, gpu_nodes, n_servers, switch=None):
+    """(NvlsDomain, "") when the GPUs share one NVSwitch with NVLS support, else (None, the
+    reason they do not); ``switch``, :func:`_nvls_switch`'s answer when the caller has it."""
+    switch, why = _nvls_switch(graph, gpu_nodes, n_servers) if switch is None else (switch, "")
+    if switch is None:
+        return None, why
+    switches = (switch,)
     gpu_types = {graph.nodes[g].get("gpu_type") for g in gpu_nodes}
     eff = {NVLS_EFFICIENCY.get(t) for t in gpu_types}
     if None in eff or len(eff) != 1:
@@ -126,13 +135,24 @@ def participants(graph, op, ranks, channels):
         laid = _laid_out(graph, nodes, ranks, channels)
         known[key] = interned.setdefault(laid, laid)
     laid = known[key]
-    if len(laid.groups) == 1:       # one server: its NVSwitch domain read afresh (GPU types are
-        # not part of the graph's signature, an in-place edit of one must be seen)
-        nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], 1)
+    if laid.nvls is not None or "no NVLS" in laid.nvls_unavailable:
+        # one server on one NVSwitch: its GPUs' NVLS read afresh (GPU types are not part of
+        # the graph's signature, an in-place edit of one must be seen; the switch is)
+        switch = laid.nvls.switch if laid.nvls is not None else known_switch(graph, nodes, ranks)
+        nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], 1, switch)
         if (nvls, why) != (laid.nvls, laid.nvls_unavailable):
             laid = replace(laid, nvls=nvls, nvls_unavailable=why)
             laid = interned.setdefault(laid, laid)
     return list(ranks), laid
+
+
+def known_switch(graph, nodes, ranks):
+    """The NVSwitch of one server's ``ranks`` (remembered while the graph is unchanged)."""
+    known = graph_memo(graph, "nvswitch-of-ranks", dict)
+    key = tuple(ranks)
+    if key not in known:
+        known[key] = _nvls_switch(graph, [nodes[r] for r in ranks], 1)[0]
+    return known[key]
 
 
 def without_nvls(graph, layout: Layout) -> Layout:
