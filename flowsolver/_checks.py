@@ -84,6 +84,9 @@ def rank_indices(graph, ranks, name: str = "ranks", nodes=None) -> list[int]:
     ([0, 1], [0, 1])
     """
     nodes = tp.gpus(graph) if nodes is None else nodes       # the caller may know them already
+    if type(ranks) in (list, tuple) and ranks and set(map(type, ranks)) == {int} \
+            and 0 <= min(ranks) and max(ranks) < len(nodes):
+        return list(ranks)                                    # plain ranks, all in range (no error to name)
     index = None                                              # node id -> rank, when one is met
     if isinstance(ranks, (str, bytes)) or not hasattr(ranks, "__iter__"):
         raise ValueError(f"{name} must be a sequence of GPU ranks or GPU node ids, got {ranks!r}")

@@ -11,7 +11,7 @@ from .. import _checks
 from .._status import Status
 from ..routing import gpu_nodes, graph_memo, unchanged
 from ._bound import Capacities, lower_bound
-from ._layout import participants, unavailable
+from ._layout import participants, unavailable, without_nvls
 from ._dual import TIE_RTOL
 from ._hardware import describe, nvlink_edge
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, NCCL_ALGORITHMS, PROTOCOLS, busbw_factor
@@ -78,11 +78,12 @@ def _plans(graph, op, size, rank_groups, algorithm, options):
     ranks = [r for group, _ in laid for r in group]     # groups may share GPUs (a pipeline stage
     # sends to the next while it receives from the previous): their flows share links
     hw = describe(graph, laid[0][0], laid[0][1], options.channels, options.efficiency)
+    distinct = list({id(layout): layout for _, layout in laid}.values())   # groups laid out alike share one
     if algorithm != "auto":
-        for _, layout in laid:
+        for layout in distinct:
             if why := _why(algorithm, op, p, layout, hw, options):
                 raise ValueError(f"algorithm {algorithm!r} {why}")
-    names = [a for a in _pool(op, algorithm, options) if not any(_why(a, op, p, lay, hw, options) for _, lay in laid)]
+    names = [a for a in _pool(op, algorithm, options) if not any(_why(a, op, p, lay, hw, options) for lay in distinct)]
     tuned_op = op in ("all_reduce", "all_gather", "reduce_scatter")
     if options.tuner and tuned_op and any(a in TUNER_ALGORITHMS for a in names) and "ring" not in names:
         names.append("ring")        # the graph's bus bandwidth
@@ -94,7 +95,14 @@ def _plans(graph, op, size, rank_groups, algorithm, options):
     plans = {}
     for a in names:
         sched = "ring" if (op, a) in DERIVED else a
-        per_group = [schedule(op, sched, p, size, layout, chunk) for _, layout in laid]
+        # groups laid out alike share one Layout object (participants), and but for NVLS the
+        # schedules do not read the NVSwitch domain (one per server)
+        of = (lambda layout: layout) if sched == "nvls" else (lambda layout: without_nvls(graph, layout))
+        by_layout: dict = {}
+        for _, layout in laid:
+            if id(layout) not in by_layout:
+                by_layout[id(layout)] = schedule(op, sched, p, size, of(layout), chunk)
+        per_group = [by_layout[id(layout)] for _, layout in laid]
         plans[a] = per_group[0] if len(per_group) == 1 else _merged(per_group, p)
     return ranks, p, plans, hw, laid[0]
 

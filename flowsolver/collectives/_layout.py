@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -75,14 +75,23 @@ def _ring_orders(groups, channels):
     return tuple(rings)
 
 
-def _nvls_domain(graph, gpu_nodes, n_servers):
-    """(NvlsDomain, "") when the GPUs share one NVSwitch with NVLS support, else (None, the
-    reason they do not)."""
+def _nvls_switch(graph, gpu_nodes, n_servers):
+    """(the NVSwitch every GPU hangs off, "") or (None, why not): the graph's structure only."""
     if n_servers > 1:
         return None, f"the ranks span {n_servers} servers (NVLS reduces inside one NVSwitch domain)"
     switches = {v for g in gpu_nodes for v in graph.successors(g) if graph.nodes[v].get("kind") == "nvswitch"}
     if len(switches) != 1 or not all(graph.has_edge(g, next(iter(switches))) for g in gpu_nodes):
         return None, "the ranks do not all hang off one NVSwitch"
+    return next(iter(switches)), ""
+
+
+def _nvls_domain(graph, gpu_nodes, n_servers, switch=None):
+    """(NvlsDomain, "") when the GPUs share one NVSwitch with NVLS support, else (None, the
+    reason they do not); ``switch``, :func:`_nvls_switch`'s answer when the caller has it."""
+    switch, why = _nvls_switch(graph, gpu_nodes, n_servers) if switch is None else (switch, "")
+    if switch is None:
+        return None, why
+    switches = (switch,)
     gpu_types = {graph.nodes[g].get("gpu_type") for g in gpu_nodes}
     eff = {NVLS_EFFICIENCY.get(t) for t in gpu_types}
     if None in eff or len(eff) != 1:
@@ -114,6 +123,54 @@ def participants(graph, op, ranks, channels):
         raise ValueError(f"ranks must be at least 2 distinct GPU ranks in 0 ... {n_gpu - 1}, got {ranks[:8]}")
     if op == "send_recv":
         ranks = ranks[:2]
+    if channels is not None:
+        channels = _checks.integer("channels", channels)
+    # the same groups recur across the collectives a planner solves: laid out once per
+    # unchanged graph (a Layout is frozen; the ranks are handed out as a fresh list), and
+    # groups laid out alike share one Layout object (schedules are looked up by it)
+    interned = graph_memo(graph, "layouts", dict)
+    known = graph_memo(graph, "participants", dict)
+    key = (tuple(ranks), channels)
+    if key not in known:
+        laid = _laid_out(graph, nodes, ranks, channels)
+        known[key] = interned.setdefault(laid, laid)
+    laid = known[key]
+    if laid.nvls is not None or "no NVLS" in laid.nvls_unavailable:
+        # one server on one NVSwitch: its GPUs' NVLS read afresh (GPU types are not part of
+        # the graph's signature, an in-place edit of one must be seen; the switch is)
+        switch = laid.nvls.switch if laid.nvls is not None else known_switch(graph, nodes, ranks)
+        nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], 1, switch)
+        if (nvls, why) != (laid.nvls, laid.nvls_unavailable):
+            laid = replace(laid, nvls=nvls, nvls_unavailable=why)
+            laid = interned.setdefault(laid, laid)
+    return list(ranks), laid
+
+
+def known_switch(graph, nodes, ranks):
+    """The NVSwitch of one server's ``ranks`` (remembered while the graph is unchanged)."""
+    known = graph_memo(graph, "nvswitch-of-ranks", dict)
+    key = tuple(ranks)
+    if key not in known:
+        known[key] = _nvls_switch(graph, [nodes[r] for r in ranks], 1)[0]
+    return known[key]
+
+
+def without_nvls(graph, layout: Layout) -> Layout:
+    """``layout`` without its NVSwitch domain: what every schedule but NVLS's reads of it
+    (groups of different servers laid out alike then share one object, and their steps);
+    one object per value while the graph is unchanged."""
+    if layout.nvls is None and not layout.nvls_unavailable:
+        return layout
+    known = graph_memo(graph, "layouts-without-nvls", dict)
+    seen = known.get(id(layout))
+    if seen is None or seen[0] is not layout:       # (kept alive here: its id is not reused)
+        plain = replace(layout, nvls=None, nvls_unavailable="")
+        seen = known[id(layout)] = (layout, graph_memo(graph, "layouts", dict).setdefault(plain, plain))
+    return seen[1]
+
+
+def _laid_out(graph, nodes, ranks, channels) -> Layout:
+    """:func:`participants`' Layout of the checked ``ranks``."""
     groups = _server_groups(graph, ranks, nodes)
     if channels is None:
         first = graph.nodes[nodes[ranks[0]]].get("server")
@@ -121,10 +178,9 @@ def participants(graph, op, ranks, channels):
         # one ring per NIC, but no more than the GPUs a server contributes (a ring through
         # one GPU per server can only use that GPU's NIC: more channels change nothing)
         channels = max(1, min(nics, max(len(g) for g in groups))) if len(groups) > 1 else 1
-    channels = _checks.integer("channels", channels)
     nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], len(groups))
-    return ranks, Layout(groups=groups, rings=_ring_orders(groups, channels), channels=channels,
-                         nvls=nvls, nvls_unavailable=why)
+    return Layout(groups=groups, rings=_ring_orders(groups, channels), channels=channels,
+                  nvls=nvls, nvls_unavailable=why)
 
 
 def unavailable(algorithm, p, layout: Layout) -> str | None:

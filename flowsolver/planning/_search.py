@@ -6,6 +6,7 @@ solve budget ends."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import math
 import time
@@ -15,8 +16,8 @@ import topologies as tp_
 
 from .. import _checks
 from ..routing import unchanged
-from ..training._compose import checked_schedule, compose
-from ..training._profile import _plan, _timed, solve_profile
+from ..training._compose import checked_schedule, compose, layer_compute
+from ..training._profile import _plan, _timed, ring_pairs, solve_profile
 from ..training._compute import DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION
 from ..training._step import REDUCE_DTYPES, _gpu, _routing, default_tp_overlap, prepare_step
 from ..training._models import get_model
@@ -47,15 +48,50 @@ class KindCache:
     solve. ``solved`` counts the kinds solved, ``hits`` the ones found, ``calls`` the batched
     solver calls."""
 
+    #: ranks of the group lists whose keys are remembered by identity (then forgotten at once)
+    KEEP_RANKS = 1 << 22
+
     def __init__(self):
         self._store: dict = {}
+        self._seen: dict = {}           # id(groups) -> (groups, their key): one list asked for again
+        self._seen_ranks = 0
+        self._groups: dict = {}         # (ParallelLayout, kind) -> its groups
+        self._groups_ranks = 0
         self.solved = self.hits = self.calls = 0
 
-    @staticmethod
-    def _keys(calls) -> list:
+    def _groups_key(self, groups) -> tuple:
         # groups hold Python ints (ParallelLayout.groups) or NumPy ints, which hash and compare
-        # as the same key
-        return [(op, float(size), tuple(map(tuple, groups)), algorithm) for op, size, groups, algorithm in calls]
+        # as the same key; the same list object (a profile's, prefetched then solved) is
+        # converted once (kept alive here, so its id is not reused while remembered)
+        seen = self._seen.get(id(groups))
+        if seen is not None and seen[0] is groups:
+            return seen[1]
+        key = tuple(map(tuple, groups))
+        size = sum(map(len, key))
+        if self._seen_ranks + size > self.KEEP_RANKS:
+            self._seen.clear()
+            self._seen_ranks = 0
+        self._seen[id(groups)] = (groups, key)
+        self._seen_ranks += size
+        return key
+
+    def groups(self, layout, kind: str) -> list:
+        """``layout.groups(kind)`` (``"cp_step"``: :func:`ring_pairs` of the CP groups), one
+        list per layout and kind while remembered (layouts that differ in their micro-batch,
+        ZeRO stage, ... share their groups, and the key made of them)."""
+        seen = self._groups.get((layout, kind))
+        if seen is None:
+            seen = ring_pairs(self.groups(layout, "cp")) if kind == "cp_step" else layout.groups(kind)
+            size = sum(map(len, seen))
+            if self._groups_ranks + size > self.KEEP_RANKS:
+                self._groups.clear()
+                self._groups_ranks = 0
+            self._groups[(layout, kind)] = seen
+            self._groups_ranks += size
+        return seen
+
+    def _keys(self, calls) -> list:
+        return [(op, float(size), self._groups_key(groups), algorithm) for op, size, groups, algorithm in calls]
 
     def fill(self, graph, calls, options) -> list:
         """Solve the kinds of ``calls`` not yet known, in one batched call; their keys."""
@@ -210,7 +246,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound
     # profile per layout but its recompute mode
     cut = CutBound(graph)
-    bounds, profiles = [], {}
+    bounds, profiles, parts = [], {}, {}
     reduce_bytes = REDUCE_DTYPES[options["reduce_dtype"]]
     gather_bytes = 1.0 if (options["fp8_param_gather"] and precision == "fp8") else 2.0
     for lay in space.feasible:
@@ -220,7 +256,13 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
                                           reduce_bytes=reduce_bytes, gather_bytes=gather_bytes,
                                           degrees=_Degrees(lay.tp, lay.pp, lay.dp, lay.ep, lay.cp, lay.vp))
         schedule = _schedule(lay, global_batch, precision, gpu_spec, options)
-        bounds.append(compose(profiles[shape], schedule).step_time)
+        # layer_compute reads the micro-batch, tp, cp, ep and sequence parallelism of a layout
+        # (the model, GPU and routing are the search's) and the schedule: computed once for all
+        # the layouts that share them
+        compute_key = (lay.micro_batch, lay.tp, lay.cp, lay.ep, lay.sequence_parallel, schedule)
+        if compute_key not in parts:
+            parts[compute_key] = layer_compute(profiles[shape], schedule)
+        bounds.append(compose(profiles[shape], schedule, parts[compute_key]).step_time)
     bounded = time.perf_counter()
 
     # 3. exact, best bound first; a profile (the layout but its recompute mode) solved once
@@ -256,9 +298,9 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
                 if j not in exact and key not in keys:
                     keys.append(key)
             prepared = [_prepared(graph, spec, key, global_batch, precision, gpu_spec, options) for key in keys]
-            _prefetch(graph, cache, prepared)
-            for key, prep in zip(keys, prepared):
-                profile = solve_profile(graph, **prep.solve, timed=cache)
+            planned = _prefetch(graph, cache, prepared)
+            for key, prep, steps in zip(keys, prepared, planned):
+                profile = solve_profile(graph, **prep.solve, timed=cache, steps=steps)
                 solved_profiles += 1
                 for j in groups[key]:
                     exact[j] = _recomposed(profile, prep.schedule, space.feasible[j].recompute)
@@ -292,20 +334,22 @@ def _schedule(lay, global_batch, precision, gpu_spec, options):
                             tp_overlap_impl=options["tp_overlap_impl"])
 
 
-def _prefetch(graph, cache: KindCache, prepared: list) -> None:
+def _prefetch(graph, cache: KindCache, prepared: list) -> list:
     """The collective kinds of several profiles not yet in ``cache``, solved in two batched
     calls (the kinds, then the all-gathers that follow their reduce-scatters, with the
-    algorithm each chose: what :func:`solve_profile` asks for, in the same way)."""
+    algorithm each chose: what :func:`solve_profile` asks for, in the same way); each
+    profile's collectives (``_plan``'s list, for :func:`solve_profile`)."""
     first, plans = [], []
     for prep in prepared:
         s = prep.solve
         steps = _plan(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"], s["model"].top_k,
-                      s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"])
+                      s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"],
+                      groups=functools.partial(cache.groups, s["layout"]))
         calls = [(op, size, groups, s["algorithms"].get(kind, "auto")) for _, kind, op, size, groups in steps]
         plans.append((s, steps, calls))
         first += calls
     if not first:
-        return
+        return [steps for _, steps, _ in plans]
     options = prepared[0].solve["options"]
     cache.fill(graph, first, options)
     second = []
@@ -317,6 +361,7 @@ def _prefetch(graph, cache: KindCache, prepared: list) -> None:
                 second.append(("all_gather", gather, groups, algorithm))
     if second:
         cache.fill(graph, second, options)
+    return [steps for _, steps, _ in plans]
 
 
 def _prepared(graph, spec, lay, global_batch, precision, gpu_spec, options):

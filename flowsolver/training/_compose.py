@@ -279,8 +279,10 @@ class StepResult:
 
 
 
-def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
-    """The step from a solved profile and a schedule (pure arithmetic, no solving).
+def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None) -> StepResult:
+    """The step from a solved profile and a schedule (pure arithmetic, no solving); ``parts``,
+    :func:`layer_compute` of them when the caller has it (a planner composing many layouts
+    of one compute shape).
 
     ``m = global_batch / (dp micro_batch)`` microbatches; each stage computes one in the
     :func:`layer_compute` time of its layers (a full-recompute layer's forward again, the
@@ -300,13 +302,18 @@ def compose(profile: CommProfile, schedule: Schedule) -> StepResult:
     layers = stage_layers(model.layers, lay.pp, lay.vp)
     every = s.recompute_layers is None         # full recompute: all layers, or the first recompute_layers per chunk
     recomputed = [0 if s.recompute != "full" else n if every else min(n, lay.vp * s.recompute_layers) for n in layers]
-    parts = layer_compute(profile, s)
+    parts = layer_compute(profile, s) if parts is None else parts
     extra = parts["layer_recomputed"] - parts["layer"]
     stage_compute = [n * parts["layer"] + r * extra + (parts["output"] if q == lay.pp - 1 else 0.0)
                      for q, (n, r) in enumerate(zip(layers, recomputed))]
-    per_mb = [microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap, attention_seconds=parts["attention"],
-                                gemms=parts["gemms"], recomputed=r, attention_fwd=parts["attention_fwd"],
-                                attention_bwd=parts["attention_bwd"]) for n, r in zip(layers, recomputed)]
+    distinct = {}           # stages of equal layers and recomputed layers have equal phases: composed once
+    for n, r in zip(layers, recomputed):
+        if (n, r) not in distinct:
+            distinct[(n, r)] = microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap,
+                                                 attention_seconds=parts["attention"], gemms=parts["gemms"],
+                                                 recomputed=r, attention_fwd=parts["attention_fwd"],
+                                                 attention_bwd=parts["attention_bwd"])
+    per_mb = [distinct[(n, r)] for n, r in zip(layers, recomputed)]
     slot = [c + sum(p.exposed for p in ph.values()) for c, ph in zip(stage_compute, per_mb)]
     q = max(range(lay.pp), key=slot.__getitem__)
     t_mb, t_slot = stage_compute[q], slot[q]

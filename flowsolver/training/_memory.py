@@ -97,10 +97,11 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     [58.6, 44.5]
     """
     spec = get_model(model)
-    tp, pp, dp, ep, micro_batch, microbatches, cp, vp = (
-        _checks.integer(name, value) for name, value in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep),
-                                                         ("micro_batch", micro_batch), ("microbatches", microbatches),
-                                                         ("cp", cp), ("vp", vp)))
+    counts = (tp, pp, dp, ep, micro_batch, microbatches, cp, vp)
+    if not all(type(v) is int and v >= 1 for v in counts):      # (a planner's are: checked at once)
+        tp, pp, dp, ep, micro_batch, microbatches, cp, vp = (
+            _checks.integer(name, value) for name, value in zip(("tp", "pp", "dp", "ep", "micro_batch",
+                                                                 "microbatches", "cp", "vp"), counts))
     if dp % ep:
         raise ValueError(f"ep ({ep}) must divide dp ({dp})")
     if recompute_layers is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from topologies import GpuSpec
 
 from ..collectives import concurrent_kinds
@@ -114,6 +116,11 @@ def ring_pairs(groups) -> list:
     >>> ring_pairs([[0, 2, 4]])
     [(0, 2), (2, 4), (4, 0)]
     """
+    sizes = {len(g) for g in groups}
+    if len(sizes) == 1 and sizes.pop() > 1:     # equal groups (a layout's): one array shift
+        ranks = np.asarray(groups)
+        if ranks.dtype.kind in "iu":
+            return list(zip(ranks.ravel().tolist(), np.roll(ranks, -1, axis=1).ravel().tolist()))
     return [(g[i], g[(i + 1) % len(g)]) for g in groups for i in range(len(g))]
 
 
@@ -175,7 +182,7 @@ def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
 def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batch: int, zero: int, gpu,
                   algorithms: dict, options: dict, sequence_parallel: bool = True,
                   capacity_factor: float = 1.0, reduce_bytes: float = BF16, gather_bytes: float = BF16,
-                  timed=None) -> CommProfile:
+                  timed=None, steps=None) -> CommProfile:
     """Solve every collective of the step once on ``graph`` (lockstep, every group of a kind
     at once; the kinds in one batched call, :func:`flowsolver.collectives.concurrent_kinds`)
     into a :class:`CommProfile`; ``algorithms``
@@ -185,7 +192,8 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     ``gather_bytes`` per value where the gradients take ``reduce_bytes``). The MoE routing is
     ``model.top_k`` experts per token, at ``capacity_factor``. ``timed`` (default
     :func:`_timed`) times a list of ``(op, size, groups, algorithm)`` calls: a planner passes
-    one that remembers what it solved (:func:`flowsolver.plan`).
+    one that remembers what it solved (:func:`flowsolver.plan`); ``steps``, the step's
+    collectives as :func:`_plan` lists them for these arguments, when the caller has them.
 
     >>> import topologies as tp
     >>> from flowsolver.training import ParallelLayout, get_model
@@ -195,8 +203,8 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     >>> list(prof.comms), prof.comms["dp"].op, prof.comms["dp"].group_size, prof.comms["dp"].gather > 0
     (['tp', 'dp'], 'reduce_scatter', 2, True)
     """
-    plan = _plan(model, layout, micro_batch, zero, sequence_parallel, model.top_k, capacity_factor, reduce_bytes,
-                 gather_bytes)
+    plan = steps if steps is not None else _plan(model, layout, micro_batch, zero, sequence_parallel, model.top_k,
+                                                 capacity_factor, reduce_bytes, gather_bytes)
     # every parallelism's collective solved in one batched call, then the all-gathers that
     # follow the reduce-scatters (with the algorithm each reduce-scatter chose) in another:
     # the parameters' (DP: gather_bytes per value, not the gradients' reduce_bytes)

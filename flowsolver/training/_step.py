@@ -8,7 +8,7 @@ import topologies as tp_
 
 from .. import _checks
 from ..collectives._options import checked_collective_options
-from ..routing import unchanged
+from ..routing import gpu_nodes, unchanged
 from ._compose import StepResult, check_recompute_layers, checked_schedule, compose
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
                        check_precision)
@@ -50,9 +50,10 @@ DEFAULT_BATCH = 512
 _ALGORITHM_KEYS = ("tp", "cp", "pp", "ep", "dp")
 
 
-def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order) -> ParallelLayout:
-    """The placement, its degrees checked against the GPU count and the model."""
-    n = len(tp_.gpus(graph))
+def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpus=None) -> ParallelLayout:
+    """The placement, its degrees checked against the GPU count (``gpus``, when the caller
+    knows it) and the model."""
+    n = len(tp_.gpus(graph)) if gpus is None else gpus
     tp, pp, ep, cp, vp = (_checks.integer(name, value) for name, value in
                           (("tp", tp), ("pp", pp), ("ep", ep), ("cp", cp), ("vp", vp)))
     cells = tp * pp * cp
@@ -270,7 +271,9 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
                  check_graph: bool = True) -> PreparedStep:
     """:func:`training_step`'s arguments checked (a ``ValueError`` / ``TypeError`` naming the
     bad one) into what it solves and composes; ``check_graph=False`` skips the graph's own
-    check (a caller that checked it once, e.g. :func:`flowsolver.plan`)."""
+    check (a caller that checked it once and keeps it unchanged, e.g. :func:`flowsolver.plan`
+    inside :func:`flowsolver.routing.unchanged`: the GPUs are then counted from its routing
+    index)."""
     spec = get_model(model)
     if seq_len is not None:
         spec = dataclasses.replace(spec, seq_len=_checks.integer("seq_len", seq_len))
@@ -278,7 +281,8 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
         _checks.checked_graph(graph)
     collective_options = checked_collective_options(collective_options, graph)
     micro_batch = _checks.integer("micro_batch", micro_batch)
-    layout = _layout(graph, spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, ranks=ranks, order=order)
+    layout = _layout(graph, spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, ranks=ranks, order=order,
+                     gpus=None if check_graph else len(gpu_nodes(graph)))
     zero = check_zero(zero)
     top_k, factor = _routing(spec, top_k, capacity_factor)
     if top_k != spec.top_k:         # the routing given: compute, model FLOPs and memory follow it too
