@@ -23,8 +23,10 @@ def _assert_identical(ref, new):
         assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("batch", [_engine.FLUID_BATCH, 300])     # 300: many small chunks, grouped
 @pytest.mark.parametrize("seed", range(12))
-def test_random_graphs_with_non_transit_nodes_cables_and_cuts(monkeypatch, seed):
+def test_random_graphs_with_non_transit_nodes_cables_and_cuts(monkeypatch, seed, batch):
+    monkeypatch.setattr(_engine, "FLUID_BATCH", batch)
     rng = np.random.default_rng(seed)
     nv = int(rng.integers(6, 40))
     m = int(rng.integers(nv, 5 * nv))
