@@ -24,6 +24,8 @@ class CompactGraph:
         order = np.argsort(self.head, kind="stable")   # incoming-edge CSR for reverse BFS
         self.in_edges = order
         self.in_ptr = np.concatenate([[0], np.cumsum(np.bincount(self.head, minlength=self.nv))])
+        self.out_edges = np.argsort(self.tail, kind="stable")  # outgoing-edge CSR (ids ascending per node)
+        self.out_ptr = np.concatenate([[0], np.cumsum(np.bincount(self.tail, minlength=self.nv))])
 
     def distances_to(self, target: int) -> np.ndarray:
         """Hops from every node to ``target`` through transit nodes only (-1: unreachable)."""
@@ -90,11 +92,15 @@ def ecmp_fluid(graph: CompactGraph, src, dst):
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     targets, t_of = np.unique(dst, return_inverse=True)
-    chunk = max(1, FLUID_BATCH // max(len(graph.tail), 1))
     parts = []
+    by_pair = len(src) <= PAIR_MODE_RATIO * len(targets)     # few sources per target: each pair's own paths
+    chunk = max(1, FLUID_BATCH // max(len(graph.tail), 1))
     for lo in range(0, len(targets), chunk):
         mine = np.flatnonzero((t_of >= lo) & (t_of < lo + chunk))
-        pair, link, frac, bad = _fluid_chunk(graph, targets[lo:lo + chunk], src[mine], t_of[mine] - lo)
+        if by_pair:
+            pair, link, frac, bad = _fluid_pairs(graph, src[mine], dst[mine])
+        else:
+            pair, link, frac, bad = _fluid_chunk(graph, targets[lo:lo + chunk], src[mine], t_of[mine] - lo)
         parts.append((mine[pair], link, frac, mine[bad]))
     cat = lambda i, dt: np.concatenate([x[i] for x in parts]).astype(dt) if parts else np.empty(0, dt)  # noqa: E731
     return cat(0, np.int64), cat(1, np.int64), cat(2, np.float64), cat(3, np.int64)
@@ -116,12 +122,20 @@ def _fluid_chunk(graph: CompactGraph, targets, src, t_of):
     ptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=len(targets) * nv))])
     reach = dist[t_of, src]
     bad = np.flatnonzero(reach < 0)
-    # the mass of each pair at each node, hop by hop towards its target
-    pair = np.flatnonzero(reach >= 0)
+    pair, link, frac = _push_mass(graph, src, targets[t_of], t_of, reach >= 0, edge, split, ptr)
+    return pair, link, frac, bad
+
+
+def _push_mass(graph: CompactGraph, src, dst, row, live, edge, split, ptr):
+    """The fluid mass of each live pair ``src[i] -> dst[i]`` at each node, hop by hop:
+    ``(pair, link, frac)`` entries. The DAG edges out of node ``v`` for pair ``i`` are
+    ``edge[ptr[k]:ptr[k + 1]]`` (split fractions ``split``) with ``k = row[i] * nv + v``."""
+    nv, head = graph.nv, graph.head
+    pair = np.flatnonzero(live)
     node, mass = src[pair], np.ones(len(pair))
     out_pair, out_link, out_frac = [], [], []
     while pair.size:
-        k = t_of[pair] * nv + node
+        k = row[pair] * nv + node
         counts = ptr[k + 1] - ptr[k]
         idx = ranges(ptr[k], counts)
         pair, mass, e = np.repeat(pair, counts), np.repeat(mass, counts) * split[idx], edge[idx]
@@ -129,20 +143,114 @@ def _fluid_chunk(graph: CompactGraph, targets, src, t_of):
         out_link.append(graph.link[e])
         out_frac.append(mass)
         nxt = head[e]
-        on = nxt != targets[t_of[pair]]
+        on = nxt != dst[pair]
         key = pair[on] * nv + nxt[on]
-        if len(t_of) * nv <= FLUID_BATCH:       # (pair, node) keys summed in a dense array
-            total = np.bincount(key, weights=mass[on], minlength=len(t_of) * nv)
-            at = np.flatnonzero(np.bincount(key, minlength=len(t_of) * nv))
+        if len(row) * nv <= FLUID_BATCH:       # (pair, node) keys summed in a dense array
+            total = np.bincount(key, weights=mass[on], minlength=len(row) * nv)
+            at = np.flatnonzero(np.bincount(key, minlength=len(row) * nv))
             mass = total[at]
         else:
             at, inverse = np.unique(key, return_inverse=True)
             mass = np.bincount(inverse, weights=mass[on], minlength=len(at))
         pair, node = at // nv, at % nv
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
-    return cat(out_pair, np.int64), cat(out_link, np.int64), cat(out_frac, np.float64), bad
+    return cat(out_pair, np.int64), cat(out_link, np.int64), cat(out_frac, np.float64)
 
 
+#: pairs per distinct target up to which :func:`ecmp_fluid` works out each pair's own
+#: shortest paths (a search from both ends, a few hops deep) instead of every target's
+#: DAG over the whole graph
+PAIR_MODE_RATIO = 4
+
+
+def _expand(graph: CompactGraph, ptr, ids, far, row, node):
+    """Edges leaving (``far`` = head) or entering (``far`` = tail) each (row, node):
+    (row, edge, node at the far end)."""
+    counts = ptr[node + 1] - ptr[node]
+    e = ids[ranges(ptr[node], counts)]
+    return np.repeat(row, counts), e, far[e]
+
+
+def _fluid_pairs(graph: CompactGraph, src, dst):
+    """:func:`_fluid_chunk` for pairs ``src[i] -> dst[i]``, each worked out on its own: a
+    breadth-first search from both ends (through transit nodes) until they meet gives the
+    hops ``D``; the nodes on a shortest path are those whose hops from the source and to the
+    destination add up to ``D`` (walked back from where both are known); a pair's DAG is
+    every edge between them one hop further along. That is exactly the part of the
+    destination's whole-graph DAG the pair's mass reaches, with the same split fractions
+    (each node on a shortest path keeps all its next hops), so the entries are identical."""
+    nv, head, tail, transit = graph.nv, graph.head, graph.tail, graph.transit
+    P = len(src)
+    rows = np.arange(P)
+    df = np.full((P, nv), -1, dtype=np.int32)      # hops from the source (explored part)
+    db = np.full((P, nv), -1, dtype=np.int32)      # hops to the destination (explored part)
+    df[rows, src] = 0
+    db[rows, dst] = 0
+    hops = np.full(P, -1, dtype=np.int64)
+    done = np.zeros(P, dtype=bool)
+    fronts = [(rows, src), (rows, dst)]
+    depth = [0, 0]
+    sides = ((df, db, graph.out_ptr, graph.out_edges, head), (db, df, graph.in_ptr, graph.in_edges, tail))
+    side = 0
+    while not done.all():
+        mine, other, ptr, ids, far = sides[side]
+        r, n = fronts[side]
+        keep = ~done[r]
+        r, n = r[keep], n[keep]
+        if not r.size:
+            break
+        depth[side] += 1
+        r, _, v = _expand(graph, ptr, ids, far, r, n)
+        new = mine[r, v] < 0
+        found = np.unique(r[new] * nv + v[new])
+        r, v = found // nv, found % nv
+        mine[r, v] = depth[side]
+        meet = (other[r, v] >= 0) & (transit[v] | (v == src[r]) | (v == dst[r]))
+        if meet.any():
+            cand = np.full(P, np.iinfo(np.int64).max)
+            np.minimum.at(cand, r[meet], depth[side] + other[r[meet], v[meet]])
+            hit = cand < np.iinfo(np.int64).max
+            hops[hit] = cand[hit]
+            done |= hit
+        pas = transit[v]
+        fronts[side] = (r[pas], v[pas])
+        # a side with nothing left to expand: its rows without a meeting have no path
+        alive = np.zeros(P, dtype=bool)
+        alive[fronts[side][0]] = True
+        done |= ~alive
+        side = 1 - side
+    bad = np.flatnonzero(hops < 0)
+    # position along a shortest path of every node on one (-1 elsewhere)
+    sp = np.full((P, nv), -1, dtype=np.int32)
+    both = (df >= 0) & (db >= 0) & ((df + db) == hops[:, None]) & (hops[:, None] > 0)
+    r, v = np.nonzero(both)
+    ok = transit[v] | (v == src[r]) | (v == dst[r])
+    sp[r[ok], v[ok]] = df[r[ok], v[ok]]
+    for level in range(int(df.max()) - 1, -1, -1):       # towards the source: a next hop on a path
+        r, u = np.nonzero((df == level) & (sp < 0))
+        ok = transit[u] | (u == src[r])
+        r, e, v = _expand(graph, graph.out_ptr, graph.out_edges, head, r[ok], u[ok])
+        hit = sp[r, v] == level + 1
+        sp[r[hit], tail[e[hit]]] = level
+    for level in range(int(db.max()) - 1, -1, -1):       # towards the destination: a last hop on a path
+        r, v = np.nonzero((db == level) & (sp < 0))
+        ok = transit[v] | (v == dst[r])
+        r, e, u = _expand(graph, graph.in_ptr, graph.in_edges, tail, r[ok], v[ok])
+        hit = (sp[r, u] >= 0) & (sp[r, u] == hops[r] - level - 1)
+        sp[r[hit], head[e[hit]]] = hops[r[hit]] - level
+    # each pair's DAG: edges from a node on a path (not its destination) to the next node on one
+    r, u = np.nonzero(sp >= 0)
+    keep = u != dst[r]
+    r, e, v = _expand(graph, graph.out_ptr, graph.out_edges, head, r[keep], u[keep])
+    on = sp[r, v] == sp[r, tail[e]] + 1
+    r, edge = r[on], e[on]
+    key = r * nv + tail[edge]                   # sorted by (pair, node), edge ids ascending within
+    out_w = np.bincount(key, weights=graph.weight[edge], minlength=P * nv)
+    split = graph.weight[edge] / out_w[key]
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=P * nv))])
+    live = hops > 0
+    pair, link, frac = _push_mass(graph, src, dst, rows, live, edge, split, ptr)
+    return pair, link, frac, bad
 _M1, _M2, _M3 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
 
 

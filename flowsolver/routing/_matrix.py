@@ -144,20 +144,29 @@ class RoutingMatrix:
         Materialises every entry: check ``expanded_nnz`` first on large instances.
         """
         import scipy.sparse as sp   # on first use: `import flowsolver` and the command line start without SciPy
-        rows, cols, vals = [], [], []
         lengths = np.diff(self.seg_ptr)
+        per_slot = [lengths[self.flow_seg[:, k][self.flow_seg[:, k] >= 0]].sum() for k in range(self.slots)]
+        total = int(np.sum(per_slot))
+        # filled in place, with the index type scipy would convert them to (no second copy)
+        small = max(self.n_links, self.n_flows, total) < np.iinfo(np.int32).max
+        rows = np.empty(total, dtype=np.int32 if small else np.int64)
+        cols = np.empty(total, dtype=rows.dtype)
+        vals = np.empty(total, dtype=np.float64)
+        at = 0
         for k in range(self.slots):
             segs = self.flow_seg[:, k]
             flows = np.flatnonzero(segs >= 0)
             s = segs[flows]
             counts = lengths[s]
             idx = ranges(self.seg_ptr[s], counts)
-            rows.append(self.seg_link[idx])
-            cols.append(np.repeat(flows, counts))
+            end = at + len(idx)
+            rows[at:end] = self.seg_link[idx]
+            cols[at:end] = np.repeat(flows, counts)
             coef = 1.0 if self.flow_coef is None else np.repeat(self.flow_coef[flows, k], counts)
-            vals.append(self.seg_frac[idx] * coef)
-        m = sp.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                          shape=(self.n_links, self.n_flows))
+            vals[at:end] = self.seg_frac[idx] * coef
+            at = end
+        m = sp.coo_matrix((vals, (rows, cols)), shape=(self.n_links, self.n_flows))
+        del rows, cols, vals
         if format in ("csc", "csr"):      # the conversion sums duplicates (in C, 3x faster than on COO)
             return m.asformat(format)
         m.sum_duplicates()
