@@ -15,14 +15,16 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "._serve": ("DEFAULT_MEMORY_UTILIZATION", "ServeResult", "request_stream", "serve"),
+    "._serve": ("DEFAULT_MEMORY_UTILIZATION", "serve"),
+    "._result": ("ServeResult", "request_stream"),
     "._steps": ("InstanceLayout", "StepModel"),
     "._kv": ("KvTransfer", "kv_transfer"),
     "._events": ("Trace", "simulate"),
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
-    from ._serve import DEFAULT_MEMORY_UTILIZATION, ServeResult, request_stream, serve
+    from ._serve import DEFAULT_MEMORY_UTILIZATION, serve
+    from ._result import ServeResult, request_stream
     from ._steps import InstanceLayout, StepModel
     from ._kv import KvTransfer, kv_transfer
     from ._events import Trace, simulate

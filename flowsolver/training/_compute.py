@@ -15,7 +15,7 @@ models", table 2; FLOPs per token of one layer):
 
 * ``"selective"`` (default; what flash attention does in its backward pass): the attention
   scores are recomputed, ``+ 2 h s`` (one causal forward of the scores), and the activations
-  kept are those of :func:`activation_bytes_per_layer` (``34 s b h / t`` bytes per layer for
+  kept are those of :func:`flowsolver.training._memory.activation_bytes_per_layer` (``34 s b h / t`` bytes per layer for
   Llama 3 8B with sequence parallelism);
 * ``"none"``: nothing recomputed; the ``2 a s^2 b / t`` bytes of attention probabilities are
   kept too;
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 __all__ = ["PRECISIONS", "RECOMPUTE", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY",
            "DEFAULT_KERNEL_UTILIZATION", "FP8_RECIPES", "TP_OVERLAP_IMPLS", "check_precision", "check_recompute",
-           "stage_seconds", "attention_seconds", "gemm_seconds", "activation_bytes_per_layer", "logits_bytes",
+           "stage_seconds", "attention_seconds", "gemm_seconds",
            "layer_kernel_costs", "kernel_parts"]
 
 PRECISIONS = ("bf16", "fp8")
@@ -186,52 +186,6 @@ def gemm_seconds(model, *, tokens: float, shards: int, gpu, precision: str, effi
                   fc1=k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=k * model.ffn * h)
     rate = (gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops) * efficiency
     return {name: 2.0 * tokens * n / (shards * rate) for name, n in params.items()}
-
-
-def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
-                               sequence_parallel: bool) -> float:
-    """Bytes of activations one layer keeps per microbatch on one GPU for its backward pass
-    (bf16), counted tensor by tensor from the model's shape as Korthikanti et al. 2022
-    (section 4.1) count them, for a pre-norm transformer without dropout (Llama 3, and
-    Megatron-Bridge's Llama recipes, train without): per token, the two norms' inputs
-    (``2 h``), the QKV GEMM's input (``h``), Q, K and V (``h + 2 h kv_heads / heads``), the
-    attention output (``h``, also the projection's input), the FC1 input(s) (``top_k h``) and
-    the MLP's inner tensors (``top_k x 3 ffn`` gated: FC1's two outputs and the activation's;
-    ``2 ffn`` plain). With sequence parallelism all of it is sharded over ``tp``; without,
-    the norm and GEMM inputs are whole on every TP rank. For GPT-3's shape this is ``32 s b h
-    / t`` (Korthikanti's ``34``, less two one-byte dropout masks); Llama 3 405B ``31.75``, 8B
-    ``34``. Recompute: ``"none"`` keeps the ``2 a s^2 b / t`` bytes of attention
-    probabilities an unfused attention stores (``"selective"``, flash attention, does not);
-    ``"full"`` keeps only the layer's input, ``2 s b h / t``. ``s`` is the tokens per CP rank.
-
-    >>> from flowsolver.training import get_model
-    >>> activation_bytes_per_layer(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1,
-    ...                            recompute="selective", sequence_parallel=True) == 34 * 8192 * 4096 / 8
-    True
-    """
-    s, b, h, a = model.seq_len / cp, micro_batch, model.hidden, model.heads
-    if recompute == "full":
-        return 2.0 * s * b * h / (tp if sequence_parallel else 1)
-    whole = 3.0 * h + model.top_k * h                   # norm inputs, QKV and FC1 inputs
-    split = 2.0 * h + 2.0 * h * model.kv_heads / a + model.top_k * (3 if model.gated_mlp else 2) * model.ffn
-    values = (whole + split) / tp if sequence_parallel else whole + split / tp
-    per_layer = 2.0 * s * b * values
-    if recompute == "none":
-        per_layer += 2.0 * a * s * model.seq_len * b / tp    # local queries x all keys, bf16
-    return per_layer
-
-
-def logits_bytes(model, *, micro_batch: int, tp: int, cp: int) -> float:
-    """Bytes the loss keeps per microbatch on the last stage: the softmax of the
-    vocabulary-parallel logits, ``vocab / tp`` values per token in fp32 (Megatron-Core's
-    ``vocab_parallel_cross_entropy`` saves it for its backward; the logits reach it in
-    fp32 unless ``fp16_lm_cross_entropy``).
-
-    >>> from flowsolver.training import get_model
-    >>> logits_bytes(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1) == 8192 * 128256 / 8 * 4
-    True
-    """
-    return 4.0 * micro_batch * model.seq_len / cp * model.vocab / tp
 
 
 # --- compute from measured kernels (the default: compute_efficiency=None) ---------------------------

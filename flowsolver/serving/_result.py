@@ -1,0 +1,246 @@
+"""What :func:`~flowsolver.serving.serve` returns and the request streams it simulates:
+Poisson arrivals with token lengths, the event simulation of a stream on an engine's step
+tables (``_events``), and the result's latencies, throughput and goodput."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import _checks
+from ._events import simulate
+
+
+def _lengths(name: str, spec, count: int, rng) -> np.ndarray:
+    """Token counts: an int (fixed), a tuple ``(lo, hi)`` (uniform integers, both included) or
+    a list / array of samples drawn from with replacement."""
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        return np.full(count, _checks.integer(name, spec), dtype=np.int64)
+    if isinstance(spec, tuple):
+        if len(spec) != 2:
+            raise ValueError(f"{name} as a tuple is a range (lo, hi) of token counts, got {spec!r}")
+        lo, hi = (_checks.integer(name, v) for v in spec)
+        if hi < lo:
+            raise ValueError(f"{name} range (lo, hi) needs lo <= hi, got {spec!r}")
+        return rng.integers(lo, hi + 1, size=count)
+    if isinstance(spec, (list, np.ndarray)) and len(spec):
+        samples = np.asarray(spec)
+        if samples.ndim != 1 or not np.issubdtype(samples.dtype, np.integer) or samples.min() < 1:
+            raise ValueError(f"{name} as samples must be a 1-D list of positive integer token counts")
+        return rng.choice(samples, size=count).astype(np.int64)
+    raise TypeError(f"{name} must be an int (tokens), a tuple (lo, hi) or a list of samples, got {spec!r}")
+
+
+def request_stream(rate: float, duration: float, prompt=1024, output=256, *, seed: int = 0) -> tuple:
+    """Poisson arrivals at ``rate`` requests/s over ``duration`` s with their prompt and output
+    lengths (tokens): ``(arrival, prompt, output)`` arrays, reproducible from ``seed``.
+
+    >>> a, p, o = request_stream(10.0, 60.0, prompt=(100, 200), output=50, seed=1)
+    >>> 500 < len(a) < 700, bool(a.max() <= 60.0), int(p.min()) >= 100, set(o.tolist())
+    (True, True, True, {50})
+    """
+    rate = _checks.positive_number("rate", rate, "requests/s")
+    duration = _checks.positive_number("duration", duration, "s")
+    rng = np.random.default_rng(_checks.integer("seed", seed, minimum=0))
+    count = rng.poisson(rate * duration)
+    arrival = np.sort(rng.uniform(0.0, duration, size=count))   # a Poisson process, given its count
+    return arrival, _lengths("prompt", prompt, count, rng), _lengths("output", output, count, rng)
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """What :func:`serve` measured. Times in seconds, per request in arrays (NaN: unfinished).
+
+    ``ttft`` arrival to first token; ``tpot`` (finish - first token) / (output - 1) for the
+    requests with more than one output token; ``throughput`` output tokens/s per GPU over the
+    arrival window; ``goodput`` requests/s per GPU within both targets (NaN without targets);
+    ``network_share_ttft`` / ``network_share_tpot``: communication (and, disaggregated, the KV
+    transfer) over the whole, summed over the requests; ``bottleneck``: per communication kind
+    (``prefill.tp``, ``decode.ep``, ``kv``...) the links that held it
+    (:class:`flowsolver.routing.Bottleneck`); ``decode_step(batch, context)`` and
+    ``prefill_step(tokens)`` the step tables (s, communication s)."""
+
+    mode: str
+    gpus: int
+    duration: float
+    arrival: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    ttft: np.ndarray
+    tpot: np.ndarray
+    throughput: float
+    goodput: float
+    network_share_ttft: float
+    network_share_tpot: float
+    kv_seconds: np.ndarray
+    bottleneck: dict
+    layouts: dict
+    kv_capacity: float
+    events: int
+    step_tables: dict = field(repr=False, default_factory=dict)
+    engine: dict = field(repr=False, default_factory=dict)
+
+    def _pct(self, values, q):
+        values = values[np.isfinite(values)]
+        return float(np.percentile(values, q)) if len(values) else float("nan")
+
+    @property
+    def ttft_p50(self) -> float:
+        return self._pct(self.ttft, 50)
+
+    @property
+    def ttft_p99(self) -> float:
+        return self._pct(self.ttft, 99)
+
+    @property
+    def tpot_p50(self) -> float:
+        return self._pct(self.tpot, 50)
+
+    @property
+    def tpot_p99(self) -> float:
+        return self._pct(self.tpot, 99)
+
+    @property
+    def completed(self) -> int:
+        return int(np.sum(np.isfinite(self.ttft)))
+
+    def decode_step(self, batch: int, context: float = 0.0) -> tuple:
+        """(seconds, communication seconds) of a decode step of ``batch`` sequences (an
+        instance's total) holding ``context`` tokens (decode pool)."""
+        return self.step_tables["decode"](batch, context)
+
+    def prefill_step(self, tokens: int, sequences: int = 1) -> tuple:
+        """(seconds, communication seconds) of a prefill step of ``sequences`` equal prompts of
+        ``tokens`` tokens in all (prefill pool)."""
+        return self.step_tables["prefill"](tokens, tokens ** 2 / sequences, sequences)
+
+    def at_rate(self, rate: float, *, duration: float | None = None, seed: int = 0, ttft_target=None,
+                tpot_target=None) -> "ServeResult":
+        """The same cluster, layout and step tables under another request stream: ``rate``
+        requests/s for ``duration`` s (default this run's), lengths as this run's, ``seed``.
+        Only the event simulation runs again (disaggregated: the KV-transfer rates stay those
+        solved beside this run's load).
+
+        >>> import topologies as tp
+        >>> from flowsolver import serve
+        >>> r = serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=5.0, duration=4.0, prompt=256, output=32, tp=8)
+        >>> r.at_rate(50.0).ttft_p99 > r.ttft_p99          # ten times the load queues longer
+        True
+        """
+        e = self.engine
+        duration = self.duration if duration is None else _checks.positive_number("duration", duration, "s")
+        stream = request_stream(rate, duration, e["prompt"], e["output"], seed=seed)
+        if not len(stream[0]):
+            raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed})")
+        return _result(e, stream, duration=duration, ttft_target=ttft_target, tpot_target=tpot_target)
+
+    def rate_at_targets(self, ttft_target: float | None = None, tpot_target: float | None = None, *,
+                        attainment: float = 0.9, seed: int = 0, tolerance: float = 0.02,
+                        max_rounds: int = 30) -> tuple:
+        """The largest request rate (requests/s) at which ``attainment`` of the requests meet
+        both targets (s), DistServe's goodput: bisection over :meth:`at_rate` between 0 and
+        the first doubling of this run's rate that misses, to ``tolerance`` (relative).
+        Returns ``(rate, ServeResult at that rate)``; ``(0.0, None)`` when even a tenth of this
+        run's rate misses.
+
+        >>> import topologies as tp
+        >>> from flowsolver import serve
+        >>> r = serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=5.0, duration=4.0, prompt=256, output=32, tp=8)
+        >>> best, at = r.rate_at_targets(ttft_target=0.2, tpot_target=0.01)
+        >>> best > 5.0, at.throughput > r.throughput
+        (True, True)
+        """
+        if ttft_target is None and tpot_target is None:
+            raise ValueError("rate_at_targets needs ttft_target or tpot_target (seconds)")
+        for name, target in (("ttft_target", ttft_target), ("tpot_target", tpot_target)):
+            if target is not None:
+                _checks.positive_number(name, target, "s")
+        attainment = _checks.fraction("attainment", attainment, zero_ok=False)
+        base = len(self.arrival) / self.duration
+
+        def meets(rate):
+            r = self.at_rate(rate, seed=seed, ttft_target=ttft_target, tpot_target=tpot_target)
+            many = r.output > 1
+            done = np.isfinite(r.ttft) & (np.isfinite(r.tpot) | ~many)
+            ok = _within(r.ttft, r.tpot, done, many, ttft_target, tpot_target)
+            return ok.mean() >= attainment, r
+
+        low, good = base / 10.0, None
+        fine, run = meets(low)
+        if not fine:
+            return 0.0, None
+        good = run
+        high = base
+        for _ in range(max_rounds):
+            fine, run = meets(high)
+            if not fine:
+                break
+            low, good, high = high, run, high * 2.0
+        else:
+            return low, good
+        for _ in range(max_rounds):
+            if high - low <= tolerance * low:
+                break
+            mid = (low + high) / 2.0
+            fine, run = meets(mid)
+            if fine:
+                low, good = mid, run
+            else:
+                high = mid
+        return low, good
+
+    def summary(self) -> dict:
+        """The headline figures as a plain dict (ms for latencies)."""
+        return dict(mode=self.mode, gpus=self.gpus, requests=len(self.arrival), completed=self.completed,
+                    ttft_p50_ms=self.ttft_p50 * 1e3, ttft_p99_ms=self.ttft_p99 * 1e3,
+                    tpot_p50_ms=self.tpot_p50 * 1e3, tpot_p99_ms=self.tpot_p99 * 1e3,
+                    throughput_tokens_per_gpu=self.throughput, goodput_requests_per_gpu=self.goodput,
+                    network_share_ttft=self.network_share_ttft, network_share_tpot=self.network_share_tpot,
+                    kv_transfer_p50_ms=self._pct(np.where(self.kv_seconds > 0, self.kv_seconds, np.nan), 50) * 1e3,
+                    bottleneck={k: (v[0].src, v[0].dst, v[0].tier) for k, v in self.bottleneck.items() if v},
+                    layouts=self.layouts, kv_capacity_tokens=self.kv_capacity)
+
+
+def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) -> ServeResult:
+    """Simulate ``stream`` (arrival, prompt, output) on the step tables of ``engine``."""
+    arrival, prompt_t, output_t = stream
+    too_long = (prompt_t + output_t).max()
+    if too_long > engine["capacity"]:
+        raise ValueError(f"a request of {int(too_long)} tokens (prompt + output) exceeds the KV cache of an "
+                         f"instance ({engine['capacity']:.0f} tokens): shorten prompt / output or add GPUs per "
+                         f"instance")
+    trace = simulate(arrival, prompt_t, output_t, prefill_instances=engine["prefill_instances"],
+                     decode_instances=engine["decode_instances"], max_seqs=engine["max_seqs"],
+                     token_budget=engine["token_budget"], kv_capacity=engine["capacity"],
+                     prefill_time=engine["prefill_time"], decode_time=engine["decode_time"],
+                     kv_seconds=engine["kv_seconds"], kv_bytes_per_token=engine["kv_bytes_per_token"],
+                     kv_ranks=engine.get("kv_ranks", 1), window=duration)
+    n_gpus = engine["gpus"]
+    ttft = trace.first_token - arrival
+    many = output_t > 1
+    tpot = np.where(many, (trace.finish - trace.first_token) / np.maximum(output_t - 1, 1), np.nan)
+    done = np.isfinite(trace.finish)
+    net_ttft = float(np.nansum(trace.ttft_network[done]) / np.nansum(ttft[done])) if done.any() else float("nan")
+    span = (trace.finish - trace.first_token)[done & many]
+    net_tpot = float(np.sum(trace.decode_network[done & many]) / np.sum(span)) if span.sum() > 0 else float("nan")
+    goodput = float("nan")
+    if ttft_target is not None or tpot_target is not None:
+        goodput = float(_within(ttft, tpot, done, many, ttft_target, tpot_target).sum()) / duration / n_gpus
+    return ServeResult(mode=engine["mode"], gpus=n_gpus, duration=duration, arrival=arrival, prompt=prompt_t,
+                       output=output_t, ttft=ttft, tpot=tpot, throughput=trace.tokens_in_window / duration / n_gpus,
+                       goodput=goodput, network_share_ttft=net_ttft, network_share_tpot=net_tpot,
+                       kv_seconds=trace.kv_seconds, bottleneck=engine["bottleneck"], layouts=engine["layouts"],
+                       kv_capacity=engine["capacity"], events=trace.events,
+                       step_tables=dict(decode=engine["decode_time"], prefill=engine["prefill_time"]),
+                       engine=engine)
+
+
+def _within(ttft, tpot, done, many, ttft_target, tpot_target) -> np.ndarray:
+    """Requests that finished within both targets (a missing target holds everything)."""
+    ok = done.copy()
+    if ttft_target is not None:
+        ok &= ttft <= ttft_target
+    if tpot_target is not None:
+        ok &= ~many | (tpot <= tpot_target)
+    return ok
