@@ -71,11 +71,6 @@ def best(fn, repeat=3):
     return out, min(times)
 
 
-def on_cpu(fn):
-    with jax.default_device(jax.devices("cpu")[0]):
-        return fn()
-
-
 def accel() -> bool:
     return jax.default_backend() != "cpu"
 

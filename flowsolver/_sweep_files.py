@@ -41,9 +41,10 @@ def default_cache_dir(environ=None) -> Path | None:
     >>> default_cache_dir({"FLOWSOLVER_CACHE_DIR": "/scratch/me/jax"}).as_posix()
     '/scratch/me/jax'
     """
+    from .solver._placement import cache_folder     # (loads JAX: only when asked)
+
     env = os.environ if environ is None else environ
-    value = env.get(CACHE_ENV, "").strip()
-    return None if value.lower() in _OFF else Path(os.path.expanduser(value))
+    return cache_folder(env) if CACHE_ENV in env else None     # named, or switched off
 
 
 def cache_path(cache_dir) -> Path | None:

@@ -132,11 +132,9 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     used_j = jnp.asarray(used.astype(np.int32))
     for lo in range(0, B, chunk):
         hi = min(lo + chunk, B)
-        if hi - lo == chunk:
-            pick = lambda a: a[lo:hi] if a.ndim == 2 else np.broadcast_to(a, (chunk,) + a.shape)  # noqa: E731
-        else:                    # the last chunk repeats its last scenario (one compiled shape)
-            rows = np.arange(lo, lo + chunk).clip(max=B - 1)
-            pick = lambda a: a[rows] if a.ndim == 2 else np.broadcast_to(a, (chunk,) + a.shape)  # noqa: E731
+        # a short last chunk repeats its last scenario (one compiled shape); full ones are slices
+        rows = slice(lo, hi) if hi - lo == chunk else np.arange(lo, lo + chunk).clip(max=B - 1)
+        pick = lambda a: a[rows] if a.ndim == 2 else np.broadcast_to(a, (chunk,) + a.shape)  # noqa: E731
         capc = put(jnp.asarray(pad(pick(cap)[:, used], Lp, np.inf, np.float64), jdt))   # this chunk's rows only
         # one device takes shared weights and caps as (1, flows); sharding needs a row each
         wc = (w_once if n_dev == 1 else put(jnp.broadcast_to(w_once, (chunk, Np)))) if shared["w"] else \

@@ -121,13 +121,19 @@ def build(path, frac, cap, w, d, skip, wide: WideParts | None = None) -> Layout:
     link_ptr, link_flow, link_frac, deg = _link_lists(path, real, None if unit else full_frac[:N, :P][real],
                                                       (L + V, N), Lp, Np)
     B, K = _buffer(int(link_ptr[-1]), deg, Lp)
-    capacity = pad(np.concatenate([cap, d[capped]]), Lp, np.inf, np.float64)
+    capacity = _capacity(cap, d, capped, Lp)
     zero = (np.isfinite(d) & (d == 0)) | skip
     # a level round (one pass over all flows) against the frontier rounds a tie needs (K
     # links each, a round costing B pairs plus a fixed cost of about ROUND_PAIRS pairs)
     level_ties = max(K, -(-K * Np // (B + ROUND_PAIRS)))
     return Layout(full_path, full_frac, link_ptr, link_flow, link_frac, capacity, pad(w, Np, 1.0, np.float64),
                   pad(zero, Np, True), L, K, B, level_ties, None if wide is None else _wide_layout(wide, Np, Lp))
+
+
+def _capacity(cap, d, capped, Lp) -> np.ndarray:
+    """The layout's link capacities: the real links', then each capped flow's private link
+    (its cap), padded with inf to ``Lp``."""
+    return pad(np.concatenate([cap, d[capped]]), Lp, np.inf, np.float64)
 
 
 def _wide_layout(wide: WideParts, Np: int, Lp: int) -> WideLayout:
@@ -141,10 +147,15 @@ def _wide_layout(wide: WideParts, Np: int, Lp: int) -> WideLayout:
                       pad(wide.entry_frac, Ep, 0.0, np.float64), Sp)
 
 
+def _capped(d, skip) -> np.ndarray:
+    """The flows that get a private cap link: a finite cap > 0, not skipped."""
+    return np.flatnonzero(np.isfinite(d) & (d > 0) & ~skip)
+
+
 def _with_cap_links(path, frac, L, d, skip):
     """The path table with one private link ``L + i`` for the ``i``-th capped flow (in an
     extra column); returns it, its fractions and the capped flows."""
-    capped = np.flatnonzero(np.isfinite(d) & (d > 0) & ~skip)
+    capped = _capped(d, skip)
     if len(capped):
         extra = np.full((len(d), 1), -1, np.int32)
         extra[capped, 0] = L + np.arange(len(capped), dtype=np.int32)
@@ -357,8 +368,7 @@ class _LastLayout:
         ref, known_paths, inputs, lay = self.slot
         if ref is not None and ref() is rm and inputs is not None and all(
                 np.array_equal(a, b) for a, b in zip(inputs, (w, d, skip))):
-            capped = np.flatnonzero(np.isfinite(d) & (d > 0) & ~skip)
-            return replace(lay, cap=pad(np.concatenate([cap, d[capped]]), lay.n_links, np.inf, np.float64))
+            return replace(lay, cap=_capacity(cap, d, _capped(d, skip), lay.n_links))
         lay = build(paths[0], paths[1], cap, w, d, skip, paths[2])
         if ref is not None and ref() is rm:
             self.slot = (ref, known_paths, (w.copy(), d.copy(), skip.copy()), lay)
