@@ -395,13 +395,15 @@ def _around_time(graph, workload, kind, changes, base):
         return None
 
 
-def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed: int = 0) -> list:
+def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed: int = 0, base=None) -> list:
     """Which degradations matter: for each tier, the collective step with one of its cables at
     ``factor`` of its rate (chosen as :func:`state_graphs` chooses), exactly re-solved
     (:func:`steps_times`) beside the linear estimate from the healthy result's sensitivities
     (:meth:`~flowsolver.CollectiveResult.time_directional`; NaN where a tie of NCCL's choices
     leaves none). Rows ``tier``, ``cables``, ``healthy_s``, ``exact_s``, ``linear_s``,
-    ``slowdown`` (exact / healthy), slowest first. Collective workloads only.
+    ``slowdown`` (exact / healthy), slowest first. Collective workloads only. ``base``: the
+    workload's collective already solved on the healthy ``graph`` (e.g.
+    :attr:`GoodputResult.healthy_result`), not solved again.
 
     >>> import topologies as tp
     >>> rows = degradation_impact(tp.rail_optimized(4), dict(op="all_reduce", size=2**28, algorithm="ring"))
@@ -413,7 +415,10 @@ def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (0 < factor < 1):
         raise ValueError(f"factor must be in (0, 1), got {factor!r}")
     args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
-    base = collective(graph, **args)
+    if base is None:
+        base = collective(graph, **args)
+    elif getattr(base, "solved_on", None) is None and not hasattr(base, "status"):
+        raise TypeError(f"base must be the workload's CollectiveResult on the healthy graph, got {type(base).__name__}")
     if base.status != Status.OK or base.solved_on is None or base.solved_on.why_not:
         raise ValueError("degradation_impact: the healthy collective has no solved steps to re-solve "
                          f"({base.message or base.solved_on.why_not if base.solved_on else base.message})")

@@ -29,7 +29,9 @@ class GoodputResult:
     interruptions; ``young_interval`` and ``daly_interval`` (s); ``daly_fraction``: Daly's
     expected useful fraction for the interval used (interruptions only, exponential);
     ``curve``: (interval s, mean useful fraction) over the intervals asked, on the same
-    trajectories, when ``intervals`` was given.
+    trajectories, when ``intervals`` was given; ``healthy_result``: the step's collective on
+    the healthy fabric (a :class:`~flowsolver.CollectiveResult`; None for training steps and
+    callables), to reuse (:func:`degradation_impact`'s ``base``).
     """
 
     run: RunSample
@@ -42,6 +44,7 @@ class GoodputResult:
     daly_interval: float
     daly_fraction: float
     curve: list = field(default_factory=list)
+    healthy_result: object = field(default=None, repr=False)
 
     @property
     def useful_fraction(self) -> np.ndarray:
@@ -114,9 +117,9 @@ def _job_rate(c: Component, units: dict) -> float:
     return c.rate * units[c.unit]
 
 
-def goodput(graph, workload, response: JobResponse, *, components=None, days: float = 30.0,
+def goodput(graph, workload, response, *, components=None, days: float = 30.0,
             trajectories: int = 1000, seed: int = 0, intervals=None, dp: int | None = None,
-            fabric_seed: int = 0, reroute: str = "stay", reroute_below: float = 1.0) -> GoodputResult:
+            fabric_seed: int = 0, reroute: str = "stay", reroute_below: float = 1.0):
     """Goodput of a training run on ``graph`` over failure trajectories.
 
     Parameters
@@ -127,8 +130,11 @@ def goodput(graph, workload, response: JobResponse, *, components=None, days: fl
         One training step: :func:`~flowsolver.training_step`'s arguments (with ``model``), or
         :func:`~flowsolver.collective`'s (with ``op``) plus ``compute`` (s per step) and
         ``tokens`` (per step), or a callable ``graph -> step time``.
-    response : JobResponse
+    response : JobResponse or sequence of JobResponse
         Checkpoint interval (default Daly's optimum) and cost, restart, spares or shrinking.
+        A list: one result per response, in order, all on the same trajectories (the same
+        ``seed``), the healthy step and every distinct degraded fabric solved once for all
+        of them (``states.solved`` of each counts the fabrics solved up to it).
     components : dict, optional
         Kind -> :class:`Component`; default :func:`default_components` (the Llama 3 paper's
         interruption rates). Degradations (``effect="degrade"``) re-solve the fabric with
@@ -164,8 +170,11 @@ def goodput(graph, workload, response: JobResponse, *, components=None, days: fl
     >>> bool(0.9 < r.useful_fraction.mean() < 1.0)          # 16 GPUs at Llama 3's rates: rare failures
     True
     """
-    if not isinstance(response, JobResponse):
-        raise TypeError(f"response must be a JobResponse, got {type(response).__name__}")
+    many = not isinstance(response, JobResponse)
+    responses = list(response) if many and isinstance(response, (list, tuple)) else [response]
+    if not responses or not all(isinstance(x, JobResponse) for x in responses):
+        bad = next((x for x in responses if not isinstance(x, JobResponse)), response)
+        raise TypeError(f"response must be a JobResponse or a non-empty list of them, got {type(bad).__name__}")
     if isinstance(days, bool) or not isinstance(days, (int, float)) or not (math.isfinite(days) and days > 0):
         raise ValueError(f"days must be a finite number > 0, got {days!r}")
     if reroute not in REROUTE:
@@ -193,36 +202,63 @@ def goodput(graph, workload, response: JobResponse, *, components=None, days: fl
             processes.append(Process(kind, _job_rate(c, units), c.duration))
             stragglers.append(c.factor)
     solved: list = []
+    known: dict = {}                  # state -> (step time, status, message), shared by the responses
+    n_deg = len(degrades)
 
     def state_rate(states):
-        st = state_step_times(graph, workload, degrades, stragglers, states, compute_time=healthy["compute_time"],
-                              seed=fabric_seed, healthy_time=healthy["step_time"],
-                              healthy_result=healthy.get("result"), reroute=reroute, reroute_below=reroute_below)
-        solved.append(st)
+        states = np.asarray(states, dtype=np.int64)
+        rows = [tuple(int(x) for x in row) for row in states]
+        missing = [i for i, row in enumerate(rows) if row not in known]
+        st = None
+        if missing:
+            st = state_step_times(graph, workload, degrades, stragglers, states[missing],
+                                  compute_time=healthy["compute_time"], seed=fabric_seed,
+                                  healthy_time=healthy["step_time"], healthy_result=healthy.get("result"),
+                                  reroute=reroute, reroute_below=reroute_below)
+            for k, i in enumerate(missing):
+                known[rows[i]] = (float(st.step_time[k]), st.status[k], st.message[k])
+        if len(missing) == len(rows):
+            solved.append(st)            # every state new (the first response): its own solve, as it was
+        else:
+            prior = solved[-1] if solved else None
+            fabrics = {row[:n_deg] for row in rows if any(row[:n_deg])}
+            merged = StateTimes(states, [known[r][0] for r in rows], [known[r][1] for r in rows],
+                                [known[r][2] for r in rows], fabrics=len(fabrics),
+                                solved=(prior.solved if prior else 0) + (st.solved if st else 0))
+            merged.rerouted = (prior.rerouted if prior else 0) + (st.rerouted if st else 0)
+            solved.append(merged)
+        times = np.array([known[r][0] for r in rows])
         with np.errstate(divide="ignore"):
-            return np.where(np.isfinite(st.step_time), healthy["step_time"] / st.step_time, 0.0)
+            return np.where(np.isfinite(times), healthy["step_time"] / times, 0.0)
 
     dp_used = dp if dp is not None else healthy.get("dp")
-    if isinstance(intervals, str):
-        if intervals != "auto":
-            raise ValueError(f"intervals must be a list of seconds or 'auto', got {intervals!r}")
-        centre = _interval(response, interrupts, days)
-        intervals = [float(x) for x in np.geomspace(centre / 4.0, centre * 4.0, 9)]
-    runs = simulate_goodput(interrupts, response, horizon=float(days) * _DAY, trajectories=trajectories, seed=seed,
-                            processes=processes, state_rate=state_rate, hardware=hardware, dp=dp_used,
-                            intervals=None if intervals is None else [_interval(response, interrupts, days)]
-                            + list(intervals))
-    run = runs if intervals is None else runs[0]
-    curve = [] if intervals is None else [(r.interval, float(r.useful_fraction.mean())) for r in runs[1:]]
+    auto = isinstance(intervals, str)
+    if auto and intervals != "auto":
+        raise ValueError(f"intervals must be a list of seconds or 'auto', got {intervals!r}")
     total = sum(interrupts.values())
     mtbf = 1.0 / total if total > 0 else math.inf
-    young = young_interval(response.checkpoint_cost, mtbf) if response.checkpoint_cost > 0 and total > 0 else math.inf
-    daly = daly_interval(response.checkpoint_cost, mtbf) if response.checkpoint_cost > 0 and total > 0 else math.inf
-    daly_frac = daly_useful_fraction(run.interval, response.checkpoint_cost, response.restart_time, mtbf) \
-        if total > 0 else run.interval / (run.interval + response.checkpoint_cost)
-    return GoodputResult(run=run, healthy_step_time=healthy["step_time"], tokens_per_step=float(healthy["tokens"]),
-                         components=comps, states=solved[0] if solved else StateTimes([], [], [], []), mtbf=mtbf,
-                         young_interval=young, daly_interval=daly, daly_fraction=daly_frac, curve=curve)
+    out = []
+    for resp in responses:
+        grid = intervals
+        if auto:
+            centre = _interval(resp, interrupts, days)
+            grid = [float(x) for x in np.geomspace(centre / 4.0, centre * 4.0, 9)]
+        before = len(solved)
+        runs = simulate_goodput(interrupts, resp, horizon=float(days) * _DAY, trajectories=trajectories, seed=seed,
+                                processes=processes, state_rate=state_rate, hardware=hardware, dp=dp_used,
+                                intervals=None if grid is None else [_interval(resp, interrupts, days)] + list(grid))
+        run = runs if grid is None else runs[0]
+        curve = [] if grid is None else [(r.interval, float(r.useful_fraction.mean())) for r in runs[1:]]
+        young = young_interval(resp.checkpoint_cost, mtbf) if resp.checkpoint_cost > 0 and total > 0 else math.inf
+        daly = daly_interval(resp.checkpoint_cost, mtbf) if resp.checkpoint_cost > 0 and total > 0 else math.inf
+        daly_frac = daly_useful_fraction(run.interval, resp.checkpoint_cost, resp.restart_time, mtbf) \
+            if total > 0 else run.interval / (run.interval + resp.checkpoint_cost)
+        states = solved[before] if len(solved) > before else StateTimes([], [], [], [])
+        out.append(GoodputResult(run=run, healthy_step_time=healthy["step_time"],
+                                 tokens_per_step=float(healthy["tokens"]), components=comps, states=states, mtbf=mtbf,
+                                 young_interval=young, daly_interval=daly, daly_fraction=daly_frac, curve=curve,
+                                 healthy_result=healthy.get("result")))
+    return out if many else out[0]
 
 
 def _interval(response, interrupts, days):

@@ -1,0 +1,53 @@
+"""flowsolver.reliability: several job responses on one set of trajectories (the fabrics solved
+once for all) against each response run alone; degradation_impact reusing the healthy solve."""
+
+import numpy as np
+import pytest
+
+import topologies as tp
+from flowsolver.reliability import Component, JobResponse, degradation_impact, goodput
+
+DAY = 86400.0
+
+
+def test_several_responses_equal_each_run_alone():
+    g = tp.rail_optimized(2)
+    wl = dict(op="all_reduce", size=2**28, algorithm="ring", compute=1.0, tokens=2**20)
+    comps = {"gpu": Component("gpu", "interrupt", rate=1 / (16 * 3600.0), unit="gpu"),
+             "nic_link": Component("nic_link", "degrade", rate=2 / (16 * DAY), unit="link", duration=3600.0,
+                                   factor=0.5, links="access"),
+             "slow_gpu": Component("slow_gpu", "straggler", rate=1 / (16 * DAY), unit="gpu", duration=1800.0,
+                                   factor=0.8)}
+    responses = [JobResponse(checkpoint_cost=20.0, restart_time=120.0),
+                 JobResponse(checkpoint_cost=20.0, restart_time=120.0, spares=False, repair_time=3600.0),
+                 JobResponse(checkpoint_cost=60.0, restart_time=300.0, checkpoint_interval=900.0)]
+    kw = dict(components=comps, days=10, trajectories=40, seed=2)
+    together = goodput(g, wl, responses, **kw)
+    assert isinstance(together, list) and len(together) == 3
+    for resp, r in zip(responses, together):
+        alone = goodput(g, wl, resp, **kw)
+        np.testing.assert_array_equal(r.useful_fraction, alone.useful_fraction)
+        assert r.lost_fraction() == alone.lost_fraction()
+        assert r.daly_interval == alone.daly_interval and r.run.interval == alone.run.interval
+        # the same distinct states, the same step times, the same count of degraded fabrics
+        np.testing.assert_array_equal(r.states.states, alone.states.states)
+        np.testing.assert_array_equal(r.states.step_time, alone.states.step_time)
+        assert r.states.fabrics == alone.states.fabrics
+    assert together[0].states.fabrics > 0
+    # solved once: the later responses solve nothing more
+    assert together[0].states.solved == together[1].states.solved == together[2].states.solved
+    assert together[0].healthy_result is not None
+    with pytest.raises(TypeError, match="JobResponse"):
+        goodput(g, wl, [responses[0], "fast"], **kw)
+    with pytest.raises(TypeError, match="JobResponse"):
+        goodput(g, wl, [], **kw)
+
+
+def test_degradation_impact_reuses_the_healthy_solve():
+    g = tp.rail_optimized(4)
+    wl = dict(op="all_reduce", size=2**28, algorithm="ring")
+    r = goodput(g, dict(wl, compute=1.0), JobResponse(checkpoint_cost=10.0, restart_time=60.0), days=1,
+                trajectories=5)
+    assert degradation_impact(g, wl, base=r.healthy_result) == degradation_impact(g, wl)
+    with pytest.raises(TypeError, match="base"):
+        degradation_impact(g, wl, base=1.0)
