@@ -51,3 +51,38 @@ def test_degradation_impact_reuses_the_healthy_solve():
     assert degradation_impact(g, wl, base=r.healthy_result) == degradation_impact(g, wl)
     with pytest.raises(TypeError, match="base"):
         degradation_impact(g, wl, base=1.0)
+
+
+def test_each_kind_costs_in_proportion_to_its_rate():
+    # two interrupting kinds, same response: each failure costs the same in expectation
+    # (its restart plus the work since the last checkpoint), so each kind's share of the
+    # interruption losses is its share of the rate, 1 : 3
+    from flowsolver.reliability import simulate_goodput
+
+    lam = 1 / 3600.0
+    r = simulate_goodput({"gpu": lam / 4, "hbm": 3 * lam / 4},
+                         JobResponse(checkpoint_cost=10.0, restart_time=120.0, checkpoint_interval=600.0),
+                         horizon=400 * DAY, trajectories=50, seed=1)
+    lost = r.lost()
+    gpu, hbm = lost["gpu"].sum(), lost["hbm"].sum()
+    # ~9,600 failures of each trajectory's mean cost ~420 s: the split within a few percent
+    assert gpu / (gpu + hbm) == pytest.approx(0.25, abs=0.01)
+    assert np.allclose(lost["gpu"] + lost["hbm"] + lost["checkpointing"] + r.useful, r.horizon)
+
+
+def test_cli_checkpoint_through_the_storage_tier(capsys):
+    import json
+
+    from flowsolver.cli import main
+
+    # 2 servers x 8 GPUs x 1 GiB through one 400 GbE storage port (50 GB/s): 16 GiB / 50 GB/s
+    argv = ["goodput", "--nodes", "2", "--checkpoint-bytes", "1G", "--storage-ports", "1", "--restart", "300",
+            "--days", "2", "--trajectories", "10", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["checkpoint_cost"] == pytest.approx(16 * 2**30 / 50e9, rel=1e-9)
+    assert main(["goodput", "--nodes", "2", "--checkpoint-bytes", "1G", "--restart", "300"]) == 2
+    assert "--storage-ports" in capsys.readouterr().err
+    assert main(["goodput", "--nodes", "2", "--checkpoint-bytes", "1G", "--storage-ports", "1", "--checkpoint-cost",
+                 "3", "--restart", "300"]) == 2
+    assert "not both" in capsys.readouterr().err

@@ -69,6 +69,11 @@ def add_goodput(sub, fmt) -> None:
     gp.add_argument("--mc-seed", type=int, default=0, help="seed of the trajectories (default %(default)s)")
     gp.add_argument("--checkpoint-cost", type=float, required=False, default=None,
                     help="seconds to write a checkpoint (required unless --jobs)")
+    gp.add_argument("--checkpoint-bytes", default=None, metavar="SIZE",
+                    help="checkpoint bytes per GPU (K/M/G suffixes, powers of 1024), written through --storage-ports "
+                         "front-end storage ports: the checkpoint cost, instead of --checkpoint-cost")
+    gp.add_argument("--storage-ports", type=int, default=0,
+                    help="400 GbE storage ports on the front-end network, for --checkpoint-bytes")
     gp.add_argument("--restart", type=float, default=None, help="seconds from a failure to computing again "
                                                                 "(required unless --jobs)")
     gp.add_argument("--interval", type=float, default=None, help="seconds between checkpoints (default Daly's)")
@@ -94,6 +99,7 @@ def add_goodput(sub, fmt) -> None:
 _GOODPUT_HELP = """examples:
   flowsolver goodput --nodes 64 --checkpoint-cost 30 --restart 300 --compute 5 --tokens 16M
   flowsolver goodput --nodes 64 --checkpoint-cost 30 --restart 300 --degrade leaf-spine=0.001,4,0.5
+  flowsolver goodput --nodes 64 --checkpoint-bytes 4G --storage-ports 4 --restart 300
   flowsolver goodput --nodes 8 --jobs 16 16 32 --size 256M
 Interruption rates default to the Llama 3 paper's (Table 5: 419 in 54 days on 16,384 H100).
 """
@@ -153,8 +159,18 @@ def goodput(args) -> None:
                   f"{r['together'] * 1e6:14.1f} {r['slowdown']:9.3f}" for r in rows]
         emit(rows, args, "\n".join(lines))
         return
+    if args.checkpoint_bytes is not None:
+        from ..reliability import checkpoint_write_time
+
+        if args.checkpoint_cost is not None:
+            raise ValueError("--checkpoint-bytes sets the checkpoint cost: give it or --checkpoint-cost, not both")
+        if args.storage_ports < 1:
+            raise ValueError("--checkpoint-bytes needs --storage-ports >= 1 (the storage tier it is written to)")
+        tp.add_storage(graph, args.storage_ports, link="eth_400g")
+        args.checkpoint_cost = checkpoint_write_time(graph, parse_size(args.checkpoint_bytes))
     if args.checkpoint_cost is None or args.restart is None:
-        raise ValueError("--checkpoint-cost and --restart (seconds) are required (or --jobs for placements)")
+        raise ValueError("--checkpoint-cost (or --checkpoint-bytes) and --restart (seconds) are required "
+                         "(or --jobs for placements)")
     day = 86400.0
     overrides = {}
     for item in args.rate:
@@ -193,7 +209,10 @@ def goodput(args) -> None:
     lost = s.pop("lost_fraction")
     lines = [f"# {args.days:g} days on {len(tp.gpus(graph))} GPUs ({cluster_label(args)}), {s['trajectories']} "
              f"trajectories: step {s['healthy_step_time']:.3f} s healthy",
-             f"interruptions per run {s['interruptions_mean']:.1f} (MTBF {s['mtbf_hours']:.2f} h); checkpoint every "
+             f"interruptions per run {s['interruptions_mean']:.1f} (MTBF {s['mtbf_hours']:.2f} h); checkpoint "
+             f"{s['checkpoint_cost']:.1f} s"
+             + (f" ({args.checkpoint_bytes} per GPU through {args.storage_ports} storage ports)"
+                if args.checkpoint_bytes is not None else "") + ", every "
              f"{s['checkpoint_interval']:.0f} s (Young {s['young_interval']:.0f} s, Daly {s['daly_interval']:.0f} s)",
              f"useful training time: mean {s['useful_fraction_mean'] * 100:.2f} % "
              f"(5 % {s['useful_fraction_p5'] * 100:.2f}"
