@@ -106,3 +106,4 @@ def test_llama3_effective_training_time_is_near_the_paper():
     assert r.interruptions.mean() == pytest.approx(419, rel=0.02)
     assert 0.87 < mean < 0.93                                       # within a few points of 90 %
     assert mean == pytest.approx(daly_useful_fraction(r.interval, cost, 300.0, 1 / sum(rates.values())), abs=0.003)
+
