@@ -36,7 +36,9 @@ def read(path, **options):
     ValueError naming it and the known formats.
 
     >>> import os, tempfile
-    >>> read(os.path.join(tempfile.mkdtemp(), "notes.md"))
+    >>> path = os.path.join(tempfile.mkdtemp(), "notes.md")
+    >>> _ = open(path, "w").write("# no workload")
+    >>> read(path)
     Traceback (most recent call last):
     ...
     ValueError: ...notes.md: not a workload file of a known format by its content or its suffix (known formats: chakra (by content); simai_workload (.txt))
