@@ -7,6 +7,11 @@ edges. Node attribute ``kind`` is one of ``"gpu"``, ``"nic"``, ``"nvswitch"``,
 ``tech`` (catalogue name), ``tier`` (layer name) and ``cables`` (parallel cables merged
 into the edge); a NIC technology with a transport of its own also writes ``transport``. Graph attributes record the generator and its parameters.
 
+Families are registered by name (:func:`register_family`; :func:`build` and the command line
+read the registry); machine-description files of every known format are read by :func:`read`
+(``formats/``: node-link JSON, NCCL topology XML, ASTRA-sim and SimAI files;
+:func:`register_reader` adds one).
+
 This package knows nothing of JAX or routing.
 
 >>> import topologies as tp

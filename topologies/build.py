@@ -198,32 +198,48 @@ def _takes(fn, keyword: str) -> bool:
     return keyword in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-# the built-in families, in the order the command line lists them; a parameter two families
-# share (nodes) is one record, so one flag serves both
+# the built-in families: each generator with build()'s keywords mapped onto its own
+def _rail_optimized(nodes, *, link, server, oversubscription):
+    return rail_optimized(nodes, server=server or "dgx_h100", link=link, oversubscription=oversubscription)
+
+
+def _fat_tree(k, *, link, server):
+    return fat_tree(k, link=link, server=server)
+
+
+def _leaf_spine(leaves, spines, hosts_per_leaf, *, link, server, oversubscription):
+    return leaf_spine(leaves, spines, hosts_per_leaf, link=link, oversubscription=oversubscription, server=server)
+
+
+def _dragonfly(p, a, h, g=None, *, link, server):
+    return dragonfly(p, a, h, g=g, link_local=link, link_global=link, server=server)
+
+
+def _torus(dims, wrap=True, *, link, server):
+    return torus(tuple(dims), link=link, wrap=wrap, server=server)
+
+
+def _rail_only(nodes, *, link, server):
+    return rail_only(nodes, server=server or "dgx_h100", link=link)
+
+
+# registered in the order the command line lists them; a parameter two families share
+# (nodes) is one record, so one flag serves both
 _NODES = FamilyParameter("nodes", int, 8, "servers (rail_optimized; default %(default)s)")
 _BUILTIN: tuple = ()
-register_family("rail_optimized",
-                lambda nodes, *, link, server, oversubscription:
-                rail_optimized(nodes, server=server or "dgx_h100", link=link, oversubscription=oversubscription),
-                [_NODES])
-register_family("fat_tree", lambda k, *, link, server: fat_tree(k, link=link, server=server),
-                [FamilyParameter("k", int, 8, "radix (fat_tree; default %(default)s)")])
-register_family("leaf_spine",
-                lambda leaves, spines, hosts_per_leaf, *, link, server, oversubscription:
-                leaf_spine(leaves, spines, hosts_per_leaf, link=link, oversubscription=oversubscription, server=server),
-                [FamilyParameter("leaves", int, 4, "leaf switches (leaf_spine; default %(default)s)"),
-                 FamilyParameter("spines", int, 2, "spine switches (leaf_spine; default %(default)s)"),
-                 FamilyParameter("hosts_per_leaf", int, 8, "hosts under a leaf (leaf_spine; default %(default)s)")])
-register_family("dragonfly",
-                lambda p, a, h, g=None, *, link, server:
-                dragonfly(p, a, h, g=g, link_local=link, link_global=link, server=server),
-                [FamilyParameter("p", int, 2, "hosts per router (dragonfly; default %(default)s)"),
-                 FamilyParameter("a", int, 4, "routers per group (dragonfly; default %(default)s)"),
-                 FamilyParameter("h", int, 2, "global links per router (dragonfly; default %(default)s)"),
-                 FamilyParameter("g", int, None, "groups (dragonfly; default a*h+1)", optional=True)])
-register_family("torus", lambda dims, wrap=True, *, link, server: torus(tuple(dims), link=link, wrap=wrap, server=server),
-                [FamilyParameter("dims", int, (4, 4, 4), "torus dimensions (default 4 4 4)", nargs="+"),
-                 FamilyParameter("wrap", bool, True, "torus without wrap-around", optional=True, flag="--mesh")])
-register_family("rail_only",
-                lambda nodes, *, link, server: rail_only(nodes, server=server or "dgx_h100", link=link), [_NODES])
+register_family("rail_optimized", _rail_optimized, [_NODES])
+register_family("fat_tree", _fat_tree, [FamilyParameter("k", int, 8, "radix (fat_tree; default %(default)s)")])
+register_family("leaf_spine", _leaf_spine, [
+    FamilyParameter("leaves", int, 4, "leaf switches (leaf_spine; default %(default)s)"),
+    FamilyParameter("spines", int, 2, "spine switches (leaf_spine; default %(default)s)"),
+    FamilyParameter("hosts_per_leaf", int, 8, "hosts under a leaf (leaf_spine; default %(default)s)")])
+register_family("dragonfly", _dragonfly, [
+    FamilyParameter("p", int, 2, "hosts per router (dragonfly; default %(default)s)"),
+    FamilyParameter("a", int, 4, "routers per group (dragonfly; default %(default)s)"),
+    FamilyParameter("h", int, 2, "global links per router (dragonfly; default %(default)s)"),
+    FamilyParameter("g", int, None, "groups (dragonfly; default a*h+1)", optional=True)])
+register_family("torus", _torus, [
+    FamilyParameter("dims", int, (4, 4, 4), "torus dimensions (default 4 4 4)", nargs="+"),
+    FamilyParameter("wrap", bool, True, "torus without wrap-around", optional=True, flag="--mesh")])
+register_family("rail_only", _rail_only, [_NODES])
 _BUILTIN = tuple(_REGISTRY)
