@@ -30,7 +30,7 @@ Paths
 -----
 On switched fabrics every policy but ``shortest`` cuts a path into the sending GPU's path
 to its NIC, the fabric path between the two NICs' switches, and the receiving NIC's path
-to its GPU (see :mod:`._structure`). Traffic between GPUs of one server stays inside the
+to its GPU (see :mod:`._graph_index`). Traffic between GPUs of one server stays inside the
 server (NVSwitch, or PCIe on the PCIe server) and never leaves through a NIC. Traffic
 leaving a server uses the NIC of the sending GPU's rail; with ``pxn=True`` it first moves
 inside the server to the GPU on the receiving GPU's rail (NCCL's PXN) and leaves through
@@ -45,14 +45,14 @@ import numpy as np
 
 from .. import _checks
 from ..traffic import Flows
-from ._engine import ecmp_fluid, ecmp_hashed
+from ._shortest_paths import ecmp_fluid, ecmp_hashed
 from ._fabric import DragonflyTables, SizedDraws, dor_paths
 from ._links import HOP_CLASSES, Bottleneck, LinkTable, first_tier, link_efficiency
 from ._keys import GroupCopies
 from ._matrix import MergedRouting, RoutingMatrix
 from ._cache import PairPaths, clear_route_cache, path_computations
 from ._endpoints import endpoint_parts
-from ._structure import GraphIndex, RoutingError, Segments, gpu_nodes, graph_memo, unchanged, unique_pairs
+from ._graph_index import GraphIndex, RoutingError, Segments, gpu_nodes, graph_memo, unchanged, unique_pairs
 
 __all__ = ["route", "path_computations", "clear_route_cache", "unchanged", "graph_memo", "unique_pairs", "gpu_nodes", "RoutingMatrix", "LinkTable", "Bottleneck", "MergedRouting", "RoutingError", "POLICIES", "HOP_CLASSES",
            "link_efficiency", "first_tier"]

@@ -23,7 +23,7 @@ import threading
 import weakref
 
 from ._cache import _INDEXES, LOCK, PairPaths, _NoPath, _signature
-from ._engine import CompactGraph, ecmp_fluid
+from ._shortest_paths import CompactGraph, ecmp_fluid
 from ._keys import ranges
 
 
