@@ -11,7 +11,7 @@ import numpy as np
 import topologies as tp
 
 from .. import _checks
-from ..routing import POLICIES, LinkTable, graph_memo
+from ..routing import POLICIES, LinkTable, graph_memo, policy_of
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
 
 __all__ = ["Options", "check_call", "check_efficiency_keys", "checked_collective_options", "MAX_CHANNELS",
@@ -63,9 +63,10 @@ class Options:
 
     @property
     def route_options(self) -> dict:
-        """Keyword options of :func:`flowsolver.route` (PXN for the ECMP policies)."""
+        """Keyword options of :func:`flowsolver.route` (PXN for the policies registered with
+        ``collective_pxn``: the ECMP ones)."""
         options = dict(self.policy_options or {})
-        if self.policy in ("ecmp", "ecmp_hash"):
+        if policy_of(self.policy).collective_pxn:
             options.setdefault("pxn", self.pxn)
         return options
 
