@@ -277,7 +277,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     solved_profiles = 0
     proven = True
     next_bound = None
-    with unchanged(graph), _checks.trusted(graph):
+    with unchanged(graph, checked=True):
         for pos, i in enumerate(order):
             if i in exact:
                 continue

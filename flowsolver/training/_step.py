@@ -249,7 +249,7 @@ def training_step(graph, *, model="llama-3-70b", tp: int = 1, pp: int = 1, dp: i
                             power_cap=power_cap, kernel_utilization=kernel_utilization, reduce_dtype=reduce_dtype,
                             fp8_param_gather=fp8_param_gather, tp_overlap_impl=tp_overlap_impl)
     # every group's steps routed on one index of the graph, checked once (in prepare_step)
-    with unchanged(graph), _checks.trusted(graph):
+    with unchanged(graph, checked=True):
         profile = solve_profile(graph, **prepared.solve)
     return compose(profile, prepared.schedule)
 
