@@ -10,8 +10,8 @@ from flowsolver.collectives._trees import Step, btree, double_btree, pipeline
 
 def test_every_algorithm_has_one_schedule():
     # NVLSTree, PAT and NVLS all-gather / reduce-scatter are timed by NCCL's cost model on
-    # the ring's flow solve (collectives._tuned.DERIVED): no schedule of their own
-    from flowsolver.collectives._tuned import DERIVED
+    # the ring's flow solve (collectives._nccl_timing.DERIVED): no schedule of their own
+    from flowsolver.collectives._nccl_timing import DERIVED
     assert set(SCHEDULES) | DERIVED == {(op, a) for op, algs in ALGORITHMS.items() for a in algs}
     assert not set(SCHEDULES) & DERIVED
 

@@ -22,7 +22,7 @@ A collective adds NCCL's base latency once (``base_latency=`` overrides).
 NCCL's cost model
 -----------------
 Ring, tree, NVLS, NVLSTree and PAT all-reduce / all-gather / reduce-scatter are timed as
-NCCL 2.30's tuner times them (:mod:`._tuner`, :mod:`._tuned`): NCCL's latency for the
+NCCL 2.30's tuner times them (:mod:`._nccl_model`, :mod:`._nccl_timing`): NCCL's latency for the
 (algorithm, protocol) plus the size over the bandwidth NCCL grants the protocol (LL,
 LL128, Simple factors and per-channel caps by GPU generation and node count), the bus
 bandwidth those apply to being the ring's flow solve on the real fabric (NCCL's
@@ -31,7 +31,7 @@ NCCL's latency counts hops inside and between nodes at constants measured on har
 whose links have the catalogue's latencies; where the graph's paths are slower (a machine
 file's latencies, an edited graph), each counted hop costs at least its kind's slowest path:
 ``max(0, min(path - constant, path's excess over the catalogue))`` is added per hop
-(:func:`._tuned.path_excess`, :attr:`CollectiveStep.slow_paths`). Catalogue graphs have no
+(:func:`._nccl_timing.path_excess`, :attr:`CollectiveStep.slow_paths`). Catalogue graphs have no
 such path: their times are NCCL's.
 Channels are NCCL's (:func:`nccl_channels`). ``algorithm="auto"`` and ``protocol="auto"``
 take NCCL's argmin among what NCCL runs (``NCCL_ALGORITHMS``); ``candidates="all"`` adds
@@ -77,8 +77,8 @@ Algorithms (``ALGORITHMS[op]``):
   ``binomial`` broadcast / reduce; ``direct`` send/recv.
 
 
-Modules: ``_nccl`` (ops, algorithms, NCCL constants), ``_tuner`` (NCCL's cost model),
-``_hardware`` (what NCCL sees of the ranks), ``_tuned`` (the cost model on the flow solve),
+Modules: ``_nccl`` (ops, NCCL constants), ``_nccl_model`` (NCCL's tuning model),
+``_hardware`` (what NCCL sees of the ranks), ``_nccl_timing`` (that model on the flow solve),
 ``_calibrate`` (fits to nccl-tests logs), ``_layout`` (where the ranks sit),
 ``_trees`` (trees, pipeline, the :class:`Step` value), ``_schedules`` (one schedule function
 per (op, algorithm) in a registry), ``_options`` (the run's options, built once),

@@ -20,9 +20,9 @@ from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import time_many, time_plans
 from ._trees import Step, StepFlows
-from ._tuned import (DERIVED, nccl_pick, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
+from ._nccl_timing import (DERIVED, nccl_pick, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
                      tuned_times, why_not_tuned)
-from ._tuner import _BASE, TUNER_ALGORITHMS
+from ._nccl_model import _BASE, TUNER_ALGORITHMS
 
 __all__ = ["collective", "collective_variants", "solve_collective", "solve_collectives"]
 
@@ -139,7 +139,7 @@ def is_tuned(algorithm, op, options) -> bool:
 
 def _pick(op, size, p, results, hw, options, model, only=None):
     """(algorithm, protocol, time, steps, utilisation, choices, candidates): NCCL's pick
-    among the algorithms its cost model times (the least estimate, :func:`~._tuned.nccl_pick`)
+    among the algorithms its cost model times (the least estimate, :func:`~._nccl_timing.nccl_pick`)
     against the fastest of the others (of algorithm ``only`` where given)."""
     tuned = tuned_times(op, size, p, results, hw, options, model) if options.tuner else {}
     if only is not None:

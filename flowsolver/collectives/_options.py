@@ -36,7 +36,7 @@ class Options:
     ``protocol`` the NCCL protocol of the latency constants, ``chunk`` the pipeline chunk
     (bytes), ``efficiency`` the link efficiency override, ``step_latency`` /
     ``base_latency`` latency overrides (s), ``channels`` rings side by side (None: default).
-    ``tuner``: time NCCL's algorithms with NCCL's cost model (:mod:`._tuner`; off where
+    ``tuner``: time NCCL's algorithms with NCCL's cost model (:mod:`._nccl_model`; off where
     ``step_latency`` fixes an alpha per step, and for :func:`flowsolver.concurrent`'s event
     engine); ``candidates`` ``"nccl"`` (``"auto"`` picks among what NCCL runs) or ``"all"``.
     """

@@ -12,7 +12,7 @@ import numpy as np
 from ._dual import lesser
 from ._nccl import PROTOCOLS, busbw_factor
 from ._pipeline import PIPELINE, pipeline_time
-from ._tuner import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
+from ._nccl_model import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
 
 __all__ = ["DERIVED", "transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
            "slow_paths_of", "path_excess"]
@@ -55,13 +55,13 @@ def path_excess(paths, algorithm, protocol, op, hw) -> float:
     paths are slower than NCCL's hop constants assume (``paths``: :func:`slow_paths_of`).
 
     A hop cannot take less than its path's latency. NCCL counts its hops inside nodes and
-    between nodes (:func:`~._tuner.tuner_hops`) at a constant ``c`` each, measured on
+    between nodes (:func:`~._nccl_model.tuner_hops`) at a constant ``c`` each, measured on
     hardware whose links have the catalogue's latencies; so each counted hop of a kind
     costs, beyond ``c``, ``max(0, min(path - c, excess))`` for the kind's slowest path
     (``excess``: its latency beyond the same links at catalogue latencies, which ``c``
     already includes). A catalogue graph has no slow path: nothing is added.
 
-    >>> from ._tuner import Hardware
+    >>> from ._nccl_model import Hardware
     >>> paths = ((True, 10e-3, 10e-3),)        # a 10 ms path between nodes (unknown technology)
     >>> round(path_excess(paths, "ring", "Simple", "all_reduce", Hardware(8, 8)) * 1e3, 6)   # 14 hops, 14 us each
     139.804
