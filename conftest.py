@@ -40,17 +40,19 @@ except ImportError:          # the test extra is not installed: no property test
     pass
 
 #: the catalogues users extend (``register_part``, ``register_transport``, ``register_link``,
-#: ``register_server``): module and dictionary names
+#: ``register_server``, ``register_policy``, ``register_algorithm``): module and dictionary names
 _CATALOGUES = (("topologies.parts", "_PARTS"), ("topologies.parts", "_RATE_PART"),
                ("topologies.transports", "_CATALOGUE"), ("topologies.links", "_CATALOGUE"),
-               ("topologies.servers", "_SERVERS"))
+               ("topologies.servers", "_SERVERS"), ("flowsolver.routing._policies", "_REGISTRY"),
+               ("flowsolver.collectives._algorithms", "_REGISTRY"))
 
 
 @pytest.fixture(autouse=True)
 def _catalogues_restored():
     """Each test and doctest starts from the library's own catalogues: a part, transport, link
-    or server model that a test or a docs example registers would otherwise stay for every
-    later test (and compete in the bill's automatic choices)."""
+    or server model, routing policy or collective algorithm that a test or a docs example
+    registers would otherwise stay for every later test (and compete in the bill's automatic
+    choices, or in ``"auto"``)."""
     import importlib
 
     saved = [(d, dict(d)) for d in (getattr(importlib.import_module(m), name) for m, name in _CATALOGUES)]

@@ -100,7 +100,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._concurrent": ("concurrent", "concurrent_kinds"),
     "._hardware": ("nccl_channels",),
     "._jax": ("collective_time",),
-    "._nccl": ("ALGORITHMS", "NCCL_ALGORITHMS", "DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
+    "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm"),
+    "._nccl": ("DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
                "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor"),
     "._results": ("CollectiveResult", "CollectiveStep", "ConcurrentResult"),
 })
@@ -111,10 +112,14 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._concurrent import concurrent, concurrent_kinds
     from ._hardware import nccl_channels
     from ._jax import collective_time
-    from ._nccl import (ALGORITHMS, NCCL_ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
+    from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
+    from ._nccl import (DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                         busbw_factor)
     from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
 
-__all__ = ["collective", "collective_variants", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+# the built-in algorithms register themselves (ALGORITHMS' order); no JAX is imported
+from . import _builtin_algorithms  # noqa: F401,E402
+
+__all__ = ["register_algorithm", "collective", "collective_variants", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
            "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "collective_time"]

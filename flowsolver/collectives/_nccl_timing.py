@@ -9,18 +9,15 @@ from dataclasses import replace
 
 import numpy as np
 
+from ._algorithms import algorithm_of
 from ._dual import lesser
 from ._nccl import PROTOCOLS, busbw_factor
 from ._pipeline import PIPELINE, pipeline_time
 from ._nccl_model import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
 
-__all__ = ["DERIVED", "transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
+__all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
            "slow_paths_of", "path_excess"]
 
-#: NCCL algorithms without a flow schedule of their own: their bandwidth term is the
-#: ring's flow solve (the graph's bus bandwidth) through NCCL's formula
-DERIVED = {("all_reduce", "nvls_tree"), ("all_gather", "nvls"), ("reduce_scatter", "nvls"),
-           ("all_gather", "pat"), ("reduce_scatter", "pat")}
 
 
 def transfer_of(steps) -> float:
@@ -142,7 +139,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
         lat = model.latency(lat, a, proto)
     lat += path_excess(paths, a, proto, op, hw)
     algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
-    if a in ("tree", "nvls") and (op, a) not in DERIVED:
+    if a in ("tree", "nvls") and not algorithm_of(a).derived(op):    # no faster than its own flow solve
         algbw = lesser(algbw, own_algbw)
     if a == "nvls_tree":
         algbw = lesser(algbw, _nvls_node_bound(hw))

@@ -12,7 +12,8 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import POLICIES, LinkTable, graph_memo, policy_of
-from ._nccl import ALGORITHMS, DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
+from ._algorithms import ALGORITHMS
+from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
 
 __all__ = ["Options", "check_call", "check_efficiency_keys", "checked_collective_options", "MAX_CHANNELS",
            "POLICY_OPTIONS", "COLLECTIVE_OPTIONS"]
