@@ -102,9 +102,8 @@ def test_policy_registry_checks_and_views():
 def star(p, size, layout, chunk):
     """All-reduce through rank 0: every rank sends its buffer to rank 0, which sends the
     result back to every rank."""
-    from flowsolver.collectives._trees import Step
-    return (Step(1, tuple((i, 0, size) for i in range(1, p)), 1),
-            Step(1, tuple((0, i, size) for i in range(1, p)), 1))
+    return ((1, [(i, 0, size) for i in range(1, p)], 1),
+            (1, [(0, i, size) for i in range(1, p)], 1))
 
 
 def test_a_registered_algorithm_runs_and_competes_in_auto():

@@ -6,9 +6,10 @@ built, where it can run, and whether NCCL runs it and NCCL's cost model times it
 
 A schedule function takes ``(p, size, layout, chunk)`` (ranks, bytes as nccl-tests counts
 them, the rank :class:`~._layout.Layout`: its ``groups`` (ranks per server), ``rings``
-and ``channels``, and the pipeline chunk in bytes) and returns the algorithm as a tuple of
-:class:`~._trees.Step` values (``Step(count, flows, latency_count)``: ``count`` identical
-rounds of the concurrent ``flows``, each ``(src position, dst position, bytes)``).
+and ``channels``, and the pipeline chunk in bytes) and returns the algorithm as a sequence
+of steps ``(count, flows, latency_count)`` (or :class:`~._trees.Step` values): ``count``
+identical rounds of the concurrent ``flows``, each ``(src position, dst position, bytes)``,
+whose per-step latency is paid ``latency_count`` times in all.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def register_algorithm(name: str, schedules: Mapping, *, nccl_ops=(), unavailabl
     or ``tuner=False``, a registered algorithm competes in ``"auto"``).
 
     schedules
-        op -> schedule function ``(p, size, layout, chunk) -> tuple of Step`` (see the module
+        op -> schedule function ``(p, size, layout, chunk) -> steps`` (see the module
         docstring), for each op in :data:`~flowsolver.OPS` the algorithm runs; ``None`` for
         an op NCCL's cost model times from the ring's flow solve (no schedule of its own;
         needs ``nccl_model``).
@@ -115,10 +116,9 @@ def register_algorithm(name: str, schedules: Mapping, *, nccl_ops=(), unavailabl
 
     Returns the :class:`Algorithm`; a name already registered is replaced.
 
-    >>> from flowsolver.collectives._trees import Step
     >>> def star(p, size, layout, chunk):     # every rank sends its buffer to rank 0, then back
-    ...     return (Step(1, tuple((i, 0, size) for i in range(1, p)), 1),
-    ...             Step(1, tuple((0, i, size) for i in range(1, p)), 1))
+    ...     return ((1, [(i, 0, size) for i in range(1, p)], 1),
+    ...             (1, [(0, i, size) for i in range(1, p)], 1))
     >>> _ = register_algorithm("star", {"all_reduce": star})
     >>> "star" in ALGORITHMS["all_reduce"]
     True

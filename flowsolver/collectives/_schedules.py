@@ -189,6 +189,8 @@ def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
     steps = _KEPT.get(key)
     if steps is None:
         steps = algorithm_of(algorithm).schedules[op](p, size, layout, chunk)
+        if not all(isinstance(st, Step) for st in steps):      # a registered schedule's plain tuples
+            steps = tuple(st if isinstance(st, Step) else Step(*st) for st in steps)
         if sum(len(st.flows) for st in steps) <= KEEP_FLOWS:
             with _KEPT_LOCK:
                 while len(_KEPT) >= KEEP_SCHEDULES:
