@@ -30,6 +30,7 @@ from ._status import Status
 from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, read_rows, typed_frame, write_atomic, \
     default_cache_dir
 from .collectives import collective, collective_variants
+from .routing import policy_of
 from .training import training_step
 
 __all__ = ["sweep", "expand_grid", "default_cache_dir", "CACHE_ENV", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS",
@@ -127,7 +128,7 @@ _BUILT_LOCK = threading.Lock()
 
 
 def _collective_kw(s):
-    opts = {"subflows": int(s["subflows"])} if s["policy"] == "ecmp_hash" else None
+    opts = {"subflows": int(s["subflows"])} if policy_of(s["policy"]).subflows else None
     return dict(algorithm=s["algorithm"], policy=s["policy"], policy_options=opts, ranks=s["ranks"],
                 channels=None if s["channels"] is None else int(s["channels"]))
 

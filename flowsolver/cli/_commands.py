@@ -8,6 +8,7 @@ import re
 
 import topologies as tp
 
+from ..routing import policy_of
 from ._arguments import build_graph, cluster_label, model_of, parse_size
 from ._output import emit, to_json, writable
 
@@ -52,7 +53,7 @@ def collective_table(args) -> None:
         raise ValueError("--plot needs --compare LOG")
     graph = build_graph(args)
     op, sizes, measured = _measured(args)
-    opts = dict(subflows=args.subflows) if args.policy == "ecmp_hash" else None
+    opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
     for i, size in enumerate(sizes):
         r = collective(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
