@@ -1,137 +1,136 @@
-"""The extension registries of routing policies and collective algorithms: a toy of each,
-registered as a user would (conftest.py restores both registries after every test).
+"""The registries users extend: a topology family (build, FAMILIES, sweeps and the command
+line read it) and machine / workload readers (topologies.read and traces.read choose them by
+content and suffix); each test's registrations are undone by the root conftest."""
 
-The toy policy depends on load: a collective must route each of its steps as that step's
-own call, so a step's transfer time equals its flows routed and solved alone, by hand."""
+import json
 
-import networkx as nx
-import numpy as np
 import pytest
 
 import topologies as tp
-import flowsolver as fs
-from flowsolver import Flows, completion_times, route
+from flowsolver import traces
+from flowsolver._sweep import expand_grid
+from flowsolver.cli import main
+from flowsolver.cli._arguments import build_graph
+from flowsolver.cli._parser import build_parser
+
+BUILT_IN = ("rail_optimized", "fat_tree", "leaf_spine", "dragonfly", "torus", "rail_only")
 
 
-def bulk_spray(call):
-    """Flows as large as the largest of their call are sprayed over every shortest fabric
-    path; the smaller ones take one path (networkx's shortest), so under contention a
-    small flow's time depends on the sizes routed with it."""
-    seg = call.ecmp(call.src, call.dst)
-    small = np.flatnonzero(call.sizes < call.sizes.max(initial=0.0))
-    if len(small):
-        names = call.index.nodes
-        seg[small] = call.node_paths([nx.shortest_path(call.graph, names[a], names[b])
-                                      for a, b in zip(call.src[small], call.dst[small])])
-    return [(seg, 1.0)]
+def _ring(chips, open_ring=False, *, link):
+    """A ring (or with open_ring a line) of ``chips`` GPUs: a 1-D torus without servers."""
+    return tp.torus([chips], link=link, wrap=not open_ring)
 
 
-def _halving_doubling_steps(p, size):
-    """Rabenseifner's steps on ranks 0 ... p-1 by hand: (partner of rank i, bytes) per step."""
-    k = p.bit_length() - 1
-    halving = [(lambda i, s=s: i ^ (p >> (s + 1)), size / 2 ** (s + 1)) for s in range(k)]
-    doubling = [(lambda i, s=s: i ^ (1 << s), size / p * 2 ** s) for s in range(k)]
-    return halving + doubling
+def _register_toy():
+    return tp.register_family("toy_ring", _ring, [
+        tp.FamilyParameter("chips", int, 6, "chips on the ring (toy_ring; default %(default)s)"),
+        tp.FamilyParameter("open_ring", bool, False, "a line, not a ring", optional=True, flag="--open")])
 
 
-def _by_hand(g, p, size, policy):
-    """Each step's flows routed in a call of their own and solved alone: its transfer (s)."""
-    out = []
-    for partner, nbytes in _halving_doubling_steps(p, size):
-        src = np.arange(p)
-        rm = route(g, Flows(src, [partner(i) for i in src], nbytes), policy=policy)
-        out.append(float(completion_times(rm, np.full(p, nbytes), rm.capacity).finish.max()))
-    return out
+def test_a_registered_family_is_built_listed_swept_and_on_the_command_line(capsys):
+    _register_toy()
+    assert tuple(tp.FAMILIES)[:6] == BUILT_IN and tuple(tp.FAMILIES)[6:] == ("toy_ring",)
+    assert tp.FAMILIES["toy_ring"] == ("chips", "open_ring")
+    # a ring of n chips: n GPUs, n full-duplex cables = 2n directed edges; a line has n - 1
+    g = tp.build("toy_ring", chips=5, link="ib_hdr")
+    assert len(tp.gpus(g)) == 5 and g.number_of_edges() == 10
+    assert {d["tech"] for _, _, d in g.edges(data=True)} == {"ib_hdr"}
+    assert tp.build("toy_ring", chips=5, open_ring=True).number_of_edges() == 8
+    with pytest.raises(ValueError, match=r"family 'toy_ring' needs parameter\(s\) \['chips'\]"):
+        tp.build("toy_ring")
+    # the command line: --family takes it, its flags carry its CLI defaults
+    args = build_parser().parse_args(["topology", "--family", "toy_ring", "--open"])
+    assert args.chips == 6 and build_graph(args).number_of_edges() == 2 * 5
+    assert main(["topology", "--family", "toy_ring", "--chips", "7", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["gpus"] == 7
+    # sweeps take its size keys
+    assert expand_grid({"family": "toy_ring", "chips": [3, 4]})[1]["chips"] == 4
 
 
-def _collective_steps(g, p, size, policy):
-    r = fs.collective(g, "all_reduce", size, ranks=list(range(p)), algorithm="halving_doubling", policy=policy,
-                      efficiency=1.0, step_latency=0.0, base_latency=0.0)
-    return [st.transfer for st in r.steps], r.time
+def test_registrations_are_undone_between_tests():
+    """Runs after the test above (file order): the root conftest removed its family."""
+    assert tuple(tp.FAMILIES) == BUILT_IN and "toy_ring" not in tp.FAMILIES
+    assert tp.reader_names() == ("node_link_json", "nccl_topology", "astra_network", "simai_topology")
+    assert traces.reader_names() == ("chakra", "simai_workload")
 
 
-def test_a_load_dependent_policy_groups_a_collectives_steps_by_its_declaration():
-    g, p, size = tp.fat_tree(4), 8, 2.0**20
-    fs.register_policy("bulk_spray", bulk_spray, depends_on_load=True)
-    assert "bulk_spray" in fs.POLICIES
-    hand = _by_hand(g, p, size, "bulk_spray")
-    steps, total = _collective_steps(g, p, size, "bulk_spray")
-    assert steps == pytest.approx(hand, rel=1e-9)
-    assert total == pytest.approx(sum(hand), rel=1e-9)
-    # the step of 256 KiB flows between the two edge switches of a pod: sprayed alone over
-    # both aggregation switches at the NIC rate; routed with the 512 KiB flows it would be
-    # "small" and share one path (half the rate): the declaration is what keeps it apart
-    nic = 2.0**19 / hand[0]
-    assert hand[1] == pytest.approx(2.0**18 / nic, rel=1e-9)
+def test_family_registration_refuses_what_would_break_build_or_the_command_line():
+    _register_toy()
+    with pytest.raises(ValueError, match="already registered; pass overwrite=True"):
+        _register_toy()
+    with pytest.raises(ValueError, match="'torus' is built in"):
+        tp.register_family("torus", _ring, [])
+    # one flag serves every family with the parameter: declared differently is an error
+    with pytest.raises(ValueError, match="parameter 'nodes' is declared differently by family 'rail_optimized'"):
+        tp.register_family("other", _ring, [tp.FamilyParameter("nodes", int, 16, "servers")])
+    with pytest.raises(ValueError, match=r"\['link'\] are build\(\)'s own keywords"):
+        tp.register_family("other", _ring, [tp.FamilyParameter("link", str, "ib_ndr")])
+    with pytest.raises(ValueError, match="needs flag="):
+        tp.FamilyParameter("wrap", bool, True)
+    with pytest.raises(TypeError, match="builder must be callable"):
+        tp.register_family("other", "torus", [])
+    with pytest.raises(ValueError, match="family must be one of rail_optimized, .*toy_ring, got 'nope'"):
+        tp.build("nope")
+    with pytest.raises(TypeError):
+        tp.FAMILIES["mine"] = ("n",)          # a read-only view
 
 
-def test_the_same_policy_undeclared_is_routed_with_the_other_steps_and_differs():
-    g, p, size = tp.fat_tree(4), 8, 2.0**20
-    fs.register_policy("bulk_spray", bulk_spray)                  # load dependence not declared
-    steps, _ = _collective_steps(g, p, size, "bulk_spray")
-    hand = _by_hand(g, p, size, "bulk_spray")
-    assert steps[1] == pytest.approx(2 * hand[1], rel=1e-9)       # two 256 KiB flows on one link
+def _read_ring(path, *, max_bytes=64):
+    words = open(path).read(max_bytes).split()
+    if len(words) != 2 or words[0] != "ring":
+        raise ValueError(f"{path}: expected 'ring N'")
+    return tp.torus([int(words[1])])
 
 
-def test_route_splits_groups_for_a_policy_that_does_not_handle_them():
+def test_a_registered_machine_reader_is_chosen_by_content_then_suffix(tmp_path):
+    tp.register_reader("ring_text", _read_ring, suffixes=(".ring",), sniff=lambda p, head: head.startswith(b"ring "))
+    by_suffix, by_content, neither = tmp_path / "a.ring", tmp_path / "a.conf", tmp_path / "a.conf2"
+    by_suffix.write_text("ring 4\n")
+    by_content.write_text("ring 5\n")
+    neither.write_text("circle 5\n")
+    assert len(tp.gpus(tp.read(by_suffix))) == 4 and len(tp.gpus(tp.read(by_content))) == 5
+    with pytest.raises(ValueError) as err:
+        tp.read(neither)
+    message = str(err.value)
+    assert message.startswith(str(neither)) and "ring_text (.ring)" in message and "node_link_json (.json)" in message
+    # content beats the suffix: a node-link JSON file named .ring is read as JSON
+    tp.save(tp.torus([3]), tmp_path / "json.ring")
+    assert tp.read(tmp_path / "json.ring").graph["generator"] == "torus"
+    # kind= narrows the formats: no server-model format knows a ring
+    with pytest.raises(ValueError, match="known formats: nccl_topology"):
+        tp.read(by_content, kind="server")
+    # the command line's --cluster goes through read()
+    assert main(["topology", "--cluster", str(by_content), "--json"]) == 0
+
+
+def test_the_built_in_machine_readers_are_chosen_as_the_command_line_chose_them(tmp_path):
+    """Node-link JSON, ASTRA-sim YAML and a suffix-less SimAI file, each read by its own reader."""
     g = tp.fat_tree(4)
-    fs.register_policy("bulk_spray", bulk_spray, depends_on_load=True)
-    a, b = Flows([0, 1], [2, 3], 2.0), Flows([0, 1, 4], [2, 3, 8], [1.0, 1.0, 4.0])
-    both = Flows(np.r_[a.src, b.src], np.r_[a.dst, b.dst], np.r_[a.sizes, b.sizes])
-    together = route(g, both, policy="bulk_spray", groups=[0, 0, 1, 1, 1]).to_scipy().toarray()
-    apart = np.hstack([route(g, f, policy="bulk_spray").to_scipy().toarray() for f in (a, b)])
-    np.testing.assert_array_equal(together, apart)
+    tp.save(g, tmp_path / "ft.json")
+    tp.to_simai(g, tmp_path / "ft")
+    (tmp_path / "net.yml").write_text("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 100 ]\nlatency: [ 500 ]\n")
+    assert tp.read(tmp_path / "ft.json").graph == tp.load(tmp_path / "ft.json").graph
+    assert tp.read(tmp_path / "ft").graph == tp.from_simai(tmp_path / "ft").graph
+    assert tp.read(tmp_path / "net.yml").graph == tp.from_astra_network(tmp_path / "net.yml").graph
 
 
-def test_policy_registry_checks_and_views():
-    with pytest.raises(ValueError, match="policy must be one of ecmp, ecmp_hash, dor, minimal, valiant, ugal, "
-                                         "shortest, got 'nope'"):
-        route(tp.fat_tree(4), Flows([0], [1], 1.0), policy="nope")
-    with pytest.raises(ValueError, match="depends_on_load must be True or False"):
-        fs.register_policy("x", bulk_spray, depends_on_load="yes")
-    with pytest.raises(TypeError, match="function must be callable"):
-        fs.register_policy("x", 3)
-    assert fs.POLICIES == ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest")
-    fs.register_policy("wrong", lambda call: [(np.zeros(1, dtype=np.int64), 1.0)])
-    with pytest.raises(ValueError, match="policy 'wrong' returned a column of 1 segment ids .* for 2 flows"):
-        route(tp.fat_tree(4), Flows([0, 1], [8, 9], 1.0), policy="wrong")
-    with pytest.raises(ValueError, match="subflows applies to policy 'ecmp_hash' only"):
-        route(tp.fat_tree(4), Flows([0], [8], 1.0), policy="ecmp", subflows=2)
+def test_a_registered_workload_reader_is_chosen_by_traces_read(tmp_path):
+    simai = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 2 "
+             "checkpoints: 0 checkpoint_initiates: 0\n1\nlayer -1 10 NONE 0 10 NONE 0 10 NONE 0 0\n")
 
+    def read_upper(path):          # a toy format: a SimAI workload written in capitals
+        plain = tmp_path / "plain.txt"
+        plain.write_text(open(path).read().replace("LAYER", "layer").replace("MODEL_PARALLEL_NPU_GROUP",
+                                                                            "model_parallel_NPU_group"))
+        return traces.read_simai_workload(plain)
 
-def star(p, size, layout, chunk):
-    """All-reduce through rank 0: every rank sends its buffer to rank 0, which sends the
-    result back to every rank."""
-    return ((1, [(i, 0, size) for i in range(1, p)], 1),
-            (1, [(0, i, size) for i in range(1, p)], 1))
-
-
-def test_a_registered_algorithm_runs_and_competes_in_auto():
-    g, p, size = tp.fat_tree(4), 4, 2.0**20
-    fs.register_algorithm("star", {"all_reduce": star})
-    assert fs.ALGORITHMS["all_reduce"][-1] == "star" and "star" not in fs.NCCL_ALGORITHMS["all_reduce"]
-    r = fs.collective(g, "all_reduce", size, ranks=list(range(p)), algorithm="star", efficiency=1.0,
-                      step_latency=0.0, base_latency=0.0)
-    # by hand: the p - 1 buffers share rank 0's NIC link one way, then the other way; its
-    # rate is the slowest link between GPU 0 and its edge switch (NIC -> GPU is PCIe here)
-    gpu = tp.gpus(g)[0]
-    nic = next(iter(g.predecessors(gpu)))
-    edge = min(g.edges[u, nic]["capacity"] for u in g.predecessors(nic) if u != gpu)
-    rate = min(edge, g.edges[nic, gpu]["capacity"])
-    assert r.algorithm == "star"
-    assert r.time == pytest.approx(2 * (p - 1) * size / rate, rel=1e-9)
-    # "auto" weighs it (solved, or pruned: its lower bound is above the time picked)
-    auto = fs.collective(g, "all_reduce", size, ranks=list(range(p)), candidates="all", efficiency=1.0)
-    assert auto.algorithm != "star"
-    assert "star" in auto.candidates or auto.pruned["star"] > auto.time
-
-
-def test_algorithm_registry_checks():
-    with pytest.raises(ValueError, match="op must be one of all_reduce"):
-        fs.register_algorithm("x", {"allreduce": star})
-    with pytest.raises(ValueError, match="needs nccl_model=True"):
-        fs.register_algorithm("x", {"all_reduce": None})
-    with pytest.raises(ValueError, match="nccl_model=True needs NCCL's tuning constants"):
-        fs.register_algorithm("x", {"all_reduce": star}, nccl_model=True)
-    with pytest.raises(ValueError, match="algorithm for all_reduce must be 'auto' or one of ring, tree"):
-        fs.collective(tp.fat_tree(4), "all_reduce", 1.0, algorithm="star")
+    traces.register_reader("upper", read_upper, suffixes=(".upper",))
+    (tmp_path / "w.upper").write_text(simai.replace("model_parallel_NPU_group", "MODEL_PARALLEL_NPU_GROUP"))
+    (tmp_path / "w.workload").write_text(simai)       # SimAI's header: known by content
+    assert traces.read(tmp_path / "w.upper").n_ranks == 2 == traces.read(tmp_path / "w.workload").n_ranks
+    (tmp_path / "w.other").write_text("no workload\n")      # a file: not Chakra (a folder or a prefix)
+    with pytest.raises(ValueError, match=r"known formats: chakra \(by content\); simai_workload \(.txt\); upper"):
+        traces.read(tmp_path / "w.other")
+    # a folder is a Chakra trace (its reader names what is missing)
+    with pytest.raises(ValueError, match="no Chakra trace files"):
+        traces.read(tmp_path)
