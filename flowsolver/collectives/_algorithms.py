@@ -41,7 +41,7 @@ class Algorithm:
     def derived(self, op) -> bool:
         """Whether ``op`` has no schedule of its own: NCCL's cost model times it from the
         ring's flow solve (the graph's bus bandwidth)."""
-        return self.schedules[op] is None
+        return op in self.schedules and self.schedules[op] is None
 
     def why_unavailable(self, p: int, layout) -> str | None:
         """Why the algorithm cannot run on ``p`` ranks laid out as ``layout``, or None."""

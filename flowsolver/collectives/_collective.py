@@ -21,8 +21,8 @@ from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import time_many, time_plans
 from ._trees import Step, StepFlows
-from ._nccl_timing import (nccl_pick, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
-                     tuned_times, why_not_tuned)
+from ._nccl_timing import (nccl_pick, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of,
+                           tuned_time, tuned_times, why_not_tuned)
 from ._nccl_model import _BASE
 
 __all__ = ["collective", "collective_variants", "solve_collective", "solve_collectives"]
