@@ -96,3 +96,12 @@ def test_policy_registry_checks_and_views():
         route(tp.fat_tree(4), Flows([0, 1], [8, 9], 1.0), policy="wrong")
     with pytest.raises(ValueError, match="subflows applies to policy 'ecmp_hash' only"):
         route(tp.fat_tree(4), Flows([0], [8], 1.0), policy="ecmp", subflows=2)
+
+
+def test_the_built_in_declarations_are_what_their_rules_depend_on():
+    from flowsolver.routing import policy_of
+    per_call = [p for p in fs.POLICIES if policy_of(p).per_call]
+    assert per_call == ["ecmp_hash", "valiant", "ugal"]           # hashes a flow's index; draws per call
+    assert [p for p in fs.POLICIES if policy_of(p).depends_on_load] == ["ugal"]      # load / capacity
+    assert [p for p in fs.POLICIES if policy_of(p).collective_pxn] == ["ecmp", "ecmp_hash"]
+    assert [p for p in fs.POLICIES if policy_of(p).whole_path] == ["shortest"]
