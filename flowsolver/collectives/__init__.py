@@ -80,8 +80,9 @@ Algorithms (``ALGORITHMS[op]``):
 Modules: ``_nccl`` (ops, NCCL constants), ``_nccl_model`` (NCCL's tuning model),
 ``_hardware`` (what NCCL sees of the ranks), ``_nccl_timing`` (that model on the flow solve),
 ``_calibrate`` (fits to nccl-tests logs), ``_layout`` (where the ranks sit),
-``_trees`` (trees, pipeline, the :class:`Step` value), ``_schedules`` (one schedule function
-per (op, algorithm) in a registry), ``_options`` (the run's options, built once),
+``_trees`` (trees, pipeline, the :class:`Step` value), ``_algorithms`` (the algorithm registry:
+:func:`register_algorithm`, ``ALGORITHMS``; built-ins in ``_builtin_algorithms``), ``_schedules`` (one schedule function
+per built-in (op, algorithm)), ``_options`` (the run's options, built once),
 ``_bound`` (the pruning lower bound), ``_solve`` (routing and solving steps), ``_results``
 (result types), ``_collective`` (:func:`collective`, :func:`collective_variants`) and
 ``_concurrent`` (:func:`concurrent`, on :func:`flowsolver.timing.step_times`; :func:`concurrent_kinds`, several kinds
