@@ -55,7 +55,9 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._models": ("MODELS", "ModelSpec", "get_model"),
     "._profile": ("CommProfile", "CommTiming"),
     "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_KERNEL_UTILIZATION"),
-    "._step": ("DEFAULT_TP_OVERLAP", "training_step"),
+    "._step": ("DEFAULT_TP_OVERLAP", "training_step", "step_arguments"),
+    "._parallelism": ("Parallelism",),
+    "._auto": ("AutoChoice",),
     "._pipeline": ("stage_layers",),
 })
 
@@ -66,10 +68,12 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._models import MODELS, ModelSpec, get_model
     from ._profile import CommProfile, CommTiming
     from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION
-    from ._step import DEFAULT_TP_OVERLAP, training_step
+    from ._step import DEFAULT_TP_OVERLAP, training_step, step_arguments
+    from ._parallelism import Parallelism
+    from ._auto import AutoChoice
     from ._pipeline import stage_layers
 
-__all__ = ["training_step", "compose", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming",
+__all__ = ["training_step", "Parallelism", "AutoChoice", "step_arguments", "compose", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming",
            "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_memory", "stage_layers",
            "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP",
            "DEFAULT_KERNEL_UTILIZATION"]

@@ -1,0 +1,142 @@
+"""``vp="auto"`` / ``micro_batch="auto"``: the values training_step leaves open, each candidate
+timed exactly and the fastest that fits kept (the collective kinds candidates share solved once,
+as :func:`flowsolver.plan` does: a kind's time does not depend on the kinds solved beside it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import topologies as tp_
+
+from .. import _checks
+from ..routing import gpu_nodes, unchanged
+from ._compose import StepResult, compose, default_batch
+from ._parallelism import AUTO_CANDIDATES, _open_or_integer
+from ._profile import _timed, solve_profile
+
+__all__ = ["AutoChoice", "Candidate", "Excluded", "choose_open"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One candidate timed: its ``vp`` and ``micro_batch``, the step time (s), the memory per
+    GPU (bytes) and whether it fits in the GPU's memory."""
+
+    vp: int
+    micro_batch: int
+    step_time: float
+    memory_per_gpu: float
+    fits: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Excluded:
+    """One candidate the job cannot run, and why (the error training_step gives for it)."""
+
+    vp: int
+    micro_batch: int
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoChoice:
+    """What :func:`flowsolver.training_step` picked for the fields left open (``open``: ``vp``
+    and / or ``micro_batch``): ``vp`` and ``micro_batch`` of the fastest candidate that fits
+    in the GPU's memory (of the fastest one if none fits), every candidate ``timed`` (fastest
+    first) and the ``excluded`` ones with their reason."""
+
+    open: tuple
+    vp: int
+    micro_batch: int
+    timed: tuple
+    excluded: tuple
+
+    def __str__(self) -> str:
+        picked = ", ".join(f"{name}={getattr(self, name)}" for name in self.open)
+        lines = [f"picked {picked} of {len(self.timed)} timed, {len(self.excluded)} excluded"]
+        lines += [f"  vp={c.vp} micro_batch={c.micro_batch}: {c.step_time:.6g} s"
+                  f"{'' if c.fits else ' (does not fit in memory)'}" for c in self.timed]
+        lines += [f"  vp={e.vp} micro_batch={e.micro_batch}: excluded, {e.reason}" for e in self.excluded]
+        return "\n".join(lines)
+
+
+class _SolvedOnce:
+    """:func:`_timed` remembering each collective kind ``(op, bytes, groups, algorithm)``."""
+
+    def __init__(self):
+        self._store: dict = {}
+
+    def __call__(self, graph, calls, options) -> list:
+        keys = [(op, float(size), tuple(map(tuple, groups)), algorithm) for op, size, groups, algorithm in calls]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._store))
+        if missing:
+            self._store.update(zip(missing, _timed(graph, [(op, size, [list(g) for g in groups], algorithm)
+                                                           for op, size, groups, algorithm in missing], options)))
+        return [self._store[k] for k in keys]
+
+
+def _candidates(name: str, value) -> tuple:
+    value = _open_or_integer(name, value)
+    return AUTO_CANDIDATES[name] if value == "auto" else value if isinstance(value, tuple) else (value,)
+
+
+def _fixed_batch(graph, arguments: dict, check_graph: bool):
+    """With ``micro_batch`` open and no ``global_batch``: the default batch for micro-batch 1
+    (every candidate then runs the same batch); ``None`` when the degrees do not give ``dp``
+    (training_step's own error then names them)."""
+    try:
+        n = len(tp_.gpus(graph)) if check_graph else len(gpu_nodes(graph))
+        cells = 1
+        for name in ("tp", "cp", "pp"):
+            cells *= _checks.integer(name, arguments[name])
+        dp = n // cells if arguments["dp"] is None else _checks.integer("dp", arguments["dp"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    return default_batch(dp, 1) if dp >= 1 else None
+
+
+def choose_open(graph, arguments: dict, *, check_graph: bool = True) -> StepResult:
+    """:func:`flowsolver.training_step` of ``arguments`` (every keyword of one release) with
+    ``vp`` and / or ``micro_batch`` open (``"auto"`` or a tuple of candidates): each candidate
+    checked as training_step checks it (an infeasible one excluded with training_step's error
+    as the reason), the feasible ones timed exactly and the fastest that fits kept (ties: the
+    smaller ``vp``, then ``micro_batch``), its result carrying the :class:`AutoChoice`.
+
+    >>> import topologies as tp
+    >>> from flowsolver import Parallelism, Schedule, training_step
+    >>> r = training_step(tp.rail_optimized(2), "llama-3-8b", Parallelism(tp=8, micro_batch="auto"),
+    ...                   Schedule(global_batch=16))
+    >>> r.chosen.open, r.micro_batch == r.chosen.micro_batch, len(r.chosen.timed)
+    (('micro_batch',), True, 4)
+    """
+    from ._step import prepare_step
+
+    names = tuple(n for n in ("vp", "micro_batch") if isinstance(arguments[n], (str, tuple, list, range)))
+    values = {n: _candidates(n, arguments[n]) for n in ("vp", "micro_batch")}
+    arguments = dict(arguments)
+    if "micro_batch" in names and arguments["global_batch"] is None:
+        arguments["global_batch"] = _fixed_batch(graph, arguments, check_graph)
+    if check_graph:
+        _checks.checked_graph(graph)
+    solved = _SolvedOnce()
+    timed, excluded, results = [], [], {}
+    with unchanged(graph), _checks.trusted(graph):
+        for vp, mb in itertools.product(values["vp"], values["micro_batch"]):
+            try:
+                prepared = prepare_step(graph, **(arguments | dict(vp=vp, micro_batch=mb)), check_graph=False)
+            except ValueError as err:
+                excluded.append(Excluded(vp=vp, micro_batch=mb, reason=str(err)))
+                continue
+            r = compose(solve_profile(graph, **prepared.solve, timed=solved), prepared.schedule)
+            results[(vp, mb)] = r
+            timed.append(Candidate(vp=vp, micro_batch=mb, step_time=r.step_time, memory_per_gpu=r.memory_per_gpu,
+                                   fits=r.fits))
+    if not timed:
+        reasons = "; ".join(f"vp={e.vp} micro_batch={e.micro_batch}: {e.reason}" for e in excluded[:4])
+        raise ValueError(f"no candidate of {', '.join(names)} can run this job: {reasons}")
+    timed.sort(key=lambda c: (not c.fits, c.step_time, c.vp, c.micro_batch))
+    best = timed[0]
+    choice = AutoChoice(open=names, vp=best.vp, micro_batch=best.micro_batch, timed=tuple(timed),
+                        excluded=tuple(excluded))
+    return dataclasses.replace(results[(best.vp, best.micro_batch)], chosen=choice)
