@@ -388,9 +388,9 @@ def workload_from_step(step: StepResult):
     multiple of ``pp``, are refused (``ValueError``).
 
     >>> import topologies as tp
-    >>> from flowsolver import training_step
-    >>> step = training_step(tp.rail_optimized(2), model="llama-3-8b", tp=8, global_batch=4, dp_overlap=0,
-    ...                      sequence_parallel=False, tp_overlap=0)
+    >>> from flowsolver import Parallelism, Schedule, training_step
+    >>> step = training_step(tp.rail_optimized(2), "llama-3-8b", Parallelism(tp=8, sequence_parallel=False),
+    ...                      Schedule(global_batch=4, dp_overlap=0, tp_overlap=0))
     >>> w = workload_from_step(step)
     >>> # 2 microbatches x 2 directions x (32 layers x 2 parts x (compute, all-reduce) + the output
     >>> # projection), 2 parameter all-gathers and 2 gradient reduce-scatters (first / last bucket, the rest)

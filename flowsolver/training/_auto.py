@@ -13,6 +13,7 @@ from .. import _checks
 from ..routing import gpu_nodes, unchanged
 from ._compose import StepResult, compose, default_batch
 from ._parallelism import AUTO_CANDIDATES, _open_or_integer
+from ._prepare import prepare_step
 from ._profile import _timed, solve_profile
 
 __all__ = ["AutoChoice", "Candidate", "Excluded", "choose_open"]
@@ -110,8 +111,6 @@ def choose_open(graph, arguments: dict, *, check_graph: bool = True) -> StepResu
     >>> r.chosen.open, r.micro_batch == r.chosen.micro_batch, len(r.chosen.timed)
     (('micro_batch',), True, 4)
     """
-    from ._step import prepare_step
-
     names = tuple(n for n in ("vp", "micro_batch") if isinstance(arguments[n], (str, tuple, list, range)))
     values = {n: _candidates(n, arguments[n]) for n in ("vp", "micro_batch")}
     arguments = dict(arguments)

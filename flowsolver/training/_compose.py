@@ -340,7 +340,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
-    >>> r = training_step(tp.rail_optimized(2), model="llama-3-8b", tp=8, global_batch=16)
+    >>> from flowsolver import Parallelism
+    >>> r = training_step(tp.rail_optimized(2), "llama-3-8b", Parallelism(tp=8), Schedule(global_batch=16))
     >>> again = compose(r.profile, r.schedule)
     >>> again.step_time == r.step_time, compose(r.profile, Schedule(64, 1.0, 0.4)).microbatches
     (True, 32)
@@ -417,7 +418,8 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
-    >>> r = training_step(tp.rail_optimized(1), model="llama-3-8b", tp=8, global_batch=4)
+    >>> from flowsolver import Parallelism
+    >>> r = training_step(tp.rail_optimized(1), "llama-3-8b", Parallelism(tp=8), Schedule(global_batch=4))
     >>> c = layer_compute(r.profile, r.schedule)
     >>> abs(32 * c["layer"] + c["output"] - r.compute_time / r.microbatches) < 1e-12
     True

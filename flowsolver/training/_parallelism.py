@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, fields
 
 from .. import _checks
@@ -101,13 +100,10 @@ class Parallelism:
             raise TypeError(f"fp8_param_gather must be True or False, got {self.fp8_param_gather!r}")
         if self.order is not None:
             put("order", checked_order(self.order))
-        if self.ranks is not None:
+        if self.ranks is not None:       # checked against the cluster by training_step
             if isinstance(self.ranks, (str, bytes)) or not hasattr(self.ranks, "__iter__"):
                 raise TypeError(f"ranks must be a sequence of GPU ranks, got {self.ranks!r}")
-            ranks = tuple(self.ranks)
-            if not all(isinstance(r, numbers.Integral) and not isinstance(r, bool) for r in ranks):
-                raise TypeError(f"ranks must be GPU ranks (integers), got {self.ranks!r}")
-            put("ranks", tuple(int(r) for r in ranks))
+            put("ranks", tuple(self.ranks))
 
     @property
     def open(self) -> tuple:
