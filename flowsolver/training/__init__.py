@@ -19,7 +19,7 @@ groups of its kind running at once, in lockstep (:func:`flowsolver.concurrent` w
   (bubble ``(pp - 1) / vp`` stage-microbatches; ``vp`` times the sends, the steady-state
   ones overlapped), Megatron's uneven split when the layers do not divide (the embedding
   and the loss count as one layer each);
-* communication phases (``_phases``): TP with sequence parallelism (6 all-gathers and 4
+* communication phases, exposed or hidden (``_exposed``): TP with sequence parallelism (6 all-gathers and 4
   reduce-scatters per layer, each hiding ``tp_overlap`` of itself behind the GEMM it
   overlaps, at most that GEMM), CP ring attention (KV exchanged per layer, hidden behind the
   attention step by step), EP all-to-alls of ``top_k x capacity_factor`` routed tokens, DP

@@ -17,7 +17,7 @@ from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY,
                        check_precision, check_recompute, gemm_seconds, kernel_parts, layer_kernel_costs, stage_seconds)
 from ._kernels import ATTENTION_KERNELS, check_power_cap
 from ._memory import stage_memory
-from ._phases import Phase, dp_phases, microbatch_phases, pipeline_phase
+from ._exposed import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
 from ._profile import CommProfile
 
