@@ -168,3 +168,16 @@ def test_peak_in_flight_is_the_walk_of_the_pass_order(pp, vp, m):
             peak = max(peak, sum(held.values()))
         assert not held
         assert peak_in_flight(tuple(weights), stage, pp, vp, m) == pytest.approx(peak, rel=1e-12)
+
+
+def test_step_arguments_passes_todays_spelling_through():
+    p, s = Parallelism(tp=8), Schedule(global_batch=16)
+    assert step_arguments(model="llama-3-8b", parallelism=p, schedule=s) == \
+        dict(model="llama-3-8b", parallelism=p, schedule=s)
+    assert step_arguments(parallelism=p, global_batch=16) == dict(parallelism=p, schedule=s)
+    with pytest.raises(TypeError, match="tp given beside parallelism="):
+        step_arguments(parallelism=p, tp=4)
+    spec = step_arguments(model="mixtral-8x7b", top_k=1)["model"]
+    assert (spec.name, spec.top_k) == (get_model("mixtral-8x7b").name, 1)
+    with pytest.raises(ValueError, match="top_k and capacity_factor need a mixture-of-experts model"):
+        step_arguments(model="llama-3-8b", top_k=2)

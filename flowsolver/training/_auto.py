@@ -10,7 +10,7 @@ import itertools
 import topologies as tp_
 
 from .. import _checks
-from ..routing import gpu_nodes, unchanged
+from ..routing import unchanged
 from ._compose import StepResult, compose, default_batch
 from ._parallelism import AUTO_CANDIDATES, _open_or_integer
 from ._prepare import prepare_step
@@ -44,8 +44,9 @@ class Excluded:
 class AutoChoice:
     """What :func:`flowsolver.training_step` picked for the fields left open (``open``: ``vp``
     and / or ``micro_batch``): ``vp`` and ``micro_batch`` of the fastest candidate that fits
-    in the GPU's memory (of the fastest one if none fits), every candidate ``timed`` (fastest
-    first) and the ``excluded`` ones with their reason."""
+    in the GPU's memory (of the fastest one if none fits), every candidate ``timed`` (in that
+    order: those that fit, fastest first, then the others) and the ``excluded`` ones with
+    their reason."""
 
     open: tuple
     vp: int
@@ -82,12 +83,12 @@ def _candidates(name: str, value) -> tuple:
     return AUTO_CANDIDATES[name] if value == "auto" else value if isinstance(value, tuple) else (value,)
 
 
-def _fixed_batch(graph, arguments: dict, check_graph: bool):
+def _fixed_batch(graph, arguments: dict):
     """With ``micro_batch`` open and no ``global_batch``: the default batch for micro-batch 1
     (every candidate then runs the same batch); ``None`` when the degrees do not give ``dp``
     (training_step's own error then names them)."""
     try:
-        n = len(tp_.gpus(graph)) if check_graph else len(gpu_nodes(graph))
+        n = len(tp_.gpus(graph))
         cells = 1
         for name in ("tp", "cp", "pp"):
             cells *= _checks.integer(name, arguments[name])
@@ -97,7 +98,7 @@ def _fixed_batch(graph, arguments: dict, check_graph: bool):
     return default_batch(dp, 1) if dp >= 1 else None
 
 
-def choose_open(graph, arguments: dict, *, check_graph: bool = True) -> StepResult:
+def choose_open(graph, arguments: dict) -> StepResult:
     """:func:`flowsolver.training_step` of ``arguments`` (every keyword of one release) with
     ``vp`` and / or ``micro_batch`` open (``"auto"`` or a tuple of candidates): each candidate
     checked as training_step checks it (an infeasible one excluded with training_step's error
@@ -115,9 +116,8 @@ def choose_open(graph, arguments: dict, *, check_graph: bool = True) -> StepResu
     values = {n: _candidates(n, arguments[n]) for n in ("vp", "micro_batch")}
     arguments = dict(arguments)
     if "micro_batch" in names and arguments["global_batch"] is None:
-        arguments["global_batch"] = _fixed_batch(graph, arguments, check_graph)
-    if check_graph:
-        _checks.checked_graph(graph)
+        arguments["global_batch"] = _fixed_batch(graph, arguments)
+    _checks.checked_graph(graph)
     solved = _SolvedOnce()
     timed, excluded, results = [], [], {}
     with unchanged(graph), _checks.trusted(graph):

@@ -8,6 +8,7 @@ import warnings
 
 from .. import _checks
 from ..routing import unchanged
+from ._auto import choose_open
 from ._compose import DEFAULT_BATCH, Schedule, StepResult, compose, default_tp_overlap  # noqa: F401 (re-exported)
 from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION  # noqa: F401
 from ._models import get_model
@@ -16,7 +17,7 @@ from ._parallelism import PARALLELISM_FIELDS, REDUCE_DTYPES, Parallelism  # noqa
 from ._prepare import PreparedStep, _gpu, _routing, prepare_step  # noqa: F401
 from ._profile import solve_profile
 
-__all__ = ["training_step", "step_arguments", "timed_step", "DEFAULT_COMPUTE_EFFICIENCY",
+__all__ = ["training_step", "step_arguments", "DEFAULT_COMPUTE_EFFICIENCY",
            "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP", "DEFAULT_BATCH", "DEFAULT_KERNEL_UTILIZATION",
            "REDUCE_DTYPES"]
 
@@ -36,6 +37,8 @@ OPEN_FIELDS = ("vp", "micro_batch")
 #: every keyword argument of one release but the eight of today: the Parallelism and
 #: Schedule fields and ``top_k`` (now the model's, ``ModelSpec.top_k``), with their defaults
 _KEYWORD_DEFAULTS = Parallelism().keywords() | Schedule().keywords() | dict(top_k=None)
+
+
 def training_step(graph, model="llama-3-70b", parallelism: Parallelism | None = None,
                   schedule: Schedule | None = None, *, seq_len: int | None = None, gpu=None,
                   algorithms: dict | None = None, collective_options: dict | None = None,
@@ -131,8 +134,8 @@ def training_step(graph, model="llama-3-70b", parallelism: Parallelism | None = 
         keywords = _deprecated_keywords(parallelism, schedule, deprecated)
     else:
         keywords = _keywords(parallelism, schedule)
-    return timed_step(graph, model=model, seq_len=seq_len, gpu=gpu, algorithms=algorithms,
-                      collective_options=collective_options, **keywords)
+    return _step(graph, model=model, seq_len=seq_len, gpu=gpu, algorithms=algorithms,
+                 collective_options=collective_options, **keywords)
 
 
 def _keywords(parallelism, schedule) -> dict:
@@ -173,7 +176,8 @@ def step_arguments(**keywords) -> dict:
     """One release's :func:`training_step` keywords (``tp=``, ``global_batch=``, ``top_k=``,
     ...) in today's spelling: ``parallelism`` and ``schedule`` built from them (``top_k``
     folded into the model), the rest (``model``, ``seq_len``, ``gpu``, ``algorithms``,
-    ``collective_options``) kept; for a caller that takes a dict of them (a study's workload).
+    ``collective_options``, a ``parallelism`` / ``schedule`` already built) kept; for a caller
+    that takes a dict of them (a study's workload).
 
     >>> a = step_arguments(model="llama-3-8b", tp=8, global_batch=16, dp_overlap=0.5)
     >>> a["parallelism"].tp, a["schedule"].global_batch, a["schedule"].dp_overlap, a["model"]
@@ -181,26 +185,28 @@ def step_arguments(**keywords) -> dict:
     """
     layout = {k: keywords.pop(k) for k in PARALLELISM_FIELDS if k in keywords}
     timing = {k: keywords.pop(k) for k in SCHEDULE_FIELDS if k in keywords}
+    for name, part, record in (("parallelism", layout, Parallelism), ("schedule", timing, Schedule)):
+        if keywords.get(name) is not None and part:          # today's spelling passes through
+            raise TypeError(f"step_arguments: {', '.join(part)} given beside {name}=: set them in the {record.__name__}")
+        if keywords.get(name) is None:
+            keywords[name] = record(**part)
     top_k = keywords.pop("top_k", None)
     if top_k is not None:
         spec = get_model(keywords.get("model", "llama-3-70b"))
         if top_k != spec.top_k:
             _routing(spec, top_k, None)         # the same checks as the keyword
             keywords["model"] = dataclasses.replace(spec, top_k=_checks.integer("top_k", top_k))
-    return keywords | dict(parallelism=Parallelism(**layout), schedule=Schedule(**timing))
+    return keywords
 
 
-def timed_step(graph, *, check_graph: bool = True, timed=None, **arguments) -> StepResult:
-    """:func:`training_step` of every argument as a keyword (one release's spelling, not
-    deprecated here: the library's callers that take a dict of them), ``vp`` /
-    ``micro_batch`` ``"auto"`` or candidates searched (:func:`choose_open`); ``timed`` as
-    :func:`solve_profile` takes it."""
+def _step(graph, **arguments) -> StepResult:
+    """:func:`training_step` of every argument as a keyword (``prepare_step``'s), ``vp`` /
+    ``micro_batch`` ``"auto"`` or candidates searched (:func:`choose_open`)."""
     arguments = _KEYWORD_DEFAULTS | arguments
     if any(isinstance(arguments[k], (str, tuple, list, range)) for k in OPEN_FIELDS):
-        from ._auto import choose_open
-        return choose_open(graph, arguments, check_graph=check_graph)
-    prepared = prepare_step(graph, **arguments, check_graph=check_graph)
+        return choose_open(graph, arguments)
+    prepared = prepare_step(graph, **arguments)
     # every group's steps routed on one index of the graph, checked once (in prepare_step)
     with unchanged(graph), _checks.trusted(graph):
-        profile = solve_profile(graph, **prepared.solve, timed=timed)
+        profile = solve_profile(graph, **prepared.solve)
     return compose(profile, prepared.schedule)
