@@ -1,6 +1,7 @@
 """``vp="auto"`` / ``micro_batch="auto"``: the values training_step leaves open, each candidate
-timed exactly and the fastest that fits kept (the collective kinds candidates share solved once,
-as :func:`flowsolver.plan` does: a kind's time does not depend on the kinds solved beside it)."""
+timed exactly and the fastest that fits kept (every candidate's collective kinds in two batched
+calls, each kind once, as :func:`flowsolver.plan` does: a kind's time does not depend on the
+kinds solved beside it)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..routing import unchanged
 from ._compose import StepResult, compose, default_batch
 from ._parallelism import AUTO_CANDIDATES, _open_or_integer
 from ._prepare import prepare_step
-from ._profile import _timed, solve_profile
+from ._profile import _plan, _timed, solve_profile
 
 __all__ = ["AutoChoice", "Candidate", "Excluded", "choose_open"]
 
@@ -69,13 +70,45 @@ class _SolvedOnce:
     def __init__(self):
         self._store: dict = {}
 
-    def __call__(self, graph, calls, options) -> list:
-        keys = [(op, float(size), tuple(map(tuple, groups)), algorithm) for op, size, groups, algorithm in calls]
-        missing = list(dict.fromkeys(k for k in keys if k not in self._store))
+    def _keys(self, calls) -> list:
+        return [(op, float(size), tuple(map(tuple, groups)), algorithm) for op, size, groups, algorithm in calls]
+
+    def fill(self, graph, calls, options) -> None:
+        """The kinds of ``calls`` not yet known, solved in one batched call."""
+        missing = list(dict.fromkeys(k for k in self._keys(calls) if k not in self._store))
         if missing:
             self._store.update(zip(missing, _timed(graph, [(op, size, [list(g) for g in groups], algorithm)
                                                            for op, size, groups, algorithm in missing], options)))
-        return [self._store[k] for k in keys]
+
+    def __call__(self, graph, calls, options) -> list:
+        self.fill(graph, calls, options)
+        return [self._store[k] for k in self._keys(calls)]
+
+    def prefetch(self, graph, prepared: list) -> list:
+        """Every kind the ``prepared`` steps solve, in two batched calls (the kinds, then the
+        all-gathers after their reduce-scatters with the algorithm each chose: what
+        :func:`solve_profile` asks for, in the same way); each step's collectives (``_plan``'s
+        list, for :func:`solve_profile`)."""
+        plans, first = [], []
+        for prep in prepared:
+            s = prep.solve
+            steps = _plan(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"],
+                          s["model"].top_k, s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"])
+            calls = [(op, size, groups, s["algorithms"].get(kind, "auto")) for _, kind, op, size, groups in steps]
+            plans.append((s, steps, calls))
+            first += calls
+        if not first:
+            return [steps for _, steps, _ in plans]
+        options = prepared[0].solve["options"]
+        self.fill(graph, first, options)
+        second = []
+        for s, steps, calls in plans:
+            for (name, _, op, size, groups), (_, algorithm, _, _) in zip(steps, self(graph, calls, options)):
+                if op == "reduce_scatter" and name != "dp_reduce":
+                    gather = size * (s["gather_bytes"] / s["reduce_bytes"] if name.startswith("dp") else 1.0)
+                    second.append(("all_gather", gather, groups, algorithm))
+        self.fill(graph, second, options)
+        return [steps for _, steps, _ in plans]
 
 
 def _candidates(name: str, value) -> tuple:
@@ -118,16 +151,19 @@ def choose_open(graph, arguments: dict) -> StepResult:
     if "micro_batch" in names and arguments["global_batch"] is None:
         arguments["global_batch"] = _fixed_batch(graph, arguments)
     _checks.checked_graph(graph)
-    solved = _SolvedOnce()
+    solved, prepared = _SolvedOnce(), {}
     timed, excluded, results = [], [], {}
     with unchanged(graph), _checks.trusted(graph):
         for vp, mb in itertools.product(values["vp"], values["micro_batch"]):
             try:
-                prepared = prepare_step(graph, **(arguments | dict(vp=vp, micro_batch=mb)), check_graph=False)
+                prepared[(vp, mb)] = prepare_step(graph, **(arguments | dict(vp=vp, micro_batch=mb)),
+                                                  check_graph=False)
             except ValueError as err:
                 excluded.append(Excluded(vp=vp, micro_batch=mb, reason=str(err)))
-                continue
-            r = compose(solve_profile(graph, **prepared.solve, timed=solved), prepared.schedule)
+        # every candidate's collective kinds in two batched calls, each kind once
+        planned = solved.prefetch(graph, list(prepared.values()))
+        for ((vp, mb), prep), steps in zip(prepared.items(), planned):
+            r = compose(solve_profile(graph, **prep.solve, timed=solved, steps=steps), prep.schedule)
             results[(vp, mb)] = r
             timed.append(Candidate(vp=vp, micro_batch=mb, step_time=r.step_time, memory_per_gpu=r.memory_per_gpu,
                                    fits=r.fits))
