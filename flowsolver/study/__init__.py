@@ -51,7 +51,8 @@ def run(*, out: str | None = "flowsolver-study.png", quick: bool = False, model=
                             batches=[8, 64] if quick else None)
     best = next((r for r in search if r["fits"]), search[0])
     need = roce_efficiency_for(ARTICLE["roce_400g"]["overhead"], best, spec, nodes, DEFAULT_COMPUTE_EFFICIENCY)
-    pcie_like = training_step(cluster("pcie_only", nodes), spec, Parallelism(tp=best["tp"], pp=best["pp"], zero=best["zero"]),
+    pcie_like = training_step(cluster("pcie_only", nodes), spec,
+                              Parallelism(tp=best["tp"], pp=best["pp"], zero=best["zero"]),
                               Schedule(global_batch=best["global_batch"], dp_overlap=best["dp_overlap"]))
     for block in _text.search_section(spec, search, best, need, pcie_like):
         echo(block)

@@ -187,7 +187,8 @@ def step_arguments(**keywords) -> dict:
     timing = {k: keywords.pop(k) for k in SCHEDULE_FIELDS if k in keywords}
     for name, part, record in (("parallelism", layout, Parallelism), ("schedule", timing, Schedule)):
         if keywords.get(name) is not None and part:          # today's spelling passes through
-            raise TypeError(f"step_arguments: {', '.join(part)} given beside {name}=: set them in the {record.__name__}")
+            raise TypeError(f"step_arguments: {', '.join(part)} given beside {name}=: set them in the "
+                            f"{record.__name__}")
         if keywords.get(name) is None:
             keywords[name] = record(**part)
     top_k = keywords.pop("top_k", None)
