@@ -34,7 +34,10 @@ groups of its kind running at once, in lockstep (:func:`flowsolver.concurrent` w
 per second over the whole step / the GPUs' dense peak of the step's precision, as published
 runs report it.
 
-Solving and composing are separate: :func:`training_step` (``_step``) solves every
+:func:`training_step` (``_step``) takes the model, a :class:`Parallelism` (``_parallelism``:
+how the job is laid out, what the collectives are solved for; ``vp`` / ``micro_batch`` may
+be left ``"auto"``, ``_auto``) and a :class:`Schedule` (how the solved step is run), its
+checks in ``_prepare``. Solving and composing are separate: :func:`training_step` solves every
 collective once into a :class:`CommProfile` (``_profile``: per parallelism its op,
 algorithm, bytes and per-call time, on the groups of a :class:`ParallelLayout`,
 ``_layout``); the step is the pure function ``compose(profile, schedule)`` (``_compose``) of
