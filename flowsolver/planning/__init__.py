@@ -18,12 +18,14 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._search": ("plan", "KindCache", "STEP_OPTIONS"),
     "._result": ("Plan", "PlanRow", "pareto_rows"),
     "._space": ("Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS"),
+    "._placement": ("PLACEMENTS", "place_job", "server_racks"),
 })
 
 if TYPE_CHECKING:
     from ._search import plan, KindCache, STEP_OPTIONS
     from ._result import Plan, PlanRow, pareto_rows
     from ._space import Layout, Space, layout_space, PRUNE_REASONS, DEFAULT_ORDERS
+    from ._placement import PLACEMENTS, place_job, server_racks
 
 __all__ = ["plan", "Plan", "PlanRow", "Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS",
-           "KindCache", "STEP_OPTIONS", "pareto_rows"]
+           "KindCache", "STEP_OPTIONS", "pareto_rows", "PLACEMENTS", "place_job", "server_racks"]
