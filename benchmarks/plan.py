@@ -42,6 +42,9 @@ from flowsolver.planning import STEP_OPTIONS  # noqa: E402
 
 #: H100 SXM 80GB as NVML reports it: 81,559 MiB (benchmarks/validation/memory.csv, "fits" rows' source)
 H100_NVML = dataclasses.replace(tp.get_gpu("h100_sxm"), memory=81559 * 2 ** 20)
+#: device memory as NVML reports it for the "80 GB" parts (the same source: H100 81,559 MiB, A100
+#: 80GB 81,920 MiB); other GPUs at their GpuSpec's memory
+NVML_MEMORY = {"h100_sxm": 81559 * 2 ** 20, "a100_sxm": 81920 * 2 ** 20}
 
 SEARCHED = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "recompute", "zero", "order", "sequence_parallel")
 
@@ -109,7 +112,8 @@ def published(include_slow: bool) -> None:
 
     import validation.setups as S
 
-    print(f"\n## training.csv rows with a layout: feasibility in the model (memory estimate <= GPU memory)", flush=True)
+    print(f"\n## training.csv rows with a layout: feasibility in the model (memory estimate <= the GPU's memory as "
+          f"NVML reports it)", flush=True)
     path = Path(__file__).resolve().parent / "validation" / "training.csv"
     rows = list(csv.DictReader(path.open()))
     seen, infeasible, checked, compared = set(), [], 0, 0
@@ -132,7 +136,8 @@ def published(include_slow: bool) -> None:
         except ValueError:
             continue
         checked += 1
-        gpu_memory = (kw["gpu"].memory if "gpu" in kw else tp.get_gpu(c.server.gpu).memory)
+        spec_gpu = kw["gpu"] if "gpu" in kw else tp.get_gpu(c.server.gpu)
+        gpu_memory = NVML_MEMORY.get(spec_gpu.name, spec_gpu.memory)
         key = (row["source"], spec.name, gpus, kw.get("tp", 1), kw.get("pp", 1), kw.get("cp", 1), kw["dp"],
                kw.get("vp", 1), kw.get("micro_batch", 1), kw["global_batch"], kw["precision"])
         if m > gpu_memory:

@@ -88,7 +88,7 @@ def place_job(graph, gpus: int | None = None, placement: str = "packed"):
     if gpus > total:
         raise ValueError(f"gpus ({gpus}) is more than the cluster's {total} GPUs")
     if placement == "rail_aligned":
-        return _rail_aligned(graph, racks, gpus, total)
+        return _rail_aligned(graph, racks, gpus)
     if placement == "spread":
         queues = [list(servers.items()) for servers in racks.values()]
         dealt = [queue[k] for k in range(max(len(q) for q in queues)) for queue in queues if k < len(queue)]
@@ -112,7 +112,9 @@ def place_job(graph, gpus: int | None = None, placement: str = "packed"):
     return _job_graph(graph, job)
 
 
-def _rail_aligned(graph, racks, gpus, total):
+def _rail_aligned(graph, racks, gpus):
+    """GPUs 0 .. k-1 of the first ``gpus / k`` servers, the smallest ``k`` (dividing the
+    server's GPUs) that fits: all servers unless ``k`` is the whole server."""
     servers = [members for rack in racks.values() for members in rack.values()]
     width = len(servers[0])
     per_server = next((k for k in range(1, width + 1) if width % k == 0 and gpus % k == 0
@@ -127,6 +129,7 @@ def _rail_aligned(graph, racks, gpus, total):
 
 
 def _job_graph(graph, job):
+    """``graph`` with only the GPUs of ``job``, ranked in its order (everything else kept)."""
     keep = set(job)
     out = graph.subgraph([v for v in graph.nodes if v in keep or graph.nodes[v].get("kind") != "gpu"]).copy()
     for rank, gpu in enumerate(job):
