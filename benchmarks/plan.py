@@ -132,7 +132,8 @@ def published(include_slow: bool) -> None:
             m = memory_per_gpu(spec, tp=kw.get("tp", 1), pp=kw.get("pp", 1), dp=kw["dp"], ep=kw.get("ep", 1),
                                zero=kw.get("zero", 1), micro_batch=kw.get("micro_batch", 1),
                                microbatches=kw["global_batch"] // (kw["dp"] * kw.get("micro_batch", 1)),
-                               cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"))
+                               cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"),
+                               attention=kw.get("attention"))
         except ValueError:
             continue
         checked += 1

@@ -101,3 +101,15 @@ def test_measured_peaks_are_above_the_estimate(row):
 @pytest.mark.parametrize("row", _ids("fits"))
 def test_published_runs_fit_the_h100(row):
     assert modelled(row) <= published(row)
+
+
+def test_a_fused_attention_keeps_no_scores_without_recompute():
+    m = get_model("llama-3-8b")
+    kw = dict(tp=2, pp=1, dp=4, micro_batch=1, microbatches=8)
+    unfused = max(stage_memory(m, recompute="none", **kw))
+    flash = max(stage_memory(m, recompute="none", attention="fa2", **kw))
+    assert flash == max(stage_memory(m, recompute="selective", **kw))
+    # the scores: 2 bytes x heads / tp x s x s per layer, one microbatch held (pp 1)
+    assert unfused - flash == pytest.approx(m.layers * 2 * (m.heads / 2) * m.seq_len ** 2, rel=1e-12)
+    with pytest.raises(ValueError, match="attention must be"):
+        stage_memory(m, recompute="none", attention="flash", **kw)

@@ -130,14 +130,16 @@ def model_state_bytes(params: float, *, shards: int = 1, zero: int = 0, param_by
 
 @lru_cache(maxsize=1 << 16)     # a planner asks again, composing the layouts it enumerated
 def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
-            recompute_layers, grad_bytes=2) -> tuple:
+            recompute_layers, grad_bytes=2, flash=False) -> tuple:
     chunks = chunk_layers(spec.layers, pp, vp)
     moe = spec.experts > 1
     dense_layer = spec.attention_params + (0 if moe else spec.mlp_params)
     expert_layer = spec.experts * spec.mlp_params if moe else 0
     table = spec.vocab * spec.hidden
     act = dict(micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel)
-    kept = activation_bytes_per_layer(spec, recompute="selective" if recompute == "full" else recompute, **act)
+    # a fused (flash) attention keeps no scores: "none" then stores what "selective" does
+    kept = activation_bytes_per_layer(spec, recompute="selective" if recompute == "full" or flash else recompute,
+                                      **act)
     again = activation_bytes_per_layer(spec, recompute="full", **act)
     out = []
     for q, layers in enumerate(chunks):
@@ -162,7 +164,8 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
 
 def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
                  microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
-                 sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2) -> tuple:
+                 sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
+                 attention: str | None = None) -> tuple:
     """Estimated bytes per GPU of each pipeline stage (a tuple of ``pp``, stage 0 first).
 
     A stage holds its own parameters: its layers' (``/ tp``; experts also ``/ ep``), the
@@ -175,7 +178,10 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     ``recompute="full"``, the first ``recompute_layers`` of each chunk, default all, keep only
     their input and the stage adds one layer's working set), the loss's softmax on the last
     chunk of the last stage, as many at once as Megatron's schedule keeps in flight on that
-    stage (:func:`flowsolver.training._pipeline.peak_in_flight`). The optimizer step's fp32
+    stage (:func:`flowsolver.training._pipeline.peak_in_flight`). ``recompute="none"`` keeps
+    the attention scores of an unfused attention (``attention`` None, the default, or
+    ``"unfused"``); with a fused one (``"auto"``, ``"fa2"``, ``"fa3"``: flash attention keeps
+    none) it stores what ``"selective"`` does. The optimizer step's fp32
     copy of 16-bit gradients comes after the activations are freed: a stage needs the larger
     of the two on top of its states.
 
@@ -194,13 +200,17 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
         recompute_layers = _checks.integer("recompute_layers", recompute_layers)
     if grad_bytes not in (2, 4):
         raise ValueError(f"grad_bytes must be 2 (bf16 gradient buffers) or 4 (fp32), got {grad_bytes!r}")
+    if attention not in (None, "auto", "fa2", "fa3", "unfused"):
+        raise ValueError(f"attention must be None, 'auto', 'fa2', 'fa3' or 'unfused', got {attention!r}")
     return _stages(spec, tp, pp, dp, ep, check_zero(zero), micro_batch, microbatches, cp, vp,
-                   check_recompute(recompute), bool(sequence_parallel), recompute_layers, grad_bytes)
+                   check_recompute(recompute), bool(sequence_parallel), recompute_layers, grad_bytes,
+                   attention not in (None, "unfused"))
 
 
 def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
                    microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
-                   sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2) -> float:
+                   sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
+                   attention: str | None = None) -> float:
     """Estimated bytes per GPU of mixed-precision Adam training: the largest of
     :func:`stage_memory` (the stage that needs the most sets what the job needs).
 
@@ -214,4 +224,4 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
     return max(stage_memory(model, tp=tp, pp=pp, dp=dp, ep=ep, zero=zero, micro_batch=micro_batch,
                             microbatches=microbatches, cp=cp, vp=vp, recompute=recompute,
                             sequence_parallel=sequence_parallel, recompute_layers=recompute_layers,
-                            grad_bytes=grad_bytes))
+                            grad_bytes=grad_bytes, attention=attention))
