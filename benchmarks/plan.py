@@ -14,8 +14,9 @@ on 1,024 GPUs in < 10 s; peak memory < 4 GiB (the process's peak resident set, p
 Published runs: each row of tests/test_training_published.py (the runs the model is checked
 against) and each training.csv row with a layout (benchmarks/validation): is the published
 layout feasible in the model (memory estimate <= the GPU's memory), and is plan's best layout,
-searched with the run's own fixed settings (precision, batch, sequence, compute model), at least
-as fast in the model as the published layout. A published layout that comes out infeasible, or
+searched with the run's own fixed settings (precision, batch, sequence, compute model; 12
+profile solves, 80 when the plan is still behind), at least as fast in the model as the
+published layout. A published layout that comes out infeasible, or
 far behind the plan, is a finding about the model, printed as such. The published runs are
 planned on the H100's memory as NVML reports it (81,559 MiB = 85.52e9 bytes; the datasheet's
 "80 GB" is 80 GiB less the driver's reserve: benchmarks/validation/memory.csv cites it), the
@@ -86,6 +87,8 @@ def _compare(name, graph, kw) -> str:
     rest = {k: kw[k] for k in ("model", "global_batch", "seq_len", "precision", "gpu") if k in kw}
     t = time.perf_counter()
     p = plan(graph, top=1, max_solves=12, **rest, **fixed)
+    if p.rows and p.best.step_time > pub.step_time * (1 + 1e-9) and not p.proven:
+        p = plan(graph, top=1, max_solves=80, **rest, **fixed)      # behind within 12 solves: search on
     wall = time.perf_counter() - t
     best = p.best if p.rows else None
     verdict = ("plan faster or equal" if best and best.step_time <= pub.step_time * (1 + 1e-9) else

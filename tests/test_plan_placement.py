@@ -84,3 +84,16 @@ def test_plan_over_placements_matches_training_step_on_each_placement(cluster):
     alone = fs.plan(place_job(cluster, 16, "spread"), top=2, **kw)
     assert [r.step_time for r in alone.timed] == sorted(r.step_time for r in p.timed
                                                         if r.layout.placement == "spread")
+
+
+def test_cli_plan_searches_placements(capsys):
+    from flowsolver.cli import main
+
+    main(["plan", "--model", "llama-3-8b", "--nodes", "4", "--global-batch", "16", "--seq-len", "2048", "--tp", "8",
+          "--cp", "1", "--pp", "1", "--vp", "1", "--micro-batch", "1", "--zero", "1", "--recompute", "selective",
+          "--sequence-parallel", "on", "--orders", "tp-cp-dp-pp", "--job-gpus", "16",
+          "--placement", "packed", "rail_unaligned", "--top", "2", "--json"])
+    import json
+    out = json.loads(capsys.readouterr().out)
+    assert out["gpus"] == 16 and out["proven"]
+    assert {r["placement"] for r in out["rows"]} == {"packed", "rail_unaligned"}
