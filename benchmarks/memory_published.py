@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.test_memory_published import ROWS, modelled, published  # noqa: E402
+from tests.training.test_memory_published import ROWS, modelled, published  # noqa: E402
 
 
 def main() -> int:

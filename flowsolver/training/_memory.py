@@ -14,7 +14,7 @@ its states. Runs that accumulate gradients in fp32 (Megatron-LM's default for bf
 ``6 + 12 / d``) pass ``grad_bytes=4``. Not counted: FP8 copies of weights and FP8
 activations (Transformer Engine), communication buffers, CUDA / NCCL workspace and
 fragmentation (benchmarks/validation/memory.csv holds the published figures this is checked
-against, tests/test_memory_published.py the errors).
+against, tests/training/test_memory_published.py the errors).
 """
 
 from __future__ import annotations
