@@ -7,7 +7,9 @@ stages, micro-batch, recompute mode, ZeRO stage, sequence parallelism and the ra
 step from below without the network (compute and pipeline bubble), then times the best
 bounds exactly as :func:`flowsolver.training_step` does, each distinct collective kind solved
 once (``_search``), into a ranked :class:`Plan` with the Pareto front of throughput against
-memory (``_result``).
+memory (``_result``). :func:`place_job` (``_placement``) gives a job its GPUs by a placement
+policy (:data:`PLACEMENTS`: packed, rail_aligned, spread, rail_unaligned), which ``plan``
+searches when asked.
 """
 
 from typing import TYPE_CHECKING
