@@ -19,8 +19,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     ".routing": ("POLICIES", "Bottleneck", "LinkTable", "MergedRouting", "RoutingError", "RoutingMatrix", "route"),
     ".solver": ("Allocation", "RateSensitivity", "bucket_size", "fair_rates", "max_min_fair", "rate_sensitivity",
                 "trace_count"),
-    ".timing": ("Completion", "completion_times"),
-    "._completion_sensitivity": ("CompletionSensitivity", "completion_sensitivity", "fair_makespan"),
+    ".timing": ("Completion", "CompletionSensitivity", "completion_sensitivity", "completion_times", "fair_makespan"),
     ".collectives": ("ALGORITHMS", "NCCL_ALGORITHMS", "OPS", "PROTOCOLS", "Calibration", "CollectiveResult",
                      "CollectiveStep", "ConcurrentResult", "busbw_factor", "calibrate", "collective",
                      "collective_time", "collective_variants", "concurrent"),
@@ -44,8 +43,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
                           route)
     from .solver import (Allocation, RateSensitivity, bucket_size, fair_rates, max_min_fair, rate_sensitivity,
                          trace_count)
-    from .timing import Completion, completion_times
-    from ._completion_sensitivity import CompletionSensitivity, completion_sensitivity, fair_makespan
+    from .timing import Completion, CompletionSensitivity, completion_sensitivity, completion_times, fair_makespan
     from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveResult,
                               CollectiveStep, ConcurrentResult, busbw_factor, calibrate, collective,
                               collective_time, collective_variants, concurrent)

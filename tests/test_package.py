@@ -15,11 +15,12 @@ ROOT = Path(fs.__file__).resolve().parent.parent
 #: the layers, lowest first; a module may import its own layer or lower ones only
 LAYERS = [
     ("topologies",),
-    ("flowsolver._status", "flowsolver._checks", "flowsolver._version", "flowsolver._lazy", "flowsolver.nccl_tests"),
+    ("flowsolver._status", "flowsolver._checks", "flowsolver._version", "flowsolver._lazy", "flowsolver._tolerance",
+     "flowsolver.nccl_tests"),
     ("flowsolver.traffic",),
     ("flowsolver.routing",),
     ("flowsolver.solver",),
-    ("flowsolver._events", "flowsolver.timing", "flowsolver._completion_sensitivity", "flowsolver._event_split"),
+    ("flowsolver.timing",),
     ("flowsolver.collectives",),
     ("flowsolver.training",),
     ("flowsolver.traces",),

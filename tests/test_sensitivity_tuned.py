@@ -125,7 +125,7 @@ def test_derivatives_from_the_forwards_kept_events_equal_a_re_run_of_each_step(m
     kw = dict(algorithm="tree", step_latency=1e-6)
     kept = fs.collective(g, "all_reduce", 2**24, **kw)
     assert kept._derivation().cache["runs"]                       # the forward's events were kept
-    import flowsolver._events as events
+    import flowsolver.timing._events as events
 
     monkeypatch.setattr(events, "KEEP_PHASES_ENTRIES", 0)          # too many to keep: each step re-run
     rerun = fs.collective(g, "all_reduce", 2**24, **kw)

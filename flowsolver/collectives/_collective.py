@@ -12,7 +12,7 @@ from .._status import Status
 from ..routing import gpu_nodes, graph_memo, unchanged
 from ._bound import Capacities, lower_bound
 from ._layout import participants, unavailable, without_nvls
-from ._dual import TIE_RTOL
+from .._tolerance import RTOL
 from ._hardware import describe, nvlink_edge
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, NCCL_ALGORITHMS, PROTOCOLS, busbw_factor
 from ._options import Options, check_call, check_efficiency_keys
@@ -165,7 +165,7 @@ def _pick(op, size, p, results, hw, options, model, only=None):
     choices = {f"{name}/{pr}": v[0] for (name, pr), v in entries.items()}
     rivals = [] if pick is None or (a, proto) != pick[0] else \
         [f"{n}/{pr}" for (n, pr), (_, _, est) in tuned.items()
-         if (n, pr) != pick[0] and abs(est - pick[1][2]) <= TIE_RTOL * pick[1][2]]
+         if (n, pr) != pick[0] and abs(est - pick[1][2]) <= RTOL * pick[1][2]]
     estimates = {f"{name}/{pr}": est for (name, pr), (_, _, est) in tuned.items()}
     return a, proto, total, steps, util, (choices, estimates), candidates, rivals
 

@@ -12,8 +12,7 @@ import topologies as tp
 
 from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, graph_memo, route
 from ..solver import max_min_fair
-from .._completion_sensitivity import KeptRun
-from ..timing import completion_times
+from ..timing import completion_times, kept_run
 from ..traffic import Flows
 from ._layout import rank_server_codes
 from ._nccl import hop_latency
@@ -70,7 +69,7 @@ def solve_steps(rm, group, sizes, cap, n_groups=1, kept=None):
     with its own event clock. ``cap`` is (links,) or (scenarios, links); with scenarios
     the result is a list per scenario. A step with a flow that can never move gets
     transfer ``inf``. ``kept`` (a list; one scenario): gets the run's
-    :class:`~flowsolver._completion_sensitivity.KeptRun` (every event's allocation, for
+    :class:`~flowsolver.timing.KeptRun` (every event's allocation, for
     derivatives without a re-solve)."""
     batched = np.ndim(cap) == 2
     caps = np.atleast_2d(cap)
@@ -82,9 +81,8 @@ def solve_steps(rm, group, sizes, cap, n_groups=1, kept=None):
     arg = block_cap if batched else block_cap[0]
     keep = kept is not None and not batched
     done = completion_times(block, sizes, arg, groups=group, disjoint_groups=True, keep_phases=keep)
-    if keep and done.phases is not None:
-        kept.append(KeptRun(sizes, np.zeros(rm.n_flows, dtype=np.int64) if group is None else group, used,
-                            done.phases))
+    if keep and (run := kept_run(done, sizes, used, group)) is not None:
+        kept.append(run)
     alloc = done.initial if done.initial is not None else max_min_fair(block, arg)
     finish, stalled = np.atleast_2d(done.finish), np.atleast_2d(done.stalled)
     rates = np.atleast_2d(np.asarray(alloc.rates, dtype=np.float64))
@@ -305,7 +303,8 @@ def time_many(graph, jobs, scenarios=None):
         bounds = np.concatenate([[0], np.cumsum([len(k) for k in keys])])
         routed = {k: (rm_j.flow_rows(a, b), size_j[a:b]) for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
         if run is not None:
-            run.index.update({id(routed[k][0]): first[j] + i for i, k in enumerate(keys)})
+            for i, k in enumerate(keys):
+                run.add(routed[k][0], first[j] + i)
         timed = []
         between = None
         for table, scenario, cap, solved_b in zip(tables, scenarios, caps, solved_all):
