@@ -20,7 +20,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     ".solver": ("Allocation", "RateSensitivity", "bucket_size", "fair_rates", "max_min_fair", "rate_sensitivity",
                 "trace_count"),
     ".timing": ("Completion", "CompletionSensitivity", "completion_sensitivity", "completion_times", "fair_makespan"),
-    ".collectives": ("ALGORITHMS", "NCCL_ALGORITHMS", "OPS", "PROTOCOLS", "Calibration", "CollectiveResult",
+    ".collectives": ("ALGORITHMS", "NCCL_ALGORITHMS", "OPS", "PROTOCOLS", "Calibration", "CollectiveOptions",
+                     "CollectiveResult",
                      "CollectiveStep", "ConcurrentResult", "busbw_factor", "calibrate", "collective",
                      "collective_time", "collective_variants", "concurrent"),
     ".training": ("MODELS", "ModelSpec", "Phase", "StepResult", "get_model", "memory_per_gpu", "training_step"),
@@ -44,7 +45,8 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from .solver import (Allocation, RateSensitivity, bucket_size, fair_rates, max_min_fair, rate_sensitivity,
                          trace_count)
     from .timing import Completion, CompletionSensitivity, completion_sensitivity, completion_times, fair_makespan
-    from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveResult,
+    from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveOptions,
+                              CollectiveResult,
                               CollectiveStep, ConcurrentResult, busbw_factor, calibrate, collective,
                               collective_time, collective_variants, concurrent)
     from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,
@@ -66,6 +68,7 @@ __all__ = [
     "max_min_fair", "Allocation", "bucket_size", "trace_count", "rate_sensitivity", "RateSensitivity", "fair_rates",
     "completion_times", "Completion", "completion_sensitivity", "CompletionSensitivity", "fair_makespan",
     "collective", "collective_time", "collective_variants", "concurrent", "calibrate", "Calibration", "CollectiveResult",
+    "CollectiveOptions",
     "ConcurrentResult", "CollectiveStep",
     "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "busbw_factor", "nccl_tests",
     "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",

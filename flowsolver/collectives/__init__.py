@@ -100,6 +100,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._concurrent": ("concurrent", "concurrent_kinds"),
     "._hardware": ("nccl_channels",),
     "._jax": ("collective_time",),
+    "._options": ("CollectiveOptions",),
     "._nccl": ("ALGORITHMS", "NCCL_ALGORITHMS", "DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
                "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor"),
     "._results": ("CollectiveResult", "CollectiveStep", "ConcurrentResult"),
@@ -111,10 +112,11 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._concurrent import concurrent, concurrent_kinds
     from ._hardware import nccl_channels
     from ._jax import collective_time
+    from ._options import CollectiveOptions
     from ._nccl import (ALGORITHMS, NCCL_ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                         busbw_factor)
     from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
 
-__all__ = ["collective", "collective_variants", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+__all__ = ["collective", "collective_variants", "CollectiveOptions", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
            "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "collective_time"]

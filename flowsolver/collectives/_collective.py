@@ -15,7 +15,7 @@ from ._layout import participants, unavailable, without_nvls
 from .._tolerance import RTOL
 from ._hardware import describe, nvlink_edge
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, NCCL_ALGORITHMS, PROTOCOLS, busbw_factor
-from ._options import Options, check_call, check_efficiency_keys
+from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
 from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import time_many, time_plans
@@ -268,11 +268,22 @@ def _result(graph, call, planned, table, results, pruned, hw) -> CollectiveResul
                             solved_on=derivation)
 
 
+def _gathered(entry, fn, options, values: dict):
+    """The :class:`Options` and calibration of a call to ``fn`` (``entry`` its name) from its
+    option keywords ``values`` or its ``options`` (a :class:`CollectiveOptions`)."""
+    kw = merged_options(entry, options, values, {k: fn.__kwdefaults__[k] for k in values})
+    return Options(policy=kw["policy"], policy_options=dict(kw["policy_options"] or {}), pxn=kw["pxn"],
+                   protocol=kw["protocol"], chunk=kw["chunk"], efficiency=kw["efficiency"],
+                   step_latency=kw["step_latency"], base_latency=kw["base_latency"], channels=kw["channels"],
+                   tuner=kw["step_latency"] is None, candidates=kw["candidates"]), kw["model"]
+
+
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
                policy: str = "ecmp", policy_options: dict | None = None, channels: int | None = None,
                pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                efficiency=None, step_latency: float | None = None,
-               base_latency: float | None = None, candidates: str = "nccl", model=None) -> CollectiveResult:
+               base_latency: float | None = None, candidates: str = "nccl", model=None,
+               options: CollectiveOptions | None = None) -> CollectiveResult:
     """Time a collective on a cluster graph.
 
     Parameters
@@ -305,6 +316,8 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         (halving-doubling, hierarchical, pairwise, binomial): ``result.nccl`` says which won.
     model : Calibration, optional
         Fitted constants (:func:`flowsolver.calibrate`).
+    options : CollectiveOptions, optional
+        All of the options above in one record, instead of the keywords (not both).
     chunk : float
         Pipeline chunk of tree all-reduce and ring broadcast / reduce, bytes (default
         512 KiB: NCCL's 4 MiB buffer over its 8 steps).
@@ -331,9 +344,10 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     >>> r.algorithm, r.protocol, round(r.time * 1e6, 1)   # NCCL's tuner: Tree LL, 25.2 us + 1 KiB
     ('tree', 'LL', 26.0)
     """
-    options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
-                      chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
-                      channels=channels, tuner=step_latency is None, candidates=candidates)
+    options, model = _gathered("collective", collective, options, dict(
+        policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
+        efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
+        model=model))
     return collective_with(graph, op, size, ranks, algorithm, options, model)
 
 
@@ -355,12 +369,14 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
                         policy: str = "ecmp", policy_options: dict | None = None, channels: int | None = None,
                         pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                         efficiency=None, step_latency: float | None = None,
-                        base_latency: float | None = None, candidates: str = "nccl", model=None) -> list:
+                        base_latency: float | None = None, candidates: str = "nccl", model=None,
+                        options: CollectiveOptions | None = None) -> list:
     """:func:`collective` on several graphs of one structure (same nodes and edges, other
     capacities or latencies: a technology swap, derated links, failed links at capacity 0),
     routed once on the first and solved for all in one batched call.
 
-    Options as :func:`collective` (``model=`` a :func:`flowsolver.calibrate` result).
+    Options as :func:`collective` (``model=`` a :func:`flowsolver.calibrate` result; or
+    ``options=`` a :class:`~flowsolver.CollectiveOptions`).
     Returns one :class:`CollectiveResult` per graph; a variant that cannot complete has
     ``status`` ``Status.STALLED``, ``time`` inf and the reason in ``message``. Routes are
     the first graph's: a link failed in another variant is not routed around (its flows
@@ -371,9 +387,10 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     >>> [round(r.busbw / 1e9) for r in collective_variants([ndr, hdr], "all_reduce", 2**30, algorithm="ring")]  # 8 NICs: 376, 192
     [348, 183]
     """
-    options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
-                      chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
-                      channels=channels, tuner=step_latency is None, candidates=candidates)
+    options, model = _gathered("collective_variants", collective_variants, options, dict(
+        policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
+        efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
+        model=model))
     check_call(op, algorithm, size, options)
     graphs = list(graphs)
     if not graphs:
