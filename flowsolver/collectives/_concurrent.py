@@ -11,7 +11,7 @@ from .. import _checks
 from .._status import Status
 from ..routing import RoutingMatrix, unchanged
 from ..timing import step_times
-from ._collective import collective_with, solve_collectives
+from ._collective import Call, collective_with, solve_collectives
 from ._layout import participants, unavailable
 from ._nccl import DEFAULT_CHUNK
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
@@ -187,7 +187,7 @@ def _events(graph, collectives, options, alone) -> ConcurrentResult:
     firsts = [routed(ranks, steps[0].flows)[:2] for ranks, steps in plans]
     cap = firsts[0][0].links.effective_capacity(options.efficiency)
     stacked = RoutingMatrix.stack([rm for rm, _ in firsts])
-    _, _, bottleneck = solve_steps(stacked, None, np.concatenate([sz for _, sz in firsts]), cap)[0]
+    bottleneck = solve_steps(stacked, None, np.concatenate([sz for _, sz in firsts]), cap)[0].bottleneck
     alone_t = [_timeline([plan], routed, cap, options.base)[0][0] if alone else np.nan for plan in plans]
     together, status = _timeline(plans, routed, cap, options.base)
     return ConcurrentResult(alone=tuple(alone_t), together=tuple(together),
@@ -211,14 +211,15 @@ def _lockstep(graph, kinds, options, alone, model=None) -> list:
         # as it times collective() (unless step_latency turns the model off)
         opts = replace(options, channels=channels, tuner=options.step_latency is None)
         check_call(op, algorithm, size, opts)
-        calls.append((op, size, [spec.get("ranks") for spec in specs], algorithm, opts, model))
+        calls.append(Call(op, size, [spec.get("ranks") for spec in specs], algorithm, opts, model))
         specs_of.append(specs)
     out = []
-    for (op, size, _, _, opts, _), specs, res in zip(calls, specs_of, solve_collectives(graph, calls)):
+    for call, specs, res in zip(calls, specs_of, solve_collectives(graph, calls)):
         if res.status != Status.OK:
             raise ValueError(res.message)
         n = len(specs)
-        alone_t = [collective_with(graph, op, size, spec.get("ranks"), res.algorithm, opts, model).time
+        alone_t = [collective_with(graph, call.op, call.size, spec.get("ranks"), res.algorithm, call.options,
+                                   model).time
                    if alone else np.nan for spec in specs]
         out.append(ConcurrentResult(alone=tuple(alone_t), together=(res.time,) * n,
                                     slowdown=tuple(res.time / a for a in alone_t), makespan=res.time,
