@@ -2,8 +2,9 @@
 
 With both latencies at 0 a collective's time is its transfers alone, and every transfer is
 bytes over a max-min rate proportional to the capacities: every link at half its raw rate
-(efficiency 0.5) takes exactly twice as long as every link at its raw rate (efficiency 1). That checks that each entry point applies the record's fields,
-not merely that it accepts it."""
+(efficiency 0.5) takes exactly twice as long as every link at its raw rate (efficiency 1).
+That checks that each entry point applies the record's fields, not merely that it accepts
+it."""
 
 import dataclasses
 
@@ -39,7 +40,8 @@ def test_it_is_public_frozen_and_checked_when_built():
 
 
 def test_collective_applies_every_field_as_its_keywords_do(one_server):
-    full = collective(one_server, "all_reduce", 2**24, algorithm="ring", options=CollectiveOptions(efficiency=1.0, **ZERO))
+    full = collective(one_server, "all_reduce", 2**24, algorithm="ring",
+                      options=CollectiveOptions(efficiency=1.0, **ZERO))
     half = collective(one_server, "all_reduce", 2**24, algorithm="ring",
                       options=CollectiveOptions(efficiency=0.5, **ZERO))
     assert half.time == pytest.approx(2 * full.time, rel=1e-12)        # bytes over half the rate
@@ -85,7 +87,8 @@ def test_replay_takes_the_record(one_server):
 
     per_rank = [RankTrace(r, [TraceNode(0, "grads", "collective", op="all_reduce", bytes=2**24)]) for r in range(8)]
     work = build_workload(per_rank)
-    full = fs.replay(one_server, work, algorithms={"all_reduce": "ring"}, options=CollectiveOptions(efficiency=1.0, **ZERO))
+    full = fs.replay(one_server, work, algorithms={"all_reduce": "ring"},
+                     options=CollectiveOptions(efficiency=1.0, **ZERO))
     half = fs.replay(one_server, work, algorithms={"all_reduce": "ring"},
                      options=CollectiveOptions(efficiency=0.5, **ZERO))
     assert half.iteration_time == pytest.approx(2 * full.iteration_time, rel=1e-12)

@@ -48,7 +48,7 @@ class Call:
 class Planned:
     """A call laid out (:func:`_plans`): all ``ranks`` (the groups' in order), ``p`` ranks per
     group, the steps of every candidate algorithm (``plans``), NCCL's view ``hw`` of the
-    ranks, and the first group's ranks and Layout (``first``, ``layout``)."""
+    ranks, and the first group's ranks and RankLayout (``first``, ``layout``)."""
 
     ranks: list
     p: int
@@ -141,7 +141,7 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     plans = {}
     for a in names:
         sched = "ring" if (op, a) in DERIVED else a
-        # groups laid out alike share one Layout object (participants), and but for NVLS the
+        # groups laid out alike share one RankLayout object (participants), and but for NVLS the
         # schedules do not read the NVSwitch domain (one per server)
         of = (lambda layout: layout) if sched == "nvls" else (lambda layout: without_nvls(graph, layout))
         by_layout: dict = {}

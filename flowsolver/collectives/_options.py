@@ -14,7 +14,8 @@ from .. import _checks
 from ..routing import POLICIES, LinkTable, graph_memo
 from ._nccl import ALGORITHMS, DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
 
-__all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys", "checked_collective_options", "MAX_CHANNELS",
+__all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys", "checked_collective_options",
+           "merged_options", "MAX_CHANNELS",
            "POLICY_OPTIONS", "COLLECTIVE_OPTIONS"]
 
 #: NCCL's MAXCHANNELS (src/include/device.h, NCCL 2.13 and later: 64): a communicator never
@@ -276,7 +277,8 @@ def check_efficiency_keys(efficiency, graphs) -> None:
 
 def checked_collective_options(options, graph) -> dict:
     """A training step's ``collective_options`` (a :class:`CollectiveOptions` without
-    ``channels`` or ``candidates``, or a dict of :data:`COLLECTIVE_OPTIONS`) as a dict, checked as :func:`flowsolver.concurrent_kinds` will use them, before any work: a
+    ``channels`` or ``candidates``, or a dict of :data:`COLLECTIVE_OPTIONS`) as a dict,
+    checked as :func:`flowsolver.concurrent_kinds` will use them, before any work: a
     ValueError names an unknown key or the first option outside what it allows.
 
     >>> checked_collective_options({"step_latency": -1e-6}, None)

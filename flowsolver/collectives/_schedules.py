@@ -1,6 +1,6 @@
 """One pure schedule function per (op, algorithm): the algorithm as a tuple of
 :class:`~._trees.Step` values. A function takes ``(p, size, layout, chunk)`` (ranks, bytes
-as nccl-tests counts them, the :class:`~._layout.Layout`, the pipeline chunk in bytes);
+as nccl-tests counts them, the :class:`~._layout.RankLayout`, the pipeline chunk in bytes);
 adding an algorithm is one function and one :data:`SCHEDULES` line (and its name in
 ``ALGORITHMS``)."""
 
@@ -162,8 +162,8 @@ def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
     """The steps of ``algorithm`` for ``op`` on ``p`` ranks laid out as ``layout`` (small
     schedules are kept by their arguments: steps are immutable values).
 
-    >>> from ._layout import Layout
-    >>> ring = Layout(groups=((0, 1, 2),), rings=((0, 1, 2),), channels=1)
+    >>> from ._layout import RankLayout
+    >>> ring = RankLayout(groups=((0, 1, 2),), rings=((0, 1, 2),), channels=1)
     >>> [(s.count, len(s.flows), s.flows[0]) for s in schedule("all_reduce", "ring", 3, 3.0, ring, 1.0)]
     [(4, 3, (0, 1, 1.0))]
     """

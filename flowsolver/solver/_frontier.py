@@ -67,7 +67,7 @@ SMALL = 64
 class FrontierTables:
     """Device-ready arrays of one problem: flow-major path table, per-link flow lists
     (host arrays; :class:`~._frontier_kernel.DeviceTables` holds them on the device, the
-    form the kernel takes). Named apart from the collectives' and planning's ``Layout``s
+    form the kernel takes). Named apart from planning's ``Layout`` and the other layouts
     (docs/glossary.md)."""
 
     path: np.ndarray             # (Np, P) int32 link ids, padding link Lp-1
