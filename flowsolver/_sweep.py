@@ -309,7 +309,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         with compilation_cache_for(cache):
             if executor is None:
                 for batch in batches:
-                    table.record(batch, _run_batch(table.pending, batch, options), bar)
+                    rows = _run_batch(table.pending, batch) if options is None else \
+                        _run_batch(table.pending, batch, options)
+                    table.record(batch, rows, bar)
             else:                        # one task per routing pattern, so batching survives
                 import concurrent.futures
 

@@ -81,8 +81,10 @@ Modules: ``_nccl`` (ops, algorithms, NCCL constants), ``_tuner`` (NCCL's cost mo
 ``_hardware`` (what NCCL sees of the ranks), ``_tuned`` (the cost model on the flow solve),
 ``_calibrate`` (fits to nccl-tests logs), ``_layout`` (where the ranks sit),
 ``_trees`` (trees, pipeline, the :class:`Step` value), ``_schedules`` (one schedule function
-per (op, algorithm) in a registry), ``_options`` (the run's options, built once),
-``_bound`` (the pruning lower bound), ``_solve`` (routing and solving steps), ``_results``
+per (op, algorithm) in a registry), ``_options`` (the public :class:`CollectiveOptions` and
+the run's resolved options, built once),
+``_bound`` (the pruning lower bound), ``_solve`` (routing and solving steps; its records
+``Job``, ``SolvedStep``, ``Timed``, ``TimedScenario``), ``_results``
 (result types), ``_collective`` (:func:`collective`, :func:`collective_variants`) and
 ``_concurrent`` (:func:`concurrent`, on :func:`flowsolver.timing.step_times`; :func:`concurrent_kinds`, several kinds
 of lockstep groups solved together).
