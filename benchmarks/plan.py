@@ -10,7 +10,7 @@ Speed targets (issue 32): Llama 3 405B on 16,384 H100 (rail_optimized, 2,048 DGX
 InfiniBand NDR), every feasible layout bounded and the exact top 20 timed in < 60 s; a 70 B model
 on 1,024 GPUs in < 10 s; peak memory < 4 GiB (the process's peak resident set, printed).
 
-Published runs: each row of tests/test_training_published.py (the runs the model is checked
+Published runs: each row of tests/training/test_training_published.py (the runs the model is checked
 against) and each training.csv row with a layout (benchmarks/validation): is the published
 layout feasible in the model (memory estimate <= the GPU's memory), and is plan's best layout,
 searched with the run's own fixed settings (precision, batch, sequence, compute model), at least
@@ -83,9 +83,9 @@ def _compare(name, graph, kw) -> str:
 
 
 def published(include_slow: bool) -> None:
-    from tests.test_training_published import ROWS, SLOW
+    from tests.training.test_training_published import ROWS, SLOW
 
-    print(f"\n## published runs of tests/test_training_published.py; {_load()}", flush=True)
+    print(f"\n## published runs of tests/training/test_training_published.py; {_load()}", flush=True)
     for name, (nodes, kw, _) in ROWS.items():
         if name in SLOW and not include_slow:
             print(f"{name:34s} (8,192+ GPUs: --slow to run)")

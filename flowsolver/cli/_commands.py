@@ -293,12 +293,12 @@ def study(args) -> None:
 def replay(args) -> None:
     from pathlib import Path
 
-    from ..traces import read_chakra, read_simai_workload, replay as run_replay
+    from ..traces import read, replay as run_replay
 
     chrome = writable("--chrome", args.chrome)
     graph = build_graph(args)
     path = Path(args.trace)
-    workload = read_simai_workload(path) if path.is_file() and path.suffix == ".txt" else read_chakra(path)
+    workload = read(path)
     r = run_replay(graph, workload, gpu=args.gpu, compute_efficiency=args.compute_efficiency, policy=args.policy)
     if chrome:
         r.chrome_trace(chrome)
