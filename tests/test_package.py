@@ -195,7 +195,7 @@ def test_the_tests_mirror_the_packages():
     holds only test modules and its ``__init__.py``."""
     here = Path(__file__).resolve().parent
     packages = {p.name for p in (ROOT / "flowsolver").iterdir() if (p / "__init__.py").exists()}
-    packages |= {"topologies", "timing"}   # timing: the timing tests, until flowsolver.timing is a package
+    packages |= {"topologies"}
     folders = [p for p in here.iterdir() if p.is_dir() and p.name != "__pycache__"]
     assert folders, here
     for folder in folders:
