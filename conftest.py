@@ -40,10 +40,11 @@ except ImportError:          # the test extra is not installed: no property test
     pass
 
 #: the catalogues users extend (``register_part``, ``register_transport``, ``register_link``,
-#: ``register_server``): module and dictionary names
+#: ``register_server``, ``register_policy``, ``register_algorithm``): module and dictionary names
 _CATALOGUES = (("topologies.parts", "_PARTS"), ("topologies.parts", "_RATE_PART"),
                ("topologies.transports", "_CATALOGUE"), ("topologies.links", "_CATALOGUE"),
-               ("topologies.servers", "_SERVERS"))
+               ("topologies.servers", "_SERVERS"), ("flowsolver.routing._policies", "_REGISTRY"),
+               ("flowsolver.collectives._algorithms", "_REGISTRY"))
 
 
 #: the registries users extend (``register_family``, ``register_reader``): module and dictionary
@@ -57,9 +58,9 @@ _REGISTRIES = (("topologies.build", "_REGISTRY"), ("topologies.formats", "_READE
 @pytest.fixture(autouse=True)
 def _catalogues_restored():
     """Each test and doctest starts from the library's own catalogues and registries: a part,
-    transport, link, server model, topology family or file reader that a test or a docs
-    example registers would otherwise stay for every later test (and compete in the bill's
-    automatic choices)."""
+    transport, link, server model, topology family, file reader, routing policy or collective
+    algorithm that a test or a docs example registers would otherwise stay for every later
+    test (and compete in the bill's automatic choices, or in ``"auto"``)."""
     import importlib
     import sys
 

@@ -6,7 +6,7 @@ import functools
 
 import topologies as tp
 
-from ..training import DEFAULT_COMPUTE_EFFICIENCY, training_step
+from ..training import DEFAULT_COMPUTE_EFFICIENCY, Parallelism, Schedule, training_step
 
 __all__ = ["TOPOLOGIES", "FAMILY_SERVER", "FAMILY_LINK", "topology_study"]
 
@@ -51,9 +51,10 @@ def topology_study(*, sizes=(256, 1024, 4096), families=tuple(TOPOLOGIES), model
             n = len(tp.gpus(g))
             dp = n // _FAMILY_TP
             policy = _POLICY.get(_SIZES[family][0], "ecmp")
-            step = training_step(g, model=model, tp=_FAMILY_TP, global_batch=dp * sequences_per_replica,
-                                 dp_overlap=dp_overlap, compute_efficiency=compute_efficiency, algorithms=dict(dp="ring"),
-                                 collective_options=dict(policy=policy))
+            step = training_step(g, model, Parallelism(tp=_FAMILY_TP),
+                                 Schedule(global_batch=dp * sequences_per_replica, dp_overlap=dp_overlap,
+                                          compute_efficiency=compute_efficiency),
+                                 algorithms=dict(dp="ring"), collective_options=dict(policy=policy))
             d = tp.describe(g)
             p = step.phases["dp"]
             rows.append(dict(family=family, gpus=n, tp=step.tp, dp=step.dp,

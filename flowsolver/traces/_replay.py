@@ -289,7 +289,7 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
         collective_options = options.keywords("replay")
     costs = CostModel(graph, algorithms, collective_options)
     # every communication routed on one index of the graph, checked once (above)
-    with unchanged(graph), _checks.trusted(graph), paused_gc():
+    with unchanged(graph, checked=True), paused_gc():
         engine = _Engine(workload, costs, placement, rate)
         engine.run()
         return ReplayResult.of(engine, placement)

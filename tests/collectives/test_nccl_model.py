@@ -1,6 +1,6 @@
 """The collectives against NCCL's own tuning model, written out here from the constants and
 formulas of ../shared/REFERENCE.md ("NCCL's cost model", NCCL 2.30), independently of
-flowsolver.collectives._tuner."""
+flowsolver.collectives._nccl_model."""
 
 import math
 

@@ -4,16 +4,19 @@ import pytest
 
 from flowsolver import ALGORITHMS
 from flowsolver.collectives._layout import RankLayout
-from flowsolver.collectives._schedules import SCHEDULES, schedule
+from flowsolver.collectives._algorithms import algorithm_of
+from flowsolver.collectives._schedules import schedule
 from flowsolver.collectives._trees import Step, btree, double_btree, pipeline
 
 
 def test_every_algorithm_has_one_schedule():
     # NVLSTree, PAT and NVLS all-gather / reduce-scatter are timed by NCCL's cost model on
-    # the ring's flow solve (collectives._tuned.DERIVED): no schedule of their own
-    from flowsolver.collectives._tuned import DERIVED
-    assert set(SCHEDULES) | DERIVED == {(op, a) for op, algs in ALGORITHMS.items() for a in algs}
-    assert not set(SCHEDULES) & DERIVED
+    # the ring's flow solve (registered with no schedule of their own)
+    pairs = {(op, a) for op, algs in ALGORITHMS.items() for a in algs}
+    derived = {(op, a) for op, a in pairs if algorithm_of(a).derived(op)}
+    assert derived == {("all_reduce", "nvls_tree"), ("all_gather", "nvls"), ("reduce_scatter", "nvls"),
+                       ("all_gather", "pat"), ("reduce_scatter", "pat")}
+    assert all(callable(algorithm_of(a).schedules[op]) for op, a in pairs - derived)
 
 
 def test_steps_are_values():

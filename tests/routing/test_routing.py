@@ -595,7 +595,7 @@ def test_steps_routed_together_equal_steps_routed_one_by_one(monkeypatch, op, al
     opts = dict(policy=policy, policy_options=dict(subflows=2) if policy == "ecmp_hash" else None)
     together = collective(g, op, 2**26, algorithm=algorithm, **opts)
     assert len(calls) == 1                                      # one route() for all the steps
-    monkeypatch.setattr(_solve, "ROUTED_TOGETHER", ())          # one route() per step, then stacked
+    monkeypatch.setattr(_solve, "STEPS_IN_ONE_CALL", False)     # one route() per step, then stacked
     alone = collective(g, op, 2**26, algorithm=algorithm, **opts)
     assert together.time == pytest.approx(alone.time, rel=1e-12)
     assert [(s.transfer, s.latency) for s in together.steps] == [(s.transfer, s.latency) for s in alone.steps]
@@ -622,7 +622,7 @@ def test_hash_keys_route_flows_together_as_they_would_go_apart():
 def test_groups_route_flows_together_as_each_group_would_go_alone(policy):
     """route(..., groups=): Valiant's draws, UGAL's loads and ecmp_hash's keys per group, so
     the routes equal one call per group, also with the groups' flows interleaved."""
-    from flowsolver.routing import _positions
+    from flowsolver.routing._keys import positions as _positions
 
     g = tp.fat_tree(4) if policy == "ecmp_hash" else tp.dragonfly(2, 4, 2)
     p = len(tp.gpus(g))

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import topologies as tp
-from flowsolver.routing import _engine
-from flowsolver.routing._engine import CompactGraph, ecmp_fluid
+from flowsolver.routing import _shortest_paths as _engine
+from flowsolver.routing._shortest_paths import CompactGraph, ecmp_fluid
 
 
 def _both(monkeypatch, graph, src, dst):

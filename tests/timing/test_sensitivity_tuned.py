@@ -1,5 +1,5 @@
 """Derivatives of collective times set by NCCL's cost model (collectives/_sensitivity on
-_tuned's formula, _dual): checked against central differences of independent re-solves
+_nccl_timing's formula, _dual): checked against central differences of independent re-solves
 (every link of a tier scaled by 1 +- 1e-4, ``collective`` run again), exactly 0 where a
 constant protocol cap binds, and both one-sided derivatives at a tie of the formula's min."""
 
@@ -14,8 +14,8 @@ import flowsolver as fs
 import topologies as tp
 from flowsolver.collectives._dual import Dual
 from flowsolver.collectives._options import Options
-from flowsolver.collectives._tuned import tuned_time
-from flowsolver.collectives._tuner import Hardware
+from flowsolver.collectives._nccl_timing import tuned_time
+from flowsolver.collectives._nccl_model import Hardware
 
 H = 1e-4          # relative change of the tier's capacities
 

@@ -9,18 +9,15 @@ from dataclasses import replace
 
 import numpy as np
 
+from ._algorithms import algorithm_of
 from ._dual import lesser
 from ._nccl import PROTOCOLS, busbw_factor
 from ._pipeline import PIPELINE, pipeline_time
-from ._tuner import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
+from ._nccl_model import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
 
-__all__ = ["DERIVED", "transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
+__all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
            "slow_paths_of", "path_excess"]
 
-#: NCCL algorithms without a flow schedule of their own: their bandwidth term is the
-#: ring's flow solve (the graph's bus bandwidth) through NCCL's formula
-DERIVED = {("all_reduce", "nvls_tree"), ("all_gather", "nvls"), ("reduce_scatter", "nvls"),
-           ("all_gather", "pat"), ("reduce_scatter", "pat")}
 
 
 def transfer_of(steps) -> float:
@@ -55,13 +52,13 @@ def path_excess(paths, algorithm, protocol, op, hw) -> float:
     paths are slower than NCCL's hop constants assume (``paths``: :func:`slow_paths_of`).
 
     A hop cannot take less than its path's latency. NCCL counts its hops inside nodes and
-    between nodes (:func:`~._tuner.tuner_hops`) at a constant ``c`` each, measured on
+    between nodes (:func:`~._nccl_model.tuner_hops`) at a constant ``c`` each, measured on
     hardware whose links have the catalogue's latencies; so each counted hop of a kind
     costs, beyond ``c``, ``max(0, min(path - c, excess))`` for the kind's slowest path
     (``excess``: its latency beyond the same links at catalogue latencies, which ``c``
     already includes). A catalogue graph has no slow path: nothing is added.
 
-    >>> from ._tuner import Hardware
+    >>> from ._nccl_model import Hardware
     >>> paths = ((True, 10e-3, 10e-3),)        # a 10 ms path between nodes (unknown technology)
     >>> round(path_excess(paths, "ring", "Simple", "all_reduce", Hardware(8, 8)) * 1e3, 6)   # 14 hops, 14 us each
     139.804
@@ -142,7 +139,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
         lat = model.latency(lat, a, proto)
     lat += path_excess(paths, a, proto, op, hw)
     algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
-    if a in ("tree", "nvls") and (op, a) not in DERIVED:
+    if a in ("tree", "nvls") and not algorithm_of(a).derived(op):    # no faster than its own flow solve
         algbw = lesser(algbw, own_algbw)
     if a == "nvls_tree":
         algbw = lesser(algbw, _nvls_node_bound(hw))

@@ -19,11 +19,12 @@ import numpy as np
 import topologies as tp
 
 import contextlib
-import threading
 import weakref
 
+from .. import _checks
+
 from ._cache import _INDEXES, LOCK, PairPaths, _NoPath, _signature
-from ._engine import CompactGraph, ecmp_fluid
+from ._shortest_paths import CompactGraph, ecmp_fluid
 from ._keys import ranges
 
 
@@ -31,23 +32,14 @@ class RoutingError(ValueError):
     """Routing is impossible as asked (no path, unknown endpoint, policy not applicable)."""
 
 
-class _Pins(threading.local):
-    """id(graph) -> the index pinned by an :func:`unchanged` block around it, per thread (a
-    block belongs to the thread that opened it; another thread's block on the same graph
-    must neither see nor undo it)."""
-
-    def __init__(self):
-        self.by_graph: dict = {}
-
-
-_PINS = _Pins()
-
-
 @contextlib.contextmanager
-def unchanged(graph):
+def unchanged(graph, *, checked: bool = False):
     """A block in which ``graph`` is not edited: every :func:`~flowsolver.route` on it inside
     uses one index without checking the graph's signature again (an O(edges) pass per call).
-    Collectives, concurrent runs and training steps route their steps inside one.
+    Collectives, concurrent runs and training steps route their steps inside one. With
+    ``checked=True`` (the caller validated the graph: ``flowsolver._checks.checked_graph``)
+    the entry points called inside skip that check too (its fingerprint walks every edge).
+    The block is this thread's (``flowsolver._checks.pinned``: one registry for both).
 
     >>> import topologies as tp
     >>> g = tp.fat_tree(4)
@@ -55,18 +47,8 @@ def unchanged(graph):
     ...     GraphIndex.of(g) is ix
     True
     """
-    ix = GraphIndex.of(graph)
-    key = id(graph)
-    pinned = _PINS.by_graph
-    outer = pinned.get(key)
-    pinned[key] = ix
-    try:
+    with _checks.pinned(graph, GraphIndex.of(graph), checked) as ix:
         yield ix
-    finally:
-        if outer is None:
-            pinned.pop(key, None)
-        else:
-            pinned[key] = outer
 
 
 def gpu_nodes(graph) -> list:
@@ -89,9 +71,9 @@ class GraphIndex:
     def of(cls, graph) -> "GraphIndex":
         """The index of ``graph``, built once and reused while :func:`_signature` says the
         graph is unchanged (an edited graph gets a fresh one)."""
-        ix = _PINS.by_graph.get(id(graph))
-        if ix is not None and ix.ref() is graph:
-            return ix
+        pin = _checks.PINS.by_graph.get(id(graph))
+        if pin is not None and pin[0].ref() is graph:
+            return pin[0]
         sig = _signature(graph)
         with LOCK:
             ix = _INDEXES.get(graph)
