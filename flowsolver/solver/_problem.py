@@ -121,7 +121,7 @@ class Problem:
 class CompactRouting:
     """The factored routing structure of the flows still being solved (host arrays): a
     RoutingMatrix's segments, or the part of them that a compacted problem still uses.
-    (Not ``routing``'s ``Segments``, which builds a RoutingMatrix's segments: docs/glossary.md.)"""
+    (Not ``routing._graph_index.Segments``, which builds a RoutingMatrix's segments: docs/glossary.md.)"""
 
     seg_ptr: np.ndarray
     seg_link: np.ndarray
