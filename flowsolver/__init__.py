@@ -24,7 +24,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     ".collectives": ("ALGORITHMS", "NCCL_ALGORITHMS", "OPS", "PROTOCOLS", "Calibration", "CollectiveResult",
                      "CollectiveStep", "ConcurrentResult", "busbw_factor", "calibrate", "collective",
                      "collective_time", "collective_variants", "concurrent"),
-    ".training": ("MODELS", "ModelSpec", "Phase", "StepResult", "get_model", "memory_per_gpu", "training_step"),
+    ".training": ("MODELS", "ModelSpec", "Phase", "StepResult", "get_model", "memory_per_gpu", "training_step",
+                  "Parallelism", "Schedule"),
     ".traces": ("ReplayResult", "TraceError", "Workload", "read_chakra", "read_simai_workload", "replay",
                 "workload_from_step", "write_chakra"),
     "._sweep": ("default_cache_dir", "expand_grid", "sweep"),
@@ -49,7 +50,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveResult,
                               CollectiveStep, ConcurrentResult, busbw_factor, calibrate, collective,
                               collective_time, collective_variants, concurrent)
-    from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,
+    from .training import (MODELS, ModelSpec, Parallelism, Phase, Schedule, StepResult, get_model, memory_per_gpu,
                            training_step)
     from .traces import (ReplayResult, TraceError, Workload, read_chakra, read_simai_workload, replay,
                          workload_from_step, write_chakra)
@@ -70,7 +71,7 @@ __all__ = [
     "collective", "collective_time", "collective_variants", "concurrent", "calibrate", "Calibration", "CollectiveResult",
     "ConcurrentResult", "CollectiveStep",
     "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "busbw_factor", "nccl_tests",
-    "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
+    "training_step", "Parallelism", "Schedule", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
     "read_chakra", "read_simai_workload", "write_chakra", "workload_from_step", "replay", "ReplayResult", "Workload",
     "TraceError",
     "sweep", "expand_grid", "default_cache_dir",

@@ -198,7 +198,7 @@ def test_an_astra_sim_network_latency_reaches_the_collective(tmp_path):
     the catalogue does not know: its whole path latency counts). NPU to NPU is NPU -> router
     -> switch -> router -> NPU: two of the file's links, 10 ms; a ring all-reduce over 8
     one-NPU nodes pays NCCL's 2 x 7 network hops of 14 us (Simple) or its path."""
-    from topologies.astra import from_astra_network
+    from topologies import from_astra_network
 
     times = {}
     for ns in (500, 5_000_000):

@@ -1,4 +1,4 @@
-"""topologies.io: node-link JSON round trips, the older key, validation on load."""
+"""topologies.formats.node_link: node-link JSON round trips, the older key, validation on load."""
 
 import json
 

@@ -16,7 +16,7 @@ from flowsolver.training import ModelSpec
 from flowsolver.training import _kernel_data as D
 from flowsolver.training import _kernels as K
 from flowsolver.training._compose import layer_compute
-from flowsolver.training._phases import cp_ring_exposed, fsdp_exposed
+from flowsolver.training._exposed import cp_ring_exposed, fsdp_exposed
 
 H100 = tp.get_gpu("h100_sxm")
 TINY = ModelSpec("tiny-4", 4, 4096, 14336, 32, 8, 256)

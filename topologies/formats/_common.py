@@ -14,7 +14,7 @@ import math
 import re
 from pathlib import Path
 
-from ._graph import check_int
+from .._graph import check_int
 
 MIB = 2**20
 

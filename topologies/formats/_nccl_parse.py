@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ._readers import DECIMAL
-from .links import get_link
+from ._common import DECIMAL
+from ..links import get_link
 
 # PCI class codes (PCI-SIG code and ID assignment spec): base class << 8 | subclass.
 _BRIDGE = 0x0604          # PCI-to-PCI bridge (a PCIe switch port)

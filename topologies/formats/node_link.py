@@ -22,8 +22,8 @@ from pathlib import Path
 
 import networkx as nx
 
-from ._readers import MIB, read_text, short
-from ._validate import TopologyError, validate
+from ._common import MIB, read_text, short
+from .._validate import TopologyError, validate
 
 __all__ = ["save", "load"]
 

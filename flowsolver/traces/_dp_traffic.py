@@ -1,25 +1,47 @@
-"""The data-parallel part of the trace writer (:mod:`._from_step`): DP's gradient and
-parameter calls in ``compose``'s windows and buckets (ZeRO 0 - 2), FSDP's per-microbatch
-traffic (ZeRO 3), and the hooks that place them between a pass's segments."""
+"""A step's data-parallel traffic in its trace (:mod:`._from_step`): DP's gradient and
+parameter calls in ``compose``'s windows and buckets (ZeRO 0 - 2), FSDP's per-layer and the
+experts' per-microbatch traffic (ZeRO 3), and the hooks that place them between a pass's
+segments. The trace writer owns one; it asks the writer for the layers' compute and
+exposed times and adds the calls to a rank's node list through it."""
 
 from __future__ import annotations
 
 from ._workload import DELAY
 
-__all__ = ["DataParallelWriter"]
+__all__ = ["DataParallelTraffic"]
 
 
-class DataParallelWriter:
-    """Methods of the writer's builder for data parallelism; they read the builder's
-    ``comms``, ``dp_kinds``, ``zero``, ``dp_overlap``, ``buckets``, ``lay``, ``chunks`` and
-    its compute times, and add to a rank's node list (``_Rank``)."""
+class DataParallelTraffic:
+    """The DP calls of one step's trace: ``step`` the trace writer (its ``comms``, layout,
+    chunks, compute times and ``coll``), ``schedule`` and ``compute`` (``layer_compute``'s
+    parts) what ``compose`` timed the step with. ``rest_reduce``: the current rank's call
+    reducing all gradient buckets but the last (reset per rank by :meth:`start`)."""
+
+    def __init__(self, step, schedule, compute: dict):
+        prof = step.profile
+        self.step, self.comms, self.lay, self.m, self.chunks = step, step.comms, step.lay, step.m, step.chunks
+        self.zero, self.dp_overlap = prof.zero, schedule.dp_overlap
+        # FSDP: the compute each layer's traffic hides behind (compose: dp_overlap of a layer's
+        # forward, of its backward with the forward again when full recompute takes every layer)
+        again = schedule.recompute == "full" and schedule.recompute_layers is None
+        self.fsdp_window = {"F": schedule.dp_overlap * compute["forward"],
+                            "B": schedule.dp_overlap * (compute["backward"] + (compute["forward"] if again else 0.0))}
+        self.fsdp_root = prof.fsdp_unit_scale() / self.lay.pp
+        self.buckets = self.lay.vp if self.lay.vp > 1 else max(self.chunks[q][0] for q in range(self.lay.pp))
+        self.dp_kinds = [k for k in ("dp", "dp_experts") if k in self.comms]
+        self.rest_reduce = None
+
+    def start(self, rank):
+        """A new rank: its parameter gathers (:meth:`param_gathers`)."""
+        self.rest_reduce = None
+        return self.param_gathers(rank)
 
     def dp_calls(self, rank, op, share, name, deps) -> int:
         """``op`` on ``share`` of every DP kind's bytes (dense, then experts), one after the
         other from ``deps``; the last node."""
         prev = None
         for kind in self.dp_kinds:
-            prev = self.coll(rank, kind, op, self.comms[kind].bytes * share, f"{name}.{kind}.{op}", chain=False,
+            prev = self.step.coll(rank, kind, op, self.comms[kind].bytes * share, f"{name}.{kind}.{op}", chain=False,
                              deps=tuple(deps) if prev is None else (prev,))
         return prev
 
@@ -49,7 +71,7 @@ class DataParallelWriter:
         node (the dense layers' FSDP traffic: :meth:`fsdp`)."""
         prev = delay
         for op in ("all_gather", "all_gather", "reduce_scatter"):
-            prev = self.coll(rank, "dp_experts", op, self.comms["dp_experts"].bytes, f"mb{mb}.dp_experts.{op}",
+            prev = self.step.coll(rank, "dp_experts", op, self.comms["dp_experts"].bytes, f"mb{mb}.dp_experts.{op}",
                              chain=False, deps=(prev,))
         return prev
 
@@ -58,9 +80,9 @@ class DataParallelWriter:
         seconds)``, ``seconds`` of compute after the boundary before segment ``k`` of
         direction ``d``, so that ``dp_overlap`` of the microbatch's compute is still to come."""
         layers, last = self.chunks[stage][0], stage == self.lay.pp - 1
-        forward = [self.pass_seconds("F", False)] * layers + ([self.t_output_fwd] if last else [])
-        backward = [self.pass_seconds("B", self.recomputed(k)) for k in range(layers)]
-        backward += [self.t_output - self.t_output_fwd] if last else []
+        forward = [self.step.pass_seconds("F", False)] * layers + ([self.step.t_output_fwd] if last else [])
+        backward = [self.step.pass_seconds("B", self.step.recomputed(k)) for k in range(layers)]
+        backward += [self.step.t_output - self.step.t_output_fwd] if last else []
         segments = [("F", k, t) for k, t in enumerate(forward)] + [("B", k, t) for k, t in enumerate(backward[::-1])]
         left = (1.0 - self.dp_overlap) * sum(t for *_, t in segments)
         for d, k, t in segments:
@@ -79,7 +101,7 @@ class DataParallelWriter:
         prev = None
         for op, layers, name in calls:
             comm = self.comms["dp_gather" if op == "all_gather" else "dp_reduce"]
-            prev = self.coll(rank, "dp", op, comm.bytes * layers, name, chain=False, deps=deps)
+            prev = self.step.coll(rank, "dp", op, comm.bytes * layers, name, chain=False, deps=deps)
             deps = (prev,)
         return prev
 
@@ -87,7 +109,7 @@ class DataParallelWriter:
         """The delay that makes a window of FSDP traffic launched at a layer's start expose what
         ``compose`` exposes (``fsdp_exposed``: what the traffic outlasts ``dp_overlap`` of the
         layer's compute): the layer's compute and exposed communication less that window."""
-        return max(0.0, self.pass_seconds(d, again) + self.exposed(d, again) - self.fsdp_window[d])
+        return max(0.0, self.step.pass_seconds(d, again) + self.step.exposed(d, again) - self.fsdp_window[d])
 
     def fsdp(self, stage, d, mb, rank, when, later):
         """FSDP per layer (``compose``'s ``fsdp_exposed``, as PyTorch FSDP2 and DeepSpeed
@@ -102,7 +124,7 @@ class DataParallelWriter:
         other on their own stream (each taking the delay of :meth:`fsdp_delay` with it: the
         window ``compose`` gives it), which holds no compute and no transfer."""
         keep, n = self.lay.pp > 1, self.chunks[stage][0]
-        first = self.first_layer(stage, 0)
+        first = self.step.first_layer(stage, 0)
         root = [("all_gather" if d == "F" else "reduce_scatter", self.fsdp_root, f"{d}{mb}.fsdp.root")] \
             if self.fsdp_root > 0 else []
         name = lambda layer, what: f"{d}{mb}.c0.L{layer}.fsdp.{what}"
@@ -134,7 +156,7 @@ class DataParallelWriter:
             off = 1 if stage == self.lay.pp - 1 else 0                    # the output projection's backward first
             for i in range(n):
                 layer = first + n - 1 - i
-                again = self.recomputed(layer - first)
+                again = self.step.recomputed(layer - first)
                 if keep:
                     if i > 0:
                         when(off + i, lambda layer=layer, again=again:
@@ -164,7 +186,7 @@ class DataParallelWriter:
         of chunk 1 or, without pipelining, by the end of the first forward), or the FSDP
         traffic of its microbatch (ZeRO 3: the dense layers' per layer, :meth:`fsdp`, the
         experts' per microbatch; what the next pass waits for goes to ``later``)."""
-        n, o, at = self.segments(stage, chunk), self.dp_overlap, passes.index((d, mb, chunk))
+        n, o, at = self.step.segments(stage, chunk), self.dp_overlap, passes.index((d, mb, chunk))
         todo = {}
 
         def when(k, action):

@@ -1,5 +1,7 @@
-"""The communication phases of a step: how many calls of each solved collective a step
-makes and how much of them the schedule hides (pure arithmetic on a profile)."""
+"""The exposed communication of a step: per parallelism (tp, cp, pp, ep, dp) its
+:class:`Phase`, how many calls of its solved collective the step makes and how much of them
+the schedule hides (pure arithmetic on a profile). A phase is one parallelism's
+communication in a step (``StepResult.phases``), nothing else in training."""
 
 from __future__ import annotations
 

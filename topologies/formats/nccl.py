@@ -56,11 +56,11 @@ from pathlib import Path
 
 import networkx as nx
 
-from ._graph import check_int
+from .._graph import check_int
 from ._nccl_parse import _clip, _loc, parse_system, relabel
-from ._readers import MIB, check_limit, read_bytes
-from .links import LinkTech, get_link
-from .servers import ServerModel, ServerPorts, get_gpu
+from ._common import MIB, check_limit, read_bytes
+from ..links import LinkTech, get_link
+from ..servers import ServerModel, ServerPorts, get_gpu
 
 __all__ = ["NcclServer", "from_nccl_xml"]
 

@@ -47,10 +47,10 @@ from pathlib import Path
 
 import networkx as nx
 
-from ._graph import check_int, finish
-from ._readers import MIB, check_limit, finite, read_text, short
-from ._validate import TopologyError, validate
-from .servers import get_gpu
+from .._graph import check_int, finish
+from ._common import MIB, check_limit, finite, read_text, short
+from .._validate import TopologyError, validate
+from ..servers import get_gpu
 
 __all__ = ["from_astra_network", "parse_simple_yaml"]
 

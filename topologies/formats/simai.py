@@ -46,11 +46,11 @@ from pathlib import Path
 
 import networkx as nx
 
-from ._graph import check_int, compute_fabric, finish
-from ._readers import DECIMAL, MIB, check_limit, over, read_text, short
-from ._validate import TopologyError, validate
-from .analysis import gpus as ranked_gpus
-from .servers import get_gpu
+from .._graph import check_int, compute_fabric, finish
+from ._common import DECIMAL, MIB, check_limit, over, read_text, short
+from .._validate import TopologyError, validate
+from ..analysis import gpus as ranked_gpus
+from ..servers import get_gpu
 
 __all__ = ["from_simai", "to_simai"]
 
