@@ -189,6 +189,7 @@ def _fluid_pairs(graph: CompactGraph, src, dst):
     hops = np.full(P, -1, dtype=np.int64)
     done = np.zeros(P, dtype=bool)
     fronts = [(rows, src), (rows, dst)]
+    seen = ([(rows, src)], [(rows, dst)])          # per side, the (row, node) pairs found at each depth
     depth = [0, 0]
     sides = ((df, db, graph.out_ptr, graph.out_edges, head), (db, df, graph.in_ptr, graph.in_edges, tail))
     side = 0
@@ -205,6 +206,7 @@ def _fluid_pairs(graph: CompactGraph, src, dst):
         found = np.unique(r[new] * nv + v[new])
         r, v = found // nv, found % nv
         mine[r, v] = depth[side]
+        seen[side].append((r, v))
         meet = (other[r, v] >= 0) & (transit[v] | (v == src[r]) | (v == dst[r]))
         if meet.any():
             cand = np.full(P, np.iinfo(np.int64).max)
@@ -220,26 +222,41 @@ def _fluid_pairs(graph: CompactGraph, src, dst):
         done |= ~alive
         side = 1 - side
     bad = np.flatnonzero(hops < 0)
-    # position along a shortest path of every node on one (-1 elsewhere)
+    # position along a shortest path of every node on one (-1 elsewhere); the explored pairs
+    # are read from ``seen`` (never a pass over the (pairs x nodes) arrays)
     sp = np.full((P, nv), -1, dtype=np.int32)
-    both = (df >= 0) & (db >= 0) & ((df + db) == hops[:, None]) & (hops[:, None] > 0)
-    r, v = np.nonzero(both)
+    r = np.concatenate([a for a, _ in seen[0]])
+    v = np.concatenate([b for _, b in seen[0]])
+    both = (db[r, v] >= 0) & ((df[r, v] + db[r, v]) == hops[r]) & (hops[r] > 0)
+    r, v = r[both], v[both]
     ok = transit[v] | (v == src[r]) | (v == dst[r])
     sp[r[ok], v[ok]] = df[r[ok], v[ok]]
-    for level in range(int(df.max()) - 1, -1, -1):       # towards the source: a next hop on a path
-        r, u = np.nonzero((df == level) & (sp < 0))
+    on_path = [r[ok] * nv + v[ok]]
+
+    def deepest(found):
+        return max(i for i, (a, _) in enumerate(found) if len(a))
+
+    for level in range(deepest(seen[0]) - 1, -1, -1):      # towards the source: a next hop on a path
+        r, u = seen[0][level]
+        free = sp[r, u] < 0
+        r, u = r[free], u[free]
         ok = transit[u] | (u == src[r])
         r, e, v = _expand(graph, graph.out_ptr, graph.out_edges, head, r[ok], u[ok])
         hit = sp[r, v] == level + 1
         sp[r[hit], tail[e[hit]]] = level
-    for level in range(int(db.max()) - 1, -1, -1):       # towards the destination: a last hop on a path
-        r, v = np.nonzero((db == level) & (sp < 0))
+        on_path.append(r[hit] * nv + tail[e[hit]])
+    for level in range(deepest(seen[1]) - 1, -1, -1):      # towards the destination: a last hop on a path
+        r, v = seen[1][level]
+        free = sp[r, v] < 0
+        r, v = r[free], v[free]
         ok = transit[v] | (v == dst[r])
         r, e, u = _expand(graph, graph.in_ptr, graph.in_edges, tail, r[ok], v[ok])
         hit = (sp[r, u] >= 0) & (sp[r, u] == hops[r] - level - 1)
         sp[r[hit], head[e[hit]]] = hops[r[hit]] - level
+        on_path.append(r[hit] * nv + head[e[hit]])
     # each pair's DAG: edges from a node on a path (not its destination) to the next node on one
-    r, u = np.nonzero(sp >= 0)
+    at = np.unique(np.concatenate(on_path))                 # np.nonzero(sp >= 0)'s order
+    r, u = at // nv, at % nv
     keep = u != dst[r]
     r, e, v = _expand(graph, graph.out_ptr, graph.out_edges, head, r[keep], u[keep])
     on = sp[r, v] == sp[r, tail[e]] + 1
