@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 # the checkout this script sits in, not an installed copy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from collections import Counter
 
 
 def main(argv=None) -> int:
