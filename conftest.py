@@ -40,24 +40,43 @@ except ImportError:          # the test extra is not installed: no property test
     pass
 
 #: the catalogues users extend (``register_part``, ``register_transport``, ``register_link``,
-#: ``register_server``): module and dictionary names
+#: ``register_server``, ``register_policy``, ``register_algorithm``): module and dictionary names
 _CATALOGUES = (("topologies.parts", "_PARTS"), ("topologies.parts", "_RATE_PART"),
                ("topologies.transports", "_CATALOGUE"), ("topologies.links", "_CATALOGUE"),
-               ("topologies.servers", "_SERVERS"))
+               ("topologies.servers", "_SERVERS"), ("flowsolver.routing._policies", "_REGISTRY"),
+               ("flowsolver.collectives._algorithms", "_REGISTRY"))
+
+
+#: the registries users extend (``register_family``, ``register_reader``): module and dictionary
+#: names; each module's ``_BUILTIN`` names the library's own entries. A registry whose module
+#: is not imported yet is left alone (``flowsolver.traces`` loads JAX) and, once a test imports
+#: it, loses the entries that test added (the built-in ones stay)
+_REGISTRIES = (("topologies.build", "_REGISTRY"), ("topologies.formats", "_READERS"),
+               ("flowsolver.traces._readers", "_READERS"))
 
 
 @pytest.fixture(autouse=True)
 def _catalogues_restored():
-    """Each test and doctest starts from the library's own catalogues: a part, transport, link
-    or server model that a test or a docs example registers would otherwise stay for every
-    later test (and compete in the bill's automatic choices)."""
+    """Each test and doctest starts from the library's own catalogues and registries: a part,
+    transport, link, server model, topology family, file reader, routing policy or collective
+    algorithm that a test or a docs example registers would otherwise stay for every later
+    test (and compete in the bill's automatic choices, or in ``"auto"``)."""
     import importlib
+    import sys
 
     saved = [(d, dict(d)) for d in (getattr(importlib.import_module(m), name) for m, name in _CATALOGUES)]
+    kept = {(m, name): dict(getattr(sys.modules[m], name)) for m, name in _REGISTRIES if m in sys.modules}
     yield
     for d, content in saved:
         d.clear()
         d.update(content)
+    for m, name in _REGISTRIES:
+        if m in sys.modules:
+            module = sys.modules[m]
+            d, content = getattr(module, name), kept.get((m, name), {})
+            builtin = {k: d[k] for k in getattr(module, "_BUILTIN", ()) if k in d}
+            d.clear()
+            d.update({**builtin, **content})
 
 
 # ``python -m flowsolver`` entry point: importing it runs the command

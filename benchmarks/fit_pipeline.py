@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from flowsolver.collectives import _tuned  # noqa: E402
+from flowsolver.collectives import _nccl_timing as _tuned  # noqa: E402
 from flowsolver.collectives._pipeline import Pipeline, pipeline_time  # noqa: E402
 
 NAMES = [f.name for f in fields(Pipeline)]

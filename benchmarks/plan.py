@@ -5,17 +5,22 @@
     python benchmarks/plan.py --published   # only the published runs
     python benchmarks/plan.py --max-solves N  # the solve budget of the 405B search (default 40)
     python benchmarks/plan.py --published --slow   # with the Llama 3 paper's 8,192- and 16,384-GPU rows
+    python benchmarks/plan.py --placement   # a 256-GPU job on a 1,024-GPU cluster, by placement policy
 
 Speed targets (issue 32): Llama 3 405B on 16,384 H100 (rail_optimized, 2,048 DGX H100 on
 InfiniBand NDR), every feasible layout bounded and the exact top 20 timed in < 60 s; a 70 B model
 on 1,024 GPUs in < 10 s; peak memory < 4 GiB (the process's peak resident set, printed).
 
-Published runs: each row of tests/test_training_published.py (the runs the model is checked
+Published runs: each row of tests/training/test_training_published.py (the runs the model is checked
 against) and each training.csv row with a layout (benchmarks/validation): is the published
 layout feasible in the model (memory estimate <= the GPU's memory), and is plan's best layout,
-searched with the run's own fixed settings (precision, batch, sequence, compute model), at least
-as fast in the model as the published layout. A published layout that comes out infeasible, or
-far behind the plan, is a finding about the model, printed as such.
+searched with the run's own fixed settings (precision, batch, sequence, compute model; 12
+profile solves, 80 when the plan is still behind), at least as fast in the model as the
+published layout. A published layout that comes out infeasible, or
+far behind the plan, is a finding about the model, printed as such. The published runs are
+planned on the H100's memory as NVML reports it (81,559 MiB = 85.52e9 bytes; the datasheet's
+"80 GB" is 80 GiB less the driver's reserve: benchmarks/validation/memory.csv cites it), the
+capacity those runs had; the fit against the GpuSpec's 80e9 bytes is printed beside it.
 """
 
 from __future__ import annotations
@@ -30,9 +35,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import dataclasses  # noqa: E402
+
 import topologies as tp  # noqa: E402
 from flowsolver import memory_per_gpu, plan, training_step  # noqa: E402
 from flowsolver.planning import STEP_OPTIONS  # noqa: E402
+
+#: H100 SXM 80GB as NVML reports it: 81,559 MiB (benchmarks/validation/memory.csv, "fits" rows' source)
+H100_NVML = dataclasses.replace(tp.get_gpu("h100_sxm"), memory=81559 * 2 ** 20)
+#: device memory as NVML reports it for the "80 GB" parts (the same source: H100 81,559 MiB, A100
+#: 80GB 81,920 MiB); other GPUs at their GpuSpec's memory
+NVML_MEMORY = {"h100_sxm": 81559 * 2 ** 20, "a100_sxm": 81920 * 2 ** 20}
 
 SEARCHED = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "recompute", "zero", "order", "sequence_parallel")
 
@@ -66,26 +79,33 @@ def targets(max_solves: int) -> None:
 
 def _compare(name, graph, kw) -> str:
     """A published layout in the model against plan's best with the same fixed settings."""
+    datasheet = kw.get("gpu", tp.get_gpu("h100_sxm")).memory
+    if "gpu" not in kw:
+        kw = dict(kw, gpu=H100_NVML)
     pub = training_step(graph, **kw)
     fixed = {k: v for k, v in kw.items() if k in STEP_OPTIONS}
     rest = {k: kw[k] for k in ("model", "global_batch", "seq_len", "precision", "gpu") if k in kw}
     t = time.perf_counter()
     p = plan(graph, top=1, max_solves=12, **rest, **fixed)
+    if p.rows and p.best.step_time > pub.step_time * (1 + 1e-9) and not p.proven:
+        p = plan(graph, top=1, max_solves=80, **rest, **fixed)      # behind within 12 solves: search on
     wall = time.perf_counter() - t
     best = p.best if p.rows else None
     verdict = ("plan faster or equal" if best and best.step_time <= pub.step_time * (1 + 1e-9) else
                "PLAN BEHIND (search budget or model)" if best else "NO FEASIBLE LAYOUT FOUND")
     gap = f"{best.step_time / pub.step_time - 1:+7.1%}" if best else "   n/a"
-    return (f"{name:34s} fits {'yes' if pub.fits else 'NO '} {pub.memory_per_gpu / 1e9:6.1f} GB  published "
+    sheet = "yes" if pub.memory_per_gpu <= datasheet else "NO "
+    return (f"{name:34s} fits {'yes' if pub.fits else 'NO '} ({sheet} in {datasheet / 1e9:.0f} GB) "
+            f"{pub.memory_per_gpu / 1e9:6.1f} GB  published "
             f"{pub.step_time:8.3f} s  plan {best.step_time if best else float('nan'):8.3f} s {gap}  "
             f"{'proven' if p.proven else 'budget'} {wall:5.1f} s  {verdict}\n"
             f"{'':34s} plan's best: {best.layout.label if best else '-'}")
 
 
 def published(include_slow: bool) -> None:
-    from tests.test_training_published import ROWS, SLOW
+    from tests.training.test_training_published import ROWS, SLOW
 
-    print(f"\n## published runs of tests/test_training_published.py; {_load()}", flush=True)
+    print(f"\n## published runs of tests/training/test_training_published.py; {_load()}", flush=True)
     for name, (nodes, kw, _) in ROWS.items():
         if name in SLOW and not include_slow:
             print(f"{name:34s} (8,192+ GPUs: --slow to run)")
@@ -95,7 +115,8 @@ def published(include_slow: bool) -> None:
 
     import validation.setups as S
 
-    print(f"\n## training.csv rows with a layout: feasibility in the model (memory estimate <= GPU memory)", flush=True)
+    print(f"\n## training.csv rows with a layout: feasibility in the model (memory estimate <= the GPU's memory as "
+          f"NVML reports it)", flush=True)
     path = Path(__file__).resolve().parent / "validation" / "training.csv"
     rows = list(csv.DictReader(path.open()))
     seen, infeasible, checked, compared = set(), [], 0, 0
@@ -114,11 +135,13 @@ def published(include_slow: bool) -> None:
             m = memory_per_gpu(spec, tp=kw.get("tp", 1), pp=kw.get("pp", 1), dp=kw["dp"], ep=kw.get("ep", 1),
                                zero=kw.get("zero", 1), micro_batch=kw.get("micro_batch", 1),
                                microbatches=kw["global_batch"] // (kw["dp"] * kw.get("micro_batch", 1)),
-                               cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"))
+                               cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"),
+                               attention=kw.get("attention"))
         except ValueError:
             continue
         checked += 1
-        gpu_memory = (kw["gpu"].memory if "gpu" in kw else tp.get_gpu(c.server.gpu).memory)
+        spec_gpu = kw["gpu"] if "gpu" in kw else tp.get_gpu(c.server.gpu)
+        gpu_memory = NVML_MEMORY.get(spec_gpu.name, spec_gpu.memory)
         key = (row["source"], spec.name, gpus, kw.get("tp", 1), kw.get("pp", 1), kw.get("cp", 1), kw["dp"],
                kw.get("vp", 1), kw.get("micro_batch", 1), kw["global_batch"], kw["precision"])
         if m > gpu_memory:
@@ -134,9 +157,30 @@ def published(include_slow: bool) -> None:
     print("\n".join(infeasible) or "  none")
 
 
+def placement() -> None:
+    """Llama 3 8B on 256 GPUs (32 servers) of a 1,024-GPU cluster (4 scalable units of 32
+    servers, spines 4:1 oversubscribed), the DP communication not overlapped (dp_overlap 0, so
+    that the network shows), the best layout per placement policy."""
+    g = tp.rail_optimized(128, oversubscription=4.0)
+    print(f"\n## placement: llama-3-8b, 256 of 1,024 GPUs (4:1 spines), global batch 256, dp_overlap 0; "
+          f"{_load()}", flush=True)
+    t = time.perf_counter()
+    p = plan(g, model="llama-3-8b", global_batch=256, top=40, gpus=256, cp=1, zero=1, micro_batch=1,
+             recompute="selective", sequence_parallel=True, vp=1, pp=(1, 2), tp=(1, 8), dp_overlap=0.0,
+             placement=("packed", "rail_aligned", "spread", "rail_unaligned"))
+    print(f"{p.summary()}\nwall {time.perf_counter() - t:.1f} s")
+    best = {}
+    for row in p.timed:
+        best.setdefault(row.layout.placement, row)
+    print(p.table(sorted(best.values(), key=lambda r: r.step_time)))
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     solves = int(argv[argv.index("--max-solves") + 1]) if "--max-solves" in argv else 40
+    if "--placement" in argv:
+        placement()
+        return 0
     if "--published" not in argv:
         targets(solves)
     if "--targets" not in argv:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import flowsolver as fs  # noqa: E402
 from flowsolver.solver._certificate import violation  # noqa: E402
 from tests.oracle import progressive_filling  # noqa: E402
-from tests.test_frontier import wide_instance  # noqa: E402
+from tests.solver.test_frontier import wide_instance  # noqa: E402
 
 
 def main(argv=None) -> int:

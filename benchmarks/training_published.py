@@ -1,6 +1,6 @@
 """The published training runs of ../shared/REFERENCE.md ("Training") beside the model, with
 the published parallelism and the model's defaults (the table in README.md, "Training steps
-against published runs"; tests/test_training_published.py checks each row): tokens/s per
+against published runs"; tests/training/test_training_published.py checks each row): tokens/s per
 GPU and MFU, published and modelled, their relative error, TFLOP/s per GPU, and the memory
 estimate of the stage that needs the most (GB, 1e9 bytes) with that stage's index.
 
@@ -21,7 +21,7 @@ import topologies as tp  # noqa: E402
 from flowsolver import training_step  # noqa: E402
 # the rows (servers, training_step arguments, published figures) and their published
 # tokens/s and MFU are the test's, so the table and the assertions cannot drift apart
-from tests.test_training_published import ROWS, _published  # noqa: E402
+from tests.training.test_training_published import ROWS, _published  # noqa: E402
 
 
 def main(argv=None) -> int:

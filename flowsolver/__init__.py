@@ -16,15 +16,17 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._status": ("Status",),
     ".nccl_tests": ("nccl_tests",),
     ".traffic": ("Flows",),
-    ".routing": ("POLICIES", "Bottleneck", "LinkTable", "MergedRouting", "RoutingError", "RoutingMatrix", "route"),
+    ".routing": ("POLICIES", "Bottleneck", "LinkTable", "MergedRouting", "RoutingError", "RoutingMatrix", "route",
+                 "register_policy"),
     ".solver": ("Allocation", "RateSensitivity", "bucket_size", "fair_rates", "max_min_fair", "rate_sensitivity",
                 "trace_count"),
     ".timing": ("Completion", "completion_times"),
     "._completion_sensitivity": ("CompletionSensitivity", "completion_sensitivity", "fair_makespan"),
     ".collectives": ("ALGORITHMS", "NCCL_ALGORITHMS", "OPS", "PROTOCOLS", "Calibration", "CollectiveResult",
                      "CollectiveStep", "ConcurrentResult", "busbw_factor", "calibrate", "collective",
-                     "collective_time", "collective_variants", "concurrent"),
-    ".training": ("MODELS", "ModelSpec", "Phase", "StepResult", "get_model", "memory_per_gpu", "training_step"),
+                     "collective_time", "collective_variants", "concurrent", "register_algorithm"),
+    ".training": ("MODELS", "ModelSpec", "Phase", "StepResult", "get_model", "memory_per_gpu", "training_step",
+                  "Parallelism", "Schedule"),
     ".traces": ("ReplayResult", "TraceError", "Workload", "read_chakra", "read_simai_workload", "replay",
                 "workload_from_step", "write_chakra"),
     "._sweep": ("default_cache_dir", "expand_grid", "sweep"),
@@ -41,15 +43,15 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from . import nccl_tests
     from .traffic import Flows
     from .routing import (POLICIES, Bottleneck, LinkTable, MergedRouting, RoutingError, RoutingMatrix,
-                          route)
+                          register_policy, route)
     from .solver import (Allocation, RateSensitivity, bucket_size, fair_rates, max_min_fair, rate_sensitivity,
                          trace_count)
     from .timing import Completion, completion_times
     from ._completion_sensitivity import CompletionSensitivity, completion_sensitivity, fair_makespan
     from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveResult,
                               CollectiveStep, ConcurrentResult, busbw_factor, calibrate, collective,
-                              collective_time, collective_variants, concurrent)
-    from .training import (MODELS, ModelSpec, Phase, StepResult, get_model, memory_per_gpu,
+                              collective_time, collective_variants, concurrent, register_algorithm)
+    from .training import (MODELS, ModelSpec, Parallelism, Phase, Schedule, StepResult, get_model, memory_per_gpu,
                            training_step)
     from .traces import (ReplayResult, TraceError, Workload, read_chakra, read_simai_workload, replay,
                          workload_from_step, write_chakra)
@@ -64,13 +66,13 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
 __all__ = [
     "__version__", "Status",
     "Flows",
-    "route", "RoutingMatrix", "LinkTable", "MergedRouting", "Bottleneck", "RoutingError", "POLICIES",
+    "route", "RoutingMatrix", "LinkTable", "MergedRouting", "Bottleneck", "RoutingError", "POLICIES", "register_policy",
     "max_min_fair", "Allocation", "bucket_size", "trace_count", "rate_sensitivity", "RateSensitivity", "fair_rates",
     "completion_times", "Completion", "completion_sensitivity", "CompletionSensitivity", "fair_makespan",
     "collective", "collective_time", "collective_variants", "concurrent", "calibrate", "Calibration", "CollectiveResult",
     "ConcurrentResult", "CollectiveStep",
-    "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "busbw_factor", "nccl_tests",
-    "training_step", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
+    "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "busbw_factor", "nccl_tests", "register_algorithm",
+    "training_step", "Parallelism", "Schedule", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",
     "read_chakra", "read_simai_workload", "write_chakra", "workload_from_step", "replay", "ReplayResult", "Workload",
     "TraceError",
     "sweep", "expand_grid", "default_cache_dir",

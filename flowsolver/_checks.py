@@ -110,30 +110,37 @@ def rank_indices(graph, ranks, name: str = "ranks", nodes=None) -> list[int]:
     return out
 
 
-class _Checked(threading.local):
-    """Graphs an enclosing :func:`trusted` block of this thread vouches for (id -> depth)."""
+class _Pins(threading.local):
+    """id(graph) -> ``(routing index, checked)`` of the enclosing "graph not edited here"
+    block of this thread (:func:`flowsolver.routing.unchanged`): a block belongs to the
+    thread that opened it; another thread's block on the same graph must neither see nor
+    undo it."""
 
     def __init__(self):
-        self.depth: dict = {}
+        self.by_graph: dict = {}
 
 
-_CHECKED = _Checked()
+#: the one registry of graphs pinned by an ``unchanged`` block (this thread's)
+PINS = _Pins()
 
 
 @contextlib.contextmanager
-def trusted(graph):
-    """A block in which ``graph``, already checked by :func:`checked_graph`, is not edited:
-    the calls inside skip the check (a training step's collectives: its fingerprint walks
-    every edge, ~0.1 s per call on 4096 GPUs)."""
-    depth = _CHECKED.depth
+def pinned(graph, index, checked: bool):
+    """Pin ``graph`` for this thread: its routing ``index`` is used without looking at the
+    graph again, and with ``checked`` (the caller ran :func:`checked_graph` on it) the calls
+    inside skip the check (an enclosing block's ``checked`` is kept). The block behind
+    :func:`flowsolver.routing.unchanged`."""
     key = id(graph)
-    depth[key] = depth.get(key, 0) + 1
+    table = PINS.by_graph
+    outer = table.get(key)
+    table[key] = (index, bool(checked) or (outer is not None and outer[1]))
     try:
-        yield graph
+        yield index
     finally:
-        depth[key] -= 1
-        if not depth[key]:
-            del depth[key]
+        if outer is None:
+            table.pop(key, None)
+        else:
+            table[key] = outer
 
 
 def checked_graph(graph):
@@ -141,10 +148,11 @@ def checked_graph(graph):
     record, or a fingerprint that no longer matches): an invalid graph gets validate's
     message rather than a confusing one from deeper down. Generated, unedited graphs are
     trusted (validate walks every node and edge in Python), and so is a graph inside a
-    :func:`trusted` block."""
+    ``flowsolver.routing.unchanged(graph, checked=True)`` block."""
     from topologies._graph import fingerprint
 
-    if id(graph) in _CHECKED.depth:
+    pin = PINS.by_graph.get(id(graph))
+    if pin is not None and pin[1]:
         return graph
     meta = getattr(graph, "graph", None)
     if meta is None or "generator" not in meta or meta.get("fingerprint") != fingerprint(graph):

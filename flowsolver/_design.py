@@ -236,10 +236,10 @@ def _timer(workload):
 
         return user
     if isinstance(workload, dict) and "model" in workload:
-        from .training import training_step
+        from .training import step_arguments, training_step
 
         def step(g):
-            r = training_step(g, **workload)
+            r = training_step(g, **step_arguments(**workload))
             return float(r.step_time), float(r.tokens_per_step)
 
         return step

@@ -30,7 +30,8 @@ from ._status import Status
 from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, read_rows, typed_frame, write_atomic, \
     default_cache_dir
 from .collectives import collective, collective_variants
-from .training import training_step
+from .routing import policy_of
+from .training import step_arguments, training_step
 
 __all__ = ["sweep", "expand_grid", "default_cache_dir", "CACHE_ENV", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS",
            "METRICS"]
@@ -127,7 +128,7 @@ _BUILT_LOCK = threading.Lock()
 
 
 def _collective_kw(s):
-    opts = {"subflows": int(s["subflows"])} if s["policy"] == "ecmp_hash" else None
+    opts = {"subflows": int(s["subflows"])} if policy_of(s["policy"]).subflows else None
     return dict(algorithm=s["algorithm"], policy=s["policy"], policy_options=opts, ranks=s["ranks"],
                 channels=None if s["channels"] is None else int(s["channels"]))
 
@@ -145,7 +146,8 @@ def _run_train(s, g) -> dict:
         kw["global_batch"] = int(s["global_batch"])
     if s["compute_efficiency"] is not None:
         kw["compute_efficiency"] = float(s["compute_efficiency"])
-    r = training_step(g, model=s["model"], ranks=s["ranks"], collective_options=dict(policy=s["policy"]), **kw)
+    r = training_step(g, **step_arguments(model=s["model"], ranks=s["ranks"],
+                                         collective_options=dict(policy=s["policy"]), **kw))
     worst = max(r.phases.values(), key=lambda p: p.exposed) if r.phases else None
     return dict(status=Status.OK.label, error="", gpus=r.gpus, step_time=r.step_time,
                 tokens_per_s=r.tokens_per_s, speedup=r.speedup, comm_overhead=r.comm_overhead,

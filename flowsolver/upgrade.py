@@ -28,7 +28,7 @@ import numpy as np
 import topologies as tp
 
 from .collectives import CollectiveResult, collective
-from .training import StepResult, training_step
+from .training import StepResult, step_arguments, training_step
 
 __all__ = ["Upgrade", "what_if", "upgrade_plan", "tier_upgrades", "upgrade_cost"]
 
@@ -139,7 +139,7 @@ def _run(workload, graph):
     elif isinstance(workload, dict) and "op" in workload:
         out = collective(graph, **workload)
     elif isinstance(workload, dict) and "model" in workload:
-        out = training_step(graph, **workload)
+        out = training_step(graph, **step_arguments(**workload))
     else:
         raise TypeError("workload must be a dict of collective() arguments (with 'op'), of training_step() "
                         f"arguments (with 'model'), or a callable graph -> result; got {type(workload).__name__}")

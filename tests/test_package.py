@@ -187,3 +187,18 @@ def test_every_lazy_name_is_the_object_its_type_checking_import_names():
         assert public <= set(declared), sorted(public - set(declared))
         for name, value in declared.items():
             assert getattr(pkg, name) is value, (package, name)
+
+
+def test_the_tests_mirror_the_packages():
+    """Each sub-folder of tests/ is named after a package of flowsolver (or topologies) and
+    holds only test modules and its ``__init__.py``."""
+    here = Path(__file__).resolve().parent
+    packages = {p.name for p in (ROOT / "flowsolver").iterdir() if (p / "__init__.py").exists()}
+    packages |= {"topologies", "timing"}   # timing: the timing tests, until flowsolver.timing is a package
+    folders = [p for p in here.iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert folders, here
+    for folder in folders:
+        assert folder.name in packages, f"tests/{folder.name}/ names no package of flowsolver or topologies"
+        assert (folder / "__init__.py").exists(), folder
+        stray = [p.name for p in folder.glob("*.py") if p.name != "__init__.py" and not p.name.startswith("test_")]
+        assert not stray, (folder.name, stray)

@@ -21,7 +21,7 @@ def test_quickstart_runs(tmp_path, monkeypatch, capsys):
 
 def test_runnable_command_blocks_run_as_written(tmp_path, monkeypatch, capsys):
     """Each command of the runnable block through the CLI's ``main`` in this process (the
-    installed ``flowsolver`` script is that same function: tests/test_cli.py runs it as a
+    installed ``flowsolver`` script is that same function: tests/cli/test_cli.py runs it as a
     process), so the commands share this process's compiled kernels."""
     import shutil
 

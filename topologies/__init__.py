@@ -7,6 +7,11 @@ edges. Node attribute ``kind`` is one of ``"gpu"``, ``"nic"``, ``"nvswitch"``,
 ``tech`` (catalogue name), ``tier`` (layer name) and ``cables`` (parallel cables merged
 into the edge); a NIC technology with a transport of its own also writes ``transport``. Graph attributes record the generator and its parameters.
 
+Families are registered by name (:func:`register_family`; :func:`build` and the command line
+read the registry); machine-description files of every known format are read by :func:`read`
+(``formats/``: node-link JSON, NCCL topology XML, ASTRA-sim and SimAI files;
+:func:`register_reader` adds one).
+
 This package knows nothing of JAX or routing.
 
 >>> import topologies as tp
@@ -17,19 +22,17 @@ This package knows nothing of JAX or routing.
 
 from ._validate import TopologyError, validate
 from .analysis import bisection_max_flow, describe, format_description, gpus
-from .astra import from_astra_network, parse_simple_yaml
 from .bill import Bill, BillLine, bill, price_tally, tally
 from .parts import Part, get_part, part_names, register_part
-from .build import FAMILIES, build
+from .build import FAMILIES, Family, FamilyParameter, build, get_family, register_family
 from .clos import fat_tree, leaf_spine, rail_optimized, rail_optimized_limit
 from .dragonfly import dragonfly, dragonfly_plus, global_link_partner
 from .failures import degrade_links, fabric_cables, fail_links, tier_cables
-from .io import load, save
+from .formats import (NcclServer, from_astra_network, from_nccl_xml, from_simai, load, parse_simple_yaml, read,
+                      reader_names, register_reader, save, to_simai)
 from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
-from .nccl import NcclServer, from_nccl_xml
 from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, register_server,
                       server_names)
-from .simai import from_simai, to_simai
 from .planes import multi_plane
 from .presets import meta_24k, nvl72_cluster
 from .rail_only import rail_only
@@ -43,10 +46,11 @@ __all__ = [
     "server_names",
     "fat_tree", "leaf_spine", "rail_optimized", "dragonfly", "global_link_partner", "torus",
     "add_storage", "fail_links", "fabric_cables", "tier_cables", "degrade_links", "build", "FAMILIES",
+    "Family", "FamilyParameter", "register_family", "get_family",
     "gpus", "describe", "format_description", "validate", "save", "load",
     "bisection_max_flow", "TopologyError",
     "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",
-    "from_simai", "to_simai",
+    "from_simai", "to_simai", "read", "register_reader", "reader_names",
     "default_cluster",
     "bill", "Bill", "BillLine", "Part", "get_part", "part_names", "register_part", "rail_optimized_limit",
     "tally", "price_tally", "rail_only", "multi_plane", "dragonfly_plus", "meta_24k", "nvl72_cluster",

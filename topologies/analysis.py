@@ -1,6 +1,6 @@
 """Reading a cluster graph: GPU rank order, description, bisection bandwidth.
 
-The schema check is in :mod:`topologies._validate`, files in :mod:`topologies.io`."""
+The schema check is in :mod:`topologies._validate`, files in :mod:`topologies.formats`."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ _add(Part("nic_100g", "nic", 800.0, 15.0, _EST_PRICE,
 # Price: "128 NVIDIA DGX H100 servers (1,024 H100 GPUs) interconnected via NVIDIA Quantum-2
 # InfiniBand NDR switches. At NVIDIA list pricing, the transceivers alone exceeded $1.5 million"
 # (ascentoptics.com, "OSFP NVIDIA InfiniBand: ConnectX-7 & Quantum-2 Guide", 2026-05-14); that
-# fabric has 2,048 twin-port modules (tests/test_bill.py counts them: 512 + 512 + 1,024), so a
+# fabric has 2,048 twin-port modules (tests/topologies/test_bill.py counts them: 512 + 512 + 1,024), so a
 # module costs more than 1.5e6 / 2048 = 732 USD at list: a derived lower bound.
 _add(Part("osfp_800g_twin", "transceiver", 732.0, 17.0, _TWIN_PRICE,
           "NVIDIA MMS4X00-NM / QM97xx user manual: twin-port OSFP at 17 W (read 2026-12-04)",

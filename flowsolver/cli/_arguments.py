@@ -43,7 +43,14 @@ def _accepted() -> str:
             f"  links: {', '.join(tp.link_names())}\n")
 
 
-_FAMILIES = tuple(tp.FAMILIES)
+def _size_parameters() -> list:
+    """Every registered family's size parameters, once each (a parameter two families share
+    is one flag), in registration order: the cluster's size flags."""
+    seen = {}
+    for name in tp.FAMILIES:
+        for param in tp.get_family(name).parameters:
+            seen.setdefault(param.name, param)
+    return list(seen.values())
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.I)
 
@@ -69,19 +76,15 @@ def parse_size(text: str) -> float:
 
 def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", default_nodes=8) -> None:
     g = p.add_argument_group("cluster")
-    g.add_argument("--family", choices=_FAMILIES, default=default_family,
+    g.add_argument("--family", choices=tuple(tp.FAMILIES), default=default_family,
                    help="topology family (default %(default)s)")
-    g.add_argument("--nodes", type=int, default=default_nodes, help="servers (rail_optimized; default %(default)s)")
-    g.add_argument("--k", type=int, default=8, help="radix (fat_tree; default %(default)s)")
-    g.add_argument("--leaves", type=int, default=4, help="leaf switches (leaf_spine; default %(default)s)")
-    g.add_argument("--spines", type=int, default=2, help="spine switches (leaf_spine; default %(default)s)")
-    g.add_argument("--hosts-per-leaf", type=int, default=8, help="hosts under a leaf (leaf_spine; default %(default)s)")
-    g.add_argument("--p", type=int, default=2, help="hosts per router (dragonfly; default %(default)s)")
-    g.add_argument("--a", type=int, default=4, help="routers per group (dragonfly; default %(default)s)")
-    g.add_argument("--h", type=int, default=2, help="global links per router (dragonfly; default %(default)s)")
-    g.add_argument("--g", type=int, default=None, help="groups (dragonfly; default a*h+1)")
-    g.add_argument("--dims", type=int, nargs="+", default=[4, 4, 4], help="torus dimensions (default 4 4 4)")
-    g.add_argument("--mesh", action="store_true", help="torus without wrap-around")
+    for param in _size_parameters():
+        default = default_nodes if param.name == "nodes" else param.default
+        if param.type is bool:
+            g.add_argument(param.flag, action="store_true", help=param.help)
+        else:
+            g.add_argument(param.flag, type=param.type, nargs=param.nargs, help=param.help,
+                           default=list(default) if param.nargs and default is not None else default)
     g.add_argument("--server", default=None,
                    help=f"server model: {', '.join(tp.server_names())}, or an NCCL topology file "
                         "(NCCL_TOPO_DUMP_FILE's XML, *.xml)")
@@ -103,12 +106,14 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 
 
 def server_of(value):
-    """``--server``: a catalogue name as it is, or an NCCL topology file (``*.xml``) read
-    into its ServerModel (:func:`topologies.from_nccl_xml`)."""
-    if isinstance(value, str) and value.lower().endswith(".xml"):
-        if not Path(value).is_file():
-            raise ValueError(f"--server {value!r}: no such NCCL topology file")
-        return tp.from_nccl_xml(value)
+    """``--server``: a catalogue name as it is, or a server-model file (an NCCL topology file,
+    ``*.xml``) read by :func:`topologies.read` into its ServerModel."""
+    if not isinstance(value, str) or value in tp.server_names():
+        return value
+    if Path(value).is_file():
+        return tp.read(value, kind="server")
+    if value.lower().endswith(".xml"):
+        raise ValueError(f"--server {value!r}: no such NCCL topology file")
     return value
 
 
@@ -163,18 +168,15 @@ def model_of(value: str):
 
 
 def cluster_file(value):
-    """``--cluster``: the graph in a file, read by its name: node-link JSON
-    (:func:`topologies.load`), ASTRA-sim's analytical network YAML
-    (:func:`topologies.from_astra_network`) or a SimAI topology file
-    (:func:`topologies.from_simai`)."""
+    """``--cluster``: the graph in a file, read by :func:`topologies.read` (chosen by the
+    file's content, then its name): node-link JSON (:func:`topologies.load`), ASTRA-sim's
+    analytical network YAML (:func:`topologies.from_astra_network`), a SimAI topology file
+    (:func:`topologies.from_simai`) or a registered format."""
     path = Path(value)
     if not path.is_file():
         raise ValueError(f"--cluster {value!r}: no such file")
-    suffix = path.suffix.lower()
     try:
-        if suffix == ".json":
-            return tp.load(path)
-        return tp.from_astra_network(path) if suffix in (".yml", ".yaml") else tp.from_simai(path)
+        return tp.read(path, kind="cluster")
     except ValueError as err:          # the readers' errors are one line naming the file
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ValueError(f"--cluster: {message}" if str(path) in message
@@ -212,9 +214,8 @@ def build_graph(args):
         return tp.fail_links(g, args.fail_fraction, seed=args.seed) if args.fail_fraction else g
     return tp.build(args.family, link=args.link or "ib_ndr", server=server_of(args.server),
                     oversubscription=1.0 if args.oversubscription is None else args.oversubscription,
-                    fail_fraction=args.fail_fraction, seed=args.seed, nodes=args.nodes, k=args.k,
-                    leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf, p=args.p, a=args.a,
-                    h=args.h, g=args.g, dims=args.dims, wrap=not args.mesh)
+                    fail_fraction=args.fail_fraction, seed=args.seed,
+                    **{p.name: p.from_cli(getattr(args, p.dest)) for p in tp.get_family(args.family).parameters})
 
 
 class CliError(ValueError):

@@ -8,6 +8,7 @@ import re
 
 import topologies as tp
 
+from ..routing import policy_of
 from ._arguments import build_graph, cluster_label, model_of, parse_size
 from ._output import emit, to_json, writable
 
@@ -52,7 +53,7 @@ def collective_table(args) -> None:
         raise ValueError("--plot needs --compare LOG")
     graph = build_graph(args)
     op, sizes, measured = _measured(args)
-    opts = dict(subflows=args.subflows) if args.policy == "ecmp_hash" else None
+    opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
     for i, size in enumerate(sizes):
         r = collective(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
@@ -124,7 +125,7 @@ def calibrate_logs(args) -> None:
 
 
 def train(args) -> None:
-    from ..training import training_step
+    from ..training import step_arguments, training_step
 
     graph = build_graph(args)
     kw = dict(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp, vp=args.vp, micro_batch=args.micro_batch,
@@ -137,7 +138,8 @@ def train(args) -> None:
         kw["seq_len"] = args.seq_len
     if args.ranks is not None:
         kw["ranks"] = args.ranks
-    r = training_step(graph, model=model_of(args.model), collective_options=dict(policy=args.policy), **kw)
+    r = training_step(graph, **step_arguments(model=model_of(args.model), collective_options=dict(policy=args.policy),
+                                             **kw))
     rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.bottleneck_tier) for p in r.phases.values()]
     summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, global_batch=r.global_batch,
@@ -293,12 +295,12 @@ def study(args) -> None:
 def replay(args) -> None:
     from pathlib import Path
 
-    from ..traces import read_chakra, read_simai_workload, replay as run_replay
+    from ..traces import read, replay as run_replay
 
     chrome = writable("--chrome", args.chrome)
     graph = build_graph(args)
     path = Path(args.trace)
-    workload = read_simai_workload(path) if path.is_file() and path.suffix == ".txt" else read_chakra(path)
+    workload = read(path)
     r = run_replay(graph, workload, gpu=args.gpu, compute_efficiency=args.compute_efficiency, policy=args.policy)
     if chrome:
         r.chrome_trace(chrome)

@@ -15,6 +15,7 @@ _HELP = """examples:
   flowsolver plan --model llama-3-70b --gpus 1024 --global-batch 512
   flowsolver plan --model llama-3-405b --gpus 2048 --global-batch 2048 --tp 8 --max-solves 20 --csv
   flowsolver plan --model llama-3-8b --nodes 2 --global-batch 32 --zero 1 --recompute selective --front
+  flowsolver plan --model llama-3-8b --gpus 1024 --job-gpus 256 --placement packed spread --global-batch 256
 """
 
 
@@ -53,6 +54,11 @@ def add_plan(sub, fmt) -> None:
                    help="fraction of the GEMMs' peak while computing (default the library's)")
     p.add_argument("--gpu", default=None, help="GPU type (default: the cluster's own)")
     p.add_argument("--front", action="store_true", help="list the Pareto front of throughput against memory")
+    p.add_argument("--job-gpus", type=int, default=None,
+                   help="GPUs of the job, whole servers (default: the whole cluster)")
+    p.add_argument("--placement", nargs="+", default=None,
+                   choices=("packed", "rail_aligned", "spread", "rail_unaligned"),
+                   help="placement policies to search (default: the cluster's GPUs in rank order)")
 
 
 def plan(args) -> None:
@@ -73,8 +79,8 @@ def plan(args) -> None:
     extra = {} if args.compute_efficiency is None else dict(compute_efficiency=args.compute_efficiency)
     result = run_plan(graph, model=model_of(args.model), global_batch=args.global_batch, seq_len=args.seq_len,
                       precision=args.precision, top=args.top, headroom=args.headroom, max_solves=args.max_solves, tolerance=args.tolerance,
-                      max_tp=args.max_tp, gpu=args.gpu, **{k: v for k, v in searched.items() if v is not None},
-                      **extra)
+                      max_tp=args.max_tp, gpu=args.gpu, gpus=args.job_gpus, placement=args.placement,
+                      **{k: v for k, v in searched.items() if v is not None}, **extra)
     rows = [r.as_dict() for r in (result.front if args.front else result.rows)]
     if args.json:
         print(to_json(dict(model=result.model, gpus=result.gpus, cluster=cluster_label(args, graph),

@@ -22,7 +22,7 @@ A collective adds NCCL's base latency once (``base_latency=`` overrides).
 NCCL's cost model
 -----------------
 Ring, tree, NVLS, NVLSTree and PAT all-reduce / all-gather / reduce-scatter are timed as
-NCCL 2.30's tuner times them (:mod:`._tuner`, :mod:`._tuned`): NCCL's latency for the
+NCCL 2.30's tuner times them (:mod:`._nccl_model`, :mod:`._nccl_timing`): NCCL's latency for the
 (algorithm, protocol) plus the size over the bandwidth NCCL grants the protocol (LL,
 LL128, Simple factors and per-channel caps by GPU generation and node count), the bus
 bandwidth those apply to being the ring's flow solve on the real fabric (NCCL's
@@ -31,7 +31,7 @@ NCCL's latency counts hops inside and between nodes at constants measured on har
 whose links have the catalogue's latencies; where the graph's paths are slower (a machine
 file's latencies, an edited graph), each counted hop costs at least its kind's slowest path:
 ``max(0, min(path - constant, path's excess over the catalogue))`` is added per hop
-(:func:`._tuned.path_excess`, :attr:`CollectiveStep.slow_paths`). Catalogue graphs have no
+(:func:`._nccl_timing.path_excess`, :attr:`CollectiveStep.slow_paths`). Catalogue graphs have no
 such path: their times are NCCL's.
 Channels are NCCL's (:func:`nccl_channels`). ``algorithm="auto"`` and ``protocol="auto"``
 take NCCL's argmin among what NCCL runs (``NCCL_ALGORITHMS``); ``candidates="all"`` adds
@@ -77,11 +77,12 @@ Algorithms (``ALGORITHMS[op]``):
   ``binomial`` broadcast / reduce; ``direct`` send/recv.
 
 
-Modules: ``_nccl`` (ops, algorithms, NCCL constants), ``_tuner`` (NCCL's cost model),
-``_hardware`` (what NCCL sees of the ranks), ``_tuned`` (the cost model on the flow solve),
+Modules: ``_nccl`` (ops, NCCL constants), ``_nccl_model`` (NCCL's tuning model),
+``_hardware`` (what NCCL sees of the ranks), ``_nccl_timing`` (that model on the flow solve),
 ``_calibrate`` (fits to nccl-tests logs), ``_layout`` (where the ranks sit),
-``_trees`` (trees, pipeline, the :class:`Step` value), ``_schedules`` (one schedule function
-per (op, algorithm) in a registry), ``_options`` (the run's options, built once),
+``_trees`` (trees, pipeline, the :class:`Step` value), ``_algorithms`` (the algorithm registry:
+:func:`register_algorithm`, ``ALGORITHMS``; built-ins in ``_builtin_algorithms``), ``_schedules`` (one schedule function
+per built-in (op, algorithm)), ``_options`` (the run's options, built once),
 ``_bound`` (the pruning lower bound), ``_solve`` (routing and solving steps), ``_results``
 (result types), ``_collective`` (:func:`collective`, :func:`collective_variants`) and
 ``_concurrent`` (:func:`concurrent`, on :func:`flowsolver.timing.step_times`; :func:`concurrent_kinds`, several kinds
@@ -100,7 +101,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._concurrent": ("concurrent", "concurrent_kinds"),
     "._hardware": ("nccl_channels",),
     "._jax": ("collective_time",),
-    "._nccl": ("ALGORITHMS", "NCCL_ALGORITHMS", "DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
+    "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm"),
+    "._nccl": ("DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
                "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor"),
     "._results": ("CollectiveResult", "CollectiveStep", "ConcurrentResult"),
 })
@@ -111,10 +113,14 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._concurrent import concurrent, concurrent_kinds
     from ._hardware import nccl_channels
     from ._jax import collective_time
-    from ._nccl import (ALGORITHMS, NCCL_ALGORITHMS, DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
+    from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
+    from ._nccl import (DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                         busbw_factor)
     from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
 
-__all__ = ["collective", "collective_variants", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+# the built-in algorithms register themselves (ALGORITHMS' order); no JAX is imported
+from . import _builtin_algorithms  # noqa: F401,E402
+
+__all__ = ["register_algorithm", "collective", "collective_variants", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
            "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "collective_time"]

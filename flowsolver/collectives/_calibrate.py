@@ -16,7 +16,7 @@ from ._nccl import OPS
 from ._options import Options
 from ._solve import time_plans
 from ._pipeline import PIPELINE, Pipeline
-from ._tuned import nccl_pick, transfer_of, tuned_times
+from ._nccl_timing import nccl_pick, transfer_of, tuned_times
 
 __all__ = ["Calibration", "calibrate"]
 

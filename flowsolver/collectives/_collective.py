@@ -11,18 +11,19 @@ from .. import _checks
 from .._status import Status
 from ..routing import gpu_nodes, graph_memo, unchanged
 from ._bound import Capacities, lower_bound
-from ._layout import participants, unavailable, without_nvls
+from ._layout import participants, without_nvls
 from ._dual import TIE_RTOL
 from ._hardware import describe, nvlink_edge
-from ._nccl import ALGORITHMS, DEFAULT_CHUNK, NCCL_ALGORITHMS, PROTOCOLS, busbw_factor
+from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
+from ._nccl import DEFAULT_CHUNK, PROTOCOLS, busbw_factor
 from ._options import Options, check_call, check_efficiency_keys
 from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import time_many, time_plans
 from ._trees import Step, StepFlows
-from ._tuned import (DERIVED, nccl_pick, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
-                     tuned_times, why_not_tuned)
-from ._tuner import _BASE, TUNER_ALGORITHMS
+from ._nccl_timing import (nccl_pick, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of,
+                           tuned_time, tuned_times, why_not_tuned)
+from ._nccl_model import _BASE
 
 __all__ = ["collective", "collective_variants", "solve_collective", "solve_collectives"]
 
@@ -57,13 +58,14 @@ def _pool(op, algorithm, options):
 
 def _why(a, op, p, layout, hw, options):
     """Why algorithm ``a`` cannot run here, or None."""
-    if (op, a) in DERIVED or a in ("nvls_tree", "pat"):
+    algo = algorithm_of(a)
+    if algo.derived(op):
         if not options.tuner:
             return "is timed by NCCL's cost model only (step_latency= turns it off)"
         return why_not_tuned(a, op, hw, options)
-    if why := unavailable(a, p, layout):
+    if why := algo.why_unavailable(p, layout):
         return why
-    if options.tuner and a in TUNER_ALGORITHMS and op in ("all_reduce", "all_gather", "reduce_scatter"):
+    if is_tuned(a, op, options):
         return why_not_tuned(a, op, hw, options)
     return None
 
@@ -84,8 +86,7 @@ def _plans(graph, op, size, rank_groups, algorithm, options):
             if why := _why(algorithm, op, p, layout, hw, options):
                 raise ValueError(f"algorithm {algorithm!r} {why}")
     names = [a for a in _pool(op, algorithm, options) if not any(_why(a, op, p, lay, hw, options) for lay in distinct)]
-    tuned_op = op in ("all_reduce", "all_gather", "reduce_scatter")
-    if options.tuner and tuned_op and any(a in TUNER_ALGORITHMS for a in names) and "ring" not in names:
+    if options.tuner and op in TUNED_OPS and any(algorithm_of(a).nccl_model for a in names) and "ring" not in names:
         names.append("ring")        # the graph's bus bandwidth
     if not names:
         limited = "" if hw.protocols == PROTOCOLS else \
@@ -94,10 +95,11 @@ def _plans(graph, op, size, rank_groups, algorithm, options):
     chunk = float(options.chunk)
     plans = {}
     for a in names:
-        sched = "ring" if (op, a) in DERIVED else a
+        sched = "ring" if algorithm_of(a).derived(op) else a
         # groups laid out alike share one Layout object (participants), and but for NVLS the
         # schedules do not read the NVSwitch domain (one per server)
-        of = (lambda layout: layout) if sched == "nvls" else (lambda layout: without_nvls(graph, layout))
+        of = (lambda layout: layout) if algorithm_of(sched).reads_nvswitch else \
+            (lambda layout: without_nvls(graph, layout))
         by_layout: dict = {}
         for _, layout in laid:
             if id(layout) not in by_layout:
@@ -114,7 +116,7 @@ def _auto_first(graph, ranks, plans, options):
     capacities = Capacities(graph, ranks, options.efficiency)
     bounds = {a: lower_bound(capacities, plans[a], options) for a in plans}
     order = sorted(plans, key=bounds.get)
-    first = [a for a in plans if a in TUNER_ALGORITHMS] if options.tuner else []
+    first = [a for a in plans if algorithm_of(a).nccl_model] if options.tuner else []
     return bounds, order, first or order[:1]
 
 
@@ -134,12 +136,12 @@ def _auto_rest(graph, ranks, plans, options, tune, bounds, order, table, results
 
 def is_tuned(algorithm, op, options) -> bool:
     """Whether NCCL's cost model times ``algorithm`` for ``op`` (else the per-step model)."""
-    return options.tuner and algorithm in TUNER_ALGORITHMS and op in ("all_reduce", "all_gather", "reduce_scatter")
+    return options.tuner and algorithm_of(algorithm).nccl_model and op in TUNED_OPS
 
 
 def _pick(op, size, p, results, hw, options, model, only=None):
     """(algorithm, protocol, time, steps, utilisation, choices, candidates): NCCL's pick
-    among the algorithms its cost model times (the least estimate, :func:`~._tuned.nccl_pick`)
+    among the algorithms its cost model times (the least estimate, :func:`~._nccl_timing.nccl_pick`)
     against the fastest of the others (of algorithm ``only`` where given)."""
     tuned = tuned_times(op, size, p, results, hw, options, model) if options.tuner else {}
     if only is not None:

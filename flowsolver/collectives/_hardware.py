@@ -1,6 +1,6 @@
 """What NCCL's tuner sees of a collective's ranks on a cluster graph: the GPU generation,
 nodes, the intra-node hop class, NVLS support, a GPU's NVLink bandwidth and the channel
-count NCCL would set (:class:`~._tuner.Hardware`)."""
+count NCCL would set (:class:`~._nccl_model.Hardware`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import topologies as tp
 from ..routing import gpu_nodes, graph_memo, link_efficiency
 from ._layout import server_nics
 from ._nccl import GPU_GENERATION
-from ._tuner import NVLS_EFFICIENCY_BY_GENERATION, Hardware
+from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, Hardware
 
 __all__ = ["GPU_GENERATION", "describe", "nccl_channels", "nvlink_edge", "server_transport"]
 # NCCL's MAXCHANNELS (src/include/device.h): 32 channels at most

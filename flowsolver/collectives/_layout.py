@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _checks
 from ..routing import gpu_nodes, graph_memo
+from ._algorithms import algorithm_of
 from ._nccl import NVLS_EFFICIENCY
 
 __all__ = ["Layout", "NvlsDomain", "participants", "unavailable", "rank_server_codes"]
@@ -184,14 +185,6 @@ def _laid_out(graph, nodes, ranks, channels) -> Layout:
 
 
 def unavailable(algorithm, p, layout: Layout) -> str | None:
-    """Why ``algorithm`` cannot run on ``p`` ranks laid out as ``layout``, or None."""
-    if algorithm == "halving_doubling" and p & (p - 1):
-        return f"needs a power-of-two number of ranks, got {p}"
-    if algorithm == "nvls" and layout.nvls is None:
-        return f"needs every rank on one NVSwitch with NVLS: {layout.nvls_unavailable}"
-    if algorithm == "hierarchical":
-        sizes = {len(g) for g in layout.groups}
-        if len(layout.groups) < 2 or len(sizes) != 1:
-            return ("needs ranks on at least 2 servers with the same number of ranks on each, got "
-                    f"{len(layout.groups)} server(s) with {sorted(sizes)} ranks")
-    return None
+    """Why ``algorithm`` cannot run on ``p`` ranks laid out as ``layout``, or None (its
+    registration's ``unavailable``, :func:`~._algorithms.register_algorithm`)."""
+    return algorithm_of(algorithm).why_unavailable(p, layout)

@@ -1,33 +1,13 @@
-"""NCCL's constants and cost model: the ops and their algorithms, protocol latencies, NVLS
-efficiency, the pipeline chunk and nccl-tests' bus-bandwidth factors (units: s, bytes)."""
+"""NCCL's constants and cost model: the ops (their algorithms: :mod:`._algorithms`),
+protocol latencies, NVLS efficiency, the pipeline chunk and nccl-tests' bus-bandwidth
+factors (units: s, bytes)."""
 
 from __future__ import annotations
 
-__all__ = ["GPU_GENERATION", "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
+__all__ = ["GPU_GENERATION", "OPS", "PROTOCOLS", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "busbw_factor", "base_latency", "hop_latency", "min_hop_latency"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
-ALGORITHMS = {
-    "all_reduce": ("ring", "tree", "halving_doubling", "hierarchical", "nvls", "nvls_tree"),
-    "reduce_scatter": ("ring", "halving_doubling", "nvls", "pat"),
-    "all_gather": ("ring", "halving_doubling", "nvls", "pat"),
-    "all_to_all": ("pairwise", "direct"),
-    "broadcast": ("ring", "binomial"),
-    "reduce": ("ring", "binomial"),
-    "send_recv": ("direct",),
-}
-#: the algorithms NCCL itself runs for each op (NCCL 2.30: Ring, Tree, NVLS, NVLSTree, PAT;
-#: all-to-all and send/recv are its point-to-point transfers, all peers at once; CollNet is
-#: left out: no fabric here has in-network reduction); ``"auto"`` picks among these
-NCCL_ALGORITHMS = {
-    "all_reduce": ("ring", "tree", "nvls", "nvls_tree"),
-    "reduce_scatter": ("ring", "nvls", "pat"),
-    "all_gather": ("ring", "nvls", "pat"),
-    "all_to_all": ("direct",),
-    "broadcast": ("ring",),
-    "reduce": ("ring",),
-    "send_recv": ("direct",),
-}
 PROTOCOLS = ("LL", "LL128", "Simple")
 # NCCL 2.30 src/graph/tuning.cc (../shared/REFERENCE.md), microseconds, (LL, LL128, Simple)
 NCCL_BASE_LATENCY = {"ring": (6.6, 14.0, 8.4), "tree": (6.8, 14.0, 8.4)}

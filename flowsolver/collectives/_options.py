@@ -11,8 +11,9 @@ import numpy as np
 import topologies as tp
 
 from .. import _checks
-from ..routing import POLICIES, LinkTable, graph_memo
-from ._nccl import ALGORITHMS, DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
+from ..routing import POLICIES, LinkTable, graph_memo, policy_of
+from ._algorithms import ALGORITHMS
+from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
 
 __all__ = ["Options", "check_call", "check_efficiency_keys", "checked_collective_options", "MAX_CHANNELS",
            "POLICY_OPTIONS", "COLLECTIVE_OPTIONS"]
@@ -36,7 +37,7 @@ class Options:
     ``protocol`` the NCCL protocol of the latency constants, ``chunk`` the pipeline chunk
     (bytes), ``efficiency`` the link efficiency override, ``step_latency`` /
     ``base_latency`` latency overrides (s), ``channels`` rings side by side (None: default).
-    ``tuner``: time NCCL's algorithms with NCCL's cost model (:mod:`._tuner`; off where
+    ``tuner``: time NCCL's algorithms with NCCL's cost model (:mod:`._nccl_model`; off where
     ``step_latency`` fixes an alpha per step, and for :func:`flowsolver.concurrent`'s event
     engine); ``candidates`` ``"nccl"`` (``"auto"`` picks among what NCCL runs) or ``"all"``.
     """
@@ -63,9 +64,10 @@ class Options:
 
     @property
     def route_options(self) -> dict:
-        """Keyword options of :func:`flowsolver.route` (PXN for the ECMP policies)."""
+        """Keyword options of :func:`flowsolver.route` (PXN for the policies registered with
+        ``collective_pxn``: the ECMP ones)."""
         options = dict(self.policy_options or {})
-        if self.policy in ("ecmp", "ecmp_hash"):
+        if policy_of(self.policy).collective_pxn:
             options.setdefault("pxn", self.pxn)
         return options
 

@@ -2,7 +2,7 @@
 channels NCCL runs at that size, the chunks each channel pipelines, a step's floor and the
 pipeline's fill (units: bytes, seconds, bytes/s).
 
-NCCL's tuner (:mod:`._tuner`) prices a collective as ``latency + size / bandwidth``: the
+NCCL's tuner (:mod:`._nccl_model`) prices a collective as ``latency + size / bandwidth``: the
 estimate NCCL *chooses* an algorithm and protocol by. What a kernel achieves differs in three
 ways this module models from NCCL's source (2.30: ``src/enqueue.cc`` ``topoGetAlgoInfo`` and
 ``calcCollChunking``, ``src/include/device.h``, ``collectives.h``, ``comm.h``):

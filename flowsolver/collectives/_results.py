@@ -28,7 +28,7 @@ class CollectiveStep:
     the path's latency, the sum of its links' fluid-weighted; its excess over the same
     links at their catalogue latency, 0 for a technology the catalogue lacks), those no
     other triple of the step's kind exceeds in both; ``()`` on catalogue graphs. NCCL's cost
-    model prices a hop at least at its path (:func:`flowsolver.collectives._tuned.path_excess`).
+    model prices a hop at least at its path (:func:`flowsolver.collectives._nccl_timing.path_excess`).
     """
 
     count: int

@@ -1,8 +1,8 @@
-"""One pure schedule function per (op, algorithm): the algorithm as a tuple of
-:class:`~._trees.Step` values. A function takes ``(p, size, layout, chunk)`` (ranks, bytes
-as nccl-tests counts them, the :class:`~._layout.Layout`, the pipeline chunk in bytes);
-adding an algorithm is one function and one :data:`SCHEDULES` line (and its name in
-``ALGORITHMS``)."""
+"""One pure schedule function per (op, algorithm) of the built-in algorithms: the algorithm
+as a tuple of :class:`~._trees.Step` values. A function takes ``(p, size, layout, chunk)``
+(ranks, bytes as nccl-tests counts them, the :class:`~._layout.Layout`, the pipeline chunk
+in bytes); :mod:`._builtin_algorithms` registers them (:func:`~._algorithms.register_algorithm`),
+and :func:`schedule` finds any registered algorithm's."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import threading
 
 import numpy as np
 
+from ._algorithms import algorithm_of
 from ._trees import Step, StepFlows, double_btree, pipeline, tree_edges
 
-__all__ = ["SCHEDULES", "schedule"]
+__all__ = ["schedule"]
 
 
 def _send_recv(p, size, layout, chunk):
@@ -130,24 +131,41 @@ def _chain(layout, p, size, chunk, reverse):
     return tuple(pipeline(hops, k, share / k))
 
 
-SCHEDULES = {
-    ("all_reduce", "ring"): lambda p, size, layout, chunk: _ring(layout, p, size, 2 * (p - 1)),
-    ("all_reduce", "tree"): _tree,
-    ("all_reduce", "halving_doubling"): lambda p, size, layout, chunk: _halving(p, size) + _doubling(p, size),
-    ("all_reduce", "hierarchical"): _hierarchical,
-    ("all_reduce", "nvls"): _nvls,
-    ("reduce_scatter", "ring"): lambda p, size, layout, chunk: _ring(layout, p, size, p - 1),
-    ("reduce_scatter", "halving_doubling"): lambda p, size, layout, chunk: _halving(p, size),
-    ("all_gather", "ring"): lambda p, size, layout, chunk: _ring(layout, p, size, p - 1),
-    ("all_gather", "halving_doubling"): lambda p, size, layout, chunk: _doubling(p, size),
-    ("all_to_all", "pairwise"): _all_to_all_pairwise,
-    ("all_to_all", "direct"): _all_to_all_direct,
-    ("broadcast", "ring"): lambda p, size, layout, chunk: _chain(layout, p, size, chunk, reverse=False),
-    ("broadcast", "binomial"): lambda p, size, layout, chunk: _binomial(p, size, reverse=False),
-    ("reduce", "ring"): lambda p, size, layout, chunk: _chain(layout, p, size, chunk, reverse=True),
-    ("reduce", "binomial"): lambda p, size, layout, chunk: _binomial(p, size, reverse=True),
-    ("send_recv", "direct"): _send_recv,
-}
+def _ring_all_reduce(p, size, layout, chunk):
+    return _ring(layout, p, size, 2 * (p - 1))
+
+
+def _ring_one_way(p, size, layout, chunk):
+    """Ring reduce-scatter or all-gather: ``p - 1`` rounds."""
+    return _ring(layout, p, size, p - 1)
+
+
+def _halving_doubling(p, size, layout, chunk):
+    return _halving(p, size) + _doubling(p, size)
+
+
+def _halving_only(p, size, layout, chunk):
+    return _halving(p, size)
+
+
+def _doubling_only(p, size, layout, chunk):
+    return _doubling(p, size)
+
+
+def _ring_broadcast(p, size, layout, chunk):
+    return _chain(layout, p, size, chunk, reverse=False)
+
+
+def _ring_reduce(p, size, layout, chunk):
+    return _chain(layout, p, size, chunk, reverse=True)
+
+
+def _binomial_broadcast(p, size, layout, chunk):
+    return _binomial(p, size, reverse=False)
+
+
+def _binomial_reduce(p, size, layout, chunk):
+    return _binomial(p, size, reverse=True)
 
 
 #: schedules kept by value (the symmetric groups of a training step, laid out alike, share
@@ -170,7 +188,9 @@ def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
     key = (op, algorithm, p, size, layout, chunk)
     steps = _KEPT.get(key)
     if steps is None:
-        steps = SCHEDULES[op, algorithm](p, size, layout, chunk)
+        steps = algorithm_of(algorithm).schedules[op](p, size, layout, chunk)
+        if not all(isinstance(st, Step) for st in steps):      # a registered schedule's plain tuples
+            steps = tuple(st if isinstance(st, Step) else Step(*st) for st in steps)
         if sum(len(st.flows) for st in steps) <= KEEP_FLOWS:
             with _KEPT_LOCK:
                 while len(_KEPT) >= KEEP_SCHEDULES:

@@ -10,7 +10,7 @@ import numpy as np
 
 import topologies as tp
 
-from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, graph_memo, route
+from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, graph_memo, policy_of, route
 from ..solver import max_min_fair
 from .._completion_sensitivity import KeptRun
 from ..timing import completion_times
@@ -212,44 +212,40 @@ def _result_of(steps, solved, latency, n_links, base, routed=None, slow=None):
     return total, tuple(parts), util_time / busy if busy > 0 else util_time, solved_on
 
 
-#: policies whose steps of a collective are routed together in one call: each step's flows
-#: routed as that step's own call would route them (``route(..., groups=)``: ecmp_hash keys
-#: a flow by its index in its step, valiant draws its intermediate routers per step, ugal
-#: weighs each step's own load)
-ROUTED_TOGETHER = ("ecmp", "ecmp_hash", "dor", "minimal", "valiant", "ugal", "shortest")
-
-#: policies whose route of a flow depends on the other flows of its step
-GROUPED = ("ecmp_hash", "valiant", "ugal")
-
-
 #: steps of at most this many flows in all keep their routing with the graph (the last
 #: ``KEEP_ROUTED`` patterns), so the same steps at another size are not routed again
 KEEP_ROUTED_FLOWS = 1 << 21
 KEEP_ROUTED = 4
 _ROUTED_LOCK = threading.Lock()
+#: route a collective's distinct steps in one ``route`` call (False: one call per step,
+#: stacked, as steps with in-switch flows always are; the two give the same routes)
+STEPS_IN_ONE_CALL = True
 
 
 def route_steps(graph, ranks, keys, options):
     """The flows of the distinct steps ``keys`` routed on shared links: (routing, the step
-    of each flow, bytes of each flow). One ``route`` call for all of them when the policy
-    allows (no in-switch step), else one per step, stacked. The routing depends on the
-    endpoints only (sizes are returned apart; ugal's also on the sizes, which its key
-    holds), so a pattern routed before on this unchanged graph is served from its memo."""
+    of each flow, bytes of each flow). One ``route`` call for all of them (no in-switch
+    step), else one per step, stacked. Under a policy whose routes depend on their call
+    (its registration: load, order or per-call draws) each step is routed as its own call
+    (``groups=``). The routing depends on the endpoints only (sizes are returned apart; a
+    load-dependent policy's also on the sizes, which its key then holds), so a pattern
+    routed before on this unchanged graph is served from its memo."""
     counts = np.array([len(k) for k in keys])
     group = np.repeat(np.arange(len(keys)), counts)
     size = np.concatenate([k.nbytes for k in keys])
-    if options.policy in ROUTED_TOGETHER and not any(k.has_node_ids for k in keys):
+    if STEPS_IN_ONE_CALL and not any(k.has_node_ids for k in keys):
         pos = np.asarray(ranks)
         src = np.concatenate([pos[k.positions()[0]] for k in keys])
         dst = np.concatenate([pos[k.positions()[1]] for k in keys])
-        grouped = options.policy in GROUPED
+        policy = policy_of(options.policy)
+        grouped = policy.per_call          # each step routed as its own call, its flow counts in the key
         route_all = lambda: route(graph, Flows(src, dst, size), policy=options.policy,  # noqa: E731
                                   groups=group if grouped else None, **options.route_options)
         if len(src) > KEEP_ROUTED_FLOWS:
             return route_all(), group, size
         memo = graph_memo(graph, "routed-steps", dict)
-        key = (options.policy, repr(sorted(options.route_options.items())), src.tobytes() + dst.tobytes(),
-               counts.tobytes() if grouped else b"", size.tobytes() if options.policy == "ugal" else b"")
+        key = (policy, repr(sorted(options.route_options.items())), src.tobytes() + dst.tobytes(),
+               counts.tobytes() if grouped else b"", size.tobytes() if policy.depends_on_load else b"")
         rm = memo.get(key)
         if rm is None:
             rm = route_all()

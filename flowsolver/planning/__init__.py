@@ -7,7 +7,9 @@ stages, micro-batch, recompute mode, ZeRO stage, sequence parallelism and the ra
 step from below without the network (compute and pipeline bubble), then times the best
 bounds exactly as :func:`flowsolver.training_step` does, each distinct collective kind solved
 once (``_search``), into a ranked :class:`Plan` with the Pareto front of throughput against
-memory (``_result``).
+memory (``_result``). :func:`place_job` (``_placement``) gives a job its GPUs by a placement
+policy (:data:`PLACEMENTS`: packed, rail_aligned, spread, rail_unaligned), which ``plan``
+searches when asked.
 """
 
 from typing import TYPE_CHECKING
@@ -18,12 +20,14 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._search": ("plan", "KindCache", "STEP_OPTIONS"),
     "._result": ("Plan", "PlanRow", "pareto_rows"),
     "._space": ("Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS"),
+    "._placement": ("PLACEMENTS", "place_job", "server_racks"),
 })
 
 if TYPE_CHECKING:
     from ._search import plan, KindCache, STEP_OPTIONS
     from ._result import Plan, PlanRow, pareto_rows
     from ._space import Layout, Space, layout_space, PRUNE_REASONS, DEFAULT_ORDERS
+    from ._placement import PLACEMENTS, place_job, server_racks
 
 __all__ = ["plan", "Plan", "PlanRow", "Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS",
-           "KindCache", "STEP_OPTIONS", "pareto_rows"]
+           "KindCache", "STEP_OPTIONS", "pareto_rows", "PLACEMENTS", "place_job", "server_racks"]

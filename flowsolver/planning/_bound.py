@@ -22,7 +22,7 @@ gives a second bound, the bytes a GPU must receive over the capacity of the link
 in-switch reduction hands each rank its reduced shard once), all-reduce ``S``, a send ``S``. The
 larger of the two is the bound. :func:`flowsolver.training.compose` of those times never exceeds the
 exact step: every exposed term grows with the per-call times (checked against exact steps in
-tests/test_planning.py).
+tests/planning/test_planning.py).
 """
 
 from __future__ import annotations

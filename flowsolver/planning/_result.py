@@ -50,6 +50,7 @@ class PlanRow:
         out = dict(layout=lay.label, tp=lay.tp, cp=lay.cp, pp=lay.pp, vp=lay.vp, dp=lay.dp, ep=lay.ep,
                    micro_batch=lay.micro_batch, recompute=lay.recompute, zero=lay.zero,
                    sequence_parallel=lay.sequence_parallel, order="-".join(lay.order),
+                   **({"placement": lay.placement} if lay.placement else {}),
                    step_time=self.step_time, tokens_per_gpu=self.tokens_per_gpu, mfu=self.mfu,
                    memory_gb=self.memory / 1e9, compute=self.compute, bubble=self.bubble)
         out.update({f"exposed_{k}": v for k, v in self.exposed.items()})

@@ -22,6 +22,7 @@ from ..training._compute import DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILI
 from ..training._step import REDUCE_DTYPES, _gpu, _routing, default_tp_overlap, prepare_step
 from ..training._models import get_model
 from ._bound import CutBound
+from ._placement import place_job
 from ._result import Plan, PlanRow, pareto_rows
 from ._space import layout_space
 
@@ -137,7 +138,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
          top: int = 20, headroom: float = 0.0, max_solves: int | None = None, max_tp: int | None = None,
          tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None, recompute=None, zero=None,
          sequence_parallel=None, orders=None, gpu=None, prefetch: int | None = None, tolerance: float = 0.0,
-         **step_options) -> Plan:
+         gpus: int | None = None, placement=None, **step_options) -> Plan:
     """The fastest layouts of ``model`` on the cluster ``graph``: parallel degrees, schedule,
     recompute, ZeRO stage, sequence parallelism and rank placement, searched.
 
@@ -159,7 +160,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     Parameters
     ----------
     graph : networkx.DiGraph
-        The cluster (all its GPUs run the job).
+        The cluster (all its GPUs run the job unless ``gpus`` or ``placement`` is given).
     model : str or ModelSpec
         A preset of ``flowsolver.MODELS`` or a shape.
     global_batch : int
@@ -189,6 +190,15 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
         fastest-varying first (``"tp-cp-dp-pp"``: Megatron's, DP across servers on a rail).
     gpu : str or GpuSpec, optional
         GPU type when the graph's GPUs carry none.
+    gpus : int, optional
+        GPUs of the job (whole servers; default all of the cluster's).
+    placement : str or sequence of str, optional
+        Which GPUs the job gets and which rank each hosts (:data:`flowsolver.planning.PLACEMENTS`:
+        ``"packed"``, ``"spread"``, ``"rail-unaligned"``; :func:`flowsolver.planning.place_job`).
+        A sequence searches each (one search per placement, the rows merged and ranked; a row's
+        ``layout.placement`` names its own; time it again with ``training_step(place_job(graph,
+        gpus, placement), ...)``). Default: the graph as given, ranks in ``topologies.gpus`` order
+        (with ``gpus``: ``"packed"``).
     **step_options
         Passed to every :func:`flowsolver.training_step`: ``compute_efficiency``,
         ``tp_overlap``, ``dp_overlap``, ``algorithms``, ``collective_options``, ... (see
@@ -210,6 +220,12 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     >>> p.proven, len(p.rows), p.rows[0].step_time <= p.rows[1].step_time
     (True, 3, True)
     """
+    if gpus is not None or placement is not None:
+        return _placed(graph, gpus, placement, dict(
+            model=model, global_batch=global_batch, seq_len=seq_len, precision=precision, top=top, headroom=headroom,
+            max_solves=max_solves, max_tp=max_tp, tp=tp, cp=cp, pp=pp, vp=vp, ep=ep, micro_batch=micro_batch,
+            recompute=recompute, zero=zero, sequence_parallel=sequence_parallel, orders=orders, gpu=gpu,
+            prefetch=prefetch, tolerance=tolerance, **step_options))
     started = time.perf_counter()
     unknown = sorted(set(step_options) - set(STEP_OPTIONS))
     if unknown:
@@ -277,7 +293,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     solved_profiles = 0
     proven = True
     next_bound = None
-    with unchanged(graph), _checks.trusted(graph):
+    with unchanged(graph, checked=True):
         for pos, i in enumerate(order):
             if i in exact:
                 continue
@@ -319,6 +335,39 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
                 solver_calls=cache.calls,
                 seconds=dict(enumerate=enumerated - started, bound=bounded - enumerated, exact=finished - bounded,
                              total=finished - started))
+
+
+def _placed(graph, gpus, placement, kw) -> Plan:
+    """:func:`plan` once per placement on :func:`place_job`'s graph, the rows merged: ranked
+    together, ``proven`` when every search is, the counts summed."""
+    names = ("packed",) if placement is None else (placement,) if isinstance(placement, str) else tuple(placement)
+    if not names:
+        raise ValueError("placement: give at least one policy to search, got an empty sequence")
+    plans = []
+    for name in dict.fromkeys(names):
+        found = plan(place_job(graph, gpus, name), **kw)
+        relabel = {}
+        for row in found.timed:
+            relabel[id(row)] = dataclasses.replace(row, layout=dataclasses.replace(row.layout, placement=name))
+        plans.append((found, relabel))
+    timed = [relabel[id(r)] for found, relabel in plans for r in found.timed]
+    timed.sort(key=lambda row: (row.step_time, row.layout))
+    first = plans[0][0]
+    bounds = [found.next_bound for found, _ in plans if found.next_bound is not None]
+    pruned = Counter()
+    for found, _ in plans:
+        pruned.update(found.pruned)
+    seconds = Counter()
+    for found, _ in plans:
+        seconds.update(found.seconds)
+    return dataclasses.replace(
+        first, rows=tuple(timed[:kw["top"]]), timed=tuple(timed),
+        front=tuple(pareto_rows(timed)), total=sum(f.total for f, _ in plans),
+        feasible=sum(f.feasible for f, _ in plans), pruned={k: pruned[k] for k in first.pruned},
+        proven=all(f.proven for f, _ in plans), next_bound=min(bounds) if bounds else None,
+        profiles_solved=sum(f.profiles_solved for f, _ in plans), kinds_solved=sum(f.kinds_solved for f, _ in plans),
+        kinds_reused=sum(f.kinds_reused for f, _ in plans), solver_calls=sum(f.solver_calls for f, _ in plans),
+        seconds=dict(seconds))
 
 
 def _schedule(lay, global_batch, precision, gpu_spec, options):

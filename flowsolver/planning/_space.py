@@ -40,7 +40,9 @@ class Layout:
     """One way to run the job: the parallel degrees (``tp x cp x pp x dp`` GPUs, ``ep``
     dividing ``dp``, ``vp`` model chunks per stage), ``micro_batch`` sequences per
     microbatch, the ``recompute`` mode, the ``zero`` stage (3: FSDP), ``sequence_parallel``
-    and the rank ``order`` (fastest-varying first; :class:`flowsolver.training.ParallelLayout`).
+    and the rank ``order`` (fastest-varying first; :class:`flowsolver.training.ParallelLayout`);
+    ``placement`` names the :data:`flowsolver.planning.PLACEMENTS` policy that chose the job's
+    GPUs when :func:`flowsolver.plan` searched placements (empty: the graph as given).
 
     >>> Layout(tp=8, cp=1, pp=16, dp=128, ep=1, vp=8, micro_batch=1, recompute="selective", zero=1,
     ...        sequence_parallel=True, order=("tp", "cp", "pp", "dp")).label
@@ -58,6 +60,7 @@ class Layout:
     zero: int
     sequence_parallel: bool
     order: tuple
+    placement: str = ""
 
     def step_kwargs(self) -> dict:
         """The :func:`flowsolver.training_step` keyword arguments of this layout."""
@@ -68,12 +71,13 @@ class Layout:
     @property
     def label(self) -> str:
         """A short text: the degrees above 1 (TP, CP, PP, VP, DP, EP), micro-batch, recompute,
-        ZeRO stage, ``noSP`` without sequence parallelism, the rank order."""
+        ZeRO stage, ``noSP`` without sequence parallelism, the rank order, the placement (if any)."""
         degrees = " ".join(f"{k.upper()}{v}" for k, v in (("tp", self.tp), ("cp", self.cp), ("pp", self.pp),
                                                           ("vp", self.vp), ("dp", self.dp), ("ep", self.ep))
                            if v > 1 or k == "dp")
         sp = "" if self.sequence_parallel or self.tp == 1 else " noSP"
-        return f"{degrees} mb{self.micro_batch} {self.recompute} zero{self.zero}{sp} {'-'.join(self.order)}"
+        where = f" {self.placement}" if self.placement else ""
+        return f"{degrees} mb{self.micro_batch} {self.recompute} zero{self.zero}{sp} {'-'.join(self.order)}{where}"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import topologies as tp
 
 from .._status import Status
 from ..collectives import collective, collective_variants
-from ..training import training_step
+from ..training import step_arguments, training_step
 from ._views import _capacities, _degraded_view, _owned_copy, _peak_loads, steps_times
 
 __all__ = ["StateTimes", "state_graphs", "state_changes", "state_step_times", "healthy_step", "steps_times",
@@ -88,7 +88,7 @@ def healthy_step(graph, workload) -> dict:
     """
     kind = _check_workload(workload)
     if kind == "train":
-        r = training_step(graph, **workload)
+        r = training_step(graph, **step_arguments(**workload))
         return dict(step_time=float(r.step_time), compute_time=float(r.compute_time), tokens=r.tokens_per_step,
                     dp=int(r.dp))
     if kind == "collective":
@@ -274,7 +274,7 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
             h = fabric(j) if kind == "train" or fabric(j) is graph else _owned_copy(fabric(j))
             try:
                 if kind == "train":
-                    times[j] = float(training_step(h, **workload).step_time)
+                    times[j] = float(training_step(h, **step_arguments(**workload)).step_time)
                 else:
                     times[j] = float(workload(h))
             except ValueError as err:                 # a fabric that cannot run: recorded, not raised
@@ -388,7 +388,7 @@ def _around_time(graph, workload, kind, changes, base):
             r = collective(h, **_pinned(workload, base))
             return float(workload.get("compute", 0.0)) + float(r.time) if r.status == Status.OK else None
         if kind == "train":
-            return float(training_step(h, **workload).step_time)
+            return float(training_step(h, **step_arguments(**workload)).step_time)
         t = float(workload(_owned_copy(h)))
         return t if np.isfinite(t) and t > 0 else None
     except ValueError:                                # no route around (RoutingError) or cannot run

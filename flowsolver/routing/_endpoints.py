@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._structure import RoutingError, ServerParts, unique_pairs
+from ._graph_index import RoutingError, ServerParts, unique_pairs
 
 def _attach_other(ix, node):
     """(switch, up links, down links) of a non-GPU endpoint: cabled to a switch, or

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._structure import GraphIndex, RoutingError
+from ._graph_index import GraphIndex, RoutingError
 
 
 def dor_paths(ix: GraphIndex, a, b):

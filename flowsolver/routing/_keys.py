@@ -1,6 +1,7 @@
 """Integer keys turned into positions without a loop: ranges of entries, the numbering of
 the keys used (through a mask over a small key space, else a sort), and each group's own
-copy of the segments and links its flows use (:class:`GroupCopies`)."""
+copy of the segments and links its flows use (:class:`GroupCopies`), each element's position
+in its group (:func:`positions`)."""
 
 from __future__ import annotations
 
@@ -68,3 +69,19 @@ def ranges(starts, counts) -> np.ndarray:
     out[0] = starts[0]
     out[ends[:-1]] = starts[1:] - (starts[:-1] + counts[:-1] - 1)
     return np.cumsum(out)
+
+
+def positions(groups):
+    """Per element of ``groups``: its position among the elements of its group (in order)
+    and the size of its group.
+
+    >>> [a.tolist() for a in positions(np.array([1, 0, 1, 1, 0]))]
+    [[0, 0, 1, 2, 1], [3, 2, 3, 3, 2]]
+    """
+    groups = np.asarray(groups, dtype=np.int64)
+    order = np.argsort(groups, kind="stable")
+    sizes = np.bincount(groups)
+    starts = np.cumsum(sizes) - sizes
+    pos = np.empty(len(groups), dtype=np.int64)
+    pos[order] = np.arange(len(groups)) - starts[groups[order]]
+    return pos, sizes[groups]

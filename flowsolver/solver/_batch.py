@@ -42,7 +42,7 @@ def _batch_sharded(devices: tuple, n_links: int, n_segs: int, inner: int, unit_c
 #: larger batch runs in chunks of a power-of-two number of scenarios
 CALL_ELEMENTS = 1 << 25
 #: bytes the kernel holds per element of a scenario, float64: the compiled program's memory
-#: analysis on the CPU gives 19-22 (``tests/test_solver_batch.py`` checks the bound); the
+#: analysis on the CPU gives 19-22 (``tests/solver/test_solver_batch.py`` checks the bound); the
 #: first H200 run's vmapped kernel held about 5x its input arrays (508 KB a scenario of a
 #: 1024-GPU ring); 96 covers both
 BYTES_PER_ELEMENT = 96

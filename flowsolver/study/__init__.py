@@ -17,7 +17,7 @@ the results and the catalogue), ``_figure`` (the PNG).
 
 from __future__ import annotations
 
-from ..training import DEFAULT_COMPUTE_EFFICIENCY, get_model, training_step
+from ..training import DEFAULT_COMPUTE_EFFICIENCY, Parallelism, Schedule, get_model, training_step
 from . import _text
 from ._article import (ARTICLE, ARTICLE_SINGLE_GPU, NETWORKS, StudyRow, article_search, cluster, format_table,
                        network_study, roce_efficiency_for)
@@ -51,8 +51,9 @@ def run(*, out: str | None = "flowsolver-study.png", quick: bool = False, model=
                             batches=[8, 64] if quick else None)
     best = next((r for r in search if r["fits"]), search[0])
     need = roce_efficiency_for(ARTICLE["roce_400g"]["overhead"], best, spec, nodes, DEFAULT_COMPUTE_EFFICIENCY)
-    pcie_like = training_step(cluster("pcie_only", nodes), model=spec, tp=best["tp"], pp=best["pp"], zero=best["zero"],
-                              global_batch=best["global_batch"], dp_overlap=best["dp_overlap"])
+    pcie_like = training_step(cluster("pcie_only", nodes), spec,
+                              Parallelism(tp=best["tp"], pp=best["pp"], zero=best["zero"]),
+                              Schedule(global_batch=best["global_batch"], dp_overlap=best["dp_overlap"]))
     for block in _text.search_section(spec, search, best, need, pcie_like):
         echo(block)
     topo = topology_study(model=spec, sizes=(256,) if quick else sizes)

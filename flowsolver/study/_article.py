@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import topologies as tp
 
-from ..training import DEFAULT_COMPUTE_EFFICIENCY, get_model, training_step
+from ..training import DEFAULT_COMPUTE_EFFICIENCY, Parallelism, Schedule, get_model, training_step
 
 __all__ = ["ARTICLE", "ARTICLE_SINGLE_GPU", "ARTICLE_NDR_CLAIM", "ARTICLE_SIZE_BANDS", "PUBLISHED_BATCH_TOKENS",
            "NETWORKS", "cluster",
@@ -93,9 +93,9 @@ def network_study(*, model="llama-3-70b", nodes: int = 8, tp_degree: int = 8, pp
     for net in networks:
         g = cluster(net, nodes)
         options = dict(_ZERO_LATENCY) if net == "ideal" else {}
-        step = training_step(g, model=model, tp=tp_degree, pp=pp, global_batch=global_batch,
-                             micro_batch=micro_batch, zero=zero, dp_overlap=dp_overlap, compute_efficiency=compute_efficiency,
-                             collective_options=options)
+        step = training_step(g, model, Parallelism(tp=tp_degree, pp=pp, micro_batch=micro_batch, zero=zero),
+                             Schedule(global_batch=global_batch, dp_overlap=dp_overlap,
+                                      compute_efficiency=compute_efficiency), collective_options=options)
         rows.append(StudyRow(network=net, label=NETWORKS[net][0], step=step, article=ARTICLE[net]))
     return rows
 
@@ -147,7 +147,8 @@ def article_search(*, model="llama-3-70b", nodes: int = 8, settings=None, batche
         grid = [b for b in (batches or [dp * 2 ** k for k in range(0, 8) if dp * 2 ** k <= 1024]) if b % dp == 0]
         if not grid:
             continue
-        base = {net: training_step(g, model=spec, tp=tp_degree, pp=pp, global_batch=grid[0], zero=zero, compute_efficiency=compute_efficiency)
+        base = {net: training_step(g, spec, Parallelism(tp=tp_degree, pp=pp, zero=zero),
+                                   Schedule(global_batch=grid[0], compute_efficiency=compute_efficiency))
                 for net, g in graphs.items()}
         for batch, overlap in itertools.product(grid, overlaps):
             steps = {net: s.recompose(global_batch=batch, dp_overlap=overlap) for net, s in base.items()}
@@ -172,8 +173,9 @@ def roce_efficiency_for(target: float, setting: dict, model, nodes: int, compute
     g = cluster("roce_400g", nodes)
 
     def overhead(eff):
-        s = training_step(g, model=model, tp=setting["tp"], pp=setting["pp"], zero=setting["zero"],
-                          global_batch=setting["global_batch"], dp_overlap=setting["dp_overlap"], compute_efficiency=compute_efficiency,
+        s = training_step(g, model, Parallelism(tp=setting["tp"], pp=setting["pp"], zero=setting["zero"]),
+                          Schedule(global_batch=setting["global_batch"], dp_overlap=setting["dp_overlap"],
+                                   compute_efficiency=compute_efficiency),
                           collective_options=dict(efficiency={"roce_400g": eff}))
         return s.comm_overhead
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 import topologies as tp
 
-from ..training import DEFAULT_COMPUTE_EFFICIENCY, training_step
+from ..training import DEFAULT_COMPUTE_EFFICIENCY, Parallelism, Schedule, training_step
 
 __all__ = ["TOPOLOGIES", "FAMILY_SERVER", "FAMILY_LINK", "topology_study"]
 
@@ -12,21 +14,22 @@ FAMILY_SERVER = "dgx_h100"      # every family's server
 FAMILY_LINK = "ib_ndr"          # every family's cable
 _FAMILY_TP = 8                  # TP inside the server; DP across servers
 
-# family -> {GPUs: builder}: servers of 8 H100 on NDR; the fat-tree is the rail-optimised
-# non-blocking Clos of a SuperPOD; DragonFly routers hold one server each (p = 8 ports),
-# groups all-to-all with g - 1 dividing a h; the torus is 3-D with a server per router
-_S, _L = FAMILY_SERVER, FAMILY_LINK
-TOPOLOGIES = {
-    "fat-tree (rail Clos)": {256: lambda: tp.rail_optimized(32, server=_S, link=_L),
-                             1024: lambda: tp.rail_optimized(128, server=_S, link=_L),
-                             4096: lambda: tp.rail_optimized(512, server=_S, link=_L)},
-    "dragonfly": {256: lambda: tp.dragonfly(8, 8, 3, g=4, server=_S, link_local=_L, link_global=_L),
-                  1024: lambda: tp.dragonfly(8, 16, 7, g=8, server=_S, link_local=_L, link_global=_L),
-                  4096: lambda: tp.dragonfly(8, 32, 15, g=16, server=_S, link_local=_L, link_global=_L)},
-    "torus 3-D": {256: lambda: tp.torus((4, 4, 2), server=_S, link=_L),
-                  1024: lambda: tp.torus((8, 4, 4), server=_S, link=_L),
-                  4096: lambda: tp.torus((8, 8, 8), server=_S, link=_L)},
+# study label -> (registered family, {GPUs: its size parameters}): servers of 8 H100 on NDR;
+# the fat-tree is the rail-optimised non-blocking Clos of a SuperPOD; DragonFly routers hold
+# one server each (p = 8 ports), groups all-to-all with g - 1 dividing a h; the torus is 3-D
+# with a server per router
+_SIZES = {
+    "fat-tree (rail Clos)": ("rail_optimized", {256: dict(nodes=32), 1024: dict(nodes=128), 4096: dict(nodes=512)}),
+    "dragonfly": ("dragonfly", {256: dict(p=8, a=8, h=3, g=4), 1024: dict(p=8, a=16, h=7, g=8),
+                                4096: dict(p=8, a=32, h=15, g=16)}),
+    "torus 3-D": ("torus", {256: dict(dims=(4, 4, 2)), 1024: dict(dims=(8, 4, 4)), 4096: dict(dims=(8, 8, 8))}),
 }
+#: study label -> {GPUs: builder}: each a registered family (:func:`topologies.build`)
+TOPOLOGIES = {label: {n: functools.partial(tp.build, family, server=FAMILY_SERVER, link=FAMILY_LINK, **size)
+                      for n, size in sizes.items()}
+              for label, (family, sizes) in _SIZES.items()}
+#: the routing each family's study runs (the default, ecmp, for the others)
+_POLICY = {"dragonfly": "minimal", "torus": "dor"}
 
 
 def topology_study(*, sizes=(256, 1024, 4096), families=tuple(TOPOLOGIES), model="llama-3-70b",
@@ -47,10 +50,11 @@ def topology_study(*, sizes=(256, 1024, 4096), families=tuple(TOPOLOGIES), model
             g = TOPOLOGIES[family][size]()
             n = len(tp.gpus(g))
             dp = n // _FAMILY_TP
-            policy = "dor" if family.startswith("torus") else ("minimal" if family == "dragonfly" else "ecmp")
-            step = training_step(g, model=model, tp=_FAMILY_TP, global_batch=dp * sequences_per_replica,
-                                 dp_overlap=dp_overlap, compute_efficiency=compute_efficiency, algorithms=dict(dp="ring"),
-                                 collective_options=dict(policy=policy))
+            policy = _POLICY.get(_SIZES[family][0], "ecmp")
+            step = training_step(g, model, Parallelism(tp=_FAMILY_TP),
+                                 Schedule(global_batch=dp * sequences_per_replica, dp_overlap=dp_overlap,
+                                          compute_efficiency=compute_efficiency),
+                                 algorithms=dict(dp="ring"), collective_options=dict(policy=policy))
             d = tp.describe(g)
             p = step.phases["dp"]
             rows.append(dict(family=family, gpus=n, tp=step.tp, dp=step.dp,

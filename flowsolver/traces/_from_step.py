@@ -19,7 +19,7 @@ and direction:
   that direction, then the last chunk's block; a recomputed layer's backward runs the
   forward ring again.
 * The attention and MLP blocks, each its share of the rest of the compute (by GEMM time),
-  with the TP collectives of ``training._phases.tp_layer_ops`` (Transformer Engine's ten
+  with the TP collectives of ``training._exposed.tp_layer_ops`` (Transformer Engine's ten
   per layer with sequence parallelism: forward all-gather / QKV, reduce-scatter / proj,
   all-gather / FC1, reduce-scatter / FC2; backward the FC2 and proj output-gradient
   all-gathers, and for FC1 and QKV the input all-gathered again and the input gradient
@@ -63,9 +63,9 @@ from __future__ import annotations
 
 from ..training import StepResult
 from ..training._compose import layer_compute
-from ..training._phases import tp_hidden, tp_layer_ops
+from ..training._exposed import tp_hidden, tp_layer_ops
 from ..training._pipeline import chunk_layers
-from ._from_step_dp import DataParallelWriter
+from ._dp_traffic import DataParallelTraffic
 from ._schedule import blocking_program, p2p_tag, pass_order, source, target
 from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc
 
@@ -99,9 +99,10 @@ class _Rank:
         return self.tail
 
 
-class _Builder(DataParallelWriter):
+class _Builder:
     def __init__(self, step: StepResult):
         prof, s = step.profile, step.schedule
+        self.profile = prof
         self.lay, self.comms, self.m, model = prof.layout, prof.comms, step.microbatches, prof.model
         compute = layer_compute(prof, s)                 # compose's own per-part compute times
         self.t_plain, self.t_recomputed = compute["layer"], compute["layer_recomputed"]
@@ -115,20 +116,12 @@ class _Builder(DataParallelWriter):
         else:                        # FLOP/s while computing (annotation)
             peak = prof.gpu.peak_fp8_flops if s.precision == "fp8" else prof.gpu.peak_bf16_flops
             self.rate = peak * s.compute_efficiency
-        # FSDP: the compute each layer's traffic hides behind (compose: dp_overlap of a layer's
-        # forward, of its backward with the forward again when full recompute takes every layer)
-        again = s.recompute == "full" and s.recompute_layers is None
-        self.fsdp_window = {"F": s.dp_overlap * compute["forward"],
-                            "B": s.dp_overlap * (compute["backward"] + (compute["forward"] if again else 0.0))}
-        self.fsdp_root = prof.fsdp_unit_scale() / self.lay.pp
         self.chunks = chunk_layers(model.layers, self.lay.pp, self.lay.vp)
-        self.tp_overlap, self.dp_overlap, self.zero = s.tp_overlap, s.dp_overlap, prof.zero
+        self.tp_overlap = s.tp_overlap
         tp = self.comms.get("tp")
         self.tp_ops = tp_layer_ops(prof.sequence_parallel)
         self.tp_seconds = {} if tp is None else dict(all_gather=tp.gather, reduce_scatter=tp.per_call,
                                                      all_reduce=tp.per_call)
-        self.buckets = self.lay.vp if self.lay.vp > 1 else max(self.chunks[q][0] for q in range(self.lay.pp))
-        self.dp_kinds = [k for k in ("dp", "dp_experts") if k in self.comms]
         self.cp_ring = {}                                  # rank: (previous, next) on its CP ring
         if "cp" in self.comms:
             for g in self.lay.groups("cp"):
@@ -142,6 +135,7 @@ class _Builder(DataParallelWriter):
                     self.groups[name] = tuple(g)
                     for r in g:
                         self.group_name[(kind, r)] = name
+        self.dp = DataParallelTraffic(self, s, compute)
 
     def coll(self, rank: _Rank, kind, op, size, name, **kw):
         return rank.add(name, COLLECTIVE, op=op, bytes=size, group=self.group_name[(kind, rank.rank)], **kw)
@@ -300,16 +294,15 @@ class _Builder(DataParallelWriter):
         """The DAG of GPU ``g``, stage ``stage`` of the pipeline whose stages are on GPU
         ranks ``lane``."""
         lay, rank = self.lay, _Rank(g)
-        self.rest_reduce = None
-        gathers = self.param_gathers(rank)
+        gathers = self.dp.start(rank)
         passes = pass_order(stage, lay.pp, lay.vp, self.m)
         zero3_end, fsdp = {}, []
 
         def run(d, mb, chunk):
             rank.join.extend(fsdp)                       # FSDP: a pass waits for the traffic the pass before
             fsdp.clear()                                 # left (not the transfers between: they carry activations)
-            self.run_pass(rank, stage, d, mb, chunk, self.hooks(rank, stage, d, mb, chunk, passes, gathers,
-                                                                zero3_end, fsdp))
+            self.run_pass(rank, stage, d, mb, chunk, self.dp.hooks(rank, stage, d, mb, chunk, passes, gathers,
+                                                                   zero3_end, fsdp))
             if d == "B" and mb in zero3_end:
                 fsdp.append(zero3_end.pop(mb))
 
@@ -388,9 +381,9 @@ def workload_from_step(step: StepResult):
     multiple of ``pp``, are refused (``ValueError``).
 
     >>> import topologies as tp
-    >>> from flowsolver import training_step
-    >>> step = training_step(tp.rail_optimized(2), model="llama-3-8b", tp=8, global_batch=4, dp_overlap=0,
-    ...                      sequence_parallel=False, tp_overlap=0)
+    >>> from flowsolver import Parallelism, Schedule, training_step
+    >>> step = training_step(tp.rail_optimized(2), "llama-3-8b", Parallelism(tp=8, sequence_parallel=False),
+    ...                      Schedule(global_batch=4, dp_overlap=0, tp_overlap=0))
     >>> w = workload_from_step(step)
     >>> # 2 microbatches x 2 directions x (32 layers x 2 parts x (compute, all-reduce) + the output
     >>> # projection), 2 parameter all-gathers and 2 gradient reduce-scatters (first / last bucket, the rest)

@@ -277,7 +277,7 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
     rate = _flops_rate(graph, workload, gpu, compute_efficiency)
     costs = CostModel(graph, algorithms, collective_options)
     # every communication routed on one index of the graph, checked once (above)
-    with unchanged(graph), _checks.trusted(graph), paused_gc():
+    with unchanged(graph, checked=True), paused_gc():
         engine = _Engine(workload, costs, placement, rate)
         engine.run()
         return ReplayResult.of(engine, placement)

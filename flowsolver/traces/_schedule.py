@@ -1,6 +1,7 @@
-"""Pipeline programs for the trace writer: the layers of each model chunk, which forward
-and backward passes one pipeline rank runs, in which order, and where their inputs come
-from and their outputs go.
+"""Pipeline programs for the trace writer: which forward and backward passes one pipeline
+rank runs, in which order (:func:`flowsolver.training._pipeline.pass_order`, the one walk
+of Megatron's schedule the step's memory model uses too), and where their inputs come from
+and their outputs go.
 
 * ``vp = 1``: Megatron-Core's 1F1B (``forward_backward_pipelining_without_interleaving``):
   ``pp - 1 - stage`` warm-up forwards, then a forward and a backward in turn, then the
@@ -21,38 +22,9 @@ from and their outputs go.
 
 from __future__ import annotations
 
+from ..training._pipeline import pass_order, warmup_passes
+
 __all__ = ["pass_order", "source", "target", "blocking_program", "p2p_tag"]
-
-
-def _virtual(k: int, pp: int, vp: int, backward: bool) -> tuple:
-    """(microbatch, model chunk) of virtual microbatch ``k`` in Megatron's interleaved order."""
-    group, r = divmod(k, pp * vp)
-    chunk = r // pp
-    return group * pp + r % pp, (vp - 1 - chunk if backward else chunk)
-
-
-def pass_order(stage: int, pp: int, vp: int, m: int) -> list:
-    """``(direction, microbatch, chunk)`` of every pass of ``stage``, in order (``"F"`` /
-    ``"B"``).
-
-    >>> pass_order(0, 2, 1, 3)
-    [('F', 0, 0), ('F', 1, 0), ('B', 0, 0), ('F', 2, 0), ('B', 1, 0), ('B', 2, 0)]
-    >>> [f"{d}{i}.{c}" for d, i, c in pass_order(1, 2, 2, 2)][:5]
-    ['F0.0', 'F1.0', 'F0.1', 'B0.1', 'F1.1']
-    """
-    if vp == 1:
-        warm = min(pp - 1 - stage, m)
-        order = [("F", i) for i in range(warm)]
-        for i in range(m - warm):
-            order += [("F", warm + i), ("B", i)]
-        return [(d, i, 0) for d, i in order + [("B", i) for i in range(m - warm, m)]]
-    total = m * vp
-    warm = min(2 * (pp - 1 - stage) + (vp - 1) * pp, total)
-    order = [("F", k) for k in range(warm)]
-    for k in range(total - warm):
-        order += [("F", warm + k), ("B", k)]
-    order += [("B", k) for k in range(total - warm, total)]
-    return [(d, *_virtual(k, pp, vp, d == "B")) for d, k in order]
 
 
 def source(direction: str, stage: int, chunk: int, pp: int, vp: int):
@@ -94,7 +66,7 @@ def blocking_program(stage: int, pp: int, m: int) -> list:
         if kept:
             steps.append(("p2p", kept))
 
-    warm = min(pp - 1 - stage, m)
+    warm = warmup_passes(stage, pp, 1, m)
     for i in range(warm):
         p2p(("recv", "F", i))
         steps.append(("pass", "F", i))

@@ -19,7 +19,7 @@ groups of its kind running at once, in lockstep (:func:`flowsolver.concurrent` w
   (bubble ``(pp - 1) / vp`` stage-microbatches; ``vp`` times the sends, the steady-state
   ones overlapped), Megatron's uneven split when the layers do not divide (the embedding
   and the loss count as one layer each);
-* communication phases (``_phases``): TP with sequence parallelism (6 all-gathers and 4
+* communication phases, exposed or hidden (``_exposed``): TP with sequence parallelism (6 all-gathers and 4
   reduce-scatters per layer, each hiding ``tp_overlap`` of itself behind the GEMM it
   overlaps, at most that GEMM), CP ring attention (KV exchanged per layer, hidden behind the
   attention step by step), EP all-to-alls of ``top_k x capacity_factor`` routed tokens, DP
@@ -34,7 +34,10 @@ groups of its kind running at once, in lockstep (:func:`flowsolver.concurrent` w
 per second over the whole step / the GPUs' dense peak of the step's precision, as published
 runs report it.
 
-Solving and composing are separate: :func:`training_step` (``_step``) solves every
+:func:`training_step` (``_step``) takes the model, a :class:`Parallelism` (``_parallelism``:
+how the job is laid out, what the collectives are solved for; ``vp`` / ``micro_batch`` may
+be left ``"auto"``, ``_auto``) and a :class:`Schedule` (how the solved step is run), its
+checks in ``_prepare``. Solving and composing are separate: :func:`training_step` solves every
 collective once into a :class:`CommProfile` (``_profile``: per parallelism its op,
 algorithm, bytes and per-call time, on the groups of a :class:`ParallelLayout`,
 ``_layout``); the step is the pure function ``compose(profile, schedule)`` (``_compose``) of
@@ -55,7 +58,9 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._models": ("MODELS", "ModelSpec", "get_model"),
     "._profile": ("CommProfile", "CommTiming"),
     "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_KERNEL_UTILIZATION"),
-    "._step": ("DEFAULT_TP_OVERLAP", "training_step"),
+    "._step": ("DEFAULT_TP_OVERLAP", "training_step", "step_arguments"),
+    "._parallelism": ("Parallelism",),
+    "._auto": ("AutoChoice",),
     "._pipeline": ("stage_layers",),
 })
 
@@ -66,10 +71,12 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._models import MODELS, ModelSpec, get_model
     from ._profile import CommProfile, CommTiming
     from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION
-    from ._step import DEFAULT_TP_OVERLAP, training_step
+    from ._step import DEFAULT_TP_OVERLAP, training_step, step_arguments
+    from ._parallelism import Parallelism
+    from ._auto import AutoChoice
     from ._pipeline import stage_layers
 
-__all__ = ["training_step", "compose", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming",
+__all__ = ["training_step", "Parallelism", "AutoChoice", "step_arguments", "compose", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming",
            "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_memory", "stage_layers",
            "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP",
            "DEFAULT_KERNEL_UTILIZATION"]

@@ -8,7 +8,7 @@ again (:meth:`StepResult.recompose`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 from .. import _checks
 from ..routing import first_tier
@@ -17,11 +17,12 @@ from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY,
                        check_precision, check_recompute, gemm_seconds, kernel_parts, layer_kernel_costs, stage_seconds)
 from ._kernels import ATTENTION_KERNELS, check_power_cap
 from ._memory import stage_memory
-from ._phases import Phase, dp_phases, microbatch_phases, pipeline_phase
+from ._exposed import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
 from ._profile import CommProfile
 
-__all__ = ["Schedule", "Phase", "StepResult", "compose", "checked_schedule", "layer_compute"]
+__all__ = ["Schedule", "Phase", "StepResult", "compose", "checked_schedule", "layer_compute", "DEFAULT_BATCH",
+           "default_batch", "default_tp_overlap"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class Schedule:
     their overlap windows / of the TP traffic hidden (in [0, 1]); ``precision`` (``bf16`` or
     ``fp8``) and ``recompute`` (``none``, ``selective``, ``full``), with ``recompute_layers``
     the layers of each model chunk that full recompute recomputes (``None``: all).
+    Unset, ``global_batch`` is ``DEFAULT_BATCH`` (512) rounded up to a multiple of ``dp x
+    micro_batch`` and ``tp_overlap`` ``(tp - 1) / tp``; :func:`flowsolver.training_step`
+    takes a Schedule beside a :class:`~flowsolver.training.Parallelism`, and checks it.
 
     Compute: with ``compute_efficiency=None`` every kernel is timed from
     published kernel benchmarks (:mod:`flowsolver.training._kernels`: GEMMs by shape and
@@ -41,12 +45,12 @@ class Schedule:
     default, 0.46) the flat model: the GEMMs at that fraction of their precision's peak,
     attention at ``attention_efficiency`` (``None``: 0.62) of the bf16 peak."""
 
-    global_batch: int
-    dp_overlap: float
+    global_batch: int | None = None
+    dp_overlap: float = 1.0
     compute_efficiency: float | None = DEFAULT_COMPUTE_EFFICIENCY
     precision: str = "bf16"
     recompute: str = "selective"
-    tp_overlap: float = 0.0
+    tp_overlap: float | None = None
     attention_efficiency: float | None = None
     recompute_layers: int | None = None
     attention: str = "auto"
@@ -59,6 +63,47 @@ class Schedule:
     def kernels(self) -> bool:
         """Whether compute is timed from the kernel tables (``compute_efficiency`` None)."""
         return self.compute_efficiency is None
+
+
+    def keywords(self) -> dict:
+        """The fields as training_step's keyword arguments of one release (``prepare_step``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def resolved(self, *, dp: int, micro_batch: int, tp: int) -> "Schedule":
+        """The schedule with its unset ``global_batch`` and ``tp_overlap`` given their defaults
+        for a job of ``dp`` replicas, ``micro_batch`` sequences per microbatch, ``tp``.
+
+        >>> s = Schedule(dp_overlap=0.5).resolved(dp=24, micro_batch=1, tp=8)
+        >>> s.global_batch, s.tp_overlap, s.dp_overlap
+        (528, 0.875, 0.5)
+        """
+        batch, overlap = self.global_batch, self.tp_overlap
+        if batch is None:
+            batch = default_batch(dp, micro_batch)
+        return replace(self, global_batch=batch, tp_overlap=default_tp_overlap(tp) if overlap is None else overlap)
+
+
+#: sequences per step when none is given: 4 M tokens at 8192 (rounded up to whole microbatches)
+DEFAULT_BATCH = 512
+
+
+def default_batch(dp: int, micro_batch: int) -> int:
+    """``DEFAULT_BATCH`` rounded up to a multiple of ``dp x micro_batch`` sequences.
+
+    >>> default_batch(24, 1), default_batch(8, 2)
+    (528, 512)
+    """
+    unit = dp * micro_batch
+    return -(-DEFAULT_BATCH // unit) * unit
+
+
+def default_tp_overlap(tp: int) -> float:
+    """``(tp - 1) / tp``: the share of a ring-exchange-overlapped TP collective hidden.
+
+    >>> default_tp_overlap(8), default_tp_overlap(1)
+    (0.875, 0.0)
+    """
+    return (tp - 1) / tp
 
 
 def check_recompute_layers(recompute_layers, layers: int, pp: int, vp: int) -> None:
@@ -140,7 +185,9 @@ class StepResult:
     :func:`flowsolver.training.memory_per_gpu`'s estimate, the largest of
     ``stage_memory`` (each pipeline stage's bytes, stage 0 first; ``stage_layers`` its
     transformer layers); ``fits`` compares it with the GPU's memory.
-    The step is timed whether or not it fits.
+    The step is timed whether or not it fits. ``chosen``: with ``vp`` or ``micro_batch`` left
+    ``"auto"``, the :class:`~flowsolver.training.AutoChoice` that says what training_step
+    picked and why (``None`` otherwise; :meth:`recompose` keeps the picked values).
     """
 
     profile: CommProfile = field(repr=False)
@@ -158,6 +205,7 @@ class StepResult:
     memory_per_gpu: float
     stage_layers: tuple = ()
     stage_memory: tuple = ()
+    chosen: object = None
 
     model = property(lambda self: self.profile.model.name, doc="The model's name.")
     gpus = property(lambda self: self.profile.layout.gpus, doc="GPU count.")
@@ -292,12 +340,15 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
-    >>> r = training_step(tp.rail_optimized(2), model="llama-3-8b", tp=8, global_batch=16)
+    >>> from flowsolver import Parallelism
+    >>> r = training_step(tp.rail_optimized(2), "llama-3-8b", Parallelism(tp=8), Schedule(global_batch=16))
     >>> again = compose(r.profile, r.schedule)
     >>> again.step_time == r.step_time, compose(r.profile, Schedule(64, 1.0, 0.4)).microbatches
     (True, 32)
     """
     model, lay, gpu, s = profile.model, profile.layout, profile.gpu, schedule
+    if s.global_batch is None or s.tp_overlap is None:          # unset: training_step's defaults
+        s = s.resolved(dp=lay.dp, micro_batch=profile.micro_batch, tp=lay.tp)
     m = s.global_batch // (lay.dp * profile.micro_batch)
     layers = stage_layers(model.layers, lay.pp, lay.vp)
     every = s.recompute_layers is None         # full recompute: all layers, or the first recompute_layers per chunk
@@ -367,7 +418,8 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
-    >>> r = training_step(tp.rail_optimized(1), model="llama-3-8b", tp=8, global_batch=4)
+    >>> from flowsolver import Parallelism
+    >>> r = training_step(tp.rail_optimized(1), "llama-3-8b", Parallelism(tp=8), Schedule(global_batch=4))
     >>> c = layer_compute(r.profile, r.schedule)
     >>> abs(32 * c["layer"] + c["output"] - r.compute_time / r.microbatches) < 1e-12
     True

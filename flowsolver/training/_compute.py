@@ -60,7 +60,7 @@ DEFAULT_COMPUTE_EFFICIENCY = 0.46
 # The kernel-table model's one figure taken from training runs: the share of a step's compute
 # time the kernels run at their benchmarked speed (launch gaps, synchronisation, kernels the
 # tables do not list). Least squares in log tokens/s over the six published runs of
-# tests/test_training_published.py (../shared/REFERENCE.md; none of them in the validation
+# tests/training/test_training_published.py (../shared/REFERENCE.md; none of them in the validation
 # corpus), each run's own best value: Llama 3 405B bf16 (paper, 8K / 16K GPUs, 128K context)
 # 0.64 / 0.63 / 0.715, Megatron-Bridge 25.11 FP8 Llama 3 70B / 405B / 8B 0.82 / 0.695 / 0.835.
 # At 0.72 those runs come out +12.4 / +14.0 / +0.8 / -11.7 / +3.5 / -13.6 % in tokens/s: no

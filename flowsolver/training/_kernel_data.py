@@ -5,7 +5,7 @@ Nothing here comes from a training run: every figure is a kernel benchmark print
 source named beside it, copied verbatim (the printed line is kept in ``verbatim``), so that
 opening the URL and searching for the line finds the figure. The fits of
 :mod:`flowsolver.training._kernels` read these tables only; tests recompute the fits from
-them (``tests/test_training_kernels.py``).
+them (``tests/training/test_training_kernels.py``).
 
 Units as printed: TFLOP/s (1e12 FLOP/s), TB/s (1e12 bytes/s); shapes ``(m, n, k)``: an
 ``m x k`` by ``k x n`` product, ``2 m n k`` FLOPs.

@@ -3,7 +3,7 @@ attention by kernel, head dimension and sequence length, memory-bound work at th
 achieved HBM bandwidth, and GEMMs on a power-capped GPU.
 
 Every constant is fitted to, or read from, the tables of :mod:`._kernel_data` (kernel
-benchmarks, never a training run); ``tests/test_training_kernels.py`` refits them.
+benchmarks, never a training run); ``tests/training/test_training_kernels.py`` refits them.
 
 GEMM (torchao's float8 roofline, ``get_individual_gemm_time_sympy``, with an occupancy term
 and its three constants fitted per GPU family and precision): an ``m x k`` by ``k x n``

@@ -17,7 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["stage_layers", "chunk_layers", "bubble_slots", "critical_sends", "peak_in_flight"]
+__all__ = ["stage_layers", "chunk_layers", "bubble_slots", "critical_sends", "peak_in_flight", "warmup_passes",
+           "virtual_pass", "pass_order"]
 
 
 def stage_layers(layers: int, pp: int, vp: int = 1) -> tuple:
@@ -87,17 +88,62 @@ def critical_sends(pp: int, vp: int, microbatches: int) -> float:
     return 2 * (microbatches + pp - 1) if vp == 1 else 2 * (pp - 1)
 
 
+def warmup_passes(stage: int, pp: int, vp: int, microbatches: int) -> int:
+    """Forward passes ``stage`` runs before its first backward in Megatron-Core's order:
+    1F1B (``vp = 1``, ``forward_backward_pipelining_without_interleaving``) ``pp - 1 -
+    stage``; interleaved (``forward_backward_pipelining_with_interleaving``) ``2 (pp - 1 -
+    stage) + (vp - 1) pp``; at most every pass (``m vp``).
+
+    >>> warmup_passes(0, 4, 1, 8), warmup_passes(3, 4, 1, 8), warmup_passes(0, 4, 2, 8), warmup_passes(0, 4, 2, 2)
+    (3, 0, 10, 4)
+    """
+    if vp == 1:
+        return min(pp - 1 - stage, microbatches)
+    return min(2 * (pp - 1 - stage) + (vp - 1) * pp, microbatches * vp)
+
+
+def virtual_pass(k, pp: int, vp: int, backward: bool = False) -> tuple:
+    """``(microbatch, model chunk)`` of the ``k``-th forward (``backward``: backward) pass of
+    a stage in Megatron's interleaved order: microbatches in groups of ``pp``, each group
+    through chunk 0, then 1, ...; the backward passes from the last chunk. ``k`` an int or a
+    NumPy array of them; with ``vp = 1`` pass ``k`` is microbatch ``k``, chunk 0.
+
+    >>> virtual_pass(5, 4, 2), virtual_pass(5, 4, 2, backward=True), virtual_pass(9, 4, 2)
+    ((1, 1), (1, 0), (5, 0))
+    """
+    chunk = (k // pp) % vp
+    return (k // (pp * vp)) * pp + k % pp, (vp - 1 - chunk if backward else chunk)
+
+
+def pass_order(stage: int, pp: int, vp: int, microbatches: int) -> list:
+    """``(direction, microbatch, chunk)`` of every pass of ``stage``, in Megatron-Core's order
+    (``"F"`` / ``"B"``): :func:`warmup_passes` forwards, then a forward and a backward in turn,
+    then the cool-down backwards, over ``m vp`` virtual microbatches (:func:`virtual_pass`).
+
+    >>> pass_order(0, 2, 1, 3)
+    [('F', 0, 0), ('F', 1, 0), ('B', 0, 0), ('F', 2, 0), ('B', 1, 0), ('B', 2, 0)]
+    >>> [f"{d}{i}.{c}" for d, i, c in pass_order(1, 2, 2, 2)][:5]
+    ['F0.0', 'F1.0', 'F0.1', 'B0.1', 'F1.1']
+    """
+    total = microbatches * vp
+    warm = warmup_passes(stage, pp, vp, microbatches)
+    order = [("F", k) for k in range(warm)]
+    for k in range(total - warm):
+        order += [("F", warm + k), ("B", k)]
+    order += [("B", k) for k in range(total - warm, total)]
+    return [(d, *virtual_pass(k, pp, vp, d == "B")) for d, k in order]
+
+
 def peak_in_flight(chunk_bytes, stage: int, pp: int, vp: int, microbatches: int) -> float:
     """The most activation bytes ``stage`` holds at once: each forward pass of a model chunk
     keeps ``chunk_bytes[c]`` until that chunk's backward pass of the same microbatch,
     in Megatron-Core's order.
 
-    1F1B (``vp = 1``): ``pp - 1 - stage`` warm-up forwards, then one forward and one backward
-    in turn, so ``min(pp - stage, m)`` microbatches are held. Interleaved
-    (``forward_backward_pipelining_with_interleaving``, microbatches in groups of ``pp``):
-    ``2 (pp - 1 - stage) + (vp - 1) pp`` warm-up forwards (at most ``m vp``); forward ``k``
-    runs chunk ``(k // pp) mod vp``, backward ``k`` chunk ``vp - 1 -`` that; the peak is the
-    largest held sum over the steady state. Uneven chunks (an embedding-only first chunk)
+    The passes of :func:`pass_order`: 1F1B (``vp = 1``): ``pp - 1 - stage`` warm-up forwards,
+    then one forward and one backward in turn, so ``min(pp - stage, m)`` microbatches are
+    held. Interleaved: :func:`warmup_passes` forwards, forward ``k`` running chunk
+    :func:`virtual_pass` of ``k``, backward ``k`` the chunk counted from the last; the peak is
+    the largest held sum over the steady state. Uneven chunks (an embedding-only first chunk)
     make it differ from a count of chunks times their mean.
 
     >>> peak_in_flight((5.0,), 0, 4, 1, 16), peak_in_flight((5.0,), 3, 4, 1, 16)
@@ -116,8 +162,8 @@ def _peak_in_flight(chunk_bytes: tuple, stage: int, pp: int, vp: int, microbatch
     if vp == 1:
         return float(min(pp - stage, microbatches) * weights[0])
     total = microbatches * vp
-    warm = min(2 * (pp - 1 - stage) + (vp - 1) * pp, total)
-    chunk = (np.arange(total) // pp) % vp
+    warm = warmup_passes(stage, pp, vp, microbatches)
+    chunk = virtual_pass(np.arange(total), pp, vp)[1]
     held_after_forward = np.cumsum(weights[chunk])                  # forwards 0..k done
     freed_before = np.concatenate(([0.0], np.cumsum(weights[vp - 1 - chunk])))    # backwards 0..j-1 done
     steady = np.arange(total - warm)        # forward warm + j, then backward j

@@ -1,0 +1,181 @@
+"""NCCL's cost model on the flow solve: per (algorithm, protocol) NCCL's latency plus the
+size over the bandwidth NCCL grants the graph's bus bandwidth, that bus bandwidth being the
+contention-aware flow solve of the ring on the real fabric (NCCL's ``nChannels x bw``), and
+an algorithm with a schedule of its own (tree, NVLS) no faster than its own flow solve."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ._algorithms import algorithm_of
+from ._dual import lesser
+from ._nccl import PROTOCOLS, busbw_factor
+from ._pipeline import PIPELINE, pipeline_time
+from ._nccl_model import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
+
+__all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
+           "slow_paths_of", "path_excess"]
+
+
+
+def transfer_of(steps) -> float:
+    """Seconds of transfer of solved :class:`CollectiveStep` values (latencies left out)."""
+    return float(sum(st.count * st.transfer for st in steps))
+
+
+def steady_parts(steps) -> list:
+    """``[(index, multiplier)]``: the steps' steady-state transfer (see
+    :func:`steady_transfer`) is ``sum multiplier x steps[index].transfer``."""
+    piped = [i for i, st in enumerate(steps) if st.latency_count not in (None, st.count)]
+    if not piped:
+        return [(i, st.count) for i, st in enumerate(steps)]
+    widest = max(piped, key=lambda i: steps[i].latency_count or 0)
+    k = sum(st.count for st in steps) - steps[widest].latency_count + 1
+    return [(widest, max(k, 1))]
+
+
+def steady_transfer(steps) -> float:
+    """Transfer seconds of solved steps at the pipeline's steady state: ``k`` chunks through
+    the widest stage, its fill and drain left out (NCCL prices those in its latency)."""
+    return float(sum(m * steps[i].transfer for i, m in steady_parts(steps)))
+
+
+def slow_paths_of(steps) -> tuple:
+    """The ``slow_paths`` of solved :class:`CollectiveStep` values, together."""
+    return tuple(t for st in steps for t in getattr(st, "slow_paths", ()))
+
+
+def path_excess(paths, algorithm, protocol, op, hw) -> float:
+    """Seconds to add to NCCL's latency of ``algorithm`` / ``protocol`` because the graph's
+    paths are slower than NCCL's hop constants assume (``paths``: :func:`slow_paths_of`).
+
+    A hop cannot take less than its path's latency. NCCL counts its hops inside nodes and
+    between nodes (:func:`~._nccl_model.tuner_hops`) at a constant ``c`` each, measured on
+    hardware whose links have the catalogue's latencies; so each counted hop of a kind
+    costs, beyond ``c``, ``max(0, min(path - c, excess))`` for the kind's slowest path
+    (``excess``: its latency beyond the same links at catalogue latencies, which ``c``
+    already includes). A catalogue graph has no slow path: nothing is added.
+
+    >>> from ._nccl_model import Hardware
+    >>> paths = ((True, 10e-3, 10e-3),)        # a 10 ms path between nodes (unknown technology)
+    >>> round(path_excess(paths, "ring", "Simple", "all_reduce", Hardware(8, 8)) * 1e3, 6)   # 14 hops, 14 us each
+    139.804
+    """
+    if not paths:
+        return 0.0
+    total = 0.0
+    for (count, constant), between in zip(tuner_hops(algorithm, protocol, op, hw), (False, True)):
+        if count:
+            worst = max((min(path - constant, excess) for kind, path, excess in paths if kind == between),
+                        default=0.0)
+            total += count * max(worst, 0.0)
+    return total
+
+
+def _protocols(options):
+    return PROTOCOLS if options.protocol == "auto" else (options.protocol,)
+
+
+def why_not_tuned(algorithm, op, hw, options) -> str | None:
+    """Why NCCL would not run ``algorithm`` for ``op`` on ``hw`` with the asked protocol."""
+    if not any(enabled(algorithm, p, op, hw) for p in PROTOCOLS):
+        return f"is not run by NCCL for {op} on these ranks ({hw.ranks} ranks on {hw.nodes} node(s), " \
+               f"{hw.generation or 'unknown'} GPUs, {hw.channels} channels)"
+    if not any(enabled(algorithm, p, op, hw) for p in _protocols(options)):
+        return f"runs with {', '.join(p for p in PROTOCOLS if enabled(algorithm, p, op, hw))} only (NCCL), " \
+               f"got protocol {options.protocol!r}"
+    return None
+
+
+def tuned_times(op, size, p, results, hw, options, model=None) -> dict:
+    """``{(algorithm, protocol): (time, latency, estimate)}`` (s) of the NCCL algorithms in ``results``
+    (algorithm -> (time, steps, utilisation) of the flow solve). ``model`` (a calibration)
+    scales latencies and bandwidths."""
+    ring = results.get("ring")
+    if ring is None:
+        return {}
+    ring_transfer = transfer_of(ring[1])
+    out = {}
+    for a, (_, steps, *_) in results.items():
+        own = steady_transfer(steps)
+        paths = slow_paths_of(steps)
+        for proto in _protocols(options):
+            if enabled(a, proto, op, hw):
+                out[a, proto] = tuned_time(a, proto, op, size, p, ring_transfer, own, hw, options, model, paths)
+    return out
+
+
+def nccl_pick(tuned: dict):
+    """``((algorithm, protocol), (time, latency, estimate))`` of :func:`tuned_times`'s entries
+    that NCCL runs: the least *estimate* (NCCL chooses by its cost model, and its kernels then
+    take ``time``), or None when there are none.
+
+    >>> nccl_pick({("ring", "LL"): (3.0, 1.0, 2.0), ("tree", "LL"): (2.5, 1.0, 2.2)})[0]
+    ('ring', 'LL')
+    """
+    return min(tuned.items(), key=lambda kv: kv[1][2], default=None)
+
+
+def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, model=None, paths=()):
+    """(time, latency, estimate) (s) of ``a`` / ``proto``: ``estimate`` is NCCL's cost model
+    (``latency + size / bandwidth``, what NCCL chooses by), ``time`` what its kernels take,
+    ``latency`` NCCL's latency (the rest of ``time`` scales with the bandwidth)
+    (:func:`~._pipeline.pipeline_time`: the channels it runs at this size, its chunk steps,
+    their floor and the pipeline's fill). The ring's flow-solved
+    transfer ``ring_transfer`` (s) is the graph's bus bandwidth, ``own_transfer`` (s) the
+    algorithm's own steady-state transfer, ``hw.nvlink_bw`` a GPU's NVLink (bytes/s). The
+    three may be :class:`~._dual.Dual` numbers: the time is then their Dual (its derivative).
+    ``paths``: the algorithm's steps' paths slower than the catalogue's (:func:`path_excess`
+    adds what they cost beyond NCCL's hop constants, after a calibration's latency scale,
+    which fits NCCL's constants only)."""
+    busbw = size * busbw_factor(op, p) / ring_transfer if ring_transfer > 0 else np.inf
+    own_algbw = size / own_transfer if own_transfer > 0 else np.inf
+    lat = tuner_latency(a, proto, op, hw, size)
+    if options.base_latency is not None:
+        lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
+    if model is not None:
+        lat = model.latency(lat, a, proto)
+    lat += path_excess(paths, a, proto, op, hw)
+    algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
+    if a in ("tree", "nvls") and not algorithm_of(a).derived(op):    # no faster than its own flow solve
+        algbw = lesser(algbw, own_algbw)
+    if a == "nvls_tree":
+        algbw = lesser(algbw, _nvls_node_bound(hw))
+    if not algbw > 0:                                           # 0: a stalled flow
+        return np.inf, lat, np.inf
+    time = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, algbw,
+                         PIPELINE if model is None else model.pipeline)
+    # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
+    # transfer does: only NCCL's latency is latency
+    return time, lat, lat + size / algbw
+
+
+def _graph_busbw(algorithm, ring_busbw, hw) -> float:
+    """NCCL's ``nChannels x bw`` for ``algorithm``: the tree graph's on two nodes is its
+    intra-node one (NCCL 2.30 tuning.cc: ``bwIntra`` when ``nNodes <= 2``), a GPU's NVLink
+    (the tree's own flow solve then bounds it by the network); elsewhere the ring's."""
+    if algorithm == "tree" and hw.nodes == 2 and hw.nvlink_bw > 0:
+        return hw.nvlink_bw
+    return ring_busbw
+
+
+def _nvls_node_bound(hw) -> float:
+    """The algbw (bytes/s) NVLSTree's in-switch reduction allows: each node's NVSwitch
+    reduces at most at the rate of the one-node NVLS schedule (each GPU sends its buffer and
+    its reduced shard, ``1 + 1/ppn`` buffers, at NCCL's NVLS efficiency of its NVLink)."""
+    ppn = hw.ppn
+    eff = NVLS_EFFICIENCY_BY_GENERATION.get(hw.generation, 0.0)
+    bus = 2 * (ppn - 1) / ppn * hw.nvlink_bw * eff / (1 + 1 / ppn)
+    return bus * hw.ranks / (2 * (hw.ranks - 1)) if bus > 0 else np.inf
+
+
+def rescaled(steps, time, latency, base):
+    """The solved steps made to add up to a tuned ``time``: transfers scaled to ``time -
+    latency``, ``latency - base`` spread over the steps' latency counts."""
+    transfer = transfer_of(steps)
+    paid = sum(st.count if st.latency_count is None else st.latency_count for st in steps)
+    scale = (time - latency) / transfer if transfer > 0 else 1.0
+    per = (latency - base) / paid if paid else 0.0
+    return tuple(replace(st, transfer=st.transfer * scale, latency=per) for st in steps)

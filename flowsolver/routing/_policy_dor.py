@@ -1,0 +1,15 @@
+"""Policy ``dor``: dimension-order routing on a ``topologies.torus`` (dimensions corrected
+in order, the shorter way round, the + direction at a tie)."""
+
+from __future__ import annotations
+
+from ._fabric import dor_paths
+from ._policies import register_policy
+
+
+def dor(call):
+    """One column: each flow's dimension-order path between its routers."""
+    return [(call.paths(call.src, call.dst, lambda x, y: dor_paths(call.index, x, y), "dor"), 1.0)]
+
+
+register_policy("dor", dor)

@@ -1,0 +1,207 @@
+"""``route()``: a graph, flows and a registered policy compiled into a :class:`RoutingMatrix`
+(the way out of the sending server, the policy's fabric part, the way into the receiving
+one; or the policy's whole path for a ``whole_path`` policy)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .. import _checks
+from ..traffic import Flows
+from ._endpoints import endpoint_parts
+from ._graph_index import GraphIndex, Segments
+from ._keys import positions
+from ._links import LinkTable
+from ._matrix import RoutingMatrix
+from ._policies import POLICIES, PolicyCall, policy_of
+
+__all__ = ["route"]
+
+
+def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed: int = 0,
+          pxn: bool = False, hash_keys=None, groups=None) -> RoutingMatrix:
+    """Compile ``flows`` on ``graph`` into a :class:`RoutingMatrix` under ``policy``.
+
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        A cluster graph (``topologies`` generators, or built/edited by hand).
+    flows : Flows
+        Endpoints as GPU ranks (``topologies.gpus`` order) or node ids.
+    policy : str
+        One of :data:`POLICIES`: ``ecmp``, ``ecmp_hash``, ``dor``, ``minimal``, ``valiant``,
+        ``ugal``, ``shortest`` and those added with :func:`register_policy`.
+    subflows : int
+        Sub-flows per flow for ``ecmp_hash`` (>= 1).
+    seed : int
+        Seed of the ``ecmp_hash`` hash and of the Valiant / UGAL intermediate choice.
+    pxn : bool
+        Cross-rail traffic moves to the destination rail inside the sending server first.
+    hash_keys : array of int (flows,), optional
+        What ``ecmp_hash`` hashes for each flow instead of its index in ``flows``: flows
+        routed together that must take the paths they would take routed apart (the steps
+        of a collective, each flow keyed by its index in its own step).
+    groups : array of int (flows,), optional
+        Flows routed together that must be routed as if each group were its own call
+        (the steps of a collective): ``ecmp_hash`` hashes a flow's index in its group
+        (unless ``hash_keys`` says otherwise), ``valiant`` and ``ugal`` draw a flow's
+        intermediate router as its group's call would, and ``ugal`` weighs each group's
+        own load. The routes equal those of one call per group, stacked (a policy whose
+        registration declares no dependence on its call routes the same either way).
+
+    Notes
+    -----
+    Routing is compiled once per graph: its integer index, link table, server parts and
+    every fabric path computed (per pair of attach switches, per rule) are kept with the
+    graph and reused by later calls, so the steps of a collective, the candidates of
+    ``"auto"`` and the groups of a training step route only the pairs not seen before.
+    A graph edited in place
+    (any node or edge added or removed, any attribute of an edge, the kind, server, rail,
+    role or group of a node) gets a fresh cache, whatever the edit leaves equal (a failure
+    moved to another cable of the same capacity); for an edit of another node attribute
+    call :func:`clear_route_cache`. A cached route is identical to a fresh one.
+
+    Examples
+    --------
+    >>> import topologies as tp
+    >>> g = tp.fat_tree(4)
+    >>> rm = route(g, Flows([0], [15], 1e6))
+    >>> links, fracs = rm.column(0)
+    >>> sorted(set(np.round(fracs, 4).tolist()))   # 2 uplinks of 1/2, 4 core links of 1/4, ...
+    [0.25, 0.5, 1.0]
+    """
+    chosen = policy_of(policy)
+    if not isinstance(flows, Flows):
+        raise ValueError(f"flows must be a flowsolver.Flows, got {type(flows).__name__}")
+    subflows = _checks.integer("subflows", subflows)
+    if subflows != 1 and not chosen.subflows:
+        takes = [p for p in POLICIES if policy_of(p).subflows]
+        raise ValueError(f"subflows applies to {'policy' if len(takes) == 1 else 'policies'} "
+                         f"{', '.join(map(repr, takes))} only (policy is {policy!r})")
+    hash_keys = _per_flow_keys("hash_keys", hash_keys, len(flows))
+    groups = _per_flow_keys("groups", groups, len(flows))
+    if groups is not None:
+        if len(groups) and groups.max() >= len(groups):    # sparse ids: numbered 0 ... G-1 in order
+            groups = np.unique(groups, return_inverse=True)[1].reshape(-1)
+        if hash_keys is None and chosen.depends_on_order:
+            hash_keys = positions(groups)[0]
+    ix = GraphIndex.of(graph)
+    src = ix.resolve(flows.src, "src")
+    dst = ix.resolve(flows.dst, "dst")
+    store = Segments()
+    n = len(flows)
+    if chosen.whole_path:
+        call = PolicyCall(ix, store, src, dst, flows.sizes, np.arange(n) if hash_keys is None else hash_keys,
+                          groups, seed, subflows, None)
+        slots, coef = _whole_path_slots(n, _columns(chosen, call))
+    else:
+        slots, coef = _structured(ix, store, src, dst, chosen, subflows, seed, pxn, flows, hash_keys, groups)
+    ptr, link, frac = store.finish()
+    return RoutingMatrix(
+        seg_ptr=ptr, seg_link=link, seg_frac=frac, flow_seg=slots.astype(np.int32, copy=False),
+        flow_coef=coef, capacity=ix.capacity.copy(), weights=flows.weights.copy(),
+        demands=flows.demands.copy(), links=ix.memo("links", lambda: LinkTable.from_graph(graph)), flows=flows,
+        flow_src=src, flow_dst=dst, node_names=ix.nodes, policy=policy,
+        options=dict(subflows=subflows, seed=seed, pxn=pxn, flows=n))
+
+
+def _structured(ix, store, src, dst, chosen, subflows, seed, pxn, flows, hash_keys=None, groups=None):
+    """Slots (flows, K) and coefficients of every flow: its way out of the source server,
+    the fabric part under the ``chosen`` policy, its way into the destination server."""
+    ends = endpoint_parts(ix, store, src, dst, pxn)
+    attach_s, attach_d, up, down, intra, intra_seg, fabric_nodes = ends
+    inter = np.flatnonzero(~intra & (attach_s != attach_d))
+    keys = inter if hash_keys is None else hash_keys[inter]
+    call = PolicyCall(ix, store, attach_s[inter], attach_d[inter], flows.sizes[inter], keys,
+                      None if groups is None else groups[inter], seed, subflows, fabric_nodes)
+    return _slots(len(src), intra, intra_seg, up, down, inter, _columns(chosen, call))
+
+
+def _columns(chosen, call) -> list:
+    """The policy's columns for ``call``: one call of its function, or one per group when
+    its routes depend on the call and it does not route the groups apart itself."""
+    if call.groups is None or chosen.handles_groups or not chosen.per_call:
+        return _checked_columns(chosen, call, chosen.function(call))
+    order = np.argsort(call.groups, kind="stable")
+    cuts = np.flatnonzero(np.diff(call.groups[order])) + 1
+    parts = []
+    for rows in np.split(order, cuts) if len(order) else []:
+        sub = replace(call, src=call.src[rows], dst=call.dst[rows], sizes=call.sizes[rows], keys=call.keys[rows],
+                      groups=None)
+        parts.append((rows, _checked_columns(chosen, sub, chosen.function(sub))))
+    n = len(call.src)
+    out = []
+    for j in range(max((len(cols) for _, cols in parts), default=0)):
+        seg, coef = np.full(n, -1, dtype=np.int64), np.ones(n)
+        for rows, cols in parts:
+            if j < len(cols):
+                seg[rows] = cols[j][0]
+                coef[rows] = cols[j][1]
+        out.append((seg, coef))
+    return out
+
+
+def _checked_columns(chosen, call, cols) -> list:
+    """``cols`` as a policy function must return them, else a ValueError naming the policy."""
+    n = len(call.src)
+    try:
+        cols = [(np.asarray(seg, dtype=np.int64).reshape(-1), c) for seg, c in cols]
+    except (TypeError, ValueError):
+        raise ValueError(f"policy {chosen.name!r} must return a list of (segment ids, coefficient) columns, "
+                         f"got {cols!r:.200}") from None
+    for seg, c in cols:
+        if len(seg) != n or np.shape(c) not in ((), (n,)):
+            raise ValueError(f"policy {chosen.name!r} returned a column of {len(seg)} segment ids and coefficient "
+                             f"shape {np.shape(c)} for {n} flows")
+    return cols
+
+
+def _whole_path_slots(n, cols):
+    """Slots (flows, K) and coefficients (None when all 1) of whole-path columns."""
+    if not cols:
+        return np.full((n, 1), -1, dtype=np.int64), None
+    slots = np.stack([seg for seg, _ in cols], axis=1)
+    if not any(np.any(np.asarray(c) != 1.0) for _, c in cols):
+        return slots, None
+    return slots, np.stack([np.broadcast_to(np.asarray(c, dtype=np.float64), (n,)) for _, c in cols], axis=1)
+
+
+def _per_flow_keys(name, keys, n):
+    """``keys`` as an int64 array of one integer >= 0 per flow (None stays None), else a
+    ValueError naming ``name`` and what is wrong."""
+    if keys is None:
+        return None
+    keys = np.asarray(keys)
+    if keys.shape != (n,):
+        raise ValueError(f"{name} must be one integer >= 0 per flow ({n}), got shape {keys.shape}")
+    if not np.issubdtype(keys.dtype, np.integer):
+        raise ValueError(f"{name} must be one integer >= 0 per flow, got dtype {keys.dtype}")
+    if (keys < 0).any():
+        raise ValueError(f"{name} must be one integer >= 0 per flow, got {int(keys.min())}")
+    return keys.astype(np.int64, copy=False)
+
+
+def _slots(n, intra, intra_seg, up, down, inter, cols):
+    """The (flows, K) slot table (int32) and its coefficients (None when all are 1): the way
+    out, the fabric columns, the way in; unused columns dropped."""
+    K = 2 + len(cols)
+    has_intra = intra_seg is not None and bool(intra.any())
+    columns = [np.where(intra, intra_seg, up) if has_intra else up]
+    fabric = []
+    for seg, _ in cols:
+        col = np.full(n, -1, dtype=np.int32)
+        col[inter] = seg
+        fabric.append(col)
+    columns += fabric + [np.where(intra, -1, down) if has_intra else down]
+    keep = [True] + [bool((c >= 0).any()) for c in columns[1:]]
+    slots = np.empty((n, sum(keep)), dtype=np.int32)
+    for j, c in enumerate(c for c, k in zip(columns, keep) if k):
+        slots[:, j] = c
+    if not any(np.any(np.asarray(c) != 1.0) for _, c in cols):
+        return slots, None
+    coef = np.ones((n, K))
+    for j, (_, c) in enumerate(cols):
+        coef[inter, 1 + j] = c
+    return slots, coef[:, keep]

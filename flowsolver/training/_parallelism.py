@@ -1,0 +1,119 @@
+"""Parallelism: how a training job is laid out over the GPUs, one checked record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .. import _checks
+from ._layout import checked_order
+from ._memory import check_zero
+
+__all__ = ["Parallelism", "REDUCE_DTYPES", "AUTO", "AUTO_CANDIDATES"]
+
+#: gradient reduction dtypes: bytes per value on the wire (Megatron-Bridge's recipes reduce in
+#: bf16, ``grad_reduce_in_fp32=False``; torchtitan's FSDP2 reduces in fp32,
+#: ``mixed_precision_reduce = "float32"``, its default and only choice)
+REDUCE_DTYPES = {"bf16": 2.0, "fp32": 4.0}
+
+#: the value that leaves a field open for :func:`flowsolver.training_step` to choose
+AUTO = "auto"
+#: the values ``"auto"`` tries, the ones :func:`flowsolver.plan` searches by default
+AUTO_CANDIDATES = {"vp": tuple(range(1, 9)), "micro_batch": (1, 2, 4, 8)}
+
+
+def _open_or_integer(name: str, value):
+    """``"auto"``, a tuple of candidate integers, or one integer."""
+    if isinstance(value, str):
+        if value != AUTO:
+            raise ValueError(f"{name} must be an integer >= 1, 'auto' or a sequence of candidates, got {value!r}")
+        return value
+    if isinstance(value, (tuple, list, range)):
+        if not value:
+            raise ValueError(f"{name}: the candidates must not be empty")
+        return tuple(dict.fromkeys(_checks.integer(name, v) for v in value))
+    return _checks.integer(name, value)
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How a training job is laid out over the GPUs: what :func:`flowsolver.training_step`
+    solves the communication for (the :class:`~flowsolver.training.Schedule` says how the
+    solved step is run: batch, overlaps, compute, precision, recompute).
+
+    Degrees: ``tp`` tensor, ``cp`` context, ``pp`` pipeline, ``dp`` data parallel
+    (``tp x cp x pp x dp`` = the GPU count; ``None``: the quotient), ``ep`` expert parallel
+    (divides ``dp`` and the experts), ``vp`` virtual stages (model chunks) per pipeline stage
+    (interleaved 1F1B). ``micro_batch`` sequences per microbatch. ``vp`` and ``micro_batch``
+    may be ``"auto"`` (training_step times every candidate of ``AUTO_CANDIDATES``, vp 1 to 8,
+    micro_batch 1, 2, 4, 8, and keeps the fastest that fits in memory) or a tuple of
+    candidates. ``zero``: 0 all-reduce, 1 / 2 distributed optimizer, 3 FSDP;
+    ``reduce_dtype`` (``bf16`` / ``fp32``) the gradients' dtype on the wire;
+    ``fp8_param_gather`` FSDP's parameter all-gather in FP8 (with ``precision="fp8"``).
+    ``sequence_parallel``: TP all-reduces as reduce-scatter + all-gather. ``capacity_factor``:
+    MoE all-to-alls padded to ``c x`` the routed tokens (default dropless). Placement:
+    ``order`` (fastest-varying first, default ``"tp-cp-dp-pp"``) or ``ranks`` (the GPU rank
+    of each logical rank).
+
+    Every field is checked on construction (a ``ValueError`` / ``TypeError`` naming it);
+    what depends on the cluster and the model (the GPU count, the layers, the experts) is
+    checked by training_step.
+
+    >>> Parallelism(tp=8, pp=4, vp=5).pp
+    4
+    >>> Parallelism(tp=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: tp must be an integer >= 1, got 0
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    cp: int = 1
+    ep: int = 1
+    vp: int | str | tuple = 1
+    micro_batch: int | str | tuple = 1
+    zero: int = 1
+    sequence_parallel: bool = True
+    capacity_factor: float | None = None
+    reduce_dtype: str = "bf16"
+    fp8_param_gather: bool = False
+    order: str | tuple | None = None
+    ranks: tuple | None = None
+
+    def __post_init__(self):
+        put = lambda name, value: object.__setattr__(self, name, value)   # noqa: E731 (frozen)
+        for name in ("tp", "pp", "cp", "ep"):
+            put(name, _checks.integer(name, getattr(self, name)))
+        if self.dp is not None:
+            put("dp", _checks.integer("dp", self.dp))
+        for name in ("vp", "micro_batch"):
+            put(name, _open_or_integer(name, getattr(self, name)))
+        put("zero", check_zero(self.zero))
+        if not isinstance(self.sequence_parallel, bool):
+            raise TypeError(f"sequence_parallel must be True or False, got {self.sequence_parallel!r}")
+        if self.capacity_factor is not None:
+            put("capacity_factor", _checks.positive_number("capacity_factor", self.capacity_factor))
+        if self.reduce_dtype not in REDUCE_DTYPES:
+            raise ValueError(f"reduce_dtype must be one of {', '.join(REDUCE_DTYPES)}, got {self.reduce_dtype!r}")
+        if not isinstance(self.fp8_param_gather, bool):
+            raise TypeError(f"fp8_param_gather must be True or False, got {self.fp8_param_gather!r}")
+        if self.order is not None:
+            put("order", checked_order(self.order))
+        if self.ranks is not None:       # checked against the cluster by training_step
+            if isinstance(self.ranks, (str, bytes)) or not hasattr(self.ranks, "__iter__"):
+                raise TypeError(f"ranks must be a sequence of GPU ranks, got {self.ranks!r}")
+            put("ranks", tuple(self.ranks))
+
+    @property
+    def open(self) -> tuple:
+        """The fields left for training_step to choose (``"auto"`` or candidates)."""
+        return tuple(name for name in ("vp", "micro_batch") if not isinstance(getattr(self, name), int))
+
+    def keywords(self) -> dict:
+        """The fields as training_step's keyword arguments of one release (``prepare_step``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+#: training_step's keyword arguments that are fields of Parallelism
+PARALLELISM_FIELDS = tuple(f.name for f in fields(Parallelism))

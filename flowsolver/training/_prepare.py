@@ -1,0 +1,148 @@
+"""prepare_step: training_step's arguments, each checked (a ``ValueError`` / ``TypeError``
+naming the bad one), into what it solves (the profile's arguments) and composes (the
+:class:`Schedule`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import topologies as tp_
+
+from .. import _checks
+from ..collectives._options import checked_collective_options
+from ..routing import gpu_nodes
+from ._compose import check_recompute_layers, checked_schedule, default_batch, default_tp_overlap
+from ._compute import check_precision
+from ._layout import DEFAULT_ORDER, ParallelLayout
+from ._memory import check_zero
+from ._models import ModelSpec, get_model
+from ._parallelism import REDUCE_DTYPES
+from ._pipeline import stage_layers
+
+__all__ = ["prepare_step", "PreparedStep"]
+
+_ALGORITHM_KEYS = ("tp", "cp", "pp", "ep", "dp")
+
+
+def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpus=None) -> ParallelLayout:
+    """The placement, its degrees checked against the GPU count (``gpus``, when the caller
+    knows it) and the model."""
+    n = len(tp_.gpus(graph)) if gpus is None else gpus
+    tp, pp, ep, cp, vp = (_checks.integer(name, value) for name, value in
+                          (("tp", tp), ("pp", pp), ("ep", ep), ("cp", cp), ("vp", vp)))
+    cells = tp * pp * cp
+    if dp is None:
+        if n % cells:
+            raise ValueError(f"tp * cp * pp must divide the GPU count {n} (dp is the quotient), got tp={tp}, "
+                             f"cp={cp}, pp={pp} ({cells})")
+        dp = n // cells
+    else:
+        dp = _checks.integer("dp", dp)
+    if cells * dp != n:
+        raise ValueError(f"tp * cp * pp * dp must equal the GPU count {n}, got tp={tp}, cp={cp}, pp={pp}, dp={dp} "
+                         f"({cells * dp})")
+    if spec.seq_len % (2 * cp):
+        raise ValueError(f"cp ({cp}) must split the sequence of {spec.seq_len} tokens into 2 x cp equal chunks "
+                         f"(load-balanced ring attention): 2 cp must divide seq_len")
+    if vp > 1 and pp == 1:
+        raise ValueError(f"vp ({vp}) interleaves pipeline stages: it needs pp > 1")
+    stage_layers(spec.layers, pp, vp)           # a ValueError naming pp / vp when they do not split
+    if ep > 1 and (spec.experts == 1 or dp % ep or spec.experts % ep):
+        raise ValueError(f"ep ({ep}) needs a mixture-of-experts model and must divide dp ({dp}) and the "
+                         f"experts ({spec.experts})")
+    placement = () if ranks is None else tuple(_checks.rank_indices(graph, ranks))
+    return ParallelLayout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, placement=placement,
+                          order=DEFAULT_ORDER if order is None else order)
+
+
+def _routing(spec: ModelSpec, top_k, capacity_factor) -> tuple:
+    """``top_k`` (default the model's) and ``capacity_factor`` (default 1: dropless) checked
+    against the model's experts."""
+    if spec.experts == 1 and (top_k not in (None, 1) or capacity_factor is not None):
+        raise ValueError(f"top_k and capacity_factor need a mixture-of-experts model; {spec.name} is dense "
+                         f"(experts = 1)")
+    top_k = spec.top_k if top_k is None else _checks.integer("top_k", top_k, maximum=spec.experts)
+    if capacity_factor is None:
+        return top_k, 1.0
+    factor = _checks.positive_number("capacity_factor", capacity_factor)
+    if factor > spec.experts / top_k:
+        raise ValueError(f"capacity_factor ({factor}) must be <= experts / top_k = {spec.experts / top_k:g}: an "
+                         f"expert cannot take more than every token")
+    return top_k, factor
+
+
+def _gpu(graph, gpu):
+    """The GPU type: ``gpu`` if given, else the one type the graph's GPU nodes carry."""
+    if gpu is None:
+        types = {graph.nodes[v].get("gpu_type") for v in tp_.gpus(graph)}
+        if None in types or len(types) != 1:
+            raise ValueError(f"the graph's GPUs have types {sorted(map(str, types))}: pass gpu= (one type)")
+        gpu = types.pop()
+    return tp_.get_gpu(gpu)
+
+
+def _algorithms(algorithms) -> dict:
+    out = {key: "auto" for key in _ALGORITHM_KEYS} | {"cp": "ring"} | dict(algorithms or {})
+    unknown = set(out) - set(_ALGORITHM_KEYS)
+    if unknown:
+        raise ValueError(f"algorithms keys must be among tp, cp, pp, ep, dp, got {sorted(unknown)}")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedStep:
+    """What :func:`training_step` solves and composes, every argument checked: ``solve`` the
+    keyword arguments of :func:`flowsolver.training._profile.solve_profile` (but the graph),
+    ``schedule`` the :class:`Schedule` composed with the profile."""
+
+    solve: dict
+    schedule: object
+
+
+def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_batch, seq_len, compute_efficiency,
+                 precision, recompute, recompute_layers, attention_efficiency, sequence_parallel, tp_overlap, top_k,
+                 capacity_factor, zero, dp_overlap, ranks, order, gpu, algorithms, collective_options, attention,
+                 fp8_recipe, power_cap, kernel_utilization, reduce_dtype, fp8_param_gather, tp_overlap_impl,
+                 check_graph: bool = True) -> PreparedStep:
+    """:func:`training_step`'s arguments checked (a ``ValueError`` / ``TypeError`` naming the
+    bad one) into what it solves and composes; ``check_graph=False`` skips the graph's own
+    check (a caller that checked it once and keeps it unchanged, e.g. :func:`flowsolver.plan`
+    inside :func:`flowsolver.routing.unchanged`: the GPUs are then counted from its routing
+    index)."""
+    spec = get_model(model)
+    if seq_len is not None:
+        spec = dataclasses.replace(spec, seq_len=_checks.integer("seq_len", seq_len))
+    if check_graph:
+        _checks.checked_graph(graph)
+    collective_options = checked_collective_options(collective_options, graph)
+    micro_batch = _checks.integer("micro_batch", micro_batch)
+    layout = _layout(graph, spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, ranks=ranks, order=order,
+                     gpus=None if check_graph else len(gpu_nodes(graph)))
+    zero = check_zero(zero)
+    top_k, factor = _routing(spec, top_k, capacity_factor)
+    if top_k != spec.top_k:         # the routing given: compute, model FLOPs and memory follow it too
+        spec = dataclasses.replace(spec, top_k=top_k)
+    if global_batch is None:
+        global_batch = default_batch(layout.dp, micro_batch)
+    gpu_spec = _gpu(graph, gpu)
+    check_precision(precision, gpu_spec)
+    check_recompute_layers(recompute_layers, spec.layers, layout.pp, layout.vp)
+    schedule = checked_schedule(dp=layout.dp, micro_batch=micro_batch, global_batch=global_batch,
+                                dp_overlap=dp_overlap, compute_efficiency=compute_efficiency, precision=precision,
+                                recompute=recompute, gpu=gpu_spec, attention_efficiency=attention_efficiency,
+                                recompute_layers=recompute_layers,
+                                tp_overlap=default_tp_overlap(layout.tp) if tp_overlap is None else tp_overlap,
+                                attention=attention, fp8_recipe=fp8_recipe, power_cap=power_cap,
+                                kernel_utilization=kernel_utilization, tp_overlap_impl=tp_overlap_impl)
+    if reduce_dtype not in REDUCE_DTYPES:
+        raise ValueError(f"reduce_dtype must be one of {', '.join(REDUCE_DTYPES)}, got {reduce_dtype!r}")
+    if not isinstance(fp8_param_gather, bool):
+        raise TypeError(f"fp8_param_gather must be True or False, got {fp8_param_gather!r}")
+    gather_bytes = 1.0 if (fp8_param_gather and precision == "fp8") else 2.0
+    if not isinstance(sequence_parallel, bool):
+        raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
+    return PreparedStep(solve=dict(model=spec, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
+                                   algorithms=_algorithms(algorithms), options=collective_options,
+                                   sequence_parallel=sequence_parallel, capacity_factor=factor,
+                                   reduce_bytes=REDUCE_DTYPES[reduce_dtype], gather_bytes=gather_bytes),
+                        schedule=schedule)

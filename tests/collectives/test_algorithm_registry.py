@@ -1,0 +1,45 @@
+"""The collective algorithm registry: a toy algorithm registered as a user would (the root
+conftest.py restores the registry after every test), timed against a hand count."""
+
+import pytest
+
+import topologies as tp
+import flowsolver as fs
+
+
+def star(p, size, layout, chunk):
+    """All-reduce through rank 0: every rank sends its buffer to rank 0, which sends the
+    result back to every rank."""
+    return ((1, [(i, 0, size) for i in range(1, p)], 1),
+            (1, [(0, i, size) for i in range(1, p)], 1))
+
+
+def test_a_registered_algorithm_runs_and_competes_in_auto():
+    g, p, size = tp.fat_tree(4), 4, 2.0**20
+    fs.register_algorithm("star", {"all_reduce": star})
+    assert fs.ALGORITHMS["all_reduce"][-1] == "star" and "star" not in fs.NCCL_ALGORITHMS["all_reduce"]
+    r = fs.collective(g, "all_reduce", size, ranks=list(range(p)), algorithm="star", efficiency=1.0,
+                      step_latency=0.0, base_latency=0.0)
+    # by hand: the p - 1 buffers share rank 0's NIC link one way, then the other way; its
+    # rate is the slowest link between GPU 0 and its edge switch (NIC -> GPU is PCIe here)
+    gpu = tp.gpus(g)[0]
+    nic = next(iter(g.predecessors(gpu)))
+    edge = min(g.edges[u, nic]["capacity"] for u in g.predecessors(nic) if u != gpu)
+    rate = min(edge, g.edges[nic, gpu]["capacity"])
+    assert r.algorithm == "star"
+    assert r.time == pytest.approx(2 * (p - 1) * size / rate, rel=1e-9)
+    # "auto" weighs it (solved, or pruned: its lower bound is above the time picked)
+    auto = fs.collective(g, "all_reduce", size, ranks=list(range(p)), candidates="all", efficiency=1.0)
+    assert auto.algorithm != "star"
+    assert "star" in auto.candidates or auto.pruned["star"] > auto.time
+
+
+def test_algorithm_registry_checks():
+    with pytest.raises(ValueError, match="op must be one of all_reduce"):
+        fs.register_algorithm("x", {"allreduce": star})
+    with pytest.raises(ValueError, match="needs nccl_model=True"):
+        fs.register_algorithm("x", {"all_reduce": None})
+    with pytest.raises(ValueError, match="nccl_model=True needs NCCL's tuning constants"):
+        fs.register_algorithm("x", {"all_reduce": star}, nccl_model=True)
+    with pytest.raises(ValueError, match="algorithm for all_reduce must be 'auto' or one of ring, tree"):
+        fs.collective(tp.fat_tree(4), "all_reduce", 1.0, algorithm="star")

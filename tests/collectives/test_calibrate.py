@@ -1,0 +1,227 @@
+"""flowsolver.calibrate: known constants recovered, held-out sizes of a real log predicted,
+logs that do not match the graph refused."""
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pandas")
+
+import topologies as tp  # noqa: E402
+from flowsolver import Calibration, calibrate, collective, nccl_tests  # noqa: E402
+
+LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests"
+HEADER = "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+
+
+def _log(rows, ranks):
+    devices = "".join(f"#  Rank {r:2d} Group  0 Pid {r} on host{r // 8} device {r % 8} [0x0f] NVIDIA H100\n"
+                      for r in range(ranks))
+    return devices + HEADER + "".join(f"{int(s):12d} {int(s) // 4:12d} float sum -1 {t * 1e6:10.2f} 0 0 0\n"
+                                      for s, t in rows)
+
+
+def test_known_constants_are_recovered():
+    # "measured" = the model (NCCL_ALGO=Ring, NCCL's protocol choice) with an NVLink
+    # efficiency of 0.70 and NCCL's latencies x 1.3, on one node (NVLink is the only
+    # technology the ring crosses: links in series cannot be told apart by one log)
+    g = tp.rail_optimized(nodes=1)
+    truth = Calibration(efficiency={"nvlink4": 0.70}, latency_scale=1.3, ranks=8, ops=("all_reduce",))
+    sizes = [2**k for k in (12, 17, 22, 27, 32)]
+    log = _log([(s, collective(g, "all_reduce", s, algorithm="ring", model=truth).time) for s in sizes], 8)
+    cal = calibrate(g, [log], op="all_reduce", algorithm="ring")
+    assert cal.converged and cal.ranks == 8 and cal.ops == ("all_reduce",)
+    assert cal.efficiency == {"nvlink4": pytest.approx(0.70, rel=0.03)}
+    assert cal.latency_scale == pytest.approx(1.3, rel=0.05)
+    assert cal.residuals["error"].abs().max() < 0.03 and len(cal.residuals) == len(sizes)
+
+
+def test_a_pipeline_scale_is_recovered_and_what_a_log_cannot_tell_is_named():
+    # "measured": the model with the chunk pipeline's floors and fills x 2 (mid sizes, where
+    # the fill is 10-40 % of the time) and NVLink at 0.8
+    from dataclasses import asdict
+
+    from flowsolver.collectives._pipeline import PIPELINE, Pipeline
+
+    g = tp.rail_optimized(nodes=1)
+    doubled = Pipeline(**{k: 2 * v for k, v in asdict(PIPELINE).items()})
+    truth = Calibration(efficiency={"nvlink4": 0.8}, latency_scale=1.0, ranks=8, ops=("all_reduce",), pipeline=doubled)
+    sizes = [2**k for k in (20, 22, 24, 26, 28, 30)]
+    log = _log([(s, collective(g, "all_reduce", s, algorithm="ring", model=truth).time) for s in sizes], 8)
+    cal = calibrate(g, [log], op="all_reduce", algorithm="ring")
+    assert cal.pipeline.fill_ring == pytest.approx(2 * PIPELINE.fill_ring, rel=0.05)
+    assert cal.residuals["error"].abs().max() < 0.01
+    # 4-16 GiB only: NCCL's latency (~60 us of 20-80 ms) moves no row by 0.1 %: not fitted, named
+    big = [2**k for k in (32, 33, 34)]
+    log = _log([(s, collective(g, "all_reduce", s, algorithm="ring", model=truth).time) for s in big], 8)
+    cal = calibrate(g, [log], op="all_reduce", algorithm="ring")
+    assert "latency" in cal.unconstrained and cal.latency_scale == 1.0
+    assert "do not constrain: latency" in cal.message
+
+
+@pytest.mark.skipif(not LOGS.is_dir(), reason="../shared/data/nccl-tests is absent (optional data, not shipped: docs/guide/data.md)")
+def test_the_lower_half_of_a_real_log_predicts_its_upper_half():
+    df = nccl_tests.read(LOGS / "nccl1047_1xH100_reducescatter_ring.txt")
+    rows = df[df["placement"] == "out-of-place"].sort_values("size")
+    half = len(rows) // 2
+    low = rows.iloc[:half].copy()
+    low.attrs.update(df.attrs)
+    g = tp.rail_optimized(nodes=1)
+    cal = calibrate(g, [low], algorithm="ring")          # the issue's run forced NCCL_ALGO=Ring
+    for size, time_us in zip(rows["size"].iloc[half:], rows["time"].iloc[half:]):
+        model = collective(g, "reduce_scatter", float(size), model=cal).time * 1e6
+        assert model == pytest.approx(time_us, rel=0.10), size
+
+
+def test_logs_that_do_not_match_the_graph_are_refused():
+    g = tp.rail_optimized(nodes=1)
+    log = _log([(2**20, 30e-6), (2**24, 80e-6)], 16)
+    with pytest.raises(ValueError, match=r"ran on 16 ranks, the graph \(ranks=\) has 8 \(16 from its device list, 8 "
+                                         r"the graph's GPUs\)"):
+        calibrate(g, [log], op="all_reduce")
+    with pytest.raises(ValueError, match=r"ran on 16 ranks, the graph \(ranks=\) has 4 \(16 from its device list, 4 "
+                                         r"given by ranks=\)"):
+        calibrate(tp.rail_optimized(nodes=2), [log], op="all_reduce", ranks=range(4))
+    with pytest.raises(ValueError, match="does not say which collective"):
+        calibrate(g, [_log([(2**20, 30e-6)], 8)])
+    with pytest.raises(ValueError, match="tests all_reduce, not all_gather"):
+        calibrate(g, ["# Collective test starting: all_reduce_perf\n" + _log([(2**20, 30e-6)], 8)], op="all_gather")
+    with pytest.raises(ValueError, match="calibrated on 16 ranks; this graph has 8 GPUs"):
+        collective(g, "all_reduce", 2**20, model=Calibration({}, 1.0, 16, ("all_reduce",)))
+
+
+def test_collective_variants_take_the_model_too():
+    from flowsolver import collective_variants
+
+    g = tp.rail_optimized(nodes=1)
+    cal = Calibration(efficiency={"nvlink4": 0.5}, latency_scale=2.0, ranks=8, ops=("all_reduce",))
+    kw = dict(algorithm="ring", protocol="Simple")
+    together, = collective_variants([g], "all_reduce", 2**26, model=cal, **kw)
+    assert together.time == pytest.approx(collective(g, "all_reduce", 2**26, model=cal, **kw).time)
+    # the same efficiency without the model: the latency scale 2 adds NCCL's ring Simple
+    # latency once more, 56.0 us on 8 ranks of one node (REFERENCE's worked figure)
+    bare = collective(g, "all_reduce", 2**26, efficiency={"nvlink4": 0.5}, **kw)
+    assert together.time - bare.time == pytest.approx(56.0e-6, rel=1e-6)
+
+
+def test_concurrent_and_training_steps_take_the_model_too():
+    from flowsolver import concurrent, training_step
+
+    g = tp.rail_optimized(nodes=2)
+    cal = Calibration(efficiency={"nvlink4": 0.5}, latency_scale=2.0, ranks=8, ops=("all_reduce",))
+    groups = [dict(op="all_reduce", size=2**26, ranks=range(8 * s, 8 * s + 8), algorithm="ring") for s in range(2)]
+    kw = dict(protocol="Simple")
+    lock = concurrent(g, groups, lockstep=True, alone=False, model=cal, **kw)
+    # one server each: the groups never meet, so each takes its collective() time under the model,
+    # which is the efficiency's time plus NCCL's ring Simple latency once more (56.0 us, REFERENCE)
+    bare = collective(g, "all_reduce", 2**26, ranks=range(8), algorithm="ring", efficiency={"nvlink4": 0.5}, **kw)
+    assert lock.makespan == pytest.approx(bare.time + 56.0e-6, rel=1e-6)
+    step = dict(model="llama-3-8b", tp=8, dp=2, global_batch=16)
+    slow = training_step(g, collective_options=dict(model=cal), **step)
+    assert slow.phases["tp"].per_call > training_step(g, **step).phases["tp"].per_call
+
+
+# ---- logs that do not say their rank count, or say another one; logs that are not there ----
+
+def _bare_log(rows, ranks, scale=2.0):
+    """A table without a device list: algbw = size / time and busbw = algbw x scale (p - 1) / p,
+    nccl-tests' definitions (scale 2 for all-reduce, 1 for all-gather / reduce-scatter /
+    all-to-all; broadcast's busbw is its algbw), printed to 2 decimals as nccl-tests does."""
+    out = HEADER
+    for size, t in rows:
+        algbw = size / t / 1e9
+        busbw = algbw * scale * (ranks - 1) / ranks if scale else algbw
+        out += f"{int(size):12d} {int(size) // 4:12d} float sum -1 {t * 1e6:10.2f} {algbw:7.2f} {busbw:7.2f} 0\n"
+    return out
+
+
+ROWS = [(2**24, 180e-6), (2**26, 500e-6), (2**28, 1.9e-3)]
+
+
+def test_a_16_rank_log_is_not_fitted_onto_32_gpus(tmp_path, capsys):
+    from flowsolver.cli import main
+
+    g = tp.rail_optimized(nodes=4)
+    assert len(tp.gpus(g)) == 32
+    log = _bare_log(ROWS, 16)              # no device list: busbw / algbw = 2 x 15 / 16 says 16 ranks
+    with pytest.raises(ValueError, match=r"ran on 16 ranks, the graph \(ranks=\) has 32 \(16 from busbw / algbw, 32 "
+                                         r"the graph's GPUs\): pass ranks= the 16 GPU ranks it ran on \(e\.g\. "
+                                         r"ranks=range\(16\)"):
+        calibrate(g, [log], op="all_reduce")
+    path = tmp_path / "all_reduce_perf.log"
+    path.write_text(log)
+    assert main(["calibrate", str(path), "--nodes", "4"]) == 2
+    err = capsys.readouterr().err            # in the command line's words
+    assert "the log ran on 16 ranks, the graph (--ranks) has 32 (16 from busbw / algbw" in err and "pass --ranks" in err
+
+
+def test_a_log_that_does_not_say_its_rank_count_needs_ranks():
+    g = tp.rail_optimized(nodes=1)
+    log = _bare_log(ROWS, 8, scale=0)      # broadcast: busbw = algbw whatever the rank count
+    with pytest.raises(ValueError, match=r"does not say how many ranks it ran on .*busbw / algbw is 1 for broadcast.*"
+                                         r"pass ranks= the GPU ranks it ran on \(the graph has 8 GPUs"):
+        calibrate(g, [log], op="broadcast")
+    slow = _bare_log([(2**10, 1e-3)], 8)   # 0.00 GB/s: too coarse to tell
+    with pytest.raises(ValueError, match=r"does not say how many ranks .*busbw / algbw is printed too coarsely"):
+        calibrate(g, [slow], op="all_reduce")
+
+
+def test_a_log_fits_a_subset_of_the_graph_when_ranks_says_which(tmp_path):
+    # an 8-rank log (busbw / algbw says 8) on a 16-GPU graph: ranks= picks the 8, the fit runs
+    g = tp.rail_optimized(nodes=2)
+    truth = Calibration(efficiency={"nvlink4": 0.70}, latency_scale=1.3, ranks=8, ops=("all_reduce",))
+    sizes = [2**k for k in (17, 22, 27, 32)]
+    times = [collective(g, "all_reduce", s, ranks=range(8), algorithm="ring", model=truth).time for s in sizes]
+    log = _bare_log(list(zip(sizes, times)), 8)
+    with pytest.raises(ValueError, match=r"ran on 8 ranks, the graph \(ranks=\) has 16 \(8 from busbw / algbw"):
+        calibrate(g, [log], op="all_reduce", algorithm="ring")
+    cal = calibrate(g, [log], op="all_reduce", algorithm="ring", ranks=range(8))
+    assert cal.ranks == 8 and cal.efficiency == {"nvlink4": pytest.approx(0.70, rel=0.03)}
+
+
+def test_a_missing_log_is_not_found_not_malformed(tmp_path, capsys):
+    from flowsolver.cli import main
+
+    g = tp.rail_optimized(nodes=1)
+    missing = tmp_path / "missing.log"
+    with pytest.raises(FileNotFoundError, match="missing.log"):
+        calibrate(g, [str(missing)], op="all_reduce")
+    assert main(["calibrate", str(missing), "--nodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "no such nccl-tests log" in err and str(missing) in err
+
+
+@pytest.mark.skipif(not LOGS.is_dir(), reason="../shared/data/nccl-tests is absent (optional data, not shipped: docs/guide/data.md)")
+def test_busbw_over_algbw_gives_every_shared_logs_rank_count():
+    import json
+
+    from flowsolver.collectives._calibrate import ranks_from_busbw
+
+    scaled = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
+    for path in sorted(LOGS.glob("*.txt")):
+        df = nccl_tests.read(path)
+        said, why = ranks_from_busbw(df, df.attrs["op"])
+        stated = json.loads(path.with_suffix(".json").read_text())["ranks"]      # the sidecar's, from the source
+        assert said == (stated if df.attrs["op"] in scaled else None), (path.name, why)
+
+
+def test_busbw_over_algbw_never_gives_a_wrong_rank_count():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from flowsolver.collectives._calibrate import ranks_from_busbw
+
+    pd = pytest.importorskip("pandas")
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.sampled_from(["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]), st.integers(2, 4096),
+           st.lists(st.floats(0.0, 900.0), min_size=1, max_size=8))
+    def check(op, ranks, algbws):
+        scale = 2.0 if op == "all_reduce" else 1.0
+        # nccl-tests rounds both to 2 decimals after computing busbw from the unrounded algbw
+        df = pd.DataFrame(dict(algbw=[round(a, 2) for a in algbws],
+                               busbw=[round(a * scale * (ranks - 1) / ranks, 2) for a in algbws]))
+        said, _ = ranks_from_busbw(df, op)
+        assert said in (None, ranks)
+
+    check()

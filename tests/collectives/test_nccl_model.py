@@ -1,0 +1,251 @@
+"""The collectives against NCCL's own tuning model, written out here from the constants and
+formulas of ../shared/REFERENCE.md ("NCCL's cost model", NCCL 2.30), independently of
+flowsolver.collectives._nccl_model."""
+
+import math
+
+import pytest
+
+import topologies as tp
+from flowsolver import collective
+
+# REFERENCE.md, microseconds, (LL, LL128, Simple)
+BASE = {"ring": (6.6, 14.0, 8.4), "tree": (6.8, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)}
+NVLINK = {"ring": (0.6, 1.9, 3.4), "tree": (0.6, 1.25, 4.0), "nvls": (0, 0, 25.0), "nvls_tree": (0, 0, 25.0)}
+NET = {"ring": (2.7, 4.0, 14.0), "tree": (5.0, 8.5, 14.0), "nvls": (0, 0, 18.0), "nvls_tree": (0, 0, 20.9)}
+PROTOS = ("LL", "LL128", "Simple")
+NVLINK_BW = 18 * 20.6       # GB/s, a H100's NVLink in NCCL's topology model (SM90 20.6 per link)
+NIC_BW = 50.0               # GB/s, NDR 400G at line rate (NCCL: NIC = line rate)
+CHANNELS = 16               # NCCL's channels here: 8 per node (one per GPU / NIC), doubled
+
+
+def nccl_latency(alg, proto, ranks, nodes):
+    """NCCL's all-reduce latency (us), REFERENCE's formulas (Intel host, network latency 0)."""
+    i = PROTOS.index(proto)
+    lat, intra, inter = BASE[alg][i], NVLINK[alg][i], NET[alg][i]
+    if alg == "ring":
+        if nodes > 1:
+            intra = max(intra, 3.0 if proto == "Simple" else 1.0)      # NET overhead 1 us, x3 Simple
+        inter_steps = 2 * (nodes - 1) if nodes > 1 else 0
+        return lat + (2 * (ranks - 1) - inter_steps) * intra + inter_steps * inter
+    if alg == "tree":
+        return lat + 2 * ((ranks // nodes - 1) * intra + math.log2(nodes) * inter)
+    if alg == "nvls":
+        return intra
+    return intra + 2 * math.log2(nodes) * inter                        # nvls_tree
+
+
+def nccl_algbw(alg, proto, ranks, nodes, busbw):
+    """NCCL's all-reduce algorithm bandwidth (GB/s) from the graph's bus bandwidth (Hopper)."""
+    col = 0 if nodes == 1 else 1 if nodes == 2 else 2
+    ll_max = 141.0 if nodes == 1 else (39.0 if nodes == 2 else 20.4)
+    steps = 2 * (ranks - 1)
+    if alg == "ring":
+        bus = {"LL": min(ll_max, busbw * 0.5), "LL128": min(busbw * 0.92, CHANNELS * 36.7), "Simple": busbw}[proto]
+        return bus * ranks / steps
+    if alg == "tree":
+        ll128 = (36.7, 36.7, 29.0)[col]
+        bus = {"LL": min(busbw / 3.8, ll_max),
+               "LL128": min(busbw * (7 / 9 if nodes == 1 else 120 / 128), CHANNELS * ll128),
+               "Simple": min(busbw * 0.92, CHANNELS * (38.7, 41.4, 36.0)[col])}[proto]
+        return bus * 0.5
+    intra = NVLINK_BW / CHANNELS * 0.85 * (CHANNELS - 1) / CHANNELS * 2
+    bw = intra if alg == "nvls" else min(intra, busbw / CHANNELS * (2 if nodes <= 2 else 1), (0, 57.7, 45.5)[col])
+    return CHANNELS * bw * ranks / steps
+
+
+def nccl_times(size, ranks, nodes):
+    """NCCL's predicted time (us) of every (algorithm, protocol) it enables for all-reduce."""
+    busbw = min(NVLINK_BW, 8 * NIC_BW) if nodes > 1 else NVLINK_BW
+    algs = ("ring", "tree") + (("nvls",) if nodes == 1 else ("nvls_tree",))
+    out = {}
+    for a in algs:
+        for p in PROTOS if a in ("ring", "tree") else ("Simple",):
+            lat = nccl_latency(a, p, ranks, nodes)
+            if a == "ring" and p == "Simple" and nodes > 1 and size / (CHANNELS * ranks) >= 64:
+                lat *= 1.4
+            out[a, p] = lat + size / (1000 * nccl_algbw(a, p, ranks, nodes, busbw))
+    return out
+
+
+def test_the_formula_here_gives_references_worked_latencies():
+    worked = {(8, 1): {"ring": (15.0, 40.6, 56.0), "tree": (15.2, 31.5, 64.4)},
+              (16, 2): {"ring": (40.0, 75.2, 131.6), "tree": (25.2, 48.5, 92.4)}}
+    for (ranks, nodes), by_alg in worked.items():
+        for alg, lats in by_alg.items():
+            assert [round(nccl_latency(alg, p, ranks, nodes), 1) for p in PROTOS] == list(lats)
+
+
+def _fabric(nodes):
+    return tp.rail_optimized(nodes=nodes)
+
+
+# a contention-free fabric at NCCL's topology figures: NVLink 4 at 20.6 GB/s per link (the
+# catalogue's), NDR at its line rate
+EFF = {"ib_ndr": 1.0}
+SIZES = [2**k for k in (10, 14, 19, 23, 27, 33)]       # 1 KiB ... 8 GiB
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 16])
+def test_estimates_are_within_ten_percent_of_nccls_prediction_and_the_model_makes_its_choice(nodes):
+    g, ranks = _fabric(nodes), 8 * nodes
+    for size in SIZES:
+        want = nccl_times(size, ranks, nodes)
+        r = collective(g, "all_reduce", size, efficiency=EFF)
+        assert r.channels == CHANNELS
+        got = {tuple(k.split("/")): t * 1e6 for k, t in r.estimates.items()}
+        assert set(got) == set(want) == {tuple(k.split("/")) for k in r.choices}
+        for key, t in want.items():
+            if key[0].startswith("nvls") and size >= 2**22:
+                continue            # NVLS at large sizes: below
+            assert got[key] == pytest.approx(t, rel=0.10), (size, key)
+        best = min(want, key=want.get)
+        # NCCL's choice; near a crossover with NVLS, whose large-message bandwidth the model
+        # holds below NCCL's tuner (next test), a choice NCCL rates within 5 % of its best
+        assert (r.algorithm, r.protocol) == best or want[r.algorithm, r.protocol] <= want[best] * 1.05, (size, best)
+        if size <= 2**19 or size >= 2**27:
+            assert (r.algorithm, r.protocol) == best, (size, best)
+        # what the kernels take is never less than NCCL's estimate (fill and floors only add)
+        assert r.time >= r.estimates[f"{r.algorithm}/{r.protocol}"] * (1 - 1e-12)
+
+
+def test_nvls_large_messages_follow_the_in_switch_flow_not_nccls_tuner():
+    # NCCL's tuner grants NVLS 2 x 0.85 x 15/16 of the NVLink (busbw 591 GB/s on 8 H100);
+    # measured is ~480 (REFERENCE). The model keeps the flow solve of the in-switch
+    # reduction: each GPU moves 1 + 1/8 buffers at 0.85 of its NVLink, busbw
+    # 2 (p-1)/p x 370.8 x 0.85 / (1 + 1/p) = 490 GB/s
+    r = collective(_fabric(1), "all_reduce", 2**33, algorithm="nvls", efficiency=EFF)
+    assert r.busbw / 1e9 == pytest.approx(1.75 * NVLINK_BW * 0.85 / 1.125, rel=0.01)
+    assert r.busbw == pytest.approx(480e9, rel=0.05)
+
+
+def test_protocols_carry_nccls_bandwidth_caps():
+    g = _fabric(1)
+    ll = collective(g, "all_reduce", 2**30, algorithm="ring", protocol="LL")
+    assert ll.protocol == "LL" and ll.busbw == pytest.approx(141e9, rel=0.01)    # llMaxBw, Hopper, 1 node
+    with pytest.raises(ValueError, match="runs with Simple only"):
+        collective(g, "all_reduce", 2**20, algorithm="nvls", protocol="LL")
+    small = collective(_fabric(2), "all_reduce", 1024)
+    assert (small.algorithm, small.protocol) == ("tree", "LL")
+    # NCCL's tree LL latency, 25.2 us, plus 1 KiB on the one channel NCCL runs at that size
+    # (1024 B < 16 channels x 512 threads x 8: one channel left): tree LL's algbw is
+    # min(370.8 / 3.8, llMaxBw 39) x 0.5 = 19.5 GB/s over 16 channels, 1.22 GB/s on one
+    assert small.time * 1e6 == pytest.approx(25.2 + 1024 / (19.5e9 / 16) * 1e6, abs=0.05)
+
+
+def test_pat_and_ring_all_gather_latencies_at_one_rank_per_node():
+    # 4 single-GPU hosts: PAT = 8.0 + log2(4) x 14 / 3.5 + 4 x 2.8 = 27.2 us; the ring's
+    # 3 steps all cross nodes at the tree's NET latency (one rank per node):
+    # LL 6.6 + 3 x 5.0 = 21.6, LL128 14 + 3 x 8.5 = 39.5, Simple 8.4 + 3 x 14 = 50.4 us
+    g = tp.fat_tree(4)
+    r = collective(g, "all_gather", 64, ranks=[0, 4, 8, 12])
+    want = {"pat/Simple": 27.2, "ring/LL": 21.6, "ring/LL128": 39.5, "ring/Simple": 50.4}
+    assert set(r.choices) == set(want)
+    for key, lat in want.items():
+        assert r.estimates[key] * 1e6 == pytest.approx(lat, abs=0.05), key
+    assert (r.algorithm, r.protocol) == ("ring", "LL")
+
+
+# --------------------------------------------------------------------------- the graph's latency
+# fat_tree(4): 16 one-GPU servers, so every hop NCCL counts is a network (inter-node) hop; the
+# longest GPU-to-GPU path crosses the core: GPU -> NIC (pcie5) -> edge -> agg -> core -> agg
+# -> edge (4 switch-to-switch links) -> NIC -> GPU
+CROSS_POD = ["s0/gpu0", "s0/nic0", "pod0/edge0", "pod0/agg0", "core0", "pod3/agg0", "pod3/edge1", "s15/nic0",
+             "s15/gpu0"]
+
+
+def _switch_links_at(latency):
+    g = tp.fat_tree(4)
+    for u, v, d in g.edges(data=True):
+        if g.nodes[u]["kind"] == "switch" and g.nodes[v]["kind"] == "switch":
+            d["latency"] = latency
+    return g
+
+
+def _path_latency(g, path):
+    return sum(g.edges[a, b]["latency"] for a, b in zip(path, path[1:]))
+
+
+@pytest.mark.parametrize("algorithm,hops", [("ring", 2 * 15), ("tree", 2 * 4)])
+def test_a_slow_fabric_adds_its_latency_beyond_nccls_hop_constant(algorithm, hops):
+    """Switch-to-switch links of 5 ms against 500 ns: NCCL counts ``hops`` network hops (ring
+    2 (p - 1) = 30 with one GPU per node; double binary tree 2 log2(16) = 8), each at 14 us
+    (Simple; one GPU per node: the tree's network constant). A hop cannot take less than
+    its path: the slowest crosses the core, 4 x 5 ms + 1.4 us of NIC and PCIe links, so
+    each costs that instead of 14 us. At 500 ns the path (3.4 us) is within NCCL's constant:
+    nothing added, the time is the catalogue graph's."""
+    slow, fast = _switch_links_at(5e-3), _switch_links_at(500e-9)
+    kw = dict(algorithm=algorithm, protocol="Simple")
+    t_slow, t_fast = (collective(g, "all_reduce", 2**20, **kw).time for g in (slow, fast))
+    assert t_fast == pytest.approx(collective(tp.fat_tree(4), "all_reduce", 2**20, **kw).time, rel=1e-12)
+    path = _path_latency(slow, CROSS_POD)
+    assert path == pytest.approx(4 * 5e-3 + 1.4e-6, rel=1e-12)
+    assert t_slow - t_fast >= hops * 5e-3
+    assert t_slow - t_fast == pytest.approx(hops * (path - 14e-6), rel=1e-9)
+
+
+def test_nccls_choice_sees_the_slow_fabric():
+    """``"auto"`` picks among ring and tree (and their protocols) with the hops' path
+    latency in: it is slower by at least the tree's 8 hops over the core, at the largest
+    of NCCL's network constants (14 us)."""
+    slow, fast = _switch_links_at(5e-3), _switch_links_at(500e-9)
+    t_slow, t_fast = (collective(g, "all_reduce", 2**20).time for g in (slow, fast))
+    assert t_slow - t_fast >= 8 * (_path_latency(slow, CROSS_POD) - 14e-6)
+
+
+def test_an_astra_sim_network_latency_reaches_the_collective(tmp_path):
+    """ASTRA-sim's file: 8 NPUs on one switch, links of 5 ms against 500 ns (a technology
+    the catalogue does not know: its whole path latency counts). NPU to NPU is NPU -> router
+    -> switch -> router -> NPU: two of the file's links, 10 ms; a ring all-reduce over 8
+    one-NPU nodes pays NCCL's 2 x 7 network hops of 14 us (Simple) or its path."""
+    from topologies import from_astra_network
+
+    times = {}
+    for ns in (500, 5_000_000):
+        path = tmp_path / f"net{ns}.yml"
+        path.write_text(f"topology: [ Switch ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ {ns} ]\n")
+        g = from_astra_network(path)
+        times[ns] = collective(g, "all_reduce", 2**20, algorithm="ring", protocol="Simple").time
+    assert times[5_000_000] - times[500] == pytest.approx(14 * (10e-3 - 14e-6), rel=1e-9)
+
+
+def test_only_the_latency_beyond_the_catalogue_is_added():
+    """The PCIe server's cross-node path is 3.5 us at catalogue latencies (its PCIe figures
+    are NCCL's own hop constants), above NCCL's 2.7 us LL network hop: NCCL's constant
+    already includes it, so nothing is added. One ns more on each NIC-leaf link (2 ns on
+    the path) adds those 2 ns, not 3.5 - 2.7 us, to each of the ring's 2 (2 - 1) network hops."""
+    catalogue = tp.rail_optimized(2, server="pcie_8gpu")
+    slower = tp.rail_optimized(2, server="pcie_8gpu")
+    for u, v, d in slower.edges(data=True):
+        if {slower.nodes[u]["kind"], slower.nodes[v]["kind"]} == {"nic", "switch"}:
+            d["latency"] += 1e-9
+    kw = dict(algorithm="ring", protocol="LL")
+    t_cat, t_slow = (collective(g, "all_reduce", 2**12, **kw).time for g in (catalogue, slower))
+    assert t_slow - t_cat == pytest.approx(2 * 2e-9, rel=1e-6)
+
+
+def test_nvls_is_off_with_one_gpu_per_node():
+    """NCCL's ncclNvlsInit turns NVLS off where a node holds fewer than two of the
+    communicator's GPUs (src/transport/nvls.cc: gpuCount < 2): one rank on each of two DGX
+    H100s is a ring or a tree, never NVLSTree (it was nvls_tree, at 94 GB/s busbw)."""
+    from flowsolver.collectives._hardware import describe
+    from flowsolver.collectives._layout import participants
+
+    g = tp.rail_optimized(2)
+    ranks, layout = participants(g, "all_reduce", [0, 8], None)
+    assert describe(g, ranks, layout).nvls is False
+    r = collective(g, "all_reduce", 2**30, ranks=[0, 8])
+    assert r.algorithm not in ("nvls", "nvls_tree")
+    two_per_node = participants(g, "all_reduce", [0, 1, 8, 9], None)
+    assert describe(g, *two_per_node).nvls is True
+
+
+def test_h200_has_hoppers_nvls():
+    """H200 is a Hopper part with H100's NVLink 4 and NVSwitch: NCCL runs NVLS on it as on
+    H100 (the NVLS table was keyed by GPU name and lacked it)."""
+    h200 = tp.GpuSpec("h200", 989e12, 141e9, "NVIDIA H200 datasheet (SXM), dense BF16", 1979e12)
+    g = tp.rail_optimized(1, server=tp.get_server("dgx_h100").with_(name="h200x8", gpu=h200))
+    r = collective(g, "all_reduce", 2**30)
+    assert r.algorithm == "nvls"
+    h100 = collective(tp.rail_optimized(1), "all_reduce", 2**30)
+    assert r.time == pytest.approx(h100.time, rel=1e-12)

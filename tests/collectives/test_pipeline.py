@@ -1,0 +1,99 @@
+"""The chunk pipeline of NCCL's kernels (flowsolver.collectives._pipeline) against NCCL's
+rules written out by hand (src/enqueue.cc topoGetAlgoInfo / calcCollChunking, NCCL 2.30) and
+against published nccl-tests curves of the validation corpus."""
+
+import csv
+from pathlib import Path
+
+import pytest
+
+import topologies as tp
+from flowsolver import collective
+from flowsolver.collectives._pipeline import Pipeline, channels_used, chunk_steps, pipeline_time
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+
+
+@pytest.mark.parametrize("algorithm, protocol, size, ranks, want", [
+    # ring Simple: 512 threads x 64 bytes = 32 KiB a channel; 256 KiB keeps 8 of 16
+    ("ring", "Simple", 256 * KIB, 8, 8),
+    ("ring", "Simple", 256 * KIB - 1, 8, 7),
+    # ring LL: threshold 8 x nRanks = 64 on 8 ranks: 512 x 64 = 32 KiB a channel as well
+    ("ring", "LL", 96 * KIB, 8, 3),
+    # tree LL128: 640 threads x 8 = 5,120 bytes a channel: 64 KiB keeps 12
+    ("tree", "LL128", 64 * KIB, 16, 12),
+    # tree LL: 512 x 8 = 4 KiB a channel: 1 KiB keeps one
+    ("tree", "LL", 1 * KIB, 16, 1),
+    # NVLS keeps its channels
+    ("nvls", "Simple", 1 * KIB, 8, 16),
+])
+def test_channels_follow_nccls_threshold(algorithm, protocol, size, ranks, want):
+    assert channels_used(algorithm, protocol, size, ranks, 16) == want
+
+
+def test_chunk_steps_follow_nccls_chunking():
+    # ring all-reduce, 1 GiB on 8 ranks, 16 channels: 64 MiB a channel, a loop is 8 chunks of
+    # 4 x 512 KiB (Simple's step x ALLREDUCE_CHUNKSTEPS): 4 loops of 2 x 7 steps
+    assert chunk_steps("ring", "Simple", "all_reduce", GIB, 8, 1, 16) == (56, 0)
+    # reduce-scatter: 7 steps a loop; 16 MiB on 16 channels is one loop
+    assert chunk_steps("ring", "Simple", "reduce_scatter", 16 * MIB, 8, 1, 16) == (7, 0)
+    # NVLS 16 MiB, 8 heads x 16 channels = 128 chunks a loop: 128 KiB -> 64 KiB (16 MiB < 64 x
+    # 128 x 128 KiB) -> 32 KiB (< 8 x 128 x 64 KiB), not 16 KiB (16 MiB >= 2 x 128 x 32 KiB)
+    assert chunk_steps("nvls", "Simple", "all_reduce", 16 * MIB, 8, 1, 16) == (4, 0)
+    # NVLSTree over 4 nodes, 16 channels, 64 MiB: 128 KiB chunks (64 MiB >= 4 x 16 x 128 KiB),
+    # 32 loops; depth: the NVLS stage and 2 log2(4) levels
+    assert chunk_steps("nvls_tree", "Simple", "all_reduce", 64 * MIB, 32, 4, 16) == (32, 5)
+    # tree Simple over 2 nodes of 8: 512 KiB chunks; 8 MiB on 16 channels is one chunk each,
+    # depth 2 x (7 + 1)
+    assert chunk_steps("tree", "Simple", "all_reduce", 8 * MIB, 16, 2, 16) == (1, 16)
+
+
+def test_pipeline_time_by_hand():
+    params = Pipeline(floor_simple=1e-6, floor_nvls=2e-6, fill_ring=2.0, fill_nvls=3.0, fill_tree=0.0)
+    # NVLS 16 MiB (4 steps, above): each step 16 MiB / 300 GB/s / 4 = 13.98 us > the 2 us floor
+    step = 16 * MIB / 300e9 / 4
+    want = 20e-6 + (4 + 3.0) * step
+    assert pipeline_time("nvls", "Simple", "all_reduce", 16 * MIB, 8, 1, 16, 20e-6, 300e9, params) == \
+        pytest.approx(want, rel=1e-12)
+    # ring Simple at 64 KiB: 2 of 16 channels run (above), so 1/8 of the bandwidth; one loop of
+    # 14 steps of 64 KiB / (100 GB/s / 8) / 14 = 0.37 us, below the 1 us floor
+    want = 10e-6 + (14 + 2.0) * 1e-6
+    assert pipeline_time("ring", "Simple", "all_reduce", 64 * KIB, 8, 1, 16, 10e-6, 100e9, params) == \
+        pytest.approx(want, rel=1e-12)
+    # LL: the tuner's latency plus the size at the channels NCCL runs (3 of 16 at 96 KiB)
+    want = 10e-6 + 96 * KIB / (100e9 * 3 / 16)
+    assert pipeline_time("ring", "LL", "all_reduce", 96 * KIB, 8, 1, 16, 10e-6, 100e9, params) == \
+        pytest.approx(want, rel=1e-12)
+
+
+def test_large_messages_tend_to_the_bandwidth():
+    # 16 GiB ring all-reduce on 8 ranks: 896 steps, under 3 of fill: within 0.3 % of size / algbw
+    t = pipeline_time("ring", "Simple", "all_reduce", 16 * GIB, 8, 1, 16, 30e-6, 250e9)
+    assert t == pytest.approx(30e-6 + 16 * GIB / 250e9, rel=0.003)
+
+
+def test_bad_pipeline_constants_are_refused():
+    with pytest.raises(ValueError, match="floor_nvls"):
+        Pipeline(floor_nvls=-1e-6)
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "validation" / "collectives.csv"
+
+
+def _curve(name):
+    with CORPUS.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["curve"] == name and r["in_place"] in ("0", "")]
+    return {int(r["size_bytes"]): float(r["time_us"]) for r in rows}
+
+
+def test_a_dgx_h100_all_reduce_at_mid_sizes_follows_the_published_curve():
+    # NVIDIA DGX Cloud benchmarking recipe, one DGX H100, all_reduce_perf out-of-place times
+    # (benchmarks/validation/collectives.csv, source nvidia-dgxc-benchmarking). NCCL's own
+    # estimate is 19-31 % fast from 16 to 256 MiB; the pipeline's fill holds them within 12 %
+    measured = _curve("dgxc-dgxh100-1x8-allreduce")
+    g = tp.rail_optimized(nodes=1)
+    for size in (16 * MIB, 64 * MIB, 256 * MIB, GIB, 16 * GIB):
+        r = collective(g, "all_reduce", float(size))
+        estimate = r.estimates[f"{r.algorithm}/{r.protocol}"]
+        assert r.time * 1e6 == pytest.approx(measured[size], rel=0.12), size
+        assert abs(r.time * 1e6 / measured[size] - 1) <= abs(estimate * 1e6 / measured[size] - 1) + 0.01, size

@@ -1,0 +1,63 @@
+"""Fluid ECMP worked out pair by pair (a search from both ends) gives entries identical, bit
+for bit and in the same order, to the whole-graph DAG of each destination (the reference)."""
+
+import numpy as np
+import pytest
+
+import topologies as tp
+from flowsolver.routing import _shortest_paths as _engine
+from flowsolver.routing._shortest_paths import CompactGraph, ecmp_fluid
+
+
+def _both(monkeypatch, graph, src, dst):
+    monkeypatch.setattr(_engine, "PAIR_MODE_RATIO", 0)        # every destination's DAG
+    ref = ecmp_fluid(graph, src, dst)
+    monkeypatch.setattr(_engine, "PAIR_MODE_RATIO", 10**9)    # each pair on its own
+    new = ecmp_fluid(graph, src, dst)
+    return ref, new
+
+
+def _assert_identical(ref, new):
+    for a, b in zip(ref, new):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("batch", [_engine.FLUID_BATCH, 300])     # 300: many small chunks, grouped
+@pytest.mark.parametrize("seed", range(12))
+def test_random_graphs_with_non_transit_nodes_cables_and_cuts(monkeypatch, seed, batch):
+    monkeypatch.setattr(_engine, "FLUID_BATCH", batch)
+    rng = np.random.default_rng(seed)
+    nv = int(rng.integers(6, 40))
+    m = int(rng.integers(nv, 5 * nv))
+    tail, head = rng.integers(0, nv, m), rng.integers(0, nv, m)
+    keep = tail != head
+    tail, head = tail[keep], head[keep]
+    weight = rng.integers(1, 4, len(tail)).astype(float)       # parallel cables
+    transit = rng.random(nv) < 0.8                              # some nodes only endpoints
+    graph = CompactGraph(nv, tail, head, weight, np.arange(len(tail)) + 100, transit)
+    n = int(rng.integers(1, 60))
+    src, dst = rng.integers(0, nv, n), rng.integers(0, nv, n)
+    ok = src != dst
+    ref, new = _both(monkeypatch, graph, src[ok], dst[ok])
+    _assert_identical(ref, new)
+
+
+def test_fat_tree_fabric_with_failed_links(monkeypatch):
+    g = tp.fat_tree(8)
+    nodes = sorted(g.nodes)
+    index = {v: i for i, v in enumerate(nodes)}
+    edges = [(index[u], index[v]) for u, v in g.edges]
+    rng = np.random.default_rng(3)
+    alive = rng.random(len(edges)) > 0.1                       # a tenth of the links failed
+    tail = np.array([u for (u, _), a in zip(edges, alive) if a])
+    head = np.array([v for (_, v), a in zip(edges, alive) if a])
+    transit = np.array([g.nodes[v].get("kind") != "gpu" for v in nodes])
+    graph = CompactGraph(len(nodes), tail, head, np.ones(len(tail)), np.arange(len(tail)), transit)
+    gpus = np.flatnonzero(~transit)
+    src = rng.choice(gpus, 200)
+    dst = rng.choice(gpus, 200)
+    ok = src != dst
+    ref, new = _both(monkeypatch, graph, src[ok], dst[ok])
+    assert len(ref[0]) > 0
+    _assert_identical(ref, new)

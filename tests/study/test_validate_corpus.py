@@ -1,0 +1,168 @@
+"""The validation corpus (benchmarks/validation/) and its mapping onto flowsolver
+(benchmarks/validation/setups.py, run by benchmarks/validate.py): the files parse, every row's
+source is described, every curve and training row has a setup or a stated reason, the printed
+nccl-tests columns agree with each other (an independent check of the data), and a few
+mapped clusters have the GPU, NIC and rate counts their vendor specifications give."""
+
+import importlib
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+pd = pytest.importorskip("pandas")
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "benchmarks" / "validation"
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    read = dict(dtype=str, keep_default_na=False)
+    return (pd.read_csv(CORPUS / "collectives.csv", **read), pd.read_csv(CORPUS / "training.csv", **read),
+            pd.read_csv(CORPUS / "sources.csv", **read))
+
+
+@pytest.fixture(scope="module")
+def mods():
+    for path in (ROOT / "benchmarks", CORPUS):
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+    return importlib.import_module("setups"), importlib.import_module("validate")
+
+
+def test_the_corpus_files_parse_with_their_documented_shape(corpus):
+    coll, train, sources = corpus
+    assert len(coll) == 924 and coll["curve"].nunique() == 58          # the corpus README's counts
+    assert len(train) == 223
+    assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
+            "in_place", "verbatim", "url"} <= set(coll.columns)
+    assert {"source", "model", "gpus", "tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch",
+            "seq_len", "precision", "metric", "value"} <= set(train.columns)
+    assert set(coll["op"]) <= {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"}
+    assert set(train["metric"]) <= {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu"}
+    assert (coll["size_bytes"].astype(int) > 0).all() and (train["value"].astype(float) > 0).all()
+    for col in ("nodes", "gpus_per_node"):
+        assert (coll[col].astype(int) >= 1).all()
+
+
+def test_every_row_source_is_described_and_counted(corpus):
+    coll, train, sources = corpus
+    known = set(sources["source"])
+    assert set(coll["source"]) <= known and set(train["source"]) <= known
+    counts = pd.concat([coll["source"], train["source"]]).value_counts()
+    for _, s in sources.iterrows():                 # sources.csv counts its own rows right
+        assert counts.get(s["source"], 0) == int(s["n_measurements"]), s["source"]
+
+
+def test_algbw_is_size_over_time_on_every_row_printing_both(corpus):
+    coll, _, _ = corpus
+    both = coll[(coll["time_us"] != "") & (coll["algbw_gbs"] != "")]
+    assert len(both) > 600
+    size, t, algbw = both["size_bytes"].astype(float), both["time_us"].astype(float), both["algbw_gbs"].astype(float)
+    computed = size / (t * 1e-6) / 1e9
+    bad = both[(computed - algbw).abs() > 0.02 * algbw + 0.011]   # 2 digits printed: the README's tolerance
+    assert bad.empty, bad[["curve", "size_bytes", "time_us", "algbw_gbs"]].to_string()
+
+
+def test_every_curve_and_training_row_has_a_setup_or_a_reason(corpus, mods):
+    S, _ = mods
+    coll, train, _ = corpus
+    for curve in coll["curve"].unique():
+        assert curve in S.CURVES or S.NOT_MODELLED.get(curve), curve
+    assert set(S.CURVES) | set(S.NOT_MODELLED) == set(coll["curve"])   # no stale entries
+    for curve in S.EXCLUDED:
+        assert S.EXCLUDED[curve] and curve in S.CURVES
+    for setup in S.CURVES.values():
+        assert setup.cluster in S.CLUSTERS
+    for i, row in train.iterrows():
+        if (row["source"], i) in S.TRAINING_NOT_MODELLED:
+            continue
+        cluster, kw, assumed = S.training_call(row.to_dict())
+        assert cluster in S.CLUSTERS and kw["dp"] * kw.get("tp", 1) * kw.get("pp", 1) * kw.get("cp", 1) == int(row["gpus"])
+        assert kw["global_batch"] % (kw["dp"] * kw["micro_batch"]) == 0, i
+    for c in S.CLUSTERS.values():                   # every assumption carries its source
+        assert len(c.note) > 40, c.name
+
+
+def _nic_rates(g, server=0):
+    """Per NIC of one server: the bytes/s its cable carries into the fabric."""
+    nics = [n for n, d in g.nodes(data=True) if d["kind"] == "nic" and d.get("server") == server]
+    return [sum(d["capacity"] for _, v, d in g.out_edges(n, data=True) if g.nodes[v]["kind"] == "switch")
+            for n in nics]
+
+
+def _gpus(g, server=0):
+    return [n for n, d in g.nodes(data=True) if d["kind"] == "gpu" and d.get("server") == server]
+
+
+def test_mapped_clusters_have_their_vendor_spec(mods):
+    S, _ = mods
+    gbit = 1e9 / 8
+    # AWS p5.48xlarge: 8 H100 and 32 x 100 Gb/s EFA (3,200 Gb/s), as 8 NICs of 4 x 100 Gb/s ports
+    g, ranks = S.curve_placement(S.CURVES["aws-eks-2xp5-allreduce-excerpt"], 2, 8)
+    assert ranks is None and len(_gpus(g, 0)) == 8 and len(_gpus(g, 1)) == 8
+    rates = _nic_rates(g)
+    assert len(rates) == 8 and rates == pytest.approx([400 * gbit] * 8) and sum(rates) == pytest.approx(3200 * gbit)
+    # OCI BM.GPU.H100.8: 16 x 200 Gb/s RoCE = 8 dual-port NICs
+    g, _ = S.curve_placement(S.CURVES["ocit-bm.gpu.h100.8-2x8-allreduce"], 2, 8)
+    assert _nic_rates(g) == pytest.approx([2 * 200 * gbit] * 8)
+    # GCP A3 Mega: 8 GPU NICs of 200 Gb/s (TCPXO)
+    g, _ = S.curve_placement(S.CURVES["gcp-a3mega-2x8H100-allreduce"], 2, 8)
+    assert _nic_rates(g) == pytest.approx([200 * gbit] * 8)
+    # CSCS Alps: 4 GH200 per node, one 200 Gb/s Slingshot NIC each
+    g, ranks = S.curve_placement(S.CURVES["cscs-alps-2x4GH200-allreduce"], 2, 4)
+    assert ranks is None and len(_gpus(g)) == 4 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
+    # OCI GB200 NVL72 over 2 racks: 32 hosts of 4 GPUs = 128 ranks, 64 in each 72-GPU domain
+    g, ranks = S.curve_placement(S.CURVES["ociqs-gb200-32x4-allreduce"], 32, 4)
+    assert len(_gpus(g, 0)) == 72 and len(ranks) == 128 and sum(r < 72 for r in ranks) == 64
+    assert _nic_rates(g) == pytest.approx([400 * gbit] * 72)
+    # nccl-tests on 2 of 8 GPUs of one A4 node: ranks 0 and 1
+    g, ranks = S.curve_placement(S.CURVES["dranet-gke-a4-1x2B200-allgather"], 1, 2)
+    assert ranks == [0, 1] and len(_gpus(g)) == 8
+
+
+def test_measured_times_come_from_the_printed_columns(mods):
+    _, V = mods
+    row = dict(op="all_reduce", size_bytes="1073741824", time_us="", algbw_gbs="", busbw_gbs="437.50")
+    t, precision = V.measured_time(row, 8)
+    assert t == pytest.approx(2**30 * 1.75 / 437.5e9) and precision == pytest.approx(0.005 / 437.5)
+    t, _ = V.measured_time(dict(row, time_us="4511.2"), 8)
+    assert t == pytest.approx(4511.2e-6)
+    _, precision = V.measured_time(dict(row, busbw_gbs="0.04"), 8)
+    assert precision > V.PRECISION_LIMIT                # too coarse: kept out of the medians
+    assert [V.band(s) for s in (1024, 2**16, 2**24, 2**30)] == ["< 64 KiB", "64 KiB-16 MiB", "16 MiB-1 GiB", ">= 1 GiB"]
+
+
+def test_leave_one_source_out_fits_without_the_held_out_source(mods):
+    _, V = mods
+    rows = [dict(kind="collective", source=s, band="b", measured=m, model=1.0)
+            for s, m in (("a", 2.0), ("a", 2.0), ("b", 3.0), ("c", 5.0))]
+    seen = []
+
+    def fit(train):
+        seen.append({r["source"] for r in train})
+        return sum(r["measured"] for r in train) / len(train)
+
+    out = V.loso(rows, fit, lambda test, mean: [mean] * len(test))
+    assert seen == [{"b", "c"}, {"a", "c"}, {"a", "b"}]
+    assert [o["source"] for o in out] == ["a", "a", "b", "c"]
+    assert out[0]["predicted"] == pytest.approx(4.0) and out[0]["err"] == pytest.approx(1.0)
+    assert out[3]["predicted"] == pytest.approx(7 / 3)
+    ident = V.loso(rows, V.fit_nothing, V.predict_model)
+    assert [o["err"] for o in ident] == pytest.approx([-0.5, -0.5, -2 / 3, -0.8])
+    scaled = V.loso(rows, V.fit_band_scale, V.predict_band_scale)
+    assert scaled[3]["predicted"] == pytest.approx(2.0)  # c held out: median of 2, 2, 3
+
+
+def test_one_point_of_each_kind_runs_end_to_end(corpus, mods):
+    _, V = mods
+    coll, train, _ = corpus
+    pts = V.collective_points(coll[coll["curve"] == "mle-h200-1x8-16G-all_gather-default"].to_dict("records"))
+    pt = V.run_collective(pts[0])
+    assert pt["status"] == "ok" and pt["model_algorithm"] == "ring" and math.isfinite(pt["err"])
+    assert abs(pt["err"]) < 0.10                     # 16 GiB all-gather on 8 H200: NVLink-bound
+    i = int(train.index[(train["source"] == "nvidia-dgxc-benchmarking") & (train["gpus"] == "8")][0])
+    pt = V.run_training(train.loc[i].to_dict(), i)
+    assert pt["status"] == "ok" and pt["model_value"] > 0 and math.isfinite(pt["err"])

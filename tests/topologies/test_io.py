@@ -1,0 +1,109 @@
+"""topologies.formats.node_link: node-link JSON round trips, the older key, validation on load."""
+
+import json
+
+import networkx as nx
+import pytest
+
+import topologies as tp
+from topologies import TopologyError
+
+from .test_validate import _pair
+
+
+@pytest.mark.parametrize("build", [lambda: tp.rail_optimized(33), lambda: tp.dragonfly(2, 4, 2),
+                                   lambda: tp.torus((2, 3, 4))])
+def test_node_link_json_round_trip(tmp_path, build):
+    g = build()
+    path = tp.save(g, tmp_path / "g.json")
+    assert "edges" in json.loads(path.read_text())
+    back = tp.load(path)
+    assert isinstance(back, nx.DiGraph)
+    assert dict(back.nodes(data=True)) == dict(g.nodes(data=True))
+    assert {(u, v): d for u, v, d in back.edges(data=True)} == {(u, v): d for u, v, d in g.edges(data=True)}
+    assert back.graph == g.graph
+    assert tp.describe(back) == tp.describe(g)
+
+
+def test_load_accepts_the_older_links_key(tmp_path):
+    g = tp.fat_tree(4)
+    data = nx.node_link_data(g, edges="links")
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    assert tp.load(tmp_path / "old.json").number_of_edges() == g.number_of_edges()
+
+
+def test_load_validates(tmp_path):
+    g = _pair()
+    g.remove_edge("b", "a")
+    (tmp_path / "bad.json").write_text(json.dumps(nx.node_link_data(g, edges="edges")))
+    with pytest.raises(TopologyError, match="no reverse"):
+        tp.load(tmp_path / "bad.json")
+
+
+# -- bad files: one clear error naming the file (issue 27) ---------------------------------
+from ..reader_checks import raises_clearly  # noqa: E402
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("[1, 2]", "a JSON object"),
+    ('"a string"', "a JSON object"),
+    ('{"directed": true}', '"nodes"'),
+    ('{"nodes": {}, "edges": []}', '"nodes"'),
+    ('{"nodes": [], "edges": 3}', '"edges"'),
+    ('{"nodes": [1], "edges": []}', "node 0"),
+    ('{"nodes": [{"id": {"a": 1}}], "edges": []}', "node 0"),
+    ('{"nodes": [{"id": "a", "kind": "gpu"}], "edges": [{"source": "a"}]}', "edge 0"),
+    ('{"nodes": [], "edges": [], "graph": [1]}', '"graph"'),
+    ("[" * 100_000 + "]" * 100_000, "nested"),
+    ('{"nodes": [}', "not JSON"),
+    ('{"nodes": [], "edges": []} x', "not JSON"),
+])
+def test_bad_json_is_one_clear_error_naming_the_file(tmp_path, text, expected):
+    path = tmp_path / "g.json"
+    path.write_text(text)
+    raises_clearly(tp.load, path, expected)
+
+
+def test_missing_file_and_non_utf8_bytes_name_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="absent.json: no such file"):
+        tp.load(tmp_path / "absent.json")
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        tp.load(tmp_path)
+    path = tmp_path / "bytes.json"
+    path.write_bytes(b'{"nodes": [{"id": "\xff"}], "edges": []}')
+    raises_clearly(tp.load, path, "UTF-8")
+
+
+def test_schema_errors_name_the_file_and_the_edge(tmp_path):
+    """An infinite capacity (JSON's 1e400) or a 400-digit integer: the validator's message,
+    prefixed with the file."""
+    g = _pair()
+    data = nx.node_link_data(g, edges="edges")
+    text = json.dumps(data).replace('"capacity": 50000000000.0', '"capacity": 1e400', 1)
+    path = tmp_path / "inf.json"
+    path.write_text(text)
+    err = raises_clearly(tp.load, path, "capacity", "'a' -> 'b'")
+    assert isinstance(err, TopologyError)
+    path.write_text(json.dumps(data).replace('"capacity": 50000000000.0', '"capacity": ' + "9" * 400, 1))
+    raises_clearly(tp.load, path, "capacity")
+
+
+def test_the_byte_limit_is_checked_before_reading(tmp_path):
+    path = tp.save(tp.torus((2, 2)), tmp_path / "t.json")
+    size = path.stat().st_size
+    assert tp.load(path, max_bytes=size).number_of_nodes() == tp.torus((2, 2)).number_of_nodes()
+    raises_clearly(lambda p: tp.load(p, max_bytes=size - 1), path, "max_bytes", str(size - 1))
+    with pytest.raises(ValueError, match="max_bytes"):
+        tp.load(path, max_bytes=0)
+
+
+def test_tuple_node_ids_survive_the_round_trip(tmp_path):
+    """JSON writes a tuple id as a list; load reads it back as the tuple (the checks on ids
+    accept flat lists of strings and numbers)."""
+    g = nx.DiGraph()
+    g.add_node(("gpu", 0), kind="gpu")
+    g.add_node(("gpu", 1), kind="gpu")
+    g.add_edge(("gpu", 0), ("gpu", 1), capacity=50e9)
+    g.add_edge(("gpu", 1), ("gpu", 0), capacity=50e9)
+    back = tp.load(tp.save(g, tmp_path / "t.json"))
+    assert set(back.nodes) == {("gpu", 0), ("gpu", 1)} and back[("gpu", 0)][("gpu", 1)]["capacity"] == 50e9

@@ -1,0 +1,133 @@
+"""Cluster graphs in files: networkx node-link JSON, validated on reading.
+
+:func:`save` writes what :func:`load` reads: ``{"directed": true, "multigraph": false,
+"graph": {...}, "nodes": [{"id": ..., "kind": ...}, ...], "edges": [{"source": ...,
+"target": ..., "capacity": bytes/s, "latency": s, ...}, ...]}`` (the older ``"links"`` key is
+accepted for ``"edges"``). Everything the graph holds survives the round trip, JSON number
+precision aside (floats are written to 17 significant digits, so they come back exactly).
+
+A file that is not such a graph gets one ``ValueError`` (a :class:`TopologyError` when the
+graph breaks the schema) whose one-line message names the file and what was expected: a file
+that cannot be read, more than ``max_bytes`` bytes, bytes that are not UTF-8, text that is not
+JSON or nests deeper than Python's parser goes, JSON that is not an object with ``"nodes"`` and
+``"edges"`` lists of objects, or a graph :func:`topologies.validate` refuses (a non-finite
+capacity such as JSON's ``1e400``, a missing reverse edge, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import networkx as nx
+
+from ._common import MIB, read_text, short
+from .._validate import TopologyError, validate
+
+__all__ = ["save", "load"]
+
+# node-link JSON is ~1.4 kB per GPU (rail_optimized(128): 1.46 MB for 1024 GPUs), so 1 GiB
+# holds about 700,000 GPUs
+MAX_JSON_BYTES = 1024 * MIB
+_SCALARS = (str, int, float, bool)
+
+
+def save(g: nx.DiGraph, path) -> Path:
+    """Write ``g`` as networkx node-link JSON (edges under ``"edges"``); returns the path.
+
+    >>> import tempfile, os
+    >>> from topologies import torus
+    >>> p = save(torus((2, 3)), os.path.join(tempfile.mkdtemp(), "t.json"))
+    >>> load(p).number_of_nodes()
+    6
+    """
+    path = Path(path)
+    data = nx.node_link_data(g, edges="edges")
+    path.write_text(json.dumps(data))
+    return path
+
+
+def load(path, *, max_bytes: int = MAX_JSON_BYTES) -> nx.DiGraph:
+    """Read a cluster graph saved by :func:`save` (also accepts the older ``"links"`` key)
+    and validate it (:func:`topologies.validate`).
+
+    Parameters
+    ----------
+    path : str or Path
+        The node-link JSON file.
+    max_bytes : int
+        Refuse a larger file before reading it (default 1 GiB, about 700,000 GPUs of a
+        rail-optimised fabric); the parsed graph takes several times the file's size in memory.
+
+    Raises
+    ------
+    ValueError
+        One line naming the file and what was expected (see the module docstring);
+        :class:`TopologyError` when the graph breaks the schema.
+
+    >>> import tempfile, os
+    >>> from topologies import fat_tree
+    >>> g = load(save(fat_tree(4), os.path.join(tempfile.mkdtemp(), "f.json")))
+    >>> g.graph["generator"], g.number_of_edges() == fat_tree(4).number_of_edges()
+    ('fat_tree', True)
+    """
+    text = read_text(path, max_bytes)
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested deeper than Python's parser goes; node-link JSON "
+                         "nests a few levels") from None
+    except ValueError as err:          # JSONDecodeError, or an integer beyond 4300 digits
+        raise ValueError(f"{path}: not JSON ({str(err).splitlines()[0]})") from None
+    key = _check_node_link(data, path)
+    g = nx.node_link_graph(data, directed=True, multigraph=False, edges=key)
+    try:
+        return validate(g)
+    except TopologyError as err:
+        raise TopologyError(f"{path}: {err}") from None
+
+
+def _check_node_link(data, path) -> str:
+    """The edge key of node-link ``data`` ("edges" or "links") after checking its shape: what
+    :func:`networkx.node_link_graph` indexes and hashes, and numbers the validator converts."""
+    expected = ('expected node-link JSON: a JSON object with "nodes" and "edges" lists (what '
+                "topologies.save writes)")
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the top level is a JSON {_json_type(data)}; {expected}")
+    key = "edges" if "edges" in data else "links"
+    for name in ("nodes", key):
+        if not isinstance(data.get(name), list):
+            got = "missing" if name not in data else f"a JSON {_json_type(data[name])}"
+            raise ValueError(f'{path}: "{name}" is {got}; {expected}')
+    if not isinstance(data.get("graph", {}), dict):
+        raise ValueError(f'{path}: "graph" must be a JSON object of graph attributes, got a '
+                         f"JSON {_json_type(data['graph'])}")
+    for i, node in enumerate(data["nodes"]):
+        if not isinstance(node, dict) or "id" not in node or not _is_id(node["id"]):
+            raise ValueError(f'{path}: node {i} must be an object with an "id" (a string, a '
+                             f"number or a list of them), got {short(node)}")
+    for i, edge in enumerate(data[key]):
+        if not isinstance(edge, dict) or not all(
+                end in edge and _is_id(edge[end]) for end in ("source", "target")):
+            raise ValueError(f'{path}: edge {i} must be an object with "source" and "target" '
+                             f"node ids, got {short(edge)}")
+        for name in ("capacity", "latency"):
+            value = edge.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 1e300:
+                raise TopologyError(f"{path}: edge {edge['source']!r} -> {edge['target']!r}: "
+                                    f"{name} {short(value)} is beyond float range")
+    return key
+
+
+def _is_id(value) -> bool:
+    """A node id networkx can hold: a string, number or boolean, or a flat list of them (read
+    back as a tuple, as :func:`save` writes tuple ids)."""
+    if isinstance(value, list):
+        return all(isinstance(v, _SCALARS) for v in value)
+    return isinstance(value, _SCALARS)
+
+
+def _json_type(value) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")

@@ -1,0 +1,406 @@
+"""SimAI's topology file (what its ``gen_Topo_Template.py`` writes and its ns-3 backend reads)
+as a cluster graph, and cluster graphs written in that format.
+
+The format (whitespace-separated)::
+
+    node_num gpus_per_server nvswitch_num switch_num link_num gpu_type
+    <nvswitch_num NVSwitch ids> <switch_num switch ids>
+    src dst rate delay error_rate          (link_num lines, e.g. "0 16 400Gbps 0.0005ms 0")
+
+Every node id not listed as a switch is a GPU (SimAI's "server" node: the GPU and its NIC);
+a link is full duplex at ``rate`` (an ns-3 DataRate: ``Gbps``, ``Mbps``, ...) with ``delay``
+(an ns-3 Time: ``ms``, ``us``, ``ns``, ...).
+
+What the file carries, and what it does not
+-------------------------------------------
+It carries the nodes (GPUs, NVSwitches, switches), each link's rate and delay, and a GPU type
+name. Rates (bits/s) and delays become each edge's ``capacity`` in bytes/s and ``latency`` in
+seconds, converted once when the link is read. Repeated links between the same two nodes are
+parallel cables: one edge of the summed rate; if their delays differ the edge takes the larger
+(noted in ``g.graph["notes"]``). The file does not carry a server's insides: SimAI's GPU node
+holds its NIC, so each GPU-switch link becomes GPU -> NIC (at the link's rate, no latency: the
+PCIe hop is not in the file) -> switch (the link's rate and delay); there are no PCIe switches
+or CPUs, and the servers are ``gpus_per_server`` consecutive GPU ids (the file does not say
+which GPUs share a box otherwise). Switch tiers and roles (leaf, spine, core) are inferred from
+the hop count to the GPUs. The per-link ``error_rate`` (packet loss) is not modelled: a non-zero
+one is noted and ignored. Switch buffers, ECN/PFC settings and SimAI's ns-3 configuration are
+not in this file.
+
+A bad file gets one ``ValueError`` naming the file, line and field: bytes that are not UTF-8, a
+header field that is not a count, switch ids out of range or repeated, a link line that is not
+``src dst rate delay error_rate``, a rate or delay that is not a number with an ns-3 unit, is
+negative (rate: not > 0), NaN, infinite, or overflows once converted (``1e400Gbps``,
+``1e300Tbps``). Before anything is built the reader checks the file's size (``max_bytes``),
+``node_num`` (``max_nodes``), ``link_num`` (``max_links``) and that the GPUs the header
+implies (ids not listed as switches) are no more than twice the link lines (every GPU needs a
+link): what a file makes the reader allocate is bounded by the file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from collections import Counter, deque
+from pathlib import Path
+
+import networkx as nx
+
+from .._graph import check_int, compute_fabric, finish
+from ._common import DECIMAL, MIB, check_limit, over, read_text, short
+from .._validate import TopologyError, validate
+from ..analysis import gpus as ranked_gpus
+from ..servers import get_gpu
+
+__all__ = ["from_simai", "to_simai"]
+
+# ns-3 DataRate units (src/network/utils/data-rate.cc): bit-based SI, "B" = bytes.
+_RATE = {"bps": 1, "kbps": 1e3, "Kbps": 1e3, "Mbps": 1e6, "Gbps": 1e9, "Tbps": 1e12,
+         "Bps": 8, "KBps": 8e3, "MBps": 8e6, "GBps": 8e9}
+# ns-3 Time units (src/core/model/nstime.h)
+_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12}
+# SimAI's GPU type names (its topology generator and ns-3 backend: A100, A800, H100, H800)
+# -> the catalogue's compute figures. A800 and H800 are A100 and H100 with less NVLink
+# bandwidth (NVIDIA export variants); the file carries the link rates itself.
+_GPU_TYPES = {"A100": "a100_sxm", "A800": "a100_sxm", "H100": "h100_sxm", "H800": "h100_sxm",
+              "H20": "h100_sxm", "B200": "b200", "GB200": "gb200"}
+_WRITE_TYPES = {"a100_sxm": "A100", "h100_sxm": "H100", "h100_pcie": "H100", "b200": "B200",
+                "gb200": "GB200"}
+# SimAI's generator writes clusters of up to tens of thousands of GPUs (about 60 bytes of
+# links per GPU); a million nodes takes gigabytes as a graph
+MAX_NODES = 1_000_000
+MAX_LINKS = 10_000_000
+MAX_SIMAI_BYTES = 256 * MIB
+_HEADER = ("node_num", "gpus_per_server", "nvswitch_num", "switch_num", "link_num")
+_ID = re.compile(r"[0-9]{1,30}")      # ASCII digits only; 30 digits is beyond any limit
+_QUANTITY = re.compile(rf"({DECIMAL.pattern})([A-Za-z]+)")
+
+
+def _quantity(text, units, what, where):
+    """``"400Gbps"`` -> 4e11 (in the table's base unit), finite, or a ValueError."""
+    match = _QUANTITY.fullmatch(text)
+    if not match or match.group(2) not in units:
+        raise ValueError(f"{where}: {what} {short(text)} is not a number with a unit "
+                         f"({', '.join(units)})")
+    value = float(match.group(1)) * units[match.group(2)]
+    if not math.isfinite(value):
+        raise ValueError(f"{where}: {what} {short(text)} is beyond float range")
+    return value + 0.0       # -0.0 -> 0.0
+
+
+def _count(token, name, where) -> int:
+    if not _ID.fullmatch(token):
+        raise ValueError(f"{where}: {name} must be an integer >= 0, got {short(token)}")
+    return int(token)
+
+
+
+def _read_header(lines, where, max_nodes, max_links):
+    """The header's counts and GPU type, the switch ids, and the index of the first link line;
+    every count checked against its limit before anything of that size is made."""
+    number, first = lines[0]
+    at = f"{where} line {number}"
+    head = first.split()
+    if len(head) not in (6, 7):
+        raise ValueError(f"{at}: expected 'node_num gpus_per_server nvswitch_num "
+                         f"switch_num link_num gpu_type', got {short(first.strip())}")
+    nodes, per_server, n_nvs, n_sw, n_links = (_count(t, name, at) for t, name in zip(head, _HEADER))
+    if nodes > max_nodes:
+        raise over(at, "node_num", nodes, "max_nodes", max_nodes)
+    if n_links > max_links:
+        raise over(at, "link_num", n_links, "max_links", max_links)
+    if n_nvs + n_sw > nodes:
+        raise ValueError(f"{at}: nvswitch_num {n_nvs} + switch_num {n_sw} exceed node_num {nodes}")
+    tokens, row = [], 1
+    while len(tokens) < n_nvs + n_sw and row < len(lines):
+        tokens += lines[row][1].split()
+        row += 1
+    if len(tokens) != n_nvs + n_sw or not all(_ID.fullmatch(t) for t in tokens):
+        raise ValueError(f"{where}: expected {n_nvs} NVSwitch and {n_sw} switch ids after the "
+                         f"header, got {short(' '.join(tokens[:12]))}")
+    ids = [int(t) for t in tokens]
+    bad = [i for i in ids if i >= nodes]
+    if bad or len(set(ids)) != len(ids):
+        raise ValueError(f"{where}: switch ids must be distinct and < node_num {nodes}, got {ids[:12]}")
+    return (nodes, per_server, head[5]), ids[:n_nvs], ids[n_nvs:], n_links, row
+
+
+def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = MAX_LINKS,
+               max_bytes: int = MAX_SIMAI_BYTES) -> nx.DiGraph:
+    """Read a SimAI topology file into a cluster graph.
+
+    GPU ``k`` (the ``k``-th id not listed as a switch) is ``"s{k // gpus_per_server}/gpu{j}"``;
+    each of its links to a switch goes through a NIC node of its server at the link's rate
+    (SimAI's GPU node holds its NIC); switches are ``"sw{id}"`` with tier and role from their
+    distance to the GPUs (``leaf``, ``spine``, ``core``), NVSwitches ``"nvs{id}"``. Edges carry
+    the link's ``capacity`` (bytes/s per direction: the file's bits/s / 8) and ``latency`` (s).
+
+    Parameters
+    ----------
+    path : str or Path
+        The topology file.
+    gpu : str or GpuSpec, optional
+        GPU type; default from the header's type name (``H100``, ``A100``, ...).
+    max_nodes : int
+        Refuse a header whose ``node_num`` is larger, before building anything (default
+        1,000,000).
+    max_links : int
+        Refuse a header whose ``link_num`` is larger (default 10,000,000).
+    max_bytes : int
+        Refuse a larger file before reading it (default 256 MiB).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, line and field (see the module docstring), or a limit
+        exceeded (naming the limit to raise); a :class:`TopologyError` (a ValueError) naming
+        the file when the graph breaks the schema (a GPU without links).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> text = "4 2 1 1 4 H100\\n2 3\\n0 2 2880Gbps 0.000025ms 0\\n1 2 2880Gbps 0.000025ms 0\\n" \\
+    ...        "0 3 400Gbps 0.0005ms 0\\n1 3 400Gbps 0.0005ms 0\\n"
+    >>> path = os.path.join(tempfile.mkdtemp(), "topo")
+    >>> _ = open(path, "w").write(text)
+    >>> g = from_simai(path)
+    >>> g["s0/gpu1"]["nvs2"]["capacity"] / 1e9, g["s0/nic1"]["sw3"]["capacity"] / 1e9
+    (360.0, 50.0)
+    >>> g["s0/nic1"]["sw3"]["latency"]          # 0.0005 ms
+    5e-07
+    """
+    path = Path(path)
+    where = str(path)
+    check_int("max_nodes", max_nodes, 1)
+    check_int("max_links", max_links, 1)
+    text = read_text(path, check_limit("max_bytes", max_bytes))
+    lines = [(number, ln) for number, ln in enumerate(text.split("\n"), 1) if ln.strip()]
+    if not lines:
+        raise ValueError(f"{where}: empty file")
+    (nodes, per_server, type_name), nvswitches, switches, n_links, row = _read_header(
+        lines, where, max_nodes, max_links)
+    if per_server < 1:
+        raise ValueError(f"{where} line 1: gpus_per_server must be >= 1, got {per_server}")
+    body = lines[row:]
+    if len(body) != n_links:
+        raise ValueError(f"{where}: the header announces {n_links} links, the file has {len(body)}")
+    gpus = nodes - len(nvswitches) - len(switches)
+    if gpus > 2 * len(body):
+        raise ValueError(f"{where}: node_num {nodes} less {len(nvswitches) + len(switches)} switch "
+                         f"ids leaves {gpus} GPUs, but the file has {len(body)} link lines: every "
+                         f"GPU needs a link (a truncated file, or a wrong node_num)")
+    if gpu is None and type_name not in _GPU_TYPES:
+        raise ValueError(f"{where}: GPU type {short(type_name)} is not one of {', '.join(_GPU_TYPES)}; "
+                         "pass gpu=... (e.g. 'h100_sxm')")
+    gpu_name = get_gpu(gpu if gpu is not None else _GPU_TYPES[type_name]).name
+    links = [_link(ln, number, nodes, where) for number, ln in body]
+    g = _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where)
+    params = dict(source=where, gpus_per_server=per_server, gpu_type=type_name)
+    try:
+        validate(g)
+    except TopologyError as err:
+        raise TopologyError(f"{where}: {err}") from None
+    return finish(g, "simai", params, bisection=None, bisection_method="", network_diameter=None)
+
+
+def _link(line, number, nodes, where):
+    """(src, dst, rate bytes/s, delay s, error rate, line number) of one link line."""
+    at = f"{where} line {number}"
+    parts = line.split()
+    if len(parts) != 5 or not _ID.fullmatch(parts[0]) or not _ID.fullmatch(parts[1]):
+        raise ValueError(f"{at}: expected 'src dst rate delay error_rate', got {short(line.strip())}")
+    a, b = int(parts[0]), int(parts[1])
+    if a >= nodes or b >= nodes or a == b:
+        raise ValueError(f"{at}: link {a} -> {b} needs two distinct node ids < node_num {nodes}")
+    rate = _quantity(parts[2], _RATE, "rate", at) / 8        # bits/s -> bytes/s, once, here
+    delay = _quantity(parts[3], _TIME, "delay", at)          # s
+    if rate <= 0:
+        raise ValueError(f"{at}: rate must be > 0, got {short(parts[2])}")
+    if delay < 0:
+        raise ValueError(f"{at}: delay must be >= 0, got {short(parts[3])}")
+    error = parts[4]
+    if not DECIMAL.fullmatch(error) or not 0 <= float(error) <= 1:
+        raise ValueError(f"{at}: error_rate must be a number in [0, 1], got {short(error)}")
+    return a, b, rate, delay, error, number
+
+
+def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
+    kind = {i: "nvswitch" for i in nvswitches} | {i: "switch" for i in switches}
+    gpu_ids = [i for i in range(nodes) if i not in kind]
+    rank = {i: k for k, i in enumerate(gpu_ids)}
+    name = {i: f"s{k // per_server}/gpu{k % per_server}" for i, k in rank.items()}
+    name.update({i: f"nvs{i}" for i in nvswitches} | {i: f"sw{i}" for i in switches})
+    g = nx.DiGraph()
+    for i, k in rank.items():
+        g.add_node(name[i], kind="gpu", tier=0, rank=k, server=k // per_server,
+                   local_rank=k % per_server, gpu_type=gpu_name)
+    for i in nvswitches:
+        g.add_node(name[i], kind="nvswitch", tier=0)
+    for i in switches:
+        g.add_node(name[i], kind="switch", role="switch", tier=1)
+    nics = Counter()
+    notes = []
+    for a, b, rate, delay, error, number in links:
+        if kind.get(a) == "switch" and b in rank:
+            a, b = b, a
+        if float(error) != 0:
+            notes.append(f"error rate {error} of link {a} - {b} (line {number}) ignored")
+        if a in rank and kind.get(b) == "switch":
+            server = rank[a] // per_server
+            nic = f"s{server}/nic{nics[server]}"
+            nics[server] += 1
+            g.add_node(nic, kind="nic", tier=0, server=server, rail=nics[server] - 1, role="compute")
+            g.nodes[name[a]].setdefault("rail", nics[server] - 1)
+            _cable(g, name[a], nic, rate, 0.0, "pcie_simai", "pcie", number, notes)
+            _cable(g, nic, name[b], rate, delay, "simai", "access", number, notes)
+        elif "nvswitch" in (kind.get(a), kind.get(b)) or (a in rank and b in rank):
+            _cable(g, name[a], name[b], rate, delay, "nvlink_simai", "nvlink", number, notes)
+        else:
+            _cable(g, name[a], name[b], rate, delay, "simai", "fabric", number, notes)
+    _nvswitch_servers(g)
+    _switch_tiers(g)
+    several = [n for n, d in g.nodes(data=True) if d["kind"] == "gpu"
+               and sum(g.nodes[v]["kind"] == "nic" for v in g.successors(n)) > 1]
+    if several:
+        notes.append(f"{len(several)} GPU(s) with several switch links (e.g. {several[0]}): their "
+                     "traffic leaves through the first (its rail)")
+    g.graph["notes"] = notes
+    return g
+
+
+def _cable(g, u, v, rate, delay, tech, tier, number, notes):
+    if g.has_edge(u, v):       # a repeated link is a parallel cable
+        if delay != g[u][v]["latency"]:
+            notes.append(f"link {u} - {v} (line {number}) repeats a link of delay "
+                         f"{g[u][v]['latency']:g} s with delay {delay:g} s: the larger taken")
+        for a, b in ((u, v), (v, u)):
+            g[a][b]["capacity"] += rate
+            g[a][b]["cables"] += 1
+            g[a][b]["latency"] = max(g[a][b]["latency"], delay)
+        return
+    attrs = dict(capacity=rate, latency=delay, tech=tech, tier=tier, cables=1)
+    g.add_edge(u, v, **attrs)
+    g.add_edge(v, u, **attrs)
+
+
+def _nvswitch_servers(g):
+    """An NVSwitch whose GPUs all sit in one server belongs to that server."""
+    for n, d in g.nodes(data=True):
+        if d["kind"] == "nvswitch":
+            servers = {g.nodes[v].get("server") for v in g.successors(n) if g.nodes[v]["kind"] == "gpu"}
+            if len(servers) == 1:
+                d["server"] = servers.pop()
+
+
+def _switch_tiers(g):
+    """Switch tier = hops from the nearest NIC or GPU (1 leaf, 2 spine, 3 core)."""
+    level = {n: 1 for n, d in g.nodes(data=True) if d["kind"] == "switch"
+             and any(g.nodes[v]["kind"] in ("nic", "gpu") for v in g.successors(n))}
+    queue = deque(level)
+    while queue:
+        n = queue.popleft()
+        for v in g.successors(n):
+            if g.nodes[v]["kind"] == "switch" and v not in level:
+                level[v] = level[n] + 1
+                queue.append(v)
+    roles = {1: "leaf", 2: "spine", 3: "core"}
+    for n, t in level.items():
+        g.nodes[n].update(tier=t, role=roles.get(t, f"tier{t}"))
+
+
+def to_simai(g: nx.DiGraph, path, *, gpu_type: str | None = None) -> Path:
+    """Write a cluster graph as a SimAI topology file (to cross-check with SimAI's ns-3 backend).
+
+    GPUs get ids ``0 ... n-1`` in rank order, then the NVSwitches, then the switches. SimAI's
+    GPU node holds its NIC, so a GPU's NIC becomes a link from the GPU to each switch the
+    NIC is cabled to, at the slower of the cable and the GPU's path to the NIC (PCIe), with
+    both latencies; PCIe switches and CPUs are not in the format and are left out (with a
+    warning). Links are written in id order, rates in Gbps, delays in ns (both to 12
+    significant digits), error rate 0; a failed link
+    (capacity 0) is left out. Front-end and storage networks are not written, nor are link
+    technologies: read back by :func:`from_simai`, links carry the technologies ``simai``,
+    ``nvlink_simai`` and ``pcie_simai``, which have no measured efficiency in the catalogue,
+    and the servers are rebuilt from the header, so a collective's time on the graph read back
+    differs from the original's.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A cluster graph (every GPU with its own NIC, or cabled directly).
+    path : str or Path
+        The file to write.
+    gpu_type : str, optional
+        SimAI's GPU type name (``"H100"``, ``"A100"``, ...); default from the GPUs' type.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from topologies import rail_optimized
+    >>> p = to_simai(rail_optimized(2), os.path.join(tempfile.mkdtemp(), "topo"))
+    >>> open(p).readline().split()    # 16 GPUs, 2 NVSwitches, 8 leaves + 1 spine; 16 + 16 + 8 links
+    ['27', '8', '2', '9', '40', 'H100']
+    """
+    core = compute_fabric(validate(g))
+    gpus = ranked_gpus(core)
+    stray = [n for n, d in core.nodes(data=True) if d["kind"] == "storage"]
+    if stray:
+        raise ValueError(f"g: storage node {stray[0]!r} on the compute fabric has no SimAI node type")
+    nvs = [n for n, d in core.nodes(data=True) if d["kind"] == "nvswitch"]
+    sws = [n for n, d in core.nodes(data=True) if d["kind"] == "switch"]
+    ids = {n: i for i, n in enumerate(gpus + nvs + sws)}
+    links = [(ids[u], ids[v], min(d["capacity"], core[v][u]["capacity"]), d.get("latency", 0.0))
+             for u, v, d in core.edges(data=True) if u in ids and v in ids and ids[u] < ids[v]]
+    links += _nic_links(core, gpus, ids)
+    dropped = sorted({d["kind"] for _, d in core.nodes(data=True) if d["kind"] in ("pcie_switch", "cpu")})
+    if dropped:
+        warnings.warn(f"to_simai: {', '.join(dropped)} nodes are not in SimAI's format; GPU paths "
+                      "through them are left out (NIC links keep their PCIe rate)", stacklevel=2)
+    failed = [x for x in links if x[2] <= 0]
+    if failed:
+        warnings.warn(f"to_simai: {len(failed)} failed link(s) (capacity 0) left out", stacklevel=2)
+    links = [x for x in links if x[2] > 0]
+    per_server = Counter(core.nodes[n].get("server") for n in gpus)
+    type_name = gpu_type or _simai_type(core, gpus)
+    lines = [f"{len(ids)} {max(per_server.values())} {len(nvs)} {len(sws)} {len(links)} {type_name}",
+             " ".join(str(ids[n]) for n in nvs + sws)]
+    # 12 significant digits: what was read is written back unchanged
+    lines += [f"{a} {b} {rate * 8 / 1e9:.12g}Gbps {lat * 1e9:.12g}ns 0" for a, b, rate, lat in sorted(links)]
+    path = Path(path)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _simai_type(g, gpus) -> str:
+    types = {g.nodes[n].get("gpu_type") for n in gpus}
+    if len(types) != 1 or next(iter(types)) not in _WRITE_TYPES:
+        raise ValueError(f"gpu_type: GPU type(s) {sorted(map(str, types))} have no SimAI name; "
+                         f"pass gpu_type=... ({', '.join(sorted(set(_WRITE_TYPES.values())))})")
+    return _WRITE_TYPES[types.pop()]
+
+
+def _nic_links(g, gpus, ids):
+    """(gpu id, switch id, rate, latency) for every compute NIC's cable to a switch."""
+    out = []
+    by_rail = {(g.nodes[n].get("server"), g.nodes[n].get("rail")): n for n in reversed(gpus)}
+    taken: dict = {}
+    inside = g.subgraph(n for n, x in g.nodes(data=True) if x["kind"] != "switch")
+    for nic, d in g.nodes(data=True):
+        if d["kind"] != "nic":
+            continue
+        owner = by_rail.get((d.get("server"), d.get("rail")))
+        if owner is None:
+            raise ValueError(f"g: NIC {nic!r} serves no GPU (no GPU of server {d.get('server')} "
+                             f"on rail {d.get('rail')}); SimAI gives every GPU its own NIC")
+        if owner in taken:
+            raise ValueError(f"g: GPU {owner!r} has NICs {taken[owner]!r} and {nic!r}; SimAI "
+                             "gives every GPU one NIC (write a server with one NIC per GPU)")
+        taken[owner] = nic
+        path = nx.shortest_path(inside, owner, nic)
+        hops = list(zip(path, path[1:]))
+        rate = min(min(g[u][v]["capacity"], g[v][u]["capacity"]) for u, v in hops)
+        lat = sum(g[u][v].get("latency", 0.0) for u, v in hops)
+        for sw in g.successors(nic):
+            if g.nodes[sw]["kind"] == "switch":
+                cable = min(g[nic][sw]["capacity"], g[sw][nic]["capacity"])
+                out.append((ids[owner], ids[sw], min(rate, cable), lat + g[nic][sw].get("latency", 0.0)))
+    return out
