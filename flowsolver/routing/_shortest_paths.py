@@ -143,7 +143,8 @@ def _push_mass(graph: CompactGraph, src, dst, row, live, edge, split, ptr, spars
             keys, first, count = ptr
             at = np.minimum(np.searchsorted(keys, k), max(len(keys) - 1, 0))
             hit = keys[at] == k if len(keys) else np.zeros(len(k), dtype=bool)
-            starts, counts = np.where(hit, first[at] if len(keys) else 0, 0), np.where(hit, count[at] if len(keys) else 0, 0)
+            starts = np.where(hit, first[at] if len(keys) else 0, 0)
+            counts = np.where(hit, count[at] if len(keys) else 0, 0)
         else:
             starts, counts = ptr[k], ptr[k + 1] - ptr[k]
         idx = ranges(starts, counts)
@@ -197,7 +198,8 @@ def _fluid_pairs(graph: CompactGraph, src, dst, scratch=None):
         scratch = []
     if not scratch or scratch[0].size < P * nv:
         scratch[:] = [np.full(P * nv, -1, dtype=np.int32) for _ in range(3)]
-    df, db, sp = (a[:P * nv].reshape(P, nv) for a in scratch)   # hops from the source, to the destination, position on a path
+    # hops from the source, hops to the destination, position on a shortest path
+    df, db, sp = (a[:P * nv].reshape(P, nv) for a in scratch)
     df[rows, src] = 0
     db[rows, dst] = 0
     hops = np.full(P, -1, dtype=np.int64)

@@ -197,7 +197,8 @@ def factored_error_factor(rm, capacity, weights, rates, bottleneck) -> float:
 
     >>> from flowsolver import RoutingMatrix
     >>> rm = RoutingMatrix.from_scipy(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
-    >>> float(factored_error_factor(rm, np.array([3.0, 3.0]), np.ones(3), np.array([1.5, 1.5, 1.5]), np.array([0, 0, 1])))
+    >>> x, b = np.array([1.5, 1.5, 1.5]), np.array([0, 0, 1])
+    >>> float(factored_error_factor(rm, np.array([3.0, 3.0]), np.ones(3), x, b))
     4.0
     """
     x = np.asarray(rates, dtype=np.float64)
