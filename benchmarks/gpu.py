@@ -151,9 +151,9 @@ def section_batch(quick):
     n = len(tp.gpus(g))
     rm = fs.route(g, fs.Flows.ring(n, 1e9))
     from flowsolver.solver import _batch
-    from flowsolver.solver._problem import Segments
+    from flowsolver.solver._problem import CompactRouting
 
-    full = Segments.of(rm)
+    full = CompactRouting.of(rm)
     used = np.unique(full.seg_link[full.seg_frac > 0])
     sizes = (*full.on_links(used).buckets(len(used)), full.flow_seg.shape[1])
     print(f"failure scenarios: ring over {n} GPUs, {rm.n_links:,} links ({len(used):,} used), 1 % failed per "
@@ -258,10 +258,10 @@ def section_reduce(quick):
     """The dense round's segment reductions in isolation, on the real structure of a
     fat_tree all-to-all: each variant x 20 inside one jitted loop, per call."""
     import jax.numpy as jnp
-    from flowsolver.solver._problem import Segments
+    from flowsolver.solver._problem import CompactRouting
 
     rm, _ = all_to_all(8 if quick else 16)
-    seg = Segments.of(rm)
+    seg = CompactRouting.of(rm)
     sizes = seg.buckets(rm.n_links)
     Lp, Np, Sp, Ep = sizes
     el, es, ef, ss, _ = seg.padded(sizes)

@@ -22,7 +22,7 @@ and rail_optimized(32) (256). The gradient reuses the forward's events (each eve
 allocation kept by ``completion_times(keep_phases=True)``): no step is solved again. A
 DragonFly all-to-all is printed apart (``--dragonfly-342`` adds dragonfly(3, 6, 3), 342 GPUs,
 which takes minutes): its flows finish at many events, in groups that most one-link changes
-move apart (the new event order is followed: ``flowsolver._event_split``), and nearly every
+move apart (the new event order is followed: ``flowsolver.timing._event_split``), and nearly every
 link ties at every event, so each event carries one propagation per tied link through its
 bottleneck structure; it does not meet the 3x target (see the README).
 """

@@ -20,9 +20,9 @@ __getattr__, __dir__ = lazy_exports(__name__, {
                  "register_policy"),
     ".solver": ("Allocation", "RateSensitivity", "bucket_size", "fair_rates", "max_min_fair", "rate_sensitivity",
                 "trace_count"),
-    ".timing": ("Completion", "completion_times"),
-    "._completion_sensitivity": ("CompletionSensitivity", "completion_sensitivity", "fair_makespan"),
-    ".collectives": ("ALGORITHMS", "NCCL_ALGORITHMS", "OPS", "PROTOCOLS", "Calibration", "CollectiveResult",
+    ".timing": ("Completion", "CompletionSensitivity", "completion_sensitivity", "completion_times", "fair_makespan"),
+    ".collectives": ("ALGORITHMS", "NCCL_ALGORITHMS", "OPS", "PROTOCOLS", "Calibration", "CollectiveOptions",
+                     "CollectiveResult",
                      "CollectiveStep", "ConcurrentResult", "busbw_factor", "calibrate", "collective",
                      "collective_time", "collective_variants", "concurrent", "register_algorithm"),
     ".training": ("MODELS", "ModelSpec", "Phase", "StepResult", "get_model", "memory_per_gpu", "training_step",
@@ -46,9 +46,9 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
                           register_policy, route)
     from .solver import (Allocation, RateSensitivity, bucket_size, fair_rates, max_min_fair, rate_sensitivity,
                          trace_count)
-    from .timing import Completion, completion_times
-    from ._completion_sensitivity import CompletionSensitivity, completion_sensitivity, fair_makespan
-    from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveResult,
+    from .timing import Completion, CompletionSensitivity, completion_sensitivity, completion_times, fair_makespan
+    from .collectives import (ALGORITHMS, NCCL_ALGORITHMS, OPS, PROTOCOLS, Calibration, CollectiveOptions,
+                              CollectiveResult,
                               CollectiveStep, ConcurrentResult, busbw_factor, calibrate, collective,
                               collective_time, collective_variants, concurrent, register_algorithm)
     from .training import (MODELS, ModelSpec, Parallelism, Phase, Schedule, StepResult, get_model, memory_per_gpu,
@@ -70,6 +70,7 @@ __all__ = [
     "max_min_fair", "Allocation", "bucket_size", "trace_count", "rate_sensitivity", "RateSensitivity", "fair_rates",
     "completion_times", "Completion", "completion_sensitivity", "CompletionSensitivity", "fair_makespan",
     "collective", "collective_time", "collective_variants", "concurrent", "calibrate", "Calibration", "CollectiveResult",
+    "CollectiveOptions",
     "ConcurrentResult", "CollectiveStep",
     "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "PROTOCOLS", "busbw_factor", "nccl_tests", "register_algorithm",
     "training_step", "Parallelism", "Schedule", "StepResult", "Phase", "ModelSpec", "MODELS", "get_model", "memory_per_gpu",

@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 import threading
+from dataclasses import fields, replace
 from pathlib import Path
 
 import topologies as tp
@@ -29,7 +30,7 @@ import topologies as tp
 from ._status import Status
 from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, read_rows, typed_frame, write_atomic, \
     default_cache_dir
-from .collectives import collective, collective_variants
+from .collectives import CollectiveOptions, collective, collective_variants
 from .routing import policy_of
 from .training import step_arguments, training_step
 
@@ -127,10 +128,15 @@ _BUILT: dict = {}
 _BUILT_LOCK = threading.Lock()
 
 
-def _collective_kw(s):
+#: the CollectiveOptions fields a sweep's grid sets per scenario (``policy``, ``subflows``, ``channels``)
+GRID_OPTIONS = ("policy", "policy_options", "channels")
+
+
+def _collective_kw(s, options=None):
     opts = {"subflows": int(s["subflows"])} if policy_of(s["policy"]).subflows else None
-    return dict(algorithm=s["algorithm"], policy=s["policy"], policy_options=opts, ranks=s["ranks"],
-                channels=None if s["channels"] is None else int(s["channels"]))
+    base = {} if options is None else options.keywords("sweep")
+    return {**base, **dict(algorithm=s["algorithm"], policy=s["policy"], policy_options=opts, ranks=s["ranks"],
+                           channels=None if s["channels"] is None else int(s["channels"]))}
 
 
 def _metrics_collective(r, g) -> dict:
@@ -139,15 +145,16 @@ def _metrics_collective(r, g) -> dict:
                 busbw=r.busbw, chosen_algorithm=r.algorithm, bottleneck_tier=r.bottleneck_tier)
 
 
-def _run_train(s, g) -> dict:
+def _run_train(s, g, options=None) -> dict:
     kw = {k: s[k] for k in ("tp", "pp", "dp", "ep", "cp", "vp", "micro_batch", "zero", "dp_overlap", "precision")
           if s[k] is not None}
     if s["global_batch"] is not None:
         kw["global_batch"] = int(s["global_batch"])
     if s["compute_efficiency"] is not None:
         kw["compute_efficiency"] = float(s["compute_efficiency"])
+    collective_options = dict(policy=s["policy"]) if options is None else replace(options, policy=s["policy"])
     r = training_step(g, **step_arguments(model=s["model"], ranks=s["ranks"],
-                                         collective_options=dict(policy=s["policy"]), **kw))
+                                         collective_options=collective_options, **kw))
     worst = max(r.phases.values(), key=lambda p: p.exposed) if r.phases else None
     return dict(status=Status.OK.label, error="", gpus=r.gpus, step_time=r.step_time,
                 tokens_per_s=r.tokens_per_s, speedup=r.speedup, comm_overhead=r.comm_overhead,
@@ -171,13 +178,13 @@ def _batches(scenarios):
     return list(groups.values())
 
 
-def _run_task(scenarios) -> list:
+def _run_task(scenarios, options=None) -> list:
     """Metrics of scenarios that share one routing pattern: what an executor's worker runs
     (a module-level function, so that it pickles)."""
-    return _run_batch(scenarios, list(range(len(scenarios))))
+    return _run_batch(scenarios, list(range(len(scenarios))), options)
 
 
-def _run_batch(scenarios, idx) -> list:
+def _run_batch(scenarios, idx, options=None) -> list:
     """Metrics of the scenarios ``idx`` (one routing pattern)."""
     graphs, out = {}, {}
     for i in idx:
@@ -192,18 +199,18 @@ def _run_batch(scenarios, idx) -> list:
     try:
         if first["task"] == "train":
             for i in live:
-                out[i] = _run_train(scenarios[i], graphs[i])
+                out[i] = _run_train(scenarios[i], graphs[i], options)
         elif len(live) == 1:
             g = graphs[live[0]]
             out[live[0]] = _metrics_collective(collective(g, first["op"], float(first["size"]),
-                                                          **_collective_kw(first)), g)
+                                                          **_collective_kw(first, options)), g)
         else:
             structure = {}
             for i in live:   # technology swaps keep the structure; a different port count does not
                 structure.setdefault(tuple(graphs[i].edges()), []).append(i)
             for members in structure.values():
                 res = collective_variants([graphs[i] for i in members], first["op"], float(first["size"]),
-                                          **_collective_kw(first))
+                                          **_collective_kw(first, options))
                 for i, r in zip(members, res):
                     out[i] = _metrics_collective(r, graphs[i]) if r.status == Status.OK else \
                         dict(status=r.status.label, error=r.message)
@@ -214,7 +221,7 @@ def _run_batch(scenarios, idx) -> list:
 
 
 def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=None,
-          cache_dir="default", distributed: bool = False, executor=None):
+          cache_dir="default", distributed: bool = False, executor=None, options=None):
     """Run every scenario of ``grid`` and return a tidy DataFrame (needs pandas).
 
     Parameters
@@ -262,6 +269,11 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         batched); rows, the ``out`` file and resume are as in a serial run (the file in
         scenario order); the progress bar advances as tasks finish. A task that dies
         records its scenarios as errors.
+    options : CollectiveOptions, optional
+        The collective options of every scenario (:class:`flowsolver.CollectiveOptions`:
+        protocol, chunk, efficiency, latencies, calibration) but those the grid sets
+        (``policy``, ``subflows``, ``channels``: leave them at their defaults here).
+        Training scenarios take it as ``training_step``'s ``collective_options``.
 
     Returns
     -------
@@ -285,6 +297,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         raise ImportError("sweep needs pandas: install the 'analysis' extra (pip install 'flowsolver[analysis]')") \
             from None
     _check_executor(executor)
+    _check_options(options)
     scenarios = _shard(expand_grid(grid), shard)
     cache = cache_path(cache_dir)
     table = _Table(scenarios, out, resume)
@@ -298,11 +311,14 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         with compilation_cache_for(cache):
             if executor is None:
                 for batch in batches:
-                    table.record(batch, _run_batch(table.pending, batch), bar)
+                    rows = _run_batch(table.pending, batch) if options is None else \
+                        _run_batch(table.pending, batch, options)
+                    table.record(batch, rows, bar)
             else:                        # one task per routing pattern, so batching survives
                 import concurrent.futures
 
-                futures = {executor.submit(_run_task, [table.pending[j] for j in batch]): batch for batch in batches}
+                futures = {executor.submit(_run_task, [table.pending[j] for j in batch], options): batch
+                           for batch in batches}
                 for future in concurrent.futures.as_completed(futures):
                     batch = futures[future]
                     try:
@@ -314,6 +330,17 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         if bar is not None:
             bar.close()
     return table.frame()
+
+
+def _check_options(options) -> None:
+    """TypeError for ``options`` that is not a CollectiveOptions; ValueError for one that
+    sets what the grid sets per scenario."""
+    if options is None:
+        return
+    if not isinstance(options, CollectiveOptions):
+        raise TypeError(f"options must be a flowsolver.CollectiveOptions, got {type(options).__name__}")
+    options.keywords("sweep (the grid sets policy, subflows and channels)",
+                     [f.name for f in fields(options) if f.name not in GRID_OPTIONS])
 
 
 def _check_executor(executor):

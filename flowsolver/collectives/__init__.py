@@ -82,8 +82,10 @@ Modules: ``_nccl`` (ops, NCCL constants), ``_nccl_model`` (NCCL's tuning model),
 ``_calibrate`` (fits to nccl-tests logs), ``_layout`` (where the ranks sit),
 ``_trees`` (trees, pipeline, the :class:`Step` value), ``_algorithms`` (the algorithm registry:
 :func:`register_algorithm`, ``ALGORITHMS``; built-ins in ``_builtin_algorithms``), ``_schedules`` (one schedule function
-per built-in (op, algorithm)), ``_options`` (the run's options, built once),
-``_bound`` (the pruning lower bound), ``_solve`` (routing and solving steps), ``_results``
+per built-in (op, algorithm)), ``_options`` (the public :class:`CollectiveOptions` and the run's
+resolved options, built once),
+``_bound`` (the pruning lower bound), ``_solve`` (routing and solving steps;
+its records ``Job``, ``SolvedStep``, ``Timed``, ``TimedScenario``), ``_results``
 (result types), ``_collective`` (:func:`collective`, :func:`collective_variants`) and
 ``_concurrent`` (:func:`concurrent`, on :func:`flowsolver.timing.step_times`; :func:`concurrent_kinds`, several kinds
 of lockstep groups solved together).
@@ -101,6 +103,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._concurrent": ("concurrent", "concurrent_kinds"),
     "._hardware": ("nccl_channels",),
     "._jax": ("collective_time",),
+    "._options": ("CollectiveOptions",),
     "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm"),
     "._nccl": ("DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
                "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor"),
@@ -114,6 +117,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._hardware import nccl_channels
     from ._jax import collective_time
     from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
+    from ._options import CollectiveOptions
     from ._nccl import (DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                         busbw_factor)
     from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
@@ -121,6 +125,6 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
 # the built-in algorithms register themselves (ALGORITHMS' order); no JAX is imported
 from . import _builtin_algorithms  # noqa: F401,E402
 
-__all__ = ["register_algorithm", "collective", "collective_variants", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
+__all__ = ["register_algorithm", "collective", "collective_variants", "CollectiveOptions", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
            "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "collective_time"]

@@ -5,7 +5,7 @@ built, where it can run, and whether NCCL runs it and NCCL's cost model times it
 ``"auto"``, the command line and the checks of ``algorithm=`` all read it.
 
 A schedule function takes ``(p, size, layout, chunk)`` (ranks, bytes as nccl-tests counts
-them, the rank :class:`~._layout.Layout`: its ``groups`` (ranks per server), ``rings``
+them, the rank :class:`~._layout.RankLayout`: its ``groups`` (ranks per server), ``rings``
 and ``channels``, and the pipeline chunk in bytes) and returns the algorithm as a sequence
 of steps ``(count, flows, latency_count)`` (or :class:`~._trees.Step` values): ``count``
 identical rounds of the concurrent ``flows``, each ``(src position, dst position, bytes)``,

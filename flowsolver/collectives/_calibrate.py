@@ -147,29 +147,31 @@ class _RowModel:
     def __init__(self, graph, op, size, ranks, algorithm, options, cal):
         options = cal.apply(options)
         with unchanged(graph):
-            ranks_, self.p, plans, self.hw, _ = _plans(graph, op, size, [ranks], algorithm, options)
-            (self.links, self.results), = time_plans(graph, ranks_, plans, options, [graph])
+            planned = _plans(graph, op, size, [ranks], algorithm, options)
+            self.p, self.hw = planned.p, planned.hw
+            scenario, = time_plans(graph, planned.ranks, planned.plans, options, [graph])
+            self.links, self.results = scenario.links, scenario.results
         self.op, self.size, self.options, self.cal = op, size, options, cal
         self.only = None if algorithm == "auto" else algorithm
 
     def time(self, lam, m, f=1.0):
         """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, pipeline scale ``f``."""
-        scaled = {a: (t, tuple(replace(st, transfer=st.transfer / m) for st in steps), u)
-                  for a, (t, steps, u, *_) in self.results.items()}
+        scaled = {a: replace(r, steps=tuple(replace(st, transfer=st.transfer / m) for st in r.steps))
+                  for a, r in self.results.items()}
         hw = replace(self.hw, nvlink_bw=self.hw.nvlink_bw * m)
         model = replace(self.cal, latency_scale=self.cal.latency_scale * lam, pipeline=_scaled(self.cal.pipeline, f))
         tuned = {k: v for k, v in tuned_times(self.op, self.size, self.p, scaled, hw, self.options, model).items()
                  if self.only in (None, k[0])}
         pick = nccl_pick(tuned)
         entries = [] if pick is None else [(pick[1][0], pick[0][0])]
-        for a, (t, steps, *_) in self.results.items():
+        for a, r in self.results.items():
             if self.only in (None, a) and not is_tuned(a, self.op, self.options):
-                transfer = transfer_of(steps)
-                entries.append((lam * (t - transfer) + transfer / m, a))
+                transfer = transfer_of(r.steps)
+                entries.append((lam * (r.time - transfer) + transfer / m, a))
         return min(entries)
 
     def bottleneck_tech(self, algorithm) -> str:
-        steps = self.results[algorithm][1]
+        steps = self.results[algorithm].steps
         longest = max(steps, key=lambda st: st.count * st.transfer)
         return str(self.links.tech[longest.bottleneck[0].index]) if longest.bottleneck else ""
 
@@ -273,7 +275,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         for r, t_meas in zip(models, measured):
             t, a = r.time(lam, m, f)
             tech = r.bottleneck_tech(a)
-            weight[tech] = weight.get(tech, 0.0) + transfer_of(r.results[a][1]) / t_meas
+            weight[tech] = weight.get(tech, 0.0) + transfer_of(r.results[a].steps) / t_meas
         tech = max(weight, key=weight.get)
         efficiency = dict(cal.efficiency)
         if tech:

@@ -3,7 +3,7 @@ candidate schedules, the lower-bound pruning of ``"auto"``, batched solving, res
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -12,23 +12,69 @@ from .._status import Status
 from ..routing import gpu_nodes, graph_memo, unchanged
 from ._bound import Capacities, lower_bound
 from ._layout import participants, without_nvls
-from ._dual import TIE_RTOL
+from .._tolerance import RTOL
 from ._hardware import describe, nvlink_edge
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
 from ._nccl import DEFAULT_CHUNK, PROTOCOLS, busbw_factor
-from ._options import Options, check_call, check_efficiency_keys
+from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
 from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
-from ._solve import time_many, time_plans
+from ._solve import Job, Timed, TimedScenario, time_many, time_plans
 from ._trees import Step, StepFlows
 from ._nccl_timing import (nccl_pick, rescaled, slow_paths_of, steady_parts, steady_transfer, transfer_of,
                            tuned_time, tuned_times, why_not_tuned)
 from ._nccl_model import _BASE
 
-__all__ = ["collective", "collective_variants", "solve_collective", "solve_collectives"]
+__all__ = ["collective", "collective_variants", "solve_collective", "solve_collectives", "Call", "Planned"]
 
 _STALLED = ("a collective step cannot complete: one of its flows crosses a failed (zero-capacity) link on "
             "every path")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One collective to solve (:func:`solve_collectives`): ``op``, ``size`` (bytes), the
+    ``rank_groups`` run in lockstep (each a sequence of GPU ranks, or None: every GPU), the
+    ``algorithm`` (or ``"auto"``), its :class:`~._options.Options` and calibration ``model``."""
+
+    op: str
+    size: float
+    rank_groups: list
+    algorithm: str
+    options: Options
+    model: object = None
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A call laid out (:func:`_plans`): all ``ranks`` (the groups' in order), ``p`` ranks per
+    group, the steps of every candidate algorithm (``plans``), NCCL's view ``hw`` of the
+    ranks, and the first group's ranks and RankLayout (``first``, ``layout``)."""
+
+    ranks: list
+    p: int
+    plans: dict
+    hw: object
+    first: list
+    layout: object
+
+
+@dataclass(frozen=True)
+class _Pick:
+    """What :func:`_pick` chose: ``algorithm`` and ``protocol``, its ``time`` (s), ``steps``
+    and link ``utilization``, every entry's time (``choices``) and NCCL estimate
+    (``estimates``), each algorithm's best time (``candidates``) and the entries NCCL's cost
+    model ties with the choice (``rivals``)."""
+
+    algorithm: str
+    protocol: str
+    time: float
+    steps: tuple
+    utilization: np.ndarray
+    choices: dict
+    estimates: dict
+    candidates: dict
+    rivals: list
 
 
 def _merged(per_group, p):
@@ -70,7 +116,7 @@ def _why(a, op, p, layout, hw, options):
     return None
 
 
-def _plans(graph, op, size, rank_groups, algorithm, options):
+def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     """All ranks (the groups' in order), the steps of every candidate algorithm (those NCCL
     times from the ring's flow solve get the ring's steps) and NCCL's view of the ranks."""
     laid = [participants(graph, op, ranks, options.channels) for ranks in rank_groups]
@@ -96,7 +142,7 @@ def _plans(graph, op, size, rank_groups, algorithm, options):
     plans = {}
     for a in names:
         sched = "ring" if algorithm_of(a).derived(op) else a
-        # groups laid out alike share one Layout object (participants), and but for NVLS the
+        # groups laid out alike share one RankLayout object (participants), and but for NVLS the
         # schedules do not read the NVSwitch domain (one per server)
         of = (lambda layout: layout) if algorithm_of(sched).reads_nvswitch else \
             (lambda layout: without_nvls(graph, layout))
@@ -106,10 +152,21 @@ def _plans(graph, op, size, rank_groups, algorithm, options):
                 by_layout[id(layout)] = schedule(op, sched, p, size, of(layout), chunk)
         per_group = [by_layout[id(layout)] for _, layout in laid]
         plans[a] = per_group[0] if len(per_group) == 1 else _merged(per_group, p)
-    return ranks, p, plans, hw, laid[0]
+    return Planned(ranks, p, plans, hw, laid[0][0], laid[0][1])
 
 
-def _auto_first(graph, ranks, plans, options):
+@dataclass(frozen=True)
+class _FirstRound:
+    """What a call solves first: ``solve`` (algorithm names); for ``"auto"`` with several
+    candidates also each one's lower ``bounds`` (s) and the candidates in their ``order``
+    (None otherwise: every candidate is solved at once)."""
+
+    solve: list
+    bounds: dict | None = None
+    order: list | None = None
+
+
+def _auto_first(graph, ranks, plans, options) -> _FirstRound:
     """``"auto"``'s first round: each candidate's lower bound (needs no routing), the
     candidates in order of it, and those solved first: every algorithm NCCL's cost model
     times (with the model), else the most promising one."""
@@ -117,20 +174,20 @@ def _auto_first(graph, ranks, plans, options):
     bounds = {a: lower_bound(capacities, plans[a], options) for a in plans}
     order = sorted(plans, key=bounds.get)
     first = [a for a in plans if algorithm_of(a).nccl_model] if options.tuner else []
-    return bounds, order, first or order[:1]
+    return _FirstRound(first or order[:1], bounds, order)
 
 
 def _auto_rest(graph, ranks, plans, options, tune, bounds, order, table, results):
     """``"auto"``'s second round, given the first's ``results``: in one batched call every
     other candidate whose bound is below the best time so far; the rest cannot win and are
-    never routed or solved. Returns the timed table and the pruned candidates' bounds."""
-    best_time = min(r[0] for r in results.values())
+    never routed or solved. Returns the TimedScenario and the pruned candidates' bounds."""
+    best_time = min(r.time for r in results.values())
     if options.tuner and (pick := nccl_pick(tune(results))) is not None:
         best_time = min(best_time, pick[1][0])
     rest = [a for a in order if a not in results and bounds[a] < best_time]
     if rest:
-        results.update(time_plans(graph, ranks, {a: plans[a] for a in rest}, options, [graph])[0][1])
-    timed = [(table, {a: results[a] for a in plans if a in results})]
+        results.update(time_plans(graph, ranks, {a: plans[a] for a in rest}, options, [graph])[0].results)
+    timed = TimedScenario(table, {a: results[a] for a in plans if a in results})
     return timed, {a: bounds[a] for a in plans if a not in results}
 
 
@@ -139,24 +196,24 @@ def is_tuned(algorithm, op, options) -> bool:
     return options.tuner and algorithm_of(algorithm).nccl_model and op in TUNED_OPS
 
 
-def _pick(op, size, p, results, hw, options, model, only=None):
-    """(algorithm, protocol, time, steps, utilisation, choices, candidates): NCCL's pick
-    among the algorithms its cost model times (the least estimate, :func:`~._nccl_timing.nccl_pick`)
+def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
+    """NCCL's pick among the algorithms its cost model times (the least estimate, :func:`~._nccl_timing.nccl_pick`)
     against the fastest of the others (of algorithm ``only`` where given)."""
     tuned = tuned_times(op, size, p, results, hw, options, model) if options.tuner else {}
     if only is not None:
         results = {only: results[only]}
         tuned = {k: v for k, v in tuned.items() if k[0] == only}
     entries = {}
-    for a, (total, steps, util, *_) in results.items():
+    for a, r in results.items():
         if is_tuned(a, op, options):
             continue
-        entries[a, options.step_protocol] = (total, steps, util)
+        entries[a, options.step_protocol] = (r.time, r.steps, r.utilization)
     own = dict(entries)
     for (a, proto), (total, lat, _) in tuned.items():
         base = _BASE[a][PROTOCOLS.index(proto)] * 1e-6 if options.base_latency is None else options.base_latency
-        steps = results[a][1]
-        entries[a, proto] = (total, rescaled(steps, total, lat, base) if np.isfinite(total) else steps, results[a][2])
+        steps = results[a].steps
+        entries[a, proto] = (total, rescaled(steps, total, lat, base) if np.isfinite(total) else steps,
+                             results[a].utilization)
     pick = nccl_pick(tuned)
     contest = {**own, pick[0]: entries[pick[0]]} if pick is not None else own
     (a, proto), (total, steps, util) = min(contest.items(), key=lambda kv: kv[1][0])
@@ -167,33 +224,34 @@ def _pick(op, size, p, results, hw, options, model, only=None):
     choices = {f"{name}/{pr}": v[0] for (name, pr), v in entries.items()}
     rivals = [] if pick is None or (a, proto) != pick[0] else \
         [f"{n}/{pr}" for (n, pr), (_, _, est) in tuned.items()
-         if (n, pr) != pick[0] and abs(est - pick[1][2]) <= TIE_RTOL * pick[1][2]]
+         if (n, pr) != pick[0] and abs(est - pick[1][2]) <= RTOL * pick[1][2]]
     estimates = {f"{name}/{pr}": est for (name, pr), (_, _, est) in tuned.items()}
-    return a, proto, total, steps, util, (choices, estimates), candidates, rivals
+    return _Pick(a, proto, total, steps, util, choices, estimates, candidates, rivals)
 
 
-def _derivation(graph, ranks, results, best, proto, rivals, hw, call, table) -> Derivation:
+def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, table) -> Derivation:
     """What the result's derivatives are computed from: the chosen algorithm's solved steps
     and, where NCCL's cost model set the time, its formula on the ring's and the algorithm's
-    own flow solves and the NVLink bandwidth (``call``: op, size, ranks, options, model)."""
-    op, size, p, options, model = call
-    solved_on, cap = results[best][3:5]
+    own flow solves and the NVLink bandwidth (``p`` ranks per group)."""
+    op, size, options, model = call.op, call.size, call.options, call.model
+    solved_on, cap = results[best].solved_on, results[best].capacity
     why_not = "" if not rivals else (
         f"NCCL's cost model times {best}/{proto} and {', '.join(rivals)} alike: which one NCCL picks after a change "
         "depends on its sign and size (time one of them with algorithm= and protocol=)")
-    runs = {id(r): r for r in (results[best][5], results.get("ring", (None,) * 6)[5]) if r is not None}
+    ring = results.get("ring")
+    runs = {id(r): r for r in (results[best].run, None if ring is None else ring.run) if r is not None}
     cache = {"runs": list(runs.values())}           # the forward's events, reused by the derivatives
     if not is_tuned(best, op, options):
         return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not)
-    steps = results[best][1]
+    steps = results[best].steps
     edge = nvlink_edge(graph, gpu_nodes(graph)[ranks[0]]) if hw.nvlink_bw > 0 else None
     index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
-    ring_steps = results["ring"][1]
+    ring_steps = results["ring"].steps
     formula = TunedFormula(
         formula=lambda ring, own, nvlink: tuned_time(best, proto, op, size, p, ring, own,
                                                      replace(hw, nvlink_bw=nvlink), options, model,
                                                      slow_paths_of(steps))[0],
-        ring=results["ring"][3], own=tuple((*solved_on[i][:2], m) for i, m in steady_parts(steps)),
+        ring=results["ring"].solved_on, own=tuple((*solved_on[i][:2], m) for i, m in steady_parts(steps)),
         values=(transfer_of(ring_steps), steady_transfer(steps), hw.nvlink_bw),
         nvlink=-1 if edge is None else index[edge])
     return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, tuned=formula)
@@ -203,78 +261,86 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     """One collective per rank group, the groups in lockstep (step ``j`` of every group runs
     at the same time; one group is :func:`collective`), on ``graph`` or on each of its
     same-structure ``variants``: one :class:`CollectiveResult` per scenario."""
+    call = Call(op, size, rank_groups, algorithm, options, model)
     if variants is None:
-        return solve_collectives(graph, [(op, size, rank_groups, algorithm, options, model)])
+        return solve_collectives(graph, [call])
     with unchanged(graph):          # laid out and every step routed on one index of the graph
         planned = _plans(graph, op, size, rank_groups, algorithm, options)
-        ranks, _, plans, _, (first, layout) = planned
-        timed = time_plans(graph, ranks, plans, options, list(variants))
+        timed = time_plans(graph, planned.ranks, planned.plans, options, list(variants))
     # NCCL's view of each scenario's hardware (a variant's own NVLink and NIC rates)
-    hws = [describe(v, first, layout, options.channels, options.efficiency) for v in variants]
-    call = (op, size, rank_groups, algorithm, options, model)
-    return [_result(graph, call, planned, table, results, {}, hw) for (table, results), hw in zip(timed, hws)]
+    hws = [describe(v, planned.first, planned.layout, options.channels, options.efficiency) for v in variants]
+    return [_result(graph, call, planned, scenario, {}, hw) for scenario, hw in zip(timed, hws)]
 
 
 def solve_collectives(graph, calls) -> list:
-    """:func:`solve_collective` for several collectives on one graph, ``calls`` of ``(op,
-    size, rank_groups, algorithm, options, model)`` (each its groups in lockstep), one
+    """:func:`solve_collective` for several collectives on one graph, ``calls`` of
+    :class:`Call` (each its groups in lockstep), one
     :class:`CollectiveResult` each: what each solves first (every candidate, or ``"auto"``'s
     first round) is routed per collective and solved together in one batched call (per link
     efficiency); ``"auto"``'s second round, when a pruned candidate could still win, apart."""
     with unchanged(graph):          # laid out and every step routed on one index of the graph
-        planned = [_plans(graph, op, size, groups, algorithm, options)
-                   for op, size, groups, algorithm, options, _ in calls]
+        planned = [_plans(graph, c.op, c.size, c.rank_groups, c.algorithm, c.options) for c in calls]
         firsts = []
-        for (*_, algorithm, options, _), (ranks, _, plans, _, _) in zip(calls, planned):
-            auto = algorithm == "auto" and len(plans) > 1
-            firsts.append(_auto_first(graph, ranks, plans, options) if auto else (None, None, list(plans)))
+        for c, pl in zip(calls, planned):
+            auto = c.algorithm == "auto" and len(pl.plans) > 1
+            firsts.append(_auto_first(graph, pl.ranks, pl.plans, c.options) if auto else _FirstRound(list(pl.plans)))
         timed_first: dict = {}
         by_efficiency: dict = {}
-        for i, call in enumerate(calls):
-            by_efficiency.setdefault(repr(call[4].efficiency), []).append(i)
+        for i, c in enumerate(calls):
+            by_efficiency.setdefault(repr(c.options.efficiency), []).append(i)
         for members in by_efficiency.values():
-            jobs = [(planned[i][0], {a: planned[i][2][a] for a in firsts[i][2]}, calls[i][4]) for i in members]
+            jobs = [Job(planned[i].ranks, {a: planned[i].plans[a] for a in firsts[i].solve}, calls[i].options)
+                    for i in members]
             for i, timed in zip(members, time_many(graph, jobs)):
                 timed_first[i] = timed
         out = []
-        for i, (call, (ranks, p, plans, hw, _), (bounds, order, _)) in enumerate(zip(calls, planned, firsts)):
-            (table, results), = timed_first[i]
+        for i, (c, pl, first) in enumerate(zip(calls, planned, firsts)):
+            scenario, = timed_first[i]
             pruned: dict = {}
-            if bounds is not None:
-                op, size, _, _, options, model = call
-                tune = lambda results, op=op, size=size, p=p, hw=hw, options=options, model=model: \
-                    tuned_times(op, size, p, results, hw, options, model)  # noqa: E731
-                timed, pruned = _auto_rest(graph, ranks, plans, options, tune, bounds, order, table, results)
-                (table, results), = timed
-            out.append(_result(graph, call, planned[i], table, results, pruned, hw))
+            if first.bounds is not None:
+                tune = lambda results, c=c, pl=pl: \
+                    tuned_times(c.op, c.size, pl.p, results, pl.hw, c.options, c.model)  # noqa: E731
+                scenario, pruned = _auto_rest(graph, pl.ranks, pl.plans, c.options, tune, first.bounds, first.order,
+                                              scenario.links, scenario.results)
+            out.append(_result(graph, c, pl, scenario, pruned, pl.hw))
     return out
 
 
-def _result(graph, call, planned, table, results, pruned, hw) -> CollectiveResult:
+def _result(graph, call: Call, planned: Planned, scenario: TimedScenario, pruned, hw) -> CollectiveResult:
     """The CollectiveResult of one scenario of ``call`` from its timed candidates."""
-    op, size, _, algorithm, options, model = call
-    ranks, p = planned[0], planned[1]
-    only = None if algorithm == "auto" else algorithm
-    best, proto, total, steps, util, (choices, estimates), candidates, rivals = _pick(op, size, p, results, hw, options, model,
-                                                                         only)
-    derivation = _derivation(graph, ranks, results, best, proto, rivals, hw,
-                             (op, size, p, options, model), table)
+    op, size, p, results, table = call.op, call.size, planned.p, scenario.results, scenario.links
+    only = None if call.algorithm == "auto" else call.algorithm
+    pick = _pick(op, size, p, results, hw, call.options, call.model, only)
+    derivation = _derivation(graph, planned.ranks, p, results, pick.algorithm, pick.protocol, pick.rivals, hw, call,
+                             table)
+    total = pick.time
     stalled = not np.isfinite(total)
     algbw = 0.0 if stalled else float(size) / total
-    return CollectiveResult(op=op, algorithm=best, size=float(size), ranks=p, time=total, algbw=algbw,
-                            busbw=algbw * busbw_factor(op, p), steps=steps, link_utilization=util,
-                            links=table, candidates=candidates, pruned=dict(pruned),
+    return CollectiveResult(op=op, algorithm=pick.algorithm, size=float(size), ranks=p, time=total, algbw=algbw,
+                            busbw=algbw * busbw_factor(op, p), steps=pick.steps, link_utilization=pick.utilization,
+                            links=table, candidates=pick.candidates, pruned=dict(pruned),
                             status=Status.STALLED if stalled else Status.OK,
-                            message=_STALLED if stalled else "", protocol=proto, channels=hw.channels,
-                            nccl=best in NCCL_ALGORITHMS[op], choices=choices, estimates=estimates,
-                            solved_on=derivation)
+                            message=_STALLED if stalled else "", protocol=pick.protocol, channels=hw.channels,
+                            nccl=pick.algorithm in NCCL_ALGORITHMS[op], choices=pick.choices,
+                            estimates=pick.estimates, solved_on=derivation)
+
+
+def _gathered(entry, fn, options, values: dict):
+    """The :class:`Options` and calibration of a call to ``fn`` (``entry`` its name) from its
+    option keywords ``values`` or its ``options`` (a :class:`CollectiveOptions`)."""
+    kw = merged_options(entry, options, values, {k: fn.__kwdefaults__[k] for k in values})
+    return Options(policy=kw["policy"], policy_options=dict(kw["policy_options"] or {}), pxn=kw["pxn"],
+                   protocol=kw["protocol"], chunk=kw["chunk"], efficiency=kw["efficiency"],
+                   step_latency=kw["step_latency"], base_latency=kw["base_latency"], channels=kw["channels"],
+                   tuner=kw["step_latency"] is None, candidates=kw["candidates"]), kw["model"]
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
                policy: str = "ecmp", policy_options: dict | None = None, channels: int | None = None,
                pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                efficiency=None, step_latency: float | None = None,
-               base_latency: float | None = None, candidates: str = "nccl", model=None) -> CollectiveResult:
+               base_latency: float | None = None, candidates: str = "nccl", model=None,
+               options: CollectiveOptions | None = None) -> CollectiveResult:
     """Time a collective on a cluster graph.
 
     Parameters
@@ -307,6 +373,8 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         (halving-doubling, hierarchical, pairwise, binomial): ``result.nccl`` says which won.
     model : Calibration, optional
         Fitted constants (:func:`flowsolver.calibrate`).
+    options : CollectiveOptions, optional
+        All of the options above in one record, instead of the keywords (not both).
     chunk : float
         Pipeline chunk of tree all-reduce and ring broadcast / reduce, bytes (default
         512 KiB: NCCL's 4 MiB buffer over its 8 steps).
@@ -333,9 +401,10 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     >>> r.algorithm, r.protocol, round(r.time * 1e6, 1)   # NCCL's tuner: Tree LL, 25.2 us + 1 KiB
     ('tree', 'LL', 26.0)
     """
-    options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
-                      chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
-                      channels=channels, tuner=step_latency is None, candidates=candidates)
+    options, model = _gathered("collective", collective, options, dict(
+        policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
+        efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
+        model=model))
     return collective_with(graph, op, size, ranks, algorithm, options, model)
 
 
@@ -357,12 +426,14 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
                         policy: str = "ecmp", policy_options: dict | None = None, channels: int | None = None,
                         pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                         efficiency=None, step_latency: float | None = None,
-                        base_latency: float | None = None, candidates: str = "nccl", model=None) -> list:
+                        base_latency: float | None = None, candidates: str = "nccl", model=None,
+                        options: CollectiveOptions | None = None) -> list:
     """:func:`collective` on several graphs of one structure (same nodes and edges, other
     capacities or latencies: a technology swap, derated links, failed links at capacity 0),
     routed once on the first and solved for all in one batched call.
 
-    Options as :func:`collective` (``model=`` a :func:`flowsolver.calibrate` result).
+    Options as :func:`collective` (``model=`` a :func:`flowsolver.calibrate` result; or
+    ``options=`` a :class:`~flowsolver.CollectiveOptions`).
     Returns one :class:`CollectiveResult` per graph; a variant that cannot complete has
     ``status`` ``Status.STALLED``, ``time`` inf and the reason in ``message``. Routes are
     the first graph's: a link failed in another variant is not routed around (its flows
@@ -373,9 +444,10 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     >>> [round(r.busbw / 1e9) for r in collective_variants([ndr, hdr], "all_reduce", 2**30, algorithm="ring")]  # 8 NICs: 376, 192
     [348, 183]
     """
-    options = Options(policy=policy, policy_options=dict(policy_options or {}), pxn=pxn, protocol=protocol,
-                      chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency,
-                      channels=channels, tuner=step_latency is None, candidates=candidates)
+    options, model = _gathered("collective_variants", collective_variants, options, dict(
+        policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
+        efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
+        model=model))
     check_call(op, algorithm, size, options)
     graphs = list(graphs)
     if not graphs:

@@ -11,10 +11,10 @@ from .. import _checks
 from .._status import Status
 from ..routing import RoutingMatrix, unchanged
 from ..timing import step_times
-from ._collective import collective_with, solve_collectives
+from ._collective import Call, collective_with, solve_collectives
 from ._layout import participants, unavailable
 from ._nccl import DEFAULT_CHUNK
-from ._options import Options, check_call, check_efficiency_keys
+from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
 from ._results import ConcurrentResult
 from ._schedules import schedule
 from ._solve import route_step, solve_steps, step_latency
@@ -83,7 +83,8 @@ def _timeline(plans, routed, cap, base):
 def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict | None = None,
                pxn: bool = True, protocol: str = "Simple", chunk: float = DEFAULT_CHUNK, efficiency=None,
                step_latency: float | None = None, base_latency: float | None = None,
-               alone: bool = True, lockstep: bool = False, model=None) -> ConcurrentResult:
+               alone: bool = True, lockstep: bool = False, model=None,
+               options: CollectiveOptions | None = None) -> ConcurrentResult:
     """Run several collectives at once on one fabric and report how much each slowed.
 
     ``collectives`` is a list of dicts with the keys of :func:`collective` (``op``, ``size``,
@@ -92,6 +93,10 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     (a flow finishing, a latency elapsing) all active flows of all collectives share the links
     max-min fairly (:func:`flowsolver.timing.step_times`). ``alone=False`` skips the solo runs
     (``alone`` and ``slowdown`` are then NaN) when only the times together are wanted.
+
+    ``options``: a :class:`~flowsolver.CollectiveOptions` instead of the option keywords
+    (not both; its ``protocol`` None is ``"Simple"`` here; ``channels`` and ``candidates``
+    go in each collective's dict, not here).
 
     ``model``: a calibration (:func:`flowsolver.calibrate`): its fitted efficiencies apply
     to every collective; in lockstep, where NCCL's cost model times the groups, its latency
@@ -113,21 +118,30 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     """
     if not collectives:
         raise ValueError("collectives must be a non-empty list of dicts")
-    options = _options(graph, model, policy=policy, policy_options=dict(policy_options or {}), pxn=pxn,
-                       protocol=protocol, chunk=chunk, efficiency=efficiency, step_latency=step_latency,
-                       base_latency=base_latency)
+    kw = merged_options("concurrent", options, dict(
+        policy=policy, policy_options=policy_options, pxn=pxn, protocol=protocol, chunk=chunk, efficiency=efficiency,
+        step_latency=step_latency, base_latency=base_latency, model=model),
+        concurrent.__kwdefaults__, _KEYWORDS)
+    model = kw.pop("model")
+    options = _options(graph, model, **kw)
     with unchanged(graph):          # every step routed on one index of the graph
         if lockstep:
             return _lockstep(graph, [collectives], options, alone, model)[0]
         return _events(graph, collectives, options, alone)
 
 
-def concurrent_kinds(graph, kinds, *, model=None, **options) -> list:
+#: the option keywords of :func:`concurrent` and :func:`concurrent_kinds`
+_KEYWORDS = ("policy", "policy_options", "pxn", "protocol", "chunk", "efficiency", "step_latency", "base_latency",
+             "model")
+
+
+def concurrent_kinds(graph, kinds, *, model=None, options: CollectiveOptions | None = None, **keywords) -> list:
     """``concurrent(graph, kind, lockstep=True, alone=False, **options)`` for each of
     ``kinds`` (lists of symmetric groups' specs, e.g. a training step's TP groups, its PP
     pairs, its DP groups), every kind's first candidates routed per kind and solved together
     in one batched call: one :class:`ConcurrentResult` per kind (each kind's groups run at
-    once; different kinds are timed apart, as if each ran alone on the fabric).
+    once; different kinds are timed apart, as if each ran alone on the fabric). The options
+    as keywords or as ``options=`` a :class:`~flowsolver.CollectiveOptions` (not both).
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(nodes=2)
@@ -139,7 +153,13 @@ def concurrent_kinds(graph, kinds, *, model=None, **options) -> list:
     """
     if not kinds or not all(kinds):
         raise ValueError("kinds must be a non-empty list of non-empty lists of collective dicts")
-    options = _options(graph, model, **options)
+    if options is not None:
+        if keywords or model is not None:
+            raise ValueError("concurrent_kinds: pass the options either as options= or as keywords, not both (also "
+                             f"got {', '.join(sorted(keywords) + (['model'] if model is not None else []))})")
+        keywords = options.keywords("concurrent_kinds", _KEYWORDS)
+        model = keywords.pop("model")
+    options = _options(graph, model, **keywords)
     with unchanged(graph):
         return _lockstep(graph, kinds, options, False, model)
 
@@ -167,7 +187,7 @@ def _events(graph, collectives, options, alone) -> ConcurrentResult:
     firsts = [routed(ranks, steps[0].flows)[:2] for ranks, steps in plans]
     cap = firsts[0][0].links.effective_capacity(options.efficiency)
     stacked = RoutingMatrix.stack([rm for rm, _ in firsts])
-    _, _, bottleneck = solve_steps(stacked, None, np.concatenate([sz for _, sz in firsts]), cap)[0]
+    bottleneck = solve_steps(stacked, None, np.concatenate([sz for _, sz in firsts]), cap)[0].bottleneck
     alone_t = [_timeline([plan], routed, cap, options.base)[0][0] if alone else np.nan for plan in plans]
     together, status = _timeline(plans, routed, cap, options.base)
     return ConcurrentResult(alone=tuple(alone_t), together=tuple(together),
@@ -191,14 +211,15 @@ def _lockstep(graph, kinds, options, alone, model=None) -> list:
         # as it times collective() (unless step_latency turns the model off)
         opts = replace(options, channels=channels, tuner=options.step_latency is None)
         check_call(op, algorithm, size, opts)
-        calls.append((op, size, [spec.get("ranks") for spec in specs], algorithm, opts, model))
+        calls.append(Call(op, size, [spec.get("ranks") for spec in specs], algorithm, opts, model))
         specs_of.append(specs)
     out = []
-    for (op, size, _, _, opts, _), specs, res in zip(calls, specs_of, solve_collectives(graph, calls)):
+    for call, specs, res in zip(calls, specs_of, solve_collectives(graph, calls)):
         if res.status != Status.OK:
             raise ValueError(res.message)
         n = len(specs)
-        alone_t = [collective_with(graph, op, size, spec.get("ranks"), res.algorithm, opts, model).time
+        alone_t = [collective_with(graph, call.op, call.size, spec.get("ranks"), res.algorithm, call.options,
+                                   model).time
                    if alone else np.nan for spec in specs]
         out.append(ConcurrentResult(alone=tuple(alone_t), together=(res.time,) * n,
                                     slowdown=tuple(res.time / a for a in alone_t), makespan=res.time,

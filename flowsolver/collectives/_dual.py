@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Dual", "lesser", "TIE_RTOL"]
+from .._tolerance import RTOL       # a min's arguments this close (relative) are a tie: one-sided there
 
-#: values of a ``min``'s arguments within this relative distance are a tie (its derivative
-#: is one-sided there); the formula's arguments are products and quotients of a few floats
-TIE_RTOL = 1e-9
+__all__ = ["Dual", "lesser"]
 
 
 class Dual:
@@ -96,7 +94,7 @@ class Dual:
 
 def lesser(*args):
     """``min(*args)``; with a :class:`Dual` among them, the Dual of the minimum: the smallest
-    argument's, or at a tie (values within :data:`TIE_RTOL`) the smallest right and the
+    argument's, or at a tie (values within :data:`flowsolver._tolerance.RTOL`) the smallest right and the
     largest left derivative of the tied ones, flagged where those differ.
 
     >>> m = lesser(Dual(1.0, [2.0, 0.0]), 1.0)          # tied with a constant
@@ -107,7 +105,7 @@ def lesser(*args):
         return min(args)
     duals = [Dual.of(a) for a in args]
     low = min(d.value for d in duals)
-    tied = [d for d in duals if abs(d.value - low) <= TIE_RTOL * abs(low)] if np.isfinite(low) else \
+    tied = [d for d in duals if abs(d.value - low) <= RTOL * abs(low)] if np.isfinite(low) else \
         [d for d in duals if d.value == low]
     if len(tied) == 1:
         return tied[0]

@@ -11,7 +11,7 @@ from ..routing import gpu_nodes, graph_memo
 from ._algorithms import algorithm_of
 from ._nccl import NVLS_EFFICIENCY
 
-__all__ = ["Layout", "NvlsDomain", "participants", "unavailable", "rank_server_codes"]
+__all__ = ["RankLayout", "NvlsDomain", "participants", "unavailable", "rank_server_codes"]
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class NvlsDomain:
 
 
 @dataclass(frozen=True)
-class Layout:
+class RankLayout:
     """The ranks of a collective laid out on the cluster (rank positions, not ranks).
 
     ``groups`` positions by server (servers in order of first appearance); ``rings`` one
@@ -115,7 +115,7 @@ def server_nics(graph, server) -> int:
 
 
 def participants(graph, op, ranks, channels):
-    """Checked ranks (a list) and their :class:`Layout`. ``channels`` default: the NICs of
+    """Checked ranks (a list) and their :class:`RankLayout`. ``channels`` default: the NICs of
     a server when the ranks span several servers, else 1."""
     nodes = gpu_nodes(graph)
     n_gpu = len(nodes)
@@ -127,8 +127,8 @@ def participants(graph, op, ranks, channels):
     if channels is not None:
         channels = _checks.integer("channels", channels)
     # the same groups recur across the collectives a planner solves: laid out once per
-    # unchanged graph (a Layout is frozen; the ranks are handed out as a fresh list), and
-    # groups laid out alike share one Layout object (schedules are looked up by it)
+    # unchanged graph (a RankLayout is frozen; the ranks are handed out as a fresh list), and
+    # groups laid out alike share one RankLayout object (schedules are looked up by it)
     interned = graph_memo(graph, "layouts", dict)
     known = graph_memo(graph, "participants", dict)
     key = (tuple(ranks), channels)
@@ -156,7 +156,7 @@ def known_switch(graph, nodes, ranks):
     return known[key]
 
 
-def without_nvls(graph, layout: Layout) -> Layout:
+def without_nvls(graph, layout: RankLayout) -> RankLayout:
     """``layout`` without its NVSwitch domain: what every schedule but NVLS's reads of it
     (groups of different servers laid out alike then share one object, and their steps);
     one object per value while the graph is unchanged."""
@@ -170,8 +170,8 @@ def without_nvls(graph, layout: Layout) -> Layout:
     return seen[1]
 
 
-def _laid_out(graph, nodes, ranks, channels) -> Layout:
-    """:func:`participants`' Layout of the checked ``ranks``."""
+def _laid_out(graph, nodes, ranks, channels) -> RankLayout:
+    """:func:`participants`' RankLayout of the checked ``ranks``."""
     groups = _server_groups(graph, ranks, nodes)
     if channels is None:
         first = graph.nodes[nodes[ranks[0]]].get("server")
@@ -180,11 +180,11 @@ def _laid_out(graph, nodes, ranks, channels) -> Layout:
         # one GPU per server can only use that GPU's NIC: more channels change nothing)
         channels = max(1, min(nics, max(len(g) for g in groups))) if len(groups) > 1 else 1
     nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], len(groups))
-    return Layout(groups=groups, rings=_ring_orders(groups, channels), channels=channels,
+    return RankLayout(groups=groups, rings=_ring_orders(groups, channels), channels=channels,
                   nvls=nvls, nvls_unavailable=why)
 
 
-def unavailable(algorithm, p, layout: Layout) -> str | None:
+def unavailable(algorithm, p, layout: RankLayout) -> str | None:
     """Why ``algorithm`` cannot run on ``p`` ranks laid out as ``layout``, or None (its
     registration's ``unavailable``, :func:`~._algorithms.register_algorithm`)."""
     return algorithm_of(algorithm).why_unavailable(p, layout)

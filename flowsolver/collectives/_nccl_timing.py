@@ -91,16 +91,16 @@ def why_not_tuned(algorithm, op, hw, options) -> str | None:
 
 def tuned_times(op, size, p, results, hw, options, model=None) -> dict:
     """``{(algorithm, protocol): (time, latency, estimate)}`` (s) of the NCCL algorithms in ``results``
-    (algorithm -> (time, steps, utilisation) of the flow solve). ``model`` (a calibration)
+    (algorithm -> the flow solve's :class:`~._solve.Timed`). ``model`` (a calibration)
     scales latencies and bandwidths."""
     ring = results.get("ring")
     if ring is None:
         return {}
-    ring_transfer = transfer_of(ring[1])
+    ring_transfer = transfer_of(ring.steps)
     out = {}
-    for a, (_, steps, *_) in results.items():
-        own = steady_transfer(steps)
-        paths = slow_paths_of(steps)
+    for a, timed in results.items():
+        own = steady_transfer(timed.steps)
+        paths = slow_paths_of(timed.steps)
         for proto in _protocols(options):
             if enabled(a, proto, op, hw):
                 out[a, proto] = tuned_time(a, proto, op, size, p, ring_transfer, own, hw, options, model, paths)

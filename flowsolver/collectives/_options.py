@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -15,7 +15,8 @@ from ..routing import POLICIES, LinkTable, graph_memo, policy_of
 from ._algorithms import ALGORITHMS
 from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
 
-__all__ = ["Options", "check_call", "check_efficiency_keys", "checked_collective_options", "MAX_CHANNELS",
+__all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys", "checked_collective_options",
+           "merged_options", "MAX_CHANNELS",
            "POLICY_OPTIONS", "COLLECTIVE_OPTIONS"]
 
 #: NCCL's MAXCHANNELS (src/include/device.h, NCCL 2.13 and later: 64): a communicator never
@@ -26,6 +27,119 @@ POLICY_OPTIONS = ("subflows", "seed", "pxn")
 #: the options a training step passes to every collective (:func:`flowsolver.concurrent_kinds`'s)
 COLLECTIVE_OPTIONS = ("policy", "policy_options", "pxn", "protocol", "chunk", "efficiency", "step_latency",
                       "base_latency", "model")
+
+
+@dataclass(frozen=True)
+class CollectiveOptions:
+    """How collectives are routed and timed: one record that :func:`~flowsolver.collective`,
+    :func:`~flowsolver.collective_variants`, :func:`~flowsolver.concurrent`,
+    :func:`~flowsolver.collectives.concurrent_kinds`, :func:`~flowsolver.replay`,
+    :func:`~flowsolver.sweep` (``options=``) and :func:`~flowsolver.training_step`
+    (``collective_options=``) all take. Checked when built (a ValueError names the field).
+
+    Attributes
+    ----------
+    policy : str
+        Routing policy, one of ``flowsolver.POLICIES`` (default ``"ecmp"``).
+    policy_options : dict, optional
+        The policy's options: ``subflows`` (int >= 1), ``seed`` (int >= 0), ``pxn`` (bool).
+    pxn : bool
+        PXN for cross-rail hops (over NVLink to the right rail first; default True).
+    protocol : {"auto", "LL", "LL128", "Simple"}, optional
+        NCCL protocol; None (default): the entry point's own default (``"auto"``, NCCL's
+        choice by size, for :func:`~flowsolver.collective`; ``"Simple"`` for
+        :func:`~flowsolver.concurrent` and a training step's collectives).
+    chunk : float
+        Pipeline chunk of tree all-reduce and ring broadcast / reduce, bytes (default 512 KiB).
+    efficiency : float in (0, 1] or dict, optional
+        Fraction of the raw link rate reached (all links, or by link technology); default
+        the catalogue's.
+    step_latency, base_latency : float >= 0, optional
+        Per-step latency (s; turns NCCL's cost model off: a pure alpha-beta flow model) and
+        per-collective base latency (s) overrides.
+    channels : int in 1 ... 64, optional
+        NCCL's channels (:func:`~flowsolver.collective` only; :func:`~flowsolver.concurrent`
+        takes them per collective).
+    candidates : {"nccl", "all"}
+        What ``algorithm="auto"`` chooses from (:func:`~flowsolver.collective` only).
+    model : Calibration, optional
+        Fitted constants (:func:`flowsolver.calibrate`).
+
+    Examples
+    --------
+    >>> import topologies as tp
+    >>> from flowsolver import CollectiveOptions, collective
+    >>> opts = CollectiveOptions(protocol="Simple", step_latency=5e-6)
+    >>> r = collective(tp.rail_optimized(1), "all_reduce", 2**20, algorithm="ring", options=opts)
+    >>> r.time == collective(tp.rail_optimized(1), "all_reduce", 2**20, algorithm="ring", protocol="Simple",
+    ...                      step_latency=5e-6).time
+    True
+    """
+
+    policy: str = "ecmp"
+    policy_options: dict | None = None
+    pxn: bool = True
+    protocol: str | None = None
+    chunk: float = float(DEFAULT_CHUNK)
+    efficiency: object = None
+    step_latency: float | None = None
+    base_latency: float | None = None
+    channels: int | None = None
+    candidates: str = "nccl"
+    model: object = None
+
+    def __post_init__(self):
+        try:
+            Options(policy=self.policy, policy_options=dict(self.policy_options or {}), pxn=self.pxn,
+                    protocol="auto" if self.protocol is None else self.protocol, chunk=self.chunk,
+                    efficiency=self.efficiency, step_latency=self.step_latency, base_latency=self.base_latency,
+                    channels=self.channels, candidates=self.candidates)
+        except ValueError as err:
+            raise ValueError(f"CollectiveOptions: {err}") from None
+        if self.policy_options is not None and not isinstance(self.policy_options, dict):
+            raise ValueError(f"CollectiveOptions: policy_options must be a dict, got {self.policy_options!r}")
+        if self.model is not None and not callable(getattr(self.model, "apply", None)):
+            raise ValueError(f"CollectiveOptions: model must be a Calibration (flowsolver.calibrate), got "
+                             f"{type(self.model).__name__}")
+
+    def keywords(self, entry: str, allowed=None) -> dict:
+        """The keyword arguments of ``entry`` (its name, for messages) these options stand
+        for: every field but a None ``protocol``; ValueError naming a field set away from
+        its default that ``entry`` does not take (``allowed``: the names it takes)."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if allowed is not None and f.name not in allowed:
+                if value is not f.default and value != f.default:
+                    raise ValueError(f"{entry} does not take CollectiveOptions.{f.name} (got {value!r}; "
+                                     f"it takes {', '.join(allowed)})")
+                continue
+            if f.name == "protocol" and value is None:
+                continue
+            out[f.name] = value
+        return out
+
+
+def merged_options(entry: str, options, given: dict, defaults: dict, allowed=None) -> dict:
+    """The option keywords of a call to ``entry``: ``given`` (the keyword values passed,
+    ``defaults`` theirs in the signature), or ``options`` (a :class:`CollectiveOptions`),
+    not both: a ValueError names the keywords passed beside ``options``."""
+    if options is None:
+        return dict(given)
+    if not isinstance(options, CollectiveOptions):
+        raise TypeError(f"options must be a flowsolver.CollectiveOptions, got {type(options).__name__}")
+    both = [k for k, v in given.items() if not (v is defaults[k] or _same(v, defaults[k]))]
+    if both:
+        raise ValueError(f"{entry}: pass the options either as options= or as keywords, not both (also got "
+                         f"{', '.join(both)})")
+    return {**given, **options.keywords(entry, allowed)}
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -164,7 +278,8 @@ def check_efficiency_keys(efficiency, graphs) -> None:
 
 
 def checked_collective_options(options, graph) -> dict:
-    """A training step's ``collective_options`` (a dict of :data:`COLLECTIVE_OPTIONS`)
+    """A training step's ``collective_options`` (a :class:`CollectiveOptions` without
+    ``channels`` or ``candidates``, or a dict of :data:`COLLECTIVE_OPTIONS`) as a dict,
     checked as :func:`flowsolver.concurrent_kinds` will use them, before any work: a
     ValueError names an unknown key or the first option outside what it allows.
 
@@ -175,8 +290,13 @@ def checked_collective_options(options, graph) -> dict:
     """
     if options is None:
         return {}
+    if isinstance(options, CollectiveOptions):
+        try:
+            options = options.keywords("a training step", COLLECTIVE_OPTIONS)
+        except ValueError as err:
+            raise ValueError(f"collective_options: {err}") from None
     if not isinstance(options, dict):
-        raise ValueError(f"collective_options must be a dict, got {type(options).__name__}")
+        raise ValueError(f"collective_options must be a CollectiveOptions or a dict, got {type(options).__name__}")
     unknown = sorted(map(str, set(options) - set(COLLECTIVE_OPTIONS)))
     if unknown:
         raise ValueError(f"collective_options keys must be among {', '.join(COLLECTIVE_OPTIONS)}, got {unknown}")

@@ -1,6 +1,6 @@
 """One pure schedule function per (op, algorithm) of the built-in algorithms: the algorithm
 as a tuple of :class:`~._trees.Step` values. A function takes ``(p, size, layout, chunk)``
-(ranks, bytes as nccl-tests counts them, the :class:`~._layout.Layout`, the pipeline chunk
+(ranks, bytes as nccl-tests counts them, the :class:`~._layout.RankLayout`, the pipeline chunk
 in bytes); :mod:`._builtin_algorithms` registers them (:func:`~._algorithms.register_algorithm`),
 and :func:`schedule` finds any registered algorithm's."""
 
@@ -180,8 +180,8 @@ def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
     """The steps of ``algorithm`` for ``op`` on ``p`` ranks laid out as ``layout`` (small
     schedules are kept by their arguments: steps are immutable values).
 
-    >>> from ._layout import Layout
-    >>> ring = Layout(groups=((0, 1, 2),), rings=((0, 1, 2),), channels=1)
+    >>> from ._layout import RankLayout
+    >>> ring = RankLayout(groups=((0, 1, 2),), rings=((0, 1, 2),), channels=1)
     >>> [(s.count, len(s.flows), s.flows[0]) for s in schedule("all_reduce", "ring", 3, 3.0, ring, 1.0)]
     [(4, 3, (0, 1, 1.0))]
     """

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._completion_sensitivity import completion_sensitivity
+from ..timing import completion_sensitivity
 from ._dual import Dual
 
 __all__ = ["time_gradient", "time_directional", "one_sided", "any_one_sided", "sensitivity_table", "GB"]

@@ -4,7 +4,7 @@ many steps in one batched call (each step on its own copy of the links, its own 
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -12,15 +12,60 @@ import topologies as tp
 
 from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, graph_memo, policy_of, route
 from ..solver import max_min_fair
-from .._completion_sensitivity import KeptRun
-from ..timing import completion_times
+from ..timing import completion_times, kept_run
 from ..traffic import Flows
 from ._layout import rank_server_codes
 from ._nccl import hop_latency
 from ._results import CollectiveStep
 
 __all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "solve_steps", "time_plans", "time_many",
-           "catalogue_latency", "slow_paths"]
+           "catalogue_latency", "slow_paths", "SolvedStep", "Timed", "TimedScenario", "Job"]
+
+
+@dataclass(frozen=True)
+class SolvedStep:
+    """One step's transfer solved (:func:`solve_steps`): ``transfer`` (s; inf where a flow
+    can never move), ``utilization`` per link of the graph (fraction, at the first event's
+    rates) and ``bottleneck`` (Bottleneck records, longest-held first, at most 8)."""
+
+    transfer: float
+    utilization: np.ndarray
+    bottleneck: tuple
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One algorithm of a collective timed on one scenario (:func:`time_many`): ``time``
+    (s, per-step model), its ``steps`` (CollectiveSteps), link ``utilization`` (time-weighted
+    fraction per link), ``solved_on`` (per step ``(routing, sizes, count)``, for the
+    derivatives), the effective ``capacity`` (bytes/s) solved on and the forward's kept
+    events ``run`` (:class:`flowsolver.timing.KeptRun`, or None)."""
+
+    time: float
+    steps: tuple
+    utilization: np.ndarray
+    solved_on: tuple = ()
+    capacity: np.ndarray | None = None
+    run: object = None
+
+
+@dataclass(frozen=True)
+class TimedScenario:
+    """A collective's candidates timed on one scenario: its ``links`` (LinkTable) and
+    ``results`` ({algorithm: :class:`Timed`})."""
+
+    links: object
+    results: dict
+
+
+@dataclass(frozen=True)
+class Job:
+    """One collective's share of a batched solve (:func:`time_many`): its GPU ``ranks``, its
+    ``plans`` ({algorithm: steps}) and :class:`~._options.Options`."""
+
+    ranks: list
+    plans: dict
+    options: object
 
 
 
@@ -64,13 +109,13 @@ def _critical(m, u, bott, start, flow_time, util):
 
 
 def solve_steps(rm, group, sizes, cap, n_groups=1, kept=None):
-    """Transfer time (s), per-link utilisation and bottleneck records of the steps whose
-    flows ``rm`` holds on shared links (``group``: the step of each flow, contiguous, or
+    """Transfer time (s), per-link utilisation and bottleneck records (a :class:`SolvedStep`
+    each) of the steps whose flows ``rm`` holds on shared links (``group``: the step of each flow, contiguous, or
     None for one step), solved in one call: each step on its own copy of its links, each
     with its own event clock. ``cap`` is (links,) or (scenarios, links); with scenarios
     the result is a list per scenario. A step with a flow that can never move gets
     transfer ``inf``. ``kept`` (a list; one scenario): gets the run's
-    :class:`~flowsolver._completion_sensitivity.KeptRun` (every event's allocation, for
+    :class:`~flowsolver.timing.KeptRun` (every event's allocation, for
     derivatives without a re-solve)."""
     batched = np.ndim(cap) == 2
     caps = np.atleast_2d(cap)
@@ -82,9 +127,8 @@ def solve_steps(rm, group, sizes, cap, n_groups=1, kept=None):
     arg = block_cap if batched else block_cap[0]
     keep = kept is not None and not batched
     done = completion_times(block, sizes, arg, groups=group, disjoint_groups=True, keep_phases=keep)
-    if keep and done.phases is not None:
-        kept.append(KeptRun(sizes, np.zeros(rm.n_flows, dtype=np.int64) if group is None else group, used,
-                            done.phases))
+    if keep and (run := kept_run(done, sizes, used, group)) is not None:
+        kept.append(run)
     alloc = done.initial if done.initial is not None else max_min_fair(block, arg)
     finish, stalled = np.atleast_2d(done.finish), np.atleast_2d(done.stalled)
     rates = np.atleast_2d(np.asarray(alloc.rates, dtype=np.float64))
@@ -103,7 +147,7 @@ def solve_steps(rm, group, sizes, cap, n_groups=1, kept=None):
             transfer = np.inf if stalled[b, fs].any() else float(finish[b, fs].max(initial=0.0))
             util = np.zeros(rm.n_links)
             util[u] = util_all[b, ls]
-            out.append((transfer, util, _critical(rm, u, bott_all[b, fs], ls.start, flow_time[fs], util)))
+            out.append(SolvedStep(transfer, util, _critical(rm, u, bott_all[b, fs], ls.start, flow_time[fs], util)))
         results.append(out)
     return results if batched else results[0]
 
@@ -193,23 +237,23 @@ def _between_nodes(graph, ranks, keys) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
 
-def _result_of(steps, solved, latency, n_links, base, routed=None, slow=None):
-    """(time, CollectiveSteps, link utilisation, what each step's transfer was solved on:
-    ``(routing, sizes, count)`` per step) of one algorithm from its solved steps (``slow``:
-    each step's slow paths, :func:`slow_paths`)."""
+def _result_of(steps, solved, latency, n_links, base, routed=None, slow=None, capacity=None, run=None) -> Timed:
+    """One algorithm :class:`Timed` from its solved steps (``solved``: a SolvedStep per
+    distinct step; ``routed``: each step's ``(routing, sizes)``; ``slow``: each step's slow
+    paths, :func:`slow_paths`)."""
     parts, util_time, busy, total = [], np.zeros(n_links), 0.0, base
     for st in steps:
-        transfer, util, bottleneck = solved[st.flows]
-        step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=transfer,
-                              latency=latency[st.flows], bottleneck=bottleneck, latency_count=st.latency_count,
+        one = solved[st.flows]
+        step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=one.transfer,
+                              latency=latency[st.flows], bottleneck=one.bottleneck, latency_count=st.latency_count,
                               slow_paths=() if slow is None else slow[st.flows])
         parts.append(step)
         total += step.time
-        if np.isfinite(transfer):
-            util_time += util * st.count * transfer
-            busy += st.count * transfer
+        if np.isfinite(one.transfer):
+            util_time += one.utilization * st.count * one.transfer
+            busy += st.count * one.transfer
     solved_on = () if routed is None else tuple((*routed[st.flows], st.count) for st in steps)
-    return total, tuple(parts), util_time / busy if busy > 0 else util_time, solved_on
+    return Timed(total, tuple(parts), util_time / busy if busy > 0 else util_time, solved_on, capacity, run)
 
 
 #: steps of at most this many flows in all keep their routing with the graph (the last
@@ -259,34 +303,45 @@ def route_steps(graph, ranks, keys, options):
     return rm, group, size
 
 
-def time_plans(graph, ranks, plans, options, scenarios):
+@dataclass(frozen=True)
+class _Routed:
+    """A job's distinct steps ``keys`` routed on shared links (:func:`route_steps`): the
+    ``routing``, the step of each flow (``group``) and each flow's bytes (``sizes``)."""
+
+    keys: list
+    routing: RoutingMatrix
+    group: np.ndarray
+    sizes: np.ndarray
+
+
+def time_plans(graph, ranks, plans, options, scenarios) -> list:
     """Route every distinct step of ``plans`` (algorithm -> steps; steps are values, so
     identical steps are routed and solved once) and solve them all in one batched call; per
-    scenario (``scenarios``: the graph, or its same-structure variants) its link table and
-    ``{algorithm: (time, steps, utilisation)}``."""
-    return time_many(graph, [(ranks, plans, options)], scenarios)[0]
+    scenario (``scenarios``: the graph, or its same-structure variants) a
+    :class:`TimedScenario` (its link table and ``{algorithm: Timed}``)."""
+    return time_many(graph, [Job(ranks, plans, options)], scenarios)[0]
 
 
-def time_many(graph, jobs, scenarios=None):
-    """:func:`time_plans` for several collectives on one graph, ``jobs`` of ``(ranks,
-    plans, options)`` (one link efficiency for all): each job's distinct steps routed on
-    its ranks, the steps of all of them solved in one batched call (each step on its own
-    copy of its links, as one job's are). Per job, what :func:`time_plans` returns."""
+def time_many(graph, jobs, scenarios=None) -> list:
+    """:func:`time_plans` for several collectives on one graph, ``jobs`` of :class:`Job`
+    (one link efficiency for all): each job's distinct steps routed on its ranks, the steps
+    of all of them solved in one batched call (each step on its own copy of its links, as
+    one job's are). Per job, what :func:`time_plans` returns."""
     scenarios = [graph] if scenarios is None else list(scenarios)
-    efficiency = jobs[0][2].efficiency
-    if any(options.efficiency != efficiency for _, _, options in jobs):
+    efficiency = jobs[0].options.efficiency
+    if any(job.options.efficiency != efficiency for job in jobs):
         raise ValueError("collectives solved together must share the link efficiency")
-    routed_jobs, ranks_of = [], [ranks for ranks, _, _ in jobs]
-    for ranks, plans, options in jobs:
-        keys = list(dict.fromkeys(st.flows for steps in plans.values() for st in steps))
-        routed_jobs.append((keys, *route_steps(graph, ranks, keys, options)))
-    first = [0] + list(np.cumsum([len(keys) for keys, *_ in routed_jobs]))
+    routed_jobs = []
+    for job in jobs:
+        keys = list(dict.fromkeys(st.flows for steps in job.plans.values() for st in steps))
+        routed_jobs.append(_Routed(keys, *route_steps(graph, job.ranks, keys, job.options)))
+    first = [0] + list(np.cumsum([len(r.keys) for r in routed_jobs]))
     if len(jobs) == 1:
-        _, rm, group, size = routed_jobs[0]
+        rm, group, size = routed_jobs[0].routing, routed_jobs[0].group, routed_jobs[0].sizes
     else:
-        rm = RoutingMatrix.stack([job[1] for job in routed_jobs])
-        group = np.concatenate([job[2] + first[j] for j, job in enumerate(routed_jobs)])
-        size = np.concatenate([job[3] for job in routed_jobs])
+        rm = RoutingMatrix.stack([r.routing for r in routed_jobs])
+        group = np.concatenate([r.group + first[j] for j, r in enumerate(routed_jobs)])
+        size = np.concatenate([r.sizes for r in routed_jobs])
     tables = [rm.links] if len(scenarios) == 1 and scenarios[0] is graph else \
         [LinkTable.from_graph(g) for g in scenarios]
     caps = np.stack([t.effective_capacity(efficiency) for t in tables])
@@ -296,12 +351,15 @@ def time_many(graph, jobs, scenarios=None):
     solved_all = solved_all if len(caps) > 1 else [solved_all]
     run = kept[0] if kept else None
     out = []
-    for j, ((keys, rm_j, group_j, size_j), (_, plans, options)) in enumerate(zip(routed_jobs, jobs)):
+    for j, (routed_j, job) in enumerate(zip(routed_jobs, jobs)):
+        keys, rm_j, group_j, size_j, options = routed_j.keys, routed_j.routing, routed_j.group, routed_j.sizes, \
+            job.options
         # each step's own routing (views of the job's) and sizes, for result.sensitivity()
         bounds = np.concatenate([[0], np.cumsum([len(k) for k in keys])])
         routed = {k: (rm_j.flow_rows(a, b), size_j[a:b]) for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
         if run is not None:
-            run.index.update({id(routed[k][0]): first[j] + i for i, k in enumerate(keys)})
+            for i, k in enumerate(keys):
+                run.add(routed[k][0], first[j] + i)
         timed = []
         between = None
         for table, scenario, cap, solved_b in zip(tables, scenarios, caps, solved_all):
@@ -311,9 +369,10 @@ def time_many(graph, jobs, scenarios=None):
             reference = catalogue_latency(graph, table) if scenario is graph else _catalogue_latencies(table)
             slow = None
             if options.tuner and (table.latency > reference).any():     # a path slower than the catalogue's
-                between = _between_nodes(graph, ranks_of[j], keys) if between is None else between
+                between = _between_nodes(graph, job.ranks, keys) if between is None else between
                 slow = dict(zip(keys, slow_paths(on_table, group_j, len(keys), reference, between)))
-            timed.append((table, {alg: (*_result_of(steps, solved, latency, rm_j.n_links, options.base, routed,
-                                                    slow), cap, run) for alg, steps in plans.items()}))
+            timed.append(TimedScenario(table, {alg: _result_of(steps, solved, latency, rm_j.n_links, options.base,
+                                                               routed, slow, cap, run)
+                                               for alg, steps in job.plans.items()}))
         out.append(timed)
     return out

@@ -21,7 +21,7 @@ import numpy as np
 
 from ._dense_kernel import _JITTED, _kernel, device_structure
 from ._placement import local_devices
-from ._problem import Segments, pad
+from ._problem import CompactRouting, pad
 
 
 @functools.lru_cache(maxsize=None)
@@ -100,7 +100,7 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     Weights and caps shared by every scenario are sent once. Returns host arrays with a
     leading scenario axis."""
     L, N = rm.n_links, rm.n_flows
-    full = Segments.of(rm)
+    full = CompactRouting.of(rm)
     used = np.unique(full.seg_link[full.seg_frac > 0])
     segments = full.on_links(used)
     Lu = len(used)

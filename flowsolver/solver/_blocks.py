@@ -14,7 +14,8 @@ import scipy.linalg as la
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ._structure import TIE_RTOL, Structure
+from .._tolerance import RTOL
+from ._structure import Structure
 
 #: triangular systems up to this size are solved dense (a 3,000-link fabric: 0.05 s)
 DENSE_SOLVE = 8192
@@ -108,7 +109,7 @@ class TiedBlock:
 
     def __init__(self, s: Structure, flows):
         row, col, val, self.a_flows = columns(s.matrix, flows)
-        top = s.saturated[row] & (s.level[flows[col]] >= s.top[row] * (1 - TIE_RTOL))
+        top = s.saturated[row] & (s.level[flows[col]] >= s.top[row] * (1 - RTOL))
         rows, cols = row[top], col[top]
         self.links, link_of = np.unique(rows, return_inverse=True)
         self.fill = Filling(link_of, cols, val[top] * s.weights[flows[cols]], len(self.links), len(flows))

@@ -21,9 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-#: default tolerance of :func:`violation`: float64 solves agree with progressive filling to
-#: ~1e-12; this leaves room for 1e6 flows of rounding on one link
-RTOL = 1e-9
+from .._tolerance import RTOL       # the default tolerance of violation (see flowsolver._tolerance)
 
 
 def _segment_max(rm, per_flow: np.ndarray) -> np.ndarray:

@@ -41,7 +41,7 @@ from ._allocation import Raw
 from ._batch import solve_batch
 from ._dense_kernel import _JITTED, _kernel, device_structure
 from ._placement import local_devices
-from ._problem import Problem, Segments, pad
+from ._problem import CompactRouting, Problem, pad
 
 #: single solves with more flows than this are compacted on the host as flows freeze
 COMPACT_FLOWS = 1 << 15
@@ -132,7 +132,7 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
     flows. Shapes stay on the bucket ladder. Returns rates, loads, bottlenecks, rounds,
     convergence and which flows are frozen (all of them once converged)."""
     L, N = rm.n_links, rm.n_flows
-    segments = full = Segments.of(rm)
+    segments = full = CompactRouting.of(rm)
     residual = cap.astype(np.float64).copy()
     rates = np.zeros(N)
     bneck = np.full(N, -1, dtype=np.int32)

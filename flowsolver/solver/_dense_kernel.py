@@ -142,7 +142,7 @@ _JITTED = jax.jit(_kernel, static_argnames=_STATIC)
 
 
 def device_structure(arrays, jdt):
-    """The padded structure arrays (``Segments.padded``) on the default device, fractions
+    """The padded structure arrays (``CompactRouting.padded``) on the default device, fractions
     and coefficients in ``jdt``."""
     link, seg, frac, slot_seg, slot_coef = arrays
     return [jnp.asarray(link), jnp.asarray(seg), jnp.asarray(frac, jdt), jnp.asarray(slot_seg),

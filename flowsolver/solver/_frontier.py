@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from . import _batch, _certificate, _dense, _frontier_paths
 from ._allocation import Raw
-from ._frontier_kernel import JITTED
+from ._frontier_kernel import JITTED, DeviceTables
 from ._frontier_paths import WideParts, path_width, slot_widths, split_paths
 from ._problem import Problem, bucket_size, pad
 
@@ -64,8 +64,11 @@ SMALL = 64
 
 
 @dataclass
-class Layout:
-    """Device-ready arrays of one problem: flow-major path table, per-link flow lists."""
+class FrontierTables:
+    """Device-ready arrays of one problem: flow-major path table, per-link flow lists
+    (host arrays; :class:`~._frontier_kernel.DeviceTables` holds them on the device, the
+    form the kernel takes). Named apart from planning's ``Layout`` and the other layouts
+    (docs/glossary.md)."""
 
     path: np.ndarray             # (Np, P) int32 link ids, padding link Lp-1
     frac: np.ndarray | None      # (Np, P) fractions, None when every entry is 1 and weights are integers
@@ -79,9 +82,9 @@ class Layout:
     K: int                       # candidate links per round
     B: int                       # (link, flow) pairs a round reads at most
     level_ties: int              # ties at the minimum share that make a round a level round
-    wide: "WideLayout | None" = None   # the wide segments, when the paths were split
+    wide: "WideTables | None" = None   # the wide segments, when the paths were split
     #: device copies of the arrays above but ``cap``, per device (shared by the copies that
-    #: ``dataclasses.replace`` makes with other capacities: uploaded once per layout)
+    #: ``dataclasses.replace`` makes with other capacities: uploaded once per table set)
     on_device: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -90,7 +93,7 @@ class Layout:
 
 
 @dataclass
-class WideLayout:
+class WideTables:
     """Device-ready wide parts: padding segment ``Sp - 1`` (no entries) and link ``Lp - 1``."""
 
     seg: np.ndarray              # (Np, Kw) int32
@@ -101,8 +104,8 @@ class WideLayout:
     n_segments: int              # Sp, the padding segment included
 
 
-def build(path, frac, cap, w, d, skip, wide: WideParts | None = None) -> Layout:
-    """The frontier layout of one scenario (``cap`` (L,), ``w``, ``d`` (N,) float64);
+def build(path, frac, cap, w, d, skip, wide: WideParts | None = None) -> FrontierTables:
+    """The frontier tables of one scenario (``cap`` (L,), ``w``, ``d`` (N,) float64);
     flows in ``skip`` (unbounded ones of a batch) and zero-cap flows start frozen at 0.
     ``wide``: the wide segments kept apart (:func:`split_paths`)."""
     N, L = len(w), len(cap)
@@ -126,24 +129,24 @@ def build(path, frac, cap, w, d, skip, wide: WideParts | None = None) -> Layout:
     # a level round (one pass over all flows) against the frontier rounds a tie needs (K
     # links each, a round costing B pairs plus a fixed cost of about ROUND_PAIRS pairs)
     level_ties = max(K, -(-K * Np // (B + ROUND_PAIRS)))
-    return Layout(full_path, full_frac, link_ptr, link_flow, link_frac, capacity, pad(w, Np, 1.0, np.float64),
-                  pad(zero, Np, True), L, K, B, level_ties, None if wide is None else _wide_layout(wide, Np, Lp))
+    return FrontierTables(full_path, full_frac, link_ptr, link_flow, link_frac, capacity, pad(w, Np, 1.0, np.float64),
+                          pad(zero, Np, True), L, K, B, level_ties, None if wide is None else _wide_tables(wide, Np, Lp))
 
 
 def _capacity(cap, d, capped, Lp) -> np.ndarray:
-    """The layout's link capacities: the real links', then each capped flow's private link
+    """The tables' link capacities: the real links', then each capped flow's private link
     (its cap), padded with inf to ``Lp``."""
     return pad(np.concatenate([cap, d[capped]]), Lp, np.inf, np.float64)
 
 
-def _wide_layout(wide: WideParts, Np: int, Lp: int) -> WideLayout:
+def _wide_tables(wide: WideParts, Np: int, Lp: int) -> WideTables:
     """The wide parts padded: segments to a bucket with room for the padding segment (no
     entries), entries to a bucket (padding link ``Lp - 1``, fraction 0)."""
     Sp = bucket_size(wide.n_segments + 1, SMALL)
     Ep = bucket_size(len(wide.entry_seg) + 1, SMALL)
     seg = pad(np.where(wide.seg >= 0, wide.seg, Sp - 1), (Np, wide.seg.shape[1]), Sp - 1, np.int32)
     coef = None if wide.coef is None else pad(wide.coef, (Np, wide.seg.shape[1]), 0.0, np.float64)
-    return WideLayout(seg, coef, pad(wide.entry_seg, Ep, Sp - 1, np.int32), pad(wide.entry_link, Ep, Lp - 1, np.int32),
+    return WideTables(seg, coef, pad(wide.entry_seg, Ep, Sp - 1, np.int32), pad(wide.entry_link, Ep, Lp - 1, np.int32),
                       pad(wide.entry_frac, Ep, 0.0, np.float64), Sp)
 
 
@@ -257,8 +260,8 @@ def solve_auto(problem: Problem) -> Raw:
 
 #: the sub-matrices of the flows left after auto's dense rounds, per parent matrix (at most
 #: PARTS_KEPT): a solve of the same matrix with the same capacities freezes the same flows
-#: in its dense rounds, and the same sub-matrix object keeps the frontier's layout
-#: (:class:`_LastLayout`) instead of rebuilding it (0.3 s of 0.45 s on fat_tree(16), H200)
+#: in its dense rounds, and the same sub-matrix object keeps the frontier's tables
+#: (:class:`_LastTables`) instead of rebuilding it (0.3 s of 0.45 s on fat_tree(16), H200)
 _PARTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 PARTS_KEPT = 4
 
@@ -276,7 +279,7 @@ def _flows_left(part, keep: np.ndarray):
     return child
 
 
-def round_bound(lay: Layout) -> int:
+def round_bound(lay: FrontierTables) -> int:
     """Rounds that always suffice: each round freezes a flow or recomputes an untrusted
     link's sum, and a link is recomputed at most once more than flows leave it; with wide
     segments, a refresh of their shares (a round) is followed by a round that freezes a flow."""
@@ -284,8 +287,8 @@ def round_bound(lay: Layout) -> int:
     return int(min(bound * (1 if lay.wide is None else 2), np.iinfo(np.int32).max))
 
 
-def run(lay: Layout, max_rounds: int, inner: int):
-    """Run the kernel on one layout (float64 throughout), ``inner`` rounds per convergence
+def run(lay: FrontierTables, max_rounds: int, inner: int):
+    """Run the kernel on one table set (float64 throughout), ``inner`` rounds per convergence
     check (one when a round reads more than ``PAIRS_PER_ROUND`` pairs: such rounds are dear
     and such problems, one hot link, take few); returns host arrays (rates, load,
     bottleneck, rounds, frozen) over the padded flows and links."""
@@ -293,16 +296,16 @@ def run(lay: Layout, max_rounds: int, inner: int):
     wide = lay.wide
     with jax.enable_x64(True):
         path, frac, link_ptr, link_flow, link_frac, weights, frozen0, wide_arrays = device_arrays(lay)
-        out = JITTED(path, frac, link_ptr, link_flow, link_frac, jnp.asarray(lay.cap, jnp.float64), weights, frozen0,
-                     jnp.int32(max_rounds), jnp.int32(lay.n_real), wide_arrays, n_links=lay.n_links, K=lay.K,
-                     B=lay.B, inner=inner, level_ties=lay.level_ties,
-                     wide_segments=0 if wide is None else wide.n_segments)
+        tables = DeviceTables(path, frac, link_ptr, link_flow, link_frac, jnp.asarray(lay.cap, jnp.float64), weights,
+                              frozen0, jnp.int32(lay.n_real), wide_arrays, n_links=lay.n_links, K=lay.K, B=lay.B,
+                              level_ties=lay.level_ties, wide_segments=0 if wide is None else wide.n_segments)
+        out = JITTED(tables, jnp.int32(max_rounds), inner=inner)
         return tuple(np.asarray(x) for x in out)
 
 
-def device_arrays(lay: Layout):
-    """The layout's arrays but its capacities on the current default device (float64;
-    call with 64-bit mode on), uploaded once per layout and device."""
+def device_arrays(lay: FrontierTables):
+    """The tables' arrays but its capacities on the current default device (float64;
+    call with 64-bit mode on), uploaded once per table set and device."""
     key = str(jax.config.jax_default_device or jax.devices()[0])
     if key not in lay.on_device:
         f64, wide = jnp.float64, lay.wide
@@ -316,9 +319,9 @@ def device_arrays(lay: Layout):
     return lay.on_device[key]
 
 
-def _certified_on_device(lay: Layout, rates, bneck, d, skip) -> bool:
+def _certified_on_device(lay: FrontierTables, rates, bneck, d, skip) -> bool:
     """The max-min certificate (:mod:`~flowsolver.solver._certificate`) of the kernel's
-    padded ``rates`` and ``bneck`` on the layout's own arrays, on the device."""
+    padded ``rates`` and ``bneck`` on the tables' own arrays, on the device."""
     Np = len(lay.weights)
     with jax.enable_x64(True):
         path, frac, _, _, _, weights, _, _ = device_arrays(lay)
@@ -345,16 +348,16 @@ def solve(problem: Problem) -> Raw:
     return Raw(*(np.stack([o[i] for o in out]) for i in range(5)))
 
 
-class _LastLayout:
-    """The layout of the last scenario solved, kept for the next solve of the same
+class _LastTables:
+    """The tables of the last scenario solved, kept for the next solve of the same
     RoutingMatrix with the same weights, caps and unbounded flows (a sweep over capacities,
     failure what-ifs, a benchmark's repeated call): everything in it but the capacities is
     reused, so such a solve skips the host set-up (0.3 s of a 0.55 s fat_tree(16) solve on
     the first H200 run). One slot, held by a weak reference to the matrix; replaced whole
-    (one read of one tuple: threads never see one matrix's key beside another's layout)."""
+    (one read of one tuple: threads never see one matrix's key beside another's tables)."""
 
     def __init__(self):
-        self.slot = (None, None, None, None)     # (weak ref to the matrix, paths, (w, d, skip), layout)
+        self.slot = (None, None, None, None)     # (weak ref to the matrix, paths, (w, d, skip), tables)
 
     def paths(self, rm):
         ref, paths, _, _ = self.slot
@@ -364,7 +367,7 @@ class _LastLayout:
         self.slot = (weakref.ref(rm), paths, None, None)
         return paths
 
-    def layout(self, rm, paths, cap, w, d, skip) -> Layout:
+    def tables(self, rm, paths, cap, w, d, skip) -> FrontierTables:
         ref, known_paths, inputs, lay = self.slot
         if ref is not None and ref() is rm and inputs is not None and all(
                 np.array_equal(a, b) for a, b in zip(inputs, (w, d, skip))):
@@ -375,19 +378,19 @@ class _LastLayout:
         return lay
 
 
-_LAST = _LastLayout()
+_LAST = _LastTables()
 
 
 def _solve_one(problem, paths, cap, w, d, skip) -> Raw:
     """One scenario (``skip``: its unbounded flows, left at 0)."""
     rm, max_rounds, inner = problem.routing, problem.max_rounds, problem.inner
     L, N = rm.n_links, rm.n_flows
-    lay = _LAST.layout(rm, paths, cap, w, d, skip)
+    lay = _LAST.tables(rm, paths, cap, w, d, skip)
     r, load, bn, k, frozen = run(lay, round_bound(lay) if max_rounds is None else max_rounds, inner)
     conv = bool(frozen[:N].all())
     bad = None
     if conv and CERTIFY and not (lay.wide is None and _certified_on_device(lay, r, bn, d, skip)):
-        # the host check: the wide layouts' certificate, and the message of a failed one
+        # the host check: the wide tables' certificate, and the message of a failed one
         bad = _certificate.violation(rm, cap, w, d, r[:N], bn[:N], skip=skip, paths=paths)
     r, load, bn = r[:N], load[:L], bn[:N]
     if bad is not None:

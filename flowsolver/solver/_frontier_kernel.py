@@ -37,6 +37,8 @@ Everything runs in float64 whatever the output dtype.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -76,8 +78,37 @@ def _quantum_exponent(total):
     return jnp.where(total > 0, jnp.frexp(total)[1] - QUANTUM_BITS, 0).astype(jnp.int32)
 
 
+@dataclass(frozen=True)
+class DeviceTables:
+    """One frontier problem as the kernel takes it (:class:`~._frontier.FrontierTables` on
+    the device, float64): the arrays are traced, the sizes static (each distinct set of
+    sizes compiles once)."""
+
+    path: object                 # (Np, P) int32 link ids, padding link n_links - 1
+    frac: object                 # (Np, P) float64 fractions, or None (unit fractions, integer weights)
+    link_ptr: object             # (Lp + 1,) int32 per-link flow list pointers
+    link_flow: object            # (Ep,) int32
+    link_frac: object            # (Ep,) float64, or None with frac
+    cap: object                  # (Lp,) float64 capacities, bytes/s
+    weights: object              # (Np,) float64
+    frozen0: object              # (Np,) bool: padding and zero-cap flows
+    n_real: object               # int32 scalar: real links (private cap links after them)
+    wide: object                 # the wide segments' arrays (module _frontier_wide), or None
+    n_links: int                 # Lp (static)
+    K: int                       # candidate links per round (static)
+    B: int                       # (link, flow) pairs a round reads at most (static)
+    level_ties: int              # ties at the minimum share that make a round a level round (static)
+    wide_segments: int = 0       # padded wide segments (static)
+
+
+jax.tree_util.register_dataclass(
+    DeviceTables, data_fields=["path", "frac", "link_ptr", "link_flow", "link_frac", "cap", "weights", "frozen0",
+                               "n_real", "wide"],
+    meta_fields=["n_links", "K", "B", "level_ties", "wide_segments"])
+
+
 class _Net:
-    """One layout's arrays and sizes while the kernel is traced (``frac`` None: unit
+    """One problem's arrays and sizes while the kernel is traced (``frac`` None: unit
     fractions and integer weights, no quanta, no trust)."""
 
     def __init__(self, path, frac, link_ptr, link_flow, link_frac, cap, w, n_real, *, n_links, K, B, wide=None):
@@ -259,16 +290,19 @@ def _level_round(net: _Net, state, share, untrusted, go):
             None if wide is None else stale(wide))
 
 
-def kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_rounds, n_real, wide_arrays=None, *,
-           n_links, K, B, inner, level_ties, wide_segments=0):
-    """Frontier rounds until every flow is frozen or ``max_rounds`` is reached, with a level
-    round whenever at least ``level_ties`` links tie at the minimum share. Returns rates,
-    loads, bottlenecks (-1: a private cap link), rounds and the frozen mask (padded).
-    ``wide_arrays``: the wide segments (:mod:`flowsolver.solver._frontier_wide`), of
-    ``wide_segments`` padded segments."""
+def kernel(tables: DeviceTables, max_rounds, *, inner):
+    """Frontier rounds on ``tables`` until every flow is frozen or ``max_rounds`` is
+    reached, ``inner`` rounds per convergence check, with a level round whenever at least
+    ``tables.level_ties`` links tie at the minimum share. Returns rates, loads, bottlenecks
+    (-1: a private cap link), rounds and the frozen mask (padded). ``tables.wide``: the wide
+    segments (:mod:`flowsolver.solver._frontier_wide`), of ``tables.wide_segments`` padded
+    segments."""
     count_trace()
-    wide = None if wide_arrays is None else Wide(wide_arrays, wide_segments, n_links)
-    net = _Net(path, frac, link_ptr, link_flow, link_frac, cap, w, n_real, n_links=n_links, K=K, B=B, wide=wide)
+    path, w, frozen0, n_real = tables.path, tables.weights, tables.frozen0, tables.n_real
+    n_links, B, level_ties = tables.n_links, tables.B, tables.level_ties
+    wide = None if tables.wide is None else Wide(tables.wide, tables.wide_segments, n_links)
+    net = _Net(path, tables.frac, tables.link_ptr, tables.link_flow, tables.link_frac, tables.cap, w, n_real,
+               n_links=n_links, K=tables.K, B=B, wide=wide)
     live0 = ~frozen0
     net.real = path != net.pad_link
     W, quanta, cnt = _initial_sums(net, live0)
@@ -336,4 +370,4 @@ def kernel(path, frac, link_ptr, link_flow, link_frac, cap, w, frozen0, max_roun
     return rates, F, jnp.where(bneck < n_real, bneck, -1), rounds, frozen
 
 
-JITTED = jax.jit(kernel, static_argnames=("n_links", "K", "B", "inner", "level_ties", "wide_segments"))
+JITTED = jax.jit(kernel, static_argnames=("inner",))

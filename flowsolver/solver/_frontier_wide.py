@@ -31,7 +31,7 @@ INT_MIN = int(jnp.iinfo(jnp.int32).min)
 
 
 class Wide:
-    """The wide parts of one layout while the kernel is traced (``S`` segments, the last
+    """The wide parts of one problem while the kernel is traced (``S`` segments, the last
     one padding)."""
 
     def __init__(self, arrays, n_segments: int, n_links: int):

@@ -118,9 +118,10 @@ class Problem:
 
 
 @dataclass
-class Segments:
+class CompactRouting:
     """The factored routing structure of the flows still being solved (host arrays): a
-    RoutingMatrix's segments, or the part of them that a compacted problem still uses."""
+    RoutingMatrix's segments, or the part of them that a compacted problem still uses.
+    (Not ``routing._graph_index.Segments``, which builds a RoutingMatrix's segments: docs/glossary.md.)"""
 
     seg_ptr: np.ndarray
     seg_link: np.ndarray
@@ -131,11 +132,11 @@ class Segments:
     flows: np.ndarray                 # global flow ids
 
     @classmethod
-    def of(cls, rm: RoutingMatrix) -> "Segments":
+    def of(cls, rm: RoutingMatrix) -> "CompactRouting":
         return cls(rm.seg_ptr, rm.seg_link, rm.seg_frac, rm.entry_segment, rm.flow_seg, rm.flow_coef,
                    np.arange(rm.n_flows))
 
-    def restrict(self, keep: np.ndarray) -> "Segments":
+    def restrict(self, keep: np.ndarray) -> "CompactRouting":
         """The sub-problem of the flows ``keep`` (local indices) and the segments they use."""
         flow_seg = self.flow_seg[keep]
         used = np.unique(flow_seg[flow_seg >= 0])
@@ -143,17 +144,17 @@ class Segments:
         remap[used] = np.arange(len(used))
         lengths = np.diff(self.seg_ptr)[used]
         idx = ranges(self.seg_ptr[used], lengths)
-        return Segments(np.concatenate([[0], np.cumsum(lengths)]), self.seg_link[idx], self.seg_frac[idx],
-                        remap[self.entry_seg[idx]],
-                        np.where(flow_seg >= 0, remap[np.maximum(flow_seg, 0)], -1).astype(np.int32),
-                        None if self.flow_coef is None else self.flow_coef[keep], self.flows[keep])
+        return CompactRouting(np.concatenate([[0], np.cumsum(lengths)]), self.seg_link[idx], self.seg_frac[idx],
+                              remap[self.entry_seg[idx]],
+                              np.where(flow_seg >= 0, remap[np.maximum(flow_seg, 0)], -1).astype(np.int32),
+                              None if self.flow_coef is None else self.flow_coef[keep], self.flows[keep])
 
-    def on_links(self, used: np.ndarray) -> "Segments":
+    def on_links(self, used: np.ndarray) -> "CompactRouting":
         """The same structure on the links ``used`` alone (sorted ids; every link of an entry
         of fraction > 0 must be among them), renumbered 0 .. len(used) - 1."""
         link = np.searchsorted(used, self.seg_link).clip(max=max(len(used) - 1, 0))
-        return Segments(self.seg_ptr, link.astype(self.seg_link.dtype), self.seg_frac, self.entry_seg, self.flow_seg,
-                        self.flow_coef, self.flows)
+        return CompactRouting(self.seg_ptr, link.astype(self.seg_link.dtype), self.seg_frac, self.entry_seg,
+                              self.flow_seg, self.flow_coef, self.flows)
 
     @property
     def unit_coef(self) -> bool:

@@ -23,14 +23,11 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
+from .._tolerance import RTOL       # two levels closer than this (relative) are a tie
 from ._certificate import _segment_max
 
-#: two levels closer than this (relative) are a tie; float64 solves agree with progressive
-#: filling to ~1e-12 (``_certificate.RTOL`` is 1e-9), so a looser value would hide real ties
-TIE_RTOL = 1e-9
 
-
-def _close(a, b, rtol=TIE_RTOL):
+def _close(a, b, rtol=RTOL):
     return np.abs(a - b) <= rtol * np.maximum(np.abs(a), np.abs(b))
 
 
@@ -159,21 +156,21 @@ def build(rm, capacity, weights, demands, rates, bottleneck, load=None) -> Struc
     seg_link, live = rm.seg_link, rm.seg_frac > 0
     slots = _slot_segments(rm)
     load = rm.link_loads(x) if load is None else np.asarray(load, dtype=np.float64)
-    saturated = _crossed(rm, slots) & (load >= cap * (1 - TIE_RTOL))
+    saturated = _crossed(rm, slots) & (load >= cap * (1 - RTOL))
     top = _segment_max(rm, level)
     # per segment: the lowest top level of its saturated links, and how many links share it
     t_entry = np.where(live & saturated[seg_link], top[seg_link], np.inf)
     seg_min = _segment_reduce(np.minimum, t_entry, rm.seg_ptr, np.inf)
-    at_min = np.isfinite(t_entry) & (t_entry <= seg_min[rm.entry_segment] * (1 + TIE_RTOL))
+    at_min = np.isfinite(t_entry) & (t_entry <= seg_min[rm.entry_segment] * (1 + RTOL))
     # arrays over segments get a neutral last entry, read by the unused slots (-1)
     seg_min_x = np.append(seg_min, np.inf)
     count_x = np.append(np.bincount(rm.entry_segment[at_min], minlength=S), 0)
     slot_min = [seg_min_x[s] for s in slots]
     flow_min = functools.reduce(np.minimum, slot_min)
-    is_top = np.isfinite(flow_min) & (level >= flow_min * (1 - TIE_RTOL))
-    hit_level = flow_min * (1 + TIE_RTOL)
+    is_top = np.isfinite(flow_min) & (level >= flow_min * (1 - RTOL))
+    hit_level = flow_min * (1 + RTOL)
     slot_hit = [m <= hit_level for m in slot_min]       # read where is_top only (flow_min finite)
-    capped = np.isfinite(d) & (x >= d * (1 - TIE_RTOL))
+    capped = np.isfinite(d) & (x >= d * (1 - RTOL))
     n_top = functools.reduce(np.add, [np.where(h, count_x[s], 0) for h, s in zip(slot_hit, slots)])
     n_con = np.where(is_top, n_top, 0) + capped
     tied_flow = is_top & (n_con >= 2)
@@ -255,7 +252,7 @@ def _spread_upstream(reach, tied_link):
 
 
 def batches(s: Structure) -> list[np.ndarray]:
-    """The flows grouped by level (ascending), consecutive levels within ``TIE_RTOL`` together."""
+    """The flows grouped by level (ascending), consecutive levels within ``RTOL`` together."""
     order = np.argsort(s.level, kind="stable")
     lv = s.level[order]
     if len(lv) == 0:

@@ -218,7 +218,7 @@ class _Engine:
 
 
 def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
-           algorithms: dict | None = None, **collective_options) -> ReplayResult:
+           algorithms: dict | None = None, options=None, **collective_options) -> ReplayResult:
     """Replay a workload on a cluster graph, event by event.
 
     Parameters
@@ -237,6 +237,9 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
     algorithms : dict, optional
         Collective algorithm per op (``"all_reduce": "ring"``, ...), default ``"auto"``
         (the fastest alone).
+    options : CollectiveOptions, optional
+        The options of every collective (:class:`flowsolver.CollectiveOptions`), instead of
+        the keywords below (not both).
     **collective_options
         Passed to :func:`flowsolver.collective` (``policy``, ``efficiency``, ``step_latency``, ...).
 
@@ -275,6 +278,15 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
                              f"{len(placement)}")
     compute_efficiency = _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
     rate = _flops_rate(graph, workload, gpu, compute_efficiency)
+    if options is not None:
+        from ..collectives import CollectiveOptions
+
+        if not isinstance(options, CollectiveOptions):
+            raise TypeError(f"options must be a flowsolver.CollectiveOptions, got {type(options).__name__}")
+        if collective_options:
+            raise ValueError("replay: pass the collective options either as options= or as keywords, not both (also "
+                             f"got {', '.join(sorted(collective_options))})")
+        collective_options = options.keywords("replay")
     costs = CostModel(graph, algorithms, collective_options)
     # every communication routed on one index of the graph, checked once (above)
     with unchanged(graph, checked=True), paused_gc():

@@ -3,7 +3,7 @@
 import pytest
 
 from flowsolver import ALGORITHMS
-from flowsolver.collectives._layout import Layout
+from flowsolver.collectives._layout import RankLayout
 from flowsolver.collectives._algorithms import algorithm_of
 from flowsolver.collectives._schedules import schedule
 from flowsolver.collectives._trees import Step, btree, double_btree, pipeline
@@ -20,7 +20,7 @@ def test_every_algorithm_has_one_schedule():
 
 
 def test_steps_are_values():
-    ring = Layout(groups=((0, 1, 2, 3),), rings=((0, 1, 2, 3),), channels=1)
+    ring = RankLayout(groups=((0, 1, 2, 3),), rings=((0, 1, 2, 3),), channels=1)
     a = schedule("all_reduce", "halving_doubling", 4, 8.0, ring, 1.0)
     b = schedule("all_reduce", "halving_doubling", 4, 8.0, ring, 1.0)
     assert a == b and hash(a) == hash(b)
@@ -31,7 +31,7 @@ def test_steps_are_values():
 
 
 def test_ring_and_binomial_by_hand():
-    lay = Layout(groups=((0, 1, 2),), rings=((0, 2, 1),), channels=1)
+    lay = RankLayout(groups=((0, 1, 2),), rings=((0, 2, 1),), channels=1)
     (ar,) = schedule("all_reduce", "ring", 3, 6.0, lay, 1.0)
     assert ar == Step(4, ((0, 2, 2.0), (2, 1, 2.0), (1, 0, 2.0)), 4)
     bc = schedule("broadcast", "binomial", 3, 5.0, lay, 1.0)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from flowsolver import Status, max_min_fair
 from flowsolver.solver import _batch, _dense, _dense_kernel
-from flowsolver.solver._problem import Segments
+from flowsolver.solver._problem import CompactRouting
 
 from ..oracle import assert_max_min_fair, progressive_filling
 
@@ -51,7 +51,7 @@ def test_chunked_batches_equal_one_call(monkeypatch):
     caps = np.tile(cap, (13, 1)) * rng.uniform(0.5, 2.0, (13, A.shape[0]))
     d = np.where(rng.random((13, A.shape[1])) < 0.2, rng.uniform(0.1, 1.0, (13, A.shape[1])), np.inf)
     whole = max_min_fair(A, caps, demands=d)
-    structure = Segments.of(max_min_fair.__globals__["_as_routing"](A)[0])
+    structure = CompactRouting.of(max_min_fair.__globals__["_as_routing"](A)[0])
     per = _batch.scenario_elements((16, 32, 32, 64, structure.flow_seg.shape[1]))
     monkeypatch.setattr(_batch, "CALL_ELEMENTS", per * 4)     # 4 scenarios a call (4 test devices: 1 each)
     calls = []

@@ -1,5 +1,5 @@
 """Exact sensitivities of rates, makespans, collective and step times to link capacities
-(flowsolver.solver._sensitivity, _completion_sensitivity, collectives/_sensitivity,
+(flowsolver.solver._sensitivity, timing/_completion_sensitivity, collectives/_sensitivity,
 training/_sensitivity, upgrade): every derivative is checked against finite differences of
 independent re-solves."""
 
@@ -247,7 +247,7 @@ def test_makespan_where_flows_ending_apart_move_others_in_several_steps(monkeypa
     them into several ends and the flows left change rates at each (the split's own
     event-driven run, several solves): every derivative equals the one-sided difference of
     independent re-solves."""
-    from flowsolver import _event_split
+    from flowsolver.timing import _event_split
 
     solved_sets = []
     run = _event_split.EventSplit._split
@@ -266,7 +266,7 @@ def test_makespan_where_flows_ending_apart_move_others_in_several_steps(monkeypa
 def test_event_splits_in_small_pieces_give_the_same_derivatives(monkeypatch):
     """Bounded memory (one direction per split run, one solve per batch, the kept solutions
     dropped as they come) changes no value."""
-    from flowsolver import _event_split
+    from flowsolver.timing import _event_split
 
     cases = [_many_ending_together(seed) for seed in range(100, 112)]
     whole = [(completion_sensitivity(A, n, c).gradient("up"), completion_sensitivity(A, n, c).gradient("down"))

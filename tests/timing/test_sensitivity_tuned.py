@@ -125,7 +125,7 @@ def test_derivatives_from_the_forwards_kept_events_equal_a_re_run_of_each_step(m
     kw = dict(algorithm="tree", step_latency=1e-6)
     kept = fs.collective(g, "all_reduce", 2**24, **kw)
     assert kept._derivation().cache["runs"]                       # the forward's events were kept
-    import flowsolver._events as events
+    import flowsolver.timing._events as events
 
     monkeypatch.setattr(events, "KEEP_PHASES_ENTRIES", 0)          # too many to keep: each step re-run
     rerun = fs.collective(g, "all_reduce", 2**24, **kw)
@@ -139,13 +139,15 @@ def test_derivatives_from_the_forwards_kept_events_equal_a_re_run_of_each_step(m
 
 
 def test_a_tie_between_nccls_choices_is_refused_with_its_reason(monkeypatch):
+    from dataclasses import replace
+
     from flowsolver.collectives import _collective
 
     real = _collective._pick
 
     def tied(*args, **kwargs):                     # another (algorithm, protocol) NCCL estimates the same
-        a, proto, total, *rest, rivals = real(*args, **kwargs)
-        return (a, proto, total, *rest, rivals + ["rival/Simple"])
+        pick = real(*args, **kwargs)
+        return replace(pick, rivals=pick.rivals + ["rival/Simple"])
 
     monkeypatch.setattr(_collective, "_pick", tied)
     r = fs.collective(tp.rail_optimized(2), "all_reduce", 2**22, algorithm="tree", protocol="LL128")

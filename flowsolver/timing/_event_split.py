@@ -28,11 +28,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .solver._structure import TIE_RTOL
-
-#: relative tolerance for flows ending together inside the split (as ``EVENT_RTOL``), and
-#: for a survivor's rate there to count as its phase's rate (solves agree to ~1e-12)
-SPLIT_RTOL = 1e-9
+# flows ending together inside the split, a survivor's rate there counting as its phase's rate
+# (solves agree to ~1e-12), a tie of levels: all within the one tolerance, flowsolver._tolerance
+from .._tolerance import RTOL
 
 #: scenarios per batched solve of the split's steps (each a (flows,) demand row), at most
 SPLIT_BATCH = 64
@@ -70,7 +68,7 @@ class EventSplit:
         con.eliminate_zeros()
         link = con.indices
         flow = np.repeat(np.arange(len(self.flows)), np.diff(con.indptr))
-        is_con = s.saturated[link] & (s.level[self.flows[flow]] >= s.top[link] * (1 - TIE_RTOL))
+        is_con = s.saturated[link] & (s.level[self.flows[flow]] >= s.top[link] * (1 - RTOL))
         link, flow = link[is_con], flow[is_con]
         self.always = s.capped[self.flows].copy()
         self.always[flow[row_of[link] < 0]] = True
@@ -139,19 +137,19 @@ class EventSplit:
                                  "has no derivative there")
             to_end = np.where(on, left[:, go] / np.where(on, rf, 1.0), np.inf)
             step = to_end.min(axis=0)
-            ends_now = on & (to_end <= step * (1 + SPLIT_RTOL))
+            ends_now = on & (to_end <= step * (1 + RTOL))
             left[:, go] = np.where(on & ~ends_now, left[:, go] - rf * step, 0.0)
             ended[:, go] |= ends_now
             clock[go] += step
             gain = rs - base[:, None]
-            gain[np.abs(gain) <= SPLIT_RTOL * np.abs(base)[:, None]] = 0.0
+            gain[np.abs(gain) <= RTOL * np.abs(base)[:, None]] = 0.0
             moved[:, go] += gain * step
         return lo + clock, moved
 
     def _rates(self, ended: np.ndarray) -> np.ndarray:
         """Zero-order rates (event flows, K) of the event's flows with the finishing flows
         ``ended`` (finishing flows, K) capped at 0; each set of ended flows solved once."""
-        from .solver import max_min_fair
+        from ..solver import max_min_fair
 
         keys = [col.tobytes() for col in np.packbits(ended, axis=0).T]
         if len(self._known) > 1 and (len(self._known) + len(keys)) * len(self.flows) > SPLIT_ENTRIES:

@@ -10,7 +10,7 @@ sum of the ``dD_k``, the last phase's being the largest over its finishing flows
 increase (the smallest for a decrease): the derivative of a maximum is one-sided. Flows that
 finish together at one event but would end apart under the change make it depend on the new
 event order: the flows that end first leave their links to the others, and to the flows
-that run on, for a stretch of first order; :mod:`flowsolver._event_split` follows that
+that run on, for a stretch of first order; :mod:`flowsolver.timing._event_split` follows that
 stretch exactly (one-sided, flagged in :meth:`CompletionSensitivity.one_sided`).
 """
 
@@ -21,17 +21,15 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from .routing import RoutingMatrix
-from ._status import Status
-from .solver import Allocation, max_min_fair, rate_sensitivity
-from .solver._jax import host_scalar
+from .._status import Status
+from .._tolerance import RTOL
+from ..routing import RoutingMatrix
+from ..solver import Allocation, max_min_fair, rate_sensitivity
+from ..solver._jax import host_scalar
+from ._completion import _routing_and_sizes
 from ._event_split import EventSplit
-from .timing import _routing_and_sizes
 
-__all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan", "KeptRun"]
-
-#: relative tolerance for flows finishing at one event (the one of ``completion_times``)
-EVENT_RTOL = 1e-9
+__all__ = ["completion_sensitivity", "CompletionSensitivity", "fair_makespan", "KeptRun", "kept_run"]
 
 #: the rank-one terms of the finishing flows' end changes go through one matrix product from
 #: this many multiply-adds, a loop of numpy updates below (tiny BLAS calls stalled on a 2-core
@@ -149,10 +147,10 @@ class CompletionSensitivity:
         directions where flows finishing together end apart. The bytes a flow has left
         change by ``-sum_i (D_i dr_i + r_i dD_i + x_i)`` over the phases before (``x_i``: the
         bytes it moved beyond its rate while the flows finishing at phase ``i`` ended apart,
-        :class:`~flowsolver._event_split.EventSplit`); only finishing flows read it, so it is
+        :class:`~flowsolver.timing._event_split.EventSplit`); only finishing flows read it, so it is
         kept as a sparse sum of ``D_i dr_i + x_i`` (``moved``) and the rank-one terms
         ``r_i dD_i`` (``shifts``), evaluated at each phase's finishing flows alone. Two
-        finishing flows' end changes differ when they differ by more than ``EVENT_RTOL`` of
+        finishing flows' end changes differ when they differ by more than ``RTOL`` of
         the largest term seen in that direction so far (rounding of sums that cancel is not
         a difference)."""
         n = self.shape[1]
@@ -171,7 +169,7 @@ class CompletionSensitivity:
                 part = part + moved[finishing]
             hi, lo, size, ends = _end_range(part, shifts, finishing, rates[at])
             scale = np.maximum(scale, size)
-            spread = np.abs(hi - lo) > EVENT_RTOL * scale
+            spread = np.abs(hi - lo) > RTOL * scale
             spread_any |= spread
             step = (hi if side == "up" else lo).copy()           # the phase's dD (equal where not spread)
             todo = np.flatnonzero(spread)
@@ -180,7 +178,7 @@ class CompletionSensitivity:
                 split, running_on = self._split(k, at)
                 for i in range(0, len(todo), split.chunk):
                     part = todo[i:i + split.chunk]
-                    end, more = split.run(sign * ends(part), EVENT_RTOL * scale[part])
+                    end, more = split.run(sign * ends(part), RTOL * scale[part])
                     step[part] = sign * end
                     excess.append(sp.coo_matrix((sign * more.data, (running_on[more.row], part[more.col])),
                                                 shape=(n, n_dir)))
@@ -292,7 +290,7 @@ def completion_sensitivity(routing, sizes=None, capacity=None, *, weights=None, 
                              "is infinite and has no derivative")
         to_go = left[active] / rates
         duration = float(to_go.min())
-        done = to_go <= duration * (1 + EVENT_RTOL)
+        done = to_go <= duration * (1 + RTOL)
         build = (lambda sub=sub, alloc=alloc, active=active:
                  rate_sensitivity(sub, alloc, cap, weights=w[active], demands=d[active]))
         phases.append((active, rates, duration, active[done], _PhaseSens(build, None, alloc.bottleneck)))
@@ -317,6 +315,11 @@ class KeptRun:
         self.to_original = np.concatenate(used) if len(used) else np.zeros(0, dtype=np.int64)
         self.link_starts = np.cumsum([0] + [len(u) for u in used])     # each group's block links
         self.index = {}                 # id of a group's routing (as the caller keeps it) -> group
+
+    def add(self, routing, group: int) -> None:
+        """Remember that group ``group``'s flows are ``routing`` (on the original links,
+        the object the caller will pass to :meth:`lookup`)."""
+        self.index[id(routing)] = int(group)
 
     def lookup(self, routing, capacity):
         """The CompletionSensitivity of the group whose routing (original links) is
@@ -345,6 +348,33 @@ class KeptRun:
                            _PhaseSens(build, rows, held)))
             clock += float(step[g])
         return CompletionSensitivity(routing, capacity, w, base, phases, clock)
+
+
+def kept_run(completion, sizes, used, groups=None):
+    """The :class:`KeptRun` of a forward ``completion`` (a :class:`~flowsolver.Completion`
+    of :func:`~flowsolver.completion_times` with ``keep_phases=True``, one scenario) on a
+    block of independent groups: ``sizes`` (flows,) bytes, ``used`` per group the original
+    indices of its block links (in block order), ``groups`` the group of each flow
+    (contiguous; None: one group). None where the forward kept no phases (too many events:
+    the derivatives re-run each group). Register each group's routing with
+    :meth:`KeptRun.add` before :meth:`KeptRun.lookup`.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from flowsolver.timing import completion_times
+    >>> A = sp.csc_matrix([[1.0, 1.0]])                  # two flows on one link of 2 bytes/s
+    >>> done = completion_times(A, sizes=[1.0, 3.0], capacity=[2.0], keep_phases=True)
+    >>> run = kept_run(done, [1.0, 3.0], [np.arange(1)])
+    >>> from flowsolver import RoutingMatrix
+    >>> rm = RoutingMatrix.from_scipy(A, capacity=[2.0]); run.add(rm, 0)
+    >>> cs = run.lookup(rm, np.array([2.0]))
+    >>> cs.makespan, cs.gradient().tolist()             # T = (1 + 3) / c: dT/dc = -4 / c^2
+    (2.0, [-1.0])
+    """
+    if completion.phases is None:
+        return None
+    sizes = np.asarray(sizes, dtype=np.float64)
+    group = np.zeros(len(sizes), dtype=np.int64) if groups is None else np.asarray(groups)
+    return KeptRun(sizes, group, list(used), completion.phases)
 
 
 class _PhaseSens:

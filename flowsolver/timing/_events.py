@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from .routing import RoutingMatrix
-from ._status import Status
-from .solver import max_min_fair
-from .solver._allocation import utilization
+from .._status import Status
+from ..routing import RoutingMatrix
+from ..solver import max_min_fair
+from ..solver._allocation import utilization
 
 #: (flows + links) x events kept by ``keep_phases`` at most (~20 bytes each; else none)
 KEEP_PHASES_ENTRIES = 1 << 24

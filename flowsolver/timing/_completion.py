@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
+from .. import _checks
+from .._status import Status
+from .._tolerance import RTOL
+from ..routing import RoutingMatrix
 from ._events import _check_groups, _Run
-from .routing import RoutingMatrix
-from ._status import Status
 
-__all__ = ["completion_times", "Completion", "step_times", "StepTimes", "RTOL_MAX"]
+__all__ = ["completion_times", "Completion", "step_times", "StepTimes", "RTOL", "RTOL_MAX"]
 
 #: the largest relative tolerance accepted: flows within ``rtol`` of an event finish at it,
 #: so the completion times move by up to that fraction (1 % is the most a tolerance, not a
@@ -95,7 +96,7 @@ class Completion:
 
 
 def completion_times(routing, sizes=None, capacity=None, *, weights=None, demands=None,
-                     dtype=None, max_events: int | None = None, rtol: float = 1e-9,
+                     dtype=None, max_events: int | None = None, rtol: float = RTOL,
                      groups=None, disjoint_groups: bool = False, keep_phases: bool = False) -> Completion:
     """Completion time of every flow when all start at 0 and share links max-min fairly,
     rates re-solved each time a flow finishes.
@@ -111,8 +112,8 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
         Bound on the re-solves (default: number of flows + 1, always enough: every event
         finishes a flow). A run it cuts short reports ``status`` 1 and its unfinished flows.
     rtol : float in (0, 0.01)
-        Relative tolerance: a flow whose time to finish is within ``rtol`` of the group's
-        next event, or whose bytes left are within ``rtol`` of its size, finishes at that
+        Relative tolerance (default :data:`RTOL`, 1e-9): a flow whose time to finish is
+        within ``rtol`` of the group's next event, or whose bytes left are within ``rtol`` of its size, finishes at that
         event (relative to the quantities, so the same in any unit).
     groups : array of int (flows,), optional
         Independent problems solved together: flows of different groups must share no link
@@ -198,7 +199,7 @@ class StepTimes:
 
 
 def step_times(steps, capacity=None, *, sizes=None, after=None, delay=None, max_events: int | None = None,
-               rtol: float = 1e-9) -> StepTimes:
+               rtol: float = RTOL) -> StepTimes:
     """Completion times of steps that share a fabric, each released by another: step ``s``
     starts ``delay[s]`` seconds after step ``after[s]`` finished (``-1``: after time 0),
     all its flows at once; between events (a flow finishing, a delay elapsing) the flows of

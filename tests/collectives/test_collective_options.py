@@ -1,0 +1,107 @@
+"""flowsolver.CollectiveOptions: one record for the options of every collective entry point.
+
+With both latencies at 0 a collective's time is its transfers alone, and every transfer is
+bytes over a max-min rate proportional to the capacities: every link at half its raw rate
+(efficiency 0.5) takes exactly twice as long as every link at its raw rate (efficiency 1).
+That checks that each entry point applies the record's fields, not merely that it accepts
+it."""
+
+import dataclasses
+
+import pytest
+
+import topologies as tp
+import flowsolver as fs
+from flowsolver import CollectiveOptions, collective, collective_variants, concurrent
+from flowsolver.collectives import concurrent_kinds
+
+ZERO = dict(step_latency=0.0, base_latency=0.0)
+RING = dict(op="all_reduce", size=2**24, algorithm="ring")
+
+
+@pytest.fixture(scope="module")
+def one_server():
+    return tp.rail_optimized(nodes=1)
+
+
+def test_it_is_public_frozen_and_checked_when_built():
+    assert fs.CollectiveOptions is CollectiveOptions and "CollectiveOptions" in fs.__all__
+    opts = CollectiveOptions(policy="ecmp_hash", policy_options={"subflows": 2})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.policy = "ecmp"
+    with pytest.raises(ValueError, match="CollectiveOptions: protocol must be 'auto' or one of LL, LL128, Simple"):
+        CollectiveOptions(protocol="LL64")
+    with pytest.raises(ValueError, match="CollectiveOptions: step_latency must be None or a finite number of seconds"):
+        CollectiveOptions(step_latency=-1e-6)
+    with pytest.raises(ValueError, match="CollectiveOptions: channels"):
+        CollectiveOptions(channels=65)
+    with pytest.raises(ValueError, match="model must be a Calibration"):
+        CollectiveOptions(model="h100")
+
+
+def test_collective_applies_every_field_as_its_keywords_do(one_server):
+    full = collective(one_server, "all_reduce", 2**24, algorithm="ring",
+                      options=CollectiveOptions(efficiency=1.0, **ZERO))
+    half = collective(one_server, "all_reduce", 2**24, algorithm="ring",
+                      options=CollectiveOptions(efficiency=0.5, **ZERO))
+    assert half.time == pytest.approx(2 * full.time, rel=1e-12)        # bytes over half the rate
+    keywords = collective(one_server, "all_reduce", 2**24, algorithm="ring", efficiency=0.5, **ZERO)
+    assert half.time == keywords.time
+    variants = collective_variants([one_server, one_server], "all_reduce", 2**24, algorithm="ring",
+                                   options=CollectiveOptions(efficiency=0.5, **ZERO))
+    assert [r.time for r in variants] == [half.time, half.time]
+
+
+def test_options_and_keywords_together_are_refused(one_server):
+    with pytest.raises(ValueError, match="either as options= or as keywords, not both \\(also got policy\\)"):
+        collective(one_server, "all_reduce", 2**20, policy="ecmp_hash", options=CollectiveOptions())
+    with pytest.raises(TypeError, match="options must be a flowsolver.CollectiveOptions, got dict"):
+        collective(one_server, "all_reduce", 2**20, options={"policy": "ecmp"})
+
+
+def test_concurrent_takes_the_record_and_refuses_per_collective_fields(one_server):
+    specs = [dict(RING, ranks=range(4)), dict(RING, ranks=range(4, 8))]
+    full = concurrent(one_server, specs, options=CollectiveOptions(efficiency=1.0, **ZERO))
+    half = concurrent(one_server, specs, options=CollectiveOptions(efficiency=0.5, **ZERO))
+    assert half.together == pytest.approx([2 * t for t in full.together], rel=1e-12)
+    assert half.together == concurrent(one_server, specs, efficiency=0.5, **ZERO).together
+    kinds = concurrent_kinds(one_server, [specs], options=CollectiveOptions(efficiency=0.5, **ZERO))
+    assert kinds[0].makespan == concurrent_kinds(one_server, [specs], efficiency=0.5, **ZERO)[0].makespan
+    with pytest.raises(ValueError, match="concurrent does not take CollectiveOptions.channels"):
+        concurrent(one_server, specs, options=CollectiveOptions(channels=2))
+
+
+def test_training_step_takes_the_record_as_collective_options(one_server):
+    dict_form = fs.training_step(one_server, model="llama-3-8b", tp=8, global_batch=8,
+                                 collective_options=dict(efficiency=0.5, **ZERO))
+    record = fs.training_step(one_server, model="llama-3-8b", tp=8, global_batch=8,
+                              collective_options=CollectiveOptions(efficiency=0.5, **ZERO))
+    assert record.step_time == dict_form.step_time
+    with pytest.raises(ValueError, match="collective_options: a training step does not take "
+                                         "CollectiveOptions.candidates"):
+        fs.training_step(one_server, model="llama-3-8b", tp=8, collective_options=CollectiveOptions(candidates="all"))
+
+
+def test_replay_takes_the_record(one_server):
+    from flowsolver.traces import RankTrace, TraceNode, build_workload
+
+    per_rank = [RankTrace(r, [TraceNode(0, "grads", "collective", op="all_reduce", bytes=2**24)]) for r in range(8)]
+    work = build_workload(per_rank)
+    full = fs.replay(one_server, work, algorithms={"all_reduce": "ring"},
+                     options=CollectiveOptions(efficiency=1.0, **ZERO))
+    half = fs.replay(one_server, work, algorithms={"all_reduce": "ring"},
+                     options=CollectiveOptions(efficiency=0.5, **ZERO))
+    assert half.iteration_time == pytest.approx(2 * full.iteration_time, rel=1e-12)
+    with pytest.raises(ValueError, match="replay: pass the collective options either as options= or as keywords"):
+        fs.replay(one_server, work, options=CollectiveOptions(), policy="ecmp")
+
+
+def test_sweep_takes_the_record_for_what_the_grid_does_not_set(one_server):
+    pytest.importorskip("pandas")
+    grid = {"nodes": [1], "size": [2**24], "algorithm": ["ring"]}
+    df = fs.sweep(grid, progress=False, cache_dir=None, options=CollectiveOptions(efficiency=0.5, **ZERO))
+    alone = collective(one_server, "all_reduce", 2**24, algorithm="ring", efficiency=0.5, **ZERO)
+    assert df["time"].tolist() == [alone.time]
+    with pytest.raises(ValueError, match="sweep \\(the grid sets policy, subflows and channels\\) does not take "
+                                         "CollectiveOptions.policy"):
+        fs.sweep(grid, progress=False, cache_dir=None, options=CollectiveOptions(policy="ecmp_hash"))
