@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _checks
 from .._status import Status
-from ..routing import gpu_nodes, graph_memo, unchanged
+from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
 from ._bound import Capacities, lower_bound
 from ._layout import participants, without_nvls
 from .._tolerance import RTOL
@@ -264,6 +264,9 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     call = Call(op, size, rank_groups, algorithm, options, model)
     if variants is None:
         return solve_collectives(graph, [call])
+    if len(variants) > 1 and policy_of(options.policy).depends_on_load:
+        # routes that follow the load (ugal) follow each variant's capacities: routed per variant
+        return [solve_collectives(v, [call])[0] for v in variants]
     with unchanged(graph):          # laid out and every step routed on one index of the graph
         planned = _plans(graph, op, size, rank_groups, algorithm, options)
         timed = time_plans(graph, planned.ranks, planned.plans, options, list(variants))
@@ -437,7 +440,9 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     Returns one :class:`CollectiveResult` per graph; a variant that cannot complete has
     ``status`` ``Status.STALLED``, ``time`` inf and the reason in ``message``. Routes are
     the first graph's: a link failed in another variant is not routed around (its flows
-    stall; call :func:`collective` on the edited graph to reroute).
+    stall; call :func:`collective` on the edited graph to reroute). A policy whose routes
+    depend on the load (``register_policy(..., depends_on_load=True)``, e.g. ``ugal``) is
+    routed on each variant, as :func:`collective` would.
 
     >>> import topologies as tp
     >>> ndr, hdr = tp.rail_optimized(2), tp.rail_optimized(2, link="ib_hdr")

@@ -20,11 +20,23 @@ ways this module models from NCCL's source (2.30: ``src/enqueue.cc`` ``topoGetAl
    long and many and the time tends to ``size / bandwidth``; at mid sizes the fill and the
    floor are what the tuner's affine estimate leaves out (measured: 20-40 % at 4-256 MiB).
 
-LL and LL128 keep the tuner's time (their lines carry their own flags: no step to floor); their
-channel count still follows NCCL's rule. A fitted per-step floor for LL128 raised the corpus's
-held-out median (22.9 % to 23.3 %), swung between forms (ring LL128 29-77 %), and priced a 1 MiB
-tree LL128 all-reduce on 2 x 8 H100 at 230 us against 87 us measured. The floors and fills are
-fitted on the validation corpus (``benchmarks/fit_pipeline.py``), see :data:`PIPELINE`.
+LL128 runs the same chunk pipeline as Simple: its steps are NCCL's LL128 steps (a channel's
+buffer slot, 15/16 of it data, ``chunkSteps = 1``; the tree's chunk shrunk by the tree's depth as
+``calcCollChunking`` shrinks it, a rule written for the pipeline's depth). A connection's slots
+are freed a step at a time (``prims_ll128.h``: ``waitSend`` and ``postRecv`` count steps) and
+the network proxy sends a posted slot as one message, so the tree's depth and the algorithm's
+fill are counted in whole steps, as for Simple (over NVLink a receiver reads each 128-byte line
+as its flag lands, so there the count is an upper bound: the two one-node tree LL128 points of
+the corpus come out 31-94 % slow). LL128 has no step floor (its lines carry
+their own flags: no fence or flush per step): a fitted floor for LL128 raised the corpus's held-out
+median (22.9 % to 23.3 %; with the transports 18.8 % to 18.6 % against 16.8 % without) and priced
+a 1 MiB tree LL128 all-reduce on 2 x 8 H100 at 230 us against 87 us measured. LL keeps the
+tuner's time: its 8-byte payloads are forwarded line by line (a thread passes each 16-byte line on
+as its flag arrives), so neither a step's depth nor a fill in steps applies (counted as steps, the
+tree's depth makes tree LL 11 % too slow where it was 30 % fast; a fill in ring steps fits the
+platforms' small-message floors, not the protocol). Both keep NCCL's channel count at the size.
+The floors and fills are fitted on the validation corpus (``benchmarks/fit_pipeline.py``), see
+:data:`PIPELINE`.
 """
 
 from __future__ import annotations
@@ -89,6 +101,9 @@ class Pipeline:
 #: 2.7-4.8 steps; fill_tree 0 in every fold. floor_simple is 0 because no Simple step in the
 #: corpus is short enough for a floor to matter (the fit cannot tell one). Held out: median
 #: |error| 0.229 against 0.285 for NCCL's estimate; see the docs' accuracy page.
+#: With LL128 through the pipeline (2026-12-04) the fit on the corpus gives floor_simple
+#: 2.1 us, floor_nvls 2.0 us, fill_ring 2.71, fill_tree 0, fill_nvls 2.71 (folds: fill_ring
+#: 2.43-4.85); these shipped values are kept (in sample 16.9 %, held out 16.8 %).
 PIPELINE = Pipeline()
 
 
@@ -175,8 +190,9 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     """Seconds NCCL's kernels take for ``op`` of ``size`` bytes by ``algorithm`` /
     ``protocol`` given the tuner's ``latency`` (s) and the algorithm bandwidth ``algbw``
     (bytes/s, all ``channels`` running): ``latency + (steps + fill) x max(step, floor)``
-    with the bandwidth of the channels NCCL runs at that size (LL and LL128: ``latency + size
-    / bandwidth``). ``latency`` and ``algbw`` may be :class:`~._dual.Dual` numbers.
+    with the bandwidth of the channels NCCL runs at that size (LL: ``latency + size /
+    bandwidth``; LL128: its own steps, the algorithm's fill and depth, no floor). ``latency``
+    and ``algbw`` may be :class:`~._dual.Dual` numbers.
 
     >>> p = Pipeline(floor_simple=2e-6, fill_ring=2.0)
     >>> t = pipeline_time("ring", "Simple", "all_reduce", 16 << 20, 8, 1, 16, 10e-6, 200e9, p)
@@ -187,7 +203,7 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
         return latency + size / algbw
     nc = channels_used(algorithm, protocol, size, ranks, channels)
     bandwidth = algbw * (nc / channels)
-    if protocol in ("LL", "LL128"):
+    if protocol == "LL":
         return latency + size / bandwidth
     steps, depth = chunk_steps(algorithm, protocol, op, size, ranks, nodes, nc)
     if algorithm in ("nvls", "nvls_tree"):
@@ -195,4 +211,6 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     else:
         floor, fill = params.floor_simple, params.fill_ring if algorithm == "ring" else params.fill_tree
     step = size / bandwidth / steps
+    if protocol == "LL128":                             # no floor: flags in every line
+        return latency + (steps + fill + depth) * step
     return latency + (steps + fill + depth) * _greater(step, floor)
