@@ -15,6 +15,10 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from pathlib import Path
+
+# the checkout this script sits in, not an installed copy
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv=None) -> int:

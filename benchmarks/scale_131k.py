@@ -14,13 +14,17 @@ from __future__ import annotations
 import resource
 import sys
 import time
+from pathlib import Path
+
+# the checkout this script sits in, not an installed copy
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     nodes = int(argv[0]) if argv else 16384
     import topologies as tp
-    from flowsolver import training_step
+    from flowsolver import Parallelism, training_step
 
     def peak():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -36,7 +40,7 @@ def main(argv=None) -> int:
     print(f"validate (schema + every GPU joined): {time.perf_counter() - t:.1f} s", flush=True)
     t = time.perf_counter()
     pp = 16
-    r = training_step(g, model="llama-3-405b", tp=8, pp=pp, dp=nodes * 8 // 8 // pp)
+    r = training_step(g, model="llama-3-405b", parallelism=Parallelism(tp=8, pp=pp, dp=nodes * 8 // 8 // pp))
     step = time.perf_counter() - t
     total = time.perf_counter() - start
     print(f"training step (llama-3-405b TP8 PP{pp} DP{nodes // pp}): {step:.1f} s, "

@@ -41,7 +41,7 @@ def default_cache_dir(environ=None) -> Path | None:
     >>> default_cache_dir({"FLOWSOLVER_CACHE_DIR": "/scratch/me/jax"}).as_posix()
     '/scratch/me/jax'
     """
-    from .solver._placement import cache_folder     # (loads JAX: only when asked)
+    from .solver import cache_folder     # (loads JAX: only when asked)
 
     env = os.environ if environ is None else environ
     return cache_folder(env) if CACHE_ENV in env else None     # named, or switched off
@@ -77,7 +77,7 @@ def compilation_cache_for(path):
     import jax
     from jax.experimental.compilation_cache import compilation_cache
 
-    from .solver._placement import ensure_compilation_cache
+    from .solver import ensure_compilation_cache
 
     ensure_compilation_cache()       # the solver's own choice made first: restored to it afterwards
     try:

@@ -161,8 +161,7 @@ def _linear(result, graph, upgraded) -> float:
     dc = after - before
     try:
         if isinstance(result, StepResult):
-            from .training._compose import compose
-            from .training._sensitivity import step_directional
+            from .training import compose, step_directional
 
             return _time(result) + step_directional(result, compose, dc)
         return _time(result) + result.time_directional(dc)

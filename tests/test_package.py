@@ -110,6 +110,23 @@ def test_lower_layers_never_import_higher_ones():
     assert not bad, "\n".join(bad)
 
 
+def test_no_module_imports_another_package_s_private_module():
+    """A package's private module (``flowsolver.training._step``, ``topologies._graph``) is
+    imported only from inside that package (or a package within it); other packages import
+    the names from the package (``from ..training import prepare_step``)."""
+    bad = []
+    for module, targets in _imports().items():
+        for t in targets:
+            parts = t.split(".")
+            private = [i for i, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")]
+            if not private:
+                continue
+            owner = ".".join(parts[:private[0]])
+            if module != owner and not module.startswith(owner + "."):
+                bad.append(f"{module} imports {t} (private to {owner})")
+    assert not bad, "\n".join(sorted(bad))
+
+
 def test_the_public_surface_is_complete_and_holds_no_internals():
     for name in fs.__all__:
         assert hasattr(fs, name), name

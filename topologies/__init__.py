@@ -20,6 +20,7 @@ This package knows nothing of JAX or routing.
 64
 """
 
+from ._graph import fingerprint  # noqa: F401 (for flowsolver's checks, not in __all__)
 from ._validate import TopologyError, validate
 from .analysis import bisection_max_flow, describe, format_description, gpus
 from .bill import Bill, BillLine, bill, price_tally, tally

@@ -85,11 +85,18 @@ class GpuSpec:
 # Peaks (dense, no sparsity), memory, HBM bandwidth and power are the vendor figures as the
 # ml-engineering book tabulates them with their datasheet links (github.com/stas00/ml-engineering,
 # compute/accelerator/README.md at 744d01e18b79512572f64a6bbd8b5f4a725203a7: "TFLOPS comparison
-# table", the memory table, the power table), unless a row says otherwise.
+# table", the memory table, the power table), unless a row says otherwise. Memory is the device's
+# total as the driver reports it (nvidia-smi / NVML) where a public reading exists: the
+# datasheets' "80 GB" is 81,559 MiB on an H100 SXM (85.52e9 bytes; nvidia-smi in
+# github.com/NVIDIA/nccl/issues/1264, and modal-labs/modal-client pull 2797, which lists H100
+# 81559MiB, A100 80GB 81920MiB, A100 40GB 40960MiB) and "180 GB" 183,359 MiB on a B200 (AWS
+# DLAMI developer guide, "Software requirements for P6 instances", nvidia-smi on p6-b200):
+# what published runs had to fit in (the Llama 3 paper's 8,192-GPU layout needs ~82 GB).
+_MIB = 2.0 ** 20
 _GPUS = {
     # H100 SXM5 datasheet: 989 TFLOP/s dense BF16 (1979 with sparsity), FP8 1979 dense
     # (3958 with sparsity), 80 GB HBM3 at 3.35 TB/s, up to 700 W (maximum TDP).
-    "h100_sxm": GpuSpec("h100_sxm", 989e12, 80e9, "NVIDIA H100 datasheet (SXM5), dense BF16 / FP8", 1979e12,
+    "h100_sxm": GpuSpec("h100_sxm", 989e12, 81559 * _MIB, "NVIDIA H100 datasheet (SXM5), dense BF16 / FP8", 1979e12,
                         hbm_bandwidth=3.35e12, tdp=700.0, family="h100"),
     # Meta's H100 SXM variant (Grand Teton): "Each H100 GPU is equipped with 96GB HBM2e with 2.4
     # TB/sec peak memory bandwidth" and "the default 500W power limit, although tuning it up to 700W
@@ -108,16 +115,16 @@ _GPUS = {
                     hbm_bandwidth=4.8e12, tdp=700.0, family="h200"),
     # A100 SXM4 80GB datasheet: 312 TFLOP/s dense BF16, 80 GB HBM2e at 2.039 TB/s, 400 W;
     # Ampere has no FP8 tensor cores.
-    "a100_sxm": GpuSpec("a100_sxm", 312e12, 80e9, "NVIDIA A100 datasheet (SXM4 80GB), dense BF16",
+    "a100_sxm": GpuSpec("a100_sxm", 312e12, 81920 * _MIB, "NVIDIA A100 datasheet (SXM4 80GB), dense BF16",
                         hbm_bandwidth=2.039e12, tdp=400.0, family="a100"),
     # A100 SXM4 40GB datasheet: the same 312 TFLOP/s dense BF16 and 400 W, 40 GB HBM2 at
     # 1,555 GB/s (NVIDIA A100 datasheet, "GPU Memory Bandwidth 1,555GB/s" for the 40GB part).
-    "a100_40gb": GpuSpec("a100_40gb", 312e12, 40e9, "NVIDIA A100 datasheet (SXM4 40GB), dense BF16",
+    "a100_40gb": GpuSpec("a100_40gb", 312e12, 40960 * _MIB, "NVIDIA A100 datasheet (SXM4 40GB), dense BF16",
                              hbm_bandwidth=1.555e12, tdp=400.0, family="a100"),
     # DGX B200 datasheet: 72 PFLOP/s FP8 training for 8 GPUs with sparsity -> 4.5 PFLOP/s
     # dense FP8 per GPU -> 2.25 PFLOP/s dense BF16; 1440 GB HBM3e / 8 = 180 GB at 8 TB/s; 1000 W
     # (maximum TGP).
-    "b200": GpuSpec("b200", 2.25e15, 180e9, "NVIDIA DGX B200 datasheet, per GPU, dense BF16 / FP8", 4.5e15,
+    "b200": GpuSpec("b200", 2.25e15, 183359 * _MIB, "NVIDIA DGX B200 datasheet, per GPU, dense BF16 / FP8", 4.5e15,
                     hbm_bandwidth=8.0e12, tdp=1000.0, family="b200"),
     # GB200 NVL72 spec: 360 PFLOP/s FP16/BF16 and 720 PFLOP/s FP8 with sparsity for 72 GPUs
     # -> 2.5 PFLOP/s dense BF16 and 5 PFLOP/s dense FP8 per GPU; 13.4 TB HBM3e / 72 = 186 GB
@@ -130,8 +137,8 @@ _GPUS = {
 def get_gpu(gpu: "str | GpuSpec") -> GpuSpec:
     """Look a GPU type up by name (``"h100_sxm"``, ...) or pass a GpuSpec through.
 
-    >>> get_gpu("b200").memory / 1e9      # bytes of HBM
-    180.0
+    >>> get_gpu("b200").memory / 2**20      # bytes of HBM, in MiB as nvidia-smi shows them
+    183359.0
     """
     if isinstance(gpu, GpuSpec):
         return gpu

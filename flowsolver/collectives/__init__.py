@@ -103,11 +103,12 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._concurrent": ("concurrent", "concurrent_kinds"),
     "._hardware": ("nccl_channels",),
     "._jax": ("collective_time",),
-    "._options": ("CollectiveOptions",),
+    "._options": ("CollectiveOptions", "checked_collective_options"),
     "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm"),
     "._nccl": ("DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
                "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor"),
     "._results": ("CollectiveResult", "CollectiveStep", "ConcurrentResult"),
+    "._sensitivity": ("sensitivity_table",),   # (this and checked_collective_options: for training, not in __all__)
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -117,10 +118,11 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._hardware import nccl_channels
     from ._jax import collective_time
     from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
-    from ._options import CollectiveOptions
+    from ._options import CollectiveOptions, checked_collective_options
     from ._nccl import (DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                         busbw_factor)
     from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
+    from ._sensitivity import sensitivity_table
 
 # the built-in algorithms register themselves (ALGORITHMS' order); no JAX is imported
 from . import _builtin_algorithms  # noqa: F401,E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..solver._jax import host_scalar
+from ..solver import host_scalar
 from ._collective import collective
 from ._sensitivity import any_one_sided
 

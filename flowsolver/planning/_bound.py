@@ -31,7 +31,7 @@ import numpy as np
 
 import topologies as tp_
 
-from ..training._profile import CommProfile, CommTiming, _plan
+from ..training import CommProfile, CommTiming, step_collectives
 
 __all__ = ["CutBound", "layout_groups"]
 
@@ -142,8 +142,9 @@ class CutBound:
         kinds = {"tp": "tp", "cp": "cp", "cp_step": "cp_step", "pp": "pp", "ep": "ep", "dp": "dp",
                  "dp_gather": "dp", "dp_reduce": "dp", "dp_experts": "dp_experts"}
         comms = {}
-        for name, _, op, size, _ in _plan(spec, degrees, lay.micro_batch, lay.zero, lay.sequence_parallel, top_k,
-                                          capacity_factor, reduce_bytes, gather_bytes, groups=lambda kind: kind):
+        for name, _, op, size, _ in step_collectives(spec, degrees, lay.micro_batch, lay.zero, lay.sequence_parallel,
+                                                     top_k, capacity_factor, reduce_bytes, gather_bytes,
+                                                     groups=lambda kind: kind):
             kind = kinds[name]
             per_call = self.seconds(op, size, key, kind)
             gather = 0.0

@@ -16,11 +16,9 @@ import topologies as tp_
 
 from .. import _checks
 from ..routing import unchanged
-from ..training._compose import checked_schedule, compose, layer_compute
-from ..training._profile import _plan, _timed, ring_pairs, solve_profile
-from ..training._compute import DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION
-from ..training._step import REDUCE_DTYPES, _gpu, _routing, default_tp_overlap, prepare_step
-from ..training._models import get_model
+from ..training import (DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION, REDUCE_DTYPES, checked_expert_routing,
+                        checked_gpu, checked_schedule, compose, default_tp_overlap, get_model, layer_compute,
+                        prepare_step, ring_pairs, solve_profile, step_collectives, time_collectives)
 from ._bound import CutBound
 from ._placement import place_job
 from ._result import Plan, PlanRow, pareto_rows
@@ -42,7 +40,7 @@ _STEP_DEFAULTS = dict(compute_efficiency=DEFAULT_COMPUTE_EFFICIENCY, attention_e
 
 class KindCache:
     """Remembers every collective kind solved: ``(op, bytes, rank groups, algorithm)`` ->
-    what :func:`flowsolver.training._profile._timed` returned for it. A kind's time does not
+    what :func:`flowsolver.training._profile.time_collectives` returned for it. A kind's time does not
     depend on the other kinds solved beside it (each kind is timed as if alone on the fabric,
     :func:`flowsolver.collectives.concurrent_kinds`), so layouts that share a kind (the same
     TP groups and activation size, the same DP groups and gradient shard, ...) share its
@@ -99,8 +97,9 @@ class KindCache:
         keys = self._keys(calls)
         missing = list(dict.fromkeys(k for k in keys if k not in self._store))
         if missing:
-            by_key = dict(zip(missing, _timed(graph, [(op, size, [list(g) for g in groups], algorithm)
-                                                      for op, size, groups, algorithm in missing], options)))
+            by_key = dict(zip(missing, time_collectives(graph, [(op, size, [list(g) for g in groups], algorithm)
+                                                                for op, size, groups, algorithm in missing],
+                                                        options)))
             self._store.update(by_key)
             self.solved += len(missing)
             self.calls += 1
@@ -111,7 +110,7 @@ class KindCache:
         return [self._store[k] for k in self._keys(calls)]
 
     def __call__(self, graph, calls, options) -> list:
-        """:func:`flowsolver.training._profile._timed` of ``calls``, each kind solved once."""
+        """:func:`flowsolver.training._profile.time_collectives` of ``calls``, each kind solved once."""
         keys = self._keys(calls)
         self.hits += sum(k in self._store for k in keys)
         self.fill(graph, calls, options)
@@ -247,11 +246,11 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
         # fewer batched calls compile the solver fewer times; a batch of kinds over 16,384 GPUs
         # takes memory: 32 profiles up to 4,096 GPUs, 8 at 16,384 (the peak stays under 3 GiB)
         prefetch = max(4, min(32, 131072 // gpus))
-    gpu_spec = _gpu(graph, gpu)
+    gpu_spec = checked_gpu(graph, gpu)
     if max_tp is None:
         max_tp = max(Counter(graph.nodes[v].get("server", i) for i, v in enumerate(ranks)).values())
     options = dict(_STEP_DEFAULTS, **step_options)
-    top_k, factor = _routing(spec, options["top_k"], options["capacity_factor"])
+    top_k, factor = checked_expert_routing(spec, options["top_k"], options["capacity_factor"])
     spec = dataclasses.replace(spec, top_k=top_k) if top_k != spec.top_k else spec
 
     space = layout_space(spec, gpus, global_batch, gpu_memory=gpu_spec.memory, headroom=headroom, max_tp=max_tp,
@@ -387,13 +386,13 @@ def _prefetch(graph, cache: KindCache, prepared: list) -> list:
     """The collective kinds of several profiles not yet in ``cache``, solved in two batched
     calls (the kinds, then the all-gathers that follow their reduce-scatters, with the
     algorithm each chose: what :func:`solve_profile` asks for, in the same way); each
-    profile's collectives (``_plan``'s list, for :func:`solve_profile`)."""
+    profile's collectives (``step_collectives``'s list, for :func:`solve_profile`)."""
     first, plans = [], []
     for prep in prepared:
         s = prep.solve
-        steps = _plan(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"], s["model"].top_k,
-                      s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"],
-                      groups=functools.partial(cache.groups, s["layout"]))
+        steps = step_collectives(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"],
+                                 s["model"].top_k, s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"],
+                                 groups=functools.partial(cache.groups, s["layout"]))
         calls = [(op, size, groups, s["algorithms"].get(kind, "auto")) for _, kind, op, size, groups in steps]
         plans.append((s, steps, calls))
         first += calls

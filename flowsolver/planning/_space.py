@@ -8,11 +8,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .. import _checks
-from ..training._compute import check_recompute
-from ..training._layout import DEFAULT_ORDER, checked_order
-from ..training._memory import ZERO_STAGES, memory_per_gpu
-from ..training._models import ModelSpec
-from ..training._pipeline import chunk_layers
+from ..training import (DEFAULT_ORDER, ZERO_STAGES, ModelSpec, check_recompute, checked_order, chunk_layers,
+                        memory_per_gpu)
 
 __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS", "RECOMPUTE_MODES"]
 

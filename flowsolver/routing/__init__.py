@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from ._cache import clear_route_cache, path_computations
 from ._graph_index import GraphIndex, RoutingError, gpu_nodes, graph_memo, unchanged, unique_pairs
+from ._keys import ranges  # noqa: F401 (for the solver, not in __all__)
 from ._links import HOP_CLASSES, Bottleneck, LinkTable, first_tier, link_efficiency
 from ._matrix import MergedRouting, RoutingMatrix
 from ._policies import POLICIES, Policy, PolicyCall, policy_of, register_policy

@@ -81,19 +81,35 @@ class LinkTable:
 
     @classmethod
     def from_graph(cls, graph) -> "LinkTable":
-        edges = list(graph.edges(data=True))
         kind = {n: d.get("kind") for n, d in graph.nodes(data=True)}
+        src, dst, cap, lat, tech, tier, cables, hop, eff = ([] for _ in range(9))
+        classes: dict = {}                 # (tail kind, head kind, tech) -> hop class, worked out once
+        for u, v, d in graph.edges(data=True):     # one pass over ~1 M edges on the largest fabrics
+            src.append(u)
+            dst.append(v)
+            g = d.get
+            cap.append(g("capacity", 0.0))
+            lat.append(g("latency", 0.0))
+            t = g("tech", "")
+            tech.append(t)
+            tier.append(g("tier", ""))
+            cables.append(g("cables", 1))
+            e = g("efficiency")
+            eff.append(np.nan if e is None else e)
+            key = (kind[u], kind[v], t)
+            c = classes.get(key)
+            if c is None:
+                c = classes[key] = _hop_class(*key)
+            hop.append(c)
+        for name, values in (("capacity", cap), ("latency", lat), ("cables", cables)):
+            if None in values:           # float(None) / int(None) would raise: so does the array
+                raise TypeError(f"edge attribute {name!r} is None on an edge; give a number")
         obj = lambda xs: np.array(xs, dtype=object) if xs else np.empty(0, dtype=object)  # noqa: E731
         return cls(
-            src=obj([u for u, _, _ in edges]),
-            dst=obj([v for _, v, _ in edges]),
-            capacity=np.array([float(d.get("capacity", 0.0)) for *_, d in edges], dtype=np.float64),
-            latency=np.array([float(d.get("latency", 0.0)) for *_, d in edges], dtype=np.float64),
-            tech=obj([d.get("tech", "") for *_, d in edges]),
-            tier=obj([d.get("tier", "") for *_, d in edges]),
-            cables=np.array([int(d.get("cables", 1)) for *_, d in edges], dtype=np.int64),
-            hop_class=obj([_hop_class(kind[u], kind[v], d.get("tech", "")) for u, v, d in edges]),
-            efficiency=_edge_efficiencies(edges),
+            src=obj(src), dst=obj(dst),
+            capacity=np.array(cap, dtype=np.float64), latency=np.array(lat, dtype=np.float64),
+            tech=obj(tech), tier=obj(tier), cables=np.array(cables, dtype=np.int64), hop_class=obj(hop),
+            efficiency=_checked_efficiencies(graph, np.array(eff, dtype=np.float64)),
         )
 
     def effective_capacity(self, efficiency=None) -> np.ndarray:
@@ -149,16 +165,15 @@ def _hop_class(kind_u, kind_v, tech) -> str:
     return "nvlink" if nvlink else "pcie"
 
 
-def _edge_efficiencies(edges) -> np.ndarray:
+def _checked_efficiencies(graph, eff: np.ndarray) -> np.ndarray:
     """Each edge's ``efficiency`` attribute (NaN where it has none); a value outside (0, 1]
     is an error naming the edge."""
-    eff = np.array([np.nan if d.get("efficiency") is None else float(d["efficiency"]) for *_, d in edges],
-                   dtype=np.float64)
     bad = ~np.isnan(eff) & ~((eff > 0) & (eff <= 1))
     if bad.any():
-        u, v, _ = edges[int(np.flatnonzero(bad)[0])]
+        i = int(np.flatnonzero(bad)[0])
+        u, v = next(e for j, e in enumerate(graph.edges()) if j == i)
         raise ValueError(f"edge {u!r} -> {v!r}: efficiency must be a fraction in (0, 1], got "
-                         f"{float(eff[bad][0])!r}")
+                         f"{float(eff[i])!r}")
     return eff
 
 

@@ -95,10 +95,11 @@ def ecmp_fluid(graph: CompactGraph, src, dst):
     parts = []
     by_pair = len(src) <= PAIR_MODE_RATIO * len(targets)     # few sources per target: each pair's own paths
     chunk = max(1, FLUID_BATCH // max(len(graph.tail), 1))
+    scratch: list = []          # the pair searches' (pairs x nodes) arrays, kept at -1 between chunks
     for lo in range(0, len(targets), chunk):
         mine = np.flatnonzero((t_of >= lo) & (t_of < lo + chunk))
         if by_pair:
-            pair, link, frac, bad = _fluid_pairs(graph, src[mine], dst[mine])
+            pair, link, frac, bad = _fluid_pairs(graph, src[mine], dst[mine], scratch)
         else:
             pair, link, frac, bad = _fluid_chunk(graph, targets[lo:lo + chunk], src[mine], t_of[mine] - lo)
         parts.append((mine[pair], link, frac, mine[bad]))
@@ -126,18 +127,27 @@ def _fluid_chunk(graph: CompactGraph, targets, src, t_of):
     return pair, link, frac, bad
 
 
-def _push_mass(graph: CompactGraph, src, dst, row, live, edge, split, ptr):
+def _push_mass(graph: CompactGraph, src, dst, row, live, edge, split, ptr, sparse=False):
     """The fluid mass of each live pair ``src[i] -> dst[i]`` at each node, hop by hop:
     ``(pair, link, frac)`` entries. The DAG edges out of node ``v`` for pair ``i`` are
-    ``edge[ptr[k]:ptr[k + 1]]`` (split fractions ``split``) with ``k = row[i] * nv + v``."""
+    ``edge[ptr[k]:ptr[k + 1]]`` (split fractions ``split``) with ``k = row[i] * nv + v``;
+    ``sparse``: ``ptr`` is ``(keys, starts, counts)`` for the keys used only (sorted), and
+    the mass is summed per (pair, node) by a sort (no array over every key)."""
     nv, head = graph.nv, graph.head
     pair = np.flatnonzero(live)
     node, mass = src[pair], np.ones(len(pair))
     out_pair, out_link, out_frac = [], [], []
     while pair.size:
         k = row[pair] * nv + node
-        counts = ptr[k + 1] - ptr[k]
-        idx = ranges(ptr[k], counts)
+        if sparse:
+            keys, first, count = ptr
+            at = np.minimum(np.searchsorted(keys, k), max(len(keys) - 1, 0))
+            hit = keys[at] == k if len(keys) else np.zeros(len(k), dtype=bool)
+            starts = np.where(hit, first[at] if len(keys) else 0, 0)
+            counts = np.where(hit, count[at] if len(keys) else 0, 0)
+        else:
+            starts, counts = ptr[k], ptr[k + 1] - ptr[k]
+        idx = ranges(starts, counts)
         pair, mass, e = np.repeat(pair, counts), np.repeat(mass, counts) * split[idx], edge[idx]
         out_pair.append(pair)
         out_link.append(graph.link[e])
@@ -145,7 +155,7 @@ def _push_mass(graph: CompactGraph, src, dst, row, live, edge, split, ptr):
         nxt = head[e]
         on = nxt != dst[pair]
         key = pair[on] * nv + nxt[on]
-        if len(row) * nv <= FLUID_BATCH:       # (pair, node) keys summed in a dense array
+        if not sparse and len(row) * nv <= FLUID_BATCH:       # (pair, node) keys summed in a dense array
             total = np.bincount(key, weights=mass[on], minlength=len(row) * nv)
             at = np.flatnonzero(np.bincount(key, minlength=len(row) * nv))
             mass = total[at]
@@ -171,7 +181,7 @@ def _expand(graph: CompactGraph, ptr, ids, far, row, node):
     return np.repeat(row, counts), e, far[e]
 
 
-def _fluid_pairs(graph: CompactGraph, src, dst):
+def _fluid_pairs(graph: CompactGraph, src, dst, scratch=None):
     """:func:`_fluid_chunk` for pairs ``src[i] -> dst[i]``, each worked out on its own: a
     breadth-first search from both ends (through transit nodes) until they meet gives the
     hops ``D``; the nodes on a shortest path are those whose hops from the source and to the
@@ -182,13 +192,20 @@ def _fluid_pairs(graph: CompactGraph, src, dst):
     nv, head, tail, transit = graph.nv, graph.head, graph.tail, graph.transit
     P = len(src)
     rows = np.arange(P)
-    df = np.full((P, nv), -1, dtype=np.int32)      # hops from the source (explored part)
-    db = np.full((P, nv), -1, dtype=np.int32)      # hops to the destination (explored part)
+    # (pairs x nodes) arrays at -1: kept in ``scratch`` by the caller across chunks, and
+    # reset there entry by entry (only the explored entries were written)
+    if scratch is None:
+        scratch = []
+    if not scratch or scratch[0].size < P * nv:
+        scratch[:] = [np.full(P * nv, -1, dtype=np.int32) for _ in range(3)]
+    # hops from the source, hops to the destination, position on a shortest path
+    df, db, sp = (a[:P * nv].reshape(P, nv) for a in scratch)
     df[rows, src] = 0
     db[rows, dst] = 0
     hops = np.full(P, -1, dtype=np.int64)
     done = np.zeros(P, dtype=bool)
     fronts = [(rows, src), (rows, dst)]
+    seen = ([(rows, src)], [(rows, dst)])          # per side, the (row, node) pairs found at each depth
     depth = [0, 0]
     sides = ((df, db, graph.out_ptr, graph.out_edges, head), (db, df, graph.in_ptr, graph.in_edges, tail))
     side = 0
@@ -205,6 +222,7 @@ def _fluid_pairs(graph: CompactGraph, src, dst):
         found = np.unique(r[new] * nv + v[new])
         r, v = found // nv, found % nv
         mine[r, v] = depth[side]
+        seen[side].append((r, v))
         meet = (other[r, v] >= 0) & (transit[v] | (v == src[r]) | (v == dst[r]))
         if meet.any():
             cand = np.full(P, np.iinfo(np.int64).max)
@@ -220,36 +238,58 @@ def _fluid_pairs(graph: CompactGraph, src, dst):
         done |= ~alive
         side = 1 - side
     bad = np.flatnonzero(hops < 0)
-    # position along a shortest path of every node on one (-1 elsewhere)
-    sp = np.full((P, nv), -1, dtype=np.int32)
-    both = (df >= 0) & (db >= 0) & ((df + db) == hops[:, None]) & (hops[:, None] > 0)
-    r, v = np.nonzero(both)
+    # position along a shortest path of every node on one (-1 elsewhere); the explored pairs
+    # are read from ``seen`` (never a pass over the (pairs x nodes) arrays)
+    r = np.concatenate([a for a, _ in seen[0]])
+    v = np.concatenate([b for _, b in seen[0]])
+    both = (db[r, v] >= 0) & ((df[r, v] + db[r, v]) == hops[r]) & (hops[r] > 0)
+    r, v = r[both], v[both]
     ok = transit[v] | (v == src[r]) | (v == dst[r])
     sp[r[ok], v[ok]] = df[r[ok], v[ok]]
-    for level in range(int(df.max()) - 1, -1, -1):       # towards the source: a next hop on a path
-        r, u = np.nonzero((df == level) & (sp < 0))
+    on_path = [r[ok] * nv + v[ok]]
+
+    def deepest(found):
+        return max(i for i, (a, _) in enumerate(found) if len(a))
+
+    for level in range(deepest(seen[0]) - 1, -1, -1):      # towards the source: a next hop on a path
+        r, u = seen[0][level]
+        free = sp[r, u] < 0
+        r, u = r[free], u[free]
         ok = transit[u] | (u == src[r])
         r, e, v = _expand(graph, graph.out_ptr, graph.out_edges, head, r[ok], u[ok])
         hit = sp[r, v] == level + 1
         sp[r[hit], tail[e[hit]]] = level
-    for level in range(int(db.max()) - 1, -1, -1):       # towards the destination: a last hop on a path
-        r, v = np.nonzero((db == level) & (sp < 0))
+        on_path.append(r[hit] * nv + tail[e[hit]])
+    for level in range(deepest(seen[1]) - 1, -1, -1):      # towards the destination: a last hop on a path
+        r, v = seen[1][level]
+        free = sp[r, v] < 0
+        r, v = r[free], v[free]
         ok = transit[v] | (v == dst[r])
         r, e, u = _expand(graph, graph.in_ptr, graph.in_edges, tail, r[ok], v[ok])
         hit = (sp[r, u] >= 0) & (sp[r, u] == hops[r] - level - 1)
         sp[r[hit], head[e[hit]]] = hops[r[hit]] - level
+        on_path.append(r[hit] * nv + head[e[hit]])
     # each pair's DAG: edges from a node on a path (not its destination) to the next node on one
-    r, u = np.nonzero(sp >= 0)
+    at = np.unique(np.concatenate(on_path))                 # np.nonzero(sp >= 0)'s order
+    r, u = at // nv, at % nv
     keep = u != dst[r]
     r, e, v = _expand(graph, graph.out_ptr, graph.out_edges, head, r[keep], u[keep])
     on = sp[r, v] == sp[r, tail[e]] + 1
     r, edge = r[on], e[on]
     key = r * nv + tail[edge]                   # sorted by (pair, node), edge ids ascending within
-    out_w = np.bincount(key, weights=graph.weight[edge], minlength=P * nv)
-    split = graph.weight[edge] / out_w[key]
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=P * nv))])
+    for side in seen:                           # the scratch arrays back at -1 for the next chunk
+        for a, b in side:
+            df[a, b] = -1
+            db[a, b] = -1
+    sp.reshape(-1)[at] = -1
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.empty(0, dtype=np.int64)
+    count = np.diff(np.r_[first, len(key)])
+    w = graph.weight[edge]
+    # a (pair, node)'s weights summed in order, as a bincount over the keys would
+    out_w = np.add.reduceat(w, first) if len(key) else np.empty(0)
+    split = w / np.repeat(out_w, count)
     live = hops > 0
-    pair, link, frac = _push_mass(graph, src, dst, rows, live, edge, split, ptr)
+    pair, link, frac = _push_mass(graph, src, dst, rows, live, edge, split, (key[first], first, count), sparse=True)
     return pair, link, frac, bad
 _M1, _M2, _M3 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
 

@@ -9,8 +9,7 @@ import numpy as np
 import topologies as tp_
 
 from .. import _checks
-from ..training._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
-from ..training._models import get_model
+from ..training import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, get_model
 from ._kv import kv_transfer
 from ._result import ServeResult, _result, request_stream
 from ._steps import WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
@@ -231,14 +230,14 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     _checks.checked_graph(graph)
     if precision not in WEIGHT_BYTES:
         raise ValueError(f"precision must be one of {', '.join(WEIGHT_BYTES)}, got {precision!r}")
-    from ..training._step import _gpu
-    gpu_spec = _gpu(graph, gpu)
+    from ..training import checked_gpu
+    gpu_spec = checked_gpu(graph, gpu)
     if precision == "fp8" and not gpu_spec.peak_fp8_flops > 0:
         raise ValueError(f"precision='fp8' needs a GPU with FP8 tensor cores; {gpu_spec.name} has none")
     if not gpu_spec.hbm_bandwidth > 0:
         raise ValueError(f"gpu {gpu_spec.name!r} has no HBM bandwidth (hbm_bandwidth = 0): pass a GpuSpec with one")
     if hbm_efficiency is None:
-        from ..training._kernels import memory_fraction
+        from ..training import memory_fraction
         try:
             hbm_efficiency = memory_fraction(gpu_spec)
         except ValueError as err:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..training._layout import ParallelLayout
+from ..training import ParallelLayout
 
 __all__ = ["InstanceLayout", "StepModel", "WEIGHT_BYTES", "comm_table"]
 
@@ -216,7 +216,7 @@ class CommTable:
 def comm_table(graph, layout: InstanceLayout, kinds: dict, sizes: np.ndarray, options: dict) -> CommTable:
     """Time every communication kind of ``kinds`` (``{"tp": "all_reduce", "ep": "all_to_all",
     "pp": "send_recv"}``, those the layout runs) of the pool ``layout`` at ``sizes`` bytes."""
-    from ..collectives._concurrent import concurrent_kinds
+    from ..collectives import concurrent_kinds
 
     names = [k for k in ("tp", "ep", "pp") if k in kinds]
     seconds = {k: np.zeros(len(sizes)) for k in names}

@@ -39,6 +39,10 @@ from ._allocation import Allocation, allocation, expand
 from ._problem import _as_routing, _per, bucket_size, problem, trace_count
 from ._jax import make_fair_rates
 from ._placement import ensure_compilation_cache, placement
+# for flowsolver's other packages (collectives, timing, the sweep's files), not in __all__
+from ._allocation import utilization  # noqa: F401
+from ._jax import host_scalar  # noqa: F401
+from ._placement import cache_folder  # noqa: F401
 from ._sensitivity import RateSensitivity
 from ._structure import build as _build_structure
 

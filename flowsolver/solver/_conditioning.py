@@ -32,8 +32,10 @@ When the check runs. Cancellation needs weight x fraction products that differ a
 one link; with them all within :data:`SPREAD_TRUSTED` of each other (every routing the
 library builds with unit weights: ECMP fractions of 1/64 and more) the float64 methods are
 exact to ~1e-12 and nothing is checked (no cost on the hot path). Otherwise the bound is
-computed from the solution (a pass over the expanded matrix and one sparse product per
-distinct level).
+computed from the solution without expanding the matrix (:func:`factored_error_factor`:
+loads and largest levels per link from the segments, the links each flow tops by a sorted
+search per segment, and only the bottleneck links' rows expanded, in blocks; then one sparse
+product per distinct level).
 
 What happens. An ill-conditioned scenario is re-solved in rational arithmetic
 (:mod:`flowsolver.solver._exact`) when it has at most ``EXACT_PAIRS`` (link, flow) pairs,
@@ -43,6 +45,8 @@ batch reports :attr:`~flowsolver.Status.ILL_CONDITIONED` for it.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -86,7 +90,8 @@ def spread(rm, weights: np.ndarray) -> float:
 def error_factor(A_csr, capacity, weights, rates, bottleneck) -> float:
     """The largest ``K_b (1 + C_b / m_b)`` over the bottleneck links of one solved scenario (see
     the module docstring; ``inf`` where a bottleneck's own flows got nothing from a link of
-    positive capacity). ``A_csr`` is the expanded matrix (links x flows, scipy CSR).
+    positive capacity). ``A_csr`` is the expanded matrix (links x flows, scipy CSR): the
+    reference for :func:`factored_error_factor`, which gives the same figure without it.
 
     >>> import scipy.sparse as sp
     >>> A = sp.csr_matrix([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
@@ -99,41 +104,74 @@ def error_factor(A_csr, capacity, weights, rates, bottleneck) -> float:
     """
     L = A_csr.shape[0]
     x = np.asarray(rates, dtype=np.float64)
-    b = np.asarray(bottleneck, dtype=np.int64)
     cap = np.asarray(capacity, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         level = x / np.asarray(weights, dtype=np.float64)
     rows = np.repeat(np.arange(L), np.diff(A_csr.indptr))
-    cols, load = A_csr.indices, A_csr.data * x[A_csr.indices]
-    own = b[cols] == rows
-    R = np.bincount(rows[own], weights=load[own], minlength=L)
+    cols = A_csr.indices
+    link_load = np.bincount(rows, weights=A_csr.data * x[cols], minlength=L)
+    top = np.full(L, -np.inf)
+    np.maximum.at(top, rows, level[cols])
+    is_max = _is_max(link_load[rows], cap[rows], top[rows], level[cols])
+    tops = np.bincount(cols[is_max], minlength=len(x))
+    return _bound([A_csr], cap, level, x, bottleneck, link_load, top, tops)
+
+
+def _is_max(load, cap, top, level):
+    """Whether a flow at ``level`` is among the largest levels (``top``, within :data:`TIE`)
+    of a saturated link (``load`` against ``cap``); flows at level 0 are exact (a zero-capacity
+    link's share is max(0 - F, 0) / W = 0)."""
+    return (load >= cap * (1 - TIE)) & (level >= top * (1 - TIE)) & (level > 0)
+
+
+def _bound(parts, cap, level, x, bottleneck, link_load, top, tops) -> float:
+    """:func:`error_factor` from ``parts``, column blocks (``(csr, first column)`` pairs, or a
+    single CSR matrix for all columns) holding at least every entry on a bottleneck row, the
+    per-link loads and largest levels, and ``tops``, per flow the number of saturated links
+    where it is among the largest levels (the contested test needs only whether it is 0, 1 or
+    more). Two passes over the blocks: own flows, then the loads of earlier and contested flows."""
+    b = np.asarray(bottleneck, dtype=np.int64)
+    L = len(cap)
     links = np.unique(b[b >= 0])
     if not len(links):
         return 1.0
-    t_link = np.full(L, np.inf)
-    np.minimum.at(t_link, rows[own], level[cols[own]])
-    on_b = np.isin(rows, links) & ~own
-    earlier = on_b & (level[cols] < t_link[rows] * (1 - TIE))
-    # contested flows: among the largest levels on another saturated link than this one
-    link_load = np.bincount(rows, weights=load, minlength=L)
-    top = np.full(L, -np.inf)
-    np.maximum.at(top, rows, level[cols])
-    # (flows at level 0 are exact: a zero-capacity link's share is max(0 - F, 0) / W = 0)
-    is_max = (link_load[rows] >= cap[rows] * (1 - TIE)) & (level[cols] >= top[rows] * (1 - TIE)) & (level[cols] > 0)
-    contested = np.bincount(cols[is_max], minlength=len(x))[cols] - is_max > 0
-    C = np.bincount(rows[contested], weights=load[contested], minlength=L)
-    m = np.full(L, np.inf)
-    np.minimum.at(m, rows[own], load[own])
-    # flows held by their caps carry a factor 1 (one rounding of d / w x w)
-    capped = earlier & (b[cols] < 0)
-    base = cap + np.bincount(rows[capped], weights=load[capped], minlength=L)
-    chain = earlier & (b[cols] >= 0)
+    blocks = [(p, 0) if not isinstance(p, tuple) else p for p in parts]
+
+    def entries(A, lo):
+        rows = np.repeat(np.arange(L), np.diff(A.indptr))
+        cols = A.indices.astype(np.int64) + lo
+        return rows, cols, A.data * x[cols]
+
+    R, m, t_link = np.zeros(L), np.full(L, np.inf), np.full(L, np.inf)
+    for A, lo in blocks:                  # own flows: their load, smallest load and level per link
+        rows, cols, load = entries(A, lo)
+        own = b[cols] == rows
+        R += np.bincount(rows[own], weights=load[own], minlength=L)
+        np.minimum.at(t_link, rows[own], level[cols[own]])
+        np.minimum.at(m, rows[own], load[own])
+    is_b = np.zeros(L, dtype=bool)
+    is_b[links] = True
+    C, base = np.zeros(L), cap.copy()
+    M = csr_matrix((L, L))
+    for A, lo in blocks:
+        rows, cols, load = entries(A, lo)
+        on_b = is_b[rows] & (b[cols] != rows)
+        earlier = on_b & (level[cols] < t_link[rows] * (1 - TIE))
+        # contested flows: among the largest levels on another saturated link than this one
+        is_max = _is_max(link_load[rows], cap[rows], top[rows], level[cols])
+        contested = is_b[rows] & (tops[cols] - is_max > 0)
+        C += np.bincount(rows[contested], weights=load[contested], minlength=L)
+        # flows held by their caps carry a factor 1 (one rounding of d / w x w)
+        capped = earlier & (b[cols] < 0)
+        base += np.bincount(rows[capped], weights=load[capped], minlength=L)
+        chain = earlier & (b[cols] >= 0)
+        # entries (row b, earlier flow's bottleneck b(g)) with weight A x: one product per level
+        M = M + csr_matrix((load[chain], (rows[chain], b[cols[chain]])), shape=(L, L))
     K = np.ones(L)
     order = links[np.argsort(t_link[links], kind="stable")]
     levels = t_link[order]
     starts = np.flatnonzero(np.r_[True, levels[1:] != levels[:-1]])   # a group: one exact level
-    # entries (row b, earlier flow's bottleneck b(g)) with weight A x: one product per level
-    M = csr_matrix((load[chain], (rows[chain], b[cols[chain]])), shape=(L, L))
+    M = M.tocsr()
     for lo, hi in zip(starts, np.r_[starts[1:], len(order)]):
         group = order[lo:hi]
         num = base[group] + M[group] @ K
@@ -142,6 +180,101 @@ def error_factor(A_csr, capacity, weights, rates, bottleneck) -> float:
     with np.errstate(invalid="ignore", divide="ignore"):
         C_rel = np.where(m[links] > 0, C[links] / m[links], np.where(C[links] > 0, np.inf, 0.0))
     return float(np.max(K[links] * (1 + C_rel)))
+
+
+#: expanded entries (link, flow) per block of :func:`factored_error_factor`'s bottleneck rows
+BLOCK_ENTRIES = 1 << 23
+
+
+def factored_error_factor(rm, capacity, weights, rates, bottleneck) -> float:
+    """:func:`error_factor` of the routing matrix ``rm`` (a RoutingMatrix) without expanding
+    it: per-link loads and largest levels from its segments; per flow, how many saturated
+    links it tops, from the two smallest thresholds of each segment; and only the rows of
+    the bottleneck links expanded, in blocks of at most :data:`BLOCK_ENTRIES` entries
+    (each flow usually puts one entry there: a 385,000-flow, 259 M-entry training step's
+    check reads 385,000). The same figure as :func:`error_factor` on ``rm.to_scipy()``
+    (up to the order of floating-point sums).
+
+    >>> from flowsolver import RoutingMatrix
+    >>> rm = RoutingMatrix.from_scipy(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
+    >>> x, b = np.array([1.5, 1.5, 1.5]), np.array([0, 0, 1])
+    >>> float(factored_error_factor(rm, np.array([3.0, 3.0]), np.ones(3), x, b))
+    4.0
+    """
+    x = np.asarray(rates, dtype=np.float64)
+    cap = np.asarray(capacity, dtype=np.float64)
+    b = np.asarray(bottleneck, dtype=np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = x / np.asarray(weights, dtype=np.float64)
+    L, S = rm.n_links, rm.n_segments
+    link_load = rm.link_loads(x)
+    # largest level per segment over the flows using it (coefficient 0 too: an explicit entry)
+    seg_top = np.full(S, -np.inf)
+    for k in range(rm.slots):
+        segs = rm.flow_seg[:, k]
+        ok = segs >= 0
+        np.maximum.at(seg_top, segs[ok], level[ok])
+    top = np.full(L, -np.inf)
+    np.maximum.at(top, rm.seg_link, seg_top[rm.entry_segment])
+    tops = _tops(rm, level, np.where(link_load >= cap * (1 - TIE), top * (1 - TIE), np.inf))
+    is_b = np.zeros(L, dtype=bool)
+    is_b[b[b >= 0]] = True
+    return _bound(list(_bottleneck_blocks(rm, is_b)), cap, level, x, b, link_load, top, tops)
+
+
+def _tops(rm, level, threshold) -> np.ndarray:
+    """Per flow: the number of distinct links where its level (if positive) reaches
+    ``threshold``, exactly when it is 0 or 1, else 2 (2 or more). Per segment, the smallest
+    threshold, its link, and the smallest threshold of the segment's other links say, for any
+    level, whether it tops none, one (which) or more of the segment's links."""
+    S = rm.n_segments
+    thr = threshold[rm.seg_link]
+    lengths = np.diff(rm.seg_ptr)
+    starts = rm.seg_ptr[:-1][lengths > 0]
+
+    def smallest(values):
+        out = np.full(S, np.inf)
+        if len(starts):
+            out[lengths > 0] = np.minimum.reduceat(values, starts)
+        return out
+
+    low = smallest(thr)
+    at = np.flatnonzero(thr == low[rm.entry_segment])[::-1]       # the first one wins (written last)
+    low_link = np.full(S + 1, -1, dtype=np.int64)                 # slot -1 reads the extra -1
+    low_link[rm.entry_segment[at]] = rm.seg_link[at]
+    second = np.r_[smallest(np.where(rm.seg_link == low_link[rm.entry_segment], np.inf, thr)), np.inf]
+    low = np.r_[low, np.inf]
+    positive = level > 0
+    many = np.zeros(len(level), dtype=bool)
+    one = np.full(rm.flow_seg.shape, -1, dtype=np.int64)
+    for k in range(rm.slots):
+        segs = rm.flow_seg[:, k]            # -1 (no segment) reads the extra entries: inf, -1
+        many |= positive & (second[segs] <= level)
+        one[:, k] = np.where(positive & (low[segs] <= level), low_link[segs], -1)
+    one.sort(axis=1)
+    distinct = ((one >= 0) & np.c_[np.ones(len(one), dtype=bool), one[:, 1:] != one[:, :-1]]).sum(axis=1)
+    return np.where(many, 2, distinct)
+
+
+def _bottleneck_blocks(rm, rows):
+    """``(csr, first column)`` blocks of ``rm``'s expanded matrix restricted to the links in
+    the mask ``rows`` (duplicates summed), at most :data:`BLOCK_ENTRIES` entries each."""
+    keep = rows[rm.seg_link]
+    lengths = np.bincount(rm.entry_segment[keep], minlength=rm.n_segments)
+    sub = replace(rm, seg_ptr=np.concatenate([[0], np.cumsum(lengths)]), seg_link=rm.seg_link[keep],
+                  seg_frac=rm.seg_frac[keep])
+    per_flow = np.zeros(rm.n_flows, dtype=np.int64)
+    for k in range(rm.slots):
+        segs = rm.flow_seg[:, k]
+        per_flow += np.where(segs >= 0, lengths[np.maximum(segs, 0)], 0)
+    ends = np.cumsum(per_flow)
+    lo = 0
+    while lo < rm.n_flows:
+        hi = max(int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + BLOCK_ENTRIES, side="right")), lo + 1)
+        part = replace(sub, flow_seg=sub.flow_seg[lo:hi],
+                       flow_coef=None if sub.flow_coef is None else sub.flow_coef[lo:hi])
+        yield part.to_scipy("csr"), lo
+        lo = hi
 
 
 def settle(problem, raw, method: str):
@@ -153,7 +286,6 @@ def settle(problem, raw, method: str):
     if method == "exact" or spread(rm, problem.weights) <= SPREAD_TRUSTED:
         return raw, None
     limit = LIMITS[np.dtype(problem.dtype) if method == "dense" else np.dtype("float64")]
-    A = rm.to_scipy().tocsr()
     single = problem.batch is None
     # problem arrays may be shared by every scenario (1-D); a batch's results never are
     pick = (lambda a, i: a) if single else (lambda a, i: a if a.ndim == 1 else a[i])  # noqa: E731
@@ -162,8 +294,8 @@ def settle(problem, raw, method: str):
     for i in range(1 if single else problem.batch):
         if not bool(mine(raw.converged, i)):
             continue
-        factor = error_factor(A, pick(problem.capacity, i), pick(problem.weights, i),
-                              np.asarray(mine(raw.rates, i), dtype=np.float64), mine(raw.bottleneck, i))
+        factor = factored_error_factor(rm, pick(problem.capacity, i), pick(problem.weights, i),
+                                       np.asarray(mine(raw.rates, i), dtype=np.float64), mine(raw.bottleneck, i))
         if not factor <= limit:
             bad.append(i)
     if not bad:
@@ -180,7 +312,7 @@ def settle(problem, raw, method: str):
         ill[bad] = True
         return raw, ill
     fields = [np.array(a, copy=True) for a in raw[:5]]       # utilizations recomputed from the loads
-    A_csc = A.tocsc()
+    A_csc = rm.to_scipy("csc")                          # small: it fits method='exact'
     for i in bad:
         one = _exact.solve_one(A_csc, pick(problem.capacity, i), pick(problem.weights, i), pick(problem.demands, i),
                                pick(problem.unbounded, i), problem.max_rounds)

@@ -16,8 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _checks
-from ..routing import MergedRouting, RoutingMatrix
-from ..routing._keys import ranges
+from ..routing import MergedRouting, RoutingMatrix, ranges
 
 _TRACES = {"count": 0}
 

@@ -24,8 +24,7 @@ import scipy.sparse as sp
 from .._status import Status
 from .._tolerance import RTOL
 from ..routing import RoutingMatrix
-from ..solver import Allocation, max_min_fair, rate_sensitivity
-from ..solver._jax import host_scalar
+from ..solver import Allocation, host_scalar, max_min_fair, rate_sensitivity
 from ._completion import _routing_and_sizes
 from ._event_split import EventSplit
 

@@ -10,8 +10,7 @@ import numpy as np
 
 from .._status import Status
 from ..routing import RoutingMatrix
-from ..solver import max_min_fair
-from ..solver._allocation import utilization
+from ..solver import max_min_fair, utilization
 
 #: (flows + links) x events kept by ``keep_phases`` at most (~20 bytes each; else none)
 KEEP_PHASES_ENTRIES = 1 << 24

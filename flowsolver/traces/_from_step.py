@@ -61,10 +61,7 @@ places it inside a layer), the next microbatch waiting for them.
 
 from __future__ import annotations
 
-from ..training import StepResult
-from ..training._compose import layer_compute
-from ..training._exposed import tp_hidden, tp_layer_ops
-from ..training._pipeline import chunk_layers
+from ..training import StepResult, chunk_layers, layer_compute, tp_hidden, tp_layer_ops
 from ._dp_traffic import DataParallelTraffic
 from ._schedule import blocking_program, p2p_tag, pass_order, source, target
 from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc

@@ -22,7 +22,7 @@ and their outputs go.
 
 from __future__ import annotations
 
-from ..training._pipeline import pass_order, warmup_passes
+from ..training import pass_order, warmup_passes
 
 __all__ = ["pass_order", "source", "target", "blocking_program", "p2p_tag"]
 

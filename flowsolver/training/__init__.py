@@ -50,31 +50,43 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 # names load their module on first use (flowsolver._lazy): the command line reads the
-# constants without importing JAX
+# constants without importing JAX. Names not in __all__ are for flowsolver's other packages
+# (planning, serving, traces, upgrade), which import them from here, never from a module.
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "._compose": ("Phase", "Schedule", "StepResult", "compose"),
-    "._layout": ("ParallelLayout",),
-    "._memory": ("memory_per_gpu", "stage_memory"),
+    "._compose": ("Phase", "Schedule", "StepResult", "compose",
+                  "checked_schedule", "default_tp_overlap", "layer_compute"),
+    "._layout": ("ParallelLayout", "DEFAULT_ORDER", "checked_order"),
+    "._memory": ("memory_per_gpu", "stage_memory", "ZERO_STAGES"),
     "._models": ("MODELS", "ModelSpec", "get_model"),
-    "._profile": ("CommProfile", "CommTiming"),
-    "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_KERNEL_UTILIZATION"),
+    "._profile": ("CommProfile", "CommTiming", "ring_pairs", "solve_profile", "step_collectives", "time_collectives"),
+    "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_KERNEL_UTILIZATION",
+                  "check_recompute"),
     "._step": ("DEFAULT_TP_OVERLAP", "training_step", "step_arguments"),
-    "._parallelism": ("Parallelism",),
+    "._parallelism": ("Parallelism", "REDUCE_DTYPES"),
     "._auto": ("AutoChoice",),
-    "._pipeline": ("stage_layers",),
+    "._pipeline": ("stage_layers", "chunk_layers", "pass_order", "warmup_passes"),
+    "._exposed": ("tp_hidden", "tp_layer_ops"),
+    "._kernels": ("memory_fraction",),
+    "._prepare": ("checked_expert_routing", "checked_gpu", "prepare_step"),
+    "._sensitivity": ("step_directional",),
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
-    from ._compose import Phase, Schedule, StepResult, compose
-    from ._layout import ParallelLayout
-    from ._memory import memory_per_gpu, stage_memory
+    from ._compose import Phase, Schedule, StepResult, compose, checked_schedule, default_tp_overlap, layer_compute
+    from ._layout import ParallelLayout, DEFAULT_ORDER, checked_order
+    from ._memory import memory_per_gpu, stage_memory, ZERO_STAGES
     from ._models import MODELS, ModelSpec, get_model
-    from ._profile import CommProfile, CommTiming
-    from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION
+    from ._profile import CommProfile, CommTiming, ring_pairs, solve_profile, step_collectives, time_collectives
+    from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
+                           check_recompute)
     from ._step import DEFAULT_TP_OVERLAP, training_step, step_arguments
-    from ._parallelism import Parallelism
+    from ._parallelism import Parallelism, REDUCE_DTYPES
     from ._auto import AutoChoice
-    from ._pipeline import stage_layers
+    from ._pipeline import stage_layers, chunk_layers, pass_order, warmup_passes
+    from ._exposed import tp_hidden, tp_layer_ops
+    from ._kernels import memory_fraction
+    from ._prepare import checked_expert_routing, checked_gpu, prepare_step
+    from ._sensitivity import step_directional
 
 __all__ = ["training_step", "Parallelism", "AutoChoice", "step_arguments", "compose", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming",
            "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_memory", "stage_layers",

@@ -15,7 +15,7 @@ from ..routing import unchanged
 from ._compose import StepResult, compose, default_batch
 from ._parallelism import AUTO_CANDIDATES, _open_or_integer
 from ._prepare import prepare_step
-from ._profile import _plan, _timed, solve_profile
+from ._profile import step_collectives, time_collectives, solve_profile
 
 __all__ = ["AutoChoice", "Candidate", "Excluded", "choose_open"]
 
@@ -65,7 +65,7 @@ class AutoChoice:
 
 
 class _SolvedOnce:
-    """:func:`_timed` remembering each collective kind ``(op, bytes, groups, algorithm)``."""
+    """:func:`time_collectives` remembering each collective kind ``(op, bytes, groups, algorithm)``."""
 
     def __init__(self):
         self._store: dict = {}
@@ -77,8 +77,10 @@ class _SolvedOnce:
         """The kinds of ``calls`` not yet known, solved in one batched call."""
         missing = list(dict.fromkeys(k for k in self._keys(calls) if k not in self._store))
         if missing:
-            self._store.update(zip(missing, _timed(graph, [(op, size, [list(g) for g in groups], algorithm)
-                                                           for op, size, groups, algorithm in missing], options)))
+            self._store.update(zip(missing, time_collectives(graph, [(op, size, [list(g) for g in groups],
+                                                                      algorithm)
+                                                                     for op, size, groups, algorithm in missing],
+                                                             options)))
 
     def __call__(self, graph, calls, options) -> list:
         self.fill(graph, calls, options)
@@ -87,13 +89,13 @@ class _SolvedOnce:
     def prefetch(self, graph, prepared: list) -> list:
         """Every kind the ``prepared`` steps solve, in two batched calls (the kinds, then the
         all-gathers after their reduce-scatters with the algorithm each chose: what
-        :func:`solve_profile` asks for, in the same way); each step's collectives (``_plan``'s
+        :func:`solve_profile` asks for, in the same way); each step's collectives (``step_collectives``'s
         list, for :func:`solve_profile`)."""
         plans, first = [], []
         for prep in prepared:
             s = prep.solve
-            steps = _plan(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"],
-                          s["model"].top_k, s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"])
+            steps = step_collectives(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"],
+                                     s["model"].top_k, s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"])
             calls = [(op, size, groups, s["algorithms"].get(kind, "auto")) for _, kind, op, size, groups in steps]
             plans.append((s, steps, calls))
             first += calls

@@ -274,7 +274,7 @@ class StepResult:
         and cable group: a tidy pandas DataFrame (columns as
         :meth:`flowsolver.CollectiveResult.sensitivity`; needs pandas). Exact one-sided
         derivatives through every collective of the step and the DP overlap window."""
-        from ..collectives._sensitivity import sensitivity_table
+        from ..collectives import sensitivity_table
         from ._sensitivity import step_directional, step_gradient
 
         if not self.phases:

@@ -9,7 +9,7 @@ import dataclasses
 import topologies as tp_
 
 from .. import _checks
-from ..collectives._options import checked_collective_options
+from ..collectives import checked_collective_options
 from ..routing import gpu_nodes
 from ._compose import check_recompute_layers, checked_schedule, default_batch, default_tp_overlap
 from ._compute import check_precision
@@ -55,7 +55,7 @@ def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpu
                           order=DEFAULT_ORDER if order is None else order)
 
 
-def _routing(spec: ModelSpec, top_k, capacity_factor) -> tuple:
+def checked_expert_routing(spec: ModelSpec, top_k, capacity_factor) -> tuple:
     """``top_k`` (default the model's) and ``capacity_factor`` (default 1: dropless) checked
     against the model's experts."""
     if spec.experts == 1 and (top_k not in (None, 1) or capacity_factor is not None):
@@ -71,7 +71,7 @@ def _routing(spec: ModelSpec, top_k, capacity_factor) -> tuple:
     return top_k, factor
 
 
-def _gpu(graph, gpu):
+def checked_gpu(graph, gpu):
     """The GPU type: ``gpu`` if given, else the one type the graph's GPU nodes carry."""
     if gpu is None:
         types = {graph.nodes[v].get("gpu_type") for v in tp_.gpus(graph)}
@@ -119,12 +119,12 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
     layout = _layout(graph, spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, ranks=ranks, order=order,
                      gpus=None if check_graph else len(gpu_nodes(graph)))
     zero = check_zero(zero)
-    top_k, factor = _routing(spec, top_k, capacity_factor)
+    top_k, factor = checked_expert_routing(spec, top_k, capacity_factor)
     if top_k != spec.top_k:         # the routing given: compute, model FLOPs and memory follow it too
         spec = dataclasses.replace(spec, top_k=top_k)
     if global_batch is None:
         global_batch = default_batch(layout.dp, micro_batch)
-    gpu_spec = _gpu(graph, gpu)
+    gpu_spec = checked_gpu(graph, gpu)
     check_precision(precision, gpu_spec)
     check_recompute_layers(recompute_layers, spec.layers, layout.pp, layout.vp)
     schedule = checked_schedule(dp=layout.dp, micro_batch=micro_batch, global_batch=global_batch,

@@ -87,7 +87,7 @@ class CommProfile:
         return m.embedding_params / layer
 
 
-def _timed(graph, calls, options) -> list:
+def time_collectives(graph, calls, options) -> list:
     """Per call ``(op, size, groups, algorithm)``: the seconds with every group at once (in
     lockstep: the groups of one parallelism are symmetric), the algorithm, the links that
     set the time and the CollectiveResult; the calls solved together in one batched call."""
@@ -124,9 +124,9 @@ def ring_pairs(groups) -> list:
     return [(g[i], g[(i + 1) % len(g)]) for g in groups for i in range(len(g))]
 
 
-def _plan(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int, sequence_parallel: bool,
-          top_k: int, capacity_factor: float, reduce_bytes: float = BF16, gather_bytes: float = BF16,
-          groups=None) -> list:
+def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
+                     sequence_parallel: bool, top_k: int, capacity_factor: float, reduce_bytes: float = BF16,
+                     gather_bytes: float = BF16, groups=None) -> list:
     """The collectives of a step: ``(name, kind, op, bytes, groups)`` per parallelism that
     communicates (``kind`` names the entry of ``algorithms`` that applies).
 
@@ -191,9 +191,9 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     >= 1) is solved with its all-gather of the same bytes (``gather``; DP: of the parameters,
     ``gather_bytes`` per value where the gradients take ``reduce_bytes``). The MoE routing is
     ``model.top_k`` experts per token, at ``capacity_factor``. ``timed`` (default
-    :func:`_timed`) times a list of ``(op, size, groups, algorithm)`` calls: a planner passes
+    :func:`time_collectives`) times a list of ``(op, size, groups, algorithm)`` calls: a planner passes
     one that remembers what it solved (:func:`flowsolver.plan`); ``steps``, the step's
-    collectives as :func:`_plan` lists them for these arguments, when the caller has them.
+    collectives as :func:`step_collectives` lists them for these arguments, when the caller has them.
 
     >>> import topologies as tp
     >>> from flowsolver.training import ParallelLayout, get_model
@@ -203,12 +203,13 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     >>> list(prof.comms), prof.comms["dp"].op, prof.comms["dp"].group_size, prof.comms["dp"].gather > 0
     (['tp', 'dp'], 'reduce_scatter', 2, True)
     """
-    plan = steps if steps is not None else _plan(model, layout, micro_batch, zero, sequence_parallel, model.top_k,
-                                                 capacity_factor, reduce_bytes, gather_bytes)
+    plan = steps if steps is not None else step_collectives(model, layout, micro_batch, zero, sequence_parallel,
+                                                            model.top_k, capacity_factor, reduce_bytes,
+                                                            gather_bytes)
     # every parallelism's collective solved in one batched call, then the all-gathers that
     # follow the reduce-scatters (with the algorithm each reduce-scatter chose) in another:
     # the parameters' (DP: gather_bytes per value, not the gradients' reduce_bytes)
-    timer = _timed if timed is None else timed
+    timer = time_collectives if timed is None else timed
     timed = timer(graph, [(op, size, groups, algorithms.get(kind, "auto")) for _, kind, op, size, groups in plan],
                   options)
     scattered = [i for i, (name, _, op, _, _) in enumerate(plan) if op == "reduce_scatter" and name != "dp_reduce"]

@@ -13,8 +13,8 @@ from ._compose import DEFAULT_BATCH, Schedule, StepResult, compose, default_tp_o
 from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION  # noqa: F401
 from ._models import get_model
 from ._parallelism import PARALLELISM_FIELDS, REDUCE_DTYPES, Parallelism  # noqa: F401 (REDUCE_DTYPES re-exported)
-# the checks, where flowsolver.plan reads them (its own module, so _auto can use them too)
-from ._prepare import PreparedStep, _gpu, _routing, prepare_step  # noqa: F401
+# the checks (their own module, so _auto and other packages, from flowsolver.training, use them too)
+from ._prepare import checked_expert_routing, prepare_step
 from ._profile import solve_profile
 
 __all__ = ["training_step", "step_arguments", "DEFAULT_COMPUTE_EFFICIENCY",
@@ -195,7 +195,7 @@ def step_arguments(**keywords) -> dict:
     if top_k is not None:
         spec = get_model(keywords.get("model", "llama-3-70b"))
         if top_k != spec.top_k:
-            _routing(spec, top_k, None)         # the same checks as the keyword
+            checked_expert_routing(spec, top_k, None)   # the same checks as the keyword
             keywords["model"] = dataclasses.replace(spec, top_k=_checks.integer("top_k", top_k))
     return keywords
 

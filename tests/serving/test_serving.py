@@ -144,7 +144,7 @@ def test_serve_reports_latencies_and_shares():
     (dict(rate=1.0, prefill_gpus=8, decode=dict(tq=2)), "decode", ValueError),
     (dict(rate=1.0, hbm_efficiency=1.5), "hbm_efficiency", ValueError),
     (dict(rate=1.0, model="llama-3-405b", tp=1), "does not fit", ValueError),
-    (dict(rate=1.0, model="llama-3-70b", prompt=400000, output=100000, tp=4), "KV cache", ValueError),
+    (dict(rate=1.0, model="llama-3-70b", prompt=450000, output=100000, tp=4), "KV cache", ValueError),
 ])
 def test_bad_input_names_the_parameter(kwargs, match, error):
     g = tp.rail_optimized(nodes=2)
@@ -244,7 +244,7 @@ def test_comm_overlap_hides_communication_up_to_the_compute(one_server):
 def test_kv_capacity_by_hand_and_shared_by_the_pipeline_engines(one_server):
     r = fs.serve(one_server, "llama-3-8b", rate=1.0, duration=2.0, prompt=16, output=4, tp=1, pp=2)
     params = L * (2 * H * H + 2 * H * KVH * D + 3 * H * F) + 2 * V * H      # embedding and output projection
-    free = 80e9 * 0.9 - 2 * params / 2                                      # per GPU: half the layers, bf16
+    free = 81559 * 2**20 * 0.9 - 2 * params / 2     # per GPU (an H100 as nvidia-smi reports it): half the layers, bf16
     per_token = KV_PER_TOKEN / 2                                            # half the layers' K and V
     assert r.kv_capacity == np.floor(free / per_token / 2)                  # two engines in flight
 

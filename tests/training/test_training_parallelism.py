@@ -159,9 +159,15 @@ def test_recompute_costs_compute_and_saves_activations():
     # no recompute: the bf16 attention probabilities of an unfused attention, a s^2 per layer
     assert runs["none"].memory_per_gpu - runs["selective"].memory_per_gpu == pytest.approx(
         32 * 2 * a * s * s / t, rel=1e-9)
-    # full: 2 s h / t per layer kept, plus one layer's 34 s h / t working set
+    # full keeps 2 s h / t per layer plus one layer's 34 s h / t working set, less than the fp32
+    # copy of the bf16 gradients the optimizer step makes once activations are freed (Megatron's
+    # main_grad, 4 bytes per parameter held): full's peak is that copy, selective's its activations
+    # (34 s h / t per layer and the last stage's fp32 logits, s x vocab / t x 4 bytes)
+    params = 32 * (2 * h ** 2 + 2 * h * 1024 + 3 * h * 14336) + 2 * 128256 * h
+    full_activations, grad_copy = 32 * 2 * s * h / t + 34 * s * h / t, 4 * params / t
+    assert full_activations < grad_copy
     assert runs["selective"].memory_per_gpu - runs["full"].memory_per_gpu == pytest.approx(
-        32 * 34 * s * h / t - (32 * 2 * s * h / t + 34 * s * h / t), rel=1e-9)
+        32 * 34 * s * h / t + s * 128256 / t * 4 - grad_copy, rel=1e-9)
 
 
 def test_recompute_layers_recomputes_the_first_layers_of_each_chunk_only():

@@ -1,0 +1,148 @@
+"""The conditioning check without the expanded matrix (issue 34: a 131,072-GPU step's check
+expanded 259 M entries, 14 GiB): ``factored_error_factor`` on a RoutingMatrix's segments must
+give :func:`error_factor`'s figure on the whole expanded matrix, on random factored matrices
+(shared segments, several slots, zero fractions and coefficients, a link repeated inside a
+segment and across a flow's slots) and adversarial weights, and still catch the
+ill-conditioned cases."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from flowsolver import RoutingMatrix, max_min_fair
+from flowsolver.solver import _conditioning
+
+from .test_solver_precision import ISSUE_CASES, TWO_LINKS
+
+
+def random_factored(rng, links, flows, segments, slots, repeats):
+    """A RoutingMatrix of ``segments`` random segments, each flow summing ``slots`` of them
+    (some slots empty, coefficients 0, 0.5 or 1), fractions from {0, 1/1024, 1/16, 1/2, 1};
+    ``repeats``: links may repeat inside a segment."""
+    ptr, link, frac = [0], [], []
+    for _ in range(segments):
+        n = int(rng.integers(1, 6))
+        ls = rng.integers(0, links, n) if repeats else rng.choice(links, min(n, links), replace=False)
+        link += ls.tolist()
+        frac += rng.choice([0.0, 1 / 1024, 1 / 16, 0.5, 1.0], len(ls), p=[0.05, 0.2, 0.25, 0.25, 0.25]).tolist()
+        ptr.append(len(link))
+    seg = rng.integers(0, segments, (flows, slots))
+    seg[rng.random((flows, slots)) < 0.2] = -1
+    seg[:, 0] = np.maximum(seg[:, 0], 0)                  # every flow has a segment
+    coef = rng.choice([0.0, 0.5, 1.0], (flows, slots), p=[0.1, 0.3, 0.6])
+    coef[:, 0] = 1.0
+    return RoutingMatrix(np.array(ptr), np.array(link), np.array(frac), seg.astype(np.int32), coef,
+                         np.ones(links), np.ones(flows), np.full(flows, np.inf))
+
+
+def both(rm, cap, w, rates, bottleneck):
+    whole = _conditioning.error_factor(rm.to_scipy("csr"), cap, w, rates, bottleneck)
+    factored = _conditioning.factored_error_factor(rm, cap, w, rates, bottleneck)
+    return whole, factored
+
+
+def assert_same(whole, factored):
+    assert (math.isinf(whole) and math.isinf(factored)) or factored == pytest.approx(whole, rel=1e-12), \
+        (whole, factored)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_factored_check_equals_whole_matrix_on_solved_random_matrices(seed):
+    rng = np.random.default_rng(seed)
+    rm = random_factored(rng, links=12, flows=40, segments=15, slots=3, repeats=seed % 2 == 0)
+    cap = rng.choice([1.0, 2.0, 3.0, 5.0], rm.n_links)
+    # weights within a decade, or spread over 1e-9 .. 1e9 (where the check has work)
+    w = 10.0 ** rng.uniform(-9, 9, rm.n_flows) if seed % 3 == 0 else rng.choice([1.0, 2.0, 4.0], rm.n_flows)
+    a = max_min_fair(rm.to_scipy(), cap, weights=w, method="dense")
+    # the raw float64 rates and bottlenecks, as settle sees them (exact re-solve aside)
+    whole, factored = both(rm, cap, w, np.asarray(a.rates, dtype=np.float64), np.asarray(a.bottleneck))
+    assert_same(whole, factored)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_factored_check_equals_whole_matrix_on_arbitrary_rates(seed):
+    # not a solution: ties, zero rates, saturated and idle links, bottlenecks a flow does not
+    # cross, flows held by caps (-1); the two must still agree entry for entry
+    rng = np.random.default_rng(100 + seed)
+    rm = random_factored(rng, links=8, flows=30, segments=10, slots=4, repeats=True)
+    x = rng.choice([0.0, 0.25, 0.5, 1.0, 1e-7], rm.n_flows)
+    w = rng.choice([1.0, 1e-6, 1e6], rm.n_flows)
+    load = np.asarray(rm.to_scipy() @ x)
+    cap = np.where(rng.random(rm.n_links) < 0.6, load, load * 2 + 1)     # most links saturated
+    b = rng.integers(-1, rm.n_links, rm.n_flows)
+    assert_same(*both(rm, cap, w, x, b))
+
+
+@pytest.mark.parametrize("weights", ISSUE_CASES)
+def test_factored_check_still_catches_the_ill_conditioned_cases(weights):
+    rm = RoutingMatrix.from_scipy(sp.csc_matrix(TWO_LINKS))
+    cap = np.array([3.0, 3.0])
+    a = max_min_fair(rm.to_scipy(), cap, weights=weights, method="frontier")
+    # what float64 progressive filling gives before any exact re-solve: link 1 first
+    x = np.asarray(a.rates, dtype=np.float64)
+    whole, factored = both(rm, cap, np.asarray(weights), x, np.asarray(a.bottleneck))
+    assert_same(whole, factored)
+    assert factored > _conditioning.LIMITS[np.dtype("float64")]
+
+
+def test_factored_check_hand_computed_bound():
+    # float64's answer to weights [1e-8, 1e8, 1e-6] on TWO_LINKS (capacity 3): link 1 first
+    # (flows 1, 2), flow 0 the residual 3e-14 of link 0. Link 1: K = 3 / (3 + 3e-14), nothing
+    # contested. Link 0: own load R = 3e-14; flow 1 is earlier (level 3e-8 < 3e-6) with load 3
+    # and factor K_1: K_0 = (3 + 3 K_1) / 3e-14; flow 1 tops link 1, so on link 0 it is
+    # contested: C / m = 3 / 3e-14. The bound: K_0 (1 + 1e14) ~ 2e28.
+    rm = RoutingMatrix.from_scipy(sp.csc_matrix(TWO_LINKS))
+    cap, w = np.array([3.0, 3.0]), np.array([1e-8, 1e8, 1e-6])
+    x, b = np.array([3e-14, 3.0, 3e-14]), np.array([0, 1, 1])
+    k1 = 3.0 / (3.0 + 3e-14)
+    expect = (3.0 + 3.0 * k1) / 3e-14 * (1 + 3.0 / 3e-14)
+    whole, factored = both(rm, cap, w, x, b)
+    assert factored == pytest.approx(expect, rel=1e-9) and whole == pytest.approx(expect, rel=1e-9)
+
+
+def test_factored_check_in_blocks(monkeypatch):
+    # bottleneck rows expanded a few entries at a time give the figure of one block
+    rng = np.random.default_rng(7)
+    rm = random_factored(rng, links=10, flows=60, segments=12, slots=3, repeats=True)
+    w = 10.0 ** rng.uniform(-6, 6, rm.n_flows)
+    a = max_min_fair(rm.to_scipy(), np.ones(rm.n_links), weights=w, method="dense")
+    x, b = np.asarray(a.rates, dtype=np.float64), np.asarray(a.bottleneck)
+    one = _conditioning.factored_error_factor(rm, np.ones(rm.n_links), w, x, b)
+    monkeypatch.setattr(_conditioning, "BLOCK_ENTRIES", 3)
+    assert len(list(_conditioning._bottleneck_blocks(rm, np.ones(rm.n_links, dtype=bool)))) > 10
+    assert_same(one, _conditioning.factored_error_factor(rm, np.ones(rm.n_links), w, x, b))
+
+
+def test_settle_never_expands_a_large_routing(monkeypatch):
+    # a fluid-ECMP-like spread (1/1024 beside 1) makes settle check; the check must not use
+    # the whole expanded matrix (only its bottleneck rows: sub-matrices of fewer entries)
+    rng = np.random.default_rng(3)
+    rm = random_factored(rng, links=20, flows=200, segments=30, slots=3, repeats=False)
+    assert _conditioning.spread(rm, rm.weights) > _conditioning.SPREAD_TRUSTED
+    checking, expanded, checked = [False], [], []
+    to_scipy, check = RoutingMatrix.to_scipy, _conditioning.factored_error_factor
+
+    def spy(self, format="csc"):
+        if checking[0]:
+            expanded.append(len(self.seg_link))
+        return to_scipy(self, format)
+
+    def watched(*args):
+        checking[0] = True
+        try:
+            checked.append(check(*args))
+            return checked[-1]
+        finally:
+            checking[0] = False
+
+    def refuse(*args):
+        raise AssertionError("settle expanded the whole matrix")
+
+    monkeypatch.setattr(RoutingMatrix, "to_scipy", spy)
+    monkeypatch.setattr(_conditioning, "factored_error_factor", watched)
+    monkeypatch.setattr(_conditioning, "error_factor", refuse)
+    a = max_min_fair(rm, np.full(rm.n_links, 2.0), method="dense")
+    assert a.status.label == "ok" and checked and expanded
+    assert max(expanded) < len(rm.seg_link)
