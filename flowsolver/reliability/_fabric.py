@@ -24,6 +24,7 @@ import topologies as tp
 
 from .._status import Status
 from ..collectives import collective, collective_variants
+from ..routing import policy_of
 from ..training import step_arguments, training_step
 from ._views import _capacities, _degraded_view, _owned_copy, _peak_loads, steps_times
 
@@ -323,8 +324,9 @@ def _around_times(graph, workload, kind, drained, kept_per_fabric, base, batch):
     route is left (the caller keeps the traffic on the degraded cables). A collective is
     routed once on the drained fabric and solved for its fabrics in batches
     (:func:`~flowsolver.collective_variants`: routes depend on which links are out, not on
-    the others' rates), except under load-aware routing (``ugal``), fabric by fabric."""
-    if kind != "collective" or workload.get("policy") == "ugal":
+    the others' rates), except under a policy whose routes follow the load (``ugal``, any
+    policy registered with ``depends_on_load``), fabric by fabric."""
+    if kind != "collective" or policy_of(workload.get("policy") or "ecmp").depends_on_load:
         return [_around_time(graph, workload, kind, kept + list(drained), base) for kept in kept_per_fabric]
     args = _pinned(workload, base)
     compute = float(workload.get("compute", 0.0))
