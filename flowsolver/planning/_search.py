@@ -18,7 +18,7 @@ from .. import _checks
 from ..routing import unchanged
 from ..training import (DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION, REDUCE_DTYPES, checked_expert_routing,
                         checked_gpu, checked_schedule, compose, default_tp_overlap, get_model, layer_compute,
-                        prepare_step, ring_pairs, solve_profile, step_collectives, time_collectives)
+                        prefetch_kinds, prepare_step, ring_pairs, solve_profile, step_collectives, time_collectives)
 from ._bound import CutBound
 from ._placement import place_job
 from ._result import Plan, PlanRow, pareto_rows
@@ -383,33 +383,11 @@ def _schedule(lay, global_batch, precision, gpu_spec, options):
 
 
 def _prefetch(graph, cache: KindCache, prepared: list) -> list:
-    """The collective kinds of several profiles not yet in ``cache``, solved in two batched
-    calls (the kinds, then the all-gathers that follow their reduce-scatters, with the
-    algorithm each chose: what :func:`solve_profile` asks for, in the same way); each
-    profile's collectives (``step_collectives``'s list, for :func:`solve_profile`)."""
-    first, plans = [], []
-    for prep in prepared:
-        s = prep.solve
-        steps = step_collectives(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"],
-                                 s["model"].top_k, s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"],
-                                 groups=functools.partial(cache.groups, s["layout"]))
-        calls = [(op, size, groups, s["algorithms"].get(kind, "auto")) for _, kind, op, size, groups in steps]
-        plans.append((s, steps, calls))
-        first += calls
-    if not first:
-        return [steps for _, steps, _ in plans]
-    options = prepared[0].solve["options"]
-    cache.fill(graph, first, options)
-    second = []
-    for s, steps, calls in plans:
-        chosen = cache.peek(calls)
-        for (name, _, op, size, groups), (_, algorithm, _, _) in zip(steps, chosen):
-            if op == "reduce_scatter" and name != "dp_reduce":
-                gather = size * (s["gather_bytes"] / s["reduce_bytes"] if name.startswith("dp") else 1.0)
-                second.append(("all_gather", gather, groups, algorithm))
-    if second:
-        cache.fill(graph, second, options)
-    return [steps for _, steps, _ in plans]
+    """:func:`flowsolver.training.prefetch_kinds` into ``cache``, its rank groups laid out by
+    the cache (shared by the profiles that lay them out alike)."""
+    def groups(layout):
+        return functools.partial(cache.groups, layout)
+    return prefetch_kinds(graph, prepared, cache.fill, cache.peek, groups=groups)
 
 
 def _prepared(graph, spec, lay, global_batch, precision, gpu_spec, options):

@@ -63,7 +63,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
                   "check_recompute"),
     "._step": ("DEFAULT_TP_OVERLAP", "training_step", "step_arguments"),
     "._parallelism": ("Parallelism", "REDUCE_DTYPES"),
-    "._auto": ("AutoChoice",),
+    "._auto": ("AutoChoice", "prefetch_kinds"),
     "._pipeline": ("stage_layers", "chunk_layers", "pass_order", "warmup_passes"),
     "._exposed": ("tp_hidden", "tp_layer_ops"),
     "._kernels": ("memory_fraction",),
@@ -81,14 +81,15 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
                            check_recompute)
     from ._step import DEFAULT_TP_OVERLAP, training_step, step_arguments
     from ._parallelism import Parallelism, REDUCE_DTYPES
-    from ._auto import AutoChoice
+    from ._auto import AutoChoice, prefetch_kinds
     from ._pipeline import stage_layers, chunk_layers, pass_order, warmup_passes
     from ._exposed import tp_hidden, tp_layer_ops
     from ._kernels import memory_fraction
     from ._prepare import checked_expert_routing, checked_gpu, prepare_step
     from ._sensitivity import step_directional
 
-__all__ = ["training_step", "Parallelism", "AutoChoice", "step_arguments", "compose", "StepResult", "Phase", "Schedule", "CommProfile", "CommTiming",
+__all__ = ["training_step", "Parallelism", "AutoChoice", "step_arguments", "compose", "StepResult", "Phase", "Schedule",
+           "CommProfile", "CommTiming",
            "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_memory", "stage_layers",
            "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP",
            "DEFAULT_KERNEL_UTILIZATION"]

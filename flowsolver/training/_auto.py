@@ -87,30 +87,41 @@ class _SolvedOnce:
         return [self._store[k] for k in self._keys(calls)]
 
     def prefetch(self, graph, prepared: list) -> list:
-        """Every kind the ``prepared`` steps solve, in two batched calls (the kinds, then the
-        all-gathers after their reduce-scatters with the algorithm each chose: what
-        :func:`solve_profile` asks for, in the same way); each step's collectives (``step_collectives``'s
-        list, for :func:`solve_profile`)."""
-        plans, first = [], []
-        for prep in prepared:
-            s = prep.solve
-            steps = step_collectives(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"],
-                                     s["model"].top_k, s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"])
-            calls = [(op, size, groups, s["algorithms"].get(kind, "auto")) for _, kind, op, size, groups in steps]
-            plans.append((s, steps, calls))
-            first += calls
-        if not first:
-            return [steps for _, steps, _ in plans]
-        options = prepared[0].solve["options"]
-        self.fill(graph, first, options)
-        second = []
-        for s, steps, calls in plans:
-            for (name, _, op, size, groups), (_, algorithm, _, _) in zip(steps, self(graph, calls, options)):
-                if op == "reduce_scatter" and name != "dp_reduce":
-                    gather = size * (s["gather_bytes"] / s["reduce_bytes"] if name.startswith("dp") else 1.0)
-                    second.append(("all_gather", gather, groups, algorithm))
-        self.fill(graph, second, options)
+        """:func:`prefetch_kinds` into this store."""
+        def chosen(calls):
+            return self(graph, calls, prepared[0].solve["options"])
+        return prefetch_kinds(graph, prepared, self.fill, chosen)
+
+
+def prefetch_kinds(graph, prepared: list, fill, chosen, groups=None) -> list:
+    """Every collective kind the ``prepared`` steps (:func:`prepare_step`'s) solve, in two
+    batched calls of ``fill(graph, calls, options)`` (the kinds, then the all-gathers after
+    their reduce-scatters with the algorithm ``chosen(calls)`` reports for each: what
+    :func:`solve_profile` asks for, in the same way); returns each step's collectives
+    (``step_collectives``'s list, for :func:`solve_profile`). ``groups(layout)``, when given,
+    lays out each step's rank groups (a planner's cache of them)."""
+    plans, first = [], []
+    for prep in prepared:
+        s = prep.solve
+        extra = {} if groups is None else {"groups": groups(s["layout"])}
+        steps = step_collectives(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"],
+                                 s["model"].top_k, s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"], **extra)
+        calls = [(op, size, groups_, s["algorithms"].get(kind, "auto")) for _, kind, op, size, groups_ in steps]
+        plans.append((s, steps, calls))
+        first += calls
+    if not first:
         return [steps for _, steps, _ in plans]
+    options = prepared[0].solve["options"]
+    fill(graph, first, options)
+    second = []
+    for s, steps, calls in plans:
+        for (name, _, op, size, groups_), (_, algorithm, _, _) in zip(steps, chosen(calls)):
+            if op == "reduce_scatter" and name != "dp_reduce":
+                gather = size * (s["gather_bytes"] / s["reduce_bytes"] if name.startswith("dp") else 1.0)
+                second.append(("all_gather", gather, groups_, algorithm))
+    if second:
+        fill(graph, second, options)
+    return [steps for _, steps, _ in plans]
 
 
 def _candidates(name: str, value) -> tuple:
