@@ -11,7 +11,8 @@ while staying far below any difference a model input can make. It is used for:
 - events (``flowsolver.timing``): flows whose time to finish is within it of an event finish
   at it (the default ``rtol`` of ``completion_times`` / ``step_times``), and the same test in
   the completion sensitivities and their event splits;
-- ties between NCCL cost-model estimates (``collectives._dual``).
+- ties between NCCL cost-model estimates (``collectives._dual``);
+- contested bottlenecks in the conditioning check (``solver._conditioning.TIE``).
 
 It is relative, so it means the same in bytes, seconds or bytes/s.
 """

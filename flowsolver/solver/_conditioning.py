@@ -53,6 +53,7 @@ from scipy.sparse import csr_matrix
 
 from . import _exact
 from ._allocation import Raw
+from .._tolerance import RTOL
 
 #: weight x fraction products within this factor of each other (over the whole problem)
 #: cannot lose more than ~1e-12 to cancellation in float64: no check
@@ -63,7 +64,7 @@ SPREAD_TRUSTED = 1e3
 LIMITS = {np.dtype("float64"): 1e6, np.dtype("float32"): 1e3}
 #: levels (and loads against capacities) within this relative distance count as tied
 #: (saturated): well above float64's errors where the bound holds (1e6 x 1.1e-16)
-TIE = 1e-9
+TIE = RTOL      # a tie of levels: the project's one tolerance (flowsolver._tolerance)
 
 
 def spread(rm, weights: np.ndarray) -> float:
