@@ -8,8 +8,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .. import _checks
-from ..training import (DEFAULT_ORDER, ZERO_STAGES, ModelSpec, check_recompute, checked_order, chunk_layers,
-                        memory_per_gpu)
+from ..training import (DEFAULT_ORDER, ZERO_STAGES, ModelSpec, Parallelism, check_recompute, checked_order,
+                        chunk_layers, memory_per_gpu)
 
 __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS", "RECOMPUTE_MODES"]
 
@@ -59,8 +59,17 @@ class Layout:
     order: tuple
     placement: str = ""
 
+    def parallelism(self):
+        """This layout as a :class:`flowsolver.Parallelism` (its ``recompute`` goes in the
+        :class:`flowsolver.Schedule`): ``training_step(g, model, row.layout.parallelism(),
+        Schedule(global_batch=..., recompute=row.layout.recompute))``."""
+        kw = self.step_kwargs()
+        kw.pop("recompute")
+        return Parallelism(**kw)
+
     def step_kwargs(self) -> dict:
-        """The :func:`flowsolver.training_step` keyword arguments of this layout."""
+        """The layout as one release's :func:`flowsolver.training_step` keywords (``tp=``, ...,
+        ``recompute=``; deprecated there: :meth:`parallelism` gives today's spelling)."""
         return dict(tp=self.tp, cp=self.cp, pp=self.pp, dp=self.dp, ep=self.ep, vp=self.vp,
                     micro_batch=self.micro_batch, recompute=self.recompute, zero=self.zero,
                     sequence_parallel=self.sequence_parallel, order="-".join(self.order))

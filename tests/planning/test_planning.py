@@ -202,3 +202,19 @@ def test_a_tolerance_stops_earlier_within_it(toy_plan):
     assert loose.proven and loose.profiles_solved <= exact.profiles_solved
     # its rows are timed exactly; the true 5th best is at most 50 % faster than its 5th row
     assert exact.rows[-1].step_time * 1.5 >= loose.rows[-1].step_time
+
+
+def test_a_layout_s_parallelism_is_its_keywords(toy_plan):
+    """``Layout.parallelism()`` (today's spelling) times every planned row as the layout's
+    keywords do, and carries every degree and option the plan chose."""
+    from flowsolver import Parallelism, Schedule
+
+    g, p = toy_plan
+    for row in p.rows:
+        lay = row.layout
+        par = lay.parallelism()
+        assert isinstance(par, Parallelism)
+        assert (par.tp, par.cp, par.pp, par.dp, par.ep, par.vp, par.micro_batch, par.zero) == \
+            (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.vp, lay.micro_batch, lay.zero)
+        r = training_step(g, TOY, par, Schedule(global_batch=4, recompute=lay.recompute))
+        assert r.step_time == row.step_time
