@@ -20,9 +20,18 @@ efficiencies only add). The same cut around one GPU (every GPU of a kind takes p
 gives a second bound, the bytes a GPU must receive over the capacity of the links into it
 (NVLink and PCIe): all-gather and all-to-all ``(n - 1) S / n``, reduce-scatter ``S / n`` (an
 in-switch reduction hands each rank its reduced shard once), all-reduce ``S``, a send ``S``. The
-larger of the two is the bound. :func:`flowsolver.training.compose` of those times never exceeds the
-exact step: every exposed term grows with the per-call times (checked against exact steps in
-tests/planning/test_planning.py).
+larger of the two is the bound.
+
+A send / receive (PP's stage-boundary sends, CP's ring steps) is timed exactly as one step of
+one flow per pair, all pairs at once: besides the cuts it cannot beat what the collectives'
+own candidate bound (:func:`flowsolver.collectives._bound.lower_bound`, which ``"auto"``
+prunes by) gives its one step: NCCL's base latency and the smallest hop latency (or the
+options' ``step_latency``) plus the transfer through each GPU's and each server's links at
+their efficiencies. That latency is most of a ring-attention step, and what the attention
+block cannot hide of it is the exposed CP communication; left out when the options carry a
+calibration ``model`` (which rescales latencies). :func:`flowsolver.training.compose` of
+those times never exceeds the exact step: every exposed term grows with the per-call times
+(checked against exact steps in tests/planning/).
 """
 
 from __future__ import annotations
@@ -31,6 +40,11 @@ import numpy as np
 
 import topologies as tp_
 
+from ..collectives import checked_collective_options
+from ..collectives._bound import Capacities
+from ..collectives._nccl import PROTOCOLS, base_latency, min_hop_latency
+from ..collectives._options import Options
+from ..collectives._trees import StepFlows
 from ..training import CommProfile, CommTiming, step_collectives
 
 __all__ = ["CutBound", "layout_groups"]
@@ -98,9 +112,11 @@ class CutBound:
     remembered per layout's degrees and order, so many layouts share them.
 
     ``capacity``: bytes/s of all links that enter a server from outside (0 when the graph's
-    nodes carry no ``server``: then every bound is 0, still a bound)."""
+    nodes carry no ``server``: then every bound is 0, still a bound). ``collective_options``:
+    the training step's (what the exact solves run with: efficiencies, protocol, latencies);
+    they set the send / receive floor (module docstring)."""
 
-    def __init__(self, graph):
+    def __init__(self, graph, collective_options=None):
         nodes = graph.nodes
         servers = [nodes[v].get("server") for v in tp_.gpus(graph)]
         if any(s is None or not isinstance(s, int) for s in servers):
@@ -116,6 +132,22 @@ class CutBound:
             into[v] += d.get("capacity", 0.0)
         self.gpu_capacity = min(into.values()) if into else 0.0
         self._coefficients: dict = {}
+        self.send_latency, self._capacities = self._send_floor(graph, collective_options)
+
+    @staticmethod
+    def _send_floor(graph, collective_options) -> tuple:
+        """(s, Capacities or None): the latency every send / receive pays at least and the
+        GPUs' and servers' capacities at the links' efficiencies; (0, None) under a
+        calibration model."""
+        options = checked_collective_options(collective_options, graph)
+        if options.get("model") is not None:
+            return 0.0, None
+        built = Options(**{k: v for k, v in options.items() if k != "model" and v is not None})
+        # protocol "auto": the least of the protocols' latencies
+        protocols = PROTOCOLS if built.protocol == "auto" else (built.protocol,)
+        latency = min(base_latency(p, built.base_latency) + (float(built.step_latency) if built.step_latency is not None
+                                                             else min_hop_latency(p)) for p in protocols)
+        return latency, Capacities(graph, list(range(len(tp_.gpus(graph)))), built.efficiency)
 
     def _shape(self, key, kind) -> tuple:
         """(groups, ranks per group, coefficient per op) of a kind of a layout, remembered
@@ -123,8 +155,12 @@ class CutBound:
         if (key, kind) not in self._coefficients:
             groups = layout_groups(key, kind)
             ops = ("send_recv",) if kind in ("pp", "cp_step") else _OPS
-            self._coefficients[(key, kind)] = (groups.shape[0], groups.shape[1],
-                                               _coefficients(groups, self.server_of, ops))
+            coefficients = _coefficients(groups, self.server_of, ops)
+            if "send_recv" in ops and self._capacities is not None and len(groups):
+                # seconds per byte of the one step's transfer, every pair at once (linear in the bytes)
+                flows = StepFlows.from_arrays(groups[:, 0], groups[:, 1], 1.0)
+                coefficients["send_step"] = self._capacities.transfer(flows)
+            self._coefficients[(key, kind)] = (groups.shape[0], groups.shape[1], coefficients)
         return self._coefficients[(key, kind)]
 
     def seconds(self, op: str, size: float, key, kind: str) -> float:
@@ -133,6 +169,8 @@ class CutBound:
         _, n, coefficients = self._shape(key, kind)
         server = coefficients[op] * size / self.capacity if self.capacity else 0.0
         gpu = _GPU_SHARE[op](n) * size / self.gpu_capacity if self.gpu_capacity and n > 1 else 0.0
+        if op == "send_recv" and "send_step" in coefficients:
+            return max(server, gpu, self.send_latency + coefficients["send_step"] * size)
         return max(server, gpu)
 
     def profile(self, spec, lay, *, gpu, top_k, capacity_factor, reduce_bytes, gather_bytes, degrees) -> CommProfile:

@@ -260,7 +260,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
 
     # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound
     # profile per layout but its recompute mode
-    cut = CutBound(graph)
+    cut = CutBound(graph, options["collective_options"])
     bounds, profiles, parts = [], {}, {}
     reduce_bytes = REDUCE_DTYPES[options["reduce_dtype"]]
     gather_bytes = 1.0 if (options["fp8_param_gather"] and precision == "fp8") else 2.0
