@@ -109,6 +109,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
                "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor"),
     "._results": ("CollectiveResult", "CollectiveStep", "ConcurrentResult"),
     "._sensitivity": ("sensitivity_table",),   # (this and checked_collective_options: for training, not in __all__)
+    "._bound": ("Capacities",),                 # (these two: for the plan search's bound, not in __all__)
+    "._trees": ("StepFlows",),
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -123,6 +125,8 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
                         busbw_factor)
     from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
     from ._sensitivity import sensitivity_table
+    from ._bound import Capacities
+    from ._trees import StepFlows
 
 # the built-in algorithms register themselves (ALGORITHMS' order); no JAX is imported
 from . import _builtin_algorithms  # noqa: F401,E402

@@ -24,7 +24,7 @@ larger of the two is the bound.
 
 A send / receive (PP's stage-boundary sends, CP's ring steps) is timed exactly as one step of
 one flow per pair, all pairs at once: besides the cuts it cannot beat what the collectives'
-own candidate bound (:func:`flowsolver.collectives._bound.lower_bound`, which ``"auto"``
+own candidate bound (``lower_bound`` of its ``_bound`` module, which ``"auto"``
 prunes by) gives its one step: NCCL's base latency and the smallest hop latency (or the
 options' ``step_latency``) plus the transfer through each GPU's and each server's links at
 their efficiencies. That latency is most of a ring-attention step, and what the attention
@@ -40,11 +40,8 @@ import numpy as np
 
 import topologies as tp_
 
-from ..collectives import checked_collective_options
-from ..collectives._bound import Capacities
-from ..collectives._nccl import PROTOCOLS, base_latency, min_hop_latency
-from ..collectives._options import Options
-from ..collectives._trees import StepFlows
+from ..collectives import (NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, PROTOCOLS, Capacities, StepFlows,
+                           checked_collective_options)
 from ..training import CommProfile, CommTiming, step_collectives
 
 __all__ = ["CutBound", "layout_groups"]
@@ -142,12 +139,19 @@ class CutBound:
         options = checked_collective_options(collective_options, graph)
         if options.get("model") is not None:
             return 0.0, None
-        built = Options(**{k: v for k, v in options.items() if k != "model" and v is not None})
-        # protocol "auto": the least of the protocols' latencies
-        protocols = PROTOCOLS if built.protocol == "auto" else (built.protocol,)
-        latency = min(base_latency(p, built.base_latency) + (float(built.step_latency) if built.step_latency is not None
-                                                             else min_hop_latency(p)) for p in protocols)
-        return latency, Capacities(graph, list(range(len(tp_.gpus(graph)))), built.efficiency)
+        # NCCL's ring base latency and its least hop latency (the collectives' own per-step
+        # floor, min_hop_latency), or the options' overrides; protocol "auto" (or None): the least
+        protocol = options.get("protocol", "Simple") or "auto"
+        latencies = []
+        for i, name in enumerate(PROTOCOLS):
+            if protocol in ("auto", name):
+                base = options.get("base_latency")
+                hop = options.get("step_latency")
+                latencies.append((NCCL_BASE_LATENCY["ring"][i] * 1e-6 if base is None else float(base))
+                                 + (min(h[i] for h in NCCL_HOP_LATENCY.values()) * 1e-6 if hop is None
+                                    else float(hop)))
+        latency = min(latencies)
+        return latency, Capacities(graph, list(range(len(tp_.gpus(graph)))), options.get("efficiency"))
 
     def _shape(self, key, kind) -> tuple:
         """(groups, ranks per group, coefficient per op) of a kind of a layout, remembered

@@ -147,8 +147,9 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
        count per reason.
     2. Each feasible layout gets a lower bound on its step time without solving the network:
        the step composed with every collective at its cut bound (the bytes the servers must
-       receive over the capacity of the links into them, :mod:`flowsolver.planning._bound`);
-       the exact step is never faster.
+       receive over the capacity of the links into them; a send, PP's or a CP ring step's, at
+       least NCCL's latency plus its bytes at the links' efficiencies,
+       :mod:`flowsolver.planning._bound`); the exact step is never faster.
     3. Layouts are timed exactly, best bound first, as :func:`flowsolver.training_step`
        times them (the same numbers), each distinct collective kind (op, bytes, rank groups,
        algorithm) solved once (:class:`KindCache`) and each solved profile composed for every

@@ -26,6 +26,9 @@ def test_send_floor_by_hand():
     # a step_latency override replaces the hop latency, a base_latency the base
     custom = CutBound(g, dict(step_latency=1e-6, base_latency=2e-6))
     assert custom.seconds("send_recv", size, key, "cp_step") == pytest.approx(3e-6 + size / rate)
+    # LL's latencies (6.6 us base, 0.6 us NVLink hop), the least of the protocols under "auto"
+    for protocol in ("LL", "auto"):
+        assert CutBound(g, dict(protocol=protocol)).send_latency == pytest.approx(7.2e-6)
     # under a calibration model the floor is left out: the raw cut (S over the NIC's 50 GB/s)
     assert CutBound(g, dict(model=object())).send_latency == 0.0
 
