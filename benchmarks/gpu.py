@@ -205,12 +205,12 @@ CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import topologies as tp
-from flowsolver import collective, training_step
+from flowsolver import Parallelism, collective, training_step
 kind, nodes = sys.argv[1], int(sys.argv[2])
 g = tp.rail_optimized(nodes)
 def once():
     if kind == "train":
-        return training_step(g, model="llama-3-405b", tp=8, pp=16, dp=nodes // 16).step_time
+        return training_step(g, "llama-3-405b", Parallelism(tp=8, pp=16, dp=nodes // 16)).step_time
     return collective(g, "all_to_all", 2**20 * (8 * nodes - 1)).time
 times = []
 for _ in range(2):

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import topologies as tp  # noqa: E402
 from flowsolver import training_step  # noqa: E402
+from flowsolver.training import step_arguments  # noqa: E402
 # the rows (servers, training_step arguments, published figures) and their published
 # tokens/s and MFU are the test's, so the table and the assertions cannot drift apart
 from tests.training.test_training_published import ROWS, _published  # noqa: E402
@@ -32,7 +33,7 @@ def main(argv=None) -> int:
         if "--small" in argv and nodes > 128:
             continue
         extra = dict(compute_efficiency=None) if "--kernels" in argv else {}
-        r = training_step(tp.rail_optimized(nodes), **kw, **extra)
+        r = training_step(tp.rail_optimized(nodes), **step_arguments(**kw, **extra))
         tokens, mfu = _published(kw, pub)
         stage = r.stage_memory.index(r.memory_per_gpu)
         print(f"{name:22s} {tokens:13,.0f} {r.tokens_per_gpu:7,.0f} {r.tokens_per_gpu / tokens - 1:+7.1%} "

@@ -20,7 +20,7 @@ from _child import run_child
 CHILD = """
 import json, resource, sys, time
 import topologies as tp
-from flowsolver import collective, training_step
+from flowsolver import Parallelism, collective, training_step
 from flowsolver.routing import path_computations
 kind, n = sys.argv[1], int(sys.argv[2])
 t = time.perf_counter()
@@ -28,7 +28,7 @@ g = tp.rail_optimized(n) if kind == "train" else tp.fat_tree(n)
 build = time.perf_counter() - t
 def once():
     if kind == "train":
-        return training_step(g, model="llama-3-405b", tp=8, pp=16, dp=n // 16).step_time
+        return training_step(g, "llama-3-405b", Parallelism(tp=8, pp=16, dp=n // 16)).step_time
     return collective(g, "all_to_all", 2**20 * (len(tp.gpus(g)) - 1), algorithm="pairwise", efficiency=1.0).time
 times = []
 for _ in range(2):

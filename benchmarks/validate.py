@@ -43,6 +43,7 @@ sys.path.insert(0, str(HERE / "validation"))
 import setups as S  # noqa: E402
 from fit_pipeline import Capture, held_out, record  # noqa: E402
 from flowsolver import busbw_factor, collective, default_cache_dir, training_step  # noqa: E402
+from flowsolver.training import step_arguments  # noqa: E402
 
 CORPUS = HERE / "validation"
 KIB, MIB, GIB = 2**10, 2**20, 2**30
@@ -181,7 +182,7 @@ def run_training(row: dict, index: int, compute: str = "flat") -> dict:
     key = (cluster, servers, _freeze(kw))
     try:
         if key not in _STEP_CACHE:
-            _STEP_CACHE[key] = training_step(c.graph(servers), **kw)
+            _STEP_CACHE[key] = training_step(c.graph(servers), **step_arguments(**kw))
         r = _STEP_CACHE[key]
     except (ValueError, TypeError) as exc:
         pt.update(status="not_modelled", reason=f"the library refused the layout: {exc}")

@@ -331,10 +331,13 @@ def _add_train(sub, fmt) -> None:
     for name, default, text in (("tp", 8, "tensor-parallel size"), ("pp", 1, "pipeline stages"),
                                 ("dp", None, "data-parallel size (default: GPUs / (tp x pp))"),
                                 ("ep", 1, "expert-parallel size"), ("cp", 1, "context-parallel size"),
-                                ("vp", 1, "virtual pipeline stages per stage (interleaved 1F1B)"),
+                                ("vp", 1, "virtual pipeline stages per stage (interleaved 1F1B); auto: the "
+                                 "fastest of 1-8 that fits"),
                                 ("global-batch", None, "sequences per step (default: 512 rounded to microbatches)"),
-                                ("micro-batch", 1, "sequences per microbatch"), ("zero", 1, "ZeRO stage 0-3")):
-        train.add_argument(f"--{name}", type=int, default=default,
+                                ("micro-batch", 1, "sequences per microbatch; auto: the fastest of 1, 2, 4, 8 that "
+                                 "fits"), ("zero", 1, "ZeRO stage 0-3")):
+        kind = _int_or_auto if name in ("vp", "micro-batch") else int
+        train.add_argument(f"--{name}", type=kind, default=default,
                            help=text + ("" if default is None else " (default %(default)s)"))
     train.add_argument("--dp-overlap", type=float, default=1.0,
                        help="share of the DP reduction hidden behind compute (default %(default)s)")
@@ -411,3 +414,13 @@ _SWEEP_HELP = """config example (sweep.toml):
   op = "all_reduce"
   size = [1048576, 1073741824]
 """
+
+
+def _int_or_auto(text: str):
+    """``auto`` or a whole number, for the options training_step can choose itself."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None

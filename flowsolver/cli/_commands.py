@@ -142,7 +142,8 @@ def train(args) -> None:
                                              **kw))
     rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.bottleneck_tier) for p in r.phases.values()]
-    summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, global_batch=r.global_batch,
+    summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, vp=r.vp, micro_batch=r.micro_batch,
+                   global_batch=r.global_batch,
                    step_time_s=r.step_time, tokens_per_s=r.tokens_per_s, speedup=r.speedup,
                    comm_overhead=r.comm_overhead, compute_s=r.compute_time, bubble_s=r.bubble_time,
                    memory_per_gpu_gb=r.memory_per_gpu / 1e9, fits=r.fits)
@@ -163,6 +164,8 @@ def train(args) -> None:
              f"{'phase':10s} {'op':26s} {'algorithm':17s} {'calls':>8s} {'per call ms':>12s} {'exposed s':>10s}  tier"]
     lines += [f"{p['phase']:10s} {p['op']:26s} {p['algorithm']:17s} {p['calls']:8.0f} {p['per_call_s'] * 1e3:12.3f} "
               f"{p['exposed_s']:10.3f}  {p['tier']}" for p in rows]
+    if r.chosen is not None:        # --vp / --micro-batch auto: what was picked, every candidate
+        lines += ["", str(r.chosen)]
     print("\n".join(lines))
 
 

@@ -102,6 +102,24 @@ def test_train_and_its_formats(capsys):
     assert "--tp * --cp * --pp must divide the GPU count 16" in capsys.readouterr().err
 
 
+def test_train_leaves_vp_and_micro_batch_to_the_search(capsys):
+    """--vp auto / --micro-batch auto: the step of the candidate training_step picks, the same
+    as the library's, and the pick printed; anything else than a number or auto is refused."""
+    import flowsolver as fs
+
+    argv = ["train", "--nodes", "2", "--model", "llama-3-8b", "--tp", "4", "--pp", "2", "--global-batch", "32",
+            "--vp", "auto", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)["summary"]
+    lib = fs.training_step(tp.rail_optimized(2), "llama-3-8b", fs.Parallelism(tp=4, pp=2, vp="auto"),
+                           fs.Schedule(global_batch=32), collective_options=dict(policy="ecmp"))
+    assert (data["vp"], data["step_time_s"]) == (lib.chosen.vp, lib.step_time)
+    assert main(argv[:-1]) == 0
+    assert f"picked vp={lib.chosen.vp}" in capsys.readouterr().out
+    assert main(argv[:-3] + ["--vp", "many"]) == 2
+    assert "expected a whole number or auto" in capsys.readouterr().err
+
+
 def test_sweep_from_toml(tmp_path, capsys):
     cfg = tmp_path / "s.toml"
     out = tmp_path / "r.csv"
