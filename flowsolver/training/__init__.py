@@ -41,7 +41,7 @@ checks in ``_prepare``. Solving and composing are separate: :func:`training_step
 collective once into a :class:`CommProfile` (``_profile``: per parallelism its op,
 algorithm, bytes and per-call time, on the groups of a :class:`ParallelLayout`,
 ``_layout``); the step is the pure function ``compose(profile, schedule)`` (``_compose``) of
-it and a :class:`Schedule`, which :meth:`StepResult.recompose` applies again. Model presets
+it and a :class:`Schedule` (``_schedule``), which :meth:`StepResult.recompose` applies again. Model presets
 are in ``_models``.
 """
 
@@ -53,8 +53,8 @@ from .._lazy import lazy_exports
 # constants without importing JAX. Names not in __all__ are for flowsolver's other packages
 # (planning, serving, traces, upgrade), which import them from here, never from a module.
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "._compose": ("Phase", "Schedule", "StepResult", "compose",
-                  "checked_schedule", "default_tp_overlap", "layer_compute"),
+    "._compose": ("Phase", "StepResult", "compose", "layer_compute"),
+    "._schedule": ("Schedule", "checked_schedule", "default_tp_overlap"),
     "._layout": ("ParallelLayout", "DEFAULT_ORDER", "checked_order"),
     "._memory": ("memory_per_gpu", "stage_memory", "ZERO_STAGES"),
     "._models": ("MODELS", "ModelSpec", "get_model"),
@@ -72,7 +72,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
-    from ._compose import Phase, Schedule, StepResult, compose, checked_schedule, default_tp_overlap, layer_compute
+    from ._compose import Phase, StepResult, compose, layer_compute
+    from ._schedule import Schedule, checked_schedule, default_tp_overlap
     from ._layout import ParallelLayout, DEFAULT_ORDER, checked_order
     from ._memory import memory_per_gpu, stage_memory, ZERO_STAGES
     from ._models import MODELS, ModelSpec, get_model

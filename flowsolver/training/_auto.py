@@ -12,7 +12,8 @@ import topologies as tp_
 
 from .. import _checks
 from ..routing import unchanged
-from ._compose import StepResult, compose, default_batch
+from ._compose import StepResult, compose
+from ._schedule import default_batch
 from ._parallelism import AUTO_CANDIDATES, _open_or_integer
 from ._prepare import prepare_step
 from ._profile import step_collectives, time_collectives, solve_profile

@@ -11,7 +11,7 @@ import topologies as tp_
 from .. import _checks
 from ..collectives import checked_collective_options
 from ..routing import gpu_nodes
-from ._compose import check_recompute_layers, checked_schedule, default_batch, default_tp_overlap
+from ._schedule import check_recompute_layers, checked_schedule, default_batch, default_tp_overlap
 from ._compute import check_precision
 from ._layout import DEFAULT_ORDER, ParallelLayout
 from ._memory import check_zero

@@ -9,7 +9,8 @@ import warnings
 from .. import _checks
 from ..routing import unchanged
 from ._auto import choose_open
-from ._compose import DEFAULT_BATCH, Schedule, StepResult, compose, default_tp_overlap  # noqa: F401 (re-exported)
+from ._compose import StepResult, compose  # noqa: F401 (re-exported)
+from ._schedule import DEFAULT_BATCH, Schedule, default_tp_overlap  # noqa: F401 (re-exported)
 from ._compute import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION  # noqa: F401
 from ._models import get_model
 from ._parallelism import PARALLELISM_FIELDS, REDUCE_DTYPES, Parallelism  # noqa: F401 (REDUCE_DTYPES re-exported)
