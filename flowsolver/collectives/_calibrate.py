@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import nccl_tests
 from ..routing import gpu_nodes, link_efficiency, unchanged
-from ._collective import _plans, collective_with, is_tuned
+from ._choice import is_tuned
+from ._collective import _plans, collective_with
 from ._nccl import OPS
 from ._options import Options
 from ._solve import time_plans
