@@ -8,8 +8,10 @@ ways this module models from NCCL's source (2.30: ``src/enqueue.cc`` ``topoGetAl
 ``calcCollChunking``, ``src/include/device.h``, ``collectives.h``, ``comm.h``):
 
 1. **Channels**: below ``channels x threads x threshold`` bytes NCCL drops channels one by one
-   (ring and tree; NVLS keeps its own). A channel is one SM driving its share of the links,
-   so fewer channels move proportionally fewer bytes per second.
+   (ring and tree; NVLS keeps its own), and every algorithm hands its channels whole cells of
+   32 KiB of traffic (``scheduleCollTasksToPlan``, :func:`channel_split`). A channel is one SM
+   driving its share of the links, so fewer channels move proportionally fewer bytes per
+   second, and the most loaded one sets the pace.
 2. **Steps**: each channel moves its share as a sequence of chunk steps (ring: ``nranks``
    chunks a loop, ``2 (nranks - 1)`` steps for an all-reduce; tree: a chunk a step down the
    tree's depth; NVLS: a loop of ``nHeads`` chunks), the chunk set by the protocol's buffer
@@ -35,9 +37,8 @@ a 1 MiB tree LL128 all-reduce on 2 x 8 H100 at 230 us against 87 us measured. LL
 its flag arrives), so no fill in steps applies, nor a step's depth inside a node (the whole
 tree's depth counted as steps makes tree LL 11 % too slow where it was 30 % fast; a fill in
 ring steps fits the platforms' small-message floors, not the protocol), except where a step
-crosses the network: a
-network connection's LL send buffer is in host memory and the proxy sends a step as one message
-once every line of it carries its flag (``src/transport/net.cc``: LL buffers never on the GPU,
+crosses the network: a network connection's LL send buffer is in host memory and the proxy
+sends a step as one message once every line of it carries its flag (``src/transport/net.cc``: LL buffers never on the GPU,
 ``sendProxyProgress`` checks each line's flags before ``isend``), so a network hop stores and
 forwards a whole step. The tree's all-reduce runs its reduce phase to the root and then its
 broadcast phase (``src/device/all_reduce.h`` ``runTreeUpDown``), each a pipeline of its steps
@@ -273,7 +274,8 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
         return latency + size / algbw
     nc = channels_used(algorithm, protocol, size, ranks, channels)
     _, largest = channel_split(op, protocol, size, ranks, nc)
-    nc = size / largest                                 # the largest share's time sets the pace
+    if largest > 0:
+        nc = size / largest                             # the largest share's time sets the pace
     bandwidth = algbw * (nc / channels)
     steps, depth = chunk_steps(algorithm, protocol, op, size, ranks, nodes, nc)
     if protocol == "LL":                                # lines stream; network hops store a step
