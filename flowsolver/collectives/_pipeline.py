@@ -40,11 +40,11 @@ ring steps fits the platforms' small-message floors, not the protocol), except w
 crosses the network: a network connection's LL send buffer is in host memory and the proxy
 sends a step as one message once every line of it carries its flag (``src/transport/net.cc``: LL buffers never on the GPU,
 ``sendProxyProgress`` checks each line's flags before ``isend``), so a network hop stores and
-forwards a whole step. The tree's all-reduce runs its reduce phase to the root and then its
-broadcast phase (``src/device/all_reduce.h`` ``runTreeUpDown``), each a pipeline of its steps
-through ``log2(nodes)`` network levels; a stored-and-forwarded step is half a tree step (a tree
-step moves a chunk up and down), so tree LL across nodes takes ``log2(nodes)`` steps beyond its
-own (:func:`ll_depth`). A ring's steps run in lock step on every GPU (each GPU's next step waits
+forwards a whole step. Tree LL runs its reduce and its broadcast at once on split threads, the
+root turning each chunk around as it reduces it (``src/device/all_reduce.h``
+``runTreeSplit``), so a chunk moves up and down at the tree's step rate and waits a whole step
+at each of the ``2 log2(nodes)`` network hops on its way: tree LL across nodes takes
+``2 log2(nodes)`` steps beyond its own (:func:`ll_depth`). A ring's steps run in lock step on every GPU (each GPU's next step waits
 for its own last one), so a ring's network hops store and forward no more than the ring's own
 steps take: ring LL keeps the tuner's ``latency + size / bandwidth``. Both keep NCCL's channel
 count at the size.
@@ -122,7 +122,7 @@ class Pipeline:
 #: 2.1 us, floor_nvls 2.0 us, fill_ring 2.71, fill_tree 0, fill_nvls 2.71 (folds: fill_ring
 #: 2.43-4.85); these shipped values are kept (in sample 16.9 %, held out 16.8 %). With tree
 #: LL's stored network steps and the channels' cells (2026-12-04; no constant added, none
-#: moved): in sample 16.0 % (the refit 14.3 %), held out 15.7 %.
+#: moved): in sample 15.7 % (the refit 13.4 %), held out 15.4 %.
 PIPELINE = Pipeline()
 
 
@@ -239,13 +239,14 @@ def ll_depth(algorithm, nodes) -> float:
     """Steps an LL pipeline of ``algorithm`` spends beyond its own chunk steps on ``nodes``
     nodes: the network hops that store and forward a whole step (NCCL's proxy sends an LL step
     once all its lines are flagged; over NVLink a receiver reads each line as its flag lands).
-    Tree: ``log2(nodes)`` (``2 log2(nodes)`` hops, up and down, each half a tree step); ring
-    and one node: 0 (a ring's steps run in lock step, the hops add no step).
+    Tree: ``2 log2(nodes)``, a step at each network hop up and down (its reduce and broadcast
+    run at once, ``runTreeSplit``); ring and one node: 0 (a ring's steps run in lock step, the
+    hops add no step).
 
     >>> ll_depth("tree", 4), ll_depth("tree", 1), ll_depth("ring", 8)
-    (2.0, 0.0, 0.0)
+    (4.0, 0.0, 0.0)
     """
-    return math.log2(nodes) if algorithm == "tree" and nodes > 1 else 0.0
+    return 2 * math.log2(nodes) if algorithm == "tree" and nodes > 1 else 0.0
 
 
 def _greater(a, b):

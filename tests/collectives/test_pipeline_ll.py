@@ -1,7 +1,7 @@
 """LL's pipeline (flowsolver.collectives._pipeline) against NCCL's rules written out by hand
 (NCCL 2.30: src/enqueue.cc topoGetAlgoInfo / calcCollChunking for the channels and chunks,
 src/transport/net.cc for LL's store-and-forward network hop, src/device/all_reduce.h
-runTreeUpDown for the tree's two phases) and against a published nccl-tests curve."""
+runTreeSplit for the tree's reduce and broadcast at once) and against a published nccl-tests curve."""
 
 import csv
 from pathlib import Path
@@ -20,23 +20,24 @@ PARAMS = Pipeline(floor_simple=5e-6, floor_nvls=5e-6, fill_ring=3.0, fill_tree=2
 def test_tree_ll_across_two_nodes_by_hand():
     # 256 KiB on 2 x 8 GPUs, 16 channels: tree LL keeps a channel while 256 KiB >= channels x
     # 512 threads x 8 bytes, so all 16 (16 x 4 KiB = 64 KiB); 16 KiB a channel, under one LL
-    # chunk (64 KiB slot / 2, half of each line is flags = 32 KiB): one step. The step goes up
-    # through one network level and down through it, each hop storing the whole step (half a
-    # tree step each): one step more, (1 + 1) x 256 KiB / 19.5 GB/s
+    # chunk (64 KiB slot / 2, half of each line is flags = 32 KiB): one step. Reduce and
+    # broadcast run at once (runTreeSplit), so the step moves at the tree's step rate and
+    # waits whole at the network hop up and the one down: two steps more,
+    # (1 + 2) x 256 KiB / 19.5 GB/s
     t = pipeline_time("tree", "LL", "all_reduce", 256 * KIB, 16, 2, 16, 25.2e-6, 19.5e9, PARAMS)
-    assert t == pytest.approx(25.2e-6 + 2 * 262144 / 19.5e9, rel=1e-12)
-    assert t * 1e6 == pytest.approx(52.09, abs=0.01)
+    assert t == pytest.approx(25.2e-6 + 3 * 262144 / 19.5e9, rel=1e-12)
+    assert t * 1e6 == pytest.approx(65.53, abs=0.01)
 
 
 def test_tree_ll_steps_channels_and_levels_by_hand():
-    # 4 nodes x 8, 1 MiB: 16 channels, 64 KiB a channel = 2 chunks of 32 KiB; 2 levels: (2 + 2)
-    # steps of 1 MiB / 10 GB/s / 2
+    # 4 nodes x 8, 1 MiB: 16 channels, 64 KiB a channel = 2 chunks of 32 KiB; 2 levels, 4 hops:
+    # (2 + 4) steps of 1 MiB / 10 GB/s / 2
     t = pipeline_time("tree", "LL", "all_reduce", MIB, 32, 4, 16, 50e-6, 10e9, PARAMS)
-    assert t == pytest.approx(50e-6 + 4 * (MIB / 10e9 / 2), rel=1e-12)
+    assert t == pytest.approx(50e-6 + 6 * (MIB / 10e9 / 2), rel=1e-12)
     # 8 KiB on 2 x 8: 8 KiB < 3 x 4 KiB, so 2 of 16 channels run (2/16 of the bandwidth), 4 KiB
-    # each, one step, plus the one level
+    # each, one step, plus the two hops
     t = pipeline_time("tree", "LL", "all_reduce", 8 * KIB, 16, 2, 16, 25e-6, 16e9, PARAMS)
-    assert t == pytest.approx(25e-6 + 2 * 8192 / 2e9, rel=1e-12)
+    assert t == pytest.approx(25e-6 + 3 * 8192 / 2e9, rel=1e-12)
 
 
 def test_ll_inside_a_node_and_on_rings_keeps_the_estimate():
@@ -47,7 +48,7 @@ def test_ll_inside_a_node_and_on_rings_keeps_the_estimate():
     # ring LL on 16 ranks: threshold 8 x 16 = 128 bytes a thread, 64 KiB a channel: 512 KiB keeps 8
     assert pipeline_time("ring", "LL", "all_reduce", 512 * KIB, 16, 2, 16, 20e-6, 40e9, PARAMS) == \
         pytest.approx(20e-6 + 524288 / 20e9, rel=1e-12)
-    assert (ll_depth("tree", 1), ll_depth("tree", 2), ll_depth("tree", 8), ll_depth("ring", 4)) == (0, 1, 3, 0)
+    assert (ll_depth("tree", 1), ll_depth("tree", 2), ll_depth("tree", 8), ll_depth("ring", 4)) == (0, 2, 6, 0)
 
 
 CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "validation" / "collectives.csv"
