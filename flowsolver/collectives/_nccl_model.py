@@ -231,6 +231,10 @@ def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware) -> float:
         bus = busbw * 0.75
     else:
         raise ValueError(f"algorithm must be one of {', '.join(TUNER_ALGORITHMS)}, got {algorithm!r}")
+    if algorithm != "ring" and op in ("all_gather", "reduce_scatter"):
+        # NCCL >= 2.23 (tuning.cc "Convert bus BW to algorithm BW", commit 68b54236, 2.23.4-1)
+        # converts no bus bandwidth of a non-ring all-gather / reduce-scatter: algbw = busBw
+        return bus
     if algorithm in ("ring", "nvls", "nvls_tree"):
         return bus * hw.ranks / _steps(op, hw.ranks)
     return bus * 0.5

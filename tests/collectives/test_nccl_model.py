@@ -249,3 +249,32 @@ def test_h200_has_hoppers_nvls():
     assert r.algorithm == "nvls"
     h100 = collective(tp.rail_optimized(1), "all_reduce", 2**30)
     assert r.time == pytest.approx(h100.time, rel=1e-12)
+
+
+def test_non_ring_all_gather_and_reduce_scatter_keep_their_bus_bandwidth():
+    """NCCL >= 2.23 (src/graph/tuning.cc, "Convert bus BW to algorithm BW", commit 68b54236)
+    converts the bus bandwidth to an algorithm bandwidth only for the ring or for all-reduce:
+    a PAT or NVLS all-gather / reduce-scatter is timed at its bus bandwidth."""
+    from flowsolver.collectives._nccl_model import Hardware, predict, tuner_algbw
+    # PAT on 4 one-GPU nodes, graph busBw 50 GB/s: busBw x 0.75 = 37.5 GB/s, no further x 0.5
+    pat = Hardware(4, 4, "hopper", channels=2)
+    for op in ("all_gather", "reduce_scatter"):
+        assert tuner_algbw("pat", "Simple", op, 50e9, pat) == pytest.approx(37.5e9, rel=1e-12)
+    # NCCL's estimate of a 64 MiB PAT all-gather there: 8 + log2(4) x 14 / 3.5 + 4 x 2.8
+    # = 27.2 us, plus 64 MiB / 37.5 GB/s = 1789.57 us
+    t = predict("all_gather", 64 << 20, 50e9, pat)[("pat", "Simple")]
+    assert t * 1e6 == pytest.approx(27.2 + (64 << 20) / 37.5e9 * 1e6, rel=1e-9)
+    # ...while the ring converts by nRanks / nsteps = 4 / 3: 50 x 4 / 3 = 66.67 GB/s
+    assert tuner_algbw("ring", "Simple", "all_gather", 50e9, pat) == pytest.approx(50e9 * 4 / 3, rel=1e-12)
+    # NVLS all-gather on one 8-GPU Hopper node, 16 channels, NVLink 450 GB/s a direction:
+    # per channel 450 / 16 x 0.85 (nvlsEfficiency) x 15 / 16 x (8 - 1) / 8, times 16 channels
+    # = 313.77 GB/s, the algorithm bandwidth as it is (it was x 8 / 7 = 358.59 GB/s)
+    nvls = Hardware(8, 1, "hopper", channels=16, nvls=True, nvlink_bw=450e9)
+    want = 450e9 * 0.85 * 15 / 16 * 7 / 8
+    assert want / 1e9 == pytest.approx(313.77, abs=0.01)
+    for op in ("all_gather", "reduce_scatter"):
+        assert tuner_algbw("nvls", "Simple", op, 370e9, nvls) == pytest.approx(want, rel=1e-12)
+    # an NVLS all-reduce still converts: 450 / 16 x 0.85 x 15 / 16 x 2 per channel, x 16,
+    # times nRanks / (2 (nRanks - 1)) = 8 / 14
+    assert tuner_algbw("nvls", "Simple", "all_reduce", 370e9, nvls) == pytest.approx(
+        450e9 * 0.85 * 15 / 16 * 2 * 8 / 14, rel=1e-12)
