@@ -278,3 +278,25 @@ def test_non_ring_all_gather_and_reduce_scatter_keep_their_bus_bandwidth():
     # times nRanks / (2 (nRanks - 1)) = 8 / 14
     assert tuner_algbw("nvls", "Simple", "all_reduce", 370e9, nvls) == pytest.approx(
         450e9 * 0.85 * 15 / 16 * 2 * 8 / 14, rel=1e-12)
+
+
+def test_pat_is_nccls_choice_for_mid_size_all_gathers_at_one_gpu_per_node():
+    """16 one-GPU nodes, 2 channels of 24 GB/s (busBw 48 GB/s), NCCL's estimates by hand:
+    PAT 8 + log2(16) x 14 / 3.5 + 16 x 2.8 = 68.8 us at 0.75 x 48 = 36 GB/s; ring LL 6.6 +
+    15 x 5.0 = 81.6 us at min(llMaxBw 20.4, 24) x 16 / 15 = 21.76 GB/s; ring LL128 14 + 15 x
+    8.5 = 141.5 us at min(48 x 0.92, 2 x 36.7) x 16 / 15 = 47.10 GB/s; ring Simple 8.4 + 15 x
+    14 = 218.4 us at 48 x 16 / 15 = 51.2 GB/s. At 8 MiB: PAT 301.8 us, LL128 319.6, Simple
+    382.2, LL 467.1: PAT (with the old x 0.5, 534.8 us: LL128). At 128 MiB: Simple (2840 us
+    against LL128's 2991)."""
+    from flowsolver.collectives._nccl_model import Hardware, predict
+    hw = Hardware(16, 16, "hopper", channels=2)
+    size = 8 << 20
+    want = {("pat", "Simple"): (68.8, 36e9), ("ring", "LL"): (81.6, 20.4e9 * 16 / 15),
+            ("ring", "LL128"): (141.5, 48e9 * 0.92 * 16 / 15), ("ring", "Simple"): (218.4, 48e9 * 16 / 15)}
+    t = predict("all_gather", size, 48e9, hw)
+    assert set(t) == set(want)
+    for key, (lat, bw) in want.items():
+        assert t[key] * 1e6 == pytest.approx(lat + size / bw * 1e6, rel=1e-6), key
+    assert min(t, key=t.get) == ("pat", "Simple")
+    big = predict("all_gather", 128 << 20, 48e9, hw)
+    assert min(big, key=big.get) == ("ring", "Simple")
