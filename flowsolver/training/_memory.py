@@ -11,10 +11,14 @@ Megatron-LM's distributed-optimizer table counts ``4 + 16 / d`` bytes for them, 
 ``4 / d`` an fp32 copy of the gradient shard made for the optimizer step, after the
 activations are freed: a stage needs the larger of its activations and that copy on top of
 its states. Runs that accumulate gradients in fp32 (Megatron-LM's default for bf16,
-``6 + 12 / d``) pass ``grad_bytes=4``. Not counted: FP8 copies of weights and FP8
-activations (Transformer Engine), communication buffers, CUDA / NCCL workspace and
-fragmentation (benchmarks/validation/memory.csv holds the published figures this is checked
-against, tests/training/test_memory_published.py the errors).
+``6 + 12 / d``) pass ``grad_bytes=4``. :func:`memory_breakdown` lists each stage's terms;
+what a run allocates beyond model states and activations is off by default and named in
+:class:`MemoryOverheads` (the CUDA context, DeepSpeed's ZeRO step buffers and kept stage
+outputs, the caching allocator's reserved view, as nvidia-smi shows it), so the published
+tables that count only states or activations compare like with like. Not counted: FP8
+copies of weights and FP8 activations (Transformer Engine), NCCL's buffers, cuBLAS workspace
+and the activations' own fragmentation (benchmarks/validation/memory.csv holds the published
+figures this is checked against, tests/training/test_memory_published.py the errors).
 """
 
 from __future__ import annotations
@@ -425,12 +429,16 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
 def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
                    microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
                    sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
-                   attention: str | None = None) -> float:
+                   attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
+                   overheads: MemoryOverheads | None = None) -> float:
     """Estimated bytes per GPU of mixed-precision Adam training: the largest of
     :func:`stage_memory` (the stage that needs the most sets what the job needs).
 
     >>> round(memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8) / 1e9, 1)
     71.5
+    >>> round(memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8,
+    ...                      overheads=MemoryOverheads(cuda_context=CUDA_CONTEXT_A100)) / 1e9, 1)
+    73.2
     >>> memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8, zero=4)
     Traceback (most recent call last):
     ...
@@ -439,4 +447,5 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
     return max(stage_memory(model, tp=tp, pp=pp, dp=dp, ep=ep, zero=zero, micro_batch=micro_batch,
                             microbatches=microbatches, cp=cp, vp=vp, recompute=recompute,
                             sequence_parallel=sequence_parallel, recompute_layers=recompute_layers,
-                            grad_bytes=grad_bytes, attention=attention))
+                            grad_bytes=grad_bytes, attention=attention, dropout=dropout,
+                            embedding_norm=embedding_norm, overheads=overheads))
