@@ -191,7 +191,8 @@ class MemoryOverheads:
             raise ValueError(f"MemoryOverheads: cuda_context must be bytes >= 0, got {self.cuda_context!r}")
         object.__setattr__(self, "cuda_context", float(context))
         if isinstance(self.reduce_bucket, bool) or not isinstance(self.reduce_bucket, int) or self.reduce_bucket < 0:
-            raise ValueError(f"MemoryOverheads: reduce_bucket must be an int of elements >= 0, got {self.reduce_bucket!r}")
+            raise ValueError(f"MemoryOverheads: reduce_bucket must be an int of elements >= 0, "
+                             f"got {self.reduce_bucket!r}")
         for name in ("deepspeed_zero", "stage_outputs", "reserved"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"MemoryOverheads: {name} must be True or False, got {getattr(self, name)!r}")
@@ -381,8 +382,8 @@ def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int
     them counts).
 
     >>> b = memory_breakdown("llama-3-8b", tp=1, pp=2, dp=8, microbatches=16)
-    >>> [round(b[0][k] / 1e9, 2) for k in ("weights", "gradients", "optimizer", "activations", "step")]
-    [8.03, 8.03, 6.02, 36.51, 0.0]
+    >>> tuple(round(b[0].get(term) / 1e9, 2) for term in ("weights", "gradients", "optimizer", "activations", "step"))
+    (8.03, 8.03, 6.02, 36.51, 0.0)
     >>> round(sum(b[0].values()) / 1e9, 1)
     58.6
     """
@@ -418,8 +419,8 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     (:class:`MemoryOverheads`: CUDA context, DeepSpeed's buffers, the caching allocator's
     reserved view) add the terms :func:`memory_breakdown` lists; all off by default.
 
-    >>> [round(b / 1e9, 1) for b in stage_memory("llama-3-8b", tp=1, pp=2, dp=8, microbatches=16)]
-    [58.6, 44.5]
+    >>> tuple(round(b / 1e9, 1) for b in stage_memory("llama-3-8b", tp=1, pp=2, dp=8, microbatches=16))
+    (58.6, 44.5)
     """
     args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
                       recompute_layers, grad_bytes, attention, dropout, embedding_norm, overheads)

@@ -43,8 +43,8 @@ def _spec(row):
 RUNTIME = {"bigscience-bloom": dict(overheads=DEEPSPEED_ZERO_NVIDIA_SMI_A100, embedding_norm=True)}
 
 #: measured rows the model cannot meet, with the reason (checked below)
-OUTLIERS = {("bloom-proxy-196B", 8, 6, 2): "65 GB at micro-batch 2, above the 56 GB of the same layout at micro-batch 4 "
-                                          "(same pp: same microbatches in flight, twice the tokens each)"}
+OUTLIERS = {("bloom-proxy-196B", 8, 6, 2): "65 GB at micro-batch 2, above the 56 GB of the same layout at "
+                                          "micro-batch 4 (same pp: same microbatches in flight, twice the tokens each)"}
 
 
 def modelled(row, runtime: bool = True) -> float:
