@@ -171,9 +171,12 @@ class MemoryOverheads:
     figure nvidia-smi shows, the caching allocator's reserved memory (PyTorch's CUDA semantics
     notes, "Memory management"): freed blocks stay cached, a request takes the smallest cached
     block that fits (split if larger) or a new ``cudaMalloc`` segment (c10/cuda/
-    CUDACachingAllocator.cpp), so the step's buffers, each larger than any activation tensor,
-    come on top of the activations' blocks rather than in their place; the step's own
-    sequence is replayed through that rule.
+    CUDACachingAllocator.cpp), so the step's buffers come on top of the activations' blocks
+    rather than in their place (assumed: each is larger than any one activation tensor, as in
+    BLOOM's runs, where the smallest, the 1 GB bucket, exceeds the largest, about 0.9 GB); the
+    step's own sequence is replayed through that rule. Not modelled: NCCL's buffers (per
+    communicator and channel; the channel count comes from NCCL's topology search), cuBLAS
+    workspace, and the fragmentation of the activations' own blocks.
 
     >>> MemoryOverheads().cuda_context, DEEPSPEED_ZERO_NVIDIA_SMI_A100.deepspeed_zero
     (0.0, True)
