@@ -23,13 +23,18 @@ figures this is checked against, tests/training/test_memory_published.py the err
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from functools import lru_cache
+
+import numpy as np
 
 from .. import _checks
 from ._compute import check_recompute
 from ._models import get_model
 from ._pipeline import chunk_layers, peak_in_flight
+from ._schedule import check_recompute_layers
 
 __all__ = ["memory_per_gpu", "stage_memory", "memory_breakdown", "MemoryOverheads", "ZERO_STAGES", "TERMS",
            "CUDA_CONTEXT_A100", "DEEPSPEED_REDUCE_BUCKET", "DEEPSPEED_ZERO_NVIDIA_SMI_A100", "check_zero",
@@ -96,7 +101,7 @@ def check_zero(zero) -> int:
     >>> check_zero(3)
     3
     """
-    if isinstance(zero, bool) or zero not in ZERO_STAGES:
+    if isinstance(zero, (bool, np.bool_)) or not isinstance(zero, numbers.Integral) or zero not in ZERO_STAGES:
         raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero!r}")
     return int(zero)
 
@@ -190,12 +195,20 @@ class MemoryOverheads:
 
     def __post_init__(self):
         context = self.cuda_context
-        if not isinstance(context, (int, float)) or isinstance(context, bool) or context < 0:
-            raise ValueError(f"MemoryOverheads: cuda_context must be bytes >= 0, got {self.cuda_context!r}")
-        object.__setattr__(self, "cuda_context", float(context))
-        if isinstance(self.reduce_bucket, bool) or not isinstance(self.reduce_bucket, int) or self.reduce_bucket < 0:
-            raise ValueError(f"MemoryOverheads: reduce_bucket must be an int of elements >= 0, "
+        ok = isinstance(context, numbers.Real) and not isinstance(context, (bool, np.bool_))
+        try:
+            value = float(context) if ok else math.nan
+        except OverflowError:               # an int beyond float64
+            value = math.inf
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"MemoryOverheads: cuda_context must be a finite number of bytes >= 0, "
+                             f"got {self.cuda_context!r}")
+        object.__setattr__(self, "cuda_context", value)
+        bucket = self.reduce_bucket
+        if isinstance(bucket, (bool, np.bool_)) or not isinstance(bucket, numbers.Integral) or bucket < 1:
+            raise ValueError(f"MemoryOverheads: reduce_bucket must be an integer number of elements >= 1, "
                              f"got {self.reduce_bucket!r}")
+        object.__setattr__(self, "reduce_bucket", int(bucket))
         for name in ("deepspeed_zero", "stage_outputs", "reserved"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"MemoryOverheads: {name} must be True or False, got {getattr(self, name)!r}")
@@ -213,18 +226,44 @@ def caching_allocator_reserved(events) -> tuple:
     (splitting off the rest) or a new segment of its size; a freed block merges with free
     neighbours of its own segment only, and no segment is given back (PyTorch's
     c10/cuda/CUDACachingAllocator.cpp; the 2 MiB rounding of large requests is left out).
+    A size must be a finite number >= 0; allocating a key that is live, or freeing one that
+    is not, is a ``ValueError``.
 
     >>> caching_allocator_reserved([("a", 4.0), ("a", None), ("b", 3.0), ("c", 2.0)])
     (5.0, 6.0)
     """
     segments, live, now, peak = [], {}, 0.0, 0.0      # a block: [size, in use], kept in address order
-    for key, size in events:
+    try:
+        events = list(events)
+    except TypeError:
+        raise TypeError(f"events must be an iterable of (key, size) pairs, got {type(events).__name__}") from None
+    for n, event in enumerate(events):
+        if not isinstance(event, (tuple, list)) or len(event) != 2:
+            raise ValueError(f"events[{n}] must be a (key, size) pair, size bytes or None to free, got {event!r}")
+        key, size = event
+        try:
+            hash(key)
+        except TypeError:
+            raise TypeError(f"events[{n}]: the key must be hashable, got {key!r}") from None
+        if size is not None:
+            ok = isinstance(size, numbers.Real) and not isinstance(size, (bool, np.bool_))
+            try:
+                size = float(size) if ok else math.nan
+            except OverflowError:
+                size = math.inf
+            if not math.isfinite(size) or size < 0:
+                raise ValueError(f"events[{n}]: size must be a finite number of bytes >= 0 or None (free), "
+                                 f"got {event[1]!r}")
+            if key in live:
+                raise ValueError(f"events[{n}]: {key!r} is allocated already; free it first")
+        elif key not in live:
+            raise ValueError(f"events[{n}]: {key!r} is not allocated, nothing to free")
         if size is None:
             block = live.pop(key)
             now -= block[0]
             block[1] = False
             blocks = next(seg for seg in segments if any(blk is block for blk in seg))
-            i = next(n for n, blk in enumerate(blocks) if blk is block)
+            i = next(j for j, blk in enumerate(blocks) if blk is block)
             if i + 1 < len(blocks) and not blocks[i + 1][1]:          # merge free neighbours
                 block[0] += blocks.pop(i + 1)[0]
             if i > 0 and not blocks[i - 1][1]:
@@ -346,10 +385,20 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
                                                                  "microbatches", "cp", "vp"), counts))
     if dp % ep:
         raise ValueError(f"ep ({ep}) must divide dp ({dp})")
-    if recompute_layers is not None:
-        recompute_layers = _checks.integer("recompute_layers", recompute_layers)
-    if grad_bytes not in (2, 4):
+    if ep > 1 and spec.experts % ep:
+        raise ValueError(f"ep ({ep}) must divide the model's experts ({spec.experts}; 1 for a dense model)")
+    if spec.seq_len % cp:
+        raise ValueError(f"cp ({cp}) must divide the sequence of {spec.seq_len} tokens")
+    if recompute_layers is not None:         # 1 ... the layers of the largest model chunk, as training_step
+        check_recompute_layers(recompute_layers, spec.layers, pp, vp)
+        recompute_layers = int(recompute_layers)
+    if isinstance(grad_bytes, (bool, np.bool_)) or not isinstance(grad_bytes, numbers.Integral) \
+            or grad_bytes not in (2, 4):
         raise ValueError(f"grad_bytes must be 2 (bf16 gradient buffers) or 4 (fp32), got {grad_bytes!r}")
+    for name, flag in (("sequence_parallel", sequence_parallel), ("dropout", dropout),
+                       ("embedding_norm", embedding_norm)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     if attention not in (None, "auto", "fa2", "fa3", "unfused"):
         raise ValueError(f"attention must be None, 'auto', 'fa2', 'fa3' or 'unfused', got {attention!r}")
     overheads = MemoryOverheads() if overheads is None else overheads
@@ -360,7 +409,7 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
         raise ValueError(f"overheads.deepspeed_zero models DeepSpeed's ZeRO stage 1 / 2 optimizer: zero must be 1 or "
                          f"2, got {zero}")
     return (spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, check_recompute(recompute),
-            bool(sequence_parallel), recompute_layers, grad_bytes, attention not in (None, "unfused"), bool(dropout),
+            bool(sequence_parallel), recompute_layers, int(grad_bytes), attention not in (None, "unfused"), bool(dropout),
             bool(embedding_norm), overheads)
 
 
