@@ -160,15 +160,16 @@ class MemoryOverheads:
     """What a run allocates beyond the model states and activations, each term off by default
     (the published tables of the ZeRO paper, Megatron-LM and Korthikanti et al. count neither).
 
-    ``cuda_context``: bytes of the CUDA context and kernels of the process (nvidia-smi counts
+    ``cuda_context``: bytes (finite, >= 0) of the CUDA context and kernels of the process (nvidia-smi counts
     them, PyTorch's ``memory_allocated`` / ``memory_reserved`` do not; :data:`CUDA_CONTEXT_A100`).
     ``deepspeed_zero``: the optimizer step of DeepSpeed's ZeRO stage 1 / 2
     (``stage_1_and_2.py``, February 2022, pipeline path, ``contiguous_gradients`` on by
-    default), in order: a reduce bucket of ``reduce_bucket`` 16-bit elements, a contiguous
-    copy of the rank's partition of the gradients (freed with the step), the fp16 overflow
+    default), in order: a reduce bucket of ``reduce_bucket`` elements (an integer >= 1; each
+    ``grad_bytes``: 2 for 16-bit gradients, DeepSpeed's case), a contiguous copy of the rank's
+    partition of the gradients (``grad_bytes`` per element, freed with the step), the fp16 overflow
     check's fp32 copy (``x.float()``) and the gradient norm's fp64 copy (``g.double()``) of one
     gradient tensor at a time (the largest of the stage: the vocabulary-parallel embedding on
-    the end stages), the flattened 16-bit partition and its fp32 copy for the step (this
+    the end stages), the flattened partition (``grad_bytes``) and its fp32 copy for the step (this
     replaces the plain fp32 copy of ``at_step``). ``stage_outputs``: DeepSpeed's pipeline
     engine keeps each in-flight microbatch's output until its backward (``pipe_buffers
     ["outputs"]``, partitioned over the TP group when ``tp > 1``: ``2 s b h / tp`` bytes);
@@ -178,8 +179,9 @@ class MemoryOverheads:
     block that fits (split if larger) or a new ``cudaMalloc`` segment (c10/cuda/
     CUDACachingAllocator.cpp), so the step's buffers come on top of the activations' blocks
     rather than in their place (assumed: each is larger than any one activation tensor, as in
-    BLOOM's runs, where the smallest, the 1 GB bucket, exceeds the largest, about 0.9 GB); the
-    step's own sequence is replayed through that rule. Not modelled: NCCL's buffers (per
+    BLOOM's runs, where the smallest, the 1 GB bucket, exceeds the largest, about 0.9 GB: with
+    a smaller ``reduce_bucket`` the step could reuse activation blocks and the figure is an
+    upper bound); the step's own sequence is replayed through that rule. Not modelled: NCCL's buffers (per
     communicator and channel; the channel count comes from NCCL's topology search), cuBLAS
     workspace, and the fragmentation of the activations' own blocks.
 
@@ -409,8 +411,8 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
         raise ValueError(f"overheads.deepspeed_zero models DeepSpeed's ZeRO stage 1 / 2 optimizer: zero must be 1 or "
                          f"2, got {zero}")
     return (spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, check_recompute(recompute),
-            bool(sequence_parallel), recompute_layers, int(grad_bytes), attention not in (None, "unfused"), bool(dropout),
-            bool(embedding_norm), overheads)
+            bool(sequence_parallel), recompute_layers, int(grad_bytes), attention not in (None, "unfused"),
+            bool(dropout), bool(embedding_norm), overheads)
 
 
 def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
