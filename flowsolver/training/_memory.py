@@ -181,7 +181,8 @@ class MemoryOverheads:
     rather than in their place (assumed: each is larger than any one activation tensor, as in
     BLOOM's runs, where the smallest, the 1 GB bucket, exceeds the largest, about 0.9 GB: with
     a smaller ``reduce_bucket`` the step could reuse activation blocks and the figure is an
-    upper bound); the step's own sequence is replayed through that rule. Not modelled: NCCL's buffers (per
+    upper bound); the step's own sequence is replayed through that rule (so the figure is not
+    monotone in ``reduce_bucket``: a bucket as large as a later buffer is reused by it). Not modelled: NCCL's buffers (per
     communicator and channel; the channel count comes from NCCL's topology search), cuBLAS
     workspace, and the fragmentation of the activations' own blocks.
 

@@ -251,3 +251,13 @@ def test_mixture_of_experts_ep_must_divide_the_experts():
     assert memory_per_gpu(moe, tp=1, pp=1, dp=4, ep=4) > 0
     with pytest.raises(ValueError, match=r"ep \(3\) must divide the model's experts \(4"):
         memory_per_gpu(moe, tp=1, pp=1, dp=6, ep=3)
+
+
+def test_reserved_step_is_not_monotone_in_the_bucket_by_hand():
+    # 512 elements = 1024 bytes: the freed bucket takes the 1024-byte overflow copy; 511 (1022
+    # bytes) cannot, so the copy gets a segment of its own and the reserve grows by 1022
+    def step(bucket):
+        over = MemoryOverheads(deepspeed_zero=True, reduce_bucket=bucket, reserved=True)
+        return memory_breakdown(TINY, overheads=over, **ONE)[0]["step"]
+    assert step(512) == 1024 + 1792 + 2048 + 3584 == 8448
+    assert step(511) == 1022 + 1792 + 1024 + 2048 + 3584 == 9470
