@@ -162,30 +162,30 @@ class MemoryOverheads:
 
     ``cuda_context``: bytes (finite, >= 0) of the CUDA context and kernels of the process
     (nvidia-smi counts them, PyTorch's ``memory_allocated`` / ``memory_reserved`` do not;
-    :data:`CUDA_CONTEXT_A100`).
-    ``deepspeed_zero``: the optimizer step of DeepSpeed's ZeRO stage 1 / 2
-    (``stage_1_and_2.py``, February 2022, pipeline path, ``contiguous_gradients`` on by
+    :data:`CUDA_CONTEXT_A100`). ``deepspeed_zero``: the optimizer step of DeepSpeed's ZeRO stage
+    1 / 2 (``stage_1_and_2.py``, February 2022, pipeline path, ``contiguous_gradients`` on by
     default), in order: a reduce bucket of ``reduce_bucket`` elements (an integer >= 1; each
     ``grad_bytes``: 2 for 16-bit gradients, DeepSpeed's case), a contiguous copy of the rank's
     partition of the gradients (``grad_bytes`` per element, freed with the step), the fp16
-    overflow check's fp32 copy (``x.float()``) and the gradient norm's fp64 copy (``g.double()``) of one
-    gradient tensor at a time (the largest of the stage: the vocabulary-parallel embedding on
-    the end stages), the flattened partition (``grad_bytes``) and its fp32 copy for the step
-    (this replaces the plain fp32 copy of ``at_step``). ``stage_outputs``: DeepSpeed's pipeline
-    engine keeps each in-flight microbatch's output until its backward (``pipe_buffers
-    ["outputs"]``, partitioned over the TP group when ``tp > 1``: ``2 s b h / tp`` bytes);
-    Megatron-Core frees it once sent (``deallocate_pipeline_outputs``). ``reserved``: the
-    figure nvidia-smi shows, the caching allocator's reserved memory (PyTorch's CUDA semantics
-    notes, "Memory management"): freed blocks stay cached, a request takes the smallest cached
-    block that fits (split if larger) or a new ``cudaMalloc`` segment (c10/cuda/
-    CUDACachingAllocator.cpp), so the step's buffers come on top of the activations' blocks
-    rather than in their place (assumed: each is larger than any one activation tensor, as in
-    BLOOM's runs, where the smallest, the 1 GB bucket, exceeds the largest, about 0.9 GB: with
-    a smaller ``reduce_bucket`` the step could reuse activation blocks and the figure is an
-    upper bound); the step's own sequence is replayed through that rule (so the figure is not
-    monotone in ``reduce_bucket``: a bucket as large as a later buffer is reused by it). Not
-    modelled: NCCL's buffers (per communicator and channel; the channel count comes from NCCL's topology search), cuBLAS
-    workspace, and the fragmentation of the activations' own blocks.
+    overflow check's fp32 copy (``x.float()``) and the gradient norm's fp64 copy
+    (``g.double()``) of one gradient tensor at a time (the largest of the stage: the
+    vocabulary-parallel embedding on the end stages), the flattened partition (``grad_bytes``)
+    and its fp32 copy for the step (this replaces the plain fp32 copy of ``at_step``).
+    ``stage_outputs``: DeepSpeed's pipeline engine keeps each in-flight microbatch's output
+    until its backward (``pipe_buffers["outputs"]``, partitioned over the TP group when
+    ``tp > 1``: ``2 s b h / tp`` bytes); Megatron-Core frees it once sent
+    (``deallocate_pipeline_outputs``). ``reserved``: the figure nvidia-smi shows, the caching
+    allocator's reserved memory (PyTorch's CUDA semantics notes, "Memory management"): freed
+    blocks stay cached, a request takes the smallest cached block that fits (split if larger) or
+    a new ``cudaMalloc`` segment (c10/cuda/CUDACachingAllocator.cpp), so the step's buffers come
+    on top of the activations' blocks rather than in their place (assumed: each is larger than
+    any one activation tensor, as in BLOOM's runs, where the smallest, the 1 GB bucket, exceeds
+    the largest, about 0.9 GB: with a smaller ``reduce_bucket`` the step could reuse activation
+    blocks and the figure is an upper bound); the step's own sequence is replayed through that
+    rule (so the figure is not monotone in ``reduce_bucket``: a bucket as large as a later
+    buffer is reused by it). Not modelled: NCCL's buffers (per communicator and channel; the
+    channel count comes from NCCL's topology search), cuBLAS workspace, and the fragmentation of
+    the activations' own blocks.
 
     >>> MemoryOverheads().cuda_context, DEEPSPEED_ZERO_NVIDIA_SMI_A100.deepspeed_zero
     (0.0, True)
