@@ -261,3 +261,16 @@ def test_reserved_step_is_not_monotone_in_the_bucket_by_hand():
         return memory_breakdown(TINY, overheads=over, **ONE)[0]["step"]
     assert step(512) == 1024 + 1792 + 2048 + 3584 == 8448
     assert step(511) == 1022 + 1792 + 1024 + 2048 + 3584 == 9470
+
+
+@pytest.mark.parametrize("tp", [3, 6, 12])
+def test_tp_must_divide_the_heads(tp):
+    """Llama 3 8B has 32 attention heads (Llama 3 paper, table 3): a TP rank holds whole heads,
+    so tp = 3, 6 or 12 is refused (on 24 GPUs, which they divide) by the memory estimate and by training_step alike."""
+    import topologies as tps
+    from flowsolver import Parallelism, training_step
+    with pytest.raises(ValueError, match="tp .* must divide the attention heads"):
+        memory_per_gpu("llama-3-8b", tp=tp, pp=1, dp=1)
+    with pytest.raises(ValueError, match="tp .* must divide the attention heads"):
+        training_step(tps.rail_optimized(3), "llama-3-8b", Parallelism(tp=tp, pp=1),
+                      seq_len=8192)
