@@ -261,24 +261,25 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
 
     # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound
     # profile per layout but its recompute mode
-    cut = CutBound(graph, options["collective_options"])
+    cut = CutBound(graph, options["collective_options"], options["algorithms"])
     bounds, profiles, parts = [], {}, {}
     reduce_bytes = REDUCE_DTYPES[options["reduce_dtype"]]
     gather_bytes = 1.0 if (options["fp8_param_gather"] and precision == "fp8") else 2.0
-    for lay in space.feasible:
-        shape = dataclasses.replace(lay, recompute="selective")
-        if shape not in profiles:
-            profiles[shape] = cut.profile(spec, lay, gpu=gpu_spec, top_k=spec.top_k, capacity_factor=factor,
-                                          reduce_bytes=reduce_bytes, gather_bytes=gather_bytes,
-                                          degrees=_Degrees(lay.tp, lay.pp, lay.dp, lay.ep, lay.cp, lay.vp))
-        schedule = _schedule(lay, global_batch, precision, gpu_spec, options)
-        # layer_compute reads the micro-batch, tp, cp, ep and sequence parallelism of a layout
-        # (the model, GPU and routing are the search's) and the schedule: computed once for all
-        # the layouts that share them
-        compute_key = (lay.micro_batch, lay.tp, lay.cp, lay.ep, lay.sequence_parallel, schedule)
-        if compute_key not in parts:
-            parts[compute_key] = layer_compute(profiles[shape], schedule)
-        bounds.append(compose(profiles[shape], schedule, parts[compute_key]).step_time)
+    with unchanged(graph, checked=True):         # the TP floors lay their groups out on one index
+        for lay in space.feasible:
+            shape = dataclasses.replace(lay, recompute="selective")
+            if shape not in profiles:
+                profiles[shape] = cut.profile(spec, lay, gpu=gpu_spec, top_k=spec.top_k, capacity_factor=factor,
+                                              reduce_bytes=reduce_bytes, gather_bytes=gather_bytes,
+                                              degrees=_Degrees(lay.tp, lay.pp, lay.dp, lay.ep, lay.cp, lay.vp))
+            schedule = _schedule(lay, global_batch, precision, gpu_spec, options)
+            # layer_compute reads the micro-batch, tp, cp, ep and sequence parallelism of a layout
+            # (the model, GPU and routing are the search's) and the schedule: computed once for all
+            # the layouts that share them
+            compute_key = (lay.micro_batch, lay.tp, lay.cp, lay.ep, lay.sequence_parallel, schedule)
+            if compute_key not in parts:
+                parts[compute_key] = layer_compute(profiles[shape], schedule)
+            bounds.append(compose(profiles[shape], schedule, parts[compute_key]).step_time)
     bounded = time.perf_counter()
 
     # 3. exact, best bound first; a profile (the layout but its recompute mode) solved once
