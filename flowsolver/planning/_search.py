@@ -100,6 +100,12 @@ class KindCache:
             by_key = dict(zip(missing, time_collectives(graph, [(op, size, [list(g) for g in groups], algorithm)
                                                                 for op, size, groups, algorithm in missing],
                                                         options)))
+            for _, _, _, result in by_key.values():
+                # the solve's kept events (a derivative's shortcut: without them it re-runs the
+                # step, to the same numbers) are most of a kind's memory on a large cluster
+                cache = getattr(getattr(result, "solved_on", None), "cache", None)
+                if isinstance(cache, dict):
+                    cache.pop("runs", None)
             self._store.update(by_key)
             self.solved += len(missing)
             self.calls += 1
@@ -261,11 +267,11 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
 
     # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound
     # profile per layout but its recompute mode
-    cut = CutBound(graph, options["collective_options"], options["algorithms"])
     bounds, profiles, parts = [], {}, {}
     reduce_bytes = REDUCE_DTYPES[options["reduce_dtype"]]
     gather_bytes = 1.0 if (options["fp8_param_gather"] and precision == "fp8") else 2.0
-    with unchanged(graph, checked=True):         # the TP floors lay their groups out on one index
+    with unchanged(graph, checked=True):         # the floors read the graph through one index
+        cut = CutBound(graph, options["collective_options"], options["algorithms"])
         for lay in space.feasible:
             shape = dataclasses.replace(lay, recompute="selective")
             if shape not in profiles:
