@@ -115,6 +115,11 @@ _GPU_SHARE = {"all_gather": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 
               "reduce_scatter": lambda n: 1 / n, "all_reduce": lambda n: 1.0, "send_recv": lambda n: 1.0}
 
 
+# the collectives given a floor of their own (name -> the key of ``algorithms`` that times
+# them); sends have theirs (send_floor) and CP's all-gather is not what its exposure reads
+_FLOORED = {"tp": "tp", "ep": "ep", "dp": "dp", "dp_gather": "dp", "dp_reduce": "dp", "dp_experts": "dp"}
+
+
 class CutBound:
     """The cut bound of every collective of a layout on ``graph`` (its GPUs in
     ``topologies.gpus`` order, the identity placement); group lists and coefficients are
@@ -144,9 +149,10 @@ class CutBound:
         self.send_latency, self._capacities = self._send_floor(graph, collective_options)
         self._graph = graph
         self._options = checked_collective_options(collective_options, graph)
-        self._tp_algorithm = dict(algorithms or {}).get("tp", "auto")
+        # the step's algorithm per kind (training_step's defaults: "auto", CP's ring)
+        self._algorithms = {"tp": "auto", "ep": "auto", "dp": "auto", **dict(algorithms or {})}
         self._floors: dict = {}
-        self._tp_groups: dict = {}
+        self._first_groups: dict = {}
 
     def kind_floors(self, op: str, size: float, group, algorithm: str) -> dict:
         """``{algorithm: seconds}``: the least time of each algorithm the pick of ``op`` of
@@ -165,24 +171,32 @@ class CutBound:
             self._floors[key] = least
         return self._floors[key]
 
-    def tp_floor(self, op: str, size: float, key) -> tuple:
-        """``(per_call, gather)`` (s): floors under the TP collective of the layout ``key``
-        and, for a reduce-scatter, the all-gather solved with the algorithm it picks (the
-        least over the algorithms it may pick); ``(0, 0)`` where none is known."""
-        group = self._tp_groups.get(key)
+    def floor(self, op: str, size: float, key, kind: str, algorithm: str, gather_size: float | None = None) -> tuple:
+        """``(per_call, gather)`` (s): floors under the collective ``op`` of ``size`` bytes on
+        the groups of ``kind`` of the layout ``key`` timed with ``algorithm`` (or ``"auto"``)
+        and, given ``gather_size``, under the all-gather of those bytes solved with the
+        algorithm it picks (the least over the algorithms it may pick); ``(0, 0)`` where
+        none is known."""
+        group = self._first_groups.get((key, kind))
         if group is None:
-            group = self._tp_groups[key] = tuple(layout_groups(key, "tp")[0].tolist())
-        picks = self.kind_floors(op, size, group, self._tp_algorithm)
+            group = self._first_groups[(key, kind)] = tuple(layout_groups(key, kind)[0].tolist())
+        picks = self.kind_floors(op, size, group, algorithm)
         if not picks:
             return 0.0, 0.0
         per_call = min(picks.values())
-        if op != "reduce_scatter":
+        if gather_size is None:
             return per_call, 0.0
         gathers = []
         for name in picks:
-            found = self.kind_floors("all_gather", size, group, name)
+            found = self.kind_floors("all_gather", gather_size, group, name)
             gathers.append(found.get(name, 0.0))
         return per_call, min(gathers)
+
+    def tp_floor(self, op: str, size: float, key) -> tuple:
+        """:meth:`floor` of the TP collective of the layout ``key`` (with sequence
+        parallelism a reduce-scatter and its all-gather of the same bytes)."""
+        return self.floor(op, size, key, "tp", self._algorithms["tp"],
+                          size if op == "reduce_scatter" else None)
 
     @staticmethod
     def _send_floor(graph, collective_options) -> tuple:
@@ -242,12 +256,13 @@ class CutBound:
                                                      groups=lambda kind: kind):
             kind = kinds[name]
             per_call = self.seconds(op, size, key, kind)
-            gather = 0.0
-            if op == "reduce_scatter" and name != "dp_reduce":
+            gather, scattered = 0.0, op == "reduce_scatter" and name != "dp_reduce"
+            if scattered:
                 gather_size = size * (gather_bytes / reduce_bytes if name.startswith("dp") else 1.0)
                 gather = self.seconds("all_gather", gather_size, key, kind)
-            if name == "tp":        # NCCL's own formula on the least transfers (module docstring)
-                floor, gather_floor = self.tp_floor(op, size, key)
+            if name in _FLOORED:    # NCCL's own formula on the least transfers (module docstring)
+                floor, gather_floor = self.floor(op, size, key, kind, self._algorithms[_FLOORED[name]],
+                                                 gather_size if scattered else None)
                 per_call, gather = max(per_call, floor), max(gather, gather_floor)
             count, ranks, _ = self._shape(key, kind)
             comms[name] = CommTiming(name=name, op=op, algorithm="bound", bytes=size, per_call=per_call,

@@ -78,15 +78,15 @@ def test_bound_below_exact_step_for_every_layout_with_tp(options):
     # profile's TP per-call and gather <= the exact ones; the floor is what sets the TP
     # bound (above the cut) in most layouts
     g = tp.rail_optimized(2)
-    grid = dict(tp=(2, 4, 8), cp=1, pp=(1, 2), vp=1, ep=1, micro_batch=(1, 2), recompute="selective", zero=1,
-                sequence_parallel=(False, True), orders=("tp-cp-dp-pp", "tp-dp-cp-pp"))
+    grid = dict(tp=(2, 4, 8), cp=1, pp=(1, 2), vp=1, ep=1, micro_batch=(1, 2), recompute="selective", zero=(1, 3),
+                sequence_parallel=(False, True), orders=("tp-cp-dp-pp", "tp-dp-pp-cp"))
     space = layout_space(TOY, 16, 16, gpu_memory=80e9, **grid)
     assert len(space.feasible) >= 24
     kw = {} if options is None else dict(collective_options=options)
     p = plan(g, model=TOY, global_batch=16, top=len(space.feasible), **grid, **kw)
     assert len(p.timed) == len(space.feasible) and p.proven
     cut, plain = CutBound(g, options), CutBound(g, dict(model=object()))
-    raised = 0
+    raised = dp_floors = 0
     for row in p.timed:
         assert row.bound <= row.step_time
         lay = row.layout
@@ -95,4 +95,12 @@ def test_bound_below_exact_step_for_every_layout_with_tp(options):
         floor, gather = cut.tp_floor(exact.op, exact.bytes, key)
         assert floor <= exact.per_call and gather <= exact.gather
         raised += floor > plain.seconds(exact.op, exact.bytes, key, "tp")
-    assert raised >= len(p.timed) // 2
+        # the DP collectives' floors (ZeRO 1: a reduce-scatter and its all-gather of the
+        # parameters; ZeRO 3 also one layer's all-gather and reduce-scatter) below the exact ones
+        for name, comm in row.result.profile.comms.items():
+            if name.startswith("dp"):
+                gather_size = comm.bytes if name == "dp" and comm.op == "reduce_scatter" else None
+                floor, gather = cut.floor(comm.op, comm.bytes, key, "dp", "auto", gather_size)
+                assert floor <= comm.per_call and gather <= comm.gather, (lay.label, name)
+                dp_floors += floor > 0
+    assert raised >= len(p.timed) // 2 and dp_floors
