@@ -4,7 +4,12 @@ planner bounds a step's collectives by before it solves them."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
+
+import numpy as np
+
+from ..routing import gpu_nodes, graph_memo
 
 from ._bound import Capacities, lower_bound
 from ._choice import is_tuned
@@ -15,6 +20,17 @@ from ._nccl_model import enabled
 from ._options import check_call
 
 __all__ = ["kind_floors"]
+
+
+def _capacities(graph, ranks, efficiency) -> Capacities:
+    """``Capacities(graph, ranks, efficiency)``, from one built for every GPU of the graph
+    (once per unchanged graph and efficiency): the same capacities per GPU and server, the
+    group's positions pointed at its ranks."""
+    every = graph_memo(graph, ("floor-capacities", repr(efficiency)),
+                       lambda: Capacities(graph, list(range(len(gpu_nodes(graph)))), efficiency))
+    view = copy.copy(every)
+    view.pos_rank = np.append(np.asarray(ranks, dtype=np.int64), -1)
+    return view
 
 
 def _transfer(capacities, steps, parts) -> float:
@@ -53,7 +69,7 @@ def kind_floors(graph, op: str, size: float, group, algorithm: str = "auto", *, 
     check_call(op, algorithm, size, options)
     size = float(size)
     planned = _plans(graph, op, size, [list(group)], algorithm, options)
-    capacities = Capacities(graph, planned.ranks, options.efficiency)
+    capacities = _capacities(graph, planned.ranks, options.efficiency)
     plans, hw, p = planned.plans, planned.hw, planned.p
     ring = plans.get("ring")
     ring_transfer = None if ring is None else _transfer(capacities, ring, [(i, st.count) for i, st in enumerate(ring)])

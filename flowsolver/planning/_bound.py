@@ -153,16 +153,18 @@ class CutBound:
         self._algorithms = {"tp": "auto", "ep": "auto", "dp": "auto", **dict(algorithms or {})}
         self._floors: dict = {}
         self._first_groups: dict = {}
+        self._interned: dict = {}
 
-    def kind_floors(self, op: str, size: float, group, algorithm: str) -> dict:
+    def _kind_floors(self, op: str, size: float, group: tuple, algorithm: str) -> dict:
         """``{algorithm: seconds}``: the least time of each algorithm the pick of ``op`` of
         ``size`` bytes on groups laid out as ``group`` (their first) can land on, over its
         protocols (:func:`flowsolver.collectives.kind_floors`), remembered; ``{}`` where the
-        kind cannot run (the exact solve then fails: no floor is claimed)."""
-        key = (op, float(size), tuple(int(r) for r in group), algorithm)
+        kind cannot run (the exact solve then fails: no floor is claimed). ``group``: one
+        of ``_interned``'s tuples (remembered by identity, not hashed again)."""
+        key = (op, float(size), id(group), algorithm)
         if key not in self._floors:
             try:
-                floors = kind_floors(self._graph, op, size, list(key[2]), algorithm, **self._options)
+                floors = kind_floors(self._graph, op, size, list(group), algorithm, **self._options)
             except ValueError:
                 floors = {}
             least: dict = {}
@@ -178,9 +180,10 @@ class CutBound:
         algorithm it picks (the least over the algorithms it may pick); ``(0, 0)`` where
         none is known."""
         group = self._first_groups.get((key, kind))
-        if group is None:
-            group = self._first_groups[(key, kind)] = tuple(layout_groups(key, kind)[0].tolist())
-        picks = self.kind_floors(op, size, group, algorithm)
+        if group is None:       # one tuple per distinct group (a key hashes it once)
+            group = tuple(layout_groups(key, kind)[0].tolist())
+            group = self._first_groups[(key, kind)] = self._interned.setdefault(group, group)
+        picks = self._kind_floors(op, size, group, algorithm)
         if not picks:
             return 0.0, 0.0
         per_call = min(picks.values())
@@ -188,7 +191,7 @@ class CutBound:
             return per_call, 0.0
         gathers = []
         for name in picks:
-            found = self.kind_floors("all_gather", gather_size, group, name)
+            found = self._kind_floors("all_gather", gather_size, group, name)
             gathers.append(found.get(name, 0.0))
         return per_call, min(gathers)
 
