@@ -101,6 +101,8 @@ def check_zero(zero) -> int:
     >>> check_zero(3)
     3
     """
+    if type(zero) is int and zero in ZERO_STAGES:      # the common case, without the ABC checks
+        return zero
     if isinstance(zero, (bool, np.bool_)) or not isinstance(zero, numbers.Integral) or zero not in ZERO_STAGES:
         raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero!r}")
     return int(zero)
@@ -337,43 +339,53 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
     head_dim = spec.hidden // spec.heads
     layer_largest = max((spec.hidden + 2 * spec.kv_heads * head_dim) * spec.hidden,
                         spec.mlp_params * (2 if spec.gated_mlp else 1) // (3 if spec.gated_mlp else 2)) / tp
-    out = []
+    out, shared = [], {}
+    logits = logits_bytes(spec, micro_batch=micro_batch, tp=tp, cp=cp)
     for q, layers in enumerate(chunks):
         first, last = q == 0, q == pp - 1
-        ends = table * ((first + last) if pp > 1 else (1 if spec.tied_embeddings else 2))
-        dense = (sum(layers) * dense_layer + ends) / tp
-        experts = sum(layers) * expert_layer / (tp * ep)
-        weights = grads = optimizer = 0.0
-        for n, shards in ((dense, dp * cp), (experts, dp * cp // ep)):
-            w = model_state_bytes(n, shards=shards, zero=zero, grad_bytes=grad_bytes)[0]
-            g = n * grad_bytes / (shards if zero >= 2 else 1)
-            p = n * 2.0 / (shards if zero >= 3 else 1)
-            weights, grads, optimizer = weights + p, grads + g, optimizer + w - g - p
-        owned = dense / (dp * cp if zero >= 1 else 1) + experts / (dp * cp // ep if zero >= 1 else 1)
-        largest = max(layer_largest if sum(layers) else 0.0, table / tp if ends else 0.0)
-        redo = [0 if recompute != "full" else n if recompute_layers is None else min(n, recompute_layers)
-                for n in layers]
-        layer_chunks = [r * again + (n - r) * kept for n, r in zip(layers, redo)]
-        loss = [0.0] * vp
-        if last:
-            loss[-1] = logits_bytes(spec, micro_batch=micro_batch, tp=tp, cp=cp)
-        emb = [embedding if first and c == 0 else 0.0 for c in range(vp)]
-        outs = [0.0 if last and c == vp - 1 else output for c in range(vp)]
+        key = (tuple(layers), first, last)
+        if key not in shared:           # what does not depend on the stage's place in the pipeline
+            ends = table * ((first + last) if pp > 1 else (1 if spec.tied_embeddings else 2))
+            dense = (sum(layers) * dense_layer + ends) / tp
+            experts = sum(layers) * expert_layer / (tp * ep)
+            weights = grads = optimizer = 0.0
+            for n, shards in ((dense, dp * cp), (experts, dp * cp // ep)):
+                w = model_state_bytes(n, shards=shards, zero=zero, grad_bytes=grad_bytes)[0]
+                g = n * grad_bytes / (shards if zero >= 2 else 1)
+                p = n * 2.0 / (shards if zero >= 3 else 1)
+                weights, grads, optimizer = weights + p, grads + g, optimizer + w - g - p
+            owned = dense / (dp * cp if zero >= 1 else 1) + experts / (dp * cp // ep if zero >= 1 else 1)
+            largest = max(layer_largest if sum(layers) else 0.0, table / tp if ends else 0.0)
+            redo = [0 if recompute != "full" else n if recompute_layers is None else min(n, recompute_layers)
+                    for n in layers]
+            layer_chunks = [r * again + (n - r) * kept for n, r in zip(layers, redo)]
+            loss = [0.0] * vp
+            if last:
+                loss[-1] = logits
+            emb = [embedding if first and c == 0 else 0.0 for c in range(vp)]
+            outs = [0.0 if last and c == vp - 1 else output for c in range(vp)]
+            events = _step_events(owned, largest, grad_bytes, over)
+            shared[key] = ((weights, grads, optimizer),
+                           (("activations", layer_chunks), ("loss", loss), ("embedding", emb),
+                            ("stage_outputs", outs)),
+                           any(redo), caching_allocator_reserved(events)[1] if over.reserved else _peak_of(events))
+        (weights, grads, optimizer), terms, recomputes, step_bytes = shared[key]
         # the peak of the sum, attributed term by term in this order (exact when vp = 1)
         parts, so_far, held = {}, [0.0] * vp, 0.0
-        for name, chunk in (("activations", layer_chunks), ("loss", loss), ("embedding", emb),
-                            ("stage_outputs", outs)):
+        for name, chunk in terms:
+            if not any(chunk):          # nothing added: the same peak (most stages hold no loss or embedding)
+                parts[name] = 0.0
+                continue
             so_far = [a + b for a, b in zip(so_far, chunk)]
             now = peak_in_flight(so_far, q, pp, vp, microbatches)
             parts[name], held = now - held, now
-        if any(redo):           # the layer being recomputed holds its whole working set
+        if recomputes:          # the layer being recomputed holds its whole working set
             parts["activations"] += kept
             held += kept
-        events = _step_events(owned, largest, grad_bytes, over)
         if over.reserved:       # the step's buffers get segments of their own, on top of the activations'
-            step = caching_allocator_reserved(events)[1]
+            step = step_bytes
         else:                   # after the activations are freed: the larger of the two
-            step = max(0.0, _peak_of(events) - held)
+            step = max(0.0, step_bytes - held)
         out.append((("weights", weights), ("gradients", grads), ("optimizer", optimizer), *parts.items(),
                     ("step", step), ("cuda_context", over.cuda_context)))
     return tuple(out)
