@@ -307,8 +307,8 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     >>> r.algorithm, round(r.busbw / 1e9)        # in-switch reduction (measured ~480 GB/s)
     ('nvls', 484)
     >>> r = collective(tp.rail_optimized(nodes=2), "all_reduce", 1024)
-    >>> r.algorithm, r.protocol, round(r.time * 1e6, 1)   # NCCL's tuner: Tree LL, 25.2 us + 1 KiB
-    ('tree', 'LL', 26.0)
+    >>> r.algorithm, r.protocol, round(r.time * 1e6, 1)   # NCCL's pick; its estimate 25.2 us, + the network hops' steps
+    ('tree', 'LL', 27.7)
     """
     options, model = _gathered("collective", collective, options, dict(
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
