@@ -40,7 +40,7 @@ from flowsolver import calibrate, collective, nccl_tests  # noqa: E402
 
 HEADER = "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
 #: short names of the fitted quantities in the per-curve table
-SHORT = {"latency": "lat", "bandwidth": "bw", "ll_bandwidth": "ll", "floor_simple": "fS", "floor_nvls": "fN",
+SHORT = {"latency": "lat", "net_latency": "net", "bandwidth": "bw", "ll_bandwidth": "ll", "floor_simple": "fS", "floor_nvls": "fN",
          "fill_ring": "ring", "fill_tree": "tree", "fill_nvls": "nvls"}
 TARGET_UP, TARGET_DOWN = 0.05, 0.10
 
@@ -87,17 +87,25 @@ def log_curves(min_points: int) -> list[dict]:
     return out
 
 
-def corpus_curves(min_points: int) -> list[dict]:
+def corpus_curves(min_points: int, cache: str | None = None) -> list[dict]:
     """The corpus's nccl-tests curves (per node count and environment) with at least
-    ``min_points`` modelled, comparable sizes."""
+    ``min_points`` modelled, comparable sizes (``cache``: a file keeping the modelled points
+    between runs)."""
+    import pickle
+
     import validate as V
     from validate import S
 
-    grouped = defaultdict(list)
-    for pt in V.collective_points(V.read_csv("collectives.csv")):
-        pt = V.run_collective(pt)
-        if pt.get("status") == "ok":
-            grouped[pt["curve"], pt["nodes"], pt["gpus_per_node"], pt["env"]].append(pt)
+    if cache and Path(cache).is_file():
+        grouped = pickle.loads(Path(cache).read_bytes())
+    else:
+        grouped = defaultdict(list)
+        for pt in V.collective_points(V.read_csv("collectives.csv")):
+            pt = V.run_collective(pt)
+            if pt.get("status") == "ok":
+                grouped[pt["curve"], pt["nodes"], pt["gpus_per_node"], pt["env"]].append(pt)
+        if cache:
+            Path(cache).write_bytes(pickle.dumps(grouped))
     names = defaultdict(int)
     for curve, *_ in grouped:
         names[curve] += 1
@@ -172,12 +180,17 @@ def main(argv=None) -> int:
     ap.add_argument("--max", type=int, default=None, help="at most this many curves of each kind")
     ap.add_argument("--min-points", type=int, default=8, help="curves with at least this many sizes")
     ap.add_argument("--logs-only", action="store_true", help="the ../shared/data logs only, not the corpus")
+    ap.add_argument("--only", default=None, help="curves whose name contains this")
+    ap.add_argument("--points-cache", default=None, metavar="FILE",
+                    help="keep the corpus's modelled points in FILE between runs (delete it after a model change)")
     args = ap.parse_args(argv)
     kinds = [log_curves(args.min_points)]
     if not kinds[0]:
         print("note: ../shared/data/nccl-tests is absent (optional data, not shipped: docs/guide/data.md)")
     if not args.logs_only:
-        kinds.append(corpus_curves(args.min_points))
+        kinds.append(corpus_curves(args.min_points, args.points_cache))
+    if args.only:
+        kinds = [[c for c in curves if args.only in c["name"]] for curves in kinds]
     print(f"{'curve':58s} {'sizes':>5s} {'split at':>9s} | {'low->up':>7s} {'worst':>7s} {'uncal':>7s} "
           f"{'constrained':18s} | {'up->low':>7s} {'worst':>7s} {'uncal':>7s} constrained")
     results = []
@@ -191,9 +204,9 @@ def main(argv=None) -> int:
             results.append((curve, up, down))
             split = _size(curve["sizes"][len(curve["sizes"]) // 2])
             print(f"{curve['name'][:58]:58s} {len(curve['sizes']):5d} {split:>9s} | {up['median']:7.1%} "
-                  f"{up['worst']:7.1%} {up['bare']:7.1%} {','.join(SHORT[t] for t in up['told']):18s} | "
+                  f"{up['worst']:7.1%} {up['bare']:7.1%} {','.join(SHORT.get(t, t) for t in up['told']):18s} | "
                   f"{down['median']:7.1%} {down['worst']:7.1%} {down['bare']:7.1%} "
-                  f"{','.join(SHORT[t] for t in down['told'])}", flush=True)
+                  f"{','.join(SHORT.get(t, t) for t in down['told'])}", flush=True)
     print()
     _summary("shared logs", [r for r in results if r[0]["kind"] == "log"])
     _summary("validation corpus", [r for r in results if r[0]["kind"] == "corpus"])

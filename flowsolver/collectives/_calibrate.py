@@ -1,6 +1,8 @@
-"""Calibration from nccl-tests logs: per-technology efficiency, a latency scale and a scale on
-the chunk pipeline's floors and fills fitted by robust least squares to the measured times, as
-a model :func:`flowsolver.collective` takes."""
+"""Calibration from nccl-tests logs: the model's physical quantities (NCCL's latency scale, a
+network hop's latency, the links' and LL's bandwidth, the chunk pipeline's floors and fills)
+fitted by robust least squares to the measured times with a prior at the library's values;
+what a log cannot tell stays at the library's value and is named. The result is a model
+:func:`flowsolver.collective` takes."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ._collective import _plans, collective_with
 from ._nccl import OPS
 from ._options import Options
 from ._solve import time_plans
+from ._nccl_model import tuner_hops
 from ._pipeline import PIPELINE, Pipeline
 from ._nccl_timing import nccl_pick, transfer_of, tuned_times
 
@@ -54,7 +57,8 @@ class FittedParameter:
 @dataclass(frozen=True)
 class Calibration:
     """Fitted constants: ``efficiency`` (technology name -> fraction of the raw rate),
-    ``latency_scale`` (NCCL's predicted latencies are multiplied by it), ``ll_bandwidth``
+    ``latency_scale`` (NCCL's predicted latencies are multiplied by it), ``net_latency`` (s,
+    added to each network hop NCCL's latency counts, twice for Simple), ``ll_bandwidth``
     (LL's kernel bandwidth as a factor on NCCL's), ``pipeline`` (the
     :class:`~._pipeline.Pipeline` of step floors and fills), ``parameters`` (a
     :class:`FittedParameter` per fitted quantity: value, library default, uncertainty, whether
@@ -74,6 +78,7 @@ class Calibration:
     pipeline: Pipeline = PIPELINE
     unconstrained: tuple = ()
     ll_bandwidth: float = 1.0
+    net_latency: float = 0.0
     parameters: tuple = ()
 
     def apply(self, options: Options) -> Options:
@@ -83,9 +88,16 @@ class Calibration:
             return options
         return replace(options, efficiency={**self.efficiency, **(own or {})})
 
-    def latency(self, latency: float, algorithm: str, protocol: str) -> float:
-        """A latency of NCCL's cost model (s), calibrated."""
-        return latency * self.latency_scale
+    def latency(self, latency: float, algorithm: str, protocol: str, op: str | None = None, hw=None) -> float:
+        """A latency of NCCL's cost model (s), calibrated: NCCL's constants times
+        :attr:`latency_scale`, plus :attr:`net_latency` on each of its hops between nodes (twice
+        for Simple, as NCCL adds its network plugin's latency; needs ``op`` and ``hw``, the
+        :class:`~._nccl_model.Hardware`)."""
+        out = latency * self.latency_scale
+        if self.net_latency and hw is not None and op is not None and hw.nodes > 1:
+            _, (hops, _) = tuner_hops(algorithm, protocol, op, hw)
+            out += self.net_latency * hops * (2 if protocol == "Simple" else 1)
+        return out
 
     def bandwidth(self, algbw, algorithm: str, protocol: str):
         """The bandwidth (bytes/s) a kernel of ``algorithm`` / ``protocol`` achieves, given the
@@ -196,15 +208,16 @@ class _RowModel:
         self.op, self.size, self.options, self.cal = op, size, options, cal
         self.only = None if algorithm == "auto" else algorithm
 
-    def time(self, lam=1.0, m=1.0, ll=1.0, pipeline=None):
-        """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, LL factor ``ll``
-        and ``pipeline`` (default the calibration's)."""
+    def time(self, lam=1.0, m=1.0, ll=1.0, pipeline=None, net=None):
+        """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, LL factor ``ll``,
+        ``pipeline`` and network hop latency ``net`` (s; default the calibration's)."""
         scaled = {a: replace(r, steps=tuple(replace(st, transfer=st.transfer / m) for st in r.steps))
                   for a, r in self.results.items()}
         hw = replace(self.hw, nvlink_bw=self.hw.nvlink_bw * m)
         model = replace(self.cal, latency_scale=self.cal.latency_scale * lam,
                         ll_bandwidth=self.cal.ll_bandwidth * ll,
-                        pipeline=self.cal.pipeline if pipeline is None else pipeline)
+                        pipeline=self.cal.pipeline if pipeline is None else pipeline,
+                        net_latency=self.cal.net_latency if net is None else net)
         tuned = {k: v for k, v in tuned_times(self.op, self.size, self.p, scaled, hw, self.options, model).items()
                  if self.only in (None, k[0])}
         pick = nccl_pick(tuned)
@@ -223,34 +236,40 @@ class _RowModel:
 
 @dataclass(frozen=True)
 class _Quantity:
-    """A fitted quantity: its name, unit, whether it is fitted as the log of a factor, and
-    its prior spread (one standard deviation in the fit's coordinate: log units for factors,
-    microseconds for floors, steps for fills)."""
+    """A fitted quantity: its name, unit, whether it is fitted as the log of a factor, its prior
+    spread (one standard deviation in the fit's coordinate: log units for factors, microseconds
+    for latencies and floors, steps for fills) and whether it is a slope or intercept of the
+    time (a factor that must carry at least :data:`_DOMINANT` of some row's time to be told)."""
 
     name: str
     unit: str
     log: bool
     spread: float
+    dominant: bool = False
 
 
 #: The fitted quantities, in the order of the fit's vector. Spreads: the range a cluster's value
-#: is expected in before its logs are read. latency: RoCE / EFA / cloud VMs measure 1.5-3x NCCL's
-#: predicted latency (docs/accuracy.md, docs/collective-timing.md "Platform floors"): log 3.
-#: bandwidth: uncalibrated large-message errors of the shared logs are 5-56 % (docs/accuracy.md):
-#: log 1.5. LL: measured 2-3x below NCCL's LL cap on A100 systems (collective-timing.md): log 3,
-#: wider than the bandwidth's so that rows run in LL alone move LL's factor, not the links'.
-#: floors: the corpus fits give 0-2.1 us; fills: 0-4.85 steps over the leave-one-source-out
-#: folds (_pipeline.PIPELINE's comment): 2 us and 2 steps.
+#: is expected in before its logs are read. latency (NCCL's constants): NCCL's cost model is
+#: within 3.4 % of NCCL's own estimate on DGX-H100 (docs/accuracy.md), the platform's part goes
+#: to net_latency: log 1.5. net_latency (added to each network hop as NCCL adds its network
+#: plugin's, twice for Simple): aws-ofi-nccl reports 35-75 us on EFA, Azure VMs measure 10-25 us
+#: over bare metal (docs/collective-timing.md): 20 us. bandwidth: uncalibrated large-message errors
+#: of the shared logs are 5-56 % (docs/accuracy.md): log 1.5. LL: measured 2-3x below NCCL's LL
+#: cap on A100 systems (collective-timing.md): log 3. floors: the corpus fits give 0-2.1 us;
+#: fills: 0-4.85 steps over the leave-one-source-out folds (_pipeline.PIPELINE's comment): 2 us
+#: and 2 steps.
 _QUANTITIES = (
-    _Quantity("latency", "x", True, math.log(3.0)),
-    _Quantity("bandwidth", "x", True, math.log(1.5)),
-    _Quantity("ll_bandwidth", "x", True, math.log(3.0)),
+    _Quantity("latency", "x", True, math.log(1.5), dominant=True),
+    _Quantity("bandwidth", "x", True, math.log(1.5), dominant=True),
+    _Quantity("ll_bandwidth", "x", True, math.log(3.0), dominant=True),
+    _Quantity("net_latency", "s", False, 20.0),
     _Quantity("floor_simple", "s", False, 2.0),
     _Quantity("floor_nvls", "s", False, 2.0),
     _Quantity("fill_ring", "steps", False, 2.0),
     _Quantity("fill_tree", "steps", False, 2.0),
     _Quantity("fill_nvls", "steps", False, 2.0),
 )
+_FACTORS, _NET, _PIPE = 3, 3, 4          # the vector: 3 log factors, the network hop's latency, the pipeline
 #: a row's relative time is taken as known to 1 % at best (the model's own median error on the
 #: published large-message figures is 0.9 %, docs/accuracy.md): the fit's noise floor
 _NOISE = 0.01
@@ -258,6 +277,14 @@ _NOISE = 0.01
 #: standard deviation over the prior's); otherwise it is reported "not constrained" and stays
 #: at the library's value
 _CONSTRAINED = 0.5
+#: a latency or bandwidth factor is told only by rows whose time it carries at least half of in
+#: the library's model (its elasticity): a slope read off rows its intercept dominates (or an
+#: intercept off rows its slope dominates) carries their misfit, multiplied, to the sizes it then
+#: dominates (the 8 B - 64 KiB half of a sweep put LL's bandwidth at 0.06x and predicted 1 MiB 3x
+#: slow)
+_DOMINANT = 0.5
+#: a row a quantity's prior spread moves by less than this (relative) does not tell it
+_MOVED = 0.02
 #: the fit's first noise guess (relative), before its residuals give one
 _NOISE_START = 0.02
 _LOG_BOUND = math.log(100.0)
@@ -265,16 +292,17 @@ _LOG_BOUND = math.log(100.0)
 
 class _Fit:
     """The fit's vector ``x`` (latency, bandwidth and LL factors as logs relative to the library,
-    then the pipeline's floors in us and fills in steps) mapped onto the rows' models, solved
-    with the calibration ``solved`` whose factors are ``done`` (log) relative to the library."""
+    the network hop's latency in us, then the pipeline's floors in us and fills in steps) mapped
+    onto the rows' models, solved with a calibration whose factors are ``done`` (logs) relative
+    to the library's; ``z`` is ``x`` less the library's value over the prior spread."""
 
     def __init__(self, rows, measured, done):
         self.rows, self.measured, self.done = rows, np.asarray(measured), np.asarray(done, dtype=float)
-        self.center = np.array([0.0, 0.0, 0.0] + [getattr(PIPELINE, q.name) * (1e6 if q.unit == "s" else 1.0)
-                                                  for q in _QUANTITIES[3:]])
+        self.center = np.array([0.0] * _PIPE + [getattr(PIPELINE, q.name) * (1e6 if q.unit == "s" else 1.0)
+                                                for q in _QUANTITIES[_PIPE:]])
         self.spread = np.array([q.spread for q in _QUANTITIES])
-        lower = [-_LOG_BOUND] * 3 + [0.0] * 5
-        upper = [_LOG_BOUND] * 3 + [np.inf] * 5
+        lower = [-_LOG_BOUND] * _FACTORS + [0.0] * (len(_QUANTITIES) - _FACTORS)
+        upper = [_LOG_BOUND] * _FACTORS + [np.inf] * (len(_QUANTITIES) - _FACTORS)
         self.lower = (np.array(lower) - self.center) / self.spread
         self.upper = (np.array(upper) - self.center) / self.spread
 
@@ -283,21 +311,20 @@ class _Fit:
 
     def pipeline(self, x) -> Pipeline:
         return replace(PIPELINE, **{q.name: max(float(v), 0.0) * (1e-6 if q.unit == "s" else 1.0)
-                                    for q, v in zip(_QUANTITIES[3:], x[3:])})
+                                    for q, v in zip(_QUANTITIES[_PIPE:], x[_PIPE:])})
 
     def times(self, z):
         x = self.x(z)
-        lam, m, ll = np.exp(x[:3] - self.done)
-        pipe = self.pipeline(x)
-        return np.array([r.time(lam, m, ll, pipe)[0] for r in self.rows])
+        lam, m, ll = np.exp(x[:_FACTORS] - self.done)
+        pipe, net = self.pipeline(x), max(float(x[_NET]), 0.0) * 1e-6
+        return np.array([r.time(lam, m, ll, pipe, net)[0] for r in self.rows])
 
     def errors(self, z):
         return self.times(z) / self.measured - 1.0
 
     def sensitivity(self, z, step=0.1):
         """d log(time) / dz per row and quantity (a finite step of ``step`` prior spreads, one-sided at a bound)."""
-        base = self.times(z)
-        jac = np.zeros((len(base), len(z)))
+        jac = np.zeros((len(self.rows), len(z)))
         for i in range(len(z)):
             hi, lo = np.array(z, dtype=float), np.array(z, dtype=float)
             hi[i] = min(hi[i] + step, self.upper[i])
@@ -306,6 +333,22 @@ class _Fit:
                 continue
             jac[:, i] = (np.log(self.times(hi)) - np.log(self.times(lo))) / (hi[i] - lo[i])
         return jac
+
+    def dominated(self):
+        """Per quantity, the rows whose time it carries at least :data:`_DOMINANT` of (its
+        elasticity at the library's values) as a mask, or None for a quantity every row may
+        tell (the pipeline's). The network hop's latency is told by the rows NCCL's latency
+        dominates."""
+        out = []
+        for i, q in enumerate(_QUANTITIES):
+            if not q.dominant:
+                out.append(out[0] if q.name == "net_latency" else None)
+                continue
+            hi, lo = np.zeros(len(_QUANTITIES)), np.zeros(len(_QUANTITIES))
+            hi[i], lo[i] = 0.05 / q.spread, -0.05 / q.spread          # +-5 %
+            elasticity = (np.log(self.times(hi)) - np.log(self.times(lo))) / 0.1
+            out.append(np.abs(elasticity) >= _DOMINANT)
+        return out
 
     def solve(self, free, noise, starts):
         """Least robust (soft-L1) relative error over ``noise`` plus the prior's pull, ``free``
@@ -332,33 +375,46 @@ class _Fit:
         best = min(fits, key=lambda f: f.cost)          # NCCL's choice makes the cost piecewise
         return full(best.x), bool(best.success)
 
-    def posterior(self, z, free, noise):
-        """Standard deviations (in prior spreads) of the ``free`` quantities given the rows: the
-        inverse of the rows' information (their sensitivities over ``noise``) plus the prior's."""
-        jac = self.sensitivity(z)[:, free]
-        info = jac.T @ jac / noise**2 + np.eye(int(np.sum(free)))
-        out = np.ones(len(z))
-        out[free] = np.sqrt(np.diag(np.linalg.inv(info)))
-        return out
+    def posterior(self, z, free, noise, rows=None):
+        """(joint, alone): standard deviations (in prior spreads) of the ``free`` quantities
+        given the rows, ``joint`` from the inverse of all rows' information (their sensitivities
+        over ``noise``) plus the prior's; ``alone`` each one's from the rows that tell it (its
+        mask in ``rows``; for a quantity without one, the rows a prior spread moves by
+        :data:`_MOVED`) at their own misfit (root mean square error, at least :data:`_NOISE`):
+        rows that a quantity dominates but the model does not fit cannot tell it."""
+        jac = self.sensitivity(z)
+        free = np.asarray(free)
+        info = jac[:, free].T @ jac[:, free] / noise**2 + np.eye(int(np.sum(free)))
+        joint = np.ones(len(z))
+        joint[free] = np.sqrt(np.diag(np.linalg.inv(info)))
+        errors = self.errors(z)
+        alone = np.ones(len(z))
+        for i, mask in enumerate(rows or [None] * len(z)):
+            mask = np.abs(jac[:, i]) >= _MOVED if mask is None else mask
+            if mask.any():
+                misfit = max(_NOISE, float(np.sqrt(np.mean(errors[mask] ** 2))))
+                alone[i] = 1.0 / math.sqrt(1.0 + float(np.sum(jac[mask, i] ** 2)) / misfit**2)
+        return joint, alone
 
 
 def _fit(rows, measured, done):
     """Fit every quantity of :data:`_QUANTITIES` to the rows: (x, standard deviation per quantity
-    in its coordinate or None where not constrained, converged). A quantity whose spread the rows
-    do not shrink by :data:`_CONSTRAINED` is put back at the library's value and the rest refitted."""
+    in its coordinate or None where not constrained, converged, the fit). A quantity whose spread
+    the rows do not shrink by :data:`_CONSTRAINED`, or a factor no row's time is dominated by, is
+    put back at the library's value and the rest refitted."""
     fit = _Fit(rows, measured, done)
     n = len(_QUANTITIES)
-    everything = np.ones(n, dtype=bool)
-    lat = 1.0 / _QUANTITIES[0].spread
-    starts = [np.zeros(n)] + [np.eye(n)[0] * s for s in (lat, -lat)]
-    z, converged = fit.solve(everything, _NOISE_START, starts)
-    errors = fit.errors(z)
-    noise = max(_NOISE, 1.4826 * float(np.median(np.abs(errors))))
-    told = fit.posterior(z, everything, noise) < _CONSTRAINED
-    if not told.all():
+    masks = fit.dominated()
+    dominant = np.array([m is None or bool(m.any()) for m in masks])
+    starts = [np.zeros(n)] + [np.eye(n)[_NET] * s for s in (1.0, 3.0)]
+    z, converged = fit.solve(dominant, _NOISE_START, starts)
+    noise = max(_NOISE, 1.4826 * float(np.median(np.abs(fit.errors(z)))))
+    joint, alone = fit.posterior(z, dominant, noise, masks)
+    told = dominant & (joint < _CONSTRAINED) & (alone < _CONSTRAINED)
+    if not np.array_equal(told, dominant):
         z, converged = fit.solve(told, noise, [np.where(told, z, 0.0), np.zeros(n)])
         noise = max(_NOISE, 1.4826 * float(np.median(np.abs(fit.errors(z)))))
-    sd = fit.posterior(z, told, noise) * fit.spread
+    sd = fit.posterior(z, told, noise)[0] * fit.spread
     return fit.x(z), [float(s) if t else None for s, t in zip(sd, told)], converged, fit
 
 
@@ -370,14 +426,15 @@ def _parameters(x, sd, tech) -> tuple:
             value, default, unc = math.exp(v), 1.0, None if s is None else math.exp(v) * s
         else:
             k = 1e-6 if q.unit == "s" else 1.0
-            value, default, unc = v * k, getattr(PIPELINE, q.name), None if s is None else s * k
+            default = getattr(PIPELINE, q.name) if hasattr(PIPELINE, q.name) else 0.0
+            value, unc = v * k, None if s is None else s * k
         out.append(FittedParameter(q.name, float(value), float(default), unc, s is not None, q.unit))
     return tuple(out)
 
 
 def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str = "auto", iterations: int = 2,
               **options) -> Calibration:
-    """Fit per-technology efficiency and NCCL's latency scale to nccl-tests logs.
+    """Fit the model's physical quantities to nccl-tests logs, and say which the logs could not tell.
 
     ``logs`` are paths, texts or DataFrames of :func:`flowsolver.nccl_tests.read`; each
     must have been run on as many ranks as ``ranks`` (default every GPU of ``graph``) and
@@ -388,17 +445,23 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     fitted only when ``ranks`` is passed. A missing log is FileNotFoundError.
     ``algorithm`` is the log's (``"auto"``: NCCL's choice, or the ``NCCL_ALGO`` the logs'
     NCCL INFO lines say was forced; ``"ring"`` for a run with ``NCCL_ALGO=Ring``) and
-    ``options`` the other keywords of :func:`flowsolver.collective`. Each row's flows are solved once; a robust least
-    squares (soft-L1 on the relative error) then fits a scale on NCCL's latencies, a
-    factor on the flow-solved bandwidths and a scale on the chunk pipeline's step floors and
-    fills (:mod:`~._pipeline`), NCCL's caps and choice of algorithm and protocol
-    re-evaluated at every trial (a quantity the logs cannot tell, e.g. the latency from
-    large messages only, stays at the library's value and is named in ``unconstrained``); the factor becomes the efficiency of the technology that
-    bottlenecks most of the transfer, and the whole is re-solved with the fit
-    ``iterations`` times (the bottleneck may move). Efficiencies are capped at 1
-    (a measured rate above the raw one is the model's fault, not the link's: the
-    residuals show it). Links in series (NVLink, PCIe, NIC on one path) cannot be told apart
-    by one log: the fit moves the technology that bottlenecks the model's rows.
+    ``options`` the other keywords of :func:`flowsolver.collective`.
+
+    Each row's flows are solved once; a robust least squares (soft-L1 on the relative error,
+    with a prior at the library's values) then fits NCCL's latency scale, a latency added to
+    each network hop, a factor on the flow-solved bandwidths, one on LL's and the chunk
+    pipeline's step floors and fills (:mod:`~._pipeline`), NCCL's caps and choice re-evaluated
+    at every trial. A quantity is constrained when the logs shrink its prior spread at least
+    twofold, jointly and from the rows that tell it at their own misfit (a latency or bandwidth
+    factor only from rows whose time it carries at least half of); the others stay at the
+    library's value and are named in ``unconstrained`` (e.g. the latency from large messages
+    only, the bandwidth from small ones). ``parameters`` gives each quantity's value and
+    uncertainty. The bandwidth factor becomes the efficiency of the technology that
+    bottlenecks most of the transfer, and the whole is re-solved with the fit up to
+    ``iterations`` times (the bottleneck may move). Efficiencies are capped at 1 (a measured
+    rate above the raw one is the model's fault, not the link's: the residuals show it). Links
+    in series (NVLink, PCIe, NIC on one path) cannot be told apart by one log: the fit moves the
+    technology that bottlenecks the model's rows.
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(nodes=1)
@@ -409,6 +472,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     >>> cal = calibrate(g, [log], op="reduce_scatter")
     >>> sorted(cal.efficiency), round(float(cal.residuals["error"].abs().max()), 2) <= 0.05
     (['nvlink4'], True)
+    >>> "latency" in cal.unconstrained          # 128-512 MiB rows cannot tell NCCL's latency
+    True
     """
     options.setdefault("protocol", "auto")
     if options.get("policy_options") is None:
@@ -426,13 +491,13 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         if previous is not None and np.allclose([r.time()[0] for r in models], previous, rtol=1e-4):
             break                 # re-solved with the fit, the rows take what the fit said: no bottleneck moved
         x, sd, converged, fit = _fit(models, measured, done)
-        lam, m, ll = np.exp(x[:3] - done)
-        pipeline = fit.pipeline(x)
+        lam, m, ll = np.exp(x[:_FACTORS] - done)
+        pipeline, net = fit.pipeline(x), float(x[_NET]) * 1e-6
         # the bandwidth factor goes to the technology that holds most of the rows' transfer
         weight: dict = {}
         previous = []
         for r, t_meas in zip(models, measured):
-            t, a = r.time(lam, m, ll, pipeline)
+            t, a = r.time(lam, m, ll, pipeline, net)
             previous.append(t)
             tech = r.bottleneck_tech(a)
             weight[tech] = weight.get(tech, 0.0) + transfer_of(r.results[a].steps) / t_meas
@@ -443,7 +508,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
             efficiency[tech] = min(1.0, library * math.exp(x[1]))
             applied = math.log(efficiency[tech] / library)
         cal = replace(cal, efficiency=efficiency, latency_scale=math.exp(x[0]), ll_bandwidth=math.exp(x[2]),
-                      pipeline=pipeline, parameters=_parameters(x, sd, tech),
+                      net_latency=net, pipeline=pipeline, parameters=_parameters(x, sd, tech),
                       unconstrained=tuple(q.name for q, s in zip(_QUANTITIES, sd) if s is None))
         done = np.array([x[0], applied, x[2]])
     model = np.array([collective_with(graph, o, s, ranks, algorithm, opts, cal).time for o, s, _ in rows])
