@@ -1,7 +1,7 @@
 """A user's own log, calibrated on half of its sizes, predicting the other half (issue 28's
 target: the lower half predicts the upper within 5 %, the upper half the lower within 10 %).
 
-    python benchmarks/calibrate_halves.py                 # every curve of >= 8 sizes (about 10 minutes)
+    python benchmarks/calibrate_halves.py                 # every curve of >= 6 sizes (about 10 minutes)
     python benchmarks/calibrate_halves.py --max 6         # at most 6 curves of each kind
     python benchmarks/calibrate_halves.py --logs-only     # the ../shared/data logs only (a minute)
 
@@ -178,7 +178,7 @@ def _summary(label: str, results: list[tuple]) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max", type=int, default=None, help="at most this many curves of each kind")
-    ap.add_argument("--min-points", type=int, default=8, help="curves with at least this many sizes")
+    ap.add_argument("--min-points", type=int, default=6, help="curves with at least this many sizes (3 a half)")
     ap.add_argument("--logs-only", action="store_true", help="the ../shared/data logs only, not the corpus")
     ap.add_argument("--only", default=None, help="curves whose name contains this")
     ap.add_argument("--points-cache", default=None, metavar="FILE",

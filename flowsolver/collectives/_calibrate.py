@@ -245,9 +245,21 @@ class _Quantity:
     unit: str
     log: bool
     spread: float
-    dominant: bool = False
+    dominant: float = 0.0
 
 
+#: a latency or bandwidth factor is told only by rows whose time it carries at least half of in
+#: the library's model (its elasticity): a slope read off rows its intercept dominates (or an
+#: intercept off rows its slope dominates) carries their misfit, multiplied, to the sizes it then
+#: dominates (the 8 B - 64 KiB half of a sweep put LL's bandwidth at 0.06x and predicted 1 MiB 3x
+#: slow)
+_DOMINANT = 0.5
+#: ... and the links' bandwidth by rows it carries at least 80 % of: at mid sizes the rest is the
+#: pipeline's fill and the channels NCCL drops, whose misfit a bandwidth read there would carry
+#: to the large sizes (on the corpus's sweeps a 0.5 share gave a lower half's bandwidth that
+#: predicted the upper half 10.1 % off, median over curves, against 8.6 % at 0.8;
+#: benchmarks/calibrate_halves.py). LL keeps 0.5: NCCL leaves LL before its transfer dominates.
+_DOMINANT_BANDWIDTH = 0.8
 #: The fitted quantities, in the order of the fit's vector. Spreads: the range a cluster's value
 #: is expected in before its logs are read. latency (NCCL's constants): NCCL's cost model is
 #: within 3.4 % of NCCL's own estimate on DGX-H100 (docs/accuracy.md), the platform's part goes
@@ -259,9 +271,9 @@ class _Quantity:
 #: fills: 0-4.85 steps over the leave-one-source-out folds (_pipeline.PIPELINE's comment): 2 us
 #: and 2 steps.
 _QUANTITIES = (
-    _Quantity("latency", "x", True, math.log(1.5), dominant=True),
-    _Quantity("bandwidth", "x", True, math.log(1.5), dominant=True),
-    _Quantity("ll_bandwidth", "x", True, math.log(3.0), dominant=True),
+    _Quantity("latency", "x", True, math.log(1.5), dominant=_DOMINANT),
+    _Quantity("bandwidth", "x", True, math.log(1.5), dominant=_DOMINANT_BANDWIDTH),
+    _Quantity("ll_bandwidth", "x", True, math.log(3.0), dominant=_DOMINANT),
     _Quantity("net_latency", "s", False, 20.0),
     _Quantity("floor_simple", "s", False, 2.0),
     _Quantity("floor_nvls", "s", False, 2.0),
@@ -277,12 +289,6 @@ _NOISE = 0.01
 #: standard deviation over the prior's); otherwise it is reported "not constrained" and stays
 #: at the library's value
 _CONSTRAINED = 0.5
-#: a latency or bandwidth factor is told only by rows whose time it carries at least half of in
-#: the library's model (its elasticity): a slope read off rows its intercept dominates (or an
-#: intercept off rows its slope dominates) carries their misfit, multiplied, to the sizes it then
-#: dominates (the 8 B - 64 KiB half of a sweep put LL's bandwidth at 0.06x and predicted 1 MiB 3x
-#: slow)
-_DOMINANT = 0.5
 #: a row a quantity's prior spread moves by less than this (relative) does not tell it
 _MOVED = 0.02
 #: the fit's first noise guess (relative), before its residuals give one
@@ -335,10 +341,9 @@ class _Fit:
         return jac
 
     def dominated(self):
-        """Per quantity, the rows whose time it carries at least :data:`_DOMINANT` of (its
-        elasticity at the library's values) as a mask, or None for a quantity every row may
-        tell (the pipeline's). The network hop's latency is told by the rows NCCL's latency
-        dominates."""
+        """Per quantity, the rows whose time it carries at least its ``dominant`` share of (its
+        elasticity at the library's values) as a mask, or None for a pipeline quantity. The
+        network hop's latency is told by the rows NCCL's latency dominates."""
         out = []
         for i, q in enumerate(_QUANTITIES):
             if not q.dominant:
@@ -347,16 +352,16 @@ class _Fit:
             hi, lo = np.zeros(len(_QUANTITIES)), np.zeros(len(_QUANTITIES))
             hi[i], lo[i] = 0.05 / q.spread, -0.05 / q.spread          # +-5 %
             elasticity = (np.log(self.times(hi)) - np.log(self.times(lo))) / 0.1
-            out.append(np.abs(elasticity) >= _DOMINANT)
+            out.append(np.abs(elasticity) >= q.dominant)
         return out
 
-    def solve(self, free, noise, starts):
-        """Least robust (soft-L1) relative error over ``noise`` plus the prior's pull, ``free``
-        quantities only, the best of ``starts``; (z, converged)."""
+    def solve(self, free, noise, starts, rows):
+        """Least robust (soft-L1) relative error of the ``rows`` (a mask) over ``noise`` plus the
+        prior's pull, ``free`` quantities only, the best of ``starts``; (z, converged)."""
         from scipy.optimize import least_squares
 
         free = np.asarray(free)
-        if not free.any():
+        if not free.any() or not rows.any():
             return np.zeros(len(free)), True
 
         def full(zf):
@@ -365,7 +370,7 @@ class _Fit:
             return z
 
         def residual(zf):
-            return np.concatenate([self.errors(full(zf)) / noise, zf])
+            return np.concatenate([self.errors(full(zf))[rows] / noise, zf])
 
         fits = []
         for start in starts:
@@ -375,22 +380,26 @@ class _Fit:
         best = min(fits, key=lambda f: f.cost)          # NCCL's choice makes the cost piecewise
         return full(best.x), bool(best.success)
 
-    def posterior(self, z, free, noise, rows=None):
-        """(joint, alone): standard deviations (in prior spreads) of the ``free`` quantities
-        given the rows, ``joint`` from the inverse of all rows' information (their sensitivities
-        over ``noise``) plus the prior's; ``alone`` each one's from the rows that tell it (its
-        mask in ``rows``; for a quantity without one, the rows a prior spread moves by
-        :data:`_MOVED`) at their own misfit (root mean square error, at least :data:`_NOISE`):
-        rows that a quantity dominates but the model does not fit cannot tell it."""
+    def noise(self, z, rows) -> float:
+        """The relative noise of the ``rows``' errors at ``z`` (robust: 1.4826 x their median
+        absolute error), at least :data:`_NOISE`."""
+        errors = self.errors(z)[rows]
+        return max(_NOISE, 1.4826 * float(np.median(np.abs(errors)))) if len(errors) else _NOISE
+
+    def posterior(self, z, free, noise, masks, rows):
+        """(joint, alone): standard deviations (in prior spreads) of the ``free`` quantities,
+        ``joint`` from the inverse of the information of the ``rows`` (a mask; their
+        sensitivities over ``noise``) plus the prior's, ``alone`` each one's from the rows that
+        tell it (its mask in ``masks``) at their own misfit (root mean square error, at least
+        :data:`_NOISE`): rows that a quantity dominates but the model does not fit cannot tell it."""
         jac = self.sensitivity(z)
         free = np.asarray(free)
-        info = jac[:, free].T @ jac[:, free] / noise**2 + np.eye(int(np.sum(free)))
+        info = jac[rows][:, free].T @ jac[rows][:, free] / noise**2 + np.eye(int(np.sum(free)))
         joint = np.ones(len(z))
         joint[free] = np.sqrt(np.diag(np.linalg.inv(info)))
         errors = self.errors(z)
         alone = np.ones(len(z))
-        for i, mask in enumerate(rows or [None] * len(z)):
-            mask = np.abs(jac[:, i]) >= _MOVED if mask is None else mask
+        for i, mask in enumerate(masks):
             if mask.any():
                 misfit = max(_NOISE, float(np.sqrt(np.mean(errors[mask] ** 2))))
                 alone[i] = 1.0 / math.sqrt(1.0 + float(np.sum(jac[mask, i] ** 2)) / misfit**2)
@@ -399,22 +408,32 @@ class _Fit:
 
 def _fit(rows, measured, done):
     """Fit every quantity of :data:`_QUANTITIES` to the rows: (x, standard deviation per quantity
-    in its coordinate or None where not constrained, converged, the fit). A quantity whose spread
-    the rows do not shrink by :data:`_CONSTRAINED`, or a factor no row's time is dominated by, is
-    put back at the library's value and the rest refitted."""
+    in its coordinate or None where not constrained, converged, the fit).
+
+    Each quantity tells its own rows: a factor the rows whose time it carries at least its
+    ``dominant`` share of, the network hop's latency those of NCCL's latency, a pipeline
+    quantity the rows its prior spread moves by :data:`_MOVED` (all at the library's values);
+    the fit weighs only the rows some fitted quantity tells (a row none can explain does not
+    pull the others). A quantity whose spread the rows do not shrink by :data:`_CONSTRAINED`,
+    jointly or alone, is put back at the library's value and the rest refitted."""
     fit = _Fit(rows, measured, done)
     n = len(_QUANTITIES)
-    masks = fit.dominated()
-    dominant = np.array([m is None or bool(m.any()) for m in masks])
+    at_library = fit.sensitivity(np.zeros(n))
+    masks = [np.abs(at_library[:, i]) >= _MOVED if m is None else m for i, m in enumerate(fit.dominated())]
+
+    def told_rows(free):
+        return np.any([masks[i] for i in range(n) if free[i]], axis=0) if free.any() else np.zeros(len(rows), bool)
+
+    eligible = np.array([m.any() for m in masks])
     starts = [np.zeros(n)] + [np.eye(n)[_NET] * s for s in (1.0, 3.0)]
-    z, converged = fit.solve(dominant, _NOISE_START, starts)
-    noise = max(_NOISE, 1.4826 * float(np.median(np.abs(fit.errors(z)))))
-    joint, alone = fit.posterior(z, dominant, noise, masks)
-    told = dominant & (joint < _CONSTRAINED) & (alone < _CONSTRAINED)
-    if not np.array_equal(told, dominant):
-        z, converged = fit.solve(told, noise, [np.where(told, z, 0.0), np.zeros(n)])
-        noise = max(_NOISE, 1.4826 * float(np.median(np.abs(fit.errors(z)))))
-    sd = fit.posterior(z, told, noise)[0] * fit.spread
+    z, converged = fit.solve(eligible, _NOISE_START, starts, told_rows(eligible))
+    noise = fit.noise(z, told_rows(eligible))
+    joint, alone = fit.posterior(z, eligible, noise, masks, told_rows(eligible))
+    told = eligible & (joint < _CONSTRAINED) & (alone < _CONSTRAINED)
+    if not np.array_equal(told, eligible):
+        z, converged = fit.solve(told, noise, [np.where(told, z, 0.0), np.zeros(n)], told_rows(told))
+        noise = fit.noise(z, told_rows(told))
+    sd = fit.posterior(z, told, noise, masks, told_rows(told))[0] * fit.spread
     return fit.x(z), [float(s) if t else None for s, t in zip(sd, told)], converged, fit
 
 
