@@ -334,11 +334,21 @@ CURVES: dict[str, CurveSetup] = {
     "cscs-alps-2x4GH200-allreduce-nocxi": CurveSetup("cscs_alps_gh200", candidates=_NO_NVLS,
                                                      note="no NVSwitch on the node: NCCL's choice among ring / tree"),
     "dgxc-dgxh100-1x8-allreduce": CurveSetup("dgx_h100_ndr"),
-    "dranet-gke-a4-2x8B200-allgather": CurveSetup("gcp_a4"),
+    # gke-rdma.md: 2 pods x 8 GPUs, each claiming all 8 RDMA NICs ("count: 8"), one rank per GPU
+    # ("nThread 1 nGpus 1", 16 ranks), NCCL 2.26.6 with the gIB plugin and its set_nccl_env.sh, whose
+    # NCCL_TUNER_CONFIG_PATH (tuner_config_a4.txtpb) is not public: NCCL's own choice taken
+    "dranet-gke-a4-2x8B200-allgather": CurveSetup("gcp_a4", note="gIB's tuner configuration not public: "
+                                                                 "NCCL's choice taken"),
     "dranet-gke-a4-1x2B200-allgather": CurveSetup("gcp_a4", note="2 GPUs of one A4 node"),
-    "dranet-gke-a4-2x1B200-allgather": CurveSetup("gcp_a4", note="one GPU (and its NIC) on each of 2 A4 nodes"),
-    "dranet-gke-2x1H200-allgather": CurveSetup("gcp_a3_ultra", note="one GPU (and its NIC) on each of 2 nodes"),
-    "dranet-gke-2x1H200-allreduce-mpiop": CurveSetup("gcp_a3_ultra", note="one GPU + one NIC on each of 2 nodes"),
+    # nvidia-dranet.md: each pod claims GPUs 0-1 and 2 RDMA NICs under one PCIe root
+    # ("matchAttribute: resource.kubernetes.io/pcieRoot"); the run is "-g 1", one rank per pod on
+    # "device 0 [0000:8f:00]", whose own NIC (gpu0rdma0) shares its PCIe switch: GPUDirect RDMA
+    "dranet-gke-a4-2x1B200-allgather": CurveSetup("gcp_a4", note="one GPU (and its NIC, PCIe-aligned) on each of "
+                                                                 "2 A4 nodes"),
+    "dranet-gke-2x1H200-allgather": CurveSetup("gcp_a3_ultra", note="one GPU and one NIC on each of 2 nodes; the "
+                                                                    "NIC is not the GPU's (EXCLUDED)"),
+    "dranet-gke-2x1H200-allreduce-mpiop": CurveSetup("gcp_a3_ultra", note="one GPU + one NIC on each of 2 nodes; "
+                                                                          "the NIC is not the GPU's (EXCLUDED)"),
     "dranet-oke-gb200v3-16x4-allreduce-mnnvl": CurveSetup(
         "oci_gb200_nvl72", placement="nvl72", racks=1, note="16 trays of one NVL72 rack (64 ranks, MNNVL)"),
     "dstack-gcp-a4-2x8B200-allreduce": CurveSetup("gcp_a4"),
@@ -416,6 +426,21 @@ NOT_MODELLED: dict[str, str] = {}
 EXCLUDED: dict[str, str] = {
     "cscs-alps-2x4GH200-allreduce-nocxi": "deliberately degraded configuration (Container Engine CXI hook "
                                           "disabled; corpus README caveats): not the hardware's performance",
+    # dranet examples/demo_gke_rdma/nccl-gib-test.yaml: each pod takes "nvidia.com/gpu: 1" (whichever
+    # GPU the device plugin gives: the log's "device 0 [0000:cc:00]" and "[0000:c4:00]", the 8th and
+    # 5th GPU of the HGX baseboard in the A4 log's order 8f, 90, 96, 97, c4, c5, cb, cc) and the
+    # fixed NIC 'ifName == "gpu1rdma0"', the 2nd GPU's. gIB's set_nccl_env.sh sets
+    # NCCL_NET_GDR_LEVEL=PIX: GPUDirect RDMA only for a NIC on the GPU's own PCIe switch, so these
+    # ranks stage the network through host memory (32 GB/s busbw of a 400 Gb/s NIC, a 21.8 us floor
+    # where the PCIe-aligned B200 pods of nvidia-dranet.md reach 45 GB/s and 14.2 us)
+    "dranet-gke-2x1H200-allgather": "the pods pair a GPU with another GPU's NIC ('ifName == \"gpu1rdma0\"', "
+                                    "GPUs at cc:00 / c4:00): no GPUDirect RDMA under gIB's "
+                                    "NCCL_NET_GDR_LEVEL=PIX, a host-staged path, not the hardware's",
+    # mpi-operator.md: "nvidia.com/gpu: 1" per worker, NIC 'ifName == "gpu2rdma0"' (the 3rd GPU's),
+    # ranks on "[0000:cc:00]" and "[0000:97:00]": rank 0's NIC is on another PCIe switch, as above
+    "dranet-gke-2x1H200-allreduce-mpiop": "the workers pair a GPU with another GPU's NIC ('ifName == "
+                                          "\"gpu2rdma0\"', GPUs at cc:00 / 97:00): no GPUDirect RDMA under "
+                                          "gIB's NCCL_NET_GDR_LEVEL=PIX, a host-staged path, not the hardware's",
 }
 
 #: per-row algorithm where one curve holds rows run with different NCCL_ALGO (matched on env)

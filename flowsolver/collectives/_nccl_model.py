@@ -211,7 +211,9 @@ def _nvls_bus(algorithm, op, busbw, hw):
 
 def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware) -> float:
     """The algorithm bandwidth (bytes/s) NCCL's tuner grants ``algorithm`` / ``protocol``
-    given the graph's bus bandwidth ``busbw`` (NCCL's ``nChannels x bw``, bytes/s).
+    given the graph's bus bandwidth ``busbw`` (NCCL's ``nChannels x bw``, bytes/s): the ring's
+    and NVLS's all-reduce times ``ranks / steps``, the tree's times 0.5, a PAT or NVLS
+    all-gather / reduce-scatter as it is (NCCL >= 2.23).
 
     >>> hw = Hardware(8, 1, "hopper", channels=16)
     >>> round(tuner_algbw("ring", "LL", "all_reduce", 370.8e9, hw) / 1e9, 2)   # LL capped at 141 GB/s
@@ -231,6 +233,10 @@ def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware) -> float:
         bus = busbw * 0.75
     else:
         raise ValueError(f"algorithm must be one of {', '.join(TUNER_ALGORITHMS)}, got {algorithm!r}")
+    if algorithm != "ring" and op in ("all_gather", "reduce_scatter"):
+        # NCCL >= 2.23 (tuning.cc "Convert bus BW to algorithm BW", commit 68b54236, 2.23.4-1)
+        # converts no bus bandwidth of a non-ring all-gather / reduce-scatter: algbw = busBw
+        return bus
     if algorithm in ("ring", "nvls", "nvls_tree"):
         return bus * hw.ranks / _steps(op, hw.ranks)
     return bus * 0.5

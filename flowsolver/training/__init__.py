@@ -56,7 +56,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._compose": ("Phase", "StepResult", "compose", "layer_compute"),
     "._schedule": ("Schedule", "checked_schedule", "default_tp_overlap"),
     "._layout": ("ParallelLayout", "DEFAULT_ORDER", "checked_order"),
-    "._memory": ("memory_per_gpu", "stage_memory", "ZERO_STAGES"),
+    "._memory": ("memory_per_gpu", "stage_memory", "memory_breakdown", "MemoryOverheads", "ZERO_STAGES",
+                  "CUDA_CONTEXT_A100", "DEEPSPEED_ZERO_NVIDIA_SMI_A100"),
     "._models": ("MODELS", "ModelSpec", "get_model"),
     "._profile": ("CommProfile", "CommTiming", "ring_pairs", "solve_profile", "step_collectives", "time_collectives"),
     "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_KERNEL_UTILIZATION",
@@ -75,7 +76,8 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._compose import Phase, StepResult, compose, layer_compute
     from ._schedule import Schedule, checked_schedule, default_tp_overlap
     from ._layout import ParallelLayout, DEFAULT_ORDER, checked_order
-    from ._memory import memory_per_gpu, stage_memory, ZERO_STAGES
+    from ._memory import (memory_per_gpu, stage_memory, memory_breakdown, MemoryOverheads, ZERO_STAGES,
+                          CUDA_CONTEXT_A100, DEEPSPEED_ZERO_NVIDIA_SMI_A100)
     from ._models import MODELS, ModelSpec, get_model
     from ._profile import CommProfile, CommTiming, ring_pairs, solve_profile, step_collectives, time_collectives
     from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
@@ -91,6 +93,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
 
 __all__ = ["training_step", "Parallelism", "AutoChoice", "step_arguments", "compose", "StepResult", "Phase", "Schedule",
            "CommProfile", "CommTiming",
-           "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_memory", "stage_layers",
+           "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_memory", "memory_breakdown",
+           "MemoryOverheads", "CUDA_CONTEXT_A100", "DEEPSPEED_ZERO_NVIDIA_SMI_A100", "stage_layers",
            "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP",
            "DEFAULT_KERNEL_UTILIZATION"]

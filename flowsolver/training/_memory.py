@@ -11,14 +11,19 @@ Megatron-LM's distributed-optimizer table counts ``4 + 16 / d`` bytes for them, 
 ``4 / d`` an fp32 copy of the gradient shard made for the optimizer step, after the
 activations are freed: a stage needs the larger of its activations and that copy on top of
 its states. Runs that accumulate gradients in fp32 (Megatron-LM's default for bf16,
-``6 + 12 / d``) pass ``grad_bytes=4``. Not counted: FP8 copies of weights and FP8
-activations (Transformer Engine), communication buffers, CUDA / NCCL workspace and
-fragmentation (benchmarks/validation/memory.csv holds the published figures this is checked
-against, tests/training/test_memory_published.py the errors).
+``6 + 12 / d``) pass ``grad_bytes=4``. :func:`memory_breakdown` lists each stage's terms;
+what a run allocates beyond model states and activations is off by default and named in
+:class:`MemoryOverheads` (the CUDA context, DeepSpeed's ZeRO step buffers and kept stage
+outputs, the caching allocator's reserved view, as nvidia-smi shows it), so the published
+tables that count only states or activations compare like with like. Not counted: FP8
+copies of weights and FP8 activations (Transformer Engine), NCCL's buffers, cuBLAS workspace
+and the activations' own fragmentation (benchmarks/validation/memory.csv holds the published
+figures this is checked against, tests/training/test_memory_published.py the errors).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from .. import _checks
@@ -26,8 +31,9 @@ from ._compute import check_recompute
 from ._models import get_model
 from ._pipeline import chunk_layers, peak_in_flight
 
-__all__ = ["memory_per_gpu", "stage_memory", "ZERO_STAGES", "check_zero", "activation_bytes_per_layer", "logits_bytes",
-           "model_state_bytes"]
+__all__ = ["memory_per_gpu", "stage_memory", "memory_breakdown", "MemoryOverheads", "ZERO_STAGES", "TERMS",
+           "CUDA_CONTEXT_A100", "DEEPSPEED_REDUCE_BUCKET", "DEEPSPEED_ZERO_NVIDIA_SMI_A100", "check_zero",
+           "activation_bytes_per_layer", "logits_bytes", "model_state_bytes", "caching_allocator_reserved"]
 
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -128,45 +134,274 @@ def model_state_bytes(params: float, *, shards: int = 1, zero: int = 0, param_by
     return resident, at_step
 
 
+#: CUDA context and loaded kernels of one PyTorch process on an A100 (40 GB) as nvidia-smi shows
+#: them after ``torch.ones(1).cuda()``: 1573 MiB (BigScience, train/tr11-176B-ml/chronicles-prequel.md,
+#: section "Possible topologies for 200B", February 2022; the same page counts 1271 MiB on a 32 GB V100):
+#: https://github.com/bigscience-workshop/bigscience/blob/9e64edec2ad1fb9263bf39ba616a84ff64b4d947/train/tr11-176B-ml/chronicles-prequel.md
+CUDA_CONTEXT_A100 = 1573 * 2 ** 20
+
+#: DeepSpeed ZeRO's default ``reduce_bucket_size`` in elements (deepspeed/runtime/zero/constants.py,
+#: ZERO_OPTIMIZATION_REDUCE_BUCKET_SIZE_DEFAULT = 500000000, v0.5 to v0.6, February 2022; DeepSpeed's
+#: configuration docs, zero_optimization.reduce_bucket_size, default 5e8)
+DEEPSPEED_REDUCE_BUCKET = 500_000_000
+
+#: the terms of :func:`memory_breakdown`, in the order they are listed
+TERMS = ("weights", "gradients", "optimizer", "activations", "loss", "embedding", "stage_outputs", "step",
+         "cuda_context")
+
+
+@dataclass(frozen=True)
+class MemoryOverheads:
+    """What a run allocates beyond the model states and activations, each term off by default
+    (the published tables of the ZeRO paper, Megatron-LM and Korthikanti et al. count neither).
+
+    ``cuda_context``: bytes of the CUDA context and kernels of the process (nvidia-smi counts
+    them, PyTorch's ``memory_allocated`` / ``memory_reserved`` do not; :data:`CUDA_CONTEXT_A100`).
+    ``deepspeed_zero``: the optimizer step of DeepSpeed's ZeRO stage 1 / 2
+    (``stage_1_and_2.py``, February 2022, pipeline path, ``contiguous_gradients`` on by
+    default), in order: a reduce bucket of ``reduce_bucket`` 16-bit elements, a contiguous
+    copy of the rank's partition of the gradients (freed with the step), the fp16 overflow
+    check's fp32 copy (``x.float()``) and the gradient norm's fp64 copy (``g.double()``) of one
+    gradient tensor at a time (the largest of the stage: the vocabulary-parallel embedding on
+    the end stages), the flattened 16-bit partition and its fp32 copy for the step (this
+    replaces the plain fp32 copy of ``at_step``). ``stage_outputs``: DeepSpeed's pipeline
+    engine keeps each in-flight microbatch's output until its backward (``pipe_buffers
+    ["outputs"]``, partitioned over the TP group when ``tp > 1``: ``2 s b h / tp`` bytes);
+    Megatron-Core frees it once sent (``deallocate_pipeline_outputs``). ``reserved``: the
+    figure nvidia-smi shows, the caching allocator's reserved memory (PyTorch's CUDA semantics
+    notes, "Memory management"): freed blocks stay cached, a request takes the smallest cached
+    block that fits (split if larger) or a new ``cudaMalloc`` segment (c10/cuda/
+    CUDACachingAllocator.cpp), so the step's buffers come on top of the activations' blocks
+    rather than in their place (assumed: each is larger than any one activation tensor, as in
+    BLOOM's runs, where the smallest, the 1 GB bucket, exceeds the largest, about 0.9 GB); the
+    step's own sequence is replayed through that rule. Not modelled: NCCL's buffers (per
+    communicator and channel; the channel count comes from NCCL's topology search), cuBLAS
+    workspace, and the fragmentation of the activations' own blocks.
+
+    >>> MemoryOverheads().cuda_context, DEEPSPEED_ZERO_NVIDIA_SMI_A100.deepspeed_zero
+    (0.0, True)
+    """
+
+    cuda_context: float = 0.0
+    deepspeed_zero: bool = False
+    reduce_bucket: int = DEEPSPEED_REDUCE_BUCKET
+    stage_outputs: bool = False
+    reserved: bool = False
+
+    def __post_init__(self):
+        context = self.cuda_context
+        if not isinstance(context, (int, float)) or isinstance(context, bool) or context < 0:
+            raise ValueError(f"MemoryOverheads: cuda_context must be bytes >= 0, got {self.cuda_context!r}")
+        object.__setattr__(self, "cuda_context", float(context))
+        if isinstance(self.reduce_bucket, bool) or not isinstance(self.reduce_bucket, int) or self.reduce_bucket < 0:
+            raise ValueError(f"MemoryOverheads: reduce_bucket must be an int of elements >= 0, "
+                             f"got {self.reduce_bucket!r}")
+        for name in ("deepspeed_zero", "stage_outputs", "reserved"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"MemoryOverheads: {name} must be True or False, got {getattr(self, name)!r}")
+
+
+#: A Megatron-DeepSpeed run with ZeRO 1 on A100, measured with nvidia-smi (BLOOM's topology search)
+DEEPSPEED_ZERO_NVIDIA_SMI_A100 = MemoryOverheads(cuda_context=CUDA_CONTEXT_A100, deepspeed_zero=True,
+                                                 stage_outputs=True, reserved=True)
+
+
+def caching_allocator_reserved(events) -> tuple:
+    """Replay allocations through the CUDA caching allocator's rule and return ``(peak
+    allocated, reserved)`` bytes. ``events``: ``(key, size)`` allocates ``size`` bytes under
+    ``key``, ``(key, None)`` frees it. A request takes the smallest free cached block that fits
+    (splitting off the rest) or a new segment of its size; a freed block merges with free
+    neighbours of its own segment only, and no segment is given back (PyTorch's
+    c10/cuda/CUDACachingAllocator.cpp; the 2 MiB rounding of large requests is left out).
+
+    >>> caching_allocator_reserved([("a", 4.0), ("a", None), ("b", 3.0), ("c", 2.0)])
+    (5.0, 6.0)
+    """
+    segments, live, now, peak = [], {}, 0.0, 0.0      # a block: [size, in use], kept in address order
+    for key, size in events:
+        if size is None:
+            block = live.pop(key)
+            now -= block[0]
+            block[1] = False
+            blocks = next(seg for seg in segments if any(blk is block for blk in seg))
+            i = next(n for n, blk in enumerate(blocks) if blk is block)
+            if i + 1 < len(blocks) and not blocks[i + 1][1]:          # merge free neighbours
+                block[0] += blocks.pop(i + 1)[0]
+            if i > 0 and not blocks[i - 1][1]:
+                blocks[i - 1][0] += blocks.pop(i)[0]
+            continue
+        fits = [(blk[0], s, b) for s, blocks in enumerate(segments) for b, blk in enumerate(blocks)
+                if not blk[1] and blk[0] >= size]
+        if fits:
+            _, s, b = min(fits)
+            block, rest = segments[s][b], segments[s][b][0] - size
+            block[:] = [size, True]
+            if rest > 0:
+                segments[s].insert(b + 1, [rest, False])
+        else:
+            block = [size, True]
+            segments.append([block])
+        live[key] = block
+        now += size
+        peak = max(peak, now)
+    return peak, float(sum(blk[0] for blocks in segments for blk in blocks))
+
+
+def _step_events(owned: float, largest: float, grad_bytes: int, over: MemoryOverheads) -> list:
+    """The optimizer step's allocations after the backward passes (bytes), in order."""
+    fp32_copy = 4.0 * owned if grad_bytes == 2 else 0.0
+    if not over.deepspeed_zero:
+        return [("fp32 gradients", fp32_copy)]
+    view = min(largest, owned)                  # one gradient tensor, within the rank's partition
+    return [("bucket", grad_bytes * float(over.reduce_bucket)), ("partition", grad_bytes * owned),
+            ("bucket", None),
+            ("overflow check", 4.0 * view), ("overflow check", None),
+            ("norm", 8.0 * view), ("norm", None),
+            ("flat", grad_bytes * owned), ("fp32 gradients", 4.0 * owned), ("flat", None), ("partition", None)]
+
+
+def _peak_of(events) -> float:
+    sizes, now, peak = {}, 0.0, 0.0
+    for key, size in events:
+        if size is None:
+            now -= sizes.pop(key)
+        else:
+            sizes[key] = size
+            now += size
+            peak = max(peak, now)
+    return peak
+
+
 @lru_cache(maxsize=1 << 16)     # a planner asks again, composing the layouts it enumerated
 def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
-            recompute_layers, grad_bytes=2, flash=False) -> tuple:
+            recompute_layers, grad_bytes=2, flash=False, dropout=False, embedding_norm=False,
+            over=MemoryOverheads()) -> tuple:
     chunks = chunk_layers(spec.layers, pp, vp)
     moe = spec.experts > 1
     dense_layer = spec.attention_params + (0 if moe else spec.mlp_params)
     expert_layer = spec.experts * spec.mlp_params if moe else 0
     table = spec.vocab * spec.hidden
-    act = dict(micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel)
+    act = dict(micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel, dropout=dropout)
     # a fused (flash) attention keeps no scores: "none" then stores what "selective" does
     kept = activation_bytes_per_layer(spec, recompute="selective" if recompute == "full" or flash else recompute,
                                       **act)
     again = activation_bytes_per_layer(spec, recompute="full", **act)
+    tokens = micro_batch * spec.seq_len / cp                     # per CP rank
+    split = tp if sequence_parallel else 1
+    # the embedding is not recomputed: its norm keeps its 16-bit input, its dropout a 1-byte mask
+    embedding = tokens * spec.hidden * (2.0 * embedding_norm + 1.0 * dropout) / split
+    output = 2.0 * tokens * spec.hidden / tp if over.stage_outputs else 0.0
+    head_dim = spec.hidden // spec.heads
+    layer_largest = max((spec.hidden + 2 * spec.kv_heads * head_dim) * spec.hidden,
+                        spec.mlp_params * (2 if spec.gated_mlp else 1) // (3 if spec.gated_mlp else 2)) / tp
     out = []
     for q, layers in enumerate(chunks):
         first, last = q == 0, q == pp - 1
         ends = table * ((first + last) if pp > 1 else (1 if spec.tied_embeddings else 2))
         dense = (sum(layers) * dense_layer + ends) / tp
         experts = sum(layers) * expert_layer / (tp * ep)
-        dense_state = model_state_bytes(dense, shards=dp * cp, zero=zero, grad_bytes=grad_bytes)
-        expert_state = model_state_bytes(experts, shards=dp * cp // ep, zero=zero, grad_bytes=grad_bytes)
-        state, at_step = dense_state[0] + expert_state[0], dense_state[1] + expert_state[1]
+        weights = grads = optimizer = 0.0
+        for n, shards in ((dense, dp * cp), (experts, dp * cp // ep)):
+            w = model_state_bytes(n, shards=shards, zero=zero, grad_bytes=grad_bytes)[0]
+            g = n * grad_bytes / (shards if zero >= 2 else 1)
+            p = n * 2.0 / (shards if zero >= 3 else 1)
+            weights, grads, optimizer = weights + p, grads + g, optimizer + w - g - p
+        owned = dense / (dp * cp if zero >= 1 else 1) + experts / (dp * cp // ep if zero >= 1 else 1)
+        largest = max(layer_largest if sum(layers) else 0.0, table / tp if ends else 0.0)
         redo = [0 if recompute != "full" else n if recompute_layers is None else min(n, recompute_layers)
                 for n in layers]
-        per_chunk = [r * again + (n - r) * kept for n, r in zip(layers, redo)]
+        layer_chunks = [r * again + (n - r) * kept for n, r in zip(layers, redo)]
+        loss = [0.0] * vp
         if last:
-            per_chunk[-1] += logits_bytes(spec, micro_batch=micro_batch, tp=tp, cp=cp)
-        activations = peak_in_flight(per_chunk, q, pp, vp, microbatches)
+            loss[-1] = logits_bytes(spec, micro_batch=micro_batch, tp=tp, cp=cp)
+        emb = [embedding if first and c == 0 else 0.0 for c in range(vp)]
+        outs = [0.0 if last and c == vp - 1 else output for c in range(vp)]
+        # the peak of the sum, attributed term by term in this order (exact when vp = 1)
+        parts, so_far, held = {}, [0.0] * vp, 0.0
+        for name, chunk in (("activations", layer_chunks), ("loss", loss), ("embedding", emb),
+                            ("stage_outputs", outs)):
+            so_far = [a + b for a, b in zip(so_far, chunk)]
+            now = peak_in_flight(so_far, q, pp, vp, microbatches)
+            parts[name], held = now - held, now
         if any(redo):           # the layer being recomputed holds its whole working set
-            activations += kept
-        out.append(state + max(activations, at_step))    # the step's fp32 gradient copy: once they are freed
+            parts["activations"] += kept
+            held += kept
+        events = _step_events(owned, largest, grad_bytes, over)
+        if over.reserved:       # the step's buffers get segments of their own, on top of the activations'
+            step = caching_allocator_reserved(events)[1]
+        else:                   # after the activations are freed: the larger of the two
+            step = max(0.0, _peak_of(events) - held)
+        out.append((("weights", weights), ("gradients", grads), ("optimizer", optimizer), *parts.items(),
+                    ("step", step), ("cuda_context", over.cuda_context)))
     return tuple(out)
+
+
+def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
+               recompute_layers, grad_bytes, attention, dropout, embedding_norm, overheads) -> tuple:
+    spec = get_model(model)
+    counts = (tp, pp, dp, ep, micro_batch, microbatches, cp, vp)
+    if not all(type(v) is int and v >= 1 for v in counts):      # (a planner's are: checked at once)
+        tp, pp, dp, ep, micro_batch, microbatches, cp, vp = (
+            _checks.integer(name, value) for name, value in zip(("tp", "pp", "dp", "ep", "micro_batch",
+                                                                 "microbatches", "cp", "vp"), counts))
+    if dp % ep:
+        raise ValueError(f"ep ({ep}) must divide dp ({dp})")
+    if recompute_layers is not None:
+        recompute_layers = _checks.integer("recompute_layers", recompute_layers)
+    if grad_bytes not in (2, 4):
+        raise ValueError(f"grad_bytes must be 2 (bf16 gradient buffers) or 4 (fp32), got {grad_bytes!r}")
+    if attention not in (None, "auto", "fa2", "fa3", "unfused"):
+        raise ValueError(f"attention must be None, 'auto', 'fa2', 'fa3' or 'unfused', got {attention!r}")
+    overheads = MemoryOverheads() if overheads is None else overheads
+    if not isinstance(overheads, MemoryOverheads):
+        raise TypeError(f"overheads must be a MemoryOverheads or None, got {type(overheads).__name__}")
+    zero = check_zero(zero)
+    if overheads.deepspeed_zero and zero not in (1, 2):
+        raise ValueError(f"overheads.deepspeed_zero models DeepSpeed's ZeRO stage 1 / 2 optimizer: zero must be 1 or "
+                         f"2, got {zero}")
+    return (spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, check_recompute(recompute),
+            bool(sequence_parallel), recompute_layers, grad_bytes, attention not in (None, "unfused"), bool(dropout),
+            bool(embedding_norm), overheads)
+
+
+def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
+                     microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
+                     sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
+                     attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
+                     overheads: MemoryOverheads | None = None) -> tuple:
+    """Bytes per GPU of each pipeline stage, term by term: a tuple of ``pp`` dicts (stage 0
+    first) with the keys of :data:`TERMS`; :func:`stage_memory` is their sums.
+
+    ``weights``, ``gradients``, ``optimizer`` (fp32 master weights and Adam's moments): the
+    model states of :func:`model_state_bytes`. ``activations``: the layers' saved tensors for
+    the microbatches in flight (and, with full recompute, one layer's working set); ``loss``:
+    the loss's fp32 softmax on the last stage; ``embedding``: what the first stage's embedding
+    keeps per microbatch in flight (it is never recomputed): with ``embedding_norm`` (BLOOM's
+    layer norm after the embedding) its 16-bit input, with ``dropout`` its one-byte mask
+    (``dropout`` also counts Korthikanti et al.'s dropout tensors in every layer);
+    ``stage_outputs``, ``step`` and ``cuda_context``: see :class:`MemoryOverheads`. ``step`` is
+    what the optimizer step needs beyond the activations it follows (by default, Megatron's
+    fp32 copy of the owned gradients, after the activations are freed: only the part above
+    them counts).
+
+    >>> b = memory_breakdown("llama-3-8b", tp=1, pp=2, dp=8, microbatches=16)
+    >>> tuple(round(b[0].get(term) / 1e9, 2) for term in ("weights", "gradients", "optimizer", "activations", "step"))
+    (8.03, 8.03, 6.02, 36.51, 0.0)
+    >>> round(sum(b[0].values()) / 1e9, 1)
+    58.6
+    """
+    args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
+                      recompute_layers, grad_bytes, attention, dropout, embedding_norm, overheads)
+    return tuple(dict(stage) for stage in _stages(*args))
 
 
 def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
                  microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
                  sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
-                 attention: str | None = None) -> tuple:
-    """Estimated bytes per GPU of each pipeline stage (a tuple of ``pp``, stage 0 first).
+                 attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
+                 overheads: MemoryOverheads | None = None) -> tuple:
+    """Estimated bytes per GPU of each pipeline stage (a tuple of ``pp``, stage 0 first): the
+    sums of :func:`memory_breakdown`'s terms.
 
     A stage holds its own parameters: its layers' (``/ tp``; experts also ``/ ep``), the
     input embedding on the first stage and the output projection on the last (Megatron's
@@ -183,39 +418,31 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     ``"unfused"``); with a fused one (``"auto"``, ``"fa2"``, ``"fa3"``: flash attention keeps
     none) it stores what ``"selective"`` does. The optimizer step's fp32
     copy of 16-bit gradients comes after the activations are freed: a stage needs the larger
-    of the two on top of its states.
+    of the two on top of its states. ``dropout``, ``embedding_norm`` and ``overheads``
+    (:class:`MemoryOverheads`: CUDA context, DeepSpeed's buffers, the caching allocator's
+    reserved view) add the terms :func:`memory_breakdown` lists; all off by default.
 
-    >>> [round(b / 1e9, 1) for b in stage_memory("llama-3-8b", tp=1, pp=2, dp=8, microbatches=16)]
-    [58.6, 44.5]
+    >>> tuple(round(b / 1e9, 1) for b in stage_memory("llama-3-8b", tp=1, pp=2, dp=8, microbatches=16))
+    (58.6, 44.5)
     """
-    spec = get_model(model)
-    counts = (tp, pp, dp, ep, micro_batch, microbatches, cp, vp)
-    if not all(type(v) is int and v >= 1 for v in counts):      # (a planner's are: checked at once)
-        tp, pp, dp, ep, micro_batch, microbatches, cp, vp = (
-            _checks.integer(name, value) for name, value in zip(("tp", "pp", "dp", "ep", "micro_batch",
-                                                                 "microbatches", "cp", "vp"), counts))
-    if dp % ep:
-        raise ValueError(f"ep ({ep}) must divide dp ({dp})")
-    if recompute_layers is not None:
-        recompute_layers = _checks.integer("recompute_layers", recompute_layers)
-    if grad_bytes not in (2, 4):
-        raise ValueError(f"grad_bytes must be 2 (bf16 gradient buffers) or 4 (fp32), got {grad_bytes!r}")
-    if attention not in (None, "auto", "fa2", "fa3", "unfused"):
-        raise ValueError(f"attention must be None, 'auto', 'fa2', 'fa3' or 'unfused', got {attention!r}")
-    return _stages(spec, tp, pp, dp, ep, check_zero(zero), micro_batch, microbatches, cp, vp,
-                   check_recompute(recompute), bool(sequence_parallel), recompute_layers, grad_bytes,
-                   attention not in (None, "unfused"))
+    args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
+                      recompute_layers, grad_bytes, attention, dropout, embedding_norm, overheads)
+    return tuple(sum(v for _, v in stage) for stage in _stages(*args))
 
 
 def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
                    microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
                    sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
-                   attention: str | None = None) -> float:
+                   attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
+                   overheads: MemoryOverheads | None = None) -> float:
     """Estimated bytes per GPU of mixed-precision Adam training: the largest of
     :func:`stage_memory` (the stage that needs the most sets what the job needs).
 
     >>> round(memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8) / 1e9, 1)
     71.5
+    >>> round(memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8,
+    ...                      overheads=MemoryOverheads(cuda_context=CUDA_CONTEXT_A100)) / 1e9, 1)
+    73.2
     >>> memory_per_gpu("llama-3-70b", tp=8, pp=1, dp=8, zero=4)
     Traceback (most recent call last):
     ...
@@ -224,4 +451,5 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
     return max(stage_memory(model, tp=tp, pp=pp, dp=dp, ep=ep, zero=zero, micro_batch=micro_batch,
                             microbatches=microbatches, cp=cp, vp=vp, recompute=recompute,
                             sequence_parallel=sequence_parallel, recompute_layers=recompute_layers,
-                            grad_bytes=grad_bytes, attention=attention))
+                            grad_bytes=grad_bytes, attention=attention, dropout=dropout,
+                            embedding_norm=embedding_norm, overheads=overheads))

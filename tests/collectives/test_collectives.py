@@ -284,3 +284,23 @@ def test_ring_broadcast_and_reduce_across_servers_use_every_channel(op):
     k = math.ceil(size / 16 / DEFAULT_CHUNK)
     ideal = 8 * 50e9 * 0.94 * k / (k + 32 - 2)
     assert r.busbw == pytest.approx(ideal, rel=0.02)
+
+
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter", "all_to_all"])
+def test_all_gather_reduce_scatter_and_all_to_all_across_servers_use_every_nic(op):
+    """No one-ring shortcut across servers. On 2 x 8 H100 (8 NDR NICs a server at 47 GB/s,
+    NDR's 50 GB/s at the catalogue's 0.94): the ring all-gather / reduce-scatter runs 16
+    channels, each ring crossing between the servers twice, two rings on each NIC, so each
+    NIC direction carries 2 x (15 / 16) x size / 16 and the transfer takes at least
+    size x 15 / 128 / 47 GB/s (busbw 8 x 47 = 376 GB/s; one ring would leave 47). All-to-all:
+    each GPU sends half its buffer to the other server, over its own rail's NIC, size / 2 /
+    47 GB/s at least (one NIC for the server would take 8 times as long)."""
+    g = tp.rail_optimized(2)
+    size = 2**31
+    r = collective(g, op, size, algorithm="direct" if op == "all_to_all" else "ring",
+                   step_latency=0.0, base_latency=0.0)
+    nic = 50e9 * 0.94
+    bound = size * 15 / 128 / nic if op != "all_to_all" else size / 2 / nic
+    assert bound <= r.time < 1.25 * bound
+    if op != "all_to_all":
+        assert r.channels == 16

@@ -249,3 +249,54 @@ def test_h200_has_hoppers_nvls():
     assert r.algorithm == "nvls"
     h100 = collective(tp.rail_optimized(1), "all_reduce", 2**30)
     assert r.time == pytest.approx(h100.time, rel=1e-12)
+
+
+def test_non_ring_all_gather_and_reduce_scatter_keep_their_bus_bandwidth():
+    """NCCL >= 2.23 (src/graph/tuning.cc, "Convert bus BW to algorithm BW", commit 68b54236)
+    converts the bus bandwidth to an algorithm bandwidth only for the ring or for all-reduce:
+    a PAT or NVLS all-gather / reduce-scatter is timed at its bus bandwidth."""
+    from flowsolver.collectives._nccl_model import Hardware, predict, tuner_algbw
+    # PAT on 4 one-GPU nodes, graph busBw 50 GB/s: busBw x 0.75 = 37.5 GB/s, no further x 0.5
+    pat = Hardware(4, 4, "hopper", channels=2)
+    for op in ("all_gather", "reduce_scatter"):
+        assert tuner_algbw("pat", "Simple", op, 50e9, pat) == pytest.approx(37.5e9, rel=1e-12)
+    # NCCL's estimate of a 64 MiB PAT all-gather there: 8 + log2(4) x 14 / 3.5 + 4 x 2.8
+    # = 27.2 us, plus 64 MiB / 37.5 GB/s = 1789.57 us
+    t = predict("all_gather", 64 << 20, 50e9, pat)[("pat", "Simple")]
+    assert t * 1e6 == pytest.approx(27.2 + (64 << 20) / 37.5e9 * 1e6, rel=1e-9)
+    # ...while the ring converts by nRanks / nsteps = 4 / 3: 50 x 4 / 3 = 66.67 GB/s
+    assert tuner_algbw("ring", "Simple", "all_gather", 50e9, pat) == pytest.approx(50e9 * 4 / 3, rel=1e-12)
+    # NVLS all-gather on one 8-GPU Hopper node, 16 channels, NVLink 450 GB/s a direction:
+    # per channel 450 / 16 x 0.85 (nvlsEfficiency) x 15 / 16 x (8 - 1) / 8, times 16 channels
+    # = 313.77 GB/s, the algorithm bandwidth as it is (it was x 8 / 7 = 358.59 GB/s)
+    nvls = Hardware(8, 1, "hopper", channels=16, nvls=True, nvlink_bw=450e9)
+    want = 450e9 * 0.85 * 15 / 16 * 7 / 8
+    assert want / 1e9 == pytest.approx(313.77, abs=0.01)
+    for op in ("all_gather", "reduce_scatter"):
+        assert tuner_algbw("nvls", "Simple", op, 370e9, nvls) == pytest.approx(want, rel=1e-12)
+    # an NVLS all-reduce still converts: 450 / 16 x 0.85 x 15 / 16 x 2 per channel, x 16,
+    # times nRanks / (2 (nRanks - 1)) = 8 / 14
+    assert tuner_algbw("nvls", "Simple", "all_reduce", 370e9, nvls) == pytest.approx(
+        450e9 * 0.85 * 15 / 16 * 2 * 8 / 14, rel=1e-12)
+
+
+def test_pat_is_nccls_choice_for_mid_size_all_gathers_at_one_gpu_per_node():
+    """16 one-GPU nodes, 2 channels of 24 GB/s (busBw 48 GB/s), NCCL's estimates by hand:
+    PAT 8 + log2(16) x 14 / 3.5 + 16 x 2.8 = 68.8 us at 0.75 x 48 = 36 GB/s; ring LL 6.6 +
+    15 x 5.0 = 81.6 us at min(llMaxBw 20.4, 24) x 16 / 15 = 21.76 GB/s; ring LL128 14 + 15 x
+    8.5 = 141.5 us at min(48 x 0.92, 2 x 36.7) x 16 / 15 = 47.10 GB/s; ring Simple 8.4 + 15 x
+    14 = 218.4 us at 48 x 16 / 15 = 51.2 GB/s. At 8 MiB: PAT 301.8 us, LL128 319.6, Simple
+    382.2, LL 467.1: PAT (with the old x 0.5, 534.8 us: LL128). At 128 MiB: Simple (2840 us
+    against LL128's 2991)."""
+    from flowsolver.collectives._nccl_model import Hardware, predict
+    hw = Hardware(16, 16, "hopper", channels=2)
+    size = 8 << 20
+    want = {("pat", "Simple"): (68.8, 36e9), ("ring", "LL"): (81.6, 20.4e9 * 16 / 15),
+            ("ring", "LL128"): (141.5, 48e9 * 0.92 * 16 / 15), ("ring", "Simple"): (218.4, 48e9 * 16 / 15)}
+    t = predict("all_gather", size, 48e9, hw)
+    assert set(t) == set(want)
+    for key, (lat, bw) in want.items():
+        assert t[key] * 1e6 == pytest.approx(lat + size / bw * 1e6, rel=1e-6), key
+    assert min(t, key=t.get) == ("pat", "Simple")
+    big = predict("all_gather", 128 << 20, 48e9, hw)
+    assert min(big, key=big.get) == ("ring", "Simple")
