@@ -1,5 +1,5 @@
-"""Calibration from nccl-tests logs: the model's physical quantities (NCCL's latency scale, a
-network hop's latency, the links' and LL's bandwidth, the chunk pipeline's floors and fills)
+"""Calibration from nccl-tests logs: the model's physical quantities (a call's and a network
+hop's latency, the links' and LL's bandwidth, the chunk pipeline's floors and fills)
 fitted by robust least squares to the measured times with a prior at the library's values;
 what a log cannot tell stays at the library's value and is named. The result is a model
 :func:`flowsolver.collective` takes."""
@@ -57,8 +57,10 @@ class FittedParameter:
 @dataclass(frozen=True)
 class Calibration:
     """Fitted constants: ``efficiency`` (technology name -> fraction of the raw rate),
-    ``latency_scale`` (NCCL's predicted latencies are multiplied by it), ``net_latency`` (s,
-    added to each network hop NCCL's latency counts, twice for Simple), ``ll_bandwidth``
+    ``latency_scale`` (NCCL's predicted latencies are multiplied by it; not fitted, 1 unless
+    set), ``launch_latency``
+    (s, added to every call), ``net_latency`` (s, added to each network hop NCCL's latency
+    counts, twice for Simple), ``ll_bandwidth``
     (LL's kernel bandwidth as a factor on NCCL's), ``pipeline`` (the
     :class:`~._pipeline.Pipeline` of step floors and fills), ``parameters`` (a
     :class:`FittedParameter` per fitted quantity: value, library default, uncertainty, whether
@@ -79,6 +81,7 @@ class Calibration:
     unconstrained: tuple = ()
     ll_bandwidth: float = 1.0
     net_latency: float = 0.0
+    launch_latency: float = 0.0
     parameters: tuple = ()
 
     def apply(self, options: Options) -> Options:
@@ -90,10 +93,10 @@ class Calibration:
 
     def latency(self, latency: float, algorithm: str, protocol: str, op: str | None = None, hw=None) -> float:
         """A latency of NCCL's cost model (s), calibrated: NCCL's constants times
-        :attr:`latency_scale`, plus :attr:`net_latency` on each of its hops between nodes (twice
+        :attr:`latency_scale`, plus :attr:`launch_latency`, plus :attr:`net_latency` on each of its hops between nodes (twice
         for Simple, as NCCL adds its network plugin's latency; needs ``op`` and ``hw``, the
         :class:`~._nccl_model.Hardware`)."""
-        out = latency * self.latency_scale
+        out = latency * self.latency_scale + self.launch_latency
         if self.net_latency and hw is not None and op is not None and hw.nodes > 1:
             _, (hops, _) = tuner_hops(algorithm, protocol, op, hw)
             out += self.net_latency * hops * (2 if protocol == "Simple" else 1)
@@ -208,16 +211,18 @@ class _RowModel:
         self.op, self.size, self.options, self.cal = op, size, options, cal
         self.only = None if algorithm == "auto" else algorithm
 
-    def time(self, lam=1.0, m=1.0, ll=1.0, pipeline=None, net=None):
+    def time(self, lam=1.0, m=1.0, ll=1.0, pipeline=None, net=None, launch=None):
         """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, LL factor ``ll``,
-        ``pipeline`` and network hop latency ``net`` (s; default the calibration's)."""
+        ``pipeline``, network hop latency ``net`` and launch latency ``launch`` (s; default the
+        calibration's)."""
         scaled = {a: replace(r, steps=tuple(replace(st, transfer=st.transfer / m) for st in r.steps))
                   for a, r in self.results.items()}
         hw = replace(self.hw, nvlink_bw=self.hw.nvlink_bw * m)
         model = replace(self.cal, latency_scale=self.cal.latency_scale * lam,
                         ll_bandwidth=self.cal.ll_bandwidth * ll,
                         pipeline=self.cal.pipeline if pipeline is None else pipeline,
-                        net_latency=self.cal.net_latency if net is None else net)
+                        net_latency=self.cal.net_latency if net is None else net,
+                        launch_latency=self.cal.launch_latency if launch is None else launch)
         tuned = {k: v for k, v in tuned_times(self.op, self.size, self.p, scaled, hw, self.options, model).items()
                  if self.only in (None, k[0])}
         pick = nccl_pick(tuned)
@@ -246,6 +251,7 @@ class _Quantity:
     log: bool
     spread: float
     dominant: float = 0.0
+    fitted: bool = True
 
 
 #: a latency or bandwidth factor is told only by rows whose time it carries at least half of in
@@ -256,14 +262,20 @@ class _Quantity:
 _DOMINANT = 0.5
 #: ... and the links' bandwidth by rows it carries at least 80 % of: at mid sizes the rest is the
 #: pipeline's fill and the channels NCCL drops, whose misfit a bandwidth read there would carry
-#: to the large sizes (on the corpus's sweeps a 0.5 share gave a lower half's bandwidth that
-#: predicted the upper half 10.1 % off, median over curves, against 8.6 % at 0.8;
-#: benchmarks/calibrate_halves.py). LL keeps 0.5: NCCL leaves LL before its transfer dominates.
+#: to the large sizes (on the corpus's sweeps, with this fit before the launch latency and the
+#: rows' ownership, a 0.5 share gave a lower half's bandwidth that predicted the upper half 10.1 %
+#: off, median over curves, against 8.6 % at 0.8; benchmarks/calibrate_halves.py, 2026-12-04).
+#: LL keeps 0.5: NCCL leaves LL before its transfer dominates.
 _DOMINANT_BANDWIDTH = 0.8
 #: The fitted quantities, in the order of the fit's vector. Spreads: the range a cluster's value
-#: is expected in before its logs are read. latency (NCCL's constants): NCCL's cost model is
-#: within 3.4 % of NCCL's own estimate on DGX-H100 (docs/accuracy.md), the platform's part goes
-#: to net_latency: log 1.5. net_latency (added to each network hop as NCCL adds its network
+#: is expected in before its logs are read. latency (a scale on NCCL's constants): not fitted, its
+#: rows only tell the network hop's and the launch latency: NCCL's cost model is within 3.4 % of
+#: NCCL's own estimate on DGX-H100 (docs/accuracy.md) and a platform's extra is additive (per
+#: call, per network hop); fitting the scale as well (spread log 1.2) made the upper half of the
+#: sweeps predict the lower 34.1 % off (median over 27 curves) against 24.2 % without, and the
+#: lower the upper 7.2 % against 6.6 % (benchmarks/calibrate_halves.py, 2026-12-04). launch_latency (added to every
+#: call: a VM's or framework's launch path): Azure VMs measure 26-42 us against 14-17 us on bare
+#: metal (docs/collective-timing.md): 10 us. net_latency (added to each network hop as NCCL adds its network
 #: plugin's, twice for Simple): aws-ofi-nccl reports 35-75 us on EFA, Azure VMs measure 10-25 us
 #: over bare metal (docs/collective-timing.md): 20 us. bandwidth: uncalibrated large-message errors
 #: of the shared logs are 5-56 % (docs/accuracy.md): log 1.5. LL: measured 2-3x below NCCL's LL
@@ -271,17 +283,18 @@ _DOMINANT_BANDWIDTH = 0.8
 #: fills: 0-4.85 steps over the leave-one-source-out folds (_pipeline.PIPELINE's comment): 2 us
 #: and 2 steps.
 _QUANTITIES = (
-    _Quantity("latency", "x", True, math.log(1.5), dominant=_DOMINANT),
+    _Quantity("latency", "x", True, math.log(1.2), dominant=_DOMINANT, fitted=False),
     _Quantity("bandwidth", "x", True, math.log(1.5), dominant=_DOMINANT_BANDWIDTH),
     _Quantity("ll_bandwidth", "x", True, math.log(3.0), dominant=_DOMINANT),
     _Quantity("net_latency", "s", False, 20.0),
+    _Quantity("launch_latency", "s", False, 10.0),
     _Quantity("floor_simple", "s", False, 2.0),
     _Quantity("floor_nvls", "s", False, 2.0),
     _Quantity("fill_ring", "steps", False, 2.0),
     _Quantity("fill_tree", "steps", False, 2.0),
     _Quantity("fill_nvls", "steps", False, 2.0),
 )
-_FACTORS, _NET, _PIPE = 3, 3, 4          # the vector: 3 log factors, the network hop's latency, the pipeline
+_FACTORS, _NET, _LAUNCH, _PIPE = 3, 3, 4, 5   # the vector: 3 log factors, 2 latencies (us), the pipeline
 #: a row's relative time is taken as known to 1 % at best (the model's own median error on the
 #: published large-message figures is 0.9 %, docs/accuracy.md): the fit's noise floor
 _NOISE = 0.01
@@ -322,8 +335,8 @@ class _Fit:
     def times(self, z):
         x = self.x(z)
         lam, m, ll = np.exp(x[:_FACTORS] - self.done)
-        pipe, net = self.pipeline(x), max(float(x[_NET]), 0.0) * 1e-6
-        return np.array([r.time(lam, m, ll, pipe, net)[0] for r in self.rows])
+        pipe, net, launch = self.pipeline(x), max(float(x[_NET]), 0.0) * 1e-6, max(float(x[_LAUNCH]), 0.0) * 1e-6
+        return np.array([r.time(lam, m, ll, pipe, net, launch)[0] for r in self.rows])
 
     def errors(self, z):
         return self.times(z) / self.measured - 1.0
@@ -347,7 +360,7 @@ class _Fit:
         out = []
         for i, q in enumerate(_QUANTITIES):
             if not q.dominant:
-                out.append(out[0] if q.name == "net_latency" else None)
+                out.append(out[0] if q.name in ("net_latency", "launch_latency") else None)
                 continue
             hi, lo = np.zeros(len(_QUANTITIES)), np.zeros(len(_QUANTITIES))
             hi[i], lo[i] = 0.05 / q.spread, -0.05 / q.spread          # +-5 %
@@ -414,7 +427,8 @@ def _fit(rows, measured, done):
     ``dominant`` share of, the network hop's latency those of NCCL's latency, a pipeline
     quantity the rows its prior spread moves by :data:`_MOVED` (all at the library's values);
     the fit weighs only the rows some fitted quantity tells (a row none can explain does not
-    pull the others). A quantity whose spread the rows do not shrink by :data:`_CONSTRAINED`,
+    pull the others), and a quantity needs two rows of its own (one it would fit exactly,
+    whatever its misfit). A quantity whose spread the rows do not shrink by :data:`_CONSTRAINED`,
     jointly or alone, is put back at the library's value and the rest refitted."""
     fit = _Fit(rows, measured, done)
     n = len(_QUANTITIES)
@@ -424,8 +438,9 @@ def _fit(rows, measured, done):
     def told_rows(free):
         return np.any([masks[i] for i in range(n) if free[i]], axis=0) if free.any() else np.zeros(len(rows), bool)
 
-    eligible = np.array([m.any() for m in masks])
-    starts = [np.zeros(n)] + [np.eye(n)[_NET] * s for s in (1.0, 3.0)]
+    eligible = np.array([int(m.sum()) >= 2 for m in masks])     # one row is fitted exactly: its misfit untold
+    eligible &= np.array([q.fitted for q in _QUANTITIES])
+    starts = [np.zeros(n)] + [np.eye(n)[_NET] * s for s in (1.0, 3.0)] + [np.eye(n)[_LAUNCH]]
     z, converged = fit.solve(eligible, _NOISE_START, starts, told_rows(eligible))
     noise = fit.noise(z, told_rows(eligible))
     joint, alone = fit.posterior(z, eligible, noise, masks, told_rows(eligible))
@@ -441,6 +456,8 @@ def _parameters(x, sd, tech) -> tuple:
     """A :class:`FittedParameter` per quantity of the fit's vector ``x`` (sd: its standard deviations or None)."""
     out = []
     for q, v, s in zip(_QUANTITIES, x, sd):
+        if not q.fitted:
+            continue
         if q.log:
             value, default, unc = math.exp(v), 1.0, None if s is None else math.exp(v) * s
         else:
@@ -467,13 +484,13 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     ``options`` the other keywords of :func:`flowsolver.collective`.
 
     Each row's flows are solved once; a robust least squares (soft-L1 on the relative error,
-    with a prior at the library's values) then fits NCCL's latency scale, a latency added to
-    each network hop, a factor on the flow-solved bandwidths, one on LL's and the chunk
+    with a prior at the library's values) then fits a latency added to every call, one added
+    to each network hop (NCCL's own latency constants are kept: ``latency_scale`` stays 1), a factor on the flow-solved bandwidths, one on LL's and the chunk
     pipeline's step floors and fills (:mod:`~._pipeline`), NCCL's caps and choice re-evaluated
     at every trial. A quantity is constrained when the logs shrink its prior spread at least
     twofold, jointly and from the rows that tell it at their own misfit (a latency or bandwidth
     factor only from rows whose time it carries at least half of); the others stay at the
-    library's value and are named in ``unconstrained`` (e.g. the latency from large messages
+    library's value and are named in ``unconstrained`` (e.g. the latencies from large messages
     only, the bandwidth from small ones). ``parameters`` gives each quantity's value and
     uncertainty. The bandwidth factor becomes the efficiency of the technology that
     bottlenecks most of the transfer, and the whole is re-solved with the fit up to
@@ -491,7 +508,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     >>> cal = calibrate(g, [log], op="reduce_scatter")
     >>> sorted(cal.efficiency), round(float(cal.residuals["error"].abs().max()), 2) <= 0.05
     (['nvlink4'], True)
-    >>> "latency" in cal.unconstrained          # 128-512 MiB rows cannot tell NCCL's latency
+    >>> "launch_latency" in cal.unconstrained   # 128-512 MiB rows cannot tell a latency
     True
     """
     options.setdefault("protocol", "auto")
@@ -511,12 +528,12 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
             break                 # re-solved with the fit, the rows take what the fit said: no bottleneck moved
         x, sd, converged, fit = _fit(models, measured, done)
         lam, m, ll = np.exp(x[:_FACTORS] - done)
-        pipeline, net = fit.pipeline(x), float(x[_NET]) * 1e-6
+        pipeline, net, launch = fit.pipeline(x), float(x[_NET]) * 1e-6, float(x[_LAUNCH]) * 1e-6
         # the bandwidth factor goes to the technology that holds most of the rows' transfer
         weight: dict = {}
         previous = []
         for r, t_meas in zip(models, measured):
-            t, a = r.time(lam, m, ll, pipeline, net)
+            t, a = r.time(lam, m, ll, pipeline, net, launch)
             previous.append(t)
             tech = r.bottleneck_tech(a)
             weight[tech] = weight.get(tech, 0.0) + transfer_of(r.results[a].steps) / t_meas
@@ -527,8 +544,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
             efficiency[tech] = min(1.0, library * math.exp(x[1]))
             applied = math.log(efficiency[tech] / library)
         cal = replace(cal, efficiency=efficiency, latency_scale=math.exp(x[0]), ll_bandwidth=math.exp(x[2]),
-                      net_latency=net, pipeline=pipeline, parameters=_parameters(x, sd, tech),
-                      unconstrained=tuple(q.name for q, s in zip(_QUANTITIES, sd) if s is None))
+                      net_latency=net, launch_latency=launch, pipeline=pipeline, parameters=_parameters(x, sd, tech),
+                      unconstrained=tuple(q.name for q, s in zip(_QUANTITIES, sd) if s is None and q.fitted))
         done = np.array([x[0], applied, x[2]])
     model = np.array([collective_with(graph, o, s, ranks, algorithm, opts, cal).time for o, s, _ in rows])
     try:
