@@ -301,13 +301,20 @@ def test_each_half_of_a_real_sweep_calibrates_what_it_can_tell():
     df = nccl_tests.read(LOGS / "aws_2xp5_H100_allreduce_8B-16G.txt")
     rows = df[df["placement"] == "out-of-place"].sort_values("size")
     half = len(rows) // 2
+    hops = []
     for fit, test, told, untold in ((slice(None, half), slice(half, None), "net_latency", "bandwidth"),
                                     (slice(half, None), slice(None, half), "bandwidth", "ll_bandwidth")):
         part = rows.iloc[fit].copy()
         part.attrs.update(df.attrs)
         cal = calibrate(g, [part])
         assert told not in cal.unconstrained and untold in cal.unconstrained
+        hops.append(next(p for p in cal.parameters if p.name == "net_latency"))
         sizes, measured = rows["size"].iloc[test], rows["time"].iloc[test] * 1e-6
         calibrated = [abs(collective(g, "all_reduce", float(s), model=cal).time / t - 1) for s, t in zip(sizes, measured)]
         bare = [abs(collective(g, "all_reduce", float(s)).time / t - 1) for s, t in zip(sizes, measured)]
         assert statistics.median(calibrated) < 0.5 * statistics.median(bare)
+    # the network hop's latency is one physical quantity: both halves tell it, and agree within
+    # two standard deviations of their difference
+    low, high = hops
+    assert low.constrained and high.constrained
+    assert abs(low.value - high.value) < 2 * (low.uncertainty**2 + high.uncertainty**2) ** 0.5
