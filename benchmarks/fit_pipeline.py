@@ -9,7 +9,7 @@ Each corpus point is modelled once as ``benchmarks/validate.py`` models it; what
 hands the pipeline (its latency, its all-channel bandwidth, the channels, ranks and nodes) is
 captured, so a trial of the parameters is arithmetic. NCCL's choice is made by its estimate,
 which the parameters do not change. The fit minimises a soft-L1 loss of ``log(model /
-measured)`` over the points NCCL runs with LL128 or Simple (LL has no step floor), each
+measured)`` over the points NCCL runs with LL128 or Simple (LL has no fitted constant), each
 source weighted by ``1 / sqrt(its points)`` so the largest sources do not set the constants
 alone; a parameter no point is sensitive to is not fitted (0: no floor, no fill). Printed: the in-sample parameters (the shipped :data:`PIPELINE`), each parameter's
 range over the folds, and the held-out |error| medians (fit on every source but one, predict

@@ -530,14 +530,14 @@ MODELS: dict[str, tuple[dict, str]] = {
                     "llm-foundry MPT yamls (shape columns of the corpus row)")
        for s in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")},
     # BLOOM (bigscience/bloom config): GELU MLP 4h (not gated), tied embeddings, ALiBi, 112
-    # heads of 128; the proxies' head counts are not printed: head dimension 128 assumed (the
-    # head count does not change FLOPs or traffic of a multi-head model)
+    # heads of 128; the proxies (chronicles-prequel, "48 node contenders") ran with 64 heads: the
+    # page's "Final round comparison" says "all NHEADS=64 (above too)"
     "bloom-176b": (_spec("bloom-176b", 70, 14336, 4 * 14336, 112, 112, 250880, 2048, gated=False, tied=True),
                    "bigscience/bloom config.json"),
-    "bloom-proxy-181B": (_spec("bloom-proxy-181B", 72, 14336, 4 * 14336, 112, 112, 250880, 2048, gated=False,
-                               tied=True), "BLOOM chronicles-prequel (heads: head dim 128 assumed)"),
-    "bloom-proxy-196B": (_spec("bloom-proxy-196B", 84, 13824, 4 * 13824, 108, 108, 250880, 2048, gated=False,
-                               tied=True), "BLOOM chronicles-prequel (heads: head dim 128 assumed)"),
+    "bloom-proxy-181B": (_spec("bloom-proxy-181B", 72, 14336, 4 * 14336, 64, 64, 250880, 2048, gated=False,
+                               tied=True), "BLOOM chronicles-prequel (64 heads: 'all NHEADS=64 (above too)')"),
+    "bloom-proxy-196B": (_spec("bloom-proxy-196B", 84, 13824, 4 * 13824, 64, 64, 250880, 2048, gated=False,
+                               tied=True), "BLOOM chronicles-prequel (64 heads: 'all NHEADS=64 (above too)')"),
 }
 
 

@@ -110,6 +110,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._results": ("CollectiveResult", "CollectiveStep", "ConcurrentResult"),
     "._sensitivity": ("sensitivity_table",),   # (this and checked_collective_options: for training, not in __all__)
     "._bound": ("Capacities",),                 # (these two: for the plan search's bound, not in __all__)
+    "._floor": ("kind_floors",),                # (the plan search's bound too, not in __all__)
     "._trees": ("StepFlows",),
 })
 
@@ -126,6 +127,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
     from ._sensitivity import sensitivity_table
     from ._bound import Capacities
+    from ._floor import kind_floors
     from ._trees import StepFlows
 
 # the built-in algorithms register themselves (ALGORITHMS' order); no JAX is imported

@@ -8,8 +8,10 @@ ways this module models from NCCL's source (2.30: ``src/enqueue.cc`` ``topoGetAl
 ``calcCollChunking``, ``src/include/device.h``, ``collectives.h``, ``comm.h``):
 
 1. **Channels**: below ``channels x threads x threshold`` bytes NCCL drops channels one by one
-   (ring and tree; NVLS keeps its own). A channel is one SM driving its share of the links,
-   so fewer channels move proportionally fewer bytes per second.
+   (ring and tree; NVLS keeps its own), and every algorithm hands its channels whole cells of
+   32 KiB of traffic (``scheduleCollTasksToPlan``, :func:`channel_split`). A channel is one SM
+   driving its share of the links, so fewer channels move proportionally fewer bytes per
+   second, and the most loaded one sets the pace.
 2. **Steps**: each channel moves its share as a sequence of chunk steps (ring: ``nranks``
    chunks a loop, ``2 (nranks - 1)`` steps for an all-reduce; tree: a chunk a step down the
    tree's depth; NVLS: a loop of ``nHeads`` chunks), the chunk set by the protocol's buffer
@@ -30,11 +32,22 @@ as its flag lands, so there the count is an upper bound: the two one-node tree L
 the corpus come out 31-94 % slow). LL128 has no step floor (its lines carry
 their own flags: no fence or flush per step): a fitted floor for LL128 raised the corpus's held-out
 median (22.9 % to 23.3 %; with the transports 18.8 % to 18.6 % against 16.8 % without) and priced
-a 1 MiB tree LL128 all-reduce on 2 x 8 H100 at 230 us against 87 us measured. LL keeps the
-tuner's time: its 8-byte payloads are forwarded line by line (a thread passes each 16-byte line on
-as its flag arrives), so neither a step's depth nor a fill in steps applies (counted as steps, the
-tree's depth makes tree LL 11 % too slow where it was 30 % fast; a fill in ring steps fits the
-platforms' small-message floors, not the protocol). Both keep NCCL's channel count at the size.
+a 1 MiB tree LL128 all-reduce on 2 x 8 H100 at 230 us against 87 us measured. LL forwards its
+8-byte payloads line by line over NVLink (``prims_ll.h``: a thread passes each 16-byte line on as
+its flag arrives), so no fill in steps applies, nor a step's depth inside a node (the whole
+tree's depth counted as steps makes tree LL 11 % too slow where it was 30 % fast; a fill in
+ring steps fits the platforms' small-message floors, not the protocol), except where a step
+crosses the network: a network connection's LL send buffer is in host memory and the proxy
+sends a step as one message once every line of it carries its flag (``src/transport/net.cc``: LL buffers never on the GPU,
+``sendProxyProgress`` checks each line's flags before ``isend``), so a network hop stores and
+forwards a whole step. Tree LL runs its reduce and its broadcast at once on split threads, the
+root turning each chunk around as it reduces it (``src/device/all_reduce.h``
+``runTreeSplit``), so a chunk moves up and down at the tree's step rate and waits a whole step
+at each of the ``2 log2(nodes)`` network hops on its way: tree LL across nodes takes
+``2 log2(nodes)`` steps beyond its own (:func:`ll_depth`). A ring's steps run in lock step on every GPU (each GPU's next step waits
+for its own last one), so a ring's network hops store and forward no more than the ring's own
+steps take: ring LL keeps the tuner's ``latency + size / bandwidth``. Both keep NCCL's channel
+count at the size.
 The floors and fills are fitted on the validation corpus (``benchmarks/fit_pipeline.py``), see
 :data:`PIPELINE`.
 """
@@ -46,7 +59,8 @@ from dataclasses import dataclass
 
 from ._dual import Dual, lesser
 
-__all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "chunk_steps", "pipeline_time"]
+__all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "channel_split", "chunk_steps", "ll_depth",
+           "pipeline_time"]
 
 KIB = 1024
 # NCCL_STEPS (src/include/device.h): slots of a connection's buffer
@@ -62,6 +76,9 @@ _THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 _RING_CHUNK_STEPS = NCCL_STEPS // 2
 # NCCL_NVLS_CHUNKSIZE default (src/transport/nvls.cc): 128 KiB
 _NVLS_CHUNK = 128 * KIB
+# MinTrafficPerChannel (src/enqueue.cc scheduleCollTasksToPlan): a channel gets whole cells of
+# at least 32 KiB of traffic
+_MIN_TRAFFIC = 32 * KIB
 #: the algorithms whose chunk pipeline is modelled (PAT, absent from the corpus, keeps the tuner's time)
 PIPELINED = ("ring", "tree", "nvls", "nvls_tree")
 
@@ -103,7 +120,10 @@ class Pipeline:
 #: |error| 0.229 against 0.285 for NCCL's estimate; see the docs' accuracy page.
 #: With LL128 through the pipeline (2026-12-04) the fit on the corpus gives floor_simple
 #: 2.1 us, floor_nvls 2.0 us, fill_ring 2.71, fill_tree 0, fill_nvls 2.71 (folds: fill_ring
-#: 2.43-4.85); these shipped values are kept (in sample 16.9 %, held out 16.8 %).
+#: 2.43-4.85); these shipped values are kept (in sample 16.9 %, held out 16.8 %). With tree
+#: LL's stored network steps and the channels' cells (2026-12-04; no constant added, none
+#: moved): held out 15.4 % (536 points; 13.2 % over the 488 of the corpus with the DRANET
+#: H200 pairing excluded, in sample 13.1 %, the refit 11.7 %).
 PIPELINE = Pipeline()
 
 
@@ -122,6 +142,44 @@ def channels_used(algorithm, protocol, size, ranks, channels) -> int:
     while nc > 1 and size < nc * _THREADS[protocol] * threshold:
         nc -= 1
     return nc
+
+
+def _divup(a, b):
+    return -(-a // b)
+
+
+def channel_split(op, protocol, size, ranks, channels) -> tuple:
+    """``(channels given data, bytes of the largest channel's share)`` of ``op`` of ``size``
+    bytes on ``ranks`` GPUs over at most ``channels`` channels, as NCCL's
+    ``scheduleCollTasksToPlan`` (``src/enqueue.cc``) splits one collective: into cells of 32 KiB
+    of traffic (traffic: 2 bytes a byte for all-reduce, ``ranks`` for all-gather and
+    reduce-scatter, whose count is a rank's ``size / ranks``, 1 otherwise; 4 times that for LL,
+    whose lines are half flags and its cells an eighth), each channel taking
+    ``ceil(traffic / channels / 32 KiB)`` whole cells, so a small buffer runs on fewer channels
+    than it may and a buffer of a few cells a channel on unevenly loaded ones.
+
+    >>> channel_split("all_reduce", "Simple", 64 * 1024, 8, 16)      # 4 cells of 16 KiB
+    (4, 16384.0)
+    >>> channel_split("all_reduce", "Simple", 320 * 1024, 8, 16)     # 20 cells, 2 a channel
+    (10, 32768.0)
+    """
+    per_byte = {"all_reduce": 2, "all_gather": ranks, "reduce_scatter": ranks}.get(op, 1)
+    per_byte *= 4 if protocol == "LL" else 1
+    nbytes = max(1, int(size // ranks if op in ("all_gather", "reduce_scatter") else size))
+    per_channel = _divup(max(_MIN_TRAFFIC, nbytes * per_byte) // channels, 16) * 16
+    cell = _divup(_divup(_MIN_TRAFFIC, per_byte), 16) * 16
+    cells, cell_traffic = _divup(nbytes, cell), cell * per_byte
+    per = min(cells, _divup(per_channel, cell_traffic))
+    lo = cells if channels == 1 else min(cells, _divup(per_channel, cell_traffic))
+    mid, hi = (cells - lo) // per, (cells - lo) % per
+    if (1 if lo else 0) + mid + (1 if hi else 0) > channels:          # spread over the last ones
+        mid = channels - 2
+        per = (cells - lo) // (mid + 1)
+        hi = per + (cells - lo) % (mid + 1)
+    if hi == 0 and mid:
+        hi, mid = per, mid - 1
+    largest = min(max(lo, per if mid else 0, hi) * cell, nbytes)
+    return (1 if lo else 0) + mid + (1 if hi else 0), largest * size / nbytes      # a rank's count -> bytes
 
 
 def _data_chunk(algorithm, protocol) -> float:
@@ -178,6 +236,20 @@ def chunk_steps(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
     raise ValueError(f"algorithm must be one of {', '.join(PIPELINED)}, got {algorithm!r}")
 
 
+def ll_depth(algorithm, nodes) -> float:
+    """Steps an LL pipeline of ``algorithm`` spends beyond its own chunk steps on ``nodes``
+    nodes: the network hops that store and forward a whole step (NCCL's proxy sends an LL step
+    once all its lines are flagged; over NVLink a receiver reads each line as its flag lands).
+    Tree: ``2 log2(nodes)``, a step at each network hop up and down (its reduce and broadcast
+    run at once, ``runTreeSplit``); ring and one node: 0 (a ring's steps run in lock step, the
+    hops add no step).
+
+    >>> ll_depth("tree", 4), ll_depth("tree", 1), ll_depth("ring", 8)
+    (4.0, 0.0, 0.0)
+    """
+    return 2 * math.log2(nodes) if algorithm == "tree" and nodes > 1 else 0.0
+
+
 def _greater(a, b):
     """``max(a, b)`` carrying a :class:`~._dual.Dual`'s derivatives."""
     if isinstance(a, Dual) or isinstance(b, Dual):
@@ -190,8 +262,9 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     """Seconds NCCL's kernels take for ``op`` of ``size`` bytes by ``algorithm`` /
     ``protocol`` given the tuner's ``latency`` (s) and the algorithm bandwidth ``algbw``
     (bytes/s, all ``channels`` running): ``latency + (steps + fill) x max(step, floor)``
-    with the bandwidth of the channels NCCL runs at that size (LL: ``latency + size /
-    bandwidth``; LL128: its own steps, the algorithm's fill and depth, no floor). ``latency``
+    with the bandwidth of the channels NCCL runs at that size (LL: ``latency + (steps +
+    ll_depth) x step``, no fill or floor, ``latency + size / bandwidth`` but for a tree across
+    nodes; LL128: its own steps, the algorithm's fill and depth, no floor). ``latency``
     and ``algbw`` may be :class:`~._dual.Dual` numbers.
 
     >>> p = Pipeline(floor_simple=2e-6, fill_ring=2.0)
@@ -202,10 +275,13 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     if algorithm not in PIPELINED:
         return latency + size / algbw
     nc = channels_used(algorithm, protocol, size, ranks, channels)
+    _, largest = channel_split(op, protocol, size, ranks, nc)
+    if largest > 0:
+        nc = size / largest                             # the largest share's time sets the pace
     bandwidth = algbw * (nc / channels)
-    if protocol == "LL":
-        return latency + size / bandwidth
     steps, depth = chunk_steps(algorithm, protocol, op, size, ranks, nodes, nc)
+    if protocol == "LL":                                # lines stream; network hops store a step
+        return latency + (steps + ll_depth(algorithm, nodes)) * (size / bandwidth / steps)
     if algorithm in ("nvls", "nvls_tree"):
         floor, fill = params.floor_nvls, params.fill_nvls
     else:

@@ -32,6 +32,18 @@ block cannot hide of it is the exposed CP communication; left out when the optio
 calibration ``model`` (which rescales latencies). :func:`flowsolver.training.compose` of
 those times never exceeds the exact step: every exposed term grows with the per-call times
 (checked against exact steps in tests/planning/).
+
+A TP collective (an all-reduce, or with sequence parallelism a reduce-scatter and the
+all-gather timed with the algorithm the reduce-scatter picks) also cannot beat the least, over
+the (algorithm, protocol) entries its pick can land on, of each entry's own floor
+(:func:`flowsolver.collectives.kind_floors`): NCCL's formula for the entry (its latency, the
+bandwidth it grants the graph's bus bandwidth, the kernels' chunk pipeline) on the least
+transfer of the ring's steps, and of the algorithm's own, through the first group's GPUs and
+servers; an entry timed by the per-step model (``step_latency`` given), the candidates' own
+pruning bound. It holds under every protocol and collective option (a calibration included:
+the floor is its formula), whatever NCCL picks, since every entry's time only grows with
+those transfers. The TP phase exposes ``t - tp_overlap x min(t, gemm)`` of a call of ``t``
+seconds, which grows with ``t``: the composed step stays below the exact one.
 """
 
 from __future__ import annotations
@@ -41,7 +53,7 @@ import numpy as np
 import topologies as tp_
 
 from ..collectives import (NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, PROTOCOLS, Capacities, StepFlows,
-                           checked_collective_options)
+                           checked_collective_options, kind_floors)
 from ..training import CommProfile, CommTiming, step_collectives
 
 __all__ = ["CutBound", "layout_groups"]
@@ -103,6 +115,11 @@ _GPU_SHARE = {"all_gather": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 
               "reduce_scatter": lambda n: 1 / n, "all_reduce": lambda n: 1.0, "send_recv": lambda n: 1.0}
 
 
+# the collectives given a floor of their own (name -> the key of ``algorithms`` that times
+# them); sends have theirs (send_floor) and CP's all-gather is not what its exposure reads
+_FLOORED = {"tp": "tp", "ep": "ep", "dp": "dp", "dp_gather": "dp", "dp_reduce": "dp", "dp_experts": "dp"}
+
+
 class CutBound:
     """The cut bound of every collective of a layout on ``graph`` (its GPUs in
     ``topologies.gpus`` order, the identity placement); group lists and coefficients are
@@ -113,7 +130,7 @@ class CutBound:
     the training step's (what the exact solves run with: efficiencies, protocol, latencies);
     they set the send / receive floor (module docstring)."""
 
-    def __init__(self, graph, collective_options=None):
+    def __init__(self, graph, collective_options=None, algorithms=None):
         nodes = graph.nodes
         servers = [nodes[v].get("server") for v in tp_.gpus(graph)]
         if any(s is None or not isinstance(s, int) for s in servers):
@@ -130,6 +147,59 @@ class CutBound:
         self.gpu_capacity = min(into.values()) if into else 0.0
         self._coefficients: dict = {}
         self.send_latency, self._capacities = self._send_floor(graph, collective_options)
+        self._graph = graph
+        self._options = checked_collective_options(collective_options, graph)
+        # the step's algorithm per kind (training_step's defaults: "auto", CP's ring)
+        self._algorithms = {"tp": "auto", "ep": "auto", "dp": "auto", **dict(algorithms or {})}
+        self._floors: dict = {}
+        self._first_groups: dict = {}
+        self._interned: dict = {}
+
+    def _kind_floors(self, op: str, size: float, group: tuple, algorithm: str) -> dict:
+        """``{algorithm: seconds}``: the least time of each algorithm the pick of ``op`` of
+        ``size`` bytes on groups laid out as ``group`` (their first) can land on, over its
+        protocols (:func:`flowsolver.collectives.kind_floors`), remembered; ``{}`` where the
+        kind cannot run (the exact solve then fails: no floor is claimed). ``group``: one
+        of ``_interned``'s tuples (remembered by identity, not hashed again)."""
+        key = (op, float(size), id(group), algorithm)
+        if key not in self._floors:
+            try:
+                floors = kind_floors(self._graph, op, size, list(group), algorithm, **self._options)
+            except ValueError:
+                floors = {}
+            least: dict = {}
+            for (name, _), seconds in floors.items():
+                least[name] = min(seconds, least.get(name, np.inf))
+            self._floors[key] = least
+        return self._floors[key]
+
+    def floor(self, op: str, size: float, key, kind: str, algorithm: str, gather_size: float | None = None) -> tuple:
+        """``(per_call, gather)`` (s): floors under the collective ``op`` of ``size`` bytes on
+        the groups of ``kind`` of the layout ``key`` timed with ``algorithm`` (or ``"auto"``)
+        and, given ``gather_size``, under the all-gather of those bytes solved with the
+        algorithm it picks (the least over the algorithms it may pick); ``(0, 0)`` where
+        none is known."""
+        group = self._first_groups.get((key, kind))
+        if group is None:       # one tuple per distinct group (a key hashes it once)
+            group = tuple(layout_groups(key, kind)[0].tolist())
+            group = self._first_groups[(key, kind)] = self._interned.setdefault(group, group)
+        picks = self._kind_floors(op, size, group, algorithm)
+        if not picks:
+            return 0.0, 0.0
+        per_call = min(picks.values())
+        if gather_size is None:
+            return per_call, 0.0
+        gathers = []
+        for name in picks:
+            found = self._kind_floors("all_gather", gather_size, group, name)
+            gathers.append(found.get(name, 0.0))
+        return per_call, min(gathers)
+
+    def tp_floor(self, op: str, size: float, key) -> tuple:
+        """:meth:`floor` of the TP collective of the layout ``key`` (with sequence
+        parallelism a reduce-scatter and its all-gather of the same bytes)."""
+        return self.floor(op, size, key, "tp", self._algorithms["tp"],
+                          size if op == "reduce_scatter" else None)
 
     @staticmethod
     def _send_floor(graph, collective_options) -> tuple:
@@ -189,10 +259,14 @@ class CutBound:
                                                      groups=lambda kind: kind):
             kind = kinds[name]
             per_call = self.seconds(op, size, key, kind)
-            gather = 0.0
-            if op == "reduce_scatter" and name != "dp_reduce":
+            gather, scattered = 0.0, op == "reduce_scatter" and name != "dp_reduce"
+            if scattered:
                 gather_size = size * (gather_bytes / reduce_bytes if name.startswith("dp") else 1.0)
                 gather = self.seconds("all_gather", gather_size, key, kind)
+            if name in _FLOORED:    # NCCL's own formula on the least transfers (module docstring)
+                floor, gather_floor = self.floor(op, size, key, kind, self._algorithms[_FLOORED[name]],
+                                                 gather_size if scattered else None)
+                per_call, gather = max(per_call, floor), max(gather, gather_floor)
             count, ranks, _ = self._shape(key, kind)
             comms[name] = CommTiming(name=name, op=op, algorithm="bound", bytes=size, per_call=per_call,
                                      groups=count, group_size=ranks, gather=gather)

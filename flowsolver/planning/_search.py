@@ -100,6 +100,12 @@ class KindCache:
             by_key = dict(zip(missing, time_collectives(graph, [(op, size, [list(g) for g in groups], algorithm)
                                                                 for op, size, groups, algorithm in missing],
                                                         options)))
+            for _, _, _, result in by_key.values():
+                # the solve's kept events (a derivative's shortcut: without them it re-runs the
+                # step, to the same numbers) are most of a kind's memory on a large cluster
+                cache = getattr(getattr(result, "solved_on", None), "cache", None)
+                if isinstance(cache, dict):
+                    cache.pop("runs", None)
             self._store.update(by_key)
             self.solved += len(missing)
             self.calls += 1
@@ -181,7 +187,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
         ``top``-th row (default 0: the exact top); ``0.01`` proves the rows within 1 %.
     prefetch : int, optional
         Profiles whose new collective kinds are solved together in one batched call (default
-        32 up to 4,096 GPUs, fewer above: a batch's memory grows with the GPUs).
+        32 up to 8,192 GPUs, fewer above: a batch's memory grows with the GPUs).
     max_tp : int, optional
         Largest TP degree searched (default the GPUs of one server: TP inside NVLink).
     tp, cp, pp, vp, ep, micro_batch, recompute, zero, sequence_parallel, orders
@@ -245,8 +251,9 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     gpus = len(ranks)
     if prefetch is None:
         # fewer batched calls compile the solver fewer times; a batch of kinds over 16,384 GPUs
-        # takes memory: 32 profiles up to 4,096 GPUs, 8 at 16,384 (the peak stays under 3 GiB)
-        prefetch = max(4, min(32, 131072 // gpus))
+        # takes memory: 32 profiles up to 8,192 GPUs, 16 at 16,384 (Llama 3 405B's proven search:
+        # 8 solver calls, peak 3.2 GiB; 8 a call took 16 calls, 2.9 GiB, half again the time)
+        prefetch = max(4, min(32, 262144 // gpus))
     gpu_spec = checked_gpu(graph, gpu)
     if max_tp is None:
         max_tp = max(Counter(graph.nodes[v].get("server", i) for i, v in enumerate(ranks)).values())
@@ -261,24 +268,25 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
 
     # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound
     # profile per layout but its recompute mode
-    cut = CutBound(graph, options["collective_options"])
     bounds, profiles, parts = [], {}, {}
     reduce_bytes = REDUCE_DTYPES[options["reduce_dtype"]]
     gather_bytes = 1.0 if (options["fp8_param_gather"] and precision == "fp8") else 2.0
-    for lay in space.feasible:
-        shape = dataclasses.replace(lay, recompute="selective")
-        if shape not in profiles:
-            profiles[shape] = cut.profile(spec, lay, gpu=gpu_spec, top_k=spec.top_k, capacity_factor=factor,
-                                          reduce_bytes=reduce_bytes, gather_bytes=gather_bytes,
-                                          degrees=_Degrees(lay.tp, lay.pp, lay.dp, lay.ep, lay.cp, lay.vp))
-        schedule = _schedule(lay, global_batch, precision, gpu_spec, options)
-        # layer_compute reads the micro-batch, tp, cp, ep and sequence parallelism of a layout
-        # (the model, GPU and routing are the search's) and the schedule: computed once for all
-        # the layouts that share them
-        compute_key = (lay.micro_batch, lay.tp, lay.cp, lay.ep, lay.sequence_parallel, schedule)
-        if compute_key not in parts:
-            parts[compute_key] = layer_compute(profiles[shape], schedule)
-        bounds.append(compose(profiles[shape], schedule, parts[compute_key]).step_time)
+    with unchanged(graph, checked=True):         # the floors read the graph through one index
+        cut = CutBound(graph, options["collective_options"], options["algorithms"])
+        for lay in space.feasible:
+            shape = dataclasses.replace(lay, recompute="selective")
+            if shape not in profiles:
+                profiles[shape] = cut.profile(spec, lay, gpu=gpu_spec, top_k=spec.top_k, capacity_factor=factor,
+                                              reduce_bytes=reduce_bytes, gather_bytes=gather_bytes,
+                                              degrees=_Degrees(lay.tp, lay.pp, lay.dp, lay.ep, lay.cp, lay.vp))
+            schedule = _schedule(lay, global_batch, precision, gpu_spec, options)
+            # layer_compute reads the micro-batch, tp, cp, ep and sequence parallelism of a layout
+            # (the model, GPU and routing are the search's) and the schedule: computed once for all
+            # the layouts that share them
+            compute_key = (lay.micro_batch, lay.tp, lay.cp, lay.ep, lay.sequence_parallel, schedule)
+            if compute_key not in parts:
+                parts[compute_key] = layer_compute(profiles[shape], schedule)
+            bounds.append(compose(profiles[shape], schedule, parts[compute_key]).step_time)
     bounded = time.perf_counter()
 
     # 3. exact, best bound first; a profile (the layout but its recompute mode) solved once

@@ -23,13 +23,18 @@ figures this is checked against, tests/training/test_memory_published.py the err
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from functools import lru_cache
+
+import numpy as np
 
 from .. import _checks
 from ._compute import check_recompute
 from ._models import get_model
 from ._pipeline import chunk_layers, peak_in_flight
+from ._schedule import check_recompute_layers
 
 __all__ = ["memory_per_gpu", "stage_memory", "memory_breakdown", "MemoryOverheads", "ZERO_STAGES", "TERMS",
            "CUDA_CONTEXT_A100", "DEEPSPEED_REDUCE_BUCKET", "DEEPSPEED_ZERO_NVIDIA_SMI_A100", "check_zero",
@@ -96,7 +101,9 @@ def check_zero(zero) -> int:
     >>> check_zero(3)
     3
     """
-    if isinstance(zero, bool) or zero not in ZERO_STAGES:
+    if type(zero) is int and zero in ZERO_STAGES:      # the common case, without the ABC checks
+        return zero
+    if isinstance(zero, (bool, np.bool_)) or not isinstance(zero, numbers.Integral) or zero not in ZERO_STAGES:
         raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero!r}")
     return int(zero)
 
@@ -155,28 +162,32 @@ class MemoryOverheads:
     """What a run allocates beyond the model states and activations, each term off by default
     (the published tables of the ZeRO paper, Megatron-LM and Korthikanti et al. count neither).
 
-    ``cuda_context``: bytes of the CUDA context and kernels of the process (nvidia-smi counts
-    them, PyTorch's ``memory_allocated`` / ``memory_reserved`` do not; :data:`CUDA_CONTEXT_A100`).
-    ``deepspeed_zero``: the optimizer step of DeepSpeed's ZeRO stage 1 / 2
-    (``stage_1_and_2.py``, February 2022, pipeline path, ``contiguous_gradients`` on by
-    default), in order: a reduce bucket of ``reduce_bucket`` 16-bit elements, a contiguous
-    copy of the rank's partition of the gradients (freed with the step), the fp16 overflow
-    check's fp32 copy (``x.float()``) and the gradient norm's fp64 copy (``g.double()``) of one
-    gradient tensor at a time (the largest of the stage: the vocabulary-parallel embedding on
-    the end stages), the flattened 16-bit partition and its fp32 copy for the step (this
-    replaces the plain fp32 copy of ``at_step``). ``stage_outputs``: DeepSpeed's pipeline
-    engine keeps each in-flight microbatch's output until its backward (``pipe_buffers
-    ["outputs"]``, partitioned over the TP group when ``tp > 1``: ``2 s b h / tp`` bytes);
-    Megatron-Core frees it once sent (``deallocate_pipeline_outputs``). ``reserved``: the
-    figure nvidia-smi shows, the caching allocator's reserved memory (PyTorch's CUDA semantics
-    notes, "Memory management"): freed blocks stay cached, a request takes the smallest cached
-    block that fits (split if larger) or a new ``cudaMalloc`` segment (c10/cuda/
-    CUDACachingAllocator.cpp), so the step's buffers come on top of the activations' blocks
-    rather than in their place (assumed: each is larger than any one activation tensor, as in
-    BLOOM's runs, where the smallest, the 1 GB bucket, exceeds the largest, about 0.9 GB); the
-    step's own sequence is replayed through that rule. Not modelled: NCCL's buffers (per
-    communicator and channel; the channel count comes from NCCL's topology search), cuBLAS
-    workspace, and the fragmentation of the activations' own blocks.
+    ``cuda_context``: bytes (finite, >= 0) of the CUDA context and kernels of the process
+    (nvidia-smi counts them, PyTorch's ``memory_allocated`` / ``memory_reserved`` do not;
+    :data:`CUDA_CONTEXT_A100`). ``deepspeed_zero``: the optimizer step of DeepSpeed's ZeRO stage
+    1 / 2 (``stage_1_and_2.py``, February 2022, pipeline path, ``contiguous_gradients`` on by
+    default), in order: a reduce bucket of ``reduce_bucket`` elements (an integer >= 1; each
+    ``grad_bytes``: 2 for 16-bit gradients, DeepSpeed's case), a contiguous copy of the rank's
+    partition of the gradients (``grad_bytes`` per element, freed with the step), the fp16
+    overflow check's fp32 copy (``x.float()``) and the gradient norm's fp64 copy
+    (``g.double()``) of one gradient tensor at a time (the largest of the stage: the
+    vocabulary-parallel embedding on the end stages), the flattened partition (``grad_bytes``)
+    and its fp32 copy for the step (this replaces the plain fp32 copy of ``at_step``).
+    ``stage_outputs``: DeepSpeed's pipeline engine keeps each in-flight microbatch's output
+    until its backward (``pipe_buffers["outputs"]``, partitioned over the TP group when
+    ``tp > 1``: ``2 s b h / tp`` bytes); Megatron-Core frees it once sent
+    (``deallocate_pipeline_outputs``). ``reserved``: the figure nvidia-smi shows, the caching
+    allocator's reserved memory (PyTorch's CUDA semantics notes, "Memory management"): freed
+    blocks stay cached, a request takes the smallest cached block that fits (split if larger) or
+    a new ``cudaMalloc`` segment (c10/cuda/CUDACachingAllocator.cpp), so the step's buffers come
+    on top of the activations' blocks rather than in their place (assumed: each is larger than
+    any one activation tensor, as in BLOOM's runs, where the smallest, the 1 GB bucket, exceeds
+    the largest, about 0.9 GB: with a smaller ``reduce_bucket`` the step could reuse activation
+    blocks and the figure is an upper bound); the step's own sequence is replayed through that
+    rule (so the figure is not monotone in ``reduce_bucket``: a bucket as large as a later
+    buffer is reused by it). Not modelled: NCCL's buffers (per communicator and channel; the
+    channel count comes from NCCL's topology search), cuBLAS workspace, and the fragmentation of
+    the activations' own blocks.
 
     >>> MemoryOverheads().cuda_context, DEEPSPEED_ZERO_NVIDIA_SMI_A100.deepspeed_zero
     (0.0, True)
@@ -190,12 +201,20 @@ class MemoryOverheads:
 
     def __post_init__(self):
         context = self.cuda_context
-        if not isinstance(context, (int, float)) or isinstance(context, bool) or context < 0:
-            raise ValueError(f"MemoryOverheads: cuda_context must be bytes >= 0, got {self.cuda_context!r}")
-        object.__setattr__(self, "cuda_context", float(context))
-        if isinstance(self.reduce_bucket, bool) or not isinstance(self.reduce_bucket, int) or self.reduce_bucket < 0:
-            raise ValueError(f"MemoryOverheads: reduce_bucket must be an int of elements >= 0, "
+        ok = isinstance(context, numbers.Real) and not isinstance(context, (bool, np.bool_))
+        try:
+            value = float(context) if ok else math.nan
+        except OverflowError:               # an int beyond float64
+            value = math.inf
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"MemoryOverheads: cuda_context must be a finite number of bytes >= 0, "
+                             f"got {self.cuda_context!r}")
+        object.__setattr__(self, "cuda_context", value)
+        bucket = self.reduce_bucket
+        if isinstance(bucket, (bool, np.bool_)) or not isinstance(bucket, numbers.Integral) or bucket < 1:
+            raise ValueError(f"MemoryOverheads: reduce_bucket must be an integer number of elements >= 1, "
                              f"got {self.reduce_bucket!r}")
+        object.__setattr__(self, "reduce_bucket", int(bucket))
         for name in ("deepspeed_zero", "stage_outputs", "reserved"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"MemoryOverheads: {name} must be True or False, got {getattr(self, name)!r}")
@@ -213,18 +232,44 @@ def caching_allocator_reserved(events) -> tuple:
     (splitting off the rest) or a new segment of its size; a freed block merges with free
     neighbours of its own segment only, and no segment is given back (PyTorch's
     c10/cuda/CUDACachingAllocator.cpp; the 2 MiB rounding of large requests is left out).
+    A size must be a finite number >= 0; allocating a key that is live, or freeing one that
+    is not, is a ``ValueError``.
 
     >>> caching_allocator_reserved([("a", 4.0), ("a", None), ("b", 3.0), ("c", 2.0)])
     (5.0, 6.0)
     """
     segments, live, now, peak = [], {}, 0.0, 0.0      # a block: [size, in use], kept in address order
-    for key, size in events:
+    try:
+        events = list(events)
+    except TypeError:
+        raise TypeError(f"events must be an iterable of (key, size) pairs, got {type(events).__name__}") from None
+    for n, event in enumerate(events):
+        if not isinstance(event, (tuple, list)) or len(event) != 2:
+            raise ValueError(f"events[{n}] must be a (key, size) pair, size bytes or None to free, got {event!r}")
+        key, size = event
+        try:
+            hash(key)
+        except TypeError:
+            raise TypeError(f"events[{n}]: the key must be hashable, got {key!r}") from None
+        if size is not None:
+            ok = isinstance(size, numbers.Real) and not isinstance(size, (bool, np.bool_))
+            try:
+                size = float(size) if ok else math.nan
+            except OverflowError:
+                size = math.inf
+            if not math.isfinite(size) or size < 0:
+                raise ValueError(f"events[{n}]: size must be a finite number of bytes >= 0 or None (free), "
+                                 f"got {event[1]!r}")
+            if key in live:
+                raise ValueError(f"events[{n}]: {key!r} is allocated already; free it first")
+        elif key not in live:
+            raise ValueError(f"events[{n}]: {key!r} is not allocated, nothing to free")
         if size is None:
             block = live.pop(key)
             now -= block[0]
             block[1] = False
             blocks = next(seg for seg in segments if any(blk is block for blk in seg))
-            i = next(n for n, blk in enumerate(blocks) if blk is block)
+            i = next(j for j, blk in enumerate(blocks) if blk is block)
             if i + 1 < len(blocks) and not blocks[i + 1][1]:          # merge free neighbours
                 block[0] += blocks.pop(i + 1)[0]
             if i > 0 and not blocks[i - 1][1]:
@@ -294,43 +339,53 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
     head_dim = spec.hidden // spec.heads
     layer_largest = max((spec.hidden + 2 * spec.kv_heads * head_dim) * spec.hidden,
                         spec.mlp_params * (2 if spec.gated_mlp else 1) // (3 if spec.gated_mlp else 2)) / tp
-    out = []
+    out, shared = [], {}
+    logits = logits_bytes(spec, micro_batch=micro_batch, tp=tp, cp=cp)
     for q, layers in enumerate(chunks):
         first, last = q == 0, q == pp - 1
-        ends = table * ((first + last) if pp > 1 else (1 if spec.tied_embeddings else 2))
-        dense = (sum(layers) * dense_layer + ends) / tp
-        experts = sum(layers) * expert_layer / (tp * ep)
-        weights = grads = optimizer = 0.0
-        for n, shards in ((dense, dp * cp), (experts, dp * cp // ep)):
-            w = model_state_bytes(n, shards=shards, zero=zero, grad_bytes=grad_bytes)[0]
-            g = n * grad_bytes / (shards if zero >= 2 else 1)
-            p = n * 2.0 / (shards if zero >= 3 else 1)
-            weights, grads, optimizer = weights + p, grads + g, optimizer + w - g - p
-        owned = dense / (dp * cp if zero >= 1 else 1) + experts / (dp * cp // ep if zero >= 1 else 1)
-        largest = max(layer_largest if sum(layers) else 0.0, table / tp if ends else 0.0)
-        redo = [0 if recompute != "full" else n if recompute_layers is None else min(n, recompute_layers)
-                for n in layers]
-        layer_chunks = [r * again + (n - r) * kept for n, r in zip(layers, redo)]
-        loss = [0.0] * vp
-        if last:
-            loss[-1] = logits_bytes(spec, micro_batch=micro_batch, tp=tp, cp=cp)
-        emb = [embedding if first and c == 0 else 0.0 for c in range(vp)]
-        outs = [0.0 if last and c == vp - 1 else output for c in range(vp)]
+        key = (tuple(layers), first, last)
+        if key not in shared:           # what does not depend on the stage's place in the pipeline
+            ends = table * ((first + last) if pp > 1 else (1 if spec.tied_embeddings else 2))
+            dense = (sum(layers) * dense_layer + ends) / tp
+            experts = sum(layers) * expert_layer / (tp * ep)
+            weights = grads = optimizer = 0.0
+            for n, shards in ((dense, dp * cp), (experts, dp * cp // ep)):
+                w = model_state_bytes(n, shards=shards, zero=zero, grad_bytes=grad_bytes)[0]
+                g = n * grad_bytes / (shards if zero >= 2 else 1)
+                p = n * 2.0 / (shards if zero >= 3 else 1)
+                weights, grads, optimizer = weights + p, grads + g, optimizer + w - g - p
+            owned = dense / (dp * cp if zero >= 1 else 1) + experts / (dp * cp // ep if zero >= 1 else 1)
+            largest = max(layer_largest if sum(layers) else 0.0, table / tp if ends else 0.0)
+            redo = [0 if recompute != "full" else n if recompute_layers is None else min(n, recompute_layers)
+                    for n in layers]
+            layer_chunks = [r * again + (n - r) * kept for n, r in zip(layers, redo)]
+            loss = [0.0] * vp
+            if last:
+                loss[-1] = logits
+            emb = [embedding if first and c == 0 else 0.0 for c in range(vp)]
+            outs = [0.0 if last and c == vp - 1 else output for c in range(vp)]
+            events = _step_events(owned, largest, grad_bytes, over)
+            shared[key] = ((weights, grads, optimizer),
+                           (("activations", layer_chunks), ("loss", loss), ("embedding", emb),
+                            ("stage_outputs", outs)),
+                           any(redo), caching_allocator_reserved(events)[1] if over.reserved else _peak_of(events))
+        (weights, grads, optimizer), terms, recomputes, step_bytes = shared[key]
         # the peak of the sum, attributed term by term in this order (exact when vp = 1)
         parts, so_far, held = {}, [0.0] * vp, 0.0
-        for name, chunk in (("activations", layer_chunks), ("loss", loss), ("embedding", emb),
-                            ("stage_outputs", outs)):
+        for name, chunk in terms:
+            if not any(chunk):          # nothing added: the same peak (most stages hold no loss or embedding)
+                parts[name] = 0.0
+                continue
             so_far = [a + b for a, b in zip(so_far, chunk)]
             now = peak_in_flight(so_far, q, pp, vp, microbatches)
             parts[name], held = now - held, now
-        if any(redo):           # the layer being recomputed holds its whole working set
+        if recomputes:          # the layer being recomputed holds its whole working set
             parts["activations"] += kept
             held += kept
-        events = _step_events(owned, largest, grad_bytes, over)
         if over.reserved:       # the step's buffers get segments of their own, on top of the activations'
-            step = caching_allocator_reserved(events)[1]
+            step = step_bytes
         else:                   # after the activations are freed: the larger of the two
-            step = max(0.0, _peak_of(events) - held)
+            step = max(0.0, step_bytes - held)
         out.append((("weights", weights), ("gradients", grads), ("optimizer", optimizer), *parts.items(),
                     ("step", step), ("cuda_context", over.cuda_context)))
     return tuple(out)
@@ -346,10 +401,23 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
                                                                  "microbatches", "cp", "vp"), counts))
     if dp % ep:
         raise ValueError(f"ep ({ep}) must divide dp ({dp})")
-    if recompute_layers is not None:
-        recompute_layers = _checks.integer("recompute_layers", recompute_layers)
-    if grad_bytes not in (2, 4):
+    if ep > 1 and spec.experts % ep:
+        raise ValueError(f"ep ({ep}) must divide the model's experts ({spec.experts}; 1 for a dense model)")
+    if spec.seq_len % cp:
+        raise ValueError(f"cp ({cp}) must divide the sequence of {spec.seq_len} tokens")
+    if spec.heads % tp:
+        raise ValueError(f"tp ({tp}) must divide the attention heads of {spec.name} ({spec.heads}): each TP rank "
+                         f"holds whole heads")
+    if recompute_layers is not None:         # 1 ... the layers of the largest model chunk, as training_step
+        check_recompute_layers(recompute_layers, spec.layers, pp, vp)
+        recompute_layers = int(recompute_layers)
+    if isinstance(grad_bytes, (bool, np.bool_)) or not isinstance(grad_bytes, numbers.Integral) \
+            or grad_bytes not in (2, 4):
         raise ValueError(f"grad_bytes must be 2 (bf16 gradient buffers) or 4 (fp32), got {grad_bytes!r}")
+    for name, flag in (("sequence_parallel", sequence_parallel), ("dropout", dropout),
+                       ("embedding_norm", embedding_norm)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     if attention not in (None, "auto", "fa2", "fa3", "unfused"):
         raise ValueError(f"attention must be None, 'auto', 'fa2', 'fa3' or 'unfused', got {attention!r}")
     overheads = MemoryOverheads() if overheads is None else overheads
@@ -360,8 +428,8 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
         raise ValueError(f"overheads.deepspeed_zero models DeepSpeed's ZeRO stage 1 / 2 optimizer: zero must be 1 or "
                          f"2, got {zero}")
     return (spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, check_recompute(recompute),
-            bool(sequence_parallel), recompute_layers, grad_bytes, attention not in (None, "unfused"), bool(dropout),
-            bool(embedding_norm), overheads)
+            bool(sequence_parallel), recompute_layers, int(grad_bytes), attention not in (None, "unfused"),
+            bool(dropout), bool(embedding_norm), overheads)
 
 
 def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,

@@ -161,6 +161,12 @@ def _peak_in_flight(chunk_bytes: tuple, stage: int, pp: int, vp: int, microbatch
     weights = np.asarray(chunk_bytes, dtype=np.float64)
     if vp == 1:
         return float(min(pp - stage, microbatches) * weights[0])
+    # The chunk of forward / backward pass k repeats every pp vp passes and each such period
+    # forwards and frees the same bytes, so the held bytes after the warm-up repeat with that
+    # period: past one full period beyond the warm-up, more microbatches add no new peak (this
+    # keeps the arrays bounded for any microbatch count).
+    period = pp * vp
+    microbatches = min(microbatches, -(-(2 * (pp - 1 - stage) + (vp - 1) * pp + period) // vp))
     total = microbatches * vp
     warm = warmup_passes(stage, pp, vp, microbatches)
     chunk = virtual_pass(np.arange(total), pp, vp)[1]

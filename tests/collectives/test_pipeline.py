@@ -9,7 +9,7 @@ import pytest
 
 import topologies as tp
 from flowsolver import collective
-from flowsolver.collectives._pipeline import Pipeline, channels_used, chunk_steps, pipeline_time
+from flowsolver.collectives._pipeline import Pipeline, channel_split, channels_used, chunk_steps, pipeline_time
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
@@ -97,3 +97,31 @@ def test_a_dgx_h100_all_reduce_at_mid_sizes_follows_the_published_curve():
         estimate = r.estimates[f"{r.algorithm}/{r.protocol}"]
         assert r.time * 1e6 == pytest.approx(measured[size], rel=0.12), size
         assert abs(r.time * 1e6 / measured[size] - 1) <= abs(estimate * 1e6 / measured[size] - 1) + 0.01, size
+
+
+@pytest.mark.parametrize("op, protocol, size, ranks, channels, want", [
+    # all-reduce: 2 bytes of traffic a byte, cells of 32 KiB / 2 = 16 KiB: 64 KiB is 4 cells,
+    # one a channel (4 of 16)
+    ("all_reduce", "Simple", 64 * KIB, 8, 16, (4, 16 * KIB)),
+    # 320 KiB = 20 cells over 16 channels: ceil(640 KiB / 16 / 32 KiB) = 2 cells a channel, 10 run
+    ("all_reduce", "Simple", 320 * KIB, 8, 16, (10, 32 * KIB)),
+    # LL: traffic x 4, cells of 4 KiB: 64 KiB is 16 cells, one a channel
+    ("all_reduce", "LL", 64 * KIB, 8, 16, (16, 4 * KIB)),
+    # all-gather of 1 MiB on 8 ranks: a rank's 128 KiB at 8 bytes of traffic a byte, cells of
+    # 4 KiB of it (32 of them), 2 a channel over 16: 8 KiB of each rank's part, 64 KiB in all
+    ("all_gather", "Simple", MIB, 8, 16, (16, 64 * KIB)),
+    # 1 GiB all-reduce: 64 Ki cells, 4 Ki a channel: 64 MiB each on all 16
+    ("all_reduce", "Simple", GIB, 8, 16, (16, 64 * MIB)),
+])
+def test_channels_take_whole_cells_as_nccl_splits_them(op, protocol, size, ranks, channels, want):
+    assert channel_split(op, protocol, size, ranks, channels) == want
+
+
+def test_a_small_nvls_all_reduce_runs_on_the_channels_its_cells_fill():
+    # 64 KiB NVLS all-reduce, 8 GPUs, 16 channels, 280 GB/s, no floor: 4 cells of 16 KiB, so
+    # 4 channels, 70 GB/s; 4 x 8 heads = 32 chunks a loop, the chunk shrunk 128 -> 64 -> 32 ->
+    # 16 KiB (64 KiB < 64 x 32 x 128 KiB, < 8 x 32 x 64 KiB, < 2 x 32 x 32 KiB): one step,
+    # plus 3 of fill
+    params = Pipeline(floor_simple=0.0, floor_nvls=0.0, fill_ring=2.0, fill_tree=0.0, fill_nvls=3.0)
+    t = pipeline_time("nvls", "Simple", "all_reduce", 64 * KIB, 8, 1, 16, 25e-6, 280e9, params)
+    assert t == pytest.approx(25e-6 + (1 + 3.0) * 65536 / 70e9, rel=1e-12)

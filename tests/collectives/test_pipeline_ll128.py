@@ -50,8 +50,8 @@ def test_ll128_pipeline_time_by_hand_without_a_floor():
     step = 4 * MIB / 150e9 / 8
     assert pipeline_time("tree", "LL128", "all_reduce", 4 * MIB, 16, 2, 16, 40e-6, 150e9, params) == \
         pytest.approx(40e-6 + (8 + 1.0 + 16) * step, rel=1e-12)
-    # LL keeps the estimate
-    assert pipeline_time("tree", "LL", "all_reduce", 4 * MIB, 16, 2, 16, 40e-6, 150e9, params) == \
+    # ring LL keeps the estimate (no fill; tree LL across nodes: tests/collectives/test_pipeline_ll.py)
+    assert pipeline_time("ring", "LL", "all_reduce", 4 * MIB, 16, 2, 16, 40e-6, 150e9, params) == \
         pytest.approx(40e-6 + 4 * MIB / 150e9, rel=1e-12)
 
 
