@@ -273,7 +273,8 @@ _DOMINANT_BANDWIDTH = 0.8
 #: NCCL's own estimate on DGX-H100 (docs/accuracy.md) and a platform's extra is additive (per
 #: call, per network hop); fitting the scale as well (spread log 1.2) made the upper half of the
 #: sweeps predict the lower 34.1 % off (median over 27 curves) against 24.2 % without, and the
-#: lower the upper 7.2 % against 6.6 % (benchmarks/calibrate_halves.py, 2026-12-04). launch_latency (added to every
+#: lower the upper 7.2 % against 6.6 % (benchmarks/calibrate_halves.py, 2026-12-04, before
+#: main's tree LL depth: 23.0 % and 6.7 % after). launch_latency (added to every
 #: call: a VM's or framework's launch path): Azure VMs measure 26-42 us against 14-17 us on bare
 #: metal (docs/collective-timing.md): 10 us. net_latency (added to each network hop as NCCL adds its network
 #: plugin's, twice for Simple): aws-ofi-nccl reports 35-75 us on EFA, Azure VMs measure 10-25 us
