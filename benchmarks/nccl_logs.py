@@ -3,7 +3,7 @@ maximum relative error of the time per log, and a busbw-against-size figure per 
 
     python benchmarks/nccl_logs.py              # table
     python benchmarks/nccl_logs.py --plot DIR   # and DIR/<log>.png
-    python benchmarks/nccl_logs.py --calibrate  # and the error after calibrating on the lower half
+    python benchmarks/nccl_logs.py --calibrate  # and the error after calibrating on one half, predicting the other
 
 Logs are read from ../shared/data/nccl-tests (beside the repository). Each log's hardware
 is its sidecar's (.json); where the sidecar leaves something out the assumption is
@@ -63,21 +63,31 @@ def compare(stem):
     return df.attrs["op"], out
 
 
-def calibrated_error(stem) -> float:
-    """Median relative error on the upper half of a log's sizes after calibrating on the lower."""
+def calibrated_errors(stem) -> tuple[float, float]:
+    """Median relative error on the upper half of a log's sizes after calibrating on the lower,
+    and on the lower after calibrating on the upper (``benchmarks/calibrate_halves.py`` prints
+    the worst rows and what each half constrained)."""
+    import json
+
     from flowsolver import calibrate
 
     build, ranks, algorithm, _ = CASES[stem]
-    df = nccl_tests.read(LOGS / f"{stem}.txt")
+    path = LOGS / f"{stem}.txt"
+    df = nccl_tests.read(path)
+    if ranks is None:                # a table that does not say its rank count: its sidecar's
+        ranks = list(range(json.loads(path.with_suffix(".json").read_text())["ranks"]))
     rows = df[df["placement"] == "out-of-place"].sort_values("size")
     half = len(rows) // 2
-    low = rows.iloc[:half].copy()
-    low.attrs.update(df.attrs)
     graph = build()
-    cal = calibrate(graph, [low], ranks=ranks, algorithm=algorithm)
-    errors = [abs(collective(graph, df.attrs["op"], float(s), ranks=ranks, algorithm=algorithm, model=cal).time
-                  / (t * 1e-6) - 1) for s, t in zip(rows["size"].iloc[half:], rows["time"].iloc[half:])]
-    return statistics.median(errors)
+    out = []
+    for fit, test in ((rows.iloc[:half], rows.iloc[half:]), (rows.iloc[half:], rows.iloc[:half])):
+        part = fit.copy()
+        part.attrs.update(df.attrs)
+        cal = calibrate(graph, [part], ranks=ranks, algorithm=algorithm)
+        out.append(statistics.median(
+            abs(collective(graph, df.attrs["op"], float(s), ranks=ranks, algorithm=algorithm, model=cal).time
+                / (t * 1e-6) - 1) for s, t in zip(test["size"], test["time"])))
+    return out[0], out[1]
 
 
 def _plot(path, stem, op, rows):
@@ -98,12 +108,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plot", metavar="DIR", default=None, help="write one PNG per log into DIR")
     parser.add_argument("--calibrate", action="store_true",
-                        help="also calibrate on the lower half of each log's sizes and report the upper half's error")
+                        help="also calibrate on the lower half of each log's sizes and report the upper half's error "
+                             "(cal.up), and the other way round (cal.dn)")
     args = parser.parse_args(argv)
     if not LOGS.is_dir():
         print(f"skipped: {LOGS} is absent (optional data, not shipped: docs/guide/data.md)")
         return 0
-    print(f"{'log':48s} {'rows':>4s} {'median':>7s} {'max':>7s} {'>=64M':>7s} {'cal.up':>7s}  "
+    print(f"{'log':48s} {'rows':>4s} {'median':>7s} {'max':>7s} {'>=64M':>7s} {'cal.up':>7s} {'cal.dn':>7s}  "
           "choice at the largest size; assumptions")
     for stem in sorted(CASES):
         op, rows = compare(stem)
@@ -111,7 +122,8 @@ def main(argv=None) -> int:
         large = [e for (s, _, _), e in zip(rows, errors) if s >= 2**26]
         last = rows[-1][2]
         note = CASES[stem][3]
-        held = f"{calibrated_error(stem):7.1%}" if args.calibrate and len(rows) >= 4 else f"{'-':>7s}"
+        held = " ".join(f"{e:7.1%}" for e in calibrated_errors(stem)) if args.calibrate and len(rows) >= 4 \
+            else f"{'-':>7s} {'-':>7s}"
         print(f"{stem:48s} {len(rows):4d} {statistics.median(errors):7.1%} {max(errors):7.1%} "
               f"{statistics.median(large) if large else float('nan'):7.1%} {held}  "
               f"{last.algorithm}/{last.protocol}/{last.channels}ch; {note}")

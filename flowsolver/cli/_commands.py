@@ -107,6 +107,8 @@ def calibrate_logs(args) -> None:
     if args.json:
         print(to_json(dict(efficiency=cal.efficiency, latency_scale=cal.latency_scale, ranks=cal.ranks,
                            pipeline=asdict(cal.pipeline), unconstrained=list(cal.unconstrained),
+                           net_latency=cal.net_latency, ll_bandwidth=cal.ll_bandwidth,
+                           parameters=[asdict(p) for p in cal.parameters],
                            ops=list(cal.ops), converged=cal.converged, message=cal.message, residuals=rows)))
         return
     if args.csv:
@@ -118,6 +120,7 @@ def calibrate_logs(args) -> None:
              f"latency scale: {cal.latency_scale:.3f} x NCCL's",
              "pipeline: " + ", ".join(f"{k} {v * 1e6:.2f} us" if k.startswith("floor") else f"{k} {v:.2f} steps"
                                       for k, v in asdict(cal.pipeline).items()),
+             *cal.report().splitlines(),
              f"{'op':>15s} {'size (B)':>14s} {'measured (us)':>14s} {'model (us)':>11s} {'error':>7s}"]
     lines += [f"{r['op']:>15s} {int(r['size']):14d} {r['measured'] * 1e6:14.1f} {r['model'] * 1e6:11.1f} "
               f"{r['error']:+7.1%}" for r in rows]

@@ -1,11 +1,13 @@
-"""Calibration from nccl-tests logs: per-technology efficiency, a latency scale and a scale on
-the chunk pipeline's floors and fills fitted by robust least squares to the measured times, as
-a model :func:`flowsolver.collective` takes."""
+"""Calibration from nccl-tests logs: the model's physical quantities (a call's and a network
+hop's latency, the links' and LL's bandwidth, the chunk pipeline's floors and fills)
+fitted by robust least squares to the measured times with a prior at the library's values;
+what a log cannot tell stays at the library's value and is named. The result is a model
+:func:`flowsolver.collective` takes."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -16,22 +18,55 @@ from ._collective import _plans, collective_with
 from ._nccl import OPS
 from ._options import Options
 from ._solve import time_plans
+from ._nccl_model import tuner_hops
 from ._pipeline import PIPELINE, Pipeline
 from ._nccl_timing import nccl_pick, transfer_of, tuned_times
 
-__all__ = ["Calibration", "calibrate"]
+__all__ = ["Calibration", "FittedParameter", "calibrate"]
 
 _US = 1e-6
 
 
 @dataclass(frozen=True)
+class FittedParameter:
+    """One physical quantity of a :class:`Calibration`: ``name``, the fitted ``value`` and the
+    library's ``default`` (in ``unit``: ``"x"`` a factor on the library's, ``"s"`` seconds,
+    ``"steps"`` pipeline steps), ``uncertainty`` (one standard deviation, same unit; None where
+    the logs did not constrain it) and ``constrained`` (False: the logs' sizes do not move it
+    enough to tell, so it stays at ``default``).
+
+    >>> print(FittedParameter("fill_ring", 2.5, 1.88, 0.4, True, "steps"))
+    fill_ring          2.500 steps  +- 0.400  (library 1.880)
+    """
+
+    name: str
+    value: float
+    default: float
+    uncertainty: float | None
+    constrained: bool
+    unit: str
+
+    def __str__(self) -> str:
+        scale, unit = (1e6, "us") if self.unit == "s" else (1.0, self.unit)
+        head = f"{self.name:14s} {self.value * scale:9.3f} {unit:6s}"
+        if not self.constrained:
+            return f"{head} not constrained (library value)"
+        return f"{head} +- {self.uncertainty * scale:.3f}  (library {self.default * scale:.3f})"
+
+
+@dataclass(frozen=True)
 class Calibration:
     """Fitted constants: ``efficiency`` (technology name -> fraction of the raw rate),
-    ``latency_scale`` (NCCL's predicted latencies are multiplied by it), ``pipeline`` (the
-    :class:`~._pipeline.Pipeline` of step floors and fills, the library's scaled by the fit),
-    ``unconstrained`` (the fitted quantities the logs could not tell: left at the library's
-    value, e.g. ``"latency"`` from large messages only), the ``ranks`` and
-    ``ops`` of the logs, ``residuals`` (a DataFrame per fitted row: ``op``, ``size`` bytes,
+    ``latency_scale`` (NCCL's predicted latencies are multiplied by it; not fitted, 1 unless
+    set), ``launch_latency``
+    (s, added to every call), ``net_latency`` (s, added to each network hop NCCL's latency
+    counts, twice for Simple), ``ll_bandwidth``
+    (LL's kernel bandwidth as a factor on NCCL's), ``pipeline`` (the
+    :class:`~._pipeline.Pipeline` of step floors and fills), ``parameters`` (a
+    :class:`FittedParameter` per fitted quantity: value, library default, uncertainty, whether
+    the logs constrained it), ``unconstrained`` (the names of those the logs could not tell:
+    left at the library's value, e.g. ``"latency"`` from large messages only), the ``ranks``
+    and ``ops`` of the logs, ``residuals`` (a DataFrame per fitted row: ``op``, ``size`` bytes,
     ``measured`` and ``model`` s, ``error`` relative), ``converged`` and ``message``.
     Pass it as ``collective(..., model=cal)``."""
 
@@ -44,6 +79,10 @@ class Calibration:
     message: str = ""
     pipeline: Pipeline = PIPELINE
     unconstrained: tuple = ()
+    ll_bandwidth: float = 1.0
+    net_latency: float = 0.0
+    launch_latency: float = 0.0
+    parameters: tuple = ()
 
     def apply(self, options: Options) -> Options:
         """``options`` with the fitted efficiencies (the call's own ``efficiency=`` wins)."""
@@ -52,14 +91,30 @@ class Calibration:
             return options
         return replace(options, efficiency={**self.efficiency, **(own or {})})
 
-    def latency(self, latency: float, algorithm: str, protocol: str) -> float:
-        """A latency of NCCL's cost model (s), calibrated."""
-        return latency * self.latency_scale
+    def latency(self, latency: float, algorithm: str, protocol: str, op: str | None = None, hw=None) -> float:
+        """A latency of NCCL's cost model (s), calibrated: NCCL's constants times
+        :attr:`latency_scale`, plus :attr:`launch_latency`, plus :attr:`net_latency` on each of its hops between nodes (twice
+        for Simple, as NCCL adds its network plugin's latency; needs ``op`` and ``hw``, the
+        :class:`~._nccl_model.Hardware`)."""
+        out = latency * self.latency_scale + self.launch_latency
+        if self.net_latency and hw is not None and op is not None and hw.nodes > 1:
+            _, (hops, _) = tuner_hops(algorithm, protocol, op, hw)
+            out += self.net_latency * hops * (2 if protocol == "Simple" else 1)
+        return out
+
+    def bandwidth(self, algbw, algorithm: str, protocol: str):
+        """The bandwidth (bytes/s) a kernel of ``algorithm`` / ``protocol`` achieves, given the
+        one NCCL's cost model grants (LL's times :attr:`ll_bandwidth`; NCCL's choice keeps its own)."""
+        return algbw * self.ll_bandwidth if protocol == "LL" and self.ll_bandwidth != 1.0 else algbw
 
     def check(self, graph) -> None:
         """ValueError unless ``graph`` has GPUs enough for the calibrated rank count."""
         if len(gpu_nodes(graph)) < self.ranks:
             raise ValueError(f"model was calibrated on {self.ranks} ranks; this graph has {len(gpu_nodes(graph))} GPUs")
+
+    def report(self) -> str:
+        """One line per fitted quantity: value, uncertainty, or "not constrained"."""
+        return "\n".join(str(p) for p in self.parameters)
 
 
 #: busbw = algbw x SCALE (p - 1) / p (nccl-tests' PERFORMANCE.md); other ops' busbw is their algbw
@@ -142,8 +197,9 @@ def _check_ranks(df, op, where, n, given):
 
 class _RowModel:
     """One log row's model, solved once: its time for a latency scale ``lam``, a factor ``m``
-    on every flow-solved bandwidth and a scale ``f`` on the pipeline's floors and fills
-    (NCCL's choice and caps re-evaluated exactly)."""
+    on every flow-solved bandwidth, a factor ``ll`` on LL's bandwidth and a chunk
+    ``pipeline`` (NCCL's choice and caps re-evaluated exactly); ``lam``, ``m`` and ``ll``
+    relative to the calibration the rows were solved with."""
 
     def __init__(self, graph, op, size, ranks, algorithm, options, cal):
         options = cal.apply(options)
@@ -155,12 +211,18 @@ class _RowModel:
         self.op, self.size, self.options, self.cal = op, size, options, cal
         self.only = None if algorithm == "auto" else algorithm
 
-    def time(self, lam, m, f=1.0):
-        """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, pipeline scale ``f``."""
+    def time(self, lam=1.0, m=1.0, ll=1.0, pipeline=None, net=None, launch=None):
+        """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, LL factor ``ll``,
+        ``pipeline``, network hop latency ``net`` and launch latency ``launch`` (s; default the
+        calibration's)."""
         scaled = {a: replace(r, steps=tuple(replace(st, transfer=st.transfer / m) for st in r.steps))
                   for a, r in self.results.items()}
         hw = replace(self.hw, nvlink_bw=self.hw.nvlink_bw * m)
-        model = replace(self.cal, latency_scale=self.cal.latency_scale * lam, pipeline=_scaled(self.cal.pipeline, f))
+        model = replace(self.cal, latency_scale=self.cal.latency_scale * lam,
+                        ll_bandwidth=self.cal.ll_bandwidth * ll,
+                        pipeline=self.cal.pipeline if pipeline is None else pipeline,
+                        net_latency=self.cal.net_latency if net is None else net,
+                        launch_latency=self.cal.launch_latency if launch is None else launch)
         tuned = {k: v for k, v in tuned_times(self.op, self.size, self.p, scaled, hw, self.options, model).items()
                  if self.only in (None, k[0])}
         pick = nccl_pick(tuned)
@@ -177,55 +239,239 @@ class _RowModel:
         return str(self.links.tech[longest.bottleneck[0].index]) if longest.bottleneck else ""
 
 
-def _scaled(pipeline: Pipeline, f: float) -> Pipeline:
-    """``pipeline`` with every floor and fill times ``f``."""
-    return pipeline if f == 1.0 else Pipeline(**{k: v * f for k, v in asdict(pipeline).items()})
+@dataclass(frozen=True)
+class _Quantity:
+    """A fitted quantity: its name, unit, whether it is fitted as the log of a factor, its prior
+    spread (one standard deviation in the fit's coordinate: log units for factors, microseconds
+    for latencies and floors, steps for fills) and whether it is a slope or intercept of the
+    time (a factor that must carry at least :data:`_DOMINANT` of some row's time to be told)."""
+
+    name: str
+    unit: str
+    log: bool
+    spread: float
+    dominant: float = 0.0
+    fitted: bool = True
 
 
-#: the fitted quantities, in the order of the least squares' vector
-_FITTED = ("latency", "bandwidth", "pipeline")
-#: a quantity whose 10 % change moves no row's time by 0.1 % is not constrained by the logs (nccl-tests
-#: prints times to 3-4 digits)
-_UNCONSTRAINED = 1e-3
-#: ... and whose library value moves none by 1 % (a quantity fitted to a bound is told by the logs)
-_RESET = 1e-2
+#: a latency or bandwidth factor is told only by rows whose time it carries at least half of in
+#: the library's model (its elasticity): a slope read off rows its intercept dominates (or an
+#: intercept off rows its slope dominates) carries their misfit, multiplied, to the sizes it then
+#: dominates (the 8 B - 64 KiB half of a sweep put LL's bandwidth at 0.06x and predicted 1 MiB 3x
+#: slow)
+_DOMINANT = 0.5
+#: ... and the links' bandwidth by rows it carries at least 80 % of: at mid sizes the rest is the
+#: pipeline's fill and the channels NCCL drops, whose misfit a bandwidth read there would carry
+#: to the large sizes (on the corpus's sweeps, with this fit before the launch latency and the
+#: rows' ownership, a 0.5 share gave a lower half's bandwidth that predicted the upper half 10.1 %
+#: off, median over curves, against 8.6 % at 0.8; benchmarks/calibrate_halves.py, 2026-12-04).
+#: LL keeps 0.5: NCCL leaves LL before its transfer dominates.
+_DOMINANT_BANDWIDTH = 0.8
+#: The fitted quantities, in the order of the fit's vector. Spreads: the range a cluster's value
+#: is expected in before its logs are read. latency (a scale on NCCL's constants): not fitted, its
+#: rows only tell the network hop's and the launch latency: NCCL's cost model is within 3.4 % of
+#: NCCL's own estimate on DGX-H100 (docs/accuracy.md) and a platform's extra is additive (per
+#: call, per network hop); fitting the scale as well (spread log 1.2) made the upper half of the
+#: sweeps predict the lower 34.1 % off (median over 27 curves) against 24.2 % without, and the
+#: lower the upper 7.2 % against 6.6 % (benchmarks/calibrate_halves.py, 2026-12-04, before
+#: main's tree LL depth: 23.0 % and 6.7 % after). launch_latency (added to every
+#: call: a VM's or framework's launch path): Azure VMs measure 26-42 us against 14-17 us on bare
+#: metal (docs/collective-timing.md): 10 us. net_latency (added to each network hop as NCCL adds its network
+#: plugin's, twice for Simple): aws-ofi-nccl reports 35-75 us on EFA, Azure VMs measure 10-25 us
+#: over bare metal (docs/collective-timing.md): 20 us. bandwidth: uncalibrated large-message errors
+#: of the shared logs are 5-56 % (docs/accuracy.md): log 1.5. LL: measured 2-3x below NCCL's LL
+#: cap on A100 systems (collective-timing.md): log 3. floors: the corpus fits give 0-2.1 us;
+#: fills: 0-4.85 steps over the leave-one-source-out folds (_pipeline.PIPELINE's comment): 2 us
+#: and 2 steps.
+_QUANTITIES = (
+    _Quantity("latency", "x", True, math.log(1.2), dominant=_DOMINANT, fitted=False),
+    _Quantity("bandwidth", "x", True, math.log(1.5), dominant=_DOMINANT_BANDWIDTH),
+    _Quantity("ll_bandwidth", "x", True, math.log(3.0), dominant=_DOMINANT),
+    _Quantity("net_latency", "s", False, 20.0),
+    _Quantity("launch_latency", "s", False, 10.0),
+    _Quantity("floor_simple", "s", False, 2.0),
+    _Quantity("floor_nvls", "s", False, 2.0),
+    _Quantity("fill_ring", "steps", False, 2.0),
+    _Quantity("fill_tree", "steps", False, 2.0),
+    _Quantity("fill_nvls", "steps", False, 2.0),
+)
+_FACTORS, _NET, _LAUNCH, _PIPE = 3, 3, 4, 5   # the vector: 3 log factors, 2 latencies (us), the pipeline
+#: a row's relative time is taken as known to 1 % at best (the model's own median error on the
+#: published large-message figures is 0.9 %, docs/accuracy.md): the fit's noise floor
+_NOISE = 0.01
+#: a quantity is constrained when the logs shrink its spread at least this much (posterior
+#: standard deviation over the prior's); otherwise it is reported "not constrained" and stays
+#: at the library's value
+_CONSTRAINED = 0.5
+#: a row a quantity's prior spread moves by less than this (relative) does not tell it
+_MOVED = 0.02
+#: the fit's first noise guess (relative), before its residuals give one
+_NOISE_START = 0.02
+_LOG_BOUND = math.log(100.0)
 
 
-def _fit(rows, measured):
-    """Robust least squares (soft-L1 on the relative error) of a latency scale, a bandwidth
-    factor and a pipeline scale: (lam, m, f, converged, unconstrained names); a quantity the
-    rows cannot tell apart from the others stays at 1."""
-    from scipy.optimize import least_squares
+class _Fit:
+    """The fit's vector ``x`` (latency, bandwidth and LL factors as logs relative to the library,
+    the network hop's latency in us, then the pipeline's floors in us and fills in steps) mapped
+    onto the rows' models, solved with a calibration whose factors are ``done`` (logs) relative
+    to the library's; ``z`` is ``x`` less the library's value over the prior spread."""
 
-    def times(x):
-        return np.array([r.time(*np.exp(x))[0] for r in rows])
+    def __init__(self, rows, measured, done):
+        self.rows, self.measured, self.done = rows, np.asarray(measured), np.asarray(done, dtype=float)
+        self.center = np.array([0.0] * _PIPE + [getattr(PIPELINE, q.name) * (1e6 if q.unit == "s" else 1.0)
+                                                for q in _QUANTITIES[_PIPE:]])
+        self.spread = np.array([q.spread for q in _QUANTITIES])
+        lower = [-_LOG_BOUND] * _FACTORS + [0.0] * (len(_QUANTITIES) - _FACTORS)
+        upper = [_LOG_BOUND] * _FACTORS + [np.inf] * (len(_QUANTITIES) - _FACTORS)
+        self.lower = (np.array(lower) - self.center) / self.spread
+        self.upper = (np.array(upper) - self.center) / self.spread
 
-    def residual(x):
-        return times(x) / measured - 1.0
+    def x(self, z):
+        return self.center + np.asarray(z) * self.spread
 
-    fits = [least_squares(residual, np.log(start), bounds=(np.log(1e-2), np.log(1e2)), loss="soft_l1",
-                          f_scale=0.05, diff_step=1e-3)
-            for start in ((1.0, 1.0, 1.0), (3.0, 1.0, 1.0), (0.3, 1.0, 1.0), (1.0, 0.5, 1.0), (1.0, 1.0, 0.3))]
-    fit = min(fits, key=lambda f: f.cost)     # NCCL's choice makes the cost piecewise
-    x = np.array(fit.x)
-    base = times(x)
-    loose = []
-    for i, name in enumerate(_FITTED):
-        moved, reset = x.copy(), x.copy()
-        moved[i] += math.log(1.1)
-        reset[i] = 0.0
-        # flat where it was fitted, and the library's value fits as well: the logs cannot tell
-        if np.max(np.abs(times(moved) / base - 1.0)) < _UNCONSTRAINED and \
-                np.max(np.abs(times(reset) / base - 1.0)) < _RESET:
-            loose.append(name)
-            x[i] = 0.0                        # not told by the logs: the library's value
-    lam, m, f = np.exp(x)
-    return float(lam), float(m), float(f), bool(fit.success), tuple(loose)
+    def pipeline(self, x) -> Pipeline:
+        return replace(PIPELINE, **{q.name: max(float(v), 0.0) * (1e-6 if q.unit == "s" else 1.0)
+                                    for q, v in zip(_QUANTITIES[_PIPE:], x[_PIPE:])})
+
+    def times(self, z):
+        x = self.x(z)
+        lam, m, ll = np.exp(x[:_FACTORS] - self.done)
+        pipe, net, launch = self.pipeline(x), max(float(x[_NET]), 0.0) * 1e-6, max(float(x[_LAUNCH]), 0.0) * 1e-6
+        return np.array([r.time(lam, m, ll, pipe, net, launch)[0] for r in self.rows])
+
+    def errors(self, z):
+        return self.times(z) / self.measured - 1.0
+
+    def sensitivity(self, z, step=0.1):
+        """d log(time) / dz per row and quantity (a finite step of ``step`` prior spreads, one-sided at a bound)."""
+        jac = np.zeros((len(self.rows), len(z)))
+        for i in range(len(z)):
+            hi, lo = np.array(z, dtype=float), np.array(z, dtype=float)
+            hi[i] = min(hi[i] + step, self.upper[i])
+            lo[i] = max(lo[i] - step, self.lower[i])
+            if hi[i] - lo[i] <= 0:
+                continue
+            jac[:, i] = (np.log(self.times(hi)) - np.log(self.times(lo))) / (hi[i] - lo[i])
+        return jac
+
+    def dominated(self):
+        """Per quantity, the rows whose time it carries at least its ``dominant`` share of (its
+        elasticity at the library's values) as a mask, or None for a pipeline quantity. The
+        network hop's latency is told by the rows NCCL's latency dominates."""
+        out = []
+        for i, q in enumerate(_QUANTITIES):
+            if not q.dominant:
+                out.append(out[0] if q.name in ("net_latency", "launch_latency") else None)
+                continue
+            hi, lo = np.zeros(len(_QUANTITIES)), np.zeros(len(_QUANTITIES))
+            hi[i], lo[i] = 0.05 / q.spread, -0.05 / q.spread          # +-5 %
+            elasticity = (np.log(self.times(hi)) - np.log(self.times(lo))) / 0.1
+            out.append(np.abs(elasticity) >= q.dominant)
+        return out
+
+    def solve(self, free, noise, starts, rows):
+        """Least robust (soft-L1) relative error of the ``rows`` (a mask) over ``noise`` plus the
+        prior's pull, ``free`` quantities only, the best of ``starts``; (z, converged)."""
+        from scipy.optimize import least_squares
+
+        free = np.asarray(free)
+        if not free.any() or not rows.any():
+            return np.zeros(len(free)), True
+
+        def full(zf):
+            z = np.zeros(len(free))
+            z[free] = zf
+            return z
+
+        def residual(zf):
+            return np.concatenate([self.errors(full(zf))[rows] / noise, zf])
+
+        fits = []
+        for start in starts:
+            s = np.clip(np.asarray(start, dtype=float)[free], self.lower[free] + 1e-9, self.upper[free] - 1e-9)
+            fits.append(least_squares(residual, s, bounds=(self.lower[free], self.upper[free]), loss="soft_l1",
+                                      f_scale=3.0, diff_step=1e-3))
+        best = min(fits, key=lambda f: f.cost)          # NCCL's choice makes the cost piecewise
+        return full(best.x), bool(best.success)
+
+    def noise(self, z, rows) -> float:
+        """The relative noise of the ``rows``' errors at ``z`` (robust: 1.4826 x their median
+        absolute error), at least :data:`_NOISE`."""
+        errors = self.errors(z)[rows]
+        return max(_NOISE, 1.4826 * float(np.median(np.abs(errors)))) if len(errors) else _NOISE
+
+    def posterior(self, z, free, noise, masks, rows):
+        """(joint, alone): standard deviations (in prior spreads) of the ``free`` quantities,
+        ``joint`` from the inverse of the information of the ``rows`` (a mask; their
+        sensitivities over ``noise``) plus the prior's, ``alone`` each one's from the rows that
+        tell it (its mask in ``masks``) at their own misfit (root mean square error, at least
+        :data:`_NOISE`): rows that a quantity dominates but the model does not fit cannot tell it."""
+        jac = self.sensitivity(z)
+        free = np.asarray(free)
+        info = jac[rows][:, free].T @ jac[rows][:, free] / noise**2 + np.eye(int(np.sum(free)))
+        joint = np.ones(len(z))
+        joint[free] = np.sqrt(np.diag(np.linalg.inv(info)))
+        errors = self.errors(z)
+        alone = np.ones(len(z))
+        for i, mask in enumerate(masks):
+            if mask.any():
+                misfit = max(_NOISE, float(np.sqrt(np.mean(errors[mask] ** 2))))
+                alone[i] = 1.0 / math.sqrt(1.0 + float(np.sum(jac[mask, i] ** 2)) / misfit**2)
+        return joint, alone
+
+
+def _fit(rows, measured, done):
+    """Fit every quantity of :data:`_QUANTITIES` to the rows: (x, standard deviation per quantity
+    in its coordinate or None where not constrained, converged, the fit).
+
+    Each quantity tells its own rows: a factor the rows whose time it carries at least its
+    ``dominant`` share of, the network hop's latency those of NCCL's latency, a pipeline
+    quantity the rows its prior spread moves by :data:`_MOVED` (all at the library's values);
+    the fit weighs only the rows some fitted quantity tells (a row none can explain does not
+    pull the others), and a quantity needs two rows of its own (one it would fit exactly,
+    whatever its misfit). A quantity whose spread the rows do not shrink by :data:`_CONSTRAINED`,
+    jointly or alone, is put back at the library's value and the rest refitted."""
+    fit = _Fit(rows, measured, done)
+    n = len(_QUANTITIES)
+    at_library = fit.sensitivity(np.zeros(n))
+    masks = [np.abs(at_library[:, i]) >= _MOVED if m is None else m for i, m in enumerate(fit.dominated())]
+
+    def told_rows(free):
+        return np.any([masks[i] for i in range(n) if free[i]], axis=0) if free.any() else np.zeros(len(rows), bool)
+
+    eligible = np.array([int(m.sum()) >= 2 for m in masks])     # one row is fitted exactly: its misfit untold
+    eligible &= np.array([q.fitted for q in _QUANTITIES])
+    starts = [np.zeros(n)] + [np.eye(n)[_NET] * s for s in (1.0, 3.0)] + [np.eye(n)[_LAUNCH]]
+    z, converged = fit.solve(eligible, _NOISE_START, starts, told_rows(eligible))
+    noise = fit.noise(z, told_rows(eligible))
+    joint, alone = fit.posterior(z, eligible, noise, masks, told_rows(eligible))
+    told = eligible & (joint < _CONSTRAINED) & (alone < _CONSTRAINED)
+    if not np.array_equal(told, eligible):
+        z, converged = fit.solve(told, noise, [np.where(told, z, 0.0), np.zeros(n)], told_rows(told))
+        noise = fit.noise(z, told_rows(told))
+    sd = fit.posterior(z, told, noise, masks, told_rows(told))[0] * fit.spread
+    return fit.x(z), [float(s) if t else None for s, t in zip(sd, told)], converged, fit
+
+
+def _parameters(x, sd, tech) -> tuple:
+    """A :class:`FittedParameter` per quantity of the fit's vector ``x`` (sd: its standard deviations or None)."""
+    out = []
+    for q, v, s in zip(_QUANTITIES, x, sd):
+        if not q.fitted:
+            continue
+        if q.log:
+            value, default, unc = math.exp(v), 1.0, None if s is None else math.exp(v) * s
+        else:
+            k = 1e-6 if q.unit == "s" else 1.0
+            default = getattr(PIPELINE, q.name) if hasattr(PIPELINE, q.name) else 0.0
+            value, unc = v * k, None if s is None else s * k
+        out.append(FittedParameter(q.name, float(value), float(default), unc, s is not None, q.unit))
+    return tuple(out)
 
 
 def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str = "auto", iterations: int = 2,
               **options) -> Calibration:
-    """Fit per-technology efficiency and NCCL's latency scale to nccl-tests logs.
+    """Fit the model's physical quantities to nccl-tests logs, and say which the logs could not tell.
 
     ``logs`` are paths, texts or DataFrames of :func:`flowsolver.nccl_tests.read`; each
     must have been run on as many ranks as ``ranks`` (default every GPU of ``graph``) and
@@ -236,17 +482,23 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     fitted only when ``ranks`` is passed. A missing log is FileNotFoundError.
     ``algorithm`` is the log's (``"auto"``: NCCL's choice, or the ``NCCL_ALGO`` the logs'
     NCCL INFO lines say was forced; ``"ring"`` for a run with ``NCCL_ALGO=Ring``) and
-    ``options`` the other keywords of :func:`flowsolver.collective`. Each row's flows are solved once; a robust least
-    squares (soft-L1 on the relative error) then fits a scale on NCCL's latencies, a
-    factor on the flow-solved bandwidths and a scale on the chunk pipeline's step floors and
-    fills (:mod:`~._pipeline`), NCCL's caps and choice of algorithm and protocol
-    re-evaluated at every trial (a quantity the logs cannot tell, e.g. the latency from
-    large messages only, stays at the library's value and is named in ``unconstrained``); the factor becomes the efficiency of the technology that
-    bottlenecks most of the transfer, and the whole is re-solved with the fit
-    ``iterations`` times (the bottleneck may move). Efficiencies are capped at 1
-    (a measured rate above the raw one is the model's fault, not the link's: the
-    residuals show it). Links in series (NVLink, PCIe, NIC on one path) cannot be told apart
-    by one log: the fit moves the technology that bottlenecks the model's rows.
+    ``options`` the other keywords of :func:`flowsolver.collective`.
+
+    Each row's flows are solved once; a robust least squares (soft-L1 on the relative error,
+    with a prior at the library's values) then fits a latency added to every call, one added
+    to each network hop (NCCL's own latency constants are kept: ``latency_scale`` stays 1), a factor on the flow-solved bandwidths, one on LL's and the chunk
+    pipeline's step floors and fills (:mod:`~._pipeline`), NCCL's caps and choice re-evaluated
+    at every trial. A quantity is constrained when the logs shrink its prior spread at least
+    twofold, jointly and from the rows that tell it at their own misfit (a latency or bandwidth
+    factor only from rows whose time it carries at least half of); the others stay at the
+    library's value and are named in ``unconstrained`` (e.g. the latencies from large messages
+    only, the bandwidth from small ones). ``parameters`` gives each quantity's value and
+    uncertainty. The bandwidth factor becomes the efficiency of the technology that
+    bottlenecks most of the transfer, and the whole is re-solved with the fit up to
+    ``iterations`` times (the bottleneck may move). Efficiencies are capped at 1 (a measured
+    rate above the raw one is the model's fault, not the link's: the residuals show it). Links
+    in series (NVLink, PCIe, NIC on one path) cannot be told apart by one log: the fit moves the
+    technology that bottlenecks the model's rows.
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(nodes=1)
@@ -257,6 +509,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     >>> cal = calibrate(g, [log], op="reduce_scatter")
     >>> sorted(cal.efficiency), round(float(cal.residuals["error"].abs().max()), 2) <= 0.05
     (['nvlink4'], True)
+    >>> "launch_latency" in cal.unconstrained   # 128-512 MiB rows cannot tell a latency
+    True
     """
     options.setdefault("protocol", "auto")
     if options.get("policy_options") is None:
@@ -267,22 +521,33 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         algorithm = forced.pop()                    # the logs' NCCL_ALGO
     measured = np.array([t for _, _, t in rows])
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
-    converged = True
+    done = np.zeros(3)            # log factors of latency, bandwidth, LL already in cal (relative to the library's)
+    converged, previous = True, None
     for _ in range(max(1, int(iterations))):
         models = [_RowModel(graph, o, size, ranks, algorithm, opts, cal) for o, size, _ in rows]
-        lam, m, f, converged, loose = _fit(models, measured)
-        # the factor goes to the technology that holds most of the rows' transfer
+        if previous is not None and np.allclose([r.time()[0] for r in models], previous, rtol=1e-4):
+            break                 # re-solved with the fit, the rows take what the fit said: no bottleneck moved
+        x, sd, converged, fit = _fit(models, measured, done)
+        lam, m, ll = np.exp(x[:_FACTORS] - done)
+        pipeline, net, launch = fit.pipeline(x), float(x[_NET]) * 1e-6, float(x[_LAUNCH]) * 1e-6
+        # the bandwidth factor goes to the technology that holds most of the rows' transfer
         weight: dict = {}
+        previous = []
         for r, t_meas in zip(models, measured):
-            t, a = r.time(lam, m, f)
+            t, a = r.time(lam, m, ll, pipeline, net, launch)
+            previous.append(t)
             tech = r.bottleneck_tech(a)
             weight[tech] = weight.get(tech, 0.0) + transfer_of(r.results[a].steps) / t_meas
         tech = max(weight, key=weight.get)
-        efficiency = dict(cal.efficiency)
-        if tech:
-            efficiency[tech] = min(1.0, efficiency.get(tech, link_efficiency(tech, opts.efficiency)) * m)
-        cal = replace(cal, efficiency=efficiency, latency_scale=cal.latency_scale * lam,
-                      pipeline=_scaled(cal.pipeline, f), unconstrained=loose)
+        efficiency, applied = {}, 0.0
+        if tech and sd[1] is not None:
+            library = link_efficiency(tech, opts.efficiency)
+            efficiency[tech] = min(1.0, library * math.exp(x[1]))
+            applied = math.log(efficiency[tech] / library)
+        cal = replace(cal, efficiency=efficiency, latency_scale=math.exp(x[0]), ll_bandwidth=math.exp(x[2]),
+                      net_latency=net, launch_latency=launch, pipeline=pipeline, parameters=_parameters(x, sd, tech),
+                      unconstrained=tuple(q.name for q, s in zip(_QUANTITIES, sd) if s is None and q.fitted))
+        done = np.array([x[0], applied, x[2]])
     model = np.array([collective_with(graph, o, s, ranks, algorithm, opts, cal).time for o, s, _ in rows])
     try:
         import pandas as pd

@@ -136,7 +136,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     if options.base_latency is not None:
         lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
     if model is not None:
-        lat = model.latency(lat, a, proto)
+        lat = model.latency(lat, a, proto, op, hw)
     lat += path_excess(paths, a, proto, op, hw)
     algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
     if a in ("tree", "nvls") and not algorithm_of(a).derived(op):    # no faster than its own flow solve
@@ -145,7 +145,8 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
         algbw = lesser(algbw, _nvls_node_bound(hw))
     if not algbw > 0:                                           # 0: a stalled flow
         return np.inf, lat, np.inf
-    time = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, algbw,
+    kernel_bw = algbw if model is None else model.bandwidth(algbw, a, proto)     # NCCL chooses by its own
+    time = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, kernel_bw,
                          PIPELINE if model is None else model.pipeline)
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency
