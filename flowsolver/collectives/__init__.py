@@ -79,7 +79,7 @@ Algorithms (``ALGORITHMS[op]``):
 
 Modules: ``_nccl`` (ops, NCCL constants), ``_nccl_model`` (NCCL's tuning model),
 ``_hardware`` (what NCCL sees of the ranks), ``_nccl_timing`` (that model on the flow solve),
-``_calibrate`` (fits to nccl-tests logs), ``_layout`` (where the ranks sit),
+``_calibrate`` (fits to nccl-tests logs), ``_calibration`` (the fitted model), ``_layout`` (where the ranks sit),
 ``_trees`` (trees, pipeline, the :class:`Step` value), ``_algorithms`` (the algorithm registry:
 :func:`register_algorithm`, ``ALGORITHMS``; built-ins in ``_builtin_algorithms``), ``_schedules`` (one schedule function
 per built-in (op, algorithm)), ``_options`` (the public :class:`CollectiveOptions` and the run's

@@ -1,0 +1,93 @@
+"""The rows a calibration fits: an nccl-tests log's sizes and out-of-place times per op,
+its rank count read from the log (or from the ratio of its bus and algorithm bandwidths)
+and checked against the graph's."""
+
+from __future__ import annotations
+
+import math
+
+from .. import nccl_tests
+from ..routing import gpu_nodes
+from ._nccl import OPS
+
+__all__ = ["ranks_from_busbw"]
+
+_US = 1e-6
+
+
+#: busbw = algbw x SCALE (p - 1) / p (nccl-tests' PERFORMANCE.md); other ops' busbw is their algbw
+_BUSBW_SCALE = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0}
+_PRINTED = 0.0050001        # nccl-tests prints algbw and busbw (GB/s) to 2 decimals (a hair over half a unit)
+
+
+def ranks_from_busbw(df, op):
+    """(the rank count the log's busbw / algbw ratios allow, or None, and why not).
+
+    nccl-tests prints ``busbw = algbw x s (p - 1) / p`` (s = 2 for all-reduce, 1 for
+    all-gather, reduce-scatter, all-to-all), both rounded to 2 decimals: every row bounds
+    the ratio, so ``p``; the rows together give the range of ``p``, and the count when
+    one integer is left.
+
+    >>> import pandas as pd
+    >>> ranks_from_busbw(pd.DataFrame(dict(algbw=[355.81], busbw=[311.34])), "reduce_scatter")
+    (8, '')
+    """
+    scale = _BUSBW_SCALE.get(op)
+    if scale is None:
+        return None, f"busbw / algbw is 1 for {op} whatever the rank count"
+    lo, hi = 1.0, math.inf
+    for a, b in zip(df["algbw"], df["busbw"]):
+        if not (a > _PRINTED and b >= 0):          # NaN, or printed as 0.00
+            continue
+        f_lo, f_hi = max(b - _PRINTED, 0.0) / (a + _PRINTED), (b + _PRINTED) / (a - _PRINTED)
+        lo = max(lo, scale / (scale - f_lo) if f_lo < scale else math.inf)
+        hi = min(hi, scale / (scale - f_hi) if f_hi < scale else math.inf)
+    if lo > hi + 1e-9:
+        return None, "busbw / algbw disagree between rows"
+    first, last = math.ceil(lo - 1e-9), math.floor(hi + 1e-9) if hi < math.inf else math.inf
+    if first == last:
+        return int(first), ""
+    return None, "busbw / algbw is printed too coarsely to tell"
+
+
+def _rows(logs, graph, ranks, op):
+    """(op, size bytes, measured time s) of every out-of-place row, logs checked against the graph."""
+    n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
+    out, algorithms = [], set()
+    for log in ([logs] if isinstance(logs, str) or not hasattr(logs, "__iter__") else list(logs)):
+        df = log if hasattr(log, "attrs") and hasattr(log, "columns") else nccl_tests.read(log, op=op)
+        log_op = df.attrs.get("op") or op
+        where = df.attrs.get("source", "log")
+        if log_op not in OPS:
+            raise ValueError(f"{where}: the log does not say which collective it ran; pass op=")
+        if op is not None and log_op != op:
+            raise ValueError(f"{where}: the log tests {log_op}, not {op}")
+        _check_ranks(df, log_op, where, n, ranks is not None)
+        if df.attrs.get("algorithm"):
+            algorithms.add(df.attrs["algorithm"])
+        rows = df[(df["placement"] == "out-of-place") & (df["time"] > 0)]
+        out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
+    if not out:
+        raise ValueError("logs hold no result rows to calibrate on")
+    return out, n, algorithms
+
+
+def _check_ranks(df, op, where, n, given):
+    """ValueError unless the log ran on ``n`` ranks (the graph's GPUs, or ``ranks=`` when
+    ``given``): the count its device list or NCCL INFO lines state, else the one its busbw /
+    algbw ratios allow; a log that says none is taken at ``ranks=`` only."""
+    said, how = df.attrs.get("ranks"), df.attrs.get("ranks_from") or "its device list"
+    if said is None:
+        said, why = ranks_from_busbw(df, op)
+        how = "busbw / algbw"
+        if said is None:
+            if given:
+                return
+            raise ValueError(f"{where}: the log does not say how many ranks it ran on (no device list, no NCCL INFO "
+                             f"nranks; {why}): pass ranks= the GPU ranks it ran on (the graph has {n} GPUs; "
+                             "--ranks on the command line)")
+    if said != n:
+        ours = "given by ranks=" if given else "the graph's GPUs"
+        raise ValueError(f"{where}: the log ran on {said} ranks, the graph (ranks=) has {n} ({said} from {how}, {n} "
+                         f"{ours}): pass ranks= the {said} GPU ranks it ran on (e.g. ranks=range({said}); --ranks on "
+                         f"the command line) or a graph of {said} GPUs")

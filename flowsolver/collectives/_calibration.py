@@ -1,0 +1,104 @@
+"""The result of :func:`flowsolver.calibrate`: the fitted quantities, each with its
+uncertainty and whether the logs constrained it, and the hooks through which
+:func:`flowsolver.collective` applies them (``model=``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..routing import gpu_nodes
+from ._nccl_model import tuner_hops
+from ._options import Options
+from ._pipeline import PIPELINE, Pipeline
+
+__all__ = ["Calibration", "FittedParameter"]
+
+
+@dataclass(frozen=True)
+class FittedParameter:
+    """One physical quantity of a :class:`Calibration`: ``name``, the fitted ``value`` and the
+    library's ``default`` (in ``unit``: ``"x"`` a factor on the library's, ``"s"`` seconds,
+    ``"steps"`` pipeline steps), ``uncertainty`` (one standard deviation, same unit; None where
+    the logs did not constrain it) and ``constrained`` (False: the logs' sizes do not move it
+    enough to tell, so it stays at ``default``).
+
+    >>> print(FittedParameter("fill_ring", 2.5, 1.88, 0.4, True, "steps"))
+    fill_ring          2.500 steps  +- 0.400  (library 1.880)
+    """
+
+    name: str
+    value: float
+    default: float
+    uncertainty: float | None
+    constrained: bool
+    unit: str
+
+    def __str__(self) -> str:
+        scale, unit = (1e6, "us") if self.unit == "s" else (1.0, self.unit)
+        head = f"{self.name:14s} {self.value * scale:9.3f} {unit:6s}"
+        if not self.constrained:
+            return f"{head} not constrained (library value)"
+        return f"{head} +- {self.uncertainty * scale:.3f}  (library {self.default * scale:.3f})"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted constants: ``efficiency`` (technology name -> fraction of the raw rate),
+    ``latency_scale`` (NCCL's predicted latencies are multiplied by it; not fitted, 1 unless
+    set), ``launch_latency``
+    (s, added to every call), ``net_latency`` (s, added to each network hop NCCL's latency
+    counts, twice for Simple), ``ll_bandwidth``
+    (LL's kernel bandwidth as a factor on NCCL's), ``pipeline`` (the
+    :class:`~._pipeline.Pipeline` of step floors and fills), ``parameters`` (a
+    :class:`FittedParameter` per fitted quantity: value, library default, uncertainty, whether
+    the logs constrained it), ``unconstrained`` (the names of those the logs could not tell:
+    left at the library's value, e.g. ``"latency"`` from large messages only), the ``ranks``
+    and ``ops`` of the logs, ``residuals`` (a DataFrame per fitted row: ``op``, ``size`` bytes,
+    ``measured`` and ``model`` s, ``error`` relative), ``converged`` and ``message``.
+    Pass it as ``collective(..., model=cal)``."""
+
+    efficiency: dict
+    latency_scale: float
+    ranks: int
+    ops: tuple
+    residuals: object = None
+    converged: bool = True
+    message: str = ""
+    pipeline: Pipeline = PIPELINE
+    unconstrained: tuple = ()
+    ll_bandwidth: float = 1.0
+    net_latency: float = 0.0
+    launch_latency: float = 0.0
+    parameters: tuple = ()
+
+    def apply(self, options: Options) -> Options:
+        """``options`` with the fitted efficiencies (the call's own ``efficiency=`` wins)."""
+        own = options.efficiency
+        if isinstance(own, (int, float)):
+            return options
+        return replace(options, efficiency={**self.efficiency, **(own or {})})
+
+    def latency(self, latency: float, algorithm: str, protocol: str, op: str | None = None, hw=None) -> float:
+        """A latency of NCCL's cost model (s), calibrated: NCCL's constants times
+        :attr:`latency_scale`, plus :attr:`launch_latency`, plus :attr:`net_latency` on each of its hops between nodes (twice
+        for Simple, as NCCL adds its network plugin's latency; needs ``op`` and ``hw``, the
+        :class:`~._nccl_model.Hardware`)."""
+        out = latency * self.latency_scale + self.launch_latency
+        if self.net_latency and hw is not None and op is not None and hw.nodes > 1:
+            _, (hops, _) = tuner_hops(algorithm, protocol, op, hw)
+            out += self.net_latency * hops * (2 if protocol == "Simple" else 1)
+        return out
+
+    def bandwidth(self, algbw, algorithm: str, protocol: str):
+        """The bandwidth (bytes/s) a kernel of ``algorithm`` / ``protocol`` achieves, given the
+        one NCCL's cost model grants (LL's times :attr:`ll_bandwidth`; NCCL's choice keeps its own)."""
+        return algbw * self.ll_bandwidth if protocol == "LL" and self.ll_bandwidth != 1.0 else algbw
+
+    def check(self, graph) -> None:
+        """ValueError unless ``graph`` has GPUs enough for the calibrated rank count."""
+        if len(gpu_nodes(graph)) < self.ranks:
+            raise ValueError(f"model was calibrated on {self.ranks} ranks; this graph has {len(gpu_nodes(graph))} GPUs")
+
+    def report(self) -> str:
+        """One line per fitted quantity: value, uncertainty, or "not constrained"."""
+        return "\n".join(str(p) for p in self.parameters)
