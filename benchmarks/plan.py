@@ -39,6 +39,7 @@ import dataclasses  # noqa: E402
 
 import topologies as tp  # noqa: E402
 from flowsolver import memory_per_gpu, plan, training_step  # noqa: E402
+from flowsolver.training import step_arguments  # noqa: E402
 from flowsolver.planning import STEP_OPTIONS  # noqa: E402
 
 #: H100 SXM 80GB as NVML reports it: 81,559 MiB (benchmarks/validation/memory.csv, "fits" rows' source)
@@ -83,7 +84,7 @@ def _compare(name, graph, kw) -> str:
     datasheet = kw.get("gpu", tp.get_gpu("h100_sxm")).memory
     if "gpu" not in kw:
         kw = dict(kw, gpu=H100_NVML)
-    pub = training_step(graph, **kw)
+    pub = training_step(graph, **step_arguments(**kw))
     fixed = {k: v for k, v in kw.items() if k in STEP_OPTIONS}
     rest = {k: kw[k] for k in ("model", "global_batch", "seq_len", "precision", "gpu") if k in kw}
     t = time.perf_counter()
