@@ -224,9 +224,12 @@ def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware) -> float:
         bus = {"LL": lesser(_ll_max(hw), busbw * 0.5),
                "LL128": lesser(busbw * 0.92, n * _cap(_RING_LL128, hw)), "Simple": busbw}[protocol]
     elif algorithm == "tree":
-        bus = {"LL": lesser(busbw / 3.8, _ll_max(hw)),
-               "LL128": lesser(busbw * (7 / 9 if hw.nodes == 1 else 120 / 128), n * _cap(_TREE_LL128, hw)),
-               "Simple": lesser(busbw * 0.92, n * _cap(_TREE, hw))}[protocol]
+        # tuning.cc (NCCL 2.30, master 5067397c): every protocol of a tree all-reduce first takes
+        # min(busBw x .92, nChannels x perChMaxTreeBw), then LL's and LL128's own refinements
+        tree = lesser(busbw * 0.92, n * _cap(_TREE, hw))
+        bus = {"LL": lesser(tree / 3.8, _ll_max(hw)),
+               "LL128": lesser(tree * (7 / 9 if hw.nodes == 1 else 120 / 128), n * _cap(_TREE_LL128, hw)),
+               "Simple": tree}[protocol]
     elif algorithm in ("nvls", "nvls_tree"):
         bus = _nvls_bus(algorithm, op, busbw, hw)
     elif algorithm == "pat":

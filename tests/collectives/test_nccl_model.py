@@ -44,10 +44,13 @@ def nccl_algbw(alg, proto, ranks, nodes, busbw):
         bus = {"LL": min(ll_max, busbw * 0.5), "LL128": min(busbw * 0.92, CHANNELS * 36.7), "Simple": busbw}[proto]
         return bus * ranks / steps
     if alg == "tree":
+        # tuning.cc (master 5067397c): every tree all-reduce protocol first takes
+        # min(busBw * .92, nChannels * perChMaxTreeBw), then LL's / LL128's refinements
         ll128 = (36.7, 36.7, 29.0)[col]
-        bus = {"LL": min(busbw / 3.8, ll_max),
-               "LL128": min(busbw * (7 / 9 if nodes == 1 else 120 / 128), CHANNELS * ll128),
-               "Simple": min(busbw * 0.92, CHANNELS * (38.7, 41.4, 36.0)[col])}[proto]
+        tree = min(busbw * 0.92, CHANNELS * (38.7, 41.4, 36.0)[col])
+        bus = {"LL": min(tree / 3.8, ll_max),
+               "LL128": min(tree * (7 / 9 if nodes == 1 else 120 / 128), CHANNELS * ll128),
+               "Simple": tree}[proto]
         return bus * 0.5
     intra = NVLINK_BW / CHANNELS * 0.85 * (CHANNELS - 1) / CHANNELS * 2
     bw = intra if alg == "nvls" else min(intra, busbw / CHANNELS * (2 if nodes <= 2 else 1), (0, 57.7, 45.5)[col])

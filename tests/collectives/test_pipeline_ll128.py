@@ -61,12 +61,13 @@ CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "validation" / "co
 def test_two_dgx_h100_tree_ll128_follows_the_published_curve_better_than_the_estimate():
     # dstack's Nebius 2 x 8 H100 (8 x 400G InfiniBand a node) all_reduce_perf, out-of-place
     # times (benchmarks/validation/collectives.csv, source dstack-docs): NCCL picks tree LL128
-    # from 1 to 8 MiB and its estimate is 34-39 % fast there
+    # from 1 to 4 MiB (at 8 MiB tuning.cc rates NVLSTree Simple 2 % ahead) and its estimate is
+    # 34-39 % fast there
     with CORPUS.open(newline="") as f:
         measured = {int(r["size_bytes"]): float(r["time_us"]) for r in csv.DictReader(f)
                     if r["curve"] == "dstack-nebius-2x8H100-allreduce" and r["in_place"] in ("0", "")}
     g = tp.rail_optimized(nodes=2)
-    for size in (1 * MIB, 2 * MIB, 4 * MIB, 8 * MIB):
+    for size in (1 * MIB, 2 * MIB, 4 * MIB):
         r = collective(g, "all_reduce", float(size))
         assert (r.algorithm, r.protocol) == ("tree", "LL128"), size
         estimate = r.estimates["tree/LL128"] * 1e6
