@@ -100,8 +100,9 @@ def predict(rec: dict, params: Pipeline) -> float:
     p = rec["pipe"]
     if p is None:
         return rec["model"]
-    return pipeline_time(p["algorithm"], p["protocol"], p["op"], p["size"], p["ranks"], p["nodes"], p["channels"],
-                         p["latency"], p["algbw"], params)
+    # the host's floor where one thread issued the call for several GPUs (nccl-tests -g N)
+    return max(pipeline_time(p["algorithm"], p["protocol"], p["op"], p["size"], p["ranks"], p["nodes"],
+                             p["channels"], p["latency"], p["algbw"], params), p.get("host_floor", 0.0))
 
 
 def estimate(rec: dict) -> float:

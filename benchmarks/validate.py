@@ -43,6 +43,7 @@ sys.path.insert(0, str(HERE / "validation"))
 import setups as S  # noqa: E402
 from fit_pipeline import Capture, held_out, record  # noqa: E402
 from flowsolver import busbw_factor, collective, default_cache_dir, training_step  # noqa: E402
+from flowsolver.collectives._host import host_floor  # noqa: E402
 from flowsolver.training import step_arguments  # noqa: E402
 
 CORPUS = HERE / "validation"
@@ -133,15 +134,20 @@ def run_collective(pt: dict) -> dict:
         graph, ranks = S.curve_placement(setup, pt["nodes"], pt["gpus_per_node"])
         op = S.OPS[pt["op"]]
         runs = []
+        per_thread = S.gpus_per_thread(pt["env"])       # nccl-tests -g N: one thread issues N calls
         for a in (setup.candidates if algorithm == "auto" and setup.candidates else (algorithm,)):
             with Capture() as seen:
-                r = collective(graph, op, float(pt["size"]), ranks=ranks, algorithm=a)
-            runs.append((r, seen.pipe_of(r.algorithm, r.protocol)))
+                r = collective(graph, op, float(pt["size"]), ranks=ranks, algorithm=a, gpus_per_thread=per_thread)
+            pipe = seen.pipe_of(r.algorithm, r.protocol)
+            if pipe is not None:
+                pipe = dict(pipe, host_floor=host_floor(per_thread))
+            runs.append((r, pipe))
         r, pipe = min(runs, key=lambda run: run[0].time)
     except ValueError as exc:
         pt.update(status="not_modelled", reason=f"the library refused it: {exc}")
         return pt
-    pt.update(model=r.time, model_algorithm=r.algorithm, model_protocol=r.protocol, channels=r.channels, pipe=pipe)
+    pt.update(model=r.time, model_algorithm=r.algorithm, model_protocol=r.protocol, channels=r.channels, pipe=pipe,
+              gpus_per_thread=per_thread)
     pt["err"] = r.time / pt["measured"] - 1 if pt["measured"] > 0 else math.nan
     if "measured_in_place" in pt and primary != "in-place":
         pt["err_in_place"] = r.time / pt["measured_in_place"] - 1

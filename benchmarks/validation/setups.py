@@ -26,6 +26,7 @@ Units: bytes, seconds, bytes/s (the catalogue's); vendor rates in Gb/s are conve
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -449,6 +450,18 @@ ROW_ALGORITHM = {
     ("mle-h200-4x8-p5en-4G-algos", "default (Ring chosen by AWS ofi tuner)"): "ring",
     ("mle-h200-4x8-p5en-4G-algos", "NCCL_ALGO=allreduce:nvlstree"): "nvls_tree",
 }
+
+
+def gpus_per_thread(env: str) -> int:
+    """The GPUs one nccl-tests thread drove in a run, from its command line or notes (the
+    corpus's ``env``): ``-g N`` (nccl-tests' ``nGpus``), else 1 (MPI / torchrun: a process
+    per GPU, or not stated).
+
+    >>> gpus_per_thread("NCCL_ALGO=NVLS ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 8 -n 40"), gpus_per_thread("")
+    (8, 1)
+    """
+    found = re.search(r"(?:^|[\s(])-g\s+(\d+)", env)
+    return int(found.group(1)) if found else 1
 
 
 def curve_placement(setup: CurveSetup, nodes: int, gpus_per_node: int):

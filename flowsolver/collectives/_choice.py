@@ -89,8 +89,8 @@ def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
     entries = {}
     for a, r in results.items():
         if is_tuned(a, op, options):
-            continue
-        entries[a, options.step_protocol] = (r.time, r.steps, r.utilization)
+            continue                # the host's floor (several GPUs a thread) is in the tuned times already
+        entries[a, options.step_protocol] = (max(r.time, options.host_floor), r.steps, r.utilization)
     own = dict(entries)
     for (a, proto), (total, lat, _) in tuned.items():
         base = _BASE[a][PROTOCOLS.index(proto)] * 1e-6 if options.base_latency is None else options.base_latency
@@ -98,7 +98,8 @@ def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
         entries[a, proto] = (total, rescaled(steps, total, lat, base) if np.isfinite(total) else steps,
                              results[a].utilization)
     pick = nccl_pick(tuned)
-    contest = {**own, pick[0]: entries[pick[0]]} if pick is not None else own
+    # NCCL's pick first: it wins a tie (two times at the host's floor, gpus_per_thread > 1)
+    contest = {pick[0]: entries[pick[0]], **own} if pick is not None else own
     (a, proto), (total, steps, util) = min(contest.items(), key=lambda kv: kv[1][0])
     candidates = {name: t for (name, _), (t, _, _) in own.items()}
     for name in {name for name, _ in tuned}:           # each algorithm with the protocol NCCL would pick

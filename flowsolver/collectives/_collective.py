@@ -148,6 +148,9 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
     runs = {id(r): r for r in (results[best].run, None if ring is None else ring.run) if r is not None}
     cache = {"runs": list(runs.values())}           # the forward's events, reused by the derivatives
     if not is_tuned(best, op, options):
+        if options.host_floor > results[best].time:
+            why_not = (f"the time is the host's floor ({options.gpus_per_thread} GPUs a thread x NCCL's per-call "
+                       "host cost), which no link changes")
         return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not)
     steps = results[best].steps
     edge = nvlink_edge(graph, gpu_nodes(graph)[ranks[0]]) if hw.nvlink_bw > 0 else None
@@ -241,7 +244,8 @@ def _gathered(entry, fn, options, values: dict):
     return Options(policy=kw["policy"], policy_options=dict(kw["policy_options"] or {}), pxn=kw["pxn"],
                    protocol=kw["protocol"], chunk=kw["chunk"], efficiency=kw["efficiency"],
                    step_latency=kw["step_latency"], base_latency=kw["base_latency"], channels=kw["channels"],
-                   tuner=kw["step_latency"] is None, candidates=kw["candidates"]), kw["model"]
+                   tuner=kw["step_latency"] is None, candidates=kw["candidates"],
+                   gpus_per_thread=kw["gpus_per_thread"]), kw["model"]
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
@@ -249,7 +253,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
                pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                efficiency=None, step_latency: float | None = None,
                base_latency: float | None = None, candidates: str = "nccl", model=None,
-               options: CollectiveOptions | None = None) -> CollectiveResult:
+               gpus_per_thread: int = 1, options: CollectiveOptions | None = None) -> CollectiveResult:
     """Time a collective on a cluster graph.
 
     Parameters
@@ -293,6 +297,10 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     step_latency, base_latency : float >= 0, optional
         Override the per-step latency (alpha, s; this turns NCCL's cost model off: a pure
         alpha-beta flow model) and the per-collective base latency (s).
+    gpus_per_thread : int >= 1
+        GPUs one host thread issues the collective for (nccl-tests ``-g N``; default 1, a
+        process per GPU): above 1 the time is at least ``N x`` NCCL's per-call host cost
+        (4.2 us; :class:`~flowsolver.CollectiveOptions`).
 
     A collective whose flows cannot complete (a failed link on every path) raises
     ValueError; so does an option outside its range, before any work.
@@ -313,7 +321,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     options, model = _gathered("collective", collective, options, dict(
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
         efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
-        model=model))
+        model=model, gpus_per_thread=gpus_per_thread))
     return collective_with(graph, op, size, ranks, algorithm, options, model)
 
 
@@ -336,12 +344,12 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
                         pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                         efficiency=None, step_latency: float | None = None,
                         base_latency: float | None = None, candidates: str = "nccl", model=None,
-                        options: CollectiveOptions | None = None) -> list:
+                        gpus_per_thread: int = 1, options: CollectiveOptions | None = None) -> list:
     """:func:`collective` on several graphs of one structure (same nodes and edges, other
     capacities or latencies: a technology swap, derated links, failed links at capacity 0),
     routed once on the first and solved for all in one batched call.
 
-    Options as :func:`collective` (``model=`` a :func:`flowsolver.calibrate` result; or
+    Options as :func:`collective` (``model=`` a :func:`flowsolver.calibrate` result, ``gpus_per_thread``; or
     ``options=`` a :class:`~flowsolver.CollectiveOptions`).
     Returns one :class:`CollectiveResult` per graph; a variant that cannot complete has
     ``status`` ``Status.STALLED``, ``time`` inf and the reason in ``message``. Routes are
@@ -358,7 +366,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     options, model = _gathered("collective_variants", collective_variants, options, dict(
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
         efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
-        model=model))
+        model=model, gpus_per_thread=gpus_per_thread))
     check_call(op, algorithm, size, options)
     graphs = list(graphs)
     if not graphs:

@@ -12,7 +12,7 @@ import numpy as np
 from ._algorithms import algorithm_of
 from ._dual import lesser
 from ._nccl import PROTOCOLS, busbw_factor
-from ._pipeline import PIPELINE, pipeline_time
+from ._pipeline import PIPELINE, _greater, pipeline_time
 from ._nccl_model import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
 
 __all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
@@ -123,7 +123,8 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     (``latency + size / bandwidth``, what NCCL chooses by), ``time`` what its kernels take,
     ``latency`` NCCL's latency (the rest of ``time`` scales with the bandwidth)
     (:func:`~._pipeline.pipeline_time`: the channels it runs at this size, its chunk steps,
-    their floor and the pipeline's fill). The ring's flow-solved
+    their floor and the pipeline's fill; no less than the host's floor where one thread issues
+    it for several GPUs, :func:`~._host.host_floor`). The ring's flow-solved
     transfer ``ring_transfer`` (s) is the graph's bus bandwidth, ``own_transfer`` (s) the
     algorithm's own steady-state transfer, ``hw.nvlink_bw`` a GPU's NVLink (bytes/s). The
     three may be :class:`~._dual.Dual` numbers: the time is then their Dual (its derivative).
@@ -148,6 +149,8 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     kernel_bw = algbw if model is None else model.bandwidth(algbw, a, proto)     # NCCL chooses by its own
     time = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, kernel_bw,
                          PIPELINE if model is None else model.pipeline)
+    if options.gpus_per_thread > 1:             # one host thread issues the call for several GPUs
+        time = _greater(time, options.host_floor)
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency
     return time, lat, lat + size / algbw

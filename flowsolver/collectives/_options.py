@@ -13,6 +13,7 @@ import topologies as tp
 from .. import _checks
 from ..routing import POLICIES, LinkTable, graph_memo, policy_of
 from ._algorithms import ALGORITHMS
+from ._host import host_floor
 from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
 
 __all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys", "checked_collective_options",
@@ -64,6 +65,14 @@ class CollectiveOptions:
         What ``algorithm="auto"`` chooses from (:func:`~flowsolver.collective` only).
     model : Calibration, optional
         Fitted constants (:func:`flowsolver.calibrate`).
+    gpus_per_thread : int >= 1
+        GPUs one host thread issues each collective for (nccl-tests ``-g N``; default 1: a
+        process or thread per GPU, as MPI and torchrun run). Above 1 the thread plans and
+        launches the N calls one after another while the GPUs run the previous collective,
+        so a collective takes at least ``N x`` NCCL's per-call host cost
+        (:data:`~flowsolver.collectives._host.HOST_CALL`, 4.2 us): the time is the greater of
+        the GPUs' time and that floor (:func:`~flowsolver.collective` and
+        :func:`~flowsolver.collective_variants` only).
 
     Examples
     --------
@@ -74,6 +83,12 @@ class CollectiveOptions:
     >>> r.time == collective(tp.rail_optimized(1), "all_reduce", 2**20, algorithm="ring", protocol="Simple",
     ...                      step_latency=5e-6).time
     True
+    >>> ring_ll = CollectiveOptions(protocol="LL")
+    >>> one = collective(tp.rail_optimized(1), "all_reduce", 4096, algorithm="ring", options=ring_ll)
+    >>> g8 = CollectiveOptions(protocol="LL", gpus_per_thread=8)       # nccl-tests -g 8: one thread, 8 GPUs
+    >>> eight = collective(tp.rail_optimized(1), "all_reduce", 4096, algorithm="ring", options=g8)
+    >>> round(one.time * 1e6, 1), round(eight.time * 1e6, 1)    # 8 host calls of 4.2 us: 33.6 us
+    (15.8, 33.6)
     """
 
     policy: str = "ecmp"
@@ -87,13 +102,14 @@ class CollectiveOptions:
     channels: int | None = None
     candidates: str = "nccl"
     model: object = None
+    gpus_per_thread: int = 1
 
     def __post_init__(self):
         try:
             Options(policy=self.policy, policy_options=dict(self.policy_options or {}), pxn=self.pxn,
                     protocol="auto" if self.protocol is None else self.protocol, chunk=self.chunk,
                     efficiency=self.efficiency, step_latency=self.step_latency, base_latency=self.base_latency,
-                    channels=self.channels, candidates=self.candidates)
+                    channels=self.channels, candidates=self.candidates, gpus_per_thread=self.gpus_per_thread)
         except ValueError as err:
             raise ValueError(f"CollectiveOptions: {err}") from None
         if self.policy_options is not None and not isinstance(self.policy_options, dict):
@@ -153,7 +169,9 @@ class Options:
     ``base_latency`` latency overrides (s), ``channels`` rings side by side (None: default).
     ``tuner``: time NCCL's algorithms with NCCL's cost model (:mod:`._nccl_model`; off where
     ``step_latency`` fixes an alpha per step, and for :func:`flowsolver.concurrent`'s event
-    engine); ``candidates`` ``"nccl"`` (``"auto"`` picks among what NCCL runs) or ``"all"``.
+    engine); ``candidates`` ``"nccl"`` (``"auto"`` picks among what NCCL runs) or ``"all"``;
+    ``gpus_per_thread`` the GPUs one host thread issues a collective for (its floor:
+    :func:`~._host.host_floor`).
     """
 
     policy: str = "ecmp"
@@ -167,6 +185,7 @@ class Options:
     channels: int | None = None
     tuner: bool = False
     candidates: str = "nccl"
+    gpus_per_thread: int = 1
 
     def __post_init__(self):
         _check_options(self)
@@ -184,6 +203,11 @@ class Options:
         if policy_of(self.policy).collective_pxn:
             options.setdefault("pxn", self.pxn)
         return options
+
+    @property
+    def host_floor(self) -> float:
+        """Seconds no collective beats when one thread issues it for ``gpus_per_thread`` GPUs."""
+        return host_floor(self.gpus_per_thread)
 
     @property
     def base(self) -> float:
@@ -255,6 +279,7 @@ def _check_options(o: Options) -> None:
     _seconds("base_latency", o.base_latency)
     if o.channels is not None:
         _checks.integer("channels", o.channels, maximum=MAX_CHANNELS)
+    _checks.integer("gpus_per_thread", o.gpus_per_thread)
 
 
 def check_efficiency_keys(efficiency, graphs) -> None:

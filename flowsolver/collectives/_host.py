@@ -1,0 +1,39 @@
+"""The host's floor under a collective when one thread drives several GPUs (units: seconds).
+
+nccl-tests run with ``-g N`` (``src/common.cu``, ``startColl``) has one thread issue, per
+iteration, ``ncclGroupStart``, one ``ncclAllReduce`` (or other collective) per GPU's
+communicator and ``ncclGroupEnd``; NCCL's group launch then plans and launches the N kernels
+one communicator after another on that thread (``src/group.cc``: ``groupLaunch`` prepares and
+enqueues each communicator's tasks, ``doLaunches`` loops over them, ``ncclLaunchPrepare`` and
+``ncclLaunchKernel`` each). ``BenchTime`` queues its iterations without waiting and divides
+the wall time of all of them by their count, so the host's work for an iteration runs while
+the GPUs run the previous one: an iteration takes ``max(GPU time, N x per-call host cost)``,
+the slower of the two stages, not their sum. With one process or thread per GPU (MPI,
+torchrun: ``-g 1``) the host's single call hides behind the kernel, and NCCL's latencies,
+measured that way, already hold it: no floor.
+"""
+
+from __future__ import annotations
+
+__all__ = ["HOST_CALL", "host_floor"]
+
+#: seconds of host work per NCCL collective call of a group (planning and kernel launch), from
+#: nccl-tests issue #123 (NVIDIA/nccl-tests, 2022-12-14): ``NCCL_ALGO=Ring NCCL_MAX_NCHANNELS=1
+#: all_reduce_perf -b 8 -e 128 -g N`` on a DGX A100 took 10.0, 13.76, 16.88, 20.8, 25.2, 29.5,
+#: 33.7 us for N = 2 ... 8, rising 4 us per GPU where the GPUs' own ring LL time (NCCL's model:
+#: 6.6 + 2 (N - 1) x 0.6 us) rises 1.2 us; the least-squares line through the origin is
+#: 4.24 us per GPU. Not fitted on the validation corpus: only two of its sources run ``-g``
+#: at small sizes, and a fit leaving each source out gives 4.3-7.2 us (soft-L1 of the log
+#: error) and a held-out median of 14.6 % against this figure's 12.0 % (docs' accuracy page).
+HOST_CALL = 4.2e-6
+
+
+def host_floor(gpus_per_thread: int) -> float:
+    """Seconds a collective cannot beat when one host thread issues it for
+    ``gpus_per_thread`` GPUs (nccl-tests ``-g``): ``gpus_per_thread x`` :data:`HOST_CALL`, or
+    0 for one GPU per thread (MPI, torchrun), whose host call NCCL's latencies hold.
+
+    >>> round(host_floor(8) * 1e6, 1), host_floor(1)
+    (33.6, 0.0)
+    """
+    return 0.0 if gpus_per_thread <= 1 else gpus_per_thread * HOST_CALL

@@ -1,0 +1,105 @@
+"""The host's floor of a collective one thread issues for several GPUs (nccl-tests ``-g N``,
+CollectiveOptions.gpus_per_thread): an iteration cannot take less than the thread's N NCCL
+calls, 4.2 us each (nccl-tests issue #123: a DGX A100 ring all-reduce rising 4.24 us per GPU
+of ``-g``), and the host's work overlaps the GPUs' (the time is the greater of the two, not
+their sum).
+
+Hand-computed reference: a 4 KiB ring LL all-reduce on one DGX H100 takes NCCL's ring LL
+latency and a few LL steps, about 16 us on the GPUs, below 8 x 4.2 = 33.6 us and above
+2 x 4.2 = 8.4 us; a 1 GiB all-reduce takes milliseconds, far above any floor."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import topologies as tp
+from flowsolver import CollectiveOptions, collective, collective_variants
+
+RING_LL = dict(algorithm="ring", protocol="LL")
+KIB4 = 4096
+
+
+@pytest.fixture(scope="module")
+def server():
+    return tp.rail_optimized(nodes=1)
+
+
+def test_eight_gpus_a_thread_take_eight_host_calls_at_a_small_size(server):
+    alone = collective(server, "all_reduce", KIB4, **RING_LL)
+    assert 8.4e-6 < alone.time < 33.6e-6            # the GPUs' time lies between the two floors below
+    eight = collective(server, "all_reduce", KIB4, gpus_per_thread=8, **RING_LL)
+    assert eight.time == pytest.approx(8 * 4.2e-6, rel=1e-12)
+    assert eight.algbw == pytest.approx(KIB4 / (8 * 4.2e-6), rel=1e-12)
+    via_options = collective(server, "all_reduce", KIB4,
+                             options=CollectiveOptions(gpus_per_thread=8, protocol="LL"), algorithm="ring")
+    assert via_options.time == eight.time
+
+
+def test_the_floor_is_the_greater_of_the_two_not_their_sum(server):
+    alone = collective(server, "all_reduce", KIB4, **RING_LL)
+    two = collective(server, "all_reduce", KIB4, gpus_per_thread=2, **RING_LL)   # 8.4 us < the GPUs' time
+    assert two.time == alone.time
+
+
+def test_one_gpu_a_thread_adds_nothing_even_below_one_call(server):
+    # a pure alpha-beta flow model with no latency: a 4 KiB all-reduce in nanoseconds, under one
+    # call's 4.2 us; a process per GPU (the default) keeps it, two GPUs a thread raise it to 8.4 us
+    free = dict(algorithm="ring", step_latency=0.0, base_latency=0.0)
+    one = collective(server, "all_reduce", KIB4, **free)
+    assert one.time < 4.2e-6
+    assert collective(server, "all_reduce", KIB4, gpus_per_thread=1, **free).time == one.time
+    assert collective(server, "all_reduce", KIB4, gpus_per_thread=2, **free).time == pytest.approx(8.4e-6, rel=1e-12)
+
+
+def test_nothing_changes_at_a_large_size(server):
+    size = 2 ** 30
+    r1 = collective(server, "all_reduce", size)
+    r8 = collective(server, "all_reduce", size, gpus_per_thread=8)
+    assert r1.time > 1e-3 and r8.time == r1.time and r8.algorithm == r1.algorithm
+
+
+def test_nccl_choice_is_not_changed_by_the_floor(server):
+    # NCCL chooses by its own estimate, which knows nothing of the host: the same pick
+    r1 = collective(server, "all_reduce", KIB4)
+    r8 = collective(server, "all_reduce", KIB4, gpus_per_thread=8)
+    assert (r8.algorithm, r8.protocol) == (r1.algorithm, r1.protocol)
+    assert r8.estimates == r1.estimates
+    assert r8.time == pytest.approx(33.6e-6, rel=1e-12)
+
+
+def test_no_link_changes_a_time_held_at_the_floor(server):
+    eight = collective(server, "all_reduce", KIB4, gpus_per_thread=8, **RING_LL)
+    assert np.all(eight.time_gradient() == 0.0)
+    free = collective(server, "all_reduce", KIB4, algorithm="ring", step_latency=0.0, base_latency=0.0,
+                      gpus_per_thread=2)
+    assert free.time == pytest.approx(8.4e-6, rel=1e-12)
+    with pytest.raises(ValueError, match="host's floor"):
+        free.time_gradient()
+
+
+def test_variants_take_it_too(server):
+    times = [r.time for r in collective_variants([server, server], "all_reduce", KIB4, gpus_per_thread=8,
+                                                 **RING_LL)]
+    assert times == pytest.approx([33.6e-6, 33.6e-6], rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8", None])
+def test_bad_values_are_refused_naming_the_option(server, bad):
+    with pytest.raises(ValueError, match="gpus_per_thread"):
+        CollectiveOptions(gpus_per_thread=bad)
+    with pytest.raises(ValueError, match="gpus_per_thread"):
+        collective(server, "all_reduce", KIB4, gpus_per_thread=bad)
+
+
+def test_the_validation_setups_read_minus_g_from_the_run():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "validation"))
+    import setups as S
+
+    assert S.gpus_per_thread("NCCL_ALGO=Ring ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 4 -n 40") == 4
+    assert S.gpus_per_thread("all_reduce_perf -b 32k -e 16G -f 2 -g 8 -n 50") == 8
+    assert S.gpus_per_thread("mpirun -np 2 (1 process x -g 8 per node) NCCL_IB_QPS_PER_CONNECTION=4") == 8
+    assert S.gpus_per_thread("all_reduce_perf -b 8 -e 2G -f 2 -t 1 -g 1 -c 1 -n 100") == 1
+    assert S.gpus_per_thread("torch.distributed all_reduce (all_reduce_bench.py)") == 1
+    assert S.gpus_per_thread("NCCL_IB_GID_INDEX=3 -x NCCL_IGNORE_CPU_AFFINITY=1") == 1
