@@ -123,7 +123,10 @@ class Pipeline:
 #: 2.43-4.85); these shipped values are kept (in sample 16.9 %, held out 16.8 %). With tree
 #: LL's stored network steps and the channels' cells (2026-12-04; no constant added, none
 #: moved): held out 15.4 % (536 points; 13.2 % over the 488 of the corpus with the DRANET
-#: H200 pairing excluded, in sample 13.1 %, the refit 11.7 %).
+#: H200 pairing excluded, in sample 13.1 %, the refit 11.7 %). With the host's floor of
+#: ``-g N`` runs (2026-12-05, :mod:`._host`; none moved) the fit finds floor_nvls 0 in every
+#: fold (the one it found stood in for the host's on Azure's ``-g 8`` NVLS runs), fill_ring 2.67
+#: (folds 2.16-5.38): held out 12.0 %, in sample 11.7 %, the refit 10.2 %.
 PIPELINE = Pipeline()
 
 
