@@ -169,7 +169,7 @@ def _freeze(kw: dict):
     return tuple(sorted((k, v if not isinstance(v, dict) else tuple(sorted(v.items()))) for k, v in kw.items()))
 
 
-def run_training(row: dict, index: int, compute: str = "flat") -> dict:
+def run_training(row: dict, index: int, compute: str = "kernels") -> dict:
     pt = dict(kind="training", source=row["source"], row=index, model_name=row["model"], gpus=int(row["gpus"]),
               metric=row["metric"], measured_value=float(row["value"]), unit=row["unit"],
               precision_label=row["precision"])
@@ -469,9 +469,9 @@ def _hold_out(points: list[dict]) -> None:
         pt.update(err_in_sample=pt["err"], model_in_sample=pt["model"], model=t, err=t / pt["measured"] - 1)
 
 
-def run(sources=None, quick=False, progress=False, compute="flat") -> dict:
+def run(sources=None, quick=False, progress=False, compute="kernels") -> dict:
     """Every mapped point of the corpus (or of ``sources``), modelled (training rows with the
-    ``compute`` model: ``"flat"``, the library default, or ``"kernels"``); the result dict that
+    ``compute`` model: ``"kernels"``, the library default, or ``"flat"``); the result dict that
     ``--json`` writes."""
     t0 = time.time()
     crow = [r for r in read_csv("collectives.csv") if not sources or r["source"] in sources]
@@ -594,9 +594,9 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", metavar="DIR", help="one figure per source: busbw / published against the model")
     parser.add_argument("--worst", type=int, default=15, help="how many worst cases to list per kind")
     parser.add_argument("--by-curve", action="store_true", help="also print the collectives' medians per curve")
-    parser.add_argument("--compute", choices=S.COMPUTE_MODELS, default="flat",
-                        help="training compute model: the library default flat efficiency, or the kernel tables "
-                             "(compute_efficiency=None)")
+    parser.add_argument("--compute", choices=S.COMPUTE_MODELS, default="kernels",
+                        help="training compute model: the kernel tables (compute_efficiency=None, the library "
+                             "default), or the flat efficiency (DEFAULT_COMPUTE_EFFICIENCY)")
     parser.add_argument("--cache-dir", metavar="DIR", default=None,
                         help="JAX compilation cache folder (default $FLOWSOLVER_CACHE_DIR; none when unset)")
     args = parser.parse_args(argv)

@@ -32,6 +32,7 @@ from functools import lru_cache
 
 import topologies as tp
 from flowsolver import ModelSpec, get_model
+from flowsolver.training import DEFAULT_COMPUTE_EFFICIENCY
 
 # --- GPUs beside the servers' own ------------------------------------------------------------
 # H200 SXM: the H100's GH100 die with 141 GB HBM3e on the same NVLink 4 / NVSwitch baseboard
@@ -617,15 +618,15 @@ def _framework(row, src: TrainingSource) -> str:
     return src.framework
 
 
-#: the compute models the rows can be run with: the library's default flat efficiency, or the
-#: kernel tables (``compute_efficiency=None``)
-COMPUTE_MODELS = ("flat", "kernels")
+#: the compute models the rows can be run with: the kernel tables (``compute_efficiency=None``,
+#: the library's default on every corpus GPU) or the flat efficiency (DEFAULT_COMPUTE_EFFICIENCY)
+COMPUTE_MODELS = ("kernels", "flat")
 
 
-def training_call(row: dict, compute: str = "flat") -> tuple[str, dict, list[str]]:
+def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[str]]:
     """(cluster name, training_step keyword arguments, assumptions) for one training.csv row
-    (a dict of its columns as strings), with the library's default compute model (``"flat"``)
-    or the kernel tables (``"kernels"``). Raises ``KeyError`` for an unmapped source."""
+    (a dict of its columns as strings), with the kernel tables (``"kernels"``, the library's
+    default) or the flat model (``"flat"``). Raises ``KeyError`` for an unmapped source."""
     if compute not in COMPUTE_MODELS:
         raise ValueError(f"compute must be one of {', '.join(COMPUTE_MODELS)}, got {compute!r}")
     src = TRAINING_SOURCES[row["source"]]
@@ -727,8 +728,7 @@ def training_call(row: dict, compute: str = "flat") -> tuple[str, dict, list[str
         kw["gpu"] = c.train_gpu
     if "a100_40gb" in gpu_text.replace(" ", "_").replace("-", "_"):
         kw["gpu"] = A100_40GB
-    if compute == "kernels":
-        kw["compute_efficiency"] = None
+    kw["compute_efficiency"] = None if compute == "kernels" else DEFAULT_COMPUTE_EFFICIENCY
     return cluster, kw, assumed
 
 

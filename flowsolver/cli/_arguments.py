@@ -341,7 +341,9 @@ def _add_train(sub, fmt) -> None:
                            help=text + ("" if default is None else " (default %(default)s)"))
     train.add_argument("--dp-overlap", type=float, default=1.0,
                        help="share of the DP reduction hidden behind compute (default %(default)s)")
-    train.add_argument("--compute-efficiency", type=float, default=None, help="fraction of the peak reached while computing")
+    train.add_argument("--compute-efficiency", type=float, default=None,
+                       help="the flat compute model: fraction of the peak the GEMMs reach (default: every kernel "
+                            "timed from published benchmarks where the GPU has tables, else 0.46)")
     train.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="GEMM precision (default %(default)s)")
     train.add_argument("--gpu", default=None,
                        help="GPU type whose peak the compute runs at, a catalogue name such as h100_sxm or b200 "

@@ -16,7 +16,7 @@ import topologies as tp_
 
 from .. import _checks
 from ..routing import unchanged
-from ..training import (DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION, REDUCE_DTYPES, checked_expert_routing,
+from ..training import (DEFAULT_COMPUTE, DEFAULT_KERNEL_UTILIZATION, REDUCE_DTYPES, checked_expert_routing,
                         checked_gpu, checked_schedule, compose, default_tp_overlap, get_model, layer_compute,
                         prefetch_kinds, prepare_step, ring_pairs, solve_profile, step_collectives, time_collectives)
 from ._bound import CutBound
@@ -31,7 +31,7 @@ STEP_OPTIONS = ("compute_efficiency", "attention_efficiency", "tp_overlap", "dp_
                 "algorithms", "collective_options", "attention", "fp8_recipe", "power_cap", "kernel_utilization",
                 "reduce_dtype", "fp8_param_gather", "tp_overlap_impl")
 #: their defaults, training_step's
-_STEP_DEFAULTS = dict(compute_efficiency=DEFAULT_COMPUTE_EFFICIENCY, attention_efficiency=None, tp_overlap=None,
+_STEP_DEFAULTS = dict(compute_efficiency=DEFAULT_COMPUTE, attention_efficiency=None, tp_overlap=None,
                       dp_overlap=1.0, top_k=None, capacity_factor=None, algorithms=None, collective_options=None,
                       attention="auto", fp8_recipe="te", power_cap=None,
                       kernel_utilization=DEFAULT_KERNEL_UTILIZATION, reduce_dtype="bf16", fp8_param_gather=False,

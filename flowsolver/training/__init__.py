@@ -11,7 +11,8 @@ groups of its kind running at once, in lockstep (:func:`flowsolver.concurrent` w
   GEMMs at ``compute_efficiency`` of the peak of the precision they run in (``fp8``: the
   layers' GEMMs at the GPU's dense FP8 peak), attention at ``attention_efficiency`` of the
   bf16 peak, plus what the recompute mode (none / selective / full, or the first
-  ``recompute_layers`` of each model chunk) runs again; or, with ``compute_efficiency=None``,
+  ``recompute_layers`` of each model chunk) runs again (a float ``compute_efficiency``); or,
+  with ``compute_efficiency=None`` (the default ``"auto"`` on a GPU with kernel tables),
   every kernel timed from published kernel benchmarks (``_kernels``, ``_kernel_data``: GEMMs
   by shape and precision, flash attention by kernel, memory-bound work and FP8 casts at the
   achieved HBM bandwidth, TP-overlap and power-cap effects);
@@ -60,8 +61,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
                   "CUDA_CONTEXT_A100", "DEEPSPEED_ZERO_NVIDIA_SMI_A100"),
     "._models": ("MODELS", "ModelSpec", "get_model"),
     "._profile": ("CommProfile", "CommTiming", "ring_pairs", "solve_profile", "step_collectives", "time_collectives"),
-    "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_KERNEL_UTILIZATION",
-                  "check_recompute"),
+    "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_COMPUTE",
+                  "DEFAULT_KERNEL_UTILIZATION", "check_recompute", "resolve_compute"),
     "._step": ("DEFAULT_TP_OVERLAP", "training_step", "step_arguments"),
     "._parallelism": ("Parallelism", "REDUCE_DTYPES"),
     "._auto": ("AutoChoice", "prefetch_kinds"),
@@ -80,8 +81,8 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
                           CUDA_CONTEXT_A100, DEEPSPEED_ZERO_NVIDIA_SMI_A100)
     from ._models import MODELS, ModelSpec, get_model
     from ._profile import CommProfile, CommTiming, ring_pairs, solve_profile, step_collectives, time_collectives
-    from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
-                           check_recompute)
+    from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_COMPUTE,
+                           DEFAULT_KERNEL_UTILIZATION, check_recompute, resolve_compute)
     from ._step import DEFAULT_TP_OVERLAP, training_step, step_arguments
     from ._parallelism import Parallelism, REDUCE_DTYPES
     from ._auto import AutoChoice, prefetch_kinds
@@ -95,5 +96,5 @@ __all__ = ["training_step", "Parallelism", "AutoChoice", "step_arguments", "comp
            "CommProfile", "CommTiming",
            "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_memory", "memory_breakdown",
            "MemoryOverheads", "CUDA_CONTEXT_A100", "DEEPSPEED_ZERO_NVIDIA_SMI_A100", "stage_layers",
-           "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP",
+           "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_COMPUTE", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP",
            "DEFAULT_KERNEL_UTILIZATION"]

@@ -8,11 +8,11 @@ again (:meth:`StepResult.recompose`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..routing import first_tier
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, gemm_seconds, kernel_parts, layer_kernel_costs,
-                       stage_seconds)
+                       resolve_compute, stage_seconds)
 from ._memory import stage_memory
 from ._exposed import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
@@ -145,7 +145,8 @@ class StepResult:
         do not depend on them, so each keeps its per-call time); :func:`compose` of the stored
         profile and the new schedule. ``None`` keeps a value, except for
         ``compute_efficiency``: ``None`` switches to the kernel tables, a float to the flat
-        model (the attention then takes the new model's own default unless given)."""
+        model, ``"auto"`` to the tables where the GPU has them (the attention then takes the new
+        model's own default unless given)."""
         allowed = ("global_batch", "dp_overlap", "tp_overlap", "compute_efficiency", "attention_efficiency",
                    "precision", "recompute", "recompute_layers", "attention", "fp8_recipe", "power_cap",
                    "kernel_utilization", "tp_overlap_impl")
@@ -153,6 +154,8 @@ class StepResult:
         if unknown:
             raise TypeError(f"recompose takes {', '.join(allowed)}; got {', '.join(unknown)}")
         values = {k: getattr(self.schedule, k) for k in allowed}
+        if "compute_efficiency" in changes:                 # "auto": the tables if the GPU has them
+            changes = dict(changes, compute_efficiency=resolve_compute(changes["compute_efficiency"], self.profile.gpu))
         values.update({k: v for k, v in changes.items() if v is not None})
         if "compute_efficiency" in changes and changes["compute_efficiency"] is None:
             values["compute_efficiency"] = None             # the kernel tables
@@ -181,6 +184,14 @@ class StepResult:
 
 
 
+def _on_gpu(schedule: Schedule, gpu) -> Schedule:
+    """``schedule`` with its compute model ``"auto"`` resolved on ``gpu`` (a Schedule built by
+    hand; :func:`checked_schedule` resolves it for :func:`~flowsolver.training_step`)."""
+    if isinstance(schedule.compute_efficiency, str):
+        return replace(schedule, compute_efficiency=resolve_compute(schedule.compute_efficiency, gpu))
+    return schedule
+
+
 def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None) -> StepResult:
     """The step from a solved profile and a schedule (pure arithmetic, no solving); ``parts``,
     :func:`layer_compute` of them when the caller has it (a planner composing many layouts
@@ -200,7 +211,7 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
     >>> again.step_time == r.step_time, compose(r.profile, Schedule(64, 1.0, 0.4)).microbatches
     (True, 32)
     """
-    model, lay, gpu, s = profile.model, profile.layout, profile.gpu, schedule
+    model, lay, gpu, s = profile.model, profile.layout, profile.gpu, _on_gpu(schedule, profile.gpu)
     if s.global_batch is None or s.tp_overlap is None:          # unset: training_step's defaults
         s = s.resolved(dp=lay.dp, micro_batch=profile.micro_batch, tp=lay.tp)
     m = s.global_batch // (lay.dp * profile.micro_batch)
@@ -278,7 +289,7 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
     >>> abs(32 * c["layer"] + c["output"] - r.compute_time / r.microbatches) < 1e-12
     True
     """
-    model, s, lay = profile.model, schedule, profile.layout
+    model, s, lay = profile.model, _on_gpu(schedule, profile.gpu), profile.layout
     if s.kernels:
         costs = layer_kernel_costs(model, micro_batch=profile.micro_batch, tp=lay.tp, cp=lay.cp, ep=lay.ep,
                                    sequence_parallel=profile.sequence_parallel, gpu=profile.gpu,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from .. import _checks
-from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION, FP8_RECIPES,
-                       TP_OVERLAP_IMPLS, check_precision, check_recompute)
+from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE, DEFAULT_KERNEL_UTILIZATION, FP8_RECIPES,
+                       TP_OVERLAP_IMPLS, check_precision, check_recompute, resolve_compute)
 from ._kernels import ATTENTION_KERNELS, check_power_cap
 from ._pipeline import stage_layers
 
@@ -27,18 +27,20 @@ class Schedule:
     micro_batch`` and ``tp_overlap`` ``(tp - 1) / tp``; :func:`flowsolver.training_step`
     takes a Schedule beside a :class:`~flowsolver.training.Parallelism`, and checks it.
 
-    Compute: with ``compute_efficiency=None`` every kernel is timed from
+    Compute: ``compute_efficiency="auto"`` (the default) is the kernel tables where the GPU has
+    a kernel ``family`` (every catalogue GPU but the H100 PCIe), else the flat model at 0.46;
+    :func:`checked_schedule` resolves it. With ``compute_efficiency=None`` every kernel is timed from
     published kernel benchmarks (:mod:`flowsolver.training._kernels`: GEMMs by shape and
     precision, ``attention`` kernel ``auto`` / ``fa3`` / ``fa2`` / ``unfused``, memory-bound
     work at the achieved HBM bandwidth, the ``fp8_recipe``'s casts, ``power_cap`` W) and the
     sum divided by ``kernel_utilization``; ``attention_efficiency`` (a fraction of the bf16
-    peak) overrides the attention tables when given. With a float ``compute_efficiency`` (the
-    default, 0.46) the flat model: the GEMMs at that fraction of their precision's peak,
-    attention at ``attention_efficiency`` (``None``: 0.62) of the bf16 peak."""
+    peak) overrides the attention tables when given. With a float ``compute_efficiency``
+    (``DEFAULT_COMPUTE_EFFICIENCY``: 0.46) the flat model: the GEMMs at that fraction of their
+    precision's peak, attention at ``attention_efficiency`` (``None``: 0.62) of the bf16 peak."""
 
     global_batch: int | None = None
     dp_overlap: float = 1.0
-    compute_efficiency: float | None = DEFAULT_COMPUTE_EFFICIENCY
+    compute_efficiency: float | str | None = DEFAULT_COMPUTE
     precision: str = "bf16"
     recompute: str = "selective"
     tp_overlap: float | None = None
@@ -52,7 +54,8 @@ class Schedule:
 
     @property
     def kernels(self) -> bool:
-        """Whether compute is timed from the kernel tables (``compute_efficiency`` None)."""
+        """Whether compute is timed from the kernel tables (``compute_efficiency`` None; a checked
+        schedule, as a step result holds, has ``"auto"`` resolved)."""
         return self.compute_efficiency is None
 
 
@@ -106,14 +109,15 @@ def check_recompute_layers(recompute_layers, layers: int, pp: int, vp: int) -> N
         _checks.integer("recompute_layers", recompute_layers, maximum=chunk)
 
 
-def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, compute_efficiency=DEFAULT_COMPUTE_EFFICIENCY,
+def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, compute_efficiency=DEFAULT_COMPUTE,
                      precision="bf16", recompute="selective", tp_overlap=0.0, gpu=None,
                      attention_efficiency=None, recompute_layers=None, attention="auto", fp8_recipe="te",
                      power_cap=None, kernel_utilization=DEFAULT_KERNEL_UTILIZATION,
                      tp_overlap_impl="te") -> Schedule:
     """A :class:`Schedule` for a job of ``dp`` replicas and ``micro_batch`` sequences per
     microbatch, each value checked (a ``ValueError`` naming it and what it allows; FP8 and
-    ``power_cap`` against ``gpu`` when given).
+    ``power_cap`` against ``gpu`` when given; ``compute_efficiency="auto"`` resolved on ``gpu``,
+    :func:`._compute.resolve_compute`).
 
     >>> checked_schedule(dp=4, micro_batch=2, global_batch=16, dp_overlap=0, compute_efficiency=0.5).compute_efficiency
     0.5
@@ -122,6 +126,7 @@ def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, com
     ...
     ValueError: global_batch must be a positive multiple of dp x micro_batch = 8 sequences, got 12
     """
+    compute_efficiency = resolve_compute(compute_efficiency, gpu)
     efficiency = None if compute_efficiency is None else \
         _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
     if attention_efficiency is None and efficiency is not None:

@@ -59,7 +59,8 @@ def test_api_errors_name_the_command_line_options(capsys):
 def test_train_takes_the_gpu_type(capsys):
     """--gpu sets the GPU whose peak the compute runs at: a B200's dense bf16 peak (2.25 PFLOP/s,
     topologies' catalogue) over an H100's (989 TFLOP/s) shortens a compute-bound step."""
-    base = ["train", "--nodes", "1", "--model", "llama-3-8b", "--tp", "8", "--global-batch", "8", "--json"]
+    base = ["train", "--nodes", "1", "--model", "llama-3-8b", "--tp", "8", "--global-batch", "8", "--json",
+            "--compute-efficiency", "0.46"]
     assert main(base) == 0
     h100 = json.loads(capsys.readouterr().out)["summary"]["compute_s"]
     assert main(base + ["--gpu", "b200"]) == 0

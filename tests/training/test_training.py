@@ -21,7 +21,7 @@ def _flops_per_token(layers, h, ffn, kv_dim, vocab, seq, recompute_attention=Tru
 def test_ideal_network_gives_the_gpu_count_and_the_compute_formula():
     g = cluster("ideal", nodes=2)
     zero = dict(step_latency=0.0, base_latency=0.0)
-    r = training_step(g, model="llama-3-8b", tp=8, global_batch=64, collective_options=zero)
+    r = training_step(g, model="llama-3-8b", tp=8, global_batch=64, collective_options=zero, compute_efficiency=0.46)
     assert r.speedup == pytest.approx(16, rel=1e-6)
     # compute: tokens x executed FLOPs / (GPUs x peak x efficiency), the GEMMs at the compute
     # efficiency, attention (selective recompute of the scores) at the attention efficiency
@@ -40,7 +40,8 @@ def test_ideal_network_gives_the_gpu_count_and_the_compute_formula():
     assert r.recompose(compute_efficiency=0.23).mfu < r.mfu
     # a 1F1B pipeline of 2 stages (16 layers each, the logits on the last): m slots of the
     # slowest stage plus one of bubble, against one GPU doing both stages' work
-    p2 = training_step(g, model="llama-3-8b", tp=8, pp=2, global_batch=64, collective_options=zero)
+    p2 = training_step(g, model="llama-3-8b", tp=8, pp=2, global_batch=64, collective_options=zero,
+                       compute_efficiency=0.46)
     m = 64 // p2.dp
     first = ((body - attention) / r.compute_efficiency + attention / r.attention_efficiency) / 2    # seconds x peak
     last = first + logits / r.compute_efficiency

@@ -232,21 +232,37 @@ def test_kernel_tables_give_fp8_a_smaller_gain_than_its_peak_and_rowwise_less_th
     bf16 = training_step(g, **kw)
     fp8 = training_step(g, precision="fp8", **kw)
     assert 1.33 <= bf16.step_time / fp8.step_time <= 1.62
-    flat = training_step(g, model="llama-3-8b", global_batch=16)
+    flat = training_step(g, model="llama-3-8b", global_batch=16, compute_efficiency=0.46)
     assert flat.step_time / flat.recompose(precision="fp8").step_time > 1.62
     rowwise = fp8.recompose(fp8_recipe="rowwise")
     tensorwise = fp8.recompose(fp8_recipe="tensorwise")
     assert rowwise.step_time > tensorwise.step_time > fp8.step_time          # torchao casts more than TE
 
 
-def test_the_flat_model_is_unchanged_by_default():
+def test_the_flat_model_keeps_its_calibration_row():
     # README's Llama 3 8B FP8 calibration row: 14,419 tokens/s per GPU with the flat 0.46
     r = training_step(tp.rail_optimized(1), model="llama-3-8b", dp=8, global_batch=128, precision="fp8",
-                      recompute="full", recompute_layers=5)
+                      recompute="full", recompute_layers=5, compute_efficiency=0.46)
     assert r.compute_efficiency == 0.46 and r.tokens_per_gpu == pytest.approx(14419, rel=1e-3)
     k = r.recompose(compute_efficiency=None)
     assert k.schedule.kernels and k.compute_efficiency is None and k.tokens_per_gpu != r.tokens_per_gpu
+    assert r.recompose(compute_efficiency="auto").step_time == k.step_time        # H100: the tables
     with pytest.raises(ValueError, match="attention must be one of"):
         training_step(tp.rail_optimized(1), model=TINY, attention="fa4")
     with pytest.raises(ValueError, match="fp8_recipe must be one of"):
         training_step(tp.rail_optimized(1), model=TINY, fp8_recipe="mx")
+
+
+def test_the_default_is_the_kernel_tables_where_the_gpu_has_them():
+    # "auto": the tables on every catalogue GPU with a kernel family, the flat 0.46 on the H100 PCIe
+    g = tp.rail_optimized(1)
+    default = training_step(g, model="llama-3-8b", dp=8, global_batch=16)
+    tables = training_step(g, model="llama-3-8b", dp=8, global_batch=16, compute_efficiency=None)
+    assert default.schedule.kernels and default.step_time == tables.step_time
+    pcie = training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu="h100_pcie")
+    flat = training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu="h100_pcie", compute_efficiency=0.46)
+    assert pcie.compute_efficiency == 0.46 and pcie.step_time == flat.step_time
+    with pytest.raises(ValueError, match="compute_efficiency must be 'auto', None"):
+        training_step(g, model="llama-3-8b", dp=8, global_batch=16, compute_efficiency="kernels")
+    with pytest.raises(ValueError, match="has no kernel family"):
+        training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu="h100_pcie", compute_efficiency=None)

@@ -17,7 +17,7 @@ def _rows():
         return list(csv.DictReader(f))
 
 
-def _call(i, compute="flat"):
+def _call(i, compute="kernels"):
     return setups.training_call(_rows()[i], compute)[1]
 
 
@@ -49,7 +49,7 @@ def test_other_sources():
     assert kinds["bigscience-bloom"]["attention"] == "unfused"
     assert kinds["llm-foundry"]["attention"] == "fa2"
     assert "attention" not in kinds["nvidia-dgxc-benchmarking"]        # Transformer Engine: the default
-    # the compute model: the library's default, or the kernel tables
-    assert "compute_efficiency" not in _call(0) and _call(0, "kernels")["compute_efficiency"] is None
+    # the compute model: the kernel tables (the library's default on the corpus's GPUs), or the flat 0.46
+    assert _call(0)["compute_efficiency"] is None and _call(0, "flat")["compute_efficiency"] == 0.46
     with pytest.raises(ValueError, match="compute must be one of"):
         _call(0, "roofline")
