@@ -100,9 +100,11 @@ def predict(rec: dict, params: Pipeline) -> float:
     p = rec["pipe"]
     if p is None:
         return rec["model"]
-    # the host's floor where one thread issued the call for several GPUs (nccl-tests -g N)
+    # the host's floor where one thread issued the call for several GPUs (nccl-tests -g N), and
+    # the host's work before a call timed on its own from an idle device (torch.distributed)
     return max(pipeline_time(p["algorithm"], p["protocol"], p["op"], p["size"], p["ranks"], p["nodes"],
-                             p["channels"], p["latency"], p["algbw"], params), p.get("host_floor", 0.0))
+                             p["channels"], p["latency"], p["algbw"], params), p.get("host_floor", 0.0)) \
+        + p.get("host_overhead", 0.0)
 
 
 def estimate(rec: dict) -> float:

@@ -135,19 +135,21 @@ def run_collective(pt: dict) -> dict:
         op = S.OPS[pt["op"]]
         runs = []
         per_thread = S.gpus_per_thread(pt["env"])       # nccl-tests -g N: one thread issues N calls
+        overhead = S.host_overhead(pt["env"])           # one torch.distributed call timed from idle
         for a in (setup.candidates if algorithm == "auto" and setup.candidates else (algorithm,)):
             with Capture() as seen:
-                r = collective(graph, op, float(pt["size"]), ranks=ranks, algorithm=a, gpus_per_thread=per_thread)
+                r = collective(graph, op, float(pt["size"]), ranks=ranks, algorithm=a, gpus_per_thread=per_thread,
+                               host_overhead=overhead)
             pipe = seen.pipe_of(r.algorithm, r.protocol)
             if pipe is not None:
-                pipe = dict(pipe, host_floor=host_floor(per_thread))
+                pipe = dict(pipe, host_floor=host_floor(per_thread), host_overhead=overhead)
             runs.append((r, pipe))
         r, pipe = min(runs, key=lambda run: run[0].time)
     except ValueError as exc:
         pt.update(status="not_modelled", reason=f"the library refused it: {exc}")
         return pt
     pt.update(model=r.time, model_algorithm=r.algorithm, model_protocol=r.protocol, channels=r.channels, pipe=pipe,
-              gpus_per_thread=per_thread)
+              gpus_per_thread=per_thread, host_overhead=overhead)
     pt["err"] = r.time / pt["measured"] - 1 if pt["measured"] > 0 else math.nan
     if "measured_in_place" in pt and primary != "in-place":
         pt["err_in_place"] = r.time / pt["measured_in_place"] - 1

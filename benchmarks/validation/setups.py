@@ -32,6 +32,7 @@ from functools import lru_cache
 
 import topologies as tp
 from flowsolver import ModelSpec, get_model
+from flowsolver.collectives import TORCH_CALL_OVERHEAD
 from flowsolver.training import DEFAULT_COMPUTE_EFFICIENCY
 
 # --- GPUs beside the servers' own ------------------------------------------------------------
@@ -463,6 +464,18 @@ def gpus_per_thread(env: str) -> int:
     """
     found = re.search(r"(?:^|[\s(])-g\s+(\d+)", env)
     return int(found.group(1)) if found else 1
+
+
+def host_overhead(env: str) -> float:
+    """Seconds of host work each timed call of a run carries, from its command line or notes
+    (the corpus's ``env``): PyTorch's per-call overhead for ``torch.distributed`` timed one call
+    per trial from an idle device (ml-engineering's all_reduce_bench.py at 744d01e, the
+    corpus's PyTorch curves: barrier, event, all_reduce, event, synchronise), else 0.
+
+    >>> host_overhead("torch.distributed all_reduce (all_reduce_bench.py), torch 2.9.1"), host_overhead("-g 8")
+    (2.5e-05, 0.0)
+    """
+    return TORCH_CALL_OVERHEAD if "torch.distributed" in env else 0.0
 
 
 def curve_placement(setup: CurveSetup, nodes: int, gpus_per_node: int):

@@ -78,7 +78,7 @@ Algorithms (``ALGORITHMS[op]``):
 
 
 Modules: ``_nccl`` (ops, NCCL constants), ``_nccl_model`` (NCCL's tuning model),
-``_hardware`` (what NCCL sees of the ranks), ``_nccl_timing`` (that model on the flow solve),
+``_hardware`` (what NCCL sees of the ranks), ``_host`` (the host's floor and overhead), ``_nccl_timing`` (that model on the flow solve),
 ``_calibrate`` (fits to nccl-tests logs), ``_calibration`` (the fitted model), ``_layout`` (where the ranks sit),
 ``_trees`` (trees, pipeline, the :class:`Step` value), ``_algorithms`` (the algorithm registry:
 :func:`register_algorithm`, ``ALGORITHMS``; built-ins in ``_builtin_algorithms``), ``_schedules`` (one schedule function
@@ -102,6 +102,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._collective": ("collective", "collective_variants"),
     "._concurrent": ("concurrent", "concurrent_kinds"),
     "._hardware": ("nccl_channels",),
+    "._host": ("HOST_CALL", "TORCH_CALL_OVERHEAD"),
     "._jax": ("collective_time",),
     "._options": ("CollectiveOptions", "checked_collective_options"),
     "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm"),
@@ -119,6 +120,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._collective import collective, collective_variants
     from ._concurrent import concurrent, concurrent_kinds
     from ._hardware import nccl_channels
+    from ._host import HOST_CALL, TORCH_CALL_OVERHEAD
     from ._jax import collective_time
     from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
     from ._options import CollectiveOptions, checked_collective_options
@@ -135,4 +137,4 @@ from . import _builtin_algorithms  # noqa: F401,E402
 
 __all__ = ["register_algorithm", "collective", "collective_variants", "CollectiveOptions", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
            "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
-           "DEFAULT_CHUNK", "collective_time"]
+           "DEFAULT_CHUNK", "collective_time", "HOST_CALL", "TORCH_CALL_OVERHEAD"]

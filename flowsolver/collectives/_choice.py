@@ -90,7 +90,8 @@ def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
     for a, r in results.items():
         if is_tuned(a, op, options):
             continue                # the host's floor (several GPUs a thread) is in the tuned times already
-        entries[a, options.step_protocol] = (max(r.time, options.host_floor), r.steps, r.utilization)
+        entries[a, options.step_protocol] = (max(r.time, options.host_floor) + options.host_overhead, r.steps,
+                                             r.utilization)
     own = dict(entries)
     for (a, proto), (total, lat, _) in tuned.items():
         base = _BASE[a][PROTOCOLS.index(proto)] * 1e-6 if options.base_latency is None else options.base_latency

@@ -245,7 +245,7 @@ def _gathered(entry, fn, options, values: dict):
                    protocol=kw["protocol"], chunk=kw["chunk"], efficiency=kw["efficiency"],
                    step_latency=kw["step_latency"], base_latency=kw["base_latency"], channels=kw["channels"],
                    tuner=kw["step_latency"] is None, candidates=kw["candidates"],
-                   gpus_per_thread=kw["gpus_per_thread"]), kw["model"]
+                   gpus_per_thread=kw["gpus_per_thread"], host_overhead=kw["host_overhead"]), kw["model"]
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
@@ -253,7 +253,8 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
                pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                efficiency=None, step_latency: float | None = None,
                base_latency: float | None = None, candidates: str = "nccl", model=None,
-               gpus_per_thread: int = 1, options: CollectiveOptions | None = None) -> CollectiveResult:
+               gpus_per_thread: int = 1, host_overhead: float = 0.0,
+               options: CollectiveOptions | None = None) -> CollectiveResult:
     """Time a collective on a cluster graph.
 
     Parameters
@@ -301,6 +302,10 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         GPUs one host thread issues the collective for (nccl-tests ``-g N``; default 1, a
         process per GPU): above 1 the time is at least ``N x`` NCCL's per-call host cost
         (4.2 us; :class:`~flowsolver.CollectiveOptions`).
+    host_overhead : float >= 0
+        Seconds of host work added to the time (default 0): a call timed on its own from an
+        idle device, e.g. ``flowsolver.collectives.TORCH_CALL_OVERHEAD`` for one
+        ``torch.distributed`` call.
 
     A collective whose flows cannot complete (a failed link on every path) raises
     ValueError; so does an option outside its range, before any work.
@@ -321,7 +326,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     options, model = _gathered("collective", collective, options, dict(
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
         efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
-        model=model, gpus_per_thread=gpus_per_thread))
+        model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead))
     return collective_with(graph, op, size, ranks, algorithm, options, model)
 
 
@@ -344,12 +349,14 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
                         pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                         efficiency=None, step_latency: float | None = None,
                         base_latency: float | None = None, candidates: str = "nccl", model=None,
-                        gpus_per_thread: int = 1, options: CollectiveOptions | None = None) -> list:
+                        gpus_per_thread: int = 1, host_overhead: float = 0.0,
+                        options: CollectiveOptions | None = None) -> list:
     """:func:`collective` on several graphs of one structure (same nodes and edges, other
     capacities or latencies: a technology swap, derated links, failed links at capacity 0),
     routed once on the first and solved for all in one batched call.
 
-    Options as :func:`collective` (``model=`` a :func:`flowsolver.calibrate` result, ``gpus_per_thread``; or
+    Options as :func:`collective` (``model=`` a :func:`flowsolver.calibrate` result, ``gpus_per_thread``,
+    ``host_overhead``; or
     ``options=`` a :class:`~flowsolver.CollectiveOptions`).
     Returns one :class:`CollectiveResult` per graph; a variant that cannot complete has
     ``status`` ``Status.STALLED``, ``time`` inf and the reason in ``message``. Routes are
@@ -366,7 +373,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     options, model = _gathered("collective_variants", collective_variants, options, dict(
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
         efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
-        model=model, gpus_per_thread=gpus_per_thread))
+        model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead))
     check_call(op, algorithm, size, options)
     graphs = list(graphs)
     if not graphs:

@@ -11,11 +11,16 @@ the GPUs run the previous one: an iteration takes ``max(GPU time, N x per-call h
 the slower of the two stages, not their sum. With one process or thread per GPU (MPI,
 torchrun: ``-g 1``) the host's single call hides behind the kernel, and NCCL's latencies,
 measured that way, already hold it: no floor.
+
+A call timed on its own from an idle device (an event recorded, the call issued, an event
+recorded, the device synchronised) takes the host's work for the call *and* the kernel, one
+after the other: nothing queued ahead hides the host. ``CollectiveOptions.host_overhead`` adds
+it; :data:`TORCH_CALL_OVERHEAD` is PyTorch's, for ``torch.distributed`` calls timed that way.
 """
 
 from __future__ import annotations
 
-__all__ = ["HOST_CALL", "host_floor"]
+__all__ = ["HOST_CALL", "TORCH_CALL_OVERHEAD", "host_floor"]
 
 #: seconds of host work per NCCL collective call of a group (planning and kernel launch), from
 #: nccl-tests issue #123 (NVIDIA/nccl-tests, 2022-12-14): ``NCCL_ALGO=Ring NCCL_MAX_NCHANNELS=1
@@ -26,6 +31,15 @@ __all__ = ["HOST_CALL", "host_floor"]
 #: at small sizes, and a fit leaving each source out gives 4.3-7.2 us (soft-L1 of the log
 #: error) and a held-out median of 14.6 % against this figure's 12.0 % (docs' accuracy page).
 HOST_CALL = 4.2e-6
+
+#: seconds of host work between recording an event and a ``torch.distributed.all_reduce``'s NCCL
+#: kernel starting (ProcessGroupNCCL's work object, stream events, NCCL's enqueue and launch):
+#: "PyTorch's per-call host overhead of some 20-30us" (stas00/ml-engineering,
+#: network/benchmarks/all_reduce_bench.py docstring, revision 0cc3de5, 2026, which then queues
+#: 10 calls behind a busy-wait to hide it; the revision of 744d01e times one call per trial from
+#: an idle device, ``--with-host-overhead`` in the later one); the range's middle. Not fitted:
+#: the corpus's only PyTorch-timed curves are that source's (docs' accuracy page).
+TORCH_CALL_OVERHEAD = 25e-6
 
 
 def host_floor(gpus_per_thread: int) -> float:

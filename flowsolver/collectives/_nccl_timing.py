@@ -151,6 +151,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
                          PIPELINE if model is None else model.pipeline)
     if options.gpus_per_thread > 1:             # one host thread issues the call for several GPUs
         time = _greater(time, options.host_floor)
+    time = time + options.host_overhead         # a call timed from an idle device: the host's issuing first
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency
     return time, lat, lat + size / algbw

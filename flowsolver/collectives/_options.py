@@ -73,6 +73,12 @@ class CollectiveOptions:
         (:data:`~flowsolver.collectives._host.HOST_CALL`, 4.2 us): the time is the greater of
         the GPUs' time and that floor (:func:`~flowsolver.collective` and
         :func:`~flowsolver.collective_variants` only).
+    host_overhead : float >= 0
+        Seconds of host work added to each collective (default 0): a call timed on its own
+        from an idle device pays the host's issuing before its kernel starts, which a loop
+        whose host runs ahead hides. ``flowsolver.collectives.TORCH_CALL_OVERHEAD`` (25 us)
+        is ``torch.distributed``'s (:func:`~flowsolver.collective` and
+        :func:`~flowsolver.collective_variants` only).
 
     Examples
     --------
@@ -89,6 +95,9 @@ class CollectiveOptions:
     >>> eight = collective(tp.rail_optimized(1), "all_reduce", 4096, algorithm="ring", options=g8)
     >>> round(one.time * 1e6, 1), round(eight.time * 1e6, 1)    # 8 host calls of 4.2 us: 33.6 us
     (15.8, 33.6)
+    >>> torch = CollectiveOptions(protocol="LL", host_overhead=25e-6)   # one torch call timed from idle
+    >>> round(collective(tp.rail_optimized(1), "all_reduce", 4096, algorithm="ring", options=torch).time * 1e6, 1)
+    40.8
     """
 
     policy: str = "ecmp"
@@ -103,13 +112,15 @@ class CollectiveOptions:
     candidates: str = "nccl"
     model: object = None
     gpus_per_thread: int = 1
+    host_overhead: float = 0.0
 
     def __post_init__(self):
         try:
             Options(policy=self.policy, policy_options=dict(self.policy_options or {}), pxn=self.pxn,
                     protocol="auto" if self.protocol is None else self.protocol, chunk=self.chunk,
                     efficiency=self.efficiency, step_latency=self.step_latency, base_latency=self.base_latency,
-                    channels=self.channels, candidates=self.candidates, gpus_per_thread=self.gpus_per_thread)
+                    channels=self.channels, candidates=self.candidates, gpus_per_thread=self.gpus_per_thread,
+                    host_overhead=self.host_overhead)
         except ValueError as err:
             raise ValueError(f"CollectiveOptions: {err}") from None
         if self.policy_options is not None and not isinstance(self.policy_options, dict):
@@ -171,7 +182,7 @@ class Options:
     ``step_latency`` fixes an alpha per step, and for :func:`flowsolver.concurrent`'s event
     engine); ``candidates`` ``"nccl"`` (``"auto"`` picks among what NCCL runs) or ``"all"``;
     ``gpus_per_thread`` the GPUs one host thread issues a collective for (its floor:
-    :func:`~._host.host_floor`).
+    :func:`~._host.host_floor`); ``host_overhead`` seconds of host work added to each call.
     """
 
     policy: str = "ecmp"
@@ -186,6 +197,7 @@ class Options:
     tuner: bool = False
     candidates: str = "nccl"
     gpus_per_thread: int = 1
+    host_overhead: float = 0.0
 
     def __post_init__(self):
         _check_options(self)
@@ -280,6 +292,10 @@ def _check_options(o: Options) -> None:
     if o.channels is not None:
         _checks.integer("channels", o.channels, maximum=MAX_CHANNELS)
     _checks.integer("gpus_per_thread", o.gpus_per_thread)
+    if o.host_overhead is None or not _real(o.host_overhead) or not math.isfinite(float(o.host_overhead)) \
+            or o.host_overhead < 0:
+        raise ValueError(f"host_overhead must be a finite number of seconds >= 0, got "
+                         f"{_checks._plain(o.host_overhead)!r}")
 
 
 def check_efficiency_keys(efficiency, graphs) -> None:

@@ -6,7 +6,10 @@ their sum).
 
 Hand-computed reference: a 4 KiB ring LL all-reduce on one DGX H100 takes NCCL's ring LL
 latency and a few LL steps, about 16 us on the GPUs, below 8 x 4.2 = 33.6 us and above
-2 x 4.2 = 8.4 us; a 1 GiB all-reduce takes milliseconds, far above any floor."""
+2 x 4.2 = 8.4 us; a 1 GiB all-reduce takes milliseconds, far above any floor.
+
+A call timed on its own from an idle device (CollectiveOptions.host_overhead, e.g. one
+``torch.distributed`` call per trial) pays the host's issuing before its kernel: the sum."""
 
 import sys
 from pathlib import Path
@@ -103,3 +106,35 @@ def test_the_validation_setups_read_minus_g_from_the_run():
     assert S.gpus_per_thread("all_reduce_perf -b 8 -e 2G -f 2 -t 1 -g 1 -c 1 -n 100") == 1
     assert S.gpus_per_thread("torch.distributed all_reduce (all_reduce_bench.py)") == 1
     assert S.gpus_per_thread("NCCL_IB_GID_INDEX=3 -x NCCL_IGNORE_CPU_AFFINITY=1") == 1
+
+
+# --- the host's work before a call timed on its own (CollectiveOptions.host_overhead) -------------
+
+def test_a_call_timed_from_an_idle_device_adds_the_hosts_overhead(server):
+    # nothing queued ahead hides the host's issuing: the time is the sum, at every size and algorithm
+    for size, kw in ((KIB4, RING_LL), (1 << 20, {}), (1 << 30, {})):
+        alone = collective(server, "all_reduce", size, **kw)
+        idle = collective(server, "all_reduce", size, host_overhead=25e-6, **kw)
+        assert idle.time == pytest.approx(alone.time + 25e-6, rel=1e-12)
+    # PyTorch's per-call overhead, "some 20-30us" (ml-engineering's all_reduce_bench.py): the middle
+    from flowsolver.collectives import TORCH_CALL_OVERHEAD
+    assert TORCH_CALL_OVERHEAD == 25e-6
+
+
+def test_the_overhead_adds_to_the_floor_of_several_gpus_a_thread(server):
+    both = collective(server, "all_reduce", KIB4, gpus_per_thread=8, host_overhead=10e-6, **RING_LL)
+    assert both.time == pytest.approx(8 * 4.2e-6 + 10e-6, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [-1e-6, None, float("nan"), float("inf"), "25us", True])
+def test_a_bad_host_overhead_is_refused_by_name(server, bad):
+    with pytest.raises(ValueError, match="host_overhead must be a finite number of seconds >= 0"):
+        CollectiveOptions(host_overhead=bad)
+    with pytest.raises(ValueError, match="host_overhead"):
+        collective(server, "all_reduce", KIB4, host_overhead=bad)
+
+
+def test_a_training_step_refuses_a_host_overhead(server):
+    from flowsolver import training_step
+    with pytest.raises(ValueError, match="does not take CollectiveOptions.host_overhead"):
+        training_step(server, "llama-3-8b", collective_options=CollectiveOptions(host_overhead=1e-6))
