@@ -12,7 +12,8 @@ Columns keep nccl-tests' names and units: ``size`` (bytes), ``count``, ``type``,
 ``op`` (flowsolver's name, or None where the log does not say), ``ranks``, ``nodes`` (hosts
 in the device list), ``devices`` (rank -> (host, device, GPU name)), ``nccl_version``,
 ``avg_busbw`` (GB/s, the footer's; None without one), ``algorithm`` (flowsolver's name of
-the ``NCCL_ALGO`` the NCCL INFO lines say was forced, else None) and ``source``. ``ranks``
+the ``NCCL_ALGO`` the NCCL INFO lines say was forced, else None), ``gpus_per_thread`` (the
+header's ``nGpus``: the GPUs one thread drove, ``-g``; None without the header) and ``source``. ``ranks``
 is the device list's (its highest rank + 1), else the ``nranks`` of NCCL INFO lines, else None;
 ``ranks_from`` says which.
 
@@ -46,6 +47,7 @@ _RANK = re.compile(r"^#?\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!\S)")
 _NRANKS = re.compile(r" NCCL INFO .*?\bn[Rr]anks (\d{1,9})\b")
+_NGPUS = re.compile(r"^\s*#\s*nThread\s+\d{1,9}\s+nGpus\s+(\d{1,9})\b", re.MULTILINE)
 #: the largest log read by default (bytes): ``read``'s ``max_bytes``
 MAX_BYTES = 2**28
 _ALGO = re.compile(r"NCCL_ALGO set by environment to (\w+)")
@@ -257,8 +259,8 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int = MAX_BYTES):
     ... # Avg bus bandwidth    : 0.00
     ... '''
     >>> df = read(text, op="all_reduce")
-    >>> list(df["placement"]), float(df["time"][0]), df.attrs["ranks"], df.attrs["nodes"]
-    (['out-of-place', 'in-place'], 20.1, 2, 2)
+    >>> list(df["placement"]), float(df["time"][0]), df.attrs["ranks"], df.attrs["nodes"], df.attrs["gpus_per_thread"]
+    (['out-of-place', 'in-place'], 20.1, 2, 2, 1)
     """
     try:
         import pandas as pd
@@ -287,10 +289,11 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int = MAX_BYTES):
     avg = _AVG.search(text)
     algo = _ALGO.search(text)
     ranks, ranks_from = _ranks_of(devices, text)
+    per_thread = {int(n) for n in _NGPUS.findall("\n".join(lines))}
     df.attrs.update(op=op or said, ranks=ranks, ranks_from=ranks_from,
                     nodes=len({host for host, _, _ in devices.values()}) or None, devices=devices,
                     nccl_version=version.group(1) if version else None,
                     avg_busbw=float(avg.group(1)) if avg and math.isfinite(float(avg.group(1))) else None,
-                    source=source,
+                    source=source, gpus_per_thread=per_thread.pop() if len(per_thread) == 1 else None,
                     algorithm=ALGO_NAMES.get(algo.group(1).lower()) if algo else None)
     return df

@@ -311,7 +311,9 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     fitted only when ``ranks`` is passed. A missing log is FileNotFoundError.
     ``algorithm`` is the log's (``"auto"``: NCCL's choice, or the ``NCCL_ALGO`` the logs'
     NCCL INFO lines say was forced; ``"ring"`` for a run with ``NCCL_ALGO=Ring``) and
-    ``options`` the other keywords of :func:`flowsolver.collective`.
+    ``options`` the other keywords of :func:`flowsolver.collective`; ``gpus_per_thread``
+    defaults to the logs' header (``nGpus``, nccl-tests ``-g``: one thread driving several
+    GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`).
 
     Each row's flows are solved once; a robust least squares (soft-L1 on the relative error,
     with a prior at the library's values) then fits a latency added to every call, one added
@@ -341,11 +343,16 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     >>> "launch_latency" in cal.unconstrained   # 128-512 MiB rows cannot tell a latency
     True
     """
+    rows, n, forced, per_thread = _rows(logs, graph, ranks, op)
+    if "gpus_per_thread" not in options and per_thread:         # the logs' nGpus (nccl-tests -g)
+        if len(per_thread) > 1:
+            raise ValueError(f"the logs were run with different GPUs per thread (nGpus {sorted(per_thread)}): "
+                             "calibrate them apart, or pass gpus_per_thread=")
+        options["gpus_per_thread"] = per_thread.pop()
     options.setdefault("protocol", "auto")
     if options.get("policy_options") is None:
         options.pop("policy_options", None)
     opts = Options(tuner=options.pop("step_latency", None) is None, **options)
-    rows, n, forced = _rows(logs, graph, ranks, op)
     if algorithm == "auto" and len(forced) == 1:
         algorithm = forced.pop()                    # the logs' NCCL_ALGO
     measured = np.array([t for _, _, t in rows])

@@ -51,9 +51,11 @@ def ranks_from_busbw(df, op):
 
 
 def _rows(logs, graph, ranks, op):
-    """(op, size bytes, measured time s) of every out-of-place row, logs checked against the graph."""
+    """((op, size bytes, measured time s) of every out-of-place row, the rank count, the
+    algorithms the logs forced, the GPUs a thread drove that they state), logs checked
+    against the graph."""
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
-    out, algorithms = [], set()
+    out, algorithms, per_thread = [], set(), set()
     for log in ([logs] if isinstance(logs, str) or not hasattr(logs, "__iter__") else list(logs)):
         df = log if hasattr(log, "attrs") and hasattr(log, "columns") else nccl_tests.read(log, op=op)
         log_op = df.attrs.get("op") or op
@@ -65,11 +67,13 @@ def _rows(logs, graph, ranks, op):
         _check_ranks(df, log_op, where, n, ranks is not None)
         if df.attrs.get("algorithm"):
             algorithms.add(df.attrs["algorithm"])
+        if df.attrs.get("gpus_per_thread"):
+            per_thread.add(df.attrs["gpus_per_thread"])
         rows = df[(df["placement"] == "out-of-place") & (df["time"] > 0)]
         out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
-    return out, n, algorithms
+    return out, n, algorithms, per_thread
 
 
 def _check_ranks(df, op, where, n, given):

@@ -318,3 +318,23 @@ def test_each_half_of_a_real_sweep_calibrates_what_it_can_tell():
     low, high = hops
     assert low.constrained and high.constrained
     assert abs(low.value - high.value) < 2 * (low.uncertainty**2 + high.uncertainty**2) ** 0.5
+
+
+def test_a_log_run_with_several_gpus_a_thread_is_fitted_with_the_hosts_floor():
+    # nccl-tests -g 8 on one DGX H100: its header says nGpus 8. A ring LL all-reduce of 1-32 KiB
+    # takes ~16-20 us on the GPUs, below the thread's 8 x 4.2 = 33.6 us (nccl-tests issue #123's
+    # per-call figure), so every such row measures 33.6 us. Read with the header the rows are the
+    # model's already; read as one GPU a thread the fit has to invent a latency of ~15 us.
+    g = tp.rail_optimized(nodes=1)
+    sizes = [2**k for k in (10, 11, 12, 13, 14, 15)]
+    rows = [(s, 8 * 4.2e-6) for s in sizes]
+    log = "# nThread 1 nGpus 8 minBytes 1024 maxBytes 32768 step: 2(factor) warmup iters: 5 iters: 20\n" + \
+        _log(rows, 8)
+    assert nccl_tests.read(log).attrs["gpus_per_thread"] == 8
+    cal = calibrate(g, [log], op="all_reduce", algorithm="ring", protocol="LL")
+    assert cal.residuals["error"].abs().max() < 1e-6
+    assert cal.launch_latency == pytest.approx(0.0, abs=0.5e-6)
+    one = calibrate(g, [log], op="all_reduce", algorithm="ring", protocol="LL", gpus_per_thread=1)
+    assert one.launch_latency > 10e-6
+    with pytest.raises(ValueError, match="different GPUs per thread"):
+        calibrate(g, [log, log.replace("nGpus 8", "nGpus 4")], op="all_reduce", algorithm="ring", protocol="LL")
