@@ -125,18 +125,20 @@ def corpus_curves(min_points: int, cache: str | None = None) -> list[dict]:
         def table(idx, sizes=sizes, times=times, n=n):
             return _log([(sizes[i], times[i]) for i in idx], n)
 
+        # how the run was timed: nccl-tests -g N (one thread, N GPUs), one torch.distributed call from idle
+        timing = dict(gpus_per_thread=S.gpus_per_thread(env), host_overhead=S.host_overhead(env))
         out.append(dict(name=name, kind="corpus", graph=graph, ranks=ranks, op=S.OPS[points[0]["op"]],
-                        algorithms=algorithms, sizes=sizes, times=times, table=table, note=""))
+                        algorithms=algorithms, sizes=sizes, times=times, table=table, note="", timing=timing))
     return out
 
 
 def predict(curve: dict, fit: list[int], test: list[int]) -> dict:
     """Calibrate on the rows ``fit`` of ``curve``, predict the rows ``test``: their errors
     calibrated and uncalibrated and the quantities the fit constrained."""
-    graph, ranks, op = curve["graph"], curve["ranks"], curve["op"]
+    graph, ranks, op, timing = curve["graph"], curve["ranks"], curve["op"], curve.get("timing", {})
     best = None
     for algorithm in curve["algorithms"]:
-        cal = calibrate(graph, [curve["table"](fit)], ranks=ranks, op=op, algorithm=algorithm)
+        cal = calibrate(graph, [curve["table"](fit)], ranks=ranks, op=op, algorithm=algorithm, **timing)
         spread = statistics.median(abs(e) for e in cal.residuals["error"])
         if best is None or spread < best[0]:
             best = (spread, algorithm, cal)
@@ -144,8 +146,9 @@ def predict(curve: dict, fit: list[int], test: list[int]) -> dict:
     errors, bare = [], []
     for i in test:
         size, measured = curve["sizes"][i], curve["times"][i]
-        errors.append(collective(graph, op, size, ranks=ranks, algorithm=algorithm, model=cal).time / measured - 1)
-        bare.append(collective(graph, op, size, ranks=ranks, algorithm=algorithm).time / measured - 1)
+        errors.append(collective(graph, op, size, ranks=ranks, algorithm=algorithm, model=cal, **timing).time
+                      / measured - 1)
+        bare.append(collective(graph, op, size, ranks=ranks, algorithm=algorithm, **timing).time / measured - 1)
     return dict(median=statistics.median(abs(e) for e in errors), worst=max(abs(e) for e in errors),
                 bare=statistics.median(abs(e) for e in bare), told=[p.name for p in cal.parameters if p.constrained],
                 fit_error=best[0])
