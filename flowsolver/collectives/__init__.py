@@ -78,7 +78,8 @@ Algorithms (``ALGORITHMS[op]``):
 
 
 Modules: ``_nccl`` (ops, NCCL constants), ``_nccl_model`` (NCCL's tuning model),
-``_hardware`` (what NCCL sees of the ranks), ``_host`` (the host's floor and overhead), ``_nccl_timing`` (that model on the flow solve),
+``_hardware`` (what NCCL sees of the ranks), ``_host`` (the host's floor and overhead),
+``_nccl_timing`` (that model on the flow solve),
 ``_calibrate`` (fits to nccl-tests logs), ``_calibration`` (the fitted model), ``_layout`` (where the ranks sit),
 ``_trees`` (trees, pipeline, the :class:`Step` value), ``_algorithms`` (the algorithm registry:
 :func:`register_algorithm`, ``ALGORITHMS``; built-ins in ``_builtin_algorithms``), ``_schedules`` (one schedule function
