@@ -13,7 +13,8 @@ Columns keep nccl-tests' names and units: ``size`` (bytes), ``count``, ``type``,
 in the device list), ``devices`` (rank -> (host, device, GPU name)), ``nccl_version``,
 ``avg_busbw`` (GB/s, the footer's; None without one), ``algorithm`` (flowsolver's name of
 the ``NCCL_ALGO`` the NCCL INFO lines say was forced, else None), ``gpus_per_thread`` (the
-header's ``nGpus``: the GPUs one thread drove, ``-g``; None without the header) and ``source``. ``ranks``
+header's ``nGpus``: the GPUs one thread drove, ``-g``; None without the header, or where
+headers of one log disagree) and ``source``. ``ranks``
 is the device list's (its highest rank + 1), else the ``nranks`` of NCCL INFO lines, else None;
 ``ranks_from`` says which.
 
@@ -289,7 +290,7 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int = MAX_BYTES):
     avg = _AVG.search(text)
     algo = _ALGO.search(text)
     ranks, ranks_from = _ranks_of(devices, text)
-    per_thread = {int(n) for n in _NGPUS.findall("\n".join(lines))}
+    per_thread = {int(n) for n in _NGPUS.findall("\n".join(lines))} - {0}
     df.attrs.update(op=op or said, ranks=ranks, ranks_from=ranks_from,
                     nodes=len({host for host, _, _ in devices.values()}) or None, devices=devices,
                     nccl_version=version.group(1) if version else None,

@@ -384,8 +384,8 @@ def _add_replay(sub, fmt) -> None:
     rp.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
     rp.add_argument("--gpu", default=None, help="GPU type for compute given by FLOPs (default: the cluster's)")
     rp.add_argument("--compute-efficiency", type=float, default=DEFAULT_COMPUTE_EFFICIENCY,
-                    help="fraction of the bf16 peak for compute given by FLOPs (default %(default)s, "
-                         "training_step's)")
+                    help="fraction of the bf16 peak for compute given by FLOPs (default %(default)s, the flat "
+                         "model's)")
     rp.add_argument("--chrome", metavar="PATH", default=None, help="write the per-rank timelines (Chrome-trace JSON)")
     rp.add_argument("--top", type=int, default=5, help="busiest links and longest path nodes shown (default %(default)s)")
 

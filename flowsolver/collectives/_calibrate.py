@@ -59,7 +59,8 @@ class _RowModel:
         for a, r in self.results.items():
             if self.only in (None, a) and not is_tuned(a, self.op, self.options):
                 transfer = transfer_of(r.steps)
-                entries.append((lam * (r.time - transfer) + transfer / m, a))
+                gpu = lam * (r.time - transfer) + transfer / m
+                entries.append((max(gpu, self.options.host_floor) + self.options.host_overhead, a))
         return min(entries)
 
     def bottleneck_tech(self, algorithm) -> str:
@@ -313,7 +314,9 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     NCCL INFO lines say was forced; ``"ring"`` for a run with ``NCCL_ALGO=Ring``) and
     ``options`` the other keywords of :func:`flowsolver.collective`; ``gpus_per_thread``
     defaults to the logs' header (``nGpus``, nccl-tests ``-g``: one thread driving several
-    GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`).
+    GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`); logs
+    whose ``nGpus`` differ, or of which some state it and some do not, are refused unless
+    ``gpus_per_thread`` is given.
 
     Each row's flows are solved once; a robust least squares (soft-L1 on the relative error,
     with a prior at the library's values) then fits a latency added to every call, one added
@@ -343,16 +346,17 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     >>> "launch_latency" in cal.unconstrained   # 128-512 MiB rows cannot tell a latency
     True
     """
-    rows, n, forced, per_thread = _rows(logs, graph, ranks, op)
-    if "gpus_per_thread" not in options and per_thread:         # the logs' nGpus (nccl-tests -g)
-        if len(per_thread) > 1:
-            raise ValueError(f"the logs were run with different GPUs per thread (nGpus {sorted(per_thread)}): "
-                             "calibrate them apart, or pass gpus_per_thread=")
-        options["gpus_per_thread"] = per_thread.pop()
     options.setdefault("protocol", "auto")
     if options.get("policy_options") is None:
         options.pop("policy_options", None)
-    opts = Options(tuner=options.pop("step_latency", None) is None, **options)
+    opts = Options(tuner=options.pop("step_latency", None) is None, **options)      # checked before any log is read
+    rows, n, forced, per_thread = _rows(logs, graph, ranks, op)
+    if "gpus_per_thread" not in options and per_thread != {None}:       # the logs' nGpus (nccl-tests -g)
+        if len(per_thread) > 1:
+            said = sorted(str(k) if k else "not stated" for k in per_thread)
+            raise ValueError(f"the logs' GPUs per thread differ (nGpus: {', '.join(said)}): calibrate them apart, "
+                             "or pass gpus_per_thread=")
+        opts = replace(opts, gpus_per_thread=per_thread.pop())
     if algorithm == "auto" and len(forced) == 1:
         algorithm = forced.pop()                    # the logs' NCCL_ALGO
     measured = np.array([t for _, _, t in rows])

@@ -52,8 +52,8 @@ def ranks_from_busbw(df, op):
 
 def _rows(logs, graph, ranks, op):
     """((op, size bytes, measured time s) of every out-of-place row, the rank count, the
-    algorithms the logs forced, the GPUs a thread drove that they state), logs checked
-    against the graph."""
+    algorithms the logs forced, the GPUs a thread drove that each states, None where one does
+    not), logs checked against the graph."""
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
     out, algorithms, per_thread = [], set(), set()
     for log in ([logs] if isinstance(logs, str) or not hasattr(logs, "__iter__") else list(logs)):
@@ -67,8 +67,7 @@ def _rows(logs, graph, ranks, op):
         _check_ranks(df, log_op, where, n, ranks is not None)
         if df.attrs.get("algorithm"):
             algorithms.add(df.attrs["algorithm"])
-        if df.attrs.get("gpus_per_thread"):
-            per_thread.add(df.attrs["gpus_per_thread"])
+        per_thread.add(df.attrs.get("gpus_per_thread") or None)
         rows = df[(df["placement"] == "out-of-place") & (df["time"] > 0)]
         out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
     if not out:

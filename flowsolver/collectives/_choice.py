@@ -14,7 +14,7 @@ from ._algorithms import TUNED_OPS, algorithm_of
 from ._bound import Capacities, lower_bound
 from ._nccl import PROTOCOLS
 from ._nccl_model import _BASE
-from ._nccl_timing import nccl_pick, rescaled, tuned_times
+from ._nccl_timing import nccl_pick, rescaled, transfer_of, tuned_times
 from ._solve import TimedScenario, time_plans
 
 __all__ = ["is_tuned"]
@@ -90,8 +90,10 @@ def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
     for a, r in results.items():
         if is_tuned(a, op, options):
             continue                # the host's floor (several GPUs a thread) is in the tuned times already
-        entries[a, options.step_protocol] = (max(r.time, options.host_floor) + options.host_overhead, r.steps,
-                                             r.utilization)
+        total = max(r.time, options.host_floor) + options.host_overhead
+        steps = r.steps if total == r.time or not np.isfinite(total) else \
+            rescaled(r.steps, total, total - transfer_of(r.steps), options.base)   # the host's time is latency
+        entries[a, options.step_protocol] = (total, steps, r.utilization)
     own = dict(entries)
     for (a, proto), (total, lat, _) in tuned.items():
         base = _BASE[a][PROTOCOLS.index(proto)] * 1e-6 if options.base_latency is None else options.base_latency

@@ -124,7 +124,8 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     ``latency`` NCCL's latency (the rest of ``time`` scales with the bandwidth)
     (:func:`~._pipeline.pipeline_time`: the channels it runs at this size, its chunk steps,
     their floor and the pipeline's fill; no less than the host's floor where one thread issues
-    it for several GPUs, :func:`~._host.host_floor`). The ring's flow-solved
+    it for several GPUs, :func:`~._host.host_floor`, plus ``host_overhead``: the host's part
+    is in ``latency``, no link carries it). The ring's flow-solved
     transfer ``ring_transfer`` (s) is the graph's bus bandwidth, ``own_transfer`` (s) the
     algorithm's own steady-state transfer, ``hw.nvlink_bw`` a GPU's NVLink (bytes/s). The
     three may be :class:`~._dual.Dual` numbers: the time is then their Dual (its derivative).
@@ -147,14 +148,13 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     if not algbw > 0:                                           # 0: a stalled flow
         return np.inf, lat, np.inf
     kernel_bw = algbw if model is None else model.bandwidth(algbw, a, proto)     # NCCL chooses by its own
-    time = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, kernel_bw,
-                         PIPELINE if model is None else model.pipeline)
-    if options.gpus_per_thread > 1:             # one host thread issues the call for several GPUs
-        time = _greater(time, options.host_floor)
+    gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, kernel_bw,
+                        PIPELINE if model is None else model.pipeline)
+    time = _greater(gpu, options.host_floor) if options.gpus_per_thread > 1 else gpu   # one thread, N GPUs
     time = time + options.host_overhead         # a call timed from an idle device: the host's issuing first
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
-    # transfer does: only NCCL's latency is latency
-    return time, lat, lat + size / algbw
+    # transfer does: only NCCL's latency is latency, and the host's time, which no link carries
+    return time, lat + (time - gpu), lat + size / algbw
 
 
 def _graph_busbw(algorithm, ring_busbw, hw) -> float:

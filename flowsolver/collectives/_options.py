@@ -296,6 +296,7 @@ def _check_options(o: Options) -> None:
             or o.host_overhead < 0:
         raise ValueError(f"host_overhead must be a finite number of seconds >= 0, got "
                          f"{_checks._plain(o.host_overhead)!r}")
+    object.__setattr__(o, "host_overhead", float(o.host_overhead))      # numpy scalars: a plain float
 
 
 def check_efficiency_keys(efficiency, graphs) -> None:

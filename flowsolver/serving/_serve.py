@@ -202,7 +202,8 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         Weights and GEMMs; ``kv_bytes`` (bytes per cached value, default 2) and ``a2a_bytes``
         (bytes per value in the EP dispatch / combine, default 2).
     compute_efficiency, attention_efficiency : float in (0, 1]
-        Fraction of the peak the GEMMs / attention reach (defaults: the training model's).
+        Fraction of the peak the GEMMs / attention reach (defaults: the training model's flat
+        figures, 0.46 and 0.62, not its kernel tables).
     hbm_efficiency : float in (0, 1], optional
         Fraction of the datasheet HBM bandwidth reached (default: BabelStream Triad's,
         :func:`flowsolver.training._kernels.memory_fraction`).

@@ -217,6 +217,11 @@ class _Engine:
                     raise ValueError(f"{t.source or f'rank {r}'}: node {n.id} ({n.name!r}) never ran: {why}")
 
 
+#: the CollectiveOptions fields replay takes (not the host's: gpus_per_thread, host_overhead)
+_REPLAY_OPTIONS = ("policy", "policy_options", "pxn", "protocol", "chunk", "efficiency", "step_latency",
+                   "base_latency", "channels", "candidates", "model")
+
+
 def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
            algorithms: dict | None = None, options=None, **collective_options) -> ReplayResult:
     """Replay a workload on a cluster graph, event by event.
@@ -233,7 +238,9 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
         GPU type for compute nodes given by FLOPs only (default: the graph's one GPU type).
     compute_efficiency : float in (0, 1]
         Fraction of the GPU's dense bf16 peak such nodes reach (default
-        ``DEFAULT_COMPUTE_EFFICIENCY``, 0.46: ``training_step``'s GEMM efficiency).
+        ``DEFAULT_COMPUTE_EFFICIENCY``, 0.46: the flat model's GEMM efficiency; ``training_step``
+        times kernels from its tables by default, and a trace written from a step carries
+        their durations).
     algorithms : dict, optional
         Collective algorithm per op (``"all_reduce": "ring"``, ...), default ``"auto"``
         (the fastest alone).
@@ -286,7 +293,11 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
         if collective_options:
             raise ValueError("replay: pass the collective options either as options= or as keywords, not both (also "
                              f"got {', '.join(sorted(collective_options))})")
-        collective_options = options.keywords("replay")
+        collective_options = options.keywords("replay", _REPLAY_OPTIONS)
+    host = sorted(set(collective_options) & {"gpus_per_thread", "host_overhead"})
+    if host:
+        raise ValueError(f"replay does not take {', '.join(host)}: a trace's ranks each issue their own calls, and "
+                         "its timeline holds what the host does between them")
     costs = CostModel(graph, algorithms, collective_options)
     # every communication routed on one index of the graph, checked once (above)
     with unchanged(graph, checked=True), paused_gc():

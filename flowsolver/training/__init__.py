@@ -55,14 +55,15 @@ from .._lazy import lazy_exports
 # (planning, serving, traces, upgrade), which import them from here, never from a module.
 __getattr__, __dir__ = lazy_exports(__name__, {
     "._compose": ("Phase", "StepResult", "compose", "layer_compute"),
-    "._schedule": ("Schedule", "checked_schedule", "default_tp_overlap"),
+    "._schedule": ("Schedule", "checked_schedule", "default_tp_overlap", "DEFAULT_COMPUTE", "resolve_compute",
+                   "kernel_tables_missing"),
     "._layout": ("ParallelLayout", "DEFAULT_ORDER", "checked_order"),
     "._memory": ("memory_per_gpu", "stage_memory", "memory_breakdown", "MemoryOverheads", "ZERO_STAGES",
                   "CUDA_CONTEXT_A100", "DEEPSPEED_ZERO_NVIDIA_SMI_A100"),
     "._models": ("MODELS", "ModelSpec", "get_model"),
     "._profile": ("CommProfile", "CommTiming", "ring_pairs", "solve_profile", "step_collectives", "time_collectives"),
-    "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_COMPUTE",
-                  "DEFAULT_KERNEL_UTILIZATION", "check_recompute", "resolve_compute"),
+    "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_KERNEL_UTILIZATION",
+                  "check_recompute"),
     "._step": ("DEFAULT_TP_OVERLAP", "training_step", "step_arguments"),
     "._parallelism": ("Parallelism", "REDUCE_DTYPES"),
     "._auto": ("AutoChoice", "prefetch_kinds"),
@@ -75,14 +76,15 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
     from ._compose import Phase, StepResult, compose, layer_compute
-    from ._schedule import Schedule, checked_schedule, default_tp_overlap
+    from ._schedule import (Schedule, checked_schedule, default_tp_overlap, DEFAULT_COMPUTE, resolve_compute,
+                            kernel_tables_missing)
     from ._layout import ParallelLayout, DEFAULT_ORDER, checked_order
     from ._memory import (memory_per_gpu, stage_memory, memory_breakdown, MemoryOverheads, ZERO_STAGES,
                           CUDA_CONTEXT_A100, DEEPSPEED_ZERO_NVIDIA_SMI_A100)
     from ._models import MODELS, ModelSpec, get_model
     from ._profile import CommProfile, CommTiming, ring_pairs, solve_profile, step_collectives, time_collectives
-    from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_COMPUTE,
-                           DEFAULT_KERNEL_UTILIZATION, check_recompute, resolve_compute)
+    from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
+                           check_recompute)
     from ._step import DEFAULT_TP_OVERLAP, training_step, step_arguments
     from ._parallelism import Parallelism, REDUCE_DTYPES
     from ._auto import AutoChoice, prefetch_kinds

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from .. import _checks
 from ..routing import first_tier
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, gemm_seconds, kernel_parts, layer_kernel_costs,
-                       resolve_compute, stage_seconds)
+                       stage_seconds)
 from ._memory import stage_memory
 from ._exposed import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
 from ._profile import CommProfile
-from ._schedule import Schedule, check_recompute_layers, checked_schedule
+from ._schedule import Schedule, check_recompute_layers, checked_schedule, resolve_compute
 
 __all__ = ["Phase", "StepResult", "compose", "layer_compute"]
 
@@ -184,11 +185,19 @@ class StepResult:
 
 
 
-def _on_gpu(schedule: Schedule, gpu) -> Schedule:
-    """``schedule`` with its compute model ``"auto"`` resolved on ``gpu`` (a Schedule built by
-    hand; :func:`checked_schedule` resolves it for :func:`~flowsolver.training_step`)."""
-    if isinstance(schedule.compute_efficiency, str):
-        return replace(schedule, compute_efficiency=resolve_compute(schedule.compute_efficiency, gpu))
+def _on_gpu(schedule: Schedule, profile: CommProfile) -> Schedule:
+    """``schedule`` as :func:`compose` runs it on ``profile``: its compute model ``"auto"``
+    resolved on the profile's GPU and a float checked (a Schedule built by hand;
+    :func:`checked_schedule` does both for :func:`~flowsolver.training_step`), its unset
+    ``global_batch`` and ``tp_overlap`` given training_step's defaults."""
+    efficiency = resolve_compute(schedule.compute_efficiency, profile.gpu)
+    if efficiency is not None:
+        efficiency = _checks.fraction("compute_efficiency", efficiency, zero_ok=False)
+    if efficiency is not schedule.compute_efficiency:
+        schedule = replace(schedule, compute_efficiency=efficiency)
+    if schedule.global_batch is None or schedule.tp_overlap is None:
+        lay = profile.layout
+        schedule = schedule.resolved(dp=lay.dp, micro_batch=profile.micro_batch, tp=lay.tp)
     return schedule
 
 
@@ -211,9 +220,7 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
     >>> again.step_time == r.step_time, compose(r.profile, Schedule(64, 1.0, 0.4)).microbatches
     (True, 32)
     """
-    model, lay, gpu, s = profile.model, profile.layout, profile.gpu, _on_gpu(schedule, profile.gpu)
-    if s.global_batch is None or s.tp_overlap is None:          # unset: training_step's defaults
-        s = s.resolved(dp=lay.dp, micro_batch=profile.micro_batch, tp=lay.tp)
+    model, lay, gpu, s = profile.model, profile.layout, profile.gpu, _on_gpu(schedule, profile)
     m = s.global_batch // (lay.dp * profile.micro_batch)
     layers = stage_layers(model.layers, lay.pp, lay.vp)
     every = s.recompute_layers is None         # full recompute: all layers, or the first recompute_layers per chunk
@@ -289,7 +296,7 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
     >>> abs(32 * c["layer"] + c["output"] - r.compute_time / r.microbatches) < 1e-12
     True
     """
-    model, s, lay = profile.model, _on_gpu(schedule, profile.gpu), profile.layout
+    model, s, lay = profile.model, _on_gpu(schedule, profile), profile.layout
     if s.kernels:
         costs = layer_kernel_costs(model, micro_batch=profile.micro_batch, tp=lay.tp, cp=lay.cp, ep=lay.ep,
                                    sequence_parallel=profile.sequence_parallel, gpu=profile.gpu,

@@ -27,7 +27,7 @@ models", table 2; FLOPs per token of one layer):
 
 from __future__ import annotations
 
-__all__ = ["PRECISIONS", "RECOMPUTE", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_COMPUTE", "resolve_compute",
+__all__ = ["PRECISIONS", "RECOMPUTE", "DEFAULT_COMPUTE_EFFICIENCY",
            "DEFAULT_ATTENTION_EFFICIENCY",
            "DEFAULT_KERNEL_UTILIZATION", "FP8_RECIPES", "TP_OVERLAP_IMPLS", "check_precision", "check_recompute",
            "stage_seconds", "attention_seconds", "gemm_seconds",
@@ -57,31 +57,6 @@ DEFAULT_ATTENTION_EFFICIENCY = 0.62
 # attention at DEFAULT_ATTENTION_EFFICIENCY of 989) that is 0.461; rounded to 0.46. The other
 # published rows are predictions from it (README, "Training steps against published runs").
 DEFAULT_COMPUTE_EFFICIENCY = 0.46
-
-#: training_step's default compute model: the kernel tables (``compute_efficiency=None``) where
-#: the GPU has a kernel ``family`` (every catalogue GPU but the H100 PCIe), else the flat model at
-#: DEFAULT_COMPUTE_EFFICIENCY. Held out on the validation corpus's 222 training rows (7 sources,
-#: ``python benchmarks/validate.py``): median |error| 6.5 % with the kernel tables, 14.9 % flat.
-DEFAULT_COMPUTE = "auto"
-
-
-def resolve_compute(compute_efficiency, gpu):
-    """The compute model ``compute_efficiency`` names on ``gpu``: ``"auto"`` is ``None`` (the
-    kernel tables) where ``gpu`` has a kernel ``family`` or is not known yet, else
-    DEFAULT_COMPUTE_EFFICIENCY (the flat model); ``None`` and floats are returned as given.
-
-    >>> import topologies as tp
-    >>> resolve_compute("auto", tp.get_gpu("h100_sxm")), resolve_compute("auto", tp.get_gpu("h100_pcie"))
-    (None, 0.46)
-    >>> resolve_compute(0.5, tp.get_gpu("h100_pcie"))
-    0.5
-    """
-    if isinstance(compute_efficiency, str):
-        if compute_efficiency != DEFAULT_COMPUTE:
-            raise ValueError(f"compute_efficiency must be 'auto', None (the kernel tables) or a fraction in (0, 1] "
-                             f"(the flat model), got {compute_efficiency!r}")
-        return None if gpu is None or getattr(gpu, "family", "") else DEFAULT_COMPUTE_EFFICIENCY
-    return compute_efficiency
 
 # The kernel-table model's one figure taken from training runs: the share of a step's compute
 # time the kernels run at their benchmarked speed (launch gaps, synchronisation, kernels the
@@ -327,9 +302,11 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
     """
     from ._kernels import (SMS, attention_rates, gemm_fraction, gemm_seconds_shape, kernel_family, memory_seconds)
 
-    if not kernel_family(gpu):
-        raise ValueError(f"GPU {gpu.name!r} has no kernel family: pass compute_efficiency= (the flat model) or a "
-                         f"GpuSpec with family= one of a100, h100, h200, b200, gb200")
+    from ._schedule import kernel_tables_missing
+
+    why = kernel_tables_missing(gpu)
+    if why:
+        raise ValueError(f"GPU {gpu.name!r} {why}: pass compute_efficiency= (the flat model)")
     h, heads, kvh = model.hidden, model.heads, model.kv_heads
     d = h // heads
     kvd = kvh * d

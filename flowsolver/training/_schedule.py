@@ -1,5 +1,6 @@
 """How a step is run on a solved profile (:class:`Schedule`: batch, overlaps, compute,
-precision, recompute), its defaults and its checks; :mod:`._compose` times a profile under it.
+precision, recompute), its defaults and its checks, and which compute model ``"auto"`` names on
+a GPU; :mod:`._compose` times a profile under it.
 """
 
 from __future__ import annotations
@@ -7,13 +8,60 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from .. import _checks
-from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE, DEFAULT_KERNEL_UTILIZATION, FP8_RECIPES,
-                       TP_OVERLAP_IMPLS, check_precision, check_recompute, resolve_compute)
+from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
+                       FP8_RECIPES, TP_OVERLAP_IMPLS, check_precision, check_recompute)
 from ._kernels import ATTENTION_KERNELS, check_power_cap
 from ._pipeline import stage_layers
 
-__all__ = ["Schedule", "DEFAULT_BATCH", "default_batch", "default_tp_overlap", "check_recompute_layers",
-           "checked_schedule"]
+__all__ = ["Schedule", "DEFAULT_COMPUTE", "resolve_compute", "kernel_tables_missing", "DEFAULT_BATCH", "default_batch",
+           "default_tp_overlap", "check_recompute_layers", "checked_schedule"]
+
+
+#: training_step's default compute model: the kernel tables (``compute_efficiency=None``) where
+#: the GPU has a kernel ``family`` (every catalogue GPU but the H100 PCIe), else the flat model at
+#: DEFAULT_COMPUTE_EFFICIENCY. Held out on the validation corpus's 222 training rows (7 sources,
+#: ``python benchmarks/validate.py``): median |error| 6.5 % with the kernel tables, 14.9 % flat.
+DEFAULT_COMPUTE = "auto"
+
+
+def kernel_tables_missing(gpu) -> str:
+    """Why the kernel tables cannot time ``gpu`` (``""`` when they can): no ``family``, a family
+    the tables do not hold, or no HBM bandwidth (the memory-bound work's rate).
+
+    >>> import topologies as tp
+    >>> kernel_tables_missing(tp.get_gpu("h100_sxm")), kernel_tables_missing(tp.get_gpu("h100_pcie"))
+    ('', 'has no kernel family (family= one of a100, h100, h200, b200, gb200)')
+    """
+    from ._kernels import SMS
+
+    family = getattr(gpu, "family", "") or ""
+    if not family:
+        return f"has no kernel family (family= one of {', '.join(SMS)})"
+    if family not in SMS:
+        return f"has family {family!r}, which the kernel tables do not hold (family= one of {', '.join(SMS)})"
+    if not getattr(gpu, "hbm_bandwidth", 0) > 0:
+        return "has no hbm_bandwidth (bytes/s; 0: unknown), which the kernel tables time memory-bound work at"
+    return ""
+
+
+def resolve_compute(compute_efficiency, gpu):
+    """The compute model ``compute_efficiency`` names on ``gpu``: ``"auto"`` is ``None`` (the
+    kernel tables) where the tables can time ``gpu`` (:func:`kernel_tables_missing`) or it is
+    not known yet, else DEFAULT_COMPUTE_EFFICIENCY (the flat model); ``None`` and floats are
+    returned as given.
+
+    >>> import topologies as tp
+    >>> resolve_compute("auto", tp.get_gpu("h100_sxm")), resolve_compute("auto", tp.get_gpu("h100_pcie"))
+    (None, 0.46)
+    >>> resolve_compute(0.5, tp.get_gpu("h100_pcie"))
+    0.5
+    """
+    if isinstance(compute_efficiency, str):
+        if compute_efficiency != DEFAULT_COMPUTE:
+            raise ValueError(f"compute_efficiency must be 'auto', None (the kernel tables) or a fraction in (0, 1] "
+                             f"(the flat model), got {compute_efficiency!r}")
+        return None if gpu is None or not kernel_tables_missing(gpu) else DEFAULT_COMPUTE_EFFICIENCY
+    return compute_efficiency
 
 
 @dataclass(frozen=True)

@@ -336,5 +336,19 @@ def test_a_log_run_with_several_gpus_a_thread_is_fitted_with_the_hosts_floor():
     assert cal.launch_latency == pytest.approx(0.0, abs=0.5e-6)
     one = calibrate(g, [log], op="all_reduce", algorithm="ring", protocol="LL", gpus_per_thread=1)
     assert one.launch_latency > 10e-6
-    with pytest.raises(ValueError, match="different GPUs per thread"):
+    with pytest.raises(ValueError, match="GPUs per thread differ \\(nGpus: 4, 8\\)"):
         calibrate(g, [log, log.replace("nGpus 8", "nGpus 4")], op="all_reduce", algorithm="ring", protocol="LL")
+
+
+def test_logs_that_state_their_gpus_a_thread_beside_logs_that_do_not_are_refused():
+    g = tp.rail_optimized(nodes=1)
+    rows = [(2**k, 8 * 4.2e-6) for k in (10, 11, 12, 13)]
+    stated = "# nThread 1 nGpus 8 minBytes 1024 maxBytes 8192 step: 2(factor) warmup iters: 5 iters: 20\n" + \
+        _log(rows, 8)
+    with pytest.raises(ValueError, match="nGpus: 8, not stated"):
+        calibrate(g, [stated, _log(rows, 8)], op="all_reduce", algorithm="ring", protocol="LL")
+    cal = calibrate(g, [stated, _log(rows, 8)], op="all_reduce", algorithm="ring", protocol="LL", gpus_per_thread=8)
+    assert cal.residuals["error"].abs().max() < 1e-6
+    # a bad option is refused before any log is read
+    with pytest.raises(ValueError, match="chunk"):
+        calibrate(g, ["no-such.log"], op="all_reduce", chunk=-1)

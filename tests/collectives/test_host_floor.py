@@ -138,3 +138,38 @@ def test_a_training_step_refuses_a_host_overhead(server):
     from flowsolver import training_step
     with pytest.raises(ValueError, match="does not take CollectiveOptions.host_overhead"):
         training_step(server, "llama-3-8b", collective_options=CollectiveOptions(host_overhead=1e-6))
+
+
+def test_the_hosts_time_is_latency_no_link_carries_it(server):
+    # the steps' transfers are the link solve's with or without the host's floor and overhead, and
+    # the steps add up to the time less the collective's base latency (NCCL's ring LL 6.6 us,
+    # Simple 8.4 us: tuning.cc baseLat) for a tuned and an untuned algorithm alike
+    from flowsolver.collectives._nccl_timing import transfer_of
+
+    def stepped(r):
+        return sum(s.count * s.transfer + (s.count if s.latency_count is None else s.latency_count) * s.latency
+                   for s in r.steps)
+    for algorithm, kw, base in (("ring", dict(protocol="LL"), 6.6e-6), ("halving_doubling", {}, 8.4e-6)):
+        alone = collective(server, "all_reduce", KIB4, algorithm=algorithm, **kw)
+        for host in (dict(gpus_per_thread=8), dict(host_overhead=25e-6)):
+            r = collective(server, "all_reduce", KIB4, algorithm=algorithm, **host, **kw)
+            assert transfer_of(r.steps) == pytest.approx(transfer_of(alone.steps), rel=1e-12)
+            assert stepped(r) == pytest.approx(r.time - base, rel=1e-9)
+
+
+def test_more_gpus_a_thread_than_the_call_has_is_refused(server):
+    with pytest.raises(ValueError, match="gpus_per_thread must be at most the 2 GPUs of the call"):
+        collective(server, "all_reduce", KIB4, ranks=[0, 1], gpus_per_thread=8)
+
+
+def test_a_numpy_overhead_gives_plain_floats(server):
+    assert type(collective(server, "all_reduce", 1 << 20, host_overhead=np.float32(1e-5)).time) is float
+
+
+def test_replay_refuses_the_hosts_options(server):
+    from flowsolver import Parallelism, Schedule, replay, training_step, workload_from_step
+    step = training_step(server, "llama-3-8b", Parallelism(tp=8), Schedule(2))
+    with pytest.raises(ValueError, match="does not take CollectiveOptions.gpus_per_thread"):
+        replay(server, workload_from_step(step), options=CollectiveOptions(gpus_per_thread=8))
+    with pytest.raises(ValueError, match="replay does not take host_overhead"):
+        replay(server, workload_from_step(step), host_overhead=25e-6)

@@ -266,3 +266,30 @@ def test_the_default_is_the_kernel_tables_where_the_gpu_has_them():
         training_step(g, model="llama-3-8b", dp=8, global_batch=16, compute_efficiency="kernels")
     with pytest.raises(ValueError, match="has no kernel family"):
         training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu="h100_pcie", compute_efficiency=None)
+
+
+def test_auto_falls_back_to_the_flat_model_where_the_tables_cannot_time_the_gpu():
+    # a family the tables do not hold, or no HBM bandwidth (the memory-bound work's rate)
+    g = tp.rail_optimized(1)
+    odd = tp.GpuSpec("odd", 900e12, 80e9, "a user's GPU", 1800e12, 3e12, 700, family="mi300x")
+    slow = tp.GpuSpec("no-hbm", 989e12, 80e9, "a user's GPU", 1979e12, 0.0, 0.0, family="h100")
+    for gpu in (odd, slow):
+        auto = training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu=gpu)
+        flat = training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu=gpu, compute_efficiency=0.46)
+        assert auto.compute_efficiency == 0.46 and auto.step_time == flat.step_time
+    with pytest.raises(ValueError, match="family 'mi300x', which the kernel tables do not hold"):
+        training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu=odd, compute_efficiency=None)
+    with pytest.raises(ValueError, match="has no hbm_bandwidth"):
+        training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu=slow, compute_efficiency=None)
+
+
+def test_a_hand_built_schedule_is_resolved_and_checked_as_training_step_does():
+    from flowsolver import Parallelism, Schedule
+    from flowsolver.training import compose
+
+    g = tp.rail_optimized(1)
+    r = training_step(g, "llama-3-8b", Parallelism(tp=8), Schedule(8))
+    assert layer_compute(r.profile, Schedule(8)) == layer_compute(r.profile, r.schedule)
+    assert compose(r.profile, Schedule(8)).step_time == r.step_time
+    with pytest.raises(ValueError, match=r"compute_efficiency must be in \(0, 1\]"):
+        compose(r.profile, Schedule(8, compute_efficiency=-1))
