@@ -56,7 +56,8 @@ def _rows(logs, graph, ranks, op):
     not), logs checked against the graph."""
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
     out, algorithms, per_thread = [], set(), set()
-    for log in ([logs] if isinstance(logs, str) or not hasattr(logs, "__iter__") else list(logs)):
+    one = isinstance(logs, str) or not hasattr(logs, "__iter__") or hasattr(logs, "columns")   # a DataFrame is one log
+    for log in ([logs] if one else list(logs)):
         df = log if hasattr(log, "attrs") and hasattr(log, "columns") else nccl_tests.read(log, op=op)
         log_op = df.attrs.get("op") or op
         where = df.attrs.get("source", "log")

@@ -55,8 +55,7 @@ from .._lazy import lazy_exports
 # (planning, serving, traces, upgrade), which import them from here, never from a module.
 __getattr__, __dir__ = lazy_exports(__name__, {
     "._compose": ("Phase", "StepResult", "compose", "layer_compute"),
-    "._schedule": ("Schedule", "checked_schedule", "default_tp_overlap", "DEFAULT_COMPUTE", "resolve_compute",
-                   "kernel_tables_missing"),
+    "._schedule": ("Schedule", "checked_schedule", "default_tp_overlap", "DEFAULT_COMPUTE", "resolve_compute"),
     "._layout": ("ParallelLayout", "DEFAULT_ORDER", "checked_order"),
     "._memory": ("memory_per_gpu", "stage_memory", "memory_breakdown", "MemoryOverheads", "ZERO_STAGES",
                   "CUDA_CONTEXT_A100", "DEEPSPEED_ZERO_NVIDIA_SMI_A100"),
@@ -69,15 +68,14 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._auto": ("AutoChoice", "prefetch_kinds"),
     "._pipeline": ("stage_layers", "chunk_layers", "pass_order", "warmup_passes"),
     "._exposed": ("tp_hidden", "tp_layer_ops"),
-    "._kernels": ("memory_fraction",),
+    "._kernels": ("memory_fraction", "kernel_tables_missing"),
     "._prepare": ("checked_expert_routing", "checked_gpu", "prepare_step"),
     "._sensitivity": ("step_directional",),
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
     from ._compose import Phase, StepResult, compose, layer_compute
-    from ._schedule import (Schedule, checked_schedule, default_tp_overlap, DEFAULT_COMPUTE, resolve_compute,
-                            kernel_tables_missing)
+    from ._schedule import Schedule, checked_schedule, default_tp_overlap, DEFAULT_COMPUTE, resolve_compute
     from ._layout import ParallelLayout, DEFAULT_ORDER, checked_order
     from ._memory import (memory_per_gpu, stage_memory, memory_breakdown, MemoryOverheads, ZERO_STAGES,
                           CUDA_CONTEXT_A100, DEEPSPEED_ZERO_NVIDIA_SMI_A100)
@@ -90,7 +88,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._auto import AutoChoice, prefetch_kinds
     from ._pipeline import stage_layers, chunk_layers, pass_order, warmup_passes
     from ._exposed import tp_hidden, tp_layer_ops
-    from ._kernels import memory_fraction
+    from ._kernels import memory_fraction, kernel_tables_missing
     from ._prepare import checked_expert_routing, checked_gpu, prepare_step
     from ._sensitivity import step_directional
 

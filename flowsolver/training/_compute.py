@@ -300,9 +300,8 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
     :func:`._kernels.attention_rates` for ``s / cp`` keys per block; ``"unfused"`` computes the
     full square at the BF16 GEMM rate and moves the scores through HBM.
     """
-    from ._kernels import (SMS, attention_rates, gemm_fraction, gemm_seconds_shape, kernel_family, memory_seconds)
-
-    from ._schedule import kernel_tables_missing
+    from ._kernels import (SMS, attention_rates, gemm_fraction, gemm_seconds_shape, kernel_family, kernel_tables_missing,
+                           memory_seconds)
 
     why = kernel_tables_missing(gpu)
     if why:

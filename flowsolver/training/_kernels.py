@@ -46,7 +46,7 @@ from ._kernel_data import (ATTENTION_HEAD_DIM, ATTENTION_POINTS, ATTENTION_SEQ_R
 __all__ = ["FAMILIES", "ATTENTION_KERNELS", "gemm_curve", "SMS", "gemm_fraction", "fit_gemm_curve", "gemm_table",
            "memory_fraction", "gemm_seconds_shape",
            "attention_rates", "attention_seq_factor", "attention_head_dim_factor", "memory_seconds",
-           "LAUNCH_SECONDS", "check_power_cap", "kernel_family"]
+           "LAUNCH_SECONDS", "check_power_cap", "kernel_family", "kernel_tables_missing"]
 
 FAMILIES = ("a100", "h100", "h200", "b200", "gb200")
 ATTENTION_KERNELS = ("auto", "fa3", "fa2", "unfused")
@@ -82,6 +82,24 @@ _T0_GRID = np.array([0.0, 1, 2, 3, 4, 5, 6, 8]) * 1e-6
 def kernel_family(gpu) -> str:
     """The kernel-table family of a GpuSpec (``""`` when it has none)."""
     return getattr(gpu, "family", "") or ""
+
+
+def kernel_tables_missing(gpu) -> str:
+    """Why the kernel tables cannot time ``gpu`` (``""`` when they can): no ``family``, a family
+    the tables do not hold, or no HBM bandwidth (the memory-bound work's rate).
+
+    >>> import topologies as tp
+    >>> kernel_tables_missing(tp.get_gpu("h100_sxm")), kernel_tables_missing(tp.get_gpu("h100_pcie"))
+    ('', 'has no kernel family (family= one of a100, h100, h200, b200, gb200)')
+    """
+    family = getattr(gpu, "family", "") or ""
+    if not family:
+        return f"has no kernel family (family= one of {', '.join(SMS)})"
+    if family not in SMS:
+        return f"has family {family!r}, which the kernel tables do not hold (family= one of {', '.join(SMS)})"
+    if not getattr(gpu, "hbm_bandwidth", 0) > 0:
+        return "has no hbm_bandwidth (bytes/s; 0: unknown), which the kernel tables time memory-bound work at"
+    return ""
 
 
 def gemm_table(family: str, precision: str) -> list:

@@ -10,10 +10,10 @@ from dataclasses import dataclass, fields, replace
 from .. import _checks
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
                        FP8_RECIPES, TP_OVERLAP_IMPLS, check_precision, check_recompute)
-from ._kernels import ATTENTION_KERNELS, check_power_cap
+from ._kernels import ATTENTION_KERNELS, check_power_cap, kernel_tables_missing
 from ._pipeline import stage_layers
 
-__all__ = ["Schedule", "DEFAULT_COMPUTE", "resolve_compute", "kernel_tables_missing", "DEFAULT_BATCH", "default_batch",
+__all__ = ["Schedule", "DEFAULT_COMPUTE", "resolve_compute", "DEFAULT_BATCH", "default_batch",
            "default_tp_overlap", "check_recompute_layers", "checked_schedule"]
 
 
@@ -22,26 +22,6 @@ __all__ = ["Schedule", "DEFAULT_COMPUTE", "resolve_compute", "kernel_tables_miss
 #: DEFAULT_COMPUTE_EFFICIENCY. Held out on the validation corpus's 222 training rows (7 sources,
 #: ``python benchmarks/validate.py``): median |error| 6.5 % with the kernel tables, 14.9 % flat.
 DEFAULT_COMPUTE = "auto"
-
-
-def kernel_tables_missing(gpu) -> str:
-    """Why the kernel tables cannot time ``gpu`` (``""`` when they can): no ``family``, a family
-    the tables do not hold, or no HBM bandwidth (the memory-bound work's rate).
-
-    >>> import topologies as tp
-    >>> kernel_tables_missing(tp.get_gpu("h100_sxm")), kernel_tables_missing(tp.get_gpu("h100_pcie"))
-    ('', 'has no kernel family (family= one of a100, h100, h200, b200, gb200)')
-    """
-    from ._kernels import SMS
-
-    family = getattr(gpu, "family", "") or ""
-    if not family:
-        return f"has no kernel family (family= one of {', '.join(SMS)})"
-    if family not in SMS:
-        return f"has family {family!r}, which the kernel tables do not hold (family= one of {', '.join(SMS)})"
-    if not getattr(gpu, "hbm_bandwidth", 0) > 0:
-        return "has no hbm_bandwidth (bytes/s; 0: unknown), which the kernel tables time memory-bound work at"
-    return ""
 
 
 def resolve_compute(compute_efficiency, gpu):

@@ -352,3 +352,12 @@ def test_logs_that_state_their_gpus_a_thread_beside_logs_that_do_not_are_refused
     # a bad option is refused before any log is read
     with pytest.raises(ValueError, match="chunk"):
         calibrate(g, ["no-such.log"], op="all_reduce", chunk=-1)
+
+
+def test_one_dataframe_is_one_log_not_its_column_names():
+    g = tp.rail_optimized(nodes=1)
+    rows = [(2**k, 8 * 4.2e-6) for k in (10, 11, 12, 13)]
+    df = nccl_tests.read(_log(rows, 8), op="all_reduce")
+    alone = calibrate(g, df, op="all_reduce", algorithm="ring", protocol="LL")
+    listed = calibrate(g, [df], op="all_reduce", algorithm="ring", protocol="LL")
+    assert len(alone.residuals) == len(rows) and alone.launch_latency == listed.launch_latency
