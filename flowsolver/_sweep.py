@@ -150,8 +150,9 @@ def _run_train(s, g, options=None) -> dict:
           if s[k] is not None}
     if s["global_batch"] is not None:
         kw["global_batch"] = int(s["global_batch"])
-    if s["compute_efficiency"] is not None:
-        kw["compute_efficiency"] = float(s["compute_efficiency"])
+    if s["compute_efficiency"] is not None:         # "auto" (None: the same) or the flat model's fraction
+        v = s["compute_efficiency"]
+        kw["compute_efficiency"] = v if isinstance(v, str) else float(v)
     collective_options = dict(policy=s["policy"]) if options is None else replace(options, policy=s["policy"])
     r = training_step(g, **step_arguments(model=s["model"], ranks=s["ranks"],
                                          collective_options=collective_options, **kw))
@@ -235,8 +236,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         ``fail_fraction`` and ``seed`` (switch cables failed at random; routes avoid them),
         ``policy``, ``subflows``; collectives: ``op``, ``size`` (bytes), ``algorithm``,
         ``channels``; training: ``model``, ``tp``, ``pp``, ``dp``, ``ep``, ``cp``, ``vp``,
-        ``global_batch``, ``micro_batch``, ``zero``, ``dp_overlap``, ``compute_efficiency``,
-        ``precision``. Missing ones take ``DEFAULTS``.
+        ``global_batch``, ``micro_batch``, ``zero``, ``dp_overlap``, ``compute_efficiency``
+        (``"auto"`` or None: training_step's default, the kernel tables where the GPU has them; a
+        fraction: the flat model), ``precision``. Missing ones take ``DEFAULTS``.
     out : str or Path, optional
         ``.csv`` or ``.parquet`` file the rows stream to, rewritten after every batch: into a
         temporary file beside it, then renamed over it, so that a run stopped at any moment

@@ -219,3 +219,14 @@ def test_a_resumed_sweep_retries_the_scenarios_that_failed(tmp_path):
     again = sweep(GRID_X, progress=False, cache_dir=None, out=out)
     assert list(again["status"]) == ["ok"] * len(first) and len(pd.read_csv(out)) == len(first)
     assert again["busbw"].iloc[0] == first["busbw"].iloc[0]
+
+
+def test_a_training_sweep_takes_the_compute_model_by_name_or_fraction():
+    grid = [dict(task="train", nodes=1, model="llama-3-8b", tp=8, global_batch=8, compute_efficiency=c)
+            for c in ("auto", None, 0.46, "kernels")]
+    df = sweep(grid, progress=False, cache_dir=None)
+    g = tp.rail_optimized(1)
+    tables = training_step(g, model="llama-3-8b", tp=8, global_batch=8).step_time
+    flat = training_step(g, model="llama-3-8b", tp=8, global_batch=8, compute_efficiency=0.46).step_time
+    assert list(df["step_time"][:3]) == pytest.approx([tables, tables, flat], rel=1e-12)
+    assert df["status"][3] != "ok" and "compute_efficiency must be 'auto', None" in df["error"][3]
