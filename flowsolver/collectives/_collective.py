@@ -103,9 +103,10 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     p = len(laid[0][0])
     if any(len(r) != p for r, _ in laid):
         raise ValueError(f"groups run in lockstep must have equal sizes, got {sorted({len(r) for r, _ in laid})}")
-    if options.gpus_per_thread > p:
+    if options.gpus_per_thread > p and op != "send_recv":      # (sendrecv_perf -g 8: 8 GPUs, a pair each)
         raise ValueError(f"gpus_per_thread must be at most the {p} GPUs of the call (one thread drives some of "
-                         f"its GPUs), got {options.gpus_per_thread}")
+                         f"its GPUs; send_recv excepted, whose thread may drive other pairs), got "
+                         f"{options.gpus_per_thread}")
     ranks = [r for group, _ in laid for r in group]     # groups may share GPUs (a pipeline stage
     # sends to the next while it receives from the previous): their flows share links
     hw = describe(graph, laid[0][0], laid[0][1], options.channels, options.efficiency)

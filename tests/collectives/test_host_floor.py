@@ -160,6 +160,9 @@ def test_the_hosts_time_is_latency_no_link_carries_it(server):
 def test_more_gpus_a_thread_than_the_call_has_is_refused(server):
     with pytest.raises(ValueError, match="gpus_per_thread must be at most the 2 GPUs of the call"):
         collective(server, "all_reduce", KIB4, ranks=[0, 1], gpus_per_thread=8)
+    # sendrecv_perf -g 8: one thread drives 8 GPUs, each sending to the next: a pair is one call
+    pair = collective(server, "send_recv", KIB4, ranks=[0, 1], gpus_per_thread=8)
+    assert pair.time == pytest.approx(8 * 4.2e-6, rel=1e-12)
 
 
 def test_a_numpy_overhead_gives_plain_floats(server):
