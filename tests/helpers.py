@@ -1,6 +1,19 @@
-"""Independent graph measurements for the tests (plain networkx, no library helpers)."""
+"""Independent graph measurements for the tests (plain networkx, no library helpers), and
+the validation corpus's measured curves."""
+
+import csv
+from pathlib import Path
 
 import networkx as nx
+
+CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "validation" / "collectives.csv"
+
+
+def corpus_curve(name):
+    """``{size bytes: out-of-place time us}`` of the corpus curve ``name`` (collectives.csv)."""
+    with CORPUS.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["curve"] == name and r["in_place"] in ("0", "")]
+    return {int(r["size_bytes"]): float(r["time_us"]) for r in rows}
 
 
 def kind_count(g, kind, role=None):

@@ -2,14 +2,13 @@
 rules written out by hand (src/enqueue.cc topoGetAlgoInfo / calcCollChunking, NCCL 2.30) and
 against published nccl-tests curves of the validation corpus."""
 
-import csv
-from pathlib import Path
-
 import pytest
 
 import topologies as tp
 from flowsolver import collective
 from flowsolver.collectives._pipeline import Pipeline, channel_split, channels_used, chunk_steps, pipeline_time
+
+from ..helpers import corpus_curve
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
@@ -77,20 +76,11 @@ def test_bad_pipeline_constants_are_refused():
         Pipeline(floor_nvls=-1e-6)
 
 
-CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "validation" / "collectives.csv"
-
-
-def _curve(name):
-    with CORPUS.open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["curve"] == name and r["in_place"] in ("0", "")]
-    return {int(r["size_bytes"]): float(r["time_us"]) for r in rows}
-
-
 def test_a_dgx_h100_all_reduce_at_mid_sizes_follows_the_published_curve():
     # NVIDIA DGX Cloud benchmarking recipe, one DGX H100, all_reduce_perf out-of-place times
     # (benchmarks/validation/collectives.csv, source nvidia-dgxc-benchmarking). NCCL's own
     # estimate is 19-31 % fast from 16 to 256 MiB; the pipeline's fill holds them within 12 %
-    measured = _curve("dgxc-dgxh100-1x8-allreduce")
+    measured = corpus_curve("dgxc-dgxh100-1x8-allreduce")
     g = tp.rail_optimized(nodes=1)
     for size in (16 * MIB, 64 * MIB, 256 * MIB, GIB, 16 * GIB):
         r = collective(g, "all_reduce", float(size))

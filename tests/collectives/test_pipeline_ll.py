@@ -3,14 +3,13 @@
 src/transport/net.cc for LL's store-and-forward network hop, src/device/all_reduce.h
 runTreeSplit for the tree's reduce and broadcast at once) and against a published nccl-tests curve."""
 
-import csv
-from pathlib import Path
-
 import pytest
 
 import topologies as tp
 from flowsolver import collective
 from flowsolver.collectives._pipeline import Pipeline, ll_depth, pipeline_time
+
+from ..helpers import corpus_curve
 
 KIB, MIB = 1 << 10, 1 << 20
 # a fill and a floor that LL must not pay
@@ -51,16 +50,11 @@ def test_ll_inside_a_node_and_on_rings_keeps_the_estimate():
     assert (ll_depth("tree", 1), ll_depth("tree", 2), ll_depth("tree", 8), ll_depth("ring", 4)) == (0, 2, 6, 0)
 
 
-CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "validation" / "collectives.csv"
-
-
 def test_two_dgx_h100_tree_ll_follows_the_published_curve_better_than_the_estimate():
     # dstack's Nebius 2 x 8 H100 (8 x 400G InfiniBand a node) all_reduce_perf, out-of-place
     # times (benchmarks/validation/collectives.csv, source dstack-docs): 37.9, 43.1 and 58.6 us
     # at 64, 128 and 256 KiB, where NCCL picks tree LL and its estimate is 25-34 % fast
-    with CORPUS.open(newline="") as f:
-        measured = {int(r["size_bytes"]): float(r["time_us"]) for r in csv.DictReader(f)
-                    if r["curve"] == "dstack-nebius-2x8H100-allreduce" and r["in_place"] in ("0", "")}
+    measured = corpus_curve("dstack-nebius-2x8H100-allreduce")
     g = tp.rail_optimized(nodes=2)
     for size in (64 * KIB, 128 * KIB, 256 * KIB):
         r = collective(g, "all_reduce", float(size))

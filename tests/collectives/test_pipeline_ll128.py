@@ -2,14 +2,13 @@
 (src/enqueue.cc calcCollChunking, NCCL 2.30) written out by hand, no step floor, and a
 published two-node curve whose mid sizes NCCL's own estimate misses by a third."""
 
-import csv
-from pathlib import Path
-
 import pytest
 
 import topologies as tp
 from flowsolver import collective
 from flowsolver.collectives._pipeline import Pipeline, chunk_steps, pipeline_time
+
+from ..helpers import corpus_curve
 
 KIB, MIB = 1 << 10, 1 << 20
 # LL128's slot: 120 elements x 640 threads x 8 B = 614,400 bytes a step, 15 of 16 words data
@@ -55,17 +54,12 @@ def test_ll128_pipeline_time_by_hand_without_a_floor():
         pytest.approx(40e-6 + 4 * MIB / 150e9, rel=1e-12)
 
 
-CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "validation" / "collectives.csv"
-
-
 def test_two_dgx_h100_tree_ll128_follows_the_published_curve_better_than_the_estimate():
     # dstack's Nebius 2 x 8 H100 (8 x 400G InfiniBand a node) all_reduce_perf, out-of-place
     # times (benchmarks/validation/collectives.csv, source dstack-docs): NCCL picks tree LL128
     # from 1 to 4 MiB (at 8 MiB tuning.cc rates NVLSTree Simple 2 % ahead) and its estimate is
     # 34-39 % fast there
-    with CORPUS.open(newline="") as f:
-        measured = {int(r["size_bytes"]): float(r["time_us"]) for r in csv.DictReader(f)
-                    if r["curve"] == "dstack-nebius-2x8H100-allreduce" and r["in_place"] in ("0", "")}
+    measured = corpus_curve("dstack-nebius-2x8H100-allreduce")
     g = tp.rail_optimized(nodes=2)
     for size in (1 * MIB, 2 * MIB, 4 * MIB):
         r = collective(g, "all_reduce", float(size))
