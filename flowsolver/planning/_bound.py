@@ -195,12 +195,6 @@ class CutBound:
             gathers.append(found.get(name, 0.0))
         return per_call, min(gathers)
 
-    def tp_floor(self, op: str, size: float, key) -> tuple:
-        """:meth:`floor` of the TP collective of the layout ``key`` (with sequence
-        parallelism a reduce-scatter and its all-gather of the same bytes)."""
-        return self.floor(op, size, key, "tp", self._algorithms["tp"],
-                          size if op == "reduce_scatter" else None)
-
     @staticmethod
     def _send_floor(graph, collective_options) -> tuple:
         """(s, Capacities or None): the latency every send / receive pays at least and the

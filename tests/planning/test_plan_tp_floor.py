@@ -92,7 +92,8 @@ def test_bound_below_exact_step_for_every_layout_with_tp(options):
         lay = row.layout
         key = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.order)
         exact = row.result.profile.comms["tp"]
-        floor, gather = cut.tp_floor(exact.op, exact.bytes, key)
+        floor, gather = cut.floor(exact.op, exact.bytes, key, "tp", "auto",
+                                  exact.bytes if exact.op == "reduce_scatter" else None)
         assert floor <= exact.per_call and gather <= exact.gather
         raised += floor > plain.seconds(exact.op, exact.bytes, key, "tp")
         # the DP collectives' floors (ZeRO 1: a reduce-scatter and its all-gather of the
