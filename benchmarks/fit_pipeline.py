@@ -35,6 +35,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from flowsolver.collectives import _nccl_timing as _tuned  # noqa: E402
+from flowsolver.collectives._host import with_host  # noqa: E402
 from flowsolver.collectives._pipeline import Pipeline, pipeline_time  # noqa: E402
 
 NAMES = [f.name for f in fields(Pipeline)]
@@ -102,9 +103,9 @@ def predict(rec: dict, params: Pipeline) -> float:
         return rec["model"]
     # the host's floor where one thread issued the call for several GPUs (nccl-tests -g N), and
     # the host's work before a call timed on its own from an idle device (torch.distributed)
-    return max(pipeline_time(p["algorithm"], p["protocol"], p["op"], p["size"], p["ranks"], p["nodes"],
-                             p["channels"], p["latency"], p["algbw"], params), p.get("host_floor", 0.0)) \
-        + p.get("host_overhead", 0.0)
+    return with_host(pipeline_time(p["algorithm"], p["protocol"], p["op"], p["size"], p["ranks"], p["nodes"],
+                                   p["channels"], p["latency"], p["algbw"], params),
+                     p.get("gpus_per_thread", 1), p.get("host_overhead", 0.0))
 
 
 def estimate(rec: dict) -> float:

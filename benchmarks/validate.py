@@ -43,7 +43,6 @@ sys.path.insert(0, str(HERE / "validation"))
 import setups as S  # noqa: E402
 from fit_pipeline import Capture, held_out, record  # noqa: E402
 from flowsolver import busbw_factor, collective, default_cache_dir, training_step  # noqa: E402
-from flowsolver.collectives._host import host_floor  # noqa: E402
 from flowsolver.training import step_arguments  # noqa: E402
 
 CORPUS = HERE / "validation"
@@ -142,7 +141,7 @@ def run_collective(pt: dict) -> dict:
                                host_overhead=overhead)
             pipe = seen.pipe_of(r.algorithm, r.protocol)
             if pipe is not None:
-                pipe = dict(pipe, host_floor=host_floor(per_thread), host_overhead=overhead)
+                pipe = dict(pipe, gpus_per_thread=per_thread, host_overhead=overhead)
             runs.append((r, pipe))
         r, pipe = min(runs, key=lambda run: run[0].time)
     except ValueError as exc:

@@ -60,7 +60,7 @@ class _RowModel:
             if self.only in (None, a) and not is_tuned(a, self.op, self.options):
                 transfer = transfer_of(r.steps)
                 gpu = lam * (r.time - transfer) + transfer / m
-                entries.append((max(gpu, self.options.host_floor) + self.options.host_overhead, a))
+                entries.append((self.options.with_host(gpu), a))
         return min(entries)
 
     def bottleneck_tech(self, algorithm) -> str:

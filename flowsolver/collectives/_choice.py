@@ -90,7 +90,7 @@ def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
     for a, r in results.items():
         if is_tuned(a, op, options):
             continue                # the host's floor (several GPUs a thread) is in the tuned times already
-        total = max(r.time, options.host_floor) + options.host_overhead
+        total = options.with_host(r.time)
         steps = r.steps if total == r.time or not np.isfinite(total) else \
             rescaled(r.steps, total, total - transfer_of(r.steps), options.base)   # the host's time is latency
         entries[a, options.step_protocol] = (total, steps, r.utilization)

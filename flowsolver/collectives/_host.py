@@ -20,7 +20,7 @@ it; :data:`TORCH_CALL_OVERHEAD` is PyTorch's, for ``torch.distributed`` calls ti
 
 from __future__ import annotations
 
-__all__ = ["HOST_CALL", "TORCH_CALL_OVERHEAD", "host_floor"]
+__all__ = ["HOST_CALL", "TORCH_CALL_OVERHEAD", "host_floor", "with_host"]
 
 #: seconds of host work per NCCL collective call of a group (planning and kernel launch), from
 #: nccl-tests issue #123 (NVIDIA/nccl-tests, 2022-12-14): ``NCCL_ALGO=Ring NCCL_MAX_NCHANNELS=1
@@ -51,3 +51,17 @@ def host_floor(gpus_per_thread: int) -> float:
     (33.6, 0.0)
     """
     return 0.0 if gpus_per_thread <= 1 else gpus_per_thread * HOST_CALL
+
+
+def with_host(seconds, gpus_per_thread: int = 1, overhead: float = 0.0, greater=max):
+    """A collective of ``seconds`` on the GPUs as the host issues it: no less than
+    :func:`host_floor` of ``gpus_per_thread`` (the host's calls overlap the GPUs' previous
+    collective: the greater of the two), plus ``overhead`` seconds issued before it from an idle
+    device. ``greater``: the maximum to take (a :class:`~._dual.Dual`-aware one for derivatives).
+
+    >>> round(with_host(16e-6, 8) * 1e6, 1), round(with_host(16e-6, 2, 25e-6) * 1e6, 1)
+    (33.6, 41.0)
+    """
+    if gpus_per_thread > 1:
+        seconds = greater(seconds, host_floor(gpus_per_thread))
+    return seconds + overhead

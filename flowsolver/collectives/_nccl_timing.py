@@ -150,8 +150,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     kernel_bw = algbw if model is None else model.bandwidth(algbw, a, proto)     # NCCL chooses by its own
     gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, kernel_bw,
                         PIPELINE if model is None else model.pipeline)
-    time = _greater(gpu, options.host_floor) if options.gpus_per_thread > 1 else gpu   # one thread, N GPUs
-    time = time + options.host_overhead         # a call timed from an idle device: the host's issuing first
+    time = options.with_host(gpu, _greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries
     return time, lat + (time - gpu), lat + size / algbw

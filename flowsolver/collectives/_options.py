@@ -13,7 +13,7 @@ import topologies as tp
 from .. import _checks
 from ..routing import POLICIES, LinkTable, graph_memo, policy_of
 from ._algorithms import ALGORITHMS
-from ._host import host_floor
+from ._host import host_floor, with_host
 from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
 
 __all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys", "checked_collective_options",
@@ -220,6 +220,10 @@ class Options:
     def host_floor(self) -> float:
         """Seconds no collective beats when one thread issues it for ``gpus_per_thread`` GPUs."""
         return host_floor(self.gpus_per_thread)
+
+    def with_host(self, seconds, greater=max):
+        """``seconds`` on the GPUs as the host issues the call (:func:`~._host.with_host`)."""
+        return with_host(seconds, self.gpus_per_thread, self.host_overhead, greater)
 
     @property
     def base(self) -> float:
