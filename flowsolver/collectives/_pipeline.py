@@ -173,7 +173,7 @@ def channel_split(op, protocol, size, ranks, channels) -> tuple:
     cell = _divup(_divup(_MIN_TRAFFIC, per_byte), 16) * 16
     cells, cell_traffic = _divup(nbytes, cell), cell * per_byte
     per = min(cells, _divup(per_channel, cell_traffic))
-    lo = cells if channels == 1 else min(cells, _divup(per_channel, cell_traffic))
+    lo = cells if channels == 1 else per
     mid, hi = (cells - lo) // per, (cells - lo) % per
     if (1 if lo else 0) + mid + (1 if hi else 0) > channels:          # spread over the last ones
         mid = channels - 2
