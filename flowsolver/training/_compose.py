@@ -193,7 +193,7 @@ def _on_gpu(schedule: Schedule, profile: CommProfile) -> Schedule:
     efficiency = resolve_compute(schedule.compute_efficiency, profile.gpu)
     if efficiency is not None:
         efficiency = _checks.fraction("compute_efficiency", efficiency, zero_ok=False)
-    if efficiency is not schedule.compute_efficiency:
+    if efficiency != schedule.compute_efficiency:       # "auto" resolved (a checked float stays as it is)
         schedule = replace(schedule, compute_efficiency=efficiency)
     if schedule.global_batch is None or schedule.tp_overlap is None:
         lay = profile.layout
