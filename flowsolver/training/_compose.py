@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .. import _checks
 from ..routing import first_tier
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, gemm_seconds, kernel_parts, layer_kernel_costs,
                        stage_seconds)
@@ -191,8 +190,6 @@ def _on_gpu(schedule: Schedule, profile: CommProfile) -> Schedule:
     :func:`checked_schedule` does both for :func:`~flowsolver.training_step`), its unset
     ``global_batch`` and ``tp_overlap`` given training_step's defaults."""
     efficiency = resolve_compute(schedule.compute_efficiency, profile.gpu)
-    if efficiency is not None:
-        efficiency = _checks.fraction("compute_efficiency", efficiency, zero_ok=False)
     if efficiency != schedule.compute_efficiency:       # "auto" resolved (a checked float stays as it is)
         schedule = replace(schedule, compute_efficiency=efficiency)
     if schedule.global_batch is None or schedule.tp_overlap is None:

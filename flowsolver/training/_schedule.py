@@ -27,8 +27,8 @@ DEFAULT_COMPUTE = "auto"
 def resolve_compute(compute_efficiency, gpu):
     """The compute model ``compute_efficiency`` names on ``gpu``: ``"auto"`` is ``None`` (the
     kernel tables) where the tables can time ``gpu`` (:func:`kernel_tables_missing`) or it is
-    not known yet, else DEFAULT_COMPUTE_EFFICIENCY (the flat model); ``None`` and floats are
-    returned as given.
+    not known yet, else DEFAULT_COMPUTE_EFFICIENCY (the flat model); ``None`` is returned as
+    given, a float checked (a fraction in (0, 1]).
 
     >>> import topologies as tp
     >>> resolve_compute("auto", tp.get_gpu("h100_sxm")), resolve_compute("auto", tp.get_gpu("h100_pcie"))
@@ -41,7 +41,8 @@ def resolve_compute(compute_efficiency, gpu):
             raise ValueError(f"compute_efficiency must be 'auto', None (the kernel tables) or a fraction in (0, 1] "
                              f"(the flat model), got {compute_efficiency!r}")
         return None if gpu is None or not kernel_tables_missing(gpu) else DEFAULT_COMPUTE_EFFICIENCY
-    return compute_efficiency
+    return None if compute_efficiency is None else \
+        _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
 
 
 @dataclass(frozen=True)
@@ -154,9 +155,7 @@ def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, com
     ...
     ValueError: global_batch must be a positive multiple of dp x micro_batch = 8 sequences, got 12
     """
-    compute_efficiency = resolve_compute(compute_efficiency, gpu)
-    efficiency = None if compute_efficiency is None else \
-        _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
+    efficiency = resolve_compute(compute_efficiency, gpu)
     if attention_efficiency is None and efficiency is not None:
         attention_efficiency = DEFAULT_ATTENTION_EFFICIENCY
     attn_eff = None if attention_efficiency is None else \
