@@ -1,5 +1,5 @@
 """Independent graph measurements for the tests (plain networkx, no library helpers), and
-the validation corpus's measured curves."""
+the validation corpus's measured curves with the model's and NCCL's estimate's errors on them."""
 
 import csv
 from pathlib import Path
@@ -19,6 +19,22 @@ def corpus_curve(name):
 def kind_count(g, kind, role=None):
     return sum(1 for _, d in g.nodes(data=True)
                if d.get("kind") == kind and (role is None or d.get("role") == role))
+
+
+def errors_against_curve(curve, graph, op, sizes, pick):
+    """``{size: (model error, NCCL estimate's error)}`` of ``op`` at ``sizes`` on ``graph``
+    against the corpus curve ``curve``, each size checked to be timed as ``pick``
+    (``(algorithm, protocol)``, NCCL's choice there)."""
+    from flowsolver import collective
+
+    measured = corpus_curve(curve)
+    out = {}
+    for size in sizes:
+        r = collective(graph, op, float(size))
+        assert (r.algorithm, r.protocol) == pick, size
+        estimate = r.estimates[f"{pick[0]}/{pick[1]}"]
+        out[size] = (r.time * 1e6 / measured[size] - 1, estimate * 1e6 / measured[size] - 1)
+    return out
 
 
 def min_cut(g, first, second):

@@ -6,10 +6,9 @@ runTreeSplit for the tree's reduce and broadcast at once) and against a publishe
 import pytest
 
 import topologies as tp
-from flowsolver import collective
 from flowsolver.collectives._pipeline import Pipeline, ll_depth, pipeline_time
 
-from ..helpers import corpus_curve
+from ..helpers import errors_against_curve
 
 KIB, MIB = 1 << 10, 1 << 20
 # a fill and a floor that LL must not pay
@@ -54,12 +53,8 @@ def test_two_dgx_h100_tree_ll_follows_the_published_curve_better_than_the_estima
     # dstack's Nebius 2 x 8 H100 (8 x 400G InfiniBand a node) all_reduce_perf, out-of-place
     # times (benchmarks/validation/collectives.csv, source dstack-docs): 37.9, 43.1 and 58.6 us
     # at 64, 128 and 256 KiB, where NCCL picks tree LL and its estimate is 25-34 % fast
-    measured = corpus_curve("dstack-nebius-2x8H100-allreduce")
-    g = tp.rail_optimized(nodes=2)
-    for size in (64 * KIB, 128 * KIB, 256 * KIB):
-        r = collective(g, "all_reduce", float(size))
-        assert (r.algorithm, r.protocol) == ("tree", "LL"), size
-        err = r.time * 1e6 / measured[size] - 1
-        err_estimate = r.estimates["tree/LL"] * 1e6 / measured[size] - 1
+    errors = errors_against_curve("dstack-nebius-2x8H100-allreduce", tp.rail_optimized(nodes=2), "all_reduce",
+                                  (64 * KIB, 128 * KIB, 256 * KIB), ("tree", "LL"))
+    for size, (err, err_estimate) in errors.items():
         assert err_estimate < -0.2, size
         assert abs(err) < 0.2 and abs(err) < abs(err_estimate) - 0.05, (size, err, err_estimate)

@@ -5,10 +5,9 @@ published two-node curve whose mid sizes NCCL's own estimate misses by a third."
 import pytest
 
 import topologies as tp
-from flowsolver import collective
 from flowsolver.collectives._pipeline import Pipeline, chunk_steps, pipeline_time
 
-from ..helpers import corpus_curve
+from ..helpers import errors_against_curve
 
 KIB, MIB = 1 << 10, 1 << 20
 # LL128's slot: 120 elements x 640 threads x 8 B = 614,400 bytes a step, 15 of 16 words data
@@ -59,12 +58,8 @@ def test_two_dgx_h100_tree_ll128_follows_the_published_curve_better_than_the_est
     # times (benchmarks/validation/collectives.csv, source dstack-docs): NCCL picks tree LL128
     # from 1 to 4 MiB (at 8 MiB tuning.cc rates NVLSTree Simple 2 % ahead) and its estimate is
     # 34-39 % fast there
-    measured = corpus_curve("dstack-nebius-2x8H100-allreduce")
-    g = tp.rail_optimized(nodes=2)
-    for size in (1 * MIB, 2 * MIB, 4 * MIB):
-        r = collective(g, "all_reduce", float(size))
-        assert (r.algorithm, r.protocol) == ("tree", "LL128"), size
-        estimate = r.estimates["tree/LL128"] * 1e6
-        err, err_estimate = r.time * 1e6 / measured[size] - 1, estimate / measured[size] - 1
+    errors = errors_against_curve("dstack-nebius-2x8H100-allreduce", tp.rail_optimized(nodes=2), "all_reduce",
+                                  (1 * MIB, 2 * MIB, 4 * MIB), ("tree", "LL128"))
+    for size, (err, err_estimate) in errors.items():
         assert err_estimate < -0.3, size
         assert abs(err) < 0.3 and abs(err) < abs(err_estimate), (size, err, err_estimate)
