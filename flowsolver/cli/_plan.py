@@ -44,8 +44,10 @@ def add_plan(sub, fmt) -> None:
     p.add_argument("--max-tp", type=int, default=None, help="largest TP searched (default: the GPUs of a server)")
     for name in ("tp", "cp", "pp", "vp", "ep", "micro-batch", "zero"):
         p.add_argument(f"--{name}", type=int, nargs="+", default=None, help=f"{name} values to search")
-    p.add_argument("--recompute", nargs="+", default=None, choices=("none", "selective", "full"),
-                   help="recompute modes to search (default all)")
+    p.add_argument("--recompute", nargs="+", default=None,
+                   choices=("none", "selective", "full", "save_qkv_proj", "selective_op"),
+                   help="recompute modes to search (default none, selective, full; save_qkv_proj is MaxText's "
+                        "remat policy, selective_op torchtitan's per-op checkpointing)")
     p.add_argument("--sequence-parallel", default="both", choices=("on", "off", "both"),
                    help="sequence parallelism (default %(default)s)")
     p.add_argument("--orders", nargs="+", default=None,

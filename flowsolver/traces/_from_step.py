@@ -99,6 +99,9 @@ class _Rank:
 class _Builder:
     def __init__(self, step: StepResult):
         prof, s = step.profile, step.schedule
+        if s.recompute not in ("none", "selective", "full"):
+            raise ValueError(f"recompute={s.recompute!r}: a trace lays out recompute none, selective or full (a "
+                             f"partial mode's own saved set is not drawn as nodes); time this step with training_step")
         self.profile = prof
         self.lay, self.comms, self.m, model = prof.layout, prof.comms, step.microbatches, prof.model
         compute = layer_compute(prof, s)                 # compose's own per-part compute times

@@ -16,6 +16,7 @@ from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, gemm_sec
 from ._memory import stage_memory
 from ._exposed import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
+from ._recompute import FORWARD_AGAIN, layer_recompute
 from ._profile import CommProfile
 from ._schedule import Schedule, check_recompute_layers, checked_schedule, resolve_compute
 
@@ -221,9 +222,11 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
     m = s.global_batch // (lay.dp * profile.micro_batch)
     layers = stage_layers(model.layers, lay.pp, lay.vp)
     every = s.recompute_layers is None         # full recompute: all layers, or the first recompute_layers per chunk
-    recomputed = [0 if s.recompute != "full" else n if every else min(n, lay.vp * s.recompute_layers) for n in layers]
+    recomputed = [0 if s.recompute not in FORWARD_AGAIN else n if every else min(n, lay.vp * s.recompute_layers)
+                  for n in layers]
     parts = layer_compute(profile, s) if parts is None else parts
     extra = parts["layer_recomputed"] - parts["layer"]
+    redo = layer_recompute(model, s.recompute)
     stage_compute = [n * parts["layer"] + r * extra + (parts["output"] if q == lay.pp - 1 else 0.0)
                      for q, (n, r) in enumerate(zip(layers, recomputed))]
     distinct = {}           # stages of equal layers and recomputed layers have equal phases: composed once
@@ -232,7 +235,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
             distinct[(n, r)] = microbatch_phases(profile.comms, layers=n, tp_overlap=s.tp_overlap,
                                                  attention_seconds=parts["attention"], gemms=parts["gemms"],
                                                  recomputed=r, attention_fwd=parts["attention_fwd"],
-                                                 attention_bwd=parts["attention_bwd"])
+                                                 attention_bwd=parts["attention_bwd"], tp_again=redo.tp_ops,
+                                                 attention_again=redo.attention)
     per_mb = [distinct[(n, r)] for n, r in zip(layers, recomputed)]
     slot = [c + sum(p.exposed for p in ph.values()) for c, ph in zip(stage_compute, per_mb)]
     q = max(range(lay.pp), key=slot.__getitem__)
@@ -240,7 +244,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
     phases = {k: _times(p, m) for k, p in per_mb[q].items()}
     phases.update(pipeline_phase(profile.comms, pp=lay.pp, vp=lay.vp, microbatches=m))
     chunks = lay.vp if lay.vp > 1 else max(layers)
-    backward = parts["backward"] + (parts["forward"] if s.recompute == "full" and every else 0.0)
+    again = (parts["forward"] if s.recompute == "full" else extra) if s.recompute in FORWARD_AGAIN and every else 0.0
+    backward = parts["backward"] + again
     phases.update(dp_phases(profile.comms, zero=profile.zero, m=m, t_mb=t_mb, dp_overlap=s.dp_overlap, chunks=chunks,
                             pp=lay.pp, vp=lay.vp, layers=max(layers), layer_forward=parts["forward"],
                             layer_backward=backward, root_scale=profile.fsdp_unit_scale() / max(1, lay.pp)))
@@ -254,7 +259,7 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
     memory = stage_memory(model, tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep, zero=profile.zero,
                           micro_batch=profile.micro_batch, microbatches=m, cp=lay.cp, vp=lay.vp,
                           recompute=s.recompute, sequence_parallel=profile.sequence_parallel,
-                          recompute_layers=s.recompute_layers)
+                          recompute_layers=s.recompute_layers, attention=s.attention)
     return StepResult(profile=profile, schedule=s, microbatches=m, compute_time=compute, bubble_time=bubble,
                       phases=phases, step_time=step, tokens_per_s=tps, single_gpu_tokens_per_s=single,
                       speedup=tps / single, comm_overhead=exposed / step,
@@ -304,7 +309,7 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
             flops = 2.0 * profile.micro_batch * model.seq_len ** 2 * model.hidden / (lay.tp * lay.cp)
             rate = s.attention_efficiency * profile.gpu.peak_bf16_flops
             costs = dict(costs, attention_fwd=flops / rate, attention_bwd=2.5 * flops / rate)
-        parts = kernel_parts(costs, s.recompute)
+        parts = kernel_parts(costs, layer_recompute(model, s.recompute))
         u = s.kernel_utilization
         return {k: ({g: t / u for g, t in v.items()} if isinstance(v, dict) else v / u) for k, v in parts.items()}
     kw = _compute_kw(profile, s)

@@ -10,22 +10,17 @@ it runs at the bf16 peak. The GEMMs run at ``compute_efficiency x`` their peak, 
 peak than flash attention of its own: the memory-bound work between GEMMs does not speed
 up with FP8, and the calibration charges it to the GEMMs).
 
-Recompute (Korthikanti et al. 2022, "Reducing activation recomputation in large transformer
-models", table 2; FLOPs per token of one layer):
-
-* ``"selective"`` (default; what flash attention does in its backward pass): the attention
-  scores are recomputed, ``+ 2 h s`` (one causal forward of the scores), and the activations
-  kept are those of :func:`flowsolver.training._memory.activation_bytes_per_layer` (``34 s b h / t`` bytes per layer for
-  Llama 3 8B with sequence parallelism);
-* ``"none"``: nothing recomputed; the ``2 a s^2 b / t`` bytes of attention probabilities are
-  kept too;
-* ``"full"``: each layer's forward runs again in the backward pass, ``+ 1/3`` of the layer's
-  FLOPs; only the layer input is kept, ``2 s b h / t`` bytes per layer, plus one layer's
-  working set. ``recompute_layers=n`` recomputes only the first ``n`` layers of each model
-  chunk (Megatron's ``recompute_method="block"``); the others keep selective's activations.
+Recompute (:mod:`flowsolver.training._recompute`; Korthikanti et al. 2022, table 2): ``"selective"``
+(the default) counts the attention scores' forward again, ``+ 2 h s`` per token and layer (what
+a flash attention backward recomputes); ``"full"`` each layer's forward again, ``+ 1/3`` of its
+FLOPs (``recompute_layers=n``: the first ``n`` layers of each model chunk, Megatron's
+``recompute_method="block"``); the partial modes (``"save_qkv_proj"``, ``"selective_op"``) the
+share of the forward GEMMs they do not save (:func:`~flowsolver.training._recompute.layer_recompute`).
 """
 
 from __future__ import annotations
+
+from ._recompute import FORWARD_AGAIN, RECOMPUTE, check_recompute, layer_recompute
 
 __all__ = ["PRECISIONS", "RECOMPUTE", "DEFAULT_COMPUTE_EFFICIENCY",
            "DEFAULT_ATTENTION_EFFICIENCY",
@@ -34,7 +29,6 @@ __all__ = ["PRECISIONS", "RECOMPUTE", "DEFAULT_COMPUTE_EFFICIENCY",
            "layer_kernel_costs", "kernel_parts"]
 
 PRECISIONS = ("bf16", "fp8")
-RECOMPUTE = ("none", "selective", "full")
 
 # Fraction of the bf16 dense peak the attention kernels (flash / cuDNN attention, bf16 in
 # every precision) reach on the FLOPs this module counts for them. FlashAttention-3 forward,
@@ -62,14 +56,14 @@ DEFAULT_COMPUTE_EFFICIENCY = 0.46
 # time the kernels run at their benchmarked speed (launch gaps, synchronisation, kernels the
 # tables do not list). Fitted on the 222 training rows of the validation corpus
 # (benchmarks/validation/training.csv, 7 public sources) leave-one-source-out, the median
-# |error| minimised on a grid of 0.01 (benchmarks/fit_kernel_utilization.py, 2026-12-04): 0.76
-# without six of the sources, 0.74 without nvidia-dgxc-benchmarking; held out, median |error|
-# 6.5 %. The six published runs of tests/training/test_training_published.py (none in the
-# corpus) each want their own value: Llama 3 405B bf16 (paper; 8K / 16K GPUs, 128K context)
-# 0.642 / 0.632 / 0.716, Megatron-Bridge 25.11 FP8 Llama 3 70B / 405B / 8B 0.848 / 0.709 /
-# 0.833; at 0.76 they come out +17.8 / +19.4 / +6.0 / -9.0 / +5.7 / -8.8 % in tokens/s: the
-# paper's 8K- and 16K-GPU runs are not held within 10 %, so the kernel tables are not the
-# default (docs/accuracy.md, "Why the kernel tables are not the default").
+# |error| minimised on a grid of 0.01 (benchmarks/fit_kernel_utilization.py, 2026-12-05, the
+# rows run with their frameworks' recompute policies): 0.75 to 0.80 over the folds, held out
+# median |error| 7.3 %; 0.76 minimises the in-sample median (6.4 %). The six published runs of
+# tests/training/test_training_published.py (none in the corpus) each want their own value:
+# Llama 3 405B bf16 (paper; 8K / 16K GPUs, 128K context) 0.642 / 0.632 / 0.716,
+# Megatron-Bridge 25.11 FP8 Llama 3 70B / 405B / 8B 0.848 / 0.709 / 0.833; at 0.76 they come
+# out +17.8 / +19.4 / +6.0 / -9.0 / +5.7 / -8.8 % in tokens/s (docs/accuracy.md, "The kernel
+# tables, the default").
 DEFAULT_KERNEL_UTILIZATION = 0.76
 
 
@@ -90,25 +84,24 @@ def check_precision(precision, gpu) -> str:
     return precision
 
 
-def check_recompute(recompute) -> str:
-    """``recompute`` checked: ``none``, ``selective`` or ``full``.
-
-    >>> check_recompute("full")
-    'full'
-    """
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
-    return recompute
-
-
 def _layer_flops(model, recompute: str) -> tuple:
-    """(GEMM FLOPs, attention FLOPs) executed per token of one layer, recompute included."""
+    """(GEMM FLOPs, attention FLOPs) executed per token of one layer, recompute included (the
+    attention scores' forward again in every mode but ``"none"``)."""
     gemm, attention = model.layer_linear_flops, model.layer_attention_flops()
-    if recompute == "selective":
-        return gemm, attention * (4.0 / 3.0)
-    if recompute == "full":
-        return gemm * (4.0 / 3.0), attention * (4.0 / 3.0)
-    return gemm, attention
+    if recompute == "none":
+        return gemm, attention
+    return gemm * (1.0 + _gemm_share_again(model, recompute) / 3.0), attention * (4.0 / 3.0)
+
+
+def _gemm_share_again(model, recompute: str, capacity_factor: float = 1.0) -> float:
+    """The share of a layer's weight-GEMM FLOPs that ``recompute`` runs again (1 for ``"full"``)."""
+    again = layer_recompute(model, recompute).gemms
+    if not any(again.values()):
+        return 0.0
+    h, d, k = model.hidden, model.hidden // model.heads, model.top_k * _expert_share(model, capacity_factor)
+    params = dict(qkv=h * (h + 2 * model.kv_heads * d), proj=h * h,
+                  fc1=k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=k * model.ffn * h)
+    return sum(again[g] * n for g, n in params.items()) / sum(params.values())
 
 
 def _expert_share(model, capacity_factor: float) -> float:
@@ -126,7 +119,8 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     projection when ``last``) computes one microbatch of ``tokens`` tokens, its work split
     over ``shards`` GPUs (``tp x cp``), forward and backward. The GEMMs run at
     ``efficiency`` of their precision's peak, attention at ``attention_efficiency`` (default
-    ``efficiency``) of the bf16 peak; with ``recompute="full"``, ``recomputed`` of the layers
+    ``efficiency``) of the bf16 peak; with a mode that runs the forward again (``"full"`` and
+    the partial modes), ``recomputed`` of the layers
     (default all) run their forward again. A mixture of experts' expert GEMMs run on
     ``capacity_factor x`` the routed tokens (padded to capacity; 1: dropless).
 
@@ -140,8 +134,9 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     """
     attention = _layer_flops(model, recompute)[1]
     gemm = model.layer_linear_flops + 6.0 * model.top_k * model.mlp_params * (_expert_share(model, capacity_factor) - 1)
-    if recompute == "full":
-        gemm_flops = gemm * (layers + (layers if recomputed is None else min(layers, recomputed)) / 3.0)
+    if recompute in FORWARD_AGAIN:
+        again = layers if recomputed is None else min(layers, recomputed)
+        gemm_flops = gemm * (layers + again * _gemm_share_again(model, recompute, capacity_factor) / 3.0)
     else:
         gemm_flops = gemm * layers
     fast = (gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops) * efficiency
@@ -396,20 +391,24 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
                 output_fwd=out_f + loss / 2, output_bwd=out_b + loss / 2)
 
 
-def kernel_parts(costs: dict, recompute: str) -> dict:
+def kernel_parts(costs: dict, again) -> dict:
     """The per-layer seconds :func:`layer_kernel_costs` adds up to, as the flat model's
     :func:`stage_seconds` / :func:`attention_seconds` / :func:`gemm_seconds` give them:
-    ``layer`` (forward and backward, no full recompute), ``layer_recomputed`` (one layer full
-    recompute recomputes: its forward again), ``output`` (``output_fwd`` of it forward),
-    ``attention`` (forward + backward, the forward again when recomputed), ``attention_fwd`` /
-    ``attention_bwd`` and ``gemms`` (forward GEMMs, what each TP collective hides behind). Selective recompute costs nothing
-    extra: flash attention's backward recomputes the scores inside its 2.5 x."""
+    ``layer`` (forward and backward, no recompute), ``layer_recomputed`` (a layer whose
+    forward runs again, as much of it as ``again``, a
+    :class:`~flowsolver.training._recompute.LayerRecompute`, says), ``output`` (``output_fwd``
+    of it forward), ``attention`` (forward + backward, the forward again when recomputed),
+    ``attention_fwd`` / ``attention_bwd``, ``gemms`` (forward GEMMs, what each TP collective
+    hides behind) and ``forward`` / ``backward``.
+    Selective recompute costs nothing extra: flash attention's backward recomputes the scores
+    inside its 2.5 x."""
     fwd = sum(costs["gemm_fwd"].values()) + costs["attention_fwd"] + costs["memory_fwd"]
     bwd = sum(costs["gemm_bwd"].values()) + costs["attention_bwd"] + costs["memory_bwd"]
     layer = fwd + bwd + costs["weight_casts"]
-    full = recompute == "full"
-    return dict(layer=layer, layer_recomputed=layer + fwd, output=costs["output_fwd"] + costs["output_bwd"],
+    redo = (sum(again.gemms[g] * t for g, t in costs["gemm_fwd"].items()) + again.attention * costs["attention_fwd"]
+            + again.elementwise * costs["memory_fwd"])
+    return dict(layer=layer, layer_recomputed=layer + redo, output=costs["output_fwd"] + costs["output_bwd"],
                 output_fwd=costs["output_fwd"],
-                attention=costs["attention_fwd"] * (2 if full else 1) + costs["attention_bwd"],
+                attention=costs["attention_fwd"] * (1 + again.attention) + costs["attention_bwd"],
                 attention_fwd=costs["attention_fwd"], attention_bwd=costs["attention_bwd"],
                 gemms=dict(costs["gemm_fwd"]), forward=fwd, backward=bwd)

@@ -91,7 +91,7 @@ def tp_hidden(seconds: float, gemm: float, tp_overlap: float) -> float:
     return tp_overlap * min(seconds, gemm)
 
 
-def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward: bool = False) -> tuple:
+def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward=False) -> tuple:
     """``(calls, seconds, exposed)`` of one layer's TP collectives for one microbatch.
 
     A collective of ``t`` seconds beside a GEMM of ``g`` seconds hides ``tp_overlap x
@@ -99,8 +99,9 @@ def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward:
     previous chunk's GEMM, so ``t - (tp - 1) / tp x min(t, g)`` stays exposed (a two-stage
     pipeline of ``tp`` steps; when the GEMM is the shorter, the transfer sets the pace) --
     hidden time never exceeds the compute that hides it. ``gemms``: seconds of each forward
-    GEMM (:func:`flowsolver.training._compute.gemm_seconds`); ``recompute_forward`` (full
-    recompute) runs the forward collectives twice.
+    GEMM (:func:`flowsolver.training._compute.gemm_seconds`); ``recompute_forward`` runs the
+    forward collectives twice: ``True`` all of them (full recompute), or a collection of the
+    ``(op, gemm)`` pairs that run again (a partial recompute mode).
 
     >>> from types import SimpleNamespace
     >>> c = SimpleNamespace(op="reduce_scatter", per_call=2.0, gather=1.0)
@@ -108,7 +109,11 @@ def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward:
     (10, 14.0, 2.5)
     """
     forward, backward = tp_layer_ops(comm.op == "reduce_scatter")
-    ops = forward * (2 if recompute_forward else 1) + backward
+    if recompute_forward is True:
+        again = forward
+    else:
+        again = tuple(o for o in forward if o in (recompute_forward or ()))
+    ops = forward + again + backward
     seconds = dict(all_gather=comm.gather, reduce_scatter=comm.per_call, all_reduce=comm.per_call)
     times = [(seconds[op], gemms[gemm]) for op, gemm in ops]
     exposed = sum(t - tp_hidden(t, g, tp_overlap) for t, g in times)
@@ -137,7 +142,7 @@ def cp_ring_exposed(step_seconds: float, cp: int, attention_fwd: float, attentio
 
 def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_seconds: float, gemms: dict,
                       recomputed: int = 0, attention_fwd: float | None = None,
-                      attention_bwd: float | None = None) -> dict:
+                      attention_bwd: float | None = None, tp_again=True, attention_again: bool = True) -> dict:
     """TP, CP and EP phases of ONE microbatch through a stage of ``layers`` layers.
 
     * TP (Megatron with Transformer Engine): per layer four all-reduces' worth with
@@ -145,7 +150,8 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
       again for the weight gradients: 6 all-gathers and 4 reduce-scatters (4 all-reduces
       without sequence parallelism), each beside the GEMM it overlaps
       (:func:`tp_layer_exposed`: ``tp_overlap`` of it hides, at most that share of the GEMM);
-      the ``recomputed`` layers (full recompute) run their forward collectives twice.
+      the ``recomputed`` layers run their forward collectives again (``tp_again``: all of them,
+      full recompute, or the ``(op, gemm)`` pairs a partial mode runs again).
     * CP (ring attention, :func:`cp_ring_exposed`): the KV exchange of every layer, step by
       step beside the blockwise attention (``attention_fwd`` / ``attention_bwd`` seconds per
       layer; when not given, a third / two thirds of ``attention_seconds``). The solved
@@ -160,7 +166,7 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
     if "tp" in comms:
         c = comms["tp"]
         plain = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap)
-        again = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap, recompute_forward=True)
+        again = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap, recompute_forward=tp_again)
         calls, seconds, exposed = ((layers - recomputed) * p + recomputed * q for p, q in zip(plain, again))
         op = "reduce_scatter+all_gather" if c.op == "reduce_scatter" else "all_reduce"
         out["tp"] = _phase(c, op, calls, exposed, seconds / calls)
@@ -171,8 +177,8 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
         bwd = 2.0 * attention_seconds / 3.0 if attention_bwd is None else attention_bwd
         step = comms["cp_step"].per_call if "cp_step" in comms else c.per_call / (cp - 1)
         exposed = ((layers - recomputed) * cp_ring_exposed(step, cp, fwd, bwd)
-                   + recomputed * cp_ring_exposed(step, cp, fwd, bwd, recompute_forward=True))
-        out["cp"] = _phase(c, "all_gather", 3 * layers + recomputed, exposed, c.per_call)
+                   + recomputed * cp_ring_exposed(step, cp, fwd, bwd, recompute_forward=attention_again))
+        out["cp"] = _phase(c, "all_gather", 3 * layers + recomputed * attention_again, exposed, c.per_call)
     if "ep" in comms:
         c = comms["ep"]
         out["ep"] = _phase(c, "all_to_all", 4 * layers, 4 * layers * c.per_call, c.per_call)

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import _checks
-from ._compute import check_recompute
+from ._recompute import FORWARD_AGAIN, check_recompute, kept_bytes_per_token
 from ._memory_overheads import (CUDA_CONTEXT_A100, DEEPSPEED_REDUCE_BUCKET, DEEPSPEED_ZERO_NVIDIA_SMI_A100,
                                 MemoryOverheads, _peak_of, _step_events, caching_allocator_reserved)
 from ._models import get_model
@@ -57,7 +57,9 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     / t`` (Korthikanti's ``34``, less two one-byte dropout masks); Llama 3 405B ``31.75``, 8B
     ``34``. Recompute: ``"none"`` keeps the ``2 a s^2 b / t`` bytes of attention
     probabilities an unfused attention stores (``"selective"``, flash attention, does not);
-    ``"full"`` keeps only the layer's input, ``2 s b h / t``. ``s`` is the tokens per CP rank.
+    ``"full"`` keeps only the layer's input, ``2 s b h / t``; the partial modes
+    (``"save_qkv_proj"``, ``"selective_op"``) the input and what they save
+    (:func:`~flowsolver.training._recompute.kept_bytes_per_token`). ``s`` is the tokens per CP rank.
     ``dropout=True`` (GPT-3, Megatron's defaults) adds what Korthikanti et al. count for it:
     the two one-byte masks of the hidden dropouts (``2 s b h``, whole on every TP rank without
     sequence parallelism) and, where the scores are kept, the attention dropout's mask and
@@ -71,6 +73,8 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     s, b, h, a = model.seq_len / cp, micro_batch, model.hidden, model.heads
     if recompute == "full":
         return 2.0 * s * b * h / (tp if sequence_parallel else 1)
+    if recompute in FORWARD_AGAIN:
+        return s * b * kept_bytes_per_token(model, recompute, tp=tp, sequence_parallel=sequence_parallel)
     whole = 3.0 * h + model.top_k * h                   # norm inputs, QKV and FC1 inputs
     split = 2.0 * h + 2.0 * h * model.kv_heads / a + model.top_k * (3 if model.gated_mlp else 2) * model.ffn
     values = (whole + split) / tp if sequence_parallel else whole + split / tp
@@ -157,9 +161,9 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
     table = spec.vocab * spec.hidden
     act = dict(micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel, dropout=dropout)
     # a fused (flash) attention keeps no scores: "none" then stores what "selective" does
-    kept = activation_bytes_per_layer(spec, recompute="selective" if recompute == "full" or flash else recompute,
-                                      **act)
-    again = activation_bytes_per_layer(spec, recompute="full", **act)
+    forward_again = recompute in FORWARD_AGAIN
+    kept = activation_bytes_per_layer(spec, recompute="selective" if forward_again or flash else recompute, **act)
+    again = activation_bytes_per_layer(spec, recompute=recompute if forward_again else "full", **act)
     tokens = micro_batch * spec.seq_len / cp                     # per CP rank
     split = tp if sequence_parallel else 1
     # the embedding is not recomputed: its norm keeps its 16-bit input, its dropout a 1-byte mask
@@ -185,7 +189,7 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
                 weights, grads, optimizer = weights + p, grads + g, optimizer + w - g - p
             owned = dense / (dp * cp if zero >= 1 else 1) + experts / (dp * cp // ep if zero >= 1 else 1)
             largest = max(layer_largest if sum(layers) else 0.0, table / tp if ends else 0.0)
-            redo = [0 if recompute != "full" else n if recompute_layers is None else min(n, recompute_layers)
+            redo = [0 if not forward_again else n if recompute_layers is None else min(n, recompute_layers)
                     for n in layers]
             layer_chunks = [r * again + (n - r) * kept for n, r in zip(layers, redo)]
             loss = [0.0] * vp
@@ -308,7 +312,8 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     buffers of ``grad_bytes``: 2, or 4 when accumulated in fp32). Activations: each model chunk's
     layers at :func:`activation_bytes_per_layer` (with
     ``recompute="full"``, the first ``recompute_layers`` of each chunk, default all, keep only
-    their input and the stage adds one layer's working set), the loss's softmax on the last
+    their input, with a partial mode their input and what it saves, and the stage adds one
+    layer's working set), the loss's softmax on the last
     chunk of the last stage, as many at once as Megatron's schedule keeps in flight on that
     stage (:func:`flowsolver.training._pipeline.peak_in_flight`). ``recompute="none"`` keeps
     the attention scores of an unfused attention (``attention`` None, the default, or

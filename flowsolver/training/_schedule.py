@@ -20,7 +20,8 @@ __all__ = ["Schedule", "DEFAULT_COMPUTE", "resolve_compute", "DEFAULT_BATCH", "d
 #: training_step's default compute model: the kernel tables (``compute_efficiency=None``) where
 #: the GPU has a kernel ``family`` (every catalogue GPU but the H100 PCIe), else the flat model at
 #: DEFAULT_COMPUTE_EFFICIENCY. Held out on the validation corpus's 222 training rows (7 sources,
-#: ``python benchmarks/validate.py``): median |error| 6.5 % with the kernel tables, 14.9 % flat.
+#: ``python benchmarks/fit_kernel_utilization.py``, ``validate.py --compute flat``): median |error| 7.3 %
+#: with the kernel tables, 16.0 % flat.
 DEFAULT_COMPUTE = "auto"
 
 
@@ -50,8 +51,10 @@ class Schedule:
     """How a step is run on a solved profile: ``global_batch`` sequences per step (a
     multiple of ``dp x micro_batch``); ``dp_overlap`` and ``tp_overlap`` the fractions of
     their overlap windows / of the TP traffic hidden (in [0, 1]); ``precision`` (``bf16`` or
-    ``fp8``) and ``recompute`` (``none``, ``selective``, ``full``), with ``recompute_layers``
-    the layers of each model chunk that full recompute recomputes (``None``: all).
+    ``fp8``) and ``recompute`` (``none``, ``selective``, ``full``, or the partial modes
+    ``save_qkv_proj`` (MaxText's remat policy) and ``selective_op`` (torchtitan's per-op
+    checkpointing): :mod:`flowsolver.training._recompute`), with ``recompute_layers`` the layers
+    of each model chunk that full recompute recomputes (``None``: all).
     Unset, ``global_batch`` is ``DEFAULT_BATCH`` (512) rounded up to a multiple of ``dp x
     micro_batch`` and ``tp_overlap`` ``(tp - 1) / tp``; :func:`flowsolver.training_step`
     takes a Schedule beside a :class:`~flowsolver.training.Parallelism`, and checks it.

@@ -1,0 +1,148 @@
+"""Activation recompute modes: what each one keeps of a layer's forward and what it runs again.
+
+Megatron's modes (Korthikanti et al. 2022, "Reducing activation recomputation in large
+transformer models"):
+
+* ``"selective"`` (the default): only the attention scores are recomputed (what a flash
+  attention backward does anyway); the rest of the layer's activations are kept;
+* ``"none"``: nothing recomputed; an unfused attention keeps its probabilities too;
+* ``"full"``: only the layer's input is kept; the whole forward runs again in the backward.
+
+Two partial modes as other frameworks run them, each the layer input kept plus some forward
+outputs, the rest of the forward run again in the backward (so they cost a partial forward,
+and hold one layer's working set while it is recomputed, as ``"full"``):
+
+* ``"save_qkv_proj"``: MaxText's ``remat_policy="save_qkv_proj"`` (MaxText
+  ``layers/models.py`` / the ``checkpoint_name`` tags ``query_proj``, ``key_proj``,
+  ``value_proj``): the Q, K and V projections' outputs are saved, everything after them
+  (attention, output projection, MLP, norms) is recomputed;
+* ``"selective_op"``: torchtitan's per-op selective activation checkpointing
+  (``activation_checkpoint.mode = "selective"``, ``selective_ac_option = "op"``, the default
+  of its Llama recipes; ``torchtitan/parallelisms/parallelize_llama.py`` of December 2024): the
+  outputs of the attention kernel (and its log-sum-exp), of the TP reduce-scatters and of every
+  other matmul of a layer (the 1st, 3rd, 5th, 7th: ``wq``, ``wv``, ``w1``, ``w2`` of a Llama
+  block, whose matmuls run ``wq wk wv wo w1 w3 w2``) are saved; ``wk``, ``wo``, ``w3`` and the
+  element-wise work are recomputed. Dense models only (a mixture of experts' grouped GEMMs are
+  not plain matmuls to that policy).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["RECOMPUTE", "FORWARD_AGAIN", "LayerRecompute", "check_recompute", "layer_recompute"]
+
+RECOMPUTE = ("none", "selective", "full", "save_qkv_proj", "selective_op")
+#: the modes that run (part of) each layer's forward again in its backward pass
+FORWARD_AGAIN = ("full", "save_qkv_proj", "selective_op")
+
+_GEMMS = ("qkv", "proj", "fc1", "fc2")
+#: a layer's forward TP collectives, ``(op, gemm)`` as :func:`flowsolver.training._exposed.tp_layer_ops` lists them
+_TP_FORWARD = frozenset({("all_gather", "qkv"), ("reduce_scatter", "proj"), ("all_gather", "fc1"),
+                         ("reduce_scatter", "fc2"), ("all_reduce", "proj"), ("all_reduce", "fc2")})
+
+
+class LayerRecompute(NamedTuple):
+    """What one layer runs again of its forward in its backward pass under a recompute mode:
+    ``gemms``, each forward GEMM's (``qkv``, ``proj``, ``fc1``, ``fc2``) share of FLOPs run
+    again; ``attention``, whether attention's forward runs again; ``elementwise``, whether the
+    memory-bound work (norms, activations, rotary embedding) runs again; ``tp_ops``, the forward
+    TP collectives run again (``(op, gemm)`` pairs)."""
+    gemms: dict
+    attention: bool
+    elementwise: bool
+    tp_ops: frozenset
+
+    @property
+    def any(self) -> bool:
+        return self.attention or self.elementwise or any(self.gemms.values())
+
+
+def check_recompute(recompute) -> str:
+    """``recompute`` checked: ``none``, ``selective``, ``full``, ``save_qkv_proj`` or ``selective_op``.
+
+    >>> check_recompute("full")
+    'full'
+    """
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    return recompute
+
+
+def op_sac_matmuls(model) -> list:
+    """A dense layer's matmuls in the order torchtitan's Llama block runs them, each
+    ``(gemm, in_features, out_features, saved)``: ``wq wk wv wo`` then ``w1 w3 w2`` (gated MLP;
+    ``w1 w2`` plain); per-op selective checkpointing saves the 1st, 3rd, 5th, ... and recomputes
+    every second one.
+
+    >>> from flowsolver.training import get_model
+    >>> [(g, saved) for g, _, _, saved in op_sac_matmuls(get_model("llama-3-8b"))][3:]
+    [('proj', False), ('fc1', True), ('fc1', False), ('fc2', True)]
+    """
+    if model.experts > 1:
+        raise ValueError(f"recompute='selective_op' (torchtitan's per-op checkpointing) is modelled for dense models; "
+                         f"{model.name} has {model.experts} experts")
+    h, f = model.hidden, model.ffn
+    kv = h * model.kv_heads // model.heads
+    mms = [("qkv", h, h), ("qkv", h, kv), ("qkv", h, kv), ("proj", h, h)]
+    mms += [("fc1", h, f), ("fc1", h, f)] if model.gated_mlp else [("fc1", h, f)]
+    mms += [("fc2", f, h)]
+    return [(g, i, o, n % 2 == 0) for n, (g, i, o) in enumerate(mms)]
+
+
+def layer_recompute(model, recompute: str) -> LayerRecompute:
+    """What ``recompute`` runs again of one layer's forward (:class:`LayerRecompute`).
+
+    >>> from flowsolver.training import get_model
+    >>> r = layer_recompute(get_model("llama-3-8b"), "selective_op")
+    >>> {g: round(s, 4) for g, s in r.gemms.items()}, r.attention
+    ({'qkv': 0.1667, 'proj': 1.0, 'fc1': 0.5, 'fc2': 0.0}, False)
+    """
+    recompute = check_recompute(recompute)
+    if recompute not in FORWARD_AGAIN:
+        return LayerRecompute(dict.fromkeys(_GEMMS, 0.0), False, False, frozenset())
+    if recompute == "full":
+        return LayerRecompute(dict.fromkeys(_GEMMS, 1.0), True, True, _TP_FORWARD)
+    if recompute == "save_qkv_proj":     # the QKV GEMM's outputs kept: its input all-gather is not needed again
+        return LayerRecompute(dict(dict.fromkeys(_GEMMS, 1.0), qkv=0.0), True, True,
+                              _TP_FORWARD - {("all_gather", "qkv")})
+    mms = op_sac_matmuls(model)
+    flops = {g: sum(i * o for n, i, o, _ in mms if n == g) for g in _GEMMS}
+    again = {g: sum(i * o for n, i, o, saved in mms if n == g and not saved) / flops[g] for g in _GEMMS}
+    # saved: the attention kernel's output and the reduce-scatters' outputs; run again: the
+    # all-gather before a GEMM with a matmul recomputed (its input), and, without sequence
+    # parallelism, the all-reduce after proj (the residual the MLP's recomputed norm reads)
+    ops = {("all_gather", g) for g in ("qkv", "fc1") if again[g] > 0}
+    if again["fc1"] > 0:
+        ops.add(("all_reduce", "proj"))
+    return LayerRecompute(again, False, True, frozenset(ops))
+
+
+def kept_bytes_per_token(model, recompute: str, *, tp: int, sequence_parallel: bool) -> float:
+    """Bytes one layer keeps per token (per CP rank) under a partial recompute mode
+    (``"save_qkv_proj"``, ``"selective_op"``), bf16 outputs: the layer's input (``2 h``, over
+    ``tp`` with sequence parallelism) and the outputs the mode saves. Column-parallel GEMMs'
+    outputs are split over ``tp``; a row-parallel GEMM's local output (before its reduction)
+    is whole on every TP rank. ``selective_op`` also saves the attention output (``2 h / tp``),
+    its fp32 log-sum-exp (``4 heads / tp``) and, with sequence parallelism over ``tp > 1``, the
+    two reduce-scatters' outputs (``2 h / tp`` each).
+
+    >>> from flowsolver.training import get_model
+    >>> m = get_model("llama-3-8b")      # input, Q, V, attention out + LSE, w1, w2 (tp 1)
+    >>> kept_bytes_per_token(m, "selective_op", tp=1, sequence_parallel=True) == 2 * (4 * 4096 + 1024 + 14336) + 4 * 32
+    True
+    """
+    h, a = model.hidden, model.heads
+    kv = h * model.kv_heads // a
+    kept = 2.0 * h / (tp if sequence_parallel else 1)
+    if recompute == "save_qkv_proj":
+        return kept + 2.0 * (h + 2 * kv) / tp
+    if recompute != "selective_op":
+        raise ValueError(f"recompute must be save_qkv_proj or selective_op here, got {recompute!r}")
+    for gemm, _, out, saved in op_sac_matmuls(model):
+        if saved:
+            kept += 2.0 * out / (1 if gemm in ("proj", "fc2") else tp)
+    kept += 2.0 * h / tp + 4.0 * a / tp
+    if sequence_parallel and tp > 1:
+        kept += 2 * 2.0 * h / tp
+    return kept

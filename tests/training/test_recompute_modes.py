@@ -1,0 +1,127 @@
+"""The partial recompute modes (MaxText's ``save_qkv_proj``, torchtitan's per-op ``selective_op``)
+against values counted by hand from the two frameworks' policies: what each keeps per token,
+which GEMM FLOPs and TP collectives each runs again, and what that costs a step on both compute
+models. The policies (flowsolver/training/_recompute.py cites them): MaxText saves the Q, K, V
+projections' outputs; torchtitan saves the attention kernel's output, the TP reduce-scatters'
+outputs and the 1st, 3rd, 5th, 7th matmul of a block run ``wq wk wv wo w1 w3 w2``."""
+
+import pytest
+
+import topologies as tp
+from flowsolver import Parallelism, Schedule, memory_per_gpu, training_step
+from flowsolver.traces import workload_from_step
+from flowsolver.training import ModelSpec, get_model
+from flowsolver.training._compose import layer_compute
+from flowsolver.training._compute import layer_kernel_costs, stage_seconds
+from flowsolver.training._memory import activation_bytes_per_layer
+from flowsolver.training._recompute import layer_recompute
+
+H100 = tp.get_gpu("h100_sxm")
+L8B = get_model("llama-3-8b")            # h 4096, kv 8 of 32 heads (kv width 1024), ffn 14336, gated
+
+
+def test_which_gemm_flops_each_mode_runs_again():
+    h, kv, f = 4096, 1024, 14336
+    op = layer_recompute(L8B, "selective_op")
+    # wq wk wv | wo | w1 w3 | w2: every second matmul (wk, wo, w3) runs again
+    assert op.gemms["qkv"] == pytest.approx(h * kv / (h * h + 2 * h * kv))
+    assert (op.gemms["proj"], op.gemms["fc1"], op.gemms["fc2"]) == (1.0, 0.5, 0.0)
+    assert not op.attention                           # the attention kernel's output is saved
+    qkv = layer_recompute(L8B, "save_qkv_proj")
+    assert qkv.gemms == dict(qkv=0.0, proj=1.0, fc1=1.0, fc2=1.0) and qkv.attention
+    full = layer_recompute(L8B, "full")
+    assert set(full.gemms.values()) == {1.0} and full.attention
+    assert not layer_recompute(L8B, "selective").any and not layer_recompute(L8B, "none").any
+    # a plain MLP (w1 w2): wq wk wv wo w1 w2, the 2nd, 4th and 6th (wk, wo, w2) run again
+    gpt = get_model("gpt-3-175b")
+    plain = layer_recompute(gpt, "selective_op")
+    assert (plain.gemms["fc1"], plain.gemms["fc2"], plain.gemms["proj"]) == (0.0, 1.0, 1.0)
+    assert plain.gemms["qkv"] == pytest.approx(1 / 3)       # MHA: wk is a third of QKV
+
+
+def test_what_each_mode_keeps_per_layer():
+    h, kv, f, a, s, b = 4096, 1024, 14336, 32, 8192, 2
+    act = dict(micro_batch=b, cp=1, sequence_parallel=True)
+    # tp 1: input, Q, V, attention output (+ fp32 log-sum-exp per head), w1's and w2's outputs
+    want = s * b * (2 * (h + h + kv + h + f + h) + 4 * a)
+    assert activation_bytes_per_layer(L8B, tp=1, recompute="selective_op", **act) == want
+    # tp 8 with sequence parallelism: the input and column-parallel outputs split, w2's local
+    # (pre-reduction) output whole, plus the two reduce-scatters' split outputs
+    t = 8
+    want8 = s * b * (2 * (h + h + kv + h + f) / t + 4 * a / t + 2 * h + 2 * 2 * h / t)
+    assert activation_bytes_per_layer(L8B, tp=t, recompute="selective_op", **act) == pytest.approx(want8)
+    # MaxText: the input and Q, K, V
+    assert activation_bytes_per_layer(L8B, tp=t, recompute="save_qkv_proj", **act) == pytest.approx(
+        s * b * (2 * h / t + 2 * (h + 2 * kv) / t))
+    # the order the definitions give: full < save_qkv_proj < selective_op < selective
+    kept = [activation_bytes_per_layer(L8B, tp=1, recompute=r, **act)
+            for r in ("full", "save_qkv_proj", "selective_op", "selective")]
+    assert kept == sorted(kept) and len(set(kept)) == 4
+
+
+def test_a_partial_mode_holds_its_kept_set_and_one_layers_working_set():
+    kw = dict(tp=1, pp=1, dp=8, zero=3, micro_batch=2, microbatches=1, attention="fa2")
+    act = dict(micro_batch=2, tp=1, cp=1, sequence_parallel=True)
+    for mode in ("save_qkv_proj", "selective_op"):
+        diff = memory_per_gpu(L8B, recompute=mode, **kw) - memory_per_gpu(L8B, recompute="full", **kw)
+        per_layer = (activation_bytes_per_layer(L8B, recompute=mode, **act)
+                     - activation_bytes_per_layer(L8B, recompute="full", **act))
+        assert diff == pytest.approx(32 * per_layer, rel=1e-12)
+
+
+def test_the_flat_model_charges_the_recomputed_share_of_the_forward_gemms():
+    kw = dict(tokens=8192, shards=1, gpu=H100, precision="bf16", efficiency=0.5)
+    h, kv, f = 4096, 1024, 14336
+    params = dict(qkv=h * (h + 2 * kv), proj=h * h, fc1=2 * h * f, fc2=f * h)
+    for mode in ("save_qkv_proj", "selective_op", "full"):
+        share = layer_recompute(L8B, mode).gemms
+        again = sum(share[g] * n for g, n in params.items())
+        extra = (stage_seconds(L8B, 1, False, recompute=mode, recomputed=1, **kw)
+                 - stage_seconds(L8B, 1, False, recompute=mode, recomputed=0, **kw))
+        assert extra == pytest.approx(2 * 8192 * again / (0.5 * 989e12), rel=1e-12)
+
+
+def test_the_kernel_tables_charge_the_recomputed_kernels():
+    g = tp.rail_optimized(1)
+    for mode in ("save_qkv_proj", "selective_op", "full"):
+        r = training_step(g, L8B, Parallelism(tp=8), Schedule(4, recompute=mode, attention="fa3"))
+        s = r.schedule
+        costs = layer_kernel_costs(L8B, micro_batch=1, tp=8, cp=1, ep=1, sequence_parallel=True, gpu=H100,
+                                   precision="bf16", attention="fa3", tp_overlap=s.tp_overlap,
+                                   tp_overlap_impl=s.tp_overlap_impl)
+        parts = layer_compute(r.profile, s)
+        share = layer_recompute(L8B, mode)
+        redo = (sum(share.gemms[k] * t for k, t in costs["gemm_fwd"].items()) + costs["memory_fwd"]
+                + (costs["attention_fwd"] if share.attention else 0.0))
+        u = r.schedule.kernel_utilization
+        assert parts["layer_recomputed"] - parts["layer"] == pytest.approx(redo / u, rel=1e-9)
+        assert r.compute_time == pytest.approx(r.microbatches * (32 * parts["layer_recomputed"] + parts["output"]),
+                                               rel=1e-9)
+
+
+def test_each_mode_runs_its_own_tp_collectives_again():
+    g = tp.rail_optimized(1)
+    calls = {m: training_step(g, L8B, Parallelism(tp=8), Schedule(4, recompute=m)).phases["tp"].calls
+             for m in ("selective", "selective_op", "save_qkv_proj", "full")}
+    per_layer = {m: c / (32 * 4) for m, c in calls.items()}        # 32 layers, 4 microbatches
+    # 4 forward + 6 backward; again: both all-gathers (op), all but QKV's all-gather (qkv), all 4
+    assert per_layer == dict(selective=10, selective_op=12, save_qkv_proj=13, full=14)
+
+
+def test_step_time_orders_as_the_modes_recompute_more():
+    g = tp.rail_optimized(1)
+    times = [training_step(g, L8B, Parallelism(tp=8), Schedule(8, recompute=m)).step_time
+             for m in ("selective", "selective_op", "save_qkv_proj", "full")]
+    assert times == sorted(times) and len(set(times)) == 4
+
+
+def test_refusals_name_the_mode():
+    moe = ModelSpec("moe", 4, 1024, 2048, 8, 8, 256, experts=8, top_k=2)
+    with pytest.raises(ValueError, match=r"selective_op.*dense models.*8 experts"):
+        layer_recompute(moe, "selective_op")
+    with pytest.raises(ValueError, match=r"recompute_layers .* needs recompute='full'"):
+        training_step(tp.rail_optimized(1), L8B, Parallelism(tp=8),
+                      Schedule(8, recompute="save_qkv_proj", recompute_layers=2))
+    r = training_step(tp.rail_optimized(1), L8B, Parallelism(tp=8), Schedule(4, recompute="selective_op"))
+    with pytest.raises(ValueError, match=r"recompute='selective_op': a trace lays out"):
+        workload_from_step(r)
