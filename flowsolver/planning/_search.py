@@ -263,7 +263,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
 
     space = layout_space(spec, gpus, global_batch, gpu_memory=gpu_spec.memory, headroom=headroom, max_tp=max_tp,
                          tp=tp, cp=cp, pp=pp, vp=vp, ep=ep, micro_batch=micro_batch, recompute=recompute, zero=zero,
-                         sequence_parallel=sequence_parallel, orders=orders)
+                         sequence_parallel=sequence_parallel, orders=orders, attention=options["attention"])
     enumerated = time.perf_counter()
 
     # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound

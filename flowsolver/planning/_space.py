@@ -132,7 +132,7 @@ def _canonical(order: tuple, degrees: dict) -> tuple:
 
 def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: float, headroom: float = 0.0,
                  max_tp: int | None = None, tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None,
-                 recompute=None, zero=None, sequence_parallel=None, orders=None) -> Space:
+                 recompute=None, zero=None, sequence_parallel=None, orders=None, attention=None) -> Space:
     """Every combination of the searched values for ``spec`` on ``gpus`` GPUs and a global
     batch of ``global_batch`` sequences, pruned (first reason of :data:`PRUNE_REASONS`) or
     kept with its memory estimate. No network work.
@@ -143,7 +143,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     model], ``micro_batch`` [1, 2, 4, 8], ``recompute`` [none, selective, full], ``zero``
     [1, 2, 3], ``sequence_parallel`` [True, False], ``orders`` [:data:`DEFAULT_ORDERS`].
     ``headroom`` (fraction in [0, 1)) of ``gpu_memory`` (bytes) is kept free for what the
-    estimate does not count (communication buffers, workspace, fragmentation).
+    estimate does not count (communication buffers, workspace, fragmentation). ``attention``:
+    the step's attention kernel, as :func:`flowsolver.training.memory_per_gpu` takes it (a
+    fused one keeps no scores without recompute; ``plan`` passes the step's, default ``"auto"``).
 
     >>> from flowsolver.training import get_model
     >>> s = layout_space(get_model("llama-3-8b"), 8, 32, gpu_memory=80e9, tp=(1, 2), cp=1, pp=1, vp=1,
@@ -226,7 +228,8 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                             if mem is None:
                                                 mem = memory_per_gpu(spec, tp=t, pp=p, dp=d, ep=e, zero=z,
                                                                      micro_batch=mb, microbatches=m, cp=c, vp=v,
-                                                                     recompute=r, sequence_parallel=sp)
+                                                                     recompute=r, sequence_parallel=sp,
+                                                                     attention=attention)
                                             if mem > usable:
                                                 pruned["memory"] += 1
                                                 continue

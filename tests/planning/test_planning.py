@@ -94,6 +94,24 @@ def test_memory_pruning_is_memory_per_gpu_against_the_usable_memory():
     assert s.usable_memory == pytest.approx(72e9)
 
 
+def test_memory_is_counted_with_the_steps_attention():
+    # without recompute an unfused attention keeps its bf16 probabilities (2 a s^2 / t bytes per
+    # layer); the step's default flash attention keeps none: "none" then holds what "selective"
+    # does, in the space and in the plan's timed rows alike
+    spec = get_model("llama-3-8b")
+    grid = dict(gpu_memory=1e12, tp=8, cp=1, pp=1, vp=1, micro_batch=1, recompute=("none", "selective"), zero=1,
+                sequence_parallel=True, orders="tp-cp-dp-pp")
+    by = {}
+    for attention in (None, "auto"):
+        s = layout_space(spec, 8, 8, attention=attention, **grid)
+        by[attention] = {lay.recompute: m for lay, m in zip(s.feasible, s.memory)}
+    assert by[None]["none"] - by[None]["selective"] == pytest.approx(32 * 2 * 32 * 8192 ** 2 / 8, rel=1e-12)
+    assert by["auto"]["none"] == by["auto"]["selective"] == by[None]["selective"]
+    p = plan(tp.rail_optimized(1), model=spec, global_batch=8, top=4, tp=8, cp=1, pp=1, vp=1, micro_batch=1,
+             recompute="none", zero=1, sequence_parallel=True, orders="tp-cp-dp-pp")
+    assert p.best.memory == by["auto"]["none"]
+
+
 @pytest.fixture(scope="module")
 def toy_plan():
     g = tp.rail_optimized(1)
