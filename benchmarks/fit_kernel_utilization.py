@@ -101,7 +101,8 @@ def main(argv=None) -> int:
     print("  value fitted without each source: " + ", ".join(f"{s} {u:.2f}" for s, u in fitted.items()))
     all_held = list(held.values())
     print(f"HELD OUT: median |err| {statistics.median(abs(e) for e in all_held):.1%}, bias "
-          f"{statistics.median(all_held):+.1%}, within 10 %: {sum(abs(e) <= 0.1 for e in all_held) / len(all_held):.0%}"
+          f"{statistics.median(all_held):+.1%}, within 10 %: {sum(abs(e) <= 0.1 for e in all_held) / len(all_held):.0%}, "
+          f"within 25 %: {sum(abs(e) <= 0.25 for e in all_held) / len(all_held):.0%}"
           f"  (n = {len(all_held)})")
     for name, key in V.GROUPINGS["training"]:
         groups = defaultdict(list)

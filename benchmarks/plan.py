@@ -38,15 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dataclasses  # noqa: E402
 
 import topologies as tp  # noqa: E402
-from flowsolver import memory_per_gpu, plan, training_step  # noqa: E402
+from flowsolver import plan, training_step  # noqa: E402
 from flowsolver.training import step_arguments  # noqa: E402
 from flowsolver.planning import STEP_OPTIONS  # noqa: E402
 
 #: H100 SXM 80GB as NVML reports it: 81,559 MiB (benchmarks/validation/memory.csv, "fits" rows' source)
 H100_NVML = dataclasses.replace(tp.get_gpu("h100_sxm"), memory=81559 * 2 ** 20)
-#: device memory as NVML reports it for the "80 GB" parts (the same source: H100 81,559 MiB, A100
-#: 80GB 81,920 MiB); other GPUs at their GpuSpec's memory
-NVML_MEMORY = {"h100_sxm": 81559 * 2 ** 20, "a100_sxm": 81920 * 2 ** 20}
 
 SEARCHED = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "recompute", "zero", "order", "sequence_parallel")
 
@@ -124,26 +121,15 @@ def published(include_slow: bool) -> None:
     seen, infeasible, checked, compared = set(), [], 0, 0
     for index, row in enumerate(rows):
         try:
-            cluster, kw, _ = S.training_call(row)
-        except (KeyError, StopIteration, ValueError):
-            continue
-        c = S.CLUSTERS[cluster]
-        gpus = int(row["gpus"])
-        servers = S.servers_for(cluster, gpus)
-        if servers * c.gpus_per_server != gpus:
-            continue
-        spec = kw["model"]
-        try:
-            m = memory_per_gpu(spec, tp=kw.get("tp", 1), pp=kw.get("pp", 1), dp=kw["dp"], ep=kw.get("ep", 1),
-                               zero=kw.get("zero", 1), micro_batch=kw.get("micro_batch", 1),
-                               microbatches=kw["global_batch"] // (kw["dp"] * kw.get("micro_batch", 1)),
-                               cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"),
-                               attention=kw.get("attention"))
+            found = S.layout_memory(row)
         except ValueError:
             continue
+        if found is None:
+            continue
+        m, gpu_memory, kw = found
         checked += 1
-        spec_gpu = kw["gpu"] if "gpu" in kw else tp.get_gpu(c.server.gpu)
-        gpu_memory = NVML_MEMORY.get(spec_gpu.name, spec_gpu.memory)
+        cluster = S.training_call(row)[0]
+        c, gpus, spec = S.CLUSTERS[cluster], int(row["gpus"]), kw["model"]
         key = (row["source"], spec.name, gpus, kw.get("tp", 1), kw.get("pp", 1), kw.get("cp", 1), kw["dp"],
                kw.get("vp", 1), kw.get("micro_batch", 1), kw["global_batch"], kw["precision"])
         if m > gpu_memory:
@@ -154,7 +140,8 @@ def published(include_slow: bool) -> None:
         if gpus <= 64 and key not in seen and "--csv-plan" in sys.argv:
             seen.add(key)
             compared += 1
-            print(_compare(f"{row['source'][:14]} {spec.name[:10]} {gpus}", c.graph(servers), kw), flush=True)
+            print(_compare(f"{row['source'][:14]} {spec.name[:10]} {gpus}", c.graph(S.servers_for(cluster, gpus)),
+                           kw), flush=True)
     print(f"{checked} rows checked, {len(infeasible)} published layouts over the GPU's memory in the model:")
     print("\n".join(infeasible) or "  none")
 

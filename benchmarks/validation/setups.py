@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import topologies as tp
-from flowsolver import ModelSpec, get_model
+from flowsolver import ModelSpec, get_model, memory_per_gpu
 from flowsolver.collectives import TORCH_CALL_OVERHEAD
 from flowsolver.training import DEFAULT_COMPUTE_EFFICIENCY
 
@@ -720,7 +720,15 @@ def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[
     elif "activation checkpointing false" in text:
         kw["recompute"] = "none"
     elif "selective activation checkpointing" in text or "per-op sac" in text:
-        kw["recompute"] = "selective"
+        # torchtitan's "selective" is its per-op policy (selective_ac_option = "op", the default
+        # of its Llama 3 8B recipe at both the 2024-12 and the 2025-06 commits)
+        kw["recompute"] = "selective_op" if row["source"] in ("torchtitan", "trainy-whitefiber") else "selective"
+    elif "MaxText" in fw:
+        # the recipe's remat_policy (NVIDIA/dgxc-benchmarking 1b9bb6b maxtext/configure.sh: POLICY="save_qkv_proj")
+        kw["recompute"] = "save_qkv_proj"
+    elif row["source"] == "trainy-whitefiber":
+        kw["recompute"] = "selective_op"
+        assumed.append("recompute not printed: llama3_8b.toml's default, torchtitan's per-op selective checkpointing")
     elif "recompute" not in kw:
         assumed.append("recompute not stated: library default (selective)")
     # torchtitan: TP without AsyncTP does not overlap its collectives
@@ -752,3 +760,31 @@ def training_framework(row: dict) -> str:
 def servers_for(cluster: str, gpus: int) -> int:
     m = CLUSTERS[cluster].gpus_per_server
     return max(1, math.ceil(gpus / m))
+
+
+#: device memory as NVML reports it for the "80 GB" parts (benchmarks/validation/memory.csv cites
+#: it: H100 SXM 81,559 MiB, A100 80GB 81,920 MiB), the capacity the published runs had; other
+#: GPUs at their GpuSpec's memory
+NVML_MEMORY = {"h100_sxm": 81559 * 2 ** 20, "a100_sxm": 81920 * 2 ** 20}
+
+
+def layout_memory(row: dict):
+    """``(memory per GPU in the model, the GPU's memory, training_step keyword arguments)``
+    in bytes for one training.csv row run on whole servers, or None when the row is not
+    mapped or not on whole servers. The model's estimate counts states and activations
+    (``memory_per_gpu``'s defaults) with the run's attention kernel."""
+    try:
+        cluster, kw, _ = training_call(row)
+    except (KeyError, StopIteration, ValueError):
+        return None
+    c = CLUSTERS[cluster]
+    gpus = int(row["gpus"])
+    if servers_for(cluster, gpus) * c.gpus_per_server != gpus:
+        return None
+    memory = memory_per_gpu(kw["model"], tp=kw.get("tp", 1), pp=kw.get("pp", 1), dp=kw["dp"], ep=kw.get("ep", 1),
+                            zero=kw.get("zero", 1), micro_batch=kw.get("micro_batch", 1),
+                            microbatches=kw["global_batch"] // (kw["dp"] * kw.get("micro_batch", 1)),
+                            cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"),
+                            attention=kw.get("attention"))
+    gpu = kw["gpu"] if "gpu" in kw else tp.get_gpu(c.server.gpu)
+    return memory, NVML_MEMORY.get(gpu.name, gpu.memory), kw

@@ -166,3 +166,21 @@ def test_one_point_of_each_kind_runs_end_to_end(corpus, mods):
     i = int(train.index[(train["source"] == "nvidia-dgxc-benchmarking") & (train["gpus"] == "8")][0])
     pt = V.run_training(train.loc[i].to_dict(), i)
     assert pt["status"] == "ok" and pt["model_value"] > 0 and math.isfinite(pt["err"])
+
+
+def test_every_published_layout_fits_its_gpu_in_the_model(corpus, mods):
+    """The runs ran: each training row's layout (on whole servers) fits the GPU's memory as
+    NVML reports it in the model's estimate (states and activations, the run's recompute
+    mode: MaxText's save_qkv_proj, torchtitan's per-op selective checkpointing)."""
+    setups, _ = mods
+    _, train, _ = corpus
+    checked, over = 0, []
+    for index, row in train.iterrows():
+        found = setups.layout_memory(dict(row))
+        if found is None:
+            continue
+        memory, capacity, kw = found
+        checked += 1
+        if memory > capacity:
+            over.append((index, row["source"], row["model"], row["gpus"], kw.get("recompute"), memory / 1e9))
+    assert checked == 223 and not over, over
