@@ -236,3 +236,15 @@ def test_a_layout_s_parallelism_is_its_keywords(toy_plan):
             (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.vp, lay.micro_batch, lay.zero)
         r = training_step(g, TOY, par, Schedule(global_batch=4, recompute=lay.recompute))
         assert r.step_time == row.step_time
+
+
+def test_the_default_micro_batches_are_those_dividing_each_replicas_batch():
+    # global batch 48 on 8 GPUs: dp 8 leaves 6 sequences a replica (micro-batch 1, 2, 3, 6), dp 4
+    # leaves 12 (1, 2, 3, 4, 6, 12), dp 2 leaves 24 (1, 2, 3, 4, 6, 8, 12, 24), dp 1 48 (... 16, 24)
+    s = layout_space(get_model("llama-3-8b"), 8, 48, gpu_memory=1e15, cp=1, pp=1, vp=1, recompute="selective",
+                     zero=1, sequence_parallel=True, orders="tp-cp-dp-pp")
+    by_dp = {}
+    for lay in s.feasible:
+        by_dp.setdefault(lay.dp, set()).add(lay.micro_batch)
+    want = {d: {m for m in range(1, 33) if (48 // d) % m == 0} for d in (1, 2, 4, 8)}
+    assert by_dp == want and 32 not in by_dp[1] and 16 in by_dp[1]
