@@ -750,6 +750,8 @@ def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[
     if "a100_40gb" in gpu_text.replace(" ", "_").replace("-", "_"):
         kw["gpu"] = A100_40GB
     kw["compute_efficiency"] = None if compute == "kernels" else DEFAULT_COMPUTE_EFFICIENCY
+    if compute == "flat":
+        kw.pop("fp8_recipe", None)          # a kernel-table setting: the flat model refuses it
     return cluster, kw, assumed
 
 

@@ -186,6 +186,15 @@ def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, com
         power_cap = check_power_cap(power_cap, gpu) if gpu is not None else \
             _checks.positive_number("power_cap", power_cap)
     utilization = _checks.fraction("kernel_utilization", kernel_utilization, zero_ok=False)
+    if efficiency is not None:          # the flat model: the kernel tables' own settings would be ignored
+        for name, value, default in (("kernel_utilization", utilization, DEFAULT_KERNEL_UTILIZATION),
+                                     ("fp8_recipe", fp8_recipe, "te")):
+            if value != default:
+                where = (f"compute_efficiency={compute_efficiency!r}" if not isinstance(compute_efficiency, str)
+                         else f"compute_efficiency='auto' on {gpu.name}, which the kernel tables cannot time")
+                hint = "" if isinstance(compute_efficiency, str) else " or pass compute_efficiency=None"
+                raise ValueError(f"{name}={value!r} sets the kernel-table compute model, but the step runs the flat "
+                                 f"model ({where}); leave {name} at its default ({default!r}){hint}")
     if tp_overlap_impl not in TP_OVERLAP_IMPLS:
         raise ValueError(f"tp_overlap_impl must be one of {', '.join(TP_OVERLAP_IMPLS)}, got {tp_overlap_impl!r}")
     return Schedule(global_batch=batch, dp_overlap=dp_overlap, compute_efficiency=efficiency, precision=precision,

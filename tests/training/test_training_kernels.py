@@ -281,6 +281,14 @@ def test_auto_falls_back_to_the_flat_model_where_the_tables_cannot_time_the_gpu(
         training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu=odd, compute_efficiency=None)
     with pytest.raises(ValueError, match="has no hbm_bandwidth"):
         training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu=slow, compute_efficiency=None)
+    # the kernel tables' own settings are refused, not ignored, where the flat model runs
+    with pytest.raises(ValueError, match=r"kernel_utilization=0.8 sets the kernel-table compute model.*"
+                                         r"compute_efficiency='auto' on odd"):
+        training_step(g, model="llama-3-8b", dp=8, global_batch=16, gpu=odd, kernel_utilization=0.8)
+    with pytest.raises(ValueError, match=r"fp8_recipe='rowwise' .*\(compute_efficiency=0.46\); leave fp8_recipe "
+                                         r"at its default \('te'\) or pass compute_efficiency=None"):
+        training_step(g, model="llama-3-8b", dp=8, global_batch=16, precision="fp8", fp8_recipe="rowwise",
+                      compute_efficiency=0.46)
 
 
 def test_a_hand_built_schedule_is_resolved_and_checked_as_training_step_does():
