@@ -341,9 +341,10 @@ def _add_train(sub, fmt) -> None:
                            help=text + ("" if default is None else " (default %(default)s)"))
     train.add_argument("--dp-overlap", type=float, default=1.0,
                        help="share of the DP reduction hidden behind compute (default %(default)s)")
-    train.add_argument("--compute-efficiency", type=float, default=None,
-                       help="the flat compute model: fraction of the peak the GEMMs reach (default: every kernel "
-                            "timed from published benchmarks where the GPU has tables, else 0.46)")
+    train.add_argument("--compute-efficiency", type=compute_model, default=None,
+                       help="auto (the default: every kernel timed from published benchmarks where the GPU has "
+                            "tables, else 0.46), kernels (the tables), or the flat model's fraction of the peak "
+                            "the GEMMs reach")
     train.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="GEMM precision (default %(default)s)")
     train.add_argument("--gpu", default=None,
                        help="GPU type whose peak the compute runs at, a catalogue name such as h100_sxm or b200 "
@@ -416,6 +417,22 @@ _SWEEP_HELP = """config example (sweep.toml):
   op = "all_reduce"
   size = [1048576, 1073741824]
 """
+
+
+def compute_model(text: str):
+    """``--compute-efficiency``: ``auto``, ``kernels`` (the tables: ``None``) or a number."""
+    if text == "auto":
+        return text
+    if text == "kernels":
+        return KERNELS
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto, kernels or a fraction such as 0.46, got {text!r}") from None
+
+
+#: ``--compute-efficiency kernels`` (compute_efficiency=None: the kernel tables), told apart from "not given"
+KERNELS = "kernels"
 
 
 def _int_or_auto(text: str):

@@ -9,7 +9,7 @@ import re
 import topologies as tp
 
 from ..routing import policy_of
-from ._arguments import build_graph, cluster_label, model_of, parse_size
+from ._arguments import KERNELS, build_graph, cluster_label, model_of, parse_size
 from ._output import emit, to_json, writable
 
 def _sizes(args):
@@ -136,7 +136,7 @@ def train(args) -> None:
     if args.global_batch is not None:
         kw["global_batch"] = args.global_batch
     if args.compute_efficiency is not None:
-        kw["compute_efficiency"] = args.compute_efficiency
+        kw["compute_efficiency"] = None if args.compute_efficiency == KERNELS else args.compute_efficiency
     if args.seq_len is not None:
         kw["seq_len"] = args.seq_len
     if args.ranks is not None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import topologies as tp
 
 from ..training import MODELS
-from ._arguments import _add_output, _add_topology, build_graph, cluster_label, model_of, server_of
+from ._arguments import (KERNELS, _add_output, _add_topology, build_graph, cluster_label, compute_model,
+                         model_of, server_of)
 from ._output import emit, to_json
 
 __all__ = ["add_plan", "plan"]
@@ -52,8 +53,9 @@ def add_plan(sub, fmt) -> None:
                    help="sequence parallelism (default %(default)s)")
     p.add_argument("--orders", nargs="+", default=None,
                    help="rank orders to search, fastest-varying first (default tp-cp-dp-pp tp-cp-pp-dp)")
-    p.add_argument("--compute-efficiency", type=float, default=None,
-                   help="fraction of the GEMMs' peak while computing (default the library's)")
+    p.add_argument("--compute-efficiency", type=compute_model, default=None,
+                   help="auto (the default), kernels (the kernel tables) or the flat model's fraction of the "
+                        "GEMMs' peak")
     p.add_argument("--gpu", default=None, help="GPU type (default: the cluster's own)")
     p.add_argument("--front", action="store_true", help="list the Pareto front of throughput against memory")
     p.add_argument("--job-gpus", type=int, default=None,
@@ -78,7 +80,8 @@ def plan(args) -> None:
     sp = dict(on=True, off=False, both=None)[args.sequence_parallel]
     searched = dict(tp=args.tp, cp=args.cp, pp=args.pp, vp=args.vp, ep=args.ep, micro_batch=args.micro_batch,
                     zero=args.zero, recompute=args.recompute, orders=args.orders, sequence_parallel=sp)
-    extra = {} if args.compute_efficiency is None else dict(compute_efficiency=args.compute_efficiency)
+    extra = {} if args.compute_efficiency is None else \
+        dict(compute_efficiency=None if args.compute_efficiency == KERNELS else args.compute_efficiency)
     result = run_plan(graph, model=model_of(args.model), global_batch=args.global_batch, seq_len=args.seq_len,
                       precision=args.precision, top=args.top, headroom=args.headroom, max_solves=args.max_solves, tolerance=args.tolerance,
                       max_tp=args.max_tp, gpu=args.gpu, gpus=args.job_gpus, placement=args.placement,

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 import topologies as tp
+from flowsolver import Parallelism, Schedule, training_step
 from flowsolver.cli import main
 
 
@@ -67,6 +68,21 @@ def test_train_takes_the_gpu_type(capsys):
     b200 = json.loads(capsys.readouterr().out)["summary"]["compute_s"]
     peaks = tp.get_gpu("b200").peak_bf16_flops / tp.get_gpu("h100_sxm").peak_bf16_flops
     assert abs(h100 / b200 - peaks) < 1e-9 * peaks
+
+
+def test_the_compute_model_is_named_on_the_command_line(capsys):
+    """--compute-efficiency takes auto (the default), kernels (the tables) or the flat model's
+    fraction, as training_step's compute_efficiency does."""
+    base = ["train", "--nodes", "1", "--model", "llama-3-8b", "--tp", "8", "--global-batch", "8", "--json"]
+    steps = {}
+    for value in (None, "auto", "kernels", "0.46"):
+        assert main(base + ([] if value is None else ["--compute-efficiency", value])) == 0
+        steps[value] = json.loads(capsys.readouterr().out)["summary"]["step_time_s"]
+    r = training_step(tp.rail_optimized(1), "llama-3-8b", Parallelism(tp=8), Schedule(8, compute_efficiency=0.46))
+    assert steps[None] == steps["auto"] == steps["kernels"] != steps["0.46"]
+    assert abs(steps["0.46"] - r.step_time) <= 1e-9 * r.step_time
+    assert main(base + ["--compute-efficiency", "fast"]) == 2
+    assert "expected auto, kernels or a fraction" in capsys.readouterr().err
 
 
 def test_python_dash_m_and_the_installed_script():
