@@ -159,6 +159,11 @@ def concurrent_kinds(graph, kinds, *, model=None, options: CollectiveOptions | N
                              f"got {', '.join(sorted(keywords) + (['model'] if model is not None else []))})")
         keywords = options.keywords("concurrent_kinds", _KEYWORDS)
         model = keywords.pop("model")
+    unknown = sorted(set(keywords) - set(_KEYWORDS))
+    if unknown:
+        raise TypeError(f"concurrent_kinds() got unexpected keyword(s) {', '.join(unknown)}; it takes "
+                        f"{', '.join(_KEYWORDS)} (gpus_per_thread and host_overhead time one call issued on its own, "
+                        f"not collectives running together)")
     options = _options(graph, model, **keywords)
     with unchanged(graph):
         return _lockstep(graph, kinds, options, False, model)

@@ -245,6 +245,12 @@ def _real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
+#: the largest ``host_overhead`` accepted (seconds): a host's work to issue one collective is
+#: microseconds (:data:`~flowsolver.collectives._host.TORCH_CALL_OVERHEAD`, 25 us); ten
+#: milliseconds is already a stalled host, and a larger value is a unit slip
+MAX_HOST_OVERHEAD = 0.01
+
+
 def _seconds(name: str, value) -> None:
     """None, or a finite number of seconds >= 0."""
     if value is None:
@@ -300,6 +306,10 @@ def _check_options(o: Options) -> None:
             or o.host_overhead < 0:
         raise ValueError(f"host_overhead must be a finite number of seconds >= 0, got "
                          f"{_checks._plain(o.host_overhead)!r}")
+    if o.host_overhead > MAX_HOST_OVERHEAD:
+        raise ValueError(f"host_overhead is seconds of host work per call (PyTorch's, TORCH_CALL_OVERHEAD, is "
+                         f"25e-6); got {_checks._plain(o.host_overhead)!r}, above {MAX_HOST_OVERHEAD:g} s: "
+                         f"microseconds given as seconds?")
     object.__setattr__(o, "host_overhead", float(o.host_overhead))      # numpy scalars: a plain float
 
 

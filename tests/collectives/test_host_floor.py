@@ -134,6 +134,13 @@ def test_a_bad_host_overhead_is_refused_by_name(server, bad):
         collective(server, "all_reduce", KIB4, host_overhead=bad)
 
 
+def test_an_overhead_in_microseconds_given_as_seconds_is_refused(server):
+    # 25 (microseconds meant) would add 25 s to every call; 10 ms is the most a host's call is let take
+    with pytest.raises(ValueError, match=r"host_overhead is seconds .* got 25, above 0.01 s"):
+        collective(server, "all_reduce", KIB4, host_overhead=25)
+    assert collective(server, "all_reduce", KIB4, host_overhead=0.01).time > 0.01
+
+
 def test_a_training_step_refuses_a_host_overhead(server):
     from flowsolver import training_step
     with pytest.raises(ValueError, match="does not take CollectiveOptions.host_overhead"):

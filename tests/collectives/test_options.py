@@ -12,7 +12,7 @@ import topologies as tp
 from flowsolver import (RoutingMatrix, collective, collective_variants, completion_times, concurrent,
                         training_step)
 from flowsolver.timing import step_times
-from flowsolver.collectives import concurrent_kinds
+from flowsolver.collectives import CollectiveOptions, concurrent_kinds
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +158,13 @@ def test_the_allowed_tolerances_give_the_hand_computed_times():
     for rtol in (1e-15, 1e-9, 0.009):
         c = completion_times(ONE_LINK, sizes=[1.0, 3.0], capacity=[2.0], rtol=rtol, max_events=np.int64(5))
         np.testing.assert_allclose(c.finish, [1.0, 2.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("name,value", [("gpus_per_thread", 2), ("host_overhead", 25e-6)])
+def test_concurrent_refuses_the_host_options_by_name(two_servers, name, value):
+    # they time one call as its host issues it; concurrent collectives are timed without a host
+    one = dict(op="all_reduce", size=2**20, ranks=range(8), algorithm="ring")
+    with pytest.raises(TypeError, match=rf"concurrent_kinds\(\) got unexpected keyword\(s\) {name}; it takes policy"):
+        concurrent_kinds(two_servers, [[one]], **{name: value})
+    with pytest.raises(ValueError, match=name):
+        concurrent_kinds(two_servers, [[one]], options=CollectiveOptions(**{name: value}))
