@@ -244,6 +244,9 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
     if recompute_layers is not None:         # 1 ... the layers of the largest model chunk, as training_step
         check_recompute_layers(recompute_layers, spec.layers, pp, vp)
         recompute_layers = int(recompute_layers)
+        if recompute != "full":
+            raise ValueError(f"recompute_layers ({recompute_layers}) chooses the layers full recompute recomputes: "
+                             f"it needs recompute='full', got recompute={recompute!r}")
     if isinstance(grad_bytes, (bool, np.bool_)) or not isinstance(grad_bytes, numbers.Integral) \
             or grad_bytes not in (2, 4):
         raise ValueError(f"grad_bytes must be 2 (bf16 gradient buffers) or 4 (fp32), got {grad_bytes!r}")

@@ -14,16 +14,19 @@ and hold one layer's working set while it is recomputed, as ``"full"``):
 
 * ``"save_qkv_proj"``: MaxText's ``remat_policy="save_qkv_proj"`` (MaxText
   ``layers/models.py`` / the ``checkpoint_name`` tags ``query_proj``, ``key_proj``,
-  ``value_proj``): the Q, K and V projections' outputs are saved, everything after them
-  (attention, output projection, MLP, norms) is recomputed;
+  ``value_proj``): the Q, K and V projections' outputs are saved, what the backward needs
+  after them (attention, output projection, FC1, norms) is recomputed; FC2, whose output only
+  the residual add reads, is not (JAX replays what the backward's residuals need);
 * ``"selective_op"``: torchtitan's per-op selective activation checkpointing
   (``activation_checkpoint.mode = "selective"``, ``selective_ac_option = "op"``, the default
   of its Llama recipes; ``torchtitan/parallelisms/parallelize_llama.py`` of December 2024): the
   outputs of the attention kernel (and its log-sum-exp), of the TP reduce-scatters and of every
   other matmul of a layer (the 1st, 3rd, 5th, 7th: ``wq``, ``wv``, ``w1``, ``w2`` of a Llama
   block, whose matmuls run ``wq wk wv wo w1 w3 w2``) are saved; ``wk``, ``wo``, ``w3`` and the
-  element-wise work are recomputed. Dense models only (a mixture of experts' grouped GEMMs are
-  not plain matmuls to that policy).
+  element-wise work are recomputed (a replay stops once the backward has what it needs, so a
+  plain MLP's ``w2``, the 6th, is not). Dense models only (a mixture of experts' grouped GEMMs
+  are not plain matmuls to that policy), with a fused attention (the policy saves the flash and
+  memory-efficient kernels' outputs, not the math path's).
 """
 
 from __future__ import annotations
@@ -101,20 +104,23 @@ def layer_recompute(model, recompute: str) -> LayerRecompute:
     recompute = check_recompute(recompute)
     if recompute not in FORWARD_AGAIN:
         return LayerRecompute(dict.fromkeys(_GEMMS, 0.0), False, False, frozenset())
-    if recompute == "full":
+    if recompute == "full":              # Megatron's reentrant checkpoint: the whole forward again
         return LayerRecompute(dict.fromkeys(_GEMMS, 1.0), True, True, _TP_FORWARD)
-    if recompute == "save_qkv_proj":     # the QKV GEMM's outputs kept: its input all-gather is not needed again
-        return LayerRecompute(dict(dict.fromkeys(_GEMMS, 1.0), qkv=0.0), True, True,
-                              _TP_FORWARD - {("all_gather", "qkv")})
+    # A partial mode's replay (JAX's remat, PyTorch's non-reentrant checkpoint) runs only what the
+    # backward needs: FC2's output feeds nothing but the residual add, so FC2 and its reduction
+    # never run again. The all-gathers before QKV and FC1 are counted once, in the backward's
+    # re-gather for the weight gradients (tp_layer_ops' backward: the step's convention), not
+    # again here. What runs again of the TP traffic is then the reduction after proj, whose
+    # output the MLP's recomputed norm reads (a reduce-scatter under sequence parallelism, which
+    # torchtitan's policy saves; an all-reduce without).
+    if recompute == "save_qkv_proj":     # everything after the Q, K, V projections but FC2
+        return LayerRecompute(dict(qkv=0.0, proj=1.0, fc1=1.0, fc2=0.0), True, True,
+                              frozenset({("reduce_scatter", "proj"), ("all_reduce", "proj")}))
     mms = op_sac_matmuls(model)
     flops = {g: sum(i * o for n, i, o, _ in mms if n == g) for g in _GEMMS}
     again = {g: sum(i * o for n, i, o, saved in mms if n == g and not saved) / flops[g] for g in _GEMMS}
-    # saved: the attention kernel's output and the reduce-scatters' outputs; run again: the
-    # all-gather before a GEMM with a matmul recomputed (its input), and, without sequence
-    # parallelism, the all-reduce after proj (the residual the MLP's recomputed norm reads)
-    ops = {("all_gather", g) for g in ("qkv", "fc1") if again[g] > 0}
-    if again["fc1"] > 0:
-        ops.add(("all_reduce", "proj"))
+    again["fc2"] = 0.0                   # a replay stops before the block's last matmul
+    ops = {("all_reduce", "proj")} if again["fc1"] > 0 else set()
     return LayerRecompute(again, False, True, frozenset(ops))
 
 

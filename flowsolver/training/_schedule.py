@@ -20,8 +20,8 @@ __all__ = ["Schedule", "DEFAULT_COMPUTE", "resolve_compute", "DEFAULT_BATCH", "d
 #: training_step's default compute model: the kernel tables (``compute_efficiency=None``) where
 #: the GPU has a kernel ``family`` (every catalogue GPU but the H100 PCIe), else the flat model at
 #: DEFAULT_COMPUTE_EFFICIENCY. Held out on the validation corpus's 222 training rows (7 sources,
-#: ``python benchmarks/fit_kernel_utilization.py``, ``validate.py --compute flat``): median |error| 7.3 %
-#: with the kernel tables, 16.0 % flat.
+#: ``python benchmarks/fit_kernel_utilization.py``, ``validate.py --compute flat``): median |error| 6.5 %
+#: with the kernel tables, 15.4 % flat.
 DEFAULT_COMPUTE = "auto"
 
 
@@ -180,6 +180,10 @@ def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, com
         raise ValueError(f"precision must be one of bf16, fp8, got {precision!r}")
     if attention not in ATTENTION_KERNELS:
         raise ValueError(f"attention must be one of {', '.join(ATTENTION_KERNELS)}, got {attention!r}")
+    if recompute == "selective_op" and attention == "unfused":
+        raise ValueError("recompute='selective_op' (torchtitan's per-op policy) saves a fused attention kernel's "
+                         "output; with attention='unfused' it would recompute the attention: pass a fused "
+                         "attention (auto, fa2, fa3)")
     if fp8_recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_recipe must be one of {', '.join(FP8_RECIPES)}, got {fp8_recipe!r}")
     if power_cap is not None:

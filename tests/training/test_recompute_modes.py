@@ -27,15 +27,18 @@ def test_which_gemm_flops_each_mode_runs_again():
     assert op.gemms["qkv"] == pytest.approx(h * kv / (h * h + 2 * h * kv))
     assert (op.gemms["proj"], op.gemms["fc1"], op.gemms["fc2"]) == (1.0, 0.5, 0.0)
     assert not op.attention                           # the attention kernel's output is saved
+    # MaxText: all but Q, K, V; FC2's output only feeds the residual add, so JAX's replay (which
+    # runs what the backward's residuals need) never runs it again
     qkv = layer_recompute(L8B, "save_qkv_proj")
-    assert qkv.gemms == dict(qkv=0.0, proj=1.0, fc1=1.0, fc2=1.0) and qkv.attention
+    assert qkv.gemms == dict(qkv=0.0, proj=1.0, fc1=1.0, fc2=0.0) and qkv.attention
     full = layer_recompute(L8B, "full")
     assert set(full.gemms.values()) == {1.0} and full.attention
     assert not layer_recompute(L8B, "selective").any and not layer_recompute(L8B, "none").any
-    # a plain MLP (w1 w2): wq wk wv wo w1 w2, the 2nd, 4th and 6th (wk, wo, w2) run again
+    # a plain MLP (w1 w2): wq wk wv wo w1 w2, the 2nd and 4th (wk, wo) run again; the 6th, w2, is
+    # not saved but the replay stops before it (nothing the backward needs comes after it)
     gpt = get_model("gpt-3-175b")
     plain = layer_recompute(gpt, "selective_op")
-    assert (plain.gemms["fc1"], plain.gemms["fc2"], plain.gemms["proj"]) == (0.0, 1.0, 1.0)
+    assert (plain.gemms["fc1"], plain.gemms["fc2"], plain.gemms["proj"]) == (0.0, 0.0, 1.0)
     assert plain.gemms["qkv"] == pytest.approx(1 / 3)       # MHA: wk is a third of QKV
 
 
@@ -104,8 +107,11 @@ def test_each_mode_runs_its_own_tp_collectives_again():
     calls = {m: training_step(g, L8B, Parallelism(tp=8), Schedule(4, recompute=m)).phases["tp"].calls
              for m in ("selective", "selective_op", "save_qkv_proj", "full")}
     per_layer = {m: c / (32 * 4) for m, c in calls.items()}        # 32 layers, 4 microbatches
-    # 4 forward + 6 backward; again: both all-gathers (op), all but QKV's all-gather (qkv), all 4
-    assert per_layer == dict(selective=10, selective_op=12, save_qkv_proj=13, full=14)
+    # 4 forward + 6 backward (2 of them the QKV and FC1 inputs gathered again for the weight
+    # gradients); again: none (op: the reduce-scatters' outputs saved, the gathers those of the
+    # backward), proj's reduce-scatter (qkv: its output feeds the MLP's recomputed norm), all 4
+    # (Megatron's full recompute re-gathers as well)
+    assert per_layer == dict(selective=10, selective_op=10, save_qkv_proj=11, full=14)
 
 
 def test_step_time_orders_as_the_modes_recompute_more():
@@ -116,6 +122,11 @@ def test_step_time_orders_as_the_modes_recompute_more():
 
 
 def test_refusals_name_the_mode():
+    with pytest.raises(ValueError, match=r"recompute_layers \(2\) .* needs recompute='full'"):
+        memory_per_gpu(L8B, tp=8, pp=1, dp=1, recompute="selective_op", recompute_layers=2)
+    with pytest.raises(ValueError, match=r"selective_op.*attention='unfused'"):
+        training_step(tp.rail_optimized(1), L8B, Parallelism(tp=8), Schedule(8, recompute="selective_op",
+                                                                             attention="unfused"))
     moe = ModelSpec("moe", 4, 1024, 2048, 8, 8, 256, experts=8, top_k=2)
     with pytest.raises(ValueError, match=r"selective_op.*dense models.*8 experts"):
         layer_recompute(moe, "selective_op")
