@@ -14,7 +14,8 @@ ways this module models from NCCL's source (2.30: ``src/enqueue.cc`` ``topoGetAl
    second, and the most loaded one sets the pace.
 2. **Steps**: each channel moves its share as a sequence of chunk steps (ring: ``nranks``
    chunks a loop, ``2 (nranks - 1)`` steps for an all-reduce; tree: a chunk a step down the
-   tree's depth; NVLS: a loop of ``nHeads`` chunks), the chunk set by the protocol's buffer
+   tree's depth; NVLS and NVLSTree: a loop of ``nHeads`` chunks a channel, a node's GPUs each
+   a head: ``all_reduce.h``'s ``loopSize``), the chunk set by the protocol's buffer
    and shrunk for small sizes exactly as ``calcCollChunking`` does.
 3. **Fill and floor**: a step takes at least a floor (flag polling, fences, the proxy) and the
    pipeline needs ``fill`` further steps to fill and drain, so the time is
@@ -76,6 +77,9 @@ _THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 _RING_CHUNK_STEPS = NCCL_STEPS // 2
 # NCCL_NVLS_CHUNKSIZE default (src/transport/nvls.cc): 128 KiB
 _NVLS_CHUNK = 128 * KIB
+# NCCL_NVLSTREE_MAX_CHUNKSIZE default (src/enqueue.cc calcCollChunking, NCCL 2.20-2.29; 2.30's
+# nvls.cc ncclNvlsTuning): NVLSTree's chunk is at most 64 KiB on 4 nodes or more
+_NVLS_TREE_CHUNK_4_NODES = 64 * KIB
 # MinTrafficPerChannel (src/enqueue.cc scheduleCollTasksToPlan): a channel gets whole cells of
 # at least 32 KiB of traffic
 _MIN_TRAFFIC = 32 * KIB
@@ -126,7 +130,10 @@ class Pipeline:
 #: H200 pairing excluded, in sample 13.1 %, the refit 11.7 %). With the host's floor of
 #: ``-g N`` runs (2026-12-05, :mod:`._host`; none moved) the fit finds floor_nvls 0 in every
 #: fold (the one it found stood in for the host's on Azure's ``-g 8`` NVLS runs), fill_ring 2.67
-#: (folds 2.16-5.38): held out 12.0 %, in sample 11.7 %, the refit 10.2 %.
+#: (folds 2.16-5.38): held out 12.0 %, in sample 11.7 %, the refit 10.2 %. With NVLSTree's
+#: loop of ``nChannels x nHeads`` chunks and its 64 KiB chunk from 4 nodes (2026-12-05, as
+#: NCCL counts them; none moved): held out 9.7 % (in sample 10.1 % before the 4-node chunk); the refit (floor_simple 2.14 us, floor_nvls 0, fill_ring 2.67, fill_nvls
+#: 2.18) is not shipped: it puts the Megatron-Bridge 70B FP8 published run outside 10 %.
 PIPELINE = Pipeline()
 
 
@@ -230,12 +237,12 @@ def chunk_steps(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
             if size < factor * concurrent * chunk and chunk > smaller:
                 chunk = smaller
         return max(1, math.ceil(size / (concurrent * chunk))), 0
-    if algorithm == "nvls_tree":
-        chunk = _NVLS_CHUNK
+    if algorithm == "nvls_tree":           # NVLSTREE_MAX_CHUNKSIZE's default: 64 KiB from 4 nodes
+        concurrent, chunk = channels * ppn, _NVLS_CHUNK if nodes < 4 else _NVLS_TREE_CHUNK_4_NODES
         for factor, smaller in ((4, 65536), (1, 32768)):
-            if size < factor * channels * chunk and chunk > smaller:
+            if size < factor * concurrent * chunk and chunk > smaller:
                 chunk = smaller
-        return max(1, math.ceil(size / (channels * chunk))), 1 + 2 * math.log2(nodes)
+        return max(1, math.ceil(size / (concurrent * chunk))), 1 + 2 * math.log2(nodes)
     raise ValueError(f"algorithm must be one of {', '.join(PIPELINED)}, got {algorithm!r}")
 
 

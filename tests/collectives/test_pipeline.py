@@ -39,9 +39,14 @@ def test_chunk_steps_follow_nccls_chunking():
     # NVLS 16 MiB, 8 heads x 16 channels = 128 chunks a loop: 128 KiB -> 64 KiB (16 MiB < 64 x
     # 128 x 128 KiB) -> 32 KiB (< 8 x 128 x 64 KiB), not 16 KiB (16 MiB >= 2 x 128 x 32 KiB)
     assert chunk_steps("nvls", "Simple", "all_reduce", 16 * MIB, 8, 1, 16) == (4, 0)
-    # NVLSTree over 4 nodes, 16 channels, 64 MiB: 128 KiB chunks (64 MiB >= 4 x 16 x 128 KiB),
-    # 32 loops; depth: the NVLS stage and 2 log2(4) levels
-    assert chunk_steps("nvls_tree", "Simple", "all_reduce", 64 * MIB, 32, 4, 16) == (32, 5)
+    # NVLSTree, 16 channels, 64 MiB: a loop is nChannels x nHeads (8 GPUs a node) = 128 chunks
+    # (all_reduce.h's loopSize; enqueue.cc's concurrentOps). On 2 nodes 128 KiB chunks (64 MiB
+    # is not below 4 x 128 x 128 KiB): 4 loops; depth: the NVLS stage and 2 log2(2) levels
+    assert chunk_steps("nvls_tree", "Simple", "all_reduce", 64 * MIB, 16, 2, 16) == (4, 3)
+    # on 4 nodes NVLSTREE_MAX_CHUNKSIZE's default caps the chunk at 64 KiB: 8 loops, depth 1 + 4
+    assert chunk_steps("nvls_tree", "Simple", "all_reduce", 64 * MIB, 32, 4, 16) == (8, 5)
+    # 4 MiB on 2 nodes: 64 KiB (< 4 x 128 x 128 KiB), then 32 KiB chunks (< 1 x 128 x 64 KiB): one loop
+    assert chunk_steps("nvls_tree", "Simple", "all_reduce", 4 * MIB, 16, 2, 16) == (1, 3)
     # tree Simple over 2 nodes of 8: 512 KiB chunks; 8 MiB on 16 channels is one chunk each,
     # depth 2 x (7 + 1)
     assert chunk_steps("tree", "Simple", "all_reduce", 8 * MIB, 16, 2, 16) == (1, 16)
