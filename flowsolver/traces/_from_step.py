@@ -176,7 +176,8 @@ class _Builder:
 
     def groups_of(self, d, again):
         """The layer's blocks in direction ``d``, in order: ``(name, GEMM weight, TP ops)``;
-        a recomputed layer's backward starts with its forward again (its TP ops, no EP)."""
+        a recomputed layer's backward starts with its forward again (its TP ops; its MLP's EP
+        all-to-alls, :meth:`layer`)."""
         forward, backward = self.tp_ops if "tp" in self.comms else ((), ())
         g, attn, mlp = self.gemms, ("qkv", "proj"), ("fc1", "fc2")
         block = lambda name, gemms, ops, n: (name, n * sum(g[k] for k in gemms),
@@ -213,8 +214,8 @@ class _Builder:
             step = self.comms["cp_step"].per_call
             for r in self.rings(d, again):
                 out += (c.group_size - 1) * max(0.0, (1 if r == "F" else 2) * step - self.attention[r] / c.group_size)
-        if "ep" in self.comms:
-            out += 2 * self.comms["ep"].per_call
+        if "ep" in self.comms:             # dispatch and combine; again in a recomputed forward
+            out += 2 * self.comms["ep"].per_call * (2 if d == "B" and again else 1)
         return out
 
     def ring(self, rank: _Rank, r, tag):
@@ -248,7 +249,7 @@ class _Builder:
         spare, weight = rest - scale * total, sum(w for _, w, _ in blocks)
         ep = self.comms.get("ep")
         for (name, w, ops), hides in zip(blocks, hidden):
-            moe = name == "mlp" and ep is not None
+            moe = name in ("mlp", "recompute.mlp") and ep is not None
             if moe:
                 self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.mlp.dispatch")
             self.compute(rank, f"{tag}.{name}", spare * w / weight)

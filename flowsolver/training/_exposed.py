@@ -142,7 +142,8 @@ def cp_ring_exposed(step_seconds: float, cp: int, attention_fwd: float, attentio
 
 def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_seconds: float, gemms: dict,
                       recomputed: int = 0, attention_fwd: float | None = None,
-                      attention_bwd: float | None = None, tp_again=True, attention_again: bool = True) -> dict:
+                      attention_bwd: float | None = None, tp_again=True, attention_again: bool = True,
+                      mlp_again: bool = True) -> dict:
     """TP, CP and EP phases of ONE microbatch through a stage of ``layers`` layers.
 
     * TP (Megatron with Transformer Engine): per layer four all-reduces' worth with
@@ -160,7 +161,8 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
       its ring, all at once (Transformer Engine's P2P exchange, a latency per step; without
       it, ``per_call / (cp - 1)``). Three all-gathers' worth per layer (forward KV, backward
       KV and KV gradients).
-    * EP: 4 all-to-alls per MoE layer (dispatch and combine, forward and backward), exposed.
+    * EP: 4 all-to-alls per MoE layer (dispatch and combine, forward and backward), exposed; a
+      recomputed layer whose MLP runs again (``mlp_again``) dispatches and combines again.
     """
     out = {}
     if "tp" in comms:
@@ -181,7 +183,8 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
         out["cp"] = _phase(c, "all_gather", 3 * layers + recomputed * attention_again, exposed, c.per_call)
     if "ep" in comms:
         c = comms["ep"]
-        out["ep"] = _phase(c, "all_to_all", 4 * layers, 4 * layers * c.per_call, c.per_call)
+        calls = 4 * layers + 2 * recomputed * mlp_again
+        out["ep"] = _phase(c, "all_to_all", calls, calls * c.per_call, c.per_call)
     return out
 
 

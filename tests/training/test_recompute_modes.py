@@ -136,3 +136,16 @@ def test_refusals_name_the_mode():
     r = training_step(tp.rail_optimized(1), L8B, Parallelism(tp=8), Schedule(4, recompute="selective_op"))
     with pytest.raises(ValueError, match=r"recompute='selective_op': a trace lays out"):
         workload_from_step(r)
+
+
+def test_a_recomputed_moe_layer_dispatches_and_combines_again():
+    # 4 all-to-alls a layer (dispatch and combine, forward and backward); a layer whose MLP runs
+    # again in its backward (full; MaxText's save_qkv_proj) adds its forward's two
+    moe = ModelSpec("moe", 4, 1024, 2048, 8, 8, 256, experts=8, top_k=2)
+    g = tp.rail_optimized(2)
+    calls = {m: training_step(g, moe, Parallelism(tp=1, dp=16, ep=8), Schedule(16, recompute=m)).phases["ep"]
+             for m in ("selective", "full", "save_qkv_proj")}
+    per = {m: c.calls / (4 * 1) for m, c in calls.items()}          # 4 layers, 1 microbatch
+    assert per == dict(selective=4, full=6, save_qkv_proj=6)
+    for m, c in calls.items():
+        assert c.exposed == pytest.approx(c.calls * c.per_call, rel=1e-12)
