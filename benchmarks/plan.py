@@ -18,9 +18,10 @@ searched with the run's own fixed settings (precision, batch, sequence, compute 
 profile solves, 80 when the plan is still behind), at least as fast in the model as the
 published layout. A published layout that comes out infeasible, or
 far behind the plan, is a finding about the model, printed as such. The published runs are
-planned on the H100's memory as NVML reports it (81,559 MiB = 85.52e9 bytes; the datasheet's
-"80 GB" is 80 GiB less the driver's reserve: benchmarks/validation/memory.csv cites it), the
-capacity those runs had; the fit against the GpuSpec's 80e9 bytes is printed beside it.
+planned on their GPU's memory as NVML reports it (H100 81,559 MiB = 85.52e9 bytes, A100 80GB
+81,920 MiB; the datasheet's "80 GB" is 80 GiB less the driver's reserve:
+benchmarks/validation/memory.csv cites it; validation/setups.NVML_MEMORY), the capacity those
+runs had; the fit against the GpuSpec's bytes is printed beside it.
 """
 
 from __future__ import annotations
@@ -39,11 +40,10 @@ import dataclasses  # noqa: E402
 
 import topologies as tp  # noqa: E402
 from flowsolver import plan, training_step  # noqa: E402
-from flowsolver.training import step_arguments  # noqa: E402
+from flowsolver.training import checked_gpu, step_arguments  # noqa: E402
+from validation.setups import NVML_MEMORY  # noqa: E402
 from flowsolver.planning import STEP_OPTIONS  # noqa: E402
 
-#: H100 SXM 80GB as NVML reports it: 81,559 MiB (benchmarks/validation/memory.csv, "fits" rows' source)
-H100_NVML = dataclasses.replace(tp.get_gpu("h100_sxm"), memory=81559 * 2 ** 20)
 
 SEARCHED = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "recompute", "zero", "order", "sequence_parallel")
 
@@ -78,9 +78,9 @@ def targets(max_solves: int | None) -> None:
 
 def _compare(name, graph, kw) -> str:
     """A published layout in the model against plan's best with the same fixed settings."""
-    datasheet = kw.get("gpu", tp.get_gpu("h100_sxm")).memory
-    if "gpu" not in kw:
-        kw = dict(kw, gpu=H100_NVML)
+    gpu = kw["gpu"] if "gpu" in kw else checked_gpu(graph, None)      # the run's, else the cluster's
+    datasheet = gpu.memory
+    kw = dict(kw, gpu=dataclasses.replace(gpu, memory=NVML_MEMORY.get(gpu.name, gpu.memory)))
     pub = training_step(graph, **step_arguments(**kw))
     fixed = {k: v for k, v in kw.items() if k in STEP_OPTIONS}
     rest = {k: kw[k] for k in ("model", "global_batch", "seq_len", "precision", "gpu") if k in kw}
