@@ -419,20 +419,18 @@ _SWEEP_HELP = """config example (sweep.toml):
 """
 
 
+#: ``--compute-efficiency kernels`` (compute_efficiency=None: the kernel tables), told apart from "not given"
+KERNELS = "kernels"
+
+
 def compute_model(text: str):
     """``--compute-efficiency``: ``auto``, ``kernels`` (the tables: ``None``) or a number."""
-    if text == "auto":
+    if text in ("auto", KERNELS):
         return text
-    if text == "kernels":
-        return KERNELS
     try:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected auto, kernels or a fraction such as 0.46, got {text!r}") from None
-
-
-#: ``--compute-efficiency kernels`` (compute_efficiency=None: the kernel tables), told apart from "not given"
-KERNELS = "kernels"
 
 
 def _int_or_auto(text: str):

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._tolerance import RTOL       # a min's arguments this close (relative) are a tie: one-sided there
 
-__all__ = ["Dual", "lesser"]
+__all__ = ["Dual", "lesser", "greater"]
 
 
 class Dual:
@@ -113,3 +113,14 @@ def lesser(*args):
     down = np.maximum.reduce(np.broadcast_arrays(*[d.down for d in tied]))
     flag = np.logical_or.reduce(np.broadcast_arrays(*[d.flag for d in tied])) | (up != down)
     return Dual(low, up, down, flag)
+
+
+def greater(a, b):
+    """``max(a, b)`` carrying a :class:`Dual`'s derivatives (:func:`lesser` of the negations).
+
+    >>> greater(1.0, 2.0), greater(Dual(3.0, [1.0]), 2.0).value
+    (2.0, 3.0)
+    """
+    if isinstance(a, Dual) or isinstance(b, Dual):
+        return -lesser(-Dual.of(a), -Dual.of(b))
+    return max(a, b)

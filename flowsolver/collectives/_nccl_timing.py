@@ -10,9 +10,9 @@ from dataclasses import replace
 import numpy as np
 
 from ._algorithms import algorithm_of
-from ._dual import lesser
+from ._dual import greater, lesser
 from ._nccl import PROTOCOLS, busbw_factor
-from ._pipeline import PIPELINE, _greater, pipeline_time
+from ._pipeline import PIPELINE, pipeline_time
 from ._nccl_model import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
 
 __all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
@@ -150,7 +150,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     kernel_bw = algbw if model is None else model.bandwidth(algbw, a, proto)     # NCCL chooses by its own
     gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, kernel_bw,
                         PIPELINE if model is None else model.pipeline)
-    time = options.with_host(gpu, _greater)     # one thread for N GPUs; a call timed from an idle device
+    time = options.with_host(gpu, greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries
     return time, lat + (time - gpu), lat + size / algbw

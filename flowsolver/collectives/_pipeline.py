@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._dual import Dual, lesser
+from ._dual import greater
 
 __all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "channel_split", "chunk_steps", "ll_depth",
            "pipeline_time"]
@@ -132,8 +132,9 @@ class Pipeline:
 #: fold (the one it found stood in for the host's on Azure's ``-g 8`` NVLS runs), fill_ring 2.67
 #: (folds 2.16-5.38): held out 12.0 %, in sample 11.7 %, the refit 10.2 %. With NVLSTree's
 #: loop of ``nChannels x nHeads`` chunks and its 64 KiB chunk from 4 nodes (2026-12-05, as
-#: NCCL counts them; none moved): held out 9.7 % (in sample 10.1 % before the 4-node chunk); the refit (floor_simple 2.14 us, floor_nvls 0, fill_ring 2.67, fill_nvls
-#: 2.18) is not shipped: it puts the Megatron-Bridge 70B FP8 published run outside 10 %.
+#: NCCL counts them; none moved): held out 9.7 % (in sample 10.1 % before the 4-node chunk);
+#: the refit (floor_simple 2.14 us, floor_nvls 0, fill_ring 2.67, fill_nvls 2.18) is not
+#: shipped: it puts the Megatron-Bridge 70B FP8 published run outside 10 %.
 PIPELINE = Pipeline()
 
 
@@ -260,13 +261,6 @@ def ll_depth(algorithm, nodes) -> float:
     return 2 * math.log2(nodes) if algorithm == "tree" and nodes > 1 else 0.0
 
 
-def _greater(a, b):
-    """``max(a, b)`` carrying a :class:`~._dual.Dual`'s derivatives."""
-    if isinstance(a, Dual) or isinstance(b, Dual):
-        return -lesser(-Dual.of(a), -Dual.of(b))
-    return max(a, b)
-
-
 def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency, algbw,
                   params: Pipeline = PIPELINE):
     """Seconds NCCL's kernels take for ``op`` of ``size`` bytes by ``algorithm`` /
@@ -299,4 +293,4 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     step = size / bandwidth / steps
     if protocol == "LL128":                             # no floor: flags in every line
         return latency + (steps + fill + depth) * step
-    return latency + (steps + fill + depth) * _greater(step, floor)
+    return latency + (steps + fill + depth) * greater(step, floor)

@@ -84,13 +84,19 @@ def check_precision(precision, gpu) -> str:
     return precision
 
 
-def _layer_flops(model, recompute: str) -> tuple:
-    """(GEMM FLOPs, attention FLOPs) executed per token of one layer, recompute included (the
-    attention scores' forward again in every mode but ``"none"``)."""
-    gemm, attention = model.layer_linear_flops, model.layer_attention_flops()
-    if recompute == "none":
-        return gemm, attention
-    return gemm * (1.0 + _gemm_share_again(model, recompute) / 3.0), attention * (4.0 / 3.0)
+def _attention_flops(model, recompute: str) -> float:
+    """Attention FLOPs executed per token of one layer, recompute included (the scores'
+    forward again in every mode but ``"none"``)."""
+    attention = model.layer_attention_flops()
+    return attention if recompute == "none" else attention * (4.0 / 3.0)
+
+
+def _gemm_params(model, capacity_factor: float = 1.0) -> dict:
+    """Parameters of each weight GEMM of one layer (``qkv``, ``proj``, ``fc1``, ``fc2``), the
+    MLP's counted for its ``top_k`` experts on ``capacity_factor x`` the routed tokens."""
+    h, d, k = model.hidden, model.hidden // model.heads, model.top_k * _expert_share(model, capacity_factor)
+    return dict(qkv=h * (h + 2 * model.kv_heads * d), proj=h * h,
+                fc1=k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=k * model.ffn * h)
 
 
 def _gemm_share_again(model, recompute: str, capacity_factor: float = 1.0) -> float:
@@ -98,9 +104,7 @@ def _gemm_share_again(model, recompute: str, capacity_factor: float = 1.0) -> fl
     again = layer_recompute(model, recompute).gemms
     if not any(again.values()):
         return 0.0
-    h, d, k = model.hidden, model.hidden // model.heads, model.top_k * _expert_share(model, capacity_factor)
-    params = dict(qkv=h * (h + 2 * model.kv_heads * d), proj=h * h,
-                  fc1=k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=k * model.ffn * h)
+    params = _gemm_params(model, capacity_factor)
     return sum(again[g] * n for g, n in params.items()) / sum(params.values())
 
 
@@ -132,7 +136,7 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     >>> round(t * 989e12 / 8192 / m.flops_per_token, 12)
     1.0
     """
-    attention = _layer_flops(model, recompute)[1]
+    attention = _attention_flops(model, recompute)
     gemm = model.layer_linear_flops + 6.0 * model.top_k * model.mlp_params * (_expert_share(model, capacity_factor) - 1)
     if recompute in FORWARD_AGAIN:
         again = layers if recomputed is None else min(layers, recomputed)
@@ -160,7 +164,7 @@ def attention_seconds(model, *, tokens: float, shards: int, gpu, efficiency: flo
     >>> t == 8192 * 6 * 4096 * 8192 / 989e12
     True
     """
-    attention = _layer_flops(model, recompute)[1]
+    attention = _attention_flops(model, recompute)
     return tokens * attention / (shards * efficiency * gpu.peak_bf16_flops)
 
 
@@ -180,9 +184,7 @@ def gemm_seconds(model, *, tokens: float, shards: int, gpu, precision: str, effi
     >>> g["proj"] == 2 * 8192 * 4096 * 4096 / 989e12
     True
     """
-    h, d, k = model.hidden, model.hidden // model.heads, model.top_k * _expert_share(model, capacity_factor)
-    params = dict(qkv=h * (h + 2 * model.kv_heads * d), proj=h * h,
-                  fc1=k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=k * model.ffn * h)
+    params = _gemm_params(model, capacity_factor)
     rate = (gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops) * efficiency
     return {name: 2.0 * tokens * n / (shards * rate) for name, n in params.items()}
 

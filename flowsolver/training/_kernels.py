@@ -92,7 +92,7 @@ def kernel_tables_missing(gpu) -> str:
     >>> kernel_tables_missing(tp.get_gpu("h100_sxm")), kernel_tables_missing(tp.get_gpu("h100_pcie"))
     ('', 'has no kernel family (family= one of a100, h100, h200, b200, gb200)')
     """
-    family = getattr(gpu, "family", "") or ""
+    family = kernel_family(gpu)
     if not family:
         return f"has no kernel family (family= one of {', '.join(SMS)})"
     if family not in SMS:

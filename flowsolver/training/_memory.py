@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import _checks
-from ._recompute import FORWARD_AGAIN, check_recompute, kept_bytes_per_token
+from ._recompute import FORWARD_AGAIN, check_layers_mode, check_recompute, kept_bytes_per_token
 from ._memory_overheads import (CUDA_CONTEXT_A100, DEEPSPEED_REDUCE_BUCKET, DEEPSPEED_ZERO_NVIDIA_SMI_A100,
                                 MemoryOverheads, _peak_of, _step_events, caching_allocator_reserved)
 from ._models import get_model
@@ -244,9 +244,7 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
     if recompute_layers is not None:         # 1 ... the layers of the largest model chunk, as training_step
         check_recompute_layers(recompute_layers, spec.layers, pp, vp)
         recompute_layers = int(recompute_layers)
-        if recompute != "full":
-            raise ValueError(f"recompute_layers ({recompute_layers}) chooses the layers full recompute recomputes: "
-                             f"it needs recompute='full', got recompute={recompute!r}")
+        check_layers_mode(recompute_layers, recompute)
     if isinstance(grad_bytes, (bool, np.bool_)) or not isinstance(grad_bytes, numbers.Integral) \
             or grad_bytes not in (2, 4):
         raise ValueError(f"grad_bytes must be 2 (bf16 gradient buffers) or 4 (fp32), got {grad_bytes!r}")

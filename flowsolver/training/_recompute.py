@@ -31,9 +31,12 @@ and hold one layer's working set while it is recomputed, as ``"full"``):
 
 from __future__ import annotations
 
+from functools import lru_cache
+from types import MappingProxyType
 from typing import NamedTuple
 
-__all__ = ["RECOMPUTE", "FORWARD_AGAIN", "LayerRecompute", "check_recompute", "layer_recompute"]
+__all__ = ["RECOMPUTE", "FORWARD_AGAIN", "LayerRecompute", "check_recompute", "check_layers_mode",
+           "layer_recompute"]
 
 RECOMPUTE = ("none", "selective", "full", "save_qkv_proj", "selective_op")
 #: the modes that run (part of) each layer's forward again in its backward pass
@@ -72,6 +75,20 @@ def check_recompute(recompute) -> str:
     return recompute
 
 
+def check_layers_mode(recompute_layers, recompute) -> None:
+    """``recompute_layers`` (the layers of each model chunk full recompute recomputes) is
+    refused with any other ``recompute`` mode.
+
+    >>> check_layers_mode(2, "selective")
+    Traceback (most recent call last):
+    ...
+    ValueError: recompute_layers (2) chooses the layers ... it needs recompute='full', got recompute='selective'
+    """
+    if recompute_layers is not None and recompute != "full":
+        raise ValueError(f"recompute_layers ({recompute_layers}) chooses the layers full recompute recomputes: "
+                         f"it needs recompute='full', got recompute={recompute!r}")
+
+
 def op_sac_matmuls(model) -> list:
     """A dense layer's matmuls in the order torchtitan's Llama block runs them, each
     ``(gemm, in_features, out_features, saved)``: ``wq wk wv wo`` then ``w1 w3 w2`` (gated MLP;
@@ -93,15 +110,22 @@ def op_sac_matmuls(model) -> list:
     return [(g, i, o, n % 2 == 0) for n, (g, i, o) in enumerate(mms)]
 
 
+@lru_cache(maxsize=256)        # asked again for every layout a planner composes
 def layer_recompute(model, recompute: str) -> LayerRecompute:
-    """What ``recompute`` runs again of one layer's forward (:class:`LayerRecompute`).
+    """What ``recompute`` runs again of one layer's forward (:class:`LayerRecompute`; its
+    ``gemms`` read-only: the answer is shared).
 
     >>> from flowsolver.training import get_model
     >>> r = layer_recompute(get_model("llama-3-8b"), "selective_op")
     >>> {g: round(s, 4) for g, s in r.gemms.items()}, r.attention
     ({'qkv': 0.1667, 'proj': 1.0, 'fc1': 0.5, 'fc2': 0.0}, False)
     """
-    recompute = check_recompute(recompute)
+    again = _layer_recompute(model, check_recompute(recompute))
+    return again._replace(gemms=MappingProxyType(again.gemms))
+
+
+def _layer_recompute(model, recompute: str) -> LayerRecompute:
+    """:func:`layer_recompute` of a checked mode, ``gemms`` a plain dict."""
     if recompute not in FORWARD_AGAIN:
         return LayerRecompute(dict.fromkeys(_GEMMS, 0.0), False, False, frozenset())
     if recompute == "full":              # Megatron's reentrant checkpoint: the whole forward again

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from .. import _checks
+from ._recompute import check_layers_mode
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
                        FP8_RECIPES, TP_OVERLAP_IMPLS, check_precision, check_recompute)
 from ._kernels import ATTENTION_KERNELS, check_power_cap, kernel_tables_missing
@@ -165,9 +166,7 @@ def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, com
         _checks.fraction("attention_efficiency", attention_efficiency, zero_ok=False)
     if recompute_layers is not None:
         recompute_layers = _checks.integer("recompute_layers", recompute_layers)
-        if recompute != "full":
-            raise ValueError(f"recompute_layers ({recompute_layers}) chooses the layers full recompute recomputes: "
-                             f"it needs recompute='full', got recompute={recompute!r}")
+        check_layers_mode(recompute_layers, recompute)
     dp_overlap = _checks.fraction("dp_overlap", dp_overlap, zero_ok=True)
     tp_overlap = _checks.fraction("tp_overlap", tp_overlap, zero_ok=True)
     batch = _checks.integer("global_batch", global_batch)
