@@ -21,119 +21,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
-from collections import Counter, defaultdict
-from dataclasses import asdict, fields
+from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
-
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
 
-from flowsolver.collectives import _nccl_timing as _tuned  # noqa: E402
-from flowsolver.collectives._host import with_host  # noqa: E402
-from flowsolver.collectives._pipeline import Pipeline, pipeline_time  # noqa: E402
-
-NAMES = [f.name for f in fields(Pipeline)]
-#: the optimiser works in microseconds and steps
-SCALE = np.array([1e-6 if n.startswith("floor") else 1.0 for n in NAMES])
-START = np.array([2.0 if n.startswith("floor") else 1.0 for n in NAMES])
-
-
-class Capture:
-    """While active, what NCCL's cost model hands the pipeline, per ``(algorithm, protocol)``
-    of the last collective timed: ``with Capture() as seen: collective(...)``, then
-    :func:`pipe_of` picks the chosen pair's."""
-
-    def __enter__(self):
-        self.seen: dict = {}
-
-        def spy(a, proto, op, size, ranks, nodes, channels, latency, algbw, params=None):
-            self.seen[a, proto] = dict(algorithm=a, protocol=proto, op=op, size=size, ranks=ranks, nodes=nodes,
-                                       channels=channels, latency=float(latency), algbw=float(algbw))
-            return pipeline_time(a, proto, op, size, ranks, nodes, channels, latency, algbw, params)
-
-        _tuned.pipeline_time = spy
-        return self
-
-    def __exit__(self, *exc):
-        _tuned.pipeline_time = pipeline_time
-        return False
-
-    def pipe_of(self, algorithm, protocol):
-        """The pipeline's inputs for the chosen pair (None: its time is not the pipeline's)."""
-        return self.seen.get((algorithm, protocol))
-
-
-def record(pt: dict, pipe) -> dict:
-    """A fit record of a modelled ``ok`` corpus point."""
-    return dict(source=pt["source"], curve=pt["curve"], band=pt["band"], measured=pt["measured"],
-                model=pt["model"], pipe=pipe)
+import validate as V  # noqa: E402
+from pipeline_records import NAMES, SCALE, estimate, fit, predict, record  # noqa: E402
 
 
 def capture(quick=False) -> list[dict]:
     """Model the corpus's collective points; one record per ``ok`` point (``pipe``: the
     pipeline's inputs for NCCL's pick, None where the time does not come from it)."""
-    import validate as V
-
     points = V.collective_points(V.read_csv("collectives.csv"))
     if quick:
         points = V._quick_collectives(points)
     return [record(pt, pt.get("pipe")) for pt in map(V.run_collective, points) if pt.get("status") == "ok"]
-
-
-def held_out(records: list[dict]) -> list[float]:
-    """Each record's model time with the pipeline fitted on the other sources only."""
-    out = [math.nan] * len(records)
-    for source in sorted({r["source"] for r in records}):
-        params = fit([r for r in records if r["source"] != source])
-        for i, r in enumerate(records):
-            if r["source"] == source:
-                out[i] = predict(r, params)
-    return out
-
-
-def predict(rec: dict, params: Pipeline) -> float:
-    p = rec["pipe"]
-    if p is None:
-        return rec["model"]
-    # the host's floor where one thread issued the call for several GPUs (nccl-tests -g N), and
-    # the host's work before a call timed on its own from an idle device (torch.distributed)
-    return with_host(pipeline_time(p["algorithm"], p["protocol"], p["op"], p["size"], p["ranks"], p["nodes"],
-                                   p["channels"], p["latency"], p["algbw"], params),
-                     p.get("gpus_per_thread", 1), p.get("host_overhead", 0.0))
-
-
-def estimate(rec: dict) -> float:
-    """NCCL's estimate of its pick (the model before the pipeline)."""
-    p = rec["pipe"]
-    return rec["model"] if p is None else p["latency"] + p["size"] / p["algbw"]
-
-
-def fit(records: list[dict], start=START) -> Pipeline:
-    from scipy.optimize import least_squares
-
-    use = [r for r in records if r["pipe"] is not None and r["pipe"]["protocol"] != "LL"]
-    weight = Counter(r["source"] for r in use)
-
-    def residual(x):
-        params = Pipeline(**dict(zip(NAMES, x * SCALE)))
-        return np.array([math.log(predict(r, params) / r["measured"]) / math.sqrt(weight[r["source"]]) for r in use])
-
-    res = least_squares(residual, start, bounds=(np.zeros(len(NAMES)), np.full(len(NAMES), 1e3)),
-                        loss="soft_l1", f_scale=0.1)
-    x = np.array(res.x)
-    base = residual(x)
-    for i in range(len(NAMES)):                 # a parameter whose removal no point feels: 0 (none)
-        moved = x.copy()
-        moved[i] = 0.0
-        if np.max(np.abs(residual(moved) - base)) < 1e-9:
-            x[i] = 0.0
-    return Pipeline(**dict(zip(NAMES, x * SCALE)))
 
 
 def _group(held, key):

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))                      # the checkout's flowsolver, 
 sys.path.insert(0, str(HERE / "validation"))
 
 import setups as S  # noqa: E402
-from fit_pipeline import Capture, held_out, record  # noqa: E402
+from pipeline_records import Capture, held_out, record  # noqa: E402
 from flowsolver import busbw_factor, collective, default_cache_dir, training_step  # noqa: E402
 from flowsolver.training import step_arguments  # noqa: E402
 
@@ -462,7 +462,7 @@ def compilation_cache(folder) -> None:
 
 def _hold_out(points: list[dict]) -> None:
     """Make each collective point's ``err`` held out: the chunk pipeline's constants (the only
-    ones fitted on this corpus) refitted on the other sources (``fit_pipeline.held_out``);
+    ones fitted on this corpus) refitted on the other sources (``pipeline_records.held_out``);
     the shipped constants' error stays as ``err_in_sample``."""
     if not points:
         return
