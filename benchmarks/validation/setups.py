@@ -418,11 +418,33 @@ CURVES: dict[str, CurveSetup] = {
     "ocit-bm.gpu4.8-2x8-allreduce-ubuntu": CurveSetup("oci_bm_gpu4_8"),
     "ocit-bm.gpu4.8-1x8-allreduce-ol": CurveSetup("oci_bm_gpu4_8"),
     "ocit-bm.gpu4.8-2x8-allreduce-ol": CurveSetup("oci_bm_gpu4_8"),
+    # xxrjun/nccl-tests-cluster example-cluster01: nodes of 8 H100 80GB HBM3 (SXM: the PCI ids and
+    # 80GB HBM3 of the device list), NCCL 2.29.2, one srun task per GPU; the NICs and fabric are not
+    # stated anywhere in the repository: the library's default cluster (DGX H100, 8 x 400 Gb/s NDR
+    # InfiniBand, one NIC per GPU) is what an expert would build, as for mosaic_h100
+    **{f"xxrjun-c01-{n}x{g}H100-{op}": CurveSetup(
+        "dgx_h100_ndr", note=("fabric not stated: the library's default DGX H100 + 8 x 400 Gb/s NDR"
+                              if n > 1 else "one node of 8 H100 SXM (NVLink 4 / NVSwitch)") + (
+                              f"; the first {g} GPUs of each node" if g < 8 else ""))
+       for n, gs, ops in ((10, (1, 2, 4, 8), ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")),
+                          (2, (1, 2, 4, 8), ("alltoall", "sendrecv")),
+                          (1, (4, 8), ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")))
+       for g in gs for op in ops if not (op == "sendrecv" and n > 1 and g > 1)},   # those: NOT_MODELLED
 }
 
-#: curves the library cannot express faithfully where it matters: curve -> reason (none today:
-#: every machine of the corpus has a faithful or regime-equivalent model; kept for new curves)
-NOT_MODELLED: dict[str, str] = {}
+#: curves the library cannot express faithfully where it matters: curve -> reason
+NOT_MODELLED: dict[str, str] = {
+    # nccl-tests sendrecv on n ranks is a ring shift (rank r sends to r + 1, receives from r - 1),
+    # all pairs at once, timed by the slowest; flowsolver's send_recv is one pair, the first two
+    # ranks. With several GPUs per node over several nodes those two ranks share a node (NVLink)
+    # while the slowest pairs cross the network (the last GPU of each node to the next node's
+    # first, through one NIC, beside the other pairs' NVLink traffic): the one-pair model would
+    # time the wrong pair. (One GPU per node: every pair crosses the network, modelled.)
+    **{f"xxrjun-c01-{n}x{g}H100-sendrecv": "ring-shift sendrecv with several GPUs per node over several "
+                                            "nodes: the slowest pairs cross the network, the library's "
+                                            "one-pair send_recv would time an NVLink pair"
+       for n in (2, 10) for g in (2, 4, 8)},
+}
 
 #: curves the corpus README flags as not representative of the hardware: run and shown, but
 #: kept out of every median. curve -> reason
