@@ -631,6 +631,8 @@ TRAINING_SOURCES: dict[str, TrainingSource] = {
     "megatron-bridge-perf-summary": TrainingSource(
         {"gb200": "dgx_gb200_nvl72", "b200": "dgx_b200_ndr", "h100": "dgx_h100_ndr"}, "NeMo/Megatron",
         note="DGX systems as named on the page; fabric not stated: DGX SuperPOD NDR InfiniBand"),
+    "nemo-perf-summary-25.04": TrainingSource(
+        {"gb200": "dgx_gb200_nvl72"}, "NeMo/Megatron", note="DGX-GB200 NVL72, fabric between racks not stated"),
     "bigscience-bloom": TrainingSource(
         {"": "jean_zay_a100"}, "Megatron-DeepSpeed",
         dict(recompute="full", sequence_parallel=False, tp_overlap=0.0, attention="unfused")),
