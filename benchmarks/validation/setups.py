@@ -850,8 +850,10 @@ NVML_MEMORY = {"h100_sxm": 81559 * 2 ** 20, "a100_sxm": 81920 * 2 ** 20}
 def layout_memory(row: dict):
     """``(memory per GPU in the model, the GPU's memory, training_step keyword arguments)``
     in bytes for one training.csv row run on whole servers, or None when the row is not
-    mapped or not on whole servers. The model's estimate counts states and activations
-    (``memory_per_gpu``'s defaults) with the run's attention kernel."""
+    mapped, not modelled (``_not_modelled_reason``) or not on whole servers. The model's estimate
+    counts states and activations (``memory_per_gpu``'s defaults) with the run's attention kernel."""
+    if _not_modelled_reason(row) is not None:
+        return None
     try:
         cluster, kw, _ = training_call(row)
     except (KeyError, StopIteration, ValueError):
