@@ -656,6 +656,10 @@ _SHAPE_NOT_EXPRESSIBLE = {
     "qwen3-235b-a22b": "Qwen3-235B-A22B: 64 query heads of 128 (8192) on a hidden size of 4096: ModelSpec ties the "
                        "head size to hidden / heads (its attention would be half the model's)",
 }
+_SHAPE_NOT_EXPRESSIBLE["qwen3-next-80b-a3b"] = (
+    "Qwen3-Next-80B-A3B: 3 of every 4 layers Gated DeltaNet (linear attention), gated attention with 16 query heads "
+    "of 256 on a hidden size of 2048, 512 experts (top 10) + 1 shared expert: ModelSpec has softmax attention only, "
+    "its head size hidden / heads, no shared expert")
 _SHAPE_NOT_EXPRESSIBLE["deepseek-v3-mtp"] = (_SHAPE_NOT_EXPRESSIBLE["deepseek-v3"]
                                              + "; the run also trains the multi-token-prediction module")
 
