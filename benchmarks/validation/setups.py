@@ -278,6 +278,25 @@ _add(Cluster("jean_zay_a100", _server("dgx_a100", name="jean-zay-a100", nics=4, 
              "4 x 100 Gb/s Ethernet NICs (rate only)."))
 
 
+# DGX GB200 NVL72 (NVIDIA DGX GB200 user guide / datasheet): a rack is one NVLink 5 domain of 72
+# GB200 GPUs (18 compute trays of 4); compute fabric one ConnectX-7 400 Gb/s NDR InfiniBand port per
+# GPU (72 OSFP ports per rack) between racks. Megatron-Bridge's DGX-GB200 rows run 8, 64 or 256
+# GPUs, which a 72-GPU rack does not divide: a "server" here is the 64 GPUs (16 trays) of a rack
+# that a run uses (the catalogue's nvl72 cut to 64 GPUs and 64 NICs), an assumption: the page does
+# not say how the GPUs lie over racks. An 8-GPU run is 2 trays of one rack (the 64-GPU server's
+# first 8 GPUs, the same NVLink 5 switch).
+_add(Cluster("dgx_gb200_nvl72", _server("nvl72", name="dgx-gb200-nvl72-64", gpus=64, nics=64), "ib_ndr",
+             "NVL72 MNNVL", "GB200",
+             "DGX GB200 NVL72: NVLink 5 domain per rack, 1 x 400 Gb/s NDR per GPU between racks (DGX GB200 "
+             "datasheet); a run's 64 GPUs of a rack as one 64-GPU NVLink server (placement not published)."))
+# The same rack for a run of fewer GPUs than the 64 (the 8-GPU rows: 2 compute trays on the rack's
+# NVLink 5 switch trays): the nvl72 server cut to the run's 8 GPUs.
+_add(Cluster("dgx_gb200_nvl72_8", _server("nvl72", name="dgx-gb200-nvl72-8", gpus=8, nics=8), "ib_ndr",
+             "NVL72 MNNVL", "GB200",
+             "DGX GB200 NVL72, 8 GPUs (2 trays) of a rack on its NVLink 5 switch trays; 400 Gb/s NDR per GPU."))
+#: a cluster whose server holds more GPUs than a small run uses -> the cluster cut to that run
+_SMALL_RUN = {("dgx_gb200_nvl72", 8): "dgx_gb200_nvl72_8"}
+
 @lru_cache(maxsize=None)
 def _graph(name: str, servers: int):
     c = CLUSTERS[name]
@@ -627,13 +646,68 @@ TRAINING_SOURCES: dict[str, TrainingSource] = {
     # the "hardware TFLOPs with activation recompute" of the log), no sequence parallelism, no
     # TP communication overlap and no flash attention (neither existed in that code base: the
     # scores go through Megatron's fused scale-mask-softmax)
+    # Megatron-Bridge performance recipes (scripts/performance): Megatron-Core with Transformer
+    # Engine (cuDNN fused attention), sequence parallelism with TP, TP communication overlap; the
+    # page's "FSDP > 0" is Megatron FSDP (zero 3, set by the row), "FSDP = 0" DDP with the optimizer
+    # sharding not printed (the library's default, zero 1, is taken and listed as assumed)
+    "megatron-bridge-perf-summary": TrainingSource(
+        {"gb200": "dgx_gb200_nvl72", "b200": "dgx_b200_ndr", "h100": "dgx_h100_ndr"}, "NeMo/Megatron",
+        note="DGX systems as named on the page; fabric not stated: DGX SuperPOD NDR InfiniBand"),
+    "nemo-perf-summary-25.04": TrainingSource(
+        {"gb200": "dgx_gb200_nvl72"}, "NeMo/Megatron", note="DGX-GB200 NVL72, fabric between racks not stated"),
     "bigscience-bloom": TrainingSource(
         {"": "jean_zay_a100"}, "Megatron-DeepSpeed",
         dict(recompute="full", sequence_parallel=False, tp_overlap=0.0, attention="unfused")),
 }
 
-#: training rows not modelled: (source, row index in training.csv) -> reason
+#: training rows not modelled: (source, row index in training.csv) -> reason; filled from the
+#: rules below when the module loads
 TRAINING_NOT_MODELLED: dict = {}
+
+#: models whose shape ModelSpec cannot express (shapes from the models' published Hugging Face
+#: config.json): corpus model -> reason
+_SHAPE_NOT_EXPRESSIBLE = {
+    "deepseek-v3": "DeepSeek-V3: multi-head latent attention (low-rank Q and KV, ranks 1536 / 512, decoupled RoPE), "
+                   "1 shared + 256 routed experts (top 8) of width 2048 and 3 dense first layers (FFN 18432): "
+                   "ModelSpec has GQA attention, one expert width, no shared expert and no dense layers",
+    "gpt-oss-120b": "GPT-OSS 120B: 64 query heads of 64 (4096) on a hidden size of 2880, every other layer a "
+                    "128-token sliding window, attention sinks: ModelSpec ties the head size to hidden / heads and "
+                    "has full causal attention only",
+    "qwen3-30b-a3b": "Qwen3-30B-A3B: 32 query heads of 128 (4096) on a hidden size of 2048: ModelSpec ties the head "
+                     "size to hidden / heads (its attention would be half the model's)",
+    "qwen3-235b-a22b": "Qwen3-235B-A22B: 64 query heads of 128 (8192) on a hidden size of 4096: ModelSpec ties the "
+                       "head size to hidden / heads (its attention would be half the model's)",
+}
+_SHAPE_NOT_EXPRESSIBLE["qwen3-next-80b-a3b"] = (
+    "Qwen3-Next-80B-A3B: 3 of every 4 layers Gated DeltaNet (linear attention), gated attention with 16 query heads "
+    "of 256 on a hidden size of 2048, 512 experts (top 10) + 1 shared expert: ModelSpec has softmax attention only, "
+    "its head size hidden / heads, no shared expert")
+_SHAPE_NOT_EXPRESSIBLE["deepseek-v3-mtp"] = (_SHAPE_NOT_EXPRESSIBLE["deepseek-v3"]
+                                             + "; the run also trains the multi-token-prediction module")
+
+
+def _not_modelled_reason(row: dict):
+    """Why a training.csv row cannot be expressed with the library, or None."""
+    gpu = row.get("gpu", "").lower()
+    if "gb300" in gpu or "b300" in gpu:
+        return ("no GB300 / B300 (Blackwell Ultra) GPU in the catalogue: its FP8 / FP4 rates, 288 GB HBM3e and "
+                "kernel tables are not the B200's / GB200's")
+    if row.get("precision", "").lower().startswith("nvfp4"):
+        return "NVFP4 (4-bit) GEMMs: the library's precisions are bf16 and fp8"
+    return _SHAPE_NOT_EXPRESSIBLE.get(row.get("model"))
+
+
+def _load_not_modelled() -> None:
+    import csv
+    from pathlib import Path
+    with open(Path(__file__).resolve().parent / "training.csv", newline="", encoding="utf-8") as f:
+        for index, row in enumerate(csv.DictReader(f)):
+            reason = _not_modelled_reason(row)
+            if reason is not None:
+                TRAINING_NOT_MODELLED[(row["source"], index)] = reason
+
+
+_load_not_modelled()
 
 #: training rows run and shown but kept out of the medians: predicate text -> reason
 TRAINING_DUPLICATE_METRICS = {
@@ -667,6 +741,7 @@ def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[
     src = TRAINING_SOURCES[row["source"]]
     gpu_text = row.get("gpu", "").lower()
     cluster = next(c for key, c in src.clusters.items() if key in gpu_text)
+    cluster = _SMALL_RUN.get((cluster, _int(row["gpus"])), cluster)
     assumed: list[str] = []
     # the model: published shape, then the corpus row's own columns
     base, shape_source = MODELS[row["model"]]
@@ -690,7 +765,13 @@ def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[
         assumed.append(f"shape {', '.join(missing)} from {shape_source}")
     spec = ModelSpec(**fields)
     gpus = _int(row["gpus"])
-    kw = dict(model=spec, precision="fp8" if row["precision"].lower().startswith("fp8") else "bf16")
+    prec = row["precision"].lower()
+    kw = dict(model=spec, precision="fp8" if prec.startswith(("fp8", "mxfp8")) else "bf16")
+    if prec.startswith("mxfp8"):
+        # MXFP8 (Blackwell block scaling, 32-element blocks with E8M0 scales applied by the tensor
+        # cores) runs the FP8 tensor-core rate; the casts are the library's Transformer Engine
+        # FP8 recipe's -- an assumption: the library has no MXFP8 recipe
+        assumed.append("MXFP8 as the library's fp8 (Transformer Engine recipe)")
     kw.update(src.defaults)
     tp_, pp, cp, ep, vp = (_int(row.get(k)) for k in ("tp", "pp", "cp", "ep", "vp"))
     dp = _int(row.get("dp"))
@@ -795,8 +876,10 @@ NVML_MEMORY = {"h100_sxm": 81559 * 2 ** 20, "a100_sxm": 81920 * 2 ** 20}
 def layout_memory(row: dict):
     """``(memory per GPU in the model, the GPU's memory, training_step keyword arguments)``
     in bytes for one training.csv row run on whole servers, or None when the row is not
-    mapped or not on whole servers. The model's estimate counts states and activations
-    (``memory_per_gpu``'s defaults) with the run's attention kernel."""
+    mapped, not modelled (``_not_modelled_reason``) or not on whole servers. The model's estimate
+    counts states and activations (``memory_per_gpu``'s defaults) with the run's attention kernel."""
+    if _not_modelled_reason(row) is not None:
+        return None
     try:
         cluster, kw, _ = training_call(row)
     except (KeyError, StopIteration, ValueError):

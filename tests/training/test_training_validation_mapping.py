@@ -40,6 +40,8 @@ def test_other_sources():
     rows = _rows()
     kinds = {}
     for i, row in enumerate(rows):
+        if (row["source"], i) in setups.TRAINING_NOT_MODELLED:
+            continue
         kw = _call(i)
         kinds.setdefault(row["source"], kw)
         if "a100_40gb" in row["gpu"]:
@@ -53,3 +55,26 @@ def test_other_sources():
     assert _call(0)["compute_efficiency"] is None and _call(0, "flat")["compute_efficiency"] == 0.46
     with pytest.raises(ValueError, match="compute must be one of"):
         _call(0, "roofline")
+
+
+def test_megatron_bridge_rows_map_as_the_page_prints_them():
+    """MXFP8 runs as the library's fp8; FSDP > 0 is zero 3; an 8-GPU DGX-GB200 run is 2 trays
+    of one rack; GB300 / B300 GPUs, NVFP4 and the MoE shapes ModelSpec cannot hold are listed
+    as not modelled with a reason, never run."""
+    rows = _rows()
+    mb = [(i, r) for i, r in enumerate(rows) if r["source"] == "megatron-bridge-perf-summary"]
+    assert len(mb) == 62
+    for i, r in mb:
+        reason = setups.TRAINING_NOT_MODELLED.get((r["source"], i))
+        gpu, prec = r["gpu"], r["precision"]
+        moe = r["model"].startswith(("deepseek", "qwen3", "gpt-oss"))
+        if "GB300" in gpu or "B300" in gpu or prec == "NVFP4" or moe:
+            assert reason, (i, r["model"], gpu, prec)
+            continue
+        assert reason is None, (i, reason)
+        cluster, kw, assumed = setups.training_call(r)
+        assert kw["precision"] == ("fp8" if prec in ("MXFP8", "fp8", "fp8 (FP8-CS)") else "bf16")
+        assert ("MXFP8" in " ".join(assumed)) == (prec == "MXFP8")
+        assert kw.get("zero") == (3 if r["zero"] == "3" else None)
+        if "GB200" in gpu:
+            assert cluster == ("dgx_gb200_nvl72_8" if r["gpus"] == "8" else "dgx_gb200_nvl72")
