@@ -868,17 +868,34 @@ def servers_for(cluster: str, gpus: int) -> int:
 
 
 #: device memory as NVML reports it for the "80 GB" parts (benchmarks/validation/memory.csv cites
-#: it: H100 SXM 81,559 MiB, A100 80GB 81,920 MiB), the capacity the published runs had; other
-#: GPUs at their GpuSpec's memory
-NVML_MEMORY = {"h100_sxm": 81559 * 2 ** 20, "a100_sxm": 81920 * 2 ** 20}
+#: it: H100 SXM 81,559 MiB, A100 80GB 81,920 MiB) and the "186 GB" GB200 (189,471 MiB: the GPUs'
+#: memory capacity in NVIDIA's DRA driver's ResourceSlice of an OCI BM.GPU.GB200-v3.4 node,
+#: kubernetes-sigs/dranet f258477 examples/oci_oke_examples/BM.GPU.GB200-v3.4/resourceslice-gpu.yaml),
+#: the capacity the published runs had; other GPUs at their GpuSpec's memory
+NVML_MEMORY = {"h100_sxm": 81559 * 2 ** 20, "a100_sxm": 81920 * 2 ** 20, "gb200": 189471 * 2 ** 20}
+
+
+def _memory_not_modelled_reason(row: dict):
+    """Why a modelled training row's layout is not checked against its GPU's memory, or None."""
+    if (row.get("source") == "megatron-bridge-perf-summary" and row.get("model") == "llama3-70b"
+            and "gb200" in row.get("gpu", "").lower() and row.get("zero") == "3" and row.get("micro_batch") == "2"):
+        # NVIDIA-NeMo/Megatron-Bridge 067f987 src/megatron/bridge/perf_recipes/llama/gb200/llama3.py,
+        # llama3_70b_pretrain_64gpu_gb200_fp8cs_config: cpu_offloading = True,
+        # cpu_offloading_weights = False, cpu_offloading_num_layers = 40 (the 25.11 starter pack,
+        # 97ad8cc, sets the same offload in its workload base configs)
+        return ("the recipe offloads 40 of the 80 layers' activations to host memory (Megatron's "
+                "cpu_offloading_num_layers): the memory model keeps every layer's on the GPU")
+    return None
 
 
 def layout_memory(row: dict):
     """``(memory per GPU in the model, the GPU's memory, training_step keyword arguments)``
     in bytes for one training.csv row run on whole servers, or None when the row is not
-    mapped, not modelled (``_not_modelled_reason``) or not on whole servers. The model's estimate
-    counts states and activations (``memory_per_gpu``'s defaults) with the run's attention kernel."""
-    if _not_modelled_reason(row) is not None:
+    mapped, not modelled (``_not_modelled_reason``), its memory not expressible
+    (``_memory_not_modelled_reason``: activations offloaded to the host) or not on whole servers.
+    The model's estimate counts states and activations (``memory_per_gpu``'s defaults) with the
+    run's attention kernel and, for an FP8 run on Transformer Engine, its one-byte GEMM inputs."""
+    if _not_modelled_reason(row) is not None or _memory_not_modelled_reason(row) is not None:
         return None
     try:
         cluster, kw, _ = training_call(row)
@@ -892,6 +909,7 @@ def layout_memory(row: dict):
                             zero=kw.get("zero", 1), micro_batch=kw.get("micro_batch", 1),
                             microbatches=kw["global_batch"] // (kw["dp"] * kw.get("micro_batch", 1)),
                             cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"),
-                            attention=kw.get("attention"))
+                            attention=kw.get("attention"),
+                            fp8_activations=kw.get("precision") == "fp8" and kw.get("fp8_recipe", "te") == "te")
     gpu = kw["gpu"] if "gpu" in kw else tp.get_gpu(c.server.gpu)
     return memory, NVML_MEMORY.get(gpu.name, gpu.memory), kw

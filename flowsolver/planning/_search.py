@@ -263,7 +263,8 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
 
     space = layout_space(spec, gpus, global_batch, gpu_memory=gpu_spec.memory, headroom=headroom, max_tp=max_tp,
                          tp=tp, cp=cp, pp=pp, vp=vp, ep=ep, micro_batch=micro_batch, recompute=recompute, zero=zero,
-                         sequence_parallel=sequence_parallel, orders=orders, attention=options["attention"])
+                         sequence_parallel=sequence_parallel, orders=orders, attention=options["attention"],
+                         fp8_activations=precision == "fp8" and options["fp8_recipe"] == "te")
     enumerated = time.perf_counter()
 
     # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound

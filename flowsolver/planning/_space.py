@@ -132,7 +132,8 @@ def _canonical(order: tuple, degrees: dict) -> tuple:
 
 def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: float, headroom: float = 0.0,
                  max_tp: int | None = None, tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None,
-                 recompute=None, zero=None, sequence_parallel=None, orders=None, attention=None) -> Space:
+                 recompute=None, zero=None, sequence_parallel=None, orders=None, attention=None,
+                 fp8_activations=False) -> Space:
     """Every combination of the searched values for ``spec`` on ``gpus`` GPUs and a global
     batch of ``global_batch`` sequences, pruned (first reason of :data:`PRUNE_REASONS`) or
     kept with its memory estimate. No network work.
@@ -145,7 +146,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     ``headroom`` (fraction in [0, 1)) of ``gpu_memory`` (bytes) is kept free for what the
     estimate does not count (communication buffers, workspace, fragmentation). ``attention``:
     the step's attention kernel, as :func:`flowsolver.training.memory_per_gpu` takes it (a
-    fused one keeps no scores without recompute; ``plan`` passes the step's, default ``"auto"``).
+    fused one keeps no scores without recompute; ``plan`` passes the step's, default ``"auto"``);
+    ``fp8_activations``: Transformer Engine's one-byte FP8 GEMM inputs (``plan`` passes it for an
+    FP8 step with the ``"te"`` recipe).
 
     >>> from flowsolver.training import get_model
     >>> s = layout_space(get_model("llama-3-8b"), 8, 32, gpu_memory=80e9, tp=(1, 2), cp=1, pp=1, vp=1,
@@ -229,7 +232,8 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                                 mem = memory_per_gpu(spec, tp=t, pp=p, dp=d, ep=e, zero=z,
                                                                      micro_batch=mb, microbatches=m, cp=c, vp=v,
                                                                      recompute=r, sequence_parallel=sp,
-                                                                     attention=attention)
+                                                                     attention=attention,
+                                                                     fp8_activations=fp8_activations)
                                             if mem > usable:
                                                 pruned["memory"] += 1
                                                 continue

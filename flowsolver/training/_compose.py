@@ -259,7 +259,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
     memory = stage_memory(model, tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep, zero=profile.zero,
                           micro_batch=profile.micro_batch, microbatches=m, cp=lay.cp, vp=lay.vp,
                           recompute=s.recompute, sequence_parallel=profile.sequence_parallel,
-                          recompute_layers=s.recompute_layers, attention=s.attention)
+                          recompute_layers=s.recompute_layers, attention=s.attention,
+                          fp8_activations=s.precision == "fp8" and s.fp8_recipe == "te")
     return StepResult(profile=profile, schedule=s, microbatches=m, compute_time=compute, bubble_time=bubble,
                       phases=phases, step_time=step, tokens_per_s=tps, single_gpu_tokens_per_s=single,
                       speedup=tps / single, comm_overhead=exposed / step,

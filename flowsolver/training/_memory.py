@@ -15,8 +15,9 @@ its states. Runs that accumulate gradients in fp32 (Megatron-LM's default for bf
 what a run allocates beyond model states and activations is off by default and named in
 :class:`MemoryOverheads` (the CUDA context, DeepSpeed's ZeRO step buffers and kept stage
 outputs, the caching allocator's reserved view, as nvidia-smi shows it), so the published
-tables that count only states or activations compare like with like. Not counted: FP8
-copies of weights and FP8 activations (Transformer Engine), NCCL's buffers, cuBLAS workspace
+tables that count only states or activations compare like with like. FP8 activations
+(Transformer Engine's one-byte GEMM inputs) with ``fp8_activations``. Not counted: FP8
+copies of weights (Transformer Engine's cached casts), NCCL's buffers, cuBLAS workspace
 and the activations' own fragmentation (benchmarks/validation/memory.csv holds the published
 figures this is checked against, tests/training/test_memory_published.py the errors).
 """
@@ -44,7 +45,7 @@ ZERO_STAGES = (0, 1, 2, 3)
 
 
 def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
-                               sequence_parallel: bool, dropout: bool = False) -> float:
+                               sequence_parallel: bool, dropout: bool = False, fp8_activations: bool = False) -> float:
     """Bytes of activations one layer keeps per microbatch on one GPU for its backward pass
     (bf16), counted tensor by tensor from the model's shape as Korthikanti et al. 2022
     (section 4.1) count them, for a pre-norm transformer without dropout (Llama 3, and
@@ -64,6 +65,14 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     the two one-byte masks of the hidden dropouts (``2 s b h``, whole on every TP rank without
     sequence parallelism) and, where the scores are kept, the attention dropout's mask and
     output (``3 a s^2 b / t``): their Table 2 then comes out exactly (``34``, ``5 a s / h``).
+    ``fp8_activations=True`` (Transformer Engine's FP8 GEMMs) keeps each weight GEMM's input at
+    one byte, the FP8 copy its weight-gradient GEMM reads (TE ``layernorm_linear.py`` and
+    ``linear.py`` save the quantized input, one usage of it, not the 16-bit tensor): the QKV and
+    FC1 inputs (``h`` each, ``top_k h``), FC2's (``ffn``, the activation's output, which nothing
+    else keeps), and the projection's, a copy beside the 16-bit attention output the attention
+    kernel keeps (``h``): per token ``h + top_k ffn`` bytes fewer, less for a plain MLP's FC2
+    input. MXFP8's block scales (a byte per 32) are not counted; torchao's float8 keeps the
+    16-bit inputs (its ``save_for_backward(input_hp, ...)``), so its runs pass False.
 
     >>> from flowsolver.training import get_model
     >>> activation_bytes_per_layer(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1,
@@ -77,6 +86,9 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
         return s * b * kept_bytes_per_token(model, recompute, tp=tp, sequence_parallel=sequence_parallel)
     whole = 3.0 * h + model.top_k * h                   # norm inputs, QKV and FC1 inputs
     split = 2.0 * h + 2.0 * h * model.kv_heads / a + model.top_k * (3 if model.gated_mlp else 2) * model.ffn
+    if fp8_activations:     # the GEMM inputs at one byte (half a 16-bit value); the projection's an extra copy
+        whole -= 0.5 * (h + model.top_k * h)
+        split += 0.5 * h - 0.5 * model.top_k * model.ffn
     values = (whole + split) / tp if sequence_parallel else whole + split / tp
     per_layer = 2.0 * s * b * values
     if dropout:                                         # two one-byte masks of s b h
@@ -153,13 +165,14 @@ TERMS = ("weights", "gradients", "optimizer", "activations", "loss", "embedding"
 @lru_cache(maxsize=1 << 16)     # a planner asks again, composing the layouts it enumerated
 def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
             recompute_layers, grad_bytes=2, flash=False, dropout=False, embedding_norm=False,
-            over=MemoryOverheads()) -> tuple:
+            fp8_activations=False, over=MemoryOverheads()) -> tuple:
     chunks = chunk_layers(spec.layers, pp, vp)
     moe = spec.experts > 1
     dense_layer = spec.attention_params + (0 if moe else spec.mlp_params)
     expert_layer = spec.experts * spec.mlp_params if moe else 0
     table = spec.vocab * spec.hidden
-    act = dict(micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel, dropout=dropout)
+    act = dict(micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel, dropout=dropout,
+               fp8_activations=fp8_activations)
     # a fused (flash) attention keeps no scores: "none" then stores what "selective" does
     forward_again = recompute in FORWARD_AGAIN
     kept = activation_bytes_per_layer(spec, recompute="selective" if forward_again or flash else recompute, **act)
@@ -225,7 +238,7 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
 
 
 def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
-               recompute_layers, grad_bytes, attention, dropout, embedding_norm, overheads) -> tuple:
+               recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations, overheads) -> tuple:
     spec = get_model(model)
     counts = (tp, pp, dp, ep, micro_batch, microbatches, cp, vp)
     if not all(type(v) is int and v >= 1 for v in counts):      # (a planner's are: checked at once)
@@ -249,7 +262,7 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
             or grad_bytes not in (2, 4):
         raise ValueError(f"grad_bytes must be 2 (bf16 gradient buffers) or 4 (fp32), got {grad_bytes!r}")
     for name, flag in (("sequence_parallel", sequence_parallel), ("dropout", dropout),
-                       ("embedding_norm", embedding_norm)):
+                       ("embedding_norm", embedding_norm), ("fp8_activations", fp8_activations)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False, got {flag!r}")
     if attention not in (None, "auto", "fa2", "fa3", "unfused"):
@@ -263,14 +276,14 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
                          f"2, got {zero}")
     return (spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, check_recompute(recompute),
             bool(sequence_parallel), recompute_layers, int(grad_bytes), attention not in (None, "unfused"),
-            bool(dropout), bool(embedding_norm), overheads)
+            bool(dropout), bool(embedding_norm), bool(fp8_activations), overheads)
 
 
 def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
                      microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
                      sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                      attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
-                     overheads: MemoryOverheads | None = None) -> tuple:
+                     fp8_activations: bool = False, overheads: MemoryOverheads | None = None) -> tuple:
     """Bytes per GPU of each pipeline stage, term by term: a tuple of ``pp`` dicts (stage 0
     first) with the keys of :data:`TERMS`; :func:`stage_memory` is their sums.
 
@@ -293,7 +306,8 @@ def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int
     58.6
     """
     args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
-                      recompute_layers, grad_bytes, attention, dropout, embedding_norm, overheads)
+                      recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations,
+                      overheads)
     return tuple(dict(stage) for stage in _stages(*args))
 
 
@@ -301,7 +315,7 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
                  microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
                  sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                  attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
-                 overheads: MemoryOverheads | None = None) -> tuple:
+                 fp8_activations: bool = False, overheads: MemoryOverheads | None = None) -> tuple:
     """Estimated bytes per GPU of each pipeline stage (a tuple of ``pp``, stage 0 first): the
     sums of :func:`memory_breakdown`'s terms.
 
@@ -324,12 +338,15 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     of the two on top of its states. ``dropout``, ``embedding_norm`` and ``overheads``
     (:class:`MemoryOverheads`: CUDA context, DeepSpeed's buffers, the caching allocator's
     reserved view) add the terms :func:`memory_breakdown` lists; all off by default.
+    ``fp8_activations``: Transformer Engine's FP8 GEMM inputs kept at one byte
+    (:func:`activation_bytes_per_layer`).
 
     >>> tuple(round(b / 1e9, 1) for b in stage_memory("llama-3-8b", tp=1, pp=2, dp=8, microbatches=16))
     (58.6, 44.5)
     """
     args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
-                      recompute_layers, grad_bytes, attention, dropout, embedding_norm, overheads)
+                      recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations,
+                      overheads)
     return tuple(sum(v for _, v in stage) for stage in _stages(*args))
 
 
@@ -337,7 +354,7 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
                    microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
                    sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                    attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
-                   overheads: MemoryOverheads | None = None) -> float:
+                   fp8_activations: bool = False, overheads: MemoryOverheads | None = None) -> float:
     """Estimated bytes per GPU of mixed-precision Adam training: the largest of
     :func:`stage_memory` (the stage that needs the most sets what the job needs).
 
@@ -355,4 +372,5 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
                             microbatches=microbatches, cp=cp, vp=vp, recompute=recompute,
                             sequence_parallel=sequence_parallel, recompute_layers=recompute_layers,
                             grad_bytes=grad_bytes, attention=attention, dropout=dropout,
-                            embedding_norm=embedding_norm, overheads=overheads))
+                            embedding_norm=embedding_norm, fp8_activations=fp8_activations,
+                            overheads=overheads))

@@ -183,7 +183,7 @@ def test_every_published_layout_fits_its_gpu_in_the_model(corpus, mods):
         checked += 1
         if memory > capacity:
             over.append((index, row["source"], row["model"], row["gpus"], kw.get("recompute"), memory / 1e9))
-    assert checked == 242 and not over, over
+    assert checked == 240 and not over, over
 
 
 @pytest.mark.parametrize("model,gpu", [("mpt-3b", "a100_40gb"), ("mpt-760m", "h100_80gb")])
