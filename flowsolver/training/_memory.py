@@ -15,9 +15,9 @@ its states. Runs that accumulate gradients in fp32 (Megatron-LM's default for bf
 what a run allocates beyond model states and activations is off by default and named in
 :class:`MemoryOverheads` (the CUDA context, DeepSpeed's ZeRO step buffers and kept stage
 outputs, the caching allocator's reserved view, as nvidia-smi shows it), so the published
-tables that count only states or activations compare like with like. FP8 activations
-(Transformer Engine's one-byte GEMM inputs) with ``fp8_activations``. Not counted: FP8
-copies of weights (Transformer Engine's cached casts), NCCL's buffers, cuBLAS workspace
+tables that count only states or activations compare like with like. ``fp8_activations``
+counts Transformer Engine's one-byte FP8 GEMM inputs (:func:`activation_bytes_per_layer`).
+Not counted: FP8 copies of weights (Transformer Engine's cached casts), NCCL's buffers, cuBLAS workspace
 and the activations' own fragmentation (benchmarks/validation/memory.csv holds the published
 figures this is checked against, tests/training/test_memory_published.py the errors).
 """
@@ -45,7 +45,8 @@ ZERO_STAGES = (0, 1, 2, 3)
 
 
 def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
-                               sequence_parallel: bool, dropout: bool = False, fp8_activations: bool = False) -> float:
+                               sequence_parallel: bool, dropout: bool = False, fp8_activations: bool = False,
+                               attention_output_kept: bool = False) -> float:
     """Bytes of activations one layer keeps per microbatch on one GPU for its backward pass
     (bf16), counted tensor by tensor from the model's shape as Korthikanti et al. 2022
     (section 4.1) count them, for a pre-norm transformer without dropout (Llama 3, and
@@ -67,16 +68,23 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     output (``3 a s^2 b / t``): their Table 2 then comes out exactly (``34``, ``5 a s / h``).
     ``fp8_activations=True`` (Transformer Engine's FP8 GEMMs) keeps each weight GEMM's input at
     one byte, the FP8 copy its weight-gradient GEMM reads (TE ``layernorm_linear.py`` and
-    ``linear.py`` save the quantized input, one usage of it, not the 16-bit tensor): the QKV and
-    FC1 inputs (``h`` each, ``top_k h``), FC2's (``ffn``, the activation's output, which nothing
-    else keeps), and the projection's, a copy beside the 16-bit attention output the attention
-    kernel keeps (``h``): per token ``h + top_k ffn`` bytes fewer, less for a plain MLP's FC2
-    input. MXFP8's block scales (a byte per 32) are not counted; torchao's float8 keeps the
+    ``linear.py`` save the quantized input, one usage of it, not the 16-bit tensor): the QKV
+    input (``h``), the FC1 inputs (``top_k h``), the FC2 inputs (``top_k ffn``, the
+    activation's output, which nothing else keeps) and the projection's (``h``, the attention
+    output). Where a fused attention kernel runs without recompute
+    (``attention_output_kept=True``) it keeps its 16-bit output for its own backward (TE's
+    ``FusedAttnFunc``), and the projection's one byte is a second copy beside it; recomputed
+    (Megatron's selective recompute) or unfused, the one byte is the only copy. Per token,
+    ``(2 + top_k) h + top_k ffn`` bytes fewer, ``(1 + top_k) h + top_k ffn`` beside a kept
+    output. MXFP8's block scales (a byte per 32) are not counted; torchao's float8 keeps the
     16-bit inputs (its ``save_for_backward(input_hp, ...)``), so its runs pass False.
 
     >>> from flowsolver.training import get_model
     >>> activation_bytes_per_layer(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1,
     ...                            recompute="selective", sequence_parallel=True) == 34 * 8192 * 4096 / 8
+    True
+    >>> activation_bytes_per_layer(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1, recompute="selective",
+    ...                            sequence_parallel=True, fp8_activations=True) == (34 * 4096 - 3 * 4096 - 14336) * 8192 / 8
     True
     """
     s, b, h, a = model.seq_len / cp, micro_batch, model.hidden, model.heads
@@ -86,9 +94,9 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
         return s * b * kept_bytes_per_token(model, recompute, tp=tp, sequence_parallel=sequence_parallel)
     whole = 3.0 * h + model.top_k * h                   # norm inputs, QKV and FC1 inputs
     split = 2.0 * h + 2.0 * h * model.kv_heads / a + model.top_k * (3 if model.gated_mlp else 2) * model.ffn
-    if fp8_activations:     # the GEMM inputs at one byte (half a 16-bit value); the projection's an extra copy
+    if fp8_activations:     # the GEMM inputs at one byte (half a 16-bit value); beside a kept output, a copy
         whole -= 0.5 * (h + model.top_k * h)
-        split += 0.5 * h - 0.5 * model.top_k * model.ffn
+        split += (0.5 if attention_output_kept else -0.5) * h - 0.5 * model.top_k * model.ffn
     values = (whole + split) / tp if sequence_parallel else whole + split / tp
     per_layer = 2.0 * s * b * values
     if dropout:                                         # two one-byte masks of s b h
@@ -172,7 +180,7 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
     expert_layer = spec.experts * spec.mlp_params if moe else 0
     table = spec.vocab * spec.hidden
     act = dict(micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel, dropout=dropout,
-               fp8_activations=fp8_activations)
+               fp8_activations=fp8_activations, attention_output_kept=flash and recompute == "none")
     # a fused (flash) attention keeps no scores: "none" then stores what "selective" does
     forward_again = recompute in FORWARD_AGAIN
     kept = activation_bytes_per_layer(spec, recompute="selective" if forward_again or flash else recompute, **act)

@@ -96,7 +96,9 @@ def training_step(graph, model="llama-3-70b", parallelism: Parallelism | None = 
           interpolate between the published capped and uncapped measurements);
         * ``kernel_utilization`` in (0, 1]: share of the step the measured kernels run at
           their benchmarked speed (default ``DEFAULT_KERNEL_UTILIZATION``);
-        * ``precision`` (``bf16``, ``fp8``): ``fp8`` runs the layers' weight GEMMs in FP8;
+        * ``precision`` (``bf16``, ``fp8``): ``fp8`` runs the layers' weight GEMMs in FP8 (with
+          the ``te`` recipe the step's memory keeps their inputs at one byte, as Transformer
+          Engine does: :func:`~flowsolver.training.memory_per_gpu`'s ``fp8_activations``);
         * ``recompute`` (``none``, ``selective``, ``full``) and ``recompute_layers`` (with
           ``full``: the first ``recompute_layers`` layers of each model chunk, Megatron's
           ``recompute_method="block"``; default all);

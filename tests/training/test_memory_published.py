@@ -68,7 +68,7 @@ def modelled(row, runtime: bool = True) -> float:
                             micro_batch=i("micro_batch"), microbatches=i("microbatches"), recompute=row["recompute"],
                             sequence_parallel=row["sequence_parallel"] == "True", grad_bytes=i("grad_bytes"),
                             recompute_layers=int(row["recompute_layers"]) if row["recompute_layers"] else None,
-                            dropout=row["dropout"] == "True", **extra))
+                            dropout=row["dropout"] == "True", fp8_activations=row["precision"] == "fp8", **extra))
     return peak / 1e9 if row["unit"] == "GB" else peak
 
 
