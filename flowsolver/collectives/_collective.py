@@ -271,7 +271,9 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         Bytes, as nccl-tests counts them for ``op`` (see :mod:`flowsolver.collectives`).
     ranks : sequence of int, optional
         GPU ranks taking part, in order (placement); default every GPU. The first rank is
-        the root of broadcast / reduce and the sender of send/recv.
+        the root of broadcast / reduce and the sender of send/recv, which times the one pair
+        ``ranks[0] -> ranks[1]`` (further ranks take no part; nccl-tests' ``sendrecv_perf`` on N
+        ranks is a ring shift, every rank sending to the next at once, set by its slowest pair).
     algorithm : str
         ``"auto"``: NCCL's choice, the (algorithm, protocol) of least time under NCCL's cost
         model among what NCCL runs (``NCCL_ALGORITHMS[op]``) on these ranks; or one of
