@@ -128,8 +128,11 @@ _GPUS = {
                     hbm_bandwidth=8.0e12, tdp=1000.0, family="b200"),
     # GB200 NVL72 spec: 360 PFLOP/s FP16/BF16 and 720 PFLOP/s FP8 with sparsity for 72 GPUs
     # -> 2.5 PFLOP/s dense BF16 and 5 PFLOP/s dense FP8 per GPU; 13.4 TB HBM3e / 72 = 186 GB
-    # at 8 TB/s; 1200 W per GPU (maximum power).
-    "gb200": GpuSpec("gb200", 2.5e15, 186e9, "NVIDIA GB200 NVL72 spec sheet, per GPU, dense BF16 / FP8", 5e15,
+    # at 8 TB/s; 1200 W per GPU (maximum power). Memory as NVML reports it, as for the other
+    # GPUs: 189,471 MiB (the GPUs' capacity in NVIDIA's DRA driver ResourceSlice of an OCI
+    # BM.GPU.GB200-v3.4 node, kubernetes-sigs/dranet f258477
+    # examples/oci_oke_examples/BM.GPU.GB200-v3.4/resourceslice-gpu.yaml).
+    "gb200": GpuSpec("gb200", 2.5e15, 189471 * _MIB, "NVIDIA GB200 NVL72 spec sheet, per GPU, dense BF16 / FP8", 5e15,
                      hbm_bandwidth=8.0e12, tdp=1200.0, family="gb200"),
 }
 

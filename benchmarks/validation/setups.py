@@ -868,11 +868,9 @@ def servers_for(cluster: str, gpus: int) -> int:
 
 
 #: device memory as NVML reports it for the "80 GB" parts (benchmarks/validation/memory.csv cites
-#: it: H100 SXM 81,559 MiB, A100 80GB 81,920 MiB) and the "186 GB" GB200 (189,471 MiB: the GPUs'
-#: memory capacity in NVIDIA's DRA driver's ResourceSlice of an OCI BM.GPU.GB200-v3.4 node,
-#: kubernetes-sigs/dranet f258477 examples/oci_oke_examples/BM.GPU.GB200-v3.4/resourceslice-gpu.yaml),
-#: the capacity the published runs had; other GPUs at their GpuSpec's memory
-NVML_MEMORY = {"h100_sxm": 81559 * 2 ** 20, "a100_sxm": 81920 * 2 ** 20, "gb200": 189471 * 2 ** 20}
+#: it: H100 SXM 81,559 MiB, A100 80GB 81,920 MiB), the capacity the published runs had; other
+#: GPUs at their GpuSpec's memory (NVML's for B200 and GB200 too)
+NVML_MEMORY = {"h100_sxm": 81559 * 2 ** 20, "a100_sxm": 81920 * 2 ** 20}
 
 
 def _memory_not_modelled_reason(row: dict):
