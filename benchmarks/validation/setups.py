@@ -378,6 +378,10 @@ CURVES: dict[str, CurveSetup] = {
                                                       note="the run sources GCP's nccl-env-profile-ll128.sh"),
     "dstack-lambda1cc-2x8B200-allreduce": CurveSetup("lambda_1cc_b200"),
     "dstack-nebius-2x8H100-allreduce": CurveSetup("nebius_h100"),
+    # NVIDIA/nccl-tests#309: Dell PowerEdge XE9680 (HGX H100 8-GPU baseboard, NVLink 4 / NVSwitch) with
+    # 8 x ConnectX-7 400 Gb/s InfiniBand, one per GPU (stated in the issue): the DGX H100 layout
+    "nccltests309-2x8H100-allreduce": CurveSetup("dgx_h100_ndr", note="Dell XE9680 HGX H100, 8 x CX-7 400 Gb/s IB "
+                                                                      "(the issue); NCCL 2.26.2, NCCL's choice"),
     # nccl-tests sendrecv with 8 GPUs: rank i sends to i+1 and receives from i-1, 8 pairs at
     # once. flowsolver's send_recv is one pair; on one NVSwitch every pair has its own GPU
     # links, so one pair's time is every pair's (the difference does not show here).
