@@ -377,7 +377,18 @@ CURVES: dict[str, CurveSetup] = {
     "dstack-gcp-a3mega-2x8H100-allgather": CurveSetup("gcp_a3_mega_ll128",
                                                       note="the run sources GCP's nccl-env-profile-ll128.sh"),
     "dstack-lambda1cc-2x8B200-allreduce": CurveSetup("lambda_1cc_b200"),
+    # skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md: 2 x a3-ultragpu-8g on GKE, one rank per
+    # GPU (-np 16 -N 8 -g 1), gIB plugin with its set_nccl_env.sh (tuner configuration not public, as for
+    # the dranet A4 runs): NCCL's choice taken
+    "skypilot-gke-a3ultra-2x8H200-allgather": CurveSetup("gcp_a3_ultra", note="gIB's tuner configuration not "
+                                                                               "public: NCCL's choice taken"),
+    "skypilot-gke-a3ultra-2x8H200-allgather-gcppod": CurveSetup("gcp_a3_ultra", note="GCP's own test pod and gIB "
+                                                                                      "script: NCCL's choice taken"),
     "dstack-nebius-2x8H100-allreduce": CurveSetup("nebius_h100"),
+    # NVIDIA/nccl-tests#309: Dell PowerEdge XE9680 (HGX H100 8-GPU baseboard, NVLink 4 / NVSwitch) with
+    # 8 x ConnectX-7 400 Gb/s InfiniBand, one per GPU (stated in the issue): the DGX H100 layout
+    "nccltests309-2x8H100-allreduce": CurveSetup("dgx_h100_ndr", note="Dell XE9680 HGX H100, 8 x CX-7 400 Gb/s IB "
+                                                                      "(the issue); NCCL 2.26.2, NCCL's choice"),
     # nccl-tests sendrecv with 8 GPUs: rank i sends to i+1 and receives from i-1, 8 pairs at
     # once. flowsolver's send_recv is one pair; on one NVSwitch every pair has its own GPU
     # links, so one pair's time is every pair's (the difference does not show here).
