@@ -30,13 +30,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import validate as V  # noqa: E402
 from pipeline_records import NAMES, SCALE, estimate, fit, predict, record  # noqa: E402
 
 
 def capture(quick=False) -> list[dict]:
     """Model the corpus's collective points; one record per ``ok`` point (``pipe``: the
     pipeline's inputs for NCCL's pick, None where the time does not come from it)."""
+    import validate as V            # the corpus run, not needed to refit from records
+
     points = V.collective_points(V.read_csv("collectives.csv"))
     if quick:
         points = V._quick_collectives(points)

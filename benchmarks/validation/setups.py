@@ -34,6 +34,7 @@ import topologies as tp
 from flowsolver import ModelSpec, get_model, memory_per_gpu
 from flowsolver.collectives import TORCH_CALL_OVERHEAD
 from flowsolver.training import DEFAULT_COMPUTE_EFFICIENCY
+from flowsolver.training._memory import te_fp8_activations
 
 # --- GPUs beside the servers' own ------------------------------------------------------------
 # H200 SXM: the H100's GH100 die with 141 GB HBM3e on the same NVLink 4 / NVSwitch baseboard
@@ -923,6 +924,6 @@ def layout_memory(row: dict):
                             cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"),
                             attention=kw.get("attention"), recompute_layers=kw.get("recompute_layers"),
                             **({"sequence_parallel": kw["sequence_parallel"]} if "sequence_parallel" in kw else {}),
-                            fp8_activations=kw.get("precision") == "fp8" and kw.get("fp8_recipe", "te") == "te")
+                            fp8_activations=te_fp8_activations(kw.get("precision", "bf16"), kw.get("fp8_recipe", "te")))
     gpu = kw["gpu"] if "gpu" in kw else tp.get_gpu(c.server.gpu)
     return memory, NVML_MEMORY.get(gpu.name, gpu.memory), kw

@@ -19,6 +19,7 @@ from ..routing import unchanged
 from ..training import (DEFAULT_COMPUTE, DEFAULT_KERNEL_UTILIZATION, REDUCE_DTYPES, checked_expert_routing,
                         checked_gpu, checked_schedule, compose, default_tp_overlap, get_model, layer_compute,
                         prefetch_kinds, prepare_step, ring_pairs, solve_profile, step_collectives, time_collectives)
+from ..training._memory import te_fp8_activations
 from ._bound import CutBound
 from ._placement import place_job
 from ._result import Plan, PlanRow, pareto_rows
@@ -264,7 +265,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     space = layout_space(spec, gpus, global_batch, gpu_memory=gpu_spec.memory, headroom=headroom, max_tp=max_tp,
                          tp=tp, cp=cp, pp=pp, vp=vp, ep=ep, micro_batch=micro_batch, recompute=recompute, zero=zero,
                          sequence_parallel=sequence_parallel, orders=orders, attention=options["attention"],
-                         fp8_activations=precision == "fp8" and options["fp8_recipe"] == "te")
+                         fp8_activations=te_fp8_activations(precision, options["fp8_recipe"]))
     enumerated = time.perf_counter()
 
     # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound

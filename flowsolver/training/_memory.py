@@ -44,6 +44,17 @@ __all__ = ["memory_per_gpu", "stage_memory", "memory_breakdown", "MemoryOverhead
 ZERO_STAGES = (0, 1, 2, 3)
 
 
+def te_fp8_activations(precision: str, fp8_recipe: str = "te") -> bool:
+    """Whether a step keeps Transformer Engine's one-byte FP8 GEMM inputs
+    (:func:`activation_bytes_per_layer`'s ``fp8_activations``): FP8 with the ``"te"`` recipe;
+    torchao's float8 recipes keep the 16-bit inputs.
+
+    >>> te_fp8_activations("fp8"), te_fp8_activations("fp8", "tensorwise"), te_fp8_activations("bf16")
+    (True, False, False)
+    """
+    return precision == "fp8" and fp8_recipe == "te"
+
+
 def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
                                sequence_parallel: bool, dropout: bool = False, fp8_activations: bool = False,
                                attention_output_kept: bool = False) -> float:

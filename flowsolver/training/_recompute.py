@@ -35,6 +35,8 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import NamedTuple
 
+from ._exposed import _AR_FORWARD, _SP_FORWARD
+
 __all__ = ["RECOMPUTE", "FORWARD_AGAIN", "LayerRecompute", "check_recompute", "check_layers_mode",
            "layer_recompute"]
 
@@ -44,8 +46,7 @@ FORWARD_AGAIN = ("full", "save_qkv_proj", "selective_op")
 
 _GEMMS = ("qkv", "proj", "fc1", "fc2")
 #: a layer's forward TP collectives, ``(op, gemm)`` as :func:`flowsolver.training._exposed.tp_layer_ops` lists them
-_TP_FORWARD = frozenset({("all_gather", "qkv"), ("reduce_scatter", "proj"), ("all_gather", "fc1"),
-                         ("reduce_scatter", "fc2"), ("all_reduce", "proj"), ("all_reduce", "fc2")})
+_TP_FORWARD = frozenset(_SP_FORWARD + _AR_FORWARD)
 
 
 class LayerRecompute(NamedTuple):
