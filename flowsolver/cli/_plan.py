@@ -6,7 +6,6 @@ from __future__ import annotations
 import topologies as tp
 
 from ..training import MODELS
-from ..training._recompute import RECOMPUTE
 from ._arguments import (KERNELS, _add_output, _add_topology, build_graph, cluster_label, compute_model,
                          model_of, server_of)
 from ._output import emit, to_json
@@ -47,7 +46,7 @@ def add_plan(sub, fmt) -> None:
     for name in ("tp", "cp", "pp", "vp", "ep", "micro-batch", "zero"):
         p.add_argument(f"--{name}", type=int, nargs="+", default=None, help=f"{name} values to search")
     p.add_argument("--recompute", nargs="+", default=None,
-                   choices=RECOMPUTE,
+                   choices=("none", "selective", "full", "save_qkv_proj", "selective_op"),
                    help="recompute modes to search (default none, selective, full; save_qkv_proj is MaxText's "
                         "remat policy, selective_op torchtitan's per-op checkpointing)")
     p.add_argument("--sequence-parallel", default="both", choices=("on", "off", "both"),

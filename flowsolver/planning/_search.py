@@ -18,8 +18,8 @@ from .. import _checks
 from ..routing import unchanged
 from ..training import (DEFAULT_COMPUTE, DEFAULT_KERNEL_UTILIZATION, REDUCE_DTYPES, checked_expert_routing,
                         checked_gpu, checked_schedule, compose, default_tp_overlap, get_model, layer_compute,
-                        prefetch_kinds, prepare_step, ring_pairs, solve_profile, step_collectives, time_collectives)
-from ..training._memory import te_fp8_activations
+                        prefetch_kinds, prepare_step, ring_pairs, solve_profile, step_collectives, te_fp8_activations,
+                        time_collectives)
 from ._bound import CutBound
 from ._placement import place_job
 from ._result import Plan, PlanRow, pareto_rows
