@@ -141,7 +141,8 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     Searched values (one value or a sequence each; defaults in brackets): ``tp`` [divisors
     of the heads up to ``max_tp``], ``cp`` [1, 2, 4, 8, 16], ``pp`` [divisors of the GPU
     count up to the layers], ``vp`` [1 to 12], ``ep`` [divisors of the experts; 1 for a dense
-    model], ``micro_batch`` [1 to 32, those dividing the per-replica batch], ``recompute`` [none, selective, full], ``zero``
+    model], ``micro_batch`` [1 to 32, those dividing the per-replica batch], ``recompute``
+    [none, selective, full], ``zero``
     [1, 2, 3], ``sequence_parallel`` [True, False], ``orders`` [:data:`DEFAULT_ORDERS`].
     ``headroom`` (fraction in [0, 1)) of ``gpu_memory`` (bytes) is kept free for what the
     estimate does not count (communication buffers, workspace, fragmentation). ``attention``:

@@ -95,7 +95,8 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     ...                            recompute="selective", sequence_parallel=True) == 34 * 8192 * 4096 / 8
     True
     >>> activation_bytes_per_layer(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1, recompute="selective",
-    ...                            sequence_parallel=True, fp8_activations=True) == (34 * 4096 - 3 * 4096 - 14336) * 8192 / 8
+    ...                            sequence_parallel=True, fp8_activations=True) == \
+    ...     (34 * 4096 - 3 * 4096 - 14336) * 8192 / 8
     True
     """
     s, b, h, a = model.seq_len / cp, micro_batch, model.hidden, model.heads
