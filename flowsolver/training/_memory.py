@@ -94,9 +94,9 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     >>> activation_bytes_per_layer(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1,
     ...                            recompute="selective", sequence_parallel=True) == 34 * 8192 * 4096 / 8
     True
-    >>> activation_bytes_per_layer(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1, recompute="selective",
-    ...                            sequence_parallel=True, fp8_activations=True) == \
-    ...     (34 * 4096 - 3 * 4096 - 14336) * 8192 / 8
+    >>> fp8 = activation_bytes_per_layer(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1,
+    ...                                  recompute="selective", sequence_parallel=True, fp8_activations=True)
+    >>> fp8 == (34 * 4096 - 3 * 4096 - 14336) * 8192 / 8
     True
     """
     s, b, h, a = model.seq_len / cp, micro_batch, model.hidden, model.heads
