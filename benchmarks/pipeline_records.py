@@ -107,3 +107,69 @@ def fit(records: list[dict], start=START) -> Pipeline:
         if np.max(np.abs(residual(moved) - base)) < 1e-9:
             x[i] = 0.0
     return Pipeline(**dict(zip(NAMES, x * SCALE)))
+
+
+# --- the P2P channel's rate (flowsolver.collectives._p2p.P2P_CHANNEL_SHARE) ---------------------
+
+class P2pCapture:
+    """While active, what the send / receive's channel bound was handed for the last call:
+    ``with P2pCapture() as seen: collective(...)``, then ``seen.record`` (None: no bound)."""
+
+    def __enter__(self):
+        from flowsolver.collectives import _choice, _p2p
+        self._choice, self.record = _choice, None
+
+        def spy(steps, time, size, hw):
+            if getattr(hw, "p2p", None) is not None:
+                transfer = float(sum(st.count * st.transfer for st in steps))
+                self.record = dict(other=float(time) - transfer, transfer=transfer, size=float(size),
+                                   channels=hw.p2p.channels(size), nvlink_bw=float(hw.nvlink_bw))
+            return _p2p.p2p_bound(steps, time, size, hw)
+
+        _choice.p2p_bound = spy
+        return self
+
+    def __exit__(self, *exc):
+        from flowsolver.collectives import _p2p
+        self._choice.p2p_bound = _p2p.p2p_bound
+        return False
+
+
+def p2p_predict(rec: dict, share: float) -> float:
+    """A send / receive point's time with a P2P channel moving ``share`` of the NVLink rate."""
+    p = rec["p2p"]
+    transfer = p["transfer"]
+    if p["nvlink_bw"] > 0 and p["size"] > 0:
+        transfer = max(transfer, p["size"] / (p["channels"] * share * p["nvlink_bw"]))
+    return with_host(p["other"] + transfer, p.get("gpus_per_thread", 1), p.get("host_overhead", 0.0))
+
+
+def p2p_fit(records: list[dict]) -> float:
+    """The share least soft-L1 in log error over ``records`` (each source weighted by
+    1/sqrt(its points), as :func:`fit`); NaN where no record has a bound to feel it."""
+    from scipy.optimize import least_squares
+
+    use = [r for r in records if r.get("p2p") is not None and r["p2p"]["nvlink_bw"] > 0]
+    if not use:
+        return math.nan
+    weight = Counter(r["source"] for r in use)
+
+    def residual(x):
+        return np.array([math.log(p2p_predict(r, x[0]) / r["measured"]) / math.sqrt(weight[r["source"]])
+                         for r in use])
+
+    return float(least_squares(residual, [0.05], bounds=([1e-3], [1.0]), loss="soft_l1", f_scale=0.1).x[0])
+
+
+def p2p_held_out(records: list[dict]) -> tuple[list[float], dict]:
+    """Each send / receive record's time with the share fitted on the other sources (the
+    others' own ``model``), and the share per left-out source."""
+    out = [r["model"] for r in records]
+    folds = {}
+    for source in sorted({r["source"] for r in records if r.get("p2p") is not None}):
+        share = p2p_fit([r for r in records if r["source"] != source])
+        folds[source] = share
+        for i, r in enumerate(records):
+            if r["source"] == source and r.get("p2p") is not None and math.isfinite(share):
+                out[i] = p2p_predict(r, share)
+    return out, folds

@@ -41,9 +41,10 @@ sys.path.insert(0, str(ROOT))                      # the checkout's flowsolver, 
 sys.path.insert(0, str(HERE / "validation"))
 
 import setups as S  # noqa: E402
-from pipeline_records import Capture, held_out, record  # noqa: E402
+from pipeline_records import Capture, P2pCapture, held_out, p2p_fit, p2p_held_out, record  # noqa: E402
 from flowsolver import busbw_factor, collective, default_cache_dir, training_step  # noqa: E402
 from flowsolver.training import step_arguments  # noqa: E402
+from flowsolver.collectives._p2p import P2P_CHANNEL_SHARE  # noqa: E402
 
 CORPUS = HERE / "validation"
 KIB, MIB, GIB = 2**10, 2**20, 2**30
@@ -136,19 +137,21 @@ def run_collective(pt: dict) -> dict:
         per_thread = S.gpus_per_thread(pt["env"])       # nccl-tests -g N: one thread issues N calls
         overhead = S.host_overhead(pt["env"])           # one torch.distributed call timed from idle
         for a in (setup.candidates if algorithm == "auto" and setup.candidates else (algorithm,)):
-            with Capture() as seen:
+            with Capture() as seen, P2pCapture() as sent:
                 r = collective(graph, op, float(pt["size"]), ranks=ranks, algorithm=a, gpus_per_thread=per_thread,
                                host_overhead=overhead)
             pipe = seen.pipe_of(r.algorithm, r.protocol)
             if pipe is not None:
                 pipe = dict(pipe, gpus_per_thread=per_thread, host_overhead=overhead)
-            runs.append((r, pipe))
-        r, pipe = min(runs, key=lambda run: run[0].time)
+            p2p = None if sent.record is None else dict(sent.record, gpus_per_thread=per_thread,
+                                                        host_overhead=overhead)
+            runs.append((r, pipe, p2p))
+        r, pipe, p2p = min(runs, key=lambda run: run[0].time)
     except ValueError as exc:
         pt.update(status="not_modelled", reason=f"the library refused it: {exc}")
         return pt
     pt.update(model=r.time, model_algorithm=r.algorithm, model_protocol=r.protocol, channels=r.channels, pipe=pipe,
-              gpus_per_thread=per_thread, host_overhead=overhead)
+              p2p=p2p, gpus_per_thread=per_thread, host_overhead=overhead)
     pt["err"] = r.time / pt["measured"] - 1 if pt["measured"] > 0 else math.nan
     if "measured_in_place" in pt and primary != "in-place":
         pt["err_in_place"] = r.time / pt["measured_in_place"] - 1
@@ -460,14 +463,21 @@ def compilation_cache(folder) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
-def _hold_out(points: list[dict]) -> None:
-    """Make each collective point's ``err`` held out: the chunk pipeline's constants (the only
-    ones fitted on this corpus) refitted on the other sources (``pipeline_records.held_out``);
-    the shipped constants' error stays as ``err_in_sample``."""
+def _hold_out(points: list[dict]) -> dict:
+    """Make each collective point's ``err`` held out: the constants fitted on this corpus (the
+    chunk pipeline's, ``pipeline_records.held_out``, and a P2P channel's share of the NVLink rate,
+    ``pipeline_records.p2p_held_out``) refitted on the other sources; the shipped constants'
+    error stays as ``err_in_sample``. Returns the P2P share's fit: in sample and per fold."""
     if not points:
-        return
+        return {}
     for pt, t in zip(points, held_out([record(pt, pt.get("pipe")) for pt in points])):
         pt.update(err_in_sample=pt["err"], model_in_sample=pt["model"], model=t, err=t / pt["measured"] - 1)
+    sends = [dict(record(pt, None), p2p=pt.get("p2p")) for pt in points]
+    times, folds = p2p_held_out(sends)
+    for pt, t in zip(points, times):
+        if pt.get("p2p") is not None:
+            pt.update(model=t, err=t / pt["measured"] - 1)
+    return dict(in_sample=p2p_fit(sends), shipped=P2P_CHANNEL_SHARE, folds=folds)
 
 
 def run(sources=None, quick=False, progress=False, compute="kernels") -> dict:
@@ -488,7 +498,7 @@ def run(sources=None, quick=False, progress=False, compute="kernels") -> dict:
         if progress and k % 100 == 99:
             print(f"  ... {k + 1} / {len(cpoints)} collective points ({time.time() - t0:.0f} s)", file=sys.stderr)
     held = not quick and not sources
-    _hold_out([p for p in done if p.get("status") == "ok"] if held else [])
+    p2p_share = _hold_out([p for p in done if p.get("status") == "ok"] if held else [])
     t1 = time.time()
     for k, (i, row) in enumerate(trows):
         done.append(run_training(row, i, compute))
@@ -499,6 +509,7 @@ def run(sources=None, quick=False, progress=False, compute="kernels") -> dict:
     train = [p for p in done if p["kind"] == "training"]
     result = dict(
         quick=quick, sources=sorted(sources) if sources else "all", collectives_held_out=held, compute=compute,
+        p2p_share=p2p_share,
         runtime_s=dict(collectives=t1 - t0, training=t2 - t1, total=t2 - t0),
         collectives=dict(overall=overall(coll), **{name: summary(coll, key) for name, key in GROUPINGS["collective"]},
                          curve=summary(coll, lambda p: p["curve"])),
@@ -537,6 +548,10 @@ def print_report(result: dict, worst: int = 15, by_curve: bool = False) -> None:
                   if result.get("collectives_held_out") else
                   "  errors IN SAMPLE: the shipped pipeline constants were fitted on this corpus (the whole "
                   "corpus run reports them held out)")
+            if share := result.get("p2p_share"):
+                folds = ", ".join(f"{s} {v:.4f}" for s, v in share["folds"].items())
+                print(f"  P2P channel's share of the NVLink rate: shipped {share['shipped']:.4f}, fitted "
+                      f"{share['in_sample']:.4f}; without each source: {folds}")
         if o["n"]:
             print(f"  overall: median |err| {o['median_abs']:.1%}, bias {o['median']:+.1%}, within 10 %: "
                   f"{o['within_10']:.0%}, within 25 %: {o['within_25']:.0%}  (n = {o['n']})")

@@ -326,6 +326,10 @@ class CurveSetup:
     # NVSwitch), "auto" is NCCL's argmin over these only: the least time among them, each at
     # NCCL's choice of protocol
     candidates: tuple = ()
+    # nccl-tests' sendrecv on several GPUs a node over several nodes: the ranks given with the
+    # ring shift's pair across the network first (the last GPU of node 0 to the first of node 1),
+    # which flowsolver's send_recv times in the communicator of all of them
+    network_pair_first: bool = False
 
 
 #: corpus op names -> flowsolver's
@@ -460,21 +464,22 @@ CURVES: dict[str, CurveSetup] = {
        for n, gs, ops in ((10, (1, 2, 4, 8), ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")),
                           (2, (1, 2, 4, 8), ("alltoall", "sendrecv")),
                           (1, (4, 8), ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")))
-       for g in gs for op in ops if not (op == "sendrecv" and n > 1 and g > 1)},   # those: NOT_MODELLED
+       for g in gs for op in ops if not (op == "sendrecv" and n > 1 and g > 1)},
+    # nccl-tests sendrecv on n ranks is a ring shift (rank r sends to r + 1, receives from r - 1),
+    # all pairs at once, timed by the slowest. With several GPUs per node over several nodes the
+    # slowest is a pair across the network (the last GPU of each node to the next node's first,
+    # one such pair a node, no two on one NIC); the others are NVLink pairs on the same number of
+    # channels a peer. flowsolver's send_recv times the first two ranks in the communicator of all
+    # the ranks given (NCCL's channels a peer are the communicator's): that pair first.
+    **{f"xxrjun-c01-{n}x{g}H100-sendrecv": CurveSetup(
+        "dgx_h100_ndr", network_pair_first=True,
+        note="fabric not stated: the library's default DGX H100 + 8 x 400 Gb/s NDR" + (
+            f"; the first {g} GPUs of each node" if g < 8 else "") + "; the ring shift's network pair timed")
+       for n in (2, 10) for g in (2, 4, 8)},
 }
 
 #: curves the library cannot express faithfully where it matters: curve -> reason
 NOT_MODELLED: dict[str, str] = {
-    # nccl-tests sendrecv on n ranks is a ring shift (rank r sends to r + 1, receives from r - 1),
-    # all pairs at once, timed by the slowest; flowsolver's send_recv is one pair, the first two
-    # ranks. With several GPUs per node over several nodes those two ranks share a node (NVLink)
-    # while the slowest pairs cross the network (the last GPU of each node to the next node's
-    # first, through one NIC, beside the other pairs' NVLink traffic): the one-pair model would
-    # time the wrong pair. (One GPU per node: every pair crosses the network, modelled.)
-    **{f"xxrjun-c01-{n}x{g}H100-sendrecv": "ring-shift sendrecv with several GPUs per node over several "
-                                            "nodes: the slowest pairs cross the network, the library's "
-                                            "one-pair send_recv would time an NVLink pair"
-       for n in (2, 10) for g in (2, 4, 8)},
 }
 
 #: curves the corpus README flags as not representative of the hardware: run and shown, but
@@ -540,9 +545,13 @@ def curve_placement(setup: CurveSetup, nodes: int, gpus_per_node: int):
         if gpus_per_node > m:
             raise ValueError(f"{gpus_per_node} GPUs per node on a {m}-GPU server")
         g = cluster.graph(nodes)
-        if gpus_per_node == m:
+        if gpus_per_node == m and not setup.network_pair_first:
             return g, None
-        return g, [s * m + i for s in range(nodes) for i in range(gpus_per_node)]
+        ranks = [s * m + i for s in range(nodes) for i in range(gpus_per_node)]
+        if setup.network_pair_first and nodes > 1:
+            pair = [ranks[gpus_per_node - 1], ranks[gpus_per_node]]
+            ranks = pair + [r for r in ranks if r not in pair]
+        return g, ranks
     if setup.placement == "nvl72":
         trays_per_rack = nodes / setup.racks
         if trays_per_rack != int(trays_per_rack) or trays_per_rack * gpus_per_node > m:

@@ -59,7 +59,10 @@ class _RowModel:
         for a, r in self.results.items():
             if self.only in (None, a) and not is_tuned(a, self.op, self.options):
                 transfer = transfer_of(r.steps)
-                gpu = lam * (r.time - transfer) + transfer / m
+                moved = transfer / m
+                if self.op == "send_recv" and hw.p2p is not None:      # the P2P channels' rate bounds it
+                    moved = max(moved, hw.p2p.least_transfer(self.size, hw.nvlink_bw))
+                gpu = lam * (r.time - transfer) + moved
                 entries.append((self.options.with_host(gpu), a))
         return min(entries)
 

@@ -15,6 +15,7 @@ from ._bound import Capacities, lower_bound
 from ._nccl import PROTOCOLS
 from ._nccl_model import _BASE
 from ._nccl_timing import nccl_pick, rescaled, transfer_of, tuned_times
+from ._p2p import p2p_bound
 from ._solve import TimedScenario, time_plans
 
 __all__ = ["is_tuned"]
@@ -90,9 +91,10 @@ def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
     for a, r in results.items():
         if is_tuned(a, op, options):
             continue                # the host's floor (several GPUs a thread) is in the tuned times already
-        total = options.with_host(r.time)
-        steps = r.steps if total == r.time or not np.isfinite(total) else \
-            rescaled(r.steps, total, total - transfer_of(r.steps), options.base)   # the host's time is latency
+        steps, gpu = p2p_bound(r.steps, r.time, size, hw) if op == "send_recv" else (r.steps, r.time)
+        total = options.with_host(gpu)
+        steps = steps if total == gpu or not np.isfinite(total) else \
+            rescaled(steps, total, total - transfer_of(steps), options.base)   # the host's time is latency
         entries[a, options.step_protocol] = (total, steps, r.utilization)
     own = dict(entries)
     for (a, proto), (total, lat, _) in tuned.items():

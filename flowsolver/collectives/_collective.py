@@ -12,6 +12,7 @@ from .._status import Status
 from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
 from ._layout import participants, without_nvls
 from ._hardware import describe, nvlink_edge
+from ._p2p import p2p_bound, p2p_comm
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
 from ._nccl import DEFAULT_CHUNK, PROTOCOLS, busbw_factor
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
@@ -110,6 +111,11 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     ranks = [r for group, _ in laid for r in group]     # groups may share GPUs (a pipeline stage
     # sends to the next while it receives from the previous): their flows share links
     hw = describe(graph, laid[0][0], laid[0][1], options.channels, options.efficiency)
+    if op == "send_recv":           # NCCL sizes a send's channels by the whole communicator
+        nodes = gpu_nodes(graph)
+        comm = rank_groups[0]
+        comm = list(range(len(nodes))) if comm is None else _checks.rank_indices(graph, comm, nodes=nodes)
+        hw = replace(hw, p2p=p2p_comm(graph, comm, hw))
     distinct = list({id(layout): layout for _, layout in laid}.values())   # groups laid out alike share one
     if algorithm != "auto":
         for layout in distinct:
@@ -152,9 +158,13 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
     runs = {id(r): r for r in (results[best].run, None if ring is None else ring.run) if r is not None}
     cache = {"runs": list(runs.values())}           # the forward's events, reused by the derivatives
     if not is_tuned(best, op, options):
-        if options.host_floor > results[best].time:
+        gpu_time = p2p_bound(results[best].steps, results[best].time, size, hw)[1] if op == "send_recv" \
+            else results[best].time
+        if options.host_floor > gpu_time:
             why_not = (f"the time is the host's floor ({options.gpus_per_thread} GPUs a thread x NCCL's per-call "
                        "host cost), which no link changes")
+        if gpu_time > results[best].time:       # the P2P channels' rate, not a link, sets the transfer
+            solved_on = ()
         return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not)
     steps = results[best].steps
     edge = nvlink_edge(graph, gpu_nodes(graph)[ranks[0]]) if hw.nvlink_bw > 0 else None
@@ -184,7 +194,8 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
         planned = _plans(graph, op, size, rank_groups, algorithm, options)
         timed = time_plans(graph, planned.ranks, planned.plans, options, list(variants))
     # NCCL's view of each scenario's hardware (a variant's own NVLink and NIC rates)
-    hws = [describe(v, planned.first, planned.layout, options.channels, options.efficiency) for v in variants]
+    hws = [replace(describe(v, planned.first, planned.layout, options.channels, options.efficiency),
+                   p2p=planned.hw.p2p) for v in variants]
     return [_result(graph, call, planned, scenario, {}, hw) for scenario, hw in zip(timed, hws)]
 
 
@@ -272,8 +283,10 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     ranks : sequence of int, optional
         GPU ranks taking part, in order (placement); default every GPU. The first rank is
         the root of broadcast / reduce and the sender of send/recv, which times the one pair
-        ``ranks[0] -> ranks[1]`` (further ranks take no part; nccl-tests' ``sendrecv_perf`` on N
-        ranks is a ring shift, every rank sending to the next at once, set by its slowest pair).
+        ``ranks[0] -> ranks[1]`` in the communicator of all the ranks (further ranks move no
+        data but set NCCL's channels a peer: a pair in a larger communicator across nodes
+        runs on fewer channels; nccl-tests' ``sendrecv_perf`` on N ranks is a ring shift,
+        every rank sending to the next at once, set by its slowest pair: give that pair first).
     algorithm : str
         ``"auto"``: NCCL's choice, the (algorithm, protocol) of least time under NCCL's cost
         model among what NCCL runs (``NCCL_ALGORITHMS[op]``) on these ranks; or one of

@@ -59,7 +59,8 @@ class Hardware:
     ``nvls`` whether the GPUs of a node share an NVLS-capable NVSwitch (and the network
     transport leaves NVLS on), ``nvlink_bw`` a GPU's NVLink bandwidth (bytes/s, NVLS's
     intra-node graph bandwidth), ``protocols`` the protocols NCCL may run (the network
-    transport's settings; all three by default).
+    transport's settings; all three by default), ``p2p`` a send / receive's communicator
+    (:class:`~._p2p.P2pComm`; None for the collectives).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
     8
@@ -75,6 +76,7 @@ class Hardware:
     nvls: bool = False
     nvlink_bw: float = 0.0
     protocols: tuple = PROTOCOLS
+    p2p: object = None
 
     @property
     def ppn(self) -> int:

@@ -1,0 +1,214 @@
+"""The channels NCCL runs a send / receive on, and what a channel moves (units: bytes, seconds,
+bytes/s).
+
+A send of NCCL's is striped over a few of its channels, each one block of the P2P kernel whose
+warps are split between the channel's send and its receive (``src/device/sendrecv.h``). How
+many depends on the whole communicator, not on the pair alone (NCCL 2.29, whose rules 2.30
+keeps):
+
+1. **Per peer** (``src/graph/paths.cc``, ``ncclTopoGetNchannels``): two a NVLink for a peer over
+   NVLink (``2 x path bandwidth / ncclTopoNVLinkBw``), two over PCIe, and over the network one
+   a NIC or ``ceil(NIC GB/s / 14)`` (``NCCL_P2P_PER_CHANNEL_NET_BW``), whichever is more; the
+   least over the communicator's peers, rounded up to a power of two.
+2. **The P2P channels** (``ncclTopoComputeP2pChannels``): NCCL's channels rounded up to a power
+   of two. Across nodes a peer's channels are halved while ``per peer x ceil(ranks / 8)``
+   exceeds them (``NCCL_MAX_DEV_WORK_P2P_PER_BATCH``: a round of 8 peers), so ten ranks on one
+   GPU a node get one channel a peer where two ranks get two; on one node they are at most the
+   P2P channels.
+3. **Per send** (``src/enqueue.cc``, ``scheduleP2pTasksToPlan`` and ``addP2pToPlan``): from the
+   per-peer count halved while ``x ranks`` exceeds the P2P channels, doubled (up to the
+   per-peer count) while a channel's part exceeds one P2P chunk across nodes (128 KiB,
+   ``NCCL_P2P_NET_CHUNKSIZE``) or 32 on one node (512 KiB on NVLink, ``NCCL_P2P_NVL_CHUNKSIZE``).
+
+A channel moves at most :data:`P2P_CHANNEL_SHARE` of the GPU's NVLink bandwidth, over NVLink
+or the network: a send's transfer takes at least ``size / (channels x share x NVLink rate)``.
+The share is fitted on the corpus (``benchmarks/validate.py`` refits it without each source).
+GPUs without NVLink get no such bound (no measurement prices their channels).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..routing import gpu_nodes, graph_memo
+from ._hardware import nccl_channels
+from ._layout import server_nics
+
+__all__ = ["P2P_CHANNEL_SHARE", "P2pComm", "p2p_bound", "p2p_channels_per_peer", "p2p_comm", "send_channels"]
+
+KIB = 1024
+# NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_NVL_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE defaults (src/init.cc)
+_NET_CHUNK, _NVL_CHUNK, _PCI_CHUNK = 128 * KIB, 512 * KIB, 128 * KIB
+# NCCL_P2P_PER_CHANNEL_NET_BW default, GB/s (src/graph/paths.cc, NCCL 2.29): NCCL's own sizing
+_PER_CHANNEL_NET_GBS = 14
+# NCCL_MAX_DEV_WORK_P2P_PER_BATCH (src/include/device.h): peers a round of P2P work serves
+_PEERS_PER_ROUND = 8
+# MAXCHANNELS (src/include/device.h, NCCL 2.29): a peer's channels start from it
+_MAX_CHANNELS = 64
+# ncclTopoNVLinkBw (src/graph/topo.h), GB/s a NVLink: SM70 / SM80 20, SM90 20.6, SM100 40.1
+_NVLINK_GBS = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
+# The P2P channels NCCL prints on one NVSwitch node: "24 coll channels, 16 nvls channels, 32 p2p
+# channels, 32 p2p channels per peer" (8-GPU H100 nodes, NCCL 2.2x logs in public issues), its
+# 24 ring channels rounded up; the 4-GPU H100 runs of xxrjun/nccl-tests-cluster need the same 32
+_NVSWITCH_P2P_CHANNELS = 32
+#: the most a P2P channel moves, as a share of the GPU's NVLink bandwidth (``Hardware.nvlink_bw``:
+#: 370.8 GB/s on H100, 240 on A100, NCCL's ``links x ncclTopoNVLinkBw``). Fitted on the 76 send /
+#: receive points of the corpus (xxrjun/nccl-tests-cluster H100 over NVLink and NDR, li-plus A100
+#: over NVLink; ``benchmarks/validate.py`` prints the fit, 0.057, and its leave-one-source-out
+#: folds, 0.054-0.060). Measured a channel: 18.7-20.4 GB/s over H100 NVLink on one node (5.4 %),
+#: 24.9-26.2 GB/s over H100's 400 Gb/s NDR NIC (6.7-7.1 %), 13.9 GB/s over A100 NVLink (5.8 %).
+P2P_CHANNEL_SHARE = 0.057
+
+
+def _pow2_up(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def p2p_channels_per_peer(ranks: int, nodes: int, p2p_channels: int, nvlink_links: int, nic_count: int,
+                          nic_bw: float) -> int:
+    """A peer's P2P channels in a communicator of ``ranks`` GPUs on ``nodes`` nodes with
+    ``p2p_channels`` P2P channels: ``nvlink_links`` NVLinks a GPU (0: PCIe), ``nic_count`` NICs
+    (ports) a GPU and their bandwidth ``nic_bw`` (bytes/s) for peers across nodes.
+
+    >>> p2p_channels_per_peer(10, 10, 2, 18, 1, 50e9), p2p_channels_per_peer(2, 2, 2, 18, 1, 50e9)
+    (1, 2)
+    >>> p2p_channels_per_peer(8, 1, 32, 18, 1, 50e9)      # one node: 2 x 18 NVLinks, at most 32
+    32
+    """
+    least = _MAX_CHANNELS
+    if ranks > nodes:                                   # some peers on the same node
+        least = min(least, 2 * max(1, nvlink_links) if nvlink_links else 2)
+    if nodes > 1:                                       # peers across the network
+        least = min(least, max(nic_count, -(-int(nic_bw / 1e9) // _PER_CHANNEL_NET_GBS)))
+    per_peer = _pow2_up(least)
+    if nodes == 1:
+        return min(per_peer, p2p_channels)
+    rounds = -(-ranks // _PEERS_PER_ROUND)
+    while per_peer * rounds > p2p_channels and per_peer > 1:
+        per_peer //= 2
+    return per_peer
+
+
+def send_channels(size: float, ranks: int, nodes: int, per_peer: int, p2p_channels: int, chunk: int) -> int:
+    """The channels NCCL stripes one send of ``size`` bytes over: from ``per_peer`` halved while
+    ``x ranks`` exceeds the ``p2p_channels``, doubled up to ``per_peer`` while a channel's part
+    exceeds ``chunk`` bytes across nodes or ``32 x chunk`` on one node.
+
+    >>> [send_channels(s << 20, 8, 1, 32, 32, 512 * 1024) for s in (32, 64, 128, 256, 512)]
+    [4, 4, 8, 16, 32]
+    >>> send_channels(1 << 30, 10, 10, 1, 2, 128 * 1024), send_channels(1 << 30, 2, 2, 2, 2, 128 * 1024)
+    (1, 2)
+    """
+    least = per_peer
+    while least * ranks > p2p_channels and least > 1:
+        least //= 2
+    nbytes = int(size)
+    if nbytes <= 0:
+        return 1
+    min_part, max_part = (chunk // 2, chunk) if nodes > 1 else (chunk // 8, 32 * chunk)
+    n = min(least, -(-nbytes // min_part))
+    part = max(min_part, -(-nbytes // n))
+    while part > max_part and n <= per_peer // 2:
+        n *= 2
+        part = -(-nbytes // n)
+    return n
+
+
+@dataclass(frozen=True)
+class P2pComm:
+    """A communicator's P2P structure: its ``ranks`` and ``nodes``, ``per_peer`` channels, its
+    ``p2p_channels`` and P2P ``chunk`` (bytes); :meth:`channels` of a send of some size."""
+
+    ranks: int
+    nodes: int
+    per_peer: int
+    p2p_channels: int
+    chunk: int
+
+    def channels(self, size: float) -> int:
+        """The channels a send of ``size`` bytes runs on (:func:`send_channels`)."""
+        return send_channels(size, self.ranks, self.nodes, self.per_peer, self.p2p_channels, self.chunk)
+
+    def least_transfer(self, size: float, nvlink_bw: float) -> float:
+        """The least seconds the channels take to move ``size`` bytes on a GPU of NVLink
+        bandwidth ``nvlink_bw`` (bytes/s; 0: no bound, 0.0 returned)."""
+        if nvlink_bw <= 0 or size <= 0:
+            return 0.0
+        return float(size) / (self.channels(size) * P2P_CHANNEL_SHARE * nvlink_bw)
+
+
+def _nic_ports(graph) -> dict:
+    """Server -> (compute NIC ports, their bandwidth in bytes/s), counted once per graph."""
+    out: dict = {}
+    for nic, d in graph.nodes(data=True):
+        if d.get("kind") != "nic" or d.get("role") != "compute":
+            continue
+        ports, bw = out.get(d.get("server"), (0, 0.0))
+        for _, v, e in graph.out_edges(nic, data=True):
+            if graph.nodes[v].get("kind") == "switch":
+                ports, bw = ports + int(e.get("cables", 1)), bw + float(e.get("capacity", 0.0))
+        out[d.get("server")] = (ports, bw)
+    return out
+
+
+def p2p_comm(graph, comm_ranks, hw) -> P2pComm:
+    """The :class:`P2pComm` of a communicator of GPU ranks ``comm_ranks`` on ``graph`` whose
+    NCCL view is ``hw`` (:class:`~._nccl_model.Hardware`: the generation, NVLink bandwidth and
+    NCCL's channels).
+
+    >>> import topologies as tp
+    >>> from ._hardware import describe
+    >>> from ._layout import participants
+    >>> g = tp.rail_optimized(nodes=2)
+    >>> ranks, layout = participants(g, "send_recv", [0, 8], None)
+    >>> c = p2p_comm(g, [0, 8], describe(g, ranks, layout))
+    >>> c.per_peer, c.p2p_channels, c.chunk, c.channels(1 << 30)
+    (2, 2, 131072, 2)
+    """
+    nodes_of = gpu_nodes(graph)
+    servers = [graph.nodes[nodes_of[r]].get("server") for r in comm_ranks]
+    nodes = len(set(servers))
+    ppn = max(servers.count(s) for s in set(servers))
+    nvswitch = hw.intra == "nvlink" and hw.nvlink_bw > 0
+    per_link = _NVLINK_GBS.get(hw.generation or "", 20.0) * 1e9
+    links = max(1, round(hw.nvlink_bw / per_link)) if nvswitch else 0
+    if nodes == 1 and nvswitch:
+        p2p_channels = _NVSWITCH_P2P_CHANNELS
+    else:
+        p2p_channels = _pow2_up(min(_MAX_CHANNELS, nccl_channels(nodes, ppn, server_nics(graph, servers[0]),
+                                                                 nvswitch)))
+    ports, bw = graph_memo(graph, "p2p_nic_ports", lambda: _nic_ports(graph)).get(servers[0], (0, 0.0))
+    gpus_here = max(1, sum(1 for n in nodes_of if graph.nodes[n].get("server") == servers[0]))
+    nic_count, nic_bw = max(1, ports // gpus_here), bw / max(1, min(gpus_here, ports) if ports else 1)
+    per_peer = p2p_channels_per_peer(len(comm_ranks), nodes, p2p_channels, links, nic_count, nic_bw)
+    gpu = graph.nodes[nodes_of[comm_ranks[0]]].get("gpu_type", "")
+    if nodes > 1:       # Grace-Blackwell hosts double the network chunk (src/init.cc computeBuffSizes)
+        chunk = _NET_CHUNK * (2 if gpu in ("gb200", "gb300") else 1)
+    else:
+        chunk = _NVL_CHUNK if nvswitch else _PCI_CHUNK
+    return P2pComm(len(comm_ranks), nodes, per_peer, p2p_channels, chunk)
+
+
+def p2p_bound(steps, time: float, size: float, hw) -> tuple:
+    """``(steps, time)`` of a send / receive whose flows were solved as ``steps`` in ``time``
+    seconds, with its transfer no shorter than its channels allow (:meth:`P2pComm.least_transfer`
+    of ``hw.p2p`` at ``hw.nvlink_bw``): the steps' transfers stretched alike where they bind.
+
+    >>> from ._nccl_model import Hardware
+    >>> from ._results import CollectiveStep
+    >>> hw = Hardware(ranks=10, nodes=10, generation="hopper", nvlink_bw=370.8e9,
+    ...               p2p=P2pComm(10, 10, 1, 2, 128 * 1024))
+    >>> st = CollectiveStep(count=1, flows=1, bytes=1e9, transfer=1e9 / 46.6e9, latency=5e-6, bottleneck=())
+    >>> _, t = p2p_bound((st,), 5e-6 + st.transfer, 1e9, hw)
+    >>> round(1e9 / (t - 5e-6) / 1e9, 1)           # one channel of 5.7 % of 370.8 GB/s
+    21.1
+    """
+    if getattr(hw, "p2p", None) is None:
+        return steps, time
+    transfer = sum(st.count * st.transfer for st in steps)
+    least = hw.p2p.least_transfer(size, hw.nvlink_bw)
+    if not (transfer > 0 and least > transfer):         # an inf transfer (stalled) stays
+        return steps, time
+    scale = least / transfer
+    return tuple(replace(st, transfer=st.transfer * scale) for st in steps), time + least - transfer

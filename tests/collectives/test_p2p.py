@@ -1,0 +1,106 @@
+"""A send / receive runs on the channels NCCL gives it in its communicator, each moving a bounded
+rate (flowsolver.collectives._p2p).
+
+Hand-derived from NCCL 2.29's source (``src/graph/paths.cc`` ncclTopoComputeP2pChannels,
+``src/enqueue.cc`` scheduleP2pTasksToPlan / addP2pToPlan):
+- one 8-GPU NVSwitch node, 32 P2P channels, 32 a peer (2 x 18 NVLinks, at most the 32): a send
+  starts at 32 halved while x 8 ranks > 32, i.e. 4, and doubles while its part exceeds 32 x
+  512 KiB = 16 MiB: 4, 4, 8, 16, 32 channels at 32, 64, 128, 256, 512 MiB; with 4 ranks 8, 8,
+  8, 16, 32;
+- one GPU a node over 400 Gb/s NICs: a peer's channels max(1 NIC, ceil(50 / 14)) = 4, halved
+  while 4 x ceil(ranks / 8) > 2 P2P channels: 1 for 10 ranks, 2 for 2 ranks.
+Measured (xxrjun/nccl-tests-cluster, H100, NCCL 2.29.2): 8 ranks on one node move 79.5, 81.8,
+162.6, 299.5 GB/s at 32, 64, 128, 256 MiB; the bandwidth doubles where the channels do.
+"""
+
+import numpy as np
+import pytest
+
+import topologies as tp
+from flowsolver import collective, collective_variants
+from flowsolver.collectives._p2p import P2P_CHANNEL_SHARE, P2pComm, p2p_channels_per_peer, send_channels
+from ..helpers import corpus_curve
+
+MIB = 1 << 20
+NVL_CHUNK, NET_CHUNK = 512 * 1024, 128 * 1024
+H100_NVLINK = 18 * 20.6e9            # NCCL's view of an H100's NVLink (18 links x ncclTopoNVLinkBw)
+
+
+def test_a_send_on_one_node_runs_on_the_channels_nccl_gives_its_size():
+    eight = [send_channels(s * MIB, 8, 1, 32, 32, NVL_CHUNK) for s in (32, 64, 128, 256, 512, 4096)]
+    four = [send_channels(s * MIB, 4, 1, 32, 32, NVL_CHUNK) for s in (32, 64, 128, 256, 512, 4096)]
+    assert eight == [4, 4, 8, 16, 32, 32]
+    assert four == [8, 8, 8, 16, 32, 32]
+    assert send_channels(0, 8, 1, 32, 32, NVL_CHUNK) == 1
+    assert send_channels(100 * 1024, 8, 1, 32, 32, NVL_CHUNK) == 2      # 64 KiB parts at the least: 2
+
+
+def test_a_peer_gets_fewer_channels_in_a_larger_communicator_across_nodes():
+    one_nic = dict(nvlink_links=18, nic_count=1, nic_bw=50e9)
+    assert p2p_channels_per_peer(10, 10, 2, **one_nic) == 1
+    assert p2p_channels_per_peer(2, 2, 2, **one_nic) == 2
+    assert p2p_channels_per_peer(16, 2, 16, **one_nic) == 4           # 4 x ceil(16 / 8) = 8 <= 16
+    assert p2p_channels_per_peer(128, 16, 16, **one_nic) == 1         # 4 x 16 > 16, 2 x 16, 1
+    # AWS p5: four 100 Gb/s EFA ports a GPU: one channel a port
+    assert p2p_channels_per_peer(16, 2, 16, nvlink_links=18, nic_count=4, nic_bw=50e9) == 4
+    # a 200 Gb/s NIC (A100 HDR): ceil(25 / 14) = 2
+    assert p2p_channels_per_peer(16, 2, 16, nvlink_links=12, nic_count=1, nic_bw=25e9) == 2
+    # one node: 2 a NVLink, at most the P2P channels; PCIe peers 2
+    assert p2p_channels_per_peer(8, 1, 32, 18, 0, 0.0) == 32
+    assert p2p_channels_per_peer(8, 1, 32, 0, 0, 0.0) == 2
+
+
+def test_the_least_transfer_is_the_size_over_the_channels_rate():
+    comm = P2pComm(ranks=10, nodes=10, per_peer=1, p2p_channels=2, chunk=NET_CHUNK)
+    assert comm.channels(1 << 30) == 1
+    assert comm.least_transfer(1 << 30, H100_NVLINK) == pytest.approx((1 << 30) / (P2P_CHANNEL_SHARE * H100_NVLINK))
+    assert comm.least_transfer(1 << 30, 0.0) == 0.0                   # no NVLink: no bound
+
+
+@pytest.fixture(scope="module")
+def ten_nodes():
+    return tp.rail_optimized(nodes=10)
+
+
+def test_ten_ranks_move_half_what_two_ranks_move_between_the_same_two_gpus(ten_nodes):
+    size = 1 << 30
+    pair = collective(ten_nodes, "send_recv", size, ranks=[0, 8])
+    ring = collective(ten_nodes, "send_recv", size, ranks=[8 * i for i in range(10)])
+    # the same pair over the same NICs; one channel a peer against two
+    lat = pair.time - sum(st.count * st.transfer for st in pair.steps)
+    assert (ring.time - lat) / (pair.time - lat) == pytest.approx(2.0, rel=1e-9)
+    assert size / (ring.time - lat) == pytest.approx(P2P_CHANNEL_SHARE * H100_NVLINK, rel=1e-9)
+    assert pair.busbw < 50e9                                          # below the 400 Gb/s NIC either way
+
+
+def test_one_node_bandwidth_doubles_with_the_channels_as_measured():
+    server = tp.rail_optimized(nodes=1)
+    measured = corpus_curve("xxrjun-c01-1x8H100-sendrecv")
+    sizes = [32 * MIB, 64 * MIB, 128 * MIB, 256 * MIB]
+    model = {s: s / collective(server, "send_recv", s, ranks=list(range(8))).time for s in sizes}
+    seen = {s: s / (measured[s] * 1e-6) for s in sizes}
+    for a, b in zip(sizes, sizes[1:]):              # the bandwidth steps where NCCL's channels do
+        assert model[b] / model[a] == pytest.approx(seen[b] / seen[a], rel=0.12), (a, b)
+    # a pair alone in its communicator runs on more channels at these sizes: faster
+    alone = collective(server, "send_recv", 64 * MIB, ranks=[0, 1])
+    assert alone.time < 64 * MIB / model[64 * MIB]
+    # from 1 GiB the NVLink, not the channels, sets the time: the communicator no longer matters
+    big = [collective(server, "send_recv", 1 << 30, ranks=r).time for r in ([0, 1], list(range(8)))]
+    assert big[0] == pytest.approx(big[1], rel=1e-12)
+
+
+def test_no_link_changes_a_time_the_channels_set(ten_nodes):
+    ring = collective(ten_nodes, "send_recv", 1 << 30, ranks=[8 * i for i in range(10)])
+    assert not np.any(ring.time_gradient())
+    assert ring.time_directional(np.ones(ten_nodes.number_of_edges())) == 0.0
+    # two 8-GPU nodes: 4 channels a peer move more than the 400 Gb/s NIC, which sets the time
+    two = tp.rail_optimized(nodes=2)
+    free = collective(two, "send_recv", 1 << 30, ranks=[0, 8] + [r for r in range(16) if r not in (0, 8)])
+    assert free.time_directional(np.ones(two.number_of_edges())) < 0
+
+
+def test_variants_keep_the_communicator(ten_nodes):
+    ranks = [8 * i for i in range(10)]
+    alone = collective(ten_nodes, "send_recv", 1 << 28, ranks=ranks)
+    both = collective_variants([ten_nodes, ten_nodes], "send_recv", 1 << 28, ranks=ranks)
+    assert [r.time for r in both] == pytest.approx([alone.time] * 2, rel=1e-12)
