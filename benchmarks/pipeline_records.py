@@ -119,12 +119,12 @@ class P2pCapture:
         from flowsolver.collectives import _choice, _p2p
         self._choice, self.record = _choice, None
 
-        def spy(steps, time, size, hw):
+        def spy(steps, time, size, hw, factor=1.0):
             if getattr(hw, "p2p", None) is not None:
                 transfer = float(sum(st.count * st.transfer for st in steps))
                 self.record = dict(other=float(time) - transfer, transfer=transfer, size=float(size),
                                    channels=hw.p2p.channels(size), nvlink_bw=float(hw.nvlink_bw))
-            return _p2p.p2p_bound(steps, time, size, hw)
+            return _p2p.p2p_bound(steps, time, size, hw, factor)
 
         _choice.p2p_bound = spy
         return self

@@ -1,5 +1,5 @@
 """Calibration from nccl-tests logs: the model's physical quantities (a call's and a network
-hop's latency, the links' and LL's bandwidth, the chunk pipeline's floors and fills)
+hop's latency, the links', LL's and a P2P channel's bandwidth, the chunk pipeline's floors and fills)
 fitted by robust least squares to the measured times with a prior at the library's values;
 what a log cannot tell stays at the library's value and is named. The result is a model
 :func:`flowsolver.collective` takes."""
@@ -26,9 +26,9 @@ __all__ = ["Calibration", "FittedParameter", "calibrate"]
 
 class _RowModel:
     """One log row's model, solved once: its time for a latency scale ``lam``, a factor ``m``
-    on every flow-solved bandwidth, a factor ``ll`` on LL's bandwidth and a chunk
-    ``pipeline`` (NCCL's choice and caps re-evaluated exactly); ``lam``, ``m`` and ``ll``
-    relative to the calibration the rows were solved with."""
+    on every flow-solved bandwidth, a factor ``ll`` on LL's bandwidth, one ``pp`` on a P2P
+    channel's and a chunk ``pipeline`` (NCCL's choice and caps re-evaluated exactly); ``lam``,
+    ``m``, ``ll`` and ``pp`` relative to the calibration the rows were solved with."""
 
     def __init__(self, graph, op, size, ranks, algorithm, options, cal):
         options = cal.apply(options)
@@ -40,10 +40,10 @@ class _RowModel:
         self.op, self.size, self.options, self.cal = op, size, options, cal
         self.only = None if algorithm == "auto" else algorithm
 
-    def time(self, lam=1.0, m=1.0, ll=1.0, pipeline=None, net=None, launch=None):
+    def time(self, lam=1.0, m=1.0, ll=1.0, pipeline=None, net=None, launch=None, pp=1.0):
         """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, LL factor ``ll``,
-        ``pipeline``, network hop latency ``net`` and launch latency ``launch`` (s; default the
-        calibration's)."""
+        ``pipeline``, network hop latency ``net``, launch latency ``launch`` (s; default the
+        calibration's) and P2P channel factor ``pp``."""
         scaled = {a: replace(r, steps=tuple(replace(st, transfer=st.transfer / m) for st in r.steps))
                   for a, r in self.results.items()}
         hw = replace(self.hw, nvlink_bw=self.hw.nvlink_bw * m)
@@ -60,8 +60,9 @@ class _RowModel:
             if self.only in (None, a) and not is_tuned(a, self.op, self.options):
                 transfer = transfer_of(r.steps)
                 moved = transfer / m
-                if self.op == "send_recv" and hw.p2p is not None:      # the P2P channels' rate bounds it
-                    moved = max(moved, hw.p2p.least_transfer(self.size, hw.nvlink_bw))
+                if self.op == "send_recv" and self.hw.p2p is not None:     # the P2P channels' rate bounds it
+                    rate = self.hw.nvlink_bw * self.cal.p2p_bandwidth * pp
+                    moved = max(moved, self.hw.p2p.least_transfer(self.size, rate))
                 gpu = lam * (r.time - transfer) + moved
                 entries.append((self.options.with_host(gpu), a))
         return min(entries)
@@ -112,7 +113,8 @@ _DOMINANT_BANDWIDTH = 0.8
 #: metal (docs/collective-timing.md): 10 us. net_latency (added to each network hop as NCCL adds its network
 #: plugin's, twice for Simple): aws-ofi-nccl reports 35-75 us on EFA, Azure VMs measure 10-25 us
 #: over bare metal (docs/collective-timing.md): 20 us. bandwidth: uncalibrated large-message errors
-#: of the shared logs are 5-56 % (docs/accuracy.md): log 1.5. LL: measured 2-3x below NCCL's LL
+#: of the shared logs are 5-56 % (docs/accuracy.md): log 1.5. P2P channel: measured 18.7-26.2 GB/s a
+#: channel on H100 against the library's 21.1 (docs/accuracy.md): log 1.5. LL: measured 2-3x below NCCL's LL
 #: cap on A100 systems (collective-timing.md): log 3. floors: the corpus fits give 0-2.1 us;
 #: fills: 0-4.85 steps over the leave-one-source-out folds (_pipeline.PIPELINE's comment): 2 us
 #: and 2 steps.
@@ -120,6 +122,7 @@ _QUANTITIES = (
     _Quantity("latency", "x", True, math.log(1.2), dominant=_DOMINANT, fitted=False),
     _Quantity("bandwidth", "x", True, math.log(1.5), dominant=_DOMINANT_BANDWIDTH),
     _Quantity("ll_bandwidth", "x", True, math.log(3.0), dominant=_DOMINANT),
+    _Quantity("p2p_bandwidth", "x", True, math.log(1.5), dominant=_DOMINANT_BANDWIDTH),
     _Quantity("net_latency", "s", False, 20.0),
     _Quantity("launch_latency", "s", False, 10.0),
     _Quantity("floor_simple", "s", False, 2.0),
@@ -128,7 +131,7 @@ _QUANTITIES = (
     _Quantity("fill_tree", "steps", False, 2.0),
     _Quantity("fill_nvls", "steps", False, 2.0),
 )
-_FACTORS, _NET, _LAUNCH, _PIPE = 3, 3, 4, 5   # the vector: 3 log factors, 2 latencies (us), the pipeline
+_FACTORS, _NET, _LAUNCH, _PIPE = 4, 4, 5, 6   # the vector: 4 log factors, 2 latencies (us), the pipeline
 #: a row's relative time is taken as known to 1 % at best (the model's own median error on the
 #: published large-message figures is 0.9 %, docs/accuracy.md): the fit's noise floor
 _NOISE = 0.01
@@ -168,9 +171,9 @@ class _Fit:
 
     def times(self, z):
         x = self.x(z)
-        lam, m, ll = np.exp(x[:_FACTORS] - self.done)
+        lam, m, ll, pp = np.exp(x[:_FACTORS] - self.done)
         pipe, net, launch = self.pipeline(x), max(float(x[_NET]), 0.0) * 1e-6, max(float(x[_LAUNCH]), 0.0) * 1e-6
-        return np.array([r.time(lam, m, ll, pipe, net, launch)[0] for r in self.rows])
+        return np.array([r.time(lam, m, ll, pipe, net, launch, pp)[0] for r in self.rows])
 
     def errors(self, z):
         return self.times(z) / self.measured - 1.0
@@ -364,20 +367,20 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         algorithm = forced.pop()                    # the logs' NCCL_ALGO
     measured = np.array([t for _, _, t in rows])
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
-    done = np.zeros(3)            # log factors of latency, bandwidth, LL already in cal (relative to the library's)
+    done = np.zeros(_FACTORS)     # log factors of latency, bandwidth, LL, P2P already in cal (relative to the library's)
     converged, previous = True, None
     for _ in range(max(1, int(iterations))):
         models = [_RowModel(graph, o, size, ranks, algorithm, opts, cal) for o, size, _ in rows]
         if previous is not None and np.allclose([r.time()[0] for r in models], previous, rtol=1e-4):
             break                 # re-solved with the fit, the rows take what the fit said: no bottleneck moved
         x, sd, converged, fit = _fit(models, measured, done)
-        lam, m, ll = np.exp(x[:_FACTORS] - done)
+        lam, m, ll, pp = np.exp(x[:_FACTORS] - done)
         pipeline, net, launch = fit.pipeline(x), float(x[_NET]) * 1e-6, float(x[_LAUNCH]) * 1e-6
         # the bandwidth factor goes to the technology that holds most of the rows' transfer
         weight: dict = {}
         previous = []
         for r, t_meas in zip(models, measured):
-            t, a = r.time(lam, m, ll, pipeline, net, launch)
+            t, a = r.time(lam, m, ll, pipeline, net, launch, pp)
             previous.append(t)
             tech = r.bottleneck_tech(a)
             weight[tech] = weight.get(tech, 0.0) + transfer_of(r.results[a].steps) / t_meas
@@ -388,9 +391,9 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
             efficiency[tech] = min(1.0, library * math.exp(x[1]))
             applied = math.log(efficiency[tech] / library)
         cal = replace(cal, efficiency=efficiency, latency_scale=math.exp(x[0]), ll_bandwidth=math.exp(x[2]),
-                      net_latency=net, launch_latency=launch, pipeline=pipeline, parameters=_parameters(x, sd, tech),
+                      p2p_bandwidth=math.exp(x[3]), net_latency=net, launch_latency=launch, pipeline=pipeline, parameters=_parameters(x, sd, tech),
                       unconstrained=tuple(q.name for q, s in zip(_QUANTITIES, sd) if s is None and q.fitted))
-        done = np.array([x[0], applied, x[2]])
+        done = np.array([x[0], applied, x[2], x[3]])
     model = np.array([collective_with(graph, o, s, ranks, algorithm, opts, cal).time for o, s, _ in rows])
     try:
         import pandas as pd

@@ -48,7 +48,8 @@ class Calibration:
     set), ``launch_latency``
     (s, added to every call), ``net_latency`` (s, added to each network hop NCCL's latency
     counts, twice for Simple), ``ll_bandwidth``
-    (LL's kernel bandwidth as a factor on NCCL's), ``pipeline`` (the
+    (LL's kernel bandwidth as a factor on NCCL's), ``p2p_bandwidth`` (a send / receive channel's
+    rate as a factor on :data:`~._p2p.P2P_CHANNEL_SHARE`'s), ``pipeline`` (the
     :class:`~._pipeline.Pipeline` of step floors and fills), ``parameters`` (a
     :class:`FittedParameter` per fitted quantity: value, library default, uncertainty, whether
     the logs constrained it), ``unconstrained`` (the names of those the logs could not tell:
@@ -67,6 +68,7 @@ class Calibration:
     pipeline: Pipeline = PIPELINE
     unconstrained: tuple = ()
     ll_bandwidth: float = 1.0
+    p2p_bandwidth: float = 1.0
     net_latency: float = 0.0
     launch_latency: float = 0.0
     parameters: tuple = ()

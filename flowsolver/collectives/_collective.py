@@ -158,7 +158,8 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
     runs = {id(r): r for r in (results[best].run, None if ring is None else ring.run) if r is not None}
     cache = {"runs": list(runs.values())}           # the forward's events, reused by the derivatives
     if not is_tuned(best, op, options):
-        gpu_time = p2p_bound(results[best].steps, results[best].time, size, hw)[1] if op == "send_recv" \
+        factor = 1.0 if model is None else model.p2p_bandwidth
+        gpu_time = p2p_bound(results[best].steps, results[best].time, size, hw, factor)[1] if op == "send_recv" \
             else results[best].time
         if options.host_floor > gpu_time:
             why_not = (f"the time is the host's floor ({options.gpus_per_thread} GPUs a thread x NCCL's per-call "

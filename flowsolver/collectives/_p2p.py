@@ -190,10 +190,11 @@ def p2p_comm(graph, comm_ranks, hw) -> P2pComm:
     return P2pComm(len(comm_ranks), nodes, per_peer, p2p_channels, chunk)
 
 
-def p2p_bound(steps, time: float, size: float, hw) -> tuple:
+def p2p_bound(steps, time: float, size: float, hw, factor: float = 1.0) -> tuple:
     """``(steps, time)`` of a send / receive whose flows were solved as ``steps`` in ``time``
     seconds, with its transfer no shorter than its channels allow (:meth:`P2pComm.least_transfer`
-    of ``hw.p2p`` at ``hw.nvlink_bw``): the steps' transfers stretched alike where they bind.
+    of ``hw.p2p`` at ``hw.nvlink_bw``, a channel's rate times ``factor``: a calibration's
+    ``p2p_bandwidth``): the steps' transfers stretched alike where they bind.
 
     >>> from ._nccl_model import Hardware
     >>> from ._results import CollectiveStep
@@ -207,7 +208,7 @@ def p2p_bound(steps, time: float, size: float, hw) -> tuple:
     if getattr(hw, "p2p", None) is None:
         return steps, time
     transfer = sum(st.count * st.transfer for st in steps)
-    least = hw.p2p.least_transfer(size, hw.nvlink_bw)
+    least = hw.p2p.least_transfer(size, hw.nvlink_bw * factor)
     if not (transfer > 0 and least > transfer):         # an inf transfer (stalled) stays
         return steps, time
     scale = least / transfer

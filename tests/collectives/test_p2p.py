@@ -104,3 +104,22 @@ def test_variants_keep_the_communicator(ten_nodes):
     alone = collective(ten_nodes, "send_recv", 1 << 28, ranks=ranks)
     both = collective_variants([ten_nodes, ten_nodes], "send_recv", 1 << 28, ranks=ranks)
     assert [r.time for r in both] == pytest.approx([alone.time] * 2, rel=1e-12)
+
+
+def test_a_users_send_recv_log_calibrates_the_channel_rate(ten_nodes):
+    pytest.importorskip("pandas")
+    from flowsolver import calibrate
+
+    measured = corpus_curve("xxrjun-c01-10x1H100-sendrecv")        # one channel a peer, 24.9 GB/s
+    sizes = sorted(measured)
+    header = "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+    devices = "".join(f"#  Rank {r:2d} Group  0 Pid {r} on host{r} device 0 [0x0f] NVIDIA H100\n" for r in range(10))
+    log = devices + header + "".join(f"{s:12d} {s // 4:12d} float sum -1 {measured[s]:10.2f} 0 0 0\n" for s in sizes)
+    ranks = [8 * i for i in range(10)]
+    cal = calibrate(ten_nodes, [log], ranks=ranks, op="send_recv")
+    rate = sizes[-1] / (measured[sizes[-1]] * 1e-6)                 # 24.9 GB/s at 16 GiB
+    assert cal.p2p_bandwidth == pytest.approx(rate / (P2P_CHANNEL_SHARE * H100_NVLINK), rel=0.03)
+    assert "p2p_bandwidth" not in cal.unconstrained
+    assert cal.residuals["error"].abs().max() < 0.03
+    fitted = collective(ten_nodes, "send_recv", sizes[-1], ranks=ranks, model=cal)
+    assert fitted.time == pytest.approx(measured[sizes[-1]] * 1e-6, rel=0.03)
