@@ -61,8 +61,7 @@ class _RowModel:
                 transfer = transfer_of(r.steps)
                 moved = transfer / m
                 if self.op == "send_recv" and self.hw.p2p is not None:     # the P2P channels' rate bounds it
-                    rate = self.hw.nvlink_bw * self.cal.p2p_bandwidth * pp
-                    moved = max(moved, self.hw.p2p.least_transfer(self.size, rate))
+                    moved = max(moved, self.hw.p2p.least_transfer(self.size, self.cal.p2p_bandwidth * pp))
                 gpu = lam * (r.time - transfer) + moved
                 entries.append((self.options.with_host(gpu), a))
         return min(entries)

@@ -12,7 +12,7 @@ from .._status import Status
 from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
 from ._layout import participants, without_nvls
 from ._hardware import describe, nvlink_edge
-from ._p2p import p2p_bound, p2p_comm
+from ._p2p import p2p_comm
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
 from ._nccl import DEFAULT_CHUNK, PROTOCOLS, busbw_factor
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
@@ -158,15 +158,15 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
     runs = {id(r): r for r in (results[best].run, None if ring is None else ring.run) if r is not None}
     cache = {"runs": list(runs.values())}           # the forward's events, reused by the derivatives
     if not is_tuned(best, op, options):
-        factor = 1.0 if model is None else model.p2p_bandwidth
-        gpu_time = p2p_bound(results[best].steps, results[best].time, size, hw, factor)[1] if op == "send_recv" \
-            else results[best].time
+        p2p, gpu_time = None, results[best].time
+        if op == "send_recv" and hw.p2p is not None:      # the P2P channels' least transfer beside the flows'
+            least = hw.p2p.least_transfer(size, 1.0 if model is None else model.p2p_bandwidth)
+            solved = transfer_of(results[best].steps)
+            p2p, gpu_time = (least, solved), gpu_time + max(0.0, least - solved)
         if options.host_floor > gpu_time:
             why_not = (f"the time is the host's floor ({options.gpus_per_thread} GPUs a thread x NCCL's per-call "
                        "host cost), which no link changes")
-        if gpu_time > results[best].time:       # the P2P channels' rate, not a link, sets the transfer
-            solved_on = ()
-        return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not)
+        return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, p2p=p2p)
     steps = results[best].steps
     edge = nvlink_edge(graph, gpu_nodes(graph)[ranks[0]]) if hw.nvlink_bw > 0 else None
     index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})

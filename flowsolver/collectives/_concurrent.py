@@ -9,10 +9,12 @@ import numpy as np
 
 from .. import _checks
 from .._status import Status
-from ..routing import RoutingMatrix, unchanged
+from ..routing import RoutingMatrix, gpu_nodes, unchanged
 from ..timing import step_times
 from ._collective import Call, collective_with, solve_collectives
+from ._hardware import describe
 from ._layout import participants, unavailable
+from ._p2p import p2p_comm
 from ._nccl import DEFAULT_CHUNK
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
 from ._results import ConcurrentResult
@@ -127,7 +129,7 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     with unchanged(graph):          # every step routed on one index of the graph
         if lockstep:
             return _lockstep(graph, [collectives], options, alone, model)[0]
-        return _events(graph, collectives, options, alone)
+        return _events(graph, collectives, options, alone, model)
 
 
 #: the option keywords of :func:`concurrent` and :func:`concurrent_kinds`
@@ -182,19 +184,41 @@ def _options(graph, model, *, policy="ecmp", policy_options=None, pxn=True, prot
     return options
 
 
-def _events(graph, collectives, options, alone) -> ConcurrentResult:
-    """Every collective on its own clock, event by event."""
+def _p2p_floor(graph, spec, ranks, steps, routed, options, model) -> float:
+    """The least time (s) a send / receive's P2P channels allow it (its base and step latency
+    plus :meth:`~._p2p.P2pComm.least_transfer` in the communicator of the spec's ranks), 0 for
+    another op. The event engine runs its flows at the fabric's rates; its finish is then no
+    earlier than this (the others, which it would have left more bandwidth, are not re-run)."""
+    if spec["op"] != "send_recv":
+        return 0.0
+    nodes = gpu_nodes(graph)
+    comm = spec.get("ranks")
+    comm = list(range(len(nodes))) if comm is None else _checks.rank_indices(graph, comm, nodes=nodes)
+    pair, layout = participants(graph, "send_recv", comm, spec.get("channels"))
+    hw = describe(graph, pair, layout, spec.get("channels"), options.efficiency)
+    least = p2p_comm(graph, comm, hw).least_transfer(float(spec["size"]), 1.0 if model is None else
+                                                     model.p2p_bandwidth)
+    return 0.0 if least <= 0 else options.base + routed(ranks, steps[0].flows)[2] + least
+
+
+def _events(graph, collectives, options, alone, model=None) -> ConcurrentResult:
+    """Every collective on its own clock, event by event (a send / receive no faster than
+    its P2P channels allow, :func:`_p2p_floor`)."""
     specs = [_checked_spec(spec) for spec in collectives]
     planned = [_plan(graph, spec, options) for spec in specs]
     plans = [(ranks, steps) for ranks, _, steps in planned]
     routed = _Routed(graph, options)
+    floors = [_p2p_floor(graph, spec, ranks, steps, routed, options, model)
+              for spec, (ranks, steps) in zip(specs, plans)]
     # the links holding the first steps of all of them together
     firsts = [routed(ranks, steps[0].flows)[:2] for ranks, steps in plans]
     cap = firsts[0][0].links.effective_capacity(options.efficiency)
     stacked = RoutingMatrix.stack([rm for rm, _ in firsts])
     bottleneck = solve_steps(stacked, None, np.concatenate([sz for _, sz in firsts]), cap)[0].bottleneck
-    alone_t = [_timeline([plan], routed, cap, options.base)[0][0] if alone else np.nan for plan in plans]
+    alone_t = [max(_timeline([plan], routed, cap, options.base)[0][0], floor) if alone else np.nan
+               for plan, floor in zip(plans, floors)]
     together, status = _timeline(plans, routed, cap, options.base)
+    together = [max(t, floor) for t, floor in zip(together, floors)]
     return ConcurrentResult(alone=tuple(alone_t), together=tuple(together),
                             slowdown=tuple(t / a for t, a in zip(together, alone_t)),
                             makespan=max(together), algorithms=tuple(a for _, a, _ in planned),

@@ -20,10 +20,13 @@ keeps):
    per-peer count) while a channel's part exceeds one P2P chunk across nodes (128 KiB,
    ``NCCL_P2P_NET_CHUNKSIZE``) or 32 on one node (512 KiB on NVLink, ``NCCL_P2P_NVL_CHUNKSIZE``).
 
-A channel moves at most :data:`P2P_CHANNEL_SHARE` of the GPU's NVLink bandwidth, over NVLink
-or the network: a send's transfer takes at least ``size / (channels x share x NVLink rate)``.
-The share is fitted on the corpus (``benchmarks/validate.py`` refits it without each source).
-GPUs without NVLink get no such bound (no measurement prices their channels).
+A channel moves at most :data:`P2P_CHANNEL_SHARE` of the GPU's NVLink bandwidth as NCCL sees it,
+over NVLink or the network: a send's transfer takes at least ``size / (channels x share x NVLink
+rate)``, a property of the GPUs and NCCL that no link capacity changes. The share is fitted on
+the corpus (``benchmarks/validate.py`` refits it without each source), whose sends are nccl-tests'
+ring shifts: every channel sends and receives, where a channel with a send alone gets all its
+warps (``sendrecv.h``) and may move more. GPUs without NVLink get no such bound (no measurement
+prices their channels).
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..routing import gpu_nodes, graph_memo
+import topologies as tp
+
+from ..routing import gpu_nodes
 from ._hardware import nccl_channels
 from ._layout import server_nics
 
@@ -118,44 +123,76 @@ def send_channels(size: float, ranks: int, nodes: int, per_peer: int, p2p_channe
 @dataclass(frozen=True)
 class P2pComm:
     """A communicator's P2P structure: its ``ranks`` and ``nodes``, ``per_peer`` channels, its
-    ``p2p_channels`` and P2P ``chunk`` (bytes); :meth:`channels` of a send of some size."""
+    ``p2p_channels`` and P2P ``chunk`` (bytes), and ``nvlink_view`` the NVLink bandwidth NCCL
+    sees on its GPUs (bytes/s: the links times ``ncclTopoNVLinkBw``, the catalogue's rate times
+    its efficiency; 0: no NVLink, no bound); :meth:`channels` of a send of some size."""
 
     ranks: int
     nodes: int
     per_peer: int
     p2p_channels: int
     chunk: int
+    nvlink_view: float = 0.0
 
     def channels(self, size: float) -> int:
         """The channels a send of ``size`` bytes runs on (:func:`send_channels`)."""
         return send_channels(size, self.ranks, self.nodes, self.per_peer, self.p2p_channels, self.chunk)
 
-    def least_transfer(self, size: float, nvlink_bw: float) -> float:
-        """The least seconds the channels take to move ``size`` bytes on a GPU of NVLink
-        bandwidth ``nvlink_bw`` (bytes/s; 0: no bound, 0.0 returned)."""
-        if nvlink_bw <= 0 or size <= 0:
+    def least_transfer(self, size: float, factor: float = 1.0) -> float:
+        """The least seconds the channels take to move ``size`` bytes, a channel moving ``factor``
+        times :data:`P2P_CHANNEL_SHARE` of :attr:`nvlink_view` (0.0: no bound). A property of the
+        GPUs and of NCCL, not of the links: no link capacity changes it.
+
+        >>> c = P2pComm(10, 10, 1, 2, 128 * 1024, nvlink_view=370.8e9)
+        >>> round(1e9 / c.least_transfer(1e9) / 1e9, 1)      # one channel of 5.7 % of 370.8 GB/s
+        21.1
+        """
+        if self.nvlink_view <= 0 or size <= 0:
             return 0.0
-        return float(size) / (self.channels(size) * P2P_CHANNEL_SHARE * nvlink_bw)
+        return float(size) / (self.channels(size) * P2P_CHANNEL_SHARE * self.nvlink_view * factor)
 
 
-def _nic_ports(graph) -> dict:
-    """Server -> (compute NIC ports, their bandwidth in bytes/s), counted once per graph."""
-    out: dict = {}
-    for nic, d in graph.nodes(data=True):
-        if d.get("kind") != "nic" or d.get("role") != "compute":
-            continue
-        ports, bw = out.get(d.get("server"), (0, 0.0))
+def _view(tech, fallback: float) -> float:
+    """NCCL's view of a link technology (bytes/s): the catalogue's rate times its efficiency (set
+    to NCCL's own figures: NVLink ``ncclTopoNVLinkBw``, PCIe its 12 GB/s a Gen3 x16), else
+    ``fallback`` for a technology the catalogue lacks."""
+    try:
+        link = tp.get_link(tech)
+    except ValueError:
+        return fallback
+    return link.bandwidth * link.efficiency
+
+
+def _gpu_nics(graph, gpu) -> tuple:
+    """``(count, bytes/s)`` of the NICs NCCL counts for a GPU (``getLocalNetCountByBw``,
+    ``src/graph/topo.cc``): its nearest NICs' ports one by one, each at its line rate or the PCIe
+    path's (NCCL's view), until they add up to the GPU's own PCIe bandwidth; (0, 0) with none."""
+    near = [v for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "nic"]
+    if not near:            # behind a PCIe switch
+        near = [w for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "pcie_switch"
+                for w in graph.successors(v) if graph.nodes[w].get("kind") == "nic"]
+    if not near:
+        return 0, 0.0
+    hop = graph.edges[gpu, near[0]] if graph.has_edge(gpu, near[0]) else \
+        next(graph.edges[gpu, v] for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "pcie_switch")
+    gpu_bw = _view(hop.get("tech", ""), float(hop.get("capacity", 0.0)))
+    count, total = 0, 0.0
+    for nic in near:
         for _, v, e in graph.out_edges(nic, data=True):
-            if graph.nodes[v].get("kind") == "switch":
-                ports, bw = ports + int(e.get("cables", 1)), bw + float(e.get("capacity", 0.0))
-        out[d.get("server")] = (ports, bw)
-    return out
+            if graph.nodes[v].get("kind") != "switch":
+                continue
+            cables = max(1, int(e.get("cables", 1)))
+            for _ in range(cables):
+                count, total = count + 1, total + min(float(e.get("capacity", 0.0)) / cables, gpu_bw)
+                if total >= gpu_bw:
+                    return count, total
+    return count, total
 
 
 def p2p_comm(graph, comm_ranks, hw) -> P2pComm:
     """The :class:`P2pComm` of a communicator of GPU ranks ``comm_ranks`` on ``graph`` whose
-    NCCL view is ``hw`` (:class:`~._nccl_model.Hardware`: the generation, NVLink bandwidth and
-    NCCL's channels).
+    NCCL view is ``hw`` (:class:`~._nccl_model.Hardware`: the generation, whether the GPUs
+    share an NVSwitch, NCCL's channels).
 
     >>> import topologies as tp
     >>> from ._hardware import describe
@@ -163,53 +200,58 @@ def p2p_comm(graph, comm_ranks, hw) -> P2pComm:
     >>> g = tp.rail_optimized(nodes=2)
     >>> ranks, layout = participants(g, "send_recv", [0, 8], None)
     >>> c = p2p_comm(g, [0, 8], describe(g, ranks, layout))
-    >>> c.per_peer, c.p2p_channels, c.chunk, c.channels(1 << 30)
-    (2, 2, 131072, 2)
+    >>> c.per_peer, c.p2p_channels, c.chunk, c.channels(1 << 30), round(c.nvlink_view / 1e9, 1)
+    (2, 2, 131072, 2, 370.8)
     """
     nodes_of = gpu_nodes(graph)
+    first = nodes_of[comm_ranks[0]]
     servers = [graph.nodes[nodes_of[r]].get("server") for r in comm_ranks]
     nodes = len(set(servers))
     ppn = max(servers.count(s) for s in set(servers))
     nvswitch = hw.intra == "nvlink" and hw.nvlink_bw > 0
+    view = 0.0
+    if nvswitch:
+        edge = next((graph.edges[first, v] for v in graph.successors(first)
+                     if graph.nodes[v].get("kind") == "nvswitch"), {})
+        view = _view(edge.get("tech", ""), float(edge.get("capacity", hw.nvlink_bw)))
     per_link = _NVLINK_GBS.get(hw.generation or "", 20.0) * 1e9
-    links = max(1, round(hw.nvlink_bw / per_link)) if nvswitch else 0
+    links = max(1, round(view / per_link)) if nvswitch else 0
     if nodes == 1 and nvswitch:
         p2p_channels = _NVSWITCH_P2P_CHANNELS
     else:
         p2p_channels = _pow2_up(min(_MAX_CHANNELS, nccl_channels(nodes, ppn, server_nics(graph, servers[0]),
                                                                  nvswitch)))
-    ports, bw = graph_memo(graph, "p2p_nic_ports", lambda: _nic_ports(graph)).get(servers[0], (0, 0.0))
-    gpus_here = max(1, sum(1 for n in nodes_of if graph.nodes[n].get("server") == servers[0]))
-    nic_count, nic_bw = max(1, ports // gpus_here), bw / max(1, min(gpus_here, ports) if ports else 1)
+    nic_count, nic_bw = _gpu_nics(graph, first)
     per_peer = p2p_channels_per_peer(len(comm_ranks), nodes, p2p_channels, links, nic_count, nic_bw)
-    gpu = graph.nodes[nodes_of[comm_ranks[0]]].get("gpu_type", "")
+    gpu = graph.nodes[first].get("gpu_type", "")
     if nodes > 1:       # Grace-Blackwell hosts double the network chunk (src/init.cc computeBuffSizes)
         chunk = _NET_CHUNK * (2 if gpu in ("gb200", "gb300") else 1)
     else:
         chunk = _NVL_CHUNK if nvswitch else _PCI_CHUNK
-    return P2pComm(len(comm_ranks), nodes, per_peer, p2p_channels, chunk)
+    return P2pComm(len(comm_ranks), nodes, per_peer, p2p_channels, chunk, view)
 
 
 def p2p_bound(steps, time: float, size: float, hw, factor: float = 1.0) -> tuple:
-    """``(steps, time)`` of a send / receive whose flows were solved as ``steps`` in ``time``
-    seconds, with its transfer no shorter than its channels allow (:meth:`P2pComm.least_transfer`
-    of ``hw.p2p`` at ``hw.nvlink_bw``, a channel's rate times ``factor``: a calibration's
-    ``p2p_bandwidth``): the steps' transfers stretched alike where they bind.
+    """``(steps, time, scale)`` of a send / receive whose flows were solved as ``steps`` in
+    ``time`` seconds, with its transfer no shorter than its channels allow
+    (:meth:`P2pComm.least_transfer` of ``hw.p2p``, a channel's rate times ``factor``: a
+    calibration's ``p2p_bandwidth``): where that binds, the steps' transfers stretched alike,
+    no link their bottleneck, and ``scale`` (< 1) the factor on the links' loads.
 
     >>> from ._nccl_model import Hardware
     >>> from ._results import CollectiveStep
-    >>> hw = Hardware(ranks=10, nodes=10, generation="hopper", nvlink_bw=370.8e9,
-    ...               p2p=P2pComm(10, 10, 1, 2, 128 * 1024))
+    >>> hw = Hardware(ranks=10, nodes=10, p2p=P2pComm(10, 10, 1, 2, 128 * 1024, nvlink_view=370.8e9))
     >>> st = CollectiveStep(count=1, flows=1, bytes=1e9, transfer=1e9 / 46.6e9, latency=5e-6, bottleneck=())
-    >>> _, t = p2p_bound((st,), 5e-6 + st.transfer, 1e9, hw)
-    >>> round(1e9 / (t - 5e-6) / 1e9, 1)           # one channel of 5.7 % of 370.8 GB/s
-    21.1
+    >>> _, t, scale = p2p_bound((st,), 5e-6 + st.transfer, 1e9, hw)
+    >>> round(1e9 / (t - 5e-6) / 1e9, 1), round(scale, 3)           # 21.1 of the 46.6 GB/s the flow had
+    (21.1, 0.454)
     """
     if getattr(hw, "p2p", None) is None:
-        return steps, time
+        return steps, time, 1.0
     transfer = sum(st.count * st.transfer for st in steps)
-    least = hw.p2p.least_transfer(size, hw.nvlink_bw * factor)
+    least = hw.p2p.least_transfer(size, factor)
     if not (transfer > 0 and least > transfer):         # an inf transfer (stalled) stays
-        return steps, time
+        return steps, time, 1.0
     scale = least / transfer
-    return tuple(replace(st, transfer=st.transfer * scale) for st in steps), time + least - transfer
+    return (tuple(replace(st, transfer=st.transfer * scale, bottleneck=()) for st in steps), time + least - transfer,
+            transfer / least)

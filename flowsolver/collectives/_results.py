@@ -65,6 +65,9 @@ class Derivation:
     cache: dict = field(default_factory=dict, repr=False)
     why_not: str = ""          # why the time has no derivative here (else "")
     tuned: "TunedFormula | None" = None   # NCCL's cost model set the time: its formula
+    # a send / receive: (least transfer its P2P channels allow, its flows' solved transfer), s;
+    # the time is the steps' with max(least, transfer) for their transfer (None: no such bound)
+    p2p: "tuple | None" = None
 
 
 @dataclass(eq=False)

@@ -139,12 +139,31 @@ def _tuned_gradient(der, side):
     return der.cache["tuned", side]
 
 
+def _p2p_state(der):
+    """Where a send / receive's P2P channels bound its transfer (``der.p2p``: least, solved):
+    ``"binds"`` (no link changes the time), ``"tie"`` (the time is the greater of the two:
+    a link's change counts on the side it slows the flows, one-sided) or None."""
+    if der.p2p is None:
+        return None
+    least, solved = der.p2p
+    return "binds" if least > solved else "tie" if least == solved else None
+
+
+def _bounded(value, state, side):
+    """A flow derivative ``value`` (a number or an array) through ``max(least, transfer)``."""
+    if state == "binds":
+        return np.zeros_like(value) if isinstance(value, np.ndarray) else 0.0
+    if state == "tie":        # right derivative max(0, v); left derivative min(0, v)
+        return np.maximum(value, 0.0) if side == "up" else np.minimum(value, 0.0)
+    return value
+
+
 def time_gradient(der, side: str = "up") -> np.ndarray:
     """d time / d raw capacity of each link alone, s per byte/s (a derivative past float64,
     on a link of ~1e-300 B/s, is a signed infinity, never NaN)."""
     _check_side(side)
     if der.tuned is None:
-        return _flow_gradient(der, side)
+        return _bounded(_flow_gradient(der, side), _p2p_state(der), side)
     elastic = np.broadcast_to(_tuned_gradient(der, side)[1], (len(der.raw),)).astype(np.float64)
     return _per_capacity(der, elastic)
 
@@ -153,14 +172,18 @@ def one_sided(der) -> np.ndarray:
     """Links whose time derivative may depend on the sign of the change (any step's, or a
     tie between the arguments of a minimum in NCCL's cost model)."""
     if der.tuned is None:
-        return _flow_one_sided(der)
+        state = _p2p_state(der)
+        if state == "binds":
+            return np.zeros(len(der.raw), dtype=bool)
+        flagged = _flow_one_sided(der)
+        return flagged | (_flow_gradient(der, "down") != 0) if state == "tie" else flagged
     t = _tuned_gradient(der, "up")[0]
     return np.broadcast_to(t.flag | (t.up != t.down), (len(der.raw),)).copy()
 
 
 def any_one_sided(der) -> bool:
     """``one_sided(der).any()``, stopping at the first tie where no cost model is involved."""
-    if der.tuned is None:
+    if der.tuned is None and _p2p_state(der) is None:
         return any(cs.any_one_sided() for cs, _ in _steps(der))
     return bool(one_sided(der).any())
 
@@ -177,7 +200,7 @@ def time_directional(der, d_capacity, side: str = "up") -> float:
     if reach == 0.0:
         return 0.0
     if der.tuned is None:
-        value = _flow_directional(der, unit, side)
+        value = _bounded(_flow_directional(der, unit, side), _p2p_state(der), side)
     else:
         dn = unit[der.tuned.nvlink] * _nvlink_scale(der) if der.tuned.nvlink >= 0 else 0.0
         value = float(_tuned(der, lambda d, s: _flow_directional(d, unit, s), lambda d: False, dn, side)[1])

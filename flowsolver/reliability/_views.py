@@ -44,6 +44,8 @@ def _peak_loads(result) -> np.ndarray:
             peak = np.maximum(peak, np.asarray(alloc.link_load, dtype=np.float64)[:len(peak)])
     if der.tuned is not None and der.tuned.nvlink >= 0:
         peak[der.tuned.nvlink] = np.inf
+    if der.p2p is not None and der.p2p[0] > der.p2p[1]:     # a send its P2P channels slowed: lighter loads
+        peak = peak * (der.p2p[1] / der.p2p[0])
     return peak
 
 
@@ -77,6 +79,8 @@ def steps_times(result, raw_caps) -> np.ndarray:
 
     if der.tuned is None:
         moved = sum(count * transfer(rm, sizes) for rm, sizes, count in der.steps)
+        if der.p2p is not None:         # a send / receive: no faster than its P2P channels allow
+            moved = np.maximum(moved, der.p2p[0])
         return result.time + (moved[1:] - moved[0])
     tf = der.tuned
     ring = sum(m * transfer(rm, sizes) for rm, sizes, m in tf.ring)

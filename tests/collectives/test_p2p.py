@@ -51,10 +51,11 @@ def test_a_peer_gets_fewer_channels_in_a_larger_communicator_across_nodes():
 
 
 def test_the_least_transfer_is_the_size_over_the_channels_rate():
-    comm = P2pComm(ranks=10, nodes=10, per_peer=1, p2p_channels=2, chunk=NET_CHUNK)
+    comm = P2pComm(ranks=10, nodes=10, per_peer=1, p2p_channels=2, chunk=NET_CHUNK, nvlink_view=H100_NVLINK)
     assert comm.channels(1 << 30) == 1
-    assert comm.least_transfer(1 << 30, H100_NVLINK) == pytest.approx((1 << 30) / (P2P_CHANNEL_SHARE * H100_NVLINK))
-    assert comm.least_transfer(1 << 30, 0.0) == 0.0                   # no NVLink: no bound
+    assert comm.least_transfer(1 << 30) == pytest.approx((1 << 30) / (P2P_CHANNEL_SHARE * H100_NVLINK))
+    assert comm.least_transfer(1 << 30, 2.0) == pytest.approx(comm.least_transfer(1 << 30) / 2)
+    assert P2pComm(10, 10, 1, 2, NET_CHUNK).least_transfer(1 << 30) == 0.0     # no NVLink: no bound
 
 
 @pytest.fixture(scope="module")
@@ -90,13 +91,76 @@ def test_one_node_bandwidth_doubles_with_the_channels_as_measured():
 
 
 def test_no_link_changes_a_time_the_channels_set(ten_nodes):
-    ring = collective(ten_nodes, "send_recv", 1 << 30, ranks=[8 * i for i in range(10)])
-    assert not np.any(ring.time_gradient())
+    ranks = [8 * i for i in range(10)]
+    ring = collective(ten_nodes, "send_recv", 1 << 30, ranks=ranks)
+    assert not np.any(ring.time_gradient()) and not np.any(ring.time_gradient("down"))
     assert ring.time_directional(np.ones(ten_nodes.number_of_edges())) == 0.0
+    assert ring.link_utilization.max() < 0.5          # the NIC moves 21 of its 47 GB/s
+    # the channels' rate is the GPU's (NCCL's view of its NVLink), not its NVLink cable's
+    faster = ten_nodes.copy()
+    for u, v, d in faster.edges(data=True):
+        if d.get("tier") == "nvlink":
+            d["capacity"] *= 1.5
+    assert collective(faster, "send_recv", 1 << 30, ranks=ranks).time == ring.time
+    # NICs at a quarter (12.5 GB/s) bind below the channels' 21 GB/s: the flow sets the time again
+    slow = tp.degrade_links(ten_nodes, tp.tier_cables(ten_nodes, "access"), 0.25)
+    degraded = collective(slow, "send_recv", 1 << 30, ranks=ranks)
+    assert degraded.time > 1.5 * ring.time
+    assert degraded.time_directional(np.ones(slow.number_of_edges())) < 0
     # two 8-GPU nodes: 4 channels a peer move more than the 400 Gb/s NIC, which sets the time
     two = tp.rail_optimized(nodes=2)
     free = collective(two, "send_recv", 1 << 30, ranks=[0, 8] + [r for r in range(16) if r not in (0, 8)])
     assert free.time_directional(np.ones(two.number_of_edges())) < 0
+
+
+def test_a_tie_between_the_channels_and_the_flows_is_one_sided():
+    from flowsolver.collectives._sensitivity import _bounded
+
+    v = np.array([-2.0, 0.0, 1.0])
+    assert _bounded(v, "tie", "up").tolist() == [0.0, 0.0, 1.0]          # faster flows: the channels hold
+    assert _bounded(v, "tie", "down").tolist() == [-2.0, 0.0, 0.0]
+    assert _bounded(v, "binds", "up").tolist() == [0.0, 0.0, 0.0] and _bounded(-3.0, None, "up") == -3.0
+
+
+def test_degraded_fabric_times_match_a_re_solve(ten_nodes):
+    from flowsolver.reliability import state_step_times
+
+    ranks = [8 * i for i in range(10)]
+    work = dict(op="send_recv", size=1 << 30, ranks=ranks)
+    n = len(tp.tier_cables(ten_nodes, "access"))
+    for factor in (0.25, 0.9):                 # below the channels' rate, and above it (no change)
+        st = state_step_times(ten_nodes, work, [("access", factor)], [], np.array([[n]]), compute_time=0.0)
+        direct = collective(tp.degrade_links(ten_nodes, tp.tier_cables(ten_nodes, "access"), factor), **work)
+        assert st.step_time[0] == pytest.approx(direct.time, rel=1e-9)
+
+
+def test_collectives_side_by_side_keep_the_channels_bound(ten_nodes):
+    from flowsolver import concurrent
+
+    ranks = [8 * i for i in range(10)]
+    alone = collective(ten_nodes, "send_recv", 1 << 30, ranks=ranks).time
+    for lockstep in (False, True):
+        r = concurrent(ten_nodes, [dict(op="send_recv", size=1 << 30, ranks=ranks)], lockstep=lockstep)
+        assert r.together[0] == pytest.approx(alone, rel=1e-9)
+
+
+def test_nccl_counts_a_gpu_s_nic_ports_up_to_its_pcie_bandwidth():
+    from flowsolver.collectives._hardware import describe
+    from flowsolver.collectives._layout import participants
+    from flowsolver.collectives._p2p import p2p_comm
+
+    def per_peer(server):
+        g = tp.rail_optimized(nodes=2, server=server)
+        ranks, layout = participants(g, "send_recv", list(range(16)), None)
+        return p2p_comm(g, list(range(16)), describe(g, ranks, layout)).per_peer
+
+    dgx = tp.get_server("dgx_h100")
+    # one 400 Gb/s port: 48 GB/s over PCIe Gen5 (NCCL's view) -> ceil(48 / 14) = 4
+    assert per_peer(dgx) == 4
+    # two 400 Gb/s ports a GPU: the first already fills the GPU's 48 GB/s of PCIe -> 4, not 8
+    assert per_peer(dgx.with_(nic_ports=2)) == 4
+    # four 100 Gb/s EFA ports (AWS p5): 4 x 12.5 GB/s reach 48 GB/s at the fourth -> 4
+    assert per_peer(dgx.with_(nic="efa_100g", nic_ports=4)) == 4
 
 
 def test_variants_keep_the_communicator(ten_nodes):
