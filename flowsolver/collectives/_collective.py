@@ -115,7 +115,7 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
         nodes = gpu_nodes(graph)
         comm = rank_groups[0]
         comm = list(range(len(nodes))) if comm is None else _checks.rank_indices(graph, comm, nodes=nodes)
-        hw = replace(hw, p2p=p2p_comm(graph, comm, hw))
+        hw = replace(hw, p2p=p2p_comm(graph, comm, hw, options.channels))
     distinct = list({id(layout): layout for _, layout in laid}.values())   # groups laid out alike share one
     if algorithm != "auto":
         for layout in distinct:

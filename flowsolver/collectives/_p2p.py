@@ -189,10 +189,11 @@ def _gpu_nics(graph, gpu) -> tuple:
     return count, total
 
 
-def p2p_comm(graph, comm_ranks, hw) -> P2pComm:
+def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
     """The :class:`P2pComm` of a communicator of GPU ranks ``comm_ranks`` on ``graph`` whose
     NCCL view is ``hw`` (:class:`~._nccl_model.Hardware`: the generation, whether the GPUs
-    share an NVSwitch, NCCL's channels).
+    share an NVSwitch); ``channels`` NCCL's channels where the call sets them (else NCCL's own:
+    32 P2P channels on one NVSwitch node, NCCL's channel count rounded up elsewhere).
 
     >>> import topologies as tp
     >>> from ._hardware import describe
@@ -216,7 +217,9 @@ def p2p_comm(graph, comm_ranks, hw) -> P2pComm:
         view = _view(edge.get("tech", ""), float(edge.get("capacity", hw.nvlink_bw)))
     per_link = _NVLINK_GBS.get(hw.generation or "", 20.0) * 1e9
     links = max(1, round(view / per_link)) if nvswitch else 0
-    if nodes == 1 and nvswitch:
+    if channels is not None:
+        p2p_channels = _pow2_up(min(_MAX_CHANNELS, int(channels)))
+    elif nodes == 1 and nvswitch:
         p2p_channels = _NVSWITCH_P2P_CHANNELS
     else:
         p2p_channels = _pow2_up(min(_MAX_CHANNELS, nccl_channels(nodes, ppn, server_nics(graph, servers[0]),

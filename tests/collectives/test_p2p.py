@@ -187,3 +187,12 @@ def test_a_users_send_recv_log_calibrates_the_channel_rate(ten_nodes):
     assert cal.residuals["error"].abs().max() < 0.03
     fitted = collective(ten_nodes, "send_recv", sizes[-1], ranks=ranks, model=cal)
     assert fitted.time == pytest.approx(measured[sizes[-1]] * 1e-6, rel=0.03)
+
+
+def test_channels_set_by_the_call_are_nccl_s_p2p_channels():
+    server = tp.rail_optimized(nodes=1)
+    # NCCL_MAX_NCHANNELS-like: 4 channels -> 4 P2P channels; 8 ranks: 4 halved while x 8 > 4 -> 1,
+    # doubled up to the per-peer 4 while a part exceeds 16 MiB: 1 GiB runs on 4 channels
+    few = collective(server, "send_recv", 1 << 30, ranks=list(range(8)), channels=4)
+    lat = few.time - sum(st.count * st.transfer for st in few.steps)
+    assert (1 << 30) / (few.time - lat) == pytest.approx(4 * P2P_CHANNEL_SHARE * H100_NVLINK, rel=1e-9)
