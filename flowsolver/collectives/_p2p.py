@@ -8,7 +8,8 @@ keeps):
 
 1. **Per peer** (``src/graph/paths.cc``, ``ncclTopoGetNchannels``): two a NVLink for a peer over
    NVLink (``2 x path bandwidth / ncclTopoNVLinkBw``), two over PCIe, and over the network one
-   a NIC or ``ceil(NIC GB/s / 14)`` (``NCCL_P2P_PER_CHANNEL_NET_BW``), whichever is more; the
+   a NIC port or ``ceil(NIC GB/s / 14)`` (``NCCL_P2P_PER_CHANNEL_NET_BW``), whichever is more,
+   a GPU's ports counted until they reach its PCIe bandwidth (``getLocalNetCountByBw``); the
    least over the communicator's peers, rounded up to a power of two.
 2. **The P2P channels** (``ncclTopoComputeP2pChannels``): NCCL's channels rounded up to a power
    of two. Across nodes a peer's channels are halved while ``per peer x ceil(ranks / 8)``
@@ -57,7 +58,7 @@ _NVLINK_GBS = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
 # channels, 32 p2p channels per peer" (8-GPU H100 nodes, NCCL 2.2x logs in public issues), its
 # 24 ring channels rounded up; the 4-GPU H100 runs of xxrjun/nccl-tests-cluster need the same 32
 _NVSWITCH_P2P_CHANNELS = 32
-#: the most a P2P channel moves, as a share of the GPU's NVLink bandwidth (``Hardware.nvlink_bw``:
+#: the most a P2P channel moves, as a share of the GPU's NVLink bandwidth (:attr:`P2pComm.nvlink_view`:
 #: 370.8 GB/s on H100, 240 on A100, NCCL's ``links x ncclTopoNVLinkBw``). Fitted on the 76 send /
 #: receive points of the corpus (xxrjun/nccl-tests-cluster H100 over NVLink and NDR, li-plus A100
 #: over NVLink; ``benchmarks/validate.py`` prints the fit, 0.057, and its leave-one-source-out
