@@ -100,7 +100,7 @@ def _op_of(text, name):
 def _header(line):
     """nccl-tests' column names if ``line`` is the table header, else None."""
     names = [w.rstrip(".") for w in line.lstrip("#").split()]
-    if names[:2] == ["size", "count"] and "time" in names and "busbw" in names:
+    if names[:2] == ["size", "count"] and all(c in names for c in ("time", "algbw", "busbw")):
         return names
     return None
 

@@ -111,7 +111,8 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     ranks = [r for group, _ in laid for r in group]     # groups may share GPUs (a pipeline stage
     # sends to the next while it receives from the previous): their flows share links
     hw = describe(graph, laid[0][0], laid[0][1], options.channels, options.efficiency)
-    if op == "send_recv":           # NCCL sizes a send's channels by the whole communicator
+    if op == "send_recv" and options.tuner:    # NCCL sizes a send's channels by the whole communicator
+        # (step_latency= turns NCCL's model off: a pure flow model, no channel bound either)
         nodes = gpu_nodes(graph)
         comm = rank_groups[0]
         comm = list(range(len(nodes))) if comm is None else _checks.rank_indices(graph, comm, nodes=nodes)

@@ -189,7 +189,7 @@ def _p2p_floor(graph, spec, ranks, steps, routed, options, model) -> float:
     plus :meth:`~._p2p.P2pComm.least_transfer` in the communicator of the spec's ranks), 0 for
     another op. The event engine runs its flows at the fabric's rates; its finish is then no
     earlier than this (the others, which it would have left more bandwidth, are not re-run)."""
-    if spec["op"] != "send_recv":
+    if spec["op"] != "send_recv" or options.step_latency is not None:     # NCCL's model off: no bound
         return 0.0
     nodes = gpu_nodes(graph)
     comm = spec.get("ranks")

@@ -196,3 +196,11 @@ def test_channels_set_by_the_call_are_nccl_s_p2p_channels():
     few = collective(server, "send_recv", 1 << 30, ranks=list(range(8)), channels=4)
     lat = few.time - sum(st.count * st.transfer for st in few.steps)
     assert (1 << 30) / (few.time - lat) == pytest.approx(4 * P2P_CHANNEL_SHARE * H100_NVLINK, rel=1e-9)
+
+
+def test_a_pure_flow_model_has_no_channel_bound(ten_nodes):
+    # step_latency= turns NCCL's cost model off (an alpha-beta flow model): the channels with it
+    ranks = [8 * i for i in range(10)]
+    flow = collective(ten_nodes, "send_recv", 1 << 30, ranks=ranks, step_latency=0.0, base_latency=0.0)
+    pair = collective(ten_nodes, "send_recv", 1 << 30, ranks=ranks[:2], step_latency=0.0, base_latency=0.0)
+    assert flow.time == pair.time and (1 << 30) / flow.time > 40e9         # the 400 Gb/s NIC's flow
