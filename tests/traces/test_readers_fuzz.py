@@ -19,7 +19,10 @@ from hypothesis import strategies as st
 from .. import chakra_wire as cw
 
 PEAK = 64 * 2**20            # bytes of Python memory a read of these small files may take
-FUZZ = settings(max_examples=400, deadline=None)
+# derandomized: the same 400 damaged files every run, so that a CI run is reproducible (a random
+# run found the header without algbw that nccl_tests.read now refuses; to explore, set
+# derandomize=False here)
+FUZZ = settings(max_examples=400, deadline=None, derandomize=True)
 
 #: what a number in a text file is replaced by
 NUMBERS = ["99999999999999999999999", "-1", "-5e3", "nan", "NaN", "inf", "-inf", "1e400", "-1e400", "abc", "0",
