@@ -366,7 +366,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         algorithm = forced.pop()                    # the logs' NCCL_ALGO
     measured = np.array([t for _, _, t in rows])
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
-    done = np.zeros(_FACTORS)     # log factors of latency, bandwidth, LL, P2P already in cal (relative to the library's)
+    done = np.zeros(_FACTORS)     # log factors of latency, bandwidth, LL, P2P already in cal (vs the library's)
     converged, previous = True, None
     for _ in range(max(1, int(iterations))):
         models = [_RowModel(graph, o, size, ranks, algorithm, opts, cal) for o, size, _ in rows]
@@ -390,7 +390,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
             efficiency[tech] = min(1.0, library * math.exp(x[1]))
             applied = math.log(efficiency[tech] / library)
         cal = replace(cal, efficiency=efficiency, latency_scale=math.exp(x[0]), ll_bandwidth=math.exp(x[2]),
-                      p2p_bandwidth=math.exp(x[3]), net_latency=net, launch_latency=launch, pipeline=pipeline, parameters=_parameters(x, sd, tech),
+                      p2p_bandwidth=math.exp(x[3]), net_latency=net, launch_latency=launch, pipeline=pipeline,
+                      parameters=_parameters(x, sd, tech),
                       unconstrained=tuple(q.name for q, s in zip(_QUANTITIES, sd) if s is None and q.fitted))
         done = np.array([x[0], applied, x[2], x[3]])
     model = np.array([collective_with(graph, o, s, ranks, algorithm, opts, cal).time for o, s, _ in rows])

@@ -196,8 +196,8 @@ def _p2p_floor(graph, spec, ranks, steps, routed, options, model) -> float:
     comm = list(range(len(nodes))) if comm is None else _checks.rank_indices(graph, comm, nodes=nodes)
     pair, layout = participants(graph, "send_recv", comm, spec.get("channels"))
     hw = describe(graph, pair, layout, spec.get("channels"), options.efficiency)
-    least = p2p_comm(graph, comm, hw, spec.get("channels")).least_transfer(float(spec["size"]), 1.0 if model is None else
-                                                     model.p2p_bandwidth)
+    factor = 1.0 if model is None else model.p2p_bandwidth
+    least = p2p_comm(graph, comm, hw, spec.get("channels")).least_transfer(float(spec["size"]), factor)
     return 0.0 if least <= 0 else options.base + routed(ranks, steps[0].flows)[2] + least
 
 
