@@ -20,6 +20,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from flowsolver.collectives import _nccl_timing as _tuned  # noqa: E402
 from flowsolver.collectives._host import with_host  # noqa: E402
+from flowsolver.collectives._nccl_timing import transfer_of  # noqa: E402
 from flowsolver.collectives._pipeline import Pipeline, pipeline_time  # noqa: E402
 
 #: the pipeline's constants fitted on the corpus: all but the NVLS step floor, which the corpus
@@ -123,12 +124,12 @@ class P2pCapture:
         from flowsolver.collectives import _choice, _p2p
         self._choice, self.record = _choice, None
 
-        def spy(steps, time, size, hw, factor=1.0):
+        def spy(steps, time, size, hw, model=None):
             if getattr(hw, "p2p", None) is not None:
-                transfer = float(sum(st.count * st.transfer for st in steps))
+                transfer = transfer_of(steps)
                 self.record = dict(other=float(time) - transfer, transfer=transfer, size=float(size),
                                    channels=hw.p2p.channels(size), nvlink_bw=float(hw.p2p.nvlink_view))
-            return _p2p.p2p_bound(steps, time, size, hw, factor)
+            return _p2p.p2p_bound(steps, time, size, hw, model)
 
         _choice.p2p_bound = spy
         return self

@@ -12,7 +12,7 @@ from .._status import Status
 from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
 from ._layout import participants, without_nvls
 from ._hardware import describe, nvlink_edge
-from ._p2p import p2p_comm
+from ._p2p import least_transfer, with_communicator
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
 from ._nccl import DEFAULT_CHUNK, PROTOCOLS, busbw_factor
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
@@ -113,10 +113,7 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     hw = describe(graph, laid[0][0], laid[0][1], options.channels, options.efficiency)
     if op == "send_recv" and options.tuner:    # NCCL sizes a send's channels by the whole communicator
         # (step_latency= turns NCCL's model off: a pure flow model, no channel bound either)
-        nodes = gpu_nodes(graph)
-        comm = rank_groups[0]
-        comm = list(range(len(nodes))) if comm is None else _checks.rank_indices(graph, comm, nodes=nodes)
-        hw = replace(hw, p2p=p2p_comm(graph, comm, hw, options.channels))
+        hw = with_communicator(graph, rank_groups[0], hw, options.channels)
     distinct = list({id(layout): layout for _, layout in laid}.values())   # groups laid out alike share one
     if algorithm != "auto":
         for layout in distinct:
@@ -161,8 +158,7 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
     if not is_tuned(best, op, options):
         p2p, gpu_time = None, results[best].time
         if op == "send_recv" and hw.p2p is not None:      # the P2P channels' least transfer beside the flows'
-            least = hw.p2p.least_transfer(size, 1.0 if model is None else model.p2p_bandwidth)
-            solved = transfer_of(results[best].steps)
+            least, solved = least_transfer(hw, size, model), transfer_of(results[best].steps)
             p2p, gpu_time = (least, solved), gpu_time + max(0.0, least - solved)
         if options.host_floor > gpu_time:
             why_not = (f"the time is the host's floor ({options.gpus_per_thread} GPUs a thread x NCCL's per-call "

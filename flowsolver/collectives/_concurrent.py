@@ -9,12 +9,12 @@ import numpy as np
 
 from .. import _checks
 from .._status import Status
-from ..routing import RoutingMatrix, gpu_nodes, unchanged
+from ..routing import RoutingMatrix, unchanged
 from ..timing import step_times
 from ._collective import Call, collective_with, solve_collectives
 from ._hardware import describe
 from ._layout import participants, unavailable
-from ._p2p import p2p_comm
+from ._p2p import least_transfer, with_communicator
 from ._nccl import DEFAULT_CHUNK
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
 from ._results import ConcurrentResult
@@ -191,13 +191,10 @@ def _p2p_floor(graph, spec, ranks, steps, routed, options, model) -> float:
     earlier than this (the others, which it would have left more bandwidth, are not re-run)."""
     if spec["op"] != "send_recv" or options.step_latency is not None:     # NCCL's model off: no bound
         return 0.0
-    nodes = gpu_nodes(graph)
-    comm = spec.get("ranks")
-    comm = list(range(len(nodes))) if comm is None else _checks.rank_indices(graph, comm, nodes=nodes)
-    pair, layout = participants(graph, "send_recv", comm, spec.get("channels"))
-    hw = describe(graph, pair, layout, spec.get("channels"), options.efficiency)
-    factor = 1.0 if model is None else model.p2p_bandwidth
-    least = p2p_comm(graph, comm, hw, spec.get("channels")).least_transfer(float(spec["size"]), factor)
+    pair, layout = participants(graph, "send_recv", spec.get("ranks"), spec.get("channels"))
+    hw = with_communicator(graph, spec.get("ranks"), describe(graph, pair, layout, spec.get("channels"),
+                                                               options.efficiency), spec.get("channels"))
+    least = least_transfer(hw, float(spec["size"]), model)
     return 0.0 if least <= 0 else options.base + routed(ranks, steps[0].flows)[2] + least
 
 

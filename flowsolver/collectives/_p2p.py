@@ -33,15 +33,19 @@ prices their channels).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, replace
 
 import topologies as tp
 
+from .. import _checks
 from ..routing import gpu_nodes
 from ._hardware import nccl_channels
 from ._layout import server_nics
+from ._nccl_timing import transfer_of
 
-__all__ = ["P2P_CHANNEL_SHARE", "P2pComm", "p2p_bound", "p2p_channels_per_peer", "p2p_comm", "send_channels"]
+__all__ = ["P2P_CHANNEL_SHARE", "P2pComm", "least_transfer", "p2p_bound", "p2p_channels_per_peer", "p2p_comm",
+           "send_channels", "with_communicator"]
 
 KIB = 1024
 # NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_NVL_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE defaults (src/init.cc)
@@ -208,8 +212,8 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
     nodes_of = gpu_nodes(graph)
     first = nodes_of[comm_ranks[0]]
     servers = [graph.nodes[nodes_of[r]].get("server") for r in comm_ranks]
-    nodes = len(set(servers))
-    ppn = max(servers.count(s) for s in set(servers))
+    per_server = Counter(servers)
+    nodes, ppn = len(per_server), max(per_server.values())
     nvswitch = hw.intra == "nvlink" and hw.nvlink_bw > 0
     view = 0.0
     if nvswitch:
@@ -235,12 +239,28 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
     return P2pComm(len(comm_ranks), nodes, per_peer, p2p_channels, chunk, view)
 
 
-def p2p_bound(steps, time: float, size: float, hw, factor: float = 1.0) -> tuple:
+def with_communicator(graph, ranks, hw, channels=None):
+    """``hw`` (:class:`~._nccl_model.Hardware`) with the :class:`P2pComm` of the communicator of
+    GPU ranks ``ranks`` (None: every GPU of ``graph``; checked as every call's ranks are)."""
+    nodes = gpu_nodes(graph)
+    comm = list(range(len(nodes))) if ranks is None else _checks.rank_indices(graph, ranks, nodes=nodes)
+    return replace(hw, p2p=p2p_comm(graph, comm, hw, channels))
+
+
+def least_transfer(hw, size: float, model=None) -> float:
+    """The least seconds a send of ``size`` bytes takes on ``hw.p2p``'s channels, a channel's rate
+    times a calibration ``model``'s ``p2p_bandwidth`` (0.0: no communicator, no bound)."""
+    if getattr(hw, "p2p", None) is None:
+        return 0.0
+    return hw.p2p.least_transfer(size, 1.0 if model is None else model.p2p_bandwidth)
+
+
+def p2p_bound(steps, time: float, size: float, hw, model=None) -> tuple:
     """``(steps, time, scale)`` of a send / receive whose flows were solved as ``steps`` in
     ``time`` seconds, with its transfer no shorter than its channels allow
-    (:meth:`P2pComm.least_transfer` of ``hw.p2p``, a channel's rate times ``factor``: a
-    calibration's ``p2p_bandwidth``): where that binds, the steps' transfers stretched alike,
-    no link their bottleneck, and ``scale`` (< 1) the factor on the links' loads.
+    (:func:`least_transfer`, a calibration ``model``'s factor on a channel's rate): where that
+    binds, the steps' transfers stretched alike, no link their bottleneck, and ``scale`` (< 1)
+    the factor on the links' loads.
 
     >>> from ._nccl_model import Hardware
     >>> from ._results import CollectiveStep
@@ -250,10 +270,8 @@ def p2p_bound(steps, time: float, size: float, hw, factor: float = 1.0) -> tuple
     >>> round(1e9 / (t - 5e-6) / 1e9, 1), round(scale, 3)           # 21.1 of the 46.6 GB/s the flow had
     (21.1, 0.454)
     """
-    if getattr(hw, "p2p", None) is None:
-        return steps, time, 1.0
-    transfer = sum(st.count * st.transfer for st in steps)
-    least = hw.p2p.least_transfer(size, factor)
+    transfer = transfer_of(steps)
+    least = least_transfer(hw, size, model)
     if not (transfer > 0 and least > transfer):         # an inf transfer (stalled) stays
         return steps, time, 1.0
     scale = least / transfer
