@@ -6,9 +6,15 @@ scenario axis) is solved by the dense kernel as one problem of ``B`` disjoint co
 ``_dense_kernel._Net``), never ``vmap``: a vmapped segment reduction becomes a scatter with batch
 dimensions, which ran ~100x slower than the bytes it moves (a 1024-GPU ring's failure
 scenarios: 486 to 2,618 per second on 16 CPU cores). Links no flow crosses are left out of
-the kernel (their load is 0); weights and caps shared by every scenario are sent once. The
-scenarios run in calls of at most :data:`CALL_ELEMENTS` elements and half the device's free
-memory (:func:`chunk_size`), each sharded over the devices along the batch.
+the kernel (their load is 0); capacities, weights and caps shared by every scenario are sent
+once. The scenarios run in calls of at most :data:`CALL_ELEMENTS` elements and half the
+device's free memory (:func:`chunk_size`), each sharded over the devices along the batch.
+
+The host's work per scenario is one copy of its rows each way: a call takes the caller's
+rows as they are and :func:`_finish` gathers the used links, pads, solves and lays the
+loads and utilizations out on every link on the device (host gathers, padding and
+conversions of every row cost ~145 us a scenario of a 1024-GPU ring on a 2-core CPU, now
+~85; docs/performance.md).
 """
 
 from __future__ import annotations
@@ -19,21 +25,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._dense_kernel import _JITTED, _kernel, device_structure
+from ._dense_kernel import _kernel, device_structure
 from ._placement import local_devices
 from ._problem import CompactRouting, pad
 
 
 @functools.lru_cache(maxsize=None)
-def _batch_sharded(devices: tuple, n_links: int, n_segs: int, inner: int, unit_coef: bool):
-    """The kernel for a batch spread over ``devices`` (scenarios split between them, each
-    device solving its share as one problem)."""
+def _batch_sharded(devices: tuple, shared: tuple, n_links: int, n_segs: int, inner: int, unit_coef: bool,
+                   with_util: bool):
+    """:func:`_finish` for a batch spread over ``devices`` (scenarios split between them, each
+    device solving its share as one problem); ``shared``: whether ``cap``, ``w``, ``d`` and
+    ``unbounded`` are one row for every scenario (then every device holds it whole)."""
     mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
     P = jax.sharding.PartitionSpec
-    kernel = functools.partial(_kernel, n_links=n_links, n_segs=n_segs, inner=inner, unit_coef=unit_coef)
+    fn = functools.partial(_finish, n_links=n_links, n_segs=n_segs, inner=inner, unit_coef=unit_coef,
+                           with_util=with_util)
     split, same = P("batch"), P()
-    fn = jax.shard_map(kernel, mesh=mesh, in_specs=(same,) * 5 + (split,) * 4 + (same, same),
-                       out_specs=(split,) * 5, check_vma=False)
+    rows = tuple(same if one else split for one in shared)
+    fn = jax.shard_map(fn, mesh=mesh, in_specs=(same,) * 5 + rows + (same,) * 3,
+                       out_specs=(split,) * 6, check_vma=False)
     return jax.jit(fn), jax.sharding.NamedSharding(mesh, split)
 
 
@@ -97,72 +107,90 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     """``B`` scenarios as one problem of disjoint copies (``_dense_kernel._Net``), in chunks that fit
     (:func:`chunk_size`), each sharded over the devices along the batch; unbounded flows
     start frozen; links no flow crosses are left out of the kernel (their load is 0).
-    Weights and caps shared by every scenario are sent once. Returns host arrays with a
-    leading scenario axis."""
+    Weights and caps shared by every scenario are sent once. The host sends each chunk's
+    rows as they are and copies the results' rows: the gathers, padding and the layout on
+    every link run on the device (:func:`_finish`), so the host's work per scenario is a
+    copy of its arrays. Returns host arrays with a leading scenario axis."""
     L, N = rm.n_links, rm.n_flows
-    full = CompactRouting.of(rm)
-    used = np.unique(full.seg_link[full.seg_frac > 0])
-    segments = full.on_links(used)
-    Lu = len(used)
-    Lp, Np, Sp, Ep = sizes = segments.buckets(Lu)
+    used, segments = _kernel_links(rm)
+    Lp, Np, Sp, Ep = sizes = segments.buckets(len(used))
     jdt = jnp.dtype(dtype)
     devices = local_devices()
     n_dev = len(devices)
-    chunk = chunk_size(B, (Lp, Np, Sp, Ep, full.flow_seg.shape[1]), n_dev, free_memory())
-    unbounded = np.asarray(unbounded)
-    d = np.where(unbounded, 0.0, d)
-    shared = {name: a.ndim == 1 for name, a in (("w", np.asarray(w)), ("d", d), ("u", unbounded))}
+    chunk = chunk_size(B, (Lp, Np, Sp, Ep, segments.flow_seg.shape[1]), n_dev, free_memory())
     structure = device_structure(segments.padded(sizes), jdt)
-    one = lambda a, n, fill, dt: jnp.asarray(pad(a, Np, fill, dt)[None], bool if dt is bool else jdt)  # noqa: E731
-    w_once = one(w, N, 1.0, np.float64) if shared["w"] else None
-    d_once = one(d, N, 0.0, np.float64) if shared["d"] else None
+    with_util = jdt == jnp.float64
+    # the kernel link of each link (-1: none) and the link of each kernel link (-1: padding)
+    where = np.full(L, -1, np.int32)
+    where[used] = np.arange(len(used), dtype=np.int32)
+    used_j, where_j = jnp.asarray(pad(used.astype(np.int32), Lp, -1)), jnp.asarray(where)
+    rows_of = [np.asarray(a) for a in (cap, w, d, unbounded)]
+    shared = tuple(a.ndim == 1 for a in rows_of)
+    if n_dev > 1:
+        fn, split = _batch_sharded(devices, shared, Lp, Sp, inner, segments.unit_coef, with_util)
+        put = lambda a: jax.device_put(a, split)  # noqa: E731
+    else:
+        fn = functools.partial(_FINISH, n_links=Lp, n_segs=Sp, inner=inner, unit_coef=segments.unit_coef,
+                               with_util=with_util)
+        put = jax.device_put
+    once = [jax.device_put(a[None]) if one else None for a, one in zip(rows_of, shared)]
     rates = np.empty((B, N), dtype)
     load = np.empty((B, L), dtype)
-    util = np.empty((B, L), dtype) if jdt == jnp.float64 else None
+    util = np.empty((B, L), dtype) if with_util else None
     bneck = np.empty((B, N), np.int32)
     rounds = np.empty(B, np.int32)
     converged = np.empty(B, bool)
-    if n_dev > 1:
-        fn, split = _batch_sharded(devices, Lp, Sp, inner, segments.unit_coef)
-        put = lambda a: jax.device_put(a, split)  # noqa: E731
-    else:
-        fn = functools.partial(_JITTED, n_links=Lp, n_segs=Sp, inner=inner, unit_coef=segments.unit_coef)
-        put = lambda a: a  # noqa: E731
-    cap = np.asarray(cap)
-    used_j = jnp.asarray(used.astype(np.int32))
     for lo in range(0, B, chunk):
         hi = min(lo + chunk, B)
         # a short last chunk repeats its last scenario (one compiled shape); full ones are slices
         rows = slice(lo, hi) if hi - lo == chunk else np.arange(lo, lo + chunk).clip(max=B - 1)
-        pick = lambda a: a[rows] if a.ndim == 2 else np.broadcast_to(a, (chunk,) + a.shape)  # noqa: E731
-        capc = put(jnp.asarray(pad(pick(cap)[:, used], Lp, np.inf, np.float64), jdt))   # this chunk's rows only
-        # one device takes shared weights and caps as (1, flows); sharding needs a row each
-        wc = (w_once if n_dev == 1 else put(jnp.broadcast_to(w_once, (chunk, Np)))) if shared["w"] else \
-            put(jnp.asarray(pad(pick(w), Np, 1.0, np.float64), jdt))
-        dc = (d_once if n_dev == 1 else put(jnp.broadcast_to(d_once, (chunk, Np)))) if shared["d"] else \
-            put(jnp.asarray(pad(pick(d), Np, 0.0, np.float64), jdt))
-        f0 = put(jnp.asarray(pad(pick(unbounded), Np, True)))
-        r, part_load, b, k, frozen = fn(*structure, capc, wc, dc, f0, jnp.int32(max_rounds), jnp.int32(0))
-        # every link's load (and, in float64, utilization) laid out on the device: the host
-        # copies rows, no per-column scatter or division over B x links
-        full_load, full_util = _full_width(part_load, capc, used_j, n_links=L)
-        r, b, k, frozen = (np.asarray(x)[:hi - lo] for x in (r, b, k, frozen))
-        b = b[:, :N]
-        rates[lo:hi], bneck[lo:hi], rounds[lo:hi] = r[:, :N], np.where(b >= 0, used[np.maximum(b, 0)], b), k
-        load[lo:hi] = np.asarray(full_load)[:hi - lo]
-        if util is not None:
-            util[lo:hi] = np.asarray(full_util)[:hi - lo]
-        converged[lo:hi] = frozen.all(axis=1)
+        per = [o if one else put(a[rows]) for a, o, one in zip(rows_of, once, shared)]
+        out = fn(*structure, *per, used_j, where_j, jnp.int32(max_rounds))
+        n = hi - lo
+        for dest, x in zip((rates, load, util, bneck, rounds, converged), out):
+            if dest is not None:
+                dest[lo:hi] = np.asarray(x)[:n]
     return rates, load, bneck, rounds, converged, util
 
 
-@functools.partial(jax.jit, static_argnames=("n_links",))
-def _full_width(part_load, capc, used, *, n_links):
-    """Loads and utilizations (``load / capacity``, 0 on an unused zero-capacity link, inf on
-    a loaded one) on all ``n_links`` links from the kernel's loads on the ``used`` ones."""
-    Lu = used.shape[0]
-    load_u, cap_u = part_load[:, :Lu], capc[:, :Lu]
-    live = cap_u > 0
-    util_u = jnp.where(live, load_u / jnp.where(live, cap_u, 1), jnp.where(load_u > 0, jnp.inf, 0))
-    zero = jnp.zeros((part_load.shape[0], n_links), part_load.dtype)
-    return zero.at[:, used].set(load_u), zero.at[:, used].set(util_u)
+def _kernel_links(rm):
+    """The links some flow crosses (sorted ids) and the routing's segments renumbered onto them."""
+    full = CompactRouting.of(rm)
+    used = np.unique(full.seg_link[full.seg_frac > 0])
+    return used, full.on_links(used)
+
+
+def _finish(el, es, ef, ss, sc, cap, w, d, unbounded, used, where, max_rounds, *, n_links, n_segs, inner,
+            unit_coef, with_util):
+    """One call's scenarios from the caller's arrays to the results, all on the device: ``cap``
+    (b or 1, links) over every link, ``w``, ``d`` and ``unbounded`` (b or 1, flows; 1: shared by
+    every scenario, at least one of the four has a row per scenario); ``used`` (n_links,)
+    the link of each kernel link (-1: padding), ``where`` (links,) each link's kernel link (-1:
+    no flow crosses it). Gathers, pads, runs :func:`_kernel` and lays the loads (and, with
+    ``with_util``, the utilizations) out on every link: the host only copies rows."""
+    dt = ef.dtype
+    b, n = max(a.shape[0] for a in (cap, w, d, unbounded)), w.shape[1]
+    Np = ss.shape[0]
+    inf = jnp.asarray(jnp.inf, dt)
+    capc = jnp.where(used >= 0, jnp.take(cap.astype(dt), jnp.maximum(used, 0), axis=1), inf)
+    capc = jnp.broadcast_to(capc, (b, n_links))
+    grow = lambda a, fill: jnp.pad(a, ((0, 0), (0, Np - n)), constant_values=fill)  # noqa: E731
+    f0 = jnp.broadcast_to(grow(unbounded, True), (b, Np))
+    rates, part_load, bneck, rounds, frozen = _kernel(
+        el, es, ef, ss, sc, capc, grow(w.astype(dt), 1), grow(jnp.where(unbounded, 0, d).astype(dt), 0), f0,
+        max_rounds, jnp.int32(0), n_links=n_links, n_segs=n_segs, inner=inner, unit_coef=unit_coef)
+    bneck = bneck[:, :n]
+
+    def full(x):                # (b, n_links) on the used links -> (b, links), 0 on the others
+        return jnp.where(where >= 0, jnp.take(x, jnp.maximum(where, 0), axis=1), jnp.zeros((), x.dtype))
+
+    util = None
+    if with_util:
+        live = capc > 0
+        util = full(jnp.where(live, part_load / jnp.where(live, capc, 1), jnp.where(part_load > 0, inf, 0)))
+    return (rates[:, :n], full(part_load), util, jnp.where(bneck >= 0, jnp.take(used, jnp.maximum(bneck, 0)), bneck),
+            rounds, frozen.all(axis=1))
+
+
+_STATIC = ("n_links", "n_segs", "inner", "unit_coef", "with_util")
+_FINISH = jax.jit(_finish, static_argnames=_STATIC)

@@ -197,12 +197,13 @@ def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds
     cap = _per("capacity", capacity, rm.n_links, rm.capacity, what="link")
     w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
     d = _per("demands", demands, rm.n_flows, rm.demands, what="flow")
-    if (bad := ~(cap >= 0)).any():
-        _first_bad(bad, "capacity", "a number >= 0 bytes/s (0 = failed link)", cap)
-    if (bad := ~(w > 0) | ~np.isfinite(w)).any():
-        _first_bad(bad, "weights", "a finite number > 0", w)
-    if (bad := ~(d >= 0)).any():
-        _first_bad(bad, "demands", "a number >= 0 bytes/s (inf = no cap)", d)
+    # one reduction each (a batch's capacities can be millions): NaN fails every comparison
+    if not _lowest(cap) >= 0:
+        _first_bad(~(cap >= 0), "capacity", "a number >= 0 bytes/s (0 = failed link)", cap)
+    if not (_lowest(w) > 0 and np.max(w, initial=1.0) < np.inf):
+        _first_bad(~(w > 0) | ~np.isfinite(w), "weights", "a finite number > 0", w)
+    if not _lowest(d) >= 0:
+        _first_bad(~(d >= 0), "demands", "a number >= 0 bytes/s (inf = no cap)", d)
     batched = [a.shape[0] for a in (cap, w, d) if a.ndim == 2]
     if batched and len(set(batched)) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(batched))}")
@@ -267,6 +268,11 @@ def _per(name, value, n, default, *, what):
     return arr
 
 
+def _lowest(arr) -> float:
+    """The smallest entry of ``arr`` (NaN if it holds one: ``np.min`` propagates it; +inf if empty)."""
+    return float(np.min(arr, initial=np.inf))
+
+
 def _first_bad(mask, name, rule, arr):
     """Raise for the first entry of ``arr`` where ``mask`` holds, naming its position."""
     idx = np.argwhere(mask)[0]
@@ -293,11 +299,13 @@ def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
         hit = (rm.seg_frac > 0) & finite[rm.seg_link]
         return np.append(np.bincount(rm.entry_segment[hit], minlength=rm.n_segments) > 0, False)
 
-    finite = np.isfinite(cap)
-    if finite.all():            # the usual case, the same for every solve of the matrix: kept
+    # the usual case, the same for every solve of the matrix: kept (cap >= 0: its largest
+    # entry is finite exactly when all are; one reduction, no mask over a batch's links)
+    if np.max(cap, initial=0.0) < np.inf:
         if (known := _ALL_FINITE.get(rm)) is None:
             known = _ALL_FINITE[rm] = per_flow(segments_with(np.ones(rm.n_links, bool)))
         return known
+    finite = np.isfinite(cap)
     if finite.ndim == 1:
         return per_flow(segments_with(finite))
     # scenarios with infinite links: per segment, the finite links it holds (a sparse product)

@@ -133,3 +133,19 @@ def test_the_frontier_reuses_a_matrix_layout_only_for_the_same_weights_and_caps(
         a = max_min_fair(rm, c, demands=dem, method="frontier")
         np.testing.assert_allclose(a.rates, progressive_filling(A, c, None, dem), rtol=1e-12, atol=1e-12)
         assert _frontier._LAST.slot[0]() is rm
+
+
+def test_shared_capacity_with_per_scenario_weights_and_caps_matches_progressive_filling():
+    """One capacity row for every scenario (sent once, spread over the devices on the device)
+    beside weights and caps that differ per scenario; 7 scenarios: not a multiple of the
+    test's 4 devices, so the last call repeats a scenario."""
+    A, cap, rng = _network(5)
+    w = rng.uniform(0.5, 2.0, (7, A.shape[1]))
+    d = np.where(rng.random((7, A.shape[1])) < 0.3, rng.uniform(0.1, 2.0, (7, A.shape[1])), np.inf)
+    a = max_min_fair(A, cap, weights=w, demands=d)
+    assert a.rates.shape == (7, A.shape[1]) and a.link_load.shape == (7, A.shape[0])
+    for i in range(7):
+        np.testing.assert_allclose(a.rates[i], progressive_filling(A, cap, w[i], d[i]), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(a.link_load[i], A @ a.rates[i], rtol=1e-12, atol=1e-12)
+    assert (a.link_load[:, [3, 9]] == 0).all() and (a.utilization[:, [3, 9]] == 0).all()
+    assert a.rates.flags.writeable and a.link_load.flags.writeable     # the caller's own arrays
