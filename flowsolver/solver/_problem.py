@@ -289,6 +289,14 @@ def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
     where scenarios differ in which links are infinite."""
 
     def per_flow(has):          # has: (segments + 1,) or (B, segments + 1) -> per flow, by slot
+        if has.ndim == 1:       # one gather of the (flows, slots) table, then its columns or-ed
+            hit = has[rm.flow_seg]
+            if rm.flow_coef is not None:
+                hit &= rm.flow_coef > 0
+            out = np.zeros(rm.n_flows, dtype=bool)
+            for k in range(rm.slots):
+                out |= hit[:, k]
+            return out
         out = np.zeros(has.shape[:-1] + (rm.n_flows,), dtype=bool)
         for k in range(rm.slots):
             col = has[..., rm.flow_seg[:, k]]
@@ -303,7 +311,12 @@ def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
     # entry is finite exactly when all are; one reduction, no mask over a batch's links)
     if np.max(cap, initial=0.0) < np.inf:
         if (known := _ALL_FINITE.get(rm)) is None:
-            known = _ALL_FINITE[rm] = per_flow(segments_with(np.ones(rm.n_links, bool)))
+            live = rm.seg_frac > 0
+            if live.all():      # every segment with an entry has a live one: no pass over the entries
+                has = np.append(rm.seg_ptr[1:] > rm.seg_ptr[:-1], False)
+            else:
+                has = segments_with(np.ones(rm.n_links, bool))
+            known = _ALL_FINITE[rm] = per_flow(has)
         return known
     finite = np.isfinite(cap)
     if finite.ndim == 1:
