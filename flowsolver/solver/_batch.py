@@ -56,22 +56,34 @@ CALL_ELEMENTS = 1 << 25
 #: first H200 run's vmapped kernel held about 5x its input arrays (508 KB a scenario of a
 #: 1024-GPU ring); 96 covers both
 BYTES_PER_ELEMENT = 96
+#: bytes per scenario and link of the routing (all links, not the kernel's): its capacity in,
+#: its load and utilization out (float64) and a gather's temporary; the CPU's memory analysis
+#: of a 1024-GPU ring's batched call (7,168 links) gives 506 KB a scenario in all, what the
+#: first H200 run measured as its peak (0.52 MB)
+FULL_WIDTH_BYTES = 32
 
 
 def scenario_elements(sizes) -> int:
     """Elements (slots, entries, segments, links, flows) of one scenario of a batch padded to
-    ``sizes`` = (links, flows, segments, entries, K)."""
-    Lp, Np, Sp, Ep, K = sizes
-    return Np * K + 2 * Ep + Sp + Lp + Np
+    ``sizes`` = (links, flows, segments, entries, K) of the kernel, and optionally the
+    routing's own link count ``L`` last: its capacities in and its loads and utilizations out
+    on every link (:func:`_finish`), 3 ``L`` more."""
+    Lp, Np, Sp, Ep, K, *rest = sizes
+    return Np * K + 2 * Ep + Sp + Lp + Np + 3 * (rest[0] if rest else 0)
 
 
 def bytes_per_scenario(sizes) -> int:
-    """Device memory one scenario of a batch takes (bytes, float64), an upper estimate.
+    """Device memory one scenario of a batch takes (bytes, float64), an upper estimate:
+    :data:`BYTES_PER_ELEMENT` per kernel element, :data:`FULL_WIDTH_BYTES` per link of the
+    routing (``sizes``' optional sixth entry).
 
     >>> bytes_per_scenario((1024, 1536, 2048, 4096, 4)) // 1024     # KiB
     1776
+    >>> bytes_per_scenario((1024, 1536, 2048, 4096, 4, 4000)) // 1024   # and 4,000 links in all
+    1901
     """
-    return scenario_elements(sizes) * BYTES_PER_ELEMENT
+    Lp, Np, Sp, Ep, K, *rest = sizes
+    return scenario_elements((Lp, Np, Sp, Ep, K)) * BYTES_PER_ELEMENT + (rest[0] if rest else 0) * FULL_WIDTH_BYTES
 
 
 def free_memory() -> int | None:
@@ -89,7 +101,7 @@ def chunk_size(B: int, sizes, n_dev: int, free: int | None) -> int:
     A scenario that alone exceeds the free memory is an error naming the sizes."""
     per = bytes_per_scenario(sizes)
     if free is not None and per * n_dev > free:
-        Lp, Np, Sp, Ep, K = sizes
+        Lp, Np, Sp, Ep, K = sizes[:5]
         raise ValueError(f"capacity: one scenario of this batch needs about {per / 2**20:.1f} MiB of device memory "
                          f"({Np:,} flows x {K} slots, {Ep:,} link entries, {Sp:,} segments, {Lp:,} links) and the "
                          f"device has {free / 2**20:.1f} MiB free; solve on the CPU (jax.default_device) or split "
@@ -117,7 +129,7 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     jdt = jnp.dtype(dtype)
     devices = local_devices()
     n_dev = len(devices)
-    chunk = chunk_size(B, (Lp, Np, Sp, Ep, segments.flow_seg.shape[1]), n_dev, free_memory())
+    chunk = chunk_size(B, (Lp, Np, Sp, Ep, segments.flow_seg.shape[1], L), n_dev, free_memory())
     structure = device_structure(segments.padded(sizes), jdt)
     with_util = jdt == jnp.float64
     # the kernel link of each link (-1: none) and the link of each kernel link (-1: padding)
@@ -140,16 +152,26 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     bneck = np.empty((B, N), np.int32)
     rounds = np.empty(B, np.int32)
     converged = np.empty(B, bool)
+    results = (rates, load, util, bneck, rounds, converged)
+
+    def collect(lo, hi, out):   # a call's rows into the results (waits for the call)
+        for dest, x in zip(results, out):
+            if dest is not None:
+                dest[lo:hi] = np.asarray(x)[:hi - lo]
+
+    pending = None
     for lo in range(0, B, chunk):
         hi = min(lo + chunk, B)
         # a short last chunk repeats its last scenario (one compiled shape); full ones are slices
         rows = slice(lo, hi) if hi - lo == chunk else np.arange(lo, lo + chunk).clip(max=B - 1)
         per = [o if one else put(a[rows]) for a, o, one in zip(rows_of, once, shared)]
         out = fn(*structure, *per, used_j, where_j, jnp.int32(max_rounds))
-        n = hi - lo
-        for dest, x in zip((rates, load, util, bneck, rounds, converged), out):
-            if dest is not None:
-                dest[lo:hi] = np.asarray(x)[:n]
+        # the next call is queued before this one's rows are copied: the device solves while
+        # the host copies (two calls' results at most are held at once)
+        if pending is not None:
+            collect(*pending)
+        pending = (lo, hi, out)
+    collect(*pending)
     return rates, load, bneck, rounds, converged, util
 
 

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from flowsolver import Status, max_min_fair
-from flowsolver.solver import _batch, _dense, _dense_kernel
+from flowsolver.solver import _batch
 from flowsolver.solver._problem import CompactRouting
 
 from ..oracle import assert_max_min_fair, progressive_filling
@@ -95,24 +95,25 @@ def test_a_scenario_larger_than_the_free_memory_is_an_error_naming_the_sizes():
     assert _batch.chunk_size(3, sizes, 2, free=None) == 4        # a multiple of the device count
 
 
-@pytest.mark.parametrize("shape", [(64, 96, 128, 256, 3), (1024, 1536, 2048, 6144, 6)])
+@pytest.mark.parametrize("shape", [(64, 96, 128, 256, 3, 100), (1024, 1536, 2048, 6144, 6, 4000),
+                                   (3072, 1536, 1536, 3072, 3, 7168)])
 def test_bytes_per_scenario_bounds_the_compiled_programs_memory(shape):
-    """The estimate is at least what XLA's memory analysis of the batched kernel compiled
-    for the CPU says it holds per scenario, and not wildly above it. (On the H200, 2026-12-04,
-    the small shape's program held more than the estimate at 32 scenarios: the GPU's own
-    figure is what benchmarks/gpu.py reports.)"""
-    Lp, Np, Sp, Ep, K = shape
-    B = 32
+    """The estimate is at least what XLA's memory analysis of a batched call (the kernel with
+    the gathers and the loads and utilizations on every link, ``_batch._finish``) compiled for
+    the CPU says it holds per scenario, and not wildly above it. The last shape is a 1024-GPU
+    ring's (7,168 links): the first H200 run's peak was 0.52 MB a scenario. (On the H200,
+    2026-12-04, the small kernel alone held more than the estimate at 32 scenarios: the GPU's
+    own figure is what benchmarks/gpu.py reports.)"""
+    Lp, Np, Sp, Ep, K, L = shape
+    B, N = 32, Np - 1
     i32, f64 = jnp.int32, jnp.float64
+    on_cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
     with jax.enable_x64(True):
-        args = [jax.ShapeDtypeStruct((Ep,), i32), jax.ShapeDtypeStruct((Ep,), i32), jax.ShapeDtypeStruct((Ep,), f64),
-                jax.ShapeDtypeStruct((Np, K), i32), jax.ShapeDtypeStruct((1, 1), f64),
-                jax.ShapeDtypeStruct((B, Lp), f64), jax.ShapeDtypeStruct((B, Np), f64),
-                jax.ShapeDtypeStruct((B, Np), f64), jax.ShapeDtypeStruct((B, Np), jnp.bool_),
-                jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32)]
-        on_cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
-        args = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=on_cpu) for a in args]
-        compiled = _dense_kernel._JITTED.lower(*args, n_links=Lp, n_segs=Sp, inner=1, unit_coef=True).compile()
+        args = [jax.ShapeDtypeStruct(s, d, sharding=on_cpu) for s, d in [
+            ((Ep,), i32), ((Ep,), i32), ((Ep,), f64), ((Np, K), i32), ((1, 1), f64), ((B, L), f64),
+            ((1, N), f64), ((1, N), f64), ((1, N), jnp.bool_), ((Lp,), i32), ((L,), i32), ((), i32)]]
+        compiled = _batch._FINISH.lower(*args, n_links=Lp, n_segs=Sp, inner=1, unit_coef=True,
+                                        with_util=True).compile()
     mem = compiled.memory_analysis()
     per = (mem.temp_size_in_bytes + mem.output_size_in_bytes + mem.argument_size_in_bytes) / B
     estimate = _batch.bytes_per_scenario(shape)
