@@ -11,8 +11,9 @@ once. The scenarios run in calls of at most :data:`CALL_ELEMENTS` elements and h
 device's free memory (:func:`chunk_size`), each sharded over the devices along the batch.
 
 The host's work per scenario is one copy of its rows each way: a call takes the caller's
-rows as they are and :func:`_finish` gathers the used links, pads, solves and lays the
-loads and utilizations out on every link on the device (host gathers, padding and
+rows as they are; :func:`_prepare` gathers the used links and pads, the kernel (compiled
+for the padded sizes) solves and :func:`_layout` lays the loads and utilizations out on
+every link, all on the device (host gathers, padding and
 conversions of every row cost ~145 us a scenario of a 1024-GPU ring on a 2-core CPU, now
 ~85; docs/performance.md).
 """
@@ -25,26 +26,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._dense_kernel import _kernel, device_structure
+from ._dense_kernel import _JITTED, _kernel, device_structure
 from ._placement import local_devices
 from ._problem import CompactRouting, pad
 
 
 @functools.lru_cache(maxsize=None)
-def _batch_sharded(devices: tuple, shared: tuple, n_links: int, n_segs: int, inner: int, unit_coef: bool,
-                   with_util: bool):
-    """:func:`_finish` for a batch spread over ``devices`` (scenarios split between them, each
-    device solving its share as one problem); ``shared``: whether ``cap``, ``w``, ``d`` and
-    ``unbounded`` are one row for every scenario (then every device holds it whole)."""
+def _batch_sharded(devices: tuple, shared: tuple, n_links: int, n_segs: int, inner: int, unit_coef: bool):
+    """The kernel for a batch spread over ``devices`` (scenarios split between them, each
+    device solving its share as one problem); ``shared``: whether the weights and the caps
+    are one row for every scenario (then every device holds it whole)."""
     mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
     P = jax.sharding.PartitionSpec
-    fn = functools.partial(_finish, n_links=n_links, n_segs=n_segs, inner=inner, unit_coef=unit_coef,
-                           with_util=with_util)
+    kernel = functools.partial(_kernel, n_links=n_links, n_segs=n_segs, inner=inner, unit_coef=unit_coef)
     split, same = P("batch"), P()
     rows = tuple(same if one else split for one in shared)
-    fn = jax.shard_map(fn, mesh=mesh, in_specs=(same,) * 5 + rows + (same,) * 3,
-                       out_specs=(split,) * 6, check_vma=False)
-    return jax.jit(fn), jax.sharding.NamedSharding(mesh, split)
+    fn = jax.shard_map(kernel, mesh=mesh, in_specs=(same,) * 5 + (split,) + rows + (split, same, same),
+                       out_specs=(split,) * 5, check_vma=False)
+    return jax.jit(fn), jax.sharding.NamedSharding(mesh, split), jax.sharding.NamedSharding(mesh, same)
 
 
 #: slot, entry, segment and link elements one batched call holds at most over its scenarios
@@ -67,7 +66,7 @@ def scenario_elements(sizes) -> int:
     """Elements (slots, entries, segments, links, flows) of one scenario of a batch padded to
     ``sizes`` = (links, flows, segments, entries, K) of the kernel, and optionally the
     routing's own link count ``L`` last: its capacities in and its loads and utilizations out
-    on every link (:func:`_finish`), 3 ``L`` more."""
+    on every link (:func:`_prepare`, :func:`_layout`), 3 ``L`` more."""
     Lp, Np, Sp, Ep, K, *rest = sizes
     return Np * K + 2 * Ep + Sp + Lp + Np + 3 * (rest[0] if rest else 0)
 
@@ -119,10 +118,11 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     """``B`` scenarios as one problem of disjoint copies (``_dense_kernel._Net``), in chunks that fit
     (:func:`chunk_size`), each sharded over the devices along the batch; unbounded flows
     start frozen; links no flow crosses are left out of the kernel (their load is 0).
-    Weights and caps shared by every scenario are sent once. The host sends each chunk's
-    rows as they are and copies the results' rows: the gathers, padding and the layout on
-    every link run on the device (:func:`_finish`), so the host's work per scenario is a
-    copy of its arrays. Returns host arrays with a leading scenario axis."""
+    Capacities, weights and caps shared by every scenario are sent once. The host sends each
+    chunk's rows as they are and copies the results' rows: the gathers and padding
+    (:func:`_prepare`) and the layout on every link (:func:`_layout`) run on the device, around
+    the kernel compiled for the padded sizes (shared by every routing of the same buckets).
+    Returns host arrays with a leading scenario axis."""
     L, N = rm.n_links, rm.n_flows
     used, segments = _kernel_links(rm)
     Lp, Np, Sp, Ep = sizes = segments.buckets(len(used))
@@ -139,13 +139,14 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     rows_of = [np.asarray(a) for a in (cap, w, d, unbounded)]
     shared = tuple(a.ndim == 1 for a in rows_of)
     if n_dev > 1:
-        fn, split = _batch_sharded(devices, shared, Lp, Sp, inner, segments.unit_coef, with_util)
-        put = lambda a: jax.device_put(a, split)  # noqa: E731
+        # the caps the kernel gets are per scenario where the unbounded flows are (their cap 0)
+        kernel, split, whole = _batch_sharded(devices, (shared[1], shared[2] and shared[3]), Lp, Sp, inner,
+                                              segments.unit_coef)
+        put, put_once = (lambda a: jax.device_put(a, split)), (lambda a: jax.device_put(a, whole))  # noqa: E731
     else:
-        fn = functools.partial(_FINISH, n_links=Lp, n_segs=Sp, inner=inner, unit_coef=segments.unit_coef,
-                               with_util=with_util)
-        put = jax.device_put
-    once = [jax.device_put(a[None]) if one else None for a, one in zip(rows_of, shared)]
+        kernel = functools.partial(_JITTED, n_links=Lp, n_segs=Sp, inner=inner, unit_coef=segments.unit_coef)
+        put = put_once = jax.device_put
+    once = [put_once(a[None]) if one else None for a, one in zip(rows_of, shared)]
     rates = np.empty((B, N), dtype)
     load = np.empty((B, L), dtype)
     util = np.empty((B, L), dtype) if with_util else None
@@ -156,8 +157,8 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
 
     def collect(lo, hi, out):   # a call's rows into the results (waits for the call)
         for dest, x in zip(results, out):
-            if dest is not None:
-                dest[lo:hi] = np.asarray(x)[:hi - lo]
+            if dest is not None:    # (the kernel's flows are padded: the first N of each row)
+                dest[lo:hi] = np.asarray(x)[:hi - lo] if dest.ndim == 1 else np.asarray(x)[:hi - lo, :dest.shape[1]]
 
     pending = None
     for lo in range(0, B, chunk):
@@ -165,7 +166,10 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
         # a short last chunk repeats its last scenario (one compiled shape); full ones are slices
         rows = slice(lo, hi) if hi - lo == chunk else np.arange(lo, lo + chunk).clip(max=B - 1)
         per = [o if one else put(a[rows]) for a, o, one in zip(rows_of, once, shared)]
-        out = fn(*structure, *per, used_j, where_j, jnp.int32(max_rounds))
+        capc, wc, dc, f0 = _prepare(*per, used_j, n_links=Lp, n_flows=Np, dtype=jdt.name)
+        r, part_load, b, k, frozen = kernel(*structure, capc, wc, dc, f0, jnp.int32(max_rounds), jnp.int32(0))
+        full_load, full_util, bn, conv = _layout(part_load, capc, b, frozen, used_j, where_j, with_util=with_util)
+        out = (r, full_load, full_util, bn, k, conv)
         # the next call is queued before this one's rows are copied: the device solves while
         # the host copies (two calls' results at most are held at once)
         if pending is not None:
@@ -175,44 +179,40 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     return rates, load, bneck, rounds, converged, util
 
 
-def _kernel_links(rm):
-    """The links some flow crosses (sorted ids) and the routing's segments renumbered onto them."""
-    full = CompactRouting.of(rm)
-    used = np.unique(full.seg_link[full.seg_frac > 0])
-    return used, full.on_links(used)
-
-
-def _finish(el, es, ef, ss, sc, cap, w, d, unbounded, used, where, max_rounds, *, n_links, n_segs, inner,
-            unit_coef, with_util):
-    """One call's scenarios from the caller's arrays to the results, all on the device: ``cap``
-    (b or 1, links) over every link, ``w``, ``d`` and ``unbounded`` (b or 1, flows; 1: shared by
-    every scenario, at least one of the four has a row per scenario); ``used`` (n_links,)
-    the link of each kernel link (-1: padding), ``where`` (links,) each link's kernel link (-1:
-    no flow crosses it). Gathers, pads, runs :func:`_kernel` and lays the loads (and, with
-    ``with_util``, the utilizations) out on every link: the host only copies rows."""
-    dt = ef.dtype
+@functools.partial(jax.jit, static_argnames=("n_links", "n_flows", "dtype"))
+def _prepare(cap, w, d, unbounded, used, *, n_links, n_flows, dtype):
+    """A call's kernel inputs from the caller's rows, on the device: ``cap`` (b or 1, links)
+    over every link gathered onto the kernel's ``used`` links (``n_links``, -1: padding, inf);
+    ``w``, ``d`` and ``unbounded`` (b or 1, flows; 1: shared) padded to ``n_flows`` (weight 1,
+    cap 0, frozen), an unbounded flow's cap 0. At least one of the four has a row per scenario."""
+    dt = jnp.dtype(dtype)
     b, n = max(a.shape[0] for a in (cap, w, d, unbounded)), w.shape[1]
-    Np = ss.shape[0]
-    inf = jnp.asarray(jnp.inf, dt)
-    capc = jnp.where(used >= 0, jnp.take(cap.astype(dt), jnp.maximum(used, 0), axis=1), inf)
-    capc = jnp.broadcast_to(capc, (b, n_links))
-    grow = lambda a, fill: jnp.pad(a, ((0, 0), (0, Np - n)), constant_values=fill)  # noqa: E731
-    f0 = jnp.broadcast_to(grow(unbounded, True), (b, Np))
-    rates, part_load, bneck, rounds, frozen = _kernel(
-        el, es, ef, ss, sc, capc, grow(w.astype(dt), 1), grow(jnp.where(unbounded, 0, d).astype(dt), 0), f0,
-        max_rounds, jnp.int32(0), n_links=n_links, n_segs=n_segs, inner=inner, unit_coef=unit_coef)
-    bneck = bneck[:, :n]
+    capc = jnp.where(used >= 0, jnp.take(cap.astype(dt), jnp.maximum(used, 0), axis=1), jnp.asarray(jnp.inf, dt))
+    grow = lambda a, fill: jnp.pad(a, ((0, 0), (0, n_flows - n)), constant_values=fill)  # noqa: E731
+    return (jnp.broadcast_to(capc, (b, n_links)), grow(w.astype(dt), 1), grow(jnp.where(unbounded, 0, d).astype(dt), 0),
+            jnp.broadcast_to(grow(unbounded, True), (b, n_flows)))
 
-    def full(x):                # (b, n_links) on the used links -> (b, links), 0 on the others
+
+@functools.partial(jax.jit, static_argnames=("with_util",))
+def _layout(part_load, capc, bneck, frozen, used, where, *, with_util):
+    """The kernel's results laid out for the host: loads (and, ``with_util``, utilizations
+    ``load / capacity``: 0 on an unused zero-capacity link, inf on a loaded one) on every
+    link (``where``: each link's kernel link, -1: none, load 0), bottlenecks as link ids of
+    the routing, convergence per scenario. Gathers, not scatters."""
+
+    def full(x):                # (b, n_links) on the used links -> (b, links)
         return jnp.where(where >= 0, jnp.take(x, jnp.maximum(where, 0), axis=1), jnp.zeros((), x.dtype))
 
     util = None
     if with_util:
         live = capc > 0
-        util = full(jnp.where(live, part_load / jnp.where(live, capc, 1), jnp.where(part_load > 0, inf, 0)))
-    return (rates[:, :n], full(part_load), util, jnp.where(bneck >= 0, jnp.take(used, jnp.maximum(bneck, 0)), bneck),
-            rounds, frozen.all(axis=1))
+        util = full(jnp.where(live, part_load / jnp.where(live, capc, 1), jnp.where(part_load > 0, jnp.inf, 0)))
+    return (full(part_load), util, jnp.where(bneck >= 0, jnp.take(used, jnp.maximum(bneck, 0)), bneck),
+            frozen.all(axis=1))
 
 
-_STATIC = ("n_links", "n_segs", "inner", "unit_coef", "with_util")
-_FINISH = jax.jit(_finish, static_argnames=_STATIC)
+def _kernel_links(rm):
+    """The links some flow crosses (sorted ids) and the routing's segments renumbered onto them."""
+    full = CompactRouting.of(rm)
+    used = np.unique(full.seg_link[full.seg_frac > 0])
+    return used, full.on_links(used)
