@@ -11,11 +11,12 @@ rounds, the rates' largest relative difference from the CPU's), ``round`` (a den
 time and the fixed cost per call), ``equal`` (1 M independent equal bottlenecks),
 ``batch`` (failure scenarios of a 1024-GPU ring, 1,024 to 65,536 a call, with the device's
 peak memory and the host's own time per scenario, :func:`host_seconds`; on this repository's
-2-core CPU 52-83 us a scenario, 100-170 before issue 31's host work was moved to the
-device), ``large`` (16.7 M flows), ``e2e`` (a Llama-3-405B step on 16,384 GPUs and the
-default all-to-all over 4,096 GPUs in fresh processes, with and without a warm compilation
-cache), ``reduce`` (segment reductions of the dense round in isolation: what a round's
-pieces cost on this device).
+2-core CPU, with the gathers around the kernel replayed too, 57-93 us a scenario, 81-145
+before the host's gathers and padding moved to the device: ``benchmarks/batch_host.py``),
+``large`` (16.7 M flows), ``e2e`` (a Llama-3-405B step on 16,384 GPUs and the default
+all-to-all over 4,096 GPUs in fresh processes, with and without a warm compilation cache),
+``reduce`` (segment reductions of the dense round in isolation: what a round's pieces cost
+on this device).
 
 The CPU figures come from ``jax.devices("cpu")`` in the same process (``device="cpu"``);
 on a machine without an accelerator both columns are the CPU. Targets (issue 31, one H200):

@@ -13,9 +13,10 @@ device's free memory (:func:`chunk_size`), each sharded over the devices along t
 The host's work per scenario is one copy of its rows each way: a call takes the caller's
 rows as they are; :func:`_prepare` gathers the used links and pads, the kernel (compiled
 for the padded sizes) solves and :func:`_layout` lays the loads and utilizations out on
-every link, all on the device (host gathers, padding and
-conversions of every row cost ~145 us a scenario of a 1024-GPU ring on a 2-core CPU, now
-~85; docs/performance.md).
+every link, all on the device. (The host's gathers, padding and conversions of every row
+and the previous scatter of the loads cost 81-145 us a scenario of a 1024-GPU ring on a
+2-core CPU, growing with the batch; 57-93 us now, flat from 1,024 scenarios on;
+docs/performance.md.)
 """
 
 from __future__ import annotations
