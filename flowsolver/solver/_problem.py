@@ -103,7 +103,7 @@ class Problem:
             return
         if (bad := (w < tiny) | (w > big)).any():
             _first_bad(bad, "weights", f"in {tiny:.3g} ... {big:.3g} with dtype='float32' (use dtype='float64')", w)
-        sums = np.array([self.routing.link_loads(row) for row in np.atleast_2d(w)])
+        sums = self.routing.link_loads(w) if w.ndim == 1 else _link_sums(self.routing, w)
         if (sums > big).any():
             link = int(np.argwhere(sums > big)[0][-1])
             raise ValueError(f"weights: the flows on link {link} sum to {sums.max():.3g}, more than dtype='float32' "
@@ -114,6 +114,19 @@ class Problem:
             raise ValueError(f"dtype='float32' cannot hold the levels (rate / weight) of this problem: largest "
                              f"capacity or cap {top:.3g} over smallest weight {float(w.min()):.3g} exceeds "
                              f"{big:.3g}; use dtype='float64'")
+
+
+def _link_sums(rm: RoutingMatrix, rows: np.ndarray) -> np.ndarray:
+    """``A @ row`` for every row of ``rows`` (scenarios, flows) -> (scenarios, links), through
+    the factored form: flows to segments, segments to links (two sparse products, no loop
+    over the scenarios; duplicate entries add, as in ``RoutingMatrix.link_loads``)."""
+    n, k = rm.flow_seg.shape
+    used = rm.flow_seg >= 0
+    coef = np.ones(int(used.sum())) if rm.flow_coef is None else rm.flow_coef[used]
+    flow_to_seg = sp.csr_matrix((coef, (np.broadcast_to(np.arange(n)[:, None], (n, k))[used], rm.flow_seg[used])),
+                                shape=(n, rm.n_segments))
+    seg_to_link = sp.csr_matrix((rm.seg_frac, (rm.entry_segment, rm.seg_link)), shape=(rm.n_segments, rm.n_links))
+    return np.asarray(seg_to_link.T @ (flow_to_seg.T @ np.asarray(rows, dtype=np.float64).T)).T
 
 
 @dataclass

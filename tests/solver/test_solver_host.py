@@ -34,3 +34,16 @@ def test_a_flow_whose_only_entry_has_fraction_zero_is_unbounded_after_a_bounded_
     # in a batch it is reported, not raised; the other flow keeps its link's capacity
     a = max_min_fair(replace(rm, seg_frac=frac), demands=[[np.inf, np.inf], [np.inf, 1.0]])
     assert list(np.asarray(a.status)) == [2, 0] and a.rates[1].tolist() == [2.0, 1.0]
+
+
+def test_batched_float32_weights_are_checked_per_link_in_every_scenario():
+    """The float32 check of each link's sum of weights, for weights with a scenario axis (one
+    product over the scenarios): scenario 1's flows 1 and 2 put 2e37 each on link 1."""
+    A = sp.csc_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
+    w = np.array([[1.0, 1.0, 1.0], [1.0, 2e37, 2e37]])
+    with pytest.raises(ValueError, match=r"weights: the flows on link 1 sum to 4e\+37, more than dtype='float32'"):
+        max_min_fair(A, [1.0, 1.0], weights=w, dtype="float32")
+    # within float32's range: each scenario as solved alone (link 1 shared by flows 1 and 2)
+    w = np.array([[1.0, 1.0, 1.0], [1.0, 3.0, 1.0]])
+    a = max_min_fair(A, [1.0, 1.0], weights=w, dtype="float32")
+    np.testing.assert_allclose(a.rates[1], [0.25, 0.75, 0.25], rtol=1e-6)
