@@ -118,7 +118,8 @@ def build(path, frac, cap, w, d, skip, wide: WideParts | None = None) -> Frontie
     # not at all (a handful of compiled widths), long ones to a multiple of 4 or 16
     Pp = P if P <= 8 else -(-P // 4) * 4 if P <= 32 else -(-P // 16) * 16
     real = path >= 0
-    full_path = pad(np.where(real, path, Lp - 1), (Np, Pp), Lp - 1, np.int32)
+    full_path = np.full((Np, Pp), Lp - 1, np.int32)
+    np.copyto(full_path[:N, :P], path, where=real)
     unit = (frac is None or bool(np.all(frac[real] == 1.0))) and bool(np.all((w == np.round(w)) & (w <= 2 ** 20)))
     full_frac = None if unit else pad(real if frac is None else np.where(real, frac, 0.0), (Np, Pp), 0.0, np.float64)
     link_ptr, link_flow, link_frac, deg = _link_lists(path, real, None if unit else full_frac[:N, :P][real],
@@ -173,7 +174,9 @@ def _link_lists(path, real, data, shape, Lp, Np):
     (``data`` the fractions, None for unit ones); a flow that lists a link twice keeps two
     pairs (the weight sums add and remove each entry on its own). Returns the padded
     pointers, flows, fractions and each link's list length."""
-    counts = real.sum(axis=1)
+    counts = real[:, 0].astype(np.int64)            # per flow, a column at a time (a row sum over a
+    for j in range(1, real.shape[1]):               # few columns is ~3x slower: 28 ms on 1 M flows)
+        counts += real[:, j]
     csc = sp.csc_matrix((np.ones(int(counts.sum()), np.int8) if data is None else data, path[real],
                          np.concatenate([[0], np.cumsum(counts)])), shape=shape)
     csr = csc.tocsr()
