@@ -47,3 +47,22 @@ def test_batched_float32_weights_are_checked_per_link_in_every_scenario():
     w = np.array([[1.0, 1.0, 1.0], [1.0, 3.0, 1.0]])
     a = max_min_fair(A, [1.0, 1.0], weights=w, dtype="float32")
     np.testing.assert_allclose(a.rates[1], [0.25, 0.75, 0.25], rtol=1e-6)
+
+
+def test_the_frontier_certificate_reads_each_layouts_own_caps():
+    """The caps the device certificate reads are kept with the layout built from them: solving
+    one matrix with caps, without, and with other caps passes the certificate every time
+    (a stale copy would fail it: a warning, turned into an error here) with progressive
+    filling's rates."""
+    import warnings
+
+    from ..oracle import progressive_filling
+
+    A = sp.csc_matrix(np.array([[1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 1.0, 1.0]]))
+    rm = RoutingMatrix.from_scipy(A, np.array([4.0, 3.0, 5.0]))
+    inf = np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for d in ([inf, 0.5, inf, inf], [inf] * 4, [inf, inf, 0.25, 1.0], [inf, 0.5, inf, inf]):
+            a = max_min_fair(rm, demands=d, method="frontier")
+            np.testing.assert_allclose(a.rates, progressive_filling(A, rm.capacity, None, np.array(d)), rtol=1e-12)
