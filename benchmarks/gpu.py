@@ -10,10 +10,13 @@ Sections: ``solver`` (fat_tree(12) and (16) all-to-all: methods x dtypes after c
 rounds, the rates' largest relative difference from the CPU's), ``round`` (a dense round's
 time and the fixed cost per call), ``equal`` (1 M independent equal bottlenecks),
 ``batch`` (failure scenarios of a 1024-GPU ring, 1,024 to 65,536 a call, with the device's
-peak memory), ``large`` (16.7 M flows), ``e2e`` (a Llama-3-405B step on 16,384 GPUs and
-the default all-to-all over 4,096 GPUs in fresh processes, with and without a warm
-compilation cache), ``reduce`` (segment reductions of the dense round in isolation: what
-a round's pieces cost on this device).
+peak memory and the host's own time per scenario, :func:`host_seconds`; on this repository's
+2-core CPU, with the gathers around the kernel replayed too, 57-93 us a scenario, 81-145
+before the host's gathers and padding moved to the device: ``benchmarks/batch_host.py``),
+``large`` (16.7 M flows), ``e2e`` (a Llama-3-405B step on 16,384 GPUs and the default
+all-to-all over 4,096 GPUs in fresh processes, with and without a warm compilation cache),
+``reduce`` (segment reductions of the dense round in isolation: what a round's pieces cost
+on this device).
 
 The CPU figures come from ``jax.devices("cpu")`` in the same process (``device="cpu"``);
 on a machine without an accelerator both columns are the CPU. Targets (issue 31, one H200):
@@ -146,6 +149,38 @@ def device_peak():
     return stats.get("peak_bytes_in_use")
 
 
+def host_seconds(call):
+    """Wall seconds of ``call()`` (a batched solve) with its kernel calls answered from a
+    recording of the same call (fresh device copies of their results): the host's own work
+    (checks, transfers both ways, copies of the rows) and the device's gathers around the
+    kernel, without the solve. Returns (seconds, what the real call returned)."""
+    from flowsolver.solver import _batch
+
+    real_kernel, real_sharded = _batch._JITTED, _batch._batch_sharded
+    recorded, replay = [], []
+
+    def recording(fn):
+        def call_fn(*a, **k):
+            if replay:
+                return replay.pop(0)
+            out = jax.block_until_ready(fn(*a, **k))
+            recorded.append(out)
+            return out
+        return call_fn
+
+    _batch._JITTED = recording(real_kernel)
+    _batch._batch_sharded = lambda *a: (lambda fn, *put: (recording(fn), *put))(*real_sharded(*a))
+    try:
+        out = call()
+        # fresh device copies: the timed call copies them to the host as it would the real ones
+        replay.extend(jax.block_until_ready([jax.tree.map(lambda x: x.copy(), o) for o in recorded]))
+        t = time.perf_counter()
+        call()
+        return time.perf_counter() - t, out
+    finally:
+        _batch._JITTED, _batch._batch_sharded = real_kernel, real_sharded
+
+
 def section_batch(quick):
     g = tp.rail_optimized(16 if quick else 128)
     n = len(tp.gpus(g))
@@ -155,9 +190,9 @@ def section_batch(quick):
 
     full = CompactRouting.of(rm)
     used = np.unique(full.seg_link[full.seg_frac > 0])
-    sizes = (*full.on_links(used).buckets(len(used)), full.flow_seg.shape[1])
+    sizes = (*full.on_links(used).buckets(len(used)), full.flow_seg.shape[1], rm.n_links)
     print(f"failure scenarios: ring over {n} GPUs, {rm.n_links:,} links ({len(used):,} used), 1 % failed per "
-          f"scenario; padded sizes (links, flows, segments, entries, K) {sizes}: "
+          f"scenario; padded sizes (links, flows, segments, entries, K, all links) {sizes}: "
           f"{_batch.bytes_per_scenario(sizes) / 1024:.0f} KiB a scenario estimated")
     caps = failure_caps(rm, 1024)
     _, t_cpu = best(lambda: solve(rm, "cpu", capacity=caps), repeat=1)
@@ -172,10 +207,12 @@ def section_batch(quick):
             row("batch", f"{batch:,} scenarios float64", None, None, unit="scenarios/s", error=repr(exc)[:160])
             continue
         ok = int(np.sum(np.asarray(a.status) == 0))
+        host, _ = host_seconds(lambda: solve(rm, "device", capacity=caps))
         row("batch", f"{batch:,} scenarios float64", batch / t, 1024 / t_cpu if batch == 1024 else None,
             unit="scenarios/s", target=50_000, ok=f"{ok}/{batch}", rounds=int(np.max(a.rounds)),
             chunk=_batch.chunk_size(batch, sizes, 1, _batch.free_memory()),
-            peak_MB=None if device_peak() is None else round(device_peak() / 2**20))
+            peak_MB=None if device_peak() is None else round(device_peak() / 2**20),
+            host_us_per_scenario=round(host / batch * 1e6, 1))
     caps = failure_caps(rm, 1024)
     _, t = best(lambda: solve(rm, "device", capacity=caps, dtype="float32"), repeat=1)
     row("batch", "1,024 scenarios float32", 1024 / t, unit="scenarios/s")

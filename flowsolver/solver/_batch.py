@@ -6,9 +6,17 @@ scenario axis) is solved by the dense kernel as one problem of ``B`` disjoint co
 ``_dense_kernel._Net``), never ``vmap``: a vmapped segment reduction becomes a scatter with batch
 dimensions, which ran ~100x slower than the bytes it moves (a 1024-GPU ring's failure
 scenarios: 486 to 2,618 per second on 16 CPU cores). Links no flow crosses are left out of
-the kernel (their load is 0); weights and caps shared by every scenario are sent once. The
-scenarios run in calls of at most :data:`CALL_ELEMENTS` elements and half the device's free
-memory (:func:`chunk_size`), each sharded over the devices along the batch.
+the kernel (their load is 0); capacities, weights and caps shared by every scenario are sent
+once. The scenarios run in calls of at most :data:`CALL_ELEMENTS` elements and half the
+device's free memory (:func:`chunk_size`), each sharded over the devices along the batch.
+
+The host's work per scenario is one copy of its rows each way: a call takes the caller's
+rows as they are; :func:`_prepare` gathers the used links and pads, the kernel (compiled
+for the padded sizes) solves and :func:`_layout` lays the loads and utilizations out on
+every link, all on the device. (The host's gathers, padding and conversions of every row
+and the previous scatter of the loads cost 81-145 us a scenario of a 1024-GPU ring on a
+2-core CPU, growing with the batch; 57-93 us now, flat from 1,024 scenarios on;
+docs/performance.md.)
 """
 
 from __future__ import annotations
@@ -25,16 +33,18 @@ from ._problem import CompactRouting, pad
 
 
 @functools.lru_cache(maxsize=None)
-def _batch_sharded(devices: tuple, n_links: int, n_segs: int, inner: int, unit_coef: bool):
+def _batch_sharded(devices: tuple, shared: tuple, n_links: int, n_segs: int, inner: int, unit_coef: bool):
     """The kernel for a batch spread over ``devices`` (scenarios split between them, each
-    device solving its share as one problem)."""
+    device solving its share as one problem); ``shared``: whether the weights and the caps
+    are one row for every scenario (then every device holds it whole)."""
     mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
     P = jax.sharding.PartitionSpec
     kernel = functools.partial(_kernel, n_links=n_links, n_segs=n_segs, inner=inner, unit_coef=unit_coef)
     split, same = P("batch"), P()
-    fn = jax.shard_map(kernel, mesh=mesh, in_specs=(same,) * 5 + (split,) * 4 + (same, same),
+    rows = tuple(same if one else split for one in shared)
+    fn = jax.shard_map(kernel, mesh=mesh, in_specs=(same,) * 5 + (split,) + rows + (split, same, same),
                        out_specs=(split,) * 5, check_vma=False)
-    return jax.jit(fn), jax.sharding.NamedSharding(mesh, split)
+    return jax.jit(fn), jax.sharding.NamedSharding(mesh, split), jax.sharding.NamedSharding(mesh, same)
 
 
 #: slot, entry, segment and link elements one batched call holds at most over its scenarios
@@ -46,22 +56,34 @@ CALL_ELEMENTS = 1 << 25
 #: first H200 run's vmapped kernel held about 5x its input arrays (508 KB a scenario of a
 #: 1024-GPU ring); 96 covers both
 BYTES_PER_ELEMENT = 96
+#: bytes per scenario and link of the routing (all links, not the kernel's): its capacity in,
+#: its load and utilization out (float64) and a gather's temporary; the CPU's memory analysis
+#: of a 1024-GPU ring's batched call (7,168 links) gives 506 KB a scenario in all, what the
+#: first H200 run measured as its peak (0.52 MB)
+FULL_WIDTH_BYTES = 32
 
 
 def scenario_elements(sizes) -> int:
     """Elements (slots, entries, segments, links, flows) of one scenario of a batch padded to
-    ``sizes`` = (links, flows, segments, entries, K)."""
-    Lp, Np, Sp, Ep, K = sizes
-    return Np * K + 2 * Ep + Sp + Lp + Np
+    ``sizes`` = (links, flows, segments, entries, K) of the kernel, and optionally the
+    routing's own link count ``L`` last: its capacities in and its loads and utilizations out
+    on every link (:func:`_prepare`, :func:`_layout`), 3 ``L`` more."""
+    Lp, Np, Sp, Ep, K, *rest = sizes
+    return Np * K + 2 * Ep + Sp + Lp + Np + 3 * (rest[0] if rest else 0)
 
 
 def bytes_per_scenario(sizes) -> int:
-    """Device memory one scenario of a batch takes (bytes, float64), an upper estimate.
+    """Device memory one scenario of a batch takes (bytes, float64), an upper estimate:
+    :data:`BYTES_PER_ELEMENT` per kernel element, :data:`FULL_WIDTH_BYTES` per link of the
+    routing (``sizes``' optional sixth entry).
 
     >>> bytes_per_scenario((1024, 1536, 2048, 4096, 4)) // 1024     # KiB
     1776
+    >>> bytes_per_scenario((1024, 1536, 2048, 4096, 4, 4000)) // 1024   # and 4,000 links in all
+    1901
     """
-    return scenario_elements(sizes) * BYTES_PER_ELEMENT
+    Lp, Np, Sp, Ep, K, *rest = sizes
+    return scenario_elements((Lp, Np, Sp, Ep, K)) * BYTES_PER_ELEMENT + (rest[0] if rest else 0) * FULL_WIDTH_BYTES
 
 
 def free_memory() -> int | None:
@@ -79,7 +101,7 @@ def chunk_size(B: int, sizes, n_dev: int, free: int | None) -> int:
     A scenario that alone exceeds the free memory is an error naming the sizes."""
     per = bytes_per_scenario(sizes)
     if free is not None and per * n_dev > free:
-        Lp, Np, Sp, Ep, K = sizes
+        Lp, Np, Sp, Ep, K = sizes[:5]
         raise ValueError(f"capacity: one scenario of this batch needs about {per / 2**20:.1f} MiB of device memory "
                          f"({Np:,} flows x {K} slots, {Ep:,} link entries, {Sp:,} segments, {Lp:,} links) and the "
                          f"device has {free / 2**20:.1f} MiB free; solve on the CPU (jax.default_device) or split "
@@ -97,72 +119,101 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     """``B`` scenarios as one problem of disjoint copies (``_dense_kernel._Net``), in chunks that fit
     (:func:`chunk_size`), each sharded over the devices along the batch; unbounded flows
     start frozen; links no flow crosses are left out of the kernel (their load is 0).
-    Weights and caps shared by every scenario are sent once. Returns host arrays with a
-    leading scenario axis."""
+    Capacities, weights and caps shared by every scenario are sent once. The host sends each
+    chunk's rows as they are and copies the results' rows: the gathers and padding
+    (:func:`_prepare`) and the layout on every link (:func:`_layout`) run on the device, around
+    the kernel compiled for the padded sizes (shared by every routing of the same buckets).
+    Returns host arrays with a leading scenario axis."""
     L, N = rm.n_links, rm.n_flows
-    full = CompactRouting.of(rm)
-    used = np.unique(full.seg_link[full.seg_frac > 0])
-    segments = full.on_links(used)
-    Lu = len(used)
-    Lp, Np, Sp, Ep = sizes = segments.buckets(Lu)
+    used, segments = _kernel_links(rm)
+    Lp, Np, Sp, Ep = sizes = segments.buckets(len(used))
     jdt = jnp.dtype(dtype)
     devices = local_devices()
     n_dev = len(devices)
-    chunk = chunk_size(B, (Lp, Np, Sp, Ep, full.flow_seg.shape[1]), n_dev, free_memory())
-    unbounded = np.asarray(unbounded)
-    d = np.where(unbounded, 0.0, d)
-    shared = {name: a.ndim == 1 for name, a in (("w", np.asarray(w)), ("d", d), ("u", unbounded))}
+    chunk = chunk_size(B, (Lp, Np, Sp, Ep, segments.flow_seg.shape[1], L), n_dev, free_memory())
     structure = device_structure(segments.padded(sizes), jdt)
-    one = lambda a, n, fill, dt: jnp.asarray(pad(a, Np, fill, dt)[None], bool if dt is bool else jdt)  # noqa: E731
-    w_once = one(w, N, 1.0, np.float64) if shared["w"] else None
-    d_once = one(d, N, 0.0, np.float64) if shared["d"] else None
+    with_util = jdt == jnp.float64
+    # the kernel link of each link (-1: none) and the link of each kernel link (-1: padding)
+    where = np.full(L, -1, np.int32)
+    where[used] = np.arange(len(used), dtype=np.int32)
+    used_j, where_j = jnp.asarray(pad(used.astype(np.int32), Lp, -1)), jnp.asarray(where)
+    rows_of = [np.asarray(a) for a in (cap, w, d, unbounded)]
+    shared = tuple(a.ndim == 1 for a in rows_of)
+    if n_dev > 1:
+        # the caps the kernel gets are per scenario where the unbounded flows are (their cap 0)
+        kernel, split, whole = _batch_sharded(devices, (shared[1], shared[2] and shared[3]), Lp, Sp, inner,
+                                              segments.unit_coef)
+        put, put_once = (lambda a: jax.device_put(a, split)), (lambda a: jax.device_put(a, whole))  # noqa: E731
+    else:
+        kernel = functools.partial(_JITTED, n_links=Lp, n_segs=Sp, inner=inner, unit_coef=segments.unit_coef)
+        put = put_once = jax.device_put
+    once = [put_once(a[None]) if one else None for a, one in zip(rows_of, shared)]
     rates = np.empty((B, N), dtype)
     load = np.empty((B, L), dtype)
-    util = np.empty((B, L), dtype) if jdt == jnp.float64 else None
+    util = np.empty((B, L), dtype) if with_util else None
     bneck = np.empty((B, N), np.int32)
     rounds = np.empty(B, np.int32)
     converged = np.empty(B, bool)
-    if n_dev > 1:
-        fn, split = _batch_sharded(devices, Lp, Sp, inner, segments.unit_coef)
-        put = lambda a: jax.device_put(a, split)  # noqa: E731
-    else:
-        fn = functools.partial(_JITTED, n_links=Lp, n_segs=Sp, inner=inner, unit_coef=segments.unit_coef)
-        put = lambda a: a  # noqa: E731
-    cap = np.asarray(cap)
-    used_j = jnp.asarray(used.astype(np.int32))
+    results = (rates, load, util, bneck, rounds, converged)
+
+    def collect(lo, hi, out):   # a call's rows into the results (waits for the call)
+        for dest, x in zip(results, out):
+            if dest is not None:    # (the kernel's flows are padded: the first N of each row)
+                dest[lo:hi] = np.asarray(x)[:hi - lo] if dest.ndim == 1 else np.asarray(x)[:hi - lo, :dest.shape[1]]
+
+    pending = None
     for lo in range(0, B, chunk):
         hi = min(lo + chunk, B)
         # a short last chunk repeats its last scenario (one compiled shape); full ones are slices
         rows = slice(lo, hi) if hi - lo == chunk else np.arange(lo, lo + chunk).clip(max=B - 1)
-        pick = lambda a: a[rows] if a.ndim == 2 else np.broadcast_to(a, (chunk,) + a.shape)  # noqa: E731
-        capc = put(jnp.asarray(pad(pick(cap)[:, used], Lp, np.inf, np.float64), jdt))   # this chunk's rows only
-        # one device takes shared weights and caps as (1, flows); sharding needs a row each
-        wc = (w_once if n_dev == 1 else put(jnp.broadcast_to(w_once, (chunk, Np)))) if shared["w"] else \
-            put(jnp.asarray(pad(pick(w), Np, 1.0, np.float64), jdt))
-        dc = (d_once if n_dev == 1 else put(jnp.broadcast_to(d_once, (chunk, Np)))) if shared["d"] else \
-            put(jnp.asarray(pad(pick(d), Np, 0.0, np.float64), jdt))
-        f0 = put(jnp.asarray(pad(pick(unbounded), Np, True)))
-        r, part_load, b, k, frozen = fn(*structure, capc, wc, dc, f0, jnp.int32(max_rounds), jnp.int32(0))
-        # every link's load (and, in float64, utilization) laid out on the device: the host
-        # copies rows, no per-column scatter or division over B x links
-        full_load, full_util = _full_width(part_load, capc, used_j, n_links=L)
-        r, b, k, frozen = (np.asarray(x)[:hi - lo] for x in (r, b, k, frozen))
-        b = b[:, :N]
-        rates[lo:hi], bneck[lo:hi], rounds[lo:hi] = r[:, :N], np.where(b >= 0, used[np.maximum(b, 0)], b), k
-        load[lo:hi] = np.asarray(full_load)[:hi - lo]
-        if util is not None:
-            util[lo:hi] = np.asarray(full_util)[:hi - lo]
-        converged[lo:hi] = frozen.all(axis=1)
+        per = [o if one else put(a[rows]) for a, o, one in zip(rows_of, once, shared)]
+        capc, wc, dc, f0 = _prepare(*per, used_j, n_links=Lp, n_flows=Np, dtype=jdt.name)
+        r, part_load, b, k, frozen = kernel(*structure, capc, wc, dc, f0, jnp.int32(max_rounds), jnp.int32(0))
+        full_load, full_util, bn, conv = _layout(part_load, capc, b, frozen, used_j, where_j, with_util=with_util)
+        out = (r, full_load, full_util, bn, k, conv)
+        # the next call is queued before this one's rows are copied: the device solves while
+        # the host copies (two calls' results at most are held at once)
+        if pending is not None:
+            collect(*pending)
+        pending = (lo, hi, out)
+    collect(*pending)
     return rates, load, bneck, rounds, converged, util
 
 
-@functools.partial(jax.jit, static_argnames=("n_links",))
-def _full_width(part_load, capc, used, *, n_links):
-    """Loads and utilizations (``load / capacity``, 0 on an unused zero-capacity link, inf on
-    a loaded one) on all ``n_links`` links from the kernel's loads on the ``used`` ones."""
-    Lu = used.shape[0]
-    load_u, cap_u = part_load[:, :Lu], capc[:, :Lu]
-    live = cap_u > 0
-    util_u = jnp.where(live, load_u / jnp.where(live, cap_u, 1), jnp.where(load_u > 0, jnp.inf, 0))
-    zero = jnp.zeros((part_load.shape[0], n_links), part_load.dtype)
-    return zero.at[:, used].set(load_u), zero.at[:, used].set(util_u)
+@functools.partial(jax.jit, static_argnames=("n_links", "n_flows", "dtype"))
+def _prepare(cap, w, d, unbounded, used, *, n_links, n_flows, dtype):
+    """A call's kernel inputs from the caller's rows, on the device: ``cap`` (b or 1, links)
+    over every link gathered onto the kernel's ``used`` links (``n_links``, -1: padding, inf);
+    ``w``, ``d`` and ``unbounded`` (b or 1, flows; 1: shared) padded to ``n_flows`` (weight 1,
+    cap 0, frozen), an unbounded flow's cap 0. At least one of the four has a row per scenario."""
+    dt = jnp.dtype(dtype)
+    b, n = max(a.shape[0] for a in (cap, w, d, unbounded)), w.shape[1]
+    capc = jnp.where(used >= 0, jnp.take(cap.astype(dt), jnp.maximum(used, 0), axis=1), jnp.asarray(jnp.inf, dt))
+    grow = lambda a, fill: jnp.pad(a, ((0, 0), (0, n_flows - n)), constant_values=fill)  # noqa: E731
+    return (jnp.broadcast_to(capc, (b, n_links)), grow(w.astype(dt), 1), grow(jnp.where(unbounded, 0, d).astype(dt), 0),
+            jnp.broadcast_to(grow(unbounded, True), (b, n_flows)))
+
+
+@functools.partial(jax.jit, static_argnames=("with_util",))
+def _layout(part_load, capc, bneck, frozen, used, where, *, with_util):
+    """The kernel's results laid out for the host: loads (and, ``with_util``, utilizations
+    ``load / capacity``: 0 on an unused zero-capacity link, inf on a loaded one) on every
+    link (``where``: each link's kernel link, -1: none, load 0), bottlenecks as link ids of
+    the routing, convergence per scenario. Gathers, not scatters."""
+
+    def full(x):                # (b, n_links) on the used links -> (b, links)
+        return jnp.where(where >= 0, jnp.take(x, jnp.maximum(where, 0), axis=1), jnp.zeros((), x.dtype))
+
+    util = None
+    if with_util:
+        live = capc > 0
+        util = full(jnp.where(live, part_load / jnp.where(live, capc, 1), jnp.where(part_load > 0, jnp.inf, 0)))
+    return (full(part_load), util, jnp.where(bneck >= 0, jnp.take(used, jnp.maximum(bneck, 0)), bneck),
+            frozen.all(axis=1))
+
+
+def _kernel_links(rm):
+    """The links some flow crosses (sorted ids) and the routing's segments renumbered onto them."""
+    full = CompactRouting.of(rm)
+    used = np.unique(full.seg_link[full.seg_frac > 0])
+    return used, full.on_links(used)

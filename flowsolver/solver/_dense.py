@@ -151,10 +151,10 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
         rounds_done += k
         if segments is full and len(r) == N:      # solved in one go: the kernel's arrays as they are
             rates, bneck = r.astype(np.float64), np.array(b)       # own, writable copies
+            done |= done_flows                                      # (full: flow i is slot i)
         else:
-            rates[segments.flows[done_flows]] = r
-            bneck[segments.flows[done_flows]] = b
-        done[segments.flows[done_flows]] = True
+            ids = segments.flows[done_flows]
+            rates[ids], bneck[ids], done[ids] = r, b, True
         load += part_load
         if done_flows.all():
             converged = True
@@ -163,7 +163,8 @@ def _solve_single(rm, cap, w, d, dtype, max_rounds, inner, compact):
             break
         residual = residual - part_load
         segments = segments.restrict(np.flatnonzero(~done_flows))
-    return rates.astype(dtype), load.astype(dtype), bneck, np.int32(rounds_done), np.bool_(converged), done
+    return (rates.astype(dtype, copy=False), load.astype(dtype, copy=False), bneck, np.int32(rounds_done),
+            np.bool_(converged), done)
 
 
 def _run_one(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner, owner=None):

@@ -103,7 +103,7 @@ class Problem:
             return
         if (bad := (w < tiny) | (w > big)).any():
             _first_bad(bad, "weights", f"in {tiny:.3g} ... {big:.3g} with dtype='float32' (use dtype='float64')", w)
-        sums = np.array([self.routing.link_loads(row) for row in np.atleast_2d(w)])
+        sums = self.routing.link_loads(w) if w.ndim == 1 else _link_sums(self.routing, w)
         if (sums > big).any():
             link = int(np.argwhere(sums > big)[0][-1])
             raise ValueError(f"weights: the flows on link {link} sum to {sums.max():.3g}, more than dtype='float32' "
@@ -114,6 +114,19 @@ class Problem:
             raise ValueError(f"dtype='float32' cannot hold the levels (rate / weight) of this problem: largest "
                              f"capacity or cap {top:.3g} over smallest weight {float(w.min()):.3g} exceeds "
                              f"{big:.3g}; use dtype='float64'")
+
+
+def _link_sums(rm: RoutingMatrix, rows: np.ndarray) -> np.ndarray:
+    """``A @ row`` for every row of ``rows`` (scenarios, flows) -> (scenarios, links), through
+    the factored form: flows to segments, segments to links (two sparse products, no loop
+    over the scenarios; duplicate entries add, as in ``RoutingMatrix.link_loads``)."""
+    n, k = rm.flow_seg.shape
+    used = rm.flow_seg >= 0
+    coef = np.ones(int(used.sum())) if rm.flow_coef is None else rm.flow_coef[used]
+    flow_to_seg = sp.csr_matrix((coef, (np.broadcast_to(np.arange(n)[:, None], (n, k))[used], rm.flow_seg[used])),
+                                shape=(n, rm.n_segments))
+    seg_to_link = sp.csr_matrix((rm.seg_frac, (rm.entry_segment, rm.seg_link)), shape=(rm.n_segments, rm.n_links))
+    return np.asarray(seg_to_link.T @ (flow_to_seg.T @ np.asarray(rows, dtype=np.float64).T)).T
 
 
 @dataclass
@@ -197,12 +210,13 @@ def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds
     cap = _per("capacity", capacity, rm.n_links, rm.capacity, what="link")
     w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
     d = _per("demands", demands, rm.n_flows, rm.demands, what="flow")
-    if (bad := ~(cap >= 0)).any():
-        _first_bad(bad, "capacity", "a number >= 0 bytes/s (0 = failed link)", cap)
-    if (bad := ~(w > 0) | ~np.isfinite(w)).any():
-        _first_bad(bad, "weights", "a finite number > 0", w)
-    if (bad := ~(d >= 0)).any():
-        _first_bad(bad, "demands", "a number >= 0 bytes/s (inf = no cap)", d)
+    # one reduction each (a batch's capacities can be millions): NaN fails every comparison
+    if not _lowest(cap) >= 0:
+        _first_bad(~(cap >= 0), "capacity", "a number >= 0 bytes/s (0 = failed link)", cap)
+    if not (_lowest(w) > 0 and np.max(w, initial=1.0) < np.inf):
+        _first_bad(~(w > 0) | ~np.isfinite(w), "weights", "a finite number > 0", w)
+    if not _lowest(d) >= 0:
+        _first_bad(~(d >= 0), "demands", "a number >= 0 bytes/s (inf = no cap)", d)
     batched = [a.shape[0] for a in (cap, w, d) if a.ndim == 2]
     if batched and len(set(batched)) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(batched))}")
@@ -267,6 +281,11 @@ def _per(name, value, n, default, *, what):
     return arr
 
 
+def _lowest(arr) -> float:
+    """The smallest entry of ``arr`` (NaN if it holds one: ``np.min`` propagates it; +inf if empty)."""
+    return float(np.min(arr, initial=np.inf))
+
+
 def _first_bad(mask, name, rule, arr):
     """Raise for the first entry of ``arr`` where ``mask`` holds, naming its position."""
     idx = np.argwhere(mask)[0]
@@ -283,6 +302,14 @@ def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
     where scenarios differ in which links are infinite."""
 
     def per_flow(has):          # has: (segments + 1,) or (B, segments + 1) -> per flow, by slot
+        if has.ndim == 1:       # one gather of the (flows, slots) table, then its columns or-ed
+            hit = has[rm.flow_seg]
+            if rm.flow_coef is not None:
+                hit &= rm.flow_coef > 0
+            out = np.zeros(rm.n_flows, dtype=bool)
+            for k in range(rm.slots):
+                out |= hit[:, k]
+            return out
         out = np.zeros(has.shape[:-1] + (rm.n_flows,), dtype=bool)
         for k in range(rm.slots):
             col = has[..., rm.flow_seg[:, k]]
@@ -293,11 +320,18 @@ def _crossing(rm: RoutingMatrix, cap: np.ndarray) -> np.ndarray:
         hit = (rm.seg_frac > 0) & finite[rm.seg_link]
         return np.append(np.bincount(rm.entry_segment[hit], minlength=rm.n_segments) > 0, False)
 
-    finite = np.isfinite(cap)
-    if finite.all():            # the usual case, the same for every solve of the matrix: kept
+    # the usual case, the same for every solve of the matrix: kept (cap >= 0: its largest
+    # entry is finite exactly when all are; one reduction, no mask over a batch's links)
+    if np.max(cap, initial=0.0) < np.inf:
         if (known := _ALL_FINITE.get(rm)) is None:
-            known = _ALL_FINITE[rm] = per_flow(segments_with(np.ones(rm.n_links, bool)))
+            live = rm.seg_frac > 0
+            if live.all():      # every segment with an entry has a live one: no pass over the entries
+                has = np.append(rm.seg_ptr[1:] > rm.seg_ptr[:-1], False)
+            else:
+                has = segments_with(np.ones(rm.n_links, bool))
+            known = _ALL_FINITE[rm] = per_flow(has)
         return known
+    finite = np.isfinite(cap)
     if finite.ndim == 1:
         return per_flow(segments_with(finite))
     # scenarios with infinite links: per segment, the finite links it holds (a sparse product)

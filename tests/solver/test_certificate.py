@@ -53,5 +53,5 @@ def test_the_device_check_agrees_with_the_host_certificate():
         padded_x[:2] = x
         padded_b = np.full(Np, -1, np.int32)
         padded_b[:2] = b
-        device = _frontier._certified_on_device(lay, padded_x, padded_b, d, np.zeros(2, bool))
+        device = _frontier._certified_on_device(lay, lay.cap, padded_x, padded_b, d, np.zeros(2, bool))
         assert device == (violation(m, c, ww, d, x, b) is None), (x, b, d)

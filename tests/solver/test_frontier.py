@@ -226,13 +226,13 @@ def test_paths_wider_than_32_links():
 
 # ------------------------------------------------------------------ the certificate check
 def test_a_failed_certificate_re_solves_with_the_dense_method(monkeypatch):
-    real = frontier.run
+    real = frontier._run
 
-    def corrupted(*args):
-        r, load, bn, k, frozen = real(*args)
-        return r * 0.5, load, bn, k, frozen
+    def corrupted(*args):                # the kernel's rates halved, on the device
+        cap, (r, *rest) = real(*args)
+        return cap, (r * 0.5, *rest)
 
-    monkeypatch.setattr(frontier, "run", corrupted)
+    monkeypatch.setattr(frontier, "_run", corrupted)
     A, cap, w, d = wide_instance(7)
     with pytest.warns(RuntimeWarning, match="failed its max-min certificate .*re-solved with the dense method"):
         a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method="frontier")

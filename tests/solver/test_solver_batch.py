@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from flowsolver import Status, max_min_fair
-from flowsolver.solver import _batch, _dense, _dense_kernel
+from flowsolver.solver import _batch
 from flowsolver.solver._problem import CompactRouting
 
 from ..oracle import assert_max_min_fair, progressive_filling
@@ -52,14 +52,14 @@ def test_chunked_batches_equal_one_call(monkeypatch):
     d = np.where(rng.random((13, A.shape[1])) < 0.2, rng.uniform(0.1, 1.0, (13, A.shape[1])), np.inf)
     whole = max_min_fair(A, caps, demands=d)
     structure = CompactRouting.of(max_min_fair.__globals__["_as_routing"](A)[0])
-    per = _batch.scenario_elements((16, 32, 32, 64, structure.flow_seg.shape[1]))
+    per = _batch.scenario_elements((16, 32, 32, 64, structure.flow_seg.shape[1], A.shape[0]))
     monkeypatch.setattr(_batch, "CALL_ELEMENTS", per * 4)     # 4 scenarios a call (4 test devices: 1 each)
     calls = []
     real = _batch._batch_sharded if len(jax.devices()) > 1 else None
     if real is not None:
         def counting(*args):
-            fn, split = real(*args)
-            return (lambda *a: (calls.append(a[5].shape[0]), fn(*a))[1]), split
+            fn, *shardings = real(*args)
+            return (lambda *a: (calls.append(a[5].shape[0]), fn(*a))[1]), *shardings
         monkeypatch.setattr(_batch, "_batch_sharded", counting)
     chunked = max_min_fair(A, caps, demands=d)
     for field in ("rates", "link_load", "bottleneck", "rounds", "status"):
@@ -95,26 +95,34 @@ def test_a_scenario_larger_than_the_free_memory_is_an_error_naming_the_sizes():
     assert _batch.chunk_size(3, sizes, 2, free=None) == 4        # a multiple of the device count
 
 
-@pytest.mark.parametrize("shape", [(64, 96, 128, 256, 3), (1024, 1536, 2048, 6144, 6)])
+@pytest.mark.parametrize("shape", [(64, 96, 128, 256, 3, 100), (1024, 1536, 2048, 6144, 6, 4000),
+                                   (3072, 1536, 1536, 3072, 3, 7168)])
 def test_bytes_per_scenario_bounds_the_compiled_programs_memory(shape):
-    """The estimate is at least what XLA's memory analysis of the batched kernel compiled
-    for the CPU says it holds per scenario, and not wildly above it. (On the H200, 2026-12-04,
-    the small shape's program held more than the estimate at 32 scenarios: the GPU's own
-    figure is what benchmarks/gpu.py reports.)"""
-    Lp, Np, Sp, Ep, K = shape
-    B = 32
-    i32, f64 = jnp.int32, jnp.float64
+    """The estimate is at least what XLA's memory analysis of a batched call's three programs
+    (the gathers and padding, the kernel, the loads and utilizations on every link) compiled
+    for the CPU says they hold per scenario together, and not wildly above it. The last shape
+    is a 1024-GPU ring's (7,168 links): the first H200 run's peak was 0.52 MB a scenario. (On
+    the H200, 2026-12-04, the small kernel alone held more than the estimate at 32 scenarios:
+    the GPU's own figure is what benchmarks/gpu.py reports.)"""
+    Lp, Np, Sp, Ep, K, L = shape
+    B, N = 32, Np - 1
+    i32, f64, b1 = jnp.int32, jnp.float64, jnp.bool_
+    on_cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
+
+    def held(fn, shapes, **static):
+        args = [jax.ShapeDtypeStruct(s, d, sharding=on_cpu) for s, d in shapes]
+        mem = fn.lower(*args, **static).compile().memory_analysis()
+        return mem.temp_size_in_bytes + mem.output_size_in_bytes + mem.argument_size_in_bytes
+
     with jax.enable_x64(True):
-        args = [jax.ShapeDtypeStruct((Ep,), i32), jax.ShapeDtypeStruct((Ep,), i32), jax.ShapeDtypeStruct((Ep,), f64),
-                jax.ShapeDtypeStruct((Np, K), i32), jax.ShapeDtypeStruct((1, 1), f64),
-                jax.ShapeDtypeStruct((B, Lp), f64), jax.ShapeDtypeStruct((B, Np), f64),
-                jax.ShapeDtypeStruct((B, Np), f64), jax.ShapeDtypeStruct((B, Np), jnp.bool_),
-                jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32)]
-        on_cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
-        args = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=on_cpu) for a in args]
-        compiled = _dense_kernel._JITTED.lower(*args, n_links=Lp, n_segs=Sp, inner=1, unit_coef=True).compile()
-    mem = compiled.memory_analysis()
-    per = (mem.temp_size_in_bytes + mem.output_size_in_bytes + mem.argument_size_in_bytes) / B
+        total = held(_batch._prepare, [((B, L), f64), ((1, N), f64), ((1, N), f64), ((1, N), b1), ((Lp,), i32)],
+                     n_links=Lp, n_flows=Np, dtype="float64")
+        total += held(_batch._JITTED, [((Ep,), i32), ((Ep,), i32), ((Ep,), f64), ((Np, K), i32), ((1, 1), f64),
+                                       ((B, Lp), f64), ((1, Np), f64), ((1, Np), f64), ((B, Np), b1), ((), i32),
+                                       ((), i32)], n_links=Lp, n_segs=Sp, inner=1, unit_coef=True)
+        total += held(_batch._layout, [((B, Lp), f64), ((B, Lp), f64), ((B, Np), i32), ((B, Np), b1), ((Lp,), i32),
+                                       ((L,), i32)], with_util=True)
+    per = total / B
     estimate = _batch.bytes_per_scenario(shape)
     assert per <= estimate <= 8 * per, (per, estimate)
 
@@ -133,3 +141,41 @@ def test_the_frontier_reuses_a_matrix_layout_only_for_the_same_weights_and_caps(
         a = max_min_fair(rm, c, demands=dem, method="frontier")
         np.testing.assert_allclose(a.rates, progressive_filling(A, c, None, dem), rtol=1e-12, atol=1e-12)
         assert _frontier._LAST.slot[0]() is rm
+
+
+def test_shared_capacity_with_per_scenario_weights_and_caps_matches_progressive_filling():
+    """One capacity row for every scenario (sent once, spread over the devices on the device)
+    beside weights and caps that differ per scenario; 7 scenarios: not a multiple of the
+    test's 4 devices, so the last call repeats a scenario."""
+    A, cap, rng = _network(5)
+    w = rng.uniform(0.5, 2.0, (7, A.shape[1]))
+    d = np.where(rng.random((7, A.shape[1])) < 0.3, rng.uniform(0.1, 2.0, (7, A.shape[1])), np.inf)
+    a = max_min_fair(A, cap, weights=w, demands=d)
+    assert a.rates.shape == (7, A.shape[1]) and a.link_load.shape == (7, A.shape[0])
+    for i in range(7):
+        np.testing.assert_allclose(a.rates[i], progressive_filling(A, cap, w[i], d[i]), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(a.link_load[i], A @ a.rates[i], rtol=1e-12, atol=1e-12)
+    assert (a.link_load[:, [3, 9]] == 0).all() and (a.utilization[:, [3, 9]] == 0).all()
+    assert a.rates.flags.writeable and a.link_load.flags.writeable     # the caller's own arrays
+
+
+def test_batches_of_two_routings_in_the_same_buckets_share_the_compiled_kernel():
+    """The gathers around the kernel take each routing's own shapes; the kernel takes the
+    padded ones, so a batch on another routing of the same buckets does not trace it again."""
+    from flowsolver import RoutingMatrix
+    from flowsolver.solver import trace_count
+
+    A1 = sp.random(20, 30, density=0.2, random_state=1, format="csc") + sp.eye(20, 30, format="csc")
+    A2 = sp.random(21, 29, density=0.2, random_state=2, format="csc") + sp.eye(21, 29, format="csc")
+    buckets = [_batch._kernel_links(RoutingMatrix.from_scipy(A))[1].buckets(len(_batch._kernel_links(
+        RoutingMatrix.from_scipy(A))[0])) for A in (A1, A2)]
+    assert buckets[0] == buckets[1]
+    rng = np.random.default_rng(7)
+    first = max_min_fair(A1, rng.uniform(1.0, 2.0, (4, 20)))
+    before = trace_count()
+    caps = rng.uniform(1.0, 2.0, (4, 21))
+    second = max_min_fair(A2, caps)
+    assert trace_count() == before
+    assert first.rates.shape == (4, 30) and second.rates.shape == (4, 29)
+    for i in range(4):
+        np.testing.assert_allclose(second.rates[i], progressive_filling(A2, caps[i]), rtol=1e-12, atol=1e-12)
