@@ -9,6 +9,8 @@ of the same call, made before the clock starts, so the wall time is the host's w
     python benchmarks/batch_host.py --kernel-only      # replay the kernel alone (the gathers run)
 
 On this repository's 2-core CPU: 57-93 us a scenario at every size (docs/performance.md).
+With several devices (a batch sharded over them) only the single-device kernel is replayed:
+the sharded kernel runs for real and its time counts as the host's; run it on one device.
 """
 
 from __future__ import annotations

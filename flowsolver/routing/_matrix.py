@@ -24,6 +24,11 @@ class RoutingMatrix:
     ``flow_coef``, all ones when ``None``). On ECMP-routed Clos fabrics this keeps the
     storage near ``3 x flows`` instead of ``hops x paths x flows``.
 
+    A routing matrix is immutable: the solver keeps what it works out from one (its layout,
+    the flows crossing finite links, the spread of its fractions) per matrix object, so its
+    arrays must not be changed in place after it is built; derive a new matrix instead (pass
+    other capacities, weights or demands to the solver).
+
     Attributes
     ----------
     links : LinkTable

@@ -101,11 +101,12 @@ def chunk_size(B: int, sizes, n_dev: int, free: int | None) -> int:
     A scenario that alone exceeds the free memory is an error naming the sizes."""
     per = bytes_per_scenario(sizes)
     if free is not None and per * n_dev > free:
-        Lp, Np, Sp, Ep, K = sizes[:5]
+        Lp, Np, Sp, Ep, K, *rest = sizes
+        every = f", {rest[0]:,} links in all" if rest else ""
         raise ValueError(f"capacity: one scenario of this batch needs about {per / 2**20:.1f} MiB of device memory "
-                         f"({Np:,} flows x {K} slots, {Ep:,} link entries, {Sp:,} segments, {Lp:,} links) and the "
-                         f"device has {free / 2**20:.1f} MiB free; solve on the CPU (jax.default_device) or split "
-                         "the routing")
+                         f"({Np:,} flows x {K} slots, {Ep:,} link entries, {Sp:,} segments, {Lp:,} links{every}) "
+                         f"and the device has {free / 2**20:.1f} MiB free; solve on the CPU (jax.default_device) or "
+                         "split the routing")
     fit = CALL_ELEMENTS // scenario_elements(sizes)
     if free is not None:
         fit = min(fit, free // (2 * per))

@@ -120,7 +120,13 @@ def _kernel(entry_link, entry_seg, entry_frac, slot_seg, slot_coef, cap, w, d, f
     batch = cap.shape[0]
     net = _Net(entry_link, entry_seg, entry_frac, slot_seg, slot_coef, cap.dtype, batch=batch, n_links=n_links,
                n_segs=n_segs, unit_coef=unit_coef, axis=axis)
-    cap_level = jnp.where(jnp.isinf(d), net.inf, d / w)
+    # a division by a row broadcast over the scenarios compiles to a product by its reciprocal,
+    # a rounding apart from d / w (a flow then rated above its cap, a tie's bottleneck flipped):
+    # shared weights are materialised per scenario before dividing
+    w_rows = w
+    if w.shape != d.shape:
+        w_rows = jax.lax.optimization_barrier(jnp.broadcast_to(w, jnp.broadcast_shapes(w.shape, d.shape)))
+    cap_level = jnp.where(jnp.isinf(d), net.inf, d / w_rows)
     one_round = functools.partial(_round, net, cap, w, cap_level, max_rounds)
 
     def cond(state):

@@ -290,16 +290,11 @@ def round_bound(lay: FrontierTables) -> int:
     return int(min(bound * (1 if lay.wide is None else 2), np.iinfo(np.int32).max))
 
 
-def run(lay: FrontierTables, max_rounds: int, inner: int):
+def _run(lay: FrontierTables, max_rounds: int, inner: int):
     """Run the kernel on one table set (float64 throughout), ``inner`` rounds per convergence
     check (one when a round reads more than ``PAIRS_PER_ROUND`` pairs: such rounds are dear
-    and such problems, one hot link, take few); returns host arrays (rates, load,
-    bottleneck, rounds, frozen) over the padded flows and links."""
-    return tuple(np.asarray(x) for x in _run(lay, max_rounds, inner)[1])
-
-
-def _run(lay: FrontierTables, max_rounds: int, inner: int):
-    """:func:`run`'s kernel call: the capacities as uploaded and the results, on the device."""
+    and such problems, one hot link, take few): the capacities as uploaded and the results
+    (rates, load, bottleneck, rounds, frozen over the padded flows and links), on the device."""
     inner = 1 if lay.B > PAIRS_PER_ROUND else inner
     wide = lay.wide
     with jax.enable_x64(True):

@@ -220,6 +220,9 @@ def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds
     batched = [a.shape[0] for a in (cap, w, d) if a.ndim == 2]
     if batched and len(set(batched)) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(batched))}")
+    if batched and batched[0] == 0:
+        name, arr = next((n, a) for n, a in (("capacity", cap), ("weights", w), ("demands", d)) if a.ndim == 2)
+        raise ValueError(f"{name}: a batch needs at least one scenario (a row each), got shape {arr.shape}")
     if max_rounds is not None:          # the kernels count rounds in int32
         _checks.integer("max_rounds", max_rounds, maximum=2**31 - 1)
     inner = _checks.integer("inner_rounds", inner_rounds)

@@ -78,6 +78,34 @@ def test_shared_and_per_scenario_weights_agree():
     np.testing.assert_array_equal(shared.bottleneck, each.bottleneck)
 
 
+def test_shared_weights_with_per_scenario_caps_equal_each_scenario_solved_alone():
+    # shared, non-unit weights with caps per scenario: a cap's level is d / w exactly (a division by
+    # the shared row broadcast was compiled as a product by its reciprocal: rates a rounding above
+    # their cap and a tie's bottleneck flipped). Flow 0's cap is its fair share on the one link
+    # (a tie; the link is its bottleneck, solved alone); flow 2 crosses no link and is held by
+    # its cap, which it must not exceed. 9 scenarios: more than one a device on conftest's 4.
+    A = sp.csc_matrix([[1.0, 1.0, 0.0]])
+    c, w = 9.826634798211147, np.array([1.625547008945079, 0.9206131369790599, 1.405804486611129])
+    d = np.array([c / (w[0] + w[1]) * w[0], np.inf, 0.7])
+    caps = np.tile(d, (9, 1))
+    caps[1::2, 0] *= 1.5                                  # odd scenarios: flow 0 not capped at its share
+    batch = max_min_fair(A, [c], weights=w, demands=caps, method="dense")
+    for b in range(9):
+        alone = max_min_fair(A, [c], weights=w, demands=caps[b], method="dense")
+        np.testing.assert_array_equal(batch.rates[b], alone.rates)
+        np.testing.assert_array_equal(batch.bottleneck[b], alone.bottleneck)
+    assert (batch.rates[:, 2] == 0.7).all()               # held by its cap, not a rounding above it
+    assert (batch.rates[::2, 0] <= d[0]).all()
+
+
+def test_a_batch_of_no_scenarios_is_an_error_naming_the_parameter():
+    A = sp.csc_matrix([[1.0, 1.0]])
+    with pytest.raises(ValueError, match=r"capacity: a batch needs at least one scenario.*\(0, 1\)"):
+        max_min_fair(A, np.ones((0, 1)), method="dense")
+    with pytest.raises(ValueError, match=r"demands: a batch needs at least one scenario"):
+        max_min_fair(A, [1.0], demands=np.ones((0, 2)))
+
+
 def test_a_scenario_whose_only_link_is_infinite_is_unbounded_alone():
     A = sp.csc_matrix(np.array([[1.0, 0.0], [0.0, 1.0]]))
     caps = np.array([[2.0, 3.0], [2.0, np.inf]])          # scenario 1: flow 1 crosses no finite link
