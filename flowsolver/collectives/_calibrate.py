@@ -60,7 +60,7 @@ class _RowModel:
             if self.only in (None, a) and not is_tuned(a, self.op, self.options):
                 transfer = transfer_of(r.steps)
                 moved = transfer / m
-                if self.op == "send_recv" and self.hw.p2p is not None:     # the P2P channels' rate bounds it
+                if self.hw.p2p is not None:     # a send: the P2P channels' rate bounds it
                     moved = max(moved, self.hw.p2p.least_transfer(self.size, self.cal.p2p_bandwidth * pp))
                 gpu = lam * (r.time - transfer) + moved
                 entries.append((self.options.with_host(gpu), a))

@@ -91,8 +91,7 @@ def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
     for a, r in results.items():
         if is_tuned(a, op, options):
             continue                # the host's floor (several GPUs a thread) is in the tuned times already
-        steps, gpu, load = p2p_bound(r.steps, r.time, size, hw, model) if op == "send_recv" else \
-            (r.steps, r.time, 1.0)                                   # the P2P channels' rate may bound it
+        steps, gpu, load = p2p_bound(r.steps, r.time, size, hw, model)   # a send's P2P channels may bound it
         total = options.with_host(gpu)
         steps = steps if total == gpu or not np.isfinite(total) else \
             rescaled(steps, total, total - transfer_of(steps), options.base)   # the host's time is latency

@@ -157,7 +157,7 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
     cache = {"runs": list(runs.values())}           # the forward's events, reused by the derivatives
     if not is_tuned(best, op, options):
         p2p, gpu_time = None, results[best].time
-        if op == "send_recv" and hw.p2p is not None:      # the P2P channels' least transfer beside the flows'
+        if hw.p2p is not None:          # a send: its P2P channels' least transfer beside the flows'
             least, solved = least_transfer(hw, size, model), transfer_of(results[best].steps)
             p2p, gpu_time = (least, solved), gpu_time + max(0.0, least - solved)
         if options.host_floor > gpu_time:
