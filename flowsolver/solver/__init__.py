@@ -38,7 +38,7 @@ from ..routing import MergedRouting
 from ._allocation import Allocation, allocation, expand
 from ._problem import _as_routing, _per, bucket_size, problem, trace_count
 from ._jax import make_fair_rates
-from ._placement import ensure_compilation_cache, placement
+from ._placement import ensure_compilation_cache, placement, release_compiled_programs
 # for flowsolver's other packages (collectives, timing, the sweep's files), not in __all__
 from ._allocation import utilization  # noqa: F401
 from ._jax import host_scalar  # noqa: F401
@@ -120,6 +120,7 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         method = next(name for name, m in METHODS.items() if m.eligible(prob))
         solve = getattr(METHODS[method], "solve_auto", METHODS[method].solve)
     ensure_compilation_cache()
+    release_compiled_programs()
     slots = prob.routing.flow_seg.size * (prob.batch or 1)
     with placement(device, slots), jax.enable_x64(prob.dtype == np.float64):
         raw = solve(prob)

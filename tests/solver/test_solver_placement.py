@@ -86,3 +86,52 @@ def test_a_users_process_caches_compiled_kernels_in_the_users_cache_folder(tmp_p
     assert folder.is_dir() and any(folder.iterdir())                   # the kernels compiled were written
     off = _child({"HOME": str(tmp_path / "h2"), "FLOWSOLVER_CACHE_DIR": "off"})
     assert not off["folder"] and not (tmp_path / "h2").exists()
+
+
+def _compiled_square():
+    f = jax.jit(lambda x: x * x)
+    f(np.float32(2.0))
+    assert f._cache_size() == 1
+    return f
+
+
+def test_compiled_programs_are_dropped_past_half_the_mapping_limit_and_only_then(monkeypatch):
+    monkeypatch.setitem(_placement._MAPS, "limit", None)
+    calls = []
+
+    def count():
+        calls.append(1)
+        return 40_000
+
+    f = _compiled_square()
+    monkeypatch.setitem(_placement._MAPS, "last", float("-inf"))
+    # 20,000 of a 65,530 limit: below half, nothing dropped
+    assert not _placement.release_compiled_programs(count=lambda: 20_000, limit=lambda: 65_530, now=lambda: 100.0)
+    assert f._cache_size() == 1
+    # 40,000 of 65,530 (61 %) but within MAPS_CHECK_SECONDS of the last count: not counted again
+    assert not _placement.release_compiled_programs(count=count, limit=lambda: 65_530,
+                                                    now=lambda: 100.0 + _placement.MAPS_CHECK_SECONDS / 2)
+    assert calls == [] and f._cache_size() == 1
+    # counted again once MAPS_CHECK_SECONDS have passed: above half, the compiled program is gone
+    assert _placement.release_compiled_programs(count=count, limit=lambda: 65_530,
+                                                now=lambda: 100.0 + _placement.MAPS_CHECK_SECONDS)
+    assert calls == [1] and f._cache_size() == 0
+
+
+def test_without_a_mapping_limit_to_read_nothing_is_counted(monkeypatch):
+    monkeypatch.setitem(_placement._MAPS, "limit", None)
+    monkeypatch.setitem(_placement._MAPS, "last", float("-inf"))
+    f = _compiled_square()
+    assert not _placement.release_compiled_programs(count=lambda: pytest.fail("counted"), limit=lambda: None,
+                                                    now=lambda: 0.0)
+    assert f._cache_size() == 1
+
+
+def test_a_solve_drops_compiled_programs_when_the_process_is_near_its_mapping_limit(monkeypatch):
+    if _placement.mapping_count() is None:
+        pytest.skip("no /proc/self/maps here")
+    f = _compiled_square()
+    monkeypatch.setitem(_placement._MAPS, "last", float("-inf"))
+    monkeypatch.setitem(_placement._MAPS, "limit", 2)      # any real process holds more than one mapping
+    rates = max_min_fair(sp.csc_matrix(np.array([[1.0, 1.0]])), [3.0]).rates
+    assert rates.tolist() == [1.5, 1.5] and f._cache_size() == 0
