@@ -61,6 +61,10 @@ NARROW_WARMUP_PROGRESS = 0.05
 ROUND_PAIRS = 1 << 14
 #: smallest flow / link bucket (the pair buffer and lists start at 16 x this)
 SMALL = 64
+#: padded flows up to which paths of at most 8 links are padded to 8: one compiled path width
+#: where a round costs its fixed overhead (the frontier kernel compiles in ~3 s on 2 cores, and
+#: 25 random problems of 2-8 links took 7 widths, 7 compiles)
+SHARED_WIDTH_FLOWS = 4096
 
 
 @dataclass
@@ -115,8 +119,9 @@ def build(path, frac, cap, w, d, skip, wide: WideParts | None = None) -> Frontie
     Lp, Np = bucket_size(L + V + 1, SMALL), bucket_size(N + 1, SMALL)
     P = path.shape[1]
     # every entry of the path table costs a gather and a scatter per read: pad short paths
-    # not at all (a handful of compiled widths), long ones to a multiple of 4 or 16
-    Pp = P if P <= 8 else -(-P // 4) * 4 if P <= 32 else -(-P // 16) * 16
+    # not at all (a handful of compiled widths) but on small problems (to 8), long ones to a
+    # multiple of 4 or 16
+    Pp = (P if Np > SHARED_WIDTH_FLOWS else 8) if P <= 8 else -(-P // 4) * 4 if P <= 32 else -(-P // 16) * 16
     real = path >= 0
     full_path = np.full((Np, Pp), Lp - 1, np.int32)
     np.copyto(full_path[:N, :P], path, where=real)

@@ -112,6 +112,21 @@ def test_frontier_same_bucket_does_not_recompile(monkeypatch):
     assert trace_count() == before
 
 
+def test_small_problems_of_any_path_width_up_to_8_share_one_compiled_frontier(monkeypatch):
+    monkeypatch.setitem(_placement._MAPS, "last", float("inf"))      # no drop of compiled programs here
+    def chain(width):            # one flow over `width` links, another over the first: same buckets
+        A = np.zeros((8, 2))
+        A[:width, 0] = 1.0
+        A[0, 1] = 1.0
+        return sp.csc_matrix(A)
+    max_min_fair(chain(8), np.full(8, 2.0), method="frontier")
+    before = trace_count()
+    for width in range(1, 8):
+        a = max_min_fair(chain(width), np.full(8, 2.0), method="frontier")
+        np.testing.assert_allclose(rates(a), [1.0, 1.0])          # both share link 0's 2.0
+    assert trace_count() == before
+
+
 # ------------------------------------------------------------------ the reproducers
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_wide_weights_reproducers_are_exact(dtype):
