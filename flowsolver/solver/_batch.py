@@ -131,8 +131,9 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     jdt = jnp.dtype(dtype)
     devices = local_devices()
     n_dev = len(devices)
-    chunk = chunk_size(B, (Lp, Np, Sp, Ep, segments.flow_seg.shape[1], L), n_dev, free_memory())
-    structure = device_structure(segments.padded(sizes), jdt)
+    arrays = segments.padded(sizes)
+    chunk = chunk_size(B, (Lp, Np, Sp, Ep, arrays[3].shape[1], L), n_dev, free_memory())
+    structure = device_structure(arrays, jdt)
     with_util = jdt == jnp.float64
     # the kernel link of each link (-1: none) and the link of each kernel link (-1: padding)
     where = np.full(L, -1, np.int32)

@@ -53,6 +53,27 @@ def bucket_size(n: int, minimum: int = 16) -> int:
     return next(p * j // 8 for j in (5, 6, 7, 8) if p * j // 8 >= n)
 
 
+#: sizes below which the dense kernel's buckets are powers of two from :data:`SMALL_BUCKET` and
+#: flows get at least :data:`SMALL_SLOTS` segment slots: one small problem's round costs its
+#: fixed overhead whatever its padding, and each distinct set of sizes is a compile (0.3-0.6 s
+#: on 2 cores). With the ladder of :func:`bucket_size` from 16 the collectives' tests compiled
+#: 89 dense kernels (56 s of 88); with these 49 and ~65 s
+COARSE_BELOW = 4096
+SMALL_BUCKET = 128
+SMALL_SLOTS = 4
+
+
+def kernel_bucket(n: int) -> int:
+    """The dense kernel's padded size for ``n`` items: the next power of two from
+    :data:`SMALL_BUCKET` below :data:`COARSE_BELOW`, :func:`bucket_size` from there.
+
+    >>> [kernel_bucket(n) for n in (1, 129, 1500, 5000)]
+    [128, 256, 2048, 5120]
+    """
+    n = max(int(n), SMALL_BUCKET)
+    return 1 << (n - 1).bit_length() if n < COARSE_BELOW else bucket_size(n)
+
+
 def pad(a, shape, fill, dtype=None) -> np.ndarray:
     """``a`` in the corner of a ``shape`` array filled with ``fill`` (``dtype`` default: a's).
     The one padding of the solver: a trailing ``int`` pads the last axis only.
@@ -173,10 +194,11 @@ class CompactRouting:
         return self.flow_coef is None or bool(np.all(self.flow_coef[self.flow_seg >= 0] == 1.0))
 
     def buckets(self, n_links: int) -> tuple[int, int, int, int]:
-        """Padded sizes (links, flows, segments, entries), each with room for one padding item."""
+        """Padded sizes (links, flows, segments, entries), each with room for one padding item
+        (:func:`kernel_bucket`)."""
         entries = int(np.count_nonzero(self.seg_frac > 0))
-        return (bucket_size(n_links + 1), bucket_size(len(self.flows) + 1), bucket_size(len(self.seg_ptr)),
-                bucket_size(entries + 1))
+        return (kernel_bucket(n_links + 1), kernel_bucket(len(self.flows) + 1), kernel_bucket(len(self.seg_ptr)),
+                kernel_bucket(entries + 1))
 
     def padded(self, sizes: tuple[int, int, int, int], unit: bool | None = None):
         """Device-ready arrays padded to ``sizes`` (:meth:`buckets`): padding link ``Lp-1``,
@@ -187,14 +209,15 @@ class CompactRouting:
         Lp, Np, Sp, Ep = sizes
         keep = self.seg_frac > 0
         n, k = self.flow_seg.shape
-        slot_seg = np.full((Np, k), Sp - 1, dtype=np.int32)
-        np.copyto(slot_seg[:n], self.flow_seg, casting="unsafe")
-        slot_seg[:n][self.flow_seg < 0] = Sp - 1
+        kp = max(k, SMALL_SLOTS) if Np < COARSE_BELOW else k      # small problems: one slot width
+        slot_seg = np.full((Np, kp), Sp - 1, dtype=np.int32)
+        np.copyto(slot_seg[:n, :k], self.flow_seg, casting="unsafe")
+        slot_seg[:n, :k][self.flow_seg < 0] = Sp - 1
         if self.unit_coef if unit is None else unit:
             coef = np.zeros((1, 1))
         else:
-            coef = np.zeros((Np, k))
-            np.copyto(coef[:n], self.flow_coef, where=self.flow_seg >= 0)
+            coef = np.zeros((Np, kp))
+            np.copyto(coef[:n, :k], self.flow_coef, where=self.flow_seg >= 0)
         return (pad(self.seg_link[keep], Ep, Lp - 1, np.int32), pad(self.entry_seg[keep], Ep, Sp - 1, np.int32),
                 pad(self.seg_frac[keep], Ep, 0.0, np.float64), slot_seg, coef)
 
