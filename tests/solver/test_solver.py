@@ -281,6 +281,23 @@ def test_same_bucket_does_not_recompile_and_another_bucket_does(monkeypatch):
     assert trace_count() == before + 1
 
 
+def test_small_problems_of_different_sizes_and_path_lengths_share_one_compiled_kernel(monkeypatch):
+    # every size below 128 items pads to 128 and every flow to 4 segment slots (kernel_bucket):
+    # links, flows, segments and entries of 5-120, paths of 1-3 links, one compile
+    monkeypatch.setitem(_placement._MAPS, "last", float("inf"))     # no drop of compiled programs here
+    max_min_fair(sp.identity(5, format="csc"), np.ones(5))
+    before = trace_count()
+    rng = np.random.default_rng(7)
+    for n, hops in ((12, 1), (60, 2), (40, 3)):            # at most 120 entries
+        A = np.zeros((n, n))
+        for f in range(n):
+            A[rng.choice(n, hops, replace=False), f] = 1.0
+        cap = rng.uniform(1.0, 3.0, n)
+        a = max_min_fair(sp.csc_matrix(A), cap)
+        np.testing.assert_allclose(rates(a), progressive_filling(A, cap), rtol=1e-12)
+    assert trace_count() == before
+
+
 def test_merged_routing_input_expands_rates():
     g = tp.rail_optimized(4)
     rm = route(g, Flows.concat([Flows.ring(32, 1e6)] * 3))
