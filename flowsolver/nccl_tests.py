@@ -9,7 +9,9 @@ in-place columns and rows wrapped over two lines.
 Columns keep nccl-tests' names and units: ``size`` (bytes), ``count``, ``type``, ``redop``,
 ``root``, ``time`` (us), ``algbw`` and ``busbw`` (GB/s), ``#wrong``; ``placement`` says
 ``"out-of-place"`` or ``"in-place"`` (one row per size and placement). ``df.attrs`` holds
-``op`` (flowsolver's name, or None where the log does not say), ``ranks``, ``nodes`` (hosts
+``op`` (flowsolver's name: the log's ``Collective test starting:`` line, else the one ``*_perf``
+binary it names, else the file name's op word; None where none says: an op word elsewhere, a
+hostname or NCCL's algorithm matrix, says nothing), ``ranks``, ``nodes`` (hosts
 in the device list), ``devices`` (rank -> (host, device, GPU name)), ``nccl_version``,
 ``avg_busbw`` (GB/s, the footer's; None without one), ``algorithm`` (flowsolver's name of
 the ``NCCL_ALGO`` the NCCL INFO lines say was forced, else None), ``gpus_per_thread`` (the
@@ -23,7 +25,9 @@ data rows (notes, warnings, NCCL's INFO / WARN lines, comments) are skipped. A d
 that does not have the header's shape (a value too many, an in-place part cut short) or
 holds a value that is not what its column allows (sizes and counts: integers >= 0; time,
 algbw, busbw: finite numbers >= 0 or ``N/A``) is a ValueError naming ``FILE:LINE`` and
-the column: a damaged log is never read as other numbers. A path that does not exist is
+the column: a damaged log is never read as other numbers. A log that holds several tests or
+runs one after another (two ``Collective test starting:`` ops, a second table header) is a
+ValueError: read each part on its own. A path that does not exist is
 FileNotFoundError, a folder IsADirectoryError, a file over ``max_bytes`` a ValueError.
 """
 
@@ -54,6 +58,9 @@ MAX_BYTES = 2**28
 _ALGO = re.compile(r"NCCL_ALGO set by environment to (\w+)")
 #: NCCL_ALGO values -> flowsolver algorithm names
 ALGO_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
+_STARTED = re.compile(r"Collective test starting:\s*(\w+)")
+_PERF = re.compile(r"\b(all_reduce|allreduce|all_gather|allgather|reduce_scatter|reducescatter|alltoall|all_to_all|"
+                   r"sendrecv|send_recv|broadcast|reduce)_perf\b", re.IGNORECASE)
 _OP_WORDS = re.compile(r"(all_reduce|allreduce|all_gather|allgather|reduce_scatter|reducescatter|alltoall|"
                        r"all_to_all|sendrecv|send_recv|broadcast|reduce)(?:_perf)?", re.IGNORECASE)
 
@@ -87,14 +94,28 @@ def _lines(text):
         yield line
 
 
-def _op_of(text, name):
-    started = re.search(r"Collective test starting:\s*(\w+)", text)
-    for candidate in ([started.group(1)] if started else []) + _OP_WORDS.findall(text[:2000]) + \
-            _OP_WORDS.findall(name):
-        key = candidate.lower().removesuffix("_perf")
-        if key in OP_NAMES:
-            return OP_NAMES[key]
+def _op_of(text, name, source):
+    """The op the log says it tests: its ``Collective test starting:`` line, else the one
+    ``*_perf`` binary it names, else its file name's op word; None where none says (a bare op
+    word elsewhere, a hostname such as ``reduce-node1`` or NCCL's algorithm matrix with its
+    ``Broadcast`` row, says nothing). ValueError where the log holds several tests."""
+    started = {_op_key(m) for m in _STARTED.findall(text)} - {None}
+    if len(started) > 1:
+        raise ValueError(f"{source}: the log holds several tests ({', '.join(sorted(started))}): read each test's "
+                         "part on its own")
+    if started:
+        return started.pop()
+    named = {_op_key(m) for m in _PERF.findall(text)} - {None}
+    if len(named) == 1:
+        return named.pop()
+    for word in _OP_WORDS.findall(name):
+        if (key := _op_key(word)) is not None:
+            return key
     return None
+
+
+def _op_key(word):
+    return OP_NAMES.get(word.lower().removesuffix("_perf"))
 
 
 def _header(line):
@@ -181,6 +202,9 @@ def _rows(lines, source):
                 first = names.index("time")
                 whole = names.index("time", first + 1) if names.count("time") > 1 else len(names)
             continue
+        if "size" in line and _header(line):
+            raise ValueError(f"{source}:{no}: a second nccl-tests table (tests or runs written one after another "
+                             "into one log): read each on its own")
         tokens = line.split()
         comment = not tokens or line.lstrip().startswith("#")
         if pending:
@@ -273,9 +297,9 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int = MAX_BYTES):
     text, source, name = _text_of(path_or_text, max_bytes)
     if not text.strip():
         raise ValueError(f"{source}: the log is empty")
+    said = _op_of(text, name, source)
     lines = list(_lines(text))
     names, rows = _rows(lines, source)
-    said = _op_of(text, name)
     if op is not None:
         if op not in set(OP_NAMES.values()):
             raise ValueError(f"op must be one of {', '.join(sorted(set(OP_NAMES.values())))}, got {op!r}")

@@ -169,3 +169,28 @@ def test_a_row_wrapped_inside_its_out_of_place_part_is_joined(tmp_path):
     df = nccl_tests.read(_write(tmp_path, text), op="all_reduce")
     assert list(df["size"]) == [1024, 1024, 2048] and df["time"].tolist() == [20.48, 20.0, 20.48]
     assert df["root"].tolist() == [-1, -1, -1]
+
+
+def test_two_tests_written_into_one_log_are_an_error_not_one_table(tmp_path):
+    # `for t in all_reduce_perf all_gather_perf; do ./$t; done > log`: two tables, two ops
+    two = ("# Collective test starting: all_reduce_perf\n" + GOOD +
+           "# Collective test starting: all_gather_perf\n" + GOOD)
+    with pytest.raises(ValueError, match=r"several tests \(all_gather, all_reduce\)"):
+        nccl_tests.read(_write(tmp_path, two))
+    # the same test twice (the classic header has no test line): the second table is named
+    with pytest.raises(ValueError, match=r"all_reduce_perf.log:12: a second nccl-tests table"):
+        nccl_tests.read(_write(tmp_path, GOOD + "# Avg bus bandwidth    : 0.05\n" + GOOD))
+
+
+def test_the_op_comes_from_the_test_line_the_binary_or_the_file_name_not_from_any_op_word(tmp_path):
+    # NCCL 2.26's algorithm matrix (lines without 'NCCL INFO', kept by `grep -v "NCCL INFO"`)
+    # starts with a Broadcast row, and a host may be called reduce-node1: neither says the op
+    matrix = ("Enabled NCCL Func/Proto/Algo Matrix:\n     Function |       LL     LL128    Simple   |\n"
+              "    Broadcast |        1        0         1   |\n")
+    lines = GOOD.splitlines()
+    body = "\n".join(lines[:1] + [lines[1].replace("hostA", "reduce-node1")] + lines[2:]) + "\n"
+    path = _write(tmp_path, matrix + body, name="sendrecv_perf_2x1.txt")
+    assert nccl_tests.read(path).attrs["op"] == "send_recv"                       # the file name's
+    assert nccl_tests.read(path, op="send_recv").attrs["op"] == "send_recv"
+    assert nccl_tests.read(matrix + body).attrs["op"] is None                     # text alone: unsaid
+    assert nccl_tests.read("srun ./build/alltoall_perf -b 8 -e 1G\n" + matrix + body).attrs["op"] == "all_to_all"
