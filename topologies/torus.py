@@ -39,10 +39,11 @@ def torus(dims, *, link="ib_ndr", wrap: bool = True, server=None) -> nx.DiGraph:
     >>> t.number_of_nodes(), {t.out_degree(n) for n in t}
     (64, {6})
     """
-    try:
-        dims = tuple(int(d) for d in dims)
-    except TypeError:
-        raise ValueError(f"dims must be a sequence of integers >= 2, got {dims!r}") from None
+    # a string is a sequence too ("44" would be (4, 4)), and a float a truncated size
+    if isinstance(dims, (str, bytes)) or not hasattr(dims, "__iter__") or any(
+            isinstance(d, bool) or not hasattr(d, "__index__") for d in dims):
+        raise ValueError(f"dims must be a sequence of integers >= 2, got {dims!r}")
+    dims = tuple(int(d) for d in dims)
     if not dims or any(d < 2 for d in dims):
         raise ValueError(f"dims must be a non-empty sequence of integers >= 2 (a dimension of "
                          f"0 or 1 has no neighbours), got {dims}")

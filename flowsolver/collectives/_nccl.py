@@ -31,11 +31,21 @@ DEFAULT_CHUNK = 512 * 1024
 
 
 def busbw_factor(op: str, p: int) -> float:
-    """nccl-tests' bus-bandwidth factor.
+    """nccl-tests' bus-bandwidth factor of ``op`` (one of :data:`OPS`) on ``p`` ranks (an
+    integer >= 1): ``busbw = algbw x factor``.
 
     >>> busbw_factor("all_reduce", 8)
     1.75
+    >>> busbw_factor("allreduce", 8)
+    Traceback (most recent call last):
+    ...
+    ValueError: op must be one of all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce, send_recv; got 'allreduce'
     """
+    if op not in OPS:
+        raise ValueError(f"op must be one of {', '.join(OPS)}; got {op!r}")
+    if isinstance(p, bool) or not hasattr(p, "__index__") or int(p) < 1:
+        raise ValueError(f"p must be an integer >= 1 (ranks), got {p!r}")
+    p = int(p)
     if op == "all_reduce":
         return 2 * (p - 1) / p
     if op in ("reduce_scatter", "all_gather", "all_to_all"):

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pd = pytest.importorskip("pandas")
@@ -194,3 +195,16 @@ def test_the_op_comes_from_the_test_line_the_binary_or_the_file_name_not_from_an
     assert nccl_tests.read(path, op="send_recv").attrs["op"] == "send_recv"
     assert nccl_tests.read(matrix + body).attrs["op"] is None                     # text alone: unsaid
     assert nccl_tests.read("srun ./build/alltoall_perf -b 8 -e 1G\n" + matrix + body).attrs["op"] == "all_to_all"
+
+
+def test_the_bus_bandwidth_factor_is_nccl_tests_and_refuses_what_it_cannot_price():
+    # nccl-tests' src/*.cc: all-reduce 2 (p - 1) / p, all-gather / reduce-scatter / all-to-all
+    # (p - 1) / p, broadcast / reduce / send-recv 1
+    assert busbw_factor("all_reduce", 8) == 1.75 and busbw_factor("all_gather", np.int64(4)) == 0.75
+    assert busbw_factor("broadcast", 16) == 1.0 and busbw_factor("all_to_all", 1) == 0.0
+    for op in ("allreduce", "all-reduce", None):
+        with pytest.raises(ValueError, match="op must be one of all_reduce"):
+            busbw_factor(op, 8)
+    for p in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="p must be an integer >= 1"):
+            busbw_factor("all_reduce", p)

@@ -27,6 +27,9 @@ import topologies as tp
     (lambda: tp.torus((0, 4)), r"dims must be"),
     (lambda: tp.torus(()), r"dims must be"),
     (lambda: tp.torus(4), r"dims must be a sequence"),
+    (lambda: tp.torus([2.9, 3.7]), r"dims must be a sequence of integers >= 2, got \[2.9, 3.7\]"),  # not 2 x 3
+    (lambda: tp.torus("44"), r"dims must be a sequence of integers >= 2, got '44'"),          # not (4, 4)
+    (lambda: tp.torus([True, 4]), r"dims must be a sequence"),
     (lambda: tp.add_storage(tp.torus((3, 3)), network="compute"), r"needs a switched compute fabric"),
     (lambda: tp.add_storage(tp.fat_tree(4), network="san"), r"network must be one of"),
     (lambda: tp.add_storage(tp.fat_tree(4), 0), r"count must be an integer >= 1"),
