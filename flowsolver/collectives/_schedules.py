@@ -104,7 +104,8 @@ def _tree(p, size, layout, chunk):
     units = layout.groups if len(layout.groups) > 1 else tuple((i,) for i in range(p))
     half = size / 2 / layout.channels
     k = max(1, math.ceil(half / chunk))
-    return tuple(pipeline(_tree_stages(units, layout.channels), k, half / k))
+    piece = min(chunk, half)                    # whole chunks, the remainder last (as NCCL)
+    return tuple(pipeline(_tree_stages(units, layout.channels), k, piece, half - (k - 1) * piece))
 
 
 def _binomial(p, size, reverse):
@@ -119,7 +120,7 @@ def _binomial(p, size, reverse):
 def _chain(layout, p, size, chunk, reverse):
     """Pipelined ring broadcast (root 0 -> ... along every channel's ring) or reduce (the
     chains reversed): as NCCL splits the buffer over its channels, each ring carries
-    ``size / channels`` from the root in ``chunk``-byte pieces, so a broadcast across
+    ``size / channels`` from the root in ``chunk``-byte pieces (the remainder last), so a broadcast across
     servers leaves the root's server on every rail the rings enter the next server on."""
     rings = layout.rings
     share = size / len(rings)
@@ -128,7 +129,8 @@ def _chain(layout, p, size, chunk, reverse):
     hops = [[(c[j], c[j + 1]) for c in chains] for j in range(p - 1)]
     if reverse:
         hops = [[(b, a) for a, b in stage] for stage in reversed(hops)]
-    return tuple(pipeline(hops, k, share / k))
+    piece = min(chunk, share)                   # whole chunks, the remainder last (as NCCL)
+    return tuple(pipeline(hops, k, piece, share - (k - 1) * piece))
 
 
 def _ring_all_reduce(p, size, layout, chunk):

@@ -165,32 +165,47 @@ def tree_edges(groups, parent_of_group, channel):
     return edges
 
 
-def pipeline(stages, k, piece):
-    """Steps of ``k`` chunks of ``piece`` bytes flowing through the stages in order (a chunk
-    crosses stage ``t`` at pipeline step ``chunk + t``). Distinct active-stage ranges become
-    one step each; the pipeline pays its depth (number of stages) in step latencies, once:
-    NCCL keeps several chunks in flight per channel (NCCL_STEPS = 8), so later chunks'
+def pipeline(stages, k, piece, last=None):
+    """Steps of ``k`` chunks flowing through the stages in order (a chunk crosses stage ``t``
+    at pipeline step ``chunk + t``): ``k - 1`` of ``piece`` bytes, then the last of ``last``
+    (default ``piece``), as NCCL cuts a buffer: whole chunks, the remainder last (its
+    ``realChunkSize = min(chunkSize, divUp(left, nChannels))``). Distinct active-stage ranges
+    become one step each; the pipeline pays its depth (number of stages) in step latencies,
+    once: NCCL keeps several chunks in flight per channel (NCCL_STEPS = 8), so later chunks'
     latencies overlap the transfers.
 
     >>> [(s.count, len(s.flows), s.latency_count) for s in pipeline([[(0, 1)], [(1, 2)]], 3, 1.0)]
     [(1, 1, 0), (2, 2, 2), (1, 1, 0)]
+    >>> [s.flows.nbytes.tolist() for s in pipeline([[(0, 1)], [(1, 2)]], 2, 4.0, 1.0)]
+    [[4.0], [1.0, 4.0], [1.0]]
     """
     n = len(stages)
-    keys = [((0, s), 1) for s in range(min(k, n) - 1)]
+    last = piece if last is None else last
+    # (first stage, last stage) active, how many steps, whether the first active stage holds
+    # the last chunk (every step from the one it enters the pipeline on)
+    keys = [((0, s), 1, False) for s in range(min(k, n) - 1)]
     if k >= n:
-        keys.append(((0, n - 1), k - n + 1))
+        if last == piece:
+            keys.append(((0, n - 1), k - n + 1, False))
+        else:
+            keys.extend([((0, n - 1), k - n, False)] * (k > n) + [((0, n - 1), 1, True)])
     else:
-        keys.extend(((s - k + 1, s), 1) for s in range(k - 1, n))
-    keys.extend(((s - k + 1, n - 1), 1) for s in range(max(k, n), k + n - 1))
+        keys.extend(((s - k + 1, s), 1, True) for s in range(k - 1, n))
+    keys.extend(((s - k + 1, n - 1), 1, True) for s in range(max(k, n), k + n - 1))
     pairs = [pair for stage in stages for pair in stage]
     if pairs and all(_is_position(a) and _is_position(b) for a, b in pairs):   # as arrays
         start = np.cumsum([0] + [len(stage) for stage in stages])
         src, dst = (np.array([pair[i] for pair in pairs], dtype=np.int64) for i in (0, 1))
-        cut = lambda lo, hi: slice(start[lo], start[hi + 1])  # noqa: E731
-        steps = [Step(c, StepFlows.from_arrays(src[cut(lo, hi)], dst[cut(lo, hi)], piece), 0) for (lo, hi), c in keys]
+        steps = []
+        for (lo, hi), c, tail in keys:
+            part = slice(start[lo], start[hi + 1])
+            nbytes = np.full(start[hi + 1] - start[lo], piece)
+            if tail:
+                nbytes[:start[lo + 1] - start[lo]] = last
+            steps.append(Step(c, StepFlows.from_arrays(src[part], dst[part], nbytes), 0))
     else:
-        steps = [Step(c, tuple((a, b, piece) for t in range(lo, hi + 1) for a, b in stages[t]), 0)
-                 for (lo, hi), c in keys]
+        steps = [Step(c, tuple((a, b, last if tail and t == lo else piece) for t in range(lo, hi + 1)
+                               for a, b in stages[t]), 0) for (lo, hi), c, tail in keys]
     widest = max(range(len(steps)), key=lambda i: len(steps[i].flows))
     steps[widest] = Step(steps[widest].count, steps[widest].flows, n)
     return steps

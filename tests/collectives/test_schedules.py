@@ -49,6 +49,31 @@ def test_pipeline_counts_by_hand():
     assert sum(s.count for s in steps) == 3 + 2 - 1
 
 
+def test_pipeline_sends_whole_chunks_and_the_remainder_last_by_hand():
+    # 2 chunks of 4 and a remainder of 1 through 3 stages (NCCL's realChunkSize): the
+    # remainder enters stage 0 at step 2 and leaves stage 2 alone at step 4; 3 + 3 - 1 steps
+    steps = pipeline([[(0, 1)], [(1, 2)], [(2, 3)]], 3, 4.0, 1.0)
+    assert [(s.count, s.flows.nbytes.tolist()) for s in steps] == [
+        (1, [4.0]), (1, [4.0, 4.0]), (1, [1.0, 4.0, 4.0]), (1, [1.0, 4.0]), (1, [1.0])]
+    # more chunks than stages: the full steps are counted together, the remainder's on its own
+    steps = pipeline([[(0, 1)], [(1, 2)]], 4, 4.0, 1.0)
+    assert [(s.count, s.flows.nbytes.tolist()) for s in steps] == [
+        (1, [4.0]), (2, [4.0, 4.0]), (1, [1.0, 4.0]), (1, [1.0])]
+
+
+def test_broadcast_and_reduce_never_finish_sooner_for_a_larger_message():
+    # 4 MiB over 8 rings is one 512 KiB chunk a ring; one byte more was cut into two chunks of
+    # 256 KiB that pipelined, 19 % faster (NCCL sends a whole chunk and a remainder of 1 byte)
+    import topologies as tp
+    from flowsolver import collective
+
+    g = tp.rail_optimized(nodes=2)
+    sizes = [2**21, 3 * 2**20, 2**22 - 1, 2**22, 2**22 + 1, 5 * 2**20, 2**23, 2**23 + 1]
+    for op in ("broadcast", "reduce"):
+        times = [collective(g, op, s).time for s in sizes]
+        assert all(b >= a for a, b in zip(times, times[1:])), (op, times)
+
+
 def test_binary_tree_by_hand():
     assert btree(1) == [-1]
     # 1 -> 2 (clear bit 0, set bit 1), 2 -> 4, 3 -> 2, 4 -> 0 (8 is out of range), 5 -> 6, 6 -> 4, 7 -> 6
