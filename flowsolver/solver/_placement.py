@@ -25,7 +25,9 @@ twenty thousand programs (a notebook sweeping many sizes, an in-process sweep) w
 segfault inside XLA's next compile. Each solve therefore checks, at most once every
 :data:`MAPS_CHECK_SECONDS`, and drops JAX's in-memory compiled programs once the process
 holds more than :data:`MAPS_RELEASE_SHARE` of its limit; later solves recompile what they
-use (from the persistent cache when it is on).
+use (from the persistent cache when it is on). Where a drop leaves the process above that
+share (mappings that are not compiled programs), the next waits until half of what is left
+up to the limit is taken again.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ MAPS_CHECK_SECONDS = 2.0
 
 _OFF = ("", "off", "none", "0", "false")
 _STATE = {"decided": False, "path": None}
-_MAPS = {"last": float("-inf"), "limit": None, "released": 0}
+_MAPS = {"last": float("-inf"), "limit": None, "released": 0, "kept": 0.0}
 
 
 def mapping_count() -> int | None:
@@ -100,10 +102,16 @@ def release_compiled_programs(count=mapping_count, limit=mapping_limit, now=time
     if _MAPS["limit"] is None:
         _MAPS["limit"] = limit() or 0
     held = count() if _MAPS["limit"] else None
-    if held is None or held <= MAPS_RELEASE_SHARE * _MAPS["limit"]:
+    above = max(MAPS_RELEASE_SHARE * _MAPS["limit"], _MAPS["kept"])
+    if held is None or held <= above:
         return False
     jax.clear_caches()
     _MAPS["released"] += 1
+    # what a drop leaves is not the compiled programs' (the process's own mappings): the next
+    # drop waits until half of what is left up to the limit is taken again, not every check
+    left = count()
+    if left is not None:
+        _MAPS["kept"] = left + (_MAPS["limit"] - left) / 2 if left > MAPS_RELEASE_SHARE * _MAPS["limit"] else 0.0
     return True
 
 

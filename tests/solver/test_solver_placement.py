@@ -97,11 +97,12 @@ def _compiled_square():
 
 def test_compiled_programs_are_dropped_past_half_the_mapping_limit_and_only_then(monkeypatch):
     monkeypatch.setitem(_placement._MAPS, "limit", None)
-    calls = []
+    monkeypatch.setitem(_placement._MAPS, "kept", 0.0)
+    counts = []
 
     def count():
-        calls.append(1)
-        return 40_000
+        counts.append(1)
+        return 40_000 if len(counts) == 1 else 1_000          # a drop frees the programs' mappings
 
     f = _compiled_square()
     monkeypatch.setitem(_placement._MAPS, "last", float("-inf"))
@@ -111,11 +112,24 @@ def test_compiled_programs_are_dropped_past_half_the_mapping_limit_and_only_then
     # 40,000 of 65,530 (61 %) but within MAPS_CHECK_SECONDS of the last count: not counted again
     assert not _placement.release_compiled_programs(count=count, limit=lambda: 65_530,
                                                     now=lambda: 100.0 + _placement.MAPS_CHECK_SECONDS / 2)
-    assert calls == [] and f._cache_size() == 1
+    assert counts == [] and f._cache_size() == 1
     # counted again once MAPS_CHECK_SECONDS have passed: above half, the compiled program is gone
     assert _placement.release_compiled_programs(count=count, limit=lambda: 65_530,
                                                 now=lambda: 100.0 + _placement.MAPS_CHECK_SECONDS)
-    assert calls == [1] and f._cache_size() == 0
+    assert len(counts) == 2 and f._cache_size() == 0 and _placement._MAPS["kept"] == 0.0
+
+
+def test_a_drop_that_leaves_the_process_above_half_its_limit_waits_for_half_the_rest(monkeypatch):
+    # mappings that are not compiled programs (35,000 of 65,530 after a drop) would make every
+    # check drop every program again; the next drop waits for 35,000 + 30,530 / 2 = 50,265
+    monkeypatch.setitem(_placement._MAPS, "limit", 65_530)
+    monkeypatch.setitem(_placement._MAPS, "kept", 0.0)
+    held = iter([40_000, 35_000, 45_000, 50_265, 50_266, 30_000])
+    release = lambda t: _placement.release_compiled_programs(count=lambda: next(held), now=lambda: t)  # noqa: E731
+    monkeypatch.setitem(_placement._MAPS, "last", float("-inf"))
+    assert release(10.0) and _placement._MAPS["kept"] == 50_265.0        # dropped at 40,000; 35,000 left
+    assert not release(20.0) and not release(30.0)                       # 45,000, then 50,265: kept
+    assert release(40.0) and _placement._MAPS["kept"] == 0.0             # 50,266: dropped; 30,000 left
 
 
 def test_without_a_mapping_limit_to_read_nothing_is_counted(monkeypatch):
@@ -133,5 +147,6 @@ def test_a_solve_drops_compiled_programs_when_the_process_is_near_its_mapping_li
     f = _compiled_square()
     monkeypatch.setitem(_placement._MAPS, "last", float("-inf"))
     monkeypatch.setitem(_placement._MAPS, "limit", 2)      # any real process holds more than one mapping
+    monkeypatch.setitem(_placement._MAPS, "kept", 0.0)
     rates = max_min_fair(sp.csc_matrix(np.array([[1.0, 1.0]])), [3.0]).rates
     assert rates.tolist() == [1.5, 1.5] and f._cache_size() == 0
