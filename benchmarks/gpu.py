@@ -197,7 +197,7 @@ def section_batch(quick):
 
     full = CompactRouting.of(rm)
     used = np.unique(full.seg_link[full.seg_frac > 0])
-    sizes = (*full.on_links(used).buckets(len(used)), full.flow_seg.shape[1], rm.n_links)
+    sizes = (*full.on_links(used).buckets(len(used), coarse=False), full.flow_seg.shape[1], rm.n_links)
     print(f"failure scenarios: ring over {n} GPUs, {rm.n_links:,} links ({len(used):,} used), 1 % failed per "
           f"scenario; padded sizes (links, flows, segments, entries, K, all links) {sizes}: "
           f"{_batch.bytes_per_scenario(sizes) / 1024:.0f} KiB a scenario estimated")

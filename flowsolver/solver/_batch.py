@@ -127,11 +127,11 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     Returns host arrays with a leading scenario axis."""
     L, N = rm.n_links, rm.n_flows
     used, segments = _kernel_links(rm)
-    Lp, Np, Sp, Ep = sizes = segments.buckets(len(used))
+    Lp, Np, Sp, Ep = sizes = segments.buckets(len(used), coarse=False)
     jdt = jnp.dtype(dtype)
     devices = local_devices()
     n_dev = len(devices)
-    arrays = segments.padded(sizes)
+    arrays = segments.padded(sizes, coarse=False)
     chunk = chunk_size(B, (Lp, Np, Sp, Ep, arrays[3].shape[1], L), n_dev, free_memory())
     structure = device_structure(arrays, jdt)
     with_util = jdt == jnp.float64

@@ -53,11 +53,13 @@ def bucket_size(n: int, minimum: int = 16) -> int:
     return next(p * j // 8 for j in (5, 6, 7, 8) if p * j // 8 >= n)
 
 
-#: sizes below which the dense kernel's buckets are powers of two from :data:`SMALL_BUCKET` and
-#: flows get at least :data:`SMALL_SLOTS` segment slots: one small problem's round costs its
-#: fixed overhead whatever its padding, and each distinct set of sizes is a compile (0.3-0.6 s
-#: on 2 cores). With the ladder of :func:`bucket_size` from 16 the collectives' tests compiled
-#: 89 dense kernels (56 s of 88); with these 49 and ~65 s
+#: sizes below which a single solve's dense kernel pads to powers of two from
+#: :data:`SMALL_BUCKET` and gives flows at least :data:`SMALL_SLOTS` segment slots: one small
+#: problem's round costs its fixed overhead whatever its padding, and each distinct set of
+#: sizes is a compile (0.3-0.6 s on 2 cores). With the ladder of :func:`bucket_size` from 16 the
+#: collectives' tests compiled 89 dense kernels (56 s of their 88 s); with these 42 (54 s in
+#: all). Batches keep :func:`bucket_size`: their work is the padded size times the scenarios
+#: (8,192 scenarios of a 20 x 30 problem ran 6x slower padded so)
 COARSE_BELOW = 4096
 SMALL_BUCKET = 128
 SMALL_SLOTS = 4
@@ -193,23 +195,25 @@ class CompactRouting:
     def unit_coef(self) -> bool:
         return self.flow_coef is None or bool(np.all(self.flow_coef[self.flow_seg >= 0] == 1.0))
 
-    def buckets(self, n_links: int) -> tuple[int, int, int, int]:
-        """Padded sizes (links, flows, segments, entries), each with room for one padding item
-        (:func:`kernel_bucket`)."""
+    def buckets(self, n_links: int, coarse: bool = True) -> tuple[int, int, int, int]:
+        """Padded sizes (links, flows, segments, entries), each with room for one padding item:
+        :func:`kernel_bucket` for a single solve, :func:`bucket_size` (``coarse=False``) for a
+        batch, whose work grows with the padded size times the scenarios."""
         entries = int(np.count_nonzero(self.seg_frac > 0))
-        return (kernel_bucket(n_links + 1), kernel_bucket(len(self.flows) + 1), kernel_bucket(len(self.seg_ptr)),
-                kernel_bucket(entries + 1))
+        size = kernel_bucket if coarse else bucket_size
+        return size(n_links + 1), size(len(self.flows) + 1), size(len(self.seg_ptr)), size(entries + 1)
 
-    def padded(self, sizes: tuple[int, int, int, int], unit: bool | None = None):
+    def padded(self, sizes: tuple[int, int, int, int], unit: bool | None = None, coarse: bool = True):
         """Device-ready arrays padded to ``sizes`` (:meth:`buckets`): padding link ``Lp-1``,
         segment ``Sp-1`` and flows ``N..Np-1`` carry nothing. Entries of fraction 0 are
         dropped (the dense kernel relies on real entries being > 0). With unit
         coefficients (``unit``, default :attr:`unit_coef`) the kernel does not read them: a
-        (1, 1) placeholder stands in for the (flows, K) table."""
+        (1, 1) placeholder stands in for the (flows, K) table. ``coarse`` (a single solve): a
+        small problem's flows get at least :data:`SMALL_SLOTS` slots."""
         Lp, Np, Sp, Ep = sizes
         keep = self.seg_frac > 0
         n, k = self.flow_seg.shape
-        kp = max(k, SMALL_SLOTS) if Np < COARSE_BELOW else k      # small problems: one slot width
+        kp = max(k, SMALL_SLOTS) if coarse and Np < COARSE_BELOW else k      # small single solves: one width
         slot_seg = np.full((Np, kp), Sp - 1, dtype=np.int32)
         np.copyto(slot_seg[:n, :k], self.flow_seg, casting="unsafe")
         slot_seg[:n, :k][self.flow_seg < 0] = Sp - 1

@@ -207,3 +207,23 @@ def test_batches_of_two_routings_in_the_same_buckets_share_the_compiled_kernel()
     assert first.rates.shape == (4, 30) and second.rates.shape == (4, 29)
     for i in range(4):
         np.testing.assert_allclose(second.rates[i], progressive_filling(A2, caps[i]), rtol=1e-12, atol=1e-12)
+
+
+def test_a_batch_of_a_small_problem_keeps_the_fine_buckets_and_its_own_slot_width(monkeypatch):
+    # a batch's work is its padded size times its scenarios: it is padded on bucket_size's ladder
+    # (20 links + 1 -> 24, 30 flows + 1 -> 32), not a single solve's coarse one (128), and its
+    # flows keep their one slot (a single solve gives small problems 4)
+    from flowsolver.solver import bucket_size
+
+    seen = []
+    real = _batch.chunk_size
+    monkeypatch.setattr(_batch, "chunk_size", lambda B, sizes, *a: seen.append(sizes) or real(B, sizes, *a))
+    A = sp.random(20, 30, density=0.1, random_state=3, format="csc") + sp.csc_matrix(np.eye(20, 30) +
+                                                                                      np.eye(20, 30, 10))
+    caps = np.random.default_rng(3).uniform(1.0, 2.0, (6, 20))
+    batch = max_min_fair(A, caps)
+    Lp, Np, Sp, Ep, K, L = seen[0]
+    assert (Lp, Np, K, L) == (bucket_size(21), bucket_size(31), 1, 20)
+    dense = A.toarray()
+    for b in range(6):
+        np.testing.assert_allclose(np.asarray(batch.rates[b]), progressive_filling(dense, caps[b]), rtol=1e-12)
