@@ -45,8 +45,12 @@ def bucket_size(n: int, minimum: int = 16) -> int:
     --------
     >>> [bucket_size(n) for n in (1, 17, 25, 100, 1000, 5000, 2_500_000)]
     [16, 24, 32, 128, 1024, 5120, 2621440]
+    >>> bucket_size(2.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: n must be an integer >= 0, got 2.5
     """
-    n = max(int(n), minimum)
+    n = max(_checks.integer("n", n, minimum=0), _checks.integer("minimum", minimum))
     p = 1 << (n - 1).bit_length()
     if n < 4096:
         return p * 3 // 4 if p * 3 // 4 >= n and p >= 4 else p

@@ -281,6 +281,17 @@ def test_same_bucket_does_not_recompile_and_another_bucket_does(monkeypatch):
     assert trace_count() == before + 1
 
 
+def test_bucket_sizes_follow_the_ladder_and_refuse_what_is_not_a_count():
+    # 2^k or 1.5 x 2^k from the minimum below 4096, then 5/8 .. 8/8 of 2^k (by hand)
+    assert [bucket_size(n) for n in (0, 16, 17, 33, 49, 4096, 4097, 6000)] == [16, 16, 24, 48, 64, 4096, 5120, 6144]
+    assert bucket_size(np.int64(100), minimum=np.int32(200)) == 256
+    for bad in (float("nan"), -1, 2.5, 3.0, True, "8"):
+        with pytest.raises(ValueError, match="n must be an integer >= 0"):
+            bucket_size(bad)
+    with pytest.raises(ValueError, match="minimum must be an integer >= 1"):
+        bucket_size(8, minimum=0)
+
+
 def test_small_problems_of_different_sizes_and_path_lengths_share_one_compiled_kernel(monkeypatch):
     # every size below 128 items pads to 128 and every flow to 4 segment slots (kernel_bucket):
     # links, flows, segments and entries of 5-120, paths of 1-3 links, one compile
