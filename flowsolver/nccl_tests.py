@@ -60,7 +60,7 @@ _ALGO = re.compile(r"NCCL_ALGO set by environment to (\w+)")
 ALGO_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
 _STARTED = re.compile(r"Collective test starting:\s*(\w+)")
 _PERF = re.compile(r"\b(all_reduce|allreduce|all_gather|allgather|reduce_scatter|reducescatter|alltoall|all_to_all|"
-                   r"sendrecv|send_recv|broadcast|reduce)_perf\b", re.IGNORECASE)
+                   r"sendrecv|send_recv|broadcast|reduce)_perf(?:_mpi)?\b", re.IGNORECASE)
 _OP_WORDS = re.compile(r"(all_reduce|allreduce|all_gather|allgather|reduce_scatter|reducescatter|alltoall|"
                        r"all_to_all|sendrecv|send_recv|broadcast|reduce)(?:_perf)?", re.IGNORECASE)
 
@@ -115,7 +115,9 @@ def _op_of(text, name, source):
 
 
 def _op_key(word):
-    return OP_NAMES.get(word.lower().removesuffix("_perf"))
+    """flowsolver's op of a word (``all_gather``, ``all_gather_perf``, ``all_gather_perf_mpi``:
+    the binaries NGC's containers ship), or None."""
+    return OP_NAMES.get(word.lower().removesuffix("_mpi").removesuffix("_perf"))
 
 
 def _header(line):

@@ -195,6 +195,10 @@ def test_the_op_comes_from_the_test_line_the_binary_or_the_file_name_not_from_an
     assert nccl_tests.read(path, op="send_recv").attrs["op"] == "send_recv"
     assert nccl_tests.read(matrix + body).attrs["op"] is None                     # text alone: unsaid
     assert nccl_tests.read("srun ./build/alltoall_perf -b 8 -e 1G\n" + matrix + body).attrs["op"] == "all_to_all"
+    # NGC's containers ship the MPI builds as all_gather_perf_mpi (nccl-tests prints the binary's name)
+    mpi = _write(tmp_path, "# Collective test starting: all_gather_perf_mpi\n" + body, name="run_allreduce_then.txt")
+    assert nccl_tests.read(mpi).attrs["op"] == "all_gather"
+    assert nccl_tests.read("mpirun -np 16 all_gather_perf_mpi -b 8\n" + body).attrs["op"] == "all_gather"
 
 
 def test_the_bus_bandwidth_factor_is_nccl_tests_and_refuses_what_it_cannot_price():
