@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from ._dual import greater
 
 __all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "channel_split", "chunk_steps", "ll_depth",
-           "pipeline_time"]
+           "pipeline_time", "whole_chunk"]
 
 KIB = 1024
 # NCCL_STEPS (src/include/device.h): slots of a connection's buffer
@@ -213,6 +213,31 @@ def _loop_steps(op, ranks) -> int:
     return 2 * (ranks - 1) if op == "all_reduce" else ranks - 1
 
 
+def _tree_chunk(protocol, share, nodes, ppn) -> float:
+    """The tree's chunk (bytes) for a channel's ``share``: calcCollChunking's tree LL128 rule."""
+    chunk = _data_chunk("tree", protocol)
+    if protocol == "LL128":
+        steps = 1 + math.log2(nodes) + 0.1 * ppn
+        while share / chunk < steps * 64 / ppn and chunk > 131072:
+            chunk /= 2
+        while share / chunk < steps * 16 / ppn and chunk > 32768:
+            chunk /= 2
+    return chunk
+
+
+def _nvls_chunk(algorithm, size, concurrent, nodes) -> int:
+    """NVLS's and NVLSTree's chunk (bytes), shrunk for small sizes as calcCollChunking does
+    (NVLSTREE_MAX_CHUNKSIZE's default: 64 KiB from 4 nodes)."""
+    if algorithm == "nvls":
+        chunk, rules = _NVLS_CHUNK, ((64, 65536), (8, 32768), (2, 16384))
+    else:
+        chunk, rules = _NVLS_CHUNK if nodes < 4 else _NVLS_TREE_CHUNK_4_NODES, ((4, 65536), (1, 32768))
+    for factor, smaller in rules:
+        if size < factor * concurrent * chunk and chunk > smaller:
+            chunk = smaller
+    return chunk
+
+
 def chunk_steps(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
     """``(steps, depth)``: the chunk steps each channel runs one after the other for ``op``
     of ``size`` bytes on ``ranks`` GPUs over ``nodes`` nodes with ``channels`` channels, and
@@ -227,27 +252,34 @@ def chunk_steps(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
         loops = max(1, math.ceil(size / channels / (ranks * _data_chunk(algorithm, protocol))))
         return loops * _loop_steps(op, ranks), 0
     if algorithm == "tree":
-        share, chunk = size / channels, _data_chunk(algorithm, protocol)
-        if protocol == "LL128":                         # calcCollChunking's tree LL128 rule
-            steps = 1 + math.log2(nodes) + 0.1 * ppn
-            while share / chunk < steps * 64 / ppn and chunk > 131072:
-                chunk /= 2
-            while share / chunk < steps * 16 / ppn and chunk > 32768:
-                chunk /= 2
-        return max(1, math.ceil(share / chunk)), 2 * ((ppn - 1) + math.log2(nodes))
-    if algorithm == "nvls":
-        concurrent, chunk = channels * ppn, _NVLS_CHUNK
-        for factor, smaller in ((64, 65536), (8, 32768), (2, 16384)):
-            if size < factor * concurrent * chunk and chunk > smaller:
-                chunk = smaller
-        return max(1, math.ceil(size / (concurrent * chunk))), 0
-    if algorithm == "nvls_tree":           # NVLSTREE_MAX_CHUNKSIZE's default: 64 KiB from 4 nodes
-        concurrent, chunk = channels * ppn, _NVLS_CHUNK if nodes < 4 else _NVLS_TREE_CHUNK_4_NODES
-        for factor, smaller in ((4, 65536), (1, 32768)):
-            if size < factor * concurrent * chunk and chunk > smaller:
-                chunk = smaller
-        return max(1, math.ceil(size / (concurrent * chunk))), 1 + 2 * math.log2(nodes)
+        share = size / channels
+        return max(1, math.ceil(share / _tree_chunk(protocol, share, nodes, ppn))), 2 * ((ppn - 1) + math.log2(nodes))
+    if algorithm in ("nvls", "nvls_tree"):
+        concurrent = channels * ppn
+        steps = max(1, math.ceil(size / (concurrent * _nvls_chunk(algorithm, size, concurrent, nodes))))
+        return steps, 0 if algorithm == "nvls" else 1 + 2 * math.log2(nodes)
     raise ValueError(f"algorithm must be one of {', '.join(PIPELINED)}, got {algorithm!r}")
+
+
+def whole_chunk(algorithm, protocol, op, size, ranks, nodes, channels, steps) -> float:
+    """A whole chunk over the mean chunk of ``steps`` (>= 1): NCCL sends whole chunks and
+    the remainder last (``realChunkSize = min(chunkSize, divUp(left, ...))`` in its
+    kernels). One loop (ring) or one chunk: 1.
+
+    >>> whole_chunk("tree", "Simple", "all_reduce", 5 << 18, 16, 2, 1, 3)   # 2.5 chunks of 512 KiB in 3
+    1.2
+    """
+    if steps <= 1:
+        return 1.0
+    ppn = max(1, ranks // nodes)
+    if algorithm == "ring":
+        loops = steps // _loop_steps(op, ranks)
+        return loops * _data_chunk("ring", protocol) * channels * ranks / size if loops > 1 else 1.0
+    if algorithm == "tree":
+        share = size / channels
+        return steps * _tree_chunk(protocol, share, nodes, ppn) / share
+    concurrent = channels * ppn
+    return steps * concurrent * _nvls_chunk(algorithm, size, concurrent, nodes) / size
 
 
 def ll_depth(algorithm, nodes) -> float:
@@ -296,4 +328,8 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     step = size / bandwidth / steps
     if protocol == "LL128":                             # no floor: flags in every line
         return latency + (steps + fill + depth) * step
-    return latency + (steps + fill + depth) * greater(step, floor)
+    # Simple fills and drains at a whole chunk's pace (one byte more than whole chunks is a
+    # chunk and a byte, not two half chunks); LL128's shrunk chunks keep the mean's (the
+    # whole chunk's calibrates AWS p5's halves worse: docs' accuracy page)
+    whole = step * whole_chunk(algorithm, protocol, op, size, ranks, nodes, nc, steps)
+    return latency + steps * greater(step, floor) + (fill + depth) * greater(whole, floor)

@@ -70,6 +70,29 @@ def test_pipeline_time_by_hand():
         pytest.approx(want, rel=1e-12)
 
 
+def test_simple_fills_at_a_whole_chunks_pace_by_hand():
+    # tree Simple all-reduce of 10 MiB on 2 x 8 over 16 channels: 640 KiB a channel, NCCL's
+    # chunk 512 KiB (Simple's step): a whole chunk, then 128 KiB. Two steps whose mean, 320 KiB,
+    # moves the bytes; the fill (here 1 step) and the tree's depth 2 x (7 + 1) = 16 go at the
+    # whole chunk's pace, 512 / 320 = 1.6 mean steps each
+    params = Pipeline(floor_simple=0.0, fill_ring=2.0, fill_tree=1.0, fill_nvls=3.0)
+    step = 10 * MIB / 200e9 / 2
+    want = 30e-6 + 2 * step + (1.0 + 16) * 1.6 * step
+    assert pipeline_time("tree", "Simple", "all_reduce", 10 * MIB, 16, 2, 16, 30e-6, 200e9, params) == \
+        pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("algorithm, ranks, nodes", [("tree", 16, 2), ("ring", 8, 1), ("ring", 16, 2),
+                                                     ("nvls", 8, 1), ("nvls_tree", 16, 2)])
+def test_one_byte_more_never_takes_less_time_with_simple(algorithm, ranks, nodes):
+    # a byte past whole chunks is a chunk and a byte, not two half chunks that fill the
+    # pipeline twice as fast (tree: 928.5 us at 8 MiB against 548.9 us at 8 MiB + 1 B)
+    for size in (512 * KIB, 8 * MIB, 12 * MIB, 16 * MIB, 64 * MIB, 256 * MIB):
+        at, above = (pipeline_time(algorithm, "Simple", "all_reduce", s, ranks, nodes, 16, 20e-6, 200e9)
+                     for s in (size, size + 1))
+        assert above >= at, (size, at, above)
+
+
 def test_large_messages_tend_to_the_bandwidth():
     # 16 GiB ring all-reduce on 8 ranks: 896 steps, under 3 of fill: within 0.3 % of size / algbw
     t = pipeline_time("ring", "Simple", "all_reduce", 16 * GIB, 8, 1, 16, 30e-6, 250e9)
