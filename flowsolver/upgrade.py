@@ -81,6 +81,13 @@ class Upgrade:
                 tech = tp.get_link(self.tech)
                 d.update(capacity=float(tech.bandwidth * d.get("cables", 1)), latency=float(tech.latency),
                          tech=tech.name)
+                # the old technology's own efficiency and NIC transport go with it (an EFA link
+                # made NDR kept EFA's plugin latency): the new one's, as the generators set them
+                for key, value in (("efficiency", tech.efficiency), ("transport", tech.transport)):
+                    if value is None:
+                        d.pop(key, None)
+                    else:
+                        d[key] = float(value) if key == "efficiency" else value
         if not hit:
             raise ValueError(f"Upgrade: links={self.links!r} selects no link of the graph")
         return g

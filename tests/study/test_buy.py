@@ -152,3 +152,20 @@ def test_design_rejects_fabrics_of_another_size():
                   optics=("multimode",))
     c = r.candidates[0]
     assert c.status == "failed" and "holds 128 GPUs, not the 64 asked" in c.message and r.timed == 0
+
+
+@pytest.mark.parametrize("old, new", [("efa_400g", "ib_ndr"), ("efa_100g", "eth_100g"), ("ib_ndr", "efa_400g")])
+def test_a_technology_upgrade_times_as_a_fabric_built_with_it(old, new):
+    # the old technology's transport (EFA's plugin latency) and efficiency go with it: the
+    # upgraded fabric is timed as one generated with the new technology
+    from flowsolver.upgrade import what_if
+
+    for size in (2**16, 2**26):
+        row = what_if(tp.rail_optimized(2, link=old), dict(op="all_reduce", size=size),
+                      {"up": Upgrade(old, tech=new)}).iloc[0]
+        built = fs.collective(tp.rail_optimized(2, link=new), "all_reduce", size).time
+        assert row["exact_s"] == pytest.approx(built, rel=1e-12)
+    up = Upgrade(old, tech=new).apply(tp.rail_optimized(2, link=old))
+    ref = tp.rail_optimized(2, link=new)
+    assert {(d.get("transport"), d.get("efficiency")) for *_, d in up.edges(data=True) if d["tech"] == new} == \
+        {(d.get("transport"), d.get("efficiency")) for *_, d in ref.edges(data=True) if d["tech"] == new}
