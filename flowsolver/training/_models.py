@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import _checks
 
 __all__ = ["ModelSpec", "MODELS", "get_model", "BF16"]
@@ -42,6 +44,11 @@ class ModelSpec:
     def __post_init__(self):
         for key in _INTEGER_FIELDS:
             object.__setattr__(self, key, _checks.integer(f"ModelSpec {self.name!r}: {key}", getattr(self, key)))
+        for key in ("gated_mlp", "tied_embeddings"):       # a model file's "false" is not False
+            value = getattr(self, key)
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"ModelSpec {self.name!r}: {key} must be True or False, got {value!r}")
+            object.__setattr__(self, key, bool(value))
         if self.hidden % self.heads or self.heads % self.kv_heads:
             raise ValueError(f"ModelSpec {self.name!r}: heads must divide hidden and kv_heads divide heads")
         if self.top_k > self.experts:

@@ -41,3 +41,9 @@ def test_model_spec_checks_its_shape():
         get_model("llama-2")
     spec = ModelSpec("x", 2, 64, 128, 4, 4, 100)
     assert get_model(spec) is spec
+    # a model file's strings are not booleans: "false" counted the gated MLP's third matrix
+    for key, value in (("gated_mlp", "false"), ("tied_embeddings", "no"), ("gated_mlp", 0)):
+        with pytest.raises(ValueError, match=rf"ModelSpec 'x': {key} must be True or False, got {value!r}"):
+            ModelSpec("x", 2, 64, 128, 4, 4, 100, **{key: value})
+    # two matrices of 64 x 128 without the gate, three with it (per layer)
+    assert ModelSpec("x", 2, 64, 128, 4, 4, 100, gated_mlp=False).mlp_params == 2 * 64 * 128
