@@ -27,6 +27,7 @@ from pathlib import Path
 
 import topologies as tp
 
+from . import _checks
 from ._status import Status
 from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, read_rows, typed_frame, write_atomic, \
     default_cache_dir
@@ -132,11 +133,17 @@ _BUILT_LOCK = threading.Lock()
 GRID_OPTIONS = ("policy", "policy_options", "channels")
 
 
+def _size(value) -> float:
+    """A grid's message size (bytes), checked as ``collective`` checks it (True is no size)."""
+    return _checks.positive_number("size", value, "bytes")
+
+
 def _collective_kw(s, options=None):
-    opts = {"subflows": int(s["subflows"])} if policy_of(s["policy"]).subflows else None
+    # checked, not truncated: a grid's 2.9 channels ran as 2 and the row said 2.9
+    opts = {"subflows": _checks.integer("subflows", s["subflows"])} if policy_of(s["policy"]).subflows else None
     base = {} if options is None else options.keywords("sweep")
     return {**base, **dict(algorithm=s["algorithm"], policy=s["policy"], policy_options=opts, ranks=s["ranks"],
-                           channels=None if s["channels"] is None else int(s["channels"]))}
+                           channels=None if s["channels"] is None else _checks.integer("channels", s["channels"]))}
 
 
 def _metrics_collective(r, g) -> dict:
@@ -149,7 +156,7 @@ def _run_train(s, g, options=None) -> dict:
     kw = {k: s[k] for k in ("tp", "pp", "dp", "ep", "cp", "vp", "micro_batch", "zero", "dp_overlap", "precision")
           if s[k] is not None}
     if s["global_batch"] is not None:
-        kw["global_batch"] = int(s["global_batch"])
+        kw["global_batch"] = _checks.integer("global_batch", s["global_batch"])
     if s["compute_efficiency"] is not None:         # "auto" (None: the same) or the flat model's fraction
         v = s["compute_efficiency"]
         kw["compute_efficiency"] = v if isinstance(v, str) else float(v)
@@ -203,14 +210,14 @@ def _run_batch(scenarios, idx, options=None) -> list:
                 out[i] = _run_train(scenarios[i], graphs[i], options)
         elif len(live) == 1:
             g = graphs[live[0]]
-            out[live[0]] = _metrics_collective(collective(g, first["op"], float(first["size"]),
+            out[live[0]] = _metrics_collective(collective(g, first["op"], _size(first["size"]),
                                                           **_collective_kw(first, options)), g)
         else:
             structure = {}
             for i in live:   # technology swaps keep the structure; a different port count does not
                 structure.setdefault(tuple(graphs[i].edges()), []).append(i)
             for members in structure.values():
-                res = collective_variants([graphs[i] for i in members], first["op"], float(first["size"]),
+                res = collective_variants([graphs[i] for i in members], first["op"], _size(first["size"]),
                                           **_collective_kw(first, options))
                 for i, r in zip(members, res):
                     out[i] = _metrics_collective(r, graphs[i]) if r.status == Status.OK else \

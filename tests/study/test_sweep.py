@@ -230,3 +230,16 @@ def test_a_training_sweep_takes_the_compute_model_by_name_or_fraction():
     flat = training_step(g, model="llama-3-8b", tp=8, global_batch=8, compute_efficiency=0.46).step_time
     assert list(df["step_time"][:3]) == pytest.approx([tables, tables, flat], rel=1e-12)
     assert df["status"][3] != "ok" and "compute_efficiency must be 'auto', None" in df["error"][3]
+
+
+def test_a_fractional_count_or_a_boolean_size_is_an_error_row_not_a_truncated_run():
+    # 2.9 channels ran as 2 and 8.9 sequences a step as 8 while the row said 2.9 and 8.9; a size
+    # of True ran a 1-byte all-reduce: each is the error the direct call gives
+    grid = [dict(nodes=2, size=2**20, channels=2.9), dict(nodes=2, size=True),
+            dict(task="train", nodes=1, model="llama-3-8b", tp=8, global_batch=8.9),
+            dict(nodes=2, size=2**20, channels=2)]
+    df = sweep(grid, progress=False, cache_dir=None)
+    assert list(df["status"]) == ["error", "error", "error", "ok"]
+    assert "channels must be an integer >= 1, got 2.9" in df["error"].iloc[0]
+    assert "size must be a finite number of bytes > 0, got True" in df["error"].iloc[1]
+    assert "global_batch must be an integer >= 1, got 8.9" in df["error"].iloc[2]
