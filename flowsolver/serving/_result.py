@@ -9,6 +9,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _checks
+
+
+def _real(value) -> float:
+    """``value`` as a float, NaN where it is not a real number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 from ._events import simulate
 
 
@@ -107,12 +115,19 @@ class ServeResult:
 
     def decode_step(self, batch: int, context: float = 0.0) -> tuple:
         """(seconds, communication seconds) of a decode step of ``batch`` sequences (an
-        instance's total) holding ``context`` tokens (decode pool)."""
-        return self.step_tables["decode"](batch, context)
+        instance's total, 1 to its ``max_batch x ep``) holding ``context`` tokens (>= 0;
+        decode pool)."""
+        most = self.engine.get("max_seqs")
+        batch = _checks.integer("batch", batch, maximum=most)     # a -1 read the table from its end
+        if isinstance(context, (bool, np.bool_)) or not np.isfinite(_real(context)) or context < 0:
+            raise ValueError(f"context must be a finite number of tokens >= 0, got {context!r}")
+        return self.step_tables["decode"](batch, float(context))
 
     def prefill_step(self, tokens: int, sequences: int = 1) -> tuple:
         """(seconds, communication seconds) of a prefill step of ``sequences`` equal prompts of
-        ``tokens`` tokens in all (prefill pool)."""
+        ``tokens`` tokens in all (integers >= 1, ``sequences <= tokens``; prefill pool)."""
+        tokens = _checks.integer("tokens", tokens)
+        sequences = _checks.integer("sequences", sequences, maximum=tokens)
         return self.step_tables["prefill"](tokens, tokens ** 2 / sequences, sequences)
 
     def at_rate(self, rate: float, *, duration: float | None = None, seed: int = 0, ttft_target=None,

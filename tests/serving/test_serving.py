@@ -289,3 +289,21 @@ def test_event_loop_deals_a_prefill_step_to_the_attention_ranks():
                  kv_bytes_per_token=1.0, kv_ranks=2)
     # rA prefills alone 0 -> 1 (first arrival); r0, r1, r2 together 1 -> 2
     np.testing.assert_allclose(t.kv_seconds, [0.0, 0.04, 0.06, 0.12])
+
+
+def test_the_step_tables_refuse_a_batch_context_or_prompt_they_do_not_hold():
+    # a batch of -1 read the table from its end (batch 256's time), 257 raised IndexError, a
+    # negative context or prompt gave a step shorter than its own communication
+    r = fs.serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=5.0, duration=2.0, prompt=256, output=16, tp=8,
+                 max_batch=64)
+    for batch in (0, -1, 65, 2.5):
+        with pytest.raises(ValueError, match="batch must be an integer in 1 ... 64"):
+            r.decode_step(batch, 512)
+    with pytest.raises(ValueError, match="context must be a finite number of tokens >= 0"):
+        r.decode_step(8, -1e6)
+    with pytest.raises(ValueError, match="tokens must be an integer >= 1"):
+        r.prefill_step(-100)
+    with pytest.raises(ValueError, match="sequences must be an integer in 1 ... 10"):
+        r.prefill_step(10, sequences=11)
+    seconds, comm = r.decode_step(64, 512)
+    assert seconds >= comm > 0
