@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dataclasses import replace
 
 import numpy as np
@@ -25,6 +27,9 @@ __all__ = ["concurrent", "concurrent_kinds"]
 
 
 def _checked_spec(spec) -> dict:
+    if not isinstance(spec, Mapping):           # dict() of a tuple or a string says "dictionary update sequence"
+        raise ValueError(f"collectives must be a list of dicts with 'op' and 'size' (optional 'ranks', 'algorithm', "
+                         f"'channels'), got an item {spec!r}")
     spec = dict(spec)
     if set(spec) - {"op", "size", "ranks", "algorithm", "channels"} or "op" not in spec or "size" not in spec:
         raise ValueError(f"each collective needs 'op' and 'size' (optional 'ranks', 'algorithm', "
@@ -118,8 +123,8 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     >>> [round(s, 3) for s in r.slowdown], r.status.label   # one server each: they do not meet
     ([1.0, 1.0], 'ok')
     """
-    if not collectives:
-        raise ValueError("collectives must be a non-empty list of dicts")
+    if isinstance(collectives, (str, bytes, Mapping)) or not collectives:
+        raise ValueError(f"collectives must be a non-empty list of dicts, got {collectives!r}")
     kw = merged_options("concurrent", options, dict(
         policy=policy, policy_options=policy_options, pxn=pxn, protocol=protocol, chunk=chunk, efficiency=efficiency,
         step_latency=step_latency, base_latency=base_latency, model=model),

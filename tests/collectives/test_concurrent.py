@@ -30,6 +30,12 @@ def test_concurrent_collectives_share_the_fabric():
     assert same.slowdown[0] == pytest.approx(expect / formula("all_reduce", "ring", 8, n), rel=1e-9)
     with pytest.raises(ValueError, match="each collective needs 'op' and 'size'"):
         concurrent(g, [dict(op="all_reduce")])
+    # a tuple or a string was handed to dict(): "dictionary update sequence element #0 ..."
+    with pytest.raises(ValueError, match=r"list of dicts with 'op' and 'size' .* got an item \('all_reduce', 1024\)"):
+        concurrent(g, [("all_reduce", 1024)])
+    for bad in ("all_reduce", dict(op="all_reduce", size=1024), []):
+        with pytest.raises(ValueError, match="collectives must be a non-empty list of dicts, got"):
+            concurrent(g, bad)
 
 
 def test_lockstep_groups_equal_their_event_driven_run_on_disjoint_servers():
