@@ -201,7 +201,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                 if spec.heads % t:
                     pruned["heads"] += below
                     continue
-                if spec.seq_len % (2 * c):
+                if c > 1 and spec.seq_len % (2 * c):
                     pruned["sequence"] += below
                     continue
                 for v in vps:

@@ -44,7 +44,7 @@ def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpu
     if spec.heads % tp:
         raise ValueError(f"tp ({tp}) must divide the attention heads of {spec.name} ({spec.heads}): each TP rank "
                          f"holds whole heads (Megatron splits heads over the TP group)")
-    if spec.seq_len % (2 * cp):
+    if cp > 1 and spec.seq_len % (2 * cp):        # no ring attention at cp 1: any length
         raise ValueError(f"cp ({cp}) must split the sequence of {spec.seq_len} tokens into 2 x cp equal chunks "
                          f"(load-balanced ring attention): 2 cp must divide seq_len")
     if vp > 1 and pp == 1:

@@ -261,3 +261,19 @@ def test_bad_parallelism_is_refused_naming_the_parameter(kw, message):
     g = tp.rail_optimized(2)
     with pytest.raises(ValueError, match=message):
         training_step(g, **{"model": "llama-3-8b", "global_batch": 16, **kw})
+
+
+def test_an_odd_sequence_needs_no_ring_attention_split_at_cp_1():
+    # 2 cp equal chunks are ring attention's load balance: at cp 1 there is none, and an odd
+    # length trains (it was refused), a token shorter than the even one, no slower
+    from dataclasses import replace
+
+    import flowsolver as fs
+
+    g = tp.rail_optimized(nodes=1)
+    odd, even = (replace(get_model("llama-3-8b"), seq_len=n) for n in (8191, 8192))
+    t_odd = _training_step(g, odd, fs.Parallelism(tp=8), fs.Schedule(global_batch=8)).step_time
+    t_even = _training_step(g, even, fs.Parallelism(tp=8), fs.Schedule(global_batch=8)).step_time
+    assert 0 < t_odd <= t_even
+    plan = fs.plan(g, model=odd, global_batch=8, top=1, max_solves=2)
+    assert plan.best is not None and plan.best.layout.cp == 1       # cp 2-8 cannot split 8,191 tokens
