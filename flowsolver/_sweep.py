@@ -133,13 +133,7 @@ _BUILT_LOCK = threading.Lock()
 GRID_OPTIONS = ("policy", "policy_options", "channels")
 
 
-def _size(value) -> float:
-    """A grid's message size (bytes), checked as ``collective`` checks it (True is no size)."""
-    return _checks.positive_number("size", value, "bytes")
-
-
 def _collective_kw(s, options=None):
-    # checked, not truncated: a grid's 2.9 channels ran as 2 and the row said 2.9
     opts = {"subflows": _checks.integer("subflows", s["subflows"])} if policy_of(s["policy"]).subflows else None
     base = {} if options is None else options.keywords("sweep")
     return {**base, **dict(algorithm=s["algorithm"], policy=s["policy"], policy_options=opts, ranks=s["ranks"],
@@ -204,20 +198,21 @@ def _run_batch(scenarios, idx, options=None) -> list:
     if not live:
         return [out[i] for i in idx]
     first = scenarios[live[0]]
-    try:
+    try:          # a size checked as collective checks it (float(True) ran 1 byte), counts likewise
+        size = None if first["task"] == "train" else _checks.positive_number("size", first["size"], "bytes")
         if first["task"] == "train":
             for i in live:
                 out[i] = _run_train(scenarios[i], graphs[i], options)
         elif len(live) == 1:
             g = graphs[live[0]]
-            out[live[0]] = _metrics_collective(collective(g, first["op"], _size(first["size"]),
+            out[live[0]] = _metrics_collective(collective(g, first["op"], size,
                                                           **_collective_kw(first, options)), g)
         else:
             structure = {}
             for i in live:   # technology swaps keep the structure; a different port count does not
                 structure.setdefault(tuple(graphs[i].edges()), []).append(i)
             for members in structure.values():
-                res = collective_variants([graphs[i] for i in members], first["op"], _size(first["size"]),
+                res = collective_variants([graphs[i] for i in members], first["op"], size,
                                           **_collective_kw(first, options))
                 for i, r in zip(members, res):
                     out[i] = _metrics_collective(r, graphs[i]) if r.status == Status.OK else \
