@@ -87,9 +87,10 @@ CASES = {
 
 
 #: ep2: the replay runs the DP all-reduce beside the TP calls on the same NVLinks, which the
-#: closed form does not share: +1.2 % (NCCL's chunk pipeline makes the TP calls longer than its
-#: estimate, so they meet more of the DP traffic)
-CASE_TOLERANCE = {"ep2": 0.015, "ep2-full": 0.015}
+#: closed form does not share: +1.5 % (NCCL's chunk pipeline makes the TP calls longer than its
+#: estimate, so they meet more of the DP traffic; +1.2 % before Simple filled at a whole chunk's
+#: pace, 2026-12-05)
+CASE_TOLERANCE = {"ep2": 0.02, "ep2-full": 0.02}
 
 
 @pytest.mark.parametrize("case", list(CASES))
