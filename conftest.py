@@ -98,12 +98,10 @@ def _compiled_programs_released():
 
     if "jax" not in sys.modules:
         return
-    try:
-        with open("/proc/self/maps") as f:
-            mappings = sum(1 for _ in f)
-    except OSError:             # not Linux: no /proc (and no such limit to guard)
-        return
-    if mappings > _MAPS_CLEAR_ABOVE:
+    from flowsolver.solver._placement import mapping_count
+
+    mappings = mapping_count()          # None: not Linux, no /proc (and no such limit to guard)
+    if mappings is not None and mappings > _MAPS_CLEAR_ABOVE:
         import gc
 
         sys.modules["jax"].clear_caches()

@@ -59,10 +59,9 @@ _ALGO = re.compile(r"NCCL_ALGO set by environment to (\w+)")
 #: NCCL_ALGO values -> flowsolver algorithm names
 ALGO_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
 _STARTED = re.compile(r"Collective test starting:\s*(\w+)")
-_PERF = re.compile(r"\b(all_reduce|allreduce|all_gather|allgather|reduce_scatter|reducescatter|alltoall|all_to_all|"
-                   r"sendrecv|send_recv|broadcast|reduce)_perf(?:_mpi)?\b", re.IGNORECASE)
-_OP_WORDS = re.compile(r"(all_reduce|allreduce|all_gather|allgather|reduce_scatter|reducescatter|alltoall|"
-                       r"all_to_all|sendrecv|send_recv|broadcast|reduce)(?:_perf)?", re.IGNORECASE)
+_OPS = "(" + "|".join(sorted(OP_NAMES, key=len, reverse=True)) + ")"      # the longest first: all_reduce, reduce
+_PERF = re.compile(rf"\b{_OPS}_perf(?:_mpi)?\b", re.IGNORECASE)        # a binary: all_gather_perf(_mpi)
+_OP_WORDS = re.compile(rf"{_OPS}(?:_perf)?", re.IGNORECASE)
 
 
 def _text_of(path_or_text, max_bytes):

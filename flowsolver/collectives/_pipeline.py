@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from ._dual import greater
 
 __all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "channel_split", "chunk_steps", "ll_depth",
-           "pipeline_time", "whole_chunk"]
+           "pipeline_time"]
 
 KIB = 1024
 # NCCL_STEPS (src/include/device.h): slots of a connection's buffer
@@ -247,39 +247,34 @@ def chunk_steps(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
     >>> chunk_steps("ring", "Simple", "all_reduce", 1 << 30, 8, 1, 16)   # 64 MiB a channel: 4 loops of 14
     (56, 0)
     """
+    return _chunking(algorithm, protocol, op, size, ranks, nodes, channels)[:2]
+
+
+def _chunking(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
+    """``(steps, depth, whole)``: :func:`chunk_steps`' two and a whole chunk over the steps'
+    mean chunk (>= 1): NCCL sends whole chunks and the remainder last (``realChunkSize =
+    min(chunkSize, divUp(left, ...))`` in its kernels); one loop (ring) or one chunk: 1.
+
+    >>> _chunking("tree", "Simple", "all_reduce", 5 << 18, 16, 2, 1)   # 2.5 chunks of 512 KiB in 3
+    (3, 16.0, 1.2)
+    """
     ppn = max(1, ranks // nodes)
     if algorithm == "ring":
-        loops = max(1, math.ceil(size / channels / (ranks * _data_chunk(algorithm, protocol))))
-        return loops * _loop_steps(op, ranks), 0
+        per_loop = ranks * _data_chunk(algorithm, protocol)           # a channel's bytes a loop
+        loops = max(1, math.ceil(size / channels / per_loop))
+        return loops * _loop_steps(op, ranks), 0, loops * per_loop * channels / size if loops > 1 else 1.0
     if algorithm == "tree":
         share = size / channels
-        return max(1, math.ceil(share / _tree_chunk(protocol, share, nodes, ppn))), 2 * ((ppn - 1) + math.log2(nodes))
+        chunk = _tree_chunk(protocol, share, nodes, ppn)
+        steps = max(1, math.ceil(share / chunk))
+        return steps, 2 * ((ppn - 1) + math.log2(nodes)), steps * chunk / share if steps > 1 else 1.0
     if algorithm in ("nvls", "nvls_tree"):
         concurrent = channels * ppn
-        steps = max(1, math.ceil(size / (concurrent * _nvls_chunk(algorithm, size, concurrent, nodes))))
-        return steps, 0 if algorithm == "nvls" else 1 + 2 * math.log2(nodes)
+        per_step = concurrent * _nvls_chunk(algorithm, size, concurrent, nodes)
+        steps = max(1, math.ceil(size / per_step))
+        depth = 0 if algorithm == "nvls" else 1 + 2 * math.log2(nodes)
+        return steps, depth, steps * per_step / size if steps > 1 else 1.0
     raise ValueError(f"algorithm must be one of {', '.join(PIPELINED)}, got {algorithm!r}")
-
-
-def whole_chunk(algorithm, protocol, op, size, ranks, nodes, channels, steps) -> float:
-    """A whole chunk over the mean chunk of ``steps`` (>= 1): NCCL sends whole chunks and
-    the remainder last (``realChunkSize = min(chunkSize, divUp(left, ...))`` in its
-    kernels). One loop (ring) or one chunk: 1.
-
-    >>> whole_chunk("tree", "Simple", "all_reduce", 5 << 18, 16, 2, 1, 3)   # 2.5 chunks of 512 KiB in 3
-    1.2
-    """
-    if steps <= 1:
-        return 1.0
-    ppn = max(1, ranks // nodes)
-    if algorithm == "ring":
-        loops = steps // _loop_steps(op, ranks)
-        return loops * _data_chunk("ring", protocol) * channels * ranks / size if loops > 1 else 1.0
-    if algorithm == "tree":
-        share = size / channels
-        return steps * _tree_chunk(protocol, share, nodes, ppn) / share
-    concurrent = channels * ppn
-    return steps * concurrent * _nvls_chunk(algorithm, size, concurrent, nodes) / size
 
 
 def ll_depth(algorithm, nodes) -> float:
@@ -318,7 +313,7 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     if largest > 0:
         nc = size / largest                             # the largest share's time sets the pace
     bandwidth = algbw * (nc / channels)
-    steps, depth = chunk_steps(algorithm, protocol, op, size, ranks, nodes, nc)
+    steps, depth, whole = _chunking(algorithm, protocol, op, size, ranks, nodes, nc)
     if protocol == "LL":                                # lines stream; network hops store a step
         return latency + (steps + ll_depth(algorithm, nodes)) * (size / bandwidth / steps)
     if algorithm in ("nvls", "nvls_tree"):
@@ -331,5 +326,4 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     # Simple fills and drains at a whole chunk's pace (one byte more than whole chunks is a
     # chunk and a byte, not two half chunks); LL128's shrunk chunks keep the mean's (the
     # whole chunk's calibrates AWS p5's halves worse: docs' accuracy page)
-    whole = step * whole_chunk(algorithm, protocol, op, size, ranks, nodes, nc, steps)
-    return latency + steps * greater(step, floor) + (fill + depth) * greater(whole, floor)
+    return latency + steps * greater(step, floor) + (fill + depth) * greater(step * whole, floor)

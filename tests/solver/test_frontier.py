@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import topologies as tp
 from flowsolver import Flows, RoutingMatrix, max_min_fair, route
 from flowsolver.solver import _frontier as frontier
-from flowsolver.solver import _placement, trace_count
+from flowsolver.solver import trace_count
 from flowsolver.solver._certificate import violation
 
 from ..oracle import assert_max_min_fair, progressive_filling
@@ -100,9 +100,7 @@ def test_frontier_batch_reports_per_scenario_status():
     np.testing.assert_allclose(rates(front)[1:], [[2.0, 2.0], [0.0, 0.0]])
 
 
-def test_frontier_same_bucket_does_not_recompile(monkeypatch):
-    # no drop of the compiled programs (near the mapping limit) between the solves counted here
-    monkeypatch.setitem(_placement._MAPS, "last", float("inf"))
+def test_frontier_same_bucket_does_not_recompile():
     A1 = sp.random(40, 60, density=0.1, random_state=1, format="csc") + sp.eye(40, 60, format="csc")
     A2 = sp.random(41, 59, density=0.1, random_state=2, format="csc") + sp.eye(41, 59, format="csc")
     max_min_fair(A1, np.full(40, 2.0), method="frontier")
@@ -112,8 +110,7 @@ def test_frontier_same_bucket_does_not_recompile(monkeypatch):
     assert trace_count() == before
 
 
-def test_small_problems_of_any_path_width_up_to_8_share_one_compiled_frontier(monkeypatch):
-    monkeypatch.setitem(_placement._MAPS, "last", float("inf"))      # no drop of compiled programs here
+def test_small_problems_of_any_path_width_up_to_8_share_one_compiled_frontier():
     def chain(width):            # one flow over `width` links, another over the first: same buckets
         A = np.zeros((8, 2))
         A[:width, 0] = 1.0

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import flowsolver as fs
 import topologies as tp
 from flowsolver import Flows, Status, max_min_fair, route
-from flowsolver.solver import _dense, _placement, bucket_size, trace_count
+from flowsolver.solver import _dense, bucket_size, trace_count
 
 from ..oracle import assert_max_min_fair, progressive_filling
 
@@ -265,9 +265,7 @@ def test_batch_equals_one_by_one_and_is_sharded_over_devices(monkeypatch):
         assert sharded and len(sharded[0]) == len(jax.devices()) == 4
 
 
-def test_same_bucket_does_not_recompile_and_another_bucket_does(monkeypatch):
-    # no drop of the compiled programs (near the mapping limit) between the solves counted here
-    monkeypatch.setitem(_placement._MAPS, "last", float("inf"))
+def test_same_bucket_does_not_recompile_and_another_bucket_does():
     A1 = sp.random(20, 30, density=0.2, random_state=1, format="csc") + sp.eye(20, 30, format="csc")
     A2 = sp.random(21, 29, density=0.2, random_state=2, format="csc") + sp.eye(21, 29, format="csc")
     sizes = lambda A: [bucket_size(n + 1) for n in (*A.shape, A.shape[1], A.nnz)]  # noqa: E731
@@ -292,10 +290,9 @@ def test_bucket_sizes_follow_the_ladder_and_refuse_what_is_not_a_count():
         bucket_size(8, minimum=0)
 
 
-def test_small_problems_of_different_sizes_and_path_lengths_share_one_compiled_kernel(monkeypatch):
+def test_small_problems_of_different_sizes_and_path_lengths_share_one_compiled_kernel():
     # every size below 128 items pads to 128 and every flow to 4 segment slots (kernel_bucket):
     # links, flows, segments and entries of 5-120, paths of 1-3 links, one compile
-    monkeypatch.setitem(_placement._MAPS, "last", float("inf"))     # no drop of compiled programs here
     max_min_fair(sp.identity(5, format="csc"), np.ones(5))
     before = trace_count()
     rng = np.random.default_rng(7)
