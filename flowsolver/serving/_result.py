@@ -157,7 +157,9 @@ class ServeResult:
         both targets (s), DistServe's goodput: bisection over :meth:`at_rate` between 0 and
         the first doubling of this run's rate that misses, to ``tolerance`` (relative).
         Returns ``(rate, ServeResult at that rate)``; ``(0.0, None)`` when even a tenth of this
-        run's rate misses.
+        run's rate misses. ``max_rounds`` bounds the doublings and the bisections each: a rate that
+        still meets the targets after them, or a bracket still wider than ``tolerance``, is a
+        ValueError (not a rate that looks found).
 
         >>> import topologies as tp
         >>> from flowsolver import serve
@@ -172,6 +174,8 @@ class ServeResult:
             if target is not None:
                 _checks.positive_number(name, target, "s")
         attainment = _checks.fraction("attainment", attainment, zero_ok=False)
+        tolerance = _checks.positive_number("tolerance", tolerance)
+        max_rounds = _checks.integer("max_rounds", max_rounds)
         base = len(self.arrival) / self.duration
 
         def meets(rate):
@@ -193,17 +197,21 @@ class ServeResult:
                 break
             low, good, high = high, run, high * 2.0
         else:
-            return low, good
+            raise ValueError(f"rate_at_targets: {low:.4g} requests/s still meets the targets after max_rounds "
+                             f"({max_rounds}) doublings: raise max_rounds")
         for _ in range(max_rounds):
             if high - low <= tolerance * low:
-                break
+                return low, good
             mid = (low + high) / 2.0
             fine, run = meets(mid)
             if fine:
                 low, good = mid, run
             else:
                 high = mid
-        return low, good
+        if high - low <= tolerance * low:
+            return low, good
+        raise ValueError(f"rate_at_targets: the rate lies in [{low:.4g}, {high:.4g}] requests/s after max_rounds "
+                         f"({max_rounds}) bisections, wider than tolerance ({tolerance:g}): raise max_rounds")
 
     def summary(self) -> dict:
         """The headline figures as a plain dict (ms for latencies)."""

@@ -39,6 +39,11 @@ def _pool(name, spec, ranks, model) -> InstanceLayout:
                          f"{model.name} has {model.experts}")
     if model.layers % pp:
         raise ValueError(f"{name}: pp ({pp}) must divide the model's {model.layers} layers")
+    # vLLM's rule (vllm/config ModelConfig.verify_with_parallel_config: heads % tp; QKVParallelLinear in
+    # vllm/model_executor/layers/linear.py: divide(kv_heads, tp), else divide(tp, kv_heads) replicas)
+    if model.heads % tp or (model.kv_heads % tp and tp % model.kv_heads):
+        raise ValueError(f"{name}: tp ({tp}) must divide the {model.heads} attention heads of {model.name}, and "
+                         f"divide or be a multiple of its {model.kv_heads} KV heads (each TP rank holds whole heads)")
     return InstanceLayout(tp=tp, pp=pp, ep=ep, ranks=tuple(ranks))
 
 
@@ -255,9 +260,7 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     for name, target in (("ttft_target", ttft_target), ("tpot_target", tpot_target)):
         if target is not None:
             _checks.positive_number(name, target, "s")
-    all_ranks = list(range(len(tp_.gpus(graph)))) if ranks is None else _checks.rank_indices(graph, ranks)
-    if len(set(all_ranks)) != len(all_ranks):
-        raise ValueError("ranks must not repeat a GPU")
+    all_ranks = list(range(len(tp_.gpus(graph)))) if ranks is None else _checks.distinct_ranks(graph, ranks)
     if prefill_gpus is None:
         if decode is not None:
             raise ValueError("decode= is the decode pool's layout: it needs prefill_gpus= (disaggregated)")

@@ -136,6 +136,8 @@ def test_serve_reports_latencies_and_shares():
 @pytest.mark.parametrize("kwargs, match, error", [
     (dict(rate=-1.0), "rate", ValueError),
     (dict(rate=1.0, tp=3), "tp \\* pp \\* ep", ValueError),
+    # llama-3-8b: 32 query heads, 8 KV heads; 6 GPUs of a tp-6 instance would hold 5 1/3 query heads each
+    (dict(rate=1.0, tp=6, ranks=range(6)), "32 attention heads", ValueError),
     (dict(rate=1.0, ep=2), "ep", ValueError),
     (dict(rate=1.0, prompt="long"), "prompt", TypeError),
     (dict(rate=1.0, output=(5, 2)), "output", ValueError),
@@ -227,6 +229,14 @@ def test_rate_at_targets_meets_them_and_a_faster_rate_does_not(one_server):
     assert attained(r.at_rate(best * 1.1)) < 0.9
     with pytest.raises(ValueError, match="ttft_target or tpot_target"):
         r.rate_at_targets()
+    # too few rounds to bracket or to narrow the rate: an error, not the last rate tried
+    with pytest.raises(ValueError, match="max_rounds .1. doublings"):
+        r.rate_at_targets(ttft_target=0.1, tpot_target=0.004, max_rounds=1)
+    with pytest.raises(ValueError, match="max_rounds .6. bisections"):
+        r.rate_at_targets(ttft_target=0.1, tpot_target=0.004, max_rounds=6, tolerance=1e-9)
+    for bad in (dict(max_rounds=0), dict(max_rounds=2.5), dict(tolerance=-1.0), dict(tolerance=float("nan"))):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            r.rate_at_targets(ttft_target=0.1, **bad)
 
 
 def test_comm_overlap_hides_communication_up_to_the_compute(one_server):
