@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import time as _time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 import topologies as tp
 
+from . import _checks
 
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
 
@@ -225,14 +229,25 @@ def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):
                      f"({hosts} per leaf) with evenly divided global links")
 
 
+def _ratio(value) -> float:
+    """An oversubscription of the grid (a leaf's down capacity over its up capacity) as a float >= 1."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or value < 1:
+        raise ValueError(f"oversubscriptions must be finite numbers >= 1 (downlinks : uplinks of a leaf), "
+                         f"got {value!r}")
+    return float(value)
+
+
 def _timer(workload):
     """A function graph -> (seconds, tokens per step or NaN) for the workload."""
     if callable(workload):
         def user(g):
             out = workload(g)
-            if isinstance(out, tuple):
-                return float(out[0]), float(out[1])
-            return float(out), math.nan
+            seconds, tokens = (float(out[0]), float(out[1])) if isinstance(out, tuple) else (float(out), math.nan)
+            if not (math.isfinite(seconds) and seconds > 0) or not (math.isnan(tokens) or tokens > 0):
+                raise ValueError(f"the workload returned {out!r}: it must return seconds > 0, or (seconds > 0, "
+                                 "tokens per step > 0)")
+            return seconds, tokens
 
         return user
     if isinstance(workload, dict) and "model" in workload:
@@ -325,8 +340,11 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     if gpus % model.gpus:
         raise ValueError(f"gpus ({gpus}) must be a multiple of the server's {model.gpus} GPUs ({model.name})")
     for name, value in (("budget", budget), ("power", power), ("lifetime", lifetime)):
-        if value is not None and not (isinstance(value, (int, float)) and value > 0):
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
             raise ValueError(f"{name} must be a number > 0 or None, got {value!r}")
+    oversubscriptions = [_ratio(o) for o in oversubscriptions]
+    radixes = [_checks.integer("radixes", r, minimum=2) for r in radixes]
+    nics = [_checks.integer("nics", n) for n in nics]
     if gpu_price is not None and (isinstance(gpu_price, bool) or not isinstance(gpu_price, (int, float))
                                   or not gpu_price >= 0 or not math.isfinite(gpu_price)):
         raise ValueError(f"gpu_price must be a finite number >= 0 (USD per GPU) or None, got {gpu_price!r}")

@@ -86,6 +86,19 @@ def test_bad_input_and_failed_candidates():
     r = design(64, lambda g: 1.0, families=("fat_tree",), links=("ib_ndr",), oversubscriptions=(2.0,),
                optics=("multimode",))
     assert r.candidates[0].status == "failed" and "non-blocking only" in r.candidates[0].message
+    grid = dict(families=("leaf_spine",), links=("ib_ndr",), optics=("multimode",))
+    # a negative ratio built a 32:1 fabric labelled -2; 0 divided by zero
+    for bad in (-2.0, 0.0, 0.5, math.nan, True):
+        with pytest.raises(ValueError, match="oversubscriptions"):
+            design(64, lambda g: 1.0, oversubscriptions=(bad,), **grid)
+    for key, bad in (("radixes", (7.5,)), ("nics", (0,)), ("budget", True)):
+        with pytest.raises(ValueError, match=key):
+            design(64, lambda g: 1.0, oversubscriptions=(1.0,), **grid, **{key: bad})
+    # a workload that returns no time (or a negative one) fails its candidates, it does not win
+    for out in (-1.0, 0.0, (0.0, 1e6), (1.0, -5.0)):
+        r = design(64, lambda g, out=out: out, oversubscriptions=(1.0,), **grid)
+        assert [c.status for c in r.candidates] == ["failed"] and "seconds > 0" in r.candidates[0].message
+        assert r.front == []
 
 
 def test_cli_design(capsys):
