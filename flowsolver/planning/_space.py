@@ -4,8 +4,11 @@ any network work, with a count per reason."""
 
 from __future__ import annotations
 
+import numbers
 from collections import Counter
 from dataclasses import dataclass
+
+import numpy as np
 
 from .. import _checks
 from ..training import (DEFAULT_ORDER, ZERO_STAGES, ModelSpec, Parallelism, check_recompute, checked_order,
@@ -22,7 +25,7 @@ PRUNE_REASONS = {
     "experts": "ep > 1 on a dense model, or ep does not divide dp and the experts",
     "batch": "dp x micro_batch does not divide the global batch",
     "same": "the same job as another combination (sequence parallelism at tp 1, a rank order that only "
-            "moves degree-1 axes)",
+            "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard)",
     "memory": "the largest stage's memory estimate exceeds the GPU's memory less the headroom",
 }
 
@@ -108,7 +111,8 @@ def _values(name, given, default) -> tuple:
     """The searched values of one axis: ``given`` (one value or a sequence) or ``default``."""
     if given is None:
         return tuple(default)
-    values = (given,) if isinstance(given, (int, str, bool)) else tuple(given)
+    scalar = isinstance(given, (str, bytes, numbers.Number, np.generic)) or not hasattr(given, "__iter__")
+    values = (given,) if scalar else tuple(given)
     if not values:
         raise ValueError(f"{name}: give at least one value to search, got an empty sequence")
     return values
@@ -171,7 +175,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                  ("ep", ep, _divisors(spec.experts)),
                                  ("micro_batch", micro_batch, range(1, 33)),
                                  ("zero", zero, (1, 2, 3))):
-        ints[name] = tuple(sorted({_checks.integer(name, v) if name != "zero" else v for v in
+        ints[name] = tuple(sorted({_checks.integer(name, v, minimum=0 if name == "zero" else 1) for v in
                                    _values(name, given, default)}))
     for z in ints["zero"]:
         if isinstance(z, bool) or z not in ZERO_STAGES:
@@ -219,6 +223,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                             m = global_batch // (d * mb)
                             degrees = dict(tp=t, cp=c, pp=p, dp=d)
                             for z in ints["zero"]:
+                                if d * c == 1 and z != ints["zero"][0]:      # ZeRO shards over dp x cp
+                                    pruned["same"] += len(modes) * len(sps) * len(order_list)
+                                    continue
                                 for r in modes:
                                     for sp in sps:
                                         mem = None

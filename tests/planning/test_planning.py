@@ -2,6 +2,7 @@
 against brute force (every feasible layout timed with training_step), the cached timing
 against one-by-one training_step calls (identical numbers)."""
 
+import numpy as np
 import pytest
 
 import topologies as tp
@@ -66,6 +67,16 @@ def test_heads_sequence_and_duplicates_are_pruned_by_hand():
                      zero=1, sequence_parallel=(True, False), orders=("tp-cp-dp-pp", "tp-dp-cp-pp"))
     # cp 1: 2 orders x 2 sp = 4 combinations, 1 kept; cp 2 (dp 4): the orders differ, sp False dropped: 2 kept
     assert s.pruned["same"] == 3 + 2 and len(s.feasible) == 3
+    # dp x cp = 1 (tp 4 x pp 2 on 8 GPUs): ZeRO has no peers to shard over, stages 1-3 are one job
+    s = layout_space(TOY, 8, 4, gpu_memory=80e9, tp=4, cp=1, pp=2, vp=1, micro_batch=1, recompute="none",
+                     zero=(1, 2, 3), sequence_parallel=True, orders="tp-cp-dp-pp")
+    assert [lay.zero for lay in s.feasible] == [1] and s.pruned["same"] == 2
+    # one searched value as a NumPy integer; a float is refused by name
+    s = layout_space(TOY, 8, 4, gpu_memory=80e9, tp=np.int64(4), cp=1, pp=2, vp=1, micro_batch=1,
+                     recompute="none", zero=np.int64(1), sequence_parallel=True, orders="tp-cp-dp-pp")
+    assert [(lay.tp, lay.zero) for lay in s.feasible] == [(4, 1)]
+    with pytest.raises(ValueError, match="tp must be an integer >= 1, got 2.0"):
+        layout_space(TOY, 8, 4, gpu_memory=80e9, tp=2.0, cp=1, pp=2, vp=1, micro_batch=1)
 
 
 def test_experts_are_pruned_by_hand():
