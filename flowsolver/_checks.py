@@ -110,6 +110,28 @@ def rank_indices(graph, ranks, name: str = "ranks", nodes=None) -> list[int]:
     return out
 
 
+def distinct_ranks(graph, ranks, name: str = "ranks", nodes=None) -> list[int]:
+    """:func:`rank_indices` of a job's GPUs, at least one and none twice (a GPU counted twice
+    would double its bytes or its parts).
+
+    >>> distinct_ranks(tp.fat_tree(4), [0, 2])
+    [0, 2]
+    >>> distinct_ranks(tp.fat_tree(4), [0, 0])
+    Traceback (most recent call last):
+    ...
+    ValueError: ranks must hold distinct GPU ranks, got rank 0 twice
+    """
+    out = rank_indices(graph, ranks, name, nodes)
+    if not out:
+        raise ValueError(f"{name} must hold at least one GPU rank, got none")
+    seen = set()
+    for r in out:
+        if r in seen:
+            raise ValueError(f"{name} must hold distinct GPU ranks, got rank {r} twice")
+        seen.add(r)
+    return out
+
+
 class _Pins(threading.local):
     """id(graph) -> ``(routing index, checked)`` of the enclosing "graph not edited here"
     block of this thread (:func:`flowsolver.routing.unchanged`): a block belongs to the

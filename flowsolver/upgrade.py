@@ -54,7 +54,8 @@ class Upgrade:
             raise ValueError("Upgrade: give exactly one of factor=, tech= or transform=")
         if self.transform is None and self.links is None:
             raise ValueError("Upgrade: links= (a tier, tech, 'tier/tech' or a predicate) is required")
-        if self.factor is not None and not (np.isfinite(self.factor) and self.factor > 0):
+        if self.factor is not None and (isinstance(self.factor, (bool, np.bool_))
+                                        or not (np.isfinite(self.factor) and self.factor > 0)):
             raise ValueError(f"Upgrade: factor must be a finite number > 0, got {self.factor!r}")
         if self.tech is not None:
             tp.get_link(self.tech)          # raises naming the known techs
@@ -241,7 +242,7 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
     price = (lambda n, u, g: cost[n]) if isinstance(cost, dict) else cost
     if not callable(price):
         raise TypeError("cost must be a dict name -> cost or a callable (name, upgrade, graph) -> cost")
-    if not (np.isfinite(budget) and budget >= 0):
+    if isinstance(budget, (bool, np.bool_)) or not (np.isfinite(budget) and budget >= 0):
         raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
     current, now = graph, _time(_run(workload, graph))
     spent, rows, left = 0.0, [], dict(upgrades)

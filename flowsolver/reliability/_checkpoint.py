@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _checks
+
 __all__ = ["JobResponse", "young_interval", "daly_interval", "daly_useful_fraction", "checkpoint_write_time"]
 
 
@@ -140,14 +142,12 @@ def checkpoint_write_time(graph, bytes_per_gpu: float, *, ranks=None, policy: st
     from ..timing import completion_times
     from ..traffic import Flows
 
-    size = float(bytes_per_gpu)
-    if not (math.isfinite(size) and size > 0):
-        raise ValueError(f"bytes_per_gpu must be a finite number of bytes > 0, got {bytes_per_gpu!r}")
+    size = _checks.positive_number("bytes_per_gpu", bytes_per_gpu, "bytes")
     stores = sorted(n for n, d in graph.nodes(data=True) if d.get("kind") == "storage")
     if not stores:
         raise ValueError("the graph has no storage nodes: add them with topologies.add_storage(graph, ...)")
     gpus = tp.gpus(graph)
-    chosen = range(len(gpus)) if ranks is None else [int(r) for r in ranks]
+    chosen = range(len(gpus)) if ranks is None else _checks.distinct_ranks(graph, ranks, nodes=gpus)
     frontend = any(d.get("network") == "frontend" and d.get("kind") == "storage" for _, d in graph.nodes(data=True))
     writers: dict = {}
     for r in chosen:

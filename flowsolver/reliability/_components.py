@@ -39,6 +39,8 @@ from dataclasses import dataclass, replace
 
 import networkx as nx
 
+from .. import _checks
+
 __all__ = ["Component", "default_components", "job_units", "LLAMA3_DAYS", "LLAMA3_GPUS", "LLAMA3_COUNTS",
            "LLAMA3_PLANNED", "FALCON_FAILSLOW_SECONDS", "EFFECTS", "UNITS"]
 
@@ -221,7 +223,7 @@ def job_units(graph: nx.DiGraph, ranks=None) -> dict:
     import topologies as tp
 
     gpus = tp.gpus(graph)
-    chosen = gpus if ranks is None else [gpus[int(r)] for r in ranks]
+    chosen = gpus if ranks is None else [gpus[r] for r in _checks.distinct_ranks(graph, ranks, nodes=gpus)]
     servers = {graph.nodes[g].get("server", g) for g in chosen}
     nics = sum(1 for n, d in graph.nodes(data=True) if d.get("kind") == "nic" and d.get("role") != "frontend"
                and d.get("server") in servers)

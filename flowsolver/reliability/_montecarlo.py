@@ -45,9 +45,11 @@ class Process:
     duration: float
 
     def __post_init__(self):
-        if not (isinstance(self.rate, (int, float)) and math.isfinite(self.rate) and self.rate >= 0):
+        if isinstance(self.rate, bool) or not (isinstance(self.rate, (int, float)) and math.isfinite(self.rate)
+                                               and self.rate >= 0):
             raise ValueError(f"process {self.kind!r}: rate must be a finite number >= 0 per second, got {self.rate!r}")
-        if not (isinstance(self.duration, (int, float)) and math.isfinite(self.duration) and self.duration > 0):
+        if isinstance(self.duration, bool) or not (isinstance(self.duration, (int, float))
+                                                   and math.isfinite(self.duration) and self.duration > 0):
             raise ValueError(f"process {self.kind!r}: duration must be a finite number of seconds > 0, "
                              f"got {self.duration!r}")
 

@@ -48,6 +48,10 @@ def test_job_units_count_gpus_nics_hosts_and_cables():
     assert (u["gpu"], u["nic"], u["host"]) == (32, 32, 4)
     assert u["link"]["access"] == 32 and u["link"]["leaf-spine"] == 8
     assert job_units(g, ranks=range(8, 24))["host"] == 2
+    # a GPU listed twice is not two GPUs; -1 is not the last one
+    for bad, match in (([0, 0, 0, 0], "distinct"), ([-1], "not a GPU rank"), ([], "at least one")):
+        with pytest.raises(ValueError, match=match):
+            job_units(g, bad)
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -210,6 +214,9 @@ def test_simulate_rejects_bad_input(kw, match):
         simulate_goodput({"gpu": -1.0}, JobResponse(checkpoint_cost=1.0, restart_time=1.0), horizon=DAY)
     with pytest.raises(ValueError, match="checkpoint_interval"):
         simulate_goodput({"gpu": 1e-4}, JobResponse(checkpoint_cost=0.0, restart_time=1.0), horizon=DAY)
+    for rate, duration in ((True, 60.0), (1e-4, True)):      # a bool is not one event a second, nor one second
+        with pytest.raises(ValueError, match="rate" if rate is True else "duration"):
+            Process("optic", rate, duration)
     with pytest.raises(ValueError, match="dp"):
         simulate_goodput({"gpu": 1e-4}, JobResponse(checkpoint_cost=1.0, restart_time=1.0, spares=False,
                                                     shrink=True, repair_time=10.0), horizon=DAY)
@@ -319,6 +326,13 @@ def test_checkpoint_writes_through_the_storage_tier():
         checkpoint_write_time(tp.rail_optimized(2), 1e9)
     with pytest.raises(ValueError, match="bytes_per_gpu"):
         checkpoint_write_time(g, 0.0)
+    # one GPU's 1 GB through its server's 400 GbE front-end NIC (50 GB/s): 0.02 s, not twice that for [0, 0]
+    assert checkpoint_write_time(g, 1e9, ranks=[0]) == pytest.approx(1e9 / 50e9, rel=1e-9)
+    for bad in ([0, 0], [-1], [0.9], []):
+        with pytest.raises(ValueError, match="ranks"):
+            checkpoint_write_time(g, 1e9, ranks=bad)
+    with pytest.raises(ValueError, match="bytes_per_gpu"):
+        checkpoint_write_time(g, True)
 
 
 def test_degradation_impact_ranks_the_tiers():

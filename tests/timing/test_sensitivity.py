@@ -346,6 +346,10 @@ def test_upgrade_plan_picks_the_oversubscribed_tier_first():
     assert table.exact_s.iloc[0] == pytest.approx(exact, rel=1e-12)
     with pytest.raises(ValueError, match="exactly one"):
         fs.Upgrade("agg-core")
+    with pytest.raises(ValueError, match="factor"):          # True is not a factor of 1
+        fs.Upgrade("agg-core", factor=True)
+    with pytest.raises(ValueError, match="budget"):          # nor a budget of 1
+        fs.upgrade_plan(g, work, budget=True, cost=lambda *_: 1.0)
 
 
 def test_what_if_linear_estimate_is_the_first_order_change():
