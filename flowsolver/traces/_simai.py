@@ -13,7 +13,9 @@ the DP ranks holding the same experts; a weight-gradient one in the DP group (``
 which AICB writes and SimAI leaves without a group, is taken as the DP group). ``vpp`` and
 the activation-checkpoint fields are read past and not modelled.
 
-Values are checked as they are read: header counts are integers >= 1 (``pp_comm`` >= 0),
+Values are checked as they are read: the header starts with the policy and gives each key at
+most once (``model_parallel_NPU_group`` and ``all_gpus`` always), none but SimAI's (a key spelled
+otherwise would leave its value at 1 unseen); header counts are integers >= 1 (``pp_comm`` >= 0),
 the layer count an integer >= 1 with exactly that many layer rows, compute times and comm
 sizes finite numbers >= 0; anything else is a :class:`TraceError` naming the file, the
 line and the field. What a file can make the reader allocate is bounded before it is
@@ -45,6 +47,8 @@ _OPS = {"ALLREDUCE": "all_reduce", "ALLGATHER": "all_gather", "REDUCESCATTER": "
         "ALLTOALL": "all_to_all"}
 _HEADER = {"model_parallel_NPU_group:": "tp", "ep:": "ep", "pp:": "pp", "vpp:": "vpp", "ga:": "ga",
            "all_gpus:": "gpus", "pp_comm": "pp_comm", "pp_comm:": "pp_comm"}
+#: header keys AICB writes that the replay does not model (activation checkpointing), read past
+_READ_PAST = ("checkpoints:", "checkpoint_initiates:")
 _COLUMNS = ("name", "reserved", "fwd_compute", "fwd_comm_type", "fwd_comm_size", "ig_compute", "ig_comm_type",
             "ig_comm_size", "wg_compute", "wg_comm_type", "wg_comm_size", "wg_update")
 _TICKS_PER_S = 1e9    # SimAI: a tick is a nanosecond (its reports divide ticks by FREQ = 1e9)
@@ -54,19 +58,33 @@ def _header(line: str, path, max_ranks: int, no: int = 1) -> dict:
     """The header's values (``no``: its line number, for messages)."""
     tokens = line.split()
     out = dict(tp=1, ep=1, pp=1, vpp=1, ga=1, gpus=None, pp_comm=0)
-    for key, value in zip(tokens[1:], tokens[2:]):
-        if key in _HEADER:
-            name, low = key.rstrip(":"), 0 if _HEADER[key] == "pp_comm" else 1
-            try:
-                number = int(value)
-            except ValueError:
-                number = None
-            if number is None or number < low:
-                raise TraceError(f"{path}: line {no}: {name} must be an integer >= {low}, got {value!r:.40}") from None
-            out[_HEADER[key]] = number
-    if not tokens or out["gpus"] is None:
-        raise TraceError(f"{path}: line {no} must name the policy and give all_gpus: N (SimAI's header), got "
-                         f"{line!r:.200}")
+    if not tokens or tokens[0] in _HEADER or tokens[0] in _READ_PAST or tokens[0].endswith(":"):
+        raise TraceError(f"{path}: line {no} must start with the parallelism policy (e.g. "
+                         f"HYBRID_TRANSFORMER_FWD_IN_BCKWD), then its keys, got {line!r:.200}")
+    seen = set()
+    for i in range(1, len(tokens), 2):
+        key, value = tokens[i], tokens[i + 1] if i + 1 < len(tokens) else None
+        if key not in _HEADER and key not in _READ_PAST:
+            raise TraceError(f"{path}: line {no}: {key!r:.40} is not a key of SimAI's header (keys: "
+                             f"{', '.join(sorted({*_HEADER, *_READ_PAST}))}), each followed by its value")
+        name = _HEADER.get(key, key)
+        if name in seen or value is None:
+            raise TraceError(f"{path}: line {no}: {key.rstrip(':')} is given " +
+                             ("twice" if name in seen else "no value"))
+        seen.add(name)
+        if key in _READ_PAST:
+            continue
+        low = 0 if name == "pp_comm" else 1
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or number < low:
+            raise TraceError(f"{path}: line {no}: {key.rstrip(':')} must be an integer >= {low}, got {value!r:.40}")
+        out[name] = number
+    for key, name in (("model_parallel_NPU_group", "tp"), ("all_gpus", "gpus")):
+        if name not in seen:
+            raise TraceError(f"{path}: line {no} must give {key}: N (SimAI's header), got {line!r:.200}")
     tp, pp, gpus = out["tp"], out["pp"], out["gpus"]
     if gpus > max_ranks:
         raise TraceError(f"{path}: line {no}: all_gpus: {gpus} is more than max_ranks={max_ranks}; pass max_ranks= to "
@@ -124,7 +142,7 @@ def _rows(lines, path):
                              f"file has {len(lines) - 2})")
         no, text = lines[k + 2]
         where, f = f"{path}: line {no}", text.split()
-        if len(f) < 12:
+        if len(f) != 12:          # more would be read by SimAI as the next row's first fields
             raise TraceError(f"{where}: a layer row has 12 columns (name, reserved, then compute, comm type, comm "
                              f"size for fwd, ig and wg, then wg update), got {len(f)}")
         times = [_amount(f[i], where, i, "ns") / _TICKS_PER_S for i in (2, 5, 8)]

@@ -95,6 +95,14 @@ def test_expert_scopes_run_in_the_ep_and_the_expert_dp_groups(tmp_path):
     (HEADER.format(tp=8, n=8) + "\n2\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", r"line 4: missing"),
     (HEADER.format(tp=8, n=8) + "\n1\nx -1 1 BROADCASTX 64 1 NONE 0 1 NONE 0 1", r"line 3: comm type 'BROADCASTX'"),
     (HEADER.format(tp=3, n=8) + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", r"tp \(3\) x pp \(1\) must divide"),
+    # the header's first word is the policy: without it the TP key was paired off and TP read as 1
+    (HEADER.format(tp=8, n=8).split(" ", 1)[1] + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "parallelism policy"),
+    # a key spelled another way is not read past (TP again 1, its collectives gone)
+    (HEADER.format(tp=8, n=8).replace("NPU", "npu") + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1",
+     "'model_parallel_npu_group:' is not a key"),
+    (HEADER.format(tp=8, n=8) + " ga: 4\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "ga is given twice"),
+    ("HYBRID_TRANSFORMER ep: 1 all_gpus: 8\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "model_parallel_NPU_group: N"),
+    (HEADER.format(tp=8, n=8) + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1 7", "12 columns"),
 ])
 def test_bad_simai_files_name_the_line(tmp_path, text, match):
     path = tmp_path / "w.txt"
