@@ -57,6 +57,15 @@ from ..reader_checks import raises_clearly  # noqa: E402
     ("[" * 100_000 + "]" * 100_000, "nested"),
     ('{"nodes": [}', "not JSON"),
     ('{"nodes": [], "edges": []} x', "not JSON"),
+    # networkx merges a node or an edge given twice (the last wins: a GPU became a NIC, a cable was
+    # dropped) and json keeps a key's last value: each is an error naming it
+    ('{"nodes": [{"id": "g1", "kind": "gpu"}, {"id": "g1", "kind": "nic"}], "edges": []}', "node 1: the id"),
+    ('{"nodes": [{"id": ["s", 1]}, {"id": ["s", 1]}], "edges": []}', "given twice"),
+    ('{"nodes": [{"id": "a"}, {"id": "b"}], "edges": [{"source": "a", "target": "b", "capacity": 5e10}, '
+     '{"source": "a", "target": "b", "capacity": 5e9}]}', "edge 1: 'a' -> 'b' is given twice"),
+    ('{"nodes": [{"id": "a"}], "edges": [{"source": "a", "target": "a", "capacity": 5e10, "capacity": 5}]}',
+     "'capacity' appears twice"),
+    ('{"nodes": [], "edges": [], "links": []}', 'both "edges" and "links"'),
 ])
 def test_bad_json_is_one_clear_error_naming_the_file(tmp_path, text, expected):
     path = tmp_path / "g.json"

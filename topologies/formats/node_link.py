@@ -9,8 +9,9 @@ precision aside (floats are written to 17 significant digits, so they come back 
 A file that is not such a graph gets one ``ValueError`` (a :class:`TopologyError` when the
 graph breaks the schema) whose one-line message names the file and what was expected: a file
 that cannot be read, more than ``max_bytes`` bytes, bytes that are not UTF-8, text that is not
-JSON or nests deeper than Python's parser goes, JSON that is not an object with ``"nodes"`` and
-``"edges"`` lists of objects, or a graph :func:`topologies.validate` refuses (a non-finite
+JSON or nests deeper than Python's parser goes (or gives a key twice in one object), JSON that
+is not an object with ``"nodes"`` and ``"edges"`` lists of objects (a node id or an edge given
+twice, both ``"edges"`` and ``"links"``), or a graph :func:`topologies.validate` refuses (a non-finite
 capacity such as JSON's ``1e400``, a missing reverse edge, ...).
 """
 
@@ -74,7 +75,10 @@ def load(path, *, max_bytes: int = MAX_JSON_BYTES) -> nx.DiGraph:
     """
     text = read_text(path, max_bytes)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as err:
+        raise ValueError(f"{path}: the key {err.args[0]!r} appears twice in one JSON object "
+                         "(JSON keeps the last; which was meant?)") from None
     except RecursionError:
         raise ValueError(f"{path}: JSON nested deeper than Python's parser goes; node-link JSON "
                          "nests a few levels") from None
@@ -95,6 +99,8 @@ def _check_node_link(data, path) -> str:
                 "topologies.save writes)")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: the top level is a JSON {_json_type(data)}; {expected}")
+    if "edges" in data and "links" in data:
+        raise ValueError(f'{path}: both "edges" and "links" are given; {expected}')
     key = "edges" if "edges" in data else "links"
     for name in ("nodes", key):
         if not isinstance(data.get(name), list):
@@ -107,17 +113,47 @@ def _check_node_link(data, path) -> str:
         if not isinstance(node, dict) or "id" not in node or not _is_id(node["id"]):
             raise ValueError(f'{path}: node {i} must be an object with an "id" (a string, a '
                              f"number or a list of them), got {short(node)}")
+    ids: set = set()
+    for i, node in enumerate(data["nodes"]):
+        if _hashable(node["id"]) in ids:        # networkx would merge the two, the last one's attributes kept
+            raise ValueError(f"{path}: node {i}: the id {short(node['id'])} is given twice")
+        ids.add(_hashable(node["id"]))
+    pairs: set = set()
     for i, edge in enumerate(data[key]):
         if not isinstance(edge, dict) or not all(
                 end in edge and _is_id(edge[end]) for end in ("source", "target")):
             raise ValueError(f'{path}: edge {i} must be an object with "source" and "target" '
                              f"node ids, got {short(edge)}")
+        pair = (_hashable(edge["source"]), _hashable(edge["target"]))
+        if pair in pairs:                       # a second cable is the edge's capacity (and "cables"), not an edge
+            raise ValueError(f"{path}: edge {i}: {short(edge['source'])} -> {short(edge['target'])} is given "
+                             "twice (one edge a direction; parallel cables add to its capacity)")
+        pairs.add(pair)
         for name in ("capacity", "latency"):
             value = edge.get(name)
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 1e300:
                 raise TopologyError(f"{path}: edge {edge['source']!r} -> {edge['target']!r}: "
                                     f"{name} {short(value)} is beyond float range")
     return key
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs):
+    """A JSON object's dict, refusing a key given twice (``json``'s default keeps the last)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _hashable(value):
+    """A node id as networkx holds it (a list read back as a tuple)."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _is_id(value) -> bool:
