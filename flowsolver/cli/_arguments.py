@@ -52,6 +52,8 @@ def _size_parameters() -> list:
             seen.setdefault(param.name, param)
     return list(seen.values())
 
+#: the most a --model file may hold: its fields fit in a few hundred bytes
+_MODEL_FILE_BYTES = 1 << 20
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.I)
 
 
@@ -141,11 +143,16 @@ def model_of(value: str):
         raise CliError(f"--model: {value!r} is no preset ({', '.join(MODELS)}) and no .json or .toml model file")
     if not path.is_file():
         raise CliError(f"--model {value!r}: no such file")
+    if path.stat().st_size > _MODEL_FILE_BYTES:
+        raise CliError(f"--model {value!r}: {path.stat().st_size:,} bytes; a model file is a few fields "
+                       f"(at most {_MODEL_FILE_BYTES:,} bytes)")
     try:
         if path.suffix.lower() == ".json":
             import json
 
-            fields = json.loads(path.read_text())
+            from .._checks import unique_keys
+
+            fields = json.loads(path.read_text(), object_pairs_hook=unique_keys)
         else:
             import tomllib
 
@@ -153,6 +160,8 @@ def model_of(value: str):
     except (ValueError, UnicodeDecodeError) as err:     # JSONDecodeError and TOMLDecodeError are ValueErrors
         raise CliError(f"--model {value!r}: not valid {path.suffix[1:].upper()}: {str(err).splitlines()[0]}") \
             from None
+    except RecursionError:
+        raise CliError(f"--model {value!r}: nested too deep to read; a model file is one table of fields") from None
     known = [f.name for f in dataclasses.fields(ModelSpec)]
     required = [f.name for f in dataclasses.fields(ModelSpec)
                 if f.default is dataclasses.MISSING and f.name != "name"]

@@ -185,6 +185,14 @@ def sweep_file(args) -> None:
         raise ValueError(f"config: cannot read {args.config!r}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"config: {args.config!r} is not valid TOML: {err}") from None
+    except RecursionError:
+        raise ValueError(f"config: {args.config!r} nests too deep to read") from None
+    tables = set(config) - {"grid", "scenario", "sweep"}
+    if tables:              # a [Sweep] or [grids] would be ignored, and its settings with it
+        raise ValueError(f"config: unknown table(s) or key(s) {sorted(tables)}; known: [grid] or [[scenario]], "
+                         "[sweep]")
+    if "grid" in config and "scenario" in config:
+        raise ValueError(f"config: {args.config!r} has both a [grid] table and [[scenario]] entries: give one")
     grid = config.get("grid", config.get("scenario"))
     if grid is None:
         raise ValueError(f"config: {args.config!r} needs a [grid] table or [[scenario]] entries")
@@ -192,6 +200,9 @@ def sweep_file(args) -> None:
     unknown = set(options) - {"out", "cache_dir", "resume", "progress"}
     if unknown:
         raise ValueError(f"config: unknown [sweep] key(s) {sorted(unknown)}; known: out, cache_dir, resume, progress")
+    for key in ("resume", "progress"):
+        if key in options and not isinstance(options[key], bool):
+            raise ValueError(f"config: [sweep] {key} must be true or false, got {options[key]!r}")
     if args.out:
         options["out"] = args.out
     options["out"] = writable("--out", options.get("out"))

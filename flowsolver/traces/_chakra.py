@@ -10,6 +10,7 @@ import numbers
 import re
 from pathlib import Path
 
+from .._checks import unique_keys
 from ._schema import (COLLECTIVE_TYPES, MAX_FILE_BYTES, MAX_NODES, MAX_RANKS, NODE_TYPES, TraceError, check_limit,
                       read_stream)
 from ._workload import (COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc,
@@ -49,7 +50,7 @@ def json_of(text: str, where: str):
     """``text`` parsed as JSON; a :class:`TraceError` naming ``where`` for anything else,
     ``NaN`` / ``Infinity`` (not JSON) and nesting too deep for the parser included."""
     try:
-        return json.loads(text, parse_constant=_not_a_number)
+        return json.loads(text, parse_constant=_not_a_number, object_pairs_hook=unique_keys)
     except RecursionError:
         raise TraceError(f"{where}: the JSON is nested too deep to read") from None
     except ValueError as err:
@@ -285,8 +286,11 @@ def _read(path, groups, max_file_bytes, max_nodes, max_ranks):
         count += len(decoded)
         found = {}
         for _, groups_here in decoded:
-            if groups_here:
-                found |= groups_here
+            for name, (members, node) in (groups_here or {}).items():
+                if name in found and found[name][0] != members:     # the same file naming one group twice
+                    raise TraceError(f"process group {name!r}: {f}: node {found[name][1]} gives ranks "
+                                     f"{list(found[name][0])[:16]} but node {node} gives {list(members)[:16]}")
+                found[name] = (members, node)
         # each rank its own nodes, though ranks share what identical messages decode to
         nodes = [TraceNode(*fields) for fields, _ in decoded]
         ranks.append(RankTrace(rank=rank, nodes=nodes, source=str(f)))

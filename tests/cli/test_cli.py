@@ -153,6 +153,15 @@ def test_sweep_from_toml(tmp_path, capsys):
     assert "is not valid TOML" in capsys.readouterr().err
     assert main(["sweep", str(tmp_path / "missing.toml")]) == 2
     assert "cannot read" in capsys.readouterr().err
+    # what the config says is never dropped: a [Sweep] table (its out= with it), both a grid and
+    # scenarios, a flag that is not a boolean, nesting too deep to read
+    for text, said in (('[Sweep]\nout = "x.csv"\n[grid]\nnodes = [1]\n', "unknown table(s) or key(s) ['Sweep']"),
+                       ("[grid]\nnodes = [1]\n[[scenario]]\nnodes = 2\n", "both a [grid] table and [[scenario]]"),
+                       ('[sweep]\nresume = "no"\n[grid]\nnodes = [1]\n', "resume must be true or false"),
+                       ("[grid]\nnodes = " + "[" * 5000 + "]" * 5000 + "\n", "nests too deep")):
+        bad.write_text(text)
+        assert main(["sweep", str(bad)]) == 2
+        assert said in capsys.readouterr().err
 
 
 def test_help_and_usage_errors(capsys):
@@ -475,3 +484,9 @@ def test_train_takes_a_model_file_sequence_length_and_ranks(tmp_path, capsys):
     assert main(["train", "--nodes", "1", "--model", str(tmp_path / "bad.toml")]) == 2
     err = capsys.readouterr().err
     assert "unknown field(s) width; missing field(s) ffn, heads, kv_heads, vocab" in err and "--seq-len" not in err
+    # JSON keeps a key's last value: 80 layers then 2 ran the 2-layer model; deep nesting was a traceback
+    for text, said in (('{"layers": 80, "hidden": 8192, "layers": 2}', "'layers' appears twice"),
+                       ("[" * 100_000 + "]" * 100_000, "nested too deep")):
+        (tmp_path / "m.json").write_text(text)
+        assert main(["train", "--nodes", "1", "--model", str(tmp_path / "m.json")]) == 2
+        assert said in capsys.readouterr().err

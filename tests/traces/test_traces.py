@@ -285,6 +285,16 @@ def test_process_groups_whose_ranks_disagree(tmp_path):
                              r"gives \[0, 1, 2\]")
 
 
+def test_process_groups_whose_ranks_disagree_within_one_file(tmp_path):
+    # two metadata nodes of one file naming group 'a' differently: the later one was kept
+    meta = [cw.node(1, "pg", cw.METADATA, inputs=json.dumps([{"pg_name": "a", "ranks": [0, 1]}])),
+            cw.node(2, "pg2", cw.METADATA, inputs=json.dumps([{"pg_name": "a", "ranks": [0, 1, 2, 3]}])),
+            cw.coll(3, "ar", cw.ALL_REDUCE, 64, pg="a")]
+    per_rank = [list(meta) for _ in range(4)]
+    _bad(tmp_path, per_rank, r"process group 'a': .*trace\.0\.et: node 1 gives ranks \[0, 1\] but node 2 gives "
+                             r"\[0, 1, 2, 3\]")
+
+
 def test_a_rank_outside_its_process_group(tmp_path):
     per_rank = [[cw.coll(1, "ar", cw.ALL_REDUCE, 64, pg="1")], [cw.coll(1, "ar", cw.ALL_REDUCE, 64, pg="1")], []]
     per_rank[2] = [cw.coll(1, "x", cw.ALL_REDUCE, 64, pg="1")]
