@@ -17,7 +17,6 @@ arrays span processes.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
@@ -29,8 +28,8 @@ import topologies as tp
 
 from . import _checks
 from ._status import Status
-from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, read_rows, typed_frame, write_atomic, \
-    default_cache_dir
+from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, read_rows, scenario_id, typed_frame, \
+    write_atomic, default_cache_dir
 from .collectives import CollectiveOptions, collective, collective_variants
 from .routing import policy_of
 from .training import step_arguments, training_step
@@ -82,7 +81,7 @@ def expand_grid(grid) -> list:
     else:
         raise ValueError("grid must be a dict of lists or a list of dicts")
     known = set(COMMON_KEYS) | set(COLLECTIVE_KEYS) | set(TRAIN_KEYS) | {k for ks in TOPOLOGY_KEYS.values() for k in ks}
-    out = []
+    out, unused = [], None          # keys no scenario reads (k on rail_optimized, tp in collectives)
     for r in rows:
         unknown = sorted(set(r) - known)
         if unknown:
@@ -92,14 +91,14 @@ def expand_grid(grid) -> list:
             raise ValueError(f"family must be one of {', '.join(TOPOLOGY_KEYS)}, got {s['family']!r}")
         if s["task"] not in ("collective", "train"):
             raise ValueError(f"task must be 'collective' or 'train', got {s['task']!r}")
+        task_keys = COLLECTIVE_KEYS if s["task"] == "collective" else TRAIN_KEYS
+        reads = {*COMMON_KEYS, *TOPOLOGY_KEYS[s["family"]], *task_keys}
+        unused = (set(r) - reads) & (set(r) if unused is None else unused)
         out.append(s)
+    if unused:
+        raise ValueError(f"sweep parameter(s) {sorted(unused)} apply to no scenario of the grid (another family's "
+                         "size, or the other task's): their rows would differ only in the label")
     return out
-
-
-def scenario_id(s: dict) -> str:
-    """A stable id of a scenario's parameters (what a rerun uses to skip it)."""
-    text = json.dumps({k: s[k] for k in sorted(s)}, sort_keys=True, default=str)
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 def _build(s: dict):
@@ -256,12 +255,10 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     shard : (i, n), optional
         Run only scenarios ``i, i + n, i + 2n, ...`` (deterministic order).
     cache_dir : str, Path or None
-        Persistent JAX compilation cache folder for this call only (JAX's settings are
-        restored when the sweep returns or raises); ``"default"``: :func:`default_cache_dir`
-        (the folder ``$FLOWSOLVER_CACHE_DIR`` names, else none of its own); None or ``"off"``:
-        none of its own. Either way the solver's own cache applies (on by default in the
-        user's cache folder, off with ``FLOWSOLVER_CACHE_DIR=off``: see
-        ``flowsolver.solver._placement``).
+        Persistent JAX compilation cache folder for this call only (JAX's settings restored
+        after); ``"default"``: :func:`default_cache_dir` (``$FLOWSOLVER_CACHE_DIR``'s folder,
+        else none of its own); None or ``"off"``: none of its own. The solver's own cache
+        applies either way (``FLOWSOLVER_CACHE_DIR=off`` turns it off: ``solver._placement``).
     distributed : bool
         Call ``jax.distributed.initialize()`` first (multi-process jobs).
     executor : concurrent.futures.Executor, optional
@@ -277,7 +274,8 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         The collective options of every scenario (:class:`flowsolver.CollectiveOptions`:
         protocol, chunk, efficiency, latencies, calibration) but those the grid sets
         (``policy``, ``subflows``, ``channels``: leave them at their defaults here).
-        Training scenarios take it as ``training_step``'s ``collective_options``.
+        Training scenarios take it as ``training_step``'s ``collective_options``. Rows of
+        ``out`` computed under other options are not resumed.
 
     Returns
     -------
@@ -304,7 +302,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     _check_options(options)
     scenarios = _shard(expand_grid(grid), shard)
     cache = cache_path(cache_dir)
-    table = _Table(scenarios, out, resume)
+    table = _Table(scenarios, out, resume, options)
     if distributed:
         import jax
 
@@ -391,7 +389,7 @@ class _Table:
     """The rows of a sweep: those resumed from ``out``, then each batch's as it finishes,
     streamed to ``out`` in scenario order."""
 
-    def __init__(self, scenarios, out, resume):
+    def __init__(self, scenarios, out, resume, options=None):
         params = list(dict.fromkeys(k for s in scenarios for k in s))
         tasks = {s.get("task", DEFAULTS["task"]) for s in scenarios}
         skip = (set() if "train" in tasks else set(TRAIN_METRICS)) | \
@@ -406,7 +404,7 @@ class _Table:
             if not self.path.resolve().parent.is_dir():
                 raise ValueError(f"out: folder {str(self.path.resolve().parent)!r} does not exist")
         self.scenarios = scenarios
-        self.ids = [scenario_id(s) for s in scenarios]
+        self.ids = [scenario_id(s, options) for s in scenarios]
         self.order = {sid: k for k, sid in enumerate(self.ids)}
         done = read_rows(self.path) if (self.path is not None and resume) else None
         # a resumed sweep keeps its finished rows (their parameters are the scenario's, the

@@ -5,6 +5,7 @@ import pytest
 
 import numpy as np
 
+import flowsolver as fs
 from flowsolver import collective, sweep, training_step
 from flowsolver._sweep import METRICS, expand_grid
 
@@ -56,6 +57,11 @@ def test_a_broken_scenario_is_recorded_and_the_sweep_goes_on():
     assert 0 < df["comm_overhead"].iloc[4] < 1 and df["speedup"].iloc[4] > 1
     with pytest.raises(ValueError, match="unknown sweep parameter"):
         expand_grid({"nodez": [1]})
+    # k sizes a fat-tree, not rail_optimized; tp is a training degree: rows differing in the label only
+    for grid in ({"nodes": [1], "k": [4, 8]}, {"nodes": [1], "tp": [2, 4]}):
+        with pytest.raises(ValueError, match="apply to no scenario"):
+            expand_grid(grid)
+    assert len(expand_grid({"family": ["rail_optimized", "fat_tree"], "nodes": [1], "k": [4]})) == 2   # each reads one
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
@@ -86,6 +92,19 @@ def test_resume_after_an_interruption_runs_only_what_is_left(tmp_path, suffix, m
     df = sweep(grid, out=out, progress=False, cache_dir=None)
     assert sum(ran) == 4 and len(df) == 8 and (df["status"] == "ok").all()
     assert df["id"].is_unique
+
+
+def test_a_resumed_sweep_reruns_rows_computed_under_other_options(tmp_path):
+    # the file's row is the default options'; a quarter of the links' efficiency is another scenario
+    out, grid = tmp_path / "r.csv", {"nodes": [1], "size": [2**26]}
+    plain = sweep(grid, out=out, progress=False, cache_dir=None)
+    slow = fs.CollectiveOptions(efficiency=0.25)
+    df = sweep(grid, out=out, progress=False, cache_dir=None, options=slow)
+    assert df["time"].iloc[0] == pytest.approx(fs.collective(tp.rail_optimized(1), "all_reduce", 2**26,
+                                                             options=slow).time, rel=1e-12)
+    assert df["time"].iloc[0] > 2 * plain["time"].iloc[0]
+    again = sweep(grid, out=out, progress=False, cache_dir=None)          # both rows kept in the file
+    assert again["time"].iloc[0] == plain["time"].iloc[0] and len(pd.read_csv(out)) == 2
 
 
 def test_shards_split_the_grid_deterministically():
