@@ -20,8 +20,7 @@ def dor_paths(ix: GraphIndex, a, b):
     if g.graph.get("generator") != "torus":
         raise RoutingError("policy 'dor' needs a torus from topologies.torus (use 'shortest' or "
                            "'ecmp' on other graphs)")
-    dims = np.asarray(params["dims"], dtype=np.int64)
-    wrap = bool(params.get("wrap", True))
+    dims, wrap = ix.memo(("torus-shape", repr(params)), lambda: _torus_shape(g, params))
     coords = np.full((ix.nv, len(dims)), -1, dtype=np.int64)
     grid = np.full(int(np.prod(dims)), -1, dtype=np.int64)
     for n, d in g.nodes(data=True):
@@ -55,6 +54,29 @@ def dor_paths(ix: GraphIndex, a, b):
     cat = lambda xs: np.concatenate(xs) if xs else np.empty(0, dtype=np.int64)  # noqa: E731
     pairs, links = cat(pairs), cat(links)
     return pairs, links, np.ones(len(pairs))
+
+
+def _torus_shape(g, params) -> tuple:
+    """``(dims, wrap)`` of a torus graph's ``params``, checked against its nodes' ``coords`` and
+    its cables (a file's params are text: they must describe the graph they travel with)."""
+    placed = [tuple(d["coords"]) for _, d in g.nodes(data=True) if "coords" in d]
+    try:
+        dims = [int(k) for k in params["dims"]]
+    except (KeyError, TypeError, ValueError):
+        raise RoutingError(f"the torus's graph params have no dims (got {params.get('dims')!r})") from None
+    if not dims or min(dims) < 1 or len(set(placed)) != len(placed) or len(placed) != int(np.prod(dims, dtype=object)) \
+            or any(len(c) != len(dims) or not all(0 <= x < k for x, k in zip(c, dims)) for c in placed):
+        raise RoutingError(f"the torus's graph params dims {dims} do not match its {len(placed)} nodes' coords")
+    wrap = params.get("wrap", True)
+    if not isinstance(wrap, bool):
+        raise RoutingError(f"the torus's graph params wrap must be true or false, got {wrap!r}")
+    where = {n: d["coords"] for n, d in g.nodes(data=True) if "coords" in d}
+    around = any(u in where and v in where and any(k > 2 and abs(x - y) == k - 1 for x, y, k in
+                                                   zip(where[u], where[v], dims)) for u, v in g.edges())
+    if around != wrap and max(dims) > 2:
+        raise RoutingError(f"the torus's graph params say wrap={wrap}, but its cables "
+                           f"{'do' if around else 'do not'} wrap around")
+    return np.asarray(dims, dtype=np.int64), wrap
 
 
 class DragonflyTables:

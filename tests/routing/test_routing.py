@@ -144,6 +144,24 @@ def test_dor_paths_match_hand_derived_routes():
     assert _path(rm, 0) == {"n0_3": "n1_3", "n1_3": "n2_3", "n2_3": "n2_2", "n2_2": "n2_1", "n2_1": "n2_0"}
 
 
+def test_dor_checks_the_torus_params_against_the_graph():
+    # a file's params travel as text: dims of 10**10 cells allocated a 1 TiB table, and wrap=False on
+    # a wrapped torus routed the long way round without a word
+    from flowsolver.routing import RoutingError
+
+    for change, said in (({"dims": [4, 4, 100000, 100000]}, "do not match its 16 nodes' coords"),
+                         ({"dims": [2, 8]}, "do not match"), ({"wrap": False}, "cables do wrap around"),
+                         ({"wrap": "no"}, "true or false")):
+        g = tp.torus((4, 4))
+        g.graph["params"] = {**g.graph["params"], **change}
+        with pytest.raises(RoutingError, match=said):
+            route(g, Flows([0], [5], 1.0), policy="dor")
+    m = tp.torus((4, 4), wrap=False)
+    m.graph["params"] = {**m.graph["params"], "wrap": True}
+    with pytest.raises(RoutingError, match="cables do not wrap around"):
+        route(m, Flows([0], [5], 1.0), policy="dor")
+
+
 def _groups_touched(g, rm, f):
     links, _ = rm.column(f)
     touched = set()
