@@ -60,6 +60,21 @@ def check_int(name: str, value, minimum: int, allowed: str | None = None) -> int
     return value
 
 
+#: the most parts a generator builds (switches, endpoints and cables): a built graph takes about
+#: 0.4 KB a part (rail_optimized(2048), 16,384 GPUs in 175,360 nodes and directed edges, raised this
+#: process's peak by 70 MB), so 2**24 parts is about 7 GB; checked before anything is allocated
+MAX_PARTS = 1 << 24
+
+
+def check_scale(family: str, parts: int, sizes: str) -> None:
+    """ValueError when ``family`` sized as ``sizes`` would build more than :data:`MAX_PARTS`
+    switches, endpoints and cable directions (``parts``, counted from the size alone)."""
+    if parts > MAX_PARTS:
+        raise ValueError(f"{family} with {sizes} would build about {parts:,} switches, endpoints and cable "
+                         f"directions, more than the {MAX_PARTS:,} (about 7 GB) a generator builds: choose a "
+                         "smaller size")
+
+
 def check_ratio(name: str, value) -> float:
     """Return an oversubscription ratio (a finite number >= 1) or raise ValueError."""
     try:

@@ -17,7 +17,7 @@ import math
 import networkx as nx
 
 from ._endpoints import attach_servers, endpoint_rate, server_params
-from ._graph import add_cable, check_int, check_ratio, finish, resolve_link, spread
+from ._graph import add_cable, check_int, check_ratio, check_scale, finish, resolve_link, spread
 from .links import get_link
 from .servers import get_server
 
@@ -66,6 +66,8 @@ def fat_tree(k: int, *, link="ib_ndr", server=None) -> nx.DiGraph:
     k = check_int("k", k, 4, "an even switch radix")
     if k % 2:
         raise ValueError(f"k must be even (a switch splits its k ports half down, half up), got {k}")
+    # k^3/4 edge ports, each a host and its NIC, and three tiers of k^3/4 cables, both ways
+    check_scale("fat_tree", 2 * k**3 // 4 + 5 * k * k // 4 + 6 * k**3 // 4, f"k = {k}")
     tech = resolve_link("link", link)
     model = get_server(server)
     half = k // 2
@@ -136,6 +138,9 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     leaves = check_int("leaves", leaves, 1)
     spines = check_int("spines", spines, 1)
     hosts_per_leaf = check_int("hosts_per_leaf", hosts_per_leaf, 1)
+    ports = leaves * hosts_per_leaf         # a host, its NIC and its cable both ways a port; the uplinks
+    check_scale("leaf_spine", 4 * ports + leaves + spines + 2 * leaves * spines,
+                f"{leaves} leaves x {hosts_per_leaf} hosts, {spines} spines")
     tech = resolve_link("link", link)
     up = resolve_link("uplink", uplink if uplink is not None else tech)
     model = get_server(server)

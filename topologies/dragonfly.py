@@ -7,7 +7,7 @@ from collections import Counter
 import networkx as nx
 
 from ._endpoints import attach_servers, endpoint_rate, server_params
-from ._graph import add_cable, check_int, finish, resolve_link
+from ._graph import add_cable, check_int, check_scale, finish, resolve_link
 from .servers import get_server
 
 __all__ = ["dragonfly", "dragonfly_plus", "global_link_partner"]
@@ -97,6 +97,8 @@ def dragonfly(p: int, a: int, h: int, *, g: int | None = None, link_local="ib_nd
     h = check_int("h", h, 1, "global links per router")
     g = _checked_groups("g", g, a * h, "a*h", f"groups, at most a*h + 1 = {a * h + 1}",
                         " (each group has a*h global ports)", arrangement)
+    # routers, their endpoints (a host and its NIC, a cable both ways), local all-to-all, global cables
+    check_scale("dragonfly", g * a * (1 + 4 * p + (a - 1) + h), f"p = {p}, a = {a}, h = {h}, g = {g}")
     local = resolve_link("link_local", link_local)
     glob = resolve_link("link_global", link_global)
     model = get_server(server)

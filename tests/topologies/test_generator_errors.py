@@ -33,6 +33,12 @@ import topologies as tp
     (lambda: tp.add_storage(tp.torus((3, 3)), network="compute"), r"needs a switched compute fabric"),
     (lambda: tp.add_storage(tp.fat_tree(4), network="san"), r"network must be one of"),
     (lambda: tp.add_storage(tp.fat_tree(4), 0), r"count must be an integer >= 1"),
+    # sizes whose graph would not fit in memory are refused before anything is built (fat_tree(400):
+    # 16 M hosts and three tiers of 16 M cables, each both ways)
+    (lambda: tp.fat_tree(400), r"fat_tree with k = 400 would build about 128,200,000 switches"),
+    (lambda: tp.torus((100000, 100000)), r"torus with dims \(100000, 100000\) would build about 50,000,000,000"),
+    (lambda: tp.dragonfly(100, 200, 100), r"dragonfly with p = 100, a = 200, h = 100, g = 20001 would build"),
+    (lambda: tp.leaf_spine(100000, 10, 1000), r"leaf_spine with 100000 leaves x 1000 hosts"),
 ])
 def test_bad_input_names_the_parameter(call, match):
     with pytest.raises(ValueError, match=match):
