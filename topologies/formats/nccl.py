@@ -230,7 +230,7 @@ def _doctype_before_root(data: bytes) -> bool:
     try:
         for start in range(0, len(data), 1 << 16):
             scan.Parse(data[start:start + (1 << 16)], False)
-    except (_Root, xml.parsers.expat.ExpatError):
+    except (_Root, xml.parsers.expat.ExpatError, LookupError, ValueError):    # LookupError: an unknown encoding
         pass
     return bool(seen)
 
