@@ -72,6 +72,8 @@ def parse_size(text: str) -> float:
     value = float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
     if not math.isfinite(value):
         raise ValueError(f"size must be a finite number of bytes, got {text!r}")
+    if value != math.floor(value):       # 1.5 bytes printed as 1 in the table it was modelled for
+        raise ValueError(f"size must be a whole number of bytes, got {text!r} = {value:g}")
     return value
 
 
@@ -397,7 +399,8 @@ def _add_replay(sub, fmt) -> None:
                     help="fraction of the bf16 peak for compute given by FLOPs (default %(default)s, the flat "
                          "model's)")
     rp.add_argument("--chrome", metavar="PATH", default=None, help="write the per-rank timelines (Chrome-trace JSON)")
-    rp.add_argument("--top", type=int, default=5, help="busiest links and longest path nodes shown (default %(default)s)")
+    rp.add_argument("--top", type=_count, default=5,
+                    help="busiest links and longest path nodes shown (default %(default)s)")
 
 
 def _add_upgrade(sub, fmt) -> None:
@@ -440,6 +443,17 @@ def compute_model(text: str):
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected auto, kernels or a fraction such as 0.46, got {text!r}") from None
+
+
+def _count(text: str) -> int:
+    """A whole number >= 0 (``--top``: a negative one sliced all but that many off)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
 
 
 def _int_or_auto(text: str):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+import numbers
 import re
+from dataclasses import asdict
 
 import topologies as tp
 
@@ -230,7 +231,10 @@ def sweep_file(args) -> None:
 
 
 def _size_text(value) -> str:
-    """Bytes as nccl-tests writes sizes (binary multiples): 1048576 -> '1M'."""
+    """Bytes as nccl-tests writes sizes (binary multiples): 1048576 -> '1M' (a row's value that
+    is no number, whose row the sweep recorded as an error, as it was given)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return str(value)
     for suffix, scale in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("K", 2**10)):
         if value >= scale and value % scale == 0:
             return f"{int(value // scale)}{suffix}"

@@ -170,6 +170,12 @@ def test_help_and_usage_errors(capsys):
     assert main(["collective", "--family", "hypercube"]) == 2
     assert main(["collective", "-b", "1Q"]) == 2
     assert "size must be a number of bytes" in capsys.readouterr().err
+    assert main(["collective", "-b", "1.5", "-e", "1.5"]) == 2      # was modelled as 1.5 B, printed as 1
+    assert "whole number of bytes" in capsys.readouterr().err
+    assert main(["topology", "--family", "fat_tree", "--k", "400"]) == 2       # was a MemoryError traceback
+    assert "fat_tree with k = 400 would build" in capsys.readouterr().err
+    assert main(["serve", "--nodes", "1", "--rate", "1e9", "--duration", "60"]) == 2
+    assert "more than the 10,000,000 a run simulates" in capsys.readouterr().err
 
 
 def test_the_help_example_with_hashed_routing_inside_servers(capsys):
@@ -187,6 +193,14 @@ def strict_json(text):
     def refuse(name):
         raise ValueError(f"not JSON: {name}")
     return json.loads(text, parse_constant=refuse)
+
+
+def test_a_sweep_table_prints_a_size_the_grid_gave_as_text(tmp_path, capsys):
+    # size = "1M" in a grid is an error row; the table printed it with a TypeError traceback
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('[sweep]\ncache_dir = "off"\n[grid]\nnodes = [1]\nsize = ["1M"]\n')
+    assert main(["sweep", str(cfg), "--no-progress"]) == 1
+    assert "1M" in capsys.readouterr().out
 
 
 def test_json_is_strict_also_for_failed_and_resumed_sweeps(tmp_path, capsys):

@@ -113,6 +113,8 @@ def test_bad_simai_files_name_the_line(tmp_path, text, match):
 
 def test_the_replay_command_on_a_simai_file_and_on_a_chakra_trace(tmp_path, capsys):
     path = _file(tmp_path, ["layer -1 556000 ALLREDUCE 536870912 1 NONE 0 1 NONE 0 1"])
+    assert main(["replay", str(path), "--nodes", "1", "--top", "-1"]) == 2       # was "all but one"
+    assert "expected a whole number >= 0" in capsys.readouterr().err
     assert main(["replay", str(path), "--nodes", "1", "--json", "--chrome", str(tmp_path / "t.json")]) == 0
     out = json.loads(capsys.readouterr().out)
     ar = collective(tp.rail_optimized(1), "all_reduce", 536870912).time
