@@ -249,8 +249,8 @@ def read_chakra(path, *, groups: dict | None = None, max_file_bytes: int = MAX_F
 
     Limits (what a file can make the reader allocate, checked before it does):
     ``max_file_bytes`` (default 1 GiB) bytes per file once inflated (a gzipped file is
-    inflated a chunk at a time) and per message; ``max_nodes`` (default 10 million, about
-    5 GB once read) nodes over all ranks; ``max_ranks`` (default 2**20) rank files.
+    inflated a chunk at a time) and per message; ``max_nodes`` (default 10 million, up to
+    about 9 GB while read) nodes over all ranks; ``max_ranks`` (default 2**20) rank files.
 
     Errors (:class:`TraceError`, a ValueError): a truncated or undecodable message or
     gzip stream, a limit passed, an unknown node type, an attribute of the wrong type or

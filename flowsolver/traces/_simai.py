@@ -20,7 +20,7 @@ the layer count an integer >= 1 with exactly that many layer rows, compute times
 sizes finite numbers >= 0; anything else is a :class:`TraceError` naming the file, the
 line and the field. What a file can make the reader allocate is bounded before it is
 allocated: ``max_file_bytes`` (default 1 GiB) for the file, ``max_ranks`` (default 2**20)
-for ``all_gpus`` and ``max_nodes`` (default 10 million, about 5 GB) for the nodes of all
+for ``all_gpus`` and ``max_nodes`` (default 10 million, up to about 9 GB) for the nodes of all
 ranks, which grow as ``all_gpus x ga x`` layers.
 
 Every rank runs the file's layers (Megatron placement: TP innermost, then DP, then PP
