@@ -250,8 +250,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         fields, a metric that is not a number) are dropped with a ``RuntimeWarning`` and run
         again; a file that cannot be read, or is not a sweep's, is a ValueError naming it
         (pass ``resume=False`` to overwrite it).
-    progress : bool
-        A tqdm progress bar (when tqdm is installed).
+    progress, distributed : bool
+        A tqdm progress bar (when tqdm is installed); ``jax.distributed.initialize()`` first
+        (multi-process jobs).
     shard : (i, n), optional
         Run only scenarios ``i, i + n, i + 2n, ...`` (deterministic order).
     cache_dir : str, Path or None
@@ -259,8 +260,6 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         after); ``"default"``: :func:`default_cache_dir` (``$FLOWSOLVER_CACHE_DIR``'s folder,
         else none of its own); None or ``"off"``: none of its own. The solver's own cache
         applies either way (``FLOWSOLVER_CACHE_DIR=off`` turns it off: ``solver._placement``).
-    distributed : bool
-        Call ``jax.distributed.initialize()`` first (multi-process jobs).
     executor : concurrent.futures.Executor, optional
         Run the scenarios there: a Dask ``Client.get_executor()``, a Ray or MPI pool
         executor, a process pool started with ``spawn`` or ``forkserver``
@@ -300,6 +299,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
             from None
     _check_executor(executor)
     _check_options(options)
+    if bad := [f"{n}={v!r}" for n, v in (("resume", resume), ("progress", progress), ("distributed", distributed))
+               if not isinstance(v, bool)]:
+        raise ValueError(f"resume, progress and distributed must be True or False, got {', '.join(bad)}")
     scenarios = _shard(expand_grid(grid), shard)
     cache = cache_path(cache_dir)
     table = _Table(scenarios, out, resume, options)

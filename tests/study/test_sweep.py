@@ -62,6 +62,8 @@ def test_a_broken_scenario_is_recorded_and_the_sweep_goes_on():
         with pytest.raises(ValueError, match="apply to no scenario"):
             expand_grid(grid)
     assert len(expand_grid({"family": ["rail_optimized", "fat_tree"], "nodes": [1], "k": [4]})) == 2   # each reads one
+    with pytest.raises(ValueError, match="resume='no'"):            # a string is not False
+        sweep({"nodes": [1]}, resume="no", progress=False)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
