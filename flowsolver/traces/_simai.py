@@ -14,8 +14,10 @@ which AICB writes and SimAI leaves without a group, is taken as the DP group). `
 the activation-checkpoint fields are read past and not modelled.
 
 Values are checked as they are read: the header starts with the policy and gives each key at
-most once (``model_parallel_NPU_group`` and ``all_gpus`` always), none but SimAI's (a key spelled
-otherwise would leave its value at 1 unseen); header counts are integers >= 1 (``pp_comm`` >= 0),
+most once (``all_gpus`` always, ``model_parallel_NPU_group`` for a transformer or model policy); a
+key spelled close to one the replay reads (``model_parallel_npu_group:``) is an error, other keys
+are read past as SimAI reads them (``checkpoints: N`` and its N layer ids); header counts are
+integers >= 1 (``pp_comm`` >= 0, written ``2097152.0`` by AICB),
 the layer count an integer >= 1 with exactly that many layer rows, compute times and comm
 sizes finite numbers >= 0; anything else is a :class:`TraceError` naming the file, the
 line and the field. What a file can make the reader allocate is bounded before it is
@@ -33,6 +35,7 @@ done). With ``pp > 1`` the stages pass ``pp_comm`` bytes forward and back (send/
 
 from __future__ import annotations
 
+import difflib
 import errno
 import math
 from pathlib import Path
@@ -47,8 +50,19 @@ _OPS = {"ALLREDUCE": "all_reduce", "ALLGATHER": "all_gather", "REDUCESCATTER": "
         "ALLTOALL": "all_to_all"}
 _HEADER = {"model_parallel_NPU_group:": "tp", "ep:": "ep", "pp:": "pp", "vpp:": "vpp", "ga:": "ga",
            "all_gpus:": "gpus", "pp_comm": "pp_comm", "pp_comm:": "pp_comm"}
-#: header keys AICB writes that the replay does not model (activation checkpointing), read past
-_READ_PAST = ("checkpoints:", "checkpoint_initiates:")
+#: header keys followed by a count and that many layer ids (SimAI's ``Workload.cc``: activation
+#: checkpointing, not modelled), read past
+_LISTS = ("checkpoints:", "checkpoint_initiates:")
+#: the modelled keys by their lower case: an unknown key this close to one is a misspelling of it
+_LOWER = {k.lower(): k for k in _HEADER}
+
+
+def _whole(text: str):
+    """An integer from ``text`` ("4", or "2097152.0" as AICB writes pp_comm), else None."""
+    whole, _, zeros = text.partition(".")
+    if not (whole.lstrip("-").isdigit() and zeros.strip("0") == ""):
+        return None
+    return int(whole) if len(whole) <= 18 else 10**18       # beyond every limit (and Python's 4300 digits)
 _COLUMNS = ("name", "reserved", "fwd_compute", "fwd_comm_type", "fwd_comm_size", "ig_compute", "ig_comm_type",
             "ig_comm_size", "wg_compute", "wg_comm_type", "wg_comm_size", "wg_update")
 _TICKS_PER_S = 1e9    # SimAI: a tick is a nanosecond (its reports divide ticks by FREQ = 1e9)
@@ -58,33 +72,36 @@ def _header(line: str, path, max_ranks: int, no: int = 1) -> dict:
     """The header's values (``no``: its line number, for messages)."""
     tokens = line.split()
     out = dict(tp=1, ep=1, pp=1, vpp=1, ga=1, gpus=None, pp_comm=0)
-    if not tokens or tokens[0] in _HEADER or tokens[0] in _READ_PAST or tokens[0].endswith(":"):
+    if not tokens or tokens[0].endswith(":") or tokens[0] in _HEADER:
         raise TraceError(f"{path}: line {no} must start with the parallelism policy (e.g. "
                          f"HYBRID_TRANSFORMER_FWD_IN_BCKWD), then its keys, got {line!r:.200}")
-    seen = set()
-    for i in range(1, len(tokens), 2):
+    seen, i = set(), 1
+    while i < len(tokens):
         key, value = tokens[i], tokens[i + 1] if i + 1 < len(tokens) else None
-        if key not in _HEADER and key not in _READ_PAST:
-            raise TraceError(f"{path}: line {no}: {key!r:.40} is not a key of SimAI's header (keys: "
-                             f"{', '.join(sorted({*_HEADER, *_READ_PAST}))}), each followed by its value")
-        name = _HEADER.get(key, key)
-        if name in seen or value is None:
+        name = _HEADER.get(key)
+        if name is None and (near := difflib.get_close_matches(key.lower(), _LOWER, n=1, cutoff=0.85)):
+            raise TraceError(f"{path}: line {no}: {key!r:.40} is not a key of SimAI's header: "
+                             f"{_LOWER[near[0]]!r}? (a key spelled otherwise is not read)")
+        if (name or key) in seen or value is None:
             raise TraceError(f"{path}: line {no}: {key.rstrip(':')} is given " +
-                             ("twice" if name in seen else "no value"))
-        seen.add(name)
-        if key in _READ_PAST:
-            continue
-        low = 0 if name == "pp_comm" else 1
-        try:
-            number = int(value)
-        except ValueError:
-            number = None
+                             ("twice" if (name or key) in seen else "no value"))
+        seen.add(name or key)
+        i += 2
+        if name is None and key not in _LISTS:
+            continue            # another key (AICB's expert_parallel_npu_group:, ...): read past, as SimAI does
+        low = 0 if name in ("pp_comm", None) else 1
+        number = _whole(value)
         if number is None or number < low:
             raise TraceError(f"{path}: line {no}: {key.rstrip(':')} must be an integer >= {low}, got {value!r:.40}")
-        out[name] = number
-    for key, name in (("model_parallel_NPU_group", "tp"), ("all_gpus", "gpus")):
-        if name not in seen:
-            raise TraceError(f"{path}: line {no} must give {key}: N (SimAI's header), got {line!r:.200}")
+        if key in _LISTS:       # SimAI's Workload.cc: the count, then that many layer ids
+            i += number
+        else:
+            out[name] = number
+    if "gpus" not in seen:
+        raise TraceError(f"{path}: line {no} must give all_gpus: N (SimAI's header), got {line!r:.200}")
+    if "tp" not in seen and ("TRANSFORMER" in tokens[0] or "MODEL" in tokens[0]):
+        raise TraceError(f"{path}: line {no}: a {tokens[0]} header must give model_parallel_NPU_group: N, got "
+                         f"{line!r:.200}")
     tp, pp, gpus = out["tp"], out["pp"], out["gpus"]
     if gpus > max_ranks:
         raise TraceError(f"{path}: line {no}: all_gpus: {gpus} is more than max_ranks={max_ranks}; pass max_ranks= to "

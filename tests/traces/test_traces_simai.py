@@ -99,7 +99,9 @@ def test_expert_scopes_run_in_the_ep_and_the_expert_dp_groups(tmp_path):
     (HEADER.format(tp=8, n=8).split(" ", 1)[1] + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "parallelism policy"),
     # a key spelled another way is not read past (TP again 1, its collectives gone)
     (HEADER.format(tp=8, n=8).replace("NPU", "npu") + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1",
-     "'model_parallel_npu_group:' is not a key"),
+     "'model_parallel_npu_group:' is not a key of SimAI's header: 'model_parallel_NPU_group:'"),
+    (HEADER.format(tp=8, n=8).replace("all_gpus:", "all_gpu:") + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1",
+     "'all_gpus:'"),
     (HEADER.format(tp=8, n=8) + " ga: 4\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "ga is given twice"),
     ("HYBRID_TRANSFORMER ep: 1 all_gpus: 8\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "model_parallel_NPU_group: N"),
     (HEADER.format(tp=8, n=8) + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1 7", "12 columns"),
@@ -109,6 +111,22 @@ def test_bad_simai_files_name_the_line(tmp_path, text, match):
     path.write_text(text)
     with pytest.raises(TraceError, match=match):
         read_simai_workload(path)
+
+
+@pytest.mark.parametrize("header, tp_", [
+    # SimAI's Workload.cc reads "checkpoints: N" and "checkpoint_initiates: N" each followed by N layer ids
+    ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 4 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8 "
+     "checkpoints: 2 0 1 checkpoint_initiates: 2 0 1", 4),
+    # AICB's multi_all_reduce generator writes expert_parallel_npu_group:, and pp_comm as a float
+    ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 expert_parallel_npu_group: 1 ep: 1 pp: 1 "
+     "vpp: 1 ga: 1 all_gpus: 8 pp_comm: 2097152.0", 2),
+    ("DATA all_gpus: 8", 1),                   # a data-parallel policy: no TP group to give
+])
+def test_simai_headers_as_simai_and_aicb_write_them(tmp_path, header, tp_):
+    path = tmp_path / "w.txt"
+    path.write_text(header + "\n1\nx -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 64 1\n")     # a weight-gradient all-reduce
+    w = read_simai_workload(path)
+    assert w.n_ranks == 8 and {len(c.ranks) for c in w.comms} == {8 // tp_}          # in the DP groups
 
 
 def test_the_replay_command_on_a_simai_file_and_on_a_chakra_trace(tmp_path, capsys):
