@@ -58,12 +58,14 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?)\s*([KMGT]?)(i?B?)\s*$", r
 
 
 
-def parse_size(text: str) -> float:
+def parse_size(text: str, whole: str | None = None) -> float:
     """Bytes from ``"8"``, ``"64K"``, ``"1M"``, ``"8G"`` (binary multiples, as nccl-tests)
-    or a plain number such as ``"1e9"``.
+    or a plain number such as ``"1e9"``; ``whole``: the option of a message size, which must be
+    a whole number of bytes (``-b 1.5`` would model 1.5 B and print 1). Token counts and
+    checkpoint bytes may be fractions (``--tokens 1.3M``).
 
-    >>> parse_size("1M"), parse_size("8G") == 8 * 2**30, parse_size("1e9")
-    (1048576.0, True, 1000000000.0)
+    >>> parse_size("1M"), parse_size("8G") == 8 * 2**30, parse_size("1e9"), parse_size("0.3K")
+    (1048576.0, True, 1000000000.0, 307.2)
     """
     m = _SIZE.match(str(text))
     if not m:
@@ -72,8 +74,8 @@ def parse_size(text: str) -> float:
     value = float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
     if not math.isfinite(value):
         raise ValueError(f"size must be a finite number of bytes, got {text!r}")
-    if value != math.floor(value):       # 1.5 bytes printed as 1 in the table it was modelled for
-        raise ValueError(f"size must be a whole number of bytes, got {text!r} = {value:g}")
+    if whole and value != math.floor(value):
+        raise CliError(f"{whole} must be a whole number of bytes, got {text!r} = {value:g}")
     return value
 
 

@@ -14,7 +14,7 @@ from ._arguments import KERNELS, build_graph, cluster_label, model_of, parse_siz
 from ._output import emit, to_json, writable
 
 def _sizes(args):
-    lo, hi = parse_size(args.min_bytes), parse_size(args.max_bytes)
+    lo, hi = parse_size(args.min_bytes, "-b"), parse_size(args.max_bytes, "-e")
     if not (lo > 0 and hi >= lo and args.step_factor > 1):
         raise ValueError(f"sizes must satisfy 0 < min-bytes <= max-bytes and step-factor > 1, got "
                          f"{args.min_bytes!r}, {args.max_bytes!r}, {args.step_factor!r}")
@@ -359,7 +359,7 @@ def upgrade(args) -> None:
     graph = build_graph(args)
     if not (args.factor > 0 and math.isfinite(args.factor)):
         raise ValueError(f"--factor must be a finite number > 0, got {args.factor!r}")
-    workload = dict(op=args.op, size=parse_size(args.size), policy=args.policy)
+    workload = dict(op=args.op, size=parse_size(args.size, "--size"), policy=args.policy)
     ups = tier_upgrades(graph, args.factor)
 
     def bandwidth_cost(name, up, g):        # GB/s added over every link of the tier

@@ -113,7 +113,7 @@ def design(args) -> None:
         workload = dict(model=args.model, tp=args.tp, pp=args.pp)
         label = f"{args.model} step (tp {args.tp}, pp {args.pp})"
     else:
-        workload = [(args.op, parse_size(args.size))]
+        workload = [(args.op, parse_size(args.size, "--size"))]
         label = f"{args.op} of {args.size}"
     r = search(args.gpus, workload, budget=args.budget, power=args.power, families=tuple(args.families),
                links=tuple(args.links), oversubscriptions=tuple(args.oversubscriptions), radixes=tuple(args.radixes),
@@ -148,7 +148,7 @@ def goodput(args) -> None:
     from ..reliability import Component, JobResponse, default_components, goodput as run_goodput, placement_slowdowns
 
     graph = build_graph(args)
-    size = parse_size(args.size)
+    size = parse_size(args.size, "--size")
     if args.jobs is not None:
         rows = placement_slowdowns(graph, args.jobs, args.op, size, algorithm=args.algorithm)
         lines = [f"# {args.op} of {args.size} per job, jobs of {' '.join(map(str, args.jobs))} GPUs at once on "

@@ -91,6 +91,11 @@ def test_cli_goodput(capsys):
     assert ideal < out["days_to_train_p50"] < ideal / 0.5
     assert 0.5 < out["useful_fraction_mean"] <= 1.0 and out["trajectories"] == 50
     assert out["lost_fraction"]["hbm"] == 0.0 and "degraded:access" in out["lost_fraction"]
+    # a budget of tokens need not be a whole number of bytes' worth: 0.25T = 2**38 tokens as above
+    assert main(argv[:-3] + ["--budget", "0.25T", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["budget_reached"] == 1.0
+    assert main(["goodput", "--nodes", "2", "--jobs", "8", "8", "--size", "16.5"]) == 2
+    assert "--size must be a whole number of bytes" in capsys.readouterr().err
     assert main(["goodput", "--nodes", "2", "--jobs", "8", "8", "--size", "16M"]) == 0
     text = capsys.readouterr().out
     assert "rail_aligned" in text and "slowdown" in text
