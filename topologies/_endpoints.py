@@ -37,3 +37,11 @@ def endpoint_rate(server: ServerModel, link: LinkTech) -> float:
 
 def server_params(server: ServerModel | None) -> dict | None:
     return None if server is None else server.to_dict()
+
+
+def server_parts(server: ServerModel) -> int:
+    """Nodes and directed edges one server adds to a fabric: its own parts (GPUs, NICs,
+    switches inside, their cables both ways) and its NICs' cables to the fabric, both ways."""
+    one = nx.DiGraph()
+    server.build(one, 0, 0)
+    return one.number_of_nodes() + one.number_of_edges() + 2 * server.nics

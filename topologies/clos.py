@@ -16,7 +16,7 @@ import math
 
 import networkx as nx
 
-from ._endpoints import attach_servers, endpoint_rate, server_params
+from ._endpoints import attach_servers, endpoint_rate, server_parts, server_params
 from ._graph import add_cable, check_int, check_ratio, check_scale, finish, resolve_link, spread
 from .links import get_link
 from .servers import get_server
@@ -66,10 +66,10 @@ def fat_tree(k: int, *, link="ib_ndr", server=None) -> nx.DiGraph:
     k = check_int("k", k, 4, "an even switch radix")
     if k % 2:
         raise ValueError(f"k must be even (a switch splits its k ports half down, half up), got {k}")
-    # k^3/4 edge ports, each a host and its NIC, and three tiers of k^3/4 cables, both ways
-    check_scale("fat_tree", 2 * k**3 // 4 + 5 * k * k // 4 + 6 * k**3 // 4, f"k = {k}")
     tech = resolve_link("link", link)
     model = get_server(server)
+    # k^3/4 edge ports of servers, 5k^2/4 switches, two tiers of k^3/4 cables between them, both ways
+    check_scale("fat_tree", k**3 // 4 // model.nics * server_parts(model) + 5 * k * k // 4 + k**3, f"k = {k}")
     half = k // 2
     g = nx.DiGraph()
     ports = []
@@ -138,9 +138,6 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     leaves = check_int("leaves", leaves, 1)
     spines = check_int("spines", spines, 1)
     hosts_per_leaf = check_int("hosts_per_leaf", hosts_per_leaf, 1)
-    ports = leaves * hosts_per_leaf         # a host, its NIC and its cable both ways a port; the uplinks
-    check_scale("leaf_spine", 4 * ports + leaves + spines + 2 * leaves * spines,
-                f"{leaves} leaves x {hosts_per_leaf} hosts, {spines} spines")
     tech = resolve_link("link", link)
     up = resolve_link("uplink", uplink if uplink is not None else tech)
     model = get_server(server)
@@ -149,6 +146,9 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
         uplinks = max(1, round(hosts_per_leaf * model.nic_rate(tech) / (ratio * up.bandwidth)))
     else:
         uplinks = check_int("uplinks", uplinks, 1)
+    # the servers of the leaves' ports, the switches, a leaf's uplinks to every spine both ways
+    check_scale("leaf_spine", leaves * (hosts_per_leaf // model.nics) * server_parts(model) + leaves + spines
+                + 2 * leaves * min(uplinks, spines), f"{leaves} leaves x {hosts_per_leaf} hosts, {spines} spines")
     if uplinks < spines:
         raise ValueError(f"a leaf needs a cable to every spine: uplinks ({uplinks}) must be >= spines "
                          f"({spines}); use fewer spines or a lower oversubscription")
@@ -334,6 +334,8 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
             f"servers_per_unit={servers_per_unit} (three tiers: {radix} pods of "
             f"{max(1, (radix // 2) // rails)} units); got {nodes}. Use a larger radix (e.g. radix=128, "
             f"400G ports of an 800G switch) or fewer nodes")
+    # the servers, and each NIC's bandwidth carried up two tiers of cables, both ways (an upper bound)
+    check_scale("rail_optimized", nodes * (server_parts(model) + 4 * model.nics), f"{nodes} nodes")
     g = nx.DiGraph()
     units = math.ceil(nodes / servers_per_unit)
     unit_servers = [min(servers_per_unit, nodes - u * servers_per_unit) for u in range(units)]

@@ -6,7 +6,7 @@ from collections import Counter
 
 import networkx as nx
 
-from ._endpoints import attach_servers, endpoint_rate, server_params
+from ._endpoints import attach_servers, endpoint_rate, server_parts, server_params
 from ._graph import add_cable, check_int, check_scale, finish, resolve_link
 from .servers import get_server
 
@@ -97,11 +97,12 @@ def dragonfly(p: int, a: int, h: int, *, g: int | None = None, link_local="ib_nd
     h = check_int("h", h, 1, "global links per router")
     g = _checked_groups("g", g, a * h, "a*h", f"groups, at most a*h + 1 = {a * h + 1}",
                         " (each group has a*h global ports)", arrangement)
-    # routers, their endpoints (a host and its NIC, a cable both ways), local all-to-all, global cables
-    check_scale("dragonfly", g * a * (1 + 4 * p + (a - 1) + h), f"p = {p}, a = {a}, h = {h}, g = {g}")
     local = resolve_link("link_local", link_local)
     glob = resolve_link("link_global", link_global)
     model = get_server(server)
+    # routers, the servers of their ports, local all-to-all and global cables both ways
+    check_scale("dragonfly", g * a * (1 + (a - 1) + h) + g * a * p // model.nics * server_parts(model),
+                f"p = {p}, a = {a}, h = {h}, g = {g}")
     net = nx.DiGraph()
     router = lambda grp, r: f"g{grp}/r{r}"  # noqa: E731
     ports = []
@@ -187,6 +188,10 @@ def dragonfly_plus(leaves: int, spines: int, hosts_per_leaf: int, global_per_spi
     local = resolve_link("link_local", link_local)
     glob = resolve_link("link_global", link_global)
     model = get_server(server)
+    # per group: its switches, every leaf to every spine and the global cables both ways, its servers
+    check_scale("dragonfly_plus", groups * (leaves + spines + 2 * leaves * spines + spines * h
+                                            + leaves * hosts_per_leaf // model.nics * server_parts(model)),
+                f"{leaves} leaves x {hosts_per_leaf} hosts, {spines} spines, {groups} groups")
     net = nx.DiGraph()
     leaf = lambda grp, i: f"g{grp}/leaf{i}"      # noqa: E731
     spine = lambda grp, j: f"g{grp}/spine{j}"    # noqa: E731

@@ -9,8 +9,8 @@ import math
 
 import networkx as nx
 
-from ._endpoints import attach_servers, server_params
-from ._graph import add_cable, check_int, finish, resolve_link
+from ._endpoints import attach_servers, server_parts, server_params
+from ._graph import add_cable, check_int, check_scale, finish, resolve_link
 from .servers import get_server
 
 __all__ = ["rail_only"]
@@ -61,6 +61,8 @@ def rail_only(nodes: int, *, server="dgx_h100", link="ib_ndr", radix: int = 64) 
     if nodes > limit:
         raise ValueError(f"nodes must be at most {limit} for rail_only with radix={radix} (a rail is two tiers of "
                          f"{radix}-port switches: {radix} leaves of {half} servers); got {nodes}")
+    # the servers, and a rail's leaf uplinks to its spines, both ways (an upper bound)
+    check_scale("rail_only", nodes * (server_parts(model) + 2 * model.nics), f"{nodes} nodes")
     rails = model.rails
     g = nx.DiGraph()
     if nodes <= radix:

@@ -7,7 +7,7 @@ import math
 import networkx as nx
 import numpy as np
 
-from ._endpoints import endpoint_rate, server_params
+from ._endpoints import endpoint_rate, server_parts, server_params
 from ._graph import add_cable, check_scale, finish, resolve_link
 from .servers import get_server
 
@@ -48,11 +48,12 @@ def torus(dims, *, link="ib_ndr", wrap: bool = True, server=None) -> nx.DiGraph:
     if not dims or any(d < 2 for d in dims):
         raise ValueError(f"dims must be a non-empty sequence of integers >= 2 (a dimension of "
                          f"0 or 1 has no neighbours), got {dims}")
-    cells = math.prod(dims)            # a chip (or router) and its 2 cables a dimension, both ways
-    check_scale("torus", cells * (1 + 2 * len(dims)), f"dims {dims}")
     tech = resolve_link("link", link)
     chips = server is None
     model = None if chips else get_server(server)
+    # a chip (or router and its server) a cell, its 2 cables a dimension both ways
+    cells = math.prod(dims)
+    check_scale("torus", cells * (1 + 2 * len(dims) + (0 if chips else server_parts(model))), f"dims {dims}")
     name = lambda c: ("n" if chips else "r") + "_".join(map(str, c))  # noqa: E731
     net = nx.DiGraph()
     coords = list(np.ndindex(*dims))
