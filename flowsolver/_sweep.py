@@ -17,7 +17,6 @@ arrays span processes.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import threading
@@ -28,6 +27,8 @@ import topologies as tp
 
 from . import _checks
 from ._status import Status
+from ._sweep_grid import (COLLECTIVE_KEYS, COLLECTIVE_METRICS, DEFAULTS, TOPOLOGY_KEYS, TRAIN_KEYS, TRAIN_METRICS,
+                          expand_grid)
 from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, read_rows, scenario_id, typed_frame, \
     write_atomic, default_cache_dir
 from .collectives import CollectiveOptions, collective, collective_variants
@@ -36,69 +37,6 @@ from .training import step_arguments, training_step
 
 __all__ = ["sweep", "expand_grid", "default_cache_dir", "CACHE_ENV", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS",
            "METRICS"]
-
-TOPOLOGY_KEYS = tp.FAMILIES
-COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fraction", "seed", "policy",
-               "subflows", "ranks")
-#: parameters whose value is itself a list: a flat list is one value, a list of lists a sweep
-LIST_VALUED = ("dims", "ranks")
-COLLECTIVE_KEYS = ("op", "size", "algorithm", "channels")
-TRAIN_KEYS = ("model", "tp", "pp", "dp", "ep", "cp", "vp", "global_batch", "micro_batch", "zero", "dp_overlap",
-              "compute_efficiency", "precision")
-#: metric columns that only one task fills (a sweep without that task has no such column)
-COLLECTIVE_METRICS = ("time", "algbw", "busbw")
-TRAIN_METRICS = ("step_time", "tokens_per_s", "speedup", "comm_overhead")
-DEFAULTS = dict(task="collective", family="rail_optimized", link="ib_ndr", server=None, oversubscription=1.0,
-                fail_fraction=0.0, seed=0, policy="ecmp", subflows=1, ranks=None, op="all_reduce", size=2**30,
-                algorithm="auto", channels=None, model="llama-3-70b", tp=8, pp=1, dp=None, ep=1, cp=1, vp=1,
-                global_batch=None, micro_batch=1, zero=1, dp_overlap=1.0, compute_efficiency=None,
-                precision="bf16")
-
-
-def expand_grid(grid) -> list:
-    """Scenarios of a grid: a dict of lists (their product, in key order) or a list of
-    dicts; each completed with :data:`DEFAULTS`.
-
-    Examples
-    --------
-    >>> [s["nodes"] for s in expand_grid({"nodes": [1, 2], "link": ["ib_ndr"]})]
-    [1, 2]
-    """
-    if isinstance(grid, dict):
-        keys = list(grid)
-
-        def choices(key, v):
-            if not isinstance(v, (list, tuple)):
-                return [v]
-            if key in LIST_VALUED and not any(isinstance(x, (list, tuple)) for x in v):
-                return [list(v)]             # dims = [4, 4], ranks = [0, 1, 2, 3]: one value
-            return list(v)
-
-        values = [choices(k, v) for k, v in grid.items()]
-        rows = [dict(zip(keys, combo)) for combo in itertools.product(*values)]
-    elif isinstance(grid, (list, tuple)) and all(isinstance(r, dict) for r in grid):
-        rows = [dict(r) for r in grid]
-    else:
-        raise ValueError("grid must be a dict of lists or a list of dicts")
-    known = set(COMMON_KEYS) | set(COLLECTIVE_KEYS) | set(TRAIN_KEYS) | {k for ks in TOPOLOGY_KEYS.values() for k in ks}
-    out, unused = [], None          # keys no scenario reads (k on rail_optimized, tp in collectives)
-    for r in rows:
-        unknown = sorted(set(r) - known)
-        if unknown:
-            raise ValueError(f"unknown sweep parameter(s) {unknown}; known: {', '.join(sorted(known))}")
-        s = {**DEFAULTS, **r}
-        if s["family"] not in TOPOLOGY_KEYS:
-            raise ValueError(f"family must be one of {', '.join(TOPOLOGY_KEYS)}, got {s['family']!r}")
-        if s["task"] not in ("collective", "train"):
-            raise ValueError(f"task must be 'collective' or 'train', got {s['task']!r}")
-        task_keys = COLLECTIVE_KEYS if s["task"] == "collective" else TRAIN_KEYS
-        reads = {*COMMON_KEYS, *TOPOLOGY_KEYS[s["family"]], *task_keys}
-        unused = (set(r) - reads) & (set(r) if unused is None else unused)
-        out.append(s)
-    if unused:
-        raise ValueError(f"sweep parameter(s) {sorted(unused)} apply to no scenario of the grid (another family's "
-                         "size, or the other task's): their rows would differ only in the label")
-    return out
 
 
 def _build(s: dict):

@@ -24,8 +24,8 @@ LAYERS = [
     ("flowsolver.collectives",),
     ("flowsolver.training",),
     ("flowsolver.traces",),
-    ("flowsolver._sweep", "flowsolver._sweep_files", "flowsolver.study", "flowsolver.plot", "flowsolver.upgrade",
-     "flowsolver._design", "flowsolver.reliability", "flowsolver.serving", "flowsolver.planning"),
+    ("flowsolver._sweep", "flowsolver._sweep_files", "flowsolver._sweep_grid", "flowsolver.study", "flowsolver.plot",
+     "flowsolver.upgrade", "flowsolver._design", "flowsolver.reliability", "flowsolver.serving", "flowsolver.planning"),
     ("flowsolver.cli", "flowsolver.__main__"),
     ("flowsolver",),
 ]

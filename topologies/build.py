@@ -88,6 +88,15 @@ class Family:
         """The size parameters' names, in order (``FAMILIES[name]``)."""
         return tuple(p.name for p in self.parameters)
 
+    def takes(self, keyword: str) -> bool:
+        """Whether :func:`build` hands this family ``keyword`` (``link``, ``server``,
+        ``oversubscription``): whether its builder's signature takes it.
+
+        >>> get_family("rail_optimized").takes("oversubscription"), get_family("fat_tree").takes("oversubscription")
+        (True, False)
+        """
+        return _takes(self.builder, keyword)
+
 
 _REGISTRY: dict = {}
 

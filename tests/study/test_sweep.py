@@ -57,10 +57,17 @@ def test_a_broken_scenario_is_recorded_and_the_sweep_goes_on():
     assert 0 < df["comm_overhead"].iloc[4] < 1 and df["speedup"].iloc[4] > 1
     with pytest.raises(ValueError, match="unknown sweep parameter"):
         expand_grid({"nodez": [1]})
-    # k sizes a fat-tree, not rail_optimized; tp is a training degree: rows differing in the label only
-    for grid in ({"nodes": [1], "k": [4, 8]}, {"nodes": [1], "tp": [2, 4]}):
+    # k sizes a fat-tree, not rail_optimized; tp is a training degree; a fat-tree takes no
+    # oversubscription; ecmp splits no subflows; a seed draws nothing without failed links; a key in
+    # some rows of a list that none of those rows reads: rows differing in the label only
+    for grid in ({"nodes": [1], "k": [4, 8]}, {"nodes": [1], "tp": [2, 4]},
+                 {"family": ["fat_tree"], "k": [4], "oversubscription": [1.0, 4.0]},
+                 {"nodes": [1], "subflows": [1, 8]}, {"nodes": [1], "seed": [0, 1]},
+                 [{"nodes": 1, "k": 4}, {"nodes": 2}]):
         with pytest.raises(ValueError, match="apply to no scenario"):
             expand_grid(grid)
+    assert len(expand_grid({"nodes": [1], "policy": ["ecmp_hash"], "subflows": [1, 8]})) == 2
+    assert len(expand_grid({"nodes": [1], "fail_fraction": [0.1], "seed": [0, 1]})) == 2
     assert len(expand_grid({"family": ["rail_optimized", "fat_tree"], "nodes": [1], "k": [4]})) == 2   # each reads one
     with pytest.raises(ValueError, match="resume='no'"):            # a string is not False
         sweep({"nodes": [1]}, resume="no", progress=False)

@@ -1,0 +1,88 @@
+"""A sweep's grid: its parameters, their defaults, and the scenarios it expands to (each
+parameter read by some scenario)."""
+
+from __future__ import annotations
+
+import itertools
+
+import topologies as tp
+
+from .routing import policy_of
+
+__all__ = ["expand_grid", "TOPOLOGY_KEYS", "COMMON_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS", "DEFAULTS"]
+
+TOPOLOGY_KEYS = tp.FAMILIES
+COMMON_KEYS = ("task", "family", "link", "server", "oversubscription", "fail_fraction", "seed", "policy",
+               "subflows", "ranks")
+#: parameters whose value is itself a list: a flat list is one value, a list of lists a sweep
+LIST_VALUED = ("dims", "ranks")
+COLLECTIVE_KEYS = ("op", "size", "algorithm", "channels")
+TRAIN_KEYS = ("model", "tp", "pp", "dp", "ep", "cp", "vp", "global_batch", "micro_batch", "zero", "dp_overlap",
+              "compute_efficiency", "precision")
+#: metric columns that only one task fills (a sweep without that task has no such column)
+COLLECTIVE_METRICS = ("time", "algbw", "busbw")
+TRAIN_METRICS = ("step_time", "tokens_per_s", "speedup", "comm_overhead")
+DEFAULTS = dict(task="collective", family="rail_optimized", link="ib_ndr", server=None, oversubscription=1.0,
+                fail_fraction=0.0, seed=0, policy="ecmp", subflows=1, ranks=None, op="all_reduce", size=2**30,
+                algorithm="auto", channels=None, model="llama-3-70b", tp=8, pp=1, dp=None, ep=1, cp=1, vp=1,
+                global_batch=None, micro_batch=1, zero=1, dp_overlap=1.0, compute_efficiency=None,
+                precision="bf16")
+
+
+def expand_grid(grid) -> list:
+    """Scenarios of a grid: a dict of lists (their product, in key order) or a list of
+    dicts; each completed with :data:`DEFAULTS`.
+
+    Examples
+    --------
+    >>> [s["nodes"] for s in expand_grid({"nodes": [1, 2], "link": ["ib_ndr"]})]
+    [1, 2]
+    """
+    if isinstance(grid, dict):
+        keys = list(grid)
+
+        def choices(key, v):
+            if not isinstance(v, (list, tuple)):
+                return [v]
+            if key in LIST_VALUED and not any(isinstance(x, (list, tuple)) for x in v):
+                return [list(v)]             # dims = [4, 4], ranks = [0, 1, 2, 3]: one value
+            return list(v)
+
+        values = [choices(k, v) for k, v in grid.items()]
+        rows = [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    elif isinstance(grid, (list, tuple)) and all(isinstance(r, dict) for r in grid):
+        rows = [dict(r) for r in grid]
+    else:
+        raise ValueError("grid must be a dict of lists or a list of dicts")
+    known = set(COMMON_KEYS) | set(COLLECTIVE_KEYS) | set(TRAIN_KEYS) | {k for ks in TOPOLOGY_KEYS.values() for k in ks}
+    out, read = [], set()          # keys no scenario reads: k on rail_optimized, tp in collectives
+    for r in rows:
+        unknown = sorted(set(r) - known)
+        if unknown:
+            raise ValueError(f"unknown sweep parameter(s) {unknown}; known: {', '.join(sorted(known))}")
+        s = {**DEFAULTS, **r}
+        if s["family"] not in TOPOLOGY_KEYS:
+            raise ValueError(f"family must be one of {', '.join(TOPOLOGY_KEYS)}, got {s['family']!r}")
+        if s["task"] not in ("collective", "train"):
+            raise ValueError(f"task must be 'collective' or 'train', got {s['task']!r}")
+        read |= set(r) & _reads(s)
+        out.append(s)
+    if unused := sorted({k for r in rows for k in r} - read):
+        raise ValueError(f"sweep parameter(s) {unused} apply to no scenario of the grid (another family's size or "
+                         "the other task's, an oversubscription the family does not take, subflows of a policy "
+                         "without them, a seed with no failed links): their rows would differ only in the label")
+    return out
+
+
+def _reads(s: dict) -> set:
+    """The parameters scenario ``s`` reads: the common ones its family, policy and failures use,
+    its family's size and its task's."""
+    family = tp.get_family(s["family"])
+    try:
+        subflows = policy_of(s["policy"]).subflows
+    except (ValueError, TypeError):                 # the scenario's error row names the policy
+        subflows = True
+    skip = {k for k in ("server", "oversubscription") if not family.takes(k)} | \
+        ({"subflows"} if not subflows else set()) | ({"seed"} if not s["fail_fraction"] else set())
+    task = COLLECTIVE_KEYS if s["task"] == "collective" else TRAIN_KEYS
+    return (set(COMMON_KEYS) - skip) | set(family.parameter_names) | set(task)
