@@ -237,6 +237,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
             from None
     _check_executor(executor)
     _check_options(options)
+    options = None if options == CollectiveOptions() else options        # the defaults: the rows of no options
     if bad := [f"{n}={v!r}" for n, v in (("resume", resume), ("progress", progress), ("distributed", distributed))
                if not isinstance(v, bool)]:
         raise ValueError(f"resume, progress and distributed must be True or False, got {', '.join(bad)}")
@@ -330,7 +331,9 @@ class _Table:
     streamed to ``out`` in scenario order."""
 
     def __init__(self, scenarios, out, resume, options=None):
-        params = list(dict.fromkeys(k for s in scenarios for k in s))
+        # rows run under options= say so in an "options" column (their ids differ too)
+        self.options = None if options is None else repr(options)
+        params = list(dict.fromkeys(k for s in scenarios for k in s)) + ([] if options is None else ["options"])
         tasks = {s.get("task", DEFAULTS["task"]) for s in scenarios}
         skip = (set() if "train" in tasks else set(TRAIN_METRICS)) | \
             (set() if "collective" in tasks else set(COLLECTIVE_METRICS))
@@ -358,6 +361,10 @@ class _Table:
                     all(key in r for key in _FILLED[scenarios[k]["task"]]):
                 have.add(r["id"])
                 self.rows.append(self._row(k, r))
+        # the file keeps the parameter columns of the other grids' rows it holds (an "options" one too)
+        extra = [key for r in self.rows for key in r if key not in self.columns and key not in METRICS]
+        cut = self.columns.index(next(k for k in METRICS if k in self.columns))
+        self.file_columns = self.columns[:cut] + list(dict.fromkeys(extra)) + self.columns[cut:]
         self.todo = [i for i, sid in enumerate(self.ids) if sid not in have]
         self.pending = [scenarios[i] for i in self.todo]
 
@@ -365,6 +372,8 @@ class _Table:
         """The row of scenario ``k``: its id, its parameters (lists as JSON) and ``metrics``."""
         row = {"id": self.ids[k], **{key: (json.dumps(v) if isinstance(v, (list, tuple)) else v)
                                      for key, v in self.scenarios[k].items()}}
+        if self.options is not None:
+            row["options"] = self.options
         row.update({key: metrics.get(key, math.nan if METRICS[key] in (float, "Int64") else "") for key in METRICS})
         return row
 
@@ -372,7 +381,7 @@ class _Table:
         for j, m in zip(batch, metrics):
             self.rows.append(self._row(self.todo[j], m))
         if self.path is not None:     # in scenario order, whatever order the tasks finished in
-            write_atomic(typed_frame(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.columns),
+            write_atomic(typed_frame(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.file_columns),
                           self.path)
         if bar is not None:
             bar.update(len(batch))

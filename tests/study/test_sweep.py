@@ -113,7 +113,13 @@ def test_a_resumed_sweep_reruns_rows_computed_under_other_options(tmp_path):
                                                              options=slow).time, rel=1e-12)
     assert df["time"].iloc[0] > 2 * plain["time"].iloc[0]
     again = sweep(grid, out=out, progress=False, cache_dir=None)          # both rows kept in the file
-    assert again["time"].iloc[0] == plain["time"].iloc[0] and len(pd.read_csv(out)) == 2
+    assert again["time"].iloc[0] == plain["time"].iloc[0] and "options" not in again
+    rows = pd.read_csv(out)                   # each row says what it ran under: the options, or none
+    assert len(rows) == 2 and sorted(rows["options"].fillna("").map(bool)) == [False, True]
+    assert "efficiency=0.25" in rows["options"].dropna().iloc[0]
+    # the default options are no options: those rows resume
+    ran = sweep(grid, out=out, progress=False, cache_dir=None, options=fs.CollectiveOptions())
+    assert ran["time"].iloc[0] == plain["time"].iloc[0] and len(pd.read_csv(out)) == 2
 
 
 def test_shards_split_the_grid_deterministically():
