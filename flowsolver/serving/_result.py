@@ -200,6 +200,10 @@ class ServeResult:
         good = run
         high = base
         for _ in range(max_rounds):
+            if high * self.duration > MAX_REQUESTS:
+                raise ValueError(f"rate_at_targets: {low:.4g} requests/s still meets the targets, and a run of "
+                                 f"{self.duration:g} s holds at most {MAX_REQUESTS:,} requests "
+                                 f"({MAX_REQUESTS / self.duration:.4g} requests/s): serve a shorter duration")
             fine, run = meets(high)
             if not fine:
                 break

@@ -220,7 +220,7 @@ def test_gpu_without_bandwidth_figures_needs_hbm_efficiency():
         fs.serve(g, "llama-3-8b", rate=1e-9, duration=1.0, tp=1)
 
 
-def test_rate_at_targets_meets_them_and_a_faster_rate_does_not(one_server):
+def test_rate_at_targets_meets_them_and_a_faster_rate_does_not(one_server, monkeypatch):
     r = fs.serve(one_server, "llama-3-8b", rate=5.0, duration=4.0, prompt=512, output=64, tp=8)
     best, at = r.rate_at_targets(ttft_target=0.1, tpot_target=0.004, attainment=0.9, tolerance=0.02)
     def attained(result):
@@ -234,6 +234,10 @@ def test_rate_at_targets_meets_them_and_a_faster_rate_does_not(one_server):
         r.rate_at_targets(ttft_target=0.1, tpot_target=0.004, max_rounds=1)
     with pytest.raises(ValueError, match="max_rounds .6. bisections"):
         r.rate_at_targets(ttft_target=0.1, tpot_target=0.004, max_rounds=6, tolerance=1e-9)
+    import sys
+    monkeypatch.setattr(sys.modules["flowsolver.serving._result"], "MAX_REQUESTS", 200)   # 4 s: 50 requests/s at most
+    with pytest.raises(ValueError, match="rate_at_targets: .* still meets the targets, and a run of 4 s holds"):
+        r.rate_at_targets(ttft_target=10.0, tpot_target=1.0)
     for bad in (dict(max_rounds=0), dict(max_rounds=2.5), dict(tolerance=-1.0), dict(tolerance=float("nan"))):
         with pytest.raises(ValueError, match=next(iter(bad))):
             r.rate_at_targets(ttft_target=0.1, **bad)
