@@ -110,24 +110,6 @@ def rank_indices(graph, ranks, name: str = "ranks", nodes=None) -> list[int]:
     return out
 
 
-def unique_keys(pairs) -> dict:
-    """``json.loads``' ``object_pairs_hook``: a JSON object's dict, a key given twice a
-    ValueError (``json`` keeps the last value, whichever was meant).
-
-    >>> import json
-    >>> json.loads('{"layers": 80, "layers": 2}', object_pairs_hook=unique_keys)
-    Traceback (most recent call last):
-    ...
-    ValueError: the key 'layers' appears twice in one JSON object
-    """
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key!r} appears twice in one JSON object")
-        out[key] = value
-    return out
-
-
 def distinct_ranks(graph, ranks, name: str = "ranks", nodes=None) -> list[int]:
     """:func:`rank_indices` of a job's GPUs, at least one and none twice (a GPU counted twice
     would double its bytes or its parts).

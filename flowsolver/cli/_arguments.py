@@ -154,7 +154,7 @@ def model_of(value: str):
         if path.suffix.lower() == ".json":
             import json
 
-            from .._checks import unique_keys
+            from topologies.formats import unique_keys
 
             fields = json.loads(path.read_text(), object_pairs_hook=unique_keys)
         else:

@@ -10,7 +10,8 @@ import numbers
 import re
 from pathlib import Path
 
-from .._checks import unique_keys
+from topologies.formats import unique_keys
+
 from ._schema import (COLLECTIVE_TYPES, MAX_FILE_BYTES, MAX_NODES, MAX_RANKS, NODE_TYPES, TraceError, check_limit,
                       read_stream)
 from ._workload import (COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc,

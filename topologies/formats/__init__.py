@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from ._common import DuplicateKey, unique_keys
 from ._registry import HEAD_BYTES, Reader, ReaderRegistry
 from .astra import from_astra_network, parse_simple_yaml
 from .nccl import NcclServer, from_nccl_xml
@@ -30,7 +31,7 @@ from .simai import from_simai, to_simai
 
 __all__ = ["read", "register_reader", "reader_names", "Reader", "ReaderRegistry", "HEAD_BYTES",
            "load", "save", "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",
-           "from_simai", "to_simai"]
+           "from_simai", "to_simai", "unique_keys", "DuplicateKey"]
 
 _READERS: dict = {}
 #: the machine-description formats: ``kind`` ``"cluster"`` (a graph) or ``"server"`` (a ServerModel)

@@ -113,3 +113,25 @@ def short(value) -> str:
     """``repr(value)`` for a one-line message, cut after 30 characters when long."""
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+
+
+class DuplicateKey(ValueError):
+    """A JSON object gives one key twice (:func:`unique_keys`)."""
+
+
+def unique_keys(pairs) -> dict:
+    """``json.loads``' ``object_pairs_hook``: a JSON object's dict, a key given twice a
+    :class:`DuplicateKey` (``json`` keeps the last value, whichever was meant).
+
+    >>> import json
+    >>> json.loads('{"layers": 80, "layers": 2}', object_pairs_hook=unique_keys)
+    Traceback (most recent call last):
+    ...
+    topologies.formats._common.DuplicateKey: the key 'layers' appears twice in one JSON object
+    """
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(f"the key {key!r} appears twice in one JSON object")
+        out[key] = value
+    return out

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from ._common import MIB, read_text, short
+from ._common import MIB, DuplicateKey, read_text, short, unique_keys
 from .._validate import TopologyError, validate
 
 __all__ = ["save", "load"]
@@ -75,10 +75,9 @@ def load(path, *, max_bytes: int = MAX_JSON_BYTES) -> nx.DiGraph:
     """
     text = read_text(path, max_bytes)
     try:
-        data = json.loads(text, object_pairs_hook=_unique_keys)
-    except _DuplicateKey as err:
-        raise ValueError(f"{path}: the key {err.args[0]!r} appears twice in one JSON object "
-                         "(JSON keeps the last; which was meant?)") from None
+        data = json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey as err:
+        raise ValueError(f"{path}: {err} (JSON keeps the last; which was meant?)") from None
     except RecursionError:
         raise ValueError(f"{path}: JSON nested deeper than Python's parser goes; node-link JSON "
                          "nests a few levels") from None
@@ -135,20 +134,6 @@ def _check_node_link(data, path) -> str:
                 raise TopologyError(f"{path}: edge {edge['source']!r} -> {edge['target']!r}: "
                                     f"{name} {short(value)} is beyond float range")
     return key
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs):
-    """A JSON object's dict, refusing a key given twice (``json``'s default keeps the last)."""
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
 
 
 def _hashable(value):
