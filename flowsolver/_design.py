@@ -244,7 +244,7 @@ def _timer(workload):
         def user(g):
             out = workload(g)
             seconds, tokens = (float(out[0]), float(out[1])) if isinstance(out, tuple) else (float(out), math.nan)
-            if not (math.isfinite(seconds) and seconds > 0) or not (math.isnan(tokens) or tokens > 0):
+            if not (math.isfinite(seconds) and seconds > 0) or not (math.isnan(tokens) or 0 < tokens < math.inf):
                 raise ValueError(f"the workload returned {out!r}: it must return seconds > 0, or (seconds > 0, "
                                  "tokens per step > 0)")
             return seconds, tokens

@@ -76,7 +76,10 @@ def check_scale(family: str, parts: int, sizes: str) -> None:
 
 
 def check_ratio(name: str, value) -> float:
-    """Return an oversubscription ratio (a finite number >= 1) or raise ValueError."""
+    """Return an oversubscription ratio (a finite number >= 1) or raise ValueError (a bool or a
+    string is not a ratio: True read as 1, "2" as 2)."""
+    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
+        raise ValueError(f"{name} must be a number >= 1 (1 = non-blocking), got {value!r}")
     try:
         ratio = float(value)
     except (TypeError, ValueError):

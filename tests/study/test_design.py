@@ -95,7 +95,7 @@ def test_bad_input_and_failed_candidates():
         with pytest.raises(ValueError, match=key):
             design(64, lambda g: 1.0, oversubscriptions=(1.0,), **grid, **{key: bad})
     # a workload that returns no time (or a negative one) fails its candidates, it does not win
-    for out in (-1.0, 0.0, (0.0, 1e6), (1.0, -5.0)):
+    for out in (-1.0, 0.0, (0.0, 1e6), (1.0, -5.0), (1.0, math.inf)):
         r = design(64, lambda g, out=out: out, oversubscriptions=(1.0,), **grid)
         assert [c.status for c in r.candidates] == ["failed"] and "seconds > 0" in r.candidates[0].message
         assert r.front == []

@@ -16,6 +16,8 @@ import topologies as tp
     (lambda: tp.leaf_spine(2, 0, 8), r"spines must be an integer >= 1"),
     (lambda: tp.leaf_spine(2, 2, -1), r"hosts_per_leaf must be an integer >= 1"),
     (lambda: tp.leaf_spine(2, 2, 8, oversubscription=0.5), r"oversubscription must be .*>= 1"),
+    (lambda: tp.leaf_spine(2, 2, 8, oversubscription=True), r"oversubscription must be a number"),   # not 1
+    (lambda: tp.rail_optimized(2, oversubscription="2"), r"oversubscription must be a number"),
     (lambda: tp.rail_optimized(0), r"nodes must be an integer >= 1"),
     (lambda: tp.rail_optimized(4, oversubscription=float("nan")), r"oversubscription"),
     (lambda: tp.rail_optimized(4, link="ib_qdr"), r"link: unknown link technology"),
