@@ -111,6 +111,8 @@ def _values(name, given, default) -> tuple:
     """The searched values of one axis: ``given`` (one value or a sequence) or ``default``."""
     if given is None:
         return tuple(default)
+    if isinstance(given, np.ndarray) and given.ndim == 0:
+        given = given.item()                    # np.array(4): one value
     scalar = isinstance(given, (str, bytes, numbers.Number, np.generic)) or not hasattr(given, "__iter__")
     values = (given,) if scalar else tuple(given)
     if not values:

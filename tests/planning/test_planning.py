@@ -72,7 +72,7 @@ def test_heads_sequence_and_duplicates_are_pruned_by_hand():
                      zero=(1, 2, 3), sequence_parallel=True, orders="tp-cp-dp-pp")
     assert [lay.zero for lay in s.feasible] == [1] and s.pruned["same"] == 2
     # one searched value as a NumPy integer; a float is refused by name
-    s = layout_space(TOY, 8, 4, gpu_memory=80e9, tp=np.int64(4), cp=1, pp=2, vp=1, micro_batch=1,
+    s = layout_space(TOY, 8, 4, gpu_memory=80e9, tp=np.int64(4), cp=np.array(1), pp=2, vp=1, micro_batch=1,
                      recompute="none", zero=np.int64(1), sequence_parallel=True, orders="tp-cp-dp-pp")
     assert [(lay.tp, lay.zero) for lay in s.feasible] == [(4, 1)]
     with pytest.raises(ValueError, match="tp must be an integer >= 1, got 2.0"):
