@@ -246,9 +246,14 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
     chunks = lay.vp if lay.vp > 1 else max(layers)
     again = (parts["forward"] if s.recompute == "full" else extra) if s.recompute in FORWARD_AGAIN and every else 0.0
     backward = parts["backward"] + again
+    # ZeRO-3 prefetches beside a layer's whole run, its exposed TP / CP / EP waits included (the
+    # gather's stream does not stop while the compute waits on NVLink): faster compute never slows it
+    waits = (t_slot - t_mb) / max(1, layers[q])
+    ahead = parts["forward"] / (parts["forward"] + backward) if parts["forward"] + backward > 0 else 0.0
     phases.update(dp_phases(profile.comms, zero=profile.zero, m=m, t_mb=t_mb, dp_overlap=s.dp_overlap, chunks=chunks,
-                            pp=lay.pp, vp=lay.vp, layers=max(layers), layer_forward=parts["forward"],
-                            layer_backward=backward, root_scale=profile.fsdp_unit_scale() / max(1, lay.pp)))
+                            pp=lay.pp, vp=lay.vp, layers=max(layers), layer_forward=parts["forward"] + ahead * waits,
+                            layer_backward=backward + (1 - ahead) * waits,
+                            root_scale=profile.fsdp_unit_scale() / max(1, lay.pp)))
     compute, bubble = m * t_mb, bubble_slots(lay.pp, lay.vp) * t_slot
     exposed = sum(p.exposed for p in phases.values())
     step = compute + bubble + exposed

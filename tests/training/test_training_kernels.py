@@ -172,6 +172,30 @@ def test_fsdp_overlaps_each_layers_gather_and_reduce_with_the_neighbouring_compu
     assert c["dp_gather"].bytes == pytest.approx((TINY.attention_params + TINY.mlp_params) / 8 * 2)
 
 
+def test_fsdp_prefetches_beside_a_layers_whole_run_so_faster_compute_is_never_slower():
+    # tp 8 x dp 2 on two DGX H100: the TP all-reduces outlast their GEMMs at high efficiency, so a
+    # layer's run is its compute plus its exposed TP waits, and ZeRO-3's gathers and reduce-scatters
+    # go on beside all of it. Counted beside the compute alone, the same seconds hid both the TP and
+    # the DP traffic and the step got slower as the GPU got faster (1.0024 s at 0.8, 1.0176 s at 1.0)
+    from flowsolver import Parallelism, Schedule
+
+    r = training_step(tp.rail_optimized(2), "llama-3-8b", Parallelism(tp=8, dp=2, zero=3),
+                      Schedule(global_batch=16, compute_efficiency=0.8))
+    times = [r.recompose(compute_efficiency=e).step_time for e in (0.7, 0.8, 0.85, 0.9, 0.95, 1.0)]
+    assert all(b <= a for a, b in zip(times, times[1:]))
+    # the DP phase is fsdp_exposed with each layer's window its compute plus its share of the waits
+    parts = layer_compute(r.profile, r.schedule)
+    c, layers = r.profile.comms, r.profile.model.layers
+    waits = sum(p.exposed for name, p in r.phases.items() if name in ("tp", "cp", "ep")) / r.microbatches / layers
+    assert waits > 0
+    share = parts["forward"] / (parts["forward"] + parts["backward"])
+    root = r.profile.fsdp_unit_scale()
+    g, rs = c["dp_gather"].per_call, c["dp_reduce"].per_call
+    f, b = fsdp_exposed(layers=layers, gather=g, reduce=rs, forward=parts["forward"] + share * waits,
+                        backward=parts["backward"] + (1 - share) * waits, root_gather=root * g, root_reduce=root * rs)
+    assert r.phases["dp"].exposed == pytest.approx(r.microbatches * (f + b), rel=1e-9)
+
+
 def test_fsdp_under_a_pipeline_gathers_on_the_fill_of_every_stage_and_reduces_once():
     # pp 2: parameters kept between microbatches; each stage's first forward waits for its own
     # gathers after its activations arrive (the two stages' forward exposures add up on the
