@@ -117,10 +117,17 @@ class Problem:
         """float32 rates must hold every capacity and cap; the dense kernel, which runs in
         float32, also every weight, every link's sum of weights and every level (rate /
         weight) it forms (the frontier computes in float64 and only rounds its rates). An
-        overflow would return ``inf``, NaN or 0 rates with status ok."""
+        overflow would return ``inf``, NaN or 0 rates with status ok. In either dtype a positive
+        capacity or cap must be a normal number: XLA on the CPU flushes subnormals to zero, so
+        1e-310 bytes/s came back as rates of 0 with status ok."""
+        cap, w, d = self.capacity, self.weights, self.demands
+        least = float(np.finfo(self.dtype).tiny)
+        for name, arr in (("capacity", cap), ("demands", d)):
+            if (bad := (arr > 0) & (arr < least)).any():
+                _first_bad(bad, name, f"0 or at least {least:.3g} bytes/s with dtype={self.dtype.name!r} (a subnormal "
+                                      "number is flushed to zero)", arr)
         if self.dtype != np.float32:
             return
-        cap, w, d = self.capacity, self.weights, self.demands
         big = float(np.finfo(np.float32).max) / 16          # headroom for sums of a few terms
         tiny = float(np.finfo(np.float32).tiny)
         for name, arr in (("capacity", cap), ("demands", d)):

@@ -93,6 +93,11 @@ def test_status_holds_status_values():
     (dict(weights=[1.0, 2e37, 2e37], dtype="float32"), r"weights: the flows on link 1 sum to 4e\+37, more than dtype=.float32."),
     (dict(capacity=[1e30, 1.0], weights=[1e-10, 1.0, 1.0], dtype="float32"),
      r"dtype='float32' cannot hold the levels .* use dtype='float64'"),
+    # subnormal capacities and caps: XLA flushes them to zero (rates 0, status ok, where the exact
+    # answer is 5e-311 and 5e-311 for capacity 1e-310 shared by two flows)
+    (dict(capacity=[1e-310, 1.0]), r"capacity\[0\] must be 0 or at least 2.23e-308 bytes/s with dtype='float64'"),
+    (dict(demands=[1.0, 1e-320, INF]), r"demands\[1\] must be 0 or at least"),
+    (dict(capacity=[1e-44, 1.0], dtype="float32"), r"capacity\[0\] must be 0 or at least 1.18e-38"),
 ])
 def test_bad_input_raises_before_tracing(kwargs, match):
     A = sp.csc_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
