@@ -55,8 +55,9 @@ class Completion:
     finish : ndarray (flows,)
         Completion time of each flow, seconds (``inf`` for a flow that never gets bandwidth).
     makespan : float or ndarray
-        The last finite completion time, seconds; ``nan`` where ``max_events`` stopped the
-        run before every flow finished or stalled (the time is then unknown).
+        The last completion time, seconds: ``inf`` where a flow stalled (it never finishes),
+        ``nan`` where ``max_events`` stopped the run before every flow finished or stalled (the
+        time is then unknown).
     events : int or ndarray
         Re-solves (rate changes) taken.
     stalled : ndarray of bool (flows,)
@@ -64,8 +65,8 @@ class Completion:
     unfinished : ndarray of bool (flows,)
         Flows still moving bytes when ``max_events`` stopped the run (``finish`` is ``inf``).
     status : int or ndarray
-        ``Status.OK`` (0), or ``Status.NOT_CONVERGED`` (1): ``max_events`` stopped the run
-        with unfinished flows.
+        ``Status.OK`` (0); ``Status.NOT_CONVERGED`` (1): ``max_events`` stopped the run with
+        unfinished flows; ``Status.STALLED`` (3): a flow never gets bandwidth (its links failed).
     initial : Allocation or None
         The max-min allocation at time 0, every flow with bytes to send running (the first
         event's rates, utilisation and bottlenecks); None when no flow had bytes.
@@ -160,6 +161,10 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     finish, stalled, unfinished, status = run.finish, run.stalled, ~run.done, run.status
     finite = np.where(np.isfinite(finish), finish, -np.inf)
     makespan = np.where(unfinished.any(axis=1), np.nan, np.maximum(finite.max(axis=1, initial=-np.inf), 0.0))
+    # a flow that never finishes: the whole never does (step_times' rule); a stall cut short stays NOT_CONVERGED
+    never = stalled.any(axis=1) & (status == Status.OK)
+    makespan = np.where(never, np.inf, makespan)
+    status = np.where(never, Status.STALLED, status).astype(np.int32)
     events = run.events.max(axis=1)
     if batch is None:
         return Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0],

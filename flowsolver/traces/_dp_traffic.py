@@ -108,8 +108,13 @@ class DataParallelTraffic:
     def fsdp_delay(self, d, again):
         """The delay that makes a window of FSDP traffic launched at a layer's start expose what
         ``compose`` exposes (``fsdp_exposed``: what the traffic outlasts ``dp_overlap`` of the
-        layer's compute): the layer's compute and exposed communication less that window."""
-        return max(0.0, self.step.pass_seconds(d, again) + self.step.exposed(d, again) - self.fsdp_window[d])
+        layer's run, its compute and its share of the layer's exposed TP / CP / EP waits): the
+        layer's compute and exposed communication less that window."""
+        waits = self.step.exposed("F", False) + self.step.exposed("B", again)
+        total = self.fsdp_window["F"] + self.fsdp_window["B"]
+        share = (self.fsdp_window[d] / total) if total > 0 else 0.0
+        window = self.fsdp_window[d] + self.dp_overlap * share * waits
+        return max(0.0, self.step.pass_seconds(d, again) + self.step.exposed(d, again) - window)
 
     def fsdp(self, stage, d, mb, rank, when, later):
         """FSDP per layer (``compose``'s ``fsdp_exposed``, as PyTorch FSDP2 and DeepSpeed

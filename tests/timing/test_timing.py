@@ -36,7 +36,10 @@ def test_zero_sizes_and_stalled_flows():
     A = sp.csc_matrix(np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
     c = completion_times(A, sizes=[0.0, 5.0, 4.0], capacity=[2.0, 0.0])
     assert c.finish[0] == 0.0 and np.isinf(c.finish[1]) and c.finish[2] == pytest.approx(2.0)
-    assert list(c.stalled) == [False, True, False] and c.makespan == pytest.approx(2.0)
+    # a flow that never finishes: the whole never does (as step_times says), not done at 2 s with status ok
+    assert list(c.stalled) == [False, True, False] and c.makespan == np.inf and c.status == Status.STALLED
+    c = completion_times(A, sizes=[0.0, 5.0, 4.0], capacity=[2.0, 1.0])
+    assert c.makespan == pytest.approx(5.0) and c.status == Status.OK
 
 
 def test_batch_equals_one_by_one():
