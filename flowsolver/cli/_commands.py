@@ -10,7 +10,8 @@ from dataclasses import asdict
 import topologies as tp
 
 from ..routing import policy_of
-from ._arguments import KERNELS, build_graph, cluster_label, model_of, parse_size
+from ._arguments import KERNELS, build_graph, cluster_label, parse_size
+from ._model_file import model_of
 from ._output import emit, to_json, writable
 
 def _sizes(args):

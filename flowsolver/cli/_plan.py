@@ -7,7 +7,8 @@ import topologies as tp
 
 from ..training import MODELS
 from ._arguments import (KERNELS, _add_output, _add_topology, build_graph, cluster_label, compute_model,
-                         model_of, server_of)
+                         server_of)
+from ._model_file import model_of
 from ._output import emit, to_json
 
 __all__ = ["add_plan", "plan"]

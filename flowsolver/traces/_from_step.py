@@ -54,9 +54,10 @@ both; the last reduce-scatters after the last compute, waited for by the next pa
 microbatch without pipelining; with it, the first forward's gathers and the last backward's
 reduce-scatters (on their own stream, holding no compute and no transfer). A CPU-side
 delay node before each window's calls leaves them ``dp_overlap`` of the layer's run (its
-compute and its share of the layer's exposed TP / CP / EP waits), as ``compose`` does. The experts' shards (ZeRO 3 with EP) are gathered twice and reduced per
-microbatch from the point where ``dp_overlap`` of its compute is still to come (a delay node
-places it inside a layer), the next microbatch waiting for them.
+compute and its share of the layer's exposed TP / CP / EP waits), as ``compose`` does. The
+experts' shards (ZeRO 3 with EP) are gathered twice and reduced per microbatch from the point
+where ``dp_overlap`` of its compute is still to come (a delay node places it inside a layer),
+the next microbatch waiting for them.
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ def test_bad_input_names_the_parameter(call, match):
 
 @pytest.mark.parametrize("build, module", [
     (lambda: tp.fat_tree(8), "clos"), (lambda: tp.fat_tree(8, server="dgx_h100"), "clos"),
-    (lambda: tp.leaf_spine(8, 4, 32, server="dgx_h100"), "clos"), (lambda: tp.leaf_spine(4, 2, 8, oversubscription=2), "clos"),
+    (lambda: tp.leaf_spine(8, 4, 32, server="dgx_h100"), "clos"),
+    (lambda: tp.leaf_spine(4, 2, 8, oversubscription=2), "clos"),
     (lambda: tp.torus((4, 3, 3)), "torus"), (lambda: tp.torus((3, 3), server="dgx_h100"), "torus"),
     (lambda: tp.dragonfly(2, 4, 2), "dragonfly"), (lambda: tp.dragonfly(8, 4, 2, server="dgx_h100"), "dragonfly"),
     (lambda: tp.dragonfly_plus(4, 4, 8, 2, server="dgx_h100"), "dragonfly"),
@@ -63,6 +64,7 @@ def test_the_size_limit_counts_what_the_generator_builds(build, module, monkeypa
     counted = []
     mod = sys.modules[f"topologies.{module}"]
     real = mod.check_scale
-    monkeypatch.setattr(mod, "check_scale", lambda family, parts, sizes: counted.append(parts) or real(family, parts, sizes))
+    monkeypatch.setattr(mod, "check_scale",
+                        lambda family, parts, sizes: counted.append(parts) or real(family, parts, sizes))
     g = build()
     assert counted == [g.number_of_nodes() + g.number_of_edges()]

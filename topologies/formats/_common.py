@@ -135,3 +135,31 @@ def unique_keys(pairs) -> dict:
             raise DuplicateKey(f"the key {key!r} appears twice in one JSON object")
         out[key] = value
     return out
+
+
+class _Root(Exception):
+    """The scan for a DOCTYPE reached the root element (a DOCTYPE can only come before it)."""
+
+
+def doctype_before_root(data: bytes) -> bool:
+    """Whether expat, decoding ``data`` in its declared encoding, meets a DOCTYPE before the
+    root element (the scan stops there; a malformed prologue is left to the parse)."""
+    import xml.parsers.expat
+
+    seen = []
+    scan = xml.parsers.expat.ParserCreate()
+
+    def doctype(*_):
+        seen.append(True)
+        raise _Root
+
+    def root(*_):
+        raise _Root
+
+    scan.StartDoctypeDeclHandler, scan.StartElementHandler = doctype, root
+    try:
+        for start in range(0, len(data), 1 << 16):
+            scan.Parse(data[start:start + (1 << 16)], False)
+    except (_Root, xml.parsers.expat.ExpatError, LookupError, ValueError):    # LookupError: an unknown encoding
+        pass
+    return bool(seen)

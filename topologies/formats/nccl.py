@@ -58,7 +58,7 @@ import networkx as nx
 
 from .._graph import check_int
 from ._nccl_parse import _clip, _loc, parse_system, relabel
-from ._common import MIB, check_limit, read_bytes
+from ._common import MIB, check_limit, doctype_before_root, read_bytes
 from ..links import LinkTech, get_link
 from ..servers import ServerModel, ServerPorts, get_gpu
 
@@ -207,38 +207,10 @@ def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=Non
     return _assemble(system, path, gpu_type, tech, nvlink is not None, get_link(socket_link), name, notes)
 
 
-class _Root(Exception):
-    """The scan for a DOCTYPE reached the root element (a DOCTYPE can only come before it)."""
-
-
-def _doctype_before_root(data: bytes) -> bool:
-    """Whether expat, decoding ``data`` in its declared encoding, meets a DOCTYPE before the
-    root element (the scan stops there; a malformed prologue is left to the parse)."""
-    import xml.parsers.expat
-
-    seen = []
-    scan = xml.parsers.expat.ParserCreate()
-
-    def doctype(*_):
-        seen.append(True)
-        raise _Root
-
-    def root(*_):
-        raise _Root
-
-    scan.StartDoctypeDeclHandler, scan.StartElementHandler = doctype, root
-    try:
-        for start in range(0, len(data), 1 << 16):
-            scan.Parse(data[start:start + (1 << 16)], False)
-    except (_Root, xml.parsers.expat.ExpatError, LookupError, ValueError):    # LookupError: an unknown encoding
-        pass
-    return bool(seen)
-
-
 def _parse(path, data: bytes, max_elements: int, max_depth: int):
     """The XML tree of ``data``, its element count and depth checked while it is parsed (the
     parse stops at the first element beyond a limit)."""
-    if b"<!DOCTYPE" in data or _doctype_before_root(data):      # the latter in any encoding (UTF-16 too)
+    if b"<!DOCTYPE" in data or doctype_before_root(data):      # the latter in any encoding (UTF-16 too)
         raise ValueError(f"{path}: a <!DOCTYPE> declaration; NCCL topology files have none "
                          "(its entities could expand without bound)")
     parser = ET.XMLPullParser(events=("start", "end"))
