@@ -41,7 +41,19 @@ def server_params(server: ServerModel | None) -> dict | None:
 
 def server_parts(server: ServerModel) -> int:
     """Nodes and directed edges one server adds to a fabric: its own parts (GPUs, NICs,
-    switches inside, their cables both ways) and its NICs' cables to the fabric, both ways."""
-    one = nx.DiGraph()
-    server.build(one, 0, 0)
-    return one.number_of_nodes() + one.number_of_edges() + 2 * server.nics
+    switches inside, their cables both ways) and its NICs' cables to the fabric, both ways
+    (built once per server model)."""
+    try:
+        return _PARTS[server]
+    except (KeyError, TypeError):
+        one = nx.DiGraph()
+        server.build(one, 0, 0)
+        parts = one.number_of_nodes() + one.number_of_edges() + 2 * server.nics
+        try:
+            _PARTS[server] = parts
+        except TypeError:              # a model that cannot be a key: counted each time
+            pass
+        return parts
+
+
+_PARTS: dict = {}

@@ -147,7 +147,7 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     else:
         uplinks = check_int("uplinks", uplinks, 1)
     # the servers of the leaves' ports, the switches, a leaf's uplinks to every spine both ways
-    check_scale("leaf_spine", leaves * (hosts_per_leaf // model.nics) * server_parts(model) + leaves + spines
+    check_scale("leaf_spine", leaves * hosts_per_leaf // model.nics * server_parts(model) + leaves + spines
                 + 2 * leaves * min(uplinks, spines), f"{leaves} leaves x {hosts_per_leaf} hosts, {spines} spines")
     if uplinks < spines:
         raise ValueError(f"a leaf needs a cable to every spine: uplinks ({uplinks}) must be >= spines "

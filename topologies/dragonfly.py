@@ -189,8 +189,8 @@ def dragonfly_plus(leaves: int, spines: int, hosts_per_leaf: int, global_per_spi
     glob = resolve_link("link_global", link_global)
     model = get_server(server)
     # per group: its switches, every leaf to every spine and the global cables both ways, its servers
-    check_scale("dragonfly_plus", groups * (leaves + spines + 2 * leaves * spines + spines * h
-                                            + leaves * hosts_per_leaf // model.nics * server_parts(model)),
+    check_scale("dragonfly_plus", groups * (leaves + spines + 2 * leaves * spines + spines * h)
+                + groups * leaves * hosts_per_leaf // model.nics * server_parts(model),
                 f"{leaves} leaves x {hosts_per_leaf} hosts, {spines} spines, {groups} groups")
     net = nx.DiGraph()
     leaf = lambda grp, i: f"g{grp}/leaf{i}"      # noqa: E731

@@ -77,11 +77,13 @@ class DataParallelTraffic:
 
     def zero3_cut(self, stage):
         """Where a microbatch's expert ZeRO-3 traffic starts on ``stage`` (``vp = 1``): ``(d, k,
-        seconds)``, ``seconds`` of compute after the boundary before segment ``k`` of
-        direction ``d``, so that ``dp_overlap`` of the microbatch's compute is still to come."""
+        seconds)``, ``seconds`` after the boundary before segment ``k`` of direction ``d``, so
+        that ``dp_overlap`` of the microbatch's run (its compute and exposed TP / CP / EP waits,
+        as ``compose`` counts it) is still to come."""
         layers, last = self.chunks[stage][0], stage == self.lay.pp - 1
-        forward = [self.step.pass_seconds("F", False)] * layers + ([self.step.t_output_fwd] if last else [])
-        backward = [self.step.pass_seconds("B", self.step.recomputed(k)) for k in range(layers)]
+        run = lambda d, again: self.step.pass_seconds(d, again) + self.step.exposed(d, again)  # noqa: E731
+        forward = [run("F", False)] * layers + ([self.step.t_output_fwd] if last else [])
+        backward = [run("B", self.step.recomputed(k)) for k in range(layers)]
         backward += [self.step.t_output - self.step.t_output_fwd] if last else []
         segments = [("F", k, t) for k, t in enumerate(forward)] + [("B", k, t) for k, t in enumerate(backward[::-1])]
         left = (1.0 - self.dp_overlap) * sum(t for *_, t in segments)

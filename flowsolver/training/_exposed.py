@@ -231,7 +231,7 @@ def fsdp_exposed(*, layers: int, gather: float, reduce: float, forward: float, b
 
 def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float, chunks: int, pp: int = 1,
               vp: int = 1, layers: int = 1, layer_forward: float | None = None, layer_backward: float | None = None,
-              root_scale: float = 0.0) -> dict:
+              root_scale: float = 0.0, t_run: float | None = None) -> dict:
     """DP phases, dense gradients first then the experts', sharing the overlap windows.
 
     ``zero = 3`` (FSDP, per layer: :func:`fsdp_exposed`): the ``layers`` of the stage each
@@ -239,7 +239,8 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     reduce-scatter their gradients (``comms["dp_reduce"]``) beside the next layer's backward
     (``layer_forward`` / ``layer_backward`` seconds each, scaled by ``dp_overlap``; default a
     third and two thirds of ``t_mb / layers``); the root unit's traffic is ``root_scale`` x a
-    layer's. Every microbatch gathers and reduces again without pipelining; with ``pp > 1`` the
+    layer's; the experts' shards (``dp_experts``) beside ``dp_overlap`` of the microbatch's run
+    ``t_run`` (its compute and exposed TP / CP / EP waits; default ``t_mb``). Every microbatch gathers and reduces again without pipelining; with ``pp > 1`` the
     parameters are gathered once per step, in the first microbatch's forward (FSDP2 issues a
     stage's gathers when its forward starts, after the activations arrive: the ``pp`` stages'
     forward exposures add up on the pipeline's fill) and the gradients reduced once, during
@@ -278,7 +279,7 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
             # their own stream, the first stage's finishing last
             exposed = pp * f_exp + b_exp if keep else m * (f_exp + b_exp)
             phases["dp"] = _phase(comms["dp"], "reduce_scatter+all_gather", calls, exposed, total / calls)
-        window = dp_overlap * t_mb
+        window = dp_overlap * (t_mb if t_run is None else t_run)    # beside the microbatch's whole run
         for k in keys:
             if k == "dp" and "dp_gather" in comms:
                 continue

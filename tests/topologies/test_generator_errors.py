@@ -56,6 +56,10 @@ def test_bad_input_names_the_parameter(call, match):
     (lambda: tp.torus((4, 3, 3)), "torus"), (lambda: tp.torus((3, 3), server="dgx_h100"), "torus"),
     (lambda: tp.dragonfly(2, 4, 2), "dragonfly"), (lambda: tp.dragonfly(8, 4, 2, server="dgx_h100"), "dragonfly"),
     (lambda: tp.dragonfly_plus(4, 4, 8, 2, server="dgx_h100"), "dragonfly"),
+    # servers fill the ports of all the leaves together: 4 ports a leaf, 8 NICs a server
+    (lambda: tp.leaf_spine(6, 1, 4, server="dgx_h100"), "clos"),
+    (lambda: tp.leaf_spine(3, 1, 12, server="dgx_h100"), "clos"),
+    (lambda: tp.dragonfly_plus(1, 1, 4, 1, server="dgx_h100"), "dragonfly"),
 ])
 def test_the_size_limit_counts_what_the_generator_builds(build, module, monkeypatch):
     # the estimate checked before building is the built graph's nodes plus directed edges
