@@ -55,7 +55,7 @@ def expand_grid(grid) -> list:
     else:
         raise ValueError("grid must be a dict of lists or a list of dicts")
     known = set(COMMON_KEYS) | set(COLLECTIVE_KEYS) | set(TRAIN_KEYS) | {k for ks in TOPOLOGY_KEYS.values() for k in ks}
-    out, read = [], set()          # keys no scenario reads: k on rail_optimized, tp in collectives
+    out, read, cache = [], set(), {}        # the keys some scenario reads (k: fat_tree's, tp: training's)
     for r in rows:
         unknown = sorted(set(r) - known)
         if unknown:
@@ -65,24 +65,30 @@ def expand_grid(grid) -> list:
             raise ValueError(f"family must be one of {', '.join(TOPOLOGY_KEYS)}, got {s['family']!r}")
         if s["task"] not in ("collective", "train"):
             raise ValueError(f"task must be 'collective' or 'train', got {s['task']!r}")
-        read |= set(r) & _reads(s)
+        read |= set(r) & _reads(s["family"], s["policy"], bool(s["fail_fraction"]), s["task"], cache)
         out.append(s)
-    if unused := sorted({k for r in rows for k in r} - read):
+    # an unread key is an error where it says something: several values (rows differing in the
+    # label only) or one that is not the default (a setting that would be ignored)
+    said = {k for r in rows for k in r if k not in read and (k not in DEFAULTS or repr(r[k]) != repr(DEFAULTS[k]))}
+    if unused := sorted(said):
         raise ValueError(f"sweep parameter(s) {unused} apply to no scenario of the grid (another family's size or "
                          "the other task's, an oversubscription the family does not take, subflows of a policy "
-                         "without them, a seed with no failed links): their rows would differ only in the label")
+                         "without them, a seed with no failed links): they would be ignored")
     return out
 
 
-def _reads(s: dict) -> set:
-    """The parameters scenario ``s`` reads: the common ones its family, policy and failures use,
-    its family's size and its task's."""
-    family = tp.get_family(s["family"])
-    try:
-        subflows = policy_of(s["policy"]).subflows
-    except (ValueError, TypeError):                 # the scenario's error row names the policy
-        subflows = True
-    skip = {k for k in ("server", "oversubscription") if not family.takes(k)} | \
-        ({"subflows"} if not subflows else set()) | ({"seed"} if not s["fail_fraction"] else set())
-    task = COLLECTIVE_KEYS if s["task"] == "collective" else TRAIN_KEYS
-    return (set(COMMON_KEYS) - skip) | set(family.parameter_names) | set(task)
+def _reads(family_name, policy, failures: bool, task, cache: dict) -> set:
+    """The parameters a scenario reads (remembered per ``cache`` key): the common ones its
+    family, policy and failures use, its family's size and its task's."""
+    key = (family_name, repr(policy), failures, task)
+    if key not in cache:
+        family = tp.get_family(family_name)
+        try:
+            subflows = policy_of(policy).subflows
+        except (ValueError, TypeError):             # the scenario's error row names the policy
+            subflows = True
+        skip = {k for k in ("link", "server", "oversubscription") if not family.takes(k)} | \
+            ({"subflows"} if not subflows else set()) | ({"seed"} if not failures else set())
+        keys = COLLECTIVE_KEYS if task == "collective" else TRAIN_KEYS
+        cache[key] = (set(COMMON_KEYS) - skip) | set(family.parameter_names) | set(keys)
+    return cache[key]

@@ -67,6 +67,10 @@ def test_a_broken_scenario_is_recorded_and_the_sweep_goes_on():
         with pytest.raises(ValueError, match="apply to no scenario"):
             expand_grid(grid)
     assert len(expand_grid({"nodes": [1], "policy": ["ecmp_hash"], "subflows": [1, 8]})) == 2
+    # one unread value that is the default says nothing: a spelled-out seed = 0 is not refused
+    assert len(expand_grid({"nodes": [1], "seed": 0})) == len(expand_grid({"nodes": [1], "subflows": [1]})) == 1
+    with pytest.raises(ValueError, match="would be ignored"):                 # but 4:1 on a fat-tree is
+        expand_grid({"family": "fat_tree", "k": [4], "oversubscription": 4.0})
     assert len(expand_grid({"nodes": [1], "fail_fraction": [0.1], "seed": [0, 1]})) == 2
     assert len(expand_grid({"family": ["rail_optimized", "fat_tree"], "nodes": [1], "k": [4]})) == 2   # each reads one
     with pytest.raises(ValueError, match="resume='no'"):            # a string is not False
