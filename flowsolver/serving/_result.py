@@ -199,11 +199,13 @@ class ServeResult:
             return 0.0, None
         good = run
         high = base
+        cap = MAX_REQUESTS / self.duration             # the most requests/s one run of this duration draws
         for _ in range(max_rounds):
-            if high * self.duration > MAX_REQUESTS:
+            if high > cap and low >= cap:
                 raise ValueError(f"rate_at_targets: {low:.4g} requests/s still meets the targets, and a run of "
                                  f"{self.duration:g} s holds at most {MAX_REQUESTS:,} requests "
-                                 f"({MAX_REQUESTS / self.duration:.4g} requests/s): serve a shorter duration")
+                                 f"({cap:.4g} requests/s): serve a shorter duration")
+            high = min(high, cap)
             fine, run = meets(high)
             if not fine:
                 break

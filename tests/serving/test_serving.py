@@ -236,8 +236,12 @@ def test_rate_at_targets_meets_them_and_a_faster_rate_does_not(one_server, monke
         r.rate_at_targets(ttft_target=0.1, tpot_target=0.004, max_rounds=6, tolerance=1e-9)
     import sys
     monkeypatch.setattr(sys.modules["flowsolver.serving._result"], "MAX_REQUESTS", 200)   # 4 s: 50 requests/s at most
-    with pytest.raises(ValueError, match="rate_at_targets: .* still meets the targets, and a run of 4 s holds"):
+    with pytest.raises(ValueError, match="rate_at_targets: 50 requests/s still meets the targets, and a run of 4 s"):
         r.rate_at_targets(ttft_target=10.0, tpot_target=1.0)
+    # an answer under the cap is still found: the doubling tries the cap itself, then bisects
+    monkeypatch.setattr(sys.modules["flowsolver.serving._result"], "MAX_REQUESTS", int(4 * 1.1 * best))
+    capped, _ = r.rate_at_targets(ttft_target=0.1, tpot_target=0.004, attainment=0.9, tolerance=0.02)
+    assert capped == pytest.approx(best, rel=0.05)
     for bad in (dict(max_rounds=0), dict(max_rounds=2.5), dict(tolerance=-1.0), dict(tolerance=float("nan"))):
         with pytest.raises(ValueError, match=next(iter(bad))):
             r.rate_at_targets(ttft_target=0.1, **bad)
