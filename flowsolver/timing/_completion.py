@@ -92,7 +92,7 @@ class Completion:
 
     @property
     def ok(self):
-        """True where every flow finished or stalled within ``max_events``."""
+        """True where every flow finished within ``max_events`` (a stalled flow: ``Status.STALLED``)."""
         return self.status == Status.OK
 
 
