@@ -60,7 +60,8 @@ _LOWER = {k.lower(): k for k in _HEADER}
 def _whole(text: str):
     """An integer from ``text`` ("4", or "2097152.0" as AICB writes pp_comm), else None."""
     whole, _, zeros = text.partition(".")
-    if not (whole.lstrip("-").isdigit() and zeros.strip("0") == ""):
+    digits = whole[1:] if whole.startswith("-") else whole
+    if not (digits.isascii() and digits.isdecimal() and zeros.strip("0") == ""):
         return None
     return int(whole) if len(whole) <= 18 else 10**18       # beyond every limit (and Python's 4300 digits)
 _COLUMNS = ("name", "reserved", "fwd_compute", "fwd_comm_type", "fwd_comm_size", "ig_compute", "ig_comm_type",
@@ -79,7 +80,7 @@ def _header(line: str, path, max_ranks: int, no: int = 1) -> dict:
     while i < len(tokens):
         key, value = tokens[i], tokens[i + 1] if i + 1 < len(tokens) else None
         name = _HEADER.get(key)
-        if name is None and (near := difflib.get_close_matches(key.lower(), _LOWER, n=1, cutoff=0.85)):
+        if name is None and (near := difflib.get_close_matches(key.lower(), _LOWER, n=1, cutoff=0.9)):
             raise TraceError(f"{path}: line {no}: {key!r:.40} is not a key of SimAI's header: "
                              f"{_LOWER[near[0]]!r}? (a key spelled otherwise is not read)")
         if (name or key) in seen or value is None:
@@ -94,6 +95,9 @@ def _header(line: str, path, max_ranks: int, no: int = 1) -> dict:
         if number is None or number < low:
             raise TraceError(f"{path}: line {no}: {key.rstrip(':')} must be an integer >= {low}, got {value!r:.40}")
         if key in _LISTS:       # SimAI's Workload.cc: the count, then that many layer ids
+            if i + number > len(tokens):
+                raise TraceError(f"{path}: line {no}: {key.rstrip(':')} announces {number} layer ids, the line "
+                                 f"holds {len(tokens) - i}")
             i += number
         else:
             out[name] = number

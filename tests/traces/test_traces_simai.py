@@ -105,6 +105,10 @@ def test_expert_scopes_run_in_the_ep_and_the_expert_dp_groups(tmp_path):
     (HEADER.format(tp=8, n=8) + " ga: 4\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "ga is given twice"),
     ("HYBRID_TRANSFORMER ep: 1 all_gpus: 8\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "model_parallel_NPU_group: N"),
     (HEADER.format(tp=8, n=8) + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1 7", "12 columns"),
+    (HEADER.format(tp=8, n=8).replace("checkpoints: 0 checkpoint_initiates: 0", "checkpoints: 3 0 1")
+     + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "checkpoints announces 3 layer ids, the line holds 2"),
+    (HEADER.format(tp=8, n=8).replace("ga: 1", "ga: \u00b2") + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1",
+     "ga must be an integer"),
 ])
 def test_bad_simai_files_name_the_line(tmp_path, text, match):
     path = tmp_path / "w.txt"
