@@ -76,3 +76,11 @@ def test_hand_built_graphs_are_validated_first():
     edited.edges[edge]["capacity"] = -1.0          # an edit the fingerprint notices
     with pytest.raises(tp.TopologyError, match="capacity"):
         collective(edited, "all_reduce", 2**20)
+    # an edited latency or cable count too: -1 ms on the NDR cables made a send across nodes faster
+    for attr, value in (("latency", -1e-3), ("latency", float("nan")), ("cables", 0)):
+        edited = tp.rail_optimized(nodes=2)
+        for *_, d in edited.edges(data=True):
+            if d.get("tech") == "ib_ndr":
+                d[attr] = value
+        with pytest.raises(tp.TopologyError, match=attr):
+            collective(edited, "send_recv", 1024, ranks=[0, 8])

@@ -98,11 +98,15 @@ def compute_fabric(g: nx.DiGraph) -> nx.DiGraph:
 
 
 def fingerprint(g: nx.DiGraph) -> list:
-    """Nodes, edges and total capacity of the compute fabric: tells describe() whether a
-    graph was edited since it was generated."""
+    """Nodes, edges, total capacity, latency and cables of the compute fabric: tells
+    describe() and the checks whether a graph was edited since it was generated (an edited
+    latency or cable count is validated again: a negative latency made collectives faster)."""
     core = compute_fabric(g)
-    total = sum(d.get("capacity", 0.0) for _, _, d in core.edges(data=True))
-    return [core.number_of_nodes(), core.number_of_edges(), round(total, 3)]
+    edges = [d for _, _, d in core.edges(data=True)]
+    total = sum(d.get("capacity", 0.0) for d in edges)
+    latency = sum(d.get("latency", 0.0) for d in edges)
+    cables = sum(d.get("cables", 1) for d in edges)
+    return [core.number_of_nodes(), core.number_of_edges(), round(total, 3), repr(latency), repr(cables)]
 
 
 def finish(g: nx.DiGraph, generator: str, params: dict, *, bisection: float | None,

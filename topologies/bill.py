@@ -59,7 +59,8 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from ._graph import compute_fabric
+from ._graph import compute_fabric, fingerprint
+from ._validate import validate
 from .links import Gbit, get_link
 from .parts import Part, _rate_part, _switch_part, get_part
 
@@ -270,6 +271,13 @@ def price_tally(counted: dict, *, optics: str = "multimode", prices: dict | None
     return Bill(lines=lines, gpus=counted["gpus"], links=dict(counted["links"]), warnings=list(counted["warnings"]))
 
 
+def _of_category(name: str, part: Part, want: str) -> Part:
+    """``part`` if it is a ``want`` (a NIC billed as every switch priced the switches as NICs)."""
+    if part.category != want:
+        raise ValueError(f"{name} must be a {want} part, got {part.name!r} (a {part.category})")
+    return part
+
+
 def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part | None" = None,
           nic_part: "str | Part | None" = None) -> dict:
     """What :func:`bill` counts on ``g`` before pricing: ``{"counts": {(item, part, tier): n},
@@ -280,16 +288,23 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
     >>> tally(fat_tree(4))["gpus"]
     16
     """
+    if g.graph.get("generator") is None or g.graph.get("fingerprint") != fingerprint(g):
+        validate(g)                         # edited by hand: a cable count of -1 or 2.5 is no bill
     core = compute_fabric(g)
     reach_of = dict(DEFAULT_REACH)
     if g.graph.get("generator") in _ACCESS_BEYOND_RACK:
         reach_of["access"] = "optical"
+    tiers = {d.get("tier") for *_, d in core.edges(data=True)} | set(DEFAULT_REACH)
     for tier, medium in (reach or {}).items():
         if medium not in ("copper", "optical"):
             raise ValueError(f"reach[{tier!r}] must be 'copper' or 'optical', got {medium!r}")
+        if tier not in tiers:               # "leaf_spine" for "leaf-spine" would be ignored
+            raise ValueError(f"reach: {tier!r} is no cable tier of this graph (tiers: "
+                             f"{', '.join(sorted(t for t in tiers if t))})")
         reach_of[tier] = medium
-    forced_switch = get_part(switch_part) if switch_part is not None else None
-    forced_nic = get_part(nic_part) if nic_part is not None else None
+    forced_switch, forced_nic = (None if part is None else _of_category(name, get_part(part), want)
+                                 for name, part, want in (("switch_part", switch_part, "switch"),
+                                                          ("nic_part", nic_part, "nic")))
 
     kind = {n: d.get("kind") for n, d in core.nodes(data=True)}
     warnings: list[str] = []

@@ -85,6 +85,19 @@ def test_user_prices_power_reach_and_parts():
         tp.bill(g, reach={"access": "laser"})
     with pytest.raises(ValueError, match="unknown part 'nope'"):
         tp.bill(g, prices={"nope": 1.0})
+    # a NIC billed as every switch (or a switch as every NIC), a tier spelled otherwise, a cable
+    # count of -1: each priced silently before (78,256 / 403,856 USD for 133,456)
+    ls = tp.leaf_spine(2, 1, 4)
+    for kw, said in ((dict(switch_part="connectx7_400g"), "switch_part must be a switch part"),
+                     (dict(nic_part="quantum2_qm9700"), "nic_part must be a nic part"),
+                     (dict(reach={"leaf_spine": "copper"}), "'leaf_spine' is no cable tier")):
+        with pytest.raises(ValueError, match=said):
+            tp.bill(ls, **kw)
+    for *_, d in ls.edges(data=True):
+        if d.get("tier") == "leaf-spine":
+            d["cables"] = -1
+    with pytest.raises(ValueError, match="cables must be an integer >= 1"):
+        tp.bill(ls)
     with pytest.raises(ValueError, match="price_source and power_source"):
         Part("x", "switch", 1.0, 1.0, "", "")
     small = tp.register_part(Part("test_sw16", "switch", 100.0, 10.0, "test quote", "test",
