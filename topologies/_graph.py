@@ -103,10 +103,11 @@ def fingerprint(g: nx.DiGraph) -> list:
     latency or cable count is validated again: a negative latency made collectives faster)."""
     core = compute_fabric(g)
     edges = [d for _, _, d in core.edges(data=True)]
-    total = sum(d.get("capacity", 0.0) for d in edges)
-    latency = sum(d.get("latency", 0.0) for d in edges)
-    cables = sum(d.get("cables", 1) for d in edges)
-    return [core.number_of_nodes(), core.number_of_edges(), round(total, 3), repr(latency), repr(cables)]
+    try:
+        sums = [sum(d.get(k, dflt) for d in edges) for k, dflt in (("capacity", 0.0), ("latency", 0.0), ("cables", 1))]
+    except TypeError:                       # a value that is no number: matches no recorded fingerprint
+        return [core.number_of_nodes(), core.number_of_edges(), None]
+    return [core.number_of_nodes(), core.number_of_edges(), round(sums[0], 3), repr(sums[1]), repr(sums[2])]
 
 
 def finish(g: nx.DiGraph, generator: str, params: dict, *, bisection: float | None,

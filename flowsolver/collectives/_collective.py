@@ -399,6 +399,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     for i, g in enumerate(graphs[1:], 1):
         if list(g.edges()) != edges:
             raise ValueError(f"graphs[{i}] has other nodes or edges than graphs[0]: variants must share the structure")
+        _checks.checked_graph(g)            # as collective() checks it: an edited capacity of True or "5e10"
     check_efficiency_keys(options.efficiency, graphs)
     if model is not None:
         model.check(graphs[0])
