@@ -69,12 +69,23 @@ def expand_grid(grid) -> list:
         out.append(s)
     # an unread key is an error where it says something: several values (rows differing in the
     # label only) or one that is not the default (a setting that would be ignored)
-    said = {k for r in rows for k in r if k not in read and (k not in DEFAULTS or repr(r[k]) != repr(DEFAULTS[k]))}
+    said = {k for r in rows for k in r if k not in read and not _is_default(k, r[k])}
     if unused := sorted(said):
         raise ValueError(f"sweep parameter(s) {unused} apply to no scenario of the grid (another family's size or "
                          "the other task's, an oversubscription the family does not take, subflows of a policy "
                          "without them, a seed with no failed links): they would be ignored")
     return out
+
+
+def _is_default(key, value) -> bool:
+    """Whether ``value`` is :data:`DEFAULTS`' for ``key`` (1 and 1.0 alike, a bool not a number)."""
+    if key not in DEFAULTS:
+        return False
+    default = DEFAULTS[key]
+    try:
+        return isinstance(value, bool) == isinstance(default, bool) and bool(value == default)
+    except (TypeError, ValueError):             # an array or another value with no plain ==
+        return False
 
 
 def _reads(family_name, policy, failures: bool, task, cache: dict) -> set:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import networkx as nx
 
 from .links import LinkTech, get_link
@@ -103,11 +105,12 @@ def fingerprint(g: nx.DiGraph) -> list:
     latency or cable count is validated again: a negative latency made collectives faster)."""
     core = compute_fabric(g)
     edges = [d for _, _, d in core.edges(data=True)]
-    try:
-        sums = [sum(d.get(k, dflt) for d in edges) for k, dflt in (("capacity", 0.0), ("latency", 0.0), ("cables", 1))]
-    except TypeError:                       # a value that is no number: matches no recorded fingerprint
+    try:        # fsum: exactly rounded, so the same in any edge order (a subgraph's order follows hashing)
+        sums = [math.fsum(d.get(k, dflt) for d in edges) for k, dflt in (("capacity", 0.0), ("latency", 0.0),
+                                                                        ("cables", 1))]
+        return [core.number_of_nodes(), core.number_of_edges(), round(sums[0], 3), repr(sums[1]), repr(sums[2])]
+    except (TypeError, ValueError):         # a value that is no number: matches no recorded fingerprint
         return [core.number_of_nodes(), core.number_of_edges(), None]
-    return [core.number_of_nodes(), core.number_of_edges(), round(sums[0], 3), repr(sums[1]), repr(sums[2])]
 
 
 def finish(g: nx.DiGraph, generator: str, params: dict, *, bisection: float | None,

@@ -294,13 +294,16 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
     reach_of = dict(DEFAULT_REACH)
     if g.graph.get("generator") in _ACCESS_BEYOND_RACK:
         reach_of["access"] = "optical"
-    tiers = {d.get("tier") for *_, d in core.edges(data=True)} | set(DEFAULT_REACH)
+    tiers = ({d.get("tier", "unspecified") for *_, d in core.edges(data=True)} | set(DEFAULT_REACH)) \
+        - set(_INSIDE_SERVER)
     for tier, medium in (reach or {}).items():
         if medium not in ("copper", "optical"):
             raise ValueError(f"reach[{tier!r}] must be 'copper' or 'optical', got {medium!r}")
         if tier not in tiers:               # "leaf_spine" for "leaf-spine" would be ignored
-            raise ValueError(f"reach: {tier!r} is no cable tier of this graph (tiers: "
-                             f"{', '.join(sorted(t for t in tiers if t))})")
+            why = ("is inside a server (no cable the bill counts)" if tier in _INSIDE_SERVER else
+                   "is not billed (the storage and front-end networks are not)" if tier in ("storage", "frontend")
+                   else "is no cable tier of this graph")
+            raise ValueError(f"reach: {tier!r} {why}; the billed tiers: {', '.join(sorted(tiers))}")
         reach_of[tier] = medium
     forced_switch, forced_nic = (None if part is None else _of_category(name, get_part(part), want)
                                  for name, part, want in (("switch_part", switch_part, "switch"),

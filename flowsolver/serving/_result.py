@@ -4,6 +4,8 @@ tables (``_events``), and the result's latencies, throughput and goodput."""
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -200,6 +202,8 @@ class ServeResult:
         good = run
         high = base
         cap = MAX_REQUESTS / self.duration             # the most requests/s one run of this duration draws
+        while cap * self.duration > MAX_REQUESTS:       # (to the ulp: 1e7 / 9.1 x 9.1 is over 1e7)
+            cap = math.nextafter(cap, 0.0)
         for _ in range(max_rounds):
             if high > cap and low >= cap:
                 raise ValueError(f"rate_at_targets: {low:.4g} requests/s still meets the targets, and a run of "

@@ -229,7 +229,7 @@ def test_variants_solved_together_equal_one_by_one_and_failures_are_per_scenario
     with pytest.raises(ValueError, match=r"graphs\[1\] has other nodes or edges"):
         collective_variants([graphs[0], tp.rail_optimized(3)], "all_reduce", 2**20)
     # a variant is checked as collective() checks a graph: a capacity of True ran at 1 byte/s, "5e10" and inf ran
-    for bad in (True, "5e10", float("inf")):
+    for bad in (True, "5e10", float("inf"), 1j):
         edited = tp.rail_optimized(2)
         edited.edges["s0/nic0", "su0/leaf0"]["capacity"] = bad
         with pytest.raises(tp.TopologyError, match="capacity must be a finite number"):

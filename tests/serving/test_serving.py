@@ -238,6 +238,10 @@ def test_rate_at_targets_meets_them_and_a_faster_rate_does_not(one_server, monke
     monkeypatch.setattr(sys.modules["flowsolver.serving._result"], "MAX_REQUESTS", 200)   # 4 s: 50 requests/s at most
     with pytest.raises(ValueError, match="rate_at_targets: 50 requests/s still meets the targets, and a run of 4 s"):
         r.rate_at_targets(ttft_target=10.0, tpot_target=1.0)
+    # a duration whose cap rounds one ulp over the request limit (200 / 4.8 x 4.8 > 200) is tried, not refused
+    monkeypatch.setattr(sys.modules["flowsolver.serving._result"], "MAX_REQUESTS", 200)
+    with pytest.raises(ValueError, match="rate_at_targets: .* still meets the targets, and a run of 4.8 s"):
+        r.at_rate(5.0, duration=4.8).rate_at_targets(ttft_target=10.0, tpot_target=1.0)
     # an answer under the cap is still found: the doubling tries the cap itself, then bisects
     monkeypatch.setattr(sys.modules["flowsolver.serving._result"], "MAX_REQUESTS", int(4 * 1.1 * best))
     capped, _ = r.rate_at_targets(ttft_target=0.1, tpot_target=0.004, attainment=0.9, tolerance=0.02)

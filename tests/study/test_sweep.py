@@ -69,6 +69,7 @@ def test_a_broken_scenario_is_recorded_and_the_sweep_goes_on():
     assert len(expand_grid({"nodes": [1], "policy": ["ecmp_hash"], "subflows": [1, 8]})) == 2
     # one unread value that is the default says nothing: a spelled-out seed = 0 is not refused
     assert len(expand_grid({"nodes": [1], "seed": 0})) == len(expand_grid({"nodes": [1], "subflows": [1]})) == 1
+    assert len(expand_grid({"family": "fat_tree", "k": [4], "oversubscription": 1})) == 1     # 1 is 1.0
     with pytest.raises(ValueError, match="would be ignored"):                 # but 4:1 on a fat-tree is
         expand_grid({"family": "fat_tree", "k": [4], "oversubscription": 4.0})
     assert len(expand_grid({"nodes": [1], "fail_fraction": [0.1], "seed": [0, 1]})) == 2

@@ -90,7 +90,8 @@ def test_user_prices_power_reach_and_parts():
     ls = tp.leaf_spine(2, 1, 4)
     for kw, said in ((dict(switch_part="connectx7_400g"), "switch_part must be a switch part"),
                      (dict(nic_part="quantum2_qm9700"), "nic_part must be a nic part"),
-                     (dict(reach={"leaf_spine": "copper"}), "'leaf_spine' is no cable tier")):
+                     (dict(reach={"leaf_spine": "copper"}), "'leaf_spine' is no cable tier"),
+                     (dict(reach={"nvlink": "optical"}), "'nvlink' is inside a server")):
         with pytest.raises(ValueError, match=said):
             tp.bill(ls, **kw)
     for *_, d in ls.edges(data=True):
