@@ -240,7 +240,8 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     (``layer_forward`` / ``layer_backward`` seconds each, scaled by ``dp_overlap``; default a
     third and two thirds of ``t_mb / layers``); the root unit's traffic is ``root_scale`` x a
     layer's; the experts' shards (``dp_experts``) beside ``dp_overlap`` of the microbatch's run
-    ``t_run`` (its compute and exposed TP / CP / EP waits; default ``t_mb``). Every microbatch gathers and reduces again without pipelining; with ``pp > 1`` the
+    ``t_run`` (its compute and exposed TP / CP / EP waits; default ``t_mb``). Every microbatch
+    gathers and reduces again without pipelining; with ``pp > 1`` the
     parameters are gathered once per step, in the first microbatch's forward (FSDP2 issues a
     stage's gathers when its forward starts, after the activations arrive: the ``pp`` stages'
     forward exposures add up on the pipeline's fill) and the gradients reduced once, during
