@@ -6,6 +6,7 @@ writer; checked here whatever the source."""
 from __future__ import annotations
 
 import gc
+import math
 import numbers
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ __all__ = ["TraceNode", "RankTrace", "Comm", "Workload", "build_workload", "pipe
            "COLLECTIVE", "SEND", "RECV", "DELAY"]
 
 COMPUTE, COLLECTIVE, SEND, RECV, DELAY = "compute", "collective", "send", "recv", "delay"
+_KINDS = (COMPUTE, DELAY, COLLECTIVE, SEND, RECV)
 
 
 @dataclass(slots=True)
@@ -130,6 +132,13 @@ def _check_dag(trace: RankTrace) -> dict:
         if node.id in index:
             raise TraceError(f"{_where(trace, node)}: duplicate node id {node.id}")
         index[node.id] = i
+        if node.kind not in _KINDS:
+            raise TraceError(f"{_where(trace, node)}: kind must be one of {', '.join(_KINDS)}, got {node.kind!r}")
+        for field in ("duration", "flops", "bytes"):        # a hand-built node: -1 s ran the clock backwards
+            value = getattr(node, field)
+            if not (type(value) is float or type(value) is int) or not 0 <= value < math.inf:
+                if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+                    raise TraceError(f"{_where(trace, node)}: {field} must be a finite number >= 0, got {value!r}")
     indegree = [0] * len(trace.nodes)
     children = [[] for _ in trace.nodes]
     for i, node in enumerate(trace.nodes):

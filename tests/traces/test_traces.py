@@ -3,6 +3,7 @@ from the protobuf wire format, not by our writer), replayed on cluster graphs; e
 bad-trace error."""
 
 import json
+import re
 
 import pytest
 
@@ -10,7 +11,7 @@ pytest.importorskip("google.protobuf")
 
 import topologies as tp  # noqa: E402
 from flowsolver import collective  # noqa: E402
-from flowsolver.traces import TraceError, read_chakra, replay  # noqa: E402
+from flowsolver.traces import RankTrace, TraceError, TraceNode, build_workload, read_chakra, replay  # noqa: E402
 
 from .. import chakra_wire as cw  # noqa: E402
 
@@ -266,6 +267,19 @@ def test_an_unknown_node_type(tmp_path):
 
 def test_an_unsupported_collective_type(tmp_path):
     _bad(tmp_path, [[cw.coll(4, "g", 3, 64)]], r"\.0\.et: node 4 \('g'\): collective type 3 \(GATHER\) is not supported")
+
+
+@pytest.mark.parametrize("node, said", [
+    # a hand-built node: -1 s of compute ran the replay's clock backwards (iteration_time -1.0)
+    (TraceNode(0, "a", "compute", duration=-1.0), "duration must be a finite number >= 0, got -1.0"),
+    (TraceNode(0, "a", "delay", duration=float("nan")), "duration must be a finite number >= 0, got nan"),
+    (TraceNode(0, "f", "compute", flops=-1e15), "flops must be a finite number >= 0"),
+    (TraceNode(0, "a", "compute", duration=True), "duration must be a finite number >= 0, got True"),
+    (TraceNode(0, "a", "Compute", duration=1.0), "kind must be one of compute, delay, collective, send, recv"),
+])
+def test_a_hand_built_node_is_checked(node, said):
+    with pytest.raises(TraceError, match=re.escape(said)):
+        build_workload([RankTrace(0, [node])])
 
 
 def test_a_dependency_cycle(tmp_path):
