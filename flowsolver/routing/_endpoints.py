@@ -19,9 +19,17 @@ def _attach_other(ix, node):
         return g.has_edge(u, v) and g.has_edge(v, u) and g[u][v].get("capacity", 0) > 0 \
             and g[v][u].get("capacity", 0) > 0
 
-    for v in g.successors(name):
-        if g.nodes[v].get("kind") == "switch" and usable(name, v):
-            return ix.idx[v], ix.link_ids([node], [ix.idx[v]]), ix.link_ids([ix.idx[v]], [node])
+    if g.nodes[name].get("kind") == "switch":          # a switch is its own attachment: no links to add
+        empty = ix.link_ids([], [])
+        return node, empty, empty
+    switches = [v for v in g.successors(name) if g.nodes[v].get("kind") == "switch" and usable(name, v)]
+    if len(switches) > 1:       # one attachment an endpoint: the first switch would force paths through it
+        named = ", ".join(map(str, switches[:4]))
+        raise RoutingError(f"endpoint {name!r} is cabled to {len(switches)} switches ({named}): this policy "
+                           "attaches an endpoint that is not a GPU at one switch; route it with "
+                           "policy='shortest', or cable it to one switch")
+    for v in switches:
+        return ix.idx[v], ix.link_ids([node], [ix.idx[v]]), ix.link_ids([ix.idx[v]], [node])
     for v in g.successors(name):
         if g.nodes[v].get("kind") == "nic" and usable(name, v):
             for w in g.successors(v):

@@ -1,6 +1,6 @@
 """Policy ``shortest``: fluid split over the shortest paths of the whole graph, for any
-graph a user built or edited. GPUs are never transit nodes unless the graph has no switch
-(a torus of chips); no rail or server rule is applied."""
+graph a user built or edited. GPUs and storage hosts are never transit nodes unless the graph
+has no switch (a torus of chips); no rail or server rule is applied."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from ._shortest_paths import ecmp_fluid
 def shortest(call):
     """One column: the fluid split over the graph's shortest paths, GPU to GPU."""
     ix = call.index
-    transit = ~ix.is_gpu if (ix.is_switch | (ix.kind == "nvswitch")).any() else np.ones(ix.nv, bool)
+    # GPUs and storage hosts are endpoints, never forwarders (a dual-homed storage host carried a third of
+    # the GPU traffic between its two leaves)
+    transit = ~(ix.is_gpu | (ix.kind == "storage")) if (ix.is_switch | (ix.kind == "nvswitch")).any() \
+        else np.ones(ix.nv, bool)
     cg, local = ix.memo("compact-shortest", lambda: ix.compact(np.arange(ix.nv), transit))
     return [(call.paths(call.src, call.dst, lambda a, b: ecmp_fluid(cg, local[a], local[b]), "shortest"), 1.0)]
 

@@ -144,6 +144,45 @@ def test_dor_paths_match_hand_derived_routes():
     assert _path(rm, 0) == {"n0_3": "n1_3", "n1_3": "n2_3", "n2_3": "n2_2", "n2_2": "n2_1", "n2_1": "n2_0"}
 
 
+def test_a_switch_as_an_endpoint_is_its_own_attachment():
+    # fat_tree(4): from pod0/edge0 to host 15 (pod 3), ECMP splits 1/2 over the pod's two aggs and
+    # 1/4 over the four cores; from pod0/agg1, 1/2 over its two cores. The switch's first neighbour
+    # was taken as its attachment: down to pod0/edge0 and up again, through agg1 twice
+    g = tp.fat_tree(4)
+    rm = route(g, Flows(["pod0/edge0"], [15], 1.0), policy="ecmp")
+    fractions = sorted(np.round(rm.column(0)[1], 12))
+    assert fractions == [0.25] * 8 + [0.5] * 4 + [1.0] * 2        # + pod3/edge1 -> NIC -> GPU
+    rm = route(g, Flows(["pod0/agg1"], [15], 1.0), policy="ecmp")
+    links, fractions = rm.column(0)
+    assert "pod0/edge0" not in {str(rm.links.dst[l]) for l in links}
+    assert sorted(np.round(fractions, 12)) == [0.5] * 4 + [1.0] * 3     # two cores, pod3/agg1, edge1, NIC, GPU
+
+
+def test_a_storage_host_on_two_leaves_is_no_transit_and_no_guess():
+    # a storage host cabled to both leaves of leaf_spine(2, 2, 2): shortest paths from the GPUs go
+    # over the spines (1/2 each), not 1/3 through the host; ECMP, which attaches a non-GPU endpoint
+    # at one switch, refuses it rather than sending its traffic through the first leaf
+    from flowsolver.routing import RoutingError
+
+    h = tp.leaf_spine(2, 2, 2)
+    h.add_node("st", kind="storage")
+    for leaf in ("leaf0", "leaf1"):
+        h.add_edge("st", leaf, capacity=50e9, latency=1e-6)
+        h.add_edge(leaf, "st", capacity=50e9, latency=1e-6)
+    rm = route(h, Flows([0], [3], 1.0), policy="shortest")
+    assert "st" not in _path_nodes(h, rm) and sorted(np.round(rm.column(0)[1], 12)) == \
+        [0.5] * 4 + [1.0] * 4
+    rm = route(h, Flows(["st"], [2], 1.0), policy="shortest")
+    assert len(rm.column(0)[0]) == 3                                  # st -> leaf1 -> NIC -> GPU
+    with pytest.raises(RoutingError, match="cabled to 2 switches"):
+        route(h, Flows(["st"], [2], 1.0), policy="ecmp")
+
+
+def _path_nodes(g, rm):
+    links = rm.column(0)[0]
+    return {str(rm.links.src[l]) for l in links} | {str(rm.links.dst[l]) for l in links}
+
+
 def test_dor_checks_the_torus_params_against_the_graph():
     # a file's params travel as text: dims of 10**10 cells allocated a 1 TiB table, and wrap=False on
     # a wrapped torus routed the long way round without a word
