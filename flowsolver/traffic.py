@@ -18,7 +18,16 @@ __all__ = ["Flows"]
 
 
 def _endpoints(name: str, values) -> np.ndarray:
+    if not isinstance(values, np.ndarray):
+        seq = list(values)
+        if any(isinstance(v, str) for v in seq) and not all(isinstance(v, str) for v in seq):
+            values = np.empty(len(seq), dtype=object)        # ranks beside node ids: 0 must stay 0, not '0'
+            values[:] = seq
+        else:
+            values = seq
     arr = np.asarray(values)
+    if arr.size == 0:
+        return np.empty(0, dtype=np.int64)                    # no flows (np.asarray([]) is float)
     if arr.ndim != 1:
         arr = np.asarray(list(values), dtype=object)
     if arr.dtype.kind in "iu":

@@ -63,6 +63,13 @@ def test_weights_and_demands_default_and_survive_subset_and_concat():
     assert mixed.dst.tolist() == ["storage0", 2]
 
 
+def test_ranks_beside_node_ids_stay_ranks_and_no_flows_are_flows():
+    # numpy made [0, "s1/gpu0"] strings: rank 0 became the node id '0'
+    f = Flows([0, "s1/gpu0"], ["s0/gpu1", 3], 1.0)
+    assert f.src[0] == 0 and isinstance(f.src[0], int) and f.dst[1] == 3
+    assert len(Flows([], [], [])) == 0
+
+
 def test_numpy_integers_are_counts():
     assert len(Flows.all_to_all(np.int32(4))) == 12
     assert len(Flows.random_pairs(np.int64(4), count=np.int64(3))) == 3
