@@ -32,7 +32,7 @@ def test_known_constants_are_recovered():
     log = _log([(s, collective(g, "all_reduce", s, algorithm="ring", model=truth).time) for s in sizes], 8)
     cal = calibrate(g, [log], op="all_reduce", algorithm="ring")
     assert cal.converged and cal.ranks == 8 and cal.ops == ("all_reduce",)
-    assert cal.efficiency == {"nvlink4": pytest.approx(0.70, rel=0.03)}
+    assert cal.efficiency == {"nvlink4": pytest.approx(0.70, rel=0.03)}        # one node: NVLink's own
     assert cal.launch_latency == pytest.approx(6e-6, rel=0.05)
     assert cal.latency_scale == pytest.approx(1.0, rel=0.05)
     assert cal.residuals["error"].abs().max() < 0.03 and len(cal.residuals) == len(sizes)
@@ -232,15 +232,16 @@ def test_busbw_over_algbw_never_gives_a_wrong_rank_count():
 # ---- the physical quantities: recovered from a synthetic log, left alone where a log cannot tell them ----
 
 def _truth(**kw):
-    """Hand-chosen constants of a 2 x 8 H100 NDR cluster: NVLink at 0.70 of its rate (the ring's
-    bottleneck there: links in series cannot be told apart by one log), 25 us
+    """Hand-chosen constants of a 2 x 8 H100 NDR cluster: its NDR network at 0.70 of its rate (the
+    ring's NVLink and NICs run at the same utilisation: one log cannot tell them apart, and the
+    calibration derates the network, NVLink's rate being the GPU generation's), 25 us
     more on every network hop than NCCL's constants (NCCL adds a network plugin's latency per
     hop, twice for Simple), LL's kernels at half NCCL's LL bandwidth, a ring fill of 3.5 steps."""
     from dataclasses import replace
 
     from flowsolver.collectives._pipeline import PIPELINE
 
-    return Calibration(efficiency={"nvlink4": 0.70}, latency_scale=1.0, ranks=16, ops=("all_reduce",),
+    return Calibration(efficiency={"ib_ndr": 0.70}, latency_scale=1.0, ranks=16, ops=("all_reduce",),
                        net_latency=25e-6, ll_bandwidth=0.5, pipeline=replace(PIPELINE, fill_ring=3.5), **kw)
 
 
@@ -253,7 +254,7 @@ def test_hand_chosen_quantities_are_recovered_from_a_full_sweep():
     sizes = [2**k for k in range(3, 35, 2)]                   # 8 B - 4 GiB, every 4x
     cal = calibrate(g, [_sweep(g, sizes, _truth())], op="all_reduce", algorithm="ring")
     got = {p.name: p for p in cal.parameters}
-    assert cal.efficiency == {"nvlink4": pytest.approx(0.70, rel=0.03)}
+    assert cal.efficiency == {"ib_ndr": pytest.approx(0.70, rel=0.03)}
     assert cal.net_latency == pytest.approx(25e-6, rel=0.05)
     assert cal.ll_bandwidth == pytest.approx(0.5, rel=0.10)
     assert cal.pipeline.fill_ring == pytest.approx(3.5, rel=0.10)
