@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 import time as _time
 from dataclasses import dataclass, field
-
-import numpy as np
 
 import topologies as tp
 
@@ -229,15 +226,6 @@ def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):
                      f"({hosts} per leaf) with evenly divided global links")
 
 
-def _ratio(value) -> float:
-    """An oversubscription of the grid (a leaf's down capacity over its up capacity) as a float >= 1."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
-            or value < 1:
-        raise ValueError(f"oversubscriptions must be finite numbers >= 1 (downlinks : uplinks of a leaf), "
-                         f"got {value!r}")
-    return float(value)
-
-
 def _timer(workload):
     """A function graph -> (seconds, tokens per step or NaN) for the workload."""
     if callable(workload):
@@ -342,7 +330,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     for name, value in (("budget", budget), ("power", power), ("lifetime", lifetime)):
         if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
             raise ValueError(f"{name} must be a number > 0 or None, got {value!r}")
-    oversubscriptions = [_ratio(o) for o in oversubscriptions]
+    oversubscriptions = [tp.check_ratio("oversubscriptions", o) for o in oversubscriptions]
     radixes = [_checks.integer("radixes", r, minimum=2) for r in radixes]
     nics = [_checks.integer("nics", n) for n in nics]
     if gpu_price is not None and (isinstance(gpu_price, bool) or not isinstance(gpu_price, (int, float))

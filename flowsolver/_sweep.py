@@ -347,7 +347,7 @@ class _Table:
             if not self.path.resolve().parent.is_dir():
                 raise ValueError(f"out: folder {str(self.path.resolve().parent)!r} does not exist")
         self.scenarios = scenarios
-        self.ids = [scenario_id(s, options) for s in scenarios]
+        self.ids = [scenario_id(s, self.options) for s in scenarios]      # the options' repr made once
         self.order = {sid: k for k, sid in enumerate(self.ids)}
         done = read_rows(self.path) if (self.path is not None and resume) else None
         # a resumed sweep keeps its finished rows (their parameters are the scenario's, the

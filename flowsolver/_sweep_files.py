@@ -249,13 +249,14 @@ def typed_frame(rows: list, columns: list):
     return df
 
 
-def scenario_id(s: dict, options=None) -> str:
-    """A stable id of a scenario's parameters and the sweep's ``options`` (what a rerun uses to
-    skip it: a row computed under other options is not this scenario's).
+def scenario_id(s: dict, options: str | None = None) -> str:
+    """A stable id of a scenario's parameters and the sweep's options (``options``: their
+    ``repr``; what a rerun uses to skip it: a row computed under other options is not this
+    scenario's).
 
     >>> one = scenario_id({"nodes": 1})
-    >>> scenario_id({"nodes": 1}) == one, scenario_id({"nodes": 1}, options=0.5) == one
+    >>> scenario_id({"nodes": 1}) == one, scenario_id({"nodes": 1}, options="efficiency=0.5") == one
     (True, False)
     """
-    key = {k: s[k] for k in sorted(s)} if options is None else {"scenario": s, "options": repr(options)}
+    key = {k: s[k] for k in sorted(s)} if options is None else {"scenario": s, "options": options}
     return hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]

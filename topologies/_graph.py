@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import networkx as nx
 
@@ -80,13 +81,13 @@ def check_scale(family: str, parts: int, sizes: str) -> None:
 def check_ratio(name: str, value) -> float:
     """Return an oversubscription ratio (a finite number >= 1) or raise ValueError (a bool or a
     string is not a ratio: True read as 1, "2" as 2)."""
-    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a number >= 1 (1 = non-blocking), got {value!r}")
     try:
         ratio = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number >= 1 (1 = non-blocking), got {value!r}") from None
-    if not ratio >= 1 or ratio == float("inf"):
+    except OverflowError:                   # an int beyond float range
+        ratio = math.inf
+    if not ratio >= 1 or ratio == math.inf:
         raise ValueError(f"{name} must be a finite number >= 1 (1 = non-blocking), got {value!r}")
     return ratio
 

@@ -8,7 +8,7 @@ import math
 import networkx as nx
 import numpy as np
 
-from ._graph import NODE_KINDS
+from ._graph import NODE_KINDS, fingerprint
 
 __all__ = ["TopologyError", "validate"]
 
@@ -124,3 +124,24 @@ def _check_gpus_joined(g: nx.DiGraph, index: dict, gpu_nodes: list) -> None:
         parts = len(np.unique(gpu_label))
         raise TopologyError(f"GPU {other!r} cannot reach GPU {gpu_nodes[0]!r}: the GPUs lie in {parts} "
                             "disconnected parts of the network (no chain of cables joins them)")
+
+
+def validate_edited(g) -> nx.DiGraph:
+    """:func:`validate` ``g`` unless a generator built it and its fingerprint still matches (a
+    generated, unedited graph is trusted: validate walks every node and edge in Python).
+
+    >>> from topologies import fat_tree
+    >>> g = fat_tree(4)
+    >>> validate_edited(g) is g                       # generated, unedited: trusted
+    True
+    >>> g.edges["pod0/edge0", "pod0/agg0"]["latency"] = -1.0
+    >>> try:
+    ...     validate_edited(g)
+    ... except TopologyError as err:
+    ...     print(str(err).split(": ")[1])
+    latency must be a finite number >= 0 s, got -1.0
+    """
+    meta = getattr(g, "graph", None)
+    if meta is None or meta.get("generator") is None or meta.get("fingerprint") != fingerprint(g):
+        validate(g)
+    return g

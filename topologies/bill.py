@@ -59,8 +59,8 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from ._graph import compute_fabric, fingerprint
-from ._validate import validate
+from ._graph import compute_fabric
+from ._validate import validate_edited
 from .links import Gbit, get_link
 from .parts import Part, _rate_part, _switch_part, get_part
 
@@ -288,8 +288,7 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
     >>> tally(fat_tree(4))["gpus"]
     16
     """
-    if g.graph.get("generator") is None or g.graph.get("fingerprint") != fingerprint(g):
-        validate(g)                         # edited by hand: a cable count of -1 or 2.5 is no bill
+    validate_edited(g)                      # edited by hand: a cable count of -1 or 2.5 is no bill
     core = compute_fabric(g)
     reach_of = dict(DEFAULT_REACH)
     if g.graph.get("generator") in _ACCESS_BEYOND_RACK:

@@ -59,7 +59,8 @@ def dor_paths(ix: GraphIndex, a, b):
 def _torus_shape(g, params) -> tuple:
     """``(dims, wrap)`` of a torus graph's ``params``, checked against its nodes' ``coords`` and
     its cables (a file's params are text: they must describe the graph they travel with)."""
-    placed = [tuple(d["coords"]) for _, d in g.nodes(data=True) if "coords" in d]
+    where = {n: d["coords"] for n, d in g.nodes(data=True) if "coords" in d}
+    placed = [tuple(c) for c in where.values()]
     try:
         dims = [int(k) for k in params["dims"]]
     except (KeyError, TypeError, ValueError):
@@ -70,7 +71,6 @@ def _torus_shape(g, params) -> tuple:
     wrap = params.get("wrap", True)
     if not isinstance(wrap, bool):
         raise RoutingError(f"the torus's graph params wrap must be true or false, got {wrap!r}")
-    where = {n: d["coords"] for n, d in g.nodes(data=True) if "coords" in d}
     around = any(u in where and v in where and any(k > 2 and abs(x - y) == k - 1 for x, y, k in
                                                    zip(where[u], where[v], dims)) for u, v in g.edges())
     if around != wrap and max(dims) > 2:

@@ -5,12 +5,12 @@ tables (``_events``), and the result's latencies, throughput and goodput."""
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import _checks
+from ._events import simulate
 
 
 def _real(value) -> float:
@@ -19,7 +19,6 @@ def _real(value) -> float:
         return float(value)
     except (TypeError, ValueError):
         return float("nan")
-from ._events import simulate
 
 
 def _lengths(name: str, spec, count: int, rng) -> np.ndarray:
@@ -219,7 +218,7 @@ class ServeResult:
                              f"({max_rounds}) doublings: raise max_rounds")
         for _ in range(max_rounds):
             if high - low <= tolerance * low:
-                return low, good
+                break
             mid = (low + high) / 2.0
             fine, run = meets(mid)
             if fine:

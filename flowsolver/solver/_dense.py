@@ -63,7 +63,7 @@ def eligible(problem: Problem) -> bool:
 def solve(problem: Problem) -> Raw:
     """Rates, link loads, bottlenecks, rounds and convergence of ``problem`` (host arrays in
     its dtype; a leading scenario axis with a batch)."""
-    problem.check_float32(dense=True)
+    problem.check_range(dense=True)
     p = problem
     max_rounds = p.routing.n_flows + 1 if p.max_rounds is None else p.max_rounds   # >= 1 flow a round
     inner = rounds_per_check(p.inner)

@@ -234,7 +234,7 @@ def solve_auto(problem: Problem) -> Raw:
     rm = problem.routing
     if problem.max_rounds is not None or problem.batch is not None:
         return solve(problem)
-    problem.check_float32(dense=False)      # as the frontier would (its warm-up may finish the solve)
+    problem.check_range(dense=False)      # as the frontier would (its warm-up may finish the solve)
     wide = path_width(rm) > _frontier_paths.MAX_PATH
     progress, first = (WARMUP_PROGRESS, WARMUP_ROUNDS) if wide else (NARROW_WARMUP_PROGRESS, NARROW_WARMUP_ROUNDS)
     if progress > 1:
@@ -348,7 +348,7 @@ def solve(problem: Problem) -> Raw:
     """The frontier method, one scenario at a time (rows of the batch in turn), in float64
     whatever the dtype; each converged result is checked against the max-min certificate
     and, should it ever fail, re-solved with the dense method (with a warning)."""
-    problem.check_float32(dense=False)
+    problem.check_range(dense=False)
     rm, batch = problem.routing, problem.batch
     paths = _LAST.paths(rm)
     pick = lambda a, b: a if a.ndim == 1 else a[b]  # noqa: E731

@@ -113,8 +113,8 @@ class Problem:
     inner: int                    # rounds per convergence check
     compact: bool                 # dense method: compact on the host as flows freeze
 
-    def check_float32(self, *, dense: bool) -> None:
-        """float32 rates must hold every capacity and cap; the dense kernel, which runs in
+    def check_range(self, *, dense: bool) -> None:
+        """The numbers the dtype holds. float32 rates must hold every capacity and cap; the dense kernel, which runs in
         float32, also every weight, every link's sum of weights and every level (rate /
         weight) it forms (the frontier computes in float64 and only rounds its rates). An
         overflow would return ``inf``, NaN or 0 rates with status ok. In either dtype a positive

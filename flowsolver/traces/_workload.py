@@ -136,9 +136,10 @@ def _check_dag(trace: RankTrace) -> dict:
             raise TraceError(f"{_where(trace, node)}: kind must be one of {', '.join(_KINDS)}, got {node.kind!r}")
         for field in ("duration", "flops", "bytes"):        # a hand-built node: -1 s ran the clock backwards
             value = getattr(node, field)
-            if not (type(value) is float or type(value) is int) or not 0 <= value < math.inf:
-                if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
-                    raise TraceError(f"{_where(trace, node)}: {field} must be a finite number >= 0, got {value!r}")
+            # float and int first: the ABC check is the slow one, and a bool is not type int
+            if type(value) not in (float, int) and (isinstance(value, bool) or not isinstance(value, numbers.Real)) \
+                    or not 0 <= value < math.inf:
+                raise TraceError(f"{_where(trace, node)}: {field} must be a finite number >= 0, got {value!r}")
     indegree = [0] * len(trace.nodes)
     children = [[] for _ in trace.nodes]
     for i, node in enumerate(trace.nodes):
