@@ -63,6 +63,10 @@ def check_int(name: str, value, minimum: int, allowed: str | None = None) -> int
     return value
 
 
+#: cable tiers inside a server: no cable a bill counts, and a rate set by the server (the GPU
+#: generation's NVLink, the PCIe generation), not by the network
+SERVER_TIERS = ("nvlink", "pcie", "cpu")
+
 #: the most parts a generator builds (switches, endpoints and cables): a built graph takes about
 #: 0.4 KB a part (rail_optimized(2048), 16,384 GPUs in 175,360 nodes and directed edges, raised this
 #: process's peak by 70 MB), so 2**24 parts is about 7 GB; checked before anything is allocated

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from ._graph import compute_fabric
+from ._graph import SERVER_TIERS, compute_fabric
 from ._validate import validate_edited
 from .links import Gbit, get_link
 from .parts import Part, _rate_part, _switch_part, get_part
@@ -188,7 +188,7 @@ class Bill:
         return "\n".join(rows)
 
 
-_INSIDE_SERVER = ("nvlink", "pcie", "cpu")
+_INSIDE_SERVER = SERVER_TIERS
 
 
 def _edge_tech(d: dict, cables: int):

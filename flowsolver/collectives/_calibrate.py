@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+import topologies as tp
+
 from .. import nccl_tests
 from ..routing import link_efficiency, unchanged
 from ._calibrate_rows import _rows, ranks_from_busbw  # noqa: F401  (ranks_from_busbw: tests read it here)
@@ -288,8 +290,6 @@ def _fit(rows, measured, done):
     return fit.x(z), [float(s) if t else None for s, t in zip(sd, told)], converged, fit
 
 
-#: cable tiers inside a server (their technology's rate is the GPU generation's, measured on one node)
-_INSIDE = ("nvlink", "pcie", "cpu")
 #: how much worse (median |error|) a network technology's derating may fit the log than the server
 #: link's and still be taken for it
 _TIE = 0.002
@@ -307,10 +307,10 @@ def _network_first(graph, rows, ranks, algorithm, opts, cal, model, measured):
     (tech, eff), = cal.efficiency.items()
     tiers = {d.get("tech"): d.get("tier") for *_, d in graph.edges(data=True)}
     factor = eff / link_efficiency(tech)
-    if tiers.get(tech) not in _INSIDE or not factor < 1:
+    if tiers.get(tech) not in tp.SERVER_TIERS or not factor < 1:
         return cal, model
     best = (float(np.median(np.abs(model / measured - 1))), cal, model)
-    for other in sorted({t for t, tier in tiers.items() if t and tier not in _INSIDE}):
+    for other in sorted({t for t, tier in tiers.items() if t and tier not in tp.SERVER_TIERS}):
         trial = replace(cal, efficiency={other: link_efficiency(other) * factor})
         times = np.array([collective_with(graph, o, s, ranks, algorithm, opts, trial).time for o, s, _ in rows])
         err = float(np.median(np.abs(times / measured - 1)))
