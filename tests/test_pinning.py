@@ -7,13 +7,14 @@ import threading
 import topologies as tp
 from flowsolver import _checks
 from flowsolver.routing import GraphIndex, unchanged
+from topologies import _validate
 
 
 def test_the_block_pins_the_index_and_with_checked_skips_the_check(monkeypatch):
     g = tp.fat_tree(4)
     g.graph.pop("generator")                    # a hand-built graph: checked_graph validates it
     validated = []
-    monkeypatch.setattr(tp, "validate", validated.append)
+    monkeypatch.setattr(_validate, "validate", validated.append)   # what validate_edited calls
     _checks.checked_graph(g)
     assert len(validated) == 1
     with unchanged(g) as ix:
