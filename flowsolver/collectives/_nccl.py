@@ -4,8 +4,11 @@ factors (units: s, bytes)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 __all__ = ["GPU_GENERATION", "OPS", "PROTOCOLS", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
-           "DEFAULT_CHUNK", "busbw_factor", "base_latency", "hop_latency", "min_hop_latency"]
+           "DEFAULT_CHUNK", "PEER_LATENCY", "busbw_factor", "base_latency", "hop_latency", "min_hop_latency",
+           "peer_latency"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -25,6 +28,15 @@ _NVLS_BY_GENERATION = {"hopper": 0.85, "blackwell": 0.74}
 #: the same keyed by our GPU types (every Hopper and Blackwell part: H200's NVLS is H100's);
 #: PCIe parts have no NVSwitch, which the layout checks separately
 NVLS_EFFICIENCY = {gpu: _NVLS_BY_GENERATION[gen] for gpu, gen in GPU_GENERATION.items() if gen in _NVLS_BY_GENERATION}
+#: seconds a GPU spends on each further peer of a step it sends to many peers at once (NCCL's
+#: grouped send / receive: an all-to-all's kernel and network proxy set up, post and complete
+#: every peer's send and receive in turn). Measured: nccl-tests' zero-byte all-to-all on ALCF
+#: Polaris (argonne-lcf/alcf-nccl-tests, commit 1922bfd, results_polaris/, 4 A100 a node over
+#: Slingshot-11, NCCL 2.18.5 and 2.21.5) takes 23-30 us on 8 ranks, 62-75 on 32, 2.13 ms on 1024
+#: and 4.2-4.7 ms on 2160: 1.95-2.15 us a peer. The zero-byte rows move no data, so this is
+#: NCCL's own cost a peer; Polaris's rows with data take 10-23 us a peer, the libfabric
+#: transport's own per-message cost on top (not modelled: docs' accuracy page).
+PEER_LATENCY = 2.0e-6
 # NCCL's Simple protocol moves its 4 MiB channel buffer (NCCL_BUFFSIZE) in 8 steps
 # (NCCL_STEPS): 512 KiB per pipeline chunk
 DEFAULT_CHUNK = 512 * 1024
@@ -76,3 +88,26 @@ def hop_latency(hop_class: str, protocol: str) -> float:
 def min_hop_latency(protocol: str) -> float:
     """The smallest per-hop latency of ``protocol`` over every hop class (s)."""
     return min(h[PROTOCOLS.index(protocol)] for h in NCCL_HOP_LATENCY.values()) * 1e-6
+
+
+def peer_latency(flows) -> float:
+    """Seconds a step's ranks spend on their peers beyond the first (:data:`PEER_LATENCY` each),
+    for the rank that sends to the most distinct peers in ``flows`` (a
+    :class:`~._trees.StepFlows`; 0 for in-switch steps, whose endpoints are nodes).
+
+    >>> from ._trees import StepFlows
+    >>> round(peer_latency(StepFlows([(0, 1, 8.0), (0, 2, 8.0), (1, 0, 8.0)])) * 1e6, 6)   # rank 0: 2 peers
+    2.0
+    """
+    src, dst = flows.positions()
+    if len(src) == 0 or flows.has_node_ids:
+        return 0.0
+    width, height = int(dst.max()) + 1, int(src.max()) + 1
+    pair = src.astype(np.int64) * width + dst
+    if width * height <= 1 << 26:                   # a bitmap of the pairs: linear time
+        seen = np.zeros(width * height, dtype=bool)
+        seen[pair] = True
+        peers = seen.reshape(height, width).sum(axis=1).max()
+    else:
+        peers = np.bincount(np.unique(pair) // width).max()
+    return float(max(0, int(peers) - 1)) * PEER_LATENCY

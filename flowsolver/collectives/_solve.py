@@ -15,7 +15,7 @@ from ..solver import max_min_fair
 from ..timing import completion_times, kept_run
 from ..traffic import Flows
 from ._layout import rank_server_codes
-from ._nccl import hop_latency
+from ._nccl import hop_latency, peer_latency
 from ._results import CollectiveStep
 
 __all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "solve_steps", "time_plans", "time_many",
@@ -366,6 +366,8 @@ def time_many(graph, jobs, scenarios=None) -> list:
             solved = dict(zip(keys, solved_b[first[j]:first[j + 1]]))
             on_table = replace(rm_j, links=table)
             latency = dict(zip(keys, step_latencies(on_table, group_j, len(keys), options).tolist()))
+            if options.step_latency is None:        # a step to many peers sets each one up in turn
+                latency = {k: v + peer_latency(k) for k, v in latency.items()}
             reference = catalogue_latency(graph, table) if scenario is graph else _catalogue_latencies(table)
             slow = None
             if options.tuner and (table.latency > reference).any():     # a path slower than the catalogue's

@@ -830,7 +830,8 @@ def test_a_pattern_routed_before_is_served_only_while_the_graph_is_unchanged():
     first = collective(g, "all_to_all", 2**24, algorithm="direct")
     before = path_computations()
     again = collective(g, "all_to_all", 2**25, algorithm="direct")          # same endpoints, other size
-    assert path_computations() == before and again.time == pytest.approx(2 * first.time, rel=0.05)
+    moved = [sum(st.count * st.transfer for st in r.steps) for r in (first, again)]   # latency aside
+    assert path_computations() == before and moved[1] == pytest.approx(2 * moved[0], rel=0.05)
     core = next(u for u, d in g.nodes(data=True) if d.get("role") == "core")
     for u, v in list(g.in_edges(core)) + list(g.out_edges(core)):
         g.edges[u, v]["capacity"] = 0.0                                      # a core switch fails in place
