@@ -80,6 +80,20 @@ def server_transport(graph, server) -> tp.Transport:
     return tp.get_transport(graph_memo(graph, "nic_transports", lambda: _transports(graph)).get(server))
 
 
+def _server_egress(graph, efficiency) -> dict:
+    """Server -> the bytes/s its compute NICs send into the fabric (each cable's capacity at
+    its efficiency)."""
+    out: dict = {}
+    for nic, d in graph.nodes(data=True):
+        if d.get("kind") != "nic" or d.get("role") != "compute":
+            continue
+        for _, v, e in graph.out_edges(nic, data=True):
+            if graph.nodes[v].get("kind") == "switch":
+                rate = e.get("capacity", 0.0) * link_efficiency(e.get("tech", ""), efficiency, e.get("efficiency"))
+                out[d.get("server")] = out.get(d.get("server"), 0.0) + rate
+    return out
+
+
 def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     """The :class:`Hardware` of ``ranks`` (laid out as ``layout``) on ``graph``; ``channels``
     overrides NCCL's channel count, ``efficiency`` the links' (as in :func:`flowsolver.collective`).
@@ -114,6 +128,10 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     if n_nodes > 1:         # across nodes: the network transport's reported latency and settings
         transport = server_transport(graph, graph.nodes[gpus[0]].get("server"))
         nvls = nvls and transport.nvls
-        extra = dict(net_latency=transport.net_latency, protocols=transport.protocols)
+        egress = _server_egress(graph, efficiency) if efficiency is not None else \
+            graph_memo(graph, "server_egress", lambda: _server_egress(graph, None))
+        servers = {graph.nodes[gpus[group[0]]].get("server") for group in layout.groups}
+        extra = dict(net_latency=transport.net_latency, protocols=transport.protocols,
+                     net_bw=min(egress.get(s, 0.0) for s in servers))
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra="nvlink" if nvswitch else "pcie",
                     channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw, **extra)

@@ -60,7 +60,8 @@ class Hardware:
     transport leaves NVLS on), ``nvlink_bw`` a GPU's NVLink bandwidth (bytes/s, NVLS's
     intra-node graph bandwidth), ``protocols`` the protocols NCCL may run (the network
     transport's settings; all three by default), ``p2p`` a send / receive's communicator
-    (:class:`~._p2p.P2pComm`; None for the collectives).
+    (:class:`~._p2p.P2pComm`; None for the collectives), ``net_bw`` the least a node's NICs
+    send into the fabric (bytes/s; 0: not known, no bound).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
     8
@@ -77,6 +78,7 @@ class Hardware:
     nvlink_bw: float = 0.0
     protocols: tuple = PROTOCOLS
     p2p: object = None
+    net_bw: float = 0.0
 
     @property
     def ppn(self) -> int:

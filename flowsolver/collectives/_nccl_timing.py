@@ -144,7 +144,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     if a in ("tree", "nvls") and not algorithm_of(a).derived(op):    # no faster than its own flow solve
         algbw = lesser(algbw, own_algbw)
     if a == "nvls_tree":
-        algbw = lesser(algbw, _nvls_node_bound(hw))
+        algbw = lesser(lesser(algbw, _nvls_node_bound(hw)), _network_bound(hw))
     if not algbw > 0:                                           # 0: a stalled flow
         return np.inf, lat, np.inf
     kernel_bw = algbw if model is None else model.bandwidth(algbw, a, proto)     # NCCL chooses by its own
@@ -173,6 +173,23 @@ def _nvls_node_bound(hw) -> float:
     eff = NVLS_EFFICIENCY_BY_GENERATION.get(hw.generation, 0.0)
     bus = 2 * (ppn - 1) / ppn * hw.nvlink_bw * eff / (1 + 1 / ppn)
     return bus * hw.ranks / (2 * (hw.ranks - 1)) if bus > 0 else np.inf
+
+
+def _network_bound(hw) -> float:
+    """The algbw (bytes/s) no all-reduce across ``hw.nodes`` nodes exceeds without a reduction
+    in the network: each node sends at least ``2 (nodes - 1) / nodes`` of the buffer (its
+    reduce-scatter and all-gather shares) through NICs that send ``hw.net_bw`` bytes/s. NCCL's
+    tuner grants NVLSTree on two nodes twice the ring's network bus bandwidth, ``(ranks - 1) /
+    ranks`` above this; NVLSTree has no flow solve of its own to hold it. Unbounded where
+    ``net_bw`` is not known (0).
+
+    >>> from ._nccl_model import Hardware
+    >>> round(_network_bound(Hardware(16, 2, net_bw=100e9)) / 1e9, 1)    # 2 nodes: the whole buffer out
+    100.0
+    """
+    if hw.nodes < 2 or not hw.net_bw > 0:
+        return np.inf
+    return hw.net_bw * hw.nodes / (2 * (hw.nodes - 1))
 
 
 def rescaled(steps, time, latency, base):
