@@ -41,8 +41,10 @@ def _plan(graph, spec, options):
     """(ranks, algorithm, steps) of one collective; ``"auto"`` is the fastest alone."""
     opts = replace(options, channels=spec.get("channels"))
     algorithm = spec.get("algorithm", "auto")
-    if algorithm == "auto":   # the fastest alone (collective_with also checks every argument)
-        algorithm = collective_with(graph, spec["op"], spec["size"], spec.get("ranks"), "auto", opts).algorithm
+    if algorithm == "auto":   # NCCL's choice alone, as collective() makes it (collective_with checks every argument)
+        chooser = replace(opts, tuner=opts.step_latency is None, protocol="auto" if opts.tuner or
+                          opts.step_latency is None else opts.protocol)
+        algorithm = collective_with(graph, spec["op"], spec["size"], spec.get("ranks"), "auto", chooser).algorithm
     else:
         check_call(spec["op"], algorithm, spec["size"], opts)
     ranks, layout = participants(graph, spec["op"], spec.get("ranks"), opts.channels)
@@ -95,7 +97,9 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     """Run several collectives at once on one fabric and report how much each slowed.
 
     ``collectives`` is a list of dicts with the keys of :func:`collective` (``op``, ``size``,
-    ``ranks``, ``algorithm``, ``channels``); ``"auto"`` is resolved by timing each alone.
+    ``ranks``, ``algorithm``, ``channels``); ``"auto"`` is NCCL's choice for each alone (as
+    :func:`collective` makes it). The times are the event engine's (per-step latencies, no NCCL
+    chunk pipeline), so compare ``together`` with ``alone``, not with :func:`collective`'s time.
     Every collective runs its steps in order (latency, then the step's flows); between events
     (a flow finishing, a latency elapsing) all active flows of all collectives share the links
     max-min fairly (:func:`flowsolver.timing.step_times`). ``alone=False`` skips the solo runs

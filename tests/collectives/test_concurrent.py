@@ -116,3 +116,10 @@ def test_a_training_step_solves_its_collectives_in_two_batched_calls(monkeypatch
     r = training_step(tp.rail_optimized(nodes=4), model="llama-3-8b", tp=8, pp=2, dp=2)
     assert set(r.phases) == {"tp", "pp", "dp"}
     assert calls == [3, 2]          # tp, pp, dp together; then tp's and dp's all-gathers
+
+
+def test_auto_is_nccl_s_choice_as_collective_makes_it():
+    # NCCL runs no halving-doubling: one reduce-scatter alone picks what collective() picks
+    g = tp.rail_optimized(nodes=4)
+    job = dict(op="reduce_scatter", size=2**28, ranks=[1, 21, 22, 23])
+    assert concurrent(g, [job]).algorithms == (collective(g, **job).algorithm,) == ("ring",)
