@@ -245,7 +245,8 @@ def _result(graph, call: Call, planned: Planned, scenario: TimedScenario, pruned
                             busbw=algbw * busbw_factor(op, p), steps=pick.steps, link_utilization=pick.utilization,
                             links=table, candidates=pick.candidates, pruned=dict(pruned),
                             status=Status.STALLED if stalled else Status.OK,
-                            message=_STALLED if stalled else "", protocol=pick.protocol, channels=hw.channels,
+                            message=_STALLED if stalled else "", protocol=pick.protocol,
+                            channels=hw.p2p.channels(size) if getattr(hw, "p2p", None) is not None else hw.channels,
                             nccl=pick.algorithm in NCCL_ALGORITHMS[op], choices=pick.choices,
                             estimates=pick.estimates, solved_on=derivation)
 
@@ -380,7 +381,11 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     the first graph's: a link failed in another variant is not routed around (its flows
     stall; call :func:`collective` on the edited graph to reroute). A policy whose routes
     depend on the load (``register_policy(..., depends_on_load=True)``, e.g. ``ugal``) is
-    routed on each variant, as :func:`collective` would.
+    routed on each variant, as :func:`collective` would. NCCL's view of the communicator (its
+    channel counts, a send's P2P channels) is the first graph's too: NCCL sets it when the
+    communicator is created, so a link derated in a variant slows the flows on it and no more,
+    where :func:`collective` on the derated graph is a communicator created on it (a GPU whose
+    NIC is derated gets fewer P2P channels).
 
     >>> import topologies as tp
     >>> ndr, hdr = tp.rail_optimized(2), tp.rail_optimized(2, link="ib_hdr")

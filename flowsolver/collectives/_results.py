@@ -99,7 +99,9 @@ class CollectiveResult:
     ``bottleneck_tier`` the tier of its first ("" if none). ``status`` is ``Status.OK``, or
     ``Status.STALLED`` for a variant of :func:`flowsolver.collective_variants` whose flows
     cannot complete (``time`` inf, the reason in ``message``). ``protocol`` and
-    ``channels`` the NCCL protocol and channel count used; ``nccl`` whether NCCL runs the
+    ``channels`` the NCCL protocol and channel count used (a send / receive: the channels its
+    send is striped over; where they bind, no link is the bottleneck and ``bottleneck_tier`` is
+    ""); ``nccl`` whether NCCL runs the
     chosen algorithm (False: a what-if of ``candidates="all"`` or an explicit choice);
     ``choices`` the time of every ``"algorithm/protocol"`` pair NCCL's cost model timed
     (what its kernels would take: :mod:`~flowsolver.collectives._pipeline`), ``estimates``

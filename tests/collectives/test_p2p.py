@@ -204,3 +204,17 @@ def test_a_pure_flow_model_has_no_channel_bound(ten_nodes):
     flow = collective(ten_nodes, "send_recv", 1 << 30, ranks=ranks, step_latency=0.0, base_latency=0.0)
     pair = collective(ten_nodes, "send_recv", 1 << 30, ranks=ranks[:2], step_latency=0.0, base_latency=0.0)
     assert flow.time == pair.time and (1 << 30) / flow.time > 40e9         # the 400 Gb/s NIC's flow
+
+
+def test_a_send_reports_its_channels_and_variants_keep_the_first_graphs():
+    # GPU 0's NIC derated to a quarter of NDR (11.75 GB/s): NCCL, creating the communicator on
+    # that fabric, gives the peer ceil(11.75 / 14) = 1 P2P channel where 47 GB/s gave more; the
+    # send over another rail (PXN) then takes twice as long on half the channels. A variant keeps
+    # the channels of the communicator made on the first graph.
+    from topologies.failures import degrade_links
+    g = tp.rail_optimized(nodes=4)
+    h = degrade_links(g, [("su0/leaf0", "s0/nic0")], 0.25)
+    healthy, derated = (collective(x, "send_recv", 2**28, ranks=[0, 31]) for x in (g, h))
+    variant = collective_variants([g, h], "send_recv", 2**28, ranks=[0, 31])[1]
+    assert (healthy.channels, derated.channels, variant.channels) == (2, 1, 2)
+    assert derated.time == pytest.approx(2 * healthy.time, rel=0.01) and variant.time == pytest.approx(healthy.time)
