@@ -108,6 +108,8 @@ _GPUS = {
     # H100 PCIe datasheet: 756 TFLOP/s dense BF16 (1513 with sparsity), FP8 1513 dense (3026
     # with sparsity), 80 GB HBM2e at 2.0 TB/s (mle memory table); 350 W (datasheet; not in the
     # mle power table). No kernel family: its clocks and power differ from the SXM tables.
+    # Memory: no public driver reading of the PCIe part was found, so the datasheet's 80 GB as
+    # 80e9 bytes (the SXM part's driver total, 81,559 MiB, is 7 % more: the same HBM may read so)
     "h100_pcie": GpuSpec("h100_pcie", 756e12, 80e9, "NVIDIA H100 datasheet (PCIe), dense BF16 / FP8", 1513e12,
                          hbm_bandwidth=2.0e12, tdp=350.0),
     # H200 SXM: the H100's compute (989 BF16, 1979 FP8 dense), 141 GB HBM3e at 4.8 TB/s, 700 W.
