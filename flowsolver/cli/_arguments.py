@@ -78,6 +78,16 @@ def parse_size(text: str, whole: str | None = None) -> float:
 
 
 
+class _SizeGiven(argparse.Action):
+    """Stores a size flag and notes that it was given (``namespace.sizes_given``), so a flag the
+    chosen family does not take is an error rather than ignored."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+        given = set(getattr(namespace, "sizes_given", ()) or ())
+        setattr(namespace, "sizes_given", given | {option_string})
+
+
 def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", default_nodes=8) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--family", choices=tuple(tp.FAMILIES), default=default_family,
@@ -85,9 +95,9 @@ def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", d
     for param in _size_parameters():
         default = default_nodes if param.name == "nodes" else param.default
         if param.type is bool:
-            g.add_argument(param.flag, action="store_true", help=param.help)
+            g.add_argument(param.flag, action=_SizeGiven, nargs=0, default=False, help=param.help)
         else:
-            g.add_argument(param.flag, type=param.type, nargs=param.nargs, help=param.help,
+            g.add_argument(param.flag, action=_SizeGiven, type=param.type, nargs=param.nargs, help=param.help,
                            default=list(default) if param.nargs and default is not None else default)
     g.add_argument("--server", default=None,
                    help=f"server model: {', '.join(tp.server_names())}, or an NCCL topology file "
@@ -159,6 +169,13 @@ def cluster_label(args, graph=None) -> str:
 def build_graph(args):
     """The cluster graph the ``--family`` / size / link arguments describe, or the
     ``--cluster`` file (with ``--fail-fraction`` of its switch cables failed)."""
+    sizes = sorted(getattr(args, "sizes_given", ()) or ())
+    if args.cluster is not None and sizes:
+        raise ValueError(f"{', '.join(sizes)}: a --cluster file holds its own size; leave these out")
+    takes = {p.flag for p in tp.get_family(args.family).parameters}
+    if args.cluster is None and (foreign := [f for f in sizes if f not in takes]):
+        raise ValueError(f"{', '.join(foreign)}: not a size of the {args.family} family (its sizes: "
+                         f"{', '.join(sorted(takes))}); name the family with --family")
     if args.cluster is not None:
         given = [f"--{k}" for k in ("server", "link", "oversubscription") if getattr(args, k) is not None]
         if given:

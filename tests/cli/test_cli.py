@@ -44,6 +44,16 @@ def test_bad_input_gives_one_line_and_exit_2(capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_a_size_the_family_does_not_take_is_an_error_not_ignored(capsys):
+    # a torus has no --nodes, the default rail cluster no --k: each was ignored, giving another cluster
+    for argv in (["collective", "--family", "torus", "--nodes", "4"], ["topology", "--k", "16"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"{argv[-2]}: not a size of the" in err and len(err.strip().splitlines()) == 1, err
+    assert main(["topology", "--family", "torus", "--dims", "2", "2", "--mesh"]) == 0     # its own sizes
+    assert "torus(dims=[2, 2], wrap=False" in capsys.readouterr().out
+
+
 def test_api_errors_name_the_command_line_options(capsys):
     """Errors raised by the Python API name the command's options, not Python arguments."""
     assert main(["collective", "--nodes", "1", "--ranks", "0", "0", "-b", "1M", "-e", "1M"]) == 2
