@@ -62,13 +62,18 @@ def parse_size(text: str, whole: str | None = None) -> float:
     a whole number of bytes (``-b 1.5`` would model 1.5 B and print 1). Token counts and
     checkpoint bytes may be fractions (``--tokens 1.3M``).
 
-    >>> parse_size("1M"), parse_size("8G") == 8 * 2**30, parse_size("1e9"), parse_size("0.3K")
-    (1048576.0, True, 1000000000.0, 307.2)
+    >>> parse_size("1M"), parse_size("8G") == 8 * 2**30, parse_size("1e9"), parse_size("0.3K"), parse_size("2KiB")
+    (1048576.0, True, 1000000000.0, 307.2, 2048.0)
     """
     m = _SIZE.match(str(text))
     if not m:
         raise ValueError(f"size must be a number of bytes (like 1e9) with an optional K, M, G or T suffix, "
                          f"got {text!r}")
+    if m.group(3) and (m.group(3).lower() == "b") == bool(m.group(2)) or m.group(3).lower() == "i":
+        # "1GB": nccl-tests' G is 2^30, yet GB means 1e9 bytes (docs' concepts page); "1iB": no unit
+        raise ValueError(f"size {text!r} is ambiguous: write {m.group(1)}{m.group(2).upper() or 'K'} or "
+                         f"{m.group(1)}{m.group(2).upper() or 'K'}iB for binary multiples (as nccl-tests), "
+                         f"or a plain number such as 1e9")
     value = float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
     if not math.isfinite(value):
         raise ValueError(f"size must be a finite number of bytes, got {text!r}")
