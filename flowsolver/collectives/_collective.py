@@ -73,7 +73,7 @@ def _merged(per_group, p):
         else:
             cache[key] = tuple((x + g * p if isinstance(x, int) else x, y + g * p if isinstance(y, int) else y, n)
                                for g, st in enumerate(parts) for x, y, n in st.flows)
-        merged.append(Step(parts[0].count, cache[key], parts[0].latency_count))
+        merged.append(Step(parts[0].count, cache[key], parts[0].latency_count, parts[0].grouped))
     return tuple(merged)
 
 

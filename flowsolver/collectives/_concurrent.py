@@ -21,7 +21,7 @@ from ._nccl import DEFAULT_CHUNK
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
 from ._results import ConcurrentResult
 from ._schedules import schedule
-from ._solve import route_step, solve_steps, step_latency
+from ._solve import route_step, solve_steps, step_latency, step_peer_latency
 
 __all__ = ["concurrent", "concurrent_kinds"]
 
@@ -76,6 +76,8 @@ def _timeline(plans, routed, cap, base):
     for ranks, steps in plans:
         for j, st in enumerate(steps):
             rm, size, latency = routed(ranks, st.flows)
+            if routed.options.step_latency is None:     # NCCL's grouped sends: each further peer
+                latency += step_peer_latency(st)
             # the step's latencies spread evenly over its repetitions
             for r in range(st.count):
                 after.append(len(parts) - 1 if j or r else -1)

@@ -26,7 +26,7 @@ def _all_to_all_direct(p, size, layout, chunk):
     src = np.repeat(np.arange(p), p - 1)
     dst = np.tile(np.arange(p - 1), p)                  # each rank to every other, in order:
     dst += dst >= src                                   # 0 ... p-2, its own rank skipped
-    return (Step(1, StepFlows.from_arrays(src, dst, size / p), 1),)
+    return (Step(1, StepFlows.from_arrays(src, dst, size / p), 1, grouped=True),)
 
 
 def _all_to_all_pairwise(p, size, layout, chunk):

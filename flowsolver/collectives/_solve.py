@@ -4,6 +4,7 @@ many steps in one batched call (each step on its own copy of the links, its own 
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -18,7 +19,7 @@ from ._layout import rank_server_codes
 from ._nccl import hop_latency, peer_latency
 from ._results import CollectiveStep
 
-__all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "solve_steps", "time_plans", "time_many",
+__all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "step_peer_latency", "solve_steps", "time_plans", "time_many",
            "catalogue_latency", "slow_paths", "SolvedStep", "Timed", "TimedScenario", "Job"]
 
 
@@ -175,6 +176,17 @@ def step_latencies(rm, group, n_groups, options) -> np.ndarray:
     return np.array([hop[int(r)] for r in worst]) + np.maximum(path, 0.0)
 
 
+def step_peer_latency(step) -> float:
+    """Seconds a grouped step (NCCL's grouped sends and receives, :attr:`Step.grouped`) spends on
+    its ranks' further peers (:func:`~._nccl.peer_latency`, computed once a step); 0 otherwise."""
+    return _peers(step.flows) if getattr(step, "grouped", False) else 0.0
+
+
+@lru_cache(maxsize=32)      # an all-to-all's one step a communicator shape; kept few (they are large)
+def _peers(flows) -> float:
+    return peer_latency(flows)
+
+
 def _catalogue_latencies(table) -> np.ndarray:
     known = set(tp.link_names())
     per = {t: (tp.get_link(t).latency if t in known else 0.0) for t in set(table.tech)}
@@ -237,15 +249,18 @@ def _between_nodes(graph, ranks, keys) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
 
-def _result_of(steps, solved, latency, n_links, base, routed=None, slow=None, capacity=None, run=None) -> Timed:
+def _result_of(steps, solved, latency, n_links, base, routed=None, slow=None, capacity=None, run=None,
+               peers=True) -> Timed:
     """One algorithm :class:`Timed` from its solved steps (``solved``: a SolvedStep per
     distinct step; ``routed``: each step's ``(routing, sizes)``; ``slow``: each step's slow
-    paths, :func:`slow_paths`)."""
+    paths, :func:`slow_paths`; ``peers``: a grouped step pays its further peers,
+    :func:`step_peer_latency`)."""
     parts, util_time, busy, total = [], np.zeros(n_links), 0.0, base
     for st in steps:
         one = solved[st.flows]
+        lat = latency[st.flows] + (step_peer_latency(st) if peers else 0.0)
         step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=one.transfer,
-                              latency=latency[st.flows], bottleneck=one.bottleneck, latency_count=st.latency_count,
+                              latency=lat, bottleneck=one.bottleneck, latency_count=st.latency_count,
                               slow_paths=() if slow is None else slow[st.flows])
         parts.append(step)
         total += step.time
@@ -366,15 +381,13 @@ def time_many(graph, jobs, scenarios=None) -> list:
             solved = dict(zip(keys, solved_b[first[j]:first[j + 1]]))
             on_table = replace(rm_j, links=table)
             latency = dict(zip(keys, step_latencies(on_table, group_j, len(keys), options).tolist()))
-            if options.step_latency is None:        # a step to many peers sets each one up in turn
-                latency = {k: v + peer_latency(k) for k, v in latency.items()}
             reference = catalogue_latency(graph, table) if scenario is graph else _catalogue_latencies(table)
             slow = None
             if options.tuner and (table.latency > reference).any():     # a path slower than the catalogue's
                 between = _between_nodes(graph, job.ranks, keys) if between is None else between
                 slow = dict(zip(keys, slow_paths(on_table, group_j, len(keys), reference, between)))
             timed.append(TimedScenario(table, {alg: _result_of(steps, solved, latency, rm_j.n_links, options.base,
-                                                               routed, slow, cap, run)
+                                                               routed, slow, cap, run, options.step_latency is None)
                                                for alg, steps in job.plans.items()}))
         out.append(timed)
     return out

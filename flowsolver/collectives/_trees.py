@@ -110,11 +110,14 @@ def _is_position(x) -> bool:
 class Step:
     """``count`` repetitions of the concurrent ``flows`` (:class:`StepFlows`: ``(src, dst,
     bytes)`` tuples; src / dst are rank positions, or node ids for in-switch algorithms);
-    the step latency is paid ``latency_count`` times in all."""
+    the step latency is paid ``latency_count`` times in all. ``grouped``: the flows are NCCL's
+    grouped sends and receives (an all-to-all), each further peer of a rank costing
+    :data:`~._nccl.PEER_LATENCY` on top (:func:`~._nccl.peer_latency`)."""
 
     count: int
     flows: tuple
     latency_count: int
+    grouped: bool = False
 
     def __post_init__(self):
         if not isinstance(self.flows, StepFlows):

@@ -4,7 +4,7 @@ small all-to-all's time grows with the ranks (units: seconds, bytes)."""
 import pytest
 
 import topologies as tp
-from flowsolver import collective
+from flowsolver import collective, concurrent
 from flowsolver.collectives._nccl import PEER_LATENCY, peer_latency
 from flowsolver.collectives._trees import StepFlows
 
@@ -42,3 +42,12 @@ def test_a_fixed_step_latency_leaves_the_peers_to_the_caller():
     # step_latency is the whole of a step's latency: 8 B a peer costs the same on 32 ranks as on 256
     times = [collective(tp.rail_optimized(nodes=n), "all_to_all", 8 * 8 * n, step_latency=5e-6).time for n in (4, 32)]
     assert times[1] == pytest.approx(times[0], abs=0.5e-6)
+
+
+def test_the_event_engine_pays_the_peers_as_collective_does():
+    # concurrent's event engine prices a step with its own latencies: the same cost a peer
+    g = tp.rail_optimized(nodes=4)
+    alone = collective(g, "all_to_all", 2**10)
+    together = concurrent(g, [dict(op="all_to_all", size=2**10, ranks=list(range(32)))]).together[0]
+    assert together == pytest.approx(alone.time, rel=1e-9)
+    assert together > 31 * PEER_LATENCY
