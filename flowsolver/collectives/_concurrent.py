@@ -13,6 +13,7 @@ from .. import _checks
 from .._status import Status
 from ..routing import RoutingMatrix, unchanged
 from ..timing import step_times
+from ._algorithms import algorithm_of
 from ._collective import Call, collective_with, solve_collectives
 from ._hardware import describe
 from ._layout import participants, unavailable
@@ -42,15 +43,18 @@ def _plan(graph, spec, options):
     opts = replace(options, channels=spec.get("channels"))
     algorithm = spec.get("algorithm", "auto")
     if algorithm == "auto":   # NCCL's choice alone, as collective() makes it (collective_with checks every argument)
-        chooser = replace(opts, tuner=opts.step_latency is None, protocol="auto" if opts.tuner or
-                          opts.step_latency is None else opts.protocol)
+        tuned = opts.step_latency is None
+        chooser = replace(opts, tuner=tuned, protocol="auto" if tuned else opts.protocol)
         algorithm = collective_with(graph, spec["op"], spec["size"], spec.get("ranks"), "auto", chooser).algorithm
     else:
         check_call(spec["op"], algorithm, spec["size"], opts)
     ranks, layout = participants(graph, spec["op"], spec.get("ranks"), opts.channels)
     if why := unavailable(algorithm, len(ranks), layout):
         raise ValueError(f"algorithm {algorithm!r} {why}")
-    return tuple(ranks), algorithm, schedule(spec["op"], algorithm, len(ranks), float(spec["size"]), layout,
+    # an algorithm NCCL's cost model times from the ring's flows (NVLSTree, PAT, NVLS all-gather)
+    # has no steps of its own: the event engine runs the ring's
+    steps_of = "ring" if algorithm_of(algorithm).derived(spec["op"]) else algorithm
+    return tuple(ranks), algorithm, schedule(spec["op"], steps_of, len(ranks), float(spec["size"]), layout,
                                              float(options.chunk))
 
 

@@ -182,7 +182,7 @@ def step_peer_latency(step) -> float:
     return _peers(step.flows) if getattr(step, "grouped", False) else 0.0
 
 
-@lru_cache(maxsize=32)      # an all-to-all's one step a communicator shape; kept few (they are large)
+@lru_cache(maxsize=8)       # an all-to-all's one step a communicator shape; kept few (they are large)
 def _peers(flows) -> float:
     return peer_latency(flows)
 

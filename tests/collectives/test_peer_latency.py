@@ -51,3 +51,18 @@ def test_the_event_engine_pays_the_peers_as_collective_does():
     together = concurrent(g, [dict(op="all_to_all", size=2**10, ranks=list(range(32)))]).together[0]
     assert together == pytest.approx(alone.time, rel=1e-9)
     assert together > 31 * PEER_LATENCY
+
+
+def test_only_grouped_sends_pay_for_their_peers(monkeypatch):
+    # a ring's channels visit the ranks in other orders, so a rank may have two next peers in
+    # one step of a real layout: that is one kernel's connections, not NCCL's grouped sends
+    import flowsolver.collectives._nccl as nccl
+    from flowsolver.collectives._solve import _peers
+    monkeypatch.setattr(nccl, "PEER_LATENCY", 1.0)            # a second a peer: unmissable
+    _peers.cache_clear()
+    try:
+        g = tp.rail_optimized(nodes=2)
+        assert collective(g, "broadcast", 8).time < 1e-3           # the ring's chain: no peer cost
+        assert collective(g, "all_to_all", 8 * 16).time > 14.0      # 15 peers a rank
+    finally:
+        _peers.cache_clear()
