@@ -80,18 +80,27 @@ def server_transport(graph, server) -> tp.Transport:
     return tp.get_transport(graph_memo(graph, "nic_transports", lambda: _transports(graph)).get(server))
 
 
-def _server_egress(graph, efficiency) -> dict:
-    """Server -> the bytes/s its compute NICs send into the fabric (each cable's capacity at
-    its efficiency)."""
-    out: dict = {}
-    for nic, d in graph.nodes(data=True):
-        if d.get("kind") != "nic" or d.get("role") != "compute":
-            continue
+def _gpu_nics(graph, gpu) -> tuple:
+    """The compute NICs nearest ``gpu``: on its own PCIe link, else behind its PCIe switch."""
+    def nics(node):
+        return tuple(v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nic"
+                     and graph.nodes[v].get("role", "compute") == "compute")
+    near = nics(gpu)
+    if not near:
+        near = tuple(w for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "pcie_switch"
+                     for w in nics(v))
+    return near
+
+
+def _egress(graph, gpus, efficiency) -> float:
+    """Bytes/s the NICs nearest ``gpus`` (each counted once) send into the fabric: each cable's
+    capacity at its efficiency. NVLSTree's heads send through their own GPUs' NICs."""
+    total = 0.0
+    for nic in dict.fromkeys(n for g in gpus for n in _gpu_nics(graph, g)):
         for _, v, e in graph.out_edges(nic, data=True):
             if graph.nodes[v].get("kind") == "switch":
-                rate = e.get("capacity", 0.0) * link_efficiency(e.get("tech", ""), efficiency, e.get("efficiency"))
-                out[d.get("server")] = out.get(d.get("server"), 0.0) + rate
-    return out
+                total += e.get("capacity", 0.0) * link_efficiency(e.get("tech", ""), efficiency, e.get("efficiency"))
+    return total
 
 
 def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
@@ -128,10 +137,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     if n_nodes > 1:         # across nodes: the network transport's reported latency and settings
         transport = server_transport(graph, graph.nodes[gpus[0]].get("server"))
         nvls = nvls and transport.nvls
-        egress = _server_egress(graph, efficiency) if efficiency is not None else \
-            graph_memo(graph, "server_egress", lambda: _server_egress(graph, None))
-        servers = {graph.nodes[gpus[group[0]]].get("server") for group in layout.groups}
         extra = dict(net_latency=transport.net_latency, protocols=transport.protocols,
-                     net_bw=min(egress.get(s, 0.0) for s in servers))
+                     net_bw=min(_egress(graph, [gpus[i] for i in group], efficiency) for group in layout.groups))
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra="nvlink" if nvswitch else "pcie",
                     channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw, **extra)
