@@ -73,6 +73,8 @@ def plan(args) -> None:
     if args.gpus is not None:
         if args.family != "rail_optimized" or args.cluster is not None:
             raise ValueError("--gpus sizes a rail_optimized cluster; give the family's own size arguments instead")
+        if "--nodes" in (getattr(args, "sizes_given", None) or ()):
+            raise ValueError("--gpus and --nodes both size the cluster: give one")
         server = server_of(args.server) if args.server is not None else tp.get_server("dgx_h100")
         if args.gpus < 1 or args.gpus % server.gpus:
             raise ValueError(f"--gpus must be a positive multiple of the server's {server.gpus} GPUs, got {args.gpus}")

@@ -54,6 +54,12 @@ def test_a_size_the_family_does_not_take_is_an_error_not_ignored(capsys):
     assert "torus(dims=[2, 2], wrap=False" in capsys.readouterr().out
 
 
+def test_plan_refuses_two_cluster_sizes(capsys):
+    # --gpus sizes the cluster: a --nodes beside it was overwritten unseen
+    assert main(["plan", "--gpus", "64", "--nodes", "4", "--model", "llama-3-8b", "--global-batch", "64"]) == 2
+    assert "--gpus and --nodes both size the cluster" in capsys.readouterr().err
+
+
 def test_api_errors_name_the_command_line_options(capsys):
     """Errors raised by the Python API name the command's options, not Python arguments."""
     assert main(["collective", "--nodes", "1", "--ranks", "0", "0", "-b", "1M", "-e", "1M"]) == 2
