@@ -71,8 +71,10 @@ def parse_size(text: str, whole: str | None = None) -> float:
                          f"got {text!r}")
     if m.group(3) and (m.group(3).lower() == "b") == bool(m.group(2)) or m.group(3).lower() == "i":
         # "1GB": nccl-tests' G is 2^30, yet GB means 1e9 bytes (docs' concepts page); "1iB": no unit
-        raise ValueError(f"size {text!r} is ambiguous: write {m.group(1)}{m.group(2).upper() or 'K'} or "
-                         f"{m.group(1)}{m.group(2).upper() or 'K'}iB for binary multiples (as nccl-tests), "
+        if not m.group(2):
+            raise ValueError(f"size {text!r}: iB needs a K, M, G or T before it (1KiB), or none (bytes)")
+        raise ValueError(f"size {text!r} is ambiguous: write {m.group(1)}{m.group(2).upper()} or "
+                         f"{m.group(1)}{m.group(2).upper()}iB for binary multiples (as nccl-tests), "
                          f"or a plain number such as 1e9")
     value = float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
     if not math.isfinite(value):

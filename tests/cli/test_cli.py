@@ -525,9 +525,11 @@ def test_train_takes_a_model_file_sequence_length_and_ranks(tmp_path, capsys):
 def test_a_size_in_kb_or_gb_is_refused_as_ambiguous(capsys):
     # nccl-tests' 1G is 2^30 bytes, yet GB means 1e9 (docs' concepts page): 1GB could be either
     from flowsolver.cli import parse_size
-    for text in ("1GB", "64KB", "2iB"):
+    for text in ("1GB", "64KB"):
         with pytest.raises(ValueError, match="ambiguous"):
             parse_size(text)
+    with pytest.raises(ValueError, match="iB needs a K, M, G or T"):
+        parse_size("2iB")
     assert parse_size("1GiB") == parse_size("1G") == 2**30 and parse_size("8B") == 8.0
     assert main(["collective", "--nodes", "1", "-b", "1KB", "-e", "1M"]) == 2
     assert "'1KB' is ambiguous" in capsys.readouterr().err
