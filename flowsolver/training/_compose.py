@@ -254,7 +254,7 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
                             pp=lay.pp, vp=lay.vp, layers=max(layers), layer_forward=parts["forward"] + ahead * waits,
                             layer_backward=backward + (1 - ahead) * waits,
                             root_scale=profile.fsdp_unit_scale() / max(1, lay.pp), t_run=t_slot))
-    compute, bubble = m * t_mb, bubble_slots(lay.pp, lay.vp) * t_slot
+    compute, bubble = m * t_mb, bubble_slots(lay.pp, lay.vp, m) * t_slot
     exposed = sum(p.exposed for p in phases.values())
     step = compute + bubble + exposed
     tps = s.global_batch * model.seq_len / step

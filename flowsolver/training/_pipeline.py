@@ -63,14 +63,21 @@ def chunk_layers(layers: int, pp: int, vp: int) -> tuple:
     return tuple(tuple(c) for c in out)
 
 
-def bubble_slots(pp: int, vp: int = 1) -> float:
+def bubble_slots(pp: int, vp: int = 1, microbatches: int | None = None) -> float:
     """Idle time of a 1F1B pipeline in units of one stage's microbatch time (forward and
-    backward of all its layers): ``(pp - 1) / vp`` (interleaved with ``vp`` model chunks).
+    backward of all its layers): ``(pp - 1) / vp`` (interleaved with ``vp`` model chunks). With
+    fewer ``microbatches`` than stages the interleaving cannot fill the pipeline: each microbatch
+    still passes every stage's chunks in turn (``pp`` slots), the others ``1 / vp`` behind it,
+    so the step is ``pp + (m - 1) / vp`` slots and the idle part ``pp - m + (m - 1) / vp`` (the
+    same at ``m = pp``; ``pp - 1`` at ``vp = 1`` for any ``m``).
 
-    >>> bubble_slots(16, 1), bubble_slots(8, 5)
-    (15.0, 1.4)
+    >>> bubble_slots(16, 1), bubble_slots(8, 5), bubble_slots(4, 8, microbatches=1)
+    (15.0, 1.4, 3.0)
     """
-    return (pp - 1) / vp
+    interleaved = (pp - 1) / vp
+    if microbatches is None or microbatches >= pp:
+        return interleaved
+    return max(interleaved, pp - microbatches + (microbatches - 1) / vp)
 
 
 def critical_sends(pp: int, vp: int, microbatches: int) -> float:
