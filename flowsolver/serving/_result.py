@@ -137,7 +137,10 @@ class ServeResult:
         ``tokens`` tokens in all (integers >= 1, ``sequences <= tokens``; prefill pool)."""
         tokens = _checks.integer("tokens", tokens)
         sequences = _checks.integer("sequences", sequences, maximum=tokens)
-        return self.step_tables["prefill"](tokens, tokens ** 2 / sequences, sequences)
+        try:
+            return self.step_tables["prefill"](tokens, tokens ** 2 / sequences, sequences)
+        except ValueError as err:      # beyond the communication tables this run timed
+            raise ValueError(f"tokens {tokens}: {err}") from None
 
     def at_rate(self, rate: float, *, duration: float | None = None, seed: int = 0, ttft_target=None,
                 tpot_target=None) -> "ServeResult":

@@ -56,7 +56,12 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
     kinds = {k: _OPS[k] for k, deg in (("tp", lay.tp), ("ep", lay.ep), ("pp", lay.pp)) if deg > 1}
     smallest = min(sm.tp_bytes(1) if lay.tp > 1 else np.inf, sm.ep_bytes(1, a2a_bytes) if lay.ep > 1 else np.inf,
                    sm.pp_bytes(1) if lay.pp > 1 else np.inf)
-    table = comm_table(graph, lay, kinds, size_grid(smallest, sm.tp_bytes(max_tokens)), options) if kinds else None
+    # the tables reach the largest call of every kind: a decode batch of max_seqs, a prefill of
+    # max_tokens (per attention rank at most either; an all-to-all's call may exceed the all-reduce's)
+    most = float(max(max_tokens, max_seqs))
+    largest = max(sm.tp_bytes(most) if lay.tp > 1 else 0.0, sm.ep_bytes(most, a2a_bytes) if lay.ep > 1 else 0.0,
+                  sm.pp_bytes(most) if lay.pp > 1 else 0.0)
+    table = comm_table(graph, lay, kinds, size_grid(smallest, largest), options) if kinds else None
     moe_layers = m.layers if m.experts > 1 else 0
 
     def comm(tokens_per_rank):

@@ -210,6 +210,9 @@ class CommTable:
         0 for a kind the pool does not run)."""
         if kind not in self.seconds:
             return np.zeros_like(np.asarray(size, dtype=np.float64))
+        if np.any(np.asarray(size, dtype=np.float64) > self.sizes[-1] * (1 + 1e-9)):
+            raise ValueError(f"a {kind} call of {float(np.max(size)):.4g} bytes is beyond the step tables "
+                             f"(timed up to {self.sizes[-1]:.4g} bytes): the run's token budget and batch set them")
         return np.interp(size, self.sizes, self.seconds[kind])
 
 

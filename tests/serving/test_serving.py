@@ -42,6 +42,18 @@ def test_decode_step_adds_two_tp_all_reduces_per_layer(one_server):
     assert seconds == pytest.approx(2 * PARAMS / 2 / HBM + comm, rel=1e-12)
 
 
+def test_decode_tables_reach_the_largest_batch(one_server):
+    # a decode batch of 256 sequences under a token budget of 64: its all-reduces (256 x 4096 x 2
+    # bytes = 2 MiB) were read off a table that stopped at 64 tokens' 512 KiB and held its last value
+    r = fs.serve(one_server, "llama-3-8b", rate=0.5, duration=10, prompt=32, output=64, tp=8, max_batch=256,
+                 token_budget=64)
+    _, comm = r.decode_step(256, 0)
+    alone = fs.collective(one_server, "all_reduce", 256 * H * 2, protocol="auto").time
+    assert comm == pytest.approx(2 * L * alone, rel=1e-9)
+    with pytest.raises(ValueError, match="tokens 32768: .* beyond the step tables"):
+        r.prefill_step(32768)                          # beyond what the run timed: refused, not held
+
+
 def test_prefill_step_is_flops_at_the_rate(one_server):
     r = fs.serve(one_server, "llama-3-8b", rate=1.0, duration=2.0, prompt=16, output=4, tp=1)
     seconds, comm = r.prefill_step(4096, sequences=1)
