@@ -31,20 +31,26 @@ def _sizes(args):
     return sizes
 
 
-def _measured(args):
-    """(op, sizes, measured times in s or None) of the table."""
+def _measured(args, graph):
+    """(op, sizes, measured times in s or None, GPUs one thread drove) of the table; a log
+    compared must have run on the ranks modelled, as calibrate requires."""
     if not args.compare:
-        return args.op or "all_reduce", _sizes(args), None
+        return args.op or "all_reduce", _sizes(args), None, 1
     from .. import nccl_tests
+    from ..collectives._calibrate_rows import _check_ranks
+    from ..routing import gpu_nodes
 
     df = nccl_tests.read(args.compare, op=args.op)
     op = df.attrs["op"] or args.op
     if op is None:
         raise ValueError(f"--compare: {args.compare!r} does not say which collective it ran; pass --op")
+    n = len(gpu_nodes(graph)) if args.ranks is None else len(args.ranks)
+    _check_ranks(df, op, df.attrs.get("source", args.compare), n, args.ranks is not None)
     rows = df[df["placement"] == "out-of-place"]
     if args.algorithm == "auto" and df.attrs.get("algorithm"):
         args.algorithm = df.attrs["algorithm"]          # the log's NCCL_ALGO
-    return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]]
+    per_thread = int(df.attrs.get("gpus_per_thread") or 1)     # nccl-tests -g N: one thread, N GPUs
+    return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]], per_thread
 
 
 def collective_table(args) -> None:
@@ -54,13 +60,13 @@ def collective_table(args) -> None:
     if args.plot and not args.compare:
         raise ValueError("--plot needs --compare LOG")
     graph = build_graph(args)
-    op, sizes, measured = _measured(args)
+    op, sizes, measured, per_thread = _measured(args, graph)
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
     for i, size in enumerate(sizes):
         r = collective(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
                        policy_options=opts, channels=args.channels, protocol=args.protocol,
-                       candidates=args.candidates)
+                       candidates=args.candidates, gpus_per_thread=per_thread)
         results.append(r)
         row = dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
                    algorithm=r.algorithm, protocol=r.protocol, channels=r.channels,

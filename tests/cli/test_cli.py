@@ -533,3 +533,32 @@ def test_a_size_in_kb_or_gb_is_refused_as_ambiguous(capsys):
     assert parse_size("1GiB") == parse_size("1G") == 2**30 and parse_size("8B") == 8.0
     assert main(["collective", "--nodes", "1", "-b", "1KB", "-e", "1M"]) == 2
     assert "'1KB' is ambiguous" in capsys.readouterr().err
+
+
+def _log(path, header, ranks, rows):
+    devices = "".join(f"#  Rank {r:2d} Group  0 Pid 1 on node47 device {r:2d} [0x1b] NVIDIA H100 80GB HBM3\n"
+                      for r in ranks)
+    cols = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   " \
+           "busbw #wrong\n"
+    path.write_text(header + devices + cols + "".join(rows))
+    return str(path)
+
+
+def test_compare_checks_the_log_s_ranks_and_threads(capsys, tmp_path):
+    from flowsolver import collective
+    # an 8-rank reduce-scatter log against a 32-GPU model: refused, as calibrate refuses it
+    rs = _log(tmp_path / "rs8.log", "", range(8),
+              ["   134217728       4194304     float     sum      -1    377.2  355.81  311.34      0    371.9  "
+               "360.91  315.80      0\n"])
+    assert main(["collective", "--nodes", "4", "--op", "reduce_scatter", "--compare", rs]) == 2
+    assert "the log ran on 8 ranks" in capsys.readouterr().err
+    # nccl-tests -g 8: one thread issued the call for 8 GPUs; the model holds the host's floor for it
+    g8 = _log(tmp_path / "g8.log", "# nThread 1 nGpus 8 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 "
+              "iters: 20 agg iters: 1 validation: 1 graph: 0\n", range(8),
+              ["           8             2     float     sum      -1    40.00    0.00    0.00      0    40.00    "
+               "0.00    0.00      0\n"])
+    pytest.importorskip("pandas")
+    assert main(["collective", "--nodes", "1", "--op", "all_reduce", "--compare", g8, "--json"]) == 0
+    row, = json.loads(capsys.readouterr().out)
+    alone = collective(tp.rail_optimized(nodes=1), "all_reduce", 8, gpus_per_thread=8).time
+    assert row["time_us"] == pytest.approx(alone * 1e6) and row["time_us"] > 30   # 15 us without the floor
