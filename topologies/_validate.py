@@ -24,8 +24,8 @@ def validate(g) -> nx.DiGraph:
     * every node has ``kind`` in ``"gpu", "nic", "nvswitch", "pcie_switch", "cpu",
       "switch", "storage"``;
     * every edge has a finite ``capacity >= 0`` bytes/s (0 is a failed link), an optional
-      finite ``latency >= 0`` s and an optional string ``tech``; ``cables`` if present is
-      an integer >= 1;
+      finite ``latency >= 0`` s, an optional string ``tech`` and an optional ``efficiency`` in
+      (0, 1]; ``cables`` if present is an integer >= 1;
     * every edge has its reverse (a cable is full duplex);
     * every GPU has at least one link; GPU ``rank`` attributes, where present, are
       distinct integers;
@@ -81,6 +81,8 @@ def validate(g) -> nx.DiGraph:
                 _check_numbers(u, v, cap, lat)
             if "tech" in d and not isinstance(d["tech"], str):
                 raise TopologyError(f"edge {u!r} -> {v!r}: tech must be a string, got {d['tech']!r}")
+            if "efficiency" in d and d["efficiency"] is not None:
+                _check_efficiency(u, v, d["efficiency"])
             if "cables" in d:
                 c = d["cables"]
                 if type(c) is not int and (isinstance(c, bool) or not isinstance(c, int)) or c < 1:
@@ -101,6 +103,13 @@ def _check_numbers(u, v, cap, lat) -> None:
     if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not math.isfinite(lat) or lat < 0:
         raise TopologyError(f"edge {u!r} -> {v!r}: latency must be a finite number >= 0 s, "
                             f"got {lat!r}")
+
+
+def _check_efficiency(u, v, eff) -> None:
+    """Raise TopologyError unless ``eff`` is a fraction in (0, 1] (the share of the raw rate a
+    link reaches; a NaN read from a file silently turned NVLS off)."""
+    if isinstance(eff, bool) or not isinstance(eff, (int, float)) or not 0.0 < eff <= 1.0:
+        raise TopologyError(f"edge {u!r} -> {v!r}: efficiency must be a fraction in (0, 1], got {eff!r}")
 
 
 def _check_gpus_joined(g: nx.DiGraph, index: dict, gpu_nodes: list) -> None:

@@ -139,3 +139,17 @@ def test_tuple_node_ids_survive_the_round_trip(tmp_path):
     g.add_edge(("gpu", 1), ("gpu", 0), capacity=50e9)
     back = tp.load(tp.save(g, tmp_path / "t.json"))
     assert set(back.nodes) == {("gpu", 0), ("gpu", 1)} and back[("gpu", 0)][("gpu", 1)]["capacity"] == 50e9
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, 7.5])
+def test_a_file_s_link_efficiency_must_be_a_fraction(tmp_path, bad):
+    # a NaN efficiency read from a file turned NVLS off silently; 7.5 failed only at the first collective
+    import json
+    path = tmp_path / "g.json"
+    tp.save(tp.rail_optimized(nodes=1), path)
+    data = json.loads(path.read_text())
+    edge = next(e for e in data["edges"] if e.get("tech") == "nvlink4")
+    edge["efficiency"] = bad
+    path.write_text(json.dumps(data))
+    with pytest.raises(tp.TopologyError, match=r"g\.json: edge .* efficiency must be a fraction in \(0, 1\]"):
+        tp.load(path)
