@@ -81,8 +81,9 @@ def validate(g) -> nx.DiGraph:
                 _check_numbers(u, v, cap, lat)
             if "tech" in d and not isinstance(d["tech"], str):
                 raise TopologyError(f"edge {u!r} -> {v!r}: tech must be a string, got {d['tech']!r}")
-            if "efficiency" in d and d["efficiency"] is not None:
-                _check_efficiency(u, v, d["efficiency"])
+            eff = d.get("efficiency")
+            if eff is not None and not (type(eff) is float and 0.0 < eff <= 1.0):
+                _check_efficiency(u, v, eff)
             if "cables" in d:
                 c = d["cables"]
                 if type(c) is not int and (isinstance(c, bool) or not isinstance(c, int)) or c < 1:
