@@ -131,6 +131,11 @@ def _integer(token):
     return token.isascii() and token.isdigit()
 
 
+# what nccl-tests prints for a time or a bandwidth: ASCII digits, a point, an exponent (Python's
+# float() would also take "3_0.1" and other scripts' digits, a damaged row read as other numbers)
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?")
+
+
 def _is_number(token) -> bool:
     try:
         float(token)
@@ -169,11 +174,8 @@ def _value(column, token, where, tokens):
     elif column in ("time", "algbw", "busbw"):
         if token in _MISSING:
             return math.nan
-        try:
-            value = float(token)
-        except ValueError:
-            value = math.nan
-        if math.isfinite(value) and value >= 0:
+        value = float(token) if _DECIMAL.fullmatch(token) else math.nan
+        if math.isfinite(value):
             return value
         what = "a finite number >= 0 or N/A"
     else:

@@ -37,7 +37,7 @@ def _measured(args, graph):
     if not args.compare:
         return args.op or "all_reduce", _sizes(args), None, 1
     from .. import nccl_tests
-    from ..collectives._calibrate_rows import _check_ranks
+    from ..collectives._calibrate_rows import _check_correct, _check_ranks
     from ..routing import gpu_nodes
 
     df = nccl_tests.read(args.compare, op=args.op)
@@ -46,6 +46,7 @@ def _measured(args, graph):
         raise ValueError(f"--compare: {args.compare!r} does not say which collective it ran; pass --op")
     n = len(gpu_nodes(graph)) if args.ranks is None else len(args.ranks)
     _check_ranks(df, op, df.attrs.get("source", args.compare), n, args.ranks is not None)
+    _check_correct(df, df.attrs.get("source", args.compare))
     rows = df[df["placement"] == "out-of-place"]
     if args.algorithm == "auto" and df.attrs.get("algorithm"):
         args.algorithm = df.attrs["algorithm"]          # the log's NCCL_ALGO

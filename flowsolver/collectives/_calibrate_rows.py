@@ -66,6 +66,7 @@ def _rows(logs, graph, ranks, op):
         if op is not None and log_op != op:
             raise ValueError(f"{where}: the log tests {log_op}, not {op}")
         _check_ranks(df, log_op, where, n, ranks is not None)
+        _check_correct(df, where)
         if df.attrs.get("algorithm"):
             algorithms.add(df.attrs["algorithm"])
         per_thread.add(df.attrs.get("gpus_per_thread") or None)
@@ -74,6 +75,18 @@ def _rows(logs, graph, ranks, op):
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
     return out, n, algorithms, per_thread
+
+
+def _check_correct(df, where) -> None:
+    """ValueError where nccl-tests counted wrong results (``#wrong`` > 0): those rows time a
+    collective that did not work, no measurement to fit."""
+    if "#wrong" not in df.columns:
+        return
+    bad = df[df["#wrong"] > 0]
+    if len(bad):
+        sizes = ", ".join(str(int(x)) for x in sorted(set(bad["size"]))[:4])
+        raise ValueError(f"{where}: nccl-tests counted wrong results in {len(bad)} rows (sizes {sizes} B): "
+                         "they time a collective that did not work; drop them or fix the run")
 
 
 def _check_ranks(df, op, where, n, given):

@@ -212,3 +212,26 @@ def test_the_bus_bandwidth_factor_is_nccl_tests_and_refuses_what_it_cannot_price
     for p in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="p must be an integer >= 1"):
             busbw_factor("all_reduce", p)
+
+
+_HEAD = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+_ROW = "1048576 262144 float sum -1 30.10 34.84 65.32 0 29.90 35.07 65.76 0\n"
+
+
+@pytest.mark.parametrize("token", ["3_0.1", "\uff130.10", "-0.0", "0x1e"])
+def test_a_time_is_ascii_decimal_as_nccl_tests_prints_it(token):
+    # Python's float() reads "3_0.1" as 30.1 and a full-width digit as a digit: a damaged row
+    # would be read as other numbers
+    with pytest.raises(ValueError, match="column 'time' is"):
+        nccl_tests.read(_HEAD + _ROW.replace("30.10", token), op="all_reduce")
+    assert nccl_tests.read(_HEAD + _ROW.replace("30.10", "3.01e1"), op="all_reduce")["time"][0] == 30.1
+
+
+def test_rows_with_wrong_results_are_no_measurement_to_fit():
+    import topologies as tp
+    from flowsolver import calibrate
+    log = nccl_tests.read("# nThread 1 nGpus 1\n" + "".join(
+        f"#  Rank {r} Group  0 Pid 1 on node47 device {r} [0x1b] NVIDIA H100 80GB HBM3\n" for r in range(8))
+        + _HEAD + _ROW.replace("65.32 0", "65.32 12"), op="all_reduce")
+    with pytest.raises(ValueError, match="wrong results in 1 rows"):
+        calibrate(tp.rail_optimized(nodes=1), [log])
