@@ -249,14 +249,29 @@ def typed_frame(rows: list, columns: list):
     return df
 
 
+def _plain(value):
+    """A scenario value as its id reads it: an integral finite float as its int, lists alike."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
 def scenario_id(s: dict, options: str | None = None) -> str:
     """A stable id of a scenario's parameters and the sweep's options (``options``: their
     ``repr``; what a rerun uses to skip it: a row computed under other options is not this
     scenario's).
 
+    An integral float is its integer (``size = 1048576.0`` is the scenario of ``1048576``: a
+    grid written either way resumes the same rows).
+
     >>> one = scenario_id({"nodes": 1})
     >>> scenario_id({"nodes": 1}) == one, scenario_id({"nodes": 1}, options="efficiency=0.5") == one
     (True, False)
+    >>> scenario_id({"size": 1048576.0}) == scenario_id({"size": 1048576})
+    True
     """
+    s = {k: _plain(v) for k, v in s.items()}
     key = {k: s[k] for k in sorted(s)} if options is None else {"scenario": s, "options": options}
     return hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]

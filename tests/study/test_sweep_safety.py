@@ -204,8 +204,8 @@ def test_an_unreadable_parquet_file_or_a_csv_that_is_not_a_sweeps_is_a_clear_err
 def test_a_row_whose_id_looks_like_a_number_is_resumed(tmp_path, monkeypatch):
     from flowsolver._sweep import expand_grid, scenario_id
 
-    grid = {"nodes": [1], "size": [1049105], "algorithm": ["ring"]}
-    assert scenario_id(expand_grid(grid)[0]) == "01213883756306e2"   # a float, to a reader that guesses types
+    grid = {"nodes": [1], "size": [1050320], "algorithm": ["ring"]}
+    assert scenario_id(expand_grid(grid)[0]) == "37774235719345e5"   # a float, to a reader that guesses types
     out = tmp_path / "r.csv"
     first = sweep(grid, out=out, progress=False, cache_dir=None)
     text = out.read_text()
@@ -275,3 +275,12 @@ def test_cache_dir_that_is_not_a_folder_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWSOLVER_CACHE_DIR", str(afile))
     with pytest.raises(ValueError, match=r"\$FLOWSOLVER_CACHE_DIR: .*f' is not a folder"):
         sweep({"nodes": [1], "size": [2**20]}, progress=False)
+
+
+def test_an_integral_float_resumes_the_integer_s_row(tmp_path, monkeypatch):
+    # size = 1048576.0 in one grid and 1048576 in the next: the same scenario, not a second row
+    out = tmp_path / "r.csv"
+    first = sweep({"nodes": [1], "size": [1048576], "algorithm": ["ring"]}, out=out, progress=False, cache_dir=None)
+    ran = _count_batches(monkeypatch)
+    again = sweep({"nodes": [1], "size": [1048576.0], "algorithm": ["ring"]}, out=out, progress=False, cache_dir=None)
+    assert ran == [] and len(again) == len(first) == 1
