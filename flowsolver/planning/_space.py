@@ -25,7 +25,8 @@ PRUNE_REASONS = {
     "experts": "ep > 1 on a dense model, or ep does not divide dp and the experts",
     "batch": "dp x micro_batch does not divide the global batch",
     "same": "the same job as another combination (sequence parallelism at tp 1, a rank order that only "
-            "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard)",
+            "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard, "
+            "selective recompute beside none with a fused attention: it keeps no scores to recompute)",
     "memory": "the largest stage's memory estimate exceeds the GPU's memory less the headroom",
 }
 
@@ -183,6 +184,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
         if isinstance(z, bool) or z not in ZERO_STAGES:
             raise ValueError(f"zero must be among 0, 1, 2, 3, got {z!r}")
     modes = tuple(dict.fromkeys(check_recompute(r) for r in _values("recompute", recompute, RECOMPUTE_MODES)))
+    fused = attention not in (None, "unfused")      # flash attention stores no scores: selective recomputes none
     sps = tuple(dict.fromkeys(_values("sequence_parallel", sequence_parallel, (True, False))))
     if not all(isinstance(s, bool) for s in sps):
         raise TypeError(f"sequence_parallel must be True / False values, got {sps!r}")
@@ -229,6 +231,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                     pruned["same"] += len(modes) * len(sps) * len(order_list)
                                     continue
                                 for r in modes:
+                                    if r == "selective" and fused and "none" in modes:      # none's job
+                                        pruned["same"] += len(sps) * len(order_list)
+                                        continue
                                     for sp in sps:
                                         mem = None
                                         seen = set()

@@ -41,7 +41,7 @@ def test_bound_below_exact_step_for_every_layout_with_cp_and_tp():
     g = tp.rail_optimized(2)
     grid = dict(tp=(2, 4), cp=(2, 4), pp=(1, 2), vp=1, ep=1, micro_batch=1, recompute=("selective", "none"),
                 zero=1, sequence_parallel=(False, True), orders=("tp-cp-dp-pp", "tp-dp-cp-pp"))
-    space = layout_space(TOY, 16, 8, gpu_memory=80e9, **grid)
+    space = layout_space(TOY, 16, 8, gpu_memory=80e9, attention="auto", **grid)     # the step's, as plan
     assert len(space.feasible) >= 16
     p = plan(g, model=TOY, global_batch=8, top=len(space.feasible), **grid)
     assert len(p.timed) == len(space.feasible) and p.proven
