@@ -318,7 +318,8 @@ def _add_train(sub, fmt) -> None:
         train.add_argument(f"--{name}", type=kind, default=default,
                            help=text + ("" if default is None else " (default %(default)s)"))
     train.add_argument("--dp-overlap", type=float, default=1.0,
-                       help="share of the DP reduction hidden behind compute (default %(default)s)")
+                       help="fraction of the compute windows the DP traffic may overlap (1: all of them; "
+                            "what does not fit is exposed; default %(default)s)")
     train.add_argument("--compute-efficiency", type=compute_model, default=None,
                        help="auto (the default: every kernel timed from published benchmarks where the GPU has "
                             "tables, else 0.46), kernels (the tables), or the flat model's fraction of the peak "
