@@ -183,3 +183,11 @@ def test_the_number_of_dimensions_is_bounded(tmp_path):
     small = _net(tmp_path, 17 * ["Ring"], 16 * [1] + [2], 17 * [1], 17 * [1])
     raises_clearly(tp.from_astra_network, small, "max_dims=16")
     assert len(tp.gpus(tp.from_astra_network(small, max_dims=17))) == 2
+
+
+def test_a_key_given_twice_or_a_number_in_other_digits_is_refused(tmp_path):
+    # YAML keeps a repeated key's last value silently; int() takes '1_6' and Arabic-Indic digits
+    from topologies.formats.astra import parse_simple_yaml
+    with pytest.raises(ValueError, match=r"line 3: 'npus_count' is given twice"):
+        parse_simple_yaml("topology: [ Ring ]\nnpus_count: [ 4 ]\nnpus_count: [ 8 ]\n")
+    assert parse_simple_yaml("n: [ 1_6, \u0668, 16 ]") == {"n": ["1_6", "\u0668", 16]}     # words, not numbers

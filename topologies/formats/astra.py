@@ -88,6 +88,8 @@ def parse_simple_yaml(text: str, where: str = "<text>") -> dict:
         if not pair:
             raise ValueError(f"{where} line {number}: expected 'key: value', got {raw.strip()!r}")
         key, value = pair.groups()
+        if key in out:           # YAML keeps the last silently: a file saying two things is refused
+            raise ValueError(f"{where} line {number}: {key!r} is given twice")
         if not value:
             out[key] = []
         elif value.startswith("["):
@@ -100,13 +102,17 @@ def parse_simple_yaml(text: str, where: str = "<text>") -> dict:
     return out
 
 
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _scalar(text: str):
+    """An ASCII decimal number as int or float (int() and float() would also take '1_6' and other
+    scripts' digits), anything else as its text."""
     text = text.strip().strip("'\"")
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
+    if _NUMBER.fullmatch(text):
+        if re.fullmatch(r"[+-]?[0-9]{1,30}", text):
+            return int(text)
+        return float(text)             # a longer integer too: its size is checked where it is used
     return text
 
 
