@@ -19,7 +19,8 @@ from ._layout import rank_server_codes
 from ._nccl import hop_latency, peer_latency
 from ._results import CollectiveStep
 
-__all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "step_peer_latency", "solve_steps", "time_plans", "time_many",
+__all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "step_peer_latency", "solve_steps",
+           "time_plans", "time_many",
            "catalogue_latency", "slow_paths", "SolvedStep", "Timed", "TimedScenario", "Job"]
 
 
