@@ -37,7 +37,7 @@ def _measured(args, graph):
     if not args.compare:
         return args.op or "all_reduce", _sizes(args), None, 1
     from .. import nccl_tests
-    from ..collectives._calibrate_rows import _check_correct, _check_ranks
+    from ..collectives import checked_log
     from ..routing import gpu_nodes
 
     df = nccl_tests.read(args.compare, op=args.op)
@@ -45,8 +45,7 @@ def _measured(args, graph):
     if op is None:
         raise ValueError(f"--compare: {args.compare!r} does not say which collective it ran; pass --op")
     n = len(gpu_nodes(graph)) if args.ranks is None else len(args.ranks)
-    _check_ranks(df, op, df.attrs.get("source", args.compare), n, args.ranks is not None)
-    _check_correct(df, df.attrs.get("source", args.compare))
+    checked_log(df, op, n, args.ranks is not None)
     rows = df[df["placement"] == "out-of-place"]
     if args.algorithm == "auto" and df.attrs.get("algorithm"):
         args.algorithm = df.attrs["algorithm"]          # the log's NCCL_ALGO

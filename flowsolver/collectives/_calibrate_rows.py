@@ -77,6 +77,25 @@ def _rows(logs, graph, ranks, op):
     return out, n, algorithms, per_thread
 
 
+def checked_log(df, op, n, given):
+    """``df`` (a :func:`flowsolver.nccl_tests.read` table of ``op``) as a measurement of ``n``
+    ranks (``given``: the caller named them), refused as :func:`flowsolver.calibrate` refuses
+    it: another rank count, or rows nccl-tests counted wrong. Returns ``df``.
+
+    >>> from flowsolver import nccl_tests
+    >>> head = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\\n"
+    >>> df = nccl_tests.read(head + "8 2 float sum -1 30.1 0.00 0.00 5 29.9 0.00 0.00 0\\n", op="all_reduce")
+    >>> checked_log(df, "all_reduce", 8, True)
+    Traceback (most recent call last):
+    ...
+    ValueError: <text>: nccl-tests counted wrong results in 1 rows (sizes 8 B): they time a collective that did not work; drop them or fix the run
+    """
+    where = df.attrs.get("source", "log")
+    _check_ranks(df, op, where, n, given)
+    _check_correct(df, where)
+    return df
+
+
 def _check_correct(df, where) -> None:
     """ValueError where nccl-tests counted wrong results (``#wrong`` > 0): those rows time a
     collective that did not work, no measurement to fit."""
