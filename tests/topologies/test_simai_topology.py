@@ -254,3 +254,16 @@ def test_repeated_links_with_different_delays_keep_the_larger_and_say_so(tmp_pat
         assert g[a][b]["capacity"] == 2 * 400e9 / 8 and g[a][b]["cables"] == 2
         assert g[a][b]["latency"] == pytest.approx(3e-6)
     assert any("delay" in note and "line 6" in note for note in g.graph["notes"])
+
+
+def test_failed_links_that_split_the_gpus_are_refused_not_written(tmp_path):
+    # the failed links are left out of the file; where that cuts GPUs off, from_simai (and
+    # SimAI) refuse what was written: the writer refuses first
+    import warnings
+    g = tp.fail_links(tp.fat_tree(4), 0.3, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="GPUs fall apart into disconnected parts"):
+            tp.to_simai(g, tmp_path / "f.simai")
+        ok = tp.to_simai(tp.fail_links(tp.rail_optimized(4), 0.05, seed=1), tmp_path / "g.simai")
+    assert len(tp.gpus(tp.from_simai(ok))) == 32          # a few failures that split nothing: written

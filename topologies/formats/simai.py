@@ -45,6 +45,7 @@ from collections import Counter, deque
 from pathlib import Path
 
 import networkx as nx
+import numpy as np
 
 from .._graph import check_int, compute_fabric, finish
 from ._common import DECIMAL, MIB, check_limit, over, read_text, short
@@ -359,6 +360,10 @@ def to_simai(g: nx.DiGraph, path, *, gpu_type: str | None = None) -> Path:
     if failed:
         warnings.warn(f"to_simai: {len(failed)} failed link(s) (capacity 0) left out", stacklevel=2)
     links = [x for x in links if x[2] > 0]
+    if failed and _gpu_parts(links, len(ids), len(gpus)) > 1:
+        raise ValueError(f"g: with its {len(failed)} failed link(s) left out (SimAI's format has no failed link) "
+                         "the GPUs fall apart into disconnected parts, a file SimAI and from_simai refuse: "
+                         "write the graph without the failures")
     per_server = Counter(core.nodes[n].get("server") for n in gpus)
     type_name = gpu_type or _simai_type(core, gpus)
     lines = [f"{len(ids)} {max(per_server.values())} {len(nvs)} {len(sws)} {len(links)} {type_name}",
@@ -368,6 +373,18 @@ def to_simai(g: nx.DiGraph, path, *, gpu_type: str | None = None) -> Path:
     path = Path(path)
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _gpu_parts(links, n_nodes: int, n_gpus: int) -> int:
+    """How many connected parts the GPUs (ids 0 ... n_gpus - 1) fall into over ``links``."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    a = np.array([x[0] for x in links], dtype=np.int64)
+    b = np.array([x[1] for x in links], dtype=np.int64)
+    adj = coo_matrix((np.ones(len(a), dtype=np.int8), (a, b)), shape=(n_nodes, n_nodes))
+    _, label = connected_components(adj, directed=False)
+    return len(set(label[:n_gpus].tolist()))
 
 
 def _simai_type(g, gpus) -> str:
