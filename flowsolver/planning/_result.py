@@ -117,6 +117,8 @@ class Plan:
         within = f" by more than {self.tolerance:.1%}" if self.tolerance else ""
         proof = (f"proven: no untimed layout can beat the last row{within}" if self.proven else
                  f"NOT proven: stopped at max_solves, best untimed bound {self.next_bound:.3f} s")
+        if not self.feasible:
+            proof = "no feasible layout: the pruning above says why each combination was dropped"
         return "\n".join([
             f"# {self.model} on {self.gpus:,} GPUs, global batch {self.global_batch:,} x {self.seq_len:,} tokens, "
             f"{self.precision}",

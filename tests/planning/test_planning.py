@@ -260,3 +260,10 @@ def test_the_default_micro_batches_are_those_dividing_each_replicas_batch():
         by_dp.setdefault(lay.dp, set()).add(lay.micro_batch)
     want = {d: {m for m in range(1, 33) if (48 // d) % m == 0} for d in (1, 2, 4, 8)}
     assert by_dp == want and 32 not in by_dp[1] and 16 in by_dp[1]
+
+
+def test_a_plan_with_no_feasible_layout_says_so():
+    # 70B on 16 GPUs at a global batch of 4: nothing fits; the summary proved nothing of no rows
+    p = plan(tp.rail_optimized(2), model="llama-3-70b", global_batch=4)
+    assert p.feasible == 0 and not p.rows
+    assert "no feasible layout" in p.summary() and "proven" not in p.summary()
