@@ -191,3 +191,12 @@ def test_a_key_given_twice_or_a_number_in_other_digits_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"line 3: 'npus_count' is given twice"):
         parse_simple_yaml("topology: [ Ring ]\nnpus_count: [ 4 ]\nnpus_count: [ 8 ]\n")
     assert parse_simple_yaml("n: [ 1_6, \u0668, 16 ]") == {"n": ["1_6", "\u0668", 16]}     # words, not numbers
+
+
+def test_a_few_lines_cannot_ask_for_millions_of_cables(tmp_path):
+    # FullyConnected over 4,472 NPUs: n (n - 1) / 2 = 9,997,156 cables from an 83-byte file (it
+    # built for minutes under the old 10 M default); refused before anything is built
+    path = tmp_path / "fc.yml"
+    path.write_text("topology: [ FullyConnected ]\nnpus_count: [ 4472 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n")
+    with pytest.raises(ValueError, match=r"fc\.yml: .* 9997156 cables, more than max_links=1000000"):
+        tp.read(path)

@@ -61,7 +61,10 @@ ASTRA_GIGABYTE = 2 ** 30
 # study (they reach thousands to tens of thousands) and takes gigabytes as a graph
 MAX_NPUS = 1_000_000
 MAX_DIMS = 16            # published configurations have 1 to 4 dimensions
-MAX_LINKS = 10_000_000
+# cables the NPU counts imply (a few lines can ask for n^2 of them): published configurations of
+# ten thousand NPUs in rings and switches need a few hundred thousand; a million cables is about
+# 700 MB and 8 s as a graph, where ten million took minutes and gigabytes from an 83-byte file
+MAX_LINKS = 1_000_000
 MAX_YAML_BYTES = 1 * MIB
 _BLOCKS = ("Ring", "FullyConnected", "Switch")
 _KEYS = ("topology", "npus_count", "bandwidth", "latency")
