@@ -105,15 +105,19 @@ def compute_fabric(g: nx.DiGraph) -> nx.DiGraph:
 
 
 def fingerprint(g: nx.DiGraph) -> list:
-    """Nodes, edges, total capacity, latency and cables of the compute fabric: tells
-    describe() and the checks whether a graph was edited since it was generated (an edited
-    latency or cable count is validated again: a negative latency made collectives faster)."""
+    """Nodes, edges, total capacity, latency and cables of the compute fabric, and the family's
+    formulas recorded beside them (bisection bandwidth, diameter): tells describe() and the
+    checks whether a graph was edited since it was generated (an edited latency or cable count
+    is validated again: a negative latency made collectives faster; a file's edited bisection
+    was reported as the formula's)."""
+    formulas = [repr(g.graph.get("bisection_bandwidth")), repr(g.graph.get("network_diameter"))]
     core = compute_fabric(g)
     edges = [d for _, _, d in core.edges(data=True)]
     try:        # fsum: exactly rounded, so the same in any edge order (a subgraph's order follows hashing)
         sums = [math.fsum(d.get(k, dflt) for d in edges) for k, dflt in (("capacity", 0.0), ("latency", 0.0),
                                                                         ("cables", 1))]
-        return [core.number_of_nodes(), core.number_of_edges(), round(sums[0], 3), repr(sums[1]), repr(sums[2])]
+        return [core.number_of_nodes(), core.number_of_edges(), round(sums[0], 3), repr(sums[1]), repr(sums[2]),
+                *formulas]
     except (TypeError, ValueError):         # a value that is no number: matches no recorded fingerprint
         return [core.number_of_nodes(), core.number_of_edges(), None]
 

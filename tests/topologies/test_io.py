@@ -153,3 +153,15 @@ def test_a_file_s_link_efficiency_must_be_a_fraction(tmp_path, bad):
     path.write_text(json.dumps(data))
     with pytest.raises(tp.TopologyError, match=r"g\.json: edge .* efficiency must be a fraction in \(0, 1\]"):
         tp.load(path)
+
+
+def test_a_file_s_edited_formula_is_not_reported_as_the_formula_s(tmp_path):
+    # the fingerprint covered counts and sums only: a bisection edited in the file was trusted
+    import json
+    path = tmp_path / "ft.json"
+    tp.save(tp.fat_tree(4), path)
+    data = json.loads(path.read_text())
+    data["graph"]["bisection_bandwidth"] = 1e30
+    path.write_text(json.dumps(data))
+    d = tp.describe(tp.load(path))
+    assert d["bisection_bandwidth"] == pytest.approx(16 / 2 * 50e9)   # 8 host NICs of NDR each way
