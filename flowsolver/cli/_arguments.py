@@ -69,14 +69,15 @@ def parse_size(text: str, whole: str | None = None) -> float:
     if not m:
         raise ValueError(f"size must be a number of bytes (like 1e9) with an optional K, M, G or T suffix, "
                          f"got {text!r}")
-    if m.group(3) and (m.group(3).lower() == "b") == bool(m.group(2)) or m.group(3).lower() == "i":
-        # "1GB": nccl-tests' G is 2^30, yet GB means 1e9 bytes (docs' concepts page); "1iB": no unit
-        if not m.group(2):
+    number, prefix, unit = m.group(1), m.group(2).upper(), m.group(3).lower()
+    # bytes ("8B") or a binary prefix's ("1KiB"); "1GB" is refused: nccl-tests' G is 2^30, yet GB
+    # means 1e9 bytes (docs' concepts page)
+    if unit and (unit, bool(prefix)) not in (("b", False), ("ib", True)):
+        if not prefix:
             raise ValueError(f"size {text!r}: iB needs a K, M, G or T before it (1KiB), or none (bytes)")
-        raise ValueError(f"size {text!r} is ambiguous: write {m.group(1)}{m.group(2).upper()} or "
-                         f"{m.group(1)}{m.group(2).upper()}iB for binary multiples (as nccl-tests), "
-                         f"or a plain number such as 1e9")
-    value = float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
+        raise ValueError(f"size {text!r} is ambiguous: write {number}{prefix} or {number}{prefix}iB for binary "
+                         f"multiples (as nccl-tests), or a plain number such as 1e9")
+    value = float(number) * 1024 ** "_KMGT".index(prefix or "_")
     if not math.isfinite(value):
         raise ValueError(f"size must be a finite number of bytes, got {text!r}")
     if whole and value != math.floor(value):

@@ -65,8 +65,7 @@ def _rows(logs, graph, ranks, op):
             raise ValueError(f"{where}: the log does not say which collective it ran; pass op=")
         if op is not None and log_op != op:
             raise ValueError(f"{where}: the log tests {log_op}, not {op}")
-        _check_ranks(df, log_op, where, n, ranks is not None)
-        _check_correct(df, where)
+        checked_log(df, log_op, n, ranks is not None)
         if df.attrs.get("algorithm"):
             algorithms.add(df.attrs["algorithm"])
         per_thread.add(df.attrs.get("gpus_per_thread") or None)

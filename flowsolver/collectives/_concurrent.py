@@ -80,8 +80,7 @@ def _timeline(plans, routed, cap, base):
     for ranks, steps in plans:
         for j, st in enumerate(steps):
             rm, size, latency = routed(ranks, st.flows)
-            if routed.options.step_latency is None:     # NCCL's grouped sends: each further peer
-                latency += step_peer_latency(st)
+            latency += step_peer_latency(st, routed.options)      # NCCL's grouped sends: each further peer
             # the step's latencies spread evenly over its repetitions
             for r in range(st.count):
                 after.append(len(parts) - 1 if j or r else -1)

@@ -11,7 +11,7 @@ from ._layout import server_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, Hardware
 
-__all__ = ["GPU_GENERATION", "describe", "nccl_channels", "nvlink_edge", "server_transport"]
+__all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edge", "server_transport"]
 # NCCL's MAXCHANNELS (src/include/device.h): 32 channels at most
 _MAX_CHANNELS = 32
 
@@ -80,11 +80,11 @@ def server_transport(graph, server) -> tp.Transport:
     return tp.get_transport(graph_memo(graph, "nic_transports", lambda: _transports(graph)).get(server))
 
 
-def _gpu_nics(graph, gpu) -> tuple:
-    """The compute NICs nearest ``gpu``: on its own PCIe link, else behind its PCIe switch."""
+def near_nics(graph, gpu) -> tuple:
+    """The NICs nearest ``gpu``: on its own PCIe link, else behind its PCIe switch (what NCCL
+    counts as a GPU's local NICs)."""
     def nics(node):
-        return tuple(v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nic"
-                     and graph.nodes[v].get("role", "compute") == "compute")
+        return tuple(v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nic")
     near = nics(gpu)
     if not near:
         near = tuple(w for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "pcie_switch"
@@ -93,10 +93,11 @@ def _gpu_nics(graph, gpu) -> tuple:
 
 
 def _egress(graph, gpus, efficiency) -> float:
-    """Bytes/s the NICs nearest ``gpus`` (each counted once) send into the fabric: each cable's
-    capacity at its efficiency. NVLSTree's heads send through their own GPUs' NICs."""
+    """Bytes/s the compute NICs nearest ``gpus`` (each counted once) send into the fabric: each
+    cable's capacity at its efficiency. NVLSTree's heads send through their own GPUs' NICs."""
     total = 0.0
-    for nic in dict.fromkeys(n for g in gpus for n in _gpu_nics(graph, g)):
+    near = dict.fromkeys(n for g in gpus for n in near_nics(graph, g))
+    for nic in (n for n in near if graph.nodes[n].get("role", "compute") == "compute"):
         for _, v, e in graph.out_edges(nic, data=True):
             if graph.nodes[v].get("kind") == "switch":
                 total += e.get("capacity", 0.0) * link_efficiency(e.get("tech", ""), efficiency, e.get("efficiency"))

@@ -40,7 +40,7 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import gpu_nodes
-from ._hardware import nccl_channels
+from ._hardware import nccl_channels, near_nics
 from ._layout import server_nics
 from ._nccl_timing import transfer_of
 
@@ -172,10 +172,7 @@ def _gpu_nics(graph, gpu) -> tuple:
     """``(count, bytes/s)`` of the NICs NCCL counts for a GPU (``getLocalNetCountByBw``,
     ``src/graph/topo.cc``): its nearest NICs' ports one by one, each at its line rate or the PCIe
     path's (NCCL's view), until they add up to the GPU's own PCIe bandwidth; (0, 0) with none."""
-    near = [v for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "nic"]
-    if not near:            # behind a PCIe switch
-        near = [w for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "pcie_switch"
-                for w in graph.successors(v) if graph.nodes[w].get("kind") == "nic"]
+    near = near_nics(graph, gpu)
     if not near:
         return 0, 0.0
     hop = graph.edges[gpu, near[0]] if graph.has_edge(gpu, near[0]) else \

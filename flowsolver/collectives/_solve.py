@@ -177,10 +177,13 @@ def step_latencies(rm, group, n_groups, options) -> np.ndarray:
     return np.array([hop[int(r)] for r in worst]) + np.maximum(path, 0.0)
 
 
-def step_peer_latency(step) -> float:
+def step_peer_latency(step, options) -> float:
     """Seconds a grouped step (NCCL's grouped sends and receives, :attr:`Step.grouped`) spends on
-    its ranks' further peers (:func:`~._nccl.peer_latency`, computed once a step); 0 otherwise."""
-    return _peers(step.flows) if getattr(step, "grouped", False) else 0.0
+    its ranks' further peers (:func:`~._nccl.peer_latency`, computed once a step); 0 otherwise,
+    and where ``options.step_latency`` fixes a step's whole latency."""
+    if not getattr(step, "grouped", False) or options.step_latency is not None:
+        return 0.0
+    return _peers(step.flows)
 
 
 @lru_cache(maxsize=8)       # an all-to-all's one step a communicator shape; kept few (they are large)
@@ -250,16 +253,16 @@ def _between_nodes(graph, ranks, keys) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
 
-def _result_of(steps, solved, latency, n_links, base, routed=None, slow=None, capacity=None, run=None,
-               peers=True) -> Timed:
+def _result_of(steps, solved, latency, n_links, options, routed=None, slow=None, capacity=None,
+               run=None) -> Timed:
     """One algorithm :class:`Timed` from its solved steps (``solved``: a SolvedStep per
     distinct step; ``routed``: each step's ``(routing, sizes)``; ``slow``: each step's slow
-    paths, :func:`slow_paths`; ``peers``: a grouped step pays its further peers,
-    :func:`step_peer_latency`)."""
-    parts, util_time, busy, total = [], np.zeros(n_links), 0.0, base
+    paths, :func:`slow_paths`; ``options``: the base latency, and a grouped step's further
+    peers, :func:`step_peer_latency`)."""
+    parts, util_time, busy, total = [], np.zeros(n_links), 0.0, options.base
     for st in steps:
         one = solved[st.flows]
-        lat = latency[st.flows] + (step_peer_latency(st) if peers else 0.0)
+        lat = latency[st.flows] + step_peer_latency(st, options)
         step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=one.transfer,
                               latency=lat, bottleneck=one.bottleneck, latency_count=st.latency_count,
                               slow_paths=() if slow is None else slow[st.flows])
@@ -387,8 +390,8 @@ def time_many(graph, jobs, scenarios=None) -> list:
             if options.tuner and (table.latency > reference).any():     # a path slower than the catalogue's
                 between = _between_nodes(graph, job.ranks, keys) if between is None else between
                 slow = dict(zip(keys, slow_paths(on_table, group_j, len(keys), reference, between)))
-            timed.append(TimedScenario(table, {alg: _result_of(steps, solved, latency, rm_j.n_links, options.base,
-                                                               routed, slow, cap, run, options.step_latency is None)
+            timed.append(TimedScenario(table, {alg: _result_of(steps, solved, latency, rm_j.n_links, options,
+                                                               routed, slow, cap, run)
                                                for alg, steps in job.plans.items()}))
         out.append(timed)
     return out
