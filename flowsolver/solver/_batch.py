@@ -131,7 +131,7 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     jdt = jnp.dtype(dtype)
     devices = local_devices()
     n_dev = len(devices)
-    arrays = segments.padded(sizes, coarse=False)
+    arrays = segments.padded(sizes, len(used), coarse=False)
     chunk = chunk_size(B, (Lp, Np, Sp, Ep, arrays[3].shape[1], L), n_dev, free_memory())
     structure = device_structure(arrays, jdt)
     with_util = jdt == jnp.float64

@@ -110,14 +110,14 @@ class _LastStructure:
     def __init__(self):
         self.slot = (None, None, None)      # (weak ref to the matrix, key, arrays): replaced whole
 
-    def get(self, rm, segments, sizes, jdt):
+    def get(self, rm, segments, sizes, jdt):      # (segments: the whole of rm's)
         key = (sizes, str(jdt))
         # one read of one tuple: a thread never sees one matrix's key beside another's arrays
         # (a sweep's threads solving two scenarios of one graph at once did: wrong rates)
         ref, known_key, arrays = self.slot
         if ref is not None and ref() is rm and known_key == key:
             return arrays
-        arrays = device_structure(segments.padded(sizes), jdt)
+        arrays = device_structure(segments.padded(sizes, rm.n_links), jdt)
         self.slot = (weakref.ref(rm), key, arrays)
         return arrays
 
@@ -174,7 +174,7 @@ def _run_one(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner, ow
     Lp, Np, Sp, _ = sizes = segments.buckets(L)
     frozen0 = pad(np.zeros(n, dtype=bool), Np, True)
     structure = _LAST.get(owner, segments, sizes, jdt) if owner is not None else \
-        device_structure(segments.padded(sizes), jdt)
+        device_structure(segments.padded(sizes, L), jdt)
     mine = (lambda a: a) if owner is not None else (lambda a: a[segments.flows])  # noqa: E731 (all flows: no gather)
     out = _JITTED(*structure,
                   jnp.asarray(pad(residual, Lp, np.inf, np.float64)[None], jdt),
@@ -197,7 +197,7 @@ def _run_sharded(segments, residual, w, d, jdt, L, max_rounds, stop_below, inner
     bounds = np.linspace(0, n, len(devices) + 1).astype(np.int64)
     shares = [segments.restrict(np.arange(bounds[i], bounds[i + 1])) for i in range(len(devices))]
     Lp, Np, Sp, _ = sizes = tuple(max(s) for s in zip(*(sh.buckets(L) for sh in shares)))
-    el, es, ef, ss, sc = (np.stack(a) for a in zip(*(sh.padded(sizes, segments.unit_coef) for sh in shares)))
+    el, es, ef, ss, sc = (np.stack(a) for a in zip(*(sh.padded(sizes, L, segments.unit_coef) for sh in shares)))
     wp = np.stack([pad(w[sh.flows], Np, 1.0, np.float64) for sh in shares])
     dp = np.stack([pad(d[sh.flows], Np, 0.0, np.float64) for sh in shares])
     f0 = np.stack([pad(np.zeros(len(sh.flows), dtype=bool), Np, True) for sh in shares])

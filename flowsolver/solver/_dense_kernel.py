@@ -49,12 +49,15 @@ class _Net:
     def lowest(self, x):
         return x if self.axis is None else jax.lax.pmin(x, self.axis)
 
-    def _per_seg(self, op, x, ids, sorted_ids=False):      # (B, n) values on (B x n) ids -> (B, n_segs)
-        return op(x.reshape(-1), ids, self.batch * self.n_segs,
-                  indices_are_sorted=sorted_ids).reshape(self.batch, self.n_segs)
+    def _per_seg(self, op, x, ids, sorted_ids=False):      # (B, n, ...) values on (B x n) ids -> (B, n_segs, ...)
+        tail = x.shape[2:]
+        return op(x.reshape((-1,) + tail), ids, self.batch * self.n_segs,
+                  indices_are_sorted=sorted_ids).reshape((self.batch, self.n_segs) + tail)
 
-    def _per_link(self, op, x):                            # (B, entries) -> (B, n_links)
-        return op(x.reshape(-1), self.entry_link_ids, self.batch * self.n_links).reshape(self.batch, self.n_links)
+    def _per_link(self, op, x):                            # (B, entries, ...) -> (B, n_links, ...)
+        tail = x.shape[2:]
+        return op(x.reshape((-1,) + tail), self.entry_link_ids,
+                  self.batch * self.n_links).reshape((self.batch, self.n_links) + tail)
 
     def slots(self, x):                # per-flow values (B, flows) -> per-slot (B, flows * K)
         return jnp.repeat(x, self.k, axis=1)
@@ -74,10 +77,12 @@ class _Net:
     def at_entries(self, values, index):   # (B, n) -> (B, entries) through an entry index
         return jnp.take(values, index, axis=1)
 
-    def link_sum(self, x):             # per-flow values (B, flows) -> per-link sums over all devices
+    def link_sum(self, x):             # per-flow values (B, flows, ...) -> per-link sums over all devices
         rep = self.slots(x)
-        seg = self.slot_to_seg(jax.ops.segment_sum, rep if self.unit_coef else rep * self.flat_coef)
-        return self.total(self._per_link(jax.ops.segment_sum, self.entry_frac * self.at_entries(seg, self.entry_seg)))
+        coef, frac = (self.flat_coef, self.entry_frac) if x.ndim == 2 else (self.flat_coef[:, None],
+                                                                            self.entry_frac[:, None])
+        seg = self.slot_to_seg(jax.ops.segment_sum, rep if self.unit_coef else rep * coef)
+        return self.total(self._per_link(jax.ops.segment_sum, frac * self.at_entries(seg, self.entry_seg)))
 
 
 def _round(net: _Net, cap, w, cap_level, max_rounds, state):
@@ -88,8 +93,9 @@ def _round(net: _Net, cap, w, cap_level, max_rounds, state):
     # a scenario runs a round only while it has flows left and max_rounds is not reached
     # (the inner loop would otherwise overshoot it by up to ``inner - 1`` rounds)
     busy = (net.total(jnp.sum(~frozen, axis=1, dtype=jnp.int32)) > 0) & (rounds < max_rounds)     # (B,)
-    W = net.link_sum(jnp.where(frozen, 0, w))
-    F = net.link_sum(jnp.where(frozen, t * w, 0))
+    # the live weight and the frozen flows' load on each link: one pair of reductions for both
+    WF = net.link_sum(jnp.stack([jnp.where(frozen, 0, w), jnp.where(frozen, t * w, 0)], axis=-1))
+    W, F = WF[..., 0], WF[..., 1]
     share = jnp.where(W > 0, jnp.maximum(cap - F, 0) / jnp.where(W > 0, W, 1), inf)
     s_min = net.entry_to_seg(jax.ops.segment_min, net.at_entries(share, net.entry_link))
     m = net.per_flow(net.at_slots(s_min), jnp.min)

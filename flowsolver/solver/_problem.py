@@ -80,6 +80,22 @@ def kernel_bucket(n: int) -> int:
     return 1 << (n - 1).bit_length() if n < COARSE_BELOW else bucket_size(n)
 
 
+def spread(count: int, first: int, stop: int, ordered: bool) -> np.ndarray:
+    """``count`` padding ids spread evenly over ``first .. stop - 1`` (``ordered``: in
+    ascending runs, else in turn). Padding that all pointed to one segment or link made
+    that one id the target of every padding item's update in each of the dense round's
+    scatters (104,920 entries onto one link on fat_tree(16)): on a GPU, updates of one
+    address are serialised.
+
+    >>> spread(5, 2, 4, ordered=True).tolist(), spread(5, 2, 4, ordered=False).tolist()
+    ([2, 2, 2, 3, 3], [2, 3, 2, 3, 2])
+    """
+    if count and stop <= first:
+        raise ValueError(f"no padding ids between {first} and {stop} for {count} padding items")
+    i = np.arange(count, dtype=np.int64)
+    return first + (i * (stop - first) // max(count, 1) if ordered else i % max(stop - first, 1))
+
+
 def pad(a, shape, fill, dtype=None) -> np.ndarray:
     """``a`` in the corner of a ``shape`` array filled with ``fill`` (``dtype`` default: a's).
     The one padding of the solver: a trailing ``int`` pads the last axis only.
@@ -214,9 +230,11 @@ class CompactRouting:
         size = kernel_bucket if coarse else bucket_size
         return size(n_links + 1), size(len(self.flows) + 1), size(len(self.seg_ptr)), size(entries + 1)
 
-    def padded(self, sizes: tuple[int, int, int, int], unit: bool | None = None, coarse: bool = True):
-        """Device-ready arrays padded to ``sizes`` (:meth:`buckets`): padding link ``Lp-1``,
-        segment ``Sp-1`` and flows ``N..Np-1`` carry nothing. Entries of fraction 0 are
+    def padded(self, sizes: tuple[int, int, int, int], n_links: int, unit: bool | None = None,
+               coarse: bool = True):
+        """Device-ready arrays padded to ``sizes`` (:meth:`buckets` of ``n_links``): padding
+        flows ``N..Np-1``, segments past the real ones and links ``n_links..Lp-1`` carry
+        nothing (padding slots and entries are spread over them, :func:`spread`). Entries of fraction 0 are
         dropped (the dense kernel relies on real entries being > 0). With unit
         coefficients (``unit``, default :attr:`unit_coef`) the kernel does not read them: a
         (1, 1) placeholder stands in for the (flows, K) table. ``coarse`` (a single solve): a
@@ -224,17 +242,23 @@ class CompactRouting:
         Lp, Np, Sp, Ep = sizes
         keep = self.seg_frac > 0
         n, k = self.flow_seg.shape
+        n_segs = len(self.seg_ptr) - 1
         kp = max(k, SMALL_SLOTS) if coarse and Np < COARSE_BELOW else k      # small single solves: one width
-        slot_seg = np.full((Np, kp), Sp - 1, dtype=np.int32)
+        slot_seg = np.full((Np, kp), -1, dtype=np.int32)
         np.copyto(slot_seg[:n, :k], self.flow_seg, casting="unsafe")
-        slot_seg[:n, :k][self.flow_seg < 0] = Sp - 1
+        empty = slot_seg < 0
+        slot_seg[empty] = spread(int(np.count_nonzero(empty)), n_segs, Sp, ordered=False)
+        link, seg = self.seg_link[keep], self.entry_seg[keep]
+        # links from n_links on are padding on every device (a share of the flows leaves some
+        # real links without entries: on another device they are real, and their minima meet)
+        link = np.concatenate([link, spread(Ep - len(link), n_links, Lp, ordered=False)])
+        seg = np.concatenate([seg, spread(Ep - len(seg), n_segs, Sp, ordered=True)])
         if self.unit_coef if unit is None else unit:
             coef = np.zeros((1, 1))
         else:
             coef = np.zeros((Np, kp))
             np.copyto(coef[:n, :k], self.flow_coef, where=self.flow_seg >= 0)
-        return (pad(self.seg_link[keep], Ep, Lp - 1, np.int32), pad(self.entry_seg[keep], Ep, Sp - 1, np.int32),
-                pad(self.seg_frac[keep], Ep, 0.0, np.float64), slot_seg, coef)
+        return link.astype(np.int32), seg.astype(np.int32), pad(self.seg_frac[keep], Ep, 0.0, np.float64), slot_seg, coef
 
 
 def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds,

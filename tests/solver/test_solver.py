@@ -341,3 +341,30 @@ def test_one_problem_split_over_devices_gives_the_same_allocation(monkeypatch):
     np.testing.assert_allclose(split.link_load, one.link_load, rtol=1e-12)
     np.testing.assert_array_equal(split.bottleneck, one.bottleneck)
     assert int(split.rounds) == int(one.rounds) and bool(split.converged)
+
+
+def test_padding_is_spread_over_the_padding_links_and_segments():
+    # every padding entry used to point to one link and every padding slot to one segment:
+    # on fat_tree(8) 2,782 entries onto one link, each an update of one address in every
+    # scatter of a round (serialised on a GPU). Spread evenly, no padding link holds more
+    # than ceil(padding entries / padding links), no padding segment more than its share of
+    # the padding slots and entries, and the rates stay progressive filling's
+    from flowsolver.solver._problem import CompactRouting
+    rm = route(tp.fat_tree(8), Flows.all_to_all(128, 1.0), policy="ecmp_hash")
+    seg = CompactRouting.of(rm)
+    Lp, Np, Sp, Ep = sizes = seg.buckets(rm.n_links)
+    link, entry_seg, frac, slot_seg, _ = seg.padded(sizes, rm.n_links)
+    real_entries = int(np.count_nonzero(rm.seg_frac > 0))
+    n_segs = len(rm.seg_ptr) - 1
+    pad_entries, pad_links, pad_segs = Ep - real_entries, Lp - rm.n_links, Sp - n_segs
+    assert pad_entries > 1000 and np.all(frac[real_entries:] == 0)
+    per_link = np.bincount(link[real_entries:], minlength=Lp)
+    assert per_link[:rm.n_links].sum() == 0 and per_link.max() == -(-pad_entries // pad_links)
+    assert np.all(np.diff(entry_seg) >= 0)                  # entries stay sorted by segment
+    assert entry_seg[real_entries:].min() >= n_segs
+    slots = slot_seg.ravel()
+    pad_slots = slots[slots >= n_segs]
+    assert len(pad_slots) == slot_seg.size - int(np.count_nonzero(rm.flow_seg >= 0))
+    assert np.bincount(pad_slots).max() == -(-len(pad_slots) // pad_segs)
+    np.testing.assert_allclose(rates(max_min_fair(rm, method="dense")), progressive_filling(rm.to_scipy(), rm.capacity),
+                               rtol=1e-9)
