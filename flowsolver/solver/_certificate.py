@@ -145,9 +145,12 @@ def _device_check(path, frac, cap, w, d, keep, x, bneck, rtol=RTOL, *, n_links):
     conditions as :func:`violation`, as one boolean."""
     xs = jnp.where(keep, x, 0.0)
     per_entry = jnp.broadcast_to(xs[:, None], path.shape) if frac is None else frac * xs[:, None]
-    load = jax.ops.segment_sum(per_entry.reshape(-1), path.reshape(-1), n_links)
+    # padding entries and flows not kept go past the last link, where the reductions drop them
+    # (each would otherwise update the padding link: one address, serialised on a GPU)
+    at = jnp.where(keep[:, None] & (path != n_links - 1), path, n_links).reshape(-1)
+    load = jax.ops.segment_sum(per_entry.reshape(-1), at, n_links)
     level = jnp.where(keep, xs / w, -jnp.inf)
-    link_max = jax.ops.segment_max(jnp.broadcast_to(level[:, None], path.shape).reshape(-1), path.reshape(-1), n_links)
+    link_max = jax.ops.segment_max(jnp.broadcast_to(level[:, None], path.shape).reshape(-1), at, n_links)
     has = keep & (bneck >= 0)
     b = jnp.maximum(bneck, 0)
     ok = [~keep | (jnp.isfinite(x) & (x >= 0)), ~keep | (x <= d * (1 + rtol)),

@@ -122,6 +122,12 @@ class _Net:
         self.pos = None                        # set by the kernel after the initial sums
         self.M = max(B // 8, 1)                # frozen pairs released in the compacted form
 
+    def targets(self, links, mask):
+        """``links`` where ``mask``, else past the last link: scatters with ``mode="drop"``
+        then skip the masked-off entries (padding and flows not released), which otherwise
+        each update a link (every padding entry the same one, serialised on a GPU)."""
+        return jnp.where(mask, links, self.n_links)
+
     def contributions(self, rows_w, rows_frac, mask):
         """(M, P) float64 weight x fraction of the masked flows on their path entries."""
         a = rows_w[:, None] if self.unit else rows_w[:, None] * rows_frac
@@ -131,13 +137,15 @@ class _Net:
 def _initial_sums(net: _Net, live0):
     """Quantum exponents from a float64 pass, then exact integer sums: W, quanta, counts."""
     path, n_links = net.path, net.n_links
-    a0 = net.contributions(net.w, net.frac, live0[:, None] & net.real)
+    on = live0[:, None] & net.real
+    at = net.targets(path, on)
+    a0 = net.contributions(net.w, net.frac, on)
     if net.unit:
-        return jnp.zeros(n_links, jnp.int64).at[path].add(a0.astype(jnp.int64)), None, None
-    exponent = _quantum_exponent(jnp.zeros(n_links, f64).at[path].add(a0))
-    W = jnp.zeros(n_links, jnp.int64).at[path].add(_quantize(a0, exponent[path]))
+        return jnp.zeros(n_links, jnp.int64).at[at].add(a0.astype(jnp.int64), mode="drop"), None, None
+    exponent = _quantum_exponent(jnp.zeros(n_links, f64).at[at].add(a0, mode="drop"))
+    W = jnp.zeros(n_links, jnp.int64).at[at].add(_quantize(a0, exponent[path]), mode="drop")
     quanta = (exponent, W)        # per link: quantum exponent, sum when last computed
-    cnt = jnp.zeros(n_links, jnp.int32).at[path].add((live0[:, None] & net.real).astype(jnp.int32))
+    cnt = jnp.zeros(n_links, jnp.int32).at[at].add(on.astype(jnp.int32), mode="drop")
     return W, quanta, cnt
 
 
@@ -160,10 +168,11 @@ def _release(net: _Net, W, F, cnt, quanta, rows, f, mine, lev):
     on = net.real[f] & mine[:, None]
     a = net.contributions(net.w[f], None if net.unit else net.frac[f], on)
     q = a.astype(jnp.int64) if net.unit else _quantize(a, quanta[0][rows])
-    W = W.at[rows].add(-q)
-    F = F.at[rows].add(a * lev[:, None])
+    at = net.targets(rows, on)
+    W = W.at[at].add(-q, mode="drop")
+    F = F.at[at].add(a * lev[:, None], mode="drop")
     if not net.unit:
-        cnt = cnt.at[rows].add(-on.astype(jnp.int32))
+        cnt = cnt.at[at].add(-on.astype(jnp.int32), mode="drop")
     return W, F, cnt
 
 
