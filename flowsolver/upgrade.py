@@ -80,8 +80,13 @@ class Upgrade:
                 d["capacity"] = float(d["capacity"] * self.factor)
             else:
                 tech = tp.get_link(self.tech)
-                d.update(capacity=float(tech.bandwidth * d.get("cables", 1)), latency=float(tech.latency),
-                         tech=tech.name)
+                # what the link carries per unit of its technology's rate (its cables, a factor
+                # bought before, a degradation) carries over: a doubled 400G link made XDR is
+                # two XDR cables' worth, not one
+                old = d.get("tech")
+                per_rate = (d["capacity"] / tp.get_link(old).bandwidth if old in tp.link_names()
+                            else d.get("cables", 1))
+                d.update(capacity=float(tech.bandwidth * per_rate), latency=float(tech.latency), tech=tech.name)
                 # the old technology's own efficiency and NIC transport go with it (an EFA link
                 # made NDR kept EFA's plugin latency): the new one's, as the generators set them
                 for key, value in (("efficiency", tech.efficiency), ("transport", tech.transport)):
@@ -227,6 +232,7 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
     import pandas as pd
 
     upgrades = tier_upgrades(graph) if upgrades is None else dict(upgrades)
+    bought = None
     if isinstance(cost, str):
         if cost != "bill":
             raise ValueError(f"cost must be 'bill', a dict name -> cost or a callable, got {cost!r}")
@@ -234,9 +240,12 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
         for name, up in upgrades.items():
             billed[name] = upgrade_cost(graph, up, prices=prices, optics=optics)
         upgrades = {n: u for n, u in upgrades.items() if billed[n] > 0}
+        # the bill reads the graph as bought (a factor's cables bought: doubling a doubled link
+        # buys two more cables, not one), which the timed graph does not record
+        bought = {"graph": graph}
 
         def cost(name, up, g):
-            return billed[name] if g is graph else upgrade_cost(g, up, prices=prices, optics=optics)
+            return billed[name] if g is graph else upgrade_cost(bought["graph"], up, prices=prices, optics=optics)
     if isinstance(cost, dict) and (missing := sorted(set(upgrades) - set(cost))):
         raise ValueError(f"cost has no entry for the upgrades {missing}")
     price = (lambda n, u, g: cost[n]) if isinstance(cost, dict) else cost
@@ -261,6 +270,8 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
         if best is None:
             break
         _, name, c, current, t = best
+        if bought is not None:
+            bought["graph"] = _as_bought(bought["graph"], upgrades[name])
         spent += c
         rows.append(dict(upgrade=name, cost=c, time_s=t, saved_s=now - t, saved_per_cost=(now - t) / c, spent=spent))
         now = t

@@ -169,3 +169,31 @@ def test_a_technology_upgrade_times_as_a_fabric_built_with_it(old, new):
     ref = tp.rail_optimized(2, link=new)
     assert {(d.get("transport"), d.get("efficiency")) for *_, d in up.edges(data=True) if d["tech"] == new} == \
         {(d.get("transport"), d.get("efficiency")) for *_, d in ref.edges(data=True) if d["tech"] == new}
+
+
+def test_a_repeated_doubling_is_billed_for_the_cables_it_buys():
+    # doubling leaf-spine links of c cables buys c more, the second doubling 2c more: it costs what
+    # billing the twice-bought graph says beyond the once-bought one (it was charged as the first)
+    from flowsolver.upgrade import _as_bought
+
+    g = tp.leaf_spine(4, 1, 8, uplinks=2)
+    up = Upgrade("leaf-spine", factor=2.0)
+    once, twice = _as_bought(g, up), _as_bought(_as_bought(g, up), up)
+    cables = {d.get("cables", 1) for *_, d in g.edges(data=True) if d["tier"] == "leaf-spine"}
+    assert {d["cables"] for *_, d in twice.edges(data=True) if d["tier"] == "leaf-spine"} == {4 * c for c in cables}
+    first, second = tp.bill(once).price - tp.bill(g).price, tp.bill(twice).price - tp.bill(once).price
+    assert second > first > 0
+    plan = fs.upgrade_plan(g, dict(op="all_to_all", size=2**28), budget=1e9, upgrades={"ls": up}, repeat=True)
+    assert plan["cost"].tolist()[:2] == pytest.approx([first, second])
+    assert plan["spent"].iloc[1] == pytest.approx(first + second)
+
+
+def test_a_technology_after_a_factor_keeps_the_factor():
+    # 100 GB/s NDR links doubled, then made XDR (100 -> 200 GB/s a cable): 400 GB/s, in either order
+    g = tp.leaf_spine(4, 1, 8)
+    double, xdr = Upgrade("leaf-spine", factor=2.0), Upgrade("leaf-spine", tech="ib_xdr")
+    ndr, new = tp.get_link("ib_ndr").bandwidth, tp.get_link("ib_xdr").bandwidth
+    for a, b in ((double, xdr), (xdr, double)):
+        caps = {d["capacity"] for *_, d in b.apply(a.apply(g)).edges(data=True) if d["tier"] == "leaf-spine"}
+        base = {d["capacity"] for *_, d in g.edges(data=True) if d["tier"] == "leaf-spine"}
+        assert caps == {c * 2 * new / ndr for c in base}
