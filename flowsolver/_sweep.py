@@ -23,6 +23,8 @@ import threading
 from dataclasses import fields, replace
 from pathlib import Path
 
+import numpy as np
+
 import topologies as tp
 
 from . import _checks
@@ -90,7 +92,8 @@ def _run_train(s, g, options=None) -> dict:
         kw["global_batch"] = _checks.integer("global_batch", s["global_batch"])
     if s["compute_efficiency"] is not None:         # "auto" (None: the same) or the flat model's fraction
         v = s["compute_efficiency"]
-        kw["compute_efficiency"] = v if isinstance(v, str) else float(v)
+        # (a bool goes as it is, for training_step to refuse: float(True) ran as 1.0)
+        kw["compute_efficiency"] = v if isinstance(v, (str, bool, np.bool_)) else float(v)
     collective_options = dict(policy=s["policy"]) if options is None else replace(options, policy=s["policy"])
     r = training_step(g, **step_arguments(model=s["model"], ranks=s["ranks"],
                                          collective_options=collective_options, **kw))

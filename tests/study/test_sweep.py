@@ -276,9 +276,11 @@ def test_a_fractional_count_or_a_boolean_size_is_an_error_row_not_a_truncated_ru
     # of True ran a 1-byte all-reduce: each is the error the direct call gives
     grid = [dict(nodes=2, size=2**20, channels=2.9), dict(nodes=2, size=True),
             dict(task="train", nodes=1, model="llama-3-8b", tp=8, global_batch=8.9),
-            dict(nodes=2, size=2**20, channels=2)]
+            dict(nodes=2, size=2**20, channels=2),
+            dict(task="train", nodes=1, model="llama-3-8b", tp=8, compute_efficiency=True)]
     df = sweep(grid, progress=False, cache_dir=None)
-    assert list(df["status"]) == ["error", "error", "error", "ok"]
+    assert list(df["status"]) == ["error", "error", "error", "ok", "error"]
+    assert "compute_efficiency" in df["error"].iloc[4]       # True ran as an efficiency of 1.0
     assert "channels must be an integer >= 1, got 2.9" in df["error"].iloc[0]
     assert "size must be a finite number of bytes > 0, got True" in df["error"].iloc[1]
     assert "global_batch must be an integer >= 1, got 8.9" in df["error"].iloc[2]
