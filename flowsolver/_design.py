@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import time as _time
 from dataclasses import dataclass, field
+
+import numpy as np
 
 import topologies as tp
 
@@ -148,6 +151,10 @@ def pareto_front(points) -> list[int]:
     [0, 1, 2, 4]
     """
     pts = [tuple(float(x) for x in p) for p in points]
+    if len({len(p) for p in pts}) > 1:
+        raise ValueError(f"points must all have the same number of coordinates, got {sorted({len(p) for p in pts})}")
+    if bad := [i for i, p in enumerate(pts) if not all(math.isfinite(x) for x in p)]:
+        raise ValueError(f"points must be finite: point {bad[0]} is {points[bad[0]]!r}")
     order = sorted(range(len(pts)), key=lambda i: pts[i])
     front: list[int] = []
     for i in order:   # a point can only be dominated by one sorted before it
@@ -155,6 +162,17 @@ def pareto_front(points) -> list[int]:
         if not any(all(a <= b for a, b in zip(pts[j], p)) and pts[j] != p for j in front):
             front.append(i)
     return sorted(front)
+
+
+def _grid(name: str, value) -> list:
+    """One dimension of :func:`design`'s grid: a sequence, or one value (a string is one value,
+    not its characters)."""
+    if isinstance(value, (str, numbers.Number)):
+        return [value]
+    try:
+        return list(value)
+    except TypeError:
+        raise ValueError(f"{name} must be one value or a sequence of them, got {value!r}") from None
 
 
 def _server(base, nics: int, link: str):
@@ -290,7 +308,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         ``(seconds, tokens per step)``).
     budget, power : float, optional
         Most USD (network bill) and W (network power) allowed; candidates beyond are not timed.
-    families, links, oversubscriptions, radixes, nics, optics : sequences
+    families, links, oversubscriptions, radixes, nics, optics : sequences or single values
         The grid: fabric families (:data:`DESIGN_FAMILIES`), link technologies (catalogue names;
         the NICs run at the fabric's rate), leaf oversubscriptions, switch radixes, NICs per
         server, optics (``"multimode"`` / ``"singlemode"``, see :func:`topologies.bill`). The
@@ -322,18 +340,22 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     (2, 2, ['ib_hdr', 'ib_ndr'])
     """
     start = _time.perf_counter()
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise ValueError(f"gpus must be an integer >= 1, got {gpus!r}")
+    gpus = _checks.integer("gpus", gpus)
     model = tp.get_server(server)
     if gpus % model.gpus:
         raise ValueError(f"gpus ({gpus}) must be a multiple of the server's {model.gpus} GPUs ({model.name})")
     for name, value in (("budget", budget), ("power", power), ("lifetime", lifetime)):
-        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+        if value is not None and not (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+                                      and value > 0):
             raise ValueError(f"{name} must be a number > 0 or None, got {value!r}")
+    families, links, oversubscriptions, radixes, nics, optics = (
+        _grid(name, value) for name, value in (("families", families), ("links", links),
+                                               ("oversubscriptions", oversubscriptions), ("radixes", radixes),
+                                               ("nics", nics), ("optics", optics)))
     oversubscriptions = [tp.check_ratio("oversubscriptions", o) for o in oversubscriptions]
     radixes = [_checks.integer("radixes", r, minimum=2) for r in radixes]
     nics = [_checks.integer("nics", n) for n in nics]
-    if gpu_price is not None and (isinstance(gpu_price, bool) or not isinstance(gpu_price, (int, float))
+    if gpu_price is not None and (isinstance(gpu_price, (bool, np.bool_)) or not isinstance(gpu_price, numbers.Real)
                                   or not gpu_price >= 0 or not math.isfinite(gpu_price)):
         raise ValueError(f"gpu_price must be a finite number >= 0 (USD per GPU) or None, got {gpu_price!r}")
     timer = _timer(workload)

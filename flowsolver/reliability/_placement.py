@@ -22,6 +22,10 @@ Placement policies (GPU slots are ``(server, local GPU index)``; ranks in
 
 from __future__ import annotations
 
+import numbers
+
+import numpy as np
+
 import topologies as tp
 
 from ..collectives import concurrent
@@ -95,10 +99,10 @@ def place_jobs(graph, sizes, policy: str = "packed") -> list:
     >>> place_jobs(g, [16, 16], "rail_aligned")[1][:4]             # GPUs 4-7 of every server
     [4, 5, 6, 7]
     """
-    if isinstance(sizes, (int, float)) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
-                                                   for n in sizes):
+    if isinstance(sizes, (numbers.Number, str)) or not all(isinstance(n, numbers.Integral) and not isinstance(
+            n, (bool, np.bool_)) and n >= 1 for n in sizes):
         raise ValueError(f"sizes must be a list of GPU counts (integers >= 1), got {sizes!r}")
-    sizes = list(sizes)
+    sizes = [int(n) for n in sizes]
     if not sizes:
         raise ValueError("sizes must name at least one job")
     total = len(tp.gpus(graph))

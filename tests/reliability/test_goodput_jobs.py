@@ -78,6 +78,16 @@ def test_place_jobs_rejects_bad_input(sizes, policy, match):
         place_jobs(tp.rail_optimized(4), sizes, policy)
 
 
+def test_place_jobs_takes_numpy_counts_as_counts():
+    import numpy as np
+
+    g = tp.rail_optimized(4)
+    got = place_jobs(g, list(np.array([16, 16])), "spread")    # was refused: "sizes must be a list of GPU counts"
+    assert got == place_jobs(g, [16, 16], "spread") and all(type(r) is int for job in got for r in job)
+    with pytest.raises(ValueError, match="sizes"):
+        place_jobs(g, [np.float64(16.0)], "spread")
+
+
 def test_cli_goodput(capsys):
     argv = ["goodput", "--nodes", "2", "--checkpoint-cost", "20", "--restart", "300", "--days", "5",
             "--trajectories", "50", "--degrade", "access=0.01,2,0.5", "--rate", "hbm=0", "--intervals", "auto",

@@ -149,3 +149,23 @@ def test_a_training_workload_gives_its_tokens_per_step():
     assert c.tokens == step.tokens_per_step == 4 * 1024 * 1024      # 4 M tokens (512 x 8192)
     assert c.tokens_per_s == pytest.approx(step.tokens_per_step / step.step_time)
     assert "tokens/s" in r.format()
+
+
+def test_a_single_grid_value_is_one_candidate_and_numpy_counts_are_counts():
+    # families="rail_optimized" made 14 candidates, one per character ("family must be one of
+    # ..., got 'r'"), and a scalar oversubscription a bare TypeError; np.int64(64) GPUs was refused
+    kw = dict(oversubscriptions=1.0, optics="multimode", radixes=np.int64(64))
+    one = design(np.int64(64), [("all_reduce", 2**20)], families="rail_optimized", links="ib_ndr", **kw)
+    ref = design(64, [("all_reduce", 2**20)], families=("rail_optimized",), links=("ib_ndr",),
+                 oversubscriptions=(1.0,), optics=("multimode",))
+    assert len(one.candidates) == 1 and one.timed == 1
+    assert one.candidates[0].time == ref.candidates[0].time and one.candidates[0].price == ref.candidates[0].price
+    with pytest.raises(ValueError, match="radixes must be one value or a sequence"):
+        design(64, [("all_reduce", 2**20)], radixes=object())
+
+
+def test_pareto_front_refuses_what_it_cannot_compare():
+    with pytest.raises(ValueError, match="points must be finite: point 0"):
+        pareto_front([(math.nan, 0), (1, 2), (2, 1)])
+    with pytest.raises(ValueError, match="same number of coordinates"):
+        pareto_front([(1, 2), (1,), (0, 5, 1)])
