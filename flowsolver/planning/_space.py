@@ -19,7 +19,7 @@ __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS",
 #: why a combination is pruned, checked in this order (the first that applies is counted)
 PRUNE_REASONS = {
     "gpus": "tp x cp x pp does not divide the GPU count",
-    "heads": "tp does not divide the attention heads",
+    "heads": "tp does not divide the attention heads and KV heads",
     "sequence": "2 cp does not divide the sequence length",
     "layers": "pp x vp does not split the layers (nor layers + 2), or vp > 1 without pp > 1",
     "experts": "ep > 1 on a dense model, or ep does not divide dp and the experts",
@@ -206,7 +206,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                     pruned["gpus"] += below
                     continue
                 d = gpus // (t * c * p)
-                if spec.heads % t:
+                if spec.heads % t or spec.kv_heads % t:
                     pruned["heads"] += below
                     continue
                 if c > 1 and spec.seq_len % (2 * c):

@@ -271,9 +271,10 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
         raise ValueError(f"ep ({ep}) must divide the model's experts ({spec.experts}; 1 for a dense model)")
     if spec.seq_len % cp:
         raise ValueError(f"cp ({cp}) must divide the sequence of {spec.seq_len} tokens")
-    if spec.heads % tp:
-        raise ValueError(f"tp ({tp}) must divide the attention heads of {spec.name} ({spec.heads}): each TP rank "
-                         f"holds whole heads")
+    if spec.heads % tp or spec.kv_heads % tp:
+        raise ValueError(f"tp ({tp}) must divide the attention heads of {spec.name} ({spec.heads}) and its KV heads "
+                         f"({spec.kv_heads}): each TP rank holds whole heads (Megatron-Core splits the heads and the "
+                         f"query groups over the TP group)")
     if recompute_layers is not None:         # 1 ... the layers of the largest model chunk, as training_step
         check_recompute_layers(recompute_layers, spec.layers, pp, vp)
         recompute_layers = int(recompute_layers)

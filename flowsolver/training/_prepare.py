@@ -41,9 +41,10 @@ def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpu
     if cells * dp != n:
         raise ValueError(f"tp * cp * pp * dp must equal the GPU count {n}, got tp={tp}, cp={cp}, pp={pp}, dp={dp} "
                          f"({cells * dp})")
-    if spec.heads % tp:
-        raise ValueError(f"tp ({tp}) must divide the attention heads of {spec.name} ({spec.heads}): each TP rank "
-                         f"holds whole heads (Megatron splits heads over the TP group)")
+    if spec.heads % tp or spec.kv_heads % tp:
+        raise ValueError(f"tp ({tp}) must divide the attention heads of {spec.name} ({spec.heads}) and its KV heads "
+                         f"({spec.kv_heads}): each TP rank holds whole heads (Megatron-Core splits the heads and the "
+                         f"query groups over the TP group)")
     if cp > 1 and spec.seq_len % (2 * cp):        # no ring attention at cp 1: any length
         raise ValueError(f"cp ({cp}) must split the sequence of {spec.seq_len} tokens into 2 x cp equal chunks "
                          f"(load-balanced ring attention): 2 cp must divide seq_len")

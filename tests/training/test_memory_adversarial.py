@@ -274,3 +274,19 @@ def test_tp_must_divide_the_heads(tp):
     with pytest.raises(ValueError, match="tp .* must divide the attention heads"):
         training_step(tps.rail_optimized(3), "llama-3-8b", Parallelism(tp=tp, pp=1),
                       seq_len=8192)
+
+
+def test_tp_must_divide_the_kv_heads_as_megatron_core_requires():
+    """Megatron-Core divides the query groups (KV heads) over the TP group as it divides the
+    heads: llama-3-8b's 8 KV heads at tp 16 was accepted, with 1/2 a KV head's weights a GPU."""
+    import topologies as tps
+    from flowsolver import Parallelism, training_step
+    from flowsolver.planning import layout_space
+    with pytest.raises(ValueError, match=r"tp \(16\) must divide .* KV heads \(8\)"):
+        memory_per_gpu("llama-3-8b", tp=16, pp=1, dp=1)
+    with pytest.raises(ValueError, match=r"tp \(16\) must divide .* KV heads \(8\)"):
+        training_step(tps.rail_optimized(2), "llama-3-8b", Parallelism(tp=16, pp=1))
+    from flowsolver import get_model
+    space = layout_space(get_model("llama-3-8b"), 16, 16, gpu_memory=1e15, tp=[8, 16], cp=[1], pp=[1],
+                         micro_batch=[1], zero=[1])
+    assert {c.tp for c in space.feasible} == {8} and space.pruned["heads"] > 0
