@@ -73,17 +73,22 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
 
     batches = np.arange(max_seqs + 1, dtype=np.float64) / lay.ep          # per attention rank
     weights = np.array([sm.weight_bytes(b * lay.ep) for b in batches])
-    flops = np.array([sm.decode_flops(b, 0.0) for b in batches])
-    per_context_bytes = sm.kv_read_bytes(1.0) / lay.ep
-    per_context_flops = sm.decode_flops(0.0, 1.0) / lay.ep
+    # the busiest attention rank holds whole sequences, ceil(b / ep) of the b (one sequence on
+    # 8 ranks is on one, not 1/8 on each), and their share of the context; the step waits for it
+    busiest = np.ceil(np.arange(max_seqs + 1) / lay.ep)
+    flops = np.array([sm.decode_flops(b, 0.0) for b in busiest])
+    context_share = busiest / np.maximum(np.arange(max_seqs + 1), 1)
+    per_context_bytes = sm.kv_read_bytes(1.0)
+    per_context_flops = sm.decode_flops(0.0, 1.0)
     rate = sm._peak * sm.compute_efficiency
     comm_decode = comm(batches)
     comm_decode[0] = 0.0
 
     def decode_time(batch, context):
         b = int(batch)
-        compute = max((weights[b] + per_context_bytes * context) / sm.hbm_bandwidth,
-                      (flops[b] + per_context_flops * context) / rate)
+        mine = context * context_share[b]
+        compute = max((weights[b] + per_context_bytes * mine) / sm.hbm_bandwidth,
+                      (flops[b] + per_context_flops * mine) / rate)
         net = float(comm_decode[b])
         exposed = net - min(overlap * net, compute)
         return compute + exposed, exposed

@@ -12,8 +12,9 @@ cached value):
 
 * decode, memory: the weights it reads, ``w (L (A + M_read) + V h) / tp`` with ``A`` the
   attention parameters of a layer, ``M_read`` the MLP parameters read (dense: one MLP; mixture:
-  the local experts some token of the step is routed to, ``E_local (1 - (1 - k/E)^(b ep))``
-  expected with uniform routing), ``V h`` the output projection; plus the KV cache,
+  the local experts some token of the step is routed to on the busiest rank, which the
+  others wait for: :func:`busiest_rank_experts` under uniform routing; one rank alone
+  ``E (1 - (1 - k/E)^b)``), ``V h`` the output projection; plus the KV cache,
   ``K x 2 L kv_heads d kv / min(tp, kv_heads)``; at the achieved HBM bandwidth (BabelStream
   Triad over the datasheet, :func:`flowsolver.training._kernels.memory_fraction`);
 * decode, compute: ``2 b (N_active + V h) + 4 h K L`` FLOPs / ``tp`` at ``compute_efficiency``
@@ -32,6 +33,7 @@ cached value):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -94,6 +96,46 @@ def expected_active_experts(experts: int, top_k: int, tokens: float) -> float:
     return 1.0 - (1.0 - top_k / experts) ** tokens
 
 
+#: draws of the routing simulation behind :func:`busiest_rank_experts`: the busiest rank's
+#: count spreads by at most about one expert, so its mean is within ~0.05 of an expert
+ROUTING_DRAWS = 512
+
+
+@functools.lru_cache(maxsize=64)
+def _busiest_curve(experts: int, top_k: int, ep: int) -> np.ndarray:
+    """The mean over :data:`ROUTING_DRAWS` seeded draws of the busiest rank's distinct local
+    experts after 0, 1, 2, ... tokens, up to the token count where every draw has a rank
+    with all its experts hit."""
+    rng = np.random.default_rng(0)
+    local = experts // ep
+    hit = np.zeros((ROUTING_DRAWS, experts), dtype=bool)
+    rows = np.arange(ROUTING_DRAWS)[:, None]
+    curve = [0.0]
+    while curve[-1] < local:
+        hit[rows, np.argpartition(rng.random((ROUTING_DRAWS, experts)), top_k - 1, axis=1)[:, :top_k]] = True
+        curve.append(float(hit.reshape(ROUTING_DRAWS, ep, local).sum(axis=2).max(axis=1).mean()))
+    return np.array(curve)
+
+
+def busiest_rank_experts(experts: int, top_k: int, ep: int, tokens: float) -> float:
+    """Expected distinct experts the busiest of ``ep`` ranks (``experts / ep`` each) holds a
+    token for, when ``tokens`` tokens each choose ``top_k`` distinct experts uniformly: the
+    expert weights a synchronous step reads on its slowest rank. One rank: ``experts x``
+    :func:`expected_active_experts`; several: a seeded simulation (:data:`ROUTING_DRAWS`).
+    One token's top-2 of 8 experts on 8 ranks puts a whole expert on two ranks: the busiest
+    reads one, where the average rank reads 0.25.
+
+    >>> busiest_rank_experts(8, 2, 8, 1), busiest_rank_experts(8, 2, 1, 1)
+    (1.0, 2.0)
+    """
+    if tokens <= 0 or experts <= 1:
+        return 0.0 if tokens <= 0 else 1.0
+    if ep == 1:
+        return experts * expected_active_experts(experts, top_k, tokens)
+    curve = _busiest_curve(int(experts), int(top_k), int(ep))
+    return float(curve[min(int(round(tokens)), len(curve) - 1)])
+
+
 @dataclass
 class StepModel:
     """Compute and memory times of one instance's steps (no communication): see the module."""
@@ -123,9 +165,8 @@ class StepModel:
     def weight_bytes(self, tokens_per_ep_group: float) -> float:
         """Bytes of weights one GPU's share of a step reads (all stages in turn)."""
         m, lay = self.model, self.layout
-        if m.experts > 1:
-            local = m.experts / lay.ep
-            mlp = local * expected_active_experts(m.experts, m.top_k, tokens_per_ep_group) * m.mlp_params
+        if m.experts > 1:       # the busiest rank's experts: the step waits for it (the all-to-alls)
+            mlp = busiest_rank_experts(m.experts, m.top_k, lay.ep, tokens_per_ep_group) * m.mlp_params
         else:
             mlp = m.mlp_params
         return self._w * (m.layers * (m.attention_params + mlp) + m.vocab * m.hidden) / lay.tp
