@@ -49,6 +49,9 @@ def expand_grid(grid) -> list:
             return list(v)
 
         values = [choices(k, v) for k, v in grid.items()]
+        if empty := [k for k, v in zip(keys, values) if not v]:
+            raise ValueError(f"{empty[0]}: an empty list of values gives no scenarios (leave the key out for its "
+                             "default)")
         rows = [dict(zip(keys, combo)) for combo in itertools.product(*values)]
     elif isinstance(grid, (list, tuple)) and all(isinstance(r, dict) for r in grid):
         rows = [dict(r) for r in grid]

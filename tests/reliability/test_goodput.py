@@ -206,6 +206,8 @@ def test_time_to_useful_work():
     (dict(horizon=0.0), "horizon"),
     (dict(horizon=DAY, trajectories=0), "trajectories"),
     (dict(horizon=DAY, intervals=[-1.0]), "intervals"),
+    # 10^12 trajectories (1e-4 failures a second over a day: ~9.6e12 events) was a raw MemoryError
+    (dict(horizon=DAY, trajectories=10**12), r"is 9\.6\de\+12, above 33,554,432"),
 ])
 def test_simulate_rejects_bad_input(kw, match):
     with pytest.raises(ValueError, match=match):

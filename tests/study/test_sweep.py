@@ -57,6 +57,8 @@ def test_a_broken_scenario_is_recorded_and_the_sweep_goes_on():
     assert 0 < df["comm_overhead"].iloc[4] < 1 and df["speedup"].iloc[4] > 1
     with pytest.raises(ValueError, match="unknown sweep parameter"):
         expand_grid({"nodez": [1]})
+    with pytest.raises(ValueError, match="size: an empty list of values gives no scenarios"):
+        expand_grid({"nodes": [1, 2], "size": []})        # was no scenario and no word
     # k sizes a fat-tree, not rail_optimized; tp is a training degree; a fat-tree takes no
     # oversubscription; ecmp splits no subflows; a seed draws nothing without failed links; a key in
     # some rows of a list that none of those rows reads: rows differing in the label only
