@@ -295,7 +295,20 @@ def _fit(rows, measured, done):
 _TIE = 0.002
 
 
-def _network_first(graph, rows, ranks, algorithm, opts, cal, model, measured):
+def _fit_over(graph, opts):
+    """``cal -> (options, calibration)`` that time a log's rows with the fit in ``cal`` over the
+    call's own ``efficiency=`` (where a calibration is used, the call's own efficiency wins:
+    inside calibrate the rows must see the fit, or a factor is fitted again on top of one the
+    rows never ran at: efficiency=0.9 on a log made at 0.824 calibrated 0.755)."""
+    given = opts.efficiency
+    if given is None:
+        return lambda cal: (opts, cal)
+    if isinstance(given, (int, float)):          # one number for every link: per technology
+        given = {d.get("tech"): float(given) for *_, d in graph.edges(data=True) if d.get("tech")}
+    return lambda cal: (replace(opts, efficiency={**given, **cal.efficiency}), replace(cal, efficiency={}))
+
+
+def _network_first(graph, cal, model, measured, times):
     """``(cal, model times)`` with a derating the fit put on a link inside the servers (NVLink)
     moved to a network technology where that fits the log as well (within :data:`_TIE`): on
     DGX-class servers a ring's NVLink and NICs run at the same utilisation, the flow solve names
@@ -312,10 +325,10 @@ def _network_first(graph, rows, ranks, algorithm, opts, cal, model, measured):
     best = (float(np.median(np.abs(model / measured - 1))), cal, model)
     for other in sorted({t for t, tier in tiers.items() if t and tier not in tp.SERVER_TIERS}):
         trial = replace(cal, efficiency={other: link_efficiency(other) * factor})
-        times = np.array([collective_with(graph, o, s, ranks, algorithm, opts, trial).time for o, s, _ in rows])
-        err = float(np.median(np.abs(times / measured - 1)))
+        trial_times = times(trial)
+        err = float(np.median(np.abs(trial_times / measured - 1)))
         if err <= best[0] + _TIE and (best[1] is cal or err < best[0]):
-            best = (err, trial, times)
+            best = (err, trial, trial_times)
     return best[1], best[2]
 
 
@@ -398,11 +411,12 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     if algorithm == "auto" and len(forced) == 1:
         algorithm = forced.pop()                    # the logs' NCCL_ALGO
     measured = np.array([t for _, _, t in rows])
+    with_fit = _fit_over(graph, opts)
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
     done = np.zeros(_FACTORS)     # log factors of latency, bandwidth, LL, P2P already in cal (vs the library's)
     converged, previous = True, None
     for _ in range(max(1, int(iterations))):
-        models = [_RowModel(graph, o, size, ranks, algorithm, opts, cal) for o, size, _ in rows]
+        models = [_RowModel(graph, o, size, ranks, algorithm, *with_fit(cal)) for o, size, _ in rows]
         if previous is not None and np.allclose([r.time()[0] for r in models], previous, rtol=1e-4):
             break                 # re-solved with the fit, the rows take what the fit said: no bottleneck moved
         x, sd, converged, fit = _fit(models, measured, done)
@@ -427,8 +441,11 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
                       parameters=_parameters(x, sd, tech),
                       unconstrained=tuple(q.name for q, s in zip(_QUANTITIES, sd) if s is None and q.fitted))
         done = np.array([x[0], applied, x[2], x[3]])
-    model = np.array([collective_with(graph, o, s, ranks, algorithm, opts, cal).time for o, s, _ in rows])
-    cal, model = _network_first(graph, rows, ranks, algorithm, opts, cal, model, measured)
+    def times(c):
+        return np.array([collective_with(graph, o, s, ranks, algorithm, *with_fit(c)).time for o, s, _ in rows])
+
+    model = times(cal)
+    cal, model = _network_first(graph, cal, model, measured, times)
     try:
         import pandas as pd
     except ImportError:

@@ -38,6 +38,20 @@ def test_known_constants_are_recovered():
     assert cal.residuals["error"].abs().max() < 0.03 and len(cal.residuals) == len(sizes)
 
 
+def test_a_given_efficiency_is_the_start_not_a_second_factor():
+    # a log made at NVLink 0.70: calibrated from efficiency=0.9 (one number or a dict) it is
+    # still 0.70 (the rows were re-solved at 0.9 while the fit's factor was counted as applied:
+    # 0.9 x f^2, and the calibrated model kept 0.9)
+    g = tp.rail_optimized(nodes=1)
+    truth = Calibration(efficiency={"nvlink4": 0.70}, latency_scale=1.0, ranks=8, ops=("all_reduce",))
+    sizes = [2**k for k in (12, 17, 22, 27, 30)]
+    log = _log([(s, collective(g, "all_reduce", s, algorithm="ring", model=truth).time) for s in sizes], 8)
+    for given in (0.9, {"nvlink4": 0.9}):
+        cal = calibrate(g, [log], op="all_reduce", algorithm="ring", efficiency=given)
+        assert cal.efficiency == {"nvlink4": pytest.approx(0.70, rel=0.01)}
+        assert cal.residuals["error"].abs().max() < 0.01
+
+
 def test_a_pipeline_scale_is_recovered_and_what_a_log_cannot_tell_is_named():
     # "measured": the model with the chunk pipeline's floors and fills x 2 (mid sizes, where
     # the fill is 10-40 % of the time) and NVLink at 0.8
