@@ -81,15 +81,19 @@ def server_transport(graph, server) -> tp.Transport:
 
 
 def near_nics(graph, gpu) -> tuple:
-    """The NICs nearest ``gpu``: on its own PCIe link, else behind its PCIe switch (what NCCL
-    counts as a GPU's local NICs)."""
-    def nics(node):
-        return tuple(v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nic")
-    near = nics(gpu)
-    if not near:
-        near = tuple(w for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "pcie_switch"
-                     for w in nics(v))
-    return near
+    """The NICs nearest ``gpu`` through PCIe switches alone (what NCCL counts as a GPU's local
+    NICs: its PIX or PXB paths, not through the CPU): on its own PCIe link, else behind its
+    switch, else behind the fewest switches (nested switches, as NCCL's XML dumps of OCI's
+    H100 servers have: GPU, switch, switch, switch, NIC)."""
+    kind = graph.nodes
+    seen, level = {gpu}, [gpu]
+    while level:
+        near = tuple(v for u in level for v in graph.successors(u) if kind[v].get("kind") == "nic")
+        if near:
+            return tuple(dict.fromkeys(near))
+        level = [v for u in level for v in graph.successors(u)
+                 if kind[v].get("kind") == "pcie_switch" and v not in seen and not seen.add(v)]
+    return ()
 
 
 def _egress(graph, gpus, efficiency) -> float:

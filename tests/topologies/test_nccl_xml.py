@@ -109,6 +109,23 @@ def test_oci_collectives_match_a_hand_built_equivalent():
     assert two[0] == pytest.approx(two[1], rel=5e-3)
 
 
+def test_oci_sends_size_their_channels_from_nics_behind_nested_switches():
+    """OCI's GPUs reach their NICs through three PCIe switches (GPU, switch, switch, switch,
+    NIC: NCCL's PXB path, still the GPU's local NIC); the hand-built equivalent has them
+    behind one. Each send gets the same P2P channels and rate from both (it got 1 channel from
+    the dump: no local NIC found, half the hand-built server's busbw across nodes)."""
+    m = tp.from_nccl_xml(_shared(OCI))
+    nic = tp.LinkTech("doc_roce_360g", 2 * 180000e6 / 8, tp.get_link("roce_400g").latency, None, "roce")
+    hand = tp.ServerModel("doc_oci", gpus=8, layout="nvswitch", gpu="h100_sxm", nvlink="nvlink4", nics=8, nic=nic)
+    runs = []
+    for s in (m, hand):
+        g = tp.rail_optimized(2, server=s, link="roce_400g")
+        runs.append([(r.channels, r.busbw) for r in (fs.collective(g, "send_recv", 2**28, ranks=[0, 8]),
+                                                   fs.collective(g, "send_recv", 2**28))])
+    assert [c for c, _ in runs[0]] == [c for c, _ in runs[1]]
+    assert [b for _, b in runs[0]] == pytest.approx([b for _, b in runs[1]], rel=5e-3)
+
+
 def test_azure_pci_skeleton_needs_the_gpu_type_and_builds_a_pcie_server():
     text = _shared(AZURE).read_text()
     with pytest.raises(ValueError, match="gpu="):
