@@ -14,7 +14,7 @@ binary it names, else the file name's op word; None where none says: an op word 
 hostname or NCCL's algorithm matrix, says nothing), ``ranks``, ``nodes`` (hosts
 in the device list), ``devices`` (rank -> (host, device, GPU name)), ``nccl_version``,
 ``avg_busbw`` (GB/s, the footer's; None without one), ``algorithm`` (flowsolver's name of
-the ``NCCL_ALGO`` the NCCL INFO lines say was forced, else None), ``gpus_per_thread`` (the
+the one algorithm the NCCL INFO lines' ``NCCL_ALGO`` forces, else None: :func:`forced_algorithm`), ``gpus_per_thread`` (the
 header's ``nGpus``: the GPUs one thread drove, ``-g``; None without the header, or where
 headers of one log disagree) and ``source``. ``ranks``
 is the device list's (its highest rank + 1), else the ``nranks`` of NCCL INFO lines, else None;
@@ -55,7 +55,7 @@ _NRANKS = re.compile(r" NCCL INFO .*?\bn[Rr]anks (\d{1,9})\b")
 _NGPUS = re.compile(r"^\s*#\s*nThread\s+\d{1,9}\s+nGpus\s+(\d{1,9})\b", re.MULTILINE)
 #: the largest log read by default (bytes): ``read``'s ``max_bytes``
 MAX_BYTES = 2**28
-_ALGO = re.compile(r"NCCL_ALGO set by environment to (\w+)")
+_ALGO = re.compile(r"NCCL_ALGO set by environment to (\S+)")
 #: NCCL_ALGO values -> flowsolver algorithm names
 ALGO_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
 _STARTED = re.compile(r"Collective test starting:\s*(\w+)")
@@ -323,5 +323,17 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int = MAX_BYTES):
                     nccl_version=version.group(1) if version else None,
                     avg_busbw=float(avg.group(1)) if avg and math.isfinite(float(avg.group(1))) else None,
                     source=source, gpus_per_thread=per_thread.pop() if len(per_thread) == 1 else None,
-                    algorithm=ALGO_NAMES.get(algo.group(1).lower()) if algo else None)
+                    algorithm=forced_algorithm(algo.group(1)) if algo else None)
     return df
+
+
+def forced_algorithm(value: str):
+    """flowsolver's name of the one algorithm an ``NCCL_ALGO`` value forces, else None: a list
+    (``Ring,Tree``), an exclusion (``^NVLS``) or per-collective settings (``allreduce:tree``)
+    leave NCCL a choice.
+
+    >>> forced_algorithm("Ring"), forced_algorithm("Ring,Tree"), forced_algorithm("^NVLS")
+    ('ring', None, None)
+    """
+    value = value.strip().lower()
+    return None if any(c in value for c in ",^;:") else ALGO_NAMES.get(value)

@@ -37,7 +37,7 @@ def _measured(args, graph):
     if not args.compare:
         return args.op or "all_reduce", _sizes(args), None, 1
     from .. import nccl_tests
-    from ..collectives import checked_log
+    from ..collectives import checked_log, measured_rows
     from ..routing import gpu_nodes
 
     df = nccl_tests.read(args.compare, op=args.op)
@@ -45,8 +45,8 @@ def _measured(args, graph):
     if op is None:
         raise ValueError(f"--compare: {args.compare!r} does not say which collective it ran; pass --op")
     n = len(gpu_nodes(graph)) if args.ranks is None else len(args.ranks)
-    checked_log(df, op, n, args.ranks is not None)
-    rows = df[df["placement"] == "out-of-place"]
+    checked_log(df, op, n, args.ranks is not None, graph, args.ranks)
+    rows = measured_rows(df)
     if args.algorithm == "auto" and df.attrs.get("algorithm"):
         args.algorithm = df.attrs["algorithm"]          # the log's NCCL_ALGO
     per_thread = int(df.attrs.get("gpus_per_thread") or 1)     # nccl-tests -g N: one thread, N GPUs

@@ -114,7 +114,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._bound": ("Capacities",),                 # (these two: for the plan search's bound, not in __all__)
     "._floor": ("kind_floors",),                # (the plan search's bound too, not in __all__)
     "._trees": ("StepFlows",),
-    "._calibrate_rows": ("checked_log",),       # (the CLI's --compare checks a log as calibrate does; not in __all__)
+    # (the CLI's --compare checks and reads a log as calibrate does; not in __all__)
+    "._calibrate_rows": ("checked_log", "measured_rows"),
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -133,7 +134,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._bound import Capacities
     from ._floor import kind_floors
     from ._trees import StepFlows
-    from ._calibrate_rows import checked_log
+    from ._calibrate_rows import checked_log, measured_rows
 
 # the built-in algorithms register themselves (ALGORITHMS' order); no JAX is imported
 from . import _builtin_algorithms  # noqa: F401,E402

@@ -65,21 +65,43 @@ def _rows(logs, graph, ranks, op):
             raise ValueError(f"{where}: the log does not say which collective it ran; pass op=")
         if op is not None and log_op != op:
             raise ValueError(f"{where}: the log tests {log_op}, not {op}")
-        checked_log(df, log_op, n, ranks is not None)
+        checked_log(df, log_op, n, ranks is not None, graph, ranks)
         if df.attrs.get("algorithm"):
             algorithms.add(df.attrs["algorithm"])
         per_thread.add(df.attrs.get("gpus_per_thread") or None)
-        rows = df[(df["placement"] == "out-of-place") & (df["time"] > 0)]
+        rows = measured_rows(df)
         out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
     return out, n, algorithms, per_thread
 
 
-def checked_log(df, op, n, given):
+def _check_hosts(df, graph, ranks, where) -> None:
+    """ValueError where the log's device list names another number of hosts than the servers
+    the modelled ranks are on (a 2 x 4 log fitted to one server's 8 GPUs derated NVLink to 0.51)."""
+    hosts = df.attrs.get("nodes")
+    if not hosts:
+        return
+    gpus = gpu_nodes(graph)
+    chosen = gpus if ranks is None else [gpus[r] for r in ranks]
+    servers = len({graph.nodes[g].get("server", g) for g in chosen})
+    if hosts != servers:
+        raise ValueError(f"{where}: the log ran on {hosts} hosts, the ranks modelled are on {servers} servers: "
+                         "pass ranks= (or --ranks) naming GPUs on as many servers as the log's hosts")
+
+
+def measured_rows(df):
+    """The rows of a :func:`flowsolver.nccl_tests.read` table that time a collective: out of
+    place, of a size > 0 (nccl-tests prints size 0 where a size is below the ranks times the
+    type's bytes: nothing ran) and a time > 0."""
+    return df[(df["placement"] == "out-of-place") & (df["time"] > 0) & (df["size"] > 0)]
+
+
+def checked_log(df, op, n, given, graph=None, ranks=None):
     """``df`` (a :func:`flowsolver.nccl_tests.read` table of ``op``) as a measurement of ``n``
     ranks (``given``: the caller named them), refused as :func:`flowsolver.calibrate` refuses
-    it: another rank count, or rows nccl-tests counted wrong. Returns ``df``.
+    it: another rank count, rows nccl-tests counted wrong, or (with ``graph``) another number
+    of hosts than the servers of ``ranks`` (default all its GPUs). Returns ``df``.
 
     >>> from flowsolver import nccl_tests
     >>> head = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\\n"
@@ -92,6 +114,8 @@ def checked_log(df, op, n, given):
     where = df.attrs.get("source", "log")
     _check_ranks(df, op, where, n, given)
     _check_correct(df, where)
+    if graph is not None:
+        _check_hosts(df, graph, ranks, where)
     return df
 
 

@@ -52,6 +52,37 @@ def test_a_given_efficiency_is_the_start_not_a_second_factor():
         assert cal.residuals["error"].abs().max() < 0.01
 
 
+def _hosts_log(op, hosts, rows, algo=None):
+    devices = "".join(f"#  Rank {r:2d} Group  0 Pid {r} on h{h} device {r % 8} [0x0f] NVIDIA H100\n"
+                      for r, h in enumerate(hosts))
+    info = f"h0:1:1 [0] NCCL INFO NCCL_ALGO set by environment to {algo}\n" if algo else ""
+    head = HEADER.rstrip("\n") + "     time   algbw   busbw #wrong\n"
+    return info + devices + head + "".join(f"{s} {s // 4} float none -1 {t * 1e6:.2f} 0 0 0 {t * 1e6:.2f} 0 0 0\n"
+                                           for s, t in rows)
+
+
+def test_a_log_of_other_hosts_is_refused_and_size_0_rows_are_read_past():
+    g = tp.rail_optimized(nodes=2)
+    # a 2 x 4 log (hosts h0 and h1) fitted to one server's 8 GPUs derated NVLink to 0.51
+    half = [0, 1, 2, 3, 8, 9, 10, 11]
+    rows = [(s, collective(g, "all_gather", s, ranks=half).time) for s in (2**20, 2**24, 2**28)]
+    log = _hosts_log("all_gather", [0] * 4 + [1] * 4, rows)
+    with pytest.raises(ValueError, match="the log ran on 2 hosts, the ranks modelled are on 1 servers"):
+        calibrate(g, [log], op="all_gather", ranks=range(8))
+    cal = calibrate(g, [log], op="all_gather", ranks=half)
+    assert cal.residuals["error"].abs().max() < 0.01
+    # nccl-tests' size-0 rows (a size below ranks x 4 B: nothing ran) were a "size must be > 0" error
+    zero = _hosts_log("all_gather", [0] * 4 + [1] * 4, [(0, 1.8e-7)] + rows)
+    assert len(calibrate(g, [zero], op="all_gather", ranks=half).residuals) == len(rows)
+
+
+def test_a_log_whose_nccl_algo_is_a_list_forces_none():
+    # NCCL_ALGO=Ring,Tree leaves NCCL the choice; it was read as Ring and calibrate forced ring
+    for value, forced in (("Ring", "ring"), ("Ring,Tree", None), ("^NVLS", None), ("allreduce:tree", None)):
+        log = _hosts_log("all_reduce", [0] * 8, [(2**20, 1e-4)], value)
+        assert nccl_tests.read(log, op="all_reduce").attrs["algorithm"] == forced
+
+
 def test_a_pipeline_scale_is_recovered_and_what_a_log_cannot_tell_is_named():
     # "measured": the model with the chunk pipeline's floors and fills x 2 (mid sizes, where
     # the fill is 10-40 % of the time) and NVLink at 0.8
