@@ -142,6 +142,11 @@ class Problem:
             if _lowest(arr) < least and _has_subnormal(arr, least):
                 _first_bad((arr > 0) & (arr < least), name, f"0 or at least {least:.3g} bytes/s with "
                            f"dtype={self.dtype.name!r} (a subnormal number is flushed to zero)", arr)
+        # weights too: a subnormal weight flushed to zero divided a level by 0 (NaN rates, status ok)
+        tiny64, big64 = float(np.finfo(np.float64).tiny), float(np.finfo(np.float64).max) / 16
+        if _lowest(w) < tiny64 or np.max(w, initial=0.0) > big64:
+            _first_bad((w < tiny64) | (w > big64), "weights", f"in {tiny64:.3g} ... {big64:.3g} (a subnormal "
+                       "weight is flushed to zero; a larger one overflows the links' sums)", w)
         if self.dtype != np.float32:
             return
         big = float(np.finfo(np.float32).max) / 16          # headroom for sums of a few terms

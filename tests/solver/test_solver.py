@@ -98,6 +98,10 @@ def test_status_holds_status_values():
     (dict(capacity=[1e-310, 1.0]), r"capacity\[0\] must be 0 or at least 2.23e-308 bytes/s with dtype='float64'"),
     (dict(demands=[1.0, 1e-320, INF]), r"demands\[1\] must be 0 or at least"),
     (dict(capacity=[1e-44, 1.0], dtype="float32"), r"capacity\[0\] must be 0 or at least 1.18e-38"),
+    # subnormal weights: flushed to zero, a level divided by 0 (NaN rates, status ok; the answer
+    # is scale-free: 1e-310 and 3e-310 share a link as 1 and 3 do)
+    (dict(weights=[1e-310, 3e-310, 1.0]), r"weights\[0\] must be in 2.23e-308 \.\.\. 1.12e\+307"),
+    (dict(weights=[1.0, 1e308, 1.0]), r"weights\[1\] must be in 2.23e-308"),
 ])
 def test_bad_input_raises_before_tracing(kwargs, match):
     A = sp.csc_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
