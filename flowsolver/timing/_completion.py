@@ -66,7 +66,9 @@ class Completion:
         Flows still moving bytes when ``max_events`` stopped the run (``finish`` is ``inf``).
     status : int or ndarray
         ``Status.OK`` (0); ``Status.NOT_CONVERGED`` (1): ``max_events`` stopped the run with
-        unfinished flows; ``Status.STALLED`` (3): a flow never gets bandwidth (its links failed).
+        unfinished flows; ``Status.STALLED`` (3): a flow never gets bandwidth (its links failed);
+        in a batch, a scenario whose solve the solver could not answer reports that solve's
+        status (``UNBOUNDED``, ``ILL_CONDITIONED``), with ``finish`` and ``makespan`` NaN.
     initial : Allocation or None
         The max-min allocation at time 0, every flow with bytes to send running (the first
         event's rates, utilisation and bottlenecks); None when no flow had bytes.
@@ -165,6 +167,12 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     never = stalled.any(axis=1) & (status == Status.OK)
     makespan = np.where(never, np.inf, makespan)
     status = np.where(never, Status.STALLED, status).astype(np.int32)
+    failed = run.failed != Status.OK           # a solve's status for the scenario: no times
+    if failed.any():
+        status = np.where(failed, run.failed, status).astype(np.int32)
+        makespan = np.where(failed, np.nan, makespan)
+        finish = np.where(failed[:, None], np.nan, finish)
+        unfinished = unfinished | failed[:, None]
     events = run.events.max(axis=1)
     if batch is None:
         return Completion(finish=finish[0], makespan=makespan[0], events=events[0], stalled=stalled[0],

@@ -41,6 +41,7 @@ class _Run:
         self.done = sizes <= 0
         self.finish = np.where(self.done, 0.0, np.inf)
         self.stalled = np.zeros((B, n), dtype=bool)
+        self.failed = np.zeros(B, dtype=np.int32)    # a scenario's solve's status other than OK (the first)
         self.clock = np.zeros((B, n_groups))
         self.events = np.zeros((B, n_groups), dtype=np.int64)
         self.wait = np.broadcast_to(delay, (B, len(parts))).copy()
@@ -102,7 +103,15 @@ class _Run:
         if self.initial is None:
             self.initial = alloc
         self.last = (active.copy(), alloc)
-        return np.asarray(alloc.rates, dtype=np.float64).reshape(active.shape)
+        rates = np.asarray(alloc.rates, dtype=np.float64).reshape(active.shape)
+        bad = np.atleast_1d(np.asarray(alloc.status)) != Status.OK
+        if self.batched and bad.any():
+            # a scenario its solve could not answer (unbounded, ill-conditioned): no rates, no
+            # events, its status reported (an unbounded one finished at 0 with status ok)
+            self.failed = np.where(bad & (self.failed == Status.OK), np.asarray(alloc.status), self.failed)
+            rates = np.where(bad[:, None], 0.0, rates)
+            self.done[bad] = True
+        return rates
 
     def still_fair(self, active, cap):
         """The last solve's Allocation restricted to the flows ``active`` now, when it is

@@ -53,6 +53,14 @@ def test_batch_equals_one_by_one():
         np.testing.assert_allclose(batch.finish[b], one.finish, rtol=1e-12)
 
 
+def test_a_batch_reports_the_scenario_its_solver_could_not_answer():
+    # scenario 0: the flow's only link has no capacity limit (unbounded: one scenario alone is an
+    # error); it finished at 0 with status ok. Scenario 1: 1 byte at 2 bytes/s
+    c = completion_times(sp.csc_matrix([[1.0]]), sizes=[[1.0], [1.0]], capacity=[[np.inf], [2.0]])
+    assert c.status.tolist() == [Status.UNBOUNDED, Status.OK]
+    assert np.isnan(c.makespan[0]) and np.isnan(c.finish[0, 0]) and c.makespan[1] == 0.5
+
+
 def test_permutation_on_a_fat_tree_takes_size_over_line_rate():
     g = tp.fat_tree(4)
     rm = route(g, Flows.permutation(16, 50e9, seed=3))
