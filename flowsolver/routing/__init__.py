@@ -59,7 +59,7 @@ from ._cache import clear_route_cache, path_computations
 from ._graph_index import GraphIndex, RoutingError, gpu_nodes, graph_memo, unchanged, unique_pairs
 from ._keys import ranges  # noqa: F401 (for the solver, not in __all__)
 from ._links import HOP_CLASSES, Bottleneck, LinkTable, first_tier, link_efficiency
-from ._matrix import MergedRouting, RoutingMatrix
+from ._matrix import MergedRouting, RoutingMatrix, checked_fractions  # noqa: F401 (checked_fractions: for the solver)
 from ._policies import POLICIES, Policy, PolicyCall, policy_of, register_policy
 # the built-in policies register themselves, in this order (POLICIES' order)
 from . import _policy_ecmp, _policy_dor, _policy_dragonfly, _policy_shortest  # noqa: F401,E402

@@ -12,6 +12,23 @@ from ._keys import GroupCopies, ranges
 from ._links import LinkTable
 
 
+def checked_fractions(matrix):
+    """``matrix`` (scipy.sparse or array-like, links x flows) as a float64 CSC matrix with its
+    duplicates summed; ValueError unless every entry is a finite real number >= 0 (complex
+    lost its imaginary part and NaN or inf gave rates with status ok)."""
+    import scipy.sparse as sp   # on first use: `import flowsolver` and the command line start without SciPy
+    dtype = matrix.dtype if sp.issparse(matrix) else np.asarray(matrix).dtype
+    if dtype.kind not in "fiub":
+        raise ValueError(f"routing fractions must be real numbers >= 0, got dtype {dtype}")
+    csc = sp.csc_matrix(matrix, dtype=np.float64)
+    csc.sum_duplicates()
+    if csc.nnz and not np.isfinite(csc.data).all():
+        raise ValueError("routing fractions must be finite numbers >= 0 (the matrix has NaN or inf)")
+    if csc.nnz and (csc.data < 0).any():
+        raise ValueError("routing fractions must be >= 0 (the matrix has negative entries)")
+    return csc
+
+
 @dataclass(frozen=True, eq=False)
 class RoutingMatrix:
     """Sparse links x flows routing matrix, factored into shared *segments*.
@@ -262,11 +279,7 @@ class RoutingMatrix:
     def from_scipy(cls, matrix, capacity=None, *, weights=None, demands=None) -> "RoutingMatrix":
         """Wrap any scipy.sparse (links x flows) matrix of non-negative fractions; every
         column becomes its own segment."""
-        import scipy.sparse as sp   # on first use: `import flowsolver` and the command line start without SciPy
-        csc = sp.csc_matrix(matrix, dtype=np.float64)
-        csc.sum_duplicates()
-        if csc.nnz and (csc.data < 0).any():
-            raise ValueError("routing fractions must be >= 0 (the matrix has negative entries)")
+        csc = checked_fractions(matrix)
         n_links, n_flows = csc.shape
         cap = np.full(n_links, np.inf) if capacity is None else np.asarray(capacity, dtype=np.float64)
         return cls(seg_ptr=csc.indptr.astype(np.int64), seg_link=csc.indices.astype(np.int32),

@@ -99,12 +99,15 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     else:
         slots, coef = _structured(ix, store, src, dst, chosen, subflows, seed, pxn, flows, hash_keys, groups)
     ptr, link, frac = store.finish()
-    return RoutingMatrix(
+    rm = RoutingMatrix(
         seg_ptr=ptr, seg_link=link, seg_frac=frac, flow_seg=slots.astype(np.int32, copy=False),
         flow_coef=coef, capacity=ix.capacity.copy(), weights=flows.weights.copy(),
         demands=flows.demands.copy(), links=ix.memo("links", lambda: LinkTable.from_graph(graph)), flows=flows,
         flow_src=src, flow_dst=dst, node_names=ix.nodes, policy=policy,
         options=dict(subflows=subflows, seed=seed, pxn=pxn, flows=n))
+    if not getattr(chosen.function, "__module__", "").startswith("flowsolver.routing"):
+        _check_conserved(rm, ix, chosen.name)           # a policy registered from outside: its columns checked
+    return rm
 
 
 def _structured(ix, store, src, dst, chosen, subflows, seed, pxn, flows, hash_keys=None, groups=None):
@@ -155,7 +158,34 @@ def _checked_columns(chosen, call, cols) -> list:
         if len(seg) != n or np.shape(c) not in ((), (n,)):
             raise ValueError(f"policy {chosen.name!r} returned a column of {len(seg)} segment ids and coefficient "
                              f"shape {np.shape(c)} for {n} flows")
+        if len(seg) and (seg.min() < -1 or seg.max() >= call.store.count):
+            raise ValueError(f"policy {chosen.name!r} returned segment ids outside -1 ... {call.store.count - 1} "
+                             f"(the segments it added; -1: none), e.g. {int(seg[(seg < -1) | (seg >= call.store.count)][0])}")
+        coef = np.asarray(c, dtype=np.float64)
+        if not (np.all(np.isfinite(coef)) and np.all(coef > 0)):
+            raise ValueError(f"policy {chosen.name!r} returned a coefficient that is not a finite number > 0: "
+                             f"{coef.ravel()[~(np.isfinite(coef.ravel()) & (coef.ravel() > 0))][0]!r}")
     return cols
+
+
+def _check_conserved(rm, ix, name) -> None:
+    """ValueError unless every flow of ``rm`` is conserved at every node: it leaves its source
+    and enters its destination whole and what enters another node leaves it (what a
+    registered policy's columns must add up to: a coefficient of 0.5 routed half a flow
+    through the fabric, a policy without columns none of it, and the solver rated the whole)."""
+    A = rm.to_scipy().tocoo()
+    n = np.int64(rm.n_flows)
+    keys = np.concatenate([ix.head[A.row] * n + A.col, ix.tail[A.row] * n + A.col,
+                           rm.flow_src.astype(np.int64) * n + np.arange(n), rm.flow_dst.astype(np.int64) * n + np.arange(n)])
+    net = np.concatenate([A.data, -A.data, np.ones(n), -np.ones(n)])     # in - out + (1 at the source, -1 at the end)
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    total = np.bincount(inverse.reshape(-1), weights=net, minlength=len(uniq))
+    if (bad := np.flatnonzero(np.abs(total) > 1e-9)).size:
+        node, f = divmod(int(uniq[bad[0]]), int(n))
+        flow_net = total[bad[0]] - (node == rm.flow_src[f]) + (node == rm.flow_dst[f])
+        raise ValueError(f"policy {name!r}: flow {f} ({ix.nodes[rm.flow_src[f]]} -> {ix.nodes[rm.flow_dst[f]]}) is "
+                         f"not conserved at {ix.nodes[node]} (in - out = {flow_net:.6g}): its columns' segments and "
+                         "coefficients must route each flow whole, from its source to its destination")
 
 
 def _whole_path_slots(n, cols):

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _checks
-from ..routing import MergedRouting, RoutingMatrix, ranges
+from ..routing import MergedRouting, RoutingMatrix, checked_fractions, ranges
 
 _TRACES = {"count": 0}
 
@@ -310,13 +310,7 @@ def _as_routing(routing) -> tuple[RoutingMatrix, MergedRouting | None]:
     if isinstance(routing, RoutingMatrix):
         return routing, None
     if sp.issparse(routing):
-        if np.iscomplexobj(routing.data) or routing.dtype.kind not in "fiub":
-            raise ValueError(f"routing fractions must be real numbers >= 0, got dtype {routing.dtype}")
-        m = sp.csc_matrix(routing, dtype=np.float64)
-        if m.nnz and not np.isfinite(m.data).all():
-            raise ValueError("routing fractions must be finite numbers >= 0 (the matrix has NaN or inf)")
-        if m.nnz and (m.data < 0).any():
-            raise ValueError("routing fractions must be >= 0 (the matrix has negative entries)")
+        m = checked_fractions(routing)
         m.eliminate_zeros()
         return RoutingMatrix.from_scipy(m), None
     raise ValueError(f"routing must be a RoutingMatrix or a scipy.sparse matrix (links x flows), "

@@ -105,3 +105,34 @@ def test_the_built_in_declarations_are_what_their_rules_depend_on():
     assert [p for p in fs.POLICIES if policy_of(p).depends_on_load] == ["ugal"]      # load / capacity
     assert [p for p in fs.POLICIES if policy_of(p).collective_pxn] == ["ecmp", "ecmp_hash"]
     assert [p for p in fs.POLICIES if policy_of(p).whole_path] == ["shortest"]
+
+
+@pytest.mark.parametrize("columns, match", [
+    (lambda call: [(call.ecmp(call.src, call.dst), -1.0)], "not a finite number > 0"),
+    (lambda call: [(call.ecmp(call.src, call.dst), float("nan"))], "not a finite number > 0"),
+    (lambda call: [(np.full(len(call.src), 10**6), 1.0)], "segment ids outside -1"),
+    # half of each flow through the fabric, or none: the solver rated the whole flow (5e10 B/s)
+    (lambda call: [(call.ecmp(call.src, call.dst), 0.5)], r"flow 0 \(s0/gpu0 -> s15/gpu0\) is not conserved at "
+                                                          r"pod0/edge0 \(in - out = 0.5\)"),
+    (lambda call: [], r"not conserved at pod0/edge0 \(in - out = 1\)"),
+])
+def test_a_registered_policys_columns_must_route_each_flow_whole(columns, match):
+    fs.register_policy("mine", columns)
+    with pytest.raises(ValueError, match=match):
+        route(tp.fat_tree(4), Flows([0, 1], [15, 14], 1e6), "mine")
+    fs.register_policy("whole", lambda call: [(call.ecmp(call.src, call.dst), 1.0)])
+    mine = route(tp.fat_tree(4), Flows([0, 1], [15, 14], 1e6), "whole")
+    ref = route(tp.fat_tree(4), Flows([0, 1], [15, 14], 1e6), "ecmp")
+    assert (mine.to_scipy() != ref.to_scipy()).nnz == 0
+
+
+def test_a_matrix_of_nan_inf_or_complex_fractions_is_refused_everywhere():
+    import scipy.sparse as sp
+
+    for bad, match in ((np.nan, "NaN or inf"), (np.inf, "NaN or inf"), (1 + 1j, "real numbers")):
+        A = sp.csc_matrix(np.array([[bad, 1.0], [1.0, 0.0]]))
+        for call in (lambda: completion_times(A, sizes=[1, 1], capacity=[1, 1]),      # rated as 1 before
+                     lambda: fs.fair_makespan(A, [1.0, 1.0], [1.0, 1.0]),
+                     lambda: fs.max_min_fair(A, [1.0, 1.0])):
+            with pytest.raises(ValueError, match=match):
+                call()
