@@ -13,19 +13,18 @@ from ._links import LinkTable
 
 
 def checked_fractions(matrix):
-    """``matrix`` (scipy.sparse or array-like, links x flows) as a float64 CSC matrix with its
-    duplicates summed; ValueError unless every entry is a finite real number >= 0 (complex
-    lost its imaginary part and NaN or inf gave rates with status ok)."""
+    """``matrix`` (sparse or array-like, links x flows) as float64 CSC, duplicates summed;
+    ValueError unless every entry is a finite real number >= 0 (complex lost its imaginary
+    part, NaN or inf gave rates with status ok)."""
     import scipy.sparse as sp   # on first use: `import flowsolver` and the command line start without SciPy
     dtype = matrix.dtype if sp.issparse(matrix) else np.asarray(matrix).dtype
     if dtype.kind not in "fiub":
         raise ValueError(f"routing fractions must be real numbers >= 0, got dtype {dtype}")
     csc = sp.csc_matrix(matrix, dtype=np.float64)
     csc.sum_duplicates()
-    if csc.nnz and not np.isfinite(csc.data).all():
-        raise ValueError("routing fractions must be finite numbers >= 0 (the matrix has NaN or inf)")
-    if csc.nnz and (csc.data < 0).any():
-        raise ValueError("routing fractions must be >= 0 (the matrix has negative entries)")
+    if csc.nnz and not (np.isfinite(csc.data).all() and (csc.data >= 0).all()):
+        has = "negative entries" if np.isfinite(csc.data).all() else "NaN or inf"
+        raise ValueError(f"routing fractions must be finite numbers >= 0 (the matrix has {has})")
     return csc
 
 
@@ -277,14 +276,13 @@ class RoutingMatrix:
 
     @classmethod
     def from_scipy(cls, matrix, capacity=None, *, weights=None, demands=None) -> "RoutingMatrix":
-        """Wrap any scipy.sparse (links x flows) matrix of non-negative fractions; every
-        column becomes its own segment."""
+        """Wrap any scipy.sparse (links x flows) matrix of non-negative fractions
+        (:func:`checked_fractions`); every column becomes its own segment."""
         csc = checked_fractions(matrix)
         n_links, n_flows = csc.shape
-        cap = np.full(n_links, np.inf) if capacity is None else np.asarray(capacity, dtype=np.float64)
-        return cls(seg_ptr=csc.indptr.astype(np.int64), seg_link=csc.indices.astype(np.int32),
-                   seg_frac=csc.data.copy(), flow_seg=np.arange(n_flows, dtype=np.int32)[:, None],
-                   flow_coef=None, capacity=cap,
+        return cls(seg_ptr=csc.indptr.astype(np.int64), seg_link=csc.indices.astype(np.int32), seg_frac=csc.data.copy(),
+                   flow_seg=np.arange(n_flows, dtype=np.int32)[:, None], flow_coef=None,
+                   capacity=np.full(n_links, np.inf) if capacity is None else np.asarray(capacity, dtype=np.float64),
                    weights=np.ones(n_flows) if weights is None else np.asarray(weights, dtype=np.float64),
                    demands=np.full(n_flows, np.inf) if demands is None else np.asarray(demands, dtype=np.float64))
 
@@ -437,11 +435,10 @@ class RoutingMatrix:
 
 @dataclass(frozen=True, eq=False)
 class MergedRouting:
-    """A routing matrix whose identical flows were merged; maps results back.
-
-    ``routing`` has one flow per class; ``inverse[f]`` is the class of original flow ``f``
-    and ``counts[c]`` the number of flows in class ``c``.
-    """
+    """A routing matrix whose identical flows were merged; maps results back. ``routing`` has
+    one flow per class; ``inverse[f]`` is original flow ``f``'s class, ``counts[c]`` class
+    ``c``'s flows. :func:`~flowsolver.max_min_fair` reads its weights and demands per class:
+    a class's total (:meth:`RoutingMatrix.merge_identical` sums them)."""
 
     routing: RoutingMatrix
     inverse: np.ndarray

@@ -159,8 +159,9 @@ def _checked_columns(chosen, call, cols) -> list:
             raise ValueError(f"policy {chosen.name!r} returned a column of {len(seg)} segment ids and coefficient "
                              f"shape {np.shape(c)} for {n} flows")
         if len(seg) and (seg.min() < -1 or seg.max() >= call.store.count):
+            bad = int(seg[(seg < -1) | (seg >= call.store.count)][0])
             raise ValueError(f"policy {chosen.name!r} returned segment ids outside -1 ... {call.store.count - 1} "
-                             f"(the segments it added; -1: none), e.g. {int(seg[(seg < -1) | (seg >= call.store.count)][0])}")
+                             f"(the segments it added; -1: none), e.g. {bad}")
         coef = np.asarray(c, dtype=np.float64)
         if not (np.all(np.isfinite(coef)) and np.all(coef > 0)):
             raise ValueError(f"policy {chosen.name!r} returned a coefficient that is not a finite number > 0: "
@@ -175,8 +176,9 @@ def _check_conserved(rm, ix, name) -> None:
     through the fabric, a policy without columns none of it, and the solver rated the whole)."""
     A = rm.to_scipy().tocoo()
     n = np.int64(rm.n_flows)
+    flow = np.arange(n)
     keys = np.concatenate([ix.head[A.row] * n + A.col, ix.tail[A.row] * n + A.col,
-                           rm.flow_src.astype(np.int64) * n + np.arange(n), rm.flow_dst.astype(np.int64) * n + np.arange(n)])
+                           rm.flow_src.astype(np.int64) * n + flow, rm.flow_dst.astype(np.int64) * n + flow])
     net = np.concatenate([A.data, -A.data, np.ones(n), -np.ones(n)])     # in - out + (1 at the source, -1 at the end)
     uniq, inverse = np.unique(keys, return_inverse=True)
     total = np.bincount(inverse.reshape(-1), weights=net, minlength=len(uniq))

@@ -263,7 +263,8 @@ class CompactRouting:
         else:
             coef = np.zeros((Np, kp))
             np.copyto(coef[:n, :k], self.flow_coef, where=self.flow_seg >= 0)
-        return link.astype(np.int32), seg.astype(np.int32), pad(self.seg_frac[keep], Ep, 0.0, np.float64), slot_seg, coef
+        frac = pad(self.seg_frac[keep], Ep, 0.0, np.float64)
+        return link.astype(np.int32), seg.astype(np.int32), frac, slot_seg, coef
 
 
 def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds,

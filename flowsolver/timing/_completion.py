@@ -20,7 +20,7 @@ import numpy as np
 from .. import _checks
 from .._status import Status
 from .._tolerance import RTOL
-from ..routing import RoutingMatrix
+from ..routing import MergedRouting, RoutingMatrix
 from ._events import _check_groups, _Run
 
 __all__ = ["completion_times", "Completion", "step_times", "StepTimes", "RTOL", "RTOL_MAX"]
@@ -279,6 +279,9 @@ def step_times(steps, capacity=None, *, sizes=None, after=None, delay=None, max_
 def _routing_and_sizes(routing, sizes):
     """The routing as a RoutingMatrix and its flows' checked sizes (bytes; default the
     matrix's ``Flows``)."""
+    if isinstance(routing, MergedRouting):          # a class's rate is its flows' total: no one flow's finish
+        raise TypeError("routing: completion times need one column per flow; pass the MergedRouting's original "
+                        "RoutingMatrix, not the merged one")
     rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(routing)
     if sizes is None:
         if rm.flows is None:

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from .._status import Status
 from .._tolerance import RTOL
-from ..routing import RoutingMatrix
+from ..routing import MergedRouting, RoutingMatrix
 from ..solver import Allocation, host_scalar, max_min_fair, rate_sensitivity
 from ._completion import _routing_and_sizes
 from ._event_split import EventSplit
@@ -428,7 +428,10 @@ def fair_makespan(routing, sizes=None, capacity=None, *, weights=None, demands=N
     """
     import jax.numpy as jnp
 
-    rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(sp.csc_matrix(routing))
+    if isinstance(routing, MergedRouting):
+        raise TypeError("routing: a makespan needs one column per flow; pass the MergedRouting's original "
+                        "RoutingMatrix, not the merged one")
+    rm = routing if isinstance(routing, RoutingMatrix) else RoutingMatrix.from_scipy(routing)
     makespan = host_scalar(
         "fair_makespan", lambda cap: completion_sensitivity(rm, sizes, cap, weights=weights, demands=demands),
         lambda cs: cs.makespan, lambda cs, dc: cs.directional(dc), lambda cs: cs.gradient("up"),

@@ -113,7 +113,7 @@ def test_bad_input_raises_before_tracing(kwargs, match):
 
 
 def test_bad_matrices():
-    with pytest.raises(ValueError, match="fractions must be >= 0"):
+    with pytest.raises(ValueError, match="fractions must be finite numbers >= 0 .the matrix has negative entries"):
         max_min_fair(sp.csc_matrix(np.array([[1.0, -0.5]])), [1.0])
     with pytest.raises(ValueError, match="NaN or inf"):
         max_min_fair(sp.csc_matrix(np.array([[1.0, np.nan]])), [1.0])

@@ -278,3 +278,14 @@ def test_events_kept_one_after_another_carry_the_loads_and_utilisation_of_a_solv
         np.testing.assert_allclose(alloc.rates, fresh.rates, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(alloc.link_load, fresh.link_load, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(alloc.utilization, fresh.utilization, rtol=1e-12, atol=1e-12)
+
+
+def test_a_merged_routing_is_refused_where_flows_finish_one_by_one():
+    # a class's rate is its flows' total: completion_times raised a float() TypeError and
+    # fair_makespan a scipy dtype error, neither naming the routing
+    rm = route(tp.rail_optimized(4), Flows.ring(32, 1e6))
+    merged = rm.merge_identical()
+    with pytest.raises(TypeError, match="pass the MergedRouting's original RoutingMatrix"):
+        completion_times(merged)
+    with pytest.raises(TypeError, match="pass the MergedRouting's original RoutingMatrix"):
+        fs.fair_makespan(merged, np.ones(merged.routing.n_flows), rm.capacity)
