@@ -90,6 +90,11 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     ix = GraphIndex.of(graph)
     src = ix.resolve(flows.src, "src")
     dst = ix.resolve(flows.dst, "dst")
+    if (same := np.flatnonzero(src == dst)).size:      # a rank and its GPU's node id: one node
+        f = int(same[0])
+        given = [getattr(x, "item", lambda x=x: x)() for x in (flows.src[f], flows.dst[f])]
+        raise ValueError(f"flow {f} has src == dst ({ix.nodes[src[f]]!r}, given as {given[0]!r} and "
+                         f"{given[1]!r}); a flow needs two distinct endpoints")
     store = Segments()
     n = len(flows)
     if chosen.whole_path:

@@ -839,3 +839,11 @@ def test_a_pattern_routed_before_is_served_only_while_the_graph_is_unchanged():
     fresh = g.copy()
     assert edited.time == collective(fresh, "all_to_all", 2**24, algorithm="direct").time
     assert edited.time > first.time
+
+
+def test_a_flow_from_a_gpu_to_itself_named_two_ways_is_refused():
+    # rank 0 and its node id 's0/gpu0' are one endpoint: an IndexError deep in the segments,
+    # or ('shortest') an empty column the solver called unbounded
+    for policy in ("ecmp", "shortest"):
+        with pytest.raises(ValueError, match=r"flow 0 has src == dst \('s0/gpu0', given as 0 and 's0/gpu0'\)"):
+            route(tp.fat_tree(4), Flows([0], ["s0/gpu0"], 1.0), policy)
