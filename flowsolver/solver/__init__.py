@@ -223,7 +223,8 @@ def fair_rates(routing, capacity=None, demands=None, *, weights=None, method: st
     rm, _ = _as_routing(routing)
     w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
     if w.ndim != 1:
-        raise ValueError("weights: fair_rates solves one scenario (shape (flows,)); vmap over scenarios instead")
+        raise ValueError("weights: fair_rates solves one scenario (shape (flows,)); call it once per scenario "
+                         "(the solve runs on the host: jax.vmap and jax.jit cannot trace it)")
     cap = rm.capacity if capacity is None else capacity
     d = rm.demands if demands is None else demands
     return make_fair_rates(rm, w, method, max_min_fair, rate_sensitivity)(jnp.asarray(cap), jnp.asarray(d))
