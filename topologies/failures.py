@@ -43,7 +43,9 @@ def fail_links(g: nx.DiGraph, fraction: float, *, seed: int = 0) -> nx.DiGraph:
     for u, v in failed:
         h[u][v]["capacity"] = 0.0
         h[v][u]["capacity"] = 0.0
-    h.graph["failed"] = failed
+    # a graph failed before keeps its list: the cables at 0 are all listed (a second call replaced it)
+    before = list(g.graph.get("failed", []))
+    h.graph["failed"] = before + [c for c in failed if c not in set(before)]
     return h
 
 
@@ -85,9 +87,14 @@ def degrade_links(g: nx.DiGraph, cables, factor: float) -> nx.DiGraph:
         raise ValueError(f"factor must be in (0, 1] (the fraction of the capacity kept), got {factor!r}")
     h = g.copy()
     done = list(h.graph.get("degraded", []))
+    given = set()
     for u, v in cables:
         if not h.has_edge(u, v):
             raise ValueError(f"cables: ({u!r}, {v!r}) is not an edge of the graph")
+        if (u, v) in given or (v, u) in given:       # each was degraded by factor twice (0.5: to 0.25)
+            raise ValueError(f"cables: ({u!r}, {v!r}) is given twice (a cable's two directions are one cable, "
+                             "degraded together): give each cable once")
+        given.add((u, v))
         h[u][v]["capacity"] = float(h[u][v]["capacity"] * factor)
         if h.has_edge(v, u):
             h[v][u]["capacity"] = float(h[v][u]["capacity"] * factor)

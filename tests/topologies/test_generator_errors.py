@@ -72,3 +72,14 @@ def test_the_size_limit_counts_what_the_generator_builds(build, module, monkeypa
                         lambda family, parts, sizes: counted.append(parts) or real(family, parts, sizes))
     g = build()
     assert counted == [g.number_of_nodes() + g.number_of_edges()]
+
+
+def test_failures_twice_are_all_listed_and_a_cable_is_degraded_once():
+    g = tp.fat_tree(8)
+    h = tp.fail_links(tp.fail_links(g, 0.02, seed=1), 0.02, seed=2)
+    at_zero = {frozenset((u, v)) for u, v, d in h.edges(data=True) if d["capacity"] == 0}
+    # the second call's list replaced the first's: cables at 0 that no list named
+    assert {frozenset(c) for c in h.graph["failed"]} == at_zero and len(at_zero) > 5
+    u, v = tp.tier_cables(g, "edge-agg")[0]
+    with pytest.raises(ValueError, match="given twice"):       # both directions: 0.5 x 0.5 = 0.25 before
+        tp.degrade_links(g, [(u, v), (v, u)], 0.5)
