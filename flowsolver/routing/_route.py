@@ -76,6 +76,12 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     if not isinstance(flows, Flows):
         raise ValueError(f"flows must be a flowsolver.Flows, got {type(flows).__name__}")
     subflows = _checks.integer("subflows", subflows)
+    seed = _checks.integer("seed", seed, minimum=0, maximum=2**63 - 1)    # (1.5 and 2**70 were taken, or overflowed)
+    if not isinstance(pxn, (bool, np.bool_)):
+        raise ValueError(f"pxn must be True or False, got {pxn!r}")
+    if not getattr(graph, "is_directed", lambda: False)():
+        raise ValueError(f"graph must be a networkx.DiGraph (a cluster graph: topologies' generators), "
+                         f"got {type(graph).__name__}")
     if subflows != 1 and not chosen.subflows:
         takes = [p for p in POLICIES if policy_of(p).subflows]
         raise ValueError(f"subflows applies to {'policy' if len(takes) == 1 else 'policies'} "

@@ -847,3 +847,12 @@ def test_a_flow_from_a_gpu_to_itself_named_two_ways_is_refused():
     for policy in ("ecmp", "shortest"):
         with pytest.raises(ValueError, match=r"flow 0 has src == dst \('s0/gpu0', given as 0 and 's0/gpu0'\)"):
             route(tp.fat_tree(4), Flows([0], ["s0/gpu0"], 1.0), policy)
+
+
+@pytest.mark.parametrize("kw, match", [(dict(seed=1.5), "seed must be an integer"), (dict(seed=2**70), "seed must be"),
+                                       (dict(pxn="yes"), "pxn must be True or False")])
+def test_route_checks_its_options(kw, match):
+    with pytest.raises(ValueError, match=match):          # were taken as given (or an OverflowError)
+        route(tp.fat_tree(4), Flows([0], [5], 1.0), **kw)
+    with pytest.raises(ValueError, match="graph must be a networkx.DiGraph"):
+        route(nx.Graph(tp.fat_tree(4)), Flows([0], [5], 1.0))       # was AttributeError 'succ'
