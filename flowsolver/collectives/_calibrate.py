@@ -64,8 +64,7 @@ class _RowModel:
                 moved = transfer / m
                 if self.hw.p2p is not None:     # a send: the P2P channels' rate bounds it
                     moved = max(moved, self.hw.p2p.least_transfer(self.size, self.cal.p2p_bandwidth * pp))
-                gpu = lam * (r.time - transfer) + moved
-                entries.append((self.options.with_host(gpu), a))
+                entries.append((self.options.with_host(model.flow_timed(r.time - transfer, moved)), a))
         return min(entries)
 
     def bottleneck_tech(self, algorithm) -> str:

@@ -91,6 +91,13 @@ class Calibration:
             out += self.net_latency * hops * (2 if protocol == "Simple" else 1)
         return out
 
+    def flow_timed(self, latency: float, transfer: float) -> float:
+        """Seconds of a call of an algorithm NCCL's cost model does not time (all-to-all,
+        broadcast and reduce chains, sends: their latencies are the solved steps' hop
+        latencies): ``latency`` (s) times :attr:`latency_scale`, plus :attr:`launch_latency`,
+        plus ``transfer`` (s). :attr:`net_latency` is NCCL's model's alone (its hops)."""
+        return transfer + latency * self.latency_scale + self.launch_latency
+
     def bandwidth(self, algbw, algorithm: str, protocol: str):
         """The bandwidth (bytes/s) a kernel of ``algorithm`` / ``protocol`` achieves, given the
         one NCCL's cost model grants (LL's times :attr:`ll_bandwidth`; NCCL's choice keeps its own)."""

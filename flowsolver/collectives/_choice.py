@@ -92,6 +92,10 @@ def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
         if is_tuned(a, op, options):
             continue                # the host's floor (several GPUs a thread) is in the tuned times already
         steps, gpu, load = p2p_bound(r.steps, r.time, size, hw, model)   # a send's P2P channels may bound it
+        if model is not None:       # a calibration's latency scale and launch latency: every call's
+            moved = transfer_of(steps)
+            gpu = model.flow_timed(gpu - moved, moved)
+            steps = steps if not np.isfinite(gpu) else rescaled(steps, gpu, gpu - moved, options.base)
         total = options.with_host(gpu)
         steps = steps if total == gpu or not np.isfinite(total) else \
             rescaled(steps, total, total - transfer_of(steps), options.base)   # the host's time is latency
