@@ -73,7 +73,9 @@ def _merged(per_group, p):
         else:
             cache[key] = tuple((x + g * p if isinstance(x, int) else x, y + g * p if isinstance(y, int) else y, n)
                                for g, st in enumerate(parts) for x, y, n in st.flows)
-        merged.append(Step(parts[0].count, cache[key], parts[0].latency_count, parts[0].grouped))
+        # (latency_flows index the first group's flows, first in the merged step)
+        merged.append(Step(parts[0].count, cache[key], parts[0].latency_count, parts[0].grouped,
+                           parts[0].latency_flows))
     return tuple(merged)
 
 

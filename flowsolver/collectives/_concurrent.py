@@ -22,7 +22,7 @@ from ._nccl import DEFAULT_CHUNK
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
 from ._results import ConcurrentResult
 from ._schedules import schedule
-from ._solve import route_step, solve_steps, step_latency, step_peer_latency
+from ._solve import route_step, solve_steps, step_latencies, step_peer_latency
 
 __all__ = ["concurrent", "concurrent_kinds"]
 
@@ -68,7 +68,8 @@ class _Routed:
         key = (ranks, flows)
         if key not in self.cache:
             rm, sizes = route_step(self.graph, list(ranks), flows, self.options)
-            self.cache[key] = (rm, sizes, step_latency(rm, self.options))
+            self.cache[key] = (rm, sizes, *step_latencies(rm, np.zeros(rm.n_flows, dtype=np.int64), 1, self.options,
+                                                         per_flow=True))
         return self.cache[key]
 
 
@@ -79,7 +80,9 @@ def _timeline(plans, routed, cap, base):
     parts, sizes, after, delay, last = [], [], [], [], []
     for ranks, steps in plans:
         for j, st in enumerate(steps):
-            rm, size, latency = routed(ranks, st.flows)
+            rm, size, latency, per_flow = routed(ranks, st.flows)
+            # the step's slowest hop, or one channel's where channels pipeline apart (Step.latency_flows)
+            latency = float(latency[0] if st.latency_flows is None else np.max(per_flow[list(st.latency_flows)]))
             latency += step_peer_latency(st, routed.options)      # NCCL's grouped sends: each further peer
             # the step's latencies spread evenly over its repetitions
             for r in range(st.count):

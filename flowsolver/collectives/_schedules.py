@@ -130,7 +130,12 @@ def _chain(layout, p, size, chunk, reverse):
     if reverse:
         hops = [[(b, a) for a, b in stage] for stage in reversed(hops)]
     piece = min(chunk, share)                   # whole chunks, the remainder last (as NCCL)
-    return tuple(pipeline(hops, k, piece, share - (k - 1) * piece))
+    # the channels pipeline apart: the depth's latency is one channel's chain, the one that
+    # crosses between servers most (each stage of some channel's chain crosses on 2+ channels)
+    server = {pos: g for g, members in enumerate(layout.groups) for pos in members}
+    crossings = [sum(server.get(a) != server.get(b) for a, b in zip(c, c[1:])) for c in chains]
+    slowest = int(np.argmax(crossings))
+    return tuple(pipeline(hops, k, piece, share - (k - 1) * piece, latency_channel=slowest))
 
 
 def _ring_all_reduce(p, size, layout, chunk):

@@ -154,12 +154,15 @@ def solve_steps(rm, group, sizes, cap, n_groups=1, kept=None):
     return results if batched else results[0]
 
 
-def step_latencies(rm, group, n_groups, options) -> np.ndarray:
+def step_latencies(rm, group, n_groups, options, per_flow=False):
     """:func:`step_latency` of every step of ``rm`` at once (``group``: the step of each
     flow, contiguous): the NCCL hop latency of each step's slowest hop class plus its
-    largest path latency (s)."""
+    largest path latency (s). ``per_flow``: also each flow's own (its slowest hop class's
+    latency plus its path latency), for steps whose latency is some of their flows'
+    (:attr:`~._trees.Step.latency_flows`)."""
     if options.step_latency is not None:
-        return np.full(n_groups, float(options.step_latency))
+        fixed = np.full(n_groups, float(options.step_latency))
+        return (fixed, np.full(rm.n_flows, float(options.step_latency))) if per_flow else fixed
     # the highest hop rank of each segment's links that carry a share (an extra 0 last, read
     # by unused slots -1), then of each flow's, column by column
     seg_rank = np.zeros(rm.n_segments + 1, dtype=np.int64)
@@ -174,7 +177,12 @@ def step_latencies(rm, group, n_groups, options) -> np.ndarray:
     worst = np.maximum.reduceat(flow_rank, first) if rm.n_flows else np.zeros(n_groups, dtype=np.int64)
     path = np.maximum.reduceat(rm.path_latency(), first) if rm.n_flows else np.zeros(n_groups)
     hop = {int(r): hop_latency(HOP_CLASSES[int(r)], options.step_protocol) for r in np.unique(worst)}
-    return np.array([hop[int(r)] for r in worst]) + np.maximum(path, 0.0)
+    steps = np.array([hop[int(r)] for r in worst]) + np.maximum(path, 0.0)
+    if not per_flow:
+        return steps
+    ranks = np.unique(flow_rank)
+    by_rank = np.array([hop_latency(HOP_CLASSES[int(r)], options.step_protocol) for r in ranks])
+    return steps, by_rank[np.searchsorted(ranks, flow_rank)] + np.maximum(rm.path_latency(), 0.0)
 
 
 def step_peer_latency(step, options) -> float:
@@ -262,7 +270,9 @@ def _result_of(steps, solved, latency, n_links, options, routed=None, slow=None,
     parts, util_time, busy, total = [], np.zeros(n_links), 0.0, options.base
     for st in steps:
         one = solved[st.flows]
-        lat = latency[st.flows] + step_peer_latency(st, options)
+        own = latency[st.flows] if st.latency_flows is None else \
+            float(np.max(latency[st.flows, "flows"][list(st.latency_flows)]))     # one channel's hop
+        lat = own + step_peer_latency(st, options)
         step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=one.transfer,
                               latency=lat, bottleneck=one.bottleneck, latency_count=st.latency_count,
                               slow_paths=() if slow is None else slow[st.flows])
@@ -384,7 +394,9 @@ def time_many(graph, jobs, scenarios=None) -> list:
         for table, scenario, cap, solved_b in zip(tables, scenarios, caps, solved_all):
             solved = dict(zip(keys, solved_b[first[j]:first[j + 1]]))
             on_table = replace(rm_j, links=table)
-            latency = dict(zip(keys, step_latencies(on_table, group_j, len(keys), options).tolist()))
+            per_step, per_flow = step_latencies(on_table, group_j, len(keys), options, per_flow=True)
+            latency = dict(zip(keys, per_step.tolist()))
+            latency.update({(k, "flows"): per_flow[a:b] for k, a, b in zip(keys, bounds[:-1], bounds[1:])})
             reference = catalogue_latency(graph, table) if scenario is graph else _catalogue_latencies(table)
             slow = None
             if options.tuner and (table.latency > reference).any():     # a path slower than the catalogue's

@@ -112,12 +112,15 @@ class Step:
     bytes)`` tuples; src / dst are rank positions, or node ids for in-switch algorithms);
     the step latency is paid ``latency_count`` times in all. ``grouped``: the flows are NCCL's
     grouped sends and receives (an all-to-all), each further peer of a rank costing
-    :data:`~._nccl.PEER_LATENCY` on top (:func:`~._nccl.peer_latency`)."""
+    :data:`~._nccl.PEER_LATENCY` on top (:func:`~._nccl.peer_latency`). ``latency_flows``:
+    the positions of the flows whose slowest hop is the step's latency (default all: one
+    channel's hop, where channels pipeline apart, :func:`pipeline`)."""
 
     count: int
     flows: tuple
     latency_count: int
     grouped: bool = False
+    latency_flows: tuple | None = None
 
     def __post_init__(self):
         if not isinstance(self.flows, StepFlows):
@@ -168,19 +171,26 @@ def tree_edges(groups, parent_of_group, channel):
     return edges
 
 
-def pipeline(stages, k, piece, last=None):
+def pipeline(stages, k, piece, last=None, latency_channel=None):
     """Steps of ``k`` chunks flowing through the stages in order (a chunk crosses stage ``t``
     at pipeline step ``chunk + t``): ``k - 1`` of ``piece`` bytes, then the last of ``last``
     (default ``piece``), as NCCL cuts a buffer: whole chunks, the remainder last (its
     ``realChunkSize = min(chunkSize, divUp(left, nChannels))``). Distinct active-stage ranges
     become one step each; the pipeline pays its depth (number of stages) in step latencies,
     once: NCCL keeps several chunks in flight per channel (NCCL_STEPS = 8), so later chunks'
-    latencies overlap the transfers.
+    latencies overlap the transfers. With ``latency_channel`` (each stage one pair per channel,
+    the channels' chunks pipelining apart, as NCCL's channels do), each stage's latency is
+    paid once, when the first chunk enters it, at that channel's hop: the depth's latency is
+    the sum of one channel's hops (a chain across servers pays its network hops, not the
+    slowest hop of any channel at every stage).
 
     >>> [(s.count, len(s.flows), s.latency_count) for s in pipeline([[(0, 1)], [(1, 2)]], 3, 1.0)]
     [(1, 1, 0), (2, 2, 2), (1, 1, 0)]
     >>> [s.flows.nbytes.tolist() for s in pipeline([[(0, 1)], [(1, 2)]], 2, 4.0, 1.0)]
     [[4.0], [1.0, 4.0], [1.0]]
+    >>> [(s.latency_count, s.latency_flows) for s in pipeline([[(0, 1), (5, 6)], [(1, 2), (6, 7)]], 3, 1.0,
+    ...                                                       latency_channel=1)]
+    [(1, (1,)), (1, (3,)), (0, None)]
     """
     n = len(stages)
     last = piece if last is None else last
@@ -196,8 +206,8 @@ def pipeline(stages, k, piece, last=None):
         keys.extend(((s - k + 1, s), 1, True) for s in range(k - 1, n))
     keys.extend(((s - k + 1, n - 1), 1, True) for s in range(max(k, n), k + n - 1))
     pairs = [pair for stage in stages for pair in stage]
+    start = np.cumsum([0] + [len(stage) for stage in stages])      # each stage's first flow
     if pairs and all(_is_position(a) and _is_position(b) for a, b in pairs):   # as arrays
-        start = np.cumsum([0] + [len(stage) for stage in stages])
         src, dst = (np.array([pair[i] for pair in pairs], dtype=np.int64) for i in (0, 1))
         steps = []
         for (lo, hi), c, tail in keys:
@@ -209,6 +219,14 @@ def pipeline(stages, k, piece, last=None):
     else:
         steps = [Step(c, tuple((a, b, last if tail and t == lo else piece) for t in range(lo, hi + 1)
                                for a, b in stages[t]), 0) for (lo, hi), c, tail in keys]
-    widest = max(range(len(steps)), key=lambda i: len(steps[i].flows))
-    steps[widest] = Step(steps[widest].count, steps[widest].flows, n)
+    if latency_channel is None:
+        widest = max(range(len(steps)), key=lambda i: len(steps[i].flows))
+        steps[widest] = Step(steps[widest].count, steps[widest].flows, n)
+        return steps
+    reached = -1                     # the last stage a chunk has entered
+    for i, ((lo, hi), _, _) in enumerate(keys):
+        if hi > reached:             # the first chunk enters stage hi: its latency, on the channel's hop
+            steps[i] = Step(steps[i].count, steps[i].flows, 1,
+                            latency_flows=(int(start[hi] - start[lo]) + latency_channel,))
+            reached = hi
     return steps

@@ -292,6 +292,25 @@ def test_ring_broadcast_and_reduce_across_servers_use_every_channel(op):
     assert r.busbw == pytest.approx(ideal, rel=0.02)
 
 
+@pytest.mark.parametrize("op", ["broadcast", "reduce"])
+def test_a_chains_latency_is_one_channels_hops_not_every_channels_slowest(op):
+    """Each channel's chunks pipeline along its own chain: the depth is paid once per stage at
+    one channel's hop. 8 B on 2 x 8 H100: one channel (the root's server entered at the root:
+    one network hop) pays 14 NVLink hops and 1 network hop; with 2 or more channels, the chain
+    that crosses between the servers most, 13 and 2 (both crossings of its ring). Every
+    stage was paid at the slowest hop of any channel (some channel's network hop): 239 us,
+    where these take about 80 and 92."""
+    from flowsolver.collectives._nccl import hop_latency
+
+    g = tp.rail_optimized(2)
+    one, two, many = (collective(g, op, 8, channels=c, base_latency=0.0).time for c in (1, 2, 16))
+    nvl, net = hop_latency("nvlink", "Simple"), hop_latency("network", "Simple")
+    assert two == pytest.approx(many, rel=1e-5)        # (8 B's transfer: 1e-12 s apart)
+    # the catalogue's cable latencies ride on top of NCCL's hop latencies: at most 1 us a hop here
+    assert 14 * nvl + net <= one <= 14 * nvl + net + 15e-6
+    assert 13 * nvl + 2 * net <= many <= 13 * nvl + 2 * net + 15e-6
+
+
 @pytest.mark.parametrize("op", ["all_gather", "reduce_scatter", "all_to_all"])
 def test_all_gather_reduce_scatter_and_all_to_all_across_servers_use_every_nic(op):
     """No one-ring shortcut across servers. On 2 x 8 H100 (8 NDR NICs a server at 47 GB/s,
