@@ -38,6 +38,12 @@ class Algorithm:
     reads_nvswitch: bool = False
     nccl_model: bool = False
 
+    @property
+    def builtin(self) -> bool:
+        """Whether the library registered it (its schedules are trusted; a user's are checked)."""
+        return all(fn is None or getattr(fn, "__module__", "").startswith("flowsolver.collectives")
+                   for fn in self.schedules.values())
+
     def derived(self, op) -> bool:
         """Whether ``op`` has no schedule of its own: NCCL's cost model times it from the
         ring's flow solve (the graph's bus bandwidth)."""
@@ -144,6 +150,8 @@ def register_algorithm(name: str, schedules: Mapping, *, nccl_ops=(), unavailabl
                          f"{', '.join(_NCCL_MODEL_ALGORITHMS)} only, got {name!r}")
     if unavailable is not None and not callable(unavailable):
         raise TypeError(f"unavailable must be None or a function (p, layout) -> str | None, got {unavailable!r}")
+    if name in _REGISTRY and _REGISTRY[name].builtin:       # it vanished from the ops and NCCL's list
+        raise ValueError(f"name {name!r} is a built-in algorithm: register yours under another name")
     algorithm = Algorithm(name, dict(schedules), nccl_ops, unavailable, bool(reads_nvswitch), bool(nccl_model))
     _REGISTRY[name] = algorithm
     return algorithm

@@ -183,6 +183,35 @@ _KEPT: dict = {}
 _KEPT_LOCK = threading.Lock()
 
 
+def checked_steps(steps, what: str, p: int) -> tuple:
+    """A registered schedule's ``steps`` as :class:`~._trees.Step` values, or a ValueError
+    naming ``what`` and the step: at least one step, counts integers >= 1, latency counts
+    >= 0, each step one or more ``(src, dst, bytes)`` flows between rank positions
+    0 ... ``p - 1`` (or node ids) of finite bytes >= 0 (a latency count of -100 gave a
+    negative time that "auto" picked; rank -1 was rank ``p - 1``)."""
+    try:
+        steps = tuple(st if isinstance(st, Step) else Step(*st) for st in steps)
+    except TypeError as err:
+        raise ValueError(f"{what} must return steps (count, flows, latency_count): {err}") from None
+    if not steps:
+        raise ValueError(f"{what} returned no steps")
+    for j, st in enumerate(steps):
+        counts = (st.count, st.latency_count)
+        if not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in counts) \
+                or st.count < 1 or st.latency_count < 0:
+            raise ValueError(f"{what}: step {j}'s count must be an integer >= 1 and its latency count >= 0, "
+                             f"got {st.count!r}, {st.latency_count!r}")
+        if not len(st.flows):
+            raise ValueError(f"{what}: step {j} has no flows")
+        for a, b, nbytes in st.flows:
+            for end in (a, b):
+                if isinstance(end, (int, np.integer)) and not isinstance(end, bool) and not 0 <= end < p:
+                    raise ValueError(f"{what}: step {j} names rank position {end}, not in 0 ... {p - 1}")
+            if not (math.isfinite(nbytes) and nbytes >= 0):
+                raise ValueError(f"{what}: step {j} moves {nbytes!r} bytes; a flow's bytes are finite and >= 0")
+    return steps
+
+
 def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
     """The steps of ``algorithm`` for ``op`` on ``p`` ranks laid out as ``layout`` (small
     schedules are kept by their arguments: steps are immutable values).
@@ -195,9 +224,10 @@ def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
     key = (op, algorithm, p, size, layout, chunk)
     steps = _KEPT.get(key)
     if steps is None:
-        steps = algorithm_of(algorithm).schedules[op](p, size, layout, chunk)
-        if not all(isinstance(st, Step) for st in steps):      # a registered schedule's plain tuples
-            steps = tuple(st if isinstance(st, Step) else Step(*st) for st in steps)
+        chosen = algorithm_of(algorithm)
+        steps = chosen.schedules[op](p, size, layout, chunk)
+        if not chosen.builtin:
+            steps = checked_steps(steps, f"algorithm {algorithm!r}'s {op} schedule", p)
         if sum(len(st.flows) for st in steps) <= KEEP_FLOWS:
             with _KEPT_LOCK:
                 while len(_KEPT) >= KEEP_SCHEDULES:

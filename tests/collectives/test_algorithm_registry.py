@@ -43,3 +43,24 @@ def test_algorithm_registry_checks():
         fs.register_algorithm("x", {"all_reduce": star}, nccl_model=True)
     with pytest.raises(ValueError, match="algorithm for all_reduce must be 'auto' or one of ring, tree"):
         fs.collective(tp.fat_tree(4), "all_reduce", 1.0, algorithm="star")
+
+
+@pytest.mark.parametrize("steps, match", [
+    (lambda p, s, l, c: ((1, [(0, 1, s)], -100),), "latency count >= 0"),      # gave a negative time, picked
+    (lambda p, s, l, c: ((1, [(0, -1, s)], 1),), "rank position -1, not in 0 ... 15"),     # was rank 15
+    (lambda p, s, l, c: ((1, [(0, p, s)], 1),), "rank position 16"),
+    (lambda p, s, l, c: (), "returned no steps"),
+    (lambda p, s, l, c: ((1, [], 1),), "step 0 has no flows"),
+    (lambda p, s, l, c: ((2.5, [(0, 1, s)], 1),), "count must be an integer >= 1"),
+])
+def test_a_registered_schedules_steps_are_checked(steps, match):
+    fs.register_algorithm("mine", {"broadcast": steps})
+    with pytest.raises(ValueError, match=match):
+        fs.collective(tp.rail_optimized(2), "broadcast", 2**20, algorithm="mine")
+
+
+def test_a_built_in_algorithm_cannot_be_replaced():
+    # re-registering "ring" took it out of all_gather and NCCL's list, for the whole process
+    with pytest.raises(ValueError, match="name 'ring' is a built-in algorithm"):
+        fs.register_algorithm("ring", {"broadcast": lambda p, s, l, c: ((1, [(0, 1, s)], 1),)})
+    assert "ring" in fs.NCCL_ALGORITHMS["all_gather"]
