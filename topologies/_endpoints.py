@@ -20,6 +20,9 @@ def attach_servers(g: nx.DiGraph, server: ServerModel, ports: list, link: LinkTe
     """
     nics = server.nics
     count = len(ports) // nics
+    if count == 0:           # a graph without GPUs was built, and every collective on it failed obscurely
+        raise ValueError(f"the fabric's {len(ports)} endpoint ports hold no {server.name} server ({nics} NICs "
+                         "a server): choose a larger fabric or a server with fewer NICs")
     if max_servers is not None:
         count = min(count, max_servers)
     tech = server.nic_tech(link)

@@ -120,7 +120,10 @@ def participants(graph, op, ranks, channels):
     nodes = gpu_nodes(graph)
     n_gpu = len(nodes)
     ranks = list(range(n_gpu)) if ranks is None else _checks.rank_indices(graph, ranks, nodes=nodes)
-    if len(ranks) < 2 or len(set(ranks)) != len(ranks):
+    if len(set(ranks)) != len(ranks):
+        twice = next(r for i, r in enumerate(ranks) if r in ranks[:i])
+        raise ValueError(f"ranks must be distinct GPU ranks: rank {twice} is given twice")
+    if len(ranks) < 2:
         raise ValueError(f"ranks must be at least 2 distinct GPU ranks in 0 ... {n_gpu - 1}, got {ranks[:8]}")
     if op == "send_recv":
         ranks = ranks[:2]

@@ -129,8 +129,10 @@ def test_results_and_errors():
         collective(g, "all_reduce", 1.0, algorithm="tree2")
     with pytest.raises(ValueError, match="size must be a finite number of bytes > 0"):
         collective(g, "all_reduce", -1.0)
+    with pytest.raises(ValueError, match="ranks must be distinct GPU ranks: rank 0 is given twice"):
+        collective(g, "all_reduce", 1.0, ranks=[0, 0, 1, 2])        # said "at least 2", of 3 distinct
     with pytest.raises(ValueError, match="ranks must be at least 2 distinct GPU ranks"):
-        collective(g, "all_reduce", 1.0, ranks=[0, 0])
+        collective(g, "all_reduce", 1.0, ranks=[3])
 
 
 def test_hash_collisions_slow_an_inter_server_all_reduce_and_are_named():

@@ -83,3 +83,9 @@ def test_failures_twice_are_all_listed_and_a_cable_is_degraded_once():
     u, v = tp.tier_cables(g, "edge-agg")[0]
     with pytest.raises(ValueError, match="given twice"):       # both directions: 0.5 x 0.5 = 0.25 before
         tp.degrade_links(g, [(u, v), (v, u)], 0.5)
+
+
+def test_a_fabric_too_small_for_one_server_is_an_error():
+    # fat_tree(4)'s 16 host ports hold no 72-NIC NVL72 rack: a graph of 0 GPUs was built
+    with pytest.raises(ValueError, match="16 endpoint ports hold no nvl72 server"):
+        tp.fat_tree(4, server="nvl72")
