@@ -166,9 +166,10 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     """
     gpus = _checks.integer("gpus", gpus)
     global_batch = _checks.integer("global_batch", global_batch)
-    headroom = _checks.fraction("headroom", headroom, zero_ok=True)
-    if headroom >= 1:
-        raise ValueError(f"headroom must be a fraction in [0, 1), got {headroom}")
+    ok = isinstance(headroom, numbers.Real) and not isinstance(headroom, (bool, np.bool_)) and 0 <= headroom < 1
+    if not ok:          # one message for 1.0 and for 1.5 or -0.5 (they said [0, 1) and [0, 1])
+        raise ValueError(f"headroom must be a fraction in [0, 1), got {headroom!r}")
+    headroom = float(headroom)
     max_tp = spec.heads if max_tp is None else _checks.integer("max_tp", max_tp)
     ints = {}
     for name, given, default in (("tp", tp, [d for d in _divisors(spec.heads) if d <= max_tp]),

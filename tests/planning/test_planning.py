@@ -171,8 +171,9 @@ def test_max_solves_stops_unproven_and_bad_input_is_named():
     assert not p.proven and p.profiles_solved == 1 and p.next_bound is not None
     with pytest.raises(TypeError, match="unknown argument.*ranks"):
         plan(g, model=TOY, global_batch=4, ranks=list(range(8)))
-    with pytest.raises(ValueError, match="headroom"):
-        plan(g, model=TOY, global_batch=4, headroom=1.0)
+    for bad in (1.0, 1.5, -0.5):             # 1.5 and -0.5 said "[0, 1]", 1.0 "[0, 1)"
+        with pytest.raises(ValueError, match=r"headroom must be a fraction in \[0, 1\), got"):
+            plan(g, model=TOY, global_batch=4, headroom=bad)
     with pytest.raises(ValueError, match="micro_batch: give at least one value"):
         plan(g, model=TOY, global_batch=4, micro_batch=())
     assert "layout" in p.table() and "proven" in p.summary()
