@@ -179,6 +179,9 @@ def goodput(args) -> None:
             per_day = float(value)
         except ValueError:
             raise ValueError(f"--rate {item!r}: expected KIND=PER_DAY") from None
+        known = default_components()
+        if kind not in known:          # said in events a second, the unit it was not given in
+            raise ValueError(f"--rate {item!r}: KIND must be one of {', '.join(known)}")
         overrides[kind] = per_day / day
     comps = default_components(**overrides)
     for item in args.degrade:

@@ -114,3 +114,6 @@ def test_cli_goodput(capsys):
     assert "--checkpoint-cost" in capsys.readouterr().err
     assert main(["goodput", "--nodes", "2", "--checkpoint-cost", "1", "--restart", "1", "--degrade", "access=1,2"]) == 2
     assert "--degrade" in capsys.readouterr().err
+    # an unknown kind was refused with its rate in events a second (1.157e-05), not the per-day 1 given
+    assert main(["goodput", "--nodes", "2", "--checkpoint-cost", "1", "--restart", "1", "--rate", "bogus=1"]) == 2
+    assert "--rate 'bogus=1': KIND must be one of gpu, hbm" in capsys.readouterr().err
