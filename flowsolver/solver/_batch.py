@@ -150,6 +150,23 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
         kernel = functools.partial(_JITTED, n_links=Lp, n_segs=Sp, inner=inner, unit_coef=segments.unit_coef)
         put = put_once = jax.device_put
     once = [put_once(a[None]) if one else None for a, one in zip(rows_of, shared)]
+
+    def call(lo, hi):
+        # a short last chunk repeats its last scenario (one compiled shape); full ones are slices
+        rows = slice(lo, hi) if hi - lo == chunk else np.arange(lo, lo + chunk).clip(max=B - 1)
+        per = [o if one else put(a[rows]) for a, o, one in zip(rows_of, once, shared)]
+        capc, wc, dc, f0 = _prepare(*per, used_j, n_links=Lp, n_flows=Np, dtype=jdt.name)
+        r, part_load, b, k, frozen = kernel(*structure, capc, wc, dc, f0, jnp.int32(max_rounds), jnp.int32(0))
+        full_load, full_util, bn, conv = _layout(part_load, capc, b, frozen, used_j, where_j, with_util=with_util)
+        return r, full_load, full_util, bn, k, conv
+
+    if chunk >= B:
+        # one call: its rows are the results, copied once from the device's arrays (not into
+        # arrays allocated first and filled: a second pass over each scenario's 126 KB on the ring)
+        r, full_load, full_util, bn, k, conv = (None if x is None else np.array(np.asarray(x)[:B, :w] if w else
+                                                                                np.asarray(x)[:B])
+                                                for x, w in zip(call(0, B), (N, L, L, N, 0, 0)))
+        return r, full_load, bn, k, conv, full_util
     rates = np.empty((B, N), dtype)
     load = np.empty((B, L), dtype)
     util = np.empty((B, L), dtype) if with_util else None
@@ -165,19 +182,12 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
 
     pending = None
     for lo in range(0, B, chunk):
-        hi = min(lo + chunk, B)
-        # a short last chunk repeats its last scenario (one compiled shape); full ones are slices
-        rows = slice(lo, hi) if hi - lo == chunk else np.arange(lo, lo + chunk).clip(max=B - 1)
-        per = [o if one else put(a[rows]) for a, o, one in zip(rows_of, once, shared)]
-        capc, wc, dc, f0 = _prepare(*per, used_j, n_links=Lp, n_flows=Np, dtype=jdt.name)
-        r, part_load, b, k, frozen = kernel(*structure, capc, wc, dc, f0, jnp.int32(max_rounds), jnp.int32(0))
-        full_load, full_util, bn, conv = _layout(part_load, capc, b, frozen, used_j, where_j, with_util=with_util)
-        out = (r, full_load, full_util, bn, k, conv)
+        out = call(lo, min(lo + chunk, B))
         # the next call is queued before this one's rows are copied: the device solves while
         # the host copies (two calls' results at most are held at once)
         if pending is not None:
             collect(*pending)
-        pending = (lo, hi, out)
+        pending = (lo, min(lo + chunk, B), out)
     collect(*pending)
     return rates, load, bneck, rounds, converged, util
 

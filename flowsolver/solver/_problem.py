@@ -330,7 +330,7 @@ def _real_array(name, value) -> np.ndarray:
         raise ValueError(f"{name} must be real numbers, got complex values (dtype {raw.dtype})")
     if raw.dtype.kind not in "fiu":
         raise ValueError(f"{name} must be real numbers, got dtype {raw.dtype}")
-    return raw.astype(np.float64)
+    return raw.astype(np.float64)        # a copy: the Allocation keeps it (the caller may change theirs)
 
 
 def _per(name, value, n, default, *, what):
