@@ -84,10 +84,11 @@ def _check_hosts(df, graph, ranks, where) -> None:
         return
     gpus = gpu_nodes(graph)
     chosen = gpus if ranks is None else [gpus[r] for r in ranks]
-    servers = len({graph.nodes[g].get("server", g) for g in chosen})
+    # a host is a server, or one compute tray of a server whose NVLink domain spans trays (NVL72)
+    servers = len({(graph.nodes[g].get("server", g), graph.nodes[g].get("tray")) for g in chosen})
     if hosts != servers:
-        raise ValueError(f"{where}: the log ran on {hosts} hosts, the ranks modelled are on {servers} servers: "
-                         "pass ranks= (or --ranks) naming GPUs on as many servers as the log's hosts")
+        raise ValueError(f"{where}: the log ran on {hosts} hosts, the ranks modelled are on {servers} servers "
+                         "(or trays): pass ranks= (or --ranks) naming GPUs on as many servers as the log's hosts")
 
 
 def measured_rows(df):

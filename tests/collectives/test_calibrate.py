@@ -89,6 +89,13 @@ def test_a_log_of_other_hosts_is_refused_and_size_0_rows_are_read_past():
         calibrate(g, [log], op="all_gather", ranks=range(8))
     cal = calibrate(g, [log], op="all_gather", ranks=half)
     assert cal.residuals["error"].abs().max() < 0.01
+    # an NVL72 rack is one server of 18 trays, each its own host: 2 hosts of 4 GPUs are 2 trays
+    from flowsolver.collectives import checked_log
+    rack = tp.rail_optimized(1, server="nvl72")
+    df = nccl_tests.read(log, op="all_gather")
+    assert checked_log(df, "all_gather", 8, True, rack, list(range(8))) is df
+    with pytest.raises(ValueError, match=r"ran on 2 hosts, the ranks modelled are on 3 servers \(or trays\)"):
+        checked_log(df, "all_gather", 8, True, rack, [0, 1, 2, 3, 4, 5, 8, 9])
     # nccl-tests' size-0 rows (a size below ranks x 4 B: nothing ran) were a "size must be > 0" error
     zero = _hosts_log("all_gather", [0] * 4 + [1] * 4, [(0, 1.8e-7)] + rows)
     assert len(calibrate(g, [zero], op="all_gather", ranks=half).residuals) == len(rows)
