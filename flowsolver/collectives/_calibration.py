@@ -104,10 +104,23 @@ class Calibration:
         return algbw * self.ll_bandwidth if protocol == "LL" and self.ll_bandwidth != 1.0 else algbw
 
     def check(self, graph) -> None:
-        """ValueError unless ``graph`` has GPUs enough for the calibrated rank count."""
+        """ValueError unless ``graph`` has GPUs enough for the calibrated rank count (a
+        ``model=`` that is not a Calibration: :func:`checked_model`)."""
         if len(gpu_nodes(graph)) < self.ranks:
             raise ValueError(f"model was calibrated on {self.ranks} ranks; this graph has {len(gpu_nodes(graph))} GPUs")
 
     def report(self) -> str:
         """One line per fitted quantity: value, uncertainty, or "not constrained"."""
         return "\n".join(str(p) for p in self.parameters)
+
+
+def checked_model(model, graph):
+    """``model`` (a :class:`Calibration` or None) checked against ``graph``; TypeError for
+    anything else (``model=3`` was an AttributeError)."""
+    if model is None:
+        return None
+    if not isinstance(model, Calibration):
+        raise TypeError(f"model must be a flowsolver.Calibration (what calibrate returns) or None, "
+                        f"got {type(model).__name__}")
+    model.check(graph)
+    return model

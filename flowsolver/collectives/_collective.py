@@ -10,6 +10,7 @@ import numpy as np
 from .. import _checks
 from .._status import Status
 from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
+from ._calibration import checked_model
 from ._layout import participants, without_nvls
 from ._hardware import describe, nvlink_edge
 from ._p2p import least_transfer, with_communicator
@@ -355,8 +356,7 @@ def collective_with(graph, op, size, ranks, algorithm, options: Options, model=N
     check_call(op, algorithm, size, options)
     _checks.checked_graph(graph)
     check_efficiency_keys(options.efficiency, [graph])
-    if model is not None:
-        model.check(graph)
+    if checked_model(model, graph) is not None:
         options = model.apply(options)
     result, = solve_collective(graph, op, float(size), [ranks], algorithm, options, model=model)
     if result.status != Status.OK:

@@ -13,6 +13,7 @@ from .. import _checks
 from .._status import Status
 from ..routing import RoutingMatrix, unchanged
 from ..timing import step_times
+from ._calibration import checked_model
 from ._algorithms import algorithm_of
 from ._collective import Call, collective_with, solve_collectives
 from ._hardware import describe
@@ -195,8 +196,7 @@ def _options(graph, model, *, policy="ecmp", policy_options=None, pxn=True, prot
                       chunk=chunk, efficiency=efficiency, step_latency=step_latency, base_latency=base_latency)
     _checks.checked_graph(graph)
     check_efficiency_keys(options.efficiency, [graph])
-    if model is not None:
-        model.check(graph)
+    if checked_model(model, graph) is not None:
         options = model.apply(options)
     return options
 

@@ -70,6 +70,15 @@ def test_a_launch_latency_reaches_the_flow_timed_ops_and_is_fitted_from_them(op,
     assert cal.residuals["error"].abs().max() < 0.005
 
 
+def test_a_model_that_is_not_a_calibration_is_a_type_error_naming_it():
+    from flowsolver import concurrent
+    g = tp.rail_optimized(nodes=1)
+    with pytest.raises(TypeError, match="model must be a flowsolver.Calibration .* got int"):
+        collective(g, "all_reduce", 2**20, model=3)              # was AttributeError: 'int' ... 'check'
+    with pytest.raises(TypeError, match="model must be a flowsolver.Calibration .* got str"):
+        concurrent(g, [dict(op="all_reduce", size=2**20)], model="cal.json")
+
+
 def _hosts_log(op, hosts, rows, algo=None):
     devices = "".join(f"#  Rank {r:2d} Group  0 Pid {r} on h{h} device {r % 8} [0x0f] NVIDIA H100\n"
                       for r, h in enumerate(hosts))
