@@ -80,7 +80,8 @@ def _steps(graph, ranks, size, options, routed):
     assert algorithm == "ring"
     out = []
     for j, st in enumerate(schedule):
-        rm, sizes, latency = routed(got, st.flows)
+        rm, sizes, latency, _ = routed(got, st.flows)     # (a ring's step: every flow's slowest hop)
+        latency = float(latency[0])
         A = rm.to_scipy().toarray()
         for r in range(st.count):
             first = not (j or r)
