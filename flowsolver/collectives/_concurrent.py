@@ -69,8 +69,8 @@ class _Routed:
         key = (ranks, flows)
         if key not in self.cache:
             rm, sizes = route_step(self.graph, list(ranks), flows, self.options)
-            self.cache[key] = (rm, sizes, *step_latencies(rm, np.zeros(rm.n_flows, dtype=np.int64), 1, self.options,
-                                                         per_flow=True))
+            step, per_flow = step_latencies(rm, np.zeros(rm.n_flows, dtype=np.int64), 1, self.options, per_flow=True)
+            self.cache[key] = (rm, sizes, float(step[0]), per_flow)
         return self.cache[key]
 
 
@@ -83,7 +83,7 @@ def _timeline(plans, routed, cap, base):
         for j, st in enumerate(steps):
             rm, size, latency, per_flow = routed(ranks, st.flows)
             # the step's slowest hop, or one channel's where channels pipeline apart (Step.latency_flows)
-            latency = float(latency[0] if st.latency_flows is None else np.max(per_flow[list(st.latency_flows)]))
+            latency = latency if st.latency_flows is None else float(np.max(per_flow[list(st.latency_flows)]))
             latency += step_peer_latency(st, routed.options)      # NCCL's grouped sends: each further peer
             # the step's latencies spread evenly over its repetitions
             for r in range(st.count):

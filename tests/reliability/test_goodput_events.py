@@ -81,7 +81,6 @@ def _steps(graph, ranks, size, options, routed):
     out = []
     for j, st in enumerate(schedule):
         rm, sizes, latency, _ = routed(got, st.flows)     # (a ring's step: every flow's slowest hop)
-        latency = float(latency[0])
         A = rm.to_scipy().toarray()
         for r in range(st.count):
             first = not (j or r)
