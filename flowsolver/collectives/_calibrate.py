@@ -15,7 +15,7 @@ import topologies as tp
 
 from .. import nccl_tests
 from ..routing import link_efficiency, unchanged
-from ._calibrate_rows import _rows, ranks_from_busbw  # noqa: F401  (ranks_from_busbw: tests read it here)
+from ._calibrate_rows import _rows, fit_over, ranks_from_busbw  # noqa: F401  (ranks_from_busbw: tests read it here)
 from ._calibration import Calibration, FittedParameter
 from ._choice import is_tuned
 from ._collective import _plans, collective_with
@@ -294,19 +294,6 @@ def _fit(rows, measured, done):
 _TIE = 0.002
 
 
-def _fit_over(graph, opts):
-    """``cal -> (options, calibration)`` that time a log's rows with the fit in ``cal`` over the
-    call's own ``efficiency=`` (where a calibration is used, the call's own efficiency wins:
-    inside calibrate the rows must see the fit, or a factor is fitted again on top of one the
-    rows never ran at: efficiency=0.9 on a log made at 0.824 calibrated 0.755)."""
-    given = opts.efficiency
-    if given is None:
-        return lambda cal: (opts, cal)
-    if isinstance(given, (int, float)):          # one number for every link: per technology
-        given = {d.get("tech"): float(given) for *_, d in graph.edges(data=True) if d.get("tech")}
-    return lambda cal: (replace(opts, efficiency={**given, **cal.efficiency}), replace(cal, efficiency={}))
-
-
 def _network_first(graph, cal, model, measured, times):
     """``(cal, model times)`` with a derating the fit put on a link inside the servers (NVLink)
     moved to a network technology where that fits the log as well (within :data:`_TIE`): on
@@ -410,7 +397,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     if algorithm == "auto" and len(forced) == 1:
         algorithm = forced.pop()                    # the logs' NCCL_ALGO
     measured = np.array([t for _, _, t in rows])
-    with_fit = _fit_over(graph, opts)
+    with_fit = fit_over(graph, opts)
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
     done = np.zeros(_FACTORS)     # log factors of latency, bandwidth, LL, P2P already in cal (vs the library's)
     converged, previous = True, None

@@ -1,10 +1,11 @@
 """The rows a calibration fits: an nccl-tests log's sizes and out-of-place times per op,
 its rank count read from the log (or from the ratio of its bus and algorithm bandwidths)
-and checked against the graph's."""
+and checked against the graph's; and the options the rows are timed with (:func:`fit_over`)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .. import nccl_tests
 from ..routing import gpu_nodes
@@ -151,3 +152,16 @@ def _check_ranks(df, op, where, n, given):
         raise ValueError(f"{where}: the log ran on {said} ranks, the graph (ranks=) has {n} ({said} from {how}, {n} "
                          f"{ours}): pass ranks= the {said} GPU ranks it ran on (e.g. ranks=range({said}); --ranks on "
                          f"the command line) or a graph of {said} GPUs")
+
+
+def fit_over(graph, opts):
+    """``cal -> (options, calibration)`` that time a log's rows with the fit in ``cal`` over the
+    call's own ``efficiency=`` (where a calibration is used, the call's own efficiency wins:
+    inside calibrate the rows must see the fit, or a factor is fitted again on top of one the
+    rows never ran at: efficiency=0.9 on a log made at 0.824 calibrated 0.755)."""
+    given = opts.efficiency
+    if given is None:
+        return lambda cal: (opts, cal)
+    if isinstance(given, (int, float)):          # one number for every link: per technology
+        given = {d.get("tech"): float(given) for *_, d in graph.edges(data=True) if d.get("tech")}
+    return lambda cal: (replace(opts, efficiency={**given, **cal.efficiency}), replace(cal, efficiency={}))
