@@ -271,6 +271,8 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
         raise ValueError(f"ep ({ep}) must divide the model's experts ({spec.experts}; 1 for a dense model)")
     if spec.seq_len % cp:
         raise ValueError(f"cp ({cp}) must divide the sequence of {spec.seq_len} tokens")
+    # Megatron-Core's attention (megatron/core/transformer/attention.py): divide(num_attention_heads,
+    # tp) and divide(num_query_groups, tp), each an assert that tp divides them
     if spec.heads % tp or spec.kv_heads % tp:
         raise ValueError(f"tp ({tp}) must divide the attention heads of {spec.name} ({spec.heads}) and its KV heads "
                          f"({spec.kv_heads}): each TP rank holds whole heads (Megatron-Core splits the heads and the "

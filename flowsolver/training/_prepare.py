@@ -41,6 +41,8 @@ def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpu
     if cells * dp != n:
         raise ValueError(f"tp * cp * pp * dp must equal the GPU count {n}, got tp={tp}, cp={cp}, pp={pp}, dp={dp} "
                          f"({cells * dp})")
+    # Megatron-Core's attention (megatron/core/transformer/attention.py): divide(num_attention_heads,
+    # tp) and divide(num_query_groups, tp), each an assert that tp divides them
     if spec.heads % tp or spec.kv_heads % tp:
         raise ValueError(f"tp ({tp}) must divide the attention heads of {spec.name} ({spec.heads}) and its KV heads "
                          f"({spec.kv_heads}): each TP rank holds whole heads (Megatron-Core splits the heads and the "
