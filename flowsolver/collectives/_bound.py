@@ -78,16 +78,19 @@ class Capacities:
         return transfer
 
 
-def lower_bound(capacities: Capacities, steps, options) -> float:
+def lower_bound(capacities: Capacities, steps, options, model=None) -> float:
     """A time (s) the candidate cannot beat, without routing. In every step each GPU sends
     and receives its bytes through at most its links' effective capacity (each link
     counted at most at the capacity of the hop after it, unless that is a GPU: a GPU behind
     one NIC sends at the NIC's rate), each server's bytes to other servers leave through at
     most the effective capacity of the links leaving the server, and every step pays at
-    least the smallest NCCL hop latency (or ``step_latency``)."""
+    least the smallest NCCL hop latency (or ``step_latency``), times a calibration ``model``'s
+    latency scale where that is below 1."""
     latency = float(options.step_latency) if options.step_latency is not None else min_hop_latency(options.step_protocol)
-    total = options.base
+    lat, moved = options.base, 0.0
     for st in steps:
         paid = st.count if st.latency_count is None else st.latency_count
-        total += st.count * capacities.transfer(st.flows) + paid * latency
-    return total
+        moved += st.count * capacities.transfer(st.flows)
+        lat += paid * latency
+    # a calibration's scale on the latencies, where it shortens them (the times it bounds take it)
+    return moved + lat * (1.0 if model is None else min(1.0, model.latency_scale))

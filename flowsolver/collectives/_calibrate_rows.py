@@ -5,9 +5,10 @@ and checked against the graph's; and the options the rows are timed with (:func:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import replace
 
-from .. import nccl_tests
+from .. import _checks, nccl_tests
 from ..routing import gpu_nodes
 from ._nccl import OPS
 
@@ -78,18 +79,23 @@ def _rows(logs, graph, ranks, op):
 
 
 def _check_hosts(df, graph, ranks, where) -> None:
-    """ValueError where the log's device list names another number of hosts than the servers
-    the modelled ranks are on (a 2 x 4 log fitted to one server's 8 GPUs derated NVLink to 0.51)."""
+    """The log's hosts (its device list's) against the servers the modelled ranks are on: fewer
+    hosts than servers is a ValueError (GPUs of two servers are on two hosts); more is a
+    warning (a 2 x 4 log fitted to one server's 8 GPUs derated NVLink to 0.51, but containers
+    of one GPU each, as Kubernetes runs them, name a host per GPU on one machine)."""
     hosts = df.attrs.get("nodes")
     if not hosts:
         return
     gpus = gpu_nodes(graph)
-    chosen = gpus if ranks is None else [gpus[r] for r in ranks]
+    chosen = gpus if ranks is None else [gpus[r] for r in _checks.rank_indices(graph, ranks, nodes=gpus)]
     # a host is a server, or one compute tray of a server whose NVLink domain spans trays (NVL72)
     servers = len({(graph.nodes[g].get("server", g), graph.nodes[g].get("tray")) for g in chosen})
-    if hosts != servers:
-        raise ValueError(f"{where}: the log ran on {hosts} hosts, the ranks modelled are on {servers} servers "
-                         "(or trays): pass ranks= (or --ranks) naming GPUs on as many servers as the log's hosts")
+    said = (f"{where}: the log ran on {hosts} hosts, the ranks modelled are on {servers} servers (or trays): "
+            "pass ranks= (or --ranks) naming GPUs on as many servers as the log's hosts")
+    if hosts < servers:
+        raise ValueError(said)
+    if hosts > servers:
+        warnings.warn(said + " (unless the hosts are containers sharing those servers)", stacklevel=4)
 
 
 def measured_rows(df):

@@ -50,12 +50,12 @@ class _FirstRound:
     order: list | None = None
 
 
-def _auto_first(graph, ranks, plans, options) -> _FirstRound:
+def _auto_first(graph, ranks, plans, options, model=None) -> _FirstRound:
     """``"auto"``'s first round: each candidate's lower bound (needs no routing), the
     candidates in order of it, and those solved first: every algorithm NCCL's cost model
     times (with the model), else the most promising one."""
     capacities = Capacities(graph, ranks, options.efficiency)
-    bounds = {a: lower_bound(capacities, plans[a], options) for a in plans}
+    bounds = {a: lower_bound(capacities, plans[a], options, model) for a in plans}
     order = sorted(plans, key=bounds.get)
     first = [a for a in plans if algorithm_of(a).nccl_model] if options.tuner else []
     return _FirstRound(first or order[:1], bounds, order)

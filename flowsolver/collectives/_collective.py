@@ -74,10 +74,23 @@ def _merged(per_group, p):
         else:
             cache[key] = tuple((x + g * p if isinstance(x, int) else x, y + g * p if isinstance(y, int) else y, n)
                                for g, st in enumerate(parts) for x, y, n in st.flows)
-        # (latency_flows index the first group's flows, first in the merged step)
         merged.append(Step(parts[0].count, cache[key], parts[0].latency_count, parts[0].grouped,
-                           parts[0].latency_flows))
+                           _merged_latency_flows(parts)))
     return tuple(merged)
+
+
+def _merged_latency_flows(parts):
+    """The flows whose hops set a merged step's latency: every group's own (each group laid out
+    apart pays its own channel's chain; the groups' flows concatenated in order), or None
+    (every flow) when no group names its own."""
+    if all(st.latency_flows is None for st in parts):
+        return None
+    out, offset = [], 0
+    for st in parts:
+        own = range(len(st.flows)) if st.latency_flows is None else st.latency_flows
+        out.extend(offset + i for i in own)
+        offset += len(st.flows)
+    return tuple(out)
 
 
 def _pool(op, algorithm, options):
@@ -211,7 +224,8 @@ def solve_collectives(graph, calls) -> list:
         firsts = []
         for c, pl in zip(calls, planned):
             auto = c.algorithm == "auto" and len(pl.plans) > 1
-            firsts.append(_auto_first(graph, pl.ranks, pl.plans, c.options) if auto else _FirstRound(list(pl.plans)))
+            firsts.append(_auto_first(graph, pl.ranks, pl.plans, c.options, c.model) if auto else
+                          _FirstRound(list(pl.plans)))
         timed_first: dict = {}
         by_efficiency: dict = {}
         for i, c in enumerate(calls):

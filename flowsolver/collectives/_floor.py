@@ -78,7 +78,7 @@ def kind_floors(graph, op: str, size: float, group, algorithm: str = "auto", *, 
         if algorithm != "auto" and a != algorithm:
             continue                # timed for NCCL's bus bandwidth only: the pick is the algorithm asked
         if not is_tuned(a, op, options):
-            floors[a, options.step_protocol] = float(lower_bound(capacities, steps, options))
+            floors[a, options.step_protocol] = float(lower_bound(capacities, steps, options, model))
             continue
         if ring_transfer is None:
             continue
