@@ -41,8 +41,7 @@ class Algorithm:
     @property
     def builtin(self) -> bool:
         """Whether the library registered it (its schedules are trusted; a user's are checked)."""
-        return all(fn is None or getattr(fn, "__module__", "").startswith("flowsolver.collectives")
-                   for fn in self.schedules.values())
+        return _BUILTIN.get(self.name) is self
 
     def derived(self, op) -> bool:
         """Whether ``op`` has no schedule of its own: NCCL's cost model times it from the
@@ -56,6 +55,8 @@ class Algorithm:
 
 #: name -> Algorithm, in registration order (tests restore it around each test: conftest.py)
 _REGISTRY: dict = {}
+#: name -> the library's own Algorithm (a user's algorithm of the same schedule functions is not)
+_BUILTIN: dict = {}
 
 
 class _ByOp(Mapping):
@@ -155,6 +156,12 @@ def register_algorithm(name: str, schedules: Mapping, *, nccl_ops=(), unavailabl
     algorithm = Algorithm(name, dict(schedules), nccl_ops, unavailable, bool(reads_nvswitch), bool(nccl_model))
     _REGISTRY[name] = algorithm
     return algorithm
+
+
+def mark_builtin() -> None:
+    """Record the algorithms registered so far as the library's (``_builtin_algorithms`` calls
+    it once they are registered)."""
+    _BUILTIN.update(_REGISTRY)
 
 
 def algorithm_of(name) -> Algorithm:

@@ -5,7 +5,7 @@ call (its schedules in :mod:`._schedules`; NCCL's cost model of NCCL's own algor
 from __future__ import annotations
 
 from . import _schedules as s
-from ._algorithms import register_algorithm
+from ._algorithms import mark_builtin, register_algorithm
 
 
 def _power_of_two(p, layout):
@@ -44,3 +44,4 @@ register_algorithm("pairwise", {"all_to_all": s._all_to_all_pairwise})
 register_algorithm("direct", {"all_to_all": s._all_to_all_direct, "send_recv": s._send_recv},
                    nccl_ops=("all_to_all", "send_recv"))
 register_algorithm("binomial", {"broadcast": s._binomial_broadcast, "reduce": s._binomial_reduce})
+mark_builtin()

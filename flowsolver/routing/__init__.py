@@ -63,6 +63,8 @@ from ._matrix import MergedRouting, RoutingMatrix, checked_fractions  # noqa: F4
 from ._policies import POLICIES, Policy, PolicyCall, policy_of, register_policy
 # the built-in policies register themselves, in this order (POLICIES' order)
 from . import _policy_ecmp, _policy_dor, _policy_dragonfly, _policy_shortest  # noqa: F401,E402
+from ._policies import mark_builtin  # noqa: E402
+mark_builtin()
 from ._route import route
 
 __all__ = ["route", "path_computations", "clear_route_cache", "unchanged", "graph_memo", "unique_pairs", "gpu_nodes",

@@ -41,6 +41,11 @@ class Policy:
     collective_pxn: bool = False
 
     @property
+    def builtin(self) -> bool:
+        """Whether the library registered it (a user's policy's columns are checked)."""
+        return _BUILTIN.get(self.name) is self
+
+    @property
     def per_call(self) -> bool:
         """Whether a flow's route depends on the other flows of its call (their order, the
         call's random draws or its load): the steps of a collective routed together must
@@ -51,6 +56,14 @@ class Policy:
 
 #: name -> Policy, in registration order (tests restore it around each test: conftest.py)
 _REGISTRY: dict = {}
+#: name -> the library's own Policy (its routes are trusted; a registered one's columns are checked)
+_BUILTIN: dict = {}
+
+
+def mark_builtin() -> None:
+    """Record the policies registered so far as the library's (the routing package calls it
+    once its own are registered)."""
+    _BUILTIN.update(_REGISTRY)
 
 
 class _PolicyNames(Sequence):

@@ -116,7 +116,7 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
         demands=flows.demands.copy(), links=ix.memo("links", lambda: LinkTable.from_graph(graph)), flows=flows,
         flow_src=src, flow_dst=dst, node_names=ix.nodes, policy=policy,
         options=dict(subflows=subflows, seed=seed, pxn=pxn, flows=n))
-    if not getattr(chosen.function, "__module__", "").startswith("flowsolver.routing"):
+    if not chosen.builtin:
         _check_conserved(rm, ix, chosen.name)           # a policy registered from outside: its columns checked
     return rm
 

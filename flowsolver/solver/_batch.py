@@ -163,9 +163,9 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     if chunk >= B:
         # one call: its rows are the results, copied once from the device's arrays (not into
         # arrays allocated first and filled: a second pass over each scenario's 126 KB on the ring)
-        r, full_load, full_util, bn, k, conv = (None if x is None else np.array(np.asarray(x)[:B, :w] if w else
-                                                                                np.asarray(x)[:B])
-                                                for x, w in zip(call(0, B), (N, L, L, N, 0, 0)))
+        r, full_load, full_util, bn, k, conv = (None if x is None else np.array(np.asarray(x)[:B] if w is None else
+                                                                                np.asarray(x)[:B, :w])
+                                                for x, w in zip(call(0, B), (N, L, L, N, None, None)))
         return r, full_load, bn, k, conv, full_util
     rates = np.empty((B, N), dtype)
     load = np.empty((B, L), dtype)

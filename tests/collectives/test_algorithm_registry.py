@@ -64,3 +64,13 @@ def test_a_built_in_algorithm_cannot_be_replaced():
     with pytest.raises(ValueError, match="name 'ring' is a built-in algorithm"):
         fs.register_algorithm("ring", {"broadcast": lambda p, s, l, c: ((1, [(0, 1, s)], 1),)})
     assert "ring" in fs.NCCL_ALGORITHMS["all_gather"]
+
+
+def test_an_algorithm_of_the_librarys_schedule_functions_is_a_users():
+    # built-in was read off the functions' module: a user's "myring" skipped the checks and
+    # could not be registered again ("is a built-in algorithm")
+    from flowsolver.collectives._algorithms import algorithm_of
+    ring_ag = algorithm_of("ring").schedules["all_gather"]
+    fs.register_algorithm("myring", {"all_gather": ring_ag})
+    fs.register_algorithm("myring", {"all_gather": ring_ag})
+    assert not algorithm_of("myring").builtin and algorithm_of("ring").builtin

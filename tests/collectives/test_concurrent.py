@@ -129,3 +129,24 @@ def test_auto_may_pick_an_algorithm_timed_from_the_ring_s_flows():
     # NVLSTree has no steps of its own (NCCL's cost model times it): the event engine runs the ring's
     r = concurrent(tp.rail_optimized(nodes=2), [dict(op="all_reduce", size=2**26)])
     assert r.algorithms == ("nvls_tree",) and 0 < r.together[0] < 1e-2
+
+
+def test_a_sends_floor_keeps_the_times_numbers():
+    # the send's P2P floor added a one-element array to alone, together and makespan (review)
+    g = tp.rail_optimized(2)
+    r = concurrent(g, [dict(op="send_recv", size=2**30, ranks=[0, 8]), dict(op="all_reduce", size=2**20,
+                                                                           ranks=list(range(1, 8)))])
+    assert all(type(t) is float for t in (*r.alone, *r.together, r.makespan))
+
+
+@pytest.mark.parametrize("op", ["broadcast", "reduce"])
+def test_lockstep_chains_pay_each_groups_own_channel(op):
+    # group A on one server, B over two: lockstep(A, B) kept A's latency flows only (28 us)
+    # where B alone takes 39 us (one channel); either order now takes B's
+    g = tp.rail_optimized(3)
+    A, B = list(range(8)), [8, 9, 10, 11, 16, 17, 18, 19]
+    spec = lambda r: dict(op=op, size=8, ranks=r, algorithm="ring", channels=1)  # noqa: E731
+    alone_b = concurrent(g, [spec(B)], base_latency=0.0).together[0]
+    for order in ((A, B), (B, A)):
+        r = concurrent(g, [spec(x) for x in order], lockstep=True, base_latency=0.0)
+        assert max(r.together) == pytest.approx(alone_b, rel=1e-9)

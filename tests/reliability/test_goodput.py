@@ -372,3 +372,10 @@ def test_public_names():
     for name in ("JobResponse", "Component", "default_components", "simulate_goodput", "place_jobs",
                  "placement_slowdowns", "GoodputResult"):
         assert getattr(fs, name) is getattr(package, name)
+
+
+def test_a_process_s_events_count_toward_the_memory_limit():
+    # a high-rate non-interrupting process draws its events too: they were not counted
+    with pytest.raises(ValueError, match="above 33,554,432"):
+        simulate_goodput({"gpu": 1e-6}, JobResponse(checkpoint_cost=1.0, restart_time=1.0), horizon=DAY,
+                         trajectories=1000, processes=[Process("optic", 1.0, 60.0)])

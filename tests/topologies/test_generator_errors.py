@@ -89,3 +89,12 @@ def test_a_fabric_too_small_for_one_server_is_an_error():
     # fat_tree(4)'s 16 host ports hold no 72-NIC NVL72 rack: a graph of 0 GPUs was built
     with pytest.raises(ValueError, match="16 endpoint ports hold no nvl72 server"):
         tp.fat_tree(4, server="nvl72")
+
+
+def test_a_saved_failed_graph_fails_more_links_after_loading(tmp_path):
+    # a loaded graph's failed cables are lists: fail_links raised "unhashable type: 'list'"
+    path = tmp_path / "f.json"
+    tp.save(tp.fail_links(tp.fat_tree(4), 0.1, seed=3), path)
+    h = tp.fail_links(tp.load(path), 0.1, seed=5)
+    at_zero = {frozenset((u, v)) for u, v, d in h.edges(data=True) if d["capacity"] == 0}
+    assert {frozenset(c) for c in h.graph["failed"]} == at_zero
