@@ -147,6 +147,15 @@ class CostModel:
         return uniq, np.bincount(rows, weights=load, minlength=len(uniq)) / self.capacity[uniq]
 
 
+#: node attributes that name a server's place, not what it is (a copy differs in them alone)
+_PER_SERVER = ("server", "rank")
+
+
+def _plain_items(attrs: dict, leave: tuple) -> tuple:
+    """An attribute dict as a sorted tuple of hashable (key, value) pairs, ``leave`` left out."""
+    return tuple(sorted((k, repr(v)) for k, v in attrs.items() if k not in leave))
+
+
 class _Servers:
     """Each GPU's server (node attribute ``server``), each server's internal links by local
     (tail, head) position, and a fingerprint of its internals (equal fingerprints: servers
@@ -162,12 +171,18 @@ class _Servers:
             if su is not None and su == sv:
                 internal.setdefault(su, []).append((self._local(u, su), self._local(v, su), e, d))
         self.edge_at, self.position, self.fingerprint = {}, {}, {}
+        nodes = {}              # each server's nodes' own attributes (its GPUs' type, ...), by local name
+        for v, d in graph.nodes(data=True):
+            if d.get("server") is not None:
+                nodes.setdefault(d["server"], []).append((self._local(v, d["server"]), _plain_items(d, _PER_SERVER)))
         for s, edges in internal.items():
             edges.sort(key=lambda x: (x[0], x[1]))
             self.edge_at[s] = {(a, b): e for a, b, e, _ in edges}
             self.position[s] = {e: (a, b) for a, b, e, _ in edges}
-            self.fingerprint[s] = hash(tuple((a, b, float(d.get("capacity", 0.0)), float(d.get("latency", 0.0)),
-                                              d.get("tech", ""), int(d.get("cables", 1))) for a, b, _, d in edges))
+            # every attribute of every link and node inside: two servers of other GPU types or link
+            # efficiencies are not copies (the first one solved was reused for both)
+            self.fingerprint[s] = hash((tuple((a, b, _plain_items(d, ())) for a, b, _, d in edges),
+                                        tuple(sorted(nodes.get(s, ())))))
         self.gpu_local = [None if s is None else self._local(v, s) for v, s in zip(gpus, self.server_of)]
 
     @staticmethod

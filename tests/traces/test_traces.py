@@ -350,3 +350,24 @@ def test_a_deadlock_between_ranks_names_the_node(tmp_path):
     w = read_chakra(_write_ranks(tmp_path, per_rank))
     with pytest.raises(ValueError, match=r"node \d \('\w'\) never ran: ranks \[\d\] never reached it"):
         replay(tp.rail_optimized(1), w)
+
+
+@pytest.mark.parametrize("change", ["gpu_type", "efficiency"])
+def test_a_server_unlike_the_others_is_timed_as_itself(change):
+    # server 1's GPUs made A100s, or its NVLink run at 0.4: the replay reused server 0's cost
+    # (its fingerprint read capacities, latencies, techs and cables only)
+    from flowsolver.traces import RankTrace, TraceNode, build_workload, replay
+    g = tp.rail_optimized(2)
+    for u, v, d in g.edges(data=True):
+        if change == "efficiency" and d.get("tier") == "nvlink" and g.nodes[u].get("server") == 1:
+            d["efficiency"] = 0.4
+    for n, d in g.nodes(data=True):
+        if change == "gpu_type" and d.get("kind") == "gpu" and d.get("server") == 1:
+            d["gpu_type"] = "a100_sxm"
+    per = [RankTrace(r, [TraceNode(0, "w", "compute", duration=0.0 if r < 8 else 1.0),
+                         TraceNode(1, "ar", "collective", deps=(0,), op="all_reduce", bytes=2**30,
+                                   group="1" if r < 8 else "2")]) for r in range(16)]
+    res = replay(g, build_workload(per, {"1": list(range(8)), "2": list(range(8, 16))}))
+    for i, ranks in ((0, range(8)), (1, range(8, 16))):      # the two calls never overlap: each alone
+        want = collective(g, "all_reduce", 2**30, ranks=list(ranks)).time
+        assert res.comm_end[i] - res.comm_start[i] == pytest.approx(want, rel=1e-9)
