@@ -49,7 +49,9 @@ def _build(s: dict):
                   fail_fraction=s["fail_fraction"], seed=s["seed"], **size)
     if not all(isinstance(v, (str, int, float, bool, type(None), list, tuple)) for v in params.values()):
         return tp.build(s["family"], **params)       # an object (a ServerModel, ...): built afresh
-    key = json.dumps([s["family"], params], sort_keys=True)
+    # the catalogue entries the names stand for too: a link or server re-registered under its
+    # name (overwrite=True) was served the cluster built with the old one
+    key = json.dumps([s["family"], params, _catalogued(params)], sort_keys=True)
     graph = _BUILT.get(key)
     if graph is None:
         graph = tp.build(s["family"], **params)
@@ -60,6 +62,23 @@ def _build(s: dict):
                 _BUILT[key] = graph
             graph = _BUILT[key]
     return graph
+
+
+def _catalogued(params: dict) -> list:
+    """What the link and server names of ``params`` stand for in the catalogues now (reprs;
+    a name the catalogues lack is left for the build to refuse)."""
+    out = []
+    try:
+        if isinstance(params.get("link"), str):
+            out.append(repr(tp.get_link(params["link"])))
+        if isinstance(params.get("server"), str):
+            model = tp.get_server(params["server"])
+            out.append(repr(model))
+            out += [repr(tp.get_link(t)) for t in (model.nvlink, model.nic, model.host_link, model.socket_link)
+                    if isinstance(t, str) and t in tp.link_names()]
+    except ValueError:
+        pass
+    return out
 
 
 #: clusters a sweep keeps built (by their parameters), oldest dropped first

@@ -286,3 +286,16 @@ def test_a_fractional_count_or_a_boolean_size_is_an_error_row_not_a_truncated_ru
     assert "channels must be an integer >= 1, got 2.9" in df["error"].iloc[0]
     assert "size must be a finite number of bytes > 0, got True" in df["error"].iloc[1]
     assert "global_batch must be an integer >= 1, got 8.9" in df["error"].iloc[2]
+
+
+def test_a_link_registered_again_under_its_name_is_not_served_the_old_cluster():
+    # the kept clusters were keyed by names: 100G after 400G was timed on the 400G cluster
+    from topologies.links import Gbit, LinkTech
+    grid = {"nodes": [2], "link": ["test_sweep_nic"], "size": [2**26]}
+    times = []
+    for rate in (400, 100):
+        tp.register_link(LinkTech("test_sweep_nic", rate * Gbit, 1e-6, family="infiniband"), overwrite=True)
+        times.append(sweep(grid, progress=False, cache_dir=None)["time"][0])
+        assert times[-1] == pytest.approx(fs.collective(tp.rail_optimized(2, link="test_sweep_nic"), "all_reduce",
+                                                        2**26).time, rel=1e-12)
+    assert times[1] > times[0]
