@@ -386,7 +386,11 @@ class _Table:
         # the file keeps the parameter columns of the other grids' rows it holds (an "options" one too)
         extra = [key for r in self.rows for key in r if key not in self.columns and key not in METRICS]
         cut = self.columns.index(next(k for k in METRICS if k in self.columns))
-        self.file_columns = self.columns[:cut] + list(dict.fromkeys(extra)) + self.columns[cut:]
+        # ... and the metric columns of the other task's rows (a collective grid dropped a training
+        # row's step_time from the file, and a training grid a collective row's time)
+        held = {key for r in self.rows for key, v in r.items() if key in METRICS and _filled(v)}
+        metrics = [k for k in METRICS if k in self.columns or k in held]
+        self.file_columns = self.columns[:cut] + list(dict.fromkeys(extra)) + metrics
         self.todo = [i for i, sid in enumerate(self.ids) if sid not in have]
         self.pending = [scenarios[i] for i in self.todo]
 
@@ -413,6 +417,14 @@ class _Table:
         df = df[df["id"].isin(self.order)].copy()
         df["_order"] = df["id"].map(self.order)
         return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)
+
+
+def _filled(value) -> bool:
+    """Whether a row's cell holds a value (not empty, None, NaN or pandas' NA)."""
+    try:
+        return not (value is None or value == "" or value != value)
+    except TypeError:           # pandas' NA has no truth value: empty
+        return False
 
 
 #: the metric columns a finished row of each task has (a file without them resumes nothing)

@@ -299,3 +299,17 @@ def test_a_link_registered_again_under_its_name_is_not_served_the_old_cluster():
         assert times[-1] == pytest.approx(fs.collective(tp.rail_optimized(2, link="test_sweep_nic"), "all_reduce",
                                                         2**26).time, rel=1e-12)
     assert times[1] > times[0]
+
+
+def test_a_file_of_both_tasks_keeps_each_rows_metrics(tmp_path):
+    # a training grid run on a collective grid's file dropped the collective row's time, algbw
+    # and busbw from the file (its status still "ok"), and the other way round
+    out = tmp_path / "mix.csv"
+    coll = {"nodes": [1], "op": ["all_reduce"], "size": [2**20]}
+    train = {"task": ["train"], "nodes": [1], "model": ["llama-3-8b"], "tp": [8], "global_batch": [8]}
+    first = sweep(coll, out=out, progress=False, cache_dir=None)
+    trained = sweep(train, out=out, progress=False, cache_dir=None)
+    sweep(coll, out=out, progress=False, cache_dir=None)
+    df = pd.read_csv(out).set_index("task")
+    assert df.loc["collective", "time"] == pytest.approx(first["time"][0], rel=1e-12)
+    assert df.loc["train", "step_time"] == pytest.approx(trained["step_time"][0], rel=1e-12)
