@@ -48,12 +48,30 @@ class CommCost:
         return self.latency + self.transfer
 
 
+def _checked_algorithms(algorithms) -> dict:
+    """``replay``'s ``algorithms`` (op -> algorithm name) checked: a dict whose keys are ops and
+    whose values run them ({"allreduce": "ring"} ran NCCL's choice instead, unseen)."""
+    from ..collectives import ALGORITHMS, OPS
+    if algorithms is None:
+        return {}
+    if not isinstance(algorithms, dict):
+        raise ValueError(f"algorithms must be a dict op -> algorithm (e.g. {{'all_reduce': 'ring'}}), "
+                         f"got {algorithms!r}")
+    for op, name in algorithms.items():
+        if op not in OPS:
+            raise ValueError(f"algorithms: {op!r} is not an op; ops: {', '.join(OPS)}")
+        if name != "auto" and name not in ALGORITHMS.get(op, ()):
+            raise ValueError(f"algorithms[{op!r}] must be 'auto' or one of {', '.join(ALGORITHMS.get(op, ()))}, "
+                             f"got {name!r}")
+    return dict(algorithms)
+
+
 class CostModel:
     """Per-signature :class:`CommCost` (timed once) and the rates of any set of them running
     together (solved once per distinct set)."""
 
     def __init__(self, graph, algorithms: dict | None, options: dict):
-        self.graph, self.algorithms, self.options = graph, dict(algorithms or {}), dict(options)
+        self.graph, self.algorithms, self.options = graph, _checked_algorithms(algorithms), dict(options)
         self.costs, self.index, self._rates = [], {}, {}
         self.servers, self.templates = None, {}
         self.capacity = None

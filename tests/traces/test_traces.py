@@ -371,3 +371,15 @@ def test_a_server_unlike_the_others_is_timed_as_itself(change):
     for i, ranks in ((0, range(8)), (1, range(8, 16))):      # the two calls never overlap: each alone
         want = collective(g, "all_reduce", 2**30, ranks=list(ranks)).time
         assert res.comm_end[i] - res.comm_start[i] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("algorithms, match", [({"allreduce": "ring"}, "'allreduce' is not an op"),
+                                               ({"all_reduce": "rign"}, r"algorithms\['all_reduce'\] must be"),
+                                               ("ring", "algorithms must be a dict")])
+def test_replay_checks_its_algorithms(algorithms, match):
+    # {"allreduce": "ring"} ran NCCL's choice (nvls) unseen; "ring" was a dict() error
+    g = tp.rail_optimized(1)
+    w = build_workload([RankTrace(r, [TraceNode(0, "ar", "collective", op="all_reduce", bytes=2**26, group="1")])
+                        for r in range(8)], {"1": list(range(8))})
+    with pytest.raises(ValueError, match=match):
+        replay(g, w, algorithms=algorithms)
