@@ -32,3 +32,15 @@ def test_durations_round_without_drifting(tmp_path):
     write_chakra(build_workload([RankTrace(0, nodes)]), tmp_path)
     back = read_chakra(tmp_path).ranks[0].nodes
     assert sum(n.duration for n in back) == pytest.approx(400e-6, abs=0.5e-6)
+
+
+def test_a_node_under_half_a_microsecond_keeps_its_time(tmp_path):
+    # ten 0.4 us nodes of 1 GFLOP: every other one is written as 0 us, and with its FLOPs a
+    # reader timed it from them (17.2 us in all for the 4 us written)
+    import topologies as tp
+    from flowsolver.traces import replay
+    w = build_workload([RankTrace(0, [TraceNode(i, f"c{i}", "compute", deps=(i - 1,) if i else (), duration=0.4e-6,
+                                                flops=1e9) for i in range(10)])])
+    write_chakra(w, tmp_path)
+    g = tp.rail_optimized(1)
+    assert replay(g, read_chakra(tmp_path)).iteration_time == pytest.approx(replay(g, w).iteration_time, abs=0.5e-6)
