@@ -123,11 +123,12 @@ def dragonfly(p: int, a: int, h: int, *, g: int | None = None, link_local="ib_nd
         add_cable(net, u, v, glob, tier="global", cables=n)
     servers = attach_servers(net, model, ports, local)
     m = a * h // (g - 1)
-    # Group-aligned halves: groups [0, g//2) against the rest (with an odd g the sides
-    # differ by one group). The cut holds (g//2) * (g - g//2) * m global cables, unless
-    # the endpoints of the smaller side carry less.
+    # Group-aligned halves: groups [0, g//2) against the rest. The cut holds (g//2) * (g - g//2)
+    # * m global cables, unless the endpoints of the smaller side carry less. With an odd g the
+    # sides differ by a group: no bisection (a balanced cut through a group can hold less:
+    # dragonfly(2, 2, 2) has 250 GB/s where that cut has 300), a max flow is reported instead
     bisection = None
-    if (a * p) % model.nics == 0:
+    if (a * p) % model.nics == 0 and g % 2 == 0:
         small_side_nics = (g // 2) * a * p
         bisection = min((g // 2) * (g - g // 2) * m * glob.bandwidth,
                         small_side_nics * endpoint_rate(model, local))
@@ -215,7 +216,7 @@ def dragonfly_plus(leaves: int, spines: int, hosts_per_leaf: int, global_per_spi
     servers = attach_servers(net, model, endpoint_ports, local)
     m = ports // (groups - 1)
     bisection = None
-    if (leaves * hosts_per_leaf) % model.nics == 0:
+    if (leaves * hosts_per_leaf) % model.nics == 0 and groups % 2 == 0:    # (odd: as dragonfly's)
         small_side_nics = (groups // 2) * leaves * hosts_per_leaf
         bisection = min((groups // 2) * (groups - groups // 2) * m * glob.bandwidth,
                         small_side_nics * endpoint_rate(model, local),

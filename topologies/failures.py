@@ -37,6 +37,9 @@ def fail_links(g: nx.DiGraph, fraction: float, *, seed: int = 0) -> nx.DiGraph:
         raise ValueError(f"fraction must be in [0, 1], got {fraction!r}")
     h = g.copy()
     cables = fabric_cables(h)
+    if fraction > 0 and not cables:          # the same graph back, said to have lost a fraction of its cables
+        raise ValueError("fraction: this graph has no switch-to-switch cables to fail (a rail-only fabric of one "
+                         "switch a rail, a GPU torus, one server); fail_links fails fabric cables only")
     count = int(round(fraction * len(cables)))
     pick = np.random.default_rng(seed).choice(len(cables), size=count, replace=False) if count else []
     failed = [cables[i] for i in sorted(pick)]

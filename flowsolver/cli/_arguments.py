@@ -233,8 +233,10 @@ def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | N
         name, option = re.escape(action.dest), longs[0]
         message = re.sub(rf"\b{name}=(?![\w\"'(\[])", option, message)     # "pass gpu=" (no value given)
         message = re.sub(rf"\b{name}=", option + " ", message)                # "got ranks=[0, 0]"
-        message = re.sub(rf"^{name}\b(?!-)", option, message)                  # a message that starts with it
         message = re.sub(rf"(?<![\w.-]){name} (must|is|has)\b", rf"{option} \1", message)
+        if len(action.dest) == 1:   # a, g, h, k, p: words and file names too ("a leaf needs", "g.log")
+            continue
+        message = re.sub(rf"^{name}\b(?!-)", option, message)                  # a message that starts with it
         message = re.sub(rf"(?<![\w.-]){name}(?= [*x] )|(?<= [*x] ){name}(?![\w=-])", option, message)  # tp * pp
         if "_" in action.dest:      # micro_batch: a Python name in any position
             message = re.sub(rf"(?<![\w.-]){name}(?![\w-])", option, message)

@@ -119,6 +119,10 @@ def design(args) -> None:
                links=tuple(args.links), oversubscriptions=tuple(args.oversubscriptions), radixes=tuple(args.radixes),
                nics=tuple(args.nics), optics=tuple(args.optics), server=args.server, gpu_price=args.gpu_price,
                lifetime=None if args.lifetime_days is None else args.lifetime_days * 86400.0)
+    if r.candidates and all(c.status == "failed" for c in r.candidates):     # bad input: exit 2, with why
+        reasons = list(dict.fromkeys(c.message for c in r.candidates))
+        raise ValueError(f"no fabric could be built or timed: {'; '.join(reasons[:3])}"
+                         + (f" (and {len(reasons) - 3} more reasons: --all lists them)" if len(reasons) > 3 else ""))
     rows = [row for row in r.to_rows() if args.all or row["pareto"]]
     text = (f"# {label} on {args.gpus} GPUs; prices: topologies' parts catalogue (each with its source; "
             "estimates are flagged there)\n")

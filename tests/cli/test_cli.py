@@ -562,3 +562,20 @@ def test_compare_checks_the_log_s_ranks_and_threads(capsys, tmp_path):
     row, = json.loads(capsys.readouterr().out)
     alone = collective(tp.rail_optimized(nodes=1), "all_reduce", 8, gpus_per_thread=8).time
     assert row["time_us"] == pytest.approx(alone * 1e6) and row["time_us"] > 30   # 15 us without the floor
+
+
+def test_one_letter_options_do_not_turn_words_into_flags(capsys, tmp_path):
+    # "a leaf needs ..." became "--a leaf needs ..." (dragonfly's a), "g.log: ..." "--g.log: ..."
+    assert main(["topology", "--family", "leaf_spine", "--spines", "100"]) == 2
+    assert "error: a leaf needs a cable to every spine" in capsys.readouterr().err
+    log = tmp_path / "g.log"
+    log.write_text("x\n")
+    assert main(["calibrate", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert "no nccl-tests table" in err and "--g.log" not in err
+
+
+def test_design_with_no_fabric_it_can_build_exits_2_saying_why(capsys):
+    # an unknown link: "0 fabrics timed, front 0" and exit 0; the reason only with --all
+    assert main(["design", "--gpus", "64", "--links", "foo"]) == 2
+    assert "no fabric could be built or timed: link: unknown link technology 'foo'" in capsys.readouterr().err

@@ -98,3 +98,22 @@ def test_a_saved_failed_graph_fails_more_links_after_loading(tmp_path):
     h = tp.fail_links(tp.load(path), 0.1, seed=5)
     at_zero = {frozenset((u, v)) for u, v, d in h.edges(data=True) if d["capacity"] == 0}
     assert {frozenset(c) for c in h.graph["failed"]} == at_zero
+
+
+def test_failing_a_fraction_of_a_fabric_without_switch_cables_is_an_error():
+    # rail_only within one switch a rail and a GPU torus have no switch-to-switch cables:
+    # --fail-fraction 1 gave the healthy cluster's numbers, unsaid
+    for g in (tp.rail_only(8), tp.torus((4, 4))):
+        with pytest.raises(ValueError, match="no switch-to-switch cables to fail"):
+            tp.fail_links(g, 0.5)
+        assert tp.fail_links(g, 0.0).graph.get("failed") == []
+
+
+def test_a_dragonfly_of_an_odd_group_count_has_its_bisection_from_a_max_flow():
+    # dragonfly(2, 2, 2): 5 groups; the formula cut 2 groups against 3 (300 GB/s) where the
+    # balanced cut {g0, g1, half of g2} holds 4 global and 1 local cable: 250 GB/s
+    for g, want in ((tp.dragonfly(2, 2, 2), 5 * tp.get_link("ib_ndr").bandwidth), (tp.dragonfly(2, 4, 2), None)):
+        d = tp.describe(g)
+        assert d["bisection_method"].startswith("max flow between the GPU rank halves")
+        if want is not None:
+            assert d["bisection_bandwidth"] == pytest.approx(want, rel=1e-12)
