@@ -48,7 +48,8 @@ def fail_links(g: nx.DiGraph, fraction: float, *, seed: int = 0) -> nx.DiGraph:
         h[v][u]["capacity"] = 0.0
     # a graph failed before keeps its list: the cables at 0 are all listed (a second call replaced it)
     before = [tuple(c) for c in g.graph.get("failed", [])]      # (a loaded graph's are lists)
-    h.graph["failed"] = before + [c for c in failed if c not in set(before)]
+    listed = set(before)
+    h.graph["failed"] = before + [c for c in failed if c not in listed]
     return h
 
 

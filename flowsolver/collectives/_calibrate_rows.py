@@ -5,6 +5,7 @@ and checked against the graph's; and the options the rows are timed with (:func:
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from dataclasses import replace
 
@@ -95,7 +96,10 @@ def _check_hosts(df, graph, ranks, where) -> None:
     if hosts < servers:
         raise ValueError(said)
     if hosts > servers:
-        warnings.warn(said + " (unless the hosts are containers sharing those servers)", stacklevel=4)
+        frame, level = sys._getframe(0), 1        # the warning names the caller's line, not the library's
+        while frame is not None and frame.f_globals.get("__name__", "").startswith("flowsolver."):
+            frame, level = frame.f_back, level + 1
+        warnings.warn(said + " (unless the hosts are containers sharing those servers)", stacklevel=level)
 
 
 def measured_rows(df):
@@ -108,8 +112,9 @@ def measured_rows(df):
 def checked_log(df, op, n, given, graph=None, ranks=None):
     """``df`` (a :func:`flowsolver.nccl_tests.read` table of ``op``) as a measurement of ``n``
     ranks (``given``: the caller named them), refused as :func:`flowsolver.calibrate` refuses
-    it: another rank count, rows nccl-tests counted wrong, or (with ``graph``) another number
-    of hosts than the servers of ``ranks`` (default all its GPUs). Returns ``df``.
+    it: another rank count, rows nccl-tests counted wrong, or (with ``graph``) fewer hosts than
+    the servers of ``ranks`` (default all its GPUs; more hosts: a warning, :func:`_check_hosts`).
+    Returns ``df``.
 
     >>> from flowsolver import nccl_tests
     >>> head = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\\n"

@@ -212,6 +212,14 @@ def checked_steps(steps, what: str, p: int) -> tuple:
     return steps
 
 
+def forget_schedules(algorithm: str) -> None:
+    """Drop the kept schedules of ``algorithm`` (registered again under its name: the old
+    one's steps were served)."""
+    with _KEPT_LOCK:
+        for key in [k for k in _KEPT if k[1] == algorithm]:
+            del _KEPT[key]
+
+
 def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
     """The steps of ``algorithm`` for ``op`` on ``p`` ranks laid out as ``layout`` (small
     schedules are kept by their arguments: steps are immutable values).

@@ -201,8 +201,8 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
     for x in taus:
         if not (math.isfinite(x) and x > 0):
             raise ValueError(f"intervals: every checkpoint interval must be a finite number of seconds > 0, got {x!r}")
-    # (a process draws its events over the horizon and its duration as well)
-    events = n * (1.0 + total * H + sum(float(p.rate) * (H + float(p.duration)) for p in processes))
+    # (a process's events over the horizon and its duration, each a start and an end on the timeline)
+    events = n * (1.0 + total * H + sum(2.0 * float(p.rate) * (H + float(p.duration)) for p in processes))
     if events > MAX_EVENTS:
         raise ValueError(f"trajectories x (1 + expected interruptions each) is {events:.3g}, above {MAX_EVENTS:,} "
                          f"(about {EVENT_BYTES} bytes each in memory): give fewer trajectories or a shorter horizon")

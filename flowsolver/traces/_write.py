@@ -58,7 +58,8 @@ def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress:
     ``PREFIX.<rank>.et`` (``.et.gz`` when ``compress``) per rank, node ids renumbered 0 ...
     in node order, and ``comm_group.json`` (process group -> ranks, ASTRA-sim's
     ``--comm-group-configuration``). Durations go to ``duration_micros`` (integer
-    microseconds, rounded without accumulating error along a rank), FLOPs to ``num_ops``,
+    microseconds, rounded without accumulating error along a rank), FLOPs to ``num_ops`` (not
+    for a node that ran but rounds to 0 us: a reader would time it from its FLOPs),
     bytes to ``comm_size``. Returns the files written. Needs ``protobuf``.
 
     ASTRA-sim reads it with ``--workload-configuration=FOLDER/PREFIX

@@ -74,3 +74,19 @@ def test_an_algorithm_of_the_librarys_schedule_functions_is_a_users():
     fs.register_algorithm("myring", {"all_gather": ring_ag})
     fs.register_algorithm("myring", {"all_gather": ring_ag})
     assert not algorithm_of("myring").builtin and algorithm_of("ring").builtin
+
+
+def test_an_algorithm_registered_again_runs_its_new_schedule():
+    # the kept schedules were keyed by name: the old star's steps were timed after star2 replaced it
+    g = tp.rail_optimized(1)
+
+    def star(scale):
+        return lambda p, s, l, c: ((1, [(i, 0, scale * s) for i in range(1, p)], 1),
+                                   (1, [(0, i, scale * s) for i in range(1, p)], 1))
+    fs.register_algorithm("star_again", {"all_reduce": star(1)})
+    one = fs.collective(g, "all_reduce", 2**20, algorithm="star_again").time
+    fs.register_algorithm("star_again", {"all_reduce": star(2)})
+    again = fs.collective(g, "all_reduce", 2**20, algorithm="star_again").time
+    fs.register_algorithm("star_twice", {"all_reduce": star(2)})
+    assert again == pytest.approx(fs.collective(g, "all_reduce", 2**20, algorithm="star_twice").time, rel=1e-12)
+    assert again > one

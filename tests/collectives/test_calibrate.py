@@ -448,3 +448,14 @@ def test_one_dataframe_is_one_log_not_its_column_names():
     alone = calibrate(g, df, op="all_reduce", algorithm="ring", protocol="LL")
     listed = calibrate(g, [df], op="all_reduce", algorithm="ring", protocol="LL")
     assert len(alone.residuals) == len(rows) and alone.launch_latency == listed.launch_latency
+
+
+def test_auto_prunes_by_bounds_that_take_a_calibrations_latency_scale():
+    # a latency scale of 0.05: the unscaled bound pruned the tree (2.48 us), and auto picked
+    # halving-doubling at 2.77 us (review)
+    g = tp.rail_optimized(nodes=2)
+    cal = Calibration(efficiency={}, latency_scale=0.05, ranks=16, ops=())
+    kw = dict(model=cal, step_latency=2e-6, candidates="all")
+    r = collective(g, "all_reduce", 2**16, **kw)
+    each = [collective(g, "all_reduce", 2**16, algorithm=a, **kw).time for a in r.candidates | r.pruned]
+    assert r.time == pytest.approx(min(each), rel=1e-9)

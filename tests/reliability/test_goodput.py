@@ -374,8 +374,11 @@ def test_public_names():
         assert getattr(fs, name) is getattr(package, name)
 
 
-def test_a_process_s_events_count_toward_the_memory_limit():
-    # a high-rate non-interrupting process draws its events too: they were not counted
-    with pytest.raises(ValueError, match="above 33,554,432"):
-        simulate_goodput({"gpu": 1e-6}, JobResponse(checkpoint_cost=1.0, restart_time=1.0), horizon=DAY,
-                         trajectories=1000, processes=[Process("optic", 1.0, 60.0)])
+def test_a_process_s_events_count_toward_the_memory_limit(monkeypatch):
+    # a process's events (a start and an end each) were not counted: 10 trajectories of one
+    # day at 1e-3 a second hold 10 x (1 + 2 x 1e-3 x (86400 + 60)) = 1,739 events
+    from flowsolver.reliability import _montecarlo
+    monkeypatch.setattr(_montecarlo, "MAX_EVENTS", 1000)       # (a regressed guard: a small run, not GBs)
+    with pytest.raises(ValueError, match=r"is 1\.74e\+03, above 1,000"):
+        simulate_goodput({"gpu": 0.0}, JobResponse(checkpoint_cost=1.0, restart_time=1.0, checkpoint_interval=60.0),
+                         horizon=DAY, trajectories=10, processes=[Process("optic", 1e-3, 60.0)])
