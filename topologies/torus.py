@@ -94,7 +94,11 @@ def torus(dims, *, link="ib_ndr", wrap: bool = True, server=None) -> nx.DiGraph:
     hops = sum(k // 2 if wrap else k - 1 for k in dims)
     params = dict(dims=list(dims), wrap=wrap, link=tech.name, nodes=nodes,
                   server=server_params(model), servers=nodes)
+    # the formula's halves, as GPU ranks (cell s holds GPUs s x gpus ... of its server, or is one)
+    axis = dims.index(longest)
+    per = 1 if chips else model.gpus
+    cut = [s * per + j for s, c in enumerate(coords) if c[axis] < longest // 2 for j in range(per)]
     return finish(net, "torus", params, bisection=bisection,
                   bisection_method="formula: cables across a longest dimension (halves by its "
                                    "coordinate)",
-                  network_diameter=hops if chips else hops + 2)
+                  network_diameter=hops if chips else hops + 2, bisection_cut=cut)

@@ -117,3 +117,14 @@ def test_a_dragonfly_of_an_odd_group_count_has_its_bisection_from_a_max_flow():
         assert d["bisection_method"].startswith("max flow between the GPU rank halves")
         if want is not None:
             assert d["bisection_bandwidth"] == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("server", [None, "dgx_h100"])
+def test_a_degraded_torus_never_gains_bisection(server):
+    # its formula cuts the longest dimension, the rank halves the first: an edited torus was
+    # measured across the rank halves, and one cable at half its rate raised 200 GB/s to 350
+    g = tp.torus((2, 4)) if server is None else tp.torus((2, 4), server=server)
+    before = tp.describe(g)["bisection_bandwidth"]
+    for cable in tp.tier_cables(g, "torus")[:3]:
+        after = tp.describe(tp.degrade_links(g, [cable], 0.5))["bisection_bandwidth"]
+        assert after <= before * (1 + 1e-12)
