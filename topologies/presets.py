@@ -118,7 +118,8 @@ def nvl72_cluster(racks: int, *, link="ib_ndr", racks_per_unit: int = 8, radix: 
     Rules here (NVIDIA's switch counts for this fabric were not found): leaf ``j`` of a unit
     serves compute tray ``j`` (its 4 NICs) of every rack of the unit, ``4 x racks_per_unit``
     = 32 ports down and as many up (non-blocking), so a unit has 18 leaves; 18 spines per unit
-    take every leaf's uplinks (``radix/2`` down); with more than one unit, spine ``s`` of every
+    take every leaf's uplinks (``radix/2`` down; fewer racks than a unit: as many spines as a
+    leaf's uplinks, each leaf cabled to every spine); with more than one unit, spine ``s`` of every
     unit joins plane ``s`` of ``ceil(units x radix/2 / radix)`` cores. ``racks`` is at most
     ``racks_per_unit`` or a multiple of it.
 
@@ -143,7 +144,9 @@ def nvl72_cluster(racks: int, *, link="ib_ndr", racks_per_unit: int = 8, radix: 
     if 2 * down > radix:
         raise ValueError(f"a leaf serves {down} NICs ({per_tray} per tray x {in_unit} racks) and as many uplinks: "
                          f"more than radix {radix}; use fewer racks_per_unit")
-    spines = trays                                     # every spine: radix/2 down when the unit is full
+    # every spine: radix/2 down when the unit is full; a unit of fewer racks has fewer uplinks a
+    # leaf, and as many spines (18 spines for a rack's 4 uplinks a leaf left leaves sharing none)
+    spines = min(trays, down)
     cores = math.ceil(units * down / radix) if units > 1 else 0
     g = nx.DiGraph()
     _units_of_clos(g, units=units, leaves=trays, spines=spines, leaf_uplinks=down,

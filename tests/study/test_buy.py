@@ -197,3 +197,17 @@ def test_a_technology_after_a_factor_keeps_the_factor():
         caps = {d["capacity"] for *_, d in b.apply(a.apply(g)).edges(data=True) if d["tier"] == "leaf-spine"}
         base = {d["capacity"] for *_, d in g.edges(data=True) if d["tier"] == "leaf-spine"}
         assert caps == {c * 2 * new / ndr for c in base}
+
+
+@pytest.mark.parametrize("racks", [1, 2])
+def test_fewer_racks_than_a_unit_have_spines_every_leaf_reaches(racks):
+    # 18 spines for a rack's 4 uplinks a leaf: 36 of 153 leaf pairs of 2 racks shared no spine,
+    # and describe's diameter of 4 hops was 6 by a search (10 for one rack)
+    from topologies.analysis import _bfs_diameter, _endpoints_and_fabric
+    g = tp.nvl72_cluster(racks)
+    spines = _switches(g, "spine")
+    assert len(spines) == 4 * racks
+    for leaf in _switches(g, "leaf"):
+        assert set(g.successors(leaf)) >= set(spines)
+    ends, fabric = _endpoints_and_fabric(g)
+    assert _bfs_diameter(fabric, ends) == tp.describe(g)["network_diameter"] == 4
