@@ -312,7 +312,7 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
     warnings: list[str] = []
     counts: Counter = Counter()          # (item, part name, tier) -> units
     links: Counter = Counter()
-    optical_ports: Counter = Counter()   # switch -> optical links at it
+    optical_ports: Counter = Counter()   # (switch, tier, rate) -> optical links at it
     server_optics: Counter = Counter()   # (server, rate) -> optical NIC ports
     switch_rate: dict = {}
     switch_family: dict = {}
@@ -347,7 +347,7 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
             if medium == "optical":
                 for end in (u, v):
                     if kind[end] == "switch":
-                        optical_ports[(end, tier)] += n
+                        optical_ports[(end, tier, rate)] += n
                     else:
                         server_optics[(core.nodes[end].get("server", end), rate, tier)] += n
     for (tier, medium, rate), n in cabled.items():
@@ -380,8 +380,9 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
             part = forced_nic or _rate_part("nic", sum(rates))
             counts[(f"NIC {part.name}", part.name, "nic")] += 1
     # transceivers: switch side, twin-port modules where the rate has them
-    for (sw, tier), ports in optical_ports.items():
-        rate = switch_rate[sw]
+    # (at the rate of the tier's own cables: a leaf's 400G uplinks were billed at its 800G
+    # downlinks' optics, and their other end at 400G twin-port modules)
+    for (sw, tier, rate), ports in optical_ports.items():
         part = _rate_part("transceiver", rate)
         name, per = (part.name, part.ports) if rate != 400 * Gbit else ("@twin", 2)
         counts[("transceiver {}", name, tier)] += math.ceil(ports / per)

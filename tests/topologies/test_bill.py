@@ -159,3 +159,14 @@ def test_estimates_are_marked_on_the_bill():
     assert "*" in line                          # an estimated price is starred
     line = next(x for x in b.format().splitlines() if x.startswith("switch quantum2_qm9700"))
     assert line.split()[-2].endswith("0")       # the switch's published price is not
+
+
+def test_a_leafs_slower_uplinks_take_their_own_rates_optics():
+    # XDR leaves with NDR uplinks: the leaf end of each 400G uplink was billed an 800G module
+    # (its fastest port's rate) where the spine end got half a 400G twin-port module
+    b = tp.bill(tp.leaf_spine(2, 2, 4, link="ib_xdr", uplink="ib_ndr"))
+    optics = {(line.part.name, line.tier): line.count for line in b.lines if "transceiver" in line.item}
+    uplinks = tp.tier_cables(tp.leaf_spine(2, 2, 4, link="ib_xdr", uplink="ib_ndr"), "leaf-spine")
+    cables = sum(tp.leaf_spine(2, 2, 4, link="ib_xdr", uplink="ib_ndr")[u][v].get("cables", 1) for u, v in uplinks)
+    assert optics.get(("osfp_800g_twin", "leaf-spine")) == 2 * cables // 2      # both ends, two ports a module
+    assert not any(tier == "leaf-spine" and name != "osfp_800g_twin" for name, tier in optics)
