@@ -154,9 +154,6 @@ def register_algorithm(name: str, schedules: Mapping, *, nccl_ops=(), unavailabl
     if name in _REGISTRY and _REGISTRY[name].builtin:       # it vanished from the ops and NCCL's list
         raise ValueError(f"name {name!r} is a built-in algorithm: register yours under another name")
     algorithm = Algorithm(name, dict(schedules), nccl_ops, unavailable, bool(reads_nvswitch), bool(nccl_model))
-    if name in _REGISTRY:           # the schedules kept for the old one are not this one's
-        from ._schedules import forget_schedules
-        forget_schedules(name)
     _REGISTRY[name] = algorithm
     return algorithm
 

@@ -212,14 +212,6 @@ def checked_steps(steps, what: str, p: int) -> tuple:
     return steps
 
 
-def forget_schedules(algorithm: str) -> None:
-    """Drop the kept schedules of ``algorithm`` (registered again under its name: the old
-    one's steps were served)."""
-    with _KEPT_LOCK:
-        for key in [k for k in _KEPT if k[1] == algorithm]:
-            del _KEPT[key]
-
-
 def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
     """The steps of ``algorithm`` for ``op`` on ``p`` ranks laid out as ``layout`` (small
     schedules are kept by their arguments: steps are immutable values).
@@ -230,9 +222,11 @@ def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
     [(4, 3, (0, 1, 1.0))]
     """
     key = (op, algorithm, p, size, layout, chunk)
-    steps = _KEPT.get(key)
+    chosen = algorithm_of(algorithm)
+    kept = _KEPT.get(key)
+    # (kept with the Algorithm that made them: one registered again under its name makes its own)
+    steps = kept[1] if kept is not None and kept[0] is chosen else None
     if steps is None:
-        chosen = algorithm_of(algorithm)
         steps = chosen.schedules[op](p, size, layout, chunk)
         if not chosen.builtin:
             steps = checked_steps(steps, f"algorithm {algorithm!r}'s {op} schedule", p)
@@ -240,5 +234,5 @@ def schedule(op, algorithm, p, size, layout, chunk) -> tuple:
             with _KEPT_LOCK:
                 while len(_KEPT) >= KEEP_SCHEDULES:
                     _KEPT.pop(next(iter(_KEPT)))
-                _KEPT[key] = steps
+                _KEPT[key] = (chosen, steps)
     return steps
