@@ -187,6 +187,12 @@ def build(family: str, *, link="ib_ndr", server=None, oversubscription: float = 
     ('torus', 4)
     """
     fam = get_family(family)
+    names = {p.name for p in fam.parameters}
+    if unknown := sorted(k for k, v in size.items() if k not in names and v is not None):
+        raise ValueError(f"family {family!r} takes {', '.join(sorted(names)) or 'no size parameters'}, "
+                         f"not {', '.join(unknown)} (they were dropped, unseen)")
+    if oversubscription != 1.0 and not _takes(fam.builder, "oversubscription"):
+        raise ValueError(f"oversubscription: family {family!r} is built non-blocking only, got {oversubscription!r}")
     kw = {p.name: size[p.name] for p in fam.parameters if size.get(p.name) is not None}
     missing = [p.name for p in fam.parameters if p.name not in kw and not p.optional]
     if missing:

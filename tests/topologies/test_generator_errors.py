@@ -128,3 +128,12 @@ def test_a_degraded_torus_never_gains_bisection(server):
     for cable in tp.tier_cables(g, "torus")[:3]:
         after = tp.describe(tp.degrade_links(g, [cable], 0.5))["bisection_bandwidth"]
         assert after <= before * (1 + 1e-12)
+
+
+def test_build_refuses_what_the_family_would_drop():
+    # unknown size keywords and an oversubscription for a non-blocking family were dropped, unseen
+    with pytest.raises(ValueError, match="family 'fat_tree' takes k, not kk"):
+        tp.build("fat_tree", k=4, kk=5)
+    with pytest.raises(ValueError, match="oversubscription: family 'fat_tree' is built non-blocking only"):
+        tp.build("fat_tree", k=4, oversubscription=3)
+    assert len(tp.gpus(tp.build("fat_tree", k=4))) == 16
