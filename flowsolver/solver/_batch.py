@@ -200,7 +200,10 @@ def _prepare(cap, w, d, unbounded, used, *, n_links, n_flows, dtype):
     cap 0, frozen), an unbounded flow's cap 0. At least one of the four has a row per scenario."""
     dt = jnp.dtype(dtype)
     b, n = max(a.shape[0] for a in (cap, w, d, unbounded)), w.shape[1]
-    capc = jnp.where(used >= 0, jnp.take(cap.astype(dt), jnp.maximum(used, 0), axis=1), jnp.asarray(jnp.inf, dt))
+    if cap.shape[1] == 0:       # a routing of no links: every kernel link is padding (a take from nothing fails)
+        capc = jnp.full((cap.shape[0], n_links), jnp.inf, dt)
+    else:
+        capc = jnp.where(used >= 0, jnp.take(cap.astype(dt), jnp.maximum(used, 0), axis=1), jnp.asarray(jnp.inf, dt))
     grow = lambda a, fill: jnp.pad(a, ((0, 0), (0, n_flows - n)), constant_values=fill)  # noqa: E731
     return (jnp.broadcast_to(capc, (b, n_links)), grow(w.astype(dt), 1), grow(jnp.where(unbounded, 0, d).astype(dt), 0),
             jnp.broadcast_to(grow(unbounded, True), (b, n_flows)))

@@ -234,3 +234,10 @@ def test_a_batch_of_no_flows_is_no_rates_per_scenario():
     # the one-call path read a width of 0 as "do not slice": the padded rows came back, a broadcast error
     a = max_min_fair(sp.csc_matrix((3, 0)), np.ones((2, 3)), method="dense")
     assert a.rates.shape == (2, 0) and a.link_load.shape == (2, 3) and not a.link_load.any()
+
+
+def test_a_batch_over_no_links_is_each_flow_at_its_cap():
+    # an IndexError (a take from an empty axis) where one scenario gives the caps (review)
+    a = max_min_fair(sp.csc_matrix((0, 4)), np.ones((2, 0)), demands=np.arange(1.0, 5.0))
+    np.testing.assert_array_equal(a.rates, np.tile(np.arange(1.0, 5.0), (2, 1)))
+    assert a.status.tolist() == [Status.OK, Status.OK]
