@@ -105,7 +105,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._hardware": ("nccl_channels",),
     "._host": ("HOST_CALL", "TORCH_CALL_OVERHEAD"),
     "._jax": ("collective_time",),
-    "._options": ("CollectiveOptions", "checked_collective_options"),
+    "._options": ("CollectiveOptions", "checked_collective_options", "check_algorithm"),   # (check_algorithm: for replay)
     "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm"),
     "._nccl": ("DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
                "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor"),
@@ -126,7 +126,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._host import HOST_CALL, TORCH_CALL_OVERHEAD
     from ._jax import collective_time
     from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
-    from ._options import CollectiveOptions, checked_collective_options
+    from ._options import CollectiveOptions, check_algorithm, checked_collective_options
     from ._nccl import (DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                         busbw_factor)
     from ._results import CollectiveResult, CollectiveStep, ConcurrentResult

@@ -235,10 +235,17 @@ def check_call(op, algorithm, size, options: Options) -> None:
     """ValueError naming the first bad argument of a collective call."""
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    check_algorithm(op, algorithm)
+    _checks.positive_number("size", size, "bytes")
+
+
+def check_algorithm(op, algorithm, label: str | None = None) -> None:
+    """ValueError unless ``algorithm`` is ``"auto"`` or runs ``op`` (one of OPS); ``label``
+    names it in the message (default ``algorithm for <op>``)."""
     allowed = ALGORITHMS[op]
     if algorithm != "auto" and algorithm not in allowed:
-        raise ValueError(f"algorithm for {op} must be 'auto' or one of {', '.join(allowed)}, got {algorithm!r}")
-    _checks.positive_number("size", size, "bytes")
+        raise ValueError(f"{label or f'algorithm for {op}'} must be 'auto' or one of {', '.join(allowed)}, "
+                         f"got {algorithm!r}")
 
 
 def _real(value) -> bool:

@@ -174,15 +174,12 @@ def step_latencies(rm, group, n_groups, options, per_flow=False):
         np.maximum(flow_rank, rank if rm.flow_coef is None else np.where(rm.flow_coef[:, k] > 0, rank, 0),
                    out=flow_rank)
     first = np.searchsorted(group, np.arange(n_groups))
+    flow_path = rm.path_latency()
     worst = np.maximum.reduceat(flow_rank, first) if rm.n_flows else np.zeros(n_groups, dtype=np.int64)
-    path = np.maximum.reduceat(rm.path_latency(), first) if rm.n_flows else np.zeros(n_groups)
-    hop = {int(r): hop_latency(HOP_CLASSES[int(r)], options.step_protocol) for r in np.unique(worst)}
-    steps = np.array([hop[int(r)] for r in worst]) + np.maximum(path, 0.0)
-    if not per_flow:
-        return steps
-    ranks = np.unique(flow_rank)
-    by_rank = np.array([hop_latency(HOP_CLASSES[int(r)], options.step_protocol) for r in ranks])
-    return steps, by_rank[np.searchsorted(ranks, flow_rank)] + np.maximum(rm.path_latency(), 0.0)
+    path = np.maximum.reduceat(flow_path, first) if rm.n_flows else np.zeros(n_groups)
+    hop = np.array([hop_latency(c, options.step_protocol) for c in HOP_CLASSES])     # by hop rank
+    steps = hop[worst] + np.maximum(path, 0.0)
+    return (steps, hop[flow_rank] + np.maximum(flow_path, 0.0)) if per_flow else steps
 
 
 def step_peer_latency(step, options) -> float:
@@ -261,17 +258,18 @@ def _between_nodes(graph, ranks, keys) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
 
-def _result_of(steps, solved, latency, n_links, options, routed=None, slow=None, capacity=None,
+def _result_of(steps, solved, latency, flow_latency, n_links, options, routed=None, slow=None, capacity=None,
                run=None) -> Timed:
     """One algorithm :class:`Timed` from its solved steps (``solved``: a SolvedStep per
-    distinct step; ``routed``: each step's ``(routing, sizes)``; ``slow``: each step's slow
+    distinct step; ``latency`` / ``flow_latency``: each distinct step's, and each of its flows',
+    :func:`step_latencies`; ``routed``: each step's ``(routing, sizes)``; ``slow``: each step's slow
     paths, :func:`slow_paths`; ``options``: the base latency, and a grouped step's further
     peers, :func:`step_peer_latency`)."""
     parts, util_time, busy, total = [], np.zeros(n_links), 0.0, options.base
     for st in steps:
         one = solved[st.flows]
         own = latency[st.flows] if st.latency_flows is None else \
-            float(np.max(latency[st.flows, "flows"][list(st.latency_flows)]))     # one channel's hop
+            float(np.max(flow_latency[st.flows][list(st.latency_flows)]))     # one channel's hop
         lat = own + step_peer_latency(st, options)
         step = CollectiveStep(count=st.count, flows=len(st.flows), bytes=st.flows[0][2], transfer=one.transfer,
                               latency=lat, bottleneck=one.bottleneck, latency_count=st.latency_count,
@@ -396,14 +394,14 @@ def time_many(graph, jobs, scenarios=None) -> list:
             on_table = replace(rm_j, links=table)
             per_step, per_flow = step_latencies(on_table, group_j, len(keys), options, per_flow=True)
             latency = dict(zip(keys, per_step.tolist()))
-            latency.update({(k, "flows"): per_flow[a:b] for k, a, b in zip(keys, bounds[:-1], bounds[1:])})
+            flow_latency = {k: per_flow[a:b] for k, a, b in zip(keys, bounds[:-1], bounds[1:])}
             reference = catalogue_latency(graph, table) if scenario is graph else _catalogue_latencies(table)
             slow = None
             if options.tuner and (table.latency > reference).any():     # a path slower than the catalogue's
                 between = _between_nodes(graph, job.ranks, keys) if between is None else between
                 slow = dict(zip(keys, slow_paths(on_table, group_j, len(keys), reference, between)))
-            timed.append(TimedScenario(table, {alg: _result_of(steps, solved, latency, rm_j.n_links, options,
-                                                               routed, slow, cap, run)
+            timed.append(TimedScenario(table, {alg: _result_of(steps, solved, latency, flow_latency, rm_j.n_links,
+                                                               options, routed, slow, cap, run)
                                                for alg, steps in job.plans.items()}))
         out.append(timed)
     return out

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 import topologies as tp_
 
-from ..collectives import collective
+from ..collectives import OPS, check_algorithm, collective
 from ..solver import max_min_fair
 
 __all__ = ["CommCost", "CostModel"]
@@ -51,7 +51,6 @@ class CommCost:
 def _checked_algorithms(algorithms) -> dict:
     """``replay``'s ``algorithms`` (op -> algorithm name) checked: a dict whose keys are ops and
     whose values run them ({"allreduce": "ring"} ran NCCL's choice instead, unseen)."""
-    from ..collectives import ALGORITHMS, OPS
     if algorithms is None:
         return {}
     if not isinstance(algorithms, dict):
@@ -60,9 +59,7 @@ def _checked_algorithms(algorithms) -> dict:
     for op, name in algorithms.items():
         if op not in OPS:
             raise ValueError(f"algorithms: {op!r} is not an op; ops: {', '.join(OPS)}")
-        if name != "auto" and name not in ALGORITHMS.get(op, ()):
-            raise ValueError(f"algorithms[{op!r}] must be 'auto' or one of {', '.join(ALGORITHMS.get(op, ()))}, "
-                             f"got {name!r}")
+        check_algorithm(op, name, label=f"algorithms[{op!r}]")
     return dict(algorithms)
 
 
