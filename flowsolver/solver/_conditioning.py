@@ -19,14 +19,19 @@ own bottleneck. So, in freeze order,
     K_b = (c_b + sum over flows g on b frozen earlier of A[b, g] x_g K_{b(g)}) / R_b
 
 bounds the relative error of ``b``'s level in units of the rounding unit (``K = 1`` for a
-flow held by its cap: the cap is exact). A flow on ``b`` that is also among the largest
-levels on another saturated link (within :data:`TIE`) is *contested*: either link could
-have frozen it, and if float64 picked the wrong one, ``b``'s own flows got a share
-computed with or without it. What that can cost the lightest of them is the contested load
-beside its own: ``C_b / m_b`` (``C_b`` the contested flows' load on ``b``, ``m_b`` the
-smallest load of a flow frozen at ``b``). A scenario is *well-conditioned* when
-``K_b (1 + C_b / m_b)`` stays below :data:`LIMITS` for its dtype (1e6 for float64: every
-rate within ~1e-10 relative).
+flow held by its cap: the cap is exact). A flow on ``b`` frozen at another link at level
+``t`` is *contested* where ``b`` was full at ``t`` too, to within :data:`TIE`: with every flow
+on ``b`` held at ``t``, ``V_b(t) = sum of min(x_f, t w_f)`` reaches ``c_b`` (less TIE x what the
+flows at ``t`` and above carry). Either link could then have frozen it, and if float64 picked
+the wrong one, ``b``'s own flows got a share computed with or without it; so is a flow of
+``b``'s own that tops another saturated link. A flow frozen at a level where ``b`` still had
+room is not: no rounding could have frozen it at ``b`` (its load's error is ``K``'s). What a
+contested flow can cost the lightest of ``b``'s own is the contested load beside its own:
+``C_b / m_b`` (``C_b`` the contested flows' load on ``b``, ``m_b`` the smallest load of a flow
+frozen at ``b``). A scenario is *well-conditioned* when ``K_b (1 + C_b / m_b)`` stays below
+:data:`LIMITS` for its dtype (1e6 for float64: every rate within ~1e-10 relative). (Until
+2026-12-05 every flow on ``b`` that topped another link counted as contested, however early
+it froze: log-normal weights on a fat-tree were refused though float64 had them to 1e-13.)
 
 When the check runs. Cancellation needs weight x fraction products that differ a lot on
 one link; with them all within :data:`SPREAD_TRUSTED` of each other (every routing the
@@ -132,7 +137,7 @@ def error_factor(A_csr, capacity, weights, rates, bottleneck) -> float:
     np.maximum.at(top, rows, level[cols])
     is_max = _is_max(link_load[rows], cap[rows], top[rows], level[cols])
     tops = np.bincount(cols[is_max], minlength=len(x))
-    return _bound([A_csr], cap, level, x, bottleneck, link_load, top, tops)
+    return _bound([A_csr], cap, np.broadcast_to(np.asarray(weights, dtype=np.float64), x.shape), level, x, bottleneck, link_load, top, tops)
 
 
 def _is_max(load, cap, top, level):
@@ -142,7 +147,7 @@ def _is_max(load, cap, top, level):
     return (load >= cap * (1 - TIE)) & (level >= top * (1 - TIE)) & (level > 0)
 
 
-def _bound(parts, cap, level, x, bottleneck, link_load, top, tops) -> float:
+def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> float:
     """:func:`error_factor` from ``parts``, column blocks (``(csr, first column)`` pairs, or a
     single CSR matrix for all columns) holding at least every entry on a bottleneck row, the
     per-link loads and largest levels, and ``tops``, per flow the number of saturated links
@@ -160,24 +165,33 @@ def _bound(parts, cap, level, x, bottleneck, link_load, top, tops) -> float:
         cols = A.indices.astype(np.int64) + lo
         return rows, cols, A.data * x[cols]
 
+    is_b = np.zeros(L, dtype=bool)
+    is_b[links] = True
+    rank = np.unique(level, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    G = int(rank.max(initial=-1)) + 1
     R, m, t_link = np.zeros(L), np.full(L, np.inf), np.full(L, np.inf)
+    pairs = []                            # per (bottleneck row, level): the load and weight there
     for A, lo in blocks:                  # own flows: their load, smallest load and level per link
         rows, cols, load = entries(A, lo)
         own = b[cols] == rows
         R += np.bincount(rows[own], weights=load[own], minlength=L)
         np.minimum.at(t_link, rows[own], level[cols[own]])
         np.minimum.at(m, rows[own], load[own])
-    is_b = np.zeros(L, dtype=bool)
-    is_b[links] = True
+        on = is_b[rows]
+        pairs.append(_summed(rows[on] * G + rank[cols[on]], load[on], A.data[on] * weights[cols[on]]))
+    tied = _tied_pairs(pairs, G, cap, level, rank)
     C, base = np.zeros(L), cap.copy()
     M = csr_matrix((L, L))
     for A, lo in blocks:
         rows, cols, load = entries(A, lo)
         on_b = is_b[rows] & (b[cols] != rows)
         earlier = on_b & (level[cols] < t_link[rows] * (1 - TIE))
-        # contested flows: among the largest levels on another saturated link than this one
+        # contested flows: frozen at another link while this one was full to within TIE at their
+        # level (either link could have frozen them), or own flows topping another saturated link
         is_max = _is_max(link_load[rows], cap[rows], top[rows], level[cols])
-        contested = is_b[rows] & (tops[cols] - is_max > 0)
+        own = b[cols] == rows
+        foreign = is_b[rows] & ~own & (level[cols] > 0)
+        contested = foreign & np.isin(rows * G + rank[cols], tied) | own & (tops[cols] - is_max > 0)
         C += np.bincount(rows[contested], weights=load[contested], minlength=L)
         # flows held by their caps carry a factor 1 (one rounding of d / w x w)
         capped = earlier & (b[cols] < 0)
@@ -198,6 +212,41 @@ def _bound(parts, cap, level, x, bottleneck, link_load, top, tops) -> float:
     with np.errstate(invalid="ignore", divide="ignore"):
         C_rel = np.where(m[links] > 0, C[links] / m[links], np.where(C[links] > 0, np.inf, 0.0))
     return float(np.max(K[links] * (1 + C_rel)))
+
+
+def _summed(keys, *values):
+    """``keys`` (sorted, distinct) and each of ``values`` summed per key."""
+    keys, at = np.unique(keys, return_inverse=True)
+    return (keys, *(np.bincount(at.reshape(-1), weights=v, minlength=len(keys)) for v in values))
+
+
+def _tied_pairs(pairs, G, cap, level, rank) -> np.ndarray:
+    """The keys ``row * G + level rank`` of the (bottleneck link, level) pairs where the link was
+    full to within :data:`TIE` at that level: its load with every flow on it held at the level,
+    ``V(t) = sum of min(x_f, t w_f)`` (the loads of flows below ``t``, ``t`` x the weight of the
+    others), reaches its capacity less ``TIE`` x what the flows at ``t`` and above carry (plus
+    the sums' own rounding). There a flow frozen at another link at level ``t`` could have been
+    frozen here: the rounding's choice of link moves this link's residual by its load."""
+    keys, load, weight = _summed(*(np.concatenate(p) for p in zip(*pairs)))
+    if not len(keys):
+        return keys
+    rows = keys // G
+    t_of = np.empty(G)
+    t_of[rank] = level
+    t = t_of[keys % G]
+    start = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    first = np.repeat(start, np.diff(np.r_[start, len(keys)]))
+
+    def before(v):                                  # per pair: the sum of v over the row's lower levels
+        run = np.cumsum(v) - v
+        return run - run[first]
+
+    below = before(load)
+    above = np.add.reduceat(weight, start)[np.searchsorted(start, np.arange(len(keys)), side="right") - 1] \
+        - before(weight)                            # the weight at this level and above
+    V = below + t * above
+    c = cap[rows]
+    return keys[c - V <= TIE * t * above + 16 * np.finfo(np.float64).eps * (c + V)]
 
 
 #: expanded entries (link, flow) per block of :func:`factored_error_factor`'s bottleneck rows
@@ -237,7 +286,9 @@ def factored_error_factor(rm, capacity, weights, rates, bottleneck) -> float:
     tops = _tops(rm, level, np.where(link_load >= cap * (1 - TIE), top * (1 - TIE), np.inf))
     is_b = np.zeros(L, dtype=bool)
     is_b[b[b >= 0]] = True
-    return _bound(list(_bottleneck_blocks(rm, is_b)), cap, level, x, b, link_load, top, tops)
+    return _bound(list(_bottleneck_blocks(rm, is_b)), cap, np.broadcast_to(np.asarray(weights, dtype=np.float64), x.shape),
+                  level, x, b,
+                  link_load, top, tops)
 
 
 def _tops(rm, level, threshold) -> np.ndarray:

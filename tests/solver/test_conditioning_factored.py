@@ -12,9 +12,10 @@ import pytest
 import scipy.sparse as sp
 
 from flowsolver import RoutingMatrix, max_min_fair
-from flowsolver.solver import _conditioning
+from flowsolver.solver import _conditioning, _exact
 
-from .test_solver_precision import ISSUE_CASES, TWO_LINKS
+from ..oracle import rational_filling
+from .test_solver_precision import ISSUE_CASES, TWO_LINKS, assert_exact
 
 
 def random_factored(rng, links, flows, segments, slots, repeats):
@@ -146,3 +147,37 @@ def test_settle_never_expands_a_large_routing(monkeypatch):
     a = max_min_fair(rm, np.full(rm.n_links, 2.0), method="dense")
     assert a.status.label == "ok" and checked and expanded
     assert max(expanded) < len(rm.seg_link)
+
+
+# link 0 (capacity 2): flow 0 (weight 1) frozen earlier at link 1 (capacity 0.5), then flows
+# 1 (weight 1) and 2 (weight 1e-7) share the 1.5 left
+EARLY = np.array([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+EARLY_CAP, EARLY_W = np.array([2.0, 0.5]), np.array([1.0, 1.0, 1e-7])
+
+
+def test_a_flow_frozen_well_before_a_link_fills_is_not_contested_there():
+    # link 0 at flow 0's level 0.5 would carry 0.5 x (1 + 1 + 1e-7) ~ 1.0 of its 2: far from
+    # full, so no rounding could have frozen flow 0 there. K_1 = 0.5 / 0.5 = 1; K_0 = (c + x_0 K_1)
+    # / R_0 = (2 + 0.5) / 1.5; nothing is contested: the bound is 5 / 3 (before: flow 0 counted as
+    # contested on link 0, C / m = 0.5 / 1.5e-7, a bound of 5.6e6 that refused the problem)
+    rm = RoutingMatrix.from_scipy(sp.csc_matrix(EARLY))
+    x = np.array([0.5, 1.5 / (1 + 1e-7), 1.5e-7 / (1 + 1e-7)])
+    whole, factored = both(rm, EARLY_CAP, EARLY_W, x, np.array([1, 0, 0]))
+    assert whole == pytest.approx(5 / 3, rel=1e-12) and factored == pytest.approx(5 / 3, rel=1e-12)
+
+
+def test_a_well_conditioned_weighted_problem_beyond_exact_is_answered(monkeypatch):
+    # too large for method='exact' (2 pairs allowed here): before, refused as ill-conditioned
+    monkeypatch.setattr(_exact, "EXACT_PAIRS", 2)
+    a = max_min_fair(sp.csc_matrix(EARLY), EARLY_CAP, weights=EARLY_W, method="dense")
+    assert_exact(a.rates, rational_filling(EARLY, EARLY_CAP, EARLY_W))
+
+
+def test_the_tie_a_flow_frozen_elsewhere_makes_is_still_contested():
+    # link 0 full at flow 1's level to 1e-18 (3 / (1e9 + 1e-9) against 3 / (1e9 + 2e-9)):
+    # flow 1 (frozen at link 1) is contested on link 0, C / m = 3 / 3e-18
+    rm = RoutingMatrix.from_scipy(sp.csc_matrix(TWO_LINKS))
+    x = np.array([3e-18, 3.0, 6e-18])
+    whole, factored = both(rm, np.array([3.0, 3.0]), np.array([1e-9, 1e9, 2e-9]), x, np.array([0, 1, 1]))
+    assert_same(whole, factored)
+    assert factored > 3.0 / 3e-18

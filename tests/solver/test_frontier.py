@@ -16,7 +16,7 @@ from flowsolver.solver import _frontier as frontier
 from flowsolver.solver import trace_count
 from flowsolver.solver._certificate import violation
 
-from ..oracle import assert_max_min_fair, progressive_filling
+from ..oracle import assert_max_min_fair, progressive_filling, rational_filling
 
 INF = np.inf
 
@@ -264,3 +264,17 @@ def test_auto_switches_to_the_frontier_at_the_threshold(monkeypatch):
         a = max_min_fair(sp.identity(flows, format="csc"), np.full(flows, 2.0))
         assert calls == used and bool(a.converged)
         np.testing.assert_array_equal(rates(a), 2.0)
+
+
+def test_a_problem_that_cancels_in_float64_re_solves_without_a_warning():
+    # a heavy flow (5.7e8) over three links of capacity 3 beside light ones (1e-9 .. 1e-7): the
+    # light flows get what float64 cannot subtract (an adversarial draw, 2026-12-05); the
+    # frontier's certificate fails there as the conditioning check expects, and the problem is
+    # solved exactly without the warning kept for a fault in a well-conditioned one
+    A = np.array([[1.0, 0.25, 1.0], [1 / 3, 1 / 3, 1.0], [0.0, 0.5, 1.0]])
+    cap, w = [3.0, 3.0, 3.0], [2.1106297233178543e-09, 1.6093734364725925e-07, 572681103.8753347]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        a = max_min_fair(sp.csc_matrix(A), cap, weights=w, method="frontier")
+    exact = np.array([float(q) for q in rational_filling(A, cap, w)])
+    np.testing.assert_allclose(rates(a), exact, rtol=1e-9)
