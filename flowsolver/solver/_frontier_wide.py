@@ -37,6 +37,14 @@ class Wide:
     def __init__(self, arrays, n_segments: int, n_links: int):
         self.seg, self.coef, self.entry_seg, self.entry_link, self.entry_frac = arrays
         self.S, self.n_links = n_segments, n_links
+        # scatter targets: padding (slots and entries on segment S - 1, entries on the last
+        # link) sent past the end, where mode="drop" scatters and segment reductions skip them
+        # (on a GPU, every padding update of one address is serialised); gathers read the
+        # tables as they are (the padding segment has no entries: share inf, no link)
+        pad = self.entry_seg == n_segments - 1
+        self.seg_at = jnp.where(self.seg == n_segments - 1, n_segments, self.seg)
+        self.entry_seg_at = jnp.where(pad, n_segments, self.entry_seg)
+        self.entry_link_at = jnp.where(pad, n_links, self.entry_link)
 
     def refresh(self, cap, w, claim, bneck, level, live0):
         """Exact shares of the wide links from the flows as they stand: ``(share, segment
@@ -45,15 +53,16 @@ class Wide:
         rate = jnp.where(frozen, level[bneck] * w, 0.0)
         live_w = jnp.where(claim == INT_MIN, w, 0.0)
         coef = 1.0 if self.coef is None else self.coef
-        seg_w = jnp.zeros(self.S, f64).at[self.seg].add(live_w[:, None] * coef)
-        seg_r = jnp.zeros(self.S, f64).at[self.seg].add(rate[:, None] * coef)
-        weight = jnp.zeros(self.n_links, f64).at[self.entry_link].add(self.entry_frac * seg_w[self.entry_seg])
-        load = jnp.zeros(self.n_links, f64).at[self.entry_link].add(self.entry_frac * seg_r[self.entry_seg])
+        seg_w = jnp.zeros(self.S, f64).at[self.seg_at].add(live_w[:, None] * coef, mode="drop")
+        seg_r = jnp.zeros(self.S, f64).at[self.seg_at].add(rate[:, None] * coef, mode="drop")
+        link_at = self.entry_link_at
+        weight = jnp.zeros(self.n_links, f64).at[link_at].add(self.entry_frac * seg_w[self.entry_seg], mode="drop")
+        load = jnp.zeros(self.n_links, f64).at[link_at].add(self.entry_frac * seg_r[self.entry_seg], mode="drop")
         share = jnp.where(weight > 0, jnp.maximum(cap - load, 0) / jnp.where(weight > 0, weight, 1.0), jnp.inf)
         on = jnp.where(self.entry_frac > 0, share[self.entry_link], jnp.inf)
-        seg_min = jax.ops.segment_min(on, self.entry_seg, self.S)
+        seg_min = jax.ops.segment_min(on, self.entry_seg_at, self.S)          # ids past S: dropped
         at_min = (on <= seg_min[self.entry_seg]) & (self.entry_frac > 0)
-        seg_arg = jax.ops.segment_max(jnp.where(at_min, self.entry_link, -1), self.entry_seg, self.S)
+        seg_arg = jax.ops.segment_max(jnp.where(at_min, self.entry_link, -1), self.entry_seg_at, self.S)
         return (share, seg_min, seg_arg.astype(jnp.int32), jnp.bool_(True)), load
 
     def row_min(self, seg_min, f):

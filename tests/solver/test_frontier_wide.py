@@ -241,3 +241,26 @@ def test_auto_warms_up_with_dense_rounds_then_continues_with_the_frontier(monkey
     even = max_min_fair(rm)
     assert calls == [] and int(even.rounds) == 1
     np.testing.assert_allclose(rates(even), progressive_filling(rm.to_scipy(), rm.capacity), rtol=1e-12)
+
+
+def test_the_wide_tables_padding_updates_no_address(monkeypatch):
+    # the wide tables pad slots and entries onto one padding segment and link: every refresh's
+    # scatters and segment reductions updated those addresses once per padding item (on a GPU,
+    # serialised). The kernel's scatter targets send them past the end (dropped): no padding
+    # item may land on a segment or link index in range, and every real one where it was
+    import jax.numpy as jnp
+    from flowsolver.solver._frontier_wide import Wide
+    monkeypatch.setattr(frontier_paths, "MAX_PATH", 16)
+    rm = route(tp.fat_tree(6), Flows.all_to_all(54, 1.0))
+    wide = frontier_paths.split_paths(rm)[2]
+    Np, Lp = rm.n_flows + 300, rm.n_links + 20          # padding: flows and links of a bucket
+    t = frontier._wide_tables(wide, Np, Lp)
+    w = Wide(tuple(None if a is None else jnp.asarray(a) for a in (t.seg, t.coef, t.entry_seg, t.entry_link, t.entry_frac)), t.n_segments, Lp)
+    S, E = t.n_segments, len(wide.entry_seg)
+    real_slots = np.zeros(t.seg.shape, bool)
+    real_slots[:len(wide.seg)] = wide.seg >= 0
+    assert (~real_slots).sum() > 300 and len(t.entry_seg) > E
+    seg_at, entry_seg_at, link_at = (np.asarray(a) for a in (w.seg_at, w.entry_seg_at, w.entry_link_at))
+    assert np.all(seg_at[~real_slots] >= S) and np.array_equal(seg_at[real_slots], wide.seg[wide.seg >= 0])
+    assert np.all(entry_seg_at[E:] >= S) and np.all(link_at[E:] >= Lp)
+    assert np.array_equal(entry_seg_at[:E], wide.entry_seg) and np.array_equal(link_at[:E], wide.entry_link)
