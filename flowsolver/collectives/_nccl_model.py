@@ -132,20 +132,31 @@ def _hop_constants(algorithm, protocol, hw: Hardware):
     return intra, inter
 
 
+def log2i(n: int) -> int:
+    """NCCL's ``log2i``: the floor of ``log2(n)`` (src/include/utils.h, ``log2Down``), which its
+    tuner's tree, NVLSTree and PAT latencies count network hops by (NCCL 2.30 ``tuning.cc``:
+    ``log2i(nNodes) * interLat``; 3 nodes count 1, not 1.58).
+
+    >>> [log2i(n) for n in (1, 2, 3, 4, 7, 8, 10)]
+    [0, 1, 1, 2, 2, 3, 3]
+    """
+    return int(n).bit_length() - 1
+
+
 def tuner_hops(algorithm, protocol, op, hw: Hardware) -> tuple:
     """``((n_intra, intra), (n_inter, inter))``: how many hops inside a node and between
     nodes NCCL's latency of ``algorithm`` / ``protocol`` counts one after the other, and
     what it charges for one (s), as :func:`tuner_latency` adds them up (ring: ``2 (n - 1)``
     steps for all-reduce, ``n - 1`` otherwise, ``2 (nodes - 1)`` of them between nodes; tree:
-    ``2 (ppn - 1)`` inside and ``2 log2(nodes)`` between; NVLS one of each; NVLSTree one
-    inside and ``2 log2(nodes)`` between; PAT ``log2(nodes)`` between at a third and a half
-    of the network constant).
+    ``2 (ppn - 1)`` inside and ``2 log2i(nodes)`` between; NVLS one of each; NVLSTree one
+    inside and ``2 log2i(nodes)`` between; PAT ``log2i(nodes)`` between at a third and a half
+    of the network constant; :func:`log2i` the floor, as NCCL counts them).
 
     >>> [(n, round(c * 1e6, 6)) for n, c in tuner_hops("ring", "Simple", "all_reduce", Hardware(16, 2))]
     [(28, 3.4), (2, 14.0)]
     """
     intra, inter = _hop_constants(algorithm, protocol, hw)
-    nodes, log_nodes = hw.nodes, math.log2(hw.nodes)
+    nodes, log_nodes = hw.nodes, log2i(hw.nodes)
     if algorithm == "ring":
         n_inter = 0 if nodes == 1 else _steps(op, nodes)
         n_intra = _steps(op, hw.ranks) - n_inter
@@ -173,7 +184,7 @@ def tuner_latency(algorithm, protocol, op, hw: Hardware, size: float | None = No
     simple = protocol == "Simple"
     lat = _BASE[algorithm][i]
     intra, inter = _hop_constants(algorithm, protocol, hw)
-    nodes, log_nodes = hw.nodes, math.log2(hw.nodes)
+    nodes, log_nodes = hw.nodes, log2i(hw.nodes)
     if algorithm == "ring":
         inter_steps = 0 if nodes == 1 else _steps(op, nodes)
         lat += (_steps(op, hw.ranks) - inter_steps) * intra + inter_steps * inter

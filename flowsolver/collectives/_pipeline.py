@@ -59,6 +59,7 @@ import math
 from dataclasses import dataclass
 
 from ._dual import greater
+from ._nccl_model import log2i
 
 __all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "channel_split", "chunk_steps", "ll_depth",
            "pipeline_time"]
@@ -217,7 +218,7 @@ def _tree_chunk(protocol, share, nodes, ppn) -> float:
     """The tree's chunk (bytes) for a channel's ``share``: calcCollChunking's tree LL128 rule."""
     chunk = _data_chunk("tree", protocol)
     if protocol == "LL128":
-        steps = 1 + math.log2(nodes) + 0.1 * ppn
+        steps = 1 + log2i(nodes) + 0.1 * ppn          # NCCL's log2i: the floor (enqueue.cc)
         while share / chunk < steps * 64 / ppn and chunk > 131072:
             chunk /= 2
         while share / chunk < steps * 16 / ppn and chunk > 32768:

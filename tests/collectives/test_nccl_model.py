@@ -304,3 +304,13 @@ def test_pat_is_nccls_choice_for_mid_size_all_gathers_at_one_gpu_per_node():
     assert min(t, key=t.get) == ("pat", "Simple")
     big = predict("all_gather", 128 << 20, 48e9, hw)
     assert min(big, key=big.get) == ("ring", "Simple")
+
+
+@pytest.mark.parametrize("nodes, hops", [(2, 1), (3, 1), (4, 2), (6, 2), (7, 2), (8, 3), (10, 3)])
+def test_tree_latency_counts_network_hops_by_nccls_integer_log2(nodes, hops):
+    # NCCL 2.30 tuning.cc: tree latency = baseLat + 2 ((nRanks / nNodes - 1) intraLat + log2i(nNodes)
+    # interLat), log2i the floor (utils.h log2Down): tree LL on Hopper 6.8 us base, NVLink LL
+    # 0.6 us a hop, the network's LL 5.0 us; 8 GPUs a node. 3 nodes count one hop, not 1.58
+    from flowsolver.collectives._nccl_model import Hardware, tuner_latency
+    hw = Hardware(8 * nodes, nodes, "hopper", channels=16)
+    assert tuner_latency("tree", "LL", "all_reduce", hw) == pytest.approx((6.8 + 2 * (7 * 0.6 + hops * 5.0)) * 1e-6)
