@@ -21,6 +21,7 @@ from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import Job, TimedScenario, time_many, time_plans
 from ._trees import Step, StepFlows
+from ._pipeline import PIPELINED, channels_used
 from ._nccl_timing import (slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time, tuned_times,
                            why_not_tuned)
 from ._choice import _FirstRound, _auto_first, _auto_rest, _pick, is_tuned
@@ -264,8 +265,19 @@ def _result(graph, call: Call, planned: Planned, scenario: TimedScenario, pruned
                             status=Status.STALLED if stalled else Status.OK,
                             message=_STALLED if stalled else "", protocol=pick.protocol,
                             channels=hw.p2p.channels(size) if getattr(hw, "p2p", None) is not None else hw.channels,
+                            channels_run=_channels_run(pick, size, p, hw),
                             nccl=pick.algorithm in NCCL_ALGORITHMS[op], choices=pick.choices,
                             estimates=pick.estimates, solved_on=derivation)
+
+
+def _channels_run(pick, size, ranks, hw) -> int:
+    """The channels NCCL runs the pick on at ``size`` (ring and tree drop channels below their
+    thresholds: :func:`~._pipeline.channels_used`); a send's P2P channels; else the count."""
+    if getattr(hw, "p2p", None) is not None:
+        return hw.p2p.channels(size)
+    if pick.algorithm in PIPELINED and pick.protocol in PROTOCOLS:
+        return channels_used(pick.algorithm, pick.protocol, size, ranks, hw.channels)
+    return hw.channels
 
 
 def _gathered(entry, fn, options, values: dict):

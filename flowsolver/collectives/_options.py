@@ -231,12 +231,20 @@ class Options:
         return base_latency(self.step_protocol, self.base_latency)
 
 
+#: the largest collective (bytes): NCCL counts elements and bytes in size_t
+MAX_SIZE = 2.0 ** 64
+
+
 def check_call(op, algorithm, size, options: Options) -> None:
     """ValueError naming the first bad argument of a collective call."""
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
     check_algorithm(op, algorithm)
-    _checks.positive_number("size", size, "bytes")
+    if _checks.positive_number("size", size, "bytes") > MAX_SIZE:
+        raise ValueError(f"size must be at most 2**64 bytes (NCCL's and nccl-tests' counts are size_t), got {size!r}")
+    if op in ("broadcast", "reduce") and options.protocol in ("LL", "LL128"):
+        raise ValueError(f"protocol for {op} must be 'auto' or 'Simple', got {options.protocol!r}: its chain is "
+                         "timed with the Simple protocol (LL's and LL128's bandwidth on it is not modelled)")
 
 
 def check_algorithm(op, algorithm, label: str | None = None) -> None:

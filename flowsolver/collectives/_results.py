@@ -99,9 +99,11 @@ class CollectiveResult:
     ``bottleneck_tier`` the tier of its first ("" if none). ``status`` is ``Status.OK``, or
     ``Status.STALLED`` for a variant of :func:`flowsolver.collective_variants` whose flows
     cannot complete (``time`` inf, the reason in ``message``). ``protocol`` and
-    ``channels`` the NCCL protocol and channel count used (a send / receive: the channels its
-    send is striped over; where they bind, no link is the bottleneck and ``bottleneck_tier`` is
-    ""); ``nccl`` whether NCCL runs the
+    ``channels`` the NCCL protocol and the communicator's channel count (a send / receive: the
+    channels its send is striped over; where they bind, no link is the bottleneck and
+    ``bottleneck_tier`` is ""); ``channels_run`` the channels NCCL runs at this size (ring and
+    tree drop channels below their size thresholds: where a time steps with the size, this says
+    which regime it is in); ``nccl`` whether NCCL runs the
     chosen algorithm (False: a what-if of ``candidates="all"`` or an explicit choice);
     ``choices`` the time of every ``"algorithm/protocol"`` pair NCCL's cost model timed
     (what its kernels would take: :mod:`~flowsolver.collectives._pipeline`), ``estimates``
@@ -124,6 +126,7 @@ class CollectiveResult:
     message: str = ""
     protocol: str = "Simple"
     channels: int = 0
+    channels_run: int = 0
     nccl: bool = True
     choices: dict = field(default_factory=dict)
     estimates: dict = field(default_factory=dict)

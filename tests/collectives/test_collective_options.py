@@ -105,3 +105,40 @@ def test_sweep_takes_the_record_for_what_the_grid_does_not_set(one_server):
     with pytest.raises(ValueError, match="sweep \\(the grid sets policy, subflows and channels\\) does not take "
                                          "CollectiveOptions.policy"):
         fs.sweep(grid, progress=False, cache_dir=None, options=CollectiveOptions(policy="ecmp_hash"))
+
+
+def test_a_size_beyond_size_t_is_refused_naming_it():
+    # NCCL counts bytes in size_t: 2**64 is the most a collective can move; 1e200 used to
+    # reach a division by zero in the chunk pipeline
+    import topologies as tp
+    from flowsolver import collective
+    g = tp.rail_optimized(1)
+    assert collective(g, "all_reduce", 2.0 ** 64).time > 0
+    with pytest.raises(ValueError, match=r"size must be at most 2\*\*64 bytes"):
+        collective(g, "all_reduce", 1e200)
+
+
+@pytest.mark.parametrize("op", ["broadcast", "reduce"])
+@pytest.mark.parametrize("protocol", ["LL", "LL128"])
+def test_broadcast_and_reduce_refuse_a_protocol_their_chain_does_not_model(op, protocol):
+    # a 1 GiB broadcast forced to LL came out faster than Simple (368 against 365 GB/s on one
+    # H100 server): LL's latency at Simple's bandwidth, where LL carries 8 bytes a 16-byte line
+    import topologies as tp
+    from flowsolver import collective
+    g = tp.rail_optimized(1)
+    with pytest.raises(ValueError, match=f"protocol for {op} must be 'auto' or 'Simple', got '{protocol}'"):
+        collective(g, op, 2 ** 30, protocol=protocol)
+    assert collective(g, op, 2 ** 30, protocol="Simple").time == collective(g, op, 2 ** 30).time
+
+
+def test_the_result_says_how_many_channels_run_at_its_size():
+    # NCCL (enqueue.cc topoGetAlgoInfo) drops a channel while nBytes < nc x 512 threads x 64
+    # (Simple's thread threshold): on 2 x 8 H100 (16 channels) a tree Simple all-reduce of
+    # 65,535 bytes runs 1 channel, 65,536 two, 1 MiB all 16 (65,536 x 16); `channels` stays the
+    # communicator's 16 (what a failure what-if pins)
+    import topologies as tp
+    from flowsolver import collective
+    g = tp.rail_optimized(2)
+    runs = [collective(g, "all_reduce", s, algorithm="tree", protocol="Simple") for s in (65535, 65536, 1 << 20)]
+    assert [r.channels for r in runs] == [16, 16, 16]
+    assert [r.channels_run for r in runs] == [1, 2, 16]
