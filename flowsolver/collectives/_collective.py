@@ -58,6 +58,7 @@ class Planned:
     hw: object
     first: list
     layout: object
+    hws: tuple = ()          # NCCL's view of each distinct group (the first's first)
 
 
 def _merged(per_group, p):
@@ -131,12 +132,16 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     if op == "send_recv" and options.tuner:    # NCCL sizes a send's channels by the whole communicator
         # (step_latency= turns NCCL's model off: a pure flow model, no channel bound either)
         hw = with_communicator(graph, rank_groups[0], hw, options.channels)
-    distinct = list({id(layout): layout for _, layout in laid}.values())   # groups laid out alike share one
+    # groups laid out alike share one RankLayout; each distinct one has NCCL's view of its own
+    distinct = [(layout, hw if layout is laid[0][1] else _view(graph, op, group, layout, options))
+                for group, layout in {id(layout): (g, layout) for g, layout in laid}.values()]
+    hws = list({repr(h): h for _, h in distinct}.values())
     if algorithm != "auto":
-        for layout in distinct:
-            if why := _why(algorithm, op, p, layout, hw, options):
+        for layout, own in distinct:
+            if why := _why(algorithm, op, p, layout, own, options):
                 raise ValueError(f"algorithm {algorithm!r} {why}")
-    names = [a for a in _pool(op, algorithm, options) if not any(_why(a, op, p, lay, hw, options) for lay in distinct)]
+    names = [a for a in _pool(op, algorithm, options)
+             if not any(_why(a, op, p, lay, own, options) for lay, own in distinct)]
     if options.tuner and op in TUNED_OPS and any(algorithm_of(a).nccl_model for a in names) and "ring" not in names:
         names.append("ring")        # the graph's bus bandwidth
     if not names:
@@ -145,6 +150,7 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
         raise ValueError(f"no algorithm for {op} can run on these ranks with protocol {options.protocol!r}{limited}")
     chunk = float(options.chunk)
     plans = {}
+    distinct = [layout for layout, _ in distinct]
     for a in names:
         sched = "ring" if algorithm_of(a).derived(op) else a
         # groups laid out alike share one RankLayout object (participants), and but for NVLS the
@@ -157,7 +163,15 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
                 by_layout[id(layout)] = schedule(op, sched, p, size, of(layout), chunk)
         per_group = [by_layout[id(layout)] for _, layout in laid]
         plans[a] = per_group[0] if len(per_group) == 1 else _merged(per_group, p)
-    return Planned(ranks, p, plans, hw, laid[0][0], laid[0][1])
+    return Planned(ranks, p, plans, hw, laid[0][0], laid[0][1], tuple(hws))
+
+
+def _view(graph, op, group, layout, options):
+    """NCCL's view (:class:`Hardware`) of one group's ranks laid out as ``layout``."""
+    hw = describe(graph, group, layout, options.channels, options.efficiency)
+    if op == "send_recv" and options.tuner:
+        hw = with_communicator(graph, group, hw, options.channels)
+    return hw
 
 
 def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, table) -> Derivation:
@@ -245,7 +259,10 @@ def solve_collectives(graph, calls) -> list:
                     tuned_times(c.op, c.size, pl.p, results, pl.hw, c.options, c.model)  # noqa: E731
                 scenario, pruned = _auto_rest(graph, pl.ranks, pl.plans, c.options, tune, first.bounds, first.order,
                                               scenario.links, scenario.results)
-            out.append(_result(graph, c, pl, scenario, pruned, pl.hw))
+            # groups NCCL sees unlike (2 x 4 GPUs beside 1 x 8) each take their own time: the
+            # lockstep waits for the slowest
+            out.append(max((_result(graph, c, pl, scenario, pruned, hw) for hw in pl.hws or (pl.hw,)),
+                           key=lambda r: r.time))
     return out
 
 

@@ -126,8 +126,12 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     same op, size, algorithm and channels): step ``j`` of every group runs at the same time,
     so each distinct step is solved once for all groups together (a ring's ``2(p-1)`` steps
     cost one solve instead of one event each); ``"auto"`` then picks the algorithm that is
-    fastest with all groups running, not alone. Without it, every collective advances on its
-    own clock, event by event.
+    fastest with all groups running, not alone, among those NCCL runs on every group. Groups
+    NCCL sees unlike (other node counts or GPUs a node: 2 x 4 beside 1 x 8) are each timed with
+    their own view of the merged solve and the slowest sets the time; the merged steps' transfer
+    is the slowest group's, so a faster group's constants on it can overstate (ring, 256 MiB,
+    2 x 4 beside 1 x 8 H100: 4 % above the slower group alone). Without it, every collective
+    advances on its own clock, event by event.
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(nodes=2)
