@@ -13,7 +13,7 @@ from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
 from ._calibration import checked_model
 from ._layout import participants, without_nvls
 from ._hardware import describe, nvlink_edge
-from ._p2p import least_transfer, with_communicator
+from ._p2p import channels_run, least_transfer, nccl_view
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
 from ._nccl import DEFAULT_CHUNK, PROTOCOLS, busbw_factor
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
@@ -21,7 +21,6 @@ from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import Job, TimedScenario, time_many, time_plans
 from ._trees import Step, StepFlows
-from ._pipeline import PIPELINED, channels_used
 from ._nccl_timing import (slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time, tuned_times,
                            why_not_tuned)
 from ._choice import _FirstRound, _auto_first, _auto_rest, _pick, is_tuned
@@ -128,13 +127,10 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
                          f"{options.gpus_per_thread}")
     ranks = [r for group, _ in laid for r in group]     # groups may share GPUs (a pipeline stage
     # sends to the next while it receives from the previous): their flows share links
-    hw = describe(graph, laid[0][0], laid[0][1], options.channels, options.efficiency)
-    if op == "send_recv" and options.tuner:    # NCCL sizes a send's channels by the whole communicator
-        # (step_latency= turns NCCL's model off: a pure flow model, no channel bound either)
-        hw = with_communicator(graph, rank_groups[0], hw, options.channels)
+    hw = nccl_view(graph, op, laid[0][0], laid[0][1], options, rank_groups[0])
     # groups laid out alike share one RankLayout; each distinct one has NCCL's view of its own
-    distinct = [(layout, hw if layout is laid[0][1] else _view(graph, op, group, layout, options))
-                for group, layout in {id(layout): (g, layout) for g, layout in laid}.values()]
+    distinct = [(layout, hw if layout is laid[0][1] else nccl_view(graph, op, group, layout, options, given))
+                for given, group, layout in {id(lay): (r, g, lay) for r, (g, lay) in zip(rank_groups, laid)}.values()]
     hws = list({repr(h): h for _, h in distinct}.values())
     if algorithm != "auto":
         for layout, own in distinct:
@@ -164,14 +160,6 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
         per_group = [by_layout[id(layout)] for _, layout in laid]
         plans[a] = per_group[0] if len(per_group) == 1 else _merged(per_group, p)
     return Planned(ranks, p, plans, hw, laid[0][0], laid[0][1], tuple(hws))
-
-
-def _view(graph, op, group, layout, options):
-    """NCCL's view (:class:`Hardware`) of one group's ranks laid out as ``layout``."""
-    hw = describe(graph, group, layout, options.channels, options.efficiency)
-    if op == "send_recv" and options.tuner:
-        hw = with_communicator(graph, group, hw, options.channels)
-    return hw
 
 
 def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, table) -> Derivation:
@@ -282,19 +270,9 @@ def _result(graph, call: Call, planned: Planned, scenario: TimedScenario, pruned
                             status=Status.STALLED if stalled else Status.OK,
                             message=_STALLED if stalled else "", protocol=pick.protocol,
                             channels=hw.p2p.channels(size) if getattr(hw, "p2p", None) is not None else hw.channels,
-                            channels_run=_channels_run(pick, size, p, hw),
+                            channels_run=channels_run(pick.algorithm, pick.protocol, size, p, hw),
                             nccl=pick.algorithm in NCCL_ALGORITHMS[op], choices=pick.choices,
                             estimates=pick.estimates, solved_on=derivation)
-
-
-def _channels_run(pick, size, ranks, hw) -> int:
-    """The channels NCCL runs the pick on at ``size`` (ring and tree drop channels below their
-    thresholds: :func:`~._pipeline.channels_used`); a send's P2P channels; else the count."""
-    if getattr(hw, "p2p", None) is not None:
-        return hw.p2p.channels(size)
-    if pick.algorithm in PIPELINED and pick.protocol in PROTOCOLS:
-        return channels_used(pick.algorithm, pick.protocol, size, ranks, hw.channels)
-    return hw.channels
 
 
 def _gathered(entry, fn, options, values: dict):

@@ -40,9 +40,11 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import gpu_nodes
-from ._hardware import nccl_channels, near_nics
+from ._hardware import describe, nccl_channels, near_nics
 from ._layout import server_nics
+from ._nccl import PROTOCOLS
 from ._nccl_timing import transfer_of
+from ._pipeline import PIPELINED, channels_used
 
 __all__ = ["P2P_CHANNEL_SHARE", "P2pComm", "least_transfer", "p2p_bound", "p2p_channels_per_peer", "p2p_comm",
            "send_channels", "with_communicator"]
@@ -274,3 +276,25 @@ def p2p_bound(steps, time: float, size: float, hw, model=None) -> tuple:
     scale = least / transfer
     return (tuple(replace(st, transfer=st.transfer * scale, bottleneck=()) for st in steps), time + least - transfer,
             transfer / least)
+
+
+def nccl_view(graph, op, group, layout, options, communicator):
+    """NCCL's view (:class:`~._nccl_model.Hardware`) of one group's ranks laid out as
+    ``layout``; a send's with the channels NCCL sizes by its whole ``communicator`` (the ranks
+    as given; not with ``step_latency=``, which turns NCCL's model off: a pure flow model, no
+    channel bound)."""
+    hw = describe(graph, group, layout, options.channels, options.efficiency)
+    if op == "send_recv" and options.tuner:
+        hw = with_communicator(graph, communicator, hw, options.channels)
+    return hw
+
+
+def channels_run(algorithm, protocol, size, ranks, hw) -> int:
+    """The channels NCCL runs ``algorithm`` / ``protocol`` on at ``size`` bytes: a send's P2P
+    channels; ring and tree drop channels below their thresholds
+    (:func:`~._pipeline.channels_used`); else the communicator's count."""
+    if getattr(hw, "p2p", None) is not None:
+        return hw.p2p.channels(size)
+    if algorithm in PIPELINED and protocol in PROTOCOLS:
+        return channels_used(algorithm, protocol, size, ranks, hw.channels)
+    return hw.channels
