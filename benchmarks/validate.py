@@ -103,6 +103,12 @@ def collective_points(rows: list[dict]) -> list[dict]:
     return list(points.values())
 
 
+def _fabric(cluster) -> str:
+    """The between-rack fabric of an NVL72 cluster, for grouping: InfiniBand or RoCE by its link."""
+    link = cluster.link if isinstance(cluster.link, str) else cluster.link.name
+    return "InfiniBand" if link.startswith("ib_") else "RoCE"
+
+
 def run_collective(pt: dict) -> dict:
     """Model the point and fill in its measured and model times and errors."""
     curve = pt["curve"]
@@ -126,7 +132,7 @@ def run_collective(pt: dict) -> dict:
     algorithm = S.ROW_ALGORITHM.get((curve, pt["env"]), setup.algorithm)
     single = (setup.placement == "per_node" and pt["nodes"] == 1) or (setup.placement == "nvl72" and pt["nodes"] == 1)
     network = "NVLink (1 node)" if single else ("NVL72 MNNVL" if setup.placement == "nvl72" and setup.racks == 1
-                                                else "NVL72 MNNVL + RoCE" if setup.placement == "nvl72"
+                                                else f"NVL72 MNNVL + {_fabric(cluster)}" if setup.placement == "nvl72"
                                                 else cluster.kind)
     pt.update(setup=setup.cluster, algorithm=algorithm, gpu=cluster.gpu, network=network,
               note="; ".join(x for x in (setup.note,) if x))

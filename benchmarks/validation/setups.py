@@ -245,6 +245,33 @@ _add(Cluster("cscs_alps_gh200", _server("dgx_h100", name="alps-gh200", gpus=4, n
              "at NVLink 4 rate: the 2-node runs are NIC-bound) + 4 x 200 Gb/s Slingshot-11 NICs, one per "
              "GH200 (CSCS docs), with the Alps NCCL settings (LL128 off); Alps' DragonFly is not modelled (2 nodes)."))
 
+# CoreWeave GB200 NVL72 (gb200-4x; CoreWeave docs "GB200 NVL72-Powered Instances": deployed as full
+# racks of 18 nodes; "HPC over RDMA with InfiniBand (Quantum-X)": Quantum-2 InfiniBand): a host is
+# one compute tray of 4 GPUs, the rack's 72 GPUs one NVLink 5 domain (MNNVL through IMEX); between
+# racks InfiniBand, 4 IB devices a tray (the example script's UCX_NET_DEVICES=ibp0:1..ibp3:1, NCCL_IB_HCA=ibp,
+# coreweave/nccl-tests @bee97e7): one 400 Gb/s NDR NIC a GPU, the catalogue's nvl72 server as it is.
+# The rate (NDR 400 Gb/s, ConnectX-7) is the GB200 NVL72 reference design's, inferred: not printed.
+_add(Cluster("coreweave_gb200_nvl72", _server("nvl72", name="CoreWeave GB200 NVL72"), "ib_ndr",
+             "NVL72 MNNVL", "GB200",
+             "CoreWeave GB200 NVL72 (gb200-4x): a rack = one NVLink 5 domain of 72 GPUs (18 trays of 4); 4 IB "
+             "devices a tray (the example script), taken as 400 Gb/s NDR (reference design; rate not stated)."))
+# NREL Kestrel GPU node (NREL "Kestrel System Configuration": 4 NVIDIA H100 SXM 80 GB, dual AMD Genoa,
+# HPE Slingshot 11 dragonfly, "each node will have two 200 Gb/s Network Interface Cards"). The 4 H100
+# SXM of an HGX 4-GPU board are joined all-to-all by NVLink 4 (no NVSwitch): modelled, as the Alps
+# node, on one logical NVSwitch at NVLink 4 rate, with NVLS left out (CurveSetup.candidates); the
+# corpus run is 16 nodes, NIC-bound (2 x 25 GB/s for 4 GPUs). The Kestrel run sets no NCCL_PROTO (its
+# run_nccl_cxi.sh), unlike the Alps hook's ^LL128: the Slingshot link with NCCL's own transport
+# (aws-ofi-nccl v1.6.0 off AWS reports latency 0, nccl_ofi_param.h; all protocols on), a copy of the
+# catalogue's slingshot_200g. Dragonfly groups are not modelled (rail-optimised graph).
+SLINGSHOT_ALL_PROTOCOLS = replace(tp.get_link("slingshot_200g"), name="slingshot_200g_allproto",
+                                  transport="nccl_builtin")
+_add(Cluster("nrel_kestrel_h100", _server("dgx_h100", name="kestrel-h100", gpus=4, nics=2,
+                                          nic=SLINGSHOT_ALL_PROTOCOLS),
+             SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "H100",
+             "NREL Kestrel GPU node: 4 H100 SXM (NVLink 4 all-to-all, modelled as one NVSwitch at NVLink 4 rate) + "
+             "2 x 200 Gb/s Slingshot-11 NICs (NREL system configuration page); no NCCL_PROTO set: all protocols, "
+             "no reported network latency."))
+
 # --- Training clusters ---------------------------------------------------------------------
 # Meta Grand Teton (torchtitan benchmarks): 8 H100 SXM 96GB HBM2e at a 500 W cap per host,
 # "backend RDMA 400 Gb/s per GPU" (Meta's RoCE training fabric, Llama 3 paper section 3.3.1).
@@ -394,6 +421,21 @@ CURVES: dict[str, CurveSetup] = {
     # 8 x ConnectX-7 400 Gb/s InfiniBand, one per GPU (stated in the issue): the DGX H100 layout
     "nccltests309-2x8H100-allreduce": CurveSetup("dgx_h100_ndr", note="Dell XE9680 HGX H100, 8 x CX-7 400 Gb/s IB "
                                                                       "(the issue); NCCL 2.26.2, NCCL's choice"),
+    # coreweave/nccl-tests README 'Expected Performance / GB200': a full rack (18 trays, 72 ranks) and 20 racks
+    # (360 trays, 1440 ranks). The single-rack table was posted in PR #43 (2025-02) when the example script ran
+    # NCCL_NVLS_ENABLE=1 (NCCL 2.25.1), before a736384 turned NVLS off: NCCL's choice taken, NVLS included. The
+    # 20-rack table first appears in bee97e7, whose script sets NCCL_NVLS_ENABLE=0: ring / tree only.
+    "coreweave-gb200-18x4-allreduce-1rack": CurveSetup(
+        "coreweave_gb200_nvl72", placement="nvl72", racks=1,
+        note="18 trays of one NVL72 rack (72 ranks, MNNVL); NVLS setting of the run uncertain: NCCL's choice"),
+    "coreweave-gb200-360x4-allreduce-20racks": CurveSetup(
+        "coreweave_gb200_nvl72", placement="nvl72", racks=20, candidates=_NO_NVLS,
+        note="20 full racks of 18 trays (1440 ranks); NCCL_NVLS_ENABLE=0 in the script at the README's commit: "
+             "NCCL's choice among ring / tree"),
+    # NatLabRockies/ESIFHPC4 AI-ML/microbenchmark: Kestrel, 16 nodes x 4 H100, one rank a GPU, no NVSwitch
+    "nrel-kestrel-16x4H100-allreduce": CurveSetup(
+        "nrel_kestrel_h100", candidates=_NO_NVLS,
+        note="NVLink 4 mesh without NVSwitch (no NVLS): NCCL's choice among ring / tree; 2 NICs for 4 GPUs"),
     # nccl-tests sendrecv with 8 GPUs: rank i sends to i+1 and receives from i-1, 8 pairs at
     # once. flowsolver's send_recv is one pair; on one NVSwitch every pair has its own GPU
     # links, so one pair's time is every pair's (the difference does not show here).
@@ -480,6 +522,11 @@ CURVES: dict[str, CurveSetup] = {
 
 #: curves the library cannot express faithfully where it matters: curve -> reason
 NOT_MODELLED: dict[str, str] = {
+    # 20 NVL72 racks, 1440 ranks, NCCL_NVLS_ENABLE=0: NCCL's choice is between ring and tree. The tree
+    # candidate's flow problem (63.5 M flow entries, arrays of 485 MiB each) grew past this machine's 22 GB
+    # and was killed (2026-12); ring alone runs (2 s): a limit of the model's size, not of what it expresses
+    "coreweave-gb200-360x4-allreduce-20racks": "1440 ranks (20 NVL72 racks): the tree candidate ran out of "
+                                               "memory (> 22 GB) on the validation machine; ring alone runs",
 }
 
 #: curves the corpus README flags as not representative of the hardware: run and shown, but

@@ -34,7 +34,7 @@ def mods():
 
 def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     coll, train, sources = corpus
-    assert len(coll) == 1732 and coll["curve"].nunique() == 99          # the corpus README's counts
+    assert len(coll) == 1804 and coll["curve"].nunique() == 102         # the corpus README's counts
     assert len(train) == 296
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
@@ -117,6 +117,13 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     # OCI GB200 NVL72 over 2 racks: 32 hosts of 4 GPUs = 128 ranks, 64 in each 72-GPU domain
     g, ranks = S.curve_placement(S.CURVES["ociqs-gb200-32x4-allreduce"], 32, 4)
     assert len(_gpus(g, 0)) == 72 and len(ranks) == 128 and sum(r < 72 for r in ranks) == 64
+    assert _nic_rates(g) == pytest.approx([400 * gbit] * 72)
+    # NREL Kestrel: 4 H100 per GPU node and "two 200 Gb/s Network Interface Cards" (NREL system configuration)
+    g, ranks = S.curve_placement(S.CURVES["nrel-kestrel-16x4H100-allreduce"], 16, 4)
+    assert ranks is None and len(_gpus(g)) == 4 and _nic_rates(g) == pytest.approx([200 * gbit] * 2)
+    # CoreWeave GB200: 20 full racks of 18 trays x 4 GPUs = 1440 ranks, 72 a rack, one 400 Gb/s IB NIC a GPU
+    g, ranks = S.curve_placement(S.CURVES["coreweave-gb200-360x4-allreduce-20racks"], 360, 4)
+    assert len(ranks) == 20 * 18 * 4 and sum(r < 72 for r in ranks) == 72
     assert _nic_rates(g) == pytest.approx([400 * gbit] * 72)
     # nccl-tests on 2 of 8 GPUs of one A4 node: ranks 0 and 1
     g, ranks = S.curve_placement(S.CURVES["dranet-gke-a4-1x2B200-allgather"], 1, 2)
