@@ -7,7 +7,7 @@ from __future__ import annotations
 import topologies as tp
 
 from ..routing import gpu_nodes, graph_memo, link_efficiency
-from ._layout import server_nics
+from ._layout import near_nics, server_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, Hardware
 
@@ -78,22 +78,6 @@ def server_transport(graph, server) -> tp.Transport:
     75
     """
     return tp.get_transport(graph_memo(graph, "nic_transports", lambda: _transports(graph)).get(server))
-
-
-def near_nics(graph, gpu) -> tuple:
-    """The NICs nearest ``gpu`` through PCIe switches alone (what NCCL counts as a GPU's local
-    NICs: its PIX or PXB paths, not through the CPU): on its own PCIe link, else behind its
-    switch, else behind the fewest switches (nested switches, as NCCL's XML dumps of OCI's
-    H100 servers have: GPU, switch, switch, switch, NIC)."""
-    kind = graph.nodes
-    seen, level = {gpu}, [gpu]
-    while level:
-        near = tuple(v for u in level for v in graph.successors(u) if kind[v].get("kind") == "nic")
-        if near:
-            return tuple(dict.fromkeys(near))
-        level = [v for u in level for v in graph.successors(u)
-                 if kind[v].get("kind") == "pcie_switch" and v not in seen and not seen.add(v)]
-    return ()
 
 
 def _egress(graph, gpus, efficiency) -> float:

@@ -63,17 +63,46 @@ def _server_groups(graph, ranks, nodes):
     return tuple(tuple(g) for g in servers.values())
 
 
-def _ring_orders(groups, channels):
+def _ring_orders(groups, channels, sides=None):
     """Ring orders (positions), one per channel: ring ``c`` enters the ``k``-th server at its
-    local GPU ``(c - k) mod m``, the rail the previous server was left by."""
+    local GPU ``(c - k) mod m``, the rail the previous server was left by (every GPU its own
+    NIC). ``sides``: where servers' GPUs share NICs, per server its positions grouped by their
+    NIC (:func:`_nic_sides`); ring ``c`` then enters and leaves every server by GPUs of NIC
+    ``c mod n``, as NCCL's ring search keeps a channel on one NIC (its ``NET -> GPU ... GPU ->
+    NET`` pattern on the same device): the rings spread over every NIC, where the rail rule
+    would send them all out through the NICs of the same GPUs (2 NICs for 4 GPUs: one NIC)."""
     rings = []
     for c in range(channels):
         ring = []
         for idx, members in enumerate(groups):
-            k = (c - idx) % len(members)
-            ring.extend(members[k:] + members[:k])
+            if sides is None or len(sides[idx]) < 2:
+                k = (c - idx) % len(members)
+                ring.extend(members[k:] + members[:k])
+                continue
+            side = sides[idx][c % len(sides[idx])]
+            j = (c // len(sides[idx])) % len(side)
+            ends = (side[j],) if len(side) < 2 else (side[j], side[(j + 1) % len(side)])
+            ring.extend([ends[0], *(p for p in members if p not in ends), *ends[1:]])
         rings.append(tuple(ring))
     return tuple(rings)
+
+
+def near_nics(graph, gpu) -> tuple:
+    """The NICs nearest ``gpu`` through PCIe switches alone (what NCCL counts as a GPU's local
+    NICs: its PIX or PXB paths, not through the CPU): on its own PCIe link, else behind its
+    switch, else behind the fewest switches (nested switches, as NCCL's XML dumps of OCI's
+    H100 servers have: GPU, switch, switch, switch, NIC)."""
+    kind = graph.nodes
+    seen, level = {gpu}, [gpu]
+    while level:
+        near = tuple(v for u in level for v in graph.successors(u) if kind[v].get("kind") == "nic")
+        if near:
+            return tuple(dict.fromkeys(near))
+        level = [v for u in level for v in graph.successors(u)
+                 if kind[v].get("kind") == "pcie_switch" and v not in seen and not seen.add(v)]
+    return ()
+
+
 
 
 def _nvls_switch(graph, gpu_nodes, n_servers):
@@ -173,6 +202,25 @@ def without_nvls(graph, layout: RankLayout) -> RankLayout:
     return seen[1]
 
 
+def _nic_sides(graph, nodes, ranks, groups):
+    """Per server, its positions grouped by each GPU's NIC (its ``rail``, else the first of
+    :func:`near_nics`), NICs in order of first appearance; None unless some server of several NICs has GPUs
+    sharing one (where every GPU has its own NIC, or one NIC serves all, the rail rule of
+    :func:`_ring_orders` already spreads the rings as NCCL does)."""
+    near = graph_memo(graph, "first-near-nic", dict)
+    out, shared = [], False
+    for members in groups:
+        by: dict = {}
+        for pos in members:
+            gpu = nodes[ranks[pos]]
+            if gpu not in near:          # its rail (the NIC a server model gives it), else its nearest NIC
+                near[gpu] = graph.nodes[gpu].get("rail", next(iter(near_nics(graph, gpu)), None))
+            by.setdefault(("own", pos) if near[gpu] is None else near[gpu], []).append(pos)
+        out.append(tuple(tuple(s) for s in by.values()))
+        shared |= len(by) > 1 and len(by) < len(members)
+    return tuple(out) if shared else None
+
+
 def _laid_out(graph, nodes, ranks, channels) -> RankLayout:
     """:func:`participants`' RankLayout of the checked ``ranks``."""
     groups = _server_groups(graph, ranks, nodes)
@@ -183,7 +231,8 @@ def _laid_out(graph, nodes, ranks, channels) -> RankLayout:
         # one GPU per server can only use that GPU's NIC: more channels change nothing)
         channels = max(1, min(nics, max(len(g) for g in groups))) if len(groups) > 1 else 1
     nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], len(groups))
-    return RankLayout(groups=groups, rings=_ring_orders(groups, channels), channels=channels,
+    sides = _nic_sides(graph, nodes, ranks, groups) if len(groups) > 1 else None
+    return RankLayout(groups=groups, rings=_ring_orders(groups, channels, sides), channels=channels,
                   nvls=nvls, nvls_unavailable=why)
 
 

@@ -331,3 +331,26 @@ def test_all_gather_reduce_scatter_and_all_to_all_across_servers_use_every_nic(o
     assert bound <= r.time < 1.25 * bound
     if op != "all_to_all":
         assert r.channels == 16
+
+
+def test_rings_spread_over_nics_that_two_gpus_share():
+    # 4 GPUs and 2 NICs a server (NREL Kestrel's H100 nodes: 2 x 200 Gb/s): NCCL keeps each
+    # channel on one NIC (in and out by GPUs of that NIC), so the 2 rings use both NICs. The rail
+    # rule (every GPU its own NIC) sent both rings out of the second server through one NIC:
+    # the ring all-reduce then moved one NIC's rate where two disjoint NICs move twice one
+    # ring's (checked against the same cluster run on one channel)
+    from flowsolver.collectives._layout import participants
+    model = tp.get_server("dgx_h100").with_(gpus=4, nics=2)
+    g = tp.rail_optimized(2, server=model, link="ib_hdr")
+    _, layout = participants(g, "all_reduce", None, None)
+    assert layout.channels == 2
+    rails = [g.nodes[n]["rail"] for n in tp.gpus(g)]
+    for ring in layout.rings:
+        for start in (0, 4):
+            pos = ring.index(next(p for p in ring if p // 4 == start // 4))
+            enter, leave = ring[pos], ring[pos + 3]
+            assert rails[enter] == rails[leave]
+    assert {rails[ring[0]] for ring in layout.rings} == {0, 1}
+    both = collective(g, "all_reduce", 2 ** 32, algorithm="ring", protocol="Simple")
+    one = collective(g, "all_reduce", 2 ** 32, algorithm="ring", protocol="Simple", channels=1)
+    assert both.busbw == pytest.approx(2 * one.busbw, rel=0.02)
