@@ -15,7 +15,8 @@ ASTRA-sim and Chakra's feeders do:
   node should not be on CPU") except under ``--replay-only``, where every node takes its
   recorded duration: the same delay.
 * A node waits for its ``data_deps`` and its ``ctrl_deps``, as ASTRA-sim's FeederV3 resolves
-  both (chakra src/feeder_v3/common.h: ``USE_DATA_DEPS``, ``USE_CTRL_DEPS``), where the
+  both (astra-sim/chakra src/feeder_v3/dependancy_solver.cpp, ``DependancyResolver::add_node``,
+  with data and control dependencies both enabled in common.h), where the
   ``ctrl_deps`` of the rank's file make a DAG with its ``data_deps``. Where they do not (one
   names a node not in the file or the node itself, or they close a cycle: FeederV3 refuses
   the file, "not found in index", or never frees the node), the file's ``ctrl_deps`` are
