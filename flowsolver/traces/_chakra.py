@@ -304,8 +304,9 @@ def read_chakra(path, *, groups: dict | None = None, max_file_bytes: int = MAX_F
     is a delay of its duration); ``duration_micros`` is the recorded duration. A node waits
     for its ``data_deps`` and ``ctrl_deps``; a file whose ``ctrl_deps`` do not make a DAG with
     its ``data_deps`` (one names a node not in it) is read with ``data_deps`` only, as Chakra's
-    ETFeeder reads it, with a ``RuntimeWarning`` (the module docstring says why). The root of a broadcast / reduce is its group's first rank. Needs
-    ``protobuf`` (``pip install 'flowsolver[traces]'``).
+    ETFeeder reads it, with a ``RuntimeWarning`` (the module docstring says why). The root of
+    a broadcast / reduce is its group's first rank. Needs ``protobuf`` (``pip install
+    'flowsolver[traces]'``).
 
     Limits (what a file can make the reader allocate, checked before it does):
     ``max_file_bytes`` (default 1 GiB) bytes per file once inflated (a gzipped file is
