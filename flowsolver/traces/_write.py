@@ -93,7 +93,10 @@ def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress:
     ``--comm-group-configuration``). Durations go to ``duration_micros`` (integer
     microseconds, rounded without accumulating error along a rank), FLOPs to ``num_ops`` (not
     for a node that ran but rounds to 0 us: a reader would time it from its FLOPs),
-    bytes to ``comm_size``. Returns the files written. Needs ``protobuf``.
+    bytes to ``comm_size``. Returns the files written. Needs ``protobuf``. A value a field
+    cannot hold (``comm_size`` and ``num_ops`` are int64s: more than 2**63 - 1 bytes or FLOPs;
+    ``duration_micros`` a uint64) is a ValueError naming its rank, node and field, raised
+    before any file is written.
 
     ASTRA-sim reads it with ``--workload-configuration=FOLDER/PREFIX
     --comm-group-configuration=FOLDER/comm_group.json``.
