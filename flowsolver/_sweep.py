@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import warnings
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -31,8 +32,8 @@ from . import _checks
 from ._status import Status
 from ._sweep_grid import (COLLECTIVE_KEYS, COLLECTIVE_METRICS, DEFAULTS, TOPOLOGY_KEYS, TRAIN_KEYS, TRAIN_METRICS,
                           expand_grid)
-from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, read_rows, scenario_id, typed_frame, \
-    write_atomic, default_cache_dir
+from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, ok_row_problem, read_rows, \
+    scenario_id, typed_frame, write_atomic, default_cache_dir
 from .collectives import CollectiveOptions, collective, collective_variants
 from .routing import policy_of
 from .training import step_arguments, training_step
@@ -208,7 +209,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         Skip scenarios already in ``out`` with status ok (failed ones are run again). CSV rows
         that a cut or damaged file left incomplete (no final newline, a wrong number of
         fields, a metric that is not a number) are dropped with a ``RuntimeWarning`` and run
-        again; a file that cannot be read, or is not a sweep's, is a ValueError naming it
+        again, and so are rows with status ok whose metric is empty, NaN, infinite or out of
+        its range (a time or bandwidth <= 0, ``comm_overhead`` outside [0, 1]: ``OK_RANGES``
+        in ``flowsolver._sweep_files``); a file that cannot be read, or is not a sweep's, is a ValueError naming it
         (pass ``resume=False`` to overwrite it).
     progress, distributed : bool
         A tqdm progress bar (when tqdm is installed); ``jax.distributed.initialize()`` first
@@ -374,15 +377,21 @@ class _Table:
         done = read_rows(self.path) if (self.path is not None and resume) else None
         # a resumed sweep keeps its finished rows (their parameters are the scenario's, the
         # metrics the file's) and runs again the scenarios that failed or are not there
-        self.rows, have = [], set()
+        self.rows, have, unfit = [], set(), []
         for r in done or []:
             k = self.order.get(r["id"])
             if k is None:
                 self.rows.append(r)              # another grid's or shard's row: kept in the file
-            elif r["status"] == Status.OK.label and r["id"] not in have and \
-                    all(key in r for key in _FILLED[scenarios[k]["task"]]):
+            elif r["status"] == Status.OK.label and r["id"] not in have:
+                if problem := ok_row_problem(r, _FILLED[scenarios[k]["task"]]):
+                    unfit.append(f"{r['id']} ({problem})")       # an edited or damaged row: run again
+                    continue
                 have.add(r["id"])
                 self.rows.append(self._row(k, r))
+        if unfit:
+            warnings.warn(f"out {str(self.path)!r}: {len(unfit)} row(s) with status ok but a metric missing or out "
+                          f"of range (id {'; '.join(unfit)}): not resumed, their scenarios will run again",
+                          RuntimeWarning, stacklevel=3)
         # the file keeps the parameter columns of the other grids' rows it holds (an "options" one too)
         extra = [key for r in self.rows for key in r if key not in self.columns and key not in METRICS]
         cut = self.columns.index(next(k for k in METRICS if k in self.columns))
@@ -427,5 +436,6 @@ def _filled(value) -> bool:
         return False
 
 
-#: the metric columns a finished row of each task has (a file without them resumes nothing)
-_FILLED = {"collective": ("gpus", *COLLECTIVE_METRICS), "train": ("gpus", *TRAIN_METRICS)}
+#: the metric columns a finished row of each task has filled, each in its range (OK_RANGES; a
+#: row without them is run again)
+_FILLED = {"collective": ("gpus", *COLLECTIVE_METRICS, "chosen_algorithm"), "train": ("gpus", *TRAIN_METRICS)}

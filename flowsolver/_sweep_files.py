@@ -26,6 +26,61 @@ METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw":
            "chosen_algorithm": str, "bottleneck_tier": str, "step_time": float, "tokens_per_s": float,
            "speedup": float, "comm_overhead": float}
 
+#: the range each numeric metric of a finished (status ok) row lies in: (least, whether it may
+#: equal it, greatest). An ok collective has a finite time (an infinite one is "stalled") for a
+#: size > 0, so time > 0 and algbw = size / time > 0, busbw = algbw x NCCL's factor > 0
+#: (collectives._collective._result); an ok step has step_time = compute + bubble + exposed > 0,
+#: tokens_per_s = tokens / step_time > 0, speedup = tokens_per_s / one GPU's > 0 and
+#: comm_overhead = exposed / step_time in [0, 1] (training._compose); gpus counts at least one GPU
+OK_RANGES = {"gpus": (1, True, math.inf), "time": (0.0, False, math.inf), "algbw": (0.0, False, math.inf),
+             "busbw": (0.0, False, math.inf), "step_time": (0.0, False, math.inf),
+             "tokens_per_s": (0.0, False, math.inf), "speedup": (0.0, False, math.inf),
+             "comm_overhead": (0.0, True, 1.0)}
+
+
+def ok_row_problem(row: dict, keys) -> str | None:
+    """What is wrong with the metrics ``keys`` of a row read back with status ok, if anything:
+    a metric that is missing, empty, not a number, NaN, infinite or out of its range
+    (:data:`OK_RANGES`), or an empty ``chosen_algorithm`` where ``keys`` names it.
+
+    >>> ok_row_problem({"gpus": 8, "time": 2.8e-05}, ("gpus", "time")) is None
+    True
+    >>> ok_row_problem({"gpus": 8, "time": -1.0}, ("gpus", "time"))
+    'time -1.0 is not > 0'
+    >>> ok_row_problem({"gpus": 8}, ("gpus", "time"))
+    'time is missing'
+    """
+    for key in keys:
+        if key not in row:
+            return f"{key} is missing"
+        value = row[key]
+        if key not in OK_RANGES:                           # a text metric: filled
+            if not isinstance(value, str) or not value:
+                return f"{key} is empty"
+            continue
+        if _empty(value):                                  # (an empty CSV cell reads as NaN)
+            return f"{key} is empty or NaN"
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return f"{key} {value!r} is not a number"
+        least, inclusive, most = OK_RANGES[key]
+        if not math.isfinite(number):
+            return f"{key} {number!r} is not finite"
+        if number < least or (number == least and not inclusive):
+            return f"{key} {number!r} is not {'>=' if inclusive else '>'} {least:g}"
+        if number > most:
+            return f"{key} {number!r} is more than {most:g}"
+    return None
+
+
+def _empty(value) -> bool:
+    """Whether a cell holds nothing: None, "", NaN or pandas' NA (which has no truth value)."""
+    try:
+        return bool(value is None or value == "" or value != value)
+    except TypeError:
+        return True
+
 
 #: environment variable naming the compilation cache folder ("off" or empty: no cache)
 CACHE_ENV = "FLOWSOLVER_CACHE_DIR"

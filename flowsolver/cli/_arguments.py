@@ -222,10 +222,16 @@ def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | N
     >>> in_cli_words("the graph (ranks=) has 16: pass ranks= the 8 GPU ranks it ran on (e.g. ranks=range(8); "
     ...              "--ranks on the command line) or a graph of 8 GPUs", p, "calibrate")
     'the graph (--ranks) has 16: pass --ranks the 8 GPU ranks it ran on or a graph of 8 GPUs'
+    >>> in_cli_words("g.log: the file is 9 bytes, more than max_bytes=8; pass max_bytes= to read it", p, "collective")
+    'g.log: the file is 9 bytes, more than --log-max-bytes 8; pass --log-max-bytes to read it'
     """
     sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
     if sub is None or command not in sub.choices:
         return message
+    if any(a.dest == "log_max_bytes" for a in sub.choices[command]._actions):   # the log reader's max_bytes=
+        message = re.sub(r" \((?:or |e\.g\. )?--log-max-bytes (?:on|from) the command line\)", "", message)
+        message = re.sub(r"\bmax_bytes=(?=\d)", "--log-max-bytes ", message)
+        message = re.sub(r"\bmax_bytes\b=?", "--log-max-bytes", message)
     for action in sub.choices[command]._actions:
         longs = [o for o in action.option_strings if o.startswith("--")]
         if not longs or action.dest in ("help", "json", "csv"):

@@ -10,7 +10,7 @@ from dataclasses import asdict
 import topologies as tp
 
 from ..routing import policy_of
-from ._arguments import KERNELS, build_graph, cluster_label, parse_size
+from ._arguments import KERNELS, CliError, build_graph, cluster_label, parse_size
 from ._model_file import model_of
 from ._output import emit, to_json, writable
 
@@ -31,6 +31,14 @@ def _sizes(args):
     return sizes
 
 
+def log_limit(args) -> int:
+    """The largest nccl-tests log to read, in bytes (``--log-max-bytes``: a size such as 512M)."""
+    value = parse_size(args.log_max_bytes, "--log-max-bytes")
+    if value < 1:
+        raise CliError(f"--log-max-bytes must be at least 1 byte, got {args.log_max_bytes!r}")
+    return int(value)
+
+
 def _measured(args, graph):
     """(op, sizes, measured times in s or None, GPUs one thread drove) of the table; a log
     compared must have run on the ranks modelled, as calibrate requires."""
@@ -40,7 +48,7 @@ def _measured(args, graph):
     from ..collectives import checked_log, measured_rows
     from ..routing import gpu_nodes
 
-    df = nccl_tests.read(args.compare, op=args.op)
+    df = nccl_tests.read(args.compare, op=args.op, max_bytes=log_limit(args))
     op = df.attrs["op"] or args.op
     if op is None:
         raise ValueError(f"--compare: {args.compare!r} does not say which collective it ran; pass --op")
@@ -109,8 +117,12 @@ def _comparison_plot(path, results, sizes, measured, op):
 def calibrate_logs(args) -> None:
     from ..collectives import calibrate
 
+    from .. import nccl_tests
+
     graph = build_graph(args)
-    cal = calibrate(graph, args.logs, ranks=args.ranks, op=args.op, algorithm=args.algorithm)
+    limit = log_limit(args)      # the logs read here, so that --log-max-bytes applies (calibrate reads as read does)
+    logs = [nccl_tests.read(log, op=args.op, max_bytes=limit) for log in args.logs]
+    cal = calibrate(graph, logs, ranks=args.ranks, op=args.op, algorithm=args.algorithm)
     rows = cal.residuals.to_dict("records")
     if args.json:
         print(to_json(dict(efficiency=cal.efficiency, latency_scale=cal.latency_scale, ranks=cal.ranks,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from .._version import __version__
+from ..nccl_tests import MAX_BYTES as LOG_MAX_BYTES
 from ._arguments import (_EXAMPLES, _accepted, _add_calibrate, _add_collective, _add_replay, _add_study,
                          _add_sweep, _add_topology_command, _add_train, _add_upgrade)
 from ._fleet import add_design, add_goodput
@@ -25,4 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_topology_command, _add_collective, _add_calibrate, _add_train, _add_study, _add_sweep,
                 _add_replay, _add_upgrade, add_design, add_goodput, add_serve, add_plan):
         add(sub, fmt)
+    for command in ("collective", "calibrate"):          # the commands that read nccl-tests logs
+        _add_log_limit(sub.choices[command])
     return parser
+
+
+def _add_log_limit(parser) -> None:
+    """``--log-max-bytes``: the largest nccl-tests log read (:func:`flowsolver.nccl_tests.read`'s
+    ``max_bytes``; the collective command's ``-e/--max-bytes`` is its largest message size)."""
+    parser.add_argument("--log-max-bytes", metavar="SIZE", default=str(LOG_MAX_BYTES),
+                        help=f"largest nccl-tests log to read, in bytes (default {LOG_MAX_BYTES // 2**20}M)")

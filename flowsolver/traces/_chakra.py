@@ -1,6 +1,32 @@
 """Chakra ET files read into a :class:`Workload`: one file per rank (``NAME.<rank>.et``,
 optionally gzipped), process groups from ASTRA-sim's communicator-group JSON or from the
-trace's metadata nodes."""
+trace's metadata nodes.
+
+Where the traces that ASTRA-sim runs stray from the schema's letter, the reader does as
+ASTRA-sim and Chakra's feeders do:
+
+* A communication node marked ``is_cpu_op`` (PyTorch's converter writes the host-side call
+  of a collective, ``c10d::broadcast_`` say, as a COMM_COLL_NODE on the CPU, often without a
+  ``comm_size``; the GPU kernel that moves the bytes is a node of its own) is a CPU delay of
+  its recorded duration, moving nothing. ASTRA-sim ran any ``is_cpu_op`` node as compute from
+  November 2023 (astra-sim commit cf0a7ea) to its FeederV3 port (80ffc62, August 2025):
+  ``Workload::issue`` sent it to ``issue_comp``, which without a roofline replays the node's
+  ``duration_micros`` (``issue_replay``). Since then ``Workload::issue_comm`` refuses it ("Comm
+  node should not be on CPU") except under ``--replay-only``, where every node takes its
+  recorded duration: the same delay.
+* A node waits for its ``data_deps`` and its ``ctrl_deps``, as ASTRA-sim's FeederV3 resolves
+  both (astra-sim/chakra src/feeder_v3/dependancy_solver.cpp, ``DependancyResolver::add_node``,
+  with data and control dependencies both enabled in common.h), where the
+  ``ctrl_deps`` of the rank's file make a DAG with its ``data_deps``. Where they do not (one
+  names a node not in the file or the node itself, or they close a cycle: FeederV3 refuses
+  the file, "not found in index", or never frees the node), the file's ``ctrl_deps`` are
+  left out, with a ``RuntimeWarning``, and its nodes wait for their ``data_deps`` only, as
+  Chakra's ETFeeder, which ASTRA-sim used before FeederV3, reads a trace: it resolves
+  ``data_deps`` only and never reads ``ctrl_deps`` (src/feeder/et_feeder.cpp, ``readNode``,
+  ``freeChildrenNodes``). Chakra's own feeder-test trace (tests/data/feeder_tests_trace.tar.gz)
+  is such a file: 1,277 of its ``ctrl_deps`` name nodes not in it and 383 the node itself.
+  ``data_deps`` that are not a DAG stay an error: no feeder would issue the nodes.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +34,15 @@ import json
 import math
 import numbers
 import re
+import warnings
 from pathlib import Path
 
 from topologies.formats import unique_keys
 
 from ._schema import (COLLECTIVE_TYPES, MAX_FILE_BYTES, MAX_NODES, MAX_RANKS, NODE_TYPES, TraceError, check_limit,
                       read_stream)
-from ._workload import (COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc,
-                        rank_tuple)
+from ._workload import (COLLECTIVE, COMPUTE, DELAY, RECV, SEND, RankTrace, TraceNode, build_workload, check_dag,
+                        paused_gc, rank_tuple)
 
 __all__ = ["read_chakra", "trace_files", "OPS_OF_CHAKRA"]
 
@@ -119,6 +146,8 @@ def _node(msg, where_file: str) -> TraceNode:
                          _count(attr, "num_ops", where, "FLOPs", 0.0))
     if kind_number in _TIMED or kind_number in _SKIPPED:
         return TraceNode(msg.id, msg.name, DELAY, deps, 0.0 if kind_number in _SKIPPED else duration)
+    if _flag(attr, "is_cpu_op", where):     # a collective's host-side call: its duration (module docstring)
+        return TraceNode(msg.id, msg.name, DELAY, deps, duration)
     if attr.get("comm_size") is None:
         raise TraceError(f"{where}: a communication node needs a comm_size attribute (bytes >= 0)")
     size = _count(attr, "comm_size", where, "bytes")
@@ -144,12 +173,39 @@ def _node(msg, where_file: str) -> TraceNode:
 
 def _decoded(msg, f):
     """A node message as (TraceNode fields, its process groups as name -> (ranks, node id),
-    or None)."""
+    or None, its control dependencies that are not also data dependencies)."""
     groups = None
     if msg.type == NODE_TYPES["METADATA_NODE"] and msg.inputs.values:
         groups = {k: (v, msg.id) for k, v in _pg_metadata(msg.inputs.values, f"{f}: node {msg.id}").items()}
     node = _node(msg, str(f))
-    return tuple(getattr(node, k) for k in TraceNode.__slots__), groups
+    ctrl = tuple(d for d in msg.ctrl_deps if d not in msg.data_deps) if msg.ctrl_deps else ()
+    return tuple(getattr(node, k) for k in TraceNode.__slots__), groups, ctrl
+
+
+_DEPS = TraceNode.__slots__.index("deps")
+
+
+def _rank_trace(rank, f, decoded) -> RankTrace:
+    """The RankTrace of one file's decoded nodes: waiting for their data and control
+    dependencies, or for their data dependencies only where the control ones do not make a DAG
+    with them (as Chakra's ETFeeder reads a trace, with a RuntimeWarning: module docstring)."""
+    trace = RankTrace(rank=rank, nodes=[TraceNode(*fields) for fields, _, _ in decoded], source=str(f))
+    if not any(ctrl for _, _, ctrl in decoded):
+        return trace
+    try:
+        check_dag(trace)
+        return trace
+    except TraceError as with_ctrl:
+        nodes = [TraceNode(*fields[:_DEPS], tuple(d for d in fields[_DEPS] if d not in ctrl), *fields[_DEPS + 1:])
+                 if ctrl else TraceNode(*fields) for fields, _, ctrl in decoded]
+        data_only = RankTrace(rank=rank, nodes=nodes, source=str(f))
+        check_dag(data_only)                        # data_deps that are not a DAG: that error
+        left = sum(len(ctrl) for _, _, ctrl in decoded)
+        why = str(with_ctrl).splitlines()[0].removeprefix(f"{f}: ")
+        warnings.warn(f"{f}: its ctrl_deps do not make a DAG with its data_deps ({why}): its {left} ctrl_deps are left "
+                      f"out, its nodes waiting for their data_deps only, as Chakra's ETFeeder reads a trace",
+                      RuntimeWarning, stacklevel=4)
+        return data_only
 
 
 def trace_files(path, *, max_ranks: int = MAX_RANKS) -> list:
@@ -244,9 +300,13 @@ def read_chakra(path, *, groups: dict | None = None, max_file_bytes: int = MAX_F
     means every rank. Ranks are non-negative integers (not floats, strings or bools).
     Node attributes read: ``comm_type``, ``comm_size`` (bytes, as
     nccl-tests counts them for the op), ``pg_name``, ``comm_src`` / ``comm_dst`` /
-    ``comm_tag``, ``num_ops`` (FLOPs), ``is_cpu_op``; ``duration_micros`` is the recorded
-    duration. The root of a broadcast / reduce is its group's first rank. Needs
-    ``protobuf`` (``pip install 'flowsolver[traces]'``).
+    ``comm_tag``, ``num_ops`` (FLOPs), ``is_cpu_op`` (a CPU op, a communication node's too,
+    is a delay of its duration); ``duration_micros`` is the recorded duration. A node waits
+    for its ``data_deps`` and ``ctrl_deps``; a file whose ``ctrl_deps`` do not make a DAG with
+    its ``data_deps`` (one names a node not in it) is read with ``data_deps`` only, as Chakra's
+    ETFeeder reads it, with a ``RuntimeWarning`` (the module docstring says why). The root of
+    a broadcast / reduce is its group's first rank. Needs ``protobuf`` (``pip install
+    'flowsolver[traces]'``).
 
     Limits (what a file can make the reader allocate, checked before it does):
     ``max_file_bytes`` (default 1 GiB) bytes per file once inflated (a gzipped file is
@@ -286,15 +346,14 @@ def _read(path, groups, max_file_bytes, max_nodes, max_ranks):
                                  max_nodes=max_nodes, nodes_before=count)
         count += len(decoded)
         found = {}
-        for _, groups_here in decoded:
+        for _, groups_here, _ in decoded:
             for name, (members, node) in (groups_here or {}).items():
                 if name in found and found[name][0] != members:     # the same file naming one group twice
                     raise TraceError(f"process group {name!r}: {f}: node {found[name][1]} gives ranks "
                                      f"{list(found[name][0])[:16]} but node {node} gives {list(members)[:16]}")
                 found[name] = (members, node)
         # each rank its own nodes, though ranks share what identical messages decode to
-        nodes = [TraceNode(*fields) for fields, _ in decoded]
-        ranks.append(RankTrace(rank=rank, nodes=nodes, source=str(f)))
+        ranks.append(_rank_trace(rank, f, decoded))
         metadata_groups.append(found)
     merged = _groups_from(files, given, given_from, metadata_groups)
     return build_workload(ranks, merged, source=str(path))

@@ -125,7 +125,7 @@ def _in(trace: RankTrace) -> str:
     return f" ({trace.source})" if trace.source else ""
 
 
-def _check_dag(trace: RankTrace) -> dict:
+def check_dag(trace: RankTrace) -> dict:
     """Node id -> index; raises on a duplicate id, a missing dependency or a cycle."""
     index = {}
     for i, node in enumerate(trace.nodes):
@@ -268,7 +268,7 @@ def build_workload(ranks, groups=None, source: str = "") -> Workload:
             raise TraceError(f"process group {name!r}: ranks {list(members)[:16]} must be distinct ranks in "
                              f"0 ... {len(ranks) - 1}")
     w = Workload(ranks=ranks, groups=groups, source=source)
-    w.index = [_check_dag(trace) for trace in ranks]
+    w.index = [check_dag(trace) for trace in ranks]
     _match_collectives(w)
     _match_p2p(w)
     return w

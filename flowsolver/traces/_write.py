@@ -31,6 +31,39 @@ def _micros(trace) -> list:
     return out
 
 
+#: the largest values of the Chakra fields written (et_def.proto: duration_micros is a uint64;
+#: AttributeProto's int64_val an int64, as num_ops, comm_size, comm_src / comm_dst and comm_tag go)
+_UINT64, _INT64 = 2**64 - 1, 2**63 - 1
+
+
+def _fields(node, micros) -> list:
+    """(Chakra field, the node's own field, integer written) of each integer field of
+    ``node``'s message but the ids."""
+    out = [("duration_micros", "duration", micros)]
+    if node.kind == COMPUTE and node.flops > 0 and (micros > 0 or node.duration <= 0):
+        out.append(("num_ops", "flops", int(round(node.flops))))
+    if node.kind in (COLLECTIVE, SEND, "recv"):
+        out.append(("comm_size", "bytes", int(round(node.bytes))))
+    if node.kind in (SEND, "recv"):
+        out += [("comm_src" if node.kind == "recv" else "comm_dst", "peer", node.peer), ("comm_tag", "tag", node.tag)]
+    return out
+
+
+def _check_ranges(workload) -> None:
+    """A ValueError naming the rank, node and field of the first value a Chakra field cannot
+    hold (protobuf's own says only "Value out of range: N"), before any file is written."""
+    for trace in workload.ranks:
+        for node, micros in zip(trace.nodes, _micros(trace)):
+            for chakra, field, value in _fields(node, micros):
+                lo, hi, kind = (0, _UINT64, "a uint64") if chakra == "duration_micros" else \
+                    (-_INT64 - 1, _INT64, "an int64")
+                if not lo <= value <= hi:
+                    s, us = (" s", " us") if chakra == "duration_micros" else ("", "")
+                    raise ValueError(f"write_chakra: rank {trace.rank}, node {node.id} ({node.name!r}): {field} "
+                                     f"{getattr(node, field)!r}{s} does not fit Chakra's {chakra} ({kind}: "
+                                     f"{value}{us} is not in {lo} ... {hi})")
+
+
 def _node_message(Node, node, micros, rank, ids):
     msg = Node(id=ids[node.id], name=node.name, type=_TYPE_OF_KIND[node.kind], duration_micros=micros)
     msg.data_deps.extend(ids[d] for d in node.deps)
@@ -60,7 +93,10 @@ def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress:
     ``--comm-group-configuration``). Durations go to ``duration_micros`` (integer
     microseconds, rounded without accumulating error along a rank), FLOPs to ``num_ops`` (not
     for a node that ran but rounds to 0 us: a reader would time it from its FLOPs),
-    bytes to ``comm_size``. Returns the files written. Needs ``protobuf``.
+    bytes to ``comm_size``. Returns the files written. Needs ``protobuf``. A value a field
+    cannot hold (``comm_size`` and ``num_ops`` are int64s: more than 2**63 - 1 bytes or FLOPs;
+    ``duration_micros`` a uint64) is a ValueError naming its rank, node and field, raised
+    before any file is written.
 
     ASTRA-sim reads it with ``--workload-configuration=FOLDER/PREFIX
     --comm-group-configuration=FOLDER/comm_group.json``.
@@ -68,11 +104,12 @@ def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress:
     if not isinstance(workload, Workload):
         raise TypeError(f"workload must be a flowsolver.traces.Workload, got {type(workload).__name__}")
     GlobalMetadata, Node, _ = messages()
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     bad = [g for g in workload.groups if not g.isdigit() or g == "0"]
     if bad:
         raise ValueError(f"process group names must be integers >= 1 for ASTRA-sim (\"0\" is every rank), got {bad[:4]}")
+    _check_ranges(workload)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     files = []
     with paused_gc():
         for trace in workload.ranks:

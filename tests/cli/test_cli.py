@@ -374,6 +374,37 @@ def test_collective_compare_and_calibrate_read_an_nccl_tests_log(capsys, tmp_pat
     assert "the log ran on 8 ranks, the graph (--ranks) has 16" in capsys.readouterr().err
 
 
+def test_a_log_over_the_reader_s_limit_names_log_max_bytes_which_raises_it(capsys, tmp_path):
+    pytest.importorskip("pandas")
+    big = tmp_path / "sparse.log"
+    with open(big, "wb") as fh:                    # one byte over nccl_tests.read's 256 MiB, stored sparse
+        fh.truncate(2**28 + 1)
+    for argv in (["collective", "--nodes", "1", "--compare", str(big)], ["calibrate", str(big), "--nodes", "1"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        # -e/--max-bytes is the collective table's largest message size; max_bytes= is Python's
+        assert f"the file is {2**28 + 1} bytes, more than --log-max-bytes {2**28}; pass --log-max-bytes" in err, err
+        assert " --max-bytes" not in err and "max_bytes" not in err
+    log = tmp_path / "rs.log"
+    log.write_text(_LOG)
+    n = len(_LOG.encode())
+    for limit, code in ((str(n - 1), 2), (str(n), 0), ("1K", 0)):      # 1K = 1024 bytes >= the log's
+        for argv in (["collective", "--nodes", "1", "--compare", str(log), "--json"],
+                     ["calibrate", str(log), "--nodes", "1", "--json"]):
+            assert main(argv + ["--log-max-bytes", limit]) == code
+            err = capsys.readouterr().err
+            assert (f"more than --log-max-bytes {n - 1}" in err) == (code == 2), err
+    assert main(["calibrate", str(log), "--nodes", "1", "--log-max-bytes", "0.5"]) == 2
+    assert "--log-max-bytes must be a whole number of bytes" in capsys.readouterr().err
+    # the reader's message may name the option itself for command-line users: said once
+    from flowsolver.cli._arguments import in_cli_words
+    from flowsolver.cli._parser import build_parser
+
+    said = in_cli_words("x.log: the file is 9 bytes, more than max_bytes=8; pass max_bytes= (--log-max-bytes on the "
+                        "command line) to read it", build_parser(), "calibrate")
+    assert said == "x.log: the file is 9 bytes, more than --log-max-bytes 8; pass --log-max-bytes to read it"
+
+
 def test_upgrade_prints_each_tier_and_the_plan(capsys):
     argv = ["upgrade", "--family", "fat_tree", "--k", "4", "--op", "all_to_all", "--size", "16M", "--budget", "1",
             "--json"]

@@ -284,3 +284,48 @@ def test_an_integral_float_resumes_the_integer_s_row(tmp_path, monkeypatch):
     ran = _count_batches(monkeypatch)
     again = sweep({"nodes": [1], "size": [1048576.0], "algorithm": ["ring"]}, out=out, progress=False, cache_dir=None)
     assert ran == [] and len(again) == len(first) == 1
+
+
+# -- 5. a row with status ok but an impossible metric ----------------------------------------
+
+@pytest.mark.parametrize("edits, reasons", [
+    ({1: ("time", ""), 3: ("time", "nan"), 6: ("time", "-1")},
+     ["time is empty or NaN", "time is empty or NaN", "time -1.0 is not > 0"]),
+    ({2: ("time", "inf"), 4: ("busbw", "0"), 8: ("chosen_algorithm", "")},
+     ["time inf is not finite", "busbw 0.0 is not > 0", "chosen_algorithm is empty"]),
+    ({5: ("gpus", "0"), 7: ("algbw", "-3.5e10")}, ["gpus 0.0 is not >= 1", "algbw -35000000000.0 is not > 0"]),
+])
+def test_an_ok_row_with_an_empty_or_impossible_metric_runs_again(tmp_path, monkeypatch, fresh, edits, reasons):
+    # an ok collective has a finite time > 0 for a size > 0, so algbw = size / time > 0 and busbw > 0,
+    # at least one GPU and the algorithm it ran: a cell emptied or edited to anything else is not a result
+    lines = fresh["text"].splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    for line, (column, value) in edits.items():
+        fields = lines[line].rstrip("\n").split(",")
+        fields[header.index(column)] = value
+        lines[line] = ",".join(fields) + "\n"
+    out = tmp_path / "r.csv"
+    out.write_text("".join(lines))
+    ran = _count_batches(monkeypatch)
+    with pytest.warns(RuntimeWarning, match=rf"{len(edits)} row\(s\) with status ok but a metric missing or out of "
+                                            rf"range .*run again") as record:
+        resumed = sweep(GRID, out=out, progress=False, cache_dir=None)
+    message = str(record[0].message)
+    assert all(reason in message for reason in reasons), message
+    assert sum(ran) == len(edits)
+    _same_rows(resumed, fresh["rows"])
+    assert out.read_text() == fresh["text"]
+
+
+def test_training_metrics_out_of_their_range_are_named():
+    from flowsolver._sweep_files import ok_row_problem
+
+    keys = ("gpus", "step_time", "tokens_per_s", "speedup", "comm_overhead")
+    good = dict(gpus=8, step_time=1.5, tokens_per_s=2.0e4, speedup=6.1, comm_overhead=0.0)
+    assert ok_row_problem(good, keys) is None          # no exposed communication: an overhead of 0
+    # comm_overhead = exposed / step_time, and the step holds the exposed time: a fraction <= 1
+    assert ok_row_problem({**good, "comm_overhead": 1.25}, keys) == "comm_overhead 1.25 is more than 1"
+    assert ok_row_problem({**good, "speedup": 0.0}, keys) == "speedup 0.0 is not > 0"
+    assert ok_row_problem({**good, "step_time": float("-inf")}, keys) == "step_time -inf is not finite"
+    assert ok_row_problem({**good, "tokens_per_s": "fast"}, keys) == "tokens_per_s 'fast' is not a number"
+    assert ok_row_problem({k: v for k, v in good.items() if k != "gpus"}, keys) == "gpus is missing"

@@ -1,6 +1,8 @@
 """Our writer: the file format checked against the independent wire encoder (the round
 trip of a training step is in test_traces_roundtrip.py)."""
 
+import re
+
 import pytest
 
 pytest.importorskip("google.protobuf")
@@ -44,3 +46,30 @@ def test_a_node_under_half_a_microsecond_keeps_its_time(tmp_path):
     write_chakra(w, tmp_path)
     g = tp.rail_optimized(1)
     assert replay(g, read_chakra(tmp_path)).iteration_time == pytest.approx(replay(g, w).iteration_time, abs=0.5e-6)
+
+
+INT64_MAX = 9223372036854775807            # 2**63 - 1: AttributeProto's int64_val (comm_size, num_ops, comm_tag)
+
+
+@pytest.mark.parametrize("node, said", [
+    # a collective is on both ranks: rank 0's is the first named
+    (TraceNode(7, "ar", "collective", op="all_reduce", bytes=1e20),
+     "rank 0, node 7 ('ar'): bytes 1e+20 does not fit Chakra's comm_size (an int64: 100000000000000000000 is not in "
+     f"{-INT64_MAX - 1} ... {INT64_MAX})"),
+    (TraceNode(7, "mm", "compute", duration=1e-3, flops=1e30),
+     "rank 1, node 7 ('mm'): flops 1e+30 does not fit Chakra's num_ops (an int64: 1000000000000000019884624838656 is "
+     "not in"),
+    # 2e13 s = 2e19 us, more than 2**64 - 1 = 1.8e19: beyond duration_micros, a uint64
+    (TraceNode(7, "wait", "delay", duration=2e13),
+     "rank 1, node 7 ('wait'): duration 20000000000000.0 s does not fit Chakra's duration_micros (a uint64: "
+     f"20000000000000000000 us is not in 0 ... {2**64 - 1})"),
+])
+def test_a_value_a_chakra_field_cannot_hold_names_its_rank_node_and_field(tmp_path, node, said):
+    ok = TraceNode(1, "fine", "collective", op="all_reduce", bytes=2.0**62)       # 4.6e18 bytes: fits an int64
+    other = node if node.kind == "collective" else TraceNode(7, "mm", "compute", duration=1e-3)
+    folder = tmp_path / "out"
+    with pytest.raises(ValueError, match="^write_chakra: " + re.escape(said)):
+        write_chakra(build_workload([RankTrace(0, [ok, other]), RankTrace(1, [ok, node])]), folder)
+    assert not folder.exists()                                   # refused before anything is written
+    write_chakra(build_workload([RankTrace(r, [ok]) for r in (0, 1)]), folder)
+    assert read_chakra(folder).comms[0].bytes == 2.0**62
