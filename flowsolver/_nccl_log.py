@@ -142,7 +142,7 @@ def reconciled_ranks(devices, nranks, ratio, sizes, op, source):
     listed = max(devices) + 1 if devices else None
     figures = [f"its device list names ranks up to {listed - 1} ({len(devices)} listed)"] if devices else []
     figures += [f"{k} says {v}" for k, v in said.items()]
-    if ratio is not None and ratio[0] != ratio[1]:
+    if ratio is not None and ratio[0] != ratio[1] and ratio != (1, math.inf):
         figures.append(f"busbw / algbw allows {ratio[0]} to {ratio[1]}")
     values = set(said.values())
     refuse = len(values) > 1                                  # the exact witnesses disagree

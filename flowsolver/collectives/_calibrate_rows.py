@@ -76,12 +76,18 @@ def _rows(logs, graph, ranks, op):
         out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
+    _check_kinds(kinds)
+    return out, n, forced, per_thread
+
+
+def _check_kinds(kinds) -> None:
+    """ValueError where the rows of one op (``kinds``: (op, column) -> {value: log}) mix data
+    types or reduction ops (nccl-tests ``-d all``, ``-o all``): they time different kernels."""
     for (log_op, column), seen in kinds.items():
         if len(seen) > 1:
             raise ValueError(f"{', '.join(sorted(set(seen.values())))}: the {log_op} rows mix {column}s "
                              f"({', '.join(sorted(seen))}; nccl-tests -d all / -o all): calibrate one, e.g. "
                              f"df[df[{column!r}] == {sorted(seen)[0]!r}] of nccl_tests.read")
-    return out, n, forced, per_thread
 
 
 def _check_hosts(df, graph, ranks, where) -> None:
@@ -132,6 +138,8 @@ def checked_log(df, op, n, given, graph=None, ranks=None):
     where = df.attrs.get("source", "log")
     _check_ranks(df, op, where, n, given)
     _check_correct(df, where, n)
+    _check_kinds({(op, c): dict.fromkeys(measured_rows(df)[c].astype(str), where) for c in ("type", "redop")
+                  if c in df.columns})
     if graph is not None:
         _check_hosts(df, graph, ranks, where)
     return df

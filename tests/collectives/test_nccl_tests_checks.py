@@ -259,3 +259,6 @@ def test_rows_of_several_types_or_reductions_are_not_one_calibration():
         calibrate(g, [_devices(range(8)) + HEAD + R8 + R8.replace("sum", "max")], op="all_reduce")
     with pytest.raises(ValueError, match=r"<text>: the all_reduce rows mix types"):        # two logs
         calibrate(g, [_devices(range(8)) + HEAD + R8, _devices(range(8)) + HEAD + half], op="all_reduce")
+    mixed = nccl_tests.read(_devices(range(8)) + HEAD + R8 + half, op="all_reduce")   # as --compare checks a log
+    with pytest.raises(ValueError, match=r"mix types \(float, half"):
+        checked_log(mixed, "all_reduce", 8, True)
