@@ -295,6 +295,8 @@ def _rows(lines, source):
             if tokens is None:
                 continue                  # NCCL's own line among the rows: neither a row nor a wrapped row's end
             line = " ".join(tokens)
+        elif "NCCL INFO" in line or "NCCL WARN" in line:
+            continue                      # NCCL's line in another dress (a launcher's tag, no host prefix)
         units = line.lstrip("#").split()
         if units and all(u.startswith("(") and u.endswith(")") for u in units):
             if odd := [u for u in units if u not in _UNITS]:

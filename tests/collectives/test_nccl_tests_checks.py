@@ -170,6 +170,12 @@ def test_a_row_an_nccl_message_broke_is_stitched_back():
     assert df[df["size"] == 2**31]["busbw"].tolist() == [187.28, 186.16] and df.attrs["ranks"] == 16
 
 
+def test_nccl_lines_without_a_host_prefix_between_a_wrapped_row_s_parts_are_skipped():
+    wrapped = HEAD + R8.replace(" 5000.0 214.75 375.81 0 5000.0", "\n[1,0]<stdout>:NCCL INFO Bootstrap\n 5000.0 214.75 "
+                                "375.81 0 5000.0")
+    assert nccl_tests.read(wrapped, op="all_reduce")["time"].tolist() == [5000.0, 5000.0]
+
+
 def test_a_broken_row_that_cannot_be_told_apart_names_its_line(tmp_path):
     # "-11node": root -1 and host 1node, or root -11 and host node; the log's other NCCL lines say
     path = tmp_path / "all_reduce_perf.log"
