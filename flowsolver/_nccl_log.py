@@ -1,6 +1,6 @@
-"""Checks behind :func:`flowsolver.nccl_tests.read`: a log file's bytes decoded (gzip, UTF-16,
-a BOM), the rank count its several witnesses state reconciled, and each row's size checked
-against its element count."""
+"""Checks behind :func:`flowsolver.nccl_tests.read`: the size limit, a log file's bytes
+decoded (gzip, UTF-16, a BOM), the rank count its several witnesses state reconciled, and each
+row's size checked against its element count."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import codecs
 import gzip
 import io
 import math
+import os
 import zlib
 
 #: bytes per element of nccl-tests' type names (src/common.cu test_typenames; "char" and "int"
@@ -60,6 +61,24 @@ def decoded(data: bytes, source: str, max_bytes: int) -> str:
             return data.decode("utf-16-be", errors="replace")
         raise ValueError(f"{source}: a binary file (NUL bytes among the first 4 KiB), not an nccl-tests text log")
     return data.decode("utf-8", errors="replace")
+
+
+def limit(max_bytes, default):
+    """The largest log read (bytes): ``max_bytes``, else FLOWSOLVER_LOG_MAX_BYTES, else ``default``.
+
+    >>> limit(None, 2**24), limit(1000, 2**24)
+    (16777216, 1000)
+    """
+    if max_bytes is None:
+        given = os.environ.get("FLOWSOLVER_LOG_MAX_BYTES", "").strip()
+        if not given:
+            return default
+        if not (given.isascii() and given.isdigit() and int(given) >= 1):
+            raise ValueError(f"FLOWSOLVER_LOG_MAX_BYTES must be an integer >= 1 (bytes), got {given!r}")
+        return int(given)
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes must be an integer >= 1, got {max_bytes!r}")
+    return max_bytes
 
 
 def busbw_range(df, op):

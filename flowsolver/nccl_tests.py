@@ -57,7 +57,7 @@ import os
 import re
 from pathlib import Path
 
-from ._nccl_log import busbw_range, decoded, reconciled_ranks, size_ratio
+from ._nccl_log import busbw_range, decoded, limit, reconciled_ranks, size_ratio
 
 __all__ = ["read", "OP_NAMES", "ALGO_NAMES", "PROTO_NAMES", "MAX_BYTES"]
 
@@ -119,20 +119,6 @@ def _text_of(path_or_text, max_bytes):
                          "anyway set the environment variable FLOWSOLVER_LOG_MAX_BYTES to its size or more (the "
                          "command line and Python), or pass nccl_tests.read a larger limit (Python)")
     return decoded(path.read_bytes(), str(path), max_bytes), str(path), path.name
-
-
-def _limit(max_bytes):
-    """``read``'s ``max_bytes``: the argument, else FLOWSOLVER_LOG_MAX_BYTES, else MAX_BYTES."""
-    if max_bytes is None:
-        given = os.environ.get("FLOWSOLVER_LOG_MAX_BYTES", "").strip()
-        if not given:
-            return MAX_BYTES
-        if not (given.isascii() and given.isdigit() and int(given) >= 1):
-            raise ValueError(f"FLOWSOLVER_LOG_MAX_BYTES must be an integer >= 1 (bytes), got {given!r}")
-        return int(given)
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
-        raise ValueError(f"max_bytes must be an integer >= 1, got {max_bytes!r}")
-    return max_bytes
 
 
 def _lines(text):
@@ -387,7 +373,7 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
     except ImportError:
         raise ImportError("flowsolver.nccl_tests.read needs pandas: pip install 'flowsolver[analysis]'") from None
 
-    text, source, name = _text_of(path_or_text, _limit(max_bytes))
+    text, source, name = _text_of(path_or_text, limit(max_bytes, MAX_BYTES))
     if not text.strip():
         raise ValueError(f"{source}: the log is empty")
     said = _op_of(text, name, source)
@@ -399,9 +385,12 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
         if said is not None and said != op:
             raise ValueError(f"{source}: the log tests {said}, not {op}")
     devices = {}
-    for line in lines:
+    for no, line in enumerate(lines, 1):
         if m := _RANK.match(line.strip()):
-            devices[int(m.group(1))] = (m.group(2), int(m.group(3)), m.group(4).strip())
+            device = (m.group(2), int(m.group(3)), m.group(4).strip())
+            if devices.setdefault(int(m.group(1)), device) != device:
+                raise ValueError(f"{source}:{no}: the device list names rank {m.group(1)} twice, on "
+                                 f"{devices[int(m.group(1))][0]} and {device[0]}: logs of two runs run together?")
     df = pd.DataFrame(_records(names, rows, source))
     version = _VERSION.search(text)
     avg = _AVG.search(text)

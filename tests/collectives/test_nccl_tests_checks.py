@@ -73,6 +73,15 @@ def test_all_gather_sizes_are_the_count_times_the_ranks():
         nccl_tests.read(_devices(range(32)) + HEAD + rows, op="all_gather")
 
 
+def test_a_rank_listed_on_two_hosts_names_the_line(tmp_path):
+    # mpirun without MPI support: each process a rank 0 of its own run, one table each
+    path = tmp_path / "all_reduce_perf.log"
+    path.write_text(_devices(range(8)) + _devices([3], per_host=1) + HEAD + R8)
+    with pytest.raises(ValueError, match=rf"{path}:9: the device list names rank 3 twice, on host0 and host3"):
+        nccl_tests.read(path, op="all_reduce")
+    assert nccl_tests.read(_devices(range(8)) + _devices([3]) + HEAD + R8).attrs["ranks"] == 8     # a repeat
+
+
 @pytest.mark.skipif(not LOGS.is_dir(), reason="../shared/data/nccl-tests is absent (optional data)")
 def test_the_shared_16_rank_log_with_its_second_host_cut_is_refused(tmp_path):
     lines = (LOGS / "oci_oke_2xA100-40GB_allreduce_8B-8G.txt").read_text().splitlines(keepends=True)
