@@ -229,7 +229,8 @@ def test_gzip_and_utf16_logs_read_as_the_text_and_other_files_say_what_they_are(
     text = _devices(range(8)) + HEAD + R8
     want = nccl_tests.read(text, op="all_reduce")
     for name, data in (("log.gz", gzip.compress(text.encode())), ("bom16.txt", text.encode("utf-16")),
-                       ("le16.txt", text.encode("utf-16-le")), ("bom8.txt", b"\xef\xbb\xbf" + text.encode())):
+                       ("le16.txt", text.encode("utf-16-le")), ("bom8.txt", b"\xef\xbb\xbf" + text.encode()),
+                       ("padded.txt", text.encode() + b"\x00" * 64)):         # a crash's NUL padding: still text
         (tmp_path / name).write_bytes(data)
         got = nccl_tests.read(tmp_path / name, op="all_reduce")
         assert got["time"].tolist() == want["time"].tolist() and got.attrs["ranks"] == 8
