@@ -1,34 +1,52 @@
 """Read nccl-tests output (``all_reduce_perf`` and friends) into a pandas DataFrame.
 
 Handles the classic header (``# nThread ... # Using devices ... #wrong``), the newer one
-(``# nccl-tests version``, ``# Collective test starting: all_reduce_perf``), srun / mpirun
-rank prefixes (``0: ``), NCCL INFO lines and tuner tables interleaved with the table, the
-``NCCL version`` line, a missing footer, hand-edited tables without ``#``, rows without the
-in-place columns and rows wrapped over two lines.
+(``# nccl-tests version``, ``# Collective test starting: all_reduce_perf``), older
+nccl-tests' ``error`` column, srun / mpirun rank prefixes (``0: ``), NCCL INFO lines and
+tuner tables interleaved with the table, the ``NCCL version`` line, a missing footer,
+hand-edited tables without ``#``, rows without the in-place columns, rows wrapped over two
+lines and rows an NCCL message broke in two, gzipped and UTF-16 files.
 
 Columns keep nccl-tests' names and units: ``size`` (bytes), ``count``, ``type``, ``redop``,
-``root``, ``time`` (us), ``algbw`` and ``busbw`` (GB/s), ``#wrong``; ``placement`` says
-``"out-of-place"`` or ``"in-place"`` (one row per size and placement). ``df.attrs`` holds
-``op`` (flowsolver's name: the log's ``Collective test starting:`` line, else the one ``*_perf``
-binary it names, else the file name's op word; None where none says: an op word elsewhere, a
-hostname or NCCL's algorithm matrix, says nothing), ``ranks``, ``nodes`` (hosts
-in the device list), ``devices`` (rank -> (host, device, GPU name)), ``nccl_version``,
-``avg_busbw`` (GB/s, the footer's; None without one), ``algorithm`` (flowsolver's name of
-the one algorithm the NCCL INFO lines' ``NCCL_ALGO`` forces, else None: :func:`forced_algorithm`), ``gpus_per_thread`` (the
-header's ``nGpus``: the GPUs one thread drove, ``-g``; None without the header, or where
-headers of one log disagree) and ``source``. ``ranks``
-is the device list's (its highest rank + 1), else the ``nranks`` of NCCL INFO lines, else None;
-``ranks_from`` says which.
+``root``, ``time`` (us), ``algbw`` and ``busbw`` (GB/s), ``#wrong`` (or ``error``, the
+largest deviation, in older nccl-tests); ``placement`` says ``"out-of-place"`` or
+``"in-place"`` (one row per size and placement). ``df.attrs`` holds ``op`` (flowsolver's
+name: the log's ``Collective test starting:`` line, else the one ``*_perf`` binary it
+names, else the file name's op word; None where none says: an op word elsewhere, a hostname
+or NCCL's algorithm matrix, says nothing), ``ranks``, ``ranks_from`` (which witnesses gave
+it), ``nodes`` (hosts in the device list), ``devices`` (rank -> (host, device, GPU name)),
+``nccl_version``, ``avg_busbw`` (GB/s, the footer's; None without one), ``algorithm`` and
+``protocol`` (flowsolver's names of the one algorithm / protocol the NCCL INFO lines'
+``NCCL_ALGO`` / ``NCCL_PROTO`` force, else None: :func:`forced_algorithm`,
+:func:`forced_protocol`), ``out_of_bounds`` (the footer's count of wrong values; None
+without one), ``gpus_per_thread`` (the header's ``nGpus``: the GPUs one thread drove,
+``-g``; None without the header, or where headers of one log disagree) and ``source``.
 
-Rows: a data row starts with two integers (size, count). Lines among the rows that are not
-data rows (notes, warnings, NCCL's INFO / WARN lines, comments) are skipped. A data row
-that does not have the header's shape (a value too many, an in-place part cut short) or
-holds a value that is not what its column allows (sizes and counts: integers >= 0; time,
-algbw, busbw: finite numbers >= 0 or ``N/A``) is a ValueError naming ``FILE:LINE`` and
-the column: a damaged log is never read as other numbers. A log that holds several tests or
-runs one after another (two ``Collective test starting:`` ops, a second table header) is a
-ValueError: read each part on its own. A path that does not exist is
-FileNotFoundError, a folder IsADirectoryError, a file over ``max_bytes`` a ValueError.
+``ranks``: the log's witnesses are its device list (highest rank + 1: at least that many, a
+list may be cut short), NCCL INFO's ``nranks``, the busbw / algbw ratio (all-reduce,
+all-gather, reduce-scatter, all-to-all, where ``op`` is known) and, for all-gather,
+reduce-scatter and all-to-all, ``size / (count x type bytes)``. Where they disagree the read
+is a ValueError giving each figure; NCCL's ``nranks``, the ratio and the sizes win over a
+device list naming fewer ranks only where the list is evidently cut short (ranks missing
+between its first and last) or two of them agree (:func:`~flowsolver._nccl_log.reconciled_ranks`).
+
+Rows: a data row starts with two integers (size, count), or has the header's shape with
+numbers for its time and bandwidths. Lines among the rows that are not data rows (notes,
+warnings, NCCL's INFO / WARN lines, comments) are skipped. A data row that does not have
+the header's shape (a value too many, an in-place part cut short), holds a value that is not
+what its column allows (sizes and counts: integers >= 0, ``2K`` is not one; time, algbw,
+busbw: finite numbers >= 0 or ``N/A``) or a size that is not its count of its type's bytes
+(times the rank count for all-gather, reduce-scatter, all-to-all: nccl-tests' src/*.cu) is a
+ValueError naming ``FILE:LINE`` and what is wrong: a damaged log is never read as other
+numbers; so is a units line other than nccl-tests' ``(B) (elements) (us) (GB/s)``. A row an
+NCCL message broke (``... -1host:490:520 [0] NCCL INFO ...``, the rest on a later line) is
+joined again where the log's other NCCL lines name the host, else a ValueError naming the
+line. A log that holds several tests or runs one after another (two ``Collective test
+starting:`` ops, a second table header), or one of a test flowsolver has no model of
+(``gather_perf``, ``scatter_perf``, ``hypercube_perf``, ``alltoallv_perf``), is a ValueError.
+A path that does not exist is FileNotFoundError, a folder IsADirectoryError, a file over
+``max_bytes`` (default 16 MiB, :data:`MAX_BYTES`) or one of other packed or binary data a
+ValueError saying what it is.
 """
 
 from __future__ import annotations
@@ -39,13 +57,17 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["read", "OP_NAMES", "ALGO_NAMES", "MAX_BYTES"]
+from ._nccl_log import busbw_range, decoded, limit, reconciled_ranks, size_ratio
+
+__all__ = ["read", "OP_NAMES", "ALGO_NAMES", "PROTO_NAMES", "MAX_BYTES"]
 
 #: nccl-tests binaries / words -> flowsolver op names
 OP_NAMES = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather": "all_gather",
             "allgather": "all_gather", "reduce_scatter": "reduce_scatter", "reducescatter": "reduce_scatter",
             "alltoall": "all_to_all", "all_to_all": "all_to_all", "broadcast": "broadcast", "reduce": "reduce",
             "sendrecv": "send_recv", "send_recv": "send_recv"}
+#: nccl-tests binaries flowsolver has no model of (src/Makefile BIN_FILES_LIST): a log of one is refused
+UNSUPPORTED = ("alltoallv", "gather", "scatter", "hypercube")
 _PREFIX = re.compile(r"^\s*\d+:\s")                     # srun / mpirun "-l" rank prefix
 _RANK = re.compile(r"^#?\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d{1,9})"
                    r"\s+\[[^\]]*\]\s*(.*)$")
@@ -53,14 +75,26 @@ _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!\S)")
 _NRANKS = re.compile(r" NCCL INFO .*?\bn[Rr]anks (\d{1,9})\b")
 _NGPUS = re.compile(r"^\s*#\s*nThread\s+\d{1,9}\s+nGpus\s+(\d{1,9})\b", re.MULTILINE)
-#: the largest log read by default (bytes): ``read``'s ``max_bytes``
-MAX_BYTES = 2**28
+#: the largest log read by default (bytes): ``read``'s ``max_bytes``, else the environment's
+#: FLOWSOLVER_LOG_MAX_BYTES. Real logs are under 1 MB (../shared/data/nccl-tests: 1-15 kB, NCCL INFO
+#: lines included); reading one takes 23-47 x its size in memory (peak RSS less the 0.11 GB of Python
+#: and pandas, /usr/bin/time -v on generated 16 MB logs: 0.48 GB of nccl-tests' 115-byte rows, 0.87 GB
+#: of 45-byte ones; a 50 MB log under the former 256 MiB limit took 2.4 GB): 16 MiB stays under 1 GB.
+MAX_BYTES = 2**24
 _ALGO = re.compile(r"NCCL_ALGO set by environment to (\S+)")
+_PROTO = re.compile(r"NCCL_PROTO set by environment to (\S+)")
 #: NCCL_ALGO values -> flowsolver algorithm names
 ALGO_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
+#: NCCL_PROTO values -> flowsolver protocol names
+PROTO_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d{1,12})\s+(OK|FAILED)", re.MULTILINE)
+_MESSAGE = re.compile(r"(\S*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)\b")   # NCCL's "host:pid:tid [dev] NCCL INFO"
+#: the units line under the header, as nccl-tests prints it (src/util.cu writeResultHeader)
+_UNITS = {"(B)", "(elements)", "(us)", "(GB/s)", "(%)"}
 _STARTED = re.compile(r"Collective test starting:\s*(\w+)")
 _OPS = "(" + "|".join(sorted(OP_NAMES, key=len, reverse=True)) + ")"      # the longest first: all_reduce, reduce
-_PERF = re.compile(rf"\b{_OPS}_perf(?:_mpi)?\b", re.IGNORECASE)        # a binary: all_gather_perf(_mpi)
+_PERF = re.compile(rf"\b({_OPS[1:-1]}|{'|'.join(UNSUPPORTED)})_perf(?:_mpi)?\b", re.IGNORECASE)  # all_gather_perf(_mpi)
+_NAMED = re.compile(r"(?<![a-z])((?:all_|reduce_)?(?:gather|scatter)|hypercube|alltoallv?)_perf")   # a file name's
 _OP_WORDS = re.compile(rf"{_OPS}(?:_perf)?", re.IGNORECASE)
 
 
@@ -68,7 +102,7 @@ def _text_of(path_or_text, max_bytes):
     """(text, source for messages, file name) of a path or of the log's text: a string
     without a line break is a path (a log has a header and rows, on lines of their own)."""
     if isinstance(path_or_text, str) and ("\n" in path_or_text or "\r" in path_or_text or not path_or_text.strip()):
-        return path_or_text, "<text>", ""
+        return path_or_text.removeprefix("\ufeff"), "<text>", ""
     if not isinstance(path_or_text, (str, os.PathLike)):
         raise TypeError(f"path_or_text must be a path or the log's text, got {type(path_or_text).__name__}")
     path = Path(path_or_text)
@@ -79,32 +113,40 @@ def _text_of(path_or_text, max_bytes):
     except FileNotFoundError:
         raise FileNotFoundError(errno.ENOENT, "no such nccl-tests log", str(path)) from None
     if size > max_bytes:
-        raise ValueError(f"{path}: the file is {size} bytes, more than max_bytes={max_bytes}; pass max_bytes= to read "
-                         "it")
-    return path.read_text(errors="replace"), str(path), path.name
+        # (no Python keyword named here: the command line's in_cli_words would rewrite it as an option)
+        raise ValueError(f"{path}: the file is {size} bytes, more than the {max_bytes}-byte limit on an nccl-tests log "
+                         "(real logs are under 1 MB; reading takes up to ~50x the file's size in memory): to read it "
+                         "anyway set the environment variable FLOWSOLVER_LOG_MAX_BYTES to its size or more (the "
+                         "command line and Python), or pass nccl_tests.read a larger limit (Python)")
+    return decoded(path.read_bytes(), str(path), max_bytes), str(path), path.name
 
 
 def _lines(text):
-    """The log's lines, rank prefixes stripped, NCCL's own INFO / WARN lines left out."""
-    for raw in text.splitlines():
-        line = _PREFIX.sub("", raw, count=1).rstrip()
-        if " NCCL INFO " in line or " NCCL WARN " in line:
-            continue
-        yield line
+    """The log's lines, rank prefixes stripped (NCCL's own INFO / WARN lines kept: a row's left
+    part may stand before one, :func:`_rows`)."""
+    return [_PREFIX.sub("", raw, count=1).rstrip() for raw in text.splitlines()]
 
 
 def _op_of(text, name, source):
     """The op the log says it tests: its ``Collective test starting:`` line, else the one
     ``*_perf`` binary it names, else its file name's op word; None where none says (a bare op
     word elsewhere, a hostname such as ``reduce-node1`` or NCCL's algorithm matrix with its
-    ``Broadcast`` row, says nothing). ValueError where the log holds several tests."""
-    started = {_op_key(m) for m in _STARTED.findall(text)} - {None}
+    ``Broadcast`` row, says nothing). ValueError where the log holds several tests, or says so
+    of a test flowsolver has no model of (``gather_perf``, ``scatter_perf``: :data:`UNSUPPORTED`)."""
+    started = {_base(m) for m in _STARTED.findall(text)}
+    named = {_base(m) for m in _PERF.findall(text)}
+    for said in (started, set() if started else named, set() if started or len(named) == 1 else
+                 set(_NAMED.findall(name.lower()))):
+        if unknown := sorted(said & set(UNSUPPORTED)):
+            raise ValueError(f"{source}: the log is of nccl-tests' {unknown[0]}_perf, which flowsolver has no model "
+                             f"of (it models {', '.join(sorted(set(OP_NAMES.values())))})")
+    started = {OP_NAMES.get(m) for m in started} - {None}
     if len(started) > 1:
         raise ValueError(f"{source}: the log holds several tests ({', '.join(sorted(started))}): read each test's "
                          "part on its own")
     if started:
         return started.pop()
-    named = {_op_key(m) for m in _PERF.findall(text)} - {None}
+    named = {OP_NAMES.get(m) for m in named} - {None}
     if len(named) == 1:
         return named.pop()
     for word in _OP_WORDS.findall(name):
@@ -113,10 +155,15 @@ def _op_of(text, name, source):
     return None
 
 
+def _base(word):
+    """A binary's test name: ``all_gather_perf_mpi`` -> ``all_gather``."""
+    return word.lower().removesuffix("_mpi").removesuffix("_perf")
+
+
 def _op_key(word):
     """flowsolver's op of a word (``all_gather``, ``all_gather_perf``, ``all_gather_perf_mpi``:
     the binaries NGC's containers ship), or None."""
-    return OP_NAMES.get(word.lower().removesuffix("_mpi").removesuffix("_perf"))
+    return OP_NAMES.get(_base(word))
 
 
 def _header(line):
@@ -171,7 +218,7 @@ def _value(column, token, where, tokens):
         if _integer(token) and len(token) < 19:
             return int(token)
         what = "an integer >= 0 or N/A"
-    elif column in ("time", "algbw", "busbw"):
+    elif column in ("time", "algbw", "busbw", "error"):     # error: older nccl-tests' max deviation (2e+00)
         if token in _MISSING:
             return math.nan
         value = float(token) if _DECIMAL.fullmatch(token) else math.nan
@@ -183,10 +230,33 @@ def _value(column, token, where, tokens):
     raise ValueError(f"{where}: column {column!r} is {token[:40]!r}, not {what} (row {' '.join(tokens)[:120]!r})")
 
 
+def _stitched(line, message, names, hosts, where):
+    """The tokens of a data row whose printing an NCCL message interrupted, else None (a message
+    line). nccl-tests prints a row in three parts: sizes, type and root before it runs the size,
+    the out-of-place figures, the in-place ones (``  2147483648  536870912  float  sum
+    -1host:490:520 [0] NCCL INFO ...``, the rest of the row on a later line): the value and
+    the host name that ran together are told apart by the ``hosts`` of the log's other NCCL
+    lines. ValueError where the row part is none of those or its end is ambiguous."""
+    head, glued = line[:message.start()].split(), message.group(1)
+    if not head or not _integer(head[0]):
+        return None
+    first = names.index("time")
+    parts = (first, names.index("time", first + 1) if names.count("time") > 1 else len(names), len(names))
+    if len(head) in parts:
+        return head                       # the host name stands apart
+    values = {glued[:-len(h)] for h in hosts if glued.endswith(h) and _is_number(glued[:-len(h)])}
+    if len(head) + 1 in parts and len(values) == 1:
+        return head + [values.pop()]
+    raise ValueError(f"{where}: an NCCL message is printed into a data row and the row's values cannot be told "
+                     f"apart from it ({line[:message.end()][:120]!r}): mend the row by hand")
+
+
 def _rows(lines, source):
     """(column names, rows of (line number, tokens)) of the table; ValueError where there is
-    none, where a row is cut short or has a value too many."""
-    names, rows, pending, pending_line, whole = None, [], [], 0, 0
+    none, where a row is cut short or has a value too many, or a line with a row's shape holds
+    a size or count that is not one (``2K``)."""
+    names, rows, pending, pending_line, whole, numbers = None, [], [], 0, 0, ()
+    hosts = {m.group(1) for line in lines if (m := _MESSAGE.match(line.lstrip()))}      # NCCL's lines' own
 
     def flush():
         if len(pending) > len(names):
@@ -204,6 +274,20 @@ def _rows(lines, source):
             if names:
                 first = names.index("time")
                 whole = names.index("time", first + 1) if names.count("time") > 1 else len(names)
+                numbers = [i for i, c in enumerate(names[:whole]) if c in ("time", "algbw", "busbw")]
+            continue
+        if (message := _MESSAGE.search(line)) is not None:
+            tokens = _stitched(line, message, names, hosts, f"{source}:{no}")
+            if tokens is None:
+                continue                  # NCCL's own line among the rows: neither a row nor a wrapped row's end
+            line = " ".join(tokens)
+        elif "NCCL INFO" in line or "NCCL WARN" in line:
+            continue                      # NCCL's line in another dress (a launcher's tag, no host prefix)
+        units = line.lstrip("#").split()
+        if units and all(u.startswith("(") and u.endswith(")") for u in units):
+            if odd := [u for u in units if u not in _UNITS]:
+                raise ValueError(f"{source}:{no}: the table's units line says {', '.join(odd)}; nccl-tests prints "
+                                 "sizes in (B), times in (us), bandwidths in (GB/s), as flowsolver reads them")
             continue
         if "size" in line and _header(line):
             raise ValueError(f"{source}:{no}: a second nccl-tests table (tests or runs written one after another "
@@ -223,8 +307,9 @@ def _rows(lines, source):
             pending = []
         if comment:
             continue
-        if _starts_row(tokens) or (_integer(tokens[0]) and len(tokens) in (whole, len(names))):
-            pending, pending_line = tokens, no          # (the second: a row's shape, a damaged count)
+        shaped = len(tokens) in (whole, len(names)) and all(_is_number(tokens[i]) for i in numbers)
+        if _starts_row(tokens) or (len(tokens) in (whole, len(names)) and (_integer(tokens[0]) or shaped)):
+            pending, pending_line = tokens, no          # (the second: a row's shape, a damaged size or count)
             if len(pending) >= len(names):
                 flush()
                 pending = []
@@ -259,23 +344,16 @@ def _records(names, rows, source):
     return out
 
 
-def _ranks_of(devices, text):
-    """(the rank count the log states, where): its device list's, else NCCL INFO's ``nranks``."""
-    if devices:
-        return max(devices) + 1, "its device list"
-    said = {int(n) for n in _NRANKS.findall(text)}
-    return (said.pop(), "its NCCL INFO nranks") if len(said) == 1 else (None, None)
-
-
-def read(path_or_text, *, op: str | None = None, max_bytes: int = MAX_BYTES):
+def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
     """Parse nccl-tests output (a file path, or the text itself) into a DataFrame (needs pandas).
 
     ``path_or_text``: a path (a ``str`` without a line break, or a ``PathLike``), or the
     log's text. ``op`` (flowsolver's name, e.g. ``"all_reduce"``) is checked against what
     the log says it ran, and fills ``df.attrs["op"]`` where the log does not say. A log
     without a table, a truncated one, a damaged row (``FILE:LINE`` and the column named),
-    one of another op or a file over ``max_bytes`` bytes (default 256 MiB) raises
-    ValueError; a missing file FileNotFoundError.
+    one of another op or a file over ``max_bytes`` bytes (default: the environment's
+    ``FLOWSOLVER_LOG_MAX_BYTES``, else :data:`MAX_BYTES`, 16 MiB) raises ValueError; a missing
+    file FileNotFoundError. A file may be gzipped or UTF-16 (PowerShell's ``>``).
 
     Examples
     --------
@@ -295,13 +373,11 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int = MAX_BYTES):
     except ImportError:
         raise ImportError("flowsolver.nccl_tests.read needs pandas: pip install 'flowsolver[analysis]'") from None
 
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
-        raise ValueError(f"max_bytes must be an integer >= 1, got {max_bytes!r}")
-    text, source, name = _text_of(path_or_text, max_bytes)
+    text, source, name = _text_of(path_or_text, limit(max_bytes, MAX_BYTES))
     if not text.strip():
         raise ValueError(f"{source}: the log is empty")
     said = _op_of(text, name, source)
-    lines = list(_lines(text))
+    lines = _lines(text)
     names, rows = _rows(lines, source)
     if op is not None:
         if op not in set(OP_NAMES.values()):
@@ -309,21 +385,29 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int = MAX_BYTES):
         if said is not None and said != op:
             raise ValueError(f"{source}: the log tests {said}, not {op}")
     devices = {}
-    for line in lines:
+    for no, line in enumerate(lines, 1):
         if m := _RANK.match(line.strip()):
-            devices[int(m.group(1))] = (m.group(2), int(m.group(3)), m.group(4).strip())
+            device = (m.group(2), int(m.group(3)), m.group(4).strip())
+            if devices.setdefault(int(m.group(1)), device) != device:
+                raise ValueError(f"{source}:{no}: the device list names rank {m.group(1)} twice, on "
+                                 f"{devices[int(m.group(1))][0]} and {device[0]}: logs of two runs run together?")
     df = pd.DataFrame(_records(names, rows, source))
     version = _VERSION.search(text)
     avg = _AVG.search(text)
-    algo = _ALGO.search(text)
-    ranks, ranks_from = _ranks_of(devices, text)
+    algo, proto, failed = _ALGO.search(text), _PROTO.search(text), _OOB.search("\n".join(lines))
+    nranks = {int(n) for n in _NRANKS.findall(text)}
+    ranks, ranks_from = reconciled_ranks(devices, nranks.pop() if len(nranks) == 1 else None,
+                                         busbw_range(df, op or said), size_ratio(rows, names, op or said, source),
+                                         op or said, source)
     per_thread = {int(n) for n in _NGPUS.findall("\n".join(lines))} - {0}
     df.attrs.update(op=op or said, ranks=ranks, ranks_from=ranks_from,
                     nodes=len({host for host, _, _ in devices.values()}) or None, devices=devices,
                     nccl_version=version.group(1) if version else None,
                     avg_busbw=float(avg.group(1)) if avg and math.isfinite(float(avg.group(1))) else None,
                     source=source, gpus_per_thread=per_thread.pop() if len(per_thread) == 1 else None,
-                    algorithm=forced_algorithm(algo.group(1)) if algo else None)
+                    algorithm=forced_algorithm(algo.group(1)) if algo else None,
+                    protocol=forced_protocol(proto.group(1)) if proto else None,
+                    out_of_bounds=int(failed.group(1)) if failed else None)
     return df
 
 
@@ -337,3 +421,14 @@ def forced_algorithm(value: str):
     """
     value = value.strip().lower()
     return None if any(c in value for c in ",^;:") else ALGO_NAMES.get(value)
+
+
+def forced_protocol(value: str):
+    """flowsolver's name of the one protocol an ``NCCL_PROTO`` value forces, else None (as
+    :func:`forced_algorithm`: a list, an exclusion or per-collective settings leave a choice).
+
+    >>> forced_protocol("Simple"), forced_protocol("LL128"), forced_protocol("LL,LL128"), forced_protocol("^LL")
+    ('Simple', 'LL128', None, None)
+    """
+    value = value.strip().lower()
+    return None if any(c in value for c in ",^;:") else PROTO_NAMES.get(value)

@@ -346,7 +346,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     ValueError, and a log that says none (a broadcast table without a device list) is
     fitted only when ``ranks`` is passed. A missing log is FileNotFoundError.
     ``algorithm`` is the log's (``"auto"``: NCCL's choice, or the ``NCCL_ALGO`` the logs'
-    NCCL INFO lines say was forced; ``"ring"`` for a run with ``NCCL_ALGO=Ring``) and
+    NCCL INFO lines say was forced; ``"ring"`` for a run with ``NCCL_ALGO=Ring``), ``protocol``
+    likewise (``"auto"``: the ``NCCL_PROTO`` they say was forced, else NCCL's choice) and
     ``options`` the other keywords of :func:`flowsolver.collective`; ``gpus_per_thread``
     defaults to the logs' header (``nGpus``, nccl-tests ``-g``: one thread driving several
     GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`); logs
@@ -394,8 +395,10 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
             raise ValueError(f"the logs' GPUs per thread differ (nGpus: {', '.join(said)}): calibrate them apart, "
                              "or pass gpus_per_thread=")
         opts = replace(opts, gpus_per_thread=per_thread.pop())
-    if algorithm == "auto" and len(forced) == 1:
-        algorithm = forced.pop()                    # the logs' NCCL_ALGO
+    if algorithm == "auto" and len(forced["algorithm"]) == 1:
+        algorithm = forced["algorithm"].pop()                   # the logs' NCCL_ALGO
+    if opts.protocol == "auto" and len(forced["protocol"]) == 1:
+        opts = replace(opts, protocol=forced["protocol"].pop())  # the logs' NCCL_PROTO
     measured = np.array([t for _, _, t in rows])
     with_fit = fit_over(graph, opts)
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))

@@ -10,6 +10,7 @@ import warnings
 from dataclasses import replace
 
 from .. import _checks, nccl_tests
+from .._nccl_log import BUSBW_SCALE, busbw_range
 from ..routing import gpu_nodes
 from ._nccl import OPS
 
@@ -18,9 +19,10 @@ __all__ = ["ranks_from_busbw"]
 _US = 1e-6
 
 
-#: busbw = algbw x SCALE (p - 1) / p (nccl-tests' PERFORMANCE.md); other ops' busbw is their algbw
-_BUSBW_SCALE = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0}
-_PRINTED = 0.0050001        # nccl-tests prints algbw and busbw (GB/s) to 2 decimals (a hair over half a unit)
+#: the largest deviation from the expected result an older nccl-tests' ``error`` column may show
+#: per rank beyond the first, by type (NVIDIA/nccl-tests src/common.cu before 51af557, NCCL 2.13:
+#: DeltaMaxValue, a row failed where maxDelta > DeltaMaxValue(type) * (nranks - 1)); others 1e-200
+_DELTA_MAX = {"half": 1e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12}
 
 
 def ranks_from_busbw(df, op):
@@ -35,30 +37,24 @@ def ranks_from_busbw(df, op):
     >>> ranks_from_busbw(pd.DataFrame(dict(algbw=[355.81], busbw=[311.34])), "reduce_scatter")
     (8, '')
     """
-    scale = _BUSBW_SCALE.get(op)
-    if scale is None:
+    if op not in BUSBW_SCALE:
         return None, f"busbw / algbw is 1 for {op} whatever the rank count"
-    lo, hi = 1.0, math.inf
-    for a, b in zip(df["algbw"], df["busbw"]):
-        if not (a > _PRINTED and b >= 0):          # NaN, or printed as 0.00
-            continue
-        f_lo, f_hi = max(b - _PRINTED, 0.0) / (a + _PRINTED), (b + _PRINTED) / (a - _PRINTED)
-        lo = max(lo, scale / (scale - f_lo) if f_lo < scale else math.inf)
-        hi = min(hi, scale / (scale - f_hi) if f_hi < scale else math.inf)
-    if lo > hi + 1e-9:
+    span = busbw_range(df, op)
+    if span is None:
         return None, "busbw / algbw disagree between rows"
-    first, last = math.ceil(lo - 1e-9), math.floor(hi + 1e-9) if hi < math.inf else math.inf
-    if first == last:
-        return int(first), ""
+    if span[0] == span[1]:
+        return int(span[0]), ""
     return None, "busbw / algbw is printed too coarsely to tell"
 
 
 def _rows(logs, graph, ranks, op):
     """((op, size bytes, measured time s) of every out-of-place row, the rank count, the
-    algorithms the logs forced, the GPUs a thread drove that each states, None where one does
-    not), logs checked against the graph."""
+    algorithms and the protocols the logs forced (``{"algorithm": {...}, "protocol": {...}}``),
+    the GPUs a thread drove that each states, None where one does not), logs checked against
+    the graph; ValueError where the rows of one op mix data types or reduction ops (nccl-tests
+    ``-d all``, ``-o all``: calibrate each on its own, e.g. ``df[df["type"] == "float"]``)."""
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
-    out, algorithms, per_thread = [], set(), set()
+    out, forced, per_thread, kinds = [], {"algorithm": set(), "protocol": set()}, set(), {}
     one = isinstance(logs, str) or not hasattr(logs, "__iter__") or hasattr(logs, "columns")   # a DataFrame is one log
     for log in ([logs] if one else list(logs)):
         df = log if hasattr(log, "attrs") and hasattr(log, "columns") else nccl_tests.read(log, op=op)
@@ -69,14 +65,29 @@ def _rows(logs, graph, ranks, op):
         if op is not None and log_op != op:
             raise ValueError(f"{where}: the log tests {log_op}, not {op}")
         checked_log(df, log_op, n, ranks is not None, graph, ranks)
-        if df.attrs.get("algorithm"):
-            algorithms.add(df.attrs["algorithm"])
+        for what, given in forced.items():
+            if df.attrs.get(what):
+                given.add(df.attrs[what])
         per_thread.add(df.attrs.get("gpus_per_thread") or None)
         rows = measured_rows(df)
+        for column in ("type", "redop"):
+            if column in rows.columns:
+                kinds.setdefault((log_op, column), {}).update(dict.fromkeys(rows[column].astype(str), where))
         out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
-    return out, n, algorithms, per_thread
+    _check_kinds(kinds)
+    return out, n, forced, per_thread
+
+
+def _check_kinds(kinds) -> None:
+    """ValueError where the rows of one op (``kinds``: (op, column) -> {value: log}) mix data
+    types or reduction ops (nccl-tests ``-d all``, ``-o all``): they time different kernels."""
+    for (log_op, column), seen in kinds.items():
+        if len(seen) > 1:
+            raise ValueError(f"{', '.join(sorted(set(seen.values())))}: the {log_op} rows mix {column}s "
+                             f"({', '.join(sorted(seen))}; nccl-tests -d all / -o all): calibrate one, e.g. "
+                             f"df[df[{column!r}] == {sorted(seen)[0]!r}] of nccl_tests.read")
 
 
 def _check_hosts(df, graph, ranks, where) -> None:
@@ -126,18 +137,26 @@ def checked_log(df, op, n, given, graph=None, ranks=None):
     """
     where = df.attrs.get("source", "log")
     _check_ranks(df, op, where, n, given)
-    _check_correct(df, where)
+    _check_correct(df, where, n)
+    _check_kinds({(op, c): dict.fromkeys(measured_rows(df)[c].astype(str), where) for c in ("type", "redop")
+                  if c in df.columns})
     if graph is not None:
         _check_hosts(df, graph, ranks, where)
     return df
 
 
-def _check_correct(df, where) -> None:
-    """ValueError where nccl-tests counted wrong results (``#wrong`` > 0): those rows time a
-    collective that did not work, no measurement to fit."""
-    if "#wrong" not in df.columns:
-        return
-    bad = df[df["#wrong"] > 0]
+def _check_correct(df, where, n) -> None:
+    """ValueError where nccl-tests found wrong results: ``#wrong`` > 0, a footer ``Out of bounds
+    values : N FAILED``, or (older nccl-tests) an ``error`` above float round-off for ``n``
+    ranks (:data:`_DELTA_MAX`). Those rows time a collective that did not work, no measurement."""
+    failed = df.attrs.get("out_of_bounds")
+    if failed:
+        raise ValueError(f"{where}: the log's footer says 'Out of bounds values : {failed} FAILED': nccl-tests found "
+                         "wrong results, the run timed a collective that did not work; fix the run")
+    bad = df[df["#wrong"] > 0] if "#wrong" in df.columns else df[:0]
+    if "error" in df.columns:
+        limit = df["type"].map(lambda t: _DELTA_MAX.get(t, 1e-200)) * max(n - 1, 1) if "type" in df.columns else 0.0
+        bad = df[df["error"] > limit]
     if len(bad):
         sizes = ", ".join(str(int(x)) for x in sorted(set(bad["size"]))[:4])
         raise ValueError(f"{where}: nccl-tests counted wrong results in {len(bad)} rows (sizes {sizes} B): "
@@ -149,6 +168,10 @@ def _check_ranks(df, op, where, n, given):
     ``given``): the count its device list or NCCL INFO lines state, else the one its busbw /
     algbw ratios allow; a log that says none is taken at ``ranks=`` only."""
     said, how = df.attrs.get("ranks"), df.attrs.get("ranks_from") or "its device list"
+    span = busbw_range(df, op)               # (a table read without its op was not checked against it)
+    if said is not None and span is not None and not span[0] <= said <= span[1]:
+        raise ValueError(f"{where}: the log's rank counts disagree ({how} says {said}, busbw / algbw of {op} "
+                         f"allows {span[0]} to {span[1]}): is the table of another op or run? Mend the log")
     if said is None:
         said, why = ranks_from_busbw(df, op)
         how = "busbw / algbw"

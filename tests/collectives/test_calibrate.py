@@ -64,7 +64,8 @@ def test_a_launch_latency_reaches_the_flow_timed_ops_and_is_fitted_from_them(op,
     rows = [(s, collective(g, op, s, ranks=ranks, model=truth).time) for s in (2**k for k in range(8, 28, 3))]
     devices = "".join(f"#  Rank {i:2d} Group  0 Pid {i} on host{r // 8} device {r % 8} [0x0f] NVIDIA H100\n"
                       for i, r in enumerate(ranks))
-    log = devices + HEADER + "".join(f"{s} {s // 4} float none 0 {t * 1e6:.2f} 0 0 0\n" for s, t in rows)
+    per = len(ranks) if op == "all_to_all" else 1       # nccl-tests prints all-to-all's count per peer
+    log = devices + HEADER + "".join(f"{s} {s // 4 // per} float none 0 {t * 1e6:.2f} 0 0 0\n" for s, t in rows)
     cal = calibrate(g, [log], op=op, ranks=ranks)
     assert cal.launch_latency == pytest.approx(30e-6, rel=0.02) and "launch_latency" not in cal.unconstrained
     assert cal.residuals["error"].abs().max() < 0.005
@@ -84,8 +85,9 @@ def _hosts_log(op, hosts, rows, algo=None):
                       for r, h in enumerate(hosts))
     info = f"h0:1:1 [0] NCCL INFO NCCL_ALGO set by environment to {algo}\n" if algo else ""
     head = HEADER.rstrip("\n") + "     time   algbw   busbw #wrong\n"
-    return info + devices + head + "".join(f"{s} {s // 4} float none -1 {t * 1e6:.2f} 0 0 0 {t * 1e6:.2f} 0 0 0\n"
-                                           for s, t in rows)
+    per = len(hosts) if op in ("all_gather", "reduce_scatter", "all_to_all") else 1     # nccl-tests' count: per rank
+    return info + devices + head + "".join(f"{s} {s // 4 // per} float none -1 {t * 1e6:.2f} 0 0 0 {t * 1e6:.2f} 0 0 0"
+                                           "\n" for s, t in rows)
 
 
 def test_a_log_of_other_hosts_is_refused_or_said_and_size_0_rows_are_read_past():

@@ -145,7 +145,7 @@ def test_a_missing_log_is_file_not_found_naming_it(tmp_path, monkeypatch):
 def test_the_log_size_is_bounded(tmp_path):
     path = _write(tmp_path, GOOD)
     assert len(nccl_tests.read(path, max_bytes=len(GOOD))) == 3
-    with pytest.raises(ValueError, match=rf"{path}: the file is {len(GOOD)} bytes, more than max_bytes=100"):
+    with pytest.raises(ValueError, match=rf"{path}: the file is {len(GOOD)} bytes, more than the 100-byte limit"):
         nccl_tests.read(path, max_bytes=100)
 
 
@@ -189,16 +189,19 @@ def test_the_op_comes_from_the_test_line_the_binary_or_the_file_name_not_from_an
     matrix = ("Enabled NCCL Func/Proto/Algo Matrix:\n     Function |       LL     LL128    Simple   |\n"
               "    Broadcast |        1        0         1   |\n")
     lines = GOOD.splitlines()
-    body = "\n".join(lines[:1] + [lines[1].replace("hostA", "reduce-node1")] + lines[2:]) + "\n"
-    path = _write(tmp_path, matrix + body, name="sendrecv_perf_2x1.txt")
+
+    def body(count):        # 8 B rows over 2 ranks (algbw, busbw print 0.00): all-gather's, all-to-all's count is 1
+        return "\n".join(lines[:1] + [lines[1].replace("hostA", "reduce-node1")] + lines[2:4]
+                         + [f"8 {count} float sum -1 20.10 0.00 0.00 0 20.00 0.00 0.00 0"]) + "\n"
+    path = _write(tmp_path, matrix + body(2), name="sendrecv_perf_2x1.txt")
     assert nccl_tests.read(path).attrs["op"] == "send_recv"                       # the file name's
     assert nccl_tests.read(path, op="send_recv").attrs["op"] == "send_recv"
-    assert nccl_tests.read(matrix + body).attrs["op"] is None                     # text alone: unsaid
-    assert nccl_tests.read("srun ./build/alltoall_perf -b 8 -e 1G\n" + matrix + body).attrs["op"] == "all_to_all"
+    assert nccl_tests.read(matrix + body(2)).attrs["op"] is None                  # text alone: unsaid
+    assert nccl_tests.read("srun ./build/alltoall_perf -b 8 -e 1G\n" + matrix + body(1)).attrs["op"] == "all_to_all"
     # NGC's containers ship the MPI builds as all_gather_perf_mpi (nccl-tests prints the binary's name)
-    mpi = _write(tmp_path, "# Collective test starting: all_gather_perf_mpi\n" + body, name="run_allreduce_then.txt")
+    mpi = _write(tmp_path, "# Collective test starting: all_gather_perf_mpi\n" + body(1), name="run_allreduce_then.txt")
     assert nccl_tests.read(mpi).attrs["op"] == "all_gather"
-    assert nccl_tests.read("mpirun -np 16 all_gather_perf_mpi -b 8\n" + body).attrs["op"] == "all_gather"
+    assert nccl_tests.read("mpirun -np 2 all_gather_perf_mpi -b 8\n" + body(1)).attrs["op"] == "all_gather"
 
 
 def test_the_bus_bandwidth_factor_is_nccl_tests_and_refuses_what_it_cannot_price():
@@ -215,7 +218,7 @@ def test_the_bus_bandwidth_factor_is_nccl_tests_and_refuses_what_it_cannot_price
 
 
 _HEAD = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
-_ROW = "1048576 262144 float sum -1 30.10 34.84 65.32 0 29.90 35.07 65.76 0\n"
+_ROW = "1048576 262144 float sum -1 30.10 34.84 60.97 0 29.90 35.07 61.37 0\n"     # 8 ranks: busbw 1.75 algbw
 
 
 @pytest.mark.parametrize("token", ["3_0.1", "\uff130.10", "-0.0", "0x1e"])
@@ -232,6 +235,6 @@ def test_rows_with_wrong_results_are_no_measurement_to_fit():
     from flowsolver import calibrate
     log = nccl_tests.read("# nThread 1 nGpus 1\n" + "".join(
         f"#  Rank {r} Group  0 Pid 1 on node47 device {r} [0x1b] NVIDIA H100 80GB HBM3\n" for r in range(8))
-        + _HEAD + _ROW.replace("65.32 0", "65.32 12"), op="all_reduce")
+        + _HEAD + _ROW.replace("60.97 0", "60.97 12"), op="all_reduce")
     with pytest.raises(ValueError, match="wrong results in 1 rows"):
         calibrate(tp.rail_optimized(nodes=1), [log])
