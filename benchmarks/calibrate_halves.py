@@ -45,12 +45,15 @@ SHORT = {"latency": "lat", "net_latency": "net", "bandwidth": "bw", "ll_bandwidt
 TARGET_UP, TARGET_DOWN = 0.05, 0.10
 
 
-def _log(rows, ranks: int, per_host: int) -> str:
-    """An nccl-tests log (device list and out-of-place rows) of ``(size, time s)`` rows, its
-    ranks on hosts of ``per_host`` GPUs each (calibrate checks the hosts against the servers)."""
+def _log(rows, ranks: int, per_host: int, op: str) -> str:
+    """An nccl-tests log (device list and out-of-place rows) of ``(size, time s)`` rows of ``op``,
+    its ranks on hosts of ``per_host`` GPUs each (calibrate checks the hosts against the servers);
+    the count is a rank's elements where nccl-tests' size is every rank's (all-gather,
+    reduce-scatter, all-to-all: src/*.cu), as the reader checks."""
+    per = ranks if op in ("all_gather", "reduce_scatter", "all_to_all") else 1
     devices = "".join(f"#  Rank {r:3d} Group  0 Pid {r} on host{r // per_host} device {r % per_host} [0x0f] GPU\n"
                       for r in range(ranks))
-    return devices + HEADER + "".join(f"{int(s):12d} {int(s) // 4:12d} float sum -1 {t * 1e6:10.2f} 0 0 0\n"
+    return devices + HEADER + "".join(f"{int(s):12d} {int(s) // 4 // per:12d} float sum -1 {t * 1e6:10.2f} 0 0 0\n"
                                       for s, t in rows)
 
 
@@ -124,8 +127,8 @@ def corpus_curves(min_points: int, cache: str | None = None) -> list[dict]:
         sizes, times = [float(p["size"]) for p in points], [p["measured"] for p in points]
         name = curve if names[curve] == 1 else f"{curve} [{nodes}x{gpn}{' ' + env[:12] if env else ''}]"
 
-        def table(idx, sizes=sizes, times=times, n=n, gpn=gpn):
-            return _log([(sizes[i], times[i]) for i in idx], n, gpn)
+        def table(idx, sizes=sizes, times=times, n=n, gpn=gpn, op=S.OPS[points[0]["op"]]):
+            return _log([(sizes[i], times[i]) for i in idx], n, gpn, op)
 
         # how the run was timed: nccl-tests -g N (one thread, N GPUs), one torch.distributed call from idle
         timing = dict(gpus_per_thread=S.gpus_per_thread(env), host_overhead=S.host_overhead(env))

@@ -113,11 +113,10 @@ def _text_of(path_or_text, max_bytes):
     except FileNotFoundError:
         raise FileNotFoundError(errno.ENOENT, "no such nccl-tests log", str(path)) from None
     if size > max_bytes:
-        # (no Python keyword named here: the command line's in_cli_words would rewrite it as an option)
+        # (the command line's in_cli_words reads max_bytes as its --log-max-bytes option)
         raise ValueError(f"{path}: the file is {size} bytes, more than the {max_bytes}-byte limit on an nccl-tests log "
                          "(real logs are under 1 MB; reading takes up to ~50x the file's size in memory): to read it "
-                         "anyway set the environment variable FLOWSOLVER_LOG_MAX_BYTES to its size or more (the "
-                         "command line and Python), or pass nccl_tests.read a larger limit (Python)")
+                         "anyway pass a larger max_bytes (or set the environment variable FLOWSOLVER_LOG_MAX_BYTES)")
     return decoded(path.read_bytes(), str(path), max_bytes), str(path), path.name
 
 

@@ -31,8 +31,11 @@ def _sizes(args):
     return sizes
 
 
-def log_limit(args) -> int:
-    """The largest nccl-tests log to read, in bytes (``--log-max-bytes``: a size such as 512M)."""
+def log_limit(args) -> int | None:
+    """The largest nccl-tests log to read, in bytes (``--log-max-bytes``: a size such as 512M;
+    None when not given: the reader's own, FLOWSOLVER_LOG_MAX_BYTES else 16 MiB)."""
+    if args.log_max_bytes is None:
+        return None
     value = parse_size(args.log_max_bytes, "--log-max-bytes")
     if value < 1:
         raise CliError(f"--log-max-bytes must be at least 1 byte, got {args.log_max_bytes!r}")
@@ -57,6 +60,8 @@ def _measured(args, graph):
     rows = measured_rows(df)
     if args.algorithm == "auto" and df.attrs.get("algorithm"):
         args.algorithm = df.attrs["algorithm"]          # the log's NCCL_ALGO
+    if args.protocol == "auto" and df.attrs.get("protocol"):
+        args.protocol = df.attrs["protocol"]            # the log's NCCL_PROTO
     per_thread = int(df.attrs.get("gpus_per_thread") or 1)     # nccl-tests -g N: one thread, N GPUs
     return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]], per_thread
 

@@ -34,5 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_log_limit(parser) -> None:
     """``--log-max-bytes``: the largest nccl-tests log read (:func:`flowsolver.nccl_tests.read`'s
     ``max_bytes``; the collective command's ``-e/--max-bytes`` is its largest message size)."""
-    parser.add_argument("--log-max-bytes", metavar="SIZE", default=str(LOG_MAX_BYTES),
-                        help=f"largest nccl-tests log to read, in bytes (default {LOG_MAX_BYTES // 2**20}M)")
+    parser.add_argument("--log-max-bytes", metavar="SIZE", default=None,
+                        help=f"largest nccl-tests log to read, in bytes (default: the environment's "
+                             f"FLOWSOLVER_LOG_MAX_BYTES, else {LOG_MAX_BYTES // 2**20}M)")

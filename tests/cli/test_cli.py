@@ -377,13 +377,14 @@ def test_collective_compare_and_calibrate_read_an_nccl_tests_log(capsys, tmp_pat
 def test_a_log_over_the_reader_s_limit_names_log_max_bytes_which_raises_it(capsys, tmp_path):
     pytest.importorskip("pandas")
     big = tmp_path / "sparse.log"
-    with open(big, "wb") as fh:                    # one byte over nccl_tests.read's 256 MiB, stored sparse
+    with open(big, "wb") as fh:                    # over nccl_tests.read's 16 MiB, stored sparse
         fh.truncate(2**28 + 1)
     for argv in (["collective", "--nodes", "1", "--compare", str(big)], ["calibrate", str(big), "--nodes", "1"]):
         assert main(argv) == 2
         err = capsys.readouterr().err
         # -e/--max-bytes is the collective table's largest message size; max_bytes= is Python's
-        assert f"the file is {2**28 + 1} bytes, more than --log-max-bytes {2**28}; pass --log-max-bytes" in err, err
+        assert f"the file is {2**28 + 1} bytes, more than the {2**24}-byte limit" in err, err
+        assert "pass a larger --log-max-bytes" in err, err
         assert " --max-bytes" not in err and "max_bytes" not in err
     log = tmp_path / "rs.log"
     log.write_text(_LOG)
@@ -393,7 +394,7 @@ def test_a_log_over_the_reader_s_limit_names_log_max_bytes_which_raises_it(capsy
                      ["calibrate", str(log), "--nodes", "1", "--json"]):
             assert main(argv + ["--log-max-bytes", limit]) == code
             err = capsys.readouterr().err
-            assert (f"more than --log-max-bytes {n - 1}" in err) == (code == 2), err
+            assert (f"more than the {n - 1}-byte limit" in err) == (code == 2), err
     assert main(["calibrate", str(log), "--nodes", "1", "--log-max-bytes", "0.5"]) == 2
     assert "--log-max-bytes must be a whole number of bytes" in capsys.readouterr().err
     # the reader's message may name the option itself for command-line users: said once
@@ -610,3 +611,23 @@ def test_design_with_no_fabric_it_can_build_exits_2_saying_why(capsys):
     # an unknown link: "0 fabrics timed, front 0" and exit 0; the reason only with --all
     assert main(["design", "--gpus", "64", "--links", "foo"]) == 2
     assert "no fabric could be built or timed: link: unknown link technology 'foo'" in capsys.readouterr().err
+
+
+def test_compare_times_a_log_with_the_protocol_its_nccl_proto_forced(capsys, tmp_path):
+    # NCCL_ALGO in the log was honoured and NCCL_PROTO not: a log run with LL was compared
+    # with NCCL's own choice (Simple at these sizes)
+    pytest.importorskip("pandas")
+    log = tmp_path / "rs.log"
+    log.write_text("host:1:1 [0] NCCL INFO NCCL_PROTO set by environment to LL\n" + _LOG)
+    assert main(["collective", "--nodes", "1", "--compare", str(log), "--json"]) == 0
+    assert {r["protocol"] for r in json.loads(capsys.readouterr().out)} == {"LL"}
+
+
+def test_the_log_limit_from_the_environment_holds_on_the_command_line(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("pandas")
+    log = tmp_path / "rs.log"
+    log.write_text(_LOG)
+    monkeypatch.setenv("FLOWSOLVER_LOG_MAX_BYTES", "100")
+    assert main(["collective", "--nodes", "1", "--compare", str(log), "--json"]) == 2
+    assert "more than the 100-byte limit" in capsys.readouterr().err
+    assert main(["collective", "--nodes", "1", "--compare", str(log), "--json", "--log-max-bytes", "1M"]) == 0
