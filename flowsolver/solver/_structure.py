@@ -170,7 +170,9 @@ def build(rm, capacity, weights, demands, rates, bottleneck, load=None) -> Struc
     is_top = np.isfinite(flow_min) & (level >= flow_min * (1 - RTOL))
     hit_level = flow_min * (1 + RTOL)
     slot_hit = [m <= hit_level for m in slot_min]       # read where is_top only (flow_min finite)
-    capped = np.isfinite(d) & (x >= d * (1 - RTOL))
+    # held by its cap: the solver says so (bottleneck -1), or its rate reaches the cap (a float32
+    # allocation's rates are rounded to 6e-8: the test alone missed its caps)
+    capped = np.isfinite(d) & ((x >= d * (1 - RTOL)) | (b < 0))
     n_top = functools.reduce(np.add, [np.where(h, count_x[s], 0) for h, s in zip(slot_hit, slots)])
     n_con = np.where(is_top, n_top, 0) + capped
     tied_flow = is_top & (n_con >= 2)

@@ -530,3 +530,16 @@ def test_a_collective_over_a_link_of_1e_300_bytes_per_second_differentiates(op, 
         assert not np.isnan(grad).any() and grad[i] == -np.inf
         assert np.isfinite(np.delete(grad, i)).all()
         assert r.time_directional(raw, side) == pytest.approx(-transfer, rel=1e-6)
+
+
+def test_a_float32_allocations_capped_flows_keep_their_demand_derivative():
+    # two flows on a link of 2 bytes/s, flow 0 capped at 0.7: rates (d, 2 - d), so the demand
+    # Jacobian's column 0 is [1, -1]. A float32 allocation's rate 0.7 rounds to 0.69999999: the
+    # cap test at 1e-9 missed it and gave [0, 0]; the solver's bottleneck -1 says it is capped
+    import scipy.sparse as sp
+    from flowsolver import max_min_fair, rate_sensitivity
+    A = sp.csc_matrix(np.array([[1.0, 1.0]]))
+    for dtype in ("float64", "float32"):
+        a = max_min_fair(A, [2.0], demands=[0.7, np.inf], dtype=dtype)
+        col = rate_sensitivity(A, a).demand_jacobian().toarray()[:, 0]
+        assert col.tolist() == [1.0, -1.0], dtype
