@@ -60,6 +60,7 @@ from ._graph_index import GraphIndex, RoutingError, gpu_nodes, graph_memo, uncha
 from ._keys import ranges  # noqa: F401 (for the solver, not in __all__)
 from ._links import HOP_CLASSES, Bottleneck, LinkTable, first_tier, link_efficiency
 from ._matrix import MergedRouting, RoutingMatrix, checked_fractions  # noqa: F401 (checked_fractions: for the solver)
+from ._matrix_check import checked_matrix  # noqa: F401 (for the solver)
 from ._policies import POLICIES, Policy, PolicyCall, policy_of, register_policy
 # the built-in policies register themselves, in this order (POLICIES' order)
 from . import _policy_ecmp, _policy_dor, _policy_dragonfly, _policy_shortest  # noqa: F401,E402

@@ -80,7 +80,7 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         Dense method: shrink a single large problem on the host as its flows freeze
         (default: on for a single scenario of more than ``_dense.COMPACT_FLOWS`` flows;
         batches are never compacted).
-    method : "auto", "dense" or "frontier"
+    method : "auto", "dense", "frontier" or "exact"
         ``"dense"`` tests every link in every round (a batch runs as one problem of disjoint copies);
         ``"frontier"`` tests only the lowest-share links each round, at a cost independent
         of the number of flows (see ``flowsolver.solver._frontier``; a batch is solved
@@ -89,7 +89,8 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         at most 32 links and few capped flows, dense otherwise. Wider paths (fluid ECMP over
         many spines) count their wide segments once each (``_frontier_paths.split_paths``), and
         auto runs dense rounds on them while each freezes at least 1 % of the flows left,
-        then the frontier on the flows left (``_frontier.solve_auto``).
+        then the frontier on the flows left (``_frontier.solve_auto``). ``"exact"``:
+        progressive filling in rational arithmetic (at most 100,000 link-flow pairs).
     device : "auto", "cpu", "accelerator" or a jax.Device
         Where the kernels run. ``"auto"`` (default): on the CPU for problems of fewer than
         ``_placement.AUTO_CPU_SLOTS`` flow-slots over all scenarios, where an accelerator's
@@ -227,4 +228,8 @@ def fair_rates(routing, capacity=None, demands=None, *, weights=None, method: st
                          "(the solve runs on the host: jax.vmap and jax.jit cannot trace it)")
     cap = rm.capacity if capacity is None else capacity
     d = rm.demands if demands is None else demands
+    for name, value, n, what in (("capacity", cap, rm.n_links, "links"), ("demands", d, rm.n_flows, "flows")):
+        if np.ndim(value) not in (0, 1):
+            raise ValueError(f"{name}: fair_rates solves one scenario (shape ({n},), one per {what[:-1]}), got shape "
+                             f"{np.shape(value)}; call it once per scenario")
     return make_fair_rates(rm, w, method, max_min_fair, rate_sensitivity)(jnp.asarray(cap), jnp.asarray(d))

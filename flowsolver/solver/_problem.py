@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _checks
-from ..routing import MergedRouting, RoutingMatrix, checked_fractions, ranges
+from ..routing import MergedRouting, RoutingMatrix, checked_fractions, checked_matrix, ranges
 
 _TRACES = {"count": 0}
 
@@ -272,7 +272,10 @@ def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds
     """Check :func:`~flowsolver.max_min_fair`'s arguments (see there); returns the problem
     and the MergedRouting whose rates are to be expanded (or None)."""
     rm, merged = _as_routing(routing)
-    dtype = np.dtype("float64" if dtype is None else dtype)
+    try:
+        dtype = np.dtype("float64" if dtype is None else dtype)
+    except TypeError:
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}") from None
     if dtype not in (np.dtype("float32"), np.dtype("float64")):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype}")
     cap = _per("capacity", capacity, rm.n_links, rm.capacity, what="link")
@@ -309,7 +312,7 @@ def _as_routing(routing) -> tuple[RoutingMatrix, MergedRouting | None]:
     if isinstance(routing, MergedRouting):
         return routing.routing, routing
     if isinstance(routing, RoutingMatrix):
-        return routing, None
+        return checked_matrix(routing), None
     if sp.issparse(routing):
         m = checked_fractions(routing)
         m.eliminate_zeros()
@@ -319,8 +322,11 @@ def _as_routing(routing) -> tuple[RoutingMatrix, MergedRouting | None]:
 
 
 def _real_array(name, value) -> np.ndarray:
-    """``value`` as a float64 array; complex, boolean or non-numeric input is an error."""
-    raw = np.asarray(value)
+    """``value`` as a float64 array; complex, boolean, ragged or non-numeric input is an error."""
+    try:
+        raw = np.asarray(value)
+    except ValueError:                                  # ragged nested lists
+        raise ValueError(f"{name} must be a rectangular array of numbers (rows of equal length)") from None
     if raw.dtype == object:
         try:
             raw = raw.astype(np.float64)

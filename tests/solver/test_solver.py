@@ -2,6 +2,8 @@
 method, the result) against REFERENCE.md's exact cases, a NumPy oracle and properties;
 the frontier method is tested in test_frontier.py."""
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from hypothesis import strategies as st
 
 import flowsolver as fs
 import topologies as tp
-from flowsolver import Flows, Status, max_min_fair, route
+from flowsolver import Flows, RoutingMatrix, Status, max_min_fair, route
 from flowsolver.solver import _dense, bucket_size, trace_count
 
 from ..oracle import assert_max_min_fair, progressive_filling
@@ -372,3 +374,37 @@ def test_padding_is_spread_over_the_padding_links_and_segments():
     assert np.bincount(pad_slots).max() == -(-len(pad_slots) // pad_segs)
     np.testing.assert_allclose(rates(max_min_fair(rm, method="dense")), progressive_filling(rm.to_scipy(), rm.capacity),
                                rtol=1e-9)
+
+
+def _by_hand(**changes):
+    base = dict(seg_ptr=np.array([0, 1, 2]), seg_link=np.array([0, 1], np.int32), seg_frac=np.array([1.0, 1.0]),
+                flow_seg=np.array([[0], [1]], np.int32), flow_coef=None, capacity=np.array([1.0, 1.0]),
+                weights=np.ones(2), demands=np.full(2, np.inf))
+    return RoutingMatrix(**{**base, **changes})
+
+
+@pytest.mark.parametrize("changes, says", [
+    (dict(seg_link=np.array([0, 7], np.int32)), "seg_link must be link indices in 0 ... 1"),
+    (dict(flow_seg=np.array([[0], [5]], np.int32)), "flow_seg must be segment indices in -1 ... 1"),
+    (dict(seg_ptr=np.array([0, 2, 1])), "seg_ptr must rise from 0"),
+    (dict(flow_coef=np.array([[1.0], [-1.0]])), "flow_coef must be None or finite coefficients >= 0"),
+    (dict(seg_frac=np.array([1.0, np.nan])), "seg_frac must be finite fractions >= 0"),
+])
+@pytest.mark.parametrize("method", ["dense", "frontier", "auto"])
+def test_a_routing_matrix_built_by_hand_is_checked(changes, says, method):
+    # a link index past the capacities came back as an infinite rate with status ok (dense),
+    # an AssertionError (frontier); a negative coefficient counted as 0
+    assert max_min_fair(_by_hand(), method=method).rates.tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match=f"routing: .*{re.escape(says)}"):
+        max_min_fair(_by_hand(**changes), method=method)
+
+
+def test_bad_capacity_shapes_and_dtypes_name_the_parameter():
+    A = sp.csc_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
+    with pytest.raises(ValueError, match="capacity must be a rectangular array"):
+        max_min_fair(A, [[1.0, 1.0], [1.0]])
+    with pytest.raises(ValueError, match="dtype must be 'float32' or 'float64', got 'foo'"):
+        max_min_fair(A, [1.0, 1.0], dtype="foo")
+    from flowsolver.solver import fair_rates
+    with pytest.raises(ValueError, match=r"capacity: fair_rates solves one scenario \(shape \(2,\)"):
+        fair_rates(A, np.array([[3.0, 1.0], [1.0, 3.0]]))
