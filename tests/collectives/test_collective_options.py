@@ -142,3 +142,25 @@ def test_the_result_says_how_many_channels_run_at_its_size():
     runs = [collective(g, "all_reduce", s, algorithm="tree", protocol="Simple") for s in (65535, 65536, 1 << 20)]
     assert [r.channels for r in runs] == [16, 16, 16]
     assert [r.channels_run for r in runs] == [1, 2, 16]
+
+
+def test_a_gpu_type_nccls_model_does_not_know_is_said_once():
+    # 'h100-sxm' for 'h100_sxm' silently timed the server with no GPU generation (no NVLS, no
+    # per-generation caps): a warning names it, once a process
+    import warnings
+
+    import topologies as tp
+    from flowsolver import collective
+    from flowsolver.collectives import _hardware
+    g = tp.rail_optimized(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        collective(g, "all_reduce", 2 ** 20)                 # a known type: nothing said
+    for n in tp.gpus(g):
+        g.nodes[n]["gpu_type"] = "h100-sxm-typo"
+    _hardware._WARNED.discard("h100-sxm-typo")
+    with pytest.warns(RuntimeWarning, match="GPU type 'h100-sxm-typo' has no NCCL generation"):
+        collective(g, "all_reduce", 2 ** 20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        collective(g, "all_reduce", 2 ** 21)                 # said once
