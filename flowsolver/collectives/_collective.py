@@ -61,7 +61,12 @@ class Planned:
 
 
 def _merged(per_group, p):
-    """Step ``j`` of every group as one step, the positions of group ``g`` offset by ``g p``."""
+    """Step ``j`` of every group as one step, the positions of group ``g`` offset by ``g p``;
+    None where the groups' schedules do not align step for step (groups laid out unlike: a
+    tree of 2 x 4 GPUs has 15 steps, of 1 x 8 11; or other repetition counts)."""
+    shape = {tuple((st.count, st.latency_count) for st in steps) for steps in per_group}
+    if len(shape) > 1:
+        return None
     merged, cache = [], {}
     for parts in zip(*per_group):
         key = tuple(st.flows for st in parts)
@@ -146,7 +151,6 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
         raise ValueError(f"no algorithm for {op} can run on these ranks with protocol {options.protocol!r}{limited}")
     chunk = float(options.chunk)
     plans = {}
-    distinct = [layout for layout, _ in distinct]
     for a in names:
         sched = "ring" if algorithm_of(a).derived(op) else a
         # groups laid out alike share one RankLayout object (participants), and but for NVLS the
@@ -159,6 +163,15 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
                 by_layout[id(layout)] = schedule(op, sched, p, size, of(layout), chunk)
         per_group = [by_layout[id(layout)] for _, layout in laid]
         plans[a] = per_group[0] if len(per_group) == 1 else _merged(per_group, p)
+        if plans[a] is None:                    # lockstep cannot run unlike schedules step for step
+            if algorithm != "auto":
+                raise ValueError(f"algorithm {a!r} runs a different schedule on groups laid out unlike (other "
+                                 "servers or GPUs a server): lockstep=True needs them step for step; time them "
+                                 "with lockstep=False (each on its own clock)")
+            del plans[a]
+    if not plans:
+        raise ValueError(f"no algorithm for {op} runs the same schedule on every group: time groups laid out unlike "
+                         "with lockstep=False")
     return Planned(ranks, p, plans, hw, laid[0][0], laid[0][1], tuple(hws))
 
 

@@ -43,12 +43,11 @@ def _plan(graph, spec, options):
     """(ranks, algorithm, steps) of one collective; ``"auto"`` is the fastest alone."""
     opts = replace(options, channels=spec.get("channels"))
     algorithm = spec.get("algorithm", "auto")
+    check_call(spec["op"], algorithm, spec["size"], opts)     # the protocol as given, also under auto
     if algorithm == "auto":   # NCCL's choice alone, as collective() makes it (collective_with checks every argument)
         tuned = opts.step_latency is None
         chooser = replace(opts, tuner=tuned, protocol="auto" if tuned else opts.protocol)
         algorithm = collective_with(graph, spec["op"], spec["size"], spec.get("ranks"), "auto", chooser).algorithm
-    else:
-        check_call(spec["op"], algorithm, spec["size"], opts)
     ranks, layout = participants(graph, spec["op"], spec.get("ranks"), opts.channels)
     if why := unavailable(algorithm, len(ranks), layout):
         raise ValueError(f"algorithm {algorithm!r} {why}")
@@ -130,8 +129,10 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
     NCCL sees unlike (other node counts or GPUs a node: 2 x 4 beside 1 x 8) are each timed with
     their own view of the merged solve and the slowest sets the time; the merged steps' transfer
     is the slowest group's, so a faster group's constants on it can overstate (ring, 256 MiB,
-    2 x 4 beside 1 x 8 H100: 4 % above the slower group alone). Without it, every collective
-    advances on its own clock, event by event.
+    2 x 4 beside 1 x 8 H100: 4 % above the slower group alone); an algorithm whose schedule
+    differs between them (a tree: 15 steps on 2 x 4, 11 on 1 x 8) cannot run step for step and
+    is refused when asked for, skipped by ``"auto"``. Without it, every collective advances on
+    its own clock, event by event.
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(nodes=2)
