@@ -28,7 +28,14 @@ the wrong one, ``b``'s own flows got a share computed with or without it; so is 
 room is not: no rounding could have frozen it at ``b`` (its load's error is ``K``'s). What a
 contested flow can cost the lightest of ``b``'s own is the contested load beside its own:
 ``C_b / m_b`` (``C_b`` the contested flows' load on ``b``, ``m_b`` the smallest load of a flow
-frozen at ``b``). A scenario is *well-conditioned* when ``K_b (1 + C_b / m_b)`` stays below
+frozen at ``b``); a flow frozen at ``b`` whose rate is also its cap ties its cap with ``b``
+and counts as contested too. Two more terms read every saturated link ``a``, bottleneck of a
+flow or not (a tie there can hide under a flow held by its cap): where a flow frozen elsewhere
+at level ``t`` ties ``a``, the flow may have taken ``a``'s residual at ``t``, whose error factor
+is ``(c_a + below) / (t x above)`` (``below`` the load of ``a``'s flows under ``t``, ``above``
+the weight at ``t`` and over); and a flow on ``a`` above ``t`` carries what is left of ``a`` to
+rounding, its load against the tied load as ``C / m``. A scenario is *well-conditioned* when
+the largest of these, ``K_b (1 + C_b / m_b)`` and the saturated links' terms, stays below
 :data:`LIMITS` for its dtype (1e6 for float64: every rate within ~1e-10 relative). (Until
 2026-12-05 every flow on ``b`` that topped another link counted as contested, however early
 it froze: log-normal weights on a fat-tree were refused though float64 had them to 1e-13.)
@@ -60,6 +67,8 @@ from scipy.sparse import csr_matrix
 from . import _exact
 from ._allocation import Raw
 from .._tolerance import RTOL
+from ._ties import summed as _summed
+from ._ties import tied_pairs as _tied_pairs
 
 #: weight x fraction products within this factor of each other (over the whole problem)
 #: cannot lose more than ~1e-12 to cancellation in float64: no check
@@ -110,7 +119,7 @@ def _fraction_range(rm) -> tuple[float, float]:
     return known
 
 
-def error_factor(A_csr, capacity, weights, rates, bottleneck) -> float:
+def error_factor(A_csr, capacity, weights, rates, bottleneck, demands=None) -> float:
     """The largest ``K_b (1 + C_b / m_b)`` over the bottleneck links of one solved scenario (see
     the module docstring; ``inf`` where a bottleneck's own flows got nothing from a link of
     positive capacity). ``A_csr`` is the expanded matrix (links x flows, scipy CSR): the
@@ -136,8 +145,18 @@ def error_factor(A_csr, capacity, weights, rates, bottleneck) -> float:
     top = np.full(L, -np.inf)
     np.maximum.at(top, rows, level[cols])
     is_max = _is_max(link_load[rows], cap[rows], top[rows], level[cols])
-    tops = np.bincount(cols[is_max], minlength=len(x))
+    tops = np.bincount(cols[is_max], minlength=len(x)) + _at_cap(x, demands, bottleneck)
     return _bound([A_csr], cap, np.broadcast_to(np.asarray(weights, dtype=np.float64), x.shape), level, x, bottleneck, link_load, top, tops)
+
+
+def _at_cap(x, demands, bottleneck) -> np.ndarray:
+    """1 for a flow frozen at a link whose rate is also its cap to within :data:`TIE` (its cap
+    ties the link: either could have held it, and the link's other flows get a residual with or
+    without its load), else 0 (``demands`` None: no caps)."""
+    if demands is None:
+        return np.zeros(len(x), dtype=np.int64)
+    d = np.broadcast_to(np.asarray(demands, dtype=np.float64), x.shape)
+    return (np.isfinite(d) & (x >= d * (1 - TIE)) & (np.asarray(bottleneck) >= 0)).astype(np.int64)
 
 
 def _is_max(load, cap, top, level):
@@ -156,7 +175,8 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
     b = np.asarray(bottleneck, dtype=np.int64)
     L = len(cap)
     links = np.unique(b[b >= 0])
-    if not len(links):
+    is_r = _examined(b, link_load, cap)
+    if not is_r.any():
         return 1.0
     blocks = [(p, 0) if not isinstance(p, tuple) else p for p in parts]
 
@@ -177,9 +197,12 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
         R += np.bincount(rows[own], weights=load[own], minlength=L)
         np.minimum.at(t_link, rows[own], level[cols[own]])
         np.minimum.at(m, rows[own], load[own])
-        on = is_b[rows]
+        on = is_r[rows]
         pairs.append(_summed(rows[on] * G + rank[cols[on]], load[on], A.data[on] * weights[cols[on]]))
-    tied = _tied_pairs(pairs, G, cap, level, rank)
+    tied, tie_k = _tied_pairs(pairs, G, cap, level, rank)
+    worst_tie = 1.0                     # a flow frozen elsewhere, tied here: this link's residual
+    # on any saturated link: the lowest level a flow frozen elsewhere ties it at, their load there
+    t_tie, C_tie = np.full(L, np.inf), np.zeros(L)
     C, base = np.zeros(L), cap.copy()
     M = csr_matrix((L, L))
     for A, lo in blocks:
@@ -191,7 +214,13 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
         is_max = _is_max(link_load[rows], cap[rows], top[rows], level[cols])
         own = b[cols] == rows
         foreign = is_b[rows] & ~own & (level[cols] > 0)
-        contested = foreign & np.isin(rows * G + rank[cols], tied) | own & (tops[cols] - is_max > 0)
+        key = rows * G + rank[cols]
+        at_tie = is_r[rows] & ~own & (level[cols] > 0) & np.isin(key, tied)
+        if at_tie.any():                # the float may have frozen it here, by this residual
+            worst_tie = max(worst_tie, float(np.max(tie_k[np.searchsorted(tied, key[at_tie])])))
+        np.minimum.at(t_tie, rows[at_tie], level[cols[at_tie]])
+        C_tie += np.bincount(rows[at_tie], weights=load[at_tie], minlength=L)
+        contested = foreign & at_tie | own & (tops[cols] - is_max > 0)
         C += np.bincount(rows[contested], weights=load[contested], minlength=L)
         # flows held by their caps carry a factor 1 (one rounding of d / w x w)
         capped = earlier & (b[cols] < 0)
@@ -199,6 +228,19 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
         chain = earlier & (b[cols] >= 0)
         # entries (row b, earlier flow's bottleneck b(g)) with weight A x: one product per level
         M = M + csr_matrix((load[chain], (rows[chain], b[cols[chain]])), shape=(L, L))
+    # a flow above such a tie on a saturated link (capped, or frozen at a link of its own later)
+    # carries what is left of the link once the tied load is in, to rounding: its rate is the
+    # cancelled residual (a capped flow reported at its cap, 3e-5 off, on no bottleneck row)
+    m_tie = np.full(L, np.inf)
+    for A, lo in blocks:
+        rows, cols, load = entries(A, lo)
+        above = np.isfinite(t_tie[rows]) & (level[cols] > t_tie[rows] * (1 + TIE))
+        np.minimum.at(m_tie, rows[above], load[above])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tie_rel = np.where(m_tie > 0, C_tie / m_tie, np.where(np.isfinite(m_tie), np.inf, 0.0))
+    tie_factor = max(1 + float(np.max(tie_rel, initial=0.0)), worst_tie)
+    if not len(links):
+        return tie_factor
     K = np.ones(L)
     order = links[np.argsort(t_link[links], kind="stable")]
     levels = t_link[order]
@@ -211,49 +253,22 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
             K[group] = np.where(R[group] > 0, num / R[group], np.where(cap[group] > 0, np.inf, 1.0))
     with np.errstate(invalid="ignore", divide="ignore"):
         C_rel = np.where(m[links] > 0, C[links] / m[links], np.where(C[links] > 0, np.inf, 0.0))
-    return float(np.max(K[links] * (1 + C_rel)))
+    return max(float(np.max(K[links] * (1 + C_rel))), tie_factor)
 
 
-def _summed(keys, *values):
-    """``keys`` (sorted, distinct) and each of ``values`` summed per key."""
-    keys, at = np.unique(keys, return_inverse=True)
-    return (keys, *(np.bincount(at.reshape(-1), weights=v, minlength=len(keys)) for v in values))
-
-
-def _tied_pairs(pairs, G, cap, level, rank) -> np.ndarray:
-    """The keys ``row * G + level rank`` of the (bottleneck link, level) pairs where the link was
-    full to within :data:`TIE` at that level: its load with every flow on it held at the level,
-    ``V(t) = sum of min(x_f, t w_f)`` (the loads of flows below ``t``, ``t`` x the weight of the
-    others), reaches its capacity less ``TIE`` x what the flows at ``t`` and above carry (plus
-    the sums' own rounding). There a flow frozen at another link at level ``t`` could have been
-    frozen here: the rounding's choice of link moves this link's residual by its load."""
-    keys, load, weight = _summed(*(np.concatenate(p) for p in zip(*pairs)))
-    if not len(keys):
-        return keys
-    rows = keys // G
-    t_of = np.empty(G)
-    t_of[rank] = level
-    t = t_of[keys % G]
-    start = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-    first = np.repeat(start, np.diff(np.r_[start, len(keys)]))
-
-    def before(v):                                  # per pair: the sum of v over the row's lower levels
-        run = np.cumsum(v) - v
-        return run - run[first]
-
-    below = before(load)
-    above = np.add.reduceat(weight, start)[np.searchsorted(start, np.arange(len(keys)), side="right") - 1] \
-        - before(weight)                            # the weight at this level and above
-    V = below + t * above
-    c = cap[rows]
-    return keys[c - V <= TIE * t * above + 16 * np.finfo(np.float64).eps * (c + V)]
+def _examined(b, link_load, cap) -> np.ndarray:
+    """The links the bound reads: the bottleneck links and every saturated link (where a tie
+    can hide under a flow held by its cap)."""
+    rows = (link_load >= cap * (1 - TIE)) & (cap > 0)
+    rows[b[b >= 0]] = True
+    return rows
 
 
 #: expanded entries (link, flow) per block of :func:`factored_error_factor`'s bottleneck rows
 BLOCK_ENTRIES = 1 << 23
 
 
-def factored_error_factor(rm, capacity, weights, rates, bottleneck) -> float:
+def factored_error_factor(rm, capacity, weights, rates, bottleneck, demands=None) -> float:
     """:func:`error_factor` of the routing matrix ``rm`` (a RoutingMatrix) without expanding
     it: per-link loads and largest levels from its segments; per flow, how many saturated
     links it tops, from the two smallest thresholds of each segment; and only the rows of
@@ -283,10 +298,8 @@ def factored_error_factor(rm, capacity, weights, rates, bottleneck) -> float:
         np.maximum.at(seg_top, segs[ok], level[ok])
     top = np.full(L, -np.inf)
     np.maximum.at(top, rm.seg_link, seg_top[rm.entry_segment])
-    tops = _tops(rm, level, np.where(link_load >= cap * (1 - TIE), top * (1 - TIE), np.inf))
-    is_b = np.zeros(L, dtype=bool)
-    is_b[b[b >= 0]] = True
-    return _bound(list(_bottleneck_blocks(rm, is_b)), cap, np.broadcast_to(np.asarray(weights, dtype=np.float64), x.shape),
+    tops = _tops(rm, level, np.where(link_load >= cap * (1 - TIE), top * (1 - TIE), np.inf)) + _at_cap(x, demands, b)
+    return _bound(list(_bottleneck_blocks(rm, _examined(b, link_load, cap))), cap, np.broadcast_to(np.asarray(weights, dtype=np.float64), x.shape),
                   level, x, b,
                   link_load, top, tops)
 
@@ -364,7 +377,8 @@ def settle(problem, raw, method: str):
         if not bool(mine(raw.converged, i)):
             continue
         factor = factored_error_factor(rm, pick(problem.capacity, i), pick(problem.weights, i),
-                                       np.asarray(mine(raw.rates, i), dtype=np.float64), mine(raw.bottleneck, i))
+                                       np.asarray(mine(raw.rates, i), dtype=np.float64), mine(raw.bottleneck, i),
+                                       pick(problem.demands, i))
         if not factor <= limit:
             bad.append(i)
     if not bad:

@@ -181,3 +181,37 @@ def test_the_tie_a_flow_frozen_elsewhere_makes_is_still_contested():
     whole, factored = both(rm, np.array([3.0, 3.0]), np.array([1e-9, 1e9, 2e-9]), x, np.array([0, 1, 1]))
     assert_same(whole, factored)
     assert factored > 3.0 / 3e-18
+
+
+@pytest.mark.parametrize("A, cap, w, d", [
+    # float64 ties link 0 and link 1 to an ulp and freezes flow 0 at link 0 first; flow 1 then
+    # gets link 1's cancelled residual, above its cap, and was reported capped, 3e-5 off
+    # (link 1 is no flow's bottleneck: the bound never read it)
+    ([[1.0, 0.0], [1.0, 1.0]], [1.683267733452257, 1.6832677334550112], [0.7973360462592236, 1.3046679389195903e-12],
+     [np.inf, 2.754386105983647e-12]),
+    # flow 2's cap ties link 0's share: float64 froze it at link 0 beside flow 1, whose rate then
+    # came from link 0's share where the exact answer has link 0's residual after the cap, 1.4e-8 off
+    ([[0.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1 / 3, 0.0, 0.0]], [7.500000000000001, 9.387728932070048e-08, 1.0],
+     [0.0001226951273211481, 0.00012619217724159002, 19883.986981628175], [np.inf, np.inf, 7.499999952401834]),
+])
+@pytest.mark.parametrize("method", ["dense", "frontier"])
+def test_ties_that_caps_hide_are_caught_and_solved_exactly(A, cap, w, d, method):
+    # (adversarial draws, 2026-12-06: the bound said 1 and 3.06 with status ok)
+    A = np.array(A)
+    a = max_min_fair(sp.csc_matrix(A), cap, weights=w, demands=d, method=method)
+    assert_exact(a.rates, rational_filling(A, cap, w, d))
+
+
+def test_the_tie_test_sums_each_link_on_its_own():
+    # one link's sums were a running sum over every earlier link less the row's start: beside a
+    # link of 1e16 bytes/s a tie on a link of 4 vanished. The same problem with an unrelated
+    # link and flow first must give the same bound
+    A = np.array([[1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    cap, w = np.array([4.0, 3.0, 1.0]), np.array([1e9, 1e-9, 1e9, 2e-9])
+    x, b = np.array([1.0, 3e-18, 3.0, 6e-18]), np.array([2, 0, 1, 1])
+    alone = _conditioning.error_factor(sp.csr_matrix(A), cap, w, x, b)
+    big = np.zeros((4, 5))
+    big[0, 0], big[1:, 1:] = 1.0, A
+    with_big = _conditioning.error_factor(sp.csr_matrix(big), np.r_[1e16, cap], np.r_[1.0, w], np.r_[1e16, x],
+                                          np.r_[0, b + 1])
+    assert with_big == pytest.approx(alone, rel=1e-12) and alone > 1e18
