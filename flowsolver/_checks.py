@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import sys
 import threading
+import warnings
 
 import numpy as np
 
@@ -175,3 +177,12 @@ def checked_graph(graph):
     if pin is not None and pin[1]:
         return graph
     return tp.validate_edited(graph)
+
+
+def warn_at_caller(message: str, category=UserWarning) -> None:
+    """``warnings.warn(message, category)`` pointed at the first frame outside the flowsolver
+    package (the user's line, however deep the library's own calls are)."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("flowsolver."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -33,7 +33,7 @@ from ._status import Status
 from ._sweep_grid import (COLLECTIVE_KEYS, COLLECTIVE_METRICS, DEFAULTS, TOPOLOGY_KEYS, TRAIN_KEYS, TRAIN_METRICS,
                           expand_grid)
 from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, ok_row_problem, read_rows, \
-    scenario_id, typed_frame, write_atomic, default_cache_dir
+    scenario_id, typed_frame, write_atomic, default_cache_dir, empty
 from .collectives import CollectiveOptions, collective, collective_variants
 from .routing import policy_of
 from .training import step_arguments, training_step
@@ -397,7 +397,7 @@ class _Table:
         cut = self.columns.index(next(k for k in METRICS if k in self.columns))
         # ... and the metric columns of the other task's rows (a collective grid dropped a training
         # row's step_time from the file, and a training grid a collective row's time)
-        held = {key for r in self.rows for key, v in r.items() if key in METRICS and _filled(v)}
+        held = {key for r in self.rows for key, v in r.items() if key in METRICS and not empty(v)}
         metrics = [k for k in METRICS if k in self.columns or k in held]
         self.file_columns = self.columns[:cut] + list(dict.fromkeys(extra)) + metrics
         self.todo = [i for i, sid in enumerate(self.ids) if sid not in have]
@@ -427,13 +427,6 @@ class _Table:
         df["_order"] = df["id"].map(self.order)
         return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)
 
-
-def _filled(value) -> bool:
-    """Whether a row's cell holds a value (not empty, None, NaN or pandas' NA)."""
-    try:
-        return not (value is None or value == "" or value != value)
-    except TypeError:           # pandas' NA has no truth value: empty
-        return False
 
 
 #: the metric columns a finished row of each task has filled, each in its range (OK_RANGES; a

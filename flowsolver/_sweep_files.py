@@ -58,7 +58,7 @@ def ok_row_problem(row: dict, keys) -> str | None:
             if not isinstance(value, str) or not value:
                 return f"{key} is empty"
             continue
-        if _empty(value):                                  # (an empty CSV cell reads as NaN)
+        if empty(value):                                  # (an empty CSV cell reads as NaN)
             return f"{key} is empty or NaN"
         try:
             number = float(value)
@@ -74,7 +74,7 @@ def ok_row_problem(row: dict, keys) -> str | None:
     return None
 
 
-def _empty(value) -> bool:
+def empty(value) -> bool:
     """Whether a cell holds nothing: None, "", NaN or pandas' NA (which has no truth value)."""
     try:
         return bool(value is None or value == "" or value != value)

@@ -5,8 +5,6 @@ and checked against the graph's; and the options the rows are timed with (:func:
 from __future__ import annotations
 
 import math
-import sys
-import warnings
 from dataclasses import replace
 
 from .. import _checks, nccl_tests
@@ -107,10 +105,7 @@ def _check_hosts(df, graph, ranks, where) -> None:
     if hosts < servers:
         raise ValueError(said)
     if hosts > servers:
-        frame, level = sys._getframe(0), 1        # the warning names the caller's line, not the library's
-        while frame is not None and frame.f_globals.get("__name__", "").startswith("flowsolver."):
-            frame, level = frame.f_back, level + 1
-        warnings.warn(said + " (unless the hosts are containers sharing those servers)", stacklevel=level)
+        _checks.warn_at_caller(said + " (unless the hosts are containers sharing those servers)")
 
 
 def measured_rows(df):

@@ -4,10 +4,9 @@ count NCCL would set (:class:`~._nccl_model.Hardware`)."""
 
 from __future__ import annotations
 
-import warnings
-
 import topologies as tp
 
+from .. import _checks
 from ..routing import gpu_nodes, graph_memo, link_efficiency
 from ._layout import near_nics, server_nics
 from ._nccl import GPU_GENERATION
@@ -104,9 +103,19 @@ def _say_unknown(names) -> None:
     per-generation bandwidth caps, which changes the answer (2 x 8 H100: 0.714 -> 0.467 ms)."""
     for name in sorted(map(str, set(names) - _WARNED)):
         _WARNED.add(name)
-        warnings.warn(f"GPU type {name!r} has no NCCL generation in flowsolver's model (known: "
-                      f"{', '.join(sorted(GPU_GENERATION))}): its collectives are timed without NVLS or the "
-                      "per-generation bandwidth caps (a misspelt name?)", RuntimeWarning, stacklevel=4)
+        _checks.warn_at_caller(f"GPU type {name!r} has no NCCL generation in flowsolver's model (known: "
+                               f"{', '.join(sorted(GPU_GENERATION))}): its collectives are timed without NVLS or "
+                               "the per-generation bandwidth caps (a misspelt name?)", RuntimeWarning)
+
+
+def _say_mixed(types) -> None:
+    """Warn once a process for each set of GPU types one collective's ranks mix: NCCL's model
+    then has no one generation for them (no NVLS, no per-generation caps)."""
+    key = "+".join(sorted(map(str, types)))
+    if len(types) > 1 and key not in _WARNED:
+        _WARNED.add(key)
+        _checks.warn_at_caller(f"the ranks mix GPU types {sorted(map(str, types))}: their collectives are timed "
+                               "with no GPU generation (no NVLS, no per-generation bandwidth caps)", RuntimeWarning)
 
 
 def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
@@ -126,6 +135,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     types = {graph.nodes[g].get("gpu_type") for g in gpus}
     generation = GPU_GENERATION.get(next(iter(types))) if len(types) == 1 else None
     _say_unknown(types - set(GPU_GENERATION) - {None})
+    _say_mixed(types - {None})
     switches = [_nvswitch_of(graph, g) for g in gpus]
     nvswitch = all(s is not None for s in switches)
     nvlink_bw = 0.0

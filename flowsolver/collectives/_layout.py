@@ -103,8 +103,6 @@ def near_nics(graph, gpu) -> tuple:
     return ()
 
 
-
-
 def _nvls_switch(graph, gpu_nodes, n_servers):
     """(the NVSwitch every GPU hangs off, "") or (None, why not): the graph's structure only."""
     if n_servers > 1:
@@ -204,9 +202,9 @@ def without_nvls(graph, layout: RankLayout) -> RankLayout:
 
 def _nic_sides(graph, nodes, ranks, groups):
     """Per server, its positions grouped by each GPU's NIC (its ``rail``, else the first of
-    :func:`near_nics`), NICs in order of first appearance; None unless some server of several NICs has GPUs
-    sharing one (where every GPU has its own NIC, or one NIC serves all, the rail rule of
-    :func:`_ring_orders` already spreads the rings as NCCL does)."""
+    :func:`near_nics`), NICs in rail order (by name where there are no rails); None unless some
+    server of several NICs has GPUs sharing one (where every GPU has its own NIC, or one NIC
+    serves all, the rail rule of :func:`_ring_orders` already spreads the rings as NCCL does)."""
     near = graph_memo(graph, "first-near-nic", dict)
     out, shared = [], False
     for members in groups:
@@ -216,7 +214,10 @@ def _nic_sides(graph, nodes, ranks, groups):
             if gpu not in near:          # its rail (the NIC a server model gives it), else its nearest NIC
                 near[gpu] = graph.nodes[gpu].get("rail", next(iter(near_nics(graph, gpu)), None))
             by.setdefault(("own", pos) if near[gpu] is None else near[gpu], []).append(pos)
-        out.append(tuple(tuple(s) for s in by.values()))
+        # in NIC order (rails by number): ring c leaves and enters every server on the same rail
+        # whatever order the ranks list a server's GPUs in
+        ordered = sorted(by.items(), key=lambda kv: (0, kv[0], "") if isinstance(kv[0], int) else (1, 0, str(kv[0])))
+        out.append(tuple(tuple(s) for _, s in ordered))
         shared |= len(by) > 1 and len(by) < len(members)
     return tuple(out) if shared else None
 

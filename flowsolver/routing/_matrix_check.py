@@ -11,13 +11,16 @@ import numpy as np
 _CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def checked_matrix(rm: "RoutingMatrix") -> "RoutingMatrix":
+def checked_matrix(rm):
     """``rm`` once its arrays hold together (a matrix built by hand is public: a link index past
     the capacities came back as an infinite rate with status ok), else ValueError naming the
     field. One pass over its entries and slots, once per matrix object."""
     if rm in _CHECKED:
         return rm
     L, ptr = rm.n_links, np.asarray(rm.seg_ptr)
+    for name in ("seg_ptr", "seg_link", "flow_seg"):     # indices: 1.7 would be cut to 1 unseen
+        if (kind := np.asarray(getattr(rm, name)).dtype).kind not in "iu":
+            raise ValueError(f"routing: a RoutingMatrix's {name} must be an integer array, got dtype {kind}")
     problems = []
     if ptr.ndim != 1 or len(ptr) < 1 or ptr[0] != 0 or np.any(np.diff(ptr) < 0) or ptr[-1] != len(rm.seg_link):
         problems.append(f"seg_ptr must rise from 0 to len(seg_link) = {len(rm.seg_link)}")

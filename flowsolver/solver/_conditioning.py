@@ -146,7 +146,12 @@ def error_factor(A_csr, capacity, weights, rates, bottleneck, demands=None) -> f
     np.maximum.at(top, rows, level[cols])
     is_max = _is_max(link_load[rows], cap[rows], top[rows], level[cols])
     tops = np.bincount(cols[is_max], minlength=len(x)) + _at_cap(x, demands, bottleneck)
-    return _bound([A_csr], cap, np.broadcast_to(np.asarray(weights, dtype=np.float64), x.shape), level, x, bottleneck, link_load, top, tops)
+    return _bound([A_csr], cap, _per_flow(weights, x), level, x, bottleneck, link_load, top, tops)
+
+
+def _per_flow(values, x) -> np.ndarray:
+    """``values`` (weights, caps: one or one per flow) as a float64 array of ``x``'s shape."""
+    return np.broadcast_to(np.asarray(values, dtype=np.float64), x.shape)
 
 
 def _at_cap(x, demands, bottleneck) -> np.ndarray:
@@ -155,7 +160,7 @@ def _at_cap(x, demands, bottleneck) -> np.ndarray:
     without its load), else 0 (``demands`` None: no caps)."""
     if demands is None:
         return np.zeros(len(x), dtype=np.int64)
-    d = np.broadcast_to(np.asarray(demands, dtype=np.float64), x.shape)
+    d = _per_flow(demands, x)
     return (np.isfinite(d) & (x >= d * (1 - TIE)) & (np.asarray(bottleneck) >= 0)).astype(np.int64)
 
 
@@ -298,10 +303,10 @@ def factored_error_factor(rm, capacity, weights, rates, bottleneck, demands=None
         np.maximum.at(seg_top, segs[ok], level[ok])
     top = np.full(L, -np.inf)
     np.maximum.at(top, rm.seg_link, seg_top[rm.entry_segment])
-    tops = _tops(rm, level, np.where(link_load >= cap * (1 - TIE), top * (1 - TIE), np.inf)) + _at_cap(x, demands, b)
-    return _bound(list(_bottleneck_blocks(rm, _examined(b, link_load, cap))), cap, np.broadcast_to(np.asarray(weights, dtype=np.float64), x.shape),
-                  level, x, b,
-                  link_load, top, tops)
+    saturated_top = np.where(link_load >= cap * (1 - TIE), top * (1 - TIE), np.inf)
+    tops = _tops(rm, level, saturated_top) + _at_cap(x, demands, b)
+    blocks = list(_bottleneck_blocks(rm, _examined(b, link_load, cap)))
+    return _bound(blocks, cap, _per_flow(weights, x), level, x, b, link_load, top, tops)
 
 
 def _tops(rm, level, threshold) -> np.ndarray:

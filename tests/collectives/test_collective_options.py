@@ -164,3 +164,15 @@ def test_a_gpu_type_nccls_model_does_not_know_is_said_once():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         collective(g, "all_reduce", 2 ** 21)                 # said once
+
+
+def test_ranks_mixing_gpu_types_are_said_once_at_the_callers_line():
+    import topologies as tp
+    from flowsolver import collective
+    from flowsolver.collectives import _hardware
+    g = tp.rail_optimized(1)
+    g.nodes[tp.gpus(g)[0]]["gpu_type"] = "b200"          # one B200 among H100s: no one generation
+    _hardware._WARNED.discard("b200+h100_sxm")
+    with pytest.warns(RuntimeWarning, match=r"the ranks mix GPU types \['b200', 'h100_sxm'\]") as said:
+        collective(g, "all_reduce", 2 ** 20)
+    assert said[0].filename == __file__                  # the user's line, not the library's

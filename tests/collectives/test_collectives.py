@@ -354,3 +354,17 @@ def test_rings_spread_over_nics_that_two_gpus_share():
     both = collective(g, "all_reduce", 2 ** 32, algorithm="ring", protocol="Simple")
     one = collective(g, "all_reduce", 2 ** 32, algorithm="ring", protocol="Simple", channels=1)
     assert both.busbw == pytest.approx(2 * one.busbw, rel=0.02)
+
+
+def test_rings_keep_a_rail_across_servers_whatever_order_the_ranks_come_in():
+    # NICs grouped by first appearance let a server listed as GPUs 3, 2, 1, 0 put ring 0 on its
+    # other NIC: the hop between servers changed rails (640 of 1,200 hops with shuffled ranks)
+    from flowsolver.collectives._layout import participants
+    g = tp.rail_optimized(3, server=tp.get_server("dgx_h100").with_(gpus=4, nics=2), link="ib_hdr")
+    rails = [g.nodes[n]["rail"] for n in tp.gpus(g)]
+    order = [0, 1, 2, 3, 7, 6, 5, 4, 9, 11, 8, 10]
+    _, layout = participants(g, "all_reduce", order, None)
+    for ring in layout.rings:
+        ranks = [order[p] for p in ring]
+        hops = [(a, b) for a, b in zip(ranks, ranks[1:] + ranks[:1]) if a // 4 != b // 4]
+        assert len(hops) == 3 and all(rails[a] == rails[b] for a, b in hops), hops

@@ -389,6 +389,8 @@ def _by_hand(**changes):
     (dict(seg_ptr=np.array([0, 2, 1])), "seg_ptr must rise from 0"),
     (dict(flow_coef=np.array([[1.0], [-1.0]])), "flow_coef must be None or finite coefficients >= 0"),
     (dict(seg_frac=np.array([1.0, np.nan])), "seg_frac must be finite fractions >= 0"),
+    (dict(seg_link=np.array([1.7, 1.0])), "seg_link must be an integer array, got dtype float64"),
+    (dict(flow_seg=np.array([[0.0], [1.0]])), "flow_seg must be an integer array"),
 ])
 @pytest.mark.parametrize("method", ["dense", "frontier", "auto"])
 def test_a_routing_matrix_built_by_hand_is_checked(changes, says, method):
