@@ -54,6 +54,10 @@ def _check_ranges(workload) -> None:
     hold (protobuf's own says only "Value out of range: N"), before any file is written."""
     for trace in workload.ranks:
         for node, micros in zip(trace.nodes, _micros(trace)):
+            if node.kind == COLLECTIVE and node.op not in _CHAKRA_OF_OP:
+                raise ValueError(f"write_chakra: rank {trace.rank}, node {node.id} ({node.name!r}): Chakra has no "
+                                 f"collective type for op {node.op!r} (it has {', '.join(sorted(_CHAKRA_OF_OP))}; "
+                                 "a point-to-point transfer is a pair of send and recv nodes)")
             for chakra, field, value in _fields(node, micros):
                 lo, hi, kind = (0, _UINT64, "a uint64") if chakra == "duration_micros" else \
                     (-_INT64 - 1, _INT64, "an int64")

@@ -73,3 +73,11 @@ def test_a_value_a_chakra_field_cannot_hold_names_its_rank_node_and_field(tmp_pa
     assert not folder.exists()                                   # refused before anything is written
     write_chakra(build_workload([RankTrace(r, [ok]) for r in (0, 1)]), folder)
     assert read_chakra(folder).comms[0].bytes == 2.0**62
+
+
+def test_a_collective_chakra_has_no_type_for_is_refused_naming_it(tmp_path):
+    # a collective node of op send_recv reached a bare KeyError: 'send_recv'
+    w = build_workload([RankTrace(r, [TraceNode(1, "x", "collective", op="send_recv", bytes=2**20)]) for r in range(2)])
+    with pytest.raises(ValueError, match="rank 0, node 1 .'x'.: Chakra has no collective type for op 'send_recv'"):
+        write_chakra(w, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
