@@ -418,8 +418,7 @@ def forced_algorithm(value: str):
     >>> forced_algorithm("Ring"), forced_algorithm("Ring,Tree"), forced_algorithm("^NVLS")
     ('ring', None, None)
     """
-    value = value.strip().lower()
-    return None if any(c in value for c in ",^;:") else ALGO_NAMES.get(value)
+    return _forced(value, ALGO_NAMES)
 
 
 def forced_protocol(value: str):
@@ -429,5 +428,11 @@ def forced_protocol(value: str):
     >>> forced_protocol("Simple"), forced_protocol("LL128"), forced_protocol("LL,LL128"), forced_protocol("^LL")
     ('Simple', 'LL128', None, None)
     """
+    return _forced(value, PROTO_NAMES)
+
+
+def _forced(value: str, names: dict):
+    """``names``' entry for the one choice an NCCL_* value forces; None for a list (``,``), an
+    exclusion (``^``) or per-collective settings (``;``, ``:``)."""
     value = value.strip().lower()
-    return None if any(c in value for c in ",^;:") else PROTO_NAMES.get(value)
+    return None if any(c in value for c in ",^;:") else names.get(value)

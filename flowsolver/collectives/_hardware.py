@@ -95,6 +95,8 @@ def _egress(graph, gpus, efficiency) -> float:
 
 #: GPU types already warned about (once a process)
 _WARNED: set = set()
+#: the GPU types NCCL's model has a generation for
+_KNOWN = frozenset(GPU_GENERATION)
 
 
 def _say_unknown(names) -> None:
@@ -134,7 +136,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     gpus = [nodes[r] for r in ranks]
     types = {graph.nodes[g].get("gpu_type") for g in gpus}
     generation = GPU_GENERATION.get(next(iter(types))) if len(types) == 1 else None
-    _say_unknown(types - set(GPU_GENERATION) - {None})
+    _say_unknown(types - _KNOWN - {None})
     _say_mixed(types - {None})
     switches = [_nvswitch_of(graph, g) for g in gpus]
     nvswitch = all(s is not None for s in switches)

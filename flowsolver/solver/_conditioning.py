@@ -173,10 +173,11 @@ def _is_max(load, cap, top, level):
 
 def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> float:
     """:func:`error_factor` from ``parts``, column blocks (``(csr, first column)`` pairs, or a
-    single CSR matrix for all columns) holding at least every entry on a bottleneck row, the
-    per-link loads and largest levels, and ``tops``, per flow the number of saturated links
-    where it is among the largest levels (the contested test needs only whether it is 0, 1 or
-    more). Two passes over the blocks: own flows, then the loads of earlier and contested flows."""
+    single CSR matrix for all columns) holding at least every entry on the rows
+    :func:`_examined` marks, the per-link loads and largest levels, and ``tops``, per flow the
+    number of saturated links where it is among the largest levels (the contested test needs
+    only whether it is 0, 1 or more). Three passes over the blocks: own flows and each link's
+    loads by level; the loads of earlier, contested and tied flows; the flows above a tie."""
     b = np.asarray(bottleneck, dtype=np.int64)
     L = len(cap)
     links = np.unique(b[b >= 0])
@@ -218,14 +219,13 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
         # level (either link could have frozen them), or own flows topping another saturated link
         is_max = _is_max(link_load[rows], cap[rows], top[rows], level[cols])
         own = b[cols] == rows
-        foreign = is_b[rows] & ~own & (level[cols] > 0)
-        key = rows * G + rank[cols]
-        at_tie = is_r[rows] & ~own & (level[cols] > 0) & np.isin(key, tied)
+        at = _found(tied, rows * G + rank[cols])          # the pair's index in tied, or -1
+        at_tie = is_r[rows] & ~own & (level[cols] > 0) & (at >= 0)
         if at_tie.any():                # the float may have frozen it here, by this residual
-            worst_tie = max(worst_tie, float(np.max(tie_k[np.searchsorted(tied, key[at_tie])])))
+            worst_tie = max(worst_tie, float(np.max(tie_k[at[at_tie]])))
         np.minimum.at(t_tie, rows[at_tie], level[cols[at_tie]])
         C_tie += np.bincount(rows[at_tie], weights=load[at_tie], minlength=L)
-        contested = foreign & at_tie | own & (tops[cols] - is_max > 0)
+        contested = is_b[rows] & at_tie | own & (tops[cols] - is_max > 0)
         C += np.bincount(rows[contested], weights=load[contested], minlength=L)
         # flows held by their caps carry a factor 1 (one rounding of d / w x w)
         capped = earlier & (b[cols] < 0)
@@ -259,6 +259,18 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
     with np.errstate(invalid="ignore", divide="ignore"):
         C_rel = np.where(m[links] > 0, C[links] / m[links], np.where(C[links] > 0, np.inf, 0.0))
     return max(float(np.max(K[links] * (1 + C_rel))), tie_factor)
+
+
+def _found(sorted_keys, keys) -> np.ndarray:
+    """Each of ``keys``' index in ``sorted_keys`` (distinct, ascending), -1 where absent.
+
+    >>> _found(np.array([2, 5, 9]), np.array([5, 3, 9, 10])).tolist()
+    [1, -1, 2, -1]
+    """
+    at = np.searchsorted(sorted_keys, keys)
+    ok = at < len(sorted_keys)
+    ok[ok] = sorted_keys[at[ok]] == keys[ok]
+    return np.where(ok, at, -1)
 
 
 def _examined(b, link_load, cap) -> np.ndarray:

@@ -49,11 +49,12 @@ def _fields(node, micros) -> list:
     return out
 
 
-def _check_ranges(workload) -> None:
+def _check_ranges(workload, micros_of) -> None:
     """A ValueError naming the rank, node and field of the first value a Chakra field cannot
-    hold (protobuf's own says only "Value out of range: N"), before any file is written."""
+    hold (protobuf's own says only "Value out of range: N"), before any file is written
+    (``micros_of``: each rank's rounded durations, as written)."""
     for trace in workload.ranks:
-        for node, micros in zip(trace.nodes, _micros(trace)):
+        for node, micros in zip(trace.nodes, micros_of[trace.rank]):
             if node.kind == COLLECTIVE and node.op not in _CHAKRA_OF_OP:
                 raise ValueError(f"write_chakra: rank {trace.rank}, node {node.id} ({node.name!r}): Chakra has no "
                                  f"collective type for op {node.op!r} (it has {', '.join(sorted(_CHAKRA_OF_OP))}; "
@@ -111,14 +112,16 @@ def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress:
     bad = [g for g in workload.groups if not g.isdigit() or g == "0"]
     if bad:
         raise ValueError(f"process group names must be integers >= 1 for ASTRA-sim (\"0\" is every rank), got {bad[:4]}")
-    _check_ranges(workload)
+    micros_of = {trace.rank: _micros(trace) for trace in workload.ranks}     # rounded once
+    _check_ranges(workload, micros_of)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     files = []
     with paused_gc():
         for trace in workload.ranks:
             ids = {node.id: k for k, node in enumerate(trace.nodes)}
-            nodes = [_node_message(Node, node, us, trace.rank, ids) for node, us in zip(trace.nodes, _micros(trace))]
+            nodes = [_node_message(Node, node, us, trace.rank, ids)
+                     for node, us in zip(trace.nodes, micros_of[trace.rank])]
             path = folder / f"{prefix}.{trace.rank}.et{'.gz' if compress else ''}"
             write_stream(path, GlobalMetadata(version=SCHEMA_VERSION), nodes, compress=compress)
             files.append(path)
