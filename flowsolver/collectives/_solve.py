@@ -12,27 +12,15 @@ import numpy as np
 import topologies as tp
 
 from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, graph_memo, policy_of, route
-from ..solver import max_min_fair
-from ..timing import completion_times, kept_run
 from ..traffic import Flows
 from ._layout import rank_server_codes
 from ._nccl import hop_latency, peer_latency
 from ._results import CollectiveStep
+from ._step_solve import SolvedStep, solve_steps
 
 __all__ = ["route_step", "route_steps", "step_latency", "step_latencies", "step_peer_latency", "solve_steps",
            "time_plans", "time_many",
            "catalogue_latency", "slow_paths", "SolvedStep", "Timed", "TimedScenario", "Job"]
-
-
-@dataclass(frozen=True)
-class SolvedStep:
-    """One step's transfer solved (:func:`solve_steps`): ``transfer`` (s; inf where a flow
-    can never move), ``utilization`` per link of the graph (fraction, at the first event's
-    rates) and ``bottleneck`` (Bottleneck records, longest-held first, at most 8)."""
-
-    transfer: float
-    utilization: np.ndarray
-    bottleneck: tuple
 
 
 @dataclass(frozen=True)
@@ -96,62 +84,6 @@ def step_latency(rm, options) -> float:
     """NCCL per-hop latency of the step's slowest hop class + its largest path latency (s),
     or ``options.step_latency``."""
     return float(step_latencies(rm, np.zeros(rm.n_flows, dtype=np.int64), 1, options)[0])
-
-
-def _critical(m, u, bott, start, flow_time, util):
-    """Bottleneck records of one step (``bott`` its flows' bottleneck links in the block,
-    whose links start at ``start``): the links holding the flows that would take longest
-    at the first rates, longest first (at most 8)."""
-    held = bott >= 0
-    critical = np.full(m.n_links, -1.0)
-    np.maximum.at(critical, u[bott[held] - start], flow_time[held])
-    hot = np.flatnonzero(critical >= 0)
-    hot = hot[np.argsort(-critical[hot], kind="stable")]
-    return tuple(m.links.bottleneck(l, util[l]) for l in hot[:8])
-
-
-def solve_steps(rm, group, sizes, cap, n_groups=1, kept=None):
-    """Transfer time (s), per-link utilisation and bottleneck records (a :class:`SolvedStep`
-    each) of the steps whose flows ``rm`` holds on shared links (``group``: the step of each flow, contiguous, or
-    None for one step), solved in one call: each step on its own copy of its links, each
-    with its own event clock. ``cap`` is (links,) or (scenarios, links); with scenarios
-    the result is a list per scenario. A step with a flow that can never move gets
-    transfer ``inf``. ``kept`` (a list; one scenario): gets the run's
-    :class:`~flowsolver.timing.KeptRun` (every event's allocation, for
-    derivatives without a re-solve)."""
-    batched = np.ndim(cap) == 2
-    caps = np.atleast_2d(cap)
-    if group is None or n_groups == 1:
-        block, used, group = rm, [np.arange(rm.n_links)], None
-    else:
-        block, used = rm.separate(group, n_groups)
-    block_cap = np.concatenate([caps[:, u] for u in used], axis=1) if group is not None else caps
-    arg = block_cap if batched else block_cap[0]
-    keep = kept is not None and not batched
-    done = completion_times(block, sizes, arg, groups=group, disjoint_groups=True, keep_phases=keep)
-    if keep and (run := kept_run(done, sizes, used, group)) is not None:
-        kept.append(run)
-    alloc = done.initial if done.initial is not None else max_min_fair(block, arg)
-    finish, stalled = np.atleast_2d(done.finish), np.atleast_2d(done.stalled)
-    rates = np.atleast_2d(np.asarray(alloc.rates, dtype=np.float64))
-    util_all = np.atleast_2d(np.asarray(alloc.utilization, dtype=np.float64))
-    bott_all = np.atleast_2d(alloc.bottleneck)
-    counts = np.bincount(group, minlength=n_groups) if group is not None else [rm.n_flows]
-    results = []
-    for b in range(caps.shape[0]):
-        with np.errstate(divide="ignore"):
-            flow_time = np.where(rates[b] > 0, sizes / np.where(rates[b] > 0, rates[b], 1.0), np.inf)
-        out = []
-        f0 = l0 = 0
-        for u, n in zip(used, counts):
-            fs, ls = slice(f0, f0 + n), slice(l0, l0 + len(u))
-            f0, l0 = f0 + n, l0 + len(u)
-            transfer = np.inf if stalled[b, fs].any() else float(finish[b, fs].max(initial=0.0))
-            util = np.zeros(rm.n_links)
-            util[u] = util_all[b, ls]
-            out.append(SolvedStep(transfer, util, _critical(rm, u, bott_all[b, fs], ls.start, flow_time[fs], util)))
-        results.append(out)
-    return results if batched else results[0]
 
 
 def step_latencies(rm, group, n_groups, options, per_flow=False):
@@ -313,7 +245,13 @@ def route_steps(graph, ranks, keys, options):
         route_all = lambda: route(graph, Flows(src, dst, size), policy=options.policy,  # noqa: E731
                                   groups=group if grouped else None, **options.route_options)
         if len(src) > KEEP_ROUTED_FLOWS:
-            return route_all(), group, size
+            if grouped or policy.depends_on_load:
+                return route_all(), group, size
+            # a route depends on its endpoints only: each distinct pair routed once (a long
+            # pipeline's steps repeat its stages' pairs hundreds of times), the rows copied
+            pair_src, pair_dst, again = _distinct_pairs(src, dst)
+            once = route(graph, Flows(pair_src, pair_dst, 1.0), policy=options.policy, **options.route_options)
+            return once.take_flows(again), group, size
         memo = graph_memo(graph, "routed-steps", dict)
         key = (policy, repr(sorted(options.route_options.items())), src.tobytes() + dst.tobytes(),
                counts.tobytes() if grouped else b"", size.tobytes() if policy.depends_on_load else b"")
@@ -328,6 +266,27 @@ def route_steps(graph, ranks, keys, options):
     routed = [route_step(graph, ranks, k, options) for k in keys]
     rm = routed[0][0] if len(routed) == 1 else RoutingMatrix.stack([m for m, _ in routed])
     return rm, group, size
+
+
+def _distinct_pairs(src, dst):
+    """The distinct (src, dst) node pairs and each flow's pair (a direct table where the node
+    ids are few: a sort of tens of millions of pairs takes seconds).
+
+    >>> [a.tolist() for a in _distinct_pairs(np.array([3, 1, 3]), np.array([0, 2, 0]))]
+    [[1, 3], [2, 0], [1, 0, 1]]
+    """
+    n = int(max(src.max(initial=0), dst.max(initial=0))) + 1
+    key = src.astype(np.int64) * n + dst
+    if n * n > 1 << 26:
+        distinct, again = np.unique(key, return_inverse=True)
+    else:
+        seen = np.zeros(n * n, dtype=bool)
+        seen[key] = True
+        distinct = np.flatnonzero(seen)
+        code = np.zeros(n * n, dtype=np.int64)
+        code[distinct] = np.arange(len(distinct))
+        again = code[key]
+    return distinct // n, distinct % n, again.reshape(-1)
 
 
 @dataclass(frozen=True)

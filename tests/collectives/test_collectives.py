@@ -188,8 +188,8 @@ def test_auto_solves_at_most_two_batches_and_prunes_only_what_cannot_win(monkeyp
     import flowsolver.collectives._solve as fc
 
     calls = []
-    real = fc.completion_times
-    monkeypatch.setattr(fc, "completion_times", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = fc.solve_steps
+    monkeypatch.setattr(fc, "solve_steps", lambda *a, **k: calls.append(1) or real(*a, **k))
     g = tp.rail_optimized(nodes=2)
     r = collective(g, "all_reduce", 2**28, candidates="all")
     assert set(r.candidates) | set(r.pruned) == {"ring", "tree", "halving_doubling", "hierarchical", "nvls_tree"}

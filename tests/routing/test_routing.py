@@ -856,3 +856,30 @@ def test_route_checks_its_options(kw, match):
         route(tp.fat_tree(4), Flows([0], [5], 1.0), **kw)
     with pytest.raises(ValueError, match="graph must be a networkx.DiGraph"):
         route(nx.Graph(tp.fat_tree(4)), Flows([0], [5], 1.0))       # was AttributeError 'succ'
+
+
+@pytest.mark.parametrize("policy", ["ecmp", "ecmp_hash", "ugal"])
+def test_many_step_flows_routed_once_per_pair_equal_routed_each(monkeypatch, policy):
+    """Past KEEP_ROUTED_FLOWS a policy whose routes depend on the endpoints only routes each
+    distinct (src, dst) pair once and copies its row to every step that repeats it (a tree
+    pipeline repeats its stages' pairs in every fill and drain step); the steps then time as
+    each flow routed in place (one route() call per step, stacked). Policies whose routes
+    depend on the call are routed per step as before."""
+    from flowsolver import collective
+    from flowsolver.collectives import _solve
+
+    g = {"ecmp_hash": tp.fat_tree(4), "ugal": tp.dragonfly(1, 2, 1)}.get(policy) or tp.rail_optimized(nodes=4)
+    op, algorithm = ("all_to_all", "pairwise") if policy == "ugal" else ("all_reduce", "tree")
+    monkeypatch.setattr(_solve, "KEEP_ROUTED_FLOWS", 0)          # every collective past the memo's limit
+    routed, real = [], _solve.route
+    monkeypatch.setattr(_solve, "route", lambda g_, flows, **k: routed.append(len(flows)) or real(g_, flows, **k))
+    opts = dict(policy=policy, policy_options=dict(subflows=2) if policy == "ecmp_hash" else None)
+    once = collective(g, op, 2**26, algorithm=algorithm, **opts)
+    assert len(routed) == 1
+    monkeypatch.setattr(_solve, "STEPS_IN_ONE_CALL", False)     # the reference: a route() per step, stacked
+    ref = collective(g, op, 2**26, algorithm=algorithm, **opts)
+    each = sum(routed[1:])                                        # every step's flows, routed in place
+    assert len(routed) > 2 and (routed[0] < each if policy == "ecmp" else routed[0] == each)
+    assert once.time == pytest.approx(ref.time, rel=1e-12)
+    assert [(s.transfer, s.latency) for s in once.steps] == [(s.transfer, s.latency) for s in ref.steps]
+    assert np.array_equal(once.link_utilization, ref.link_utilization)
