@@ -272,6 +272,22 @@ _add(Cluster("nrel_kestrel_h100", _server("dgx_h100", name="kestrel-h100", gpus=
              "2 x 200 Gb/s Slingshot-11 NICs (NREL system configuration page); no NCCL_PROTO set: all protocols, "
              "no reported network latency."))
 
+# OCI H200 (argonne-lcf/oci-howto): BM.GPU.H200.8 under the oci-hpc stack. The notes show 8 H200 a node
+# (nccl-tests device list), the cluster network "RDMA over RoCEv2" (0_deploying_cluster.md) and 8 RDMA
+# interfaces rdma0..rdma7 a node, one port each (ibdev2netdev, 2_oci_compute_infrastructure.md). The
+# rate is not printed: 400 Gb/s a port from the OCI shape table for BM.GPU.H200.8 (3,200 Gb/s cluster
+# network, 8 x 400 Gb/s ConnectX-7), an assumption. HGX H200 baseboard: NVLink 4 / NVSwitch, the DGX H100's.
+_add(Cluster("oci_bm_gpu_h200_8", _server("dgx_h100", name="BM.GPU.H200.8", nic="roce_400g"), "roce_400g",
+             "RoCE (OCI)", "H200",
+             "OCI BM.GPU.H200.8: 8 H200 (NVLink 4 / NVSwitch) + 8 RDMA ports (ibdev2netdev in the source), RoCEv2 "
+             "cluster network; 400 Gb/s a port from the OCI shape table (3.2 Tb/s), not printed in the source.", H200))
+# Nebius H200 (Run:ai cookbook, runai/README.md): 8 H200 a worker over Nebius' InfiniBand (the job's
+# NCCL_IB_HCA=mlx5); the rate is not printed: Nebius' H200 GPU clusters are 3.2 Tb/s InfiniBand a host
+# (Nebius docs, as for nebius_h100) = 8 x 400 Gb/s NDR, one a GPU, an assumption.
+_add(Cluster("nebius_h200", _server("dgx_h100", name="nebius-h200"), "ib_ndr", "InfiniBand", "H200",
+             "Nebius H200 cluster: 8 H200 (NVLink 4 / NVSwitch) + 8 x 400 Gb/s NDR InfiniBand (3.2 Tb/s a host, Nebius "
+             "docs; the source prints neither count nor rate, only NCCL_IB_HCA=mlx5).", H200))
+
 # --- Training clusters ---------------------------------------------------------------------
 # Meta Grand Teton (torchtitan benchmarks): 8 H100 SXM 96GB HBM2e at a 500 W cap per host,
 # "backend RDMA 400 Gb/s per GPU" (Meta's RoCE training fabric, Llama 3 paper section 3.3.1).
@@ -417,6 +433,12 @@ CURVES: dict[str, CurveSetup] = {
     "skypilot-gke-a3ultra-2x8H200-allgather-gcppod": CurveSetup("gcp_a3_ultra", note="GCP's own test pod and gIB "
                                                                                       "script: NCCL's choice taken"),
     "dstack-nebius-2x8H100-allreduce": CurveSetup("nebius_h100"),
+    # argonne-lcf/oci-howto 4_jobscript.md: oci-hpc's nccl_run_allreduce.sbatch on 2 H200 nodes, one rank a GPU;
+    # the script's NCCL_* settings are not shown: NCCL's choice taken
+    "argonne-oci-2x8H200-allreduce": CurveSetup("oci_bm_gpu_h200_8", note="oci-hpc sample script (settings not "
+                                                                          "shown): NCCL's choice"),
+    # Nebius Run:ai cookbook: mpirun -np 16 --map-by ppr:8:node, one rank a GPU, no NCCL_ALGO / NCCL_PROTO set
+    "nebius-runai-2x8H200-allreduce": CurveSetup("nebius_h200", note="Run:ai MPI job, NCCL's choice"),
     # NVIDIA/nccl-tests#309: Dell PowerEdge XE9680 (HGX H100 8-GPU baseboard, NVLink 4 / NVSwitch) with
     # 8 x ConnectX-7 400 Gb/s InfiniBand, one per GPU (stated in the issue): the DGX H100 layout
     "nccltests309-2x8H100-allreduce": CurveSetup("dgx_h100_ndr", note="Dell XE9680 HGX H100, 8 x CX-7 400 Gb/s IB "
