@@ -544,11 +544,9 @@ CURVES: dict[str, CurveSetup] = {
 
 #: curves the library cannot express faithfully where it matters: curve -> reason
 NOT_MODELLED: dict[str, str] = {
-    # 20 NVL72 racks, 1440 ranks, NCCL_NVLS_ENABLE=0: NCCL's choice is between ring and tree. The tree
-    # candidate's flow problem (63.5 M flow entries, arrays of 485 MiB each) grew past this machine's 22 GB
-    # and was killed (2026-12); ring alone runs (2 s): a limit of the model's size, not of what it expresses
-    "coreweave-gb200-360x4-allreduce-20racks": "1440 ranks (20 NVL72 racks): the tree candidate ran out of "
-                                               "memory (> 22 GB) on the validation machine; ring alone runs",
+    # none at present: CoreWeave's 20 NVL72 racks (1,440 ranks), whose tree candidate ran this
+    # 22 GB machine out of memory until its steps were routed per distinct pair and solved in
+    # groups (2026-12-06), is now modelled
 }
 
 #: curves the corpus README flags as not representative of the hardware: run and shown, but
