@@ -262,17 +262,18 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     top_k, factor = checked_expert_routing(spec, options["top_k"], options["capacity_factor"])
     spec = dataclasses.replace(spec, top_k=top_k) if top_k != spec.top_k else spec
 
+    gather_bytes = 1.0 if (options["fp8_param_gather"] and precision == "fp8") else 2.0
     space = layout_space(spec, gpus, global_batch, gpu_memory=gpu_spec.memory, headroom=headroom, max_tp=max_tp,
                          tp=tp, cp=cp, pp=pp, vp=vp, ep=ep, micro_batch=micro_batch, recompute=recompute, zero=zero,
                          sequence_parallel=sequence_parallel, orders=orders, attention=options["attention"],
-                         fp8_activations=te_fp8_activations(precision, options["fp8_recipe"]))
+                         fp8_activations=te_fp8_activations(precision, options["fp8_recipe"]),
+                         gather_bytes=int(gather_bytes))
     enumerated = time.perf_counter()
 
     # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound
     # profile per layout but its recompute mode
     bounds, profiles, parts = [], {}, {}
     reduce_bytes = REDUCE_DTYPES[options["reduce_dtype"]]
-    gather_bytes = 1.0 if (options["fp8_param_gather"] and precision == "fp8") else 2.0
     with unchanged(graph, checked=True):         # the floors read the graph through one index
         cut = CutBound(graph, options["collective_options"], options["algorithms"])
         for lay in space.feasible:

@@ -140,7 +140,7 @@ def _canonical(order: tuple, degrees: dict) -> tuple:
 def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: float, headroom: float = 0.0,
                  max_tp: int | None = None, tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None,
                  recompute=None, zero=None, sequence_parallel=None, orders=None, attention=None,
-                 fp8_activations=False) -> Space:
+                 fp8_activations=False, gather_bytes: int = 2) -> Space:
     """Every combination of the searched values for ``spec`` on ``gpus`` GPUs and a global
     batch of ``global_batch`` sequences, pruned (first reason of :data:`PRUNE_REASONS`) or
     kept with its memory estimate. No network work.
@@ -156,7 +156,8 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     the step's attention kernel, as :func:`flowsolver.training.memory_per_gpu` takes it (a
     fused one keeps no scores without recompute; ``plan`` passes the step's, default ``"auto"``);
     ``fp8_activations``: Transformer Engine's one-byte FP8 GEMM inputs (``plan`` passes it for an
-    FP8 step with the ``"te"`` recipe).
+    FP8 step with the ``"te"`` recipe); ``gather_bytes``: bytes per weight FSDP (ZeRO 3) gathers
+    and holds unsharded (1 with an FP8 all-gather).
 
     >>> from flowsolver.training import get_model
     >>> s = layout_space(get_model("llama-3-8b"), 8, 32, gpu_memory=80e9, tp=(1, 2), cp=1, pp=1, vp=1,
@@ -249,7 +250,8 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                                                      micro_batch=mb, microbatches=m, cp=c, vp=v,
                                                                      recompute=r, sequence_parallel=sp,
                                                                      attention=attention,
-                                                                     fp8_activations=fp8_activations)
+                                                                     fp8_activations=fp8_activations,
+                                                                     gather_bytes=gather_bytes)
                                             if mem > usable:
                                                 pruned["memory"] += 1
                                                 continue

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _checks
 from ._checkpoint import JobResponse, daly_interval, daly_useful_fraction, young_interval
 from ._components import Component, default_components, job_units
 from ._fabric import REROUTE, StateTimes, healthy_step, state_step_times
@@ -150,7 +151,8 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         ``simulated_optimum``); ``"auto"``: 9 intervals from a quarter of Daly's to four
         times it, evenly spaced in log.
     dp : int, optional
-        Data-parallel degree for ``shrink`` (training workloads know theirs).
+        Data-parallel degree for ``shrink`` (training workloads know theirs): an integer in
+        1 ... the job's GPUs that divides them (each replica the same number of GPUs).
     fabric_seed : int
         Seed of the order in which a tier's cables degrade.
     reroute : {"stay", "around"}
@@ -185,6 +187,10 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
             raise TypeError(f"components[{kind!r}] must be a Component, got {type(c).__name__}")
     ranks = workload.get("ranks") if isinstance(workload, dict) else None
     units = job_units(graph, ranks)
+    if dp is not None:      # a replica of GPUs per data-parallel rank, each as large
+        dp = _checks.integer("dp", dp, maximum=units["gpu"])
+        if units["gpu"] % dp:
+            raise ValueError(f"dp must divide the job's {units['gpu']} GPUs (each replica as many), got {dp}")
     healthy = healthy_step(graph, workload)
     interrupts, hardware, processes, degrades, stragglers = {}, {}, [], [], []
     for kind, c in comps.items():

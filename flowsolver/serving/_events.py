@@ -9,9 +9,11 @@ chunking). Otherwise it runs a decode step of every running sequence: one token 
 request's first token comes at the end of its prefill step. Disaggregated, it then ships its
 KV cache to the decode instance with the fewest reserved tokens (``kv_seconds(bytes, in
 flight)``) and joins that instance's batch at its next step boundary when it fits. The
-requests of one prefill step are dealt to its attention ranks in turn; each rank sends its
-requests one after another (a request's KV arrives when it and those before it on its rank are
-sent), at the rate of the number of prefill instances sending at that moment.
+requests of one prefill step are dealt to its attention ranks whole, longest first, each to the
+rank with the fewest prompt tokens so far (:func:`flowsolver.serving._steps.deal_longest_first`,
+the dealing the step's time assumes); each rank sends its requests one after another, in
+arrival order (a request's KV arrives when it and those before it on its rank are sent), at the
+rate of the number of prefill instances sending at that moment.
 
 The cost per event is small: a step's time is a function of the batch size and the context it
 holds, evaluated from tables built once (``prefill_time``, ``decode_time``); a decode step
@@ -24,6 +26,8 @@ import heapq
 from dataclasses import dataclass
 
 import numpy as np
+
+from ._steps import deal_longest_first
 
 __all__ = ["Trace", "simulate"]
 
@@ -73,12 +77,13 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
     ``decode_instances == 0``: co-located, ``prefill_instances`` instances do both. Otherwise
     disaggregated, with ``kv_seconds(bytes, in_flight)`` the time one of a prefill instance's
     ``kv_ranks`` attention ranks takes to send ``bytes`` while ``in_flight`` prefill instances
-    send (linear in ``bytes``); a prefill step's requests are dealt to its ranks in turn.
-    ``prefill_time(tokens, square_tokens, sequences)`` and ``decode_time(sequences,
-    context_tokens)`` return ``(seconds, communication seconds)`` of one instance's step.
+    send (linear in ``bytes``); a prefill step's requests are dealt to its ranks as its time
+    assumes (:func:`flowsolver.serving._steps.deal_longest_first`). ``prefill_time(lengths)``
+    (the step's prompt lengths, tokens) and ``decode_time(sequences, context_tokens)`` return
+    ``(seconds, communication seconds)`` of one instance's step.
 
     >>> t = simulate([0.0], [4], [3], prefill_instances=1, decode_instances=0, max_seqs=8, token_budget=16,
-    ...              kv_capacity=100, prefill_time=lambda n, s, q: (1.0, 0.0), decode_time=lambda b, k: (0.5, 0.1))
+    ...              kv_capacity=100, prefill_time=lambda lengths: (1.0, 0.0), decode_time=lambda b, k: (0.5, 0.1))
     >>> float(t.first_token[0]), float(t.finish[0]), round(float(t.decode_network[0]), 9)
     (1.0, 2.0, 0.2)
     """
@@ -114,7 +119,7 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
         if inst.busy:
             return
         if is_pre and inst.pending < len(inst.queue):
-            tokens, square, take = 0, 0.0, []
+            tokens, take = 0, []
             while inst.pending < len(inst.queue):
                 i = inst.queue[inst.pending]
                 seqs = len(take) + (inst.running if colocated else 0)
@@ -124,10 +129,9 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
                 inst.pending += 1
                 take.append(i)
                 tokens += int(prompt[i])
-                square += float(prompt[i]) ** 2
                 inst.reserved += need[i]
             if take:
-                seconds, comm = prefill_time(tokens, square, len(take))
+                seconds, comm = prefill_time(prompt[take])
                 inst.busy, inst.batch = True, (take, comm)
                 push(t + seconds, _STEP, (k, True))
                 return
@@ -192,6 +196,7 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
                     state["in_flight"] += 1
                     per_byte = kv_seconds(1.0, state["in_flight"])
                     sent = [0.0] * kv_ranks          # bytes each attention rank has sent so far
+                    rank_of = deal_longest_first(prompt[take], kv_ranks)     # where each was prefilled
                 for j, i in enumerate(take):
                     first[i] = t
                     ttft_net[i] = comm
@@ -209,7 +214,7 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
                             continue
                         d = int(np.argmin(dec_reserved))
                         dec_reserved[d] += need[i]
-                        rank = j % kv_ranks
+                        rank = int(rank_of[j])
                         sent[rank] += kv_bytes_per_token * float(prompt[i])
                         kv_s[i] = sent[rank] * per_byte
                         dec_net[i] += kv_s[i]

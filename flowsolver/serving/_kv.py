@@ -1,8 +1,9 @@
 """KV-cache transfers from prefill to decode instances as flows on the fabric.
 
 A request's KV cache sits on the ``min(tp, kv_heads) x pp`` GPUs of the prefill attention rank
-that computed it (a prefill step's requests are dealt to the instance's ``ep`` attention ranks
-in turn; the ranks send in parallel) (each holds its stages' layers and its share of the KV heads); it is sent to
+that computed it (each holds its stages' layers and its share of the KV heads; a prefill step's
+requests are dealt whole to the instance's ``ep`` attention ranks,
+:func:`flowsolver.serving._steps.deal_longest_first`, and the ranks send in parallel); it is sent to
 the matching GPUs of a decode attention rank: ``n = max(shards_prefill, shards_decode)`` flows
 of ``bytes / n`` each, source ``i n_p / n`` and destination ``i n_d / n`` (shard ``i``).
 

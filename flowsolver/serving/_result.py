@@ -134,11 +134,13 @@ class ServeResult:
 
     def prefill_step(self, tokens: int, sequences: int = 1) -> tuple:
         """(seconds, communication seconds) of a prefill step of ``sequences`` equal prompts of
-        ``tokens`` tokens in all (integers >= 1, ``sequences <= tokens``; prefill pool)."""
+        ``tokens`` tokens in all (integers >= 1, ``sequences <= tokens``; prefill pool), each
+        prompt whole on one of the ``ep`` attention ranks (one prompt runs its attention on
+        one rank). ``step_tables["prefill"](lengths)`` times prompts of unequal lengths."""
         tokens = _checks.integer("tokens", tokens)
         sequences = _checks.integer("sequences", sequences, maximum=tokens)
         try:
-            return self.step_tables["prefill"](tokens, tokens ** 2 / sequences, sequences)
+            return self.step_tables["prefill"](np.full(sequences, tokens / sequences))
         except ValueError as err:      # beyond the communication tables this run timed
             raise ValueError(f"tokens {tokens}: {err}") from None
 

@@ -49,9 +49,9 @@ def _pool(name, spec, ranks, model) -> InstanceLayout:
 
 def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_bytes: float, options: dict,
                     overlap: float = 0.0):
-    """decode_time(batch, context) and prefill_time(tokens, squares, sequences) of one pool's
-    instance, (seconds, exposed communication seconds); its communication tables. ``overlap``
-    of each step's communication hides behind its compute (at most all of the compute)."""
+    """decode_time(batch, context) and prefill_time(lengths of the step's prompts) of one
+    pool's instance, (seconds, exposed communication seconds); its communication tables.
+    ``overlap`` of each step's communication hides behind its compute (at most all of it)."""
     lay, m = sm.layout, sm.model
     kinds = {k: _OPS[k] for k, deg in (("tp", lay.tp), ("ep", lay.ep), ("pp", lay.pp)) if deg > 1}
     smallest = min(sm.tp_bytes(1) if lay.tp > 1 else np.inf, sm.ep_bytes(1, a2a_bytes) if lay.ep > 1 else np.inf,
@@ -93,10 +93,9 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
         exposed = net - min(overlap * net, compute)
         return compute + exposed, exposed
 
-    def prefill_time(tokens, squares, sequences):
-        e = lay.ep
-        net = float(comm(tokens / e))
-        compute = sm.prefill_seconds(tokens / e, squares / e, sequences / e)
+    def prefill_time(lengths):
+        compute, busiest = sm.prefill_step(lengths)
+        net = float(comm(busiest))          # the rank holding the most tokens sends and all-reduces the most
         exposed = net - min(overlap * net, compute)
         return compute + exposed, exposed
 
@@ -107,7 +106,8 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
                      token_budget: int, max_batch: int, capacity: float, a2a_bytes: float) -> tuple:
     """The pools' own communication as flows ``(src, dst, bytes/s)`` for the KV-transfer solve:
     each pool at the load the stream offers it, ``u = min(1, offered tokens/s / the pool's
-    tokens/s at a full step)`` (prefill: ``token_budget`` prompt tokens a step; decode:
+    tokens/s at a full step)`` (prefill: as many whole prompts of the mean length as fit
+    ``token_budget``, at least one; decode:
     ``max_batch x ep`` sequences holding the mean prompt and half the mean output each), its
     TP rings (``2 x layers`` all-reduces, ``2 (tp - 1) / tp`` of the buffer to the ring's next
     GPU), EP all-to-alls (``2 x layers`` calls, ``1 / ep`` of the buffer to each peer) and PP
@@ -117,8 +117,9 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
         sm, (decode_time, prefill_time) = models[name], tables[name]
         m = sm.model
         if name == "prefill":
-            tokens = float(token_budget)
-            step = prefill_time(tokens, tokens * prompt, tokens / prompt)[0]
+            lengths = np.full(max(1, int(token_budget // prompt)), prompt)     # the whole prompts a step fits
+            tokens = float(lengths.sum())
+            step = prefill_time(lengths)[0]
             load = rate * prompt / (lay.instances * lay.pp * tokens / step)
         else:
             seqs = max_batch * lay.ep

@@ -19,21 +19,27 @@ cached value):
   Triad over the datasheet, :func:`flowsolver.training._kernels.memory_fraction`);
 * decode, compute: ``2 b (N_active + V h) + 4 h K L`` FLOPs / ``tp`` at ``compute_efficiency``
   of the precision's peak; the step takes the larger of memory and compute (a roofline);
-* prefill of ``T`` prompt tokens in ``n`` sequences of lengths ``s_i``: the weight GEMMs
-  ``2 T N_active`` FLOPs at ``compute_efficiency`` of the precision's peak, causal attention
-  ``2 h L sum(s_i^2)`` at ``attention_efficiency`` of the bf16 peak (the training model's
-  forward counts, :mod:`flowsolver.training._compute`), the logits of the last token of each
-  sequence, all over ``tp``; no faster than reading every weight once;
+* prefill of ``T`` prompt tokens in ``n`` sequences of lengths ``s_i``: each sequence whole on
+  one attention rank (:func:`deal_longest_first`), which runs its attention alone: the
+  projections ``2 s_i L A`` FLOPs at ``compute_efficiency`` of the precision's peak, causal
+  scores ``2 h L s_i^2`` at ``attention_efficiency`` of the bf16 peak (the training model's
+  forward counts, :mod:`flowsolver.training._compute`), its last token's logits (a dense
+  model's MLP ``2 s_i L M`` too: it has one rank); a mixture's expert GEMMs, ``2 T L top_k M``,
+  spread evenly over the ``ep`` ranks (uniform routing); the step waits for the busiest rank
+  (every layer's all-to-alls hold the others); all over ``tp``; no faster than reading every
+  weight once;
 * communication, not overlapped with compute: ``2 L`` TP all-reduces of ``tokens x h x 2``
   bytes, ``2 L_moe`` EP all-to-alls (dispatch and combine) of ``tokens x top_k x h x
-  a2a_bytes / tp`` bytes per rank, ``pp - 1`` sends of ``tokens x h x 2`` bytes; each timed
-  with every group of the pool running it at once (:func:`flowsolver.concurrent_kinds`,
-  lockstep) at a grid of sizes, linear in between.
+  a2a_bytes / tp`` bytes per rank, ``pp - 1`` sends of ``tokens x h x 2`` bytes, ``tokens``
+  those of the attention rank holding the most (a prefill: its dealt prompts; a decode: ``b /
+  ep``); each timed with every group of the pool running it at once
+  (:func:`flowsolver.concurrent_kinds`, lockstep) at a grid of sizes, linear in between.
 """
 
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -41,7 +47,7 @@ import numpy as np
 
 from ..training import ParallelLayout
 
-__all__ = ["InstanceLayout", "StepModel", "WEIGHT_BYTES", "comm_table"]
+__all__ = ["InstanceLayout", "StepModel", "WEIGHT_BYTES", "comm_table", "deal_longest_first"]
 
 #: bytes per weight by precision
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0}
@@ -136,6 +142,28 @@ def busiest_rank_experts(experts: int, top_k: int, ep: int, tokens: float) -> fl
     return float(curve[min(int(round(tokens)), len(curve) - 1)])
 
 
+def deal_longest_first(lengths, ranks: int) -> np.ndarray:
+    """The attention rank (``0 ... ranks - 1``) each prompt of a prefill step goes to, whole:
+    longest first, each to the rank holding the fewest prompt tokens so far, ties to the lowest
+    rank (Graham's longest-processing-time rule: its busiest rank holds at most ``4/3 - 1/(3
+    ranks)`` times the tokens of the best dealing's busiest). vLLM and SGLang balance requests
+    over their data-parallel attention ranks as they arrive; this is the balance such a step
+    could reach, not a replay of either scheduler.
+
+    >>> deal_longest_first([2, 2, 2, 3, 3], 2).tolist()      # 7 tokens on rank 0, where 3 + 3 | 2 + 2 + 2 holds 6
+    [0, 1, 0, 0, 1]
+    """
+    lengths = np.asarray(lengths, dtype=np.float64)
+    rank_of = np.zeros(len(lengths), dtype=np.int64)
+    if ranks > 1:
+        loads = [(0.0, r) for r in range(ranks)]
+        for i in np.argsort(-lengths, kind="stable"):
+            load, r = heapq.heappop(loads)
+            rank_of[i] = r
+            heapq.heappush(loads, (load + float(lengths[i]), r))
+    return rank_of
+
+
 @dataclass
 class StepModel:
     """Compute and memory times of one instance's steps (no communication): see the module."""
@@ -198,20 +226,39 @@ class StepModel:
         compute = self.decode_flops(batch, context_tokens) / (self._peak * self.compute_efficiency)
         return max(memory, compute)
 
-    def prefill_seconds(self, tokens: float, square_tokens: float, sequences: float) -> float:
-        """Compute seconds of a prefill step of ``tokens`` prompt tokens in ``sequences``
-        sequences whose lengths' squares sum to ``square_tokens``, per attention rank."""
+    def prefill_step(self, lengths) -> tuple:
+        """(compute seconds, prompt tokens on the attention rank holding the most) of a prefill
+        step of prompts of ``lengths`` tokens on one instance: each prompt's attention on the
+        rank :func:`deal_longest_first` deals it to, the experts' GEMMs spread over the ``ep``
+        ranks, the step as long as its busiest rank (see the module).
+
+        >>> import topologies as tp
+        >>> from flowsolver.training import get_model
+        >>> lay = InstanceLayout(1, 1, 8, tuple(range(8)))
+        >>> sm = StepModel(get_model("mixtral-8x7b"), tp.get_gpu("h100_sxm"), lay, "bf16", 2.0, 0.46, 0.62, 3.0e12)
+        >>> one, eight = sm.prefill_step([4096]), sm.prefill_step([512] * 8)
+        >>> one[1], eight[1], one[0] > 1.9 * eight[0]     # one prompt's attention on one of the 8 ranks
+        (4096.0, 512.0, True)
+        """
+        lengths = np.asarray(lengths, dtype=np.float64)
+        tokens = float(lengths.sum())
         if tokens <= 0:
-            return 0.0
+            return 0.0, 0.0
         m, lay = self.model, self.layout
-        linear = 2.0 * tokens * m.layers * (m.attention_params + m.top_k * m.mlp_params)
-        attention = 2.0 * m.hidden * m.layers * square_tokens
-        logits = 2.0 * sequences * m.vocab * m.hidden
-        compute = (linear / (self._peak * self.compute_efficiency)
-                   + attention / (self.gpu.peak_bf16_flops * self.attention_efficiency)
-                   + logits / (self.gpu.peak_bf16_flops * self.compute_efficiency)) / lay.tp
-        memory = self.weight_bytes(tokens * lay.ep) / self.hbm_bandwidth
-        return max(compute, memory)
+        moe = m.experts > 1
+        rank_of = deal_longest_first(lengths, lay.ep)
+        per_rank = np.bincount(rank_of, weights=lengths, minlength=lay.ep)
+        squares = np.bincount(rank_of, weights=lengths ** 2, minlength=lay.ep)
+        sequences = np.bincount(rank_of, minlength=lay.ep)
+        gemm = self._peak * self.compute_efficiency
+        own = m.attention_params + (0.0 if moe else m.top_k * m.mlp_params)      # a dense model: ep = 1
+        attention = (2.0 * per_rank * m.layers * own / gemm
+                     + 2.0 * m.hidden * m.layers * squares / (self.gpu.peak_bf16_flops * self.attention_efficiency)
+                     + 2.0 * sequences * m.vocab * m.hidden / (self.gpu.peak_bf16_flops * self.compute_efficiency))
+        experts = 2.0 * tokens * m.layers * m.top_k * m.mlp_params / lay.ep / gemm if moe else 0.0
+        compute = (float(attention.max()) + experts) / lay.tp
+        memory = self.weight_bytes(tokens) / self.hbm_bandwidth
+        return max(compute, memory), float(per_rank.max())
 
     # -- communication sizes per call (bytes, nccl-tests conventions) ---------------------------
     def tp_bytes(self, tokens: float) -> float:

@@ -265,7 +265,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
                           micro_batch=profile.micro_batch, microbatches=m, cp=lay.cp, vp=lay.vp,
                           recompute=s.recompute, sequence_parallel=profile.sequence_parallel,
                           recompute_layers=s.recompute_layers, attention=s.attention,
-                          fp8_activations=te_fp8_activations(s.precision, s.fp8_recipe))
+                          fp8_activations=te_fp8_activations(s.precision, s.fp8_recipe),
+                          gather_bytes=int(profile.gather_bytes))
     return StepResult(profile=profile, schedule=s, microbatches=m, compute_time=compute, bubble_time=bubble,
                       phases=phases, step_time=step, tokens_per_s=tps, single_gpu_tokens_per_s=single,
                       speedup=tps / single, comm_overhead=exposed / step,

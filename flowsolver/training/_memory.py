@@ -5,7 +5,8 @@ Per parameter (ZeRO paper, Rajbhandari et al. 2020): bf16 weights 2 bytes, bf16 
 2 (4 with ``grad_bytes=4``: accumulated in fp32), fp32 master weights and Adam's two moments 12. ZeRO stage 1 (Megatron's distributed
 optimizer) shards the 12 over the gradient group, stage 2 also the gradients (the Llama 3
 paper's FSDP, section 3.3.2, shards the optimizer state and the gradients but keeps the
-weights after the forward pass), stage 3 also the weights. Megatron-Bridge's Llama
+weights after the forward pass), stage 3 also the weights, gathering them whole while
+they are used (FSDP, timed as PyTorch FSDP2 runs it: :func:`stage_memory`). Megatron-Bridge's Llama
 performance recipes keep 16-bit gradient buffers (``grad_reduce_in_fp32 = False``);
 Megatron-LM's distributed-optimizer table counts ``4 + 16 / d`` bytes for them, the extra
 ``4 / d`` an fp32 copy of the gradient shard made for the optimizer step, after the
@@ -185,7 +186,7 @@ TERMS = ("weights", "gradients", "optimizer", "activations", "loss", "embedding"
 @lru_cache(maxsize=1 << 16)     # a planner asks again, composing the layouts it enumerated
 def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
             recompute_layers, grad_bytes=2, flash=False, dropout=False, embedding_norm=False,
-            fp8_activations=False, over=MemoryOverheads()) -> tuple:
+            fp8_activations=False, over=MemoryOverheads(), gather_bytes=2) -> tuple:
     chunks = chunk_layers(spec.layers, pp, vp)
     moe = spec.experts > 1
     dense_layer = spec.attention_params + (0 if moe else spec.mlp_params)
@@ -215,11 +216,21 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
             dense = (sum(layers) * dense_layer + ends) / tp
             experts = sum(layers) * expert_layer / (tp * ep)
             weights = grads = optimizer = 0.0
-            for n, shards in ((dense, dp * cp), (experts, dp * cp // ep)):
+            # FSDP's unsharded parameters (see _fsdp_unsharded): per GPU, a layer's and the root's
+            in_flight = min(2, sum(layers))
+            for n, shards, layer, root in ((dense, dp * cp, dense_layer / tp, ends / tp),
+                                           (experts, dp * cp // ep, expert_layer / (tp * ep), 0.0)):
                 w = model_state_bytes(n, shards=shards, zero=zero, grad_bytes=grad_bytes)[0]
                 g = n * grad_bytes / (shards if zero >= 2 else 1)
                 p = n * 2.0 / (shards if zero >= 3 else 1)
-                weights, grads, optimizer = weights + p, grads + g, optimizer + w - g - p
+                optimizer += w - g - p
+                if zero == 3 and shards > 1:
+                    if pp > 1:          # held whole for the step: the gathered weights hold the shard
+                        p, g = n * gather_bytes, n * grad_bytes
+                    else:               # on top of the shards: the layers in flight and the root
+                        p += (root + in_flight * layer) * gather_bytes
+                        g += (root + in_flight * layer) * grad_bytes
+                weights, grads = weights + p, grads + g
             owned = dense / (dp * cp if zero >= 1 else 1) + experts / (dp * cp // ep if zero >= 1 else 1)
             largest = max(layer_largest if sum(layers) else 0.0, table / tp if ends else 0.0)
             redo = [0 if not forward_again else n if recompute_layers is None else min(n, recompute_layers)
@@ -258,7 +269,8 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
 
 
 def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
-               recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations, overheads) -> tuple:
+               recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations, overheads,
+               gather_bytes=2) -> tuple:
     spec = get_model(model)
     counts = (tp, pp, dp, ep, micro_batch, microbatches, cp, vp)
     if not all(type(v) is int and v >= 1 for v in counts):      # (a planner's are: checked at once)
@@ -284,6 +296,9 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
     if isinstance(grad_bytes, (bool, np.bool_)) or not isinstance(grad_bytes, numbers.Integral) \
             or grad_bytes not in (2, 4):
         raise ValueError(f"grad_bytes must be 2 (bf16 gradient buffers) or 4 (fp32), got {grad_bytes!r}")
+    if isinstance(gather_bytes, (bool, np.bool_)) or not isinstance(gather_bytes, numbers.Integral) \
+            or gather_bytes not in (1, 2):
+        raise ValueError(f"gather_bytes must be 2 (bf16 weights gathered) or 1 (FP8 all-gather), got {gather_bytes!r}")
     for name, flag in (("sequence_parallel", sequence_parallel), ("dropout", dropout),
                        ("embedding_norm", embedding_norm), ("fp8_activations", fp8_activations)):
         if not isinstance(flag, (bool, np.bool_)):
@@ -299,14 +314,15 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
                          f"2, got {zero}")
     return (spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, check_recompute(recompute),
             bool(sequence_parallel), recompute_layers, int(grad_bytes), attention not in (None, "unfused"),
-            bool(dropout), bool(embedding_norm), bool(fp8_activations), overheads)
+            bool(dropout), bool(embedding_norm), bool(fp8_activations), overheads, int(gather_bytes))
 
 
 def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
                      microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
                      sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                      attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
-                     fp8_activations: bool = False, overheads: MemoryOverheads | None = None) -> tuple:
+                     fp8_activations: bool = False, overheads: MemoryOverheads | None = None,
+                     gather_bytes: int = 2) -> tuple:
     """Bytes per GPU of each pipeline stage, term by term: a tuple of ``pp`` dicts (stage 0
     first) with the keys of :data:`TERMS`; :func:`stage_memory` is their sums.
 
@@ -330,7 +346,7 @@ def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int
     """
     args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
                       recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations,
-                      overheads)
+                      overheads, gather_bytes)
     return tuple(dict(stage) for stage in _stages(*args))
 
 
@@ -338,7 +354,8 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
                  microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
                  sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                  attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
-                 fp8_activations: bool = False, overheads: MemoryOverheads | None = None) -> tuple:
+                 fp8_activations: bool = False, overheads: MemoryOverheads | None = None,
+                 gather_bytes: int = 2) -> tuple:
     """Estimated bytes per GPU of each pipeline stage (a tuple of ``pp``, stage 0 first): the
     sums of :func:`memory_breakdown`'s terms.
 
@@ -347,7 +364,18 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     vocabulary-parallel layers, ``vocab x hidden / tp`` each; one table with ``pp = 1`` and
     tied embeddings), at the module docstring's bytes per parameter, sharded over the
     gradient group (``dp x cp``; experts ``dp x cp / ep``; :func:`model_state_bytes`, gradient
-    buffers of ``grad_bytes``: 2, or 4 when accumulated in fp32). Activations: each model chunk's
+    buffers of ``grad_bytes``: 2, or 4 when accumulated in fp32). ZeRO 3 (FSDP) adds the
+    parameters it gathers (``gather_bytes`` per weight: 2, 1 with an FP8 all-gather) and their
+    unsharded gradients, as the step's timing schedules them (PyTorch FSDP2,
+    :func:`flowsolver.training._exposed.fsdp_exposed`): without a pipeline, two layers' weights
+    (the one computing and the next, whose gather FSDP2 issues beside it: one layer of
+    prefetch) and two layers' gradients (the one computed and the previous one, until its
+    reduce-scatter), and the root unit's weights and gradients (embedding and output
+    projection: gathered before the first layer, reduced after the last backward); with ``pp >
+    1`` the stage's parameters stay gathered for the whole step (its shard among them) and its
+    gradients accumulate whole until the last backward's reduce-scatter (FSDP2 under a
+    pipeline, not resharding between microbatches); the optimizer state stays sharded.
+    Activations: each model chunk's
     layers at :func:`activation_bytes_per_layer` (with
     ``recompute="full"``, the first ``recompute_layers`` of each chunk, default all, keep only
     their input, with a partial mode their input and what it saves, and the stage adds one
@@ -369,7 +397,7 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     """
     args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
                       recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations,
-                      overheads)
+                      overheads, gather_bytes)
     return tuple(sum(v for _, v in stage) for stage in _stages(*args))
 
 
@@ -377,7 +405,8 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
                    microbatches: int = 1, cp: int = 1, vp: int = 1, recompute: str = "selective",
                    sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                    attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
-                   fp8_activations: bool = False, overheads: MemoryOverheads | None = None) -> float:
+                   fp8_activations: bool = False, overheads: MemoryOverheads | None = None,
+                   gather_bytes: int = 2) -> float:
     """Estimated bytes per GPU of mixed-precision Adam training: the largest of
     :func:`stage_memory` (the stage that needs the most sets what the job needs).
 
@@ -399,4 +428,4 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
                             sequence_parallel=sequence_parallel, recompute_layers=recompute_layers,
                             grad_bytes=grad_bytes, attention=attention, dropout=dropout,
                             embedding_norm=embedding_norm, fp8_activations=fp8_activations,
-                            overheads=overheads))
+                            overheads=overheads, gather_bytes=gather_bytes))

@@ -44,6 +44,17 @@ def test_bad_input_gives_one_line_and_exit_2(capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_goodput_refuses_a_dp_beyond_or_not_dividing_the_gpus(capsys):
+    base = ["goodput", "--nodes", "2", "--checkpoint-cost", "30", "--restart", "300", "--shrink", "--no-spares",
+            "--repair", "24", "--days", "1", "--trajectories", "2"]
+    for dp, said in (("64", "--dp must be an integer in 1 ... 16, got 64"),
+                     ("3", "--dp must divide the job's 16 GPUs (each replica as many), got 3")):
+        assert main(base + ["--dp", dp]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
+    assert main(base + ["--dp", "16"]) == 0
+
+
 def test_a_size_the_family_does_not_take_is_an_error_not_ignored(capsys):
     # a torus has no --nodes, the default rail cluster no --k: each was ignored, giving another cluster
     for argv in (["collective", "--family", "torus", "--nodes", "4"], ["topology", "--k", "16"]):

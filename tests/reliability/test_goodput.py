@@ -315,6 +315,24 @@ def test_goodput_rejects_bad_input():
         goodput(g, wl, {"checkpoint_cost": 1.0})
 
 
+def test_goodput_refuses_a_dp_the_job_cannot_hold():
+    # 16 GPUs: a data-parallel degree above them (shrink's loss scaled as 1 / dp, so 64 or 1,000 replicas
+    # of a 16-GPU job lost almost nothing to a failure) or not dividing them (replicas of unequal size)
+    g = tp.rail_optimized(2)
+    wl = dict(op="all_reduce", size=2**20, compute=1.0, tokens=1e6)
+    resp = JobResponse(checkpoint_cost=1.0, restart_time=1.0, spares=False, shrink=True, repair_time=3600.0)
+    for dp, match in ((64, r"dp must be an integer in 1 \.\.\. 16, got 64"), (1000, "in 1 ... 16, got 1000"),
+                      (0, "in 1 ... 16, got 0"), (2.0, "got 2.0"), (True, "got True"),
+                      (3, "dp must divide the job's 16 GPUs .*got 3")):
+        with pytest.raises(ValueError, match=match):
+            goodput(g, wl, resp, days=1, trajectories=2, dp=dp)
+    # the job's GPUs are its ranks, not the graph's
+    with pytest.raises(ValueError, match=r"dp must be an integer in 1 \.\.\. 8, got 16"):
+        goodput(g, dict(wl, ranks=range(8)), resp, days=1, trajectories=2, dp=16)
+    # a dp that divides them runs, its shrink loss that of 1 / dp of the job per failure
+    assert goodput(g, wl, resp, days=1, trajectories=2, dp=16).useful_fraction.mean() > 0
+
+
 def test_checkpoint_writes_through_the_storage_tier():
     # front end: 4 servers x 8 GPUs x 1 GB = 32 GB; 2 storage ports of 400 GbE (50 GB/s) hold it
     g = tp.rail_optimized(4)

@@ -123,7 +123,7 @@ def test_event_loop_colocated_hand_trace():
     # t=0 prefill r0 -> 1; t=1 prefill r1 (r2 would make 3 sequences) -> 2; t=2 decode (r0, r1) -> 2.5,
     # r1 done; t=2.5 prefill r2 -> 3.5; t=3.5 decode (r0, r2) -> 4, both done
     t = simulate([0.0, 0.2, 0.3], [4, 4, 4], [3, 2, 2], prefill_instances=1, decode_instances=0, max_seqs=2,
-                 token_budget=10, kv_capacity=100, prefill_time=lambda n, s, q: (1.0, 0.25),
+                 token_budget=10, kv_capacity=100, prefill_time=lambda lengths: (1.0, 0.25),
                  decode_time=lambda b, k: (0.5, 0.1))
     np.testing.assert_allclose(t.first_token, [1.0, 2.0, 3.5])
     np.testing.assert_allclose(t.finish, [4.0, 2.5, 4.0])
@@ -135,7 +135,7 @@ def test_event_loop_disaggregated_hand_trace():
     # prefill r0 0 -> 1, KV 1 -> 1.25, decode 1.25 -> 1.75 -> 2.25 (r0 done); prefill r1 1 -> 2, KV -> 2.25,
     # decode 2.25 -> 2.75 (r1 done)
     t = simulate([0.0, 0.5], [4, 4], [3, 2], prefill_instances=1, decode_instances=1, max_seqs=4, token_budget=4,
-                 kv_capacity=100, prefill_time=lambda n, s, q: (1.0, 0.0), decode_time=lambda b, k: (0.5, 0.0),
+                 kv_capacity=100, prefill_time=lambda lengths: (1.0, 0.0), decode_time=lambda b, k: (0.5, 0.0),
                  kv_seconds=lambda nbytes, n: nbytes * 0.0625, kv_bytes_per_token=1.0)   # 4 bytes: 0.25 s
     np.testing.assert_allclose(t.first_token, [1.0, 2.0])
     np.testing.assert_allclose(t.finish, [2.25, 2.75])
@@ -145,7 +145,7 @@ def test_event_loop_disaggregated_hand_trace():
 def test_event_loop_token_budget_and_kv_capacity():
     # budget 6: r0 (4) and r1 (4) do not fit one step; capacity 9 tokens: r1 (4 + 2) waits for r0's release
     t = simulate([0.0, 0.0], [4, 4], [2, 2], prefill_instances=1, decode_instances=0, max_seqs=8, token_budget=6,
-                 kv_capacity=9, prefill_time=lambda n, s, q: (1.0, 0.0), decode_time=lambda b, k: (0.5, 0.0))
+                 kv_capacity=9, prefill_time=lambda lengths: (1.0, 0.0), decode_time=lambda b, k: (0.5, 0.0))
     np.testing.assert_allclose(t.first_token, [1.0, 2.5])      # r1 prefills after r0's decode step
     np.testing.assert_allclose(t.finish, [1.5, 3.0])
 
@@ -322,7 +322,7 @@ def test_event_loop_sends_one_prefill_step_as_one_transfer():
         return nbytes * 0.01 * in_flight
 
     t = simulate([0.0, 0.5, 0.5], [2, 4, 6], [1, 2, 2], prefill_instances=1, decode_instances=1, max_seqs=4,
-                 token_budget=16, kv_capacity=100, prefill_time=lambda n, s, q: (1.0, 0.0),
+                 token_budget=16, kv_capacity=100, prefill_time=lambda lengths: (1.0, 0.0),
                  decode_time=lambda b, k: (0.5, 0.0), kv_seconds=kv_seconds, kv_bytes_per_token=1.0)
     np.testing.assert_allclose(t.kv_seconds, [0.0, 0.04, 0.10])
     np.testing.assert_allclose(t.finish, [1.0, 2.54, 3.04])
@@ -343,14 +343,15 @@ def test_kv_transfers_leave_every_attention_rank_in_parallel():
 
 
 def test_event_loop_deals_a_prefill_step_to_the_attention_ranks():
-    # 3 requests prefilled together on a 2-rank instance: r0 and r2 on rank 0 (one after the other), r1 on
-    # rank 1; 0.01 s per byte, 1 byte per token
+    # 3 requests of 4, 6 and 8 tokens prefilled together on a 2-rank instance, dealt longest first to the rank
+    # with the fewest tokens: r2 (8) on rank 0, r1 (6) then r0 (4) on rank 1, which sends r0 then r1 (arrival
+    # order); 0.01 s per byte, 1 byte per token
     t = simulate([0.0, 0.0, 0.0, 0.0], [2, 4, 6, 8], [1, 2, 2, 2], prefill_instances=1, decode_instances=1,
-                 max_seqs=8, token_budget=64, kv_capacity=100, prefill_time=lambda n, s, q: (1.0, 0.0),
+                 max_seqs=8, token_budget=64, kv_capacity=100, prefill_time=lambda lengths: (1.0, 0.0),
                  decode_time=lambda b, k: (0.5, 0.0), kv_seconds=lambda nbytes, n: nbytes * 0.01,
                  kv_bytes_per_token=1.0, kv_ranks=2)
     # rA prefills alone 0 -> 1 (first arrival); r0, r1, r2 together 1 -> 2
-    np.testing.assert_allclose(t.kv_seconds, [0.0, 0.04, 0.06, 0.12])
+    np.testing.assert_allclose(t.kv_seconds, [0.0, 0.04, 0.04 + 0.06, 0.08])
 
 
 def test_the_step_tables_refuse_a_batch_context_or_prompt_they_do_not_hold():

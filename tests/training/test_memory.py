@@ -31,7 +31,11 @@ def test_memory_estimate_follows_the_zero_bytes_and_the_activations_of_each_stag
     assert act == 33.5 * 8192 * 8192 / 8                 # GQA and SwiGLU: 33.5 s h / t, not GPT's 34
     assert memory_per_gpu(m, tp=8, pp=1, dp=8, zero=1) == pytest.approx(
         4 * n / 8 + 12 * n / 64 + 80 * act + logits, rel=1e-12)
-    assert memory_per_gpu(m, tp=8, pp=1, dp=8, zero=3) == pytest.approx(16 * n / 64 + 80 * act + logits, rel=1e-12)
+    # ZeRO 3 without a pipeline: besides the shards, two layers' weights and gradients unsharded (the layer
+    # computing and the one prefetched / the one awaiting its reduce-scatter) and the root's (both tables)
+    gathered = (2 * table + 2 * layer) / 8
+    assert memory_per_gpu(m, tp=8, pp=1, dp=8, zero=3) == pytest.approx(
+        16 * n / 64 + (2 + 2) * gathered + 80 * act + logits, rel=1e-12)
     # 1F1B on 4 stages: stage 0 holds its 20 layers and the embedding, 4 microbatches in flight;
     # the last stage its 20 layers and the output projection, one microbatch and its logits
     stages = stage_memory(m, tp=8, pp=4, dp=2, zero=1, microbatches=16)
