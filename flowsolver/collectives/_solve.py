@@ -11,7 +11,7 @@ import numpy as np
 
 import topologies as tp
 
-from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, graph_memo, policy_of, route
+from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, graph_memo, policy_of, route, unique_pairs
 from ..traffic import Flows
 from ._layout import rank_server_codes
 from ._nccl import hop_latency, peer_latency
@@ -249,7 +249,7 @@ def route_steps(graph, ranks, keys, options):
                 return route_all(), group, size
             # a route depends on its endpoints only: each distinct pair routed once (a long
             # pipeline's steps repeat its stages' pairs hundreds of times), the rows copied
-            pair_src, pair_dst, again = _distinct_pairs(src, dst)
+            pair_src, pair_dst, again = unique_pairs(src, dst, int(max(src.max(), dst.max())) + 1)
             once = route(graph, Flows(pair_src, pair_dst, 1.0), policy=options.policy, **options.route_options)
             return once.take_flows(again), group, size
         memo = graph_memo(graph, "routed-steps", dict)
@@ -266,27 +266,6 @@ def route_steps(graph, ranks, keys, options):
     routed = [route_step(graph, ranks, k, options) for k in keys]
     rm = routed[0][0] if len(routed) == 1 else RoutingMatrix.stack([m for m, _ in routed])
     return rm, group, size
-
-
-def _distinct_pairs(src, dst):
-    """The distinct (src, dst) node pairs and each flow's pair (a direct table where the node
-    ids are few: a sort of tens of millions of pairs takes seconds).
-
-    >>> [a.tolist() for a in _distinct_pairs(np.array([3, 1, 3]), np.array([0, 2, 0]))]
-    [[1, 3], [2, 0], [1, 0, 1]]
-    """
-    n = int(max(src.max(initial=0), dst.max(initial=0))) + 1
-    key = src.astype(np.int64) * n + dst
-    if n * n > 1 << 26:
-        distinct, again = np.unique(key, return_inverse=True)
-    else:
-        seen = np.zeros(n * n, dtype=bool)
-        seen[key] = True
-        distinct = np.flatnonzero(seen)
-        code = np.zeros(n * n, dtype=np.int64)
-        code[distinct] = np.arange(len(distinct))
-        again = code[key]
-    return distinct // n, distinct % n, again.reshape(-1)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..solver import max_min_fair
-from ..timing import completion_times, kept_run
-from ..timing import _events
+from ..timing import completion_times, keep_limit, kept_run
 
-__all__ = ["SolvedStep", "solve_steps", "CHUNK_FLOWS"]
+__all__ = ["SolvedStep", "solve_steps", "CHUNK_FLOWS", "SPLIT_FLOWS"]
 
 #: Steps solved together in one call hold at most this many flows (a single larger step is
 #: solved alone). Independent steps stacked into one max-min problem cost the solver about
@@ -21,6 +20,11 @@ __all__ = ["SolvedStep", "solve_steps", "CHUNK_FLOWS"]
 #: warm compilation cache): 8.0 s in one call, 3.1 / 2.9 / 3.0 / 4.7 s in groups of 5 k / 20 k /
 #: 60 k / 150 k flows, and 1.3 GB of memory instead of 2.8 GB (benchmarks/collectives_scale.py).
 CHUNK_FLOWS = 1 << 15
+#: Steps of at most this many flows in all are solved in one call however many they are: each
+#: group's problem shape compiles once a process (~0.45 s on 2 cores without the compilation
+#: cache), which a problem this small does not win back (a 1 MiB tree all-reduce over 3 NVL72
+#: racks, 93 k flows in 3 groups: 2.1 s first call against 0.85 s in one).
+SPLIT_FLOWS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -51,17 +55,18 @@ def solve_steps(rm, group, sizes, cap, n_groups=1, kept=None):
     """Transfer time (s), per-link utilisation and bottleneck records (a :class:`SolvedStep`
     each) of the steps whose flows ``rm`` holds on shared links (``group``: the step of each
     flow, contiguous, or None for one step): each step on its own copy of its links, each
-    with its own event clock, consecutive steps of at most :data:`CHUNK_FLOWS` flows in all
-    solved in one call. ``cap`` is (links,) or (scenarios, links); with scenarios the result
-    is a list per scenario. A step with a flow that can never move gets transfer ``inf``.
-    ``kept`` (a list; one scenario): gets the run's :class:`~flowsolver.timing.KeptRun`
-    (every event's allocation, for derivatives without a re-solve; one per group of steps,
+    with its own event clock; past :data:`SPLIT_FLOWS` flows in all, consecutive steps of at
+    most :data:`CHUNK_FLOWS` flows in all are solved in one call. ``cap`` is (links,) or
+    (scenarios, links); with scenarios the result is a list per scenario. A step with a flow
+    that can never move gets transfer ``inf``; a step without a flow, 0. ``kept`` (a list;
+    one scenario): gets the run's :class:`~flowsolver.timing.KeptRun` (every event's
+    allocation, for derivatives without a re-solve; one per group of steps,
     joined).
     """
     if group is None or n_groups == 1:
         return _solve_block(rm, None, sizes, cap, 1, kept)
     ends = np.cumsum(np.bincount(group, minlength=n_groups))
-    firsts = _chunk_firsts(ends, CHUNK_FLOWS)
+    firsts = _chunk_firsts(ends, CHUNK_FLOWS) if rm.n_flows > SPLIT_FLOWS else [0]
     if len(firsts) == 1:
         return _solve_block(rm, group, sizes, cap, n_groups, kept)
     batched = np.ndim(cap) == 2
@@ -69,10 +74,15 @@ def solve_steps(rm, group, sizes, cap, n_groups=1, kept=None):
     for g0, g1 in zip(firsts, list(firsts[1:]) + [n_groups]):
         a, b = (int(ends[g0 - 1]) if g0 else 0), int(ends[g1 - 1])
         mine = [] if kept is not None else None
+        if a == b:          # steps without a flow (no schedule of the library's has one): nothing to move
+            none = [SolvedStep(0.0, np.zeros(rm.n_links), ()) for _ in range(g0, g1)]
+            parts.append([none] * len(np.atleast_2d(cap)) if batched else none)
+            runs.append(None)
+            continue
         parts.append(_solve_block(rm.flow_rows(a, b), group[a:b] - g0, sizes[a:b], cap, g1 - g0, mine))
         runs.append(mine[0] if mine else None)
         held += sum(len(active) + len(alloc.link_load) for active, alloc, _, _ in runs[-1].phases) if mine else 0
-        if held > _events.KEEP_PHASES_ENTRIES:  # the groups' kept events together as the engine's own limit
+        if held > keep_limit():             # the groups' kept events together as the engine's own limit
             kept, runs = None, []           # bounds one run's: none kept, the derivatives re-run the steps
     if kept is not None and any(run is not None for run in runs):
         kept.append(_JoinedRuns(runs, firsts))

@@ -11,7 +11,7 @@ the network), or a step starting. Modules:
   batch axis; rates re-solved at each event, or kept where provably still max-min fair);
 - ``_completion_sensitivity``: exact derivatives of a makespan with respect to link
   capacities through the events (:func:`completion_sensitivity`, :func:`fair_makespan`),
-  and a forward run kept for them (:func:`kept_run`);
+  and a forward run kept for them (:func:`kept_run`; at most :func:`keep_limit` entries);
 - ``_event_split``: the one-sided derivative through an event whose finishing flows a
   change splits apart.
 
@@ -27,6 +27,8 @@ finish at an event, here and in the derivatives. Units: bytes, seconds, bytes/s.
 
 from ._completion import RTOL, RTOL_MAX, Completion, StepTimes, completion_times, step_times
 from ._completion_sensitivity import CompletionSensitivity, KeptRun, completion_sensitivity, fair_makespan, kept_run
+from ._events import keep_limit
 
 __all__ = ["completion_times", "Completion", "step_times", "StepTimes", "RTOL", "RTOL_MAX",
-           "completion_sensitivity", "CompletionSensitivity", "fair_makespan", "KeptRun", "kept_run"]
+           "completion_sensitivity", "CompletionSensitivity", "fair_makespan", "KeptRun", "kept_run",
+           "keep_limit"]

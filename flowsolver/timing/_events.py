@@ -16,6 +16,17 @@ from ..solver import max_min_fair, utilization
 KEEP_PHASES_ENTRIES = 1 << 24
 
 
+def keep_limit() -> int:
+    """(flows + links) x events one forward run keeps for its derivatives at most
+    (:data:`KEEP_PHASES_ENTRIES`, read at each call): a caller keeping several runs bounds
+    them together by it.
+
+    >>> keep_limit() == 1 << 24
+    True
+    """
+    return KEEP_PHASES_ENTRIES
+
+
 class _Run:
     """The one event engine: flows in steps (``parts``), steps released by other steps
     after a delay, groups of flows on their own clocks, a leading batch axis."""

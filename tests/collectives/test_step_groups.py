@@ -26,7 +26,8 @@ def _same(a, b):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """The flows of each call that solves a group of steps."""
+    """The flows of each call that solves a group of steps (every problem split, however small)."""
+    monkeypatch.setattr(_step_solve, "SPLIT_FLOWS", 0)
     seen, real = [], _step_solve._solve_block
     monkeypatch.setattr(_step_solve, "_solve_block", lambda rm, *a: seen.append(rm.n_flows) or real(rm, *a))
     return seen
@@ -77,3 +78,30 @@ def test_variants_batched_in_groups_time_as_in_one_call(monkeypatch, calls):
     assert grouped[1].time > grouped[0].time * 1.5                   # the variant is solved on its own links
     for a, b in zip(grouped, one):
         _same(a, b)
+
+
+def test_small_problems_solved_in_one_call(monkeypatch):
+    """Below SPLIT_FLOWS the steps are solved in one call whatever CHUNK_FLOWS says (each
+    group's shape would compile once a process: a loss for a problem this small)."""
+    seen, real = [], _step_solve._solve_block
+    monkeypatch.setattr(_step_solve, "_solve_block", lambda rm, *a: seen.append(rm.n_flows) or real(rm, *a))
+    monkeypatch.setattr(_step_solve, "CHUNK_FLOWS", 100)
+    r = _tree(tp.rail_optimized(nodes=4))
+    assert len(seen) == 1 and seen[0] < _step_solve.SPLIT_FLOWS and r.time > 0
+
+
+def test_a_group_of_steps_without_flows_moves_nothing(monkeypatch, calls):
+    """Steps with no flow (none of the library's schedules makes one) take 0 s, split or not."""
+    from flowsolver.collectives._solve import route
+    from flowsolver.traffic import Flows
+    from flowsolver.collectives._step_solve import solve_steps
+
+    g = tp.rail_optimized(nodes=2)
+    gpus = tp.gpus(g)
+    rm = route(g, Flows([gpus[0], gpus[1], gpus[2]], [gpus[8], gpus[9], gpus[10]], 1e6))
+    group, sizes, cap = np.array([0, 0, 0]), np.full(3, 1e6), rm.capacity
+    for chunk in (2, 1 << 40):          # the empty steps in a group of their own, then with the first
+        monkeypatch.setattr(_step_solve, "CHUNK_FLOWS", chunk)
+        out = solve_steps(rm, group, sizes, cap, 3)
+        assert [s.transfer for s in out[1:]] == [0.0, 0.0] and out[0].transfer > 0
+        assert not out[1].utilization.any() and out[1].bottleneck == ()
