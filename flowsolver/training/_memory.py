@@ -56,6 +56,18 @@ def te_fp8_activations(precision: str, fp8_recipe: str = "te") -> bool:
     return precision == "fp8" and fp8_recipe == "te"
 
 
+def gather_bytes_of(precision: str, fp8_param_gather: bool) -> int:
+    """Bytes a parameter of a linear layer takes in FSDP's all-gather: 1 with the FP8 all-gather
+    of an FP8 step, else 2 (bf16). The embedding and the output projection are gathered in bf16
+    either way (torchao's float8 converter turns ``nn.Linear`` weights only, and torchtitan's
+    leaves the output layer out).
+
+    >>> gather_bytes_of("fp8", True), gather_bytes_of("fp8", False), gather_bytes_of("bf16", True)
+    (1, 2, 2)
+    """
+    return 1 if fp8_param_gather and precision == "fp8" else 2
+
+
 def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
                                sequence_parallel: bool, dropout: bool = False, fp8_activations: bool = False,
                                attention_output_kept: bool = False) -> float:
@@ -224,11 +236,11 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
                 g = n * grad_bytes / (shards if zero >= 2 else 1)
                 p = n * 2.0 / (shards if zero >= 3 else 1)
                 optimizer += w - g - p
-                if zero == 3 and shards > 1:
+                if zero == 3 and shards > 1:    # the root (embedding, output) gathered in bf16 (gather_bytes_of)
                     if pp > 1:          # held whole for the step: the gathered weights hold the shard
-                        p, g = n * gather_bytes, n * grad_bytes
+                        p, g = (n - root) * gather_bytes + root * 2.0, n * grad_bytes
                     else:               # on top of the shards: the layers in flight and the root
-                        p += (root + in_flight * layer) * gather_bytes
+                        p += in_flight * layer * gather_bytes + root * 2.0
                         g += (root + in_flight * layer) * grad_bytes
                 weights, grads = weights + p, grads + g
             owned = dense / (dp * cp if zero >= 1 else 1) + experts / (dp * cp // ep if zero >= 1 else 1)

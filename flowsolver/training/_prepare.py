@@ -14,7 +14,7 @@ from ..routing import gpu_nodes
 from ._schedule import check_recompute_layers, checked_schedule, default_batch, default_tp_overlap
 from ._compute import check_precision
 from ._layout import DEFAULT_ORDER, ParallelLayout
-from ._memory import check_zero
+from ._memory import check_zero, gather_bytes_of
 from ._models import ModelSpec, get_model
 from ._parallelism import REDUCE_DTYPES
 from ._pipeline import stage_layers
@@ -144,7 +144,7 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
         raise ValueError(f"reduce_dtype must be one of {', '.join(REDUCE_DTYPES)}, got {reduce_dtype!r}")
     if not isinstance(fp8_param_gather, bool):
         raise TypeError(f"fp8_param_gather must be True or False, got {fp8_param_gather!r}")
-    gather_bytes = 1.0 if (fp8_param_gather and precision == "fp8") else 2.0
+    gather_bytes = float(gather_bytes_of(precision, fp8_param_gather))
     if not isinstance(sequence_parallel, bool):
         raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
     return PreparedStep(solve=dict(model=spec, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
