@@ -584,10 +584,14 @@ def gpus_per_thread(env: str) -> int:
     corpus's ``env``): ``-g N`` (nccl-tests' ``nGpus``), else 1 (MPI / torchrun: a process
     per GPU, or not stated).
 
+    nccl-tests' long form ``--ngpus N`` (or ``--ngpus=N``) is the same option.
+
     >>> gpus_per_thread("NCCL_ALGO=NVLS ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 8 -n 40"), gpus_per_thread("")
     (8, 1)
+    >>> gpus_per_thread("all_reduce_perf --ngpus 8 --minbytes 1k"), gpus_per_thread("x --ngpus=4")
+    (8, 4)
     """
-    found = re.search(r"(?:^|[\s(])-g\s+(\d+)", env)
+    found = re.search(r"(?:^|[\s(])(?:-g\s+|--ngpus[\s=]+)(\d+)", env)
     return int(found.group(1)) if found else 1
 
 
