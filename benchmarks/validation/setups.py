@@ -288,6 +288,26 @@ _add(Cluster("nebius_h200", _server("dgx_h100", name="nebius-h200"), "ib_ndr", "
              "Nebius H200 cluster: 8 H200 (NVLink 4 / NVSwitch) + 8 x 400 Gb/s NDR InfiniBand (3.2 Tb/s a host, Nebius "
              "docs; the source prints neither count nor rate, only NCCL_IB_HCA=mlx5).", H200))
 
+# AWS p4d.24xlarge (AWS EC2 P4 instance page: 8 A100 40GB SXM4 on NVSwitch, 400 Gb/s EFA as 4 network
+# cards of 100 Gb/s; the DLAMI guide's check expects "Selected Provider is efa (found 4 nics)" on p4d.24xlarge).
+# The run's rank list puts two GPUs on each PCIe bus ([0x10] x 2, [0x20] x 2, ...), one EFA NIC each: the
+# DGX A100 server with 4 NICs of 100 Gb/s EFA, one shared by each GPU pair. aws-ofi-nccl reports 75 us of
+# network latency on p4d (topologies/transports.py, aws_ofi_p5).
+_add(Cluster("aws_p4d", _server("dgx_a100", name="p4d.24xlarge", nics=4, nic="efa_100g"), "efa_100g", "AWS EFA",
+             "A100",
+             "AWS p4d.24xlarge: 8 A100 40GB (NVLink 3 / NVSwitch) + 4 x 100 Gb/s EFA (400 Gb/s; AWS P4 page; 4 NICs "
+             "in the DLAMI guide's check), one NIC a GPU pair (transport aws_ofi_p5: 75 us).", A100_40GB))
+# Dell PowerEdge XE9680 H200 on NVIDIA Spectrum-X (sdambo-git/spc-x-host-configuration README): HGX H200
+# baseboard (8 H200, NVLink 4 / NVSwitch: the DGX H100's), 8 rails eth_rail0..7 a node, each a BlueField-3
+# B3140H SuperNIC "400GbE (default mode)" single port (the file's mlxconfig listing and udev rail rules):
+# 8 x 400 Gb/s RoCE, one a GPU, the catalogue's roce_400g (NCCL's own IB verbs transport). The file
+# states "the line rate is 400GB/s" a node (8 x 400 Gb/s). Spectrum-X adaptive routing is not modelled
+# (2 nodes).
+_add(Cluster("dell_xe9680_h200_spcx", _server("dgx_h100", name="XE9680-H200", nic="roce_400g"), "roce_400g",
+             "RoCE (Spectrum-X)", "H200",
+             "Dell XE9680 H200: 8 H200 (NVLink 4 / NVSwitch) + 8 x BlueField-3 B3140H 400GbE SuperNICs on "
+             "Spectrum-X RoCE, one a GPU (the source's mlxconfig listing and rail rules).", H200))
+
 # --- Training clusters ---------------------------------------------------------------------
 # Meta Grand Teton (torchtitan benchmarks): 8 H100 SXM 96GB HBM2e at a 500 W cap per host,
 # "backend RDMA 400 Gb/s per GPU" (Meta's RoCE training fabric, Llama 3 paper section 3.3.1).
@@ -439,6 +459,14 @@ CURVES: dict[str, CurveSetup] = {
                                                                           "shown): NCCL's choice"),
     # Nebius Run:ai cookbook: mpirun -np 16 --map-by ppr:8:node, one rank a GPU, no NCCL_ALGO / NCCL_PROTO set
     "nebius-runai-2x8H200-allreduce": CurveSetup("nebius_h200", note="Run:ai MPI job, NCCL's choice"),
+    # AWS DLAMI guide (p4d.24xlarge): mpirun -n 16 -N 8, one rank a GPU, no NCCL_ALGO / NCCL_PROTO set
+    "aws-dlami-2xp4d-allreduce": CurveSetup("aws_p4d", note="DLAMI guide's 2-node example: NCCL's choice"),
+    # sdambo-git/spc-x-host-configuration: one process a node driving 8 GPUs (--ngpus 8, nccl-tests' -g),
+    # no NCCL_ALGO / NCCL_PROTO set. Its NCCL_MIN_NCHANNELS=32 is not passed as channels=: NCCL 2.30 copies
+    # only the ring / tree channels up to it (src/graph/connect.cc copyChannels), keeps the NVLS channels
+    # and tunes on the searched graphs' nChannels (src/graph/tuning.cc), where channels= would set all three
+    "spcx-ocp-2x8H200-allreduce": CurveSetup("dell_xe9680_h200_spcx", note="OpenShift pods, --ngpus 8: NCCL's "
+                                                                            "choice"),
     # NVIDIA/nccl-tests#309: Dell PowerEdge XE9680 (HGX H100 8-GPU baseboard, NVLink 4 / NVSwitch) with
     # 8 x ConnectX-7 400 Gb/s InfiniBand, one per GPU (stated in the issue): the DGX H100 layout
     "nccltests309-2x8H100-allreduce": CurveSetup("dgx_h100_ndr", note="Dell XE9680 HGX H100, 8 x CX-7 400 Gb/s IB "
@@ -584,10 +612,14 @@ def gpus_per_thread(env: str) -> int:
     corpus's ``env``): ``-g N`` (nccl-tests' ``nGpus``), else 1 (MPI / torchrun: a process
     per GPU, or not stated).
 
+    nccl-tests' long form ``--ngpus N`` (or ``--ngpus=N``) is the same option.
+
     >>> gpus_per_thread("NCCL_ALGO=NVLS ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 8 -n 40"), gpus_per_thread("")
     (8, 1)
+    >>> gpus_per_thread("all_reduce_perf --ngpus 8 --minbytes 1k"), gpus_per_thread("x --ngpus=4")
+    (8, 4)
     """
-    found = re.search(r"(?:^|[\s(])-g\s+(\d+)", env)
+    found = re.search(r"(?:^|[\s(])(?:-g\s+|--ngpus[\s=]+)(\d+)", env)
     return int(found.group(1)) if found else 1
 
 
