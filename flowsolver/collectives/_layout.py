@@ -36,6 +36,7 @@ class RankLayout:
     channels: int
     nvls: NvlsDomain | None = None
     nvls_unavailable: str = ""
+    sides: tuple | None = None      # per server its positions by NIC where GPUs share NICs (_nic_sides)
 
 
 def _rank_servers(graph, nodes):
@@ -234,7 +235,7 @@ def _laid_out(graph, nodes, ranks, channels) -> RankLayout:
     nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], len(groups))
     sides = _nic_sides(graph, nodes, ranks, groups) if len(groups) > 1 else None
     return RankLayout(groups=groups, rings=_ring_orders(groups, channels, sides), channels=channels,
-                  nvls=nvls, nvls_unavailable=why)
+                      nvls=nvls, nvls_unavailable=why, sides=sides)
 
 
 def unavailable(algorithm, p, layout: RankLayout) -> str | None:

@@ -74,9 +74,11 @@ def _nvls(p, size, layout, chunk):
     return (Step(1, tuple((i, switch, wire) for i in range(p)) + tuple((switch, i, wire) for i in range(p)), 1),)
 
 
-def _tree_stages(units, channels):
-    """Pipeline stages of the double binary trees: reduce up the trees, broadcast down."""
-    trees = [_with_depth(tree_edges(units, parent, c)) for c in range(channels) for parent in double_btree(len(units))]
+def _tree_stages(units, channels, sides=None):
+    """Pipeline stages of the double binary trees: reduce up the trees, broadcast down
+    (``sides``: servers' positions by shared NIC, :func:`~._trees.tree_edges`)."""
+    trees = [_with_depth(tree_edges(units, parent, c, sides)) for c in range(channels)
+             for parent in double_btree(len(units))]
     D = max(max(depth.values(), default=0) for _, depth in trees)
     stages = [[] for _ in range(2 * D)]
     for tree, depth in trees:
@@ -105,7 +107,8 @@ def _tree(p, size, layout, chunk):
     half = size / 2 / layout.channels
     k = max(1, math.ceil(half / chunk))
     piece = min(chunk, half)                    # whole chunks, the remainder last (as NCCL)
-    return tuple(pipeline(_tree_stages(units, layout.channels), k, piece, half - (k - 1) * piece))
+    sides = layout.sides if len(layout.groups) > 1 else None
+    return tuple(pipeline(_tree_stages(units, layout.channels, sides), k, piece, half - (k - 1) * piece))
 
 
 def _binomial(p, size, reverse):

@@ -158,10 +158,28 @@ def double_btree(u):
     return first, second
 
 
-def tree_edges(groups, parent_of_group, channel):
+def tree_edges(groups, parent_of_group, channel, sides=None):
     """(child, parent) rank positions of one tree: the tree over servers (or ranks), each
-    server a chain that starts at local GPU ``channel mod m`` (its NIC's rail)."""
-    chains = [tuple(g[channel % len(g):]) + tuple(g[:channel % len(g)]) for g in groups]
+    server a chain that starts at local GPU ``channel mod m`` (its NIC's rail). ``sides``:
+    where servers' GPUs share NICs, per server its positions grouped by NIC (in NIC order);
+    the chain then starts at a GPU of NIC ``channel mod n`` (the next of that NIC's GPUs for
+    each further round of NICs), as NCCL's search gives channel ``c`` the NIC
+    ``nets[c mod netCount]`` and starts it at a GPU local to it, for trees as for rings
+    (``src/graph/search.cc``, ``ncclTopoSearchRecNet``).
+
+    >>> tree_edges([(0, 1, 2, 3), (4, 5, 6, 7)], [-1, 0], 1)      # rail 1: GPU 1 of each server
+    [(2, 1), (3, 2), (0, 3), (5, 1), (6, 5), (7, 6), (4, 7)]
+    >>> nics = [((0, 1), (2, 3)), ((4, 5), (6, 7))]                # two GPUs a NIC: channel 1 on NIC 1
+    >>> tree_edges([(0, 1, 2, 3), (4, 5, 6, 7)], [-1, 0], 1, sides=nics)[3]
+    (6, 2)
+    """
+    def first(gi, g):
+        if sides is None or len(sides[gi]) < 2:
+            return channel % len(g)
+        side = sides[gi][channel % len(sides[gi])]
+        return g.index(side[(channel // len(sides[gi])) % len(side)])
+
+    chains = [tuple(g[first(gi, g):]) + tuple(g[:first(gi, g)]) for gi, g in enumerate(groups)]
     edges = []
     for gi, chain in enumerate(chains):
         up = parent_of_group[gi]

@@ -356,6 +356,23 @@ def test_rings_spread_over_nics_that_two_gpus_share():
     assert both.busbw == pytest.approx(2 * one.busbw, rel=0.02)
 
 
+def test_trees_spread_over_nics_that_two_gpus_share():
+    # 8 A100s and 4 EFA NICs a server (AWS p4d.24xlarge: a NIC per GPU pair). NCCL's search gives
+    # channel c the NIC nets[c mod netCount] for trees as for rings (search.cc ncclTopoSearchRecNet)
+    # and starts the chain at a GPU of it; started at GPU c on 4 channels, the trees left every
+    # server through GPUs 0-3, i.e. NICs 0 and 1 only. A 2-node double binary tree moves each
+    # buffer byte once each way between the servers (half up tree 0, half down tree 1, and back), so
+    # with every NIC carrying it the algorithm bandwidth is the servers' 4 NICs' rate
+    model = tp.get_server("dgx_a100").with_(nics=4, nic="efa_100g")
+    g = tp.rail_optimized(2, server=model, link="efa_100g")
+    r = collective(g, "all_reduce", 2 ** 30, algorithm="tree", protocol="Simple")
+    nic_rate = tp.get_link("efa_100g").effective_bandwidth
+    assert 2 ** 30 / r.time == pytest.approx(4 * nic_rate, rel=0.08)
+    edges = list(g.edges())
+    used = {a for i, (a, b) in enumerate(edges) if "nic" in str(a) and "leaf" in str(b) and r.link_utilization[i] > 0.5}
+    assert len(used) == 8                                       # all 4 NICs of both servers
+
+
 def test_rings_keep_a_rail_across_servers_whatever_order_the_ranks_come_in():
     # NICs grouped by first appearance let a server listed as GPUs 3, 2, 1, 0 put ring 0 on its
     # other NIC: the hop between servers changed rails (640 of 1,200 hops with shuffled ranks)
