@@ -81,7 +81,7 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
     per_context_bytes = sm.kv_read_bytes(1.0)
     per_context_flops = sm.decode_flops(0.0, 1.0)
     rate = sm._peak * sm.compute_efficiency
-    comm_decode = comm(batches)
+    comm_decode = comm(busiest)         # its tokens, as prefill's: the rank holding the most sends the most
     comm_decode[0] = 0.0
 
     def decode_time(batch, context):

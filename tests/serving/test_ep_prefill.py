@@ -96,3 +96,13 @@ def test_deal_longest_first_by_hand():
     assert deal_longest_first([2, 2], 2).tolist() == [0, 1]          # a tie: the lower rank first
     assert deal_longest_first([7, 1, 2], 1).tolist() == [0, 0, 0]
     assert deal_longest_first([2, 9], 8).tolist() == [1, 0]         # fewer prompts than ranks: one each
+
+
+def test_decode_communication_is_the_busiest_ranks_tokens(ep8):
+    """A decode step's calls carry the tokens of the attention rank holding the most sequences,
+    ceil(b / ep) (its compute waits for that rank too), not b / ep: 9 sequences on 8 ranks put
+    2 on one, which sends what 16 would; one sequence sends what 8 would."""
+    _, r = ep8
+    comm = {b: r.decode_step(b, 0.0)[1] for b in (1, 8, 9, 16)}
+    assert comm[1] == comm[8] and comm[9] == comm[16]
+    assert comm[9] > comm[8]
