@@ -12,7 +12,7 @@ from .._status import Status
 from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
 from ._calibration import checked_model
 from ._layout import participants, without_nvls
-from ._hardware import describe, nvlink_edge
+from ._hardware import describe, nvlink_edge, sharing_nics
 from ._p2p import channels_run, least_transfer, nccl_view
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
 from ._nccl import DEFAULT_CHUNK, PROTOCOLS, busbw_factor
@@ -137,6 +137,8 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     distinct = [(layout, hw if layout is laid[0][1] else nccl_view(graph, op, group, layout, options, given))
                 for given, group, layout in {id(lay): (r, g, lay) for r, (g, lay) in zip(rank_groups, laid)}.values()]
     hws = list({repr(h): h for _, h in distinct}.values())
+    if len(laid) > 1:       # groups at once share the NICs of their servers (NVLSTree's network bound)
+        hw, *hws = sharing_nics(graph, [g for g, _ in laid], options.efficiency, hw, *hws)
     if algorithm != "auto":
         for layout, own in distinct:
             if why := _why(algorithm, op, p, layout, own, options):

@@ -4,6 +4,8 @@ count NCCL would set (:class:`~._nccl_model.Hardware`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import topologies as tp
 
 from .. import _checks
@@ -12,7 +14,8 @@ from ._layout import near_nics, server_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, Hardware
 
-__all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edge", "server_transport"]
+__all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edge", "server_transport",
+           "sharing_nics"]
 # NCCL's MAXCHANNELS (src/include/device.h): 32 channels at most
 _MAX_CHANNELS = 32
 
@@ -91,6 +94,31 @@ def _egress(graph, gpus, efficiency) -> float:
             if graph.nodes[v].get("kind") == "switch":
                 total += e.get("capacity", 0.0) * link_efficiency(e.get("tech", ""), efficiency, e.get("efficiency"))
     return total
+
+
+def sharing_nics(graph, groups, efficiency, *hws) -> list:
+    """``hws`` (NCCL's views of groups run at once in lockstep, ``groups`` their GPU ranks) with
+    ``net_bw`` no more than each group's share of the NICs the groups use: on every server, the
+    compute NICs nearest any group's GPUs there send their bytes/s for all the groups with GPUs
+    there (a job's data-parallel groups on servers whose GPUs share NICs leave through the same
+    NICs: NVLSTree's network bound, :func:`~._nccl_timing._network_bound`, is then each one's share).
+
+    >>> import topologies as tp
+    >>> from ._nccl_model import Hardware
+    >>> g = tp.rail_optimized(2, server=tp.get_server("dgx_h100").with_(gpus=4, nics=2))
+    >>> hw = sharing_nics(g, [[0, 2, 4, 6], [1, 3, 5, 7]], None, Hardware(4, 2, net_bw=94e9))[0]
+    >>> round(hw.net_bw / 1e9)            # both groups out through the same 2 NICs a server: half each
+    47
+    """
+    nodes = gpu_nodes(graph)
+    by_server: dict = {}
+    for gi, group in enumerate(groups):
+        for r in group:
+            gpus, members = by_server.setdefault(graph.nodes[nodes[r]].get("server"), (set(), set()))
+            gpus.add(nodes[r])
+            members.add(gi)
+    share = min(_egress(graph, sorted(gpus), efficiency) / len(members) for gpus, members in by_server.values())
+    return [replace(hw, net_bw=min(hw.net_bw, share)) if hw.net_bw > 0 and share > 0 else hw for hw in hws]
 
 
 #: GPU types already warned about (once a process)

@@ -101,7 +101,26 @@ def near_nics(graph, gpu) -> tuple:
             return tuple(dict.fromkeys(near))
         level = [v for u in level for v in graph.successors(u)
                  if kind[v].get("kind") == "pcie_switch" and v not in seen and not seen.add(v)]
-    return ()
+    return _rail_nics(graph, gpu)
+
+
+def _rail_nics(graph, gpu) -> tuple:
+    """The compute NICs of ``gpu``'s rail on its server, for a GPU with no PCIe path of its own
+    to one: a server model's second GPU of a NIC it shares (``topologies.servers``: the first
+    GPU of the pair owns the cable), which on the machine sits under the NIC's PCIe switch as
+    the first does (DGX A100, p4d: a NIC per GPU pair), so NCCL counts the NIC as local to both."""
+    rail = graph.nodes[gpu].get("rail")
+    if rail is None:
+        return ()
+
+    def build():
+        table: dict = {}
+        for n, a in graph.nodes(data=True):
+            if a.get("kind") == "nic" and a.get("role", "compute") == "compute":
+                table.setdefault((a.get("server"), a.get("rail")), []).append(n)
+        return {k: tuple(v) for k, v in table.items()}
+
+    return graph_memo(graph, "rail-nics", build).get((graph.nodes[gpu].get("server"), rail), ())
 
 
 def _nvls_switch(graph, gpu_nodes, n_servers):

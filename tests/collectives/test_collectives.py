@@ -373,6 +373,39 @@ def test_trees_spread_over_nics_that_two_gpus_share():
     assert len(used) == 8                                       # all 4 NICs of both servers
 
 
+def _shared_nic_cluster():
+    # 4 H100s and 2 NDR NICs a server (a NIC a GPU pair): the server model cables each NIC to the
+    # pair's first GPU; on the machine both sit under the NIC's PCIe switch
+    g = tp.rail_optimized(2, server=tp.get_server("dgx_h100").with_(gpus=4, nics=2), link="ib_ndr")
+    return g, 2 * tp.get_link("ib_ndr").effective_bandwidth           # a server's 2 NICs, bytes/s
+
+
+def test_second_gpu_of_a_shared_nic_counts_it_as_local():
+    """NCCL counts a NIC under a GPU's PCIe switch as local (getLocalNetCountByBw): the pair's
+    second GPU sends as fast as the first (it had no NIC in NCCL's view: 1 P2P channel, half the
+    rate), and NVLSTree over the odd GPUs stays under the servers' NICs (its network bound was
+    off: a 2-node all-reduce sends the whole buffer out of each server, algbw <= the NICs)."""
+    g, nics = _shared_nic_cluster()
+    first, second = (collective(g, "send_recv", 2 ** 30, ranks=r) for r in ([0, 4], [1, 5]))
+    assert second.channels == first.channels           # its path adds an NVLink hop: 1.2 us of 25 ms
+    assert second.time == pytest.approx(first.time, rel=1e-4)
+    odd = collective(g, "all_reduce", 2 ** 30, ranks=[1, 3, 5, 7], algorithm="nvls_tree")
+    assert 2 ** 30 / odd.time <= nics * (1 + 1e-9)
+
+
+def test_lockstep_groups_sharing_nics_share_their_rate():
+    """Two data-parallel groups (even and odd GPUs) leave each server through the same 2 NICs:
+    run at once, each 2-node all-reduce moves its whole buffer out of a server, so each gets at
+    most half the NICs' rate, whichever algorithm (NVLSTree's tuned time had the whole)."""
+    from flowsolver import concurrent
+    g, nics = _shared_nic_cluster()
+    groups = [[0, 2, 4, 6], [1, 3, 5, 7]]
+    for algorithm in ("nvls_tree", "auto"):
+        c = concurrent(g, [dict(op="all_reduce", size=2 ** 30, ranks=r, algorithm=algorithm) for r in groups],
+                       lockstep=True)
+        assert all(2 ** 30 / t <= nics / 2 * (1 + 1e-9) for t in c.together)
+
+
 def test_rings_keep_a_rail_across_servers_whatever_order_the_ranks_come_in():
     # NICs grouped by first appearance let a server listed as GPUs 3, 2, 1, 0 put ring 0 on its
     # other NIC: the hop between servers changed rails (640 of 1,200 hops with shuffled ranks)
