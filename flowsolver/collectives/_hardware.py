@@ -87,21 +87,23 @@ def server_transport(graph, server) -> tp.Transport:
 def _egress(graph, gpus, efficiency) -> float:
     """Bytes/s the compute NICs nearest ``gpus`` (each counted once) send into the fabric: each
     cable's capacity at its efficiency. NVLSTree's heads send through their own GPUs' NICs."""
-    total = 0.0
-    near = dict.fromkeys(n for g in gpus for n in near_nics(graph, g))
-    for nic in (n for n in near if graph.nodes[n].get("role", "compute") == "compute"):
-        for _, v, e in graph.out_edges(nic, data=True):
-            if graph.nodes[v].get("kind") == "switch":
-                total += e.get("capacity", 0.0) * link_efficiency(e.get("tech", ""), efficiency, e.get("efficiency"))
-    return total
+    return sum(_nic_egress(graph, nic, efficiency) for nic in dict.fromkeys(n for g in gpus for n in near_nics(graph, g)))
+
+
+def _nic_egress(graph, nic, efficiency) -> float:
+    """Bytes/s a compute NIC's cables send into the fabric at their efficiency (0: another role)."""
+    if graph.nodes[nic].get("role", "compute") != "compute":
+        return 0.0
+    return sum(e.get("capacity", 0.0) * link_efficiency(e.get("tech", ""), efficiency, e.get("efficiency"))
+               for _, v, e in graph.out_edges(nic, data=True) if graph.nodes[v].get("kind") == "switch")
 
 
 def sharing_nics(graph, groups, efficiency, *hws) -> list:
     """``hws`` (NCCL's views of groups run at once in lockstep, ``groups`` their GPU ranks) with
-    ``net_bw`` no more than each group's share of the NICs the groups use: on every server, the
-    compute NICs nearest any group's GPUs there send their bytes/s for all the groups with GPUs
-    there (a job's data-parallel groups on servers whose GPUs share NICs leave through the same
-    NICs: NVLSTree's network bound, :func:`~._nccl_timing._network_bound`, is then each one's share).
+    ``net_bw`` no more than the least share of NICs any group has on any server: a NIC nearest
+    GPUs of several groups sends its bytes/s for all of them (a job's data-parallel groups on
+    servers whose GPUs share NICs leave through the same NICs), and the groups go at the pace of
+    the one with the least (NVLSTree's network bound, :func:`~._nccl_timing._network_bound`).
 
     >>> import topologies as tp
     >>> from ._nccl_model import Hardware
@@ -111,13 +113,17 @@ def sharing_nics(graph, groups, efficiency, *hws) -> list:
     47
     """
     nodes = gpu_nodes(graph)
-    by_server: dict = {}
+    users: dict = {}                    # NIC -> the groups with a GPU nearest it
+    own = []                            # per group, per server, its GPUs' nearest NICs
     for gi, group in enumerate(groups):
+        mine: dict = {}
         for r in group:
-            gpus, members = by_server.setdefault(graph.nodes[nodes[r]].get("server"), (set(), set()))
-            gpus.add(nodes[r])
-            members.add(gi)
-    share = min(_egress(graph, sorted(gpus), efficiency) / len(members) for gpus, members in by_server.values())
+            for nic in near_nics(graph, nodes[r]):
+                mine.setdefault(graph.nodes[nodes[r]].get("server"), set()).add(nic)
+                users.setdefault(nic, set()).add(gi)
+        own.append(mine)
+    share = min((sum(_nic_egress(graph, n, efficiency) / len(users[n]) for n in nics)
+                 for mine in own for nics in mine.values()), default=0.0)
     return [replace(hw, net_bw=min(hw.net_bw, share)) if hw.net_bw > 0 and share > 0 else hw for hw in hws]
 
 

@@ -105,10 +105,12 @@ def near_nics(graph, gpu) -> tuple:
 
 
 def _rail_nics(graph, gpu) -> tuple:
-    """The compute NICs of ``gpu``'s rail on its server, for a GPU with no PCIe path of its own
-    to one: a server model's second GPU of a NIC it shares (``topologies.servers``: the first
-    GPU of the pair owns the cable), which on the machine sits under the NIC's PCIe switch as
-    the first does (DGX A100, p4d: a NIC per GPU pair), so NCCL counts the NIC as local to both."""
+    """The compute NICs of ``gpu``'s rail on its server that another GPU owns the PCIe cable of,
+    for a GPU with no PCIe path of its own to a NIC: a server model's second GPU of a NIC it
+    shares (``topologies.servers``: the first GPU of the pair owns the cable), which on the
+    machine sits under the NIC's PCIe switch as the first does (DGX A100, p4d: a NIC per GPU
+    pair), so NCCL counts the NIC as local to both. A NIC reached through switches or a CPU (a
+    machine file's) is not one: NCCL's path type to it is the PCIe tree's, not the pair's."""
     rail = graph.nodes[gpu].get("rail")
     if rail is None:
         return ()
@@ -116,7 +118,8 @@ def _rail_nics(graph, gpu) -> tuple:
     def build():
         table: dict = {}
         for n, a in graph.nodes(data=True):
-            if a.get("kind") == "nic" and a.get("role", "compute") == "compute":
+            if a.get("kind") == "nic" and a.get("role", "compute") == "compute" and \
+                    any(graph.nodes[u].get("kind") == "gpu" for u in graph.predecessors(n)):
                 table.setdefault((a.get("server"), a.get("rail")), []).append(n)
         return {k: tuple(v) for k, v in table.items()}
 

@@ -179,9 +179,8 @@ def _gpu_nics(graph, gpu) -> tuple:
         return 0, 0.0
     hop = graph.edges[gpu, near[0]] if graph.has_edge(gpu, near[0]) else \
         next((graph.edges[gpu, v] for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "pcie_switch"), None)
-    if hop is None:     # its rail's NIC, whose PCIe path the pair's first GPU owns (layout._rail_nics): that path's
-        hop = next(graph.edges[u, near[0]] for u in graph.predecessors(near[0])
-                   if graph.nodes[u].get("kind") == "gpu")
+    if hop is None:     # its rail's NIC, whose PCIe cable the pair's first GPU owns (layout._rail_nics): that cable's
+        hop = next(graph.edges[u, near[0]] for u in graph.predecessors(near[0]) if graph.nodes[u].get("kind") == "gpu")
     gpu_bw = _view(hop.get("tech", ""), float(hop.get("capacity", 0.0)))
     count, total = 0, 0.0
     for nic in near:

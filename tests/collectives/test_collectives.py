@@ -406,6 +406,44 @@ def test_lockstep_groups_sharing_nics_share_their_rate():
         assert all(2 ** 30 / t <= nics / 2 * (1 + 1e-9) for t in c.together)
 
 
+def test_lockstep_groups_go_at_the_pace_of_the_group_with_the_least_nics():
+    """Group A's GPUs are nearest NICs 0 and 1, group B's both nearest NIC 2: in lockstep both go
+    at B's pace, one NIC's rate (a 2-node all-reduce sends its whole buffer out of a server),
+    whichever group is listed first (A first took A's view for both: 62 GB/s, B first 46.6)."""
+    from flowsolver import concurrent
+    g = tp.rail_optimized(2, server=tp.get_server("dgx_h100").with_(nics=4), link="ib_ndr")
+    nic = tp.get_link("ib_ndr").effective_bandwidth
+    a, b = [0, 2, 8, 10], [4, 5, 12, 13]
+    times = [concurrent(g, [dict(op="all_reduce", size=2 ** 30, ranks=r, algorithm="nvls_tree") for r in order],
+                        lockstep=True).makespan for order in ((a, b), (b, a))]
+    assert times[0] == pytest.approx(times[1], rel=1e-12) and 2 ** 30 / times[0] <= nic * (1 + 1e-9)
+
+
+def test_a_gpu_on_a_cpu_root_port_keeps_its_nccl_view(tmp_path):
+    """A machine file's GPUs and NICs straight on a CPU's root ports (Grace-like: no PCIe switch):
+    no NIC is the GPU's through a switch, and none is cabled to a GPU, so no rail NIC is taken
+    as local either (a send timed on NCCL's view of no local NIC, as before; it was a bare
+    StopIteration)."""
+    import warnings
+    from topologies.formats.nccl import from_nccl_xml
+    gpu = lambda b: f'<pci busid="{b}" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"/>'  # noqa: E731
+    nic = lambda b: (f'<pci busid="{b}" class="0x020700" link_speed="32.0 GT/s PCIe" link_width="16"><nic><net '  # noqa: E731
+                     f'name="mlx5_{b[5:7]}" dev="0" speed="400000" port="1" gdr="1"/></nic></pci>')
+    cpu = lambda n, inner: f'<cpu numaid="{n}" arch="aarch64" vendor="ARM">{inner}</cpu>'  # noqa: E731
+    xml = ('<system version="1">' + cpu(0, gpu("0008:01:00.0") + gpu("0009:01:00.0") + nic("0000:03:00.0")
+                                        + nic("0002:03:00.0"))
+           + cpu(1, gpu("0018:01:00.0") + gpu("0019:01:00.0") + nic("0010:03:00.0") + nic("0012:03:00.0")) + '</system>')
+    (tmp_path / "c2c.xml").write_text(xml)
+    from flowsolver.collectives._layout import near_nics
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")             # what the file leaves out (no NVLink element)
+        server = from_nccl_xml(tmp_path / "c2c.xml", gpu="gb200", nvlink="nvlink5")
+    g = tp.rail_optimized(2, server=server)
+    assert near_nics(g, tp.gpus(g)[0]) == ()        # through PCIe switches alone: none
+    r = collective(g, "send_recv", 2 ** 30, ranks=[0, 4])
+    assert math.isfinite(r.time) and r.time > 0
+
+
 def test_rings_keep_a_rail_across_servers_whatever_order_the_ranks_come_in():
     # NICs grouped by first appearance let a server listed as GPUs 3, 2, 1, 0 put ring 0 on its
     # other NIC: the hop between servers changed rails (640 of 1,200 hops with shuffled ranks)
