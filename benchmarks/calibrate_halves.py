@@ -4,6 +4,7 @@ target: the lower half predicts the upper within 5 %, the upper half the lower w
     python benchmarks/calibrate_halves.py                 # every curve of >= 6 sizes (about 10 minutes)
     python benchmarks/calibrate_halves.py --max 6         # at most 6 curves of each kind
     python benchmarks/calibrate_halves.py --logs-only     # the ../shared/data logs only (a minute)
+    python benchmarks/calibrate_halves.py --max-ranks 2048  # also curves of up to 2,048 ranks (default 1,024)
 
 Two kinds of curve: every nccl-tests log of ``../shared/data/nccl-tests`` that
 ``benchmarks/nccl_logs.py`` models (its cluster, ranks and algorithm; read in place, not
@@ -189,6 +190,9 @@ def main(argv=None) -> int:
     ap.add_argument("--min-points", type=int, default=6, help="curves with at least this many sizes (3 a half)")
     ap.add_argument("--logs-only", action="store_true", help="the ../shared/data logs only, not the corpus")
     ap.add_argument("--only", default=None, help="curves whose name contains this")
+    ap.add_argument("--max-ranks", type=int, default=1024,
+                    help="leave out curves of more ranks (a fit solves its curve dozens of times, and each result "
+                         "keeps its steps' routing: CoreWeave's 1,440 ranks held ~20 GB after a few)")
     ap.add_argument("--points-cache", default=None, metavar="FILE",
                     help="keep the corpus's modelled points in FILE between runs (delete it after a model change)")
     args = ap.parse_args(argv)
@@ -204,6 +208,10 @@ def main(argv=None) -> int:
     results = []
     for curves in kinds:
         for curve in curves[: args.max] if args.max else curves:
+            n = len(curve["ranks"]) if curve["ranks"] is not None else len(tp.gpus(curve["graph"]))
+            if n > args.max_ranks:
+                print(f"{curve['name'][:58]:58s} left out: {n} ranks (over --max-ranks {args.max_ranks})")
+                continue
             try:
                 up, down = halves(curve)
             except ValueError as exc:
