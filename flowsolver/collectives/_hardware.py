@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 import topologies as tp
 
 from .. import _checks
-from ..routing import gpu_nodes, graph_memo, link_efficiency
-from ._layout import near_nics, server_nics
+from ..routing import gpu_nodes, graph_memo, link_efficiency, ranges
+from ._layout import near_nics, near_nics_of, rank_server_codes, server_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, Hardware
 
@@ -87,7 +89,8 @@ def server_transport(graph, server) -> tp.Transport:
 def _egress(graph, gpus, efficiency) -> float:
     """Bytes/s the compute NICs nearest ``gpus`` (each counted once) send into the fabric: each
     cable's capacity at its efficiency. NVLSTree's heads send through their own GPUs' NICs."""
-    return sum(_nic_egress(graph, nic, efficiency) for nic in dict.fromkeys(n for g in gpus for n in near_nics(graph, g)))
+    return sum(_nic_egress(graph, nic, efficiency) for nic in dict.fromkeys(n for near in near_nics_of(graph, gpus)
+                                                                              for n in near))
 
 
 def _nic_egress(graph, nic, efficiency) -> float:
@@ -112,19 +115,33 @@ def sharing_nics(graph, groups, efficiency, *hws) -> list:
     >>> round(hw.net_bw / 1e9)            # both groups out through the same 2 NICs a server: half each
     47
     """
-    nodes = gpu_nodes(graph)
-    users: dict = {}                    # NIC -> the groups with a GPU nearest it
-    own = []                            # per group, per server, its GPUs' nearest NICs
-    for gi, group in enumerate(groups):
-        mine: dict = {}
-        for r in group:
-            for nic in near_nics(graph, nodes[r]):
-                mine.setdefault(graph.nodes[nodes[r]].get("server"), set()).add(nic)
-                users.setdefault(nic, set()).add(gi)
-        own.append(mine)
-    share = min((sum(_nic_egress(graph, n, efficiency) / len(users[n]) for n in nics)
-                 for mine in own for nics in mine.values()), default=0.0)
+    ptr, nic, egress = _nics_by_rank(graph, efficiency)
+    ranks = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])
+    member = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    counts = ptr[ranks + 1] - ptr[ranks]
+    pairs = np.unique(np.stack([np.repeat(member, counts), nic[ranges(ptr[ranks], counts)],
+                                np.repeat(rank_server_codes(graph)[ranks], counts)]), axis=1)
+    if not pairs.size:          # no GPU of the groups has a NIC near it
+        return list(hws)
+    users = np.bincount(pairs[1], minlength=len(egress))          # groups nearest each NIC
+    servers = int(pairs[2].max()) + 1
+    mine = np.bincount(pairs[0] * servers + pairs[2], weights=egress[pairs[1]] / users[pairs[1]],
+                       minlength=len(groups) * servers)
+    seen = np.bincount(pairs[0] * servers + pairs[2], minlength=len(groups) * servers) > 0
+    share = float(mine[seen].min())
     return [replace(hw, net_bw=min(hw.net_bw, share)) if hw.net_bw > 0 and share > 0 else hw for hw in hws]
+
+
+def _nics_by_rank(graph, efficiency) -> tuple:
+    """Per GPU rank its nearest NICs (:func:`near_nics`) as a CSR (``ptr``, NIC numbers) and
+    each NIC's egress (bytes/s, :func:`_nic_egress`), kept with the unchanged graph."""
+    def build():
+        near = near_nics_of(graph, gpu_nodes(graph))
+        number = {n: i for i, n in enumerate(dict.fromkeys(n for nics in near for n in nics))}
+        ptr = np.concatenate([[0], np.cumsum([len(nics) for nics in near])]).astype(np.int64)
+        nic = np.array([number[n] for nics in near for n in nics], dtype=np.int64)
+        return ptr, nic, np.array([_nic_egress(graph, n, efficiency) for n in number], dtype=np.float64)
+    return graph_memo(graph, ("nics-by-rank", repr(efficiency)), build)
 
 
 #: GPU types already warned about (once a process)

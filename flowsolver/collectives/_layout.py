@@ -104,6 +104,13 @@ def near_nics(graph, gpu) -> tuple:
     return _rail_nics(graph, gpu)
 
 
+def near_nics_of(graph, gpus) -> list:
+    """:func:`near_nics` of each of ``gpus``, each GPU's searched once while the graph is
+    unchanged (a training step's data-parallel groups ask for every GPU of the job)."""
+    memo = graph_memo(graph, "near-nics", dict)
+    return [memo[g] if g in memo else memo.setdefault(g, near_nics(graph, g)) for g in gpus]
+
+
 def _rail_nics(graph, gpu) -> tuple:
     """The compute NICs of ``gpu``'s rail on its server that another GPU owns the PCIe cable of,
     for a GPU with no PCIe path of its own to a NIC: a server model's second GPU of a NIC it

@@ -38,7 +38,6 @@ class SolvedStep:
     bottleneck: tuple
 
 
-
 def _critical(m, u, bott, start, flow_time, util):
     """Bottleneck records of one step (``bott`` its flows' bottleneck links in the block,
     whose links start at ``start``): the links holding the flows that would take longest

@@ -31,8 +31,8 @@ cached value):
 * communication, not overlapped with compute: ``2 L`` TP all-reduces of ``tokens x h x 2``
   bytes, ``2 L_moe`` EP all-to-alls (dispatch and combine) of ``tokens x top_k x h x
   a2a_bytes / tp`` bytes per rank, ``pp - 1`` sends of ``tokens x h x 2`` bytes, ``tokens``
-  those of the attention rank holding the most (a prefill: its dealt prompts; a decode: ``b /
-  ep``); each timed with every group of the pool running it at once
+  those of the attention rank holding the most (a prefill: its dealt prompts; a decode: its
+  ``ceil(b / ep)`` sequences); each timed with every group of the pool running it at once
   (:func:`flowsolver.concurrent_kinds`, lockstep) at a grid of sizes, linear in between.
 """
 

@@ -228,7 +228,7 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
             dense = (sum(layers) * dense_layer + ends) / tp
             experts = sum(layers) * expert_layer / (tp * ep)
             weights = grads = optimizer = 0.0
-            # FSDP's unsharded parameters (see _fsdp_unsharded): per GPU, a layer's and the root's
+            # FSDP's unsharded parameters (stage_memory's docstring): per GPU, the layers in flight and the root
             in_flight = min(2, sum(layers))
             for n, shards, layer, root in ((dense, dp * cp, dense_layer / tp, ends / tp),
                                            (experts, dp * cp // ep, expert_layer / (tp * ep), 0.0)):
