@@ -297,6 +297,15 @@ _add(Cluster("aws_p4d", _server("dgx_a100", name="p4d.24xlarge", nics=4, nic="ef
              "A100",
              "AWS p4d.24xlarge: 8 A100 40GB (NVLink 3 / NVSwitch) + 4 x 100 Gb/s EFA (400 Gb/s; AWS P4 page; 4 NICs "
              "in the DLAMI guide's check), one NIC a GPU pair (transport aws_ofi_p5: 75 us).", A100_40GB))
+# ABCI 2.0 Compute Node (A) (AIST; ABCI system overview, aistabci/abci-docs en/docs/system-overview.md at
+# 95081db: FUJITSU PRIMERGY GX2570 successor, "NVIDIA A100 for NVLink 40GiB HBM2" x 8, "InfiniBand HDR (200 Gbps)"
+# x 4, "compute nodes(A) are equipped with 4 ports of InfiniBand HDR"): the DGX A100 server (NVLink 3 / NVSwitch)
+# with 4 NICs of 200 Gb/s HDR, one shared by each GPU pair (as p4d's 4 NICs), NCCL's own IB transport. The
+# benchmark sets NCCL_NET_GDR_LEVEL=2 (GPUDirect RDMA across PCIe switches, not the host bridge): taken as
+# GPUDirect, the model's default. ABCI's fat tree is not modelled (rail-optimised graph).
+_add(Cluster("abci_a_node", _server("dgx_a100", name="abci-compute-node-a", nics=4), "ib_hdr", "InfiniBand", "A100",
+             "ABCI 2.0 Compute Node (A): 8 A100 40GB SXM4 (NVLink 3 / NVSwitch) + 4 x InfiniBand HDR 200 Gb/s, one a "
+             "GPU pair (ABCI system overview); fat tree not modelled.", A100_40GB))
 # Dell PowerEdge XE9680 H200 on NVIDIA Spectrum-X (sdambo-git/spc-x-host-configuration README): HGX H200
 # baseboard (8 H200, NVLink 4 / NVSwitch: the DGX H100's), 8 rails eth_rail0..7 a node, each a BlueField-3
 # B3140H SuperNIC "400GbE (default mode)" single port (the file's mlxconfig listing and udev rail rules):
@@ -467,6 +476,18 @@ CURVES: dict[str, CurveSetup] = {
     # and tunes on the searched graphs' nChannels (src/graph/tuning.cc), where channels= would set all three
     "spcx-ocp-2x8H200-allreduce": CurveSetup("dell_xe9680_h200_spcx", note="OpenShift pods, --ngpus 8: NCCL's "
                                                                             "choice"),
+    # aistabci/abci2.0benchmark allreduce/: mpirun one process a GPU (-t 1 -g 1, ppr:4:socket), NCCL 2.8.4, no
+    # NCCL_ALGO / NCCL_PROTO set: NCCL's choice. 1 x 4: the job's NPPN=4 on one node, its first 4 GPUs.
+    **{f"abci-a-{n}x{g}A100-allreduce": CurveSetup(
+        "abci_a_node", note=("one ABCI A node (NVSwitch)" if n == 1 else f"{n} ABCI A nodes, 4 x HDR each") +
+                            ("; its first 4 GPUs" if g == 4 else "") + ": NCCL's choice")
+       for n, g in ((1, 4), (1, 8), (2, 8), (4, 8), (8, 8), (16, 8))},
+    # aws-samples/aws-efa-eks README: 2 x p4d.24xlarge on EKS, one rank a GPU. The NCCL 2.8.3 run is the
+    # manifest at the same commit (examples/nccl-efa-tests.yaml: -x NCCL_ALGO=RING, -b 8 -e 1G -n 1000, as the
+    # log's header): Ring forced. The 2.9.9 run's command is not shown (its header matches no manifest of
+    # the repository): NCCL's choice
+    "aws-efa-eks-2xp4d-allreduce-ring-nccl2.8.3": CurveSetup("aws_p4d", "ring", note="NCCL_ALGO=RING (the manifest)"),
+    "aws-efa-eks-2xp4d-allreduce-nccl2.9.9": CurveSetup("aws_p4d", note="command not shown: NCCL's choice"),
     # NVIDIA/nccl-tests#309: Dell PowerEdge XE9680 (HGX H100 8-GPU baseboard, NVLink 4 / NVSwitch) with
     # 8 x ConnectX-7 400 Gb/s InfiniBand, one per GPU (stated in the issue): the DGX H100 layout
     "nccltests309-2x8H100-allreduce": CurveSetup("dgx_h100_ndr", note="Dell XE9680 HGX H100, 8 x CX-7 400 Gb/s IB "

@@ -34,7 +34,7 @@ def mods():
 
 def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     coll, train, sources = corpus
-    assert len(coll) == 1930 and coll["curve"].nunique() == 106         # the corpus README's counts
+    assert len(coll) == 2334 and coll["curve"].nunique() == 114         # the corpus README's counts
     assert len(train) == 296
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
@@ -125,6 +125,10 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     g, ranks = S.curve_placement(S.CURVES["coreweave-gb200-360x4-allreduce-20racks"], 360, 4)
     assert len(ranks) == 20 * 18 * 4 and sum(r < 72 for r in ranks) == 72
     assert _nic_rates(g) == pytest.approx([400 * gbit] * 72)
+    # ABCI Compute Node (A): 8 A100 and "InfiniBand HDR (200 Gbps)" x 4 (ABCI system overview); the 1 x 4 run: GPUs 0-3
+    g, ranks = S.curve_placement(S.CURVES["abci-a-16x8A100-allreduce"], 16, 8)
+    assert ranks is None and len(_gpus(g)) == 8 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
+    assert S.curve_placement(S.CURVES["abci-a-1x4A100-allreduce"], 1, 4)[1] == [0, 1, 2, 3]
     # nccl-tests on 2 of 8 GPUs of one A4 node: ranks 0 and 1
     g, ranks = S.curve_placement(S.CURVES["dranet-gke-a4-1x2B200-allgather"], 1, 2)
     assert ranks == [0, 1] and len(_gpus(g)) == 8
