@@ -97,7 +97,8 @@ def collective_points(rows: list[dict]) -> list[dict]:
         key = (row["curve"], int(row["size_bytes"]), int(row["nodes"]), int(row["gpus_per_node"]), row["env"])
         pt = points.setdefault(key, dict(kind="collective", source=row["source"], curve=row["curve"], op=row["op"],
                                          size=int(row["size_bytes"]), nodes=int(row["nodes"]),
-                                         gpus_per_node=int(row["gpus_per_node"]), env=row["env"], halves={}))
+                                         gpus_per_node=int(row["gpus_per_node"]), env=row["env"],
+                                         nccl_version=row["nccl_version"], halves={}))
         placement = {"0": "out-of-place", "1": "in-place"}.get(row["in_place"].strip(), "unstated")
         pt["halves"][placement] = row
     return list(points.values())

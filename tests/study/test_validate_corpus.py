@@ -223,3 +223,28 @@ def test_the_plan_finds_the_published_layout_or_a_faster_one(corpus, mods, model
     rest = {k: kw[k] for k in ("model", "global_batch", "seq_len", "precision", "gpu") if k in kw}
     p = plan(g, top=1, max_solves=12, **rest, **fixed)
     assert p.best.step_time <= published.step_time * (1 + 1e-9)
+
+
+def test_the_pipeline_is_fitted_on_runs_of_nccl_with_pxn_only(mods):
+    """Runs of NCCL before 2.12 (no PXN, which the model's routes take) are reported, never
+    fitted on: a fit with a far-off 2.8 source added is the fit without it, and its points are
+    still predicted (held out) with the constants of the others."""
+    pr = importlib.import_module("pipeline_records")
+    assert pr.nccl_version("2.8.4-1 (the repository's table)") == (2, 8)
+    assert pr.nccl_version("2.29.2") == (2, 29) and pr.nccl_version("") is None
+
+    def point(source, version, size, factor):
+        pipe = dict(algorithm="ring", protocol="Simple", op="all_reduce", size=float(size), ranks=16, nodes=2,
+                    channels=16, latency=20e-6, algbw=100e9)
+        t = pr.predict(dict(pipe=pipe, model=0.0), pr.Pipeline(floor_simple=2e-6, fill_ring=2.0)) * factor
+        return pr.record(dict(source=source, curve=source, band="", measured=t, model=t, nccl_version=version), pipe)
+
+    sizes = [2 ** k for k in range(14, 30, 2)]
+    modern = [point(s, "2.26.2", n, 1.0) for s in ("a", "b") for n in sizes]
+    old = [point("old", "2.8.4", n, 3.0) for n in sizes]          # three times slower: would drag a fit
+    assert [r["fitted"] for r in modern + old] == [True] * len(modern) + [False] * len(old)
+    assert pr.fit(modern + old) == pr.fit(modern)
+    held = pr.held_out(modern + old)
+    assert all(math.isfinite(t) for t in held)
+    # the old source's points come out at a third of their measured times (the others' constants)
+    assert [t / r["measured"] for t, r in zip(held[len(modern):], old)] == pytest.approx([1 / 3] * len(old), rel=0.05)
