@@ -41,7 +41,8 @@ sys.path.insert(0, str(ROOT))                      # the checkout's flowsolver, 
 sys.path.insert(0, str(HERE / "validation"))
 
 import setups as S  # noqa: E402
-from pipeline_records import Capture, P2pCapture, held_out, p2p_fit, p2p_held_out, record  # noqa: E402
+from pipeline_records import (OLDEST_FITTED_NCCL, Capture, P2pCapture, held_out, nccl_version, p2p_fit,  # noqa: E402
+                              p2p_held_out, record)
 from flowsolver import busbw_factor, collective, default_cache_dir, training_step  # noqa: E402
 from flowsolver.training import step_arguments  # noqa: E402
 from flowsolver.collectives._p2p import P2P_CHANNEL_SHARE  # noqa: E402
@@ -274,9 +275,25 @@ def overall(points: list[dict]) -> dict:
 
 
 _BAND_ORDER = {label: i for i, (label, _, _) in enumerate(BANDS)}
+
+
+def nccl_era(text) -> str:
+    """The NCCL version group of a corpus row's ``nccl_version`` (the model is NCCL 2.30's; runs
+    before 2.12, without PXN, are never fitted on: ``pipeline_records.OLDEST_FITTED_NCCL``).
+
+    >>> nccl_era("2.8.4-1"), nccl_era("2.18.5"), nccl_era("2.29.2"), nccl_era("")
+    ('before 2.12', '2.12-2.22', '2.23 or later', 'not stated')
+    """
+    version = nccl_version(text)
+    if version is None:
+        return "not stated"
+    return "before 2.12" if version < OLDEST_FITTED_NCCL else "2.12-2.22" if version < (2, 23) else "2.23 or later"
+
+
 GROUPINGS = {
     "collective": (("source", lambda p: p["source"]), ("size band", lambda p: p["band"]), ("op", lambda p: p["op"]),
-                   ("GPU", lambda p: p["gpu"]), ("network", lambda p: p["network"])),
+                   ("GPU", lambda p: p["gpu"]), ("network", lambda p: p["network"]),
+                   ("NCCL version", lambda p: nccl_era(p.get("nccl_version")))),
     "training": (("source", lambda p: p["source"]), ("GPU", lambda p: p["gpu"]), ("network", lambda p: p["network"]),
                  ("framework", lambda p: p["framework"]), ("precision", lambda p: "fp8" if "fp8" in
                                                                            p["precision_label"].lower() else "bf16")),

@@ -232,6 +232,9 @@ def test_the_pipeline_is_fitted_on_runs_of_nccl_with_pxn_only(mods):
     pr = importlib.import_module("pipeline_records")
     assert pr.nccl_version("2.8.4-1 (the repository's table)") == (2, 8)
     assert pr.nccl_version("2.29.2") == (2, 29) and pr.nccl_version("") is None
+    _, V = mods            # the report's grouping by version uses the same boundary
+    assert [V.nccl_era(v) for v in ("2.9.9+cuda11.2", "2.12.12", "2.22.3", "2.23.4", "")] == \
+        ["before 2.12", "2.12-2.22", "2.12-2.22", "2.23 or later", "not stated"]
 
     def point(source, version, size, factor):
         pipe = dict(algorithm="ring", protocol="Simple", op="all_reduce", size=float(size), ranks=16, nodes=2,
