@@ -120,10 +120,12 @@ def _comparison_plot(path, results, sizes, measured, op):
 
 
 def calibrate_logs(args) -> None:
-    from ..collectives import calibrate
+    from ..collectives import calibrate, check_algorithm
 
     from .. import nccl_tests
 
+    if args.op is not None:      # --algorithm checked before the logs are read (else by calibrate, on theirs)
+        check_algorithm(args.op, args.algorithm)
     graph = build_graph(args)
     limit = log_limit(args)      # the logs read here, so that --log-max-bytes applies (calibrate reads as read does)
     logs = [nccl_tests.read(log, op=args.op, max_bytes=limit) for log in args.logs]

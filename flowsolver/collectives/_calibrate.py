@@ -18,7 +18,8 @@ from ..routing import link_efficiency
 from ._calibrate_rows import _rows, fit_over, ranks_from_busbw  # noqa: F401  (ranks_from_busbw: tests read it here)
 from ._calibration import Calibration, FittedParameter
 from ._calibrate_model import RowModel, row_time
-from ._options import Options
+from ._nccl import OPS
+from ._options import Options, check_algorithm
 from ._pipeline import PIPELINE, Pipeline
 from ._nccl_timing import transfer_of
 
@@ -341,7 +342,11 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     if options.get("policy_options") is None:
         options.pop("policy_options", None)
     opts = Options(tuner=options.pop("step_latency", None) is None, **options)      # checked before any log is read
+    if op in OPS:
+        check_algorithm(op, algorithm)              # as collective() words it, before any log is read
     rows, n, forced, per_thread = _rows(logs, graph, ranks, op)
+    for o in sorted({o for o, _, _ in rows}):
+        check_algorithm(o, algorithm)               # the logs' ops, before any row is solved
     if "gpus_per_thread" not in options and per_thread != {None}:       # the logs' nGpus (nccl-tests -g)
         if len(per_thread) > 1:
             said = sorted(str(k) if k else "not stated" for k in per_thread)
