@@ -224,9 +224,10 @@ def sweep_file(args) -> None:
     if grid is None:
         raise ValueError(f"config: {args.config!r} needs a [grid] table or [[scenario]] entries")
     options = dict(config.get("sweep", {}))
-    unknown = set(options) - {"out", "cache_dir", "resume", "progress"}
+    unknown = set(options) - {"out", "cache_dir", "resume", "progress", "max_scenarios"}
     if unknown:
-        raise ValueError(f"config: unknown [sweep] key(s) {sorted(unknown)}; known: out, cache_dir, resume, progress")
+        raise ValueError(f"config: unknown [sweep] key(s) {sorted(unknown)}; known: out, cache_dir, resume, progress, "
+                         "max_scenarios")
     for key in ("resume", "progress"):
         if key in options and not isinstance(options[key], bool):
             raise ValueError(f"config: [sweep] {key} must be true or false, got {options[key]!r}")
