@@ -216,8 +216,8 @@ def _fit(rows, measured, done):
     ``dominant`` share of, the network hop's latency those of NCCL's latency, a pipeline
     quantity the rows its prior spread moves by :data:`_MOVED` (all at the library's values);
     the fit weighs only the rows some fitted quantity tells (a row none can explain does not
-    pull the others), and a quantity needs two rows of its own (one it would fit exactly,
-    whatever its misfit). A quantity whose spread the rows do not shrink by :data:`_CONSTRAINED`,
+    pull the others), and a quantity needs rows of two sizes of its own (one it would fit
+    exactly, whatever its misfit, however often it is repeated). A quantity whose spread the rows do not shrink by :data:`_CONSTRAINED`,
     jointly or alone, is put back at the library's value and the rest refitted."""
     fit = _Fit(rows, measured, done)
     n = len(_QUANTITIES)
@@ -227,7 +227,10 @@ def _fit(rows, measured, done):
     def told_rows(free):
         return np.any([masks[i] for i in range(n) if free[i]], axis=0) if free.any() else np.zeros(len(rows), bool)
 
-    eligible = np.array([int(m.sum()) >= 2 for m in masks])     # one row is fitted exactly: its misfit untold
+    # one size is fitted exactly, its misfit untold: two distinct sizes (rows of one size
+    # repeated, nccl-tests -N or logs pasted together, are one measurement's repeats)
+    sizes = [(r.op, r.size) for r in rows]
+    eligible = np.array([len({sizes[j] for j in np.flatnonzero(m)}) >= 2 for m in masks])
     eligible &= np.array([q.fitted for q in _QUANTITIES])
     starts = [np.zeros(n)] + [np.eye(n)[_NET] * s for s in (1.0, 3.0)] + [np.eye(n)[_LAUNCH]]
     z, converged = fit.solve(eligible, _NOISE_START, starts, told_rows(eligible))
