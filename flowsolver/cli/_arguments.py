@@ -87,6 +87,22 @@ def parse_size(text: str, whole: str | None = None) -> float:
 
 
 
+def _step_factor(text: str) -> int:
+    """``-f``: an integer >= 2, as nccl-tests reads it (``strtol`` in ``src/common.cu``; its
+    factor 1 means ``-i``'s linear steps): ``-f 1.5`` modelled 1.5 and 2.25 B and printed 1, 2.
+
+    >>> _step_factor("2"), _step_factor("4.0")
+    (2, 4)
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value == math.floor(value) and value >= 2):
+        raise argparse.ArgumentTypeError(f"must be an integer >= 2 (nccl-tests' -f is a whole factor), got {text!r}")
+    return int(value)
+
+
 class _SizeGiven(argparse.Action):
     """Stores a size flag and notes that it was given (``namespace.sizes_given``), so a flag the
     chosen family does not take is an error rather than ignored."""
@@ -179,6 +195,10 @@ def build_graph(args):
     """The cluster graph the ``--family`` / size / link arguments describe, or the
     ``--cluster`` file (with ``--fail-fraction`` of its switch cables failed)."""
     sizes = sorted(getattr(args, "sizes_given", ()) or ())
+    if not 0.0 <= args.fail_fraction <= 1.0:            # (a --cluster file's failures are fail_links' "fraction")
+        raise CliError(f"--fail-fraction must be in [0, 1], got {args.fail_fraction!r}")
+    if args.seed < 0:
+        raise CliError(f"--seed must be an integer >= 0, got {args.seed}")
     if args.cluster is not None and sizes:
         raise ValueError(f"{', '.join(sizes)}: a --cluster file holds its own size; leave these out")
     takes = {p.flag for p in tp.get_family(args.family).parameters}
@@ -226,7 +246,8 @@ def _add_collective(sub, fmt) -> None:
     coll.add_argument("--plot", metavar="PNG", default=None, help="with --compare: busbw against size, model and log")
     coll.add_argument("-b", "--min-bytes", default="1M", help="smallest size (default %(default)s)")
     coll.add_argument("-e", "--max-bytes", default="1G", help="largest size, included (default %(default)s)")
-    coll.add_argument("-f", "--step-factor", type=float, default=4.0, help="size multiplier (default %(default)s)")
+    coll.add_argument("-f", "--step-factor", type=_step_factor, default=4,
+                      help="size multiplier, an integer >= 2 as nccl-tests' (default %(default)s)")
     coll.add_argument("--ranks", type=int, nargs="+", default=None, help="GPU ranks taking part (default all)")
     coll.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
     coll.add_argument("--subflows", type=int, default=1, help="sub-flows per flow (ecmp_hash)")

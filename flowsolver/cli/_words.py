@@ -12,6 +12,10 @@ class CliError(ValueError):
     its message as it is)."""
 
 
+#: the command line's options that it hands the library as ``policy_options`` keys
+_POLICY_OPTIONS = ("subflows",)
+
+
 def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | None) -> str:
     """An API error message with the Python argument names it uses (``gpu=``, ``ranks must``)
     written as the ``command``'s own options (``--gpu``, ``--ranks must``); names the command
@@ -32,6 +36,8 @@ def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | N
     >>> in_cli_words("the graph (ranks=) has 16: pass ranks= the 8 GPU ranks it ran on (e.g. ranks=range(8); "
     ...              "--ranks on the command line) or a graph of 8 GPUs", p, "calibrate")
     'the graph (--ranks) has 16: pass --ranks the 8 GPU ranks it ran on or a graph of 8 GPUs'
+    >>> in_cli_words("policy_options['subflows'] must be an integer >= 1, got -1", p, "collective")
+    '--subflows must be an integer >= 1, got -1'
     >>> in_cli_words("g.log: the file is 9 bytes, more than max_bytes=8; pass max_bytes= to read it", p, "collective")
     'g.log: the file is 9 bytes, more than --log-max-bytes 8; pass --log-max-bytes to read it'
     """
@@ -47,6 +53,8 @@ def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | N
         if not longs or action.dest in ("help", "json", "csv"):
             continue
         name, option = re.escape(action.dest), longs[0]
+        if action.dest in _POLICY_OPTIONS:      # the policy_options= the command line passes
+            message = message.replace(f"policy_options[{action.dest!r}]", option)
         message = re.sub(rf"\b{name}=(?![\w\"'(\[])", option, message)     # "pass gpu=" (no value given)
         message = re.sub(rf"\b{name}=", option + " ", message)                # "got ranks=[0, 0]"
         message = re.sub(rf"(?<![\w.-]){name} (must|is|has)\b", rf"{option} \1", message)
