@@ -30,8 +30,8 @@ import topologies as tp
 
 from . import _checks
 from ._status import Status
-from ._sweep_grid import (COLLECTIVE_KEYS, COLLECTIVE_METRICS, DEFAULTS, TOPOLOGY_KEYS, TRAIN_KEYS, TRAIN_METRICS,
-                          expand_grid)
+from ._sweep_grid import (COLLECTIVE_KEYS, COLLECTIVE_METRICS, DEFAULTS, MAX_SCENARIOS, TOPOLOGY_KEYS, TRAIN_KEYS,
+                          TRAIN_METRICS, expand_grid)
 from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, ok_row_problem, read_rows, \
     scenario_id, typed_frame, write_atomic, default_cache_dir, empty
 from .collectives import CollectiveOptions, collective, collective_variants
@@ -39,7 +39,7 @@ from .routing import policy_of
 from .training import step_arguments, training_step
 
 __all__ = ["sweep", "expand_grid", "default_cache_dir", "CACHE_ENV", "TOPOLOGY_KEYS", "COLLECTIVE_KEYS", "TRAIN_KEYS",
-           "METRICS"]
+           "METRICS", "MAX_SCENARIOS"]
 
 
 def _build(s: dict):
@@ -184,7 +184,8 @@ def _run_batch(scenarios, idx, options=None) -> list:
 
 
 def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=None,
-          cache_dir="default", distributed: bool = False, executor=None, options=None):
+          cache_dir="default", distributed: bool = False, executor=None, options=None,
+          max_scenarios: int = MAX_SCENARIOS):
     """Run every scenario of ``grid`` and return a tidy DataFrame (needs pandas).
 
     Parameters
@@ -238,6 +239,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         (``policy``, ``subflows``, ``channels``: leave them at their defaults here).
         Training scenarios take it as ``training_step``'s ``collective_options``. Rows of
         ``out`` computed under other options are not resumed.
+    max_scenarios : int
+        The most scenarios the grid may expand to (default ``MAX_SCENARIOS``, 100,000); a
+        larger grid is a ValueError giving its count, before any scenario is made.
 
     Returns
     -------
@@ -266,7 +270,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     if bad := [f"{n}={v!r}" for n, v in (("resume", resume), ("progress", progress), ("distributed", distributed))
                if not isinstance(v, bool)]:
         raise ValueError(f"resume, progress and distributed must be True or False, got {', '.join(bad)}")
-    scenarios = _shard(expand_grid(grid), shard)
+    scenarios = _shard(expand_grid(grid, max_scenarios=max_scenarios), shard)
     cache = cache_path(cache_dir)
     table = _Table(scenarios, out, resume, options)
     if distributed:

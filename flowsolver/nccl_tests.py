@@ -57,6 +57,8 @@ import os
 import re
 from pathlib import Path
 
+from topologies.formats import read_bytes
+
 from ._nccl_log import busbw_range, decoded, limit, reconciled_ranks, size_ratio
 
 __all__ = ["read", "OP_NAMES", "ALGO_NAMES", "PROTO_NAMES", "MAX_BYTES"]
@@ -108,16 +110,17 @@ def _text_of(path_or_text, max_bytes):
     path = Path(path_or_text)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a folder, not an nccl-tests log", str(path))
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise FileNotFoundError(errno.ENOENT, "no such nccl-tests log", str(path)) from None
-    if size > max_bytes:
-        # (the command line's in_cli_words reads max_bytes as its --log-max-bytes option)
-        raise ValueError(f"{path}: the file is {size} bytes, more than the {max_bytes}-byte limit on an nccl-tests log "
-                         "(real logs are under 1 MB; reading takes up to ~50x the file's size in memory): to read it "
-                         "anyway pass a larger max_bytes (or set the environment variable FLOWSOLVER_LOG_MAX_BYTES)")
-    return decoded(path.read_bytes(), str(path), max_bytes), str(path), path.name
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such nccl-tests log", str(path))
+
+    def too_large(size):        # (the command line's in_cli_words reads max_bytes as its --log-max-bytes option)
+        return (f"{path}: the file {'holds more' if size is None else f'is {size} bytes, more'} than the "
+                f"{max_bytes}-byte limit on an nccl-tests log (real logs are under 1 MB; reading takes up to ~50x the "
+                "file's size in memory): to read it anyway pass a larger max_bytes (or set the environment variable "
+                "FLOWSOLVER_LOG_MAX_BYTES)")
+
+    # read at most the limit: a pipe, /dev/stdin or a device says size 0
+    return decoded(read_bytes(path, max_bytes, too_large=too_large), str(path), max_bytes), str(path), path.name
 
 
 def _lines(text):

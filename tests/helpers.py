@@ -1,7 +1,10 @@
 """Independent graph measurements for the tests (plain networkx, no library helpers), and
 the validation corpus's measured curves with the model's and NCCL's estimate's errors on them."""
 
+import contextlib
 import csv
+import os
+import threading
 from pathlib import Path
 
 import networkx as nx
@@ -66,3 +69,29 @@ def endpoint_diameter(g, endpoints, allowed_kinds):
 def ranked_gpus(g):
     gpus = [(d["rank"], n) for n, d in g.nodes(data=True) if d["kind"] == "gpu"]
     return [n for _, n in sorted(gpus)]
+
+
+@contextlib.contextmanager
+def fed_fifo(path, data: bytes, times: int):
+    """A FIFO at ``path`` that a thread writes ``data`` into ``times`` times (a pipe, as
+    ``/dev/stdin`` or a shell's ``<(...)`` gives: its size says 0, whatever it streams); the
+    writer stops when the reader closes. Yields the path."""
+    os.mkfifo(path)
+
+    def feed():
+        try:
+            with open(path, "wb") as w:
+                for _ in range(times):
+                    w.write(data)
+        except BrokenPipeError:
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        yield path
+    finally:
+        # a reader that never opened the FIFO leaves the writer waiting in open(): open and close it
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join(10)

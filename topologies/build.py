@@ -15,7 +15,7 @@ from typing import Callable
 
 from .clos import fat_tree, leaf_spine, rail_optimized
 from .dragonfly import dragonfly
-from .failures import fail_links
+from .failures import checked_failures, fail_links
 from .rail_only import rail_only
 from .torus import torus
 
@@ -187,6 +187,7 @@ def build(family: str, *, link="ib_ndr", server=None, oversubscription: float = 
     ('torus', 4)
     """
     fam = get_family(family)
+    fail_fraction, seed = checked_failures(fail_fraction, seed, "fail_fraction")      # before building
     names = {p.name for p in fam.parameters}
     if unknown := sorted(k for k, v in size.items() if k not in names and v is not None):
         raise ValueError(f"family {family!r} takes {', '.join(sorted(names)) or 'no size parameters'}, "
@@ -200,7 +201,7 @@ def build(family: str, *, link="ib_ndr", server=None, oversubscription: float = 
     common = dict(link=link, server=server, oversubscription=oversubscription)
     g = fam.builder(**kw, **{k: v for k, v in common.items() if _takes(fam.builder, k)})
     if fail_fraction:
-        g = fail_links(g, fail_fraction, seed=int(seed))
+        g = fail_links(g, fail_fraction, seed=seed)
     return g
 
 

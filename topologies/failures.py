@@ -8,6 +8,8 @@ import math
 import networkx as nx
 import numpy as np
 
+from ._graph import check_int
+
 __all__ = ["fail_links", "fabric_cables", "tier_cables", "degrade_links"]
 
 
@@ -32,9 +34,7 @@ def fail_links(g: nx.DiGraph, fraction: float, *, seed: int = 0) -> nx.DiGraph:
     >>> len(h.graph["failed"]), sum(d["capacity"] == 0 for *_, d in h.edges(data=True))   # 32 cables
     (3, 6)
     """
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (0.0 <= fraction <= 1.0) \
-            or math.isnan(fraction):
-        raise ValueError(f"fraction must be in [0, 1], got {fraction!r}")
+    fraction, seed = checked_failures(fraction, seed)
     h = g.copy()
     cables = fabric_cables(h)
     if fraction > 0 and not cables:          # the same graph back, said to have lost a fraction of its cables
@@ -51,6 +51,15 @@ def fail_links(g: nx.DiGraph, fraction: float, *, seed: int = 0) -> nx.DiGraph:
     listed = set(before)
     h.graph["failed"] = before + [c for c in failed if c not in listed]
     return h
+
+
+def checked_failures(fraction, seed, name: str = "fraction") -> tuple:
+    """``(fraction, seed)`` of a failure draw, checked: ``fraction`` (called ``name`` in the
+    message) a number in [0, 1], ``seed`` an integer >= 0 (NumPy's generator takes no other)."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (0.0 <= fraction <= 1.0) \
+            or math.isnan(fraction):
+        raise ValueError(f"{name} must be in [0, 1], got {fraction!r}")
+    return fraction, check_int("seed", seed, 0)
 
 
 def tier_cables(g: nx.DiGraph, tier: str) -> list:

@@ -13,6 +13,7 @@ import topologies as tp
 from ..collectives import ALGORITHMS, OPS, PROTOCOLS
 from ..routing import POLICIES
 from ..training import DEFAULT_COMPUTE_EFFICIENCY, MODELS
+from ._words import CliError, in_cli_words  # noqa: F401  (in_cli_words: read from here by the package and tests)
 
 _EXAMPLES = """examples:
   flowsolver                                        describe the default cluster
@@ -84,6 +85,22 @@ def parse_size(text: str, whole: str | None = None) -> float:
         raise CliError(f"{whole} must be a whole number of bytes, got {text!r} = {value:g}")
     return value
 
+
+
+def _step_factor(text: str) -> int:
+    """``-f``: an integer >= 2, as nccl-tests reads it (``strtol`` in ``src/common.cu``; its
+    factor 1 means ``-i``'s linear steps): ``-f 1.5`` modelled 1.5 and 2.25 B and printed 1, 2.
+
+    >>> _step_factor("2"), _step_factor("4.0")
+    (2, 4)
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value == math.floor(value) and value >= 2):
+        raise argparse.ArgumentTypeError(f"must be an integer >= 2 (nccl-tests' -f is a whole factor), got {text!r}")
+    return int(value)
 
 
 class _SizeGiven(argparse.Action):
@@ -178,6 +195,10 @@ def build_graph(args):
     """The cluster graph the ``--family`` / size / link arguments describe, or the
     ``--cluster`` file (with ``--fail-fraction`` of its switch cables failed)."""
     sizes = sorted(getattr(args, "sizes_given", ()) or ())
+    if not 0.0 <= args.fail_fraction <= 1.0:            # (a --cluster file's failures are fail_links' "fraction")
+        raise CliError(f"--fail-fraction must be in [0, 1], got {args.fail_fraction!r}")
+    if args.seed < 0:
+        raise CliError(f"--seed must be an integer >= 0, got {args.seed}")
     if args.cluster is not None and sizes:
         raise ValueError(f"{', '.join(sizes)}: a --cluster file holds its own size; leave these out")
     takes = {p.flag for p in tp.get_family(args.family).parameters}
@@ -195,61 +216,6 @@ def build_graph(args):
                     oversubscription=1.0 if args.oversubscription is None else args.oversubscription,
                     fail_fraction=args.fail_fraction, seed=args.seed,
                     **{p.name: p.from_cli(getattr(args, p.dest)) for p in tp.get_family(args.family).parameters})
-
-
-class CliError(ValueError):
-    """A bad argument, in the command line's own words already (:func:`in_cli_words` leaves
-    its message as it is)."""
-
-
-def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | None) -> str:
-    """An API error message with the Python argument names it uses (``gpu=``, ``ranks must``)
-    written as the ``command``'s own options (``--gpu``, ``--ranks must``); names the command
-    has no option for stay as they are.
-
-    >>> from flowsolver.cli._parser import build_parser
-    >>> p = build_parser()
-    >>> in_cli_words("the graph's GPUs have types ['a', 'b']: pass gpu= (one type)", p, "train")
-    "the graph's GPUs have types ['a', 'b']: pass --gpu (one type)"
-    >>> in_cli_words("global_batch must be a multiple of 8, got 12", p, "train")
-    '--global-batch must be a multiple of 8, got 12'
-    >>> in_cli_words("ranks must be distinct GPU ranks, got [0, 0]", p, "collective")
-    '--ranks must be distinct GPU ranks, got [0, 0]'
-    >>> in_cli_words("tp * cp * pp must divide 8, got tp=3, cp=1, pp=1; dp x micro_batch = 2", p, "train")
-    '--tp * --cp * --pp must divide 8, got --tp 3, --cp 1, --pp 1; --dp x --micro-batch = 2'
-    >>> in_cli_words("unknown gpu 'x'; known: b200 (or pass a GpuSpec)", p, "train")
-    "unknown gpu 'x'; known: b200"
-    >>> in_cli_words("the graph (ranks=) has 16: pass ranks= the 8 GPU ranks it ran on (e.g. ranks=range(8); "
-    ...              "--ranks on the command line) or a graph of 8 GPUs", p, "calibrate")
-    'the graph (--ranks) has 16: pass --ranks the 8 GPU ranks it ran on or a graph of 8 GPUs'
-    >>> in_cli_words("g.log: the file is 9 bytes, more than max_bytes=8; pass max_bytes= to read it", p, "collective")
-    'g.log: the file is 9 bytes, more than --log-max-bytes 8; pass --log-max-bytes to read it'
-    """
-    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-    if sub is None or command not in sub.choices:
-        return message
-    if any(a.dest == "log_max_bytes" for a in sub.choices[command]._actions):   # the log reader's max_bytes=
-        message = re.sub(r" \((?:or |e\.g\. )?--log-max-bytes (?:on|from) the command line\)", "", message)
-        message = re.sub(r"\bmax_bytes=(?=\d)", "--log-max-bytes ", message)
-        message = re.sub(r"\bmax_bytes\b=?", "--log-max-bytes", message)
-    for action in sub.choices[command]._actions:
-        longs = [o for o in action.option_strings if o.startswith("--")]
-        if not longs or action.dest in ("help", "json", "csv"):
-            continue
-        name, option = re.escape(action.dest), longs[0]
-        message = re.sub(rf"\b{name}=(?![\w\"'(\[])", option, message)     # "pass gpu=" (no value given)
-        message = re.sub(rf"\b{name}=", option + " ", message)                # "got ranks=[0, 0]"
-        message = re.sub(rf"(?<![\w.-]){name} (must|is|has)\b", rf"{option} \1", message)
-        if len(action.dest) == 1:   # a, g, h, k, p: words and file names too ("a leaf needs", "g.log")
-            continue
-        message = re.sub(rf"^{name}\b(?!-)", option, message)                  # a message that starts with it
-        message = re.sub(rf"(?<![\w.-]){name}(?= [*x] )|(?<= [*x] ){name}(?![\w=-])", option, message)  # tp * pp
-        if "_" in action.dest:      # micro_batch: a Python name in any position
-            message = re.sub(rf"(?<![\w.-]){name}(?![\w-])", option, message)
-    message = re.sub(r" \(or pass an? \w+(?:Spec|Tech|Model)\b[^)]*\)", "", message)   # Python objects
-    # the API's own hint for command-line users ("e.g. ranks=range(8); --ranks on the command line")
-    message = re.sub(r" \(e\.g\. [^;]*; --[\w-]+ on the command line\)", "", message)
-    return re.sub(r"; --[\w-]+ on the command line\)", ")", message)
 
 
 def _add_topology_command(sub, fmt) -> None:
@@ -280,7 +246,8 @@ def _add_collective(sub, fmt) -> None:
     coll.add_argument("--plot", metavar="PNG", default=None, help="with --compare: busbw against size, model and log")
     coll.add_argument("-b", "--min-bytes", default="1M", help="smallest size (default %(default)s)")
     coll.add_argument("-e", "--max-bytes", default="1G", help="largest size, included (default %(default)s)")
-    coll.add_argument("-f", "--step-factor", type=float, default=4.0, help="size multiplier (default %(default)s)")
+    coll.add_argument("-f", "--step-factor", type=_step_factor, default=4,
+                      help="size multiplier, an integer >= 2 as nccl-tests' (default %(default)s)")
     coll.add_argument("--ranks", type=int, nargs="+", default=None, help="GPU ranks taking part (default all)")
     coll.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
     coll.add_argument("--subflows", type=int, default=1, help="sub-flows per flow (ecmp_hash)")

@@ -16,12 +16,8 @@ from ._output import emit, to_json, writable
 
 def _sizes(args):
     lo, hi = parse_size(args.min_bytes, "-b"), parse_size(args.max_bytes, "-e")
-    if not (lo > 0 and hi >= lo and args.step_factor > 1):
-        raise ValueError(f"sizes must satisfy 0 < min-bytes <= max-bytes and step-factor > 1, got "
-                         f"{args.min_bytes!r}, {args.max_bytes!r}, {args.step_factor!r}")
-    if math.log(hi / lo) / math.log(args.step_factor) > 10_000:
-        raise ValueError(f"sizes: {args.min_bytes!r} to {args.max_bytes!r} by {args.step_factor!r} is more than "
-                         "10000 sizes; raise -f / --step-factor")
+    if not (lo > 0 and hi >= lo):      # (-f is an integer >= 2: at most ~1,000 sizes up to the largest float)
+        raise ValueError(f"sizes must satisfy 0 < min-bytes <= max-bytes, got {args.min_bytes!r}, {args.max_bytes!r}")
     sizes, s = [], lo
     while s <= hi * (1 + 1e-12):
         sizes.append(s)
@@ -120,10 +116,12 @@ def _comparison_plot(path, results, sizes, measured, op):
 
 
 def calibrate_logs(args) -> None:
-    from ..collectives import calibrate
+    from ..collectives import calibrate, check_algorithm
 
     from .. import nccl_tests
 
+    if args.op is not None:      # --algorithm checked before the logs are read (else by calibrate, on theirs)
+        check_algorithm(args.op, args.algorithm)
     graph = build_graph(args)
     limit = log_limit(args)      # the logs read here, so that --log-max-bytes applies (calibrate reads as read does)
     logs = [nccl_tests.read(log, op=args.op, max_bytes=limit) for log in args.logs]
@@ -222,9 +220,10 @@ def sweep_file(args) -> None:
     if grid is None:
         raise ValueError(f"config: {args.config!r} needs a [grid] table or [[scenario]] entries")
     options = dict(config.get("sweep", {}))
-    unknown = set(options) - {"out", "cache_dir", "resume", "progress"}
+    unknown = set(options) - {"out", "cache_dir", "resume", "progress", "max_scenarios"}
     if unknown:
-        raise ValueError(f"config: unknown [sweep] key(s) {sorted(unknown)}; known: out, cache_dir, resume, progress")
+        raise ValueError(f"config: unknown [sweep] key(s) {sorted(unknown)}; known: out, cache_dir, resume, progress, "
+                         "max_scenarios")
     for key in ("resume", "progress"):
         if key in options and not isinstance(options[key], bool):
             raise ValueError(f"config: [sweep] {key} must be true or false, got {options[key]!r}")

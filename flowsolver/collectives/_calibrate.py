@@ -14,64 +14,16 @@ import numpy as np
 import topologies as tp
 
 from .. import nccl_tests
-from ..routing import link_efficiency, unchanged
+from ..routing import link_efficiency
 from ._calibrate_rows import _rows, fit_over, ranks_from_busbw  # noqa: F401  (ranks_from_busbw: tests read it here)
 from ._calibration import Calibration, FittedParameter
-from ._choice import is_tuned
-from ._collective import _plans, collective_with
-from ._options import Options
-from ._solve import time_plans
+from ._calibrate_model import RowModel, row_time
+from ._nccl import OPS
+from ._options import Options, check_algorithm
 from ._pipeline import PIPELINE, Pipeline
-from ._nccl_timing import nccl_pick, transfer_of, tuned_times
+from ._nccl_timing import transfer_of
 
 __all__ = ["Calibration", "FittedParameter", "calibrate"]
-
-class _RowModel:
-    """One log row's model, solved once: its time for a latency scale ``lam``, a factor ``m``
-    on every flow-solved bandwidth, a factor ``ll`` on LL's bandwidth, one ``pp`` on a P2P
-    channel's and a chunk ``pipeline`` (NCCL's choice and caps re-evaluated exactly); ``lam``,
-    ``m``, ``ll`` and ``pp`` relative to the calibration the rows were solved with."""
-
-    def __init__(self, graph, op, size, ranks, algorithm, options, cal):
-        options = cal.apply(options)
-        with unchanged(graph):
-            planned = _plans(graph, op, size, [ranks], algorithm, options)
-            self.p, self.hw = planned.p, planned.hw
-            scenario, = time_plans(graph, planned.ranks, planned.plans, options, [graph])
-            self.links, self.results = scenario.links, scenario.results
-        self.op, self.size, self.options, self.cal = op, size, options, cal
-        self.only = None if algorithm == "auto" else algorithm
-
-    def time(self, lam=1.0, m=1.0, ll=1.0, pipeline=None, net=None, launch=None, pp=1.0):
-        """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, LL factor ``ll``,
-        ``pipeline``, network hop latency ``net``, launch latency ``launch`` (s; default the
-        calibration's) and P2P channel factor ``pp``."""
-        scaled = {a: replace(r, steps=tuple(replace(st, transfer=st.transfer / m) for st in r.steps))
-                  for a, r in self.results.items()}
-        hw = replace(self.hw, nvlink_bw=self.hw.nvlink_bw * m)
-        model = replace(self.cal, latency_scale=self.cal.latency_scale * lam,
-                        ll_bandwidth=self.cal.ll_bandwidth * ll,
-                        pipeline=self.cal.pipeline if pipeline is None else pipeline,
-                        net_latency=self.cal.net_latency if net is None else net,
-                        launch_latency=self.cal.launch_latency if launch is None else launch)
-        tuned = {k: v for k, v in tuned_times(self.op, self.size, self.p, scaled, hw, self.options, model).items()
-                 if self.only in (None, k[0])}
-        pick = nccl_pick(tuned)
-        entries = [] if pick is None else [(pick[1][0], pick[0][0])]
-        for a, r in self.results.items():
-            if self.only in (None, a) and not is_tuned(a, self.op, self.options):
-                transfer = transfer_of(r.steps)
-                moved = transfer / m
-                if self.hw.p2p is not None:     # a send: the P2P channels' rate bounds it
-                    moved = max(moved, self.hw.p2p.least_transfer(self.size, self.cal.p2p_bandwidth * pp))
-                entries.append((self.options.with_host(model.flow_timed(r.time - transfer, moved)), a))
-        return min(entries)
-
-    def bottleneck_tech(self, algorithm) -> str:
-        steps = self.results[algorithm].steps
-        longest = max(steps, key=lambda st: st.count * st.transfer)
-        return str(self.links.tech[longest.bottleneck[0].index]) if longest.bottleneck else ""
-
 
 @dataclass(frozen=True)
 class _Quantity:
@@ -264,8 +216,8 @@ def _fit(rows, measured, done):
     ``dominant`` share of, the network hop's latency those of NCCL's latency, a pipeline
     quantity the rows its prior spread moves by :data:`_MOVED` (all at the library's values);
     the fit weighs only the rows some fitted quantity tells (a row none can explain does not
-    pull the others), and a quantity needs two rows of its own (one it would fit exactly,
-    whatever its misfit). A quantity whose spread the rows do not shrink by :data:`_CONSTRAINED`,
+    pull the others), and a quantity needs rows of two sizes of its own (one it would fit
+    exactly, whatever its misfit, however often it is repeated). A quantity whose spread the rows do not shrink by :data:`_CONSTRAINED`,
     jointly or alone, is put back at the library's value and the rest refitted."""
     fit = _Fit(rows, measured, done)
     n = len(_QUANTITIES)
@@ -275,7 +227,10 @@ def _fit(rows, measured, done):
     def told_rows(free):
         return np.any([masks[i] for i in range(n) if free[i]], axis=0) if free.any() else np.zeros(len(rows), bool)
 
-    eligible = np.array([int(m.sum()) >= 2 for m in masks])     # one row is fitted exactly: its misfit untold
+    # one size is fitted exactly, its misfit untold: two distinct sizes (rows of one size
+    # repeated, nccl-tests -N or logs pasted together, are one measurement's repeats)
+    sizes = [(r.op, r.size) for r in rows]
+    eligible = np.array([len({sizes[j] for j in np.flatnonzero(m)}) >= 2 for m in masks])
     eligible &= np.array([q.fitted for q in _QUANTITIES])
     starts = [np.zeros(n)] + [np.eye(n)[_NET] * s for s in (1.0, 3.0)] + [np.eye(n)[_LAUNCH]]
     z, converged = fit.solve(eligible, _NOISE_START, starts, told_rows(eligible))
@@ -344,7 +299,9 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     its NCCL INFO lines' (``nranks``), else the one its busbw / algbw ratios allow
     (all-reduce, all-gather, reduce-scatter, all-to-all); one that differs is a
     ValueError, and a log that says none (a broadcast table without a device list) is
-    fitted only when ``ranks`` is passed. A missing log is FileNotFoundError.
+    fitted only when ``ranks`` is passed. A missing log is FileNotFoundError. ``ranks`` are in
+    the log's rank order: a sendrecv log is timed as nccl-tests runs it, the ring shift of
+    ``ranks`` (rank i to rank i + 1 mod n, all at once) solved together, its slowest pair's time.
     ``algorithm`` is the log's (``"auto"``: NCCL's choice, or the ``NCCL_ALGO`` the logs'
     NCCL INFO lines say was forced; ``"ring"`` for a run with ``NCCL_ALGO=Ring``), ``protocol``
     likewise (``"auto"``: the ``NCCL_PROTO`` they say was forced, else NCCL's choice) and
@@ -388,7 +345,11 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     if options.get("policy_options") is None:
         options.pop("policy_options", None)
     opts = Options(tuner=options.pop("step_latency", None) is None, **options)      # checked before any log is read
+    if op in OPS:
+        check_algorithm(op, algorithm)              # as collective() words it, before any log is read
     rows, n, forced, per_thread = _rows(logs, graph, ranks, op)
+    for o in sorted({o for o, _, _ in rows}):
+        check_algorithm(o, algorithm)               # the logs' ops, before any row is solved
     if "gpus_per_thread" not in options and per_thread != {None}:       # the logs' nGpus (nccl-tests -g)
         if len(per_thread) > 1:
             said = sorted(str(k) if k else "not stated" for k in per_thread)
@@ -405,7 +366,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     done = np.zeros(_FACTORS)     # log factors of latency, bandwidth, LL, P2P already in cal (vs the library's)
     converged, previous = True, None
     for _ in range(max(1, int(iterations))):
-        models = [_RowModel(graph, o, size, ranks, algorithm, *with_fit(cal)) for o, size, _ in rows]
+        models = [RowModel(graph, o, size, ranks, algorithm, *with_fit(cal)) for o, size, _ in rows]
         if previous is not None and np.allclose([r.time()[0] for r in models], previous, rtol=1e-4):
             break                 # re-solved with the fit, the rows take what the fit said: no bottleneck moved
         x, sd, converged, fit = _fit(models, measured, done)
@@ -431,7 +392,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
                       unconstrained=tuple(q.name for q, s in zip(_QUANTITIES, sd) if s is None and q.fitted))
         done = np.array([x[0], applied, x[2], x[3]])
     def times(c):
-        return np.array([collective_with(graph, o, s, ranks, algorithm, *with_fit(c)).time for o, s, _ in rows])
+        return np.array([row_time(graph, o, s, ranks, algorithm, *with_fit(c)) for o, s, _ in rows])
 
     model = times(cal)
     cal, model = _network_first(graph, cal, model, measured, times)

@@ -34,8 +34,9 @@ to its GPU (see :mod:`._graph_index`). Traffic between GPUs of one server stays 
 server (NVSwitch, or PCIe on the PCIe server) and never leaves through a NIC. Traffic
 leaving a server uses the NIC of the sending GPU's rail; with ``pxn=True`` it first moves
 inside the server to the GPU on the receiving GPU's rail (NCCL's PXN) and leaves through
-that rail. A GPU whose own NIC has no working uplink uses the working NIC of the next rail
-of its server. Links of capacity 0 or removed are never used; a pair left without a path
+that rail, unless no working path inside the server leads there (that GPU or its links
+failed: NCCL has no proxy on it), when it leaves by its own rail's NIC. A GPU whose own NIC has
+no working uplink uses the working NIC of the next rail of its server. Links of capacity 0 or removed are never used; a pair left without a path
 raises :class:`RoutingError` naming it.
 
 Adding a policy

@@ -121,6 +121,13 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
         node, forced = keys // width, keys % width - 1
         rail = np.where(forced >= 0, forced, ix.rail[node])
         nic = _pick_nic(ix, table, ix.server[node], rail, node)
+        if (forced >= 0).any():
+            # PXN first moves the data to the GPU of the other end's rail: where no working path
+            # inside the server leads to that NIC (the GPU or its links failed), NCCL has no
+            # proxy there and the GPU sends through its own rail's NIC, as without PXN
+            dead = _no_path(parts, ix.server[node], node, nic) & (forced >= 0)
+            if dead.any():
+                nic[dead] = _pick_nic(ix, table, ix.server[node[dead]], ix.rail[node[dead]], node[dead])
         ug, un, inv = unique_pairs(node, nic, ix.nv)
         if side == "src":
             ids = parts.segments(store, ix.server[ug], ug, un, extra_link=nic_up[un])
@@ -141,6 +148,23 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
         seg[sel] = sid
         attach[sel] = sw
     return attach, seg
+
+
+def _no_path(parts, server, a, b):
+    """Mask of the pairs ``a[i] -> b[i]`` (distinct nodes of ``server[i]``) that no working
+    path inside their server joins (each pair's paths computed once, as the segments' are)."""
+    out = np.zeros(len(a), dtype=bool)
+    sig = parts.sig_of[server]
+    for s in np.unique(sig):
+        rows = np.flatnonzero(sig == s)
+        pairs, inv = np.unique(np.stack([parts.local_of[a[rows]], parts.local_of[b[rows]]], axis=1), axis=0,
+                               return_inverse=True)
+        bad = parts.template_paths(int(s), pairs[:, 0], pairs[:, 1])[3]
+        if len(bad):
+            dead = np.zeros(len(pairs), dtype=bool)
+            dead[bad] = True
+            out[rows] = dead[inv.reshape(-1)]
+    return out
 
 
 def _pick_nic(ix, table, server, rail, gpus):

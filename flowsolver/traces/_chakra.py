@@ -37,7 +37,7 @@ import re
 import warnings
 from pathlib import Path
 
-from topologies.formats import unique_keys
+from topologies.formats import read_bytes, unique_keys
 
 from ._schema import (COLLECTIVE_TYPES, MAX_FILE_BYTES, MAX_NODES, MAX_RANKS, NODE_TYPES, TraceError, check_limit,
                       read_stream)
@@ -251,11 +251,12 @@ def _given_groups(groups, group_file, max_file_bytes):
         return _groups_of(groups, "groups"), "the groups passed"
     if group_file is None:
         return {}, ""
-    size = group_file.stat().st_size
-    if size > max_file_bytes:
-        raise TraceError(f"{group_file}: the file is {size} bytes, more than max_file_bytes={max_file_bytes}")
+    # read at most the limit: a pipe, /dev/stdin or a device says size 0
+    data = read_bytes(group_file, max_file_bytes, "max_file_bytes", error=TraceError, too_large=lambda size: (
+        f"{group_file}: the file {'holds more' if size is None else f'is {size} bytes, more'} than "
+        f"max_file_bytes={max_file_bytes}"))
     try:
-        text = group_file.read_bytes().decode()
+        text = data.decode()
     except UnicodeDecodeError as err:
         raise TraceError(f"{group_file}: not UTF-8 text (byte {err.start})") from None
     return _groups_of(json_of(text, str(group_file)), str(group_file)), str(group_file)

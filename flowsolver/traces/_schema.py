@@ -140,14 +140,17 @@ def _chunks(path, limit: int):
     :class:`TraceError` before more than ``limit + _CHUNK`` bytes were made."""
     with open(path, "rb") as fh:
         head = fh.read(2)
-        if head != b"\x1f\x8b":                        # plain: its size says it all
+        if head != b"\x1f\x8b":                        # plain: its size says it all, but for a pipe or a device
             size = os.fstat(fh.fileno()).st_size
             if size > limit:
                 raise TraceError(f"{path}: the file is {size} bytes, more than max_file_bytes={limit}")
-            data = head
+            data, total = head, len(head)
             while data:
                 yield data
                 data = fh.read(_CHUNK)
+                total += len(data)
+                if total > limit:            # (a pipe, /dev/stdin or /dev/zero says size 0)
+                    raise TraceError(f"{path}: the file holds more than max_file_bytes={limit} bytes")
             return
         total, z, raw = 0, None, head
         while True:

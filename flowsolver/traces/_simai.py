@@ -40,6 +40,8 @@ import errno
 import math
 from pathlib import Path
 
+from topologies.formats import read_bytes
+
 from ..training import ParallelLayout
 from ._schema import MAX_FILE_BYTES, MAX_NODES, MAX_RANKS, TraceError, check_limit
 from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload, pipeline_ranks
@@ -248,13 +250,12 @@ def _lines(path, max_file_bytes):
     path_text = str(path)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a folder, not a SimAI workload file", path_text)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise FileNotFoundError(errno.ENOENT, "no such SimAI workload file", path_text) from None
-    if size > max_file_bytes:
-        raise TraceError(f"{path}: the file is {size} bytes, more than max_file_bytes={max_file_bytes}")
-    data = path.read_bytes()
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such SimAI workload file", path_text)
+    # read at most the limit: a pipe, /dev/stdin or a device says size 0
+    data = read_bytes(path, max_file_bytes, "max_file_bytes", error=TraceError, too_large=lambda size: (
+        f"{path}: the file {'holds more' if size is None else f'is {size} bytes, more'} than "
+        f"max_file_bytes={max_file_bytes}"))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -344,7 +344,7 @@ def test_infinite_sizes_folders_as_files_and_home_paths(tmp_path, capsys, monkey
     assert main(["collective", "--nodes", "1", "-e", "1e999"]) == 2
     assert "size must be a finite number of bytes" in capsys.readouterr().err
     assert main(["collective", "--nodes", "1", "-b", "1", "-e", "1e300", "-f", "1.0001"]) == 2
-    assert "more than 10000 sizes" in capsys.readouterr().err
+    assert "argument -f/--step-factor: must be an integer >= 2" in capsys.readouterr().err
     assert main(["topology", "--family", "torus", "--dims", "2", "2", "--export", str(tmp_path)]) == 2
     assert "is a folder; give a file name" in capsys.readouterr().err
     monkeypatch.setenv("HOME", str(tmp_path))

@@ -10,6 +10,8 @@ pd = pytest.importorskip("pandas")
 
 from flowsolver import busbw_factor, nccl_tests  # noqa: E402
 
+from ..helpers import fed_fifo  # noqa: E402
+
 LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests"
 FILES = sorted(LOGS.glob("*.txt")) if LOGS.is_dir() else []
 COLUMNS = ["size", "count", "type", "redop", "root", "placement", "time", "algbw", "busbw", "#wrong"]
@@ -147,6 +149,16 @@ def test_the_log_size_is_bounded(tmp_path):
     assert len(nccl_tests.read(path, max_bytes=len(GOOD))) == 3
     with pytest.raises(ValueError, match=rf"{path}: the file is {len(GOOD)} bytes, more than the 100-byte limit"):
         nccl_tests.read(path, max_bytes=100)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_a_pipe_is_read_no_further_than_the_limit(tmp_path):
+    # a pipe (/dev/stdin, <(...)) says size 0: the limit was checked on that and the whole stream
+    # read (a 1 MB limit read GBs); 4 MiB streamed against a 1000-byte limit
+    with fed_fifo(tmp_path / "pipe.log", b"# NCCL INFO filler line\n" * 1024, 170) as path:
+        with pytest.raises(ValueError, match=rf"{path}: the file holds more than the 1000-byte limit on an "
+                                             "nccl-tests log"):
+            nccl_tests.read(path, max_bytes=1000)
 
 
 def test_nccl_info_nranks_gives_the_rank_count_without_a_device_list():

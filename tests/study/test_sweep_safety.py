@@ -329,3 +329,46 @@ def test_training_metrics_out_of_their_range_are_named():
     assert ok_row_problem({**good, "step_time": float("-inf")}, keys) == "step_time -inf is not finite"
     assert ok_row_problem({**good, "tokens_per_s": "fast"}, keys) == "tokens_per_s 'fast' is not a number"
     assert ok_row_problem({k: v for k, v in good.items() if k != "gpus"}, keys) == "gpus is missing"
+
+
+def test_a_grid_is_counted_before_it_is_expanded():
+    import tracemalloc
+
+    from flowsolver import expand_grid
+
+    # 2 x 50,001 = 100,002 scenarios, 2 over the default limit of 100,000: refused before any
+    # is made (a 1 kB file of six lists, 19.2 M scenarios, ran out of memory expanding)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError) as err:
+            expand_grid({"nodes": [1, 2], "size": list(range(1, 50_002))})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(err.value) == ("grid: 100,002 scenarios (2 nodes x 50001 size), more than max_scenarios=100,000: sweep "
+                              "fewer values, or pass a larger max_scenarios ([sweep] max_scenarios in a sweep file)")
+    assert peak < 16 * 2**20          # the lists given, not 100,002 scenario dicts (~1 kB each)
+    # at the limit, as before; a list of dicts is counted too
+    assert len(expand_grid(GRID, max_scenarios=8)) == 8
+    with pytest.raises(ValueError, match=r"grid: 8 scenarios \(2 nodes x 2 link x 2 size\), more than "
+                                         r"max_scenarios=7"):
+        expand_grid(GRID, max_scenarios=7)
+    with pytest.raises(ValueError, match=r"grid: 3 scenarios \(listed\), more than max_scenarios=2"):
+        expand_grid([{"nodes": 1}] * 3, max_scenarios=2)
+    with pytest.raises(ValueError, match="max_scenarios must be an integer >= 1, got 0"):
+        expand_grid(GRID, max_scenarios=0)
+
+
+def test_a_sweep_file_past_the_limit_is_refused_with_its_count(tmp_path, capsys):
+    from flowsolver.cli import main
+
+    path = tmp_path / "big.toml"
+    # 2 x 50,001 = 100,002 scenarios (an unknown family: where the count went unchecked, the
+    # expansion's own check stops it after building them, not a sweep of 100,002)
+    path.write_text(f"[grid]\nfamily = 'nope'\nnodes = [1, 2]\nsize = {list(range(1, 50_002))}\n")
+    assert main(["sweep", str(path), "--no-progress"]) == 2
+    assert "grid: 100,002 scenarios (2 nodes x 50001 size), more than max_scenarios=100,000" \
+        in capsys.readouterr().err
+    path.write_text("[sweep]\nmax_scenarios = 3\n[grid]\nnodes = [1, 2]\nsize = [1024, 2048]\n")
+    assert main(["sweep", str(path), "--no-progress"]) == 2
+    assert "grid: 4 scenarios (2 nodes x 2 size), more than max_scenarios=3" in capsys.readouterr().err

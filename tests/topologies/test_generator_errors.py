@@ -137,3 +137,16 @@ def test_build_refuses_what_the_family_would_drop():
     with pytest.raises(ValueError, match="oversubscription: family 'fat_tree' is built non-blocking only"):
         tp.build("fat_tree", k=4, oversubscription=3)
     assert len(tp.gpus(tp.build("fat_tree", k=4))) == 16
+
+
+def test_failures_name_their_own_parameters():
+    # build() said 'fraction' (fail_links' name), and a negative seed was NumPy's 'expected
+    # non-negative integer', naming nothing
+    with pytest.raises(ValueError, match=r"^fail_fraction must be in \[0, 1\], got 2$"):
+        tp.build("rail_optimized", nodes=2, fail_fraction=2)
+    for call in (lambda: tp.build("rail_optimized", nodes=2, fail_fraction=0.1, seed=-1),
+                 lambda: tp.fail_links(tp.fat_tree(4), 0.1, seed=-1)):
+        with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
+            call()
+    with pytest.raises(ValueError, match=r"^fraction must be in \[0, 1\], got 2$"):
+        tp.fail_links(tp.fat_tree(4), 2)

@@ -13,6 +13,7 @@ import pytest
 from flowsolver.traces import TraceError, read_chakra, read_simai_workload
 
 from .. import chakra_wire as cw
+from ..helpers import fed_fifo
 
 HEADER = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8"
 ROW = "layer -1 556000 ALLREDUCE 536870912 1000 NONE 0 2000 NONE 0 100"
@@ -367,3 +368,27 @@ def test_attributes_of_the_wrong_type_name_the_node_and_attribute(tmp_path, node
     cw.write(tmp_path / "trace.0.et", [cw.metadata(), node])
     with pytest.raises(TraceError, match=r"trace\.0\.et: node 1 \('\w'\): " + match):
         read_chakra(tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_a_pipe_is_read_no_further_than_max_file_bytes(tmp_path):
+    # a pipe (/dev/stdin, <(...)) says size 0: the limit was checked on that and the whole stream
+    # read into memory; 4 MiB streamed against a 1000-byte limit
+    with fed_fifo(tmp_path / "w.txt", b"x\n" * 2048, 1024) as path:
+        with pytest.raises(TraceError, match=rf"{path}: the file holds more than max_file_bytes=1000"):
+            read_simai_workload(path, max_file_bytes=1000)
+    cw.write(tmp_path / "trace.0.et", [cw.metadata(), cw.comp(1, "a", 1)])
+    cw.write(tmp_path / "trace.1.et", [cw.metadata(), cw.comp(1, "a", 1)])
+    with fed_fifo(tmp_path / "comm_group.json", b"[" * 4096, 1024) as path:
+        with pytest.raises(TraceError, match=rf"{path}: the file holds more than max_file_bytes=1000"):
+            read_chakra(tmp_path, max_file_bytes=1000)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_a_trace_streamed_without_a_size_is_cut_at_max_file_bytes(tmp_path):
+    from flowsolver.traces._schema import _chunks
+
+    with fed_fifo(tmp_path / "t.0.et", b"\x01" * 4096, 1024) as path:
+        with pytest.raises(TraceError, match=rf"{path}: the file holds more than max_file_bytes=1000"):
+            for _ in _chunks(path, 1000):
+                pass

@@ -8,7 +8,8 @@ reader by the file's content and suffix.
 * :mod:`~topologies.formats.simai`: SimAI topology files (:func:`from_simai`, :func:`to_simai`).
 
 Every reader owes a bad file one clear error (``_common``: a ``ValueError`` whose one-line
-message names the file and the field; sizes and announced counts bounded before allocating).
+message names the file and the field; sizes and announced counts bounded before allocating:
+:func:`read_bytes` reads a file at most its limit, a pipe or a device too).
 A new format is a module with its reader plus one :func:`register_reader` call.
 
 >>> import os, tempfile, topologies as tp
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from ._common import DuplicateKey, unique_keys
+from ._common import DuplicateKey, read_bytes, unique_keys
 from ._registry import HEAD_BYTES, Reader, ReaderRegistry
 from .astra import from_astra_network, parse_simple_yaml
 from .nccl import NcclServer, from_nccl_xml
@@ -31,7 +32,7 @@ from .simai import from_simai, to_simai
 
 __all__ = ["read", "register_reader", "reader_names", "Reader", "ReaderRegistry", "HEAD_BYTES",
            "load", "save", "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",
-           "from_simai", "to_simai", "unique_keys", "DuplicateKey"]
+           "from_simai", "to_simai", "unique_keys", "DuplicateKey", "read_bytes"]
 
 _READERS: dict = {}
 #: the machine-description formats: ``kind`` ``"cluster"`` (a graph) or ``"server"`` (a ServerModel)

@@ -28,12 +28,30 @@ def check_limit(name: str, value) -> int:
     return check_int(name, value, 1)
 
 
-def read_bytes(path, max_bytes: int, limit_name: str = "max_bytes") -> bytes:
+def read_bytes(path, max_bytes: int, limit_name: str = "max_bytes", *, too_large=None,
+               error=ValueError) -> bytes:
     """The file's bytes. A missing file is ``FileNotFoundError`` and a folder
     ``IsADirectoryError`` (as the workload readers raise them), each naming the path; a file
     that cannot be read otherwise, or holds more than ``max_bytes`` (checked on its size
-    before reading, and while reading, for files whose size the system does not know), is a
-    ValueError naming it."""
+    before reading, and while reading: a pipe, ``/dev/stdin`` or a device says size 0, a file
+    may grow), is an ``error`` (a ValueError class) naming it. ``too_large(size)`` gives the
+    message for a file over the limit (``size``: the bytes its size says, or None where reading
+    went past the limit) where a reader words it its own way.
+
+    >>> import os, threading, tempfile
+    >>> fifo = os.path.join(tempfile.mkdtemp(), "fifo"); os.mkfifo(fifo)
+    >>> def feed():
+    ...     with open(fifo, "wb") as w:
+    ...         try:
+    ...             w.write(b"x" * 100_000)
+    ...         except BrokenPipeError:
+    ...             pass
+    >>> threading.Thread(target=feed).start()
+    >>> read_bytes(fifo, 1000)
+    Traceback (most recent call last):
+    ...
+    ValueError: ...fifo: the file holds more than max_bytes=1000 bytes (pass a larger max_bytes to read it)
+    """
     check_limit(limit_name, max_bytes)
     path = Path(path)
     if not path.exists():
@@ -47,8 +65,9 @@ def read_bytes(path, max_bytes: int, limit_name: str = "max_bytes") -> bytes:
             except OSError:
                 size = 0
             if size > max_bytes:
-                raise ValueError(f"{path}: the file has {size} bytes, more than {limit_name}="
-                                 f"{max_bytes} (pass a larger {limit_name} to read it)")
+                raise error(too_large(size) if too_large else
+                            f"{path}: the file has {size} bytes, more than {limit_name}={max_bytes} "
+                            f"(pass a larger {limit_name} to read it)")
             # read what the size says, then in chunks (a file without a size, or one that
             # grows): never a buffer of max_bytes for a small file
             parts = [f.read(size + 1)] if size else []
@@ -61,10 +80,11 @@ def read_bytes(path, max_bytes: int, limit_name: str = "max_bytes") -> bytes:
                 total += len(chunk)
             data = parts[0] if len(parts) == 1 else b"".join(parts)
     except OSError as err:
-        raise ValueError(f"{path}: cannot read the file ({err.strerror or err})") from None
+        raise error(f"{path}: cannot read the file ({err.strerror or err})") from None
     if len(data) > max_bytes:
-        raise ValueError(f"{path}: the file holds more than {limit_name}={max_bytes} bytes "
-                         f"(pass a larger {limit_name} to read it)")
+        raise error(too_large(None) if too_large else
+                    f"{path}: the file holds more than {limit_name}={max_bytes} bytes "
+                    f"(pass a larger {limit_name} to read it)")
     return data
 
 

@@ -1,0 +1,102 @@
+"""What calibrate times for one nccl-tests row: the rank groups the test runs (one group of
+every rank; ``sendrecv_perf``'s ring shift, one pair a rank, all at once) and a row's model,
+solved once and re-timed at each trial of the fit (units: bytes, seconds)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import _checks
+from .._status import Status
+from ..routing import gpu_nodes, unchanged
+from ._choice import is_tuned
+from ._collective import _plans, solve_collective
+from ._nccl_timing import nccl_pick, transfer_of, tuned_times
+from ._solve import time_plans
+
+__all__ = ["row_groups", "row_time"]
+
+
+def row_groups(graph, op, ranks) -> list:
+    """The rank groups, run at once in lockstep, that nccl-tests' test of ``op`` runs on the
+    GPU ``ranks`` (in communicator rank order; None: every GPU of ``graph``): ``[ranks]``, but
+    for ``send_recv`` a ring shift: nccl-tests' ``sendrecv_perf`` has every rank ``r`` send to
+    ``(r + 1) mod n`` and receive from ``(r - 1) mod n`` in one group call (``src/sendrecv.cu``,
+    ``SendRecvRunColl``), so a row's time is its slowest pair's with every other pair's flows on
+    the links. Each pair is a group of its two ranks first, then the rest of the communicator
+    (NCCL sizes a peer's channels by the whole communicator, :func:`~._p2p.p2p_comm`).
+
+    >>> import topologies as tp
+    >>> row_groups(tp.rail_optimized(nodes=1), "send_recv", [0, 1, 2])
+    [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
+    """
+    if op != "send_recv":
+        return [ranks]
+    nodes = gpu_nodes(graph)
+    ranks = list(range(len(nodes))) if ranks is None else _checks.rank_indices(graph, ranks, nodes=nodes)
+    n = len(ranks)
+    return [[ranks[i], ranks[(i + 1) % n]] + [r for j, r in enumerate(ranks) if j not in (i, (i + 1) % n)]
+            for i in range(n)]
+
+
+def row_time(graph, op, size, ranks, algorithm, options, model) -> float:
+    """The seconds the model gives one row of ``op`` at ``size`` bytes on ``ranks`` (the rank
+    groups of :func:`row_groups`, in lockstep) with the options and calibration ``model``."""
+    result, = solve_collective(graph, op, float(size), row_groups(graph, op, ranks), algorithm,
+                               model.apply(options), model=model)
+    if result.status != Status.OK:
+        raise ValueError(result.message)
+    return result.time
+
+
+class RowModel:
+    """One log row's model, solved once: its time for a latency scale ``lam``, a factor ``m``
+    on every flow-solved bandwidth, a factor ``ll`` on LL's bandwidth, one ``pp`` on a P2P
+    channel's and a chunk ``pipeline`` (NCCL's choice and caps re-evaluated exactly); ``lam``,
+    ``m``, ``ll`` and ``pp`` relative to the calibration the rows were solved with. The row's
+    rank groups (:func:`row_groups`) are solved together; groups NCCL sees unlike (a ring
+    shift's pairs inside a server and across the network) each take their own time under
+    NCCL's view of them, and the row takes the slowest, as :func:`flowsolver.collective` does."""
+
+    def __init__(self, graph, op, size, ranks, algorithm, options, cal):
+        options = cal.apply(options)
+        with unchanged(graph):
+            planned = _plans(graph, op, size, row_groups(graph, op, ranks), algorithm, options)
+            self.p, self.hws = planned.p, planned.hws or (planned.hw,)
+            scenario, = time_plans(graph, planned.ranks, planned.plans, options, [graph])
+            self.links, self.results = scenario.links, scenario.results
+        self.op, self.size, self.options, self.cal = op, size, options, cal
+        self.only = None if algorithm == "auto" else algorithm
+
+    def time(self, lam=1.0, m=1.0, ll=1.0, pipeline=None, net=None, launch=None, pp=1.0):
+        """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, LL factor ``ll``,
+        ``pipeline``, network hop latency ``net``, launch latency ``launch`` (s; default the
+        calibration's) and P2P channel factor ``pp``: the slowest of the groups' views."""
+        scaled = {a: replace(r, steps=tuple(replace(st, transfer=st.transfer / m) for st in r.steps))
+                  for a, r in self.results.items()}
+        model = replace(self.cal, latency_scale=self.cal.latency_scale * lam,
+                        ll_bandwidth=self.cal.ll_bandwidth * ll,
+                        pipeline=self.cal.pipeline if pipeline is None else pipeline,
+                        net_latency=self.cal.net_latency if net is None else net,
+                        launch_latency=self.cal.launch_latency if launch is None else launch)
+        return max(self._time(view, scaled, model, m, pp) for view in self.hws)
+
+    def _time(self, view, scaled, model, m, pp):
+        hw = replace(view, nvlink_bw=view.nvlink_bw * m)
+        tuned = {k: v for k, v in tuned_times(self.op, self.size, self.p, scaled, hw, self.options, model).items()
+                 if self.only in (None, k[0])}
+        pick = nccl_pick(tuned)
+        entries = [] if pick is None else [(pick[1][0], pick[0][0])]
+        for a, r in self.results.items():
+            if self.only in (None, a) and not is_tuned(a, self.op, self.options):
+                transfer = transfer_of(r.steps)
+                moved = transfer / m
+                if view.p2p is not None:     # a send: the P2P channels' rate bounds it
+                    moved = max(moved, view.p2p.least_transfer(self.size, self.cal.p2p_bandwidth * pp))
+                entries.append((self.options.with_host(model.flow_timed(r.time - transfer, moved)), a))
+        return min(entries)
+
+    def bottleneck_tech(self, algorithm) -> str:
+        steps = self.results[algorithm].steps
+        longest = max(steps, key=lambda st: st.count * st.transfer)
+        return str(self.links.tech[longest.bottleneck[0].index]) if longest.bottleneck else ""
