@@ -196,16 +196,31 @@ def train(args) -> None:
 
 
 
+#: the most bytes a sweep file (TOML) is read to: a grid or a list of scenarios is a few kB, and a
+#: grid is counted before it is expanded (``flowsolver._sweep_grid``); 16 MiB keeps a pipe or a
+#: mistaken file from filling memory
+SWEEP_FILE_BYTES = 16 << 20
+
+
 def sweep_file(args) -> None:
     import tomllib
 
     from .._sweep import sweep
 
+    from topologies.formats import read_bytes
+
+    def too_large(size):
+        return (f"config: {args.config!r} {'holds more' if size is None else f'is {size:,} bytes, more'} than a "
+                f"sweep file's {SWEEP_FILE_BYTES:,}-byte limit (a sweep file is a few tables of lists)")
+
+    try:        # read at most the limit: a pipe or /dev/stdin says size 0 whatever it streams
+        data = read_bytes(args.config, SWEEP_FILE_BYTES, too_large=too_large)
+    except (FileNotFoundError, IsADirectoryError) as err:
+        raise ValueError(f"config: cannot read {args.config!r}: {err.strerror or 'no such file or a folder'}") from None
     try:
-        with open(args.config, "rb") as fh:
-            config = tomllib.load(fh)
-    except OSError as err:
-        raise ValueError(f"config: cannot read {args.config!r}: {err.strerror}") from None
+        config = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"config: {args.config!r} is not UTF-8 text (TOML is)") from None
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"config: {args.config!r} is not valid TOML: {err}") from None
     except RecursionError:

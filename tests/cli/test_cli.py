@@ -642,3 +642,24 @@ def test_the_log_limit_from_the_environment_holds_on_the_command_line(capsys, tm
     assert main(["collective", "--nodes", "1", "--compare", str(log), "--json"]) == 2
     assert "more than the 100-byte limit" in capsys.readouterr().err
     assert main(["collective", "--nodes", "1", "--compare", str(log), "--json", "--log-max-bytes", "1M"]) == 0
+
+
+def test_a_sweep_file_is_read_no_further_than_its_limit(tmp_path, capsys, monkeypatch):
+    """A sweep file from a pipe (size 0 whatever it streams) or a huge file is refused at the
+    limit, naming the file, rather than read into memory whole."""
+    from flowsolver.cli import _commands
+    from tests.helpers import fed_fifo
+
+    monkeypatch.setattr(_commands, "SWEEP_FILE_BYTES", 4096)
+    line = b"# " + b"x" * 1000 + b"\n"
+    with fed_fifo(tmp_path / "pipe.toml", line, 10_000) as pipe:      # 10 MB streamed
+        assert main(["sweep", str(pipe)]) == 2
+    err = capsys.readouterr().err
+    assert "holds more than a sweep file's 4,096-byte limit" in err and "pipe.toml" in err
+    big = tmp_path / "big.toml"
+    big.write_bytes(line * 5)                                          # 5 x 1,003 bytes
+    assert main(["sweep", str(big)]) == 2
+    assert "is 5,015 bytes, more than a sweep file's 4,096-byte limit" in capsys.readouterr().err
+    big.write_bytes(b"\xff\xfe[grid]\n")
+    assert main(["sweep", str(big)]) == 2
+    assert "is not UTF-8 text" in capsys.readouterr().err
