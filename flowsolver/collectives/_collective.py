@@ -12,7 +12,7 @@ from .._status import Status
 from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
 from ._calibration import checked_model
 from ._layout import participants, without_nvls
-from ._hardware import describe, nvlink_edge, sharing_nics
+from ._hardware import describe, nvlink_edges, sharing_nics
 from ._p2p import channels_run, least_transfer, nccl_view
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
 from ._nccl import DEFAULT_CHUNK, PROTOCOLS, busbw_factor
@@ -199,7 +199,7 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
                        "host cost), which no link changes")
         return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, p2p=p2p)
     steps = results[best].steps
-    edge = nvlink_edge(graph, gpu_nodes(graph)[ranks[0]]) if hw.nvlink_bw > 0 else None
+    edges = nvlink_edges(graph, [gpu_nodes(graph)[r] for r in ranks[:p]]) if hw.nvlink_bw > 0 else []   # hw: group 1
     index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
     ring_steps = results["ring"].steps
     formula = TunedFormula(
@@ -208,7 +208,7 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
                                                      slow_paths_of(steps))[0],
         ring=results["ring"].solved_on, own=tuple((*solved_on[i][:2], m) for i, m in steady_parts(steps)),
         values=(transfer_of(ring_steps), steady_transfer(steps), hw.nvlink_bw),
-        nvlink=-1 if edge is None else index[edge])
+        nvlink=tuple(index[e] for e in edges))
     return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, tuned=formula)
 
 

@@ -16,7 +16,7 @@ from ._layout import near_nics, near_nics_of, rank_server_codes, server_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, Hardware
 
-__all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edge", "server_transport",
+__all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edges", "server_transport",
            "sharing_nics"]
 # NCCL's MAXCHANNELS (src/include/device.h): 32 channels at most
 _MAX_CHANNELS = 32
@@ -45,11 +45,19 @@ def _nvswitch_of(graph, node):
     return next((v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nvswitch"), None)
 
 
-def nvlink_edge(graph, gpu):
-    """The ``(gpu, nvswitch)`` edge whose capacity is the ``nvlink_bw`` NCCL's tuner sees
-    (:func:`describe`, from the first rank's GPU), or None without an NVSwitch."""
-    switch = _nvswitch_of(graph, gpu)
-    return None if switch is None else (gpu, switch)
+def nvlink_edges(graph, gpus) -> list:
+    """The ``(gpu, nvswitch)`` edge of each of ``gpus``, whose least effective capacity is the
+    ``nvlink_bw`` NCCL's tuner sees (:func:`describe`: NCCL's search reserves a channel's
+    bandwidth on the NVLinks of every GPU it passes, ``src/graph/search.cc``, so the slowest
+    GPU's sets the graph's, whichever rank it is); [] where one has no NVSwitch."""
+    switches = [_nvswitch_of(graph, g) for g in gpus]
+    return [] if any(s is None for s in switches) else list(zip(gpus, switches))
+
+
+def _nvlink_rate(graph, edge, efficiency) -> float:
+    """An NVLink edge's capacity times its efficiency (bytes/s)."""
+    d = graph.edges[edge]
+    return d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency, d.get("efficiency"))
 
 
 def _transports(graph) -> dict:
@@ -189,12 +197,9 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     generation = GPU_GENERATION.get(next(iter(types))) if len(types) == 1 else None
     _say_unknown(types - _KNOWN - {None})
     _say_mixed(types - {None})
-    switches = [_nvswitch_of(graph, g) for g in gpus]
-    nvswitch = all(s is not None for s in switches)
-    nvlink_bw = 0.0
-    if nvswitch:
-        d = graph.edges[nvlink_edge(graph, gpus[0])]
-        nvlink_bw = d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency, d.get("efficiency"))
+    edges = nvlink_edges(graph, gpus)
+    nvswitch = bool(edges)
+    nvlink_bw = min(_nvlink_rate(graph, e, efficiency) for e in edges) if nvswitch else 0.0
     n_nodes = len(layout.groups)
     ppn = max(len(g) for g in layout.groups)
     nics = server_nics(graph, graph.nodes[gpus[0]].get("server"))

@@ -76,14 +76,14 @@ class TunedFormula:
     nvlink)`` the time (s) from the ring's transfer (s; the graph's bus bandwidth), the
     algorithm's own steady-state transfer (s) and a GPU's NVLink bandwidth (bytes/s), which
     are ``values``; ``ring`` and ``own`` the ``(routing, sizes, multiplier)`` of the solved
-    steps that add up to the first two; ``nvlink`` the index (graph edge order) of the link
-    whose effective capacity is the third, -1 if none."""
+    steps that add up to the first two; ``nvlink`` the indices (graph edge order) of the ranks'
+    NVLink links, whose least effective capacity is the third (() if none)."""
 
     formula: object
     ring: tuple
     own: tuple
     values: tuple
-    nvlink: int = -1
+    nvlink: tuple = ()
 
 
 @dataclass(frozen=True)

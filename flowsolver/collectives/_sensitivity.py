@@ -25,6 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..timing import completion_sensitivity
+from .._tolerance import RTOL
 from ._dual import Dual
 
 __all__ = ["time_gradient", "time_directional", "one_sided", "any_one_sided", "sensitivity_table", "GB"]
@@ -108,23 +109,47 @@ def _unit_direction(der, dc):
     return (dc / reach, reach) if reach > 0 else (dc, 0.0)
 
 
-def _tuned(der, tangent, flagged, nvlink_tangent, side):
+def _tuned(der, tangent, flagged, nvlink, side):
     """The Dual of a time NCCL's cost model set, for ``side``: its formula on the Duals of the
     ring's transfer, the algorithm's own steady transfer (``tangent(part, side)``,
-    ``flagged(part)`` of their solved steps) and the NVLink bandwidth (``nvlink_tangent``).
+    ``flagged(part)`` of their solved steps) and the NVLink bandwidth (``nvlink``, a Dual or None).
     Each side of a minimum needs only that side of its arguments, so both of a Dual's sides
     carry ``side``'s derivatives: where they then differ, a tie of the formula is one-sided."""
     tf = der.tuned
     parts = [replace(der, steps=steps, tuned=None) for steps in (tf.ring, tf.own)]     # one shared cache
     ring, own = (Dual(v, tangent(d, side), None, flagged(d)) for v, d in zip(tf.values, parts))
-    nvlink = Dual(tf.values[2], nvlink_tangent) if tf.nvlink >= 0 else tf.values[2]
+    nvlink = tf.values[2] if nvlink is None else nvlink
     t = Dual.of(tf.formula(ring, own, nvlink))
     return t, t.up if side == "up" else t.down
 
 
-def _nvlink_scale(der) -> float:
-    """d (the tuner's NVLink bandwidth) / d (its link's raw capacity): the link's efficiency."""
-    return float(_efficiency(der)[der.tuned.nvlink])
+def _least_nvlinks(der) -> np.ndarray:
+    """The links (graph edge order) of the ranks' NVLinks at their least effective capacity:
+    the tuner's NVLink bandwidth is their minimum, so only these move it (all of them on a
+    healthy server: a tie, one-sided)."""
+    idx = np.asarray(der.tuned.nvlink, dtype=np.int64)
+    eff = np.asarray(der.effective, dtype=np.float64)[idx]
+    low = eff.min()
+    return idx[np.abs(eff - low) <= RTOL * abs(low)]
+
+
+def _nvlink_alone(der):
+    """The tuner's NVLink bandwidth as a :class:`Dual` along each link alone (bytes/s per unit
+    of the link's raw capacity): a tied link raised leaves the others' minimum (right
+    derivative 0), lowered lowers it (left derivative its efficiency), as :func:`lesser`."""
+    tied = _least_nvlinks(der)
+    down = np.zeros(len(der.raw))
+    down[tied] = (_efficiency(der) * _raw_scale(der))[tied]
+    up = down if len(tied) == 1 else np.zeros_like(down)
+    return Dual(der.tuned.values[2], up, down, up != down)
+
+
+def _nvlink_along(der, unit):
+    """The tuner's NVLink bandwidth as a :class:`Dual` along the direction ``unit`` (raw
+    capacities): the least of the tied links' slopes to the right, the greatest to the left."""
+    tied = _least_nvlinks(der)
+    slopes = unit[tied] * _efficiency(der)[tied]
+    return Dual(der.tuned.values[2], slopes.min(), slopes.max(), slopes.min() != slopes.max())
 
 
 def _tuned_gradient(der, side):
@@ -132,10 +157,8 @@ def _tuned_gradient(der, side):
     capacity (raw_l x d time / d raw_l: finite wherever the time is; cached with the
     derivation)."""
     if ("tuned", side) not in der.cache:
-        onehot = np.zeros(len(der.raw))
-        if der.tuned.nvlink >= 0:
-            onehot[der.tuned.nvlink] = _nvlink_scale(der) * _raw_scale(der)[der.tuned.nvlink]
-        der.cache["tuned", side] = _tuned(der, _flow_elasticity, _flow_one_sided, onehot, side)
+        nvlink = _nvlink_alone(der) if der.tuned.nvlink else None
+        der.cache["tuned", side] = _tuned(der, _flow_elasticity, _flow_one_sided, nvlink, side)
     return der.cache["tuned", side]
 
 
@@ -202,7 +225,7 @@ def time_directional(der, d_capacity, side: str = "up") -> float:
     if der.tuned is None:
         value = _bounded(_flow_directional(der, unit, side), _p2p_state(der), side)
     else:
-        dn = unit[der.tuned.nvlink] * _nvlink_scale(der) if der.tuned.nvlink >= 0 else 0.0
+        dn = _nvlink_along(der, unit) if der.tuned.nvlink else None
         value = float(_tuned(der, lambda d, s: _flow_directional(d, unit, s), lambda d: False, dn, side)[1])
     with np.errstate(over="ignore"):
         return float(np.float64(value) * reach)
