@@ -50,6 +50,16 @@ def spread(count: int, targets: int, offset: int = 0) -> list[int]:
     return out
 
 
+def cable_spread(g, node, targets, count, index, tech, tier) -> bool:
+    """Cable ``count`` uplinks of ``node`` to ``targets`` as evenly as possible, the
+    extras starting at ``index * (count mod len(targets))`` so that successive nodes
+    balance them; returns whether the spread is uniform."""
+    for target, n in zip(targets, spread(count, len(targets), offset=index * (count % len(targets)))):
+        if n:
+            add_cable(g, node, target, tech, tier=tier, cables=n)
+    return count % len(targets) == 0
+
+
 def check_int(name: str, value, minimum: int, allowed: str | None = None) -> int:
     """Return ``value`` as int if it is an integer >= minimum, else raise ValueError."""
     if isinstance(value, bool) or not isinstance(value, int) and not (

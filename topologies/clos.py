@@ -17,21 +17,12 @@ import math
 import networkx as nx
 
 from ._endpoints import attach_servers, endpoint_rate, server_parts, server_params
-from ._graph import add_cable, check_int, check_ratio, check_scale, finish, resolve_link, spread
+from ._graph import add_cable, cable_spread, check_int, check_ratio, check_scale, finish, resolve_link
+from ._rail_tiers import rail_leaf, three_tier_spines, two_tier_spines
 from .links import get_link
 from .servers import get_server
 
 __all__ = ["fat_tree", "leaf_spine", "rail_optimized", "rail_optimized_limit"]
-
-
-def _cable_spread(g, node, targets, count, index, tech, tier) -> bool:
-    """Cable ``count`` uplinks of ``node`` to ``targets`` as evenly as possible, the
-    extras starting at ``index * (count mod len(targets))`` so that successive nodes
-    balance them; returns whether the spread is uniform."""
-    for target, n in zip(targets, spread(count, len(targets), offset=index * (count % len(targets)))):
-        if n:
-            add_cable(g, node, target, tech, tier=tier, cables=n)
-    return count % len(targets) == 0
 
 
 def fat_tree(k: int, *, link="ib_ndr", server=None) -> nx.DiGraph:
@@ -159,7 +150,7 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     for l in range(leaves):
         g.add_node(f"leaf{l}", kind="switch", role="leaf", tier=1)
         ports.extend([f"leaf{l}"] * hosts_per_leaf)
-        _cable_spread(g, f"leaf{l}", [f"spine{s}" for s in range(spines)], uplinks, l, up, "leaf-spine")
+        cable_spread(g, f"leaf{l}", [f"spine{s}" for s in range(spines)], uplinks, l, up, "leaf-spine")
     servers = attach_servers(g, model, ports, tech)
     bisection = None
     if leaves % 2 == 0 and uplinks % spines == 0 and hosts_per_leaf % model.nics == 0:
@@ -172,80 +163,6 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     return finish(g, "leaf_spine", params, bisection=bisection,
                   bisection_method="formula: leaves/2 x min(endpoint, uplink capacity of a leaf)",
                   network_diameter=4 if leaves > 1 else 2)
-
-
-def _rail_leaf(unit: int, rail: int) -> str:
-    return f"su{unit}/leaf{rail}"
-
-
-def _two_tier_spine_count(leaves, uplinks, radix) -> int:
-    """Spines of a two-tier rail fabric: the fewest that give every leaf uplink a spine port
-    (``ceil(leaves * uplinks / radix)``), raised to the next divisor of a leaf's uplinks where
-    one exists, so that every leaf spreads its uplinks evenly over all spines. (NVIDIA's DGX
-    SuperPOD H100 reference architecture does the same: 3 units, 24 leaves x 32 uplinks,
-    get 16 spines rather than 12.)"""
-    need = max(1, math.ceil(leaves * uplinks / radix))
-    for spines in range(need, uplinks + 1):
-        if uplinks % spines == 0:
-            return spines
-    return need
-
-
-def _two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
-    """Spines every leaf is cabled to; True when every leaf spreads its uplinks evenly."""
-    if len(set(uplinks)) == 1:
-        spines = _two_tier_spine_count(units * rails, uplinks[0], radix)
-    else:   # a partial last unit: just enough spine ports
-        spines = math.ceil(sum(uplinks) * rails / radix)
-    for s in range(spines):
-        g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
-    spine_ids = [f"spine{s}" for s in range(spines)]
-    uniform = True
-    for u in range(units):
-        for r in range(rails):
-            uniform &= _cable_spread(g, _rail_leaf(u, r), spine_ids, uplinks[u], u * rails + r, tech, "leaf-spine")
-    return uniform
-
-
-def _three_tier_spines(g, units, rails, uplinks, radix, tech, units_per_pod):
-    """Spines shared by the ``units_per_pod`` units of a pod (one pod per unit up to ``radix``
-    units: the SuperPOD layout), spine ``j`` of every pod under core group ``j``.
-
-    Returns (uniform spreads, spines per pod, cores per group)."""
-    half = radix // 2
-    pods = math.ceil(units / units_per_pod)
-    spines_per_pod = math.ceil(units_per_pod * rails * uplinks[0] / half)
-    spine_up = math.ceil(units_per_pod * rails * uplinks[0] / spines_per_pod)
-    cores_per_group = math.ceil(pods * spine_up / radix)
-    for j in range(spines_per_pod):
-        for c in range(cores_per_group):
-            g.add_node(f"core{j}/{c}", kind="switch", role="core", tier=3, group=j)
-    uniform = True
-    cores = [[f"core{j}/{c}" for c in range(cores_per_group)] for j in range(spines_per_pod)]
-    for p in range(pods):
-        members = range(p * units_per_pod, min(units, (p + 1) * units_per_pod))
-        if units_per_pod == 1:
-            spine_ids = [f"su{p}/spine{j}" for j in range(spines_per_pod)]
-            for name in spine_ids:
-                g.add_node(name, kind="switch", role="spine", tier=2, unit=p)
-        else:
-            spine_ids = [f"pod{p}/spine{j}" for j in range(spines_per_pod)]
-            for name in spine_ids:
-                g.add_node(name, kind="switch", role="spine", tier=2, pod=p)
-        down = [0] * spines_per_pod
-        for i, u in enumerate(members):
-            for r in range(rails):
-                leaf = _rail_leaf(u, r)
-                offset = (i * rails + r) * (uplinks[u] % spines_per_pod)
-                for j, n in enumerate(spread(uplinks[u], spines_per_pod, offset=offset)):
-                    if n:
-                        add_cable(g, leaf, spine_ids[j], tech, tier="leaf-spine", cables=n)
-                        down[j] += n
-                uniform &= uplinks[u] % spines_per_pod == 0
-        # a spine sends up as many cables as it receives from its leaves
-        for j in range(spines_per_pod):
-            uniform &= _cable_spread(g, spine_ids[j], cores[j], down[j], p, tech, "spine-core")
-    return uniform, spines_per_pod, cores_per_group
 
 
 def rail_optimized_limit(*, server="dgx_h100", servers_per_unit: int = 32, radix: int = 64) -> int:
@@ -355,22 +272,22 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     uplinks = [math.ceil(n / ratio) for n in cabled]  # per leaf of each unit
     for u in range(units):
         for r in range(rails):
-            g.add_node(_rail_leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
+            g.add_node(rail_leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
     three_tier = units * rails > radix
     tiers = 3 if three_tier else 2
     units_per_pod = 1
     if not three_tier:
-        uniform = _two_tier_spines(g, units, rails, uplinks, radix, tech)
+        uniform = two_tier_spines(g, units, rails, uplinks, radix, tech)
     else:
         units_per_pod = 1 if units <= radix else math.ceil(units / radix)
-        uniform, spines_per_pod, cores_per_group = _three_tier_spines(
+        uniform, spines_per_pod, cores_per_group = three_tier_spines(
             g, units, rails, uplinks, radix, tech, units_per_pod)
         params["units_per_pod"] = units_per_pod
         params["spines_per_unit" if units_per_pod == 1 else "spines_per_pod"] = spines_per_pod
         params["cores_per_group"] = cores_per_group
     params["tiers"] = tiers
     # endpoint ports: unit by unit, server by server, rail by rail
-    ports = [_rail_leaf(u, r) for u in range(units) for _ in range(unit_servers[u]) for r in range(rails)]
+    ports = [rail_leaf(u, r) for u in range(units) for _ in range(unit_servers[u]) for r in range(rails)]
     attach_servers(g, model, ports, tech)
     # Bisection between the first and second half of the servers. Full units (and pods) on
     # both sides and uniform cable spreads make the cut at the leaves' uplinks (or, with
