@@ -18,7 +18,7 @@ import networkx as nx
 
 from ._endpoints import attach_servers, endpoint_rate, server_parts, server_params
 from ._graph import add_cable, cable_spread, check_int, check_ratio, check_scale, finish, resolve_link
-from ._rail_tiers import rail_leaf, three_tier_spines, two_tier_spines
+from ._rail_tiers import limit_rule, max_units, pods, rail_groups, rail_leaf, three_tier_spines, two_tier_spines
 from .links import get_link
 from .servers import get_server
 
@@ -166,19 +166,23 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
 
 
 def rail_optimized_limit(*, server="dgx_h100", servers_per_unit: int = 32, radix: int = 64) -> int:
-    """The most servers :func:`rail_optimized` builds in three tiers of ``radix``-port switches
-    with every leaf reaching every spine of its pod and every spine every core of its group:
-    ``radix`` pods of ``max(1, (radix/2) // rails)`` scalable units.
+    """The most servers :func:`rail_optimized` builds in at most three tiers of ``radix``-port
+    switches with every leaf reaching every spine of its pod and every spine every core of its
+    group: ``radix`` pods of ``max(1, (radix/2) // rails)`` scalable units; where a server's
+    rails outnumber ``radix/2``, each unit is split into the fewest equal rail groups of at most
+    ``radix/2`` leaves, each a pod, so ``radix // groups`` units (two tiers if more: one unit
+    of up to ``radix`` rails). 0 where not even one unit fits (a single server needs no switch).
 
     >>> rail_optimized_limit()                    # 64-port NDR switches, DGX H100: 65,536 GPUs
     8192
     >>> rail_optimized_limit(radix=128) * 8       # 128 ports of 400G (an 800G switch split)
     262144
+    >>> rail_optimized_limit(server="nvl72")      # 72 rails: 3 pods of 24 leaves a unit, 21 units
+    672
     """
     servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
     radix = check_int("radix", radix, 4, "switch ports")
-    rails = get_server(server).rails
-    return radix * max(1, (radix // 2) // rails) * servers_per_unit
+    return max_units(get_server(server).rails, radix) * servers_per_unit
 
 
 def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscription=1.0,
@@ -201,9 +205,17 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
       spine cabled to every core of its group.
     * Three tiers beyond ``radix`` units: pods of ``ceil(units / radix)`` units share their
       spines (every leaf of a pod reaches every spine of the pod), so that at most ``radix``
-      pods meet at each core. The largest fabric is :func:`rail_optimized_limit` servers
-      (8,192 DGX servers, 65,536 GPUs, on 64-port switches; 32,768 servers on 128 ports);
-      a larger ``nodes`` raises ValueError naming it (no fourth tier is built).
+      pods meet at each core.
+    * A server with more rails than ``radix/2`` (``"nvl72"``: 72 NICs; 8 rails on 8-port
+      switches): a spine's ``radix/2`` down ports cannot reach every leaf of a unit, so one
+      unit of at most ``radix`` rails is two tiers, and otherwise every unit splits into the
+      fewest equal groups of consecutive rails of at most ``radix/2`` leaves, each group a pod
+      with its own spines (named ``su{u}/group{k}/spine{j}``) under the core groups. Two leaves
+      of one pod always share every spine; cores join pods and carry what crosses them.
+    * The largest fabric is :func:`rail_optimized_limit` servers (8,192 DGX servers, 65,536
+      GPUs, on 64-port switches; 32,768 servers on 128 ports; 21 units of NVL72 racks on 64
+      ports); a larger ``nodes`` raises ValueError naming the rule (no fourth tier is built;
+      for NVL72 racks :func:`nvl72_cluster` serves a compute tray's NICs from one leaf).
     * Partial units are allowed: the last unit's leaves have fewer downlinks and uplinks,
       unless ``full_units`` cables every leaf's uplinks as for a full unit (NVIDIA's advice
       for node counts between units: "design the fabric for the full SU").
@@ -245,12 +257,12 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     model = get_server(server)
     rails = model.rails
     limit = rail_optimized_limit(server=model, servers_per_unit=servers_per_unit, radix=radix)
-    if nodes > limit:
-        raise ValueError(
-            f"nodes must be at most {limit} for rail_optimized with radix={radix}, {rails} rails and "
-            f"servers_per_unit={servers_per_unit} (three tiers: {radix} pods of "
-            f"{max(1, (radix // 2) // rails)} units); got {nodes}. Use a larger radix (e.g. radix=128, "
-            f"400G ports of an 800G switch) or fewer nodes")
+    if nodes > max(limit, 1):
+        raise ValueError(f"nodes must be at most {max(limit, 1)} for rail_optimized with radix={radix}, {rails} "
+                         f"rails and servers_per_unit={servers_per_unit} ({limit_rule(rails, radix)}); got "
+                         f"{nodes}. Use a larger radix (e.g. radix=128, 400G ports of an 800G switch) or fewer "
+                         "nodes" + ("; for NVL72 racks, nvl72_cluster (a leaf per compute tray)"
+                                    if model.gpus_per_tray else ""))
     # the servers, and each NIC's bandwidth carried up two tiers of cables, both ways (an upper bound)
     check_scale("rail_optimized", nodes * (server_parts(model) + 4 * model.nics), f"{nodes} nodes")
     g = nx.DiGraph()
@@ -279,11 +291,14 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     if not three_tier:
         uniform = two_tier_spines(g, units, rails, uplinks, radix, tech)
     else:
-        units_per_pod = 1 if units <= radix else math.ceil(units / radix)
-        uniform, spines_per_pod, cores_per_group = three_tier_spines(
-            g, units, rails, uplinks, radix, tech, units_per_pod)
+        split = pods(units, rails, radix)
+        groups = rail_groups(rails, radix // 2)
+        units_per_pod = len({u for u, _ in split[0][2]})
+        uniform, spines_per_pod, cores_per_group = three_tier_spines(g, split, uplinks, radix, tech)
         params["units_per_pod"] = units_per_pod
-        params["spines_per_unit" if units_per_pod == 1 else "spines_per_pod"] = spines_per_pod
+        if groups > 1:
+            params["rail_groups"] = groups
+        params["spines_per_unit" if units_per_pod == 1 and groups == 1 else "spines_per_pod"] = spines_per_pod
         params["cores_per_group"] = cores_per_group
     params["tiers"] = tiers
     # endpoint ports: unit by unit, server by server, rail by rail
