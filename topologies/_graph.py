@@ -106,6 +106,18 @@ def check_ratio(name: str, value) -> float:
     return ratio
 
 
+def uplinks_for(down: float, ratio: float) -> int:
+    """The fewest whole uplinks (at least one) that carry ``down`` (in uplinks' worth) at
+    oversubscription ``ratio`` or less: ``ceil(down / ratio)``, to a relative 1e-9 so that a
+    float's last bit adds no cable (11 down at 1.1: 10 uplinks, not ceil(10.000000000000002)).
+
+    >>> uplinks_for(4, 3.0), uplinks_for(5, 2.0), uplinks_for(11, 1.1), uplinks_for(1, 4.0)
+    (2, 3, 10, 1)
+    """
+    need = down / ratio
+    return max(1, math.ceil(need * (1 - 1e-9)))
+
+
 def compute_fabric(g: nx.DiGraph) -> nx.DiGraph:
     """The graph without storage and front-end parts (nodes with a ``network`` attribute)."""
     drop = {n for n, d in g.nodes(data=True) if "network" in d}

@@ -17,7 +17,8 @@ import math
 import networkx as nx
 
 from ._endpoints import attach_servers, endpoint_rate, server_parts, server_params
-from ._graph import add_cable, cable_spread, check_int, check_ratio, check_scale, finish, resolve_link
+from ._graph import (add_cable, cable_spread, check_int, check_ratio, check_scale, finish, resolve_link,
+                     uplinks_for)
 from ._rail_tiers import limit_rule, max_units, pods, rail_groups, rail_leaf, three_tier_spines, two_tier_spines
 from .links import get_link
 from .servers import get_server
@@ -98,19 +99,21 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     every leaf cabled to the spines.
 
     A leaf has ``uplinks`` uplinks, by default as many as give the requested
-    ``oversubscription`` (endpoint capacity / uplink capacity of a leaf, rounded to whole
-    cables, at least one), and at least one cable to every spine (``uplinks >= spines``,
-    else two leaves could share no spine). The uplinks are spread evenly over the spines;
-    where they outnumber the spines a leaf-spine pair gets parallel cables (``cables`` > 1),
-    the extra cables of leaf ``l`` starting at spine ``l * uplinks mod spines`` so that the
-    spines stay balanced. Servers take consecutive endpoint ports as in :func:`fat_tree`.
+    ``oversubscription`` (endpoint capacity / uplink capacity of a leaf, rounded up to whole
+    cables: never more oversubscribed than asked; at least one), and at least one cable to
+    every spine (``uplinks >= spines``, else two leaves could share no spine). The uplinks are
+    spread evenly over the spines; where they outnumber the spines a leaf-spine pair gets
+    parallel cables (``cables`` > 1), the extra cables of leaf ``l`` starting at spine
+    ``l * uplinks mod spines`` so that the spines stay balanced. Servers take consecutive endpoint ports as in :func:`fat_tree`.
+    ``g.graph["params"]["oversubscription"]`` is the ratio built (with ``params["uplinks"]``
+    cables), at most the one asked: 4 hosts at 3 get 2 uplinks, a ratio of 2.
 
     Parameters
     ----------
     leaves, spines, hosts_per_leaf : int
         Counts, each >= 1.
     oversubscription : float
-        >= 1; 1 is non-blocking. Ignored when ``uplinks`` is given.
+        >= 1; 1 is non-blocking; the most a leaf is built with. Ignored when ``uplinks`` is given.
     uplinks : int, optional
         Uplinks per leaf.
     link : str or LinkTech
@@ -125,6 +128,8 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     >>> g = leaf_spine(4, 2, 8, oversubscription=2)
     >>> g.graph["params"]["uplinks"], g["leaf0"]["spine0"]["cables"]
     (4, 2)
+    >>> leaf_spine(4, 1, 5, oversubscription=2).graph["params"]["oversubscription"]   # 3 uplinks
+    1.6666666666666667
     """
     leaves = check_int("leaves", leaves, 1)
     spines = check_int("spines", spines, 1)
@@ -134,7 +139,7 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     model = get_server(server)
     if uplinks is None:
         ratio = check_ratio("oversubscription", oversubscription)
-        uplinks = max(1, round(hosts_per_leaf * model.nic_rate(tech) / (ratio * up.bandwidth)))
+        uplinks = uplinks_for(hosts_per_leaf * model.nic_rate(tech) / up.bandwidth, ratio)
     else:
         uplinks = check_int("uplinks", uplinks, 1)
     # the servers of the leaves' ports, the switches, a leaf's uplinks to every spine both ways
@@ -234,7 +239,9 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     link : str or LinkTech
         Technology of every fabric cable.
     oversubscription : float
-        Leaf downlink / uplink ratio (>= 1; 1 is non-blocking).
+        Leaf downlink / uplink ratio (>= 1; 1 is non-blocking), the most a leaf is built with
+        (uplinks rounded up); ``g.graph["params"]["oversubscription"]`` is the ratio built, that
+        of the most oversubscribed leaf (32 servers at 3: 11 uplinks, 32/11).
     servers_per_unit : int
         Servers per scalable unit, default 32.
     radix : int
@@ -281,7 +288,8 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
                       bisection_method="formula: gpus/2 x NVLink bandwidth per GPU",
                       network_diameter=None)
     cabled = [servers_per_unit if full_units else n for n in unit_servers]
-    uplinks = [math.ceil(n / ratio) for n in cabled]  # per leaf of each unit
+    uplinks = [uplinks_for(n, ratio) for n in cabled]  # per leaf of each unit
+    params["oversubscription"] = max(n / up for n, up in zip(unit_servers, uplinks))   # as built
     for u in range(units):
         for r in range(rails):
             g.add_node(rail_leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
