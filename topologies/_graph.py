@@ -50,6 +50,16 @@ def spread(count: int, targets: int, offset: int = 0) -> list[int]:
     return out
 
 
+def cable_spread(g, node, targets, count, index, tech, tier) -> bool:
+    """Cable ``count`` uplinks of ``node`` to ``targets`` as evenly as possible, the
+    extras starting at ``index * (count mod len(targets))`` so that successive nodes
+    balance them; returns whether the spread is uniform."""
+    for target, n in zip(targets, spread(count, len(targets), offset=index * (count % len(targets)))):
+        if n:
+            add_cable(g, node, target, tech, tier=tier, cables=n)
+    return count % len(targets) == 0
+
+
 def check_int(name: str, value, minimum: int, allowed: str | None = None) -> int:
     """Return ``value`` as int if it is an integer >= minimum, else raise ValueError."""
     if isinstance(value, bool) or not isinstance(value, int) and not (
@@ -94,6 +104,18 @@ def check_ratio(name: str, value) -> float:
     if not ratio >= 1 or ratio == math.inf:
         raise ValueError(f"{name} must be a finite number >= 1 (1 = non-blocking), got {value!r}")
     return ratio
+
+
+def uplinks_for(down: float, ratio: float) -> int:
+    """The fewest whole uplinks (at least one) that carry ``down`` (in uplinks' worth) at
+    oversubscription ``ratio`` or less: ``ceil(down / ratio)``, to a relative 1e-9 so that a
+    float's last bit adds no cable (11 down at 1.1: 10 uplinks, not ceil(10.000000000000002)).
+
+    >>> uplinks_for(4, 3.0), uplinks_for(5, 2.0), uplinks_for(11, 1.1), uplinks_for(1, 4.0)
+    (2, 3, 10, 1)
+    """
+    need = down / ratio
+    return max(1, math.ceil(need * (1 - 1e-9)))
 
 
 def compute_fabric(g: nx.DiGraph) -> nx.DiGraph:

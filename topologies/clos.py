@@ -17,21 +17,13 @@ import math
 import networkx as nx
 
 from ._endpoints import attach_servers, endpoint_rate, server_parts, server_params
-from ._graph import add_cable, check_int, check_ratio, check_scale, finish, resolve_link, spread
+from ._graph import (add_cable, cable_spread, check_int, check_ratio, check_scale, finish, resolve_link,
+                     uplinks_for)
+from ._rail_tiers import limit_rule, max_units, pods, rail_groups, rail_leaf, three_tier_spines, two_tier_spines
 from .links import get_link
 from .servers import get_server
 
 __all__ = ["fat_tree", "leaf_spine", "rail_optimized", "rail_optimized_limit"]
-
-
-def _cable_spread(g, node, targets, count, index, tech, tier) -> bool:
-    """Cable ``count`` uplinks of ``node`` to ``targets`` as evenly as possible, the
-    extras starting at ``index * (count mod len(targets))`` so that successive nodes
-    balance them; returns whether the spread is uniform."""
-    for target, n in zip(targets, spread(count, len(targets), offset=index * (count % len(targets)))):
-        if n:
-            add_cable(g, node, target, tech, tier=tier, cables=n)
-    return count % len(targets) == 0
 
 
 def fat_tree(k: int, *, link="ib_ndr", server=None) -> nx.DiGraph:
@@ -107,19 +99,21 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     every leaf cabled to the spines.
 
     A leaf has ``uplinks`` uplinks, by default as many as give the requested
-    ``oversubscription`` (endpoint capacity / uplink capacity of a leaf, rounded to whole
-    cables, at least one), and at least one cable to every spine (``uplinks >= spines``,
-    else two leaves could share no spine). The uplinks are spread evenly over the spines;
-    where they outnumber the spines a leaf-spine pair gets parallel cables (``cables`` > 1),
-    the extra cables of leaf ``l`` starting at spine ``l * uplinks mod spines`` so that the
-    spines stay balanced. Servers take consecutive endpoint ports as in :func:`fat_tree`.
+    ``oversubscription`` (endpoint capacity / uplink capacity of a leaf, rounded up to whole
+    cables: never more oversubscribed than asked; at least one), and at least one cable to
+    every spine (``uplinks >= spines``, else two leaves could share no spine). The uplinks are
+    spread evenly over the spines; where they outnumber the spines a leaf-spine pair gets
+    parallel cables (``cables`` > 1), the extra cables of leaf ``l`` starting at spine
+    ``l * uplinks mod spines`` so that the spines stay balanced. Servers take consecutive endpoint ports as in :func:`fat_tree`.
+    ``g.graph["params"]["oversubscription"]`` is the ratio built (with ``params["uplinks"]``
+    cables), at most the one asked: 4 hosts at 3 get 2 uplinks, a ratio of 2.
 
     Parameters
     ----------
     leaves, spines, hosts_per_leaf : int
         Counts, each >= 1.
     oversubscription : float
-        >= 1; 1 is non-blocking. Ignored when ``uplinks`` is given.
+        >= 1; 1 is non-blocking; the most a leaf is built with. Ignored when ``uplinks`` is given.
     uplinks : int, optional
         Uplinks per leaf.
     link : str or LinkTech
@@ -134,6 +128,8 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     >>> g = leaf_spine(4, 2, 8, oversubscription=2)
     >>> g.graph["params"]["uplinks"], g["leaf0"]["spine0"]["cables"]
     (4, 2)
+    >>> leaf_spine(4, 1, 5, oversubscription=2).graph["params"]["oversubscription"]   # 3 uplinks
+    1.6666666666666667
     """
     leaves = check_int("leaves", leaves, 1)
     spines = check_int("spines", spines, 1)
@@ -143,7 +139,7 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     model = get_server(server)
     if uplinks is None:
         ratio = check_ratio("oversubscription", oversubscription)
-        uplinks = max(1, round(hosts_per_leaf * model.nic_rate(tech) / (ratio * up.bandwidth)))
+        uplinks = uplinks_for(hosts_per_leaf * model.nic_rate(tech) / up.bandwidth, ratio)
     else:
         uplinks = check_int("uplinks", uplinks, 1)
     # the servers of the leaves' ports, the switches, a leaf's uplinks to every spine both ways
@@ -159,7 +155,7 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     for l in range(leaves):
         g.add_node(f"leaf{l}", kind="switch", role="leaf", tier=1)
         ports.extend([f"leaf{l}"] * hosts_per_leaf)
-        _cable_spread(g, f"leaf{l}", [f"spine{s}" for s in range(spines)], uplinks, l, up, "leaf-spine")
+        cable_spread(g, f"leaf{l}", [f"spine{s}" for s in range(spines)], uplinks, l, up, "leaf-spine")
     servers = attach_servers(g, model, ports, tech)
     bisection = None
     if leaves % 2 == 0 and uplinks % spines == 0 and hosts_per_leaf % model.nics == 0:
@@ -174,94 +170,24 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
                   network_diameter=4 if leaves > 1 else 2)
 
 
-def _rail_leaf(unit: int, rail: int) -> str:
-    return f"su{unit}/leaf{rail}"
-
-
-def _two_tier_spine_count(leaves, uplinks, radix) -> int:
-    """Spines of a two-tier rail fabric: the fewest that give every leaf uplink a spine port
-    (``ceil(leaves * uplinks / radix)``), raised to the next divisor of a leaf's uplinks where
-    one exists, so that every leaf spreads its uplinks evenly over all spines. (NVIDIA's DGX
-    SuperPOD H100 reference architecture does the same: 3 units, 24 leaves x 32 uplinks,
-    get 16 spines rather than 12.)"""
-    need = max(1, math.ceil(leaves * uplinks / radix))
-    for spines in range(need, uplinks + 1):
-        if uplinks % spines == 0:
-            return spines
-    return need
-
-
-def _two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
-    """Spines every leaf is cabled to; True when every leaf spreads its uplinks evenly."""
-    if len(set(uplinks)) == 1:
-        spines = _two_tier_spine_count(units * rails, uplinks[0], radix)
-    else:   # a partial last unit: just enough spine ports
-        spines = math.ceil(sum(uplinks) * rails / radix)
-    for s in range(spines):
-        g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
-    spine_ids = [f"spine{s}" for s in range(spines)]
-    uniform = True
-    for u in range(units):
-        for r in range(rails):
-            uniform &= _cable_spread(g, _rail_leaf(u, r), spine_ids, uplinks[u], u * rails + r, tech, "leaf-spine")
-    return uniform
-
-
-def _three_tier_spines(g, units, rails, uplinks, radix, tech, units_per_pod):
-    """Spines shared by the ``units_per_pod`` units of a pod (one pod per unit up to ``radix``
-    units: the SuperPOD layout), spine ``j`` of every pod under core group ``j``.
-
-    Returns (uniform spreads, spines per pod, cores per group)."""
-    half = radix // 2
-    pods = math.ceil(units / units_per_pod)
-    spines_per_pod = math.ceil(units_per_pod * rails * uplinks[0] / half)
-    spine_up = math.ceil(units_per_pod * rails * uplinks[0] / spines_per_pod)
-    cores_per_group = math.ceil(pods * spine_up / radix)
-    for j in range(spines_per_pod):
-        for c in range(cores_per_group):
-            g.add_node(f"core{j}/{c}", kind="switch", role="core", tier=3, group=j)
-    uniform = True
-    cores = [[f"core{j}/{c}" for c in range(cores_per_group)] for j in range(spines_per_pod)]
-    for p in range(pods):
-        members = range(p * units_per_pod, min(units, (p + 1) * units_per_pod))
-        if units_per_pod == 1:
-            spine_ids = [f"su{p}/spine{j}" for j in range(spines_per_pod)]
-            for name in spine_ids:
-                g.add_node(name, kind="switch", role="spine", tier=2, unit=p)
-        else:
-            spine_ids = [f"pod{p}/spine{j}" for j in range(spines_per_pod)]
-            for name in spine_ids:
-                g.add_node(name, kind="switch", role="spine", tier=2, pod=p)
-        down = [0] * spines_per_pod
-        for i, u in enumerate(members):
-            for r in range(rails):
-                leaf = _rail_leaf(u, r)
-                offset = (i * rails + r) * (uplinks[u] % spines_per_pod)
-                for j, n in enumerate(spread(uplinks[u], spines_per_pod, offset=offset)):
-                    if n:
-                        add_cable(g, leaf, spine_ids[j], tech, tier="leaf-spine", cables=n)
-                        down[j] += n
-                uniform &= uplinks[u] % spines_per_pod == 0
-        # a spine sends up as many cables as it receives from its leaves
-        for j in range(spines_per_pod):
-            uniform &= _cable_spread(g, spine_ids[j], cores[j], down[j], p, tech, "spine-core")
-    return uniform, spines_per_pod, cores_per_group
-
-
 def rail_optimized_limit(*, server="dgx_h100", servers_per_unit: int = 32, radix: int = 64) -> int:
-    """The most servers :func:`rail_optimized` builds in three tiers of ``radix``-port switches
-    with every leaf reaching every spine of its pod and every spine every core of its group:
-    ``radix`` pods of ``max(1, (radix/2) // rails)`` scalable units.
+    """The most servers :func:`rail_optimized` builds in at most three tiers of ``radix``-port
+    switches with every leaf reaching every spine of its pod and every spine every core of its
+    group: ``radix`` pods of ``max(1, (radix/2) // rails)`` scalable units; where a server's
+    rails outnumber ``radix/2``, each unit is split into the fewest equal rail groups of at most
+    ``radix/2`` leaves, each a pod, so ``radix // groups`` units (two tiers if more: one unit
+    of up to ``radix`` rails). 0 where not even one unit fits (a single server needs no switch).
 
     >>> rail_optimized_limit()                    # 64-port NDR switches, DGX H100: 65,536 GPUs
     8192
     >>> rail_optimized_limit(radix=128) * 8       # 128 ports of 400G (an 800G switch split)
     262144
+    >>> rail_optimized_limit(server="nvl72")      # 72 rails: 3 pods of 24 leaves a unit, 21 units
+    672
     """
     servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
     radix = check_int("radix", radix, 4, "switch ports")
-    rails = get_server(server).rails
-    return radix * max(1, (radix // 2) // rails) * servers_per_unit
+    return max_units(get_server(server).rails, radix) * servers_per_unit
 
 
 def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscription=1.0,
@@ -284,9 +210,17 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
       spine cabled to every core of its group.
     * Three tiers beyond ``radix`` units: pods of ``ceil(units / radix)`` units share their
       spines (every leaf of a pod reaches every spine of the pod), so that at most ``radix``
-      pods meet at each core. The largest fabric is :func:`rail_optimized_limit` servers
-      (8,192 DGX servers, 65,536 GPUs, on 64-port switches; 32,768 servers on 128 ports);
-      a larger ``nodes`` raises ValueError naming it (no fourth tier is built).
+      pods meet at each core.
+    * A server with more rails than ``radix/2`` (``"nvl72"``: 72 NICs; 8 rails on 8-port
+      switches): a spine's ``radix/2`` down ports cannot reach every leaf of a unit, so one
+      unit of at most ``radix`` rails is two tiers, and otherwise every unit splits into the
+      fewest equal groups of consecutive rails of at most ``radix/2`` leaves, each group a pod
+      with its own spines (named ``su{u}/group{k}/spine{j}``) under the core groups. Two leaves
+      of one pod always share every spine; cores join pods and carry what crosses them.
+    * The largest fabric is :func:`rail_optimized_limit` servers (8,192 DGX servers, 65,536
+      GPUs, on 64-port switches; 32,768 servers on 128 ports; 21 units of NVL72 racks on 64
+      ports); a larger ``nodes`` raises ValueError naming the rule (no fourth tier is built;
+      for NVL72 racks :func:`nvl72_cluster` serves a compute tray's NICs from one leaf).
     * Partial units are allowed: the last unit's leaves have fewer downlinks and uplinks,
       unless ``full_units`` cables every leaf's uplinks as for a full unit (NVIDIA's advice
       for node counts between units: "design the fabric for the full SU").
@@ -305,7 +239,9 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     link : str or LinkTech
         Technology of every fabric cable.
     oversubscription : float
-        Leaf downlink / uplink ratio (>= 1; 1 is non-blocking).
+        Leaf downlink / uplink ratio (>= 1; 1 is non-blocking), the most a leaf is built with
+        (uplinks rounded up); ``g.graph["params"]["oversubscription"]`` is the ratio built, that
+        of the most oversubscribed leaf (32 servers at 3: 11 uplinks, 32/11).
     servers_per_unit : int
         Servers per scalable unit, default 32.
     radix : int
@@ -328,12 +264,12 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     model = get_server(server)
     rails = model.rails
     limit = rail_optimized_limit(server=model, servers_per_unit=servers_per_unit, radix=radix)
-    if nodes > limit:
-        raise ValueError(
-            f"nodes must be at most {limit} for rail_optimized with radix={radix}, {rails} rails and "
-            f"servers_per_unit={servers_per_unit} (three tiers: {radix} pods of "
-            f"{max(1, (radix // 2) // rails)} units); got {nodes}. Use a larger radix (e.g. radix=128, "
-            f"400G ports of an 800G switch) or fewer nodes")
+    if nodes > max(limit, 1):
+        raise ValueError(f"nodes must be at most {max(limit, 1)} for rail_optimized with radix={radix}, {rails} "
+                         f"rails and servers_per_unit={servers_per_unit} ({limit_rule(rails, radix)}); got "
+                         f"{nodes}. Use a larger radix (e.g. radix=128, 400G ports of an 800G switch) or fewer "
+                         "nodes" + ("; for NVL72 racks, nvl72_cluster (a leaf per compute tray)"
+                                    if model.gpus_per_tray else ""))
     # the servers, and each NIC's bandwidth carried up two tiers of cables, both ways (an upper bound)
     check_scale("rail_optimized", nodes * (server_parts(model) + 4 * model.nics), f"{nodes} nodes")
     g = nx.DiGraph()
@@ -352,25 +288,29 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
                       bisection_method="formula: gpus/2 x NVLink bandwidth per GPU",
                       network_diameter=None)
     cabled = [servers_per_unit if full_units else n for n in unit_servers]
-    uplinks = [math.ceil(n / ratio) for n in cabled]  # per leaf of each unit
+    uplinks = [uplinks_for(n, ratio) for n in cabled]  # per leaf of each unit
+    params["oversubscription"] = max(n / up for n, up in zip(unit_servers, uplinks))   # as built
     for u in range(units):
         for r in range(rails):
-            g.add_node(_rail_leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
+            g.add_node(rail_leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
     three_tier = units * rails > radix
     tiers = 3 if three_tier else 2
     units_per_pod = 1
     if not three_tier:
-        uniform = _two_tier_spines(g, units, rails, uplinks, radix, tech)
+        uniform = two_tier_spines(g, units, rails, uplinks, radix, tech)
     else:
-        units_per_pod = 1 if units <= radix else math.ceil(units / radix)
-        uniform, spines_per_pod, cores_per_group = _three_tier_spines(
-            g, units, rails, uplinks, radix, tech, units_per_pod)
+        split = pods(units, rails, radix)
+        groups = rail_groups(rails, radix // 2)
+        units_per_pod = len({u for u, _ in split[0][2]})
+        uniform, spines_per_pod, cores_per_group = three_tier_spines(g, split, uplinks, radix, tech)
         params["units_per_pod"] = units_per_pod
-        params["spines_per_unit" if units_per_pod == 1 else "spines_per_pod"] = spines_per_pod
+        if groups > 1:
+            params["rail_groups"] = groups
+        params["spines_per_unit" if units_per_pod == 1 and groups == 1 else "spines_per_pod"] = spines_per_pod
         params["cores_per_group"] = cores_per_group
     params["tiers"] = tiers
     # endpoint ports: unit by unit, server by server, rail by rail
-    ports = [_rail_leaf(u, r) for u in range(units) for _ in range(unit_servers[u]) for r in range(rails)]
+    ports = [rail_leaf(u, r) for u in range(units) for _ in range(unit_servers[u]) for r in range(rails)]
     attach_servers(g, model, ports, tech)
     # Bisection between the first and second half of the servers. Full units (and pods) on
     # both sides and uniform cable spreads make the cut at the leaves' uplinks (or, with

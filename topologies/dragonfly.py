@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import networkx as nx
@@ -43,22 +44,30 @@ def global_link_partner(group: int, port: int, groups: int, arrangement: str = "
     return other, k * span + back
 
 
-def _checked_groups(name, groups, ports, label, allowed_text, why, arrangement) -> int:
+def _divisors(n: int) -> list:
+    """The divisors of ``n`` in increasing order, by trial division up to ``sqrt(n)``."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def _checked_groups(name, groups, ports, label, allowed_text, why, arrangement, scale) -> int:
     """The group count ``name`` (default ``ports + 1``, one cable per group pair) of a
     DragonFly whose groups have ``ports`` global ports (``label`` in the messages): 2 ...
     ``ports + 1`` and ``groups - 1`` dividing ``ports``, so every pair of groups gets the same
-    number of global cables; ``arrangement`` one of the known ones."""
+    number of global cables; ``arrangement`` one of the known ones. ``scale(groups)`` checks
+    the size first (it bounds ``ports``: the divisors listed in the message are then few)."""
     if groups is None:
         groups = ports + 1
     groups = check_int(name, groups, 2, allowed_text)
     if groups > ports + 1:
         raise ValueError(f"{name} must be between 2 and {label} + 1 = {ports + 1}{why}, got {groups}")
-    if ports % (groups - 1):
-        allowed = [d + 1 for d in range(1, ports + 1) if ports % d == 0]
-        raise ValueError(f"{name} - 1 must divide {label} = {ports} so every pair of groups gets the same "
-                         f"number of global cables; allowed {name}: {allowed}, got {groups}")
     if arrangement not in _ARRANGEMENTS:
         raise ValueError(f"arrangement must be one of {', '.join(_ARRANGEMENTS)}, got {arrangement!r}")
+    scale(groups)
+    if ports % (groups - 1):
+        allowed = [d + 1 for d in _divisors(ports)]
+        raise ValueError(f"{name} - 1 must divide {label} = {ports} so every pair of groups gets the same "
+                         f"number of global cables; allowed {name}: {allowed}, got {groups}")
     return groups
 
 
@@ -95,14 +104,15 @@ def dragonfly(p: int, a: int, h: int, *, g: int | None = None, link_local="ib_nd
     p = check_int("p", p, 1, "endpoints per router")
     a = check_int("a", a, 1, "routers per group")
     h = check_int("h", h, 1, "global links per router")
-    g = _checked_groups("g", g, a * h, "a*h", f"groups, at most a*h + 1 = {a * h + 1}",
-                        " (each group has a*h global ports)", arrangement)
     local = resolve_link("link_local", link_local)
     glob = resolve_link("link_global", link_global)
     model = get_server(server)
     # routers, the servers of their ports, local all-to-all and global cables both ways
-    check_scale("dragonfly", g * a * (1 + (a - 1) + h) + g * a * p // model.nics * server_parts(model),
-                f"p = {p}, a = {a}, h = {h}, g = {g}")
+    g = _checked_groups("g", g, a * h, "a*h", f"groups, at most a*h + 1 = {a * h + 1}",
+                        " (each group has a*h global ports)", arrangement,
+                        lambda n: check_scale("dragonfly", n * a * (1 + (a - 1) + h)
+                                              + n * a * p // model.nics * server_parts(model),
+                                              f"p = {p}, a = {a}, h = {h}, g = {n}"))
     net = nx.DiGraph()
     router = lambda grp, r: f"g{grp}/r{r}"  # noqa: E731
     ports = []
@@ -184,15 +194,16 @@ def dragonfly_plus(leaves: int, spines: int, hosts_per_leaf: int, global_per_spi
     hosts_per_leaf = check_int("hosts_per_leaf", hosts_per_leaf, 1)
     h = check_int("global_per_spine", global_per_spine, 1)
     ports = spines * h
-    groups = _checked_groups("groups", groups, ports, "spines*global_per_spine",
-                             f"at most spines*global_per_spine + 1 = {ports + 1}", "", arrangement)
     local = resolve_link("link_local", link_local)
     glob = resolve_link("link_global", link_global)
     model = get_server(server)
     # per group: its switches, every leaf to every spine and the global cables both ways, its servers
-    check_scale("dragonfly_plus", groups * (leaves + spines + 2 * leaves * spines + spines * h)
-                + groups * leaves * hosts_per_leaf // model.nics * server_parts(model),
-                f"{leaves} leaves x {hosts_per_leaf} hosts, {spines} spines, {groups} groups")
+    groups = _checked_groups("groups", groups, ports, "spines*global_per_spine",
+                             f"at most spines*global_per_spine + 1 = {ports + 1}", "", arrangement,
+                             lambda n: check_scale("dragonfly_plus", n * (leaves + spines + 2 * leaves * spines + ports)
+                                                   + n * leaves * hosts_per_leaf // model.nics * server_parts(model),
+                                                   f"{leaves} leaves x {hosts_per_leaf} hosts, {spines} spines, "
+                                                   f"{n} groups"))
     net = nx.DiGraph()
     leaf = lambda grp, i: f"g{grp}/leaf{i}"      # noqa: E731
     spine = lambda grp, j: f"g{grp}/spine{j}"    # noqa: E731

@@ -25,31 +25,52 @@ def fabric_cables(g: nx.DiGraph) -> list:
 
 
 def fail_links(g: nx.DiGraph, fraction: float, *, seed: int = 0) -> nx.DiGraph:
-    """A copy of ``g`` with ``round(fraction x cables)`` switch-to-switch cables failed (both
-    directions at capacity 0), chosen uniformly at random with ``seed``. Routing never uses a
-    failed link; the graph's ``failed`` attribute lists the cables.
+    """A copy of ``g`` with ``round(fraction x cables)`` of its working physical
+    switch-to-switch cables failed, chosen uniformly at random among them with ``seed``.
 
-    >>> from topologies import fat_tree
+    A bundle of parallel cables (one edge per direction whose ``cables`` attribute counts
+    them) holds that many physical cables, each as likely to fail as a single one. A bundle
+    that loses some keeps the rest: both directions' ``capacity`` shrink by the failed share
+    and ``cables`` counts the working ones (so routing spreads over those); one that loses all
+    is down (capacity 0 both ways, ``cables`` as it was), and routing never uses it. Cables
+    already failed (a graph failed before) are not drawn again. The graph's ``failed``
+    attribute lists the failed cables as ``(u, v)`` pairs, one entry per physical cable (a
+    bundle's pair as often as its cables failed), those of earlier calls first.
+
+    >>> from topologies import fat_tree, rail_optimized
     >>> h = fail_links(fat_tree(4), 0.1, seed=1)
     >>> len(h.graph["failed"]), sum(d["capacity"] == 0 for *_, d in h.edges(data=True))   # 32 cables
     (3, 6)
+    >>> len(fail_links(rail_optimized(64), 0.1).graph["failed"])   # 128 bundles of 4: 512 cables
+    51
     """
     fraction, seed = checked_failures(fraction, seed)
     h = g.copy()
-    cables = fabric_cables(h)
-    if fraction > 0 and not cables:          # the same graph back, said to have lost a fraction of its cables
+    bundles = fabric_cables(h)
+    if fraction > 0 and not bundles:         # the same graph back, said to have lost a fraction of its cables
         raise ValueError("fraction: this graph has no switch-to-switch cables to fail (a rail-only fabric of one "
                          "switch a rail, a GPU torus, one server); fail_links fails fabric cables only")
-    count = int(round(fraction * len(cables)))
-    pick = np.random.default_rng(seed).choice(len(cables), size=count, replace=False) if count else []
-    failed = [cables[i] for i in sorted(pick)]
-    for u, v in failed:
-        h[u][v]["capacity"] = 0.0
-        h[v][u]["capacity"] = 0.0
-    # a graph failed before keeps its list: the cables at 0 are all listed (a second call replaced it)
-    before = [tuple(c) for c in g.graph.get("failed", [])]      # (a loaded graph's are lists)
-    listed = set(before)
-    h.graph["failed"] = before + [c for c in failed if c not in listed]
+    working = np.array([int(h[u][v].get("cables", 1)) if h[u][v].get("capacity", 0) > 0 else 0
+                        for u, v in bundles], dtype=np.int64)
+    total = int(working.sum())
+    count = int(round(fraction * total))
+    pick = np.random.default_rng(seed).choice(total, size=count, replace=False) if count else []
+    # physical cable i is in the bundle whose cumulative working count first exceeds i
+    lost = np.bincount(np.searchsorted(np.cumsum(working), np.sort(pick), side="right"), minlength=len(bundles))
+    failed = []
+    for b in np.flatnonzero(lost):
+        u, v = bundles[b]
+        k, n = int(lost[b]), int(working[b])
+        for x, y in ((u, v), (v, u)):
+            d = h[x][y]
+            if k == n:
+                d["capacity"] = 0.0
+            else:
+                d["capacity"] = float(d["capacity"] * (n - k) / n)
+                d["cables"] = n - k
+        failed.extend([(u, v)] * k)
+    # a graph failed before keeps its list (a loaded graph's pairs are lists)
+    h.graph["failed"] = [tuple(c) for c in g.graph.get("failed", [])] + failed
     return h
 
 

@@ -15,8 +15,7 @@ import math
 import networkx as nx
 
 from ._endpoints import attach_servers, server_params
-from ._graph import check_int, check_ratio, finish, resolve_link
-from .clos import _cable_spread
+from ._graph import cable_spread, check_int, check_ratio, finish, resolve_link
 from .servers import get_server
 
 __all__ = ["meta_24k", "nvl72_cluster"]
@@ -30,7 +29,7 @@ def _units_of_clos(g, *, units, leaves, spines, leaf_uplinks, spine_uplinks, cor
             g.add_node(f"u{u}/spine{s}", kind="switch", role="spine", tier=2, unit=u)
         for l in range(leaves):
             g.add_node(f"u{u}/leaf{l}", kind="switch", role="leaf", tier=1, unit=u)
-            _cable_spread(g, f"u{u}/leaf{l}", [f"u{u}/spine{s}" for s in range(spines)], leaf_uplinks, l, tech,
+            cable_spread(g, f"u{u}/leaf{l}", [f"u{u}/spine{s}" for s in range(spines)], leaf_uplinks, l, tech,
                           "leaf-spine")
     if units == 1:
         return
@@ -39,7 +38,7 @@ def _units_of_clos(g, *, units, leaves, spines, leaf_uplinks, spine_uplinks, cor
         for c in cores:
             g.add_node(c, kind="switch", role="core", tier=3, group=s)
         for u in range(units):
-            _cable_spread(g, f"u{u}/spine{s}", cores, spine_uplinks, u, tech, "spine-core")
+            cable_spread(g, f"u{u}/spine{s}", cores, spine_uplinks, u, tech, "spine-core")
 
 
 def meta_24k(pods: int = 8, *, racks_per_pod: int = 192, link="roce_400g", cluster_switches: int = 16,

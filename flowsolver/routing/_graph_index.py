@@ -26,6 +26,7 @@ from .. import _checks
 from ._cache import _INDEXES, LOCK, PairPaths, _NoPath, _signature
 from ._shortest_paths import CompactGraph, ecmp_fluid
 from ._keys import ranges
+from ._links import capacity_array
 
 
 class RoutingError(ValueError):
@@ -115,11 +116,12 @@ class GraphIndex:
         for u, v, d in graph.edges(data=True):
             tails.append(idx[u])
             heads.append(idx[v])
-            caps.append(float(d.get("capacity", 0.0)))
+            caps.append(d.get("capacity", 0.0))
             cables.append(int(d.get("cables", 1)))
         self.tail = np.array(tails, dtype=np.int64)
         self.head = np.array(heads, dtype=np.int64)
-        self.capacity = np.array(caps, dtype=np.float64)
+        # the one reading of the graph's capacities for routing: a string, None, inf refused naming the edge
+        self.capacity = capacity_array(caps, lambda i: (self.nodes[tails[i]], self.nodes[heads[i]]))
         self.cables = np.array(cables, dtype=np.int64)
         self.usable = self.capacity > 0
         keys = self.tail * self.nv + self.head

@@ -3,6 +3,7 @@ tier, hop class) and the :class:`Bottleneck` record of a link that holds flows b
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -31,6 +32,39 @@ class Bottleneck(NamedTuple):
     dst: object
     tier: str
     utilization: float
+
+
+def capacity_array(values: list, edge) -> np.ndarray:
+    """The edges' ``capacity`` attributes ``values`` (graph edge order) as float64 bytes/s;
+    :class:`topologies.TopologyError` naming the first edge (``edge(i)`` -> ``(u, v)``) whose
+    capacity is no finite real number >= 0, as ``topologies.validate`` words it: a string
+    ("50" was read as 50 bytes/s), None, a bool, inf, NaN or a negative number.
+
+    >>> capacity_array([1.0, 2], lambda i: ("a", "b")).tolist()
+    [1.0, 2.0]
+    >>> try:
+    ...     capacity_array([1.0, "50"], lambda i: ("a", "b"))
+    ... except tp.TopologyError as err:
+    ...     print(err)
+    edge 'a' -> 'b': capacity must be a finite number >= 0 bytes/s (0 = failed link), got '50'
+    """
+    def refuse(i):
+        u, v = edge(i)
+        raise tp.TopologyError(f"edge {u!r} -> {v!r}: capacity must be a finite number >= 0 bytes/s "
+                               f"(0 = failed link), got {values[i]!r}")
+
+    if not set(map(type, values)) <= {float, int}:     # one pass; anything else looked at one by one
+        for i, c in enumerate(values):
+            if isinstance(c, bool) or not isinstance(c, numbers.Real):
+                refuse(i)
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except OverflowError:                               # an int beyond float range
+        arr = np.array([c if abs(c) < 1e308 else np.inf for c in values], dtype=np.float64)
+    ok = (arr >= 0) & (arr < np.inf)                     # NaN fails both
+    if not ok.all():
+        refuse(int(np.flatnonzero(~ok)[0]))
+    return arr
 
 
 def first_tier(bottleneck: tuple) -> str:
@@ -101,13 +135,13 @@ class LinkTable:
             if c is None:
                 c = classes[key] = _hop_class(*key)
             hop.append(c)
-        for name, values in (("capacity", cap), ("latency", lat), ("cables", cables)):
+        for name, values in (("latency", lat), ("cables", cables)):
             if None in values:           # float(None) / int(None) would raise: so does the array
                 raise TypeError(f"edge attribute {name!r} is None on an edge; give a number")
         obj = lambda xs: np.array(xs, dtype=object) if xs else np.empty(0, dtype=object)  # noqa: E731
         return cls(
             src=obj(src), dst=obj(dst),
-            capacity=np.array(cap, dtype=np.float64), latency=np.array(lat, dtype=np.float64),
+            capacity=capacity_array(cap, lambda i: (src[i], dst[i])), latency=np.array(lat, dtype=np.float64),
             tech=obj(tech), tier=obj(tier), cables=np.array(cables, dtype=np.int64), hop_class=obj(hop),
             efficiency=_checked_efficiencies(graph, np.array(eff, dtype=np.float64)),
         )

@@ -115,6 +115,34 @@ def test_leaf_spine_parallel_links_and_oversubscription():
         tp.leaf_spine(4, 8, 8, uplinks=4)      # leaves 0, 2 and 1, 3 would share no spine
 
 
+
+def _fewest_uplinks(down, ratio):
+    """The fewest whole uplinks u >= 1 with down / u <= ratio, in exact rationals (the ratio
+    read as its decimal: 1.1 is 11/10)."""
+    from fractions import Fraction
+    u = 1
+    while Fraction(down, u) > Fraction(str(ratio)):
+        u += 1
+    return u
+
+
+@pytest.mark.parametrize("ratio", [1.0, 1.1, 1.5, 2.0, 2.5, 3.0, 4.0])
+def test_uplinks_are_never_more_oversubscribed_than_asked(ratio):
+    # 4 hosts at 3 are 2 uplinks (ratio 2), not round(4/3) = 1 (ratio 4); 5 hosts at 2 are 3
+    # (ratio 5/3), not round(2.5) = 2 (ratio 2.5); 11 at 1.1 are 10, not 11 from a float's last bit
+    for hosts in range(1, 13):
+        g = tp.leaf_spine(4, 1, hosts, oversubscription=ratio)
+        up = _fewest_uplinks(hosts, ratio)
+        assert g.graph["params"]["uplinks"] == up, hosts
+        assert g.graph["params"]["oversubscription"] == pytest.approx(hosts / up)
+        assert sum(e["cables"] for v, e in g["leaf0"].items() if v.startswith("spine")) == up
+        # rail_optimized: the same rule per leaf, and the built ratio recorded likewise
+        r = tp.rail_optimized(hosts, servers_per_unit=hosts, oversubscription=ratio) if hosts > 1 else None
+        if r is not None:
+            assert sum(e["cables"] for v, e in r["su0/leaf0"].items() if r.nodes[v]["kind"] == "switch") == up
+            assert r.graph["params"]["oversubscription"] == pytest.approx(hosts / up)
+
+
 # ---------------------------------------------------------------- DragonFly
 @pytest.mark.parametrize("p,a,groups,routers,hosts", [(2, 4, 9, 36, 72), (4, 8, 33, 264, 1056)])
 def test_dragonfly_counts_and_radix(p, a, groups, routers, hosts):

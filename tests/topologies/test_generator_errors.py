@@ -43,6 +43,11 @@ import topologies as tp
     (lambda: tp.dragonfly(100, 200, 100), r"dragonfly with p = 100, a = 200, h = 100, g = 20001 would build"),
     (lambda: tp.leaf_spine(100000, 10, 1000), r"leaf_spine with 100000 leaves x 1000 hosts"),
     (lambda: tp.rail_only(262144, radix=1024), r"rail_only with 262144 nodes would build"),
+    # an invalid g with a*h = 10^8 global ports: the size is refused first (the allowed g were
+    # listed by 10^8 trial divisions first: 4.9 s; 10^10 never finished)
+    (lambda: tp.dragonfly(1, 10**4, 10**4, g=4), r"dragonfly with p = 1, a = 10000, h = 10000, g = 4 would build"),
+    (lambda: tp.dragonfly(1, 10**5, 10**5, g=4), r"dragonfly with p = 1, a = 100000, h = 100000, g = 4 would"),
+    (lambda: tp.dragonfly_plus(1, 10**4, 1, 10**4, groups=4), r"dragonfly_plus with .* 4 groups would build"),
 ])
 def test_bad_input_names_the_parameter(call, match):
     with pytest.raises(ValueError, match=match):
@@ -150,3 +155,12 @@ def test_failures_name_their_own_parameters():
             call()
     with pytest.raises(ValueError, match=r"^fraction must be in \[0, 1\], got 2$"):
         tp.fail_links(tp.fat_tree(4), 2)
+
+
+def test_the_allowed_group_counts_are_every_divisor_plus_one():
+    # a*h = 10^6 = 2^6 5^6 global ports a group: g - 1 must be one of its 7 x 7 = 49 divisors
+    allowed = sorted(2**i * 5**j + 1 for i in range(7) for j in range(7))
+    with pytest.raises(ValueError, match=r"allowed g: \[" + ", ".join(map(str, allowed)) + r"\], got 4"):
+        tp.dragonfly(1, 1, 10**6, g=4)
+    with pytest.raises(ValueError, match=r"allowed groups: \[2, 3, 5, 6, 11, 21\], got 4"):   # 20: 1 2 4 5 10 20
+        tp.dragonfly_plus(2, 4, 2, 5, groups=4)

@@ -1,0 +1,128 @@
+"""The switch tiers above the leaves of :func:`topologies.rail_optimized` (a leaf per rail per
+scalable unit): two tiers of spines every leaf reaches, or pods of spines under core groups."""
+
+from __future__ import annotations
+
+import math
+
+from ._graph import add_cable, cable_spread, spread
+
+
+def rail_leaf(unit: int, rail: int) -> str:
+    return f"su{unit}/leaf{rail}"
+
+
+def two_tier_spine_count(leaves, uplinks, radix) -> int:
+    """Spines of a two-tier rail fabric: the fewest that give every leaf uplink a spine port
+    (``ceil(leaves * uplinks / radix)``), raised to the next divisor of a leaf's uplinks where
+    one exists, so that every leaf spreads its uplinks evenly over all spines. (NVIDIA's DGX
+    SuperPOD H100 reference architecture does the same: 3 units, 24 leaves x 32 uplinks,
+    get 16 spines rather than 12.)"""
+    need = max(1, math.ceil(leaves * uplinks / radix))
+    for spines in range(need, uplinks + 1):
+        if uplinks % spines == 0:
+            return spines
+    return need
+
+
+def two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
+    """Spines every leaf is cabled to; True when every leaf spreads its uplinks evenly."""
+    if len(set(uplinks)) == 1:
+        spines = two_tier_spine_count(units * rails, uplinks[0], radix)
+    else:   # a partial last unit: just enough spine ports
+        spines = math.ceil(sum(uplinks) * rails / radix)
+    for s in range(spines):
+        g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
+    spine_ids = [f"spine{s}" for s in range(spines)]
+    uniform = True
+    for u in range(units):
+        for r in range(rails):
+            uniform &= cable_spread(g, rail_leaf(u, r), spine_ids, uplinks[u], u * rails + r, tech, "leaf-spine")
+    return uniform
+
+
+def rail_groups(rails: int, half: int) -> int:
+    """Pods one unit's leaves split into: 1 while a unit's rails fit under a spine's ``half``
+    down ports, else the fewest equal groups of at most ``half`` leaves (a divisor of ``rails``:
+    every leaf of a pod then reaches every spine of the pod with one cable or more)."""
+    if rails <= half:
+        return 1
+    return next(d for d in range(2, rails + 1) if rails % d == 0 and rails // d <= half)
+
+
+def max_units(rails: int, radix: int) -> int:
+    """The most scalable units a rail fabric of ``radix``-port switches holds: two tiers while
+    ``units * rails <= radix``; three tiers of at most ``radix`` pods, each pod ``(radix/2) //
+    rails`` units (at least 1) or, where a unit's rails outnumber ``radix/2``, one of a unit's
+    :func:`rail_groups` (0: not even one unit fits)."""
+    half = radix // 2
+    groups = rail_groups(rails, half)
+    three = radix * max(1, half // rails) if groups == 1 else radix // groups
+    return max(radix // rails, three)
+
+
+def limit_rule(rails: int, radix: int) -> str:
+    """How :func:`max_units` counts, in words (for the error beyond it)."""
+    half = radix // 2
+    groups = rail_groups(rails, half)
+    if groups == 1:
+        return f"three tiers: {radix} pods of {max(1, half // rails)} units"
+    return (f"a spine reaches at most radix/2 = {half} leaves, so a unit's {rails} rails split into {groups} pods "
+            f"of {rails // groups} leaves, and at most radix = {radix} pods meet at a core: {radix // groups} units"
+            + (", or one unit in two tiers" if rails <= radix else ""))
+
+
+def pods(units: int, rails: int, radix: int) -> list:
+    """The pods of a three-tier rail fabric as ``(spine name prefix, spine attributes, leaves)``,
+    ``leaves`` a list of ``(unit, rail)``: one pod per unit up to ``radix`` units (the SuperPOD
+    layout), pods of ``ceil(units / radix)`` units beyond, and a unit whose rails outnumber
+    ``radix/2`` split into :func:`rail_groups` pods of consecutive rails."""
+    half = radix // 2
+    groups = rail_groups(rails, half)
+    if groups > 1:
+        size = rails // groups
+        return [(f"su{u}/group{k}", dict(unit=u, rail_group=k), [(u, r) for r in range(k * size, (k + 1) * size)])
+                for u in range(units) for k in range(groups)]
+    per_pod = 1 if units <= radix else math.ceil(units / radix)
+    out = []
+    for p in range(math.ceil(units / per_pod)):
+        members = range(p * per_pod, min(units, (p + 1) * per_pod))
+        prefix, attrs = (f"su{p}", dict(unit=p)) if per_pod == 1 else (f"pod{p}", dict(pod=p))
+        out.append((prefix, attrs, [(u, r) for u in members for r in range(rails)]))
+    return out
+
+
+def three_tier_spines(g, pods, uplinks, radix, tech):
+    """Spines shared by the leaves of a pod (``pods`` from :func:`pods`), every leaf cabled to
+    every spine of its pod, spine ``j`` of every pod under core group ``j``, every spine cabled
+    to every core of its group (as many cables up as down, and one to each core at least).
+
+    Returns (uniform spreads, spines per pod, cores per group)."""
+    half = radix // 2
+    full = max(len(leaves) for *_, leaves in pods) * max(uplinks)
+    spines_per_pod = math.ceil(full / half)
+    spine_up = math.ceil(full / spines_per_pod)
+    cores_per_group = math.ceil(len(pods) * spine_up / radix)
+    for j in range(spines_per_pod):
+        for c in range(cores_per_group):
+            g.add_node(f"core{j}/{c}", kind="switch", role="core", tier=3, group=j)
+    uniform = True
+    cores = [[f"core{j}/{c}" for c in range(cores_per_group)] for j in range(spines_per_pod)]
+    for p, (prefix, attrs, leaves) in enumerate(pods):
+        spine_ids = [f"{prefix}/spine{j}" for j in range(spines_per_pod)]
+        for name in spine_ids:
+            g.add_node(name, kind="switch", role="spine", tier=2, **attrs)
+        down = [0] * spines_per_pod
+        for i, (u, r) in enumerate(leaves):
+            offset = i * (uplinks[u] % spines_per_pod)
+            for j, n in enumerate(spread(uplinks[u], spines_per_pod, offset=offset)):
+                if n:
+                    add_cable(g, rail_leaf(u, r), spine_ids[j], tech, tier="leaf-spine", cables=n)
+                    down[j] += n
+            uniform &= uplinks[u] % spines_per_pod == 0
+        # a spine sends up as many cables as it receives from its leaves, and one to every core
+        # of its group at least (an uneven spread leaves some spines fewer cables down)
+        for j in range(spines_per_pod):
+            uniform &= cable_spread(g, spine_ids[j], cores[j], max(down[j], cores_per_group), p, tech,
+                                    "spine-core")
+    return uniform, spines_per_pod, cores_per_group
