@@ -83,6 +83,12 @@ class Candidate:
         return self.throughput_per_usd * self.lifetime
 
     @property
+    def capex_time(self) -> float:
+        """USD x s: ``capex`` times the workload's ``time``; the least is the most work per USD
+        (the order of ``tokens_per_usd`` when every candidate trains the same tokens per step)."""
+        return self.capex * self.time
+
+    @property
     def fabric(self) -> tuple:
         """What the time depends on (every parameter but the optics)."""
         return (self.family, self.link, self.oversubscription, self.radix, self.nics)
@@ -91,8 +97,9 @@ class Candidate:
         return dict(family=self.family, link=self.link, oversubscription=self.oversubscription, radix=self.radix,
                     nics=self.nics, optics=self.optics, gpus=self.gpus, switches=self.switches, price=self.price,
                     power=self.power, time=self.time, price_per_gpu=self.price / self.gpus if self.gpus else math.nan,
-                    tokens_per_s=self.tokens_per_s, capex=self.capex, throughput_per_usd=self.throughput_per_usd,
-                    tokens_per_usd=self.tokens_per_usd, status=self.status, pareto=self.pareto, message=self.message)
+                    tokens_per_s=self.tokens_per_s, capex=self.capex, capex_time=self.capex_time,
+                    throughput_per_usd=self.throughput_per_usd, tokens_per_usd=self.tokens_per_usd,
+                    status=self.status, pareto=self.pareto, message=self.message)
 
 
 @dataclass
@@ -109,21 +116,41 @@ class Design:
     def to_rows(self) -> list[dict]:
         return [c.as_dict() for c in self.candidates]
 
-    def best(self, key: str = "tokens_per_usd"):
-        """The timed candidate with the most ``tokens_per_usd`` (or ``throughput_per_usd``,
-        ``tokens_per_s``), or the least ``time`` / ``price`` / ``capex``; None if none is timed.
+    def best(self, key: str | None = None):
+        """The timed candidate with the most ``key`` (``tokens_per_usd``, ``throughput_per_usd``,
+        ``tokens_per_s``) or the least (``time``, ``price``, ``capex``, ``capex_time``); None
+        if none is timed.
+
+        The default is the most work per USD of ``capex``: the most ``throughput_per_usd``
+        (the order of ``tokens_per_usd``) where every timed candidate has tokens per step (a
+        training workload), else the least ``capex_time`` (a collective mix: the same order
+        when the tokens per step are the same). A key no timed candidate has (tokens of a
+        collective mix, ``tokens_per_usd`` without a ``lifetime``) raises ValueError naming
+        the keys this design has.
 
         >>> r = design(64, [("all_reduce", 2**26)], families=("rail_optimized",), links=("ib_ndr", "ib_hdr"),
         ...            oversubscriptions=(1.0,), optics=("multimode",))
         >>> r.best("time").link, r.best("price").link
         ('ib_ndr', 'ib_hdr')
+        >>> r.best() is min(r.candidates, key=lambda c: c.capex * c.time)    # a collective mix: least USD x s
+        True
         """
         most = ("tokens_per_usd", "throughput_per_usd", "tokens_per_s")
-        if key not in most + ("time", "price", "capex"):
-            raise ValueError(f"key must be one of {', '.join(most + ('time', 'price', 'capex'))}, got {key!r}")
-        ok = [c for c in self.candidates if c.status == "ok" and math.isfinite(getattr(c, key))]
-        if not ok:
+        keys = most + ("time", "price", "capex", "capex_time")
+        if key is not None and key not in keys:
+            raise ValueError(f"key must be one of {', '.join(keys)} or None, got {key!r}")
+        timed = [c for c in self.candidates if c.status == "ok"]
+        if not timed:
             return None
+        if key is None:
+            key = ("throughput_per_usd" if all(math.isfinite(c.throughput_per_usd) for c in timed)
+                   else "capex_time")
+        ok = [c for c in timed if math.isfinite(getattr(c, key))]
+        if not ok:
+            have = [k for k in keys if any(math.isfinite(getattr(c, k)) for c in timed)]
+            raise ValueError(f"best({key!r}): no timed candidate has {key} (a collective mix or a workload without "
+                             "tokens per step has no tokens; tokens_per_usd also needs a lifetime); this design "
+                             f"has {', '.join(have)}")
         return (max if key in most else min)(ok, key=lambda c: getattr(c, key))
 
     def format(self) -> str:
