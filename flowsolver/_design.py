@@ -303,10 +303,12 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     model = tp.get_server(server)
     if gpus % model.gpus:
         raise ValueError(f"gpus ({gpus}) must be a multiple of the server's {model.gpus} GPUs ({model.name})")
-    for name, value in (("budget", budget), ("power", power), ("lifetime", lifetime)):
+    for name, value, unit in (("budget", budget, "USD"), ("power", power, "W"), ("lifetime", lifetime, "s")):
+        finite = name == "lifetime"     # an infinite one made every tokens_per_usd inf; no limit is None
         if value is not None and not (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-                                      and value > 0):
-            raise ValueError(f"{name} must be a number > 0 or None, got {value!r}")
+                                      and value > 0 and (math.isfinite(value) or not finite)):
+            raise ValueError(f"{name} must be a {'finite ' if finite else ''}number > 0 ({unit}) or None, "
+                             f"got {value!r}")
     families, links, oversubscriptions, radixes, nics, optics = (
         _grid(name, value) for name, value in (("families", families), ("links", links),
                                                ("oversubscriptions", oversubscriptions), ("radixes", radixes),

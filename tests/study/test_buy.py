@@ -230,3 +230,30 @@ def test_fewer_racks_than_a_unit_have_spines_every_leaf_reaches(racks):
         assert set(g.successors(leaf)) >= set(spines)
     ends, fabric = _endpoints_and_fabric(g)
     assert _bfs_diameter(fabric, ends) == tp.describe(g)["network_diameter"] == 4
+
+
+def test_a_budget_that_is_no_number_is_named_before_anything_is_timed():
+    # budget=None or "1e6" reached np.isfinite: "ufunc 'isfinite' not supported for the input
+    # types", naming nothing, after the bill and the first timing had run
+    import re
+
+    import numpy as np
+
+    g = tp.fat_tree(4)
+    calls = []
+
+    def work(graph):
+        calls.append(1)
+        return fs.collective(graph, "all_to_all", 2**20)
+
+    for bad in (None, "1e6", [1e6], np.array([1.0, 2.0]), math.nan, math.inf, -1.0, True):
+        want = f"budget must be a finite number >= 0 (in the unit of cost: USD with cost='bill'), got {bad!r}"
+        with pytest.raises(ValueError, match=f"^{re.escape(want)}$"):
+            fs.upgrade_plan(g, work, budget=bad)
+    assert calls == []
+    # a NumPy number is a number: one upgrade at 1 per upgrade, as with the float
+    plan = fs.upgrade_plan(g, dict(op="all_to_all", size=2**24), budget=np.float64(1.0), cost=lambda *_: 1.0)
+    assert len(plan) == 1
+    # design's lifetime: an infinite one gave every candidate infinite tokens per USD
+    with pytest.raises(ValueError, match=r"^lifetime must be a finite number > 0 \(s\) or None, got inf$"):
+        fs.design(64, lambda g: (1.0, 1e6), lifetime=math.inf)
