@@ -2,10 +2,12 @@
 workload on each, and keep the Pareto front of price, power and time.
 
 The grid is families x technologies x oversubscriptions x switch radixes x NICs per server x
-optics. Every candidate is billed (:func:`topologies.bill`, cheap); the candidates within the
-budget and the power envelope are timed, one timing per distinct fabric (the optics change the
-bill, not the time; two parameter sets that generate the same graph, such as a fat-tree under
-two radixes that both hold it, share one); the front is the set of timed candidates that no other timed candidate
+optics. A fabric sized by whole switches (a k-ary fat-tree, a leaf-spine's last leaf) gets the
+job's servers on its first host ports, the rest left empty and every switch billed. Every
+candidate is billed (:func:`topologies.bill`, cheap); the candidates within the budget and the
+power envelope are timed, one timing per distinct fabric (the optics change the bill, not the
+time; two parameter sets that generate the same graph, such as a fat-tree under two radixes
+that both hold it, share one); the front is the set of timed candidates that no other timed candidate
 beats or equals on all three of price (USD), power (W) and time (s) while beating it on one.
 
 Money against throughput: a training workload gives tokens per step, so each timed candidate
@@ -28,11 +30,9 @@ import numpy as np
 import topologies as tp
 
 from . import _checks
+from ._design_fabrics import DESIGN_FAMILIES, build as _build, server_with as _server, spare_ports
 
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
-
-#: families :func:`design` can build for a GPU count (each sized from the GPU count and radix)
-DESIGN_FAMILIES = ("rail_optimized", "leaf_spine", "fat_tree", "rail_only", "dragonfly_plus")
 
 
 @dataclass
@@ -40,7 +40,8 @@ class Candidate:
     """One candidate fabric: its parameters, its bill's totals and its workload time.
 
     ``price`` (USD), ``power`` (W) and ``time`` (s) are NaN where not computed; ``status``
-    is ``"ok"``, ``"over budget"``, ``"over power"`` or ``"failed"`` (``message`` says why).
+    is ``"ok"``, ``"over budget"``, ``"over power"`` or ``"failed"`` (``message`` says why;
+    for an ``"ok"`` fabric whose host ports outnumber the job's NICs, how many stay empty).
     """
 
     family: str
@@ -83,6 +84,12 @@ class Candidate:
         return self.throughput_per_usd * self.lifetime
 
     @property
+    def capex_time(self) -> float:
+        """USD x s: ``capex`` times the workload's ``time``; the least is the most work per USD
+        (the order of ``tokens_per_usd`` when every candidate trains the same tokens per step)."""
+        return self.capex * self.time
+
+    @property
     def fabric(self) -> tuple:
         """What the time depends on (every parameter but the optics)."""
         return (self.family, self.link, self.oversubscription, self.radix, self.nics)
@@ -91,8 +98,9 @@ class Candidate:
         return dict(family=self.family, link=self.link, oversubscription=self.oversubscription, radix=self.radix,
                     nics=self.nics, optics=self.optics, gpus=self.gpus, switches=self.switches, price=self.price,
                     power=self.power, time=self.time, price_per_gpu=self.price / self.gpus if self.gpus else math.nan,
-                    tokens_per_s=self.tokens_per_s, capex=self.capex, throughput_per_usd=self.throughput_per_usd,
-                    tokens_per_usd=self.tokens_per_usd, status=self.status, pareto=self.pareto, message=self.message)
+                    tokens_per_s=self.tokens_per_s, capex=self.capex, capex_time=self.capex_time,
+                    throughput_per_usd=self.throughput_per_usd, tokens_per_usd=self.tokens_per_usd,
+                    status=self.status, pareto=self.pareto, message=self.message)
 
 
 @dataclass
@@ -109,21 +117,41 @@ class Design:
     def to_rows(self) -> list[dict]:
         return [c.as_dict() for c in self.candidates]
 
-    def best(self, key: str = "tokens_per_usd"):
-        """The timed candidate with the most ``tokens_per_usd`` (or ``throughput_per_usd``,
-        ``tokens_per_s``), or the least ``time`` / ``price`` / ``capex``; None if none is timed.
+    def best(self, key: str | None = None):
+        """The timed candidate with the most ``key`` (``tokens_per_usd``, ``throughput_per_usd``,
+        ``tokens_per_s``) or the least (``time``, ``price``, ``capex``, ``capex_time``); None
+        if none is timed.
+
+        The default is the most work per USD of ``capex``: the most ``throughput_per_usd``
+        (the order of ``tokens_per_usd``) where every timed candidate has tokens per step (a
+        training workload), else the least ``capex_time`` (a collective mix: the same order
+        when the tokens per step are the same). A key no timed candidate has (tokens of a
+        collective mix, ``tokens_per_usd`` without a ``lifetime``) raises ValueError naming
+        the keys this design has.
 
         >>> r = design(64, [("all_reduce", 2**26)], families=("rail_optimized",), links=("ib_ndr", "ib_hdr"),
         ...            oversubscriptions=(1.0,), optics=("multimode",))
         >>> r.best("time").link, r.best("price").link
         ('ib_ndr', 'ib_hdr')
+        >>> r.best() is min(r.candidates, key=lambda c: c.capex * c.time)    # a collective mix: least USD x s
+        True
         """
         most = ("tokens_per_usd", "throughput_per_usd", "tokens_per_s")
-        if key not in most + ("time", "price", "capex"):
-            raise ValueError(f"key must be one of {', '.join(most + ('time', 'price', 'capex'))}, got {key!r}")
-        ok = [c for c in self.candidates if c.status == "ok" and math.isfinite(getattr(c, key))]
-        if not ok:
+        keys = most + ("time", "price", "capex", "capex_time")
+        if key is not None and key not in keys:
+            raise ValueError(f"key must be one of {', '.join(keys)} or None, got {key!r}")
+        timed = [c for c in self.candidates if c.status == "ok"]
+        if not timed:
             return None
+        if key is None:
+            key = ("throughput_per_usd" if all(math.isfinite(c.throughput_per_usd) for c in timed)
+                   else "capex_time")
+        ok = [c for c in timed if math.isfinite(getattr(c, key))]
+        if not ok:
+            have = [k for k in keys if any(math.isfinite(getattr(c, k)) for c in timed)]
+            raise ValueError(f"best({key!r}): no timed candidate has {key} (a collective mix or a workload without "
+                             "tokens per step has no tokens; tokens_per_usd also needs a lifetime); this design "
+                             f"has {', '.join(have)}")
         return (max if key in most else min)(ok, key=lambda c: getattr(c, key))
 
     def format(self) -> str:
@@ -173,75 +201,6 @@ def _grid(name: str, value) -> list:
         return list(value)
     except TypeError:
         raise ValueError(f"{name} must be one value or a sequence of them, got {value!r}") from None
-
-
-def _server(base, nics: int, link: str):
-    """The server with ``nics`` NICs running at the fabric's rate."""
-    model = tp.get_server(base)
-    if model.gpus % nics:
-        raise ValueError(f"nics ({nics}) must divide the server's GPUs ({model.gpus})")
-    # the same name while the NIC count is the server's (its NIC cages, as the bill knows them)
-    name = model.name if nics == model.nics else f"{model.name}_{nics}nic"
-    return model.with_(name=name, nics=nics, nic=None)
-
-
-def _build(family: str, servers: int, server, link: str, ratio: float, radix: int):
-    """The fabric of ``family`` for ``servers`` servers of ``server``, sized by ``radix``."""
-    nics = servers * server.nics
-    if family == "rail_optimized":
-        return tp.rail_optimized(servers, server=server, link=link, oversubscription=ratio, radix=radix)
-    if family == "leaf_spine":
-        down = radix // 2
-        if server.nics > down:
-            raise ValueError(f"a server's {server.nics} NICs do not fit the {down} host ports of a leaf")
-        down -= down % server.nics          # whole servers per leaf
-        leaves = math.ceil(nics / down)
-        uplinks = max(1, math.ceil(down / ratio))
-        spines = max(1, math.ceil(leaves * uplinks / radix))
-        if spines > uplinks or leaves > radix:
-            raise ValueError(f"two tiers of {radix}-port switches hold at most {radix * down} NICs "
-                             f"at oversubscription {ratio:g}; {nics} asked")
-        return tp.leaf_spine(leaves, spines, down, uplinks=uplinks, link=link, server=server)
-    if family == "rail_only":
-        if ratio != 1:
-            raise ValueError("rail_only is non-blocking only (oversubscription 1)")
-        return tp.rail_only(servers, server=server, link=link, radix=radix)
-    if family == "fat_tree":
-        if ratio != 1:
-            raise ValueError("fat_tree is non-blocking only (oversubscription 1)")
-        k = 4
-        while k ** 3 // 4 < nics:
-            k += 2
-        if k > radix:
-            raise ValueError(f"a k-ary fat-tree for {nics} NICs needs k = {k} > radix {radix}")
-        return tp.fat_tree(k, link=link, server=server)
-    if family == "dragonfly_plus":
-        return _dragonfly_plus(nics, server, link, ratio, radix)
-    raise ValueError(f"family must be one of {', '.join(DESIGN_FAMILIES)}, got {family!r}")
-
-
-def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):
-    """The DragonFly+ of ``radix``-port switches holding exactly ``nics`` NICs: leaves with
-    ``radix/2`` host ports (whole servers) and one uplink per spine, ``ceil(hosts / ratio)``
-    spines; the fewest groups (>= 2) whose leaves fit a spine's ``radix/2`` down ports and
-    whose global ports (``ceil(leaves / ratio)`` or more per spine, at most what the spine
-    has left) divide evenly among the other groups."""
-    hosts = radix // 2 - (radix // 2) % server.nics
-    if hosts < 1:
-        raise ValueError(f"a server's {server.nics} NICs do not fit the {radix // 2} host ports of a leaf")
-    spines = max(1, math.ceil(hosts / ratio))
-    for groups in range(2, nics // hosts + 1):
-        if nics % (groups * hosts):
-            continue
-        leaves = nics // (groups * hosts)
-        if leaves > radix // 2:
-            continue
-        for h in range(max(1, math.ceil(leaves / ratio)), radix - leaves + 1):
-            if (spines * h) % (groups - 1) == 0 and groups - 1 <= spines * h:
-                return tp.dragonfly_plus(leaves, spines, hosts, h, groups=groups, link_local=link, link_global=link,
-                                         server=server)
-    raise ValueError(f"no DragonFly+ of {radix}-port switches holds exactly {nics} NICs "
-                     f"({hosts} per leaf) with evenly divided global links")
 
 
 def _timer(workload):
@@ -344,10 +303,12 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     model = tp.get_server(server)
     if gpus % model.gpus:
         raise ValueError(f"gpus ({gpus}) must be a multiple of the server's {model.gpus} GPUs ({model.name})")
-    for name, value in (("budget", budget), ("power", power), ("lifetime", lifetime)):
+    for name, value, unit in (("budget", budget, "USD"), ("power", power, "W"), ("lifetime", lifetime, "s")):
+        finite = name == "lifetime"     # an infinite one made every tokens_per_usd inf; no limit is None
         if value is not None and not (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-                                      and value > 0):
-            raise ValueError(f"{name} must be a number > 0 or None, got {value!r}")
+                                      and value > 0 and (math.isfinite(value) or not finite)):
+            raise ValueError(f"{name} must be a {'finite ' if finite else ''}number > 0 ({unit}) or None, "
+                             f"got {value!r}")
     families, links, oversubscriptions, radixes, nics, optics = (
         _grid(name, value) for name, value in (("families", families), ("links", links),
                                                ("oversubscriptions", oversubscriptions), ("radixes", radixes),
@@ -385,7 +346,8 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         b = tp.price_tally(tallies[id(g)], prices=prices, power=part_power, optics=c.optics)
         c.bill, c.price, c.power, c.gpus = b, b.price, b.power, b.gpus
         c.switches = sum(l.count for l in b.lines if l.part.category == "switch")
-        if c.gpus != gpus:      # a fabric whose ports place more servers than asked is another cluster
+        c.message = spare_ports(g)      # the job's servers on the first host ports of a larger fabric
+        if c.gpus != gpus:              # not the cluster asked: a builder's mistake, never timed
             c.status, c.message = "failed", f"the fabric holds {c.gpus} GPUs, not the {gpus} asked"
         elif budget is not None and c.price > budget:
             c.status, c.message = "over budget", f"{c.price:,.0f} USD > {budget:,.0f}"

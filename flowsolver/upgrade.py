@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import math
+import numbers
 
 import numpy as np
 
@@ -231,6 +232,11 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
     """
     import pandas as pd
 
+    # before the bill and the first timing; None, a string or an array reached np.isfinite's TypeError
+    if (isinstance(budget, (bool, np.bool_)) or not isinstance(budget, numbers.Real)
+            or not (math.isfinite(budget) and budget >= 0)):
+        raise ValueError(f"budget must be a finite number >= 0 (in the unit of cost: USD with cost='bill'), "
+                         f"got {budget!r}")
     upgrades = tier_upgrades(graph) if upgrades is None else dict(upgrades)
     bought = None
     if isinstance(cost, str):
@@ -251,8 +257,6 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
     price = (lambda n, u, g: cost[n]) if isinstance(cost, dict) else cost
     if not callable(price):
         raise TypeError("cost must be a dict name -> cost or a callable (name, upgrade, graph) -> cost")
-    if isinstance(budget, (bool, np.bool_)) or not (np.isfinite(budget) and budget >= 0):
-        raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
     current, now = graph, _time(_run(workload, graph))
     spent, rows, left = 0.0, [], dict(upgrades)
     while left:

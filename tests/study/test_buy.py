@@ -146,12 +146,31 @@ def test_design_sizes_a_dragonfly_plus():
         _build("dragonfly_plus", 2, dgx, "ib_ndr", 1.0, 8)
 
 
-def test_design_rejects_fabrics_of_another_size():
-    # the smallest k-ary fat-tree holding 64 NICs is k = 8: 128 host ports, 16 DGX - not 64 GPUs
-    r = fs.design(64, lambda g: 1.0, families=("fat_tree",), links=("ib_ndr",), oversubscriptions=(1.0,),
-                  optics=("multimode",))
-    c = r.candidates[0]
-    assert c.status == "failed" and "holds 128 GPUs, not the 64 asked" in c.message and r.timed == 0
+def test_design_places_the_job_on_the_first_host_ports_of_a_larger_fabric():
+    # A fat-tree (k^3/4 host ports) or a leaf-spine (whole leaves) that its generator filled
+    # with more servers than asked was failed ("the fabric holds 128 GPUs, not the 64 asked"):
+    # a fat-tree was a candidate only at k^3/4 NICs. The job's servers now take the first host
+    # ports, every switch and switch cable is billed, NICs and host cables only for the job.
+    price = {n: tp.get_part(n).price for n in ("quantum2_qm9700", "connectx7_400g", "dac", "fiber_mpo",
+                                               "osfp_800g_twin")}
+    dgx = tp.get_server("dgx_h100").with_(nic=None)
+    cases = [
+        # 64 NICs: k = 8 (k^3/4 = 128 ports, 16 DGX); 5k^2/4 = 80 switches, k^3/4 = 128 edge-agg and
+        # 128 agg-core fibres, each with half a twin-port module at each end; 64 copper host cables
+        (64, "fat_tree", tp.fat_tree(8, server=dgx), 80, 128 + 128),
+        # 72 NICs, 32 host ports a leaf: 3 leaves (12 DGX) of 32 uplinks, ceil(3 x 32 / 64) = 2 spines
+        (72, "leaf_spine", tp.leaf_spine(3, 2, 32, uplinks=32, server=dgx), 5, 3 * 32),
+    ]
+    for gpus, family, full, switches, fibres in cases:
+        r = fs.design(gpus, [("all_reduce", 2**26)], families=(family,), links=("ib_ndr",), oversubscriptions=(1.0,),
+                      optics=("multimode",))
+        c = r.candidates[0]
+        assert (c.status, c.gpus, c.switches, r.timed) == ("ok", gpus, switches, 1), c.message
+        assert c.price == pytest.approx(switches * price["quantum2_qm9700"] + gpus * (price["connectx7_400g"]
+                                        + price["dac"]) + fibres * (price["fiber_mpo"] + price["osfp_800g_twin"]))
+        assert "room to grow" in c.message and f"{gpus // 8} placed" in c.message
+        # the empty ports carry nothing: the job times as on the full fabric with the other servers idle
+        assert c.time == pytest.approx(fs.collective(full, "all_reduce", 2**26, ranks=range(gpus)).time, rel=1e-9)
 
 
 @pytest.mark.parametrize("old, new", [("efa_400g", "ib_ndr"), ("efa_100g", "eth_100g"), ("ib_ndr", "efa_400g")])
@@ -211,3 +230,30 @@ def test_fewer_racks_than_a_unit_have_spines_every_leaf_reaches(racks):
         assert set(g.successors(leaf)) >= set(spines)
     ends, fabric = _endpoints_and_fabric(g)
     assert _bfs_diameter(fabric, ends) == tp.describe(g)["network_diameter"] == 4
+
+
+def test_a_budget_that_is_no_number_is_named_before_anything_is_timed():
+    # budget=None or "1e6" reached np.isfinite: "ufunc 'isfinite' not supported for the input
+    # types", naming nothing, after the bill and the first timing had run
+    import re
+
+    import numpy as np
+
+    g = tp.fat_tree(4)
+    calls = []
+
+    def work(graph):
+        calls.append(1)
+        return fs.collective(graph, "all_to_all", 2**20)
+
+    for bad in (None, "1e6", [1e6], np.array([1.0, 2.0]), math.nan, math.inf, -1.0, True):
+        want = f"budget must be a finite number >= 0 (in the unit of cost: USD with cost='bill'), got {bad!r}"
+        with pytest.raises(ValueError, match=f"^{re.escape(want)}$"):
+            fs.upgrade_plan(g, work, budget=bad)
+    assert calls == []
+    # a NumPy number is a number: one upgrade at 1 per upgrade, as with the float
+    plan = fs.upgrade_plan(g, dict(op="all_to_all", size=2**24), budget=np.float64(1.0), cost=lambda *_: 1.0)
+    assert len(plan) == 1
+    # design's lifetime: an infinite one gave every candidate infinite tokens per USD
+    with pytest.raises(ValueError, match=r"^lifetime must be a finite number > 0 \(s\) or None, got inf$"):
+        fs.design(64, lambda g: (1.0, 1e6), lifetime=math.inf)

@@ -169,3 +169,40 @@ def test_pareto_front_refuses_what_it_cannot_compare():
         pareto_front([(math.nan, 0), (1, 2), (2, 1)])
     with pytest.raises(ValueError, match="same number of coordinates"):
         pareto_front([(1, 2), (1,), (0, 5, 1)])
+
+
+def test_best_of_a_collective_mix_is_the_least_capex_times_time():
+    # best() defaulted to tokens_per_usd, NaN for a collective mix: it returned None with both
+    # candidates timed. The mix's measure of work per USD is the least capex x time, each
+    # factor found here without design(): the bill of the graph and collective() on it.
+    r = design(64, WORK, families=("rail_optimized",), links=("ib_ndr", "ib_hdr"), oversubscriptions=(1.0,),
+               optics=("multimode",))
+    server = tp.get_server("dgx_h100").with_(nic=None)      # NICs at the fabric's rate, its twin-port cages
+    cost = {}
+    for link in ("ib_ndr", "ib_hdr"):
+        g = tp.rail_optimized(8, server=server, link=link)
+        cost[link] = tp.bill(g, optics="multimode").price * collective(g, "all_reduce", 2**26).time
+    assert r.timed == 2 and r.best().link == min(cost, key=cost.get)
+    assert r.best().capex_time == pytest.approx(min(cost.values()), rel=1e-9)
+    for key in ("tokens_per_usd", "throughput_per_usd", "tokens_per_s"):
+        with pytest.raises(ValueError, match=f"no timed candidate has {key}.*this design has time, price, capex, "
+                                             "capex_time$"):
+            r.best(key)
+    # nothing timed: None, as the docstring says
+    assert design(64, WORK, families=("rail_optimized",), links=("ib_ndr",), oversubscriptions=(1.0,),
+                  optics=("multimode",), power=1.0).best() is None
+
+
+def test_best_with_tokens_and_no_lifetime_is_the_most_throughput_per_usd():
+    # tokens per step but no lifetime: tokens_per_usd is NaN and best() was None. The same
+    # tokens on both fabrics: tokens/s per USD = tokens / (time x price), the least capex x time.
+    picked = set()
+    for times in ({"ib_ndr": 1.0, "ib_hdr": 3.0}, {"ib_ndr": 1.0, "ib_hdr": 1.05}):
+        r = fs.design(64, lambda g: (times[g.graph["params"]["link"]], 1e6), families=("rail_optimized",),
+                      links=("ib_ndr", "ib_hdr"), oversubscriptions=(1.0,), optics=("multimode",))
+        price = {c.link: c.price for c in r.candidates}
+        want = max(times, key=lambda k: 1e6 / times[k] / price[k])
+        assert r.best().link == want == r.best("capex_time").link
+        assert r.best().throughput_per_usd == pytest.approx(1e6 / times[want] / price[want])
+        picked.add(want)
+    assert picked == {"ib_ndr", "ib_hdr"}       # 3x slower loses; 5 % slower and cheaper wins

@@ -1,0 +1,127 @@
+"""The fabrics :func:`flowsolver.design` builds for a GPU count: one builder per family, each
+sized from the GPU count, the server's NICs and the switch radix.
+
+A fabric sized by whole switches can have more host ports than the job's NICs (a k-ary
+fat-tree holds ``k^3/4``, a leaf-spine whole leaves) and its generator fills every one with
+servers. The design places the job's servers on the first host ports (the generator's order:
+consecutive ports, switch by switch; GPU ranks ``0 .. gpus - 1``) and leaves the rest empty, as
+an architect buys the last leaf or the fat-tree's pods for a cluster that does not fill them:
+every switch and switch-to-switch cable is built and billed, NICs and host cables only for the
+servers placed."""
+
+from __future__ import annotations
+
+import math
+
+import topologies as tp
+
+#: families :func:`flowsolver.design` can build for a GPU count (each sized from the GPU count and radix)
+DESIGN_FAMILIES = ("rail_optimized", "leaf_spine", "fat_tree", "rail_only", "dragonfly_plus")
+
+
+def server_with(base, nics: int, link: str):
+    """The server with ``nics`` NICs running at the fabric's rate."""
+    model = tp.get_server(base)
+    if model.gpus % nics:
+        raise ValueError(f"nics ({nics}) must divide the server's GPUs ({model.gpus})")
+    # the same name while the NIC count is the server's (its NIC cages, as the bill knows them)
+    name = model.name if nics == model.nics else f"{model.name}_{nics}nic"
+    return model.with_(name=name, nics=nics, nic=None)
+
+
+def build(family: str, servers: int, server, link: str, ratio: float, radix: int):
+    """The fabric of ``family`` for ``servers`` servers of ``server``, sized by ``radix``: the
+    job's servers on its first host ports (see the module docstring)."""
+    return _first_servers(_family(family, servers, server, link, ratio, radix), servers)
+
+
+def _first_servers(g, servers: int):
+    """``g`` with the servers after the first ``servers`` taken out, their NICs' ports left
+    empty; ``params["server_slots"]`` records how many servers its host ports hold."""
+    slots = g.graph["params"].get("servers")
+    if not isinstance(slots, int) or slots <= servers:
+        return g
+    g.remove_nodes_from([n for n, d in g.nodes(data=True) if d.get("server", -1) >= servers])
+    g.graph["params"] = dict(g.graph["params"], servers=servers, server_slots=slots)
+    # the family's formula holds with every port filled: describe() finds the max flow instead
+    g.graph["bisection_bandwidth"] = None
+    g.graph["bisection_method"] = f"not recorded: {servers} servers on the first host ports of {slots}"
+    g.graph["fingerprint"] = tp.fingerprint(g)    # built so by the design, not edited since
+    return g
+
+
+def spare_ports(g) -> str:
+    """What a fabric's empty host ports are, for a candidate's message ("" if none)."""
+    params = g.graph.get("params") or {}
+    slots, servers = params.get("server_slots"), params.get("servers")
+    if not slots:
+        return ""
+    gen = g.graph.get("generator")
+    what = {"fat_tree": f"a k = {params.get('k')} fat-tree", "leaf_spine": f"{params.get('leaves')} leaves"}.get(
+        gen, f"the {gen}")
+    return (f"{what} billed whole: ports for {slots} servers, {servers} placed on the first, "
+            f"{slots - servers} servers' ports empty (room to grow)")
+
+
+def _family(family: str, servers: int, server, link: str, ratio: float, radix: int):
+    nics = servers * server.nics
+    if family == "rail_optimized":
+        return tp.rail_optimized(servers, server=server, link=link, oversubscription=ratio, radix=radix)
+    if family == "leaf_spine":
+        down = radix // 2
+        if server.nics > down:
+            raise ValueError(f"a server's {server.nics} NICs do not fit the {down} host ports of a leaf")
+        down -= down % server.nics          # whole servers per leaf
+        leaves = math.ceil(nics / down)
+        uplinks = max(1, math.ceil(down / ratio))
+        spines = max(1, math.ceil(leaves * uplinks / radix))
+        if spines > uplinks or leaves > radix:
+            raise ValueError(f"two tiers of {radix}-port switches hold at most {radix * down} NICs "
+                             f"at oversubscription {ratio:g}; {nics} asked")
+        return tp.leaf_spine(leaves, spines, down, uplinks=uplinks, link=link, server=server)
+    if family == "rail_only":
+        if ratio != 1:
+            raise ValueError("rail_only is non-blocking only (oversubscription 1)")
+        return tp.rail_only(servers, server=server, link=link, radix=radix)
+    if family == "fat_tree":
+        if ratio != 1:
+            raise ValueError("fat_tree is non-blocking only (oversubscription 1)")
+        return _fat_tree(servers, server, link, radix)
+    if family == "dragonfly_plus":
+        return _dragonfly_plus(nics, server, link, ratio, radix)
+    raise ValueError(f"family must be one of {', '.join(DESIGN_FAMILIES)}, got {family!r}")
+
+
+def _fat_tree(servers: int, server, link: str, radix: int):
+    """The smallest k-ary fat-tree whose ``k^3/4`` host ports hold the servers' NICs."""
+    nics = servers * server.nics
+    k = 4
+    while k ** 3 // 4 < nics:
+        k += 2
+    if k > radix:
+        raise ValueError(f"a k-ary fat-tree for {nics} NICs needs k = {k} > radix {radix}")
+    return tp.fat_tree(k, link=link, server=server)
+
+
+def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):
+    """The DragonFly+ of ``radix``-port switches holding exactly ``nics`` NICs: leaves with
+    ``radix/2`` host ports (whole servers) and one uplink per spine, ``ceil(hosts / ratio)``
+    spines; the fewest groups (>= 2) whose leaves fit a spine's ``radix/2`` down ports and
+    whose global ports (``ceil(leaves / ratio)`` or more per spine, at most what the spine
+    has left) divide evenly among the other groups."""
+    hosts = radix // 2 - (radix // 2) % server.nics
+    if hosts < 1:
+        raise ValueError(f"a server's {server.nics} NICs do not fit the {radix // 2} host ports of a leaf")
+    spines = max(1, math.ceil(hosts / ratio))
+    for groups in range(2, nics // hosts + 1):
+        if nics % (groups * hosts):
+            continue
+        leaves = nics // (groups * hosts)
+        if leaves > radix // 2:
+            continue
+        for h in range(max(1, math.ceil(leaves / ratio)), radix - leaves + 1):
+            if (spines * h) % (groups - 1) == 0 and groups - 1 <= spines * h:
+                return tp.dragonfly_plus(leaves, spines, hosts, h, groups=groups, link_local=link, link_global=link,
+                                         server=server)
+    raise ValueError(f"no DragonFly+ of {radix}-port switches holds exactly {nics} NICs "
+                     f"({hosts} per leaf) with evenly divided global links")
