@@ -7,6 +7,7 @@ what a log cannot tell stays at the library's value and is named. The result is 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -106,6 +107,10 @@ class _Fit:
 
     def __init__(self, rows, measured, done):
         self.rows, self.measured, self.done = rows, np.asarray(measured), np.asarray(done, dtype=float)
+        # rows of one size repeated (nccl-tests -N, logs pasted together) are one measurement's
+        # repeats: each weighs 1 / its copies, so k copies tell what one row tells
+        copies = Counter((r.op, r.size) for r in rows)
+        self.weight = np.array([1.0 / copies[r.op, r.size] for r in rows])
         self.center = np.array([0.0] * _PIPE + [getattr(PIPELINE, q.name) * (1e6 if q.unit == "s" else 1.0)
                                                 for q in _QUANTITIES[_PIPE:]])
         self.spread = np.array([q.spread for q in _QUANTITIES])
@@ -171,8 +176,10 @@ class _Fit:
             z[free] = zf
             return z
 
+        root = np.sqrt(self.weight[rows])
+
         def residual(zf):
-            return np.concatenate([self.errors(full(zf))[rows] / noise, zf])
+            return np.concatenate([self.errors(full(zf))[rows] * root / noise, zf])
 
         fits = []
         for start in starts:
@@ -196,15 +203,17 @@ class _Fit:
         :data:`_NOISE`): rows that a quantity dominates but the model does not fit cannot tell it."""
         jac = self.sensitivity(z)
         free = np.asarray(free)
-        info = jac[rows][:, free].T @ jac[rows][:, free] / noise**2 + np.eye(int(np.sum(free)))
+        told = jac[rows][:, free]
+        info = (told * self.weight[rows, None]).T @ told / noise**2 + np.eye(int(np.sum(free)))
         joint = np.ones(len(z))
         joint[free] = np.sqrt(np.diag(np.linalg.inv(info)))
         errors = self.errors(z)
         alone = np.ones(len(z))
         for i, mask in enumerate(masks):
             if mask.any():
-                misfit = max(_NOISE, float(np.sqrt(np.mean(errors[mask] ** 2))))
-                alone[i] = 1.0 / math.sqrt(1.0 + float(np.sum(jac[mask, i] ** 2)) / misfit**2)
+                w = self.weight[mask]
+                misfit = max(_NOISE, float(np.sqrt(np.sum(w * errors[mask] ** 2) / np.sum(w))))
+                alone[i] = 1.0 / math.sqrt(1.0 + float(np.sum(w * jac[mask, i] ** 2)) / misfit**2)
         return joint, alone
 
 

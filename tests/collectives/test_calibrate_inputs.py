@@ -60,3 +60,18 @@ def test_repeats_of_one_size_are_one_size_and_constrain_nothing(copies):
     # two sizes of its own constrain it (both > 80 % transfer: 256 and 512 MiB)
     two = "\n".join(LOG.splitlines()[:2] + [LOG.splitlines()[3], LOG.splitlines()[4]] * copies)
     assert next(p for p in calibrate(g, [two]).parameters if p.name == "bandwidth").constrained
+
+
+def test_repeated_rows_tell_what_one_copy_tells():
+    # k copies of a log's rows (nccl-tests -N k) are one measurement each: the same fit and the
+    # same uncertainty as the rows once (counted as rows, 4 copies halved every uncertainty)
+    g = tp.rail_optimized(nodes=1)
+    head, rows = LOG.splitlines()[:2], LOG.splitlines()[2:]
+    once = calibrate(g, ["\n".join(head + rows)])
+    four = calibrate(g, ["\n".join(head + rows * 4)])
+    for a, b in zip(once.parameters, four.parameters):
+        assert (a.name, a.constrained) == (b.name, b.constrained)
+        assert b.value == pytest.approx(a.value, rel=1e-2)          # the optimiser's tolerance (flat directions)
+        if a.uncertainty is not None:
+            assert b.uncertainty == pytest.approx(a.uncertainty, rel=2e-2)     # (as rows: half)
+    assert any(p.uncertainty is not None for p in once.parameters)       # something was fitted
