@@ -73,7 +73,7 @@ def _family(family: str, servers: int, server, link: str, ratio: float, radix: i
             raise ValueError(f"a server's {server.nics} NICs do not fit the {down} host ports of a leaf")
         down -= down % server.nics          # whole servers per leaf
         leaves = math.ceil(nics / down)
-        uplinks = max(1, math.ceil(down / ratio))
+        uplinks = tp.uplinks_for(down, ratio)          # leaf_spine's own rule (never more oversubscribed)
         spines = max(1, math.ceil(leaves * uplinks / radix))
         if spines > uplinks or leaves > radix:
             raise ValueError(f"two tiers of {radix}-port switches hold at most {radix * down} NICs "
@@ -112,14 +112,14 @@ def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):
     hosts = radix // 2 - (radix // 2) % server.nics
     if hosts < 1:
         raise ValueError(f"a server's {server.nics} NICs do not fit the {radix // 2} host ports of a leaf")
-    spines = max(1, math.ceil(hosts / ratio))
+    spines = tp.uplinks_for(hosts, ratio)
     for groups in range(2, nics // hosts + 1):
         if nics % (groups * hosts):
             continue
         leaves = nics // (groups * hosts)
         if leaves > radix // 2:
             continue
-        for h in range(max(1, math.ceil(leaves / ratio)), radix - leaves + 1):
+        for h in range(tp.uplinks_for(leaves, ratio), radix - leaves + 1):
             if (spines * h) % (groups - 1) == 0 and groups - 1 <= spines * h:
                 return tp.dragonfly_plus(leaves, spines, hosts, h, groups=groups, link_local=link, link_global=link,
                                          server=server)

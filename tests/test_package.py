@@ -25,7 +25,7 @@ LAYERS = [
     ("flowsolver.training",),
     ("flowsolver.traces",),
     ("flowsolver._sweep", "flowsolver._sweep_files", "flowsolver._sweep_grid", "flowsolver.study", "flowsolver.plot",
-     "flowsolver.upgrade", "flowsolver._design", "flowsolver.reliability", "flowsolver.serving", "flowsolver.planning"),
+     "flowsolver.upgrade", "flowsolver._design", "flowsolver._design_fabrics", "flowsolver.reliability", "flowsolver.serving", "flowsolver.planning"),
     ("flowsolver.cli", "flowsolver.__main__"),
     ("flowsolver",),
 ]

@@ -20,7 +20,7 @@ This package knows nothing of JAX or routing.
 64
 """
 
-from ._graph import SERVER_TIERS, check_ratio, fingerprint  # noqa: F401 (for flowsolver, not in __all__)
+from ._graph import SERVER_TIERS, check_ratio, fingerprint, uplinks_for  # noqa: F401 (for flowsolver, not in __all__)
 from ._validate import TopologyError, validate, validate_edited  # noqa: F401 (validate_edited: likewise)
 from .analysis import bisection_max_flow, describe, format_description, gpus
 from .bill import Bill, BillLine, bill, price_tally, tally

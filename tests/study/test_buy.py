@@ -257,3 +257,12 @@ def test_a_budget_that_is_no_number_is_named_before_anything_is_timed():
     # design's lifetime: an infinite one gave every candidate infinite tokens per USD
     with pytest.raises(ValueError, match=r"^lifetime must be a finite number > 0 \(s\) or None, got inf$"):
         fs.design(64, lambda g: (1.0, 1e6), lifetime=math.inf)
+
+
+def test_a_design_leaf_spine_gets_the_fewest_uplinks_its_ratio_allows():
+    # 42 host ports a leaf (radix 84) at 1.4:1 need 42 / 1.4 = 30 uplinks exactly; in floats
+    # 42 / 1.4 = 30.000000000000004, whose ceil gave the design 31 (leaf_spine itself: 30)
+    from flowsolver._design_fabrics import build, server_with
+
+    g = build("leaf_spine", 4, server_with("dgx_h100", 2, "ib_ndr"), "ib_ndr", 1.4, 84)
+    assert g.graph["params"]["uplinks"] == 30 and g.graph["params"]["oversubscription"] == pytest.approx(1.4)
