@@ -199,7 +199,7 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
                        "host cost), which no link changes")
         return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, p2p=p2p)
     steps = results[best].steps
-    edges = nvlink_edges(graph, [gpu_nodes(graph)[r] for r in ranks[:p]]) if hw.nvlink_bw > 0 else []   # hw: group 1
+    edges = nvlink_edges(graph, [gpu_nodes(graph)[r] for r in ranks]) if hw.nvlink_bw > 0 else []    # every group's
     index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
     ring_steps = results["ring"].steps
     formula = TunedFormula(

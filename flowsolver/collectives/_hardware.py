@@ -46,18 +46,37 @@ def _nvswitch_of(graph, node):
 
 
 def nvlink_edges(graph, gpus) -> list:
-    """The ``(gpu, nvswitch)`` edge of each of ``gpus``, whose least effective capacity is the
-    ``nvlink_bw`` NCCL's tuner sees (:func:`describe`: NCCL's search reserves a channel's
-    bandwidth on the NVLinks of every GPU it passes, ``src/graph/search.cc``, so the slowest
-    GPU's sets the graph's, whichever rank it is); [] where one has no NVSwitch."""
+    """The NVLink edges of each of ``gpus``, to its NVSwitch and back, whose least effective
+    capacity is the ``nvlink_bw`` NCCL's tuner sees (:func:`describe`: NCCL's search reserves a
+    channel's bandwidth both ways on the NVLinks of every GPU it passes, ``src/graph/search.cc``
+    ``ncclTopoSearchTryNvls``, so the slowest GPU's, either way, sets the graph's, whichever rank
+    it is); [] where one has no NVSwitch."""
     switches = [_nvswitch_of(graph, g) for g in gpus]
-    return [] if any(s is None for s in switches) else list(zip(gpus, switches))
+    if any(s is None for s in switches):
+        return []
+    return [e for g, s in zip(gpus, switches) for e in ((g, s), (s, g)) if graph.has_edge(*e)]
 
 
 def _nvlink_rate(graph, edge, efficiency) -> float:
     """An NVLink edge's capacity times its efficiency (bytes/s)."""
     d = graph.edges[edge]
     return d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency, d.get("efficiency"))
+
+
+def slowest_nvlink(graph, gpus, efficiency) -> float:
+    """The least effective capacity (bytes/s) of the NVLink edges of ``gpus`` (:func:`nvlink_edges`),
+    0 where one has no NVSwitch; each GPU's kept with the unchanged graph (a job's groups ask
+    for thousands)."""
+    rates = graph_memo(graph, ("nvlink-rates", repr(efficiency)), dict)
+    low = np.inf
+    for g in gpus:
+        if g not in rates:          # None: no NVSwitch
+            edges = nvlink_edges(graph, [g])
+            rates[g] = min(_nvlink_rate(graph, e, efficiency) for e in edges) if edges else None
+        if rates[g] is None:
+            return 0.0
+        low = min(low, rates[g])
+    return 0.0 if low == np.inf else float(low)
 
 
 def _transports(graph) -> dict:
@@ -111,6 +130,7 @@ def _nic_egress(graph, nic, efficiency) -> float:
 
 def sharing_nics(graph, groups, efficiency, *hws) -> list:
     """``hws`` (NCCL's views of groups run at once in lockstep, ``groups`` their GPU ranks) with
+    ``nvlink_bw`` no more than the slowest NVLink of any group's GPUs (:func:`nvlink_edges`), and
     ``net_bw`` no more than the least share of NICs any group has on any server: a NIC nearest
     GPUs of several groups sends its bytes/s for all of them (a job's data-parallel groups on
     servers whose GPUs share NICs leave through the same NICs), and the groups go at the pace of
@@ -123,8 +143,12 @@ def sharing_nics(graph, groups, efficiency, *hws) -> list:
     >>> round(hw.net_bw / 1e9)            # both groups out through the same 2 NICs a server: half each
     47
     """
-    ptr, nic, egress = _nics_by_rank(graph, efficiency)
     ranks = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])
+    # each group's NCCL sees its own GPUs' NVLinks: the groups go at the slowest one's pace
+    floor = slowest_nvlink(graph, [gpu_nodes(graph)[r] for r in ranks], efficiency)
+    if floor > 0:
+        hws = [replace(hw, nvlink_bw=min(hw.nvlink_bw, floor)) if hw.nvlink_bw > 0 else hw for hw in hws]
+    ptr, nic, egress = _nics_by_rank(graph, efficiency)
     member = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
     counts = ptr[ranks + 1] - ptr[ranks]
     pairs = np.unique(np.stack([np.repeat(member, counts), nic[ranges(ptr[ranks], counts)],
@@ -197,9 +221,8 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     generation = GPU_GENERATION.get(next(iter(types))) if len(types) == 1 else None
     _say_unknown(types - _KNOWN - {None})
     _say_mixed(types - {None})
-    edges = nvlink_edges(graph, gpus)
-    nvswitch = bool(edges)
-    nvlink_bw = min(_nvlink_rate(graph, e, efficiency) for e in edges) if nvswitch else 0.0
+    nvswitch = all(_nvswitch_of(graph, g) is not None for g in gpus)
+    nvlink_bw = slowest_nvlink(graph, gpus, efficiency) if nvswitch else 0.0
     n_nodes = len(layout.groups)
     ppn = max(len(g) for g in layout.groups)
     nics = server_nics(graph, graph.nodes[gpus[0]].get("server"))

@@ -56,3 +56,30 @@ def test_every_gpu_nvlink_carries_the_tuned_time_derivative_as_a_tie(healthy):
     g[u][v]["capacity"] = cap * (1 - h)
     fd = (r.time - fs.collective(g, "all_reduce", GIB).time) / (cap * h)
     assert down[nvlinks[11]] == pytest.approx(fd, rel=1e-2)
+
+
+def test_the_switch_to_gpu_direction_counts_too(healthy):
+    # NCCL's NVLS search reserves bandwidth both ways on a GPU's NVLinks (ncclTopoSearchTryNvls):
+    # halving either direction of s1/gpu5's link costs what halving the GPU's way costs
+    def halved(u, v):
+        g = healthy.copy()
+        g[u][v]["capacity"] *= 0.5
+        return fs.collective(g, "all_reduce", GIB).time
+
+    assert halved("s1/nvswitch", "s1/gpu5") == pytest.approx(halved("s1/gpu5", "s1/nvswitch"), rel=1e-9)
+
+
+def test_groups_in_lockstep_go_at_the_slowest_groups_nvlink():
+    # two all-reduces at once (ranks 0-15 and 16-31 of 4 DGX H100): each group's NCCL sees its
+    # own GPUs, and lockstep waits for the slower, so a slow NVLink costs the same in either group
+    # and no less than that group alone
+    g = tp.rail_optimized(4)
+    groups = [list(range(16)), list(range(16, 32))]
+    alone = fs.collective(_slowed(g, "s2/gpu3", 0.7), "all_reduce", GIB, ranks=groups[1]).time
+    times = {}
+    for gpu in ("s0/gpu3", "s2/gpu3"):
+        r = fs.concurrent(_slowed(g, gpu, 0.7), [dict(op="all_reduce", size=GIB, ranks=ranks) for ranks in groups],
+                          lockstep=True, alone=False, protocol="auto")
+        times[gpu] = max(r.together)
+    assert times["s2/gpu3"] == pytest.approx(times["s0/gpu3"], rel=1e-9)
+    assert times["s2/gpu3"] >= alone * (1 - 1e-9)
