@@ -9,7 +9,16 @@ import numpy as np
 from .._status import Status
 from ..routing import first_tier
 
-__all__ = ["CollectiveStep", "CollectiveResult", "ConcurrentResult", "Derivation", "TunedFormula"]
+__all__ = ["CollectiveStep", "CollectiveResult", "ConcurrentResult", "Derivation", "TunedFormula",
+           "KEEP_ROUTING_BYTES"]
+
+#: the most bytes of routing (its steps' routing matrices) a result keeps for its derivatives,
+#: read at each result: past it the result keeps none and says why (``Derivation.why_not``:
+#: ``sensitivity()``, ``time_gradient()`` and the failure what-ifs' fast path then refuse or
+#: re-solve), so that a caller keeping many large results does not hold them all (a tree
+#: all-reduce over 20 NVL72 racks keeps ~3.4 GB; all-to-all over 256 DGX H100 0.12 GB).
+#: Set ``flowsolver.collectives._results.KEEP_ROUTING_BYTES`` higher before a call to keep more.
+KEEP_ROUTING_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,16 @@ class Derivation:
     # a send / receive: (least transfer its P2P channels allow, its flows' solved transfer), s;
     # the time is the steps' with max(least, transfer) for their transfer (None: no such bound)
     p2p: "tuple | None" = None
+
+    def __post_init__(self):
+        kept = {id(rm): rm for rm, *_ in (*self.steps, *(() if self.tuned is None else
+                                                        (*self.tuned.ring, *self.tuned.own)))}
+        size = sum(int(getattr(rm, "nbytes", 0)) for rm in kept.values())
+        if size > KEEP_ROUTING_BYTES:       # (read at each result: a caller may change it)
+            self.why_not = (f"the result keeps no routing for its derivatives: its steps' ({size / 1e9:.2f} GB) is more "
+                            f"than KEEP_ROUTING_BYTES ({KEEP_ROUTING_BYTES / 1e9:.2f} GB; set "
+                            "flowsolver.collectives._results.KEEP_ROUTING_BYTES higher before the call to keep it)")
+            self.steps, self.tuned, self.cache = (), None, {}
 
 
 @dataclass(eq=False)
