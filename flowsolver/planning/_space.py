@@ -26,7 +26,8 @@ PRUNE_REASONS = {
     "batch": "dp x micro_batch does not divide the global batch",
     "same": "the same job as another combination (sequence parallelism at tp 1, a rank order that only "
             "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard, "
-            "selective recompute beside none with a fused attention: it keeps no scores to recompute)",
+            "selective recompute beside none with a fused attention when both need the same memory: it keeps no "
+            "scores to recompute)",
     "memory": "the largest stage's memory estimate exceeds the GPU's memory less the headroom",
 }
 
@@ -233,9 +234,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                     pruned["same"] += len(modes) * len(sps) * len(order_list)
                                     continue
                                 for r in modes:
-                                    if r == "selective" and fused and "none" in modes:      # none's job
-                                        pruned["same"] += len(sps) * len(order_list)
-                                        continue
+                                    twin = r == "selective" and fused and "none" in modes
                                     for sp in sps:
                                         mem = None
                                         seen = set()
@@ -252,6 +251,15 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                                                      attention=attention,
                                                                      fp8_activations=fp8_activations,
                                                                      gather_bytes=gather_bytes)
+                                            # a fused attention recomputes nothing for "selective": none's job
+                                            # in time, and in memory unless "none" keeps more (FP8's output copy)
+                                            if twin and mem == memory_per_gpu(
+                                                    spec, tp=t, pp=p, dp=d, ep=e, zero=z, micro_batch=mb,
+                                                    microbatches=m, cp=c, vp=v, recompute="none",
+                                                    sequence_parallel=sp, attention=attention,
+                                                    fp8_activations=fp8_activations, gather_bytes=gather_bytes):
+                                                pruned["same"] += 1
+                                                continue
                                             if mem > usable:
                                                 pruned["memory"] += 1
                                                 continue
