@@ -11,6 +11,7 @@ from flowsolver import training_step as _training_step
 from flowsolver.study import cluster
 from flowsolver.traces._schedule import pass_order
 from flowsolver.training import ParallelLayout, memory_per_gpu, stage_layers
+from flowsolver.training._compose import layer_compute
 from flowsolver.training._pipeline import chunk_layers, peak_in_flight
 
 ZERO = dict(step_latency=0.0, base_latency=0.0)
@@ -115,6 +116,24 @@ def test_sequence_parallel_tp_hides_behind_each_gemm_at_most_what_the_gemm_lasts
     assert plain.phases["tp"].op == "all_reduce" and plain.phases["tp"].calls == 4 * 32 * plain.microbatches
     # the default hides (tp - 1) / tp
     assert training_step(g, model="llama-3-8b", tp=8, global_batch=16).tp_overlap == 7 / 8
+
+
+def test_without_sequence_parallelism_the_forward_all_reduces_are_exposed():
+    # an all-reduce of proj's / FC2's output starts after that GEMM ends, and Megatron-LM runs no
+    # TP communication / GEMM overlap without sequence parallelism (arguments.py: "Tensor parallel
+    # communication/GEMM overlap can happen only when sequence parallelism is enabled"): the two
+    # forward all-reduces are exposed whole and the GEMMs run unchunked; only the backward's async
+    # all-reduces of the QKV and FC1 input gradients hide, (tp - 1) / tp of min(t, GEMM)
+    g = tp.rail_optimized(1)
+    r = _training_step(g, model="llama-3-8b", tp=8, global_batch=8, sequence_parallel=False)
+    bare = _training_step(g, model="llama-3-8b", tp=8, global_batch=8, sequence_parallel=False, tp_overlap=0.0)
+    gemms, bare_gemms = (layer_compute(x.profile, x.schedule)["gemms"] for x in (r, bare))
+    assert gemms == pytest.approx(bare_gemms, rel=1e-12)           # no chunks, no SMs held
+    ar, layers = r.profile.comms["tp"].per_call, 32 * r.microbatches
+    backward_hidden = sum(7 / 8 * min(ar, gemms[k]) for k in ("fc1", "qkv"))
+    assert r.phases["tp"].exposed == pytest.approx(layers * (4 * ar - backward_hidden), rel=1e-12)
+    assert bare.phases["tp"].exposed == pytest.approx(layers * 4 * ar, rel=1e-12)
+    assert r.step_time == pytest.approx(bare.step_time - layers * backward_hidden, rel=1e-12)
 
 
 def test_context_parallel_rings_exchange_kv_per_layer_within_cp_groups():
