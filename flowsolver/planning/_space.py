@@ -20,7 +20,7 @@ __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS",
 PRUNE_REASONS = {
     "gpus": "tp x cp x pp does not divide the GPU count",
     "heads": "tp does not divide the attention heads and KV heads",
-    "sequence": "2 cp does not divide the sequence length",
+    "sequence": "2 cp does not divide the sequence length, or tp x cp does not with sequence parallelism",
     "layers": "pp x vp does not split the layers (nor layers + 2), or vp > 1 without pp > 1",
     "experts": "ep > 1 on a dense model, or ep does not divide dp and the experts",
     "batch": "dp x micro_batch does not divide the global batch",
@@ -236,6 +236,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                 for r in modes:
                                     twin = r == "selective" and fused and "none" in modes
                                     for sp in sps:
+                                        if sp and spec.seq_len % (t * c):        # SP shards s / cp over tp
+                                            pruned["sequence"] += len(order_list)
+                                            continue
                                         mem = None
                                         seen = set()
                                         for order in order_list:

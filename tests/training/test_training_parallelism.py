@@ -260,6 +260,9 @@ def test_dp_overlap_exposes_one_bucket_when_the_window_is_long_enough():
     (dict(tp=8, cp=4), r"tp \* cp \* pp must divide the GPU count 16 \(dp is the quotient\), got tp=8, cp=4, pp=1"),
     (dict(tp=4, cp=2, dp=4), r"tp \* cp \* pp \* dp must equal the GPU count 16, got tp=4, cp=2, pp=1, dp=4"),
     (dict(tp=8, cp=2, seq_len=6), r"cp \(2\) must split the sequence of 6 tokens into 2 x cp equal chunks"),
+    (dict(tp=8, seq_len=1001, sequence_parallel=True),
+     r"tp \(8\) must split the sequence of 1001 tokens \(over cp 1\) into tp equal shards .* tp x cp \(8\) must"),
+    (dict(tp=4, cp=2, seq_len=1004, sequence_parallel=True), r"tp \(4\) must split the sequence of 1004 tokens"),
     (dict(tp=8, vp=2), r"vp \(2\) interleaves pipeline stages: it needs pp > 1"),
     (dict(tp=4, pp=2, vp=3), r"pp x vp \(2 x 3 = 6 virtual stages\) must divide the model's 32 layers"),
     (dict(tp=8, ep=2), r"ep \(2\) needs a mixture-of-experts model"),
@@ -291,8 +294,28 @@ def test_an_odd_sequence_needs_no_ring_attention_split_at_cp_1():
 
     g = tp.rail_optimized(nodes=1)
     odd, even = (replace(get_model("llama-3-8b"), seq_len=n) for n in (8191, 8192))
-    t_odd = _training_step(g, odd, fs.Parallelism(tp=8), fs.Schedule(global_batch=8)).step_time
-    t_even = _training_step(g, even, fs.Parallelism(tp=8), fs.Schedule(global_batch=8)).step_time
+    # (without sequence parallelism: it shards the sequence over the TP ranks, 8 must divide it)
+    lay = fs.Parallelism(tp=8, sequence_parallel=False)
+    t_odd = _training_step(g, odd, lay, fs.Schedule(global_batch=8)).step_time
+    t_even = _training_step(g, even, lay, fs.Schedule(global_batch=8)).step_time
     assert 0 < t_odd <= t_even
     plan = fs.plan(g, model=odd, global_batch=8, top=1, max_solves=2)
     assert plan.best is not None and plan.best.layout.cp == 1       # cp 2-8 cannot split 8,191 tokens
+    # nor tp 2-8 with sequence parallelism: pruned as "sequence", never timed (it would be refused)
+    assert plan.best.layout.tp == 1 or not plan.best.layout.sequence_parallel
+    with pytest.raises(ValueError, match=r"tp \(8\) must split the sequence of 8191 tokens"):
+        memory_per_gpu(odd, tp=8, pp=1, dp=1, sequence_parallel=True)
+
+
+def test_plan_prunes_sequence_parallel_layouts_whose_tp_does_not_split_the_sequence():
+    # 1001 tokens = 7 x 11 x 13: of tp 1, 2, 4, 8 (cp 1) only tp 1 splits them; at tp 1 sequence
+    # parallelism is kept and the row without it pruned as the same job. Each of tp 2, 4, 8 loses its SP row
+    from dataclasses import replace
+
+    from flowsolver.planning import layout_space
+    spec = replace(get_model("llama-3-8b"), seq_len=1001)
+    s = layout_space(spec, 8, 8, gpu_memory=1e15, tp=(1, 2, 4, 8), cp=1, pp=1, vp=1, micro_batch=1,
+                     recompute="selective", zero=1, orders="tp-cp-dp-pp")
+    assert s.pruned["sequence"] == 3 and s.pruned["same"] == 1
+    assert sorted((lay.tp, lay.sequence_parallel) for lay in s.feasible) == [(1, True), (2, False), (4, False),
+                                                                              (8, False)]
