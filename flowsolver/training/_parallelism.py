@@ -17,7 +17,8 @@ REDUCE_DTYPES = {"bf16": 2.0, "fp32": 4.0}
 
 #: the value that leaves a field open for :func:`flowsolver.training_step` to choose
 AUTO = "auto"
-#: the values ``"auto"`` tries, the ones :func:`flowsolver.plan` searches by default
+#: the values ``"auto"`` tries (training_step's own choice); :func:`flowsolver.plan` searches
+#: wider by default: vp 1 to 12, micro-batch 1 to 32 (``flowsolver.planning.layout_space``)
 AUTO_CANDIDATES = {"vp": tuple(range(1, 9)), "micro_batch": (1, 2, 4, 8)}
 
 
