@@ -255,7 +255,9 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     stage's, the last to finish, is exposed). Otherwise the gradients are reduced bucket by bucket during the
     last microbatch's backward pass (2/3 of ``t_mb``) and, with the distributed optimizer
     (``zero`` 1 / 2), the updated parameters are all-gathered bucket by bucket during the next
-    step's first forward pass (1/3 of ``t_mb``), each window scaled by ``dp_overlap``. With
+    step's first forward pass (1/3 of ``t_mb``), each window scaled by ``dp_overlap``; ``zero = 2``
+    (sharded gradients, as DeepSpeed's ZeRO-2) reduces them in every microbatch's backward
+    instead, ``m`` reduce-scatters a step, each beside its own backward. With
     ``vp`` interleaved model chunks the windows stretch to ``1 + (vp - 1) pp / vp`` of these: a
     stage's chunks run their last backward (first forward) about ``pp`` chunk-slots apart, so
     the first chunk's gradients are final (the last chunk's parameters needed) that much
@@ -298,12 +300,17 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     stretch = 1.0 + (vp - 1) * pp / vp          # interleaved: chunks finish / start pp slots apart
     backward, forward = dp_overlap * (2.0 / 3.0) * t_mb * stretch, dp_overlap * (1.0 / 3.0) * t_mb * stretch
     op, calls = ("all_reduce", 1) if zero == 0 else ("reduce_scatter+all_gather", 2)
+    # ZeRO 2 (DeepSpeed, engine.py allreduce_gradients: "ZeRO stage >= 2 communicates during non
+    # gradient accumulation boundaries as well"): sharded gradients are reduce-scattered in every
+    # microbatch's backward, each beside that backward; the parameters all-gathered once a step
+    reduces = m if zero == 2 else 1
     for k in keys:
         reduce, gather = comms[k].per_call, comms[k].gather
-        exposed = max(reduce / chunks, reduce - backward)
+        exposed = reduces * max(reduce / chunks, reduce - backward)
         backward = max(0.0, backward - reduce)
         if gather:
             exposed += max(gather / chunks, gather - forward)
             forward = max(0.0, forward - gather)
-        phases[k] = _phase(comms[k], op, calls, exposed, (reduce + gather) / calls)
+        n = calls + reduces - 1
+        phases[k] = _phase(comms[k], op, n, exposed, (reduces * reduce + gather) / n)
     return phases

@@ -256,6 +256,25 @@ def test_dp_overlap_exposes_one_bucket_when_the_window_is_long_enough():
     assert none.phases["dp"].exposed == pytest.approx(c.per_call + c.gather, rel=1e-12)
 
 
+def test_zero2_reduce_scatters_the_sharded_gradients_every_microbatch():
+    # DeepSpeed ZeRO-2 (engine.py allreduce_gradients: "ZeRO stage >= 2 communicates during non
+    # gradient accumulation boundaries as well"): m reduce-scatters a step, one all-gather of the
+    # parameters; ZeRO-1 (Megatron's distributed optimizer: whole gradients) one of each.
+    # Llama 3 8B, DP 16, global batch 128: m = 8; bf16 gradients and parameters of
+    # 32 x (4096 x (4096 + 2 x 1024) + 4096^2 + 3 x 4096 x 14336) + 2 x 128256 x 4096 weights
+    g = tp.rail_optimized(2)
+    weights = 32 * (4096 * (4096 + 2 * 1024) + 4096 ** 2 + 3 * 4096 * 14336) + 2 * 128256 * 4096
+    one, two = (training_step(g, model="llama-3-8b", dp=16, global_batch=128, zero=z) for z in (1, 2))
+    assert two.microbatches == 8 and one.phases["dp"].calls == 2 and two.phases["dp"].calls == 8 + 1
+    c = two.profile.comms["dp"]
+    assert c.op == "reduce_scatter" and c.bytes == 2 * weights and two.phases["dp"].bytes == 2 * weights
+    assert two.phases["dp"].total == pytest.approx(8 * c.per_call + c.gather, rel=1e-12)
+    # with no overlap every call is exposed: 7 reduce-scatters more than ZeRO-1's step
+    bare1, bare2 = one.recompose(dp_overlap=0.0), two.recompose(dp_overlap=0.0)
+    assert bare2.phases["dp"].exposed == pytest.approx(8 * c.per_call + c.gather, rel=1e-12)
+    assert bare2.step_time - bare1.step_time == pytest.approx(7 * c.per_call, rel=1e-9)
+
+
 @pytest.mark.parametrize("kw,message", [
     (dict(tp=8, cp=4), r"tp \* cp \* pp must divide the GPU count 16 \(dp is the quotient\), got tp=8, cp=4, pp=1"),
     (dict(tp=4, cp=2, dp=4), r"tp \* cp \* pp \* dp must equal the GPU count 16, got tp=4, cp=2, pp=1, dp=4"),
