@@ -20,13 +20,14 @@ __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS",
 PRUNE_REASONS = {
     "gpus": "tp x cp x pp does not divide the GPU count",
     "heads": "tp does not divide the attention heads and KV heads",
-    "sequence": "2 cp does not divide the sequence length",
+    "sequence": "2 cp does not divide the sequence length, or tp x cp does not with sequence parallelism",
     "layers": "pp x vp does not split the layers (nor layers + 2), or vp > 1 without pp > 1",
     "experts": "ep > 1 on a dense model, or ep does not divide dp and the experts",
     "batch": "dp x micro_batch does not divide the global batch",
     "same": "the same job as another combination (sequence parallelism at tp 1, a rank order that only "
             "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard, "
-            "selective recompute beside none with a fused attention: it keeps no scores to recompute)",
+            "selective recompute beside none with a fused attention when both need the same memory: it keeps no "
+            "scores to recompute)",
     "memory": "the largest stage's memory estimate exceeds the GPU's memory less the headroom",
 }
 
@@ -233,10 +234,11 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                     pruned["same"] += len(modes) * len(sps) * len(order_list)
                                     continue
                                 for r in modes:
-                                    if r == "selective" and fused and "none" in modes:      # none's job
-                                        pruned["same"] += len(sps) * len(order_list)
-                                        continue
+                                    twin = r == "selective" and fused and "none" in modes
                                     for sp in sps:
+                                        if sp and spec.seq_len % (t * c):        # SP shards s / cp over tp
+                                            pruned["sequence"] += len(order_list)
+                                            continue
                                         mem = None
                                         seen = set()
                                         for order in order_list:
@@ -252,6 +254,15 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                                                      attention=attention,
                                                                      fp8_activations=fp8_activations,
                                                                      gather_bytes=gather_bytes)
+                                            # a fused attention recomputes nothing for "selective": none's job
+                                            # in time, and in memory unless "none" keeps more (FP8's output copy)
+                                            if twin and mem == memory_per_gpu(
+                                                    spec, tp=t, pp=p, dp=d, ep=e, zero=z, micro_batch=mb,
+                                                    microbatches=m, cp=c, vp=v, recompute="none",
+                                                    sequence_parallel=sp, attention=attention,
+                                                    fp8_activations=fp8_activations, gather_bytes=gather_bytes):
+                                                pruned["same"] += 1
+                                                continue
                                             if mem > usable:
                                                 pruned["memory"] += 1
                                                 continue

@@ -188,7 +188,8 @@ class DataParallelTraffic:
     def hooks(self, rank, stage, d, mb, chunk, passes, gathers, zero3_end, later):
         """What runs between the segments of this pass: the DP calls it waits for or
         launches (ZeRO 0 - 2, ``compose``'s windows: the gradients of all buckets but the last
-        reduced from the first bucket's completion, the last after the backward; the first
+        reduced from the first bucket's completion, the last after the backward, in the last
+        microbatch's backward, in every one with ZeRO 2; the first
         bucket's parameters before the first forward, the others' before the first forward
         of chunk 1 or, without pipelining, by the end of the first forward), or the FSDP
         traffic of its microbatch (ZeRO 3: the dense layers' per layer, :meth:`fsdp`, the
@@ -215,6 +216,7 @@ class DataParallelTraffic:
             elif rest is not None and chunk == (1 if o > 0 else 0):
                 when(0, lambda: rank.join.append(rest))
         last_b = d == "B" and not any(p[0] == "B" and p[2] == chunk for p in passes[at + 1:])
+        last_b = last_b or (d == "B" and self.zero == 2)        # ZeRO 2 reduces every microbatch's gradients
         if self.zero != 3 and self.dp_kinds and last_b:
             if self.lay.vp == 1:
                 when(round((1.0 - o) * n), lambda: self.reduce(rank, "rest"))

@@ -197,7 +197,8 @@ class _Builder:
         if "cp" in self.comms:
             rest -= sum(self.attention[r] for r in self.rings(d, again))
         blocks = self.groups_of(d, again)
-        hidden = [[tp_hidden(self.tp_seconds[op], self.gemms[gemm], self.tp_overlap) for op, gemm in ops]
+        hidden = [[tp_hidden(self.tp_seconds[op], self.gemms[gemm], self.tp_overlap, (op, gemm))
+                   for op, gemm in ops]
                   for _, _, ops in blocks]
         total = sum(map(sum, hidden))
         scale = min(1.0, rest / total) if total > 0 else 1.0           # never more hidden than compute

@@ -291,8 +291,9 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
     mixture of experts runs its ``experts / ep`` local experts on ``T top_k capacity_factor ep /
     experts`` tokens each. A forward ``(m, n, k)`` has a data gradient ``(m, k, n)`` and a weight
     gradient ``(k, n, m)``, in the step's precision (FP8: the layers' four GEMMs; the logits stay
-    bf16). With TP overlap the GEMMs beside a TP collective run as the overlap runs them
-    (:data:`_UB`: split into chunks along their rows, on the SMs the communication leaves). Attention: causal flash attention, forward ``2 T s h / (tp)`` FLOPs per layer (``s``
+    bf16). With TP overlap (and sequence parallelism) the GEMMs beside a TP collective run as the
+    overlap runs them (:data:`_UB`: split into chunks along their rows, on the SMs the
+    communication leaves). Attention: causal flash attention, forward ``2 T s h / (tp)`` FLOPs per layer (``s``
     the full sequence: a CP rank's queries see all keys), backward 2.5 x, at
     :func:`._kernels.attention_rates` for ``s / cp`` keys per block; ``"unfused"`` computes the
     full square at the BF16 GEMM rate and moves the scores through HBM.
@@ -315,7 +316,9 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
     fc1_out = (2 if gated else 1) * ffn_local
 
     fam = kernel_family(gpu)
-    overlap = _overlap_plan(fam, precision, tp, tp_overlap, tp_overlap_impl)
+    # no TP overlap without sequence parallelism (Megatron-LM refuses it: "Tensor parallel
+    # communication/GEMM overlap can happen only when sequence parallelism is enabled"): whole GEMMs
+    overlap = _overlap_plan(fam, precision, tp, tp_overlap if sequence_parallel else 0.0, tp_overlap_impl)
 
     def one(m, n, k, prec, count, op, ps):
         chunks, held = overlap.get((op, ps), (1, 0))

@@ -61,8 +61,12 @@ def _phase(comm, op, calls, exposed, per_call) -> Phase:
 # all-gathered again beside the data-gradient GEMM (the weight gradient needs the full
 # input, kept sharded) and the input gradient reduce-scattered beside the weight-gradient
 # GEMM ("bulk"). Each backward GEMM takes as long as its forward. Without sequence
-# parallelism: an all-reduce after proj and FC2 forward and of the QKV and FC1 input
-# gradients backward (Megatron's async all-reduce beside the weight gradient).
+# parallelism: an all-reduce after proj and FC2 forward, fully exposed (it reduces the GEMM's
+# output, so it cannot start before the GEMM ends, and Megatron-LM refuses TP communication /
+# GEMM overlap without sequence parallelism: megatron/training/arguments.py, "Tensor parallel
+# communication/GEMM overlap can happen only when sequence parallelism is enabled"), and of
+# the QKV and FC1 input gradients backward (Megatron's async all-reduce beside the weight
+# gradient, hidden as above).
 _SP_FORWARD = (("all_gather", "qkv"), ("reduce_scatter", "proj"), ("all_gather", "fc1"), ("reduce_scatter", "fc2"))
 _SP_BACKWARD = (("all_gather", "fc2"), ("all_gather", "fc1"), ("reduce_scatter", "fc1"), ("all_gather", "proj"),
                 ("all_gather", "qkv"), ("reduce_scatter", "qkv"))
@@ -81,14 +85,16 @@ def tp_layer_ops(sequence_parallel: bool) -> tuple:
     return (_SP_FORWARD, _SP_BACKWARD) if sequence_parallel else (_AR_FORWARD, _AR_BACKWARD)
 
 
-def tp_hidden(seconds: float, gemm: float, tp_overlap: float) -> float:
+def tp_hidden(seconds: float, gemm: float, tp_overlap: float, op: tuple = ()) -> float:
     """Seconds of a TP collective of ``seconds`` hidden behind its GEMM of ``gemm``
-    seconds: ``tp_overlap x min(seconds, gemm)`` (:func:`tp_layer_exposed`).
+    seconds: ``tp_overlap x min(seconds, gemm)`` (:func:`tp_layer_exposed`); none for ``op``
+    (its ``(op, gemm)`` pair) a forward all-reduce without sequence parallelism, which
+    reduces the GEMM's output after it.
 
-    >>> tp_hidden(2.0, 0.5, 0.5), tp_hidden(1.0, 4.0, 0.5)
-    (0.25, 0.5)
+    >>> tp_hidden(2.0, 0.5, 0.5), tp_hidden(1.0, 4.0, 0.5), tp_hidden(1.0, 4.0, 0.5, ("all_reduce", "fc2"))
+    (0.25, 0.5, 0.0)
     """
-    return tp_overlap * min(seconds, gemm)
+    return 0.0 if tuple(op) in _AR_FORWARD else tp_overlap * min(seconds, gemm)
 
 
 def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward=False) -> tuple:
@@ -115,9 +121,9 @@ def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward=
         again = tuple(o for o in forward if o in (recompute_forward or ()))
     ops = forward + again + backward
     seconds = dict(all_gather=comm.gather, reduce_scatter=comm.per_call, all_reduce=comm.per_call)
-    times = [(seconds[op], gemms[gemm]) for op, gemm in ops]
-    exposed = sum(t - tp_hidden(t, g, tp_overlap) for t, g in times)
-    return len(times), sum(t for t, _ in times), exposed
+    times = [(seconds[op], gemms[gemm], (op, gemm)) for op, gemm in ops]
+    exposed = sum(t - tp_hidden(t, g, tp_overlap, o) for t, g, o in times)
+    return len(times), sum(t for t, _, _ in times), exposed
 
 
 def cp_ring_exposed(step_seconds: float, cp: int, attention_fwd: float, attention_bwd: float,
@@ -249,7 +255,9 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     stage's, the last to finish, is exposed). Otherwise the gradients are reduced bucket by bucket during the
     last microbatch's backward pass (2/3 of ``t_mb``) and, with the distributed optimizer
     (``zero`` 1 / 2), the updated parameters are all-gathered bucket by bucket during the next
-    step's first forward pass (1/3 of ``t_mb``), each window scaled by ``dp_overlap``. With
+    step's first forward pass (1/3 of ``t_mb``), each window scaled by ``dp_overlap``; ``zero = 2``
+    (sharded gradients, as DeepSpeed's ZeRO-2) reduces them in every microbatch's backward
+    instead, ``m`` reduce-scatters a step, each beside its own backward. With
     ``vp`` interleaved model chunks the windows stretch to ``1 + (vp - 1) pp / vp`` of these: a
     stage's chunks run their last backward (first forward) about ``pp`` chunk-slots apart, so
     the first chunk's gradients are final (the last chunk's parameters needed) that much
@@ -292,12 +300,17 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     stretch = 1.0 + (vp - 1) * pp / vp          # interleaved: chunks finish / start pp slots apart
     backward, forward = dp_overlap * (2.0 / 3.0) * t_mb * stretch, dp_overlap * (1.0 / 3.0) * t_mb * stretch
     op, calls = ("all_reduce", 1) if zero == 0 else ("reduce_scatter+all_gather", 2)
+    # ZeRO 2 (DeepSpeed, engine.py allreduce_gradients: "ZeRO stage >= 2 communicates during non
+    # gradient accumulation boundaries as well"): sharded gradients are reduce-scattered in every
+    # microbatch's backward, each beside that backward; the parameters all-gathered once a step
+    reduces = m if zero == 2 else 1
     for k in keys:
         reduce, gather = comms[k].per_call, comms[k].gather
-        exposed = max(reduce / chunks, reduce - backward)
+        exposed = reduces * max(reduce / chunks, reduce - backward)
         backward = max(0.0, backward - reduce)
         if gather:
             exposed += max(gather / chunks, gather - forward)
             forward = max(0.0, forward - gather)
-        phases[k] = _phase(comms[k], op, calls, exposed, (reduce + gather) / calls)
+        n = calls + reduces - 1
+        phases[k] = _phase(comms[k], op, n, exposed, (reduces * reduce + gather) / n)
     return phases

@@ -135,3 +135,19 @@ class ParallelLayout:
         if kind == "dp_experts":
             return by_expert.transpose(3, 0, 2, 1, 4).reshape(-1, (dp // ep) * cp).tolist()
         raise ValueError(f"kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}")
+
+
+def check_sequence_split(seq_len: int, tp: int, cp: int) -> None:
+    """Sequence parallelism shards each CP rank's ``seq_len / cp`` tokens over the ``tp`` ranks
+    (Megatron-Core's scatter to the sequence-parallel region splits the sequence dimension in
+    ``tp`` equal parts): ``tp x cp`` must divide ``seq_len``.
+
+    >>> check_sequence_split(1001, 8, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: tp (8) must split the sequence of 1001 tokens ... tp x cp (8) must divide seq_len
+    """
+    if seq_len % (tp * cp):
+        raise ValueError(f"tp ({tp}) must split the sequence of {seq_len} tokens (over cp {cp}) into tp equal shards "
+                         f"(sequence parallelism shards each CP rank's tokens over the TP ranks): tp x cp "
+                         f"({tp * cp}) must divide seq_len")

@@ -34,6 +34,7 @@ from .. import _checks
 from ._recompute import FORWARD_AGAIN, check_layers_mode, check_recompute, kept_bytes_per_token
 from ._memory_overheads import (CUDA_CONTEXT_A100, DEEPSPEED_REDUCE_BUCKET, DEEPSPEED_ZERO_NVIDIA_SMI_A100,
                                 MemoryOverheads, _peak_of, _step_events, caching_allocator_reserved)
+from ._layout import check_sequence_split
 from ._models import get_model
 from ._pipeline import chunk_layers, peak_in_flight
 from ._schedule import check_recompute_layers
@@ -315,6 +316,8 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
                        ("embedding_norm", embedding_norm), ("fp8_activations", fp8_activations)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False, got {flag!r}")
+    if sequence_parallel:
+        check_sequence_split(spec.seq_len, tp, cp)
     if attention not in (None, "auto", "fa2", "fa3", "unfused"):
         raise ValueError(f"attention must be None, 'auto', 'fa2', 'fa3' or 'unfused', got {attention!r}")
     overheads = MemoryOverheads() if overheads is None else overheads

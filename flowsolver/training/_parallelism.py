@@ -17,7 +17,8 @@ REDUCE_DTYPES = {"bf16": 2.0, "fp32": 4.0}
 
 #: the value that leaves a field open for :func:`flowsolver.training_step` to choose
 AUTO = "auto"
-#: the values ``"auto"`` tries, the ones :func:`flowsolver.plan` searches by default
+#: the values ``"auto"`` tries (training_step's own choice); :func:`flowsolver.plan` searches
+#: wider by default: vp 1 to 12, micro-batch 1 to 32 (``flowsolver.planning.layout_space``)
 AUTO_CANDIDATES = {"vp": tuple(range(1, 9)), "micro_batch": (1, 2, 4, 8)}
 
 
@@ -46,7 +47,8 @@ class Parallelism:
     (interleaved 1F1B). ``micro_batch`` sequences per microbatch. ``vp`` and ``micro_batch``
     may be ``"auto"`` (training_step times every candidate of ``AUTO_CANDIDATES``, vp 1 to 8,
     micro_batch 1, 2, 4, 8, and keeps the fastest that fits in memory) or a tuple of
-    candidates. ``zero``: 0 all-reduce, 1 / 2 distributed optimizer, 3 FSDP;
+    candidates. ``zero``: 0 all-reduce, 1 distributed optimizer, 2 sharded gradients too (a reduce-scatter
+    each microbatch), 3 FSDP;
     ``reduce_dtype`` (``bf16`` / ``fp32``) the gradients' dtype on the wire;
     ``fp8_param_gather`` FSDP's parameter all-gather in FP8 (with ``precision="fp8"``).
     ``sequence_parallel``: TP all-reduces as reduce-scatter + all-gather. ``capacity_factor``:

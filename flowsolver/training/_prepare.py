@@ -13,7 +13,7 @@ from ..collectives import checked_collective_options
 from ..routing import gpu_nodes
 from ._schedule import check_recompute_layers, checked_schedule, default_batch, default_tp_overlap
 from ._compute import check_precision
-from ._layout import DEFAULT_ORDER, ParallelLayout
+from ._layout import DEFAULT_ORDER, ParallelLayout, check_sequence_split
 from ._memory import check_zero, gather_bytes_of
 from ._models import ModelSpec, get_model
 from ._parallelism import REDUCE_DTYPES
@@ -147,6 +147,8 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
     gather_bytes = float(gather_bytes_of(precision, fp8_param_gather))
     if not isinstance(sequence_parallel, bool):
         raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
+    if sequence_parallel:
+        check_sequence_split(spec.seq_len, layout.tp, layout.cp)
     return PreparedStep(solve=dict(model=spec, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
                                    algorithms=_algorithms(algorithms), options=collective_options,
                                    sequence_parallel=sequence_parallel, capacity_factor=factor,

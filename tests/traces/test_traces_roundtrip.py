@@ -385,3 +385,16 @@ def test_kernel_table_compute_carries_the_model_flops():
     flops = sum(n.flops for n in nodes if n.kind == "compute")
     assert flops == pytest.approx(step.microbatches * TINY.seq_len * TINY.flops_per_token / 8, rel=1e-9)
     assert sum(n.duration for n in nodes if n.kind == "compute") == pytest.approx(step.compute_time, rel=1e-9)
+
+
+def test_zero2_trace_reduce_scatters_the_gradients_in_every_microbatch():
+    # DeepSpeed ZeRO-2 (sharded gradients) reduce-scatters in every microbatch's backward, as
+    # compose times it; ZeRO-1 (whole gradients) in the last one only; one parameter gather each
+    def dp_calls(zero):
+        step = training_step(tp.rail_optimized(2), model=TINY, tp=8, global_batch=4, zero=zero)
+        calls = [n for n in workload_from_step(step).ranks[0].nodes if n.kind == "collective" and ".dp." in n.name]
+        return step.microbatches, [n.op for n in calls]
+    m, two = dp_calls(2)
+    assert m == 2 and two.count("reduce_scatter") == m * 2 and two.count("all_gather") == 2   # 2 buckets each
+    _, one = dp_calls(1)
+    assert one.count("reduce_scatter") == 2 and one.count("all_gather") == 2

@@ -11,6 +11,7 @@ from flowsolver import training_step as _training_step
 from flowsolver.study import cluster
 from flowsolver.traces._schedule import pass_order
 from flowsolver.training import ParallelLayout, memory_per_gpu, stage_layers
+from flowsolver.training._compose import layer_compute
 from flowsolver.training._pipeline import chunk_layers, peak_in_flight
 
 ZERO = dict(step_latency=0.0, base_latency=0.0)
@@ -115,6 +116,24 @@ def test_sequence_parallel_tp_hides_behind_each_gemm_at_most_what_the_gemm_lasts
     assert plain.phases["tp"].op == "all_reduce" and plain.phases["tp"].calls == 4 * 32 * plain.microbatches
     # the default hides (tp - 1) / tp
     assert training_step(g, model="llama-3-8b", tp=8, global_batch=16).tp_overlap == 7 / 8
+
+
+def test_without_sequence_parallelism_the_forward_all_reduces_are_exposed():
+    # an all-reduce of proj's / FC2's output starts after that GEMM ends, and Megatron-LM runs no
+    # TP communication / GEMM overlap without sequence parallelism (arguments.py: "Tensor parallel
+    # communication/GEMM overlap can happen only when sequence parallelism is enabled"): the two
+    # forward all-reduces are exposed whole and the GEMMs run unchunked; only the backward's async
+    # all-reduces of the QKV and FC1 input gradients hide, (tp - 1) / tp of min(t, GEMM)
+    g = tp.rail_optimized(1)
+    r = _training_step(g, model="llama-3-8b", tp=8, global_batch=8, sequence_parallel=False)
+    bare = _training_step(g, model="llama-3-8b", tp=8, global_batch=8, sequence_parallel=False, tp_overlap=0.0)
+    gemms, bare_gemms = (layer_compute(x.profile, x.schedule)["gemms"] for x in (r, bare))
+    assert gemms == pytest.approx(bare_gemms, rel=1e-12)           # no chunks, no SMs held
+    ar, layers = r.profile.comms["tp"].per_call, 32 * r.microbatches
+    backward_hidden = sum(7 / 8 * min(ar, gemms[k]) for k in ("fc1", "qkv"))
+    assert r.phases["tp"].exposed == pytest.approx(layers * (4 * ar - backward_hidden), rel=1e-12)
+    assert bare.phases["tp"].exposed == pytest.approx(layers * 4 * ar, rel=1e-12)
+    assert r.step_time == pytest.approx(bare.step_time - layers * backward_hidden, rel=1e-12)
 
 
 def test_context_parallel_rings_exchange_kv_per_layer_within_cp_groups():
@@ -237,10 +256,32 @@ def test_dp_overlap_exposes_one_bucket_when_the_window_is_long_enough():
     assert none.phases["dp"].exposed == pytest.approx(c.per_call + c.gather, rel=1e-12)
 
 
+def test_zero2_reduce_scatters_the_sharded_gradients_every_microbatch():
+    # DeepSpeed ZeRO-2 (engine.py allreduce_gradients: "ZeRO stage >= 2 communicates during non
+    # gradient accumulation boundaries as well"): m reduce-scatters a step, one all-gather of the
+    # parameters; ZeRO-1 (Megatron's distributed optimizer: whole gradients) one of each.
+    # Llama 3 8B, DP 16, global batch 128: m = 8; bf16 gradients and parameters of
+    # 32 x (4096 x (4096 + 2 x 1024) + 4096^2 + 3 x 4096 x 14336) + 2 x 128256 x 4096 weights
+    g = tp.rail_optimized(2)
+    weights = 32 * (4096 * (4096 + 2 * 1024) + 4096 ** 2 + 3 * 4096 * 14336) + 2 * 128256 * 4096
+    one, two = (training_step(g, model="llama-3-8b", dp=16, global_batch=128, zero=z) for z in (1, 2))
+    assert two.microbatches == 8 and one.phases["dp"].calls == 2 and two.phases["dp"].calls == 8 + 1
+    c = two.profile.comms["dp"]
+    assert c.op == "reduce_scatter" and c.bytes == 2 * weights and two.phases["dp"].bytes == 2 * weights
+    assert two.phases["dp"].total == pytest.approx(8 * c.per_call + c.gather, rel=1e-12)
+    # with no overlap every call is exposed: 7 reduce-scatters more than ZeRO-1's step
+    bare1, bare2 = one.recompose(dp_overlap=0.0), two.recompose(dp_overlap=0.0)
+    assert bare2.phases["dp"].exposed == pytest.approx(8 * c.per_call + c.gather, rel=1e-12)
+    assert bare2.step_time - bare1.step_time == pytest.approx(7 * c.per_call, rel=1e-9)
+
+
 @pytest.mark.parametrize("kw,message", [
     (dict(tp=8, cp=4), r"tp \* cp \* pp must divide the GPU count 16 \(dp is the quotient\), got tp=8, cp=4, pp=1"),
     (dict(tp=4, cp=2, dp=4), r"tp \* cp \* pp \* dp must equal the GPU count 16, got tp=4, cp=2, pp=1, dp=4"),
     (dict(tp=8, cp=2, seq_len=6), r"cp \(2\) must split the sequence of 6 tokens into 2 x cp equal chunks"),
+    (dict(tp=8, seq_len=1001, sequence_parallel=True),
+     r"tp \(8\) must split the sequence of 1001 tokens \(over cp 1\) into tp equal shards .* tp x cp \(8\) must"),
+    (dict(tp=4, cp=2, seq_len=1004, sequence_parallel=True), r"tp \(4\) must split the sequence of 1004 tokens"),
     (dict(tp=8, vp=2), r"vp \(2\) interleaves pipeline stages: it needs pp > 1"),
     (dict(tp=4, pp=2, vp=3), r"pp x vp \(2 x 3 = 6 virtual stages\) must divide the model's 32 layers"),
     (dict(tp=8, ep=2), r"ep \(2\) needs a mixture-of-experts model"),
@@ -272,8 +313,28 @@ def test_an_odd_sequence_needs_no_ring_attention_split_at_cp_1():
 
     g = tp.rail_optimized(nodes=1)
     odd, even = (replace(get_model("llama-3-8b"), seq_len=n) for n in (8191, 8192))
-    t_odd = _training_step(g, odd, fs.Parallelism(tp=8), fs.Schedule(global_batch=8)).step_time
-    t_even = _training_step(g, even, fs.Parallelism(tp=8), fs.Schedule(global_batch=8)).step_time
+    # (without sequence parallelism: it shards the sequence over the TP ranks, 8 must divide it)
+    lay = fs.Parallelism(tp=8, sequence_parallel=False)
+    t_odd = _training_step(g, odd, lay, fs.Schedule(global_batch=8)).step_time
+    t_even = _training_step(g, even, lay, fs.Schedule(global_batch=8)).step_time
     assert 0 < t_odd <= t_even
     plan = fs.plan(g, model=odd, global_batch=8, top=1, max_solves=2)
     assert plan.best is not None and plan.best.layout.cp == 1       # cp 2-8 cannot split 8,191 tokens
+    # nor tp 2-8 with sequence parallelism: pruned as "sequence", never timed (it would be refused)
+    assert plan.best.layout.tp == 1 or not plan.best.layout.sequence_parallel
+    with pytest.raises(ValueError, match=r"tp \(8\) must split the sequence of 8191 tokens"):
+        memory_per_gpu(odd, tp=8, pp=1, dp=1, sequence_parallel=True)
+
+
+def test_plan_prunes_sequence_parallel_layouts_whose_tp_does_not_split_the_sequence():
+    # 1001 tokens = 7 x 11 x 13: of tp 1, 2, 4, 8 (cp 1) only tp 1 splits them; at tp 1 sequence
+    # parallelism is kept and the row without it pruned as the same job. Each of tp 2, 4, 8 loses its SP row
+    from dataclasses import replace
+
+    from flowsolver.planning import layout_space
+    spec = replace(get_model("llama-3-8b"), seq_len=1001)
+    s = layout_space(spec, 8, 8, gpu_memory=1e15, tp=(1, 2, 4, 8), cp=1, pp=1, vp=1, micro_batch=1,
+                     recompute="selective", zero=1, orders="tp-cp-dp-pp")
+    assert s.pruned["sequence"] == 3 and s.pruned["same"] == 1
+    assert sorted((lay.tp, lay.sequence_parallel) for lay in s.feasible) == [(1, True), (2, False), (4, False),
+                                                                              (8, False)]
