@@ -133,8 +133,12 @@ def corpus_curves(min_points: int, cache: str | None = None) -> list[dict]:
 
         # how the run was timed: nccl-tests -g N (one thread, N GPUs), one torch.distributed call from idle
         timing = dict(gpus_per_thread=S.gpus_per_thread(env), host_overhead=S.host_overhead(env))
+        # calibrate models a send / receive log as the ring shift nccl-tests runs, over the ranks in
+        # their order (rank i to i + 1); the curve's network pair first is for collective()'s pair
+        log_ranks = sorted(ranks) if ranks is not None and setup.network_pair_first else ranks
         out.append(dict(name=name, kind="corpus", graph=graph, ranks=ranks, op=S.OPS[points[0]["op"]],
-                        algorithms=algorithms, sizes=sizes, times=times, table=table, note="", timing=timing))
+                        algorithms=algorithms, sizes=sizes, times=times, table=table, note="", timing=timing,
+                        log_ranks=log_ranks))
     return out
 
 
@@ -144,7 +148,8 @@ def predict(curve: dict, fit: list[int], test: list[int]) -> dict:
     graph, ranks, op, timing = curve["graph"], curve["ranks"], curve["op"], curve.get("timing", {})
     best = None
     for algorithm in curve["algorithms"]:
-        cal = calibrate(graph, [curve["table"](fit)], ranks=ranks, op=op, algorithm=algorithm, **timing)
+        cal = calibrate(graph, [curve["table"](fit)], ranks=curve.get("log_ranks", ranks), op=op,
+                        algorithm=algorithm, **timing)
         spread = statistics.median(abs(e) for e in cal.residuals["error"])
         if best is None or spread < best[0]:
             best = (spread, algorithm, cal)
