@@ -109,8 +109,9 @@ class _Fit:
         self.rows, self.measured, self.done = rows, np.asarray(measured), np.asarray(done, dtype=float)
         # rows of one size repeated (nccl-tests -N, logs pasted together) are one measurement's
         # repeats: each weighs 1 / its copies, so k copies tell what one row tells
-        copies = Counter((r.op, r.size) for r in rows)
-        self.weight = np.array([1.0 / copies[r.op, r.size] for r in rows])
+        self.sizes = [(r.op, r.size) for r in rows]
+        copies = Counter(self.sizes)
+        self.weight = np.array([1.0 / copies[k] for k in self.sizes])
         self.center = np.array([0.0] * _PIPE + [getattr(PIPELINE, q.name) * (1e6 if q.unit == "s" else 1.0)
                                                 for q in _QUANTITIES[_PIPE:]])
         self.spread = np.array([q.spread for q in _QUANTITIES])
@@ -238,8 +239,7 @@ def _fit(rows, measured, done):
 
     # one size is fitted exactly, its misfit untold: two distinct sizes (rows of one size
     # repeated, nccl-tests -N or logs pasted together, are one measurement's repeats)
-    sizes = [(r.op, r.size) for r in rows]
-    eligible = np.array([len({sizes[j] for j in np.flatnonzero(m)}) >= 2 for m in masks])
+    eligible = np.array([len({fit.sizes[j] for j in np.flatnonzero(m)}) >= 2 for m in masks])
     eligible &= np.array([q.fitted for q in _QUANTITIES])
     starts = [np.zeros(n)] + [np.eye(n)[_NET] * s for s in (1.0, 3.0)] + [np.eye(n)[_LAUNCH]]
     z, converged = fit.solve(eligible, _NOISE_START, starts, told_rows(eligible))

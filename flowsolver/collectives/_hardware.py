@@ -57,9 +57,8 @@ def nvlink_edges(graph, gpus) -> list:
     return [e for g, s in zip(gpus, switches) for e in ((g, s), (s, g)) if graph.has_edge(*e)]
 
 
-def _nvlink_rate(graph, edge, efficiency) -> float:
-    """An NVLink edge's capacity times its efficiency (bytes/s)."""
-    d = graph.edges[edge]
+def _rate(d, efficiency) -> float:
+    """A link's capacity times its efficiency (bytes/s), ``d`` its edge attributes."""
     return d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), efficiency, d.get("efficiency"))
 
 
@@ -72,7 +71,7 @@ def slowest_nvlink(graph, gpus, efficiency) -> float:
     for g in gpus:
         if g not in rates:          # None: no NVSwitch
             edges = nvlink_edges(graph, [g])
-            rates[g] = min(_nvlink_rate(graph, e, efficiency) for e in edges) if edges else None
+            rates[g] = min(_rate(graph.edges[e], efficiency) for e in edges) if edges else None
         if rates[g] is None:
             return 0.0
         low = min(low, rates[g])
@@ -124,8 +123,8 @@ def _nic_egress(graph, nic, efficiency) -> float:
     """Bytes/s a compute NIC's cables send into the fabric at their efficiency (0: another role)."""
     if graph.nodes[nic].get("role", "compute") != "compute":
         return 0.0
-    return sum(e.get("capacity", 0.0) * link_efficiency(e.get("tech", ""), efficiency, e.get("efficiency"))
-               for _, v, e in graph.out_edges(nic, data=True) if graph.nodes[v].get("kind") == "switch")
+    return sum(_rate(e, efficiency) for _, v, e in graph.out_edges(nic, data=True)
+               if graph.nodes[v].get("kind") == "switch")
 
 
 def sharing_nics(graph, groups, efficiency, *hws) -> list:

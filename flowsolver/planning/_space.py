@@ -233,13 +233,22 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                 if d * c == 1 and z != ints["zero"][0]:      # ZeRO shards over dp x cp
                                     pruned["same"] += len(modes) * len(sps) * len(order_list)
                                     continue
+                                mems = {}           # (recompute, sp) -> the memory estimate, once each
+
+                                def memory_of(r, sp, z=z, mb=mb, m=m, mems=mems):
+                                    if (r, sp) not in mems:
+                                        mems[r, sp] = memory_per_gpu(
+                                            spec, tp=t, pp=p, dp=d, ep=e, zero=z, micro_batch=mb, microbatches=m,
+                                            cp=c, vp=v, recompute=r, sequence_parallel=sp, attention=attention,
+                                            fp8_activations=fp8_activations, gather_bytes=gather_bytes)
+                                    return mems[r, sp]
+
                                 for r in modes:
                                     twin = r == "selective" and fused and "none" in modes
                                     for sp in sps:
                                         if sp and spec.seq_len % (t * c):        # SP shards s / cp over tp
                                             pruned["sequence"] += len(order_list)
                                             continue
-                                        mem = None
                                         seen = set()
                                         for order in order_list:
                                             key = _canonical(order, degrees)
@@ -247,20 +256,10 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                                 pruned["same"] += 1
                                                 continue
                                             seen.add(key)
-                                            if mem is None:
-                                                mem = memory_per_gpu(spec, tp=t, pp=p, dp=d, ep=e, zero=z,
-                                                                     micro_batch=mb, microbatches=m, cp=c, vp=v,
-                                                                     recompute=r, sequence_parallel=sp,
-                                                                     attention=attention,
-                                                                     fp8_activations=fp8_activations,
-                                                                     gather_bytes=gather_bytes)
+                                            mem = memory_of(r, sp)
                                             # a fused attention recomputes nothing for "selective": none's job
                                             # in time, and in memory unless "none" keeps more (FP8's output copy)
-                                            if twin and mem == memory_per_gpu(
-                                                    spec, tp=t, pp=p, dp=d, ep=e, zero=z, micro_batch=mb,
-                                                    microbatches=m, cp=c, vp=v, recompute="none",
-                                                    sequence_parallel=sp, attention=attention,
-                                                    fp8_activations=fp8_activations, gather_bytes=gather_bytes):
+                                            if twin and mem == memory_of("none", sp):
                                                 pruned["same"] += 1
                                                 continue
                                             if mem > usable:
