@@ -9,7 +9,8 @@ import numpy as np
 import topologies as tp_
 
 from .. import _checks
-from ..training import DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, get_model
+from ..training import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, get_model, kernel_tables_missing,
+                        resolve_compute)
 from ._kv import kv_transfer
 from ._result import ServeResult, _result, request_stream
 from ._steps import WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
@@ -71,24 +72,33 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
                 + 2 * moe_layers * table.time("ep", sm.ep_bytes(tokens_per_rank, a2a_bytes))
                 + (lay.pp - 1) * table.time("pp", sm.pp_bytes(tokens_per_rank)))
 
-    batches = np.arange(max_seqs + 1, dtype=np.float64) / lay.ep          # per attention rank
-    weights = np.array([sm.weight_bytes(b * lay.ep) for b in batches])
     # the busiest attention rank holds whole sequences, ceil(b / ep) of the b (one sequence on
     # 8 ranks is on one, not 1/8 on each), and their share of the context; the step waits for it
     busiest = np.ceil(np.arange(max_seqs + 1) / lay.ep)
-    flops = np.array([sm.decode_flops(b, 0.0) for b in busiest])
     context_share = busiest / np.maximum(np.arange(max_seqs + 1), 1)
-    per_context_bytes = sm.kv_read_bytes(1.0)
-    per_context_flops = sm.decode_flops(0.0, 1.0)
-    rate = sm._peak * sm.compute_efficiency
     comm_decode = comm(busiest)         # its tokens, as prefill's: the rank holding the most sends the most
     comm_decode[0] = 0.0
+    if sm.kernels is not None:          # the kernel tables: each kernel timed alone, the KV reads apart
+        fixed = np.array([sm.kernels.decode_fixed(b, n) for n, b in enumerate(busiest)])
+        per_context = sm.kernels.decode_context(1.0)
+
+        def compute_time(b, mine):
+            return fixed[b] + per_context * mine
+    else:
+        batches = np.arange(max_seqs + 1, dtype=np.float64) / lay.ep      # per attention rank
+        weights = np.array([sm.weight_bytes(b * lay.ep) for b in batches])
+        flops = np.array([sm.decode_flops(b, 0.0) for b in busiest])
+        per_context_bytes = sm.kv_read_bytes(1.0)
+        per_context_flops = sm.decode_flops(0.0, 1.0)
+        rate = sm._peak * sm.compute_efficiency
+
+        def compute_time(b, mine):
+            return max((weights[b] + per_context_bytes * mine) / sm.hbm_bandwidth,
+                       (flops[b] + per_context_flops * mine) / rate)
 
     def decode_time(batch, context):
         b = int(batch)
-        mine = context * context_share[b]
-        compute = max((weights[b] + per_context_bytes * mine) / sm.hbm_bandwidth,
-                      (flops[b] + per_context_flops * mine) / rate)
+        compute = compute_time(b, context * context_share[b])
         net = float(comm_decode[b])
         exposed = net - min(overlap * net, compute)
         return compute + exposed, exposed
@@ -175,8 +185,8 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
           tp: int = 8, pp: int = 1, ep: int = 1, prefill_gpus: int | None = None, decode: dict | None = None,
           ranks=None, max_batch: int = 256, token_budget: int = 8192, precision: str = "bf16",
           kv_bytes: float | None = None, a2a_bytes: float | None = None,
-          compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
-          attention_efficiency: float = DEFAULT_ATTENTION_EFFICIENCY, hbm_efficiency: float | None = None,
+          compute_efficiency="auto", attention_efficiency: float | None = None,
+          hbm_efficiency: float | None = None,
           memory_utilization: float = DEFAULT_MEMORY_UTILIZATION, ttft_target: float | None = None,
           tpot_target: float | None = None, comm_overlap: float = 0.0, gpu=None, seed: int = 0,
           collective_options: dict | None = None) -> ServeResult:
@@ -217,12 +227,18 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     precision : {"bf16", "fp8"}
         Weights and GEMMs; ``kv_bytes`` (bytes per cached value, default 2) and ``a2a_bytes``
         (bytes per value in the EP dispatch / combine, default 2).
-    compute_efficiency, attention_efficiency : float in (0, 1]
-        Fraction of the peak the GEMMs / attention reach (defaults: the training model's flat
-        figures, 0.46 and 0.62, not its kernel tables).
+    compute_efficiency : "auto", None or float in (0, 1]
+        The compute model, as :func:`flowsolver.training_step` takes it: ``"auto"`` (default)
+        the kernel tables where the GPU has them (``None``: every kernel of a step timed from
+        published GEMM, attention and memory benchmarks, :mod:`flowsolver.serving._kernel_steps`),
+        else the flat model; a fraction: the flat model, the GEMMs at that share of the
+        precision's peak and a step no faster than its bytes at the achieved HBM bandwidth.
+    attention_efficiency : float in (0, 1], optional
+        Fraction of the bf16 peak prefill's attention reaches (default: the kernel tables' flash
+        attention rates with the kernel tables, the training model's 0.62 with the flat model).
     hbm_efficiency : float in (0, 1], optional
-        Fraction of the datasheet HBM bandwidth reached (default: BabelStream Triad's,
-        :func:`flowsolver.training._kernels.memory_fraction`).
+        Fraction of the datasheet HBM bandwidth reached by the weight, KV-cache and memory-bound
+        traffic (default: BabelStream Triad's, :func:`flowsolver.training._kernels.memory_fraction`).
     memory_utilization : float in (0, 1]
         Share of GPU memory for weights and KV cache (default vLLM's 0.9).
     ttft_target, tpot_target : float, optional
@@ -260,8 +276,16 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         except ValueError as err:
             raise ValueError(f"{err}: pass hbm_efficiency=") from None
     hbm_efficiency = _checks.fraction("hbm_efficiency", hbm_efficiency, zero_ok=False)
-    compute_efficiency = _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
-    attention_efficiency = _checks.fraction("attention_efficiency", attention_efficiency, zero_ok=False)
+    compute_efficiency = resolve_compute(compute_efficiency, gpu_spec)
+    if compute_efficiency is None:
+        why = kernel_tables_missing(gpu_spec)
+        if why:
+            raise ValueError(f"compute_efficiency=None needs the kernel tables: GPU {gpu_spec.name!r} {why}; "
+                             f"pass a fraction (the flat model) or 'auto'")
+    if attention_efficiency is None and compute_efficiency is not None:
+        attention_efficiency = DEFAULT_ATTENTION_EFFICIENCY
+    if attention_efficiency is not None:
+        attention_efficiency = _checks.fraction("attention_efficiency", attention_efficiency, zero_ok=False)
     memory_utilization = _checks.fraction("memory_utilization", memory_utilization, zero_ok=False)
     comm_overlap = _checks.fraction("comm_overlap", comm_overlap, zero_ok=True)
     kv_bytes = 2.0 if kv_bytes is None else _checks.positive_number("kv_bytes", kv_bytes, "bytes")

@@ -173,8 +173,8 @@ class StepModel:
     layout: InstanceLayout
     precision: str
     kv_bytes: float
-    compute_efficiency: float
-    attention_efficiency: float
+    compute_efficiency: float | None    # None: the kernel tables (:mod:`._kernel_steps`)
+    attention_efficiency: float | None  # None: the kernel tables' flash attention rates
     hbm_bandwidth: float            # achieved, bytes/s
     kv_bytes_per_token: float = field(init=False)
 
@@ -188,6 +188,8 @@ class StepModel:
         w = WEIGHT_BYTES[self.precision]
         self._w = w
         self._peak = self.gpu.peak_fp8_flops if self.precision == "fp8" else self.gpu.peak_bf16_flops
+        from ._kernel_steps import kernel_model
+        self.kernels = kernel_model(self)
 
     # -- per GPU, the stages in turn -------------------------------------------------------
     def weight_bytes(self, tokens_per_ep_group: float) -> float:
@@ -222,6 +224,9 @@ class StepModel:
         """
         if batch <= 0:
             return 0.0
+        if self.kernels is not None:
+            return (self.kernels.decode_fixed(batch, batch * self.layout.ep)
+                    + self.kernels.decode_context(context_tokens))
         memory = (self.weight_bytes(batch * self.layout.ep) + self.kv_read_bytes(context_tokens)) / self.hbm_bandwidth
         compute = self.decode_flops(batch, context_tokens) / (self._peak * self.compute_efficiency)
         return max(memory, compute)
@@ -250,6 +255,8 @@ class StepModel:
         per_rank = np.bincount(rank_of, weights=lengths, minlength=lay.ep)
         squares = np.bincount(rank_of, weights=lengths ** 2, minlength=lay.ep)
         sequences = np.bincount(rank_of, minlength=lay.ep)
+        if self.kernels is not None:
+            return self.kernels.prefill(lengths, rank_of, self.attention_efficiency), float(per_rank.max())
         gemm = self._peak * self.compute_efficiency
         own = m.attention_params + (0.0 if moe else m.top_k * m.mlp_params)      # a dense model: ep = 1
         attention = (2.0 * per_rank * m.layers * own / gemm

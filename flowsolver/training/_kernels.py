@@ -251,11 +251,11 @@ def _peak(gpu, precision: str) -> float:
 
 
 def gemm_seconds_shape(m: float, n: float, k: float, gpu, precision: str, *, power_cap: float | None = None,
-                       count: int = 1, sm_share: float = 1.0) -> float:
+                       count: int = 1, sm_share: float = 1.0, bandwidth: float | None = None) -> float:
     """Seconds of ``count`` GEMMs ``(m x k) @ (k x n)`` in ``precision`` on ``gpu``: the curve
     of the module docstring with the fitted ``(eta, c, t0)``, ``eta`` at ``power_cap``, the
-    GPU's own achieved bandwidth and ``sm_share`` of its SMs (communication kernels beside it
-    hold the rest).
+    GPU's own achieved bandwidth (or ``bandwidth`` bytes/s where given) and ``sm_share`` of its
+    SMs (communication kernels beside it hold the rest).
 
     >>> import topologies as tp
     >>> h100 = tp.get_gpu("h100_sxm")
@@ -272,7 +272,8 @@ def gemm_seconds_shape(m: float, n: float, k: float, gpu, precision: str, *, pow
     flops = 2.0 * m * n * k
     occupancy = 1.0 - math.exp(-m * n / (c * SMS[fam] * sm_share))
     compute = flops / (eta * _peak(gpu, precision) * sm_share * occupancy)
-    memory = memory_seconds(operand * (m * k + k * n) + 2.0 * m * n, gpu)
+    operands = operand * (m * k + k * n) + 2.0 * m * n
+    memory = memory_seconds(operands, gpu) if bandwidth is None else operands / bandwidth
     return count * (max(compute, memory) + t0)
 
 
