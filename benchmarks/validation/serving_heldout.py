@@ -3,7 +3,9 @@ predictions of them: sources the serving model was never compared with before.
 
 Every figure is copied from the source named beside it (``verbatim`` is the printed line, ``url``
 pinned to a commit or, for a page with no repository, its address and the date it was read);
-nothing was fitted to them. Each row is run the way its benchmark ran it, with the library's
+nothing was fitted to them. The lmdeploy and gpt-fast lines were checked to occur in the file at
+the cited commit; TensorRT-LLM's were copied from the indexed file at its commit (the repository
+is too large to clone here); NIM's and the vLLM build's from the pages as stored. Each row is run the way its benchmark ran it, with the library's
 defaults (compute / attention efficiency of the training model, BabelStream's HBM fraction,
 NCCL's protocol choice): ``batch`` requests of ``prompt`` tokens arrive together and are run to
 their ``output``-th token (the first comes from the prefill), through :func:`flowsolver.serve`'s
@@ -48,7 +50,7 @@ LMDEPLOY = ("https://github.com/InternLM/lmdeploy/blob/3e391df4673326f79363eebe0
             "docs/en/benchmark/a100_fp16.md")
 TRTLLM = ("https://github.com/NVIDIA/TensorRT-LLM/blob/138f96d45f90b9667426f7c47297d8c06bafac73/"
           "docs/source/performance.md")
-GPTFAST = "https://github.com/pytorch-labs/gpt-fast/blob/0f925b5d4ce457b89a7ca6c9ce50f42bf2576945/README.md"
+GPTFAST = "https://github.com/pytorch-labs/gpt-fast/blob/32971d3129541c5bfb4f715abc33d1c5f408d204/README.md"
 NIM = ("https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.md (NVIDIA NIM benchmarking, "
        "LLM 1.0.0 'Performance' page, read 2026-12-06 as stored by the search corpus)")
 BUILDKITE_H200 = "https://buildkite.com/vllm/performance-benchmark/builds/9515 (read 2026-12-06)"
