@@ -5,7 +5,9 @@ Every figure below is copied from the source named beside it (``verbatim`` is th
 line, ``url`` where it was read); nothing was fitted to them: the step model's constants are
 the training model's (``DEFAULT_COMPUTE_EFFICIENCY``, ``DEFAULT_ATTENTION_EFFICIENCY``) and
 BabelStream's achieved HBM bandwidth. Run ``python benchmarks/validation/serving.py`` to print
-model against measurement (docs/serving.md, "Accuracy", quotes its output).
+model against measurement (docs/serving.md, "Accuracy", quotes its output). Held-out rows from
+other sources (lmdeploy, TensorRT-LLM, gpt-fast, NVIDIA NIM, vLLM on H200), added later with
+the model unchanged, are in ``serving_heldout.py`` beside this file.
 """
 
 from __future__ import annotations

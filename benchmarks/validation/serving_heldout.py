@@ -1,0 +1,280 @@
+"""Held-out LLM-inference measurements (added 2026-12, model unchanged) and flowsolver.serve's
+predictions of them: sources the serving model was never compared with before.
+
+Every figure is copied from the source named beside it (``verbatim`` is the printed line, ``url``
+pinned to a commit or, for a page with no repository, its address and the date it was read);
+nothing was fitted to them. The lmdeploy and gpt-fast lines were checked to occur in the file at
+the cited commit; TensorRT-LLM's were copied from the indexed file at its commit (the repository
+is too large to clone here); NIM's and the vLLM build's from the pages as stored. Each row is run the way its benchmark ran it, with the library's
+defaults (compute / attention efficiency of the training model, BabelStream's HBM fraction,
+NCCL's protocol choice): ``batch`` requests of ``prompt`` tokens arrive together and are run to
+their ``output``-th token (the first comes from the prefill), through :func:`flowsolver.serve`'s
+step tables and :func:`flowsolver.serving.simulate`. Metrics:
+
+* ``out_tok_s``: ``batch x output`` over the time the last request finishes (static-batch
+  throughput: lmdeploy's ``profile_generation``, TensorRT-LLM's ``gptSessionBenchmark``,
+  gpt-fast's ``tokens_generated / t`` with the prefill inside ``t``);
+* ``ttft_ms``: the first token of one request (the prefill step), ``batch = 1``;
+* ``itl_ms``: one request's decode steps, ``(finish - first token) / (output - 1)``;
+* ``latency_ms``: the time the last of ``batch`` requests finishes (vLLM's benchmark_latency).
+
+Not modelled (reason): lmdeploy's internlm-20b rows and TensorRT-LLM's GPT-J / Falcon rows (shapes
+not in the catalogue: GPT-J's parallel attention + MLP block, Falcon's multi-query parallel block);
+TensorRT-LLM's TP > 1 peak-throughput rows (the A100 table's header says "out tok/s" while the
+H100 one says "out tok/s/GPU": which one the TP 2 / 4 rows are is not certain); int8 / int4
+rows of gpt-fast (weight-only quantisation is not a precision of the model); NIM's concurrency > 1
+rows (a closed loop of N clients, each sending its next request when the last ends: the simulator
+takes open arrivals) and NIM's Llama 3.1 8B tables (the stored page does not show their GPU, TP
+or lengths); lmdeploy's rows with prompt >= 128 and batch > 1 (prefills queued behind decodes
+by its own scheduler, FTL up to 100 s: the static batch is not what ran); vLLM build 9515's
+serving tests (the stored page stops before their table).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import topologies as tp
+
+import flowsolver as fs
+from flowsolver.serving import simulate
+
+# Llama 2 shapes (Touvron et al. 2023, and the models' config.json on Hugging Face): layers,
+# hidden, intermediate, heads, KV heads, vocabulary 32,000, context 4,096
+LLAMA2 = {
+    "llama-2-7b": fs.ModelSpec("llama-2-7b", 32, 4096, 11008, 32, 32, 32000, seq_len=4096),
+    "llama-2-13b": fs.ModelSpec("llama-2-13b", 40, 5120, 13824, 40, 40, 32000, seq_len=4096),
+    "llama-2-70b": fs.ModelSpec("llama-2-70b", 80, 8192, 28672, 64, 8, 32000, seq_len=4096),
+}
+
+LMDEPLOY = ("https://github.com/InternLM/lmdeploy/blob/3e391df4673326f79363eebe030876861a9b7090/"
+            "docs/en/benchmark/a100_fp16.md")
+TRTLLM = ("https://github.com/NVIDIA/TensorRT-LLM/blob/138f96d45f90b9667426f7c47297d8c06bafac73/"
+          "docs/source/performance.md")
+GPTFAST = "https://github.com/pytorch-labs/gpt-fast/blob/32971d3129541c5bfb4f715abc33d1c5f408d204/README.md"
+NIM = ("https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.md (NVIDIA NIM benchmarking, "
+       "LLM 1.0.0 'Performance' page, read 2026-12-06 as stored by the search corpus)")
+BUILDKITE_H200 = "https://buildkite.com/vllm/performance-benchmark/builds/9515 (read 2026-12-06)"
+
+
+def _row(source, url, model, gpu, tp_, batch, prompt, output, metric, value, verbatim, **extra):
+    return dict(source=source, url=url, model=model, gpu=gpu, tp=tp_, batch=batch, prompt=prompt,
+                output=output, metric=metric, value=value, verbatim=verbatim, **extra)
+
+
+# lmdeploy v0.1.0a1 (TurboMind), "Static Inference Benchmark", A100-80G, CUDA 11.8, FP16 weights and
+# KV cache; ``batch`` concurrent sessions. Prompt 1 rows: decode throughput (out tok/s); batch 1
+# rows: FTL(ave) (s, recorded here in ms), the first token's latency. Which model a line belongs to
+# is its section heading (### llama2-7b / llama2-13b / llama2-70b). Caveats: FTL with a 1-token
+# prompt is 0.011 s for 7B, one decode step, so FTL may hold the prefill and one decode step (the
+# model's first token is the prefill's); the batch 16-64 rows' throughput includes the sessions'
+# start (FTL(max) up to 1.26 s), and 7B at batch 32 (2136.73) is below the line through 16 and 64.
+_LM = [
+    ("llama-2-7b", 1, 1, 128, "out_tok_s", 100.02,
+     "| 1     | 1   | 1             | 128           | 100.02                | 76.55   | 0.011       | 0.01        | 0.011       | 0.009  | 0.009  | 0.01   | 0.011  |"),
+    ("llama-2-7b", 1, 16, 128, "out_tok_s", 1504.72,
+     "| 16    | 1   | 1             | 128           | 1504.72               | 76.59   | 0.021       | 0.011       | 0.031       | 0.01   | 0.011  | 0.011  | 0.013  |"),
+    ("llama-2-7b", 1, 32, 128, "out_tok_s", 2136.73,
+     "| 32    | 1   | 1             | 128           | 2136.73               | 76.62   | 0.079       | 0.014       | 0.725       | 0.011  | 0.012  | 0.013  | 0.021  |"),
+    ("llama-2-7b", 1, 64, 128, "out_tok_s", 4154.81,
+     "| 64    | 1   | 1             | 128           | 4154.81               | 76.71   | 0.042       | 0.013       | 0.21        | 0.012  | 0.018  | 0.028  | 0.041  |"),
+    ("llama-2-13b", 1, 1, 128, "out_tok_s", 57.49,
+     "| 1     | 1   | 1             | 128           | 57.49                 | 74.84   | 0.018       | 0.018       | 0.019       | 0.017  | 0.017  | 0.017  | 0.017  |"),
+    ("llama-2-13b", 1, 16, 128, "out_tok_s", 869.45,
+     "| 16    | 1   | 1             | 128           | 869.45                | 74.87   | 0.036       | 0.019       | 0.053       | 0.018  | 0.019  | 0.019  | 0.02   |"),
+    ("llama-2-13b", 1, 32, 128, "out_tok_s", 1667.5,
+     "| 32    | 1   | 1             | 128           | 1667.5                | 74.9    | 0.034       | 0.021       | 0.057       | 0.019  | 0.02   | 0.021  | 0.023  |"),
+    ("llama-2-13b", 1, 64, 128, "out_tok_s", 3049.16,
+     "| 64    | 1   | 1             | 128           | 3049.16               | 74.96   | 0.044       | 0.025       | 0.073       | 0.02   | 0.022  | 0.026  | 0.029  |"),
+    ("llama-2-70b", 4, 1, 128, "out_tok_s", 33.94,
+     "| 1     | 4   | 1             | 128           | 33.94                 | 73.72   | 0.031       | 0.03        | 0.031       | 0.029  | 0.029  | 0.029  | 0.03   |"),
+    ("llama-2-70b", 4, 16, 128, "out_tok_s", 468.52,
+     "| 16    | 4   | 1             | 128           | 468.52                | 73.72   | 0.071       | 0.034       | 0.939       | 0.03   | 0.031  | 0.032  | 0.251  |"),
+    ("llama-2-70b", 4, 32, 128, "out_tok_s", 906.03,
+     "| 32    | 4   | 1             | 128           | 906.03                | 73.75   | 0.098       | 0.043       | 0.253       | 0.032  | 0.033  | 0.035  | 0.178  |"),
+    ("llama-2-70b", 4, 64, 128, "out_tok_s", 1425.79,
+     "| 64    | 4   | 1             | 128           | 1425.79               | 73.81   | 0.213       | 0.046       | 1.264       | 0.037  | 0.039  | 0.044  | 0.329  |"),
+    ("llama-2-7b", 1, 128, 128, "ttft_ms", 22.0,
+     "| 1     | 1   | 128           | 128           | 102.21                | 76.59   | 0.022       | 0.022       | 0.022       | 0.01   | 0.01   | 0.01   | 0.01   |"),
+    ("llama-2-7b", 1, 2048, 128, "ttft_ms", 139.0,
+     "| 1     | 1   | 2048          | 128           | 86.1                  | 76.77   | 0.139       | 0.139       | 0.14        | 0.01   | 0.01   | 0.01   | 0.011  |"),
+    ("llama-2-13b", 1, 128, 128, "ttft_ms", 40.0,
+     "| 1     | 1   | 128           | 128           | 56.58                 | 74.84   | 0.04        | 0.039       | 0.04        | 0.017  | 0.017  | 0.017  | 0.018  |"),
+    ("llama-2-13b", 1, 2048, 128, "ttft_ms", 242.0,
+     "| 1     | 1   | 2048          | 128           | 48.99                 | 75.09   | 0.242       | 0.242       | 0.243       | 0.019  | 0.019  | 0.019  | 0.019  |"),
+    ("llama-2-70b", 4, 128, 128, "ttft_ms", 74.0,
+     "| 1     | 4   | 128           | 128           | 33.63                 | 73.72   | 0.074       | 0.073       | 0.074       | 0.029  | 0.029  | 0.029  | 0.03   |"),
+    ("llama-2-70b", 4, 2048, 128, "ttft_ms", 402.0,
+     "| 1     | 4   | 2048          | 128           | 28.32                 | 73.78   | 0.402       | 0.401       | 0.403       | 0.031  | 0.031  | 0.031  | 0.051  |"),
+]
+LMDEPLOY_ROWS = tuple(
+    _row("lmdeploy-a100-fp16", LMDEPLOY, m, "a100_sxm", t, 1 if metric == "ttft_ms" else b,
+         b if metric == "ttft_ms" else 1, out, metric, v, line)
+    for m, t, b, out, metric, v, line in _LM)
+
+# TensorRT-LLM performance.md: "Low Latency" (v0.5 data, batch 1, first-token latency, ms; the
+# engine run with one output token) on H100 FP8 (--enable_fp8 --fp8_kv_cache) and A100 FP16, and
+# the "Peak Throughput" tables (v0.6.1, static batch, gptSessionBenchmark) for LLaMA 7B at TP 1.
+# "LLaMA 7B / 70B" are Llama 2 (the page's build commands: "Llama2-7b, and Llama2-70b").
+_TRT = [
+    ("llama-2-7b", "h100_sxm", 1, 1, 128, 1, "ttft_ms", 7.0,
+     "| LLaMA 7B                     | 1          | 1         | 128          |                      7 |"),
+    ("llama-2-7b", "h100_sxm", 1, 1, 2048, 1, "ttft_ms", 36.0,
+     "| LLaMA 7B                     | 1          | 1         | 2048         |                     36 |"),
+    ("llama-2-70b", "h100_sxm", 4, 1, 128, 1, "ttft_ms", 26.0,
+     "| LLaMA 70B                    | 1          | 4         | 128          |                     26 |"),
+    ("llama-2-70b", "h100_sxm", 4, 1, 2048, 1, "ttft_ms", 109.0,
+     "| LLaMA 70B                    | 1          | 4         | 2048         |                    109 |"),
+    ("llama-2-7b", "a100_sxm", 1, 1, 128, 1, "ttft_ms", 16.0,
+     "| LLaMA 7B                     | 1          | 1         | 128          |                     16 |"),
+    ("llama-2-7b", "a100_sxm", 1, 1, 2048, 1, "ttft_ms", 133.0,
+     "| LLaMA 7B                     | 1          | 1         | 2048         |                    133 |"),
+    ("llama-2-70b", "a100_sxm", 4, 1, 128, 1, "ttft_ms", 47.0,
+     "| LLaMA 70B                    | 1          | 4         | 128          |                     47 |"),
+    ("llama-2-70b", "a100_sxm", 4, 1, 2048, 1, "ttft_ms", 377.0,
+     "| LLaMA 70B                    | 1          | 4         | 2048         |                    377 |"),
+    ("llama-2-7b", "h100_sxm", 1, 768, 128, 128, "out_tok_s", 19694.0,
+     "| LLaMA 7B                     | 768        | 1         | 128          | 128           |                     19,694 |"),
+    ("llama-2-7b", "h100_sxm", 1, 112, 128, 2048, "out_tok_s", 6818.0,
+     "| LLaMA 7B                     | 112        | 1         | 128          | 2048          |                      6,818 |"),
+    ("llama-2-7b", "h100_sxm", 1, 80, 2048, 128, "out_tok_s", 2244.0,
+     "| LLaMA 7B                     | 80         | 1         | 2048         | 128           |                      2,244 |"),
+    ("llama-2-7b", "h100_sxm", 1, 48, 2048, 2048, "out_tok_s", 2740.0,
+     "| LLaMA 7B                     | 48         | 1         | 2048         | 2048          |                      2,740 |"),
+    ("llama-2-7b", "a100_sxm", 1, 384, 128, 128, "out_tok_s", 5586.0,
+     "| LLaMA 7B                     | 384        | 1         | 128          | 128           |                  5,586 |"),
+    ("llama-2-7b", "a100_sxm", 1, 60, 128, 2048, "out_tok_s", 1928.0,
+     "| LLaMA 7B                     | 60         | 1         | 128          | 2048          |                  1,928 |"),
+    ("llama-2-7b", "a100_sxm", 1, 52, 2048, 128, "out_tok_s", 591.0,
+     "| LLaMA 7B                     | 52         | 1         | 2048         | 128           |                    591 |"),
+]
+# the static session allocates the whole batch's KV cache up front (no 0.9 share): memory 1.0
+TRTLLM_ROWS = tuple(
+    _row("trtllm-perf-v0.5-v0.6.1", TRTLLM, m, g, t, b, p, o, metric, v, line, memory_utilization=1.0,
+         **(dict(precision="fp8", kv_bytes=1.0) if g == "h100_sxm" else {}))
+    for m, g, t, b, p, o, metric, v, line in _TRT)
+
+# gpt-fast README: batch 1, 5-token prompt, 200 new tokens (generate.py's default), bf16,
+# torch.compile mode="reduce-overhead" (CUDA graphs) for the decode step; "8xA100-80GB, power
+# limited to 330W with a hybrid cube mesh topology" (no NVSwitch: modelled as DGX A100's NVSwitch).
+# Lines under "Tensor Parallelism" name the model only on its first row.
+_GF = [
+    ("llama-2-7b", 1, 104.9, "| Llama-2-7B  | 1    |  104.9  | 1397.31 |"),
+    ("llama-2-7b", 2, 168.84, "|           | 2   | 168.84   | 1181.99 |"),
+    ("llama-2-7b", 4, 254.02, "|           | 4   | 254.02   | 955.83 |"),
+    ("llama-2-7b", 8, 328.43, "|           | 8   | 328.43   | 704.10 |"),
+    ("llama-2-70b", 2, 21.32, "|           | 2   | 21.32   | 1481.87 |"),
+    ("llama-2-70b", 4, 38.01, "|           | 4   | 38.01   | 1340.76 |"),
+    ("llama-2-70b", 8, 62.50, "|           | 8   | 62.50   | 1135.29 |"),
+]
+GPTFAST_ROWS = tuple(_row("gpt-fast-readme", GPTFAST, m, "a100_sxm", t, 1, 5, 200, "out_tok_s", v, line)
+                     for m, t, v, line in _GF)
+
+# NVIDIA NIM 1.8.0, Llama-3.3-70b-instruct (the Llama 3 70B shape), "2 x H100 80G", "fp8 TP2"
+# (KV cache precision not stated: the default 2 bytes), concurrency 1 (one request at a time).
+NIM_ROWS = (
+    _row("nim-benchmarking-1.0.0", NIM, "llama-3-70b", "h100_sxm", 2, 1, 5000, 500, "ttft_ms", 406.77,
+         "| 1           | 406.77    | 18.58    | 51.67                |", precision="fp8"),
+    _row("nim-benchmarking-1.0.0", NIM, "llama-3-70b", "h100_sxm", 2, 1, 5000, 500, "itl_ms", 18.58,
+         "| 1           | 406.77    | 18.58    | 51.67                |", precision="fp8"),
+    _row("nim-benchmarking-1.0.0", NIM, "llama-3-70b", "h100_sxm", 2, 1, 500, 2000, "ttft_ms", 47.77,
+         "| 1 | 47.77 | 18.91 | 52.85 |", precision="fp8"),
+    _row("nim-benchmarking-1.0.0", NIM, "llama-3-70b", "h100_sxm", 2, 1, 500, 2000, "itl_ms", 18.91,
+         "| 1 | 47.77 | 18.91 | 52.85 |", precision="fp8"),
+)
+
+# vLLM's nightly latency test (the one of serving.py's LATENCY_ROWS) on H200: batch 8, 32 in,
+# 128 out, end-to-end latency of the batch. "llama-3.1 8B" has the Llama 3 8B shape.
+VLLM_H200_ROWS = (
+    _row("vllm-buildkite-9515", BUILDKITE_H200, "llama-3-70b", "h200", 4, 8, 32, 128, "latency_ms", 2077.53,
+         "latency_llama70B_tp4 | H200 | 2077.53 | 2077.56 | 2079.95 |"),
+    _row("vllm-buildkite-9515", BUILDKITE_H200, "llama-3-8b", "h200", 1, 8, 32, 128, "latency_ms", 833.421,
+         "latency_llama8B_tp1 | H200 | 833.421 | 833.53 | 834.167 |"),
+    _row("vllm-buildkite-9515", BUILDKITE_H200, "mixtral-8x7b", "h200", 2, 8, 32, 128, "latency_ms", 1917.44,
+         "latency_mixtral8x7B_tp2 | H200 | 1917.44 | 1916.58 | 1929 |"),
+)
+
+ROWS = LMDEPLOY_ROWS + TRTLLM_ROWS + GPTFAST_ROWS + NIM_ROWS + VLLM_H200_ROWS
+
+_SERVER = {"a100_sxm": ("dgx_a100", "ib_hdr"), "h100_sxm": ("dgx_h100", "ib_ndr"), "h200": ("dgx_h100", "ib_ndr")}
+
+
+def trace(row):
+    """The row's batch run through the model: ``batch`` requests at t = 0 on one instance of
+    ``tp`` GPUs of one server, ``(trace, ServeResult)``."""
+    server, link = _SERVER[row["gpu"]]
+    graph = tp.rail_optimized(nodes=1, server=server, link=link)
+    model = LLAMA2.get(row["model"], row["model"])
+    b, p, o = row["batch"], row["prompt"], row["output"]
+    seqs = max(256, b)
+    r = fs.serve(graph, model, rate=1.0, duration=1.0, prompt=p, output=o, tp=row["tp"], ranks=list(range(row["tp"])),
+                 gpu=row["gpu"], max_batch=seqs, precision=row.get("precision", "bf16"), kv_bytes=row.get("kv_bytes"),
+                 memory_utilization=row.get("memory_utilization", fs.serving.DEFAULT_MEMORY_UTILIZATION))
+    t = simulate(np.zeros(b), np.full(b, p), np.full(b, o), prefill_instances=1, decode_instances=0, max_seqs=seqs,
+                 token_budget=8192, kv_capacity=r.kv_capacity, prefill_time=r.step_tables["prefill"],
+                 decode_time=r.step_tables["decode"])
+    return t, r
+
+
+PREDICT = {
+    "out_tok_s": lambda row, t: row["batch"] * row["output"] / float(np.max(t.finish)),
+    "ttft_ms": lambda row, t: float(t.first_token[0]) * 1e3,
+    "itl_ms": lambda row, t: float(t.finish[0] - t.first_token[0]) / (row["output"] - 1) * 1e3,
+    "latency_ms": lambda row, t: float(np.max(t.finish)) * 1e3,
+}
+
+
+def predict(row) -> float:
+    return PREDICT[row["metric"]](row, trace(row)[0])
+
+
+def time_error(row, model: float) -> float:
+    """Model time over measured time, less 1 (negative: the model is fast), whatever the metric."""
+    return row["value"] / model - 1 if row["metric"] == "out_tok_s" else model / row["value"] - 1
+
+
+def gap_per_layer(row, model: float) -> float:
+    """Measured less modelled time per step and per layer (s): decode rows over their
+    ``output - 1`` steps (the prefill inside), first-token rows over the one prefill step."""
+    b, o = row["batch"], row["output"]
+    if row["metric"] == "out_tok_s":
+        gap = b * o / row["value"] - b * o / model
+    elif row["metric"] == "itl_ms":
+        gap = (row["value"] - model) * 1e-3 * (o - 1)
+    else:
+        gap = (row["value"] - model) * 1e-3
+    steps = 1 if row["metric"] == "ttft_ms" else o - 1
+    layers = fs.training.get_model(LLAMA2.get(row["model"], row["model"])).layers
+    return gap / steps / layers
+
+
+def regime(row) -> str:
+    if row["metric"] == "ttft_ms":
+        return f"prefill {'<= 128' if row['prompt'] <= 128 else '>= 2048'} tokens"
+    return "decode, batch <= 8" if row["batch"] <= 8 else (
+        "decode, batch 16-64" if row["prompt"] == 1 else "static batch >= 48, TensorRT-LLM")
+
+
+def label(row) -> str:
+    prec = row.get("precision", "bf16")
+    return (f"{row['source'][:14]:14s} {row['model']:12s} {row['gpu']:8s} {prec:4s} tp{row['tp']} b{row['batch']:<4d} "
+            f"{row['prompt']:>5d}/{row['output']:<5d} {row['metric']}")
+
+
+def main() -> int:
+    print(f"{'row':76s} {'measured':>10s} {'model':>10s} {'error':>8s} {'time err':>8s} {'gap/layer':>9s}")
+    groups: dict = {}
+    for row in ROWS:
+        model = predict(row)
+        te = time_error(row, model)
+        print(f"{label(row):76s} {row['value']:10.2f} {model:10.2f} {(model - row['value']) / row['value']:+8.1%} "
+              f"{te:+8.1%} {gap_per_layer(row, model) * 1e6:7.0f}us")
+        for key in (regime(row), row["gpu"], row["source"]):
+            groups.setdefault(key, []).append(te)
+    print(f"\n{'group (time error: model time / measured - 1)':48s} {'rows':>4s} {'median':>8s} {'min':>8s} {'max':>8s}")
+    for key, errs in groups.items():
+        print(f"{key:48s} {len(errs):4d} {np.median(errs):+8.1%} {min(errs):+8.1%} {max(errs):+8.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
