@@ -2,12 +2,14 @@
 predictions of them, kept apart from the training / collective corpus.
 
 Every figure below is copied from the source named beside it (``verbatim`` is the printed
-line, ``url`` where it was read); nothing was fitted to them: the step model's constants are
-the training model's (``DEFAULT_COMPUTE_EFFICIENCY``, ``DEFAULT_ATTENTION_EFFICIENCY``) and
-BabelStream's achieved HBM bandwidth. Run ``python benchmarks/validation/serving.py`` to print
-model against measurement (docs/serving.md, "Accuracy", quotes its output). Held-out rows from
-other sources (lmdeploy, TensorRT-LLM, gpt-fast, NVIDIA NIM, vLLM on H200), added later with
-the model unchanged, are in ``serving_heldout.py`` beside this file.
+line, ``url`` where it was read); nothing was fitted to them: the step model is the library's
+default, the kernel tables (GEMM curves, flash attention rates and BabelStream's achieved HBM
+bandwidth, all from kernel benchmarks; ``--compute flat``: the training model's flat
+``DEFAULT_COMPUTE_EFFICIENCY`` and ``DEFAULT_ATTENTION_EFFICIENCY`` instead). Run ``python
+benchmarks/validation/serving.py`` to print model against measurement (docs/serving.md,
+"Accuracy", quotes its output). Held-out rows from other sources (lmdeploy, TensorRT-LLM,
+gpt-fast, NVIDIA NIM, vLLM on H200), added with the flat model as it stood, are in
+``serving_heldout.py`` beside this file.
 """
 
 from __future__ import annotations
@@ -56,10 +58,15 @@ SERVING_ROWS = (
 )
 
 
+#: the step model: "auto" (the library default, the kernel tables) or the flat model's fraction
+COMPUTE = {"efficiency": "auto"}
+
+
 def predict_latency(row) -> float:
     """Model of a latency row: 8 requests of 32 prompt tokens at once to their 128th token (ms)."""
     graph = tp.rail_optimized(nodes=1, server="dgx_a100", link="ib_hdr")
-    r = fs.serve(graph, row["model"], rate=1.0, duration=1.0, prompt=32, output=128, tp=row["tp"])
+    r = fs.serve(graph, row["model"], rate=1.0, duration=1.0, prompt=32, output=128, tp=row["tp"],
+                 compute_efficiency=COMPUTE["efficiency"])
     trace = simulate(np.zeros(8), np.full(8, 32), np.full(8, 128), prefill_instances=1, decode_instances=0,
                      max_seqs=256, token_budget=8192, kv_capacity=r.kv_capacity,
                      prefill_time=r.step_tables["prefill"], decode_time=r.step_tables["decode"])
@@ -72,11 +79,18 @@ def predict_serving(metric: str) -> float:
     graph = tp.rail_optimized(nodes=2, server="dgx_a100", link="ib_hdr")
     rate = 0.928406
     r = fs.serve(graph, "llama-3-70b", rate=rate, duration=200 / rate, prompt=213, output=214, tp=4, pp=2,
-                 ranks=[0, 1, 2, 3, 8, 9, 10, 11], gpu="a100_40gb", seed=0)
+                 ranks=[0, 1, 2, 3, 8, 9, 10, 11], gpu="a100_40gb", seed=0, compute_efficiency=COMPUTE["efficiency"])
     return (r.tpot_p50 if metric == "median_tpot_ms" else r.ttft_p50) * 1e3
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--compute", choices=("kernels", "flat"), default="kernels",
+                        help="step model: the kernel tables (the library default) or the flat efficiencies")
+    args = parser.parse_args(argv)
+    COMPUTE["efficiency"] = "auto" if args.compute == "kernels" else fs.training.DEFAULT_COMPUTE_EFFICIENCY
     print(f"{'row':60s} {'measured':>10s} {'model':>10s} {'error':>8s}")
     for row in LATENCY_ROWS + SERVING_ROWS:
         model = predict_latency(row) if row in LATENCY_ROWS else predict_serving(row["metric"])

@@ -6,8 +6,9 @@ pinned to a commit or, for a page with no repository, its address and the date i
 nothing was fitted to them. The lmdeploy and gpt-fast lines were checked to occur in the file at
 the cited commit; TensorRT-LLM's were copied from the indexed file at its commit (the repository
 is too large to clone here); NIM's and the vLLM build's from the pages as stored. Each row is run the way its benchmark ran it, with the library's
-defaults (compute / attention efficiency of the training model, BabelStream's HBM fraction,
-NCCL's protocol choice): ``batch`` requests of ``prompt`` tokens arrive together and are run to
+defaults (the kernel tables, BabelStream's HBM fraction, NCCL's protocol choice; ``--compute
+flat``: the training model's flat compute / attention efficiencies, the default when the rows
+were added): ``batch`` requests of ``prompt`` tokens arrive together and are run to
 their ``output``-th token (the first comes from the prefill), through :func:`flowsolver.serve`'s
 step tables and :func:`flowsolver.serving.simulate`. Metrics:
 
@@ -198,6 +199,11 @@ ROWS = LMDEPLOY_ROWS + TRTLLM_ROWS + GPTFAST_ROWS + NIM_ROWS + VLLM_H200_ROWS
 _SERVER = {"a100_sxm": ("dgx_a100", "ib_hdr"), "h100_sxm": ("dgx_h100", "ib_ndr"), "h200": ("dgx_h100", "ib_ndr")}
 
 
+#: the compute model every row runs with: "auto" (the library default: the kernel tables where the
+#: GPU has them) or a fraction (the flat model); ``--compute flat`` sets DEFAULT_COMPUTE_EFFICIENCY
+COMPUTE = {"efficiency": "auto"}
+
+
 def trace(row):
     """The row's batch run through the model: ``batch`` requests at t = 0 on one instance of
     ``tp`` GPUs of one server, ``(trace, ServeResult)``."""
@@ -208,7 +214,8 @@ def trace(row):
     seqs = max(256, b)
     r = fs.serve(graph, model, rate=1.0, duration=1.0, prompt=p, output=o, tp=row["tp"], ranks=list(range(row["tp"])),
                  gpu=row["gpu"], max_batch=seqs, precision=row.get("precision", "bf16"), kv_bytes=row.get("kv_bytes"),
-                 memory_utilization=row.get("memory_utilization", fs.serving.DEFAULT_MEMORY_UTILIZATION))
+                 memory_utilization=row.get("memory_utilization", fs.serving.DEFAULT_MEMORY_UTILIZATION),
+                 compute_efficiency=COMPUTE["efficiency"])
     t = simulate(np.zeros(b), np.full(b, p), np.full(b, o), prefill_instances=1, decode_instances=0, max_seqs=seqs,
                  token_budget=8192, kv_capacity=r.kv_capacity, prefill_time=r.step_tables["prefill"],
                  decode_time=r.step_tables["decode"])
@@ -260,9 +267,17 @@ def label(row) -> str:
             f"{row['prompt']:>5d}/{row['output']:<5d} {row['metric']}")
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--compute", choices=("kernels", "flat"), default="kernels",
+                        help="step model: the kernel tables (the library default) or the flat efficiencies")
+    args = parser.parse_args(argv)
+    COMPUTE["efficiency"] = "auto" if args.compute == "kernels" else fs.training.DEFAULT_COMPUTE_EFFICIENCY
     print(f"{'row':76s} {'measured':>10s} {'model':>10s} {'error':>8s} {'time err':>8s} {'gap/layer':>9s}")
     groups: dict = {}
+    absolute = []
     for row in ROWS:
         model = predict(row)
         te = time_error(row, model)
@@ -270,9 +285,11 @@ def main() -> int:
               f"{te:+8.1%} {gap_per_layer(row, model) * 1e6:7.0f}us")
         for key in (regime(row), row["gpu"], row["source"]):
             groups.setdefault(key, []).append(te)
+        absolute.append(abs(te))
     print(f"\n{'group (time error: model time / measured - 1)':48s} {'rows':>4s} {'median':>8s} {'min':>8s} {'max':>8s}")
     for key, errs in groups.items():
         print(f"{key:48s} {len(errs):4d} {np.median(errs):+8.1%} {min(errs):+8.1%} {max(errs):+8.1%}")
+    print(f"all {len(absolute)} rows, {args.compute} step model: median |time error| {np.median(absolute):.1%}")
     return 0
 
 

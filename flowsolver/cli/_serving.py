@@ -4,7 +4,7 @@ TTFT and TPOT percentiles, throughput per GPU, goodput, the network's share, bot
 from __future__ import annotations
 
 from ..training import MODELS
-from ._arguments import _add_output, _add_topology, build_graph, cluster_label
+from ._arguments import KERNELS, _add_output, _add_topology, build_graph, cluster_label, compute_model
 from ._output import emit
 
 __all__ = ["add_serve", "serve"]
@@ -47,6 +47,9 @@ def add_serve(sub, fmt) -> None:
     s.add_argument("--max-batch", type=int, default=256, help="sequences per attention rank (default %(default)s)")
     s.add_argument("--token-budget", type=int, default=8192, help="prompt tokens per prefill step (default 8192)")
     s.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="weights (default %(default)s)")
+    s.add_argument("--compute-efficiency", type=compute_model, default="auto",
+                   help="step model: auto (default: the kernel tables where the GPU has them), kernels, "
+                        "or a fraction of the peak (the flat model)")
     s.add_argument("--comm-overlap", type=float, default=0.0,
                    help="share of each step's communication hidden behind its compute (default 0)")
     s.add_argument("--ttft-target", type=float, default=None, help="TTFT target (ms) for the goodput")
@@ -71,8 +74,8 @@ def serve(args) -> None:
             output=_length("--output", args.output), tp=args.tp, pp=args.pp, ep=args.ep,
             prefill_gpus=args.prefill_gpus, decode=decode, max_batch=args.max_batch, token_budget=args.token_budget,
             precision=args.precision, ttft_target=ms(args.ttft_target), tpot_target=ms(args.tpot_target),
-            comm_overlap=args.comm_overlap,
-            seed=args.request_seed)
+            comm_overlap=args.comm_overlap, seed=args.request_seed,
+            compute_efficiency=None if args.compute_efficiency == KERNELS else args.compute_efficiency)
     s = r.summary()
     lay = ", ".join(f"{name} {v['instances']} x (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})"
                     for name, v in s["layouts"].items())

@@ -116,3 +116,22 @@ def test_compute_models_by_gpu_and_refusals(one_server):
         fs.serve(one_server, "llama-3-8b", compute_efficiency="kernels", **kw)
     with pytest.raises(ValueError, match="attention_efficiency"):
         fs.serve(one_server, "llama-3-8b", attention_efficiency=1.5, **kw)
+
+
+def test_cli_serve_takes_the_compute_model(capsys):
+    import json
+
+    from flowsolver.cli import main
+
+    args = ["serve", "--nodes", "1", "--model", "llama-3-8b", "--tp", "1", "--rate", "2", "--duration", "2",
+            "--prompt", "64", "--output", "8", "--json"]
+    tpot = {}
+    for model in ("kernels", "0.46"):
+        assert main(args + ["--compute-efficiency", model]) == 0
+        tpot[model] = json.loads(capsys.readouterr().out)[0]["tpot_p50_ms"]
+    r = fs.serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=2.0, duration=2.0, prompt=64, output=8, tp=1,
+                 compute_efficiency=0.46)
+    assert tpot["0.46"] == pytest.approx(r.tpot_p50 * 1e3, rel=1e-9)
+    assert tpot["kernels"] > tpot["0.46"]          # the launches and GEMM tails of a one-token step
+    assert main(args + ["--compute-efficiency", "fast"]) == 2
+    assert "--compute-efficiency" in capsys.readouterr().err

@@ -90,7 +90,8 @@ def test_moe_decode_waits_for_the_busiest_rank():
     # attention and KV cache on one: that rank reads L (attention + one expert) + the output
     # projection, where the average rank was charged a quarter of an expert and 1/8 of the rest
     m, gpu = fs.get_model("mixtral-8x7b"), tp.get_gpu("h100_sxm")
-    r = fs.serve(tp.rail_optimized(1), "mixtral-8x7b", rate=1, duration=2, prompt=128, output=4, tp=1, ep=8, compute_efficiency=0.46,
+    r = fs.serve(tp.rail_optimized(1), "mixtral-8x7b", rate=1, duration=2, prompt=128, output=4, tp=1, ep=8,
+                 compute_efficiency=0.46,
                  max_batch=8, hbm_efficiency=0.9)
     seconds, comm = r.decode_step(1, 1000)
     d = m.hidden // m.heads
@@ -234,7 +235,8 @@ def test_moe_decode_step_reads_the_routed_experts_and_runs_two_all_to_alls_per_l
     # Mixtral 8x7B (paper, table 1): 32 layers, hidden 4096, FFN 14336, 8 KV heads, vocab 32000, 8 experts, top 2;
     # EP 8 over one server: one expert per GPU, 8 sequences (one per attention rank) route 8 x 2 choices;
     # the average GPU's expert gets a token with probability 1 - (3/4)^8, the busiest GPU's always
-    r = fs.serve(one_server, "mixtral-8x7b", rate=1.0, duration=2.0, prompt=16, output=4, tp=1, ep=8, compute_efficiency=0.46)
+    r = fs.serve(one_server, "mixtral-8x7b", rate=1.0, duration=2.0, prompt=16, output=4, tp=1, ep=8,
+                 compute_efficiency=0.46)
     seconds, comm = r.decode_step(8, 0)
     active = 1.0       # the busiest GPU's one expert gets a token (some expert always does; the step waits for it)
     attention, expert = 2 * H * H + 2 * H * KVH * D, 3 * H * F
