@@ -589,6 +589,16 @@ CURVES: dict[str, CurveSetup] = {
         note="fabric not stated: the library's default DGX H100 + 8 x 400 Gb/s NDR" + (
             f"; the first {g} GPUs of each node" if g < 8 else "") + "; the ring shift's network pair timed")
        for n in (2, 10) for g in (2, 4, 8)},
+    # togethercomputer/together-nccl-tests benchmarks/B200/sendrecv-p2p-scaling: Together AI's B200 DGX Cloud
+    # nodes, 8 B200 on NVLink 5 / NVSwitch + 8 x ConnectX-7 NDR 400 Gb/s InfiniBand a node (the repository's
+    # reports: the DGX B200 layout); srun one task a GPU (-g 1), NCCL_NVLS_ENABLE=0 (no effect on send / recv),
+    # no NCCL_ALGO / NCCL_PROTO. The ring shift's slowest pair crosses the network, as for xxrjun's runs.
+    **{f"together-b200-{n}x8-sendrecv": CurveSetup(
+        "dgx_b200_ndr", network_pair_first=True,
+        note="Together AI B200 DGX Cloud, 8 x CX-7 400 Gb/s NDR a node (the repository's reports); the ring "
+             "shift's network pair timed" + ("; the report attributes the 8-node drop to shared-fabric "
+                                             "contention, not modelled" if n == 8 else ""))
+       for n in (2, 4, 8)},
 }
 
 #: curves the library cannot express faithfully where it matters: curve -> reason
