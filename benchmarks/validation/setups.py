@@ -272,6 +272,21 @@ _add(Cluster("nrel_kestrel_h100", _server("dgx_h100", name="kestrel-h100", gpus=
              "2 x 200 Gb/s Slingshot-11 NICs (NREL system configuration page); no NCCL_PROTO set: all protocols, "
              "no reported network latency."))
 
+# ALCF Polaris node (ALCF user guide, docs/polaris/hardware-overview/machine-overview.md: HPE Apollo 6500
+# Gen10+, four A100 "connected via NVLink" -- NV4 between every pair in its device-affinity table, no NVSwitch --
+# and "a pair of slingshot network adapters", upgraded to Slingshot 11 (200 Gb/s; the alcf-nccl-tests README
+# compares its runs with the Slingshot 10 ones). The A100 40GB parts (160 GiB a node). The 4-GPU NVLink 3 mesh
+# is modelled, as Kestrel's, on one logical NVSwitch at NVLink 3 rate (dgx_a100's); the multi-node runs are
+# NIC-bound (2 x 25 GB/s for 4 GPUs). aws-ofi-nccl over libfabric CXI, no NCCL_PROTO set: Kestrel's
+# all-protocol Slingshot link. If the Slingshot 11 NICs sit as the guide's affinity table (of the Slingshot 10
+# NICs) shows, NCCL_NET_GDR_LEVEL=PHB leaves GPUs 0 and 2 (SYS to both NICs) without GPUDirect RDMA: not modelled. Dragonfly groups are not modelled.
+_add(Cluster("alcf_polaris_a100", _server("dgx_a100", name="polaris-a100", gpus=4, nics=2,
+                                          nic=SLINGSHOT_ALL_PROTOCOLS),
+             SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "A100",
+             "ALCF Polaris node: 4 A100-SXM4-40GB (NVLink 3 all-to-all, NV4 a pair, modelled as one NVSwitch at "
+             "NVLink 3 rate) + 2 x 200 Gb/s Slingshot-11 NICs (ALCF Polaris machine overview; the repository "
+             "README); aws-ofi-nccl + CXI, no NCCL_PROTO set: all protocols, no reported network latency."))
+
 # OCI H200 (argonne-lcf/oci-howto): BM.GPU.H200.8 under the oci-hpc stack. The notes show 8 H200 a node
 # (nccl-tests device list), the cluster network "RDMA over RoCEv2" (0_deploying_cluster.md) and 8 RDMA
 # interfaces rdma0..rdma7 a node, one port each (ibdev2netdev, 2_oci_compute_infrastructure.md). The
@@ -589,6 +604,23 @@ CURVES: dict[str, CurveSetup] = {
         note="fabric not stated: the library's default DGX H100 + 8 x 400 Gb/s NDR" + (
             f"; the first {g} GPUs of each node" if g < 8 else "") + "; the ring shift's network pair timed")
        for n in (2, 10) for g in (2, 4, 8)},
+    # argonne-lcf/alcf-nccl-tests results_polaris/nccl_2_18: aprun one rank a GPU (-N 4, -g 1), the README's
+    # setup (4) for all_reduce / all_gather and (5) for alltoall (FI_CXI_* settings, NCCL_NET_GDR_LEVEL=PHB,
+    # NCCL_CROSS_NIC=1, NCCL_COLLNET_ENABLE=1: no SHARP on Slingshot); no NCCL_ALGO / NCCL_PROTO: NCCL's choice
+    **{f"alcf-polaris-{n}x4A100-{op}": CurveSetup(
+        "alcf_polaris_a100", note=f"{n} Polaris nodes, 2 Slingshot-11 NICs for 4 A100; setup "
+                                  f"({5 if op == 'alltoall' else 4}) of the README: NCCL's choice")
+       for n in (2, 8) for op in ("allreduce", "allgather", "alltoall")},
+    # togethercomputer/together-nccl-tests benchmarks/B200/sendrecv-p2p-scaling: Together AI's B200 DGX Cloud
+    # nodes, 8 B200 on NVLink 5 / NVSwitch + 8 x ConnectX-7 NDR 400 Gb/s InfiniBand a node (the repository's
+    # reports: the DGX B200 layout); srun one task a GPU (-g 1), NCCL_NVLS_ENABLE=0 (no effect on send / recv),
+    # no NCCL_ALGO / NCCL_PROTO. The ring shift's slowest pair crosses the network, as for xxrjun's runs.
+    **{f"together-b200-{n}x8-sendrecv": CurveSetup(
+        "dgx_b200_ndr", network_pair_first=True,
+        note="Together AI B200 DGX Cloud, 8 x CX-7 400 Gb/s NDR a node (the repository's reports); the ring "
+             "shift's network pair timed" + ("; the report attributes the 8-node drop to shared-fabric "
+                                             "contention, not modelled" if n == 8 else ""))
+       for n in (2, 4, 8)},
 }
 
 #: curves the library cannot express faithfully where it matters: curve -> reason

@@ -34,7 +34,7 @@ def mods():
 
 def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     coll, train, sources = corpus
-    assert len(coll) == 2334 and coll["curve"].nunique() == 114         # the corpus README's counts
+    assert len(coll) == 2756 and coll["curve"].nunique() == 123         # the corpus README's counts
     assert len(train) == 296
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
