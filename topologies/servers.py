@@ -163,6 +163,8 @@ class ServerPorts:
 
 
 _LAYOUTS = ("nvswitch", "pcie", "single")
+#: host CPU kinds NCCL's tuner tells apart (x86 Intel, x86 AMD, Arm)
+CPUS = ("intel", "amd", "arm")
 
 
 @dataclass(frozen=True)
@@ -198,6 +200,10 @@ class ServerModel:
     nic_ports : int
         Ports of one NIC, each a cable of ``nic`` to the NIC's rail switch (a dual-port
         ConnectX-7: 2); the NIC's cable to the fabric carries ``nic_ports`` parallel cables.
+    cpu : {"intel", "amd", "arm"}
+        The host CPU's vendor / architecture (each GPU node's ``cpu`` attribute). NCCL's
+        tuner reads it: across nodes an AMD host caps LL lower and posts network sends at
+        2 us, not 1 (src/graph/tuning.cc, ``llMaxBws``, ``getNetOverhead``).
 
     Examples
     --------
@@ -222,9 +228,12 @@ class ServerModel:
     socket_link: "str | LinkTech" = "upi2x3"
     gpus_per_tray: int = 0
     nic_ports: int = 1
+    cpu: str = "intel"
 
     def __post_init__(self):
         check_int("gpus", self.gpus, 1)
+        if self.cpu not in CPUS:
+            raise ValueError(f"server {self.name!r}: cpu must be one of {', '.join(CPUS)}, got {self.cpu!r}")
         check_int("nics", self.nics, 1)
         check_int("nic_ports", self.nic_ports, 1)
         if self.layout not in _LAYOUTS:
@@ -292,7 +301,7 @@ class ServerModel:
         """JSON-friendly description (technology objects by name)."""
         out = {}
         for key in ("name", "gpus", "layout", "gpu", "nvlink", "nics", "nic", "host_link",
-                    "pcie_switches", "socket_link", "gpus_per_tray", "nic_ports"):
+                    "pcie_switches", "socket_link", "gpus_per_tray", "nic_ports", "cpu"):
             value = getattr(self, key)
             out[key] = getattr(value, "name", value)
         return out
@@ -316,7 +325,7 @@ class ServerModel:
         gpus_per_nic = self.gpus // self.nics if self.gpus >= self.nics else 1
         for i, node in enumerate(gpus):
             attrs = dict(kind="gpu", tier=0, rank=first_rank + i, server=index, local_rank=i,
-                         rail=min(i // gpus_per_nic, self.nics - 1), gpu_type=gpu_name)
+                         rail=min(i // gpus_per_nic, self.nics - 1), gpu_type=gpu_name, cpu=self.cpu)
             if self.gpus_per_tray:
                 attrs["tray"] = i // self.gpus_per_tray
             g.add_node(node, **attrs)
@@ -361,15 +370,18 @@ def _add(model: ServerModel) -> None:
 
 
 # DGX H100 (DGX H100 user guide): 8 H100 SXM5, 4 NVSwitch chips, 18 NVLink 4 per GPU
-# (450 GB/s per direction), 8 ConnectX-7 400 Gb/s compute NICs, one per GPU, on PCIe Gen5.
+# (450 GB/s per direction), 8 ConnectX-7 400 Gb/s compute NICs, one per GPU, on PCIe Gen5;
+# two Intel Xeon Platinum 8480C (DGX H100 datasheet).
 _add(ServerModel("dgx_h100", gpus=8, layout="nvswitch", gpu="h100_sxm", nvlink="nvlink4",
                  nics=8, nic="ib_ndr", host_link="pcie5"))
 # DGX A100 (DGX A100 user guide): 8 A100 SXM4, 6 NVSwitch chips, 12 NVLink 3 per GPU
-# (300 GB/s per direction), 8 ConnectX-6 HDR 200 Gb/s compute NICs on PCIe Gen4.
+# (300 GB/s per direction), 8 ConnectX-6 HDR 200 Gb/s compute NICs on PCIe Gen4; two AMD
+# EPYC 7742 ("Dual AMD Rome 7742", DGX A100 datasheet).
 _add(ServerModel("dgx_a100", gpus=8, layout="nvswitch", gpu="a100_sxm", nvlink="nvlink3",
-                 nics=8, nic="ib_hdr", host_link="pcie4"))
+                 nics=8, nic="ib_hdr", host_link="pcie4", cpu="amd"))
 # DGX B200 (DGX B200 user guide): 8 B200, 2 NVSwitch chips, 18 NVLink 5 per GPU
-# (900 GB/s per direction), 8 ConnectX-7 400 Gb/s compute NICs on PCIe Gen5.
+# (900 GB/s per direction), 8 ConnectX-7 400 Gb/s compute NICs on PCIe Gen5; two Intel Xeon
+# Platinum 8570 (DGX B200 datasheet).
 _add(ServerModel("dgx_b200", gpus=8, layout="nvswitch", gpu="b200", nvlink="nvlink5",
                  nics=8, nic="ib_ndr", host_link="pcie5"))
 # A generic 8-GPU PCIe server (dual-root layout of common 4U 8-GPU chassis): 8 H100 PCIe,
@@ -379,9 +391,10 @@ _add(ServerModel("pcie_8gpu", gpus=8, layout="pcie", gpu="h100_pcie", nics=8, ni
                  host_link="pcie5", pcie_switches=4, socket_link="upi2x3"))
 # GB200 NVL72 (NVIDIA GB200 NVL72 spec): 72 Blackwell GPUs in 18 compute trays of 4, one
 # NVLink 5 domain through 9 NVSwitch trays (18 chips), 900 GB/s per GPU per direction;
-# one 400 Gb/s ConnectX-7 per GPU for the compute fabric.
+# one 400 Gb/s ConnectX-7 per GPU for the compute fabric; each tray's two Grace CPUs are Arm
+# (Neoverse V2 cores, NVIDIA Grace CPU datasheet).
 _add(ServerModel("nvl72", gpus=72, layout="nvswitch", gpu="gb200", nvlink="nvlink5",
-                 nics=72, nic="ib_ndr", host_link="pcie5", gpus_per_tray=4))
+                 nics=72, nic="ib_ndr", host_link="pcie5", gpus_per_tray=4, cpu="arm"))
 # A single-GPU host with one NIC at the fabric's rate: the textbook fabrics' endpoint.
 _add(ServerModel("host", gpus=1, layout="single", gpu="h100_sxm", nics=1, nic=None,
                  host_link="pcie5"))

@@ -236,5 +236,9 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
         nvls = nvls and transport.nvls
         extra = dict(net_latency=transport.net_latency, protocols=transport.protocols,
                      net_bw=min(_egress(graph, [gpus[i] for i in group], efficiency) for group in layout.groups))
+    # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)
+    cpus = {graph.nodes[g].get("cpu", "intel") for g in gpus}
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra="nvlink" if nvswitch else "pcie",
-                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw, **extra)
+                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw,
+                    cpu=cpus.pop() if len(cpus) == 1 else "mixed",
+                    single_gpu_node=n_nodes > 1 and min(len(g) for g in layout.groups) == 1, **extra)

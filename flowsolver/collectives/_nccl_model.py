@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from ._dual import lesser
 from ._nccl import _NVLS_BY_GENERATION, PROTOCOLS
 
-__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "tuner_latency", "tuner_hops", "tuner_algbw", "enabled", "predict"]
+__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "tuner_latency", "tuner_hops", "tuner_algbw", "enabled",
+           "predict", "tree_correction"]
 
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
 #: flowsolver names of NCCL's algorithms (CollNet is left out: no fabric here offers
@@ -36,6 +37,8 @@ _HW = {
 # NCCL 2.30 tuning.cc bandwidth caps, GB/s, per GPU generation, columns 1 node / 2 nodes / 3+
 _LL_MAX_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
 _LL_MAX_NODES = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}       # llMaxBws rows 0 / 1 across nodes
+#: hosts NCCL's tuner counts as AMD (llMaxBws row 1: ``cpuVendor`` AMD or MIXED) and as x86
+_AMD_ROW, _X86 = ("amd", "mixed"), ("intel", "amd", "mixed")
 _RING_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20), "hopper": (36.7, 36.7, 36.7),
                "blackwell": (40, 40, 40)}
 _TREE_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20), "hopper": (36.7, 36.7, 29.0),
@@ -46,8 +49,16 @@ _NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper
               "blackwell": (0.0, 96.0, 80.0)}
 # nvlsEfficiency (NCCL 2.30 tuning.cc): Hopper 0.85, Blackwell 0.74 (one table, in _nccl)
 NVLS_EFFICIENCY_BY_GENERATION = _NVLS_BY_GENERATION
-# NCCL_NET_OVERHEAD (tuning.cc): 1 us on Intel hosts, 2 us on AMD, x3 for Simple
-_NET_OVERHEAD = {"intel": 1.0, "amd": 2.0}
+# NCCL_NET_OVERHEAD (tuning.cc getNetOverhead): 2 us on x86 AMD hosts, else 1 us; x3 for Simple
+_NET_OVERHEAD = {"amd": 2.0}
+# treeCorrectionFactor (NCCL 2.30 tuning.cc, "Trees are not perfectly sticking to the model for
+# medium sizes"): NCCL's estimate of a tree (and, on Blackwell x86 hosts, an NVLSTree) all-reduce
+# scales its bandwidth by this, per protocol (LL, LL128, Simple), at log2i(bytes / 64) = 0 ... 23
+_TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +72,10 @@ class Hardware:
     intra-node graph bandwidth), ``protocols`` the protocols NCCL may run (the network
     transport's settings; all three by default), ``p2p`` a send / receive's communicator
     (:class:`~._p2p.P2pComm`; None for the collectives), ``net_bw`` the least a node's NICs
-    send into the fabric (bytes/s; 0: not known, no bound).
+    send into the fabric (bytes/s; 0: not known, no bound), ``single_gpu_node`` whether a
+    node holds one rank of the communicator (NCCL's tree search then takes its plain TREE
+    pattern, search.cc, which its tuner charges 0.85 of the tree's bandwidth). ``cpu`` is
+    ``"intel"``, ``"amd"``, ``"arm"`` or ``"mixed"`` (hosts of several kinds).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
     8
@@ -79,11 +93,17 @@ class Hardware:
     protocols: tuple = PROTOCOLS
     p2p: object = None
     net_bw: float = 0.0
+    single_gpu_node: bool = False
 
     @property
     def ppn(self) -> int:
-        """Ranks per node."""
+        """Ranks per node (NCCL's integer ``nRanks / nNodes``, as its tree latency counts them)."""
         return max(1, self.ranks // self.nodes)
+
+    @property
+    def one_per_node(self) -> bool:
+        """One rank on every node: NCCL's float ``ppn == 1`` (3 ranks on 2 nodes are not)."""
+        return self.ranks == self.nodes
 
     @property
     def column(self) -> int:
@@ -104,6 +124,10 @@ def enabled(algorithm, protocol, op, hw: Hardware) -> bool:
     simple_only = algorithm in ("nvls", "nvls_tree", "pat")
     if (simple_only and protocol != "Simple") or protocol not in hw.protocols:
         return False
+    # LL128 only where the GPUs of a node reach each other over NVLink (tuning.cc: typeIntra <=
+    # PATH_NVB); GPUs talking over PCIe never run it
+    if protocol == "LL128" and hw.intra != "nvlink" and hw.ranks > hw.nodes:
+        return False            # (a node's one GPU has PATH_LOC inside: search.cc, ngpus == 1)
     if algorithm == "ring":
         return op in ("all_reduce", "all_gather", "reduce_scatter")
     if algorithm == "tree":
@@ -115,7 +139,8 @@ def enabled(algorithm, protocol, op, hw: Hardware) -> bool:
         return op == "all_reduce" and hw.nvls and hw.nodes > 1 and hw.channels >= 2 \
             and hw.generation in NVLS_EFFICIENCY_BY_GENERATION
     if algorithm == "pat":
-        return op in ("all_gather", "reduce_scatter") and hw.ppn == 1 and hw.nodes > 1
+        # ncclPatEnable (tuning.cc): "PAT only supports 1 GPU per node" (nNodes == nRanks)
+        return op in ("all_gather", "reduce_scatter") and hw.one_per_node and hw.nodes > 1
     return False
 
 
@@ -125,10 +150,10 @@ def _hop_constants(algorithm, protocol, hw: Hardware):
     overhead inside one; one GPU per node crosses nodes with the tree's constant)."""
     i = PROTOCOLS.index(protocol)
     intra = _HW[algorithm][hw.intra][i]
-    inter_alg = "tree" if hw.ppn == 1 else algorithm
+    inter_alg = "tree" if hw.one_per_node else algorithm        # tuning.cc: float ppn == 1
     inter = _HW[inter_alg]["network"][i] + hw.net_latency / _US * (2 if protocol == "Simple" else 1)
     if algorithm == "ring" and hw.nodes > 1:
-        intra = max(intra, _NET_OVERHEAD[hw.cpu] * (3 if protocol == "Simple" else 1))
+        intra = max(intra, _NET_OVERHEAD.get(hw.cpu, 1.0) * (3 if protocol == "Simple" else 1))
     return intra, inter
 
 
@@ -209,13 +234,14 @@ def _cap(table, hw):
 def _ll_max(hw):
     if hw.nodes == 1:
         return math.inf if hw.generation is None else _LL_MAX_ONE_NODE[hw.generation] * _GB
-    return _LL_MAX_NODES[hw.cpu][0 if hw.nodes == 2 else 1] * _GB
+    return _LL_MAX_NODES["amd" if hw.cpu in _AMD_ROW else "intel"][0 if hw.nodes == 2 else 1] * _GB
 
 
 def _nvls_bus(algorithm, op, busbw, hw):
     n = hw.channels
     eff = NVLS_EFFICIENCY_BY_GENERATION.get(hw.generation, 0.0)
-    intra = hw.nvlink_bw / n * eff * (n - 1) / n * (2 if op == "all_reduce" else (hw.ppn - 1) / hw.ppn)
+    ppn = hw.ranks / hw.nodes                   # NCCL's float ppn
+    intra = hw.nvlink_bw / n * eff * (n - 1) / n * (2 if op == "all_reduce" else (ppn - 1) / ppn)
     bw = intra
     if hw.nodes > 1:
         bw = lesser(bw, busbw / n * (2 if algorithm == "nvls_tree" and hw.nodes <= 2 else 1))
@@ -245,6 +271,8 @@ def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware) -> float:
         bus = {"LL": lesser(tree / 3.8, _ll_max(hw)),
                "LL128": lesser(tree * (7 / 9 if hw.nodes == 1 else 120 / 128), n * _cap(_TREE_LL128, hw)),
                "Simple": tree}[protocol]
+        if hw.single_gpu_node:          # maxTreePattern == NCCL_TOPO_PATTERN_TREE
+            bus = bus * 0.85
     elif algorithm in ("nvls", "nvls_tree"):
         bus = _nvls_bus(algorithm, op, busbw, hw)
     elif algorithm == "pat":
@@ -260,6 +288,24 @@ def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware) -> float:
     return bus * 0.5
 
 
+def tree_correction(algorithm, protocol, op, size, hw: Hardware) -> float:
+    """The factor NCCL's estimate (what it chooses by) scales a tree all-reduce's bandwidth by
+    at ``size`` bytes (``ncclTopoGetAlgoTime``: ``treeCorrectionFactor[protocol][log2i(size /
+    64)]`` below 512 MiB; NVLSTree too on Blackwell with x86 hosts); 1 elsewhere.
+
+    >>> hw = Hardware(16, 2, "hopper")
+    >>> tree_correction("tree", "LL", "all_reduce", 256 * 1024, hw), tree_correction("ring", "LL", "all_reduce", 256 * 1024, hw)
+    (0.4, 1.0)
+    """
+    log_size = log2i(int(size) >> 6) if size >= 64 else -1
+    if op != "all_reduce" or log_size < 0:
+        return 1.0
+    if (algorithm == "tree" and log_size < 23) or (algorithm == "nvls_tree" and log_size < 24 and
+                                                   hw.generation == "blackwell" and hw.cpu in _X86):
+        return _TREE_CORRECTION[PROTOCOLS.index(protocol)][log_size]
+    return 1.0
+
+
 def predict(op, size, busbw, hw: Hardware) -> dict:
     """NCCL's predicted time (s) of every enabled ``(algorithm, protocol)`` for ``op`` of
     ``size`` bytes, the graph's bus bandwidth ``busbw`` (bytes/s) on ``hw``.
@@ -272,5 +318,6 @@ def predict(op, size, busbw, hw: Hardware) -> dict:
     for a in TUNER_ALGORITHMS:
         for p in PROTOCOLS:
             if enabled(a, p, op, hw):
-                out[a, p] = tuner_latency(a, p, op, hw, size) + size / tuner_algbw(a, p, op, busbw, hw)
+                out[a, p] = tuner_latency(a, p, op, hw, size) + size / (
+                    tuner_algbw(a, p, op, busbw, hw) * tree_correction(a, p, op, size, hw))
     return out

@@ -13,7 +13,8 @@ from ._algorithms import algorithm_of
 from ._dual import greater, lesser
 from ._nccl import PROTOCOLS, busbw_factor
 from ._pipeline import PIPELINE, pipeline_time
-from ._nccl_model import _BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tuner_algbw, tuner_hops, tuner_latency
+from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tree_correction, tuner_algbw, tuner_hops,
+                          tuner_latency)
 
 __all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
            "slow_paths_of", "path_excess"]
@@ -153,7 +154,8 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     time = options.with_host(gpu, greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries
-    return time, lat + (time - gpu), lat + size / algbw
+    # NCCL chooses by its estimate, whose tree bandwidth it corrects at medium sizes
+    return time, lat + (time - gpu), lat + size / (algbw * tree_correction(a, proto, op, size, hw))
 
 
 def _graph_busbw(algorithm, ring_busbw, hw) -> float:

@@ -17,6 +17,13 @@ PROTOS = ("LL", "LL128", "Simple")
 NVLINK_BW = 18 * 20.6       # GB/s, a H100's NVLink in NCCL's topology model (SM90 20.6 per link)
 NIC_BW = 50.0               # GB/s, NDR 400G at line rate (NCCL: NIC = line rate)
 CHANNELS = 16               # NCCL's channels here: 8 per node (one per GPU / NIC), doubled
+# NCCL 2.30 src/graph/tuning.cc treeCorrectionFactor (not in REFERENCE.md): ncclTopoGetAlgoTime
+# multiplies a tree all-reduce's bandwidth by [protocol][log2(bytes >> 6)] below 2^23 x 64 bytes
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+}
 
 
 def nccl_latency(alg, proto, ranks, nodes):
@@ -67,7 +74,11 @@ def nccl_times(size, ranks, nodes):
             lat = nccl_latency(a, p, ranks, nodes)
             if a == "ring" and p == "Simple" and nodes > 1 and size / (CHANNELS * ranks) >= 64:
                 lat *= 1.4
-            out[a, p] = lat + size / (1000 * nccl_algbw(a, p, ranks, nodes, busbw))
+            bw = nccl_algbw(a, p, ranks, nodes, busbw)
+            log_size = int(math.log2(size >> 6)) if size >= 64 else -1
+            if a == "tree" and 0 <= log_size < 23:
+                bw *= TREE_CORRECTION[p][log_size]
+            out[a, p] = lat + size / (1000 * bw)
     return out
 
 

@@ -372,7 +372,7 @@ def parse_system(root, where, max_gpus: int = 640) -> System:
     for c, cpu in enumerate(sockets):
         key = f"cpu{c}"
         _add_node(system, key, kind="cpu", socket=c, numaid=cpu.get("numaid"),
-                  vendor=cpu.get("vendor"))
+                  vendor=cpu.get("vendor"), arch=cpu.get("arch"))
         loc = _loc(cpu, ("numaid",)) if cpu.get("numaid") is not None else f"<cpu> #{c + 1}"
         _walk(cpu, key, loc, c, system, full_dump)
     if not system.gpus:

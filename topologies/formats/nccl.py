@@ -109,7 +109,7 @@ class NcclServer(ServerModel):
         for local, items in self.nodes:
             attrs = dict(items, tier=0, server=index)
             if attrs["kind"] == "gpu":
-                attrs.update(rank=first_rank + attrs["local_rank"], gpu_type=self.gpu_spec.name)
+                attrs.update(rank=first_rank + attrs["local_rank"], gpu_type=self.gpu_spec.name, cpu=self.cpu)
                 ports.gpus.append(pre + local)
             elif attrs["kind"] == "nic":
                 attrs["role"] = "compute"
@@ -304,12 +304,30 @@ def _assemble(system, path, gpu_type, nvlink, declared, socket, name, notes) -> 
                     f"{system.switch_groups} NVSwitch domain(s)")
     ordered = sorted(nodes.items(), key=lambda kv: (kv[1]["kind"], kv[1].get("order", 0)))
     frozen = tuple((n, tuple((k, v) for k, v in a.items() if k != "order")) for n, a in ordered)
-    return NcclServer(
+    cpu = _cpu_kind([nodes[c] for c in cpus], notes)
+    return NcclServer(cpu=cpu,
         name=name or f"nccl:{path.stem}", gpus=len(system.gpus), gpu=gpu_type,
         layout="nvswitch" if nv_tech is not None else "nccl", nvlink=nv_tech, nics=len(nics),
         nic=nic_tech, nic_ports=ports, host_link=host, socket_link=socket,
         pcie_switches=switches,
         nodes=frozen, cables=tuple(cables), description="; ".join(notes), source=str(path))
+
+
+def _cpu_kind(cpus, notes) -> str:
+    """The host's kind for NCCL's tuner from the ``<cpu>`` elements' ``arch`` and ``vendor``
+    (NCCL's topo.cc reads the same attributes): ``"arm"``, ``"amd"`` or ``"intel"``; a file
+    that names neither is taken as Intel, said in ``notes``."""
+    kinds = set()
+    for a in cpus:
+        arch, vendor = str(a.get("arch") or "").lower(), str(a.get("vendor") or "")
+        kinds.add("arm" if arch in ("arm64", "aarch64") else "amd" if vendor == "AuthenticAMD"
+                  else "intel" if vendor == "GenuineIntel" else None)
+    kinds.discard(None)
+    if len(kinds) != 1:
+        notes.append("host CPU vendor " + ("not in the file" if not kinds else f"mixed ({sorted(kinds)})")
+                     + ": taken as Intel")
+        return "intel"
+    return kinds.pop()
 
 
 def _nvlink_cables(system, nodes, cables, nvlink, declared, notes) -> dict:
