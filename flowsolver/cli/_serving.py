@@ -50,6 +50,9 @@ def add_serve(sub, fmt) -> None:
     s.add_argument("--compute-efficiency", type=compute_model, default="auto",
                    help="step model: auto (default: the kernel tables where the GPU has them), kernels, "
                         "or a fraction of the peak (the flat model)")
+    s.add_argument("--hbm-efficiency", type=float, default=None,
+                   help="share of the datasheet HBM bandwidth reached (default: BabelStream Triad's, where "
+                        "measured; a GPU without a measurement needs it)")
     s.add_argument("--comm-overlap", type=float, default=0.0,
                    help="share of each step's communication hidden behind its compute (default 0)")
     s.add_argument("--ttft-target", type=float, default=None, help="TTFT target (ms) for the goodput")
@@ -74,7 +77,7 @@ def serve(args) -> None:
             output=_length("--output", args.output), tp=args.tp, pp=args.pp, ep=args.ep,
             prefill_gpus=args.prefill_gpus, decode=decode, max_batch=args.max_batch, token_budget=args.token_budget,
             precision=args.precision, ttft_target=ms(args.ttft_target), tpot_target=ms(args.tpot_target),
-            comm_overlap=args.comm_overlap, seed=args.request_seed,
+            comm_overlap=args.comm_overlap, seed=args.request_seed, hbm_efficiency=args.hbm_efficiency,
             compute_efficiency=None if args.compute_efficiency == KERNELS else args.compute_efficiency)
     s = r.summary()
     lay = ", ".join(f"{name} {v['instances']} x (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})"

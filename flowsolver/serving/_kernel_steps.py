@@ -17,8 +17,9 @@ model's final ``norm``, ``lm_head`` and ``sampler`` once a step): per GPU (``tp`
   is what a small tensor-parallel slice adds;
 * a mixture of experts instead runs its router (``m x experts`` by ``h``) and the experts some
   token is routed to (a fused kernel for the first and one for the second product: ``t0`` once
-  each; :func:`~flowsolver.serving._steps.busiest_rank_experts` on the busiest rank at decode,
-  every local expert at prefill) plus a top-k kernel;
+  each; the experts the busiest rank holds a token for,
+  :func:`~flowsolver.serving._steps.busiest_rank_experts`, at decode and prefill alike) plus a
+  top-k kernel;
 * four memory-bound kernels (two fused add + RMSNorm: read x and the residual, write both,
   ``4 h`` elements a token; RoPE: read and write q and k, ``2 (h + kv) / tp``; SiluAndMul: read
   ``2 ffn / tp``, write ``ffn / tp``) at the achieved HBM
@@ -26,12 +27,14 @@ model's final ``norm``, ``lm_head`` and ``sampler`` once a step): per GPU (``tp`
   measured least kernel time, 2 us);
 * attention: decode reads its sequences' KV cache at the achieved bandwidth (its FLOPs, ``4 h``
   per token of context against ``2 kv_heads d`` cached values, are far below any GPU's ridge
-  point), at least one launch a layer; prefill runs causal flash attention per prompt at
+  point), at least one launch a layer; prefill runs the rank's prompts in one varlen causal
+  flash-attention call a layer (vLLM's ``flash_attn_varlen_func``), each prompt at
   :func:`~flowsolver.training._kernels.attention_rates` for its length (``"fa2"`` on an A100,
   ``"fa3"`` on Hopper and Blackwell) or at ``attention_efficiency`` of the bf16 peak where the
   caller sets one;
 * the last norm, the logits GEMM (``sequences x vocab / tp`` by ``h``, bf16) and the sampler
-  (reads and writes the fp32 logits once).
+  (the logits gathered whole to the first TP rank: reads and writes the fp32 logits of the full
+  vocabulary once).
 
 Not counted: the host's work between steps (scheduling, sampling's host side, detokenising) and
 the gaps between kernels (vLLM captures decode steps in CUDA graphs); the logits' gather to the
@@ -128,29 +131,26 @@ class KernelSteps:
             return 0.0
         m, lay = self.sm.model, self.sm.layout
         v = m.vocab / lay.tp
+        # the logits are gathered whole to the first TP rank, which samples the full vocabulary
         return (self._memory(sequences * 4 * m.hidden * _ACT) + self._gemm(sequences, v, m.hidden, "bf16")
-                + self._memory(sequences * v * _SAMPLER_BYTES_PER_VOCAB))
+                + self._memory(sequences * m.vocab * _SAMPLER_BYTES_PER_VOCAB))
 
     # -- steps -----------------------------------------------------------------------------------
     def decode_fixed(self, busiest: float, group_tokens: float) -> float:
-        """Seconds of a decode step's kernels but the KV-cache reads: the busiest attention rank
-        holds ``busiest`` sequences, its expert-parallel group ``group_tokens`` tokens."""
-        from ._steps import busiest_rank_experts, expected_active_experts
-
+        """Seconds of a decode step's kernels but attention: the busiest attention rank holds
+        ``busiest`` sequences, its expert-parallel group ``group_tokens`` tokens."""
         if busiest <= 0:
             return 0.0
-        m, lay = self.sm.model, self.sm.layout
-        layer = self._layer_dense_part(busiest) + self.launch            # the attention kernel's launch
-        if m.experts > 1:
-            hit = busiest_rank_experts(m.experts, m.top_k, lay.ep, group_tokens)
-            active = m.experts * expected_active_experts(m.experts, m.top_k, group_tokens)
-            layer += self._experts(hit * group_tokens * m.top_k / max(active, 1.0), hit)
+        m = self.sm.model
+        layer = self._layer_dense_part(busiest) + (self._routed(group_tokens) if m.experts > 1 else 0.0)
         return m.layers * layer + self._output(busiest)
 
     def decode_context(self, context_tokens: float) -> float:
-        """Seconds the busiest rank's attention reads ``context_tokens`` tokens of KV cache in
-        (all layers; the launch is in :meth:`decode_fixed`)."""
-        return self.sm.kv_read_bytes(context_tokens) / self.bandwidth
+        """Seconds of a decode step's attention on the busiest rank, which reads
+        ``context_tokens`` tokens of KV cache: each layer's kernel its share of the bytes at the
+        achieved bandwidth, at least one launch."""
+        m = self.sm.model
+        return m.layers * max(self.sm.kv_read_bytes(context_tokens) / m.layers / self.bandwidth, self.launch)
 
     def prefill(self, lengths, rank_of: np.ndarray, attention_efficiency) -> float:
         """Seconds of a prefill step of prompts of ``lengths`` tokens dealt to attention ranks
@@ -170,14 +170,23 @@ class KernelSteps:
                                            / attention_rates(gpu, "auto", head_dim=d, tokens=s)[0]) for s in mine)
             else:
                 attention = float(np.sum(2.0 * h * mine ** 2 / lay.tp)) / (attention_efficiency * gpu.peak_bf16_flops)
-            layer = self._layer_dense_part(tokens) + attention + self.launch * len(mine)
+            # one varlen flash-attention call a layer for all the rank's prompts (vLLM's
+            # flash_attn_varlen_func with cu_seqlens), at least one launch
+            layer = self._layer_dense_part(tokens) + max(attention, self.launch)
             ranks.append(m.layers * layer + self._output(len(mine)))
         total = float(lengths.sum())
-        experts = 0.0
-        if m.experts > 1:
-            local = m.experts / lay.ep
-            experts = m.layers * self._experts(total * m.top_k / lay.ep, local)
-        return max(ranks) + experts
+        return max(ranks) + (m.layers * self._routed(total) if m.experts > 1 else 0.0)
+
+    def _routed(self, tokens: float) -> float:
+        """One layer's expert products for ``tokens`` tokens of an expert-parallel group: the
+        experts the busiest rank holds a token for (all its local ones once the tokens are
+        many), each with its share of the routed tokens."""
+        from ._steps import busiest_rank_experts, expected_active_experts
+
+        m, lay = self.sm.model, self.sm.layout
+        hit = busiest_rank_experts(m.experts, m.top_k, lay.ep, tokens)
+        active = m.experts * expected_active_experts(m.experts, m.top_k, tokens)
+        return self._experts(hit * tokens * m.top_k / max(active, 1.0), hit)
 
 
 def kernel_model(sm) -> "KernelSteps | None":

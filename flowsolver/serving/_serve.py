@@ -80,10 +80,9 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
     comm_decode[0] = 0.0
     if sm.kernels is not None:          # the kernel tables: each kernel timed alone, the KV reads apart
         fixed = np.array([sm.kernels.decode_fixed(b, n) for n, b in enumerate(busiest)])
-        per_context = sm.kernels.decode_context(1.0)
 
         def compute_time(b, mine):
-            return fixed[b] + per_context * mine
+            return fixed[b] + sm.kernels.decode_context(mine)
     else:
         batches = np.arange(max_seqs + 1, dtype=np.float64) / lay.ep      # per attention rank
         weights = np.array([sm.weight_bytes(b * lay.ep) for b in batches])
@@ -181,6 +180,17 @@ def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
     return math.floor(free / per_token / lay.pp) * lay.ep
 
 
+def _no_precision_table(gpu, precision: str) -> str:
+    """Why the kernel tables cannot time ``precision``'s GEMMs on ``gpu`` ('' where they can)."""
+    from ..training._kernels import gemm_curve, kernel_family
+
+    try:
+        gemm_curve(kernel_family(gpu), precision)
+    except ValueError as err:
+        return f"has no {precision} GEMM table ({err})"
+    return ""
+
+
 def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, prompt=1024, output=256,
           tp: int = 8, pp: int = 1, ep: int = 1, prefill_gpus: int | None = None, decode: dict | None = None,
           ranks=None, max_batch: int = 256, token_budget: int = 8192, precision: str = "bf16",
@@ -276,10 +286,13 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         except ValueError as err:
             raise ValueError(f"{err}: pass hbm_efficiency=") from None
     hbm_efficiency = _checks.fraction("hbm_efficiency", hbm_efficiency, zero_ok=False)
+    asked = compute_efficiency
     compute_efficiency = resolve_compute(compute_efficiency, gpu_spec)
     if compute_efficiency is None:
-        why = kernel_tables_missing(gpu_spec)
-        if why:
+        why = kernel_tables_missing(gpu_spec) or _no_precision_table(gpu_spec, precision)
+        if why and asked == "auto":
+            compute_efficiency = DEFAULT_COMPUTE_EFFICIENCY         # no tables for it: the flat model
+        elif why:
             raise ValueError(f"compute_efficiency=None needs the kernel tables: GPU {gpu_spec.name!r} {why}; "
                              f"pass a fraction (the flat model) or 'auto'")
     if attention_efficiency is None and compute_efficiency is not None:

@@ -9,11 +9,11 @@ GEMM (torchao's float8 roofline, ``get_individual_gemm_time_sympy``, with an occ
 and its three constants fitted per GPU family and precision): an ``m x k`` by ``k x n``
 product takes
 
-    max(2 m n k / (eta P q), bytes / (beta B)) + t0,   q = 1 - exp(-m n / (c SMs))
+    max(2 m n k / (eta P q), bytes / (beta B)) + t0,   q = max(1 - exp(-m n / (c SMs)), 1 / SMs)
 
 with ``P`` the dense peak of its precision, ``eta`` the fraction of it large GEMMs sustain,
 ``q`` the share of the SMs an ``m x n`` output keeps busy (``c``: the output elements one SM
-takes, in effect), ``t0`` a fixed launch-and-tail time, ``bytes`` its operands (1 byte per
+takes, in effect; never less than one SM), ``t0`` a fixed launch-and-tail time, ``bytes`` its operands (1 byte per
 FP8 element, 2 per BF16) and BF16 output, ``B`` the datasheet HBM bandwidth and ``beta``
 (:func:`memory_fraction`) the share of it BabelStream's Triad reaches (torchao's measurement
 where Azure has none). ``(eta, c, t0)`` minimise the summed absolute log error over the
@@ -114,7 +114,7 @@ def _curve_tflops(m, n, k, *, eta, c, t0, peak, sms, bandwidth, operand) -> np.n
     """TFLOP/s of the GEMM curve (module docstring) for arrays of shapes."""
     m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
     flops = 2.0 * m * n * k
-    occupancy = 1.0 - np.exp(-m * n / (c * sms))
+    occupancy = np.maximum(1.0 - np.exp(-m * n / (c * sms)), 1.0 / sms)
     compute = flops / (eta * peak * occupancy)
     memory = (operand * (m * k + k * n) + 2.0 * m * n) / bandwidth
     return flops / (np.maximum(compute, memory) + t0) / 1e12
@@ -270,7 +270,9 @@ def gemm_seconds_shape(m: float, n: float, k: float, gpu, precision: str, *, pow
     _, c, t0 = gemm_curve(fam, precision)
     operand = 1.0 if precision == "fp8" else 2.0
     flops = 2.0 * m * n * k
-    occupancy = 1.0 - math.exp(-m * n / (c * SMS[fam] * sm_share))
+    # the share of the SMs the output keeps busy, never below one SM (a GEMM runs on at least one:
+    # the curve, fitted on outputs of >= 2^17 elements, would otherwise give a 1 x 8 product less)
+    occupancy = max(1.0 - math.exp(-m * n / (c * SMS[fam] * sm_share)), 1.0 / (SMS[fam] * sm_share))
     compute = flops / (eta * _peak(gpu, precision) * sm_share * occupancy)
     operands = operand * (m * k + k * n) + 2.0 * m * n
     memory = memory_seconds(operands, gpu) if bandwidth is None else operands / bandwidth

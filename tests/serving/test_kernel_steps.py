@@ -49,9 +49,37 @@ def test_decode_of_one_sequence_is_every_gemm_memory_bound_plus_each_kernels_flo
 
 
 def test_decode_context_is_its_kv_cache_at_the_achieved_bandwidth(r8b):
+    # no context: each layer's attention kernel its 2 us floor; 4,000 tokens: 16 MB a layer, past it
     base, _ = r8b.decode_step(4, 0)
     seconds, _ = r8b.decode_step(4, 4000)
-    assert seconds - base == pytest.approx(4000 * KV_PER_TOKEN / HBM, rel=1e-9)
+    assert seconds - base == pytest.approx(4000 * KV_PER_TOKEN / HBM - L * LAUNCH_SECONDS, rel=1e-9)
+
+
+def test_decode_at_tp8_keeps_every_gemm_memory_bound_one_sm_at_least():
+    # Llama 3 70B (80 layers, hidden 8192, FFN 28672, 64 heads, 8 KV heads) on 8 H100, one token:
+    # each GPU's GEMM slices (QKV 1 x 1280 by 8192 ...) keep one SM busy at least, whose share of
+    # the peak (989 / 132 TFLOP/s x 0.82) computes QKV in 3.4 us, under its 7.1 us of weights
+    # (the curve's occupancy alone, 0.24 % of the SMs, would give 10.9 us)
+    g = tp.rail_optimized(nodes=1)
+    r = fs.serve(g, "llama-3-70b", rate=1.0, duration=2.0, prompt=16, output=4, tp=8)
+    seconds, comm = r.decode_step(1, 0)
+    t0 = gemm_curve("h100", "bf16")[2]
+    h, f, kv, v, layers = 8192, 28672, 8 * 128, 128256, 80
+    shapes = [((h + 2 * kv) / 8, h), (h, h / 8), (2 * f / 8, h), (h, f / 8)]
+    layer_bytes = sum(2 * (k + n * k + n) for n, k in shapes)
+    out_bytes = 2 * (h + v / 8 * h + v / 8)
+    want = layers * (layer_bytes / HBM + 4 * t0 + 5 * LAUNCH_SECONDS) + out_bytes / HBM + t0 + 2 * LAUNCH_SECONDS
+    assert seconds - comm == pytest.approx(want, rel=1e-12)
+
+
+def test_a_one_token_prompt_costs_what_a_decode_step_of_one_sequence_does():
+    # the same GEMMs at m = 1, the same router and experts (top-2 of Mixtral's 8), attention over
+    # nothing cached: a prefill of one token is a decode step with an empty cache
+    r = fs.serve(tp.rail_optimized(nodes=1), "mixtral-8x7b", rate=1.0, duration=2.0, prompt=16, output=4, tp=2)
+    assert r.prefill_step(1, 1)[0] == pytest.approx(r.decode_step(1, 0)[0], rel=1e-12)
+    # 16 tokens reach about 7 of the 8 experts (8 (1 - (6/8)^16) = 7.92): no more than all 8
+    one, many = r.prefill_step(1, 1)[0], r.prefill_step(16, 1)[0]
+    assert one < many < 4.5 * one
 
 
 def test_prefill_of_one_long_prompt_is_its_gemms_at_the_curve_and_flash_attention(r8b):
@@ -66,7 +94,7 @@ def test_prefill_of_one_long_prompt_is_its_gemms_at_the_curve_and_flash_attentio
 
     layer = sum(gemm(T, n, k) for n, k in [(H + 2 * KV, H), (H, H), (2 * F, H), (H, F)])
     fwd_rate = attention_rates(tp.get_gpu("h100_sxm"), "fa3", head_dim=D, tokens=T)[0]
-    layer += 2 * H * T ** 2 / fwd_rate + LAUNCH_SECONDS                 # causal: half of 4 s^2 d heads
+    layer += 2 * H * T ** 2 / fwd_rate                                  # causal: half of 4 s^2 d heads
     layer += (2 * 4 * H + 2 * (H + KV) + 3 * F) * 2 * T / HBM          # norms, RoPE, SiluAndMul (bf16)
     out = max(2 * 4 * H / HBM, LAUNCH_SECONDS) + gemm(1, V, H) + max(8 * V / HBM, LAUNCH_SECONDS)
     seconds, comm = r8b.prefill_step(T, sequences=1)
@@ -90,8 +118,9 @@ def test_moe_decode_reads_the_busiest_ranks_expert_with_one_fused_tail_per_produ
     kv = m.kv_heads * (h // m.heads)
     dense = [(h + 2 * kv, h), (h, h), (2 * f, h), (h, f)]               # QKV, proj, the expert's two
     layer_bytes = sum(2 * (k + n * k + n) for n, k in dense)
-    # the router's 8 outputs keep 8 / (c x 132 SMs) of the GPU busy: its FLOPs outlast its bytes
-    router = max(2 * e * h / (eta * 989e12 * (1 - math.exp(-e / (c * 132)))), 2 * (h + e * h + e) / HBM) + t0
+    # the router's 8 outputs keep one SM busy (the curve's share, 8 / (c x 132 SMs), is less)
+    q = max(1 - math.exp(-e / (c * 132)), 1 / 132)
+    router = max(2 * e * h / (eta * 989e12 * q), 2 * (h + e * h + e) / HBM) + t0
     out_bytes = 2 * (h + m.vocab * h + m.vocab)
     # launches a layer: 2 norms, RoPE, top-k, SiluAndMul, attention
     want = (L * (layer_bytes / HBM + 4 * t0 + router + 6 * LAUNCH_SECONDS)
