@@ -133,7 +133,9 @@ _add(Cluster("azure_nd_gb200_v6", tp.get_server("nvl72").with_(name="nd_gb200_v6
 # p5.48xlarge (AWS EC2 P5 page; EC2 user guide, network cards): 8 H100 SXM, 3,200 Gb/s EFA as
 # 32 network cards of 100 Gb/s, 4 per GPU -> 8 NICs of 4 x 100 Gb/s EFA ports. aws-ofi-nccl
 # reports 75 us of network latency to NCCL on p5 (topologies/transports.py, aws_ofi_p5).
-_add(Cluster("aws_p5", _server("dgx_h100", name="p5.48xlarge", nic="efa_100g", nic_ports=4), "efa_100g", "AWS EFA",
+# Its hosts are AMD (AWS P5 page: "3rd Gen AMD EPYC processors (AMD EPYC 7R13)").
+_add(Cluster("aws_p5", _server("dgx_h100", name="p5.48xlarge", nic="efa_100g", nic_ports=4, cpu="amd"), "efa_100g",
+             "AWS EFA",
              "H100",
              "AWS p5.48xlarge: 8 H100 + 32 x 100 Gb/s EFA (3,200 Gb/s; AWS P5 page), as 8 NICs x 4 ports of "
              "100 Gb/s EFA (transport aws_ofi_p5: 75 us reported to NCCL)."))
@@ -238,7 +240,9 @@ _add(Cluster("nebius_h100", _server("dgx_h100", name="nebius-h100"), "ib_ndr", "
 # choice among ring and tree only (CurveSetup.candidates).
 # Slingshot 11: the catalogue's slingshot_200g (200 Gb/s; transport alps_ofi_cxi: aws-ofi-nccl's
 # CXI provider, no reported latency, LL128 off as the Alps container hook sets it).
-_add(Cluster("cscs_alps_gh200", _server("dgx_h100", name="alps-gh200", gpus=4, nics=4, nic="slingshot_200g"),
+# GH200's CPU is a Grace (Arm Neoverse V2; NVIDIA GH200 datasheet).
+_add(Cluster("cscs_alps_gh200", _server("dgx_h100", name="alps-gh200", gpus=4, nics=4, nic="slingshot_200g",
+                                        cpu="arm"),
              "slingshot_200g",
              "Slingshot", "GH200",
              "CSCS Alps GH200 node: 4 GH200 (Hopper GPU; NVLink 4 all-to-all mesh modelled as one NVSwitch "
@@ -265,8 +269,9 @@ _add(Cluster("coreweave_gb200_nvl72", _server("nvl72", name="CoreWeave GB200 NVL
 # catalogue's slingshot_200g. Dragonfly groups are not modelled (rail-optimised graph).
 SLINGSHOT_ALL_PROTOCOLS = replace(tp.get_link("slingshot_200g"), name="slingshot_200g_allproto",
                                   transport="nccl_builtin")
+# Kestrel's GPU nodes have "Dual socket AMD Genoa 64-core processors" (NREL, Kestrel system configuration).
 _add(Cluster("nrel_kestrel_h100", _server("dgx_h100", name="kestrel-h100", gpus=4, nics=2,
-                                          nic=SLINGSHOT_ALL_PROTOCOLS),
+                                          nic=SLINGSHOT_ALL_PROTOCOLS, cpu="amd"),
              SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "H100",
              "NREL Kestrel GPU node: 4 H100 SXM (NVLink 4 all-to-all, modelled as one NVSwitch at NVLink 4 rate) + "
              "2 x 200 Gb/s Slingshot-11 NICs (NREL system configuration page); no NCCL_PROTO set: all protocols, "
@@ -308,7 +313,9 @@ _add(Cluster("nebius_h200", _server("dgx_h100", name="nebius-h200"), "ib_ndr", "
 # The run's rank list puts two GPUs on each PCIe bus ([0x10] x 2, [0x20] x 2, ...), one EFA NIC each: the
 # DGX A100 server with 4 NICs of 100 Gb/s EFA, one shared by each GPU pair. aws-ofi-nccl reports 75 us of
 # network latency on p4d (topologies/transports.py, aws_ofi_p5).
-_add(Cluster("aws_p4d", _server("dgx_a100", name="p4d.24xlarge", nics=4, nic="efa_100g"), "efa_100g", "AWS EFA",
+# p4d's hosts are Intel ("2nd Generation Intel Xeon Scalable processors", AWS P4 page), not the DGX A100's AMD.
+_add(Cluster("aws_p4d", _server("dgx_a100", name="p4d.24xlarge", nics=4, nic="efa_100g", cpu="intel"), "efa_100g",
+             "AWS EFA",
              "A100",
              "AWS p4d.24xlarge: 8 A100 40GB (NVLink 3 / NVSwitch) + 4 x 100 Gb/s EFA (400 Gb/s; AWS P4 page; 4 NICs "
              "in the DLAMI guide's check), one NIC a GPU pair (transport aws_ofi_p5: 75 us).", A100_40GB))
@@ -318,7 +325,9 @@ _add(Cluster("aws_p4d", _server("dgx_a100", name="p4d.24xlarge", nics=4, nic="ef
 # with 4 NICs of 200 Gb/s HDR, one shared by each GPU pair (as p4d's 4 NICs), NCCL's own IB transport. The
 # benchmark sets NCCL_NET_GDR_LEVEL=2 (GPUDirect RDMA across PCIe switches, not the host bridge): taken as
 # GPUDirect, the model's default. ABCI's fat tree is not modelled (rail-optimised graph).
-_add(Cluster("abci_a_node", _server("dgx_a100", name="abci-compute-node-a", nics=4), "ib_hdr", "InfiniBand", "A100",
+# Its hosts: "two Intel Xeon Platinum 8360Y Processors" (the same overview, Compute Node (A)).
+_add(Cluster("abci_a_node", _server("dgx_a100", name="abci-compute-node-a", nics=4, cpu="intel"), "ib_hdr",
+             "InfiniBand", "A100",
              "ABCI 2.0 Compute Node (A): 8 A100 40GB SXM4 (NVLink 3 / NVSwitch) + 4 x InfiniBand HDR 200 Gb/s, one a "
              "GPU pair (ABCI system overview); fat tree not modelled.", A100_40GB))
 # Dell PowerEdge XE9680 H200 on NVIDIA Spectrum-X (sdambo-git/spc-x-host-configuration README): HGX H200
