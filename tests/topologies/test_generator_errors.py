@@ -119,7 +119,7 @@ def test_a_dragonfly_of_an_odd_group_count_has_its_bisection_from_a_max_flow():
     # balanced cut {g0, g1, half of g2} holds 4 global and 1 local cable: 250 GB/s
     for g, want in ((tp.dragonfly(2, 2, 2), 5 * tp.get_link("ib_ndr").bandwidth), (tp.dragonfly(2, 4, 2), None)):
         d = tp.describe(g)
-        assert d["bisection_method"].startswith("max flow between the GPU rank halves")
+        assert d["bisection_method"].startswith("max flow between the server halves")
         if want is not None:
             assert d["bisection_bandwidth"] == pytest.approx(want, rel=1e-12)
 
