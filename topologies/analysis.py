@@ -255,7 +255,7 @@ def format_description(d: dict) -> str:
     params = {k: (v["name"] if isinstance(v, dict) and "name" in v else v)
               for k, v in d["params"].items() if k not in ("servers",)}
     shown = ", ".join(f"{k}={v}" for k, v in params.items() if v is not None and
-                      k in ("k", "nodes", "dims", "p", "a", "h", "g", "leaves", "spines",
+                      k in ("k", "pods", "nodes", "dims", "p", "a", "h", "g", "leaves", "spines",
                             "hosts_per_leaf", "link", "link_local", "link_global", "server",
                             "oversubscription", "wrap"))
     lines = [f"cluster: {d['generator']}({shown})",

@@ -13,7 +13,7 @@ import topologies as tp
     (lambda: tp.fat_tree(4, link="ndr"), r"link: unknown link technology 'ndr'.*ib_ndr"),
     (lambda: tp.fat_tree(4, server="dgx"), r"unknown server 'dgx'.*dgx_h100"),
     (lambda: tp.leaf_spine(0, 2, 8), r"leaves must be an integer >= 1"),
-    (lambda: tp.leaf_spine(2, 0, 8), r"spines must be an integer >= 1"),
+    (lambda: tp.leaf_spine(2, 0, 8), r"spines must be >= 1 with 2 leaves"),
     (lambda: tp.leaf_spine(2, 2, -1), r"hosts_per_leaf must be an integer >= 1"),
     (lambda: tp.leaf_spine(2, 2, 8, oversubscription=0.5), r"oversubscription must be .*>= 1"),
     (lambda: tp.leaf_spine(2, 2, 8, oversubscription=True), r"oversubscription must be a number"),   # not 1
