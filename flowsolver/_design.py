@@ -2,12 +2,12 @@
 workload on each, and keep the Pareto front of price, power and time.
 
 The grid is families x technologies x oversubscriptions x switch radixes x NICs per server x
-optics. A fabric sized by whole switches (a k-ary fat-tree, a leaf-spine's last leaf) gets the
+optics. A fabric sized by whole switches (a fat-tree's last pod, a leaf-spine's last leaf) gets the
 job's servers on its first host ports, the rest left empty and every switch billed. Every
 candidate is billed (:func:`topologies.bill`, cheap); the candidates within the budget and the
 power envelope are timed, one timing per distinct fabric (the optics change the bill, not the
-time; two parameter sets that generate the same graph, such as a fat-tree under two radixes
-that both hold it, share one); the front is the set of timed candidates that no other timed candidate
+time; two parameter sets that generate the same graph, such as the two-tier fat-tree and the
+non-blocking leaf-spine, share one); the front is the set of timed candidates that no other timed candidate
 beats or equals on all three of price (USD), power (W) and time (s) while beating it on one.
 
 Money against throughput: a training workload gives tokens per step, so each timed candidate

@@ -1,8 +1,8 @@
 """The fabrics :func:`flowsolver.design` builds for a GPU count: one builder per family, each
 sized from the GPU count, the server's NICs and the switch radix.
 
-A fabric sized by whole switches can have more host ports than the job's NICs (a k-ary
-fat-tree holds ``k^3/4``, a leaf-spine whole leaves) and its generator fills every one with
+A fabric sized by whole switches can have more host ports than the job's NICs (a fat-tree
+whole pods, a leaf-spine whole leaves) and its generator fills every one with
 servers. The design places the job's servers on the first host ports (the generator's order:
 consecutive ports, switch by switch; GPU ranks ``0 .. gpus - 1``) and leaves the rest empty, as
 an architect buys the last leaf or the fat-tree's pods for a cluster that does not fill them:
@@ -57,7 +57,8 @@ def spare_ports(g) -> str:
     if not slots:
         return ""
     gen = g.graph.get("generator")
-    what = {"fat_tree": f"a k = {params.get('k')} fat-tree", "leaf_spine": f"{params.get('leaves')} leaves"}.get(
+    pods = f" of {params['pods']} pods" if params.get("pods") else ""
+    what = {"fat_tree": f"a k = {params.get('k')} fat-tree{pods}", "leaf_spine": f"{params.get('leaves')} leaves"}.get(
         gen, f"the {gen}")
     return (f"{what} billed whole: ports for {slots} servers, {servers} placed on the first, "
             f"{slots - servers} servers' ports empty (room to grow)")
@@ -93,14 +94,27 @@ def _family(family: str, servers: int, server, link: str, ratio: float, radix: i
 
 
 def _fat_tree(servers: int, server, link: str, radix: int):
-    """The smallest k-ary fat-tree whose ``k^3/4`` host ports hold the servers' NICs."""
+    """The non-blocking Clos of ``radix``-port switches with the fewest tiers that holds the
+    servers' NICs, as an architect buys it: one switch up to ``radix`` NICs; two tiers by the
+    leaf-spine candidate's own rule at 1:1 (leaves of ``radix/2`` host ports, whole servers;
+    the same fabric as the ``leaf_spine`` candidate at oversubscription 1) while ``radix``
+    leaves hold them; beyond, the ``k = radix`` fat-tree with the ``ceil(NICs / (radix/2)^2)``
+    pods the NICs fill and the core switches those pods use (``topologies.fat_tree(pods=)``),
+    at most ``radix^3/4`` NICs. (A smaller k-ary tree has k-port switches, billed as
+    ``radix``-port boxes: a k = 8 tree for 64 NICs was 80 of them where one holds the NICs.)"""
     nics = servers * server.nics
-    k = 4
-    while k ** 3 // 4 < nics:
-        k += 2
-    if k > radix:
-        raise ValueError(f"a k-ary fat-tree for {nics} NICs needs k = {k} > radix {radix}")
-    return tp.fat_tree(k, link=link, server=server)
+    if nics <= radix:
+        return tp.leaf_spine(1, 0, nics, link=link, server=server)
+    try:
+        return _family("leaf_spine", servers, server, link, 1.0, radix)
+    except ValueError:
+        pass                                    # more than two tiers hold: three
+    half = radix // 2
+    pods = math.ceil(nics / (half * half))
+    if radix % 2 or pods > radix:
+        raise ValueError(f"three tiers of {radix}-port switches (a k = {radix} fat-tree) hold at most "
+                         f"{radix ** 3 // 4} NICs{' with an even radix' if radix % 2 else ''}; {nics} asked")
+    return tp.fat_tree(radix, pods=pods, link=link, server=server)
 
 
 def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):

@@ -148,7 +148,7 @@ def finish(g: nx.DiGraph, generator: str, params: dict, *, bisection: float | No
            bisection_method: str, network_diameter: int | None, bisection_cut: list | None = None) -> nx.DiGraph:
     """Record the generator, its parameters and the family's formulas on the graph;
     ``bisection_cut``: the GPU ranks on one side of the formula's cut, where that is not the
-    rank halves (an edited graph's bisection is then the smaller max flow of the two cuts)."""
+    server halves (an edited graph's bisection is then the smaller max flow of the two cuts)."""
     g.graph["generator"] = generator
     g.graph["params"] = params
     g.graph["bisection_bandwidth"] = None if bisection is None else float(bisection)

@@ -12,7 +12,7 @@ import networkx as nx
 from ._graph import compute_fabric, fingerprint
 from .links import get_link
 
-__all__ = ["gpus", "describe", "format_description", "bisection_max_flow"]
+__all__ = ["gpus", "describe", "format_description", "bisection_max_flow", "server_halves"]
 
 #: BFS for the diameter is run only up to this many endpoints (cost grows as endpoints x edges)
 DIAMETER_BFS_LIMIT = 2048
@@ -73,23 +73,52 @@ def _bfs_diameter(fabric: nx.DiGraph, ends: list) -> int | None:
     return best
 
 
+def server_halves(g: nx.DiGraph) -> tuple[list, list]:
+    """The GPUs of the two sides of the network's bisection: the first ``floor(n/2)`` of the
+    ``n`` servers in rank order against the other ``ceil(n/2)``.
+
+    A bisection cuts the network's terminals into two halves of nearly equal size (sizes
+    differing by at most one: Dally & Towles, *Principles and Practices of Interconnection
+    Networks*, sec. 3.3). The terminals here are servers (GPU attribute ``server``; a GPU
+    without one is a server of its own): a cut through a server would count its NVLink as
+    network bandwidth (the GPU rank halves of 127 DGX H100 split server 63 and held
+    27.2 TB/s, more than the 25.4 TB/s of half the GPUs' NICs). With an odd count the
+    smaller half has ``floor(n/2)`` servers, which bound the cut by their NICs. A single
+    server is no network: its GPU rank halves are returned (the bisection of its NVLink
+    domain, as :func:`~topologies.rail_optimized` reports for ``nodes=1``).
+
+    >>> from topologies import rail_optimized
+    >>> [len(side) // 8 for side in server_halves(rail_optimized(127))]    # DGX: 8 GPUs each
+    [63, 64]
+    """
+    order = gpus(g)
+    by_server: dict = {}
+    for n in order:
+        by_server.setdefault(g.nodes[n].get("server", ("gpu", n)), []).append(n)
+    servers = list(by_server.values())
+    if len(servers) < 2:
+        half = len(order) // 2
+        return order[:half], order[half:2 * half]
+    half = len(servers) // 2
+    return ([n for s in servers[:half] for n in s], [n for s in servers[half:] for n in s])
+
+
 def bisection_max_flow(g: nx.DiGraph, first=None, second=None) -> float:
     """Maximum flow (bytes/s, one direction) from the GPUs of ``first`` to those of
-    ``second`` over edge capacities; defaults: the two halves of the rank order.
+    ``second`` over edge capacities; defaults: the server halves of :func:`server_halves`
+    (whole servers, the first ``floor(n/2)`` against the rest).
 
-    This is the capacity of a minimum cut between the two GPU sets; for the rank halves
+    This is the capacity of a minimum cut between the two GPU sets; for the server halves
     it is an upper bound on the true bisection bandwidth (a minimum over all balanced
-    partitions, NP-hard in general).
+    partitions of the servers, NP-hard in general).
 
     >>> from topologies import fat_tree
     >>> bisection_max_flow(fat_tree(4)) / 50e9      # 8 NDR links of 50 GB/s
     8.0
     """
     core = compute_fabric(g)
-    order = gpus(core)
     if first is None or second is None:
-        half = len(order) // 2
-        first, second = order[:half], order[half:2 * half]
+        first, second = server_halves(core)
     net = nx.DiGraph()
     for u, v, d in core.edges(data=True):
         net.add_edge(u, v, capacity=float(d.get("capacity", 0.0)))
@@ -107,7 +136,8 @@ def describe(g: nx.DiGraph, *, exact: bool = False) -> dict:
     Bisection bandwidth (bytes/s, one direction) comes from the generator's formula for
     its family (recorded on the graph at generation and used while the compute fabric is
     unchanged since); otherwise, or with ``exact=True``, from a maximum flow between the
-    two halves of the GPU rank order (:func:`bisection_max_flow`). The network diameter is
+    two halves of the servers, whole servers on each side, ``floor(n/2)`` against the rest
+    with an odd count (:func:`server_halves`, :func:`bisection_max_flow`). The network diameter is
     the largest shortest-path hop count between two network endpoints (compute NICs, or
     GPUs where GPUs are cabled directly), by formula or by breadth-first search. Storage
     and front-end parts are left out of both. The cost proxy counts switches, switch ports
@@ -159,24 +189,34 @@ def describe(g: nx.DiGraph, *, exact: bool = False) -> dict:
 
 def _bisection(g: nx.DiGraph, exact: bool, edited: bool, n_gpus: int):
     """Bisection bandwidth (bytes/s) and how it was found: the generator's formula on an
-    unedited graph, else (or when ``exact``) a maximum flow between the GPU rank halves."""
+    unedited graph, else (or when ``exact``) a maximum flow between the server halves."""
     bisection = g.graph.get("bisection_bandwidth")
     method = g.graph.get("bisection_method", "")
     if exact or edited or bisection is None:
         bisection = bisection_max_flow(g) if n_gpus >= 2 else None
-        method = "max flow between the GPU rank halves" + (
+        halves = _halves_method(g)
+        method = halves + (
             " (graph edited since generation)" if edited and "fingerprint" in g.graph else "")
         cut = g.graph.get("bisection_cut")
         if bisection is not None and cut and len(cut) * 2 == n_gpus:
-            # the formula's own cut too (a torus's longest dimension, not the rank halves'
+            # the formula's own cut too (a torus's longest dimension, not the server halves'
             # first one: failing cables raised the bisection from 200 to 400 GB/s)
             order = gpus(g)
             first = set(int(r) for r in cut)
             across = bisection_max_flow(g, [order[r] for r in sorted(first)],
                                         [n for r, n in enumerate(order) if r not in first])
             if across < bisection:
-                bisection, method = across, method.replace("the GPU rank halves", "the formula's halves")
+                bisection, method = across, method.replace(halves, "max flow between the formula's halves")
     return bisection, method
+
+
+def _halves_method(g: nx.DiGraph) -> str:
+    """How :func:`server_halves` cuts ``g``: between whole servers, or, with one server,
+    between its GPU rank halves."""
+    servers = {d.get("server", ("gpu", n)) for n, d in g.nodes(data=True) if d.get("kind") == "gpu"}
+    if len(servers) < 2:
+        return "max flow between the GPU rank halves of its one server"
+    return "max flow between the server halves"
 
 
 def _diameter(g: nx.DiGraph, edited: bool):
@@ -215,7 +255,7 @@ def format_description(d: dict) -> str:
     params = {k: (v["name"] if isinstance(v, dict) and "name" in v else v)
               for k, v in d["params"].items() if k not in ("servers",)}
     shown = ", ".join(f"{k}={v}" for k, v in params.items() if v is not None and
-                      k in ("k", "nodes", "dims", "p", "a", "h", "g", "leaves", "spines",
+                      k in ("k", "pods", "nodes", "dims", "p", "a", "h", "g", "leaves", "spines",
                             "hosts_per_leaf", "link", "link_local", "link_global", "server",
                             "oversubscription", "wrap"))
     lines = [f"cluster: {d['generator']}({shown})",

@@ -26,7 +26,7 @@ from .servers import get_server
 __all__ = ["fat_tree", "leaf_spine", "rail_optimized", "rail_optimized_limit"]
 
 
-def fat_tree(k: int, *, link="ib_ndr", server=None) -> nx.DiGraph:
+def fat_tree(k: int, *, pods: int | None = None, link="ib_ndr", server=None) -> nx.DiGraph:
     """k-ary three-tier fat-tree (Al-Fares et al., SIGCOMM 2008).
 
     ``k`` pods, each of ``k/2`` edge and ``k/2`` aggregation switches; ``(k/2)^2`` core
@@ -38,10 +38,18 @@ def fat_tree(k: int, *, link="ib_ndr", server=None) -> nx.DiGraph:
     NIC count divides ``k/2`` (k = 16 and DGX: one server per edge switch); servers that do
     not fit in the ports left are not placed.
 
+    ``pods`` < ``k`` builds the k-ary fat-tree as a cluster that needs fewer pods is bought:
+    those pods whole, and of each core group only the ``ceil(pods/2)`` core switches that
+    hold the pods' ``pods * k/2`` uplinks to it, every aggregation switch's ``k/2`` uplinks
+    spread evenly over its group (parallel cables where they outnumber the cores), so that
+    the pods stay non-blocking between themselves.
+
     Parameters
     ----------
     k : int
         Switch radix, even and >= 4.
+    pods : int, optional
+        Pods built, 2 ... ``k`` (default ``k``).
     link : str or LinkTech
         Technology of every fabric cable (one direction), default InfiniBand NDR.
     server : str, ServerModel or None
@@ -58,36 +66,43 @@ def fat_tree(k: int, *, link="ib_ndr", server=None) -> nx.DiGraph:
     k = check_int("k", k, 4, "an even switch radix")
     if k % 2:
         raise ValueError(f"k must be even (a switch splits its k ports half down, half up), got {k}")
+    pods = k if pods is None else check_int("pods", pods, 2, f"at most k = {k}")
+    if pods > k:
+        raise ValueError(f"pods must be at most k = {k}, got {pods}")
     tech = resolve_link("link", link)
     model = get_server(server)
-    # k^3/4 edge ports of servers, 5k^2/4 switches, two tiers of k^3/4 cables between them, both ways
-    check_scale("fat_tree", k**3 // 4 // model.nics * server_parts(model) + 5 * k * k // 4 + k**3, f"k = {k}")
+    # pods k^2/4 edge ports of servers, pods k + k^2/4 switches at most, two tiers of pods k^2/4 cables, both ways
+    check_scale("fat_tree", pods * k * k // 4 // model.nics * server_parts(model) + pods * k + k * k // 4
+                + pods * k * k, f"k = {k}" + (f", {pods} pods" if pods < k else ""))
     half = k // 2
+    per_group = half if pods == k else math.ceil(pods * half / k)    # core switches of a group
     g = nx.DiGraph()
     ports = []
-    for p in range(k):
+    for p in range(pods):
         for e in range(half):
             g.add_node(f"pod{p}/edge{e}", kind="switch", role="edge", tier=1, pod=p)
             ports.extend([f"pod{p}/edge{e}"] * half)
         for a in range(half):
             g.add_node(f"pod{p}/agg{a}", kind="switch", role="aggregation", tier=2, pod=p)
-    for c in range(half * half):
-        g.add_node(f"core{c}", kind="switch", role="core", tier=3, group=c // half)
-    for p in range(k):
+    for c in range(half * per_group):
+        g.add_node(f"core{c}", kind="switch", role="core", tier=3, group=c // per_group)
+    for p in range(pods):
         for e in range(half):
             for a in range(half):
                 add_cable(g, f"pod{p}/edge{e}", f"pod{p}/agg{a}", tech, tier="edge-agg")
         for a in range(half):
-            for j in range(half):
-                add_cable(g, f"pod{p}/agg{a}", f"core{a * half + j}", tech, tier="agg-core")
+            group = [f"core{a * per_group + j}" for j in range(per_group)]
+            cable_spread(g, f"pod{p}/agg{a}", group, half, p, tech, "agg-core")
     servers = attach_servers(g, model, ports, tech)
     # Bisection between the two halves of the pods (= the halves of the rank order when
     # whole servers fill every pod): k/2 pods send through (k/2)^2 core cables each.
     bisection = None
-    if (half * half) % model.nics == 0:
+    if (half * half) % model.nics == 0 and pods == k:
         nics_half = servers * model.nics // 2
         bisection = min(k ** 3 / 8 * tech.bandwidth, nics_half * endpoint_rate(model, tech))
     params = dict(k=k, link=tech.name, server=server_params(model), servers=servers)
+    if pods < k:
+        params["pods"] = pods
     return finish(g, "fat_tree", params, bisection=bisection,
                   bisection_method="formula: min(k^3/8 core cables, endpoint NICs of half the pods)",
                   network_diameter=6)
@@ -111,7 +126,8 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     Parameters
     ----------
     leaves, spines, hosts_per_leaf : int
-        Counts, each >= 1.
+        Counts, each >= 1, except ``spines=0`` with one leaf: a single switch, its ports all
+        hosts, no uplinks (``oversubscription`` and ``uplinks`` ignored; built as 1:1).
     oversubscription : float
         >= 1; 1 is non-blocking; the most a leaf is built with. Ignored when ``uplinks`` is given.
     uplinks : int, optional
@@ -132,12 +148,16 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     1.6666666666666667
     """
     leaves = check_int("leaves", leaves, 1)
-    spines = check_int("spines", spines, 1)
+    spines = check_int("spines", spines, 0, "0 only with one leaf: a single switch")
     hosts_per_leaf = check_int("hosts_per_leaf", hosts_per_leaf, 1)
+    if spines == 0 and leaves > 1:
+        raise ValueError(f"spines must be >= 1 with {leaves} leaves (0 only with one leaf: a single switch)")
     tech = resolve_link("link", link)
     up = resolve_link("uplink", uplink if uplink is not None else tech)
     model = get_server(server)
-    if uplinks is None:
+    if spines == 0:
+        uplinks = 0
+    elif uplinks is None:
         ratio = check_ratio("oversubscription", oversubscription)
         uplinks = uplinks_for(hosts_per_leaf * model.nic_rate(tech) / up.bandwidth, ratio)
     else:
@@ -155,13 +175,14 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
     for l in range(leaves):
         g.add_node(f"leaf{l}", kind="switch", role="leaf", tier=1)
         ports.extend([f"leaf{l}"] * hosts_per_leaf)
-        cable_spread(g, f"leaf{l}", [f"spine{s}" for s in range(spines)], uplinks, l, up, "leaf-spine")
+        if spines:
+            cable_spread(g, f"leaf{l}", [f"spine{s}" for s in range(spines)], uplinks, l, up, "leaf-spine")
     servers = attach_servers(g, model, ports, tech)
     bisection = None
     if leaves % 2 == 0 and uplinks % spines == 0 and hosts_per_leaf % model.nics == 0:
         per_leaf = min(hosts_per_leaf * endpoint_rate(model, tech), uplinks * up.bandwidth)
         bisection = leaves // 2 * per_leaf
-    real_ratio = hosts_per_leaf * model.nic_rate(tech) / (uplinks * up.bandwidth)
+    real_ratio = hosts_per_leaf * model.nic_rate(tech) / (uplinks * up.bandwidth) if uplinks else 1.0
     params = dict(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf, uplinks=uplinks,
                   oversubscription=real_ratio, link=tech.name, uplink=up.name,
                   server=server_params(model), servers=servers)

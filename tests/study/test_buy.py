@@ -154,19 +154,22 @@ def test_design_places_the_job_on_the_first_host_ports_of_a_larger_fabric():
     price = {n: tp.get_part(n).price for n in ("quantum2_qm9700", "connectx7_400g", "dac", "fiber_mpo",
                                                "osfp_800g_twin")}
     dgx = tp.get_server("dgx_h100").with_(nic=None)
+    dgx4 = tp.get_server("dgx_h100").with_(name="dgx_h100_4nic", nics=4, nic=None)
     cases = [
-        # 64 NICs: k = 8 (k^3/4 = 128 ports, 16 DGX); 5k^2/4 = 80 switches, k^3/4 = 128 edge-agg and
-        # 128 agg-core fibres, each with half a twin-port module at each end; 64 copper host cables
-        (64, "fat_tree", tp.fat_tree(8, server=dgx), 80, 128 + 128),
+        # 80 GPUs of 4-NIC DGX on 8-port switches: 40 NICs, more than two tiers hold (8 leaves of
+        # 4 ports: 32), so a k = 8 fat-tree of ceil(40 / 16) = 3 pods (12 servers' ports, 10 placed):
+        # 12 edge + 12 aggregation + 4 core groups of ceil(3 x 4 / 8) = 2 = 32 switches; 3 x 16
+        # edge-agg and 3 x 16 agg-core fibres, each with half a twin-port module at each end
+        (80, "fat_tree", 8, 4, tp.fat_tree(8, pods=3, server=dgx4), 32, 48 + 48),
         # 72 NICs, 32 host ports a leaf: 3 leaves (12 DGX) of 32 uplinks, ceil(3 x 32 / 64) = 2 spines
-        (72, "leaf_spine", tp.leaf_spine(3, 2, 32, uplinks=32, server=dgx), 5, 3 * 32),
+        (72, "leaf_spine", 64, 8, tp.leaf_spine(3, 2, 32, uplinks=32, server=dgx), 5, 3 * 32),
     ]
-    for gpus, family, full, switches, fibres in cases:
+    for gpus, family, radix, nics, full, switches, fibres in cases:
         r = fs.design(gpus, [("all_reduce", 2**26)], families=(family,), links=("ib_ndr",), oversubscriptions=(1.0,),
-                      optics=("multimode",))
+                      radixes=(radix,), nics=(nics,), optics=("multimode",))
         c = r.candidates[0]
         assert (c.status, c.gpus, c.switches, r.timed) == ("ok", gpus, switches, 1), c.message
-        assert c.price == pytest.approx(switches * price["quantum2_qm9700"] + gpus * (price["connectx7_400g"]
+        assert c.price == pytest.approx(switches * price["quantum2_qm9700"] + gpus * nics // 8 * (price["connectx7_400g"]
                                         + price["dac"]) + fibres * (price["fiber_mpo"] + price["osfp_800g_twin"]))
         assert "room to grow" in c.message and f"{gpus // 8} placed" in c.message
         # the empty ports carry nothing: the job times as on the full fabric with the other servers idle
@@ -266,3 +269,30 @@ def test_a_design_leaf_spine_gets_the_fewest_uplinks_its_ratio_allows():
 
     g = build("leaf_spine", 4, server_with("dgx_h100", 2, "ib_ndr"), "ib_ndr", 1.4, 84)
     assert g.graph["params"]["uplinks"] == 30 and g.graph["params"]["oversubscription"] == pytest.approx(1.4)
+
+
+def test_a_design_fat_tree_has_the_fewest_tiers_of_its_radix():
+    # 64 GPUs at radix 64 built a k = 8 fat-tree (80 switches of 8 ports used) billed as 80
+    # 64-port QM9700: 3.24 M USD, 50,678 USD/GPU, where one 64-port switch holds the 64 NICs
+    price = {n: tp.get_part(n).price for n in ("quantum2_qm9700", "connectx7_400g", "dac")}
+    r = fs.design(64, lambda g: 1.0, families=("fat_tree", "leaf_spine"), links=("ib_ndr",), oversubscriptions=(1.0,),
+                  optics=("multimode",))
+    fat, leaf = r.candidates
+    assert (fat.status, fat.switches) == ("ok", 1)
+    assert fat.price == pytest.approx(price["quantum2_qm9700"] + 64 * (price["connectx7_400g"] + price["dac"]))
+    assert leaf.switches == 3              # the leaf-spine candidate: 2 leaves of 32 host ports, 1 spine
+    # 256 NICs: two tiers, the leaf-spine candidate's own 1:1 fabric (8 leaves of 32 + 32 uplinks,
+    # 8 x 32 / 64 = 4 spines), one graph timed once
+    r = fs.design(256, lambda g: 1.0, families=("fat_tree", "leaf_spine"), links=("ib_ndr",), oversubscriptions=(1.0,),
+                  optics=("multimode",))
+    assert [c.switches for c in r.candidates] == [12, 12] and r.timed == 1
+    # 4,096 NICs: more than 64 leaves of 32: the k = 64 fat-tree's 4,096 / 32^2 = 4 pods (32 edge +
+    # 32 aggregation each) and 32 core groups of ceil(4 x 32 / 64) = 2: 320 switches (a k = 26
+    # tree's 845 before, each a 64-port box)
+    r = fs.design(4096, lambda g: 1.0, families=("fat_tree",), links=("ib_ndr",), oversubscriptions=(1.0,),
+                  optics=("multimode",), budget=1.0)
+    c = r.candidates[0]
+    assert (c.status, c.switches, c.gpus) == ("over budget", 320, 4096)
+    with pytest.raises(ValueError, match=r"hold at most 16 NICs; 24 asked"):
+        from flowsolver._design_fabrics import build, server_with
+        build("fat_tree", 3, server_with("dgx_h100", 8, "ib_ndr"), "ib_ndr", 1.0, 4)

@@ -13,7 +13,7 @@ import topologies as tp
     (lambda: tp.fat_tree(4, link="ndr"), r"link: unknown link technology 'ndr'.*ib_ndr"),
     (lambda: tp.fat_tree(4, server="dgx"), r"unknown server 'dgx'.*dgx_h100"),
     (lambda: tp.leaf_spine(0, 2, 8), r"leaves must be an integer >= 1"),
-    (lambda: tp.leaf_spine(2, 0, 8), r"spines must be an integer >= 1"),
+    (lambda: tp.leaf_spine(2, 0, 8), r"spines must be >= 1 with 2 leaves"),
     (lambda: tp.leaf_spine(2, 2, -1), r"hosts_per_leaf must be an integer >= 1"),
     (lambda: tp.leaf_spine(2, 2, 8, oversubscription=0.5), r"oversubscription must be .*>= 1"),
     (lambda: tp.leaf_spine(2, 2, 8, oversubscription=True), r"oversubscription must be a number"),   # not 1
@@ -119,7 +119,7 @@ def test_a_dragonfly_of_an_odd_group_count_has_its_bisection_from_a_max_flow():
     # balanced cut {g0, g1, half of g2} holds 4 global and 1 local cable: 250 GB/s
     for g, want in ((tp.dragonfly(2, 2, 2), 5 * tp.get_link("ib_ndr").bandwidth), (tp.dragonfly(2, 4, 2), None)):
         d = tp.describe(g)
-        assert d["bisection_method"].startswith("max flow between the GPU rank halves")
+        assert d["bisection_method"].startswith("max flow between the server halves")
         if want is not None:
             assert d["bisection_bandwidth"] == pytest.approx(want, rel=1e-12)
 
