@@ -13,7 +13,9 @@ the stragglers active).
 A *workload* is what one training step runs: a dict of :func:`~flowsolver.training_step`'s
 arguments (with ``model``); a dict of :func:`~flowsolver.collective`'s (with ``op``) plus
 ``compute`` (seconds of computation per step, not overlapped, default 0) and ``tokens``
-(tokens per step, optional); or a callable ``graph -> float`` (the step time, s).
+(tokens per step, optional); or a callable ``graph -> float`` (the step time, s), with an
+optional attribute ``compute_time`` (the seconds of that step that are computation, which a
+straggler slows).
 """
 
 from __future__ import annotations
@@ -79,8 +81,9 @@ def _check_workload(workload):
 
 
 def healthy_step(graph, workload) -> dict:
-    """``step_time`` (s), ``compute_time`` (s, what a straggler slows) and ``tokens`` (per
-    step, NaN when unknown) of ``workload`` on the healthy ``graph``.
+    """``step_time`` (s), ``compute_time`` (s, what a straggler slows; a callable's
+    ``compute_time`` attribute, None without one) and ``tokens`` (per step, NaN when unknown)
+    of ``workload`` on the healthy ``graph``.
 
     >>> import topologies as tp
     >>> h = healthy_step(tp.rail_optimized(2), dict(op="all_reduce", size=2**30, compute=0.5, tokens=1e6))
@@ -104,7 +107,11 @@ def healthy_step(graph, workload) -> dict:
     t = float(workload(graph))
     if not (np.isfinite(t) and t > 0):
         raise ValueError(f"the workload callable must return a finite step time > 0 (s), got {t!r}")
-    return dict(step_time=t, compute_time=0.0, tokens=float("nan"), dp=None)
+    c = getattr(workload, "compute_time", None)          # None: the callable does not say
+    if c is not None and (isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c <= t):
+        raise ValueError(f"the workload callable's compute_time must be the seconds of its step's computation, "
+                         f"from 0 to its step time {t!r}, got {c!r}")
+    return dict(step_time=t, compute_time=None if c is None else float(c), tokens=float("nan"), dp=None)
 
 
 def tier_orders(graph, tiers, seed: int) -> dict:

@@ -2,25 +2,28 @@
 
 Each trajectory is a run of ``horizon`` seconds. Interruptions of each kind arrive as a Poisson
 process; after one the job is down for its restart (plus the repair when there are no spares
-and it does not shrink); a failure during a restart starts the restart again. Between
-interruptions the job computes, writing a checkpoint (``C`` s) after every ``tau`` s of
-computing; an interruption loses the work since the last completed checkpoint. Degradations
-and stragglers arrive as Poisson processes too (each lasting a fixed ``duration``; those in
-progress at time 0 included, so the count active at any time is Poisson with mean
-``rate x duration``) and set, while active, the job's relative speed
-``state_rate(state) = healthy step time / step time of the state``: each distinct state is
-passed to ``state_rate`` once, in one call (where the caller solves the distinct fabrics in
-a batch). A job that shrinks data parallelism runs at ``(dp - k) / dp`` of that while ``k``
-replicas wait for repair.
+and it does not shrink); a failure during a restart starts the restart again, and outages
+that overlap merge: the job computes again only once every repair under way is done and a
+restart has completed after the last interruption (a software failure during a repair wait
+does not end it; see ``_outages``). Between interruptions the job computes, writing a
+checkpoint (``C`` s) after every ``tau`` s of computing; an interruption loses the work since
+the last completed checkpoint. Degradations and stragglers arrive as Poisson processes too
+(each lasting a fixed ``duration``; those in progress at time 0 included, so the count active
+at any time is Poisson with mean ``rate x duration``) and set, while active, the job's
+relative speed ``state_rate(state) = healthy step time / step time of the state``: each
+distinct state is passed to ``state_rate`` once, in one call (where the caller solves the
+distinct fabrics in a batch). A job that shrinks data parallelism runs at ``(dp - k) / dp``
+of that while ``k`` replicas wait for repair.
 
 Accounting, per trajectory, in seconds (they add up to the horizon exactly): ``useful`` (work
 saved by checkpoints, in healthy-step seconds, plus the work after the last checkpoint of the
 run, which the run's end keeps), ``checkpoint`` (time writing checkpoints), ``restart`` per
-interrupting kind (downtime after its failures), ``rework`` per interrupting kind (computing
-lost since the last checkpoint), ``slowdown`` per degradation process and for shrinking (the
-time the saved work took beyond its healthy time; split over the processes active in
-proportion to what each costs alone). Within a checkpoint period the speed is taken as its
-mean over the period.
+interrupting kind (downtime after its failures; where outages overlap, the outage already
+under way keeps its time up to its end and a later failure is charged with what it adds
+beyond), ``rework`` per interrupting kind (computing lost since the last checkpoint),
+``slowdown`` per degradation process and for shrinking (the time the saved work took beyond
+its healthy time; split over the processes active in proportion to what each costs alone).
+Within a checkpoint period the speed is taken as its mean over the period.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._checkpoint import JobResponse, daly_interval
+from ._outages import Segments
 
 __all__ = ["Process", "RunSample", "simulate_goodput"]
 
@@ -208,11 +212,7 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
                          f"(about {EVENT_BYTES} bytes each in memory): give fewer trajectories or a shorter horizon")
     rng = np.random.default_rng(seed)
 
-    # interruptions, sorted by trajectory then time, each segment starting after one
-    i_traj, i_time = _poisson_times(rng, n, total, 0.0, H) if total > 0 else (np.zeros(0, np.int64), np.zeros(0))
-    i_kind = rng.choice(len(kinds), size=len(i_traj), p=lam / total) if total > 0 else np.zeros(0, np.int64)
-    order = np.argsort(i_traj * (2.0 * H) + i_time)          # by trajectory, then time
-    i_traj, i_time, i_kind = i_traj[order], i_time[order], i_kind[order]
+    i_traj, i_time, i_kind = _interruptions(rng, n, lam, H)
     interruptions = np.bincount(i_traj, minlength=n)
     repair = response.repair_time
     hw = np.array([bool(hardware.get(k, True)) for k in kinds], dtype=bool)
@@ -222,10 +222,20 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
 
     timeline = _Timeline(rng, n, H, processes, i_traj, i_time, i_kind, hw if response.shrink else None, repair,
                          state_rate, dp)
-    segments = _Segments(n, H, i_traj, i_time, i_kind, down, len(kinds))
+    segments = Segments(n, H, i_traj, i_time, i_kind, down, len(kinds))
     out = [_account(timeline, segments, tau, response.checkpoint_cost, kinds, processes, interruptions)
            for tau in taus]
     return out[0] if intervals is None else out
+
+
+def _interruptions(rng, n, lam, H):
+    """Interruptions (trajectory, time, kind index), sorted by trajectory then time, each
+    segment starting after one; kinds at rates ``lam`` (per second)."""
+    total = float(lam.sum())
+    i_traj, i_time = _poisson_times(rng, n, total, 0.0, H) if total > 0 else (np.zeros(0, np.int64), np.zeros(0))
+    i_kind = rng.choice(len(lam), size=len(i_traj), p=lam / total) if total > 0 else np.zeros(0, np.int64)
+    order = np.argsort(i_traj * (2.0 * H) + i_time)          # by trajectory, then time
+    return i_traj[order], i_time[order], i_kind[order]
 
 
 def _int(name, value, low):
@@ -354,34 +364,7 @@ class _Timeline:
         return self.W0[idx] + self.speed[idx] * (t - self.t[idx])
 
 
-class _Segments:
-    """The stretches between interruptions: ``a`` (the interruption before, or 0), ``b``
-    (the next, or the horizon), ``s`` (computing starts, after the downtime)."""
-
-    def __init__(self, n, H, i_traj, i_time, i_kind, down, K):
-        # each trajectory's start (time 0) then its interruptions, in order (these come sorted)
-        m = n + len(i_traj)
-        at = np.arange(len(i_traj)) + i_traj + 1
-        starts = np.searchsorted(i_traj, np.arange(n)) + np.arange(n)
-        traj, a, before = np.empty(m, np.int64), np.empty(m), np.empty(m, np.int64)
-        traj[at], a[at], before[at] = i_traj, i_time, i_kind
-        traj[starts], a[starts], before[starts] = np.arange(n), 0.0, -1
-        last = np.ones(len(traj), bool)
-        last[:-1] = traj[1:] != traj[:-1]
-        b = np.empty(len(a))
-        b[:-1] = a[1:]
-        b[last] = H
-        after = np.full(len(a), -1, np.int64)
-        after[:-1] = before[1:]
-        after[last] = -1
-        downtime = np.where(before >= 0, np.append(down, 0.0)[before], 0.0)     # -1: the run's start
-        self.traj, self.a, self.b, self.before, self.after, self.last = traj, a, b, before, after, last
-        self.lost_down = np.minimum(downtime, b - a)
-        self.s = a + self.lost_down
-        self.n, self.H, self.K = n, H, K
-
-
-def _account(tl: _Timeline, sg: _Segments, tau, C, kinds, processes, interruptions) -> RunSample:
+def _account(tl: _Timeline, sg: Segments, tau, C, kinds, processes, interruptions) -> RunSample:
     n, H, K = sg.n, sg.H, sg.K
     period = tau + C
     u = sg.b - sg.s
@@ -401,7 +384,8 @@ def _account(tl: _Timeline, sg: _Segments, tau, C, kinds, processes, interruptio
         m = np.bincount(sg.traj[ok] * K + which[ok], weights=values[ok], minlength=n * K).reshape(n, K)
         return {kind: m[:, i] for i, kind in enumerate(kinds)}
 
-    restart = per_kind(sg.before, sg.lost_down)
+    (held_by, held), (new_by, added) = sg.down_by
+    restart = {kind: a + b for (kind, a), b in zip(per_kind(held_by, held).items(), per_kind(new_by, added).values())}
     rework_k = per_kind(sg.after, rework)
     slow_total = np.bincount(sg.traj, weights=slow, minlength=n)
     shares = tl.shares

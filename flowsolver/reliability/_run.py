@@ -130,7 +130,10 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
     workload : dict or callable
         One training step: :func:`~flowsolver.training_step`'s arguments (with ``model``), or
         :func:`~flowsolver.collective`'s (with ``op``) plus ``compute`` (s per step) and
-        ``tokens`` (per step), or a callable ``graph -> step time``.
+        ``tokens`` (per step), or a callable ``graph -> step time``. A straggler slows the
+        step's compute: a callable says how many of its step's seconds are compute by a
+        ``compute_time`` attribute (``f.compute_time = 1.0``); without one, straggler
+        components (rate > 0) are refused with a ``ValueError`` rather than costing nothing.
     response : JobResponse or sequence of JobResponse
         Checkpoint interval (default Daly's optimum) and cost, restart, spares or shrinking.
         A list: one result per response, in order, all on the same trajectories (the same
@@ -207,6 +210,15 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         if c.effect == "straggler":
             processes.append(Process(kind, _job_rate(c, units), c.duration))
             stragglers.append(c.factor)
+    compute = healthy["compute_time"]
+    if compute is None:                  # a callable that does not say how much of its step is compute
+        slow = [k for k, c in comps.items() if c.effect == "straggler" and c.rate > 0]
+        if slow:
+            raise ValueError(f"straggler components ({', '.join(map(repr, slow))}) slow the step's compute, but "
+                             "the workload callable does not say how many of its step's seconds are compute: give "
+                             "it a compute_time attribute (seconds per step, e.g. f.compute_time = 1.0), or use a "
+                             "dict workload with 'compute'")
+        compute = 0.0
     solved: list = []
     known: dict = {}                  # state -> (step time, status, message), shared by the responses
     n_deg = len(degrades)
@@ -218,7 +230,7 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         st = None
         if missing:
             st = state_step_times(graph, workload, degrades, stragglers, states[missing],
-                                  compute_time=healthy["compute_time"], seed=fabric_seed,
+                                  compute_time=compute, seed=fabric_seed,
                                   healthy_time=healthy["step_time"], healthy_result=healthy.get("result"),
                                   reroute=reroute, reroute_below=reroute_below)
             for k, i in enumerate(missing):

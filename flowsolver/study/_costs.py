@@ -17,6 +17,11 @@ from ._article import cluster, network_study
 
 __all__ = ["CostRow", "cost_study", "format_costs"]
 
+#: GPUs of the article's clusters (8 DGX H100; ../shared/REFERENCE.md): its tokens/s are for
+#: these, so a cluster of another size has no article figure (NaN), not the 64-GPU figure
+#: divided by its own capital
+ARTICLE_GPUS = 64
+
 
 @dataclass(frozen=True)
 class CostRow:
@@ -62,7 +67,9 @@ def cost_study(rows=None, *, gpu_price: float = 0.0, nodes: int = 8, networks=("
         USD per GPU added to the network bill (``topologies.get_part("hgx_h100_server").price
         / 8`` is a published 8-GPU server figure); 0 prices the network alone.
     nodes : int
-        Servers (8 GPUs each) of the cluster, as in :func:`network_study`.
+        Servers (8 GPUs each) of the cluster, as in :func:`network_study`. The article's
+        throughput is of its 64-GPU clusters: on any other size ``article_tokens_per_s`` (and
+        its per-USD figure) is NaN, printed ``-``.
 
     Returns
     -------
@@ -87,7 +94,7 @@ def cost_study(rows=None, *, gpu_price: float = 0.0, nodes: int = 8, networks=("
             continue
         nodes_of_row = r.step.gpus // 8 if r.step.gpus % 8 == 0 else nodes
         b = tp.bill(cluster(r.network, nodes_of_row))
-        art = r.article.get("tokens_per_s")
+        art = r.article.get("tokens_per_s") if r.step.gpus == ARTICLE_GPUS else None     # the article's size only
         out.append(CostRow(r.network, r.label, b, float(r.step.tokens_per_s), math.nan if art is None else float(art),
                            float(gpu_price)))
     return out
