@@ -41,8 +41,8 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--optics", nargs="+", default=["multimode", "singlemode"], choices=("multimode", "singlemode"),
                    help="optics (default both)")
     d.add_argument("--gpu-price", type=float, default=None,
-                   help="USD per GPU added to each network bill (capex); 'catalogue' figure: "
-                        "topologies.get_part('hgx_h100_server').price / 8")
+                   help="USD per GPU added to each network bill (capex), a number; the parts catalogue's "
+                        "DGX H100 figure is 38750 (topologies.get_part('hgx_h100_server').price / 8)")
     d.add_argument("--lifetime-days", type=float, default=None,
                    help="days of training the hardware is paid over: gives tokens per USD")
     d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
@@ -130,13 +130,7 @@ def design(args) -> None:
     rows = [row for row in r.to_rows() if args.all or row["pareto"]]
     text = (f"# {label} on {args.gpus} GPUs; prices: topologies' parts catalogue (each with its source; "
             "estimates are flagged there)\n")
-    if args.all:
-        text += "\n".join(f"{row['family']:15s} {row['link']:10s} {row['oversubscription']:4g} {row['radix']:5d} "
-                           f"{row['nics']:4d} {row['optics']:10s} {row['price']:14,.0f} {row['power'] / 1e3:8.1f} "
-                           f"{row['time']:10.5g} {row['status']}{' *' if row['pareto'] else ''} {row['message']}"
-                           for row in rows)
-    else:
-        text += r.format()
+    text += r.format(every=args.all)
     emit(rows, args, text)
 
 
