@@ -694,3 +694,9 @@ def test_a_sweep_file_is_read_no_further_than_its_limit(tmp_path, capsys, monkey
     big.write_bytes(b"\xff\xfe[grid]\n")
     assert main(["sweep", str(big)]) == 2
     assert "is not UTF-8 text" in capsys.readouterr().err
+
+
+def test_train_names_the_units_of_the_gpus_memory(capsys):
+    # "~15 GB per GPU of 86": the H100's 80 GiB is 80 x 2^30 = 85.9e9 bytes
+    assert main(["train", "--nodes", "1", "--model", "llama-3-8b", "--tp", "8", "--global-batch", "8"]) == 0
+    assert f"GB per GPU of its {80 * 2**30 / 1e9:.0f} GB (80 GiB)" in capsys.readouterr().out
