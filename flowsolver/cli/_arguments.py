@@ -86,6 +86,26 @@ def parse_size(text: str, whole: str | None = None) -> float:
     return value
 
 
+_COUNT = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?)\s*([KMGT]?)\s*$", re.I)
+
+
+def parse_count(text: str, option: str) -> float:
+    """A count of tokens from ``"4096"``, ``"16M"``, ``"15T"`` (decimal multiples: K, M, G, T =
+    1e3, 1e6, 1e9, 1e12, as token budgets are written: the Llama 3 paper's "15T tokens" is
+    15e12) or a plain number such as ``"1.5e12"``; ``option`` names the flag in the message.
+    Byte sizes keep nccl-tests' binary multiples (:func:`parse_size`).
+
+    >>> parse_count("1T", "--budget"), parse_count("16M", "--tokens"), parse_count("2.5e6", "--tokens")
+    (1000000000000.0, 16000000.0, 2500000.0)
+    """
+    m = _COUNT.match(str(text))
+    value = float(m.group(1)) * 1000 ** "_KMGT".index((m.group(2) or "_").upper()) if m else math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise CliError(f"{option} must be a positive number of tokens (like 4096, 1.5e12) with an optional "
+                       f"K, M, G or T suffix (1e3, 1e6, 1e9, 1e12), got {text!r}")
+    return value
+
+
 
 def _step_factor(text: str) -> int:
     """``-f``: an integer >= 2, as nccl-tests reads it (``strtol`` in ``src/common.cu``; its

@@ -185,7 +185,8 @@ def train(args) -> None:
              f"(ideal {r.gpus}), communication overhead {r.comm_overhead:.1%}, MFU {r.mfu:.1%} "
              f"({r.tflops_per_gpu:.0f} TFLOP/s per GPU)",
              f"compute {r.compute_time:.3f} s, pipeline bubble {r.bubble_time:.3f} s, "
-             f"~{r.memory_per_gpu / 1e9:.0f} GB per GPU of {r.gpu_memory / 1e9:.0f}"
+             f"~{r.memory_per_gpu / 1e9:.0f} GB per GPU of its {r.gpu_memory / 1e9:.0f} GB "
+             f"({r.gpu_memory / 2**30:.0f} GiB)"
              + ("" if r.fits else " (does not fit)"),
              f"{'phase':10s} {'op':26s} {'algorithm':17s} {'calls':>8s} {'per call ms':>12s} {'exposed s':>10s}  tier"]
     lines += [f"{p['phase']:10s} {p['op']:26s} {p['algorithm']:17s} {p['calls']:8.0f} {p['per_call_s'] * 1e3:12.3f} "

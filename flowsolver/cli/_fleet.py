@@ -8,7 +8,7 @@ import topologies as tp
 
 from ..collectives import OPS
 from ..training import MODELS
-from ._arguments import _EXAMPLES, _add_output, _add_topology, build_graph, cluster_label, parse_size
+from ._arguments import _EXAMPLES, _add_output, _add_topology, build_graph, cluster_label, parse_count, parse_size
 from ._output import emit, to_json
 
 __all__ = ["add_design", "add_goodput", "design", "goodput"]
@@ -41,8 +41,8 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--optics", nargs="+", default=["multimode", "singlemode"], choices=("multimode", "singlemode"),
                    help="optics (default both)")
     d.add_argument("--gpu-price", type=float, default=None,
-                   help="USD per GPU added to each network bill (capex); 'catalogue' figure: "
-                        "topologies.get_part('hgx_h100_server').price / 8")
+                   help="USD per GPU added to each network bill (capex), a number; the parts catalogue's "
+                        "DGX H100 figure is 38750 (topologies.get_part('hgx_h100_server').price / 8)")
     d.add_argument("--lifetime-days", type=float, default=None,
                    help="days of training the hardware is paid over: gives tokens per USD")
     d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
@@ -61,9 +61,10 @@ def add_goodput(sub, fmt) -> None:
     gp.add_argument("--size", default="1G", help="its bytes, nccl-tests style (default %(default)s)")
     gp.add_argument("--algorithm", default="ring", help="its algorithm (default %(default)s)")
     gp.add_argument("--compute", type=float, default=1.0, help="seconds of computation per step (default 1)")
-    gp.add_argument("--tokens", default="4M", help="tokens per step, K/M/G suffixes in powers of 1024 (default 4M)")
+    gp.add_argument("--tokens", default="4194304", help="tokens per step, K/M/G/T suffixes decimal (1e3 ... 1e12; "
+                                                        "default 4194304: 512 sequences of 8,192)")
     gp.add_argument("--days", type=float, default=30.0, help="length of the run (default %(default)s)")
-    gp.add_argument("--budget", default=None, help="tokens to train (K/M/G/T suffixes, powers of 1024): days to "
+    gp.add_argument("--budget", default=None, help="tokens to train (K/M/G/T suffixes decimal, 15T = 15e12): days to "
                                                    "train them, per trajectory (a run of --days must reach them)")
     gp.add_argument("--trajectories", type=int, default=1000, help="Monte Carlo trajectories (default %(default)s)")
     gp.add_argument("--mc-seed", type=int, default=0, help="seed of the trajectories (default %(default)s)")
@@ -101,6 +102,9 @@ _GOODPUT_HELP = """examples:
   flowsolver goodput --nodes 64 --checkpoint-cost 30 --restart 300 --degrade leaf-spine=0.001,4,0.5
   flowsolver goodput --nodes 64 --checkpoint-bytes 4G --storage-ports 4 --restart 300
   flowsolver goodput --nodes 8 --jobs 16 16 32 --size 256M
+Token counts (--tokens, --budget) are decimal: K, M, G, T = 1e3, 1e6, 1e9, 1e12 (the Llama 3
+paper's "15T tokens" is --budget 15T); byte sizes (--size, --checkpoint-bytes) are binary, as
+nccl-tests' (1G = 2^30 bytes).
 Interruption rates default to the Llama 3 paper's (Table 5: 419 in 54 days on 16,384 H100).
 """
 
@@ -126,13 +130,7 @@ def design(args) -> None:
     rows = [row for row in r.to_rows() if args.all or row["pareto"]]
     text = (f"# {label} on {args.gpus} GPUs; prices: topologies' parts catalogue (each with its source; "
             "estimates are flagged there)\n")
-    if args.all:
-        text += "\n".join(f"{row['family']:15s} {row['link']:10s} {row['oversubscription']:4g} {row['radix']:5d} "
-                           f"{row['nics']:4d} {row['optics']:10s} {row['price']:14,.0f} {row['power'] / 1e3:8.1f} "
-                           f"{row['time']:10.5g} {row['status']}{' *' if row['pareto'] else ''} {row['message']}"
-                           for row in rows)
-    else:
-        text += r.format()
+    text += r.format(every=args.all)
     emit(rows, args, text)
 
 
@@ -153,6 +151,8 @@ def goodput(args) -> None:
 
     graph = build_graph(args)
     size = parse_size(args.size, "--size")
+    tokens = parse_count(args.tokens, "--tokens")
+    budget = None if args.budget is None else parse_count(args.budget, "--budget")
     if args.jobs is not None:
         rows = placement_slowdowns(graph, args.jobs, args.op, size, algorithm=args.algorithm)
         lines = [f"# {args.op} of {args.size} per job, jobs of {' '.join(map(str, args.jobs))} GPUs at once on "
@@ -201,7 +201,7 @@ def goodput(args) -> None:
                            checkpoint_interval=args.interval, spares=not args.no_spares, shrink=args.shrink,
                            repair_time=args.repair * 3600.0)
     workload = dict(op=args.op, size=size, algorithm=args.algorithm, compute=args.compute,
-                    tokens=parse_size(args.tokens))
+                    tokens=tokens)
     intervals = args.intervals
     if intervals is not None and intervals != ["auto"]:
         try:
@@ -233,12 +233,12 @@ def goodput(args) -> None:
     if args.budget is not None:
         import numpy as np
 
-        days = r.time_to_train(parse_size(args.budget)) / day
+        days = r.time_to_train(budget) / day
         done = days[np.isfinite(days)]
         s["budget_reached"] = float(len(done) / len(days))
         if len(done):
             s.update(days_to_train_p50=float(np.percentile(done, 50)), days_to_train_p95=float(np.percentile(done, 95)))
-        lines.append(f"time to train {args.budget} tokens: " + (
+        lines.append(f"time to train {args.budget} = {budget:.4g} tokens: " + (
             f"median {s['days_to_train_p50']:.2f} days, 95 % {s['days_to_train_p95']:.2f} days"
             if len(done) else "not reached") + f" ({s['budget_reached'] * 100:.0f} % of trajectories reach it in "
             f"{args.days:g} days)")

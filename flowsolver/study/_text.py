@@ -45,7 +45,8 @@ def overview(spec, rows) -> list:
             f"distributed optimizer, {s.global_batch} sequences x {spec.seq_len} tokens per step, "
             f"compute at {s.compute_efficiency:.0%} of peak (MFU over the step {s.mfu:.0%}), DP overlapping "
             f"the backward and forward passes; "
-            f"~{s.memory_per_gpu / 1e9:.0f} GB per GPU of {s.gpu_memory / 1e9:.0f}\n",
+            f"~{s.memory_per_gpu / 1e9:.0f} GB per GPU of its {s.gpu_memory / 1e9:.0f} GB "
+            f"({s.gpu_memory / 2**30:.0f} GiB)\n",
             format_table(rows),
             f"* tokens/s of the whole {s.gpus}-GPU job; the article's column is its speed-up times its own "
             "single-GPU rate (see 'Single GPU' below), so compare speed-ups and overheads, not tokens/s", ""]

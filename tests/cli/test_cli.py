@@ -624,6 +624,37 @@ def test_design_with_no_fabric_it_can_build_exits_2_saying_why(capsys):
     assert "no fabric could be built or timed: link: unknown link technology 'foo'" in capsys.readouterr().err
 
 
+def test_design_all_lists_every_candidate_under_the_front_tables_columns(capsys):
+    # --all printed rows with no header or summary, a total bill where the front's column is USD
+    # per GPU, and dropped tokens/s and tokens/USD
+    base = ["design", "--gpus", "16", "--model", "llama-3-8b", "--tp", "8", "--links", "ib_ndr",
+            "--families", "rail_optimized", "--gpu-price", "38750", "--lifetime-days", "30"]
+    assert main(base) == 0
+    front = capsys.readouterr().out.splitlines()
+    assert main([*base, "--all"]) == 0
+    every = capsys.readouterr().out.splitlines()
+    assert main([*base, "--all", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert every[1].split(",")[0] == front[1].split(",")[0]                        # "N candidates"
+    assert every[2].split() == front[2].split() + ["status", "(*", "front)"]
+    assert "tokens/USD" in every[2].split() and "tokens/s" in every[2].split()
+    body = every[3:3 + len(rows)]
+    assert len(body) == len(rows) and every[3 + len(rows)].startswith("os: leaf oversubscription")
+    usd_per_gpu = every[2].split().index("USD/GPU")
+    # each row's USD/GPU is its bill over its GPUs (the JSON rows' price and gpus), cheapest first
+    expect = sorted(r["price"] / r["gpus"] for r in rows)
+    assert [float(line.split()[usd_per_gpu].replace(",", "")) for line in body] == pytest.approx(expect, abs=0.5)
+    assert sum(line.split()[-1] == "*" for line in body) == sum(r["pareto"] for r in rows)
+
+
+def test_design_gpu_price_help_names_a_figure_it_accepts(capsys):
+    assert main(["design", "--help"]) == 0
+    assert "'catalogue' figure" not in " ".join(capsys.readouterr().out.split())
+    assert main(["design", "--gpus", "16", "--model", "llama-3-8b", "--links", "ib_ndr", "--families",
+                 "rail_optimized", "--gpu-price", "38750", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(r["capex"] == pytest.approx(r["price"] + 16 * 38750) for r in rows if r["status"] == "ok")
+
 def test_compare_times_a_log_with_the_protocol_its_nccl_proto_forced(capsys, tmp_path):
     # NCCL_ALGO in the log was honoured and NCCL_PROTO not: a log run with LL was compared
     # with NCCL's own choice (Simple at these sizes)
@@ -663,3 +694,9 @@ def test_a_sweep_file_is_read_no_further_than_its_limit(tmp_path, capsys, monkey
     big.write_bytes(b"\xff\xfe[grid]\n")
     assert main(["sweep", str(big)]) == 2
     assert "is not UTF-8 text" in capsys.readouterr().err
+
+
+def test_train_names_the_units_of_the_gpus_memory(capsys):
+    # "~15 GB per GPU of 86": the H100's 80 GiB is 80 x 2^30 = 85.9e9 bytes
+    assert main(["train", "--nodes", "1", "--model", "llama-3-8b", "--tp", "8", "--global-batch", "8"]) == 0
+    assert f"GB per GPU of its {80 * 2**30 / 1e9:.0f} GB (80 GiB)" in capsys.readouterr().out

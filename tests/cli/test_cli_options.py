@@ -43,3 +43,38 @@ def test_an_integer_step_factor_gives_nccl_tests_sizes(capsys):
     # nccl-tests' loop: size = minBytes, size *= stepFactor while size <= maxBytes: 1, 3, 9 bytes
     assert main(["collective", "--nodes", "1", "-b", "1", "-e", "9", "-f", "3", "--json"]) == 0
     assert [r["size"] for r in json.loads(capsys.readouterr().out)] == [1, 3, 9]
+
+
+def test_token_counts_are_decimal_byte_sizes_binary():
+    from flowsolver.cli import parse_size
+    from flowsolver.cli._arguments import parse_count
+
+    # the Llama 3 paper trains on "15T tokens", 15e12; nccl-tests' -e 1G is 2^30 bytes
+    assert parse_count("15T", "--budget") == 15e12
+    assert [parse_count(f"1{p}", "--tokens") for p in "KMGT"] == [1e3, 1e6, 1e9, 1e12]
+    assert parse_size("1T") == 2**40
+
+
+@pytest.mark.parametrize("text", ["1TB", "1TiB", "-5M", "0", "x", "inf"])
+def test_a_bad_token_count_is_refused_naming_the_option(capsys, text):
+    argv = ["goodput", "--nodes", "1", "--checkpoint-cost", "30", "--restart", "300", "--trajectories", "2",
+            f"--budget={text}"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("flowsolver: error: --budget must be a positive number of tokens")
+
+
+def test_goodput_reads_its_budget_and_step_tokens_in_decimal(capsys):
+    import json
+
+    base = ["goodput", "--nodes", "1", "--checkpoint-cost", "30", "--restart", "300", "--compute", "5",
+            "--trajectories", "20", "--days", "60", "--json"]
+    out = {}
+    for tokens, budget in (("16M", "1T"), ("16000000", "1e12"), ("16M", str(2**40))):
+        assert main([*base, "--tokens", tokens, "--budget", budget]) == 0
+        out[tokens, budget] = json.loads(capsys.readouterr().out)
+    decimal, plain, binary = out.values()
+    # tokens/day of a healthy run: 16e6 tokens a step, 86,400 s a day over the step time
+    assert decimal["healthy_tokens_per_day"] == pytest.approx(16e6 * 86400 / decimal["healthy_step_time"])
+    assert decimal["days_to_train_p50"] == plain["days_to_train_p50"]
+    # 2^40 tokens (1T read as binary, as before) take 10 % longer, the same trajectories
+    assert binary["days_to_train_p50"] > decimal["days_to_train_p50"] * 1.05

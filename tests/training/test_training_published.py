@@ -1,7 +1,7 @@
 """Every published training run of ../shared/REFERENCE.md ("Training"), with its published
 parallelism and the model's defaults (the same for every row: the kernel tables), within 10 % in
 tokens/s per GPU and in MFU, but for the Llama 3 paper's 8,192- and 16,384-GPU runs, which the
-default puts 18-19 % fast (docs/accuracy.md, "The kernel tables, the default"): NVIDIA's DGX
+default puts 12-14 % fast (docs/accuracy.md, "The kernel tables, the default"): NVIDIA's DGX
 Cloud recipe runs the same bf16 405B job at 517 TFLOP/s per GPU, the paper at 400-430, so the
 paper's own stack runs its kernels about 20 % slower than NVIDIA's on one job. They are held
 between +10 and +25 %: a change that moves them either way is seen.
@@ -14,8 +14,10 @@ H100's dense FP8 peak, 1979 TFLOP/s. The Llama 3 paper does not publish its numb
 virtual stages; the rows take vp = 8, one layer per model chunk: the paper (section 3.3.2)
 says the first stage's first model chunk holds the embedding alone, which Megatron's split of
 126 + 2 layers on 16 stages gives only with one layer per chunk. Its data parallelism is FSDP
-sharding the optimizer state and the gradients, not the weights: zero=2 (timed as zero=1; it
-changes the memory estimate).
+sharding the optimizer state and the gradients, not the weights: zero=2, timed as ZeRO-2 (a
+reduce-scatter of the sharded gradients in every microbatch's backward; until 2026-12-06 it was
+timed as zero=1, one a step, and the two rows came out 18-19 % fast; with zero=1 the 8,192-GPU
+row is still +17.8 %).
 Each row runs as published: the Llama 3 8B FP8 row recomputes 5 of its 32 layers fully
 (Megatron-Bridge's recompute_num_layers=5 for it). The 8,192- and 16,384-GPU rows take 10-30 s
 each: marked slow.
