@@ -116,6 +116,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._trees": ("StepFlows",),
     # (the CLI's --compare checks and reads a log as calibrate does; not in __all__)
     "._calibrate_rows": ("checked_log", "measured_rows"),
+    "._allowed": ("log_choices",),
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -135,6 +136,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._floor import kind_floors
     from ._trees import StepFlows
     from ._calibrate_rows import checked_log, measured_rows
+    from ._allowed import log_choices
 
 # the built-in algorithms register themselves (ALGORITHMS' order); no JAX is imported
 from . import _builtin_algorithms  # noqa: F401,E402
