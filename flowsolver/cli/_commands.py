@@ -64,7 +64,7 @@ def _measured(args, graph):
 
 
 def collective_table(args) -> None:
-    from ..collectives import collective
+    from ..collectives import collective, nccl_tests_collective
 
     args.plot = writable("--plot", args.plot)
     if args.plot and not args.compare:
@@ -73,8 +73,9 @@ def collective_table(args) -> None:
     op, sizes, measured, per_thread = _measured(args, graph)
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
+    timed = collective if measured is None else nccl_tests_collective    # a log's rows: the test as nccl-tests runs it
     for i, size in enumerate(sizes):
-        r = collective(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
+        r = timed(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
                        policy_options=opts, channels=args.channels, protocol=args.protocol,
                        candidates=args.candidates, gpus_per_thread=per_thread)
         results.append(r)
@@ -100,6 +101,8 @@ def collective_table(args) -> None:
         said = lambda v: v if isinstance(v, str) else ",".join(v)       # noqa: E731
         lines.insert(1, f"# algorithm {said(args.algorithm)}, protocol {said(args.protocol)} (the log's NCCL_ALGO / "
                         "NCCL_PROTO, or --algorithm / --protocol)")
+    if args.compare and op == "send_recv":
+        lines.insert(1, "# send_recv as sendrecv_perf runs it: the ring shift, every rank to the next at once")
     emit(rows, args, "\n".join(lines))
     if args.plot:
         _comparison_plot(args.plot, results, sizes, measured, op)

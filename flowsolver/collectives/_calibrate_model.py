@@ -10,12 +10,12 @@ from .._status import Status
 from ..routing import unchanged
 from ._allowed import only_of
 from ._choice import is_tuned
-from ._collective import _plans, solve_collective
+from ._collective import _gathered, _plans, collective, collective_with, solve_collective
 from ._lockstep import row_groups
 from ._nccl_timing import nccl_pick, transfer_of, tuned_times
 from ._solve import time_plans
 
-__all__ = ["row_groups", "row_time"]
+__all__ = ["row_groups", "row_time", "nccl_tests_collective"]
 
 
 def row_time(graph, op, size, ranks, algorithm, options, model) -> float:
@@ -26,6 +26,28 @@ def row_time(graph, op, size, ranks, algorithm, options, model) -> float:
     if result.status != Status.OK:
         raise ValueError(result.message)
     return result.time
+
+
+def nccl_tests_collective(graph, op, size, *, ranks=None, algorithm="auto", **keywords):
+    """:func:`flowsolver.collective` as nccl-tests' test of ``op`` runs it on ``ranks`` (in the
+    log's rank order; default every GPU), which calibrate fits a log's rows to and
+    ``flowsolver collective --compare`` sets beside them: the rank groups of :func:`row_groups`
+    in lockstep, so a send / receive is ``sendrecv_perf``'s ring shift (every rank sending to
+    the next at once; its slowest pair's time, every pair's flows on the links) where
+    :func:`~flowsolver.collective` times the pair ``ranks[0] -> ranks[1]``; the other ops as
+    :func:`~flowsolver.collective` times them. ``keywords``: :func:`~flowsolver.collective`'s options.
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(nodes=2)
+    >>> shift, pair = nccl_tests_collective(g, "send_recv", 2**30), collective(g, "send_recv", 2**30)
+    >>> shift.time > 2**30 / 50e9 > pair.time     # GPU 7 -> 8 crosses a 50 GB/s NIC; 0 -> 1 is NVLink
+    True
+    """
+    defaults = {k: v for k, v in collective.__kwdefaults__.items() if k not in ("ranks", "algorithm", "options")}
+    if unknown := sorted(set(keywords) - set(defaults)):
+        raise TypeError(f"nccl_tests_collective() got unexpected keyword arguments {', '.join(unknown)}")
+    options, model = _gathered("collective", collective, None, {**defaults, **keywords})
+    return collective_with(graph, op, size, ranks, algorithm, options, model, as_tested=True)
 
 
 class RowModel:

@@ -12,7 +12,7 @@ from .._status import Status
 from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
 from ._calibration import checked_model
 from ._layout import participants, without_nvls
-from ._lockstep import merged
+from ._lockstep import merged, row_groups
 from ._allowed import only_of
 from ._hardware import describe, nvlink_edges, sharing_nics
 from ._p2p import channels_run, least_transfer, nccl_view
@@ -353,14 +353,18 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     return collective_with(graph, op, size, ranks, algorithm, options, model)
 
 
-def collective_with(graph, op, size, ranks, algorithm, options: Options, model=None) -> CollectiveResult:
-    """:func:`collective` with its options already gathered in an :class:`Options`."""
+def collective_with(graph, op, size, ranks, algorithm, options: Options, model=None,
+                    as_tested: bool = False) -> CollectiveResult:
+    """:func:`collective` with its options already gathered in an :class:`Options`; ``as_tested``:
+    the rank groups nccl-tests' test of ``op`` runs on ``ranks`` in lockstep (:func:`~._lockstep.row_groups`:
+    a send / receive is its ring shift)."""
     algorithm = check_call(op, algorithm, size, options, several=True)
     _checks.checked_graph(graph)
     check_efficiency_keys(options.efficiency, [graph])
     if checked_model(model, graph) is not None:
         options = model.apply(options)
-    result, = solve_collective(graph, op, float(size), [ranks], algorithm, options, model=model)
+    groups = row_groups(graph, op, ranks) if as_tested else [ranks]
+    result, = solve_collective(graph, op, float(size), groups, algorithm, options, model=model)
     if result.status != Status.OK:
         raise ValueError(result.message)
     return result
