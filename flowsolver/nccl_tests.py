@@ -15,10 +15,11 @@ name: the log's ``Collective test starting:`` line, else the one ``*_perf`` bina
 names, else the file name's op word; None where none says: an op word elsewhere, a hostname
 or NCCL's algorithm matrix, says nothing), ``ranks``, ``ranks_from`` (which witnesses gave
 it), ``nodes`` (hosts in the device list), ``devices`` (rank -> (host, device, GPU name)),
-``nccl_version``, ``avg_busbw`` (GB/s, the footer's; None without one), ``algorithm`` and
-``protocol`` (flowsolver's names of the one algorithm / protocol the NCCL INFO lines'
-``NCCL_ALGO`` / ``NCCL_PROTO`` force, else None: :func:`forced_algorithm`,
-:func:`forced_protocol`), ``out_of_bounds`` (the footer's count of wrong values; None
+``nccl_version``, ``avg_busbw`` (GB/s, the footer's; None without one), ``nccl_algo`` and
+``nccl_proto`` (the NCCL INFO lines' ``NCCL_ALGO`` / ``NCCL_PROTO``, else None), ``algorithms``
+and ``protocols`` (flowsolver's names of what they allowed the op, read as NCCL reads them:
+:func:`flowsolver._nccl_env.allowed`; None where they set nothing for it), ``algorithm`` and
+``protocol`` (the one name where they allowed one, else None), ``out_of_bounds`` (the footer's count of wrong values; None
 without one), ``gpus_per_thread`` (the header's ``nGpus``: the GPUs one thread drove,
 ``-g``; None without the header, or where headers of one log disagree) and ``source``.
 
@@ -59,6 +60,8 @@ from pathlib import Path
 
 from topologies.formats import read_bytes
 
+from . import _nccl_env as _env
+from ._nccl_env import forced
 from ._nccl_log import busbw_range, decoded, limit, reconciled_ranks, size_ratio
 
 __all__ = ["read", "OP_NAMES", "ALGO_NAMES", "PROTO_NAMES", "MAX_BYTES"]
@@ -85,10 +88,10 @@ _NGPUS = re.compile(r"^\s*#\s*nThread\s+\d{1,9}\s+nGpus\s+(\d{1,9})\b", re.MULTI
 MAX_BYTES = 2**24
 _ALGO = re.compile(r"NCCL_ALGO set by environment to (\S+)")
 _PROTO = re.compile(r"NCCL_PROTO set by environment to (\S+)")
-#: NCCL_ALGO values -> flowsolver algorithm names
-ALGO_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
+#: NCCL_ALGO values -> flowsolver algorithm names (CollNet, which flowsolver does not model, left out)
+ALGO_NAMES = {k: v for k, v in _env.ALGO_NAMES.items() if v is not None}
 #: NCCL_PROTO values -> flowsolver protocol names
-PROTO_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+PROTO_NAMES = dict(_env.PROTO_NAMES)
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d{1,12})\s+(OK|FAILED)", re.MULTILINE)
 _MESSAGE = re.compile(r"(\S*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)\b")   # NCCL's "host:pid:tid [dev] NCCL INFO"
 #: the units line under the header, as nccl-tests prints it (src/util.cu writeResultHeader)
@@ -407,8 +410,9 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
                     nccl_version=version.group(1) if version else None,
                     avg_busbw=float(avg.group(1)) if avg and math.isfinite(float(avg.group(1))) else None,
                     source=source, gpus_per_thread=per_thread.pop() if len(per_thread) == 1 else None,
-                    algorithm=forced_algorithm(algo.group(1)) if algo else None,
-                    protocol=forced_protocol(proto.group(1)) if proto else None,
+                    nccl_algo=algo and algo.group(1), nccl_proto=proto and proto.group(1),
+                    **_env.log_sets(algo and algo.group(1), proto and proto.group(1), op or said,
+                                    version and version.group(1), source),
                     out_of_bounds=int(failed.group(1)) if failed else None)
     return df
 
@@ -416,12 +420,12 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
 def forced_algorithm(value: str):
     """flowsolver's name of the one algorithm an ``NCCL_ALGO`` value forces, else None: a list
     (``Ring,Tree``), an exclusion (``^NVLS``) or per-collective settings (``allreduce:tree``)
-    leave NCCL a choice.
+    leave NCCL a choice (the sets a run allowed: ``df.attrs["algorithms"]``).
 
     >>> forced_algorithm("Ring"), forced_algorithm("Ring,Tree"), forced_algorithm("^NVLS")
     ('ring', None, None)
     """
-    return _forced(value, ALGO_NAMES)
+    return forced(value, ALGO_NAMES)
 
 
 def forced_protocol(value: str):
@@ -431,11 +435,5 @@ def forced_protocol(value: str):
     >>> forced_protocol("Simple"), forced_protocol("LL128"), forced_protocol("LL,LL128"), forced_protocol("^LL")
     ('Simple', 'LL128', None, None)
     """
-    return _forced(value, PROTO_NAMES)
+    return forced(value, PROTO_NAMES)
 
-
-def _forced(value: str, names: dict):
-    """``names``' entry for the one choice an NCCL_* value forces; None for a list (``,``), an
-    exclusion (``^``) or per-collective settings (``;``, ``:``)."""
-    value = value.strip().lower()
-    return None if any(c in value for c in ",^;:") else names.get(value)

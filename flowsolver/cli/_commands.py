@@ -44,7 +44,7 @@ def _measured(args, graph):
     if not args.compare:
         return args.op or "all_reduce", _sizes(args), None, 1
     from .. import nccl_tests
-    from ..collectives import checked_log, measured_rows
+    from ..collectives import checked_log, log_choices, measured_rows
     from ..routing import gpu_nodes
 
     df = nccl_tests.read(args.compare, op=args.op, max_bytes=log_limit(args))
@@ -54,16 +54,17 @@ def _measured(args, graph):
     n = len(gpu_nodes(graph)) if args.ranks is None else len(args.ranks)
     checked_log(df, op, n, args.ranks is not None, graph, args.ranks)
     rows = measured_rows(df)
-    if args.algorithm == "auto" and df.attrs.get("algorithm"):
-        args.algorithm = df.attrs["algorithm"]          # the log's NCCL_ALGO
-    if args.protocol == "auto" and df.attrs.get("protocol"):
-        args.protocol = df.attrs["protocol"]            # the log's NCCL_PROTO
+    algorithm, protocol = log_choices(df, op)           # what the log's NCCL_ALGO / NCCL_PROTO allowed
+    if args.algorithm == "auto":
+        args.algorithm = algorithm
+    if args.protocol == "auto":
+        args.protocol = protocol
     per_thread = int(df.attrs.get("gpus_per_thread") or 1)     # nccl-tests -g N: one thread, N GPUs
     return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]], per_thread
 
 
 def collective_table(args) -> None:
-    from ..collectives import collective
+    from ..collectives import collective, nccl_tests_collective
 
     args.plot = writable("--plot", args.plot)
     if args.plot and not args.compare:
@@ -72,8 +73,9 @@ def collective_table(args) -> None:
     op, sizes, measured, per_thread = _measured(args, graph)
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
+    timed = collective if measured is None else nccl_tests_collective    # a log's rows: the test as nccl-tests runs it
     for i, size in enumerate(sizes):
-        r = collective(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
+        r = timed(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
                        policy_options=opts, channels=args.channels, protocol=args.protocol,
                        candidates=args.candidates, gpus_per_thread=per_thread)
         results.append(r)
@@ -95,8 +97,12 @@ def collective_table(args) -> None:
     if measured is not None:
         errors = sorted(abs(r["error"]) for r in rows)
         lines.append(f"# median |error| {errors[len(errors) // 2]:.1%}, max {errors[-1]:.1%}")
-    if args.compare and args.algorithm != "auto":
-        lines.insert(1, f"# algorithm {args.algorithm} (the log's NCCL_ALGO or --algorithm)")
+    if args.compare and (args.algorithm != "auto" or args.protocol != "auto"):
+        said = lambda v: v if isinstance(v, str) else ",".join(v)       # noqa: E731
+        lines.insert(1, f"# algorithm {said(args.algorithm)}, protocol {said(args.protocol)} (the log's NCCL_ALGO / "
+                        "NCCL_PROTO, or --algorithm / --protocol)")
+    if args.compare and op == "send_recv":
+        lines.insert(1, "# send_recv as sendrecv_perf runs it: the ring shift, every rank to the next at once")
     emit(rows, args, "\n".join(lines))
     if args.plot:
         _comparison_plot(args.plot, results, sizes, measured, op)

@@ -20,7 +20,7 @@ from ._calibrate_rows import _rows, fit_over, ranks_from_busbw  # noqa: F401  (r
 from ._calibration import Calibration, FittedParameter
 from ._calibrate_model import RowModel, row_time
 from ._nccl import OPS
-from ._options import Options, check_algorithm
+from ._options import Options, check_call
 from ._pipeline import PIPELINE, Pipeline
 from ._nccl_timing import transfer_of
 
@@ -311,9 +311,11 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     fitted only when ``ranks`` is passed. A missing log is FileNotFoundError. ``ranks`` are in
     the log's rank order: a sendrecv log is timed as nccl-tests runs it, the ring shift of
     ``ranks`` (rank i to rank i + 1 mod n, all at once) solved together, its slowest pair's time.
-    ``algorithm`` is the log's (``"auto"``: NCCL's choice, or the ``NCCL_ALGO`` the logs'
-    NCCL INFO lines say was forced; ``"ring"`` for a run with ``NCCL_ALGO=Ring``), ``protocol``
-    likewise (``"auto"``: the ``NCCL_PROTO`` they say was forced, else NCCL's choice) and
+    ``algorithm`` is the log's (``"auto"``: NCCL's choice among what each log's ``NCCL_ALGO``
+    allowed its op, as its NCCL INFO lines say and NCCL reads it: ``Ring,Tree``, ``^NVLS``,
+    ``allreduce:ring;allgather:nvls``; a name or a list of names as :func:`flowsolver.collective`
+    takes them), ``protocol`` likewise (``"auto"``: NCCL's choice among what ``NCCL_PROTO``
+    allowed) and
     ``options`` the other keywords of :func:`flowsolver.collective`; ``gpus_per_thread``
     defaults to the logs' header (``nGpus``, nccl-tests ``-g``: one thread driving several
     GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`); logs
@@ -355,27 +357,29 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         options.pop("policy_options", None)
     opts = Options(tuner=options.pop("step_latency", None) is None, **options)      # checked before any log is read
     if op in OPS:
-        check_algorithm(op, algorithm)              # as collective() words it, before any log is read
-    rows, n, forced, per_thread = _rows(logs, graph, ranks, op)
-    for o in sorted({o for o, _, _ in rows}):
-        check_algorithm(o, algorithm)               # the logs' ops, before any row is solved
+        check_call(op, algorithm, 1.0, opts, several=True)    # as collective() words it, before any log is read
+    rows, n, allowed, per_thread = _rows(logs, graph, ranks, op)
+    chosen = {o: check_call(o, algorithm, 1.0, opts, several=True) for o in sorted({o for o, _, _ in rows})}
+    # each row NCCL's choice among what its log's NCCL_ALGO / NCCL_PROTO allowed, unless given here
+    algos = [chosen[o] if algorithm != "auto" else a for (o, _, _), (a, _) in zip(rows, allowed)]
+    protos = [None if opts.protocol != "auto" else p for _, p in allowed]
     if "gpus_per_thread" not in options and per_thread != {None}:       # the logs' nGpus (nccl-tests -g)
         if len(per_thread) > 1:
             said = sorted(str(k) if k else "not stated" for k in per_thread)
             raise ValueError(f"the logs' GPUs per thread differ (nGpus: {', '.join(said)}): calibrate them apart, "
                              "or pass gpus_per_thread=")
         opts = replace(opts, gpus_per_thread=per_thread.pop())
-    if algorithm == "auto" and len(forced["algorithm"]) == 1:
-        algorithm = forced["algorithm"].pop()                   # the logs' NCCL_ALGO
-    if opts.protocol == "auto" and len(forced["protocol"]) == 1:
-        opts = replace(opts, protocol=forced["protocol"].pop())  # the logs' NCCL_PROTO
     measured = np.array([t for _, _, t in rows])
-    with_fit = fit_over(graph, opts)
+    fitted = fit_over(graph, opts)
+
+    def with_fit(cal, i):           # (algorithm, options, calibration) of row i under the fit in cal
+        o, c = fitted(cal)
+        return algos[i], o if protos[i] is None else replace(o, protocol=protos[i]), c
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
     done = np.zeros(_FACTORS)     # log factors of latency, bandwidth, LL, P2P already in cal (vs the library's)
     converged, previous = True, None
     for _ in range(max(1, int(iterations))):
-        models = [RowModel(graph, o, size, ranks, algorithm, *with_fit(cal)) for o, size, _ in rows]
+        models = [RowModel(graph, o, size, ranks, *with_fit(cal, i)) for i, (o, size, _) in enumerate(rows)]
         if previous is not None and np.allclose([r.time()[0] for r in models], previous, rtol=1e-4):
             break                 # re-solved with the fit, the rows take what the fit said: no bottleneck moved
         x, sd, converged, fit = _fit(models, measured, done)
@@ -401,7 +405,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
                       unconstrained=tuple(q.name for q, s in zip(_QUANTITIES, sd) if s is None and q.fitted))
         done = np.array([x[0], applied, x[2], x[3]])
     def times(c):
-        return np.array([row_time(graph, o, s, ranks, algorithm, *with_fit(c)) for o, s, _ in rows])
+        return np.array([row_time(graph, o, s, ranks, *with_fit(c, i)) for i, (o, s, _) in enumerate(rows)])
 
     model = times(cal)
     cal, model = _network_first(graph, cal, model, measured, times)

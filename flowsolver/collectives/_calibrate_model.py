@@ -6,37 +6,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import _checks
 from .._status import Status
-from ..routing import gpu_nodes, unchanged
+from ..routing import unchanged
+from ._allowed import only_of
 from ._choice import is_tuned
-from ._collective import _plans, solve_collective
+from ._collective import _gathered, _plans, collective, collective_with, solve_collective
+from ._lockstep import row_groups
 from ._nccl_timing import nccl_pick, transfer_of, tuned_times
 from ._solve import time_plans
 
-__all__ = ["row_groups", "row_time"]
-
-
-def row_groups(graph, op, ranks) -> list:
-    """The rank groups, run at once in lockstep, that nccl-tests' test of ``op`` runs on the
-    GPU ``ranks`` (in communicator rank order; None: every GPU of ``graph``): ``[ranks]``, but
-    for ``send_recv`` a ring shift: nccl-tests' ``sendrecv_perf`` has every rank ``r`` send to
-    ``(r + 1) mod n`` and receive from ``(r - 1) mod n`` in one group call (``src/sendrecv.cu``,
-    ``SendRecvRunColl``), so a row's time is its slowest pair's with every other pair's flows on
-    the links. Each pair is a group of its two ranks first, then the rest of the communicator
-    (NCCL sizes a peer's channels by the whole communicator, :func:`~._p2p.p2p_comm`).
-
-    >>> import topologies as tp
-    >>> row_groups(tp.rail_optimized(nodes=1), "send_recv", [0, 1, 2])
-    [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
-    """
-    if op != "send_recv":
-        return [ranks]
-    nodes = gpu_nodes(graph)
-    ranks = list(range(len(nodes))) if ranks is None else _checks.rank_indices(graph, ranks, nodes=nodes)
-    n = len(ranks)
-    return [[ranks[i], ranks[(i + 1) % n]] + [r for j, r in enumerate(ranks) if j not in (i, (i + 1) % n)]
-            for i in range(n)]
+__all__ = ["row_groups", "row_time", "nccl_tests_collective"]
 
 
 def row_time(graph, op, size, ranks, algorithm, options, model) -> float:
@@ -47,6 +26,28 @@ def row_time(graph, op, size, ranks, algorithm, options, model) -> float:
     if result.status != Status.OK:
         raise ValueError(result.message)
     return result.time
+
+
+def nccl_tests_collective(graph, op, size, *, ranks=None, algorithm="auto", **keywords):
+    """:func:`flowsolver.collective` as nccl-tests' test of ``op`` runs it on ``ranks`` (in the
+    log's rank order; default every GPU), which calibrate fits a log's rows to and
+    ``flowsolver collective --compare`` sets beside them: the rank groups of :func:`row_groups`
+    in lockstep, so a send / receive is ``sendrecv_perf``'s ring shift (every rank sending to
+    the next at once; its slowest pair's time, every pair's flows on the links) where
+    :func:`~flowsolver.collective` times the pair ``ranks[0] -> ranks[1]``; the other ops as
+    :func:`~flowsolver.collective` times them. ``keywords``: :func:`~flowsolver.collective`'s options.
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(nodes=2)
+    >>> shift, pair = nccl_tests_collective(g, "send_recv", 2**30), collective(g, "send_recv", 2**30)
+    >>> shift.time > 2**30 / 50e9 > pair.time     # GPU 7 -> 8 crosses a 50 GB/s NIC; 0 -> 1 is NVLink
+    True
+    """
+    defaults = {k: v for k, v in collective.__kwdefaults__.items() if k not in ("ranks", "algorithm", "options")}
+    if unknown := sorted(set(keywords) - set(defaults)):
+        raise TypeError(f"nccl_tests_collective() got unexpected keyword arguments {', '.join(unknown)}")
+    options, model = _gathered("collective", collective, None, {**defaults, **keywords})
+    return collective_with(graph, op, size, ranks, algorithm, options, model, as_tested=True)
 
 
 class RowModel:
@@ -66,7 +67,7 @@ class RowModel:
             scenario, = time_plans(graph, planned.ranks, planned.plans, options, [graph])
             self.links, self.results = scenario.links, scenario.results
         self.op, self.size, self.options, self.cal = op, size, options, cal
-        self.only = None if algorithm == "auto" else algorithm
+        self.only = only_of(algorithm)
 
     def time(self, lam=1.0, m=1.0, ll=1.0, pipeline=None, net=None, launch=None, pp=1.0):
         """(time s, algorithm) at latency scale ``lam``, bandwidth factor ``m``, LL factor ``ll``,
@@ -84,11 +85,11 @@ class RowModel:
     def _time(self, view, scaled, model, m, pp):
         hw = replace(view, nvlink_bw=view.nvlink_bw * m)
         tuned = {k: v for k, v in tuned_times(self.op, self.size, self.p, scaled, hw, self.options, model).items()
-                 if self.only in (None, k[0])}
+                 if self.only is None or k[0] in self.only}
         pick = nccl_pick(tuned)
         entries = [] if pick is None else [(pick[1][0], pick[0][0])]
         for a, r in self.results.items():
-            if self.only in (None, a) and not is_tuned(a, self.op, self.options):
+            if (self.only is None or a in self.only) and not is_tuned(a, self.op, self.options):
                 transfer = transfer_of(r.steps)
                 moved = transfer / m
                 if view.p2p is not None:     # a send: the P2P channels' rate bounds it

@@ -10,6 +10,7 @@ from dataclasses import replace
 from .. import _checks, nccl_tests
 from .._nccl_log import BUSBW_SCALE, busbw_range
 from ..routing import gpu_nodes
+from ._allowed import log_choices
 from ._nccl import OPS
 
 __all__ = ["ranks_from_busbw"]
@@ -46,13 +47,13 @@ def ranks_from_busbw(df, op):
 
 
 def _rows(logs, graph, ranks, op):
-    """((op, size bytes, measured time s) of every out-of-place row, the rank count, the
-    algorithms and the protocols the logs forced (``{"algorithm": {...}, "protocol": {...}}``),
+    """((op, size bytes, measured time s) of every out-of-place row, the rank count, each row's
+    (algorithm, protocol) its log's NCCL_ALGO / NCCL_PROTO allowed (:func:`~._allowed.log_choices`),
     the GPUs a thread drove that each states, None where one does not), logs checked against
     the graph; ValueError where the rows of one op mix data types or reduction ops (nccl-tests
     ``-d all``, ``-o all``: calibrate each on its own, e.g. ``df[df["type"] == "float"]``)."""
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
-    out, forced, per_thread, kinds = [], {"algorithm": set(), "protocol": set()}, set(), {}
+    out, choices, per_thread, kinds = [], [], set(), {}
     one = isinstance(logs, str) or not hasattr(logs, "__iter__") or hasattr(logs, "columns")   # a DataFrame is one log
     for log in ([logs] if one else list(logs)):
         df = log if hasattr(log, "attrs") and hasattr(log, "columns") else nccl_tests.read(log, op=op)
@@ -63,19 +64,18 @@ def _rows(logs, graph, ranks, op):
         if op is not None and log_op != op:
             raise ValueError(f"{where}: the log tests {log_op}, not {op}")
         checked_log(df, log_op, n, ranks is not None, graph, ranks)
-        for what, given in forced.items():
-            if df.attrs.get(what):
-                given.add(df.attrs[what])
+        allowed = log_choices(df, log_op)
         per_thread.add(df.attrs.get("gpus_per_thread") or None)
         rows = measured_rows(df)
         for column in ("type", "redop"):
             if column in rows.columns:
                 kinds.setdefault((log_op, column), {}).update(dict.fromkeys(rows[column].astype(str), where))
         out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
+        choices += [allowed] * len(rows)
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
     _check_kinds(kinds)
-    return out, n, forced, per_thread
+    return out, n, choices, per_thread
 
 
 def _check_kinds(kinds) -> None:

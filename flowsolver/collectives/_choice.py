@@ -82,11 +82,12 @@ def is_tuned(algorithm, op, options) -> bool:
 
 def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
     """NCCL's pick among the algorithms its cost model times (the least estimate, :func:`~._nccl_timing.nccl_pick`)
-    against the fastest of the others (of algorithm ``only`` where given)."""
+    against the fastest of the others (among the algorithms ``only`` where given: a tuple of
+    names; the others solved, the ring for the graph's bus bandwidth, are not picked)."""
     tuned = tuned_times(op, size, p, results, hw, options, model) if options.tuner else {}
     if only is not None:
-        results = {only: results[only]}
-        tuned = {k: v for k, v in tuned.items() if k[0] == only}
+        results = {a: r for a, r in results.items() if a in only}
+        tuned = {k: v for k, v in tuned.items() if k[0] in only}
     entries = {}
     for a, r in results.items():
         if is_tuned(a, op, options):

@@ -12,6 +12,8 @@ from .._status import Status
 from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
 from ._calibration import checked_model
 from ._layout import participants, without_nvls
+from ._lockstep import merged, row_groups
+from ._allowed import only_of
 from ._hardware import describe, nvlink_edges, sharing_nics
 from ._p2p import channels_run, least_transfer, nccl_view
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
@@ -20,7 +22,6 @@ from ._options import CollectiveOptions, Options, check_call, check_efficiency_k
 from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import Job, TimedScenario, time_many, time_plans
-from ._trees import Step, StepFlows
 from ._nccl_timing import (slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time, tuned_times,
                            why_not_tuned)
 from ._choice import _FirstRound, _auto_first, _auto_rest, _pick, is_tuned
@@ -60,48 +61,9 @@ class Planned:
     hws: tuple = ()          # NCCL's view of each distinct group (the first's first)
 
 
-def _merged(per_group, p):
-    """Step ``j`` of every group as one step, the positions of group ``g`` offset by ``g p``;
-    None where the groups' schedules do not align step for step (groups laid out unlike: a
-    tree of 2 x 4 GPUs has 15 steps, of 1 x 8 11; or other repetition counts)."""
-    shape = {tuple((st.count, st.latency_count) for st in steps) for steps in per_group}
-    if len(shape) > 1:
-        return None
-    merged, cache = [], {}
-    for parts in zip(*per_group):
-        key = tuple(st.flows for st in parts)
-        if key in cache:
-            pass
-        elif not any(st.flows.has_node_ids for st in parts):       # positions offset as arrays
-            pos = [st.flows.positions() for st in parts]
-            cache[key] = StepFlows.from_arrays(np.concatenate([a + g * p for g, (a, _) in enumerate(pos)]),
-                                               np.concatenate([b + g * p for g, (_, b) in enumerate(pos)]),
-                                               np.concatenate([st.flows.nbytes for st in parts]))
-        else:
-            cache[key] = tuple((x + g * p if isinstance(x, int) else x, y + g * p if isinstance(y, int) else y, n)
-                               for g, st in enumerate(parts) for x, y, n in st.flows)
-        merged.append(Step(parts[0].count, cache[key], parts[0].latency_count, parts[0].grouped,
-                           _merged_latency_flows(parts)))
-    return tuple(merged)
-
-
-def _merged_latency_flows(parts):
-    """The flows whose hops set a merged step's latency: every group's own (each group laid out
-    apart pays its own channel's chain; the groups' flows concatenated in order), or None
-    (every flow) when no group names its own."""
-    if all(st.latency_flows is None for st in parts):
-        return None
-    out, offset = [], 0
-    for st in parts:
-        own = range(len(st.flows)) if st.latency_flows is None else st.latency_flows
-        out.extend(offset + i for i in own)
-        offset += len(st.flows)
-    return tuple(out)
-
-
 def _pool(op, algorithm, options):
     if algorithm != "auto":
-        return (algorithm,)
+        return only_of(algorithm)
     return NCCL_ALGORITHMS[op] if options.tuner and options.candidates == "nccl" else ALGORITHMS[op]
 
 
@@ -139,7 +101,7 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     hws = list({repr(h): h for _, h in distinct}.values())
     if len(laid) > 1:       # groups at once share the NICs of their servers (NVLSTree's network bound)
         hw, *hws = sharing_nics(graph, [g for g, _ in laid], options.efficiency, hw, *hws)
-    if algorithm != "auto":
+    if isinstance(algorithm, str) and algorithm != "auto":
         for layout, own in distinct:
             if why := _why(algorithm, op, p, layout, own, options):
                 raise ValueError(f"algorithm {algorithm!r} {why}")
@@ -150,7 +112,9 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     if not names:
         limited = "" if hw.protocols == PROTOCOLS else \
             f" (the network transport's NCCL settings run {', '.join(hw.protocols)} only across nodes)"
-        raise ValueError(f"no algorithm for {op} can run on these ranks with protocol {options.protocol!r}{limited}")
+        among = "" if algorithm == "auto" else f" among {', '.join(only_of(algorithm))}"
+        raise ValueError(f"no algorithm for {op}{among} can run on these ranks with protocol {options.protocol!r}"
+                         f"{limited}")
     chunk = float(options.chunk)
     plans = {}
     for a in names:
@@ -164,9 +128,9 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
             if id(layout) not in by_layout:
                 by_layout[id(layout)] = schedule(op, sched, p, size, of(layout), chunk)
         per_group = [by_layout[id(layout)] for _, layout in laid]
-        plans[a] = per_group[0] if len(per_group) == 1 else _merged(per_group, p)
+        plans[a] = per_group[0] if len(per_group) == 1 else merged(per_group, p)
         if plans[a] is None:                    # lockstep cannot run unlike schedules step for step
-            if algorithm != "auto":
+            if isinstance(algorithm, str) and algorithm != "auto":
                 raise ValueError(f"algorithm {a!r} runs a different schedule on groups laid out unlike (other "
                                  "servers or GPUs a server): lockstep=True needs them step for step; time them "
                                  "with lockstep=False (each on its own clock)")
@@ -272,7 +236,7 @@ def solve_collectives(graph, calls) -> list:
 def _result(graph, call: Call, planned: Planned, scenario: TimedScenario, pruned, hw) -> CollectiveResult:
     """The CollectiveResult of one scenario of ``call`` from its timed candidates."""
     op, size, p, results, table = call.op, call.size, planned.p, scenario.results, scenario.links
-    only = None if call.algorithm == "auto" else call.algorithm
+    only = only_of(call.algorithm)
     pick = _pick(op, size, p, results, hw, call.options, call.model, only)
     derivation = _derivation(graph, planned.ranks, p, results, pick.algorithm, pick.protocol, pick.rivals, hw, call,
                              table)
@@ -325,18 +289,20 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         data but set NCCL's channels a peer: a pair in a larger communicator across nodes
         runs on fewer channels; nccl-tests' ``sendrecv_perf`` on N ranks is a ring shift,
         every rank sending to the next at once, set by its slowest pair: give that pair first).
-    algorithm : str
+    algorithm : str or list of str
         ``"auto"``: NCCL's choice, the (algorithm, protocol) of least time under NCCL's cost
-        model among what NCCL runs (``NCCL_ALGORITHMS[op]``) on these ranks; or one of
-        ``ALGORITHMS[op]``.
+        model among what NCCL runs (``NCCL_ALGORITHMS[op]``) on these ranks; one of
+        ``ALGORITHMS[op]``; or several: the choice among them (``NCCL_ALGO=Ring,Tree`` is
+        ``["ring", "tree"]``; names that do not run ``op`` are dropped, none left is an error).
     policy, policy_options, pxn
         Routing policy (``flowsolver.POLICIES``) and its options (``subflows``, ``seed``); PXN for cross-rail hops.
     channels : int in 1 ... 64, optional
         NCCL's channels (default: as NCCL sets them from the hardware,
         :func:`~flowsolver.collectives.nccl_channels`) and the rings of the flow solve
         (default: NICs per server when the ranks span servers, else 1).
-    protocol : {"auto", "LL", "LL128", "Simple"}
-        NCCL protocol (``"auto"``: NCCL's choice by size). NCCL's latencies and per-protocol
+    protocol : {"auto", "LL", "LL128", "Simple"} or a list of them
+        NCCL protocol (``"auto"``: NCCL's choice by size; a list: its choice among those,
+        ``NCCL_PROTO=^LL128`` is ``["LL", "Simple"]``). NCCL's latencies and per-protocol
         bandwidth factors and caps apply to ring, tree, NVLS, NVLSTree and PAT; the other
         algorithms take the protocol's per-step latency constants.
     candidates : {"nccl", "all"}
@@ -387,14 +353,18 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     return collective_with(graph, op, size, ranks, algorithm, options, model)
 
 
-def collective_with(graph, op, size, ranks, algorithm, options: Options, model=None) -> CollectiveResult:
-    """:func:`collective` with its options already gathered in an :class:`Options`."""
-    check_call(op, algorithm, size, options)
+def collective_with(graph, op, size, ranks, algorithm, options: Options, model=None,
+                    as_tested: bool = False) -> CollectiveResult:
+    """:func:`collective` with its options already gathered in an :class:`Options`; ``as_tested``:
+    the rank groups nccl-tests' test of ``op`` runs on ``ranks`` in lockstep (:func:`~._lockstep.row_groups`:
+    a send / receive is its ring shift)."""
+    algorithm = check_call(op, algorithm, size, options, several=True)
     _checks.checked_graph(graph)
     check_efficiency_keys(options.efficiency, [graph])
     if checked_model(model, graph) is not None:
         options = model.apply(options)
-    result, = solve_collective(graph, op, float(size), [ranks], algorithm, options, model=model)
+    groups = row_groups(graph, op, ranks) if as_tested else [ranks]
+    result, = solve_collective(graph, op, float(size), groups, algorithm, options, model=model)
     if result.status != Status.OK:
         raise ValueError(result.message)
     return result
@@ -434,7 +404,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
         efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
         model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead))
-    check_call(op, algorithm, size, options)
+    algorithm = check_call(op, algorithm, size, options, several=True)
     graphs = list(graphs)
     if not graphs:
         raise ValueError("graphs must be a non-empty list of cluster graphs")

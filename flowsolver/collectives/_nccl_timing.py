@@ -76,7 +76,7 @@ def path_excess(paths, algorithm, protocol, op, hw) -> float:
 
 
 def _protocols(options):
-    return PROTOCOLS if options.protocol == "auto" else (options.protocol,)
+    return options.protocols
 
 
 def why_not_tuned(algorithm, op, hw, options) -> str | None:

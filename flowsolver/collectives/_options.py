@@ -13,6 +13,7 @@ import topologies as tp
 from .. import _checks
 from ..routing import POLICIES, LinkTable, graph_memo, policy_of
 from ._algorithms import ALGORITHMS
+from ._allowed import algorithm_choice, protocol_choice
 from ._host import host_floor, with_host
 from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
 
@@ -46,10 +47,11 @@ class CollectiveOptions:
         The policy's options: ``subflows`` (int >= 1), ``seed`` (int >= 0), ``pxn`` (bool).
     pxn : bool
         PXN for cross-rail hops (over NVLink to the right rail first; default True).
-    protocol : {"auto", "LL", "LL128", "Simple"}, optional
-        NCCL protocol; None (default): the entry point's own default (``"auto"``, NCCL's
-        choice by size, for :func:`~flowsolver.collective`; ``"Simple"`` for
-        :func:`~flowsolver.concurrent` and a training step's collectives).
+    protocol : {"auto", "LL", "LL128", "Simple"} or a list of them, optional
+        NCCL protocol, or several: NCCL's choice among them (``NCCL_PROTO=LL,Simple``); None
+        (default): the entry point's own default (``"auto"``, NCCL's choice by size, for
+        :func:`~flowsolver.collective`; ``"Simple"`` for :func:`~flowsolver.concurrent` and a
+        training step's collectives).
     chunk : float
         Pipeline chunk of tree all-reduce and ring broadcast / reduce, bytes (default 512 KiB).
     efficiency : float in (0, 1] or dict, optional
@@ -203,9 +205,16 @@ class Options:
         _check_options(self)
 
     @property
+    def protocols(self) -> tuple:
+        """The protocols NCCL may choose among (``"auto"``: all of ``PROTOCOLS``)."""
+        return PROTOCOLS if self.protocol == "auto" else (self.protocol,) if isinstance(self.protocol, str) \
+            else self.protocol
+
+    @property
     def step_protocol(self) -> str:
-        """The protocol of the per-step latency constants (``"auto"`` counts as Simple)."""
-        return "Simple" if self.protocol == "auto" else self.protocol
+        """The protocol of the per-step latency constants: the largest-message one allowed
+        (``"auto"`` counts as Simple, ``("LL", "LL128")`` as LL128)."""
+        return self.protocols[-1]
 
     @property
     def route_options(self) -> dict:
@@ -235,16 +244,22 @@ class Options:
 MAX_SIZE = 2.0 ** 64
 
 
-def check_call(op, algorithm, size, options: Options) -> None:
-    """ValueError naming the first bad argument of a collective call."""
+def check_call(op, algorithm, size, options: Options, several: bool = False):
+    """ValueError naming the first bad argument of a collective call; the algorithm, several
+    names (where ``several`` allows them) as :func:`~._allowed.algorithm_choice` puts them."""
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
-    check_algorithm(op, algorithm)
+    if several and not isinstance(algorithm, str):
+        algorithm = algorithm_choice(op, algorithm)
+    if isinstance(algorithm, str) or not several:
+        check_algorithm(op, algorithm)
     if _checks.positive_number("size", size, "bytes") > MAX_SIZE:
         raise ValueError(f"size must be at most 2**64 bytes (NCCL's and nccl-tests' counts are size_t), got {size!r}")
-    if op in ("broadcast", "reduce") and options.protocol in ("LL", "LL128"):
-        raise ValueError(f"protocol for {op} must be 'auto' or 'Simple', got {options.protocol!r}: its chain is "
-                         "timed with the Simple protocol (LL's and LL128's bandwidth on it is not modelled)")
+    if op in ("broadcast", "reduce") and "Simple" not in options.protocols:
+        raise ValueError(f"protocol for {op} must be 'auto' or 'Simple', got {options.protocol!r} (a list must allow "
+                         "Simple): its chain is timed with the Simple protocol (LL's and LL128's bandwidth on it is not "
+                         "modelled)")
+    return algorithm
 
 
 def check_algorithm(op, algorithm, label: str | None = None) -> None:
@@ -306,8 +321,7 @@ def _check_options(o: Options) -> None:
             raise ValueError(f"{name} must be True or False, got {getattr(o, name)!r}")
     if "pxn" in o.policy_options and not isinstance(o.policy_options["pxn"], (bool, np.bool_)):
         raise ValueError(f"policy_options['pxn'] must be True or False, got {o.policy_options['pxn']!r}")
-    if o.protocol != "auto" and o.protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be 'auto' or one of {', '.join(PROTOCOLS)}, got {o.protocol!r}")
+    object.__setattr__(o, "protocol", protocol_choice(o.protocol))     # a list of names: a tuple, PROTOCOLS' order
     if o.candidates not in ("nccl", "all"):
         raise ValueError(f"candidates must be 'nccl' or 'all', got {o.candidates!r}")
     _checks.positive_number("chunk", o.chunk, "bytes")

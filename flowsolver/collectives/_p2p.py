@@ -132,7 +132,10 @@ class P2pComm:
     """A communicator's P2P structure: its ``ranks`` and ``nodes``, ``per_peer`` channels, its
     ``p2p_channels`` and P2P ``chunk`` (bytes), and ``nvlink_view`` the NVLink bandwidth NCCL
     sees on its GPUs (bytes/s: the links times ``ncclTopoNVLinkBw``, the catalogue's rate times
-    its efficiency; 0: no NVLink, no bound); :meth:`channels` of a send of some size."""
+    its efficiency; 0: no NVLink, no bound); :meth:`channels` of a send of some size.
+    ``all_to_all``: the call is an all-to-all, each rank's ``size`` a send of ``size / ranks`` to
+    every other rank at once (NCCL groups them, ``scheduleP2pTasksToPlan``: each send on its
+    channels, ``ncclP2pChannelForPart`` wrapping them onto the ``p2p_channels``)."""
 
     ranks: int
     nodes: int
@@ -140,14 +143,21 @@ class P2pComm:
     p2p_channels: int
     chunk: int
     nvlink_view: float = 0.0
+    all_to_all: bool = False
 
     def channels(self, size: float) -> int:
-        """The channels a send of ``size`` bytes runs on (:func:`send_channels`)."""
+        """The channels a send of ``size`` bytes runs on (:func:`send_channels`); an all-to-all's:
+        its ``ranks - 1`` sends' channels, at most the P2P channels."""
+        if self.all_to_all:
+            each = send_channels(size / self.ranks, self.ranks, self.nodes, self.per_peer, self.p2p_channels,
+                                 self.chunk)
+            return min(self.p2p_channels, (self.ranks - 1) * each)
         return send_channels(size, self.ranks, self.nodes, self.per_peer, self.p2p_channels, self.chunk)
 
     def least_transfer(self, size: float, factor: float = 1.0) -> float:
-        """The least seconds the channels take to move ``size`` bytes, a channel moving ``factor``
-        times :data:`P2P_CHANNEL_SHARE` of :attr:`nvlink_view` (0.0: no bound). A property of the
+        """The least seconds the channels take to move ``size`` bytes (an all-to-all: the
+        ``(ranks - 1) / ranks`` of them a rank sends), a channel moving ``factor`` times
+        :data:`P2P_CHANNEL_SHARE` of :attr:`nvlink_view` (0.0: no bound). A property of the
         GPUs and of NCCL, not of the links: no link capacity changes it.
 
         >>> c = P2pComm(10, 10, 1, 2, 128 * 1024, nvlink_view=370.8e9)
@@ -156,7 +166,8 @@ class P2pComm:
         """
         if self.nvlink_view <= 0 or size <= 0:
             return 0.0
-        return float(size) / (self.channels(size) * P2P_CHANNEL_SHARE * self.nvlink_view * factor)
+        moved = float(size) * (self.ranks - 1) / self.ranks if self.all_to_all else float(size)
+        return moved / (self.channels(size) * P2P_CHANNEL_SHARE * self.nvlink_view * factor)
 
 
 def _view(tech, fallback: float) -> float:
@@ -240,12 +251,12 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
     return P2pComm(len(comm_ranks), nodes, per_peer, p2p_channels, chunk, view)
 
 
-def with_communicator(graph, ranks, hw, channels=None):
+def with_communicator(graph, ranks, hw, channels=None, all_to_all=False):
     """``hw`` (:class:`~._nccl_model.Hardware`) with the :class:`P2pComm` of the communicator of
     GPU ranks ``ranks`` (None: every GPU of ``graph``; checked as every call's ranks are)."""
     nodes = gpu_nodes(graph)
     comm = list(range(len(nodes))) if ranks is None else _checks.rank_indices(graph, ranks, nodes=nodes)
-    return replace(hw, p2p=p2p_comm(graph, comm, hw, channels))
+    return replace(hw, p2p=replace(p2p_comm(graph, comm, hw, channels), all_to_all=all_to_all))
 
 
 def least_transfer(hw, size: float, model=None) -> float:
@@ -282,12 +293,14 @@ def p2p_bound(steps, time: float, size: float, hw, model=None) -> tuple:
 
 def nccl_view(graph, op, group, layout, options, communicator):
     """NCCL's view (:class:`~._nccl_model.Hardware`) of one group's ranks laid out as
-    ``layout``; a send's with the channels NCCL sizes by its whole ``communicator`` (the ranks
-    as given; not with ``step_latency=``, which turns NCCL's model off: a pure flow model, no
-    channel bound)."""
+    ``layout``; a send's, and an all-to-all's (NCCL runs it as a send to every peer on the same
+    P2P channels), with the channels NCCL sizes by its whole ``communicator`` (the ranks as
+    given) from the communicator's channel count (``channels=``: NCCL's ``p2pnChannels`` is
+    ``nChannels`` rounded up to a power of two, src/graph/paths.cc ncclTopoComputeP2pChannels);
+    not with ``step_latency=``, which turns NCCL's model off: a pure flow model, no channel bound."""
     hw = describe(graph, group, layout, options.channels, options.efficiency)
-    if op == "send_recv" and options.tuner:
-        hw = with_communicator(graph, communicator, hw, options.channels)
+    if op in ("send_recv", "all_to_all") and options.tuner:
+        hw = with_communicator(graph, communicator, hw, options.channels, all_to_all=op == "all_to_all")
     return hw
 
 

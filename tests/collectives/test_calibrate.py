@@ -120,8 +120,10 @@ def test_a_log_of_other_hosts_is_refused_or_said_and_size_0_rows_are_read_past()
 
 
 def test_a_log_whose_nccl_algo_is_a_list_forces_none():
-    # NCCL_ALGO=Ring,Tree leaves NCCL the choice; it was read as Ring and calibrate forced ring
-    for value, forced in (("Ring", "ring"), ("Ring,Tree", None), ("^NVLS", None), ("allreduce:tree", None)):
+    # NCCL_ALGO=Ring,Tree leaves NCCL the choice; it was read as Ring and calibrate forced ring.
+    # allreduce:tree allows an all-reduce tree alone (NCCL's per-function entry, tuning.cc parseList)
+    for value, forced in (("Ring", "ring"), ("Ring,Tree", None), ("^NVLS", None), ("allreduce:tree", "tree"),
+                          ("allgather:ring", None)):
         log = _hosts_log("all_reduce", [0] * 8, [(2**20, 1e-4)], value)
         assert nccl_tests.read(log, op="all_reduce").attrs["algorithm"] == forced
 

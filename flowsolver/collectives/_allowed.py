@@ -1,0 +1,105 @@
+"""``algorithm=`` and ``protocol=`` given as several names: NCCL's choice among them (as a run
+with ``NCCL_ALGO=Ring,Tree`` or ``NCCL_PROTO=^LL128`` chooses), checked and put in one form."""
+
+from __future__ import annotations
+
+from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS
+from ._nccl import PROTOCOLS
+
+__all__ = ["algorithm_choice", "protocol_choice", "only_of", "log_choices"]
+
+_SETS = (list, tuple, set, frozenset)
+
+
+def _names(value, label, kind) -> list:
+    if isinstance(value, _SETS) and all(isinstance(v, str) for v in value):
+        if not value:
+            raise ValueError(f"{label} must name at least one {kind}, got an empty {type(value).__name__}")
+        return list(value)
+    raise ValueError(f"{label} must be a name or a list / tuple of names, got {value!r}")
+
+
+def algorithm_choice(op, algorithm, label: str = "algorithm"):
+    """``"auto"``, one algorithm's name, or a tuple of names (``ALGORITHMS[op]``'s order):
+    NCCL's choice among them, least time under its cost model (the per-step model's for the
+    algorithms NCCL lacks). A name that is no algorithm is a ValueError naming ``label``; the
+    names that do not run ``op`` are dropped (``Ring,Tree`` for an all-gather is ring), and none
+    left is a ValueError; one left is that algorithm.
+
+    >>> algorithm_choice("all_reduce", ["tree", "ring"]), algorithm_choice("all_gather", ("ring", "tree"))
+    (('ring', 'tree'), 'ring')
+    >>> algorithm_choice("all_gather", ["tree"])
+    Traceback (most recent call last):
+    ...
+    ValueError: algorithm for all_gather: none of tree runs all_gather (it runs ring, halving_doubling, nvls, pat)
+    """
+    if isinstance(algorithm, str):
+        return algorithm
+    names = _names(algorithm, label, "algorithm")
+    known = {a for algos in ALGORITHMS.values() for a in algos}
+    if unknown := [a for a in names if a not in known]:
+        raise ValueError(f"{label} names {', '.join(map(repr, unknown))}, not an algorithm (the algorithms: "
+                         f"{', '.join(sorted(known))})")
+    chosen = tuple(a for a in ALGORITHMS[op] if a in names)
+    if not chosen:
+        raise ValueError(f"{label} for {op}: none of {', '.join(names)} runs {op} (it runs "
+                         f"{', '.join(ALGORITHMS[op])})")
+    return chosen[0] if len(chosen) == 1 else chosen
+
+
+def protocol_choice(protocol, label: str = "protocol"):
+    """``"auto"``, one protocol, or a tuple of two (``PROTOCOLS``' order): NCCL's choice among
+    them; the three is ``"auto"``, one is that protocol. A name not in ``PROTOCOLS`` or an empty
+    list is a ValueError naming ``label``.
+
+    >>> protocol_choice(["Simple", "LL"]), protocol_choice(("LL", "LL128", "Simple")), protocol_choice(["LL128"])
+    (('LL', 'Simple'), 'auto', 'LL128')
+    """
+    if isinstance(protocol, str):
+        if protocol != "auto" and protocol not in PROTOCOLS:
+            raise ValueError(f"{label} must be 'auto' or one of {', '.join(PROTOCOLS)}, got {protocol!r} (or a list "
+                             "of them: NCCL's choice among those)")
+        return protocol
+    names = _names(protocol, label, "protocol")
+    if unknown := [p for p in names if p not in PROTOCOLS]:
+        raise ValueError(f"{label} names {', '.join(map(repr, unknown))}, not a protocol (the protocols: "
+                         f"{', '.join(PROTOCOLS)})")
+    chosen = tuple(p for p in PROTOCOLS if p in names)
+    return "auto" if chosen == PROTOCOLS else chosen[0] if len(chosen) == 1 else chosen
+
+
+def only_of(algorithm):
+    """The algorithms a pick may return for ``algorithm`` (as :func:`algorithm_choice` gives it):
+    None for ``"auto"`` (any candidate), else a tuple of names."""
+    if algorithm == "auto":
+        return None
+    return (algorithm,) if isinstance(algorithm, str) else tuple(algorithm)
+
+
+def log_choices(df, op) -> tuple:
+    """``(algorithm, protocol)`` for :func:`flowsolver.collective` of an nccl-tests log of ``op``
+    (a DataFrame of :func:`flowsolver.nccl_tests.read`): what its ``NCCL_ALGO`` / ``NCCL_PROTO``
+    allowed ``op`` (``"auto"`` where they set nothing for it or allowed everything NCCL runs);
+    ValueError where they allowed only what flowsolver does not model (CollNet) or nothing that
+    runs ``op``."""
+    from .._nccl_env import ALGO_NAMES, PROTO_NAMES, allowed
+
+    where = df.attrs.get("source", "log")
+    out = []
+    for what, names, key in (("NCCL_ALGO", ALGO_NAMES, "algorithm"), ("NCCL_PROTO", PROTO_NAMES, "protocol")):
+        value = df.attrs.get("nccl_" + key[:4])             # nccl_algo, nccl_proto
+        if value is not None:
+            sets = allowed(value, op, names, what, df.attrs.get("nccl_version"))
+        else:                                               # (a frame whose attrs name only the one forced)
+            sets = (df.attrs[key],) if df.attrs.get(key) else None
+        if sets is None:
+            out.append("auto")
+            continue
+        if not sets:
+            raise ValueError(f"{where}: {what}={value} allowed {op} only what flowsolver does not model (CollNet)")
+        label = f"{where}: the {key}s {what}={value} allowed"
+        if key == "algorithm":
+            out.append("auto" if set(NCCL_ALGORITHMS[op]) <= set(sets) else algorithm_choice(op, list(sets), label))
+        else:
+            out.append(protocol_choice(list(sets), label))
+    return tuple(out)

@@ -1,0 +1,107 @@
+"""NCCL_ALGO / NCCL_PROTO lists read as NCCL reads them, and ``algorithm=`` / ``protocol=`` as
+several names: NCCL's choice among them (a run with NCCL_ALGO=Ring,Tree never runs NVLS)."""
+
+import json
+
+import pytest
+
+import topologies as tp
+from flowsolver import calibrate, collective
+from flowsolver._nccl_env import ALGO_NAMES, PROTO_NAMES, allowed, parse
+
+# NCCL's own examples of its syntax, in the comment above parseList (src/graph/tuning.cc:44-53,
+# master 5067397c): "Enable ring and collnetdirect for all functions, then select tree and
+# collnetdirect for allreduce and ring for broadcast"; "Enable LL and Simple for all functions,
+# but everything except LL for allreduce"; "Enable everything but LL128, but only LL128 for allreduce".
+
+
+def test_nccl_s_own_examples_of_its_syntax_read_as_its_comment_says():
+    r = parse("ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring", ALGO_NAMES)
+    assert r["AllReduce"] == {"tree", "collnetdirect"} and r["Broadcast"] == {"ring"}
+    assert r["AllGather"] == r["ReduceScatter"] == r["Reduce"] == {"ring", "collnetdirect"}
+    r = parse("LL,Simple;allreduce:^LL", PROTO_NAMES)
+    assert r["AllReduce"] == {"ll128", "simple"} and r["AllGather"] == {"ll", "simple"}
+    r = parse("^LL128;allreduce:LL128", PROTO_NAMES)
+    assert r["AllReduce"] == {"ll128"} and r["Broadcast"] == {"ll", "simple"}
+
+
+def test_names_and_functions_match_in_any_case_and_what_nccl_refuses_is_an_error():
+    # strcasecmp on names and functions; an unknown name or function, or a second entry without a
+    # function, is ncclInvalidUsage (tuning.cc parseList): the run would not have started
+    assert parse("RING,tree", ALGO_NAMES) == parse("Ring,Tree", ALGO_NAMES)
+    assert parse("ALLREDUCE:nvls", ALGO_NAMES)["AllReduce"] == {"nvls"}
+    for value, said in (("Ring,Foo", "'Foo' is not one of NCCL's names"),
+                        ("allreduc:ring", "'allreduc' is not one of NCCL's functions"),
+                        ("Ring;Tree", "every entry but the first must name its function")):
+        with pytest.raises(ValueError, match=said):
+            parse(value, ALGO_NAMES)
+    # NCCL before 2.24 read one list for all functions and skipped names it did not know
+    assert parse("Ring,Foo", ALGO_NAMES, version="2.21.5")["AllReduce"] == {"ring"}
+
+
+def test_what_a_value_allowed_each_op():
+    assert set(allowed("Ring,Tree", "all_reduce", ALGO_NAMES)) == {"ring", "tree"}
+    assert "nvls" not in allowed("^NVLS", "all_reduce", ALGO_NAMES)
+    assert allowed("allreduce:ring;allgather:nvls", "all_reduce", ALGO_NAMES) == ("ring",)
+    assert allowed("allreduce:ring;allgather:nvls", "all_gather", ALGO_NAMES) == ("nvls",)
+    assert set(allowed("allreduce:ring;allgather:nvls", "reduce_scatter", ALGO_NAMES)) == \
+        {"tree", "ring", "nvls", "nvls_tree", "pat"}                  # not named: every algorithm
+    # send / receive and all-to-all are not among NCCL's functions (src/init.cc ncclFuncStr)
+    assert allowed("LL", "send_recv", PROTO_NAMES) is None and allowed("Ring", "all_to_all", ALGO_NAMES) is None
+
+
+def test_several_algorithms_are_nccl_s_choice_among_them():
+    g = tp.rail_optimized(nodes=1)
+    for size in (2**22, 2**26, 2**30):
+        r = collective(g, "all_reduce", size, algorithm=["ring", "tree"])
+        assert r.algorithm in ("ring", "tree")
+        # NCCL picks the least estimate among the allowed (algorithm, protocol) entries
+        allowed_est = {k: v for k, v in r.estimates.items() if k.split("/")[0] in ("ring", "tree")}
+        assert f"{r.algorithm}/{r.protocol}" == min(allowed_est, key=allowed_est.get)
+        assert "nvls/Simple" not in r.estimates
+    assert collective(g, "all_reduce", 2**30).algorithm == "nvls"        # what the list excluded would win
+    assert collective(g, "all_gather", 2**30, algorithm=("ring", "tree")).algorithm == "ring"  # tree: no all-gather
+    r = collective(g, "all_reduce", 2**30, protocol=["LL", "LL128"])
+    assert r.protocol in ("LL", "LL128") and not any(k.endswith("/Simple") for k in r.estimates)
+
+
+def test_a_bad_set_is_an_error_naming_the_parameter():
+    g = tp.rail_optimized(nodes=1)
+    for kw, said in ((dict(algorithm=[]), "algorithm must name at least one algorithm"),
+                     (dict(algorithm=["ring", "foo"]), "algorithm names 'foo', not an algorithm"),
+                     (dict(protocol=[]), "protocol must name at least one protocol"),
+                     (dict(protocol=["LL", "ll128"]), "protocol names 'll128', not a protocol")):
+        with pytest.raises(ValueError, match=said):
+            collective(g, "all_reduce", 2**20, **kw)
+    with pytest.raises(ValueError, match="algorithm for all_gather: none of tree runs all_gather"):
+        collective(g, "all_gather", 2**20, algorithm=["tree"])
+
+
+HEADER = "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+SIZES = [2**k for k in (20, 22, 24, 26, 28, 30)]
+
+
+def _log(times, algo):
+    devices = "".join(f"#  Rank {r} Group  0 Pid {r} on node0 device {r} [0x0f] NVIDIA H100\n" for r in range(8))
+    return (f"node0:1:1 [0] NCCL INFO NCCL_ALGO set by environment to {algo}\n" + devices + HEADER
+            + "".join(f"{s} {s // 4} float sum -1 {t * 1e6:.2f} 0 0 0\n" for s, t in zip(SIZES, times)))
+
+
+@pytest.mark.parametrize("algo", ["Ring,Tree", "^NVLS,NVLSTree"])
+def test_compare_and_calibrate_keep_to_what_the_log_s_nccl_algo_allowed(algo, tmp_path, capsys):
+    # before: a Ring,Tree run was compared with NVLS from 4 MiB up, and calibrate derated NVLink to 0.62
+    pytest.importorskip("pandas")
+    from flowsolver.cli import main
+
+    g = tp.rail_optimized(nodes=1)
+    # the run: the library's ring (NCCL's pick among ring and tree at every size here)
+    text = _log([collective(g, "all_reduce", s, algorithm="ring").time for s in SIZES], algo)
+    path = tmp_path / "all_reduce.log"
+    path.write_text(text)
+    assert main(["collective", "--nodes", "1", "--op", "all_reduce", "--compare", str(path), "--json"]) == 0
+    assert {r["algorithm"] for r in json.loads(capsys.readouterr().out)} <= {"ring", "tree"}
+    cal = calibrate(g, [text], op="all_reduce")
+    # a log of the library's own prediction calibrates back to the catalogue's NVLink efficiency
+    assert cal.efficiency.get("nvlink4", tp.get_link("nvlink4").efficiency) == \
+        pytest.approx(tp.get_link("nvlink4").efficiency, rel=2e-3)
+    assert cal.residuals["error"].abs().max() < 5e-3
