@@ -18,7 +18,7 @@ model's final ``norm``, ``lm_head`` and ``sampler`` once a step): per GPU (``tp`
 * a mixture of experts instead runs its router (``m x experts`` by ``h``) and the experts some
   token is routed to (a fused kernel for the first and one for the second product: ``t0`` once
   each; the experts the busiest rank holds a token for,
-  :func:`~flowsolver.serving._steps.busiest_rank_experts`, at decode and prefill alike) plus a
+  :func:`~flowsolver.serving._routing.busiest_rank_experts`, at decode and prefill alike) plus a
   top-k kernel;
 * four memory-bound kernels (two fused add + RMSNorm: read x and the residual, write both,
   ``4 h`` elements a token; RoPE: read and write q and k, ``2 (h + kv) / tp``; SiluAndMul: read
@@ -45,6 +45,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..training import LAUNCH_SECONDS, attention_rates, gemm_curve, gemm_seconds_shape, kernel_family
+from ._routing import busiest_rank_experts, expected_active_experts
+
 __all__ = ["KernelSteps", "kernel_model"]
 
 #: bytes per element of the activations the memory-bound kernels move (bf16)
@@ -68,8 +71,6 @@ class KernelSteps:
     """
 
     def __init__(self, sm):
-        from ..training._kernels import LAUNCH_SECONDS, gemm_curve, kernel_family
-
         self.sm = sm
         m, lay = sm.model, sm.layout
         self.bandwidth = sm.hbm_bandwidth
@@ -83,8 +84,6 @@ class KernelSteps:
 
     # -- kernels ---------------------------------------------------------------------------------
     def _gemm(self, m, n, k, precision=None) -> float:
-        from ..training._kernels import gemm_seconds_shape
-
         if m <= 0:
             return 0.0
         return gemm_seconds_shape(m, n, k, self.sm.gpu, precision or self.sm.precision, bandwidth=self.bandwidth)
@@ -155,8 +154,6 @@ class KernelSteps:
     def prefill(self, lengths, rank_of: np.ndarray, attention_efficiency) -> float:
         """Seconds of a prefill step of prompts of ``lengths`` tokens dealt to attention ranks
         ``rank_of``: the busiest rank's own kernels, then the experts spread over the ranks."""
-        from ..training._kernels import attention_rates
-
         m, lay, gpu = self.sm.model, self.sm.layout, self.sm.gpu
         h, d = m.hidden, m.hidden // m.heads
         ranks = []
@@ -181,8 +178,6 @@ class KernelSteps:
         """One layer's expert products for ``tokens`` tokens of an expert-parallel group: the
         experts the busiest rank holds a token for (all its local ones once the tokens are
         many), each with its share of the routed tokens."""
-        from ._steps import busiest_rank_experts, expected_active_experts
-
         m, lay = self.sm.model, self.sm.layout
         hit = busiest_rank_experts(m.experts, m.top_k, lay.ep, tokens)
         active = m.experts * expected_active_experts(m.experts, m.top_k, tokens)

@@ -182,7 +182,7 @@ def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
 
 def _no_precision_table(gpu, precision: str) -> str:
     """Why the kernel tables cannot time ``precision``'s GEMMs on ``gpu`` ('' where they can)."""
-    from ..training._kernels import gemm_curve, kernel_family
+    from ..training import gemm_curve, kernel_family
 
     try:
         gemm_curve(kernel_family(gpu), precision)

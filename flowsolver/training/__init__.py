@@ -68,7 +68,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._auto": ("AutoChoice", "prefetch_kinds"),
     "._pipeline": ("stage_layers", "chunk_layers", "pass_order", "warmup_passes"),
     "._exposed": ("tp_hidden", "tp_layer_ops"),
-    "._kernels": ("memory_fraction", "kernel_tables_missing"),
+    "._kernels": ("memory_fraction", "kernel_tables_missing", "kernel_family", "gemm_curve", "gemm_seconds_shape",
+                  "attention_rates", "LAUNCH_SECONDS"),
     "._prepare": ("checked_expert_routing", "checked_gpu", "prepare_step"),
     "._sensitivity": ("step_directional",),
 })
@@ -88,7 +89,8 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._auto import AutoChoice, prefetch_kinds
     from ._pipeline import stage_layers, chunk_layers, pass_order, warmup_passes
     from ._exposed import tp_hidden, tp_layer_ops
-    from ._kernels import memory_fraction, kernel_tables_missing
+    from ._kernels import (memory_fraction, kernel_tables_missing, kernel_family, gemm_curve, gemm_seconds_shape,
+                           attention_rates, LAUNCH_SECONDS)
     from ._prepare import checked_expert_routing, checked_gpu, prepare_step
     from ._sensitivity import step_directional
 
