@@ -47,7 +47,10 @@ def test_header_details_are_read():
     assert oci.attrs["ranks"] == 16 and oci.attrs["nodes"] == 2           # device list trimmed to 4 lines
     moc = nccl_tests.read(LOGS / "moc_roce_2xH100_sendrecv_roce_4gpu.txt")
     assert moc.attrs["op"] == "send_recv" and moc.attrs["nccl_version"] == "2.26.2"
-    assert moc.attrs["algorithm"] == "ring" and oci.attrs["algorithm"] is None    # NCCL_ALGO=RING in INFO
+    # NCCL_ALGO=RING in its INFO lines, read; it does not govern a send / receive (not one of NCCL's
+    # five functions), so no algorithm is forced for the log's op
+    assert moc.attrs["nccl_algo"].lower() == "ring" and moc.attrs["algorithm"] is None
+    assert oci.attrs["algorithm"] is None
     assert moc["#wrong"].isna().sum() == 13                              # in-place '#wrong' is N/A
     aws = nccl_tests.read(LOGS / "aws_2xp5_H100_allreduce_8B-16G.txt")    # '0: ' prefixes, no footer
     assert len(aws) == 2 * 32 and aws.attrs["avg_busbw"] is None

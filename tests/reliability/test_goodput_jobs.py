@@ -94,9 +94,9 @@ def test_cli_goodput(capsys):
             "--budget", "256G", "--json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    # 256 GiB tokens at 4 MiB tokens a step: 65,536 steps of ~1 s, under a day: every
-    # trajectory gets there, a little later than with nothing broken
-    ideal = 2**38 / (4 * 2**20) * out["healthy_step_time"] / 86400
+    # 256e9 tokens (token counts are decimal) at 4,194,304 tokens a step: 61,035 steps of ~1 s,
+    # under a day: every trajectory gets there, a little later than with nothing broken
+    ideal = 256e9 / (4 * 2**20) * out["healthy_step_time"] / 86400
     assert out["budget_reached"] == 1.0
     assert ideal < out["days_to_train_p50"] < ideal / 0.5
     assert 0.5 < out["useful_fraction_mean"] <= 1.0 and out["trajectories"] == 50
