@@ -148,8 +148,10 @@ class P2pCapture:
         def spy(steps, time, size, hw, model=None):
             if getattr(hw, "p2p", None) is not None:
                 transfer = transfer_of(steps)
-                self.record = dict(other=float(time) - transfer, transfer=transfer, size=float(size),
-                                   channels=hw.p2p.channels(size), nvlink_bw=float(hw.p2p.nvlink_view))
+                comm = hw.p2p          # an all-to-all's rank moves (ranks - 1) / ranks of its buffer
+                moved = float(size) * (comm.ranks - 1) / comm.ranks if comm.all_to_all else float(size)
+                self.record = dict(other=float(time) - transfer, transfer=transfer, size=moved,
+                                   channels=comm.channels(size), nvlink_bw=float(comm.nvlink_view))
             return _p2p.p2p_bound(steps, time, size, hw, model)
 
         _choice.p2p_bound = spy

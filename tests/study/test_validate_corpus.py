@@ -251,3 +251,22 @@ def test_the_pipeline_is_fitted_on_runs_of_nccl_with_pxn_only(mods):
     assert all(math.isfinite(t) for t in held)
     # the old source's points come out at a third of their measured times (the others' constants)
     assert [t / r["measured"] for t, r in zip(held[len(modern):], old)] == pytest.approx([1 / 3] * len(old), rel=0.05)
+
+
+def test_a_captured_all_to_all_is_predicted_again_at_its_own_time(mods):
+    """The held-out refit of the P2P share re-times each captured point with another share: at the
+    share the point was timed with it gives the point's own time back. An all-to-all rank moves
+    (ranks - 1) / ranks of its buffer through its P2P channels (2 x 1 H100: half), which the
+    capture must carry, or a refit doubles a 2-rank all-to-all's time."""
+    import topologies as tp
+
+    from flowsolver import collective
+    from flowsolver.collectives._p2p import P2P_CHANNEL_SHARE
+
+    pr = importlib.import_module("pipeline_records")
+    g = tp.rail_optimized(nodes=2)
+    for op, size in (("all_to_all", 2.0 ** 32), ("send_recv", 2.0 ** 30)):
+        with pr.P2pCapture() as seen:
+            r = collective(g, op, size, ranks=[0, 8])
+        assert seen.record is not None, op
+        assert pr.p2p_predict(dict(p2p=seen.record), P2P_CHANNEL_SHARE) == pytest.approx(r.time, rel=1e-6), op
