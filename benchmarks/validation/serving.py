@@ -83,14 +83,21 @@ def predict_serving(metric: str) -> float:
     return (r.tpot_p50 if metric == "median_tpot_ms" else r.ttft_p50) * 1e3
 
 
-def main(argv=None) -> int:
+def compute_option(argv, description: str) -> str:
+    """A serving validation script's ``--compute``: ``"kernels"`` (the library default, the kernel
+    tables) or ``"flat"`` (DEFAULT_COMPUTE_EFFICIENCY); sets :data:`COMPUTE` and returns it."""
     import argparse
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--compute", choices=("kernels", "flat"), default="kernels",
                         help="step model: the kernel tables (the library default) or the flat efficiencies")
-    args = parser.parse_args(argv)
-    COMPUTE["efficiency"] = "auto" if args.compute == "kernels" else fs.training.DEFAULT_COMPUTE_EFFICIENCY
+    compute = parser.parse_args(argv).compute
+    COMPUTE["efficiency"] = "auto" if compute == "kernels" else fs.training.DEFAULT_COMPUTE_EFFICIENCY
+    return compute
+
+
+def main(argv=None) -> int:
+    compute_option(argv, __doc__.split("\n\n")[0])
     print(f"{'row':60s} {'measured':>10s} {'model':>10s} {'error':>8s}")
     for row in LATENCY_ROWS + SERVING_ROWS:
         model = predict_latency(row) if row in LATENCY_ROWS else predict_serving(row["metric"])

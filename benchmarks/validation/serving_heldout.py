@@ -268,13 +268,10 @@ def label(row) -> str:
 
 
 def main(argv=None) -> int:
-    import argparse
+    import serving         # beside this file: its --compute option and the COMPUTE it sets
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--compute", choices=("kernels", "flat"), default="kernels",
-                        help="step model: the kernel tables (the library default) or the flat efficiencies")
-    args = parser.parse_args(argv)
-    COMPUTE["efficiency"] = "auto" if args.compute == "kernels" else fs.training.DEFAULT_COMPUTE_EFFICIENCY
+    compute = serving.compute_option(argv, __doc__.split("\n\n")[0])
+    COMPUTE.update(serving.COMPUTE)
     print(f"{'row':76s} {'measured':>10s} {'model':>10s} {'error':>8s} {'time err':>8s} {'gap/layer':>9s}")
     groups: dict = {}
     absolute = []
@@ -289,7 +286,7 @@ def main(argv=None) -> int:
     print(f"\n{'group (time error: model time / measured - 1)':48s} {'rows':>4s} {'median':>8s} {'min':>8s} {'max':>8s}")
     for key, errs in groups.items():
         print(f"{key:48s} {len(errs):4d} {np.median(errs):+8.1%} {min(errs):+8.1%} {max(errs):+8.1%}")
-    print(f"all {len(absolute)} rows, {args.compute} step model: median |time error| {np.median(absolute):.1%}")
+    print(f"all {len(absolute)} rows, {compute} step model: median |time error| {np.median(absolute):.1%}")
     return 0
 
 
