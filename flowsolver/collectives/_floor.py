@@ -15,8 +15,7 @@ from ._bound import Capacities, lower_bound
 from ._choice import is_tuned
 from ._collective import _plans
 from ._concurrent import _options
-from ._nccl_timing import _protocols, steady_parts, tuned_time
-from ._nccl_model import enabled
+from ._nccl_timing import _protocols, runs, steady_parts, tuned_time
 from ._options import check_call
 
 __all__ = ["kind_floors"]
@@ -84,6 +83,6 @@ def kind_floors(graph, op: str, size: float, group, algorithm: str = "auto", *, 
             continue
         own = _transfer(capacities, steps, steady_parts(steps))
         for proto in _protocols(options):
-            if enabled(a, proto, op, hw):
+            if runs(a, proto, op, hw, options):
                 floors[a, proto] = float(tuned_time(a, proto, op, size, p, ring_transfer, own, hw, options, model)[0])
     return floors

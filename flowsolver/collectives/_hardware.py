@@ -45,6 +45,11 @@ def _nvswitch_of(graph, node):
     return next((v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nvswitch"), None)
 
 
+def _has_nvlink(graph, gpu) -> bool:
+    """Whether ``gpu`` has an NVLink, to an NVSwitch or straight to another GPU."""
+    return any(str(d.get("tech", "")).startswith("nvlink") for _, _, d in graph.out_edges(gpu, data=True))
+
+
 def nvlink_edges(graph, gpus) -> list:
     """The NVLink edges of each of ``gpus``, to its NVSwitch and back, whose least effective
     capacity is the ``nvlink_bw`` NCCL's tuner sees (:func:`describe`: NCCL's search reserves a
@@ -238,7 +243,10 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
                      net_bw=min(_egress(graph, [gpus[i] for i in group], efficiency) for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)
     cpus = {graph.nodes[g].get("cpu", "intel") for g in gpus}
+    # a GPU with no NVLink at all in a node holding several ranks: they meet over PCIe
+    pcie_only = not nvswitch and any(len(group) > 1 and not all(_has_nvlink(graph, gpus[i]) for i in group)
+                                     for group in layout.groups)
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra="nvlink" if nvswitch else "pcie",
-                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw,
-                    cpu=cpus.pop() if len(cpus) == 1 else "mixed",
+                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw, pcie_only=pcie_only,
+                    cpu=cpus.pop() if len(cpus) == 1 else "mixed_arch" if "arm" in cpus else "mixed",
                     single_gpu_node=n_nodes > 1 and min(len(g) for g in layout.groups) == 1, **extra)

@@ -38,7 +38,7 @@ _HW = {
 _LL_MAX_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
 _LL_MAX_NODES = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}       # llMaxBws rows 0 / 1 across nodes
 #: hosts NCCL's tuner counts as AMD (llMaxBws row 1: ``cpuVendor`` AMD or MIXED) and as x86
-_AMD_ROW, _X86 = ("amd", "mixed"), ("intel", "amd", "mixed")
+_AMD_ROW, _X86 = ("amd", "mixed", "mixed_arch"), ("intel", "amd", "mixed")
 _RING_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20), "hopper": (36.7, 36.7, 36.7),
                "blackwell": (40, 40, 40)}
 _TREE_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20), "hopper": (36.7, 36.7, 29.0),
@@ -74,8 +74,10 @@ class Hardware:
     (:class:`~._p2p.P2pComm`; None for the collectives), ``net_bw`` the least a node's NICs
     send into the fabric (bytes/s; 0: not known, no bound), ``single_gpu_node`` whether a
     node holds one rank of the communicator (NCCL's tree search then takes its plain TREE
-    pattern, search.cc, which its tuner charges 0.85 of the tree's bandwidth). ``cpu`` is
-    ``"intel"``, ``"amd"``, ``"arm"`` or ``"mixed"`` (hosts of several kinds).
+    pattern, search.cc, which its tuner charges 0.85 of the tree's bandwidth), ``pcie_only``
+    whether a node's ranks meet over PCIe only (a GPU of a node holding several ranks has no
+    NVLink at all: NCCL's typeIntra beyond PATH_NVB). ``cpu`` is ``"intel"``, ``"amd"``,
+    ``"arm"``, ``"mixed"`` (x86 hosts of both vendors) or ``"mixed_arch"`` (Arm and x86).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
     8
@@ -94,6 +96,7 @@ class Hardware:
     p2p: object = None
     net_bw: float = 0.0
     single_gpu_node: bool = False
+    pcie_only: bool = False
 
     @property
     def ppn(self) -> int:
@@ -115,8 +118,9 @@ def _steps(op, n):
     return 2 * (n - 1) if op == "all_reduce" else n - 1
 
 
-def enabled(algorithm, protocol, op, hw: Hardware) -> bool:
-    """Whether NCCL runs ``algorithm`` with ``protocol`` for ``op`` on ``hw``.
+def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False) -> bool:
+    """Whether NCCL runs ``algorithm`` with ``protocol`` for ``op`` on ``hw``; ``asked``: the
+    protocol was named by the user (NCCL_PROTO), which NCCL then runs whatever the paths.
 
     >>> enabled("nvls", "LL", "all_reduce", Hardware(8, 1, "hopper", nvls=True)), enabled("pat", "Simple", "all_gather", Hardware(4, 4))
     (False, True)
@@ -124,10 +128,11 @@ def enabled(algorithm, protocol, op, hw: Hardware) -> bool:
     simple_only = algorithm in ("nvls", "nvls_tree", "pat")
     if (simple_only and protocol != "Simple") or protocol not in hw.protocols:
         return False
-    # LL128 only where the GPUs of a node reach each other over NVLink (tuning.cc: typeIntra <=
-    # PATH_NVB); GPUs talking over PCIe never run it
-    if protocol == "LL128" and hw.intra != "nvlink" and hw.ranks > hw.nodes:
-        return False            # (a node's one GPU has PATH_LOC inside: search.cc, ngpus == 1)
+    # LL128 by default only where the GPUs of a node reach each other over NVLink (tuning.cc:
+    # typeIntra <= PATH_NVB, checked for NCCL's default only, not for a protocol the user set;
+    # a node's one GPU has PATH_LOC inside: search.cc, ngpus == 1)
+    if protocol == "LL128" and hw.pcie_only and hw.ranks > hw.nodes and not asked:
+        return False
     if algorithm == "ring":
         return op in ("all_reduce", "all_gather", "reduce_scatter")
     if algorithm == "tree":

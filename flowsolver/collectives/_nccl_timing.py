@@ -16,7 +16,7 @@ from ._pipeline import PIPELINE, pipeline_time
 from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tree_correction, tuner_algbw, tuner_hops,
                           tuner_latency)
 
-__all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled",
+__all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled", "runs",
            "slow_paths_of", "path_excess"]
 
 
@@ -79,12 +79,17 @@ def _protocols(options):
     return options.protocols
 
 
+def runs(algorithm, protocol, op, hw, options) -> bool:
+    """:func:`~._nccl_model.enabled` with the protocols the user named counted as NCCL_PROTO set."""
+    return enabled(algorithm, protocol, op, hw, asked=options.protocol != "auto")
+
+
 def why_not_tuned(algorithm, op, hw, options) -> str | None:
     """Why NCCL would not run ``algorithm`` for ``op`` on ``hw`` with the asked protocol."""
     if not any(enabled(algorithm, p, op, hw) for p in PROTOCOLS):
         return f"is not run by NCCL for {op} on these ranks ({hw.ranks} ranks on {hw.nodes} node(s), " \
                f"{hw.generation or 'unknown'} GPUs, {hw.channels} channels)"
-    if not any(enabled(algorithm, p, op, hw) for p in _protocols(options)):
+    if not any(runs(algorithm, p, op, hw, options) for p in _protocols(options)):
         return f"runs with {', '.join(p for p in PROTOCOLS if enabled(algorithm, p, op, hw))} only (NCCL), " \
                f"got protocol {options.protocol!r}"
     return None
@@ -103,7 +108,7 @@ def tuned_times(op, size, p, results, hw, options, model=None) -> dict:
         own = steady_transfer(timed.steps)
         paths = slow_paths_of(timed.steps)
         for proto in _protocols(options):
-            if enabled(a, proto, op, hw):
+            if runs(a, proto, op, hw, options):
                 out[a, proto] = tuned_time(a, proto, op, size, p, ring_transfer, own, hw, options, model, paths)
     return out
 

@@ -87,3 +87,47 @@ def test_pat_needs_one_gpu_per_node_and_uneven_nodes_use_the_rings_own_network_c
     assert r.estimates["ring/LL"] * 1e6 == pytest.approx(10.3, abs=0.01)
     with pytest.raises(ValueError):
         collective(tp.rail_optimized(nodes=2), "all_gather", 48, ranks=[0, 1, 8], algorithm="pat")
+
+
+def test_ll128_stays_where_gpus_meet_over_direct_nvlink_or_the_user_names_it(tmp_path):
+    # two A100s joined GPU to GPU by 12 NVLink 3 links, no NVSwitch (an NCCL topology file):
+    # NCCL's typeIntra is PATH_NVL <= PATH_NVB, LL128 stays on by default
+    def pci(busid, cls, inner=""):
+        return f'<pci busid="{busid}" class="{cls}" link_speed="32.0 GT/s PCIe" link_width="16">{inner}</pci>'
+
+    def gpu(busid, rank, peer):
+        nv = f'<nvlink target="{peer}" count="12" tclass="0x030200"/>'
+        return pci(busid, "0x030200", f'<gpu dev="{rank}" sm="80" rank="{rank}" gdr="1">{nv}</gpu>')
+
+    a, b = "0000:02:00.0", "0000:05:00.0"
+    nic = pci("0000:03:00.0", "0x020700", '<nic><net name="mlx5_0" dev="0" speed="200000" port="1"/></nic>')
+    body = pci("0000:01:00.0", "0x060400", gpu(a, 0, b) + gpu(b, 1, a) + nic)
+    path = tmp_path / "direct.xml"
+    path.write_text(f'<system version="1"><cpu numaid="0" vendor="GenuineIntel" arch="x86_64">{body}</cpu></system>')
+    g = tp.rail_optimized(1, server=tp.from_nccl_xml(path))
+    assert not _hw(g).pcie_only
+    assert "ring/LL128" in collective(g, "all_reduce", 2 ** 20).estimates
+    # on PCIe-only GPUs the check applies to NCCL's default only: NCCL_PROTO naming LL128 runs it
+    # (tuning.cc: the path test only where LL128's enable is still 2, the default)
+    pcie = tp.rail_optimized(nodes=1, server="pcie_8gpu")
+    assert _hw(pcie).pcie_only
+    named = collective(pcie, "all_reduce", 2 ** 18, protocol=["LL128", "Simple"])
+    assert {k.split("/")[1] for k in named.estimates} == {"LL128", "Simple"}
+    assert collective(pcie, "all_reduce", 2 ** 18, protocol="LL128").protocol == "LL128"
+
+
+def test_arm_and_x86_hosts_mixed_are_not_x86_for_the_nvlstree_correction():
+    # init.cc: ranks of several CPU architectures make cpuArch MIXED (and the vendor MIXED: the
+    # AMD row of llMaxBws); tuning.cc corrects NVLSTree's estimate on Blackwell only where
+    # cpuArch is x86
+    b200 = tp.get_server("dgx_b200")
+    g = tp.rail_optimized(nodes=2, server=b200)
+    for n, d in g.nodes(data=True):
+        if d.get("kind") == "gpu" and d.get("server") == 1:
+            d["cpu"] = "arm"
+    hw = _hw(g)
+    assert hw.cpu == "mixed_arch"
+    from flowsolver.collectives._nccl_model import _ll_max, tree_correction
+    assert tree_correction("nvls_tree", "Simple", "all_reduce", 2 ** 20, hw) == 1.0
+    assert tree_correction("nvls_tree", "Simple", "all_reduce", 2 ** 20, _hw(tp.rail_optimized(nodes=2, server=b200))) == 0.5
+    assert _ll_max(hw) == pytest.approx(22.5e9)
