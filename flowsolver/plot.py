@@ -95,14 +95,14 @@ def study_bars(ax, rows, *, metric: str = "overhead", legend: bool = True):
     x = np.arange(len(rows))
     if metric == "overhead":
         model = [100 * r.step.comm_overhead for r in rows]
-        article = [100 * r.article["overhead"] for r in rows]
+        article = [100 * (r.article["overhead"] or 0.0) for r in rows]
         ax.set_ylabel("communication overhead (% of step)")
     else:
         model = [r.step.speedup for r in rows]
         article = [r.article["speedup"] or 0.0 for r in rows]
         ax.set_ylabel("speed-up over one GPU")
     fmt = "{:.0f}%" if metric == "overhead" else "{:.1f}"
-    given = [True] * len(rows) if metric == "overhead" else [r.article["speedup"] is not None for r in rows]
+    given = [r.article[metric] is not None for r in rows]      # None: the article gives none (or another size)
     bars = ax.bar(x - 0.2, model, 0.4, label="flowsolver model")
     ax.bar_label(bars, labels=[fmt.format(v) for v in model], fontsize="x-small", padding=1)  # 0 % labelled too
     bars = ax.bar(x + 0.2, article, 0.4, label="article")

@@ -26,6 +26,9 @@ ARTICLE = {
     "pcie_only": dict(tokens_per_s=None, speedup=None, overhead=0.80),
 }
 ARTICLE_SINGLE_GPU = 100.0      # tokens/s, the article's single-H100 speed
+#: GPUs of the article's clusters (8 DGX H100): its figures are of these, so a cluster of another
+#: size is shown with none (None, printed ``-``), not beside the 64-GPU figures
+ARTICLE_GPUS = 64
 ARTICLE_NDR_CLAIM = 400e9       # bytes/s: the article's "400 GB/s" for an NDR port (it is 400 Gb/s)
 # the article's recommended GPU counts per topology family (REFERENCE.md)
 ARTICLE_SIZE_BANDS = "fat-tree 64-256, DragonFly 256-1000+, torus < 64"
@@ -96,7 +99,8 @@ def network_study(*, model="llama-3-70b", nodes: int = 8, tp_degree: int = 8, pp
         step = training_step(g, model, Parallelism(tp=tp_degree, pp=pp, micro_batch=micro_batch, zero=zero),
                              Schedule(global_batch=global_batch, dp_overlap=dp_overlap,
                                       compute_efficiency=compute_efficiency), collective_options=options)
-        rows.append(StudyRow(network=net, label=NETWORKS[net][0], step=step, article=ARTICLE[net]))
+        article = ARTICLE[net] if step.gpus == ARTICLE_GPUS else dict.fromkeys(ARTICLE[net])   # its size only
+        rows.append(StudyRow(network=net, label=NETWORKS[net][0], step=step, article=article))
     return rows
 
 
@@ -105,7 +109,7 @@ def format_table(rows) -> str:
     bottleneck is the tier that holds the most exposed phase back, ``-`` without overhead).
 
     >>> print(format_table(network_study(nodes=1, global_batch=8, networks=("ideal",))).splitlines()[2])
-    ideal network ...      6400      8.0x      64x      0.0%      0%   -
+    ideal network ...        -      8.0x        -      0.0%       -   -
     """
     head = (f"{'network':28s} {'tokens/s*':>9s} {'article*':>8s} {'speed-up':>9s} {'article':>8s} "
             f"{'overhead':>9s} {'article':>8s}  bottleneck")
@@ -115,7 +119,8 @@ def format_table(rows) -> str:
         tier = s.bottleneck_tier if s.comm_overhead > 1e-3 else "-"
         art_tok = f"{a['tokens_per_s']:8.0f}" if a["tokens_per_s"] else f"{'-':>8s}"
         art_sp = f"{a['speedup']:7.0f}x" if a["speedup"] else f"{'-':>8s}"
-        art_ov = f"{a['overhead']:7.0%}" + ("+" if r.network == "pcie_only" else " ")
+        art_ov = f"{'-':>7s} " if a["overhead"] is None else \
+            f"{a['overhead']:7.0%}" + ("+" if r.network == "pcie_only" else " ")
         lines.append(f"{r.label:28s} {s.tokens_per_s:9.0f} {art_tok} {s.speedup:8.1f}x {art_sp} "
                      f"{s.comm_overhead:9.1%} {art_ov:>8s}  {tier}")
     return "\n".join(lines)

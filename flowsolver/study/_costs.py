@@ -13,14 +13,10 @@ from dataclasses import dataclass
 
 import topologies as tp
 
-from ._article import cluster, network_study
+from ._article import ARTICLE_GPUS, cluster, network_study
 
 __all__ = ["CostRow", "cost_study", "format_costs"]
 
-#: GPUs of the article's clusters (8 DGX H100; ../shared/REFERENCE.md): its tokens/s are for
-#: these, so a cluster of another size has no article figure (NaN), not the 64-GPU figure
-#: divided by its own capital
-ARTICLE_GPUS = 64
 
 
 @dataclass(frozen=True)
