@@ -75,7 +75,7 @@ def fat_tree(k: int, *, pods: int | None = None, link="ib_ndr", server=None) -> 
     check_scale("fat_tree", pods * k * k // 4 // model.nics * server_parts(model) + pods * k + k * k // 4
                 + pods * k * k, f"k = {k}" + (f", {pods} pods" if pods < k else ""))
     half = k // 2
-    per_group = half if pods == k else math.ceil(pods * half / k)    # core switches of a group
+    per_group = math.ceil(pods * half / k)                            # core switches of a group (half at k pods)
     g = nx.DiGraph()
     ports = []
     for p in range(pods):

@@ -399,6 +399,13 @@ _SWEEP_HELP = """config example (sweep.toml):
 KERNELS = "kernels"
 
 
+def compute_choice(args) -> dict:
+    """``compute_efficiency=`` as a command's ``--compute-efficiency`` names it (``kernels``: None,
+    the tables); {} where the option was not given (the function's own default)."""
+    value = args.compute_efficiency
+    return {} if value is None else dict(compute_efficiency=None if value == KERNELS else value)
+
+
 def compute_model(text: str):
     """``--compute-efficiency``: ``auto``, ``kernels`` (the tables: ``None``) or a number."""
     if text in ("auto", KERNELS):

@@ -10,7 +10,7 @@ from dataclasses import asdict
 import topologies as tp
 
 from ..routing import policy_of
-from ._arguments import KERNELS, CliError, build_graph, cluster_label, parse_size
+from ._arguments import CliError, compute_choice, build_graph, cluster_label, parse_size
 from ._model_file import model_of
 from ._output import emit, to_json, writable
 
@@ -164,8 +164,7 @@ def train(args) -> None:
               zero=args.zero, dp_overlap=args.dp_overlap, precision=args.precision, gpu=args.gpu)
     if args.global_batch is not None:
         kw["global_batch"] = args.global_batch
-    if args.compute_efficiency is not None:
-        kw["compute_efficiency"] = None if args.compute_efficiency == KERNELS else args.compute_efficiency
+    kw.update(compute_choice(args))
     if args.seq_len is not None:
         kw["seq_len"] = args.seq_len
     if args.ranks is not None:

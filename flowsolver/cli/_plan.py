@@ -6,7 +6,8 @@ from __future__ import annotations
 import topologies as tp
 
 from ..training import MODELS
-from ._arguments import (KERNELS, _add_output, _add_topology, build_graph, cluster_label, compute_model,
+from ._arguments import (_add_output, _add_topology, build_graph, cluster_label, compute_choice,
+                         compute_model,
                          server_of)
 from ._model_file import model_of
 from ._output import emit, to_json
@@ -83,8 +84,7 @@ def plan(args) -> None:
     sp = dict(on=True, off=False, both=None)[args.sequence_parallel]
     searched = dict(tp=args.tp, cp=args.cp, pp=args.pp, vp=args.vp, ep=args.ep, micro_batch=args.micro_batch,
                     zero=args.zero, recompute=args.recompute, orders=args.orders, sequence_parallel=sp)
-    extra = {} if args.compute_efficiency is None else \
-        dict(compute_efficiency=None if args.compute_efficiency == KERNELS else args.compute_efficiency)
+    extra = compute_choice(args)
     result = run_plan(graph, model=model_of(args.model), global_batch=args.global_batch, seq_len=args.seq_len,
                       precision=args.precision, top=args.top, headroom=args.headroom, max_solves=args.max_solves, tolerance=args.tolerance,
                       max_tp=args.max_tp, gpu=args.gpu, gpus=args.job_gpus, placement=args.placement,

@@ -4,7 +4,7 @@ TTFT and TPOT percentiles, throughput per GPU, goodput, the network's share, bot
 from __future__ import annotations
 
 from ..training import MODELS
-from ._arguments import KERNELS, _add_output, _add_topology, build_graph, cluster_label, compute_model
+from ._arguments import _add_output, _add_topology, build_graph, cluster_label, compute_choice, compute_model
 from ._output import emit
 
 __all__ = ["add_serve", "serve"]
@@ -78,7 +78,7 @@ def serve(args) -> None:
             prefill_gpus=args.prefill_gpus, decode=decode, max_batch=args.max_batch, token_budget=args.token_budget,
             precision=args.precision, ttft_target=ms(args.ttft_target), tpot_target=ms(args.tpot_target),
             comm_overlap=args.comm_overlap, seed=args.request_seed, hbm_efficiency=args.hbm_efficiency,
-            compute_efficiency=None if args.compute_efficiency == KERNELS else args.compute_efficiency)
+            **compute_choice(args))
     s = r.summary()
     lay = ", ".join(f"{name} {v['instances']} x (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})"
                     for name, v in s["layouts"].items())

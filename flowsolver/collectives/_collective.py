@@ -101,7 +101,8 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     hws = list({repr(h): h for _, h in distinct}.values())
     if len(laid) > 1:       # groups at once share the NICs of their servers (NVLSTree's network bound)
         hw, *hws = sharing_nics(graph, [g for g, _ in laid], options.efficiency, hw, *hws)
-    if isinstance(algorithm, str) and algorithm != "auto":
+    forced = isinstance(algorithm, str) and algorithm != "auto"          # one algorithm named
+    if forced:
         for layout, own in distinct:
             if why := _why(algorithm, op, p, layout, own, options):
                 raise ValueError(f"algorithm {algorithm!r} {why}")
@@ -130,7 +131,7 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
         per_group = [by_layout[id(layout)] for _, layout in laid]
         plans[a] = per_group[0] if len(per_group) == 1 else merged(per_group, p)
         if plans[a] is None:                    # lockstep cannot run unlike schedules step for step
-            if isinstance(algorithm, str) and algorithm != "auto":
+            if forced:
                 raise ValueError(f"algorithm {a!r} runs a different schedule on groups laid out unlike (other "
                                  "servers or GPUs a server): lockstep=True needs them step for step; time them "
                                  "with lockstep=False (each on its own clock)")

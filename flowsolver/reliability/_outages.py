@@ -44,7 +44,7 @@ class Segments:
         # maximum of t + downtime over the trajectory's interruptions), each segment's downtime
         # split between the outage already outstanding (up to where it ended) and the new one
         # (what it adds beyond); see merged_outages
-        ends, _, prev_end, prev_owner = merged_outages(i_traj, i_time, np.asarray(down, float)[i_kind])
+        ends, prev_end, prev_owner = merged_outages(i_traj, i_time, np.asarray(down, float)[i_kind])
         D, Dp, ownp = np.zeros(m), np.full(m, -np.inf), np.full(m, -1, np.int64)
         D[at], Dp[at] = ends, prev_end
         ownp[at] = np.where(prev_owner >= 0, i_kind[np.maximum(prev_owner, 0)], -1)    # its kind
@@ -60,13 +60,13 @@ def merged_outages(i_traj, i_time, downtime):
     """Merged outages of interruptions sorted by trajectory then time, each down from its time
     ``t`` to ``t + downtime`` (a restart, after a repair where it waits for one): the job is
     down until ``end_i = max over j <= i (t_j + downtime_j)`` of its trajectory (every repair
-    done, and a restart completed after the last interruption). Returns ``end`` and the index
-    of the interruption that sets it, and the same just before each interruption (``-inf`` and
+    done, and a restart completed after the last interruption). Returns ``end``, and the end
+    and the index of the interruption that set it just before each interruption (``-inf`` and
     -1 for a trajectory's first); ties go to the earlier interruption."""
     k = len(i_traj)
     x = i_time + downtime
     if k == 0:
-        return x, np.zeros(0, np.int64), x, np.zeros(0, np.int64)
+        return x, x, np.zeros(0, np.int64)
     # a running maximum per trajectory, exact: rank the ends (an earlier interruption ranks
     # above a later one with the same end), offset each trajectory's ranks above the last's
     idx = np.arange(k)
@@ -81,4 +81,4 @@ def merged_outages(i_traj, i_time, downtime):
     prev_owner[1:] = owner[:-1]
     prev_owner[first] = -1
     prev_end = np.where(prev_owner >= 0, x[np.maximum(prev_owner, 0)], -np.inf)
-    return x[owner], owner, prev_end, prev_owner
+    return x[owner], prev_end, prev_owner

@@ -91,12 +91,16 @@ class KernelSteps:
     def _memory(self, nbytes: float) -> float:
         return max(nbytes / self.bandwidth, self.launch)
 
+    def _norm(self, tokens: float) -> float:
+        """A fused add + RMSNorm: reads x and the residual, writes both (``4 h`` values a token)."""
+        return self._memory(tokens * 4 * self.sm.model.hidden * _ACT)
+
     def _experts(self, tokens: float, experts: float) -> float:
         """The two fused expert products over ``experts`` local experts sharing ``tokens`` routed
         tokens: each expert's GEMM as the curve times it, one ``t0`` per fused kernel."""
         if experts <= 0:
             return 0.0
-        m, h = self.sm.model, self.sm.model.hidden
+        h = self.sm.model.hidden
         per = max(tokens / experts, 1.0)
         return experts * (self._gemm(per, self.fc1, h) + self._gemm(per, h, self.ffn_local) - 2 * self.t0) + 2 * self.t0
 
@@ -114,7 +118,7 @@ class KernelSteps:
     def _layer_dense_part_of(self, tokens: float) -> float:
         m, lay = self.sm.model, self.sm.layout
         h = m.hidden
-        t = (2 * self._memory(tokens * 4 * h * _ACT)                                   # fused add + RMSNorm
+        t = (2 * self._norm(tokens)
              + self._gemm(tokens, (h + 2 * self.kv) / lay.tp, h)
              + self._memory(tokens * 2 * (h + self.kv) / lay.tp * _ACT)                # RoPE on q and k
              + self._gemm(tokens, h, h / lay.tp))
@@ -131,7 +135,7 @@ class KernelSteps:
         m, lay = self.sm.model, self.sm.layout
         v = m.vocab / lay.tp
         # the logits are gathered whole to the first TP rank, which samples the full vocabulary
-        return (self._memory(sequences * 4 * m.hidden * _ACT) + self._gemm(sequences, v, m.hidden, "bf16")
+        return (self._norm(sequences) + self._gemm(sequences, v, m.hidden, "bf16")
                 + self._memory(sequences * m.vocab * _SAMPLER_BYTES_PER_VOCAB))
 
     # -- steps -----------------------------------------------------------------------------------
@@ -170,7 +174,7 @@ class KernelSteps:
             # one varlen flash-attention call a layer for all the rank's prompts (vLLM's
             # flash_attn_varlen_func with cu_seqlens), at least one launch
             layer = self._layer_dense_part(tokens) + max(attention, self.launch)
-            ranks.append(m.layers * layer + self._output(len(mine)))
+            ranks.append(m.layers * layer + self._once("output", len(mine), self._output))
         total = float(lengths.sum())
         return max(ranks) + (m.layers * self._routed(total) if m.experts > 1 else 0.0)
 
@@ -178,6 +182,9 @@ class KernelSteps:
         """One layer's expert products for ``tokens`` tokens of an expert-parallel group: the
         experts the busiest rank holds a token for (all its local ones once the tokens are
         many), each with its share of the routed tokens."""
+        return self._once("routed", tokens, self._routed_of)
+
+    def _routed_of(self, tokens: float) -> float:
         m, lay = self.sm.model, self.sm.layout
         hit = busiest_rank_experts(m.experts, m.top_k, lay.ep, tokens)
         active = m.experts * expected_active_experts(m.experts, m.top_k, tokens)

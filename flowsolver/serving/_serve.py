@@ -9,7 +9,7 @@ import numpy as np
 import topologies as tp_
 
 from .. import _checks
-from ..training import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, get_model, kernel_tables_missing,
+from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_missing,
                         resolve_compute)
 from ._kv import kv_transfer
 from ._result import ServeResult, _result, request_stream
@@ -180,17 +180,6 @@ def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
     return math.floor(free / per_token / lay.pp) * lay.ep
 
 
-def _no_precision_table(gpu, precision: str) -> str:
-    """Why the kernel tables cannot time ``precision``'s GEMMs on ``gpu`` ('' where they can)."""
-    from ..training import gemm_curve, kernel_family
-
-    try:
-        gemm_curve(kernel_family(gpu), precision)
-    except ValueError as err:
-        return f"has no {precision} GEMM table ({err})"
-    return ""
-
-
 def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, prompt=1024, output=256,
           tp: int = 8, pp: int = 1, ep: int = 1, prefill_gpus: int | None = None, decode: dict | None = None,
           ranks=None, max_batch: int = 256, token_budget: int = 8192, precision: str = "bf16",
@@ -286,13 +275,10 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         except ValueError as err:
             raise ValueError(f"{err}: pass hbm_efficiency=") from None
     hbm_efficiency = _checks.fraction("hbm_efficiency", hbm_efficiency, zero_ok=False)
-    asked = compute_efficiency
-    compute_efficiency = resolve_compute(compute_efficiency, gpu_spec)
+    compute_efficiency = resolve_compute(compute_efficiency, gpu_spec, precision)   # "auto": flat without tables
     if compute_efficiency is None:
-        why = kernel_tables_missing(gpu_spec) or _no_precision_table(gpu_spec, precision)
-        if why and asked == "auto":
-            compute_efficiency = DEFAULT_COMPUTE_EFFICIENCY         # no tables for it: the flat model
-        elif why:
+        why = kernel_tables_missing(gpu_spec, precision)
+        if why:
             raise ValueError(f"compute_efficiency=None needs the kernel tables: GPU {gpu_spec.name!r} {why}; "
                              f"pass a fraction (the flat model) or 'auto'")
     if attention_efficiency is None and compute_efficiency is not None:

@@ -84,9 +84,10 @@ def kernel_family(gpu) -> str:
     return getattr(gpu, "family", "") or ""
 
 
-def kernel_tables_missing(gpu) -> str:
+def kernel_tables_missing(gpu, precision: str | None = None) -> str:
     """Why the kernel tables cannot time ``gpu`` (``""`` when they can): no ``family``, a family
-    the tables do not hold, or no HBM bandwidth (the memory-bound work's rate).
+    the tables do not hold, no HBM bandwidth (the memory-bound work's rate), or, where
+    ``precision`` is given, no GEMM table of that precision for the family.
 
     >>> import topologies as tp
     >>> kernel_tables_missing(tp.get_gpu("h100_sxm")), kernel_tables_missing(tp.get_gpu("h100_pcie"))
@@ -99,6 +100,8 @@ def kernel_tables_missing(gpu) -> str:
         return f"has family {family!r}, which the kernel tables do not hold (family= one of {', '.join(SMS)})"
     if not getattr(gpu, "hbm_bandwidth", 0) > 0:
         return "has no hbm_bandwidth (bytes/s; 0: unknown), which the kernel tables time memory-bound work at"
+    if precision is not None and (family, precision) not in _SPEC:
+        return f"has no {precision} GEMM table (family {family!r})"
     return ""
 
 

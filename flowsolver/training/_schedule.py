@@ -26,11 +26,11 @@ __all__ = ["Schedule", "DEFAULT_COMPUTE", "resolve_compute", "DEFAULT_BATCH", "d
 DEFAULT_COMPUTE = "auto"
 
 
-def resolve_compute(compute_efficiency, gpu):
+def resolve_compute(compute_efficiency, gpu, precision: str | None = None):
     """The compute model ``compute_efficiency`` names on ``gpu``: ``"auto"`` is ``None`` (the
-    kernel tables) where the tables can time ``gpu`` (:func:`kernel_tables_missing`) or it is
-    not known yet, else DEFAULT_COMPUTE_EFFICIENCY (the flat model); ``None`` is returned as
-    given, a float checked (a fraction in (0, 1]).
+    kernel tables) where the tables can time ``gpu`` (in ``precision`` where given:
+    :func:`kernel_tables_missing`) or it is not known yet, else DEFAULT_COMPUTE_EFFICIENCY (the
+    flat model); ``None`` is returned as given, a float checked (a fraction in (0, 1]).
 
     >>> import topologies as tp
     >>> resolve_compute("auto", tp.get_gpu("h100_sxm")), resolve_compute("auto", tp.get_gpu("h100_pcie"))
@@ -42,7 +42,7 @@ def resolve_compute(compute_efficiency, gpu):
         if compute_efficiency != DEFAULT_COMPUTE:
             raise ValueError(f"compute_efficiency must be 'auto', None (the kernel tables) or a fraction in (0, 1] "
                              f"(the flat model), got {compute_efficiency!r}")
-        return None if gpu is None or not kernel_tables_missing(gpu) else DEFAULT_COMPUTE_EFFICIENCY
+        return None if gpu is None or not kernel_tables_missing(gpu, precision) else DEFAULT_COMPUTE_EFFICIENCY
     return None if compute_efficiency is None else \
         _checks.fraction("compute_efficiency", compute_efficiency, zero_ok=False)
 
