@@ -285,6 +285,8 @@ def _add_calibrate(sub, fmt) -> None:
                      help="the logs' algorithms (default: what each log's NCCL_ALGO allowed), " + ALGORITHM_HELP)
     cal.add_argument("--protocol", default="auto", type=protocol_setting,
                      help="the logs' protocols (default: what each log's NCCL_PROTO allowed), " + PROTOCOL_HELP)
+    cal.add_argument("--save", metavar="FILE.json", default=None,
+                     help="write the fitted calibration as JSON (collective / train --calibration read it)")
     cal.add_argument("--ranks", type=int, nargs="+", default=None, help="GPU ranks taking part (default all)")
 
 

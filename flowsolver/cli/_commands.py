@@ -11,6 +11,7 @@ import topologies as tp
 from ._arguments import compute_choice, build_graph, cluster_label, parse_size
 from ._model_file import model_of
 from ._output import emit, to_json, writable
+from ._settings import calibration_of
 
 
 def train(args) -> None:
@@ -26,8 +27,8 @@ def train(args) -> None:
         kw["seq_len"] = args.seq_len
     if args.ranks is not None:
         kw["ranks"] = args.ranks
-    r = training_step(graph, **step_arguments(model=model_of(args.model), collective_options=dict(policy=args.policy),
-                                             **kw))
+    options = dict(policy=args.policy, model=calibration_of(args))       # a saved calibration: every collective's
+    r = training_step(graph, **step_arguments(model=model_of(args.model), collective_options=options, **kw))
     rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.bottleneck_tier) for p in r.phases.values()]
     summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, vp=r.vp, micro_batch=r.micro_batch,
@@ -42,7 +43,8 @@ def train(args) -> None:
         emit([{**summary, **row} for row in rows] or [summary], args, "")
         return
     lines = [f"{r.model} on {r.gpus} GPUs (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}), "
-             f"{r.global_batch} sequences per step",
+             f"{r.global_batch} sequences per step"
+             + (f"; collectives calibrated by {args.calibration}" if options["model"] is not None else ""),
              f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "
              f"(ideal {r.gpus}), communication overhead {r.comm_overhead:.1%}, MFU {r.mfu:.1%} "
              f"({r.tflops_per_gpu:.0f} TFLOP/s per GPU)",

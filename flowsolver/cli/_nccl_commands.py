@@ -10,6 +10,7 @@ import topologies as tp
 from ..routing import policy_of
 from ._arguments import CliError, build_graph, cluster_label, parse_size
 from ._output import emit, to_json, writable
+from ._settings import calibration_of
 
 __all__ = ["collective_table", "calibrate_logs", "log_limit", "settings_for"]
 
@@ -83,6 +84,7 @@ def collective_table(args) -> None:
     if args.plot and not args.compare:
         raise ValueError("--plot needs --compare LOG")
     graph = build_graph(args)
+    model = calibration_of(args)         # before any solve: a bad file fails at once
     op, sizes, measured, per_thread = _measured(args, graph)
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
@@ -90,7 +92,7 @@ def collective_table(args) -> None:
     for i, size in enumerate(sizes):
         r = timed(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
                        policy_options=opts, channels=args.channels, protocol=args.protocol,
-                       candidates=args.candidates, gpus_per_thread=per_thread)
+                       candidates=args.candidates, gpus_per_thread=per_thread, model=model)
         results.append(r)
         row = dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
                    algorithm=r.algorithm, protocol=r.protocol, channels=r.channels,
@@ -99,7 +101,8 @@ def collective_table(args) -> None:
             row.update(measured_us=measured[i] * 1e6, error=r.time / measured[i] - 1)
         rows.append(row)
     head = (f"# {op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs "
-            f"({cluster_label(args, graph)}; routing {args.policy})")
+            f"({cluster_label(args, graph)}; routing {args.policy}"
+            + (f"; calibration {args.calibration})" if model is not None else ")"))
     cmp_head = f" {'measured (us)':>13s} {'error':>7s}" if measured is not None else ""
     lines = [head, f"{'size (B)':>14s} {'time (us)':>12s}{cmp_head} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
                    f"{'algorithm':>17s} {'protocol':>8s} {'ch':>3s}  bottleneck tier"]
@@ -139,6 +142,7 @@ def calibrate_logs(args) -> None:
 
     from .. import nccl_tests
 
+    args.save = writable("--save", args.save)
     if args.op is not None:      # --algorithm / --protocol checked before the logs are read
         settings_for(args, args.op)
     graph = build_graph(args)
@@ -146,11 +150,14 @@ def calibrate_logs(args) -> None:
     logs = [nccl_tests.read(log, op=args.op, max_bytes=limit) for log in args.logs]
     algorithm, protocol = _logs_settings(args, logs)
     cal = calibrate(graph, logs, ranks=args.ranks, op=args.op, algorithm=algorithm, protocol=protocol)
+    if args.save:
+        cal.save(args.save)
     rows = cal.residuals.to_dict("records")
     if args.json:
         print(to_json(dict(efficiency=cal.efficiency, latency_scale=cal.latency_scale, ranks=cal.ranks,
                            pipeline=asdict(cal.pipeline), unconstrained=list(cal.unconstrained),
                            net_latency=cal.net_latency, ll_bandwidth=cal.ll_bandwidth,
+                           p2p_bandwidth=cal.p2p_bandwidth, launch_latency=cal.launch_latency,
                            parameters=[asdict(p) for p in cal.parameters],
                            ops=list(cal.ops), converged=cal.converged, message=cal.message, residuals=rows)))
         return
@@ -167,6 +174,8 @@ def calibrate_logs(args) -> None:
              f"{'op':>15s} {'size (B)':>14s} {'measured (us)':>14s} {'model (us)':>11s} {'error':>7s}"]
     lines += [f"{r['op']:>15s} {int(r['size']):14d} {r['measured'] * 1e6:14.1f} {r['model'] * 1e6:11.1f} "
               f"{r['error']:+7.1%}" for r in rows]
+    if args.save:
+        lines.append(f"calibration written to {args.save} (collective / train --calibration {args.save})")
     print("\n".join(lines))
 
 

@@ -1,6 +1,8 @@
-"""``--algorithm`` and ``--protocol`` as ``NCCL_ALGO`` / ``NCCL_PROTO`` take them: checked when
-the command line is parsed (:mod:`flowsolver._nccl_env`, NCCL's parser), resolved for the op
-when it is known (:func:`flowsolver.collectives.setting_choices`)."""
+"""What the commands that time collectives take beside the cluster: ``--algorithm`` and
+``--protocol`` as ``NCCL_ALGO`` / ``NCCL_PROTO`` take them, checked when the command line is
+parsed (:mod:`flowsolver._nccl_env`, NCCL's parser) and resolved for the op when it is known
+(:func:`flowsolver.collectives.setting_choices`); ``--calibration FILE.json``, a saved
+:class:`~flowsolver.Calibration` (``calibrate --save``)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ import argparse
 
 from .._nccl_env import ALGO_NAMES, PROTO_NAMES, parse
 from ..collectives import ALGORITHMS, PROTOCOLS
+from ._words import CliError
 
-__all__ = ["algorithm_setting", "protocol_setting", "ALGORITHM_HELP", "PROTOCOL_HELP"]
+__all__ = ["algorithm_setting", "protocol_setting", "ALGORITHM_HELP", "PROTOCOL_HELP", "add_calibration",
+           "calibration_of"]
 
 _SYNTAX = ("names separated by ',' (NCCL's choice among them), a leading '^' to exclude, 'function:list' "
            "entries separated by ';' (allreduce:tree;allgather:ring), in any case")
@@ -51,3 +55,26 @@ def protocol_setting(text: str) -> str:
     '^ll128'
     """
     return _setting(text, "--protocol", "NCCL_PROTO", PROTO_NAMES)
+
+
+def add_calibration(parser) -> None:
+    """``--calibration FILE.json``: a calibration ``calibrate --save`` wrote, applied to every
+    collective (``collective(..., model=)``; a training step's ``collective_options``)."""
+    parser.add_argument("--calibration", metavar="FILE.json", default=None,
+                        help="a calibration that calibrate LOG... --save FILE.json wrote: its fitted efficiencies, "
+                             "latencies and pipeline applied to every collective (default: the library's)")
+
+
+def calibration_of(args):
+    """The :class:`~flowsolver.Calibration` ``--calibration`` names, or None; an error naming
+    the option and the file where it cannot be read as one."""
+    if args.calibration is None:
+        return None
+    from ..collectives import Calibration
+
+    try:
+        return Calibration.load(args.calibration)
+    except (FileNotFoundError, IsADirectoryError) as err:
+        raise CliError(f"--calibration: cannot read {args.calibration!r}: {err.strerror or 'no such file'}") from None
+    except ValueError as err:
+        raise CliError(f"--calibration: {err}") from None

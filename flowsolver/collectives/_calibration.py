@@ -113,6 +113,29 @@ class Calibration:
         """One line per fitted quantity: value, uncertainty, or "not constrained"."""
         return "\n".join(str(p) for p in self.parameters)
 
+    def save(self, path) -> None:
+        """Write the calibration to ``path`` as JSON with a format version, every field but
+        ``residuals`` (:mod:`~._calibration_file`; ``flowsolver calibrate LOG... --save FILE.json``)."""
+        from ._calibration_file import save_calibration
+
+        save_calibration(self, path)
+
+    @classmethod
+    def load(cls, path) -> "Calibration":
+        """The calibration :meth:`save` wrote to ``path``, every field as it was but ``residuals``
+        (None); ValueError naming the file and what is wrong where it is not JSON, not a
+        calibration, of another format version, or holds a value out of range.
+
+        >>> import os, tempfile
+        >>> cal = Calibration(efficiency={"ib_ndr": 0.8}, latency_scale=1.0, ranks=16, ops=("all_reduce",))
+        >>> path = os.path.join(tempfile.mkdtemp(), "cal.json"); cal.save(path)
+        >>> Calibration.load(path) == cal
+        True
+        """
+        from ._calibration_file import load_calibration
+
+        return load_calibration(path)
+
 
 def checked_model(model, graph):
     """``model`` (a :class:`Calibration` or None) checked against ``graph``; TypeError for
