@@ -41,6 +41,8 @@ def _accepted() -> str:
     algorithms = "\n".join(f"    {op}: {', '.join(ALGORITHMS[op])}" for op in OPS)
     return (f"accepted values:\n  families: {', '.join(tp.FAMILIES)}\n  routing policies: {', '.join(POLICIES)}\n"
             f"  ops and their algorithms (or auto):\n{algorithms}\n  protocols: {', '.join(PROTOCOLS)}\n"
+            "  --algorithm / --protocol also take NCCL_ALGO / NCCL_PROTO values: Ring,Tree  ^LL128  "
+            "allreduce:tree;allgather:ring\n"
             f"  models: {', '.join(MODELS)}\n  servers: {', '.join(tp.server_names())}\n"
             f"  links: {', '.join(tp.link_names())}\n")
 
