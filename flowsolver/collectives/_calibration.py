@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..routing import gpu_nodes
+from ._calibration_file import read_calibration, save_calibration
 from ._nccl_model import tuner_hops
 from ._options import Options
 from ._pipeline import PIPELINE, Pipeline
@@ -116,8 +117,6 @@ class Calibration:
     def save(self, path) -> None:
         """Write the calibration to ``path`` as JSON with a format version, every field but
         ``residuals`` (:mod:`~._calibration_file`; ``flowsolver calibrate LOG... --save FILE.json``)."""
-        from ._calibration_file import save_calibration
-
         save_calibration(self, path)
 
     @classmethod
@@ -132,9 +131,8 @@ class Calibration:
         >>> Calibration.load(path) == cal
         True
         """
-        from ._calibration_file import load_calibration
-
-        return load_calibration(path)
+        kw = read_calibration(path)
+        return cls(**{**kw, "parameters": tuple(FittedParameter(**p) for p in kw["parameters"])})
 
 
 def checked_model(model, graph):

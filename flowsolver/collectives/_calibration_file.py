@@ -20,7 +20,7 @@ from dataclasses import asdict, fields
 from ._nccl import OPS
 from ._pipeline import Pipeline
 
-__all__ = ["VERSION", "FORMAT", "calibration_dict", "save_calibration", "load_calibration"]
+__all__ = ["VERSION", "FORMAT", "calibration_dict", "save_calibration", "read_calibration"]
 
 #: the file's ``format`` value and the ``version`` this flowsolver writes and reads
 FORMAT = "flowsolver-calibration"
@@ -77,9 +77,8 @@ def _strings(data, key, where, allowed=None) -> tuple:
     return tuple(value)
 
 
-def _parameters(data, where) -> tuple:
-    from ._calibration import FittedParameter
-
+def _parameters(data, where) -> list:
+    """The ``parameters`` entries, checked: each a dict of a FittedParameter's fields."""
     value = data.get("parameters", [])
     if not isinstance(value, list):
         raise ValueError(f"{where}: 'parameters' must be a list of objects, got {value!r}")
@@ -97,17 +96,17 @@ def _parameters(data, where) -> tuple:
                 p[k] = _number(p, k, f"{where}: parameters[{i}]")
             elif not isinstance(p[k], kind):
                 raise ValueError(f"{where}: parameters[{i}][{k!r}] must be {_KINDS[kind]}, got {p[k]!r}")
-        out.append(FittedParameter(**p))
-    return tuple(out)
+        out.append(p)
+    return out
 
 
-def load_calibration(path):
-    """The :class:`~._calibration.Calibration` a file of :func:`save_calibration` holds (every
-    field but ``residuals``, None); ValueError naming the file and what is wrong where it is
-    not JSON, not a calibration, of another format version, or holds a value out of range."""
+def read_calibration(path) -> dict:
+    """The keywords of the :class:`~._calibration.Calibration` a file of :func:`save_calibration`
+    holds (every field but ``residuals``; ``parameters`` a list of dicts of a
+    :class:`~._calibration.FittedParameter`'s fields); ValueError naming the file and what is
+    wrong where it is not JSON, not a calibration, of another format version, or holds a value
+    out of range."""
     from topologies.formats import read_bytes
-
-    from ._calibration import Calibration
 
     where = f"calibration file {str(path)!r}"
     data = read_bytes(path, MAX_BYTES, too_large=lambda size: f"{where} holds more than {MAX_BYTES:,} bytes "
@@ -144,7 +143,7 @@ def load_calibration(path):
         if not isinstance(data.get(key), kind):
             raise ValueError(f"{where}: {key!r} must be {'true or false' if kind is bool else 'a string'}, "
                              f"got {data.get(key)!r}")
-    return Calibration(
+    return dict(
         efficiency={k: float(v) for k, v in efficiency.items()},
         **{k: _number(data, k, where, positive=True) for k in _FACTORS},
         **{k: _number(data, k, where) for k in _SECONDS},
