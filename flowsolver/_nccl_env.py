@@ -39,26 +39,40 @@ def _pieces(text: str, sep: str) -> list:
     return [t for t in text.split(sep) if t]
 
 
-def _parsed_list(text: str, names: dict, value: str, what: str, lenient: bool) -> set:
-    """The names (keys of ``names``) one list enables: those listed, or with a leading ``^``
-    every name but those."""
+def _refused(what: str, value: str, detail: str) -> ValueError:
+    """The ValueError of a value NCCL refuses; ``what`` a command-line option (``--algorithm``,
+    named by argparse's own message) gives the reason alone."""
+    if what.startswith("-"):
+        return ValueError(detail if detail.startswith(repr(value)) else f"{detail} (in {value!r})")
+    return ValueError(f"{what}={value!r}: {detail}; NCCL refuses the value (src/graph/tuning.cc parseList)")
+
+
+def _parsed_list(text: str, names: dict, value: str, what: str, lenient: bool, also: dict) -> set:
+    """The names (keys of ``names`` or ``also``) one list enables: those listed, or with a
+    leading ``^`` every name of ``names`` but those (and those meaning what they mean)."""
     exclude = text.startswith("^")
+    known = {**names, **also}
     listed = set()
     for name in _pieces(text[1:] if exclude else text, ","):
-        if name.lower() not in names:
+        if name.lower() not in known:
             if lenient:
                 continue
-            raise ValueError(f"{what}={value!r}: {name!r} is not one of NCCL's names "
-                             f"({', '.join(n for n in names if n != 'collnet')}, in any case); NCCL refuses the "
-                             "value (src/graph/tuning.cc parseList)")
+            own = f" nor flowsolver's ({', '.join(also)})" if also else ""
+            raise _refused(what, value, f"{name!r} is not one of NCCL's names "
+                                        f"({', '.join(n for n in names if n != 'collnet')}, in any case){own}")
         listed.add(name.lower())
-    return set(names) - listed if exclude else listed
+    if not exclude:
+        return listed
+    gone = {known[n] for n in listed} - {None}
+    return {n for n in names if n not in listed and names[n] not in gone}
 
 
-def parse(value: str, names: dict, what: str = "NCCL_ALGO", version: str | None = None) -> dict:
+def parse(value: str, names: dict, what: str = "NCCL_ALGO", version: str | None = None, also=None) -> dict:
     """``{NCCL function: set of enabled names}`` (lower-case keys of ``names``) of a value of
     ``what`` as NCCL reads it; ``version`` (``"2.21.5"``) below 2.24 reads it as those NCCL
-    versions did. ValueError where NCCL refuses the value.
+    versions did. ValueError where NCCL refuses the value. ``also``: names beside NCCL's
+    (flowsolver's own algorithms, for its command line's ``--algorithm``), taken where listed;
+    an exclusion keeps to NCCL's.
 
     >>> r = parse("ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring", ALGO_NAMES)
     >>> sorted(r["AllReduce"]), sorted(r["Broadcast"]), sorted(r["AllGather"])
@@ -66,39 +80,39 @@ def parse(value: str, names: dict, what: str = "NCCL_ALGO", version: str | None 
     >>> sorted(parse("^LL128;allreduce:LL128", PROTO_NAMES)["AllReduce"])
     ['ll128']
     """
+    also = {k: v for k, v in (also or {}).items() if k not in names}
     enabled = {f: set(names) for f in NCCL_FUNCTIONS.values()}
     try:
         old = version is not None and tuple(int(x) for x in version.split(".")[:2]) < _PREFIXED
     except ValueError:
         old = False
     if old:
-        return {f: _parsed_list(value, names, value, what, lenient=True) for f in enabled}
+        return {f: _parsed_list(value, names, value, what, True, also) for f in enabled}
     for i, entry in enumerate(_pieces(value, ";")):
         parts = _pieces(entry, ":")
         if len(parts) < 2:                      # no function: every function's, first entry only
             if i > 0 or value.startswith(";"):
-                raise ValueError(f"{what}={value!r}: every entry but the first must name its function "
-                                 "(function:list); NCCL refuses the value (src/graph/tuning.cc parseList)")
+                raise _refused(what, value, "every entry but the first must name its function (function:list)")
             functions, text = list(enabled), parts[0] if parts else ""
         else:
             functions = [f for f in enabled if f.lower() == parts[0].lower()]
             text = parts[1]
             if not functions:
-                raise ValueError(f"{what}={value!r}: {parts[0]!r} is not one of NCCL's functions "
-                                 f"({', '.join(enabled)}, in any case); NCCL refuses the value "
-                                 "(src/graph/tuning.cc parseList)")
-        chosen = _parsed_list(text, names, value, what, lenient=False)
+                raise _refused(what, value, f"{parts[0]!r} is not one of NCCL's functions "
+                                            f"({', '.join(enabled)}, in any case)")
+        chosen = _parsed_list(text, names, value, what, False, also)
         for f in functions:
             enabled[f] = set(chosen)
     return enabled
 
 
 def allowed(value: str | None, op: str | None, names: dict, what: str = "NCCL_ALGO",
-            version: str | None = None):
+            version: str | None = None, also=None):
     """flowsolver's names of what ``value`` (of ``what``) allowed ``op`` (flowsolver's name), in
     ``names``' order: a tuple, empty where it allowed only what flowsolver does not model
     (CollNet); None where it sets nothing for ``op`` (no value; all-to-all or send / receive,
     which NCCL's setting does not govern; an unknown ``op`` of a value that names functions).
+    ``also``: names beside NCCL's (:func:`parse`).
 
     >>> allowed("Ring,Tree", "all_reduce", ALGO_NAMES), allowed("^NVLS", "all_reduce", ALGO_NAMES)
     (('tree', 'ring'), ('tree', 'ring', 'nvls_tree', 'pat'))
@@ -109,7 +123,8 @@ def allowed(value: str | None, op: str | None, names: dict, what: str = "NCCL_AL
     """
     if value is None:
         return None
-    table = parse(value, names, what, version)
+    table = parse(value, names, what, version, also)
+    names = {**names, **(also or {})}
     if op is None:
         kinds = {frozenset(s) for s in table.values()}
         if len(kinds) > 1:

@@ -23,7 +23,7 @@ import sys
 
 import topologies as tp
 
-from . import _commands, _fleet, _plan, _serving
+from . import _commands, _fleet, _nccl_commands, _plan, _serving
 from ._arguments import CliError, build_graph, in_cli_words, parse_size
 from ._output import emit, to_json, writable
 from ._parser import build_parser
@@ -47,7 +47,8 @@ def _topology(args) -> None:
             print(f"graph written to {args.export}")
 
 
-_COMMANDS = {"study": _commands.study, "collective": _commands.collective_table, "calibrate": _commands.calibrate_logs,
+_COMMANDS = {"study": _commands.study, "collective": _nccl_commands.collective_table,
+             "calibrate": _nccl_commands.calibrate_logs,
              "train": _commands.train, "sweep": _commands.sweep_file, "topology": _topology,
              "replay": _commands.replay, "upgrade": _commands.upgrade, "design": _fleet.design,
              "goodput": _fleet.goodput, "serve": _serving.serve, "plan": _plan.plan}

@@ -13,6 +13,7 @@ import topologies as tp
 from ..collectives import ALGORITHMS, OPS, PROTOCOLS
 from ..routing import POLICIES
 from ..training import DEFAULT_COMPUTE_EFFICIENCY, MODELS
+from ._settings import ALGORITHM_HELP, PROTOCOL_HELP, algorithm_setting, protocol_setting
 from ._words import CliError, in_cli_words  # noqa: F401  (in_cli_words: read from here by the package and tests)
 
 _EXAMPLES = """examples:
@@ -40,6 +41,8 @@ def _accepted() -> str:
     algorithms = "\n".join(f"    {op}: {', '.join(ALGORITHMS[op])}" for op in OPS)
     return (f"accepted values:\n  families: {', '.join(tp.FAMILIES)}\n  routing policies: {', '.join(POLICIES)}\n"
             f"  ops and their algorithms (or auto):\n{algorithms}\n  protocols: {', '.join(PROTOCOLS)}\n"
+            "  --algorithm / --protocol also take NCCL_ALGO / NCCL_PROTO values: Ring,Tree  ^LL128  "
+            "allreduce:tree;allgather:ring\n"
             f"  models: {', '.join(MODELS)}\n  servers: {', '.join(tp.server_names())}\n"
             f"  links: {', '.join(tp.link_names())}\n")
 
@@ -254,11 +257,8 @@ def _add_collective(sub, fmt) -> None:
     _add_topology(coll, default_nodes=2)
     _add_output(coll)
     coll.add_argument("--op", default=None, choices=OPS, help="collective (default all_reduce, or the --compare log's)")
-    coll.add_argument("--algorithm", default="auto",
-                      help="auto (NCCL's choice) or one of the op's: " + "; ".join(
-                          f"{op}: {', '.join(ALGORITHMS[op])}" for op in OPS))
-    coll.add_argument("--protocol", default="auto", choices=("auto",) + PROTOCOLS,
-                      help="NCCL protocol (default %(default)s: NCCL's choice by size)")
+    coll.add_argument("--algorithm", default="auto", type=algorithm_setting, help=ALGORITHM_HELP)
+    coll.add_argument("--protocol", default="auto", type=protocol_setting, help=PROTOCOL_HELP)
     coll.add_argument("--candidates", default="nccl", choices=("nccl", "all"),
                       help="what auto picks from: NCCL's algorithms, or all (what-if; default %(default)s)")
     coll.add_argument("--compare", metavar="LOG", default=None,
@@ -283,8 +283,12 @@ def _add_calibrate(sub, fmt) -> None:
     _add_topology(cal, default_nodes=2)
     _add_output(cal)
     cal.add_argument("--op", default=None, choices=OPS, help="the logs' collective (default: what they say)")
-    cal.add_argument("--algorithm", default="auto", help="the logs' algorithm (auto: NCCL's choice; ring for "
-                     "NCCL_ALGO=Ring)")
+    cal.add_argument("--algorithm", default="auto", type=algorithm_setting,
+                     help="the logs' algorithms (default: what each log's NCCL_ALGO allowed), " + ALGORITHM_HELP)
+    cal.add_argument("--protocol", default="auto", type=protocol_setting,
+                     help="the logs' protocols (default: what each log's NCCL_PROTO allowed), " + PROTOCOL_HELP)
+    cal.add_argument("--save", metavar="FILE.json", default=None,
+                     help="write the fitted calibration as JSON (collective / train --calibration read it)")
     cal.add_argument("--ranks", type=int, nargs="+", default=None, help="GPU ranks taking part (default all)")
 
 

@@ -12,6 +12,7 @@ from ._arguments import (_EXAMPLES, _accepted, _add_calibrate, _add_collective, 
 from ._fleet import add_design, add_goodput
 from ._plan import add_plan
 from ._serving import add_serve
+from ._settings import add_calibration
 
 __all__ = ["build_parser"]
 
@@ -28,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         add(sub, fmt)
     for command in ("collective", "calibrate"):          # the commands that read nccl-tests logs
         _add_log_limit(sub.choices[command])
+    for command in ("collective", "train"):              # the commands that apply a saved calibration
+        add_calibration(sub.choices[command])
     return parser
 
 

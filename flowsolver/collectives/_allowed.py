@@ -6,7 +6,7 @@ from __future__ import annotations
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS
 from ._nccl import PROTOCOLS
 
-__all__ = ["algorithm_choice", "protocol_choice", "only_of", "log_choices"]
+__all__ = ["algorithm_choice", "protocol_choice", "only_of", "log_choices", "setting_choices"]
 
 _SETS = (list, tuple, set, frozenset)
 
@@ -76,6 +76,21 @@ def only_of(algorithm):
     return (algorithm,) if isinstance(algorithm, str) else tuple(algorithm)
 
 
+def _chosen(sets, key, op, said, label):
+    """What ``collective(..., <key>=)`` of ``op`` takes for ``sets`` (flowsolver's names a
+    setting allowed; None where it set nothing); ``said`` / ``label`` name the setting."""
+    if sets is None:
+        return "auto"
+    if not sets:
+        none = "only what flowsolver does not model (CollNet)" if key == "algorithm" else "no protocol"
+        raise ValueError(f"{said} allowed {op} {none}")
+    if key == "protocol":
+        return protocol_choice(list(sets), label)
+    if {a for a in sets if a in ALGORITHMS[op]} == set(NCCL_ALGORITHMS[op]):
+        return "auto"                   # everything NCCL runs: its own choice
+    return algorithm_choice(op, list(sets), label)
+
+
 def log_choices(df, op) -> tuple:
     """``(algorithm, protocol)`` for :func:`flowsolver.collective` of an nccl-tests log of ``op``
     (a DataFrame of :func:`flowsolver.nccl_tests.read`): what its ``NCCL_ALGO`` / ``NCCL_PROTO``
@@ -84,22 +99,48 @@ def log_choices(df, op) -> tuple:
     runs ``op``."""
     from .._nccl_env import ALGO_NAMES, PROTO_NAMES, allowed
 
-    where = df.attrs.get("source", "log")
+    attrs = df.attrs
+    where = attrs.get("source", "log")
     out = []
     for what, names, key in (("NCCL_ALGO", ALGO_NAMES, "algorithm"), ("NCCL_PROTO", PROTO_NAMES, "protocol")):
-        value = df.attrs.get("nccl_" + key[:4])             # nccl_algo, nccl_proto
-        if value is not None:
-            sets = allowed(value, op, names, what, df.attrs.get("nccl_version"))
+        value = attrs.get("nccl_" + key[:4])                # nccl_algo, nccl_proto
+        if key + "s" in attrs and attrs.get("op") == op:    # what read found they allowed the log's op
+            sets = attrs[key + "s"]
+        elif value is not None:
+            sets = allowed(value, op, names, what, attrs.get("nccl_version"))
         else:                                               # (a frame whose attrs name only the one forced)
-            sets = (df.attrs[key],) if df.attrs.get(key) else None
-        if sets is None:
+            sets = (attrs[key],) if attrs.get(key) else None
+        out.append(_chosen(sets, key, op, f"{where}: {what}={value}", f"{where}: the {key}s {what}={value} allowed"))
+    return tuple(out)
+
+
+def setting_choices(algorithm: str, protocol: str, op: str, options=("--algorithm", "--protocol")) -> tuple:
+    """``(algorithm, protocol)`` for :func:`flowsolver.collective` of ``op`` from values written
+    as ``NCCL_ALGO`` / ``NCCL_PROTO`` take them (``"Ring,Tree"``, ``"^LL128"``,
+    ``"allreduce:tree;allgather:ring"``, in any case; ``"auto"``; also flowsolver's own
+    algorithms, ``"halving_doubling"``), as the command line's ``options`` give them: a list is
+    NCCL's choice among those. NCCL's settings govern its five functions; for all-to-all and
+    send / receive a value that names functions sets nothing, and a list must name what runs
+    them. ValueError naming the option where a value is refused or allows nothing that runs ``op``.
+
+    >>> setting_choices("Ring,TREE", "^LL128", "all_reduce"), setting_choices("allgather:ring", "ll", "all_reduce")
+    ((('ring', 'tree'), ('LL', 'Simple')), ('auto', 'LL'))
+    >>> setting_choices("pairwise", "auto", "all_to_all")
+    ('pairwise', 'auto')
+    """
+    from .._nccl_env import ALGO_NAMES, NCCL_FUNCTIONS, PROTO_NAMES, allowed
+
+    function = op if op in NCCL_FUNCTIONS else None     # None: a plain list applies, per-function entries do not
+    # flowsolver's own algorithms beside NCCL's names (halving_doubling, pairwise, nvls_tree; registered ones too)
+    own = {a.lower(): a for algos in ALGORITHMS.values() for a in algos}
+    out = []
+    for value, names, also, key, option in ((algorithm, ALGO_NAMES, own, "algorithm", options[0]),
+                                            (protocol, PROTO_NAMES, None, "protocol", options[1])):
+        if value.strip().lower() == "auto":
             out.append("auto")
             continue
-        if not sets:
-            raise ValueError(f"{where}: {what}={value} allowed {op} only what flowsolver does not model (CollNet)")
-        label = f"{where}: the {key}s {what}={value} allowed"
-        if key == "algorithm":
-            out.append("auto" if set(NCCL_ALGORITHMS[op]) <= set(sets) else algorithm_choice(op, list(sets), label))
-        else:
-            out.append(protocol_choice(list(sets), label))
+        said = f"{option} {value!r}"
+        sets = allowed(value, function, names, option, also=also)
+        out.append(_chosen(sets, key, op, said, said))
     return tuple(out)
+

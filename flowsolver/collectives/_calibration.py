@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..routing import gpu_nodes
+from ._calibration_file import read_calibration, save_calibration
 from ._nccl_model import tuner_hops
 from ._options import Options
 from ._pipeline import PIPELINE, Pipeline
@@ -112,6 +113,26 @@ class Calibration:
     def report(self) -> str:
         """One line per fitted quantity: value, uncertainty, or "not constrained"."""
         return "\n".join(str(p) for p in self.parameters)
+
+    def save(self, path) -> None:
+        """Write the calibration to ``path`` as JSON with a format version, every field but
+        ``residuals`` (:mod:`~._calibration_file`; ``flowsolver calibrate LOG... --save FILE.json``)."""
+        save_calibration(self, path)
+
+    @classmethod
+    def load(cls, path) -> "Calibration":
+        """The calibration :meth:`save` wrote to ``path``, every field as it was but ``residuals``
+        (None); ValueError naming the file and what is wrong where it is not JSON, not a
+        calibration, of another format version, or holds a value out of range.
+
+        >>> import os, tempfile
+        >>> cal = Calibration(efficiency={"ib_ndr": 0.8}, latency_scale=1.0, ranks=16, ops=("all_reduce",))
+        >>> path = os.path.join(tempfile.mkdtemp(), "cal.json"); cal.save(path)
+        >>> Calibration.load(path) == cal
+        True
+        """
+        kw = read_calibration(path)
+        return cls(**{**kw, "parameters": tuple(FittedParameter(**p) for p in kw["parameters"])})
 
 
 def checked_model(model, graph):

@@ -46,7 +46,10 @@ def _plan(graph, spec, options):
     check_call(spec["op"], algorithm, spec["size"], opts)     # the protocol as given, also under auto
     if algorithm == "auto":   # NCCL's choice alone, as collective() makes it (collective_with checks every argument)
         tuned = opts.step_latency is None
-        chooser = replace(opts, tuner=tuned, protocol="auto" if tuned else opts.protocol)
+        # a list of protocols (NCCL_PROTO=LL,Simple) is what NCCL chooses among, as collective()
+        # reads it; one name is the event engine's per-step constants (Simple unless set), not a limit
+        limited = tuned and not isinstance(opts.protocol, str)
+        chooser = replace(opts, tuner=tuned, protocol=opts.protocol if limited or not tuned else "auto")
         algorithm = collective_with(graph, spec["op"], spec["size"], spec.get("ranks"), "auto", chooser).algorithm
     ranks, layout = participants(graph, spec["op"], spec.get("ranks"), opts.channels)
     if why := unavailable(algorithm, len(ranks), layout):
@@ -106,8 +109,11 @@ def concurrent(graph, collectives, *, policy: str = "ecmp", policy_options: dict
 
     ``collectives`` is a list of dicts with the keys of :func:`collective` (``op``, ``size``,
     ``ranks``, ``algorithm``, ``channels``); ``"auto"`` is NCCL's choice for each alone (as
-    :func:`collective` makes it). The times are the event engine's (per-step latencies, no NCCL
-    chunk pipeline), so compare ``together`` with ``alone``, not with :func:`collective`'s time.
+    :func:`collective` makes it: among the protocols ``protocol`` lists where it lists several,
+    ``NCCL_PROTO=LL,Simple``; one name sets the engine's per-step latency constants and, event
+    by event, leaves NCCL every protocol to choose among). The times are the event engine's
+    (per-step latencies, no NCCL chunk pipeline), so compare ``together`` with ``alone``, not
+    with :func:`collective`'s time.
     Every collective runs its steps in order (latency, then the step's flows); between events
     (a flow finishing, a latency elapsing) all active flows of all collectives share the links
     max-min fairly (:func:`flowsolver.timing.step_times`). ``alone=False`` skips the solo runs

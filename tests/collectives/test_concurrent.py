@@ -198,3 +198,22 @@ def test_a_protocol_broadcast_does_not_model_is_refused_under_auto_too():
     g = tp.rail_optimized(2)
     with pytest.raises(ValueError, match="protocol for broadcast must be 'auto' or 'Simple', got 'LL'"):
         concurrent(g, [dict(op="broadcast", size=2 ** 30)], protocol="LL")
+
+
+@pytest.mark.parametrize("size, protocols", [(2 ** 20, ["LL", "Simple"]), (2 ** 24, ["LL", "LL128"])])
+def test_auto_chooses_among_the_protocols_a_list_allows(size, protocols):
+    # NCCL_PROTO=LL,Simple (or LL,LL128): NCCL chooses among those protocols only. Across two
+    # DGX H100 its free pick is tree/LL128 at 1 MiB and NVLSTree/Simple at 16 MiB; NVLS and
+    # NVLSTree run Simple only (NCCL's tuning.cc), so LL,LL128 rules NVLSTree out and
+    # LL,Simple rules tree/LL128 out: the allowed list moves the pick, which must then be
+    # collective()'s with the same list (the choice concurrent's "auto" is documented to make)
+    g = tp.rail_optimized(2)
+    free = collective(g, "all_reduce", size)
+    limited = collective(g, "all_reduce", size, protocol=protocols)
+    assert free.protocol not in protocols and limited.algorithm != free.algorithm
+    if "Simple" not in protocols:
+        assert not limited.algorithm.startswith("nvls")
+    r = concurrent(g, [dict(op="all_reduce", size=size)], protocol=protocols, alone=False)
+    assert r.algorithms == (limited.algorithm,)
+    # one name keeps the engine's constants and NCCL's free choice (concurrent's default Simple)
+    assert concurrent(g, [dict(op="all_reduce", size=size)], alone=False).algorithms == (free.algorithm,)

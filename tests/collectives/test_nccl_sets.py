@@ -105,3 +105,19 @@ def test_compare_and_calibrate_keep_to_what_the_log_s_nccl_algo_allowed(algo, tm
     assert cal.efficiency.get("nvlink4", tp.get_link("nvlink4").efficiency) == \
         pytest.approx(tp.get_link("nvlink4").efficiency, rel=2e-3)
     assert cal.residuals["error"].abs().max() < 5e-3
+
+
+def test_flowsolver_s_own_names_beside_nccl_s_and_an_exclusion_by_meaning():
+    # the command line's --algorithm takes flowsolver's names too (nvls_tree beside NCCL's
+    # NVLSTree): excluding either spelling excludes the algorithm, and an exclusion keeps to
+    # NCCL's algorithms (^NVLS is never halving-doubling)
+    from flowsolver.collectives import setting_choices
+
+    own = {"nvls_tree": "nvls_tree", "halving_doubling": "halving_doubling"}
+    assert allowed("^nvls_tree", "all_reduce", ALGO_NAMES, also=own) == ("tree", "ring", "nvls", "pat")
+    assert allowed("^NVLSTree", "all_reduce", ALGO_NAMES, also=own) == ("tree", "ring", "nvls", "pat")
+    assert allowed("Ring,halving_doubling", "all_reduce", ALGO_NAMES, also=own) == ("ring", "halving_doubling")
+    assert setting_choices("^nvls_tree", "auto", "all_reduce") == (("ring", "tree", "nvls"), "auto")
+    assert setting_choices("^CollNetDirect,CollNetChain", "^ll128", "all_reduce") == ("auto", ("LL", "Simple"))
+    with pytest.raises(ValueError, match="'halving_doubling' is not one of NCCL's names"):
+        allowed("halving_doubling", "all_reduce", ALGO_NAMES)

@@ -1,0 +1,192 @@
+"""The commands that time collectives and read nccl-tests logs: ``collective`` (a table over
+sizes, ``--compare LOG``) and ``calibrate LOG...``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import topologies as tp
+
+from ..routing import policy_of
+from ._arguments import CliError, build_graph, cluster_label, parse_size
+from ._output import emit, to_json, writable
+from ._settings import calibration_of
+
+__all__ = ["collective_table", "calibrate_logs", "log_limit", "settings_for"]
+
+
+def _sizes(args):
+    lo, hi = parse_size(args.min_bytes, "-b"), parse_size(args.max_bytes, "-e")
+    if not (lo > 0 and hi >= lo):      # (-f is an integer >= 2: at most ~1,000 sizes up to the largest float)
+        raise ValueError(f"sizes must satisfy 0 < min-bytes <= max-bytes, got {args.min_bytes!r}, {args.max_bytes!r}")
+    sizes, s = [], lo
+    while s <= hi * (1 + 1e-12):
+        sizes.append(s)
+        s *= args.step_factor
+    if sizes[-1] < hi * (1 - 1e-12):      # the end is included, as in nccl-tests
+        sizes.append(hi)
+    return sizes
+
+
+def log_limit(args) -> int | None:
+    """The largest nccl-tests log to read, in bytes (``--log-max-bytes``: a size such as 512M;
+    None when not given: the reader's own, FLOWSOLVER_LOG_MAX_BYTES else 16 MiB)."""
+    if args.log_max_bytes is None:
+        return None
+    value = parse_size(args.log_max_bytes, "--log-max-bytes")
+    if value < 1:
+        raise CliError(f"--log-max-bytes must be at least 1 byte, got {args.log_max_bytes!r}")
+    return int(value)
+
+
+def settings_for(args, op) -> tuple:
+    """``(algorithm, protocol)`` of ``collective(op, ...)`` that ``--algorithm`` / ``--protocol``
+    name (NCCL_ALGO / NCCL_PROTO values: :func:`flowsolver.collectives.setting_choices`)."""
+    from ..collectives import setting_choices
+
+    try:
+        return setting_choices(args.algorithm, args.protocol, op)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+
+
+def _measured(args, graph):
+    """(op, sizes, measured times in s or None, GPUs one thread drove) of the table; a log
+    compared must have run on the ranks modelled, as calibrate requires. ``args.algorithm`` /
+    ``args.protocol`` become what ``collective`` takes for the op (a log's where not given)."""
+    if not args.compare:
+        op = args.op or "all_reduce"
+        args.algorithm, args.protocol = settings_for(args, op)
+        return op, _sizes(args), None, 1
+    from .. import nccl_tests
+    from ..collectives import checked_log, log_choices, measured_rows
+    from ..routing import gpu_nodes
+
+    df = nccl_tests.read(args.compare, op=args.op, max_bytes=log_limit(args))
+    op = df.attrs["op"] or args.op
+    if op is None:
+        raise ValueError(f"--compare: {args.compare!r} does not say which collective it ran; pass --op")
+    n = len(gpu_nodes(graph)) if args.ranks is None else len(args.ranks)
+    checked_log(df, op, n, args.ranks is not None, graph, args.ranks)
+    rows = measured_rows(df)
+    algorithm, protocol = log_choices(df, op)           # what the log's NCCL_ALGO / NCCL_PROTO allowed
+    given = settings_for(args, op)
+    args.algorithm = algorithm if args.algorithm == "auto" else given[0]
+    args.protocol = protocol if args.protocol == "auto" else given[1]
+    per_thread = int(df.attrs.get("gpus_per_thread") or 1)     # nccl-tests -g N: one thread, N GPUs
+    return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]], per_thread
+
+
+def collective_table(args) -> None:
+    from ..collectives import collective, nccl_tests_collective
+
+    args.plot = writable("--plot", args.plot)
+    if args.plot and not args.compare:
+        raise ValueError("--plot needs --compare LOG")
+    graph = build_graph(args)
+    model = calibration_of(args)         # before any solve: a bad file fails at once
+    op, sizes, measured, per_thread = _measured(args, graph)
+    opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
+    rows, results = [], []
+    timed = collective if measured is None else nccl_tests_collective    # a log's rows: the test as nccl-tests runs it
+    for i, size in enumerate(sizes):
+        r = timed(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
+                       policy_options=opts, channels=args.channels, protocol=args.protocol,
+                       candidates=args.candidates, gpus_per_thread=per_thread, model=model)
+        results.append(r)
+        row = dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
+                   algorithm=r.algorithm, protocol=r.protocol, channels=r.channels,
+                   bottleneck_tier=r.bottleneck_tier)
+        if measured is not None:
+            row.update(measured_us=measured[i] * 1e6, error=r.time / measured[i] - 1)
+        rows.append(row)
+    head = (f"# {op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs "
+            f"({cluster_label(args, graph)}; routing {args.policy}"
+            + (f"; calibration {args.calibration})" if model is not None else ")"))
+    cmp_head = f" {'measured (us)':>13s} {'error':>7s}" if measured is not None else ""
+    lines = [head, f"{'size (B)':>14s} {'time (us)':>12s}{cmp_head} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
+                   f"{'algorithm':>17s} {'protocol':>8s} {'ch':>3s}  bottleneck tier"]
+    for r in rows:
+        cmp = f" {r['measured_us']:13.1f} {r['error']:+7.1%}" if measured is not None else ""
+        lines.append(f"{r['size']:14d} {r['time_us']:12.1f}{cmp} {r['algbw_gbs']:13.2f} {r['busbw_gbs']:13.2f} "
+                     f"{r['algorithm']:>17s} {r['protocol']:>8s} {r['channels']:3d}  {r['bottleneck_tier']}")
+    if measured is not None:
+        errors = sorted(abs(r["error"]) for r in rows)
+        lines.append(f"# median |error| {errors[len(errors) // 2]:.1%}, max {errors[-1]:.1%}")
+    if args.compare and (args.algorithm != "auto" or args.protocol != "auto"):
+        said = lambda v: v if isinstance(v, str) else ",".join(v)       # noqa: E731
+        lines.insert(1, f"# algorithm {said(args.algorithm)}, protocol {said(args.protocol)} (the log's NCCL_ALGO / "
+                        "NCCL_PROTO, or --algorithm / --protocol)")
+    if args.compare and op == "send_recv":
+        lines.insert(1, "# send_recv as sendrecv_perf runs it: the ring shift, every rank to the next at once")
+    emit(rows, args, "\n".join(lines))
+    if args.plot:
+        _comparison_plot(args.plot, results, sizes, measured, op)
+
+
+def _comparison_plot(path, results, sizes, measured, op):
+    from matplotlib.figure import Figure
+
+    from ..collectives import busbw_factor
+    from ..plot import busbw_vs_size
+
+    fig = Figure(figsize=(7, 4))
+    p = results[0].ranks
+    busbw = [s / t * busbw_factor(op, p) for s, t in zip(sizes, measured)]
+    busbw_vs_size(fig.subplots(), {"model": results}, measured={"nccl-tests": (sizes, busbw)})
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+
+
+def calibrate_logs(args) -> None:
+    from ..collectives import calibrate
+
+    from .. import nccl_tests
+
+    args.save = writable("--save", args.save)
+    if args.op is not None:      # --algorithm / --protocol checked before the logs are read
+        settings_for(args, args.op)
+    graph = build_graph(args)
+    limit = log_limit(args)      # the logs read here, so that --log-max-bytes applies (calibrate reads as read does)
+    logs = [nccl_tests.read(log, op=args.op, max_bytes=limit) for log in args.logs]
+    algorithm, protocol = _logs_settings(args, logs)
+    cal = calibrate(graph, logs, ranks=args.ranks, op=args.op, algorithm=algorithm, protocol=protocol)
+    if args.save:
+        cal.save(args.save)
+    rows = cal.residuals.to_dict("records")
+    if args.json:
+        print(to_json(dict(efficiency=cal.efficiency, latency_scale=cal.latency_scale, ranks=cal.ranks,
+                           pipeline=asdict(cal.pipeline), unconstrained=list(cal.unconstrained),
+                           net_latency=cal.net_latency, ll_bandwidth=cal.ll_bandwidth,
+                           p2p_bandwidth=cal.p2p_bandwidth, launch_latency=cal.launch_latency,
+                           parameters=[asdict(p) for p in cal.parameters],
+                           ops=list(cal.ops), converged=cal.converged, message=cal.message, residuals=rows)))
+        return
+    if args.csv:
+        emit(rows, args, "")
+        return
+    lines = [f"# calibrated on {len(rows)} rows of {len(args.logs)} log(s), {cal.ranks} ranks, {', '.join(cal.ops)}"
+             + (f" ({cal.message})" if cal.message else ""),
+             "efficiency: " + (", ".join(f"{t} {e:.3f}" for t, e in sorted(cal.efficiency.items())) or "unchanged"),
+             f"latency scale: {cal.latency_scale:.3f} x NCCL's",
+             "pipeline: " + ", ".join(f"{k} {v * 1e6:.2f} us" if k.startswith("floor") else f"{k} {v:.2f} steps"
+                                      for k, v in asdict(cal.pipeline).items()),
+             *cal.report().splitlines(),
+             f"{'op':>15s} {'size (B)':>14s} {'measured (us)':>14s} {'model (us)':>11s} {'error':>7s}"]
+    lines += [f"{r['op']:>15s} {int(r['size']):14d} {r['measured'] * 1e6:14.1f} {r['model'] * 1e6:11.1f} "
+              f"{r['error']:+7.1%}" for r in rows]
+    if args.save:
+        lines.append(f"calibration written to {args.save} (collective / train --calibration {args.save})")
+    print("\n".join(lines))
+
+
+def _logs_settings(args, logs) -> tuple:
+    """``(algorithm, protocol)`` for ``calibrate`` of ``logs`` from ``--algorithm`` /
+    ``--protocol``: one for every op the logs test (a value that allows their ops different
+    ones, ``allreduce:tree;allgather:ring``, is refused: calibrate them apart)."""
+    ops = sorted({args.op or df.attrs.get("op") for df in logs} - {None})
+    found = {op: settings_for(args, op) for op in ops}
+    if len(set(found.values())) > 1:
+        raise CliError(f"--algorithm {args.algorithm!r} / --protocol {args.protocol!r} allow the logs' ops different "
+                       f"choices ({'; '.join(f'{op}: {a}, {p}' for op, (a, p) in found.items())}): calibrate each "
+                       "op's logs apart, with --op")
+    return next(iter(found.values()), ("auto", "auto"))

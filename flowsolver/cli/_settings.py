@@ -1,0 +1,80 @@
+"""What the commands that time collectives take beside the cluster: ``--algorithm`` and
+``--protocol`` as ``NCCL_ALGO`` / ``NCCL_PROTO`` take them, checked when the command line is
+parsed (:mod:`flowsolver._nccl_env`, NCCL's parser) and resolved for the op when it is known
+(:func:`flowsolver.collectives.setting_choices`); ``--calibration FILE.json``, a saved
+:class:`~flowsolver.Calibration` (``calibrate --save``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .._nccl_env import ALGO_NAMES, PROTO_NAMES, parse
+from ..collectives import ALGORITHMS, PROTOCOLS
+from ._words import CliError
+
+__all__ = ["algorithm_setting", "protocol_setting", "ALGORITHM_HELP", "PROTOCOL_HELP", "add_calibration",
+           "calibration_of"]
+
+_SYNTAX = ("names separated by ',' (NCCL's choice among them), a leading '^' to exclude, 'function:list' "
+           "entries separated by ';' (allreduce:tree;allgather:ring), in any case")
+
+ALGORITHM_HELP = (f"auto (NCCL's choice, the default) or what NCCL_ALGO takes: {_SYNTAX}; NCCL's names (ring, tree, "
+                  "nvls, nvlstree, pat) or flowsolver's (halving_doubling, hierarchical, pairwise, direct, binomial, "
+                  "nvls_tree)")
+PROTOCOL_HELP = f"auto (NCCL's choice by size, the default) or what NCCL_PROTO takes: {_SYNTAX}; {', '.join(PROTOCOLS)}"
+
+
+def _setting(text: str, option: str, variable: str, names: dict, also=None) -> str:
+    """``text`` as given where NCCL's parser takes it (``auto`` included), else argparse's error
+    naming the reason and what the option takes."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        if not text.strip():
+            raise ValueError("an empty value names nothing")
+        parse(text, names, option, also=also)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{err}; it takes auto or what {variable} takes: {_SYNTAX}") from None
+    return text
+
+
+def algorithm_setting(text: str) -> str:
+    """``--algorithm``: ``auto``, NCCL's names as ``NCCL_ALGO`` takes them, or flowsolver's own.
+
+    >>> algorithm_setting("Ring,Tree"), algorithm_setting("halving_doubling")
+    ('Ring,Tree', 'halving_doubling')
+    """
+    return _setting(text, "--algorithm", "NCCL_ALGO", ALGO_NAMES,
+                    {a.lower(): a for algos in ALGORITHMS.values() for a in algos})
+
+
+def protocol_setting(text: str) -> str:
+    """``--protocol``: ``auto`` or names as ``NCCL_PROTO`` takes them.
+
+    >>> protocol_setting("^ll128")
+    '^ll128'
+    """
+    return _setting(text, "--protocol", "NCCL_PROTO", PROTO_NAMES)
+
+
+def add_calibration(parser) -> None:
+    """``--calibration FILE.json``: a calibration ``calibrate --save`` wrote, applied to every
+    collective (``collective(..., model=)``; a training step's ``collective_options``)."""
+    parser.add_argument("--calibration", metavar="FILE.json", default=None,
+                        help="a calibration that calibrate LOG... --save FILE.json wrote: its fitted efficiencies, "
+                             "latencies and pipeline applied to every collective (default: the library's)")
+
+
+def calibration_of(args):
+    """The :class:`~flowsolver.Calibration` ``--calibration`` names, or None; an error naming
+    the option and the file where it cannot be read as one."""
+    if args.calibration is None:
+        return None
+    from ..collectives import Calibration
+
+    try:
+        return Calibration.load(args.calibration)
+    except (FileNotFoundError, IsADirectoryError) as err:
+        raise CliError(f"--calibration: cannot read {args.calibration!r}: {err.strerror or 'no such file'}") from None
+    except ValueError as err:
+        raise CliError(f"--calibration: {err}") from None

@@ -1,0 +1,84 @@
+"""A Calibration saved as JSON and loaded back: every field as it was (but the residuals), and
+a file that is not one is an error naming the file and what is wrong."""
+
+import json
+from dataclasses import fields, replace
+
+import pytest
+
+import topologies as tp
+from flowsolver import Calibration, collective
+from flowsolver.collectives._calibration import FittedParameter
+from flowsolver.collectives._calibration_file import calibration_dict
+from flowsolver.collectives._pipeline import Pipeline
+
+# every field away from its default (a float that JSON's shortest repr must carry exactly)
+CAL = Calibration(efficiency={"nvlink4": 0.7123456789012345, "ib_ndr": 0.85}, latency_scale=1.3, ranks=8,
+                  ops=("all_reduce", "reduce_scatter"), converged=False, message="the fit did not converge",
+                  pipeline=Pipeline(floor_simple=1e-6, floor_nvls=2e-6, fill_ring=2.5, fill_tree=0.5, fill_nvls=3.5),
+                  unconstrained=("p2p_bandwidth",), ll_bandwidth=0.9, p2p_bandwidth=1.1, net_latency=1.5e-6,
+                  launch_latency=2.5e-6,
+                  parameters=(FittedParameter("bandwidth", 0.96, 1.0, 0.02, True, "x"),
+                              FittedParameter("p2p_bandwidth", 1.0, 1.0, None, False, "x")))
+
+
+def test_every_field_comes_back_exactly(tmp_path):
+    path = tmp_path / "cal.json"
+    CAL.save(path)
+    back = Calibration.load(path)
+    for f in fields(Calibration):
+        assert getattr(back, f.name) == getattr(CAL, f.name), f.name
+    assert json.loads(path.read_text())["version"] == 1
+
+
+def test_a_fitted_calibration_comes_back_but_its_residuals(tmp_path):
+    pytest.importorskip("pandas")
+    from flowsolver import calibrate
+
+    from .test_calibrate_inputs import LOG
+
+    cal = calibrate(tp.rail_optimized(nodes=1), [LOG])
+    cal.save(tmp_path / "cal.json")
+    back = Calibration.load(tmp_path / "cal.json")
+    assert back.residuals is None and back == replace(cal, residuals=None)
+    g = tp.rail_optimized(nodes=1)
+    assert collective(g, "reduce_scatter", 2**28, model=back).time == collective(g, "reduce_scatter", 2**28,
+                                                                                  model=cal).time
+
+
+def _written(tmp_path, change):
+    data = calibration_dict(CAL)
+    change(data)
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda d: d.update(version=2), "is of format version 2; this flowsolver reads version 1"),
+    (lambda d: d.pop("version"), "is of format version None; this flowsolver reads version 1"),
+    (lambda d: d.update(format="networkx"), "is not a flowsolver calibration (its 'format' is 'networkx'"),
+    (lambda d: d["efficiency"].update(nvlink4=1.5), "efficiency['nvlink4'] must be in (0, 1], got 1.5"),
+    (lambda d: d.update(latency_scale="1"), "'latency_scale' must be a number > 0, got '1'"),
+    (lambda d: d["pipeline"].pop("fill_ring"), "'pipeline' must be an object with keys floor_simple"),
+    (lambda d: d.update(ops=["allreduce"]), "'ops' names 'allreduce', not among all_reduce"),
+    (lambda d: d.update(ranks=0), "'ranks' must be a whole number >= 1, got 0"),
+    (lambda d: d.update(residuals=[]), "unknown key(s) residuals"),
+    (lambda d: d["parameters"][0].update(value=None), "parameters[0]: 'value' must be a finite number, got None"),
+])
+def test_a_file_that_is_not_a_calibration_names_itself_and_the_fault(tmp_path, change, said):
+    path = _written(tmp_path, change)
+    with pytest.raises(ValueError) as err:
+        Calibration.load(path)
+    assert str(err.value).startswith(f"calibration file {str(path)!r}") and said in str(err.value)
+
+
+def test_text_that_is_not_json_or_not_an_object(tmp_path):
+    path = tmp_path / "cal.json"
+    for text, said in (("{", "is not JSON"), ("[1, 2]", "is not a flowsolver calibration (its 'format' is 'list'")):
+        path.write_text(text)
+        with pytest.raises(ValueError) as err:
+            Calibration.load(path)
+        assert str(err.value).startswith(f"calibration file {str(path)!r} {said}")
+    with pytest.raises(FileNotFoundError):
+        Calibration.load(tmp_path / "none.json")
