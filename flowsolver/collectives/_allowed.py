@@ -48,12 +48,15 @@ def algorithm_choice(op, algorithm, label: str = "algorithm"):
 
 
 def protocol_choice(protocol, label: str = "protocol"):
-    """``"auto"``, one protocol, or a tuple of two (``PROTOCOLS``' order): NCCL's choice among
-    them; the three is ``"auto"``, one is that protocol. A name not in ``PROTOCOLS`` or an empty
-    list is a ValueError naming ``label``.
+    """``"auto"``, one protocol, or a tuple of two or three (``PROTOCOLS``' order): NCCL's
+    choice among them; one is that protocol. A list naming all three is not ``"auto"``: NCCL_PROTO
+    set at all makes LL128 a protocol the user asked for (``parseList`` sets it to 1, and NCCL's
+    path rule for LL128 runs only on its unset default 2: ``tuning.cc``), so LL128 runs where
+    NCCL's default would leave it off (GPUs with no NVLink). A name not in ``PROTOCOLS`` or an
+    empty list is a ValueError naming ``label``.
 
     >>> protocol_choice(["Simple", "LL"]), protocol_choice(("LL", "LL128", "Simple")), protocol_choice(["LL128"])
-    (('LL', 'Simple'), 'auto', 'LL128')
+    (('LL', 'Simple'), ('LL', 'LL128', 'Simple'), 'LL128')
     """
     if isinstance(protocol, str):
         if protocol != "auto" and protocol not in PROTOCOLS:
@@ -65,7 +68,7 @@ def protocol_choice(protocol, label: str = "protocol"):
         raise ValueError(f"{label} names {', '.join(map(repr, unknown))}, not a protocol (the protocols: "
                          f"{', '.join(PROTOCOLS)})")
     chosen = tuple(p for p in PROTOCOLS if p in names)
-    return "auto" if chosen == PROTOCOLS else chosen[0] if len(chosen) == 1 else chosen
+    return chosen[0] if len(chosen) == 1 else chosen
 
 
 def only_of(algorithm):

@@ -208,7 +208,7 @@ class CutBound:
         protocol = options.get("protocol", "Simple") or "auto"
         latencies = []
         for i, name in enumerate(PROTOCOLS):
-            if protocol in ("auto", name):
+            if protocol == "auto" or name in ((protocol,) if isinstance(protocol, str) else protocol):
                 base = options.get("base_latency")
                 hop = options.get("step_latency")
                 latencies.append((NCCL_BASE_LATENCY["ring"][i] * 1e-6 if base is None else float(base))

@@ -121,3 +121,22 @@ def test_flowsolver_s_own_names_beside_nccl_s_and_an_exclusion_by_meaning():
     assert setting_choices("^CollNetDirect,CollNetChain", "^ll128", "all_reduce") == ("auto", ("LL", "Simple"))
     with pytest.raises(ValueError, match="'halving_doubling' is not one of NCCL's names"):
         allowed("halving_doubling", "all_reduce", ALGO_NAMES)
+
+
+def test_naming_all_three_protocols_is_nccl_proto_set_so_ll128_runs_where_its_default_is_off():
+    # NCCL_PROTO set at all, even to LL,LL128,Simple, overwrites LL128's default 2 with 1
+    # (tuning.cc parseList sets every listed name to 1); the path rule that turns LL128 off
+    # between GPUs with no NVLink runs only while it is 2 (tuning.cc, `pEnable == 2 && p ==
+    # NCCL_PROTO_LL128`). So on PCIe-only GPUs the three named are NCCL's choice over every
+    # protocol, LL128 included: the least estimate of the union of the two-protocol lists.
+    g = tp.rail_optimized(nodes=1, server="pcie_8gpu")
+    size = 4 << 20
+    assert collective(g, "all_reduce", size).protocol != "LL128"           # unset: its default is off here
+    a = collective(g, "all_reduce", size, protocol=["LL", "Simple"])
+    b = collective(g, "all_reduce", size, protocol=["LL128", "Simple"])
+    union = {**a.estimates, **b.estimates}
+    best = min(union, key=union.get)
+    three = collective(g, "all_reduce", size, protocol=["LL", "LL128", "Simple"])
+    assert f"{three.algorithm}/{three.protocol}" == best and three.protocol == "LL128"
+    alg, proto = best.split("/")
+    assert three.time == pytest.approx(collective(g, "all_reduce", size, algorithm=alg, protocol=proto).time)

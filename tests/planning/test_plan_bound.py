@@ -61,3 +61,12 @@ def test_bound_below_exact_step_for_every_layout_with_cp_and_tp():
     assert exposed_cp          # the CP exposure the bound now counts is there in exact steps
     for row in p.timed[:4]:   # the plan's exact steps are training_step's
         assert row.step_time == training_step(g, model=TOY, global_batch=8, **row.layout.step_kwargs()).step_time
+
+
+def test_a_protocol_list_bounds_a_send_by_the_least_of_its_protocols():
+    # collective_options' protocol may name several (NCCL's choice among them): the least
+    # latency a send pays is the least over those protocols' (it failed: min() of nothing)
+    g = tp.rail_optimized(nodes=2)
+    one = {p: CutBound._send_floor(g, dict(protocol=p))[0] for p in ("LL", "LL128", "Simple")}
+    for names in (("LL", "Simple"), ("LL128", "Simple"), ("LL", "LL128", "Simple")):
+        assert CutBound._send_floor(g, dict(protocol=names))[0] == min(one[p] for p in names)
