@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ._dual import lesser
 from ._nccl import _NVLS_BY_GENERATION, PROTOCOLS
 
-__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "tuner_latency", "tuner_hops", "tuner_algbw", "enabled",
+__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "NVLS_MAX_ARITY", "tuner_latency", "tuner_hops", "tuner_algbw", "enabled",
            "predict", "tree_correction"]
 
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
@@ -49,6 +49,11 @@ _NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper
               "blackwell": (0.0, 96.0, 80.0)}
 # nvlsEfficiency (NCCL 2.30 tuning.cc): Hopper 0.85, Blackwell 0.74 (one table, in _nccl)
 NVLS_EFFICIENCY_BY_GENERATION = _NVLS_BY_GENERATION
+#: NCCL_MAX_NVLS_ARITY (src/include/device.h:213 of master 5067397c; 32 since 2.21): NCCL runs
+#: NVLS and NVLSTree for no op but all-reduce where a node holds more local ranks
+#: (src/enqueue.cc:2004-2006, 2.27 and later; 2.25-2.26: NVLS all-gather / reduce-scatter on
+#: one node of more ranks, enqueue.cc:1610 of 2.25.1; 2.21-2.24 had no such rule)
+NVLS_MAX_ARITY = 32
 # NCCL_NET_OVERHEAD (tuning.cc getNetOverhead): 2 us on x86 AMD hosts, else 1 us; x3 for Simple
 _NET_OVERHEAD = {"amd": 2.0}
 # treeCorrectionFactor (NCCL 2.30 tuning.cc, "Trees are not perfectly sticking to the model for
@@ -138,8 +143,11 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False) -> bool:
     if algorithm == "tree":
         return op == "all_reduce"
     if algorithm == "nvls":
+        # all-gather / reduce-scatter only up to NVLS_MAX_ARITY ranks a node (an NVL72 rack is one
+        # node: NCCL's nodes are its rings' intra-node graphs, init.cc rankToNode)
         return op in ("all_reduce", "all_gather", "reduce_scatter") and hw.nvls and hw.nodes == 1 \
-            and hw.channels >= 2 and hw.generation in NVLS_EFFICIENCY_BY_GENERATION
+            and hw.channels >= 2 and hw.generation in NVLS_EFFICIENCY_BY_GENERATION \
+            and (op == "all_reduce" or hw.ppn <= NVLS_MAX_ARITY)
     if algorithm == "nvls_tree":
         return op == "all_reduce" and hw.nvls and hw.nodes > 1 and hw.channels >= 2 \
             and hw.generation in NVLS_EFFICIENCY_BY_GENERATION
