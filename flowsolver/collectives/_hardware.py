@@ -15,6 +15,7 @@ from ..routing import gpu_nodes, graph_memo, link_efficiency, ranges
 from ._layout import near_nics, near_nics_of, rank_server_codes, server_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, Hardware
+from ._nccl_paths import PATH_NVL, type_intra
 
 __all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edges", "server_transport",
            "sharing_nics"]
@@ -246,7 +247,12 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     # a GPU with no NVLink at all in a node holding several ranks: they meet over PCIe
     pcie_only = not nvswitch and any(len(group) > 1 and not all(_has_nvlink(graph, gpus[i]) for i in group)
                                      for group in layout.groups)
-    return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra="nvlink" if nvswitch else "pcie",
+    # NCCL's NVLink latency row where its ring inside a node runs over NVLink (tuning.cc:285,
+    # intraHw: typeIntra == PATH_NVL): an NVSwitch, or GPUs joined straight by NVLink; a node's
+    # one GPU counts no hop inside a node (PATH_LOC), and keeps the NVSwitch's row
+    kind = PATH_NVL if nvswitch else type_intra(graph, [[gpus[i] for i in group] for group in layout.groups])
+    intra = ("nvlink" if nvswitch else "pcie") if kind is None else "nvlink" if kind == PATH_NVL else "pcie"
+    return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra=intra,
                     channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw, pcie_only=pcie_only,
                     cpu=cpus.pop() if len(cpus) == 1 else "mixed_arch" if "arm" in cpus else "mixed",
                     single_gpu_node=n_nodes > 1 and min(len(g) for g in layout.groups) == 1, **extra)

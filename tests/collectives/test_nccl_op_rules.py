@@ -23,3 +23,70 @@ def test_nvls_all_gather_reduce_scatter_off_above_32_local_ranks():
     with pytest.raises(ValueError, match="nvls"):
         collective(g, "reduce_scatter", 64 << 20, ranks=list(range(48)), algorithm="nvls")
     assert collective(g, "all_gather", 64 << 20, ranks=list(range(32)), algorithm="nvls").algorithm == "nvls"
+
+
+def _pci(busid, cls, inner="", speed="32.0"):
+    return f'<pci busid="{busid}" class="{cls}" link_speed="{speed} GT/s PCIe" link_width="16">{inner}</pci>'
+
+
+def _gpu(busid, rank, peers, sm=80, links=12):
+    nv = "".join(f'<nvlink target="{p}" count="{links}" tclass="0x030200"/>' for p in peers)
+    return _pci(busid, "0x030200", f'<gpu dev="{rank}" sm="{sm}" rank="{rank}" gdr="1">{nv}</gpu>')
+
+
+def _nic(busid, dev, speed=200000):
+    return _pci(busid, "0x020700", f'<nic><net name="mlx5_{dev}" dev="{dev}" speed="{speed}" port="1"/></nic>')
+
+
+def _server(tmp_path, name, *sockets):
+    cpus = "".join(f'<cpu numaid="{i}" vendor="GenuineIntel" arch="x86_64" familyid="6" modelid="143">{body}</cpu>'
+                   for i, body in enumerate(sockets))
+    path = tmp_path / f"{name}.xml"
+    path.write_text(f'<system version="1">{cpus}</system>')
+    return tp.from_nccl_xml(path)
+
+
+def _hw(graph, ranks=None):
+    from flowsolver.collectives._hardware import describe
+    from flowsolver.collectives._layout import participants
+    ranks, layout = participants(graph, "all_reduce", ranks, None)
+    return describe(graph, ranks, layout)
+
+
+def test_gpus_joined_straight_by_nvlink_take_nccls_nvlink_latency_row(tmp_path):
+    """tuning.cc:285: intraHw = typeIntra == LINK_NVL ? NVLINK : PCI. Two A100 joined GPU to GPU
+    by 12 NVLinks: the ring runs over the NVLink (PATH_NVL), so a ring LL all-reduce's NCCL
+    latency is baseLat 6.6 + 2 (2 - 1) hops x hwLat[NVLINK][ring][LL] 0.6 = 7.8 us (PCI's 1.0
+    would give 8.6), Simple 8.4 + 2 x 3.4 = 15.2 (PCI 19.8)."""
+    a, b = "0000:02:00.0", "0000:05:00.0"
+    server = _server(tmp_path, "direct", _pci("0000:01:00.0", "0x060400", _gpu(a, 0, [b]) + _gpu(b, 1, [a])
+                                              + _nic("0000:03:00.0", 0)))
+    g = tp.rail_optimized(1, server=server)
+    assert _hw(g).intra == "nvlink"
+    r = collective(g, "all_reduce", 8, algorithm="ring", protocol=["LL", "Simple"])
+    assert r.estimates["ring/LL"] * 1e6 == pytest.approx(7.8 + 8 / 87.7e9 * 2 * 1e6, abs=0.05)
+    from flowsolver.collectives._nccl_model import tuner_latency
+    assert tuner_latency("ring", "Simple", "all_reduce", _hw(g)) * 1e6 == pytest.approx(15.2, abs=1e-9)
+
+
+def _ring4(tmp_path, name, links):
+    """4 A100 under one PCIe switch, NVLink pairs ``links`` (each GPU's peers)."""
+    bus = [f"0000:0{i + 2}:00.0" for i in range(4)]
+    gpus = "".join(_gpu(bus[i], i, [bus[j] for j in links[i]], links=6) for i in range(4))
+    return _server(tmp_path, name, _pci("0000:01:00.0", "0x060400", gpus + _nic("0000:08:00.0", 0)))
+
+
+def test_nccls_ring_path_class_inside_a_node(tmp_path):
+    """typeIntra of the ring NCCL's search finds: NVL where NVLink closes a ring through the
+    node's GPUs (4 in a ring 0-1-2-3-0, no NVLink 0-2), NVB where NVLink joins them only through
+    other GPUs (a chain 0-1-2-3: the hop 3 -> 0 goes 3-2-1-0 over NVLink), above NVB where a hop
+    needs PCIe (pairs 0-1, 2-3): only NVL takes the NVLink latency row."""
+    from flowsolver.collectives._nccl_paths import PATH_NVB, PATH_NVL, type_intra
+    cases = {"ring": ({0: [1, 3], 1: [0, 2], 2: [1, 3], 3: [2, 0]}, PATH_NVL),
+             "chain": ({0: [1], 1: [0, 2], 2: [1, 3], 3: [2]}, PATH_NVB),
+             "pairs": ({0: [1], 1: [0], 2: [3], 3: [2]}, None)}
+    for name, (links, want) in cases.items():
+        g = tp.rail_optimized(1, server=_ring4(tmp_path, name, links))
+        kind = type_intra(g, [[f"s0/gpu{i}" for i in range(4)]])
+        assert kind == want if want is not None else kind > PATH_NVB, name
+        assert _hw(g).intra == ("nvlink" if want == PATH_NVL else "pcie"), name
