@@ -14,8 +14,8 @@ from .. import _checks
 from ..routing import gpu_nodes, graph_memo, link_efficiency, ranges
 from ._layout import near_nics, near_nics_of, rank_server_codes, server_nics
 from ._nccl import GPU_GENERATION
-from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, Hardware
-from ._nccl_paths import PATH_NVL, type_intra
+from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, PATH_NVB, PATH_NVL, Hardware
+from ._nccl_paths import type_inter, type_intra
 
 __all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edges", "server_transport",
            "sharing_nics"]
@@ -44,11 +44,6 @@ def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: 
 
 def _nvswitch_of(graph, node):
     return next((v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nvswitch"), None)
-
-
-def _has_nvlink(graph, gpu) -> bool:
-    """Whether ``gpu`` has an NVLink, to an NVSwitch or straight to another GPU."""
-    return any(str(d.get("tech", "")).startswith("nvlink") for _, _, d in graph.out_edges(gpu, data=True))
 
 
 def nvlink_edges(graph, gpus) -> list:
@@ -244,15 +239,16 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
                      net_bw=min(_egress(graph, [gpus[i] for i in group], efficiency) for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)
     cpus = {graph.nodes[g].get("cpu", "intel") for g in gpus}
-    # a GPU with no NVLink at all in a node holding several ranks: they meet over PCIe
-    pcie_only = not nvswitch and any(len(group) > 1 and not all(_has_nvlink(graph, gpus[i]) for i in group)
-                                     for group in layout.groups)
     # NCCL's NVLink latency row where its ring inside a node runs over NVLink (tuning.cc:285,
     # intraHw: typeIntra == PATH_NVL): an NVSwitch, or GPUs joined straight by NVLink; a node's
     # one GPU counts no hop inside a node (PATH_LOC), and keeps the NVSwitch's row
-    kind = PATH_NVL if nvswitch else type_intra(graph, [[gpus[i] for i in group] for group in layout.groups])
+    groups = [[gpus[i] for i in group] for group in layout.groups]
+    kind = PATH_NVL if nvswitch else type_intra(graph, groups)
     intra = ("nvlink" if nvswitch else "pcie") if kind is None else "nvlink" if kind == PATH_NVL else "pcie"
+    if n_nodes > 1:         # NCCL's typeInter: a GPU's path to the NIC the ring crosses nodes on
+        extra["nic_path"] = type_inter(graph, groups)
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra=intra,
-                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw, pcie_only=pcie_only,
+                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw,
+                    pcie_only=kind is not None and kind > PATH_NVB,
                     cpu=cpus.pop() if len(cpus) == 1 else "mixed_arch" if "arm" in cpus else "mixed",
                     single_gpu_node=n_nodes > 1 and min(len(g) for g in layout.groups) == 1, **extra)

@@ -54,6 +54,10 @@ NVLS_EFFICIENCY_BY_GENERATION = _NVLS_BY_GENERATION
 #: (src/enqueue.cc:2004-2006, 2.27 and later; 2.25-2.26: NVLS all-gather / reduce-scatter on
 #: one node of more ranks, enqueue.cc:1610 of 2.25.1; 2.21-2.24 had no such rule)
 NVLS_MAX_ARITY = 32
+#: NCCL's path types (src/include/graph.h, the same numbers from 2.19 to 2.30) that its tuner's
+#: rules tell apart (:mod:`._nccl_paths`): NVLink, NVLink through a GPU, PCIe switches,
+#: NVLink then another GPU's PCIe switch (PXN), through a CPU
+PATH_NVL, PATH_NVB, PATH_PXB, PATH_PXN, PATH_PHB = 1, 2, 5, 7, 8
 # NCCL_NET_OVERHEAD (tuning.cc getNetOverhead): 2 us on x86 AMD hosts, else 1 us; x3 for Simple
 _NET_OVERHEAD = {"amd": 2.0}
 # treeCorrectionFactor (NCCL 2.30 tuning.cc, "Trees are not perfectly sticking to the model for
@@ -80,8 +84,10 @@ class Hardware:
     send into the fabric (bytes/s; 0: not known, no bound), ``single_gpu_node`` whether a
     node holds one rank of the communicator (NCCL's tree search then takes its plain TREE
     pattern, search.cc, which its tuner charges 0.85 of the tree's bandwidth), ``pcie_only``
-    whether a node's ranks meet over PCIe only (a GPU of a node holding several ranks has no
-    NVLink at all: NCCL's typeIntra beyond PATH_NVB). ``cpu`` is ``"intel"``, ``"amd"``,
+    whether a node's ranks cannot all meet over NVLink (NCCL's typeIntra beyond PATH_NVB: a GPU
+    with no NVLink, or NVLink-bridged pairs a ring joins over PCIe), ``nic_path`` NCCL's
+    typeInter, the class of a GPU's path to the NIC a ring crosses nodes on (:data:`PATH_PXB`,
+    ``PATH_PXN`` or ``PATH_PHB``; :func:`~._nccl_paths.type_inter`). ``cpu`` is ``"intel"``, ``"amd"``,
     ``"arm"``, ``"mixed"`` (x86 hosts of both vendors) or ``"mixed_arch"`` (Arm and x86).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
@@ -102,6 +108,7 @@ class Hardware:
     net_bw: float = 0.0
     single_gpu_node: bool = False
     pcie_only: bool = False
+    nic_path: int = PATH_PXB
 
     @property
     def ppn(self) -> int:
@@ -133,10 +140,7 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False) -> bool:
     simple_only = algorithm in ("nvls", "nvls_tree", "pat")
     if (simple_only and protocol != "Simple") or protocol not in hw.protocols:
         return False
-    # LL128 by default only where the GPUs of a node reach each other over NVLink (tuning.cc:
-    # typeIntra <= PATH_NVB, checked for NCCL's default only, not for a protocol the user set;
-    # a node's one GPU has PATH_LOC inside: search.cc, ngpus == 1)
-    if protocol == "LL128" and hw.pcie_only and hw.ranks > hw.nodes and not asked:
+    if protocol == "LL128" and not asked and not _ll128_paths(hw):
         return False
     if algorithm == "ring":
         return op in ("all_reduce", "all_gather", "reduce_scatter")
@@ -155,6 +159,19 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False) -> bool:
         # ncclPatEnable (tuning.cc): "PAT only supports 1 GPU per node" (nNodes == nRanks)
         return op in ("all_gather", "reduce_scatter") and hw.one_per_node and hw.nodes > 1
     return False
+
+
+def _ll128_paths(hw: Hardware) -> bool:
+    """Whether NCCL's default enables LL128 on ``hw``'s paths (tuning.cc:518-535 of master
+    5067397c, checked only while LL128's enable is the default, 2: not for a protocol the user
+    names): the ring inside a node over NVLink (typeIntra <= PATH_NVB; a node's one GPU is
+    PATH_LOC, search.cc ngpus == 1) and, across nodes, a GPU's path to its NIC through PCIe
+    switches (typeInter <= PATH_PXB), or through another GPU's over NVLink on sm90 and later
+    (<= PATH_PXN; the same from 2.19 to 2.30 but 2.27.3, which took only <= PATH_P2C there)."""
+    if hw.pcie_only and hw.ranks > hw.nodes:
+        return False
+    sm90 = hw.generation in ("hopper", "blackwell")
+    return hw.nodes == 1 or hw.nic_path <= (PATH_PXN if sm90 else PATH_PXB)
 
 
 def _hop_constants(algorithm, protocol, hw: Hardware):

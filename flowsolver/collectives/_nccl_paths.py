@@ -14,10 +14,11 @@ GPU reached over NVLink, ``src/graph/paths.cc``), ``PATH_PHB`` (8: through a CPU
 
 from __future__ import annotations
 
-__all__ = ["PATH_NVL", "PATH_NVB", "PATH_PXB", "PATH_PXN", "PATH_PHB", "type_intra"]
+from ._layout import near_nics_of
+from ._nccl_model import PATH_NVB, PATH_NVL, PATH_PHB, PATH_PXB, PATH_PXN
 
-# src/include/graph.h (NCCL 2.30; the same numbers since 2.12)
-PATH_NVL, PATH_NVB, PATH_PXB, PATH_PXN, PATH_PHB = 1, 2, 5, 7, 8
+__all__ = ["PATH_NVL", "PATH_NVB", "PATH_PXB", "PATH_PXN", "PATH_PHB", "type_intra", "type_inter"]
+
 #: the most GPUs of one node without an NVSwitch whose ring :func:`type_intra` searches for
 #: exhaustively (2^n x n^2 steps); a larger one is taken as NVB where NVLink joins it all
 _MAX_SEARCHED = 12
@@ -109,3 +110,32 @@ def type_intra(graph, groups) -> int | None:
         worst = kind if worst is None else max(worst, kind)
     return worst
 
+
+def type_inter(graph, groups) -> int:
+    """NCCL's ``typeInter`` of a ring through each of ``groups`` (a node's GPU nodes each)
+    between nodes, the worst over the nodes: a ring enters a node from a NIC at one GPU and
+    leaves to a NIC from another, NCCL's search picking them for the best paths. A GPU's path
+    to a NIC is ``PATH_PXB`` where PCIe switches alone lead to one (:func:`~._layout.near_nics`:
+    a catalogue server's NIC hangs off its GPU, the PCIe switch folded), else ``PATH_PXN`` from
+    a GPU it reaches over NVLink that has one (``paths.cc``: only GPU to NIC, so for the GPU the
+    ring leaves from), else ``PATH_PHB`` (through a CPU). The node's class is the worse of the
+    best entry (no PXN) and the best exit from another of its GPUs.
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(2)
+    >>> type_inter(g, [[f"s{s}/gpu{i}" for i in range(8)] for s in (0, 1)])
+    5
+    """
+    worst = PATH_PXB
+    for gpus in groups:
+        gpus = list(dict.fromkeys(gpus))
+        raw = [PATH_PXB if near else PATH_PHB for near in near_nics_of(graph, gpus)]
+        if max(raw) <= PATH_PXB:
+            continue
+        peers = _nvlink_peers(graph, gpus)
+        local = {g for g, r in zip(gpus, raw) if r <= PATH_PXB}
+        out = [r if r <= PATH_PXB or not peers[g] & local else PATH_PXN for g, r in zip(gpus, raw)]
+        entry = min(range(len(gpus)), key=lambda i: raw[i])
+        exits = [o for i, o in enumerate(out) if i != entry] or [out[entry]]
+        worst = max(worst, raw[entry], min(exits))
+    return worst

@@ -90,3 +90,55 @@ def test_nccls_ring_path_class_inside_a_node(tmp_path):
         kind = type_intra(g, [[f"s0/gpu{i}" for i in range(4)]])
         assert kind == want if want is not None else kind > PATH_NVB, name
         assert _hw(g).intra == ("nvlink" if want == PATH_NVL else "pcie"), name
+
+
+def _two_gpus(tmp_path, name, sm, nic_under):
+    """2 GPUs of ``sm`` joined by NVLink, each under its own PCIe switch of one CPU, and one NIC:
+    under GPU 1's switch (``nic_under="switch"``) or on the CPU's root port (``"cpu"``)."""
+    a, b = "0000:02:00.0", "0000:12:00.0"
+    links = 18 if sm == 90 else 12
+    nic = _nic("0000:13:00.0", 0, 400000)
+    sw0 = _pci("0000:01:00.0", "0x060400", _gpu(a, 0, [b], sm, links))
+    sw1 = _pci("0000:11:00.0", "0x060400", _gpu(b, 1, [a], sm, links) + (nic if nic_under == "switch" else ""))
+    return _server(tmp_path, name, sw0 + sw1 + (nic if nic_under == "cpu" else ""))
+
+
+def test_ll128_by_default_only_over_nccls_nic_paths(tmp_path):
+    """tuning.cc:518-535 (master 5067397c; v2.19-v2.30 alike but 2.27.3): NCCL's default runs
+    LL128 only where typeInter <= PATH_PXB, or <= PATH_PXN on sm90 and later. A NIC on the CPU's
+    root port is PHB from both GPUs (no PXN: no GPU has it under its switch): LL128 off on
+    Hopper and Ampere. A NIC under GPU 1's switch: GPU 1 is PXB, GPU 0 reaches it over NVLink
+    through GPU 1 (PXN, paths.cc:817-840): the ring enters at GPU 1 and leaves from GPU 0,
+    typeInter PXN: LL128 on for Hopper, off for Ampere. A protocol the user names runs anyway."""
+    from flowsolver.collectives._nccl_model import PATH_PHB, PATH_PXB, PATH_PXN
+    for sm, nic_under, path, ll128 in ((90, "cpu", PATH_PHB, False), (80, "cpu", PATH_PHB, False),
+                                       (90, "switch", PATH_PXN, True), (80, "switch", PATH_PXN, False)):
+        g = tp.rail_optimized(2, server=_two_gpus(tmp_path, f"{nic_under}{sm}", sm, nic_under), link="ib_ndr")
+        assert _hw(g).nic_path == path, (sm, nic_under)
+        r = collective(g, "all_reduce", 4 << 20)
+        assert any(k.endswith("/LL128") for k in r.estimates) is ll128, (sm, nic_under)
+        if not ll128:
+            assert collective(g, "all_reduce", 4 << 20, protocol="LL128").protocol == "LL128"
+    # a catalogue server's NIC hangs off its GPU (the PCIe switch folded, PXB): LL128 stays
+    dgx = tp.rail_optimized(2)
+    assert _hw(dgx).nic_path == PATH_PXB
+    assert "tree/LL128" in collective(dgx, "all_reduce", 1 << 20).estimates
+
+
+def test_ll128_off_where_nvlink_bridge_pairs_meet_over_pcie(tmp_path):
+    """tuning.cc:531 typeIntra <= PATH_NVB: 4 A100 in NVLink-bridge pairs 0-1 and 2-3, the pairs
+    on two sockets: a ring through the 4 crosses PCIe (above NVB), so NCCL's default runs no
+    LL128, on one node or across two; the PCIe latency row (typeIntra is not NVL)."""
+    bus = ["0000:02:00.0", "0000:03:00.0", "0000:82:00.0", "0000:83:00.0"]
+    sw0 = _pci("0000:01:00.0", "0x060400", _gpu(bus[0], 0, [bus[1]]) + _gpu(bus[1], 1, [bus[0]])
+               + _nic("0000:04:00.0", 0), "16.0")
+    sw1 = _pci("0000:81:00.0", "0x060400", _gpu(bus[2], 2, [bus[3]]) + _gpu(bus[3], 3, [bus[2]])
+               + _nic("0000:84:00.0", 1), "16.0")
+    server = _server(tmp_path, "pairs", sw0, sw1)
+    for g in (tp.rail_optimized(1, server=server), tp.rail_optimized(2, server=server, link="ib_hdr")):
+        hw = _hw(g)
+        assert hw.pcie_only and hw.intra == "pcie"
+        assert not any(k.endswith("/LL128") for k in collective(g, "all_reduce", 1 << 20).estimates)
+    # one pair alone meets over its bridge (typeIntra NVL): LL128 on, NVLink's latency row
+    pair = _hw(tp.rail_optimized(1, server=server), ranks=[0, 1])
+    assert not pair.pcie_only and pair.intra == "nvlink"
