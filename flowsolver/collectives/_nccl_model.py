@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from ._dual import lesser
-from ._nccl import _NVLS_BY_GENERATION, PROTOCOLS
+from ._nccl import _NVLS_BY_GENERATION, PROTOCOLS, nvls_reduces, scaled_sum
 
 __all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "NVLS_MAX_ARITY", "tuner_latency", "tuner_hops", "tuner_algbw", "enabled",
            "predict", "tree_correction"]
@@ -130,9 +130,14 @@ def _steps(op, n):
     return 2 * (n - 1) if op == "all_reduce" else n - 1
 
 
-def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False) -> bool:
+def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False, redop: str = "sum",
+            dtype: str = "float") -> bool:
     """Whether NCCL runs ``algorithm`` with ``protocol`` for ``op`` on ``hw``; ``asked``: the
-    protocol was named by the user (NCCL_PROTO), which NCCL then runs whatever the paths.
+    protocol was named by the user (NCCL_PROTO), which NCCL then runs whatever the paths;
+    ``redop`` / ``dtype`` the reduction op and data type (nccl-tests' names,
+    :func:`~._nccl.reduction`): NVLS and NVLSTree reduce only what the NVSwitch reduces
+    (:func:`~._nccl.nvls_reduces`; an all-gather reduces nothing, src/enqueue.cc:425-426),
+    PAT's reduce-scatter no scaled sum (avg: :func:`~._nccl.scaled_sum`).
 
     >>> enabled("nvls", "LL", "all_reduce", Hardware(8, 1, "hopper", nvls=True)), enabled("pat", "Simple", "all_gather", Hardware(4, 4))
     (False, True)
@@ -141,6 +146,10 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False) -> bool:
     if (simple_only and protocol != "Simple") or protocol not in hw.protocols:
         return False
     if protocol == "LL128" and not asked and not _ll128_paths(hw):
+        return False
+    if algorithm in ("nvls", "nvls_tree") and op != "all_gather" and not nvls_reduces(redop, dtype):
+        return False
+    if algorithm == "pat" and op == "reduce_scatter" and scaled_sum(redop, dtype):
         return False
     if algorithm == "ring":
         return op in ("all_reduce", "all_gather", "reduce_scatter")

@@ -81,17 +81,21 @@ def _protocols(options):
 
 def runs(algorithm, protocol, op, hw, options) -> bool:
     """:func:`~._nccl_model.enabled` with the protocols the user named counted as NCCL_PROTO set."""
-    return enabled(algorithm, protocol, op, hw, asked=options.protocol != "auto")
+    return enabled(algorithm, protocol, op, hw, asked=options.protocol != "auto", redop=options.redop,
+                   dtype=options.dtype)
 
 
 def why_not_tuned(algorithm, op, hw, options) -> str | None:
-    """Why NCCL would not run ``algorithm`` for ``op`` on ``hw`` with the asked protocol."""
-    if not any(enabled(algorithm, p, op, hw) for p in PROTOCOLS):
-        return f"is not run by NCCL for {op} on these ranks ({hw.ranks} ranks on {hw.nodes} node(s), " \
+    """Why NCCL would not run ``algorithm`` for ``op`` on ``hw`` with the asked protocol, reduction
+    op and data type."""
+    def on(p):
+        return enabled(algorithm, p, op, hw, redop=options.redop, dtype=options.dtype)
+    if not any(on(p) for p in PROTOCOLS):
+        what = f"{options.redop} of {options.dtype}, " if (options.redop, options.dtype) != ("sum", "float") else ""
+        return f"is not run by NCCL for {op} on these ranks ({what}{hw.ranks} ranks on {hw.nodes} node(s), " \
                f"{hw.generation or 'unknown'} GPUs, {hw.channels} channels)"
     if not any(runs(algorithm, p, op, hw, options) for p in _protocols(options)):
-        return f"runs with {', '.join(p for p in PROTOCOLS if enabled(algorithm, p, op, hw))} only (NCCL), " \
-               f"got protocol {options.protocol!r}"
+        return f"runs with {', '.join(p for p in PROTOCOLS if on(p))} only (NCCL), got protocol {options.protocol!r}"
     return None
 
 

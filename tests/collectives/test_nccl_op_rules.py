@@ -142,3 +142,89 @@ def test_ll128_off_where_nvlink_bridge_pairs_meet_over_pcie(tmp_path):
     # one pair alone meets over its bridge (typeIntra NVL): LL128 on, NVLink's latency row
     pair = _hw(tp.rail_optimized(1, server=server), ranks=[0, 1])
     assert not pair.pcie_only and pair.intra == "nvlink"
+
+
+# ncclNvlsSupported (src/include/device.h:586-601, master 5067397c; v2.19-v2.30 alike), written
+# out by type: float / double reduce Sum only; half, bfloat16, 32 / 64-bit integers Sum or MinMax
+# (ncclMin and ncclMax); 8-bit integers and floats nothing. ncclAvg is PreMulSum on floats,
+# SumPostDiv on integers (enqueue.cc:2526-2560), ncclProd Prod: none of them
+_NVLS_REDUCES = {("sum", "float"), ("sum", "double")} | {
+    (op, t) for op in ("sum", "min", "max") for t in ("half", "bfloat16", "int32", "uint32", "int64", "uint64")}
+
+
+def test_nvls_only_for_what_the_nvswitch_reduces():
+    from flowsolver.collectives._nccl import DTYPES, REDOPS
+    hw = Hardware(8, 1, "hopper", channels=16, nvls=True)
+    tree = Hardware(16, 2, "hopper", channels=16, nvls=True)
+    for redop in REDOPS:
+        for dtype in DTYPES:
+            want = (redop, dtype) in _NVLS_REDUCES
+            assert enabled("nvls", "Simple", "all_reduce", hw, redop=redop, dtype=dtype) is want, (redop, dtype)
+            assert enabled("nvls", "Simple", "reduce_scatter", hw, redop=redop, dtype=dtype) is want, (redop, dtype)
+            assert enabled("nvls_tree", "Simple", "all_reduce", tree, redop=redop, dtype=dtype) is want
+            # enqueue.cc:425-426: an all-gather reduces nothing, NVLS whatever the op and type
+            assert enabled("nvls", "Simple", "all_gather", hw, redop=redop, dtype=dtype)
+    # one DGX H100, 1 GiB: sum of float runs NVLS; avg, prod, max of float and sum of int8 run
+    # what NCCL runs without NVLS, the ring / tree choice
+    g = tp.rail_optimized(1)
+    assert collective(g, "all_reduce", 1 << 30).algorithm == "nvls"
+    without = collective(g, "all_reduce", 1 << 30, algorithm=["ring", "tree"])
+    for kw in (dict(redop="avg"), dict(redop="prod"), dict(redop="max"), dict(dtype="int8")):
+        r = collective(g, "all_reduce", 1 << 30, **kw)
+        assert (r.algorithm, r.time) == (without.algorithm, without.time), kw
+    assert collective(g, "all_reduce", 1 << 30, redop="max", dtype="bfloat16").algorithm == "nvls"
+    with pytest.raises(ValueError, match="avg of float"):
+        collective(g, "all_reduce", 1 << 30, redop="avg", algorithm="nvls")
+
+
+def test_pat_reduce_scatter_runs_no_scaled_sum():
+    """enqueue.cc:2010-2012: no PAT reduce-scatter for PreMulSum / SumPostDiv (avg on any type,
+    a PreMulSum op): 16 one-GPU hosts, 1 MiB."""
+    g = tp.fat_tree(4)
+    assert collective(g, "reduce_scatter", 1 << 20).algorithm == "pat"
+    for kw in (dict(redop="avg"), dict(redop="avg", dtype="int32"), dict(redop="mulsum")):
+        assert collective(g, "reduce_scatter", 1 << 20, **kw).algorithm != "pat", kw
+    assert collective(g, "all_gather", 1 << 20, redop="avg").algorithm == "pat"      # gathers nothing to scale
+    assert collective(g, "reduce_scatter", 1 << 20, redop="max").algorithm == "pat"
+
+
+def test_redop_and_dtype_are_checked_by_name():
+    g = tp.rail_optimized(1)
+    with pytest.raises(ValueError, match=r"redop must be one of sum, prod, max, min, avg, mulsum .*got 'mean'"):
+        collective(g, "all_reduce", 1024, redop="mean")
+    with pytest.raises(ValueError, match=r"dtype must be one of int8, .*bfloat16, f8e4m3, f8e5m2 .*got 'fp32'"):
+        collective(g, "all_reduce", 1024, dtype="fp32")
+    # older nccl-tests' names of int8 and int32
+    assert collective(g, "all_reduce", 1 << 30, dtype="char").algorithm != "nvls"
+    assert collective(g, "all_reduce", 1 << 30, dtype="int").algorithm == "nvls"
+
+
+def _log(redop, dtype, sizes, times):
+    lines = ["# nThread 1 nGpus 1 minBytes 16777216 maxBytes 268435456 step: 4(factor) warmup iters: 5 iters: 20 "
+             "agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    lines += [f"#  Rank  {r} Group  0 Pid {100 + r} on node0 device  {r} [0x{r:02x}] NVIDIA H100 80GB HBM3"
+              for r in range(8)]
+    lines += ["#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+              "busbw #wrong", "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)     "
+              "       (us)  (GB/s)  (GB/s)"]
+    for s, t in zip(sizes, times):
+        a = s / t / 1e3
+        lines.append(f"{s:13d} {s // 4:13d} {dtype:>9s} {redop:>7s}      -1 {t:8.1f} {a:7.2f} {a * 1.75:7.2f}      0 "
+                     f"{t:8.1f} {a:7.2f} {a * 1.75:7.2f}      0")
+    return "\n".join(lines + ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 100", "#"]) + "\n"
+
+
+def test_calibrate_and_the_log_model_take_the_logs_redop():
+    """An -o avg all-reduce log on one DGX H100 whose times are the library's own prediction of
+    what NCCL runs for it (no NVLS: avg on float is PreMulSum) calibrates to the library's
+    NVLink efficiency (it derated NVLink to 0.594, fitting NVLS to the ring's times)."""
+    from flowsolver import calibrate
+    from flowsolver.collectives import nccl_tests_collective
+    from flowsolver.routing import link_efficiency
+    g = tp.rail_optimized(1)
+    sizes = (64 << 20, 256 << 20)
+    times = [collective(g, "all_reduce", s, redop="avg").time * 1e6 for s in sizes]
+    assert nccl_tests_collective(g, "all_reduce", sizes[0], redop="avg").algorithm != "nvls"
+    cal = calibrate(g, [_log("avg", "float", sizes, times)], op="all_reduce")
+    assert cal.efficiency.get("nvlink4", link_efficiency("nvlink4", None)) == pytest.approx(
+        link_efficiency("nvlink4", None), rel=0.02)
