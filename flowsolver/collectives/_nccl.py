@@ -8,7 +8,7 @@ import numpy as np
 
 __all__ = ["GPU_GENERATION", "OPS", "PROTOCOLS", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "PEER_LATENCY", "busbw_factor", "base_latency", "hop_latency", "min_hop_latency",
-           "peer_latency", "REDOPS", "DTYPES", "reduction", "nvls_reduces", "scaled_sum"]
+           "peer_latency", "REDOPS", "DTYPES", "reduction", "nvls_reduces", "scaled_sum", "is_fp8"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
 PROTOCOLS = ("LL", "LL128", "Simple")

@@ -11,7 +11,7 @@ import numpy as np
 
 from ._algorithms import algorithm_of
 from ._dual import greater, lesser
-from ._nccl import PROTOCOLS, busbw_factor
+from ._nccl import PROTOCOLS, busbw_factor, is_fp8
 from ._pipeline import PIPELINE, pipeline_time
 from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tree_correction, tuner_algbw, tuner_hops,
                           tuner_latency)
@@ -163,8 +163,21 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     time = options.with_host(gpu, greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries
-    # NCCL chooses by its estimate, whose tree bandwidth it corrects at medium sizes
-    return time, lat + (time - gpu), lat + size / (algbw * tree_correction(a, proto, op, size, hw))
+    # NCCL chooses by its estimate, whose tree bandwidth it corrects at medium sizes, and which
+    # it multiplies by 1024 for a ring of an 8-bit float type beyond 8 ranks (to choose it last)
+    estimate = lat + size / (algbw * tree_correction(a, proto, op, size, hw))
+    return time, lat + (time - gpu), estimate * (FP8_RING_PENALTY if fp8_relegated(a, hw, options) else 1.0)
+
+
+#: src/enqueue.cc:2015-2020 (master 5067397c; NCCL 2.24 and later): "Relegate fp8 reduction trees
+#: of sufficient depth that they incur precision loss to be least preferred", a ring's cost of an
+#: 8-bit float type (f8e4m3, f8e5m2) on more than 8 ranks times 1024, whatever the function
+FP8_RING_PENALTY = 1024.0
+
+
+def fp8_relegated(algorithm, hw, options) -> bool:
+    """Whether NCCL's estimate of ``algorithm`` carries :data:`FP8_RING_PENALTY`."""
+    return algorithm == "ring" and is_fp8(options.dtype) and hw.ranks > 8
 
 
 def _graph_busbw(algorithm, ring_busbw, hw) -> float:

@@ -228,3 +228,19 @@ def test_calibrate_and_the_log_model_take_the_logs_redop():
     cal = calibrate(g, [_log("avg", "float", sizes, times)], op="all_reduce")
     assert cal.efficiency.get("nvlink4", link_efficiency("nvlink4", None)) == pytest.approx(
         link_efficiency("nvlink4", None), rel=0.02)
+
+
+def test_nccl_chooses_a_ring_of_fp8_last_beyond_8_ranks():
+    """enqueue.cc:2015-2020 (NCCL 2.24+): a ring's cost of f8e4m3 / f8e5m2 on more than 8 ranks
+    times 1024; the other algorithms' unchanged (2 x 8 H100), none at 8 ranks (one DGX H100)."""
+    g = tp.rail_optimized(2)
+    for size in (1 << 10, 1 << 20):
+        base = collective(g, "all_reduce", size).estimates
+        fp8 = collective(g, "all_reduce", size, dtype="f8e5m2").estimates
+        for key, value in base.items():
+            if key.startswith("nvls"):
+                continue        # no NVLS reduction of an 8-bit type (ncclNvlsSupported)
+            assert fp8[key] == pytest.approx(value * (1024 if key.startswith("ring/") else 1), rel=1e-12), key
+    one = tp.rail_optimized(1)
+    assert collective(one, "all_gather", 1 << 20, dtype="f8e4m3").estimates == \
+        collective(one, "all_gather", 1 << 20).estimates
