@@ -89,8 +89,8 @@ def nvls_reduces(redop, dtype) -> bool:
     bfloat16 and 32 / 64-bit integers, nothing else (no 8-bit type, no Prod, no avg: PreMulSum
     or SumPostDiv).
 
-    >>> nvls_reduces("sum", "float"), nvls_reduces("max", "float"), nvls_reduces("max", "bfloat16"), nvls_reduces("sum", "int8")
-    (True, False, True, False)
+    >>> [nvls_reduces(*r) for r in (("sum", "float"), ("max", "float"), ("max", "bfloat16"), ("sum", "int8"))]
+    [True, False, True, False]
     """
     op = _device_op(redop, dtype)
     if dtype in ("float", "double"):

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from ._dual import lesser
 from ._nccl import _NVLS_BY_GENERATION, PROTOCOLS, nvls_reduces, scaled_sum
 
-__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "NVLS_MAX_ARITY", "tuner_latency", "tuner_hops", "tuner_algbw", "enabled",
-           "predict", "tree_correction"]
+__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "NVLS_MAX_ARITY", "tuner_latency", "tuner_hops", "tuner_algbw",
+           "enabled", "predict", "tree_correction"]
 
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
 #: flowsolver names of NCCL's algorithms (CollNet is left out: no fabric here offers

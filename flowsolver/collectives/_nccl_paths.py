@@ -89,8 +89,8 @@ def type_intra(graph, groups) -> int | None:
     no node holds two (a node's one GPU is NCCL's PATH_LOC: no hop inside a node is counted).
 
     >>> import topologies as tp
-    >>> g = tp.rail_optimized(1)
-    >>> type_intra(g, [[f"s0/gpu{i}" for i in range(8)]]), type_intra(tp.rail_optimized(1, server="pcie_8gpu"), [[f"s0/gpu{i}" for i in range(4)]])
+    >>> four = [[f"s0/gpu{i}" for i in range(4)]]
+    >>> type_intra(tp.rail_optimized(1), four), type_intra(tp.rail_optimized(1, server="pcie_8gpu"), four)
     (1, 8)
     """
     worst = None
