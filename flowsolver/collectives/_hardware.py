@@ -16,11 +16,16 @@ from ._layout import near_nics, near_nics_of, rank_server_codes, server_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, PATH_NVB, PATH_NVL, Hardware
 from ._nccl_paths import type_inter, type_intra
+from ._options import MAX_CHANNELS
 
 __all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edges", "server_transport",
            "sharing_nics"]
-# NCCL's MAXCHANNELS (src/include/device.h): 32 channels at most
-_MAX_CHANNELS = 32
+# The most channels NCCL's ring graph keeps: MAXCHANNELS / 2 (init.cc:1177 ringGraph->maxChannels,
+# which ncclTopoDupChannels' doubling stops at, search.cc:1042), MAXCHANNELS being 64 from NCCL
+# 2.25 (device.h:91 of master 5067397c, 62 of v2.25.1) and 32 before: 32 channels for NCCL 2.30,
+# as this model (16 for NCCL 2.24 and earlier; the doubling connect.cc:460 adds at run time is not
+# in the count the tuner's bandwidth sums)
+_MAX_CHANNELS = MAX_CHANNELS // 2
 
 
 def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool) -> int:
@@ -30,10 +35,13 @@ def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: 
     the channels (``ncclTopoDupChannels``, for channels of 25 GB/s or more); inside one
     NVSwitch node it finds one channel per GPU and doubles them the same way; PCIe-only
     nodes get 2 (the shared logs of 1 and 4 H100s per node on one 400G NIC show 2 and 4).
-    At most ``MAXCHANNELS`` = 32. Override with ``channels=``.
+    At most ``MAXCHANNELS / 2`` = 32 (NCCL 2.25 and later; a whole NVL72 rack). Override with
+    ``channels=``.
 
     >>> nccl_channels(1, 8, 8, True), nccl_channels(2, 8, 8, True), nccl_channels(2, 1, 1, False)
     (16, 16, 2)
+    >>> nccl_channels(1, 72, 72, True)
+    32
     """
     if nodes > 1:
         base = max(1, min(nics_per_node, gpus_per_node))

@@ -21,7 +21,7 @@ __all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys"
            "merged_options", "MAX_CHANNELS",
            "POLICY_OPTIONS", "COLLECTIVE_OPTIONS"]
 
-#: NCCL's MAXCHANNELS (src/include/device.h, NCCL 2.13 and later: 64): a communicator never
+#: NCCL's MAXCHANNELS (src/include/device.h:91 of master 5067397c; 64 from NCCL 2.25, 32 before): a communicator never
 #: runs more channels
 MAX_CHANNELS = 64
 #: the keyword options of :func:`flowsolver.route` a collective's ``policy_options`` may set
