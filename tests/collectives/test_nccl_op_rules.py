@@ -225,7 +225,12 @@ def test_calibrate_and_the_log_model_take_the_logs_redop():
     sizes = (64 << 20, 256 << 20)
     times = [collective(g, "all_reduce", s, redop="avg").time * 1e6 for s in sizes]
     assert nccl_tests_collective(g, "all_reduce", sizes[0], redop="avg").algorithm != "nvls"
-    cal = calibrate(g, [_log("avg", "float", sizes, times)], op="all_reduce")
+    log = _log("avg", "float", sizes, times)
+    # what --compare reads to time each row (flowsolver.collectives' export for the CLI)
+    from flowsolver import nccl_tests
+    from flowsolver.collectives import log_reduction, measured_rows
+    assert log_reduction(measured_rows(nccl_tests.read(log, op="all_reduce"))) == [("avg", "float")] * 2
+    cal = calibrate(g, [log], op="all_reduce")
     assert cal.efficiency.get("nvlink4", link_efficiency("nvlink4", None)) == pytest.approx(
         link_efficiency("nvlink4", None), rel=0.02)
 
