@@ -13,8 +13,8 @@ from ._algorithms import algorithm_of
 from ._dual import greater, lesser
 from ._nccl import PROTOCOLS, busbw_factor, is_fp8
 from ._pipeline import PIPELINE, pipeline_time
-from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tree_correction, tuner_algbw, tuner_hops,
-                          tuner_latency)
+from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, NVLS_MAX_ARITY, enabled, tree_correction, tuner_algbw,
+                          tuner_hops, tuner_latency)
 
 __all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled", "runs",
            "slow_paths_of", "path_excess"]
@@ -92,8 +92,10 @@ def why_not_tuned(algorithm, op, hw, options) -> str | None:
         return enabled(algorithm, p, op, hw, redop=options.redop, dtype=options.dtype)
     if not any(on(p) for p in PROTOCOLS):
         what = f"{options.redop} of {options.dtype}, " if (options.redop, options.dtype) != ("sum", "float") else ""
+        wide = f"; NCCL_MAX_NVLS_ARITY: NVLS reduces or gathers on at most {NVLS_MAX_ARITY} ranks a node but for " \
+            "all_reduce" if algorithm.startswith("nvls") and op != "all_reduce" and hw.ppn > NVLS_MAX_ARITY else ""
         return f"is not run by NCCL for {op} on these ranks ({what}{hw.ranks} ranks on {hw.nodes} node(s), " \
-               f"{hw.generation or 'unknown'} GPUs, {hw.channels} channels)"
+               f"{hw.generation or 'unknown'} GPUs, {hw.channels} channels{wide})"
     if not any(runs(algorithm, p, op, hw, options) for p in _protocols(options)):
         return f"runs with {', '.join(p for p in PROTOCOLS if on(p))} only (NCCL), got protocol {options.protocol!r}"
     return None
