@@ -358,7 +358,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     opts = Options(tuner=options.pop("step_latency", None) is None, **options)      # checked before any log is read
     if op in OPS:
         check_call(op, algorithm, 1.0, opts, several=True)    # as collective() words it, before any log is read
-    rows, n, allowed, per_thread = _rows(logs, graph, ranks, op)
+    rows, n, allowed, reductions, per_thread = _rows(logs, graph, ranks, op)
     chosen = {o: check_call(o, algorithm, 1.0, opts, several=True) for o in sorted({o for o, _, _ in rows})}
     # each row NCCL's choice among what its log's NCCL_ALGO / NCCL_PROTO allowed, unless given here
     algos = [chosen[o] if algorithm != "auto" else a for (o, _, _), (a, _) in zip(rows, allowed)]
@@ -373,7 +373,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     fitted = fit_over(graph, opts)
 
     def with_fit(cal, i):           # (algorithm, options, calibration) of row i under the fit in cal
-        o, c = fitted(cal)
+        o, c = fitted(cal)          # (the row's reduction op and data type: which algorithms NCCL runs)
+        o = replace(o, redop=reductions[i][0], dtype=reductions[i][1])
         return algos[i], o if protos[i] is None else replace(o, protocol=protos[i]), c
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
     done = np.zeros(_FACTORS)     # log factors of latency, bandwidth, LL, P2P already in cal (vs the library's)

@@ -11,9 +11,9 @@ from .. import _checks, nccl_tests
 from .._nccl_log import BUSBW_SCALE, busbw_range
 from ..routing import gpu_nodes
 from ._allowed import log_choices
-from ._nccl import OPS
+from ._nccl import OPS, reduction
 
-__all__ = ["ranks_from_busbw"]
+__all__ = ["ranks_from_busbw", "log_reduction"]
 
 _US = 1e-6
 
@@ -46,14 +46,30 @@ def ranks_from_busbw(df, op):
     return None, "busbw / algbw is printed too coarsely to tell"
 
 
+def log_reduction(rows, where="log") -> list:
+    """Each of ``rows``' (a :func:`flowsolver.nccl_tests.read` table's) ``(redop, dtype)`` as
+    :func:`flowsolver.collective` takes them (its ``redop`` and ``type`` columns, nccl-tests'
+    names; ``none``, an op that reduces nothing, and a table without the columns: sum, float);
+    a name flowsolver does not know is a ValueError naming the log.
+
+    >>> import pandas as pd
+    >>> log_reduction(pd.DataFrame({"type": ["float", "char"], "redop": ["avg", "none"]}))
+    [('avg', 'float'), ('sum', 'int8')]
+    """
+    redops = rows["redop"].astype(str) if "redop" in rows.columns else ["sum"] * len(rows)
+    types = rows["type"].astype(str) if "type" in rows.columns else ["float"] * len(rows)
+    return [reduction("sum" if r == "none" else r, t, f"{where}: the row's ") for r, t in zip(redops, types)]
+
+
 def _rows(logs, graph, ranks, op):
     """((op, size bytes, measured time s) of every out-of-place row, the rank count, each row's
-    (algorithm, protocol) its log's NCCL_ALGO / NCCL_PROTO allowed (:func:`~._allowed.log_choices`),
+    (algorithm, protocol) its log's NCCL_ALGO / NCCL_PROTO allowed (:func:`~._allowed.log_choices`)
+    and its (redop, dtype) (:func:`log_reduction`),
     the GPUs a thread drove that each states, None where one does not), logs checked against
     the graph; ValueError where the rows of one op mix data types or reduction ops (nccl-tests
     ``-d all``, ``-o all``: calibrate each on its own, e.g. ``df[df["type"] == "float"]``)."""
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
-    out, choices, per_thread, kinds = [], [], set(), {}
+    out, choices, per_thread, kinds, reductions = [], [], set(), {}, []
     one = isinstance(logs, str) or not hasattr(logs, "__iter__") or hasattr(logs, "columns")   # a DataFrame is one log
     for log in ([logs] if one else list(logs)):
         df = log if hasattr(log, "attrs") and hasattr(log, "columns") else nccl_tests.read(log, op=op)
@@ -72,10 +88,11 @@ def _rows(logs, graph, ranks, op):
                 kinds.setdefault((log_op, column), {}).update(dict.fromkeys(rows[column].astype(str), where))
         out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
         choices += [allowed] * len(rows)
+        reductions += log_reduction(rows, where)
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
     _check_kinds(kinds)
-    return out, n, choices, per_thread
+    return out, n, choices, reductions, per_thread
 
 
 def _check_kinds(kinds) -> None:

@@ -263,7 +263,8 @@ def _gathered(entry, fn, options, values: dict):
                    protocol=kw["protocol"], chunk=kw["chunk"], efficiency=kw["efficiency"],
                    step_latency=kw["step_latency"], base_latency=kw["base_latency"], channels=kw["channels"],
                    tuner=kw["step_latency"] is None, candidates=kw["candidates"],
-                   gpus_per_thread=kw["gpus_per_thread"], host_overhead=kw["host_overhead"]), kw["model"]
+                   gpus_per_thread=kw["gpus_per_thread"], host_overhead=kw["host_overhead"],
+                   redop=kw.get("redop", "sum"), dtype=kw.get("dtype", "float")), kw["model"]
 
 
 def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "auto",
@@ -271,7 +272,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
                pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                efficiency=None, step_latency: float | None = None,
                base_latency: float | None = None, candidates: str = "nccl", model=None,
-               gpus_per_thread: int = 1, host_overhead: float = 0.0,
+               gpus_per_thread: int = 1, host_overhead: float = 0.0, redop: str = "sum", dtype: str = "float",
                options: CollectiveOptions | None = None) -> CollectiveResult:
     """Time a collective on a cluster graph.
 
@@ -330,6 +331,11 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         Seconds of host work added to the time (default 0): a call timed on its own from an
         idle device, e.g. ``flowsolver.collectives.TORCH_CALL_OVERHEAD`` for one
         ``torch.distributed`` call.
+    redop, dtype : str
+        The reduction op and data type, nccl-tests' ``-o`` / ``-d`` names (default ``"sum"``,
+        ``"float"``): NCCL's NVLS and NVLSTree reduce only what the NVSwitch reduces (Sum of
+        float and double; Sum, min or max of half, bfloat16, 32 / 64-bit integers; an avg is
+        a scaled sum, none of these), and its PAT reduce-scatter no avg.
 
     A collective whose flows cannot complete (a failed link on every path) raises
     ValueError; so does an option outside its range, before any work.
@@ -350,7 +356,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     options, model = _gathered("collective", collective, options, dict(
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
         efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
-        model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead))
+        model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead, redop=redop, dtype=dtype))
     return collective_with(graph, op, size, ranks, algorithm, options, model)
 
 

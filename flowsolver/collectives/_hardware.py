@@ -14,12 +14,18 @@ from .. import _checks
 from ..routing import gpu_nodes, graph_memo, link_efficiency, ranges
 from ._layout import near_nics, near_nics_of, rank_server_codes, server_nics
 from ._nccl import GPU_GENERATION
-from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, Hardware
+from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, PATH_NVB, PATH_NVL, Hardware
+from ._nccl_paths import type_inter, type_intra
+from ._options import MAX_CHANNELS
 
 __all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edges", "server_transport",
            "sharing_nics"]
-# NCCL's MAXCHANNELS (src/include/device.h): 32 channels at most
-_MAX_CHANNELS = 32
+# The most channels NCCL's ring graph keeps: MAXCHANNELS / 2 (init.cc:1177 ringGraph->maxChannels,
+# which ncclTopoDupChannels' doubling stops at, search.cc:1042), MAXCHANNELS being 64 from NCCL
+# 2.25 (device.h:91 of master 5067397c, 62 of v2.25.1) and 32 before: 32 channels for NCCL 2.30,
+# as this model (16 for NCCL 2.24 and earlier; the doubling connect.cc:460 adds at run time is not
+# in the count the tuner's bandwidth sums)
+_MAX_CHANNELS = MAX_CHANNELS // 2
 
 
 def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool) -> int:
@@ -29,10 +35,13 @@ def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: 
     the channels (``ncclTopoDupChannels``, for channels of 25 GB/s or more); inside one
     NVSwitch node it finds one channel per GPU and doubles them the same way; PCIe-only
     nodes get 2 (the shared logs of 1 and 4 H100s per node on one 400G NIC show 2 and 4).
-    At most ``MAXCHANNELS`` = 32. Override with ``channels=``.
+    At most ``MAXCHANNELS / 2`` = 32 (NCCL 2.25 and later; a whole NVL72 rack). Override with
+    ``channels=``.
 
     >>> nccl_channels(1, 8, 8, True), nccl_channels(2, 8, 8, True), nccl_channels(2, 1, 1, False)
     (16, 16, 2)
+    >>> nccl_channels(1, 72, 72, True)
+    32
     """
     if nodes > 1:
         base = max(1, min(nics_per_node, gpus_per_node))
@@ -43,11 +52,6 @@ def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: 
 
 def _nvswitch_of(graph, node):
     return next((v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nvswitch"), None)
-
-
-def _has_nvlink(graph, gpu) -> bool:
-    """Whether ``gpu`` has an NVLink, to an NVSwitch or straight to another GPU."""
-    return any(str(d.get("tech", "")).startswith("nvlink") for _, _, d in graph.out_edges(gpu, data=True))
 
 
 def nvlink_edges(graph, gpus) -> list:
@@ -243,10 +247,16 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
                      net_bw=min(_egress(graph, [gpus[i] for i in group], efficiency) for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)
     cpus = {graph.nodes[g].get("cpu", "intel") for g in gpus}
-    # a GPU with no NVLink at all in a node holding several ranks: they meet over PCIe
-    pcie_only = not nvswitch and any(len(group) > 1 and not all(_has_nvlink(graph, gpus[i]) for i in group)
-                                     for group in layout.groups)
-    return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra="nvlink" if nvswitch else "pcie",
-                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw, pcie_only=pcie_only,
+    # NCCL's NVLink latency row where its ring inside a node runs over NVLink (tuning.cc:285,
+    # intraHw: typeIntra == PATH_NVL): an NVSwitch, or GPUs joined straight by NVLink; a node's
+    # one GPU counts no hop inside a node (PATH_LOC), and keeps the NVSwitch's row
+    groups = [[gpus[i] for i in group] for group in layout.groups]
+    kind = PATH_NVL if nvswitch else type_intra(graph, groups)
+    intra = ("nvlink" if nvswitch else "pcie") if kind is None else "nvlink" if kind == PATH_NVL else "pcie"
+    if n_nodes > 1:         # NCCL's typeInter: a GPU's path to the NIC the ring crosses nodes on
+        extra["nic_path"] = type_inter(graph, groups)
+    return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra=intra,
+                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw,
+                    pcie_only=kind is not None and kind > PATH_NVB,
                     cpu=cpus.pop() if len(cpus) == 1 else "mixed_arch" if "arm" in cpus else "mixed",
                     single_gpu_node=n_nodes > 1 and min(len(g) for g in layout.groups) == 1, **extra)

@@ -8,7 +8,7 @@ import numpy as np
 
 __all__ = ["GPU_GENERATION", "OPS", "PROTOCOLS", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "PEER_LATENCY", "busbw_factor", "base_latency", "hop_latency", "min_hop_latency",
-           "peer_latency"]
+           "peer_latency", "REDOPS", "DTYPES", "reduction", "nvls_reduces", "scaled_sum", "is_fp8"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -40,6 +40,75 @@ PEER_LATENCY = 2.0e-6
 # NCCL's Simple protocol moves its 4 MiB channel buffer (NCCL_BUFFSIZE) in 8 steps
 # (NCCL_STEPS): 512 KiB per pipeline chunk
 DEFAULT_CHUNK = 512 * 1024
+
+
+#: nccl-tests' reduction op names (``-o``; src/common.cu test_opnames; ``mulsum`` is a PreMulSum op
+#: of ``ncclRedOpCreatePreMulSum``)
+REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum")
+#: nccl-tests' data type names (``-d``; src/common.cu test_typenames)
+DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "f8e4m3",
+          "f8e5m2")
+#: older nccl-tests' names of the same types (before NCCL 2.10's ncclAvg: "char", "int")
+_DTYPE_ALIASES = {"char": "int8", "int": "int32"}
+_INTS = ("int8", "uint8", "int32", "uint32", "int64", "uint64")
+_FP8 = ("f8e4m3", "f8e5m2")
+
+
+def reduction(redop, dtype, label: str = "") -> tuple:
+    """``(redop, dtype)`` checked and in nccl-tests' current names (``"char"`` is ``"int8"``,
+    ``"int"`` ``"int32"``): a ValueError names the parameter (``label`` before it, e.g. a log's
+    path) and the names allowed.
+
+    >>> reduction("avg", "char")
+    ('avg', 'int8')
+    >>> reduction("mean", "float")
+    Traceback (most recent call last):
+    ...
+    ValueError: redop must be one of sum, prod, max, min, avg, mulsum (nccl-tests' -o names), got 'mean'
+    """
+    if not isinstance(redop, str) or redop not in REDOPS:
+        raise ValueError(f"{label}redop must be one of {', '.join(REDOPS)} (nccl-tests' -o names), got {redop!r}")
+    dtype = _DTYPE_ALIASES.get(dtype, dtype) if isinstance(dtype, str) else dtype
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise ValueError(f"{label}dtype must be one of {', '.join(DTYPES)} (nccl-tests' -d names), got {dtype!r}")
+    return redop, dtype
+
+
+def _device_op(redop, dtype) -> str:
+    """NCCL's device reduction op of ``redop`` on ``dtype`` (src/enqueue.cc, hostToDevRedOp):
+    sum Sum, prod Prod, min and max MinMax, avg SumPostDiv on integers and PreMulSum on floats,
+    a PreMulSum op (nccl-tests ``mulsum``) PreMulSum."""
+    if redop == "avg":
+        return "sumpostdiv" if dtype in _INTS else "premulsum"
+    return {"max": "minmax", "min": "minmax", "mulsum": "premulsum"}.get(redop, redop)
+
+
+def nvls_reduces(redop, dtype) -> bool:
+    """NCCL's ``ncclNvlsSupported`` (src/include/device.h:586-601 of master 5067397c, the same
+    from 2.19 to 2.30): the NVSwitch reduces Sum of float and double, Sum or MinMax of half,
+    bfloat16 and 32 / 64-bit integers, nothing else (no 8-bit type, no Prod, no avg: PreMulSum
+    or SumPostDiv).
+
+    >>> [nvls_reduces(*r) for r in (("sum", "float"), ("max", "float"), ("max", "bfloat16"), ("sum", "int8"))]
+    [True, False, True, False]
+    """
+    op = _device_op(redop, dtype)
+    if dtype in ("float", "double"):
+        return op == "sum"
+    return dtype in ("int32", "uint32", "int64", "uint64", "half", "bfloat16") and op in ("sum", "minmax")
+
+
+def scaled_sum(redop, dtype) -> bool:
+    """Whether NCCL runs ``redop`` on ``dtype`` as a scaled sum (its device op PreMulSum or
+    SumPostDiv: avg, nccl-tests' mulsum), which its PAT reduce-scatter does not run
+    (src/enqueue.cc:2010-2012: "Tree reduceScatter doesn't support scaling yet")."""
+    return _device_op(redop, dtype) in ("premulsum", "sumpostdiv")
+
+
+def is_fp8(dtype) -> bool:
+    """An 8-bit float type: NCCL (2.24 and later) times its ring 1024 times slower beyond 8 ranks,
+    to choose it last (src/enqueue.cc:2015-2020, "Relegate fp8 reduction trees ...")."""
+    return dtype in _FP8
 
 
 def busbw_factor(op: str, p: int) -> float:

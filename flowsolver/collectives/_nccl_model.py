@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 
 from ._dual import lesser
-from ._nccl import _NVLS_BY_GENERATION, PROTOCOLS
+from ._nccl import _NVLS_BY_GENERATION, PROTOCOLS, nvls_reduces, scaled_sum
 
-__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "tuner_latency", "tuner_hops", "tuner_algbw", "enabled",
-           "predict", "tree_correction"]
+__all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "NVLS_MAX_ARITY", "tuner_latency", "tuner_hops", "tuner_algbw",
+           "enabled", "predict", "tree_correction"]
 
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
 #: flowsolver names of NCCL's algorithms (CollNet is left out: no fabric here offers
@@ -49,6 +49,15 @@ _NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper
               "blackwell": (0.0, 96.0, 80.0)}
 # nvlsEfficiency (NCCL 2.30 tuning.cc): Hopper 0.85, Blackwell 0.74 (one table, in _nccl)
 NVLS_EFFICIENCY_BY_GENERATION = _NVLS_BY_GENERATION
+#: NCCL_MAX_NVLS_ARITY (src/include/device.h:213 of master 5067397c; 32 since 2.21): NCCL runs
+#: NVLS and NVLSTree for no op but all-reduce where a node holds more local ranks
+#: (src/enqueue.cc:2004-2006, 2.27 and later; 2.25-2.26: NVLS all-gather / reduce-scatter on
+#: one node of more ranks, enqueue.cc:1610 of 2.25.1; 2.21-2.24 had no such rule)
+NVLS_MAX_ARITY = 32
+#: NCCL's path types (src/include/graph.h, the same numbers from 2.19 to 2.30) that its tuner's
+#: rules tell apart (:mod:`._nccl_paths`): NVLink, NVLink through a GPU, PCIe switches,
+#: NVLink then another GPU's PCIe switch (PXN), through a CPU
+PATH_NVL, PATH_NVB, PATH_PXB, PATH_PXN, PATH_PHB = 1, 2, 5, 7, 8
 # NCCL_NET_OVERHEAD (tuning.cc getNetOverhead): 2 us on x86 AMD hosts, else 1 us; x3 for Simple
 _NET_OVERHEAD = {"amd": 2.0}
 # treeCorrectionFactor (NCCL 2.30 tuning.cc, "Trees are not perfectly sticking to the model for
@@ -75,8 +84,10 @@ class Hardware:
     send into the fabric (bytes/s; 0: not known, no bound), ``single_gpu_node`` whether a
     node holds one rank of the communicator (NCCL's tree search then takes its plain TREE
     pattern, search.cc, which its tuner charges 0.85 of the tree's bandwidth), ``pcie_only``
-    whether a node's ranks meet over PCIe only (a GPU of a node holding several ranks has no
-    NVLink at all: NCCL's typeIntra beyond PATH_NVB). ``cpu`` is ``"intel"``, ``"amd"``,
+    whether a node's ranks cannot all meet over NVLink (NCCL's typeIntra beyond PATH_NVB: a GPU
+    with no NVLink, or NVLink-bridged pairs a ring joins over PCIe), ``nic_path`` NCCL's
+    typeInter, the class of a GPU's path to the NIC a ring crosses nodes on (:data:`PATH_PXB`,
+    ``PATH_PXN`` or ``PATH_PHB``; :func:`~._nccl_paths.type_inter`). ``cpu`` is ``"intel"``, ``"amd"``,
     ``"arm"``, ``"mixed"`` (x86 hosts of both vendors) or ``"mixed_arch"`` (Arm and x86).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
@@ -97,6 +108,7 @@ class Hardware:
     net_bw: float = 0.0
     single_gpu_node: bool = False
     pcie_only: bool = False
+    nic_path: int = PATH_PXB
 
     @property
     def ppn(self) -> int:
@@ -118,9 +130,14 @@ def _steps(op, n):
     return 2 * (n - 1) if op == "all_reduce" else n - 1
 
 
-def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False) -> bool:
+def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False, redop: str = "sum",
+            dtype: str = "float") -> bool:
     """Whether NCCL runs ``algorithm`` with ``protocol`` for ``op`` on ``hw``; ``asked``: the
-    protocol was named by the user (NCCL_PROTO), which NCCL then runs whatever the paths.
+    protocol was named by the user (NCCL_PROTO), which NCCL then runs whatever the paths;
+    ``redop`` / ``dtype`` the reduction op and data type (nccl-tests' names,
+    :func:`~._nccl.reduction`): NVLS and NVLSTree reduce only what the NVSwitch reduces
+    (:func:`~._nccl.nvls_reduces`; an all-gather reduces nothing, src/enqueue.cc:425-426),
+    PAT's reduce-scatter no scaled sum (avg: :func:`~._nccl.scaled_sum`).
 
     >>> enabled("nvls", "LL", "all_reduce", Hardware(8, 1, "hopper", nvls=True)), enabled("pat", "Simple", "all_gather", Hardware(4, 4))
     (False, True)
@@ -128,18 +145,22 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False) -> bool:
     simple_only = algorithm in ("nvls", "nvls_tree", "pat")
     if (simple_only and protocol != "Simple") or protocol not in hw.protocols:
         return False
-    # LL128 by default only where the GPUs of a node reach each other over NVLink (tuning.cc:
-    # typeIntra <= PATH_NVB, checked for NCCL's default only, not for a protocol the user set;
-    # a node's one GPU has PATH_LOC inside: search.cc, ngpus == 1)
-    if protocol == "LL128" and hw.pcie_only and hw.ranks > hw.nodes and not asked:
+    if protocol == "LL128" and not asked and not _ll128_paths(hw):
+        return False
+    if algorithm in ("nvls", "nvls_tree") and op != "all_gather" and not nvls_reduces(redop, dtype):
+        return False
+    if algorithm == "pat" and op == "reduce_scatter" and scaled_sum(redop, dtype):
         return False
     if algorithm == "ring":
         return op in ("all_reduce", "all_gather", "reduce_scatter")
     if algorithm == "tree":
         return op == "all_reduce"
     if algorithm == "nvls":
+        # all-gather / reduce-scatter only up to NVLS_MAX_ARITY ranks a node (an NVL72 rack is one
+        # node: NCCL's nodes are its rings' intra-node graphs, init.cc rankToNode)
         return op in ("all_reduce", "all_gather", "reduce_scatter") and hw.nvls and hw.nodes == 1 \
-            and hw.channels >= 2 and hw.generation in NVLS_EFFICIENCY_BY_GENERATION
+            and hw.channels >= 2 and hw.generation in NVLS_EFFICIENCY_BY_GENERATION \
+            and (op == "all_reduce" or hw.ppn <= NVLS_MAX_ARITY)
     if algorithm == "nvls_tree":
         return op == "all_reduce" and hw.nvls and hw.nodes > 1 and hw.channels >= 2 \
             and hw.generation in NVLS_EFFICIENCY_BY_GENERATION
@@ -147,6 +168,19 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False) -> bool:
         # ncclPatEnable (tuning.cc): "PAT only supports 1 GPU per node" (nNodes == nRanks)
         return op in ("all_gather", "reduce_scatter") and hw.one_per_node and hw.nodes > 1
     return False
+
+
+def _ll128_paths(hw: Hardware) -> bool:
+    """Whether NCCL's default enables LL128 on ``hw``'s paths (tuning.cc:518-535 of master
+    5067397c, checked only while LL128's enable is the default, 2: not for a protocol the user
+    names): the ring inside a node over NVLink (typeIntra <= PATH_NVB; a node's one GPU is
+    PATH_LOC, search.cc ngpus == 1) and, across nodes, a GPU's path to its NIC through PCIe
+    switches (typeInter <= PATH_PXB), or through another GPU's over NVLink on sm90 and later
+    (<= PATH_PXN; the same from 2.19 to 2.30 but 2.27.3, which took only <= PATH_P2C there)."""
+    if hw.pcie_only and hw.ranks > hw.nodes:
+        return False
+    sm90 = hw.generation in ("hopper", "blackwell")
+    return hw.nodes == 1 or hw.nic_path <= (PATH_PXN if sm90 else PATH_PXB)
 
 
 def _hop_constants(algorithm, protocol, hw: Hardware):

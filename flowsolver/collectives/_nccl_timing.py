@@ -11,10 +11,10 @@ import numpy as np
 
 from ._algorithms import algorithm_of
 from ._dual import greater, lesser
-from ._nccl import PROTOCOLS, busbw_factor
+from ._nccl import PROTOCOLS, busbw_factor, is_fp8
 from ._pipeline import PIPELINE, pipeline_time
-from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, enabled, tree_correction, tuner_algbw, tuner_hops,
-                          tuner_latency)
+from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, NVLS_MAX_ARITY, enabled, tree_correction, tuner_algbw,
+                          tuner_hops, tuner_latency)
 
 __all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled", "runs",
            "slow_paths_of", "path_excess"]
@@ -81,17 +81,23 @@ def _protocols(options):
 
 def runs(algorithm, protocol, op, hw, options) -> bool:
     """:func:`~._nccl_model.enabled` with the protocols the user named counted as NCCL_PROTO set."""
-    return enabled(algorithm, protocol, op, hw, asked=options.protocol != "auto")
+    return enabled(algorithm, protocol, op, hw, asked=options.protocol != "auto", redop=options.redop,
+                   dtype=options.dtype)
 
 
 def why_not_tuned(algorithm, op, hw, options) -> str | None:
-    """Why NCCL would not run ``algorithm`` for ``op`` on ``hw`` with the asked protocol."""
-    if not any(enabled(algorithm, p, op, hw) for p in PROTOCOLS):
-        return f"is not run by NCCL for {op} on these ranks ({hw.ranks} ranks on {hw.nodes} node(s), " \
-               f"{hw.generation or 'unknown'} GPUs, {hw.channels} channels)"
+    """Why NCCL would not run ``algorithm`` for ``op`` on ``hw`` with the asked protocol, reduction
+    op and data type."""
+    def on(p):
+        return enabled(algorithm, p, op, hw, redop=options.redop, dtype=options.dtype)
+    if not any(on(p) for p in PROTOCOLS):
+        what = f"{options.redop} of {options.dtype}, " if (options.redop, options.dtype) != ("sum", "float") else ""
+        wide = f"; NCCL_MAX_NVLS_ARITY: NVLS reduces or gathers on at most {NVLS_MAX_ARITY} ranks a node but for " \
+            "all_reduce" if algorithm.startswith("nvls") and op != "all_reduce" and hw.ppn > NVLS_MAX_ARITY else ""
+        return f"is not run by NCCL for {op} on these ranks ({what}{hw.ranks} ranks on {hw.nodes} node(s), " \
+               f"{hw.generation or 'unknown'} GPUs, {hw.channels} channels{wide})"
     if not any(runs(algorithm, p, op, hw, options) for p in _protocols(options)):
-        return f"runs with {', '.join(p for p in PROTOCOLS if enabled(algorithm, p, op, hw))} only (NCCL), " \
-               f"got protocol {options.protocol!r}"
+        return f"runs with {', '.join(p for p in PROTOCOLS if on(p))} only (NCCL), got protocol {options.protocol!r}"
     return None
 
 
@@ -159,8 +165,21 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     time = options.with_host(gpu, greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries
-    # NCCL chooses by its estimate, whose tree bandwidth it corrects at medium sizes
-    return time, lat + (time - gpu), lat + size / (algbw * tree_correction(a, proto, op, size, hw))
+    # NCCL chooses by its estimate, whose tree bandwidth it corrects at medium sizes, and which
+    # it multiplies by 1024 for a ring of an 8-bit float type beyond 8 ranks (to choose it last)
+    estimate = lat + size / (algbw * tree_correction(a, proto, op, size, hw))
+    return time, lat + (time - gpu), estimate * (FP8_RING_PENALTY if fp8_relegated(a, hw, options) else 1.0)
+
+
+#: src/enqueue.cc:2015-2020 (master 5067397c; NCCL 2.24 and later): "Relegate fp8 reduction trees
+#: of sufficient depth that they incur precision loss to be least preferred", a ring's cost of an
+#: 8-bit float type (f8e4m3, f8e5m2) on more than 8 ranks times 1024, whatever the function
+FP8_RING_PENALTY = 1024.0
+
+
+def fp8_relegated(algorithm, hw, options) -> bool:
+    """Whether NCCL's estimate of ``algorithm`` carries :data:`FP8_RING_PENALTY`."""
+    return algorithm == "ring" and is_fp8(options.dtype) and hw.ranks > 8
 
 
 def _graph_busbw(algorithm, ring_busbw, hw) -> float:

@@ -15,13 +15,13 @@ from ..routing import POLICIES, LinkTable, graph_memo, policy_of
 from ._algorithms import ALGORITHMS
 from ._allowed import algorithm_choice, protocol_choice
 from ._host import host_floor, with_host
-from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency
+from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency, reduction
 
 __all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys", "checked_collective_options",
            "merged_options", "MAX_CHANNELS",
            "POLICY_OPTIONS", "COLLECTIVE_OPTIONS"]
 
-#: NCCL's MAXCHANNELS (src/include/device.h, NCCL 2.13 and later: 64): a communicator never
+#: NCCL's MAXCHANNELS (src/include/device.h:91 of master 5067397c; 64 from NCCL 2.25, 32 before): a communicator never
 #: runs more channels
 MAX_CHANNELS = 64
 #: the keyword options of :func:`flowsolver.route` a collective's ``policy_options`` may set
@@ -184,7 +184,9 @@ class Options:
     ``step_latency`` fixes an alpha per step, and for :func:`flowsolver.concurrent`'s event
     engine); ``candidates`` ``"nccl"`` (``"auto"`` picks among what NCCL runs) or ``"all"``;
     ``gpus_per_thread`` the GPUs one host thread issues a collective for (its floor:
-    :func:`~._host.host_floor`); ``host_overhead`` seconds of host work added to each call.
+    :func:`~._host.host_floor`); ``host_overhead`` seconds of host work added to each call;
+    ``redop`` / ``dtype`` the reduction op and data type (nccl-tests' ``-o`` / ``-d`` names:
+    which algorithms NCCL runs, :func:`~._nccl_model.enabled`).
     """
 
     policy: str = "ecmp"
@@ -200,6 +202,8 @@ class Options:
     candidates: str = "nccl"
     gpus_per_thread: int = 1
     host_overhead: float = 0.0
+    redop: str = "sum"
+    dtype: str = "float"
 
     def __post_init__(self):
         _check_options(self)
@@ -340,6 +344,9 @@ def _check_options(o: Options) -> None:
                          f"25e-6); got {_checks._plain(o.host_overhead)!r}, above {MAX_HOST_OVERHEAD:g} s: "
                          f"microseconds given as seconds?")
     object.__setattr__(o, "host_overhead", float(o.host_overhead))      # numpy scalars: a plain float
+    redop, dtype = reduction(o.redop, o.dtype)
+    object.__setattr__(o, "redop", redop)
+    object.__setattr__(o, "dtype", dtype)
 
 
 def check_efficiency_keys(efficiency, graphs) -> None:
