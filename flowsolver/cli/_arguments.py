@@ -273,6 +273,10 @@ def _add_collective(sub, fmt) -> None:
     coll.add_argument("--subflows", type=int, default=1, help="sub-flows per flow (ecmp_hash)")
     coll.add_argument("--channels", type=int, default=None,
                       help="NCCL channels (default: as NCCL sets them from the hardware)")
+    coll.add_argument("--redop", default=None, help="reduction op, nccl-tests' -o name: sum, prod, max, min, avg, "
+                      "mulsum (default sum, or each --compare row's); NCCL's NVLS and PAT run only some")
+    coll.add_argument("--dtype", default=None, help="data type, nccl-tests' -d name (float, half, bfloat16, int8, "
+                      "...; default float, or each --compare row's)")
 
 
 def _add_calibrate(sub, fmt) -> None:

@@ -50,16 +50,30 @@ def settings_for(args, op) -> tuple:
         raise CliError(str(err)) from None
 
 
+def _reduction(args, where="--"):
+    """``(redop, dtype)`` of ``--redop`` / ``--dtype`` (nccl-tests' ``-o`` / ``-d`` names; None
+    where not given: sum, float), checked; a bad name is an error naming the option."""
+    from ..collectives._nccl import reduction
+
+    try:
+        return reduction(args.redop or "sum", args.dtype or "float", where)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+
+
 def _measured(args, graph):
-    """(op, sizes, measured times in s or None, GPUs one thread drove) of the table; a log
-    compared must have run on the ranks modelled, as calibrate requires. ``args.algorithm`` /
-    ``args.protocol`` become what ``collective`` takes for the op (a log's where not given)."""
+    """(op, sizes, measured times in s or None, GPUs one thread drove, each size's (redop,
+    dtype)) of the table; a log compared must have run on the ranks modelled, as calibrate
+    requires. ``args.algorithm`` / ``args.protocol`` become what ``collective`` takes for the op
+    (a log's where not given), ``--redop`` / ``--dtype`` the reduction of every row (a log's
+    ``redop`` / ``type`` columns where not given)."""
     if not args.compare:
         op = args.op or "all_reduce"
         args.algorithm, args.protocol = settings_for(args, op)
-        return op, _sizes(args), None, 1
+        sizes = _sizes(args)
+        return op, sizes, None, 1, [_reduction(args)] * len(sizes)
     from .. import nccl_tests
-    from ..collectives import checked_log, log_choices, measured_rows
+    from ..collectives import checked_log, log_choices, log_reduction, measured_rows
     from ..routing import gpu_nodes
 
     df = nccl_tests.read(args.compare, op=args.op, max_bytes=log_limit(args))
@@ -74,7 +88,10 @@ def _measured(args, graph):
     args.algorithm = algorithm if args.algorithm == "auto" else given[0]
     args.protocol = protocol if args.protocol == "auto" else given[1]
     per_thread = int(df.attrs.get("gpus_per_thread") or 1)     # nccl-tests -g N: one thread, N GPUs
-    return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]], per_thread
+    logged = log_reduction(rows, f"--compare {args.compare}")       # each row's -o / -d, as NCCL ran it
+    given = _reduction(args)
+    reductions = [(given[0] if args.redop else r, given[1] if args.dtype else d) for r, d in logged]
+    return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]], per_thread, reductions
 
 
 def collective_table(args) -> None:
@@ -85,14 +102,15 @@ def collective_table(args) -> None:
         raise ValueError("--plot needs --compare LOG")
     graph = build_graph(args)
     model = calibration_of(args)         # before any solve: a bad file fails at once
-    op, sizes, measured, per_thread = _measured(args, graph)
+    op, sizes, measured, per_thread, reductions = _measured(args, graph)
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
     timed = collective if measured is None else nccl_tests_collective    # a log's rows: the test as nccl-tests runs it
     for i, size in enumerate(sizes):
         r = timed(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
                        policy_options=opts, channels=args.channels, protocol=args.protocol,
-                       candidates=args.candidates, gpus_per_thread=per_thread, model=model)
+                       candidates=args.candidates, gpus_per_thread=per_thread, model=model,
+                       redop=reductions[i][0], dtype=reductions[i][1])
         results.append(r)
         row = dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
                    algorithm=r.algorithm, protocol=r.protocol, channels=r.channels,

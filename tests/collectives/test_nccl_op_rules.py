@@ -3,6 +3,8 @@
 reduction op and data type (device.h ncclNvlsSupported), the NVLink latency row of GPUs joined
 straight by NVLink (tuning.cc intraHw), LL128's path rule (tuning.cc:518-535)."""
 
+import json
+
 import pytest
 
 import topologies as tp
@@ -249,3 +251,26 @@ def test_nccl_chooses_a_ring_of_fp8_last_beyond_8_ranks():
     one = tp.rail_optimized(1)
     assert collective(one, "all_gather", 1 << 20, dtype="f8e4m3").estimates == \
         collective(one, "all_gather", 1 << 20).estimates
+
+
+def test_compare_times_each_log_row_with_its_redop_and_the_flags_set_it(tmp_path, capsys):
+    """`flowsolver collective --compare` prices an -o avg log as NCCL ran it (no NVLS: avg on
+    float is PreMulSum, ncclNvlsSupported), and --redop / --dtype set a table's reduction: the
+    times are the API's with the same redop / dtype."""
+    from flowsolver.cli import main
+    g = tp.rail_optimized(1)
+    sizes = (64 << 20, 256 << 20)
+    avg = [collective(g, "all_reduce", s, redop="avg").time for s in sizes]
+    path = tmp_path / "avg.log"
+    path.write_text(_log("avg", "float", sizes, [t * 1e6 for t in avg]))
+    assert main(["collective", "--nodes", "1", "--op", "all_reduce", "--compare", str(path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["algorithm"] for r in rows] == [collective(g, "all_reduce", s, redop="avg").algorithm for s in sizes]
+    assert "nvls" not in {r["algorithm"] for r in rows}
+    assert [r["time_us"] for r in rows] == pytest.approx([t * 1e6 for t in avg])
+    main(["collective", "--nodes", "1", "-b", "1G", "-e", "1G", "--dtype", "int8", "--json"])
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["time_us"] == pytest.approx(collective(g, "all_reduce", 1 << 30, dtype="int8").time * 1e6)
+    assert row["algorithm"] != "nvls"
+    assert main(["collective", "--nodes", "1", "--redop", "mean"]) == 2
+    assert "--redop must be one of sum" in capsys.readouterr().err
