@@ -322,6 +322,16 @@ _add(Cluster("nersc_perlmutter_a100", _server("dgx_a100", name="perlmutter-a100"
              "rate) + 4 Slingshot 11 NICs of 200 Gb/s, one a GPU (ORNL's note on Perlmutter; 4 cxi devices in the log), "
              "aws-ofi-nccl 1.6.0, no NCCL_PROTO: all protocols, no reported network latency.", A100_40GB))
 
+# GCP A4X Max (Google Cloud "Networking and GPU machines", docs.cloud.google.com/compute/docs/gpus/gpu-network-bandwidth:
+# "4 NVIDIA ConnectX-8 (CX-8) SuperNICs that provide 3,200 Gbps bandwidth in an 8-way rail-aligned topology", GPUDirect
+# RDMA through MRDMA, i.e. RoCE; the A4X Max series page: a4x-maxgpu-4g-metal, 4 GB300 a bare-metal instance, 18
+# instances and 72 GPUs an NVL72 domain): OCI GB300's layout -- one CX-8 of 2 x 400 Gb/s a GPU (8 rails a tray) on
+# PCIe 6 -- on GCP's RoCE (the catalogue's roce_400g, as gcp_a4's). One "server" is one NVL72 rack (domain).
+_add(Cluster("gcp_a4x_max", _server("nvl72", name="GCP A4X Max NVL72", nic="roce_400g", nic_ports=2, host_link=PCIE6),
+             "roce_400g", "NVL72 MNNVL", "GB300",
+             "GCP A4X Max: NVL72 domains of 18 a4x-maxgpu-4g-metal instances (4 GB300 each); 4 CX-8 SuperNICs a "
+             "instance, 3,200 Gb/s in 8 rails = 2 x 400 Gb/s RoCE a GPU (GCP GPU network bandwidth page), PCIe 6."))
+
 # OCI H200 (argonne-lcf/oci-howto): BM.GPU.H200.8 under the oci-hpc stack. The notes show 8 H200 a node
 # (nccl-tests device list), the cluster network "RDMA over RoCEv2" (0_deploying_cluster.md) and 8 RDMA
 # interfaces rdma0..rdma7 a node, one port each (ibdev2netdev, 2_oci_compute_infrastructure.md). The
@@ -667,6 +677,12 @@ CURVES: dict[str, CurveSetup] = {
         note="GH200 NVLink 4 mesh without NVSwitch (no NVLS): NCCL's choice among ring / tree"),
     # NERSC/nccl-ofi-plugin logs-regression/slurm-test-2.22-918494.out: srun one task a GPU on 2 nodes x 4 A100,
     # NCCL 2.22.3, no NCCL_ALGO / NCCL_PROTO (A100: no NVLS)
+    # Google Cloud AI Hypercomputer docs, "Run NCCL on custom GKE clusters that use A4X Max": two pods (one a4x-max
+    # instance each, 4 ranks a pod) "in distinct NVLink domains" (the page says the output is cross-domain RDMA), the gIB
+    # plugin's scripts (tuner configuration not public): NCCL's choice
+    "gcp-a4xmax-2x4GB300-allgather-crossdomain": CurveSetup(
+        "gcp_a4x_max", placement="nvl72", racks=2,
+        note="one A4X Max tray in each of 2 NVL72 domains (cross-domain, the page); gIB's tuner not public: NCCL's choice"),
     "nersc-perlmutter-2x4A100-allreduce-nccl2.22": CurveSetup(
         "nersc_perlmutter_a100", note="2 Perlmutter nodes, 4 Slingshot 11 NICs for 4 A100: NCCL's choice"),
 }
