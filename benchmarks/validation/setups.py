@@ -293,8 +293,9 @@ _add(Cluster("alcf_polaris_a100", _server("dgx_a100", name="polaris-a100", gpus=
              "README); aws-ofi-nccl + CXI, no NCCL_PROTO set: all protocols, no reported network latency."))
 
 # NRIS Olivia GPU node (Sigma2 documentation, UNINETTSigma2/documentation at e034799: hpc_machines/olivia.md "GPUs
-# per node | 4", "NVIDIA GraceHopper Superchip (NVIDIA GH200 120GiB)", "HPE Slingshot Interconnect", "Slingshot
-# injection port 200 Gbits/s"; hpc_machines/olivia/openmpi.md "On the GPU nodes there are 4 Slingshot interfaces"):
+# per node | 4", "NVIDIA GraceHopper Superchip (NVIDIA GH200 120GiB)", "HPE Slingshot Interconnect";
+# hpc_machines/olivia/overview.md "HPE Slingshot, a Dragonfly topology that supports 200 Gbit/s simplex bandwidth";
+# hpc_machines/olivia/openmpi.md "On the GPU nodes there are 4 Slingshot interfaces"):
 # the HPE Cray EX GH200 node of CSCS Alps, 4 GH200 on an NVLink 4 mesh (modelled, as Alps', on one logical NVSwitch
 # at NVLink 4 rate, NVLS left out by CurveSetup.candidates) with one 200 Gb/s Slingshot 11 NIC a GPU. The NRIS NCCL
 # modules set HPE's ccl_env.sh (hpc_machines/olivia/nccl.md) and no NCCL_PROTO -- the page discusses LL128 as in
@@ -304,7 +305,7 @@ _add(Cluster("nris_olivia_gh200", _server("dgx_h100", name="olivia-gh200", gpus=
                                           nic=SLINGSHOT_ALL_PROTOCOLS, cpu="arm"),
              SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "GH200",
              "NRIS Olivia GPU node: 4 GH200 (NVLink 4 mesh modelled as one NVSwitch at NVLink 4 rate) + 4 Slingshot 11 "
-             "interfaces of 200 Gb/s (Olivia system and OpenMPI pages), HPE's NCCL environment, no NCCL_PROTO: all "
+             "interfaces of 200 Gb/s (Olivia overview and OpenMPI pages), HPE's NCCL environment, no NCCL_PROTO: all "
              "protocols, no reported network latency; dragonfly not modelled (2 nodes)."))
 
 # NERSC Perlmutter GPU node: "1 EPYC7763, 4 A100 GPUs, and 4 Slingshot 11 connections per node" (D. M. Rogers,

@@ -129,7 +129,7 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     g, ranks = S.curve_placement(S.CURVES["abci-a-16x8A100-allreduce"], 16, 8)
     assert ranks is None and len(_gpus(g)) == 8 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
     assert S.curve_placement(S.CURVES["abci-a-1x4A100-allreduce"], 1, 4)[1] == [0, 1, 2, 3]
-    # NRIS Olivia: 4 GH200 a node, "4 Slingshot interfaces" of 200 Gb/s (Olivia OpenMPI and system pages)
+    # NRIS Olivia: 4 GH200 a node, "4 Slingshot interfaces" of 200 Gb/s (Olivia OpenMPI and overview pages)
     g, ranks = S.curve_placement(S.CURVES["nris-olivia-2x4GH200-allreduce"], 2, 4)
     assert ranks is None and len(_gpus(g)) == 4 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
     # NERSC Perlmutter: 4 A100 and 4 Slingshot 11 NICs of 200 Gb/s a node (4 cxi devices in the log)
