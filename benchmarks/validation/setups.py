@@ -292,6 +292,47 @@ _add(Cluster("alcf_polaris_a100", _server("dgx_a100", name="polaris-a100", gpus=
              "NVLink 3 rate) + 2 x 200 Gb/s Slingshot-11 NICs (ALCF Polaris machine overview; the repository "
              "README); aws-ofi-nccl + CXI, no NCCL_PROTO set: all protocols, no reported network latency."))
 
+# NRIS Olivia GPU node (Sigma2 documentation, UNINETTSigma2/documentation at e034799: hpc_machines/olivia.md "GPUs
+# per node | 4", "NVIDIA GraceHopper Superchip (NVIDIA GH200 120GiB)", "HPE Slingshot Interconnect";
+# hpc_machines/olivia/overview.md "HPE Slingshot, a Dragonfly topology that supports 200 Gbit/s simplex bandwidth";
+# hpc_machines/olivia/openmpi.md "On the GPU nodes there are 4 Slingshot interfaces"):
+# the HPE Cray EX GH200 node of CSCS Alps, 4 GH200 on an NVLink 4 mesh (modelled, as Alps', on one logical NVSwitch
+# at NVLink 4 rate, NVLS left out by CurveSetup.candidates) with one 200 Gb/s Slingshot 11 NIC a GPU. The NRIS NCCL
+# modules set HPE's ccl_env.sh (hpc_machines/olivia/nccl.md) and no NCCL_PROTO -- the page discusses LL128 as in
+# use -- unlike the Alps hook's ^LL128: Kestrel's all-protocol Slingshot link (aws-ofi-nccl off AWS reports no
+# network latency). Grace hosts (Arm Neoverse V2).
+_add(Cluster("nris_olivia_gh200", _server("dgx_h100", name="olivia-gh200", gpus=4, nics=4,
+                                          nic=SLINGSHOT_ALL_PROTOCOLS, cpu="arm"),
+             SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "GH200",
+             "NRIS Olivia GPU node: 4 GH200 (NVLink 4 mesh modelled as one NVSwitch at NVLink 4 rate) + 4 Slingshot 11 "
+             "interfaces of 200 Gb/s (Olivia overview and OpenMPI pages), HPE's NCCL environment, no NCCL_PROTO: all "
+             "protocols, no reported network latency; dragonfly not modelled (2 nodes)."))
+
+# NERSC Perlmutter GPU node: "1 EPYC7763, 4 A100 GPUs, and 4 Slingshot 11 connections per node" (D. M. Rogers,
+# ORNL, gist.github.com/frobnitzem/0bd3be6084115d7d58d30e6753abb251, 2023; NERSC's own architecture page,
+# docs.nersc.gov, is not on GitHub and was not read here). The log shows 4 A100-SXM4-40GB a node, NVLink P2P between
+# them (P2P/CUMEM) and 4 cxi devices, each GPU sending through its own with GDRDMA. Slingshot 11: 200 Gb/s a NIC.
+# The 4 A100 have no NVSwitch (HPE Cray EX235n, NVLink 3 between the GPUs; the pair rate is not read here): modelled,
+# as Polaris', on one logical NVSwitch at NVLink 3 rate (dgx_a100's); the 2-node runs are NIC-bound. aws-ofi-nccl
+# 1.6.0 (the log) over libfabric cxi, no NCCL_PROTO set (the repository's run_tests.sh): Kestrel's all-protocol
+# Slingshot link.
+_add(Cluster("nersc_perlmutter_a100", _server("dgx_a100", name="perlmutter-a100", gpus=4, nics=4,
+                                              nic=SLINGSHOT_ALL_PROTOCOLS),
+             SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "A100",
+             "NERSC Perlmutter GPU node: 4 A100-SXM4-40GB (NVLink 3, no NVSwitch, modelled as one NVSwitch at NVLink 3 "
+             "rate) + 4 Slingshot 11 NICs of 200 Gb/s, one a GPU (ORNL's note on Perlmutter; 4 cxi devices in the log), "
+             "aws-ofi-nccl 1.6.0, no NCCL_PROTO: all protocols, no reported network latency.", A100_40GB))
+
+# GCP A4X Max (Google Cloud "Networking and GPU machines", docs.cloud.google.com/compute/docs/gpus/gpu-network-bandwidth:
+# "4 NVIDIA ConnectX-8 (CX-8) SuperNICs that provide 3,200 Gbps bandwidth in an 8-way rail-aligned topology", GPUDirect
+# RDMA through MRDMA, i.e. RoCE; the A4X Max series page: a4x-maxgpu-4g-metal, 4 GB300 a bare-metal instance, 18
+# instances and 72 GPUs an NVL72 domain): OCI GB300's layout -- one CX-8 of 2 x 400 Gb/s a GPU (8 rails a tray) on
+# PCIe 6 -- on GCP's RoCE (the catalogue's roce_400g, as gcp_a4's). One "server" is one NVL72 rack (domain).
+_add(Cluster("gcp_a4x_max", _server("nvl72", name="GCP A4X Max NVL72", nic="roce_400g", nic_ports=2, host_link=PCIE6),
+             "roce_400g", "NVL72 MNNVL", "GB300",
+             "GCP A4X Max: NVL72 domains of 18 a4x-maxgpu-4g-metal instances (4 GB300 each); 4 CX-8 SuperNICs a "
+             "instance, 3,200 Gb/s in 8 rails = 2 x 400 Gb/s RoCE a GPU (GCP GPU network bandwidth page), PCIe 6."))
+
 # OCI H200 (argonne-lcf/oci-howto): BM.GPU.H200.8 under the oci-hpc stack. The notes show 8 H200 a node
 # (nccl-tests device list), the cluster network "RDMA over RoCEv2" (0_deploying_cluster.md) and 8 RDMA
 # interfaces rdma0..rdma7 a node, one port each (ibdev2netdev, 2_oci_compute_infrastructure.md). The
@@ -630,6 +671,21 @@ CURVES: dict[str, CurveSetup] = {
              "shift's network pair timed" + ("; the report attributes the 8-node drop to shared-fabric "
                                              "contention, not modelled" if n == 8 else ""))
        for n in (2, 4, 8)},
+    # UNINETTSigma2/documentation hpc_machines/olivia/nccl_apptainer.md: srun one task a GPU (-g 1) on 2 nodes x 4
+    # GH200, the host's NCCL 2.30.4 in an apptainer container, no NCCL_ALGO / NCCL_PROTO; no NVSwitch: no NVLS
+    "nris-olivia-2x4GH200-allreduce": CurveSetup(
+        "nris_olivia_gh200", candidates=_NO_NVLS,
+        note="GH200 NVLink 4 mesh without NVSwitch (no NVLS): NCCL's choice among ring / tree"),
+    # NERSC/nccl-ofi-plugin logs-regression/slurm-test-2.22-918494.out: srun one task a GPU on 2 nodes x 4 A100,
+    # NCCL 2.22.3, no NCCL_ALGO / NCCL_PROTO (A100: no NVLS)
+    # Google Cloud AI Hypercomputer docs, "Run NCCL on custom GKE clusters that use A4X Max": two pods (one a4x-max
+    # instance each, 4 ranks a pod) "in distinct NVLink domains" (the page says the output is cross-domain RDMA), the gIB
+    # plugin's scripts (tuner configuration not public): NCCL's choice
+    "gcp-a4xmax-2x4GB300-allgather-crossdomain": CurveSetup(
+        "gcp_a4x_max", placement="nvl72", racks=2,
+        note="one A4X Max tray in each of 2 NVL72 domains (cross-domain, the page); gIB's tuner not public: NCCL's choice"),
+    "nersc-perlmutter-2x4A100-allreduce-nccl2.22": CurveSetup(
+        "nersc_perlmutter_a100", note="2 Perlmutter nodes, 4 Slingshot 11 NICs for 4 A100: NCCL's choice"),
 }
 
 #: curves the library cannot express faithfully where it matters: curve -> reason

@@ -34,7 +34,7 @@ def mods():
 
 def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     coll, train, sources = corpus
-    assert len(coll) == 2756 and coll["curve"].nunique() == 123         # the corpus README's counts
+    assert len(coll) == 2918 and coll["curve"].nunique() == 126         # the corpus README's counts
     assert len(train) == 296
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
@@ -129,6 +129,17 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     g, ranks = S.curve_placement(S.CURVES["abci-a-16x8A100-allreduce"], 16, 8)
     assert ranks is None and len(_gpus(g)) == 8 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
     assert S.curve_placement(S.CURVES["abci-a-1x4A100-allreduce"], 1, 4)[1] == [0, 1, 2, 3]
+    # NRIS Olivia: 4 GH200 a node, "4 Slingshot interfaces" of 200 Gb/s (Olivia OpenMPI and overview pages)
+    g, ranks = S.curve_placement(S.CURVES["nris-olivia-2x4GH200-allreduce"], 2, 4)
+    assert ranks is None and len(_gpus(g)) == 4 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
+    # NERSC Perlmutter: 4 A100 and 4 Slingshot 11 NICs of 200 Gb/s a node (4 cxi devices in the log)
+    g, ranks = S.curve_placement(S.CURVES["nersc-perlmutter-2x4A100-allreduce-nccl2.22"], 2, 4)
+    assert ranks is None and len(_gpus(g)) == 4 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
+    # GCP A4X Max across 2 NVL72 domains: one 4-GPU instance in each, "4 CX-8 SuperNICs ... 3,200 Gbps ... 8-way
+    # rail-aligned" (GCP GPU network bandwidth page): 2 x 400 Gb/s a GPU
+    g, ranks = S.curve_placement(S.CURVES["gcp-a4xmax-2x4GB300-allgather-crossdomain"], 2, 4)
+    assert len(ranks) == 8 and sum(r < 72 for r in ranks) == 4
+    assert _nic_rates(g) == pytest.approx([2 * 400 * gbit] * 72)
     # nccl-tests on 2 of 8 GPUs of one A4 node: ranks 0 and 1
     g, ranks = S.curve_placement(S.CURVES["dranet-gke-a4-1x2B200-allgather"], 1, 2)
     assert ranks == [0, 1] and len(_gpus(g)) == 8
