@@ -9,9 +9,22 @@ import re
 
 __all__ = ["table_rows", "records"]
 
-_MESSAGE = re.compile(r"(\S*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)\b")   # NCCL's "host:pid:tid [dev] NCCL INFO"
+_MESSAGE = re.compile(r":\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)\b")   # NCCL's "host:pid:tid [dev] NCCL INFO", after the host
 #: the units line under the header, as nccl-tests prints it (src/util.cu writeResultHeader)
 _UNITS = {"(B)", "(elements)", "(us)", "(GB/s)", "(%)"}
+
+
+def message(line):
+    """(start, end, host) of NCCL's ``host:pid:tid [dev] NCCL INFO`` (or ``WARN``) in ``line``,
+    else None: ``host`` is the run of non-blanks before ``:pid`` (a row's value printed before the
+    message runs into it, :func:`_stitched`), found by looking back from the message, not by a
+    pattern that tries a run of non-blanks from each of its characters (quadratic on a long line)."""
+    found = _MESSAGE.search(line)
+    if found is None:
+        return None
+    head = line[:found.start()]
+    host = head.split()[-1] if head and not head[-1].isspace() else ""
+    return found.start() - len(host), found.end(), host
 
 
 def _header(line):
@@ -78,14 +91,14 @@ def _value(column, token, where, tokens):
     raise ValueError(f"{where}: column {column!r} is {token[:40]!r}, not {what} (row {' '.join(tokens)[:120]!r})")
 
 
-def _stitched(line, message, names, hosts, where):
+def _stitched(line, found, names, hosts, where):
     """The tokens of a data row whose printing an NCCL message interrupted, else None (a message
     line). nccl-tests prints a row in three parts: sizes, type and root before it runs the size,
     the out-of-place figures, the in-place ones (``  2147483648  536870912  float  sum
     -1host:490:520 [0] NCCL INFO ...``, the rest of the row on a later line): the value and
     the host name that ran together are told apart by the ``hosts`` of the log's other NCCL
     lines. ValueError where the row part is none of those or its end is ambiguous."""
-    head, glued = line[:message.start()].split(), message.group(1)
+    head, (_, end, glued) = line[:found[0]].split(), found
     if not head or not _integer(head[0]):
         return None
     first = names.index("time")
@@ -96,7 +109,7 @@ def _stitched(line, message, names, hosts, where):
     if len(head) + 1 in parts and len(values) == 1:
         return head + [values.pop()]
     raise ValueError(f"{where}: an NCCL message is printed into a data row and the row's values cannot be told "
-                     f"apart from it ({line[:message.end()][:120]!r}): mend the row by hand")
+                     f"apart from it ({line[:end][:120]!r}): mend the row by hand")
 
 
 def table_rows(lines, source):
@@ -104,7 +117,7 @@ def table_rows(lines, source):
     none, where a row is cut short or has a value too many, or a line with a row's shape holds
     a size or count that is not one (``2K``)."""
     names, rows, pending, pending_line, whole, numbers = None, [], [], 0, 0, ()
-    hosts = {m.group(1) for line in lines if (m := _MESSAGE.match(line.lstrip()))}      # NCCL's lines' own
+    hosts = {m[2] for line in lines if (m := message(line.lstrip())) and m[0] == 0}      # NCCL's lines' own
 
     def flush():
         if len(pending) > len(names):
@@ -124,8 +137,8 @@ def table_rows(lines, source):
                 whole = names.index("time", first + 1) if names.count("time") > 1 else len(names)
                 numbers = [i for i, c in enumerate(names[:whole]) if c in ("time", "algbw", "busbw")]
             continue
-        if (message := _MESSAGE.search(line)) is not None:
-            tokens = _stitched(line, message, names, hosts, f"{source}:{no}")
+        if (found := message(line)) is not None:
+            tokens = _stitched(line, found, names, hosts, f"{source}:{no}")
             if tokens is None:
                 continue                  # NCCL's own line among the rows: neither a row nor a wrapped row's end
             line = " ".join(tokens)

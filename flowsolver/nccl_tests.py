@@ -5,7 +5,8 @@ Handles the classic header (``# nThread ... # Using devices ... #wrong``), the n
 nccl-tests' ``error`` column, srun / mpirun rank prefixes (``0: ``), NCCL INFO lines and
 tuner tables interleaved with the table, the ``NCCL version`` line, a missing footer,
 hand-edited tables without ``#``, rows without the in-place columns, rows wrapped over two
-lines and rows an NCCL message broke in two, gzipped and UTF-16 files.
+lines and rows an NCCL message broke in two, gzipped and UTF-16 files, lines ending in ``\\n``,
+``\\r\\n`` or a bare ``\\r`` (read in time linear in the log's size).
 
 Columns keep nccl-tests' names and units: ``size`` (bytes), ``count``, ``type``, ``redop``,
 ``root``, ``time`` (us), ``algbw`` and ``busbw`` (GB/s), ``#wrong`` (or ``error``, the
@@ -74,13 +75,16 @@ OP_NAMES = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather":
             "sendrecv": "send_recv", "send_recv": "send_recv"}
 #: nccl-tests binaries flowsolver has no model of (src/Makefile BIN_FILES_LIST): a log of one is refused
 UNSUPPORTED = ("alltoallv", "gather", "scatter", "hypercube")
-_PREFIX = re.compile(r"^\s*\d+:\s")                     # srun / mpirun "-l" rank prefix
-_RANK = re.compile(r"^#?\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d{1,9})"
-                   r"\s+\[[^\]]*\]\s*(.*)$")
+# No pattern here scans past a line's end or runs an open gap (``.*``) between two words: a log
+# with bare \r line endings, where ``.`` matches a line break, read in quadratic time (a 0.4 MB
+# log 35 s); tests/collectives/test_nccl_tests_lines.py checks every pattern of the readers.
+_PREFIX = re.compile(r"^[ \t]*\d+:[ \t]")                 # srun / mpirun "-l" rank prefix
+_RANK = re.compile(r"^#?[ \t]*Rank[ \t]+(\d{1,9})[ \t]+Group[ \t]+\d+[ \t]+Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device"
+                   r"[ \t]+(\d{1,9})[ \t]+\[[^\]\r\n]{0,128}\][ \t]*([^\r\n]*)$")   # (src/util.cu: [%128[^]]])
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
-_AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!\S)")
-_NRANKS = re.compile(r" NCCL INFO .*?\bn[Rr]anks (\d{1,9})\b")
-_NGPUS = re.compile(r"^\s*#\s*nThread\s+\d{1,9}\s+nGpus\s+(\d{1,9})\b", re.MULTILINE)
+_AVG = re.compile(r"Avg bus bandwidth[ \t]*:[ \t]*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!\S)")
+_NRANKS = re.compile(r"\bn[Rr]anks (\d{1,9})\b")        # searched in an NCCL INFO line, after "NCCL INFO"
+_NGPUS = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d{1,9}[ \t]+nGpus[ \t]+(\d{1,9})\b", re.MULTILINE)
 #: the largest log read by default (bytes): ``read``'s ``max_bytes``, else the environment's
 #: FLOWSOLVER_LOG_MAX_BYTES. Real logs are under 1 MB (../shared/data/nccl-tests: 1-15 kB, NCCL INFO
 #: lines included); reading one takes 23-47 x its size in memory (peak RSS less the 0.11 GB of Python
@@ -93,8 +97,8 @@ _PROTO = re.compile(r"NCCL_PROTO set by environment to (\S+)")
 ALGO_NAMES = {k: v for k, v in _env.ALGO_NAMES.items() if v is not None}
 #: NCCL_PROTO values -> flowsolver protocol names
 PROTO_NAMES = dict(_env.PROTO_NAMES)
-_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d{1,12})\s+(OK|FAILED)", re.MULTILINE)
-_STARTED = re.compile(r"Collective test starting:\s*(\w+)")
+_OOB = re.compile(r"^#?[ \t]*Out of bounds values[ \t]*:[ \t]*(\d{1,12})[ \t]+(OK|FAILED)", re.MULTILINE)
+_STARTED = re.compile(r"Collective test starting:[ \t]*(\w+)")
 _OPS = "(" + "|".join(sorted(OP_NAMES, key=len, reverse=True)) + ")"      # the longest first: all_reduce, reduce
 _PERF = re.compile(rf"\b({_OPS[1:-1]}|{'|'.join(UNSUPPORTED)})_perf(?:_mpi)?\b", re.IGNORECASE)  # all_gather_perf(_mpi)
 _NAMED = re.compile(r"(?<![a-z])((?:all_|reduce_)?(?:gather|scatter)|hypercube|alltoallv?)_perf")   # a file name's
@@ -221,7 +225,8 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
     version = _VERSION.search(text)
     avg = _AVG.search(text)
     algo, proto, failed = _ALGO.search(text), _PROTO.search(text), _OOB.search("\n".join(lines))
-    nranks = {int(n) for n in _NRANKS.findall(text)}
+    nranks = {int(m.group(1)) for line in lines if " NCCL INFO " in line
+              if (m := _NRANKS.search(line.partition(" NCCL INFO ")[2]))}
     ranks, ranks_from = reconciled_ranks(devices, nranks.pop() if len(nranks) == 1 else None,
                                          busbw_range(df, op or said), size_ratio(rows, names, op or said, source),
                                          op or said, source)
