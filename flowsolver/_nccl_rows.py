@@ -9,6 +9,10 @@ import re
 
 __all__ = ["table_rows", "records"]
 
+#: nccl-tests -S 1 (v2.18.5 on, src/util.cu writeTimestamp: strftime "%Y-%m-%d %H:%M:%S" after the
+#: in-place part, under a ``timestamp`` header): the row's last two values
+_DATE, _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"), re.compile(r"[0-9]{2}:[0-9]{2}:[0-9]{2}")
+_CLOCK = "timestamp (clock)"          # the second value's column, the timestamp's clock time
 _MESSAGE = re.compile(r":\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)\b")   # NCCL's "host:pid:tid [dev] NCCL INFO", after the host
 #: the units line under the header, as nccl-tests prints it (src/util.cu writeResultHeader)
 _UNITS = {"(B)", "(elements)", "(us)", "(GB/s)", "(%)"}
@@ -31,6 +35,8 @@ def _header(line):
     """nccl-tests' column names if ``line`` is the table header, else None."""
     names = [w.rstrip(".") for w in line.lstrip("#").split()]
     if names[:2] == ["size", "count"] and all(c in names for c in ("time", "algbw", "busbw")):
+        if names[-1] == "timestamp":      # -S 1: the row ends with a date and a clock time, two values
+            names.append(_CLOCK)
         return names
     return None
 
@@ -185,6 +191,9 @@ def table_rows(lines, source):
 
 
 def records(names, rows, source):
+    """One record per row and placement (the row's ``timestamp``, where ``-S 1`` printed one, on both)."""
+    stamped = names[-1] == _CLOCK
+    names = names[:-2] if stamped else names
     first_time = names.index("time")
     second = names.index("time", first_time + 1) if names.count("time") > 1 else len(names)
     common, groups = names[:first_time], [(names[first_time:second], first_time)]
@@ -197,6 +206,12 @@ def records(names, rows, source):
                              f"{len(names)} columns ({' '.join(tokens)[:120]!r})")
         where = f"{source}:{no}"
         base = {c: _value(c, t, where, tokens) for c, t in zip(common, tokens)}
+        if stamped:
+            date, clock = tokens[-2:] if len(tokens) == len(names) + 2 else ("", "")
+            if not (_DATE.fullmatch(date) and _TIME.fullmatch(clock)):
+                raise ValueError(f"{where}: the row's timestamp is {' '.join(tokens[len(names):])[:40]!r}, not "
+                                 f"nccl-tests' YYYY-MM-DD HH:MM:SS (row {' '.join(tokens)[:120]!r})")
+            base["timestamp"] = f"{date} {clock}"
         for placement, (cols, start) in zip(("out-of-place", "in-place"), groups):
             part = tokens[start:start + len(cols)]
             if len(part) < len(cols):

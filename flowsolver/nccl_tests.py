@@ -11,7 +11,8 @@ lines and rows an NCCL message broke in two, gzipped and UTF-16 files, lines end
 Columns keep nccl-tests' names and units: ``size`` (bytes), ``count``, ``type``, ``redop``,
 ``root``, ``time`` (us), ``algbw`` and ``busbw`` (GB/s), ``#wrong`` (or ``error``, the
 largest deviation, in older nccl-tests); ``placement`` says ``"out-of-place"`` or
-``"in-place"`` (one row per size and placement). ``df.attrs`` holds ``op`` (flowsolver's
+``"in-place"`` (one row per size and placement); ``timestamp`` where nccl-tests ran with ``-S 1``
+(v2.18.5 on: the row's local date and time, ``YYYY-MM-DD HH:MM:SS``, a string). ``df.attrs`` holds ``op`` (flowsolver's
 name: the log's ``Collective test starting:`` line, else the one ``*_perf`` binary it
 names, else the file name's op word; None where none says: an op word elsewhere, a hostname
 or NCCL's algorithm matrix, says nothing), ``ranks``, ``ranks_from`` (which witnesses gave
@@ -44,8 +45,10 @@ numbers; so is a units line other than nccl-tests' ``(B) (elements) (us) (GB/s)`
 NCCL message broke (``... -1host:490:520 [0] NCCL INFO ...``, the rest on a later line) is
 joined again where the log's other NCCL lines name the host, else a ValueError naming the
 line. A log that holds several tests or runs one after another (two ``Collective test
-starting:`` ops, a second table header), or one of a test flowsolver has no model of
-(``gather_perf``, ``scatter_perf``, ``hypercube_perf``, ``alltoallv_perf``), is a ValueError.
+starting:`` ops, a second table header), one of a test flowsolver has no model of
+(``gather_perf``, ``scatter_perf``, ``hypercube_perf``, ``alltoallv_perf``), or one whose device
+list names several groups (``NCCL_TESTS_SPLIT_MASK``: a communicator per group, all at once) is a
+ValueError.
 A path that does not exist is FileNotFoundError, a folder IsADirectoryError, a file over
 ``max_bytes`` (default 16 MiB, :data:`MAX_BYTES`) or one of other packed or binary data a
 ValueError saying what it is.
@@ -79,7 +82,7 @@ UNSUPPORTED = ("alltoallv", "gather", "scatter", "hypercube")
 # with bare \r line endings, where ``.`` matches a line break, read in quadratic time (a 0.4 MB
 # log 35 s); tests/collectives/test_nccl_tests_lines.py checks every pattern of the readers.
 _PREFIX = re.compile(r"^[ \t]*\d+:[ \t]")                 # srun / mpirun "-l" rank prefix
-_RANK = re.compile(r"^#?[ \t]*Rank[ \t]+(\d{1,9})[ \t]+Group[ \t]+\d+[ \t]+Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device"
+_RANK = re.compile(r"^#?[ \t]*Rank[ \t]+(\d{1,9})[ \t]+Group[ \t]+(\d{1,9})[ \t]+Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device"
                    r"[ \t]+(\d{1,9})[ \t]+\[[^\]\r\n]{0,128}\][ \t]*([^\r\n]*)$")   # (src/util.cu: [%128[^]]])
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _AVG = re.compile(r"Avg bus bandwidth[ \t]*:[ \t]*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!\S)")
@@ -214,13 +217,21 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
             raise ValueError(f"op must be one of {', '.join(sorted(set(OP_NAMES.values())))}, got {op!r}")
         if said is not None and said != op:
             raise ValueError(f"{source}: the log tests {said}, not {op}")
-    devices = {}
+    devices, groups = {}, {}
     for no, line in enumerate(lines, 1):
         if m := _RANK.match(line.strip()):
-            device = (m.group(2), int(m.group(3)), m.group(4).strip())
+            device = (m.group(3), int(m.group(4)), m.group(5).strip())
             if devices.setdefault(int(m.group(1)), device) != device:
                 raise ValueError(f"{source}:{no}: the device list names rank {m.group(1)} twice, on "
                                  f"{devices[int(m.group(1))][0]} and {device[0]}: logs of two runs run together?")
+            groups.setdefault(int(m.group(2)), []).append(int(m.group(1)))
+    if len(groups) > 1:
+        raise ValueError(f"{source}: the device list names {len(groups)} groups ("
+                         + "; ".join(f"Group {g}: {len(r)} ranks" for g, r in sorted(groups.items())[:4])
+                         + "): nccl-tests ran with NCCL_TESTS_SPLIT_MASK (or NCCL_TESTS_SPLIT), a communicator "
+                         "per group, all at once, each row one group's; flowsolver reads a log of one communicator "
+                         "(one Group in its device list): run the test without the split (or model the groups' "
+                         "collectives at once with flowsolver.concurrent)")
     df = pd.DataFrame(records(names, rows, source))
     version = _VERSION.search(text)
     avg = _AVG.search(text)
