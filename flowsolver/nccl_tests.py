@@ -23,7 +23,9 @@ and ``protocols`` (flowsolver's names of what they allowed the op, read as NCCL 
 :func:`flowsolver._nccl_env.allowed`; None where they set nothing for it), ``algorithm`` and
 ``protocol`` (the one name where they allowed one, else None), ``out_of_bounds`` (the footer's count of wrong values; None
 without one), ``gpus_per_thread`` (the header's ``nGpus``: the GPUs one thread drove,
-``-g``; None without the header, or where headers of one log disagree) and ``source``.
+``-g``; None without the header, or where headers of one log disagree), ``graph`` (the header's
+``graph:``, ``-G``: the CUDA graph launches that timed the iterations, 0 for none; None likewise)
+and ``source``.
 
 ``ranks``: the log's witnesses are its device list (highest rank + 1: at least that many, a
 list may be cut short), NCCL INFO's ``nranks``, the busbw / algbw ratio (all-reduce,
@@ -87,7 +89,8 @@ _RANK = re.compile(r"^#?[ \t]*Rank[ \t]+(\d{1,9})[ \t]+Group[ \t]+(\d{1,9})[ \t]
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _AVG = re.compile(r"Avg bus bandwidth[ \t]*:[ \t]*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!\S)")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d{1,9})\b")        # searched in an NCCL INFO line, after "NCCL INFO"
-_NGPUS = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d{1,9}[ \t]+nGpus[ \t]+(\d{1,9})\b", re.MULTILINE)
+_NGPUS = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d{1,9}[ \t]+nGpus[ \t]+(\d{1,9})\b")
+_GRAPH = re.compile(r"\bgraph:[ \t]*(\d{1,9})\b")       # the header's -G (cudaGraphLaunches), src/util.cu
 #: the largest log read by default (bytes): ``read``'s ``max_bytes``, else the environment's
 #: FLOWSOLVER_LOG_MAX_BYTES. Real logs are under 1 MB (../shared/data/nccl-tests: 1-15 kB, NCCL INFO
 #: lines included); reading one takes 23-47 x its size in memory (peak RSS less the 0.11 GB of Python
@@ -241,12 +244,15 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
     ranks, ranks_from = reconciled_ranks(devices, nranks.pop() if len(nranks) == 1 else None,
                                          busbw_range(df, op or said), size_ratio(rows, names, op or said, source),
                                          op or said, source)
-    per_thread = {int(n) for n in _NGPUS.findall("\n".join(lines))} - {0}
+    headers = [(m, line) for line in lines if (m := _NGPUS.match(line))]
+    per_thread = {int(m.group(1)) for m, _ in headers} - {0}
+    graph = {int(g.group(1)) if (g := _GRAPH.search(line)) else None for _, line in headers}
     df.attrs.update(op=op or said, ranks=ranks, ranks_from=ranks_from,
                     nodes=len({host for host, _, _ in devices.values()}) or None, devices=devices,
                     nccl_version=version.group(1) if version else None,
                     avg_busbw=float(avg.group(1)) if avg and math.isfinite(float(avg.group(1))) else None,
                     source=source, gpus_per_thread=per_thread.pop() if len(per_thread) == 1 else None,
+                    graph=graph.pop() if len(graph) == 1 else None,
                     nccl_algo=algo and algo.group(1), nccl_proto=proto and proto.group(1),
                     **_env.log_sets(algo and algo.group(1), proto and proto.group(1), op or said,
                                     version and version.group(1), source),

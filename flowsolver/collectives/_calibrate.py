@@ -318,7 +318,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     allowed) and
     ``options`` the other keywords of :func:`flowsolver.collective`; ``gpus_per_thread``
     defaults to the logs' header (``nGpus``, nccl-tests ``-g``: one thread driving several
-    GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`); logs
+    GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`; 1 where
+    the header says ``graph:`` >= 1, ``-G``, whose timed loop holds no host calls); logs
     whose ``nGpus`` differ, or of which some state it and some do not, are refused unless
     ``gpus_per_thread`` is given.
 

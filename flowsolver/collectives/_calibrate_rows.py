@@ -11,6 +11,7 @@ from .. import _checks, nccl_tests
 from .._nccl_log import BUSBW_SCALE, busbw_range
 from ..routing import gpu_nodes
 from ._allowed import log_choices
+from ._host import log_gpus_per_thread
 from ._nccl import OPS, reduction
 
 __all__ = ["ranks_from_busbw", "log_reduction"]
@@ -81,7 +82,7 @@ def _rows(logs, graph, ranks, op):
             raise ValueError(f"{where}: the log tests {log_op}, not {op}")
         checked_log(df, log_op, n, ranks is not None, graph, ranks)
         allowed = log_choices(df, log_op)
-        per_thread.add(df.attrs.get("gpus_per_thread") or None)
+        per_thread.add(log_gpus_per_thread(df.attrs))     # nGpus (-g), 1 under CUDA graphs (-G)
         rows = measured_rows(df)
         for column in ("type", "redop"):
             if column in rows.columns:

@@ -69,3 +69,10 @@ def test_a_split_run_is_refused_naming_the_split_and_what_is_read():
 
 def test_one_group_of_any_colour_is_one_communicator():
     assert nccl_tests.read(_log(ranks=8, groups=[3] * 8)).attrs["ranks"] == 8
+
+
+def test_the_headers_graph_launches_are_read():
+    assert nccl_tests.read(_log(graph=1)).attrs["graph"] == 1           # -G 1: CUDA graph launches
+    assert nccl_tests.read(_log(graph=0)).attrs["graph"] == 0
+    older = _log().replace(" graph: 0 unalign: 0", "")                  # a header without the field
+    assert nccl_tests.read(older).attrs["graph"] is None
