@@ -5,12 +5,14 @@ Handles the classic header (``# nThread ... # Using devices ... #wrong``), the n
 nccl-tests' ``error`` column, srun / mpirun rank prefixes (``0: ``), NCCL INFO lines and
 tuner tables interleaved with the table, the ``NCCL version`` line, a missing footer,
 hand-edited tables without ``#``, rows without the in-place columns, rows wrapped over two
-lines and rows an NCCL message broke in two, gzipped and UTF-16 files.
+lines and rows an NCCL message broke in two, gzipped and UTF-16 files, lines ending in ``\\n``,
+``\\r\\n`` or a bare ``\\r`` (read in time linear in the log's size).
 
 Columns keep nccl-tests' names and units: ``size`` (bytes), ``count``, ``type``, ``redop``,
 ``root``, ``time`` (us), ``algbw`` and ``busbw`` (GB/s), ``#wrong`` (or ``error``, the
 largest deviation, in older nccl-tests); ``placement`` says ``"out-of-place"`` or
-``"in-place"`` (one row per size and placement). ``df.attrs`` holds ``op`` (flowsolver's
+``"in-place"`` (one row per size and placement); ``timestamp`` where nccl-tests ran with ``-S 1``
+(v2.18.5 on: the row's local date and time, ``YYYY-MM-DD HH:MM:SS``, a string). ``df.attrs`` holds ``op`` (flowsolver's
 name: the log's ``Collective test starting:`` line, else the one ``*_perf`` binary it
 names, else the file name's op word; None where none says: an op word elsewhere, a hostname
 or NCCL's algorithm matrix, says nothing), ``ranks``, ``ranks_from`` (which witnesses gave
@@ -21,7 +23,9 @@ and ``protocols`` (flowsolver's names of what they allowed the op, read as NCCL 
 :func:`flowsolver._nccl_env.allowed`; None where they set nothing for it), ``algorithm`` and
 ``protocol`` (the one name where they allowed one, else None), ``out_of_bounds`` (the footer's count of wrong values; None
 without one), ``gpus_per_thread`` (the header's ``nGpus``: the GPUs one thread drove,
-``-g``; None without the header, or where headers of one log disagree) and ``source``.
+``-g``; None without the header, or where headers of one log disagree), ``graph`` (the header's
+``graph:``, ``-G``: the CUDA graph launches that timed the iterations, 0 for none; None likewise)
+and ``source``.
 
 ``ranks``: the log's witnesses are its device list (highest rank + 1: at least that many, a
 list may be cut short), NCCL INFO's ``nranks``, the busbw / algbw ratio (all-reduce,
@@ -43,8 +47,10 @@ numbers; so is a units line other than nccl-tests' ``(B) (elements) (us) (GB/s)`
 NCCL message broke (``... -1host:490:520 [0] NCCL INFO ...``, the rest on a later line) is
 joined again where the log's other NCCL lines name the host, else a ValueError naming the
 line. A log that holds several tests or runs one after another (two ``Collective test
-starting:`` ops, a second table header), or one of a test flowsolver has no model of
-(``gather_perf``, ``scatter_perf``, ``hypercube_perf``, ``alltoallv_perf``), is a ValueError.
+starting:`` ops, a second table header), one of a test flowsolver has no model of
+(``gather_perf``, ``scatter_perf``, ``hypercube_perf``, ``alltoallv_perf``), or one whose device
+list names several groups (``NCCL_TESTS_SPLIT_MASK``: a communicator per group, all at once) is a
+ValueError.
 A path that does not exist is FileNotFoundError, a folder IsADirectoryError, a file over
 ``max_bytes`` (default 16 MiB, :data:`MAX_BYTES`) or one of other packed or binary data a
 ValueError saying what it is.
@@ -63,6 +69,7 @@ from topologies.formats import read_bytes
 from . import _nccl_env as _env
 from ._nccl_env import forced
 from ._nccl_log import busbw_range, decoded, limit, reconciled_ranks, size_ratio
+from ._nccl_rows import records, table_rows
 
 __all__ = ["read", "OP_NAMES", "ALGO_NAMES", "PROTO_NAMES", "MAX_BYTES"]
 
@@ -73,13 +80,17 @@ OP_NAMES = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather":
             "sendrecv": "send_recv", "send_recv": "send_recv"}
 #: nccl-tests binaries flowsolver has no model of (src/Makefile BIN_FILES_LIST): a log of one is refused
 UNSUPPORTED = ("alltoallv", "gather", "scatter", "hypercube")
-_PREFIX = re.compile(r"^\s*\d+:\s")                     # srun / mpirun "-l" rank prefix
-_RANK = re.compile(r"^#?\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d{1,9})"
-                   r"\s+\[[^\]]*\]\s*(.*)$")
+# No pattern here scans past a line's end or runs an open gap (``.*``) between two words: a log
+# with bare \r line endings, where ``.`` matches a line break, read in quadratic time (a 0.4 MB
+# log 35 s); tests/collectives/test_nccl_tests_lines.py checks every pattern of the readers.
+_PREFIX = re.compile(r"^[ \t]*\d+:[ \t]")                 # srun / mpirun "-l" rank prefix
+_RANK = re.compile(r"^#?[ \t]*Rank[ \t]+(\d{1,9})[ \t]+Group[ \t]+(\d{1,9})[ \t]+Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device"
+                   r"[ \t]+(\d{1,9})[ \t]+\[[^\]\r\n]{0,128}\][ \t]*([^\r\n]*)$")   # (src/util.cu: [%128[^]]])
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
-_AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!\S)")
-_NRANKS = re.compile(r" NCCL INFO .*?\bn[Rr]anks (\d{1,9})\b")
-_NGPUS = re.compile(r"^\s*#\s*nThread\s+\d{1,9}\s+nGpus\s+(\d{1,9})\b", re.MULTILINE)
+_AVG = re.compile(r"Avg bus bandwidth[ \t]*:[ \t]*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!\S)")
+_NRANKS = re.compile(r"\bn[Rr]anks (\d{1,9})\b")        # searched in an NCCL INFO line, after "NCCL INFO"
+_NGPUS = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d{1,9}[ \t]+nGpus[ \t]+(\d{1,9})\b")
+_GRAPH = re.compile(r"\bgraph:[ \t]*(\d{1,9})\b")       # the header's -G (cudaGraphLaunches), src/util.cu
 #: the largest log read by default (bytes): ``read``'s ``max_bytes``, else the environment's
 #: FLOWSOLVER_LOG_MAX_BYTES. Real logs are under 1 MB (../shared/data/nccl-tests: 1-15 kB, NCCL INFO
 #: lines included); reading one takes 23-47 x its size in memory (peak RSS less the 0.11 GB of Python
@@ -92,11 +103,8 @@ _PROTO = re.compile(r"NCCL_PROTO set by environment to (\S+)")
 ALGO_NAMES = {k: v for k, v in _env.ALGO_NAMES.items() if v is not None}
 #: NCCL_PROTO values -> flowsolver protocol names
 PROTO_NAMES = dict(_env.PROTO_NAMES)
-_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d{1,12})\s+(OK|FAILED)", re.MULTILINE)
-_MESSAGE = re.compile(r"(\S*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)\b")   # NCCL's "host:pid:tid [dev] NCCL INFO"
-#: the units line under the header, as nccl-tests prints it (src/util.cu writeResultHeader)
-_UNITS = {"(B)", "(elements)", "(us)", "(GB/s)", "(%)"}
-_STARTED = re.compile(r"Collective test starting:\s*(\w+)")
+_OOB = re.compile(r"^#?[ \t]*Out of bounds values[ \t]*:[ \t]*(\d{1,12})[ \t]+(OK|FAILED)", re.MULTILINE)
+_STARTED = re.compile(r"Collective test starting:[ \t]*(\w+)")
 _OPS = "(" + "|".join(sorted(OP_NAMES, key=len, reverse=True)) + ")"      # the longest first: all_reduce, reduce
 _PERF = re.compile(rf"\b({_OPS[1:-1]}|{'|'.join(UNSUPPORTED)})_perf(?:_mpi)?\b", re.IGNORECASE)  # all_gather_perf(_mpi)
 _NAMED = re.compile(r"(?<![a-z])((?:all_|reduce_)?(?:gather|scatter)|hypercube|alltoallv?)_perf")   # a file name's
@@ -128,7 +136,7 @@ def _text_of(path_or_text, max_bytes):
 
 def _lines(text):
     """The log's lines, rank prefixes stripped (NCCL's own INFO / WARN lines kept: a row's left
-    part may stand before one, :func:`_rows`)."""
+    part may stand before one, :func:`~._nccl_rows.table_rows`)."""
     return [_PREFIX.sub("", raw, count=1).rstrip() for raw in text.splitlines()]
 
 
@@ -171,183 +179,6 @@ def _op_key(word):
     return OP_NAMES.get(_base(word))
 
 
-def _header(line):
-    """nccl-tests' column names if ``line`` is the table header, else None."""
-    names = [w.rstrip(".") for w in line.lstrip("#").split()]
-    if names[:2] == ["size", "count"] and all(c in names for c in ("time", "algbw", "busbw")):
-        return names
-    return None
-
-
-def _integer(token):
-    return token.isascii() and token.isdigit()
-
-
-# what nccl-tests prints for a time or a bandwidth: ASCII digits, a point, an exponent (Python's
-# float() would also take "3_0.1" and other scripts' digits, a damaged row read as other numbers)
-_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?")
-
-
-def _is_number(token) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
-
-
-def _starts_row(tokens) -> bool:
-    """A data row starts with its size and its count, two integers."""
-    return len(tokens) > 1 and _integer(tokens[0]) and _integer(tokens[1])
-
-
-_MISSING = ("N/A", "-")
-_INT_MAX = 2**63 - 1            # pandas' int64
-
-
-def _value(column, token, where, tokens):
-    """A column's value; ValueError naming ``where`` (FILE:LINE) and the column otherwise."""
-    if column in ("size", "count"):
-        if _integer(token) and len(token) <= 19 and int(token) <= _INT_MAX:
-            return int(token)
-        what = "an integer >= 0 (bytes or elements)"
-    elif column == "root":
-        if token in _MISSING:
-            return math.nan
-        if _integer(token.removeprefix("-")) and len(token) < 12:
-            return int(token)
-        what = "an integer (a rank, or -1)"
-    elif column == "#wrong":
-        if token in _MISSING:
-            return math.nan
-        if _integer(token) and len(token) < 19:
-            return int(token)
-        what = "an integer >= 0 or N/A"
-    elif column in ("time", "algbw", "busbw", "error"):     # error: older nccl-tests' max deviation (2e+00)
-        if token in _MISSING:
-            return math.nan
-        value = float(token) if _DECIMAL.fullmatch(token) else math.nan
-        if math.isfinite(value):
-            return value
-        what = "a finite number >= 0 or N/A"
-    else:
-        return token
-    raise ValueError(f"{where}: column {column!r} is {token[:40]!r}, not {what} (row {' '.join(tokens)[:120]!r})")
-
-
-def _stitched(line, message, names, hosts, where):
-    """The tokens of a data row whose printing an NCCL message interrupted, else None (a message
-    line). nccl-tests prints a row in three parts: sizes, type and root before it runs the size,
-    the out-of-place figures, the in-place ones (``  2147483648  536870912  float  sum
-    -1host:490:520 [0] NCCL INFO ...``, the rest of the row on a later line): the value and
-    the host name that ran together are told apart by the ``hosts`` of the log's other NCCL
-    lines. ValueError where the row part is none of those or its end is ambiguous."""
-    head, glued = line[:message.start()].split(), message.group(1)
-    if not head or not _integer(head[0]):
-        return None
-    first = names.index("time")
-    parts = (first, names.index("time", first + 1) if names.count("time") > 1 else len(names), len(names))
-    if len(head) in parts:
-        return head                       # the host name stands apart
-    values = {glued[:-len(h)] for h in hosts if glued.endswith(h) and _is_number(glued[:-len(h)])}
-    if len(head) + 1 in parts and len(values) == 1:
-        return head + [values.pop()]
-    raise ValueError(f"{where}: an NCCL message is printed into a data row and the row's values cannot be told "
-                     f"apart from it ({line[:message.end()][:120]!r}): mend the row by hand")
-
-
-def _rows(lines, source):
-    """(column names, rows of (line number, tokens)) of the table; ValueError where there is
-    none, where a row is cut short or has a value too many, or a line with a row's shape holds
-    a size or count that is not one (``2K``)."""
-    names, rows, pending, pending_line, whole, numbers = None, [], [], 0, 0, ()
-    hosts = {m.group(1) for line in lines if (m := _MESSAGE.match(line.lstrip()))}      # NCCL's lines' own
-
-    def flush():
-        if len(pending) > len(names):
-            raise ValueError(f"{source}:{pending_line}: the row has {len(pending)} values, the header {len(names)} "
-                             f"columns (row {' '.join(pending)[:120]!r})")
-        if whole < len(pending) < len(names):
-            raise ValueError(f"{source}:{pending_line}: the row has {len(pending)} values, neither the header's "
-                             f"{whole} columns out-of-place nor its {len(names)} with in-place (row "
-                             f"{' '.join(pending)[:120]!r})")
-        rows.append((pending_line, pending))
-
-    for no, line in enumerate(lines, 1):
-        if names is None:
-            names = _header(line) if "size" in line else None
-            if names:
-                first = names.index("time")
-                whole = names.index("time", first + 1) if names.count("time") > 1 else len(names)
-                numbers = [i for i, c in enumerate(names[:whole]) if c in ("time", "algbw", "busbw")]
-            continue
-        if (message := _MESSAGE.search(line)) is not None:
-            tokens = _stitched(line, message, names, hosts, f"{source}:{no}")
-            if tokens is None:
-                continue                  # NCCL's own line among the rows: neither a row nor a wrapped row's end
-            line = " ".join(tokens)
-        elif "NCCL INFO" in line or "NCCL WARN" in line:
-            continue                      # NCCL's line in another dress (a launcher's tag, no host prefix)
-        units = line.lstrip("#").split()
-        if units and all(u.startswith("(") and u.endswith(")") for u in units):
-            if odd := [u for u in units if u not in _UNITS]:
-                raise ValueError(f"{source}:{no}: the table's units line says {', '.join(odd)}; nccl-tests prints "
-                                 "sizes in (B), times in (us), bandwidths in (GB/s), as flowsolver reads them")
-            continue
-        if "size" in line and _header(line):
-            raise ValueError(f"{source}:{no}: a second nccl-tests table (tests or runs written one after another "
-                             "into one log): read each on its own")
-        tokens = line.split()
-        comment = not tokens or line.lstrip().startswith("#")
-        if pending:
-            # a row wrapped over lines: its out-of-place part cut short takes the next line
-            # whatever it holds; a whole out-of-place part takes a line of in-place numbers
-            if not comment and not _starts_row(tokens) and (len(pending) < whole or _is_number(tokens[0])):
-                pending = pending + tokens
-                if len(pending) >= len(names):
-                    flush()
-                    pending = []
-                continue
-            flush()
-            pending = []
-        if comment:
-            continue
-        shaped = len(tokens) in (whole, len(names)) and all(_is_number(tokens[i]) for i in numbers)
-        if _starts_row(tokens) or (len(tokens) in (whole, len(names)) and (_integer(tokens[0]) or shaped)):
-            pending, pending_line = tokens, no          # (the second: a row's shape, a damaged size or count)
-            if len(pending) >= len(names):
-                flush()
-                pending = []
-        # anything else among the rows is not a data row: a note, a warning, a banner
-    if names is None:
-        raise ValueError(f"{source}: no nccl-tests table (no header line with 'size count ... time algbw busbw')")
-    if pending:
-        flush()
-    if not rows:
-        raise ValueError(f"{source}: the nccl-tests table has a header but no result rows")
-    return names, rows
-
-
-def _records(names, rows, source):
-    first_time = names.index("time")
-    second = names.index("time", first_time + 1) if names.count("time") > 1 else len(names)
-    common, groups = names[:first_time], [(names[first_time:second], first_time)]
-    if second < len(names):
-        groups.append((names[second:], second))
-    out = []
-    for no, tokens in rows:
-        if len(tokens) < second:
-            raise ValueError(f"{source}: the table is truncated at line {no}: {len(tokens)} of its "
-                             f"{len(names)} columns ({' '.join(tokens)[:120]!r})")
-        where = f"{source}:{no}"
-        base = {c: _value(c, t, where, tokens) for c, t in zip(common, tokens)}
-        for placement, (cols, start) in zip(("out-of-place", "in-place"), groups):
-            part = tokens[start:start + len(cols)]
-            if len(part) < len(cols):
-                continue                # a row without its in-place columns
-            out.append(dict(base, placement=placement, **{c: _value(c, t, where, tokens) for c, t in zip(cols, part)}))
-    return out
-
 
 def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
     """Parse nccl-tests output (a file path, or the text itself) into a DataFrame (needs pandas).
@@ -383,33 +214,45 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
         raise ValueError(f"{source}: the log is empty")
     said = _op_of(text, name, source)
     lines = _lines(text)
-    names, rows = _rows(lines, source)
+    names, rows = table_rows(lines, source)
     if op is not None:
         if op not in set(OP_NAMES.values()):
             raise ValueError(f"op must be one of {', '.join(sorted(set(OP_NAMES.values())))}, got {op!r}")
         if said is not None and said != op:
             raise ValueError(f"{source}: the log tests {said}, not {op}")
-    devices = {}
+    devices, groups = {}, {}
     for no, line in enumerate(lines, 1):
         if m := _RANK.match(line.strip()):
-            device = (m.group(2), int(m.group(3)), m.group(4).strip())
+            device = (m.group(3), int(m.group(4)), m.group(5).strip())
             if devices.setdefault(int(m.group(1)), device) != device:
                 raise ValueError(f"{source}:{no}: the device list names rank {m.group(1)} twice, on "
                                  f"{devices[int(m.group(1))][0]} and {device[0]}: logs of two runs run together?")
-    df = pd.DataFrame(_records(names, rows, source))
+            groups.setdefault(int(m.group(2)), []).append(int(m.group(1)))
+    if len(groups) > 1:
+        raise ValueError(f"{source}: the device list names {len(groups)} groups ("
+                         + "; ".join(f"Group {g}: {len(r)} ranks" for g, r in sorted(groups.items())[:4])
+                         + "): nccl-tests ran with NCCL_TESTS_SPLIT_MASK (or NCCL_TESTS_SPLIT), a communicator "
+                         "per group, all at once, each row one group's; flowsolver reads a log of one communicator "
+                         "(one Group in its device list): run the test without the split (or model the groups' "
+                         "collectives at once with flowsolver.concurrent)")
+    df = pd.DataFrame(records(names, rows, source))
     version = _VERSION.search(text)
     avg = _AVG.search(text)
     algo, proto, failed = _ALGO.search(text), _PROTO.search(text), _OOB.search("\n".join(lines))
-    nranks = {int(n) for n in _NRANKS.findall(text)}
+    nranks = {int(m.group(1)) for line in lines if " NCCL INFO " in line
+              if (m := _NRANKS.search(line.partition(" NCCL INFO ")[2]))}
     ranks, ranks_from = reconciled_ranks(devices, nranks.pop() if len(nranks) == 1 else None,
                                          busbw_range(df, op or said), size_ratio(rows, names, op or said, source),
                                          op or said, source)
-    per_thread = {int(n) for n in _NGPUS.findall("\n".join(lines))} - {0}
+    headers = [(m, line) for line in lines if (m := _NGPUS.match(line))]
+    per_thread = {int(m.group(1)) for m, _ in headers} - {0}
+    graph = {int(g.group(1)) if (g := _GRAPH.search(line)) else None for _, line in headers}
     df.attrs.update(op=op or said, ranks=ranks, ranks_from=ranks_from,
                     nodes=len({host for host, _, _ in devices.values()}) or None, devices=devices,
                     nccl_version=version.group(1) if version else None,
                     avg_busbw=float(avg.group(1)) if avg and math.isfinite(float(avg.group(1))) else None,
                     source=source, gpus_per_thread=per_thread.pop() if len(per_thread) == 1 else None,
+                    graph=graph.pop() if len(graph) == 1 else None,
                     nccl_algo=algo and algo.group(1), nccl_proto=proto and proto.group(1),
                     **_env.log_sets(algo and algo.group(1), proto and proto.group(1), op or said,
                                     version and version.group(1), source),

@@ -16,7 +16,7 @@ ROOT = Path(fs.__file__).resolve().parent.parent
 LAYERS = [
     ("topologies",),
     ("flowsolver._status", "flowsolver._checks", "flowsolver._version", "flowsolver._lazy", "flowsolver._tolerance",
-     "flowsolver.nccl_tests", "flowsolver._nccl_log", "flowsolver._nccl_env"),
+     "flowsolver.nccl_tests", "flowsolver._nccl_log", "flowsolver._nccl_rows", "flowsolver._nccl_env"),
     ("flowsolver.traffic",),
     ("flowsolver.routing",),
     ("flowsolver.solver",),

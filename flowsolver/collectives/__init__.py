@@ -103,7 +103,6 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._collective": ("collective", "collective_variants"),
     "._concurrent": ("concurrent", "concurrent_kinds"),
     "._hardware": ("nccl_channels",),
-    "._host": ("HOST_CALL", "TORCH_CALL_OVERHEAD"),
     "._jax": ("collective_time",),
     "._options": ("CollectiveOptions", "checked_collective_options", "check_algorithm"),   # (check_algorithm: for replay)
     "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm"),
@@ -115,9 +114,10 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._floor": ("kind_floors",),                # (the plan search's bound too, not in __all__)
     "._trees": ("StepFlows",),
     # (the CLI's --compare checks and reads a log as calibrate does; not in __all__)
-    "._calibrate_rows": ("checked_log", "measured_rows", "log_reduction"),
+    "._calibrate_rows": ("checked_log", "log_ranks", "measured_rows", "log_reduction"),
     "._calibrate_model": ("nccl_tests_collective",),
     "._allowed": ("log_choices", "setting_choices"),
+    "._host": ("HOST_CALL", "TORCH_CALL_OVERHEAD", "log_gpus_per_thread"),
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -125,7 +125,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._collective import collective, collective_variants
     from ._concurrent import concurrent, concurrent_kinds
     from ._hardware import nccl_channels
-    from ._host import HOST_CALL, TORCH_CALL_OVERHEAD
+    from ._host import HOST_CALL, TORCH_CALL_OVERHEAD, log_gpus_per_thread
     from ._jax import collective_time
     from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
     from ._options import CollectiveOptions, check_algorithm, checked_collective_options
@@ -136,7 +136,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._bound import Capacities
     from ._floor import kind_floors
     from ._trees import StepFlows
-    from ._calibrate_rows import checked_log, log_reduction, measured_rows
+    from ._calibrate_rows import checked_log, log_ranks, log_reduction, measured_rows
     from ._calibrate_model import nccl_tests_collective
     from ._allowed import log_choices, setting_choices
 

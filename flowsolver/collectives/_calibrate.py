@@ -310,7 +310,9 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     ValueError, and a log that says none (a broadcast table without a device list) is
     fitted only when ``ranks`` is passed. A missing log is FileNotFoundError. ``ranks`` are in
     the log's rank order: a sendrecv log is timed as nccl-tests runs it, the ring shift of
-    ``ranks`` (rank i to rank i + 1 mod n, all at once) solved together, its slowest pair's time.
+    ``ranks`` (rank i to rank i + 1 mod n, all at once) solved together, its slowest pair's time,
+    each rank on the server of the host its device list names (``--map-by node`` places them
+    round-robin: :func:`~._calibrate_rows.log_ranks`).
     ``algorithm`` is the log's (``"auto"``: NCCL's choice among what each log's ``NCCL_ALGO``
     allowed its op, as its NCCL INFO lines say and NCCL reads it: ``Ring,Tree``, ``^NVLS``,
     ``allreduce:ring;allgather:nvls``; a name or a list of names as :func:`flowsolver.collective`
@@ -318,7 +320,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     allowed) and
     ``options`` the other keywords of :func:`flowsolver.collective`; ``gpus_per_thread``
     defaults to the logs' header (``nGpus``, nccl-tests ``-g``: one thread driving several
-    GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`); logs
+    GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`; 1 where
+    the header says ``graph:`` >= 1, ``-G``, whose timed loop holds no host calls); logs
     whose ``nGpus`` differ, or of which some state it and some do not, are refused unless
     ``gpus_per_thread`` is given.
 
@@ -358,7 +361,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     opts = Options(tuner=options.pop("step_latency", None) is None, **options)      # checked before any log is read
     if op in OPS:
         check_call(op, algorithm, 1.0, opts, several=True)    # as collective() words it, before any log is read
-    rows, n, allowed, reductions, per_thread = _rows(logs, graph, ranks, op)
+    rows, n, allowed, reductions, per_thread, placed = _rows(logs, graph, ranks, op)      # placed: each row's ranks
     chosen = {o: check_call(o, algorithm, 1.0, opts, several=True) for o in sorted({o for o, _, _ in rows})}
     # each row NCCL's choice among what its log's NCCL_ALGO / NCCL_PROTO allowed, unless given here
     algos = [chosen[o] if algorithm != "auto" else a for (o, _, _), (a, _) in zip(rows, allowed)]
@@ -380,7 +383,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     done = np.zeros(_FACTORS)     # log factors of latency, bandwidth, LL, P2P already in cal (vs the library's)
     converged, previous = True, None
     for _ in range(max(1, int(iterations))):
-        models = [RowModel(graph, o, size, ranks, *with_fit(cal, i)) for i, (o, size, _) in enumerate(rows)]
+        models = [RowModel(graph, o, size, placed[i], *with_fit(cal, i)) for i, (o, size, _) in enumerate(rows)]
         if previous is not None and np.allclose([r.time()[0] for r in models], previous, rtol=1e-4):
             break                 # re-solved with the fit, the rows take what the fit said: no bottleneck moved
         x, sd, converged, fit = _fit(models, measured, done)
@@ -406,7 +409,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
                       unconstrained=tuple(q.name for q, s in zip(_QUANTITIES, sd) if s is None and q.fitted))
         done = np.array([x[0], applied, x[2], x[3]])
     def times(c):
-        return np.array([row_time(graph, o, s, ranks, *with_fit(c, i)) for i, (o, s, _) in enumerate(rows)])
+        return np.array([row_time(graph, o, s, placed[i], *with_fit(c, i)) for i, (o, s, _) in enumerate(rows)])
 
     model = times(cal)
     cal, model = _network_first(graph, cal, model, measured, times)

@@ -11,9 +11,10 @@ from .. import _checks, nccl_tests
 from .._nccl_log import BUSBW_SCALE, busbw_range
 from ..routing import gpu_nodes
 from ._allowed import log_choices
+from ._host import log_gpus_per_thread
 from ._nccl import OPS, reduction
 
-__all__ = ["ranks_from_busbw", "log_reduction"]
+__all__ = ["ranks_from_busbw", "log_reduction", "log_ranks"]
 
 _US = 1e-6
 
@@ -61,15 +62,58 @@ def log_reduction(rows, where="log") -> list:
     return [reduction("sum" if r == "none" else r, t, f"{where}: the row's ") for r, t in zip(redops, types)]
 
 
+def _server(graph, gpu):
+    """The server a GPU node is on (a compute tray of it, where its NVLink domain spans trays: NVL72)."""
+    return graph.nodes[gpu].get("server", gpu), graph.nodes[gpu].get("tray")
+
+
+def log_ranks(df, op, graph, ranks=None):
+    """The GPUs (ranks of ``graph``) of ``ranks`` (default every GPU) in a log's rank order, as
+    calibrate and ``--compare`` time its rows. A sendrecv log's ring shift (rank r sends to
+    r + 1, nccl-tests src/sendrecv.cu) runs between the hosts its device list
+    (``df.attrs["devices"]``) puts each rank on: where that is not in blocks (``mpirun --map-by
+    node``: rank r on host r mod 2, every pair across the network) rank r takes a GPU of the
+    server standing for its host (hosts in the order of their first rank, servers in the order
+    of their first GPU in ``ranks``, a host's ranks its server's GPUs in order). ``ranks`` as
+    given for a block placement, for a list that does not match the servers one to one (cut
+    short; containers of one machine each a host) and for the other ops: NCCL orders its rings
+    and trees by node whatever the ranks' placement, and ``ranks[0]`` (nccl-tests' root) is on
+    the first host either way.
+
+    >>> import topologies as tp, pandas as pd
+    >>> df = pd.DataFrame()
+    >>> df.attrs["devices"] = {r: (f"host{r % 2}", r // 2, "H100") for r in range(4)}     # round-robin
+    >>> log_ranks(df, "send_recv", tp.rail_optimized(nodes=2), ranks=[0, 1, 8, 9])
+    [0, 8, 1, 9]
+    """
+    devices = df.attrs.get("devices") or {}
+    gpus = gpu_nodes(graph)
+    chosen = list(range(len(gpus))) if ranks is None else _checks.rank_indices(graph, ranks, nodes=gpus)
+    if op != "send_recv" or sorted(devices) != list(range(len(chosen))):
+        return ranks
+    servers, hosts = {}, {}
+    for g in chosen:
+        servers.setdefault(_server(graph, gpus[g]), []).append(g)
+    for r in range(len(chosen)):
+        hosts.setdefault(devices[r][0], []).append(r)
+    if [len(v) for v in hosts.values()] != [len(v) for v in servers.values()]:
+        return ranks
+    placed = dict(pair for on_host, on_server in zip(hosts.values(), servers.values())
+                  for pair in zip(on_host, on_server))
+    placed = [placed[r] for r in range(len(chosen))]
+    return ranks if placed == chosen else placed
+
+
 def _rows(logs, graph, ranks, op):
     """((op, size bytes, measured time s) of every out-of-place row, the rank count, each row's
     (algorithm, protocol) its log's NCCL_ALGO / NCCL_PROTO allowed (:func:`~._allowed.log_choices`)
-    and its (redop, dtype) (:func:`log_reduction`),
-    the GPUs a thread drove that each states, None where one does not), logs checked against
-    the graph; ValueError where the rows of one op mix data types or reduction ops (nccl-tests
-    ``-d all``, ``-o all``: calibrate each on its own, e.g. ``df[df["type"] == "float"]``)."""
+    and its (redop, dtype) (:func:`log_reduction`), the GPUs a thread drove that each states,
+    None where one does not, and each row's ranks in its log's order (:func:`log_ranks`), logs
+    checked against the graph; ValueError where the rows of one op mix data types or reduction
+    ops (nccl-tests ``-d all``, ``-o all``: calibrate each on its own, e.g.
+    ``df[df["type"] == "float"]``)."""
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
-    out, choices, per_thread, kinds, reductions = [], [], set(), {}, []
+    out, choices, per_thread, kinds, reductions, placed = [], [], set(), {}, [], []
     one = isinstance(logs, str) or not hasattr(logs, "__iter__") or hasattr(logs, "columns")   # a DataFrame is one log
     for log in ([logs] if one else list(logs)):
         df = log if hasattr(log, "attrs") and hasattr(log, "columns") else nccl_tests.read(log, op=op)
@@ -81,7 +125,7 @@ def _rows(logs, graph, ranks, op):
             raise ValueError(f"{where}: the log tests {log_op}, not {op}")
         checked_log(df, log_op, n, ranks is not None, graph, ranks)
         allowed = log_choices(df, log_op)
-        per_thread.add(df.attrs.get("gpus_per_thread") or None)
+        per_thread.add(log_gpus_per_thread(df.attrs))     # nGpus (-g), 1 under CUDA graphs (-G)
         rows = measured_rows(df)
         for column in ("type", "redop"):
             if column in rows.columns:
@@ -89,10 +133,11 @@ def _rows(logs, graph, ranks, op):
         out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
         choices += [allowed] * len(rows)
         reductions += log_reduction(rows, where)
+        placed += [log_ranks(df, log_op, graph, ranks)] * len(rows)
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
     _check_kinds(kinds)
-    return out, n, choices, reductions, per_thread
+    return out, n, choices, reductions, per_thread, placed
 
 
 def _check_kinds(kinds) -> None:
@@ -115,8 +160,7 @@ def _check_hosts(df, graph, ranks, where) -> None:
         return
     gpus = gpu_nodes(graph)
     chosen = gpus if ranks is None else [gpus[r] for r in _checks.rank_indices(graph, ranks, nodes=gpus)]
-    # a host is a server, or one compute tray of a server whose NVLink domain spans trays (NVL72)
-    servers = len({(graph.nodes[g].get("server", g), graph.nodes[g].get("tray")) for g in chosen})
+    servers = len({_server(graph, g) for g in chosen})
     said = (f"{where}: the log ran on {hosts} hosts, the ranks modelled are on {servers} servers (or trays): "
             "pass ranks= (or --ranks) naming GPUs on as many servers as the log's hosts")
     if hosts < servers:

@@ -12,6 +12,12 @@ the slower of the two stages, not their sum. With one process or thread per GPU 
 torchrun: ``-g 1``) the host's single call hides behind the kernel, and NCCL's latencies,
 measured that way, already hold it: no floor.
 
+nccl-tests run with ``-G N`` (``graph: N`` in its header; ``BenchTime``) captures the
+iterations' calls into a CUDA graph per GPU before the timer starts and times only ``N``
+``cudaGraphLaunch`` of it per GPU, dividing by the iterations and launches: NCCL's planning and
+launch of each call ran during the capture, outside the timed loop, so a ``-g`` run under a graph
+has no host floor (:func:`log_gpus_per_thread`).
+
 A call timed on its own from an idle device (an event recorded, the call issued, an event
 recorded, the device synchronised) takes the host's work for the call *and* the kernel, one
 after the other: nothing queued ahead hides the host. ``CollectiveOptions.host_overhead`` adds
@@ -20,7 +26,7 @@ it; :data:`TORCH_CALL_OVERHEAD` is PyTorch's, for ``torch.distributed`` calls ti
 
 from __future__ import annotations
 
-__all__ = ["HOST_CALL", "TORCH_CALL_OVERHEAD", "host_floor", "with_host"]
+__all__ = ["HOST_CALL", "TORCH_CALL_OVERHEAD", "host_floor", "log_gpus_per_thread", "with_host"]
 
 #: seconds of host work per NCCL collective call of a group (planning and kernel launch), from
 #: nccl-tests issue #123 (NVIDIA/nccl-tests, 2022-12-14): ``NCCL_ALGO=Ring NCCL_MAX_NCHANNELS=1
@@ -51,6 +57,19 @@ def host_floor(gpus_per_thread: int) -> float:
     (33.6, 0.0)
     """
     return 0.0 if gpus_per_thread <= 1 else gpus_per_thread * HOST_CALL
+
+
+def log_gpus_per_thread(attrs) -> int | None:
+    """The ``gpus_per_thread`` that times an nccl-tests log's rows, from the ``df.attrs`` of
+    :func:`flowsolver.nccl_tests.read`: its header's ``nGpus`` (``-g``), or 1 where its
+    iterations were CUDA graph launches (``graph`` >= 1, ``-G``: the host's calls were captured
+    before the timer started, no floor); None where the header does not say.
+
+    >>> log_gpus_per_thread(dict(gpus_per_thread=8, graph=0)), log_gpus_per_thread(dict(gpus_per_thread=8, graph=1))
+    (8, 1)
+    """
+    per_thread = attrs.get("gpus_per_thread") or None
+    return 1 if per_thread is not None and (attrs.get("graph") or 0) >= 1 else per_thread
 
 
 def with_host(seconds, gpus_per_thread: int = 1, overhead: float = 0.0, greater=max):

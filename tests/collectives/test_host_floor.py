@@ -183,3 +183,35 @@ def test_replay_refuses_the_hosts_options(server):
         replay(server, workload_from_step(step), options=CollectiveOptions(gpus_per_thread=8))
     with pytest.raises(ValueError, match="replay does not take host_overhead"):
         replay(server, workload_from_step(step), host_overhead=25e-6)
+
+
+def _graph_log(server, graph):
+    """An all-reduce log of ``-g 8`` on one server (``graph: graph``, nccl-tests ``-G``; header as
+    src/util.cu prints it) whose rows are the GPUs' own ring LL time, no host floor."""
+    head = ("# nThread 1 nGpus 8 minBytes 4096 maxBytes 16384 step: 2(factor) warmup iters: 5 iters: 20 "
+            f"agg iters: 1 validation: 1 graph: {graph} unalign: 0\n#\n# Using devices\n")
+    head += "".join(f"#  Rank {r:2d} Group  0 Pid   4242 on      hostA device {r:2d} [0000:{r:02x}:00] NVIDIA H100 80GB "
+                    "HBM3\n" for r in range(8))
+    head += "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+    rows = ""
+    for size in (KIB4, 2 * KIB4, 4 * KIB4):
+        t = collective(server, "all_reduce", size, **RING_LL).time * 1e6
+        rows += f"{size:12d} {size // 4:12d}  float  sum  -1  {t:7.2f}  {size / t / 1e3:6.2f}  " \
+                f"{size / t / 1e3 * 1.75:6.2f}  0\n"
+    return head + rows
+
+
+def test_a_cuda_graph_log_has_no_host_floor(server):
+    # nccl-tests -G (src/common.cu BenchTime): the calls are captured into a graph before the timer
+    # starts and only cudaGraphLaunch is timed: no 8 x 4.2 us floor under a -g 8 run's rows
+    from flowsolver import calibrate, nccl_tests
+    from flowsolver.collectives import log_gpus_per_thread
+
+    df = nccl_tests.read(_graph_log(server, graph=1), op="all_reduce")
+    assert df.attrs["graph"] == 1 and df.attrs["gpus_per_thread"] == 8 and log_gpus_per_thread(df.attrs) == 1
+    cal = calibrate(server, [df], algorithm="ring", protocol="LL")
+    assert cal.residuals["error"].abs().max() < 0.02          # the model's own times, fitted back
+    # the same log without -G: one thread's 8 calls (33.6 us) bound the 4-16 KiB rows (16-19 us)
+    plain = nccl_tests.read(_graph_log(server, graph=0), op="all_reduce")
+    assert plain.attrs["graph"] == 0 and log_gpus_per_thread(plain.attrs) == 8
+    assert calibrate(server, [plain], algorithm="ring", protocol="LL").residuals["error"].max() > 0.5
