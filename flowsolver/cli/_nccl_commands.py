@@ -53,7 +53,7 @@ def settings_for(args, op) -> tuple:
 def _reduction(args, where="--"):
     """``(redop, dtype)`` of ``--redop`` / ``--dtype`` (nccl-tests' ``-o`` / ``-d`` names; None
     where not given: sum, float), checked; a bad name is an error naming the option."""
-    from ..collectives._nccl import reduction
+    from ..collectives import reduction
 
     try:
         return reduction(args.redop or "sum", args.dtype or "float", where)
@@ -73,7 +73,7 @@ def _measured(args, graph):
         sizes = _sizes(args)
         return op, sizes, None, 1, [_reduction(args)] * len(sizes)
     from .. import nccl_tests
-    from ..collectives import checked_log, log_choices, log_reduction, measured_rows
+    from ..collectives import checked_log, log_choices, log_gpus_per_thread, log_ranks, log_reduction, measured_rows
     from ..routing import gpu_nodes
 
     df = nccl_tests.read(args.compare, op=args.op, max_bytes=log_limit(args))
@@ -82,12 +82,13 @@ def _measured(args, graph):
         raise ValueError(f"--compare: {args.compare!r} does not say which collective it ran; pass --op")
     n = len(gpu_nodes(graph)) if args.ranks is None else len(args.ranks)
     checked_log(df, op, n, args.ranks is not None, graph, args.ranks)
+    args.ranks = log_ranks(df, op, graph, args.ranks)   # a sendrecv log's ranks on the hosts its device list names
     rows = measured_rows(df)
     algorithm, protocol = log_choices(df, op)           # what the log's NCCL_ALGO / NCCL_PROTO allowed
     given = settings_for(args, op)
     args.algorithm = algorithm if args.algorithm == "auto" else given[0]
     args.protocol = protocol if args.protocol == "auto" else given[1]
-    per_thread = int(df.attrs.get("gpus_per_thread") or 1)     # nccl-tests -g N: one thread, N GPUs
+    per_thread = log_gpus_per_thread(df.attrs) or 1    # nccl-tests -g N: one thread, N GPUs (none under -G)
     logged = log_reduction(rows, f"--compare {args.compare}")       # each row's -o / -d, as NCCL ran it
     given = _reduction(args)
     reductions = [(given[0] if args.redop else r, given[1] if args.dtype else d) for r, d in logged]

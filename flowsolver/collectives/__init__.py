@@ -107,7 +107,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._options": ("CollectiveOptions", "checked_collective_options", "check_algorithm"),   # (check_algorithm: for replay)
     "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm"),
     "._nccl": ("DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
-               "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor"),
+               "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor", "reduction"),   # (reduction: for the CLI)
     "._results": ("CollectiveResult", "CollectiveStep", "ConcurrentResult"),
     "._sensitivity": ("sensitivity_table",),   # (this and checked_collective_options: for training, not in __all__)
     "._bound": ("Capacities",),                 # (these two: for the plan search's bound, not in __all__)
@@ -130,7 +130,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
     from ._options import CollectiveOptions, check_algorithm, checked_collective_options
     from ._nccl import (DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
-                        busbw_factor)
+                        busbw_factor, reduction)
     from ._results import CollectiveResult, CollectiveStep, ConcurrentResult
     from ._sensitivity import sensitivity_table
     from ._bound import Capacities
