@@ -3,12 +3,14 @@
 Each instance steps on its own clock. At a step boundary an instance that prefills (a co-located
 instance, or one of the prefill pool) takes waiting requests first come first served while their
 prompt tokens fit ``token_budget`` (the first always goes, however long), its sequences stay
-within ``max_seqs`` and the KV cache reserved for them (prompt + output, so no request is ever
-preempted) within ``kv_capacity`` tokens: a prefill step (vLLM's default, prefill first, no
-chunking). Otherwise it runs a decode step of every running sequence: one token each. A
-request's first token comes at the end of its prefill step. Disaggregated, it then ships its
-KV cache to the decode instance with the fewest reserved tokens (``kv_seconds(bytes, in
-flight)``) and joins that instance's batch at its next step boundary when it fits. The
+within its pool's ``max_seqs`` and the KV cache reserved for them within its pool's
+``kv_capacity`` tokens (co-located: prompt + output, so no request is ever preempted; a prefill
+pool's instance: the step's prompts, released at the step's end): a prefill step (vLLM's
+default, prefill first, no chunking). Otherwise it runs a decode step of every running
+sequence: one token each. A request's first token comes at the end of its prefill step.
+Disaggregated, it then ships its KV cache to the decode instance with the fewest reserved
+tokens (``kv_seconds(bytes, in flight)``) and joins that instance's batch at its next step
+boundary when it fits the decode pool's own sequences and KV cache (prompt + output). The
 requests of one prefill step are dealt to its attention ranks whole, longest first, each to the
 rank with the fewest prompt tokens so far (:func:`flowsolver.serving._steps.deal_longest_first`,
 the dealing the step's time assumes); each rank sends its requests one after another, in
@@ -71,11 +73,16 @@ class _Instance:
 def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instances: int, max_seqs: int,
              token_budget: int, kv_capacity: float, prefill_time, decode_time, kv_seconds=None,
              kv_bytes_per_token: float = 0.0, kv_ranks: int = 1, window: float = np.inf,
-             max_events: int | None = None) -> Trace:
+             max_events: int | None = None, decode_max_seqs: int | None = None,
+             decode_kv_capacity: float | None = None) -> Trace:
     """Run the requests (``arrival`` s, sorted; ``prompt`` / ``output`` tokens) to completion.
 
-    ``decode_instances == 0``: co-located, ``prefill_instances`` instances do both. Otherwise
-    disaggregated, with ``kv_seconds(bytes, in_flight)`` the time one of a prefill instance's
+    ``max_seqs`` and ``kv_capacity`` (tokens) bound the instances that prefill, ``decode_max_seqs``
+    and ``decode_kv_capacity`` (default the same) those of the decode pool: each pool admits
+    against its own. ``decode_instances == 0``: co-located, ``prefill_instances`` instances do
+    both (reserving prompt + output). Otherwise disaggregated: a prefill instance reserves the
+    prompts of its step and releases them at the step's end, a decode instance reserves prompt +
+    output while the request decodes; ``kv_seconds(bytes, in_flight)`` is the time one of a prefill instance's
     ``kv_ranks`` attention ranks takes to send ``bytes`` while ``in_flight`` prefill instances
     send (linear in ``bytes``); a prefill step's requests are dealt to its ranks as its time
     assumes (:func:`flowsolver.serving._steps.deal_longest_first`). ``prefill_time(lengths)``
@@ -94,6 +101,8 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
     colocated = decode_instances == 0
     pre = [_Instance() for _ in range(prefill_instances)]
     dec = pre if colocated else [_Instance() for _ in range(decode_instances)]
+    dec_seqs = max_seqs if colocated or decode_max_seqs is None else decode_max_seqs
+    dec_capacity = kv_capacity if colocated or decode_kv_capacity is None else decode_kv_capacity
     pre_load = np.zeros(len(pre))
     dec_reserved = np.zeros(len(dec))
     first = np.full(n, np.nan)
@@ -103,6 +112,7 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
     kv_s = np.zeros(n)
     joined_comm = np.zeros(n)
     need = (prompt + output).astype(np.float64)
+    held = need if colocated else prompt.astype(np.float64)     # what a prefilling instance reserves
     heap = [(float(a), 0, _ARRIVE, i) for i, a in enumerate(arrival)]
     heapq.heapify(heap)
     seq = n
@@ -123,13 +133,13 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
             while inst.pending < len(inst.queue):
                 i = inst.queue[inst.pending]
                 seqs = len(take) + (inst.running if colocated else 0)
-                if (seqs + 1 > max_seqs or inst.reserved + need[i] > kv_capacity
+                if (seqs + 1 > max_seqs or inst.reserved + held[i] > kv_capacity
                         or (take and tokens + prompt[i] > token_budget)):
                     break
                 inst.pending += 1
                 take.append(i)
                 tokens += int(prompt[i])
-                inst.reserved += need[i]
+                inst.reserved += held[i]
             if take:
                 seconds, comm = prefill_time(prompt[take])
                 inst.busy, inst.batch = True, (take, comm)
@@ -149,7 +159,7 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
             return
         while inst.pending < len(inst.queue):
             i = inst.queue[inst.pending]
-            if inst.running + 1 > max_seqs or inst.reserved + need[i] > kv_capacity:
+            if inst.running + 1 > dec_seqs or inst.reserved + need[i] > dec_capacity:
                 return
             inst.pending += 1
             inst.reserved += need[i]
@@ -207,7 +217,7 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
                         if output[i] <= 1:
                             pre_load[k] -= 1
                     else:
-                        inst.reserved -= need[i]
+                        inst.reserved -= held[i]
                         pre_load[k] -= 1
                         if output[i] <= 1:
                             finish[i] = t

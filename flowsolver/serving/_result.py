@@ -76,7 +76,10 @@ class ServeResult:
     transfer) over the whole, summed over the requests; ``bottleneck``: per communication kind
     (``prefill.tp``, ``decode.ep``, ``kv``...) the links that held it
     (:class:`flowsolver.routing.Bottleneck`); ``decode_step(batch, context)`` and
-    ``prefill_step(tokens)`` the step tables (s, communication s)."""
+    ``prefill_step(tokens)`` the step tables (s, communication s); ``kv_capacities`` the KV
+    tokens an instance of each pool holds (``{"colocated": ...}`` or ``{"prefill": ..., "decode":
+    ...}``), ``kv_capacity`` the decoding pool's (co-located: the instances'; disaggregated: the
+    decode pool's)."""
 
     mode: str
     gpus: int
@@ -95,6 +98,7 @@ class ServeResult:
     layouts: dict
     kv_capacity: float
     events: int
+    kv_capacities: dict = field(default_factory=dict)
     step_tables: dict = field(repr=False, default_factory=dict)
     engine: dict = field(repr=False, default_factory=dict)
 
@@ -126,7 +130,7 @@ class ServeResult:
         """(seconds, communication seconds) of a decode step of ``batch`` sequences (an
         instance's total, 1 to its ``max_batch x ep``) holding ``context`` tokens (>= 0;
         decode pool)."""
-        most = self.engine.get("max_seqs")
+        most = self.engine.get("decode_max_seqs")
         batch = _checks.integer("batch", batch, maximum=most)     # a -1 read the table from its end
         if isinstance(context, (bool, np.bool_)) or not np.isfinite(_real(context)) or context < 0:
             raise ValueError(f"context must be a finite number of tokens >= 0, got {context!r}")
@@ -236,7 +240,9 @@ class ServeResult:
                          f"({max_rounds}) bisections, wider than tolerance ({tolerance:g}): raise max_rounds")
 
     def summary(self) -> dict:
-        """The headline figures as a plain dict (ms for latencies)."""
+        """The headline figures as a plain dict (ms for latencies); ``kv_capacity_tokens`` is
+        :attr:`kv_capacity` (the decoding pool's), ``kv_capacity_prefill_tokens`` the prefill
+        pool's (co-located: the same instances, the same figure)."""
         return dict(mode=self.mode, gpus=self.gpus, requests=len(self.arrival), completed=self.completed,
                     ttft_p50_ms=self.ttft_p50 * 1e3, ttft_p99_ms=self.ttft_p99 * 1e3,
                     tpot_p50_ms=self.tpot_p50 * 1e3, tpot_p99_ms=self.tpot_p99 * 1e3,
@@ -244,19 +250,34 @@ class ServeResult:
                     network_share_ttft=self.network_share_ttft, network_share_tpot=self.network_share_tpot,
                     kv_transfer_p50_ms=self._pct(np.where(self.kv_seconds > 0, self.kv_seconds, np.nan), 50) * 1e3,
                     bottleneck={k: (v[0].src, v[0].dst, v[0].tier) for k, v in self.bottleneck.items() if v},
-                    layouts=self.layouts, kv_capacity_tokens=self.kv_capacity)
+                    layouts=self.layouts, kv_capacity_tokens=self.kv_capacity,
+                    kv_capacity_prefill_tokens=self.kv_capacities.get("prefill", self.kv_capacity))
+
+
+def check_fits(engine: dict, prompt, output) -> None:
+    """A ValueError naming the request and the pool when a request cannot fit the KV cache it
+    needs: co-located, prompt + output; disaggregated, its prompt on a prefill instance and (more
+    than one output token) prompt + output on a decode instance."""
+    need = np.asarray(prompt) + np.asarray(output)
+    if "decode" in engine["kv_capacities"]:
+        checks = [(np.asarray(prompt), engine["capacity"], "a prompt of {} tokens", "a prefill instance"),
+                  (need[np.asarray(output) > 1], engine["decode_capacity"], "a request of {} tokens (prompt + output)",
+                   "a decode instance")]
+    else:
+        checks = [(need, engine["capacity"], "a request of {} tokens (prompt + output)", "an instance")]
+    for tokens, capacity, what, where in checks:
+        if len(tokens) and tokens.max() > capacity:
+            raise ValueError(f"{what.format(int(tokens.max()))} exceeds the KV cache of {where} ({capacity:.0f} "
+                             f"tokens): shorten prompt / output or add GPUs per instance")
 
 
 def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) -> ServeResult:
     """Simulate ``stream`` (arrival, prompt, output) on the step tables of ``engine``."""
     arrival, prompt_t, output_t = stream
-    too_long = (prompt_t + output_t).max()
-    if too_long > engine["capacity"]:
-        raise ValueError(f"a request of {int(too_long)} tokens (prompt + output) exceeds the KV cache of an "
-                         f"instance ({engine['capacity']:.0f} tokens): shorten prompt / output or add GPUs per "
-                         f"instance")
+    check_fits(engine, prompt_t, output_t)
     trace = simulate(arrival, prompt_t, output_t, prefill_instances=engine["prefill_instances"],
                      decode_instances=engine["decode_instances"], max_seqs=engine["max_seqs"],
+                     decode_max_seqs=engine["decode_max_seqs"], decode_kv_capacity=engine["decode_capacity"],
                      token_budget=engine["token_budget"], kv_capacity=engine["capacity"],
                      prefill_time=engine["prefill_time"], decode_time=engine["decode_time"],
                      kv_seconds=engine["kv_seconds"], kv_bytes_per_token=engine["kv_bytes_per_token"],
@@ -276,7 +297,8 @@ def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) 
                        output=output_t, ttft=ttft, tpot=tpot, throughput=trace.tokens_in_window / duration / n_gpus,
                        goodput=goodput, network_share_ttft=net_ttft, network_share_tpot=net_tpot,
                        kv_seconds=trace.kv_seconds, bottleneck=engine["bottleneck"], layouts=engine["layouts"],
-                       kv_capacity=engine["capacity"], events=trace.events,
+                       kv_capacity=engine["decode_capacity"], kv_capacities=dict(engine["kv_capacities"]),
+                       events=trace.events,
                        step_tables=dict(decode=engine["decode_time"], prefill=engine["prefill_time"]),
                        engine=engine)
 

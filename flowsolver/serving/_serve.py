@@ -12,7 +12,7 @@ from .. import _checks
 from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_missing,
                         resolve_compute)
 from ._kv import kv_transfer
-from ._result import ServeResult, _result, request_stream
+from ._result import ServeResult, _result, check_fits, request_stream
 from ._steps import WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
 
 __all__ = ["serve", "DEFAULT_MEMORY_UTILIZATION"]
@@ -315,10 +315,14 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     models = {name: StepModel(spec, gpu_spec, lay, precision, kv_bytes, compute_efficiency, attention_efficiency,
                               gpu_spec.hbm_bandwidth * hbm_efficiency) for name, lay in pools.items()}
     first = next(iter(models.values()))
-    capacity = min(_kv_capacity(sm, memory_utilization) for sm in models.values())
-    if (prompt_t + output_t).max() > capacity:
-        _result(dict(capacity=float(capacity)), (arrival, prompt_t, output_t), duration=duration,
-                ttft_target=None, tpot_target=None)         # raises, naming the request and the capacity
+    # each pool admits against its own KV cache (a prefill pool's instances hold a step's prompts,
+    # a decode pool's whole sequences), its own max_batch x ep sequences
+    capacities = {name: float(_kv_capacity(sm, memory_utilization)) for name, sm in models.items()}
+    seqs = {name: max_batch * lay.ep for name, lay in pools.items()}
+    decoding = "colocated" if "colocated" in pools else "decode"
+    limits = dict(capacity=capacities[next(iter(pools))], max_seqs=seqs[next(iter(pools))],
+                  decode_capacity=capacities[decoding], decode_max_seqs=seqs[decoding], kv_capacities=capacities)
+    check_fits(limits, prompt_t, output_t)          # raises, naming the request, the pool and its capacity
     tables, bottleneck = {}, {}
     for name, sm in models.items():
         dec_t, pre_t, table = _step_functions(graph, sm, max_batch * sm.layout.ep, longest, a2a_bytes, options,
@@ -328,25 +332,25 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
             for kind, links in table.bottleneck.items():
                 bottleneck[f"{name}.{kind}"] = links
     engine = dict(mode="colocated" if "colocated" in pools else "disaggregated", gpus=len(all_ranks),
-                  capacity=float(capacity), token_budget=token_budget, prompt=prompt, output=output,
+                  **limits, token_budget=token_budget, prompt=prompt, output=output,
                   bottleneck=bottleneck, kv_bytes_per_token=first.kv_bytes_per_token,
                   layouts={name: dict(tp=lay.tp, pp=lay.pp, ep=lay.ep, instances=lay.instances)
                            for name, lay in pools.items()})
     if "colocated" in pools:
         lay = pools["colocated"]
-        engine.update(prefill_instances=lay.instances * lay.pp, decode_instances=0, max_seqs=max_batch * lay.ep,
+        engine.update(prefill_instances=lay.instances * lay.pp, decode_instances=0,
                       decode_time=tables["colocated"][0], prefill_time=tables["colocated"][1], kv_seconds=None)
     else:
         background = background_flows(pools, models, tables, rate=rate, prompt=float(np.mean(prompt_t)),
                                       output=float(np.mean(output_t)), token_budget=token_budget,
-                                      max_batch=max_batch, capacity=capacity, a2a_bytes=a2a_bytes)
+                                      max_batch=max_batch, capacity=capacities["decode"], a2a_bytes=a2a_bytes)
         kv = kv_transfer(graph, pools["prefill"], pools["decode"], spec.kv_heads,
                          policy=options.get("policy", "ecmp"), pxn=options.get("pxn", True),
                          efficiency=options.get("efficiency"), background=background)
         bottleneck["kv"] = kv.bottleneck
         engine.update(prefill_instances=pools["prefill"].instances * pools["prefill"].pp,
                       decode_instances=pools["decode"].instances * pools["decode"].pp,
-                      max_seqs=max_batch * pools["decode"].ep, decode_time=tables["decode"][0],
+                      decode_time=tables["decode"][0],
                       prefill_time=tables["prefill"][1], kv_seconds=kv.seconds, kv_ranks=kv.ranks)
     return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), ttft_target=ttft_target,
                    tpot_target=tpot_target)
