@@ -77,9 +77,10 @@ class ServeResult:
     (``prefill.tp``, ``decode.ep``, ``kv``...) the links that held it
     (:class:`flowsolver.routing.Bottleneck`); ``decode_step(batch, context)`` and
     ``prefill_step(tokens)`` the step tables (s, communication s); ``kv_capacities`` the KV
-    tokens an instance of each pool holds (``{"colocated": ...}`` or ``{"prefill": ..., "decode":
-    ...}``), ``kv_capacity`` the decoding pool's (co-located: the instances'; disaggregated: the
-    decode pool's)."""
+    tokens one attention rank of an instance of each pool holds (``{"colocated": ...}`` or
+    ``{"prefill": ..., "decode": ...}``; a request's cache sits whole on one rank, an instance
+    holds ``ep`` times it), ``kv_capacity`` the decoding pool's (co-located: the instances';
+    disaggregated: the decode pool's)."""
 
     mode: str
     gpus: int
@@ -256,8 +257,9 @@ class ServeResult:
 
 def check_fits(engine: dict, prompt, output) -> None:
     """A ValueError naming the request and the pool when a request cannot fit the KV cache it
-    needs: co-located, prompt + output; disaggregated, its prompt on a prefill instance and (more
-    than one output token) prompt + output on a decode instance."""
+    needs on one attention rank: co-located, prompt + output; disaggregated, its prompt on a
+    prefill instance's rank and (more than one output token) prompt + output on a decode
+    instance's."""
     need = np.asarray(prompt) + np.asarray(output)
     if "decode" in engine["kv_capacities"]:
         checks = [(np.asarray(prompt), engine["capacity"], "a prompt of {} tokens", "a prefill instance"),
@@ -267,8 +269,9 @@ def check_fits(engine: dict, prompt, output) -> None:
         checks = [(need, engine["capacity"], "a request of {} tokens (prompt + output)", "an instance")]
     for tokens, capacity, what, where in checks:
         if len(tokens) and tokens.max() > capacity:
-            raise ValueError(f"{what.format(int(tokens.max()))} exceeds the KV cache of {where} ({capacity:.0f} "
-                             f"tokens): shorten prompt / output or add GPUs per instance")
+            raise ValueError(f"{what.format(int(tokens.max()))} exceeds the KV cache of one attention rank of "
+                             f"{where} ({capacity:.0f} tokens; a request's cache sits whole on one of its ep ranks): "
+                             f"shorten prompt / output or raise tp or pp")
 
 
 def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) -> ServeResult:
@@ -278,10 +281,11 @@ def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) 
     trace = simulate(arrival, prompt_t, output_t, prefill_instances=engine["prefill_instances"],
                      decode_instances=engine["decode_instances"], max_seqs=engine["max_seqs"],
                      decode_max_seqs=engine["decode_max_seqs"], decode_kv_capacity=engine["decode_capacity"],
+                     decode_ranks=engine["decode_ranks"],
                      token_budget=engine["token_budget"], kv_capacity=engine["capacity"],
                      prefill_time=engine["prefill_time"], decode_time=engine["decode_time"],
                      kv_seconds=engine["kv_seconds"], kv_bytes_per_token=engine["kv_bytes_per_token"],
-                     kv_ranks=engine.get("kv_ranks", 1), window=duration)
+                     kv_ranks=engine["kv_ranks"], window=duration)
     n_gpus = engine["gpus"]
     ttft = trace.first_token - arrival
     many = output_t > 1

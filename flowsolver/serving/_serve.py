@@ -164,9 +164,10 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
 
 
 def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
-    """KV tokens a pipeline engine holds: each GPU's memory share left after its weights (all
-    its experts), over the KV bytes per token it keeps, times the attention ranks, shared by
-    the ``pp`` engines a pipeline keeps in flight."""
+    """KV tokens one attention rank of a pipeline engine holds: each GPU's memory share left
+    after its weights (all its experts), over the KV bytes per token it keeps, shared by the
+    ``pp`` engines a pipeline keeps in flight. A request's cache sits whole on one of the
+    ``ep`` ranks: the ranks do not pool their caches."""
     m, lay, gpu = sm.model, sm.layout, sm.gpu
     local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
     weights = WEIGHT_BYTES[sm.precision] * (m.layers * (m.attention_params + local_mlp)
@@ -177,7 +178,7 @@ def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
                          f"pp={lay.pp}, ep={lay.ep} on a {gpu.name} ({gpu.memory * memory_utilization / 1e9:.1f} "
                          f"GB usable): raise tp, pp or ep")
     per_token = sm.kv_bytes_per_token / (sm.kv_shards * lay.pp)
-    return math.floor(free / per_token / lay.pp) * lay.ep
+    return math.floor(free / per_token / lay.pp)
 
 
 def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, prompt=1024, output=256,
@@ -316,12 +317,14 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                               gpu_spec.hbm_bandwidth * hbm_efficiency) for name, lay in pools.items()}
     first = next(iter(models.values()))
     # each pool admits against its own KV cache (a prefill pool's instances hold a step's prompts,
-    # a decode pool's whole sequences), its own max_batch x ep sequences
+    # a decode pool's whole sequences; tokens an attention rank), its own max_batch x ep sequences
     capacities = {name: float(_kv_capacity(sm, memory_utilization)) for name, sm in models.items()}
     seqs = {name: max_batch * lay.ep for name, lay in pools.items()}
     decoding = "colocated" if "colocated" in pools else "decode"
-    limits = dict(capacity=capacities[next(iter(pools))], max_seqs=seqs[next(iter(pools))],
-                  decode_capacity=capacities[decoding], decode_max_seqs=seqs[decoding], kv_capacities=capacities)
+    first_pool = next(iter(pools))
+    limits = dict(capacity=capacities[first_pool], max_seqs=seqs[first_pool], kv_ranks=pools[first_pool].ep,
+                  decode_capacity=capacities[decoding], decode_max_seqs=seqs[decoding],
+                  decode_ranks=pools[decoding].ep, kv_capacities=capacities)
     check_fits(limits, prompt_t, output_t)          # raises, naming the request, the pool and its capacity
     tables, bottleneck = {}, {}
     for name, sm in models.items():
@@ -343,7 +346,8 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     else:
         background = background_flows(pools, models, tables, rate=rate, prompt=float(np.mean(prompt_t)),
                                       output=float(np.mean(output_t)), token_budget=token_budget,
-                                      max_batch=max_batch, capacity=capacities["decode"], a2a_bytes=a2a_bytes)
+                                      max_batch=max_batch, capacity=capacities["decode"] * pools["decode"].ep,
+                                      a2a_bytes=a2a_bytes)
         kv = kv_transfer(graph, pools["prefill"], pools["decode"], spec.kv_heads,
                          policy=options.get("policy", "ecmp"), pxn=options.get("pxn", True),
                          efficiency=options.get("efficiency"), background=background)
@@ -351,6 +355,6 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         engine.update(prefill_instances=pools["prefill"].instances * pools["prefill"].pp,
                       decode_instances=pools["decode"].instances * pools["decode"].pp,
                       decode_time=tables["decode"][0],
-                      prefill_time=tables["prefill"][1], kv_seconds=kv.seconds, kv_ranks=kv.ranks)
+                      prefill_time=tables["prefill"][1], kv_seconds=kv.seconds)
     return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), ttft_target=ttft_target,
                    tpot_target=tpot_target)

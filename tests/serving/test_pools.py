@@ -63,3 +63,57 @@ def test_prefill_steps_take_the_prefill_pools_sequences():
                  decode=dict(tp=8, ep=1), max_batch=2)
     _, per_step = np.unique(np.round(r.arrival + r.ttft, 12), return_counts=True)
     assert len(r.arrival) > 100 and per_step.max() == 2 * 8
+
+
+# Mixtral 8x7B (paper): 32 layers, hidden 4096, FFN 14336 per expert, 8 experts, 32 heads, 8 KV
+# heads of 128, vocabulary 32000 (the router's 32 x 4096 x 8 weights are not counted)
+LM, HM, FM, EM, KVHM, DM, VM = 32, 4096, 14336, 8, 8, 128, 32000
+
+
+def mixtral_rank_tokens():
+    """KV tokens one H100 of a TP1 x EP8 instance holds: its attention, its one expert of eight,
+    the embedding and output projection in bf16, and all 8 KV heads of every layer per token."""
+    weights = 2 * (LM * (2 * HM * HM + 2 * HM * KVHM * DM + EM / 8 * 3 * HM * FM) + 2 * VM * HM)
+    return np.floor((H100_USABLE - weights) / (2 * LM * KVHM * DM * 2))
+
+
+@pytest.fixture(scope="module")
+def mixtral_ep8():
+    """100,000 + 1,000-token requests on Mixtral TP1 x EP8 (one DGX H100), 2 a second for 30 s."""
+    r = fs.serve(tp.rail_optimized(nodes=1), "mixtral-8x7b", rate=2.0, duration=30.0, prompt=100_000,
+                 output=1_000, tp=1, ep=8, token_budget=100_000)
+    return r
+
+
+def test_ep_ranks_do_not_pool_their_kv_caches(mixtral_ep8):
+    # one rank holds 476,728 tokens by hand; the instance's eight do not make one cache of 8 x that
+    assert mixtral_rank_tokens() == 476728
+    assert mixtral_ep8.kv_capacity == mixtral_rank_tokens() == mixtral_ep8.kv_capacities["colocated"]
+    # whole requests a rank: floor(476,728 / 101,000) = 4, so 8 x 4 = 32 decode at once, not the
+    # floor(8 x 476,728 / 101,000) = 37 of a pooled cache
+    r = mixtral_ep8
+    start = r.arrival + r.ttft
+    end = start + r.tpot * (r.output - 1)
+    running = max(int(np.sum((start <= x) & (end > x))) for x in start)
+    assert r.completed == len(r.arrival) > 40
+    assert running == 8 * (476728 // 101_000) == 32
+
+
+def test_a_request_larger_than_one_ranks_cache_is_refused():
+    prompt = int(1.5 * 476728)                     # fits the eight ranks together, not one
+    with pytest.raises(ValueError, match=rf"a request of {prompt + 16} tokens \(prompt \+ output\) exceeds the KV "
+                                         r"cache of one attention rank of an instance \(476728 tokens"):
+        fs.serve(tp.rail_optimized(nodes=1), "mixtral-8x7b", rate=0.2, duration=5.0, prompt=prompt, output=16, tp=1,
+                 ep=8, token_budget=prompt)
+
+
+def test_event_loop_packs_whole_requests_a_rank():
+    # co-located, 2 attention ranks of 10 tokens each; requests of 4 + 2 = 6 tokens at 0, 0.5, 0.5.
+    # r0 prefills 0 -> 1 (rank 0: 6); at 1 r1 takes rank 1 (6) and r2 fits neither (12 > 10), though
+    # the ranks together have 8 left: r1 prefills 1 -> 2, r0 and r1 decode 2 -> 2.5 (both done), then
+    # r2 prefills 2.5 -> 3.5 and decodes 3.5 -> 4. (A pooled cache of 20 runs all three by 2.5.)
+    t = simulate([0.0, 0.5, 0.5], [4, 4, 4], [2, 2, 2], prefill_instances=1, decode_instances=0, max_seqs=8,
+                 token_budget=16, kv_capacity=10, kv_ranks=2, prefill_time=lambda lengths: (1.0, 0.0),
+                 decode_time=lambda b, k: (0.5, 0.0))
+    np.testing.assert_allclose(t.first_token, [1.0, 2.0, 3.5])
+    np.testing.assert_allclose(t.finish, [2.5, 2.5, 4.0])
