@@ -198,7 +198,8 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     each step crossing every stage in turn (in steady state they take the stages in turn).
     Disaggregated (``prefill_gpus``): the first ``prefill_gpus`` of ``ranks`` prefill with
     ``tp, pp, ep``, the rest decode with
-    ``decode`` (``dict(tp=, pp=, ep=)``, default the same), and every request's KV cache
+    ``decode`` (``dict(tp=, pp=, ep=)``; a degree it leaves out, or all without it, the prefill
+    pool's: ``decode=dict(tp=2)`` keeps ``pp`` and ``ep``), and every request's KV cache
     crosses the fabric between them. Step times come from the model's FLOPs and bytes
     (:mod:`flowsolver.serving._steps`), communication from the collectives solved on
     ``graph``, KV transfers from max-min fair flows (:mod:`flowsolver.serving._kv`), the
@@ -303,8 +304,9 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     else:
         prefill_gpus = _checks.integer("prefill_gpus", prefill_gpus, maximum=len(all_ranks) - 1)
         pools = {"prefill": _pool("layout", dict(tp=tp, pp=pp, ep=ep), all_ranks[:prefill_gpus], spec),
-                 "decode": _pool("decode", decode if decode is not None else dict(tp=tp, pp=pp, ep=ep),
-                                 all_ranks[prefill_gpus:], spec)}
+                 # a degree decode= leaves out is the prefill pool's (as the CLI's --decode-tp)
+                 "decode": _pool("decode", dict(tp=tp, pp=pp, ep=ep) | dict(decode or {}), all_ranks[prefill_gpus:],
+                                 spec)}
     arrival, prompt_t, output_t = request_stream(rate, duration, prompt, output, seed=seed)
     if not len(arrival):
         raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed}): raise rate or "

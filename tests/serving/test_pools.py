@@ -117,3 +117,16 @@ def test_event_loop_packs_whole_requests_a_rank():
                  decode_time=lambda b, k: (0.5, 0.0))
     np.testing.assert_allclose(t.first_token, [1.0, 2.0, 3.5])
     np.testing.assert_allclose(t.finish, [2.5, 2.5, 4.0])
+
+
+def test_decode_degrees_left_out_are_the_prefill_pools_in_the_api_and_the_cli(capsys):
+    # Mixtral prefill TP1 x EP8 on 8 GPUs, decode tp 2 on the other 16: ep 8 and pp 1 kept, so
+    # 16 / (2 x 1 x 8) = 1 decode instance (not 8 of tp 2, ep 1)
+    from flowsolver.cli import main
+
+    r = fs.serve(tp.rail_optimized(nodes=3), "mixtral-8x7b", rate=2.0, duration=2.0, prompt=256, output=16, tp=1,
+                 ep=8, prefill_gpus=8, decode=dict(tp=2))
+    assert r.layouts["decode"] == dict(tp=2, pp=1, ep=8, instances=1)
+    assert main(["serve", "--nodes", "3", "--model", "mixtral-8x7b", "--tp", "1", "--ep", "8", "--prefill-gpus", "8",
+                 "--decode-tp", "2", "--rate", "2", "--duration", "2", "--prompt", "256", "--output", "16"]) == 0
+    assert "decode 1 x (tp 2, pp 1, ep 8)" in capsys.readouterr().out.splitlines()[0]
