@@ -129,9 +129,10 @@ class ServeResult:
 
     def decode_step(self, batch: int, context: float = 0.0) -> tuple:
         """(seconds, communication seconds) of a decode step of ``batch`` sequences (an
-        instance's total, 1 to its ``max_batch x ep``) holding ``context`` tokens (>= 0;
-        decode pool)."""
-        most = self.engine.get("decode_max_seqs")
+        instance's total, 1 to the most it can run at once: its ``max_batch x ep``, and no more
+        whole requests of the least length than its ranks' KV caches hold) holding ``context``
+        tokens (>= 0; decode pool)."""
+        most = self.engine.get("decode_at_once")
         batch = _checks.integer("batch", batch, maximum=most)     # a -1 read the table from its end
         if isinstance(context, (bool, np.bool_)) or not np.isfinite(_real(context)) or context < 0:
             raise ValueError(f"context must be a finite number of tokens >= 0, got {context!r}")

@@ -130,3 +130,29 @@ def test_decode_degrees_left_out_are_the_prefill_pools_in_the_api_and_the_cli(ca
     assert main(["serve", "--nodes", "3", "--model", "mixtral-8x7b", "--tp", "1", "--ep", "8", "--prefill-gpus", "8",
                  "--decode-tp", "2", "--rate", "2", "--duration", "2", "--prompt", "256", "--output", "16"]) == 0
     assert "decode 1 x (tp 2, pp 1, ep 8)" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_decode_table_is_built_for_what_can_run_at_once():
+    # Llama 3 8B TP8 (one DGX H100), 272-token requests: the same run with max_batch 256 and 10^7;
+    # the table holds the stream's requests at first, grows on demand (at_rate) and never past the
+    # whole requests the cache holds: one GPU's free memory over its 1/8 of K and V per token
+    L, H, F, KVH, D, V = 32, 4096, 14336, 8, 128, 128256
+    params = L * (2 * H * H + 2 * H * KVH * D + 3 * H * F) + 2 * V * H
+    rank_tokens = np.floor((H100_USABLE - 2 * params / 8) / (2 * L * KVH * D * 2 / 8))
+    at_once = int(rank_tokens // 272)
+    kw = dict(rate=2.0, duration=2.0, prompt=256, output=16, tp=8)
+    g = tp.rail_optimized(nodes=1)
+    normal = fs.serve(g, "llama-3-8b", max_batch=256, **kw)
+    huge = fs.serve(g, "llama-3-8b", max_batch=10**7, **kw)
+    assert huge.kv_capacity == rank_tokens
+    for r in (normal, huge):
+        assert r.step_tables["decode"].built() == len(r.arrival) < 10
+    for a, b in ((normal, huge), (normal.at_rate(200.0), huge.at_rate(200.0))):
+        np.testing.assert_array_equal(a.ttft, b.ttft)
+        np.testing.assert_array_equal(a.tpot, b.tpot)
+        assert a.throughput == b.throughput
+    assert 10 < huge.step_tables["decode"].built() < at_once         # grown for the batches 400 requests ran
+    assert huge.decode_step(at_once, 0.0) == huge.step_tables["decode"](at_once, 0.0)
+    assert huge.step_tables["decode"].built() == at_once
+    with pytest.raises(ValueError, match=rf"batch must be an integer in 1 \.\.\. {at_once}, got {at_once + 1}"):
+        huge.decode_step(at_once + 1)
