@@ -156,3 +156,11 @@ def test_decode_table_is_built_for_what_can_run_at_once():
     assert huge.step_tables["decode"].built() == at_once
     with pytest.raises(ValueError, match=rf"batch must be an integer in 1 \.\.\. {at_once}, got {at_once + 1}"):
         huge.decode_step(at_once + 1)
+
+
+def test_h200_kv_capacity_from_the_driver_reported_memory():
+    # an H200 SXM as nvidia-smi reports it, 143,771 MiB (topologies/servers.py): Llama 3 70B TP8
+    # holds 2,881,866 KV tokens a GPU by hand (the datasheet's 141e9 bytes gave 2,667,526)
+    r = fs.serve(tp.rail_optimized(nodes=1), "llama-3-70b", rate=1.0, duration=2.0, prompt=1024, output=64, tp=8,
+                 gpu="h200")
+    assert r.kv_capacity == llama70_tokens_per_gpu(8, usable=0.9 * 143771 * 2**20) == 2881866
