@@ -113,8 +113,11 @@ _GPUS = {
     "h100_pcie": GpuSpec("h100_pcie", 756e12, 80e9, "NVIDIA H100 datasheet (PCIe), dense BF16 / FP8", 1513e12,
                          hbm_bandwidth=2.0e12, tdp=350.0),
     # H200 SXM: the H100's compute (989 BF16, 1979 FP8 dense), 141 GB HBM3e at 4.8 TB/s, 700 W.
-    "h200": GpuSpec("h200", 989e12, 141e9, "NVIDIA H200 datasheet (SXM), dense BF16 / FP8, 141 GB HBM3e", 1979e12,
-                    hbm_bandwidth=4.8e12, tdp=700.0, family="h200"),
+    # Memory as the driver reports it: 143,771 MiB (150.75e9 bytes; nvidia-smi 570.158.01 on eight
+    # "NVIDIA H200" at a 700 W cap, the SXM part, "0MiB / 143771MiB" each: github.com/sungwon-chae/
+    # arxiv_confi, tmp_memo.md at eda3877891fa524b7b210b4e677f803547670143), not the datasheet's 141e9.
+    "h200": GpuSpec("h200", 989e12, 143771 * _MIB, "NVIDIA H200 datasheet (SXM), dense BF16 / FP8, 141 GB HBM3e",
+                    1979e12, hbm_bandwidth=4.8e12, tdp=700.0, family="h200"),
     # A100 SXM4 80GB datasheet: 312 TFLOP/s dense BF16, 80 GB HBM2e at 2.039 TB/s, 400 W;
     # Ampere has no FP8 tensor cores.
     "a100_sxm": GpuSpec("a100_sxm", 312e12, 81920 * _MIB, "NVIDIA A100 datasheet (SXM4 80GB), dense BF16",

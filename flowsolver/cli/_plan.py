@@ -6,9 +6,8 @@ from __future__ import annotations
 import topologies as tp
 
 from ..training import MODELS
-from ._arguments import (_add_output, _add_topology, build_graph, cluster_label, compute_choice,
-                         compute_model,
-                         server_of)
+from ._arguments import (CliError, _add_output, _add_topology, build_graph, cluster_label, compute_choice,
+                         compute_model, server_of)
 from ._model_file import model_of
 from ._output import emit, to_json
 
@@ -85,10 +84,16 @@ def plan(args) -> None:
     searched = dict(tp=args.tp, cp=args.cp, pp=args.pp, vp=args.vp, ep=args.ep, micro_batch=args.micro_batch,
                     zero=args.zero, recompute=args.recompute, orders=args.orders, sequence_parallel=sp)
     extra = compute_choice(args)
-    result = run_plan(graph, model=model_of(args.model), global_batch=args.global_batch, seq_len=args.seq_len,
-                      precision=args.precision, top=args.top, headroom=args.headroom, max_solves=args.max_solves, tolerance=args.tolerance,
-                      max_tp=args.max_tp, gpu=args.gpu, gpus=args.job_gpus, placement=args.placement,
-                      **{k: v for k, v in searched.items() if v is not None}, **extra)
+    try:
+        result = run_plan(graph, model=model_of(args.model), global_batch=args.global_batch, seq_len=args.seq_len,
+                          precision=args.precision, top=args.top, headroom=args.headroom, max_solves=args.max_solves,
+                          tolerance=args.tolerance, max_tp=args.max_tp, gpu=args.gpu, gpus=args.job_gpus,
+                          placement=args.placement, **{k: v for k, v in searched.items() if v is not None}, **extra)
+    except ValueError as err:       # the API's gpus= is --job-gpus here (--gpus sizes the cluster)
+        text = str(err)
+        if args.job_gpus is not None and not isinstance(err, CliError) and text.startswith(("gpus (", "gpus must")):
+            raise CliError("--job-gpus" + text[len("gpus"):]) from None
+        raise
     rows = [r.as_dict() for r in (result.front if args.front else result.rows)]
     if args.json:
         print(to_json(dict(model=result.model, gpus=result.gpus, cluster=cluster_label(args, graph),

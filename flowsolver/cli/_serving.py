@@ -4,7 +4,8 @@ TTFT and TPOT percentiles, throughput per GPU, goodput, the network's share, bot
 from __future__ import annotations
 
 from ..training import MODELS
-from ._arguments import _add_output, _add_topology, build_graph, cluster_label, compute_choice, compute_model
+from ._arguments import (CliError, _add_output, _add_topology, build_graph, cluster_label, compute_choice,
+                         compute_model)
 from ._output import emit
 
 __all__ = ["add_serve", "serve"]
@@ -66,10 +67,17 @@ def serve(args) -> None:
     """Run :func:`flowsolver.serve` and print its summary."""
     from ..serving import serve as run
 
+    for flag, value in (("--decode-tp", args.decode_tp), ("--decode-pp", args.decode_pp),
+                        ("--decode-ep", args.decode_ep)):
+        if value is not None and value < 1:     # refused like --tp 0, not replaced by --tp
+            raise CliError(f"{flag} must be an integer >= 1, got {value}")
+    if args.request_seed < 0:                   # the API's seed=; --seed is the cable-failure seed
+        raise CliError(f"--request-seed must be an integer >= 0, got {args.request_seed}")
     graph = build_graph(args)
     decode = None
     if args.prefill_gpus is not None:
-        decode = dict(tp=args.decode_tp or args.tp, pp=args.decode_pp or args.pp, ep=args.decode_ep or args.ep)
+        decode = {k: own for k, own in (("tp", args.decode_tp), ("pp", args.decode_pp), ("ep", args.decode_ep))
+                  if own is not None}           # a degree not given: the prefill pool's (serve's decode=)
     elif any(v is not None for v in (args.decode_tp, args.decode_pp, args.decode_ep)):
         raise ValueError("--decode-tp / --decode-pp / --decode-ep need --prefill-gpus (disaggregated)")
     ms = lambda v: None if v is None else v / 1e3   # noqa: E731

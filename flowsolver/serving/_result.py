@@ -76,7 +76,11 @@ class ServeResult:
     transfer) over the whole, summed over the requests; ``bottleneck``: per communication kind
     (``prefill.tp``, ``decode.ep``, ``kv``...) the links that held it
     (:class:`flowsolver.routing.Bottleneck`); ``decode_step(batch, context)`` and
-    ``prefill_step(tokens)`` the step tables (s, communication s)."""
+    ``prefill_step(tokens)`` the step tables (s, communication s); ``kv_capacities`` the KV
+    tokens one attention rank of an instance of each pool holds (``{"colocated": ...}`` or
+    ``{"prefill": ..., "decode": ...}``; a request's cache sits whole on one rank, an instance
+    holds ``ep`` times it), ``kv_capacity`` the decoding pool's (co-located: the instances';
+    disaggregated: the decode pool's)."""
 
     mode: str
     gpus: int
@@ -95,6 +99,7 @@ class ServeResult:
     layouts: dict
     kv_capacity: float
     events: int
+    kv_capacities: dict = field(default_factory=dict)
     step_tables: dict = field(repr=False, default_factory=dict)
     engine: dict = field(repr=False, default_factory=dict)
 
@@ -124,9 +129,10 @@ class ServeResult:
 
     def decode_step(self, batch: int, context: float = 0.0) -> tuple:
         """(seconds, communication seconds) of a decode step of ``batch`` sequences (an
-        instance's total, 1 to its ``max_batch x ep``) holding ``context`` tokens (>= 0;
-        decode pool)."""
-        most = self.engine.get("max_seqs")
+        instance's total, 1 to the most it can run at once: its ``max_batch x ep``, and no more
+        whole requests of the least length than its ranks' KV caches hold) holding ``context``
+        tokens (>= 0; decode pool)."""
+        most = self.engine.get("decode_at_once")
         batch = _checks.integer("batch", batch, maximum=most)     # a -1 read the table from its end
         if isinstance(context, (bool, np.bool_)) or not np.isfinite(_real(context)) or context < 0:
             raise ValueError(f"context must be a finite number of tokens >= 0, got {context!r}")
@@ -236,7 +242,9 @@ class ServeResult:
                          f"({max_rounds}) bisections, wider than tolerance ({tolerance:g}): raise max_rounds")
 
     def summary(self) -> dict:
-        """The headline figures as a plain dict (ms for latencies)."""
+        """The headline figures as a plain dict (ms for latencies); ``kv_capacity_tokens`` is
+        :attr:`kv_capacity` (the decoding pool's), ``kv_capacity_prefill_tokens`` the prefill
+        pool's (co-located: the same instances, the same figure)."""
         return dict(mode=self.mode, gpus=self.gpus, requests=len(self.arrival), completed=self.completed,
                     ttft_p50_ms=self.ttft_p50 * 1e3, ttft_p99_ms=self.ttft_p99 * 1e3,
                     tpot_p50_ms=self.tpot_p50 * 1e3, tpot_p99_ms=self.tpot_p99 * 1e3,
@@ -244,23 +252,41 @@ class ServeResult:
                     network_share_ttft=self.network_share_ttft, network_share_tpot=self.network_share_tpot,
                     kv_transfer_p50_ms=self._pct(np.where(self.kv_seconds > 0, self.kv_seconds, np.nan), 50) * 1e3,
                     bottleneck={k: (v[0].src, v[0].dst, v[0].tier) for k, v in self.bottleneck.items() if v},
-                    layouts=self.layouts, kv_capacity_tokens=self.kv_capacity)
+                    layouts=self.layouts, kv_capacity_tokens=self.kv_capacity,
+                    kv_capacity_prefill_tokens=self.kv_capacities.get("prefill", self.kv_capacity))
+
+
+def check_fits(engine: dict, prompt, output) -> None:
+    """A ValueError naming the request and the pool when a request cannot fit the KV cache it
+    needs on one attention rank: co-located, prompt + output; disaggregated, its prompt on a
+    prefill instance's rank and (more than one output token) prompt + output on a decode
+    instance's."""
+    need = np.asarray(prompt) + np.asarray(output)
+    if "decode" in engine["kv_capacities"]:
+        checks = [(np.asarray(prompt), engine["capacity"], "a prompt of {} tokens", "a prefill instance"),
+                  (need[np.asarray(output) > 1], engine["decode_capacity"], "a request of {} tokens (prompt + output)",
+                   "a decode instance")]
+    else:
+        checks = [(need, engine["capacity"], "a request of {} tokens (prompt + output)", "an instance")]
+    for tokens, capacity, what, where in checks:
+        if len(tokens) and tokens.max() > capacity:
+            raise ValueError(f"{what.format(int(tokens.max()))} exceeds the KV cache of one attention rank of "
+                             f"{where} ({capacity:.0f} tokens; a request's cache sits whole on one of its ep ranks): "
+                             f"shorten prompt / output or raise tp or pp")
 
 
 def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) -> ServeResult:
     """Simulate ``stream`` (arrival, prompt, output) on the step tables of ``engine``."""
     arrival, prompt_t, output_t = stream
-    too_long = (prompt_t + output_t).max()
-    if too_long > engine["capacity"]:
-        raise ValueError(f"a request of {int(too_long)} tokens (prompt + output) exceeds the KV cache of an "
-                         f"instance ({engine['capacity']:.0f} tokens): shorten prompt / output or add GPUs per "
-                         f"instance")
+    check_fits(engine, prompt_t, output_t)
     trace = simulate(arrival, prompt_t, output_t, prefill_instances=engine["prefill_instances"],
                      decode_instances=engine["decode_instances"], max_seqs=engine["max_seqs"],
+                     decode_max_seqs=engine["decode_max_seqs"], decode_kv_capacity=engine["decode_capacity"],
+                     decode_ranks=engine["decode_ranks"],
                      token_budget=engine["token_budget"], kv_capacity=engine["capacity"],
                      prefill_time=engine["prefill_time"], decode_time=engine["decode_time"],
                      kv_seconds=engine["kv_seconds"], kv_bytes_per_token=engine["kv_bytes_per_token"],
-                     kv_ranks=engine.get("kv_ranks", 1), window=duration)
+                     kv_ranks=engine["kv_ranks"], window=duration)
     n_gpus = engine["gpus"]
     ttft = trace.first_token - arrival
     many = output_t > 1
@@ -276,7 +302,8 @@ def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) 
                        output=output_t, ttft=ttft, tpot=tpot, throughput=trace.tokens_in_window / duration / n_gpus,
                        goodput=goodput, network_share_ttft=net_ttft, network_share_tpot=net_tpot,
                        kv_seconds=trace.kv_seconds, bottleneck=engine["bottleneck"], layouts=engine["layouts"],
-                       kv_capacity=engine["capacity"], events=trace.events,
+                       kv_capacity=engine["decode_capacity"], kv_capacities=dict(engine["kv_capacities"]),
+                       events=trace.events,
                        step_tables=dict(decode=engine["decode_time"], prefill=engine["prefill_time"]),
                        engine=engine)
 

@@ -12,7 +12,7 @@ from .. import _checks
 from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_missing,
                         resolve_compute)
 from ._kv import kv_transfer
-from ._result import ServeResult, _result, request_stream
+from ._result import ServeResult, _result, check_fits, request_stream
 from ._steps import WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
 
 __all__ = ["serve", "DEFAULT_MEMORY_UTILIZATION"]
@@ -49,10 +49,13 @@ def _pool(name, spec, ranks, model) -> InstanceLayout:
 
 
 def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_bytes: float, options: dict,
-                    overlap: float = 0.0):
+                    overlap: float = 0.0, first: int | None = None):
     """decode_time(batch, context) and prefill_time(lengths of the step's prompts) of one
     pool's instance, (seconds, exposed communication seconds); its communication tables.
-    ``overlap`` of each step's communication hides behind its compute (at most all of it)."""
+    ``overlap`` of each step's communication hides behind its compute (at most all of it).
+    ``max_seqs``: the most sequences a decode step can hold; the decode table is built for
+    batches up to ``first`` (default ``max_seqs``) and grows (doubling, at most to ``max_seqs``)
+    when a larger batch is asked for; ``decode_time.built()`` is the largest batch it holds."""
     lay, m = sm.layout, sm.model
     kinds = {k: _OPS[k] for k, deg in (("tp", lay.tp), ("ep", lay.ep), ("pp", lay.pp)) if deg > 1}
     smallest = min(sm.tp_bytes(1) if lay.tp > 1 else np.inf, sm.ep_bytes(1, a2a_bytes) if lay.ep > 1 else np.inf,
@@ -72,35 +75,46 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
                 + 2 * moe_layers * table.time("ep", sm.ep_bytes(tokens_per_rank, a2a_bytes))
                 + (lay.pp - 1) * table.time("pp", sm.pp_bytes(tokens_per_rank)))
 
-    # the busiest attention rank holds whole sequences, ceil(b / ep) of the b (one sequence on
-    # 8 ranks is on one, not 1/8 on each), and their share of the context; the step waits for it
-    busiest = np.ceil(np.arange(max_seqs + 1) / lay.ep)
-    context_share = busiest / np.maximum(np.arange(max_seqs + 1), 1)
-    comm_decode = comm(busiest)         # its tokens, as prefill's: the rank holding the most sends the most
-    comm_decode[0] = 0.0
-    if sm.kernels is not None:          # the kernel tables: each kernel timed alone, the KV reads apart
-        fixed = np.array([sm.kernels.decode_fixed(b, n) for n, b in enumerate(busiest)])
+    per_context_bytes = sm.kv_read_bytes(1.0)
+    per_context_flops = sm.decode_flops(0.0, 1.0)
+    rate = sm._peak * sm.compute_efficiency if sm.kernels is None else None
+    tab = {}
 
-        def compute_time(b, mine):
-            return fixed[b] + sm.kernels.decode_context(mine)
-    else:
-        batches = np.arange(max_seqs + 1, dtype=np.float64) / lay.ep      # per attention rank
-        weights = np.array([sm.weight_bytes(b * lay.ep) for b in batches])
-        flops = np.array([sm.decode_flops(b, 0.0) for b in busiest])
-        per_context_bytes = sm.kv_read_bytes(1.0)
-        per_context_flops = sm.decode_flops(0.0, 1.0)
-        rate = sm._peak * sm.compute_efficiency
+    def build(upto):
+        """The decode table for batches 0 ... ``upto``."""
+        n = np.arange(upto + 1)
+        # the busiest attention rank holds whole sequences, ceil(b / ep) of the b (one sequence on
+        # 8 ranks is on one, not 1/8 on each), and their share of the context; the step waits for it
+        busiest = np.ceil(n / lay.ep)
+        tab["share"] = busiest / np.maximum(n, 1)
+        tab["comm"] = comm(busiest)     # its tokens, as prefill's: the rank holding the most sends the most
+        tab["comm"][0] = 0.0
+        if sm.kernels is not None:      # the kernel tables: each kernel timed alone, the KV reads apart
+            tab["fixed"] = np.array([sm.kernels.decode_fixed(b, k) for k, b in enumerate(busiest)])
+        else:
+            batches = n.astype(np.float64) / lay.ep      # per attention rank
+            tab["weights"] = np.array([sm.weight_bytes(b * lay.ep) for b in batches])
+            tab["flops"] = np.array([sm.decode_flops(b, 0.0) for b in busiest])
 
-        def compute_time(b, mine):
-            return max((weights[b] + per_context_bytes * mine) / sm.hbm_bandwidth,
-                       (flops[b] + per_context_flops * mine) / rate)
+    def compute_time(b, mine):
+        if sm.kernels is not None:
+            return tab["fixed"][b] + sm.kernels.decode_context(mine)
+        return max((tab["weights"][b] + per_context_bytes * mine) / sm.hbm_bandwidth,
+                   (tab["flops"][b] + per_context_flops * mine) / rate)
 
     def decode_time(batch, context):
         b = int(batch)
-        compute = compute_time(b, context * context_share[b])
-        net = float(comm_decode[b])
+        if b >= len(tab["share"]):
+            if b > max_seqs:
+                raise ValueError(f"a decode batch of {b} sequences: the instance runs at most {max_seqs} at once")
+            build(min(max_seqs, max(b, 2 * (len(tab["share"]) - 1))))
+        compute = compute_time(b, context * tab["share"][b])
+        net = float(tab["comm"][b])
         exposed = net - min(overlap * net, compute)
         return compute + exposed, exposed
+
+    build(max_seqs if first is None else max(1, min(first, max_seqs)))
+    decode_time.built = lambda: len(tab["share"]) - 1
 
     def prefill_time(lengths):
         compute, busiest = sm.prefill_step(lengths)
@@ -117,7 +131,8 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
     each pool at the load the stream offers it, ``u = min(1, offered tokens/s / the pool's
     tokens/s at a full step)`` (prefill: as many whole prompts of the mean length as fit
     ``token_budget``, at least one; decode:
-    ``max_batch x ep`` sequences holding the mean prompt and half the mean output each), its
+    ``max_batch x ep`` sequences, the most it runs at once, holding the mean prompt and half the
+    mean output each), its
     TP rings (``2 x layers`` all-reduces, ``2 (tp - 1) / tp`` of the buffer to the ring's next
     GPU), EP all-to-alls (``2 x layers`` calls, ``1 / ep`` of the buffer to each peer) and PP
     sends of a full step, each flow at ``u x`` its bytes per step over the step's time."""
@@ -163,10 +178,16 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
             np.array([rates[i] for i in keep], dtype=np.float64))
 
 
+def _least(spec) -> int:
+    """The fewest tokens a length spec of :func:`request_stream` draws (int, ``(lo, hi)`` or samples)."""
+    return int(spec[0]) if isinstance(spec, tuple) else int(np.min(spec))
+
+
 def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
-    """KV tokens a pipeline engine holds: each GPU's memory share left after its weights (all
-    its experts), over the KV bytes per token it keeps, times the attention ranks, shared by
-    the ``pp`` engines a pipeline keeps in flight."""
+    """KV tokens one attention rank of a pipeline engine holds: each GPU's memory share left
+    after its weights (all its experts), over the KV bytes per token it keeps, shared by the
+    ``pp`` engines a pipeline keeps in flight. A request's cache sits whole on one of the
+    ``ep`` ranks: the ranks do not pool their caches."""
     m, lay, gpu = sm.model, sm.layout, sm.gpu
     local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
     weights = WEIGHT_BYTES[sm.precision] * (m.layers * (m.attention_params + local_mlp)
@@ -177,7 +198,7 @@ def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
                          f"pp={lay.pp}, ep={lay.ep} on a {gpu.name} ({gpu.memory * memory_utilization / 1e9:.1f} "
                          f"GB usable): raise tp, pp or ep")
     per_token = sm.kv_bytes_per_token / (sm.kv_shards * lay.pp)
-    return math.floor(free / per_token / lay.pp) * lay.ep
+    return math.floor(free / per_token / lay.pp)
 
 
 def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, prompt=1024, output=256,
@@ -197,7 +218,8 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     each step crossing every stage in turn (in steady state they take the stages in turn).
     Disaggregated (``prefill_gpus``): the first ``prefill_gpus`` of ``ranks`` prefill with
     ``tp, pp, ep``, the rest decode with
-    ``decode`` (``dict(tp=, pp=, ep=)``, default the same), and every request's KV cache
+    ``decode`` (``dict(tp=, pp=, ep=)``; a degree it leaves out, or all without it, the prefill
+    pool's: ``decode=dict(tp=2)`` keeps ``pp`` and ``ep``), and every request's KV cache
     crosses the fabric between them. Step times come from the model's FLOPs and bytes
     (:mod:`flowsolver.serving._steps`), communication from the collectives solved on
     ``graph``, KV transfers from max-min fair flows (:mod:`flowsolver.serving._kv`), the
@@ -302,8 +324,9 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     else:
         prefill_gpus = _checks.integer("prefill_gpus", prefill_gpus, maximum=len(all_ranks) - 1)
         pools = {"prefill": _pool("layout", dict(tp=tp, pp=pp, ep=ep), all_ranks[:prefill_gpus], spec),
-                 "decode": _pool("decode", decode if decode is not None else dict(tp=tp, pp=pp, ep=ep),
-                                 all_ranks[prefill_gpus:], spec)}
+                 # a degree decode= leaves out is the prefill pool's (as the CLI's --decode-tp)
+                 "decode": _pool("decode", dict(tp=tp, pp=pp, ep=ep) | dict(decode or {}), all_ranks[prefill_gpus:],
+                                 spec)}
     arrival, prompt_t, output_t = request_stream(rate, duration, prompt, output, seed=seed)
     if not len(arrival):
         raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed}): raise rate or "
@@ -315,38 +338,53 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     models = {name: StepModel(spec, gpu_spec, lay, precision, kv_bytes, compute_efficiency, attention_efficiency,
                               gpu_spec.hbm_bandwidth * hbm_efficiency) for name, lay in pools.items()}
     first = next(iter(models.values()))
-    capacity = min(_kv_capacity(sm, memory_utilization) for sm in models.values())
-    if (prompt_t + output_t).max() > capacity:
-        _result(dict(capacity=float(capacity)), (arrival, prompt_t, output_t), duration=duration,
-                ttft_target=None, tpot_target=None)         # raises, naming the request and the capacity
+    # each pool admits against its own KV cache (a prefill pool's instances hold a step's prompts,
+    # a decode pool's whole sequences; tokens an attention rank), its own max_batch x ep sequences
+    capacities = {name: float(_kv_capacity(sm, memory_utilization)) for name, sm in models.items()}
+    seqs = {name: max_batch * lay.ep for name, lay in pools.items()}
+    decoding = "colocated" if "colocated" in pools else "decode"
+    first_pool = next(iter(pools))
+    limits = dict(capacity=capacities[first_pool], max_seqs=seqs[first_pool], kv_ranks=pools[first_pool].ep,
+                  decode_capacity=capacities[decoding], decode_max_seqs=seqs[decoding],
+                  decode_ranks=pools[decoding].ep, kv_capacities=capacities)
+    check_fits(limits, prompt_t, output_t)          # raises, naming the request, the pool and its capacity
+    # the most sequences a pool's instance runs at once, whatever the stream (at_rate draws others
+    # of the same lengths): max_batch x ep, and no more whole requests of the least length (a prefill
+    # pool's: prompt; else prompt + output) than its ranks' caches hold; the decode tables are built
+    # for as many as this stream has requests and grow to that when asked
+    least = {name: _least(prompt) + (0 if name == "prefill" else _least(output)) for name in pools}
+    at_once = {name: min(seqs[name], pools[name].ep * int(capacities[name] // least[name])) for name in pools}
+    engine_at_once = at_once[decoding]
     tables, bottleneck = {}, {}
     for name, sm in models.items():
-        dec_t, pre_t, table = _step_functions(graph, sm, max_batch * sm.layout.ep, longest, a2a_bytes, options,
-                                              comm_overlap)
+        dec_t, pre_t, table = _step_functions(graph, sm, at_once[name], longest, a2a_bytes, options, comm_overlap,
+                                              first=len(arrival))
         tables[name] = (dec_t, pre_t)
         if table is not None:
             for kind, links in table.bottleneck.items():
                 bottleneck[f"{name}.{kind}"] = links
     engine = dict(mode="colocated" if "colocated" in pools else "disaggregated", gpus=len(all_ranks),
-                  capacity=float(capacity), token_budget=token_budget, prompt=prompt, output=output,
+                  **limits, decode_at_once=engine_at_once, token_budget=token_budget, prompt=prompt, output=output,
                   bottleneck=bottleneck, kv_bytes_per_token=first.kv_bytes_per_token,
                   layouts={name: dict(tp=lay.tp, pp=lay.pp, ep=lay.ep, instances=lay.instances)
                            for name, lay in pools.items()})
     if "colocated" in pools:
         lay = pools["colocated"]
-        engine.update(prefill_instances=lay.instances * lay.pp, decode_instances=0, max_seqs=max_batch * lay.ep,
+        engine.update(prefill_instances=lay.instances * lay.pp, decode_instances=0,
                       decode_time=tables["colocated"][0], prefill_time=tables["colocated"][1], kv_seconds=None)
     else:
         background = background_flows(pools, models, tables, rate=rate, prompt=float(np.mean(prompt_t)),
                                       output=float(np.mean(output_t)), token_budget=token_budget,
-                                      max_batch=max_batch, capacity=capacity, a2a_bytes=a2a_bytes)
+                                      max_batch=at_once["decode"] // pools["decode"].ep,     # a full step
+                                      capacity=capacities["decode"] * pools["decode"].ep,
+                                      a2a_bytes=a2a_bytes)
         kv = kv_transfer(graph, pools["prefill"], pools["decode"], spec.kv_heads,
                          policy=options.get("policy", "ecmp"), pxn=options.get("pxn", True),
                          efficiency=options.get("efficiency"), background=background)
         bottleneck["kv"] = kv.bottleneck
         engine.update(prefill_instances=pools["prefill"].instances * pools["prefill"].pp,
                       decode_instances=pools["decode"].instances * pools["decode"].pp,
-                      max_seqs=max_batch * pools["decode"].ep, decode_time=tables["decode"][0],
-                      prefill_time=tables["prefill"][1], kv_seconds=kv.seconds, kv_ranks=kv.ranks)
+                      decode_time=tables["decode"][0],
+                      prefill_time=tables["prefill"][1], kv_seconds=kv.seconds)
     return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), ttft_target=ttft_target,
                    tpot_target=tpot_target)

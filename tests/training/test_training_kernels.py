@@ -129,7 +129,9 @@ def test_a_power_cap_follows_the_published_capped_gemms():
 def test_the_gpu_catalogue_rows():
     rows = {name: tp.get_gpu(name) for name in ("h100_sxm", "h200", "a100_sxm", "a100_40gb", "b200", "gb200",
                                                 "h100_sxm_hbm2e")}
-    assert (rows["h200"].peak_bf16_flops, rows["h200"].peak_fp8_flops, rows["h200"].memory) == (989e12, 1979e12, 141e9)
+    # H200 memory: nvidia-smi's 143771MiB (an H200 SXM reading, topologies/servers.py), not the datasheet's 141 GB
+    assert (rows["h200"].peak_bf16_flops, rows["h200"].peak_fp8_flops, rows["h200"].memory) == (989e12, 1979e12,
+                                                                                               143771 * 2**20)
     assert rows["a100_40gb"].memory == 40960 * 2**20 and rows["a100_40gb"].hbm_bandwidth == 1.555e12
     assert (rows["b200"].hbm_bandwidth, rows["b200"].tdp, rows["gb200"].tdp) == (8e12, 1000.0, 1200.0)
     assert {g.family for g in rows.values()} == {"h100", "h200", "a100", "b200", "gb200"}

@@ -1,0 +1,32 @@
+"""``flowsolver serve`` / ``plan``: the decode degrees refused like --tp 0, and error messages
+naming the flag the user gave (not another flag of the same command)."""
+
+import pytest
+
+from flowsolver.cli import main
+
+SERVE = ["serve", "--nodes", "2", "--model", "llama-3-8b", "--tp", "2", "--rate", "5", "--duration", "2",
+         "--prompt", "512", "--output", "16"]
+
+
+@pytest.mark.parametrize("flag", ["--decode-tp", "--decode-pp", "--decode-ep"])
+def test_zero_decode_degree_is_refused_like_tp_zero(flag, capsys):
+    # was replaced by --tp / --pp / --ep (x or args.x) and ran
+    assert main(SERVE + ["--prefill-gpus", "8", flag, "0"]) == 2
+    assert capsys.readouterr().err.strip() == f"flowsolver: error: {flag} must be an integer >= 1, got 0"
+    assert main(SERVE[:6] + ["0"] + SERVE[7:]) == 2                 # --tp 0, the same words
+    assert capsys.readouterr().err.strip() == "flowsolver: error: --tp must be an integer >= 1, got 0"
+
+
+def test_serve_request_seed_is_named(capsys):
+    # said "--seed must be ...": --seed is the cable-failure seed of the topology
+    assert main(SERVE + ["--request-seed", "-1"]) == 2
+    assert capsys.readouterr().err.strip() == "flowsolver: error: --request-seed must be an integer >= 0, got -1"
+
+
+def test_plan_job_gpus_is_named(capsys):
+    # 12 GPUs are not whole servers of 8; said "--gpus (12) ...": --gpus sizes the cluster
+    assert main(["plan", "--nodes", "2", "--model", "llama-3-8b", "--global-batch", "32", "--top", "1",
+                 "--job-gpus", "12"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flowsolver: error: --job-gpus (12) must be whole servers") and "--gpus" not in err
