@@ -106,12 +106,32 @@ def parse(value: str, names: dict, what: str = "NCCL_ALGO", version: str | None 
     return enabled
 
 
+def _named(value: str, version: str | None) -> set:
+    """NCCL's functions a (well-formed) value sets: every one for an entry with no function or
+    a version before 2.24 (one list for all), else those its ``function:list`` entries name
+    (tuning.cc parseList writes only the named prefix's entries: the others keep their
+    defaults)."""
+    try:
+        old = version is not None and tuple(int(x) for x in version.split(".")[:2]) < _PREFIXED
+    except ValueError:
+        old = False
+    out = set()
+    for entry in _pieces(value, ";"):
+        parts = _pieces(entry, ":")
+        if old or len(parts) < 2:
+            return set(NCCL_FUNCTIONS.values())
+        out |= {f for f in NCCL_FUNCTIONS.values() if f.lower() == parts[0].lower()}
+    return out
+
+
 def allowed(value: str | None, op: str | None, names: dict, what: str = "NCCL_ALGO",
             version: str | None = None, also=None):
     """flowsolver's names of what ``value`` (of ``what``) allowed ``op`` (flowsolver's name), in
     ``names``' order: a tuple, empty where it allowed only what flowsolver does not model
-    (CollNet); None where it sets nothing for ``op`` (no value; all-to-all or send / receive,
-    which NCCL's setting does not govern; an unknown ``op`` of a value that names functions).
+    (CollNet); None where it sets nothing for ``op`` (no value; ``function:list`` entries that
+    do not name ``op``'s function, which keeps NCCL's defaults, LL128's path rule among them;
+    all-to-all or send / receive, which NCCL's setting does not govern; an unknown ``op`` of a
+    value that names functions).
     ``also``: names beside NCCL's (:func:`parse`).
 
     >>> allowed("Ring,Tree", "all_reduce", ALGO_NAMES), allowed("^NVLS", "all_reduce", ALGO_NAMES)
@@ -120,10 +140,14 @@ def allowed(value: str | None, op: str | None, names: dict, what: str = "NCCL_AL
     ('nvls',)
     >>> allowed("LL,LL128", "send_recv", PROTO_NAMES) is None       # not one of NCCL's functions
     True
+    >>> allowed("allgather:LL", "all_reduce", PROTO_NAMES) is None  # all-reduce keeps NCCL's defaults
+    True
     """
     if value is None:
         return None
     table = parse(value, names, what, version, also)
+    if op in NCCL_FUNCTIONS and NCCL_FUNCTIONS[op] not in _named(value, version):
+        return None                     # NCCL keeps its defaults for it (LL128's 2: its path rule)
     names = {**names, **(also or {})}
     if op is None:
         kinds = {frozenset(s) for s in table.values()}

@@ -27,7 +27,7 @@ def train(args) -> None:
         kw["seq_len"] = args.seq_len
     if args.ranks is not None:
         kw["ranks"] = args.ranks
-    options = dict(policy=args.policy, model=calibration_of(args))       # a saved calibration: every collective's
+    options = dict(policy=args.policy, model=calibration_of(args, graph))       # a saved calibration: every collective's
     r = training_step(graph, **step_arguments(model=model_of(args.model), collective_options=options, **kw))
     rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.bottleneck_tier) for p in r.phases.values()]

@@ -102,7 +102,7 @@ def collective_table(args) -> None:
     if args.plot and not args.compare:
         raise ValueError("--plot needs --compare LOG")
     graph = build_graph(args)
-    model = calibration_of(args)         # before any solve: a bad file fails at once
+    model = calibration_of(args, graph)      # before any solve: a bad file fails at once
     op, sizes, measured, per_thread, reductions = _measured(args, graph)
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []

@@ -7,6 +7,7 @@ parsed (:mod:`flowsolver._nccl_env`, NCCL's parser) and resolved for the op when
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .._nccl_env import ALGO_NAMES, PROTO_NAMES, parse
 from ..collectives import ALGORITHMS, PROTOCOLS
@@ -16,12 +17,14 @@ __all__ = ["algorithm_setting", "protocol_setting", "ALGORITHM_HELP", "PROTOCOL_
            "calibration_of"]
 
 _SYNTAX = ("names separated by ',' (NCCL's choice among them), a leading '^' to exclude, 'function:list' "
-           "entries separated by ';' (allreduce:tree;allgather:ring), in any case")
+           "entries separated by ';' ({}), in any case")
 
-ALGORITHM_HELP = (f"auto (NCCL's choice, the default) or what NCCL_ALGO takes: {_SYNTAX}; NCCL's names (ring, tree, "
+ALGORITHM_HELP = (f"auto (NCCL's choice, the default) or what NCCL_ALGO takes: "
+                  f"{_SYNTAX.format('allreduce:tree;allgather:ring')}; NCCL's names (ring, tree, "
                   "nvls, nvlstree, pat) or flowsolver's (halving_doubling, hierarchical, pairwise, direct, binomial, "
                   "nvls_tree)")
-PROTOCOL_HELP = f"auto (NCCL's choice by size, the default) or what NCCL_PROTO takes: {_SYNTAX}; {', '.join(PROTOCOLS)}"
+PROTOCOL_HELP = (f"auto (NCCL's choice by size, the default) or what NCCL_PROTO takes: "
+                 f"{_SYNTAX.format('allreduce:ll128,simple;allgather:ll')}; {', '.join(PROTOCOLS)}")
 
 
 def _setting(text: str, option: str, variable: str, names: dict, also=None) -> str:
@@ -34,7 +37,9 @@ def _setting(text: str, option: str, variable: str, names: dict, also=None) -> s
             raise ValueError("an empty value names nothing")
         parse(text, names, option, also=also)
     except ValueError as err:
-        raise argparse.ArgumentTypeError(f"{err}; it takes auto or what {variable} takes: {_SYNTAX}") from None
+        example = "allreduce:tree;allgather:ring" if variable == "NCCL_ALGO" else "allreduce:ll128,simple;allgather:ll"
+        raise argparse.ArgumentTypeError(f"{err}; it takes auto or what {variable} takes: {_SYNTAX.format(example)}") \
+            from None
     return text
 
 
@@ -65,16 +70,25 @@ def add_calibration(parser) -> None:
                              "latencies and pipeline applied to every collective (default: the library's)")
 
 
-def calibration_of(args):
+def calibration_of(args, graph=None):
     """The :class:`~flowsolver.Calibration` ``--calibration`` names, or None; an error naming
-    the option and the file where it cannot be read as one."""
+    the option and the file where it cannot be read as one. With ``graph``: a warning on stderr
+    where none of its fitted efficiencies names a technology of the cluster's links (a fit of
+    another fabric: they change nothing here, its latencies and pipeline still apply)."""
     if args.calibration is None:
         return None
     from ..collectives import Calibration
 
     try:
-        return Calibration.load(args.calibration)
+        cal = Calibration.load(args.calibration)
     except (FileNotFoundError, IsADirectoryError) as err:
         raise CliError(f"--calibration: cannot read {args.calibration!r}: {err.strerror or 'no such file'}") from None
     except ValueError as err:
         raise CliError(f"--calibration: {err}") from None
+    techs = set() if graph is None else {str(d.get("tech", "")) for _, _, d in graph.edges(data=True)}
+    if graph is not None and cal.efficiency and not techs & set(cal.efficiency):
+        fitted = ", ".join(sorted(cal.efficiency))
+        print(f"flowsolver: warning: --calibration {args.calibration}: its efficiencies ({fitted}) "
+              f"name no link of this cluster ({', '.join(sorted(techs - {''}))}): they change nothing here; its "
+              "latencies and pipeline apply", file=sys.stderr)
+    return cal

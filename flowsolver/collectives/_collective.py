@@ -191,7 +191,7 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
         planned = _plans(graph, op, size, rank_groups, algorithm, options)
         timed = time_plans(graph, planned.ranks, planned.plans, options, list(variants))
     # NCCL's view of each scenario's hardware (a variant's own NVLink and NIC rates)
-    hws = [replace(describe(v, planned.first, planned.layout, options.channels, options.efficiency),
+    hws = [replace(describe(v, planned.first, planned.layout, options.channels, options.efficiency, options.pxn),
                    p2p=planned.hw.p2p) for v in variants]
     return [_result(graph, call, planned, scenario, {}, hw) for scenario, hw in zip(timed, hws)]
 

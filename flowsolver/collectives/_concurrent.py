@@ -221,7 +221,7 @@ def _p2p_floor(graph, spec, ranks, steps, routed, options, model) -> float:
         return 0.0
     pair, layout = participants(graph, "send_recv", spec.get("ranks"), spec.get("channels"))
     hw = with_communicator(graph, spec.get("ranks"), describe(graph, pair, layout, spec.get("channels"),
-                                                               options.efficiency), spec.get("channels"))
+                                                               options.efficiency, options.pxn), spec.get("channels"))
     least = least_transfer(hw, float(spec["size"]), model)
     return 0.0 if least <= 0 else options.base + routed(ranks, steps[0].flows)[2] + least
 

@@ -211,7 +211,7 @@ def _say_mixed(types) -> None:
                                "with no GPU generation (no NVLS, no per-generation bandwidth caps)", RuntimeWarning)
 
 
-def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
+def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> Hardware:
     """The :class:`Hardware` of ``ranks`` (laid out as ``layout``) on ``graph``; ``channels``
     overrides NCCL's channel count, ``efficiency`` the links' (as in :func:`flowsolver.collective`).
 
@@ -254,7 +254,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None) -> Hardware:
     kind = PATH_NVL if nvswitch else type_intra(graph, groups)
     intra = ("nvlink" if nvswitch else "pcie") if kind is None else "nvlink" if kind == PATH_NVL else "pcie"
     if n_nodes > 1:         # NCCL's typeInter: a GPU's path to the NIC the ring crosses nodes on
-        extra["nic_path"] = type_inter(graph, groups)
+        extra["nic_path"] = type_inter(graph, groups, pxn)
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra=intra,
                     channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw,
                     pcie_only=kind is not None and kind > PATH_NVB,

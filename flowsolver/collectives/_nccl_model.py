@@ -57,7 +57,7 @@ NVLS_MAX_ARITY = 32
 #: NCCL's path types (src/include/graph.h, the same numbers from 2.19 to 2.30) that its tuner's
 #: rules tell apart (:mod:`._nccl_paths`): NVLink, NVLink through a GPU, PCIe switches,
 #: NVLink then another GPU's PCIe switch (PXN), through a CPU
-PATH_NVL, PATH_NVB, PATH_PXB, PATH_PXN, PATH_PHB = 1, 2, 5, 7, 8
+PATH_NVL, PATH_NVB, PATH_PXB, PATH_P2C, PATH_PXN, PATH_PHB = 1, 2, 5, 6, 7, 8
 # NCCL_NET_OVERHEAD (tuning.cc getNetOverhead): 2 us on x86 AMD hosts, else 1 us; x3 for Simple
 _NET_OVERHEAD = {"amd": 2.0}
 # treeCorrectionFactor (NCCL 2.30 tuning.cc, "Trees are not perfectly sticking to the model for

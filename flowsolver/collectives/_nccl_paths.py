@@ -8,16 +8,18 @@ NCCL's path types (``src/include/graph.h``) are ordered; flowsolver keeps the on
 tell apart, under NCCL's numbers: ``PATH_NVL`` (1: over NVLink, straight or through an
 NVSwitch), ``PATH_NVB`` (2: over NVLink through another GPU), ``PATH_PXB`` (5: through PCIe
 switches only; PIX, 4, is the same to the rules), ``PATH_PXN`` (7: to a NIC through another
-GPU reached over NVLink, ``src/graph/paths.cc``), ``PATH_PHB`` (8: through a CPU; PHB and SYS,
-9, are the same to the rules; between GPUs, any PCIe path: every one is above NVB).
+GPU reached over NVLink, ``src/graph/paths.cc``), ``PATH_P2C`` (6: through the CPU a Grace
+Hopper / Blackwell GPU meets over C2C, an NCCL topology file's ``<c2c>``: NCCL merges C2C and
+PHB into P2C, ``paths.cc``, and takes GPUDirect RDMA over it), ``PATH_PHB`` (8: through a CPU;
+PHB and SYS, 9, are the same to the rules; between GPUs, any PCIe path: every one is above NVB).
 """
 
 from __future__ import annotations
 
 from ._layout import near_nics_of
-from ._nccl_model import PATH_NVB, PATH_NVL, PATH_PHB, PATH_PXB, PATH_PXN
+from ._nccl_model import PATH_NVB, PATH_NVL, PATH_P2C, PATH_PHB, PATH_PXB, PATH_PXN
 
-__all__ = ["PATH_NVL", "PATH_NVB", "PATH_PXB", "PATH_PXN", "PATH_PHB", "type_intra", "type_inter"]
+__all__ = ["PATH_NVL", "PATH_NVB", "PATH_PXB", "PATH_P2C", "PATH_PXN", "PATH_PHB", "type_intra", "type_inter"]
 
 #: the most GPUs of one node without an NVSwitch whose ring :func:`type_intra` searches for
 #: exhaustively (2^n x n^2 steps); a larger one is taken as NVB where NVLink joins it all
@@ -111,15 +113,16 @@ def type_intra(graph, groups) -> int | None:
     return worst
 
 
-def type_inter(graph, groups) -> int:
+def type_inter(graph, groups, pxn: bool = True) -> int:
     """NCCL's ``typeInter`` of a ring through each of ``groups`` (a node's GPU nodes each)
     between nodes, the worst over the nodes: a ring enters a node from a NIC at one GPU and
     leaves to a NIC from another, NCCL's search picking them for the best paths. A GPU's path
     to a NIC is ``PATH_PXB`` where PCIe switches alone lead to one (:func:`~._layout.near_nics`:
     a catalogue server's NIC hangs off its GPU, the PCIe switch folded), else ``PATH_PXN`` from
     a GPU it reaches over NVLink that has one (``paths.cc``: only GPU to NIC, so for the GPU the
-    ring leaves from), else ``PATH_PHB`` (through a CPU). The node's class is the worse of the
-    best entry (no PXN) and the best exit from another of its GPUs.
+    ring leaves from; not with ``pxn`` off, NCCL_PXN_DISABLE=1, which skips those paths), else
+    ``PATH_PHB`` (through a CPU; ``PATH_P2C`` through the CPU a GPU meets over C2C). The node's
+    class is the worse of the best entry (no PXN) and the best exit from another of its GPUs.
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(2)
@@ -129,13 +132,25 @@ def type_inter(graph, groups) -> int:
     worst = PATH_PXB
     for gpus in groups:
         gpus = list(dict.fromkeys(gpus))
-        raw = [PATH_PXB if near else PATH_PHB for near in near_nics_of(graph, gpus)]
+        raw = [PATH_PXB if near else _through_cpu(graph, g) for g, near in zip(gpus, near_nics_of(graph, gpus))]
         if max(raw) <= PATH_PXB:
             continue
         peers = _nvlink_peers(graph, gpus)
         local = {g for g, r in zip(gpus, raw) if r <= PATH_PXB}
-        out = [r if r <= PATH_PXB or not peers[g] & local else PATH_PXN for g, r in zip(gpus, raw)]
+        out = [min(r, PATH_PXN) if pxn and peers[g] & local else r for g, r in zip(gpus, raw)]
         entry = min(range(len(gpus)), key=lambda i: raw[i])
         exits = [o for i, o in enumerate(out) if i != entry] or [out[entry]]
         worst = max(worst, raw[entry], min(exits))
     return worst
+
+
+def _through_cpu(graph, gpu) -> int:
+    """The class of ``gpu``'s path to a NIC with none under its PCIe switches: ``PATH_P2C`` where
+    it meets its CPU over C2C (an NCCL file's ``<c2c>``) and a NIC hangs off that CPU, else
+    ``PATH_PHB``."""
+    if graph.nodes[gpu].get("c2c"):
+        for _, cpu in graph.out_edges(gpu):
+            if graph.nodes[cpu].get("kind") == "cpu" and any(
+                    graph.nodes[n].get("kind") == "nic" for n in graph.successors(cpu)):
+                return PATH_P2C
+    return PATH_PHB

@@ -74,3 +74,18 @@ def test_a_bad_file_is_one_line_naming_the_option_and_the_file(capsys, tmp_path,
     assert main(["collective", "--nodes", "1", "--calibration", str(tmp_path / "none.json")]) == 2
     assert capsys.readouterr().err.strip() == (f"flowsolver: error: --calibration: cannot read "
                                                f"{str(tmp_path / 'none.json')!r}: no such file")
+
+
+def test_a_calibration_of_another_fabric_is_said_to_change_no_link(capsys, tmp_path):
+    # a fit of InfiniBand NDR carried to a RoCE cluster: no link is ib_ndr, so its efficiency
+    # changes nothing (the time is the library's own); the command says so on stderr
+    path = tmp_path / "ndr.json"
+    Calibration(efficiency={"ib_ndr": 0.5}, latency_scale=1.0, ranks=16, ops=("all_reduce",)).save(path)
+    argv = ["collective", "--nodes", "2", "-b", "1G", "-e", "1G", "--json", "--calibration", str(path)]
+    assert main([*argv, "--link", "roce_400g"]) == 0
+    out = capsys.readouterr()
+    g = tp.rail_optimized(nodes=2, link="roce_400g")
+    assert json.loads(out.out)[0]["time_us"] == pytest.approx(collective(g, "all_reduce", 2**30).time * 1e6)
+    assert "name no link of this cluster" in out.err and "ib_ndr" in out.err
+    assert main([*argv, "--link", "ib_ndr"]) == 0                    # its own fabric: applied, nothing said
+    assert "warning" not in capsys.readouterr().err

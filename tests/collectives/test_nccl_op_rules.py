@@ -81,7 +81,8 @@ def _ring4(tmp_path, name, links):
 def test_nccls_ring_path_class_inside_a_node(tmp_path):
     """typeIntra of the ring NCCL's search finds: NVL where NVLink closes a ring through the
     node's GPUs (4 in a ring 0-1-2-3-0, no NVLink 0-2), NVB where NVLink joins them only through
-    other GPUs (a chain 0-1-2-3: the hop 3 -> 0 goes 3-2-1-0 over NVLink), above NVB where a hop
+    other GPUs (a chain 0-1-2-3: the ring 0-1-3-2-0 takes 1 -> 3 and 2 -> 0 through one GPU each,
+    the one intermediate GPU an NVB path may have, paths.cc), above NVB where a hop
     needs PCIe (pairs 0-1, 2-3): only NVL takes the NVLink latency row."""
     from flowsolver.collectives._nccl_paths import PATH_NVB, PATH_NVL, type_intra
     cases = {"ring": ({0: [1, 3], 1: [0, 2], 2: [1, 3], 3: [2, 0]}, PATH_NVL),
@@ -274,3 +275,39 @@ def test_compare_times_each_log_row_with_its_redop_and_the_flags_set_it(tmp_path
     assert row["algorithm"] != "nvls"
     assert main(["collective", "--nodes", "1", "--redop", "mean"]) == 2
     assert "--redop must be one of sum" in capsys.readouterr().err
+
+
+def test_a_grace_hopper_gpu_reaches_its_cpus_nic_over_c2c():
+    """4 GH200 a node as NCCL dumps them (each GPU's <c2c> to its own Grace, that Grace's NIC
+    beside it, NVLink between the GPUs): NCCL merges C2C and PHB into PATH_P2C (paths.cc), which
+    is <= PATH_PXN, so sm90 keeps LL128 by default (tuning.cc:518-522); the same file without
+    <c2c> is PHB: LL128 off."""
+    import pathlib
+    import tempfile
+    from flowsolver.collectives._nccl_model import PATH_P2C, PATH_PHB
+    buses = [f"0000:{i:02x}:00.0" for i in (0x09, 0x19, 0x29, 0x39)]
+    for c2c, path, ll128 in ((True, PATH_P2C, True), (False, PATH_PHB, False)):
+        body = ""
+        for i, b in enumerate(buses):
+            links = "".join(f'<nvlink target="{o}" count="6" tclass="0x030200"/>' for o in buses if o != b)
+            inner = ('<c2c count="10" bw="45000"/>' if c2c else "") + links
+            gpu = _pci(b, "0x030200", f'<gpu dev="{i}" sm="90" rank="{i}" gdr="1">{inner}</gpu>')
+            nic = _pci(f"0000:{0x0a + 16 * i:02x}:00.0", "0x020000",
+                       f'<nic><net name="cxi{i}" dev="{i}" speed="200000" port="1" gdr="1"/></nic>')
+            body += f'<cpu numaid="{i}" arch="arm64" vendor="ARM">{gpu}{nic}</cpu>'
+        xml = pathlib.Path(tempfile.mkdtemp()) / "gh200.xml"
+        xml.write_text(f'<system version="1">{body}</system>')
+        g = tp.rail_optimized(2, server=tp.from_nccl_xml(xml), link="ib_ndr")
+        assert _hw(g).nic_path == path
+        assert any(k.endswith("/LL128") for k in collective(g, "all_reduce", 4 << 20).estimates) is ll128
+
+
+def test_pxn_off_leaves_a_gpu_without_its_own_nic_on_the_cpu_path(tmp_path):
+    """NCCL_PXN_DISABLE=1 (pxn=False) skips paths.cc's PXN paths: GPU 0 of the two, whose NIC is
+    under GPU 1's switch, reaches it through the CPU (PHB), typeInter PHB > PXN: no LL128 on
+    sm90 either; with PXN on it is PXN and LL128 runs."""
+    g = tp.rail_optimized(2, server=_two_gpus(tmp_path, "pxn90", 90, "switch"), link="ib_ndr")
+    on = collective(g, "all_reduce", 4 << 20)
+    off = collective(g, "all_reduce", 4 << 20, pxn=False)
+    assert any(k.endswith("/LL128") for k in on.estimates)
+    assert not any(k.endswith("/LL128") for k in off.estimates)

@@ -44,8 +44,10 @@ def test_what_a_value_allowed_each_op():
     assert "nvls" not in allowed("^NVLS", "all_reduce", ALGO_NAMES)
     assert allowed("allreduce:ring;allgather:nvls", "all_reduce", ALGO_NAMES) == ("ring",)
     assert allowed("allreduce:ring;allgather:nvls", "all_gather", ALGO_NAMES) == ("nvls",)
-    assert set(allowed("allreduce:ring;allgather:nvls", "reduce_scatter", ALGO_NAMES)) == \
-        {"tree", "ring", "nvls", "nvls_tree", "pat"}                  # not named: every algorithm
+    # a function no entry names keeps NCCL's defaults (parseList writes only the named prefix's
+    # entries): nothing set, which matters for LL128, whose default 2 is its path rule
+    assert allowed("allreduce:ring;allgather:nvls", "reduce_scatter", ALGO_NAMES) is None
+    assert allowed("allgather:LL", "all_reduce", PROTO_NAMES) is None
     # send / receive and all-to-all are not among NCCL's functions (src/init.cc ncclFuncStr)
     assert allowed("LL", "send_recv", PROTO_NAMES) is None and allowed("Ring", "all_to_all", ALGO_NAMES) is None
 
@@ -140,3 +142,19 @@ def test_naming_all_three_protocols_is_nccl_proto_set_so_ll128_runs_where_its_de
     assert f"{three.algorithm}/{three.protocol}" == best and three.protocol == "LL128"
     alg, proto = best.split("/")
     assert three.time == pytest.approx(collective(g, "all_reduce", size, algorithm=alg, protocol=proto).time)
+
+
+def test_a_protocol_set_for_another_function_leaves_ll128_s_default_rule():
+    # NCCL_PROTO=allgather:LL sets AllGather's protocols only; all-reduce's LL128 keeps its
+    # default 2, so on PCIe-only GPUs the path rule turns it off as with NCCL_PROTO unset (the
+    # same pick and time as "auto"); naming all-reduce's protocols asks for LL128
+    from flowsolver.collectives import setting_choices
+    g = tp.rail_optimized(nodes=1, server="pcie_8gpu")
+    size = 4 << 20
+    alg, proto = setting_choices("auto", "allgather:LL", "all_reduce")
+    assert proto == "auto"
+    unset = collective(g, "all_reduce", size)
+    r = collective(g, "all_reduce", size, algorithm=alg, protocol=proto)
+    assert (r.algorithm, r.protocol, r.time) == (unset.algorithm, unset.protocol, unset.time)
+    assert unset.protocol != "LL128"
+    assert setting_choices("auto", "allreduce:LL,LL128,Simple", "all_reduce")[1] == ("LL", "LL128", "Simple")

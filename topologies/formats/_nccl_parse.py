@@ -306,7 +306,11 @@ def _gpu(el, gpu_el, busid, system, loc):
     info = GpuInfo(f"gpu@{busid}", busid, number("sm"),
                    _integer(system, loc, "device", el.get("device"), base=16), number("rank"),
                    number("dev"))
+    c2c = False
     for sub in ([] if gpu_el is None else gpu_el):
+        if sub.tag == "c2c":            # a Grace Hopper / Blackwell's chip-to-chip link to its CPU
+            c2c = True                  # (NCCL: GPU -> NIC under that CPU is PATH_P2C, paths.cc)
+            continue
         if sub.tag != "nvlink":
             system.ignored[f"<{_clip(sub.tag)}> in <gpu>"] += 1
             continue
@@ -319,7 +323,7 @@ def _gpu(el, gpu_el, busid, system, loc):
             system.ignored[f"<nvlink> to class {_clip(sub.get('tclass'))} (not a GPU or NVSwitch)"] += 1
         info.nvlinks.append(((sub.get("target") or "").lower(), int(count), tclass))
     system.gpus.append(info)
-    _add_node(system, info.node, loc, kind="gpu", busid=busid)
+    _add_node(system, info.node, loc, kind="gpu", busid=busid, **({"c2c": True} if c2c else {}))
 
 
 def _order_gpus(system):
