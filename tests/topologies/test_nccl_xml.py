@@ -211,9 +211,13 @@ def test_unknown_elements_are_noted_and_ignored(tmp_path):
                                   '<nvlink target="0000:aa:00.0" count="2" tclass="0x060000"/></gpu>')
                              + _nic("0000:03:00.0") + _pci("0000:09:00.0", "0x010802")))
     m = tp.from_nccl_xml(_write(tmp_path, body))
-    for what in ("<gpio>", "<c2c> in <gpu>", "class 0x010802", "<nvlink> to class 0x060000"):
+    for what in ("<gpio>", "class 0x010802", "<nvlink> to class 0x060000"):
         assert what in m.description
     assert m.gpus == 1 and m.nics == 1
+    # <c2c> is read, not ignored: the GPU's chip-to-chip link to its CPU (NCCL's PATH_P2C to a
+    # NIC under that CPU, paths.cc), which LL128's default rule reads
+    assert "<c2c>" not in m.description
+    assert tp.rail_optimized(1, server=m).nodes["s0/gpu0"]["c2c"] is True
 
 
 def test_direct_gpu_nvlinks_are_gpu_to_gpu_cables(tmp_path):
