@@ -145,7 +145,9 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False, redop: s
     simple_only = algorithm in ("nvls", "nvls_tree", "pat")
     if (simple_only and protocol != "Simple") or protocol not in hw.protocols:
         return False
-    if protocol == "LL128" and not asked and not _ll128_paths(hw):
+    # a transport's environment that sets NCCL_PROTO (a subset of the protocols) names LL128 where
+    # it keeps it: asked, as the user's own setting (parseList writes 1 over the default 2)
+    if protocol == "LL128" and not (asked or hw.protocols != PROTOCOLS) and not _ll128_paths(hw):
         return False
     if algorithm in ("nvls", "nvls_tree") and op != "all_gather" and not nvls_reduces(redop, dtype):
         return False
@@ -175,8 +177,10 @@ def _ll128_paths(hw: Hardware) -> bool:
     5067397c, checked only while LL128's enable is the default, 2: not for a protocol the user
     names): the ring inside a node over NVLink (typeIntra <= PATH_NVB; a node's one GPU is
     PATH_LOC, search.cc ngpus == 1) and, across nodes, a GPU's path to its NIC through PCIe
-    switches (typeInter <= PATH_PXB), or through another GPU's over NVLink on sm90 and later
-    (<= PATH_PXN; the same from 2.19 to 2.30 but 2.27.3, which took only <= PATH_P2C there)."""
+    switches (typeInter <= PATH_PXB), or on sm90 and later through another GPU's over NVLink or
+    over C2C through its own CPU (<= PATH_PXN). NCCL 2.30's rule and path numbers: NCCL before 2.27
+    has no P2C (a Grace GPU's path to its CPU's NIC is PHB there: LL128 off), 2.27.3 took only
+    <= P2C on sm90, and the numbers moved between versions (PXN was 5 in 2.19)."""
     if hw.pcie_only and hw.ranks > hw.nodes:
         return False
     sm90 = hw.generation in ("hopper", "blackwell")

@@ -136,7 +136,7 @@ def type_inter(graph, groups, pxn: bool = True) -> int:
         if max(raw) <= PATH_PXB:
             continue
         peers = _nvlink_peers(graph, gpus)
-        local = {g for g, r in zip(gpus, raw) if r <= PATH_PXB}
+        local = {g for g, r in zip(gpus, raw) if r <= PATH_P2C}     # pxnType P2C (NCCL_PXN_C2C, 2.28 on)
         out = [min(r, PATH_PXN) if pxn and peers[g] & local else r for g, r in zip(gpus, raw)]
         entry = min(range(len(gpus)), key=lambda i: raw[i])
         exits = [o for i, o in enumerate(out) if i != entry] or [out[entry]]
@@ -144,13 +144,30 @@ def type_inter(graph, groups, pxn: bool = True) -> int:
     return worst
 
 
+def _below(graph, start, kinds) -> set:
+    """The nodes reached from ``start`` through PCIe switches only whose kind is in ``kinds``."""
+    seen, level, found = {start}, [start], set()
+    while level:
+        nxt = []
+        for u in level:
+            for v in graph.successors(u):
+                kind = graph.nodes[v].get("kind")
+                if kind in kinds:
+                    found.add(v)
+                if kind == "pcie_switch" and v not in seen:
+                    seen.add(v)
+                    nxt.append(v)
+        level = nxt
+    return found
+
+
 def _through_cpu(graph, gpu) -> int:
     """The class of ``gpu``'s path to a NIC with none under its PCIe switches: ``PATH_P2C`` where
-    it meets its CPU over C2C (an NCCL file's ``<c2c>``) and a NIC hangs off that CPU, else
-    ``PATH_PHB``."""
+    it meets its CPU over C2C (an NCCL file's ``<c2c>``: NCCL links the GPU straight to the CPU
+    above its PCIe switches, topo.cc ncclTopoAddC2c) and a NIC sits under that CPU, through
+    switches or not (PHB, merged with C2C into P2C: paths.cc), else ``PATH_PHB``."""
     if graph.nodes[gpu].get("c2c"):
-        for _, cpu in graph.out_edges(gpu):
-            if graph.nodes[cpu].get("kind") == "cpu" and any(
-                    graph.nodes[n].get("kind") == "nic" for n in graph.successors(cpu)):
+        for cpu in _below(graph, gpu, {"cpu"}):
+            if _below(graph, cpu, {"nic"}):
                 return PATH_P2C
     return PATH_PHB

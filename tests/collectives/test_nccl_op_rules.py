@@ -311,3 +311,49 @@ def test_pxn_off_leaves_a_gpu_without_its_own_nic_on_the_cpu_path(tmp_path):
     off = collective(g, "all_reduce", 4 << 20, pxn=False)
     assert any(k.endswith("/LL128") for k in on.estimates)
     assert not any(k.endswith("/LL128") for k in off.estimates)
+
+
+def _grace_node(tmp_path, name, gpus, nic_of, bridges=False):
+    """``gpus`` GH200 joined by NVLink, each GPU's <c2c> to its own Grace; the Grace of GPU ``i``
+    holds a NIC where ``nic_of(i)``; ``bridges``: GPU and NIC each behind a PCIe bridge."""
+    buses = [f"00{i:x}9:01:00.0" for i in range(gpus)]
+    body = ""
+    for i, b in enumerate(buses):
+        links = "".join(f'<nvlink target="{o}" count="6" tclass="0x030200"/>' for o in buses if o != b)
+        gpu = _pci(b, "0x030200", f'<gpu dev="{i}" sm="90" rank="{i}" gdr="1"><c2c count="10" bw="45000"/>{links}</gpu>')
+        nic = _pci(f"01{i:x}0:01:00.0", "0x020000",
+                   f'<nic><net name="cxi{i}" dev="{i}" speed="200000" port="1" gdr="1"/></nic>') if nic_of(i) else ""
+        if bridges:
+            gpu = _pci(f"00{i:x}9:00:00.0", "0x060400", gpu)
+            nic = _pci(f"01{i:x}0:00:00.0", "0x060400", nic) if nic else ""
+        body += f'<cpu numaid="{i}" arch="arm64" vendor="ARM">{gpu}{nic}</cpu>'
+    xml = tmp_path / f"{name}.xml"
+    xml.write_text(f'<system version="1">{body}</system>')
+    return tp.rail_optimized(2, server=tp.from_nccl_xml(xml), link="ib_ndr")
+
+
+def test_c2c_paths_through_pcie_bridges_and_pxn_over_c2c(tmp_path):
+    """NCCL links a GPU's C2C straight to its CPU above any PCIe switch (topo.cc ncclTopoAddC2c)
+    and a NIC under that CPU is PHB whatever switches are between (paths.cc): P2C with GPU and
+    NIC behind bridges too. A GPU whose Grace has no NIC reaches a peer's over NVLink then C2C:
+    PXN (pxnType P2C, NCCL_PXN_C2C=1 from 2.28), <= PXN: LL128 stays on sm90."""
+    from flowsolver.collectives._nccl_model import PATH_P2C, PATH_PXN
+    g = _grace_node(tmp_path, "bridged", 4, lambda i: True, bridges=True)
+    assert _hw(g).nic_path == PATH_P2C
+    assert any(k.endswith("/LL128") for k in collective(g, "all_reduce", 4 << 20).estimates)
+    g = _grace_node(tmp_path, "one_nic", 2, lambda i: i == 0)
+    assert _hw(g).nic_path == PATH_PXN
+    assert any(k.endswith("/LL128") for k in collective(g, "all_reduce", 4 << 20).estimates)
+
+
+def test_a_transport_environment_naming_ll128_asks_for_it():
+    """A network transport whose NCCL environment sets NCCL_PROTO (GCP's TCPXO LL128 profile:
+    Simple,LL128) names LL128: parseList writes 1 over the default 2, so the path rule (no NVLink
+    between PCIe GPUs) does not turn it off; the pick is the one with the user's own list."""
+    from dataclasses import replace
+    link = replace(tp.get_link("tcpxo_200g"), name="tcpxo_200g_ll128", transport="gcp_tcpxo_ll128")
+    assert tp.get_transport("gcp_tcpxo_ll128").protocols == ("LL128", "Simple")
+    g = tp.rail_optimized(2, server=tp.get_server("pcie_8gpu").with_(nic=link), link=link)
+    a = collective(g, "all_reduce", 1 << 20)
+    b = collective(g, "all_reduce", 1 << 20, protocol=["LL128", "Simple"])
+    assert (a.algorithm, a.protocol, a.time) == (b.algorithm, b.protocol, b.time) and a.protocol == "LL128"
