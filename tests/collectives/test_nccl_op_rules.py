@@ -320,7 +320,8 @@ def _grace_node(tmp_path, name, gpus, nic_of, bridges=False):
     body = ""
     for i, b in enumerate(buses):
         links = "".join(f'<nvlink target="{o}" count="6" tclass="0x030200"/>' for o in buses if o != b)
-        gpu = _pci(b, "0x030200", f'<gpu dev="{i}" sm="90" rank="{i}" gdr="1"><c2c count="10" bw="45000"/>{links}</gpu>')
+        gpu = _pci(b, "0x030200",
+                   f'<gpu dev="{i}" sm="90" rank="{i}" gdr="1"><c2c count="10" bw="45000"/>{links}</gpu>')
         nic = _pci(f"01{i:x}0:01:00.0", "0x020000",
                    f'<nic><net name="cxi{i}" dev="{i}" speed="200000" port="1" gdr="1"/></nic>') if nic_of(i) else ""
         if bridges:
