@@ -264,8 +264,10 @@ def _add_collective(sub, fmt) -> None:
     coll.add_argument("--compare", metavar="LOG", default=None,
                       help="an nccl-tests log: the model at its sizes, side by side with the measured times")
     coll.add_argument("--plot", metavar="PNG", default=None, help="with --compare: busbw against size, model and log")
-    coll.add_argument("-b", "--min-bytes", default="1M", help="smallest size (default %(default)s)")
-    coll.add_argument("-e", "--max-bytes", default="1G", help="largest size, included (default %(default)s)")
+    coll.add_argument("-b", "--min-bytes", default=None, help="smallest size (default 1M; with --compare: the "
+                      "log's rows from it)")
+    coll.add_argument("-e", "--max-bytes", default=None, help="largest size, included (default 1G; with --compare: "
+                      "the log's rows up to it)")
     coll.add_argument("-f", "--step-factor", type=_step_factor, default=4,
                       help="size multiplier, an integer >= 2 as nccl-tests' (default %(default)s)")
     coll.add_argument("--ranks", type=int, nargs="+", default=None, help="GPU ranks taking part (default all)")

@@ -15,10 +15,17 @@ from ._settings import calibration_of
 __all__ = ["collective_table", "calibrate_logs", "log_limit", "settings_for"]
 
 
-def _sizes(args):
-    lo, hi = parse_size(args.min_bytes, "-b"), parse_size(args.max_bytes, "-e")
+def _sizes_range(args):
+    """(-b, -e) in bytes, checked (the defaults 1M and 1G where not given)."""
+    given = (args.min_bytes or "1M", args.max_bytes or "1G")
+    lo, hi = parse_size(given[0], "-b"), parse_size(given[1], "-e")
     if not (lo > 0 and hi >= lo):      # (-f is an integer >= 2: at most ~1,000 sizes up to the largest float)
-        raise ValueError(f"sizes must satisfy 0 < min-bytes <= max-bytes, got {args.min_bytes!r}, {args.max_bytes!r}")
+        raise ValueError(f"sizes must satisfy 0 < min-bytes <= max-bytes, got {given[0]!r}, {given[1]!r}")
+    return lo, hi
+
+
+def _sizes(args):
+    lo, hi = _sizes_range(args)
     sizes, s = [], lo
     while s <= hi * (1 + 1e-12):
         sizes.append(s)
@@ -89,6 +96,11 @@ def _measured(args, graph):
     args.algorithm = algorithm if args.algorithm == "auto" else given[0]
     args.protocol = protocol if args.protocol == "auto" else given[1]
     per_thread = log_gpus_per_thread(df.attrs) or 1    # nccl-tests -g N: one thread, N GPUs (none under -G)
+    if args.min_bytes is not None or args.max_bytes is not None:     # -b / -e: the log's rows within them
+        lo, hi = _sizes_range(args)
+        rows = rows[(rows["size"] >= lo) & (rows["size"] <= hi)]
+        if rows.empty:
+            raise CliError(f"--compare {args.compare}: no row between -b {lo:g} and -e {hi:g} bytes")
     logged = log_reduction(rows, f"--compare {args.compare}")       # each row's -o / -d, as NCCL ran it
     given = _reduction(args)
     reductions = [(given[0] if args.redop else r, given[1] if args.dtype else d) for r, d in logged]
@@ -132,10 +144,17 @@ def collective_table(args) -> None:
     if measured is not None:
         errors = sorted(abs(r["error"]) for r in rows)
         lines.append(f"# median |error| {errors[len(errors) // 2]:.1%}, max {errors[-1]:.1%}")
-    if args.compare and (args.algorithm != "auto" or args.protocol != "auto"):
+    if args.algorithm != "auto" or args.protocol != "auto":
         said = lambda v: v if isinstance(v, str) else ",".join(v)       # noqa: E731
-        lines.insert(1, f"# algorithm {said(args.algorithm)}, protocol {said(args.protocol)} (the log's NCCL_ALGO / "
-                        "NCCL_PROTO, or --algorithm / --protocol)")
+        whose = "the log's NCCL_ALGO / NCCL_PROTO, or --algorithm / --protocol" if args.compare else \
+            "--algorithm / --protocol, as NCCL_ALGO / NCCL_PROTO"
+        lines.insert(1, f"# algorithm {said(args.algorithm)}, protocol {said(args.protocol)} ({whose})")
+    if set(reductions) != {("sum", "float")}:
+        kinds = ", ".join(f"{r} of {d}" for r, d in dict.fromkeys(reductions))
+        lines.insert(1, f"# reduction {kinds} (nccl-tests -o / -d: NCCL's NVLS and PAT run only some)")
+    if per_thread > 1:
+        lines.insert(1, f"# one host thread drives {per_thread} GPUs (the log's nccl-tests -g {per_thread}): its calls "
+                        "put a floor under small sizes")
     if args.compare and op == "send_recv":
         lines.insert(1, "# send_recv as sendrecv_perf runs it: the ring shift, every rank to the next at once")
     emit(rows, args, "\n".join(lines))
@@ -193,9 +212,30 @@ def calibrate_logs(args) -> None:
              f"{'op':>15s} {'size (B)':>14s} {'measured (us)':>14s} {'model (us)':>11s} {'error':>7s}"]
     lines += [f"{r['op']:>15s} {int(r['size']):14d} {r['measured'] * 1e6:14.1f} {r['model'] * 1e6:11.1f} "
               f"{r['error']:+7.1%}" for r in rows]
+    lines += _at_limits(cal)
     if args.save:
         lines.append(f"calibration written to {args.save} (collective / train --calibration {args.save})")
     print("\n".join(lines))
+
+
+def _at_limits(cal) -> list:
+    """Notes on the fitted quantities a limit stopped: an efficiency at its cap of 1 where the
+    bandwidth factor asked for more (the model's shape at the logs' sizes is off, not the link),
+    a latency at its lower bound 0 the logs constrained (they ask for less than NCCL's
+    constants give)."""
+    from ..routing import link_efficiency
+
+    factor = {p.name: p for p in cal.parameters}.get("bandwidth")
+    out = []
+    for tech, eff in sorted(cal.efficiency.items()):
+        wanted = None if factor is None else factor.value * link_efficiency(tech, None)
+        if eff >= 1.0 and wanted is not None and wanted > 1.0:
+            out.append(f"# note: {tech} at 1.000, its cap: the fit asked for {wanted:.2f} of the raw rate, more than "
+                       "the link has: the model's shape at these sizes is off, not the link (the residuals show "
+                       "where); the calibration may time other sizes worse than the library")
+    out += [f"# note: {p.name} at its lower bound 0: the logs ask for less latency than NCCL's constants give"
+            for p in cal.parameters if p.unit == "s" and p.constrained and p.value < 1e-9]     # (the bound, to 1 ns)
+    return out
 
 
 def _logs_settings(args, logs) -> tuple:

@@ -126,7 +126,8 @@ def test_python_dash_m_and_the_installed_script():
 def test_collective_table_and_formats(capsys):
     assert main(["collective", "--nodes", "1", "-b", "1M", "-e", "16M", "-f", "4", "--algorithm", "ring"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0].startswith("# all_reduce on 8 GPUs") and len(lines) == 2 + 3      # 1M, 4M, 16M
+    assert lines[0].startswith("# all_reduce on 8 GPUs") and len(lines) == 3 + 3      # 1M, 4M, 16M
+    assert lines[1].startswith("# algorithm ring")                                     # what was asked
     assert main(["collective", "--nodes", "1", "-b", "1G", "-e", "1G", "--algorithm", "ring", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)[0]
     assert row["size"] == 2**30 and abs(row["busbw_gbs"] - 370) < 0.1 * 370      # 8 x H100 ring, measured ~370
