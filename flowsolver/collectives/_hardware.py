@@ -121,11 +121,11 @@ def server_transport(graph, server) -> tp.Transport:
     return tp.get_transport(graph_memo(graph, "nic_transports", lambda: _transports(graph)).get(server))
 
 
-def _egress(graph, gpus, efficiency) -> float:
-    """Bytes/s the compute NICs nearest ``gpus`` (each counted once) send into the fabric: each
-    cable's capacity at its efficiency. NVLSTree's heads send through their own GPUs' NICs."""
-    return sum(_nic_egress(graph, nic, efficiency) for nic in dict.fromkeys(n for near in near_nics_of(graph, gpus)
-                                                                              for n in near))
+def _egress(graph, near, efficiency) -> float:
+    """Bytes/s the compute NICs of ``near`` (each GPU's nearest NICs, :func:`near_nics_of`; each
+    NIC counted once) send into the fabric: each cable's capacity at its efficiency. NVLSTree's
+    heads send through their own GPUs' NICs."""
+    return sum(_nic_egress(graph, nic, efficiency) for nic in dict.fromkeys(n for nics in near for n in nics))
 
 
 def _nic_egress(graph, nic, efficiency) -> float:
@@ -241,10 +241,11 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
     nvls = nvswitch and generation in NVLS_EFFICIENCY_BY_GENERATION and min(len(g) for g in layout.groups) >= 2
     extra = {}
     if n_nodes > 1:         # across nodes: the network transport's reported latency and settings
+        near = near_nics_of(graph, gpus)        # (one look-up of the graph's memo for every group)
         transport = server_transport(graph, graph.nodes[gpus[0]].get("server"))
         nvls = nvls and transport.nvls
         extra = dict(net_latency=transport.net_latency, protocols=transport.protocols,
-                     net_bw=min(_egress(graph, [gpus[i] for i in group], efficiency) for group in layout.groups))
+                     net_bw=min(_egress(graph, [near[i] for i in group], efficiency) for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)
     cpus = {graph.nodes[g].get("cpu", "intel") for g in gpus}
     # NCCL's NVLink latency row where its ring inside a node runs over NVLink (tuning.cc:285,

@@ -130,9 +130,11 @@ def type_inter(graph, groups, pxn: bool = True) -> int:
     5
     """
     worst = PATH_PXB
+    groups = [list(dict.fromkeys(gpus)) for gpus in groups]
+    every = [g for gpus in groups for g in gpus]
+    nearest = dict(zip(every, near_nics_of(graph, every)))       # one look-up of the graph's memo
     for gpus in groups:
-        gpus = list(dict.fromkeys(gpus))
-        raw = [PATH_PXB if near else _through_cpu(graph, g) for g, near in zip(gpus, near_nics_of(graph, gpus))]
+        raw = [PATH_PXB if nearest[g] else _through_cpu(graph, g) for g in gpus]
         if max(raw) <= PATH_PXB:
             continue
         peers = _nvlink_peers(graph, gpus)
