@@ -80,31 +80,31 @@ def _measured(args, graph):
         sizes = _sizes(args)
         return op, sizes, None, 1, [_reduction(args)] * len(sizes)
     from .. import nccl_tests
-    from ..collectives import checked_log, log_choices, log_gpus_per_thread, log_ranks, log_reduction, measured_rows
-    from ..routing import gpu_nodes
+    from ..collectives import log_rows
 
     df = nccl_tests.read(args.compare, op=args.op, max_bytes=log_limit(args))
     op = df.attrs["op"] or args.op
     if op is None:
         raise ValueError(f"--compare: {args.compare!r} does not say which collective it ran; pass --op")
-    n = len(gpu_nodes(graph)) if args.ranks is None else len(args.ranks)
-    checked_log(df, op, n, args.ranks is not None, graph, args.ranks)
-    args.ranks = log_ranks(df, op, graph, args.ranks)   # a sendrecv log's ranks on the hosts its device list names
-    rows = measured_rows(df)
-    algorithm, protocol = log_choices(df, op)           # what the log's NCCL_ALGO / NCCL_PROTO allowed
+    log = log_rows(df, op, graph, args.ranks)          # as calibrate times it
+    args.ranks = log.ranks                              # a sendrecv log's ranks on the hosts its device list names
+    algorithm, protocol = log.allowed                   # what the log's NCCL_ALGO / NCCL_PROTO allowed
     given = settings_for(args, op)
     args.algorithm = algorithm if args.algorithm == "auto" else given[0]
     args.protocol = protocol if args.protocol == "auto" else given[1]
-    per_thread = log_gpus_per_thread(df.attrs) or 1    # nccl-tests -g N: one thread, N GPUs (none under -G)
+    keep = [True] * len(log.rows)
     if args.min_bytes is not None or args.max_bytes is not None:     # -b / -e: the log's rows within them
         lo, hi = _sizes_range(args)
-        rows = rows[(rows["size"] >= lo) & (rows["size"] <= hi)]
-        if rows.empty:
+        keep = [lo <= s <= hi for s in log.rows["size"]]
+        if not any(keep):
             raise CliError(f"--compare {args.compare}: no row between -b {lo:g} and -e {hi:g} bytes")
-    logged = log_reduction(rows, f"--compare {args.compare}")       # each row's -o / -d, as NCCL ran it
-    given = _reduction(args)
-    reductions = [(given[0] if args.redop else r, given[1] if args.dtype else d) for r, d in logged]
-    return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]], per_thread, reductions
+    given = _reduction(args)                            # each row's -o / -d, as NCCL ran it, unless given
+    reductions = [(given[0] if args.redop else r, given[1] if args.dtype else d)
+                  for (r, d), k in zip(log.reductions, keep) if k]
+    rows = log.rows[keep]
+    # nccl-tests -g N: one thread, N GPUs (none under -G)
+    return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]], log.per_thread or 1, \
+        reductions
 
 
 def collective_table(args) -> None:

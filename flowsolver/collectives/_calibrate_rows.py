@@ -5,7 +5,7 @@ and checked against the graph's; and the options the rows are timed with (:func:
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .. import _checks, nccl_tests
 from .._nccl_log import BUSBW_SCALE, busbw_range
@@ -14,7 +14,7 @@ from ._allowed import log_choices
 from ._host import log_gpus_per_thread
 from ._nccl import OPS, reduction
 
-__all__ = ["ranks_from_busbw", "log_reduction", "log_ranks"]
+__all__ = ["ranks_from_busbw", "log_reduction", "log_ranks", "LogRows", "log_rows"]
 
 _US = 1e-6
 
@@ -104,6 +104,32 @@ def log_ranks(df, op, graph, ranks=None):
     return ranks if placed == chosen else placed
 
 
+@dataclass(frozen=True)
+class LogRows:
+    """An nccl-tests log's out-of-place rows as calibrate and ``flowsolver collective --compare``
+    time them: ``rows`` (:func:`measured_rows`: ``size`` bytes, ``time`` us, ...), ``allowed``
+    (the ``(algorithm, protocol)`` its NCCL_ALGO / NCCL_PROTO allowed, :func:`~._allowed.log_choices`),
+    ``per_thread`` (the GPUs one thread drove, :func:`~._host.log_gpus_per_thread`; None where
+    the header does not say), ``reductions`` (each row's ``(redop, dtype)``, :func:`log_reduction`)
+    and ``ranks`` (its ranks in the log's order, :func:`log_ranks`)."""
+
+    rows: object
+    allowed: tuple
+    per_thread: int | None
+    reductions: list
+    ranks: object
+
+
+def log_rows(df, op, graph, ranks=None) -> LogRows:
+    """:class:`LogRows` of a log (a :func:`flowsolver.nccl_tests.read` table) of ``op``, checked
+    against ``graph`` and ``ranks`` (:func:`checked_log`: the log ran on as many ranks, hosts)."""
+    n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
+    checked_log(df, op, n, ranks is not None, graph, ranks)
+    rows = measured_rows(df)
+    return LogRows(rows, log_choices(df, op), log_gpus_per_thread(df.attrs),
+                   log_reduction(rows, df.attrs.get("source", "log")), log_ranks(df, op, graph, ranks))
+
+
 def _rows(logs, graph, ranks, op):
     """((op, size bytes, measured time s) of every out-of-place row, the rank count, each row's
     (algorithm, protocol) its log's NCCL_ALGO / NCCL_PROTO allowed (:func:`~._allowed.log_choices`)
@@ -123,17 +149,16 @@ def _rows(logs, graph, ranks, op):
             raise ValueError(f"{where}: the log does not say which collective it ran; pass op=")
         if op is not None and log_op != op:
             raise ValueError(f"{where}: the log tests {log_op}, not {op}")
-        checked_log(df, log_op, n, ranks is not None, graph, ranks)
-        allowed = log_choices(df, log_op)
-        per_thread.add(log_gpus_per_thread(df.attrs))     # nGpus (-g), 1 under CUDA graphs (-G)
-        rows = measured_rows(df)
+        got = log_rows(df, log_op, graph, ranks)
+        rows = got.rows
+        per_thread.add(got.per_thread)                  # nGpus (-g), 1 under CUDA graphs (-G)
         for column in ("type", "redop"):
             if column in rows.columns:
                 kinds.setdefault((log_op, column), {}).update(dict.fromkeys(rows[column].astype(str), where))
         out += [(log_op, float(s), float(t) * _US) for s, t in zip(rows["size"], rows["time"])]
-        choices += [allowed] * len(rows)
-        reductions += log_reduction(rows, where)
-        placed += [log_ranks(df, log_op, graph, ranks)] * len(rows)
+        choices += [got.allowed] * len(rows)
+        reductions += got.reductions
+        placed += [got.ranks] * len(rows)
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
     _check_kinds(kinds)
