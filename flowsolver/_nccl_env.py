@@ -67,6 +67,15 @@ def _parsed_list(text: str, names: dict, value: str, what: str, lenient: bool, a
     return {n for n in names if n not in listed and names[n] not in gone}
 
 
+def _one_list(version: str | None) -> bool:
+    """Whether NCCL ``version`` (``"2.21.5"``; None: the current one) read one list for all its
+    functions (before 2.24: no ``function:list`` entries)."""
+    try:
+        return version is not None and tuple(int(x) for x in version.split(".")[:2]) < _PREFIXED
+    except ValueError:
+        return False
+
+
 def parse(value: str, names: dict, what: str = "NCCL_ALGO", version: str | None = None, also=None) -> dict:
     """``{NCCL function: set of enabled names}`` (lower-case keys of ``names``) of a value of
     ``what`` as NCCL reads it; ``version`` (``"2.21.5"``) below 2.24 reads it as those NCCL
@@ -82,11 +91,7 @@ def parse(value: str, names: dict, what: str = "NCCL_ALGO", version: str | None 
     """
     also = {k: v for k, v in (also or {}).items() if k not in names}
     enabled = {f: set(names) for f in NCCL_FUNCTIONS.values()}
-    try:
-        old = version is not None and tuple(int(x) for x in version.split(".")[:2]) < _PREFIXED
-    except ValueError:
-        old = False
-    if old:
+    if _one_list(version):
         return {f: _parsed_list(value, names, value, what, True, also) for f in enabled}
     for i, entry in enumerate(_pieces(value, ";")):
         parts = _pieces(entry, ":")
@@ -111,10 +116,7 @@ def _named(value: str, version: str | None) -> set:
     a version before 2.24 (one list for all), else those its ``function:list`` entries name
     (tuning.cc parseList writes only the named prefix's entries: the others keep their
     defaults)."""
-    try:
-        old = version is not None and tuple(int(x) for x in version.split(".")[:2]) < _PREFIXED
-    except ValueError:
-        old = False
+    old = _one_list(version)
     out = set()
     for entry in _pieces(value, ";"):
         parts = _pieces(entry, ":")

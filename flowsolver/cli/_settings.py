@@ -10,21 +10,26 @@ import argparse
 import sys
 
 from .._nccl_env import ALGO_NAMES, PROTO_NAMES, parse
-from ..collectives import ALGORITHMS, PROTOCOLS
+from ..collectives import PROTOCOLS, own_algorithms
 from ._words import CliError
 
 __all__ = ["algorithm_setting", "protocol_setting", "ALGORITHM_HELP", "PROTOCOL_HELP", "add_calibration",
            "calibration_of"]
 
-_SYNTAX = ("names separated by ',' (NCCL's choice among them), a leading '^' to exclude, 'function:list' "
-           "entries separated by ';' ({}), in any case")
+#: each variable's example of ``function:list`` entries
+_EXAMPLE = {"NCCL_ALGO": "allreduce:tree;allgather:ring", "NCCL_PROTO": "allreduce:ll128,simple;allgather:ll"}
 
-ALGORITHM_HELP = (f"auto (NCCL's choice, the default) or what NCCL_ALGO takes: "
-                  f"{_SYNTAX.format('allreduce:tree;allgather:ring')}; NCCL's names (ring, tree, "
-                  "nvls, nvlstree, pat) or flowsolver's (halving_doubling, hierarchical, pairwise, direct, binomial, "
-                  "nvls_tree)")
-PROTOCOL_HELP = (f"auto (NCCL's choice by size, the default) or what NCCL_PROTO takes: "
-                 f"{_SYNTAX.format('allreduce:ll128,simple;allgather:ll')}; {', '.join(PROTOCOLS)}")
+
+def _syntax(variable: str) -> str:
+    return ("names separated by ',' (NCCL's choice among them), a leading '^' to exclude, 'function:list' "
+            f"entries separated by ';' ({_EXAMPLE[variable]}), in any case")
+
+
+ALGORITHM_HELP = (f"auto (NCCL's choice, the default) or what NCCL_ALGO takes: {_syntax('NCCL_ALGO')}; NCCL's "
+                  "names (ring, tree, nvls, nvlstree, pat) or flowsolver's (halving_doubling, hierarchical, pairwise, "
+                  "direct, binomial, nvls_tree)")
+PROTOCOL_HELP = (f"auto (NCCL's choice by size, the default) or what NCCL_PROTO takes: {_syntax('NCCL_PROTO')}; "
+                 f"{', '.join(PROTOCOLS)}")
 
 
 def _setting(text: str, option: str, variable: str, names: dict, also=None) -> str:
@@ -37,9 +42,7 @@ def _setting(text: str, option: str, variable: str, names: dict, also=None) -> s
             raise ValueError("an empty value names nothing")
         parse(text, names, option, also=also)
     except ValueError as err:
-        example = "allreduce:tree;allgather:ring" if variable == "NCCL_ALGO" else "allreduce:ll128,simple;allgather:ll"
-        raise argparse.ArgumentTypeError(f"{err}; it takes auto or what {variable} takes: {_SYNTAX.format(example)}") \
-            from None
+        raise argparse.ArgumentTypeError(f"{err}; it takes auto or what {variable} takes: {_syntax(variable)}") from None
     return text
 
 
@@ -49,8 +52,7 @@ def algorithm_setting(text: str) -> str:
     >>> algorithm_setting("Ring,Tree"), algorithm_setting("halving_doubling")
     ('Ring,Tree', 'halving_doubling')
     """
-    return _setting(text, "--algorithm", "NCCL_ALGO", ALGO_NAMES,
-                    {a.lower(): a for algos in ALGORITHMS.values() for a in algos})
+    return _setting(text, "--algorithm", "NCCL_ALGO", ALGO_NAMES, own_algorithms())
 
 
 def protocol_setting(text: str) -> str:

@@ -116,7 +116,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     # (the CLI's --compare checks and reads a log as calibrate does; not in __all__)
     "._calibrate_rows": ("checked_log", "log_ranks", "log_rows", "measured_rows", "log_reduction"),
     "._calibrate_model": ("nccl_tests_collective",),
-    "._allowed": ("log_choices", "setting_choices"),
+    "._allowed": ("log_choices", "own_algorithms", "setting_choices"),
     "._host": ("HOST_CALL", "TORCH_CALL_OVERHEAD", "log_gpus_per_thread"),
 })
 
@@ -138,7 +138,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._trees import StepFlows
     from ._calibrate_rows import checked_log, log_ranks, log_reduction, log_rows, measured_rows
     from ._calibrate_model import nccl_tests_collective
-    from ._allowed import log_choices, setting_choices
+    from ._allowed import log_choices, own_algorithms, setting_choices
 
 # the built-in algorithms register themselves (ALGORITHMS' order); no JAX is imported
 from . import _builtin_algorithms  # noqa: F401,E402

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS
 from ._nccl import PROTOCOLS
 
-__all__ = ["algorithm_choice", "protocol_choice", "only_of", "log_choices", "setting_choices"]
+__all__ = ["algorithm_choice", "protocol_choice", "only_of", "log_choices", "own_algorithms", "setting_choices"]
 
 _SETS = (list, tuple, set, frozenset)
 
@@ -117,6 +117,12 @@ def log_choices(df, op) -> tuple:
     return tuple(out)
 
 
+def own_algorithms() -> dict:
+    """flowsolver's algorithm names, lower-case -> as registered (halving_doubling, pairwise,
+    nvls_tree; registered ones too), which its settings take beside NCCL's names."""
+    return {a.lower(): a for algos in ALGORITHMS.values() for a in algos}
+
+
 def setting_choices(algorithm: str, protocol: str, op: str, options=("--algorithm", "--protocol")) -> tuple:
     """``(algorithm, protocol)`` for :func:`flowsolver.collective` of ``op`` from values written
     as ``NCCL_ALGO`` / ``NCCL_PROTO`` take them (``"Ring,Tree"``, ``"^LL128"``,
@@ -134,10 +140,8 @@ def setting_choices(algorithm: str, protocol: str, op: str, options=("--algorith
     from .._nccl_env import ALGO_NAMES, NCCL_FUNCTIONS, PROTO_NAMES, allowed
 
     function = op if op in NCCL_FUNCTIONS else None     # None: a plain list applies, per-function entries do not
-    # flowsolver's own algorithms beside NCCL's names (halving_doubling, pairwise, nvls_tree; registered ones too)
-    own = {a.lower(): a for algos in ALGORITHMS.values() for a in algos}
     out = []
-    for value, names, also, key, option in ((algorithm, ALGO_NAMES, own, "algorithm", options[0]),
+    for value, names, also, key, option in ((algorithm, ALGO_NAMES, own_algorithms(), "algorithm", options[0]),
                                             (protocol, PROTO_NAMES, None, "protocol", options[1])):
         if value.strip().lower() == "auto":
             out.append("auto")

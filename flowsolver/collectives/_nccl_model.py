@@ -54,9 +54,9 @@ NVLS_EFFICIENCY_BY_GENERATION = _NVLS_BY_GENERATION
 #: (src/enqueue.cc:2004-2006, 2.27 and later; 2.25-2.26: NVLS all-gather / reduce-scatter on
 #: one node of more ranks, enqueue.cc:1610 of 2.25.1; 2.21-2.24 had no such rule)
 NVLS_MAX_ARITY = 32
-#: NCCL's path types (src/include/graph.h, the same numbers from 2.19 to 2.30) that its tuner's
-#: rules tell apart (:mod:`._nccl_paths`): NVLink, NVLink through a GPU, PCIe switches,
-#: NVLink then another GPU's PCIe switch (PXN), through a CPU
+#: NCCL's path types (src/include/graph.h, NCCL 2.30's numbers: they moved between versions) that
+#: its tuner's rules tell apart (:mod:`._nccl_paths`): NVLink, NVLink through a GPU, PCIe switches,
+#: C2C then the CPU (P2C), NVLink then another GPU's path to a NIC (PXN), through a CPU
 PATH_NVL, PATH_NVB, PATH_PXB, PATH_P2C, PATH_PXN, PATH_PHB = 1, 2, 5, 6, 7, 8
 # NCCL_NET_OVERHEAD (tuning.cc getNetOverhead): 2 us on x86 AMD hosts, else 1 us; x3 for Simple
 _NET_OVERHEAD = {"amd": 2.0}
@@ -87,7 +87,7 @@ class Hardware:
     whether a node's ranks cannot all meet over NVLink (NCCL's typeIntra beyond PATH_NVB: a GPU
     with no NVLink, or NVLink-bridged pairs a ring joins over PCIe), ``nic_path`` NCCL's
     typeInter, the class of a GPU's path to the NIC a ring crosses nodes on (:data:`PATH_PXB`,
-    ``PATH_PXN`` or ``PATH_PHB``; :func:`~._nccl_paths.type_inter`). ``cpu`` is ``"intel"``, ``"amd"``,
+    ``PATH_P2C``, ``PATH_PXN`` or ``PATH_PHB``; :func:`~._nccl_paths.type_inter`). ``cpu`` is ``"intel"``, ``"amd"``,
     ``"arm"``, ``"mixed"`` (x86 hosts of both vendors) or ``"mixed_arch"`` (Arm and x86).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
