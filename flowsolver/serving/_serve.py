@@ -96,11 +96,13 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
             tab["weights"] = np.array([sm.weight_bytes(b * lay.ep) for b in batches])
             tab["flops"] = np.array([sm.decode_flops(b, 0.0) for b in busiest])
 
-    def compute_time(b, mine):
-        if sm.kernels is not None:
+    if sm.kernels is not None:
+        def compute_time(b, mine):
             return tab["fixed"][b] + sm.kernels.decode_context(mine)
-        return max((tab["weights"][b] + per_context_bytes * mine) / sm.hbm_bandwidth,
-                   (tab["flops"][b] + per_context_flops * mine) / rate)
+    else:
+        def compute_time(b, mine):
+            return max((tab["weights"][b] + per_context_bytes * mine) / sm.hbm_bandwidth,
+                       (tab["flops"][b] + per_context_flops * mine) / rate)
 
     def decode_time(batch, context):
         b = int(batch)
@@ -354,7 +356,6 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     # for as many as this stream has requests and grow to that when asked
     least = {name: _least(prompt) + (0 if name == "prefill" else _least(output)) for name in pools}
     at_once = {name: min(seqs[name], pools[name].ep * int(capacities[name] // least[name])) for name in pools}
-    engine_at_once = at_once[decoding]
     tables, bottleneck = {}, {}
     for name, sm in models.items():
         dec_t, pre_t, table = _step_functions(graph, sm, at_once[name], longest, a2a_bytes, options, comm_overlap,
@@ -364,7 +365,7 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
             for kind, links in table.bottleneck.items():
                 bottleneck[f"{name}.{kind}"] = links
     engine = dict(mode="colocated" if "colocated" in pools else "disaggregated", gpus=len(all_ranks),
-                  **limits, decode_at_once=engine_at_once, token_budget=token_budget, prompt=prompt, output=output,
+                  **limits, decode_at_once=at_once[decoding], token_budget=token_budget, prompt=prompt, output=output,
                   bottleneck=bottleneck, kv_bytes_per_token=first.kv_bytes_per_token,
                   layouts={name: dict(tp=lay.tp, pp=lay.pp, ep=lay.ep, instances=lay.instances)
                            for name, lay in pools.items()})
