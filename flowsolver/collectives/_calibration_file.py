@@ -141,8 +141,7 @@ def read_calibration(path) -> dict:
         raise ValueError(f"{where}: 'ranks' must be a whole number >= 1, got {ranks!r}")
     for key, kind in (("converged", bool), ("message", str)):
         if not isinstance(data.get(key), kind):
-            raise ValueError(f"{where}: {key!r} must be {'true or false' if kind is bool else 'a string'}, "
-                             f"got {data.get(key)!r}")
+            raise ValueError(f"{where}: {key!r} must be {_KINDS[kind]}, got {data.get(key)!r}")
     return dict(
         efficiency={k: float(v) for k, v in efficiency.items()},
         **{k: _number(data, k, where, positive=True) for k in _FACTORS},
