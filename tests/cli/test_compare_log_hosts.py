@@ -13,6 +13,8 @@ from flowsolver import collective, nccl_tests
 from flowsolver.cli import main
 from flowsolver.collectives import log_ranks, nccl_tests_collective
 
+from ..collectives.test_calibrate_placement import _log
+
 KIB4 = 4096
 GIB = 2**30
 
@@ -49,23 +51,6 @@ def test_a_cuda_graph_log_is_compared_without_the_host_floor(tmp_path, capsys):
         assert [r["time_us"] for r in rows] == pytest.approx(want)
 
 
-def _sendrecv_log(host_of, times_us):
-    out = ["# Collective test starting: sendrecv_perf",
-           "# nThread 1 nGpus 1 minBytes 1073741824 maxBytes 2147483648 step: 2(factor) warmup iters: 5 "
-           "iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0", "#", "# Using devices"]
-    for r in range(16):
-        host, dev = host_of(r)
-        out.append("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s" % (
-            r, 0, 1000 + r, host, dev, 0, 0x18 + dev, 0, "NVIDIA H100 80GB HBM3"))
-    out += ["#", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
-                 "algbw   busbw #wrong"]
-    for size, t in zip((GIB, 2 * GIB), times_us):
-        bw = size / t / 1e3
-        out.append("%12d  %12d  %8s  %6s  %6d" % (size, size // 4, "float", "sum", -1)
-                   + "  %7.1f  %6.2f  %6.2f  %6g" % (t, bw, bw, 0) * 2)
-    return "\n".join(out + ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 1", ""])
-
-
 def test_a_round_robin_sendrecv_log_is_compared_on_its_hosts(tmp_path, capsys):
     # 2 servers of 8 H100 with one 400 Gb/s NIC each (a cluster file), rank r on host r mod 2
     # (mpirun --map-by node): all 16 pairs cross the network, 8 sends each way through a NIC,
@@ -76,7 +61,7 @@ def test_a_round_robin_sendrecv_log_is_compared_on_its_hosts(tmp_path, capsys):
     cluster = tmp_path / "one_nic.json"
     save(g, str(cluster))
     path = tmp_path / "rr.log"
-    path.write_text(_sendrecv_log(lambda r: ("hostA" if r % 2 == 0 else "hostB", r // 2), (20000.0, 40000.0)))
+    path.write_text(_log(lambda r: ("hostA" if r % 2 == 0 else "hostB", r // 2), (20000.0, 40000.0), ranks=16))
     placed = log_ranks(nccl_tests.read(str(path), op="send_recv"), "send_recv", g)
     assert placed == [r // 2 + 8 * (r % 2) for r in range(16)]
     assert main(["collective", "--cluster", str(cluster), "--compare", str(path), "--json"]) == 0

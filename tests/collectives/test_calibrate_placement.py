@@ -25,19 +25,21 @@ def graph():
     return tp.rail_optimized(2, server=server, link="roce_400g")
 
 
-def _log(hosts, times_us):
-    """A sendrecv log of 8 ranks, rank r on host ``hosts(r)`` (name, device), 1-4 GiB rows."""
+def _log(hosts, times_us, ranks=8):
+    """A sendrecv log of ``ranks`` ranks, rank r on host ``hosts(r)`` (name, device), a row of
+    1, 2, 4 ... GiB for each of ``times_us``."""
+    sizes = [GIB << i for i in range(len(times_us))]
     out = ["# nccl-tests version 2.19.6 nccl-headers=22803 nccl-library=22803",
            "# Collective test starting: sendrecv_perf",
-           "# nThread 1 nGpus 1 minBytes 1073741824 maxBytes 4294967296 step: 2(factor) warmup iters: 5 "
+           f"# nThread 1 nGpus 1 minBytes {sizes[0]} maxBytes {sizes[-1]} step: 2(factor) warmup iters: 5 "
            "iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0", "#", "# Using devices"]
-    for r in range(8):
+    for r in range(ranks):
         host, dev = hosts(r)
         out.append("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s" % (
             r, 0, 1000 + r, host, dev, 0, 0x18 + dev, 0, "NVIDIA H100 80GB HBM3"))
     out += ["#", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
                  "algbw   busbw #wrong"]
-    for size, t in zip((GIB, 2 * GIB, 4 * GIB), times_us):
+    for size, t in zip(sizes, times_us):
         bw = size / t / 1e3
         out.append("%12d  %12d  %8s  %6s  %6d" % (size, size // 4, "float", "sum", -1)
                    + "  %7.1f  %6.2f  %6.2f  %6g" % (t, bw, bw, 0) * 2)
