@@ -32,8 +32,8 @@ from .failures import degrade_links, fabric_cables, fail_links, tier_cables
 from .formats import (NcclServer, from_astra_network, from_nccl_xml, from_simai, load, parse_simple_yaml, read,
                       reader_names, register_reader, save, to_simai)
 from .links import GB, Gbit, LinkTech, get_link, link_names, register_link
-from .servers import (GpuSpec, ServerModel, ServerPorts, get_gpu, get_server, register_server,
-                      server_names)
+from .gpu_types import GpuSpec, get_gpu
+from .servers import ServerModel, ServerPorts, get_server, register_server, server_names
 from .planes import multi_plane
 from .presets import meta_24k, nvl72_cluster
 from .rail_only import rail_only

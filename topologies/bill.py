@@ -68,8 +68,10 @@ __all__ = ["Bill", "BillLine", "bill", "tally", "price_tally", "DEFAULT_REACH", 
 
 #: transceiver modules' links per server-side OSFP cage, by server model (DGX H100 and B200:
 #: "the compute fabric ports ... use a two-port transceiver to access all eight GPUs", NVIDIA
-#: DGX SuperPOD H100 reference architecture, "Network Fabrics", Figure 4; read 2026-12-04)
-SERVER_NIC_CAGES = {"dgx_h100": 2, "dgx_b200": 2}
+#: DGX SuperPOD H100 reference architecture, "Network Fabrics", Figure 4; read 2026-12-04;
+#: DGX H200: "Four OSFP ports serving eight single-port NVIDIA ConnectX-7", as the DGX H100, DGX
+#: BasePOD reference architecture, "Core Components"; read 2026-12-06)
+SERVER_NIC_CAGES = {"dgx_h100": 2, "dgx_h200": 2, "dgx_b200": 2}
 
 #: the reach of each cable layer (edge ``tier``) when ``reach=`` does not say: "copper" or
 #: "optical"; the access layer depends on the family (see the module docstring)

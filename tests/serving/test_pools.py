@@ -159,7 +159,7 @@ def test_decode_table_is_built_for_what_can_run_at_once():
 
 
 def test_h200_kv_capacity_from_the_driver_reported_memory():
-    # an H200 SXM as nvidia-smi reports it, 143,771 MiB (topologies/servers.py): Llama 3 70B TP8
+    # an H200 SXM as nvidia-smi reports it, 143,771 MiB (topologies/gpu_types.py): Llama 3 70B TP8
     # holds 2,881,866 KV tokens a GPU by hand (the datasheet's 141e9 bytes gave 2,667,526)
     r = fs.serve(tp.rail_optimized(nodes=1), "llama-3-70b", rate=1.0, duration=2.0, prompt=1024, output=64, tp=8,
                  gpu="h200")

@@ -33,6 +33,8 @@ def test_rail_optimized_one_unit_by_hand():
     assert b.count("connectx7_400g") == 256
     assert b.count("fiber_mpo") == 512 and b.count("dac") == 0
     assert b.count("osfp_800g_twin") == 128 + 8 * 32 + 4 * 32
+    # a DGX H200 has the same four twin-port OSFP cages for its eight NICs (DGX BasePOD RA)
+    assert tp.bill(tp.rail_optimized(32, server="dgx_h200")).count("osfp_800g_twin") == 128 + 8 * 32 + 4 * 32
     # totals are the sums of count x unit price, per GPU over 256 GPUs
     expect = sum(line.count * line.part.price for line in b.lines)
     assert b.price == pytest.approx(expect) and b.price_per_gpu == pytest.approx(expect / 256)

@@ -21,12 +21,23 @@ def test_dgx_h100_internals():
 
 
 @pytest.mark.parametrize("server,nvlink,nic_rate", [
-    ("dgx_a100", 300e9, 25e9), ("dgx_h100", 450e9, 50e9), ("dgx_b200", 900e9, 50e9)])
+    ("dgx_a100", 300e9, 25e9), ("dgx_h100", 450e9, 50e9), ("dgx_h200", 450e9, 50e9), ("dgx_b200", 900e9, 50e9)])
 def test_nvlink_servers_on_a_fabric(server, nvlink, nic_rate):
     g = tp.rail_optimized(2, server=server, link="ib_ndr")
     assert g["s1/gpu3"]["s1/nvswitch"]["capacity"] == nvlink
     # an HDR NIC on an NDR fabric runs at HDR
     assert g["s1/nic3"]["su0/leaf3"]["capacity"] == nic_rate
+
+
+def test_dgx_h200_is_the_dgx_h100_with_h200_gpus():
+    # DGX BasePOD RA: the same system as the DGX H100 (4 NVSwitch, 8 single-port CX-7 400G,
+    # PCIe 5) with 8 H200: 141 GB HBM3e each, 143,771 MiB as nvidia-smi reports an H200 SXM
+    h100, h200 = _one("dgx_h100"), _one("dgx_h200")
+    assert sorted(h100.edges) == sorted(h200.edges)
+    assert all(h100.edges[e]["capacity"] == h200.edges[e]["capacity"] for e in h100.edges)
+    spec = get_server("dgx_h200").gpu_spec
+    assert spec.memory == 143771 * 2**20 and spec.hbm_bandwidth == 4.8e12
+    assert spec.peak_bf16_flops == get_server("dgx_h100").gpu_spec.peak_bf16_flops == 989e12
 
 
 def test_gpu_to_gpu_inside_a_server_stays_on_nvlink():
@@ -72,8 +83,8 @@ def test_custom_server_object():
 
 
 def test_server_errors():
-    with pytest.raises(ValueError, match="unknown server 'dgx_h200'.*dgx_h100"):
-        get_server("dgx_h200")
+    with pytest.raises(ValueError, match="unknown server 'dgx_h300'.*dgx_h100"):
+        get_server("dgx_h300")
     with pytest.raises(ValueError, match="unknown server"):
         tp.rail_optimized(4, server="nope")
     with pytest.raises(ValueError, match="gpus must be an integer >= 1"):

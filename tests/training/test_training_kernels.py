@@ -129,7 +129,7 @@ def test_a_power_cap_follows_the_published_capped_gemms():
 def test_the_gpu_catalogue_rows():
     rows = {name: tp.get_gpu(name) for name in ("h100_sxm", "h200", "a100_sxm", "a100_40gb", "b200", "gb200",
                                                 "h100_sxm_hbm2e")}
-    # H200 memory: nvidia-smi's 143771MiB (an H200 SXM reading, topologies/servers.py), not the datasheet's 141 GB
+    # H200 memory: nvidia-smi's 143771MiB (an H200 SXM reading, topologies/gpu_types.py), not the datasheet's 141 GB
     assert (rows["h200"].peak_bf16_flops, rows["h200"].peak_fp8_flops, rows["h200"].memory) == (989e12, 1979e12,
                                                                                                143771 * 2**20)
     assert rows["a100_40gb"].memory == 40960 * 2**20 and rows["a100_40gb"].hbm_bandwidth == 1.555e12
@@ -142,7 +142,7 @@ def test_every_catalogue_gpu_has_its_nccl_generation():
     # the collectives read NVLS's efficiency from the generation (NCCL tuning.cc nvlsEfficiency:
     # Hopper 0.85, Blackwell 0.74); the new Hopper rows are Hopper parts (H200 and the 96 GB
     # HBM2e H100 SXM: the GH100 die), A100 40 GB an Ampere part (no NVLS)
-    from topologies.servers import _GPUS
+    from topologies.gpu_types import _GPUS
     from flowsolver.collectives._nccl import GPU_GENERATION, NVLS_EFFICIENCY
 
     assert set(_GPUS) <= set(GPU_GENERATION)

@@ -50,7 +50,7 @@ import networkx as nx
 from .._graph import check_int, finish
 from ._common import MIB, check_limit, finite, read_text, short
 from .._validate import TopologyError, validate
-from ..servers import get_gpu
+from ..gpu_types import get_gpu
 
 __all__ = ["from_astra_network", "parse_simple_yaml"]
 

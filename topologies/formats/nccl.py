@@ -60,7 +60,8 @@ from .._graph import check_int
 from ._nccl_parse import _clip, _loc, parse_system, relabel
 from ._common import MIB, check_limit, doctype_before_root, read_bytes
 from ..links import LinkTech, get_link
-from ..servers import ServerModel, ServerPorts, get_gpu
+from ..gpu_types import get_gpu
+from ..servers import ServerModel, ServerPorts
 
 __all__ = ["NcclServer", "from_nccl_xml"]
 

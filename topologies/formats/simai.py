@@ -51,7 +51,7 @@ from .._graph import check_int, compute_fabric, finish
 from ._common import DECIMAL, MIB, check_limit, over, read_text, short
 from .._validate import TopologyError, validate
 from ..analysis import gpus as ranked_gpus
-from ..servers import get_gpu
+from ..gpu_types import get_gpu
 
 __all__ = ["from_simai", "to_simai"]
 
