@@ -13,6 +13,7 @@ import topologies as tp
 from ..collectives import ALGORITHMS, OPS, PROTOCOLS
 from ..routing import POLICIES
 from ..training import DEFAULT_COMPUTE_EFFICIENCY, MODELS
+from ._files import cluster_file, server_of
 from ._settings import ALGORITHM_HELP, PROTOCOL_HELP, algorithm_setting, protocol_setting
 from ._words import CliError, in_cli_words  # noqa: F401  (in_cli_words: read from here by the package and tests)
 
@@ -165,34 +166,6 @@ def _add_output(p: argparse.ArgumentParser) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON")
     out.add_argument("--csv", action="store_true", help="print CSV")
-
-
-def server_of(value):
-    """``--server``: a catalogue name as it is, or a server-model file (an NCCL topology file,
-    ``*.xml``) read by :func:`topologies.read` into its ServerModel."""
-    if not isinstance(value, str) or value in tp.server_names():
-        return value
-    if Path(value).is_file():
-        return tp.read(value, kind="server")
-    if value.lower().endswith(".xml"):
-        raise ValueError(f"--server {value!r}: no such NCCL topology file")
-    return value
-
-
-def cluster_file(value):
-    """``--cluster``: the graph in a file, read by :func:`topologies.read` (chosen by the
-    file's content, then its name): node-link JSON (:func:`topologies.load`), ASTRA-sim's
-    analytical network YAML (:func:`topologies.from_astra_network`), a SimAI topology file
-    (:func:`topologies.from_simai`) or a registered format."""
-    path = Path(value)
-    if not path.is_file():
-        raise ValueError(f"--cluster {value!r}: no such file")
-    try:
-        return tp.read(path, kind="cluster")
-    except ValueError as err:          # the readers' errors are one line naming the file
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ValueError(f"--cluster: {message}" if str(path) in message
-                         else f"--cluster {value!r}: {message}") from None
 
 
 def cluster_label(args, graph=None) -> str:

@@ -464,9 +464,17 @@ def test_server_can_be_an_nccl_topology_file(capsys, tmp_path):
 
     body = _box(_gpu("0000:02:00.0", 0) + _nic("0000:03:00.0") + _gpu("0000:05:00.0", 1) + _nic("0000:06:00.0"))
     path = _write(tmp_path, body)
-    assert main(["topology", "--nodes", "2", "--server", str(path), "--json"]) == 0
+    # sm 90 GPUs and no <nvlink>: the file does not say how they are joined (NCCL asks the
+    # driver), so the command line takes what the reader needs after the file name
+    assert main(["topology", "--nodes", "2", "--server", str(path)]) == 2
+    assert "add ,nvlink= after the file name in --server" in capsys.readouterr().err
+    assert main(["topology", "--nodes", "2", "--server", f"{path},nvlink=none", "--json"]) == 0
     desc = json.loads(capsys.readouterr().out)
-    assert desc["gpus"] == 4
+    assert desc["gpus"] == 4 and desc["nodes_by_kind"].get("nvswitch", 0) == 0
+    assert main(["topology", "--nodes", "2", "--server", f"{path},gpu=h100_sxm,nvlink=nvlink4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["nodes_by_kind"]["nvswitch"] == 2     # one domain a server
+    assert main(["topology", "--server", f"{path},speed=1"]) == 2
+    assert "keys gpu, nvlink" in capsys.readouterr().err
     assert main(["topology", "--server", str(tmp_path / "missing.xml")]) == 2
     assert "no such NCCL topology file" in capsys.readouterr().err
 

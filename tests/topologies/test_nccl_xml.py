@@ -126,11 +126,16 @@ def test_oci_sends_size_their_channels_from_nics_behind_nested_switches():
     assert [b for _, b in runs[0]] == pytest.approx([b for _, b in runs[1]], rel=5e-3)
 
 
-def test_azure_pci_skeleton_needs_the_gpu_type_and_builds_a_pcie_server():
+def test_azure_pci_skeleton_needs_the_gpu_type_and_its_nvlink():
     text = _shared(AZURE).read_text()
     with pytest.raises(ValueError, match="gpu="):
         tp.from_nccl_xml(AZURE)
-    m = tp.from_nccl_xml(AZURE, gpu="h100_sxm")
+    # NCCL adds NVLinks from the driver to a file without them (src/graph/xml.cc
+    # ncclTopoGetXmlFromGpu): the skeleton does not say how its SXM GPUs are joined
+    with pytest.raises(ValueError, match="no <nvlink> elements.*8 h100_sxm GPUs.*nvlink=.*'none'"):
+        tp.from_nccl_xml(AZURE, gpu="h100_sxm")
+    m = tp.from_nccl_xml(AZURE, gpu="h100_sxm", nvlink="none")
+    assert "PCIe only" in m.description
     assert m.gpus == text.count('class="0x030200"') == 8 and m.nics == text.count('class="0x020700"')
     assert m.nic is None and "no NIC speed" in m.description
     g = tp.rail_optimized(2, server=m, link="ib_ndr")
@@ -165,7 +170,8 @@ def test_every_shared_dump_reads_as_its_sidecar_describes_it():
             m = tp.from_nccl_xml(path)
         except ValueError as err:          # a PCI skeleton names no GPU type: the sidecar does
             assert "gpu=" in str(err) and "H100" in side["gpus"]["model"], (path.name, err)
-            m = tp.from_nccl_xml(path, gpu="h100_sxm")
+            assert "NVSwitch" in side["gpus"]["nvlink"], path.name
+            m = tp.from_nccl_xml(path, gpu="h100_sxm", nvlink="nvlink4")
         nics = side["nics"]
         assert m.gpus == side["gpus"]["count"], path.name
         assert m.nics == nics.get("count", nics.get("count_physical")), path.name
@@ -179,7 +185,7 @@ def test_every_shared_dump_reads_as_its_sidecar_describes_it():
 def test_minimal_file_rates_from_the_catalogue(tmp_path):
     body = _box(_gpu("0000:02:00.0", 0) + _nic("0000:03:00.0", "400000") + _nic("0000:06:00.0", "400000")
                 + _pci("0000:04:00.0", "0x060400", _gpu("0000:05:00.0", 1), width="8"))
-    m = tp.from_nccl_xml(_write(tmp_path, body))
+    m = tp.from_nccl_xml(_write(tmp_path, body), nvlink="none")
     assert (m.gpus, m.nics, tp.get_link(m.nic).name) == (2, 2, "ib_ndr")
     # GPU 1 sits under a second switch on an x8 link: it takes the NIC GPU 0 left, and its
     # path there crosses half a Gen 5 x16, the slowest GPU-NIC link
@@ -317,7 +323,7 @@ def test_gpus_follow_nccl_ranks_and_a_nic_without_pci_hangs_off_its_cpu(tmp_path
     body = ('<cpu numaid="0" vendor="GenuineIntel">'
             + _pci("0000:01:00.0", "0x060400", _gpu("0000:02:00.0", 1) + _gpu("0000:05:00.0", 0))
             + '<nic><net name="mlx5_0" dev="0" speed="200000" port="1"/></nic></cpu>')
-    m = tp.from_nccl_xml(_write(tmp_path, body))
+    m = tp.from_nccl_xml(_write(tmp_path, body), nvlink="none")
     g = tp.rail_optimized(1, server=m)
     assert [g.nodes[n]["busid"] for n in tp.gpus(g)] == ["0000:05:00.0", "0000:02:00.0"]
     assert g.has_edge("s0/nic0", "s0/cpu0") and "no PCI link" in m.description
@@ -453,4 +459,4 @@ def test_gpu_count_is_bounded_by_nccls_own_limit(tmp_path):
     gpus = "".join(_gpu(f"0000:{i // 256:02x}:{i % 256:02x}.0", i) for i in range(641))
     path = _write(tmp_path, _box(gpus + _nic(_NIC_BUS)))
     raises_clearly(tp.from_nccl_xml, path, "max_gpus=640")
-    assert tp.from_nccl_xml(path, max_gpus=641).gpus == 641
+    assert tp.from_nccl_xml(path, max_gpus=641, nvlink="none").gpus == 641

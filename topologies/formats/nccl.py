@@ -61,6 +61,7 @@ from ._nccl_parse import _clip, _loc, parse_system, relabel
 from ._common import MIB, check_limit, doctype_before_root, read_bytes
 from ..links import LinkTech, get_link
 from ..gpu_types import get_gpu
+from ._nccl_gpus import _LINKS_PER_GPU, _generation
 from ..servers import ServerModel, ServerPorts
 
 __all__ = ["NcclServer", "from_nccl_xml"]
@@ -131,14 +132,6 @@ class NcclServer(ServerModel):
         return out
 
 
-# sm (compute capability x 10) -> (GPU type, NVLink catalogue entry, NVLinks per GPU). Links
-# per GPU from the datasheets quoted in links.py: A100 12 x NVLink 3, H100 18 x NVLink 4,
-# B200 18 x NVLink 5.
-_BY_SM = {80: ("a100_sxm", "nvlink3", 12), 90: ("h100_sxm", "nvlink4", 18),
-          100: ("b200", "nvlink5", 18)}
-_LINKS_PER_GPU = {tech: links for _, tech, links in _BY_SM.values()}
-# PCI device ids (PCI ID Repository, vendor 10de) whose GPU type differs from the sm's default.
-_BY_DEVICE = {0x2331: "h100_pcie"}  # 10de:2331 "GH100 [H100 PCIe]"
 
 
 def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=None,
@@ -155,9 +148,11 @@ def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=Non
         when the file names neither (a PCI-only skeleton).
     nvlink : str, optional
         NVLink generation (``"nvlink3"``, ``"nvlink4"``, ``"nvlink5"``); by default from the
-        GPUs' sm. For a file without ``<nvlink>`` elements (NCCL detects NVLink at run time)
-        it declares an NVSwitch domain: every GPU gets the generation's full aggregate to one
-        logical NVSwitch. Without it such a file is a PCIe-only server.
+        GPUs' sm. For a file without ``<nvlink>`` elements (an ``NCCL_TOPO_FILE`` skeleton:
+        NCCL adds the NVLinks from the driver at run time) it declares an NVSwitch domain:
+        every GPU gets the generation's full aggregate to one logical NVSwitch; ``"none"``
+        says the GPUs have no NVLink (PCIe only). Such a file of several GPUs of an NVLink
+        type (not ``*_pcie``) needs one of the two: the file does not say.
     socket_link : str or LinkTech
         CPU socket-to-socket link (not in the file).
     name : str, optional
@@ -241,34 +236,6 @@ def _parse(path, data: bytes, max_elements: int, max_depth: int):
         raise ValueError(f"{path}: not a well-formed NCCL topology XML file (its encoding: "
                          f"{err})") from None
     return root
-
-
-def _generation(system, gpu, nvlink, where):
-    """GPU type and NVLink catalogue entry: the arguments, else from sm / device id."""
-    notes = []
-    sms = {g.sm for g in system.gpus if g.sm is not None}
-    if len(sms) > 1:
-        raise ValueError(f"{where}: GPUs of several generations (sm {sorted(sms)}) in one server")
-    sm = sms.pop() if sms else None
-    devices = {g.device for g in system.gpus} - {None}
-    if gpu is None:
-        known = {_BY_DEVICE[d] for d in devices if d in _BY_DEVICE}
-        if len(known) == 1:
-            gpu = known.pop()
-        elif sm in _BY_SM:
-            gpu = _BY_SM[sm][0]
-            notes.append(f"GPU type {gpu} from sm {sm}")
-        else:
-            raise ValueError(f"{where}: the file does not name the GPU type (sm {sm}, PCI devices "
-                             f"{sorted(hex(d) for d in devices)}); pass gpu=... (e.g. 'h100_sxm')")
-    if nvlink is None and sm in _BY_SM:
-        nvlink = _BY_SM[sm][1]
-    if nvlink is not None and nvlink not in _LINKS_PER_GPU:
-        raise ValueError(f"nvlink must be one of {', '.join(_LINKS_PER_GPU)}, got {nvlink!r}")
-    if nvlink is None and any(g.nvlinks for g in system.gpus):
-        raise ValueError(f"{where}: the GPUs have <nvlink> elements but sm {sm} names no NVLink "
-                         f"generation; pass nvlink=... ({', '.join(_LINKS_PER_GPU)})")
-    return get_gpu(gpu).name, nvlink, notes
 
 
 def _assemble(system, path, gpu_type, nvlink, declared, socket, name, notes) -> NcclServer:
