@@ -383,6 +383,16 @@ _add(Cluster("snellius_h100", _server("dgx_h100", name="snellius-h100", gpus=4, 
              "SURF Snellius gpu_h100 node: 4 H100 on NVLink without NVSwitch (no NVLS in the log; the mesh modelled as "
              "one NVSwitch at NVLink 4 rate) + 4 InfiniBand ports of 200 Gb/s, one a GPU (ibstat and NCCL's NET/IB "
              "lines in odissei-benchmarks/nccl-tests); IB generation not printed: ib_hdr's 200 Gb/s."))
+# AWS p6-b300.48xlarge (terrificdm/p6b300-efa-deepep-nccl-testkit examples/report-sample.md, 0ec5d15: "8×B300 +
+# 16×EFA/节点，每张 400 Gb/s", 6.4 Tb/s a node; its INFO run "found 16 nics"): 2 EFA ports of 400 Gb/s a GPU, the
+# layout of OCI's B300 (the B200 server model: NVLink 5, Blackwell; oci_bm_gpu_b300_8). The NICs are put on PCIe 6
+# (PCIE6): the report's alltoall moves 766 GB/s a node across the network, 96 GB/s a GPU, twice PCIe 5's 48 GB/s.
+# EFA: the catalogue's efa_400g (aws-ofi-nccl, 35 us reported), as p6-b200. The run uses aws-ofi-nccl's tuner
+# (NCCL_TUNER_PLUGIN=ofi in the image), not NCCL's, which the model copies: noted on the curves.
+_add(Cluster("aws_p6_b300", _server("dgx_b200", name="p6-b300.48xlarge", nic="efa_400g", nic_ports=2, host_link=PCIE6),
+             "efa_400g", "AWS EFA", "B300",
+             "AWS p6-b300.48xlarge: 8 B300 (as B200: NVLink 5, Blackwell) + 16 x 400 Gb/s EFA (6.4 Tb/s; the testkit "
+             "report's environment table) = 2 ports a GPU, on PCIe 6 (pcie5 x2); transport aws_ofi_p5en (35 us)."))
 # Dell PowerEdge XE9680 H200 on NVIDIA Spectrum-X (sdambo-git/spc-x-host-configuration README): HGX H200
 # baseboard (8 H200, NVLink 4 / NVSwitch: the DGX H100's), 8 rails eth_rail0..7 a node, each a BlueField-3
 # B3140H SuperNIC "400GbE (default mode)" single port (the file's mlxconfig listing and udev rail rules):
@@ -706,6 +716,12 @@ CURVES: dict[str, CurveSetup] = {
         note=f"{n} Snellius H100 node{'s, 4 x 200 Gb/s InfiniBand for 4 GPUs' if n > 1 else ', NVLink mesh'}: NCCL's "
              f"choice without NVLS")
        for n in (1, 2) for op in ("allreduce", "allgather", "reducescatter")},
+    # terrificdm/p6b300-efa-deepep-nccl-testkit: mpirun -np 16 -N 8, -g 1, NCCL 2.31.2 with aws-ofi-nccl 1.21.1 as net
+    # and tuner plugin (NCCL_TUNER_PLUGIN=ofi): the tuner is AWS's, not NCCL's; no NCCL_ALGO / NCCL_PROTO
+    **{f"aws-p6b300-2x8B300-{op}": CurveSetup(
+        "aws_p6_b300", note="2 x p6-b300, 16 x 400 Gb/s EFA a node; aws-ofi-nccl's tuner chose (not modelled): "
+                            "NCCL's choice taken")
+       for op in ("allreduce", "alltoall", "allgather", "reducescatter")},
 }
 
 #: curves the library cannot express faithfully where it matters: curve -> reason
