@@ -371,6 +371,28 @@ _add(Cluster("abci_a_node", _server("dgx_a100", name="abci-compute-node-a", nics
              "InfiniBand", "A100",
              "ABCI 2.0 Compute Node (A): 8 A100 40GB SXM4 (NVLink 3 / NVSwitch) + 4 x InfiniBand HDR 200 Gb/s, one a "
              "GPU pair (ABCI system overview); fat tree not modelled.", A100_40GB))
+# SURF Snellius gpu_h100 node, as the odissei-benchmarks/nccl-tests logs (runs/, 6df4cb5) show it: 4 GPUs printed
+# "NVIDIA H100" joined by NVLink (P2P/CUMEM) with "NVLS multicast support is not available" (no NVSwitch: an
+# NVLink mesh), 4 InfiniBand ports of 200 Gb/s a node (ibstat "Rate: 200", runs/2nodes/ib_speed.txt) and a 25 Gb/s
+# RoCE port the rings do not use; each GPU's rings leave the node by its own port (NET/IB/1-4, GDRDMA). The mesh is
+# modelled, as Kestrel's, on one logical NVSwitch at NVLink 4 rate with NVLS left out (CurveSetup.candidates); the
+# 200 Gb/s ports as the catalogue's ib_hdr (200 Gb/s InfiniBand: the log prints the rate, not the generation). The
+# host CPU is not stated in the source (the server model's default).
+_add(Cluster("snellius_h100", _server("dgx_h100", name="snellius-h100", gpus=4, nics=4, nic="ib_hdr"), "ib_hdr",
+             "InfiniBand", "H100",
+             "SURF Snellius gpu_h100 node: 4 H100 on NVLink without NVSwitch (no NVLS in the log; the mesh modelled as "
+             "one NVSwitch at NVLink 4 rate) + 4 InfiniBand ports of 200 Gb/s, one a GPU (ibstat and NCCL's NET/IB "
+             "lines in odissei-benchmarks/nccl-tests); IB generation not printed: ib_hdr's 200 Gb/s."))
+# AWS p6-b300.48xlarge (terrificdm/p6b300-efa-deepep-nccl-testkit examples/report-sample.md, 0ec5d15: "8×B300 +
+# 16×EFA/节点，每张 400 Gb/s", 6.4 Tb/s a node; its INFO run "found 16 nics"): 2 EFA ports of 400 Gb/s a GPU, the
+# layout of OCI's B300 (the B200 server model: NVLink 5, Blackwell; oci_bm_gpu_b300_8). The NICs are put on PCIe 6
+# (PCIE6): the report's alltoall moves 766 GB/s a node across the network, 96 GB/s a GPU, twice PCIe 5's 48 GB/s.
+# EFA: the catalogue's efa_400g (aws-ofi-nccl, 35 us reported), as p6-b200. The run uses aws-ofi-nccl's tuner
+# (NCCL_TUNER_PLUGIN=ofi in the image), not NCCL's, which the model copies: noted on the curves.
+_add(Cluster("aws_p6_b300", _server("dgx_b200", name="p6-b300.48xlarge", nic="efa_400g", nic_ports=2, host_link=PCIE6),
+             "efa_400g", "AWS EFA", "B300",
+             "AWS p6-b300.48xlarge: 8 B300 (as B200: NVLink 5, Blackwell) + 16 x 400 Gb/s EFA (6.4 Tb/s; the testkit "
+             "report's environment table) = 2 ports a GPU, on PCIe 6 (pcie5 x2); transport aws_ofi_p5en (35 us)."))
 # Dell PowerEdge XE9680 H200 on NVIDIA Spectrum-X (sdambo-git/spc-x-host-configuration README): HGX H200
 # baseboard (8 H200, NVLink 4 / NVSwitch: the DGX H100's), 8 rails eth_rail0..7 a node, each a BlueField-3
 # B3140H SuperNIC "400GbE (default mode)" single port (the file's mlxconfig listing and udev rail rules):
@@ -686,6 +708,20 @@ CURVES: dict[str, CurveSetup] = {
         note="one A4X Max tray in each of 2 NVL72 domains (cross-domain, the page); gIB's tuner not public: NCCL's choice"),
     "nersc-perlmutter-2x4A100-allreduce-nccl2.22": CurveSetup(
         "nersc_perlmutter_a100", note="2 Perlmutter nodes, 4 Slingshot 11 NICs for 4 A100: NCCL's choice"),
+    # odissei-benchmarks/nccl-tests runs/ (Snellius): 2 nodes by srun, one task a GPU (-g 1); 1 node by one process
+    # driving 4 GPUs (-g 4, read by gpus_per_thread); NCCL 2.22.3, no NCCL_ALGO / NCCL_PROTO. No NVSwitch, so no NVLS:
+    # NCCL's choice among ring / tree for all_reduce, ring (its protocols) for all_gather / reduce_scatter
+    **{f"snellius-{n}x4H100-{op}": CurveSetup(
+        "snellius_h100", candidates=_NO_NVLS if op == "allreduce" else ("ring",),
+        note=f"{n} Snellius H100 node{'s, 4 x 200 Gb/s InfiniBand for 4 GPUs' if n > 1 else ', NVLink mesh'}: NCCL's "
+             f"choice without NVLS")
+       for n in (1, 2) for op in ("allreduce", "allgather", "reducescatter")},
+    # terrificdm/p6b300-efa-deepep-nccl-testkit: mpirun -np 16 -N 8, -g 1, NCCL 2.31.2 with aws-ofi-nccl 1.21.1 as net
+    # and tuner plugin (NCCL_TUNER_PLUGIN=ofi): the tuner is AWS's, not NCCL's; no NCCL_ALGO / NCCL_PROTO
+    **{f"aws-p6b300-2x8B300-{op}": CurveSetup(
+        "aws_p6_b300", note="2 x p6-b300, 16 x 400 Gb/s EFA a node; aws-ofi-nccl's tuner chose (not modelled): "
+                            "NCCL's choice taken")
+       for op in ("allreduce", "alltoall", "allgather", "reducescatter")},
 }
 
 #: curves the library cannot express faithfully where it matters: curve -> reason

@@ -34,7 +34,7 @@ def mods():
 
 def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     coll, train, sources = corpus
-    assert len(coll) == 2918 and coll["curve"].nunique() == 126         # the corpus README's counts
+    assert len(coll) == 3252 and coll["curve"].nunique() == 136         # the corpus README's counts
     assert len(train) == 296
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
@@ -140,6 +140,13 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     g, ranks = S.curve_placement(S.CURVES["gcp-a4xmax-2x4GB300-allgather-crossdomain"], 2, 4)
     assert len(ranks) == 8 and sum(r < 72 for r in ranks) == 4
     assert _nic_rates(g) == pytest.approx([2 * 400 * gbit] * 72)
+    # SURF Snellius gpu_h100: 4 H100 and 4 InfiniBand ports of "Rate: 200" a node (the source's ibstat), one a GPU
+    g, ranks = S.curve_placement(S.CURVES["snellius-2x4H100-allreduce"], 2, 4)
+    assert ranks is None and len(_gpus(g)) == 4 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
+    # AWS p6-b300.48xlarge: 8 B300 and "16×EFA/节点，每张 400 Gb/s" (6.4 Tb/s a node), 2 ports a GPU
+    g, ranks = S.curve_placement(S.CURVES["aws-p6b300-2x8B300-alltoall"], 2, 8)
+    assert ranks is None and len(_gpus(g)) == 8 and sum(_nic_rates(g)) == pytest.approx(16 * 400 * gbit)
+    assert _nic_rates(g) == pytest.approx([2 * 400 * gbit] * 8)
     # nccl-tests on 2 of 8 GPUs of one A4 node: ranks 0 and 1
     g, ranks = S.curve_placement(S.CURVES["dranet-gke-a4-1x2B200-allgather"], 1, 2)
     assert ranks == [0, 1] and len(_gpus(g)) == 8
