@@ -33,6 +33,17 @@ class RoutingError(ValueError):
     """Routing is impossible as asked (no path, unknown endpoint, policy not applicable)."""
 
 
+def no_path(ix, src, dst, what: str = "route") -> RoutingError:
+    """The error for a pair without a path: missing or failed links, or, on a fabric whose
+    rails no switch joins (``rail_only``), traffic between rails that needs PXN."""
+    text = f"no path from {ix.name(src)} to {ix.name(dst)} ({what}); "
+    if ix.graph.graph.get("generator") == "rail_only":
+        return RoutingError(text + "rail_only has no switch between rails: traffic between rails first "
+                                   "crosses NVLink to the GPU on the destination's rail (NCCL's PXN); "
+                                   "pass pxn=True")
+    return RoutingError(text + "the links between them are missing or failed")
+
+
 @contextlib.contextmanager
 def unchanged(graph, *, checked: bool = False):
     """A block in which ``graph`` is not edited: every :func:`~flowsolver.route` on it inside

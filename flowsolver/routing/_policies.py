@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ._cache import PairPaths
-from ._graph_index import GraphIndex, RoutingError, Segments, unique_pairs
+from ._graph_index import GraphIndex, RoutingError, Segments, no_path, unique_pairs
 from ._shortest_paths import ecmp_fluid
 
 __all__ = ["Policy", "PolicyCall", "POLICIES", "register_policy", "policy_of"]
@@ -215,8 +215,7 @@ class PolicyCall:
             pair, link, frac, *rest = compute(x, y)
             if rest and len(rest[0]):
                 j = int(rest[0][0])
-                raise RoutingError(f"no path from {ix.name(x[j])} to {ix.name(y[j])} ({what}); "
-                                   "the links between them are missing or failed")
+                raise no_path(ix, x[j], y[j], what)
             return pair, link, frac
 
         pair, link, frac = ix.memo(("paths", rule), PairPaths).entries(uniq, ua, ub, checked)

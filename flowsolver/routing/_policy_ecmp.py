@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._graph_index import RoutingError
+from ._graph_index import no_path
 from ._policies import register_policy
 from ._shortest_paths import ecmp_hashed
 
@@ -30,8 +30,7 @@ def ecmp_hash(call):
         paths, path_key, bad = ecmp_hashed(cg, local[a], local[b], key, call.seed)
         if len(bad):
             j = int(bad[0])
-            raise RoutingError(f"no path from {ix.name(a[j])} to {ix.name(b[j])} (route); "
-                               "the links between them are missing or failed")
+            raise no_path(ix, a[j], b[j])
         if path_key is not None:
             _, first, inv = np.unique(path_key, return_index=True, return_inverse=True)
         else:

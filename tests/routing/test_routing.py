@@ -395,8 +395,14 @@ def test_a_pair_without_path_raises_naming_it():
         t.remove_edge(nb, "n1_1")
     t.add_edge("n1_1", "n0_0", capacity=0.0)   # only a failed link left
     t.add_edge("n0_0", "n1_1", capacity=0.0)
-    with pytest.raises(RoutingError, match="no path from 'n0_0' to 'n1_1'"):
+    with pytest.raises(RoutingError, match="no path from 'n0_0' to 'n1_1'.*missing or failed"):
         route(t, Flows([0], [4], 1.0), policy="shortest")
+    # rail_only: nothing failed, rails simply not joined by a switch -> the error names pxn=True
+    r = tp.rail_only(2)
+    for policy in ("ecmp", "ecmp_hash", "shortest"):
+        with pytest.raises(RoutingError, match="no switch between rails.*pass pxn=True"):
+            route(r, Flows([0], [9], 1.0), policy=policy)          # GPU 0 (rail 0) -> GPU 9 (rail 1)
+    assert route(r, Flows([0], [9], 1.0), pxn=True).n_flows == 1
     with pytest.raises(RoutingError, match="needs link"):
         route(t, Flows([0], [4], 1.0), policy="dor")
 
