@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ._graph import add_cable, cable_spread, spread
-
+from ._graph import add_cable, spread
 
 def rail_leaf(unit: int, rail: int) -> str:
     return f"su{unit}/leaf{rail}"
@@ -25,6 +24,18 @@ def two_tier_spine_count(leaves, uplinks, radix) -> int:
     return need
 
 
+def cable_on(g, node, targets, count, start, tech, tier) -> int:
+    """Cable ``count`` uplinks of ``node`` to ``targets`` as evenly as possible, the ``count mod
+    len(targets)`` extras on consecutive targets from ``start``; returns where the next node's
+    extras start. Successive nodes so lay their extras end to end around the targets, so no
+    target gets more than ``ceil(total / len(targets))`` cables, however their counts differ (a
+    partial unit's leaves have fewer uplinks)."""
+    for target, n in zip(targets, spread(count, len(targets), offset=start)):
+        if n:
+            add_cable(g, node, target, tech, tier=tier, cables=n)
+    return (start + count % len(targets)) % len(targets)
+
+
 def two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
     """Spines every leaf is cabled to; True when every leaf spreads its uplinks evenly."""
     if len(set(uplinks)) == 1:
@@ -34,10 +45,11 @@ def two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
     for s in range(spines):
         g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
     spine_ids = [f"spine{s}" for s in range(spines)]
-    uniform = True
+    uniform, start = True, 0
     for u in range(units):
         for r in range(rails):
-            uniform &= cable_spread(g, rail_leaf(u, r), spine_ids, uplinks[u], u * rails + r, tech, "leaf-spine")
+            start = cable_on(g, rail_leaf(u, r), spine_ids, uplinks[u], start, tech, "leaf-spine")
+            uniform &= uplinks[u] % spines == 0
     return uniform
 
 
@@ -108,21 +120,21 @@ def three_tier_spines(g, pods, uplinks, radix, tech):
             g.add_node(f"core{j}/{c}", kind="switch", role="core", tier=3, group=j)
     uniform = True
     cores = [[f"core{j}/{c}" for c in range(cores_per_group)] for j in range(spines_per_pod)]
-    for p, (prefix, attrs, leaves) in enumerate(pods):
+    core_start = [0] * spines_per_pod       # where the next spine's extras start in each core group
+    for prefix, attrs, leaves in pods:
         spine_ids = [f"{prefix}/spine{j}" for j in range(spines_per_pod)]
         for name in spine_ids:
             g.add_node(name, kind="switch", role="spine", tier=2, **attrs)
-        down = [0] * spines_per_pod
-        for i, (u, r) in enumerate(leaves):
-            offset = i * (uplinks[u] % spines_per_pod)
-            for j, n in enumerate(spread(uplinks[u], spines_per_pod, offset=offset)):
-                if n:
-                    add_cable(g, rail_leaf(u, r), spine_ids[j], tech, tier="leaf-spine", cables=n)
-                    down[j] += n
+        start = 0
+        for u, r in leaves:
+            start = cable_on(g, rail_leaf(u, r), spine_ids, uplinks[u], start, tech, "leaf-spine")
             uniform &= uplinks[u] % spines_per_pod == 0
+        down = [sum(g[s][leaf]["cables"] for leaf in g.pred[s] if g.nodes[leaf].get("role") == "leaf")
+                for s in spine_ids]
         # a spine sends up as many cables as it receives from its leaves, and one to every core
         # of its group at least (an uneven spread leaves some spines fewer cables down)
         for j in range(spines_per_pod):
-            uniform &= cable_spread(g, spine_ids[j], cores[j], max(down[j], cores_per_group), p, tech,
-                                    "spine-core")
+            count = max(down[j], cores_per_group)
+            core_start[j] = cable_on(g, spine_ids[j], cores[j], count, core_start[j], tech, "spine-core")
+            uniform &= count % cores_per_group == 0
     return uniform, spines_per_pod, cores_per_group

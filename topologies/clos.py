@@ -244,7 +244,9 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
       for NVL72 racks :func:`nvl72_cluster` serves a compute tray's NICs from one leaf).
     * Partial units are allowed: the last unit's leaves have fewer downlinks and uplinks,
       unless ``full_units`` cables every leaf's uplinks as for a full unit (NVIDIA's advice
-      for node counts between units: "design the fabric for the full SU").
+      for node counts between units: "design the fabric for the full SU"); the spines are
+      then the fewest that hold every uplink, the leaves' uneven extras laid end to end over
+      them (40 DGX H100: 320 uplinks, 5 spines of 64).
     * ``nodes=1`` is one server with its NICs and no switch.
 
     These rules reproduce the switch and cable counts of NVIDIA's DGX SuperPOD reference
