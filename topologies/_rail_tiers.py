@@ -5,10 +5,57 @@ from __future__ import annotations
 
 import math
 
-from ._graph import add_cable, spread
+from ._graph import add_cable, spread, uplinks_for
+
+#: servers of a DGX SuperPOD scalable unit (NVIDIA DGX SuperPOD H100 and B200 reference
+#: architectures: 32 DGX a unit, a leaf of 32 ports down and 32 up on 64-port Quantum-2)
+SUPERPOD_UNIT = 32
+
 
 def rail_leaf(unit: int, rail: int) -> str:
     return f"su{unit}/leaf{rail}"
+
+
+def leaf_uplinks(servers: int, model, tech, ratio: float) -> int:
+    """Uplinks of a rail leaf serving one NIC of each of ``servers`` servers: the fewest whole
+    ``tech`` cables that carry those NICs' bandwidth (``model.nic_rate``: a dual-port NIC twice a
+    port's, a 400G NIC under 800G uplinks half an uplink) at ``ratio`` or less."""
+    return uplinks_for(servers * model.nic_rate(tech) / tech.bandwidth, ratio)
+
+
+def leaf_ports(servers: int, model, tech, ratio: float) -> int:
+    """Ports of that leaf: ``nic_ports`` cables down a server, and its uplinks."""
+    return servers * model.nic_ports + leaf_uplinks(servers, model, tech, ratio)
+
+
+def most_servers(model, tech, ratio: float, radix: int) -> int:
+    """The most servers a rail leaf of ``radix`` ports serves at ``ratio`` (0: not one);
+    :func:`leaf_ports` grows with the servers and is at least their count."""
+    lo, hi = 0, radix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if leaf_ports(mid, model, tech, ratio) <= radix else (lo, mid - 1)
+    return lo
+
+
+def unit_size(servers_per_unit, model, tech, ratio: float, radix: int) -> int:
+    """Servers a scalable unit: ``servers_per_unit`` where its leaves fit in ``radix`` ports, else
+    ValueError naming the parameters; None: :data:`SUPERPOD_UNIT`, or fewer where a leaf of that
+    many would exceed the radix (dual-port NICs on 64 ports: 16)."""
+    most = most_servers(model, tech, ratio, radix)
+    if servers_per_unit is None and most:
+        return min(SUPERPOD_UNIT, most)
+    n = SUPERPOD_UNIT if servers_per_unit is None else servers_per_unit
+    if n <= most:
+        return n
+    up = leaf_uplinks(n, model, tech, ratio)
+    raise ValueError(
+        f"a rail leaf of servers_per_unit={n} servers needs {n * model.nic_ports} ports down (nic_ports="
+        f"{model.nic_ports} a NIC) and {up} up for oversubscription={ratio:g} ({model.nic_rate(tech) / 1e9:g} GB/s "
+        f"NICs under {tech.name} uplinks of {tech.bandwidth / 1e9:g} GB/s): {n * model.nic_ports + up} ports, more "
+        f"than radix={radix}; " + (f"use servers_per_unit <= {most} (or leave it out: the most that fit, up to "
+                                   f"{SUPERPOD_UNIT})" if most else
+                                   "not one server's leaf fits: use a larger radix or a higher oversubscription"))
 
 
 def two_tier_spine_count(leaves, uplinks, radix) -> int:

@@ -19,7 +19,8 @@ import networkx as nx
 from ._endpoints import attach_servers, endpoint_rate, server_parts, server_params
 from ._graph import (add_cable, cable_spread, check_int, check_ratio, check_scale, finish, resolve_link,
                      uplinks_for)
-from ._rail_tiers import limit_rule, max_units, pods, rail_groups, rail_leaf, three_tier_spines, two_tier_spines
+from ._rail_tiers import (SUPERPOD_UNIT, leaf_uplinks, limit_rule, max_units, pods, rail_groups, rail_leaf,
+                          three_tier_spines, two_tier_spines, unit_size)
 from .links import get_link
 from .servers import get_server
 
@@ -191,13 +192,16 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
                   network_diameter=4 if leaves > 1 else 2)
 
 
-def rail_optimized_limit(*, server="dgx_h100", servers_per_unit: int = 32, radix: int = 64) -> int:
+def rail_optimized_limit(*, server="dgx_h100", servers_per_unit: int | None = None, radix: int = 64,
+                         link="ib_ndr", oversubscription=1.0) -> int:
     """The most servers :func:`rail_optimized` builds in at most three tiers of ``radix``-port
     switches with every leaf reaching every spine of its pod and every spine every core of its
     group: ``radix`` pods of ``max(1, (radix/2) // rails)`` scalable units; where a server's
     rails outnumber ``radix/2``, each unit is split into the fewest equal rail groups of at most
     ``radix/2`` leaves, each a pod, so ``radix // groups`` units (two tiers if more: one unit
     of up to ``radix`` rails). 0 where not even one unit fits (a single server needs no switch).
+    ``servers_per_unit``, ``link`` and ``oversubscription`` as :func:`rail_optimized` (None: the
+    unit it builds; ValueError where a leaf of that many servers exceeds the radix).
 
     >>> rail_optimized_limit()                    # 64-port NDR switches, DGX H100: 65,536 GPUs
     8192
@@ -206,19 +210,29 @@ def rail_optimized_limit(*, server="dgx_h100", servers_per_unit: int = 32, radix
     >>> rail_optimized_limit(server="nvl72")      # 72 rails: 3 pods of 24 leaves a unit, 21 units
     672
     """
-    servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
+    if servers_per_unit is not None:
+        servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
     radix = check_int("radix", radix, 4, "switch ports")
-    return max_units(get_server(server).rails, radix) * servers_per_unit
+    model = get_server(server)
+    units = max_units(model.rails, radix)
+    if not units:
+        return 0
+    return units * unit_size(servers_per_unit, model, resolve_link("link", link),
+                             check_ratio("oversubscription", oversubscription), radix)
 
 
 def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscription=1.0,
-                   servers_per_unit: int = 32, radix: int = 64, full_units: bool = False) -> nx.DiGraph:
+                   servers_per_unit: int | None = None, radix: int = 64, full_units: bool = False) -> nx.DiGraph:
     """The rail-optimised DGX SuperPOD compute fabric.
 
     Servers are grouped in scalable units (SU) of ``servers_per_unit``; leaf ``i`` of a
     unit serves rail ``i`` (NIC ``i`` of every server of the unit), so traffic between
-    GPUs of one rail in one unit crosses a single leaf. A leaf has one downlink per server
-    and ``ceil(downlinks / oversubscription)`` uplinks.
+    GPUs of one rail in one unit crosses a single leaf. A leaf has ``nic_ports`` downlinks per
+    server and the fewest uplinks that carry its NICs' bandwidth at ``oversubscription``:
+    ``ceil(servers x NIC rate / (uplink rate x oversubscription))`` (a dual-port NIC needs two
+    uplinks, a 400G NIC under 800G cables half of one). No switch uses more than ``radix``
+    ports: by default a unit is 32 servers, or the most whose leaf fits (16 with dual-port
+    NICs on 64 ports); a ``servers_per_unit`` whose leaf does not fit raises ValueError.
 
     * Two tiers while every spine can reach every leaf (``units * rails <= radix``: up to 8
       units of DGX servers on 64-port Quantum-2 switches): the fewest spines that hold every
@@ -262,11 +276,13 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     link : str or LinkTech
         Technology of every fabric cable.
     oversubscription : float
-        Leaf downlink / uplink ratio (>= 1; 1 is non-blocking), the most a leaf is built with
-        (uplinks rounded up); ``g.graph["params"]["oversubscription"]`` is the ratio built, that
-        of the most oversubscribed leaf (32 servers at 3: 11 uplinks, 32/11).
-    servers_per_unit : int
-        Servers per scalable unit, default 32.
+        Leaf downlink / uplink bandwidth ratio (>= 1; 1 is non-blocking), the most a leaf is
+        built with (uplinks rounded up); ``g.graph["params"]["oversubscription"]`` is the ratio
+        built, that of the most oversubscribed leaf (32 servers at 3: 11 uplinks, 32/11), and
+        ``params["uplinks"]`` a first-unit leaf's uplinks.
+    servers_per_unit : int, optional
+        Servers per scalable unit; default 32, or fewer where a leaf of 32 would exceed the
+        radix. ``params["servers_per_unit"]`` is the unit built.
     radix : int
         Switch ports, default 64 (NVIDIA Quantum-2 QM9700: 64 ports of 400 Gb/s).
     full_units : bool
@@ -280,13 +296,19 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     (32, 16)
     """
     nodes = check_int("nodes", nodes, 1)
-    servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
+    if servers_per_unit is not None:
+        servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
     radix = check_int("radix", radix, 4, "switch ports")
     ratio = check_ratio("oversubscription", oversubscription)
     tech = resolve_link("link", link)
     model = get_server(server)
     rails = model.rails
-    limit = rail_optimized_limit(server=model, servers_per_unit=servers_per_unit, radix=radix)
+    limit = 0
+    if nodes > 1:       # the unit whose leaves fit the radix (one server has no leaf)
+        servers_per_unit = unit_size(servers_per_unit, model, tech, ratio, radix)
+        limit = max_units(rails, radix) * servers_per_unit
+    elif servers_per_unit is None:
+        servers_per_unit = SUPERPOD_UNIT
     if nodes > max(limit, 1):
         raise ValueError(f"nodes must be at most {max(limit, 1)} for rail_optimized with radix={radix}, {rails} "
                          f"rails and servers_per_unit={servers_per_unit} ({limit_rule(rails, radix)}); got "
@@ -311,8 +333,10 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
                       bisection_method="formula: gpus/2 x NVLink bandwidth per GPU",
                       network_diameter=None)
     cabled = [servers_per_unit if full_units else n for n in unit_servers]
-    uplinks = [uplinks_for(n, ratio) for n in cabled]  # per leaf of each unit
-    params["oversubscription"] = max(n / up for n, up in zip(unit_servers, uplinks))   # as built
+    uplinks = [leaf_uplinks(n, model, tech, ratio) for n in cabled]  # per leaf of each unit, by bandwidth
+    params["oversubscription"] = max(n * model.nic_rate(tech) / (up * tech.bandwidth)   # as built
+                                     for n, up in zip(unit_servers, uplinks))
+    params["uplinks"] = uplinks[0]
     for u in range(units):
         for r in range(rails):
             g.add_node(rail_leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
