@@ -35,9 +35,10 @@ def fat_tree(k: int, *, pods: int | None = None, link="ib_ndr", server=None) -> 
     every aggregation switch of the pod; aggregation switch ``a`` of every pod joins core
     switches ``a*k/2 ... a*k/2 + k/2 - 1``. With no server, each of the ``k^3/4`` edge
     ports holds a single-GPU host (``server="host"``). With a server, its NICs take
-    consecutive edge ports, so the NICs of one server share an edge switch whenever the
-    NIC count divides ``k/2`` (k = 16 and DGX: one server per edge switch); servers that do
-    not fit in the ports left are not placed.
+    consecutive edge ports, ``nic_ports`` each (a dual-port NIC two, so an edge switch keeps
+    ``k/2`` ports down, ``k/2`` up and 1:1 bandwidth, with half the NICs), so the NICs of one
+    server share an edge switch whenever they fill ``k/2`` ports evenly (k = 16 and DGX: one
+    server per edge switch); servers that do not fit in the ports left are not placed.
 
     ``pods`` < ``k`` builds the k-ary fat-tree as a cluster that needs fewer pods is bought:
     those pods whole, and of each core group only the ``ceil(pods/2)`` core switches that
@@ -76,13 +77,17 @@ def fat_tree(k: int, *, pods: int | None = None, link="ib_ndr", server=None) -> 
     check_scale("fat_tree", pods * k * k // 4 // model.nics * server_parts(model) + pods * k + k * k // 4
                 + pods * k * k, f"k = {k}" + (f", {pods} pods" if pods < k else ""))
     half = k // 2
+    slots = half // model.nic_ports                                   # NICs an edge switch's k/2 down ports hold
+    if not slots:
+        raise ValueError(f"k = {k} gives an edge switch k/2 = {half} ports down, fewer than one NIC's nic_ports = "
+                         f"{model.nic_ports} ({model.name}): use a larger k or a server with fewer NIC ports")
     per_group = math.ceil(pods * half / k)                            # core switches of a group (half at k pods)
     g = nx.DiGraph()
     ports = []
     for p in range(pods):
         for e in range(half):
             g.add_node(f"pod{p}/edge{e}", kind="switch", role="edge", tier=1, pod=p)
-            ports.extend([f"pod{p}/edge{e}"] * half)
+            ports.extend([f"pod{p}/edge{e}"] * slots)
         for a in range(half):
             g.add_node(f"pod{p}/agg{a}", kind="switch", role="aggregation", tier=2, pod=p)
     for c in range(half * per_group):
@@ -98,7 +103,7 @@ def fat_tree(k: int, *, pods: int | None = None, link="ib_ndr", server=None) -> 
     # Bisection between the two halves of the pods (= the halves of the rank order when
     # whole servers fill every pod): k/2 pods send through (k/2)^2 core cables each.
     bisection = None
-    if (half * half) % model.nics == 0 and pods == k:
+    if (half * slots) % model.nics == 0 and pods == k:
         nics_half = servers * model.nics // 2
         bisection = min(k ** 3 / 8 * tech.bandwidth, nics_half * endpoint_rate(model, tech))
     params = dict(k=k, link=tech.name, server=server_params(model), servers=servers)

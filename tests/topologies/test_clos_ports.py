@@ -135,3 +135,22 @@ def test_other_nics_stay_within_the_radix_over_node_counts(server, link):
         g = tp.rail_optimized(nodes, server=server, link=link)
         assert max(_ports(g).values()) <= 64, nodes
         assert max(d / u for d, u in map(lambda leaf: _down_up(g, leaf), _leaves(g))) <= 1.0, nodes
+
+
+@pytest.mark.parametrize("k,servers", [(8, 8), (16, 64)])
+def test_fat_tree_edge_switches_hold_dual_port_nics_in_k_ports(k, servers):
+    # an edge switch has k/2 ports down: k/4 dual-port NICs (2 x 50 GB/s each) = k/2 x 50 GB/s,
+    # as much as its k/2 uplinks. k = 8: 2 NICs an edge, 8 a pod = 1 DGX a pod, 8 pods;
+    # k = 16: 4 an edge, 32 a pod = 4 DGX, 16 pods
+    g = tp.fat_tree(k, server=DUAL)
+    assert g.graph["params"]["servers"] == servers
+    assert max(_ports(g).values()) == k
+    for edge in _leaves(g):
+        assert _down_up(g, edge) == (k / 2 * NDR, k / 2 * NDR)
+    # bisection: the smaller of the k^3/8 core cables and half the servers' NICs at their
+    # PCIe host link (a dual-port NIC's 100 GB/s is more than PCIe 5 x16 carries)
+    pcie = tp.get_link(DUAL.host_link).bandwidth
+    assert g.graph["bisection_bandwidth"] == pytest.approx(min(k ** 3 / 8 * NDR, servers // 2 * 8 * pcie))
+    with pytest.raises(ValueError, match=r"k = 8 gives an edge switch k/2 = 4 ports down, fewer than one NIC's "
+                                         r"nic_ports = 8"):
+        tp.fat_tree(8, server=tp.get_server("dgx_h100").with_(nic_ports=8))
