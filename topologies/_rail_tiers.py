@@ -5,11 +5,57 @@ from __future__ import annotations
 
 import math
 
-from ._graph import add_cable, cable_spread, spread
+from ._graph import add_cable, spread, uplinks_for
+
+#: servers of a DGX SuperPOD scalable unit (NVIDIA DGX SuperPOD H100 and B200 reference
+#: architectures: 32 DGX a unit, a leaf of 32 ports down and 32 up on 64-port Quantum-2)
+SUPERPOD_UNIT = 32
 
 
 def rail_leaf(unit: int, rail: int) -> str:
     return f"su{unit}/leaf{rail}"
+
+
+def leaf_uplinks(servers: int, model, tech, ratio: float) -> int:
+    """Uplinks of a rail leaf serving one NIC of each of ``servers`` servers: the fewest whole
+    ``tech`` cables that carry those NICs' bandwidth (``model.nic_rate``: a dual-port NIC twice a
+    port's, a 400G NIC under 800G uplinks half an uplink) at ``ratio`` or less."""
+    return uplinks_for(servers * model.nic_rate(tech) / tech.bandwidth, ratio)
+
+
+def leaf_ports(servers: int, model, tech, ratio: float) -> int:
+    """Ports of that leaf: ``nic_ports`` cables down a server, and its uplinks."""
+    return servers * model.nic_ports + leaf_uplinks(servers, model, tech, ratio)
+
+
+def most_servers(model, tech, ratio: float, radix: int) -> int:
+    """The most servers a rail leaf of ``radix`` ports serves at ``ratio`` (0: not one);
+    :func:`leaf_ports` grows with the servers and is at least their count."""
+    lo, hi = 0, radix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if leaf_ports(mid, model, tech, ratio) <= radix else (lo, mid - 1)
+    return lo
+
+
+def unit_size(servers_per_unit, model, tech, ratio: float, radix: int) -> int:
+    """Servers a scalable unit: ``servers_per_unit`` where its leaves fit in ``radix`` ports, else
+    ValueError naming the parameters; None: :data:`SUPERPOD_UNIT`, or fewer where a leaf of that
+    many would exceed the radix (dual-port NICs on 64 ports: 16)."""
+    most = most_servers(model, tech, ratio, radix)
+    if servers_per_unit is None and most:
+        return min(SUPERPOD_UNIT, most)
+    n = SUPERPOD_UNIT if servers_per_unit is None else servers_per_unit
+    if n <= most:
+        return n
+    up = leaf_uplinks(n, model, tech, ratio)
+    raise ValueError(
+        f"a rail leaf of servers_per_unit={n} servers needs {n * model.nic_ports} ports down (nic_ports="
+        f"{model.nic_ports} a NIC) and {up} up for oversubscription={ratio:g} ({model.nic_rate(tech) / 1e9:g} GB/s "
+        f"NICs under {tech.name} uplinks of {tech.bandwidth / 1e9:g} GB/s): {n * model.nic_ports + up} ports, more "
+        f"than radix={radix}; " + (f"use servers_per_unit <= {most} (or leave it out: the most that fit, up to "
+                                   f"{SUPERPOD_UNIT})" if most else
+                                   "not one server's leaf fits: use a larger radix or a higher oversubscription"))
 
 
 def two_tier_spine_count(leaves, uplinks, radix) -> int:
@@ -25,6 +71,18 @@ def two_tier_spine_count(leaves, uplinks, radix) -> int:
     return need
 
 
+def cable_on(g, node, targets, count, start, tech, tier) -> int:
+    """Cable ``count`` uplinks of ``node`` to ``targets`` as evenly as possible, the ``count mod
+    len(targets)`` extras on consecutive targets from ``start``; returns where the next node's
+    extras start. Successive nodes so lay their extras end to end around the targets, so no
+    target gets more than ``ceil(total / len(targets))`` cables, however their counts differ (a
+    partial unit's leaves have fewer uplinks)."""
+    for target, n in zip(targets, spread(count, len(targets), offset=start)):
+        if n:
+            add_cable(g, node, target, tech, tier=tier, cables=n)
+    return (start + count % len(targets)) % len(targets)
+
+
 def two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
     """Spines every leaf is cabled to; True when every leaf spreads its uplinks evenly."""
     if len(set(uplinks)) == 1:
@@ -34,10 +92,11 @@ def two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
     for s in range(spines):
         g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
     spine_ids = [f"spine{s}" for s in range(spines)]
-    uniform = True
+    uniform, start = True, 0
     for u in range(units):
         for r in range(rails):
-            uniform &= cable_spread(g, rail_leaf(u, r), spine_ids, uplinks[u], u * rails + r, tech, "leaf-spine")
+            start = cable_on(g, rail_leaf(u, r), spine_ids, uplinks[u], start, tech, "leaf-spine")
+            uniform &= uplinks[u] % spines == 0
     return uniform
 
 
@@ -108,21 +167,21 @@ def three_tier_spines(g, pods, uplinks, radix, tech):
             g.add_node(f"core{j}/{c}", kind="switch", role="core", tier=3, group=j)
     uniform = True
     cores = [[f"core{j}/{c}" for c in range(cores_per_group)] for j in range(spines_per_pod)]
-    for p, (prefix, attrs, leaves) in enumerate(pods):
+    core_start = [0] * spines_per_pod       # where the next spine's extras start in each core group
+    for prefix, attrs, leaves in pods:
         spine_ids = [f"{prefix}/spine{j}" for j in range(spines_per_pod)]
         for name in spine_ids:
             g.add_node(name, kind="switch", role="spine", tier=2, **attrs)
-        down = [0] * spines_per_pod
-        for i, (u, r) in enumerate(leaves):
-            offset = i * (uplinks[u] % spines_per_pod)
-            for j, n in enumerate(spread(uplinks[u], spines_per_pod, offset=offset)):
-                if n:
-                    add_cable(g, rail_leaf(u, r), spine_ids[j], tech, tier="leaf-spine", cables=n)
-                    down[j] += n
+        start = 0
+        for u, r in leaves:
+            start = cable_on(g, rail_leaf(u, r), spine_ids, uplinks[u], start, tech, "leaf-spine")
             uniform &= uplinks[u] % spines_per_pod == 0
+        down = [sum(g[s][leaf]["cables"] for leaf in g.pred[s] if g.nodes[leaf].get("role") == "leaf")
+                for s in spine_ids]
         # a spine sends up as many cables as it receives from its leaves, and one to every core
         # of its group at least (an uneven spread leaves some spines fewer cables down)
         for j in range(spines_per_pod):
-            uniform &= cable_spread(g, spine_ids[j], cores[j], max(down[j], cores_per_group), p, tech,
-                                    "spine-core")
+            count = max(down[j], cores_per_group)
+            core_start[j] = cable_on(g, spine_ids[j], cores[j], count, core_start[j], tech, "spine-core")
+            uniform &= count % cores_per_group == 0
     return uniform, spines_per_pod, cores_per_group

@@ -19,7 +19,8 @@ import networkx as nx
 from ._endpoints import attach_servers, endpoint_rate, server_parts, server_params
 from ._graph import (add_cable, cable_spread, check_int, check_ratio, check_scale, finish, resolve_link,
                      uplinks_for)
-from ._rail_tiers import limit_rule, max_units, pods, rail_groups, rail_leaf, three_tier_spines, two_tier_spines
+from ._rail_tiers import (SUPERPOD_UNIT, leaf_uplinks, limit_rule, max_units, pods, rail_groups, rail_leaf,
+                          three_tier_spines, two_tier_spines, unit_size)
 from .links import get_link
 from .servers import get_server
 
@@ -34,9 +35,10 @@ def fat_tree(k: int, *, pods: int | None = None, link="ib_ndr", server=None) -> 
     every aggregation switch of the pod; aggregation switch ``a`` of every pod joins core
     switches ``a*k/2 ... a*k/2 + k/2 - 1``. With no server, each of the ``k^3/4`` edge
     ports holds a single-GPU host (``server="host"``). With a server, its NICs take
-    consecutive edge ports, so the NICs of one server share an edge switch whenever the
-    NIC count divides ``k/2`` (k = 16 and DGX: one server per edge switch); servers that do
-    not fit in the ports left are not placed.
+    consecutive edge ports, ``nic_ports`` each (a dual-port NIC two, so an edge switch keeps
+    ``k/2`` ports down, ``k/2`` up and 1:1 bandwidth, with half the NICs), so the NICs of one
+    server share an edge switch whenever they fill ``k/2`` ports evenly (k = 16 and DGX: one
+    server per edge switch); servers that do not fit in the ports left are not placed.
 
     ``pods`` < ``k`` builds the k-ary fat-tree as a cluster that needs fewer pods is bought:
     those pods whole, and of each core group only the ``ceil(pods/2)`` core switches that
@@ -75,13 +77,17 @@ def fat_tree(k: int, *, pods: int | None = None, link="ib_ndr", server=None) -> 
     check_scale("fat_tree", pods * k * k // 4 // model.nics * server_parts(model) + pods * k + k * k // 4
                 + pods * k * k, f"k = {k}" + (f", {pods} pods" if pods < k else ""))
     half = k // 2
+    slots = half // model.nic_ports                                   # NICs an edge switch's k/2 down ports hold
+    if not slots:
+        raise ValueError(f"k = {k} gives an edge switch k/2 = {half} ports down, fewer than one NIC's nic_ports = "
+                         f"{model.nic_ports} ({model.name}): use a larger k or a server with fewer NIC ports")
     per_group = math.ceil(pods * half / k)                            # core switches of a group (half at k pods)
     g = nx.DiGraph()
     ports = []
     for p in range(pods):
         for e in range(half):
             g.add_node(f"pod{p}/edge{e}", kind="switch", role="edge", tier=1, pod=p)
-            ports.extend([f"pod{p}/edge{e}"] * half)
+            ports.extend([f"pod{p}/edge{e}"] * slots)
         for a in range(half):
             g.add_node(f"pod{p}/agg{a}", kind="switch", role="aggregation", tier=2, pod=p)
     for c in range(half * per_group):
@@ -97,7 +103,7 @@ def fat_tree(k: int, *, pods: int | None = None, link="ib_ndr", server=None) -> 
     # Bisection between the two halves of the pods (= the halves of the rank order when
     # whole servers fill every pod): k/2 pods send through (k/2)^2 core cables each.
     bisection = None
-    if (half * half) % model.nics == 0 and pods == k:
+    if (half * slots) % model.nics == 0 and pods == k:
         nics_half = servers * model.nics // 2
         bisection = min(k ** 3 / 8 * tech.bandwidth, nics_half * endpoint_rate(model, tech))
     params = dict(k=k, link=tech.name, server=server_params(model), servers=servers)
@@ -191,13 +197,16 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, oversubscriptio
                   network_diameter=4 if leaves > 1 else 2)
 
 
-def rail_optimized_limit(*, server="dgx_h100", servers_per_unit: int = 32, radix: int = 64) -> int:
+def rail_optimized_limit(*, server="dgx_h100", servers_per_unit: int | None = None, radix: int = 64,
+                         link="ib_ndr", oversubscription=1.0) -> int:
     """The most servers :func:`rail_optimized` builds in at most three tiers of ``radix``-port
     switches with every leaf reaching every spine of its pod and every spine every core of its
     group: ``radix`` pods of ``max(1, (radix/2) // rails)`` scalable units; where a server's
     rails outnumber ``radix/2``, each unit is split into the fewest equal rail groups of at most
     ``radix/2`` leaves, each a pod, so ``radix // groups`` units (two tiers if more: one unit
     of up to ``radix`` rails). 0 where not even one unit fits (a single server needs no switch).
+    ``servers_per_unit``, ``link`` and ``oversubscription`` as :func:`rail_optimized` (None: the
+    unit it builds; ValueError where a leaf of that many servers exceeds the radix).
 
     >>> rail_optimized_limit()                    # 64-port NDR switches, DGX H100: 65,536 GPUs
     8192
@@ -206,19 +215,29 @@ def rail_optimized_limit(*, server="dgx_h100", servers_per_unit: int = 32, radix
     >>> rail_optimized_limit(server="nvl72")      # 72 rails: 3 pods of 24 leaves a unit, 21 units
     672
     """
-    servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
+    if servers_per_unit is not None:
+        servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
     radix = check_int("radix", radix, 4, "switch ports")
-    return max_units(get_server(server).rails, radix) * servers_per_unit
+    model = get_server(server)
+    units = max_units(model.rails, radix)
+    if not units:
+        return 0
+    return units * unit_size(servers_per_unit, model, resolve_link("link", link),
+                             check_ratio("oversubscription", oversubscription), radix)
 
 
 def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscription=1.0,
-                   servers_per_unit: int = 32, radix: int = 64, full_units: bool = False) -> nx.DiGraph:
+                   servers_per_unit: int | None = None, radix: int = 64, full_units: bool = False) -> nx.DiGraph:
     """The rail-optimised DGX SuperPOD compute fabric.
 
     Servers are grouped in scalable units (SU) of ``servers_per_unit``; leaf ``i`` of a
     unit serves rail ``i`` (NIC ``i`` of every server of the unit), so traffic between
-    GPUs of one rail in one unit crosses a single leaf. A leaf has one downlink per server
-    and ``ceil(downlinks / oversubscription)`` uplinks.
+    GPUs of one rail in one unit crosses a single leaf. A leaf has ``nic_ports`` downlinks per
+    server and the fewest uplinks that carry its NICs' bandwidth at ``oversubscription``:
+    ``ceil(servers x NIC rate / (uplink rate x oversubscription))`` (a dual-port NIC needs two
+    uplinks, a 400G NIC under 800G cables half of one). No switch uses more than ``radix``
+    ports: by default a unit is 32 servers, or the most whose leaf fits (16 with dual-port
+    NICs on 64 ports); a ``servers_per_unit`` whose leaf does not fit raises ValueError.
 
     * Two tiers while every spine can reach every leaf (``units * rails <= radix``: up to 8
       units of DGX servers on 64-port Quantum-2 switches): the fewest spines that hold every
@@ -244,7 +263,9 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
       for NVL72 racks :func:`nvl72_cluster` serves a compute tray's NICs from one leaf).
     * Partial units are allowed: the last unit's leaves have fewer downlinks and uplinks,
       unless ``full_units`` cables every leaf's uplinks as for a full unit (NVIDIA's advice
-      for node counts between units: "design the fabric for the full SU").
+      for node counts between units: "design the fabric for the full SU"); the spines are
+      then the fewest that hold every uplink, the leaves' uneven extras laid end to end over
+      them (40 DGX H100: 320 uplinks, 5 spines of 64).
     * ``nodes=1`` is one server with its NICs and no switch.
 
     These rules reproduce the switch and cable counts of NVIDIA's DGX SuperPOD reference
@@ -260,11 +281,13 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     link : str or LinkTech
         Technology of every fabric cable.
     oversubscription : float
-        Leaf downlink / uplink ratio (>= 1; 1 is non-blocking), the most a leaf is built with
-        (uplinks rounded up); ``g.graph["params"]["oversubscription"]`` is the ratio built, that
-        of the most oversubscribed leaf (32 servers at 3: 11 uplinks, 32/11).
-    servers_per_unit : int
-        Servers per scalable unit, default 32.
+        Leaf downlink / uplink bandwidth ratio (>= 1; 1 is non-blocking), the most a leaf is
+        built with (uplinks rounded up); ``g.graph["params"]["oversubscription"]`` is the ratio
+        built, that of the most oversubscribed leaf (32 servers at 3: 11 uplinks, 32/11), and
+        ``params["uplinks"]`` a first-unit leaf's uplinks.
+    servers_per_unit : int, optional
+        Servers per scalable unit; default 32, or fewer where a leaf of 32 would exceed the
+        radix. ``params["servers_per_unit"]`` is the unit built.
     radix : int
         Switch ports, default 64 (NVIDIA Quantum-2 QM9700: 64 ports of 400 Gb/s).
     full_units : bool
@@ -278,13 +301,19 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     (32, 16)
     """
     nodes = check_int("nodes", nodes, 1)
-    servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
+    if servers_per_unit is not None:
+        servers_per_unit = check_int("servers_per_unit", servers_per_unit, 1)
     radix = check_int("radix", radix, 4, "switch ports")
     ratio = check_ratio("oversubscription", oversubscription)
     tech = resolve_link("link", link)
     model = get_server(server)
     rails = model.rails
-    limit = rail_optimized_limit(server=model, servers_per_unit=servers_per_unit, radix=radix)
+    limit = 0
+    if nodes > 1:       # the unit whose leaves fit the radix (one server has no leaf)
+        servers_per_unit = unit_size(servers_per_unit, model, tech, ratio, radix)
+        limit = max_units(rails, radix) * servers_per_unit
+    elif servers_per_unit is None:
+        servers_per_unit = SUPERPOD_UNIT
     if nodes > max(limit, 1):
         raise ValueError(f"nodes must be at most {max(limit, 1)} for rail_optimized with radix={radix}, {rails} "
                          f"rails and servers_per_unit={servers_per_unit} ({limit_rule(rails, radix)}); got "
@@ -309,8 +338,10 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
                       bisection_method="formula: gpus/2 x NVLink bandwidth per GPU",
                       network_diameter=None)
     cabled = [servers_per_unit if full_units else n for n in unit_servers]
-    uplinks = [uplinks_for(n, ratio) for n in cabled]  # per leaf of each unit
-    params["oversubscription"] = max(n / up for n, up in zip(unit_servers, uplinks))   # as built
+    uplinks = [leaf_uplinks(n, model, tech, ratio) for n in cabled]  # per leaf of each unit, by bandwidth
+    params["oversubscription"] = max(n * model.nic_rate(tech) / (up * tech.bandwidth)   # as built
+                                     for n, up in zip(unit_servers, uplinks))
+    params["uplinks"] = uplinks[0]
     for u in range(units):
         for r in range(rails):
             g.add_node(rail_leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)

@@ -89,7 +89,12 @@ def test_the_largest_size_and_the_error_beyond():
     assert tp.rail_optimized_limit(radix=128) == 128 * (64 // RAILS) * SPU == 32768
     with pytest.raises(ValueError, match="nodes must be at most 8192 .*radix=64"):
         tp.rail_optimized(8193)
-    with pytest.raises(ValueError, match="nodes must be at most"):
+    # 128 ports, units of 64 (64 down + 64 up a leaf): 128 pods of 64 // 8 = 8 units
+    with pytest.raises(ValueError, match="nodes must be at most 65536 .*radix=128"):
+        tp.rail_optimized(128 * 8 * 64 + 1, radix=128, servers_per_unit=64)
+    # units of 128: a leaf of 128 down and 128 up is no 128-port switch
+    with pytest.raises(ValueError, match=r"servers_per_unit=128 .* 256 ports, more than radix=128; use "
+                                         r"servers_per_unit <= 64"):
         tp.rail_optimized(4096 * 32 + 1, radix=128, servers_per_unit=32 * 4)
 
 
