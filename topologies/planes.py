@@ -15,7 +15,7 @@ __all__ = ["multi_plane"]
 
 
 def multi_plane(nodes: int, *, planes: int = 2, server="dgx_h100", link="ib_ndr", oversubscription=1.0,
-                servers_per_unit: int = 32, radix: int = 64) -> nx.DiGraph:
+                servers_per_unit: int | None = None, radix: int = 64) -> nx.DiGraph:
     """``planes`` copies of :func:`rail_optimized`'s switch fabric; port ``p`` of every NIC is
     cabled to plane ``p`` (a NIC of ``planes`` ports at ``link``'s rate each).
 

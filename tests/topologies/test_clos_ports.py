@@ -154,3 +154,10 @@ def test_fat_tree_edge_switches_hold_dual_port_nics_in_k_ports(k, servers):
     with pytest.raises(ValueError, match=r"k = 8 gives an edge switch k/2 = 4 ports down, fewer than one NIC's "
                                          r"nic_ports = 8"):
         tp.fat_tree(8, server=tp.get_server("dgx_h100").with_(nic_ports=8))
+
+
+@pytest.mark.parametrize("radix", [64, 32, 16])
+def test_multi_plane_planes_stay_within_the_radix(radix):
+    # each plane is rail_optimized of single-port NICs: its unit is sized to the radix as theirs
+    g = tp.multi_plane(64, planes=2, radix=radix)
+    assert max(_ports(g).values()) <= radix
