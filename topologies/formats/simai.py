@@ -18,8 +18,11 @@ name. Rates (bits/s) and delays become each edge's ``capacity`` in bytes/s and `
 seconds, converted once when the link is read. Repeated links between the same two nodes are
 parallel cables: one edge of the summed rate; if their delays differ the edge takes the larger
 (noted in ``g.graph["notes"]``). The file does not carry a server's insides: SimAI's GPU node
-holds its NIC, so each GPU-switch link becomes GPU -> NIC (at the link's rate, no latency: the
-PCIe hop is not in the file) -> switch (the link's rate and delay); there are no PCIe switches
+holds its NIC, so a GPU's links to switches become one NIC: GPU -> NIC (at the sum of the links'
+rates, no latency: the PCIe hop is not in the file) -> each switch (the link's rate and delay).
+A GPU cabled to two switches (SimAI's dual-ToR layouts, ``gen_Topo_Template.py``
+``Rail_Opti_DualToR_*``: Alibaba HPN's NIC with a port to each ToR) has one NIC of two ports,
+and routing spreads its traffic over both. There are no PCIe switches
 or CPUs, and the servers are ``gpus_per_server`` consecutive GPU ids (the file does not say
 which GPUs share a box otherwise). Switch tiers and roles (leaf, spine, core) are inferred from
 the hop count to the GPUs. The per-link ``error_rate`` (packet loss) is not modelled: a non-zero
@@ -131,9 +134,10 @@ def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = M
     """Read a SimAI topology file into a cluster graph.
 
     GPU ``k`` (the ``k``-th id not listed as a switch) is ``"s{k // gpus_per_server}/gpu{j}"``;
-    each of its links to a switch goes through a NIC node of its server at the link's rate
-    (SimAI's GPU node holds its NIC); switches are ``"sw{id}"`` with tier and role from their
-    distance to the GPUs (``leaf``, ``spine``, ``core``), NVSwitches ``"nvs{id}"``. Edges carry
+    its links to switches go through one NIC node of its server, a port per link at the
+    link's rate, the GPU -> NIC edge at their sum (SimAI's GPU node holds its NIC); switches
+    are ``"sw{id}"`` with tier and role from their distance to the GPUs (``leaf``, ``spine``,
+    ``core``), NVSwitches ``"nvs{id}"``. Edges carry
     the link's ``capacity`` (bytes/s per direction: the file's bits/s / 8) and ``latency`` (s).
 
     Parameters
@@ -240,6 +244,7 @@ def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
     for i in switches:
         g.add_node(name[i], kind="switch", role="switch", tier=1)
     nics = Counter()
+    nic_of: dict = {}
     notes = []
     for a, b, rate, delay, error, number in links:
         if kind.get(a) == "switch" and b in rank:
@@ -247,12 +252,17 @@ def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
         if float(error) != 0:
             notes.append(f"error rate {error} of link {a} - {b} (line {number}) ignored")
         if a in rank and kind.get(b) == "switch":
-            server = rank[a] // per_server
-            nic = f"s{server}/nic{nics[server]}"
-            nics[server] += 1
-            g.add_node(nic, kind="nic", tier=0, server=server, rail=nics[server] - 1, role="compute")
-            g.nodes[name[a]].setdefault("rail", nics[server] - 1)
-            _cable(g, name[a], nic, rate, 0.0, "pcie_simai", "pcie", number, notes)
+            nic = nic_of.get(a)
+            if nic is None:     # the GPU's first switch link: its NIC
+                server = rank[a] // per_server
+                nic = nic_of[a] = f"s{server}/nic{nics[server]}"
+                nics[server] += 1
+                g.add_node(nic, kind="nic", tier=0, server=server, rail=nics[server] - 1, role="compute")
+                g.nodes[name[a]].setdefault("rail", nics[server] - 1)
+                _cable(g, name[a], nic, rate, 0.0, "pcie_simai", "pcie", number, notes)
+            else:               # another port of the same NIC (a dual-ToR GPU): the GPU side carries the ports' sum
+                for u, v in ((name[a], nic), (nic, name[a])):
+                    g[u][v]["capacity"] += rate
             _cable(g, nic, name[b], rate, delay, "simai", "access", number, notes)
         elif "nvswitch" in (kind.get(a), kind.get(b)) or (a in rank and b in rank):
             _cable(g, name[a], name[b], rate, delay, "nvlink_simai", "nvlink", number, notes)
@@ -260,11 +270,11 @@ def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
             _cable(g, name[a], name[b], rate, delay, "simai", "fabric", number, notes)
     _nvswitch_servers(g)
     _switch_tiers(g)
-    several = [n for n, d in g.nodes(data=True) if d["kind"] == "gpu"
-               and sum(g.nodes[v]["kind"] == "nic" for v in g.successors(n)) > 1]
+    several = [name[i] for i, nic in nic_of.items()
+               if sum(g.nodes[v]["kind"] == "switch" for v in g.successors(nic)) > 1]
     if several:
-        notes.append(f"{len(several)} GPU(s) with several switch links (e.g. {several[0]}): their "
-                     "traffic leaves through the first (its rail)")
+        notes.append(f"{len(several)} GPU(s) cabled to several switches (e.g. {several[0]}): one NIC with a "
+                     "port to each (SimAI's dual-ToR layouts), its traffic spread over them as ECMP spreads it")
     g.graph["notes"] = notes
     return g
 
