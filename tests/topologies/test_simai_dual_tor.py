@@ -1,6 +1,10 @@
 """SimAI files with dual-ToR GPUs (gen_Topo_Template.py Rail_Opti_DualToR_*: every GPU cabled to
 an ASW of each ToR set, Alibaba HPN's NIC of two ports) read as one NIC of two ports whose traffic
-ECMP spreads over both."""
+ECMP spreads over both; GPU type names without catalogue figures refused; to_simai says when a
+type cannot come back."""
+
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -80,3 +84,23 @@ def test_ecmp_splits_a_dual_tor_flow_over_its_nearest_switches(tmp_path):
     to_spine = [f for k, f in other.items() if g.nodes[k[1]].get("role") == "spine"]
     assert sorted(to_spine) == pytest.approx([0.25] * 4)
     assert sorted(f for k, f in other.items() if k[1] == "s1/nic1") == pytest.approx([0.5, 0.5])
+
+
+def test_a_gpu_type_without_figures_is_refused_not_substituted(tmp_path):
+    path = tmp_path / "h20"
+    path.write_text("4 2 1 1 4 H20\n2 3\n0 2 2880Gbps 0.000025ms 0\n1 2 2880Gbps 0.000025ms 0\n"
+                    "0 3 400Gbps 0.0005ms 0\n1 3 400Gbps 0.0005ms 0\n")
+    with pytest.raises(ValueError, match=r"GPU type 'H20'.*pass gpu="):
+        tp.from_simai(path)
+    g = tp.from_simai(path, gpu="h100_sxm")          # the user's explicit choice
+    assert {g.nodes[n]["gpu_type"] for n in tp.gpus(g)} == {"h100_sxm"}
+
+
+def test_an_h100_pcie_written_as_h100_says_how_to_read_it_back(tmp_path):
+    g = tp.rail_optimized(2, server="pcie_8gpu")
+    with warnings.catch_warnings(record=True) as caught:     # (also: its PCIe switches are not in the format)
+        warnings.simplefilter("always")
+        path = tp.to_simai(g, tmp_path / "pcie")
+    assert any(re.search(r"h100_pcie.*gpu='h100_pcie'", str(w.message)) for w in caught)
+    back = tp.from_simai(path, gpu="h100_pcie")
+    assert {back.nodes[n]["gpu_type"] for n in tp.gpus(back)} == {"h100_pcie"}

@@ -67,9 +67,14 @@ _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12}
 # -> the catalogue's compute figures. A800 and H800 are A100 and H100 with less NVLink
 # bandwidth (NVIDIA export variants); the file carries the link rates itself.
 _GPU_TYPES = {"A100": "a100_sxm", "A800": "a100_sxm", "H100": "h100_sxm", "H800": "h100_sxm",
-              "H20": "h100_sxm", "B200": "b200", "GB200": "gb200"}
+              "B200": "b200", "GB200": "gb200"}
+# Type names SimAI's files use (its inputs/topo/*_H20) for GPUs the catalogue has no figures of:
+# refused, not read as another GPU (an H20 is not an H100 SXM; no NVIDIA datasheet of it to cite)
+_UNKNOWN_TYPES = {"H20": "NVIDIA H20 (no public NVIDIA datasheet of its peaks, so no catalogue row)"}
 _WRITE_TYPES = {"a100_sxm": "A100", "h100_sxm": "H100", "h100_pcie": "H100", "b200": "B200",
                 "gb200": "GB200"}
+# catalogue GPUs written under a name that reads back as another (SimAI has no name of their own)
+_READS_BACK_AS = {"h100_pcie": "h100_sxm"}
 # SimAI's generator writes clusters of up to tens of thousands of GPUs (about 60 bytes of
 # links per GPU); a million nodes takes gigabytes as a graph
 MAX_NODES = 1_000_000
@@ -145,7 +150,8 @@ def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = M
     path : str or Path
         The topology file.
     gpu : str or GpuSpec, optional
-        GPU type; default from the header's type name (``H100``, ``A100``, ...).
+        GPU type; default from the header's type name (``H100``, ``A100``, ...). A type name
+        the catalogue has no figures for (``H20``) is refused unless ``gpu`` is given.
     max_nodes : int
         Refuse a header whose ``node_num`` is larger, before building anything (default
         1,000,000).
@@ -194,6 +200,10 @@ def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = M
         raise ValueError(f"{where}: node_num {nodes} less {len(nvswitches) + len(switches)} switch "
                          f"ids leaves {gpus} GPUs, but the file has {len(body)} link lines: every "
                          f"GPU needs a link (a truncated file, or a wrong node_num)")
+    if gpu is None and type_name in _UNKNOWN_TYPES:
+        raise ValueError(f"{where}: GPU type {short(type_name)} is the {_UNKNOWN_TYPES[type_name]}; pass "
+                         "gpu=... (a catalogue name such as 'h100_sxm' to time it as that GPU, or a topologies.GpuSpec "
+                         "with your GPU's figures, which training_step then needs as gpu= too)")
     if gpu is None and type_name not in _GPU_TYPES:
         raise ValueError(f"{where}: GPU type {short(type_name)} is not one of {', '.join(_GPU_TYPES)}; "
                          "pass gpu=... (e.g. 'h100_sxm')")
@@ -341,7 +351,9 @@ def to_simai(g: nx.DiGraph, path, *, gpu_type: str | None = None) -> Path:
     path : str or Path
         The file to write.
     gpu_type : str, optional
-        SimAI's GPU type name (``"H100"``, ``"A100"``, ...); default from the GPUs' type.
+        SimAI's GPU type name (``"H100"``, ``"A100"``, ...); default from the GPUs' type. An
+        ``h100_pcie`` is written as ``"H100"`` (SimAI has no PCIe name) with a warning: read
+        back, it is an ``h100_sxm`` unless ``from_simai(..., gpu="h100_pcie")``.
 
     Examples
     --------
@@ -402,7 +414,12 @@ def _simai_type(g, gpus) -> str:
     if len(types) != 1 or next(iter(types)) not in _WRITE_TYPES:
         raise ValueError(f"gpu_type: GPU type(s) {sorted(map(str, types))} have no SimAI name; "
                          f"pass gpu_type=... ({', '.join(sorted(set(_WRITE_TYPES.values())))})")
-    return _WRITE_TYPES[types.pop()]
+    gpu = types.pop()
+    if gpu in _READS_BACK_AS:
+        warnings.warn(f"to_simai: SimAI has no name for {gpu}: written as {_WRITE_TYPES[gpu]!r}, which from_simai "
+                      f"reads as {_READS_BACK_AS[gpu]}; read the file back with gpu={gpu!r} to keep the type",
+                      stacklevel=3)
+    return _WRITE_TYPES[gpu]
 
 
 def _nic_links(g, gpus, ids):
