@@ -1,13 +1,19 @@
 """The endpoint side of a route on a switched fabric: which NIC a GPU's traffic leaves or
 enters by (its rail's, the next working one, or with PXN the other end's rail), the
 fabric switch it attaches at, and the segment between the GPU (or a non-GPU endpoint such
-as a storage node) and that switch."""
+as a storage node) and that switch; for a NIC of several fabric uplinks (a port per plane,
+a dual-ToR NIC), one of each per uplink, and the pairs of uplinks a flow is split over
+(:func:`uplink_pairs`)."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from ._graph_index import RoutingError, ServerParts, unique_pairs
+from ._keys import ranges
+from ._shortest_paths import mix64
 
 def _attach_other(ix, node):
     """(switch, up links, down links) of a non-GPU endpoint: cabled to a switch, or
@@ -40,23 +46,27 @@ def _attach_other(ix, node):
 
 
 def _nic_table(ix):
-    """Compute NICs of each server: node, uplink, downlink and switch per (server, rail)."""
+    """Compute NICs of each server: node per (server, rail), and per NIC its uplinks,
+    downlinks and switches, one column per fabric uplink (a NIC of several planes, or a
+    SimAI dual-ToR NIC, has several; -1 pads), in link order."""
     nic = np.flatnonzero((ix.kind == "nic") & (ix.server >= 0) & (ix.rail >= 0))
     n_srv = int(ix.server.max()) + 1 if len(ix.server) else 0
     rails = int(ix.rail[nic].max()) + 1 if nic.size else 0
     table = np.full((max(n_srv, 1), max(rails, 1)), -1, dtype=np.int64)
-    up = np.full(ix.nv, -1, dtype=np.int64)
-    down = np.full(ix.nv, -1, dtype=np.int64)
-    switch = np.full(ix.nv, -1, dtype=np.int64)
-    # the NIC's uplink: a usable edge to a switch with a usable reverse
+    # the NIC's uplinks: usable edges to a switch with a usable reverse
     cand = np.flatnonzero(ix.usable & (ix.kind[ix.tail] == "nic") & ix.is_switch[ix.head])
     rev = ix.link_ids(ix.head[cand], ix.tail[cand])
     cand = cand[(rev >= 0) & ix.usable[np.maximum(rev, 0)]]
-    rev = ix.link_ids(ix.head[cand], ix.tail[cand])
-    up[ix.tail[cand]] = cand
-    down[ix.tail[cand]] = rev
-    switch[ix.tail[cand]] = ix.head[cand]
-    working = nic[up[nic] >= 0]
+    cand = cand[np.argsort(ix.tail[cand], kind="stable")]
+    owner = ix.tail[cand]
+    count = np.bincount(owner, minlength=ix.nv)
+    col = np.arange(len(cand)) - (np.cumsum(count) - count)[owner]     # the uplink's place among its NIC's
+    up = np.full((ix.nv, max(int(count.max()) if len(cand) else 1, 1)), -1, dtype=np.int64)
+    down, switch = up.copy(), up.copy()
+    up[owner, col] = cand
+    down[owner, col] = ix.link_ids(ix.head[cand], owner)
+    switch[owner, col] = ix.head[cand]
+    working = nic[up[nic, 0] >= 0]
     table[ix.server[working], ix.rail[working]] = working
     return table, up, down, switch
 
@@ -64,12 +74,13 @@ def _nic_table(ix):
 def endpoint_parts(ix, store, src, dst, pxn):
     """(attach_s, attach_d, up, down, intra, intra_seg, fabric_nodes): the fabric node each
     flow enters and leaves at, the segments from its source to there and from there to its
-    destination, which flows stay inside one server (and their segment), and the nodes of
-    the fabric."""
+    destination (flows x uplinks: one column per fabric uplink of the NIC, -1 padded; see
+    :func:`uplink_pairs`), which flows stay inside one server (and their segment), and the
+    nodes of the fabric."""
     n = len(src)
     if not ix.is_switch.any():   # no switch: GPUs (chips) are the fabric
-        none = np.full(n, -1, dtype=np.int64)
-        return src, dst, none, none.copy(), np.zeros(n, dtype=bool), None, np.arange(ix.nv)
+        none = np.full((n, 1), -1, dtype=np.int64)
+        return src[:, None], dst[:, None], none, none.copy(), np.zeros(n, dtype=bool), None, np.arange(ix.nv)
     parts = ix.memo("parts", lambda: ServerParts(ix))
     server_of = _placed_gpu_server(ix)
     in_server = server_of[src]
@@ -94,15 +105,15 @@ def _placed_gpu_server(ix):
 def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
     """For the flows ``inter`` leaving the server of ``ends`` (``side="src"``) or entering it
     (``"dst"``): the fabric node they attach at and the segment between it and the GPU or
-    non-GPU endpoint (-1 elsewhere).
+    non-GPU endpoint, one column per uplink of the NIC (flows x uplinks; -1 elsewhere).
 
     A GPU endpoint's NIC, and so its segment and attach node, depend only on the GPU and
     (with ``pxn``, on the source side) the rail of the GPU at the other end: they are
     worked out once per distinct such key and read back per flow."""
     table, nic_up, nic_down, nic_switch = nics
-    n = len(ends)
-    attach = np.full(n, -1, dtype=np.int64)
-    seg = np.full(n, -1, dtype=np.int32)
+    n, width_u = len(ends), nic_up.shape[1]
+    attach = np.full((n, width_u), -1, dtype=np.int64)
+    seg = np.full((n, width_u), -1, dtype=np.int32)
     e = ends[inter]
     gpu = _placed_gpu_server(ix)[e] >= 0
     every = bool(gpu.all())
@@ -129,14 +140,22 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
             if dead.any():
                 nic[dead] = _pick_nic(ix, table, ix.server[node[dead]], ix.rail[node[dead]], node[dead])
         ug, un, inv = unique_pairs(node, nic, ix.nv)
-        if side == "src":
-            ids = parts.segments(store, ix.server[ug], ug, un, extra_link=nic_up[un])
-        else:
-            ids = parts.segments(store, ix.server[ug], un, ug, extra_link=nic_down[un])
-        key_seg = np.full(len(seen), -1, dtype=np.int32)
-        key_attach = np.full(len(seen), -1, dtype=np.int64)
-        key_seg[keys] = ids[inv.reshape(-1)]
-        key_attach[keys] = nic_switch[nic]
+        inv = inv.reshape(-1)
+        key_seg = np.full((len(seen), width_u), -1, dtype=np.int32)
+        key_attach = np.full((len(seen), width_u), -1, dtype=np.int64)
+        for u in range(width_u):         # one segment per (GPU, NIC, uplink): the NIC's u-th uplink
+            has = np.flatnonzero(nic_up[un, u] >= 0)
+            if not has.size:
+                continue
+            ga, na = ug[has], un[has]
+            if side == "src":
+                ids = parts.segments(store, ix.server[ga], ga, na, extra_link=nic_up[na, u])
+            else:
+                ids = parts.segments(store, ix.server[ga], na, ga, extra_link=nic_down[na, u])
+            pair_seg = np.full(len(ug), -1, dtype=np.int64)
+            pair_seg[has] = ids
+            key_seg[keys, u] = pair_seg[inv]
+            key_attach[keys, u] = nic_switch[nic, u]
         seg[rows_g] = key_seg[key]
         attach[rows_g] = key_attach[key]
     rows_o = inter[~gpu]
@@ -145,8 +164,8 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
         links = up_l if side == "src" else down_l
         sid = store.add(np.zeros(len(links)), links, np.ones(len(links)), 1)
         sel = rows_o[ends[rows_o] == node]
-        seg[sel] = sid
-        attach[sel] = sw
+        seg[sel, 0] = sid
+        attach[sel, 0] = sw
     return attach, seg
 
 
@@ -181,3 +200,112 @@ def _pick_nic(ix, table, server, rail, gpus):
             raise RoutingError(f"GPU {ix.name(gpus[i])} has no NIC with a working uplink in its server")
         nic[i] = row[ok[0]]
     return nic
+
+
+#: salt of the hash that pins a flow to one (uplink, downlink) pair of multi-uplink NICs
+_PAIR_SALT = 0x75706C696E6B
+
+
+class Pairs(NamedTuple):
+    """One row per (flow, pair of uplinks) a flow is split over: the flow, the pair's place
+    among its flow's (``block``), its attach switches ``a`` / ``b`` and segments ``up`` /
+    ``down``, its share of the flow (``share``; None when every flow has one pair) and, for a
+    hashed sub-flow of its own, the sub-flow (``sub``; -1: the row carries every sub-flow)."""
+
+    flow: np.ndarray
+    block: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    up: np.ndarray
+    down: np.ndarray
+    share: np.ndarray | None
+    sub: np.ndarray
+
+
+def uplink_pairs(ix, attach_s, attach_d, up, down, keys, seed, hashed, subflows, fabric_nodes) -> Pairs:
+    """The (source uplink, destination downlink) pairs each flow is split over, as ECMP
+    splits at a NIC of several fabric uplinks (the ports of a multi-plane NIC, a dual-ToR
+    NIC): the NIC sends an equal share on each uplink whose switch is nearest (in fabric
+    hops) to one of the destination NIC's switches, and the traffic of an uplink leaves the
+    fabric in equal shares at each of the destination's switches nearest to it. With
+    ``hashed`` (a policy that pins a flow by its key) each of a flow's ``subflows`` sub-flows
+    takes one pair, drawn with those shares by a seeded hash of ``key x subflows + s`` (the
+    key its fabric path is hashed from), and is a row of its own. A flow with one uplink at
+    each end keeps its one pair (one row, as without this split)."""
+    n = len(attach_s)
+    if attach_s.shape[1] == 1 and attach_d.shape[1] == 1:
+        none = np.full(n, -1, dtype=np.int64)
+        return Pairs(np.arange(n), np.zeros(n, dtype=np.int64), attach_s[:, 0], attach_d[:, 0], up[:, 0], down[:, 0],
+                     None, none)
+    us, inv_s = _numbered_rows(attach_s, ix.nv)
+    ud, inv_d = _numbered_rows(attach_d, ix.nv)
+    cs, cd, combo = unique_pairs(inv_s, inv_d, max(len(us), len(ud)))
+    weight = _pair_weights(ix, us[cs], ud[cd], fabric_nodes)            # (combos, Us, Ud)
+    c, i, j = np.nonzero(weight > 0)                                     # per combo, in (i, j) order
+    w = weight[c, i, j]
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(c, minlength=len(cs)))])
+    counts = ptr[combo + 1] - ptr[combo]
+    sub = np.full(n, -1, dtype=np.int64)
+    if hashed:
+        # a flow of one pair stays one row; one of several: a row per sub-flow, on its drawn pair
+        draws = np.where(counts > 1, subflows, 1)
+        flow = np.repeat(np.arange(n), draws)
+        sub = np.where(counts[flow] > 1, ranges(np.zeros(n, dtype=np.int64), draws), -1)
+        hash_key = keys[flow].astype(np.int64) * subflows + np.maximum(sub, 0)
+        u = (mix64(hash_key, seed, _PAIR_SALT) >> np.uint64(11)).astype(np.float64) / 2.0**53   # in [0, 1)
+        cum = np.cumsum(w)
+        lo, hi = ptr[combo[flow]], ptr[combo[flow] + 1]
+        start = np.where(lo > 0, cum[np.maximum(lo - 1, 0)], 0.0)
+        entry = np.clip(np.searchsorted(cum, start + u * (cum[hi - 1] - start), side="right"), lo, hi - 1)
+        share = np.where(sub >= 0, 1.0 / subflows, 1.0)
+        block = np.maximum(sub, 0)
+    else:
+        flow = np.repeat(np.arange(n), counts)
+        entry = ranges(ptr[combo], counts)
+        share = w[entry]
+        block = entry - ptr[combo[flow]]
+        sub = np.full(len(flow), -1, dtype=np.int64)
+    ei, ej = i[entry], j[entry]
+    return Pairs(flow, block, attach_s[flow, ei], attach_d[flow, ej], up[flow, ei], down[flow, ej], share, sub)
+
+
+def _numbered_rows(rows, nv):
+    """``np.unique(rows, axis=0, return_inverse=True)`` for rows of node ids (-1 pads), the
+    rows numbered a column at a time by :func:`unique_pairs` (no sort of whole rows: a
+    million-flow all-to-all has few distinct rows)."""
+    ident = np.zeros(len(rows), dtype=np.int64)
+    for u in range(rows.shape[1]):
+        _, _, ident = unique_pairs(ident, rows[:, u] + 1, max(nv + 1, int(ident.max(initial=0)) + 1))
+    first = np.zeros(int(ident.max(initial=-1)) + 1, dtype=np.int64)
+    first[ident[::-1]] = np.arange(len(ident))[::-1]          # each number's first row
+    return rows[first], ident
+
+
+def _pair_weights(ix, S, D, fabric_nodes):
+    """Shares (combos x Us x Ud) of the pairs of source switches ``S[c]`` and destination
+    switches ``D[c]`` (-1 padded; valid ones first): see :func:`uplink_pairs`. A combination
+    with one switch a side, or no pair joined by the fabric, takes its first pair whole (the
+    policy reports a missing path)."""
+    C, Us, Ud = len(S), S.shape[1], D.shape[1]
+    weight = np.zeros((C, Us, Ud))
+    weight[:, 0, 0] = 1.0
+    multi = np.flatnonzero(((S >= 0).sum(axis=1) > 1) | ((D >= 0).sum(axis=1) > 1))
+    if not multi.size:
+        return weight
+    cg, local = ix.memo("compact-fabric", lambda: ix.compact(fabric_nodes))
+    Sm, Dm = S[multi], D[multi]
+    targets = np.unique(Dm[Dm >= 0])
+    hops = cg.distances_to_all(local[targets])                   # (targets, fabric nodes): hops to each
+    row = np.full(ix.nv, -1, dtype=np.int64)
+    row[targets] = np.arange(len(targets))
+    dist = hops[row[np.maximum(Dm, 0)][:, None, :], local[np.maximum(Sm, 0)][:, :, None]]
+    far = np.iinfo(np.int64).max
+    dist = np.where((Sm >= 0)[:, :, None] & (Dm >= 0)[:, None, :] & (dist >= 0), dist, far)
+    best = dist.min(axis=(1, 2))
+    near = (dist == best[:, None, None]) & (best < far)[:, None, None]
+    per_up = near.sum(axis=2, keepdims=True)
+    ups = (per_up > 0).sum(axis=1, keepdims=True)
+    shares = np.where(near, 1.0 / np.maximum(per_up, 1) / np.maximum(ups, 1), 0.0)
+    joined = best < far
+    weight[multi[joined]] = shares[joined]
+    return weight

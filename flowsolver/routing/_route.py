@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _checks
 from ..traffic import Flows
-from ._endpoints import endpoint_parts
+from ._endpoints import endpoint_parts, uplink_pairs
 from ._graph_index import GraphIndex, Segments
 from ._keys import positions
 from ._links import LinkTable
@@ -123,14 +123,40 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
 
 def _structured(ix, store, src, dst, chosen, subflows, seed, pxn, flows, hash_keys=None, groups=None):
     """Slots (flows, K) and coefficients of every flow: its way out of the source server,
-    the fabric part under the ``chosen`` policy, its way into the destination server."""
-    ends = endpoint_parts(ix, store, src, dst, pxn)
-    attach_s, attach_d, up, down, intra, intra_seg, fabric_nodes = ends
-    inter = np.flatnonzero(~intra & (attach_s != attach_d))
-    keys = inter if hash_keys is None else hash_keys[inter]
-    call = PolicyCall(ix, store, attach_s[inter], attach_d[inter], flows.sizes[inter], keys,
-                      None if groups is None else groups[inter], seed, subflows, fabric_nodes)
-    return _slots(len(src), intra, intra_seg, up, down, inter, _columns(chosen, call))
+    the fabric part under the ``chosen`` policy, its way into the destination server (once
+    per pair of uplinks it is split over, where a NIC has several: :func:`uplink_pairs`)."""
+    attach_s, attach_d, up, down, intra, intra_seg, fabric_nodes = endpoint_parts(ix, store, src, dst, pxn)
+    keys = np.arange(len(src)) if hash_keys is None else hash_keys
+    pairs = uplink_pairs(ix, attach_s, attach_d, up, down, keys, seed, chosen.depends_on_order,
+                         subflows if chosen.subflows else 1, fabric_nodes)
+    crossing = ~intra[pairs.flow] & (pairs.a != pairs.b)
+    whole = np.flatnonzero(crossing & (pairs.sub < 0))
+    own = np.flatnonzero(crossing & (pairs.sub >= 0))     # a hashed sub-flow on its own pair: routed as one
+
+    def call(rows, k, row_keys):
+        f = pairs.flow[rows]
+        sizes = flows.sizes[f] if pairs.share is None else flows.sizes[f] * pairs.share[rows]
+        return _columns(chosen, PolicyCall(ix, store, pairs.a[rows], pairs.b[rows], sizes, row_keys,
+                                           None if groups is None else groups[f], seed, k, fabric_nodes))
+
+    cols = call(whole, subflows, keys[pairs.flow[whole]])
+    if own.size:    # sub-flow s keyed k x subflows + s: the path it takes among a flow's sub-flows
+        cols = _stacked(cols, len(whole), call(own, 1, keys[pairs.flow[own]] * subflows + pairs.sub[own]), len(own))
+    return _slots(len(src), intra, intra_seg, pairs, np.concatenate([whole, own]), cols)
+
+
+def _stacked(first, n_first, second, n_second) -> list:
+    """Columns of two policy calls over rows ``0 ... n_first - 1`` and the ``n_second`` rows
+    after them (-1 where a call has fewer columns)."""
+    out = []
+    for j in range(max(len(first), len(second))):
+        parts = [(cols[j][0], cols[j][1]) if j < len(cols) else (np.full(n, -1, dtype=np.int64), 1.0)
+                 for cols, n in ((first, n_first), (second, n_second))]
+        seg = np.concatenate([np.asarray(seg, dtype=np.int64) for seg, _ in parts])
+        coef = np.concatenate([np.broadcast_to(np.asarray(c, dtype=np.float64), (n,))
+                               for (_, c), n in zip(parts, (n_first, n_second))])
+        out.append((seg, coef))
+    return out
 
 
 def _columns(chosen, call) -> list:
@@ -226,25 +252,43 @@ def _per_flow_keys(name, keys, n):
     return keys.astype(np.int64, copy=False)
 
 
-def _slots(n, intra, intra_seg, up, down, inter, cols):
-    """The (flows, K) slot table (int32) and its coefficients (None when all are 1): the way
-    out, the fabric columns, the way in; unused columns dropped."""
-    K = 2 + len(cols)
+def _slots(n, intra, intra_seg, pairs, inter, cols):
+    """The (flows, K) slot table (int32) and its coefficients (None when all are 1): per pair
+    of uplinks of a flow (one, unless a NIC has several), the way out, the fabric columns,
+    the way in, scaled by the pair's share; unused columns dropped."""
+    flow, block, up, down, share = pairs.flow, pairs.block, pairs.up, pairs.down, pairs.share
     has_intra = intra_seg is not None and bool(intra.any())
-    columns = [np.where(intra, intra_seg, up) if has_intra else up]
-    fabric = []
-    for seg, _ in cols:
-        col = np.full(n, -1, dtype=np.int32)
-        col[inter] = seg
-        fabric.append(col)
-    columns += fabric + [np.where(intra, -1, down) if has_intra else down]
+    plain = not any(np.any(np.asarray(c) != 1.0) for _, c in cols) and share is None
+    at = np.full(len(flow), -1, dtype=np.int64)        # each row's place in the policy's columns (-1: none)
+    at[inter] = np.arange(len(inter))
+    columns, coefs = [], []
+    for p in range(int(block.max()) + 1 if len(block) else 1):
+        rows = np.flatnonzero(block == p)
+        weight = np.ones(n)
+        if share is not None:
+            weight[flow[rows]] = share[rows]
+        mine = rows[at[rows] >= 0]
+        out = np.full(n, -1, dtype=np.int32)
+        out[flow[rows]] = up[rows]
+        if p == 0 and has_intra:
+            out = np.where(intra, intra_seg, out)
+        columns.append(out)
+        coefs.append(weight)
+        for seg, c in cols:
+            col = np.full(n, -1, dtype=np.int32)
+            col[flow[mine]] = np.asarray(seg)[at[mine]]
+            coef = weight.copy()
+            coef[flow[mine]] *= np.broadcast_to(np.asarray(c, dtype=np.float64), (len(inter),))[at[mine]]
+            columns.append(col)
+            coefs.append(coef)
+        out = np.full(n, -1, dtype=np.int32)
+        out[flow[rows]] = down[rows]
+        columns.append(np.where(intra, -1, out) if has_intra else out)
+        coefs.append(weight)
     keep = [True] + [bool((c >= 0).any()) for c in columns[1:]]
     slots = np.empty((n, sum(keep)), dtype=np.int32)
     for j, c in enumerate(c for c, k in zip(columns, keep) if k):
         slots[:, j] = c
-    if not any(np.any(np.asarray(c) != 1.0) for _, c in cols):
+    if plain:
         return slots, None
-    coef = np.ones((n, K))
-    for j, (_, c) in enumerate(cols):
-        coef[inter, 1 + j] = c
-    return slots, coef[:, keep]
+    return slots, np.stack([c for c, k in zip(coefs, keep) if k], axis=1)

@@ -119,12 +119,15 @@ def test_nccl_server_writes_with_its_pcie_rate_and_a_warning(tmp_path):
         == pytest.approx(16 * 16e9 * 128 / 130 / 8)
 
 
-def test_several_switch_links_per_gpu_are_noted(tmp_path):
+def test_several_switch_links_per_gpu_are_one_nic_and_noted(tmp_path):
     path = tmp_path / "dual"
     path.write_text("4 2 0 2 4 A100\n2 3\n0 2 200Gbps 1us 0\n0 3 200Gbps 1us 0\n"
                     "1 2 200Gbps 1us 0\n1 3 200Gbps 1us 0\n")
     g = tp.from_simai(path)
-    assert "several switch links" in g.graph["notes"][0] and g.nodes["s0/gpu0"]["gpu_type"] == "a100_sxm"
+    assert "several switches" in g.graph["notes"][0] and g.nodes["s0/gpu0"]["gpu_type"] == "a100_sxm"
+    # GPU 1's NIC has a port to each switch (200 Gb/s = 25 GB/s each), the GPU side their sum
+    assert g["s0/nic1"]["sw2"]["capacity"] == g["s0/nic1"]["sw3"]["capacity"] == 25e9
+    assert g["s0/gpu1"]["s0/nic1"]["capacity"] == 50e9
     assert g["s0/nic1"]["sw3"]["latency"] == pytest.approx(1e-6)
 
 

@@ -18,8 +18,11 @@ name. Rates (bits/s) and delays become each edge's ``capacity`` in bytes/s and `
 seconds, converted once when the link is read. Repeated links between the same two nodes are
 parallel cables: one edge of the summed rate; if their delays differ the edge takes the larger
 (noted in ``g.graph["notes"]``). The file does not carry a server's insides: SimAI's GPU node
-holds its NIC, so each GPU-switch link becomes GPU -> NIC (at the link's rate, no latency: the
-PCIe hop is not in the file) -> switch (the link's rate and delay); there are no PCIe switches
+holds its NIC, so a GPU's links to switches become one NIC: GPU -> NIC (at the sum of the links'
+rates, no latency: the PCIe hop is not in the file) -> each switch (the link's rate and delay).
+A GPU cabled to two switches (SimAI's dual-ToR layouts, ``gen_Topo_Template.py``
+``Rail_Opti_DualToR_*``: Alibaba HPN's NIC with a port to each ToR) has one NIC of two ports,
+and routing spreads its traffic over both. There are no PCIe switches
 or CPUs, and the servers are ``gpus_per_server`` consecutive GPU ids (the file does not say
 which GPUs share a box otherwise). Switch tiers and roles (leaf, spine, core) are inferred from
 the hop count to the GPUs. The per-link ``error_rate`` (packet loss) is not modelled: a non-zero
@@ -64,9 +67,14 @@ _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12}
 # -> the catalogue's compute figures. A800 and H800 are A100 and H100 with less NVLink
 # bandwidth (NVIDIA export variants); the file carries the link rates itself.
 _GPU_TYPES = {"A100": "a100_sxm", "A800": "a100_sxm", "H100": "h100_sxm", "H800": "h100_sxm",
-              "H20": "h100_sxm", "B200": "b200", "GB200": "gb200"}
+              "B200": "b200", "GB200": "gb200"}
+# Type names SimAI's files use (its inputs/topo/*_H20) for GPUs the catalogue has no figures of:
+# refused, not read as another GPU (an H20 is not an H100 SXM; no NVIDIA datasheet of it to cite)
+_UNKNOWN_TYPES = {"H20": "NVIDIA H20 (no public NVIDIA datasheet of its peaks, so no catalogue row)"}
 _WRITE_TYPES = {"a100_sxm": "A100", "h100_sxm": "H100", "h100_pcie": "H100", "b200": "B200",
                 "gb200": "GB200"}
+# catalogue GPUs written under a name that reads back as another (SimAI has no name of their own)
+_READS_BACK_AS = {"h100_pcie": "h100_sxm"}
 # SimAI's generator writes clusters of up to tens of thousands of GPUs (about 60 bytes of
 # links per GPU); a million nodes takes gigabytes as a graph
 MAX_NODES = 1_000_000
@@ -131,9 +139,10 @@ def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = M
     """Read a SimAI topology file into a cluster graph.
 
     GPU ``k`` (the ``k``-th id not listed as a switch) is ``"s{k // gpus_per_server}/gpu{j}"``;
-    each of its links to a switch goes through a NIC node of its server at the link's rate
-    (SimAI's GPU node holds its NIC); switches are ``"sw{id}"`` with tier and role from their
-    distance to the GPUs (``leaf``, ``spine``, ``core``), NVSwitches ``"nvs{id}"``. Edges carry
+    its links to switches go through one NIC node of its server, a port per link at the
+    link's rate, the GPU -> NIC edge at their sum (SimAI's GPU node holds its NIC); switches
+    are ``"sw{id}"`` with tier and role from their distance to the GPUs (``leaf``, ``spine``,
+    ``core``), NVSwitches ``"nvs{id}"``. Edges carry
     the link's ``capacity`` (bytes/s per direction: the file's bits/s / 8) and ``latency`` (s).
 
     Parameters
@@ -141,7 +150,8 @@ def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = M
     path : str or Path
         The topology file.
     gpu : str or GpuSpec, optional
-        GPU type; default from the header's type name (``H100``, ``A100``, ...).
+        GPU type; default from the header's type name (``H100``, ``A100``, ...). A type name
+        the catalogue has no figures for (``H20``) is refused unless ``gpu`` is given.
     max_nodes : int
         Refuse a header whose ``node_num`` is larger, before building anything (default
         1,000,000).
@@ -190,6 +200,10 @@ def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = M
         raise ValueError(f"{where}: node_num {nodes} less {len(nvswitches) + len(switches)} switch "
                          f"ids leaves {gpus} GPUs, but the file has {len(body)} link lines: every "
                          f"GPU needs a link (a truncated file, or a wrong node_num)")
+    if gpu is None and type_name in _UNKNOWN_TYPES:
+        raise ValueError(f"{where}: GPU type {short(type_name)} is the {_UNKNOWN_TYPES[type_name]}; pass "
+                         "gpu=... (a catalogue name such as 'h100_sxm' to time it as that GPU, or a topologies.GpuSpec "
+                         "with your GPU's figures, which training_step then needs as gpu= too)")
     if gpu is None and type_name not in _GPU_TYPES:
         raise ValueError(f"{where}: GPU type {short(type_name)} is not one of {', '.join(_GPU_TYPES)}; "
                          "pass gpu=... (e.g. 'h100_sxm')")
@@ -240,6 +254,7 @@ def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
     for i in switches:
         g.add_node(name[i], kind="switch", role="switch", tier=1)
     nics = Counter()
+    nic_of: dict = {}
     notes = []
     for a, b, rate, delay, error, number in links:
         if kind.get(a) == "switch" and b in rank:
@@ -247,12 +262,17 @@ def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
         if float(error) != 0:
             notes.append(f"error rate {error} of link {a} - {b} (line {number}) ignored")
         if a in rank and kind.get(b) == "switch":
-            server = rank[a] // per_server
-            nic = f"s{server}/nic{nics[server]}"
-            nics[server] += 1
-            g.add_node(nic, kind="nic", tier=0, server=server, rail=nics[server] - 1, role="compute")
-            g.nodes[name[a]].setdefault("rail", nics[server] - 1)
-            _cable(g, name[a], nic, rate, 0.0, "pcie_simai", "pcie", number, notes)
+            nic = nic_of.get(a)
+            if nic is None:     # the GPU's first switch link: its NIC
+                server = rank[a] // per_server
+                nic = nic_of[a] = f"s{server}/nic{nics[server]}"
+                nics[server] += 1
+                g.add_node(nic, kind="nic", tier=0, server=server, rail=nics[server] - 1, role="compute")
+                g.nodes[name[a]].setdefault("rail", nics[server] - 1)
+                _cable(g, name[a], nic, rate, 0.0, "pcie_simai", "pcie", number, notes)
+            else:               # another port of the same NIC (a dual-ToR GPU): the GPU side carries the ports' sum
+                for u, v in ((name[a], nic), (nic, name[a])):
+                    g[u][v]["capacity"] += rate
             _cable(g, nic, name[b], rate, delay, "simai", "access", number, notes)
         elif "nvswitch" in (kind.get(a), kind.get(b)) or (a in rank and b in rank):
             _cable(g, name[a], name[b], rate, delay, "nvlink_simai", "nvlink", number, notes)
@@ -260,11 +280,11 @@ def _graph(nodes, per_server, nvswitches, switches, links, gpu_name, where):
             _cable(g, name[a], name[b], rate, delay, "simai", "fabric", number, notes)
     _nvswitch_servers(g)
     _switch_tiers(g)
-    several = [n for n, d in g.nodes(data=True) if d["kind"] == "gpu"
-               and sum(g.nodes[v]["kind"] == "nic" for v in g.successors(n)) > 1]
+    several = [name[i] for i, nic in nic_of.items()
+               if sum(g.nodes[v]["kind"] == "switch" for v in g.successors(nic)) > 1]
     if several:
-        notes.append(f"{len(several)} GPU(s) with several switch links (e.g. {several[0]}): their "
-                     "traffic leaves through the first (its rail)")
+        notes.append(f"{len(several)} GPU(s) cabled to several switches (e.g. {several[0]}): one NIC with a "
+                     "port to each (SimAI's dual-ToR layouts), its traffic spread over them as ECMP spreads it")
     g.graph["notes"] = notes
     return g
 
@@ -331,7 +351,9 @@ def to_simai(g: nx.DiGraph, path, *, gpu_type: str | None = None) -> Path:
     path : str or Path
         The file to write.
     gpu_type : str, optional
-        SimAI's GPU type name (``"H100"``, ``"A100"``, ...); default from the GPUs' type.
+        SimAI's GPU type name (``"H100"``, ``"A100"``, ...); default from the GPUs' type. An
+        ``h100_pcie`` is written as ``"H100"`` (SimAI has no PCIe name) with a warning: read
+        back, it is an ``h100_sxm`` unless ``from_simai(..., gpu="h100_pcie")``.
 
     Examples
     --------
@@ -392,7 +414,12 @@ def _simai_type(g, gpus) -> str:
     if len(types) != 1 or next(iter(types)) not in _WRITE_TYPES:
         raise ValueError(f"gpu_type: GPU type(s) {sorted(map(str, types))} have no SimAI name; "
                          f"pass gpu_type=... ({', '.join(sorted(set(_WRITE_TYPES.values())))})")
-    return _WRITE_TYPES[types.pop()]
+    gpu = types.pop()
+    if gpu in _READS_BACK_AS:
+        warnings.warn(f"to_simai: SimAI has no name for {gpu}: written as {_WRITE_TYPES[gpu]!r}, which from_simai "
+                      f"reads as {_READS_BACK_AS[gpu]}; read the file back with gpu={gpu!r} to keep the type",
+                      stacklevel=3)
+    return _WRITE_TYPES[gpu]
 
 
 def _nic_links(g, gpus, ids):
