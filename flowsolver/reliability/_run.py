@@ -28,7 +28,9 @@ class GoodputResult:
     ``tokens_per_step`` (NaN when the workload does not say); ``states``: the distinct
     degraded states met and their step times (:class:`StateTimes`); ``mtbf`` (s) of the
     interruptions; ``young_interval`` and ``daly_interval`` (s); ``daly_fraction``: Daly's
-    expected useful fraction for the interval used (interruptions only, exponential);
+    expected useful fraction for the interval used (interruptions only, exponential; its
+    downtime ``R`` the restart, plus, without spares and not shrinking, the repair times the
+    share of interruptions that wait for one: the mean downtime);
     ``curve``: (interval s, mean useful fraction) over the intervals asked, on the same
     trajectories, when ``intervals`` was given; ``healthy_result``: the step's collective on
     the healthy fabric (a :class:`~flowsolver.CollectiveResult`; None for training steps and
@@ -269,14 +271,25 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         curve = [] if grid is None else [(r.interval, float(r.useful_fraction.mean())) for r in runs[1:]]
         young = young_interval(resp.checkpoint_cost, mtbf) if resp.checkpoint_cost > 0 and total > 0 else math.inf
         daly = daly_interval(resp.checkpoint_cost, mtbf) if resp.checkpoint_cost > 0 and total > 0 else math.inf
-        daly_frac = daly_useful_fraction(run.interval, resp.checkpoint_cost, resp.restart_time, mtbf) \
-            if total > 0 else run.interval / (run.interval + resp.checkpoint_cost)
+        daly_frac = daly_useful_fraction(run.interval, resp.checkpoint_cost, _downtime(resp, interrupts, hardware),
+                                         mtbf) if total > 0 else run.interval / (run.interval + resp.checkpoint_cost)
         states = solved[before] if len(solved) > before else StateTimes([], [], [], [])
         out.append(GoodputResult(run=run, healthy_step_time=healthy["step_time"],
                                  tokens_per_step=float(healthy["tokens"]), components=comps, states=states, mtbf=mtbf,
                                  young_interval=young, daly_interval=daly, daly_fraction=daly_frac, curve=curve,
                                  healthy_result=healthy.get("result")))
     return out if many else out[0]
+
+
+def _downtime(response, interrupts, hardware):
+    """The mean downtime after an interruption (s), Daly's ``R``: the restart, plus (without
+    spares, not shrinking) the repair wait times the share of interruptions that wait for it
+    (the hardware ones)."""
+    if response.spares or response.shrink:
+        return response.restart_time
+    total = sum(interrupts.values())
+    waits = sum(rate for kind, rate in interrupts.items() if hardware.get(kind, True))
+    return response.restart_time + waits / total * response.repair_time
 
 
 def _interval(response, interrupts, days):
