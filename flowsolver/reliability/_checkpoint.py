@@ -51,7 +51,7 @@ class JobResponse:
     spares : bool
         Hot spares replace a failed node at once (the restart is the whole downtime). Without
         them a hardware failure either waits ``repair_time`` (``shrink=False``) or restarts
-        with one data-parallel replica fewer until the repair (``shrink=True``). A failure
+        without the data-parallel replicas on the failed part until the repair (``shrink=True``). A failure
         during a repair wait does not end it: the job resumes once every repair under way is
         done and a restart has completed after the last failure.
     shrink : bool

@@ -41,7 +41,7 @@ import networkx as nx
 
 from .. import _checks
 
-__all__ = ["Component", "default_components", "job_units", "LLAMA3_DAYS", "LLAMA3_GPUS", "LLAMA3_COUNTS",
+__all__ = ["Component", "default_components", "job_units", "replicas_per_unit", "LLAMA3_DAYS", "LLAMA3_GPUS", "LLAMA3_COUNTS",
            "LLAMA3_PLANNED", "FALCON_FAILSLOW_SECONDS", "EFFECTS", "UNITS"]
 
 EFFECTS = ("interrupt", "degrade", "straggler")
@@ -233,3 +233,46 @@ def job_units(graph: nx.DiGraph, ranks=None) -> dict:
             continue                              # count a full-duplex cable once
         tiers[d.get("tier")] = tiers.get(d.get("tier"), 0) + 1
     return {"gpu": len(chosen), "nic": nics, "host": len(servers), "link": tiers}
+
+
+def replicas_per_unit(graph: nx.DiGraph, replica_of: dict) -> dict:
+    """For each unit a failure takes out (``"gpu"``, ``"host"``, ``"nic"``), the data-parallel
+    replicas each of the job's units holds a GPU of: what one failure of it stops when the job
+    shrinks. ``replica_of``: the job's GPU ranks -> their replica. A NIC serves its server's
+    GPUs in consecutive blocks (NIC ``j`` of ``n`` the GPUs of local index ``j g / n`` to
+    ``(j + 1) g / n - 1``, one GPU each on an 8-NIC DGX); a NIC serving none of the job's GPUs
+    counts one.
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(2)                       # 16 GPUs, dp = 16: a replica a GPU
+    >>> u = replicas_per_unit(g, {r: r for r in range(16)})
+    >>> u["gpu"].tolist()[:3], u["host"].tolist(), u["nic"].tolist()[:3]
+    ([1, 1, 1], [8, 8], [1, 1, 1])
+    """
+    import numpy as np
+    import topologies as tp
+
+    gpus = tp.gpus(graph)
+    by_server: dict = {}
+    for rank, replica in replica_of.items():
+        d = graph.nodes[gpus[rank]]
+        by_server.setdefault(d.get("server", gpus[rank]), {})[d.get("local_rank", 0)] = replica
+    local: dict = {}                                  # server -> its GPUs' local indexes
+    for node in gpus:
+        d = graph.nodes[node]
+        if d.get("server", node) in by_server:
+            local.setdefault(d.get("server", node), []).append(d.get("local_rank", 0))
+    nics: dict = {}
+    for n, d in graph.nodes(data=True):
+        if d.get("kind") == "nic" and d.get("role") != "frontend" and d.get("server") in by_server:
+            nics.setdefault(d["server"], []).append(n)
+    per_nic = []
+    for server, names in nics.items():
+        ids = sorted(local[server])
+        block = -(-len(ids) // len(names))
+        for j in range(len(names)):
+            held = {by_server[server][i] for i in ids[j * block:(j + 1) * block] if i in by_server[server]}
+            per_nic.append(max(1, len(held)))
+    return {"gpu": np.ones(len(replica_of), np.int64),
+            "host": np.array([len(set(v.values())) for v in by_server.values()], np.int64),
+            "nic": np.array(per_nic or [1], np.int64)}

@@ -82,7 +82,8 @@ def _check_workload(workload):
 def healthy_step(graph, workload) -> dict:
     """``step_time`` (s), ``compute_time`` (s, what a straggler slows; a callable's
     ``compute_time`` attribute, None without one) and ``tokens`` (per step, NaN when unknown)
-    of ``workload`` on the healthy ``graph``.
+    of ``workload`` on the healthy ``graph``; a training step's ``dp`` and ``replicas`` (GPU
+    rank -> its data-parallel replica).
 
     >>> import topologies as tp
     >>> h = healthy_step(tp.rail_optimized(2), dict(op="all_reduce", size=2**30, compute=0.5, tokens=1e6))
@@ -92,8 +93,10 @@ def healthy_step(graph, workload) -> dict:
     kind = _check_workload(workload)
     if kind == "train":
         r = training_step(graph, **step_arguments(**workload))
+        lay = r.profile.layout            # a GPU's replica: its DP index (CP ranks hold the same weights)
+        replicas = {rank: pos // lay.cp for group in lay.groups("dp") for pos, rank in enumerate(group)}
         return dict(step_time=float(r.step_time), compute_time=float(r.compute_time), tokens=r.tokens_per_step,
-                    dp=int(r.dp))
+                    dp=int(r.dp), replicas=replicas)
     if kind == "collective":
         args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
         r = collective(graph, **args)

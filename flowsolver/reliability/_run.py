@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _checks
 from ._checkpoint import JobResponse, daly_interval, daly_useful_fraction, young_interval
-from ._components import Component, default_components, job_units
+from ._components import Component, default_components, job_units, replicas_per_unit
 from ._fabric import REROUTE, StateTimes, healthy_step, state_step_times
 from ._montecarlo import Process, RunSample, simulate_goodput
 
@@ -157,7 +157,9 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         times it, evenly spaced in log.
     dp : int, optional
         Data-parallel degree for ``shrink`` (training workloads know theirs): an integer in
-        1 ... the job's GPUs that divides them (each replica the same number of GPUs).
+        1 ... the job's GPUs that divides them (each replica the same number of GPUs,
+        consecutive ranks). A failure stops every replica with a GPU on the failed part (a
+        GPU, its NIC, its server: 8 replicas for a host at one GPU a replica).
     fabric_seed : int
         Seed of the order in which a tier's cables degrade.
     reroute : {"stay", "around"}
@@ -252,6 +254,16 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
             return np.where(np.isfinite(times), healthy["step_time"] / times, 0.0)
 
     dp_used = dp if dp is not None else healthy.get("dp")
+    replicas_out = None
+    if any(x.shrink for x in responses) and dp_used:
+        # what one failure stops: every replica with a GPU on the failed part (a host's 8 GPUs
+        # are 8 replicas at one GPU a replica); a replica is the training layout's DP index,
+        # or for dp= consecutive blocks of gpus / dp of the job's ranks
+        job = list(range(units["gpu"])) if ranks is None else [int(x) for x in ranks]
+        replica_of = healthy.get("replicas") if dp is None else \
+            {rank: i // (len(job) // dp) for i, rank in enumerate(job)}
+        per_unit = replicas_per_unit(graph, replica_of)
+        replicas_out = {kind: per_unit.get(c.unit, 1) for kind, c in comps.items() if c.effect == "interrupt"}
     auto = isinstance(intervals, str)
     if auto and intervals != "auto":
         raise ValueError(f"intervals must be a list of seconds or 'auto', got {intervals!r}")
@@ -266,6 +278,7 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         before = len(solved)
         runs = simulate_goodput(interrupts, resp, horizon=float(days) * _DAY, trajectories=trajectories, seed=seed,
                                 processes=processes, state_rate=state_rate, hardware=hardware, dp=dp_used,
+                                replicas_out=replicas_out,
                                 intervals=None if grid is None else [_interval(resp, interrupts, days)] + list(grid))
         run = runs if grid is None else runs[0]
         curve = [] if grid is None else [(r.interval, float(r.useful_fraction.mean())) for r in runs[1:]]
