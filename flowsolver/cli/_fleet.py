@@ -88,7 +88,8 @@ def add_goodput(sub, fmt) -> None:
                     help="override an interruption rate, events per unit per day (gpu, hbm, nic, network, host, "
                          "software; 0 removes it)")
     gp.add_argument("--degrade", action="append", default=[], metavar="TIER=PER_DAY,HOURS,FACTOR",
-                    help="links of TIER degrade to FACTOR of their rate, PER_DAY times per cable per day, for HOURS")
+                    help="cables of TIER degrade to FACTOR of their rate, PER_DAY times per physical cable per day "
+                         "(an edge bundling n parallel cables counts n, as the bill does), for HOURS")
     gp.add_argument("--reroute", default="stay", choices=("stay", "around"),
                     help="traffic on a degraded cable: stays on it, or is routed around it (default %(default)s)")
     gp.add_argument("--straggler", default=None, metavar="PER_DAY,HOURS,FACTOR",

@@ -212,13 +212,13 @@ def job_units(graph: nx.DiGraph, ranks=None) -> dict:
     """How many GPUs, NICs and servers (hosts) a job holds, and the fabric links per tier.
 
     ``ranks``: the job's GPU ranks (default all). NICs are the compute NICs (not front-end)
-    of the job's servers; ``link`` maps each edge ``tier`` to its cable count (one per pair
-    of opposite edges).
+    of the job's servers; ``link`` maps each edge ``tier`` to its physical cables (a pair of
+    opposite edges bundling ``cables`` parallel cables counts that many).
 
     >>> import topologies as tp
-    >>> u = job_units(tp.rail_optimized(4))
+    >>> u = job_units(tp.rail_optimized(4))            # 8 leaves x 1 spine, 4 cables each
     >>> u["gpu"], u["nic"], u["host"], u["link"]["leaf-spine"]
-    (32, 32, 4, 8)
+    (32, 32, 4, 32)
     """
     import topologies as tp
 
@@ -231,7 +231,7 @@ def job_units(graph: nx.DiGraph, ranks=None) -> dict:
     for u, v, d in graph.edges(data=True):
         if (v, u) in graph.edges and str(u) > str(v):
             continue                              # count a full-duplex cable once
-        tiers[d.get("tier")] = tiers.get(d.get("tier"), 0) + 1
+        tiers[d.get("tier")] = tiers.get(d.get("tier"), 0) + int(d.get("cables", 1))   # a bundle: its cables
     return {"gpu": len(chosen), "nic": nics, "host": len(servers), "link": tiers}
 
 

@@ -1,12 +1,14 @@
 """Step times of degraded fabrics: each distinct degraded state of the cluster solved once,
 the collective ones in one batched call.
 
-A *state* counts, for each degradation process, how many of its links are degraded, and for
-each straggler process how many GPUs straggle. The fabric of a state degrades, on each tier,
-that many cables taken in a fixed order (one seeded permutation of the tier's cables, the
-processes of one tier taking consecutive blocks of it): on the symmetric fabrics the
-generators build every cable of a tier is alike, so the state, not the cables' names, sets the
-step time. A straggler does not change the fabric: the synchronous step waits for the
+A *state* counts, for each degradation process, how many of its physical cables are degraded,
+and for each straggler process how many GPUs straggle. The fabric of a state degrades, on
+each tier, that many physical cables taken in a fixed order (one seeded permutation of the
+tier's cables, the processes of one tier taking consecutive blocks of it): on the symmetric
+fabrics the generators build every cable of a tier is alike, so the state, not the cables'
+names, sets the step time. A graph edge bundles ``cables`` parallel cables (its capacity
+their sum): one of ``n`` at ``factor`` leaves the bundle ``1 - (1 - factor) / n`` of its
+capacity (the bundle's traffic shares its cables' rates, as the graph pools them). A straggler does not change the fabric: the synchronous step waits for the
 slowest GPU, so the step grows by ``compute_time (1 / factor - 1)`` (the smallest factor of
 the stragglers active).
 
@@ -117,13 +119,23 @@ def healthy_step(graph, workload) -> dict:
 
 
 def tier_orders(graph, tiers, seed: int) -> dict:
-    """For each tier, its cables in a seeded random order (the order degradations take them)."""
+    """For each tier, its physical cables in the order degradations take them: its edge
+    bundles in a seeded random order, a bundle of ``n`` parallel cables (an edge's
+    ``cables``) appearing ``n`` times, once in each pass over them (the degraded cables spread
+    over the bundles before a bundle has two)."""
     rng = np.random.default_rng(seed)
     out = {}
     for tier in sorted(set(tiers)):
         cables = tp.tier_cables(graph, tier)
-        out[tier] = [cables[i] for i in rng.permutation(len(cables))]
+        order = [cables[i] for i in rng.permutation(len(cables))]
+        sizes = [_bundle(graph, c) for c in order]
+        out[tier] = [c for k in range(max(sizes)) for c, n in zip(order, sizes) if n > k]
     return out
+
+
+def _bundle(graph, cable) -> int:
+    """Physical cables in the edge bundle ``cable`` (its ``cables`` attribute, default 1)."""
+    return int(graph.edges[cable].get("cables", 1))
 
 
 def state_graphs(graph, degrades, states, *, seed: int = 0) -> list:
@@ -141,20 +153,29 @@ def state_graphs(graph, degrades, states, *, seed: int = 0) -> list:
 
 
 def state_changes(graph, degrades, states, *, seed: int = 0) -> list:
-    """Per state, the ``((u, v), factor)`` cable changes of its fabric (see the module docstring)."""
+    """Per state, the ``((u, v), factor)`` changes of its fabric's edge bundles (see the module
+    docstring: ``factor`` the bundle's, ``1 - sum(1 - f) / n`` over its degraded cables)."""
+    return [[(cable, 1.0 - sum(1.0 - f for f in fs) / n) for cable, n, fs in row]
+            for row in bundle_changes(graph, degrades, states, seed=seed)]
+
+
+def bundle_changes(graph, degrades, states, *, seed: int = 0) -> list:
+    """Per state, ``(cable, n, factors)`` for each edge bundle with degraded cables: its
+    physical cables ``n`` and the factor of each degraded one."""
     states = np.asarray(states, dtype=np.int64).reshape(len(states), len(degrades))
     orders = tier_orders(graph, [t for t, _ in degrades], seed)
     out = []
     for row in states:
-        changes, taken = [], {t: 0 for t in orders}
+        hit, taken = {}, {t: 0 for t in orders}
         for (tier, factor), count in zip(degrades, row):
             if count <= 0:
                 continue
             start = taken[tier]
             pick = orders[tier][start:start + int(count)]
             taken[tier] = start + len(pick)
-            changes += [(cable, factor) for cable in pick]
-        out.append(changes)
+            for cable in pick:
+                hit.setdefault(cable, []).append(factor)
+        out.append([(cable, _bundle(graph, cable), fs) for cable, fs in hit.items()])
     return out
 
 
@@ -195,7 +216,8 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     fabric_rows, fabric_of = np.unique(states[:, :n_deg], axis=0, return_inverse=True) if len(states) else \
         (np.zeros((0, n_deg), np.int64), np.zeros(0, np.int64))
     fabric_of = np.asarray(fabric_of).reshape(-1)
-    all_changes = state_changes(graph, degrades, fabric_rows, seed=seed)
+    bundles = bundle_changes(graph, degrades, fabric_rows, seed=seed)
+    all_changes = [[(cable, 1.0 - sum(1.0 - f for f in fs) / n) for cable, n, fs in row] for row in bundles]
     built: dict = {}
 
     def fabric(j):
@@ -300,10 +322,13 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
                 continue
             # adaptive routing moves traffic off a cable that slows it: the binding ones
             # (a cable that still carries its healthy load slows nothing and keeps it)
-            slow = {c for c, _ in binding_of.get(j, changes)}
-            drained = [(cable, 0.0) for cable, f in changes if f < reroute_below and cable in slow]
+            # (a bundle whose every cable is below the threshold: one with cables left at full
+            # rate keeps its traffic, already spread over its cables' rates)
+            slow = {c for c, _ in binding_of.get(j, changes)} & \
+                {c for c, n, fs in bundles[j] if len(fs) >= n and max(fs) < reroute_below}
+            drained = [(cable, 0.0) for cable, f in changes if cable in slow]
             if drained:
-                kept = [(cable, f) for cable, f in changes if not (f < reroute_below and cable in slow)]
+                kept = [(cable, f) for cable, f in changes if cable not in slow]
                 by_drained.setdefault(tuple(sorted(map(repr, drained))), (drained, []))[1].append((j, kept))
         for drained, fabrics in by_drained.values():
             got = _around_times(graph, workload, kind, drained, [kept for _, kept in fabrics], base, batch)

@@ -16,11 +16,12 @@ __all__ = ["degradation_impact"]
 
 
 def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed: int = 0, base=None) -> list:
-    """Which degradations matter: for each tier, the collective step with one of its cables at
-    ``factor`` of its rate (chosen as :func:`state_graphs` chooses), exactly re-solved
+    """Which degradations matter: for each tier, the collective step with one of its physical
+    cables at ``factor`` of its rate (chosen as :func:`state_graphs` chooses; in an edge
+    bundling ``n`` cables, the bundle at ``1 - (1 - factor) / n`` of its capacity), exactly re-solved
     (:func:`steps_times`) beside the linear estimate from the healthy result's sensitivities
     (:meth:`~flowsolver.CollectiveResult.time_directional`; NaN where a tie of NCCL's choices
-    leaves none). Rows ``tier``, ``cables``, ``healthy_s``, ``exact_s``, ``linear_s``,
+    leaves none). Rows ``tier``, ``cables`` (physical), ``healthy_s``, ``exact_s``, ``linear_s``,
     ``slowdown`` (exact / healthy), slowest first. Collective workloads only. ``base``: the
     workload's collective already solved on the healthy ``graph`` (e.g.
     :attr:`GoodputResult.healthy_result`), not solved again.
@@ -55,6 +56,7 @@ def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed
             linear = base.time + base.time_directional(cap - raw)
         except ValueError:
             linear = float("nan")
-        rows.append(dict(tier=tier, cables=len(tp.tier_cables(graph, tier)), healthy_s=float(base.time),
+        cables = sum(int(graph.edges[c].get("cables", 1)) for c in tp.tier_cables(graph, tier))
+        rows.append(dict(tier=tier, cables=cables, healthy_s=float(base.time),
                          exact_s=float(t), linear_s=float(linear), slowdown=float(t / base.time)))
     return sorted(rows, key=lambda r: -r["slowdown"])
