@@ -41,8 +41,12 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--optics", nargs="+", default=["multimode", "singlemode"], choices=("multimode", "singlemode"),
                    help="optics (default both)")
     d.add_argument("--gpu-price", type=float, default=None,
-                   help="USD per GPU added to each network bill (capex), a number; the parts catalogue's "
-                        "DGX H100 figure is 38750 (topologies.get_part('hgx_h100_server').price / 8)")
+                   help="USD per GPU, its share of its server's price with the server's compute NICs, added to "
+                        "each network bill less its NICs (capex), a number; the parts catalogue's DGX H100 figure, "
+                        "which includes the InfiniBand cards, is 38750 (topologies.get_part('hgx_h100_server')"
+                        ".price / 8)")
+    d.add_argument("--gpu-price-without-nics", action="store_true",
+                   help="--gpu-price does not include the NICs: the bill's NICs are added to capex")
     d.add_argument("--lifetime-days", type=float, default=None,
                    help="days of training the hardware is paid over: gives tokens per USD")
     d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
@@ -123,7 +127,8 @@ def design(args) -> None:
     r = search(args.gpus, workload, budget=args.budget, power=args.power, families=tuple(args.families),
                links=tuple(args.links), oversubscriptions=tuple(args.oversubscriptions), radixes=tuple(args.radixes),
                nics=tuple(args.nics), optics=tuple(args.optics), server=args.server, gpu_price=args.gpu_price,
-               lifetime=None if args.lifetime_days is None else args.lifetime_days * 86400.0)
+               lifetime=None if args.lifetime_days is None else args.lifetime_days * 86400.0,
+               gpu_price_includes_nics=not args.gpu_price_without_nics)
     if r.candidates and all(c.status == "failed" for c in r.candidates):     # bad input: exit 2, with why
         reasons = list(dict.fromkeys(c.message for c in r.candidates))
         raise ValueError(f"no fabric could be built or timed: {'; '.join(reasons[:3])}"
