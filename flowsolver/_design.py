@@ -163,26 +163,31 @@ class Design:
     def format(self, every: bool = False) -> str:
         """The front (``every``: every candidate, with its status and ``*`` on the front) as a
         text table, cheapest first: the network's USD per GPU and kW, the workload's time in s,
-        tokens/s and tokens per USD of ``capex`` where known."""
+        ``capex`` per GPU where a GPU price was given, tokens/s and tokens per USD of ``capex``
+        where known."""
         shown = self.candidates if every else self.front
         tok = any(math.isfinite(c.tokens_per_s) for c in shown)
         per_usd = any(math.isfinite(c.tokens_per_usd) for c in shown)
+        cap = any(c.gpu_price > 0 for c in shown)
         lines = [f"{len(self.candidates)} candidates, {self.timed} fabrics timed, front {len(self.front)}, "
                  f"dominated {self.dominated}, {self.seconds:.1f} s",
                  f"{'family':15s} {'link':10s} {'os':>4s} {'radix':>5s} {'nics':>4s} {'optics':10s} "
-                 f"{'USD/GPU':>9s} {'kW':>9s} {'time s':>10s}" + (f" {'tokens/s':>10s}" if tok else "")
+                 f"{'USD/GPU':>9s} {'kW':>9s} {'time s':>10s}" + (f" {'capex/GPU':>10s}" if cap else "")
+                 + (f" {'tokens/s':>10s}" if tok else "")
                  + (f" {'tokens/USD':>10s}" if per_usd else "") + (" status (* front)" if every else "")]
         front = {id(c) for c in self.front}
         for c in sorted(shown, key=lambda c: (c.status == "failed", c.price)):
             lines.append(f"{c.family:15s} {c.link:10s} {c.oversubscription:4g} {c.radix:5d} {c.nics:4d} "
                          f"{c.optics:10s} {c.price / c.gpus if c.gpus else math.nan:9,.0f} {c.power / 1e3:9.1f} {c.time:10.5g}"
+                         + (f" {c.capex / c.gpus if c.gpus else math.nan:10,.0f}" if cap else "")
                          + (f" {c.tokens_per_s:10,.0f}" if tok else "") + (f" {c.tokens_per_usd:10,.0f}" if per_usd else "")
                          + (f" {c.status}{' *' if id(c) in front else ''}{' ' + c.message if c.message else ''}"
                             if every else ""))
         if every:
             lines.append("os: leaf oversubscription; USD/GPU, kW: the network's bill per GPU and its power (the GPUs "
-                         "not in them); time s: the workload's" + ("; tokens/USD: over the lifetime, per USD of "
-                                                                   "network and GPUs" if per_usd else ""))
+                         "not in them); time s: the workload's" + ("; capex/GPU: network and GPUs (the NICs once) "
+                                                                   "per GPU" if cap else "")
+                         + ("; tokens/USD: over the lifetime, per USD of network and GPUs" if per_usd else ""))
         return "\n".join(lines)
 
 def pareto_front(points) -> list[int]:

@@ -24,8 +24,8 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--server", default="dgx_h100", help="server model (default %(default)s)")
     d.add_argument("--model", default=None, choices=list(MODELS),
                    help="time a training step of this model (else a collective: --op, --size)")
-    d.add_argument("--tp", type=int, default=8, help="tensor-parallel size (default %(default)s)")
-    d.add_argument("--pp", type=int, default=1, help="pipeline stages (default %(default)s)")
+    d.add_argument("--tp", type=int, default=None, help="tensor-parallel size, with --model (default 8)")
+    d.add_argument("--pp", type=int, default=None, help="pipeline stages, with --model (default 1)")
     d.add_argument("--op", default="all_reduce", choices=OPS, help="collective over all GPUs (default %(default)s)")
     d.add_argument("--size", default="1G", help="collective bytes, nccl-tests style (default %(default)s)")
     d.add_argument("--budget", type=float, default=None, help="most USD for the network bill")
@@ -48,7 +48,7 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--gpu-price-without-nics", action="store_true",
                    help="--gpu-price does not include the NICs: the bill's NICs are added to capex")
     d.add_argument("--lifetime-days", type=float, default=None,
-                   help="days of training the hardware is paid over: gives tokens per USD")
+                   help="days of training the hardware is paid over: gives tokens per USD (with --model)")
     d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
     _add_output(d)
 
@@ -119,9 +119,16 @@ def design(args) -> None:
     from .._design import design as search
 
     if args.model is not None:
-        workload = dict(model=args.model, tp=args.tp, pp=args.pp)
-        label = f"{args.model} step (tp {args.tp}, pp {args.pp})"
+        tp_, pp_ = 8 if args.tp is None else args.tp, 1 if args.pp is None else args.pp
+        workload = dict(model=args.model, tp=tp_, pp=pp_)
+        label = f"{args.model} step (tp {tp_}, pp {pp_})"
     else:
+        given = [flag for flag, value in (("--tp", args.tp), ("--pp", args.pp), ("--lifetime-days", args.lifetime_days))
+                 if value is not None]
+        if given:   # a collective has no layout and no tokens per step: they would be ignored
+            raise ValueError(f"{' and '.join(given)} {'needs' if len(given) == 1 else 'need'} --model (a training "
+                             "step: --tp and --pp are its layout, --lifetime-days gives tokens per USD from its tokens "
+                             f"per step); the collective --op {args.op} has neither")
         workload = [(args.op, parse_size(args.size, "--size"))]
         label = f"{args.op} of {args.size}"
     r = search(args.gpus, workload, budget=args.budget, power=args.power, families=tuple(args.families),
@@ -178,6 +185,14 @@ def goodput(args) -> None:
             raise ValueError("--checkpoint-bytes needs --storage-ports >= 1 (the storage tier it is written to)")
         tp.add_storage(graph, args.storage_ports, link="eth_400g")
         args.checkpoint_cost = checkpoint_write_time(graph, parse_size(args.checkpoint_bytes))
+    if not args.no_spares:                # flags of the response without spares would be ignored
+        for flag, given in (("--repair", args.repair), ("--shrink", args.shrink)):
+            if given:
+                raise ValueError(f"{flag} is the response without hot spares (they replace a failed node at once, "
+                                 "no repair wait): give --no-spares with it")
+    if args.dp is not None and not args.shrink:
+        raise ValueError("--dp is the data-parallel degree a job shrinks by: give it with --shrink (it is used for "
+                         "nothing else)")
     if args.checkpoint_cost is None or args.restart is None:
         raise ValueError("--checkpoint-cost (or --checkpoint-bytes) and --restart (seconds) are required "
                          "(or --jobs for placements)")

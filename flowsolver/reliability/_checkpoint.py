@@ -79,6 +79,9 @@ class JobResponse:
             raise ValueError("spares and shrink must be True or False")
         if self.shrink and self.spares:
             raise ValueError("shrink=True is the response without spares: pass spares=False with it")
+        if self.spares and self.repair_time > 0:
+            raise ValueError("repair_time is the wait without spares; with spares=True (hot spares replace a failed "
+                             "node at once) it would be ignored: pass spares=False with it, or leave it 0")
         if not self.spares and self.repair_time <= 0:
             raise ValueError("spares=False needs repair_time > 0 (seconds until a failed node is back)")
 

@@ -122,7 +122,7 @@ def _job_rate(c: Component, units: dict) -> float:
 
 def goodput(graph, workload, response, *, components=None, days: float = 30.0,
             trajectories: int = 1000, seed: int = 0, intervals=None, dp: int | None = None,
-            fabric_seed: int = 0, reroute: str = "stay", reroute_below: float = 1.0):
+            fabric_seed: int = 0, reroute: str = "stay", reroute_below: float | None = None):
     """Goodput of a training run on ``graph`` over failure trajectories.
 
     Parameters
@@ -167,8 +167,9 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         is routed around every cable kept at less than ``reroute_below`` of its rate (the step
         routed and solved again on that fabric; where no route is left it stays). See
         :func:`~flowsolver.reliability.state_step_times`.
-    reroute_below : float
-        With ``reroute="around"``: the fraction of its rate below which a cable is drained.
+    reroute_below : float, optional
+        With ``reroute="around"``: the fraction of its rate, in (0, 1], below which a cable is
+        drained (default 1: any degradation); refused with ``reroute="stay"``, which drains none.
 
     Examples
     --------
@@ -188,6 +189,13 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         raise ValueError(f"days must be a finite number > 0, got {days!r}")
     if reroute not in REROUTE:
         raise ValueError(f"reroute must be one of {', '.join(REROUTE)}, got {reroute!r}")
+    if reroute_below is not None and reroute != "around":
+        raise ValueError(f"reroute_below ({reroute_below!r}) is the threshold of reroute='around'; with "
+                         f"reroute={reroute!r} no cable is drained: leave it out or route around")
+    reroute_below = 1.0 if reroute_below is None else reroute_below
+    if isinstance(reroute_below, bool) or not isinstance(reroute_below, (int, float)) \
+            or not (0 < reroute_below <= 1):           # checked here, not only once a degraded fabric is met
+        raise ValueError(f"reroute_below must be in (0, 1] (a fraction of a cable's rate), got {reroute_below!r}")
     comps = default_components() if components is None else dict(components)
     for kind, c in comps.items():
         if not isinstance(c, Component):
