@@ -41,8 +41,8 @@ import networkx as nx
 
 from .. import _checks
 
-__all__ = ["Component", "default_components", "job_units", "replicas_per_unit", "LLAMA3_DAYS", "LLAMA3_GPUS", "LLAMA3_COUNTS",
-           "LLAMA3_PLANNED", "FALCON_FAILSLOW_SECONDS", "EFFECTS", "UNITS"]
+__all__ = ["Component", "default_components", "job_units", "replicas_per_unit", "LLAMA3_DAYS", "LLAMA3_GPUS",
+           "LLAMA3_COUNTS", "LLAMA3_PLANNED", "FALCON_FAILSLOW_SECONDS", "EFFECTS", "UNITS"]
 
 EFFECTS = ("interrupt", "degrade", "straggler")
 #: what a component's rate is counted per: the job's GPUs, NICs, servers, or the fabric's links

@@ -8,9 +8,10 @@ tier's cables, the processes of one tier taking consecutive blocks of it): on th
 fabrics the generators build every cable of a tier is alike, so the state, not the cables'
 names, sets the step time. A graph edge bundles ``cables`` parallel cables (its capacity
 their sum): one of ``n`` at ``factor`` leaves the bundle ``1 - (1 - factor) / n`` of its
-capacity (the bundle's traffic shares its cables' rates, as the graph pools them). A straggler does not change the fabric: the synchronous step waits for the
-slowest GPU, so the step grows by ``compute_time (1 / factor - 1)`` (the smallest factor of
-the stragglers active).
+capacity (the bundle's traffic shares its cables' rates, as the graph pools them). A
+straggler does not change the fabric: the synchronous step waits for the slowest GPU, so
+the step grows by ``compute_time (1 / factor - 1)`` (the smallest factor of the stragglers
+active).
 
 A *workload* is what one training step runs: a dict of :func:`~flowsolver.training_step`'s
 arguments (with ``model``); a dict of :func:`~flowsolver.collective`'s (with ``op``) plus
@@ -320,10 +321,10 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
         for j, changes in enumerate(all_changes):
             if not distinct[j]:
                 continue
-            # adaptive routing moves traffic off a cable that slows it: the binding ones
-            # (a cable that still carries its healthy load slows nothing and keeps it)
-            # (a bundle whose every cable is below the threshold: one with cables left at full
-            # rate keeps its traffic, already spread over its cables' rates)
+            # adaptive routing moves traffic off a cable that slows it: the binding ones (a
+            # cable that still carries its healthy load slows nothing and keeps it), of a bundle
+            # whose every cable is below the threshold (one with cables left at full rate keeps
+            # its traffic, already spread over its cables' rates)
             slow = {c for c, _ in binding_of.get(j, changes)} & \
                 {c for c, n, fs in bundles[j] if len(fs) >= n and max(fs) < reroute_below}
             drained = [(cable, 0.0) for cable, f in changes if cable in slow]
