@@ -11,8 +11,10 @@ non-blocking leaf-spine, share one); the front is the set of timed candidates th
 beats or equals on all three of price (USD), power (W) and time (s) while beating it on one.
 
 Money against throughput: a training workload gives tokens per step, so each timed candidate
-has ``tokens_per_s``; with ``gpu_price`` (USD per GPU) its capital cost ``capex`` is the
-network bill plus the GPUs, ``throughput_per_usd`` is tokens/s per USD of it, and with a
+has ``tokens_per_s``; with ``gpu_price`` (USD per GPU: its share of a server's price, which by
+default includes the server's compute NICs, as the catalogue's ``hgx_h100_server`` price
+"includes the infiniband cards") its capital cost ``capex`` is the network bill, less its NICs
+when the GPUs' price includes them, plus the GPUs, ``throughput_per_usd`` is tokens/s per USD of it, and with a
 ``lifetime`` (seconds of training the hardware is paid over) ``tokens_per_usd`` is the tokens
 that lifetime trains per USD: ``tokens_per_s * lifetime / capex``.
 """
@@ -60,6 +62,8 @@ class Candidate:
     pareto: bool = False
     tokens: float = math.nan           # tokens per step (a training workload), NaN otherwise
     gpu_price: float = 0.0             # USD per GPU added to the network bill in ``capex``
+    nic_price: float = 0.0             # USD of the bill's compute NICs, which ``capex`` leaves out when
+    nics_in_gpu_price: bool = False    # the GPUs' price includes them
     lifetime: float = math.nan         # seconds over which ``tokens_per_usd`` counts tokens
     bill: object = field(default=None, repr=False)
 
@@ -70,8 +74,9 @@ class Candidate:
 
     @property
     def capex(self) -> float:
-        """USD: the network bill plus ``gpus x gpu_price``."""
-        return self.price + self.gpus * self.gpu_price
+        """USD: the network bill plus ``gpus x gpu_price``, less the bill's NICs (``nic_price``)
+        where ``gpu_price`` includes them (``nics_in_gpu_price``: not bought twice)."""
+        return self.price + self.gpus * self.gpu_price - (self.nic_price if self.nics_in_gpu_price else 0.0)
 
     @property
     def throughput_per_usd(self) -> float:
@@ -98,7 +103,8 @@ class Candidate:
         return dict(family=self.family, link=self.link, oversubscription=self.oversubscription, radix=self.radix,
                     nics=self.nics, optics=self.optics, gpus=self.gpus, switches=self.switches, price=self.price,
                     power=self.power, time=self.time, price_per_gpu=self.price / self.gpus if self.gpus else math.nan,
-                    tokens_per_s=self.tokens_per_s, capex=self.capex, capex_time=self.capex_time,
+                    tokens_per_s=self.tokens_per_s, capex=self.capex, nic_price=self.nic_price,
+                    nics_in_gpu_price=self.nics_in_gpu_price, capex_time=self.capex_time,
                     throughput_per_usd=self.throughput_per_usd, tokens_per_usd=self.tokens_per_usd,
                     status=self.status, pareto=self.pareto, message=self.message)
 
@@ -157,26 +163,31 @@ class Design:
     def format(self, every: bool = False) -> str:
         """The front (``every``: every candidate, with its status and ``*`` on the front) as a
         text table, cheapest first: the network's USD per GPU and kW, the workload's time in s,
-        tokens/s and tokens per USD of ``capex`` where known."""
+        ``capex`` per GPU where a GPU price was given, tokens/s and tokens per USD of ``capex``
+        where known."""
         shown = self.candidates if every else self.front
         tok = any(math.isfinite(c.tokens_per_s) for c in shown)
         per_usd = any(math.isfinite(c.tokens_per_usd) for c in shown)
+        cap = any(c.gpu_price > 0 for c in shown)
         lines = [f"{len(self.candidates)} candidates, {self.timed} fabrics timed, front {len(self.front)}, "
                  f"dominated {self.dominated}, {self.seconds:.1f} s",
                  f"{'family':15s} {'link':10s} {'os':>4s} {'radix':>5s} {'nics':>4s} {'optics':10s} "
-                 f"{'USD/GPU':>9s} {'kW':>9s} {'time s':>10s}" + (f" {'tokens/s':>10s}" if tok else "")
+                 f"{'USD/GPU':>9s} {'kW':>9s} {'time s':>10s}" + (f" {'capex/GPU':>10s}" if cap else "")
+                 + (f" {'tokens/s':>10s}" if tok else "")
                  + (f" {'tokens/USD':>10s}" if per_usd else "") + (" status (* front)" if every else "")]
         front = {id(c) for c in self.front}
         for c in sorted(shown, key=lambda c: (c.status == "failed", c.price)):
             lines.append(f"{c.family:15s} {c.link:10s} {c.oversubscription:4g} {c.radix:5d} {c.nics:4d} "
                          f"{c.optics:10s} {c.price / c.gpus if c.gpus else math.nan:9,.0f} {c.power / 1e3:9.1f} {c.time:10.5g}"
+                         + (f" {c.capex / c.gpus if c.gpus else math.nan:10,.0f}" if cap else "")
                          + (f" {c.tokens_per_s:10,.0f}" if tok else "") + (f" {c.tokens_per_usd:10,.0f}" if per_usd else "")
                          + (f" {c.status}{' *' if id(c) in front else ''}{' ' + c.message if c.message else ''}"
                             if every else ""))
         if every:
             lines.append("os: leaf oversubscription; USD/GPU, kW: the network's bill per GPU and its power (the GPUs "
-                         "not in them); time s: the workload's" + ("; tokens/USD: over the lifetime, per USD of "
-                                                                   "network and GPUs" if per_usd else ""))
+                         "not in them); time s: the workload's" + ("; capex/GPU: network and GPUs (the NICs once) "
+                                                                   "per GPU" if cap else "")
+                         + ("; tokens/USD: over the lifetime, per USD of network and GPUs" if per_usd else ""))
         return "\n".join(lines)
 
 def pareto_front(points) -> list[int]:
@@ -260,7 +271,8 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
            families=("rail_optimized", "leaf_spine", "fat_tree"), links=("ib_ndr", "ib_xdr", "roce_400g"),
            oversubscriptions=(1.0, 2.0), radixes=(64,), nics=(8,), optics=("multimode", "singlemode"),
            server="dgx_h100", prices: dict | None = None, part_power: dict | None = None,
-           gpu_price: float | None = None, lifetime: float | None = None, progress=None) -> Design:
+           gpu_price: float | None = None, lifetime: float | None = None, gpu_price_includes_nics: bool = True,
+           progress=None) -> Design:
     """Search the fabrics for ``gpus`` GPUs: bill every candidate, time ``workload`` on those
     within ``budget`` (USD) and ``power`` (W), return the Pareto front of price, power, time.
 
@@ -286,9 +298,16 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     prices, part_power : dict, optional
         Part price (USD) and power (W) overrides for the bills.
     gpu_price : float, optional
-        USD per GPU (server included), added to the network bill in each candidate's
-        ``capex``; e.g. ``topologies.get_part("hgx_h100_server").price / 8`` (a published
-        figure, see its ``price_source``). Without it ``capex`` is the network alone.
+        USD per GPU, its share of its server's price, added to the network bill in each
+        candidate's ``capex``; e.g. ``topologies.get_part("hgx_h100_server").price / 8`` (a
+        published figure that "includes the infiniband cards", see its ``price_source``).
+        Without it ``capex`` is the network alone.
+    gpu_price_includes_nics : bool
+        Whether ``gpu_price`` includes the servers' compute NICs (default True, as the
+        catalogue's server price does): then the bill's NICs (``Candidate.nic_price``) are
+        not added to ``capex`` again, and a candidate with fewer NICs than the server carries
+        is no cheaper for it (they come with the server). False: a price without them, the
+        bill's NICs added.
     lifetime : float, optional
         Seconds of training the hardware is paid over: gives ``tokens_per_usd``.
     progress : callable, optional
@@ -327,9 +346,12 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     if gpu_price is not None and (isinstance(gpu_price, (bool, np.bool_)) or not isinstance(gpu_price, numbers.Real)
                                   or not gpu_price >= 0 or not math.isfinite(gpu_price)):
         raise ValueError(f"gpu_price must be a finite number >= 0 (USD per GPU) or None, got {gpu_price!r}")
+    if not isinstance(gpu_price_includes_nics, (bool, np.bool_)):
+        raise ValueError(f"gpu_price_includes_nics must be True or False, got {gpu_price_includes_nics!r}")
     timer = _timer(workload)
     servers = gpus // model.gpus
     cands = [Candidate(f, l, float(o), int(r), int(n), op, gpu_price=float(gpu_price or 0.0),
+                       nics_in_gpu_price=gpu_price is not None and bool(gpu_price_includes_nics),
                        lifetime=math.nan if lifetime is None else float(lifetime))
              for f, l, o, r, n, op in itertools.product(families, links, oversubscriptions, radixes, nics, optics)]
     if not cands:
@@ -353,6 +375,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
             tallies[id(g)] = tp.tally(g)
         b = tp.price_tally(tallies[id(g)], prices=prices, power=part_power, optics=c.optics)
         c.bill, c.price, c.power, c.gpus = b, b.price, b.power, b.gpus
+        c.nic_price = sum(line.price for line in b.lines if line.part.category == "nic")
         c.switches = sum(l.count for l in b.lines if l.part.category == "switch")
         c.message = spare_ports(g)      # the job's servers on the first host ports of a larger fabric
         if c.gpus != gpus:              # not the cluster asked: a builder's mistake, never timed

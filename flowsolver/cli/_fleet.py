@@ -24,8 +24,8 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--server", default="dgx_h100", help="server model (default %(default)s)")
     d.add_argument("--model", default=None, choices=list(MODELS),
                    help="time a training step of this model (else a collective: --op, --size)")
-    d.add_argument("--tp", type=int, default=8, help="tensor-parallel size (default %(default)s)")
-    d.add_argument("--pp", type=int, default=1, help="pipeline stages (default %(default)s)")
+    d.add_argument("--tp", type=int, default=None, help="tensor-parallel size, with --model (default 8)")
+    d.add_argument("--pp", type=int, default=None, help="pipeline stages, with --model (default 1)")
     d.add_argument("--op", default="all_reduce", choices=OPS, help="collective over all GPUs (default %(default)s)")
     d.add_argument("--size", default="1G", help="collective bytes, nccl-tests style (default %(default)s)")
     d.add_argument("--budget", type=float, default=None, help="most USD for the network bill")
@@ -41,10 +41,14 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--optics", nargs="+", default=["multimode", "singlemode"], choices=("multimode", "singlemode"),
                    help="optics (default both)")
     d.add_argument("--gpu-price", type=float, default=None,
-                   help="USD per GPU added to each network bill (capex), a number; the parts catalogue's "
-                        "DGX H100 figure is 38750 (topologies.get_part('hgx_h100_server').price / 8)")
+                   help="USD per GPU, its share of its server's price with the server's compute NICs, added to "
+                        "each network bill less its NICs (capex), a number; the parts catalogue's DGX H100 figure, "
+                        "which includes the InfiniBand cards, is 38750 (topologies.get_part('hgx_h100_server')"
+                        ".price / 8)")
+    d.add_argument("--gpu-price-without-nics", action="store_true",
+                   help="--gpu-price does not include the NICs: the bill's NICs are added to capex")
     d.add_argument("--lifetime-days", type=float, default=None,
-                   help="days of training the hardware is paid over: gives tokens per USD")
+                   help="days of training the hardware is paid over: gives tokens per USD (with --model)")
     d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
     _add_output(d)
 
@@ -88,7 +92,8 @@ def add_goodput(sub, fmt) -> None:
                     help="override an interruption rate, events per unit per day (gpu, hbm, nic, network, host, "
                          "software; 0 removes it)")
     gp.add_argument("--degrade", action="append", default=[], metavar="TIER=PER_DAY,HOURS,FACTOR",
-                    help="links of TIER degrade to FACTOR of their rate, PER_DAY times per cable per day, for HOURS")
+                    help="cables of TIER degrade to FACTOR of their rate, PER_DAY times per physical cable per day "
+                         "(an edge bundling n parallel cables counts n, as the bill does), for HOURS")
     gp.add_argument("--reroute", default="stay", choices=("stay", "around"),
                     help="traffic on a degraded cable: stays on it, or is routed around it (default %(default)s)")
     gp.add_argument("--straggler", default=None, metavar="PER_DAY,HOURS,FACTOR",
@@ -114,15 +119,23 @@ def design(args) -> None:
     from .._design import design as search
 
     if args.model is not None:
-        workload = dict(model=args.model, tp=args.tp, pp=args.pp)
-        label = f"{args.model} step (tp {args.tp}, pp {args.pp})"
+        tp_, pp_ = 8 if args.tp is None else args.tp, 1 if args.pp is None else args.pp
+        workload = dict(model=args.model, tp=tp_, pp=pp_)
+        label = f"{args.model} step (tp {tp_}, pp {pp_})"
     else:
+        given = [flag for flag, value in (("--tp", args.tp), ("--pp", args.pp), ("--lifetime-days", args.lifetime_days))
+                 if value is not None]
+        if given:   # a collective has no layout and no tokens per step: they would be ignored
+            raise ValueError(f"{' and '.join(given)} {'needs' if len(given) == 1 else 'need'} --model (a training "
+                             "step: --tp and --pp are its layout, --lifetime-days gives tokens per USD from its tokens "
+                             f"per step); the collective --op {args.op} has neither")
         workload = [(args.op, parse_size(args.size, "--size"))]
         label = f"{args.op} of {args.size}"
     r = search(args.gpus, workload, budget=args.budget, power=args.power, families=tuple(args.families),
                links=tuple(args.links), oversubscriptions=tuple(args.oversubscriptions), radixes=tuple(args.radixes),
                nics=tuple(args.nics), optics=tuple(args.optics), server=args.server, gpu_price=args.gpu_price,
-               lifetime=None if args.lifetime_days is None else args.lifetime_days * 86400.0)
+               lifetime=None if args.lifetime_days is None else args.lifetime_days * 86400.0,
+               gpu_price_includes_nics=not args.gpu_price_without_nics)
     if r.candidates and all(c.status == "failed" for c in r.candidates):     # bad input: exit 2, with why
         reasons = list(dict.fromkeys(c.message for c in r.candidates))
         raise ValueError(f"no fabric could be built or timed: {'; '.join(reasons[:3])}"
@@ -172,6 +185,14 @@ def goodput(args) -> None:
             raise ValueError("--checkpoint-bytes needs --storage-ports >= 1 (the storage tier it is written to)")
         tp.add_storage(graph, args.storage_ports, link="eth_400g")
         args.checkpoint_cost = checkpoint_write_time(graph, parse_size(args.checkpoint_bytes))
+    if not args.no_spares:                # flags of the response without spares would be ignored
+        for flag, given in (("--repair", args.repair), ("--shrink", args.shrink)):
+            if given:
+                raise ValueError(f"{flag} is the response without hot spares (they replace a failed node at once, "
+                                 "no repair wait): give --no-spares with it")
+    if args.dp is not None and not args.shrink:
+        raise ValueError("--dp is the data-parallel degree a job shrinks by: give it with --shrink (it is used for "
+                         "nothing else)")
     if args.checkpoint_cost is None or args.restart is None:
         raise ValueError("--checkpoint-cost (or --checkpoint-bytes) and --restart (seconds) are required "
                          "(or --jobs for placements)")

@@ -19,7 +19,8 @@ synchronous step waits), and other jobs share the fabric.
 
 from ._checkpoint import JobResponse, checkpoint_write_time, daly_interval, daly_useful_fraction, young_interval
 from ._components import Component, default_components, job_units
-from ._fabric import StateTimes, degradation_impact, state_graphs, state_step_times
+from ._fabric import StateTimes, state_graphs, state_step_times
+from ._impact import degradation_impact
 from ._montecarlo import Process, RunSample, simulate_goodput
 from ._placement import PLACEMENTS, place_jobs, placement_slowdowns
 from ._run import GoodputResult, goodput

@@ -51,7 +51,7 @@ class JobResponse:
     spares : bool
         Hot spares replace a failed node at once (the restart is the whole downtime). Without
         them a hardware failure either waits ``repair_time`` (``shrink=False``) or restarts
-        with one data-parallel replica fewer until the repair (``shrink=True``). A failure
+        without the data-parallel replicas on the failed part until the repair (``shrink=True``). A failure
         during a repair wait does not end it: the job resumes once every repair under way is
         done and a restart has completed after the last failure.
     shrink : bool
@@ -79,6 +79,9 @@ class JobResponse:
             raise ValueError("spares and shrink must be True or False")
         if self.shrink and self.spares:
             raise ValueError("shrink=True is the response without spares: pass spares=False with it")
+        if self.spares and self.repair_time > 0:
+            raise ValueError("repair_time is the wait without spares; with spares=True (hot spares replace a failed "
+                             "node at once) it would be ignored: pass spares=False with it, or leave it 0")
         if not self.spares and self.repair_time <= 0:
             raise ValueError("spares=False needs repair_time > 0 (seconds until a failed node is back)")
 
@@ -115,12 +118,18 @@ def daly_useful_fraction(interval: float, checkpoint_cost: float, restart_time: 
 
     >>> round(daly_useful_fraction(800.0, 30.0, 0.0, 1e12), 4)      # no failures: tau / (tau + C)
     0.9639
+    >>> daly_useful_fraction(800.0, 30.0, 1e12, 3600.0)             # a restart of 3e8 MTBFs: nothing useful
+    0.0
     """
     tau = _positive("interval", interval)
     c = _positive("checkpoint_cost", checkpoint_cost, allow_zero=True)
     r = _positive("restart_time", restart_time, allow_zero=True)
     m = _positive("mtbf", mtbf)
-    return tau / (m * math.exp(r / m) * math.expm1((tau + c) / m))
+    x = (tau + c) / m
+    # in logarithms: e^(R/M) and e^((tau+C)/M) overflow a float past ~709 (a restart or a
+    # checkpoint hundreds of MTBFs long), where the fraction is below the smallest double: 0
+    log_expm1 = math.log(math.expm1(x)) if x < 700.0 else x + math.log1p(-math.exp(-x))
+    return math.exp(math.log(tau / m) - r / m - log_expm1)
 
 
 def checkpoint_write_time(graph, bytes_per_gpu: float, *, ranks=None, policy: str = "ecmp") -> float:

@@ -41,8 +41,8 @@ import networkx as nx
 
 from .. import _checks
 
-__all__ = ["Component", "default_components", "job_units", "LLAMA3_DAYS", "LLAMA3_GPUS", "LLAMA3_COUNTS",
-           "LLAMA3_PLANNED", "FALCON_FAILSLOW_SECONDS", "EFFECTS", "UNITS"]
+__all__ = ["Component", "default_components", "job_units", "replicas_per_unit", "LLAMA3_DAYS", "LLAMA3_GPUS",
+           "LLAMA3_COUNTS", "LLAMA3_PLANNED", "FALCON_FAILSLOW_SECONDS", "EFFECTS", "UNITS"]
 
 EFFECTS = ("interrupt", "degrade", "straggler")
 #: what a component's rate is counted per: the job's GPUs, NICs, servers, or the fabric's links
@@ -212,13 +212,13 @@ def job_units(graph: nx.DiGraph, ranks=None) -> dict:
     """How many GPUs, NICs and servers (hosts) a job holds, and the fabric links per tier.
 
     ``ranks``: the job's GPU ranks (default all). NICs are the compute NICs (not front-end)
-    of the job's servers; ``link`` maps each edge ``tier`` to its cable count (one per pair
-    of opposite edges).
+    of the job's servers; ``link`` maps each edge ``tier`` to its physical cables (a pair of
+    opposite edges bundling ``cables`` parallel cables counts that many).
 
     >>> import topologies as tp
-    >>> u = job_units(tp.rail_optimized(4))
+    >>> u = job_units(tp.rail_optimized(4))            # 8 leaves x 1 spine, 4 cables each
     >>> u["gpu"], u["nic"], u["host"], u["link"]["leaf-spine"]
-    (32, 32, 4, 8)
+    (32, 32, 4, 32)
     """
     import topologies as tp
 
@@ -231,5 +231,48 @@ def job_units(graph: nx.DiGraph, ranks=None) -> dict:
     for u, v, d in graph.edges(data=True):
         if (v, u) in graph.edges and str(u) > str(v):
             continue                              # count a full-duplex cable once
-        tiers[d.get("tier")] = tiers.get(d.get("tier"), 0) + 1
+        tiers[d.get("tier")] = tiers.get(d.get("tier"), 0) + int(d.get("cables", 1))   # a bundle: its cables
     return {"gpu": len(chosen), "nic": nics, "host": len(servers), "link": tiers}
+
+
+def replicas_per_unit(graph: nx.DiGraph, replica_of: dict) -> dict:
+    """For each unit a failure takes out (``"gpu"``, ``"host"``, ``"nic"``), the data-parallel
+    replicas each of the job's units holds a GPU of: what one failure of it stops when the job
+    shrinks. ``replica_of``: the job's GPU ranks -> their replica. A NIC serves its server's
+    GPUs in consecutive blocks (NIC ``j`` of ``n`` the GPUs of local index ``j g / n`` to
+    ``(j + 1) g / n - 1``, one GPU each on an 8-NIC DGX); a NIC serving none of the job's GPUs
+    counts one.
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(2)                       # 16 GPUs, dp = 16: a replica a GPU
+    >>> u = replicas_per_unit(g, {r: r for r in range(16)})
+    >>> u["gpu"].tolist()[:3], u["host"].tolist(), u["nic"].tolist()[:3]
+    ([1, 1, 1], [8, 8], [1, 1, 1])
+    """
+    import numpy as np
+    import topologies as tp
+
+    gpus = tp.gpus(graph)
+    by_server: dict = {}
+    for rank, replica in replica_of.items():
+        d = graph.nodes[gpus[rank]]
+        by_server.setdefault(d.get("server", gpus[rank]), {})[d.get("local_rank", 0)] = replica
+    local: dict = {}                                  # server -> its GPUs' local indexes
+    for node in gpus:
+        d = graph.nodes[node]
+        if d.get("server", node) in by_server:
+            local.setdefault(d.get("server", node), []).append(d.get("local_rank", 0))
+    nics: dict = {}
+    for n, d in graph.nodes(data=True):
+        if d.get("kind") == "nic" and d.get("role") != "frontend" and d.get("server") in by_server:
+            nics.setdefault(d["server"], []).append(n)
+    per_nic = []
+    for server, names in nics.items():
+        ids = sorted(local[server])
+        block = -(-len(ids) // len(names))
+        for j in range(len(names)):
+            held = {by_server[server][i] for i in ids[j * block:(j + 1) * block] if i in by_server[server]}
+            per_nic.append(max(1, len(held)))
+    return {"gpu": np.ones(len(replica_of), np.int64),
+            "host": np.array([len(set(v.values())) for v in by_server.values()], np.int64),
+            "nic": np.array(per_nic or [1], np.int64)}

@@ -1,14 +1,17 @@
 """Step times of degraded fabrics: each distinct degraded state of the cluster solved once,
 the collective ones in one batched call.
 
-A *state* counts, for each degradation process, how many of its links are degraded, and for
-each straggler process how many GPUs straggle. The fabric of a state degrades, on each tier,
-that many cables taken in a fixed order (one seeded permutation of the tier's cables, the
-processes of one tier taking consecutive blocks of it): on the symmetric fabrics the
-generators build every cable of a tier is alike, so the state, not the cables' names, sets the
-step time. A straggler does not change the fabric: the synchronous step waits for the
-slowest GPU, so the step grows by ``compute_time (1 / factor - 1)`` (the smallest factor of
-the stragglers active).
+A *state* counts, for each degradation process, how many of its physical cables are degraded,
+and for each straggler process how many GPUs straggle. The fabric of a state degrades, on
+each tier, that many physical cables taken in a fixed order (one seeded permutation of the
+tier's cables, the processes of one tier taking consecutive blocks of it): on the symmetric
+fabrics the generators build every cable of a tier is alike, so the state, not the cables'
+names, sets the step time. A graph edge bundles ``cables`` parallel cables (its capacity
+their sum): one of ``n`` at ``factor`` leaves the bundle ``1 - (1 - factor) / n`` of its
+capacity (the bundle's traffic shares its cables' rates, as the graph pools them). A
+straggler does not change the fabric: the synchronous step waits for the slowest GPU, so
+the step grows by ``compute_time (1 / factor - 1)`` (the smallest factor of the stragglers
+active).
 
 A *workload* is what one training step runs: a dict of :func:`~flowsolver.training_step`'s
 arguments (with ``model``); a dict of :func:`~flowsolver.collective`'s (with ``op``) plus
@@ -30,8 +33,7 @@ from ..routing import policy_of
 from ..training import step_arguments, training_step
 from ._views import _capacities, _degraded_view, _owned_copy, _peak_loads, steps_times
 
-__all__ = ["StateTimes", "state_graphs", "state_changes", "state_step_times", "healthy_step", "steps_times",
-           "degradation_impact"]
+__all__ = ["StateTimes", "state_graphs", "state_changes", "state_step_times", "healthy_step", "steps_times"]
 
 #: degraded fabrics solved per batched call: on rail_optimized(2048), a 16,384-GPU ring
 #: all-reduce step (131,072 flows, 139,264 links) re-solved for 1 / 8 / 32 fabrics took 1.6 /
@@ -83,7 +85,8 @@ def _check_workload(workload):
 def healthy_step(graph, workload) -> dict:
     """``step_time`` (s), ``compute_time`` (s, what a straggler slows; a callable's
     ``compute_time`` attribute, None without one) and ``tokens`` (per step, NaN when unknown)
-    of ``workload`` on the healthy ``graph``.
+    of ``workload`` on the healthy ``graph``; a training step's ``dp`` and ``replicas`` (GPU
+    rank -> its data-parallel replica).
 
     >>> import topologies as tp
     >>> h = healthy_step(tp.rail_optimized(2), dict(op="all_reduce", size=2**30, compute=0.5, tokens=1e6))
@@ -93,8 +96,10 @@ def healthy_step(graph, workload) -> dict:
     kind = _check_workload(workload)
     if kind == "train":
         r = training_step(graph, **step_arguments(**workload))
+        lay = r.profile.layout            # a GPU's replica: its DP index (CP ranks hold the same weights)
+        replicas = {rank: pos // lay.cp for group in lay.groups("dp") for pos, rank in enumerate(group)}
         return dict(step_time=float(r.step_time), compute_time=float(r.compute_time), tokens=r.tokens_per_step,
-                    dp=int(r.dp))
+                    dp=int(r.dp), replicas=replicas)
     if kind == "collective":
         args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
         r = collective(graph, **args)
@@ -115,13 +120,23 @@ def healthy_step(graph, workload) -> dict:
 
 
 def tier_orders(graph, tiers, seed: int) -> dict:
-    """For each tier, its cables in a seeded random order (the order degradations take them)."""
+    """For each tier, its physical cables in the order degradations take them: its edge
+    bundles in a seeded random order, a bundle of ``n`` parallel cables (an edge's
+    ``cables``) appearing ``n`` times, once in each pass over them (the degraded cables spread
+    over the bundles before a bundle has two)."""
     rng = np.random.default_rng(seed)
     out = {}
     for tier in sorted(set(tiers)):
         cables = tp.tier_cables(graph, tier)
-        out[tier] = [cables[i] for i in rng.permutation(len(cables))]
+        order = [cables[i] for i in rng.permutation(len(cables))]
+        sizes = [_bundle(graph, c) for c in order]
+        out[tier] = [c for k in range(max(sizes)) for c, n in zip(order, sizes) if n > k]
     return out
+
+
+def _bundle(graph, cable) -> int:
+    """Physical cables in the edge bundle ``cable`` (its ``cables`` attribute, default 1)."""
+    return int(graph.edges[cable].get("cables", 1))
 
 
 def state_graphs(graph, degrades, states, *, seed: int = 0) -> list:
@@ -139,20 +154,29 @@ def state_graphs(graph, degrades, states, *, seed: int = 0) -> list:
 
 
 def state_changes(graph, degrades, states, *, seed: int = 0) -> list:
-    """Per state, the ``((u, v), factor)`` cable changes of its fabric (see the module docstring)."""
+    """Per state, the ``((u, v), factor)`` changes of its fabric's edge bundles (see the module
+    docstring: ``factor`` the bundle's, ``1 - sum(1 - f) / n`` over its degraded cables)."""
+    return [[(cable, 1.0 - sum(1.0 - f for f in fs) / n) for cable, n, fs in row]
+            for row in bundle_changes(graph, degrades, states, seed=seed)]
+
+
+def bundle_changes(graph, degrades, states, *, seed: int = 0) -> list:
+    """Per state, ``(cable, n, factors)`` for each edge bundle with degraded cables: its
+    physical cables ``n`` and the factor of each degraded one."""
     states = np.asarray(states, dtype=np.int64).reshape(len(states), len(degrades))
     orders = tier_orders(graph, [t for t, _ in degrades], seed)
     out = []
     for row in states:
-        changes, taken = [], {t: 0 for t in orders}
+        hit, taken = {}, {t: 0 for t in orders}
         for (tier, factor), count in zip(degrades, row):
             if count <= 0:
                 continue
             start = taken[tier]
             pick = orders[tier][start:start + int(count)]
             taken[tier] = start + len(pick)
-            changes += [(cable, factor) for cable in pick]
-        out.append(changes)
+            for cable in pick:
+                hit.setdefault(cable, []).append(factor)
+        out.append([(cable, _bundle(graph, cable), fs) for cable, fs in hit.items()])
     return out
 
 
@@ -193,7 +217,8 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
     fabric_rows, fabric_of = np.unique(states[:, :n_deg], axis=0, return_inverse=True) if len(states) else \
         (np.zeros((0, n_deg), np.int64), np.zeros(0, np.int64))
     fabric_of = np.asarray(fabric_of).reshape(-1)
-    all_changes = state_changes(graph, degrades, fabric_rows, seed=seed)
+    bundles = bundle_changes(graph, degrades, fabric_rows, seed=seed)
+    all_changes = [[(cable, 1.0 - sum(1.0 - f for f in fs) / n) for cable, n, fs in row] for row in bundles]
     built: dict = {}
 
     def fabric(j):
@@ -296,12 +321,15 @@ def state_step_times(graph, workload, degrades, stragglers, states, *, compute_t
         for j, changes in enumerate(all_changes):
             if not distinct[j]:
                 continue
-            # adaptive routing moves traffic off a cable that slows it: the binding ones
-            # (a cable that still carries its healthy load slows nothing and keeps it)
-            slow = {c for c, _ in binding_of.get(j, changes)}
-            drained = [(cable, 0.0) for cable, f in changes if f < reroute_below and cable in slow]
+            # adaptive routing moves traffic off a cable that slows it: the binding ones (a
+            # cable that still carries its healthy load slows nothing and keeps it), of a bundle
+            # whose every cable is below the threshold (one with cables left at full rate keeps
+            # its traffic, already spread over its cables' rates)
+            slow = {c for c, _ in binding_of.get(j, changes)} & \
+                {c for c, n, fs in bundles[j] if len(fs) >= n and max(fs) < reroute_below}
+            drained = [(cable, 0.0) for cable, f in changes if cable in slow]
             if drained:
-                kept = [(cable, f) for cable, f in changes if not (f < reroute_below and cable in slow)]
+                kept = [(cable, f) for cable, f in changes if cable not in slow]
                 by_drained.setdefault(tuple(sorted(map(repr, drained))), (drained, []))[1].append((j, kept))
         for drained, fabrics in by_drained.values():
             got = _around_times(graph, workload, kind, drained, [kept for _, kept in fabrics], base, batch)
@@ -402,48 +430,3 @@ def _around_time(graph, workload, kind, changes, base):
         return t if np.isfinite(t) and t > 0 else None
     except ValueError:                                # no route around (RoutingError) or cannot run
         return None
-
-
-def degradation_impact(graph, workload, factor: float = 0.5, *, tiers=None, seed: int = 0, base=None) -> list:
-    """Which degradations matter: for each tier, the collective step with one of its cables at
-    ``factor`` of its rate (chosen as :func:`state_graphs` chooses), exactly re-solved
-    (:func:`steps_times`) beside the linear estimate from the healthy result's sensitivities
-    (:meth:`~flowsolver.CollectiveResult.time_directional`; NaN where a tie of NCCL's choices
-    leaves none). Rows ``tier``, ``cables``, ``healthy_s``, ``exact_s``, ``linear_s``,
-    ``slowdown`` (exact / healthy), slowest first. Collective workloads only. ``base``: the
-    workload's collective already solved on the healthy ``graph`` (e.g.
-    :attr:`GoodputResult.healthy_result`), not solved again.
-
-    >>> import topologies as tp
-    >>> rows = degradation_impact(tp.rail_optimized(4), dict(op="all_reduce", size=2**28, algorithm="ring"))
-    >>> [r["tier"] for r in rows][:1], rows[0]["slowdown"] > 1.0      # a NIC cable at half rate
-    (['access'], True)
-    """
-    if _check_workload(workload) != "collective":
-        raise ValueError("degradation_impact takes a collective workload (a dict with 'op')")
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (0 < factor < 1):
-        raise ValueError(f"factor must be in (0, 1), got {factor!r}")
-    args = {k: v for k, v in workload.items() if k not in _COLLECTIVE_KEYS}
-    if base is None:
-        base = collective(graph, **args)
-    elif getattr(base, "solved_on", None) is None and not hasattr(base, "status"):
-        raise TypeError(f"base must be the workload's CollectiveResult on the healthy graph, got {type(base).__name__}")
-    if base.status != Status.OK or base.solved_on is None or base.solved_on.why_not:
-        raise ValueError("degradation_impact: the healthy collective has no solved steps to re-solve "
-                         f"({base.message or base.solved_on.why_not if base.solved_on else base.message})")
-    tiers = sorted({d.get("tier") for *_, d in graph.edges(data=True) if d.get("tier")}) if tiers is None \
-        else list(tiers)
-    degrades = [(t, float(factor)) for t in tiers]
-    states = np.eye(len(tiers), dtype=np.int64)
-    caps = _capacities(graph, base.solved_on.raw, state_changes(graph, degrades, states, seed=seed))
-    exact = steps_times(base, caps)
-    raw = np.asarray(base.solved_on.raw, dtype=np.float64)
-    rows = []
-    for tier, cap, t in zip(tiers, caps, exact):
-        try:
-            linear = base.time + base.time_directional(cap - raw)
-        except ValueError:
-            linear = float("nan")
-        rows.append(dict(tier=tier, cables=len(tp.tier_cables(graph, tier)), healthy_s=float(base.time),
-                         exact_s=float(t), linear_s=float(linear), slowdown=float(t / base.time)))
-    return sorted(rows, key=lambda r: -r["slowdown"])

@@ -13,7 +13,9 @@ at any time is Poisson with mean ``rate x duration``) and set, while active, the
 relative speed ``state_rate(state) = healthy step time / step time of the state``: each
 distinct state is passed to ``state_rate`` once, in one call (where the caller solves the
 distinct fabrics in a batch). A job that shrinks data parallelism runs at ``(dp - k) / dp``
-of that while ``k`` replicas wait for repair.
+of that while ``k`` replicas wait for repair: a failure stops every replica with a GPU on
+the failed part (``replicas_out``: a host failure stops the 8 one-GPU replicas of its 8
+GPUs at ``dp = 64``, one replica at ``dp = 8``).
 
 Accounting, per trajectory, in seconds (they add up to the horizon exactly): ``useful`` (work
 saved by checkpoints, in healthy-step seconds, plus the work after the last checkpoint of the
@@ -137,7 +139,7 @@ MAX_EVENTS = 1 << 25
 
 def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float, trajectories: int = 1000,
                      seed: int = 0, processes=(), state_rate=None, hardware=None, dp: int | None = None,
-                     intervals=None):
+                     intervals=None, replicas_out=None):
     """Monte Carlo of a run's goodput (see the module docstring).
 
     Parameters
@@ -166,6 +168,10 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
     intervals : sequence of float, optional
         Checkpoint intervals (s) to evaluate on the same trajectories; returns a list of
         samples, one per interval, instead of one sample.
+    replicas_out : dict, optional
+        Interrupting kind -> the data-parallel replicas one of its failures stops when the
+        job shrinks: an integer >= 1, or one per unit of that kind (the failed unit drawn
+        uniformly for each failure); default 1 for every kind.
 
     >>> r = simulate_goodput({"gpu": 1 / 3600.0}, JobResponse(checkpoint_cost=10.0, restart_time=60.0,
     ...                      checkpoint_interval=300.0), horizon=86400.0, trajectories=200, seed=1)
@@ -191,6 +197,7 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
     hardware = {k: k != "software" for k in kinds} if hardware is None else dict(hardware)
     if response.shrink and (dp is None or _int("dp", dp, 2) < 2):
         raise ValueError("response.shrink needs dp >= 2 (the data-parallel degree)")
+    per_unit = _replicas_per_unit(replicas_out, kinds)
     total = float(lam.sum())
     if response.checkpoint_interval is not None:
         default_tau = response.checkpoint_interval
@@ -221,7 +228,7 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
         down = down + np.where(hw, repair, 0.0)
 
     timeline = _Timeline(rng, n, H, processes, i_traj, i_time, i_kind, hw if response.shrink else None, repair,
-                         state_rate, dp)
+                         state_rate, dp, per_unit)
     segments = Segments(n, H, i_traj, i_time, i_kind, down, len(kinds))
     out = [_account(timeline, segments, tau, response.checkpoint_cost, kinds, processes, interruptions)
            for tau in taus]
@@ -236,6 +243,22 @@ def _interruptions(rng, n, lam, H):
     i_kind = rng.choice(len(lam), size=len(i_traj), p=lam / total) if total > 0 else np.zeros(0, np.int64)
     order = np.argsort(i_traj * (2.0 * H) + i_time)          # by trajectory, then time
     return i_traj[order], i_time[order], i_kind[order]
+
+
+def _replicas_per_unit(replicas_out, kinds) -> list:
+    """Per interrupting kind, the replicas each of its units holds (an int64 array, >= 1)."""
+    if replicas_out is None:
+        replicas_out = {}
+    if not isinstance(replicas_out, dict):
+        raise TypeError("replicas_out must be a dict kind -> replicas one failure stops")
+    out = []
+    for k in kinds:
+        v = np.atleast_1d(np.asarray(replicas_out.get(k, 1)))
+        if v.ndim != 1 or not len(v) or v.dtype.kind not in "iu" or np.any(v < 1):
+            raise ValueError(f"replicas_out[{k!r}] must be an integer >= 1 or a sequence of them (one per unit), "
+                             f"got {replicas_out.get(k)!r}")
+        out.append(v.astype(np.int64))
+    return out
 
 
 def _int(name, value, low):
@@ -274,7 +297,7 @@ class _Timeline:
     """The speed of each trajectory over time: piecewise constant between events of the
     degradation processes (and shrinking), with the cumulative work ``W`` at each event."""
 
-    def __init__(self, rng, n, H, processes, i_traj, i_time, i_kind, shrink_hw, repair, state_rate, dp):
+    def __init__(self, rng, n, H, processes, i_traj, i_time, i_kind, shrink_hw, repair, state_rate, dp, per_unit):
         P = len(processes)
         cols = P + 1                                  # the last column counts replicas out (shrinking)
         trajs, times, col, delta = [np.arange(n, dtype=np.int64)], [np.zeros(n)], [np.zeros(n, np.int64)], \
@@ -290,12 +313,17 @@ class _Timeline:
             delta += [np.ones(len(tr), np.int64), -np.ones(int((end < H).sum()), np.int64)]
         if shrink_hw is not None:
             out = shrink_hw[i_kind]
-            tr, t0 = i_traj[out], i_time[out]
+            tr, t0, kind = i_traj[out], i_time[out], i_kind[out]
             back = t0 + repair
+            # the replicas each failure stops: its kind's, or (units unlike) a uniformly drawn unit's
+            k = np.ones(len(tr), np.int64)
+            for j, units in enumerate(per_unit):
+                at = kind == j
+                k[at] = units[0] if np.all(units == units[0]) else units[rng.integers(len(units), size=int(at.sum()))]
             trajs += [tr, tr[back < H]]
             times += [t0, back[back < H]]
             col += [np.full(len(tr), P), np.full(int((back < H).sum()), P)]
-            delta += [np.ones(len(tr), np.int64), -np.ones(int((back < H).sum()), np.int64)]
+            delta += [k, -k[back < H]]
         traj, t, c, d = (np.concatenate(x) for x in (trajs, times, col, delta))
         # by trajectory, then time; rows tied in time (those clipped to 0) have dt = 0 and
         # never count, so the order among them does not matter and no stable sort is needed

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _checks
 from ._checkpoint import JobResponse, daly_interval, daly_useful_fraction, young_interval
-from ._components import Component, default_components, job_units
+from ._components import Component, default_components, job_units, replicas_per_unit
 from ._fabric import REROUTE, StateTimes, healthy_step, state_step_times
 from ._montecarlo import Process, RunSample, simulate_goodput
 
@@ -28,7 +28,9 @@ class GoodputResult:
     ``tokens_per_step`` (NaN when the workload does not say); ``states``: the distinct
     degraded states met and their step times (:class:`StateTimes`); ``mtbf`` (s) of the
     interruptions; ``young_interval`` and ``daly_interval`` (s); ``daly_fraction``: Daly's
-    expected useful fraction for the interval used (interruptions only, exponential);
+    expected useful fraction for the interval used (interruptions only, exponential; its
+    downtime ``R`` the restart, plus, without spares and not shrinking, the repair times the
+    share of interruptions that wait for one: the mean downtime);
     ``curve``: (interval s, mean useful fraction) over the intervals asked, on the same
     trajectories, when ``intervals`` was given; ``healthy_result``: the step's collective on
     the healthy fabric (a :class:`~flowsolver.CollectiveResult`; None for training steps and
@@ -120,7 +122,7 @@ def _job_rate(c: Component, units: dict) -> float:
 
 def goodput(graph, workload, response, *, components=None, days: float = 30.0,
             trajectories: int = 1000, seed: int = 0, intervals=None, dp: int | None = None,
-            fabric_seed: int = 0, reroute: str = "stay", reroute_below: float = 1.0):
+            fabric_seed: int = 0, reroute: str = "stay", reroute_below: float | None = None):
     """Goodput of a training run on ``graph`` over failure trajectories.
 
     Parameters
@@ -155,7 +157,9 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         times it, evenly spaced in log.
     dp : int, optional
         Data-parallel degree for ``shrink`` (training workloads know theirs): an integer in
-        1 ... the job's GPUs that divides them (each replica the same number of GPUs).
+        1 ... the job's GPUs that divides them (each replica the same number of GPUs,
+        consecutive ranks). A failure stops every replica with a GPU on the failed part (a
+        GPU, its NIC, its server: 8 replicas for a host at one GPU a replica).
     fabric_seed : int
         Seed of the order in which a tier's cables degrade.
     reroute : {"stay", "around"}
@@ -163,8 +167,9 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         is routed around every cable kept at less than ``reroute_below`` of its rate (the step
         routed and solved again on that fabric; where no route is left it stays). See
         :func:`~flowsolver.reliability.state_step_times`.
-    reroute_below : float
-        With ``reroute="around"``: the fraction of its rate below which a cable is drained.
+    reroute_below : float, optional
+        With ``reroute="around"``: the fraction of its rate, in (0, 1], below which a cable is
+        drained (default 1: any degradation); refused with ``reroute="stay"``, which drains none.
 
     Examples
     --------
@@ -184,6 +189,13 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         raise ValueError(f"days must be a finite number > 0, got {days!r}")
     if reroute not in REROUTE:
         raise ValueError(f"reroute must be one of {', '.join(REROUTE)}, got {reroute!r}")
+    if reroute_below is not None and reroute != "around":
+        raise ValueError(f"reroute_below ({reroute_below!r}) is the threshold of reroute='around'; with "
+                         f"reroute={reroute!r} no cable is drained: leave it out or route around")
+    reroute_below = 1.0 if reroute_below is None else reroute_below
+    if isinstance(reroute_below, bool) or not isinstance(reroute_below, (int, float)) \
+            or not (0 < reroute_below <= 1):           # checked here, not only once a degraded fabric is met
+        raise ValueError(f"reroute_below must be in (0, 1] (a fraction of a cable's rate), got {reroute_below!r}")
     comps = default_components() if components is None else dict(components)
     for kind, c in comps.items():
         if not isinstance(c, Component):
@@ -250,6 +262,16 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
             return np.where(np.isfinite(times), healthy["step_time"] / times, 0.0)
 
     dp_used = dp if dp is not None else healthy.get("dp")
+    replicas_out = None
+    if any(x.shrink for x in responses) and dp_used:
+        # what one failure stops: every replica with a GPU on the failed part (a host's 8 GPUs
+        # are 8 replicas at one GPU a replica); a replica is the training layout's DP index,
+        # or for dp= consecutive blocks of gpus / dp of the job's ranks
+        job = list(range(units["gpu"])) if ranks is None else [int(x) for x in ranks]
+        replica_of = healthy.get("replicas") if dp is None else \
+            {rank: i // (len(job) // dp) for i, rank in enumerate(job)}
+        per_unit = replicas_per_unit(graph, replica_of)
+        replicas_out = {kind: per_unit.get(c.unit, 1) for kind, c in comps.items() if c.effect == "interrupt"}
     auto = isinstance(intervals, str)
     if auto and intervals != "auto":
         raise ValueError(f"intervals must be a list of seconds or 'auto', got {intervals!r}")
@@ -264,19 +286,31 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         before = len(solved)
         runs = simulate_goodput(interrupts, resp, horizon=float(days) * _DAY, trajectories=trajectories, seed=seed,
                                 processes=processes, state_rate=state_rate, hardware=hardware, dp=dp_used,
+                                replicas_out=replicas_out,
                                 intervals=None if grid is None else [_interval(resp, interrupts, days)] + list(grid))
         run = runs if grid is None else runs[0]
         curve = [] if grid is None else [(r.interval, float(r.useful_fraction.mean())) for r in runs[1:]]
         young = young_interval(resp.checkpoint_cost, mtbf) if resp.checkpoint_cost > 0 and total > 0 else math.inf
         daly = daly_interval(resp.checkpoint_cost, mtbf) if resp.checkpoint_cost > 0 and total > 0 else math.inf
-        daly_frac = daly_useful_fraction(run.interval, resp.checkpoint_cost, resp.restart_time, mtbf) \
-            if total > 0 else run.interval / (run.interval + resp.checkpoint_cost)
+        daly_frac = daly_useful_fraction(run.interval, resp.checkpoint_cost, _downtime(resp, interrupts, hardware),
+                                         mtbf) if total > 0 else run.interval / (run.interval + resp.checkpoint_cost)
         states = solved[before] if len(solved) > before else StateTimes([], [], [], [])
         out.append(GoodputResult(run=run, healthy_step_time=healthy["step_time"],
                                  tokens_per_step=float(healthy["tokens"]), components=comps, states=states, mtbf=mtbf,
                                  young_interval=young, daly_interval=daly, daly_fraction=daly_frac, curve=curve,
                                  healthy_result=healthy.get("result")))
     return out if many else out[0]
+
+
+def _downtime(response, interrupts, hardware):
+    """The mean downtime after an interruption (s), Daly's ``R``: the restart, plus (without
+    spares, not shrinking) the repair wait times the share of interruptions that wait for it
+    (the hardware ones)."""
+    if response.spares or response.shrink:
+        return response.restart_time
+    total = sum(interrupts.values())
+    waits = sum(rate for kind, rate in interrupts.items() if hardware.get(kind, True))
+    return response.restart_time + waits / total * response.repair_time
 
 
 def _interval(response, interrupts, days):

@@ -662,6 +662,11 @@ def test_design_gpu_price_help_names_a_figure_it_accepts(capsys):
     assert main(["design", "--gpus", "16", "--model", "llama-3-8b", "--links", "ib_ndr", "--families",
                  "rail_optimized", "--gpu-price", "38750", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
+    # 38,750 USD a GPU includes its server's NICs: 16 ConnectX-7 at 2,200 USD left out of the bill's
+    assert all(r["capex"] == pytest.approx(r["price"] - 16 * 2200.0 + 16 * 38750) for r in rows if r["status"] == "ok")
+    assert main(["design", "--gpus", "16", "--model", "llama-3-8b", "--links", "ib_ndr", "--families",
+                 "rail_optimized", "--gpu-price", "38750", "--gpu-price-without-nics", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
     assert all(r["capex"] == pytest.approx(r["price"] + 16 * 38750) for r in rows if r["status"] == "ok")
 
 def test_compare_times_a_log_with_the_protocol_its_nccl_proto_forced(capsys, tmp_path):

@@ -12,6 +12,7 @@ from flowsolver import collective
 from flowsolver.reliability import (Component, JobResponse, Process, checkpoint_write_time, daly_interval,
                                 daly_useful_fraction, default_components, goodput, job_units, simulate_goodput,
                                 state_graphs, state_step_times, young_interval)
+from flowsolver.reliability._fabric import bundle_changes
 
 DAY = 86400.0
 
@@ -46,7 +47,7 @@ def test_job_units_count_gpus_nics_hosts_and_cables():
     g = tp.rail_optimized(4)          # 4 DGX H100: 32 GPUs, 32 NICs, 8 leaves x 1 spine
     u = job_units(g)
     assert (u["gpu"], u["nic"], u["host"]) == (32, 32, 4)
-    assert u["link"]["access"] == 32 and u["link"]["leaf-spine"] == 8
+    assert u["link"]["access"] == 32 and u["link"]["leaf-spine"] == 8 * 4        # 4 cables an edge
     assert job_units(g, ranks=range(8, 24))["host"] == 2
     # a GPU listed twice is not two GPUs; -1 is not the last one
     for bad, match in (([0, 0, 0, 0], "distinct"), ([-1], "not a GPU rank"), ([], "at least one")):
@@ -240,15 +241,18 @@ def test_batched_degraded_fabrics_equal_one_by_one_solves(wl):
     healthy = collective(g, **wl)
     pinned = dict(wl, algorithm=healthy.algorithm, protocol=healthy.protocol)
     views = state_graphs(g, degrades, states, seed=7)
-    for row, view, t in zip(states, views, st.step_time):
-        cables = view.graph.get("degraded", [])
-        assert len(cables) == row.sum()
+    hits = bundle_changes(g, degrades, states, seed=7)
+    for row, view, t, hit in zip(states, views, st.step_time, hits):
+        assert sorted(view.graph.get("degraded", [])) == sorted(c for c, _, _ in hit)
         h = g
         for (tier, factor), count in zip(degrades, row):
-            mine = [c for c in cables if g.edges[c]["tier"] == tier]
-            assert len(mine) == count
-            if mine:
-                h = tp.degrade_links(h, mine, factor)
+            # physical cables: a leaf-spine edge bundles 4, one of them at 1/4 leaves the
+            # bundle 1 - (1 - 1/4) / 4 = 13/16 of its capacity
+            mine = [(c, n, fs) for c, n, fs in hit if g.edges[c]["tier"] == tier]
+            assert sum(len(fs) for _, _, fs in mine) == count
+            for c, n, fs in mine:
+                assert n == g.edges[c].get("cables", 1) and set(fs) == {factor}
+                h = tp.degrade_links(h, [c], 1.0 - len(fs) * (1.0 - factor) / n)
         for u, v, d in h.edges(data=True):
             assert view.edges[u, v]["capacity"] == d["capacity"]
         assert t == pytest.approx(collective(h, **pinned).time, rel=1e-12)

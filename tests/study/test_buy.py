@@ -124,7 +124,9 @@ def test_cli_design_with_a_gpu_price(capsys):
     assert main(["design", "--gpus", "64", "--size", "64M", "--families", "rail_optimized", "--links", "ib_ndr",
                  "--oversubscriptions", "1", "--optics", "multimode", "--gpu-price", "1000", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)[0]
-    assert row["capex"] == pytest.approx(row["price"] + 64 * 1000.0)
+    # the GPU price includes the servers' NICs (as the catalogue's does): 64 ConnectX-7 at
+    # 2,200 USD not bought twice
+    assert row["capex"] == pytest.approx(row["price"] - 64 * 2200.0 + 64 * 1000.0)
     assert row["tokens_per_s"] is None or math.isnan(row["tokens_per_s"])    # a collective has no tokens
 
 

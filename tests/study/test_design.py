@@ -126,17 +126,28 @@ def test_tokens_per_dollar_against_a_hand_computation():
                   oversubscriptions=(1.0,), optics=("multimode",), gpu_price=gpu_price, lifetime=month)
     c = r.candidates[0]
     assert c.price == pytest.approx(network)
-    assert c.capex == pytest.approx(network + 64 * 310000.0 / 8)
+    # the server's 310,000 USD "includes the infiniband cards": its 8 ConnectX-7 are not
+    # bought again with the network
+    capex = network - 64 * p["connectx7_400g"] + 64 * 310000.0 / 8
+    assert c.nic_price == pytest.approx(64 * 2200.0)
+    assert c.capex == pytest.approx(capex)
     assert c.tokens_per_s == pytest.approx(5e5)
-    assert c.tokens_per_usd == pytest.approx(5e5 * month / (network + 64 * 38750.0))
+    assert c.tokens_per_usd == pytest.approx(5e5 * month / capex)
     assert c.as_dict()["tokens_per_usd"] == c.tokens_per_usd and r.best() is c
     # without a lifetime or a GPU price: throughput per USD of the network alone, no tokens/USD
     r = fs.design(64, lambda g: (2.0, 1e6), families=("rail_optimized",), links=("ib_ndr",),
                   oversubscriptions=(1.0,), optics=("multimode",))
     c = r.candidates[0]
     assert c.throughput_per_usd == pytest.approx(5e5 / network) and math.isnan(c.tokens_per_usd)
+    # a GPU price without the NICs: the bill's NICs are added
+    bare = fs.design(64, lambda g: (2.0, 1e6), families=("rail_optimized",), links=("ib_ndr",),
+                     oversubscriptions=(1.0,), optics=("multimode",), gpu_price=30000.0, lifetime=month,
+                     gpu_price_includes_nics=False).candidates[0]
+    assert bare.capex == pytest.approx(network + 64 * 30000.0)
     with pytest.raises(ValueError, match="gpu_price"):
         fs.design(64, lambda g: 1.0, gpu_price=-1.0)
+    with pytest.raises(ValueError, match="gpu_price_includes_nics"):
+        fs.design(64, lambda g: 1.0, gpu_price=1.0, gpu_price_includes_nics="no")
     with pytest.raises(ValueError, match="key must be one of"):
         r.best("speed")
 

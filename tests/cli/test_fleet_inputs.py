@@ -1,0 +1,57 @@
+"""goodput and design: an input that would be ignored is refused, naming it and why, or used."""
+
+import pytest
+
+import topologies as tp
+from flowsolver.cli import main
+from flowsolver.reliability import JobResponse, goodput
+
+GOODPUT = ["goodput", "--nodes", "2", "--checkpoint-cost", "30", "--restart", "300", "--trajectories", "10"]
+DESIGN = ["design", "--gpus", "64", "--families", "leaf_spine", "--links", "ib_ndr", "--optics", "multimode",
+          "--oversubscriptions", "1"]
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--repair", "4"], "--repair is the response without hot spares"),
+    (["--shrink"], "--shrink is the response without hot spares"),
+    (["--no-spares", "--repair", "4", "--dp", "2"], "--dp is the data-parallel degree a job shrinks by"),
+])
+def test_goodput_refuses_flags_its_response_would_ignore(capsys, extra, said):
+    assert main(GOODPUT + extra) == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--tp", "4", "--pp", "2"], "--tp and --pp need --model"),
+    (["--tp", "4"], "--tp needs --model"),
+    (["--lifetime-days", "365"], "--lifetime-days needs --model"),
+])
+def test_design_refuses_training_flags_without_a_model(capsys, extra, said):
+    assert main(DESIGN + ["--size", "64M"] + extra) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_design_shows_capex_when_given_a_gpu_price_for_a_collective(capsys):
+    # the table's capex per GPU: the network's USD per GPU, less its one ConnectX-7 a GPU
+    # (2,200 USD, in the GPU's price), plus 38,750 USD a GPU
+    assert main(DESIGN + ["--size", "64M", "--gpu-price", "38750"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("family"))
+    assert lines[head].split()[6] == "USD/GPU" and lines[head].split()[-1] == "capex/GPU"
+    row = lines[head + 1].split()
+    usd, capex = float(row[6].replace(",", "")), float(row[-1].replace(",", ""))
+    assert capex == pytest.approx(usd - 2200.0 + 38750.0, abs=1.0)
+
+
+def test_api_refuses_what_it_would_ignore():
+    with pytest.raises(ValueError, match="repair_time is the wait without spares"):
+        JobResponse(checkpoint_cost=30.0, restart_time=300.0, repair_time=3600.0)
+    g = tp.rail_optimized(1)
+    step = lambda h: 1.0                                                  # noqa: E731
+    resp = JobResponse(checkpoint_cost=30.0, restart_time=300.0)
+    # checked at once, not only when a degraded fabric is met (nothing degrades here)
+    for bad in (0, 2, float("nan"), True):
+        with pytest.raises(ValueError, match="reroute_below must be in"):
+            goodput(g, step, resp, days=1, trajectories=2, reroute="around", reroute_below=bad)
+    with pytest.raises(ValueError, match="reroute_below .* is the threshold of reroute='around'"):
+        goodput(g, step, resp, days=1, trajectories=2, reroute_below=0.5)
