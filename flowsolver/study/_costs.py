@@ -29,15 +29,22 @@ class CostRow:
     tokens_per_s: float            # the model's
     article_tokens_per_s: float    # the article's (NaN where it gives none)
     gpu_price: float               # USD per GPU in ``capex``
+    nics_in_gpu_price: bool = False    # ``gpu_price`` already pays for the bill's compute NICs
 
     @property
     def gpus(self) -> int:
         return self.bill.gpus
 
     @property
+    def nic_price(self) -> float:
+        """USD of the bill's compute NICs."""
+        return float(sum(line.price for line in self.bill.lines if line.part.category == "nic"))
+
+    @property
     def capex(self) -> float:
-        """USD: the network bill plus the GPUs at ``gpu_price``."""
-        return self.bill.price + self.gpus * self.gpu_price
+        """USD: the network bill plus the GPUs at ``gpu_price``, less the bill's NICs where the
+        GPU price already holds them (a server's price, as the catalogue's ``hgx_h100_server``)."""
+        return self.bill.price + self.gpus * self.gpu_price - (self.nic_price if self.nics_in_gpu_price else 0.0)
 
     @property
     def tokens_per_s_per_musd(self) -> float:
@@ -51,7 +58,8 @@ class CostRow:
 
 
 def cost_study(rows=None, *, gpu_price: float = 0.0, nodes: int = 8, networks=("ib_ndr", "ib_hdr", "roce_400g",
-                                                                               "eth_100g"), **study) -> list:
+                                                                               "eth_100g"),
+               gpu_price_includes_nics: bool = True, **study) -> list:
     """Bill the article's clusters and put their throughput per USD beside each other.
 
     Parameters
@@ -62,6 +70,10 @@ def cost_study(rows=None, *, gpu_price: float = 0.0, nodes: int = 8, networks=("
     gpu_price : float
         USD per GPU added to the network bill (``topologies.get_part("hgx_h100_server").price
         / 8`` is a published 8-GPU server figure); 0 prices the network alone.
+    gpu_price_includes_nics : bool
+        Whether ``gpu_price`` already pays for the compute NICs (a server's price does: the
+        catalogue's ``hgx_h100_server`` "includes the infiniband cards"): then ``capex`` leaves
+        the bill's NICs out, as :func:`flowsolver.design` does. No effect when ``gpu_price`` is 0.
     nodes : int
         Servers (8 GPUs each) of the cluster, as in :func:`network_study`. The article's
         throughput is of its 64-GPU clusters: on any other size ``article_tokens_per_s`` (and
@@ -82,6 +94,8 @@ def cost_study(rows=None, *, gpu_price: float = 0.0, nodes: int = 8, networks=("
     if isinstance(gpu_price, bool) or not isinstance(gpu_price, (int, float)) or not gpu_price >= 0 \
             or not math.isfinite(gpu_price):
         raise ValueError(f"gpu_price must be a finite number >= 0 (USD per GPU), got {gpu_price!r}")
+    if not isinstance(gpu_price_includes_nics, bool):
+        raise ValueError(f"gpu_price_includes_nics must be True or False, got {gpu_price_includes_nics!r}")
     if rows is None:
         rows = network_study(nodes=nodes, networks=tuple(n for n in networks if n != "ideal"), **study)
     out = []
@@ -92,7 +106,7 @@ def cost_study(rows=None, *, gpu_price: float = 0.0, nodes: int = 8, networks=("
         b = tp.bill(cluster(r.network, nodes_of_row))
         art = r.article.get("tokens_per_s") if r.step.gpus == ARTICLE_GPUS else None     # the article's size only
         out.append(CostRow(r.network, r.label, b, float(r.step.tokens_per_s), math.nan if art is None else float(art),
-                           float(gpu_price)))
+                           float(gpu_price), gpu_price > 0 and gpu_price_includes_nics))
     return out
 
 

@@ -109,7 +109,14 @@ def test_the_articles_cost_column_from_the_bill():
     assert eth.bill.price == 9 * price["spectrum3_sn4600c"] + 64 * price["nic_100g"] \
         + 128 * price["fiber_mpo"] + 256 * price["optics_100g"]
     step = rows[1].step
-    assert ndr.tokens_per_s_per_musd == pytest.approx(step.tokens_per_s / (ndr.bill.price + 64 * gpu) * 1e6)
+    # the server price holds its InfiniBand cards ("includes the infiniband cards"): capex counts
+    # the bill without its 64 ConnectX-7 (Ethernet: without its 64 100G NICs)
+    assert ndr.tokens_per_s_per_musd == pytest.approx(
+        step.tokens_per_s / (ndr.bill.price - 64 * price["connectx7_400g"] + 64 * gpu) * 1e6)
+    assert eth.capex == pytest.approx(eth.bill.price - 64 * price["nic_100g"] + 64 * gpu)
+    alone = cost_study(rows, gpu_price=gpu, gpu_price_includes_nics=False)[0]
+    assert alone.capex == pytest.approx(ndr.bill.price + 64 * gpu)
+    assert cost_study(rows)[0].capex == ndr.bill.price                 # the network alone keeps its NICs
     assert ndr.article_tokens_per_s == 3800.0 and eth.article_tokens_per_s == 1800.0
     assert "Ethernet 100G" in format_costs([ndr, eth])
     with pytest.raises(ValueError, match="gpu_price"):
