@@ -25,9 +25,9 @@ PRUNE_REASONS = {
     "experts": "ep > 1 on a dense model, or ep does not divide dp and the experts",
     "batch": "dp x micro_batch does not divide the global batch",
     "same": "the same job as another combination (sequence parallelism at tp 1, a rank order that only "
-            "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard, "
-            "selective recompute beside none with a fused attention when both need the same memory: it keeps no "
-            "scores to recompute)",
+            "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard), "
+            "or one that cannot beat it: selective recompute beside none with a fused attention when both need "
+            "the same memory (it runs the attention forward again and keeps no scores it would save)",
     "memory": "the largest stage's memory estimate exceeds the GPU's memory less the headroom",
 }
 
@@ -257,8 +257,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                                 continue
                                             seen.add(key)
                                             mem = memory_of(r, sp)
-                                            # a fused attention recomputes nothing for "selective": none's job
-                                            # in time, and in memory unless "none" keeps more (FP8's output copy)
+                                            # a fused attention keeps no scores: "selective" saves no memory
+                                            # (unless "none" keeps more: FP8's output copy) and runs the
+                                            # attention forward again: never faster than "none"
                                             if twin and mem == memory_of("none", sp):
                                                 pruned["same"] += 1
                                                 continue
