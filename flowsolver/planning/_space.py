@@ -22,7 +22,7 @@ PRUNE_REASONS = {
     "heads": "tp does not divide the attention heads and KV heads",
     "sequence": "2 cp does not divide the sequence length, or tp x cp does not with sequence parallelism",
     "layers": "pp x vp does not split the layers (nor layers + 2), or vp > 1 without pp > 1",
-    "experts": "ep > 1 on a dense model, or ep does not divide dp and the experts",
+    "experts": "ep > 1 on a dense model, or ep does not divide dp x cp and the experts",
     "batch": "dp x micro_batch does not divide the global batch",
     "same": "the same job as another combination (sequence parallelism at tp 1, a rank order that only "
             "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard), "
@@ -220,7 +220,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                         pruned["layers"] += len(eps) * len(mbs) * tail
                         continue
                     for e in eps:
-                        if e > 1 and (spec.experts == 1 or d % e or spec.experts % e):
+                        if e > 1 and (spec.experts == 1 or (d * c) % e or spec.experts % e):
                             pruned["experts"] += len(mbs) * tail
                             continue
                         for mb in mbs:

@@ -288,3 +288,16 @@ def test_fp8_none_keeps_more_than_selective_so_selective_is_searched():
                       Schedule(global_batch=32, precision="fp8", recompute="selective"))
     assert best.step_time == pytest.approx(r.step_time, rel=1e-12)
     assert best.memory == pytest.approx(r.memory_per_gpu, rel=1e-12) and best.memory <= tp.get_gpu("h100_sxm").memory * (1 - 0.434)
+
+
+def test_the_space_takes_an_ep_that_divides_dp_x_cp_but_not_dp():
+    # Megatron-Core needs tp x ep x pp to divide the GPUs (its expert rank generator folds CP
+    # into the expert data parallel ranks): Mixtral on 16 GPUs at TP 1, CP 4 (DP 4) takes EP 8
+    from flowsolver.planning import layout_space
+    from flowsolver.training import get_model
+    s = layout_space(get_model("mixtral-8x7b"), 16, 16, gpu_memory=1e12, tp=1, cp=4, pp=1, vp=1, ep=8,
+                     micro_batch=1, recompute="full", zero=1, sequence_parallel=False, orders="tp-cp-dp-pp")
+    assert [lay.label for lay in s.feasible] == ["CP4 DP4 EP8 mb1 full zero1 tp-cp-dp-pp"] and s.pruned["experts"] == 0
+    s3 = layout_space(get_model("mixtral-8x7b"), 16, 16, gpu_memory=1e12, tp=1, cp=2, pp=1, vp=1, ep=(8, 16),
+                      micro_batch=1, recompute="full", zero=1, sequence_parallel=False, orders="tp-cp-dp-pp")
+    assert s3.pruned["experts"] == 1          # ep 16 does not divide the 8 experts
