@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _checks
 from ..training import (DEFAULT_ORDER, ZERO_STAGES, ModelSpec, Parallelism, check_recompute, checked_order,
-                        chunk_layers, memory_per_gpu)
+                        chunk_layers, memory_per_gpu, usable_memory)
 
 __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS", "RECOMPUTE_MODES"]
 
@@ -28,7 +28,7 @@ PRUNE_REASONS = {
             "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard), "
             "or one that cannot beat it: selective recompute beside none with a fused attention when both need "
             "the same memory (it runs the attention forward again and keeps no scores it would save)",
-    "memory": "the largest stage's memory estimate exceeds the GPU's memory less the headroom",
+    "memory": "the largest stage's memory estimate exceeds the GPU's memory less the headroom and the CUDA context",
 }
 
 #: placements searched by default, fastest-varying first: Megatron's (DP across servers on one
@@ -96,7 +96,7 @@ class Space:
     """The enumeration: ``feasible`` layouts with their memory per GPU (bytes, the largest
     stage's estimate), ``pruned`` the count per reason of :data:`PRUNE_REASONS`, ``total``
     the combinations looked at (feasible + pruned), ``usable_memory`` the bytes per GPU a
-    layout may need (the GPU's memory less the headroom)."""
+    layout may need (the GPU's memory less the headroom and the CUDA context)."""
 
     feasible: tuple
     memory: tuple
@@ -152,8 +152,10 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     model], ``micro_batch`` [1 to 32, those dividing the per-replica batch], ``recompute``
     [none, selective, full], ``zero``
     [1, 2, 3], ``sequence_parallel`` [True, False], ``orders`` [:data:`DEFAULT_ORDERS`].
-    ``headroom`` (fraction in [0, 1)) of ``gpu_memory`` (bytes) is kept free for what the
-    estimate does not count (communication buffers, workspace, fragmentation). ``attention``:
+    A layout is kept when its estimate fits ``gpu_memory`` (bytes) less ``headroom`` (fraction
+    in [0, 1)) of it, kept free for what the estimate does not count (communication buffers,
+    workspace, fragmentation), less the CUDA context, which no process can allocate
+    (:func:`flowsolver.training.usable_memory`, what ``StepResult.fits`` compares with). ``attention``:
     the step's attention kernel, as :func:`flowsolver.training.memory_per_gpu` takes it (a
     fused one keeps no scores without recompute; ``plan`` passes the step's, default ``"auto"``);
     ``fp8_activations``: Transformer Engine's one-byte FP8 GEMM inputs (``plan`` passes it for an
@@ -195,7 +197,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     if isinstance(orders, tuple) and all(name in DEFAULT_ORDER for name in orders):
         order_values = (orders,)                 # one order given as a tuple of names
     order_list = tuple(dict.fromkeys(checked_order(o) for o in order_values))
-    usable = gpu_memory * (1.0 - headroom)
+    usable = usable_memory(gpu_memory * (1.0 - headroom))
 
     pruned = Counter({reason: 0 for reason in PRUNE_REASONS})
     feasible, memory = [], []
