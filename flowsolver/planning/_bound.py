@@ -87,13 +87,15 @@ def layout_groups(key, kind: str) -> np.ndarray:
         return rings if kind == "cp" else np.stack([rings.ravel(), np.roll(rings, -1, axis=1).ravel()], axis=1)
     if kind == "pp":            # (stage q, q + 1) of one (dp, cp, tp), stage outermost
         return np.stack([ranks[:-1].reshape(-1), ranks[1:].reshape(-1)], axis=1)
-    if kind == "ep":            # ep consecutive DP ranks of one (stage, cp, tp)
-        return ranks.transpose(0, 2, 3, 1).reshape(pp, cp, tp, dp // ep, ep).reshape(-1, ep)
+    if kind in ("ep", "dp_experts"):    # the dp x cp ranks of one (stage, tp) in rank order, runs of ep
+        cp_first = order.index("cp") < order.index("dp")
+        folded = ranks.transpose(0, 3, 1, 2) if cp_first else ranks.transpose(0, 3, 2, 1)
+        by_expert = folded.reshape(pp, tp, dp * cp // ep, ep)
+        if kind == "ep":
+            return by_expert.reshape(-1, ep)
+        return by_expert.transpose(0, 1, 3, 2).reshape(-1, dp * cp // ep)
     if kind == "dp":
         return ranks.transpose(0, 3, 1, 2).reshape(-1, dp * cp)
-    if kind == "dp_experts":    # DP ranks r, r + ep, ... of one (stage, tp), with every CP rank
-        return ranks.transpose(0, 3, 1, 2).reshape(pp, tp, dp // ep, ep, cp).transpose(0, 1, 3, 2, 4) \
-            .reshape(-1, dp // ep * cp)
     raise ValueError(f"unknown group kind {kind!r}")
 
 

@@ -177,9 +177,11 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
         Tokens per sequence (default the model's).
     precision : {"bf16", "fp8"}
     top : int
-        Rows to return (ranked by step time).
+        Rows to return (ranked by step time; equal times by memory, the less first).
     headroom : float in [0, 1)
-        Fraction of the GPU's memory a layout's estimate must leave free.
+        Fraction of the GPU's memory a layout's estimate must leave free beyond the CUDA
+        context, which the memory check always keeps free
+        (:data:`flowsolver.training.FITS_RESERVE`, as ``StepResult.fits``).
     max_solves : int, optional
         Most profiles (distinct layouts but the recompute mode) solved on the network
         (default: no limit, stop when the top are proven).
@@ -309,7 +311,9 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
             if i in exact:
                 continue
             kth = -fastest[0] if len(fastest) >= top else math.inf
-            if kth <= bounds[i] * (1.0 + tolerance):
+            # strictly slower bounds stop the search: a layout whose bound ties the top-th time
+            # may tie it exactly with less memory, which ranks it first
+            if kth < bounds[i] * (1.0 + tolerance):
                 next_bound = bounds[i]
                 break
             if max_solves is not None and solved_profiles >= max_solves:
@@ -319,7 +323,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
             room = prefetch if max_solves is None else min(prefetch, max_solves - solved_profiles)
             keys: list = []
             for j in order[pos:]:
-                if bounds[j] * (1.0 + tolerance) >= kth or len(keys) >= room:
+                if bounds[j] * (1.0 + tolerance) > kth or len(keys) >= room:
                     break
                 key = dataclasses.replace(space.feasible[j], recompute="selective")
                 if j not in exact and key not in keys:
@@ -337,7 +341,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     finished = time.perf_counter()
 
     rows = [PlanRow.of(space.feasible[i], r, bounds[i], space.memory[i]) for i, r in exact.items()]
-    rows.sort(key=lambda row: (row.step_time, row.layout))
+    rows.sort(key=lambda row: (row.step_time, row.memory, row.layout))       # ties: the less memory first
     return Plan(model=spec.name, gpus=gpus, global_batch=global_batch, seq_len=spec.seq_len, precision=precision,
                 rows=tuple(rows[:top]), timed=tuple(rows), front=tuple(pareto_rows(rows)),
                 total=space.total, feasible=len(space.feasible), pruned=space.pruned,
@@ -362,7 +366,7 @@ def _placed(graph, gpus, placement, kw) -> Plan:
             relabel[id(row)] = dataclasses.replace(row, layout=dataclasses.replace(row.layout, placement=name))
         plans.append((found, relabel))
     timed = [relabel[id(r)] for found, relabel in plans for r in found.timed]
-    timed.sort(key=lambda row: (row.step_time, row.layout))
+    timed.sort(key=lambda row: (row.step_time, row.memory, row.layout))
     first = plans[0][0]
     bounds = [found.next_bound for found, _ in plans if found.next_bound is not None]
     pruned = Counter()

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _checks
 from ..training import (DEFAULT_ORDER, ZERO_STAGES, ModelSpec, Parallelism, check_recompute, checked_order,
-                        chunk_layers, memory_per_gpu)
+                        chunk_layers, memory_per_gpu, usable_memory)
 
 __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS", "RECOMPUTE_MODES"]
 
@@ -22,13 +22,13 @@ PRUNE_REASONS = {
     "heads": "tp does not divide the attention heads and KV heads",
     "sequence": "2 cp does not divide the sequence length, or tp x cp does not with sequence parallelism",
     "layers": "pp x vp does not split the layers (nor layers + 2), or vp > 1 without pp > 1",
-    "experts": "ep > 1 on a dense model, or ep does not divide dp and the experts",
+    "experts": "ep > 1 on a dense model, or ep does not divide dp x cp and the experts",
     "batch": "dp x micro_batch does not divide the global batch",
     "same": "the same job as another combination (sequence parallelism at tp 1, a rank order that only "
-            "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard, "
-            "selective recompute beside none with a fused attention when both need the same memory: it keeps no "
-            "scores to recompute)",
-    "memory": "the largest stage's memory estimate exceeds the GPU's memory less the headroom",
+            "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard), "
+            "or one that cannot beat it: selective recompute beside none with a fused attention when both need "
+            "the same memory (it runs the attention forward again and keeps no scores it would save)",
+    "memory": "the largest stage's memory estimate exceeds the GPU's memory less the headroom and the CUDA context",
 }
 
 #: placements searched by default, fastest-varying first: Megatron's (DP across servers on one
@@ -96,7 +96,7 @@ class Space:
     """The enumeration: ``feasible`` layouts with their memory per GPU (bytes, the largest
     stage's estimate), ``pruned`` the count per reason of :data:`PRUNE_REASONS`, ``total``
     the combinations looked at (feasible + pruned), ``usable_memory`` the bytes per GPU a
-    layout may need (the GPU's memory less the headroom)."""
+    layout may need (the GPU's memory less the headroom and the CUDA context)."""
 
     feasible: tuple
     memory: tuple
@@ -152,8 +152,10 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     model], ``micro_batch`` [1 to 32, those dividing the per-replica batch], ``recompute``
     [none, selective, full], ``zero``
     [1, 2, 3], ``sequence_parallel`` [True, False], ``orders`` [:data:`DEFAULT_ORDERS`].
-    ``headroom`` (fraction in [0, 1)) of ``gpu_memory`` (bytes) is kept free for what the
-    estimate does not count (communication buffers, workspace, fragmentation). ``attention``:
+    A layout is kept when its estimate fits ``gpu_memory`` (bytes) less ``headroom`` (fraction
+    in [0, 1)) of it, kept free for what the estimate does not count (communication buffers,
+    workspace, fragmentation), less the CUDA context, which no process can allocate
+    (:func:`flowsolver.training.usable_memory`, what ``StepResult.fits`` compares with). ``attention``:
     the step's attention kernel, as :func:`flowsolver.training.memory_per_gpu` takes it (a
     fused one keeps no scores without recompute; ``plan`` passes the step's, default ``"auto"``);
     ``fp8_activations``: Transformer Engine's one-byte FP8 GEMM inputs (``plan`` passes it for an
@@ -195,7 +197,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     if isinstance(orders, tuple) and all(name in DEFAULT_ORDER for name in orders):
         order_values = (orders,)                 # one order given as a tuple of names
     order_list = tuple(dict.fromkeys(checked_order(o) for o in order_values))
-    usable = gpu_memory * (1.0 - headroom)
+    usable = usable_memory(gpu_memory * (1.0 - headroom))
 
     pruned = Counter({reason: 0 for reason in PRUNE_REASONS})
     feasible, memory = [], []
@@ -220,7 +222,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                         pruned["layers"] += len(eps) * len(mbs) * tail
                         continue
                     for e in eps:
-                        if e > 1 and (spec.experts == 1 or d % e or spec.experts % e):
+                        if e > 1 and (spec.experts == 1 or (d * c) % e or spec.experts % e):
                             pruned["experts"] += len(mbs) * tail
                             continue
                         for mb in mbs:
@@ -257,8 +259,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                                 continue
                                             seen.add(key)
                                             mem = memory_of(r, sp)
-                                            # a fused attention recomputes nothing for "selective": none's job
-                                            # in time, and in memory unless "none" keeps more (FP8's output copy)
+                                            # a fused attention keeps no scores: "selective" saves no memory
+                                            # (unless "none" keeps more: FP8's output copy) and runs the
+                                            # attention forward again: never faster than "none"
                                             if twin and mem == memory_of("none", sp):
                                                 pruned["same"] += 1
                                                 continue

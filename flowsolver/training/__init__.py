@@ -72,6 +72,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
                   "attention_rates", "LAUNCH_SECONDS"),
     "._prepare": ("checked_expert_routing", "checked_gpu", "prepare_step"),
     "._sensitivity": ("step_directional",),
+    "._memory_overheads": ("FITS_RESERVE", "usable_memory"),
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -93,10 +94,12 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
                            attention_rates, LAUNCH_SECONDS)
     from ._prepare import checked_expert_routing, checked_gpu, prepare_step
     from ._sensitivity import step_directional
+    from ._memory_overheads import FITS_RESERVE, usable_memory
 
 __all__ = ["training_step", "Parallelism", "AutoChoice", "step_arguments", "compose", "StepResult", "Phase", "Schedule",
            "CommProfile", "CommTiming",
            "ParallelLayout", "ModelSpec", "MODELS", "get_model", "memory_per_gpu", "stage_memory", "memory_breakdown",
-           "MemoryOverheads", "CUDA_CONTEXT_A100", "DEEPSPEED_ZERO_NVIDIA_SMI_A100", "stage_layers",
+           "MemoryOverheads", "CUDA_CONTEXT_A100", "DEEPSPEED_ZERO_NVIDIA_SMI_A100", "FITS_RESERVE", "usable_memory",
+           "stage_layers",
            "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_COMPUTE", "DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_TP_OVERLAP",
            "DEFAULT_KERNEL_UTILIZATION"]

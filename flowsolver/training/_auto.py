@@ -150,7 +150,7 @@ def choose_open(graph, arguments: dict) -> StepResult:
     ``vp`` and / or ``micro_batch`` open (``"auto"`` or a tuple of candidates): each candidate
     checked as training_step checks it (an infeasible one excluded with training_step's error
     as the reason), the feasible ones timed exactly and the fastest that fits kept (ties: the
-    smaller ``vp``, then ``micro_batch``), its result carrying the :class:`AutoChoice`.
+    less memory, then the smaller ``vp``, then ``micro_batch``), its result carrying the :class:`AutoChoice`.
 
     >>> import topologies as tp
     >>> from flowsolver import Parallelism, Schedule, training_step
@@ -184,7 +184,7 @@ def choose_open(graph, arguments: dict) -> StepResult:
     if not timed:
         reasons = "; ".join(f"vp={e.vp} micro_batch={e.micro_batch}: {e.reason}" for e in excluded[:4])
         raise ValueError(f"no candidate of {', '.join(names)} can run this job: {reasons}")
-    timed.sort(key=lambda c: (not c.fits, c.step_time, c.vp, c.micro_batch))
+    timed.sort(key=lambda c: (not c.fits, c.step_time, c.memory_per_gpu, c.vp, c.micro_batch))
     best = timed[0]
     choice = AutoChoice(open=names, vp=best.vp, micro_batch=best.micro_batch, timed=tuple(timed),
                         excluded=tuple(excluded))

@@ -14,6 +14,7 @@ from ..routing import first_tier
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, gemm_seconds, kernel_parts, layer_kernel_costs,
                        stage_seconds)
 from ._memory import stage_memory, te_fp8_activations
+from ._memory_overheads import usable_memory
 from ._exposed import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
 from ._recompute import FORWARD_AGAIN, layer_recompute
@@ -39,7 +40,9 @@ class StepResult:
     tokens/s per GPU. ``memory_per_gpu`` (bytes) is
     :func:`flowsolver.training.memory_per_gpu`'s estimate, the largest of
     ``stage_memory`` (each pipeline stage's bytes, stage 0 first; ``stage_layers`` its
-    transformer layers); ``fits`` compares it with the GPU's memory.
+    transformer layers); ``fits`` compares it with ``usable_memory``, the GPU's memory less
+    what no allocation can use (the CUDA context,
+    :data:`~flowsolver.training._memory_overheads.FITS_RESERVE`).
     The step is timed whether or not it fits. ``chosen``: with ``vp`` or ``micro_batch`` left
     ``"auto"``, the :class:`~flowsolver.training.AutoChoice` that says what training_step
     picked and why (``None`` otherwise; :meth:`recompose` keeps the picked values).
@@ -102,9 +105,16 @@ class StepResult:
         return self.tokens_per_gpu * self.profile.model.flops_per_token / 1e12
 
     @property
+    def usable_memory(self) -> float:
+        """Bytes of the GPU's memory the job's tensors can take: ``gpu_memory`` less the CUDA
+        context (:data:`~flowsolver.training._memory_overheads.FITS_RESERVE`)."""
+        return usable_memory(self.gpu_memory)
+
+    @property
     def fits(self) -> bool:
-        """Whether the estimated ``memory_per_gpu`` fits the GPU's memory (bytes)."""
-        return self.memory_per_gpu <= self.gpu_memory
+        """Whether the estimated ``memory_per_gpu`` fits :attr:`usable_memory` (the GPU's
+        memory less its CUDA context)."""
+        return self.memory_per_gpu <= self.usable_memory
 
     @property
     def breakdown(self) -> dict:

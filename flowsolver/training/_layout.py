@@ -14,7 +14,9 @@ __all__ = ["ParallelLayout", "GROUP_KINDS", "DEFAULT_ORDER"]
 #: the kinds of rank group :meth:`ParallelLayout.groups` returns
 GROUP_KINDS = ("tp", "cp", "pp", "ep", "dp", "dp_experts")
 #: the default rank order, fastest-varying first: TP inside a server, then CP, DP, PP
-#: (Megatron-Core's default ``tp-cp-ep-dp-pp``)
+#: (Megatron-Core's default ``tp-cp-ep-dp-pp``: its attention ranks take ``tp-cp-dp-pp``, ep
+#: being 1 there; its expert ranks ``tp-ep-dp-pp`` with cp 1, DP x CP folded into EP x expert
+#: DP: :meth:`ParallelLayout.groups`)
 DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
 
 
@@ -41,8 +43,9 @@ class ParallelLayout:
     ``(i // tp) mod cp``, DP index ``(i // (tp cp)) mod dp`` and PP stage ``i // (tp cp dp)``,
     so a TP group sits inside a server, then CP, and a DP group spans servers on one rail.
     ``placement[i]`` is the GPU rank of logical rank ``i`` (default: the identity). ``ep``
-    (expert parallel degree) divides ``dp``: the experts are sharded over ``ep`` consecutive
-    DP ranks. ``vp`` is the number of virtual pipeline stages (model chunks) per stage.
+    (expert parallel degree) divides ``dp x cp``: the experts are sharded over ``ep``
+    consecutive ranks of a stage's DP x CP ranks (:meth:`groups`). ``vp`` is the number of
+    virtual pipeline stages (model chunks) per stage.
 
     >>> lay = ParallelLayout(tp=2, pp=2, dp=2)
     >>> lay.gpus, lay.groups("tp"), lay.groups("dp")[:2]
@@ -62,8 +65,9 @@ class ParallelLayout:
         for name in ("tp", "pp", "dp", "ep", "cp", "vp"):
             object.__setattr__(self, name, _checks.integer(name, getattr(self, name)))
         object.__setattr__(self, "order", checked_order(self.order))
-        if self.dp % self.ep:
-            raise ValueError(f"ep ({self.ep}) must divide dp ({self.dp})")
+        if (self.dp * self.cp) % self.ep:
+            raise ValueError(f"ep ({self.ep}) must divide dp x cp ({self.dp} x {self.cp}): the expert layers "
+                             f"fold the CP ranks into their data parallel ranks (Megatron-Core's MoE folding)")
         if self.vp > 1 and self.pp == 1:
             raise ValueError(f"vp ({self.vp}) needs pipeline stages to interleave: pp must be > 1")
         n = self.gpus
@@ -108,15 +112,30 @@ class ParallelLayout:
         * ``tp``: the ``tp`` ranks of one (stage, DP, CP index);
         * ``cp``: the ``cp`` ranks of one (stage, DP, TP index): a ring-attention ring;
         * ``pp``: neighbouring stages ``[q, q + 1]`` of one (DP, CP, TP index): point-to-point pairs;
-        * ``ep``: ``ep`` consecutive DP ranks of one (stage, CP, TP index);
+        * ``ep``: ``ep`` consecutive ranks, in rank order, of the ``dp x cp`` ranks of one
+          (stage, TP index);
         * ``dp``: the gradient group, all ``dp x cp`` ranks of one (stage, TP index)
           (CP ranks hold the same weights, so their gradients are reduced with DP's);
-        * ``dp_experts``: the DP ranks holding the same expert shard, ``dp / ep`` of them (x cp).
+        * ``dp_experts``: the ranks of those ``dp x cp`` holding the same expert shard,
+          ``dp x cp / ep`` of them.
+
+        The expert layers see no CP: Megatron-Core builds their groups from a second rank
+        generator with ``cp=1`` and the ``dp x cp`` ranks as ``ep x`` expert DP, EP fastest
+        after TP ("MoE parallel folding": ``expert_decoder_rank_generator`` in
+        ``megatron/core/parallel_state.py``, NVIDIA/Megatron-LM at
+        d98e8a64ddf34856e74b24714e3bedb2f5a39553), so an EP group sits inside a server where
+        the ``dp x cp`` ranks do: here the ``dp x cp`` ranks of a (stage, TP index) in the
+        order's rank order, cut into runs of ``ep``. That is Megatron-Core's placement for the
+        orders that end in ``pp`` (or with ``pp = 1``); Megatron refuses the others unless
+        ``ep = cp`` (the expert and attention DP sizes must match), which this placement then
+        equals; for the rest it extends the same folding.
 
         >>> ParallelLayout(tp=1, pp=2, dp=4, ep=2).groups("dp_experts")
         [[0, 2], [1, 3], [4, 6], [5, 7]]
         >>> ParallelLayout(tp=2, pp=1, dp=2, cp=2).groups("cp")
         [[0, 2], [1, 3], [4, 6], [5, 7]]
+        >>> ParallelLayout(tp=1, pp=1, dp=4, cp=2, ep=4).groups("ep")
+        [[0, 1, 2, 3], [4, 5, 6, 7]]
         """
         tp, pp, dp, ep, cp = self.tp, self.pp, self.dp, self.ep, self.cp
         R = self._rank_table                     # R[t, d, q, c]: the GPU rank, as rank() gives it
@@ -127,13 +146,17 @@ class ParallelLayout:
         if kind == "pp":
             pairs = np.stack([R[:, :, :-1, :], R[:, :, 1:, :]], axis=-1)      # stage q and q + 1
             return pairs.transpose(2, 1, 3, 0, 4).reshape(-1, 2).tolist()
-        by_expert = R.reshape(tp, dp // ep, ep, pp, cp)                      # d = k x ep + r
+        # the dp x cp ranks of a (TP index, stage) in rank order (CP faster where the order has it
+        # first), as [t, q, k, e]: the folded index j = k x ep + e
+        cp_first = self.order.index("cp") < self.order.index("dp")
+        folded = R.transpose(0, 2, 1, 3) if cp_first else R.transpose(0, 2, 3, 1)
+        by_expert = folded.reshape(tp, pp, dp * cp // ep, ep)
         if kind == "ep":
-            return by_expert.transpose(3, 4, 0, 1, 2).reshape(-1, ep).tolist()
+            return by_expert.transpose(1, 0, 2, 3).reshape(-1, ep).tolist()
         if kind == "dp":
             return R.transpose(2, 0, 1, 3).reshape(-1, dp * cp).tolist()
         if kind == "dp_experts":
-            return by_expert.transpose(3, 0, 2, 1, 4).reshape(-1, (dp // ep) * cp).tolist()
+            return by_expert.transpose(1, 0, 3, 2).reshape(-1, dp * cp // ep).tolist()
         raise ValueError(f"kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}")
 
 

@@ -290,8 +290,8 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
         tp, pp, dp, ep, micro_batch, microbatches, cp, vp = (
             _checks.integer(name, value) for name, value in zip(("tp", "pp", "dp", "ep", "micro_batch",
                                                                  "microbatches", "cp", "vp"), counts))
-    if dp % ep:
-        raise ValueError(f"ep ({ep}) must divide dp ({dp})")
+    if (dp * cp) % ep:
+        raise ValueError(f"ep ({ep}) must divide dp x cp ({dp} x {cp})")
     if ep > 1 and spec.experts % ep:
         raise ValueError(f"ep ({ep}) must divide the model's experts ({spec.experts}; 1 for a dense model)")
     if spec.seq_len % cp:

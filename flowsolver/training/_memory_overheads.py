@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["MemoryOverheads", "CUDA_CONTEXT_A100", "DEEPSPEED_REDUCE_BUCKET", "DEEPSPEED_ZERO_NVIDIA_SMI_A100",
-           "caching_allocator_reserved"]
+           "FITS_RESERVE", "caching_allocator_reserved", "usable_memory"]
 
 
 #: CUDA context and loaded kernels of one PyTorch process on an A100 (40 GB) as nvidia-smi shows
@@ -20,6 +20,24 @@ __all__ = ["MemoryOverheads", "CUDA_CONTEXT_A100", "DEEPSPEED_REDUCE_BUCKET", "D
 #: section "Possible topologies for 200B", February 2022; the same page counts 1271 MiB on a 32 GB V100):
 #: https://github.com/bigscience-workshop/bigscience/blob/9e64edec2ad1fb9263bf39ba616a84ff64b4d947/train/tr11-176B-ml/chronicles-prequel.md
 CUDA_CONTEXT_A100 = 1573 * 2 ** 20
+
+#: bytes of a GPU's memory that no allocation of the job can use, kept free by every "does it
+#: fit" check (``StepResult.fits``, ``plan``'s pruning, ``training_step``'s ``"auto"`` choice):
+#: the process's CUDA context and kernels, :data:`CUDA_CONTEXT_A100`, the one measured figure
+#: the library holds. The memory estimates themselves (``memory_per_gpu``, the published-figure
+#: checks) stay the allocator's peak without it. With CUDA 11.7's lazy kernel loading (PyTorch's
+#: default since) the context is smaller, so on such a stack this is a margin beyond it; NCCL's
+#: buffers, cuBLAS workspace and fragmentation are not in it (``plan``'s ``headroom``).
+FITS_RESERVE = CUDA_CONTEXT_A100
+
+
+def usable_memory(gpu_memory: float) -> float:
+    """Bytes of a GPU of ``gpu_memory`` bytes a job's tensors can take: less :data:`FITS_RESERVE`.
+
+    >>> round(usable_memory(81559 * 2 ** 20) / 2 ** 20)
+    79986
+    """
+    return float(gpu_memory) - FITS_RESERVE
 
 #: DeepSpeed ZeRO's default ``reduce_bucket_size`` in elements (deepspeed/runtime/zero/constants.py,
 #: ZERO_OPTIMIZATION_REDUCE_BUCKET_SIZE_DEFAULT = 500000000, v0.5 to v0.6, February 2022; DeepSpeed's

@@ -53,9 +53,9 @@ def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpu
     if vp > 1 and pp == 1:
         raise ValueError(f"vp ({vp}) interleaves pipeline stages: it needs pp > 1")
     stage_layers(spec.layers, pp, vp)           # a ValueError naming pp / vp when they do not split
-    if ep > 1 and (spec.experts == 1 or dp % ep or spec.experts % ep):
-        raise ValueError(f"ep ({ep}) needs a mixture-of-experts model and must divide dp ({dp}) and the "
-                         f"experts ({spec.experts})")
+    if ep > 1 and (spec.experts == 1 or (dp * cp) % ep or spec.experts % ep):
+        raise ValueError(f"ep ({ep}) needs a mixture-of-experts model and must divide dp x cp ({dp} x {cp}: the "
+                         f"expert layers fold CP into their data parallel ranks) and the experts ({spec.experts})")
     placement = () if ranks is None else tuple(_checks.rank_indices(graph, ranks))
     return ParallelLayout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, placement=placement,
                           order=DEFAULT_ORDER if order is None else order)

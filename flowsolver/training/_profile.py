@@ -173,7 +173,7 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
             layer = (model.attention_params + (0 if model.experts > 1 else model.mlp_params)) / lay.tp
             plan.append(("dp_gather", "dp", "all_gather", layer * gather_bytes, of("dp")))
             plan.append(("dp_reduce", "dp", "reduce_scatter", layer * reduce_bytes, of("dp")))
-    if model.expert_params and lay.dp // lay.ep * lay.cp > 1:
+    if model.expert_params and lay.dp * lay.cp // lay.ep > 1:
         plan.append(("dp_experts", "dp", dp_op, model.expert_params / (shard * lay.ep) * reduce_bytes,
                      of("dp_experts")))
     return plan

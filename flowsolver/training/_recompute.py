@@ -3,8 +3,13 @@
 Megatron's modes (Korthikanti et al. 2022, "Reducing activation recomputation in large
 transformer models"):
 
-* ``"selective"`` (the default): only the attention scores are recomputed (what a flash
-  attention backward does anyway); the rest of the layer's activations are kept;
+* ``"selective"`` (the default): the core attention (scores, softmax, dropout, the product
+  with the values) is checkpointed and its forward runs again in every layer's backward:
+  Megatron-Core's ``recompute_granularity="selective"`` with its default
+  ``recompute_modules=["core_attn"]`` wraps the core attention in ``tensor_parallel.checkpoint``
+  (``megatron/core/transformer/attention.py``, ``_checkpointed_attention_forward``, NVIDIA/Megatron-LM
+  at d98e8a64ddf34856e74b24714e3bedb2f5a39553), a flash kernel included (its backward then
+  recomputes the scores once more inside itself); the rest of the layer's activations are kept;
 * ``"none"``: nothing recomputed; an unfused attention keeps its probabilities too;
 * ``"full"``: only the layer's input is kept; the whole forward runs again in the backward.
 
@@ -54,11 +59,15 @@ class LayerRecompute(NamedTuple):
     ``gemms``, each forward GEMM's (``qkv``, ``proj``, ``fc1``, ``fc2``) share of FLOPs run
     again; ``attention``, whether attention's forward runs again; ``elementwise``, whether the
     memory-bound work (norms, activations, rotary embedding) runs again; ``tp_ops``, the forward
-    TP collectives run again (``(op, gemm)`` pairs)."""
+    TP collectives run again (``(op, gemm)`` pairs). These four are what a recomputed layer
+    (``"full"`` or a partial mode) runs again. ``core_attention``: the core attention is
+    checkpointed in every layer (``"selective"``), so its forward runs again in each layer's
+    backward whatever ``recompute_layers`` says."""
     gemms: dict
     attention: bool
     elementwise: bool
     tp_ops: frozenset
+    core_attention: bool = False
 
     @property
     def any(self) -> bool:
@@ -127,8 +136,8 @@ def layer_recompute(model, recompute: str) -> LayerRecompute:
 
 def _layer_recompute(model, recompute: str) -> LayerRecompute:
     """:func:`layer_recompute` of a checked mode, ``gemms`` a plain dict."""
-    if recompute not in FORWARD_AGAIN:
-        return LayerRecompute(dict.fromkeys(_GEMMS, 0.0), False, False, frozenset())
+    if recompute not in FORWARD_AGAIN:       # selective: the core attention's forward again, every layer
+        return LayerRecompute(dict.fromkeys(_GEMMS, 0.0), False, False, frozenset(), recompute == "selective")
     if recompute == "full":              # Megatron's reentrant checkpoint: the whole forward again
         return LayerRecompute(dict.fromkeys(_GEMMS, 1.0), True, True, _TP_FORWARD)
     # A partial mode's replay (JAX's remat, PyTorch's non-reentrant checkpoint) runs only what the

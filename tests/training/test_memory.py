@@ -91,5 +91,5 @@ def test_memory_estimate_shards_experts_over_ep_and_checks_its_arguments():
         memory_per_gpu(m, tp=1, pp=1, dp=1, zero=4)
     with pytest.raises(ValueError, match="tp must be an integer >= 1, got 0"):
         memory_per_gpu(m, tp=0, pp=1, dp=1)
-    with pytest.raises(ValueError, match=r"ep \(3\) must divide dp \(4\)"):
+    with pytest.raises(ValueError, match=r"ep \(3\) must divide dp x cp \(4 x 1\)"):
         memory_per_gpu(m, tp=1, pp=1, dp=4, ep=3)

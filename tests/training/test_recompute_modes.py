@@ -149,3 +149,47 @@ def test_a_recomputed_moe_layer_dispatches_and_combines_again():
     assert per == dict(selective=4, full=6, save_qkv_proj=6)
     for m, c in calls.items():
         assert c.exposed == pytest.approx(c.calls * c.per_call, rel=1e-12)
+
+
+def test_selective_runs_the_core_attention_forward_again_on_both_compute_models():
+    # Megatron-Core's recompute_granularity="selective" with its default recompute_modules
+    # ["core_attn"] wraps the core attention in tensor_parallel.checkpoint
+    # (megatron/core/transformer/attention.py, _checkpointed_attention_forward, NVIDIA/Megatron-LM
+    # d98e8a64): its forward runs again in every layer's backward, a flash kernel included. By
+    # hand: one causal attention forward, 2 s^2 h / tp FLOPs a layer and microbatch, 32 layers x
+    # 8 microbatches (TP 8, batch 8, no pipeline, no DP: nothing else moves with it)
+    from flowsolver.training._kernels import attention_rates
+    assert layer_recompute(L8B, "selective").core_attention and not layer_recompute(L8B, "none").core_attention
+    g, s, h = tp.rail_optimized(1), 8192, 4096
+    flops = 2 * s * s * h / 8
+    kernels = {m: training_step(g, L8B, Parallelism(tp=8), Schedule(8, recompute=m, attention="fa3"))
+               for m in ("none", "selective")}
+    r_fwd, _ = attention_rates(H100, "fa3", head_dim=128, tokens=s)
+    u = kernels["none"].schedule.kernel_utilization
+    extra = kernels["selective"].step_time - kernels["none"].step_time
+    assert extra == pytest.approx(8 * 32 * flops / r_fwd / u, rel=1e-9)
+    assert extra == pytest.approx(0.037, abs=0.001)              # on 1.105 s
+    assert kernels["selective"].memory_per_gpu == kernels["none"].memory_per_gpu    # flash keeps no scores
+    flat = {m: training_step(g, L8B, Parallelism(tp=8), Schedule(8, recompute=m, compute_efficiency=0.46))
+            for m in ("none", "selective")}
+    assert flat["selective"].step_time - flat["none"].step_time == pytest.approx(
+        8 * 32 * flops / (0.62 * 989e12), rel=1e-9)               # attention at 0.62 of the bf16 peak
+
+
+def test_both_compute_models_run_the_attention_forward_again_for_the_same_modes():
+    # Megatron: selective checkpoints the core attention, full the whole layer; MaxText's
+    # save_qkv_proj recomputes what follows Q, K, V; torchtitan's per-op policy saves the
+    # attention kernel's output (flowsolver/training/_recompute.py cites each)
+    want = dict(none=False, selective=True, full=True, save_qkv_proj=True, selective_op=False)
+    g = tp.rail_optimized(1)
+    for flat in (False, True):
+        parts = {}
+        for mode in want:
+            r = training_step(g, L8B, Parallelism(tp=8), Schedule(4, recompute=mode, attention="fa3",
+                                                                  compute_efficiency=0.46 if flat else None))
+            parts[mode] = layer_compute(r.profile, r.schedule)
+        base = parts["none"]["attention"]
+        again = {m: p["attention"] / base - 1 for m, p in parts.items()}
+        one = base / 3 if flat else parts["none"]["attention_fwd"]          # one attention forward
+        assert {m: a * base / one == pytest.approx(1.0 if want[m] else 0.0, abs=1e-9) for m, a in again.items()} \
+            == dict.fromkeys(want, True)

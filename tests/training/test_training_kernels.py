@@ -257,8 +257,9 @@ def test_dp_reduces_per_layer_bucket_under_1f1b_pipelining():
 def test_kernel_tables_give_fp8_a_smaller_gain_than_its_peak_and_rowwise_less_than_tensorwise():
     # Llama 3 8B on 8 H100s, DP only: the kernel tables' FP8 / BF16 speed-up falls inside the
     # published range of identical jobs (1.33-1.62x, the corpus' NeMo / torchtitan pairs), the
-    # flat model's is the 2x peak ratio diluted by attention only
-    kw = dict(model="llama-3-8b", global_batch=16, compute_efficiency=None)
+    # flat model's is the 2x peak ratio diluted by attention only. Without recompute: selective
+    # runs the bf16 attention forward again in both precisions (1.347x -> 1.326x here)
+    kw = dict(model="llama-3-8b", global_batch=16, compute_efficiency=None, recompute="none")
     g = tp.rail_optimized(1)
     bf16 = training_step(g, **kw)
     fp8 = training_step(g, precision="fp8", **kw)
