@@ -1106,6 +1106,11 @@ def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[
     elif row["source"] == "trainy-whitefiber":
         kw["recompute"] = "selective_op"
         assumed.append("recompute not printed: llama3_8b.toml's default, torchtitan's per-op selective checkpointing")
+    elif "recompute" not in kw and ("nemo" in fw.lower() or "megatron" in fw.lower()):
+        # not stated: Megatron-Core's default (TransformerConfig.recompute_granularity None, no
+        # recompute) where the layout fits without it, else selective (the recipe must have
+        # recomputed to run): settled below, once the rest of the layout is known
+        kw["recompute"] = _LEAST_RECOMPUTE
     elif "recompute" not in kw:
         assumed.append("recompute not stated: library default (selective)")
     # torchtitan: TP without AsyncTP does not overlap its collectives
@@ -1129,7 +1134,18 @@ def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[
     kw["compute_efficiency"] = None if compute == "kernels" else DEFAULT_COMPUTE_EFFICIENCY
     if compute == "flat":
         kw.pop("fp8_recipe", None)          # a kernel-table setting: the flat model refuses it
+    if kw.get("recompute") == _LEAST_RECOMPUTE:
+        kw["recompute"] = "none"
+        memory, capacity = _memory_of(kw, cluster)
+        if memory > capacity:
+            kw["recompute"] = "selective"
+        assumed.append(f"recompute not stated: {kw['recompute']}, the least that fits the GPU (Megatron-Core's "
+                       f"default is none; {memory / 1e9:.1f} GB without it of {capacity / 1e9:.1f})")
     return cluster, kw, assumed
+
+
+#: a row's recompute not stated, to be settled by memory (training_call)
+_LEAST_RECOMPUTE = "least that fits"
 
 
 def training_framework(row: dict) -> str:
@@ -1180,12 +1196,18 @@ def layout_memory(row: dict):
     gpus = int(row["gpus"])
     if servers_for(cluster, gpus) * c.gpus_per_server != gpus:
         return None
+    return (*_memory_of(kw, cluster), kw)
+
+
+def _memory_of(kw: dict, cluster: str) -> tuple:
+    """(memory per GPU in the model, the GPU's memory as NVML reports it), bytes, of a layout
+    (its attention kernel as training_step times it: flash, ``"auto"``, where the row sets none)."""
     memory = memory_per_gpu(kw["model"], tp=kw.get("tp", 1), pp=kw.get("pp", 1), dp=kw["dp"], ep=kw.get("ep", 1),
                             zero=kw.get("zero", 1), micro_batch=kw.get("micro_batch", 1),
                             microbatches=kw["global_batch"] // (kw["dp"] * kw.get("micro_batch", 1)),
                             cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"),
-                            attention=kw.get("attention"), recompute_layers=kw.get("recompute_layers"),
+                            attention=kw.get("attention", "auto"), recompute_layers=kw.get("recompute_layers"),
                             **({"sequence_parallel": kw["sequence_parallel"]} if "sequence_parallel" in kw else {}),
                             fp8_activations=te_fp8_activations(kw.get("precision", "bf16"), kw.get("fp8_recipe", "te")))
-    gpu = kw["gpu"] if "gpu" in kw else tp.get_gpu(c.server.gpu)
-    return memory, NVML_MEMORY.get(gpu.name, gpu.memory), kw
+    gpu = kw["gpu"] if "gpu" in kw else tp.get_gpu(CLUSTERS[cluster].server.gpu)
+    return memory, NVML_MEMORY.get(gpu.name, gpu.memory)
