@@ -156,7 +156,8 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         ``simulated_optimum``); ``"auto"``: 9 intervals from a quarter of Daly's to four
         times it, evenly spaced in log.
     dp : int, optional
-        Data-parallel degree for ``shrink`` (training workloads know theirs): an integer in
+        Data-parallel degree for ``shrink`` (training workloads know theirs: for one, dp is
+        its own degree or an error, and its layout places the replicas): an integer in
         1 ... the job's GPUs that divides them (each replica the same number of GPUs,
         consecutive ranks). A failure stops every replica with a GPU on the failed part (a
         GPU, its NIC, its server: 8 replicas for a host at one GPU a replica).
@@ -207,6 +208,11 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         if units["gpu"] % dp:
             raise ValueError(f"dp must divide the job's {units['gpu']} GPUs (each replica as many), got {dp}")
     healthy = healthy_step(graph, workload)
+    if dp is not None and healthy.get("dp") is not None:     # a training workload knows its replicas
+        if dp != healthy["dp"]:
+            raise ValueError(f"dp ({dp}) is not the training workload's own data-parallel degree "
+                             f"({healthy['dp']}): leave dp out, the layout places its replicas")
+        dp = None                                            # its layout's replicas, not rank blocks
     interrupts, hardware, processes, degrades, stragglers = {}, {}, [], [], []
     for kind, c in comps.items():
         rate = _job_rate(c, units)

@@ -50,3 +50,22 @@ def test_simulate_goodput_draws_the_failed_unit_where_units_differ():
     assert np.mean(run.slowdown["shrink"]) / run.horizon == pytest.approx(0.05, abs=0.004)
     with pytest.raises(ValueError, match="replicas_out"):
         simulate_goodput({"x": 1.0 / DAY}, resp, horizon=DAY, dp=10, replicas_out={"x": 0})
+
+
+def test_dp_given_with_a_training_workload_keeps_its_layouts_replicas():
+    # Llama 3 8B TP4 PP2 DP8 on 8 DGX H100: rank t + 4d + 32q (tp-cp-dp-pp), so a server's 8 GPUs
+    # hold the TP groups of 2 of the 8 replicas: a host failure stops 2 replicas, not the 1 that
+    # dp=8 blocks of 8 consecutive ranks would say; dp given as the layout's own degree changes
+    # nothing, another degree is refused
+    day = 86400.0
+    comps = {"host": Component("host", "interrupt", rate=1.0 / 8 / day, unit="host")}
+    resp = JobResponse(checkpoint_cost=1.0, restart_time=0.0, checkpoint_interval=3600.0, spares=False,
+                       shrink=True, repair_time=4 * 3600.0)
+    wl = dict(model="llama-3-8b", tp=4, pp=2, dp=8, global_batch=64)
+    g = tp.rail_optimized(8)
+    runs = [goodput(g, wl, resp, components=comps, days=30, trajectories=200, seed=1, dp=dp) for dp in (None, 8)]
+    assert runs[0].lost_fraction()["shrink"] == runs[1].lost_fraction()["shrink"]
+    # one host failure a day for the job, 4 h each, 2 of 8 replicas out: 14,400 / 86,400 x 2 / 8
+    assert runs[0].lost_fraction()["shrink"] == pytest.approx(14400 / 86400 * 2 / 8, rel=0.15)
+    with pytest.raises(ValueError, match=r"dp \(4\) is not the training workload's own data-parallel degree \(8\)"):
+        goodput(g, wl, resp, components=comps, days=30, trajectories=10, seed=1, dp=4)
