@@ -460,3 +460,14 @@ def test_gpu_count_is_bounded_by_nccls_own_limit(tmp_path):
     path = _write(tmp_path, _box(gpus + _nic(_NIC_BUS)))
     raises_clearly(tp.from_nccl_xml, path, "max_gpus=640")
     assert tp.from_nccl_xml(path, max_gpus=641, nvlink="none").gpus == 641
+
+
+def test_an_h200_dump_reads_as_h200_by_its_pci_device(tmp_path):
+    # sm 90 is every Hopper part; the PCI device id tells them apart: 10de:2335 is
+    # "GH100 [H200 SXM 141GB]" (PCI ID Repository; lspci -nn on H200 servers), whose memory the
+    # catalogue gives as nvidia-smi reports it, 143,771 MiB -- not an H100 SXM's 81,559 MiB
+    gpus = "".join(f'<pci busid="0000:0{i}:00.0" class="0x030200" vendor="0x10de" device="0x2335" '
+                   f'link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="{i}" sm="90" rank="{i}" gdr="1"/></pci>'
+                   for i in range(2))
+    m = tp.from_nccl_xml(_write(tmp_path, _box(gpus + _nic(_NIC_BUS))), nvlink="nvlink4")
+    assert m.gpu == "h200" and m.gpu_spec.memory == 143771 * 2**20

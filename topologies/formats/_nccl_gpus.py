@@ -12,7 +12,9 @@ _BY_SM = {80: ("a100_sxm", "nvlink3", 12), 90: ("h100_sxm", "nvlink4", 18),
           100: ("b200", "nvlink5", 18)}
 _LINKS_PER_GPU = {tech: links for _, tech, links in _BY_SM.values()}
 # PCI device ids (PCI ID Repository, vendor 10de) whose GPU type differs from the sm's default.
-_BY_DEVICE = {0x2331: "h100_pcie"}  # 10de:2331 "GH100 [H100 PCIe]"
+# 10de:2331 "GH100 [H100 PCIe]"; 10de:2335 "GH100 [H200 SXM 141GB]" (also as lspci -nn prints it on
+# H200 servers: "NVIDIA Corporation GH100 [H200 SXM 141GB] [10de:2335]")
+_BY_DEVICE = {0x2331: "h100_pcie", 0x2335: "h200"}
 
 _GENERATIONS = ", ".join(_LINKS_PER_GPU)
 
