@@ -203,6 +203,9 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
             raise TypeError(f"components[{kind!r}] must be a Component, got {type(c).__name__}")
     ranks = workload.get("ranks") if isinstance(workload, dict) else None
     units = job_units(graph, ranks)
+    if dp is not None and not any(x.shrink for x in responses):
+        raise ValueError("dp sizes the replicas a failure stops when the job shrinks; no response "
+                         "shrinks (JobResponse(shrink=True)): leave dp out")
     if dp is not None:      # a replica of GPUs per data-parallel rank, each as large
         dp = _checks.integer("dp", dp, maximum=units["gpu"])
         if units["gpu"] % dp:

@@ -335,6 +335,9 @@ def test_goodput_refuses_a_dp_the_job_cannot_hold():
         goodput(g, dict(wl, ranks=range(8)), resp, days=1, trajectories=2, dp=16)
     # a dp that divides them runs, its shrink loss that of 1 / dp of the job per failure
     assert goodput(g, wl, resp, days=1, trajectories=2, dp=16).useful_fraction.mean() > 0
+    # dp with no response that shrinks would change nothing: refused (the CLI refuses --dp so too)
+    with pytest.raises(ValueError, match=r"dp sizes the replicas .* no response shrinks"):
+        goodput(g, wl, JobResponse(checkpoint_cost=1.0, restart_time=1.0), days=1, trajectories=2, dp=16)
 
 
 def test_checkpoint_writes_through_the_storage_tier():
