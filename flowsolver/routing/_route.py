@@ -264,9 +264,11 @@ def _slots(n, intra, intra_seg, pairs, inter, cols):
     columns, coefs = [], []
     for p in range(int(block.max()) + 1 if len(block) else 1):
         rows = np.flatnonzero(block == p)
-        weight = np.ones(n)
-        if share is not None:
-            weight[flow[rows]] = share[rows]
+        weight = None
+        if not plain:           # coefficients only where some differ from 1 (none on the common path)
+            weight = np.ones(n)
+            if share is not None:
+                weight[flow[rows]] = share[rows]
         mine = rows[at[rows] >= 0]
         out = np.full(n, -1, dtype=np.int32)
         out[flow[rows]] = up[rows]
@@ -277,10 +279,11 @@ def _slots(n, intra, intra_seg, pairs, inter, cols):
         for seg, c in cols:
             col = np.full(n, -1, dtype=np.int32)
             col[flow[mine]] = np.asarray(seg)[at[mine]]
-            coef = weight.copy()
-            coef[flow[mine]] *= np.broadcast_to(np.asarray(c, dtype=np.float64), (len(inter),))[at[mine]]
             columns.append(col)
-            coefs.append(coef)
+            if not plain:
+                coef = weight.copy()
+                coef[flow[mine]] *= np.broadcast_to(np.asarray(c, dtype=np.float64), (len(inter),))[at[mine]]
+            coefs.append(None if plain else coef)
         out = np.full(n, -1, dtype=np.int32)
         out[flow[rows]] = down[rows]
         columns.append(np.where(intra, -1, out) if has_intra else out)
