@@ -1112,7 +1112,7 @@ def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[
         # recomputed to run): settled below, once the rest of the layout is known
         kw["recompute"] = _LEAST_RECOMPUTE
     elif "recompute" not in kw:
-        assumed.append("recompute not stated: library default (selective)")
+        assumed.append("recompute not stated: library default (none, Megatron-Core's)")
     # torchtitan: TP without AsyncTP does not overlap its collectives
     last = fw.split(";")[-1].strip().lower()
     if row["source"] == "torchtitan" and kw.get("tp", 1) > 1 and last in ("vanilla tp", "2d"):

@@ -13,6 +13,7 @@ import topologies as tp
 from ..collectives import ALGORITHMS, OPS, PROTOCOLS
 from ..routing import POLICIES
 from ..training import DEFAULT_COMPUTE_EFFICIENCY, MODELS
+from ..training._recompute import RECOMPUTE
 from ._files import cluster_file, server_of
 from ._settings import ALGORITHM_HELP, PROTOCOL_HELP, algorithm_setting, protocol_setting
 from ._words import CliError, in_cli_words  # noqa: F401  (in_cli_words: read from here by the package and tests)
@@ -304,6 +305,10 @@ def _add_train(sub, fmt) -> None:
                             "tables, else 0.46), kernels (the tables), or the flat model's fraction of the peak "
                             "the GEMMs reach")
     train.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="GEMM precision (default %(default)s)")
+    train.add_argument("--recompute", default="none", choices=RECOMPUTE,
+                       help="activation recompute (default %(default)s, Megatron-Core's; selective: the core attention "
+                            "run again in the backward; full: the whole layer; save_qkv_proj: MaxText's; "
+                            "selective_op: torchtitan's)")
     train.add_argument("--gpu", default=None,
                        help="GPU type whose peak the compute runs at, a catalogue name such as h100_sxm or b200 "
                             "(default: the cluster's own; needed where its GPUs are of several types)")

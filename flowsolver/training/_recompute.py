@@ -3,14 +3,15 @@
 Megatron's modes (Korthikanti et al. 2022, "Reducing activation recomputation in large
 transformer models"):
 
-* ``"selective"`` (the default): the core attention (scores, softmax, dropout, the product
+* ``"selective"``: the core attention (scores, softmax, dropout, the product
   with the values) is checkpointed and its forward runs again in every layer's backward:
   Megatron-Core's ``recompute_granularity="selective"`` with its default
   ``recompute_modules=["core_attn"]`` wraps the core attention in ``tensor_parallel.checkpoint``
   (``megatron/core/transformer/attention.py``, ``_checkpointed_attention_forward``, NVIDIA/Megatron-LM
   at d98e8a64ddf34856e74b24714e3bedb2f5a39553), a flash kernel included (its backward then
   recomputes the scores once more inside itself); the rest of the layer's activations are kept;
-* ``"none"``: nothing recomputed; an unfused attention keeps its probabilities too;
+* ``"none"`` (the default, as Megatron-Core's: ``TransformerConfig.recompute_granularity``
+  ``None``): nothing recomputed; an unfused attention keeps its probabilities too;
 * ``"full"``: only the layer's input is kept; the whole forward runs again in the backward.
 
 Two partial modes as other frameworks run them, each the layer input kept plus some forward

@@ -75,7 +75,7 @@ class Schedule:
     dp_overlap: float = 1.0
     compute_efficiency: float | str | None = DEFAULT_COMPUTE
     precision: str = "bf16"
-    recompute: str = "selective"
+    recompute: str = "none"
     tp_overlap: float | None = None
     attention_efficiency: float | None = None
     recompute_layers: int | None = None
@@ -143,7 +143,7 @@ def check_recompute_layers(recompute_layers, layers: int, pp: int, vp: int) -> N
 
 
 def checked_schedule(*, dp: int, micro_batch: int, global_batch, dp_overlap, compute_efficiency=DEFAULT_COMPUTE,
-                     precision="bf16", recompute="selective", tp_overlap=0.0, gpu=None,
+                     precision="bf16", recompute="none", tp_overlap=0.0, gpu=None,
                      attention_efficiency=None, recompute_layers=None, attention="auto", fp8_recipe="te",
                      power_cap=None, kernel_utilization=DEFAULT_KERNEL_UTILIZATION,
                      tp_overlap_impl="te") -> Schedule:

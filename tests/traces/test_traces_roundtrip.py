@@ -55,10 +55,10 @@ def _hosts(n):
     return tp.rail_optimized(n, server="host")
 
 
-#: the flat compute model unless a case says otherwise: the shapes above are chosen for its
-#: rates (UNEVEN's output projection costs one layer at 0.46 / 0.62); the "-kernels" cases and
-#: the CP test time the kernel tables
-training_step = functools.partial(_training_step, compute_efficiency=0.46)
+#: the flat compute model and selective recompute unless a case says otherwise: the shapes above
+#: are chosen for their rates (UNEVEN's output projection costs one layer at 0.46 / 0.62 with
+#: the attention forward run again); the "-kernels" cases and the CP test time the kernel tables
+training_step = functools.partial(_training_step, compute_efficiency=0.46, recompute="selective")
 
 CASES = {
     # training_step's defaults (TP overlap 7/8, DP overlap 1, ZeRO 1, sequence parallel)

@@ -24,11 +24,17 @@ def test_ideal_network_gives_the_gpu_count_and_the_compute_formula():
     r = training_step(g, model="llama-3-8b", tp=8, global_batch=64, collective_options=zero, compute_efficiency=0.46)
     assert r.speedup == pytest.approx(16, rel=1e-6)
     # compute: tokens x executed FLOPs / (GPUs x peak x efficiency), the GEMMs at the compute
-    # efficiency, attention (selective recompute of the scores) at the attention efficiency
-    body, logits = _flops_per_token(32, 4096, 14336, 1024, 128256, 8192)
-    attention = 32 * 6 * 4096 * 8192 * 4 / 3
-    seconds = (body - attention + logits) / r.compute_efficiency + attention / r.attention_efficiency
-    assert r.compute_time == pytest.approx(64 * 8192 * seconds / (16 * H100), rel=1e-9)
+    # efficiency, attention at the attention efficiency; the default recompute is none
+    # (Megatron-Core's: TransformerConfig.recompute_granularity None), so attention runs once
+    assert r.schedule.recompute == "none"
+    for recompute, again in (("none", False), ("selective", True)):     # selective: the forward again
+        body, logits = _flops_per_token(32, 4096, 14336, 1024, 128256, 8192, recompute_attention=again)
+        attention = 32 * 6 * 4096 * 8192 * (4 / 3 if again else 1)
+        seconds = (body - attention + logits) / r.compute_efficiency + attention / r.attention_efficiency
+        assert r.recompose(recompute=recompute).compute_time == pytest.approx(64 * 8192 * seconds / (16 * H100),
+                                                                              rel=1e-9)
+    body, logits = _flops_per_token(32, 4096, 14336, 1024, 128256, 8192, recompute_attention=False)
+    attention = 32 * 6 * 4096 * 8192
     # the reported MFU counts model FLOPs (no recompute) over the whole step
     model_flops = sum(_flops_per_token(32, 4096, 14336, 1024, 128256, 8192, recompute_attention=False))
     assert r.mfu == pytest.approx(64 * 8192 * model_flops / r.step_time / (16 * H100), rel=1e-9)

@@ -157,7 +157,7 @@ def test_fp8_runs_the_layer_gemms_at_the_fp8_peak_and_the_rest_at_bf16():
     m = get_model("llama-3-8b")
     r = training_step(g, model=m, dp=8, global_batch=8, precision="fp8", collective_options=ZERO)
     gemm = 6 * (2 * 4096 ** 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
-    attention, logits = 6 * 4096 * 8192 * 4 / 3, 6 * 128256 * 4096
+    attention, logits = 6 * 4096 * 8192, 6 * 128256 * 4096      # no recompute (the default): attention once
     per_token = (32 * gemm / H100_FP8 + logits / H100_BF16) / r.compute_efficiency
     per_token += 32 * attention / (H100_BF16 * r.attention_efficiency)       # attention: its own efficiency
     assert r.compute_time == pytest.approx(8192 * per_token, rel=1e-9)
@@ -201,7 +201,7 @@ def test_recompute_layers_recomputes_the_first_layers_of_each_chunk_only():
     # Megatron's recompute_method="block": the Llama 3 8B FP8 row of Megatron-Bridge recomputes 5 of 32
     g = cluster("ideal", nodes=1)
     kw = dict(model="llama-3-8b", tp=8, global_batch=8, collective_options=ZERO)
-    sel, five = training_step(g, **kw), training_step(g, recompute="full", recompute_layers=5, **kw)
+    sel, five = training_step(g, recompute="selective", **kw), training_step(g, recompute="full", recompute_layers=5, **kw)
     gemm = 6 * (2 * 4096 ** 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) / 8     # per token, per GPU
     extra = 8192 * 5 * gemm / 3 / (H100_BF16 * sel.compute_efficiency)        # 5 forwards again
     assert five.compute_time - sel.compute_time == pytest.approx(sel.microbatches * extra, rel=1e-9)
@@ -212,7 +212,7 @@ def test_recompute_layers_recomputes_the_first_layers_of_each_chunk_only():
     assert five.phases["tp"].calls == (10 * 32 + 4 * 5) * five.microbatches
     # with interleaving, per model chunk: 2 chunks of 8 layers on each of 2 stages, 3 recomputed in each
     p = dict(model="llama-3-8b", pp=2, vp=2, global_batch=8, collective_options=ZERO)
-    a, b = training_step(g, **p), training_step(g, recompute="full", recompute_layers=3, **p)
+    a, b = training_step(g, recompute="selective", **p), training_step(g, recompute="full", recompute_layers=3, **p)
     extra = 8192 * 6 * gemm * 8 / 3 / (H100_BF16 * a.compute_efficiency)
     assert b.compute_time - a.compute_time == pytest.approx(a.microbatches * extra, rel=1e-9)
     with pytest.raises(ValueError, match=r"recompute_layers \(5\) .* needs recompute='full'"):
