@@ -158,6 +158,28 @@ def _numbers(flag, text, count):
     return values
 
 
+#: goodput's flags of a run over failure trajectories, each with its default: a placement
+#: comparison (``--jobs``) times the jobs' collectives only, so any of them given beside it
+#: would be ignored
+_TRAJECTORY_FLAGS = (("--compute", "compute", 1.0), ("--tokens", "tokens", "4194304"), ("--days", "days", 30.0),
+                     ("--budget", "budget", None), ("--trajectories", "trajectories", 1000),
+                     ("--mc-seed", "mc_seed", 0), ("--checkpoint-cost", "checkpoint_cost", None),
+                     ("--checkpoint-bytes", "checkpoint_bytes", None), ("--storage-ports", "storage_ports", 0),
+                     ("--restart", "restart", None), ("--interval", "interval", None),
+                     ("--intervals", "intervals", None), ("--no-spares", "no_spares", False),
+                     ("--shrink", "shrink", False), ("--repair", "repair", 0.0), ("--dp", "dp", None),
+                     ("--rate", "rate", []), ("--degrade", "degrade", []), ("--reroute", "reroute", "stay"),
+                     ("--straggler", "straggler", None))
+
+
+def _refuse_beside_jobs(args) -> None:
+    """A ``ValueError`` naming every trajectory flag given beside ``--jobs`` (it would be ignored)."""
+    given = [flag for flag, name, default in _TRAJECTORY_FLAGS if getattr(args, name) != default]
+    if given:
+        raise ValueError(f"--jobs compares placements of the jobs' collectives (--op, --size, --algorithm) and "
+                         f"times nothing else: {', '.join(given)} would be ignored beside it; run them without --jobs")
+
+
 def goodput(args) -> None:
     """A run's goodput over failure trajectories, or (``--jobs``) a placement comparison."""
     from ..reliability import Component, JobResponse, default_components, goodput as run_goodput, placement_slowdowns
@@ -167,6 +189,7 @@ def goodput(args) -> None:
     tokens = parse_count(args.tokens, "--tokens")
     budget = None if args.budget is None else parse_count(args.budget, "--budget")
     if args.jobs is not None:
+        _refuse_beside_jobs(args)
         rows = placement_slowdowns(graph, args.jobs, args.op, size, algorithm=args.algorithm)
         lines = [f"# {args.op} of {args.size} per job, jobs of {' '.join(map(str, args.jobs))} GPUs at once on "
                  f"{len(tp.gpus(graph))} GPUs ({cluster_label(args)})",

@@ -21,6 +21,27 @@ def test_goodput_refuses_flags_its_response_would_ignore(capsys, extra, said):
     assert said in capsys.readouterr().err
 
 
+JOBS = ["goodput", "--nodes", "2", "--jobs", "8", "8", "--size", "1M"]
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--checkpoint-cost", "30", "--restart", "300"], "--checkpoint-cost, --restart"),
+    (["--compute", "5", "--tokens", "16M"], "--compute, --tokens"),
+    (["--degrade", "leaf-spine=0.001,4,0.5"], "--degrade"),
+    (["--no-spares", "--shrink", "--dp", "2"], "--no-spares, --shrink, --dp"),
+])
+def test_goodput_jobs_refuses_the_trajectory_flags_it_would_ignore(capsys, extra, named):
+    # --jobs times the jobs' collectives alone: a failure or checkpoint setting beside it changes nothing
+    assert main(JOBS + extra) == 2
+    err = capsys.readouterr().err
+    assert f"{named} would be ignored beside it" in err
+
+
+def test_goodput_jobs_alone_runs(capsys):
+    assert main(JOBS) == 0
+    assert "slowdown" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("extra, said", [
     (["--tp", "4", "--pp", "2"], "--tp and --pp need --model"),
     (["--tp", "4"], "--tp needs --model"),
