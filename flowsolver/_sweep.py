@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 import topologies as tp
+from topologies.links import _BUILTIN as _BUILTIN_LINKS
+from topologies.servers import _BUILTIN_SERVERS
 
 from . import _checks
 from ._status import Status
@@ -80,6 +82,17 @@ def _catalogued(params: dict) -> list:
     except ValueError:
         pass
     return out
+
+
+def _user_definitions(s: dict) -> tuple:
+    """What the user-registered (not built-in) link and server names of scenario ``s`` stand
+    for now (reprs), for its id: a resumed sweep must not keep a row computed when such a name
+    meant other values (``register_link(..., overwrite=True)``). Built-in entries cannot be
+    replaced, so they add nothing (and their scenarios keep their ids)."""
+    names = [s.get("link"), s.get("server")]
+    if not any(isinstance(n, str) and n not in _BUILTIN_LINKS | _BUILTIN_SERVERS for n in names):
+        return ()
+    return tuple(_catalogued({"link": s.get("link"), "server": s.get("server")}))
 
 
 #: clusters a sweep keeps built (by their parameters), oldest dropped first
@@ -376,7 +389,8 @@ class _Table:
             if not self.path.resolve().parent.is_dir():
                 raise ValueError(f"out: folder {str(self.path.resolve().parent)!r} does not exist")
         self.scenarios = scenarios
-        self.ids = [scenario_id(s, self.options) for s in scenarios]      # the options' repr made once
+        # the options' repr made once; a user-registered link or server's values are in the id
+        self.ids = [scenario_id(s, self.options, _user_definitions(s)) for s in scenarios]
         self.order = {sid: k for k, sid in enumerate(self.ids)}
         done = read_rows(self.path) if (self.path is not None and resume) else None
         # a resumed sweep keeps its finished rows (their parameters are the scenario's, the

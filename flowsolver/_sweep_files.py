@@ -313,10 +313,11 @@ def _plain(value):
     return value
 
 
-def scenario_id(s: dict, options: str | None = None) -> str:
+def scenario_id(s: dict, options: str | None = None, definitions: tuple = ()) -> str:
     """A stable id of a scenario's parameters and the sweep's options (``options``: their
     ``repr``; what a rerun uses to skip it: a row computed under other options is not this
-    scenario's).
+    scenario's). ``definitions``: what the user-registered catalogue names the scenario uses
+    stand for (reprs): a name registered again with other values is another scenario.
 
     An integral float is its integer (``size = 1048576.0`` is the scenario of ``1048576``: a
     grid written either way resumes the same rows).
@@ -326,7 +327,11 @@ def scenario_id(s: dict, options: str | None = None) -> str:
     (True, False)
     >>> scenario_id({"size": 1048576.0}) == scenario_id({"size": 1048576})
     True
+    >>> scenario_id({"link": "mine"}, definitions=("400G",)) == scenario_id({"link": "mine"}, definitions=("100G",))
+    False
     """
     s = {k: _plain(v) for k, v in s.items()}
     key = {k: s[k] for k in sorted(s)} if options is None else {"scenario": s, "options": options}
+    if definitions:             # only where a user entry is named: built-in names keep their ids
+        key = {"scenario": key, "definitions": list(definitions)}
     return hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]

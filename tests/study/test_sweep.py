@@ -129,6 +129,24 @@ def test_a_resumed_sweep_reruns_rows_computed_under_other_options(tmp_path):
     assert ran["time"].iloc[0] == plain["time"].iloc[0] and len(pd.read_csv(out)) == 2
 
 
+def test_a_resumed_sweep_reruns_rows_of_a_user_link_registered_again(tmp_path):
+    # a user's link re-registered at a quarter of its rate: the file's row was another fabric's;
+    # an all-to-all over 2 servers' rails is bound by the NICs, so 4x slower (within the latency)
+    from topologies.links import Gbit, LinkTech
+    out, grid = tmp_path / "r.csv", {"nodes": [2], "link": ["test_resume_fabric"], "op": ["all_to_all"],
+                                     "size": [2**26]}
+    tp.register_link(LinkTech("test_resume_fabric", 400 * Gbit, 1e-6), overwrite=True)
+    fast = sweep(grid, out=out, progress=False, cache_dir=None)
+    tp.register_link(LinkTech("test_resume_fabric", 100 * Gbit, 1e-6), overwrite=True)
+    slow = sweep(grid, out=out, progress=False, cache_dir=None)
+    fresh = fs.collective(tp.rail_optimized(2, link="test_resume_fabric"), "all_to_all", 2**26).time
+    assert slow["time"].iloc[0] == pytest.approx(fresh, rel=1e-12)
+    assert slow["time"].iloc[0] > 3 * fast["time"].iloc[0]
+    # a grid of built-in names keeps its ids (a file written before resumes)
+    from flowsolver._sweep import _user_definitions
+    assert _user_definitions({"link": "ib_ndr", "server": "dgx_h100"}) == ()
+
+
 def test_shards_split_the_grid_deterministically():
     grid = {"nodes": [1], "size": [2**20, 2**21, 2**22, 2**23, 2**24]}
     a = sweep(grid, shard=(0, 2), progress=False, cache_dir=None)
