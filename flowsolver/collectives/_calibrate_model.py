@@ -14,6 +14,7 @@ from ._collective import _gathered, _plans, collective, collective_with, solve_c
 from ._lockstep import row_groups
 from ._nccl_timing import nccl_pick, transfer_of, tuned_times
 from ._solve import time_plans
+from ._options import communicator_options
 
 __all__ = ["row_groups", "row_time", "nccl_tests_collective"]
 
@@ -60,9 +61,10 @@ class RowModel:
     NCCL's view of them, and the row takes the slowest, as :func:`flowsolver.collective` does."""
 
     def __init__(self, graph, op, size, ranks, algorithm, options, cal):
-        options = cal.apply(options)
+        groups = row_groups(graph, op, ranks)
+        options = communicator_options(op, groups, cal.apply(options))
         with unchanged(graph):
-            planned = _plans(graph, op, size, row_groups(graph, op, ranks), algorithm, options)
+            planned = _plans(graph, op, size, groups, algorithm, options)
             self.p, self.hws = planned.p, planned.hws or (planned.hw,)
             scenario, = time_plans(graph, planned.ranks, planned.plans, options, [graph])
             self.links, self.results = scenario.links, scenario.results

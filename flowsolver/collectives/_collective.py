@@ -18,7 +18,7 @@ from ._hardware import describe, nvlink_edges, sharing_nics
 from ._p2p import channels_run, least_transfer, nccl_view
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
 from ._nccl import DEFAULT_CHUNK, PROTOCOLS, busbw_factor
-from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
+from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, communicator_options, merged_options
 from ._results import CollectiveResult, Derivation, TunedFormula
 from ._schedules import schedule
 from ._solve import Job, TimedScenario, time_many, time_plans
@@ -181,6 +181,7 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     """One collective per rank group, the groups in lockstep (step ``j`` of every group runs
     at the same time; one group is :func:`collective`), on ``graph`` or on each of its
     same-structure ``variants``: one :class:`CollectiveResult` per scenario."""
+    options = communicator_options(op, rank_groups, options)
     call = Call(op, size, rank_groups, algorithm, options, model)
     if variants is None:
         return solve_collectives(graph, [call])
@@ -202,6 +203,7 @@ def solve_collectives(graph, calls) -> list:
     :class:`CollectiveResult` each: what each solves first (every candidate, or ``"auto"``'s
     first round) is routed per collective and solved together in one batched call (per link
     efficiency); ``"auto"``'s second round, when a pruned candidate could still win, apart."""
+    calls = [replace(c, options=communicator_options(c.op, c.rank_groups, c.options)) for c in calls]
     with unchanged(graph):          # laid out and every step routed on one index of the graph
         planned = [_plans(graph, c.op, c.size, c.rank_groups, c.algorithm, c.options) for c in calls]
         firsts = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from ._host import host_floor, with_host
 from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency, reduction
 
 __all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys", "checked_collective_options",
-           "merged_options", "MAX_CHANNELS",
+           "merged_options", "communicator_options", "MAX_CHANNELS",
            "POLICY_OPTIONS", "COLLECTIVE_OPTIONS"]
 
 #: NCCL's MAXCHANNELS (src/include/device.h:91 of master 5067397c; 64 from NCCL 2.25, 32 before): a communicator never
@@ -186,7 +186,9 @@ class Options:
     ``gpus_per_thread`` the GPUs one host thread issues a collective for (its floor:
     :func:`~._host.host_floor`); ``host_overhead`` seconds of host work added to each call;
     ``redop`` / ``dtype`` the reduction op and data type (nccl-tests' ``-o`` / ``-d`` names:
-    which algorithms NCCL runs, :func:`~._nccl_model.enabled`).
+    which algorithms NCCL runs, :func:`~._nccl_model.enabled`); ``relays`` the communicator's
+    GPU ranks, the only GPUs PXN relays through (None: the call's ranks; a send / receive's
+    communicator is every rank given, its pair the first two: :func:`communicator_options`).
     """
 
     policy: str = "ecmp"
@@ -204,6 +206,7 @@ class Options:
     host_overhead: float = 0.0
     redop: str = "sum"
     dtype: str = "float"
+    relays: tuple | None = None
 
     def __post_init__(self):
         _check_options(self)
@@ -227,6 +230,8 @@ class Options:
         options = dict(self.policy_options or {})
         if policy_of(self.policy).collective_pxn:
             options.setdefault("pxn", self.pxn)
+        if options.get("pxn") and self.relays is not None:
+            options["relays"] = list(self.relays)
         return options
 
     @property
@@ -400,3 +405,14 @@ def checked_collective_options(options, graph) -> dict:
     except ValueError as err:
         raise ValueError(f"collective_options: {err}") from None
     return dict(options)
+
+
+def communicator_options(op: str, rank_groups, options: Options) -> Options:
+    """``options`` of a call whose communicator is wider than the ranks it routes: a send /
+    receive moves data between its first two ranks in the communicator of all the ranks given
+    (every GPU when None), so PXN may relay through any of them (NCCL's topology holds the
+    communicator's GPUs: ``src/graph/topo.cc``)."""
+    if op != "send_recv" or options.relays is not None:
+        return options
+    given = rank_groups[0] if rank_groups else None
+    return options if given is None else replace(options, relays=tuple(int(r) for r in given))

@@ -77,7 +77,15 @@ def route_step(graph, ranks, flows, options):
             raise ValueError(f"in-switch step: {err}") from None
     a, b = flows.positions()
     src, dst = np.asarray(ranks)[a], np.asarray(ranks)[b]
-    return route(graph, Flows(src, dst, size), policy=options.policy, **options.route_options), size
+    return route(graph, Flows(src, dst, size), policy=options.policy, **_with_relays(options, ranks)), size
+
+
+def _with_relays(options, ranks) -> dict:
+    """``route``'s options of a collective over ``ranks``: with PXN, its relays are the
+    communicator's GPUs (NCCL relays through no GPU outside it): ``options.relays`` where the
+    communicator is wider than the routed ranks (a send / receive), else ``ranks``."""
+    kw = options.route_options
+    return kw | {"relays": [int(r) for r in ranks]} if kw.get("pxn") and "relays" not in kw else kw
 
 
 def step_latency(rm, options) -> float:
@@ -242,18 +250,19 @@ def route_steps(graph, ranks, keys, options):
         dst = np.concatenate([pos[k.positions()[1]] for k in keys])
         policy = policy_of(options.policy)
         grouped = policy.per_call          # each step routed as its own call, its flow counts in the key
+        route_kw = _with_relays(options, ranks)
         route_all = lambda: route(graph, Flows(src, dst, size), policy=options.policy,  # noqa: E731
-                                  groups=group if grouped else None, **options.route_options)
+                                  groups=group if grouped else None, **route_kw)
         if len(src) > KEEP_ROUTED_FLOWS:
             if grouped or policy.depends_on_load:
                 return route_all(), group, size
             # a route depends on its endpoints only: each distinct pair routed once (a long
             # pipeline's steps repeat its stages' pairs hundreds of times), the rows copied
             pair_src, pair_dst, again = unique_pairs(src, dst, int(max(src.max(), dst.max())) + 1)
-            once = route(graph, Flows(pair_src, pair_dst, 1.0), policy=options.policy, **options.route_options)
+            once = route(graph, Flows(pair_src, pair_dst, 1.0), policy=options.policy, **route_kw)
             return once.take_flows(again), group, size
         memo = graph_memo(graph, "routed-steps", dict)
-        key = (policy, repr(sorted(options.route_options.items())), src.tobytes() + dst.tobytes(),
+        key = (policy, repr(sorted(route_kw.items())), src.tobytes() + dst.tobytes(),
                counts.tobytes() if grouped else b"", size.tobytes() if policy.depends_on_load else b"")
         rm = memo.get(key)
         if rm is None:

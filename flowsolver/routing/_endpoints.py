@@ -71,12 +71,13 @@ def _nic_table(ix):
     return table, up, down, switch
 
 
-def endpoint_parts(ix, store, src, dst, pxn):
+def endpoint_parts(ix, store, src, dst, pxn, relay=None):
     """(attach_s, attach_d, up, down, intra, intra_seg, fabric_nodes): the fabric node each
     flow enters and leaves at, the segments from its source to there and from there to its
     destination (flows x uplinks: one column per fabric uplink of the NIC, -1 padded; see
     :func:`uplink_pairs`), which flows stay inside one server (and their segment), and the
-    nodes of the fabric."""
+    nodes of the fabric. ``relay``: a mask over the nodes of the GPUs PXN may relay through
+    (None: every GPU)."""
     n = len(src)
     if not ix.is_switch.any():   # no switch: GPUs (chips) are the fabric
         none = np.full((n, 1), -1, dtype=np.int64)
@@ -92,7 +93,7 @@ def endpoint_parts(ix, store, src, dst, pxn):
         intra_seg[rows] = parts.segments(store, ix.server[ua], ua, ub)[inv.reshape(-1)]
     nics = ix.memo("nics", lambda: _nic_table(ix))
     inter = np.flatnonzero(~intra)
-    attach_s, up = _endpoint_side(ix, store, parts, nics, "src", src, dst, inter, pxn)
+    attach_s, up = _endpoint_side(ix, store, parts, nics, "src", src, dst, inter, pxn, relay)
     attach_d, down = _endpoint_side(ix, store, parts, nics, "dst", dst, src, inter, pxn)
     return attach_s, attach_d, up, down, intra, intra_seg, np.flatnonzero(ix.is_switch)
 
@@ -102,7 +103,7 @@ def _placed_gpu_server(ix):
     return ix.memo("placed-gpu-server", lambda: np.where(ix.is_gpu & (ix.server >= 0), ix.server, -1))
 
 
-def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
+def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn, relay=None):
     """For the flows ``inter`` leaving the server of ``ends`` (``side="src"``) or entering it
     (``"dst"``): the fabric node they attach at and the segment between it and the GPU or
     non-GPU endpoint, one column per uplink of the NIC (flows x uplinks; -1 elsewhere).
@@ -137,6 +138,11 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
             # inside the server leads to that NIC (the GPU or its links failed), NCCL has no
             # proxy there and the GPU sends through its own rail's NIC, as without PXN
             dead = _no_path(parts, ix.server[node], node, nic) & (forced >= 0)
+            if relay is not None:
+                # NCCL's topology holds the communicator's GPUs only: PXN relays through the
+                # NIC's local GPU where one of them sits on that rail (src/graph/paths.cc,
+                # ncclTopoGetLocalGpu in the PXN loop), else the GPU sends by its own rail
+                dead |= (forced >= 0) & ~_relay_on_rail(ix, relay, table.shape[1], ix.server[node], forced)
             if dead.any():
                 nic[dead] = _pick_nic(ix, table, ix.server[node[dead]], ix.rail[node[dead]], node[dead])
         ug, un, inv = unique_pairs(node, nic, ix.nv)
@@ -167,6 +173,16 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn):
         seg[sel, 0] = sid
         attach[sel, 0] = sw
     return attach, seg
+
+
+def _relay_on_rail(ix, relay, rails, server, rail):
+    """Per ``(server[i], rail[i])``: whether a GPU of ``relay`` (a node mask) in that server
+    sits on that rail (modulo the NIC rails, as the NIC is picked)."""
+    gpu = np.flatnonzero(relay & ix.is_gpu & (ix.server >= 0) & (ix.rail >= 0))
+    n_srv = int(max(ix.server.max(), 0)) + 1
+    has = np.zeros((n_srv, rails), dtype=bool)
+    has[ix.server[gpu], ix.rail[gpu] % rails] = True
+    return has[server, np.where(rail >= 0, rail, 0) % rails]
 
 
 def _no_path(parts, server, a, b):

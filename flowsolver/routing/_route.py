@@ -21,7 +21,7 @@ __all__ = ["route"]
 
 
 def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed: int = 0,
-          pxn: bool = False, hash_keys=None, groups=None) -> RoutingMatrix:
+          pxn: bool = False, hash_keys=None, groups=None, relays=None) -> RoutingMatrix:
     """Compile ``flows`` on ``graph`` into a :class:`RoutingMatrix` under ``policy``.
 
     Parameters
@@ -39,6 +39,12 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
         Seed of the ``ecmp_hash`` hash and of the Valiant / UGAL intermediate choice.
     pxn : bool
         Cross-rail traffic moves to the destination rail inside the sending server first.
+    relays : sequence of GPU ranks or node ids, optional
+        With ``pxn``, the GPUs a cross-rail flow may be relayed through (NCCL's communicator:
+        its topology holds only the communicator's GPUs, so PXN relays through the NIC's local
+        GPU only where that GPU is one of them, ``src/graph/paths.cc`` ``ncclTopoGetLocalGpu``
+        in the PXN loop); a flow whose relay is not one leaves by its own rail's NIC.
+        ``None``: every GPU may relay.
     hash_keys : array of int (flows,), optional
         What ``ecmp_hash`` hashes for each flow instead of its index in ``flows``: flows
         routed together that must take the paths they would take routed apart (the steps
@@ -79,6 +85,8 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     seed = _checks.integer("seed", seed, minimum=0, maximum=2**63 - 1)    # (1.5 and 2**70 were taken, or overflowed)
     if not isinstance(pxn, (bool, np.bool_)):
         raise ValueError(f"pxn must be True or False, got {pxn!r}")
+    if relays is not None and not pxn:
+        raise ValueError("relays names the GPUs PXN may relay through: it needs pxn=True")
     if not getattr(graph, "is_directed", lambda: False)():
         raise ValueError(f"graph must be a networkx.DiGraph (a cluster graph: topologies' generators), "
                          f"got {type(graph).__name__}")
@@ -96,6 +104,13 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     ix = GraphIndex.of(graph)
     src = ix.resolve(flows.src, "src")
     dst = ix.resolve(flows.dst, "dst")
+    relay = None
+    if relays is not None:      # a mask over the nodes: the GPUs a PXN relay may be
+        relay = np.zeros(ix.nv, dtype=bool)
+        given = list(relays)
+        if given:
+            kinds = {isinstance(r, (int, np.integer)) for r in given}
+            relay[ix.resolve(np.asarray(given, dtype=np.int64 if kinds == {True} else object), "relays")] = True
     if (same := np.flatnonzero(src == dst)).size:      # a rank and its GPU's node id: one node
         f = int(same[0])
         given = [getattr(x, "item", lambda x=x: x)() for x in (flows.src[f], flows.dst[f])]
@@ -108,7 +123,7 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
                           groups, seed, subflows, None)
         slots, coef = _whole_path_slots(n, _columns(chosen, call))
     else:
-        slots, coef = _structured(ix, store, src, dst, chosen, subflows, seed, pxn, flows, hash_keys, groups)
+        slots, coef = _structured(ix, store, src, dst, chosen, subflows, seed, pxn, flows, hash_keys, groups, relay)
     ptr, link, frac = store.finish()
     rm = RoutingMatrix(
         seg_ptr=ptr, seg_link=link, seg_frac=frac, flow_seg=slots.astype(np.int32, copy=False),
@@ -121,11 +136,11 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     return rm
 
 
-def _structured(ix, store, src, dst, chosen, subflows, seed, pxn, flows, hash_keys=None, groups=None):
+def _structured(ix, store, src, dst, chosen, subflows, seed, pxn, flows, hash_keys=None, groups=None, relay=None):
     """Slots (flows, K) and coefficients of every flow: its way out of the source server,
     the fabric part under the ``chosen`` policy, its way into the destination server (once
     per pair of uplinks it is split over, where a NIC has several: :func:`uplink_pairs`)."""
-    attach_s, attach_d, up, down, intra, intra_seg, fabric_nodes = endpoint_parts(ix, store, src, dst, pxn)
+    attach_s, attach_d, up, down, intra, intra_seg, fabric_nodes = endpoint_parts(ix, store, src, dst, pxn, relay)
     keys = np.arange(len(src)) if hash_keys is None else hash_keys
     pairs = uplink_pairs(ix, attach_s, attach_d, up, down, keys, seed, chosen.depends_on_order,
                          subflows if chosen.subflows else 1, fabric_nodes)

@@ -208,13 +208,22 @@ def test_a_pure_flow_model_has_no_channel_bound(ten_nodes):
 
 def test_a_send_reports_its_channels_and_variants_keep_the_first_graphs():
     # GPU 0's NIC derated to a quarter of NDR (11.75 GB/s): NCCL, creating the communicator on
-    # that fabric, gives the peer ceil(11.75 / 14) = 1 P2P channel where 47 GB/s gave more; the
-    # send over another rail (PXN) then takes twice as long on half the channels. A variant keeps
-    # the channels of the communicator made on the first graph.
+    # that fabric, gives the peer ceil(11.75 / 14) = 1 P2P channel where 47 GB/s gave more. A
+    # communicator of ranks 0 and 31 alone has no GPU on rail 7 of server 0 to relay through
+    # (PXN relays through the communicator's GPUs only), so the send leaves by the derated NIC:
+    # 2^28 bytes at 0.25 x 50 GB/s x 0.94. A variant keeps the channels of the communicator made
+    # on the first graph.
     from topologies.failures import degrade_links
     g = tp.rail_optimized(nodes=4)
     h = degrade_links(g, [("su0/leaf0", "s0/nic0")], 0.25)
     healthy, derated = (collective(x, "send_recv", 2**28, ranks=[0, 31]) for x in (g, h))
     variant = collective_variants([g, h], "send_recv", 2**28, ranks=[0, 31])[1]
     assert (healthy.channels, derated.channels, variant.channels) == (2, 1, 2)
-    assert derated.time == pytest.approx(2 * healthy.time, rel=0.01) and variant.time == pytest.approx(healthy.time)
+    nic = 0.25 * 50e9 * 0.94
+    assert derated.time == pytest.approx(2**28 / nic, rel=0.01) and variant.time == pytest.approx(derated.time)
+    # with GPU 7 of server 0 in the communicator the send relays through it (PXN) and its NIC,
+    # off the derated one: the variant (the first graph's channels) takes the healthy time
+    healthy, derated = (collective(x, "send_recv", 2**28, ranks=[0, 31, 7]) for x in (g, h))
+    variant = collective_variants([g, h], "send_recv", 2**28, ranks=[0, 31, 7])[1]
+    assert derated.channels == 1 < healthy.channels == variant.channels
+    assert variant.time == pytest.approx(healthy.time, rel=1e-12) and derated.time > healthy.time

@@ -1,0 +1,55 @@
+"""PXN relays only through the communicator's GPUs: NCCL builds its topology from the
+communicator's ranks alone (src/graph/topo.cc), and its PXN loop relays a GPU's traffic to
+NIC n through ncclTopoGetLocalGpu(n) of that topology (src/graph/paths.cc), so a NIC whose
+local GPU is not in the communicator is reached by no relay: the GPU sends by its own rail."""
+
+import numpy as np
+import pytest
+
+import topologies as tp
+import flowsolver as fs
+from flowsolver import Flows, route
+
+# GPUs 0-3 of server 0 and GPUs 4-7 of server 1 (a scheduler's half-free servers): every
+# cross-server pair is cross-rail, and no member sits on the other end's rail
+HALVES = [0, 1, 2, 3, 12, 13, 14, 15]
+
+
+def _gpu_links_used(result, members):
+    """GPU nodes outside ``members`` whose outgoing links carry traffic."""
+    links, used = result.links, result.link_utilization
+    return {str(links.src[i]) for i in np.flatnonzero(used > 0) if "/gpu" in str(links.src[i])} - members
+
+
+def test_a_relay_outside_the_communicator_is_not_used():
+    g = tp.rail_optimized(2)
+    # GPU 0 of server 0 to GPU 12 (server 1, rail 4): PXN relays through s0/gpu4, unless it is not a member
+    every = route(g, Flows([0], [12], 1e6), pxn=True)
+    members = route(g, Flows([0], [12], 1e6), pxn=True, relays=HALVES)
+    plain = route(g, Flows([0], [12], 1e6), pxn=False)
+    names = lambda rm: {(str(rm.links.src[i]), str(rm.links.dst[i])) for i in rm.column(0)[0]}     # noqa: E731
+    assert ("s0/gpu0", "s0/nvswitch") in names(every) and any("s0/gpu4" in a for a, _ in names(every))
+    assert names(members) == names(plain) and not any("s0/gpu4" in a + b for a, b in names(members))
+    # a member on the other end's rail still relays
+    assert names(route(g, Flows([0], [12], 1e6), pxn=True, relays=[0, 4, 12])) == names(every)
+
+
+def test_relays_need_pxn_and_name_gpus():
+    g = tp.rail_optimized(1)
+    with pytest.raises(ValueError, match="it needs pxn=True"):
+        route(g, Flows([0], [1], 1.0), relays=[0, 1])
+    with pytest.raises(ValueError, match="relays rank 99"):
+        route(g, Flows([0], [1], 1.0), pxn=True, relays=[0, 99])
+
+
+@pytest.mark.parametrize("op", ["all_to_all", "all_gather"])
+def test_a_collective_on_half_servers_takes_no_relay_outside_it(op):
+    g = tp.rail_optimized(2)
+    members = {tp.gpus(g)[r] for r in HALVES}
+    on, off = (fs.collective(g, op, 2**26, ranks=HALVES, pxn=p) for p in (True, False))
+    assert not _gpu_links_used(on, members)
+    # no cross-server pair has a member relay: PXN changes nothing
+    assert on.time == pytest.approx(off.time, rel=1e-12)
+    # whole servers: the relays are members and PXN keeps cross-rail all-to-all traffic off the spines
+    whole = fs.collective(g, "all_to_all", 2**26, pxn=True)
+    assert _gpu_links_used(whole, set(tp.gpus(g))) == set()
