@@ -2,16 +2,16 @@
 
 Every pair of GPUs has one full-duplex edge (tier ``"nvlink"``, technology ``nvlink``, attribute
 ``cables`` the link count) of ``links_per_pair`` NVLinks, each at one link's rate: the GPU's
-aggregate NVLink rate (the ``nvlink`` technology) over its NVLink count (:data:`NVLINKS_PER_GPU`). Traffic between two GPUs takes their own edge (GPUs are
-never transit nodes), so a ring through the GPUs of a server is as fast as the pairs it uses: the
-collectives spread their rings over every pair as NCCL's search does
-(:mod:`flowsolver.collectives`).
+aggregate NVLink rate (the ``nvlink`` technology) over its NVLink count (:data:`NVLINKS_PER_GPU`).
+Traffic between two GPUs takes their own edge (GPUs are never transit nodes), so a ring through
+the GPUs of a server is as fast as the pairs it uses: the collectives spread their rings over
+every pair as NCCL's search does (:mod:`flowsolver.collectives`).
 
 Link counts of the machines that use it (``links_per_pair``):
 
 * HGX A100 4-GPU (ALCF Polaris, HPE Apollo 6500 Gen10+): 4 NVLink 3 a pair, ``NV4`` between every
-  pair in the device-affinity table of ALCF's Polaris machine overview (argonne-lcf user guide,
-  docs/polaris/hardware-overview/machine-overview.md); 3 pairs x 4 = the A100's 12 links.
+  pair in the device-affinity table of ALCF's Polaris machine overview (argonne-lcf/user-guides at
+  0a867f3, docs/polaris/hardware-overview/machine-overview.md); 3 pairs x 4 = the A100's 12 links.
 * 4 x H100 SXM (HGX H100 4-GPU) and 4 x GH200 (HPE Cray EX254n, CSCS Alps): no public board
   description read here gives the count. 6 a pair is the H100's 18 NVLink 4 split evenly over its
   3 peers; SURF Snellius' NCCL log (odissei-benchmarks/nccl-tests runs/1node) agrees: "16 p2p

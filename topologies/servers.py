@@ -307,10 +307,12 @@ _add(ServerModel("dgx_b200", gpus=8, layout="nvswitch", gpu="b200", nvlink="nvli
 # A generic 8-GPU PCIe server (dual-root layout of common 4U 8-GPU chassis): 8 H100 PCIe,
 # no NVLink bridges, 4 PCIe Gen5 switches (2 per CPU socket), 2 GPUs + 2 NICs per switch.
 # The NICs take the fabric's rate.
-# HGX A100 4-GPU node of ALCF Polaris (ALCF user guide, docs/polaris/hardware-overview/machine-overview.md:
-# HPE Apollo 6500 Gen10+, one AMD EPYC Milan 7543P, four A100 SXM4 40 GB "connected via NVLink" -- NV4 between
-# every pair in its device-affinity table, no NVSwitch -- and "a pair of slingshot network adapters" on PCIe 4):
-# the 4 A100 on an NVLink 3 mesh of 4 links a pair, 2 NICs at the fabric's rate, one a GPU pair.
+# HGX A100 4-GPU node of ALCF Polaris (argonne-lcf/user-guides at 0a867f3,
+# docs/polaris/hardware-overview/machine-overview.md: HPE Apollo 6500 Gen10+, "a single 2.8 Ghz AMD EPYC Milan
+# 7543P", "four Nvidia A100 GPUs connected via NVLink" -- NV4 between every pair in its device-affinity table, no
+# NVSwitch -- and "a pair of slingshot network adapters"; A100: PCIe 4): the 4 A100 on an NVLink 3 mesh of 4 links
+# a pair, 2 NICs at the fabric's rate, one a GPU pair. The table puts the NICs next to GPU 1 and GPU 3 (PHB); the
+# layout hangs each off the first GPU of its pair, as the nvswitch layout does (the same rates by symmetry).
 _add(ServerModel("polaris_a100", gpus=4, layout="nvlink_mesh", gpu="a100_sxm", nvlink="nvlink3",
                  links_per_pair=4, nics=2, nic=None, host_link="pcie4", cpu="amd"))
 _add(ServerModel("pcie_8gpu", gpus=8, layout="pcie", gpu="h100_pcie", nics=8, nic=None,
