@@ -13,6 +13,11 @@ Layouts
     gives the same max-min rates as the 4 (DGX H100) or 18 (NVL72) physical chips.
     NIC ``j`` hangs off GPU ``j`` through ``host_link`` (tier ``"pcie"``); the PCIe switch
     between them is not a bottleneck for one GPU/NIC pair and is folded into that edge.
+``"nvlink_mesh"``
+    No NVSwitch: every pair of GPUs joined by its own edge (tier ``"nvlink"``) of
+    ``links_per_pair`` NVLinks of the ``nvlink`` GPU's, both ways (:mod:`topologies._mesh`, which
+    cites each machine's count: HGX A100 4-GPU 4 a pair; 4 x H100 / GH200 not published, taken as
+    a required parameter). At most 4 GPUs. NICs as ``"nvswitch"`` attaches them; no NVLS.
 ``"pcie"``
     No NVLink: a two-socket host with ``pcie_switches`` PCIe switches split evenly over
     the sockets, the GPUs and NICs split evenly over the switches (``pcie_8gpu``: 4
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field, replace
 import networkx as nx
 
 from ._graph import add_cable, check_int, resolve_link, slower
+from ._mesh import build_mesh, check_mesh
 from .gpu_types import GpuSpec, get_gpu
 from .links import LinkTech, get_link
 
@@ -55,7 +61,7 @@ class ServerPorts:
     cpus: list = field(default_factory=list)
 
 
-_LAYOUTS = ("nvswitch", "pcie", "single")
+_LAYOUTS = ("nvswitch", "nvlink_mesh", "pcie", "single")
 #: host CPU kinds NCCL's tuner tells apart (x86 Intel, x86 AMD, Arm)
 CPUS = ("intel", "amd", "arm")
 
@@ -71,12 +77,12 @@ class ServerModel:
     gpus : int
         GPUs per server (>= 1).
     layout : str
-        ``"nvswitch"``, ``"pcie"`` or ``"single"`` (see the module docstring).
+        ``"nvswitch"``, ``"nvlink_mesh"``, ``"pcie"`` or ``"single"`` (see the module docstring).
     gpu : str or GpuSpec
         GPU type (compute peak for the training model).
     nvlink : str, LinkTech or None
         Aggregate NVLink technology of one GPU to the NVSwitch (one direction), for
-        ``layout="nvswitch"``.
+        ``layout="nvswitch"``; the GPU's NVLink generation for ``layout="nvlink_mesh"``.
     nics : int
         NICs per server; NIC ``i`` is rail ``i``.
     nic : str, LinkTech or None
@@ -97,6 +103,9 @@ class ServerModel:
         The host CPU's vendor / architecture (each GPU node's ``cpu`` attribute). NCCL's
         tuner reads it: across nodes an AMD host caps LL lower and posts network sends at
         2 us, not 1 (src/graph/tuning.cc, ``llMaxBws``, ``getNetOverhead``).
+    links_per_pair : int
+        NVLinks between each pair of GPUs, for ``layout="nvlink_mesh"`` (required there: no
+        default, the count differs between boards; 0 elsewhere).
 
     Examples
     --------
@@ -122,6 +131,7 @@ class ServerModel:
     gpus_per_tray: int = 0
     nic_ports: int = 1
     cpu: str = "intel"
+    links_per_pair: int = 0
 
     def __post_init__(self):
         check_int("gpus", self.gpus, 1)
@@ -143,6 +153,11 @@ class ServerModel:
             if self.gpus % self.nics:
                 raise ValueError(f"server {self.name!r}: nics ({self.nics}) must divide gpus "
                                  f"({self.gpus}) so every GPU has a rail")
+        elif self.layout == "nvlink_mesh":
+            check_mesh(self.name, self.gpus, self.nvlink, self.links_per_pair)
+            if self.gpus % self.nics:
+                raise ValueError(f"server {self.name!r}: nics ({self.nics}) must divide gpus "
+                                 f"({self.gpus}) so every GPU has a rail")
         elif self.layout == "pcie":
             check_int("pcie_switches", self.pcie_switches, 2, "an even number, split over 2 sockets")
             if self.pcie_switches % 2 or self.gpus % self.pcie_switches or self.nics % self.pcie_switches:
@@ -152,6 +167,8 @@ class ServerModel:
             resolve_link("socket_link", self.socket_link)
         elif self.gpus != 1 or self.nics != 1:
             raise ValueError(f"server {self.name!r}: layout 'single' has exactly 1 GPU and 1 NIC")
+        if self.links_per_pair and self.layout != "nvlink_mesh":
+            raise ValueError(f"server {self.name!r}: links_per_pair is for layout 'nvlink_mesh', not {self.layout!r}")
         if self.gpus_per_tray:
             check_int("gpus_per_tray", self.gpus_per_tray, 1)
             if self.gpus % self.gpus_per_tray:
@@ -168,7 +185,8 @@ class ServerModel:
 
     @property
     def has_nvlink(self) -> bool:
-        return self.layout == "nvswitch"
+        """Whether NVLink joins every pair of GPUs (an NVSwitch, or a mesh of direct links)."""
+        return self.layout in ("nvswitch", "nvlink_mesh")
 
     def nic_tech(self, fabric_link: "str | LinkTech") -> LinkTech:
         """The technology a NIC-to-switch cable runs at on a fabric of ``fabric_link``: the
@@ -194,7 +212,7 @@ class ServerModel:
         """JSON-friendly description (technology objects by name)."""
         out = {}
         for key in ("name", "gpus", "layout", "gpu", "nvlink", "nics", "nic", "host_link",
-                    "pcie_switches", "socket_link", "gpus_per_tray", "nic_ports", "cpu"):
+                    "pcie_switches", "socket_link", "gpus_per_tray", "nic_ports", "cpu", "links_per_pair"):
             value = getattr(self, key)
             out[key] = getattr(value, "name", value)
         return out
@@ -225,12 +243,15 @@ class ServerModel:
         for j, node in enumerate(nics):
             g.add_node(node, kind="nic", tier=0, server=index, rail=j, role="compute")
         cpus: list = []
-        if self.layout == "nvswitch":
+        if self.layout in ("nvswitch", "nvlink_mesh"):
             nvs = pre + "nvswitch"
-            g.add_node(nvs, kind="nvswitch", tier=0, server=index)
-            nvl = get_link(self.nvlink)
-            for i, node in enumerate(gpus):
-                add_cable(g, node, nvs, nvl, tier="nvlink")
+            if self.layout == "nvswitch":
+                g.add_node(nvs, kind="nvswitch", tier=0, server=index)
+                nvl = get_link(self.nvlink)
+                for i, node in enumerate(gpus):
+                    add_cable(g, node, nvs, nvl, tier="nvlink")
+            else:
+                build_mesh(g, gpus, self.nvlink, self.links_per_pair)
             for j, nic in enumerate(nics):
                 # the first GPU of the NIC's group owns the PCIe path to it
                 add_cable(g, gpus[j * gpus_per_nic], nic, host, tier="pcie")
@@ -286,6 +307,14 @@ _add(ServerModel("dgx_b200", gpus=8, layout="nvswitch", gpu="b200", nvlink="nvli
 # A generic 8-GPU PCIe server (dual-root layout of common 4U 8-GPU chassis): 8 H100 PCIe,
 # no NVLink bridges, 4 PCIe Gen5 switches (2 per CPU socket), 2 GPUs + 2 NICs per switch.
 # The NICs take the fabric's rate.
+# HGX A100 4-GPU node of ALCF Polaris (argonne-lcf/user-guides at 0a867f3,
+# docs/polaris/hardware-overview/machine-overview.md: HPE Apollo 6500 Gen10+, "a single 2.8 Ghz AMD EPYC Milan
+# 7543P", "four Nvidia A100 GPUs connected via NVLink" -- NV4 between every pair in its device-affinity table, no
+# NVSwitch -- and "a pair of slingshot network adapters"; A100: PCIe 4): the 4 A100 on an NVLink 3 mesh of 4 links
+# a pair, 2 NICs at the fabric's rate, one a GPU pair. The table puts the NICs next to GPU 1 and GPU 3 (PHB); the
+# layout hangs each off the first GPU of its pair, as the nvswitch layout does (the same rates by symmetry).
+_add(ServerModel("polaris_a100", gpus=4, layout="nvlink_mesh", gpu="a100_sxm", nvlink="nvlink3",
+                 links_per_pair=4, nics=2, nic=None, host_link="pcie4", cpu="amd"))
 _add(ServerModel("pcie_8gpu", gpus=8, layout="pcie", gpu="h100_pcie", nics=8, nic=None,
                  host_link="pcie5", pcie_switches=4, socket_link="upi2x3"))
 # GB200 NVL72 (NVIDIA GB200 NVL72 spec): 72 Blackwell GPUs in 18 compute trays of 4, one

@@ -90,6 +90,17 @@ def _server(base: str, **changes) -> tp.ServerModel:
     return tp.get_server(base).with_(**changes)
 
 
+# NVLinks a pair of the 4-GPU H100 / GH200 boards without NVSwitch (Snellius, Kestrel, Alps, Olivia): no
+# public board description read gives it; the H100's 18 NVLink 4 over its 3 peers, which SURF Snellius'
+# NCCL log agrees with (topologies/_mesh.py): an assumption, stated on each cluster.
+MESH4_LINKS = 6
+
+
+def _mesh4(base: str, **changes) -> tp.ServerModel:
+    """``base``'s GPU on a 4-GPU NVLink mesh of MESH4_LINKS links a pair (layout "nvlink_mesh")."""
+    return _server(base, gpus=4, layout="nvlink_mesh", links_per_pair=MESH4_LINKS, **changes)
+
+
 CLUSTERS: dict[str, Cluster] = {}
 
 
@@ -231,22 +242,17 @@ _add(Cluster("lambda_1cc_b200", _server("dgx_b200", name="lambda-1cc-b200"), "ib
 _add(Cluster("nebius_h100", _server("dgx_h100", name="nebius-h100"), "ib_ndr", "InfiniBand", "H100",
              "Nebius H100 cluster: 8 H100 + 8 x 400 Gb/s NDR InfiniBand (3.2 Tb/s per host; Nebius docs)."))
 # CSCS Alps GH200 node (CSCS docs, HPE Cray EX254n blade): 4 GH200, the GPUs joined all-to-all
-# by NVLink 4 (no NVSwitch), one 200 Gb/s Slingshot-11 (Cassini) NIC per GH200. The library
-# has no NVLink-mesh server: the 4 GPUs are modelled on one logical NVSwitch at the GPU's
-# NVLink 4 rate. The corpus curves run 2 nodes, where the 25 GB/s NIC per GPU, not NVLink
-# (>= 150 GB/s between any two GPUs), carries the bandwidth, and small messages pay NCCL's
-# network latency; so the mesh's difference does not show in the measured regime. The mesh
-# has no NVLS (no NVSwitch), which the NVSwitch model would offer: the curves take NCCL's
-# choice among ring and tree only (CurveSetup.candidates).
+# by NVLink 4 (no NVSwitch), one 200 Gb/s Slingshot-11 (Cassini) NIC per GH200: the library's
+# "nvlink_mesh" layout, MESH4_LINKS NVLinks a pair (below). The mesh has no NVLS (no NVSwitch);
+# the curves' candidates (ring / tree) say the same.
 # Slingshot 11: the catalogue's slingshot_200g (200 Gb/s; transport alps_ofi_cxi: aws-ofi-nccl's
 # CXI provider, no reported latency, LL128 off as the Alps container hook sets it).
 # GH200's CPU is a Grace (Arm Neoverse V2; NVIDIA GH200 datasheet).
-_add(Cluster("cscs_alps_gh200", _server("dgx_h100", name="alps-gh200", gpus=4, nics=4, nic="slingshot_200g",
-                                        cpu="arm"),
+_add(Cluster("cscs_alps_gh200", _mesh4("dgx_h100", name="alps-gh200", nics=4, nic="slingshot_200g", cpu="arm"),
              "slingshot_200g",
              "Slingshot", "GH200",
-             "CSCS Alps GH200 node: 4 GH200 (Hopper GPU; NVLink 4 all-to-all mesh modelled as one NVSwitch "
-             "at NVLink 4 rate: the 2-node runs are NIC-bound) + 4 x 200 Gb/s Slingshot-11 NICs, one per "
+             "CSCS Alps GH200 node: 4 GH200 (Hopper GPU; NVLink 4 mesh, no NVSwitch, 6 links a pair assumed) "
+             "+ 4 x 200 Gb/s Slingshot-11 NICs, one per "
              "GH200 (CSCS docs), with the Alps NCCL settings (LL128 off); Alps' DragonFly is not modelled (2 nodes)."))
 
 # CoreWeave GB200 NVL72 (gb200-4x; CoreWeave docs "GB200 NVL72-Powered Instances": deployed as full
@@ -261,50 +267,49 @@ _add(Cluster("coreweave_gb200_nvl72", _server("nvl72", name="CoreWeave GB200 NVL
              "devices a tray (the example script), taken as 400 Gb/s NDR (reference design; rate not stated)."))
 # NREL Kestrel GPU node (NREL "Kestrel System Configuration": 4 NVIDIA H100 SXM 80 GB, dual AMD Genoa,
 # HPE Slingshot 11 dragonfly, "each node will have two 200 Gb/s Network Interface Cards"). The 4 H100
-# SXM of an HGX 4-GPU board are joined all-to-all by NVLink 4 (no NVSwitch): modelled, as the Alps
-# node, on one logical NVSwitch at NVLink 4 rate, with NVLS left out (CurveSetup.candidates); the
-# corpus run is 16 nodes, NIC-bound (2 x 25 GB/s for 4 GPUs). The Kestrel run sets no NCCL_PROTO (its
+# SXM of an HGX 4-GPU board are joined all-to-all by NVLink 4 (no NVSwitch): the "nvlink_mesh" layout,
+# MESH4_LINKS a pair, as the Alps node (no NVLS); the corpus run is 16 nodes, NIC-bound (2 x 25 GB/s
+# for 4 GPUs). The Kestrel run sets no NCCL_PROTO (its
 # run_nccl_cxi.sh), unlike the Alps hook's ^LL128: the Slingshot link with NCCL's own transport
 # (aws-ofi-nccl v1.6.0 off AWS reports latency 0, nccl_ofi_param.h; all protocols on), a copy of the
 # catalogue's slingshot_200g. Dragonfly groups are not modelled (rail-optimised graph).
 SLINGSHOT_ALL_PROTOCOLS = replace(tp.get_link("slingshot_200g"), name="slingshot_200g_allproto",
                                   transport="nccl_builtin")
 # Kestrel's GPU nodes have "Dual socket AMD Genoa 64-core processors" (NREL, Kestrel system configuration).
-_add(Cluster("nrel_kestrel_h100", _server("dgx_h100", name="kestrel-h100", gpus=4, nics=2,
-                                          nic=SLINGSHOT_ALL_PROTOCOLS, cpu="amd"),
+_add(Cluster("nrel_kestrel_h100", _mesh4("dgx_h100", name="kestrel-h100", nics=2, nic=SLINGSHOT_ALL_PROTOCOLS,
+                                         cpu="amd"),
              SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "H100",
-             "NREL Kestrel GPU node: 4 H100 SXM (NVLink 4 all-to-all, modelled as one NVSwitch at NVLink 4 rate) + "
+             "NREL Kestrel GPU node: 4 H100 SXM (NVLink 4 mesh, no NVSwitch, 6 links a pair assumed) + "
              "2 x 200 Gb/s Slingshot-11 NICs (NREL system configuration page); no NCCL_PROTO set: all protocols, "
              "no reported network latency."))
 
 # ALCF Polaris node (ALCF user guide, docs/polaris/hardware-overview/machine-overview.md: HPE Apollo 6500
 # Gen10+, four A100 "connected via NVLink" -- NV4 between every pair in its device-affinity table, no NVSwitch --
 # and "a pair of slingshot network adapters", upgraded to Slingshot 11 (200 Gb/s; the alcf-nccl-tests README
-# compares its runs with the Slingshot 10 ones). The A100 40GB parts (160 GiB a node). The 4-GPU NVLink 3 mesh
-# is modelled, as Kestrel's, on one logical NVSwitch at NVLink 3 rate (dgx_a100's); the multi-node runs are
-# NIC-bound (2 x 25 GB/s for 4 GPUs). aws-ofi-nccl over libfabric CXI, no NCCL_PROTO set: Kestrel's
+# compares its runs with the Slingshot 10 ones). The A100 40GB parts (160 GiB a node). The catalogue's
+# polaris_a100 server: the NVLink 3 mesh of 4 links a pair, 2 NICs; the multi-node runs are NIC-bound
+# (2 x 25 GB/s for 4 GPUs). aws-ofi-nccl over libfabric CXI, no NCCL_PROTO set: Kestrel's
 # all-protocol Slingshot link. If the Slingshot 11 NICs sit as the guide's affinity table (of the Slingshot 10
 # NICs) shows, NCCL_NET_GDR_LEVEL=PHB leaves GPUs 0 and 2 (SYS to both NICs) without GPUDirect RDMA: not modelled. Dragonfly groups are not modelled.
-_add(Cluster("alcf_polaris_a100", _server("dgx_a100", name="polaris-a100", gpus=4, nics=2,
-                                          nic=SLINGSHOT_ALL_PROTOCOLS),
+_add(Cluster("alcf_polaris_a100", _server("polaris_a100", name="polaris-a100", nic=SLINGSHOT_ALL_PROTOCOLS),
              SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "A100",
-             "ALCF Polaris node: 4 A100-SXM4-40GB (NVLink 3 all-to-all, NV4 a pair, modelled as one NVSwitch at "
-             "NVLink 3 rate) + 2 x 200 Gb/s Slingshot-11 NICs (ALCF Polaris machine overview; the repository "
+             "ALCF Polaris node: 4 A100-SXM4-40GB (NVLink 3 mesh, NV4 a pair, no NVSwitch) "
+             "+ 2 x 200 Gb/s Slingshot-11 NICs (ALCF Polaris machine overview; the repository "
              "README); aws-ofi-nccl + CXI, no NCCL_PROTO set: all protocols, no reported network latency."))
 
 # NRIS Olivia GPU node (Sigma2 documentation, UNINETTSigma2/documentation at e034799: hpc_machines/olivia.md "GPUs
 # per node | 4", "NVIDIA GraceHopper Superchip (NVIDIA GH200 120GiB)", "HPE Slingshot Interconnect";
 # hpc_machines/olivia/overview.md "HPE Slingshot, a Dragonfly topology that supports 200 Gbit/s simplex bandwidth";
 # hpc_machines/olivia/openmpi.md "On the GPU nodes there are 4 Slingshot interfaces"):
-# the HPE Cray EX GH200 node of CSCS Alps, 4 GH200 on an NVLink 4 mesh (modelled, as Alps', on one logical NVSwitch
-# at NVLink 4 rate, NVLS left out by CurveSetup.candidates) with one 200 Gb/s Slingshot 11 NIC a GPU. The NRIS NCCL
+# the HPE Cray EX GH200 node of CSCS Alps, 4 GH200 on an NVLink 4 mesh (as Alps': "nvlink_mesh", MESH4_LINKS a pair,
+# no NVLS) with one 200 Gb/s Slingshot 11 NIC a GPU. The NRIS NCCL
 # modules set HPE's ccl_env.sh (hpc_machines/olivia/nccl.md) and no NCCL_PROTO -- the page discusses LL128 as in
 # use -- unlike the Alps hook's ^LL128: Kestrel's all-protocol Slingshot link (aws-ofi-nccl off AWS reports no
 # network latency). Grace hosts (Arm Neoverse V2).
-_add(Cluster("nris_olivia_gh200", _server("dgx_h100", name="olivia-gh200", gpus=4, nics=4,
-                                          nic=SLINGSHOT_ALL_PROTOCOLS, cpu="arm"),
+_add(Cluster("nris_olivia_gh200", _mesh4("dgx_h100", name="olivia-gh200", nics=4, nic=SLINGSHOT_ALL_PROTOCOLS,
+                                         cpu="arm"),
              SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "GH200",
-             "NRIS Olivia GPU node: 4 GH200 (NVLink 4 mesh modelled as one NVSwitch at NVLink 4 rate) + 4 Slingshot 11 "
+             "NRIS Olivia GPU node: 4 GH200 (NVLink 4 mesh, no NVSwitch, 6 links a pair assumed) + 4 Slingshot 11 "
              "interfaces of 200 Gb/s (Olivia overview and OpenMPI pages), HPE's NCCL environment, no NCCL_PROTO: all "
              "protocols, no reported network latency; dragonfly not modelled (2 nodes)."))
 
@@ -312,15 +317,16 @@ _add(Cluster("nris_olivia_gh200", _server("dgx_h100", name="olivia-gh200", gpus=
 # ORNL, gist.github.com/frobnitzem/0bd3be6084115d7d58d30e6753abb251, 2023; NERSC's own architecture page,
 # docs.nersc.gov, is not on GitHub and was not read here). The log shows 4 A100-SXM4-40GB a node, NVLink P2P between
 # them (P2P/CUMEM) and 4 cxi devices, each GPU sending through its own with GDRDMA. Slingshot 11: 200 Gb/s a NIC.
-# The 4 A100 have no NVSwitch (HPE Cray EX235n, NVLink 3 between the GPUs; the pair rate is not read here): modelled,
-# as Polaris', on one logical NVSwitch at NVLink 3 rate (dgx_a100's); the 2-node runs are NIC-bound. aws-ofi-nccl
+# The 4 A100 have no NVSwitch (HPE Cray EX235n, NVLink 3 between the GPUs; the pair count is not read here): taken
+# as Polaris' HGX A100 4-GPU mesh (polaris_a100: 4 NVLink 3 a pair, the A100's 12 over its 3 peers) with 4 NICs;
+# the 2-node runs are NIC-bound. aws-ofi-nccl
 # 1.6.0 (the log) over libfabric cxi, no NCCL_PROTO set (the repository's run_tests.sh): Kestrel's all-protocol
 # Slingshot link.
-_add(Cluster("nersc_perlmutter_a100", _server("dgx_a100", name="perlmutter-a100", gpus=4, nics=4,
+_add(Cluster("nersc_perlmutter_a100", _server("polaris_a100", name="perlmutter-a100", nics=4,
                                               nic=SLINGSHOT_ALL_PROTOCOLS),
              SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "A100",
-             "NERSC Perlmutter GPU node: 4 A100-SXM4-40GB (NVLink 3, no NVSwitch, modelled as one NVSwitch at NVLink 3 "
-             "rate) + 4 Slingshot 11 NICs of 200 Gb/s, one a GPU (ORNL's note on Perlmutter; 4 cxi devices in the log), "
+             "NERSC Perlmutter GPU node: 4 A100-SXM4-40GB (NVLink 3 mesh, no NVSwitch, 4 links a pair as Polaris') "
+             "+ 4 Slingshot 11 NICs of 200 Gb/s, one a GPU (ORNL's note on Perlmutter; 4 cxi devices in the log), "
              "aws-ofi-nccl 1.6.0, no NCCL_PROTO: all protocols, no reported network latency.", A100_40GB))
 
 # GCP A4X Max (Google Cloud "Networking and GPU machines", docs.cloud.google.com/compute/docs/gpus/gpu-network-bandwidth:
@@ -374,14 +380,14 @@ _add(Cluster("abci_a_node", _server("dgx_a100", name="abci-compute-node-a", nics
 # SURF Snellius gpu_h100 node, as the odissei-benchmarks/nccl-tests logs (runs/, 6df4cb5) show it: 4 GPUs printed
 # "NVIDIA H100" joined by NVLink (P2P/CUMEM) with "NVLS multicast support is not available" (no NVSwitch: an
 # NVLink mesh), 4 InfiniBand ports of 200 Gb/s a node (ibstat "Rate: 200", runs/2nodes/ib_speed.txt) and a 25 Gb/s
-# RoCE port the rings do not use; each GPU's rings leave the node by its own port (NET/IB/1-4, GDRDMA). The mesh is
-# modelled, as Kestrel's, on one logical NVSwitch at NVLink 4 rate with NVLS left out (CurveSetup.candidates); the
+# RoCE port the rings do not use; each GPU's rings leave the node by its own port (NET/IB/1-4, GDRDMA). The mesh:
+# "nvlink_mesh", MESH4_LINKS a pair (the log's 24 ring channels and 16 P2P channels a peer agree, topologies._mesh); the
 # 200 Gb/s ports as the catalogue's ib_hdr (200 Gb/s InfiniBand: the log prints the rate, not the generation). The
 # host CPU is not stated in the source (the server model's default).
-_add(Cluster("snellius_h100", _server("dgx_h100", name="snellius-h100", gpus=4, nics=4, nic="ib_hdr"), "ib_hdr",
+_add(Cluster("snellius_h100", _mesh4("dgx_h100", name="snellius-h100", nics=4, nic="ib_hdr"), "ib_hdr",
              "InfiniBand", "H100",
-             "SURF Snellius gpu_h100 node: 4 H100 on NVLink without NVSwitch (no NVLS in the log; the mesh modelled as "
-             "one NVSwitch at NVLink 4 rate) + 4 InfiniBand ports of 200 Gb/s, one a GPU (ibstat and NCCL's NET/IB "
+             "SURF Snellius gpu_h100 node: 4 H100 on an NVLink 4 mesh without NVSwitch (no NVLS in the log; 6 links "
+             "a pair assumed) + 4 InfiniBand ports of 200 Gb/s, one a GPU (ibstat and NCCL's NET/IB "
              "lines in odissei-benchmarks/nccl-tests); IB generation not printed: ib_hdr's 200 Gb/s."))
 # AWS p6-b300.48xlarge (terrificdm/p6b300-efa-deepep-nccl-testkit examples/report-sample.md, 0ec5d15: "8×B300 +
 # 16×EFA/节点，每张 400 Gb/s", 6.4 Tb/s a node; its INFO run "found 16 nics"): 2 EFA ports of 400 Gb/s a GPU, the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import permutations
 
 import numpy as np
 
@@ -11,7 +12,12 @@ from ..routing import gpu_nodes, graph_memo
 from ._algorithms import algorithm_of
 from ._nccl import NVLS_EFFICIENCY
 
-__all__ = ["RankLayout", "NvlsDomain", "participants", "unavailable", "rank_server_codes"]
+__all__ = ["RankLayout", "NvlsDomain", "participants", "unavailable", "rank_server_codes", "mesh_cycles",
+           "MAX_MESH_RING_GPUS"]
+
+#: the most GPUs of one node joined pairwise by NVLink without an NVSwitch whose rings
+#: :func:`mesh_cycles` lists ((n - 1)! of them: the NVLink meshes built are of 4 GPUs at most)
+MAX_MESH_RING_GPUS = 6
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,39 @@ def _ring_orders(groups, channels, sides=None):
             ring.extend([ends[0], *(p for p in members if p not in ends), *ends[1:]])
         rings.append(tuple(ring))
     return tuple(rings)
+
+
+def _direct_nvlink(graph, a, b) -> bool:
+    d = graph.get_edge_data(a, b)
+    return d is not None and str(d.get("tech", "")).startswith("nvlink") and d.get("capacity", 0) > 0
+
+
+def mesh_cycles(graph, gpus) -> tuple:
+    """The rings NCCL's search finds through ``gpus`` (node ids of one server, in rank order)
+    joined pairwise by their own NVLink edges without an NVSwitch (``topologies`` layout
+    ``"nvlink_mesh"``), as indices into ``gpus``: every directed Hamiltonian cycle from the
+    first GPU, in lexicographic order (on 4 GPUs the 6 of SURF Snellius' NCCL log, "Channel 00/24
+    : 0 1 2 3" to "05/24 : 0 3 2 1", then repeated, the log listing 0 2 3 1 before 0 2 1 3;
+    odissei-benchmarks/nccl-tests runs/1node). NCCL's search (src/graph/search.cc
+    ncclTopoSearchRec, sameChannels off) keeps a channel wherever its arcs have bandwidth left, so
+    on a uniform mesh every such cycle is one of its channels (:func:`~._hardware.mesh_ring_channels` counts them). () where ``gpus`` are not
+    such a mesh (an NVSwitch, a missing pair, more than :data:`MAX_MESH_RING_GPUS`).
+
+    >>> import topologies as tp
+    >>> g = tp.rail_optimized(1, server="polaris_a100")
+    >>> mesh_cycles(g, [f"s0/gpu{i}" for i in range(4)])
+    ((0, 1, 2, 3), (0, 1, 3, 2), (0, 2, 1, 3), (0, 2, 3, 1), (0, 3, 1, 2), (0, 3, 2, 1))
+    >>> mesh_cycles(tp.rail_optimized(1), [f"s0/gpu{i}" for i in range(4)])      # an NVSwitch
+    ()
+    """
+    n = len(gpus)
+    if not 2 <= n <= MAX_MESH_RING_GPUS or len(set(gpus)) != n:
+        return ()
+    if any(graph.nodes[v].get("kind") == "nvswitch" for g in gpus for v in graph.successors(g)):
+        return ()
+    if not all(_direct_nvlink(graph, a, b) for a in gpus for b in gpus if a != b):
+        return ()
+    return tuple((0, *p) for p in permutations(range(1, n)))
 
 
 def near_nics(graph, gpu) -> tuple:
@@ -255,6 +294,13 @@ def _nic_sides(graph, nodes, ranks, groups):
 def _laid_out(graph, nodes, ranks, channels) -> RankLayout:
     """:func:`participants`' RankLayout of the checked ``ranks``."""
     groups = _server_groups(graph, ranks, nodes)
+    if len(groups) == 1:
+        cycles = mesh_cycles(graph, [nodes[ranks[p]] for p in groups[0]])
+        if cycles:      # one NVLink mesh: NCCL's rings over every pair (mesh_cycles), one a channel
+            channels = len(cycles) if channels is None else channels
+            rings = tuple(tuple(groups[0][i] for i in cycles[c % len(cycles)]) for c in range(channels))
+            return RankLayout(groups=groups, rings=rings, channels=channels, nvls=None,
+                              nvls_unavailable="the ranks do not all hang off one NVSwitch (an NVLink mesh)")
     if channels is None:
         first = graph.nodes[nodes[ranks[0]]].get("server")
         nics = server_nics(graph, first)

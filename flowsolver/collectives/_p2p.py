@@ -181,6 +181,17 @@ def _view(tech, fallback: float) -> float:
     return link.bandwidth * link.efficiency
 
 
+def _pair_view(edge) -> float:
+    """NCCL's view (bytes/s) of a GPU pair's own NVLink edge: its capacity (the pair's links) at
+    its technology's efficiency (NCCL's ``ncclTopoNVLinkBw`` a link)."""
+    try:
+        eff = tp.get_link(edge.get("tech", "")).efficiency
+    except ValueError:
+        eff = None
+    eff = edge.get("efficiency", eff)
+    return float(edge.get("capacity", 0.0)) * (1.0 if eff is None else float(eff))
+
+
 def _gpu_nics(graph, gpu) -> tuple:
     """``(count, bytes/s)`` of the NICs NCCL counts for a GPU (``getLocalNetCountByBw``,
     ``src/graph/topo.cc``): its nearest NICs' ports one by one, each at its line rate or the PCIe
@@ -234,8 +245,24 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
         view = _view(edge.get("tech", ""), float(edge.get("capacity", hw.nvlink_bw)))
     per_link = _NVLINK_GBS.get(hw.generation or "", 20.0) * 1e9
     links = max(1, round(view / per_link)) if nvswitch else 0
+    # an NVLink mesh (no NVSwitch; hw.nvlink_bw its GPU's pairs together): a peer's channels
+    # count the links of its own pair (src/graph/paths.cc:936 of master 5067397c, ncclTopoGetNchannels:
+    # 2 x path bw / ncclTopoNVLinkBw, rounded up to a power of two at :989)
+    pairs = [graph.edges[first, nodes_of[r]] for r in comm_ranks
+             if graph.has_edge(first, nodes_of[r]) and graph.nodes[nodes_of[r]].get("kind") == "gpu"]
+    mesh = nvswitch and not any(graph.nodes[v].get("kind") == "nvswitch" for v in graph.successors(first))
+    if mesh and pairs:
+        links = max(1, min(round(_pair_view(e) / per_link) for e in pairs))
+        # what a channel moves is the GPU's (its SMs'), not the communicator's: every NVLink of it
+        view = sum(_pair_view(e) for _, v, e in graph.out_edges(first, data=True)
+                   if graph.nodes[v].get("kind") == "gpu" and str(e.get("tech", "")).startswith("nvlink"))
     if channels is not None:
         p2p_channels = _pow2_up(min(_MAX_CHANNELS, int(channels)))
+    elif nodes == 1 and mesh:
+        # NCCL's p2pnChannels: its channel count with the run-time copy (twice the tuner's),
+        # rounded up to a power of two (paths.cc:980-990, ncclTopoComputeP2pChannels): SURF Snellius' 4 H100
+        # print "24 coll channels, ... 32 p2p channels, 16 p2p channels per peer"
+        p2p_channels = _pow2_up(min(_MAX_CHANNELS, 2 * hw.channels))
     elif nodes == 1 and nvswitch:
         p2p_channels = _NVSWITCH_P2P_CHANNELS
     else:
