@@ -95,6 +95,11 @@ def _user_definitions(s: dict) -> tuple:
     return tuple(_catalogued({"link": s.get("link"), "server": s.get("server")}))
 
 
+#: per task, the parameter columns of the other task, which it never reads (a grid that sets
+#: one is refused: ``_sweep_grid``): its rows leave them empty rather than show the defaults
+_UNUSED = {"collective": frozenset(TRAIN_KEYS), "train": frozenset(COLLECTIVE_KEYS)}
+
+
 #: clusters a sweep keeps built (by their parameters), oldest dropped first
 BUILT_KEPT = 2
 _BUILT: dict = {}
@@ -423,8 +428,11 @@ class _Table:
 
     def _row(self, k, metrics):
         """The row of scenario ``k``: its id, its parameters (lists as JSON) and ``metrics``."""
-        row = {"id": self.ids[k], **{key: (json.dumps(v) if isinstance(v, (list, tuple)) else v)
-                                     for key, v in self.scenarios[k].items()}}
+        s = self.scenarios[k]
+        # the other task's parameters (defaults it never read) are left empty, not shown as set
+        unused = _UNUSED.get(s.get("task", DEFAULTS["task"]), ())
+        row = {"id": self.ids[k], **{key: None if key in unused else json.dumps(v) if isinstance(v, (list, tuple))
+                                     else v for key, v in s.items()}}
         if self.options is not None:
             row["options"] = self.options
         row.update({key: metrics.get(key, math.nan if METRICS[key] in (float, "Int64") else "") for key in METRICS})

@@ -331,3 +331,16 @@ def test_a_file_of_both_tasks_keeps_each_rows_metrics(tmp_path):
     df = pd.read_csv(out).set_index("task")
     assert df.loc["collective", "time"] == pytest.approx(first["time"][0], rel=1e-12)
     assert df.loc["train", "step_time"] == pytest.approx(trained["step_time"][0], rel=1e-12)
+
+
+def test_a_row_leaves_the_other_task_s_parameters_empty():
+    # a training row never read op / size / algorithm / channels, a collective row never read
+    # the model or its layout: neither shows the defaults it did not use
+    rows = sweep({"task": ["train"], "nodes": [1], "model": "llama-3-8b", "tp": [8], "global_batch": 8},
+                 progress=False, cache_dir=None)
+    assert rows["status"].iloc[0] == "ok"
+    assert all(pd.isna(rows[k].iloc[0]) or rows[k].iloc[0] == "" for k in ("op", "size", "algorithm"))
+    assert rows["model"].iloc[0] == "llama-3-8b" and rows["tp"].iloc[0] == 8
+    coll = sweep({"nodes": [1], "size": [2**20]}, progress=False, cache_dir=None)
+    assert all(pd.isna(coll[k].iloc[0]) or coll[k].iloc[0] == "" for k in ("model", "tp", "pp"))
+    assert coll["op"].iloc[0] == "all_reduce"
