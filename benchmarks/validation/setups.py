@@ -1211,7 +1211,7 @@ def _memory_of(kw: dict, cluster: str) -> tuple:
     memory = memory_per_gpu(kw["model"], tp=kw.get("tp", 1), pp=kw.get("pp", 1), dp=kw["dp"], ep=kw.get("ep", 1),
                             zero=kw.get("zero", 1), micro_batch=kw.get("micro_batch", 1),
                             microbatches=kw["global_batch"] // (kw["dp"] * kw.get("micro_batch", 1)),
-                            cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "selective"),
+                            cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "none"),
                             attention=kw.get("attention", "auto"), recompute_layers=kw.get("recompute_layers"),
                             **({"sequence_parallel": kw["sequence_parallel"]} if "sequence_parallel" in kw else {}),
                             fp8_activations=te_fp8_activations(kw.get("precision", "bf16"), kw.get("fp8_recipe", "te")))
