@@ -21,6 +21,7 @@ from ._graph import (add_cable, cable_spread, check_int, check_ratio, check_scal
                      uplinks_for)
 from ._rail_tiers import (SUPERPOD_UNIT, leaf_uplinks, limit_rule, max_units, pods, rail_groups, rail_leaf,
                           three_tier_spines, two_tier_spines, unit_size)
+from ._mesh import mesh_link
 from .links import get_link
 from .servers import get_server
 
@@ -330,12 +331,15 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
                   units=units, full_units=bool(full_units))
     if nodes == 1:
         model.build(g, 0, 0)
-        bisection = None
-        if model.has_nvlink:  # halves of one NVSwitch domain
+        bisection, method = None, "formula: gpus/2 x NVLink bandwidth per GPU"
+        if model.layout == "nvlink_mesh":   # halves of a mesh: (gpus/2)^2 pairs cross, each its own links
+            bisection = (model.gpus // 2) * (model.gpus - model.gpus // 2) * model.links_per_pair \
+                * mesh_link(model.nvlink)
+            method = "formula: (gpus/2)^2 GPU pairs x links_per_pair x one NVLink's rate"
+        elif model.has_nvlink:  # halves of one NVSwitch domain
             bisection = model.gpus // 2 * get_link(model.nvlink).bandwidth
         params["tiers"] = 0
-        return finish(g, "rail_optimized", params, bisection=bisection,
-                      bisection_method="formula: gpus/2 x NVLink bandwidth per GPU",
+        return finish(g, "rail_optimized", params, bisection=bisection, bisection_method=method,
                       network_diameter=None)
     cabled = [servers_per_unit if full_units else n for n in unit_servers]
     uplinks = [leaf_uplinks(n, model, tech, ratio) for n in cabled]  # per leaf of each unit, by bandwidth

@@ -97,3 +97,17 @@ def test_links_per_pair_only_for_the_mesh():
 def test_polaris_nics_at_the_fabric_rate():
     g = tp.rail_optimized(2, server="polaris_a100", link="ib_hdr")
     assert g["s1/nic1"]["su0/leaf1"]["capacity"] == pytest.approx(25e9)
+
+
+def test_one_mesh_server_states_its_bisection_as_its_least_balanced_cut():
+    # brute force over the balanced splits of the 4 GPUs: the least capacity crossing one way
+    # (an NVSwitch's formula, gpus/2 x a GPU's NVLink, would say 2 x 300 GB/s for 4 A100s)
+    from itertools import combinations
+    g = tp.rail_optimized(1, server="polaris_a100")
+    gpus = tp.gpus(g)
+    cuts = []
+    for side in combinations(gpus, len(gpus) // 2):
+        a = set(side)
+        cuts.append(sum(d["capacity"] for u, v, d in g.edges(data=True) if u in a and v in gpus and v not in a))
+    assert g.graph["bisection_bandwidth"] == pytest.approx(min(cuts), rel=1e-12)
+    assert min(cuts) == pytest.approx(4 * 4 * 25e9, rel=1e-12)      # 4 pairs cross, 4 NVLink 3 links each
