@@ -207,6 +207,8 @@ QUIET = {
     "NCCL_IB_ADDR_FAMILY": "which GID address family is picked",
     "NCCL_IB_ADDR_RANGE": "which GID address range is picked",
     "NCCL_IB_TIMEOUT": "the retransmission timeout, used only after a loss",
+    "NCCL_IB_TC": "the traffic class (QoS), which tells only against other traffic",
+    "NCCL_IB_SL": "the service level (QoS), which tells only against other traffic",
     "NCCL_IB_RETRY_CNT": "retries after a loss",
     "NCCL_IBVERBS_LIB": "the path of libibverbs",
     "NCCL_TOPO_DUMP_FILE": "writes the topology NCCL found to a file",

@@ -317,9 +317,14 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     allowed its op, as its NCCL INFO lines say and NCCL reads it: ``Ring,Tree``, ``^NVLS``,
     ``allreduce:ring;allgather:nvls``; a name or a list of names as :func:`flowsolver.collective`
     takes them), ``protocol`` likewise (``"auto"``: NCCL's choice among what ``NCCL_PROTO``
-    allowed) and
-    ``options`` the other keywords of :func:`flowsolver.collective`; ``gpus_per_thread``
-    defaults to the logs' header (``nGpus``, nccl-tests ``-g``: one thread driving several
+    allowed); a log's other NCCL settings are applied as NCCL applies them
+    (``NCCL_NVLS_ENABLE=0``: no NVLS nor NVLSTree; ``NCCL_MIN_NCHANNELS`` /
+    ``NCCL_MAX_NCHANNELS``: the channels; ``NCCL_PXN_DISABLE=1``: no PXN;
+    :func:`~._calibrate_rows.log_settings`) and those the model cannot express are named in a
+    warning and in ``message`` (the fit may absorb their effect); a log of GPUs of another
+    generation than the graph's is refused. ``options`` the other keywords of
+    :func:`flowsolver.collective` (``channels=`` and ``pxn=`` given here win over a log's);
+    ``gpus_per_thread`` defaults to the logs' header (``nGpus``, nccl-tests ``-g``: one thread driving several
     GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`; 1 where
     the header says ``graph:`` >= 1, ``-G``, whose timed loop holds no host calls); logs
     whose ``nGpus`` differ, or of which some state it and some do not, are refused unless
