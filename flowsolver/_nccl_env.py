@@ -19,7 +19,8 @@ a leading ``^`` its only syntax, and ignored a name it did not know.
 
 from __future__ import annotations
 
-__all__ = ["ALGO_NAMES", "PROTO_NAMES", "NCCL_FUNCTIONS", "allowed", "forced", "log_sets"]
+__all__ = ["ALGO_NAMES", "PROTO_NAMES", "NCCL_FUNCTIONS", "QUIET", "allowed", "forced", "log_sets", "log_environment",
+           "bounded_channels"]
 
 #: flowsolver's ops -> NCCL's function names (src/init.cc:52 ``ncclFuncStr``)
 NCCL_FUNCTIONS = {"broadcast": "Broadcast", "reduce": "Reduce", "all_gather": "AllGather",
@@ -189,3 +190,100 @@ def forced(value: str, names: dict):
     exclusion (``^``) or per-collective settings (``;``, ``:``)."""
     value = value.strip().lower()
     return None if any(c in value for c in ",^;:") else names.get(value)
+
+
+#: NCCL settings a log may print that leave a collective's time alone: not applied, no warning
+#: (every other setting the model does not express is named in a warning, :func:`log_environment`)
+QUIET = {
+    "NCCL_ALGO": "applied apart: the algorithms the run allowed (log_sets)",
+    "NCCL_PROTO": "applied apart: the protocols the run allowed (log_sets)",
+    "NCCL_DEBUG": "what NCCL logs",
+    "NCCL_DEBUG_SUBSYS": "which of NCCL's parts log",
+    "NCCL_DEBUG_FILE": "where NCCL's log goes",
+    "NCCL_SOCKET_IFNAME": "the bootstrap's interface (data only on the socket transport: NCCL_IB_DISABLE=1 warns)",
+    "NCCL_SOCKET_FAMILY": "IPv4 or IPv6 for the bootstrap's sockets",
+    "NCCL_COMM_ID": "the bootstrap root's address",
+    "NCCL_IB_GID_INDEX": "which RoCE GID (address) the queue pairs use, not their rate",
+    "NCCL_IB_ADDR_FAMILY": "which GID address family is picked",
+    "NCCL_IB_ADDR_RANGE": "which GID address range is picked",
+    "NCCL_IB_TIMEOUT": "the retransmission timeout, used only after a loss",
+    "NCCL_IB_TC": "the traffic class (QoS), which tells only against other traffic",
+    "NCCL_IB_SL": "the service level (QoS), which tells only against other traffic",
+    "NCCL_IB_RETRY_CNT": "retries after a loss",
+    "NCCL_IBVERBS_LIB": "the path of libibverbs",
+    "NCCL_TOPO_DUMP_FILE": "writes the topology NCCL found to a file",
+    "NCCL_GRAPH_DUMP_FILE": "writes NCCL's graphs to a file",
+}
+#: settings whose value here is NCCL's default (or keeps its default behaviour): quiet at that value
+_DEFAULTS = {"NCCL_IB_DISABLE": "0", "NCCL_P2P_DISABLE": "0", "NCCL_SHM_DISABLE": "0", "NCCL_COLLNET_ENABLE": "0",
+             "NCCL_PXN_DISABLE": "0", "NCCL_NET_GDR_READ": "1"}
+#: why a setting the model cannot express changes a run's time (the rest: "changes how NCCL runs")
+_UNMODELLED = {
+    "NCCL_NET_GDR_LEVEL": "how close a GPU must be to its NIC for GPUDirect RDMA; beyond it the network stages "
+                          "through host memory",
+    "NCCL_NET_GDR_READ": "whether sends read GPU memory directly over GPUDirect RDMA",
+    "NCCL_IB_HCA": "which NICs NCCL uses (a subset runs on fewer rails)",
+    "NCCL_BUFFSIZE": "the protocols' buffer size, so the chunk pipeline's steps",
+    "NCCL_NTHREADS": "the threads per channel, so a channel's rate",
+    "NCCL_P2P_DISABLE": "P2P between a node's GPUs off: NCCL goes through host memory (SHM) or the network",
+    "NCCL_P2P_LEVEL": "how close two GPUs must be for P2P; beyond it NCCL goes through host memory",
+    "NCCL_SHM_DISABLE": "host-memory transport off: where a node's GPUs cannot use P2P, NCCL uses the network",
+    "NCCL_IB_DISABLE": "InfiniBand / RoCE off: the data goes over TCP sockets",
+    "NCCL_COLLNET_ENABLE": "CollNet (in-network reduction, SHARP), which flowsolver does not model",
+    "NCCL_CROSS_NIC": "whether rings may cross rails between nodes",
+    "NCCL_NVLS_NCHANNELS": "NVLS's channel count",
+    "NCCL_TOPO_FILE": "the topology NCCL searches its rings and trees on",
+    "NCCL_TUNER_PLUGIN": "a tuner plugin chooses algorithms and protocols in place of NCCL's cost model",
+}
+_CHANNELS_MAX = 64          # MAXCHANNELS (src/include/device.h of master 5067397c)
+
+
+def log_environment(settings: dict) -> dict:
+    """What a log's NCCL settings (``{"NCCL_X": "V"}``, :func:`flowsolver.nccl_tests.read`'s
+    ``attrs["nccl_env"]``) ask of the model, as NCCL reads them: ``nvls`` False where
+    ``NCCL_NVLS_ENABLE=0`` (no NVLS nor NVLSTree: src/transport/nvls.cc ``ncclNvlsInit``
+    returns before NVLS is set up), ``pxn`` False where ``NCCL_PXN_DISABLE=1``
+    (src/graph/paths.cc: PXN only where ``ncclPxnDisable() != 1``), ``channels`` the bounds
+    ``(least, most)`` of ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (or the older
+    ``NCCL_MIN_NRINGS`` / ``NCCL_MAX_NRINGS``, which the new names override: src/graph/connect.cc
+    ``ncclMinNchannels`` / ``ncclMaxNchannels``), None where neither is set, and ``unmodelled``:
+    ``(name, value, why)`` of each setting that may change the time but the model cannot
+    express; :data:`QUIET` settings and settings at their default are in none.
+
+    >>> env = log_environment({"NCCL_NVLS_ENABLE": "0", "NCCL_MAX_NCHANNELS": "4", "NCCL_DEBUG": "INFO",
+    ...                        "NCCL_IB_HCA": "mlx5_0"})
+    >>> env["nvls"], env["pxn"], env["channels"], [u[0] for u in env["unmodelled"]]
+    (False, True, (0, 4), ['NCCL_IB_HCA'])
+    """
+    def integer(name, default):
+        try:
+            return int(settings[name]) if name in settings else default
+        except ValueError:
+            return default
+
+    most = integer("NCCL_MAX_NCHANNELS", integer("NCCL_MAX_NRINGS", None))
+    least = integer("NCCL_MIN_NCHANNELS", integer("NCCL_MIN_NRINGS", None))
+    channels = None
+    if most is not None or least is not None:       # connect.cc: the maximum at least 1, both at most MAXCHANNELS
+        channels = (min(max(least or 0, 0), _CHANNELS_MAX),
+                    _CHANNELS_MAX if most is None else min(max(most, 1), _CHANNELS_MAX))
+    applied = {"NCCL_NVLS_ENABLE", "NCCL_PXN_DISABLE", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS",
+               "NCCL_MAX_NRINGS", "NCCL_MIN_NRINGS"}
+    unmodelled = [(name, value, _UNMODELLED.get(name, "changes how NCCL runs; flowsolver does not model it"))
+                  for name, value in sorted(settings.items())
+                  if name not in QUIET and name not in applied and _DEFAULTS.get(name) != value]
+    return dict(nvls=integer("NCCL_NVLS_ENABLE", 2) != 0, pxn=integer("NCCL_PXN_DISABLE", 0) != 1,
+                channels=channels, unmodelled=unmodelled)
+
+
+def bounded_channels(count: int, bounds) -> int:
+    """NCCL's channel count ``count`` under ``bounds`` (``(least, most)`` of
+    :func:`log_environment`): capped at the most, then copied up to the least
+    (src/graph/connect.cc: ``min(ncclMaxNchannels(), n)`` then ``copyChannels`` to
+    ``max(ncclMinNchannels(), ...)``).
+
+    >>> bounded_channels(16, (0, 4)), bounded_channels(16, (24, 64)), bounded_channels(16, (8, 4))
+    (4, 24, 8)
+    """
+    least, most = bounds
+    return max(least, min(most, count))

@@ -20,6 +20,21 @@ TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "int32": 4, "uint32": 4, "int": 
 PER_RANK_COUNT = ("all_gather", "reduce_scatter", "all_to_all")
 #: busbw = algbw x SCALE (p - 1) / p (nccl-tests' PERFORMANCE.md); other ops' busbw is their algbw
 BUSBW_SCALE = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0}
+#: NVIDIA's device names (``cudaDeviceProp.name``, which nccl-tests' device list prints, src/util.cu)
+#: -> (the GPU types of topologies/gpu_types.py and collectives' GPU_GENERATION of that part, or of
+#: one with its links: the A100 SXM4's NVLink 3 is one for 40 and 80 GB, the H100 SXM5's for HBM3 and
+#: HBM2e; its generation); the first pattern found in the name wins (GH200 before H200, GB200 before B200).
+#: Names as NVIDIA's drivers report them: "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-40GB",
+#: "NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "NVIDIA H100 80GB HBM3" (SXM5), "NVIDIA H100
+#: PCIe", "NVIDIA H100 NVL", "NVIDIA H800", "NVIDIA H200", "NVIDIA GH200 480GB", "NVIDIA B200",
+#: "NVIDIA GB200", "Tesla V100-SXM2-32GB"; a bare "NVIDIA H100" names the generation only
+DEVICE_GPUS = (("GH200", ("gh200",), "hopper"), ("GB300", ("gb300",), "blackwell"), ("GB200", ("gb200",), "blackwell"),
+               ("B300", ("b300",), "blackwell"), ("B200", ("b200",), "blackwell"), ("H200", ("h200",), "hopper"),
+               ("H800", ("h800",), "hopper"), ("H100 80GB HBM3", ("h100_sxm", "h100_sxm_hbm2e"), "hopper"),
+               ("H100 PCIe", ("h100_pcie",), "hopper"), ("H100 NVL", ("h100_pcie",), "hopper"),
+               ("H100", (), "hopper"), ("A100-SXM4", ("a100_sxm", "a100_80gb", "a100_40gb"), "ampere"),
+               ("A100 80GB PCIe", ("a100_pcie",), "ampere"), ("A100-PCIE", ("a100_pcie",), "ampere"),
+               ("A100", (), "ampere"), ("V100", ("v100",), "volta"))
 _PRINTED = 0.0050001        # nccl-tests prints algbw and busbw (GB/s) to 2 decimals (a hair over half a unit)
 _PACKED = {b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd", b"PK\x03\x04": "zip"}
 
@@ -183,3 +198,14 @@ def reconciled_ranks(devices, nranks, ratio, sizes, op, source):
     if said:
         return count, " and ".join(said) + (" (its device list is cut short)" if 0 < len(devices) < count else "")
     return count, "its device list"
+
+
+def device_gpu(name: str):
+    """``(GPU types, generation)`` of an NVIDIA device name as nccl-tests prints it (:data:`DEVICE_GPUS`;
+    no types where the name gives only the generation), or None for a name not known here.
+
+    >>> device_gpu("NVIDIA A100-SXM4-40GB"), device_gpu("NVIDIA H100 PCIe"), device_gpu("AMD MI300X")
+    ((('a100_sxm', 'a100_80gb', 'a100_40gb'), 'ampere'), (('h100_pcie',), 'hopper'), None)
+    """
+    upper = name.upper()
+    return next(((types, generation) for key, types, generation in DEVICE_GPUS if key.upper() in upper), None)

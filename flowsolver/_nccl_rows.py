@@ -138,6 +138,10 @@ def table_rows(lines, source):
     for no, line in enumerate(lines, 1):
         if names is None:
             names = _header(line) if "size" in line else None
+            if names is None and "cputime" in line and _header(line.replace("cputime", "time")):
+                raise ValueError(f"{source}:{no}: the table times 'cputime' (nccl-tests -C 1): the host's time to "
+                                 "issue an iteration, not the collective's (its algbw and busbw are the elapsed "
+                                 "time's, src/common.cu); flowsolver reads the elapsed time: run the test with -C 0")
             if names:
                 first = names.index("time")
                 whole = names.index("time", first + 1) if names.count("time") > 1 else len(names)

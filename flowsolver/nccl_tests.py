@@ -2,7 +2,8 @@
 
 Handles the classic header (``# nThread ... # Using devices ... #wrong``), the newer one
 (``# nccl-tests version``, ``# Collective test starting: all_reduce_perf``), older
-nccl-tests' ``error`` column, srun / mpirun rank prefixes (``0: ``), NCCL INFO lines and
+nccl-tests' ``error`` column, launcher prefixes (srun / mpirun ``-l``'s ``0: ``, OpenMPI
+``--tag-output``'s ``[1,0]<stdout>:``, MPICH ``mpiexec -l``'s ``[0] ``, pdsh's ``node1: ``), NCCL INFO lines and
 tuner tables interleaved with the table, the ``NCCL version`` line, a missing footer,
 hand-edited tables without ``#``, rows without the in-place columns, rows wrapped over two
 lines and rows an NCCL message broke in two, gzipped and UTF-16 files, lines ending in ``\\n``,
@@ -17,7 +18,11 @@ name: the log's ``Collective test starting:`` line, else the one ``*_perf`` bina
 names, else the file name's op word; None where none says: an op word elsewhere, a hostname
 or NCCL's algorithm matrix, says nothing), ``ranks``, ``ranks_from`` (which witnesses gave
 it), ``nodes`` (hosts in the device list), ``devices`` (rank -> (host, device, GPU name)),
-``nccl_version``, ``avg_busbw`` (GB/s, the footer's; None without one), ``nccl_algo`` and
+``nccl_version``, ``avg_busbw`` (GB/s, the footer's; None without one), ``nccl_env`` (every
+``NCCL_X set by environment to V`` line's setting, ``{"NCCL_X": "V"}``, the first where lines
+differ; calibrate and ``--compare`` apply what the model can express and warn of the rest,
+:func:`flowsolver._nccl_env.log_environment`), ``coll_channels`` (NCCL's ``N coll channels`` line,
+src/init.cc; None without one or where its lines differ), ``nccl_algo`` and
 ``nccl_proto`` (the NCCL INFO lines' ``NCCL_ALGO`` / ``NCCL_PROTO``, else None), ``algorithms``
 and ``protocols`` (flowsolver's names of what they allowed the op, read as NCCL reads them:
 :func:`flowsolver._nccl_env.allowed`; None where they set nothing for it), ``algorithm`` and
@@ -84,6 +89,11 @@ UNSUPPORTED = ("alltoallv", "gather", "scatter", "hypercube")
 # with bare \r line endings, where ``.`` matches a line break, read in quadratic time (a 0.4 MB
 # log 35 s); tests/collectives/test_nccl_tests_lines.py checks every pattern of the readers.
 _PREFIX = re.compile(r"^[ \t]*\d+:[ \t]")                 # srun / mpirun "-l" rank prefix
+#: other launchers' line prefixes, stripped where the log's table header or first comment line
+#: carries one: OpenMPI ``--tag-output`` (``[1,0]<stdout>:``; OpenMPI 5's ``--output tag`` adds a
+#: blank), MPICH / Hydra ``mpiexec -l`` (``[0] ``), pdsh / clush (``node1: ``)
+_LAUNCHERS = (re.compile(r"^\[\d{1,9},\d{1,9}\]<std(?:out|err)>:[ \t]?"), re.compile(r"^\[\d{1,9}\][ \t]"),
+              re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}:[ \t]"))
 _RANK = re.compile(r"^#?[ \t]*Rank[ \t]+(\d{1,9})[ \t]+Group[ \t]+(\d{1,9})[ \t]+Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device"
                    r"[ \t]+(\d{1,9})[ \t]+\[[^\]\r\n]{0,128}\][ \t]*([^\r\n]*)$")   # (src/util.cu: [%128[^]]])
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
@@ -97,6 +107,13 @@ _GRAPH = re.compile(r"\bgraph:[ \t]*(\d{1,9})\b")       # the header's -G (cudaG
 #: and pandas, /usr/bin/time -v on generated 16 MB logs: 0.48 GB of nccl-tests' 115-byte rows, 0.87 GB
 #: of 45-byte ones; a 50 MB log under the former 256 MiB limit took 2.4 GB): 16 MiB stays under 1 GB.
 MAX_BYTES = 2**24
+#: NCCL's "NCCL_X set by environment to V" lines (src/misc/param.cc:100 prints an integer setting
+#: with a full stop after it, "%s set by environment to %lld."; tuning.cc, socket.cc and the others
+#: a string's value as it is)
+_SET = re.compile(r"\b(NCCL_[A-Z0-9_]{1,64}) set by environment to (\S{1,256})")
+#: NCCL's channel counts (src/init.cc:1646, "%d coll channels, %d collnet channels, %d nvls channels,
+#: %d p2p channels, %d p2p channels per peer"; NCCL 2.12-2.17: "%d coll channels, %d p2p channels, ...")
+_CHANNELS = re.compile(r"\b(\d{1,4}) coll channels,")
 _ALGO = re.compile(r"NCCL_ALGO set by environment to (\S+)")
 _PROTO = re.compile(r"NCCL_PROTO set by environment to (\S+)")
 #: NCCL_ALGO values -> flowsolver algorithm names (CollNet, which flowsolver does not model, left out)
@@ -136,8 +153,17 @@ def _text_of(path_or_text, max_bytes):
 
 def _lines(text):
     """The log's lines, rank prefixes stripped (NCCL's own INFO / WARN lines kept: a row's left
-    part may stand before one, :func:`~._nccl_rows.table_rows`)."""
-    return [_PREFIX.sub("", raw, count=1).rstrip() for raw in text.splitlines()]
+    part may stand before one, :func:`~._nccl_rows.table_rows`): srun's ``0: `` on any line, and
+    the launcher prefix of :data:`_LAUNCHERS` that the log's first prefixed comment line (``#``,
+    nccl-tests' header) carries, from every line that carries it."""
+    lines = [_PREFIX.sub("", raw, count=1).rstrip() for raw in text.splitlines()]
+    for line in lines:
+        if "#" in line and not line.lstrip().startswith("#"):
+            tag = next((p for p in _LAUNCHERS if (m := p.match(line)) and line[m.end():].lstrip().startswith("#")),
+                       None)
+            if tag is not None:
+                return [tag.sub("", line, count=1) for line in lines]
+    return lines
 
 
 def _op_of(text, name, source):
@@ -244,6 +270,10 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
     ranks, ranks_from = reconciled_ranks(devices, nranks.pop() if len(nranks) == 1 else None,
                                          busbw_range(df, op or said), size_ratio(rows, names, op or said, source),
                                          op or said, source)
+    settings = {}
+    for name, value in _SET.findall(text):       # integers: "4." -> "4" (param.cc's full stop)
+        settings.setdefault(name, value[:-1] if value.endswith(".") and value[:-1].lstrip("-").isdigit() else value)
+    channels = {int(c) for c in _CHANNELS.findall(text)}
     headers = [(m, line) for line in lines if (m := _NGPUS.match(line))]
     per_thread = {int(m.group(1)) for m, _ in headers} - {0}
     graph = {int(g.group(1)) if (g := _GRAPH.search(line)) else None for _, line in headers}
@@ -253,7 +283,8 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
                     avg_busbw=float(avg.group(1)) if avg and math.isfinite(float(avg.group(1))) else None,
                     source=source, gpus_per_thread=per_thread.pop() if len(per_thread) == 1 else None,
                     graph=graph.pop() if len(graph) == 1 else None,
-                    nccl_algo=algo and algo.group(1), nccl_proto=proto and proto.group(1),
+                    nccl_algo=algo and algo.group(1), nccl_proto=proto and proto.group(1), nccl_env=settings,
+                    coll_channels=channels.pop() if len(channels) == 1 else None,
                     **_env.log_sets(algo and algo.group(1), proto and proto.group(1), op or said,
                                     version and version.group(1), source),
                     out_of_bounds=int(failed.group(1)) if failed else None)

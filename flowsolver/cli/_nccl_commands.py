@@ -70,7 +70,8 @@ def _reduction(args, where="--"):
 
 def _measured(args, graph):
     """(op, sizes, measured times in s or None, GPUs one thread drove, each size's (redop,
-    dtype)) of the table; a log compared must have run on the ranks modelled, as calibrate
+    dtype), the log's NCCL settings as collective() keywords: ``pxn``, ``channels``, where
+    ``--channels`` does not set them) of the table; a log compared must have run on the ranks modelled, as calibrate
     requires. ``args.algorithm`` / ``args.protocol`` become what ``collective`` takes for the op
     (a log's where not given), ``--redop`` / ``--dtype`` the reduction of every row (a log's
     ``redop`` / ``type`` columns where not given)."""
@@ -78,7 +79,7 @@ def _measured(args, graph):
         op = args.op or "all_reduce"
         args.algorithm, args.protocol = settings_for(args, op)
         sizes = _sizes(args)
-        return op, sizes, None, 1, [_reduction(args)] * len(sizes)
+        return op, sizes, None, 1, [_reduction(args)] * len(sizes), {}
     from .. import nccl_tests
     from ..collectives import log_rows
 
@@ -103,8 +104,9 @@ def _measured(args, graph):
                   for (r, d), k in zip(log.reductions, keep) if k]
     rows = log.rows[keep]
     # nccl-tests -g N: one thread, N GPUs (none under -G)
+    settings = {k: v for k, v in log.keywords.items() if not (k == "channels" and args.channels is not None)}
     return op, [float(s) for s in rows["size"]], [float(t) * 1e-6 for t in rows["time"]], log.per_thread or 1, \
-        reductions
+        reductions, settings
 
 
 def collective_table(args) -> None:
@@ -115,13 +117,14 @@ def collective_table(args) -> None:
         raise ValueError("--plot needs --compare LOG")
     graph = build_graph(args)
     model = calibration_of(args, graph)      # before any solve: a bad file fails at once
-    op, sizes, measured, per_thread, reductions = _measured(args, graph)
+    op, sizes, measured, per_thread, reductions, settings = _measured(args, graph)
+    settings = dict(dict(channels=args.channels), **settings)       # the log's NCCL settings (pxn, channels)
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
     timed = collective if measured is None else nccl_tests_collective    # a log's rows: the test as nccl-tests runs it
     for i, size in enumerate(sizes):
         r = timed(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
-                       policy_options=opts, channels=args.channels, protocol=args.protocol,
+                       policy_options=opts, **settings, protocol=args.protocol,
                        candidates=args.candidates, gpus_per_thread=per_thread, model=model,
                        redop=reductions[i][0], dtype=reductions[i][1])
         results.append(r)
@@ -146,9 +149,12 @@ def collective_table(args) -> None:
         lines.append(f"# median |error| {errors[len(errors) // 2]:.1%}, max {errors[-1]:.1%}")
     if args.algorithm != "auto" or args.protocol != "auto":
         said = lambda v: v if isinstance(v, str) else ",".join(v)       # noqa: E731
-        whose = "the log's NCCL_ALGO / NCCL_PROTO, or --algorithm / --protocol" if args.compare else \
+        whose = "the log's NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE, or --algorithm / --protocol" \
+            if args.compare else \
             "--algorithm / --protocol, as NCCL_ALGO / NCCL_PROTO"
         lines.insert(1, f"# algorithm {said(args.algorithm)}, protocol {said(args.protocol)} ({whose})")
+    if args.compare and (said := _said_settings(settings, args.channels)):
+        lines.insert(1, f"# the log's NCCL settings: {said}")
     if set(reductions) != {("sum", "float")}:
         kinds = ", ".join(f"{r} of {d}" for r, d in dict.fromkeys(reductions))
         lines.insert(1, f"# reduction {kinds} (nccl-tests -o / -d: NCCL's NVLS and PAT run only some)")
@@ -160,6 +166,14 @@ def collective_table(args) -> None:
     emit(rows, args, "\n".join(lines))
     if args.plot:
         _comparison_plot(args.plot, results, sizes, measured, op)
+
+
+def _said_settings(settings, given) -> str:
+    """The log's NCCL settings the comparison applied (PXN off, a channel count), in words."""
+    out = ["PXN off (NCCL_PXN_DISABLE=1)"] if settings.get("pxn") is False else []
+    if settings.get("channels") is not None and given is None:
+        out.append(f"{settings['channels']} channels (NCCL_MIN / MAX_NCHANNELS, or its coll channels line)")
+    return ", ".join(out)
 
 
 def _comparison_plot(path, results, sizes, measured, op):

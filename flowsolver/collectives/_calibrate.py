@@ -317,9 +317,14 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     allowed its op, as its NCCL INFO lines say and NCCL reads it: ``Ring,Tree``, ``^NVLS``,
     ``allreduce:ring;allgather:nvls``; a name or a list of names as :func:`flowsolver.collective`
     takes them), ``protocol`` likewise (``"auto"``: NCCL's choice among what ``NCCL_PROTO``
-    allowed) and
-    ``options`` the other keywords of :func:`flowsolver.collective`; ``gpus_per_thread``
-    defaults to the logs' header (``nGpus``, nccl-tests ``-g``: one thread driving several
+    allowed); a log's other NCCL settings are applied as NCCL applies them
+    (``NCCL_NVLS_ENABLE=0``: no NVLS nor NVLSTree; ``NCCL_MIN_NCHANNELS`` /
+    ``NCCL_MAX_NCHANNELS``: the channels; ``NCCL_PXN_DISABLE=1``: no PXN;
+    :func:`~._calibrate_rows.log_settings`) and those the model cannot express are named in a
+    warning and in ``message`` (the fit may absorb their effect); a log of GPUs of another
+    generation than the graph's is refused. ``options`` the other keywords of
+    :func:`flowsolver.collective` (``channels=`` and ``pxn=`` given here win over a log's);
+    ``gpus_per_thread`` defaults to the logs' header (``nGpus``, nccl-tests ``-g``: one thread driving several
     GPUs puts a host floor under small sizes, :class:`~flowsolver.CollectiveOptions`; 1 where
     the header says ``graph:`` >= 1, ``-G``, whose timed loop holds no host calls); logs
     whose ``nGpus`` differ, or of which some state it and some do not, are refused unless
@@ -361,7 +366,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     opts = Options(tuner=options.pop("step_latency", None) is None, **options)      # checked before any log is read
     if op in OPS:
         check_call(op, algorithm, 1.0, opts, several=True)    # as collective() words it, before any log is read
-    rows, n, allowed, reductions, per_thread, placed = _rows(logs, graph, ranks, op)      # placed: each row's ranks
+    # placed: each row's ranks; settings: its log's NCCL settings as collective() keywords (pxn, channels)
+    rows, n, allowed, reductions, per_thread, placed, settings, unmodelled = _rows(logs, graph, ranks, op)
     chosen = {o: check_call(o, algorithm, 1.0, opts, several=True) for o in sorted({o for o, _, _ in rows})}
     # each row NCCL's choice among what its log's NCCL_ALGO / NCCL_PROTO allowed, unless given here
     algos = [chosen[o] if algorithm != "auto" else a for (o, _, _), (a, _) in zip(rows, allowed)]
@@ -377,7 +383,8 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
 
     def with_fit(cal, i):           # (algorithm, options, calibration) of row i under the fit in cal
         o, c = fitted(cal)          # (the row's reduction op and data type: which algorithms NCCL runs)
-        o = replace(o, redop=reductions[i][0], dtype=reductions[i][1])
+        o = replace(o, redop=reductions[i][0], dtype=reductions[i][1],
+                    **{k: v for k, v in settings[i].items() if k not in options})     # the call's own win
         return algos[i], o if protos[i] is None else replace(o, protocol=protos[i]), c
     cal = Calibration(efficiency={}, latency_scale=1.0, ranks=n, ops=tuple(sorted({o for o, _, _ in rows})))
     done = np.zeros(_FACTORS)     # log factors of latency, bandwidth, LL, P2P already in cal (vs the library's)
@@ -388,7 +395,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
             break                 # re-solved with the fit, the rows take what the fit said: no bottleneck moved
         x, sd, converged, fit = _fit(models, measured, done)
         lam, m, ll, pp = np.exp(x[:_FACTORS] - done)
-        pipeline, net, launch = fit.pipeline(x), float(x[_NET]) * 1e-6, float(x[_LAUNCH]) * 1e-6
+        pipeline, net, launch = fit.pipeline(x), max(float(x[_NET]), 0.0) * 1e-6, max(float(x[_LAUNCH]), 0.0) * 1e-6
         # the bandwidth factor goes to the technology that holds most of the rows' transfer
         weight: dict = {}
         previous = []
@@ -421,6 +428,9 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     residuals = pd.DataFrame(dict(op=[o for o, _, _ in rows], size=[s for _, s, _ in rows], measured=measured,
                                   model=model, error=(model - measured) / measured))
     notes = [] if converged else ["the least-squares fit did not converge"]
+    if unmodelled:          # (each warned of as its log was read)
+        notes.append("the fit may have absorbed the effect of what the model does not express: "
+                     + "; ".join(dict.fromkeys(unmodelled)))
     if cal.unconstrained:
         notes.append(f"the logs do not constrain: {', '.join(cal.unconstrained)} (left at the library's value)")
     return replace(cal, residuals=residuals, converged=converged, message="; ".join(notes))

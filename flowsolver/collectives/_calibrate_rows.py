@@ -5,14 +5,16 @@ and checked against the graph's; and the options the rows are timed with (:func:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .. import _checks, nccl_tests
 from .._nccl_log import BUSBW_SCALE, busbw_range
 from ..routing import gpu_nodes
 from ._allowed import log_choices
 from ._host import log_gpus_per_thread
-from ._nccl import OPS, reduction
+from .._nccl_env import NCCL_FUNCTIONS
+from ._algorithms import NCCL_ALGORITHMS
+from ._nccl import GPU_GENERATION, OPS, reduction
 
 __all__ = ["ranks_from_busbw", "log_reduction", "log_ranks", "LogRows", "log_rows"]
 
@@ -104,6 +106,80 @@ def log_ranks(df, op, graph, ranks=None):
     return ranks if placed == chosen else placed
 
 
+_NVLS = ("nvls", "nvls_tree")
+#: a printed ``coll channels`` count up to this many times the model's is what NCCL's run-time copies
+#: add to the count its tuner sums (src/graph/connect.cc: ``nChannels * 2`` after connecting the
+#: rings, and again below 16 channels on SM90 across nodes): the model's count is the tuner's
+_RUN_TIME_COPIES = 4
+
+
+def _without_nvls(op, algorithm, where):
+    """``algorithm`` (:func:`~._allowed.log_choices`' form) less NVLS and NVLSTree
+    (``NCCL_NVLS_ENABLE=0``); ValueError where nothing is left."""
+    names = NCCL_ALGORITHMS[op] if algorithm == "auto" else (algorithm,) if isinstance(algorithm, str) else algorithm
+    kept = tuple(a for a in names if a not in _NVLS)
+    if kept == tuple(names):
+        return algorithm
+    if not kept:
+        raise ValueError(f"{where}: NCCL_NVLS_ENABLE=0 and NCCL_ALGO allowed {op} only {', '.join(names)}: "
+                         "NCCL had no algorithm to run it (a log of another run?)")
+    return kept[0] if len(kept) == 1 else kept
+
+
+def _default_channels(graph, op, ranks) -> int:
+    """The channel count the model sets for ``op`` on ``ranks`` (:func:`~._hardware.describe`)."""
+    from ._hardware import describe
+    from ._layout import participants
+
+    chosen, layout = participants(graph, op, ranks, None)
+    return describe(graph, chosen, layout).channels
+
+
+def log_settings(df, op, graph, ranks, allowed) -> tuple:
+    """``(allowed, keywords, notes)`` of a log's NCCL settings (``df.attrs["nccl_env"]``, read
+    as NCCL reads them: :func:`flowsolver._nccl_env.log_environment`) and its ``coll channels``
+    line: ``allowed`` (:func:`~._allowed.log_choices`' ``(algorithm, protocol)``) less NVLS and
+    NVLSTree under ``NCCL_NVLS_ENABLE=0``; ``keywords`` of :func:`flowsolver.collective`:
+    ``pxn=False`` under ``NCCL_PXN_DISABLE=1``, ``channels`` the model's count bounded by
+    ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` as NCCL bounds its own, or the printed
+    count where that is lower; ``notes``: a warning (issued here) per setting the model cannot
+    express, naming it (the times compared, or a calibration, carry its effect)."""
+    from .._nccl_env import bounded_channels, log_environment
+
+    where = df.attrs.get("source", "log")
+    env = log_environment(df.attrs.get("nccl_env") or {})
+    algorithm, protocol = allowed
+    if not env["nvls"]:
+        algorithm = _without_nvls(op, algorithm, where)
+    keywords, notes = {}, []
+    if not env["pxn"]:
+        keywords["pxn"] = False
+    printed = df.attrs.get("coll_channels")
+    if op not in NCCL_FUNCTIONS:        # P2P ops: NCCL's coll channels are not theirs
+        printed = None
+    if env["channels"] is not None and op not in NCCL_FUNCTIONS:
+        notes.append(f"NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS (bounds {env['channels']}) also bound NCCL's P2P "
+                     f"channels (src/graph/paths.cc ncclTopoComputeP2pChannels), which flowsolver sets its own way "
+                     f"for {op}: not applied")
+    elif env["channels"] is not None or printed is not None:
+        count = _default_channels(graph, op, ranks)
+        bounded = count if env["channels"] is None else bounded_channels(count, env["channels"])
+        if printed is not None and printed < bounded:
+            notes.append(f"NCCL printed {printed} coll channels, fewer than the {bounded} the model sets: the log's "
+                         f"{printed} are used")
+            bounded = printed
+        elif printed is not None and printed > _RUN_TIME_COPIES * bounded:
+            notes.append(f"NCCL printed {printed} coll channels, more than {_RUN_TIME_COPIES} x the {bounded} the "
+                         "model's tuner count stands for: not applied (channels= / --channels sets it)")
+        if bounded != count:
+            keywords["channels"] = bounded
+    notes += [f"{name}={value}: {why}; flowsolver does not model it, so the times compared (and a fit to the log: "
+              "calibrate) carry its effect" for name, value, why in env["unmodelled"]]
+    for note in notes:
+        _checks.warn_at_caller(f"{where}: {note}")
+    return (algorithm, protocol), keywords, notes
+
+
 @dataclass(frozen=True)
 class LogRows:
     """An nccl-tests log's out-of-place rows as calibrate and ``flowsolver collective --compare``
@@ -111,13 +187,17 @@ class LogRows:
     (the ``(algorithm, protocol)`` its NCCL_ALGO / NCCL_PROTO allowed, :func:`~._allowed.log_choices`),
     ``per_thread`` (the GPUs one thread drove, :func:`~._host.log_gpus_per_thread`; None where
     the header does not say), ``reductions`` (each row's ``(redop, dtype)``, :func:`log_reduction`)
-    and ``ranks`` (its ranks in the log's order, :func:`log_ranks`)."""
+    and ``ranks`` (its ranks in the log's order, :func:`log_ranks`); ``allowed`` heeds the log's
+    other NCCL settings, whose :func:`flowsolver.collective` keywords are ``keywords`` and
+    whose unmodelled ones ``notes`` name (:func:`log_settings`)."""
 
     rows: object
     allowed: tuple
     per_thread: int | None
     reductions: list
     ranks: object
+    keywords: dict = field(default_factory=dict)
+    notes: tuple = ()
 
 
 def log_rows(df, op, graph, ranks=None) -> LogRows:
@@ -126,20 +206,23 @@ def log_rows(df, op, graph, ranks=None) -> LogRows:
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
     checked_log(df, op, n, ranks is not None, graph, ranks)
     rows = measured_rows(df)
-    return LogRows(rows, log_choices(df, op), log_gpus_per_thread(df.attrs),
-                   log_reduction(rows, df.attrs.get("source", "log")), log_ranks(df, op, graph, ranks))
+    allowed, keywords, notes = log_settings(df, op, graph, ranks, log_choices(df, op))
+    return LogRows(rows, allowed, log_gpus_per_thread(df.attrs), log_reduction(rows, df.attrs.get("source", "log")),
+                   log_ranks(df, op, graph, ranks), keywords, tuple(notes))
 
 
 def _rows(logs, graph, ranks, op):
     """((op, size bytes, measured time s) of every out-of-place row, the rank count, each row's
     (algorithm, protocol) its log's NCCL_ALGO / NCCL_PROTO allowed (:func:`~._allowed.log_choices`)
     and its (redop, dtype) (:func:`log_reduction`), the GPUs a thread drove that each states,
-    None where one does not, and each row's ranks in its log's order (:func:`log_ranks`), logs
+    None where one does not, each row's ranks in its log's order (:func:`log_ranks`), each row's
+    :func:`flowsolver.collective` keywords of its log's other NCCL settings and the notes on the
+    settings not modelled (:func:`log_settings`), logs
     checked against the graph; ValueError where the rows of one op mix data types or reduction
     ops (nccl-tests ``-d all``, ``-o all``: calibrate each on its own, e.g.
     ``df[df["type"] == "float"]``)."""
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
-    out, choices, per_thread, kinds, reductions, placed = [], [], set(), {}, [], []
+    out, choices, per_thread, kinds, reductions, placed, keywords, notes = [], [], set(), {}, [], [], [], []
     one = isinstance(logs, str) or not hasattr(logs, "__iter__") or hasattr(logs, "columns")   # a DataFrame is one log
     for log in ([logs] if one else list(logs)):
         df = log if hasattr(log, "attrs") and hasattr(log, "columns") else nccl_tests.read(log, op=op)
@@ -159,10 +242,12 @@ def _rows(logs, graph, ranks, op):
         choices += [got.allowed] * len(rows)
         reductions += got.reductions
         placed += [got.ranks] * len(rows)
+        keywords += [got.keywords] * len(rows)
+        notes += [f"{where}: {note}" for note in got.notes]
     if not out:
         raise ValueError("logs hold no result rows to calibrate on")
     _check_kinds(kinds)
-    return out, n, choices, reductions, per_thread, placed
+    return out, n, choices, reductions, per_thread, placed, keywords, notes
 
 
 def _check_kinds(kinds) -> None:
@@ -194,6 +279,48 @@ def _check_hosts(df, graph, ranks, where) -> None:
         _checks.warn_at_caller(said + " (unless the hosts are containers sharing those servers)")
 
 
+def _check_gpus(df, graph, ranks, where) -> None:
+    """The log's GPUs (its device list's names, :func:`flowsolver._nccl_log.device_gpu`) against
+    the graph's (``gpu_type`` of the ranks modelled): another generation (NCCL's tuning, NVLink's
+    rate) is a ValueError, another part of one generation (SXM against PCIe) a warning; names
+    not known here, or a graph without GPU types, are not checked."""
+    from .._nccl_log import device_gpu
+
+    said = {d[2] for d in (df.attrs.get("devices") or {}).values() if len(d) > 2 and d[2]}
+    known = {name: device_gpu(name) for name in said}
+    known = {k: v for k, v in known.items() if v is not None}
+    if not known:
+        return
+    gpus = gpu_nodes(graph)
+    chosen = gpus if ranks is None else [gpus[r] for r in _checks.rank_indices(graph, ranks, nodes=gpus)]
+    types = {graph.nodes[g].get("gpu_type") for g in chosen} - {None}
+    if not types:
+        return
+    ours = {t: GPU_GENERATION.get(t) for t in types}
+    names = ", ".join(sorted(known))
+    fix = "model the log's GPUs: --server (or gpu= of a server file) on the command line, a graph of them in the API"
+    servers = _servers_of({g for _, g in known.values()}, {t for parts, _ in known.values() for t in parts})
+    if servers:
+        fix += f" (servers of them: {', '.join(servers)})"
+    if any(g is not None and gen != g for _, gen in known.values() for g in ours.values()):
+        theirs, mine = sorted({g for _, g in known.values()}), sorted(set(map(str, ours.values())))
+        raise ValueError(f"{where}: the log ran on {names} ({', '.join(theirs)}), the graph's GPUs are "
+                         f"{', '.join(sorted(types))} ({', '.join(mine)}): {fix}")
+    if any(parts and not types & set(parts) for parts, _ in known.values()):
+        _checks.warn_at_caller(f"{where}: the log ran on {names}, the graph's GPUs are {', '.join(sorted(types))}, "
+                               f"another part of the generation (its links may differ): {fix}")
+
+
+def _servers_of(generations, parts) -> list:
+    """The registered server models whose GPU is one of ``parts``, else of one of ``generations``."""
+    import topologies as tp
+
+    gpus = {name: str(getattr(tp.servers.get_server(name).gpu, "name", tp.servers.get_server(name).gpu))
+            for name in tp.server_names()}
+    exact = [n for n, g in gpus.items() if g in parts]
+    return exact or [n for n, g in gpus.items() if GPU_GENERATION.get(g) in generations]
+
+
 def measured_rows(df):
     """The rows of a :func:`flowsolver.nccl_tests.read` table that time a collective: out of
     place, of a size > 0 (nccl-tests prints size 0 where a size is below the ranks times the
@@ -223,6 +350,7 @@ def checked_log(df, op, n, given, graph=None, ranks=None):
                   if c in df.columns})
     if graph is not None:
         _check_hosts(df, graph, ranks, where)
+        _check_gpus(df, graph, ranks, where)
     return df
 
 

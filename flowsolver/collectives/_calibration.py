@@ -4,6 +4,8 @@ uncertainty and whether the logs constrained it, and the hooks through which
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, replace
 
 from ..routing import gpu_nodes
@@ -73,6 +75,16 @@ class Calibration:
     net_latency: float = 0.0
     launch_latency: float = 0.0
     parameters: tuple = ()
+
+    def __post_init__(self):
+        # a negative latency makes small messages take negative times; a factor <= 0 none at all
+        for name, positive in (("latency_scale", True), ("ll_bandwidth", True), ("p2p_bandwidth", True),
+                               ("net_latency", False), ("launch_latency", False)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or (value <= 0 if positive else value < 0):
+                raise ValueError(f"Calibration: {name} must be a number {'> 0' if positive else '>= 0 (s)'}, "
+                                 f"got {value!r}")
 
     def apply(self, options: Options) -> Options:
         """``options`` with the fitted efficiencies (the call's own ``efficiency=`` wins)."""

@@ -29,7 +29,9 @@ VERSION = 1
 MAX_BYTES = 1 << 20
 
 _FACTORS = ("latency_scale", "ll_bandwidth", "p2p_bandwidth")      # factors on the library's: > 0
-_SECONDS = ("net_latency", "launch_latency")                         # s, added: finite
+#: s, added to every call / network hop: >= 0 (calibrate bounds them at 0; a negative one makes
+#: small messages take negative times)
+_SECONDS = ("net_latency", "launch_latency")
 _PARAMETER = {"name": str, "value": float, "default": float, "uncertainty": float, "constrained": bool, "unit": str}
 _KINDS = {str: "a string", bool: "true or false"}
 
@@ -92,8 +94,10 @@ def _parameters(data, where) -> list:
         for k, kind in _PARAMETER.items():
             if k == "uncertainty" and p[k] is None:
                 continue
-            if kind is float:
-                p[k] = _number(p, k, f"{where}: parameters[{i}]")
+            if kind is float:       # a factor ("x") > 0; seconds, steps and an uncertainty >= 0
+                unit = p.get("unit")
+                p[k] = _number(p, k, f"{where}: parameters[{i}]", positive=k != "uncertainty" and unit == "x",
+                               nonnegative=k == "uncertainty" or unit in ("s", "steps"))
             elif not isinstance(p[k], kind):
                 raise ValueError(f"{where}: parameters[{i}][{k!r}] must be {_KINDS[kind]}, got {p[k]!r}")
         out.append(p)
@@ -145,7 +149,7 @@ def read_calibration(path) -> dict:
     return dict(
         efficiency={k: float(v) for k, v in efficiency.items()},
         **{k: _number(data, k, where, positive=True) for k in _FACTORS},
-        **{k: _number(data, k, where) for k in _SECONDS},
+        **{k: _number(data, k, where, nonnegative=True) for k in _SECONDS},
         pipeline=Pipeline(**{k: _number(pipeline, k, f"{where}: pipeline", nonnegative=True) for k in names}),
         ranks=ranks, ops=_strings(data, "ops", where, OPS), unconstrained=_strings(data, "unconstrained", where),
         parameters=_parameters(data, where), converged=data["converged"], message=data["message"])

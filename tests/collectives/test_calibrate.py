@@ -110,7 +110,7 @@ def test_a_log_of_other_hosts_is_refused_or_said_and_size_0_rows_are_read_past()
     # an NVL72 rack is one server of 18 trays, each its own host: 2 hosts of 4 GPUs are 2 trays
     from flowsolver.collectives import checked_log
     rack = tp.rail_optimized(1, server="nvl72")
-    df = nccl_tests.read(log, op="all_gather")
+    df = nccl_tests.read(log.replace("NVIDIA H100", "NVIDIA GB200"), op="all_gather")     # the rack's GPUs
     assert checked_log(df, "all_gather", 8, True, rack, list(range(8))) is df
     with pytest.raises(ValueError, match=r"ran on 2 hosts, the ranks modelled are on 3 servers \(or trays\)"):
         checked_log(df, "all_gather", 8, True, rack, [0, 1, 2, 3, 4, 5, 8, 9])

@@ -64,7 +64,7 @@ def _written(tmp_path, change):
     (lambda d: d.update(ops=["allreduce"]), "'ops' names 'allreduce', not among all_reduce"),
     (lambda d: d.update(ranks=0), "'ranks' must be a whole number >= 1, got 0"),
     (lambda d: d.update(residuals=[]), "unknown key(s) residuals"),
-    (lambda d: d["parameters"][0].update(value=None), "parameters[0]: 'value' must be a finite number, got None"),
+    (lambda d: d["parameters"][0].update(value=None), "parameters[0]: 'value' must be a number > 0, got None"),
 ])
 def test_a_file_that_is_not_a_calibration_names_itself_and_the_fault(tmp_path, change, said):
     path = _written(tmp_path, change)
