@@ -3,6 +3,8 @@ TTFT and TPOT percentiles, throughput per GPU, goodput, the network's share, bot
 
 from __future__ import annotations
 
+import warnings
+
 from ..training import MODELS
 from ._arguments import (CliError, _add_output, _add_topology, build_graph, cluster_label, compute_choice,
                          compute_model)
@@ -81,12 +83,14 @@ def serve(args) -> None:
     elif any(v is not None for v in (args.decode_tp, args.decode_pp, args.decode_ep)):
         raise ValueError("--decode-tp / --decode-pp / --decode-ep need --prefill-gpus (disaggregated)")
     ms = lambda v: None if v is None else v / 1e3   # noqa: E731
-    r = run(graph, args.model, rate=args.rate, duration=args.duration, prompt=_length("--prompt", args.prompt),
-            output=_length("--output", args.output), tp=args.tp, pp=args.pp, ep=args.ep,
-            prefill_gpus=args.prefill_gpus, decode=decode, max_batch=args.max_batch, token_budget=args.token_budget,
-            precision=args.precision, ttft_target=ms(args.ttft_target), tpot_target=ms(args.tpot_target),
-            comm_overlap=args.comm_overlap, seed=args.request_seed, hbm_efficiency=args.hbm_efficiency,
-            **compute_choice(args))
+    with warnings.catch_warnings():     # a run short of steady state: said in the output below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = run(graph, args.model, rate=args.rate, duration=args.duration, prompt=_length("--prompt", args.prompt),
+                output=_length("--output", args.output), tp=args.tp, pp=args.pp, ep=args.ep,
+                prefill_gpus=args.prefill_gpus, decode=decode, max_batch=args.max_batch,
+                token_budget=args.token_budget, precision=args.precision, ttft_target=ms(args.ttft_target),
+                tpot_target=ms(args.tpot_target), comm_overlap=args.comm_overlap, seed=args.request_seed,
+                hbm_efficiency=args.hbm_efficiency, **compute_choice(args))
     s = r.summary()
     lay = ", ".join(f"{name} {v['instances']} x (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})"
                     for name, v in s["layouts"].items())
@@ -97,20 +101,33 @@ def serve(args) -> None:
              f"(network {s['network_share_ttft']:.1%})",
              f"TPOT p50 {s['tpot_p50_ms']:.2f} ms  p99 {s['tpot_p99_ms']:.2f} ms  "
              f"(network {s['network_share_tpot']:.1%})",
-             f"throughput {s['throughput_tokens_per_gpu']:.1f} output tokens/s per GPU"]
+             f"throughput {s['throughput_tokens_per_gpu']:.1f} output tokens/s per GPU "
+             f"({'steady state' if s['steady'] else 'not steady: see the warning'})"]
+    if not s["steady"]:
+        lines.append(f"warning: --duration {args.duration:g} s does not reach steady state (the batch is full only "
+                     f"from {r.steady_window[0]:.3g} s): the figures hold the ramp up and the drain; rerun with "
+                     f"--duration {s['needed_duration_s']:.3g} or more")
     if s["goodput_requests_per_gpu"] == s["goodput_requests_per_gpu"]:
         lines.append(f"goodput {s['goodput_requests_per_gpu']:.4g} requests/s per GPU within the targets")
     if s["kv_transfer_p50_ms"] == s["kv_transfer_p50_ms"]:
         lines.append(f"KV transfer p50 {s['kv_transfer_p50_ms']:.2f} ms")
     lines += [f"bottleneck {kind}: {src} -> {dst} ({tier})" for kind, (src, dst, tier) in s["bottleneck"].items()]
     row = {k: v for k, v in s.items() if k not in ("bottleneck", "layouts")}
+    failed = None
     if args.max_rate:
         if args.ttft_target is None and args.tpot_target is None:
             raise ValueError("--max-rate needs --ttft-target or --tpot-target (ms)")
-        best, at = r.rate_at_targets(ms(args.ttft_target), ms(args.tpot_target))
-        row["max_rate"] = best
-        row["throughput_at_max_rate"] = at.throughput if at is not None else 0.0
-        lines.append(f"largest rate with 90 % of requests within the targets: {best:.3g} requests/s, "
-                     f"{row['throughput_at_max_rate']:.1f} output tokens/s per GPU")
+        try:
+            best, at = r.rate_at_targets(ms(args.ttft_target), ms(args.tpot_target))
+        except ValueError as err:       # no rate found: said, never printed as a rate
+            failed = str(err).replace("pass duration= (or serve one that long)", "rerun with --duration")
+            row["max_rate"] = row["throughput_at_max_rate"] = None
+            lines.append(f"largest rate with 90 % of requests within the targets: not found ({failed})")
+        else:
+            row["max_rate"], row["throughput_at_max_rate"] = best, at.throughput
+            lines.append(f"largest rate with 90 % of requests within the targets: {best:.3g} requests/s, "
+                         f"{at.throughput:.1f} output tokens/s per GPU")
     row["bottleneck"] = "; ".join(f"{k}: {a}->{b}" for k, (a, b, _) in s["bottleneck"].items())
     emit([row], args, "\n".join(lines))
+    if failed:
+        raise ValueError(f"--max-rate: {failed}")

@@ -14,9 +14,11 @@ tokens (``kv_seconds(bytes, in flight)``) and joins that instance's batch at its
 boundary when it fits the decode pool's own sequences and KV cache (prompt + output). The
 requests of one prefill step are dealt to its attention ranks whole, longest first, each to the
 rank with the fewest prompt tokens so far (:func:`flowsolver.serving._steps.deal_longest_first`,
-the dealing the step's time assumes); each rank sends its requests one after another, in
-arrival order (a request's KV arrives when it and those before it on its rank are sent), at the
-rate of the number of prefill instances sending at that moment.
+the dealing the step's time assumes). Each attention rank of a prefill instance sends the caches
+of its requests one after another, first in first out across its steps (a step's transfer waits
+for the transfers of the steps before it on that rank: they leave from the same GPUs and NICs,
+so the bytes a rank sends never exceed its rate), at the rate of the number of distinct prefill
+instances sending at the step's end (itself included).
 
 The cost per event is small: a step's time is a function of the batch size and the context it
 holds, evaluated from tables built once (``prefill_time``, ``decode_time``); a decode step
@@ -87,8 +89,9 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
     prompt + output). Otherwise disaggregated: a prefill instance reserves the prompts of its
     step and releases them at the step's end, a decode instance reserves prompt + output while
     the request decodes; ``kv_seconds(bytes, in_flight)`` is the time one of a prefill
-    instance's ``kv_ranks`` attention ranks takes to send ``bytes`` while ``in_flight`` prefill
-    instances send (linear in ``bytes``); a prefill step's requests are dealt to its ranks as its
+    instance's ``kv_ranks`` attention ranks takes to send ``bytes`` while ``in_flight`` distinct
+    prefill instances send (linear in ``bytes``); each rank sends first in first out (a transfer
+    starts when the rank's earlier ones are done); a prefill step's requests are dealt to its ranks as its
     time assumes (:func:`flowsolver.serving._steps.deal_longest_first`). ``prefill_time(lengths)``
     (the step's prompt lengths, tokens) and ``decode_time(sequences, context_tokens)`` return
     ``(seconds, communication seconds)`` of one instance's step.
@@ -121,7 +124,17 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
     heap = [(float(a), 0, _ARRIVE, i) for i, a in enumerate(arrival)]
     heapq.heapify(heap)
     seq = n
-    state = dict(in_flight=0, tokens=0, events=0)
+    state = dict(tokens=0, events=0)
+    # when each attention rank of each prefill instance is done sending the KV caches queued on it.
+    # First in first out, by reasoning rather than a measured connector: a KV connector (NIXL,
+    # Mooncake's transfer engine) moves a request's cache as RDMA reads / writes between the two
+    # instances' GPUs, and whatever order it posts them in, the rank's GPUs and NICs carry them at
+    # most at the rank's rate. Sent one after another (as a step's requests already were), the
+    # link drains at that rate, the last byte leaves when it would under any work-conserving
+    # sharing, and each cache arrives as early as it can; a connector that keeps several requests'
+    # transfers outstanding and lets the NIC interleave them (processor sharing) ends the last one
+    # at the same time but the earlier ones later: not modelled.
+    kv_free = [[-np.inf] * kv_ranks for _ in range(0 if colocated else prefill_instances)]
     limit = max_events if max_events is not None else 50 * (n + int(output.sum())) + 100
 
     def place(inst, i, tokens, capacity) -> bool:
@@ -200,9 +213,7 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
             pre[k].queue.append(x)
             start(t, k, pre[k], True)
         elif kind == _KV:
-            i, k, last = x
-            if last:                     # the prefill step's transfer is over
-                state["in_flight"] -= 1
+            i, k = x
             inst = dec[k]
             inst.queue.append(i)
             if not inst.busy:
@@ -215,10 +226,11 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
             if was_prefill:
                 take, comm = inst.batch
                 sends = [] if colocated else [i for i in take if output[i] > 1]
-                if sends:                # one transfer per prefill step: its requests one after another
-                    state["in_flight"] += 1
-                    per_byte = kv_seconds(1.0, state["in_flight"])
-                    sent = [0.0] * kv_ranks          # bytes each attention rank has sent so far
+                if sends:                # its requests queue on the ranks they were prefilled on
+                    # the distinct prefill instances sending now: this one and those still sending
+                    sending = 1 + sum(1 for j, free in enumerate(kv_free) if j != k and max(free) > t)
+                    per_byte = kv_seconds(1.0, sending)
+                    free = kv_free[k]
                     rank_of = deal_longest_first(prompt[take], kv_ranks)     # where each was prefilled
                 for j, i in enumerate(take):
                     first[i] = t
@@ -238,10 +250,10 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
                         d = int(np.argmin(dec_reserved))
                         dec_reserved[d] += need[i]
                         rank = int(rank_of[j])
-                        sent[rank] += kv_bytes_per_token * float(prompt[i])
-                        kv_s[i] = sent[rank] * per_byte
+                        free[rank] = max(free[rank], t) + kv_bytes_per_token * float(prompt[i]) * per_byte
+                        kv_s[i] = free[rank] - t         # queued behind the rank's earlier caches, then sent
                         dec_net[i] += kv_s[i]
-                        push(t + kv_s[i], _KV, (i, d, i == sends[-1]))
+                        push(free[rank], _KV, (i, d))
             else:
                 if t <= window:
                     state["tokens"] += inst.running

@@ -13,10 +13,13 @@ to decode instance ``p mod D`` at once; every flow's completion time is solved w
 fair sharing, re-solved as flows finish (:func:`flowsolver.completion_times`, on the
 catalogue's effective link capacities, as :func:`flowsolver.concurrent` solves them), beside
 the pools' own communication as background flows capped at their average rates (see
-:func:`flowsolver.serving._serve.background_flows`). A transfer that starts while ``m``
-prefill instances send takes the time of the smallest wave ``k >= m``, scaled by its bytes
-(the rates are held from its start; path latencies, µs, are left out next to transfers of MB).
-The event loop sends the requests of one prefill step as one transfer, one after another.
+:func:`flowsolver.serving._serve.background_flows`). A prefill step's transfer, started while
+``m`` distinct prefill instances send (itself included), moves at the rate of the smallest wave
+``k >= m``, scaled by its bytes (the rates are held from its start; path latencies, µs, are left
+out next to transfers of MB). Several transfers of one instance never add up: the event loop
+(:mod:`flowsolver.serving._events`) queues each attention rank's caches first in first out, a
+step's requests one after another and a later step's after them, since they leave from the same
+GPUs and NICs.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class KvTransfer:
 
     def seconds(self, nbytes: float, in_flight: int) -> float:
         """Seconds one attention rank takes to send ``nbytes`` of KV cache while ``in_flight``
-        prefill instances send (itself included; every rank of each sending at once)."""
+        distinct prefill instances send (itself included; every rank of each sending at once,
+        one transfer a rank: a rank's transfers queue, they never add up)."""
         j = min(int(np.searchsorted(self.waves, max(in_flight, 1))), len(self.waves) - 1)
         return nbytes * float(self.seconds_per_byte[j])
 

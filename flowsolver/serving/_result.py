@@ -5,6 +5,7 @@ tables (``_events``), and the result's latencies, throughput and goodput."""
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,8 +71,15 @@ class ServeResult:
     """What :func:`serve` measured. Times in seconds, per request in arrays (NaN: unfinished).
 
     ``ttft`` arrival to first token; ``tpot`` (finish - first token) / (output - 1) for the
-    requests with more than one output token; ``throughput`` output tokens/s per GPU over the
-    arrival window; ``goodput`` requests/s per GPU within both targets (NaN without targets);
+    requests with more than one output token; ``throughput`` output tokens/s per GPU in steady
+    state: the tokens made between ``steady_window`` = (the first first token plus the longest
+    decode, 99th percentile: the batch has filled; the last first token: after it the batch only
+    drains), over its length (a stable queue: rate x mean output / GPUs; an overloaded one: what
+    the cluster serves); ``steady`` whether the run reached steady state: the requests decoding
+    wholly inside that window arrived over at least half the arrival window, i.e. ``duration >=
+    needed_duration`` = 2 x (the window's start + the longest decode), else a RuntimeWarning
+    naming both (the figures then hold the ramp up and the drain);
+    ``goodput`` requests/s per GPU within both targets over the arrival window (NaN without targets);
     ``network_share_ttft`` / ``network_share_tpot``: communication (and, disaggregated, the KV
     transfer) over the whole, summed over the requests; ``bottleneck``: per communication kind
     (``prefill.tp``, ``decode.ep``, ``kv``...) the links that held it
@@ -100,6 +108,10 @@ class ServeResult:
     kv_capacity: float
     events: int
     kv_capacities: dict = field(default_factory=dict)
+    steady: bool = True
+    needed_duration: float = float("nan")
+    steady_window: tuple = (float("nan"), float("nan"))
+    in_steady: np.ndarray = field(repr=False, default=None)
     step_tables: dict = field(repr=False, default_factory=dict)
     engine: dict = field(repr=False, default_factory=dict)
 
@@ -172,14 +184,16 @@ class ServeResult:
 
     def rate_at_targets(self, ttft_target: float | None = None, tpot_target: float | None = None, *,
                         attainment: float = 0.9, seed: int = 0, tolerance: float = 0.02,
-                        max_rounds: int = 30) -> tuple:
-        """The largest request rate (requests/s) at which ``attainment`` of the requests meet
-        both targets (s), DistServe's goodput: bisection over :meth:`at_rate` between 0 and
-        the first doubling of this run's rate that misses, to ``tolerance`` (relative).
-        Returns ``(rate, ServeResult at that rate)``; ``(0.0, None)`` when even a tenth of this
-        run's rate misses. ``max_rounds`` bounds the doublings and the bisections each: a rate that
-        still meets the targets after them, or a bracket still wider than ``tolerance``, is a
-        ValueError (not a rate that looks found).
+                        max_rounds: int = 30, duration: float | None = None) -> tuple:
+        """The largest request rate (requests/s) at which ``attainment`` of the steady requests
+        (those decoding wholly in steady state, :func:`steady_state`) meet both targets (s),
+        DistServe's goodput, over runs of ``duration`` s (default this run's): from this run's
+        rate, doubling while it meets them or halving while it misses, then bisection between
+        the last rate that meets them and the first that misses, to ``tolerance`` (relative).
+        Returns ``(rate, ServeResult at that rate)``. A ValueError (never a rate that looks
+        found) when a run tried does not reach steady state (naming the duration it needs), when
+        no rate meets the targets after ``max_rounds`` halvings or before a run draws fewer than
+        one request on average, or when ``max_rounds`` doublings or bisections do not settle it.
 
         >>> import topologies as tp
         >>> from flowsolver import serve
@@ -196,37 +210,62 @@ class ServeResult:
         attainment = _checks.fraction("attainment", attainment, zero_ok=False)
         tolerance = _checks.positive_number("tolerance", tolerance)
         max_rounds = _checks.integer("max_rounds", max_rounds)
+        duration = self.duration if duration is None else _checks.positive_number("duration", duration, "s")
         base = len(self.arrival) / self.duration
 
         def meets(rate):
-            r = self.at_rate(rate, seed=seed, ttft_target=ttft_target, tpot_target=tpot_target)
+            with warnings.catch_warnings():         # a run short of steady state is refused below, by name
+                warnings.simplefilter("ignore", RuntimeWarning)
+                r = self.at_rate(rate, duration=duration, seed=seed, ttft_target=ttft_target, tpot_target=tpot_target)
             many = r.output > 1
             done = np.isfinite(r.ttft) & (np.isfinite(r.tpot) | ~many)
             ok = _within(r.ttft, r.tpot, done, many, ttft_target, tpot_target)
-            return ok.mean() >= attainment, r
+            if r.steady:
+                return ok[r.in_steady].mean() >= attainment, r
+            # short of steady state: its ramp and drain ran lighter batches and shorter queues than a
+            # steady run, so a miss is a miss; a pass proves nothing
+            if ok.mean() < attainment:
+                return False, r
+            raise ValueError(f"rate_at_targets: at {rate:.4g} requests/s a run of duration {duration:g} s does not "
+                             f"reach steady state (the batch is full from {r.steady_window[0]:.3g} s); it needs "
+                             f"duration >= {r.needed_duration:.3g} s: pass duration= (or serve one that long)")
 
-        low, good = base / 10.0, None
-        fine, run = meets(low)
-        if not fine:
-            return 0.0, None
-        good = run
-        high = base
-        cap = MAX_REQUESTS / self.duration             # the most requests/s one run of this duration draws
-        while cap * self.duration > MAX_REQUESTS:       # (to the ulp: 1e7 / 9.1 x 9.1 is over 1e7)
-            cap = math.nextafter(cap, 0.0)
-        for _ in range(max_rounds):
-            if high > cap and low >= cap:
-                raise ValueError(f"rate_at_targets: {low:.4g} requests/s still meets the targets, and a run of "
-                                 f"{self.duration:g} s holds at most {MAX_REQUESTS:,} requests "
-                                 f"({cap:.4g} requests/s): serve a shorter duration")
-            high = min(high, cap)
-            fine, run = meets(high)
-            if not fine:
-                break
-            low, good, high = high, run, high * 2.0
+        fine, run = meets(base)
+        if not fine:                # halve until a rate meets the targets: the bracket's low end
+            high, low = base, base
+            for _ in range(max_rounds):
+                low = high / 2.0
+                if low * duration < 1.0:
+                    raise ValueError(f"rate_at_targets: no rate meets the targets: {high:.4g} requests/s misses "
+                                     f"them (TTFT p50 {run.ttft_p50 * 1e3:.4g} ms, TPOT p50 "
+                                     f"{run.tpot_p50 * 1e3:.4g} ms) and a run of {duration:g} s at half of it draws "
+                                     f"under one request: the targets are below what an idle instance gives")
+                fine, run = meets(low)
+                if fine:
+                    break
+                high = low
+            else:
+                raise ValueError(f"rate_at_targets: {low:.4g} requests/s still misses the targets after max_rounds "
+                                 f"({max_rounds}) halvings from {base:.4g}: raise max_rounds")
+            good = run
         else:
-            raise ValueError(f"rate_at_targets: {low:.4g} requests/s still meets the targets after max_rounds "
-                             f"({max_rounds}) doublings: raise max_rounds")
+            low, good, high = base, run, base * 2.0
+            cap = MAX_REQUESTS / duration                 # the most requests/s one run of this duration draws
+            while cap * duration > MAX_REQUESTS:          # (to the ulp: 1e7 / 9.1 x 9.1 is over 1e7)
+                cap = math.nextafter(cap, 0.0)
+            for _ in range(max_rounds):
+                if high > cap and low >= cap:
+                    raise ValueError(f"rate_at_targets: {low:.4g} requests/s still meets the targets, and a run of "
+                                     f"{duration:g} s holds at most {MAX_REQUESTS:,} requests "
+                                     f"({cap:.4g} requests/s): serve a shorter duration")
+                high = min(high, cap)
+                fine, run = meets(high)
+                if not fine:
+                    break
+                low, good, high = high, run, high * 2.0
+            else:
+                raise ValueError(f"rate_at_targets: {low:.4g} requests/s still meets the targets after max_rounds "
+                                 f"({max_rounds}) doublings: raise max_rounds")
         for _ in range(max_rounds):
             if high - low <= tolerance * low:
                 break
@@ -253,7 +292,8 @@ class ServeResult:
                     kv_transfer_p50_ms=self._pct(np.where(self.kv_seconds > 0, self.kv_seconds, np.nan), 50) * 1e3,
                     bottleneck={k: (v[0].src, v[0].dst, v[0].tier) for k, v in self.bottleneck.items() if v},
                     layouts=self.layouts, kv_capacity_tokens=self.kv_capacity,
-                    kv_capacity_prefill_tokens=self.kv_capacities.get("prefill", self.kv_capacity))
+                    kv_capacity_prefill_tokens=self.kv_capacities.get("prefill", self.kv_capacity),
+                    steady=self.steady, needed_duration_s=self.needed_duration)
 
 
 def check_fits(engine: dict, prompt, output) -> None:
@@ -298,14 +338,63 @@ def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) 
     goodput = float("nan")
     if ttft_target is not None or tpot_target is not None:
         goodput = float(_within(ttft, tpot, done, many, ttft_target, tpot_target).sum()) / duration / n_gpus
+    start, end, inside, needed = steady_state(trace.first_token, trace.finish, output_t, duration)
+    steady = bool(duration >= needed and inside.any())
+    if end > start:         # the tokens made while the batch is full
+        throughput = tokens_between(trace.first_token, trace.finish, output_t, start, end) / (end - start) / n_gpus
+    else:                   # no steady state at all: every token over the whole run
+        first_t, last_t = np.nanmin(trace.first_token), np.nanmax(trace.finish)
+        throughput = float(np.sum(output_t[done])) / max(last_t - first_t, 1e-30) / n_gpus
+    if not steady:
+        warnings.warn(f"serve: duration {duration:g} s does not reach steady state: requests decode for up to "
+                      f"{needed / 2 - start:.3g} s and the batch is full only from {start:.3g} s, so the throughput, "
+                      f"goodput and latencies hold its ramp up and drain; a steady run needs duration >= "
+                      f"{needed:.3g} s", RuntimeWarning, stacklevel=3)
     return ServeResult(mode=engine["mode"], gpus=n_gpus, duration=duration, arrival=arrival, prompt=prompt_t,
-                       output=output_t, ttft=ttft, tpot=tpot, throughput=trace.tokens_in_window / duration / n_gpus,
+                       output=output_t, ttft=ttft, tpot=tpot, throughput=throughput, steady=steady,
+                       needed_duration=needed, steady_window=(start, end), in_steady=inside,
                        goodput=goodput, network_share_ttft=net_ttft, network_share_tpot=net_tpot,
                        kv_seconds=trace.kv_seconds, bottleneck=engine["bottleneck"], layouts=engine["layouts"],
                        kv_capacity=engine["decode_capacity"], kv_capacities=dict(engine["kv_capacities"]),
                        events=trace.events,
                        step_tables=dict(decode=engine["decode_time"], prefill=engine["prefill_time"]),
                        engine=engine)
+
+
+def steady_state(first, finish, output, duration: float) -> tuple:
+    """``(start, end, steady requests, needed duration)`` of a run's steady state: the batch has
+    filled once every request decoding started after the first first token, ``start`` = the
+    first first token + the longest decode (99th percentile of finish - first token); it drains
+    after the last first token, ``end``. The steady requests decode wholly inside ``[start,
+    end]``; they arrive over ``end - longest - start`` s of the ``duration``, at least half of it
+    when ``duration >= 2 (start + longest)`` (a stable queue's ``end`` is about ``duration``):
+    about four request lifetimes.
+
+    >>> a, b, ok, need = steady_state(np.array([1.0, 3.0, 5.0]), np.array([2.0, 4.0, 6.0]), np.array([3, 3, 3]), 5.0)
+    >>> a, b, ok.tolist(), need           # every decode 1 s: full from 2 s, steady requests 2 ... 4 s
+    (2.0, 5.0, [False, True, False], 6.0)
+    """
+    ok = np.isfinite(first) & np.isfinite(finish)
+    if not ok.any():
+        return float("nan"), float("nan"), ok, float("inf")
+    longest = float(np.quantile((finish - first)[ok], 0.99))
+    start = float(np.min(first[ok])) + longest
+    end = float(np.max(first[ok]))
+    with np.errstate(invalid="ignore"):
+        inside = ok & (first >= start) & (finish <= end)
+    return start, end, inside, 2.0 * (start + longest)
+
+
+def tokens_between(first, finish, output, start: float, end: float) -> float:
+    """Output tokens made in ``[start, end]``: each request's first at ``first``, the other
+    ``output - 1`` evenly over ``(first, finish]``."""
+    ok = np.isfinite(first) & np.isfinite(finish)
+    f, e, o = first[ok], finish[ok], output[ok].astype(np.float64)
+    made = np.sum((f >= start) & (f <= end)).astype(np.float64)
+    span = e - f
+    overlap = np.clip(np.minimum(e, end) - np.maximum(f, start), 0.0, None)
+    rest = np.where(span > 0, (o - 1) * overlap / np.where(span > 0, span, 1.0), 0.0)
+    return float(made + rest.sum())
 
 
 def _within(ttft, tpot, done, many, ttft_target, tpot_target) -> np.ndarray:

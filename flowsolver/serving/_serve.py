@@ -9,6 +9,7 @@ import numpy as np
 import topologies as tp_
 
 from .. import _checks
+from ..collectives import checked_collective_options
 from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_missing,
                         resolve_compute)
 from ._kv import kv_transfer
@@ -211,7 +212,7 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
           hbm_efficiency: float | None = None,
           memory_utilization: float = DEFAULT_MEMORY_UTILIZATION, ttft_target: float | None = None,
           tpot_target: float | None = None, comm_overlap: float = 0.0, gpu=None, seed: int = 0,
-          collective_options: dict | None = None) -> ServeResult:
+          collective_options=None) -> ServeResult:
     """Serve a Poisson request stream with ``model`` on the cluster ``graph``.
 
     Co-located (default): every GPU of ``ranks`` (default all) belongs to instances of ``tp x
@@ -270,9 +271,11 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         Share of each step's communication hidden behind its compute (at most the compute):
         0 (default) none; DeepSeek's two-microbatch pipelines hide most of it. The network
         shares count the exposed part.
-    collective_options : dict, optional
+    collective_options : CollectiveOptions or dict, optional
         Options of :func:`flowsolver.concurrent_kinds` (``policy``, ``efficiency``, ...;
-        ``protocol`` defaults to ``"auto"``, NCCL's choice per size).
+        ``protocol`` defaults to ``"auto"``, NCCL's choice per size), as
+        :func:`flowsolver.training_step` takes them: a :class:`flowsolver.CollectiveOptions`
+        (without ``channels`` or ``candidates``) or a dict of its fields.
 
     Examples
     --------
@@ -333,8 +336,12 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     if not len(arrival):
         raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed}): raise rate or "
                          f"duration")
-    # NCCL chooses its protocol per size (LL for the small messages of decode steps)
-    options = {"protocol": "auto"} | dict(collective_options or {})
+    # NCCL chooses its protocol per size (LL for the small messages of decode steps); a
+    # CollectiveOptions or a dict, checked as training_step checks them (a ValueError names the key)
+    try:
+        options = {"protocol": "auto"} | checked_collective_options(collective_options, graph)
+    except ValueError as err:
+        raise ValueError(str(err).replace("a training step", "serve")) from None
     longest = int(max(token_budget, prompt_t.max()))
 
     models = {name: StepModel(spec, gpu_spec, lay, precision, kv_bytes, compute_efficiency, attention_efficiency,
