@@ -332,10 +332,10 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     if nodes == 1:
         model.build(g, 0, 0)
         bisection, method = None, "formula: gpus/2 x NVLink bandwidth per GPU"
-        if model.layout == "nvlink_mesh":   # halves of a mesh: (gpus/2)^2 pairs cross, each its own links
+        if model.layout == "nvlink_mesh":   # halves of a mesh: every pair across crosses, on its own links
             bisection = (model.gpus // 2) * (model.gpus - model.gpus // 2) * model.links_per_pair \
                 * mesh_link(model.nvlink)
-            method = "formula: (gpus/2)^2 GPU pairs x links_per_pair x one NVLink's rate"
+            method = "formula: floor(gpus/2) x ceil(gpus/2) GPU pairs x links_per_pair x one NVLink's rate"
         elif model.has_nvlink:  # halves of one NVSwitch domain
             bisection = model.gpus // 2 * get_link(model.nvlink).bandwidth
         params["tiers"] = 0

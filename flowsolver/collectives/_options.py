@@ -18,7 +18,7 @@ from ._host import host_floor, with_host
 from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency, reduction
 
 __all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys", "checked_collective_options",
-           "merged_options", "communicator_options", "MAX_CHANNELS",
+           "merged_options", "communicator_options", "ANY_RELAY", "MAX_CHANNELS",
            "POLICY_OPTIONS", "COLLECTIVE_OPTIONS"]
 
 #: NCCL's MAXCHANNELS (src/include/device.h:91 of master 5067397c; 64 from NCCL 2.25, 32 before): a communicator never
@@ -230,7 +230,7 @@ class Options:
         options = dict(self.policy_options or {})
         if policy_of(self.policy).collective_pxn:
             options.setdefault("pxn", self.pxn)
-        if options.get("pxn") and self.relays is not None:
+        if options.get("pxn") and self.relays is not None and self.relays != ANY_RELAY:
             options["relays"] = list(self.relays)
         return options
 
@@ -407,12 +407,25 @@ def checked_collective_options(options, graph) -> dict:
     return dict(options)
 
 
+#: ``Options.relays`` of groups solved in lockstep that are communicators of their own (a
+#: training step's pipeline pairs, :func:`flowsolver.concurrent`'s groups): the relays are not
+#: tracked per group, so every GPU may relay, as before relays were (each group's flows would
+#: otherwise relay through the others' GPUs)
+ANY_RELAY = "any"
+
+
 def communicator_options(op: str, rank_groups, options: Options) -> Options:
-    """``options`` of a call whose communicator is wider than the ranks it routes: a send /
-    receive moves data between its first two ranks in the communicator of all the ranks given
-    (every GPU when None), so PXN may relay through any of them (NCCL's topology holds the
-    communicator's GPUs: ``src/graph/topo.cc``)."""
-    if op != "send_recv" or options.relays is not None:
+    """``options`` with the GPUs PXN may relay through (NCCL's topology holds the
+    communicator's GPUs only: ``src/graph/topo.cc``, ``src/graph/paths.cc``): one group's own
+    ranks (the default, ``relays`` None), or for a send / receive, which moves data between its
+    first two ranks in the communicator of all the ranks given (every GPU when None), all of
+    them; groups in lockstep of different GPUs (each its own communicator): :data:`ANY_RELAY`."""
+    if options.relays is not None or not rank_groups:
         return options
-    given = rank_groups[0] if rank_groups else None
-    return options if given is None else replace(options, relays=tuple(int(r) for r in given))
+    sets = {None if g is None else frozenset(int(r) for r in g) for g in rank_groups}
+    if len(sets) > 1:
+        return replace(options, relays=ANY_RELAY)
+    given = rank_groups[0]
+    if op != "send_recv" or given is None:
+        return options
+    return replace(options, relays=tuple(int(r) for r in given))

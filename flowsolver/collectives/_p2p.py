@@ -40,7 +40,7 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import gpu_nodes
-from ._hardware import describe, nccl_channels, near_nics
+from ._hardware import describe, mesh_pairs, mesh_ring_channels, nccl_channels, near_nics
 from ._layout import server_nics
 from ._nccl import PROTOCOLS
 from ._nccl_timing import transfer_of
@@ -262,7 +262,13 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
         # NCCL's p2pnChannels: its channel count with the run-time copy (twice the tuner's),
         # rounded up to a power of two (paths.cc:980-990, ncclTopoComputeP2pChannels): SURF Snellius' 4 H100
         # print "24 coll channels, ... 32 p2p channels, 16 p2p channels per peer"
-        p2p_channels = _pow2_up(min(_MAX_CHANNELS, 2 * hw.channels))
+        # (the communicator's channels, not the routed pair's: a send inside four mesh GPUs
+        # has the four's 12, the pair alone 4)
+        local = [nodes_of[r] for r in comm_ranks]
+        pairs_gbs = mesh_pairs(graph, local)
+        comm_channels = hw.channels if pairs_gbs is None else mesh_ring_channels(pairs_gbs, len(local),
+                                                                                 hw.generation)
+        p2p_channels = _pow2_up(min(_MAX_CHANNELS, 2 * comm_channels))
     elif nodes == 1 and nvswitch:
         p2p_channels = _NVSWITCH_P2P_CHANNELS
     else:

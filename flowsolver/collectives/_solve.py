@@ -85,7 +85,9 @@ def _with_relays(options, ranks) -> dict:
     communicator's GPUs (NCCL relays through no GPU outside it): ``options.relays`` where the
     communicator is wider than the routed ranks (a send / receive), else ``ranks``."""
     kw = options.route_options
-    return kw | {"relays": [int(r) for r in ranks]} if kw.get("pxn") and "relays" not in kw else kw
+    if not kw.get("pxn") or "relays" in kw or getattr(options, "relays", None) is not None:
+        return kw           # given, or any GPU (groups in lockstep, each its own communicator)
+    return kw | {"relays": [int(r) for r in ranks]}
 
 
 def step_latency(rm, options) -> float:

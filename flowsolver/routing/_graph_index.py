@@ -39,8 +39,10 @@ def no_path(ix, src, dst, what: str = "route") -> RoutingError:
     text = f"no path from {ix.name(src)} to {ix.name(dst)} ({what}); "
     if ix.graph.graph.get("generator") == "rail_only":
         return RoutingError(text + "rail_only has no switch between rails: traffic between rails first "
-                                   "crosses NVLink to the GPU on the destination's rail (NCCL's PXN); "
-                                   "pass pxn=True")
+                                   "crosses NVLink to the GPU on the destination's rail (NCCL's PXN): "
+                                   "pass pxn=True, and a GPU of the communicator must sit on that rail "
+                                   "of the sending server (PXN relays through the communicator's GPUs "
+                                   "only: the collective's ranks, route(relays=))")
     return RoutingError(text + "the links between them are missing or failed")
 
 

@@ -108,9 +108,16 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     if relays is not None:      # a mask over the nodes: the GPUs a PXN relay may be
         relay = np.zeros(ix.nv, dtype=bool)
         given = list(relays)
+        for r in given:         # GPU ranks or GPU node ids; a bool or a float is no rank
+            if isinstance(r, (bool, np.bool_)) or not isinstance(r, (int, np.integer, str)):
+                raise ValueError(f"relays must be GPU ranks or GPU node ids, got {r!r}")
         if given:
             kinds = {isinstance(r, (int, np.integer)) for r in given}
-            relay[ix.resolve(np.asarray(given, dtype=np.int64 if kinds == {True} else object), "relays")] = True
+            nodes = ix.resolve(np.asarray(given, dtype=np.int64 if kinds == {True} else object), "relays")
+            if not ix.is_gpu[nodes].all():
+                bad = given[int(np.flatnonzero(~ix.is_gpu[nodes])[0])]
+                raise ValueError(f"relays must be GPU ranks or GPU node ids: {bad!r} is not a GPU")
+            relay[nodes] = True
     if (same := np.flatnonzero(src == dst)).size:      # a rank and its GPU's node id: one node
         f = int(same[0])
         given = [getattr(x, "item", lambda x=x: x)() for x in (flows.src[f], flows.dst[f])]

@@ -65,9 +65,9 @@ DEFAULT_COMPUTE_EFFICIENCY = 0.46
 # Megatron-Bridge 25.11 FP8 Llama 3 70B / 405B / 8B 0.848 / 0.709 / 0.833; at 0.76 they come
 # out +17.8 / +19.4 / +6.0 / -9.0 / +5.7 / -8.8 % in tokens/s (docs/accuracy.md, "The kernel
 # tables, the default"). Fitted before selective recompute was charged its attention forward
-# (2026-12-06): the corpus rows without a stated recompute run selective, and the folds now want
-# 0.78-0.83 (held out 8.1 %) unless those rows run Megatron-Core's default, none (6.4 %, as
-# before): docs/training-compute.md, "Accuracy".
+# (2026-12-06); the corpus's Megatron-family rows without a stated recompute run the least that
+# fits (none for 121 of 123, Megatron-Core's default, as the library's since), held out 6.9 %:
+# docs/training-compute.md, "Accuracy".
 DEFAULT_KERNEL_UTILIZATION = 0.76
 
 

@@ -399,7 +399,9 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     stage (:func:`flowsolver.training._pipeline.peak_in_flight`). ``recompute="none"`` keeps
     the attention scores of an unfused attention (``attention`` None, the default, or
     ``"unfused"``); with a fused one (``"auto"``, ``"fa2"``, ``"fa3"``: flash attention keeps
-    none) it stores what ``"selective"`` does. The optimizer step's fp32
+    none) it stores what ``"selective"`` does. The defaults here (``recompute="selective"``,
+    ``attention`` None: the paper's table) keep what ``training_step``'s defaults keep
+    (``recompute="none"`` with flash attention). The optimizer step's fp32
     copy of 16-bit gradients comes after the activations are freed: a stage needs the larger
     of the two on top of its states. ``dropout``, ``embedding_norm`` and ``overheads``
     (:class:`MemoryOverheads`: CUDA context, DeepSpeed's buffers, the caching allocator's

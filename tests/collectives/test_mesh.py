@@ -109,3 +109,23 @@ def test_an_nvswitch_node_keeps_its_channels():
     g = tp.rail_optimized(1, server=tp.get_server("dgx_h100").with_(gpus=4, nics=4))
     ranks, layout = participants(g, "all_gather", None, None)
     assert len(layout.rings) == 1 and describe(g, ranks, layout).channels == 8
+
+
+def test_a_send_inside_a_wider_mesh_communicator_gets_the_communicators_channels():
+    # NCCL's p2pnChannels comes from the communicator's channels (12 on 4 A100 of 4 links a pair,
+    # paths.cc ncclTopoComputeP2pChannels: 2 x 12 rounded up, 32), and a peer's from its pair's
+    # links (paths.cc ncclTopoGetNchannels: 2 x 4 links = 8); a communicator of the pair alone
+    # has 4 channels, 8 P2P channels, 4 a peer
+    g = tp.rail_optimized(1, server="polaris_a100")
+    wide = fs.collective(g, "send_recv", 2**20, ranks=[0, 1, 2, 3])
+    every = fs.collective(g, "send_recv", 2**20)
+    pair = fs.collective(g, "send_recv", 2**20, ranks=[0, 1])
+    assert wide.channels == every.channels == 8 and pair.channels == 4
+    assert wide.time == pytest.approx(every.time, rel=1e-12) and wide.time < pair.time
+
+
+def test_mesh_channels_are_ncclS_search_whatever_the_efficiency_option():
+    # NCCL's search sees its own per-link rate (ncclTopoNVLinkBw), not a user's derating
+    g = tp.rail_optimized(1, server="polaris_a100")
+    counts = {e: fs.collective(g, "all_reduce", 2**30, efficiency=e).channels for e in (None, 0.5, 1.0)}
+    assert set(counts.values()) == {12}

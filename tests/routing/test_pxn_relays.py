@@ -53,3 +53,22 @@ def test_a_collective_on_half_servers_takes_no_relay_outside_it(op):
     # whole servers: the relays are members and PXN keeps cross-rail all-to-all traffic off the spines
     whole = fs.collective(g, "all_to_all", 2**26, pxn=True)
     assert _gpu_links_used(whole, set(tp.gpus(g))) == set()
+
+
+def test_groups_in_lockstep_are_each_their_own_communicator():
+    # pairs 0 -> 12 (s0/gpu0 -> s1/gpu4) and 4 -> 8 (s0/gpu4 -> s1/gpu0) at once: each pair alone
+    # leaves by a NIC of its own, so together they take what each takes alone; relaying one
+    # pair through the other's GPU (and NIC) would put both on one NIC, twice as long
+    g = tp.rail_optimized(2)
+    alone = [fs.collective(g, "send_recv", 2**28, ranks=r).time for r in ([0, 12], [4, 8])]
+    both = fs.concurrent(g, [dict(op="send_recv", size=2**28, ranks=[0, 12]),
+                             dict(op="send_recv", size=2**28, ranks=[4, 8])], lockstep=True)
+    assert both.together == pytest.approx(tuple(alone), rel=1e-3)
+
+
+@pytest.mark.parametrize("bad, said", [(["s0/nic4"], "'s0/nic4' is not a GPU"), ([True], "got True"),
+                                       ([4.0], "got 4.0")])
+def test_relays_that_are_no_gpu_are_refused(bad, said):
+    g = tp.rail_optimized(2)
+    with pytest.raises(ValueError, match=said):
+        route(g, Flows([0], [12], 1.0), pxn=True, relays=bad)
