@@ -422,10 +422,12 @@ def communicator_options(op: str, rank_groups, options: Options) -> Options:
     them; groups in lockstep of different GPUs (each its own communicator): :data:`ANY_RELAY`."""
     if options.relays is not None or not rank_groups:
         return options
-    sets = {None if g is None else frozenset(int(r) for r in g) for g in rank_groups}
+    def plain(r):       # a rank (numpy's too) or a GPU's node id
+        return int(r) if isinstance(r, (int, np.integer)) and not isinstance(r, bool) else r
+    sets = {None if g is None else frozenset(plain(r) for r in g) for g in rank_groups}
     if len(sets) > 1:
         return replace(options, relays=ANY_RELAY)
     given = rank_groups[0]
     if op != "send_recv" or given is None:
         return options
-    return replace(options, relays=tuple(int(r) for r in given))
+    return replace(options, relays=tuple(plain(r) for r in given))

@@ -72,3 +72,10 @@ def test_relays_that_are_no_gpu_are_refused(bad, said):
     g = tp.rail_optimized(2)
     with pytest.raises(ValueError, match=said):
         route(g, Flows([0], [12], 1.0), pxn=True, relays=bad)
+
+
+def test_a_send_s_communicator_may_be_given_as_node_ids():
+    g = tp.rail_optimized(2)
+    ids = [tp.gpus(g)[r] for r in (0, 12, 4)]
+    assert fs.collective(g, "send_recv", 2**20, ranks=ids).time == pytest.approx(
+        fs.collective(g, "send_recv", 2**20, ranks=[0, 12, 4]).time, rel=1e-12)
