@@ -27,15 +27,13 @@ from pathlib import Path
 import numpy as np
 
 import topologies as tp
-from topologies.links import _BUILTIN as _BUILTIN_LINKS
-from topologies.servers import _BUILTIN_SERVERS
 
 from . import _checks
 from ._status import Status
 from ._sweep_grid import (COLLECTIVE_KEYS, COLLECTIVE_METRICS, DEFAULTS, MAX_SCENARIOS, TOPOLOGY_KEYS, TRAIN_KEYS,
                           TRAIN_METRICS, expand_grid)
 from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, ok_row_problem, read_rows, \
-    scenario_id, typed_frame, write_atomic, default_cache_dir, empty
+    scenario_id, typed_frame, write_atomic, default_cache_dir, empty, _catalogued, _user_definitions
 from .collectives import CollectiveOptions, collective, collective_variants
 from .routing import policy_of
 from .training import step_arguments, training_step
@@ -65,34 +63,6 @@ def _build(s: dict):
                 _BUILT[key] = graph
             graph = _BUILT[key]
     return graph
-
-
-def _catalogued(params: dict) -> list:
-    """What the link and server names of ``params`` stand for in the catalogues now (reprs;
-    a name the catalogues lack is left for the build to refuse)."""
-    out = []
-    try:
-        if isinstance(params.get("link"), str):
-            out.append(repr(tp.get_link(params["link"])))
-        if isinstance(params.get("server"), str):
-            model = tp.get_server(params["server"])
-            out.append(repr(model))
-            out += [repr(tp.get_link(t)) for t in (model.nvlink, model.nic, model.host_link, model.socket_link)
-                    if isinstance(t, str) and t in tp.link_names()]
-    except ValueError:
-        pass
-    return out
-
-
-def _user_definitions(s: dict) -> tuple:
-    """What the user-registered (not built-in) link and server names of scenario ``s`` stand
-    for now (reprs), for its id: a resumed sweep must not keep a row computed when such a name
-    meant other values (``register_link(..., overwrite=True)``). Built-in entries cannot be
-    replaced, so they add nothing (and their scenarios keep their ids)."""
-    names = [s.get("link"), s.get("server")]
-    if not any(isinstance(n, str) and n not in _BUILTIN_LINKS | _BUILTIN_SERVERS for n in names):
-        return ()
-    return tuple(_catalogued({"link": s.get("link"), "server": s.get("server")}))
 
 
 #: per task, the parameter columns of the other task, which it never reads (a grid that sets

@@ -18,6 +18,10 @@ import stat
 import warnings
 from pathlib import Path
 
+import topologies as tp
+from topologies.links import _BUILTIN as _BUILTIN_LINKS
+from topologies.servers import _BUILTIN_SERVERS
+
 #: result columns and their types; each is named as the result field it copies
 #: (CollectiveResult.time / algbw / busbw, StepResult.step_time / tokens_per_s / speedup /
 #: comm_overhead; ``chosen_algorithm`` is the result's ``algorithm``, since the parameter
@@ -335,3 +339,31 @@ def scenario_id(s: dict, options: str | None = None, definitions: tuple = ()) ->
     if definitions:             # only where a user entry is named: built-in names keep their ids
         key = {"scenario": key, "definitions": list(definitions)}
     return hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _catalogued(params: dict) -> list:
+    """What the link and server names of ``params`` stand for in the catalogues now (reprs;
+    a name the catalogues lack is left for the build to refuse)."""
+    out = []
+    try:
+        if isinstance(params.get("link"), str):
+            out.append(repr(tp.get_link(params["link"])))
+        if isinstance(params.get("server"), str):
+            model = tp.get_server(params["server"])
+            out.append(repr(model))
+            out += [repr(tp.get_link(t)) for t in (model.nvlink, model.nic, model.host_link, model.socket_link)
+                    if isinstance(t, str) and t in tp.link_names()]
+    except ValueError:
+        pass
+    return out
+
+
+def _user_definitions(s: dict) -> tuple:
+    """What the user-registered (not built-in) link and server names of scenario ``s`` stand
+    for now (reprs), for its id: a resumed sweep must not keep a row computed when such a name
+    meant other values (``register_link(..., overwrite=True)``). Built-in entries cannot be
+    replaced, so they add nothing (and their scenarios keep their ids)."""
+    names = [s.get("link"), s.get("server")]
+    if not any(isinstance(n, str) and n not in _BUILTIN_LINKS | _BUILTIN_SERVERS for n in names):
+        return ()
+    return tuple(_catalogued({"link": s.get("link"), "server": s.get("server")}))

@@ -143,7 +143,7 @@ def test_a_resumed_sweep_reruns_rows_of_a_user_link_registered_again(tmp_path):
     assert slow["time"].iloc[0] == pytest.approx(fresh, rel=1e-12)
     assert slow["time"].iloc[0] > 3 * fast["time"].iloc[0]
     # a grid of built-in names keeps its ids (a file written before resumes)
-    from flowsolver._sweep import _user_definitions
+    from flowsolver._sweep_files import _user_definitions
     assert _user_definitions({"link": "ib_ndr", "server": "dgx_h100"}) == ()
 
 
