@@ -28,3 +28,10 @@ def main_job(tmp_path_factory):
         assert main(["study", "--quick", "--out", str(out)]) == 0
     return dict(text=text.getvalue(), out=out, result=results[0], **results[0])
 
+# Most serving tests run a second or two of requests only to read the step tables: the warning
+# that such a run is short of steady state (adv14b finding 2) is expected there; pytest.warns
+# still sees it where a test checks it (tests/serving/test_steady.py).
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/serving/" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(pytest.mark.filterwarnings("ignore:serve. duration .* steady state:RuntimeWarning"))

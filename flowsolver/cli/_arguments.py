@@ -12,8 +12,7 @@ import topologies as tp
 
 from ..collectives import ALGORITHMS, OPS, PROTOCOLS
 from ..routing import POLICIES
-from ..training import DEFAULT_COMPUTE_EFFICIENCY, MODELS
-from ..training._recompute import RECOMPUTE
+from ..training import DEFAULT_COMPUTE_EFFICIENCY, MODELS, RECOMPUTE
 from ._files import cluster_file, server_of
 from ._settings import ALGORITHM_HELP, PROTOCOL_HELP, algorithm_setting, protocol_setting
 from ._words import CliError, in_cli_words  # noqa: F401  (in_cli_words: read from here by the package and tests)

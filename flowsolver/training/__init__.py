@@ -73,6 +73,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._prepare": ("checked_expert_routing", "checked_gpu", "prepare_step"),
     "._sensitivity": ("step_directional",),
     "._memory_overheads": ("FITS_RESERVE", "usable_memory"),
+    "._recompute": ("RECOMPUTE",),
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -95,6 +96,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._prepare import checked_expert_routing, checked_gpu, prepare_step
     from ._sensitivity import step_directional
     from ._memory_overheads import FITS_RESERVE, usable_memory
+    from ._recompute import RECOMPUTE
 
 __all__ = ["training_step", "Parallelism", "AutoChoice", "step_arguments", "compose", "StepResult", "Phase", "Schedule",
            "CommProfile", "CommTiming",
