@@ -67,7 +67,9 @@ from scipy.sparse import csr_matrix
 from . import _exact
 from ._allocation import Raw
 from .._tolerance import RTOL
+from ._ties import DENSE_KEYS
 from ._ties import summed as _summed
+from ._ties import summed_dense as _summed_dense
 from ._ties import tied_pairs as _tied_pairs
 
 #: weight x fraction products within this factor of each other (over the whole problem)
@@ -197,6 +199,9 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
     G = int(rank.max(initial=-1)) + 1
     R, m, t_link = np.zeros(L), np.full(L, np.inf), np.full(L, np.inf)
     pairs = []                            # per (bottleneck row, level): the load and weight there
+    dense = L * G <= DENSE_KEYS            # key space small enough for a table (a few levels)
+    sat_row = link_load >= cap * (1 - TIE)  # _is_max's per-link parts, once per link
+    thr_row = top * (1 - TIE)
     for A, lo in blocks:                  # own flows: their load, smallest load and level per link
         rows, cols, load = entries(A, lo)
         own = b[cols] == rows
@@ -204,8 +209,15 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
         np.minimum.at(t_link, rows[own], level[cols[own]])
         np.minimum.at(m, rows[own], load[own])
         on = is_r[rows]
-        pairs.append(_summed(rows[on] * G + rank[cols[on]], load[on], A.data[on] * weights[cols[on]]))
+        if on.all():                     # the factored blocks hold examined rows only: no copies
+            keys, lo_on, w_on = rows * G + rank[cols], load, A.data * weights[cols]
+        else:
+            keys, lo_on, w_on = rows[on] * G + rank[cols[on]], load[on], A.data[on] * weights[cols[on]]
+        pairs.append(_summed_dense(keys, L * G, lo_on, w_on) if dense else _summed(keys, lo_on, w_on))
     tied, tie_k = _tied_pairs(pairs, G, cap, level, rank)
+    if dense:                            # each key's index in tied, -1 where absent: a table
+        where = np.full(L * G, -1, dtype=np.int64)
+        where[tied] = np.arange(len(tied))
     worst_tie = 1.0                     # a flow frozen elsewhere, tied here: this link's residual
     # on any saturated link: the lowest level a flow frozen elsewhere ties it at, their load there
     t_tie, C_tie = np.full(L, np.inf), np.zeros(L)
@@ -217,15 +229,22 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
         earlier = on_b & (level[cols] < t_link[rows] * (1 - TIE))
         # contested flows: frozen at another link while this one was full to within TIE at their
         # level (either link could have frozen them), or own flows topping another saturated link
-        is_max = _is_max(link_load[rows], cap[rows], top[rows], level[cols])
         own = b[cols] == rows
-        at = _found(tied, rows * G + rank[cols])          # the pair's index in tied, or -1
+        at = where[rows * G + rank[cols]] if dense else _found(tied, rows * G + rank[cols])
         at_tie = is_r[rows] & ~own & (level[cols] > 0) & (at >= 0)
         if at_tie.any():                # the float may have frozen it here, by this residual
             worst_tie = max(worst_tie, float(np.max(tie_k[at[at_tie]])))
-        np.minimum.at(t_tie, rows[at_tie], level[cols[at_tie]])
+        r_t = rows[at_tie]               # rows ascending (CSR): a min per run of equal rows
+        if len(r_t):
+            first = np.flatnonzero(np.r_[True, r_t[1:] != r_t[:-1]])
+            u = r_t[first]
+            t_tie[u] = np.minimum(t_tie[u], np.minimum.reduceat(level[cols[at_tie]], first))
         C_tie += np.bincount(rows[at_tie], weights=load[at_tie], minlength=L)
-        contested = is_b[rows] & at_tie | own & (tops[cols] - is_max > 0)
+        contested = is_b[rows] & at_tie
+        oi = np.flatnonzero(own)
+        r_o, c_o = rows[oi], cols[oi]
+        is_max = sat_row[r_o] & (level[c_o] >= thr_row[r_o]) & (level[c_o] > 0)
+        contested[oi] |= tops[c_o] - is_max > 0
         C += np.bincount(rows[contested], weights=load[contested], minlength=L)
         # flows held by their caps carry a factor 1 (one rounding of d / w x w)
         capped = earlier & (b[cols] < 0)
