@@ -42,8 +42,9 @@ it froze: log-normal weights on a fat-tree were refused though float64 had them 
 
 When the check runs. Cancellation needs weight x fraction products that differ a lot on
 one link; with them all within :data:`SPREAD_TRUSTED` of each other (every routing the
-library builds with unit weights: ECMP fractions of 1/64 and more) the float64 methods are
-exact to ~1e-12 and nothing is checked (no cost on the hot path). Otherwise the bound is
+library builds with unit weights up to ECMP fractions of 1/512: a 16,384-server rail fabric's
+reach 1/1024 and are checked) the float64 methods are exact to ~1e-12 and nothing is checked
+(no cost on the hot path). Otherwise the bound is
 computed from the solution without expanding the matrix (:func:`factored_error_factor`:
 loads and largest levels per link from the segments, the links each flow tops by a sorted
 search per segment, and only the bottleneck links' rows expanded, in blocks; then one sparse
@@ -308,9 +309,10 @@ def factored_error_factor(rm, capacity, weights, rates, bottleneck, demands=None
     """:func:`error_factor` of the routing matrix ``rm`` (a RoutingMatrix) without expanding
     it: per-link loads and largest levels from its segments; per flow, how many saturated
     links it tops, from the two smallest thresholds of each segment; and only the rows of
-    the bottleneck links expanded, in blocks of at most :data:`BLOCK_ENTRIES` entries
-    (each flow usually puts one entry there: a 385,000-flow, 259 M-entry training step's
-    check reads 385,000). The same figure as :func:`error_factor` on ``rm.to_scipy()``
+    the bottleneck and saturated links expanded, in blocks of at most :data:`BLOCK_ENTRIES`
+    entries (a bottleneck row holds about one entry a flow, but since every saturated link is
+    read, 2026-12-06, a 131,072-GPU step's pipeline call reads 255.8 M of its 256.1 M entries:
+    ~100 s, the scale target's open cost). The same figure as :func:`error_factor` on ``rm.to_scipy()``
     (up to the order of floating-point sums).
 
     >>> from flowsolver import RoutingMatrix
