@@ -95,3 +95,16 @@ def fed_fifo(path, data: bytes, times: int):
         with contextlib.suppress(OSError):
             os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
         writer.join(10)
+
+
+def written_calibration(tmp_path, cal, change):
+    """A calibration file of ``cal`` (flowsolver's JSON) edited by ``change(data)`` before it is
+    written to ``tmp_path / "cal.json"``; its path."""
+    import json
+    from flowsolver.collectives._calibration_file import calibration_dict
+
+    data = calibration_dict(cal)
+    change(data)
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(data))
+    return path

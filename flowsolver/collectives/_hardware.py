@@ -358,7 +358,8 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
     if meshes and all(m is not None for m in meshes):
         nvlink_bw = min(sum(bw for (a, _), bw in m.items() if a == g) for m in meshes for g, _ in m) * 1e9
         if channels is None and n_nodes == 1:       # NCCL's search sees its own link rate, not efficiency=
-            channels = mesh_ring_channels(mesh_pairs(graph, [gpus[i] for i in layout.groups[0]]), ppn, generation)
+            view = meshes[0] if efficiency is None else mesh_pairs(graph, [gpus[i] for i in layout.groups[0]])
+            channels = mesh_ring_channels(view, ppn, generation)
     if channels is None:
         channels = nccl_channels(n_nodes, ppn, nics, nvswitch)
     # NCCL turns NVLS off where a node holds fewer than two of the communicator's GPUs

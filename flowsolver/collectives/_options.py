@@ -188,7 +188,8 @@ class Options:
     ``redop`` / ``dtype`` the reduction op and data type (nccl-tests' ``-o`` / ``-d`` names:
     which algorithms NCCL runs, :func:`~._nccl_model.enabled`); ``relays`` the communicator's
     GPU ranks, the only GPUs PXN relays through (None: the call's ranks; a send / receive's
-    communicator is every rank given, its pair the first two: :func:`communicator_options`).
+    communicator is every rank given, its pair the first two; :data:`ANY_RELAY`: every GPU, for
+    groups in lockstep each its own communicator: :func:`communicator_options`).
     """
 
     policy: str = "ecmp"

@@ -85,7 +85,7 @@ def _with_relays(options, ranks) -> dict:
     communicator's GPUs (NCCL relays through no GPU outside it): ``options.relays`` where the
     communicator is wider than the routed ranks (a send / receive), else ``ranks``."""
     kw = options.route_options
-    if not kw.get("pxn") or "relays" in kw or getattr(options, "relays", None) is not None:
+    if not kw.get("pxn") or options.relays is not None:
         return kw           # given, or any GPU (groups in lockstep, each its own communicator)
     return kw | {"relays": [int(r) for r in ranks]}
 

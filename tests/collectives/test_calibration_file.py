@@ -9,7 +9,8 @@ import pytest
 import topologies as tp
 from flowsolver import Calibration, collective
 from flowsolver.collectives._calibration import FittedParameter
-from flowsolver.collectives._calibration_file import calibration_dict
+
+from ..helpers import written_calibration
 from flowsolver.collectives._pipeline import Pipeline
 
 # every field away from its default (a float that JSON's shortest repr must carry exactly)
@@ -47,11 +48,7 @@ def test_a_fitted_calibration_comes_back_but_its_residuals(tmp_path):
 
 
 def _written(tmp_path, change):
-    data = calibration_dict(CAL)
-    change(data)
-    path = tmp_path / "cal.json"
-    path.write_text(json.dumps(data))
-    return path
+    return written_calibration(tmp_path, CAL, change)
 
 
 @pytest.mark.parametrize("change, said", [

@@ -2,13 +2,12 @@
 impossible value, is refused naming the field: a negative launch latency priced a 1 KiB all-reduce
 at -34.8 us (collective() adds it to every call's time)."""
 
-import json
-
 import pytest
 
 from flowsolver import Calibration
 from flowsolver.collectives._calibration import FittedParameter
-from flowsolver.collectives._calibration_file import calibration_dict
+
+from ..helpers import written_calibration
 
 CAL = Calibration(efficiency={"nvlink4": 0.8}, latency_scale=1.0, ranks=8, ops=("all_reduce",),
                   launch_latency=5e-6, net_latency=2e-6,
@@ -17,11 +16,7 @@ CAL = Calibration(efficiency={"nvlink4": 0.8}, latency_scale=1.0, ranks=8, ops=(
 
 
 def _written(tmp_path, change):
-    data = calibration_dict(CAL)
-    change(data)
-    path = tmp_path / "cal.json"
-    path.write_text(json.dumps(data))
-    return path
+    return written_calibration(tmp_path, CAL, change)
 
 
 @pytest.mark.parametrize("change, said", [
