@@ -261,8 +261,12 @@ def log_environment(settings: dict) -> dict:
         except ValueError:
             return default
 
-    most = integer("NCCL_MAX_NCHANNELS", integer("NCCL_MAX_NRINGS", None))
-    least = integer("NCCL_MIN_NCHANNELS", integer("NCCL_MIN_NRINGS", None))
+    def count(name, default):           # -2 is NCCL's "not set" (connect.cc NCCL_PARAM defaults)
+        value = integer(name, default)
+        return default if value == -2 else value
+
+    most = count("NCCL_MAX_NCHANNELS", count("NCCL_MAX_NRINGS", None))
+    least = count("NCCL_MIN_NCHANNELS", count("NCCL_MIN_NRINGS", None))
     channels = None
     if most is not None or least is not None:       # connect.cc: the maximum at least 1, both at most MAXCHANNELS
         channels = (min(max(least or 0, 0), _CHANNELS_MAX),
