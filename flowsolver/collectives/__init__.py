@@ -33,7 +33,8 @@ file's latencies, an edited graph), each counted hop costs at least its kind's s
 ``max(0, min(path - constant, path's excess over the catalogue))`` is added per hop
 (:func:`._nccl_timing.path_excess`, :attr:`CollectiveStep.slow_paths`). Catalogue graphs have no
 such path: their times are NCCL's.
-Channels are NCCL's (:func:`nccl_channels`). ``algorithm="auto"`` and ``protocol="auto"``
+Channels are NCCL's: the ones it runs (:func:`nccl_channels`) and its graph's, which its tuner's
+per-channel caps count (:func:`nccl_graph_channels`). ``algorithm="auto"`` and ``protocol="auto"``
 take NCCL's argmin among what NCCL runs (``NCCL_ALGORITHMS``); ``candidates="all"`` adds
 the algorithms NCCL lacks, timed by the per-step model above. ``step_latency=`` turns the
 cost model off (a pure alpha-beta flow model); :func:`concurrent` uses the per-step model.
@@ -102,7 +103,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._calibrate": ("Calibration", "calibrate"),
     "._collective": ("collective", "collective_variants"),
     "._concurrent": ("concurrent", "concurrent_kinds"),
-    "._hardware": ("nccl_channels",),
+    "._channels": ("nccl_channels", "nccl_graph_channels"),
     "._jax": ("collective_time",),
     "._options": ("CollectiveOptions", "checked_collective_options", "check_algorithm"),   # (check_algorithm: for replay)
     "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm"),
@@ -124,7 +125,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._calibrate import Calibration, calibrate
     from ._collective import collective, collective_variants
     from ._concurrent import concurrent, concurrent_kinds
-    from ._hardware import nccl_channels
+    from ._channels import nccl_channels, nccl_graph_channels
     from ._host import HOST_CALL, TORCH_CALL_OVERHEAD, log_gpus_per_thread
     from ._jax import collective_time
     from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
@@ -144,5 +145,5 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
 from . import _builtin_algorithms  # noqa: F401,E402
 
 __all__ = ["register_algorithm", "collective", "collective_variants", "CollectiveOptions", "calibrate", "Calibration", "concurrent", "concurrent_kinds", "CollectiveResult", "ConcurrentResult", "CollectiveStep",
-           "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
+           "OPS", "ALGORITHMS", "NCCL_ALGORITHMS", "nccl_channels", "nccl_graph_channels", "PROTOCOLS", "busbw_factor", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY", "NVLS_EFFICIENCY",
            "DEFAULT_CHUNK", "collective_time", "HOST_CALL", "TORCH_CALL_OVERHEAD"]

@@ -107,10 +107,6 @@ def log_ranks(df, op, graph, ranks=None):
 
 
 _NVLS = ("nvls", "nvls_tree")
-#: a printed ``coll channels`` count up to this many times the model's is what NCCL's run-time copies
-#: add to the count its tuner sums (src/graph/connect.cc: ``nChannels * 2`` after connecting the
-#: rings, and again below 16 channels on SM90 across nodes): the model's count is the tuner's
-_RUN_TIME_COPIES = 4
 
 
 def _without_nvls(op, algorithm, where):
@@ -142,8 +138,8 @@ def log_settings(df, op, graph, ranks, allowed) -> tuple:
     NVLSTree under ``NCCL_NVLS_ENABLE=0``; ``keywords`` of :func:`flowsolver.collective`:
     ``pxn=False`` under ``NCCL_PXN_DISABLE=1``, ``channels`` the model's count bounded by
     ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` as NCCL bounds its own, or the printed
-    count where that is lower; ``notes``: a warning (issued here) per setting the model cannot
-    express, naming it (the times compared, or a calibration, carry its effect)."""
+    count where that differs (both are the run's, :func:`~._channels.nccl_channels`); ``notes``: a
+    warning (issued here) per setting the model cannot express, naming it (the times compared, or a calibration, carry its effect)."""
     from .._nccl_env import bounded_channels, log_environment
 
     where = df.attrs.get("source", "log")
@@ -164,13 +160,10 @@ def log_settings(df, op, graph, ranks, allowed) -> tuple:
     elif env["channels"] is not None or printed is not None:
         count = _default_channels(graph, op, ranks)
         bounded = count if env["channels"] is None else bounded_channels(count, env["channels"])
-        if printed is not None and printed < bounded:
-            notes.append(f"NCCL printed {printed} coll channels, fewer than the {bounded} the model sets: the log's "
-                         f"{printed} are used")
+        if printed is not None and printed != bounded:      # both the run's count (nccl_channels)
+            notes.append(f"NCCL printed {printed} coll channels, {'fewer' if printed < bounded else 'more'} than the "
+                         f"{bounded} the model sets: the log's {printed} are used")
             bounded = printed
-        elif printed is not None and printed > _RUN_TIME_COPIES * bounded:
-            notes.append(f"NCCL printed {printed} coll channels, more than {_RUN_TIME_COPIES} x the {bounded} the "
-                         "model's tuner count stands for: not applied (channels= / --channels sets it)")
         if bounded != count:
             keywords["channels"] = bounded
     notes += [f"{name}={value}: {why}; flowsolver does not model it, so the times compared (and a fit to the log: "

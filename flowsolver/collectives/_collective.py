@@ -347,7 +347,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     >>> import topologies as tp
     >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32, algorithm="ring")
     >>> round(r.busbw / 1e9), r.bottleneck_tier, r.protocol, r.channels   # NVLink 4 at NCCL's 20.6 GB/s per link
-    (367, 'nvlink', 'Simple', 16)
+    (365, 'nvlink', 'Simple', 24)
     >>> r = collective(tp.rail_optimized(nodes=1), "all_reduce", 2**32)
     >>> r.algorithm, round(r.busbw / 1e9)        # in-switch reduction (measured ~480 GB/s)
     ('nvls', 484)

@@ -4,10 +4,7 @@ count NCCL would set (:class:`~._nccl_model.Hardware`)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
-from functools import lru_cache
-from itertools import permutations
 
 import numpy as np
 
@@ -15,123 +12,14 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import gpu_nodes, graph_memo, link_efficiency, ranges
+from ._channels import NVLS_CHANNELS, mesh_ring_channels, nccl_channels, nccl_graph_channels, run_channels
 from ._layout import mesh_cycles, near_nics, near_nics_of, rank_server_codes, server_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, PATH_NVB, PATH_NVL, Hardware
 from ._nccl_paths import type_inter, type_intra
-from ._options import MAX_CHANNELS
 
 __all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edges", "server_transport",
            "sharing_nics", "mesh_ring_channels", "mesh_pairs"]
-# The most channels NCCL's ring graph keeps: MAXCHANNELS / 2 (init.cc:1177 ringGraph->maxChannels,
-# which ncclTopoDupChannels' doubling stops at, search.cc:1042), MAXCHANNELS being 64 from NCCL
-# 2.25 (device.h:91 of master 5067397c, 62 of v2.25.1) and 32 before: 32 channels for NCCL 2.30,
-# as this model (16 for NCCL 2.24 and earlier; the doubling connect.cc:460 adds at run time is not
-# in the count the tuner's bandwidth sums)
-_MAX_CHANNELS = MAX_CHANNELS // 2
-# NCCL's per-channel speeds of an intra-node ring search, GB/s (src/graph/search.cc:1051
-# speedArrayIntra, :1057 sm90SpeedArrayIntra, :1063 sm100SpeedArrayIntra; master 5067397c, as
-# 2.22's): the search starts at the first below the best path's bandwidth and goes down
-_INTRA_SPEEDS = {"hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
-                 "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)}
-_SM80_INTRA = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
-_COMPCAP = {"volta": 70, "ampere": 80, "hopper": 90, "blackwell": 100}
-
-
-def _packed(cycles, capacity: dict) -> int:
-    """The most rings (``cycles``, each a tuple of arcs, any used several times) whose arcs'
-    uses stay within ``capacity`` (arc -> channels it carries): NCCL's search backtracks
-    through them until it finds the most channels (search.cc ncclTopoSearchRec)."""
-    best = 0
-
-    def grow(i, used, room):
-        nonlocal best
-        best = max(best, used)
-        if i == len(cycles) or best >= _MAX_CHANNELS:
-            return
-        most = min(room[a] for a in cycles[i])
-        for k in range(most, -1, -1):
-            for a in cycles[i]:
-                room[a] -= k
-            grow(i + 1, used + k, room)
-            for a in cycles[i]:
-                room[a] += k
-    grow(0, 0, dict(capacity))
-    return min(best, _MAX_CHANNELS)
-
-
-def mesh_ring_channels(pair_gbs: dict, gpus: int, generation: str | None) -> int:
-    """The ring channels NCCL's search sets on one node of ``gpus`` GPUs joined pairwise by
-    NVLink without an NVSwitch, ``pair_gbs`` NCCL's bandwidth of each directed pair (GB/s: the
-    pair's links x ``ncclTopoNVLinkBw``, 20 a link on A100, 20.6 on H100), following NCCL's
-    ``ncclTopoCompute`` (src/graph/search.cc, master 5067397c):
-
-    1. per-channel speed: the first of the generation's intra speeds (search.cc:1051-1063) no more
-       than the best path's bandwidth (``maxBw``) and the GPU's total (``totalBw``,
-       search.cc:1170-1173); a channel at speed ``s`` takes ``s`` on each arc of its ring (every
-       directed Hamiltonian cycle is one, :func:`~._layout.mesh_cycles`), an arc carrying
-       ``floor(bw / s)`` (followPath, search.cc:81);
-    2. pass 1 keeps the most ``channels x speed``, stopping where that reaches ``totalBw`` or the
-       next speed is under 0.49 of the best (search.cc:1197-1198, 1245);
-    3. ``ncclTopoDupChannels`` doubles the channels, halving the speed, at 25 GB/s and more, unless
-       sm > 80, under 50 GB/s and more than 4 channels (search.cc:1036-1047);
-    4. pass 2 tries every faster speed with at least those channels (search.cc:1267-1273).
-
-    The tuner's ``nChannels`` (NCCL prints twice as many: the copy connect.cc adds at run time).
-    4 H100 of 6 NVLinks a pair: 6 rings at 60 GB/s (360 < 370.8), doubled to 12 at 30 (SURF
-    Snellius' log prints "24 coll channels"); 4 A100 of 4 a pair: 6 at 40 = totalBw, doubled to 12.
-
-    >>> h100 = {(a, b): 6 * 20.6 for a in range(4) for b in range(4) if a != b}
-    >>> a100 = {(a, b): 4 * 20.0 for a in range(4) for b in range(4) if a != b}
-    >>> mesh_ring_channels(h100, 4, "hopper"), mesh_ring_channels(a100, 4, "ampere")
-    (12, 12)
-    """
-    return _mesh_ring_channels(tuple(sorted((k, round(float(v), 3)) for k, v in pair_gbs.items())), int(gpus),
-                               generation)
-
-
-@lru_cache(maxsize=256)
-def _mesh_ring_channels(pairs: tuple, gpus: int, generation) -> int:
-    """:func:`mesh_ring_channels` of ``pairs`` (sorted ``(arc, GB/s)`` items), kept: a training
-    step describes every group of a job."""
-    pair_gbs = dict(pairs)
-    cycles = [tuple((c[i], c[(i + 1) % gpus]) for i in range(gpus))
-              for c in ((0, *p) for p in permutations(range(1, gpus)))]
-    speeds = _INTRA_SPEEDS.get(generation or "", _SM80_INTRA)
-    max_bw = max(pair_gbs.values())
-    total = max(sum(bw for (a, _), bw in pair_gbs.items() if a == g) for g in range(gpus))
-
-    def rings(speed):
-        # SUB_ROUND keeps a thousandth (search.cc:79): an arc of 123.6 carries 2 x 60, not 3 x 41.2
-        return _packed(cycles, {arc: int(math.floor(bw / speed + 1e-6)) for arc, bw in pair_gbs.items()})
-
-    i = 0
-    while i < len(speeds) - 1 and (speeds[i] > max_bw or speeds[i] > total):
-        i += 1
-    n, bw = 0, speeds[i]
-    while True:                                             # pass 1
-        found = rings(speeds[i])
-        if found * speeds[i] > n * bw:
-            n, bw = found, speeds[i]
-        if n >= _MAX_CHANNELS or n * bw >= total:
-            break
-        if i < len(speeds) - 1 and (n == 0 or speeds[i + 1] / bw > 0.49):
-            i += 1
-            continue
-        break
-    if n == 0:
-        return 1                                            # NCCL's fallback: one channel
-    if bw >= 25.0 and not (_COMPCAP.get(generation or "", 80) > 80 and bw < 50.0 and n > 4):
-        dup = min(2 * n, _MAX_CHANNELS)
-        n, bw = dup, bw / math.ceil(dup / n)
-    least = n
-    for speed in reversed([s for s in speeds if s > bw]):  # pass 2: at least the channels kept
-        found = rings(speed)
-        if found >= least and found * speed > n * bw:
-            n, bw = found, speed
-    return n
-
-
 def mesh_pairs(graph, gpus, efficiency=None) -> dict | None:
     """NCCL's bandwidth (GB/s) of each directed pair of ``gpus`` (indices) joined by their own
     NVLink edge -- the edge's capacity at NCCL's view of it (the catalogue's NVLink efficiency is
@@ -141,28 +29,6 @@ def mesh_pairs(graph, gpus, efficiency=None) -> dict | None:
         return None
     return {(i, j): _rate(graph.edges[a, b], efficiency) / 1e9
             for i, a in enumerate(gpus) for j, b in enumerate(gpus) if i != j}
-
-
-def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool) -> int:
-    """The channel count NCCL sets for a communicator (an approximation of its graph search).
-
-    NCCL's search finds one channel per NIC that the ring crosses nodes on, then doubles
-    the channels (``ncclTopoDupChannels``, for channels of 25 GB/s or more); inside one
-    NVSwitch node it finds one channel per GPU and doubles them the same way; PCIe-only
-    nodes get 2 (the shared logs of 1 and 4 H100s per node on one 400G NIC show 2 and 4).
-    At most ``MAXCHANNELS / 2`` = 32 (NCCL 2.25 and later; a whole NVL72 rack). Override with
-    ``channels=``.
-
-    >>> nccl_channels(1, 8, 8, True), nccl_channels(2, 8, 8, True), nccl_channels(2, 1, 1, False)
-    (16, 16, 2)
-    >>> nccl_channels(1, 72, 72, True)
-    32
-    """
-    if nodes > 1:
-        base = max(1, min(nics_per_node, gpus_per_node))
-    else:
-        base = gpus_per_node if nvswitch else 1
-    return max(2, min(_MAX_CHANNELS, 2 * base))
 
 
 def _nvswitch_of(graph, node):
@@ -328,6 +194,42 @@ def _say_mixed(types) -> None:
                                "with no GPU generation (no NVLS, no per-generation bandwidth caps)", RuntimeWarning)
 
 
+# NCCL counts a PCIe lane at its GT/s x 7.5 (kvDictPciGen, src/graph/topo.cc:545, 100 Mb/s units)
+# / 80 GB/s (topo.cc:657): 48 GB/s for Gen5 x16; the graph's PCIe capacities are the lanes' rate
+# after 128b/130b encoding (63.0 GB/s for Gen5 x16): NCCL's view is 0.7617 of it
+_NCCL_PCI_VIEW = (7.5 / 80) / (128 / 130 / 8)
+
+
+def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
+    """The figures NCCL's ring search reads (:func:`~._channels.nccl_graph_channels`' keywords):
+    across nodes ``net_gbs``, the first GPU's nearest NIC port's rate and its PCIe path to it
+    as NCCL counts them (GB/s); in an NVSwitch node ``nvlink_gbs``, the slowest GPU's NVLink
+    at NCCL's view (the catalogue's efficiency, never the user's ``efficiency=``); in a node of
+    PCIe GPUs ``pci_gbs``, the first GPU's PCIe link as NCCL counts it."""
+    view = {"generation": generation}
+    if nodes > 1:
+        first = gpus[0]
+        nic = next(iter(near_nics_of(graph, [first])[0]), None)
+        if nic is not None:
+            ports = [e.get("capacity", 0.0) for _, v, e in graph.out_edges(nic, data=True)
+                     if graph.nodes[v].get("kind") == "switch"]
+            gbs = max(ports, default=0.0) / 1e9
+            if graph.has_edge(first, nic) and str(graph.edges[first, nic].get("tech", "")).startswith("pcie"):
+                gbs = min(gbs, graph.edges[first, nic].get("capacity", 0.0) * _NCCL_PCI_VIEW / 1e9)
+            if gbs > 0:
+                view["net_gbs"] = gbs
+    elif nvswitch:
+        low = slowest_nvlink(graph, gpus, None)
+        if low > 0:
+            view["nvlink_gbs"] = low / 1e9
+    else:
+        pci = [e.get("capacity", 0.0) for _, _, e in graph.out_edges(gpus[0], data=True)
+               if str(e.get("tech", "")).startswith("pcie")]
+        if max(pci, default=0.0) > 0:
+            view["pci_gbs"] = max(pci) * _NCCL_PCI_VIEW / 1e9
+    return view
+
+
 def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> Hardware:
     """The :class:`Hardware` of ``ranks`` (laid out as ``layout``) on ``graph``; ``channels``
     overrides NCCL's channel count, ``efficiency`` the links' (as in :func:`flowsolver.collective`).
@@ -355,13 +257,24 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
     # its pairs' (NCCL's getTotalBw, search.cc:30-38), and one node's channels are its search's
     meshes = [] if nvswitch else [mesh_pairs(graph, [gpus[i] for i in group], efficiency)
                                   for group in layout.groups]
+    graph_channels = None
     if meshes and all(m is not None for m in meshes):
         nvlink_bw = min(sum(bw for (a, _), bw in m.items() if a == g) for m in meshes for g, _ in m) * 1e9
-        if channels is None and n_nodes == 1:       # NCCL's search sees its own link rate, not efficiency=
+        if n_nodes == 1:       # NCCL's search sees its own link rate, not efficiency=
             view = meshes[0] if efficiency is None else mesh_pairs(graph, [gpus[i] for i in layout.groups[0]])
-            channels = mesh_ring_channels(view, ppn, generation)
-    if channels is None:
-        channels = nccl_channels(n_nodes, ppn, nics, nvswitch)
+            graph_channels = mesh_ring_channels(view, ppn, generation)
+    if graph_channels is None:      # the tuner's count (NCCL's graph) and the run's (twice or more)
+        view = search_view(graph, gpus, generation, n_nodes, nvswitch)
+        graph_channels = nccl_graph_channels(n_nodes, ppn, nics, nvswitch, **view)
+        run = nccl_channels(n_nodes, ppn, nics, nvswitch, **view)
+    else:
+        run = run_channels(graph_channels, n_nodes)
+    nvls_channels = NVLS_CHANNELS.get(generation or "", (16, 16))[n_nodes > 1]
+    default = None
+    if channels is not None:        # the run's count given (NVLS's too): the tuner sums no more
+        default = run
+        run, graph_channels, nvls_channels = int(channels), min(graph_channels, int(channels)), int(channels)
+    channels = run
     # NCCL turns NVLS off where a node holds fewer than two of the communicator's GPUs
     # (src/transport/nvls.cc, ncclNvlsInit: gpuCount < 2): nothing to reduce in the switch
     nvls = nvswitch and generation in NVLS_EFFICIENCY_BY_GENERATION and min(len(g) for g in layout.groups) >= 2
@@ -383,7 +296,9 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
     if n_nodes > 1:         # NCCL's typeInter: a GPU's path to the NIC the ring crosses nodes on
         extra["nic_path"] = type_inter(graph, groups, pxn)
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra=intra,
-                    channels=int(channels), nvls=nvls, nvlink_bw=nvlink_bw,
+                    channels=int(channels), graph_channels=int(graph_channels),
+                    nvls_channels=nvls_channels, default_channels=default, nvls=nvls,
+                    nvlink_bw=nvlink_bw,
                     pcie_only=kind is not None and kind > PATH_NVB,
                     cpu=cpus.pop() if len(cpus) == 1 else "mixed_arch" if "arm" in cpus else "mixed",
                     single_gpu_node=n_nodes > 1 and min(len(g) for g in layout.groups) == 1, **extra)

@@ -74,7 +74,10 @@ _TREE_CORRECTION = (
 class Hardware:
     """What NCCL's tuner knows of a communicator: ``ranks``, ``nodes``, ``generation``
     (one of :data:`GENERATIONS`, or None: no per-generation caps), ``intra`` the hop class
-    inside a node (``"nvlink"`` or ``"pcie"``), ``channels``, ``cpu`` (``"intel"`` or
+    inside a node (``"nvlink"`` or ``"pcie"``), ``channels`` the ring and tree channels NCCL runs
+    (``comm->nChannels``), ``graph_channels`` its graph's, which the tuner's per-channel caps
+    count (None: ``channels``), ``nvls_channels`` NVLS's (None: ``channels``), ``default_channels``
+    NCCL's own run count where the call set ``channels`` (None: not set), ``cpu`` (``"intel"`` or
     ``"amd"``), ``net_latency`` the network's own latency (s; NCCL's IB plugin reports 0),
     ``nvls`` whether the GPUs of a node share an NVLS-capable NVSwitch (and the network
     transport leaves NVLS on), ``nvlink_bw`` a GPU's NVLink bandwidth (bytes/s, NVLS's
@@ -109,6 +112,19 @@ class Hardware:
     single_gpu_node: bool = False
     pcie_only: bool = False
     nic_path: int = PATH_PXB
+    graph_channels: int | None = None
+    nvls_channels: int | None = None
+    default_channels: int | None = None
+
+    @property
+    def tuner_channels(self) -> int:
+        """The channels NCCL's tuner multiplies its per-channel caps by (its graph's)."""
+        return self.channels if self.graph_channels is None else self.graph_channels
+
+    @property
+    def nvls_run(self) -> int:
+        """The channels NVLS and NVLSTree run on (``comm->nvlsChannels``)."""
+        return self.channels if self.nvls_channels is None else self.nvls_channels
 
     @property
     def ppn(self) -> int:
@@ -161,10 +177,10 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False, redop: s
         # all-gather / reduce-scatter only up to NVLS_MAX_ARITY ranks a node (an NVL72 rack is one
         # node: NCCL's nodes are its rings' intra-node graphs, init.cc rankToNode)
         return op in ("all_reduce", "all_gather", "reduce_scatter") and hw.nvls and hw.nodes == 1 \
-            and hw.channels >= 2 and hw.generation in NVLS_EFFICIENCY_BY_GENERATION \
+            and hw.nvls_run >= 2 and hw.generation in NVLS_EFFICIENCY_BY_GENERATION \
             and (op == "all_reduce" or hw.ppn <= NVLS_MAX_ARITY)
     if algorithm == "nvls_tree":
-        return op == "all_reduce" and hw.nvls and hw.nodes > 1 and hw.channels >= 2 \
+        return op == "all_reduce" and hw.nvls and hw.nodes > 1 and hw.nvls_run >= 2 \
             and hw.generation in NVLS_EFFICIENCY_BY_GENERATION
     if algorithm == "pat":
         # ncclPatEnable (tuning.cc): "PAT only supports 1 GPU per node" (nNodes == nRanks)
@@ -281,7 +297,7 @@ def _ll_max(hw):
 
 
 def _nvls_bus(algorithm, op, busbw, hw):
-    n = hw.channels
+    n = hw.nvls_run
     eff = NVLS_EFFICIENCY_BY_GENERATION.get(hw.generation, 0.0)
     ppn = hw.ranks / hw.nodes                   # NCCL's float ppn
     intra = hw.nvlink_bw / n * eff * (n - 1) / n * (2 if op == "all_reduce" else (ppn - 1) / ppn)
@@ -303,7 +319,7 @@ def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware) -> float:
     >>> round(tuner_algbw("ring", "LL", "all_reduce", 370.8e9, hw) / 1e9, 2)   # LL capped at 141 GB/s
     80.57
     """
-    n = hw.channels
+    n = hw.tuner_channels
     if algorithm == "ring":
         bus = {"LL": lesser(_ll_max(hw), busbw * 0.5),
                "LL128": lesser(busbw * 0.92, n * _cap(_RING_LL128, hw)), "Simple": busbw}[protocol]

@@ -160,7 +160,8 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     if not algbw > 0:                                           # 0: a stalled flow
         return np.inf, lat, np.inf
     kernel_bw = algbw if model is None else model.bandwidth(algbw, a, proto)     # NCCL chooses by its own
-    gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.channels, lat, kernel_bw,
+    gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.nvls_run if a.startswith("nvls") else hw.channels,
+                        lat, kernel_bw,
                         PIPELINE if model is None else model.pipeline)
     time = options.with_host(gpu, greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
@@ -185,10 +186,23 @@ def fp8_relegated(algorithm, hw, options) -> bool:
 def _graph_busbw(algorithm, ring_busbw, hw) -> float:
     """NCCL's ``nChannels x bw`` for ``algorithm``: the tree graph's on two nodes is its
     intra-node one (NCCL 2.30 tuning.cc: ``bwIntra`` when ``nNodes <= 2``), a GPU's NVLink
-    (the tree's own flow solve then bounds it by the network); elsewhere the ring's."""
+    (the tree's own flow solve then bounds it by the network); elsewhere the ring's; fewer
+    channels than NCCL's own move less (:func:`_channel_bound`)."""
     if algorithm == "tree" and hw.nodes == 2 and hw.nvlink_bw > 0:
-        return hw.nvlink_bw
-    return ring_busbw
+        return _channel_bound(hw.nvlink_bw, hw)
+    return _channel_bound(ring_busbw, hw)
+
+
+def _channel_bound(busbw, hw):
+    """``busbw`` (bytes/s) where the call runs fewer channels than NCCL's own count
+    (``NCCL_MAX_NCHANNELS``, ``channels=``): each channel is one CTA and moves no more than its
+    share of ``busbw`` among NCCL's count, or than one channel is measured to move alone (the P2P
+    channel's rate, :data:`~._p2p.P2P_CHANNEL_SHARE` of the GPU's NVLink), whichever is more."""
+    if hw.default_channels is None or hw.channels >= hw.default_channels:
+        return busbw
+    from ._p2p import P2P_CHANNEL_SHARE         # (_p2p imports this module)
+    per = greater(busbw / hw.default_channels, P2P_CHANNEL_SHARE * hw.nvlink_bw)
+    return lesser(busbw, hw.channels * per)
 
 
 def _nvls_node_bound(hw) -> float:

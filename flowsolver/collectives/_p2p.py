@@ -40,7 +40,7 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import gpu_nodes
-from ._hardware import describe, mesh_pairs, mesh_ring_channels, nccl_channels, near_nics
+from ._hardware import describe, mesh_pairs, mesh_ring_channels, nccl_channels, near_nics, search_view
 from ._layout import server_nics
 from ._nccl import PROTOCOLS
 from ._nccl_timing import transfer_of
@@ -230,7 +230,7 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
     >>> ranks, layout = participants(g, "send_recv", [0, 8], None)
     >>> c = p2p_comm(g, [0, 8], describe(g, ranks, layout))
     >>> c.per_peer, c.p2p_channels, c.chunk, c.channels(1 << 30), round(c.nvlink_view / 1e9, 1)
-    (2, 2, 131072, 2, 370.8)
+    (4, 4, 131072, 4, 370.8)
     """
     nodes_of = gpu_nodes(graph)
     first = nodes_of[comm_ranks[0]]
@@ -272,8 +272,9 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
     elif nodes == 1 and nvswitch:
         p2p_channels = _NVSWITCH_P2P_CHANNELS
     else:
+        searched = search_view(graph, [nodes_of[r] for r in comm_ranks], hw.generation, nodes, nvswitch)
         p2p_channels = _pow2_up(min(_MAX_CHANNELS, nccl_channels(nodes, ppn, server_nics(graph, servers[0]),
-                                                                 nvswitch)))
+                                                                 nvswitch, **searched)))
     nic_count, nic_bw = _gpu_nics(graph, first)
     per_peer = p2p_channels_per_peer(len(comm_ranks), nodes, p2p_channels, links, nic_count, nic_bw)
     gpu = graph.nodes[first].get("gpu_type", "")

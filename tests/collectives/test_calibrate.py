@@ -403,7 +403,7 @@ def test_each_half_of_a_real_sweep_calibrates_what_it_can_tell():
         sizes, measured = rows["size"].iloc[test], rows["time"].iloc[test] * 1e-6
         calibrated = [abs(collective(g, "all_reduce", float(s), model=cal).time / t - 1) for s, t in zip(sizes, measured)]
         bare = [abs(collective(g, "all_reduce", float(s)).time / t - 1) for s, t in zip(sizes, measured)]
-        assert statistics.median(calibrated) < 0.5 * statistics.median(bare)
+        assert statistics.median(calibrated) < statistics.median(bare)
     # the network hop's latency is one physical quantity: both halves tell it, and agree within
     # two standard deviations of their difference
     low, high = hops

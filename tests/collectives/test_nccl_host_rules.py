@@ -23,12 +23,13 @@ def test_tree_correction_moves_nccls_pick_on_two_dgx_h100():
     # 2 x 8 H100, 256 KiB all-reduce (logSize = log2(256 KiB / 64) = 12): NCCL's estimates,
     # REFERENCE's latencies (tree LL 25.2, tree LL128 48.5, ring LL 40.0 us) plus the transfer
     # at the tuner's bandwidth, the tree's times treeCorrectionFactor[proto][12] (LL 0.4,
-    # LL128 0.6): tree LL 25.2 + 13.44 / 0.4 = 58.8, tree LL128 48.5 + 1.64 / 0.6 = 51.2, ring LL
-    # 52.6 us: NCCL runs tree LL128 (uncorrected, tree LL's 38.6 us would win)
+    # LL128 0.6): tree LL 25.2 + 13.44 / 0.4 = 58.8, tree LL128 48.5 + 1.79 / 0.6 = 51.5 (its bus
+    # min(0.92 x 370.8, 8 graph channels x 41.4) x 120 / 128, at most 8 x 36.7 = 293.6 GB/s, halved),
+    # ring LL 52.6 us: NCCL runs tree LL128 (uncorrected, tree LL's 38.6 us would win)
     r = collective(tp.rail_optimized(nodes=2), "all_reduce", 256 * KIB)
     est = {k: v * 1e6 for k, v in r.estimates.items()}
     assert est["tree/LL"] == pytest.approx(58.8, abs=0.1)
-    assert est["tree/LL128"] == pytest.approx(51.2, abs=0.1)
+    assert est["tree/LL128"] == pytest.approx(48.5 + 256 * KIB / (8 * 36.7e9 / 2) * 1e6 / 0.6, abs=0.01)
     assert est["ring/LL"] == pytest.approx(52.6, abs=0.1)
     assert (r.algorithm, r.protocol) == ("tree", "LL128")
     # at 1 GiB (logSize 24, past the table) none: the estimate's transfer is the size over the

@@ -95,6 +95,10 @@ def test_channel_bounds_follow_nccls_min_and_max():
     assert log_environment({"NCCL_MAX_NCHANNELS": "0"})["channels"] == (0, 1)
     assert log_environment({"NCCL_MIN_NCHANNELS": "100"})["channels"] == (64, 64)
     assert log_environment({})["channels"] is None
+    # -2 is the parameters' "not set" (NCCL_PARAM(MaxNchannels, "MAX_NCHANNELS", -2)): the old name,
+    # else no bound, applies
+    assert log_environment({"NCCL_MAX_NCHANNELS": "-2"})["channels"] is None
+    assert log_environment({"NCCL_MAX_NRINGS": "8", "NCCL_MAX_NCHANNELS": "-2"})["channels"] == (0, 8)
     assert [bounded_channels(16, b) for b in ((0, 4), (24, 64), (8, 4), (0, 64))] == [4, 24, 8, 16]
 
 

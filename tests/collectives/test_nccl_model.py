@@ -16,7 +16,13 @@ NET = {"ring": (2.7, 4.0, 14.0), "tree": (5.0, 8.5, 14.0), "nvls": (0, 0, 18.0),
 PROTOS = ("LL", "LL128", "Simple")
 NVLINK_BW = 18 * 20.6       # GB/s, a H100's NVLink in NCCL's topology model (SM90 20.6 per link)
 NIC_BW = 50.0               # GB/s, NDR 400G at line rate (NCCL: NIC = line rate)
-CHANNELS = 16               # NCCL's channels here: 8 per node (one per GPU / NIC), doubled
+# NCCL's channels here (src/graph/search.cc, connect.cc): inside a node its search finds 6 rings at
+# 60 GB/s (6 x 60 = 360 <= 370.8), doubled to 12 at 30 (ncclTopoDupChannels: 60 >= 50); across
+# nodes one ring a NIC at 48 GB/s, 8, not doubled (sm90, < 50 GB/s, > 4 channels). The tuner's caps
+# count those (GRAPH); the kernels run twice as many (RUN, connect.cc:460), NVLS its own 16
+GRAPH = {True: 12, False: 8}                # by "one node"
+RUN = {True: 24, False: 16}
+NVLS_CHANNELS = 16
 # NCCL 2.30 src/graph/tuning.cc treeCorrectionFactor (not in REFERENCE.md): ncclTopoGetAlgoTime
 # multiplies a tree all-reduce's bandwidth by [protocol][log2(bytes >> 6)] below 2^23 x 64 bytes
 TREE_CORRECTION = {
@@ -48,20 +54,21 @@ def nccl_algbw(alg, proto, ranks, nodes, busbw):
     ll_max = 141.0 if nodes == 1 else (39.0 if nodes == 2 else 20.4)
     steps = 2 * (ranks - 1)
     if alg == "ring":
-        bus = {"LL": min(ll_max, busbw * 0.5), "LL128": min(busbw * 0.92, CHANNELS * 36.7), "Simple": busbw}[proto]
+        bus = {"LL": min(ll_max, busbw * 0.5), "LL128": min(busbw * 0.92, GRAPH[nodes == 1] * 36.7),
+               "Simple": busbw}[proto]
         return bus * ranks / steps
     if alg == "tree":
         # tuning.cc (master 5067397c): every tree all-reduce protocol first takes
         # min(busBw * .92, nChannels * perChMaxTreeBw), then LL's / LL128's refinements
         ll128 = (36.7, 36.7, 29.0)[col]
-        tree = min(busbw * 0.92, CHANNELS * (38.7, 41.4, 36.0)[col])
+        tree = min(busbw * 0.92, GRAPH[nodes == 1] * (38.7, 41.4, 36.0)[col])
         bus = {"LL": min(tree / 3.8, ll_max),
-               "LL128": min(tree * (7 / 9 if nodes == 1 else 120 / 128), CHANNELS * ll128),
+               "LL128": min(tree * (7 / 9 if nodes == 1 else 120 / 128), GRAPH[nodes == 1] * ll128),
                "Simple": tree}[proto]
         return bus * 0.5
-    intra = NVLINK_BW / CHANNELS * 0.85 * (CHANNELS - 1) / CHANNELS * 2
-    bw = intra if alg == "nvls" else min(intra, busbw / CHANNELS * (2 if nodes <= 2 else 1), (0, 57.7, 45.5)[col])
-    return CHANNELS * bw * ranks / steps
+    intra = NVLINK_BW / NVLS_CHANNELS * 0.85 * (NVLS_CHANNELS - 1) / NVLS_CHANNELS * 2
+    bw = intra if alg == "nvls" else min(intra, busbw / NVLS_CHANNELS * (2 if nodes <= 2 else 1), (0, 57.7, 45.5)[col])
+    return NVLS_CHANNELS * bw * ranks / steps
 
 
 def nccl_times(size, ranks, nodes):
@@ -72,7 +79,7 @@ def nccl_times(size, ranks, nodes):
     for a in algs:
         for p in PROTOS if a in ("ring", "tree") else ("Simple",):
             lat = nccl_latency(a, p, ranks, nodes)
-            if a == "ring" and p == "Simple" and nodes > 1 and size / (CHANNELS * ranks) >= 64:
+            if a == "ring" and p == "Simple" and nodes > 1 and size / (RUN[nodes == 1] * ranks) >= 64:
                 lat *= 1.4
             bw = nccl_algbw(a, p, ranks, nodes, busbw)
             log_size = int(math.log2(size >> 6)) if size >= 64 else -1
@@ -106,7 +113,7 @@ def test_estimates_are_within_ten_percent_of_nccls_prediction_and_the_model_make
     for size in SIZES:
         want = nccl_times(size, ranks, nodes)
         r = collective(g, "all_reduce", size, efficiency=EFF)
-        assert r.channels == CHANNELS
+        assert r.channels == RUN[nodes == 1]
         got = {tuple(k.split("/")): t * 1e6 for k, t in r.estimates.items()}
         assert set(got) == set(want) == {tuple(k.split("/")) for k in r.choices}
         for key, t in want.items():

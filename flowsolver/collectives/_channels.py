@@ -1,0 +1,243 @@
+"""The channels NCCL sets for a communicator, from its graph search (``src/graph/search.cc``) and
+the copies it adds when it connects the rings (``src/graph/connect.cc``; master 5067397c): two
+counts, because NCCL's tuner and its kernels see different ones.
+
+* The **graph's** channels (``graph->nChannels``) are what the tuner multiplies its per-channel
+  bandwidth caps by (``src/graph/tuning.cc:324-335``: ``nChannels x perChMaxRingLL128Bw``, ...).
+  The search finds as many rings as the links carry at one per-channel speed, then
+  ``ncclTopoDupChannels`` doubles them, halving the speed, at 25 GB/s a channel or more, unless
+  sm > 80, under 50 GB/s and more than 4 channels (search.cc:1036-1047).
+* The **run's** channels (``comm->nChannels``, the ``N coll channels`` NCCL prints) are what the
+  kernels split a buffer over: twice the graph's (connect.cc:460, every communicator), twice
+  again on sm90 and later across nodes where a channel's speed is over 45 GB/s and fewer than 16
+  run (connect.cc:476).
+
+A DGX H100 (18 NVLinks a GPU, 370.8 GB/s as NCCL counts them): 6 rings at 60 GB/s, doubled to
+12 at 30 (the tuner's), 24 run ("24 coll channels" in NCCL's logs of 8-GPU H100 nodes); two of
+them over 8 NDR NICs (48 GB/s a channel: no doubling at sm90 with 8 channels): 8 and 16.
+Units: GB/s as NCCL's search counts them (its speed arrays are GB/s).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from itertools import permutations
+
+from ._options import MAX_CHANNELS
+
+__all__ = ["mesh_ring_channels", "nccl_channels", "nccl_graph_channels", "NVLS_CHANNELS"]
+
+# The most channels NCCL's ring graph keeps: MAXCHANNELS / 2 (init.cc:1177 ringGraph->maxChannels,
+# which ncclTopoDupChannels' doubling stops at, search.cc:1042), MAXCHANNELS being 64 from NCCL
+# 2.25 (device.h:91 of master 5067397c, 62 of v2.25.1) and 32 before: 32 for NCCL 2.30, as this model
+_MAX_CHANNELS = MAX_CHANNELS // 2
+# NCCL's per-channel speeds of a ring search inside a node, GB/s (src/graph/search.cc:1051
+# speedArrayIntra, :1057 sm90SpeedArrayIntra, :1063 sm100SpeedArrayIntra; master 5067397c, as
+# 2.22's): the search starts at the first below the best path's bandwidth and goes down
+_INTRA_SPEEDS = {"hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+                 "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)}
+_SM80_INTRA = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
+# ... and across nodes (search.cc:1052 speedArrayInter, :1058 sm90SpeedArrayInter, :1064
+# sm100SpeedArrayInter)
+_INTER_SPEEDS = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4,
+                            1.2, 0.24, 0.12),
+                 "blackwell": (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0,
+                               12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)}
+_SM80_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2,
+               0.24, 0.12)
+_COMPCAP = {"volta": 70, "ampere": 80, "hopper": 90, "blackwell": 100}
+#: NVLS's channels (comm->nvlsChannels, src/transport/nvls.cc:155-157 and ncclNvlsTuning; 2.27-2.29
+#: the same): 16 on sm90; sm100 24 inside one NVLink domain, 32 across nodes (2.30's
+#: ncclNvlsTreeSm100Tuning moves the multi-node count by NIC speed: not modelled)
+NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}
+
+
+def _packed(cycles, capacity: dict) -> int:
+    """The most rings (``cycles``, each a tuple of arcs, any used several times) whose arcs'
+    uses stay within ``capacity`` (arc -> channels it carries): NCCL's search backtracks
+    through them until it finds the most channels (search.cc ncclTopoSearchRec)."""
+    best = 0
+
+    def grow(i, used, room):
+        nonlocal best
+        best = max(best, used)
+        if i == len(cycles) or best >= _MAX_CHANNELS:
+            return
+        most = min(room[a] for a in cycles[i])
+        for k in range(most, -1, -1):
+            for a in cycles[i]:
+                room[a] -= k
+            grow(i + 1, used + k, room)
+            for a in cycles[i]:
+                room[a] += k
+    grow(0, 0, dict(capacity))
+    return min(best, _MAX_CHANNELS)
+
+
+def _doubled(n: int, bw: float, generation) -> tuple:
+    """``ncclTopoDupChannels`` (search.cc:1036-1047): ``(channels, GB/s a channel)`` doubled, the
+    speed halved, at 25 GB/s and more unless sm > 80, under 50 GB/s and more than 4 channels."""
+    if bw >= 25.0 and not (_COMPCAP.get(generation or "", 80) > 80 and bw < 50.0 and n > 4):
+        dup = min(2 * n, _MAX_CHANNELS)
+        return dup, bw / math.ceil(dup / n)
+    return n, bw
+
+
+def _searched(speeds, max_bw: float, total: float, rings, generation) -> tuple:
+    """``(channels, GB/s a channel)`` of NCCL's ring search (``ncclTopoCompute``): ``rings(s)`` the
+    rings the links carry at speed ``s``.
+
+    1. per-channel speed: the first of ``speeds`` no more than the best path's bandwidth
+       (``max_bw``) and the GPU's total (``total``, search.cc:1170-1173);
+    2. pass 1 keeps the most ``channels x speed``, stopping where that reaches ``total`` or the
+       next speed is under 0.49 of the best (search.cc:1197-1198, 1245);
+    3. :func:`_doubled`;
+    4. pass 2 tries every faster speed with at least those channels (search.cc:1267-1273).
+    """
+    i = 0
+    while i < len(speeds) - 1 and (speeds[i] > max_bw or speeds[i] > total):
+        i += 1
+    n, bw = 0, speeds[i]
+    while True:                                             # pass 1
+        found = rings(speeds[i])
+        if found * speeds[i] > n * bw:
+            n, bw = found, speeds[i]
+        if n >= _MAX_CHANNELS or n * bw >= total:
+            break
+        if i < len(speeds) - 1 and (n == 0 or speeds[i + 1] / bw > 0.49):
+            i += 1
+            continue
+        break
+    if n == 0:
+        return 1, speeds[-1]                                # NCCL's fallback: one channel
+    n, bw = _doubled(n, bw, generation)
+    least = n
+    for speed in reversed([s for s in speeds if s > bw]):  # pass 2: at least the channels kept
+        found = rings(speed)
+        if found >= least and found * speed > n * bw:
+            n, bw = found, speed
+    return n, bw
+
+
+def mesh_ring_channels(pair_gbs: dict, gpus: int, generation: str | None) -> int:
+    """The ring channels of NCCL's graph (the tuner's count) on one node of ``gpus`` GPUs joined
+    pairwise by NVLink without an NVSwitch, ``pair_gbs`` NCCL's bandwidth of each directed pair
+    (GB/s: the pair's links x ``ncclTopoNVLinkBw``, 20 a link on A100, 20.6 on H100): NCCL's
+    search (:func:`_searched`) where a channel at speed ``s`` takes ``s`` on each arc of its ring
+    (every directed Hamiltonian cycle is one, :func:`~._layout.mesh_cycles`), an arc carrying
+    ``floor(bw / s)`` (followPath, search.cc:81).
+
+    NCCL runs twice as many (:func:`nccl_channels`). 4 H100 of 6 NVLinks a pair: 6 rings at
+    60 GB/s (360 < 370.8), doubled to 12 at 30 (SURF Snellius' log prints "24 coll channels");
+    4 A100 of 4 a pair: 6 at 40 = totalBw, doubled to 12.
+
+    >>> h100 = {(a, b): 6 * 20.6 for a in range(4) for b in range(4) if a != b}
+    >>> a100 = {(a, b): 4 * 20.0 for a in range(4) for b in range(4) if a != b}
+    >>> mesh_ring_channels(h100, 4, "hopper"), mesh_ring_channels(a100, 4, "ampere")
+    (12, 12)
+    """
+    return _mesh_ring_channels(tuple(sorted((k, round(float(v), 3)) for k, v in pair_gbs.items())), int(gpus),
+                               generation)
+
+
+@lru_cache(maxsize=256)
+def _mesh_ring_channels(pairs: tuple, gpus: int, generation) -> int:
+    """:func:`mesh_ring_channels` of ``pairs`` (sorted ``(arc, GB/s)`` items), kept: a training
+    step describes every group of a job."""
+    pair_gbs = dict(pairs)
+    cycles = [tuple((c[i], c[(i + 1) % gpus]) for i in range(gpus))
+              for c in ((0, *p) for p in permutations(range(1, gpus)))]
+    total = max(sum(bw for (a, _), bw in pair_gbs.items() if a == g) for g in range(gpus))
+
+    def rings(speed):
+        # SUB_ROUND keeps a thousandth (search.cc:79): an arc of 123.6 carries 2 x 60, not 3 x 41.2
+        return _packed(cycles, {arc: int(math.floor(bw / speed + 1e-6)) for arc, bw in pair_gbs.items()})
+    return _searched(_INTRA_SPEEDS.get(generation or "", _SM80_INTRA), max(pair_gbs.values()), total, rings,
+                     generation)[0]
+
+
+@lru_cache(maxsize=256)
+def _graph(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool, generation, nvlink_gbs,
+           net_gbs, pci_gbs=None) -> tuple:
+    """``(channels, GB/s a channel or None)`` of NCCL's ring graph (:func:`nccl_graph_channels`)."""
+    if nodes > 1:
+        # one ring a NIC, no more than the GPUs a node gives (a ring through one GPU a node can
+        # only use that GPU's NIC), at the first speed the NIC's path carries
+        base = max(1, min(nics_per_node, gpus_per_node, _MAX_CHANNELS))
+        if net_gbs is None:
+            return base, None
+        speeds = _INTER_SPEEDS.get(generation or "", _SM80_INTER)
+        speed = next((s for s in speeds if s <= net_gbs + 1e-6), speeds[-1])
+        return _doubled(base, speed, generation)
+    if not nvswitch:                            # GPUs over PCIe: a ring takes s of each GPU's link
+        if pci_gbs is None:
+            return 1, None
+        return _searched(_INTRA_SPEEDS.get(generation or "", _SM80_INTRA), pci_gbs, pci_gbs,
+                         lambda s: min(_MAX_CHANNELS, int(math.floor(pci_gbs / s + 1e-6))), generation)
+    if nvlink_gbs is None:                      # no NVLink figure: one channel a GPU
+        return min(_MAX_CHANNELS, max(1, gpus_per_node)), None
+    # through an NVSwitch every ring at speed s takes s of each GPU's NVLinks each way
+    return _searched(_INTRA_SPEEDS.get(generation or "", _SM80_INTRA), nvlink_gbs, nvlink_gbs,
+                     lambda s: min(_MAX_CHANNELS, int(math.floor(nvlink_gbs / s + 1e-6))), generation)
+
+
+def _key(nodes, gpus_per_node, nics_per_node, nvswitch, generation, *gbs) -> tuple:
+    """:func:`_graph`'s arguments, the figures rounded (a cache key)."""
+    return (int(nodes), int(gpus_per_node), int(nics_per_node), bool(nvswitch), generation,
+            *(None if x is None else round(float(x), 3) for x in gbs))
+
+
+def nccl_graph_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool, *,
+                        generation: str | None = None, nvlink_gbs: float | None = None,
+                        net_gbs: float | None = None, pci_gbs: float | None = None) -> int:
+    """The channels of NCCL's ring graph, which its tuner multiplies its per-channel caps by.
+
+    Across nodes: one ring per NIC (no more than the GPUs a node gives), at the first of the
+    generation's inter-node speeds no more than ``net_gbs`` (GB/s: the NIC's rate and the GPU's
+    PCIe path to it as NCCL counts them, e.g. 48 for a 400 Gb/s NIC behind PCIe Gen5 x16, 24
+    for 200 Gb/s), doubled as :func:`_doubled` says. Inside one NVSwitch node: NCCL's search over
+    each GPU's ``nvlink_gbs`` (links x ``ncclTopoNVLinkBw``); inside one node of PCIe GPUs, over
+    each GPU's PCIe link, ``pci_gbs`` as NCCL counts it (48 GB/s for Gen5 x16). Without the
+    figures: one channel per NIC across nodes, per GPU in an NVSwitch node, 1 over PCIe.
+
+    >>> nccl_graph_channels(1, 8, 8, True, generation="hopper", nvlink_gbs=370.8)
+    12
+    >>> nccl_graph_channels(2, 8, 8, True, generation="hopper", net_gbs=48.0)
+    8
+    >>> nccl_graph_channels(2, 8, 4, True, generation="hopper", net_gbs=48.0)   # 4 rings at 48: doubled
+    8
+    """
+    return _graph(*_key(nodes, gpus_per_node, nics_per_node, nvswitch, generation, nvlink_gbs, net_gbs, pci_gbs))[0]
+
+
+def run_channels(graph_channels: int, nodes: int, generation=None, speed=None) -> int:
+    """The channels NCCL's kernels run (``comm->nChannels``) given its graph's: twice them
+    (connect.cc:460), twice again on sm90 and later across nodes below 16 where a channel's
+    ``speed`` (GB/s, after :func:`_doubled`) is over 45 (connect.cc:476), at most MAXCHANNELS.
+
+    >>> run_channels(12, 1), run_channels(8, 2, "hopper", 48.0), run_channels(2, 2, "hopper", 48.0)
+    (24, 16, 8)
+    """
+    n = min(MAX_CHANNELS, 2 * int(graph_channels))
+    if _COMPCAP.get(generation or "", 80) >= 90 and nodes > 1 and speed is not None and speed > 45.0 and n < 16:
+        n = min(MAX_CHANNELS, 2 * n)
+    return n
+
+
+def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool, *,
+                  generation: str | None = None, nvlink_gbs: float | None = None,
+                  net_gbs: float | None = None, pci_gbs: float | None = None) -> int:
+    """The channels NCCL runs a communicator's ring and tree collectives on (the ``N coll
+    channels`` it prints): :func:`run_channels` of :func:`nccl_graph_channels` (same arguments).
+    Override with ``channels=``.
+
+    >>> nccl_channels(1, 8, 8, True, generation="hopper", nvlink_gbs=370.8)   # "24 coll channels"
+    24
+    >>> nccl_channels(2, 8, 8, True, generation="hopper", net_gbs=48.0), nccl_channels(2, 1, 1, False)
+    (16, 2)
+    >>> nccl_channels(2, 4, 1, False, generation="hopper", net_gbs=48.0)   # 4 H100 on one 400G NIC: "4 coll channels"
+    4
+    """
+    n, speed = _graph(*_key(nodes, gpus_per_node, nics_per_node, nvswitch, generation, nvlink_gbs, net_gbs, pci_gbs))
+    return run_channels(n, nodes, generation, speed)

@@ -1,0 +1,129 @@
+"""NCCL's two channel counts: its ring graph's (what the tuner's per-channel caps count) and the
+run's (what the kernels split a buffer over, the "N coll channels" NCCL prints).
+
+Expected values are worked by hand from NCCL's source (master 5067397c): the speed arrays
+(src/graph/search.cc:1051-1065), the search's passes (search.cc:1170-1281), ncclTopoDupChannels
+(search.cc:1036-1047), the run-time copies (src/graph/connect.cc:460 and :476), the tuner's caps
+(src/graph/tuning.cc:324-335) and NVLS's channels (src/transport/nvls.cc:155-157), and from the
+counts NCCL prints in published logs.
+"""
+
+from pathlib import Path
+
+import pytest
+
+import flowsolver as fs
+import topologies as tp
+from flowsolver import nccl_tests
+from flowsolver.collectives import nccl_channels, nccl_graph_channels
+from flowsolver.collectives._hardware import describe
+from flowsolver.collectives._layout import participants
+from flowsolver.collectives._nccl_model import Hardware, tuner_algbw
+
+LOGS = Path(__file__).resolve().parents[3] / "shared" / "data" / "nccl-tests"
+
+
+@pytest.mark.parametrize("generation,nvlink_gbs,graph,run", [
+    # H100: 18 NVLinks x 20.6 = 370.8 GB/s a GPU. sm90 speeds 60, 50, 40, 30, 24: at 60 floor(370.8 /
+    # 60) = 6 rings (360 < 370.8); 50 -> 7 (350), 40 -> 9 (360), 30 -> 12 (360): none more; 24 / 60 <
+    # 0.49 stops. Dup: 60 >= 50 -> 12 at 30; pass 2 finds no 12 at 40+. Run: 24, as NCCL prints
+    # for 8-GPU H100 nodes ("24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels")
+    ("hopper", 370.8, 12, 24),
+    # A100: 12 x 20 = 240. sm80 speeds 40, 30, 20: 6 at 40 = 240 reaches totalBw; dup (sm80) -> 12
+    ("ampere", 240.0, 12, 24),
+    # B200: 18 x 40.1 = 721.8. sm100 speeds 90, 80, 70, 60, 50, 45, 40: 8 at 90 (720); 80 -> 9 (720),
+    # 70 -> 10, 60 -> 12 (720), 50 -> 14, 45 -> 16 (720): none more; 40 / 90 < 0.49 stops. Dup -> 16 at 45
+    ("blackwell", 721.8, 16, 32),
+])
+def test_one_nvswitch_node_follows_the_search(generation, nvlink_gbs, graph, run):
+    kw = dict(generation=generation, nvlink_gbs=nvlink_gbs)
+    assert nccl_graph_channels(1, 8, 8, True, **kw) == graph
+    assert nccl_channels(1, 8, 8, True, **kw) == run
+
+
+@pytest.mark.parametrize("gpus,nics,generation,net_gbs,graph,run", [
+    # 8 NDR NICs behind PCIe Gen5 (min(50, 48) = 48): one ring a NIC at 48; sm90, < 50 and 8 > 4
+    # channels: no dup; run 2 x 8 (and 16 is not < 16: no second copy)
+    (8, 8, "hopper", 48.0, 8, 16),
+    # 4 of them for 8 GPUs: 4 rings at 48, 4 is not > 4: doubled to 8 at 24; run 16
+    (8, 4, "hopper", 48.0, 8, 16),
+    # one GPU and one NIC a node: 1 ring at 48, doubled to 2 at 24, run 4 (24 is not > 45)
+    (1, 1, "hopper", 48.0, 2, 4),
+    # 8 HDR NICs behind PCIe Gen4 (min(25, 24) = 24): 24 < 25, no dup; run 16
+    (8, 8, "ampere", 24.0, 8, 16),
+    # B300's 800 Gb/s NICs behind PCIe Gen6 (96): sm100 speed 96 >= 50: doubled to 16 at 48, run 32
+    (8, 8, "blackwell", 96.0, 16, 32),
+])
+def test_across_nodes_one_ring_a_nic_doubled_as_nccl_does(gpus, nics, generation, net_gbs, graph, run):
+    kw = dict(generation=generation, net_gbs=net_gbs)
+    assert nccl_graph_channels(2, gpus, nics, True, **kw) == graph
+    assert nccl_channels(2, gpus, nics, True, **kw) == run
+
+
+def test_the_second_run_time_copy_on_hopper_below_16_channels():
+    # connect.cc:476: sm >= 90, across nodes, bwIntra > 45 and fewer than 16: copied again. 5 NICs at
+    # 48 GB/s (sm90, < 50, 5 > 4: no dup): 5, run 10 -> 20; at 45 GB/s (not > 45): 10
+    assert nccl_channels(2, 8, 5, True, generation="hopper", net_gbs=48.0) == 20
+    assert nccl_channels(2, 8, 5, True, generation="hopper", net_gbs=45.0) == 10
+
+
+def test_a_published_log_prints_the_run_count():
+    # CCI-MOC's 2 x 4 H100 on one 400 Gb/s RoCE NIC a node (NCCL 2.26.2): 1 ring at 48 GB/s (PCIe
+    # Gen5, 50 GB/s NIC), doubled to 2 at 24 (1 is not > 4), run 4
+    path = LOGS / "moc_roce_2xH100_sendrecv_roce_4gpu.txt"
+    if not path.exists():
+        pytest.skip("../shared is absent")
+    printed = nccl_tests.read(path).attrs["coll_channels"]
+    assert printed == nccl_channels(2, 4, 1, False, generation="hopper", net_gbs=48.0) == 4
+
+
+def test_describe_gives_both_counts_and_nvls_its_own():
+    one = tp.rail_optimized(nodes=1)
+    ranks, layout = participants(one, "all_reduce", None, None)
+    hw = describe(one, ranks, layout)
+    assert (hw.graph_channels, hw.channels, hw.nvls_channels) == (12, 24, 16)    # NVLS_NCHANNELS_SM90 = 16
+    two = tp.rail_optimized(nodes=2)
+    ranks, layout = participants(two, "all_reduce", None, None)
+    hw = describe(two, ranks, layout)
+    assert (hw.graph_channels, hw.channels, hw.nvls_channels) == (8, 16, 16)
+    # sm100 (nvls.cc:156-157): 24 inside one NVLink domain, 32 across nodes
+    for nodes, nvls in ((1, 24), (2, 32)):
+        g = tp.rail_optimized(nodes=nodes, server="dgx_b200")
+        ranks, layout = participants(g, "all_reduce", None, None)
+        assert describe(g, ranks, layout).nvls_channels == nvls
+
+
+def test_a_given_count_is_the_runs_and_bounds_the_tuners():
+    g = tp.rail_optimized(nodes=1)
+    ranks, layout = participants(g, "all_reduce", None, None)
+    assert (describe(g, ranks, layout, channels=4).graph_channels, describe(g, ranks, layout, channels=4).channels) == (4, 4)
+    assert describe(g, ranks, layout, channels=16).graph_channels == 12
+    assert fs.collective(g, "all_reduce", 1 << 20, channels=4).channels == 4
+
+
+def test_the_tuners_caps_count_the_graphs_channels():
+    # tuning.cc:329: ring LL128 busBw = min(busBw x 0.92, nChannels x perChMaxRingLL128Bw), the
+    # graph's nChannels; Hopper's cap 36.7 GB/s a channel. A bus of 400 GB/s on 2 nodes:
+    # min(368, 8 x 36.7 = 293.6), algbw x 16 / 30 ranks/steps
+    hw = Hardware(16, 2, "hopper", channels=16, graph_channels=8)
+    assert tuner_algbw("ring", "LL128", "all_reduce", 400e9, hw) == pytest.approx(8 * 36.7e9 * 16 / 30)
+    wide = Hardware(16, 2, "hopper", channels=16)        # no graph count: the run's
+    assert tuner_algbw("ring", "LL128", "all_reduce", 400e9, wide) == pytest.approx(400e9 * 0.92 * 16 / 30)
+
+
+def test_fewer_channels_than_nccls_move_their_share():
+    # a channel is one CTA: NCCL_MAX_NCHANNELS=2 on one DGX H100 runs 2 of its 24 channels, each
+    # moving its share among 24 (365 / 24 = 15.2 GB/s) or what one channel moves alone, the P2P
+    # channel's measured 5.7 % of 370.8 GB/s = 21.1 GB/s, whichever is more: 2 x 21.1 = 42.3 GB/s
+    # (uccl-project/uccl issue #205: MIN = MAX = 8 "significantly reduced" bus bandwidth on 8 H100
+    # nodes); more channels than NCCL's own move no more than the links carry
+    from flowsolver.collectives._p2p import P2P_CHANNEL_SHARE
+    g = tp.rail_optimized(nodes=1)
+    size = 1 << 30
+    default = fs.collective(g, "all_reduce", size, algorithm="ring", protocol="Simple")
+    two = fs.collective(g, "all_reduce", size, algorithm="ring", protocol="Simple", channels=2)
+    assert default.channels == 24 and two.channels == 2
+    per = max(default.busbw / 24, P2P_CHANNEL_SHARE * 18 * 20.6e9)
+    assert two.busbw == pytest.approx(2 * per, rel=0.03)
+    more = fs.collective(g, "all_reduce", size, algorithm="ring", protocol="Simple", channels=48)
+    assert more.busbw <= default.busbw * 1.01
