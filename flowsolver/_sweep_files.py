@@ -159,24 +159,93 @@ def compilation_cache_for(path):
         compilation_cache.reset_cache()        # ... and the user's own (if any) again afterwards
 
 
-def read_rows(path: Path):
+#: the largest results file a sweep resumes from (bytes): a sweep's CSV row is ~190 bytes
+#: (250 with an error message), so 64 MiB holds 100,000 scenarios (MAX_SCENARIOS) of rows up to
+#: 670 bytes; reading 64 MiB of such rows took 1.4 GB peak RSS and 26 s (/usr/bin/time, 351,356
+#: rows, 2026-12-06); the environment's FLOWSOLVER_RESULTS_MAX_BYTES raises it
+MAX_RESULTS_BYTES = 64 << 20
+#: the most rows of a Parquet results file read (its size says little: it is compressed), the
+#: rows 64 MiB of CSV holds at 190 bytes a row; 340,000 such rows (1.9 MB of Parquet) took
+#: 1.2 GB peak RSS and 9.8 s to read (/usr/bin/time, 2026-12-06)
+MAX_RESULTS_ROWS = 350_000
+#: the most bytes of a results file's first line (its column names: ~400 bytes)
+_HEADER_BYTES = 1 << 16
+_LIMIT_ENV = "FLOWSOLVER_RESULTS_MAX_BYTES"
+
+
+def results_limit(environ=None) -> int:
+    """The largest results file read (bytes): ``$FLOWSOLVER_RESULTS_MAX_BYTES``, else
+    :data:`MAX_RESULTS_BYTES` (64 MiB).
+
+    >>> results_limit({}), results_limit({"FLOWSOLVER_RESULTS_MAX_BYTES": "1000"})
+    (67108864, 1000)
+    """
+    given = (os.environ if environ is None else environ).get(_LIMIT_ENV, "").strip()
+    if not given:
+        return MAX_RESULTS_BYTES
+    if not (given.isascii() and given.isdigit() and int(given) >= 1):
+        raise ValueError(f"{_LIMIT_ENV} must be an integer >= 1 (bytes), got {given!r}")
+    return int(given)
+
+
+def read_rows(path: Path, max_bytes: int | None = None):
     """The rows a previous run left in ``path`` (a list of dicts; None when there is no file
     or it is empty). CSV rows that a cut or damaged file left incomplete (the file ends in
     the middle of a row, a row with the wrong number of fields or a metric that is not a
     number) are dropped with a warning, so that their scenarios run again; a file that cannot
-    be read at all, or that is not a sweep's, is a ValueError naming it (it is left as it is)."""
+    be read at all, or that is not a sweep's, is a ValueError naming it (it is left as it is).
+    Its column names (a CSV's first line, a Parquet file's schema) are checked before the
+    rest is read; a file over ``max_bytes`` (default :func:`results_limit`, 64 MiB) or a
+    Parquet file of more than :data:`MAX_RESULTS_ROWS` rows is refused unread."""
     import pandas as pd
 
     if not path.exists() or path.stat().st_size == 0:
         return None
+    limit = results_limit() if max_bytes is None else max_bytes
     if path.suffix == ".parquet":
-        try:
-            df = pd.read_parquet(path)
-        except Exception as err:   # pyarrow's errors are not ValueErrors; any failure means the same
-            raise _unreadable(path, f"it is not a readable Parquet file ({type(err).__name__}: {err})") from None
-        _check_columns(path, list(df.columns))
-        return df.to_dict("records")
-    return _read_csv(path)
+        import pyarrow.parquet as pq
+
+        meta = _parquet(path, pq.read_metadata)
+        _check_columns(path, list(meta.schema.names))
+        _check_size(path, limit)
+        if meta.num_rows > MAX_RESULTS_ROWS:
+            raise _unreadable(path, f"it holds {meta.num_rows} rows, more than the {MAX_RESULTS_ROWS} "
+                                    "a sweep resumes from")
+        return _parquet(path, pd.read_parquet).to_dict("records")
+    _check_header(path)
+    _check_size(path, limit)
+    return _read_csv(path, limit)
+
+
+def _parquet(path: Path, read):
+    try:
+        return read(path)
+    except Exception as err:   # pyarrow's errors are not all ValueErrors; any failure means the same
+        raise _unreadable(path, f"it is not a readable Parquet file ({type(err).__name__}: {err})") from None
+
+
+def _check_header(path: Path):
+    """A CSV's first line names the id and status columns (read alone: a large file that is
+    not a sweep's is refused without reading the rest)."""
+    with open(path, "rb") as fh:
+        first = fh.readline(_HEADER_BYTES)
+    if not first.endswith(b"\n"):
+        if len(first) >= _HEADER_BYTES:
+            raise _unreadable(path, f"its first line (the column names) is longer than {_HEADER_BYTES} bytes")
+        return                            # the whole file is one line: _read_csv says what is wrong
+    try:
+        header = next(csv.reader([first.decode("utf-8").rstrip("\r\n")], strict=True), [])
+    except (UnicodeDecodeError, csv.Error):
+        raise _unreadable(path, "its first line (the column names) is not UTF-8 CSV") from None
+    _check_columns(path, header)
+
+
+def _check_size(path: Path, limit: int, size=None):
+    size = path.stat().st_size if size is None else size
+    if size > limit:
+        raise _unreadable(path, f"it holds {size} bytes, more than the {limit} a sweep resumes from "
+                                f"({_LIMIT_ENV} raises the limit; reading takes ~20 x the file's size "
+                                "in memory)")
 
 
 def _unreadable(path, why):
@@ -191,8 +260,10 @@ def _check_columns(path, columns):
                                 f"results")
 
 
-def _read_csv(path: Path) -> list:
-    raw = path.read_bytes()
+def _read_csv(path: Path, limit: int) -> list:
+    with open(path, "rb") as fh:
+        raw = fh.read(limit + 1)          # (a file may grow after its size was checked)
+    _check_size(path, limit, len(raw))
     whole = raw.endswith(b"\n")          # every row a run writes ends with a newline
     try:
         text = raw.decode("utf-8")

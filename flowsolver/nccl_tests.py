@@ -46,8 +46,9 @@ warnings, NCCL's INFO / WARN lines, comments) are skipped. A data row that does 
 the header's shape (a value too many, an in-place part cut short), holds a value that is not
 what its column allows (sizes and counts: integers >= 0, ``2K`` is not one; time, algbw,
 busbw: finite numbers >= 0 or ``N/A``) or a size that is not its count of its type's bytes
-(times the rank count for all-gather, reduce-scatter, all-to-all: nccl-tests' src/*.cu) is a
-ValueError naming ``FILE:LINE`` and what is wrong: a damaged log is never read as other
+(times the rank count for all-gather, reduce-scatter, all-to-all: nccl-tests' src/*.cu) or a
+time that contradicts its algbw (nccl-tests prints ``algbw = size / time``: compared to the
+digits printed, where algbw has nccl-tests' 2 decimals) is a ValueError naming ``FILE:LINE`` and what is wrong: a damaged log is never read as other
 numbers; so is a units line other than nccl-tests' ``(B) (elements) (us) (GB/s)``. A row an
 NCCL message broke (``... -1host:490:520 [0] NCCL INFO ...``, the rest on a later line) is
 joined again where the log's other NCCL lines name the host, else a ValueError naming the
@@ -73,7 +74,7 @@ from topologies.formats import read_bytes
 
 from . import _nccl_env as _env
 from ._nccl_env import forced
-from ._nccl_log import busbw_range, decoded, limit, reconciled_ranks, size_ratio
+from ._nccl_log import _PRINTED, busbw_range, decoded, limit, reconciled_ranks, size_ratio
 from ._nccl_rows import records, table_rows
 
 __all__ = ["read", "OP_NAMES", "ALGO_NAMES", "PROTO_NAMES", "MAX_BYTES"]
@@ -194,6 +195,37 @@ def _op_of(text, name, source):
     return None
 
 
+def _times_agree(rows, names, source):
+    """ValueError naming the line where a row's time contradicts its algbw: nccl-tests prints
+    ``algbw = size / 1e9 / seconds`` (src/common.cu: each test's GetBw of the elapsed time;
+    the size column is the same bytes) to 2 decimals and the time (us) to the digits it shows,
+    so a damaged time (a digit flipped) is not read as another collective's. An algbw not
+    printed so (``0`` in a table made by hand from other timings) is not compared."""
+    times = [i for i, c in enumerate(names) if c == "time"]
+    pairs = [(i, names.index("algbw", i)) for i in times if "algbw" in names[i:]]
+    for no, tokens in rows:
+        size = float(tokens[0])
+        for t_at, a_at in pairs:
+            if a_at >= len(tokens):
+                continue                                  # a row without its in-place part
+            t_text, a_text = tokens[t_at], tokens[a_at]
+            try:
+                t, a = float(t_text), float(a_text)
+            except ValueError:
+                continue                                  # N/A: nothing to compare
+            if not (math.isfinite(t) and math.isfinite(a)) or "e" in t_text.lower() \
+                    or len(a_text.partition(".")[2]) != 2:
+                continue
+            half = 0.5 * 10.0 ** -len(t_text.partition(".")[2]) * 1.0001    # half its last digit
+            fast = size / ((t - half) * 1e3) if t > half else math.inf      # GB/s at each end
+            slow = size / ((t + half) * 1e3)
+            if slow > a + _PRINTED or fast < a - _PRINTED:
+                raise ValueError(f"{source}:{no}: the row's time {t_text} us and algbw {a_text} GB/s "
+                                 f"disagree: nccl-tests prints algbw = size / time ({size:.0f} B / "
+                                 f"{t_text} us = {size / (t * 1e3):.2f} GB/s): a damaged row "
+                                 f"(row {' '.join(tokens)[:120]!r})")
+
+
 def _base(word):
     """A binary's test name: ``all_gather_perf_mpi`` -> ``all_gather``."""
     return word.lower().removesuffix("_mpi").removesuffix("_perf")
@@ -270,6 +302,7 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
     ranks, ranks_from = reconciled_ranks(devices, nranks.pop() if len(nranks) == 1 else None,
                                          busbw_range(df, op or said), size_ratio(rows, names, op or said, source),
                                          op or said, source)
+    _times_agree(rows, names, source)
     settings = {}
     for name, value in _SET.findall(text):       # integers: "4." -> "4" (param.cc's full stop)
         settings.setdefault(name, value[:-1] if value.endswith(".") and value[:-1].lstrip("-").isdigit() else value)

@@ -47,13 +47,35 @@ def cluster_file(value):
     """``--cluster``: the graph in a file, read by :func:`topologies.read` (chosen by the
     file's content, then its name): node-link JSON (:func:`topologies.load`), ASTRA-sim's
     analytical network YAML (:func:`topologies.from_astra_network`), a SimAI topology file
-    (:func:`topologies.from_simai`) or a registered format."""
+    (:func:`topologies.from_simai`) or a registered format. An NCCL topology file (one server,
+    any name) is an error saying to pass it as ``--server``."""
     path = Path(value)
     if not path.is_file():
         raise ValueError(f"--cluster {value!r}: no such file")
     try:
         return tp.read(path, kind="cluster")
     except ValueError as err:          # the readers' errors are one line naming the file
+        server = _server_format(path)
+        if server is not None:
+            what = ("an NCCL topology file (NCCL_TOPO_DUMP_FILE's XML)" if server == "nccl_topology"
+                    else f"a {server} file (a server-model format)")
+            raise ValueError(f"--cluster {value!r}: {what} describes one server (its GPUs, "
+                             f"NVLinks, PCIe and NICs), not a cluster: pass it as --server {value} with "
+                             "--nodes (and --family, --link for the fabric between the servers)") from None
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ValueError(f"--cluster: {message}" if str(path) in message
                          else f"--cluster {value!r}: {message}") from None
+
+
+def _server_format(path: Path):
+    """The server-model format (an NCCL topology file) that knows ``path`` by its content, else
+    None: a file given to ``--cluster`` that belongs to ``--server``, whatever its name."""
+    from topologies.formats import HEAD_BYTES, READERS
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEAD_BYTES)
+        reader = READERS.choose(path, kind="server")
+        return reader.name if reader.sniff is not None and reader.sniff(path, head) else None
+    except (OSError, ValueError):
+        return None

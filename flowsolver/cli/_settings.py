@@ -74,7 +74,9 @@ def add_calibration(parser) -> None:
 
 def calibration_of(args, graph=None):
     """The :class:`~flowsolver.Calibration` ``--calibration`` names, or None; an error naming
-    the option and the file where it cannot be read as one. With ``graph``: a warning on stderr
+    the option and the file where it cannot be read as one. With ``graph``: an error where it
+    does not fit it (more ranks than GPUs, an efficiency of a technology neither on its links
+    nor in the catalogue, :meth:`Calibration.check`), and a warning on stderr
     where none of its fitted efficiencies names a technology of the cluster's links (a fit of
     another fabric: they change nothing here, its latencies and pipeline still apply)."""
     if args.calibration is None:
@@ -87,6 +89,11 @@ def calibration_of(args, graph=None):
         raise CliError(f"--calibration: cannot read {args.calibration!r}: {err.strerror or 'no such file'}") from None
     except ValueError as err:
         raise CliError(f"--calibration: {err}") from None
+    if graph is not None:
+        try:
+            cal.check(graph)                # a technology of no link nor catalogue entry: a typo
+        except ValueError as err:
+            raise CliError(f"--calibration {args.calibration}: {err}") from None
     techs = set() if graph is None else {str(d.get("tech", "")) for _, _, d in graph.edges(data=True)}
     if graph is not None and cal.efficiency and not techs & set(cal.efficiency):
         fitted = ", ".join(sorted(cal.efficiency))

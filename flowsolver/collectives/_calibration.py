@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from ..routing import gpu_nodes
 from ._calibration_file import read_calibration, save_calibration
 from ._nccl_model import tuner_hops
-from ._options import Options
+from ._options import Options, check_efficiency_keys
 from ._pipeline import PIPELINE, Pipeline
 
 __all__ = ["Calibration", "FittedParameter"]
@@ -117,10 +117,16 @@ class Calibration:
         return algbw * self.ll_bandwidth if protocol == "LL" and self.ll_bandwidth != 1.0 else algbw
 
     def check(self, graph) -> None:
-        """ValueError unless ``graph`` has GPUs enough for the calibrated rank count (a
+        """ValueError unless ``graph`` has GPUs enough for the calibrated rank count and every
+        :attr:`efficiency` key is a technology of ``graph`` or of the link catalogue (as an
+        ``efficiency=`` dict is checked: a mistyped key would apply to no link, silently; a
         ``model=`` that is not a Calibration: :func:`checked_model`)."""
         if len(gpu_nodes(graph)) < self.ranks:
             raise ValueError(f"model was calibrated on {self.ranks} ranks; this graph has {len(gpu_nodes(graph))} GPUs")
+        try:
+            check_efficiency_keys(self.efficiency, [graph])
+        except ValueError as err:
+            raise ValueError(f"model (a Calibration): {err}") from None
 
     def report(self) -> str:
         """One line per fitted quantity: value, uncertainty, or "not constrained"."""

@@ -108,15 +108,17 @@ def read_calibration(path) -> dict:
     """The keywords of the :class:`~._calibration.Calibration` a file of :func:`save_calibration`
     holds (every field but ``residuals``; ``parameters`` a list of dicts of a
     :class:`~._calibration.FittedParameter`'s fields); ValueError naming the file and what is
-    wrong where it is not JSON, not a calibration, of another format version, or holds a value
-    out of range."""
-    from topologies.formats import read_bytes
+    wrong where it is not JSON, gives a key twice in one object, is not a calibration, of
+    another format version, or holds a value out of range."""
+    from topologies.formats import DuplicateKey, read_bytes, unique_keys
 
     where = f"calibration file {str(path)!r}"
     data = read_bytes(path, MAX_BYTES, too_large=lambda size: f"{where} holds more than {MAX_BYTES:,} bytes "
                       "(a calibration is a few kB): not a calibration file")
     try:
-        data = json.loads(data.decode("utf-8"))
+        data = json.loads(data.decode("utf-8"), object_pairs_hook=unique_keys)
+    except DuplicateKey as err:
+        raise ValueError(f"{where}: {err} (JSON keeps the last; which was meant?)") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise ValueError(f"{where} is not JSON ({err})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:

@@ -89,3 +89,15 @@ def test_a_calibration_of_another_fabric_is_said_to_change_no_link(capsys, tmp_p
     assert "name no link of this cluster" in out.err and "ib_ndr" in out.err
     assert main([*argv, "--link", "ib_ndr"]) == 0                    # its own fabric: applied, nothing said
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_calibration_naming_no_technology_at_all_is_an_error_not_a_warning(capsys, tmp_path):
+    # "ib-ndr" is neither a link of the cluster nor in the catalogue (a typo of ib_ndr): refused
+    # as efficiency={"ib-ndr": ...} is, before any solve, for collective and train alike
+    path = tmp_path / "typo.json"
+    Calibration(efficiency={"ib-ndr": 0.5}, latency_scale=1.0, ranks=8, ops=("all_reduce",)).save(path)
+    for argv in (["collective", "--nodes", "1", "-b", "1M", "-e", "1M"], ["train", "--nodes", "1"]):
+        assert main([*argv, "--calibration", str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"flowsolver: error: --calibration {path}: model (a Calibration): efficiency "
+                              "names unknown link technology 'ib-ndr'") and "warning" not in err

@@ -79,3 +79,34 @@ def test_text_that_is_not_json_or_not_an_object(tmp_path):
         assert str(err.value).startswith(f"calibration file {str(path)!r} {said}")
     with pytest.raises(FileNotFoundError):
         Calibration.load(tmp_path / "none.json")
+
+
+@pytest.mark.parametrize("key, first, second", [("latency_scale", "1.3", "4.0"), ("ib_ndr", "0.85", "0.5")])
+def test_a_key_given_twice_is_refused_not_the_last_taken(tmp_path, key, first, second):
+    # JSON keeps the last of two values: a file naming latency_scale 1.3 then 4.0 loaded as 4.0
+    path = tmp_path / "cal.json"
+    CAL.save(path)
+    text = path.read_text()
+    assert f'"{key}": {first}' in text
+    path.write_text(text.replace(f'"{key}": {first}', f'"{key}": {first}, "{key}": {second}', 1))
+    with pytest.raises(ValueError) as err:
+        Calibration.load(path)
+    assert str(err.value).startswith(f"calibration file {str(path)!r}")
+    assert f"the key {key!r} appears twice" in str(err.value)
+
+
+def test_a_calibration_naming_a_technology_of_no_link_is_refused_as_efficiency_is():
+    from flowsolver import concurrent
+
+    g = tp.rail_optimized(nodes=2)                          # links: ib_ndr, nvlink4, pcie5
+    typo = Calibration(efficiency={"ib-ndr": 0.5}, latency_scale=1.0, ranks=16, ops=("all_reduce",))
+    with pytest.raises(ValueError, match="efficiency names unknown link technology 'ib-ndr'") as plain:
+        collective(g, "all_reduce", 2**30, efficiency={"ib-ndr": 0.5})
+    for call in (lambda: collective(g, "all_reduce", 2**30, model=typo),
+                 lambda: concurrent(g, [dict(op="all_reduce", size=2**30)], model=typo)):
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == f"model (a Calibration): {plain.value}"
+    # the right key halves NDR's rate: the 16-GPU all-reduce is slower than without it
+    right = replace(typo, efficiency={"ib_ndr": 0.5})
+    assert collective(g, "all_reduce", 2**30, model=right).time > collective(g, "all_reduce", 2**30).time

@@ -278,3 +278,36 @@ def test_rows_of_several_types_or_reductions_are_not_one_calibration():
     mixed = nccl_tests.read(_devices(range(8)) + HEAD + R8 + half, op="all_reduce")   # as --compare checks a log
     with pytest.raises(ValueError, match=r"mix types \(float, half"):
         checked_log(mixed, "all_reduce", 8, True)
+
+
+# ---- 9. a row's time against its own algbw (nccl-tests prints algbw = size / 1e9 / seconds) ----
+
+@pytest.mark.parametrize("time, ok", [
+    ("5000.0", True),       # 2^30 B / 5000.0 us = 214.748 GB/s: 214.75 printed
+    ("5000.1", True),       # 5000.05 .. 5000.15 us: 214.747 .. 214.743 GB/s, the former 214.75
+    ("5000.4", False),      # 214.735 .. 214.731 GB/s: 214.74 or 214.73, not 214.75
+    ("5001.0", False),      # 214.705 GB/s
+    ("8000.0", False),      # a digit flipped: 134.22 GB/s
+    ("5000", True),         # printed to the unit (nccl-tests' %7.0f past 10,000 us): 4999.5 .. 5000.5
+])
+def test_a_time_that_contradicts_its_algbw_is_a_damaged_row(time, ok):
+    text = _devices(range(8)) + HEAD + R8.replace("5000.0", time, 1)
+    if ok:
+        assert nccl_tests.read(text, op="all_reduce")["time"].iloc[0] == float(time)
+    else:
+        with pytest.raises(ValueError, match=rf"<text>:10: the row's time {time} us and algbw 214.75 GB/s disagree"):
+            nccl_tests.read(text, op="all_reduce")
+    # a table made by hand from other timings, "0" for its bandwidths: nothing to compare
+    bare = _devices(range(8)) + HEAD + f"  1073741824  268435456 float sum -1 {time} 0 0 0 {time} 0 0 0\n"
+    assert nccl_tests.read(bare, op="all_reduce")["time"].iloc[0] == float(time)
+
+
+def test_the_flipped_digit_of_a_real_log_is_refused():
+    path = LOGS / "aws_2xp5_H100_allreduce_8B-16G.txt"
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared/data: optional data, not shipped)")
+    text = path.read_text()
+    row = "268435456      67108864     float     sum      -1   1468.2  182.83  342.81"
+    assert row in text and nccl_tests.read(text) is not None           # 2^28 B / 1468.2 us = 182.83 GB/s
+    with pytest.raises(ValueError, match=r"time 4468\.2 us and algbw 182\.83 GB/s disagree.*60\.08 GB/s"):
+        nccl_tests.read(text.replace(row, row.replace("1468.2", "4468.2")))

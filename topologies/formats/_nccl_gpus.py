@@ -11,10 +11,30 @@ from ..gpu_types import get_gpu
 _BY_SM = {80: ("a100_sxm", "nvlink3", 12), 90: ("h100_sxm", "nvlink4", 18),
           100: ("b200", "nvlink5", 18)}
 _LINKS_PER_GPU = {tech: links for _, tech, links in _BY_SM.values()}
-# PCI device ids (PCI ID Repository, vendor 10de) whose GPU type differs from the sm's default.
-# 10de:2331 "GH100 [H100 PCIe]"; 10de:2335 "GH100 [H200 SXM 141GB]" (also as lspci -nn prints it on
-# H200 servers: "NVIDIA Corporation GH100 [H200 SXM 141GB] [10de:2335]")
-_BY_DEVICE = {0x2331: "h100_pcie", 0x2335: "h200"}
+# PCI device ids of vendor 10de -> (catalogue GPU type, sm). Names as the PCI ID Repository's
+# pci.ids lists them (pciutils/pciids at c1c12547d626ebf05fd0223144ad87fab5e95d06, 2026-08-22):
+_BY_DEVICE = {
+    0x20b0: ("a100_40gb", 80),    # "GA100 [A100 SXM4 40GB]" (AWS p4d, OCI BM.GPU4.8)
+    0x20b2: ("a100_sxm", 80),     # "GA100 [A100 SXM4 80GB]"
+    0x2330: ("h100_sxm", 90),     # "GH100 [H100 SXM5 80GB]"
+    0x2331: ("h100_pcie", 90),    # "GH100 [H100 PCIe]"
+    # "GH100 [H100L 94GB]", sold as the H100 NVL: the catalogue's PCIe H100, as the nccl-tests
+    # reader takes "NVIDIA H100 NVL" (flowsolver._nccl_log.DEVICE_GPUS); noted in the description
+    0x2321: ("h100_pcie", 90),
+    0x2335: ("h200", 90),         # "GH100 [H200 SXM 141GB]" (lspci -nn on H200 servers prints the same)
+    0x2901: ("b200", 100),        # "GB100 [B200]"
+    0x2941: ("gb200", 100),       # "GB100 [HGX GB200]"
+}
+# read as a catalogue part that is not the same GPU: said in the description
+_NEAREST = {0x2321: "an H100 NVL (94 GB) taken as the catalogue's h100_pcie (80 GB)"}
+# device ids of NVIDIA data-centre GPUs the catalogue has no part for (pci.ids, as above): named
+# in the error, which asks for gpu= (any other id of no known part is refused the same way)
+_UNCATALOGUED = {0x20b1: "A100 PCIe 40GB", 0x20b5: "A100 PCIe 80GB", 0x20b7: "A30 PCIe",
+                 0x20bd: "A800 SXM4 40GB", 0x20f3: "A800-SXM4-80GB", 0x2322: "H800 PCIe",
+                 0x2324: "H800", 0x2329: "H20", 0x232c: "H20 HBM3e", 0x233b: "H200 NVL",
+                 0x2339: "H100 SXM5 94GB", 0x2342: "GH200 120GB / 480GB",
+                 0x2348: "GH200 144G HBM3e", 0x2909: "HGX B200 168GB", 0x31c2: "GB300",
+                 0x3182: "B300 SXM6 AC"}
 
 _GENERATIONS = ", ".join(_LINKS_PER_GPU)
 
@@ -26,17 +46,17 @@ def _generation(system, gpu, nvlink, where):
     if len(sms) > 1:
         raise ValueError(f"{where}: GPUs of several generations (sm {sorted(sms)}) in one server")
     sm = sms.pop() if sms else None
-    devices = {g.device for g in system.gpus} - {None}
+    # device 0x0000: a skeleton's placeholder (Azure's ndv5-topo.xml writes it on bridges)
+    devices = {g.device for g in system.gpus} - {None, 0}
     if gpu is None:
-        known = {_BY_DEVICE[d] for d in devices if d in _BY_DEVICE}
-        if len(known) == 1:
-            gpu = known.pop()
-        elif sm in _BY_SM:
+        gpu, sm = _by_device(devices, sm, where, notes)
+    if gpu is None:
+        if sm in _BY_SM:
             gpu = _BY_SM[sm][0]
-            notes.append(f"GPU type {gpu} from sm {sm}")
+            notes.append(f"GPU type {gpu} from sm {sm} (the file gives no PCI device id)")
         else:
-            raise ValueError(f"{where}: the file does not name the GPU type (sm {sm}, PCI devices "
-                             f"{sorted(hex(d) for d in devices)}); pass gpu=... (e.g. 'h100_sxm')")
+            raise ValueError(f"{where}: the file does not name the GPU type (sm {sm}, no PCI device "
+                             "id); pass gpu=... (e.g. 'h100_sxm')")
     name = get_gpu(gpu).name
     if nvlink == "none":                        # said: no NVLink (PCIe only)
         if any(g.nvlinks for g in system.gpus):
@@ -60,3 +80,29 @@ def _generation(system, gpu, nvlink, where):
         raise ValueError(f"{where}: the GPUs have <nvlink> elements but sm {sm} names no NVLink "
                          f"generation; pass nvlink=... ({_GENERATIONS})")
     return name, nvlink, notes
+
+
+def _by_device(devices, sm, where, notes):
+    """(GPU type, sm) from the GPUs' PCI device ids, (None, sm) where the file gives none; a
+    ValueError for an id of no catalogue part, several types, or an id contradicting ``sm``."""
+    if not devices:
+        return None, sm
+    unknown = sorted(d for d in devices if d not in _BY_DEVICE)
+    if unknown:
+        d = unknown[0]
+        what = f"pci.ids: {_UNCATALOGUED[d]!r}" if d in _UNCATALOGUED else "not a GPU this reader knows"
+        raise ValueError(f"{where}: PCI device id 10de:{d:04x} ({what}; sm {sm}) has no part in the "
+                         "GPU catalogue, and another part's figures would misstate its compute and "
+                         "memory; pass gpu=... (a catalogue name or a GpuSpec)")
+    types = sorted({_BY_DEVICE[d][0] for d in devices})
+    if len(types) > 1:
+        raise ValueError(f"{where}: GPUs of several types ({', '.join(types)}, PCI device ids "
+                         f"{', '.join(f'10de:{d:04x}' for d in sorted(devices))}) in one server")
+    d = min(devices)
+    gpu, device_sm = _BY_DEVICE[d]
+    if sm is not None and sm != device_sm:
+        raise ValueError(f"{where}: PCI device id 10de:{d:04x} is a {gpu} (sm {device_sm}), but its "
+                         f"<gpu> says sm {sm}")
+    notes.append(f"GPU type {gpu} from PCI device id {', '.join(f'10de:{d:04x}' for d in sorted(devices))}")
+    notes.extend(_NEAREST[d] for d in sorted(devices) if d in _NEAREST)
+    return gpu, device_sm

@@ -18,16 +18,20 @@ What becomes what
   generation's per-link rate per GPU; NVLinks to a GPU (tclass 0x0302) are GPU-GPU cables;
 * a ``<nic>`` is one ``nic`` node whose ``<net>`` ports are parallel cables of the port speed
   (Mb/s in the file) to its rail switch; NIC ``j`` is the rail of the GPUs nearest to it in
-  the PCI tree (NCCL's GPU-NIC affinity).
+  the PCI tree (NCCL's GPU-NIC affinity). The rails' NICs set the NIC rate (the slowest port)
+  and ports per NIC; a NIC no GPU is nearest to (a front-end, storage or management NIC NCCL
+  also lists) sets neither, and the description says what it was.
 
 What the file carries, and what it does not
 -------------------------------------------
 It carries the server's insides: sockets, the PCI tree with each link's generation and width,
 GPUs (compute capability, PCI device id, NCCL rank) with their NVLinks, and NIC ports with
-their speed. It does not carry: the GPU type by name (taken from ``sm`` and the PCI device id,
-or ``gpu=``), the NVLink rate (from the generation of ``sm``: NVLink 3/4/5 per-link rates of
-the catalogue), the CPU socket link (``socket_link=``), latencies (catalogue latencies of PCIe
-5 and the NVLink generation; ``<net latency>`` is not read), anything outside the server (the
+their speed. It does not carry: the GPU type by name (``gpu=``, else the PCI device id: one
+of no catalogue part, an A30 or an H20, is refused rather than read as another part; ``sm``
+only where the file gives no device id), the NVLink rate (from the generation of ``sm``:
+NVLink 3/4/5 per-link rates of the catalogue), the CPU socket link (``socket_link=``),
+latencies (catalogue latencies of PCIe 5 and the NVLink generation; ``<net latency>`` is not
+read), anything outside the server (the
 fabric is the generator's), nor a PCI skeleton's NIC speed (the NICs then take the fabric's
 rate). A ``<net speed>`` of 0 or -1 is how NCCL files say "unknown" (NCCL reads both as 10
 Gb/s); here both mean "no NIC speed in the file". An absent or ``Unknown`` ``link_speed`` is
@@ -144,8 +148,9 @@ def from_nccl_xml(path, *, gpu=None, nvlink=None, socket_link="upi2x3", name=Non
     path : str or Path
         The XML file (what ``NCCL_TOPO_DUMP_FILE`` writes, or an ``NCCL_TOPO_FILE`` skeleton).
     gpu : str or GpuSpec, optional
-        GPU type; by default from the file (``<gpu sm>`` and the PCI device id). Required
-        when the file names neither (a PCI-only skeleton).
+        GPU type; by default from the file's PCI device id (``sm`` where it has none). Required
+        when the file names neither (a PCI-only skeleton), or its device id is of a GPU the
+        catalogue has no part for.
     nvlink : str, optional
         NVLink generation (``"nvlink3"``, ``"nvlink4"``, ``"nvlink5"``); by default from the
         GPUs' sm. For a file without ``<nvlink>`` elements (an ``NCCL_TOPO_FILE`` skeleton:
@@ -251,7 +256,7 @@ def _assemble(system, path, gpu_type, nvlink, declared, socket, name, notes) -> 
         notes.append(f"socket link {socket.name} assumed (not in the file)")
     per_gpu = _nvlink_cables(system, nodes, cables, nvlink, declared, notes)
     nics = [n for n, a in nodes.items() if a["kind"] == "nic"]
-    nic_tech, ports = _nic_tech(system, nics, notes)
+    nic_tech, ports = _nic_tech(system, nics, {f"nic{r}" for r in rails.values()}, notes)
     # one NVSwitch domain holding every GPU with the same link count: an "nvswitch" server
     uniform = (len(per_gpu) == len(system.gpus) and len(set(per_gpu.values())) == 1
                and system.switch_groups == 1)
@@ -388,10 +393,20 @@ def _base_tech(tech: str, capacity: float):
     return known.scaled(capacity / known.bandwidth, name=f"{tech}_x{round(16 * capacity / known.bandwidth)}")
 
 
-def _nic_tech(system, nics, notes):
+def _nic_tech(system, nics, paired, notes):
     """The NIC port technology (catalogue entry at the file's port speed, or a LinkTech of
-    it; None when the file gives no speed) and the ports per NIC."""
+    it; None when the file gives no speed) and the ports per NIC, both from the rails' NICs
+    (``paired``: the NIC nearest each GPU); a NIC no GPU is paired with (a front-end, storage
+    or management NIC NCCL also lists) is described in ``notes`` and sets neither."""
     speeds = system.nic_speeds
+    others = [n for n in nics if n not in paired]
+    for n in others:
+        known = sorted({s * 8 / 1e6 for s in speeds.get(n, []) if s is not None})
+        notes.append(f"{n}: no GPU is nearest to it (a front-end, storage or management NIC), "
+                     f"{len(speeds.get(n, []))} port(s) at "
+                     f"{'/'.join(f'{s:g}' for s in known) + ' Mb/s' if known else 'no speed in the file'}"
+                     ": does not set the rails' NIC rate or ports")
+    nics = [n for n in nics if n in paired]
     port_counts = {len(speeds.get(n, [])) for n in nics}
     ports = max(1, min(port_counts))
     if len(port_counts) > 1:
