@@ -94,26 +94,32 @@ def _ring_orders(groups, channels, sides=None):
     return tuple(rings)
 
 
-def _direct_nvlink(graph, a, b) -> bool:
+def _nvlink(graph, a, b):
+    """The NVLink edge ``a -> b``'s attributes, or None."""
     d = graph.get_edge_data(a, b)
-    return d is not None and str(d.get("tech", "")).startswith("nvlink") and d.get("capacity", 0) > 0
+    return d if d is not None and str(d.get("tech", "")).startswith("nvlink") else None
 
 
 def mesh_cycles(graph, gpus) -> tuple:
-    """The rings NCCL's search finds through ``gpus`` (node ids of one server, in rank order)
+    """The rings NCCL's search can take through ``gpus`` (node ids of one server, in rank order)
     joined pairwise by their own NVLink edges without an NVSwitch (``topologies`` layout
     ``"nvlink_mesh"``), as indices into ``gpus``: every directed Hamiltonian cycle from the
-    first GPU, in lexicographic order (on 4 GPUs the 6 of SURF Snellius' NCCL log, "Channel 00/24
-    : 0 1 2 3" to "05/24 : 0 3 2 1", then repeated, the log listing 0 2 3 1 before 0 2 1 3;
-    odissei-benchmarks/nccl-tests runs/1node). NCCL's search (src/graph/search.cc
-    ncclTopoSearchRec, sameChannels off) keeps a channel wherever its arcs have bandwidth left, so
-    on a uniform mesh every such cycle is one of its channels (:func:`~._hardware.mesh_ring_channels` counts them). () where ``gpus`` are not
-    such a mesh (an NVSwitch, a missing pair, more than :data:`MAX_MESH_RING_GPUS`).
+    first GPU over pairs that carry something, in lexicographic order (on 4 GPUs the 6 of SURF
+    Snellius' NCCL log, "Channel 00/24 : 0 1 2 3" to "05/24 : 0 3 2 1", then repeated, the log
+    listing 0 2 3 1 before 0 2 1 3; odissei-benchmarks/nccl-tests runs/1node). Which of them NCCL
+    keeps, and how many channels of each, depends on the pairs' bandwidth
+    (:func:`~._mesh_rings.mesh_rings`: on a uniform mesh every one). A failed pair (capacity 0,
+    ``topologies.fail_links``) leaves the cycles that avoid it. () where ``gpus`` are not such a
+    mesh (an NVSwitch, a pair without its NVLink edge, no cycle left, more than
+    :data:`MAX_MESH_RING_GPUS`).
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(1, server="polaris_a100")
     >>> mesh_cycles(g, [f"s0/gpu{i}" for i in range(4)])
     ((0, 1, 2, 3), (0, 1, 3, 2), (0, 2, 1, 3), (0, 2, 3, 1), (0, 3, 1, 2), (0, 3, 2, 1))
+    >>> g.edges["s0/gpu0", "s0/gpu1"]["capacity"] = g.edges["s0/gpu1", "s0/gpu0"]["capacity"] = 0.0
+    >>> mesh_cycles(g, [f"s0/gpu{i}" for i in range(4)])          # pair 0-1 down
+    ((0, 2, 1, 3), (0, 3, 1, 2))
     >>> mesh_cycles(tp.rail_optimized(1), [f"s0/gpu{i}" for i in range(4)])      # an NVSwitch
     ()
     """
@@ -122,9 +128,12 @@ def mesh_cycles(graph, gpus) -> tuple:
         return ()
     if any(graph.nodes[v].get("kind") == "nvswitch" for g in gpus for v in graph.successors(g)):
         return ()
-    if not all(_direct_nvlink(graph, a, b) for a in gpus for b in gpus if a != b):
+    edges = {(i, j): _nvlink(graph, a, b) for i, a in enumerate(gpus) for j, b in enumerate(gpus) if i != j}
+    if any(d is None for d in edges.values()):
         return ()
-    return tuple((0, *p) for p in permutations(range(1, n)))
+    live = {arc for arc, d in edges.items() if d.get("capacity", 0) > 0}
+    return tuple(c for c in ((0, *p) for p in permutations(range(1, n)))
+                 if all((c[i], c[(i + 1) % n]) in live for i in range(n)))
 
 
 def near_nics(graph, gpu) -> tuple:
@@ -295,8 +304,9 @@ def _laid_out(graph, nodes, ranks, channels) -> RankLayout:
     """:func:`participants`' RankLayout of the checked ``ranks``."""
     groups = _server_groups(graph, ranks, nodes)
     if len(groups) == 1:
-        cycles = mesh_cycles(graph, [nodes[ranks[p]] for p in groups[0]])
-        if cycles:      # one NVLink mesh: NCCL's rings over every pair (mesh_cycles), one a channel
+        from ._mesh_rings import node_mesh_rings       # (it reads _hardware, which imports this module)
+        cycles = node_mesh_rings(graph, [nodes[ranks[p]] for p in groups[0]])
+        if cycles:      # one NVLink mesh: the rings NCCL's search packs at the pairs' bandwidth, one a channel
             channels = len(cycles) if channels is None else channels
             rings = tuple(tuple(groups[0][i] for i in cycles[c % len(cycles)]) for c in range(channels))
             return RankLayout(groups=groups, rings=rings, channels=channels, nvls=None,
