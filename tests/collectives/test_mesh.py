@@ -179,3 +179,22 @@ def test_a_slow_or_failed_mesh_pair_leaves_the_cycles_that_avoid_it(factor):
         healthy = fs.collective(g, op, 1 << 34, algorithm="ring", protocol="Simple")
         slow = fs.collective(h, op, 1 << 34, algorithm="ring", protocol="Simple")
         assert slow.busbw / healthy.busbw == pytest.approx(2 / 3, rel=0.01)
+
+
+def test_polaris_nics_on_the_cpu_make_typeinter_phb_and_take_ll128_off_across_nodes():
+    # ALCF's affinity table: every GPU-NIC path of a Polaris node PHB or SYS, so NCCL's typeInter is
+    # PATH_PHB (8) with or without PXN (no GPU has a PXB path to relay through, paths.cc); A100 keeps
+    # LL128 only where typeInter <= PATH_PXB (tuning.cc, v2.18.5:285): no LL128 across nodes. The same
+    # mesh with each NIC under its first GPU (PXB) keeps it.
+    from flowsolver.collectives._nccl_model import PATH_PHB, PATH_PXB
+    g = tp.rail_optimized(2, server="polaris_a100")
+    near = tp.rail_optimized(2, server=tp.get_server("polaris_a100").with_(nics_on="gpu"))
+    for pxn in (True, False):
+        ranks, layout = participants(g, "all_reduce", None, None)
+        assert describe(g, ranks, layout, pxn=pxn).nic_path == PATH_PHB
+    ranks, layout = participants(near, "all_reduce", None, None)
+    assert describe(near, ranks, layout).nic_path == PATH_PXB
+    for op in ("all_reduce", "all_gather"):
+        for size in (1 << 18, 1 << 22, 1 << 24):
+            assert not any(k.endswith("/LL128") for k in fs.collective(g, op, size).estimates)
+            assert any(k.endswith("/LL128") for k in fs.collective(near, op, size).estimates)

@@ -79,3 +79,17 @@ def test_a_send_s_communicator_may_be_given_as_node_ids():
     ids = [tp.gpus(g)[r] for r in (0, 12, 4)]
     assert fs.collective(g, "send_recv", 2**20, ranks=ids).time == pytest.approx(
         fs.collective(g, "send_recv", 2**20, ranks=[0, 12, 4]).time, rel=1e-12)
+
+
+def test_no_relay_to_a_nic_on_the_cpu():
+    # ALCF Polaris: both NICs on the CPU's root ports, PHB or SYS from every GPU (its device-affinity
+    # table); NCCL's PXN relays only through a GPU whose path to the NIC is PXB at most (paths.cc, the
+    # PXN loop), which no GPU has: GPU 0 (rail 0) sends to GPU 6 (server 1, rail 1) by its own NIC,
+    # pxn or not. The same mesh with each NIC under its first GPU relays through s0/gpu2 to NIC 1.
+    names = lambda rm: {(str(rm.links.src[i]), str(rm.links.dst[i])) for i in rm.column(0)[0]}     # noqa: E731
+    polaris = tp.rail_optimized(2, server="polaris_a100")
+    relayed = route(polaris, Flows([0], [6], 1e6), pxn=True)
+    assert names(relayed) == names(route(polaris, Flows([0], [6], 1e6), pxn=False))
+    assert ("s0/cpu0", "s0/nic0") in names(relayed) and not any("gpu2" in a or "gpu1" in a for a, _ in names(relayed))
+    near = tp.rail_optimized(2, server=tp.get_server("polaris_a100").with_(nics_on="gpu"))
+    assert {("s0/gpu0", "s0/gpu2"), ("s0/gpu2", "s0/nic1")} <= names(route(near, Flows([0], [6], 1e6), pxn=True))
