@@ -12,7 +12,7 @@ from ..routing import gpu_nodes, graph_memo
 from ._algorithms import algorithm_of
 from ._nccl import NVLS_EFFICIENCY
 
-__all__ = ["RankLayout", "NvlsDomain", "participants", "unavailable", "rank_server_codes", "mesh_cycles",
+__all__ = ["RankLayout", "NvlsDomain", "participants", "unavailable", "rank_server_codes", "mesh_cycles", "mesh_edges",
            "MAX_MESH_RING_GPUS"]
 
 #: the most GPUs of one node joined pairwise by NVLink without an NVSwitch whose rings
@@ -94,46 +94,47 @@ def _ring_orders(groups, channels, sides=None):
     return tuple(rings)
 
 
-def _nvlink(graph, a, b):
-    """The NVLink edge ``a -> b``'s attributes, or None."""
-    d = graph.get_edge_data(a, b)
-    return d if d is not None and str(d.get("tech", "")).startswith("nvlink") else None
+def mesh_edges(graph, gpus) -> dict | None:
+    """The NVLink edge (its attributes) of each directed pair ``(i, j)`` of ``gpus`` (node ids of
+    one server, indices into them) joined pairwise by their own NVLink edges without an NVSwitch
+    (``topologies`` layout ``"nvlink_mesh"``), a failed pair's too (capacity 0,
+    ``topologies.fail_links``); None where they are not such a mesh (an NVSwitch, a pair
+    without its NVLink edge, more than :data:`MAX_MESH_RING_GPUS`)."""
+    n = len(gpus)
+    if not 2 <= n <= MAX_MESH_RING_GPUS or len(set(gpus)) != n:
+        return None
+    if any(graph.nodes[v].get("kind") == "nvswitch" for g in gpus for v in graph.successors(g)):
+        return None
+    edges = {(i, j): graph.get_edge_data(a, b) for i, a in enumerate(gpus) for j, b in enumerate(gpus) if i != j}
+    if any(d is None or not str(d.get("tech", "")).startswith("nvlink") for d in edges.values()):
+        return None
+    return edges
 
 
 def mesh_cycles(graph, gpus) -> tuple:
-    """The rings NCCL's search can take through ``gpus`` (node ids of one server, in rank order)
-    joined pairwise by their own NVLink edges without an NVSwitch (``topologies`` layout
-    ``"nvlink_mesh"``), as indices into ``gpus``: every directed Hamiltonian cycle from the
-    first GPU over pairs that carry something, in lexicographic order (on 4 GPUs the 6 of SURF
-    Snellius' NCCL log, "Channel 00/24 : 0 1 2 3" to "05/24 : 0 3 2 1", then repeated, the log
-    listing 0 2 3 1 before 0 2 1 3; odissei-benchmarks/nccl-tests runs/1node). Which of them NCCL
-    keeps, and how many channels of each, depends on the pairs' bandwidth
-    (:func:`~._mesh_rings.mesh_rings`: on a uniform mesh every one). A failed pair (capacity 0,
-    ``topologies.fail_links``) leaves the cycles that avoid it. () where ``gpus`` are not such a
-    mesh (an NVSwitch, a pair without its NVLink edge, no cycle left, more than
-    :data:`MAX_MESH_RING_GPUS`).
+    """The rings NCCL's search finds through ``gpus`` (node ids of one server, in rank order)
+    joined pairwise by their own NVLink edges without an NVSwitch (:func:`mesh_edges`), every
+    pair working, as indices into ``gpus``: every directed Hamiltonian cycle from the first GPU,
+    in lexicographic order (on 4 GPUs the 6 of SURF Snellius' NCCL log, "Channel 00/24 : 0 1 2 3"
+    to "05/24 : 0 3 2 1", then repeated, the log listing 0 2 3 1 before 0 2 1 3;
+    odissei-benchmarks/nccl-tests runs/1node). NCCL's search (src/graph/search.cc
+    ncclTopoSearchRec, sameChannels off) keeps a channel wherever its arcs have bandwidth left, so
+    on a uniform mesh every such cycle is one of its channels (:func:`~._hardware.mesh_ring_channels`
+    counts them; :func:`~._mesh_rings.mesh_rings` gives the ones a slow pair leaves). () where
+    ``gpus`` are not such a mesh or a pair of it failed (capacity 0: the rings that avoid it are
+    :func:`~._mesh_rings.node_mesh_rings`').
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(1, server="polaris_a100")
     >>> mesh_cycles(g, [f"s0/gpu{i}" for i in range(4)])
     ((0, 1, 2, 3), (0, 1, 3, 2), (0, 2, 1, 3), (0, 2, 3, 1), (0, 3, 1, 2), (0, 3, 2, 1))
-    >>> g.edges["s0/gpu0", "s0/gpu1"]["capacity"] = g.edges["s0/gpu1", "s0/gpu0"]["capacity"] = 0.0
-    >>> mesh_cycles(g, [f"s0/gpu{i}" for i in range(4)])          # pair 0-1 down
-    ((0, 2, 1, 3), (0, 3, 1, 2))
     >>> mesh_cycles(tp.rail_optimized(1), [f"s0/gpu{i}" for i in range(4)])      # an NVSwitch
     ()
     """
-    n = len(gpus)
-    if not 2 <= n <= MAX_MESH_RING_GPUS or len(set(gpus)) != n:
+    edges = mesh_edges(graph, gpus)
+    if edges is None or not all(d.get("capacity", 0) > 0 for d in edges.values()):
         return ()
-    if any(graph.nodes[v].get("kind") == "nvswitch" for g in gpus for v in graph.successors(g)):
-        return ()
-    edges = {(i, j): _nvlink(graph, a, b) for i, a in enumerate(gpus) for j, b in enumerate(gpus) if i != j}
-    if any(d is None for d in edges.values()):
-        return ()
-    live = {arc for arc, d in edges.items() if d.get("capacity", 0) > 0}
-    return tuple(c for c in ((0, *p) for p in permutations(range(1, n)))
-                 if all((c[i], c[(i + 1) % n]) in live for i in range(n)))
+    return tuple((0, *p) for p in permutations(range(1, len(gpus))))
 
 
 def near_nics(graph, gpu) -> tuple:

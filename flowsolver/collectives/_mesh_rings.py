@@ -16,7 +16,8 @@ import math
 from functools import lru_cache
 from itertools import permutations
 
-from ._hardware import mesh_pairs
+from ..routing import link_efficiency
+from ._layout import mesh_edges
 from ._nccl import GPU_GENERATION
 
 try:        # NCCL's speed arrays, where the channel search lives (its own module from session 15)
@@ -127,11 +128,14 @@ def _mesh_rings(pairs: tuple, gpus: int, generation) -> tuple:
 
 
 def node_mesh_rings(graph, gpus) -> tuple:
-    """:func:`mesh_rings` of ``gpus`` (node ids of one server, in rank order) on ``graph``, at
-    NCCL's view of each pair's NVLink edge (:func:`~._hardware.mesh_pairs`), or () where they
-    are not one NVLink mesh (:func:`~._layout.mesh_cycles`)."""
-    pairs = mesh_pairs(graph, gpus)
-    if pairs is None:
+    """:func:`mesh_rings` of ``gpus`` (node ids of one server, in rank order) on ``graph``, each
+    pair at NCCL's view of its NVLink edge (its capacity at the catalogue's NVLink efficiency,
+    ``ncclTopoNVLinkBw`` over the link's rate, as :func:`~._hardware.mesh_pairs` reads it), a
+    failed pair at 0; () where they are not one NVLink mesh (:func:`~._layout.mesh_edges`)."""
+    edges = mesh_edges(graph, gpus)
+    if edges is None:
         return ()
+    pairs = {arc: d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), None, d.get("efficiency")) / 1e9
+             for arc, d in edges.items()}
     types = {graph.nodes[g].get("gpu_type") for g in gpus}
     return mesh_rings(pairs, len(gpus), GPU_GENERATION.get(next(iter(types))) if len(types) == 1 else None)
