@@ -20,9 +20,9 @@ from ..routing import link_efficiency
 from ._layout import mesh_edges
 from ._nccl import GPU_GENERATION
 
-try:        # NCCL's speed arrays, where the channel search lives (its own module from session 15)
+try:        # NCCL's speed arrays and ring count, where the channel search lives (_channels.py) ...
     from ._channels import _INTRA_SPEEDS, _SM80_INTRA, mesh_ring_channels
-except ImportError:                                 # pragma: no cover - before that module
+except ImportError:         # ... or lived before it had a module of its own (drop once _channels.py is on main)
     from ._hardware import _INTRA_SPEEDS, _SM80_INTRA, mesh_ring_channels
 
 __all__ = ["packed_cycles", "mesh_rings", "node_mesh_rings"]
