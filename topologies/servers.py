@@ -12,12 +12,16 @@ Layouts
     logical NVSwitch node. NVSwitch chips are non-blocking, so one node of per-GPU capacity
     gives the same max-min rates as the 4 (DGX H100) or 18 (NVL72) physical chips.
     NIC ``j`` hangs off GPU ``j`` through ``host_link`` (tier ``"pcie"``); the PCIe switch
-    between them is not a bottleneck for one GPU/NIC pair and is folded into that edge.
+    between them is not a bottleneck for one GPU/NIC pair and is folded into that edge. With
+    ``nics_on="cpu"`` the NICs sit on the host CPU's root ports instead: one CPU node, every GPU
+    and NIC on its own ``host_link`` to it (no PCIe switch shared by a GPU and a NIC: NCCL's PHB
+    or SYS path between them, not PXB).
 ``"nvlink_mesh"``
     No NVSwitch: every pair of GPUs joined by its own edge (tier ``"nvlink"``) of
     ``links_per_pair`` NVLinks of the ``nvlink`` GPU's, both ways (:mod:`topologies._mesh`, which
     cites each machine's count: HGX A100 4-GPU 4 a pair; 4 x H100 / GH200 not published, taken as
-    a required parameter). At most 4 GPUs. NICs as ``"nvswitch"`` attaches them; no NVLS.
+    a required parameter). At most 4 GPUs. NICs as ``"nvswitch"`` attaches them (``nics_on``
+    too); no NVLS.
 ``"pcie"``
     No NVLink: a two-socket host with ``pcie_switches`` PCIe switches split evenly over
     the sockets, the GPUs and NICs split evenly over the switches (``pcie_8gpu``: 4
@@ -62,6 +66,8 @@ class ServerPorts:
 
 
 _LAYOUTS = ("nvswitch", "nvlink_mesh", "pcie", "single")
+#: where a NVLink server's NICs attach (:class:`ServerModel` ``nics_on``)
+_NICS_ON = ("gpu", "cpu")
 #: host CPU kinds NCCL's tuner tells apart (x86 Intel, x86 AMD, Arm)
 CPUS = ("intel", "amd", "arm")
 
@@ -106,6 +112,11 @@ class ServerModel:
     links_per_pair : int
         NVLinks between each pair of GPUs, for ``layout="nvlink_mesh"`` (required there: no
         default, the count differs between boards; 0 elsewhere).
+    nics_on : {"gpu", "cpu"}
+        Where the NICs of ``layout="nvswitch"`` or ``"nvlink_mesh"`` attach: ``"gpu"`` (default)
+        NIC ``j`` on a PCIe path from its first GPU (a PCIe switch they share: NCCL's PIX / PXB,
+        GPUDirect RDMA and PXN relays through it); ``"cpu"`` on the host CPU's root ports, each
+        GPU on its own PCIe link to the CPU (NCCL's PHB / SYS from every GPU: ALCF Polaris).
 
     Examples
     --------
@@ -132,6 +143,7 @@ class ServerModel:
     nic_ports: int = 1
     cpu: str = "intel"
     links_per_pair: int = 0
+    nics_on: str = "gpu"
 
     def __post_init__(self):
         check_int("gpus", self.gpus, 1)
@@ -167,6 +179,12 @@ class ServerModel:
             resolve_link("socket_link", self.socket_link)
         elif self.gpus != 1 or self.nics != 1:
             raise ValueError(f"server {self.name!r}: layout 'single' has exactly 1 GPU and 1 NIC")
+        if self.nics_on not in _NICS_ON:
+            raise ValueError(f"server {self.name!r}: nics_on must be one of {', '.join(_NICS_ON)} (what a NIC's "
+                             f"PCIe path starts from), got {self.nics_on!r}")
+        if self.nics_on != "gpu" and self.layout not in ("nvswitch", "nvlink_mesh"):
+            raise ValueError(f"server {self.name!r}: nics_on is for layouts 'nvswitch' and 'nvlink_mesh' (layout "
+                             f"{self.layout!r} places its NICs itself), got nics_on={self.nics_on!r}")
         if self.links_per_pair and self.layout != "nvlink_mesh":
             raise ValueError(f"server {self.name!r}: links_per_pair is for layout 'nvlink_mesh', not {self.layout!r}")
         if self.gpus_per_tray:
@@ -212,7 +230,8 @@ class ServerModel:
         """JSON-friendly description (technology objects by name)."""
         out = {}
         for key in ("name", "gpus", "layout", "gpu", "nvlink", "nics", "nic", "host_link",
-                    "pcie_switches", "socket_link", "gpus_per_tray", "nic_ports", "cpu", "links_per_pair"):
+                    "pcie_switches", "socket_link", "gpus_per_tray", "nic_ports", "cpu", "links_per_pair",
+                    "nics_on"):
             value = getattr(self, key)
             out[key] = getattr(value, "name", value)
         return out
@@ -252,9 +271,15 @@ class ServerModel:
                     add_cable(g, node, nvs, nvl, tier="nvlink")
             else:
                 build_mesh(g, gpus, self.nvlink, self.links_per_pair)
-            for j, nic in enumerate(nics):
-                # the first GPU of the NIC's group owns the PCIe path to it
-                add_cable(g, gpus[j * gpus_per_nic], nic, host, tier="pcie")
+            if self.nics_on == "cpu":       # the NICs on the CPU's root ports, every GPU its own PCIe link
+                cpus = [pre + "cpu0"]
+                g.add_node(cpus[0], kind="cpu", tier=0, server=index, socket=0)
+                for node in gpus + nics:
+                    add_cable(g, node, cpus[0], host, tier="pcie")
+            else:
+                for j, nic in enumerate(nics):
+                    # the first GPU of the NIC's group owns the PCIe path to it
+                    add_cable(g, gpus[j * gpus_per_nic], nic, host, tier="pcie")
         elif self.layout == "pcie":
             socket = get_link(self.socket_link)
             cpus = [pre + "cpu0", pre + "cpu1"]
@@ -311,10 +336,14 @@ _add(ServerModel("dgx_b200", gpus=8, layout="nvswitch", gpu="b200", nvlink="nvli
 # docs/polaris/hardware-overview/machine-overview.md: HPE Apollo 6500 Gen10+, "a single 2.8 Ghz AMD EPYC Milan
 # 7543P", "four Nvidia A100 GPUs connected via NVLink" -- NV4 between every pair in its device-affinity table, no
 # NVSwitch -- and "a pair of slingshot network adapters"; A100: PCIe 4): the 4 A100 on an NVLink 3 mesh of 4 links
-# a pair, 2 NICs at the fabric's rate, one a GPU pair. The table puts the NICs next to GPU 1 and GPU 3 (PHB); the
-# layout hangs each off the first GPU of its pair, as the nvswitch layout does (the same rates by symmetry).
-_add(ServerModel("polaris_a100", gpus=4, layout="nvlink_mesh", gpu="a100_sxm", nvlink="nvlink3",
-                 links_per_pair=4, nics=2, nic=None, host_link="pcie4", cpu="amd"))
+# a pair, 2 NICs at the fabric's rate, one a GPU pair. Its GPUs are the A100 40GB parts: the overview's "A100 HGX
+# (Polaris)" column gives "GPU Memory | 160 GiB HBM2" and "GPU Memory BW | 6.4 TB/s" for the node's four (40 GiB and
+# 1.6 TB/s each): the catalogue's a100_40gb (the datasheet's 40 GB, 1,555 GB/s). Its device-affinity table puts each
+# GPU in its own NUMA domain, mlx5_0 PHB to GPU3, mlx5_1 PHB to GPU1 and every other GPU-NIC path SYS: the NICs on
+# the CPU's root ports, none under a GPU's PCIe switch (nics_on="cpu": NCCL's typeInter is PHB, so no LL128 across
+# nodes on A100 and no PXN relay; PHB and SYS are one class to NCCL's rules, and one CPU node here).
+_add(ServerModel("polaris_a100", gpus=4, layout="nvlink_mesh", gpu="a100_40gb", nvlink="nvlink3",
+                 links_per_pair=4, nics=2, nic=None, host_link="pcie4", cpu="amd", nics_on="cpu"))
 _add(ServerModel("pcie_8gpu", gpus=8, layout="pcie", gpu="h100_pcie", nics=8, nic=None,
                  host_link="pcie5", pcie_switches=4, socket_link="upi2x3"))
 # GB200 NVL72 (NVIDIA GB200 NVL72 spec): 72 Blackwell GPUs in 18 compute trays of 4, one

@@ -287,7 +287,8 @@ _add(Cluster("nrel_kestrel_h100", _mesh4("dgx_h100", name="kestrel-h100", nics=2
 # Gen10+, four A100 "connected via NVLink" -- NV4 between every pair in its device-affinity table, no NVSwitch --
 # and "a pair of slingshot network adapters", upgraded to Slingshot 11 (200 Gb/s; the alcf-nccl-tests README
 # compares its runs with the Slingshot 10 ones). The A100 40GB parts (160 GiB a node). The catalogue's
-# polaris_a100 server: the NVLink 3 mesh of 4 links a pair, 2 NICs; the multi-node runs are NIC-bound
+# polaris_a100 server: the NVLink 3 mesh of 4 links a pair, 2 NICs on the CPU's root ports (the affinity table's
+# PHB / SYS: NCCL's typeInter PHB, so no LL128 across nodes and no PXN); the multi-node runs are NIC-bound
 # (2 x 25 GB/s for 4 GPUs). aws-ofi-nccl over libfabric CXI, no NCCL_PROTO set: Kestrel's
 # all-protocol Slingshot link. If the Slingshot 11 NICs sit as the guide's affinity table (of the Slingshot 10
 # NICs) shows, NCCL_NET_GDR_LEVEL=PHB leaves GPUs 0 and 2 (SYS to both NICs) without GPUDirect RDMA: not modelled. Dragonfly groups are not modelled.
@@ -321,8 +322,9 @@ _add(Cluster("nris_olivia_gh200", _mesh4("dgx_h100", name="olivia-gh200", nics=4
 # as Polaris' HGX A100 4-GPU mesh (polaris_a100: 4 NVLink 3 a pair, the A100's 12 over its 3 peers) with 4 NICs;
 # the 2-node runs are NIC-bound. aws-ofi-nccl
 # 1.6.0 (the log) over libfabric cxi, no NCCL_PROTO set (the repository's run_tests.sh): Kestrel's all-protocol
-# Slingshot link.
-_add(Cluster("nersc_perlmutter_a100", _server("polaris_a100", name="perlmutter-a100", nics=4,
+# Slingshot link. Each GPU's NIC next to it (nics_on="gpu", not Polaris' NICs on the CPU): GDRDMA at NCCL's
+# default NCCL_NET_GDR_LEVEL (PXB) needs a path through PCIe switches only.
+_add(Cluster("nersc_perlmutter_a100", _server("polaris_a100", name="perlmutter-a100", nics=4, nics_on="gpu",
                                               nic=SLINGSHOT_ALL_PROTOCOLS),
              SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "A100",
              "NERSC Perlmutter GPU node: 4 A100-SXM4-40GB (NVLink 3 mesh, no NVSwitch, 4 links a pair as Polaris') "

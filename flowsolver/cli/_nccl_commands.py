@@ -9,7 +9,7 @@ import topologies as tp
 
 from ..routing import policy_of
 from ._arguments import CliError, build_graph, cluster_label, parse_size
-from ._output import emit, to_json, writable
+from ._output import emit, said_warnings, to_json, writable
 from ._settings import calibration_of
 
 __all__ = ["collective_table", "calibrate_logs", "log_limit", "settings_for"]
@@ -117,7 +117,8 @@ def collective_table(args) -> None:
         raise ValueError("--plot needs --compare LOG")
     graph = build_graph(args)
     model = calibration_of(args, graph)      # before any solve: a bad file fails at once
-    op, sizes, measured, per_thread, reductions, settings = _measured(args, graph)
+    with said_warnings():                    # the log's unmodelled NCCL settings, in the CLI's words
+        op, sizes, measured, per_thread, reductions, settings = _measured(args, graph)
     settings = dict(dict(channels=args.channels), **settings)       # the log's NCCL settings (pxn, channels)
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
@@ -199,9 +200,10 @@ def calibrate_logs(args) -> None:
         settings_for(args, args.op)
     graph = build_graph(args)
     limit = log_limit(args)      # the logs read here, so that --log-max-bytes applies (calibrate reads as read does)
-    logs = [nccl_tests.read(log, op=args.op, max_bytes=limit) for log in args.logs]
-    algorithm, protocol = _logs_settings(args, logs)
-    cal = calibrate(graph, logs, ranks=args.ranks, op=args.op, algorithm=algorithm, protocol=protocol)
+    with said_warnings():                    # the logs' unmodelled NCCL settings, in the CLI's words
+        logs = [nccl_tests.read(log, op=args.op, max_bytes=limit) for log in args.logs]
+        algorithm, protocol = _logs_settings(args, logs)
+        cal = calibrate(graph, logs, ranks=args.ranks, op=args.op, algorithm=algorithm, protocol=protocol)
     if args.save:
         cal.save(args.save)
     rows = cal.residuals.to_dict("records")

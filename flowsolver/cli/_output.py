@@ -8,6 +8,9 @@ import io
 import json
 import math
 import os
+import sys
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -72,3 +75,19 @@ def emit(rows: list, args, text: str) -> None:
     else:
         print(text)
 
+
+
+@contextmanager
+def said_warnings():
+    """The library's warnings raised inside (a log's NCCL settings the model does not express,
+    read by ``collective --compare`` and ``calibrate``) printed on stderr as the CLI's own
+    ``flowsolver: warning: ...`` lines, without Python's source line; other than UserWarnings
+    passed on as they were."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")        # recorded, each once, whatever the caller's filters
+        yield
+    for w in caught:
+        if issubclass(w.category, UserWarning):
+            print(f"flowsolver: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)

@@ -12,7 +12,7 @@ from ..routing import gpu_nodes, graph_memo
 from ._algorithms import algorithm_of
 from ._nccl import NVLS_EFFICIENCY
 
-__all__ = ["RankLayout", "NvlsDomain", "participants", "unavailable", "rank_server_codes", "mesh_cycles",
+__all__ = ["RankLayout", "NvlsDomain", "participants", "unavailable", "rank_server_codes", "mesh_cycles", "mesh_edges",
            "MAX_MESH_RING_GPUS"]
 
 #: the most GPUs of one node joined pairwise by NVLink without an NVSwitch whose rings
@@ -94,21 +94,35 @@ def _ring_orders(groups, channels, sides=None):
     return tuple(rings)
 
 
-def _direct_nvlink(graph, a, b) -> bool:
-    d = graph.get_edge_data(a, b)
-    return d is not None and str(d.get("tech", "")).startswith("nvlink") and d.get("capacity", 0) > 0
+def mesh_edges(graph, gpus) -> dict | None:
+    """The NVLink edge (its attributes) of each directed pair ``(i, j)`` of ``gpus`` (node ids of
+    one server, indices into them) joined pairwise by their own NVLink edges without an NVSwitch
+    (``topologies`` layout ``"nvlink_mesh"``), a failed pair's too (capacity 0,
+    ``topologies.fail_links``); None where they are not such a mesh (an NVSwitch, a pair
+    without its NVLink edge, more than :data:`MAX_MESH_RING_GPUS`)."""
+    n = len(gpus)
+    if not 2 <= n <= MAX_MESH_RING_GPUS or len(set(gpus)) != n:
+        return None
+    if any(graph.nodes[v].get("kind") == "nvswitch" for g in gpus for v in graph.successors(g)):
+        return None
+    edges = {(i, j): graph.get_edge_data(a, b) for i, a in enumerate(gpus) for j, b in enumerate(gpus) if i != j}
+    if any(d is None or not str(d.get("tech", "")).startswith("nvlink") for d in edges.values()):
+        return None
+    return edges
 
 
 def mesh_cycles(graph, gpus) -> tuple:
     """The rings NCCL's search finds through ``gpus`` (node ids of one server, in rank order)
-    joined pairwise by their own NVLink edges without an NVSwitch (``topologies`` layout
-    ``"nvlink_mesh"``), as indices into ``gpus``: every directed Hamiltonian cycle from the
-    first GPU, in lexicographic order (on 4 GPUs the 6 of SURF Snellius' NCCL log, "Channel 00/24
-    : 0 1 2 3" to "05/24 : 0 3 2 1", then repeated, the log listing 0 2 3 1 before 0 2 1 3;
+    joined pairwise by their own NVLink edges without an NVSwitch (:func:`mesh_edges`), every
+    pair working, as indices into ``gpus``: every directed Hamiltonian cycle from the first GPU,
+    in lexicographic order (on 4 GPUs the 6 of SURF Snellius' NCCL log, "Channel 00/24 : 0 1 2 3"
+    to "05/24 : 0 3 2 1", then repeated, the log listing 0 2 3 1 before 0 2 1 3;
     odissei-benchmarks/nccl-tests runs/1node). NCCL's search (src/graph/search.cc
     ncclTopoSearchRec, sameChannels off) keeps a channel wherever its arcs have bandwidth left, so
-    on a uniform mesh every such cycle is one of its channels (:func:`~._hardware.mesh_ring_channels` counts them). () where ``gpus`` are not
-    such a mesh (an NVSwitch, a missing pair, more than :data:`MAX_MESH_RING_GPUS`).
+    on a uniform mesh every such cycle is one of its channels (:func:`~._hardware.mesh_ring_channels`
+    counts them; :func:`~._mesh_rings.mesh_rings` gives the ones a slow pair leaves). () where
+    ``gpus`` are not such a mesh or a pair of it failed (capacity 0: the rings that avoid it are
+    :func:`~._mesh_rings.node_mesh_rings`').
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(1, server="polaris_a100")
@@ -117,14 +131,10 @@ def mesh_cycles(graph, gpus) -> tuple:
     >>> mesh_cycles(tp.rail_optimized(1), [f"s0/gpu{i}" for i in range(4)])      # an NVSwitch
     ()
     """
-    n = len(gpus)
-    if not 2 <= n <= MAX_MESH_RING_GPUS or len(set(gpus)) != n:
+    edges = mesh_edges(graph, gpus)
+    if edges is None or not all(d.get("capacity", 0) > 0 for d in edges.values()):
         return ()
-    if any(graph.nodes[v].get("kind") == "nvswitch" for g in gpus for v in graph.successors(g)):
-        return ()
-    if not all(_direct_nvlink(graph, a, b) for a in gpus for b in gpus if a != b):
-        return ()
-    return tuple((0, *p) for p in permutations(range(1, n)))
+    return tuple((0, *p) for p in permutations(range(1, len(gpus))))
 
 
 def near_nics(graph, gpu) -> tuple:
@@ -295,8 +305,9 @@ def _laid_out(graph, nodes, ranks, channels) -> RankLayout:
     """:func:`participants`' RankLayout of the checked ``ranks``."""
     groups = _server_groups(graph, ranks, nodes)
     if len(groups) == 1:
-        cycles = mesh_cycles(graph, [nodes[ranks[p]] for p in groups[0]])
-        if cycles:      # one NVLink mesh: NCCL's rings over every pair (mesh_cycles), one a channel
+        from ._mesh_rings import node_mesh_rings       # (it reads _hardware, which imports this module)
+        cycles = node_mesh_rings(graph, [nodes[ranks[p]] for p in groups[0]])
+        if cycles:      # one NVLink mesh: the rings NCCL's search packs at the pairs' bandwidth, one a channel
             channels = len(cycles) if channels is None else channels
             rings = tuple(tuple(groups[0][i] for i in cycles[c % len(cycles)]) for c in range(channels))
             return RankLayout(groups=groups, rings=rings, channels=channels, nvls=None,

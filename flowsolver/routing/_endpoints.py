@@ -138,6 +138,10 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn, relay
             # inside the server leads to that NIC (the GPU or its links failed), NCCL has no
             # proxy there and the GPU sends through its own rail's NIC, as without PXN
             dead = _no_path(parts, ix.server[node], node, nic) & (forced >= 0)
+            # PXN relays through a GPU local to the NIC (its PCIe path through switches alone, PXB
+            # at most: src/graph/paths.cc, the PXN loop): a NIC on the CPU's root ports has none,
+            # and the GPU sends through its own rail's NIC
+            dead |= (forced >= 0) & ~_has_local_gpu(ix)[nic]
             if relay is not None:
                 # NCCL's topology holds the communicator's GPUs only: PXN relays through the
                 # NIC's local GPU where one of them sits on that rail (src/graph/paths.cc,
@@ -173,6 +177,31 @@ def _endpoint_side(ix, store, parts, nics, side, ends, others, inter, pxn, relay
         seg[sel, 0] = sid
         attach[sel, 0] = sw
     return attach, seg
+
+
+def _has_local_gpu(ix):
+    """Per node: whether it is a NIC a PXN relay can use: one a GPU reaches through PCIe
+    switches alone (its own link, or a switch both hang under), or through the CPU that GPU
+    meets over C2C (a Grace GPU's ``c2c``: NCCL's P2C, relayed from NCCL 2.28, paths.cc); not a
+    NIC on a CPU's root ports that every GPU reaches over PCIe through the CPU (PHB / SYS)."""
+    def build():
+        g = ix.graph
+        out = np.zeros(ix.nv, dtype=bool)
+        for i in np.flatnonzero(ix.kind == "nic"):
+            seen, level = {ix.nodes[i]}, [(ix.nodes[i], False)]
+            while level and not out[i]:
+                nxt = []
+                for u, past_cpu in level:
+                    for v in (*g.successors(u), *g.predecessors(u)):
+                        k = g.nodes[v].get("kind")
+                        if k == "gpu" and (not past_cpu or g.nodes[v].get("c2c")):
+                            out[i] = True
+                        elif (k == "pcie_switch" or k == "cpu" and not past_cpu) and v not in seen:
+                            seen.add(v)
+                            nxt.append((v, past_cpu or k == "cpu"))
+                level = nxt
+        return out
+    return ix.memo("nic-local-gpu", build)
 
 
 def _relay_on_rail(ix, relay, rails, server, rail):

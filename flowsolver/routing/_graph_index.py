@@ -165,27 +165,31 @@ class GraphIndex:
     def name(self, i) -> str:
         return repr(self.nodes[int(i)])
 
-    def resolve(self, values, what: str) -> np.ndarray:
-        """Flow endpoints (ranks or node ids) -> node indices, naming the first bad flow."""
+    def resolve(self, values, what: str, listed: bool = False) -> np.ndarray:
+        """Flow endpoints (ranks or node ids) -> node indices, naming the first bad flow
+        (``listed``: naming the bad entry of the list ``what`` instead, ``relays[0]``)."""
         n_gpu = len(self.gpu_by_rank)
+
+        def where(i):
+            return f"{what}[{i}]:" if listed else f"flow {i}: {what}"
         if values.dtype != object:
             bad = (values < 0) | (values >= n_gpu)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise RoutingError(f"flow {i}: {what} rank {int(values[i])} is not a GPU rank of this "
+                raise RoutingError(f"{where(i)} rank {int(values[i])} is not a GPU rank of this "
                                    f"graph (0 ... {n_gpu - 1})")
             return self.gpu_by_rank[values]
         out = np.empty(len(values), dtype=np.int64)
         for i, v in enumerate(values):
             if isinstance(v, (int, np.integer)):
                 if not 0 <= v < n_gpu:
-                    raise RoutingError(f"flow {i}: {what} rank {int(v)} is not a GPU rank of this "
+                    raise RoutingError(f"{where(i)} rank {int(v)} is not a GPU rank of this "
                                        f"graph (0 ... {n_gpu - 1})")
                 out[i] = self.gpu_by_rank[v]
             elif v in self.idx:
                 out[i] = self.idx[v]
             else:
-                raise RoutingError(f"flow {i}: {what} {v!r} is not a node of this graph")
+                raise RoutingError(f"{where(i)} {v!r} is not a node of this graph")
         return out
 
     def compact(self, nodes, transit=None) -> tuple[CompactGraph, np.ndarray]:

@@ -107,13 +107,17 @@ def route(graph, flows: Flows, policy: str = "ecmp", *, subflows: int = 1, seed:
     relay = None
     if relays is not None:      # a mask over the nodes: the GPUs a PXN relay may be
         relay = np.zeros(ix.nv, dtype=bool)
+        if isinstance(relays, (str, bytes)) or not hasattr(relays, "__iter__"):
+            raise ValueError(f"relays must be a sequence of GPU ranks or GPU node ids (the GPUs PXN may relay "
+                             f"through), got {relays!r}")
         given = list(relays)
         for r in given:         # GPU ranks or GPU node ids; a bool or a float is no rank
             if isinstance(r, (bool, np.bool_)) or not isinstance(r, (int, np.integer, str)):
                 raise ValueError(f"relays must be GPU ranks or GPU node ids, got {r!r}")
         if given:
             kinds = {isinstance(r, (int, np.integer)) for r in given}
-            nodes = ix.resolve(np.asarray(given, dtype=np.int64 if kinds == {True} else object), "relays")
+            nodes = ix.resolve(np.asarray(given, dtype=np.int64 if kinds == {True} else object), "relays",
+                               listed=True)
             if not ix.is_gpu[nodes].all():
                 bad = given[int(np.flatnonzero(~ix.is_gpu[nodes])[0])]
                 raise ValueError(f"relays must be GPU ranks or GPU node ids: {bad!r} is not a GPU")

@@ -108,3 +108,20 @@ def test_calibrate_takes_the_settings_as_calibrate_takes_lists(capsys, tmp_path)
     cal = calibrate(tp.rail_optimized(nodes=1), [str(log)], algorithm=["ring", "pat"], protocol=["LL128", "Simple"])
     assert got["efficiency"] == pytest.approx(cal.efficiency, rel=1e-12)
     assert [r["model"] for r in got["residuals"]] == pytest.approx(list(cal.residuals["model"]), rel=1e-12)
+
+
+def test_a_logs_unmodelled_settings_are_said_as_cli_warnings(capsys, tmp_path):
+    # NCCL_IB_HCA is a setting the model does not express: compare and calibrate name it as the CLI
+    # says its other warnings ("flowsolver: warning: ..."), not as a Python warning with a source line
+    import warnings
+    pytest.importorskip("pandas")
+    log = tmp_path / "rs.log"
+    log.write_text("dgx0:100:100 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0\n" + _LOG)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no Python warning leaves the CLI
+        assert main(["collective", "--nodes", "1", "--compare", str(log), "--json"]) == 0
+        assert main(["calibrate", str(log), "--nodes", "1"]) == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "NCCL_IB_HCA" in line]
+    assert len(said) == 2 and all(line.startswith(f"flowsolver: warning: {log}: NCCL_IB_HCA=mlx5_0: ") for line in said)
+    assert "UserWarning" not in err and "__main__" not in err

@@ -132,3 +132,73 @@ def test_mesh_channels_are_ncclS_search_whatever_the_efficiency_option():
     g = tp.rail_optimized(1, server="polaris_a100")
     counts = {e: fs.collective(g, "all_reduce", 2**30, efficiency=e).channels for e in (None, 0.5, 1.0)}
     assert set(counts.values()) == {24}
+
+
+# NCCL's per-link NVLink bandwidth on A100 (ncclTopoNVLinkBw, src/graph/topo.h SM80_NVLINK_BW), GB/s
+A100_LINK_GBS = 20.0
+# the two directed Hamiltonian cycles of K4 from GPU 0 that use neither arc of pair 0-1
+_AVOIDING_01 = {(0, 2, 1, 3), (0, 3, 1, 2)}
+
+
+def _mesh_pair_down(g, factor):
+    h = g.copy()
+    for a, b in (("s0/gpu0", "s0/gpu1"), ("s0/gpu1", "s0/gpu0")):
+        h.edges[a, b]["capacity"] *= factor
+    return h
+
+
+def test_mesh_rings_pack_the_cycles_at_the_search_speed():
+    # 4 A100, 4 links a pair (80 GB/s); pair 0-1 at 1 link (20): at sm80's first speed, 40, a good
+    # arc carries 2 channels, the slow one 0, so only the two cycles avoiding 0-1 fit, each arc of
+    # theirs twice (the two are arc-disjoint): 4 rings, 160 < 180 (GPU 0's total); 30 gives 4 at 30,
+    # 20 no more than 8 at 20: 4 at 40, doubled to 8 (mesh_ring_channels' count)
+    from flowsolver.collectives._mesh_rings import mesh_rings
+    pairs = _pairs(4, A100_LINK_GBS)
+    assert set(mesh_rings(pairs, 4, "ampere")) == {(0, 1, 2, 3), (0, 1, 3, 2), (0, 2, 1, 3), (0, 2, 3, 1),
+                                                   (0, 3, 1, 2), (0, 3, 2, 1)}
+    pairs[0, 1] = pairs[1, 0] = A100_LINK_GBS
+    rings = mesh_rings(pairs, 4, "ampere")
+    assert sorted(rings) == sorted(2 * list(_AVOIDING_01))
+    assert 2 * len(rings) == mesh_ring_channels(pairs, 4, "ampere") == 8
+    pairs[0, 1] = pairs[1, 0] = 0.0                     # the pair failed: the same packing
+    assert sorted(mesh_rings(pairs, 4, "ampere")) == sorted(2 * list(_AVOIDING_01))
+
+
+@pytest.mark.parametrize("factor", [0.25, 0.0])
+def test_a_slow_or_failed_mesh_pair_leaves_the_cycles_that_avoid_it(factor):
+    # NCCL's search keeps no channel over a pair slower than its speed (followPath, search.cc:81):
+    # its rings are the two cycles avoiding pair 0-1, whose arcs each carry half of a ring
+    # collective's data where the healthy mesh's carry a third (each arc in 2 of the 6 cycles):
+    # at the same link rates the bus bandwidth is 2/3 of the healthy mesh's
+    g = tp.rail_optimized(1, server="polaris_a100")
+    h = _mesh_pair_down(g, factor)
+    ranks, layout = participants(h, "all_gather", None, None)
+    assert set(layout.rings) == _AVOIDING_01 and layout.channels == 4
+    if factor:
+        hw = describe(h, ranks, layout)
+        assert hw.channels == 8 and hw.intra == "nvlink"
+        # a GPU's NVLink is its pairs' (getTotalBw): 80 + 80 + 80 x factor GB/s
+        assert hw.nvlink_bw == pytest.approx((2 + factor) * 4 * A100_LINK_GBS * 1e9)
+    for op in ("all_gather", "all_reduce"):
+        healthy = fs.collective(g, op, 1 << 34, algorithm="ring", protocol="Simple")
+        slow = fs.collective(h, op, 1 << 34, algorithm="ring", protocol="Simple")
+        assert slow.busbw / healthy.busbw == pytest.approx(2 / 3, rel=0.01)
+
+
+def test_polaris_nics_on_the_cpu_make_typeinter_phb_and_take_ll128_off_across_nodes():
+    # ALCF's affinity table: every GPU-NIC path of a Polaris node PHB or SYS, so NCCL's typeInter is
+    # PATH_PHB (8) with or without PXN (no GPU has a PXB path to relay through, paths.cc); A100 keeps
+    # LL128 only where typeInter <= PATH_PXB (tuning.cc, v2.18.5:285): no LL128 across nodes. The same
+    # mesh with each NIC under its first GPU (PXB) keeps it.
+    from flowsolver.collectives._nccl_model import PATH_PHB, PATH_PXB
+    g = tp.rail_optimized(2, server="polaris_a100")
+    near = tp.rail_optimized(2, server=tp.get_server("polaris_a100").with_(nics_on="gpu"))
+    for pxn in (True, False):
+        ranks, layout = participants(g, "all_reduce", None, None)
+        assert describe(g, ranks, layout, pxn=pxn).nic_path == PATH_PHB
+    ranks, layout = participants(near, "all_reduce", None, None)
+    assert describe(near, ranks, layout).nic_path == PATH_PXB
+    for op in ("all_reduce", "all_gather"):
+        for size in (1 << 18, 1 << 22, 1 << 24):
+            assert not any(k.endswith("/LL128") for k in fs.collective(g, op, size).estimates)
+            assert any(k.endswith("/LL128") for k in fs.collective(near, op, size).estimates)

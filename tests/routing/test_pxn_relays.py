@@ -38,7 +38,7 @@ def test_relays_need_pxn_and_name_gpus():
     g = tp.rail_optimized(1)
     with pytest.raises(ValueError, match="it needs pxn=True"):
         route(g, Flows([0], [1], 1.0), relays=[0, 1])
-    with pytest.raises(ValueError, match="relays rank 99"):
+    with pytest.raises(ValueError, match=r"relays\[1\]: rank 99"):
         route(g, Flows([0], [1], 1.0), pxn=True, relays=[0, 99])
 
 
@@ -79,3 +79,49 @@ def test_a_send_s_communicator_may_be_given_as_node_ids():
     ids = [tp.gpus(g)[r] for r in (0, 12, 4)]
     assert fs.collective(g, "send_recv", 2**20, ranks=ids).time == pytest.approx(
         fs.collective(g, "send_recv", 2**20, ranks=[0, 12, 4]).time, rel=1e-12)
+
+
+def test_no_relay_to_a_nic_on_the_cpu():
+    # ALCF Polaris: both NICs on the CPU's root ports, PHB or SYS from every GPU (its device-affinity
+    # table); NCCL's PXN relays only through a GPU whose path to the NIC is PXB at most (paths.cc, the
+    # PXN loop), which no GPU has: GPU 0 (rail 0) sends to GPU 6 (server 1, rail 1) by its own NIC,
+    # pxn or not. The same mesh with each NIC under its first GPU relays through s0/gpu2 to NIC 1.
+    names = lambda rm: {(str(rm.links.src[i]), str(rm.links.dst[i])) for i in rm.column(0)[0]}     # noqa: E731
+    polaris = tp.rail_optimized(2, server="polaris_a100")
+    relayed = route(polaris, Flows([0], [6], 1e6), pxn=True)
+    assert names(relayed) == names(route(polaris, Flows([0], [6], 1e6), pxn=False))
+    assert ("s0/cpu0", "s0/nic0") in names(relayed) and not any("gpu2" in a or "gpu1" in a for a, _ in names(relayed))
+    near = tp.rail_optimized(2, server=tp.get_server("polaris_a100").with_(nics_on="gpu"))
+    assert {("s0/gpu0", "s0/gpu2"), ("s0/gpu2", "s0/nic1")} <= names(route(near, Flows([0], [6], 1e6), pxn=True))
+
+
+@pytest.mark.parametrize("bad", [1, "s0/gpu1", 2.5])
+def test_relays_must_be_a_sequence(bad):
+    g = tp.rail_optimized(2)
+    with pytest.raises(ValueError, match=r"relays must be a sequence of GPU ranks or GPU node ids .* got "):
+        route(g, Flows([0], [9], 1e6), pxn=True, relays=bad)
+
+
+@pytest.mark.parametrize("bad, said", [([0, 99], r"relays\[1\]: rank 99 is not a GPU rank of this graph \(0 ... 15\)"),
+                                       (["s9/gpu0"], r"relays\[0\]: 's9/gpu0' is not a node")])
+def test_a_relay_out_of_range_is_named_as_the_relay(bad, said):
+    g = tp.rail_optimized(2)
+    with pytest.raises(ValueError, match=said) as caught:
+        route(g, Flows([0], [9], 1e6), pxn=True, relays=bad)
+    assert "flow" not in str(caught.value)
+
+
+def test_groups_in_lockstep_relay_through_any_gpu_as_the_docs_say():
+    # docs/concepts.md: groups solved in lockstep, each its own communicator, relay through every GPU
+    # (ANY_RELAY). Ranks (0, 9) (s0/gpu0 -> s1/gpu1, cross-rail) and (1, 17) (s0/gpu1 -> s2/gpu1, rail 1):
+    # NCCL's communicator {0, 9} has no GPU on rail 1 of server 0, so it leaves by NIC 0 and the pairs
+    # share no link; the model in lockstep relays (0, 9) through s0/gpu1 onto s0/nic1, which (1, 17)
+    # leaves by too: the two share that NIC, each at most half of it, where apart or without PXN each
+    # has a NIC of its own
+    g = tp.rail_optimized(3)
+    groups = [dict(op="send_recv", size=2**30, ranks=[0, 9]), dict(op="send_recv", size=2**30, ranks=[1, 17])]
+    alone = fs.collective(g, "send_recv", 2**30, ranks=[0, 9]).time
+    locked = fs.concurrent(g, groups, lockstep=True)
+    assert fs.concurrent(g, groups, lockstep=False).makespan == pytest.approx(alone, rel=1e-3)
+    assert fs.concurrent(g, groups, lockstep=True, pxn=False).makespan == pytest.approx(alone, rel=1e-3)
+    assert locked.makespan > 1.5 * alone

@@ -37,9 +37,29 @@ def test_polaris_mesh_edges_are_four_nvlink3_a_pair():
     for i in range(4):
         out = sum(d["capacity"] for (u, _), d in pairs.items() if u == f"s0/gpu{i}")
         assert out == pytest.approx(300e9)
-    # 2 NICs, each on the PCIe link of the first GPU of its pair (as the nvswitch layout attaches them)
-    assert g["s0/gpu0"]["s0/nic0"]["tech"] == "pcie4" and g["s0/gpu2"]["s0/nic1"]["tech"] == "pcie4"
+    # 2 NICs on the CPU's root ports (ALCF's affinity table: PHB or SYS from every GPU, none under a
+    # GPU's PCIe switch), every GPU and NIC on its own PCIe 4 link to the one CPU
+    assert kind_count(g, "cpu") == 1 and kind_count(g, "pcie_switch") == 0
+    for node in [f"s0/gpu{i}" for i in range(4)] + ["s0/nic0", "s0/nic1"]:
+        assert g[node]["s0/cpu0"]["tech"] == g["s0/cpu0"][node]["tech"] == "pcie4"
+    assert not any(g.has_edge(f"s0/gpu{i}", f"s0/nic{j}") for i in range(4) for j in range(2))
     assert [g.nodes[f"s0/gpu{i}"]["rail"] for i in range(4)] == [0, 0, 1, 1]
+
+
+def test_polaris_has_the_a100_40gb_parts():
+    # ALCF's Polaris machine overview (argonne-lcf/user-guides 0a867f3), its "A100 HGX (Polaris)" column:
+    # "GPU Memory | 160 GiB HBM2", "GPU Memory BW | 6.4 TB/s" for the node's 4 GPUs
+    spec = get_server("polaris_a100").gpu_spec
+    assert 4 * spec.memory == 160 * 2**30
+    assert 4 * spec.hbm_bandwidth == pytest.approx(6.4e12, rel=0.03)      # the datasheet's 1,555 GB/s a GPU
+
+
+def test_nics_on_the_cpu_only_for_nvlink_servers():
+    assert get_server("dgx_h100").with_(nics_on="cpu").to_dict()["nics_on"] == "cpu"
+    with pytest.raises(ValueError, match="nics_on must be one of gpu, cpu"):
+        _quad(nics_on="switch")
+    with pytest.raises(ValueError, match="nics_on is for layouts"):
+        get_server("pcie_8gpu").with_(nics_on="cpu")
 
 
 def test_h100_quad_uses_all_18_links():
