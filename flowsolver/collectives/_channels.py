@@ -26,7 +26,7 @@ from itertools import permutations
 
 from ._options import MAX_CHANNELS
 
-__all__ = ["mesh_ring_channels", "nccl_channels", "nccl_graph_channels", "NVLS_CHANNELS"]
+__all__ = ["mesh_ring_channels", "nccl_channels", "nccl_graph_channels", "NVLS_CHANNELS", "P2P_CHANNEL_SHARE"]
 
 # The most channels NCCL's ring graph keeps: MAXCHANNELS / 2 (init.cc:1177 ringGraph->maxChannels,
 # which ncclTopoDupChannels' doubling stops at, search.cc:1042), MAXCHANNELS being 64 from NCCL
@@ -51,6 +51,14 @@ _COMPCAP = {"volta": 70, "ampere": 80, "hopper": 90, "blackwell": 100}
 #: the same): 16 on sm90; sm100 24 inside one NVLink domain, 32 across nodes (2.30's
 #: ncclNvlsTreeSm100Tuning moves the multi-node count by NIC speed: not modelled)
 NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}
+
+#: the most a P2P channel moves, as a share of the GPU's NVLink bandwidth (:attr:`~._p2p.P2pComm.nvlink_view`:
+#: 370.8 GB/s on H100, 240 on A100, NCCL's ``links x ncclTopoNVLinkBw``). Fitted on the 76 send /
+#: receive points of the corpus (xxrjun/nccl-tests-cluster H100 over NVLink and NDR, li-plus A100
+#: over NVLink; ``benchmarks/validate.py`` prints the fit, 0.057, and its leave-one-source-out
+#: folds, 0.054-0.060). Measured a channel: 18.7-20.4 GB/s over H100 NVLink on one node (5.4 %),
+#: 24.9-26.2 GB/s over H100's 400 Gb/s NDR NIC (6.7-7.1 %), 13.9 GB/s over A100 NVLink (5.8 %).
+P2P_CHANNEL_SHARE = 0.057
 
 
 def _packed(cycles, capacity: dict) -> int:

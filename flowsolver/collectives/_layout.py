@@ -8,9 +8,10 @@ from itertools import permutations
 import numpy as np
 
 from .. import _checks
-from ..routing import gpu_nodes, graph_memo
+from ..routing import gpu_nodes, graph_memo, link_efficiency
 from ._algorithms import algorithm_of
-from ._nccl import NVLS_EFFICIENCY
+from ._mesh_rings import mesh_rings
+from ._nccl import GPU_GENERATION, NVLS_EFFICIENCY
 
 __all__ = ["RankLayout", "NvlsDomain", "participants", "unavailable", "rank_server_codes", "mesh_cycles", "mesh_edges",
            "MAX_MESH_RING_GPUS"]
@@ -111,6 +112,20 @@ def mesh_edges(graph, gpus) -> dict | None:
     return edges
 
 
+def node_mesh_rings(graph, gpus) -> tuple:
+    """:func:`~._mesh_rings.mesh_rings` of ``gpus`` (node ids of one server, in rank order) on ``graph``, each
+    pair at NCCL's view of its NVLink edge (its capacity at the catalogue's NVLink efficiency,
+    ``ncclTopoNVLinkBw`` over the link's rate, as :func:`~._hardware.mesh_pairs` reads it), a
+    failed pair at 0; () where they are not one NVLink mesh (:func:`mesh_edges`)."""
+    edges = mesh_edges(graph, gpus)
+    if edges is None:
+        return ()
+    pairs = {arc: d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), None, d.get("efficiency")) / 1e9
+             for arc, d in edges.items()}
+    types = {graph.nodes[g].get("gpu_type") for g in gpus}
+    return mesh_rings(pairs, len(gpus), GPU_GENERATION.get(next(iter(types))) if len(types) == 1 else None)
+
+
 def mesh_cycles(graph, gpus) -> tuple:
     """The rings NCCL's search finds through ``gpus`` (node ids of one server, in rank order)
     joined pairwise by their own NVLink edges without an NVSwitch (:func:`mesh_edges`), every
@@ -122,7 +137,7 @@ def mesh_cycles(graph, gpus) -> tuple:
     on a uniform mesh every such cycle is one of its channels (:func:`~._hardware.mesh_ring_channels`
     counts them; :func:`~._mesh_rings.mesh_rings` gives the ones a slow pair leaves). () where
     ``gpus`` are not such a mesh or a pair of it failed (capacity 0: the rings that avoid it are
-    :func:`~._mesh_rings.node_mesh_rings`').
+    :func:`node_mesh_rings`').
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(1, server="polaris_a100")
@@ -305,7 +320,6 @@ def _laid_out(graph, nodes, ranks, channels) -> RankLayout:
     """:func:`participants`' RankLayout of the checked ``ranks``."""
     groups = _server_groups(graph, ranks, nodes)
     if len(groups) == 1:
-        from ._mesh_rings import node_mesh_rings       # (it reads _hardware, which imports this module)
         cycles = node_mesh_rings(graph, [nodes[ranks[p]] for p in groups[0]])
         if cycles:      # one NVLink mesh: the rings NCCL's search packs at the pairs' bandwidth, one a channel
             channels = len(cycles) if channels is None else channels

@@ -16,13 +16,10 @@ import math
 from functools import lru_cache
 from itertools import permutations
 
-from ..routing import link_efficiency
-from ._layout import mesh_edges
-from ._nccl import GPU_GENERATION
 
 from ._channels import _INTRA_SPEEDS, _SM80_INTRA, mesh_ring_channels
 
-__all__ = ["packed_cycles", "mesh_rings", "node_mesh_rings"]
+__all__ = ["packed_cycles", "mesh_rings"]
 
 
 def packed_cycles(cycles, capacity: dict) -> tuple:
@@ -122,17 +119,3 @@ def _mesh_rings(pairs: tuple, gpus: int, generation) -> tuple:
         if rings and len(rings) in (count, count / 2):
             return tuple(order_of[c] for c in rings)
     return ()
-
-
-def node_mesh_rings(graph, gpus) -> tuple:
-    """:func:`mesh_rings` of ``gpus`` (node ids of one server, in rank order) on ``graph``, each
-    pair at NCCL's view of its NVLink edge (its capacity at the catalogue's NVLink efficiency,
-    ``ncclTopoNVLinkBw`` over the link's rate, as :func:`~._hardware.mesh_pairs` reads it), a
-    failed pair at 0; () where they are not one NVLink mesh (:func:`~._layout.mesh_edges`)."""
-    edges = mesh_edges(graph, gpus)
-    if edges is None:
-        return ()
-    pairs = {arc: d.get("capacity", 0.0) * link_efficiency(d.get("tech", ""), None, d.get("efficiency")) / 1e9
-             for arc, d in edges.items()}
-    types = {graph.nodes[g].get("gpu_type") for g in gpus}
-    return mesh_rings(pairs, len(gpus), GPU_GENERATION.get(next(iter(types))) if len(types) == 1 else None)

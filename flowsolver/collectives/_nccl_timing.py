@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from ._algorithms import algorithm_of
+from ._channels import P2P_CHANNEL_SHARE
 from ._dual import greater, lesser
 from ._nccl import PROTOCOLS, busbw_factor, is_fp8
 from ._pipeline import PIPELINE, pipeline_time
@@ -197,10 +198,9 @@ def _channel_bound(busbw, hw):
     """``busbw`` (bytes/s) where the call runs fewer channels than NCCL's own count
     (``NCCL_MAX_NCHANNELS``, ``channels=``): each channel is one CTA and moves no more than its
     share of ``busbw`` among NCCL's count, or than one channel is measured to move alone (the P2P
-    channel's rate, :data:`~._p2p.P2P_CHANNEL_SHARE` of the GPU's NVLink), whichever is more."""
+    channel's rate, :data:`~._channels.P2P_CHANNEL_SHARE` of the GPU's NVLink), whichever is more."""
     if hw.default_channels is None or hw.channels >= hw.default_channels:
         return busbw
-    from ._p2p import P2P_CHANNEL_SHARE         # (_p2p imports this module)
     per = greater(busbw / hw.default_channels, P2P_CHANNEL_SHARE * hw.nvlink_bw)
     return lesser(busbw, hw.channels * per)
 

@@ -40,6 +40,7 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import gpu_nodes
+from ._channels import P2P_CHANNEL_SHARE
 from ._hardware import describe, mesh_pairs, mesh_ring_channels, nccl_channels, near_nics, search_view
 from ._layout import server_nics
 from ._nccl import PROTOCOLS
@@ -64,13 +65,6 @@ _NVLINK_GBS = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
 # channels, 32 p2p channels per peer" (8-GPU H100 nodes, NCCL 2.2x logs in public issues), its
 # 24 ring channels rounded up; the 4-GPU H100 runs of xxrjun/nccl-tests-cluster need the same 32
 _NVSWITCH_P2P_CHANNELS = 32
-#: the most a P2P channel moves, as a share of the GPU's NVLink bandwidth (:attr:`P2pComm.nvlink_view`:
-#: 370.8 GB/s on H100, 240 on A100, NCCL's ``links x ncclTopoNVLinkBw``). Fitted on the 76 send /
-#: receive points of the corpus (xxrjun/nccl-tests-cluster H100 over NVLink and NDR, li-plus A100
-#: over NVLink; ``benchmarks/validate.py`` prints the fit, 0.057, and its leave-one-source-out
-#: folds, 0.054-0.060). Measured a channel: 18.7-20.4 GB/s over H100 NVLink on one node (5.4 %),
-#: 24.9-26.2 GB/s over H100's 400 Gb/s NDR NIC (6.7-7.1 %), 13.9 GB/s over A100 NVLink (5.8 %).
-P2P_CHANNEL_SHARE = 0.057
 
 
 def _pow2_up(n: int) -> int:
