@@ -320,7 +320,7 @@ def factored_error_factor(rm, capacity, weights, rates, bottleneck, demands=None
     saturated links of several levels) expanded, in blocks of at most :data:`BLOCK_ENTRIES`
     entries of the examined rows. The same figure as :func:`error_factor` on ``rm.to_scipy()``
     (up to the order of floating-point sums), or no smaller where a one-level link's term
-    decides it (by a relative ~n_flows x 2^-53).
+    decides it (above by at most ~4 n x 2^-53 relative, ``n`` the roundings of its sums).
 
     >>> from flowsolver import RoutingMatrix
     >>> rm = RoutingMatrix.from_scipy(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
