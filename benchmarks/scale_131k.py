@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     step = time.perf_counter() - t
     total = time.perf_counter() - start
     print(f"training step (llama-3-405b TP8 PP{pp} DP{nodes // pp}): {step:.1f} s, "
-          f"step time {r.step_time:.3f} s", flush=True)
+          f"step time {r.step_time:.3f} s ({r.step_time.hex()}: bit for bit across versions)", flush=True)
     print(f"total {total:.1f} s, peak resident {peak():.2f} GiB "
           f"(target < 60 s, < 8 GiB: {'met' if total < 60 and peak() < 8 else 'NOT met'})")
     return 0

@@ -181,6 +181,31 @@ def _expand(graph: CompactGraph, ptr, ids, far, row, node):
     return np.repeat(row, counts), e, far[e]
 
 
+def _dag_edges(graph: CompactGraph, sp, r, u):
+    """The edges ``(row, edge id)`` from a node on a shortest path (``sp[r, u]``, its position)
+    to the next node on one, sorted by (row, tail node) and edge id. Per position ``s``, read
+    from the side with fewer edges: out of the nodes at ``s``, or into those at ``s + 1`` (in a
+    three-tier Clos the ~1,000 core switches of a leaf pair's paths have 128 ports each, of
+    which one leads on: 134 k edges read a pair from the cores' side, ~2 k from the far
+    spines')."""
+    pos = sp[r, u]
+    out_deg, in_deg = np.diff(graph.out_ptr), np.diff(graph.in_ptr)
+    rows, edges = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
+    for s in range(int(pos.max(initial=0))):
+        a, b = pos == s, pos == s + 1
+        if out_deg[u[a]].sum() <= in_deg[u[b]].sum():
+            rr, e, far = _expand(graph, graph.out_ptr, graph.out_edges, graph.head, r[a], u[a])
+            on = sp[rr, far] == s + 1
+        else:
+            rr, e, far = _expand(graph, graph.in_ptr, graph.in_edges, graph.tail, r[b], u[b])
+            on = sp[rr, far] == s
+        rows.append(rr[on])
+        edges.append(e[on])
+    r, e = np.concatenate(rows), np.concatenate(edges)
+    order = np.lexsort((e, r * graph.nv + graph.tail[e]))
+    return r[order], e[order]
+
+
 def _fluid_pairs(graph: CompactGraph, src, dst, scratch=None):
     """:func:`_fluid_chunk` for pairs ``src[i] -> dst[i]``, each worked out on its own: a
     breadth-first search from both ends (through transit nodes) until they meet gives the
@@ -271,11 +296,7 @@ def _fluid_pairs(graph: CompactGraph, src, dst, scratch=None):
         on_path.append(r[hit] * nv + head[e[hit]])
     # each pair's DAG: edges from a node on a path (not its destination) to the next node on one
     at = np.unique(np.concatenate(on_path))                 # np.nonzero(sp >= 0)'s order
-    r, u = at // nv, at % nv
-    keep = u != dst[r]
-    r, e, v = _expand(graph, graph.out_ptr, graph.out_edges, head, r[keep], u[keep])
-    on = sp[r, v] == sp[r, tail[e]] + 1
-    r, edge = r[on], e[on]
+    r, edge = _dag_edges(graph, sp, at // nv, at % nv)
     key = r * nv + tail[edge]                   # sorted by (pair, node), edge ids ascending within
     for side in seen:                           # the scratch arrays back at -1 for the next chunk
         for a, b in side:

@@ -47,8 +47,10 @@ reach 1/1024 and are checked) the float64 methods are exact to ~1e-12 and nothin
 (no cost on the hot path). Otherwise the bound is
 computed from the solution without expanding the matrix (:func:`factored_error_factor`:
 loads and largest levels per link from the segments, the links each flow tops by a sorted
-search per segment, and only the bottleneck links' rows expanded, in blocks; then one sparse
-product per distinct level).
+search per segment; a saturated link that is no flow's bottleneck and carries one level only
+adds at most its residual's factor ``c / (t W)`` (below ``1 + TIE`` where tied), taken from its
+factored sums; only the other rows read, the bottleneck links' and saturated links' of several
+levels, are expanded, in blocks; then one sparse product per distinct level).
 
 What happens. An ill-conditioned scenario is re-solved in rational arithmetic
 (:mod:`flowsolver.solver._exact`) when it has at most ``EXACT_PAIRS`` (link, flow) pairs,
@@ -72,6 +74,9 @@ from ._ties import DENSE_KEYS
 from ._ties import summed as _summed
 from ._ties import summed_dense as _summed_dense
 from ._ties import tied_pairs as _tied_pairs
+from ._conditioning_links import one_level_ties as _one_level_ties
+from ._conditioning_links import per_link as _per_link
+from ._conditioning_links import tops as _tops
 
 #: weight x fraction products within this factor of each other (over the whole problem)
 #: cannot lose more than ~1e-12 to cancellation in float64: no check
@@ -174,13 +179,14 @@ def _is_max(load, cap, top, level):
     return (load >= cap * (1 - TIE)) & (level >= top * (1 - TIE)) & (level > 0)
 
 
-def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> float:
+def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops, floor=1.0) -> float:
     """:func:`error_factor` from ``parts``, column blocks (``(csr, first column)`` pairs, or a
     single CSR matrix for all columns) holding at least every entry on the rows
     :func:`_examined` marks, the per-link loads and largest levels, and ``tops``, per flow the
     number of saturated links where it is among the largest levels (the contested test needs
     only whether it is 0, 1 or more). Three passes over the blocks: own flows and each link's
-    loads by level; the loads of earlier, contested and tied flows; the flows above a tie."""
+    loads by level; the loads of earlier, contested and tied flows; the flows above a tie.
+    ``floor``: a figure for the examined rows the blocks leave out (:func:`_one_level_ties`)."""
     b = np.asarray(bottleneck, dtype=np.int64)
     L = len(cap)
     links = np.unique(b[b >= 0])
@@ -219,7 +225,7 @@ def _bound(parts, cap, weights, level, x, bottleneck, link_load, top, tops) -> f
     if dense:                            # each key's index in tied, -1 where absent: a table
         where = np.full(L * G, -1, dtype=np.int64)
         where[tied] = np.arange(len(tied))
-    worst_tie = 1.0                     # a flow frozen elsewhere, tied here: this link's residual
+    worst_tie = max(1.0, floor)         # a flow frozen elsewhere, tied here: this link's residual
     # on any saturated link: the lowest level a flow frozen elsewhere ties it at, their load there
     t_tie, C_tie = np.full(L, np.inf), np.zeros(L)
     C, base = np.zeros(L), cap.copy()
@@ -308,12 +314,13 @@ BLOCK_ENTRIES = 1 << 23
 def factored_error_factor(rm, capacity, weights, rates, bottleneck, demands=None) -> float:
     """:func:`error_factor` of the routing matrix ``rm`` (a RoutingMatrix) without expanding
     it: per-link loads and largest levels from its segments; per flow, how many saturated
-    links it tops, from the two smallest thresholds of each segment; and only the rows of
-    the bottleneck and saturated links expanded, in blocks of at most :data:`BLOCK_ENTRIES`
-    entries (a bottleneck row holds about one entry a flow, but since every saturated link is
-    read, 2026-12-06, a 131,072-GPU step's pipeline call reads 255.8 M of its 256.1 M entries:
-    ~100 s, the scale target's open cost). The same figure as :func:`error_factor` on ``rm.to_scipy()``
-    (up to the order of floating-point sums).
+    links it tops, from the two smallest thresholds of each segment; the saturated links that
+    are no flow's bottleneck and carry flows of one level only from their factored sums
+    (:func:`_one_level_ties`); and only the other examined rows (the bottleneck links, and
+    saturated links of several levels) expanded, in blocks of at most :data:`BLOCK_ENTRIES`
+    entries of the examined rows. The same figure as :func:`error_factor` on ``rm.to_scipy()``
+    (up to the order of floating-point sums), or no smaller where a one-level link's term
+    decides it (above by at most ~4 n x 2^-53 relative, ``n`` the roundings of its sums).
 
     >>> from flowsolver import RoutingMatrix
     >>> rm = RoutingMatrix.from_scipy(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
@@ -324,65 +331,31 @@ def factored_error_factor(rm, capacity, weights, rates, bottleneck, demands=None
     x = np.asarray(rates, dtype=np.float64)
     cap = np.asarray(capacity, dtype=np.float64)
     b = np.asarray(bottleneck, dtype=np.int64)
+    w = _per_flow(weights, x)
     with np.errstate(divide="ignore", invalid="ignore"):
-        level = x / np.asarray(weights, dtype=np.float64)
-    L, S = rm.n_links, rm.n_segments
+        level = x / w
     link_load = rm.link_loads(x)
-    # largest level per segment over the flows using it (coefficient 0 too: an explicit entry)
-    seg_top = np.full(S, -np.inf)
-    for k in range(rm.slots):
-        segs = rm.flow_seg[:, k]
-        ok = segs >= 0
-        np.maximum.at(seg_top, segs[ok], level[ok])
-    top = np.full(L, -np.inf)
-    np.maximum.at(top, rm.seg_link, seg_top[rm.entry_segment])
+    top = _per_link(rm, level, np.maximum, -np.inf)      # largest level per link (explicit zeros too)
     saturated_top = np.where(link_load >= cap * (1 - TIE), top * (1 - TIE), np.inf)
     tops = _tops(rm, level, saturated_top) + _at_cap(x, demands, b)
-    blocks = list(_bottleneck_blocks(rm, _examined(b, link_load, cap)))
-    return _bound(blocks, cap, _per_flow(weights, x), level, x, b, link_load, top, tops)
+    examined = _examined(b, link_load, cap)
+    expand = examined.copy()
+    one, floor = _one_level_ties(rm, cap, w, b, examined, top, _per_link(rm, level, np.minimum, np.inf))
+    expand[one] = False
+    blocks = list(_bottleneck_blocks(rm, examined, expand))
+    return _bound(blocks, cap, w, level, x, b, link_load, top, tops, floor)
 
 
-def _tops(rm, level, threshold) -> np.ndarray:
-    """Per flow: the number of distinct links where its level (if positive) reaches
-    ``threshold``, exactly when it is 0 or 1, else 2 (2 or more). Per segment, the smallest
-    threshold, its link, and the smallest threshold of the segment's other links say, for any
-    level, whether it tops none, one (which) or more of the segment's links."""
-    S = rm.n_segments
-    thr = threshold[rm.seg_link]
-    lengths = np.diff(rm.seg_ptr)
-    starts = rm.seg_ptr[:-1][lengths > 0]
-
-    def smallest(values):
-        out = np.full(S, np.inf)
-        if len(starts):
-            out[lengths > 0] = np.minimum.reduceat(values, starts)
-        return out
-
-    low = smallest(thr)
-    at = np.flatnonzero(thr == low[rm.entry_segment])[::-1]       # the first one wins (written last)
-    low_link = np.full(S + 1, -1, dtype=np.int64)                 # slot -1 reads the extra -1
-    low_link[rm.entry_segment[at]] = rm.seg_link[at]
-    second = np.r_[smallest(np.where(rm.seg_link == low_link[rm.entry_segment], np.inf, thr)), np.inf]
-    low = np.r_[low, np.inf]
-    positive = level > 0
-    many = np.zeros(len(level), dtype=bool)
-    one = np.full(rm.flow_seg.shape, -1, dtype=np.int64)
-    for k in range(rm.slots):
-        segs = rm.flow_seg[:, k]            # -1 (no segment) reads the extra entries: inf, -1
-        many |= positive & (second[segs] <= level)
-        one[:, k] = np.where(positive & (low[segs] <= level), low_link[segs], -1)
-    one.sort(axis=1)
-    distinct = ((one >= 0) & np.c_[np.ones(len(one), dtype=bool), one[:, 1:] != one[:, :-1]]).sum(axis=1)
-    return np.where(many, 2, distinct)
-
-
-def _bottleneck_blocks(rm, rows):
+def _bottleneck_blocks(rm, rows, expand=None):
     """``(csr, first column)`` blocks of ``rm``'s expanded matrix restricted to the links in
-    the mask ``rows`` (duplicates summed), at most :data:`BLOCK_ENTRIES` entries each."""
-    keep = rows[rm.seg_link]
-    lengths = np.bincount(rm.entry_segment[keep], minlength=rm.n_segments)
-    sub = replace(rm, seg_ptr=np.concatenate([[0], np.cumsum(lengths)]), seg_link=rm.seg_link[keep],
-                  seg_frac=rm.seg_frac[keep])
+    the mask ``rows`` (duplicates summed), at most :data:`BLOCK_ENTRIES` entries each; with
+    ``expand`` (a subset of ``rows``), the same blocks (the same flows each: a row's sums per
+    block, and so the bound's, are those of ``rows``' blocks) holding ``expand``'s rows only."""
+    lengths = np.bincount(rm.entry_segment[rows[rm.seg_link]], minlength=rm.n_segments)
+    keep = (rows if expand is None else expand)[rm.seg_link]
+    sub = replace(rm, seg_ptr=np.concatenate([[0], np.cumsum(np.bincount(rm.entry_segment[keep],
+                                                                         minlength=rm.n_segments))]),
+                  seg_link=rm.seg_link[keep], seg_frac=rm.seg_frac[keep])
     per_flow = np.zeros(rm.n_flows, dtype=np.int64)
     for k in range(rm.slots):
         segs = rm.flow_seg[:, k]

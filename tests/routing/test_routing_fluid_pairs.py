@@ -61,3 +61,27 @@ def test_fat_tree_fabric_with_failed_links(monkeypatch):
     ref, new = _both(monkeypatch, graph, src[ok], dst[ok])
     assert len(ref[0]) > 0
     _assert_identical(ref, new)
+
+
+def test_a_pair_reads_the_few_edges_into_its_destination_not_every_port_of_the_middle(monkeypatch):
+    # src -> 4 middle switches -> dst, each middle also cabled to 50 dead-end nodes (a core
+    # switch's ports to other pods): the pair's DAG is its 8 edges. Read out of the middles,
+    # that is 4 x 51 edges; into dst, 4. The search from both ends reads 4 + 4, the walks back
+    # from both 4 + 4, the DAG 4 + 4: 6 x 4 edges in all, never the 200 dead ends
+    m, dead = 4, 50
+    tail = [0] * m + [1 + i for i in range(m)] + [1 + i for i in range(m) for _ in range(dead)]
+    head = [1 + i for i in range(m)] + [m + 1] * m + list(range(m + 2, m + 2 + m * dead))
+    graph = CompactGraph(m + 2 + m * dead, tail, head, np.ones(len(tail)), np.arange(len(tail)))
+    read, expand = [], _engine._expand
+
+    def counted(*args):
+        out = expand(*args)
+        read.append(len(out[1]))
+        return out
+    monkeypatch.setattr(_engine, "_expand", counted)
+    ref, new = _both(monkeypatch, graph, np.array([0]), np.array([m + 1]))
+    _assert_identical(ref, new)
+    assert sorted(new[1].tolist()) == list(range(2 * m)) and np.allclose(new[2], 1 / m)
+    read.clear()
+    ecmp_fluid(graph, np.array([0]), np.array([m + 1]))
+    assert sum(read) == 6 * m

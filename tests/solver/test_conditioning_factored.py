@@ -215,3 +215,48 @@ def test_the_tie_test_sums_each_link_on_its_own():
     with_big = _conditioning.error_factor(sp.csr_matrix(big), np.r_[1e16, cap], np.r_[1.0, w], np.r_[1e16, x],
                                           np.r_[0, b + 1])
     assert with_big == pytest.approx(alone, rel=1e-12) and alone > 1e18
+
+
+def expanded_rows(monkeypatch):
+    """The links whose rows the check expands, gathered from its blocks."""
+    rows, blocks = set(), _conditioning._bottleneck_blocks
+
+    def spy(*args):
+        for A, lo in blocks(*args):
+            rows.update(np.repeat(np.arange(A.shape[0]), np.diff(A.indptr)).tolist())
+            yield A, lo
+    monkeypatch.setattr(_conditioning, "_bottleneck_blocks", spy)
+    return rows
+
+
+def test_a_saturated_link_of_one_level_is_bounded_without_its_row(monkeypatch):
+    # flows 0 and 1 held by their caps at rate 1 (weight 1: level 1), both on link 0 of capacity
+    # 2 (1 + 1e-10): full to within TIE, no flow's bottleneck. Its residual carries both flows'
+    # load: the factor c / (t W) = 1 + 1e-10, and the bound is that (no bottleneck link)
+    rm = RoutingMatrix.from_scipy(sp.csc_matrix(np.array([[1.0, 1.0], [0.0, 1.0]])))
+    cap, w, x, b = np.array([2.0 * (1 + 1e-10), 5.0]), np.ones(2), np.ones(2), np.array([-1, -1])
+    rows = expanded_rows(monkeypatch)
+    whole, factored = both(rm, cap, w, x, b)
+    assert not rows                                        # link 0's row was never expanded
+    assert factored - 1 == pytest.approx(1e-10, rel=1e-5) and whole - 1 == pytest.approx(1e-10, rel=1e-5)
+    assert factored >= whole
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_saturated_links_of_one_level_give_the_whole_matrix_figure(seed, monkeypatch):
+    # every flow at one level (as the 131,072-GPU pipeline call: ECMP, equal rates): the links
+    # no flow is bottlenecked at are read from their sums; the figure is the whole matrix's, or
+    # above it by rounding at most (never below)
+    rng = np.random.default_rng(200 + seed)
+    rm = random_factored(rng, links=12, flows=40, segments=15, slots=3, repeats=seed % 2 == 0)
+    w = rng.choice([1.0, 1e-6, 1e6], rm.n_flows)
+    x = 0.25 * w
+    load = np.asarray(rm.to_scipy() @ x)
+    cap = np.where(rng.random(rm.n_links) < 0.7, load * (1 + rng.uniform(-1e-10, 1e-10, rm.n_links)), load * 2 + 1)
+    b = rng.choice(rm.n_links // 3, rm.n_flows)              # links 0-3 the only bottlenecks
+    rows = expanded_rows(monkeypatch)
+    whole, factored = both(rm, cap, w, x, b)
+    assert_same(whole, factored)
+    assert factored >= whole
+    saturated = (load >= cap * (1 - _conditioning.TIE)) & (cap > 0)
+    assert rows <= set(b.tolist()) and saturated[rm.n_links // 3:].any()
