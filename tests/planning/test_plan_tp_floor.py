@@ -25,8 +25,10 @@ def test_ring_floor_by_hand():
     # out of every GPU, whose links pass at most the NVLink's effective rate plus what its
     # PCIe link can hand on through the NIC (the NIC's uplink): the least ring transfer
     # 7 S / 8 / rate. NCCL's bus bandwidth is then S (7/8) / transfer, its algbw 8/7 of it =
-    # S / transfer; at 128 MiB on 16 channels one loop of 7 chunk steps (2 MiB chunks) plus
-    # the fitted fill: latency + (7 + fill) x transfer / 7.
+    # S / transfer; at 128 MiB on NCCL's 24 channels one loop of 7 chunk steps (2 MiB chunks) plus
+    # the fitted fill: latency + (7 + fill) x transfer / 7, the transfer that of the largest
+    # channel's share: a rank's 16 MiB in 4 KiB cells (32 KiB of traffic at 8 bytes a byte), 171
+    # cells a channel (ceil(16 MiB x 8 / 24 / 32 KiB)), so 24 x 171 x 4 KiB / 16 MiB of the mean.
     g = tp.rail_optimized(1)
     gpu = tp.gpus(g)[0]
     (nvl,) = [d for _, v, d in g.out_edges(gpu, data=True) if "nvswitch" in v]
@@ -35,7 +37,7 @@ def test_ring_floor_by_hand():
     nic_out = sum(_effective(d) for _, w, d in g.out_edges(nic, data=True) if w != gpu)
     rate = _effective(nvl) + min(_effective(d_pcie), nic_out)
     size = float(2 ** 27)
-    transfer = 7 * size / 8 / rate
+    transfer = 7 * size / 8 / rate * (24 * 171 * 4096 / 2 ** 24)
     expected = (8.4 + 7 * 3.4) * 1e-6 + (7 + PIPELINE.fill_ring) * transfer / 7
     floors = kind_floors(g, "reduce_scatter", size, range(8))
     assert floors["ring", "Simple"] == pytest.approx(expected, rel=1e-12)

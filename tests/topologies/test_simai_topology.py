@@ -54,9 +54,10 @@ def test_collectives_on_a_simai_cluster(tmp_path):
     # one server: a ring over the NVSwitch at 360 GB/s per GPU and direction
     one = fs.collective(g, "all_reduce", size, ranks=list(range(8)), algorithm="ring")
     wire = 2 * 7 / 8 * size / 360e9
-    # NCCL's pipeline: 4 GiB over 16 channels is 16 loops of 2 x 7 chunk steps, plus the fill,
-    # plus NCCL's latency (under 100 us)
-    fill = 1 + PIPELINE.fill_ring / (16 * 14)
+    # NCCL's pipeline: 4 GiB over its 24 channels is 11 loops (10.7) of 2 x 7 chunk steps of 2 MiB,
+    # plus the fill at a whole chunk's pace (11 loops x 16 MiB x 24 channels / 4 GiB = 1.03125 of
+    # the mean step), plus NCCL's latency (under 100 us)
+    fill = 1 + PIPELINE.fill_ring * 1.03125 / (11 * 14)
     assert wire <= one.time <= fill * wire + 100e-6
     # two servers, hierarchical rings on the rails: 8 rails of 50 GB/s
     both = fs.collective(g, "all_reduce", size, algorithm="ring")

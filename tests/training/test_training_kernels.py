@@ -189,7 +189,7 @@ def test_fsdp_prefetches_beside_a_layers_whole_run_so_faster_compute_is_never_sl
     moe = training_step(tp.rail_optimized(4), "mixtral-8x7b", Parallelism(tp=4, ep=4, dp=8, zero=3),
                         Schedule(global_batch=64, compute_efficiency=0.5))
     times = [moe.recompose(compute_efficiency=e).step_time for e in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)]
-    assert all(b <= a for a, b in zip(times, times[1:]))
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(times, times[1:]))     # (equal ones: to rounding)
     # the DP phase is fsdp_exposed with each layer's window its compute plus its share of the waits
     parts = layer_compute(r.profile, r.schedule)
     c, layers = r.profile.comms, r.profile.model.layers
