@@ -24,6 +24,7 @@ import math
 from functools import lru_cache
 from itertools import permutations
 
+from .. import _checks
 from ._options import MAX_CHANNELS
 
 __all__ = ["mesh_ring_channels", "nccl_channels", "nccl_graph_channels", "NVLS_CHANNELS", "P2P_CHANNEL_SHARE"]
@@ -191,9 +192,13 @@ def _graph(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool, g
 
 
 def _key(nodes, gpus_per_node, nics_per_node, nvswitch, generation, *gbs) -> tuple:
-    """:func:`_graph`'s arguments, the figures rounded (a cache key)."""
-    return (int(nodes), int(gpus_per_node), int(nics_per_node), bool(nvswitch), generation,
-            *(None if x is None else round(float(x), 3) for x in gbs))
+    """:func:`_graph`'s arguments checked, the figures rounded (a cache key)."""
+    if generation is not None and generation not in _COMPCAP:
+        raise ValueError(f"generation must be one of {', '.join(_COMPCAP)} or None, got {generation!r}")
+    names = ("nvlink_gbs", "net_gbs", "pci_gbs")
+    return (_checks.integer("nodes", nodes), _checks.integer("gpus_per_node", gpus_per_node),
+            _checks.integer("nics_per_node", nics_per_node, minimum=0), bool(nvswitch), generation,
+            *(None if x is None else round(_checks.positive_number(n, x, "GB/s"), 3) for n, x in zip(names, gbs)))
 
 
 def nccl_graph_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool, *,

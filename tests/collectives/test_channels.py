@@ -127,3 +127,12 @@ def test_fewer_channels_than_nccls_move_their_share():
     assert two.busbw == pytest.approx(2 * per, rel=0.03)
     more = fs.collective(g, "all_reduce", size, algorithm="ring", protocol="Simple", channels=48)
     assert more.busbw <= default.busbw * 1.01
+
+
+def test_bad_figures_are_refused_naming_them():
+    with pytest.raises(ValueError, match="nodes"):
+        nccl_channels(0, 8, 8, True)
+    with pytest.raises(ValueError, match="net_gbs"):
+        nccl_channels(2, 8, 8, True, generation="hopper", net_gbs=-48.0)
+    with pytest.raises(ValueError, match="generation"):
+        nccl_graph_channels(1, 8, 8, True, generation="h100", nvlink_gbs=370.8)
