@@ -129,6 +129,17 @@ def _searched(speeds, max_bw: float, total: float, rings, generation) -> tuple:
     return n, bw
 
 
+def directed_cycles(gpus: int) -> tuple:
+    """``(orders, cycles)``: every directed Hamiltonian cycle of ``gpus`` GPUs from GPU 0, as a GPU
+    order and as its arcs ``(a, b)``, in the same lexicographic order.
+
+    >>> directed_cycles(3)
+    (((0, 1, 2), (0, 2, 1)), (((0, 1), (1, 2), (2, 0)), ((0, 2), (2, 1), (1, 0))))
+    """
+    orders = tuple((0, *p) for p in permutations(range(1, gpus)))
+    return orders, tuple(tuple((c[i], c[(i + 1) % gpus]) for i in range(gpus)) for c in orders)
+
+
 def mesh_ring_channels(pair_gbs: dict, gpus: int, generation: str | None) -> int:
     """The ring channels of NCCL's graph (the tuner's count) on one node of ``gpus`` GPUs joined
     pairwise by NVLink without an NVSwitch, ``pair_gbs`` NCCL's bandwidth of each directed pair
@@ -155,8 +166,7 @@ def _mesh_ring_channels(pairs: tuple, gpus: int, generation) -> int:
     """:func:`mesh_ring_channels` of ``pairs`` (sorted ``(arc, GB/s)`` items), kept: a training
     step describes every group of a job."""
     pair_gbs = dict(pairs)
-    cycles = [tuple((c[i], c[(i + 1) % gpus]) for i in range(gpus))
-              for c in ((0, *p) for p in permutations(range(1, gpus)))]
+    _, cycles = directed_cycles(gpus)
     total = max(sum(bw for (a, _), bw in pair_gbs.items() if a == g) for g in range(gpus))
 
     def rings(speed):

@@ -17,7 +17,7 @@ from functools import lru_cache
 from itertools import permutations
 
 
-from ._channels import _INTRA_SPEEDS, _SM80_INTRA, mesh_ring_channels
+from ._channels import _INTRA_SPEEDS, _SM80_INTRA, directed_cycles, mesh_ring_channels
 
 __all__ = ["packed_cycles", "mesh_rings"]
 
@@ -109,8 +109,7 @@ def mesh_rings(pair_gbs: dict, gpus: int, generation: str | None) -> tuple:
 @lru_cache(maxsize=256)
 def _mesh_rings(pairs: tuple, gpus: int, generation) -> tuple:
     pair_gbs = dict(pairs)
-    orders = [(0, *p) for p in permutations(range(1, gpus))]
-    cycles = [tuple((c[i], c[(i + 1) % gpus]) for i in range(gpus)) for c in orders]
+    orders, cycles = directed_cycles(gpus)
     order_of = dict(zip(cycles, orders))
     count = mesh_ring_channels(pair_gbs, gpus, generation)
     for speed in _INTRA_SPEEDS.get(generation or "", _SM80_INTRA):

@@ -40,10 +40,11 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import gpu_nodes
-from ._channels import P2P_CHANNEL_SHARE
+from ._channels import P2P_CHANNEL_SHARE, run_channels
 from ._hardware import describe, mesh_pairs, mesh_ring_channels, nccl_channels, near_nics, search_view
 from ._layout import server_nics
 from ._nccl import PROTOCOLS
+from ._options import MAX_CHANNELS
 from ._nccl_timing import transfer_of
 from ._pipeline import PIPELINED, channels_used
 
@@ -57,14 +58,8 @@ _NET_CHUNK, _NVL_CHUNK, _PCI_CHUNK = 128 * KIB, 512 * KIB, 128 * KIB
 _PER_CHANNEL_NET_GBS = 14
 # NCCL_MAX_DEV_WORK_P2P_PER_BATCH (src/include/device.h): peers a round of P2P work serves
 _PEERS_PER_ROUND = 8
-# MAXCHANNELS (src/include/device.h, NCCL 2.29): a peer's channels start from it
-_MAX_CHANNELS = 64
 # ncclTopoNVLinkBw (src/graph/topo.h), GB/s a NVLink: SM70 / SM80 20, SM90 20.6, SM100 40.1
 _NVLINK_GBS = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
-# The P2P channels NCCL prints on one NVSwitch node: "24 coll channels, 16 nvls channels, 32 p2p
-# channels, 32 p2p channels per peer" (8-GPU H100 nodes, NCCL 2.2x logs in public issues), its
-# 24 ring channels rounded up; the 4-GPU H100 runs of xxrjun/nccl-tests-cluster need the same 32
-_NVSWITCH_P2P_CHANNELS = 32
 
 
 def _pow2_up(n: int) -> int:
@@ -82,7 +77,7 @@ def p2p_channels_per_peer(ranks: int, nodes: int, p2p_channels: int, nvlink_link
     >>> p2p_channels_per_peer(8, 1, 32, 18, 1, 50e9)      # one node: 2 x 18 NVLinks, at most 32
     32
     """
-    least = _MAX_CHANNELS
+    least = MAX_CHANNELS
     if ranks > nodes:                                   # some peers on the same node
         least = min(least, 2 * max(1, nvlink_links) if nvlink_links else 2)
     if nodes > 1:                                       # peers across the network
@@ -251,7 +246,7 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
         view = sum(_pair_view(e) for _, v, e in graph.out_edges(first, data=True)
                    if graph.nodes[v].get("kind") == "gpu" and str(e.get("tech", "")).startswith("nvlink"))
     if channels is not None:
-        p2p_channels = _pow2_up(min(_MAX_CHANNELS, int(channels)))
+        p2p_channels = _pow2_up(min(MAX_CHANNELS, int(channels)))
     elif nodes == 1 and mesh:
         # NCCL's p2pnChannels: its channel count with the run-time copy (twice the tuner's),
         # rounded up to a power of two (paths.cc:980-990, ncclTopoComputeP2pChannels): SURF Snellius' 4 H100
@@ -262,12 +257,10 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
         pairs_gbs = mesh_pairs(graph, local)
         comm_channels = hw.channels if pairs_gbs is None else mesh_ring_channels(pairs_gbs, len(local),
                                                                                  hw.generation)
-        p2p_channels = _pow2_up(min(_MAX_CHANNELS, 2 * comm_channels))
-    elif nodes == 1 and nvswitch:
-        p2p_channels = _NVSWITCH_P2P_CHANNELS
-    else:
+        p2p_channels = _pow2_up(run_channels(comm_channels, 1))
+    else:       # one NVSwitch node: its 24 run channels rounded up, NCCL's "32 p2p channels" (8-GPU H100 logs)
         searched = search_view(graph, [nodes_of[r] for r in comm_ranks], hw.generation, nodes, nvswitch)
-        p2p_channels = _pow2_up(min(_MAX_CHANNELS, nccl_channels(nodes, ppn, server_nics(graph, servers[0]),
+        p2p_channels = _pow2_up(min(MAX_CHANNELS, nccl_channels(nodes, ppn, server_nics(graph, servers[0]),
                                                                  nvswitch, **searched)))
     nic_count, nic_bw = _gpu_nics(graph, first)
     per_peer = p2p_channels_per_peer(len(comm_ranks), nodes, p2p_channels, links, nic_count, nic_bw)
