@@ -22,7 +22,7 @@ Candidates (NCCL at 5067397c, 2.30):
   the network on average (:func:`network_bytes`); the path's rate is :data:`HOST_PATH` times a fitted
   efficiency. ``A max``: the transfer is no faster than that; ``A add``: it adds.
 * ``B``: one proxy thread a GPU progresses every network send and receive in turn
-  (``src/proxy.cc:801-810`` ``progressOps``; ``net.cc:1303-1420`` ``sendProxyProgress``: a flag scan
+  (``src/proxy.cc:801-810`` ``progressOps``; ``net.cc:1303-1468`` ``sendProxyProgress``: a flag scan
   of every LL line, ``isend``, ``test``), a fitted cost per message: ``B gpu`` the GPU's own
   channels' messages (``steps x ceil(channels / ppn)``), ``B all`` every channel's in turn.
 * ``rate``: a per-GPU byte rate of one fitted constant, the form the data suggests, no path named.
