@@ -26,6 +26,10 @@ Candidates (NCCL at 5067397c, 2.30):
   of every LL line, ``isend``, ``test``), a fitted cost per message: ``B gpu`` the GPU's own
   channels' messages (``steps x ceil(channels / ppn)``), ``B all`` every channel's in turn.
 * ``rate``: a per-GPU byte rate of one fitted constant, the form the data suggests, no path named.
+* ``S&F``: no constant; the network hop stores and forwards a whole LL step (``sendProxyProgress``
+  sends a step once all its lines carry their flag) and a ring's chain of steps crosses the network
+  ``nodes / ranks`` of its steps, waiting a step at each: ``steps x nodes / ranks`` steps more
+  (tree LL's :func:`~flowsolver.collectives._pipeline.ll_depth` carried over to rings).
 """
 
 from __future__ import annotations
@@ -101,6 +105,7 @@ CANDIDATES = {
     "B gpu": (lambda r, g, x, t: t + x * 1e-6 * g["steps"] * math.ceil(g["k"] / g["ppn"]), 1.0, (0.0, 1e3)),
     "B all": (lambda r, g, x, t: t + x * 1e-6 * g["steps"] * g["k"], 0.2, (0.0, 1e3)),
     "rate": (lambda r, g, x, t: t + network_bytes(r["pipe"], g) / (x * GB), 10.0, (0.1, 1e4)),
+    "S&F": (lambda r, g, x, t: t + x * r["pipe"]["nodes"] / g["n"] * transfer(r["pipe"], g), 1.0, None),
 }
 
 
@@ -140,7 +145,7 @@ def held_out(records, folds, term=None, applies=None) -> list[float]:
                                  / math.sqrt(weight[records[i]["source"]]) for i in use])
 
             x = least_squares(residual, [start], bounds=([bounds[0]], [bounds[1]]), loss="soft_l1",
-                              f_scale=0.1).x[0] if use else start
+                              f_scale=0.1).x[0] if use and bounds else start
         for i, r in enumerate(records):
             if r["source"] == source:
                 out[i] = fn(r, geo[i], x, base[i]) if x is not None and applies(r) else base[i]
@@ -182,6 +187,27 @@ def source_rates(records, folds, protocol) -> None:
         print(f"  {protocol:5s} {' / '.join(key):52s} {len(recs):3d} points  R {res:8.1f} GB/s")
 
 
+def beside_large(path) -> None:
+    """Diagnostic: each multi-node shape's median error (held out) on its ring LL / LL128 points at
+    64 KiB-16 MiB beside its points of 16 MiB and more (any algorithm and protocol): where both are
+    short alike the platform's network rate is, not a mechanism of LL."""
+    points = [p for p in json.loads(Path(path).read_text())["points"]
+              if p.get("kind") == "collective" and p.get("status") == "ok" and p["nodes"] > 1]
+    groups = defaultdict(lambda: ([], []))
+    for p in points:
+        pipe = p.get("pipe") or {}
+        key = (p["source"], f"{p['nodes']} x {p['gpus_per_node']}")
+        if pipe.get("algorithm") == "ring" and pipe.get("protocol") in ("LL", "LL128") and p["band"] == "64 KiB-16 MiB":
+            groups[key][0].append(p["err"])
+        elif p["size"] >= 16 << 20:
+            groups[key][1].append(p["err"])
+    for key, (mid, large) in sorted(groups.items()):
+        if mid:
+            big = f"{statistics.median(large) * 100:+5.0f} % ({len(large)})" if large else "   -"
+            print(f"  {' / '.join(key):44s} ring LL/LL128 mid {statistics.median(mid) * 100:+5.0f} % ({len(mid)})"
+                  f"   >= 16 MiB {big}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, help="benchmarks/validate.py --json output")
@@ -195,6 +221,8 @@ def main(argv=None) -> int:
     print("each source's own rate (diagnostic, not a model):")
     for protocol in ("LL", "LL128"):
         source_rates(records, folds, protocol)
+    print("each multi-node shape's median error, mid-size rings beside its large sizes (diagnostic):")
+    beside_large(args.run)
     return 0
 
 
