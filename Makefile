@@ -25,7 +25,7 @@ run: $(STAMP)
 	$(BIN)/flowsolver study
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=25 topologies flowsolver tests --nbmake notebooks
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 --nbmake notebooks topologies flowsolver tests
 
 DOCS_STAMP := $(VENV)/.installed-docs
 
