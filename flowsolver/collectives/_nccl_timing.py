@@ -163,7 +163,8 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     kernel_bw = algbw if model is None else model.bandwidth(algbw, a, proto)     # NCCL chooses by its own
     gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.nvls_run if a.startswith("nvls") else hw.channels,
                         lat, kernel_bw,
-                        PIPELINE if model is None else model.pipeline)
+                        PIPELINE if model is None else model.pipeline,
+                        stage_algbw=(_nvls_node_bound(hw), _network_bound(hw)) if a == "nvls_tree" else None)
     time = options.with_host(gpu, greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries

@@ -62,6 +62,7 @@ from ._dual import greater
 from ._nccl_model import log2i
 
 __all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "channel_split", "chunk_steps", "ll_depth",
+           "nvls_tree_stages",
            "pipeline_time"]
 
 KIB = 1024
@@ -95,7 +96,8 @@ class Pipeline:
     ``floor_simple`` / ``floor_nvls``: the least time one chunk step takes (ring and tree
     Simple; NVLS and NVLSTree); ``fill_ring`` / ``fill_tree`` /
     ``fill_nvls``: steps the pipeline spends filling and draining beyond its structural depth
-    (a tree's ``2 x depth`` and NVLSTree's ``1 + 2 log2(nodes)``, counted from the topology).
+    (a tree's ``2 x depth``, counted from the topology; one-node NVLS's. NVLSTree's stages are
+    summed at their own rates instead, :func:`nvls_tree_stages`).
     A ring's fill in proportion to its loop's steps, their square root, or a constant plus a
     share of them holds the corpus worse (held out 0.26, 0.24, 0.25 against 0.23): it is one
     number of steps.
@@ -292,15 +294,38 @@ def ll_depth(algorithm, nodes) -> float:
     return 2 * math.log2(nodes) if algorithm == "tree" and nodes > 1 else 0.0
 
 
+def nvls_tree_stages(nodes, nvls_share, net_share) -> float:
+    """The steps one loop of NVLSTree's all-reduce takes from a channel's first byte in to its
+    last byte out (units: the pipeline's step, a loop's bytes at the algorithm's bandwidth),
+    summed over its stages (``src/device/all_reduce.h``, ``NCCL_ALGO_NVLS_TREE``: separate warps
+    scatter the loop's ``nHeads`` chunks to the heads, reduce a head's chunk in the switch and
+    send it up the tree, receive it back and multicast it, gather the loop's chunks): the
+    scatter and gather move a loop's ``nHeads`` chunks and the in-switch reduce and multicast one
+    chunk each, together a loop at the node's NVLS rate (``nvls_share``: the algorithm's
+    bandwidth over the NVLS rate, the one-node schedule's ``1 + 1 / ppn`` buffers); each of the
+    tree's ``2 log2(nodes)`` network levels moves a head's chunk at the NICs' rate
+    (``net_share``, the algorithm's bandwidth over the NICs'). Stages that are not the
+    bottleneck take less than a step, which counting each as a whole step (plus NVLS's fill,
+    fitted on one node) missed: 2 x 8 H100 at 4-8 MiB, one loop, 7.1 steps against the ~3.6
+    the nccl-tests#309 curve measures (docs' accuracy page).
+
+    >>> nvls_tree_stages(2, 1.0, 1.0), round(nvls_tree_stages(2, 0.82, 0.66), 2)
+    (4.0, 2.96)
+    """
+    return 2.0 * nvls_share + 2.0 * math.log2(nodes) * net_share
+
+
 def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency, algbw,
-                  params: Pipeline = PIPELINE):
+                  params: Pipeline = PIPELINE, stage_algbw=None):
     """Seconds NCCL's kernels take for ``op`` of ``size`` bytes by ``algorithm`` /
     ``protocol`` given the tuner's ``latency`` (s) and the algorithm bandwidth ``algbw``
     (bytes/s, all ``channels`` running): ``latency + (steps + fill) x max(step, floor)``
     with the bandwidth of the channels NCCL runs at that size (LL: ``latency + (steps +
     ll_depth) x step``, no fill or floor, ``latency + size / bandwidth`` but for a tree across
-    nodes; LL128: its own steps, the algorithm's fill and depth, no floor). ``latency``
-    and ``algbw`` may be :class:`~._dual.Dual` numbers.
+    nodes; LL128: its own steps, the algorithm's fill and depth, no floor). NVLSTree:
+    ``latency + (steps - 1) x step + stages`` (:func:`nvls_tree_stages`), its stages at the
+    rates ``stage_algbw = (nvls, network)`` (bytes/s, the algbw a node's NVLS and its NICs
+    allow; None: ``algbw`` each). ``latency`` and ``algbw`` may be :class:`~._dual.Dual` numbers.
 
     >>> p = Pipeline(floor_simple=2e-6, fill_ring=2.0)
     >>> t = pipeline_time("ring", "Simple", "all_reduce", 16 << 20, 8, 1, 16, 10e-6, 200e9, p)
@@ -317,7 +342,13 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     steps, depth, whole = _chunking(algorithm, protocol, op, size, ranks, nodes, nc)
     if protocol == "LL":                                # lines stream; network hops store a step
         return latency + (steps + ll_depth(algorithm, nodes)) * (size / bandwidth / steps)
-    if algorithm in ("nvls", "nvls_tree"):
+    if algorithm == "nvls_tree":
+        floor = params.floor_nvls
+        step = size / bandwidth / steps
+        nvls, net = (bandwidth, bandwidth) if stage_algbw is None else stage_algbw
+        extra = greater(nvls_tree_stages(nodes, bandwidth / nvls, bandwidth / net) - 1.0, 0.0)
+        return latency + steps * greater(step, floor) + extra * greater(step * whole, floor)
+    if algorithm == "nvls":
         floor, fill = params.floor_nvls, params.fill_nvls
     else:
         floor, fill = params.floor_simple, params.fill_ring if algorithm == "ring" else params.fill_tree
