@@ -24,6 +24,8 @@ import math
 from functools import lru_cache
 from itertools import permutations
 
+import numpy as np
+
 from .. import _checks
 from ._options import MAX_CHANNELS
 
@@ -205,9 +207,13 @@ def _key(nodes, gpus_per_node, nics_per_node, nvswitch, generation, *gbs) -> tup
     """:func:`_graph`'s arguments checked, the figures rounded (a cache key)."""
     if generation is not None and generation not in _COMPCAP:
         raise ValueError(f"generation must be one of {', '.join(_COMPCAP)} or None, got {generation!r}")
+    if not isinstance(nvswitch, (bool, np.bool_)):
+        raise ValueError(f"nvswitch must be True or False, got {nvswitch!r}")
+    nodes = _checks.integer("nodes", nodes)
+    # across nodes every ring leaves a node through a NIC: none is no ring (nics_per_node 0 is one GPU node's)
+    nics = _checks.integer("nics_per_node", nics_per_node, minimum=1 if nodes > 1 else 0)
     names = ("nvlink_gbs", "net_gbs", "pci_gbs")
-    return (_checks.integer("nodes", nodes), _checks.integer("gpus_per_node", gpus_per_node),
-            _checks.integer("nics_per_node", nics_per_node, minimum=0), bool(nvswitch), generation,
+    return (nodes, _checks.integer("gpus_per_node", gpus_per_node), nics, bool(nvswitch), generation,
             *(None if x is None else round(_checks.positive_number(n, x, "GB/s"), 3) for n, x in zip(names, gbs)))
 
 

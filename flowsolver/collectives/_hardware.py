@@ -252,7 +252,8 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
     nvlink_bw = slowest_nvlink(graph, gpus, efficiency) if nvswitch else 0.0
     n_nodes = len(layout.groups)
     ppn = max(len(g) for g in layout.groups)
-    nics = server_nics(graph, graph.nodes[gpus[0]].get("server"))
+    # (GPUs cabled straight into a fabric, no NIC node: each GPU's own port is its NIC)
+    nics = max(server_nics(graph, graph.nodes[gpus[0]].get("server")), 1 if n_nodes > 1 else 0)
     # servers whose GPUs are joined pairwise by NVLink, no NVSwitch: a GPU's NVLink is the sum of
     # its pairs' (NCCL's getTotalBw, search.cc:30-38), and one node's channels are its search's
     meshes = [] if nvswitch else [mesh_pairs(graph, [gpus[i] for i in group], efficiency)

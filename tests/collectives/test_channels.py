@@ -8,6 +8,7 @@ Expected values are worked by hand from NCCL's source (master 5067397c): the spe
 counts NCCL prints in published logs.
 """
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,18 @@ def test_bad_figures_are_refused_naming_them():
         nccl_channels(2, 8, 8, True, generation="hopper", net_gbs=-48.0)
     with pytest.raises(ValueError, match="generation"):
         nccl_graph_channels(1, 8, 8, True, generation="h100", nvlink_gbs=370.8)
+
+
+def test_bad_arguments_are_refused_naming_the_parameter():
+    with pytest.raises(ValueError, match="nvswitch"):
+        nccl_graph_channels(1, 8, 8, "no", nvlink_gbs=370.8)
+    with pytest.raises(ValueError, match="nvswitch"):
+        nccl_channels(1, 8, 8, 1, nvlink_gbs=370.8)
+    with pytest.raises(ValueError, match="nics_per_node"):
+        nccl_graph_channels(2, 8, 0, True, net_gbs=48.0)
+    with pytest.raises(ValueError, match="nics_per_node"):
+        nccl_channels(2, 8, 0, True)
+    # one node needs no NIC
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert nccl_graph_channels(1, 8, 0, True, generation="hopper", nvlink_gbs=370.8) == 12
