@@ -232,7 +232,9 @@ def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
 
 def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> Hardware:
     """The :class:`Hardware` of ``ranks`` (laid out as ``layout``) on ``graph``; ``channels``
-    overrides NCCL's channel count, ``efficiency`` the links' (as in :func:`flowsolver.collective`).
+    overrides NCCL's ring and tree channel count (as ``NCCL_MIN_NCHANNELS`` = ``NCCL_MAX_NCHANNELS``
+    do: NVLS keeps its own, ``nvls_channels``), ``efficiency`` the links' (as in
+    :func:`flowsolver.collective`).
 
     >>> import topologies as tp
     >>> from ._layout import participants
@@ -270,11 +272,14 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
         run = nccl_channels(n_nodes, ppn, nics, nvswitch, **view)
     else:
         run = run_channels(graph_channels, n_nodes)
+    # NVLS's own count (nvls.cc ncclNvlsTuning), which channels= leaves alone: NCCL_MIN_NCHANNELS /
+    # NCCL_MAX_NCHANNELS clamp comm->nChannels only (connect.cc:492-506), NVLS only NCCL_MIN_CTAS /
+    # NCCL_MAX_CTAS and NCCL_NVLS_NCHANNELS (nvls.cc:222-235)
     nvls_channels = NVLS_CHANNELS.get(generation or "", (16, 16))[n_nodes > 1]
     default = None
-    if channels is not None:        # the run's count given (NVLS's too): the tuner sums no more
+    if channels is not None:        # the ring's and tree's run count given: the tuner sums no more
         default = run
-        run, graph_channels, nvls_channels = int(channels), min(graph_channels, int(channels)), int(channels)
+        run, graph_channels = int(channels), min(graph_channels, int(channels))
     channels = run
     # NCCL turns NVLS off where a node holds fewer than two of the communicator's GPUs
     # (src/transport/nvls.cc, ncclNvlsInit: gpuCount < 2): nothing to reduce in the switch

@@ -191,6 +191,8 @@ def _graph_busbw(algorithm, ring_busbw, hw) -> float:
     channels than NCCL's own move less (:func:`_channel_bound`)."""
     if algorithm == "tree" and hw.nodes == 2 and hw.nvlink_bw > 0:
         return _channel_bound(hw.nvlink_bw, hw)
+    if algorithm.startswith("nvls"):        # NVLS's own channels, which channels= leaves alone
+        return ring_busbw
     return _channel_bound(ring_busbw, hw)
 
 

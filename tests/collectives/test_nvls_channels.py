@@ -1,0 +1,98 @@
+"""NVLS's channels are NCCL's own count, not the ring's: NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS
+(and ``channels=``, which stands for them) clamp ``comm->nChannels`` only (src/graph/connect.cc:492-506
+of master 5067397c), while ``comm->nvlsChannels`` comes from src/transport/nvls.cc:202-238
+(ncclNvlsTuning: NVLS_NCHANNELS_SM90 = 16, SM100 24 in one NVLink domain and 32 across nodes),
+clamped only to NCCL_MIN_CTAS / NCCL_MAX_CTAS; logs of 8-GPU H100 nodes print "24 coll channels,
+... 16 nvls channels". A result's reported channels are those its time used."""
+
+import pytest
+
+import topologies as tp
+from flowsolver import collective, nccl_tests
+from flowsolver._nccl_env import bounded_channels, log_environment
+from flowsolver.collectives import log_rows
+from flowsolver.collectives._hardware import describe
+from flowsolver.collectives._layout import participants
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _hw(nodes=1, server="dgx_h100", channels=None):
+    g = tp.rail_optimized(nodes=nodes, server=server)
+    ranks, layout = participants(g, "all_reduce", None, None)
+    return describe(g, ranks, layout, channels=channels)
+
+
+@pytest.mark.parametrize("channels", [1, 2, 4, 32])
+def test_channels_set_the_rings_count_and_leave_nvls_its_own(channels):
+    hw = _hw(channels=channels)
+    assert hw.channels == channels
+    assert hw.nvls_channels == 16 and hw.nvls                  # NVLS_NCHANNELS_SM90, untouched
+    for nodes, nvls in ((1, 24), (2, 32)):                     # NVLS_NCHANNELS_SM100(_NVL)
+        assert _hw(nodes, "dgx_b200", channels).nvls_channels == nvls
+
+
+def test_max_nchannels_1_neither_turns_nvls_off_nor_changes_its_time():
+    g = tp.rail_optimized(nodes=1)
+    size = 1 << 30
+    base = collective(g, "all_reduce", size)
+    assert base.algorithm == "nvls"          # NCCL's pick on one DGX H100 at 1 GiB
+    for channels in (1, 2, 32):
+        # NCCL runs NVLS on the same 16 channels whatever NCCL_MAX_NCHANNELS / NCCL_MIN_NCHANNELS say
+        r = collective(g, "all_reduce", size, algorithm="nvls", channels=channels)
+        assert r.time == pytest.approx(base.time, rel=1e-9)
+    # two nodes: NVLSTree keeps its 16 too (8 ring channels: the flow solve's rings are still one a
+    # NIC, as NCCL's default, so only the channel count differs; fewer rings than NICs leave NICs idle
+    # in the ring's flow solve, which NVLSTree's network part reads: a limitation, not asserted)
+    two = tp.rail_optimized(nodes=2)
+    ref = collective(two, "all_reduce", 1 << 28, algorithm="nvls_tree")
+    assert collective(two, "all_reduce", 1 << 28, algorithm="nvls_tree", channels=8).time == \
+        pytest.approx(ref.time, rel=1e-9)
+    assert collective(two, "all_reduce", 1 << 28, algorithm="nvls_tree", channels=1).algorithm == "nvls_tree"
+
+
+def _log(lines, rows):
+    head = "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1073741824 step: 4(factor) warmup iters: 5 iters: 20\n"
+    head += "".join(f"#  Rank {r:2d} Group  0 Pid {100 + r} on dgx0 device {r:2d} [0x{r:02x}] {H100}\n"
+                    for r in range(8))
+    head += "".join(f"dgx0:100:100 [0] NCCL INFO {line}\n" for line in lines)
+    head += ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+             "busbw #wrong\n")
+    body = ""
+    for size, t in rows:
+        algbw = size / t / 1e9
+        part = f"{t * 1e6:8.1f} {algbw:7.2f} {algbw * 1.75:7.2f}      0"
+        body += f"{size:12d} {size // 4:12d}     float     sum      -1 {part} {part}\n"
+    return head + body
+
+
+def test_a_logs_max_nchannels_1_keeps_nvls_on_its_16_channels():
+    g = tp.rail_optimized(nodes=1)
+    size = 1 << 30
+    nvls = collective(g, "all_reduce", size).time
+    log = _log(["NCCL_MAX_NCHANNELS set by environment to 1.",
+                "1 coll channels, 0 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer"],
+               [(size, nvls)])
+    df = nccl_tests.read(log, op="all_reduce")
+    rows = log_rows(df, "all_reduce", g)
+    assert rows.keywords == {"channels": 1}                  # the ring's count
+    r = collective(g, "all_reduce", size, **rows.keywords)
+    assert (r.algorithm, r.time) == ("nvls", pytest.approx(nvls, rel=1e-9))
+
+
+def test_ctas_bound_the_rings_count_as_connect_cc_does_and_are_named_for_nvls():
+    # connect.cc:498-505: n = min(ncclMaxNchannels(), n, maxCTAs), copied up to max(ncclMinNchannels(), minCTAs)
+    env = log_environment({"NCCL_MAX_NCHANNELS": "8", "NCCL_MAX_CTAS": "4"})
+    assert env["channels"] == (1, 4)
+    assert bounded_channels(24, env["channels"]) == 4
+    env = log_environment({"NCCL_MIN_NCHANNELS": "8", "NCCL_MIN_CTAS": "32"})
+    assert bounded_channels(24, env["channels"]) == 32
+    # init.cc:2190-2194: minCTAs above maxCTAs is lowered to it; <= 0 is ignored (init.cc:2015, 2027)
+    assert log_environment({"NCCL_MIN_CTAS": "16", "NCCL_MAX_CTAS": "4"})["channels"] == (4, 4)
+    assert log_environment({"NCCL_MAX_CTAS": "0"})["channels"] is None
+    # and they clamp NVLS (nvls.cc:234-235), which flowsolver keeps at its default: named
+    named = [u[0] for u in log_environment({"NCCL_MAX_CTAS": "4", "NCCL_NVLS_NCHANNELS": "8"})["unmodelled"]]
+    assert named == ["NCCL_MAX_CTAS", "NCCL_NVLS_NCHANNELS"]
+    assert log_environment({"NCCL_MAX_CTAS": "0"})["unmodelled"] == []
+
+
