@@ -130,7 +130,7 @@ def collective_table(args) -> None:
                        redop=reductions[i][0], dtype=reductions[i][1])
         results.append(r)
         row = dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
-                   algorithm=r.algorithm, protocol=r.protocol, channels=r.channels,
+                   algorithm=r.algorithm, protocol=r.protocol, channels=r.channels_run,     # those the time used
                    bottleneck_tier=r.bottleneck_tier)
         if measured is not None:
             row.update(measured_us=measured[i] * 1e6, error=r.time / measured[i] - 1)

@@ -326,11 +326,14 @@ def nccl_view(graph, op, group, layout, options, communicator):
 
 
 def channels_run(algorithm, protocol, size, ranks, hw) -> int:
-    """The channels NCCL runs ``algorithm`` / ``protocol`` on at ``size`` bytes: a send's P2P
-    channels; ring and tree drop channels below their thresholds
+    """The channels NCCL runs ``algorithm`` / ``protocol`` on at ``size`` bytes, those its time is
+    computed with: a send's P2P channels; NVLS's own for NVLS and NVLSTree (``comm->nvlsChannels``,
+    :attr:`~._nccl_model.Hardware.nvls_run`); ring and tree drop channels below their thresholds
     (:func:`~._pipeline.channels_used`); else the communicator's count."""
     if getattr(hw, "p2p", None) is not None:
         return hw.p2p.channels(size)
+    if algorithm in ("nvls", "nvls_tree"):
+        return hw.nvls_run
     if algorithm in PIPELINED and protocol in PROTOCOLS:
         return channels_used(algorithm, protocol, size, ranks, hw.channels)
     return hw.channels

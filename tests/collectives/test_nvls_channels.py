@@ -96,3 +96,27 @@ def test_ctas_bound_the_rings_count_as_connect_cc_does_and_are_named_for_nvls():
     assert log_environment({"NCCL_MAX_CTAS": "0"})["unmodelled"] == []
 
 
+
+@pytest.mark.parametrize("server, nodes, algorithm, nvls", [("dgx_h100", 1, "nvls", 16), ("dgx_h100", 2, "nvls_tree", 16),
+                                                            ("dgx_b200", 1, "nvls", 24), ("dgx_b200", 2, "nvls_tree", 32)])
+def test_an_nvls_result_reports_the_nvls_channels_its_time_used(server, nodes, algorithm, nvls):
+    # nvls.cc:155-157 NVLS_NCHANNELS_SM90 16, SM100_NVL 24 (one NVLink domain), SM100 32 (across nodes)
+    g = tp.rail_optimized(nodes=nodes, server=server)
+    r = collective(g, "all_reduce", 1 << 30, algorithm=algorithm)
+    assert r.channels_run == nvls
+
+
+def test_the_clis_ch_column_is_the_channels_the_time_used(capsys):
+    import json
+
+    from flowsolver.cli import main
+    assert main(["collective", "--nodes", "1", "--op", "all_reduce", "-b", "1G", "-e", "1G", "--algorithm", "nvls",
+                 "--json"]) == 0
+    row, = json.loads(capsys.readouterr().out)
+    assert (row["algorithm"], row["channels"]) == ("nvls", 16)          # not the ring's 24
+    # a ring at 64 KiB runs 2 of its 24 (a channel dropped while 64 KiB < nc x 512 threads x 64 B,
+    # enqueue.cc topoGetAlgoInfo: 2 x 32768 = 65536 is not more than 64 KiB)
+    assert main(["collective", "--nodes", "1", "--op", "all_reduce", "-b", "64K", "-e", "64K", "--algorithm", "ring",
+                 "--protocol", "Simple", "--json"]) == 0
+    row, = json.loads(capsys.readouterr().out)
+    assert row["channels"] == 2
