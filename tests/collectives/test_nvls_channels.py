@@ -120,3 +120,33 @@ def test_the_clis_ch_column_is_the_channels_the_time_used(capsys):
                  "--protocol", "Simple", "--json"]) == 0
     row, = json.loads(capsys.readouterr().out)
     assert row["channels"] == 2
+
+
+@pytest.mark.parametrize("server, nodes, algorithm", [("dgx_h100", 1, "nvls"), ("dgx_h100", 2, "nvls_tree"),
+                                                      ("dgx_b200", 1, "nvls"), ("dgx_b200", 2, "nvls_tree"),
+                                                      ("dgx_h100", 4, "nvls_tree")])
+def test_fewer_nvls_channels_are_never_faster(server, nodes, algorithm):
+    # a channel is one CTA: fewer (NCCL_MAX_CTAS, NCCL_NVLS_NCHANNELS) move less, and the pipeline's
+    # smaller steps (channels x ppn chunks a step) must not make up for it. The graph's bus
+    # bandwidths are held (a GPU's NVLink inside a node, 8 NICs of 48 GB/s across), only the count moves
+    from dataclasses import replace
+
+    from flowsolver.collectives._nccl import busbw_factor
+    from flowsolver.collectives._nccl_timing import tuned_time
+    from flowsolver.collectives._options import Options
+    hw = _hw(nodes, server)
+    p = hw.ranks
+    for size in [2 ** k for k in range(12, 34, 3)]:
+        ring = size * busbw_factor("all_reduce", p) / (hw.nvlink_bw if nodes == 1 else 8 * 48e9)
+        own = size / hw.nvlink_bw
+        times = [tuned_time(algorithm, "Simple", "all_reduce", size, p, ring, own, replace(hw, nvls_channels=n),
+                            Options(tuner=True))[0] for n in range(2, hw.nvls_run + 1)]
+        assert all(a >= b * (1 - 1e-12) for a, b in zip(times, times[1:])), (size, times)
+    # at 1 GiB on one DGX H100 half NCCL's 16 CTAs take about twice the transfer: 8 x (1 GiB / 16
+    # CTAs' share each); the time's latency and fill are a small part of it
+    if (server, nodes) == ("dgx_h100", 1):
+        size = 1 << 30
+        ring = size * busbw_factor("all_reduce", p) / hw.nvlink_bw
+        full, half = (tuned_time("nvls", "Simple", "all_reduce", size, p, ring, size / hw.nvlink_bw,
+                                 replace(hw, nvls_channels=n), Options(tuner=True))[0] for n in (16, 8))
+        assert half / full == pytest.approx(2.0, rel=0.05)
