@@ -29,7 +29,8 @@ import numpy as np
 from .. import _checks
 from ._options import MAX_CHANNELS
 
-__all__ = ["mesh_ring_channels", "nccl_channels", "nccl_graph_channels", "NVLS_CHANNELS", "P2P_CHANNEL_SHARE"]
+__all__ = ["mesh_ring_channels", "nccl_channels", "nccl_graph_channels", "nvlink_ring_bound", "NVLS_CHANNELS",
+           "P2P_CHANNEL_SHARE"]
 
 # The most channels NCCL's ring graph keeps: MAXCHANNELS / 2 (init.cc:1177 ringGraph->maxChannels,
 # which ncclTopoDupChannels' doubling stops at, search.cc:1042), MAXCHANNELS being 64 from NCCL
@@ -178,19 +179,46 @@ def _mesh_ring_channels(pairs: tuple, gpus: int, generation) -> int:
                      generation)[0]
 
 
+def nvlink_ring_bound(gpus: int, nvlink_gbs: float, speed: float) -> int:
+    """The most rings at ``speed`` (GB/s a ring) a node of ``gpus`` GPUs behind an NVSwitch
+    carries across nodes, each GPU's NVLink ``nvlink_gbs`` each way: a ring enters the node at
+    one GPU and leaves it at another, sending ``speed`` over NVLink out of every GPU but the one
+    it leaves by (and into every one but the one it enters by), so ``r`` rings take ``r (G - 1)``
+    of the ``G floor(nvlink / speed)`` NVLink sends the GPUs have (NCCL's search reserves the
+    speed on each link a ring's path takes, search.cc followPath): ``r <= G floor(nvlink / s) /
+    (G - 1)``. A node's one GPU sends nothing over NVLink: no bound.
+
+    GB200 NVL72 (72 GPUs of 18 NVLinks at 40.1 GB/s, 721.8): 15 rings at 48 GB/s (15 a GPU,
+    1080 / 71), 16 at 45.1 (16 a GPU, 1152 / 71 = 16.2).
+
+    >>> nvlink_ring_bound(72, 721.8, 48.0), nvlink_ring_bound(72, 721.8, 45.1), nvlink_ring_bound(8, 370.8, 48.0)
+    (15, 16, 8)
+    """
+    if gpus < 2:
+        return _MAX_CHANNELS
+    return (gpus * int(math.floor(nvlink_gbs / speed + 1e-6))) // (gpus - 1)
+
+
 @lru_cache(maxsize=256)
 def _graph(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool, generation, nvlink_gbs,
            net_gbs, pci_gbs=None) -> tuple:
     """``(channels, GB/s a channel or None)`` of NCCL's ring graph (:func:`nccl_graph_channels`)."""
     if nodes > 1:
-        # one ring a NIC, no more than the GPUs a node gives (a ring through one GPU a node can
-        # only use that GPU's NIC), at the first speed the NIC's path carries
+        # NCCL's search of rings at a speed the NIC's path carries: one a NIC (no more than the GPUs
+        # a node gives: a ring through one GPU a node can only use that GPU's NIC), and no more
+        # than the NVLink inside a node carries (:func:`nvlink_ring_bound`)
         base = max(1, min(nics_per_node, gpus_per_node, _MAX_CHANNELS))
         if net_gbs is None:
             return base, None
-        speeds = _INTER_SPEEDS.get(generation or "", _SM80_INTER)
-        speed = next((s for s in speeds if s <= net_gbs + 1e-6), speeds[-1])
-        return _doubled(base, speed, generation)
+
+        def rings(s):
+            n = base if s <= net_gbs + 1e-6 else 0
+            if nvswitch and nvlink_gbs is not None:
+                n = min(n, nvlink_ring_bound(gpus_per_node, nvlink_gbs, s))
+            return n
+        # totalBw: a GPU's NVLink, else its PCIe link (search.cc:30-38 getTotalBw)
+        total = nvlink_gbs if nvswitch and nvlink_gbs is not None else pci_gbs or math.inf
+        return _searched(_INTER_SPEEDS.get(generation or "", _SM80_INTER), net_gbs, total, rings, generation)
     if not nvswitch:                            # GPUs over PCIe: a ring takes s of each GPU's link
         if pci_gbs is None:
             return 1, None

@@ -203,9 +203,9 @@ _NCCL_PCI_VIEW = (7.5 / 80) / (128 / 130 / 8)
 def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
     """The figures NCCL's ring search reads (:func:`~._channels.nccl_graph_channels`' keywords):
     across nodes ``net_gbs``, the first GPU's nearest NIC port's rate and its PCIe path to it
-    as NCCL counts them (GB/s); in an NVSwitch node ``nvlink_gbs``, the slowest GPU's NVLink
-    at NCCL's view (the catalogue's efficiency, never the user's ``efficiency=``); in a node of
-    PCIe GPUs ``pci_gbs``, the first GPU's PCIe link as NCCL counts it."""
+    as NCCL counts them (GB/s); in NVSwitch nodes (one or several) ``nvlink_gbs``, the slowest
+    GPU's NVLink at NCCL's view (the catalogue's efficiency, never the user's ``efficiency=``); in
+    a node of PCIe GPUs ``pci_gbs``, the first GPU's PCIe link as NCCL counts it."""
     view = {"generation": generation}
     if nodes > 1:
         first = gpus[0]
@@ -218,11 +218,11 @@ def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
                 gbs = min(gbs, graph.edges[first, nic].get("capacity", 0.0) * _NCCL_PCI_VIEW / 1e9)
             if gbs > 0:
                 view["net_gbs"] = gbs
-    elif nvswitch:
+    if nvswitch:                    # across nodes too: a ring's NVLink inside a node bounds the rings
         low = slowest_nvlink(graph, gpus, None)
         if low > 0:
             view["nvlink_gbs"] = low / 1e9
-    else:
+    elif nodes == 1:
         pci = [e.get("capacity", 0.0) for _, _, e in graph.out_edges(gpus[0], data=True)
                if str(e.get("tech", "")).startswith("pcie")]
         if max(pci, default=0.0) > 0:

@@ -152,3 +152,37 @@ def test_bad_arguments_are_refused_naming_the_parameter():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert nccl_graph_channels(1, 8, 0, True, generation="hopper", nvlink_gbs=370.8) == 12
+
+
+def test_across_nodes_the_rings_fit_the_nvlink_inside_a_node():
+    # A ring through G GPUs of an NVSwitch node sends its speed s over NVLink out of every GPU but
+    # the one it leaves the node by: r rings take r (G - 1) of the G floor(nvlink / s) NVLink sends,
+    # r <= G floor(nvlink / s) / (G - 1). GB200 NVL72 (18 NVLinks x 40.1 = 721.8 GB/s, topo.h
+    # SM100_NVLINK_BW) over 400 Gb/s NICs (48 GB/s a path; sm100SpeedArrayInter, search.cc:1064):
+    #   48 GB/s: floor(721.8 / 48) = 15, 72 x 15 / 71 = 15.2 -> 15 rings, 720 GB/s
+    #   45.1:    16,                  72 x 16 / 71 = 16.2 -> 16 rings, 721.6 (best: more than 720)
+    #   42: 17 -> 714; 40: 18 -> 720; 30: 24 -> 720; 24: 30 -> 720; 22 / 45.1 < 0.49: the search stops
+    # no ncclTopoDupChannels (sm100 > 80, 45.1 < 50, 16 > 4), pass 2: 48 carries 15 < 16; run 2 x 16 = 32,
+    # no second copy (connect.cc:476: 32 >= 16). 800 Gb/s NICs (96 GB/s): 96: 7 rings (672), 86: 8 (688),
+    # 80: 9 (720), 48: 15 (720), 45.1: 16 (721.6): the same 16. NVL36: 36 x 15 / 35 = 15.4 at 48, 36 x 16 / 35
+    # = 16.5 at 45.1, 17.5 at 42 (714): 16 too.
+    for gpus, net in ((72, 48.0), (72, 96.0), (36, 48.0)):
+        kw = dict(generation="blackwell", nvlink_gbs=721.8, net_gbs=net)
+        assert (nccl_graph_channels(2, gpus, gpus, True, **kw), nccl_channels(2, gpus, gpus, True, **kw)) == (16, 32)
+    # 8-GPU nodes: 8 x floor(370.8 / 48) / 7 = 8 rings at 48 (and 8 x 15 / 7 = 17 on B200): the NICs bind
+    for gen, nvlink in (("hopper", 370.8), ("blackwell", 721.8)):
+        assert nccl_graph_channels(2, 8, 8, True, generation=gen, nvlink_gbs=nvlink, net_gbs=48.0) == 8
+
+
+def test_an_nvl72_pair_of_racks_gets_ncclss_counts_and_p2p_channels():
+    from flowsolver.collectives._p2p import p2p_comm
+    g = tp.rail_optimized(2, server=tp.get_server("nvl72"))
+    ranks, layout = participants(g, "all_reduce", None, None)
+    hw = describe(g, ranks, layout)
+    assert (hw.graph_channels, hw.channels) == (16, 32)     # derived above
+    # P2P (paths.cc ncclTopoComputeP2pChannels): pow2Up(32) = 32 channels; a peer's least is the
+    # network's ceil(50 GB/s / 14) = 4 (NCCL_P2P_PER_CHANNEL_NET_BW; NVLink's 2 x 18 is more), halved
+    # while it x ceil(144 / 8) rounds exceeds 32: 4 x 18 = 72, 2 x 18 = 36, then 1 (18 <= 32). With the
+    # 64 the unbounded search gave, 2 a peer
+    c = p2p_comm(g, ranks, hw)
+    assert (c.p2p_channels, c.per_peer) == (32, 1)
