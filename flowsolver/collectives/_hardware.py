@@ -12,7 +12,7 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import gpu_nodes, graph_memo, link_efficiency, ranges
-from ._channels import NVLS_CHANNELS, mesh_ring_channels, nccl_channels, nccl_graph_channels, run_channels
+from ._channels import NVLS_CHANNELS, inter_cpu_gbs, mesh_ring_channels, nccl_channels, nccl_graph_channels, run_channels
 from ._layout import mesh_cycles, near_nics, near_nics_of, rank_server_codes, server_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, PATH_NVB, PATH_NVL, Hardware
@@ -200,12 +200,29 @@ def _say_mixed(types) -> None:
 _NCCL_PCI_VIEW = (7.5 / 80) / (128 / 130 / 8)
 
 
+def _socket_link(graph, gpus) -> float | None:
+    """NCCL's bandwidth (GB/s, :func:`~._channels.inter_cpu_gbs`) of the socket link a ring
+    through a server's ``gpus`` crosses: where some server's GPUs among them hang off two CPU
+    sockets (each GPU node's ``socket``, its PCIe switch's), by the host's ``cpu`` and
+    ``cpu_make``; else None."""
+    sockets: dict = {}
+    for g in gpus:
+        d = graph.nodes[g]
+        if "socket" in d:
+            sockets.setdefault(d.get("server"), set()).add(d["socket"])
+    if not any(len(s) > 1 for s in sockets.values()):
+        return None
+    d = graph.nodes[gpus[0]]
+    return inter_cpu_gbs(d.get("cpu", "intel"), d.get("cpu_make"))
+
+
 def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
     """The figures NCCL's ring search reads (:func:`~._channels.nccl_graph_channels`' keywords):
     across nodes ``net_gbs``, the first GPU's nearest NIC port's rate and its PCIe path to it
     as NCCL counts them (GB/s); in NVSwitch nodes (one or several) ``nvlink_gbs``, the slowest
     GPU's NVLink at NCCL's view (the catalogue's efficiency, never the user's ``efficiency=``); in
-    a node of PCIe GPUs ``pci_gbs``, the first GPU's PCIe link as NCCL counts it."""
+    a node of PCIe GPUs ``pci_gbs``, the first GPU's PCIe link as NCCL counts it; PCIe GPUs of a
+    server under two CPU sockets, one node or several, ``cpu_gbs`` (:func:`_socket_link`)."""
     view = {"generation": generation}
     if nodes > 1:
         first = gpus[0]
@@ -222,7 +239,10 @@ def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
         low = slowest_nvlink(graph, gpus, None)
         if low > 0:
             view["nvlink_gbs"] = low / 1e9
-    elif nodes == 1:
+        return view
+    if (cpu := _socket_link(graph, gpus)) is not None:         # across nodes too: a ring's socket link
+        view["cpu_gbs"] = cpu
+    if nodes == 1:
         pci = [e.get("capacity", 0.0) for _, _, e in graph.out_edges(gpus[0], data=True)
                if str(e.get("tech", "")).startswith("pcie")]
         if max(pci, default=0.0) > 0:

@@ -186,3 +186,58 @@ def test_an_nvl72_pair_of_racks_gets_ncclss_counts_and_p2p_channels():
     # 64 the unbounded search gave, 2 a peer
     c = p2p_comm(g, ranks, hw)
     assert (c.p2p_channels, c.per_peer) == (32, 1)
+
+
+def _pcie_counts(nodes, cpu, make):
+    g = tp.rail_optimized(nodes, server=tp.get_server("pcie_8gpu").with_(cpu=cpu, cpu_make=make))
+    ranks, layout = participants(g, "all_reduce", None, None)
+    hw = describe(g, ranks, layout)
+    return hw.graph_channels, hw.channels
+
+
+@pytest.mark.parametrize("cpu, make, one, two", [
+    # NCCL's socket link X (topo.h:26-34: SRP_QPI_BW 22, ERP_QPI_BW 40, SKL_QPI_BW 10, AMD_BW 16, BDW_QPI_BW 6,
+    # Intel's default for a make topo.cc:71-74 does not name) against 8 H100 PCIe, 2 a switch, 2 switches a
+    # socket, each GPU's Gen5 x16 at NCCL's 48 GB/s. One node: a ring crosses X once each way, so
+    # rings(s) = min(floor(48 / s), floor(X / s)) over speedArrayIntra sm90 (60 50 40 30 24 20 15 12 11 6 3),
+    # from 40 (<= 48). Across two nodes each ring crosses X once (in on one socket, out on the other,
+    # half each way): rings(s) = min(8 NICs, 2 floor(X / s)) over sm90SpeedArrayInter (48 45 42 40 30 24 22
+    # 20 17.5 15 12 6 3 2.4 1.2 ...).
+    # SPR 22, one node: nothing at 40-24; 20: 1 (20); 15, 12: 1; 11: 2 (22, best); 6: 3 (18); 3/11 < .49: stop;
+    #   11 < 25: no dup: 2 graph, 4 run. Two nodes: nothing at 48-24; 22: 2 (44); 20 .. 12: 2 (less); 6/22 <
+    #   .49: stop; no dup (22 < 25): 2, 4.
+    ("intel", "sapphire_rapids", (2, 4), (2, 4)),
+    # EMR 40, one node: 40: 1 (40); 30, 24: 1; 20: 2 (40, not more); 15/40 < .49 stop; dup (40 >= 25, 1 <= 4):
+    #   2 at 20; pass 2: 24, 30, 40 carry 1 < 2: 2, 4. Two nodes: 40: 2 (80); 30 .. 22: 2; 20: 4 (80, not more);
+    #   17.5/40 < .49 stop; dup (2 <= 4): 4 at 20; pass 2: 22 .. 40 carry 2 < 4: 4, run 8
+    ("intel", "emerald_rapids", (2, 4), (4, 8)),
+    # SKL 10, one node: nothing at 40-11; 6: 1 (6); 3: 3 (9, best; 3/6 = .5 > .49): 3, 6. Two nodes: 6: 2
+    #   (12); 3: 6 (18); 2.4: 8 (19.2, the 8 NICs); 1.2: 8 (9.6); .24/2.4 < .49 stop: 8, 16
+    ("intel", "skylake", (3, 6), (8, 16)),
+    # a make NCCL does not name: Broadwell's 6. One node: 6: 1 (6); 3: 2 (6, not more): 1, 2. Two nodes:
+    #   6: 2 (12); 3: 4 (12); 2.4/6 < .49 stop: 2, 4
+    ("intel", None, (1, 2), (2, 4)),
+    # AMD 16, one node: 15: 1 (15); 12, 11: 1; 6/15 < .49 stop: 1, 2. Two nodes: 15: 2 (30); 12: 2; 6/15
+    #   < .49 stop: 2, 4
+    ("amd", None, (1, 2), (2, 4)),
+])
+def test_a_ring_through_two_sockets_fits_ncclss_socket_link(cpu, make, one, two):
+    assert _pcie_counts(1, cpu, make) == one
+    assert _pcie_counts(2, cpu, make) == two
+
+
+def test_the_pcie_server_says_each_gpus_socket_and_its_cpu_make():
+    g = tp.rail_optimized(1, server="pcie_8gpu")
+    gpus = [n for n, d in g.nodes(data=True) if d.get("kind") == "gpu"]
+    assert [g.nodes[n]["socket"] for n in gpus] == [0, 0, 0, 0, 1, 1, 1, 1]      # 2 switches a socket
+    assert {g.nodes[n]["cpu_make"] for n in gpus} == {"sapphire_rapids"}
+    with pytest.raises(ValueError, match="cpu_make"):
+        tp.get_server("pcie_8gpu").with_(cpu_make="zen4")
+    with pytest.raises(ValueError, match="cpu_make"):
+        tp.get_server("pcie_8gpu").with_(cpu="amd", cpu_make="sapphire_rapids")
+    # one socket's GPUs only: no socket link crossed, the PCIe link alone, whatever the CPU (48 GB/s: 1 ring
+    # at 40, dup to 2 at 20; pass 2: 24 carries 2, 48 > 40 -> 2 at 24)
+    ranks, layout = participants(g, "all_reduce", [0, 1, 2, 3], None)
+    slow = tp.rail_optimized(1, server=tp.get_server("pcie_8gpu").with_(cpu_make="skylake"))
+    assert describe(slow, *participants(slow, "all_reduce", [0, 1, 2, 3], None)).graph_channels == \
+        describe(g, ranks, layout).graph_channels == 2
