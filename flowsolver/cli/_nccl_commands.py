@@ -173,7 +173,8 @@ def _said_settings(settings, given) -> str:
     """The log's NCCL settings the comparison applied (PXN off, a channel count), in words."""
     out = ["PXN off (NCCL_PXN_DISABLE=1)"] if settings.get("pxn") is False else []
     if settings.get("channels") is not None and given is None:
-        out.append(f"{settings['channels']} channels (NCCL_MIN / MAX_NCHANNELS, or its coll channels line)")
+        out.append(f"{settings['channels']} ring / tree channels (NCCL_MIN / MAX_NCHANNELS, or its coll channels "
+                   "line; NVLS keeps its own)")
     return ", ".join(out)
 
 

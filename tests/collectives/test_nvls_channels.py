@@ -80,6 +80,17 @@ def test_a_logs_max_nchannels_1_keeps_nvls_on_its_16_channels():
     assert (r.algorithm, r.time) == ("nvls", pytest.approx(nvls, rel=1e-9))
 
 
+def test_the_cli_says_a_logs_channel_setting_is_the_rings(tmp_path, capsys):
+    from flowsolver.cli import main
+    g = tp.rail_optimized(nodes=1)
+    size = 1 << 30
+    path = tmp_path / "all_reduce_perf.log"
+    path.write_text(_log(["NCCL_MAX_NCHANNELS set by environment to 1."], [(size, collective(g, "all_reduce", size).time)]))
+    assert main(["collective", "--nodes", "1", "--compare", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 ring / tree channels" in out and "NVLS keeps its own" in out
+
+
 def test_ctas_bound_the_rings_count_as_connect_cc_does_and_are_named_for_nvls():
     # connect.cc:498-505: n = min(ncclMaxNchannels(), n, maxCTAs), copied up to max(ncclMinNchannels(), minCTAs)
     env = log_environment({"NCCL_MAX_NCHANNELS": "8", "NCCL_MAX_CTAS": "4"})
