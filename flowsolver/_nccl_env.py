@@ -231,11 +231,33 @@ _UNMODELLED = {
     "NCCL_IB_DISABLE": "InfiniBand / RoCE off: the data goes over TCP sockets",
     "NCCL_COLLNET_ENABLE": "CollNet (in-network reduction, SHARP), which flowsolver does not model",
     "NCCL_CROSS_NIC": "whether rings may cross rails between nodes",
-    "NCCL_NVLS_NCHANNELS": "NVLS's channel count",
+    "NCCL_NVLS_NCHANNELS": "NVLS's channel count (nvls.cc ncclNvlsTuning); NVLS keeps NCCL's default in flowsolver",
+    "NCCL_MIN_CTAS": "it bounds the ring's and tree's channels (applied) and NVLS's (nvls.cc:234-235), which NVLS "
+                     "and NVLSTree keep at NCCL's default count in flowsolver",
+    "NCCL_MAX_CTAS": "it bounds the ring's and tree's channels (applied) and NVLS's (nvls.cc:234-235), which NVLS "
+                     "and NVLSTree keep at NCCL's default count in flowsolver",
     "NCCL_TOPO_FILE": "the topology NCCL searches its rings and trees on",
     "NCCL_TUNER_PLUGIN": "a tuner plugin chooses algorithms and protocols in place of NCCL's cost model",
 }
 _CHANNELS_MAX = 64          # MAXCHANNELS (src/include/device.h of master 5067397c)
+_CTAS = ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
+
+
+def _ctas(least, most):
+    """``(minCTAs, maxCTAs)`` of ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` as NCCL keeps them
+    (src/init.cc:2013-2033, 2178-2194 of master 5067397c): a value <= 0 left unset (defaults 1 and
+    MAXCHANNELS), each at most MAXCHANNELS, a minimum above the maximum lowered to it; None where
+    neither is set to a value NCCL takes.
+
+    >>> _ctas(None, 4), _ctas(80, None), _ctas(8, 4), _ctas(0, -1)
+    ((1, 4), (64, 64), (4, 4), None)
+    """
+    least = least if least is not None and least > 0 else None
+    most = most if most is not None and most > 0 else None
+    if least is None and most is None:
+        return None
+    high = min(most or _CHANNELS_MAX, _CHANNELS_MAX)
+    return min(least or 1, _CHANNELS_MAX, high), high
 
 
 def log_environment(settings: dict) -> dict:
@@ -246,7 +268,10 @@ def log_environment(settings: dict) -> dict:
     (src/graph/paths.cc: PXN only where ``ncclPxnDisable() != 1``), ``channels`` the bounds
     ``(least, most)`` of ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (or the older
     ``NCCL_MIN_NRINGS`` / ``NCCL_MAX_NRINGS``, which the new names override: src/graph/connect.cc
-    ``ncclMinNchannels`` / ``ncclMaxNchannels``), None where neither is set, and ``unmodelled``:
+    ``ncclMinNchannels`` / ``ncclMaxNchannels``) and of ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``, which
+    bound the same count (connect.cc:498-505), None where none is set: NVLS's channels are none of
+    these (NCCL clamps them by the CTA settings only, ``nvls.cc`` ``ncclNvlsTuning``, which
+    ``unmodelled`` names), and ``unmodelled``:
     ``(name, value, why)`` of each setting that may change the time but the model cannot
     express; :data:`QUIET` settings and settings at their default are in none.
 
@@ -267,15 +292,20 @@ def log_environment(settings: dict) -> dict:
 
     most = count("NCCL_MAX_NCHANNELS", count("NCCL_MAX_NRINGS", None))
     least = count("NCCL_MIN_NCHANNELS", count("NCCL_MIN_NRINGS", None))
+    ctas = _ctas(integer("NCCL_MIN_CTAS", None), integer("NCCL_MAX_CTAS", None))
     channels = None
-    if most is not None or least is not None:       # connect.cc: the maximum at least 1, both at most MAXCHANNELS
-        channels = (min(max(least or 0, 0), _CHANNELS_MAX),
-                    _CHANNELS_MAX if most is None else min(max(most, 1), _CHANNELS_MAX))
+    if most is not None or least is not None or ctas is not None:
+        # connect.cc:498-505: min(ncclMaxNchannels(), n, maxCTAs), copied up to max(ncclMinNchannels(),
+        # minCTAs); the maximum at least 1, both at most MAXCHANNELS
+        low, high = ctas or (0, _CHANNELS_MAX)
+        channels = (min(max(least or 0, 0, low), _CHANNELS_MAX),
+                    min(high, _CHANNELS_MAX if most is None else min(max(most, 1), _CHANNELS_MAX)))
     applied = {"NCCL_NVLS_ENABLE", "NCCL_PXN_DISABLE", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS",
                "NCCL_MAX_NRINGS", "NCCL_MIN_NRINGS"}
     unmodelled = [(name, value, _UNMODELLED.get(name, "changes how NCCL runs; flowsolver does not model it"))
                   for name, value in sorted(settings.items())
-                  if name not in QUIET and name not in applied and _DEFAULTS.get(name) != value]
+                  if name not in QUIET and name not in applied and _DEFAULTS.get(name) != value
+                  and not (name in _CTAS and ctas is None)]
     return dict(nvls=integer("NCCL_NVLS_ENABLE", 2) != 0, pxn=integer("NCCL_PXN_DISABLE", 0) != 1,
                 channels=channels, unmodelled=unmodelled)
 

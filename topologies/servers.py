@@ -70,6 +70,9 @@ _LAYOUTS = ("nvswitch", "nvlink_mesh", "pcie", "single")
 _NICS_ON = ("gpu", "cpu")
 #: host CPU kinds NCCL's tuner tells apart (x86 Intel, x86 AMD, Arm)
 CPUS = ("intel", "amd", "arm")
+#: the CPU makes NCCL tells apart, by vendor (src/graph/topo.cc:748-751 of master 5067397c: Intel's
+#: Broadwell, Skylake, Sapphire Rapids, Emerald Rapids by family / model id; one make for AMD and Arm)
+CPU_MAKES = {"intel": ("broadwell", "skylake", "sapphire_rapids", "emerald_rapids"), "amd": (), "arm": ()}
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,10 @@ class ServerModel:
         The host CPU's vendor / architecture (each GPU node's ``cpu`` attribute). NCCL's
         tuner reads it: across nodes an AMD host caps LL lower and posts network sends at
         2 us, not 1 (src/graph/tuning.cc, ``llMaxBws``, ``getNetOverhead``).
+    cpu_make : str, optional
+        The Intel CPU's make (one of ``CPU_MAKES["intel"]``: NCCL prices the socket link of a
+        two-socket host by it, ``ncclTopoGetInterCpuBw``); None: not known (NCCL's default for
+        a make it does not name). Each GPU node's ``cpu_make`` attribute.
     links_per_pair : int
         NVLinks between each pair of GPUs, for ``layout="nvlink_mesh"`` (required there: no
         default, the count differs between boards; 0 elsewhere).
@@ -144,11 +151,15 @@ class ServerModel:
     cpu: str = "intel"
     links_per_pair: int = 0
     nics_on: str = "gpu"
+    cpu_make: "str | None" = None
 
     def __post_init__(self):
         check_int("gpus", self.gpus, 1)
         if self.cpu not in CPUS:
             raise ValueError(f"server {self.name!r}: cpu must be one of {', '.join(CPUS)}, got {self.cpu!r}")
+        if self.cpu_make is not None and self.cpu_make not in CPU_MAKES[self.cpu]:
+            raise ValueError(f"server {self.name!r}: cpu_make must be None or, for cpu {self.cpu!r}, one of "
+                             f"{', '.join(CPU_MAKES[self.cpu]) or 'none (NCCL knows one make)'}, got {self.cpu_make!r}")
         check_int("nics", self.nics, 1)
         check_int("nic_ports", self.nic_ports, 1)
         if self.layout not in _LAYOUTS:
@@ -231,7 +242,7 @@ class ServerModel:
         out = {}
         for key in ("name", "gpus", "layout", "gpu", "nvlink", "nics", "nic", "host_link",
                     "pcie_switches", "socket_link", "gpus_per_tray", "nic_ports", "cpu", "links_per_pair",
-                    "nics_on"):
+                    "nics_on", "cpu_make"):
             value = getattr(self, key)
             out[key] = getattr(value, "name", value)
         return out
@@ -256,6 +267,8 @@ class ServerModel:
         for i, node in enumerate(gpus):
             attrs = dict(kind="gpu", tier=0, rank=first_rank + i, server=index, local_rank=i,
                          rail=min(i // gpus_per_nic, self.nics - 1), gpu_type=gpu_name, cpu=self.cpu)
+            if self.cpu_make is not None:
+                attrs["cpu_make"] = self.cpu_make
             if self.gpus_per_tray:
                 attrs["tray"] = i // self.gpus_per_tray
             g.add_node(node, **attrs)
@@ -293,6 +306,7 @@ class ServerModel:
                 g.add_node(sw, kind="pcie_switch", tier=0, server=index, socket=s * 2 // nsw)
                 add_cable(g, sw, cpus[s * 2 // nsw], host, tier="pcie")
                 for node in gpus[s * gps:(s + 1) * gps]:
+                    g.nodes[node]["socket"] = s * 2 // nsw          # the socket its switch hangs off
                     add_cable(g, node, sw, host, tier="pcie")
                 for nic in nics[s * nps:(s + 1) * nps]:
                     add_cable(g, nic, sw, host, tier="pcie")
@@ -344,8 +358,10 @@ _add(ServerModel("dgx_b200", gpus=8, layout="nvswitch", gpu="b200", nvlink="nvli
 # nodes on A100 and no PXN relay; PHB and SYS are one class to NCCL's rules, and one CPU node here).
 _add(ServerModel("polaris_a100", gpus=4, layout="nvlink_mesh", gpu="a100_40gb", nvlink="nvlink3",
                  links_per_pair=4, nics=2, nic=None, host_link="pcie4", cpu="amd", nics_on="cpu"))
+# Its sockets are Sapphire Rapids: UPI 2.0 at 16 GT/s and PCIe Gen5 are 4th-generation Xeon's (Intel
+# Xeon Scalable specs; Emerald Rapids runs UPI at 20 GT/s)
 _add(ServerModel("pcie_8gpu", gpus=8, layout="pcie", gpu="h100_pcie", nics=8, nic=None,
-                 host_link="pcie5", pcie_switches=4, socket_link="upi2x3"))
+                 host_link="pcie5", pcie_switches=4, socket_link="upi2x3", cpu_make="sapphire_rapids"))
 # GB200 NVL72 (NVIDIA GB200 NVL72 spec): 72 Blackwell GPUs in 18 compute trays of 4, one
 # NVLink 5 domain through 9 NVSwitch trays (18 chips), 900 GB/s per GPU per direction;
 # one 400 Gb/s ConnectX-7 per GPU for the compute fabric; each tray's two Grace CPUs are Arm

@@ -247,7 +247,9 @@ def _add_collective(sub, fmt) -> None:
     coll.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
     coll.add_argument("--subflows", type=int, default=1, help="sub-flows per flow (ecmp_hash)")
     coll.add_argument("--channels", type=int, default=None,
-                      help="NCCL channels (default: as NCCL sets them from the hardware)")
+                      help="NCCL's ring and tree channels, as NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS (default: as NCCL "
+                           "sets them from the hardware; NVLS keeps its own). The table's ch column: the channels each "
+                           "time used (NVLS's for NVLS rows, fewer for ring / tree at small sizes)")
     coll.add_argument("--redop", default=None, help="reduction op, nccl-tests' -o name: sum, prod, max, min, avg, "
                       "mulsum (default sum, or each --compare row's); NCCL's NVLS and PAT run only some")
     coll.add_argument("--dtype", default=None, help="data type, nccl-tests' -d name (float, half, bfloat16, int8, "

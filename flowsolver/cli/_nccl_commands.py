@@ -130,7 +130,7 @@ def collective_table(args) -> None:
                        redop=reductions[i][0], dtype=reductions[i][1])
         results.append(r)
         row = dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
-                   algorithm=r.algorithm, protocol=r.protocol, channels=r.channels,
+                   algorithm=r.algorithm, protocol=r.protocol, channels=r.channels_run,     # those the time used
                    bottleneck_tier=r.bottleneck_tier)
         if measured is not None:
             row.update(measured_us=measured[i] * 1e6, error=r.time / measured[i] - 1)
@@ -173,7 +173,8 @@ def _said_settings(settings, given) -> str:
     """The log's NCCL settings the comparison applied (PXN off, a channel count), in words."""
     out = ["PXN off (NCCL_PXN_DISABLE=1)"] if settings.get("pxn") is False else []
     if settings.get("channels") is not None and given is None:
-        out.append(f"{settings['channels']} channels (NCCL_MIN / MAX_NCHANNELS, or its coll channels line)")
+        out.append(f"{settings['channels']} ring / tree channels (NCCL_MIN / MAX_NCHANNELS, or its coll channels "
+                   "line; NVLS keeps its own)")
     return ", ".join(out)
 
 

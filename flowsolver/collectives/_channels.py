@@ -24,10 +24,13 @@ import math
 from functools import lru_cache
 from itertools import permutations
 
+import numpy as np
+
 from .. import _checks
 from ._options import MAX_CHANNELS
 
-__all__ = ["mesh_ring_channels", "nccl_channels", "nccl_graph_channels", "NVLS_CHANNELS", "P2P_CHANNEL_SHARE"]
+__all__ = ["inter_cpu_gbs", "mesh_ring_channels", "nccl_channels", "nccl_graph_channels", "nvlink_ring_bound",
+           "INTER_CPU_GBS", "NVLS_CHANNELS", "P2P_CHANNEL_SHARE"]
 
 # The most channels NCCL's ring graph keeps: MAXCHANNELS / 2 (init.cc:1177 ringGraph->maxChannels,
 # which ncclTopoDupChannels' doubling stops at, search.cc:1042), MAXCHANNELS being 64 from NCCL
@@ -48,6 +51,27 @@ _INTER_SPEEDS = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5
 _SM80_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2,
                0.24, 0.12)
 _COMPCAP = {"volta": 70, "ampere": 80, "hopper": 90, "blackwell": 100}
+#: NCCL's bandwidth of the link between two CPU sockets, GB/s (src/graph/topo.h:26-34 of master
+#: 5067397c, read by topo.cc:60-82 ncclTopoGetInterCpuBw): Intel by make (BDW_QPI_BW 6, SKL_QPI_BW
+#: 10, SRP_QPI_BW 22, ERP_QPI_BW 40; a make NCCL does not name gets Broadwell's 6, topo.cc:71-74),
+#: AMD_BW 16, ARM_BW 6
+INTER_CPU_GBS = {("intel", "broadwell"): 6.0, ("intel", "skylake"): 10.0, ("intel", "sapphire_rapids"): 22.0,
+                 ("intel", "emerald_rapids"): 40.0, ("intel", None): 6.0, ("amd", None): 16.0, ("arm", None): 6.0}
+
+
+def inter_cpu_gbs(cpu: str, make: str | None = None) -> float:
+    """NCCL's bandwidth (GB/s) of the socket link of a host whose CPUs are ``cpu`` (``"intel"``,
+    ``"amd"``, ``"arm"``) of ``make`` (Intel's: ``"skylake"``, ...; None: not known):
+    :data:`INTER_CPU_GBS`, Intel's default (Broadwell's) for a make it does not list.
+
+    >>> inter_cpu_gbs("intel", "sapphire_rapids"), inter_cpu_gbs("intel"), inter_cpu_gbs("amd")
+    (22.0, 6.0, 16.0)
+    """
+    if (cpu, None) not in INTER_CPU_GBS:
+        raise ValueError(f"cpu must be one of intel, amd, arm, got {cpu!r}")
+    return INTER_CPU_GBS.get((cpu, make), INTER_CPU_GBS[cpu, None])
+
+
 #: NVLS's channels (comm->nvlsChannels, src/transport/nvls.cc:155-157 and ncclNvlsTuning; 2.27-2.29
 #: the same): 16 on sm90; sm100 24 inside one NVLink domain, 32 across nodes (2.30's
 #: ncclNvlsTreeSm100Tuning moves the multi-node count by NIC speed: not modelled)
@@ -176,24 +200,61 @@ def _mesh_ring_channels(pairs: tuple, gpus: int, generation) -> int:
                      generation)[0]
 
 
+def _fits(gbs: float, speed: float) -> int:
+    """Rings at ``speed`` a link of ``gbs`` carries (GB/s; NCCL keeps a thousandth, search.cc:79)."""
+    return _MAX_CHANNELS if gbs == math.inf else int(math.floor(gbs / speed + 1e-6))
+
+
+def nvlink_ring_bound(gpus: int, nvlink_gbs: float, speed: float) -> int:
+    """The most rings at ``speed`` (GB/s a ring) a node of ``gpus`` GPUs behind an NVSwitch
+    carries across nodes, each GPU's NVLink ``nvlink_gbs`` each way: a ring enters the node at
+    one GPU and leaves it at another, sending ``speed`` over NVLink out of every GPU but the one
+    it leaves by (and into every one but the one it enters by), so ``r`` rings take ``r (G - 1)``
+    of the ``G floor(nvlink / speed)`` NVLink sends the GPUs have (NCCL's search reserves the
+    speed on each link a ring's path takes, search.cc followPath): ``r <= G floor(nvlink / s) /
+    (G - 1)``. A node's one GPU sends nothing over NVLink: no bound.
+
+    GB200 NVL72 (72 GPUs of 18 NVLinks at 40.1 GB/s, 721.8): 15 rings at 48 GB/s (15 a GPU,
+    1080 / 71), 16 at 45.1 (16 a GPU, 1152 / 71 = 16.2).
+
+    >>> nvlink_ring_bound(72, 721.8, 48.0), nvlink_ring_bound(72, 721.8, 45.1), nvlink_ring_bound(8, 370.8, 48.0)
+    (15, 16, 8)
+    """
+    if gpus < 2:
+        return _MAX_CHANNELS
+    return (gpus * int(math.floor(nvlink_gbs / speed + 1e-6))) // (gpus - 1)
+
+
 @lru_cache(maxsize=256)
 def _graph(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool, generation, nvlink_gbs,
-           net_gbs, pci_gbs=None) -> tuple:
-    """``(channels, GB/s a channel or None)`` of NCCL's ring graph (:func:`nccl_graph_channels`)."""
+           net_gbs, pci_gbs=None, cpu_gbs=None) -> tuple:
+    """``(channels, GB/s a channel or None)`` of NCCL's ring graph (:func:`nccl_graph_channels`).
+    ``cpu_gbs``: PCIe GPUs of a node under two CPU sockets, the socket link's bandwidth each way,
+    which a ring through them crosses once each way inside a node, and across nodes once (one
+    way: NCCL's rings enter a node on one socket and leave on the other, half of them each way)."""
     if nodes > 1:
-        # one ring a NIC, no more than the GPUs a node gives (a ring through one GPU a node can
-        # only use that GPU's NIC), at the first speed the NIC's path carries
+        # NCCL's search of rings at a speed the NIC's path carries: one a NIC (no more than the GPUs
+        # a node gives: a ring through one GPU a node can only use that GPU's NIC), and no more
+        # than the NVLink inside a node carries (:func:`nvlink_ring_bound`)
         base = max(1, min(nics_per_node, gpus_per_node, _MAX_CHANNELS))
         if net_gbs is None:
             return base, None
-        speeds = _INTER_SPEEDS.get(generation or "", _SM80_INTER)
-        speed = next((s for s in speeds if s <= net_gbs + 1e-6), speeds[-1])
-        return _doubled(base, speed, generation)
+
+        def rings(s):
+            n = base if s <= net_gbs + 1e-6 else 0
+            if nvswitch and nvlink_gbs is not None:
+                n = min(n, nvlink_ring_bound(gpus_per_node, nvlink_gbs, s))
+            if not nvswitch and cpu_gbs is not None:
+                n = min(n, 2 * _fits(cpu_gbs, s))
+            return n
+        # totalBw: a GPU's NVLink, else its PCIe link (search.cc:30-38 getTotalBw)
+        total = nvlink_gbs if nvswitch and nvlink_gbs is not None else pci_gbs or math.inf
+        return _searched(_INTER_SPEEDS.get(generation or "", _SM80_INTER), net_gbs, total, rings, generation)
     if not nvswitch:                            # GPUs over PCIe: a ring takes s of each GPU's link
         if pci_gbs is None:
             return 1, None
         return _searched(_INTRA_SPEEDS.get(generation or "", _SM80_INTRA), pci_gbs, pci_gbs,
-                         lambda s: min(_MAX_CHANNELS, int(math.floor(pci_gbs / s + 1e-6))), generation)
+                         lambda s: min(_MAX_CHANNELS, _fits(pci_gbs, s), _fits(cpu_gbs or math.inf, s)), generation)
     if nvlink_gbs is None:                      # no NVLink figure: one channel a GPU
         return min(_MAX_CHANNELS, max(1, gpus_per_node)), None
     # through an NVSwitch every ring at speed s takes s of each GPU's NVLinks each way
@@ -205,15 +266,20 @@ def _key(nodes, gpus_per_node, nics_per_node, nvswitch, generation, *gbs) -> tup
     """:func:`_graph`'s arguments checked, the figures rounded (a cache key)."""
     if generation is not None and generation not in _COMPCAP:
         raise ValueError(f"generation must be one of {', '.join(_COMPCAP)} or None, got {generation!r}")
-    names = ("nvlink_gbs", "net_gbs", "pci_gbs")
-    return (_checks.integer("nodes", nodes), _checks.integer("gpus_per_node", gpus_per_node),
-            _checks.integer("nics_per_node", nics_per_node, minimum=0), bool(nvswitch), generation,
+    if not isinstance(nvswitch, (bool, np.bool_)):
+        raise ValueError(f"nvswitch must be True or False, got {nvswitch!r}")
+    nodes = _checks.integer("nodes", nodes)
+    # across nodes every ring leaves a node through a NIC: none is no ring (nics_per_node 0 is one GPU node's)
+    nics = _checks.integer("nics_per_node", nics_per_node, minimum=1 if nodes > 1 else 0)
+    names = ("nvlink_gbs", "net_gbs", "pci_gbs", "cpu_gbs")
+    return (nodes, _checks.integer("gpus_per_node", gpus_per_node), nics, bool(nvswitch), generation,
             *(None if x is None else round(_checks.positive_number(n, x, "GB/s"), 3) for n, x in zip(names, gbs)))
 
 
 def nccl_graph_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool, *,
                         generation: str | None = None, nvlink_gbs: float | None = None,
-                        net_gbs: float | None = None, pci_gbs: float | None = None) -> int:
+                        net_gbs: float | None = None, pci_gbs: float | None = None,
+                        cpu_gbs: float | None = None) -> int:
     """The channels of NCCL's ring graph, which its tuner multiplies its per-channel caps by.
 
     Across nodes: one ring per NIC (no more than the GPUs a node gives), at the first of the
@@ -221,7 +287,10 @@ def nccl_graph_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvsw
     PCIe path to it as NCCL counts them, e.g. 48 for a 400 Gb/s NIC behind PCIe Gen5 x16, 24
     for 200 Gb/s), doubled as :func:`_doubled` says. Inside one NVSwitch node: NCCL's search over
     each GPU's ``nvlink_gbs`` (links x ``ncclTopoNVLinkBw``); inside one node of PCIe GPUs, over
-    each GPU's PCIe link, ``pci_gbs`` as NCCL counts it (48 GB/s for Gen5 x16). Without the
+    each GPU's PCIe link, ``pci_gbs`` as NCCL counts it (48 GB/s for Gen5 x16). PCIe GPUs of a
+    node under two CPU sockets: ``cpu_gbs``, NCCL's bandwidth of the socket link
+    (:func:`inter_cpu_gbs`), which every ring crosses (once each way inside a node; once across
+    nodes, half the rings each way), on one node and across nodes. Without the
     figures: one channel per NIC across nodes, per GPU in an NVSwitch node, 1 over PCIe.
 
     >>> nccl_graph_channels(1, 8, 8, True, generation="hopper", nvlink_gbs=370.8)
@@ -230,8 +299,11 @@ def nccl_graph_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvsw
     8
     >>> nccl_graph_channels(2, 8, 4, True, generation="hopper", net_gbs=48.0)   # 4 rings at 48: doubled
     8
+    >>> nccl_graph_channels(2, 8, 8, False, generation="hopper", net_gbs=48.0, pci_gbs=48.0, cpu_gbs=22.0)
+    2
     """
-    return _graph(*_key(nodes, gpus_per_node, nics_per_node, nvswitch, generation, nvlink_gbs, net_gbs, pci_gbs))[0]
+    return _graph(*_key(nodes, gpus_per_node, nics_per_node, nvswitch, generation, nvlink_gbs, net_gbs, pci_gbs,
+                        cpu_gbs))[0]
 
 
 def run_channels(graph_channels: int, nodes: int, generation=None, speed=None) -> int:
@@ -250,7 +322,7 @@ def run_channels(graph_channels: int, nodes: int, generation=None, speed=None) -
 
 def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: bool, *,
                   generation: str | None = None, nvlink_gbs: float | None = None,
-                  net_gbs: float | None = None, pci_gbs: float | None = None) -> int:
+                  net_gbs: float | None = None, pci_gbs: float | None = None, cpu_gbs: float | None = None) -> int:
     """The channels NCCL runs a communicator's ring and tree collectives on (the ``N coll
     channels`` it prints): :func:`run_channels` of :func:`nccl_graph_channels` (same arguments).
     Override with ``channels=``.
@@ -262,5 +334,6 @@ def nccl_channels(nodes: int, gpus_per_node: int, nics_per_node: int, nvswitch: 
     >>> nccl_channels(2, 4, 1, False, generation="hopper", net_gbs=48.0)   # 4 H100 on one 400G NIC: "4 coll channels"
     4
     """
-    n, speed = _graph(*_key(nodes, gpus_per_node, nics_per_node, nvswitch, generation, nvlink_gbs, net_gbs, pci_gbs))
+    n, speed = _graph(*_key(nodes, gpus_per_node, nics_per_node, nvswitch, generation, nvlink_gbs, net_gbs, pci_gbs,
+                            cpu_gbs))
     return run_channels(n, nodes, generation, speed)

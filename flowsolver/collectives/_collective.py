@@ -301,9 +301,13 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     policy, policy_options, pxn
         Routing policy (``flowsolver.POLICIES``) and its options (``subflows``, ``seed``); PXN for cross-rail hops.
     channels : int in 1 ... 64, optional
-        NCCL's channels (default: as NCCL sets them from the hardware,
+        NCCL's ring and tree channels (default: as NCCL sets them from the hardware,
         :func:`~flowsolver.collectives.nccl_channels`) and the rings of the flow solve
-        (default: NICs per server when the ranks span servers, else 1).
+        (default: NICs per server when the ranks span servers, else 1): what
+        ``NCCL_MIN_NCHANNELS`` = ``NCCL_MAX_NCHANNELS`` = ``channels`` set. NVLS and NVLSTree
+        keep NCCL's own NVLS channels (16 on Hopper, 24 on Blackwell in one NVLink domain, 32
+        across nodes), which those settings leave alone (NCCL bounds them by ``NCCL_MIN_CTAS``
+        / ``NCCL_MAX_CTAS`` only).
     protocol : {"auto", "LL", "LL128", "Simple"} or a list of them
         NCCL protocol (``"auto"``: NCCL's choice by size; a list: its choice among those,
         ``NCCL_PROTO=^LL128`` is ``["LL", "Simple"]``). NCCL's latencies and per-protocol

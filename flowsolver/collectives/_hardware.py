@@ -12,7 +12,7 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import gpu_nodes, graph_memo, link_efficiency, ranges
-from ._channels import NVLS_CHANNELS, mesh_ring_channels, nccl_channels, nccl_graph_channels, run_channels
+from ._channels import NVLS_CHANNELS, inter_cpu_gbs, mesh_ring_channels, nccl_channels, nccl_graph_channels, run_channels
 from ._layout import mesh_cycles, near_nics, near_nics_of, rank_server_codes, server_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, PATH_NVB, PATH_NVL, Hardware
@@ -200,12 +200,29 @@ def _say_mixed(types) -> None:
 _NCCL_PCI_VIEW = (7.5 / 80) / (128 / 130 / 8)
 
 
+def _socket_link(graph, gpus) -> float | None:
+    """NCCL's bandwidth (GB/s, :func:`~._channels.inter_cpu_gbs`) of the socket link a ring
+    through a server's ``gpus`` crosses: where some server's GPUs among them hang off two CPU
+    sockets (each GPU node's ``socket``, its PCIe switch's), by the host's ``cpu`` and
+    ``cpu_make``; else None."""
+    sockets: dict = {}
+    for g in gpus:
+        d = graph.nodes[g]
+        if "socket" in d:
+            sockets.setdefault(d.get("server"), set()).add(d["socket"])
+    if not any(len(s) > 1 for s in sockets.values()):
+        return None
+    d = graph.nodes[gpus[0]]
+    return inter_cpu_gbs(d.get("cpu", "intel"), d.get("cpu_make"))
+
+
 def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
     """The figures NCCL's ring search reads (:func:`~._channels.nccl_graph_channels`' keywords):
     across nodes ``net_gbs``, the first GPU's nearest NIC port's rate and its PCIe path to it
-    as NCCL counts them (GB/s); in an NVSwitch node ``nvlink_gbs``, the slowest GPU's NVLink
-    at NCCL's view (the catalogue's efficiency, never the user's ``efficiency=``); in a node of
-    PCIe GPUs ``pci_gbs``, the first GPU's PCIe link as NCCL counts it."""
+    as NCCL counts them (GB/s); in NVSwitch nodes (one or several) ``nvlink_gbs``, the slowest
+    GPU's NVLink at NCCL's view (the catalogue's efficiency, never the user's ``efficiency=``); in
+    a node of PCIe GPUs ``pci_gbs``, the first GPU's PCIe link as NCCL counts it; PCIe GPUs of a
+    server under two CPU sockets, one node or several, ``cpu_gbs`` (:func:`_socket_link`)."""
     view = {"generation": generation}
     if nodes > 1:
         first = gpus[0]
@@ -218,11 +235,14 @@ def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
                 gbs = min(gbs, graph.edges[first, nic].get("capacity", 0.0) * _NCCL_PCI_VIEW / 1e9)
             if gbs > 0:
                 view["net_gbs"] = gbs
-    elif nvswitch:
+    if nvswitch:                    # across nodes too: a ring's NVLink inside a node bounds the rings
         low = slowest_nvlink(graph, gpus, None)
         if low > 0:
             view["nvlink_gbs"] = low / 1e9
-    else:
+        return view
+    if (cpu := _socket_link(graph, gpus)) is not None:         # across nodes too: a ring's socket link
+        view["cpu_gbs"] = cpu
+    if nodes == 1:
         pci = [e.get("capacity", 0.0) for _, _, e in graph.out_edges(gpus[0], data=True)
                if str(e.get("tech", "")).startswith("pcie")]
         if max(pci, default=0.0) > 0:
@@ -232,7 +252,9 @@ def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
 
 def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> Hardware:
     """The :class:`Hardware` of ``ranks`` (laid out as ``layout``) on ``graph``; ``channels``
-    overrides NCCL's channel count, ``efficiency`` the links' (as in :func:`flowsolver.collective`).
+    overrides NCCL's ring and tree channel count (as ``NCCL_MIN_NCHANNELS`` = ``NCCL_MAX_NCHANNELS``
+    do: NVLS keeps its own, ``nvls_channels``), ``efficiency`` the links' (as in
+    :func:`flowsolver.collective`).
 
     >>> import topologies as tp
     >>> from ._layout import participants
@@ -252,7 +274,8 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
     nvlink_bw = slowest_nvlink(graph, gpus, efficiency) if nvswitch else 0.0
     n_nodes = len(layout.groups)
     ppn = max(len(g) for g in layout.groups)
-    nics = server_nics(graph, graph.nodes[gpus[0]].get("server"))
+    # (GPUs cabled straight into a fabric, no NIC node: each GPU's own port is its NIC)
+    nics = max(server_nics(graph, graph.nodes[gpus[0]].get("server")), 1 if n_nodes > 1 else 0)
     # servers whose GPUs are joined pairwise by NVLink, no NVSwitch: a GPU's NVLink is the sum of
     # its pairs' (NCCL's getTotalBw, search.cc:30-38), and one node's channels are its search's
     meshes = [] if nvswitch else [mesh_pairs(graph, [gpus[i] for i in group], efficiency)
@@ -269,11 +292,14 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
         run = nccl_channels(n_nodes, ppn, nics, nvswitch, **view)
     else:
         run = run_channels(graph_channels, n_nodes)
+    # NVLS's own count (nvls.cc ncclNvlsTuning), which channels= leaves alone: NCCL_MIN_NCHANNELS /
+    # NCCL_MAX_NCHANNELS clamp comm->nChannels only (connect.cc:492-506), NVLS only NCCL_MIN_CTAS /
+    # NCCL_MAX_CTAS and NCCL_NVLS_NCHANNELS (nvls.cc:222-235)
     nvls_channels = NVLS_CHANNELS.get(generation or "", (16, 16))[n_nodes > 1]
     default = None
-    if channels is not None:        # the run's count given (NVLS's too): the tuner sums no more
+    if channels is not None:        # the ring's and tree's run count given: the tuner sums no more
         default = run
-        run, graph_channels, nvls_channels = int(channels), min(graph_channels, int(channels)), int(channels)
+        run, graph_channels = int(channels), min(graph_channels, int(channels))
     channels = run
     # NCCL turns NVLS off where a node holds fewer than two of the communicator's GPUs
     # (src/transport/nvls.cc, ncclNvlsInit: gpuCount < 2): nothing to reduce in the switch

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from ._algorithms import algorithm_of
-from ._channels import P2P_CHANNEL_SHARE
+from ._channels import NVLS_CHANNELS, P2P_CHANNEL_SHARE
 from ._dual import greater, lesser
 from ._nccl import PROTOCOLS, busbw_factor, is_fp8
 from ._pipeline import PIPELINE, pipeline_time
@@ -160,7 +160,8 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
         algbw = lesser(lesser(algbw, _nvls_node_bound(hw)), _network_bound(hw))
     if not algbw > 0:                                           # 0: a stalled flow
         return np.inf, lat, np.inf
-    kernel_bw = algbw if model is None else model.bandwidth(algbw, a, proto)     # NCCL chooses by its own
+    run_bw = _nvls_channel_bound(algbw, hw) if a in ("nvls", "nvls_tree") else algbw   # NCCL chooses by algbw
+    kernel_bw = run_bw if model is None else model.bandwidth(run_bw, a, proto)
     gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.nvls_run if a.startswith("nvls") else hw.channels,
                         lat, kernel_bw,
                         PIPELINE if model is None else model.pipeline,
@@ -192,6 +193,8 @@ def _graph_busbw(algorithm, ring_busbw, hw) -> float:
     channels than NCCL's own move less (:func:`_channel_bound`)."""
     if algorithm == "tree" and hw.nodes == 2 and hw.nvlink_bw > 0:
         return _channel_bound(hw.nvlink_bw, hw)
+    if algorithm.startswith("nvls"):        # NVLS's own channels, which channels= leaves alone
+        return ring_busbw
     return _channel_bound(ring_busbw, hw)
 
 
@@ -204,6 +207,28 @@ def _channel_bound(busbw, hw):
         return busbw
     per = greater(busbw / hw.default_channels, P2P_CHANNEL_SHARE * hw.nvlink_bw)
     return lesser(busbw, hw.channels * per)
+
+
+def _nvls_channel_bound(algbw, hw):
+    """``algbw`` (bytes/s) where NVLS or NVLSTree runs fewer channels (``hw.nvls_run``:
+    ``NCCL_MAX_CTAS``, ``NCCL_NVLS_NCHANNELS``) than NCCL's own count (:data:`~._channels.NVLS_CHANNELS`,
+    which ``algbw`` is for): each channel is one CTA issuing the multimem loads, reductions and
+    stores of its slice of the buffer, and moves what NCCL's tuner grants it, its share of
+    ``algbw`` among NCCL's count (tuning.cc:306-323: NVLS's bus bandwidth is ``nChannels`` x a
+    per-channel rate); fewer CTAs move that many shares, never more (no single NVLS CTA's rate
+    is measured to bound it otherwise, as the P2P channel's bounds the ring's,
+    :func:`_channel_bound`). The pipeline's steps shrink with the channels (``channels x ppn``
+    chunks a step), its fill with them: the rate, not the steps, must carry the loss.
+
+    >>> from ._nccl_model import Hardware
+    >>> hw = Hardware(8, 1, "hopper", nvls=True, nvls_channels=4)
+    >>> round(_nvls_channel_bound(480e9, hw) / 1e9)      # 4 of NCCL's 16 CTAs: a quarter
+    120
+    """
+    own = NVLS_CHANNELS.get(hw.generation or "", (16, 16))[hw.nodes > 1]
+    if hw.nvls_run >= own:
+        return algbw
+    return algbw * (hw.nvls_run / own)
 
 
 def _nvls_node_bound(hw) -> float:

@@ -260,8 +260,8 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
         p2p_channels = _pow2_up(run_channels(comm_channels, 1))
     else:       # one NVSwitch node: its 24 run channels rounded up, NCCL's "32 p2p channels" (8-GPU H100 logs)
         searched = search_view(graph, [nodes_of[r] for r in comm_ranks], hw.generation, nodes, nvswitch)
-        p2p_channels = _pow2_up(min(MAX_CHANNELS, nccl_channels(nodes, ppn, server_nics(graph, servers[0]),
-                                                                 nvswitch, **searched)))
+        nics = max(server_nics(graph, servers[0]), 1 if nodes > 1 else 0)     # (GPUs straight on a fabric)
+        p2p_channels = _pow2_up(min(MAX_CHANNELS, nccl_channels(nodes, ppn, nics, nvswitch, **searched)))
     nic_count, nic_bw = _gpu_nics(graph, first)
     per_peer = p2p_channels_per_peer(len(comm_ranks), nodes, p2p_channels, links, nic_count, nic_bw)
     gpu = graph.nodes[first].get("gpu_type", "")
@@ -326,11 +326,14 @@ def nccl_view(graph, op, group, layout, options, communicator):
 
 
 def channels_run(algorithm, protocol, size, ranks, hw) -> int:
-    """The channels NCCL runs ``algorithm`` / ``protocol`` on at ``size`` bytes: a send's P2P
-    channels; ring and tree drop channels below their thresholds
+    """The channels NCCL runs ``algorithm`` / ``protocol`` on at ``size`` bytes, those its time is
+    computed with: a send's P2P channels; NVLS's own for NVLS and NVLSTree (``comm->nvlsChannels``,
+    :attr:`~._nccl_model.Hardware.nvls_run`); ring and tree drop channels below their thresholds
     (:func:`~._pipeline.channels_used`); else the communicator's count."""
     if getattr(hw, "p2p", None) is not None:
         return hw.p2p.channels(size)
+    if algorithm in ("nvls", "nvls_tree"):
+        return hw.nvls_run
     if algorithm in PIPELINED and protocol in PROTOCOLS:
         return channels_used(algorithm, protocol, size, ranks, hw.channels)
     return hw.channels

@@ -8,6 +8,7 @@ Expected values are worked by hand from NCCL's source (master 5067397c): the spe
 counts NCCL prints in published logs.
 """
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,107 @@ def test_bad_figures_are_refused_naming_them():
         nccl_channels(2, 8, 8, True, generation="hopper", net_gbs=-48.0)
     with pytest.raises(ValueError, match="generation"):
         nccl_graph_channels(1, 8, 8, True, generation="h100", nvlink_gbs=370.8)
+
+
+def test_bad_arguments_are_refused_naming_the_parameter():
+    with pytest.raises(ValueError, match="nvswitch"):
+        nccl_graph_channels(1, 8, 8, "no", nvlink_gbs=370.8)
+    with pytest.raises(ValueError, match="nvswitch"):
+        nccl_channels(1, 8, 8, 1, nvlink_gbs=370.8)
+    with pytest.raises(ValueError, match="nics_per_node"):
+        nccl_graph_channels(2, 8, 0, True, net_gbs=48.0)
+    with pytest.raises(ValueError, match="nics_per_node"):
+        nccl_channels(2, 8, 0, True)
+    # one node needs no NIC
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert nccl_graph_channels(1, 8, 0, True, generation="hopper", nvlink_gbs=370.8) == 12
+
+
+def test_across_nodes_the_rings_fit_the_nvlink_inside_a_node():
+    # A ring through G GPUs of an NVSwitch node sends its speed s over NVLink out of every GPU but
+    # the one it leaves the node by: r rings take r (G - 1) of the G floor(nvlink / s) NVLink sends,
+    # r <= G floor(nvlink / s) / (G - 1). GB200 NVL72 (18 NVLinks x 40.1 = 721.8 GB/s, topo.h
+    # SM100_NVLINK_BW) over 400 Gb/s NICs (48 GB/s a path; sm100SpeedArrayInter, search.cc:1064):
+    #   48 GB/s: floor(721.8 / 48) = 15, 72 x 15 / 71 = 15.2 -> 15 rings, 720 GB/s
+    #   45.1:    16,                  72 x 16 / 71 = 16.2 -> 16 rings, 721.6 (best: more than 720)
+    #   42: 17 -> 714; 40: 18 -> 720; 30: 24 -> 720; 24: 30 -> 720; 22 / 45.1 < 0.49: the search stops
+    # no ncclTopoDupChannels (sm100 > 80, 45.1 < 50, 16 > 4), pass 2: 48 carries 15 < 16; run 2 x 16 = 32,
+    # no second copy (connect.cc:476: 32 >= 16). 800 Gb/s NICs (96 GB/s): 96: 7 rings (672), 86: 8 (688),
+    # 80: 9 (720), 48: 15 (720), 45.1: 16 (721.6): the same 16. NVL36: 36 x 15 / 35 = 15.4 at 48, 36 x 16 / 35
+    # = 16.5 at 45.1, 17.5 at 42 (714): 16 too.
+    for gpus, net in ((72, 48.0), (72, 96.0), (36, 48.0)):
+        kw = dict(generation="blackwell", nvlink_gbs=721.8, net_gbs=net)
+        assert (nccl_graph_channels(2, gpus, gpus, True, **kw), nccl_channels(2, gpus, gpus, True, **kw)) == (16, 32)
+    # 8-GPU nodes: 8 x floor(370.8 / 48) / 7 = 8 rings at 48 (and 8 x 15 / 7 = 17 on B200): the NICs bind
+    for gen, nvlink in (("hopper", 370.8), ("blackwell", 721.8)):
+        assert nccl_graph_channels(2, 8, 8, True, generation=gen, nvlink_gbs=nvlink, net_gbs=48.0) == 8
+
+
+def test_an_nvl72_pair_of_racks_gets_ncclss_counts_and_p2p_channels():
+    from flowsolver.collectives._p2p import p2p_comm
+    g = tp.rail_optimized(2, server=tp.get_server("nvl72"))
+    ranks, layout = participants(g, "all_reduce", None, None)
+    hw = describe(g, ranks, layout)
+    assert (hw.graph_channels, hw.channels) == (16, 32)     # derived above
+    # P2P (paths.cc ncclTopoComputeP2pChannels): pow2Up(32) = 32 channels; a peer's least is the
+    # network's ceil(50 GB/s / 14) = 4 (NCCL_P2P_PER_CHANNEL_NET_BW; NVLink's 2 x 18 is more), halved
+    # while it x ceil(144 / 8) rounds exceeds 32: 4 x 18 = 72, 2 x 18 = 36, then 1 (18 <= 32). With the
+    # 64 the unbounded search gave, 2 a peer
+    c = p2p_comm(g, ranks, hw)
+    assert (c.p2p_channels, c.per_peer) == (32, 1)
+
+
+def _pcie_counts(nodes, cpu, make):
+    g = tp.rail_optimized(nodes, server=tp.get_server("pcie_8gpu").with_(cpu=cpu, cpu_make=make))
+    ranks, layout = participants(g, "all_reduce", None, None)
+    hw = describe(g, ranks, layout)
+    return hw.graph_channels, hw.channels
+
+
+@pytest.mark.parametrize("cpu, make, one, two", [
+    # NCCL's socket link X (topo.h:26-34: SRP_QPI_BW 22, ERP_QPI_BW 40, SKL_QPI_BW 10, AMD_BW 16, BDW_QPI_BW 6,
+    # Intel's default for a make topo.cc:71-74 does not name) against 8 H100 PCIe, 2 a switch, 2 switches a
+    # socket, each GPU's Gen5 x16 at NCCL's 48 GB/s. One node: a ring crosses X once each way, so
+    # rings(s) = min(floor(48 / s), floor(X / s)) over speedArrayIntra sm90 (60 50 40 30 24 20 15 12 11 6 3),
+    # from 40 (<= 48). Across two nodes each ring crosses X once (in on one socket, out on the other,
+    # half each way): rings(s) = min(8 NICs, 2 floor(X / s)) over sm90SpeedArrayInter (48 45 42 40 30 24 22
+    # 20 17.5 15 12 6 3 2.4 1.2 ...).
+    # SPR 22, one node: nothing at 40-24; 20: 1 (20); 15, 12: 1; 11: 2 (22, best); 6: 3 (18); 3/11 < .49: stop;
+    #   11 < 25: no dup: 2 graph, 4 run. Two nodes: nothing at 48-24; 22: 2 (44); 20 .. 12: 2 (less); 6/22 <
+    #   .49: stop; no dup (22 < 25): 2, 4.
+    ("intel", "sapphire_rapids", (2, 4), (2, 4)),
+    # EMR 40, one node: 40: 1 (40); 30, 24: 1; 20: 2 (40, not more); 15/40 < .49 stop; dup (40 >= 25, 1 <= 4):
+    #   2 at 20; pass 2: 24, 30, 40 carry 1 < 2: 2, 4. Two nodes: 40: 2 (80); 30 .. 22: 2; 20: 4 (80, not more);
+    #   17.5/40 < .49 stop; dup (2 <= 4): 4 at 20; pass 2: 22 .. 40 carry 2 < 4: 4, run 8
+    ("intel", "emerald_rapids", (2, 4), (4, 8)),
+    # SKL 10, one node: nothing at 40-11; 6: 1 (6); 3: 3 (9, best; 3/6 = .5 > .49): 3, 6. Two nodes: 6: 2
+    #   (12); 3: 6 (18); 2.4: 8 (19.2, the 8 NICs); 1.2: 8 (9.6); .24/2.4 < .49 stop: 8, 16
+    ("intel", "skylake", (3, 6), (8, 16)),
+    # a make NCCL does not name: Broadwell's 6. One node: 6: 1 (6); 3: 2 (6, not more): 1, 2. Two nodes:
+    #   6: 2 (12); 3: 4 (12); 2.4/6 < .49 stop: 2, 4
+    ("intel", None, (1, 2), (2, 4)),
+    # AMD 16, one node: 15: 1 (15); 12, 11: 1; 6/15 < .49 stop: 1, 2. Two nodes: 15: 2 (30); 12: 2; 6/15
+    #   < .49 stop: 2, 4
+    ("amd", None, (1, 2), (2, 4)),
+])
+def test_a_ring_through_two_sockets_fits_ncclss_socket_link(cpu, make, one, two):
+    assert _pcie_counts(1, cpu, make) == one
+    assert _pcie_counts(2, cpu, make) == two
+
+
+def test_the_pcie_server_says_each_gpus_socket_and_its_cpu_make():
+    g = tp.rail_optimized(1, server="pcie_8gpu")
+    gpus = [n for n, d in g.nodes(data=True) if d.get("kind") == "gpu"]
+    assert [g.nodes[n]["socket"] for n in gpus] == [0, 0, 0, 0, 1, 1, 1, 1]      # 2 switches a socket
+    assert {g.nodes[n]["cpu_make"] for n in gpus} == {"sapphire_rapids"}
+    with pytest.raises(ValueError, match="cpu_make"):
+        tp.get_server("pcie_8gpu").with_(cpu_make="zen4")
+    with pytest.raises(ValueError, match="cpu_make"):
+        tp.get_server("pcie_8gpu").with_(cpu="amd", cpu_make="sapphire_rapids")
+    # one socket's GPUs only: no socket link crossed, the PCIe link alone, whatever the CPU (48 GB/s: 1 ring
+    # at 40, dup to 2 at 20; pass 2: 24 carries 2, 48 > 40 -> 2 at 24)
+    ranks, layout = participants(g, "all_reduce", [0, 1, 2, 3], None)
+    slow = tp.rail_optimized(1, server=tp.get_server("pcie_8gpu").with_(cpu_make="skylake"))
+    assert describe(slow, *participants(slow, "all_reduce", [0, 1, 2, 3], None)).graph_channels == \
+        describe(g, ranks, layout).graph_channels == 2
