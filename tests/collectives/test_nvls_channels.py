@@ -152,7 +152,11 @@ def test_fewer_nvls_channels_are_never_faster(server, nodes, algorithm):
         own = size / hw.nvlink_bw
         times = [tuned_time(algorithm, "Simple", "all_reduce", size, p, ring, own, replace(hw, nvls_channels=n),
                             Options(tuner=True))[0] for n in range(2, hw.nvls_run + 1)]
-        assert all(a >= b * (1 - 1e-12) for a, b in zip(times, times[1:])), (size, times)
+        # within 1 %: where one channel fewer spills a loop's last cells into a second loop, the
+        # pipeline's averaged steps (NVLSTree's stages at their own rates) can come out a hair
+        # under (B200 x 2 at 16 MiB: 31 channels 229.9 us, 32 channels 231.8 us); the finding was
+        # 17-45 % reversals from the steps' fill shrinking with the channels
+        assert all(a >= b * (1 - 1e-2) for a, b in zip(times, times[1:])), (size, times)
     # at 1 GiB on one DGX H100 half NCCL's 16 CTAs take about twice the transfer: 8 x (1 GiB / 16
     # CTAs' share each); the time's latency and fill are a small part of it
     if (server, nodes) == ("dgx_h100", 1):
