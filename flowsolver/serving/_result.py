@@ -154,7 +154,8 @@ class ServeResult:
         """(seconds, communication seconds) of a prefill step of ``sequences`` equal prompts of
         ``tokens`` tokens in all (integers >= 1, ``sequences <= tokens``; prefill pool), each
         prompt whole on one of the ``ep`` attention ranks (one prompt runs its attention on
-        one rank). ``step_tables["prefill"](lengths)`` times prompts of unequal lengths."""
+        one rank). ``step_tables["prefill"](lengths)`` times prompts of unequal lengths (each >= 1
+        token; as here, no prompt is refused)."""
         tokens = _checks.integer("tokens", tokens)
         sequences = _checks.integer("sequences", sequences, maximum=tokens)
         try:

@@ -120,6 +120,11 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
     decode_time.built = lambda: len(tab["share"]) - 1
 
     def prefill_time(lengths):
+        # as prefill_step(0) is refused: no prompt, or one of no tokens, is no prefill step
+        lengths = np.asarray(lengths, dtype=np.float64)
+        if lengths.ndim != 1 or not len(lengths) or not np.all(lengths >= 1.0):     # NaN fails >= too
+            raise ValueError(f"lengths must be a non-empty 1-D list of prompt lengths >= 1 token, got "
+                             f"{np.array2string(lengths, threshold=8)}")
         compute, busiest = sm.prefill_step(lengths)
         net = float(comm(busiest))          # the rank holding the most tokens sends and all-reduces the most
         exposed = net - min(overlap * net, compute)
