@@ -152,7 +152,8 @@ class ServeResult:
 
     def prefill_step(self, tokens: int, sequences: int = 1) -> tuple:
         """(seconds, communication seconds) of a prefill step of ``sequences`` equal prompts of
-        ``tokens`` tokens in all (integers >= 1, ``sequences <= tokens``; prefill pool), each
+        ``tokens`` tokens in all (integers >= 1, ``sequences <= tokens``, ``tokens`` up to serve's
+        ``token_budget`` or its prompt's longest length, whichever is more; prefill pool), each
         prompt whole on one of the ``ep`` attention ranks (one prompt runs its attention on
         one rank). ``step_tables["prefill"](lengths)`` times prompts of unequal lengths (each >= 1
         token; as here, no prompt is refused)."""

@@ -191,6 +191,12 @@ def _least(spec) -> int:
     return int(spec[0]) if isinstance(spec, tuple) else int(np.min(spec))
 
 
+def _most(spec) -> int:
+    """The most tokens a length spec of :func:`request_stream` can draw: the value, ``hi`` of
+    ``(lo, hi)``, the largest sample (whatever one run drew)."""
+    return int(spec[1]) if isinstance(spec, tuple) else int(np.max(spec))
+
+
 def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
     """KV tokens one attention rank of a pipeline engine holds: each GPU's memory share left
     after its weights (all its experts), over the KV bytes per token it keeps, shared by the
@@ -347,7 +353,9 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         options = {"protocol": "auto"} | checked_collective_options(collective_options, graph)
     except ValueError as err:
         raise ValueError(str(err).replace("a training step", "serve")) from None
-    longest = int(max(token_budget, prompt_t.max()))
+    # the prefill tables reach the longest prompt the spec allows, not this stream's longest draw:
+    # at_rate and rate_at_targets draw other streams of the same spec
+    longest = max(token_budget, _most(prompt))
 
     models = {name: StepModel(spec, gpu_spec, lay, precision, kv_bytes, compute_efficiency, attention_efficiency,
                               gpu_spec.hbm_bandwidth * hbm_efficiency) for name, lay in pools.items()}
