@@ -412,5 +412,5 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                       decode_instances=pools["decode"].instances * pools["decode"].pp,
                       decode_time=tables["decode"][0],
                       prefill_time=tables["prefill"][1], kv_seconds=kv.seconds)
-    return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), ttft_target=ttft_target,
+    return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), rate=rate, ttft_target=ttft_target,
                    tpot_target=tpot_target)

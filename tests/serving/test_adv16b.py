@@ -79,3 +79,54 @@ def test_a_request_beyond_the_models_context_is_refused():
     assert fs.MODELS["gpt-3-175b"].seq_len == fs.MODELS["gpt-3-175b"].context == 2048
     with pytest.raises(ValueError, match=r"context must be an integer >= 1"):
         fs.ModelSpec("x", 2, 1024, 4096, 8, 8, 32000, context=0)
+
+
+# adv16b finding 1: Llama 3 8B, TP 8 on one DGX H100, max_batch 64, 512-token prompts, 64-512 output tokens
+OVERLOAD = dict(prompt=512, output=(64, 512), tp=8, max_batch=64)
+
+
+def test_an_overloaded_queue_is_not_steady_and_says_the_sustainable_rate(node):
+    # 60 requests/s used to read steady=True with TTFT p50 4.3, 11.6, 22.4 s at 30, 60, 120 s
+    with pytest.warns(RuntimeWarning, match=r"overloaded: 60 requests/s offer 1\.\d+ x .*grows without bound"):
+        r = fs.serve(node, "llama-3-8b", rate=60.0, duration=30.0, **OVERLOAD)
+    assert not r.steady
+    # by hand, the one instance at its fullest: a batch of B = 64 sequences, each holding p + (o - 1) / 2
+    # = 512 + 143.5 tokens, makes 64 tokens a decode step, so a request's o - 1 = 287.5 decode tokens
+    # cost 287.5 x decode(64) / 64; a full batch frees 64 / 288 < 1 request a step, so each prompt is
+    # prefilled in a step of its own: service time s = prefill(512) + 287.5 x decode(64) / 64 (~22.6 ms),
+    # 1 / s requests/s served, rho = 60 s (~1.35)
+    o = r.output.mean()
+    decode = (o - 1) * r.decode_step(64, 64 * (512 + (o - 1) / 2))[0] / 64
+    s = r.prefill_step(512)[0] + decode
+    assert r.utilization == pytest.approx(60.0 * s, rel=0.05) and r.utilization > 1.25
+    assert r.sustainable_rate == pytest.approx(1.0 / s, rel=0.05)
+    # a third of the load is steady and said so; its utilisation is the bound at the fullest steps,
+    # prefill too: 16 prompts of 512 in the 8,192-token budget, rho = 20 (prefill(8192, 16) / 16 + decode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        light = fs.serve(node, "llama-3-8b", rate=20.0, duration=30.0, **OVERLOAD)
+    o = light.output.mean()
+    decode = (o - 1) * light.decode_step(64, 64 * (512 + (o - 1) / 2))[0] / 64
+    assert light.steady and light.utilization == pytest.approx(20.0 * (light.prefill_step(8192, 16)[0] / 16 + decode),
+                                                               rel=1e-9)
+    assert 0.3 < light.utilization < 0.5
+
+
+def test_the_command_line_does_not_call_an_overloaded_run_steady(capsys):
+    from flowsolver.cli import main
+
+    assert main(["serve", "--nodes", "1", "--link", "ib_ndr", "--model", "llama-3-8b", "--tp", "8", "--max-batch",
+                 "64", "--rate", "60", "--duration", "30", "--prompt", "512", "--output", "64:512"]) == 0
+    out = capsys.readouterr().out
+    assert "(steady state)" not in out and "(overloaded: the service rate)" in out
+    assert "warning: overloaded: 60 requests/s offer 1." in out and "grows without bound" in out
+
+
+def test_rate_at_targets_counts_an_overloaded_rate_as_a_miss(node):
+    # loose targets that a 30 s overloaded run still meets on average (TTFT p50 4.3 s < 60 s): the
+    # answer must stay below what the instance sustains, not climb into the growing queue
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = fs.serve(node, "llama-3-8b", rate=20.0, duration=30.0, **OVERLOAD)
+    best, at = r.rate_at_targets(ttft_target=60.0, tpot_target=0.1, duration=30.0)
+    assert at.utilization < 1.0 and best < r.sustainable_rate * 1.05
