@@ -112,9 +112,12 @@ def serve(args) -> None:
                      f"--duration and no steady state exists; about {s['sustainable_rate_rps']:.4g} requests/s is "
                      f"sustainable: lower --rate or add GPUs")
     elif not s["steady"]:
+        rerun = (f"--duration {s['needed_duration_s']:.3g} or more" if s["needed_duration_s"] > args.duration
+                 else "another --request-seed or a longer --duration (no request of this draw decoded wholly in "
+                      "the steady window)")
         lines.append(f"warning: --duration {args.duration:g} s does not reach steady state (the batch is full only "
                      f"from {r.steady_window[0]:.3g} s): the figures hold the ramp up and the drain; rerun with "
-                     f"--duration {s['needed_duration_s']:.3g} or more")
+                     f"{rerun}")
     if s["goodput_requests_per_gpu"] == s["goodput_requests_per_gpu"]:
         lines.append(f"goodput {s['goodput_requests_per_gpu']:.4g} requests/s per GPU within the targets")
     if s["kv_transfer_p50_ms"] == s["kv_transfer_p50_ms"]:

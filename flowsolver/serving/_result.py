@@ -81,10 +81,12 @@ class ServeResult:
     output tokens where that is significantly above 1, :mod:`flowsolver.serving._steady`),
     ``sustainable_rate`` = rate / rho (requests/s); ``steady`` whether the run reached steady
     state: ``utilization < 1`` (else the queue grows without bound: TTFT grows with the duration,
-    and a RuntimeWarning gives rho and the sustainable rate) and the requests decoding
-    wholly inside that window arrived over at least half the arrival window, i.e. ``duration >=
-    needed_duration`` = 2 x (the window's start + the longest decode), else a RuntimeWarning
-    naming both (the figures then hold the ramp up and the drain);
+    and a RuntimeWarning gives rho and the sustainable rate) and some requests decode wholly
+    inside that window, arriving over at least half the arrival window: ``duration >= 2 x`` (the
+    window's start + the longest decode), and enough for the window to expect 5 requests
+    (:func:`flowsolver.serving._steady.needed_duration`), else a RuntimeWarning naming
+    ``needed_duration``, the duration a rerun needs (the figures then hold the ramp up and the
+    drain; with no steady request ``throughput`` is the output tokens over ``duration`` / GPUs);
     ``goodput`` requests/s per GPU within both targets over the arrival window (NaN without targets);
     ``network_share_ttft`` / ``network_share_tpot``: communication (and, disaggregated, the KV
     transfer) over the whole, summed over the requests; ``bottleneck``: per communication kind
@@ -352,7 +354,7 @@ def _result(engine: dict, stream, *, duration: float, rate: float, ttft_target, 
     goodput = float("nan")
     if ttft_target is not None or tpot_target is not None:
         goodput = float(_within(ttft, tpot, done, many, ttft_target, tpot_target).sum()) / duration / n_gpus
-    steady = verdict(engine, trace, prompt_t, output_t, duration, rate, n_gpus)
+    steady = verdict(engine, trace, arrival, prompt_t, output_t, duration, rate, n_gpus)
     return ServeResult(mode=engine["mode"], gpus=n_gpus, duration=duration, arrival=arrival, prompt=prompt_t,
                        output=output_t, ttft=ttft, tpot=tpot, **steady, goodput=goodput, network_share_ttft=net_ttft,
                        network_share_tpot=net_tpot,

@@ -3,9 +3,14 @@ whether the engine can serve the stream's load at all (its utilisation ``rho``).
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
+
+#: requests a steady run's window is sized to expect: a Poisson count of mean 5 is 0 (no steady
+#: request at all) with probability e^-5 < 1 %
+STEADY_REQUESTS = 5
 
 def steady_state(first, finish, output, duration: float) -> tuple:
     """``(start, end, steady requests, needed duration)`` of a run's steady state: the batch has
@@ -82,7 +87,29 @@ def rho_measured(rate: float, output, served: float, first, start: float, end: f
     return ratio if ratio > 1.0 + 4.0 * spread else 0.0
 
 
-def verdict(engine: dict, trace, prompt, output, duration: float, rate: float, gpus: int) -> dict:
+def needed_duration(arrival, start: float, needed: float, rate: float) -> tuple:
+    """``(this run's, a rerun's)`` duration for steady state, from this run's window (``start``,
+    ``needed`` of :func:`steady_state`) and ``rate``. This run's: ``2 (start + longest)`` and
+    enough for the window to expect :data:`STEADY_REQUESTS` requests, ``start + longest +
+    (STEADY_REQUESTS + 1) / rate`` (the last request arrives ``1 / rate`` before the end on
+    average). A rerun's: the same with the batch's fill after the first arrival, ``start -
+    arrival[0]``, plus that arrival's 99th percentile ``ln(100) / rate`` in place of ``start``
+    (another draw's first request may come later), so that a rerun of it is steady but for about
+    1 % of draws.
+
+    >>> own, rerun = needed_duration(np.array([0.5, 3.0]), 2.0, 6.0, rate=0.5)     # fill 1.5 s, longest 1 s
+    >>> own, round(rerun, 2)
+    (15.0, 23.71)
+    """
+    longest = needed / 2.0 - start
+    fill = start - float(np.min(arrival))
+    late = math.log(100.0) / rate
+    window = (STEADY_REQUESTS + 1) / rate
+    own = max(needed, start + longest + window)
+    return own, max(own, 2.0 * (fill + late + longest), fill + late + longest + window)
+
+
+def verdict(engine: dict, trace, arrival, prompt, output, duration: float, rate: float, gpus: int) -> dict:
     """The steady-state fields of a run (``steady``, ``throughput``, the window, ``utilization``:
     the larger of :func:`utilization`'s bound and :func:`rho_measured`, ``sustainable_rate``:
     ``rate / utilization``), warning (RuntimeWarning) where it is not steady: overloaded (the queue
@@ -91,11 +118,14 @@ def verdict(engine: dict, trace, prompt, output, duration: float, rate: float, g
     first, finish = trace.first_token, trace.finish
     start, end, inside, needed = steady_state(first, finish, output, duration)
     done = np.isfinite(finish)
-    if end > start:             # the tokens made while the batch is full
+    own = needed
+    if np.isfinite(needed):
+        own, needed = needed_duration(arrival, start, needed, rate)
+    if inside.any() and end > start:    # the tokens made while the batch is full
         throughput = tokens_between(first, finish, output, start, end) / (end - start) / gpus
-    else:                       # no steady state at all: every token over the whole run
-        throughput = float(np.sum(output[done])) / max(np.nanmax(finish) - np.nanmin(first), 1e-30) / gpus
-    long_enough = bool(duration >= needed and inside.any())
+    else:                       # no request decoded wholly in it: what the run served over its arrivals
+        throughput = float(np.sum(output[done])) / duration / gpus
+    long_enough = bool(duration >= own and inside.any())
     if inside.any() and end > start:    # the run's own service: a stable queue serves what arrives
         measured = rho_measured(rate, output, throughput * gpus, first, start, end)
         if measured > rho:
@@ -107,9 +137,12 @@ def verdict(engine: dict, trace, prompt, output, duration: float, rate: float, g
                       f"is the service rate; lower rate below {sustainable:.4g} requests/s or add instances",
                       RuntimeWarning, stacklevel=4)
     elif not long_enough:
-        warnings.warn(f"serve: duration {duration:g} s does not reach steady state: requests decode for up to "
-                      f"{needed / 2 - start:.3g} s and the batch is full only from {start:.3g} s, so the throughput, "
-                      f"goodput and latencies hold its ramp up and drain; a steady run needs duration >= "
-                      f"{needed:.3g} s", RuntimeWarning, stacklevel=4)
+        advice = (f"a steady run needs duration >= {needed:.3g} s (about four request lifetimes, and "
+                  f"{STEADY_REQUESTS} requests expected in the window at {rate:.4g} requests/s)" if duration < own
+                  else f"this draw is the rare one: rerun with another seed or a longer duration")
+        warnings.warn(f"serve: duration {duration:g} s does not reach steady state: the batch is full only from "
+                      f"{start:.3g} s and {int(inside.sum())} requests decoded wholly inside the steady window, so "
+                      f"the throughput, goodput and latencies hold its ramp up and drain; {advice}",
+                      RuntimeWarning, stacklevel=4)
     return dict(steady=long_enough and rho < 1.0, throughput=throughput, needed_duration=needed,
                 steady_window=(start, end), in_steady=inside, utilization=rho, sustainable_rate=sustainable)

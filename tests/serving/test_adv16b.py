@@ -2,6 +2,8 @@
 spec's longest prompt (2), a light load's advice and throughput (4), prompts beyond the model's
 context (5), the prefill table's empty and non-positive lengths (7)."""
 
+import math
+import re
 import warnings
 
 import numpy as np
@@ -130,3 +132,41 @@ def test_rate_at_targets_counts_an_overloaded_rate_as_a_miss(node):
         r = fs.serve(node, "llama-3-8b", rate=20.0, duration=30.0, **OVERLOAD)
     best, at = r.rate_at_targets(ttft_target=60.0, tpot_target=0.1, duration=30.0)
     assert at.utilization < 1.0 and best < r.sustainable_rate * 1.05
+
+
+def test_a_light_load_gets_advice_that_works_and_the_throughput_it_served():
+    # adv16b finding 4: Llama 3 70B, TP 8, 0.4 requests/s for 10 s drew 2 requests, none decoding wholly in
+    # the steady window: throughput read 0.02 tokens/s per GPU and the warning asked for 6.41 s (it ran 10)
+    g = tp.rail_optimized(nodes=1, server="dgx_h100")
+    with pytest.warns(RuntimeWarning, match=r"duration 10 s does not reach steady state") as caught:
+        r = fs.serve(g, "llama-3-70b", rate=0.4, duration=10.0, prompt=1024, output=128, tp=8)
+    assert not r.steady and not r.in_steady.any()
+    # no steady request: what was served, a stable queue's arrivals x output / duration / GPUs
+    assert r.throughput == pytest.approx(len(r.arrival) * 128 / 10.0 / 8, rel=1e-12)
+    need = float(re.search(r"needs duration >= ([0-9.]+) s", str(caught[0].message)).group(1))
+    # the window must expect 5 requests, (5 + 1) / 0.4 = 15 s past the fill and the longest decode, and a
+    # rerun's first request may come ln(100) / 0.4 = 11.5 s late: far more than the 10 s it ran
+    assert need == pytest.approx(r.needed_duration, rel=1e-2) and need > (5 + 1) / 0.4 + math.log(100) / 0.4 > 10.0
+    # following it works: rerun streams of that duration are steady but for about 1 % + e^-5 of draws
+    runs = [r.at_rate(0.4, duration=r.needed_duration, seed=s) for s in range(50)]
+    assert sum(run.steady for run in runs) >= 47
+
+
+def test_the_command_line_light_load_advice_names_a_longer_duration(capsys):
+    from flowsolver.cli import main
+
+    assert main(["serve", "--nodes", "1", "--model", "llama-3-70b", "--tp", "8", "--rate", "0.4", "--duration",
+                 "10", "--prompt", "1024", "--output", "128"]) == 0
+    out = capsys.readouterr().out
+    advised = float(re.search(r"rerun with --duration ([0-9.]+) or more", out).group(1))
+    assert advised > (5 + 1) / 0.4 + math.log(100) / 0.4 and "throughput 3.2 output tokens/s per GPU" in out
+
+
+def test_one_request_of_one_token_reports_what_it_served():
+    # a one-request run of one output token (serving_heldout.py's first-token rows): the window is a
+    # point (its start = its end = the one first token); throughput is that token over the 1 s / 8 GPUs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = fs.serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=1.0, duration=1.0, prompt=128, output=1, tp=8,
+                     seed=0)
+    assert len(r.arrival) == 1 and r.throughput == pytest.approx(1 / 1.0 / 8, rel=1e-12)
