@@ -92,6 +92,9 @@ def serve(args) -> None:
                 tpot_target=ms(args.tpot_target), comm_overlap=args.comm_overlap, seed=args.request_seed,
                 hbm_efficiency=args.hbm_efficiency, **compute_choice(args))
     s = r.summary()
+    overloaded = s["utilization"] >= 1.0
+    state = ("steady state" if s["steady"] else "overloaded: the service rate" if overloaded
+             else "not steady: see the warning")
     lay = ", ".join(f"{name} {v['instances']} x (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})"
                     for name, v in s["layouts"].items())
     lines = [f"# {args.model}, {args.rate:g} requests/s for {args.duration:g} s on {s['gpus']} GPUs "
@@ -102,11 +105,19 @@ def serve(args) -> None:
              f"TPOT p50 {s['tpot_p50_ms']:.2f} ms  p99 {s['tpot_p99_ms']:.2f} ms  "
              f"(network {s['network_share_tpot']:.1%})",
              f"throughput {s['throughput_tokens_per_gpu']:.1f} output tokens/s per GPU "
-             f"({'steady state' if s['steady'] else 'not steady: see the warning'})"]
-    if not s["steady"]:
+             f"({state})"]
+    if overloaded:
+        lines.append(f"warning: overloaded: {args.rate:g} requests/s offer {s['utilization']:.3g} x what the instances "
+                     f"serve (rho = offered / service rate), so the queue grows without bound: TTFT grows with "
+                     f"--duration and no steady state exists; about {s['sustainable_rate_rps']:.4g} requests/s is "
+                     f"sustainable: lower --rate or add GPUs")
+    elif not s["steady"]:
+        rerun = (f"--duration {s['needed_duration_s']:.3g} or more" if s["needed_duration_s"] > args.duration
+                 else "another --request-seed or a longer --duration (no request of this draw decoded wholly in "
+                      "the steady window)")
         lines.append(f"warning: --duration {args.duration:g} s does not reach steady state (the batch is full only "
                      f"from {r.steady_window[0]:.3g} s): the figures hold the ramp up and the drain; rerun with "
-                     f"--duration {s['needed_duration_s']:.3g} or more")
+                     f"{rerun}")
     if s["goodput_requests_per_gpu"] == s["goodput_requests_per_gpu"]:
         lines.append(f"goodput {s['goodput_requests_per_gpu']:.4g} requests/s per GPU within the targets")
     if s["kv_transfer_p50_ms"] == s["kv_transfer_p50_ms"]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import _checks
 from ._events import simulate
+from ._steady import verdict
 
 
 def _real(value) -> float:
@@ -75,10 +76,17 @@ class ServeResult:
     state: the tokens made between ``steady_window`` = (the first first token plus the longest
     decode, 99th percentile: the batch has filled; the last first token: after it the batch only
     drains), over its length (a stable queue: rate x mean output / GPUs; an overloaded one: what
-    the cluster serves); ``steady`` whether the run reached steady state: the requests decoding
-    wholly inside that window arrived over at least half the arrival window, i.e. ``duration >=
-    needed_duration`` = 2 x (the window's start + the longest decode), else a RuntimeWarning
-    naming both (the figures then hold the ramp up and the drain);
+    the cluster serves); ``utilization`` the offered load over what the instances serve (rho:
+    the larger of a bound from the step tables at their fullest and the run's offered over served
+    output tokens where that is significantly above 1, :mod:`flowsolver.serving._steady`),
+    ``sustainable_rate`` = rate / rho (requests/s); ``steady`` whether the run reached steady
+    state: ``utilization < 1`` (else the queue grows without bound: TTFT grows with the duration,
+    and a RuntimeWarning gives rho and the sustainable rate) and some requests decode wholly
+    inside that window, arriving over at least half the arrival window: ``duration >= 2 x`` (the
+    window's start + the longest decode), and enough for the window to expect 5 requests
+    (:func:`flowsolver.serving._steady.needed_duration`), else a RuntimeWarning naming
+    ``needed_duration``, the duration a rerun needs (the figures then hold the ramp up and the
+    drain; with no steady request ``throughput`` is the output tokens over ``duration`` / GPUs);
     ``goodput`` requests/s per GPU within both targets over the arrival window (NaN without targets);
     ``network_share_ttft`` / ``network_share_tpot``: communication (and, disaggregated, the KV
     transfer) over the whole, summed over the requests; ``bottleneck``: per communication kind
@@ -109,6 +117,8 @@ class ServeResult:
     events: int
     kv_capacities: dict = field(default_factory=dict)
     steady: bool = True
+    utilization: float = float("nan")
+    sustainable_rate: float = float("nan")
     needed_duration: float = float("nan")
     steady_window: tuple = (float("nan"), float("nan"))
     in_steady: np.ndarray = field(repr=False, default=None)
@@ -152,9 +162,11 @@ class ServeResult:
 
     def prefill_step(self, tokens: int, sequences: int = 1) -> tuple:
         """(seconds, communication seconds) of a prefill step of ``sequences`` equal prompts of
-        ``tokens`` tokens in all (integers >= 1, ``sequences <= tokens``; prefill pool), each
+        ``tokens`` tokens in all (integers >= 1, ``sequences <= tokens``, ``tokens`` up to serve's
+        ``token_budget`` or its prompt's longest length, whichever is more; prefill pool), each
         prompt whole on one of the ``ep`` attention ranks (one prompt runs its attention on
-        one rank). ``step_tables["prefill"](lengths)`` times prompts of unequal lengths."""
+        one rank). ``step_tables["prefill"](lengths)`` times prompts of unequal lengths (each >= 1
+        token; as here, no prompt is refused)."""
         tokens = _checks.integer("tokens", tokens)
         sequences = _checks.integer("sequences", sequences, maximum=tokens)
         try:
@@ -180,7 +192,7 @@ class ServeResult:
         stream = request_stream(rate, duration, e["prompt"], e["output"], seed=seed)
         if not len(stream[0]):
             raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed})")
-        return _result(e, stream, duration=duration, ttft_target=ttft_target, tpot_target=tpot_target)
+        return _result(e, stream, duration=duration, rate=rate, ttft_target=ttft_target, tpot_target=tpot_target)
 
     def rate_at_targets(self, ttft_target: float | None = None, tpot_target: float | None = None, *,
                         attainment: float = 0.9, seed: int = 0, tolerance: float = 0.02,
@@ -190,7 +202,8 @@ class ServeResult:
         DistServe's goodput, over runs of ``duration`` s (default this run's): from this run's
         rate, doubling while it meets them or halving while it misses, then bisection between
         the last rate that meets them and the first that misses, to ``tolerance`` (relative).
-        Returns ``(rate, ServeResult at that rate)``. A ValueError (never a rate that looks
+        Returns ``(rate, ServeResult at that rate)``; an overloaded run (``utilization >= 1``:
+        its queue grows with the run) misses the targets whatever its latencies. A ValueError (never a rate that looks
         found) when a run tried does not reach steady state (naming the duration it needs), when
         no rate meets the targets after ``max_rounds`` halvings or before a run draws fewer than
         one request on average, or when ``max_rounds`` doublings or bisections do not settle it.
@@ -217,6 +230,8 @@ class ServeResult:
             with warnings.catch_warnings():         # a run short of steady state is refused below, by name
                 warnings.simplefilter("ignore", RuntimeWarning)
                 r = self.at_rate(rate, duration=duration, seed=seed, ttft_target=ttft_target, tpot_target=tpot_target)
+            if r.utilization >= 1.0:        # overloaded: its latencies grow with the run, never steady
+                return False, r
             many = r.output > 1
             done = np.isfinite(r.ttft) & (np.isfinite(r.tpot) | ~many)
             ok = _within(r.ttft, r.tpot, done, many, ttft_target, tpot_target)
@@ -293,7 +308,8 @@ class ServeResult:
                     bottleneck={k: (v[0].src, v[0].dst, v[0].tier) for k, v in self.bottleneck.items() if v},
                     layouts=self.layouts, kv_capacity_tokens=self.kv_capacity,
                     kv_capacity_prefill_tokens=self.kv_capacities.get("prefill", self.kv_capacity),
-                    steady=self.steady, needed_duration_s=self.needed_duration)
+                    steady=self.steady, needed_duration_s=self.needed_duration, utilization=self.utilization,
+                    sustainable_rate_rps=self.sustainable_rate)
 
 
 def check_fits(engine: dict, prompt, output) -> None:
@@ -315,8 +331,8 @@ def check_fits(engine: dict, prompt, output) -> None:
                              f"shorten prompt / output or raise tp or pp")
 
 
-def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) -> ServeResult:
-    """Simulate ``stream`` (arrival, prompt, output) on the step tables of ``engine``."""
+def _result(engine: dict, stream, *, duration: float, rate: float, ttft_target, tpot_target) -> ServeResult:
+    """Simulate ``stream`` (arrival, prompt, output; ``rate`` requests/s) on the step tables of ``engine``."""
     arrival, prompt_t, output_t = stream
     check_fits(engine, prompt_t, output_t)
     trace = simulate(arrival, prompt_t, output_t, prefill_instances=engine["prefill_instances"],
@@ -338,63 +354,15 @@ def _result(engine: dict, stream, *, duration: float, ttft_target, tpot_target) 
     goodput = float("nan")
     if ttft_target is not None or tpot_target is not None:
         goodput = float(_within(ttft, tpot, done, many, ttft_target, tpot_target).sum()) / duration / n_gpus
-    start, end, inside, needed = steady_state(trace.first_token, trace.finish, output_t, duration)
-    steady = bool(duration >= needed and inside.any())
-    if end > start:         # the tokens made while the batch is full
-        throughput = tokens_between(trace.first_token, trace.finish, output_t, start, end) / (end - start) / n_gpus
-    else:                   # no steady state at all: every token over the whole run
-        first_t, last_t = np.nanmin(trace.first_token), np.nanmax(trace.finish)
-        throughput = float(np.sum(output_t[done])) / max(last_t - first_t, 1e-30) / n_gpus
-    if not steady:
-        warnings.warn(f"serve: duration {duration:g} s does not reach steady state: requests decode for up to "
-                      f"{needed / 2 - start:.3g} s and the batch is full only from {start:.3g} s, so the throughput, "
-                      f"goodput and latencies hold its ramp up and drain; a steady run needs duration >= "
-                      f"{needed:.3g} s", RuntimeWarning, stacklevel=3)
+    steady = verdict(engine, trace, arrival, prompt_t, output_t, duration, rate, n_gpus)
     return ServeResult(mode=engine["mode"], gpus=n_gpus, duration=duration, arrival=arrival, prompt=prompt_t,
-                       output=output_t, ttft=ttft, tpot=tpot, throughput=throughput, steady=steady,
-                       needed_duration=needed, steady_window=(start, end), in_steady=inside,
-                       goodput=goodput, network_share_ttft=net_ttft, network_share_tpot=net_tpot,
+                       output=output_t, ttft=ttft, tpot=tpot, **steady, goodput=goodput, network_share_ttft=net_ttft,
+                       network_share_tpot=net_tpot,
                        kv_seconds=trace.kv_seconds, bottleneck=engine["bottleneck"], layouts=engine["layouts"],
                        kv_capacity=engine["decode_capacity"], kv_capacities=dict(engine["kv_capacities"]),
                        events=trace.events,
                        step_tables=dict(decode=engine["decode_time"], prefill=engine["prefill_time"]),
                        engine=engine)
-
-
-def steady_state(first, finish, output, duration: float) -> tuple:
-    """``(start, end, steady requests, needed duration)`` of a run's steady state: the batch has
-    filled once every request decoding started after the first first token, ``start`` = the
-    first first token + the longest decode (99th percentile of finish - first token); it drains
-    after the last first token, ``end``. The steady requests decode wholly inside ``[start,
-    end]``; they arrive over ``end - longest - start`` s of the ``duration``, at least half of it
-    when ``duration >= 2 (start + longest)`` (a stable queue's ``end`` is about ``duration``):
-    about four request lifetimes.
-
-    >>> a, b, ok, need = steady_state(np.array([1.0, 3.0, 5.0]), np.array([2.0, 4.0, 6.0]), np.array([3, 3, 3]), 5.0)
-    >>> a, b, ok.tolist(), need           # every decode 1 s: full from 2 s, steady requests 2 ... 4 s
-    (2.0, 5.0, [False, True, False], 6.0)
-    """
-    ok = np.isfinite(first) & np.isfinite(finish)
-    if not ok.any():
-        return float("nan"), float("nan"), ok, float("inf")
-    longest = float(np.quantile((finish - first)[ok], 0.99))
-    start = float(np.min(first[ok])) + longest
-    end = float(np.max(first[ok]))
-    with np.errstate(invalid="ignore"):
-        inside = ok & (first >= start) & (finish <= end)
-    return start, end, inside, 2.0 * (start + longest)
-
-
-def tokens_between(first, finish, output, start: float, end: float) -> float:
-    """Output tokens made in ``[start, end]``: each request's first at ``first``, the other
-    ``output - 1`` evenly over ``(first, finish]``."""
-    ok = np.isfinite(first) & np.isfinite(finish)
-    f, e, o = first[ok], finish[ok], output[ok].astype(np.float64)
-    made = np.sum((f >= start) & (f <= end)).astype(np.float64)
-    span = e - f
-    overlap = np.clip(np.minimum(e, end) - np.maximum(f, start), 0.0, None)
-    rest = np.where(span > 0, (o - 1) * overlap / np.where(span > 0, span, 1.0), 0.0)
-    return float(made + rest.sum())
 
 
 def _within(ttft, tpot, done, many, ttft_target, tpot_target) -> np.ndarray:

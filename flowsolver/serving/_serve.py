@@ -120,6 +120,11 @@ def _step_functions(graph, sm: StepModel, max_seqs: int, max_tokens: int, a2a_by
     decode_time.built = lambda: len(tab["share"]) - 1
 
     def prefill_time(lengths):
+        # as prefill_step(0) is refused: no prompt, or one of no tokens, is no prefill step
+        lengths = np.asarray(lengths, dtype=np.float64)
+        if lengths.ndim != 1 or not len(lengths) or not np.all(lengths >= 1.0):     # NaN fails >= too
+            raise ValueError(f"lengths must be a non-empty 1-D list of prompt lengths >= 1 token, got "
+                             f"{np.array2string(lengths, threshold=8)}")
         compute, busiest = sm.prefill_step(lengths)
         net = float(comm(busiest))          # the rank holding the most tokens sends and all-reduces the most
         exposed = net - min(overlap * net, compute)
@@ -184,6 +189,12 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
 def _least(spec) -> int:
     """The fewest tokens a length spec of :func:`request_stream` draws (int, ``(lo, hi)`` or samples)."""
     return int(spec[0]) if isinstance(spec, tuple) else int(np.min(spec))
+
+
+def _most(spec) -> int:
+    """The most tokens a length spec of :func:`request_stream` can draw: the value, ``hi`` of
+    ``(lo, hi)``, the largest sample (whatever one run drew)."""
+    return int(spec[1]) if isinstance(spec, tuple) else int(np.max(spec))
 
 
 def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
@@ -333,6 +344,11 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                  "decode": _pool("decode", dict(tp=tp, pp=pp, ep=ep) | dict(decode or {}), all_ranks[prefill_gpus:],
                                  spec)}
     arrival, prompt_t, output_t = request_stream(rate, duration, prompt, output, seed=seed)
+    if spec.context is not None and _most(prompt) + _most(output) > spec.context:     # as vLLM's max_model_len
+        raise ValueError(f"prompt (up to {_most(prompt)} tokens) + output (up to {_most(output)}) = "
+                         f"{_most(prompt) + _most(output)} tokens is beyond {spec.name}'s context of {spec.context} "
+                         f"tokens (ModelSpec.context, its max_position_embeddings): shorten prompt or output, or pass "
+                         f"a ModelSpec with a longer context (dataclasses.replace(model, context=...))")
     if not len(arrival):
         raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed}): raise rate or "
                          f"duration")
@@ -342,7 +358,9 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         options = {"protocol": "auto"} | checked_collective_options(collective_options, graph)
     except ValueError as err:
         raise ValueError(str(err).replace("a training step", "serve")) from None
-    longest = int(max(token_budget, prompt_t.max()))
+    # the prefill tables reach the longest prompt the spec allows, not this stream's longest draw:
+    # at_rate and rate_at_targets draw other streams of the same spec
+    longest = max(token_budget, _most(prompt))
 
     models = {name: StepModel(spec, gpu_spec, lay, precision, kv_bytes, compute_efficiency, attention_efficiency,
                               gpu_spec.hbm_bandwidth * hbm_efficiency) for name, lay in pools.items()}
@@ -394,5 +412,5 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                       decode_instances=pools["decode"].instances * pools["decode"].pp,
                       decode_time=tables["decode"][0],
                       prefill_time=tables["prefill"][1], kv_seconds=kv.seconds)
-    return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), ttft_target=ttft_target,
+    return _result(engine, (arrival, prompt_t, output_t), duration=float(duration), rate=rate, ttft_target=ttft_target,
                    tpot_target=tpot_target)

@@ -255,7 +255,9 @@ class CommTable:
             return np.zeros_like(np.asarray(size, dtype=np.float64))
         if np.any(np.asarray(size, dtype=np.float64) > self.sizes[-1] * (1 + 1e-9)):
             raise ValueError(f"a {kind} call of {float(np.max(size)):.4g} bytes is beyond the step tables "
-                             f"(timed up to {self.sizes[-1]:.4g} bytes): the run's token budget and batch set them")
+                             f"(timed up to {self.sizes[-1]:.4g} bytes): serve's token_budget and its prompt's longest "
+                             f"length set the prefill tables (raise token_budget or the prompt), max_batch the "
+                             f"decode ones")
         return np.interp(size, self.sizes, self.seconds[kind])
 
 

@@ -21,7 +21,8 @@ class ModelSpec:
 
     ``ffn`` is the MLP's inner width (per expert); ``gated_mlp`` (SwiGLU: three matrices) or
     not (two); ``experts`` and ``top_k`` for a mixture of experts; ``seq_len`` the training
-    sequence length (tokens).
+    sequence length (tokens); ``context`` the longest sequence (prompt + output tokens) the model
+    serves, its published ``max_position_embeddings`` (None: not known, not checked).
 
     >>> m = get_model("llama-3-70b")
     >>> round(m.params / 1e9, 1), round(m.flops_per_token / 1e9)       # ~70.6e9 parameters
@@ -40,10 +41,13 @@ class ModelSpec:
     experts: int = 1
     top_k: int = 1
     tied_embeddings: bool = False
+    context: int | None = None
 
     def __post_init__(self):
         for key in _INTEGER_FIELDS:
             object.__setattr__(self, key, _checks.integer(f"ModelSpec {self.name!r}: {key}", getattr(self, key)))
+        if self.context is not None:
+            object.__setattr__(self, "context", _checks.integer(f"ModelSpec {self.name!r}: context", self.context))
         for key in ("gated_mlp", "tied_embeddings"):       # a model file's "false" is not False
             value = getattr(self, key)
             if not isinstance(value, (bool, np.bool_)):
@@ -114,18 +118,24 @@ class ModelSpec:
 
 MODELS = {
     # Llama 3 paper (Dubey et al. 2024), table 3: layers, model dim, FFN dim, heads, KV heads;
-    # vocabulary 128,256; pre-training sequence length 8,192
-    "llama-3-8b": ModelSpec("llama-3-8b", 32, 4096, 14336, 32, 8, 128256),
-    "llama-3-70b": ModelSpec("llama-3-70b", 80, 8192, 28672, 64, 8, 128256),
-    "llama-3-405b": ModelSpec("llama-3-405b", 126, 16384, 53248, 128, 8, 128256),
+    # vocabulary 128,256; pre-training sequence length 8,192. context: "max_position_embeddings":
+    # 8192 in config.json of huggingface.co/meta-llama/Meta-Llama-3-8B and .../Meta-Llama-3-70B;
+    # 131072 in .../meta-llama/Llama-3.1-405B (405B was released as Llama 3.1 only; Llama 3.1's
+    # 8B and 70B, the same shapes, take 131072 too: dataclasses.replace(m, context=131072))
+    "llama-3-8b": ModelSpec("llama-3-8b", 32, 4096, 14336, 32, 8, 128256, context=8192),
+    "llama-3-70b": ModelSpec("llama-3-70b", 80, 8192, 28672, 64, 8, 128256, context=8192),
+    "llama-3-405b": ModelSpec("llama-3-405b", 126, 16384, 53248, 128, 8, 128256, context=131072),
     # GPT-3 paper (Brown et al. 2020), table 2.1: 96 layers, d_model 12288, 96 heads,
-    # d_ff = 4 d_model, context 2048; GPT-2 BPE vocabulary 50,257, tied embeddings
+    # d_ff = 4 d_model, context 2048 (section 2.1: n_ctx = 2048 tokens for every model);
+    # GPT-2 BPE vocabulary 50,257, tied embeddings
     "gpt-3-175b": ModelSpec("gpt-3-175b", 96, 12288, 49152, 96, 96, 50257, seq_len=2048, gated_mlp=False,
-                            tied_embeddings=True),
+                            tied_embeddings=True, context=2048),
     # Mixtral of Experts (Jiang et al. 2024), table 1: 32 layers, dim 4096, hidden 14336,
     # 32 heads, 8 KV heads, vocab 32000, 8 experts, top-2; training length not published,
-    # we take 4096
-    "mixtral-8x7b": ModelSpec("mixtral-8x7b", 32, 4096, 14336, 32, 8, 32000, seq_len=4096, experts=8, top_k=2),
+    # we take 4096. context: "max_position_embeddings": 32768 in config.json of
+    # huggingface.co/mistralai/Mixtral-8x7B-v0.1
+    "mixtral-8x7b": ModelSpec("mixtral-8x7b", 32, 4096, 14336, 32, 8, 32000, seq_len=4096, experts=8, top_k=2,
+                              context=32768),
 }
 
 

@@ -2,6 +2,8 @@
 ``ep`` attention ranks each request's KV cache sits whole on one rank; the decode pool's layout
 defaults; the decode step table's size (the hand figures below, not the code's)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import topologies as tp
@@ -77,10 +79,14 @@ def mixtral_rank_tokens():
     return np.floor((H100_USABLE - weights) / (2 * LM * KVHM * DM * 2))
 
 
+#: Mixtral's shape with no context limit (ModelSpec.context None): requests beyond its 32,768 tokens
+UNBOUNDED_MIXTRAL = dataclasses.replace(fs.MODELS["mixtral-8x7b"], context=None)
+
 @pytest.fixture(scope="module")
 def mixtral_ep8():
-    """100,000 + 1,000-token requests on Mixtral TP1 x EP8 (one DGX H100), 2 a second for 30 s."""
-    r = fs.serve(tp.rail_optimized(nodes=1), "mixtral-8x7b", rate=2.0, duration=30.0, prompt=100_000,
+    """100,000 + 1,000-token requests on Mixtral TP1 x EP8 (one DGX H100), 2 a second for 30 s (its
+    shape without its 32,768-token context, so that KV caches, not the context, limit a rank)."""
+    r = fs.serve(tp.rail_optimized(nodes=1), UNBOUNDED_MIXTRAL, rate=2.0, duration=30.0, prompt=100_000,
                  output=1_000, tp=1, ep=8, token_budget=100_000)
     return r
 
@@ -103,7 +109,7 @@ def test_a_request_larger_than_one_ranks_cache_is_refused():
     prompt = int(1.5 * 476728)                     # fits the eight ranks together, not one
     with pytest.raises(ValueError, match=rf"a request of {prompt + 16} tokens \(prompt \+ output\) exceeds the KV "
                                          r"cache of one attention rank of an instance \(476728 tokens"):
-        fs.serve(tp.rail_optimized(nodes=1), "mixtral-8x7b", rate=0.2, duration=5.0, prompt=prompt, output=16, tp=1,
+        fs.serve(tp.rail_optimized(nodes=1), UNBOUNDED_MIXTRAL, rate=0.2, duration=5.0, prompt=prompt, output=16, tp=1,
                  ep=8, token_budget=prompt)
 
 

@@ -1,6 +1,7 @@
 """flowsolver.serve: step times against hand computation, KV transfers against a concurrent run
 of the same transfers, the event loop against hand-simulated traces, bad input."""
 
+import dataclasses
 from itertools import combinations, product
 
 import numpy as np
@@ -187,7 +188,9 @@ def test_serve_reports_latencies_and_shares():
     (dict(rate=1.0, prefill_gpus=8, decode=dict(tq=2)), "decode", ValueError),
     (dict(rate=1.0, hbm_efficiency=1.5), "hbm_efficiency", ValueError),
     (dict(rate=1.0, model="llama-3-405b", tp=1), "does not fit", ValueError),
-    (dict(rate=1.0, model="llama-3-70b", prompt=450000, output=100000, tp=4), "KV cache", ValueError),
+    (dict(rate=1.0, model=dataclasses.replace(fs.MODELS["llama-3-70b"], context=None), prompt=450000, output=100000,
+          tp=4), "KV cache", ValueError),
+    (dict(rate=1.0, model="llama-3-70b", prompt=450000, output=100000, tp=4), "context of 8192", ValueError),
 ])
 def test_bad_input_names_the_parameter(kwargs, match, error):
     g = tp.rail_optimized(nodes=2)

@@ -92,4 +92,7 @@ def test_the_cli_never_prints_a_failed_search_as_a_rate(capsys):
     assert main(argv[:-3] + ["--ttft-target", "100", "--tpot-target", "4", "--max-rate", "--json"]) == 0
     import json
     row = json.loads(capsys.readouterr().out)[0]
-    assert row["max_rate"] > 10 and row["steady"]
+    # the run it starts from, 300 requests/s, is ~1.4 x what the instance serves (~215 requests/s: 63
+    # decode tokens a request in batches of 256 at ~6.4 ms a step, ~1.6 ms, and ~3 ms of prefill each):
+    # overloaded, not steady (it read steady: adv16b finding 1)
+    assert row["max_rate"] > 10 and not row["steady"] and row["utilization"] > 1.2
