@@ -167,7 +167,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.nvls_run if a.startswith("nvls") else hw.channels,
                         lat, kernel_bw,
                         PIPELINE if model is None else model.pipeline,
-                        stage_algbw=_nvls_tree_stage_algbw(hw, busbw) if a == "nvls_tree" else None)
+                        stage_algbw=_nvls_tree_stage_algbw(hw) if a == "nvls_tree" else None)
     time = options.with_host(gpu, greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries
@@ -257,14 +257,17 @@ def _nvls_channel_bound(algbw, hw):
     return algbw * (hw.nvls_run / own)
 
 
-def _nvls_tree_stage_algbw(hw, ring_busbw) -> tuple:
+def _nvls_tree_stage_algbw(hw) -> tuple:
     """``(nvls, network)``: the rates (bytes/s of the buffer) NVLSTree's in-switch stages and each
     of its network levels move a loop at (:func:`~._pipeline.nvls_tree_stages`): the node's NVLS
-    rate (:func:`_nvls_node_bound`) and a node's rate out to the network, the flow-solved ring's
-    bus bandwidth across nodes (every ring leaves each node once: a node sends its rings' bus
-    bandwidth; a level sends a loop's chunks of every head and channel of the node), each the
-    CTAs' share where fewer run than NCCL's own count (:func:`_nvls_channel_bound`)."""
-    return _nvls_channel_bound(_nvls_node_bound(hw), hw), _nvls_channel_bound(ring_busbw, hw)
+    rate (:func:`_nvls_node_bound`) and what a node's NICs send (``hw.net_bw``; a level sends a
+    loop's chunks of every head and channel of the node; unbounded where not known), each the
+    CTAs' share where fewer run than NCCL's own count (:func:`_nvls_channel_bound`). Both are
+    NCCL's view of the node as :func:`_network_bound` reads it: a re-solve of a degraded fabric
+    with the healthy run's choice (:func:`~flowsolver.collective_variants`, goodput) keeps the
+    healthy NICs' rate here, as it keeps NCCL's tuning."""
+    net = hw.net_bw if hw.net_bw > 0 else np.inf
+    return _nvls_channel_bound(_nvls_node_bound(hw), hw), _nvls_channel_bound(net, hw)
 
 
 def _nvls_node_bound(hw) -> float:
