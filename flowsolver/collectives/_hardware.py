@@ -296,9 +296,9 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
     # NCCL_MAX_NCHANNELS clamp comm->nChannels only (connect.cc:492-506), NVLS only NCCL_MIN_CTAS /
     # NCCL_MAX_CTAS and NCCL_NVLS_NCHANNELS (nvls.cc:222-235)
     nvls_channels = NVLS_CHANNELS.get(generation or "", (16, 16))[n_nodes > 1]
-    default = None
+    default = default_graph = None
     if channels is not None:        # the ring's and tree's run count given: the tuner sums no more
-        default = run
+        default, default_graph = run, graph_channels
         run, graph_channels = int(channels), min(graph_channels, int(channels))
     channels = run
     # NCCL turns NVLS off where a node holds fewer than two of the communicator's GPUs
@@ -323,7 +323,8 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
         extra["nic_path"] = type_inter(graph, groups, pxn)
     return Hardware(ranks=len(ranks), nodes=n_nodes, generation=generation, intra=intra,
                     channels=int(channels), graph_channels=int(graph_channels),
-                    nvls_channels=nvls_channels, default_channels=default, nvls=nvls,
+                    nvls_channels=nvls_channels, default_channels=default,
+                    default_graph_channels=default_graph, nvls=nvls,
                     nvlink_bw=nvlink_bw,
                     pcie_only=kind is not None and kind > PATH_NVB,
                     cpu=cpus.pop() if len(cpus) == 1 else "mixed_arch" if "arm" in cpus else "mixed",

@@ -77,7 +77,8 @@ class Hardware:
     inside a node (``"nvlink"`` or ``"pcie"``), ``channels`` the ring and tree channels NCCL runs
     (``comm->nChannels``), ``graph_channels`` its graph's, which the tuner's per-channel caps
     count (None: ``channels``), ``nvls_channels`` NVLS's (None: ``channels``), ``default_channels``
-    NCCL's own run count where the call set ``channels`` (None: not set), ``cpu`` (``"intel"`` or
+    NCCL's own run count where the call set ``channels`` (None: not set), ``default_graph_channels``
+    its ring graph's (the rings, one a NIC across nodes, the ring's flow solve then has fewer of), ``cpu`` (``"intel"`` or
     ``"amd"``), ``net_latency`` the network's own latency (s; NCCL's IB plugin reports 0),
     ``nvls`` whether the GPUs of a node share an NVLS-capable NVSwitch (and the network
     transport leaves NVLS on), ``nvlink_bw`` a GPU's NVLink bandwidth (bytes/s, NVLS's
@@ -115,6 +116,7 @@ class Hardware:
     graph_channels: int | None = None
     nvls_channels: int | None = None
     default_channels: int | None = None
+    default_graph_channels: int | None = None
 
     @property
     def tuner_channels(self) -> int:

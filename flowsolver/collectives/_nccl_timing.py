@@ -146,6 +146,8 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     adds what they cost beyond NCCL's hop constants, after a calibration's latency scale,
     which fits NCCL's constants only)."""
     busbw = size * busbw_factor(op, p) / ring_transfer if ring_transfer > 0 else np.inf
+    if a.startswith("nvls"):
+        busbw = _nvls_ring_busbw(busbw, hw)
     own_algbw = size / own_transfer if own_transfer > 0 else np.inf
     lat = tuner_latency(a, proto, op, hw, size)
     if options.base_latency is not None:
@@ -165,7 +167,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.nvls_run if a.startswith("nvls") else hw.channels,
                         lat, kernel_bw,
                         PIPELINE if model is None else model.pipeline,
-                        stage_algbw=_nvls_tree_stage_algbw(hw, busbw) if a == "nvls_tree" else None)
+                        stage_algbw=_nvls_tree_stage_algbw(hw) if a == "nvls_tree" else None)
     time = options.with_host(gpu, greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries
@@ -196,6 +198,30 @@ def _graph_busbw(algorithm, ring_busbw, hw) -> float:
     if algorithm.startswith("nvls"):        # NVLS's own channels, which channels= leaves alone
         return ring_busbw
     return _channel_bound(ring_busbw, hw)
+
+
+def _nvls_ring_busbw(busbw, hw):
+    """The ring's bus bandwidth (bytes/s) as NVLS and NVLSTree see it across nodes: where the call
+    runs fewer ring channels than NCCL's ring graph has rings (``channels=``, ``NCCL_MAX_NCHANNELS``;
+    one a NIC across nodes), the ring's flow solve took that many rings and left NICs idle that
+    NVLS's own channels (which those settings leave alone: enqueue.cc ``topoGetAlgoInfo`` gives
+    NVLSTree ``comm->nvlsChannels``) use: scaled back to the graph's rings (or, between the graph's
+    and the run's count, to the run's), no more than the node's NICs send (``hw.net_bw``, where known).
+
+    >>> from ._nccl_model import Hardware
+    >>> hw = Hardware(16, 2, "hopper", channels=4, graph_channels=4, default_channels=16,
+    ...               default_graph_channels=8, net_bw=386e9)
+    >>> round(_nvls_ring_busbw(185e9, hw) / 1e9)      # 4 of the graph's 8 rings: twice
+    370
+    """
+    rings, run = hw.default_graph_channels, hw.default_channels
+    if hw.nodes < 2 or rings is None or run is None or hw.channels >= run or hw.channels == rings:
+        return busbw
+    # fewer rings than the graph's: that many NICs; between the graph's and the run's count: the
+    # graph's rings unevenly doubled (12 of 16 on 8 NICs: 4 NICs carry two, the lockstep ring
+    # moves at the doubled ones' pace)
+    scaled = busbw * (rings / hw.channels if hw.channels < rings else run / hw.channels)
+    return lesser(scaled, hw.net_bw) if hw.net_bw > 0 else scaled
 
 
 def _channel_bound(busbw, hw):
@@ -231,14 +257,17 @@ def _nvls_channel_bound(algbw, hw):
     return algbw * (hw.nvls_run / own)
 
 
-def _nvls_tree_stage_algbw(hw, ring_busbw) -> tuple:
+def _nvls_tree_stage_algbw(hw) -> tuple:
     """``(nvls, network)``: the rates (bytes/s of the buffer) NVLSTree's in-switch stages and each
     of its network levels move a loop at (:func:`~._pipeline.nvls_tree_stages`): the node's NVLS
-    rate (:func:`_nvls_node_bound`) and a node's rate out to the network, the flow-solved ring's
-    bus bandwidth across nodes (every ring leaves each node once: a node sends its rings' bus
-    bandwidth; a level sends a loop's chunks of every head and channel of the node), each the
-    CTAs' share where fewer run than NCCL's own count (:func:`_nvls_channel_bound`)."""
-    return _nvls_channel_bound(_nvls_node_bound(hw), hw), _nvls_channel_bound(ring_busbw, hw)
+    rate (:func:`_nvls_node_bound`) and what a node's NICs send (``hw.net_bw``; a level sends a
+    loop's chunks of every head and channel of the node; unbounded where not known), each the
+    CTAs' share where fewer run than NCCL's own count (:func:`_nvls_channel_bound`). Both are
+    NCCL's view of the node as :func:`_network_bound` reads it: a re-solve of a degraded fabric
+    with the healthy run's choice (:func:`~flowsolver.collective_variants`, goodput) keeps the
+    healthy NICs' rate here, as it keeps NCCL's tuning."""
+    net = hw.net_bw if hw.net_bw > 0 else np.inf
+    return _nvls_channel_bound(_nvls_node_bound(hw), hw), _nvls_channel_bound(net, hw)
 
 
 def _nvls_node_bound(hw) -> float:

@@ -255,7 +255,12 @@ def test_batched_degraded_fabrics_equal_one_by_one_solves(wl):
                 h = tp.degrade_links(h, [c], 1.0 - len(fs) * (1.0 - factor) / n)
         for u, v, d in h.edges(data=True):
             assert view.edges[u, v]["capacity"] == d["capacity"]
-        assert t == pytest.approx(collective(h, **pinned).time, rel=1e-12)
+        # NVLSTree (the auto pick here) reads NCCL's view of the NICs for its network levels,
+        # which the batched re-solve keeps at the healthy fabric's (NCCL tunes once) and a solve
+        # of the degraded fabric alone re-reads: within 1 % (0.3 % with a cable at half rate); the
+        # flows, the ring and every other choice re-solve exactly
+        exact = healthy.algorithm != "nvls_tree"
+        assert t == pytest.approx(collective(h, **pinned).time, rel=1e-12 if exact else 1e-2)
     assert st.step_time[0] == pytest.approx(healthy.time, rel=1e-12)
     assert st.step_time[1] > st.step_time[0]              # a NIC at half rate slows it
     # the fabrics in batches of two, and each alone: the same times
