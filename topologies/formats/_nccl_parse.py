@@ -265,7 +265,7 @@ def _pci(el, loc, parent, socket, system, full_dump):
     capacity, tech = _pcie_rate(el, loc, system)
     gpu_el = el.find("gpu")
     if gpu_el is not None or code in _GPU_CLASSES:
-        _gpu(el, gpu_el, busid, system, loc)
+        _gpu(el, gpu_el, busid, system, loc, socket)
         _cable(system, f"gpu@{busid}", parent, capacity, tech)
     elif code is not None and code >> 8 == 0x02:
         nic_el = el.find("nic")
@@ -291,7 +291,10 @@ def _pci(el, loc, parent, socket, system, full_dump):
     return None
 
 
-def _gpu(el, gpu_el, busid, system, loc):
+def _gpu(el, gpu_el, busid, system, loc, socket):
+    """Add one GPU, under the ``socket``-th ``<cpu>`` (its node's ``socket``, as the catalogue's
+    PCIe servers give each GPU the socket its switch hangs off: NCCL's ring through GPUs of two
+    sockets crosses their link, topo.cc ncclTopoConnectCpus)."""
     if len(system.gpus) >= system.max_gpus:
         raise ValueError(f"{system.where}: {loc}: more than max_gpus={system.max_gpus} GPUs "
                          "(pass a larger max_gpus to read this file)")
@@ -323,7 +326,7 @@ def _gpu(el, gpu_el, busid, system, loc):
             system.ignored[f"<nvlink> to class {_clip(sub.get('tclass'))} (not a GPU or NVSwitch)"] += 1
         info.nvlinks.append(((sub.get("target") or "").lower(), int(count), tclass))
     system.gpus.append(info)
-    _add_node(system, info.node, loc, kind="gpu", busid=busid, **({"c2c": True} if c2c else {}))
+    _add_node(system, info.node, loc, kind="gpu", busid=busid, socket=socket, **({"c2c": True} if c2c else {}))
 
 
 def _order_gpus(system):
@@ -375,8 +378,9 @@ def parse_system(root, where, max_gpus: int = 640) -> System:
             system.ignored[f"<{_clip(child.tag)}> under <system>"] += 1
     for c, cpu in enumerate(sockets):
         key = f"cpu{c}"
-        _add_node(system, key, kind="cpu", socket=c, numaid=cpu.get("numaid"),
-                  vendor=cpu.get("vendor"), arch=cpu.get("arch"))
+        # familyid / modelid: read (as integers) with the host's CPU make (_nccl_cpus.cpu_make)
+        _add_node(system, key, kind="cpu", socket=c, numaid=cpu.get("numaid"), vendor=cpu.get("vendor"),
+                  arch=cpu.get("arch"), familyid=cpu.get("familyid"), modelid=cpu.get("modelid"))
         loc = _loc(cpu, ("numaid",)) if cpu.get("numaid") is not None else f"<cpu> #{c + 1}"
         _walk(cpu, key, loc, c, system, full_dump)
     if not system.gpus:

@@ -9,7 +9,10 @@ tclass>``, ``<nic>`` with ``<net speed>`` ports) into a :class:`NcclServer`, a
 What becomes what
 -----------------
 * every ``<cpu>`` is a ``cpu`` node; sockets are joined by ``socket_link`` (the file does not
-  describe the socket link; NCCL assumes one from the CPU vendor as well);
+  describe the socket link; NCCL assumes one from the CPU vendor as well); each GPU's ``socket``
+  is the ``<cpu>`` it hangs off (its index, as the cpu node's ``socket``), and an Intel host's
+  ``cpu_make`` is read from ``familyid`` / ``modelid`` by NCCL's rules (:mod:`._nccl_cpus`): NCCL's
+  rings through PCIe GPUs of two sockets carry no more than that make's socket link;
 * every PCI bridge (class 0x0604) above a GPU or NIC is a ``pcie_switch`` node; each PCI
   element's link to its parent runs at its ``link_speed`` (PCIe generation) and
   ``link_width`` (lanes, scaling the catalogue's x16 rate);
@@ -65,6 +68,7 @@ from ._nccl_parse import _clip, _loc, parse_system, relabel
 from ._common import MIB, check_limit, doctype_before_root, read_bytes
 from ..links import LinkTech, get_link
 from ..gpu_types import get_gpu
+from ._nccl_cpus import cpu_kind, cpu_make
 from ._nccl_gpus import _LINKS_PER_GPU, _generation
 from ..servers import ServerModel, ServerPorts
 
@@ -116,6 +120,8 @@ class NcclServer(ServerModel):
             attrs = dict(items, tier=0, server=index)
             if attrs["kind"] == "gpu":
                 attrs.update(rank=first_rank + attrs["local_rank"], gpu_type=self.gpu_spec.name, cpu=self.cpu)
+                if self.cpu_make is not None:
+                    attrs["cpu_make"] = self.cpu_make
                 ports.gpus.append(pre + local)
             elif attrs["kind"] == "nic":
                 attrs["role"] = "compute"
@@ -275,32 +281,16 @@ def _assemble(system, path, gpu_type, nvlink, declared, socket, name, notes) -> 
     notes.insert(0, f"{len(system.gpus)} GPU(s) {gpu_type}, {len(nics)} NIC(s) x {ports} port(s), "
                     f"{switches} PCIe switch(es), {len(cpus)} CPU socket(s), "
                     f"{system.switch_groups} NVSwitch domain(s)")
+    cpu = cpu_kind([nodes[c] for c in cpus], notes)
+    make = cpu_make(system.where, [nodes[c] for c in cpus], cpu, notes)
     ordered = sorted(nodes.items(), key=lambda kv: (kv[1]["kind"], kv[1].get("order", 0)))
     frozen = tuple((n, tuple((k, v) for k, v in a.items() if k != "order")) for n, a in ordered)
-    cpu = _cpu_kind([nodes[c] for c in cpus], notes)
-    return NcclServer(cpu=cpu,
+    return NcclServer(cpu=cpu, cpu_make=make,
         name=name or f"nccl:{path.stem}", gpus=len(system.gpus), gpu=gpu_type,
         layout="nvswitch" if nv_tech is not None else "nccl", nvlink=nv_tech, nics=len(nics),
         nic=nic_tech, nic_ports=ports, host_link=host, socket_link=socket,
         pcie_switches=switches,
         nodes=frozen, cables=tuple(cables), description="; ".join(notes), source=str(path))
-
-
-def _cpu_kind(cpus, notes) -> str:
-    """The host's kind for NCCL's tuner from the ``<cpu>`` elements' ``arch`` and ``vendor``
-    (NCCL's topo.cc reads the same attributes): ``"arm"``, ``"amd"`` or ``"intel"``; a file
-    that names neither is taken as Intel, said in ``notes``."""
-    kinds = set()
-    for a in cpus:
-        arch, vendor = str(a.get("arch") or "").lower(), str(a.get("vendor") or "")
-        kinds.add("arm" if arch in ("arm64", "aarch64") else "amd" if vendor == "AuthenticAMD"
-                  else "intel" if vendor == "GenuineIntel" else None)
-    kinds.discard(None)
-    if len(kinds) != 1:
-        notes.append("host CPU vendor " + ("not in the file" if not kinds else f"mixed ({sorted(kinds)})")
-                     + ": taken as Intel")
-        return "intel"
-    return kinds.pop()
 
 
 def _nvlink_cables(system, nodes, cables, nvlink, declared, notes) -> dict:
