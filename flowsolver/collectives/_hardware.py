@@ -288,6 +288,8 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
             graph_channels = mesh_ring_channels(view, ppn, generation)
     if graph_channels is None:      # the tuner's count (NCCL's graph) and the run's (twice or more)
         view = search_view(graph, gpus, generation, n_nodes, nvswitch)
+        if meshes and all(m is not None for m in meshes):       # rings over NVLink: no socket link
+            view.pop("cpu_gbs", None)
         graph_channels = nccl_graph_channels(n_nodes, ppn, nics, nvswitch, **view)
         run = nccl_channels(n_nodes, ppn, nics, nvswitch, **view)
     else:

@@ -116,3 +116,33 @@ def test_the_shared_dumps_keep_their_channels():
         assert [_counts(server, n) for n in (1, 2)] == [_counts("dgx_h100", n) for n in (1, 2)] == [(12, 24), (8, 16)]
     pcie = tp.from_nccl_xml(AZURE, gpu="h100_sxm", nvlink="none")
     assert [_counts(pcie, n) for n in (1, 2)] == [(2, 4), (2, 4)]
+
+
+def test_a_two_socket_nvlink_mesh_dump_keeps_its_rings_off_the_socket_link(tmp_path):
+    # 4 A100 joined pairwise by 4 NVLinks, 2 GPUs and 2 HDR NICs under each of two Sapphire Rapids
+    # sockets: NCCL's rings run GPU to GPU over NVLink and leave each node through a NIC, never
+    # across the socket link, so 2 nodes keep the rings the mesh had before the
+    # dumps carried sockets: 4 graph / 8 run channels (the socket bound would make it 2 / 4)
+    from flowsolver.collectives._hardware import describe
+    from flowsolver.collectives._layout import participants
+
+    def pci(busid, cls, inner=""):
+        return f'<pci busid="{busid}" class="{cls}" link_speed="16.0 GT/s PCIe" link_width="16">{inner}</pci>'
+    bus = [f"0000:{c}{i + 1}:00.0" for c in range(2) for i in range(2)]
+
+    def gpu(k):
+        links = "".join(f'<nvlink target="{b}" count="4" tclass="0x030200"/>' for b in bus if b != bus[k])
+        return pci(bus[k], "0x030200", f'<gpu dev="{k}" sm="80" rank="{k}" gdr="1">{links}</gpu>')
+
+    def nic(busid):
+        return pci(busid, "0x020700", f'<nic><net name="mlx5_{busid[5:7]}" dev="0" speed="200000" port="1"/></nic>')
+    sockets = "".join(
+        f'<cpu numaid="{c}" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">'
+        f'{pci(f"0000:{c}0:00.0", "0x060400", gpu(2 * c) + gpu(2 * c + 1) + nic(f"0000:{c}8:00.0") + nic(f"0000:{c}9:00.0"))}</cpu>'
+        for c in range(2))
+    path = tmp_path / "mesh.xml"
+    path.write_text(f'<system version="1">{sockets}</system>')
+    server = tp.from_nccl_xml(path, gpu="a100_sxm")
+    g = tp.rail_optimized(2, server=server, link="ib_hdr")
+    hw = describe(g, *participants(g, "all_reduce", None, None))
+    assert (hw.graph_channels, hw.channels) == (4, 8)
