@@ -77,8 +77,9 @@ class ServeResult:
     decode, 99th percentile: the batch has filled; the last first token: after it the batch only
     drains), over its length (a stable queue: rate x mean output / GPUs; an overloaded one: what
     the cluster serves); ``utilization`` the offered load over what the instances serve (rho:
-    the larger of a bound from the step tables at their fullest and the run's offered over served
-    output tokens where that is significantly above 1, :mod:`flowsolver.serving._steady`),
+    the larger of rate over the service rate priced from the step tables, the batch full, and
+    the run's offered over served output tokens where that is significantly above 1,
+    :mod:`flowsolver.serving._steady`),
     ``sustainable_rate`` = rate / rho (requests/s); ``steady`` whether the run reached steady
     state: ``utilization < 1`` (else the queue grows without bound: TTFT grows with the duration,
     and a RuntimeWarning gives rho and the sustainable rate) and some requests decode wholly

@@ -50,22 +50,33 @@ def tokens_between(first, finish, output, start: float, end: float) -> float:
 
 def utilization(engine: dict, rate: float, prompt, output) -> tuple:
     """``(rho, sustainable requests/s)``: the share of its time the engine would need to serve
-    ``rate`` requests/s of the stream's mean lengths ``p``, ``o`` at its fullest, and ``rate /
-    rho``. A decode instance runs ``B`` sequences a step (its ``max_batch x ep``, no more whole
-    requests of ``p + o`` tokens than its ranks' KV caches hold, nor than the run has), each holding ``p + (o - 1) / 2``
-    tokens on average: a request's ``o - 1`` decode tokens cost ``(o - 1) decode_step(B) / B``.
-    A prefill step takes ``k`` prompts, as many as ``token_budget`` and ``max_batch x ep`` allow
-    (at least one). Co-located, ``rho = rate (prefill_step(k) / k + decode) / instances``;
-    disaggregated, the busier pool's. Each step at its fullest, ``rho`` is a lower bound (a
-    co-located prefill step holds only the prompts its batch has room for): ``rho >= 1``, the
-    queue grows without bound; just under 1 it may still grow, which the run's own service
-    shows (:func:`rho_measured`)."""
+    ``rate`` requests/s of the stream's lengths at its service rate (its queue never empty), and
+    ``rate / rho``. A decode instance then runs ``B`` sequences a step (its ``max_batch x ep``, no
+    more whole requests of ``p + o`` tokens than its ranks' KV caches hold, nor than the run
+    has): a request's ``s = o - 1`` decode tokens cost ``s decode_step(B) / B``, the batch holding
+    ``p + E[s^2] / (2 E[s])`` tokens a sequence (a request stays in it ``s`` steps, so a long one
+    is there longer: the time average of ``p + j`` over its steps, weighted by ``s``).
+
+    A co-located instance prefills first, but only into the room its full batch has: a decode
+    step frees ``B / E[s]`` sequences on average, so each prefill step takes ``k = max(1, B /
+    E[s])`` prompts (and no more than ``token_budget`` allows), not the ``token_budget / p`` of an
+    idle instance: Llama 3 8B TP 8 max_batch 64, prompts 512, outputs U(32, 544) takes one at a
+    time, and priced at 16 the service read ~18 % high (an overloaded run serves 43.6
+    requests/s). A disaggregated prefill instance's queue is full at its service rate: ``k`` as
+    ``token_budget`` and ``max_batch x ep`` allow. Co-located, ``rho = rate (prefill_step(k) / k
+    + decode) / instances``; disaggregated, the busier pool's. The alternatives, measuring the
+    rate from the run's busy periods or a trend of its TTFT, need a run long enough to show it;
+    this prices it from the step tables for any run (and :func:`rho_measured` still checks it)."""
     p, o = float(np.mean(prompt)), float(np.mean(output))
-    steps = float(np.mean(np.maximum(np.asarray(output) - 1, 0)))
+    s = np.maximum(np.asarray(output, dtype=np.float64) - 1.0, 0.0)
+    steps = float(np.mean(s))
     fits = engine["decode_ranks"] * int(engine["decode_capacity"] // (p + o))
     batch = max(1, min(engine["decode_at_once"], fits, len(prompt)))     # (the tables hold the run's requests)
-    decode = steps * engine["decode_time"](batch, batch * (p + steps / 2.0))[0] / batch
+    held = p + (float(np.mean(s * s)) / (2.0 * steps) if steps > 0 else 0.0)
+    decode = steps * engine["decode_time"](batch, batch * held)[0] / batch
     k = max(1, min(int(engine["token_budget"] // p), engine["max_seqs"]))
+    if not engine["decode_instances"] and steps > 0:     # co-located: the room its full batch frees a step
+        k = max(1, min(k, int(round(batch / steps))))
     prefill = engine["prefill_time"](np.full(k, p))[0] / k
     if engine["decode_instances"]:          # disaggregated: two pools, each its own servers
         rho = max(rate * prefill / engine["prefill_instances"], rate * decode / engine["decode_instances"])
