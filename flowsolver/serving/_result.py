@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _checks
-from ._events import simulate
-from ._steady import verdict
+from ._steady import run_engine, verdict
 
 
 def _real(value) -> float:
@@ -77,8 +76,8 @@ class ServeResult:
     decode, 99th percentile: the batch has filled; the last first token: after it the batch only
     drains), over its length (a stable queue: rate x mean output / GPUs; an overloaded one: what
     the cluster serves); ``utilization`` the offered load over what the instances serve (rho:
-    the larger of rate over the service rate priced from the step tables, the batch full, and
-    the run's offered over served output tokens where that is significantly above 1,
+    the larger of rate over the engine's service rate, measured on a saturated stream of the
+    spec, and the run's offered over served output tokens where that is significantly above 1,
     :mod:`flowsolver.serving._steady`),
     ``sustainable_rate`` = rate / rho (requests/s); ``steady`` whether the run reached steady
     state: ``utilization < 1`` (else the queue grows without bound: TTFT grows with the duration,
@@ -336,14 +335,7 @@ def _result(engine: dict, stream, *, duration: float, rate: float, ttft_target, 
     """Simulate ``stream`` (arrival, prompt, output; ``rate`` requests/s) on the step tables of ``engine``."""
     arrival, prompt_t, output_t = stream
     check_fits(engine, prompt_t, output_t)
-    trace = simulate(arrival, prompt_t, output_t, prefill_instances=engine["prefill_instances"],
-                     decode_instances=engine["decode_instances"], max_seqs=engine["max_seqs"],
-                     decode_max_seqs=engine["decode_max_seqs"], decode_kv_capacity=engine["decode_capacity"],
-                     decode_ranks=engine["decode_ranks"],
-                     token_budget=engine["token_budget"], kv_capacity=engine["capacity"],
-                     prefill_time=engine["prefill_time"], decode_time=engine["decode_time"],
-                     kv_seconds=engine["kv_seconds"], kv_bytes_per_token=engine["kv_bytes_per_token"],
-                     kv_ranks=engine["kv_ranks"], window=duration)
+    trace = run_engine(engine, arrival, prompt_t, output_t, window=duration)
     n_gpus = engine["gpus"]
     ttft = trace.first_token - arrival
     many = output_t > 1

@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 
+from ._events import simulate
+
 #: requests a steady run's window is sized to expect: a Poisson count of mean 5 is 0 (no steady
 #: request at all) with probability e^-5 < 1 %
 STEADY_REQUESTS = 5
@@ -48,41 +50,85 @@ def tokens_between(first, finish, output, start: float, end: float) -> float:
     return float(made + rest.sum())
 
 
-def utilization(engine: dict, rate: float, prompt, output) -> tuple:
-    """``(rho, sustainable requests/s)``: the share of its time the engine would need to serve
-    ``rate`` requests/s of the stream's lengths at its service rate (its queue never empty), and
-    ``rate / rho``. A decode instance then runs ``B`` sequences a step (its ``max_batch x ep``, no
-    more whole requests of ``p + o`` tokens than its ranks' KV caches hold, nor than the run
-    has): a request's ``s = o - 1`` decode tokens cost ``s decode_step(B) / B``, the batch holding
-    ``p + E[s^2] / (2 E[s])`` tokens a sequence (a request stays in it ``s`` steps, so a long one
-    is there longer: the time average of ``p + j`` over its steps, weighted by ``s``).
+def spec_lengths(spec) -> np.ndarray:
+    """The token counts a length spec of :func:`flowsolver.serving.request_stream` draws, each
+    equally likely: an int, every integer of ``(lo, hi)``, the samples of a list.
 
-    A co-located instance prefills first, but only into the room its full batch has: a decode
-    step frees ``B / E[s]`` sequences on average, so each prefill step takes ``k = max(1, B /
-    E[s])`` prompts (and no more than ``token_budget`` allows), not the ``token_budget / p`` of an
-    idle instance: Llama 3 8B TP 8 max_batch 64, prompts 512, outputs U(32, 544) takes one at a
-    time, and priced at 16 the service read ~18 % high (an overloaded run serves 43.6
-    requests/s). A disaggregated prefill instance's queue is full at its service rate: ``k`` as
-    ``token_budget`` and ``max_batch x ep`` allow. Co-located, ``rho = rate (prefill_step(k) / k
-    + decode) / instances``; disaggregated, the busier pool's. The alternatives, measuring the
-    rate from the run's busy periods or a trend of its TTFT, need a run long enough to show it;
-    this prices it from the step tables for any run (and :func:`rho_measured` still checks it)."""
-    p, o = float(np.mean(prompt)), float(np.mean(output))
-    s = np.maximum(np.asarray(output, dtype=np.float64) - 1.0, 0.0)
-    steps = float(np.mean(s))
-    fits = engine["decode_ranks"] * int(engine["decode_capacity"] // (p + o))
-    batch = max(1, min(engine["decode_at_once"], fits, len(prompt)))     # (the tables hold the run's requests)
-    held = p + (float(np.mean(s * s)) / (2.0 * steps) if steps > 0 else 0.0)
-    decode = steps * engine["decode_time"](batch, batch * held)[0] / batch
-    k = max(1, min(int(engine["token_budget"] // p), engine["max_seqs"]))
-    if not engine["decode_instances"] and steps > 0:     # co-located: the room its full batch frees a step
-        k = max(1, min(k, int(round(batch / steps))))
-    prefill = engine["prefill_time"](np.full(k, p))[0] / k
-    if engine["decode_instances"]:          # disaggregated: two pools, each its own servers
-        rho = max(rate * prefill / engine["prefill_instances"], rate * decode / engine["decode_instances"])
-    else:
-        rho = rate * (prefill + decode) / engine["prefill_instances"]
-    return rho, rate / rho
+    >>> spec_lengths(4).tolist(), spec_lengths((2, 4)).tolist(), spec_lengths([3, 3, 9]).tolist()
+    ([4.0], [2.0, 3.0, 4.0], [3.0, 3.0, 9.0])
+    """
+    if isinstance(spec, tuple):
+        return np.arange(int(spec[0]), int(spec[1]) + 1, dtype=np.float64)
+    return np.atleast_1d(np.asarray(spec, dtype=np.float64))
+
+
+def run_engine(engine: dict, arrival, prompt, output, window: float = np.inf):
+    """:func:`flowsolver.serving._events.simulate` of the requests on ``engine``'s instances and
+    step tables (the dict :func:`flowsolver.serve` builds)."""
+    return simulate(arrival, prompt, output, prefill_instances=engine["prefill_instances"],
+                    decode_instances=engine["decode_instances"], max_seqs=engine["max_seqs"],
+                    decode_max_seqs=engine["decode_max_seqs"], decode_kv_capacity=engine["decode_capacity"],
+                    decode_ranks=engine["decode_ranks"], token_budget=engine["token_budget"],
+                    kv_capacity=engine["capacity"], prefill_time=engine["prefill_time"],
+                    decode_time=engine["decode_time"], kv_seconds=engine["kv_seconds"],
+                    kv_bytes_per_token=engine["kv_bytes_per_token"], kv_ranks=engine["kv_ranks"], window=window)
+
+
+#: requests of the saturated run that measures an engine's service rate (:func:`service_rate`),
+#: at least: its steady window then holds ~1,000 of them, a ratio within ~3 % (2 sigma at the
+#: outputs' cv ~0.5 of U(32, 544))
+SATURATED_REQUESTS = 2000
+#: the most requests of that run but for 4 batches' worth (~1 s)
+MAX_REQUESTS = 50_000
+#: the decode steps an instance of that run takes at most (the event loop's ~10 us each: ~2 s),
+#: fewer requests where each is long and the batch small (at least 4 batches' worth)
+MAX_STEPS = 200_000
+
+
+def service_rate(engine: dict) -> float:
+    """The requests/s ``engine`` serves with its queue never empty, measured as an overloaded
+    run measures it: :data:`SATURATED_REQUESTS` requests (at least 20 batches' worth of the
+    longest, so the steady window is most of the run; at most :data:`MAX_STEPS` steps) of the workload's spec (``engine["prompt"]``
+    / ``["output"]``, drawn with seed 0: a property of the spec, not of one run's draw, so a
+    short run prices a rate as a long one) all arriving at 0 s, the output tokens made in the
+    steady window (:func:`steady_state`) over its length and the spec's mean output. Cached in
+    ``engine``.
+
+    Measured, not priced from the step tables: the engine's steps are what its queue makes them.
+    Co-located, a full batch has room for the prompts that finished a step: outputs of spread
+    lengths free one sequence at a time and each prefill step takes one prompt (Llama 3 8B TP 8
+    max_batch 64, 512 / U(32, 544): 43.6 requests/s, where steps of the 16 prompts an idle
+    instance takes read 51.5), while equal outputs finish the prompts of one step together and
+    the next step refills all of them (512 / 256, max_batch 256: 101 requests/s, where steps of
+    one prompt read 76). Busy periods of the run itself or a trend in its TTFT would need a run
+    long enough to show them; this needs none."""
+    if "service_rate" in engine:
+        return engine["service_rate"]
+    prompt, output = spec_lengths(engine["prompt"]), spec_lengths(engine["output"])
+    steps = np.maximum(output - 1.0, 0.0)
+    batch = max(engine["decode_at_once"] * max(engine["decode_instances"], engine["prefill_instances"]), 1)
+    n = max(SATURATED_REQUESTS, 20 * batch * (steps.max() + 1) / (steps.mean() + 1))
+    # no more than ~MAX_STEPS decode steps an instance (a step each of the requests' tokens over its batch)
+    n = int(min(n, max(4 * batch, min(MAX_REQUESTS, MAX_STEPS * engine["decode_at_once"] / (steps.mean() + 1)))))
+    rng = np.random.default_rng(0)
+    p = rng.choice(prompt, size=n).astype(np.int64)
+    o = rng.choice(output, size=n).astype(np.int64)
+    trace = run_engine(engine, np.zeros(n), p, o)
+    start, end, inside, _ = steady_state(trace.first_token, trace.finish, o, 0.0)
+    if inside.any() and end > start:
+        made = tokens_between(trace.first_token, trace.finish, o, start, end) / (end - start)
+    else:                   # (a batch that never turns over: what it made over the run)
+        made = float(o.sum()) / float(np.nanmax(trace.finish))
+    engine["service_rate"] = made / float(np.mean(output))
+    return engine["service_rate"]
+
+
+def utilization(engine: dict, rate: float) -> tuple:
+    """``(rho, sustainable requests/s)``: ``rate`` over the engine's :func:`service_rate` (the
+    share of its time it would need at that rate: rho >= 1, the queue grows without bound) and
+    that service rate."""
+    mu = service_rate(engine)
+    return rate / mu, mu
 
 
 def rho_measured(rate: float, output, served: float, first, start: float, end: float) -> float:
@@ -125,7 +171,7 @@ def verdict(engine: dict, trace, arrival, prompt, output, duration: float, rate:
     the larger of :func:`utilization`'s bound and :func:`rho_measured`, ``sustainable_rate``:
     ``rate / utilization``), warning (RuntimeWarning) where it is not steady: overloaded (the queue
     grows without bound) or too short (naming the duration a steady run needs)."""
-    rho, sustainable = utilization(engine, rate, prompt, output)
+    rho, sustainable = utilization(engine, rate)
     first, finish = trace.first_token, trace.finish
     start, end, inside, needed = steady_state(first, finish, output, duration)
     done = np.isfinite(finish)

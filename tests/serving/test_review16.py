@@ -50,3 +50,28 @@ def test_an_overloaded_rate_is_not_steady_and_its_sustainable_rate_is_the_engine
     r, msgs = _serve(dgx, rate=40.0, duration=60.0, **UNIFORM)
     assert r.steady and r.utilization == pytest.approx(40.0 / capacity, rel=0.03) and not msgs
     assert r.sustainable_rate == pytest.approx(capacity, rel=0.03)
+
+
+def test_rho_is_a_property_of_the_rate_not_of_how_many_requests_a_run_drew(dgx):
+    # review16 finding 3: 512 / 256 tokens, default max_batch 256, 60 requests/s read rho 1.07
+    # (overloaded, "about 56 requests/s sustainable") over 1 s, 0.69 over 2 s and 0.57 over 30 s,
+    # the decode priced at the batch of the requests drawn. The engine's capacity, measured: an
+    # overloaded run (150 requests/s, 20 s) serves throughput x GPUs / 256 ~101 requests/s; rho =
+    # offered / that (M/G/1-like: rho = lambda / mu) whatever the duration.
+    kw = dict(prompt=512, output=256, seed=0)
+    over, _ = _serve(dgx, rate=150.0, duration=20.0, **kw)
+    capacity = over.throughput * over.gpus / 256
+    runs = [_serve(dgx, rate=60.0, duration=d, **kw) for d in (1.0, 2.0, 30.0)]
+    for r, msgs in runs:
+        assert r.utilization == runs[-1][0].utilization and r.sustainable_rate == runs[-1][0].sustainable_rate
+        assert r.utilization == pytest.approx(60.0 / capacity, rel=0.04) and r.utilization < 1.0
+        assert not any("overloaded" in m for m in msgs)
+    assert runs[-1][0].steady
+    # max_batch 64, 512 / 512: 20 requests/s for 0.5 s (11 requests) read rho 3.25, advising ~6
+    # requests/s; the engine serves ~30.6 (200 requests/s for 20 s)
+    kw = dict(prompt=512, output=512, max_batch=64)
+    over, _ = _serve(dgx, rate=200.0, duration=20.0, **kw)
+    capacity = over.throughput * over.gpus / 512
+    short, msgs = _serve(dgx, rate=20.0, duration=0.5, **kw)
+    assert 29.0 < capacity < 32.0
+    assert short.sustainable_rate == pytest.approx(capacity, rel=0.03) and not any("overloaded" in m for m in msgs)
