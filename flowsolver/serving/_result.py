@@ -86,7 +86,8 @@ class ServeResult:
     window's start + the longest decode), and enough for the window to expect 5 requests
     (:func:`flowsolver.serving._steady.needed_duration`), else a RuntimeWarning naming
     ``needed_duration``, the duration a rerun needs (the figures then hold the ramp up and the
-    drain; with no steady request ``throughput`` is the output tokens over ``duration`` / GPUs);
+    drain; with no steady request ``throughput`` is the output tokens over the first arrival to
+    the last completion / GPUs, at most the service rate's);
     ``goodput`` requests/s per GPU within both targets over the arrival window (NaN without targets);
     ``network_share_ttft`` / ``network_share_tpot``: communication (and, disaggregated, the KV
     transfer) over the whole, summed over the requests; ``bottleneck``: per communication kind

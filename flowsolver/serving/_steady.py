@@ -168,7 +168,8 @@ def needed_duration(arrival, start: float, needed: float, rate: float) -> tuple:
 
 def verdict(engine: dict, trace, arrival, prompt, output, duration: float, rate: float, gpus: int) -> dict:
     """The steady-state fields of a run (``steady``, ``throughput``, the window, ``utilization``:
-    the larger of :func:`utilization`'s bound and :func:`rho_measured`, ``sustainable_rate``:
+    the larger of :func:`utilization` (rate over the measured service rate) and
+    :func:`rho_measured`, ``sustainable_rate``:
     ``rate / utilization``), warning (RuntimeWarning) where it is not steady: overloaded (the queue
     grows without bound) or too short (naming the duration a steady run needs)."""
     rho, sustainable = utilization(engine, rate)
@@ -180,8 +181,14 @@ def verdict(engine: dict, trace, arrival, prompt, output, duration: float, rate:
         own, needed = needed_duration(arrival, start, needed, rate)
     if inside.any() and end > start:    # the tokens made while the batch is full
         throughput = tokens_between(first, finish, output, start, end) / (end - start) / gpus
-    else:                       # no request decoded wholly in it: what the run served over its arrivals
-        throughput = float(np.sum(output[done])) / duration / gpus
+    elif done.any():            # no request decoded wholly in it: what the run served over the time it
+        # took, its first arrival to its last completion (not the arrival window: a short run's
+        # requests finish long after it), and never above the engine's service rate
+        span = float(np.max(finish[done])) - float(np.min(arrival))
+        capacity = service_rate(engine) * float(np.mean(spec_lengths(engine["output"])))
+        throughput = min(float(np.sum(output[done])) / span if span > 0 else capacity, capacity) / gpus
+    else:
+        throughput = 0.0
     long_enough = bool(duration >= own and inside.any())
     if inside.any() and end > start:    # the run's own service: a stable queue serves what arrives
         measured = rho_measured(rate, output, throughput * gpus, first, start, end)

@@ -75,3 +75,26 @@ def test_rho_is_a_property_of_the_rate_not_of_how_many_requests_a_run_drew(dgx):
     short, msgs = _serve(dgx, rate=20.0, duration=0.5, **kw)
     assert 29.0 < capacity < 32.0
     assert short.sustainable_rate == pytest.approx(capacity, rel=0.03) and not any("overloaded" in m for m in msgs)
+
+
+def test_a_short_runs_throughput_is_what_it_served_over_the_time_it_took(dgx):
+    # review16 finding 4: 512 / 512 tokens, max_batch 64. The engine's capacity, measured: an
+    # overloaded run (200 requests/s for 20 s) makes ~1,960 output tokens/s per GPU. 50 requests/s
+    # for 0.5 s read 3,456 (output tokens over the 0.5 s arrival window, 1.76 x capacity) where its
+    # 27 requests took ~2.3 s from the first arrival to the last completion (~760 tokens/s per GPU);
+    # 1e6 requests/s for 1 us (one request) read 1,000,000.
+    kw = dict(prompt=512, output=512, max_batch=64)
+    over, _ = _serve(dgx, rate=200.0, duration=20.0, **kw)
+    capacity = over.throughput
+    assert 1800.0 < capacity < 2100.0
+    for rate, duration in ((20.0, 0.5), (50.0, 0.5), (50.0, 1.0)):
+        r, _ = _serve(dgx, rate=rate, duration=duration, **kw)
+        assert not r.steady and not r.in_steady.any()
+        last = np.max(r.arrival + r.ttft + r.tpot * (r.output - 1))     # each request's last token
+        served = r.output.sum() / (last - r.arrival.min()) / r.gpus
+        assert r.throughput == pytest.approx(served, rel=1e-9) and r.throughput < capacity
+    one, _ = _serve(dgx, rate=1e6, duration=1e-6, prompt=128, output=8)
+    assert len(one.arrival) == 1
+    # one request: 8 tokens over its prefill and 7 decode steps, tens of ms, / 8 GPUs
+    assert one.throughput == pytest.approx(8 / (one.ttft[0] + 7 * one.tpot[0]) / 8, rel=1e-9)
+    assert one.throughput < 1000.0
