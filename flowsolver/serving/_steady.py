@@ -88,20 +88,21 @@ MAX_STEPS = 200_000
 def service_rate(engine: dict) -> float:
     """The requests/s ``engine`` serves with its queue never empty, measured as an overloaded
     run measures it: :data:`SATURATED_REQUESTS` requests (at least 20 batches' worth of the
-    longest, so the steady window is most of the run; at most :data:`MAX_STEPS` steps) of the workload's spec (``engine["prompt"]``
-    / ``["output"]``, drawn with seed 0: a property of the spec, not of one run's draw, so a
-    short run prices a rate as a long one) all arriving at 0 s, the output tokens made in the
-    steady window (:func:`steady_state`) over its length and the spec's mean output. Cached in
-    ``engine``.
+    longest, so the steady window is most of the run; at most :data:`MAX_STEPS` steps) of the
+    workload's spec (``engine["prompt"]`` / ``["output"]``, drawn with seed 0: a property of the
+    spec, not of one run's draw, so a short run prices a rate as a long one) all arriving at 0 s,
+    the output tokens made in the steady window (:func:`steady_state`) over its length and the
+    spec's mean output. Cached in ``engine``.
 
     Measured, not priced from the step tables: the engine's steps are what its queue makes them.
     Co-located, a full batch has room for the prompts that finished a step: outputs of spread
     lengths free one sequence at a time and each prefill step takes one prompt (Llama 3 8B TP 8
-    max_batch 64, 512 / U(32, 544): 43.6 requests/s, where steps of the 16 prompts an idle
-    instance takes read 51.5), while equal outputs finish the prompts of one step together and
-    the next step refills all of them (512 / 256, max_batch 256: 101 requests/s, where steps of
-    one prompt read 76). Busy periods of the run itself or a trend in its TTFT would need a run
-    long enough to show them; this needs none."""
+    max_batch 64, 512 / U(32, 544): 44.2 requests/s, an overloaded run at 56 serving 43.7, where
+    steps of the 16 prompts an idle instance takes read 51.5), while equal outputs finish the
+    prompts of one step together and the next step refills all of them (512 / 256, max_batch
+    256: 103.9, an overloaded run at 150 serving 101.5, where steps of one prompt read 76). Busy
+    periods of the run itself or a trend in its TTFT would need a run long enough to show them;
+    this needs none."""
     if "service_rate" in engine:
         return engine["service_rate"]
     prompt, output = spec_lengths(engine["prompt"]), spec_lengths(engine["output"])

@@ -140,7 +140,8 @@ def test_decode_degrees_left_out_are_the_prefill_pools_in_the_api_and_the_cli(ca
 
 def test_decode_table_is_built_for_what_can_run_at_once():
     # Llama 3 8B TP8 (one DGX H100), 272-token requests: the same run with max_batch 256 and 10^7;
-    # the table grows on demand and never past the whole requests the cache holds: one GPU's free memory over its 1/8 of K and V per token
+    # the table grows on demand and never past the whole requests the cache holds: one GPU's free
+    # memory over its 1/8 of K and V per token
     L, H, F, KVH, D, V = 32, 4096, 14336, 8, 128, 128256
     params = L * (2 * H * H + 2 * H * KVH * D + 3 * H * F) + 2 * V * H
     rank_tokens = np.floor((H100_USABLE - 2 * params / 8) / (2 * L * KVH * D * 2 / 8))
