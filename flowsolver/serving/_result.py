@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _checks
-from ._events import simulate
-from ._steady import verdict
+from ._steady import run_engine, verdict
 
 
 def _real(value) -> float:
@@ -77,8 +76,9 @@ class ServeResult:
     decode, 99th percentile: the batch has filled; the last first token: after it the batch only
     drains), over its length (a stable queue: rate x mean output / GPUs; an overloaded one: what
     the cluster serves); ``utilization`` the offered load over what the instances serve (rho:
-    the larger of a bound from the step tables at their fullest and the run's offered over served
-    output tokens where that is significantly above 1, :mod:`flowsolver.serving._steady`),
+    the larger of rate over the engine's service rate, measured on a saturated stream of the
+    spec, and the run's offered over served output tokens where that is significantly above 1,
+    :mod:`flowsolver.serving._steady`),
     ``sustainable_rate`` = rate / rho (requests/s); ``steady`` whether the run reached steady
     state: ``utilization < 1`` (else the queue grows without bound: TTFT grows with the duration,
     and a RuntimeWarning gives rho and the sustainable rate) and some requests decode wholly
@@ -86,7 +86,8 @@ class ServeResult:
     window's start + the longest decode), and enough for the window to expect 5 requests
     (:func:`flowsolver.serving._steady.needed_duration`), else a RuntimeWarning naming
     ``needed_duration``, the duration a rerun needs (the figures then hold the ramp up and the
-    drain; with no steady request ``throughput`` is the output tokens over ``duration`` / GPUs);
+    drain; with no steady request ``throughput`` is the output tokens over the first arrival to
+    the last completion / GPUs, at most the service rate's);
     ``goodput`` requests/s per GPU within both targets over the arrival window (NaN without targets);
     ``network_share_ttft`` / ``network_share_tpot``: communication (and, disaggregated, the KV
     transfer) over the whole, summed over the requests; ``bottleneck``: per communication kind
@@ -335,14 +336,7 @@ def _result(engine: dict, stream, *, duration: float, rate: float, ttft_target, 
     """Simulate ``stream`` (arrival, prompt, output; ``rate`` requests/s) on the step tables of ``engine``."""
     arrival, prompt_t, output_t = stream
     check_fits(engine, prompt_t, output_t)
-    trace = simulate(arrival, prompt_t, output_t, prefill_instances=engine["prefill_instances"],
-                     decode_instances=engine["decode_instances"], max_seqs=engine["max_seqs"],
-                     decode_max_seqs=engine["decode_max_seqs"], decode_kv_capacity=engine["decode_capacity"],
-                     decode_ranks=engine["decode_ranks"],
-                     token_budget=engine["token_budget"], kv_capacity=engine["capacity"],
-                     prefill_time=engine["prefill_time"], decode_time=engine["decode_time"],
-                     kv_seconds=engine["kv_seconds"], kv_bytes_per_token=engine["kv_bytes_per_token"],
-                     kv_ranks=engine["kv_ranks"], window=duration)
+    trace = run_engine(engine, arrival, prompt_t, output_t, window=duration)
     n_gpus = engine["gpus"]
     ttft = trace.first_token - arrival
     many = output_t > 1

@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 
+from ._events import simulate
+
 #: requests a steady run's window is sized to expect: a Poisson count of mean 5 is 0 (no steady
 #: request at all) with probability e^-5 < 1 %
 STEADY_REQUESTS = 5
@@ -48,30 +50,86 @@ def tokens_between(first, finish, output, start: float, end: float) -> float:
     return float(made + rest.sum())
 
 
-def utilization(engine: dict, rate: float, prompt, output) -> tuple:
-    """``(rho, sustainable requests/s)``: the share of its time the engine would need to serve
-    ``rate`` requests/s of the stream's mean lengths ``p``, ``o`` at its fullest, and ``rate /
-    rho``. A decode instance runs ``B`` sequences a step (its ``max_batch x ep``, no more whole
-    requests of ``p + o`` tokens than its ranks' KV caches hold, nor than the run has), each holding ``p + (o - 1) / 2``
-    tokens on average: a request's ``o - 1`` decode tokens cost ``(o - 1) decode_step(B) / B``.
-    A prefill step takes ``k`` prompts, as many as ``token_budget`` and ``max_batch x ep`` allow
-    (at least one). Co-located, ``rho = rate (prefill_step(k) / k + decode) / instances``;
-    disaggregated, the busier pool's. Each step at its fullest, ``rho`` is a lower bound (a
-    co-located prefill step holds only the prompts its batch has room for): ``rho >= 1``, the
-    queue grows without bound; just under 1 it may still grow, which the run's own service
-    shows (:func:`rho_measured`)."""
-    p, o = float(np.mean(prompt)), float(np.mean(output))
-    steps = float(np.mean(np.maximum(np.asarray(output) - 1, 0)))
-    fits = engine["decode_ranks"] * int(engine["decode_capacity"] // (p + o))
-    batch = max(1, min(engine["decode_at_once"], fits, len(prompt)))     # (the tables hold the run's requests)
-    decode = steps * engine["decode_time"](batch, batch * (p + steps / 2.0))[0] / batch
-    k = max(1, min(int(engine["token_budget"] // p), engine["max_seqs"]))
-    prefill = engine["prefill_time"](np.full(k, p))[0] / k
-    if engine["decode_instances"]:          # disaggregated: two pools, each its own servers
-        rho = max(rate * prefill / engine["prefill_instances"], rate * decode / engine["decode_instances"])
-    else:
-        rho = rate * (prefill + decode) / engine["prefill_instances"]
-    return rho, rate / rho
+def spec_lengths(spec) -> np.ndarray:
+    """The token counts a length spec of :func:`flowsolver.serving.request_stream` draws, each
+    equally likely: an int, every integer of ``(lo, hi)``, the samples of a list.
+
+    >>> spec_lengths(4).tolist(), spec_lengths((2, 4)).tolist(), spec_lengths([3, 3, 9]).tolist()
+    ([4.0], [2.0, 3.0, 4.0], [3.0, 3.0, 9.0])
+    """
+    if isinstance(spec, tuple):
+        return np.arange(int(spec[0]), int(spec[1]) + 1, dtype=np.float64)
+    return np.atleast_1d(np.asarray(spec, dtype=np.float64))
+
+
+def run_engine(engine: dict, arrival, prompt, output, window: float = np.inf):
+    """:func:`flowsolver.serving._events.simulate` of the requests on ``engine``'s instances and
+    step tables (the dict :func:`flowsolver.serve` builds)."""
+    return simulate(arrival, prompt, output, prefill_instances=engine["prefill_instances"],
+                    decode_instances=engine["decode_instances"], max_seqs=engine["max_seqs"],
+                    decode_max_seqs=engine["decode_max_seqs"], decode_kv_capacity=engine["decode_capacity"],
+                    decode_ranks=engine["decode_ranks"], token_budget=engine["token_budget"],
+                    kv_capacity=engine["capacity"], prefill_time=engine["prefill_time"],
+                    decode_time=engine["decode_time"], kv_seconds=engine["kv_seconds"],
+                    kv_bytes_per_token=engine["kv_bytes_per_token"], kv_ranks=engine["kv_ranks"], window=window)
+
+
+#: requests of the saturated run that measures an engine's service rate (:func:`service_rate`),
+#: at least: its steady window then holds ~1,000 of them, a ratio within ~3 % (2 sigma at the
+#: outputs' cv ~0.5 of U(32, 544))
+SATURATED_REQUESTS = 2000
+#: the most requests of that run but for 4 batches' worth (~1 s)
+MAX_REQUESTS = 50_000
+#: the decode steps an instance of that run takes at most (the event loop's ~10 us each: ~2 s),
+#: fewer requests where each is long and the batch small (at least 4 batches' worth)
+MAX_STEPS = 200_000
+
+
+def service_rate(engine: dict) -> float:
+    """The requests/s ``engine`` serves with its queue never empty, measured as an overloaded
+    run measures it: :data:`SATURATED_REQUESTS` requests (at least 20 batches' worth of the
+    longest, so the steady window is most of the run; at most :data:`MAX_STEPS` steps) of the
+    workload's spec (``engine["prompt"]`` / ``["output"]``, drawn with seed 0: a property of the
+    spec, not of one run's draw, so a short run prices a rate as a long one) all arriving at 0 s,
+    the output tokens made in the steady window (:func:`steady_state`) over its length and the
+    spec's mean output. Cached in ``engine``.
+
+    Measured, not priced from the step tables: the engine's steps are what its queue makes them.
+    Co-located, a full batch has room for the prompts that finished a step: outputs of spread
+    lengths free one sequence at a time and each prefill step takes one prompt (Llama 3 8B TP 8
+    max_batch 64, 512 / U(32, 544): 44.2 requests/s, an overloaded run at 56 serving 43.7, where
+    steps of the 16 prompts an idle instance takes read 51.5), while equal outputs finish the
+    prompts of one step together and the next step refills all of them (512 / 256, max_batch
+    256: 103.9, an overloaded run at 150 serving 101.5, where steps of one prompt read 76). Busy
+    periods of the run itself or a trend in its TTFT would need a run long enough to show them;
+    this needs none."""
+    if "service_rate" in engine:
+        return engine["service_rate"]
+    prompt, output = spec_lengths(engine["prompt"]), spec_lengths(engine["output"])
+    steps = np.maximum(output - 1.0, 0.0)
+    batch = max(engine["decode_at_once"] * max(engine["decode_instances"], engine["prefill_instances"]), 1)
+    n = max(SATURATED_REQUESTS, 20 * batch * (steps.max() + 1) / (steps.mean() + 1))
+    # no more than ~MAX_STEPS decode steps an instance (a step each of the requests' tokens over its batch)
+    n = int(min(n, max(4 * batch, min(MAX_REQUESTS, MAX_STEPS * engine["decode_at_once"] / (steps.mean() + 1)))))
+    rng = np.random.default_rng(0)
+    p = rng.choice(prompt, size=n).astype(np.int64)
+    o = rng.choice(output, size=n).astype(np.int64)
+    trace = run_engine(engine, np.zeros(n), p, o)
+    start, end, inside, _ = steady_state(trace.first_token, trace.finish, o, 0.0)
+    if inside.any() and end > start:
+        made = tokens_between(trace.first_token, trace.finish, o, start, end) / (end - start)
+    else:                   # (a batch that never turns over: what it made over the run)
+        made = float(o.sum()) / float(np.nanmax(trace.finish))
+    engine["service_rate"] = made / float(np.mean(output))
+    return engine["service_rate"]
+
+
+def utilization(engine: dict, rate: float) -> tuple:
+    """``(rho, sustainable requests/s)``: ``rate`` over the engine's :func:`service_rate` (the
+    share of its time it would need at that rate: rho >= 1, the queue grows without bound) and
+    that service rate."""
+    mu = service_rate(engine)
+    return rate / mu, mu
 
 
 def rho_measured(rate: float, output, served: float, first, start: float, end: float) -> float:
@@ -111,10 +169,11 @@ def needed_duration(arrival, start: float, needed: float, rate: float) -> tuple:
 
 def verdict(engine: dict, trace, arrival, prompt, output, duration: float, rate: float, gpus: int) -> dict:
     """The steady-state fields of a run (``steady``, ``throughput``, the window, ``utilization``:
-    the larger of :func:`utilization`'s bound and :func:`rho_measured`, ``sustainable_rate``:
+    the larger of :func:`utilization` (rate over the measured service rate) and
+    :func:`rho_measured`, ``sustainable_rate``:
     ``rate / utilization``), warning (RuntimeWarning) where it is not steady: overloaded (the queue
     grows without bound) or too short (naming the duration a steady run needs)."""
-    rho, sustainable = utilization(engine, rate, prompt, output)
+    rho, sustainable = utilization(engine, rate)
     first, finish = trace.first_token, trace.finish
     start, end, inside, needed = steady_state(first, finish, output, duration)
     done = np.isfinite(finish)
@@ -123,8 +182,14 @@ def verdict(engine: dict, trace, arrival, prompt, output, duration: float, rate:
         own, needed = needed_duration(arrival, start, needed, rate)
     if inside.any() and end > start:    # the tokens made while the batch is full
         throughput = tokens_between(first, finish, output, start, end) / (end - start) / gpus
-    else:                       # no request decoded wholly in it: what the run served over its arrivals
-        throughput = float(np.sum(output[done])) / duration / gpus
+    elif done.any():            # no request decoded wholly in it: what the run served over the time it
+        # took, its first arrival to its last completion (not the arrival window: a short run's
+        # requests finish long after it), and never above the engine's service rate
+        span = float(np.max(finish[done])) - float(np.min(arrival))
+        capacity = service_rate(engine) * float(np.mean(spec_lengths(engine["output"])))
+        throughput = min(float(np.sum(output[done])) / span if span > 0 else capacity, capacity) / gpus
+    else:
+        throughput = 0.0
     long_enough = bool(duration >= own and inside.any())
     if inside.any() and end > start:    # the run's own service: a stable queue serves what arrives
         measured = rho_measured(rate, output, throughput * gpus, first, start, end)
