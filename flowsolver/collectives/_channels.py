@@ -30,6 +30,7 @@ from .. import _checks
 from ._options import MAX_CHANNELS
 
 __all__ = ["inter_cpu_gbs", "mesh_ring_channels", "nccl_channels", "nccl_graph_channels", "nvlink_ring_bound",
+           "nvls_channel_count",
            "INTER_CPU_GBS", "NVLS_CHANNELS", "P2P_CHANNEL_SHARE"]
 
 # The most channels NCCL's ring graph keeps: MAXCHANNELS / 2 (init.cc:1177 ringGraph->maxChannels,
@@ -76,6 +77,16 @@ def inter_cpu_gbs(cpu: str, make: str | None = None) -> float:
 #: the same): 16 on sm90; sm100 24 inside one NVLink domain, 32 across nodes (2.30's
 #: ncclNvlsTreeSm100Tuning moves the multi-node count by NIC speed: not modelled)
 NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}
+
+
+def nvls_channel_count(generation: str | None, nodes: int) -> int:
+    """NCCL's own NVLS channel count on ``nodes`` nodes of ``generation`` GPUs
+    (:data:`NVLS_CHANNELS`; 16 where the generation is not listed).
+
+    >>> nvls_channel_count("hopper", 2), nvls_channel_count("blackwell", 1), nvls_channel_count("blackwell", 4)
+    (16, 24, 32)
+    """
+    return NVLS_CHANNELS.get(generation or "", (16, 16))[nodes > 1]
 
 #: the most a P2P channel moves, as a share of the GPU's NVLink bandwidth (:attr:`~._p2p.P2pComm.nvlink_view`:
 #: 370.8 GB/s on H100, 240 on A100, NCCL's ``links x ncclTopoNVLinkBw``). Fitted on the 76 send /

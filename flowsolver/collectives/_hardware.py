@@ -12,8 +12,8 @@ import topologies as tp
 
 from .. import _checks
 from ..routing import gpu_nodes, graph_memo, link_efficiency, ranges
-from ._channels import NVLS_CHANNELS, inter_cpu_gbs, mesh_ring_channels, nccl_channels, nccl_graph_channels, run_channels
-from ._layout import mesh_cycles, near_nics, near_nics_of, rank_server_codes, server_nics
+from ._channels import inter_cpu_gbs, nvls_channel_count, mesh_ring_channels, nccl_channels, nccl_graph_channels, run_channels
+from ._layout import mesh_cycles, near_nics, near_nics_of, node_nics, rank_server_codes
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, PATH_NVB, PATH_NVL, Hardware
 from ._nccl_paths import type_inter, type_intra
@@ -274,21 +274,21 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
     nvlink_bw = slowest_nvlink(graph, gpus, efficiency) if nvswitch else 0.0
     n_nodes = len(layout.groups)
     ppn = max(len(g) for g in layout.groups)
-    # (GPUs cabled straight into a fabric, no NIC node: each GPU's own port is its NIC)
-    nics = max(server_nics(graph, graph.nodes[gpus[0]].get("server")), 1 if n_nodes > 1 else 0)
+    nics = node_nics(graph, graph.nodes[gpus[0]].get("server"), n_nodes)
     # servers whose GPUs are joined pairwise by NVLink, no NVSwitch: a GPU's NVLink is the sum of
     # its pairs' (NCCL's getTotalBw, search.cc:30-38), and one node's channels are its search's
     meshes = [] if nvswitch else [mesh_pairs(graph, [gpus[i] for i in group], efficiency)
                                   for group in layout.groups]
     graph_channels = None
-    if meshes and all(m is not None for m in meshes):
+    meshed = bool(meshes) and all(m is not None for m in meshes)
+    if meshed:
         nvlink_bw = min(sum(bw for (a, _), bw in m.items() if a == g) for m in meshes for g, _ in m) * 1e9
         if n_nodes == 1:       # NCCL's search sees its own link rate, not efficiency=
             view = meshes[0] if efficiency is None else mesh_pairs(graph, [gpus[i] for i in layout.groups[0]])
             graph_channels = mesh_ring_channels(view, ppn, generation)
     if graph_channels is None:      # the tuner's count (NCCL's graph) and the run's (twice or more)
         view = search_view(graph, gpus, generation, n_nodes, nvswitch)
-        if meshes and all(m is not None for m in meshes):       # rings over NVLink: no socket link
+        if meshed:                      # rings over NVLink: no socket link
             view.pop("cpu_gbs", None)
         graph_channels = nccl_graph_channels(n_nodes, ppn, nics, nvswitch, **view)
         run = nccl_channels(n_nodes, ppn, nics, nvswitch, **view)
@@ -297,7 +297,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
     # NVLS's own count (nvls.cc ncclNvlsTuning), which channels= leaves alone: NCCL_MIN_NCHANNELS /
     # NCCL_MAX_NCHANNELS clamp comm->nChannels only (connect.cc:492-506), NVLS only NCCL_MIN_CTAS /
     # NCCL_MAX_CTAS and NCCL_NVLS_NCHANNELS (nvls.cc:222-235)
-    nvls_channels = NVLS_CHANNELS.get(generation or "", (16, 16))[n_nodes > 1]
+    nvls_channels = nvls_channel_count(generation, n_nodes)
     default = default_graph = None
     if channels is not None:        # the ring's and tree's run count given: the tuner sums no more
         default, default_graph = run, graph_channels

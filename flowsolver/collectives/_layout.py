@@ -235,6 +235,13 @@ def server_nics(graph, server) -> int:
     return graph_memo(graph, "compute_nics", lambda: _compute_nics(graph)).get(server, 0)
 
 
+def node_nics(graph, server, nodes: int) -> int:
+    """The NICs NCCL's search gives a node of ``server`` in a communicator over ``nodes`` nodes:
+    its compute NICs (:func:`server_nics`), at least one across nodes (GPUs cabled straight into
+    a fabric, no NIC node: each GPU's own port is its NIC)."""
+    return max(server_nics(graph, server), 1 if nodes > 1 else 0)
+
+
 def participants(graph, op, ranks, channels):
     """Checked ranks (a list) and their :class:`RankLayout`. ``channels`` default: the NICs of
     a server when the ranks span several servers, else 1."""

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from ._algorithms import algorithm_of
-from ._channels import NVLS_CHANNELS, P2P_CHANNEL_SHARE
+from ._channels import P2P_CHANNEL_SHARE, nvls_channel_count
 from ._dual import greater, lesser
 from ._nccl import PROTOCOLS, busbw_factor, is_fp8
 from ._pipeline import PIPELINE, pipeline_time
@@ -251,7 +251,7 @@ def _nvls_channel_bound(algbw, hw):
     >>> round(_nvls_channel_bound(480e9, hw) / 1e9)      # 4 of NCCL's 16 CTAs: a quarter
     120
     """
-    own = NVLS_CHANNELS.get(hw.generation or "", (16, 16))[hw.nodes > 1]
+    own = nvls_channel_count(hw.generation, hw.nodes)
     if hw.nvls_run >= own:
         return algbw
     return algbw * (hw.nvls_run / own)

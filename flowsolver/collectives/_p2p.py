@@ -42,7 +42,7 @@ from .. import _checks
 from ..routing import gpu_nodes
 from ._channels import P2P_CHANNEL_SHARE, run_channels
 from ._hardware import describe, mesh_pairs, mesh_ring_channels, nccl_channels, near_nics, search_view
-from ._layout import server_nics
+from ._layout import node_nics
 from ._nccl import PROTOCOLS
 from ._options import MAX_CHANNELS
 from ._nccl_timing import transfer_of
@@ -260,7 +260,7 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
         p2p_channels = _pow2_up(run_channels(comm_channels, 1))
     else:       # one NVSwitch node: its 24 run channels rounded up, NCCL's "32 p2p channels" (8-GPU H100 logs)
         searched = search_view(graph, [nodes_of[r] for r in comm_ranks], hw.generation, nodes, nvswitch)
-        nics = max(server_nics(graph, servers[0]), 1 if nodes > 1 else 0)     # (GPUs straight on a fabric)
+        nics = node_nics(graph, servers[0], nodes)
         p2p_channels = _pow2_up(min(MAX_CHANNELS, nccl_channels(nodes, ppn, nics, nvswitch, **searched)))
     nic_count, nic_bw = _gpu_nics(graph, first)
     per_peer = p2p_channels_per_peer(len(comm_ranks), nodes, p2p_channels, links, nic_count, nic_bw)

@@ -340,19 +340,17 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
         nc = size / largest                             # the largest share's time sets the pace
     bandwidth = algbw * (nc / channels)
     steps, depth, whole = _chunking(algorithm, protocol, op, size, ranks, nodes, nc)
+    step = size / bandwidth / steps
     if protocol == "LL":                                # lines stream; network hops store a step
-        return latency + (steps + ll_depth(algorithm, nodes)) * (size / bandwidth / steps)
-    if algorithm == "nvls_tree":
-        floor = params.floor_nvls
-        step = size / bandwidth / steps
+        return latency + (steps + ll_depth(algorithm, nodes)) * step
+    if algorithm == "nvls_tree":                        # one loop's stages beyond its step, no fill
         nvls, net = (bandwidth, bandwidth) if stage_algbw is None else stage_algbw
-        extra = greater(nvls_tree_stages(nodes, bandwidth / nvls, bandwidth / net) - 1.0, 0.0)
-        return latency + steps * greater(step, floor) + extra * greater(step * whole, floor)
-    if algorithm == "nvls":
+        floor, fill = params.floor_nvls, 0.0
+        depth = greater(nvls_tree_stages(nodes, bandwidth / nvls, bandwidth / net) - 1.0, 0.0)
+    elif algorithm == "nvls":
         floor, fill = params.floor_nvls, params.fill_nvls
     else:
         floor, fill = params.floor_simple, params.fill_ring if algorithm == "ring" else params.fill_tree
-    step = size / bandwidth / steps
     if protocol == "LL128":                             # no floor: flags in every line
         return latency + (steps + fill + depth) * step
     # Simple fills and drains at a whole chunk's pace (one byte more than whole chunks is a
