@@ -124,6 +124,26 @@ class Hardware:
         return self.channels if self.graph_channels is None else self.graph_channels
 
     @property
+    def pipeline_channels(self) -> int:
+        """The ring and tree channels a call's pipeline is priced on: NCCL's run count, at most
+        twice its graph's rings. Every copy beyond that doubling (connect.cc:460) puts a second
+        CTA on a ring's links (channel ``c + n`` on channel ``c``'s): sm90's across nodes above 45
+        GB/s a channel (``connect.cc:476``, :func:`~._channels.run_channels`), a
+        ``NCCL_MIN_NCHANNELS`` / ``channels=`` above NCCL's count. The first ``2 x graph``
+        channels, which NCCL keeps at small sizes, run the same links with or without the
+        copies, so the copies of a ring are priced as one pipeline at their rate: a NIC just over
+        45 GB/s times a collective as one just under (before, a channel moved the run's share,
+        halved by the copies), and ``channels=`` NCCL's own count as none.
+
+        >>> Hardware(16, 2, "hopper", channels=16, graph_channels=4).pipeline_channels
+        8
+        >>> Hardware(8, 1, "hopper", channels=24, graph_channels=12).pipeline_channels
+        24
+        """
+        rings = self.default_graph_channels if self.default_graph_channels is not None else self.graph_channels
+        return self.channels if rings is None else min(self.channels, max(2 * rings, 1))
+
+    @property
     def nvls_run(self) -> int:
         """The channels NVLS and NVLSTree run on (``comm->nvlsChannels``)."""
         return self.channels if self.nvls_channels is None else self.nvls_channels

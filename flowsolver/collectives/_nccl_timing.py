@@ -164,7 +164,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
         return np.inf, lat, np.inf
     run_bw = _nvls_channel_bound(algbw, hw) if a in ("nvls", "nvls_tree") else algbw   # NCCL chooses by algbw
     kernel_bw = run_bw if model is None else model.bandwidth(run_bw, a, proto)
-    gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.nvls_run if a.startswith("nvls") else hw.channels,
+    gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.nvls_run if a.startswith("nvls") else hw.pipeline_channels,
                         lat, kernel_bw,
                         PIPELINE if model is None else model.pipeline,
                         stage_algbw=_nvls_tree_stage_algbw(hw) if a == "nvls_tree" else None)

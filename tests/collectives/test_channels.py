@@ -241,3 +241,40 @@ def test_the_pcie_server_says_each_gpus_socket_and_its_cpu_make():
     slow = tp.rail_optimized(1, server=tp.get_server("pcie_8gpu").with_(cpu_make="skylake"))
     assert describe(slow, *participants(slow, "all_reduce", [0, 1, 2, 3], None)).graph_channels == \
         describe(g, ranks, layout).graph_channels == 2
+
+
+def _six_nic_pair(gbs):
+    """Two servers of 6 H100 and 6 NICs of ``gbs`` GB/s: NCCL's six rings, doubled (connect.cc:460),
+    copied again on sm90 above 45 GB/s a channel (connect.cc:476)."""
+    import dataclasses
+    name = f"ib_copy_test_{int(gbs * 10)}"
+    tp.register_link(dataclasses.replace(tp.get_link("ib_ndr"), name=name, bandwidth=gbs * 1e9), overwrite=True)
+    return tp.rail_optimized(2, server=tp.get_server("dgx_h100").with_(gpus=6, nics=6, nic=name), link=name)
+
+
+def test_a_faster_nic_is_never_slower_across_the_sm90_copy():
+    # The copies connect.cc:476 adds run on their rings' links (channel c + 12 on channel c's):
+    # the channels NCCL keeps at small sizes are the same links with or without them, and a NIC
+    # just over 45 GB/s cannot make a collective slower than one just under
+    rates = (44.0, 46.0, 48.0, 52.0)
+    hws = []
+    for gbs in rates:
+        g = _six_nic_pair(gbs)
+        r, lay = participants(g, "all_reduce", None, None)
+        hws.append(describe(g, r, lay))
+    assert [h.channels for h in hws] == [12, 12, 24, 24]        # the copy is there from 48
+    assert [h.pipeline_channels for h in hws] == [12, 12, 12, 12]
+    for size in (4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20):
+        for algorithm in ("ring", "tree"):
+            times = [fs.collective(_six_nic_pair(gbs), "all_reduce", size, algorithm=algorithm).time
+                     for gbs in rates]
+            assert all(b <= a * (1 + 1e-9) for a, b in zip(times, times[1:])), (size, algorithm, times)
+
+
+def test_nccls_own_count_given_as_channels_times_as_none():
+    g = _six_nic_pair(48.0)
+    for size in (64 << 10, 1 << 20, 16 << 20):
+        for algorithm in ("ring", "tree"):
+            none = fs.collective(g, "all_reduce", size, algorithm=algorithm).time
+            given = fs.collective(g, "all_reduce", size, algorithm=algorithm, channels=24).time
+            assert given == pytest.approx(none, rel=1e-12), (size, algorithm)
