@@ -160,7 +160,8 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         its own degree or an error, and its layout places the replicas): an integer in
         1 ... the job's GPUs that divides them (each replica the same number of GPUs,
         consecutive ranks). A failure stops every replica with a GPU on the failed part (a
-        GPU, its NIC, its server: 8 replicas for a host at one GPU a replica).
+        GPU, its NIC, its host: 8 replicas for an 8-GPU server at one GPU a replica, 4 for
+        an NVL72 compute tray).
     fabric_seed : int
         Seed of the order in which a tier's cables degrade.
     reroute : {"stay", "around"}
