@@ -4,7 +4,9 @@ A :class:`Component` is one kind of thing that goes wrong on a cluster and what 
 synchronous training job:
 
 - ``effect="interrupt"``: the job stops (every rank waits on the failed one) and restarts
-  from its last checkpoint (GPU, HBM, NIC, network switch or cable, host, software);
+  from its last checkpoint (GPU, HBM, NIC, network switch or cable, host, software); without
+  hot spares a hardware one (``hardware=True``: every kind but ``software`` unless it says
+  otherwise) also waits for its repair;
 - ``effect="degrade"``: a link keeps running at ``factor`` of its rate for ``duration``
   seconds (a cable that trains down to half its lanes, a flapping optic); the fabric is
   re-solved with that link slower;
@@ -123,11 +125,18 @@ class Component:
     links : str, optional
         For ``effect="degrade"``: the links it hits, a ``tier`` of the graph's edges
         (``"leaf-spine"``, ``"access"``, ...). Both directions of a cable degrade together.
+    hardware : bool, optional
+        For ``effect="interrupt"``: whether a failure takes hardware out, so that without hot
+        spares the job waits ``repair_time`` for it (or shrinks by the replicas on it); False
+        for a software failure, which only restarts. Default (None): False for the kind named
+        ``"software"``, True for every other kind; read back as the bool it resolved to.
 
     >>> c = Component("optical_link", "degrade", rate=1e-7, unit="link", duration=3600.0, factor=0.5,
     ...               links="leaf-spine")
     >>> c.per_day
     0.00864
+    >>> Component("nccl_timeout", "interrupt", rate=1e-8, hardware=False).hardware   # a software kind
+    False
     """
 
     kind: str
@@ -137,6 +146,7 @@ class Component:
     duration: float = 0.0
     factor: float = 1.0
     links: str | None = None
+    hardware: bool | None = None
 
     def __post_init__(self):
         if not isinstance(self.kind, str) or not self.kind:
@@ -158,6 +168,11 @@ class Component:
             if not (isinstance(self.factor, (int, float)) and 0 < self.factor <= 1):
                 raise ValueError(f"Component {self.kind!r}: factor must be in (0, 1] (the fraction of the rate "
                                  f"kept), got {self.factor!r}")
+        if self.hardware is None:       # the frozen field resolved once: a software failure never waits
+            object.__setattr__(self, "hardware", self.kind != "software")
+        elif not isinstance(self.hardware, bool):
+            raise ValueError(f"Component {self.kind!r}: hardware must be True (a failure waits for a repair "
+                             f"without spares) or False (software: it only restarts), got {self.hardware!r}")
         if self.effect == "degrade" and (self.unit != "link" or not isinstance(self.links, str)):
             raise ValueError(f"Component {self.kind!r}: a degradation needs unit='link' and links= a tier name")
         if self.effect == "straggler" and self.unit != "gpu":

@@ -144,7 +144,8 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
     components : dict, optional
         Kind -> :class:`Component`; default :func:`default_components` (the Llama 3 paper's
         interruption rates). Degradations (``effect="degrade"``) re-solve the fabric with
-        their links slower; stragglers slow the step's compute.
+        their links slower; stragglers slow the step's compute. Without spares an
+        interruption waits for a repair (or shrinks the job) when its ``hardware`` is True.
     days : float
         Length of each simulated run (days, > 0).
     trajectories : int
@@ -222,7 +223,7 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         rate = _job_rate(c, units)
         if c.effect == "interrupt":
             interrupts[kind] = rate
-            hardware[kind] = kind != "software"
+            hardware[kind] = c.hardware
     for kind, c in comps.items():
         if c.effect == "degrade":
             _job_rate(c, units)
