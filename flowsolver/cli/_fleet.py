@@ -10,6 +10,7 @@ from ..collectives import OPS
 from ..training import MODELS
 from ._arguments import _EXAMPLES, _add_output, _add_topology, build_graph, cluster_label, parse_count, parse_size
 from ._output import emit, to_json
+from ._words import CliError
 
 __all__ = ["add_design", "add_goodput", "design", "goodput"]
 
@@ -158,6 +159,16 @@ def _numbers(flag, text, count):
     return values
 
 
+def _per_day(flag, item, rate, hours=None):
+    """A ``CliError`` naming ``flag`` and the value typed (per day, hours) where the rate is not a
+    finite number >= 0 or the duration not one > 0 (the library would report them converted,
+    per second and in seconds)."""
+    if not (rate >= 0 and rate < float("inf")):
+        raise CliError(f"{flag} {item!r}: PER_DAY must be a finite number >= 0 (events per unit per day), got {rate:g}")
+    if hours is not None and not (0 < hours < float("inf")):
+        raise CliError(f"{flag} {item!r}: HOURS must be a finite number > 0, got {hours:g}")
+
+
 #: goodput's flags of a run over failure trajectories, each with its default: a placement
 #: comparison (``--jobs``) times the jobs' collectives only, so any of them given beside it
 #: would be ignored
@@ -219,6 +230,8 @@ def goodput(args) -> None:
     if args.checkpoint_cost is None or args.restart is None:
         raise ValueError("--checkpoint-cost (or --checkpoint-bytes) and --restart (seconds) are required "
                          "(or --jobs for placements)")
+    if args.mc_seed < 0:               # numpy's own message would not name it
+        raise CliError(f"--mc-seed must be an integer >= 0, got {args.mc_seed}")
     day = 86400.0
     overrides = {}
     for item in args.rate:
@@ -230,15 +243,18 @@ def goodput(args) -> None:
         known = default_components()
         if kind not in known:          # said in events a second, the unit it was not given in
             raise ValueError(f"--rate {item!r}: KIND must be one of {', '.join(known)}")
+        _per_day("--rate", item, per_day)
         overrides[kind] = per_day / day
     comps = default_components(**overrides)
     for item in args.degrade:
         tier, _, spec = item.partition("=")
         rate, hours, factor = _numbers("--degrade", spec, 3)
+        _per_day("--degrade", item, rate, hours)
         comps[f"degraded:{tier}"] = Component(f"degraded:{tier}", "degrade", rate / day, unit="link",
                                               duration=hours * 3600.0, factor=factor, links=tier)
     if args.straggler:
         rate, hours, factor = _numbers("--straggler", args.straggler, 3)
+        _per_day("--straggler", args.straggler, rate, hours)
         comps["straggler"] = Component("straggler", "straggler", rate / day, unit="gpu", duration=hours * 3600.0,
                                        factor=factor)
     response = JobResponse(checkpoint_cost=args.checkpoint_cost, restart_time=args.restart,

@@ -4,7 +4,9 @@ A :class:`Component` is one kind of thing that goes wrong on a cluster and what 
 synchronous training job:
 
 - ``effect="interrupt"``: the job stops (every rank waits on the failed one) and restarts
-  from its last checkpoint (GPU, HBM, NIC, network switch or cable, host, software);
+  from its last checkpoint (GPU, HBM, NIC, network switch or cable, host, software); without
+  hot spares a hardware one (``hardware=True``: every kind but ``software`` unless it says
+  otherwise) also waits for its repair;
 - ``effect="degrade"``: a link keeps running at ``factor`` of its rate for ``duration``
   seconds (a cable that trains down to half its lanes, a flapping optic); the fabric is
   re-solved with that link slower;
@@ -123,11 +125,18 @@ class Component:
     links : str, optional
         For ``effect="degrade"``: the links it hits, a ``tier`` of the graph's edges
         (``"leaf-spine"``, ``"access"``, ...). Both directions of a cable degrade together.
+    hardware : bool, optional
+        For ``effect="interrupt"``: whether a failure takes hardware out, so that without hot
+        spares the job waits ``repair_time`` for it (or shrinks by the replicas on it); False
+        for a software failure, which only restarts. Default (None): False for the kind named
+        ``"software"``, True for every other kind; read back as the bool it resolved to.
 
     >>> c = Component("optical_link", "degrade", rate=1e-7, unit="link", duration=3600.0, factor=0.5,
     ...               links="leaf-spine")
     >>> c.per_day
     0.00864
+    >>> Component("nccl_timeout", "interrupt", rate=1e-8, hardware=False).hardware   # a software kind
+    False
     """
 
     kind: str
@@ -137,6 +146,7 @@ class Component:
     duration: float = 0.0
     factor: float = 1.0
     links: str | None = None
+    hardware: bool | None = None
 
     def __post_init__(self):
         if not isinstance(self.kind, str) or not self.kind:
@@ -158,6 +168,11 @@ class Component:
             if not (isinstance(self.factor, (int, float)) and 0 < self.factor <= 1):
                 raise ValueError(f"Component {self.kind!r}: factor must be in (0, 1] (the fraction of the rate "
                                  f"kept), got {self.factor!r}")
+        if self.hardware is None:       # the frozen field resolved once: a software failure never waits
+            object.__setattr__(self, "hardware", self.kind != "software")
+        elif not isinstance(self.hardware, bool):
+            raise ValueError(f"Component {self.kind!r}: hardware must be True (a failure waits for a repair "
+                             f"without spares) or False (software: it only restarts), got {self.hardware!r}")
         if self.effect == "degrade" and (self.unit != "link" or not isinstance(self.links, str)):
             raise ValueError(f"Component {self.kind!r}: a degradation needs unit='link' and links= a tier name")
         if self.effect == "straggler" and self.unit != "gpu":
@@ -208,40 +223,80 @@ def default_components(**overrides) -> dict:
     return out
 
 
-def job_units(graph: nx.DiGraph, ranks=None) -> dict:
-    """How many GPUs, NICs and servers (hosts) a job holds, and the fabric links per tier.
+def _host_of(d: dict, node):
+    """The host a GPU (node data ``d``) sits on: its server, or ``(server, tray)`` where the
+    server's GPUs sit on compute trays (a GB200 NVL72 rack: 18 trays of 4 GPUs, each tray
+    its own CPUs, memory and SSDs: the parts Table 5's host rows fail)."""
+    server = d.get("server", node)
+    return server if d.get("tray") is None else (server, d["tray"])
 
-    ``ranks``: the job's GPU ranks (default all). NICs are the compute NICs (not front-end)
-    of the job's servers; ``link`` maps each edge ``tier`` to its physical cables (a pair of
-    opposite edges bundling ``cables`` parallel cables counts that many).
+
+def _nic_hosts(graph: nx.DiGraph, servers) -> dict:
+    """The compute NICs (not front-end) of ``servers``: NIC -> (server, its GPUs' local
+    indexes, its host). NIC ``j`` of ``n`` serves its server's GPUs of local index ``j g / n``
+    to ``(j + 1) g / n - 1`` (one GPU each on an 8-NIC DGX) and sits on their host (their
+    tray)."""
+    import topologies as tp
+
+    gpus: dict = {}                                   # server -> local index -> host
+    for node in tp.gpus(graph):
+        d = graph.nodes[node]
+        if d.get("server", node) in servers:
+            gpus.setdefault(d.get("server", node), {})[d.get("local_rank", 0)] = _host_of(d, node)
+    names: dict = {}
+    for n, d in graph.nodes(data=True):
+        if d.get("kind") == "nic" and d.get("role") != "frontend" and d.get("server") in servers:
+            names.setdefault(d["server"], []).append(n)
+    out = {}
+    for server, nics in names.items():
+        ids = sorted(gpus.get(server, {}))
+        block = -(-len(ids) // len(nics)) if ids else 0
+        for j, nic in enumerate(nics):
+            served = ids[j * block:(j + 1) * block]
+            out[nic] = (server, served, gpus[server][served[0]] if served else server)
+    return out
+
+
+def job_units(graph: nx.DiGraph, ranks=None) -> dict:
+    """How many GPUs, NICs and hosts a job holds, and the fabric links per tier.
+
+    ``ranks``: the job's GPU ranks (default all). A host is a server, or a compute tray where
+    the server's GPUs sit on trays (``ServerModel.gpus_per_tray``: a GB200 NVL72 rack is 18
+    hosts of 4 GPUs); NICs are the compute NICs (not front-end) of the job's hosts; ``link``
+    maps each edge ``tier`` to its physical cables (a pair of opposite edges bundling
+    ``cables`` parallel cables counts that many).
 
     >>> import topologies as tp
     >>> u = job_units(tp.rail_optimized(4))            # 8 leaves x 1 spine, 4 cables each
     >>> u["gpu"], u["nic"], u["host"], u["link"]["leaf-spine"]
     (32, 32, 4, 32)
+    >>> u = job_units(tp.nvl72_cluster(2))             # 2 racks of 18 trays of 4 GPUs
+    >>> u["gpu"], u["nic"], u["host"]
+    (144, 144, 36)
     """
     import topologies as tp
 
     gpus = tp.gpus(graph)
     chosen = gpus if ranks is None else [gpus[r] for r in _checks.distinct_ranks(graph, ranks, nodes=gpus)]
+    hosts = {_host_of(graph.nodes[g], g) for g in chosen}
     servers = {graph.nodes[g].get("server", g) for g in chosen}
-    nics = sum(1 for n, d in graph.nodes(data=True) if d.get("kind") == "nic" and d.get("role") != "frontend"
-               and d.get("server") in servers)
+    nics = sum(1 for _, _, host in _nic_hosts(graph, servers).values() if host in hosts)
     tiers: dict = {}
     for u, v, d in graph.edges(data=True):
         if (v, u) in graph.edges and str(u) > str(v):
             continue                              # count a full-duplex cable once
         tiers[d.get("tier")] = tiers.get(d.get("tier"), 0) + int(d.get("cables", 1))   # a bundle: its cables
-    return {"gpu": len(chosen), "nic": nics, "host": len(servers), "link": tiers}
+    return {"gpu": len(chosen), "nic": nics, "host": len(hosts), "link": tiers}
 
 
 def replicas_per_unit(graph: nx.DiGraph, replica_of: dict) -> dict:
     """For each unit a failure takes out (``"gpu"``, ``"host"``, ``"nic"``), the data-parallel
     replicas each of the job's units holds a GPU of: what one failure of it stops when the job
-    shrinks. ``replica_of``: the job's GPU ranks -> their replica. A NIC serves its server's
-    GPUs in consecutive blocks (NIC ``j`` of ``n`` the GPUs of local index ``j g / n`` to
-    ``(j + 1) g / n - 1``, one GPU each on an 8-NIC DGX); a NIC serving none of the job's GPUs
-    counts one.
+    shrinks. ``replica_of``: the job's GPU ranks -> their replica. A host is a server or a
+    compute tray (see :func:`job_units`: a tray failure stops the replicas on its GPUs, not
+    its rack's). A NIC serves its server's GPUs in consecutive blocks (NIC ``j`` of ``n`` the
+    GPUs of local index ``j g / n`` to ``(j + 1) g / n - 1``, one GPU each on an 8-NIC DGX); a
+    NIC of the job's hosts serving none of the job's GPUs counts one.
 
     >>> import topologies as tp
     >>> g = tp.rail_optimized(2)                       # 16 GPUs, dp = 16: a replica a GPU
@@ -253,26 +308,17 @@ def replicas_per_unit(graph: nx.DiGraph, replica_of: dict) -> dict:
     import topologies as tp
 
     gpus = tp.gpus(graph)
-    by_server: dict = {}
+    by_server: dict = {}                              # server -> local index -> replica
+    by_host: dict = {}                                # host -> its replicas
     for rank, replica in replica_of.items():
         d = graph.nodes[gpus[rank]]
         by_server.setdefault(d.get("server", gpus[rank]), {})[d.get("local_rank", 0)] = replica
-    local: dict = {}                                  # server -> its GPUs' local indexes
-    for node in gpus:
-        d = graph.nodes[node]
-        if d.get("server", node) in by_server:
-            local.setdefault(d.get("server", node), []).append(d.get("local_rank", 0))
-    nics: dict = {}
-    for n, d in graph.nodes(data=True):
-        if d.get("kind") == "nic" and d.get("role") != "frontend" and d.get("server") in by_server:
-            nics.setdefault(d["server"], []).append(n)
+        by_host.setdefault(_host_of(d, gpus[rank]), set()).add(replica)
     per_nic = []
-    for server, names in nics.items():
-        ids = sorted(local[server])
-        block = -(-len(ids) // len(names))
-        for j in range(len(names)):
-            held = {by_server[server][i] for i in ids[j * block:(j + 1) * block] if i in by_server[server]}
+    for server, served, host in _nic_hosts(graph, set(by_server)).values():
+        if host in by_host:
+            held = {by_server[server][i] for i in served if i in by_server[server]}
             per_nic.append(max(1, len(held)))
     return {"gpu": np.ones(len(replica_of), np.int64),
-            "host": np.array([len(set(v.values())) for v in by_server.values()], np.int64),
+            "host": np.array([len(v) for v in by_host.values()], np.int64),
             "nic": np.array(per_nic or [1], np.int64)}

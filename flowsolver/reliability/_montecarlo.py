@@ -153,7 +153,8 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
     trajectories : int
         Trajectories (>= 1).
     seed : int
-        Seed of numpy's default generator: the same seed gives the same trajectories.
+        Seed of numpy's default generator (an integer >= 0): the same seed gives the same
+        trajectories.
     processes : sequence of Process
         Degradations and stragglers (the state columns, in order).
     state_rate : callable, optional
@@ -179,6 +180,7 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
     (True, True)
     """
     n = _int("trajectories", trajectories, 1)
+    seed = _int("seed", seed, 0)             # numpy's own message would not name it
     H = float(horizon)
     if not (math.isfinite(H) and H > 0):
         raise ValueError(f"horizon must be a finite number of seconds > 0, got {horizon!r}")

@@ -5,11 +5,18 @@ slowdown against running alone.
 Placement policies (GPU slots are ``(server, local GPU index)``; ranks in
 :func:`topologies.gpus` order):
 
-- ``"packed"``: slots in rank order, each job on the fewest servers, next to the previous
-  job (what a first-fit scheduler does on an empty cluster);
+- ``"packed"``: jobs in order, each on the fewest servers, next to the previous job (what a
+  first-fit scheduler does): a job that fits on one server takes the first server (in rank
+  order) with room for it, so an 8-GPU job after a 4-GPU one takes a whole free server rather
+  than the first one's last 4 GPUs and the next one's first 4; a larger job takes the servers
+  with the most free GPUs (whole free ones first, the first of equals) and the rest on the
+  first server with room for it; on each server its lowest free GPUs;
 - ``"spread"``: servers dealt round-robin to the jobs (server order ``0, J, 2J, ..., 1,
-  J + 1, ...`` for ``J`` jobs), each job filling whole servers in that order: its servers are
-  far apart (other leaves, other scalable units);
+  J + 1, ...`` for ``J`` jobs); jobs in order, each takes whole free servers in that order
+  (the last one only in part when the job is not a multiple of a server), so no two jobs
+  share a server while a whole one is free: its servers are far apart (other leaves, other
+  scalable units); once none is whole, the rest of a job takes the free GPUs of the
+  servers in the same order;
 - ``"rail_aligned"``: slots ordered by local GPU index first, then server: each job takes the
   same GPU indices (the same rails) on every server, so its traffic between servers stays on
   its own rails' leaves;
@@ -35,23 +42,48 @@ __all__ = ["PLACEMENTS", "place_jobs", "placement_slowdowns"]
 PLACEMENTS = ("packed", "spread", "rail_aligned", "topology_aware")
 
 
-def _slots(graph, policy: str, jobs: int) -> list:
-    """GPU ranks in the order ``policy`` hands them out."""
-    gpus = tp.gpus(graph)
-    where = []
-    for rank, node in enumerate(gpus):
+def _where(graph) -> list:
+    """(server, local GPU index, rank) of every GPU, in rank order."""
+    out = []
+    for rank, node in enumerate(tp.gpus(graph)):
         d = graph.nodes[node]
-        where.append((d.get("server", rank), d.get("local_rank", 0), rank))
-    servers = sorted({s for s, _, _ in where})
-    if policy == "packed":
-        return list(range(len(gpus)))
-    if policy == "spread":
-        order = [servers[i] for r in range(jobs) for i in range(r, len(servers), jobs)]
-        position = {s: k for k, s in enumerate(order)}
-        return [rank for _, _, rank in sorted(where, key=lambda w: (position[w[0]], w[1]))]
-    if policy == "rail_aligned":
-        return [rank for _, _, rank in sorted(where, key=lambda w: (w[1], w[0]))]
-    raise ValueError(f"policy must be one of {', '.join(PLACEMENTS)}, got {policy!r}")
+        out.append((d.get("server", rank), d.get("local_rank", 0), rank))
+    return out
+
+
+def _by_server(graph, sizes, policy: str) -> list:
+    """``"packed"`` and ``"spread"`` (see the module docstring): each job's ranks."""
+    free: dict = {}                                   # server -> its free ranks, lowest local index first
+    for server, _, rank in sorted(_where(graph)):
+        free.setdefault(server, []).append(rank)
+    servers = sorted(free)
+    size = {s: len(free[s]) for s in servers}
+    jobs = len(sizes)
+    order = [servers[i] for r in range(jobs) for i in range(r, len(servers), jobs)]
+    out = []
+    for n in sizes:
+        chosen: list = []
+        if policy == "packed":
+            room = sorted(servers, key=lambda s: -len(free[s]))           # most free first, stable
+            m, held = 0, 0
+            while held < n:
+                held, m = held + len(free[room[m]]), m + 1
+            for s in room[:m - 1]:                    # all of them but the last: whole (or fullest)
+                chosen += free[s]
+                free[s] = []
+            rest = n - len(chosen)
+            last = next(s for s in servers if len(free[s]) >= rest)     # first fit (the m-th has room)
+            chosen += free[last][:rest]
+            free[last] = free[last][rest:]
+        else:
+            for whole in (True, False):               # whole free servers first, then any free GPU
+                for s in order:
+                    k = min(n - len(chosen), len(free[s]))
+                    if k and (len(free[s]) == size[s] or not whole):
+                        chosen += free[s][:k]
+                        free[s] = free[s][k:]
+        out.append(sorted(chosen))
+    return out
 
 
 def _groups(graph) -> list:
@@ -110,7 +142,11 @@ def place_jobs(graph, sizes, policy: str = "packed") -> list:
         raise ValueError(f"sizes ask for {sum(sizes)} GPUs; the cluster has {total}")
     if policy == "topology_aware":
         return _best_fit(graph, sizes)
-    slots = _slots(graph, policy, len(sizes))
+    if policy in ("packed", "spread"):
+        return _by_server(graph, sizes, policy)
+    if policy != "rail_aligned":
+        raise ValueError(f"policy must be one of {', '.join(PLACEMENTS)}, got {policy!r}")
+    slots = [rank for _, _, rank in sorted(_where(graph), key=lambda w: (w[1], w[0]))]
     out, at = [], 0
     for n in sizes:
         out.append(sorted(slots[at:at + n]))

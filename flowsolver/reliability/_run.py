@@ -144,13 +144,14 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
     components : dict, optional
         Kind -> :class:`Component`; default :func:`default_components` (the Llama 3 paper's
         interruption rates). Degradations (``effect="degrade"``) re-solve the fabric with
-        their links slower; stragglers slow the step's compute.
+        their links slower; stragglers slow the step's compute. Without spares an
+        interruption waits for a repair (or shrinks the job) when its ``hardware`` is True.
     days : float
         Length of each simulated run (days, > 0).
     trajectories : int
         Monte Carlo trajectories (>= 1).
     seed : int
-        Seed of the trajectories (reproducible).
+        Seed of the trajectories (reproducible): an integer >= 0.
     intervals : sequence of float or "auto", optional
         Checkpoint intervals (s) to compare on the same trajectories (``curve``,
         ``simulated_optimum``); ``"auto"``: 9 intervals from a quarter of Daly's to four
@@ -160,9 +161,10 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         its own degree or an error, and its layout places the replicas): an integer in
         1 ... the job's GPUs that divides them (each replica the same number of GPUs,
         consecutive ranks). A failure stops every replica with a GPU on the failed part (a
-        GPU, its NIC, its server: 8 replicas for a host at one GPU a replica).
+        GPU, its NIC, its host: 8 replicas for an 8-GPU server at one GPU a replica, 4 for
+        an NVL72 compute tray).
     fabric_seed : int
-        Seed of the order in which a tier's cables degrade.
+        Seed of the order in which a tier's cables degrade: an integer >= 0.
     reroute : {"stay", "around"}
         On a degraded cable the traffic stays (its share moves at the cable's lower rate), or
         is routed around every cable kept at less than ``reroute_below`` of its rate (the step
@@ -194,6 +196,8 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         raise ValueError(f"reroute_below ({reroute_below!r}) is the threshold of reroute='around'; with "
                          f"reroute={reroute!r} no cable is drained: leave it out or route around")
     reroute_below = 1.0 if reroute_below is None else reroute_below
+    seed = _checks.integer("seed", seed, minimum=0)        # before the healthy step is solved; numpy's own
+    fabric_seed = _checks.integer("fabric_seed", fabric_seed, minimum=0)    # message would name neither
     if isinstance(reroute_below, bool) or not isinstance(reroute_below, (int, float)) \
             or not (0 < reroute_below <= 1):           # checked here, not only once a degraded fabric is met
         raise ValueError(f"reroute_below must be in (0, 1] (a fraction of a cable's rate), got {reroute_below!r}")
@@ -221,7 +225,7 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         rate = _job_rate(c, units)
         if c.effect == "interrupt":
             interrupts[kind] = rate
-            hardware[kind] = kind != "software"
+            hardware[kind] = c.hardware
     for kind, c in comps.items():
         if c.effect == "degrade":
             _job_rate(c, units)

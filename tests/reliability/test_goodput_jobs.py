@@ -21,14 +21,42 @@ def test_placements_on_four_dgx_servers():
     rails = place_jobs(g, [16, 16], "rail_aligned")
     assert rails[0] == [8 * s + i for s in range(4) for i in range(4)]
     assert rails[1] == [8 * s + i for s in range(4) for i in range(4, 8)]
-    # three jobs: server order 0, 3 (0 + 3), 1, 2, filled in that order: 12 GPUs = server 0
-    # and half of 3; 8 = the rest of 3 and half of 1; 8 = the rest of 1 and half of 2
-    assert place_jobs(g, [12, 8, 8], "spread") == [server(0) + server(3)[:4], server(1)[:4] + server(3)[4:],
-                                                   server(1)[4:] + server(2)[:4]]
+    # three jobs: server order 0, 3 (0 + 3), 1, 2, whole free servers taken in that order: 12
+    # GPUs = server 0 and half of 3; 8 = server 1 (3 is no longer whole); 8 = server 2. No two
+    # jobs share a server (4 GPUs of server 3 stay free)
+    assert place_jobs(g, [12, 8, 8], "spread") == [server(0) + server(3)[:4], server(1), server(2)]
     for policy in PLACEMENTS:          # every GPU at most once
         jobs = place_jobs(g, [8, 8, 16], policy)
         flat = [r for job in jobs for r in job]
         assert sorted(flat) == list(range(32))
+
+
+def test_packed_and_spread_take_a_whole_free_server_before_splitting_a_job():
+    # 4 servers x 8 GPUs, jobs of 4, 8 and 8 GPUs (adv17b finding 5: packed gave the second job
+    # GPUs 4-11, servers 0 and 1; spread gave jobs 0 and 1 a share of server 0)
+    g = tp.rail_optimized(4)
+    server = lambda s: list(range(8 * s, 8 * s + 8))            # noqa: E731
+    # packed, by hand: 4 GPUs: the first server with room, 0 (GPUs 0-3); 8 GPUs: the first
+    # with 8 free, server 1; then server 2; server 0's GPUs 4-7 and server 3 stay free
+    assert place_jobs(g, [4, 8, 8], "packed") == [server(0)[:4], server(1), server(2)]
+    # packed jobs of 4 share a server (first fit): 0-3, 4-7, then server 1
+    assert place_jobs(g, [4, 4, 4], "packed") == [server(0)[:4], server(0)[4:], server(1)[:4]]
+    # packed, 12 then 12: the first takes the fullest server (0, whole) and 4 GPUs of the first
+    # with room (1); the second the fullest (2, whole) and 4 more of server 1 (4 free, the first
+    # with room): 2 servers each, the fewest
+    assert place_jobs(g, [12, 12], "packed") == [server(0) + server(1)[:4], server(1)[4:] + server(2)]
+    # spread, by hand: order 0, 3, 1, 2 (three jobs); each job a whole free server in that
+    # order: job 0 GPUs 0-3 of server 0, job 1 server 3, job 2 server 1
+    assert place_jobs(g, [4, 8, 8], "spread") == [server(0)[:4], server(3), server(1)]
+    # 2 servers, jobs of 4, 4, 8 (order 0, 1): a whole server for each of the first two, none left
+    # whole for the third, which takes the free GPUs in that order: 4-7 of server 0 and of 1
+    two = tp.rail_optimized(2)
+    assert place_jobs(two, [4, 4, 8], "spread") == [[0, 1, 2, 3], [8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15]]
+    for sizes in ([4, 8, 8], [4, 4, 4, 4, 8], [12, 12, 8], [1, 2, 3, 5, 7]):
+        for policy in ("packed", "spread"):
+            jobs = place_jobs(g, sizes, policy)
+            assert [len(j) for j in jobs] == sizes
+            assert len({r for j in jobs for r in j}) == sum(sizes)
 
 
 def test_topology_aware_keeps_jobs_inside_scalable_units():
