@@ -61,6 +61,16 @@ def test_rail_aligned_is_k_gpus_of_every_server_or_whole_servers_as_its_text_say
     assert "2k-1" not in text and "0 .. k-1 of each" in text and "whole servers" in text
 
 
+def test_plans_docstring_names_the_placements_place_job_takes():
+    # adv17a: plan's docstring offered "rail-unaligned" (place_job refuses it) and left out
+    # rail_aligned
+    import re
+
+    doc = fs.plan.__doc__
+    section = doc[doc.index("placement : "):doc.index("**step_options")]
+    assert set(re.findall(r'``"(\w[\w-]*)"``', section)) == set(PLACEMENTS)
+
+
 def test_rail_unaligned_puts_dp_peers_on_other_rails(cluster):
     g = place_job(cluster, 16, "rail_unaligned")
     groups = _named(g, ParallelLayout(tp=8, pp=1, dp=2), "dp")
