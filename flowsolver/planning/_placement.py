@@ -21,9 +21,10 @@ PLACEMENTS = {
     "packed": "whole servers, rack by rack (a rack: the servers under the same leaf switches, or the same "
               "scalable unit / pod): server-packed and rack-packed, the job fills one rack before it takes the "
               "next; on each server local rank i on GPU i (the i-th GPUs of all servers share rail i)",
-    "rail_aligned": "the same GPU indices on as many servers as the job needs (GPUs 0 .. k-1 of every server, "
-                    "then k .. 2k-1, ...; k = gpus / servers): part of every server, each group across servers "
-                    "on its own rails",
+    "rail_aligned": "the same GPU indices of every server of the cluster, GPUs 0 .. k-1 of each (k = gpus / "
+                    "servers, a divisor of a server's GPUs): part of every server, each group across servers on "
+                    "its own rails; a job that is not k GPUs of every server takes whole servers, those 'packed' "
+                    "takes",
     "spread": "whole servers dealt round-robin over the racks (the first server of every rack, then the second, "
               "...), as on a fragmented cluster; ranks in server order",
     "rail_unaligned": "the servers of 'packed', but on the j-th server of the job local rank i runs on GPU "

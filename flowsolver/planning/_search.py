@@ -203,7 +203,8 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
         GPUs of the job (whole servers; default all of the cluster's).
     placement : str or sequence of str, optional
         Which GPUs the job gets and which rank each hosts (:data:`flowsolver.planning.PLACEMENTS`:
-        ``"packed"``, ``"spread"``, ``"rail-unaligned"``; :func:`flowsolver.planning.place_job`).
+        ``"packed"``, ``"rail_aligned"``, ``"spread"``, ``"rail_unaligned"``;
+        :func:`flowsolver.planning.place_job`).
         A sequence searches each (one search per placement, the rows merged and ranked; a row's
         ``layout.placement`` names its own; time it again with ``training_step(place_job(graph,
         gpus, placement), ...)``). Default: the graph as given, ranks in ``topologies.gpus`` order

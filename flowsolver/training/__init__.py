@@ -33,7 +33,7 @@ groups of its kind running at once, in lockstep (:func:`flowsolver.concurrent` w
 
 ``step_time`` = compute + bubble + exposed TP, CP, PP, EP and DP time; ``mfu`` = model FLOPs
 per second over the whole step / the GPUs' dense peak of the step's precision, as published
-runs report it.
+runs report it (a ``capacity_factor`` below 1 leaves the dropped tokens' expert FLOPs out).
 
 :func:`training_step` (``_step``) takes the model, a :class:`Parallelism` (``_parallelism``:
 how the job is laid out, what the collectives are solved for; ``vp`` / ``micro_batch`` may

@@ -37,7 +37,10 @@ class StepResult:
     computing alone at the same efficiency and precision. Reported like the published runs:
     ``mfu`` = model FLOPs per second / (GPUs x the dense peak of the step's precision), over
     the whole step; ``tflops_per_gpu`` the model FLOP/s per GPU / 1e12; ``tokens_per_gpu``
-    tokens/s per GPU. ``memory_per_gpu`` (bytes) is
+    tokens/s per GPU. Model FLOPs per token: :attr:`flops_per_token` (a mixture of experts at a
+    ``capacity_factor`` below 1 counts only the expert GEMMs of the tokens it keeps: dropped
+    tokens are neither computed nor counted: the model FLOP/s never exceed the FLOP/s the GPUs
+    compute). ``memory_per_gpu`` (bytes) is
     :func:`flowsolver.training.memory_per_gpu`'s estimate, the largest of
     ``stage_memory`` (each pipeline stage's bytes, stage 0 first; ``stage_layers`` its
     transformer layers); ``fits`` compares it with ``usable_memory``, the GPU's memory less
@@ -100,9 +103,16 @@ class StepResult:
         return self.tokens_per_s / self.gpus
 
     @property
+    def flops_per_token(self) -> float:
+        """Model FLOPs per token the step counts (:attr:`mfu`, :attr:`tflops_per_gpu`): the
+        model's :meth:`~flowsolver.training.ModelSpec.trained_flops_per_token` at the step's
+        ``capacity_factor`` (the expert GEMMs of dropped tokens left out)."""
+        return self.profile.model.trained_flops_per_token(self.profile.capacity_factor)
+
+    @property
     def tflops_per_gpu(self) -> float:
-        """Model TFLOP/s per GPU: tokens/s per GPU x model FLOPs per token / 1e12."""
-        return self.tokens_per_gpu * self.profile.model.flops_per_token / 1e12
+        """Model TFLOP/s per GPU: tokens/s per GPU x :attr:`flops_per_token` / 1e12."""
+        return self.tokens_per_gpu * self.flops_per_token / 1e12
 
     @property
     def usable_memory(self) -> float:
@@ -280,8 +290,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
     return StepResult(profile=profile, schedule=s, microbatches=m, compute_time=compute, bubble_time=bubble,
                       phases=phases, step_time=step, tokens_per_s=tps, single_gpu_tokens_per_s=single,
                       speedup=tps / single, comm_overhead=exposed / step,
-                      mfu=tps * model.flops_per_token / (lay.gpus * peak), memory_per_gpu=max(memory),
-                      stage_layers=layers, stage_memory=memory)
+                      mfu=tps * model.trained_flops_per_token(profile.capacity_factor) / (lay.gpus * peak),
+                      memory_per_gpu=max(memory), stage_layers=layers, stage_memory=memory)
 
 
 def _compute_kw(profile: CommProfile, s: Schedule) -> dict:

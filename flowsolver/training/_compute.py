@@ -10,8 +10,9 @@ it runs at the bf16 peak. The GEMMs run at ``compute_efficiency x`` their peak, 
 peak than flash attention of its own: the memory-bound work between GEMMs does not speed
 up with FP8, and the calibration charges it to the GEMMs).
 
-Recompute (:mod:`flowsolver.training._recompute`; Korthikanti et al. 2022, table 2): ``"selective"``
-(the default) counts the core attention's forward again, ``+ 2 h s`` per token and layer
+Recompute (:mod:`flowsolver.training._recompute`; Korthikanti et al. 2022, table 2): ``"none"``
+(the default, :class:`~flowsolver.training.Schedule`'s, as Megatron-Core's) runs nothing again;
+``"selective"`` counts the core attention's forward again, ``+ 2 h s`` per token and layer
 (Megatron-Core checkpoints it: it runs again in the backward, flash kernel or not); ``"full"``
 each layer's forward again, ``+ 1/3`` of its
 FLOPs (``recompute_layers=n``: the first ``n`` layers of each model chunk, Megatron's

@@ -115,6 +115,26 @@ class ModelSpec:
         (causal attention, logits, no embedding lookup)."""
         return self.layers * (self.layer_linear_flops + self.layer_attention_flops()) + self.output_flops
 
+    def trained_flops_per_token(self, capacity_factor: float = 1.0) -> float:
+        """Model FLOPs per token of a training step whose experts take ``capacity_factor x``
+        their even share of the routed tokens (what a step's ``mfu`` and ``tflops_per_gpu``
+        count): :attr:`flops_per_token` with its expert GEMMs, ``6 L top_k mlp_params``,
+        counted ``min(1, capacity_factor)`` times. Below 1 the tokens over an expert's capacity
+        are dropped and skip its MLP (their FLOPs are never computed, so they are not model
+        FLOPs of the step); above 1 the padding is computed but is not model work. A dense
+        model: :attr:`flops_per_token`.
+
+        >>> m = get_model("mixtral-8x7b")
+        >>> m.trained_flops_per_token(2.0) == m.flops_per_token
+        True
+        >>> round((m.flops_per_token - m.trained_flops_per_token(0.5)) / (3 * m.layers * m.top_k * m.mlp_params))
+        1
+        """
+        factor = _checks.positive_number("capacity_factor", capacity_factor)
+        if self.experts == 1 or factor >= 1.0:
+            return self.flops_per_token
+        return self.flops_per_token - 6.0 * self.layers * self.top_k * self.mlp_params * (1.0 - factor)
+
 
 MODELS = {
     # Llama 3 paper (Dubey et al. 2024), table 3: layers, model dim, FFN dim, heads, KV heads;

@@ -52,7 +52,9 @@ class Parallelism:
     ``reduce_dtype`` (``bf16`` / ``fp32``) the gradients' dtype on the wire;
     ``fp8_param_gather`` FSDP's parameter all-gather in FP8 (with ``precision="fp8"``).
     ``sequence_parallel``: TP all-reduces as reduce-scatter + all-gather. ``capacity_factor``:
-    MoE all-to-alls padded to ``c x`` the routed tokens (default dropless). Placement:
+    each expert takes ``c x`` its even share of the routed tokens (default 1, dropless): above
+    1 the all-to-alls and expert GEMMs carry the padding, below 1 the rest are dropped (not
+    sent, not computed, and out of the step's model FLOPs, ``StepResult.flops_per_token``). Placement:
     ``order`` (fastest-varying first, default ``"tp-cp-dp-pp"``) or ``ranks`` (the GPU rank
     of each logical rank).
 

@@ -60,7 +60,7 @@ class CommProfile:
     activation sizes), ``zero`` (it sets the DP collectives), ``sequence_parallel`` (TP as
     reduce-scatter + all-gather instead of all-reduce) and the MoE routing (``top_k``
     experts per token, ``capacity_factor``: the all-to-all carries ``capacity_factor x`` the
-    routed tokens, 1 for dropless) fix the collectives; ``gpu``
+    routed tokens, 1 for dropless, below 1 the tokens over capacity dropped) fix the collectives; ``gpu``
     (:class:`topologies.GpuSpec`) its peaks and memory; ``comms`` maps each communicating
     parallelism to its :class:`CommTiming`, in the order ``tp``, ``cp``, ``pp``, ``ep``,
     ``dp``, ``dp_experts`` (a degree of 1 communicates nothing and has no entry).

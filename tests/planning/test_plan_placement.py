@@ -45,6 +45,32 @@ def test_rail_aligned_takes_the_same_gpu_indices_of_every_server(cluster):
     assert rails == [{0}, {1}, {2}, {3}]
 
 
+def test_rail_aligned_is_k_gpus_of_every_server_or_whole_servers_as_its_text_says(cluster):
+    # adv17a: PLACEMENTS said "GPUs 0 .. k-1 of every server, then k .. 2k-1, ...", a second
+    # round the code never takes. By hand on 4 servers of 8 GPUs: 4, 8, 16 GPUs are k = 1, 2, 4
+    # of every server; 24 is no k of every server (6 does not divide 8): 3 whole servers, the
+    # ones packed takes; 12 neither (3 does not divide 8, 12 is not whole servers): refused
+    for gpus, k in ((4, 1), (8, 2), (16, 4), (32, 8)):
+        assert tp.gpus(place_job(cluster, gpus, "rail_aligned")) == [f"s{s}/gpu{i}" for s in range(4)
+                                                                      for i in range(k)]
+    assert tp.gpus(place_job(cluster, 24, "rail_aligned")) == tp.gpus(place_job(cluster, 24, "packed")) \
+        == [f"s{s}/gpu{i}" for s in range(3) for i in range(8)]
+    with pytest.raises(ValueError, match="cannot be placed rail_aligned"):
+        place_job(cluster, 12, "rail_aligned")
+    text = PLACEMENTS["rail_aligned"]
+    assert "2k-1" not in text and "0 .. k-1 of each" in text and "whole servers" in text
+
+
+def test_plans_docstring_names_the_placements_place_job_takes():
+    # adv17a: plan's docstring offered "rail-unaligned" (place_job refuses it) and left out
+    # rail_aligned
+    import re
+
+    doc = fs.plan.__doc__
+    section = doc[doc.index("placement : "):doc.index("**step_options")]
+    assert set(re.findall(r'``"(\w[\w-]*)"``', section)) == set(PLACEMENTS)
+
+
 def test_rail_unaligned_puts_dp_peers_on_other_rails(cluster):
     g = place_job(cluster, 16, "rail_unaligned")
     groups = _named(g, ParallelLayout(tp=8, pp=1, dp=2), "dp")

@@ -193,3 +193,17 @@ def test_both_compute_models_run_the_attention_forward_again_for_the_same_modes(
         one = base / 3 if flat else parts["none"]["attention_fwd"]          # one attention forward
         assert {m: a * base / one == pytest.approx(1.0 if want[m] else 0.0, abs=1e-9) for m, a in again.items()} \
             == dict.fromkeys(want, True)
+
+
+def test_the_modules_that_name_a_default_recompute_name_schedules():
+    # adv17b finding 6: _compute's docstring called "selective" the default where Schedule's
+    # default (and Megatron-Core's, recompute_granularity None) is "none"
+    import re
+
+    from flowsolver.training import _compute, _recompute
+
+    default = Schedule().recompute
+    assert default == "none"
+    for module in (_compute, _recompute):
+        named = re.findall(r'``"(\w+)"``\s*\(the default', module.__doc__)
+        assert named == [default], module.__name__

@@ -245,6 +245,37 @@ def test_expert_all_to_all_carries_top_k_times_capacity_factor():
         assert r.mfu == pytest.approx(r.tokens_per_gpu * flops[k] / H100_BF16, rel=1e-12)
 
 
+def test_capacity_factor_below_one_counts_the_dropped_tokens_out_of_the_model_flops():
+    # experts taking cf x their share of the routed tokens drop the rest: those tokens skip the
+    # expert MLP, so its FLOPs are neither computed nor model FLOPs of the step. Mixtral 8x7B per
+    # token, by hand: attention projections 6 (2 h^2 + 2 h 1024) = 251,658,240 and causal
+    # attention 6 h s = 100,663,296 per layer, the two experts 6 x 2 x 3 h ffn = 2,113,929,216
+    # per layer, logits 6 x 32,000 h = 786,432,000: 32 x (251,658,240 + 100,663,296 + cf x
+    # 2,113,929,216) + 786,432,000 FLOPs
+    flops = {1.0: 32 * (251_658_240 + 100_663_296 + 2_113_929_216) + 786_432_000,     # 79,706,456,064
+             0.5: 32 * (251_658_240 + 100_663_296 + 1_056_964_608) + 786_432_000,     # 45,883,588,608
+             0.25: 32 * (251_658_240 + 100_663_296 + 528_482_304) + 786_432_000}      # 28,972,154,880
+    assert flops[1.0] == 79_706_456_064 and flops[0.5] == 45_883_588_608
+    g = tp.rail_optimized(2)
+    kw = dict(model="mixtral-8x7b", tp=2, ep=4, global_batch=8)
+    for cf in (0.5, 0.25):
+        r = training_step(g, capacity_factor=cf, **kw)
+        assert r.flops_per_token == flops[cf]
+        assert r.mfu == pytest.approx(r.tokens_per_gpu * flops[cf] / H100_BF16, rel=1e-12)
+        assert r.tflops_per_gpu == pytest.approx(r.tokens_per_gpu * flops[cf] / 1e12, rel=1e-12)
+    # a factor of 1 or above counts every routed token (padding is not model work): as before
+    for cf in (1.0, 1.25):
+        assert training_step(g, capacity_factor=cf, **kw).flops_per_token == flops[1.0]
+    # adv17b's case on the kernel tables: Mixtral EP 8 on two DGX H100, global batch 16; at cf
+    # 0.1 it reported 125.5 % MFU (1,240 TFLOP/s per GPU over the 989 TFLOP/s bf16 peak). The
+    # dropped tokens take the expert GEMMs, the layer's largest and most efficient, with them:
+    # the MFU falls below the dropless step's, and stays below 1
+    dropless = _training_step(g, "mixtral-8x7b", ep=8, global_batch=16)
+    for cf in (0.5, 0.1):
+        r = _training_step(g, "mixtral-8x7b", ep=8, capacity_factor=cf, global_batch=16)
+        assert r.mfu < dropless.mfu < 1 and r.tflops_per_gpu < dropless.tflops_per_gpu
+
+
 def test_dp_overlap_exposes_one_bucket_when_the_window_is_long_enough():
     g = tp.rail_optimized(1)
     r = training_step(g, model="llama-3-8b", dp=8, global_batch=64)
