@@ -13,7 +13,8 @@ Priced upgrades: :func:`upgrade_cost` is the change of the network bill
 (:func:`topologies.bill`, USD) that an upgrade makes: a new link technology re-chooses the
 switches, NICs and optics of the links it touches; a capacity ``factor`` is bought as
 ``ceil(factor)`` times the cables (with their transceivers and switch ports) on the selected
-links. ``upgrade_plan(..., cost="bill")`` uses it and reports the time saved per USD.
+links, a switch whose ports run out split into more switches of its model (as the generators
+build the wider fabric: a full tier doubled is twice its switches, not bigger boxes). ``upgrade_plan(..., cost="bill")`` uses it and reports the time saved per USD.
 """
 
 from __future__ import annotations
@@ -124,6 +125,76 @@ def _as_bought(graph, upgrade: Upgrade):
             d["capacity"] = float(d["capacity"] * k)
     if not hit:
         raise ValueError(f"Upgrade: links={upgrade.links!r} selects no link of the graph")
+    return _more_switches(graph, g)
+
+
+def _switch_use(g) -> dict:
+    """switch -> (family, rate of its fastest cable, ports in use) in the compute fabric, as
+    :func:`topologies.bill` counts them (one port per cable); None where a cable's technology
+    is not in the catalogue."""
+    use = {}
+    for sw, d in g.nodes(data=True):
+        if d.get("kind") != "switch" or "network" in d:
+            continue
+        family, rate, ports = None, 0.0, 0
+        for v, e in g[sw].items():
+            if e.get("tier") in tp.SERVER_TIERS or "network" in g.nodes[v]:
+                continue
+            if e.get("tech") not in tp.link_names():
+                family = None
+                break
+            tech = tp.get_link(e["tech"])
+            family = family or tech.family
+            rate, ports = max(rate, tech.bandwidth), ports + int(e.get("cables", 1))
+        use[sw] = (family, rate, ports) if family else None
+    return use
+
+
+def _more_switches(before, g):
+    """``g`` (``before`` with more cables) with each switch whose ports outgrow its box split
+    into ``ceil(ports / box ports)`` switches of that box, its cables spread evenly over them:
+    more cables on a full tier add switches of the same model, as the generators build the
+    wider fabric (a 2:1 leaf-spine's two full 64-port spines doubled are four QM9700 spines,
+    not two 144-port boxes of the next family)."""
+    from topologies.parts import _switch_part      # the box the bill chose before
+
+    old = _switch_use(before)
+    for sw, now in _switch_use(g).items():
+        was = old.get(sw)
+        if now is None or was is None or now[2] <= was[2]:
+            continue
+        box = _switch_part(was[0], was[1], was[2]).ports
+        k = math.ceil(now[2] / box)
+        if k < 2:
+            continue
+        clones, i = [sw], 0
+        while len(clones) < k:          # new names (a second doubling splits spine0 beside spine0+1)
+            i += 1
+            name = f"{sw}+{i}" if isinstance(sw, str) else (sw, i)
+            if name not in g:
+                clones.append(name)
+        g.add_nodes_from((c, dict(g.nodes[sw])) for c in clones[1:])
+        load = [0] * k
+        for v, e in sorted(g[sw].items(), key=lambda x: -int(x[1].get("cables", 1))):
+            n, e = int(e.get("cables", 1)), dict(e)
+            if e.get("tier") in tp.SERVER_TIERS or "network" in g.nodes[v]:
+                continue
+            share = [0] * k
+            for _ in range(n):
+                i = min(range(k), key=load.__getitem__)
+                share[i] += 1
+                load[i] += 1
+            back = dict(g.edges[v, sw]) if g.has_edge(v, sw) else None
+            for i, (c, m) in enumerate(zip(clones, share)):
+                if not m:
+                    continue
+                for a, b, d in ((c, v, e), (v, c, back)):
+                    if d is not None:
+                        g.add_edge(a, b, **dict(d, cables=m, capacity=float(d["capacity"]) * m / n))
+            if not share[0]:
+                g.remove_edge(sw, v)
+                if back is not None:
+                    g.remove_edge(v, sw)
     return g
 
 
