@@ -215,7 +215,16 @@ def upgrade_cost(graph, upgrade: Upgrade, *, prices: dict | None = None, optics:
     if not isinstance(upgrade, Upgrade):
         raise TypeError(f"upgrade must be an Upgrade, got {type(upgrade).__name__}")
     before = tp.bill(graph, prices=prices, optics=optics).price
-    return float(tp.bill(_as_bought(graph, upgrade), prices=prices, optics=optics).price - before)
+    after = _as_bought(graph, upgrade)
+    try:
+        return float(tp.bill(after, prices=prices, optics=optics).price - before)
+    except ValueError as err:       # a part the catalogue has not (a 1600G NIC): name the upgrade
+        raise UnpricedUpgrade(f"upgrade_cost: the parts catalogue cannot price {upgrade!r}: {err}") from err
+
+
+class UnpricedUpgrade(ValueError):
+    """An upgrade whose bill needs a part the catalogue has not (register it with
+    :func:`topologies.register_part`); :func:`upgrade_plan` leaves such upgrades out."""
 
 
 def _run(workload, graph):
@@ -294,7 +303,9 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
     same as ``budget``; > 0). ``upgrades``: default :func:`tier_upgrades` (each tier
     doubled). ``repeat``: an upgrade may be picked again. Returns a pandas DataFrame, one row
     per pick in order: ``upgrade``, ``cost``, ``time_s`` after it, ``saved_s`` (by this
-    pick), ``saved_per_cost`` (s per unit cost: per USD with the bill), ``spent``.
+    pick), ``saved_per_cost`` (s per unit cost: per USD with the bill), ``spent``. With the
+    bill, an upgrade that needs a part the catalogue has not (NICs doubled past 800G) is left
+    out, not an error: ``plan.attrs["unpriced"]`` maps its name to why.
 
     >>> g = tp.fat_tree(4)
     >>> plan = upgrade_plan(g, dict(op="all_to_all", size=2**24), budget=1.0, cost=lambda *a: 1.0)
@@ -309,14 +320,17 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
         raise ValueError(f"budget must be a finite number >= 0 (in the unit of cost: USD with cost='bill'), "
                          f"got {budget!r}")
     upgrades = tier_upgrades(graph) if upgrades is None else dict(upgrades)
-    bought = None
+    bought, unpriced = None, {}         # name -> why the catalogue cannot price it (left out)
     if isinstance(cost, str):
         if cost != "bill":
             raise ValueError(f"cost must be 'bill', a dict name -> cost or a callable, got {cost!r}")
         billed = {}
         for name, up in upgrades.items():
-            billed[name] = upgrade_cost(graph, up, prices=prices, optics=optics)
-        upgrades = {n: u for n, u in upgrades.items() if billed[n] > 0}
+            try:
+                billed[name] = upgrade_cost(graph, up, prices=prices, optics=optics)
+            except UnpricedUpgrade as err:
+                unpriced[name] = str(err)
+        upgrades = {n: u for n, u in upgrades.items() if billed.get(n, 0) > 0}
         # the bill reads the graph as bought (a factor's cables bought: doubling a doubled link
         # buys two more cables, not one), which the timed graph does not record
         bought = {"graph": graph}
@@ -332,8 +346,15 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
     spent, rows, left = 0.0, [], dict(upgrades)
     while left:
         best = None
-        for name, up in left.items():
-            c = float(price(name, up, current))
+        for name, up in list(left.items()):
+            try:
+                c = float(price(name, up, current))
+            except UnpricedUpgrade as err:      # the bill's own: bought again it needs a part not there
+                if bought is None:
+                    raise
+                unpriced[name] = str(err)
+                left.pop(name)
+                continue
             if not c > 0:
                 raise ValueError(f"cost of {name!r} must be > 0, got {c!r}")
             if spent + c > budget * (1 + 1e-12):
@@ -352,4 +373,6 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
         now = t
         if not repeat:
             left.pop(name)
-    return pd.DataFrame(rows, columns=["upgrade", "cost", "time_s", "saved_s", "saved_per_cost", "spent"])
+    plan = pd.DataFrame(rows, columns=["upgrade", "cost", "time_s", "saved_s", "saved_per_cost", "spent"])
+    plan.attrs["unpriced"] = unpriced
+    return plan

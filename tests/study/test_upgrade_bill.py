@@ -51,3 +51,28 @@ def test_a_rail_optimised_spine_doubled_is_a_second_qm9700():
     once = _as_bought(g, up)
     assert upgrade_cost(once, up) == pytest.approx(128 * FIBRE + (64 + 64) * TWIN + 2 * QM9700)
     assert tp.bill(_as_bought(once, up)).count("quantum2_qm9700") == 8 + 4
+
+
+def test_a_repeated_plan_leaves_out_what_the_catalogue_cannot_price():
+    # rail_optimized(8): the NICs doubled (400G -> 800G ConnectX-8) is the pick; doubled again
+    # they would be 1600G NICs, which the catalogue has not: left out, the pick kept
+    g = tp.rail_optimized(8)
+    work = dict(op="all_to_all", size=2**24)
+    plan = fs.upgrade_plan(g, work, budget=2e5, repeat=True)
+    assert plan["upgrade"].tolist() == ["access"]
+    assert set(plan.attrs["unpriced"]) == {"access"} and "1600" in plan.attrs["unpriced"]["access"]
+    # upgrade_cost itself names the upgrade it cannot price
+    from flowsolver.upgrade import UnpricedUpgrade, _as_bought
+
+    with pytest.raises(UnpricedUpgrade, match=r"links='access'.*1600 Gb/s"):
+        upgrade_cost(_as_bought(g, Upgrade("access", factor=2.0)), Upgrade("access", factor=2.0))
+
+
+def test_a_plan_leaves_out_an_upgrade_it_cannot_price_from_the_start():
+    # NICs that are 800G already (two cables each): doubling them (1600G) has no part; the other
+    # tiers are still planned
+    from flowsolver.upgrade import _as_bought
+
+    g = _as_bought(tp.rail_optimized(8), Upgrade("access", factor=2.0))
+    plan = fs.upgrade_plan(g, dict(op="all_to_all", size=2**24), budget=1e7)
+    assert "access" in plan.attrs["unpriced"] and "access" not in plan["upgrade"].tolist()
