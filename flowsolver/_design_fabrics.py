@@ -29,6 +29,28 @@ def server_with(base, nics: int, link: str):
     return model.with_(name=name, nics=nics, nic=None)
 
 
+def nic_credit(bill, server, *, prices: dict | None = None) -> float:
+    """USD of ``bill``'s compute NICs that a GPU price holding ``server``'s own NICs already
+    pays for: per server up to its ``nics`` NICs, each at the lesser of its price and that of
+    the server's own NIC (the catalogue NIC of its ``nic`` rate, ``prices`` overriding: a DGX
+    H100's ConnectX-7 400G). A dearer NIC (ConnectX-8 for XDR, a BlueField) pays the
+    difference; a cheaper one, or fewer, is no refund. A server with no NIC technology of its
+    own: the bill's NICs."""
+    from topologies.parts import _rate_part         # the NIC the bill picks for a rate
+
+    model = tp.get_server(server)
+    lines = [line for line in bill.lines if line.part.category == "nic"]
+    if model.nic is None:
+        return float(sum(line.price for line in lines))
+    own = _rate_part("nic", model.nic_ports * tp.get_link(model.nic).bandwidth)
+    own_price = float((prices or {}).get(own.name, own.price))
+    left, credit = (bill.gpus // model.gpus) * model.nics, 0.0
+    for line in sorted(lines, key=lambda line: -line.part.price):
+        n = min(line.count, left)
+        credit, left = credit + n * min(line.part.price, own_price), left - n
+    return credit
+
+
 def build(family: str, servers: int, server, link: str, ratio: float, radix: int):
     """The fabric of ``family`` for ``servers`` servers of ``server``, sized by ``radix``: the
     job's servers on its first host ports (see the module docstring)."""
