@@ -96,6 +96,8 @@ def _family(family: str, servers: int, server, link: str, ratio: float, radix: i
             raise ValueError(f"a server's {server.nics} NICs do not fit the {down} host ports of a leaf")
         down -= down % server.nics          # whole servers per leaf
         leaves = math.ceil(nics / down)
+        if leaves == 1:                     # one leaf: no spine, no uplinks (one switch)
+            return tp.leaf_spine(1, 0, nics, link=link, server=server)
         uplinks = tp.uplinks_for(down, ratio)          # leaf_spine's own rule (never more oversubscribed)
         spines = max(1, math.ceil(leaves * uplinks / radix))
         if spines > uplinks or leaves > radix:

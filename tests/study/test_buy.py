@@ -276,7 +276,8 @@ def test_a_design_leaf_spine_gets_the_fewest_uplinks_its_ratio_allows():
     # 42 / 1.4 = 30.000000000000004, whose ceil gave the design 31 (leaf_spine itself: 30)
     from flowsolver._design_fabrics import build, server_with
 
-    g = build("leaf_spine", 4, server_with("dgx_h100", 2, "ib_ndr"), "ib_ndr", 1.4, 84)
+    # (22 servers of 2 NICs: two leaves; the 4 servers this had fit one leaf, now one switch)
+    g = build("leaf_spine", 22, server_with("dgx_h100", 2, "ib_ndr"), "ib_ndr", 1.4, 84)
     assert g.graph["params"]["uplinks"] == 30 and g.graph["params"]["oversubscription"] == pytest.approx(1.4)
 
 

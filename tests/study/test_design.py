@@ -236,3 +236,14 @@ def test_capex_credits_only_the_nics_the_server_price_includes():
     four = fs.design(64, lambda g: 1.0, families=("rail_optimized",), links=("ib_xdr",), nics=(4,),
                      oversubscriptions=(1.0,), optics=("multimode",), gpu_price=gpu).candidates[0]
     assert four.capex == pytest.approx(four.price + 64 * gpu - 32 * 2200.0)
+
+
+def test_a_one_leaf_leaf_spine_candidate_is_one_switch():
+    # 8 GPUs (one DGX, 8 NICs) fit one leaf: no spine and no uplinks at any ratio. By hand
+    # (catalogue USD): a QM9700 36,000, 8 copper DACs at 150, 8 ConnectX-7 at 2,200 = 54,800
+    # (an idle spine and 32 uplinks billed 117,424).
+    r = fs.design(8, lambda g: 1.0, families=("leaf_spine",), links=("ib_ndr",), oversubscriptions=(1.0, 2.0),
+                  optics=("multimode",))
+    for c in r.candidates:
+        assert c.status == "ok" and c.switches == 1
+        assert c.price == pytest.approx(36_000 + 8 * 150 + 8 * 2_200)
