@@ -98,7 +98,25 @@ class Upgrade:
                         d[key] = float(value) if key == "efficiency" else value
         if not hit:
             raise ValueError(f"Upgrade: links={self.links!r} selects no link of the graph")
+        if self.tech is not None:
+            self._one_family(graph, g)
         return g
+
+    def _one_family(self, before, after):
+        """Refuse a technology that leaves a switch speaking two families (RoCE access links on
+        InfiniBand leaves): a switch is one family's box; a switch mixed before is not blamed."""
+        def family(d):
+            fam = tp.get_link(d["tech"]).family if d.get("tech") in tp.link_names() else None
+            return "ethernet" if fam == "roce" else fam
+
+        for sw, d in after.nodes(data=True):
+            if d.get("kind") != "switch":
+                continue
+            now = {family(e) for e in after[sw].values() if e.get("tier") not in tp.SERVER_TIERS} - {None}
+            was = {family(e) for e in before[sw].values() if e.get("tier") not in tp.SERVER_TIERS} - {None}
+            if len(now) > 1 and len(was) == 1:
+                raise ValueError(f"{self!r}: switch {sw!r} would carry {' and '.join(sorted(now))} links; "
+                                 "a switch speaks one family: upgrade every tier it joins to the same family")
 
 
 def tier_upgrades(graph, factor: float = 2.0) -> dict:

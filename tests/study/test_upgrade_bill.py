@@ -76,3 +76,20 @@ def test_a_plan_leaves_out_an_upgrade_it_cannot_price_from_the_start():
     g = _as_bought(tp.rail_optimized(8), Upgrade("access", factor=2.0))
     plan = fs.upgrade_plan(g, dict(op="all_to_all", size=2**24), budget=1e7)
     assert "access" in plan.attrs["unpriced"] and "access" not in plan["upgrade"].tolist()
+
+
+def test_a_technology_upgrade_leaving_a_switch_two_families_is_refused():
+    # RoCE 400G NIC links on the InfiniBand leaves of an NDR leaf-spine (their uplinks still
+    # InfiniBand): no switch speaks both; it was priced 0 USD and timed
+    g = tp.leaf_spine(8, 2, 32, uplinks=16, server="dgx_h100")
+    for up in (Upgrade("access", tech="roce_400g"), Upgrade("leaf-spine", tech="eth_100g")):
+        with pytest.raises(ValueError, match=rf"tech='{up.tech}'.*switch 'leaf0' would carry ethernet and "
+                                             "infiniband links"):
+            upgrade_cost(g, up)
+        with pytest.raises(ValueError, match="would carry ethernet and infiniband"):
+            up.apply(g)
+    # the whole fabric made RoCE, or an InfiniBand tier made HDR, is one family a switch
+    every = Upgrade(lambda u, v, d: d["tier"] in ("access", "leaf-spine"), tech="roce_400g")
+    assert {d["tech"] for *_, d in every.apply(g).edges(data=True) if d["tier"] in ("access", "leaf-spine")} == \
+        {"roce_400g"}
+    Upgrade("leaf-spine", tech="ib_hdr").apply(g)
