@@ -15,7 +15,8 @@ has ``tokens_per_s``; with ``gpu_price`` (USD per GPU: its share of a server's p
 default includes the server's compute NICs, as the catalogue's ``hgx_h100_server`` price
 "includes the infiniband cards") its capital cost ``capex`` is the network bill, less the
 value of the server's own NICs the bill's replace when the GPUs' price includes them (a
-ConnectX-7 400G a DGX H100 NIC: an XDR candidate's ConnectX-8 pays the difference), plus the GPUs, ``throughput_per_usd`` is tokens/s per USD of it, and with a
+ConnectX-7 400G a DGX H100 NIC: an XDR candidate's ConnectX-8 pays the difference), plus the
+GPUs, ``throughput_per_usd`` is tokens/s per USD of it, and with a
 ``lifetime`` (seconds of training the hardware is paid over) ``tokens_per_usd`` is the tokens
 that lifetime trains per USD: ``tokens_per_s * lifetime / capex``.
 """

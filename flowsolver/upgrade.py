@@ -11,10 +11,12 @@ rail): those have no linear estimate.
 
 Priced upgrades: :func:`upgrade_cost` is the change of the network bill
 (:func:`topologies.bill`, USD) that an upgrade makes: a new link technology re-chooses the
-switches, NICs and optics of the links it touches; a capacity ``factor`` is bought as
+switches, NICs and optics of the links it touches (one that would leave a switch speaking two
+families, such as RoCE NIC links on InfiniBand leaves, is refused); a capacity ``factor`` is bought as
 ``ceil(factor)`` times the cables (with their transceivers and switch ports) on the selected
 links, a switch whose ports run out split into more switches of its model (as the generators
-build the wider fabric: a full tier doubled is twice its switches, not bigger boxes). ``upgrade_plan(..., cost="bill")`` uses it and reports the time saved per USD.
+build the wider fabric: a full tier doubled is twice its switches, not bigger boxes).
+``upgrade_plan(..., cost="bill")`` uses it and reports the time saved per USD.
 """
 
 from __future__ import annotations
