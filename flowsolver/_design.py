@@ -13,8 +13,10 @@ beats or equals on all three of price (USD), power (W) and time (s) while beatin
 Money against throughput: a training workload gives tokens per step, so each timed candidate
 has ``tokens_per_s``; with ``gpu_price`` (USD per GPU: its share of a server's price, which by
 default includes the server's compute NICs, as the catalogue's ``hgx_h100_server`` price
-"includes the infiniband cards") its capital cost ``capex`` is the network bill, less its NICs
-when the GPUs' price includes them, plus the GPUs, ``throughput_per_usd`` is tokens/s per USD of it, and with a
+"includes the infiniband cards") its capital cost ``capex`` is the network bill, less the
+value of the server's own NICs the bill's replace when the GPUs' price includes them (a
+ConnectX-7 400G a DGX H100 NIC: an XDR candidate's ConnectX-8 pays the difference), plus the
+GPUs, ``throughput_per_usd`` is tokens/s per USD of it, and with a
 ``lifetime`` (seconds of training the hardware is paid over) ``tokens_per_usd`` is the tokens
 that lifetime trains per USD: ``tokens_per_s * lifetime / capex``.
 """
@@ -32,7 +34,7 @@ import numpy as np
 import topologies as tp
 
 from . import _checks
-from ._design_fabrics import DESIGN_FAMILIES, build as _build, server_with as _server, spare_ports
+from ._design_fabrics import DESIGN_FAMILIES, build as _build, nic_credit, server_with as _server, spare_ports
 
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
 
@@ -62,8 +64,9 @@ class Candidate:
     pareto: bool = False
     tokens: float = math.nan           # tokens per step (a training workload), NaN otherwise
     gpu_price: float = 0.0             # USD per GPU added to the network bill in ``capex``
-    nic_price: float = 0.0             # USD of the bill's compute NICs, which ``capex`` leaves out when
-    nics_in_gpu_price: bool = False    # the GPUs' price includes them
+    nic_price: float = 0.0             # USD of the bill's compute NICs
+    nic_credit: float = 0.0            # USD of them the GPUs' price pays (the server's own NICs'
+    nics_in_gpu_price: bool = False    # value), which ``capex`` leaves out when it includes them
     lifetime: float = math.nan         # seconds over which ``tokens_per_usd`` counts tokens
     bill: object = field(default=None, repr=False)
 
@@ -74,9 +77,10 @@ class Candidate:
 
     @property
     def capex(self) -> float:
-        """USD: the network bill plus ``gpus x gpu_price``, less the bill's NICs (``nic_price``)
-        where ``gpu_price`` includes them (``nics_in_gpu_price``: not bought twice)."""
-        return self.price + self.gpus * self.gpu_price - (self.nic_price if self.nics_in_gpu_price else 0.0)
+        """USD: the network bill plus ``gpus x gpu_price``, less ``nic_credit`` where
+        ``gpu_price`` includes the server's own NICs (``nics_in_gpu_price``: not bought twice;
+        a dearer NIC on the bill pays the difference)."""
+        return self.price + self.gpus * self.gpu_price - (self.nic_credit if self.nics_in_gpu_price else 0.0)
 
     @property
     def throughput_per_usd(self) -> float:
@@ -104,7 +108,7 @@ class Candidate:
                     nics=self.nics, optics=self.optics, gpus=self.gpus, switches=self.switches, price=self.price,
                     power=self.power, time=self.time, price_per_gpu=self.price / self.gpus if self.gpus else math.nan,
                     tokens_per_s=self.tokens_per_s, capex=self.capex, nic_price=self.nic_price,
-                    nics_in_gpu_price=self.nics_in_gpu_price, capex_time=self.capex_time,
+                    nic_credit=self.nic_credit, nics_in_gpu_price=self.nics_in_gpu_price, capex_time=self.capex_time,
                     throughput_per_usd=self.throughput_per_usd, tokens_per_usd=self.tokens_per_usd,
                     status=self.status, pareto=self.pareto, message=self.message)
 
@@ -304,10 +308,12 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         Without it ``capex`` is the network alone.
     gpu_price_includes_nics : bool
         Whether ``gpu_price`` includes the servers' compute NICs (default True, as the
-        catalogue's server price does): then the bill's NICs (``Candidate.nic_price``) are
-        not added to ``capex`` again, and a candidate with fewer NICs than the server carries
-        is no cheaper for it (they come with the server). False: a price without them, the
-        bill's NICs added.
+        catalogue's server price does): then ``capex`` credits the bill's NICs up to the
+        value of the server's own (``Candidate.nic_credit``: per server up to its NIC count,
+        each at the lesser of the billed NIC's price and the server's own NIC's, a DGX H100's
+        ConnectX-7 400G), so a dearer NIC (an XDR candidate's ConnectX-8, a BlueField) pays
+        the difference and a candidate with fewer NICs than the server carries is no cheaper
+        for it (they come with the server). False: a price without them, the bill's NICs added.
     lifetime : float, optional
         Seconds of training the hardware is paid over: gives ``tokens_per_usd``.
     progress : callable, optional
@@ -376,6 +382,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         b = tp.price_tally(tallies[id(g)], prices=prices, power=part_power, optics=c.optics)
         c.bill, c.price, c.power, c.gpus = b, b.price, b.power, b.gpus
         c.nic_price = sum(line.price for line in b.lines if line.part.category == "nic")
+        c.nic_credit = nic_credit(b, model, prices=prices)
         c.switches = sum(l.count for l in b.lines if l.part.category == "switch")
         c.message = spare_ports(g)      # the job's servers on the first host ports of a larger fabric
         if c.gpus != gpus:              # not the cluster asked: a builder's mistake, never timed

@@ -29,6 +29,28 @@ def server_with(base, nics: int, link: str):
     return model.with_(name=name, nics=nics, nic=None)
 
 
+def nic_credit(bill, server, *, prices: dict | None = None) -> float:
+    """USD of ``bill``'s compute NICs that a GPU price holding ``server``'s own NICs already
+    pays for: per server up to its ``nics`` NICs, each at the lesser of its price and that of
+    the server's own NIC (the catalogue NIC of its ``nic`` rate, ``prices`` overriding: a DGX
+    H100's ConnectX-7 400G). A dearer NIC (ConnectX-8 for XDR, a BlueField) pays the
+    difference; a cheaper one, or fewer, is no refund. A server with no NIC technology of its
+    own: the bill's NICs."""
+    from topologies.parts import _rate_part         # the NIC the bill picks for a rate
+
+    model = tp.get_server(server)
+    lines = [line for line in bill.lines if line.part.category == "nic"]
+    if model.nic is None:
+        return float(sum(line.price for line in lines))
+    own = _rate_part("nic", model.nic_ports * tp.get_link(model.nic).bandwidth)
+    own_price = float((prices or {}).get(own.name, own.price))
+    left, credit = (bill.gpus // model.gpus) * model.nics, 0.0
+    for line in sorted(lines, key=lambda line: -line.part.price):
+        n = min(line.count, left)
+        credit, left = credit + n * min(line.part.price, own_price), left - n
+    return credit
+
+
 def build(family: str, servers: int, server, link: str, ratio: float, radix: int):
     """The fabric of ``family`` for ``servers`` servers of ``server``, sized by ``radix``: the
     job's servers on its first host ports (see the module docstring)."""
@@ -74,6 +96,8 @@ def _family(family: str, servers: int, server, link: str, ratio: float, radix: i
             raise ValueError(f"a server's {server.nics} NICs do not fit the {down} host ports of a leaf")
         down -= down % server.nics          # whole servers per leaf
         leaves = math.ceil(nics / down)
+        if leaves == 1:                     # one leaf: no spine, no uplinks (one switch)
+            return tp.leaf_spine(1, 0, nics, link=link, server=server)
         uplinks = tp.uplinks_for(down, ratio)          # leaf_spine's own rule (never more oversubscribed)
         spines = max(1, math.ceil(leaves * uplinks / radix))
         if spines > uplinks or leaves > radix:
@@ -118,24 +142,58 @@ def _fat_tree(servers: int, server, link: str, radix: int):
 
 
 def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):
-    """The DragonFly+ of ``radix``-port switches holding exactly ``nics`` NICs: leaves with
-    ``radix/2`` host ports (whole servers) and one uplink per spine, ``ceil(hosts / ratio)``
-    spines; the fewest groups (>= 2) whose leaves fit a spine's ``radix/2`` down ports and
-    whose global ports (``ceil(leaves / ratio)`` or more per spine, at most what the spine
-    has left) divide evenly among the other groups."""
+    """The DragonFly+ of ``radix``-port switches holding exactly ``nics`` NICs, sized as an
+    architect sizes each group's leaf-spine: leaves of ``radix/2`` host ports (whole servers)
+    and ``u = ceil(hosts / ratio)`` uplinks; ``S`` spines a group, a divisor of ``u`` (every
+    leaf sends ``u / S`` parallel cables to each spine), at least ``ceil(leaves x u / radix)``,
+    each with ``h`` global ports, ``ceil(its down ports / ratio)`` or more and no more than it
+    has left, that divide evenly among the other groups. Of the groups (>= 2) and spines that
+    fit, the fewest switches, then the fewest groups. (Until 2026-12-07 a group had ``u``
+    spines of one cable per leaf: 64 GPUs were 2 leaves and 64 spines, 66 switches, where 4
+    hold them.)"""
     hosts = radix // 2 - (radix // 2) % server.nics
     if hosts < 1:
         raise ValueError(f"a server's {server.nics} NICs do not fit the {radix // 2} host ports of a leaf")
-    spines = tp.uplinks_for(hosts, ratio)
+    up = tp.uplinks_for(hosts, ratio)
+    best = None
     for groups in range(2, nics // hosts + 1):
         if nics % (groups * hosts):
             continue
         leaves = nics // (groups * hosts)
-        if leaves > radix // 2:
-            continue
-        for h in range(tp.uplinks_for(leaves, ratio), radix - leaves + 1):
-            if (spines * h) % (groups - 1) == 0 and groups - 1 <= spines * h:
-                return tp.dragonfly_plus(leaves, spines, hosts, h, groups=groups, link_local=link, link_global=link,
-                                         server=server)
-    raise ValueError(f"no DragonFly+ of {radix}-port switches holds exactly {nics} NICs "
-                     f"({hosts} per leaf) with evenly divided global links")
+        for spines in (s for s in range(max(1, math.ceil(leaves * up / radix)), up + 1) if up % s == 0):
+            down = leaves * (up // spines)
+            h = next((h for h in range(tp.uplinks_for(down, ratio), radix - down + 1)
+                      if (spines * h) % (groups - 1) == 0), None)
+            if h is not None and (best is None or groups * (leaves + spines) < best[0]):
+                best = (groups * (leaves + spines), groups, leaves, spines, h)
+    if best is None:
+        raise ValueError(f"no DragonFly+ of {radix}-port switches holds exactly {nics} NICs "
+                         f"({hosts} per leaf) with evenly divided global links")
+    _, groups, leaves, spines, h = best
+    g = tp.dragonfly_plus(leaves, spines, hosts, h, groups=groups, link_local=link, link_global=link, server=server)
+    return _parallel_local(g, up // spines, server)
+
+
+def _parallel_local(g, per_pair: int, server):
+    """``g`` (a DragonFly+ of one cable per leaf-spine pair) with ``per_pair`` parallel cables
+    on each, its leaf radix, bisection and fingerprint recorded for them."""
+    if per_pair == 1:
+        return g
+    for *_, d in g.edges(data=True):
+        if d["tier"] == "local":
+            d.update(cables=int(d.get("cables", 1)) * per_pair, capacity=float(d["capacity"]) * per_pair)
+    p = g.graph["params"]
+    p.update(leaf_radix=p["hosts_per_leaf"] + p["spines"] * per_pair,
+             spine_radix=p["leaves"] * per_pair + p["global_per_spine"], local_cables_per_pair=per_pair)
+    # the generator's formula with the local term per_pair times its one cable
+    if g.graph.get("bisection_bandwidth") is not None:
+        groups, local = p["groups"], tp.get_link(p["link_local"]).bandwidth
+        glob = tp.get_link(p["link_global"]).bandwidth
+        m = p["cables_per_group_pair"]
+        small_nics = (groups // 2) * p["leaves"] * p["hosts_per_leaf"]
+        nic_rate = min(tp.get_link(server.host_link).bandwidth, server.nic_rate(p["link_local"]))
+        g.graph["bisection_bandwidth"] = min((groups // 2) * (groups - groups // 2) * m * glob,
+                                             small_nics * nic_rate,
+                                             (groups // 2) * p["leaves"] * p["spines"] * per_pair * local)
+    g.graph["fingerprint"] = tp.fingerprint(g)    # built so by the design, not edited since
+    return g

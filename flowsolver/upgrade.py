@@ -11,9 +11,12 @@ rail): those have no linear estimate.
 
 Priced upgrades: :func:`upgrade_cost` is the change of the network bill
 (:func:`topologies.bill`, USD) that an upgrade makes: a new link technology re-chooses the
-switches, NICs and optics of the links it touches; a capacity ``factor`` is bought as
+switches, NICs and optics of the links it touches (one that would leave a switch speaking two
+families, such as RoCE NIC links on InfiniBand leaves, is refused); a capacity ``factor`` is bought as
 ``ceil(factor)`` times the cables (with their transceivers and switch ports) on the selected
-links. ``upgrade_plan(..., cost="bill")`` uses it and reports the time saved per USD.
+links, a switch whose ports run out split into more switches of its model (as the generators
+build the wider fabric: a full tier doubled is twice its switches, not bigger boxes).
+``upgrade_plan(..., cost="bill")`` uses it and reports the time saved per USD.
 """
 
 from __future__ import annotations
@@ -97,7 +100,25 @@ class Upgrade:
                         d[key] = float(value) if key == "efficiency" else value
         if not hit:
             raise ValueError(f"Upgrade: links={self.links!r} selects no link of the graph")
+        if self.tech is not None:
+            self._one_family(graph, g)
         return g
+
+    def _one_family(self, before, after):
+        """Refuse a technology that leaves a switch speaking two families (RoCE access links on
+        InfiniBand leaves): a switch is one family's box; a switch mixed before is not blamed."""
+        def family(d):
+            fam = tp.get_link(d["tech"]).family if d.get("tech") in tp.link_names() else None
+            return "ethernet" if fam == "roce" else fam
+
+        for sw, d in after.nodes(data=True):
+            if d.get("kind") != "switch":
+                continue
+            now = {family(e) for e in after[sw].values() if e.get("tier") not in tp.SERVER_TIERS} - {None}
+            was = {family(e) for e in before[sw].values() if e.get("tier") not in tp.SERVER_TIERS} - {None}
+            if len(now) > 1 and len(was) == 1:
+                raise ValueError(f"{self!r}: switch {sw!r} would carry {' and '.join(sorted(now))} links; "
+                                 "a switch speaks one family: upgrade every tier it joins to the same family")
 
 
 def tier_upgrades(graph, factor: float = 2.0) -> dict:
@@ -124,6 +145,76 @@ def _as_bought(graph, upgrade: Upgrade):
             d["capacity"] = float(d["capacity"] * k)
     if not hit:
         raise ValueError(f"Upgrade: links={upgrade.links!r} selects no link of the graph")
+    return _more_switches(graph, g)
+
+
+def _switch_use(g) -> dict:
+    """switch -> (family, rate of its fastest cable, ports in use) in the compute fabric, as
+    :func:`topologies.bill` counts them (one port per cable); None where a cable's technology
+    is not in the catalogue."""
+    use = {}
+    for sw, d in g.nodes(data=True):
+        if d.get("kind") != "switch" or "network" in d:
+            continue
+        family, rate, ports = None, 0.0, 0
+        for v, e in g[sw].items():
+            if e.get("tier") in tp.SERVER_TIERS or "network" in g.nodes[v]:
+                continue
+            if e.get("tech") not in tp.link_names():
+                family = None
+                break
+            tech = tp.get_link(e["tech"])
+            family = family or tech.family
+            rate, ports = max(rate, tech.bandwidth), ports + int(e.get("cables", 1))
+        use[sw] = (family, rate, ports) if family else None
+    return use
+
+
+def _more_switches(before, g):
+    """``g`` (``before`` with more cables) with each switch whose ports outgrow its box split
+    into ``ceil(ports / box ports)`` switches of that box, its cables spread evenly over them:
+    more cables on a full tier add switches of the same model, as the generators build the
+    wider fabric (a 2:1 leaf-spine's two full 64-port spines doubled are four QM9700 spines,
+    not two 144-port boxes of the next family)."""
+    from topologies.parts import _switch_part      # the box the bill chose before
+
+    old = _switch_use(before)
+    for sw, now in _switch_use(g).items():
+        was = old.get(sw)
+        if now is None or was is None or now[2] <= was[2]:
+            continue
+        box = _switch_part(was[0], was[1], was[2]).ports
+        k = math.ceil(now[2] / box)
+        if k < 2:
+            continue
+        clones, i = [sw], 0
+        while len(clones) < k:          # new names (a second doubling splits spine0 beside spine0+1)
+            i += 1
+            name = f"{sw}+{i}" if isinstance(sw, str) else (sw, i)
+            if name not in g:
+                clones.append(name)
+        g.add_nodes_from((c, dict(g.nodes[sw])) for c in clones[1:])
+        load = [0] * k
+        for v, e in sorted(g[sw].items(), key=lambda x: -int(x[1].get("cables", 1))):
+            n, e = int(e.get("cables", 1)), dict(e)
+            if e.get("tier") in tp.SERVER_TIERS or "network" in g.nodes[v]:
+                continue
+            share = [0] * k
+            for _ in range(n):
+                i = min(range(k), key=load.__getitem__)
+                share[i] += 1
+                load[i] += 1
+            back = dict(g.edges[v, sw]) if g.has_edge(v, sw) else None
+            for i, (c, m) in enumerate(zip(clones, share)):
+                if not m:
+                    continue
+                for a, b, d in ((c, v, e), (v, c, back)):
+                    if d is not None:
+                        g.add_edge(a, b, **dict(d, cables=m, capacity=float(d["capacity"]) * m / n))
+            if not share[0]:
+                g.remove_edge(sw, v)
+                if back is not None:
+                    g.remove_edge(v, sw)
     return g
 
 
@@ -144,7 +235,16 @@ def upgrade_cost(graph, upgrade: Upgrade, *, prices: dict | None = None, optics:
     if not isinstance(upgrade, Upgrade):
         raise TypeError(f"upgrade must be an Upgrade, got {type(upgrade).__name__}")
     before = tp.bill(graph, prices=prices, optics=optics).price
-    return float(tp.bill(_as_bought(graph, upgrade), prices=prices, optics=optics).price - before)
+    after = _as_bought(graph, upgrade)
+    try:
+        return float(tp.bill(after, prices=prices, optics=optics).price - before)
+    except ValueError as err:       # a part the catalogue has not (a 1600G NIC): name the upgrade
+        raise UnpricedUpgrade(f"upgrade_cost: the parts catalogue cannot price {upgrade!r}: {err}") from err
+
+
+class UnpricedUpgrade(ValueError):
+    """An upgrade whose bill needs a part the catalogue has not (register it with
+    :func:`topologies.register_part`); :func:`upgrade_plan` leaves such upgrades out."""
 
 
 def _run(workload, graph):
@@ -223,7 +323,9 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
     same as ``budget``; > 0). ``upgrades``: default :func:`tier_upgrades` (each tier
     doubled). ``repeat``: an upgrade may be picked again. Returns a pandas DataFrame, one row
     per pick in order: ``upgrade``, ``cost``, ``time_s`` after it, ``saved_s`` (by this
-    pick), ``saved_per_cost`` (s per unit cost: per USD with the bill), ``spent``.
+    pick), ``saved_per_cost`` (s per unit cost: per USD with the bill), ``spent``. With the
+    bill, an upgrade that needs a part the catalogue has not (NICs doubled past 800G) is left
+    out, not an error: ``plan.attrs["unpriced"]`` maps its name to why.
 
     >>> g = tp.fat_tree(4)
     >>> plan = upgrade_plan(g, dict(op="all_to_all", size=2**24), budget=1.0, cost=lambda *a: 1.0)
@@ -238,14 +340,17 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
         raise ValueError(f"budget must be a finite number >= 0 (in the unit of cost: USD with cost='bill'), "
                          f"got {budget!r}")
     upgrades = tier_upgrades(graph) if upgrades is None else dict(upgrades)
-    bought = None
+    bought, unpriced = None, {}         # name -> why the catalogue cannot price it (left out)
     if isinstance(cost, str):
         if cost != "bill":
             raise ValueError(f"cost must be 'bill', a dict name -> cost or a callable, got {cost!r}")
         billed = {}
         for name, up in upgrades.items():
-            billed[name] = upgrade_cost(graph, up, prices=prices, optics=optics)
-        upgrades = {n: u for n, u in upgrades.items() if billed[n] > 0}
+            try:
+                billed[name] = upgrade_cost(graph, up, prices=prices, optics=optics)
+            except UnpricedUpgrade as err:
+                unpriced[name] = str(err)
+        upgrades = {n: u for n, u in upgrades.items() if billed.get(n, 0) > 0}
         # the bill reads the graph as bought (a factor's cables bought: doubling a doubled link
         # buys two more cables, not one), which the timed graph does not record
         bought = {"graph": graph}
@@ -261,8 +366,15 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
     spent, rows, left = 0.0, [], dict(upgrades)
     while left:
         best = None
-        for name, up in left.items():
-            c = float(price(name, up, current))
+        for name, up in list(left.items()):
+            try:
+                c = float(price(name, up, current))
+            except UnpricedUpgrade as err:      # the bill's own: bought again it needs a part not there
+                if bought is None:
+                    raise
+                unpriced[name] = str(err)
+                left.pop(name)
+                continue
             if not c > 0:
                 raise ValueError(f"cost of {name!r} must be > 0, got {c!r}")
             if spent + c > budget * (1 + 1e-12):
@@ -281,4 +393,6 @@ def upgrade_plan(graph, workload, budget: float, cost="bill", upgrades: dict | N
         now = t
         if not repeat:
             left.pop(name)
-    return pd.DataFrame(rows, columns=["upgrade", "cost", "time_s", "saved_s", "saved_per_cost", "spent"])
+    plan = pd.DataFrame(rows, columns=["upgrade", "cost", "time_s", "saved_s", "saved_per_cost", "spent"])
+    plan.attrs["unpriced"] = unpriced
+    return plan

@@ -42,10 +42,11 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--optics", nargs="+", default=["multimode", "singlemode"], choices=("multimode", "singlemode"),
                    help="optics (default both)")
     d.add_argument("--gpu-price", type=float, default=None,
-                   help="USD per GPU, its share of its server's price with the server's compute NICs, added to "
-                        "each network bill less its NICs (capex), a number; the parts catalogue's DGX H100 figure, "
-                        "which includes the InfiniBand cards, is 38750 (topologies.get_part('hgx_h100_server')"
-                        ".price / 8)")
+                   help="USD per GPU, its share of its server's price with the server's own compute NICs, added "
+                        "to each network bill (capex) less the value of those NICs (a dearer NIC on the bill, such "
+                        "as XDR's ConnectX-8 in place of a DGX H100's ConnectX-7, pays the difference), a number; "
+                        "the parts catalogue's DGX H100 figure, which includes the InfiniBand cards, is 38750 "
+                        "(topologies.get_part('hgx_h100_server').price / 8)")
     d.add_argument("--gpu-price-without-nics", action="store_true",
                    help="--gpu-price does not include the NICs: the bill's NICs are added to capex")
     d.add_argument("--lifetime-days", type=float, default=None,

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import topologies as tp
 
-from ._article import ARTICLE_GPUS, cluster, network_study
+from .._design_fabrics import nic_credit
+from ._article import ARTICLE_GPUS, NETWORKS, cluster, network_study
 
 __all__ = ["CostRow", "cost_study", "format_costs"]
 
@@ -41,10 +42,17 @@ class CostRow:
         return float(sum(line.price for line in self.bill.lines if line.part.category == "nic"))
 
     @property
+    def nic_credit(self) -> float:
+        """USD of the bill's NICs that a server price holding the server's own NICs pays
+        (:func:`flowsolver.design`'s rule: each at most the server's own NIC's price)."""
+        return nic_credit(self.bill, NETWORKS[self.network][1])
+
+    @property
     def capex(self) -> float:
-        """USD: the network bill plus the GPUs at ``gpu_price``, less the bill's NICs where the
-        GPU price already holds them (a server's price, as the catalogue's ``hgx_h100_server``)."""
-        return self.bill.price + self.gpus * self.gpu_price - (self.nic_price if self.nics_in_gpu_price else 0.0)
+        """USD: the network bill plus the GPUs at ``gpu_price``, less ``nic_credit`` where the
+        GPU price already holds the server's own NICs (a server's price, as the catalogue's
+        ``hgx_h100_server``: a dearer NIC on the bill pays the difference)."""
+        return self.bill.price + self.gpus * self.gpu_price - (self.nic_credit if self.nics_in_gpu_price else 0.0)
 
     @property
     def tokens_per_s_per_musd(self) -> float:
@@ -72,8 +80,9 @@ def cost_study(rows=None, *, gpu_price: float = 0.0, nodes: int = 8, networks=("
         / 8`` is a published 8-GPU server figure); 0 prices the network alone.
     gpu_price_includes_nics : bool
         Whether ``gpu_price`` already pays for the compute NICs (a server's price does: the
-        catalogue's ``hgx_h100_server`` "includes the infiniband cards"): then ``capex`` leaves
-        the bill's NICs out, as :func:`flowsolver.design` does. No effect when ``gpu_price`` is 0.
+        catalogue's ``hgx_h100_server`` "includes the infiniband cards"): then ``capex`` credits
+        the bill's NICs up to the server's own NICs' value, as :func:`flowsolver.design` does.
+        No effect when ``gpu_price`` is 0.
     nodes : int
         Servers (8 GPUs each) of the cluster, as in :func:`network_study`. The article's
         throughput is of its 64-GPU clusters: on any other size ``article_tokens_per_s`` (and

@@ -276,7 +276,8 @@ def test_a_design_leaf_spine_gets_the_fewest_uplinks_its_ratio_allows():
     # 42 / 1.4 = 30.000000000000004, whose ceil gave the design 31 (leaf_spine itself: 30)
     from flowsolver._design_fabrics import build, server_with
 
-    g = build("leaf_spine", 4, server_with("dgx_h100", 2, "ib_ndr"), "ib_ndr", 1.4, 84)
+    # (22 servers of 2 NICs: two leaves; the 4 servers this had fit one leaf, now one switch)
+    g = build("leaf_spine", 22, server_with("dgx_h100", 2, "ib_ndr"), "ib_ndr", 1.4, 84)
     assert g.graph["params"]["uplinks"] == 30 and g.graph["params"]["oversubscription"] == pytest.approx(1.4)
 
 
@@ -305,3 +306,29 @@ def test_a_design_fat_tree_has_the_fewest_tiers_of_its_radix():
     with pytest.raises(ValueError, match=r"hold at most 16 NICs; 24 asked"):
         from flowsolver._design_fabrics import build, server_with
         build("fat_tree", 3, server_with("dgx_h100", 8, "ib_ndr"), "ib_ndr", 1.0, 4)
+
+
+@pytest.mark.parametrize("gpus, leaves, spines, per_pair", [(64, 1, 1, 32), (256, 4, 4, 8), (1024, 16, 16, 2)])
+def test_a_design_dragonfly_plus_has_the_spines_its_leaves_fill(gpus, leaves, spines, per_pair):
+    # 64-port NDR switches, 1:1, DGX H100: a leaf has 32 host ports and 32 uplinks; 2 groups
+    # (the fewest) of gpus / 64 leaves; spines = leaves x 32 uplinks / 32 down ports, each leaf
+    # 32 / spines parallel cables to every spine, a spine's other 32 ports global (all 64 used).
+    # One cable per pair gave 32 spines a group: 64 GPUs were 66 switches where 4 hold them.
+    from flowsolver._design import _build, _server
+
+    dgx = _server(tp.get_server("dgx_h100"), 8, "ib_ndr")
+    g = _build("dragonfly_plus", gpus // 8, dgx, "ib_ndr", 1.0, 64)
+    p = g.graph["params"]
+    assert (p["groups"], p["leaves"], p["spines"], p["global_per_spine"]) == (2, leaves, spines, 32)
+    assert {d["cables"] for *_, d in g.edges(data=True) if d["tier"] == "local"} == {per_pair}
+    assert p["leaf_radix"] == p["spine_radix"] == 64
+    assert sum(d["kind"] == "switch" for _, d in g.nodes(data=True)) == 2 * (leaves + spines)
+    # the recorded bisection (between the 2 groups: 32 global cables a spine, 50 GB/s) is the max flow
+    assert g.graph["bisection_bandwidth"] == pytest.approx(spines * 32 * 50e9)
+    assert tp.bisection_max_flow(g) == pytest.approx(spines * 32 * 50e9)
+    if gpus == 64:
+        # the bill by hand (catalogue prices, USD): 4 QM9700 at 36,000; 64 NIC DACs and 64 local
+        # DACs (copper in a group) at 150; 32 global fibres at 100 with a twin-port 800G module
+        # (732) per 2 ports at each end (16 a spine); 64 ConnectX-7 at 2,200
+        hand = 4 * 36_000 + 128 * 150 + 32 * 100 + 32 * 732 + 64 * 2_200
+        assert tp.bill(g).price == pytest.approx(hand)

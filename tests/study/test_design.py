@@ -217,3 +217,33 @@ def test_best_with_tokens_and_no_lifetime_is_the_most_throughput_per_usd():
         assert r.best().throughput_per_usd == pytest.approx(1e6 / times[want] / price[want])
         picked.add(want)
     assert picked == {"ib_ndr", "ib_hdr"}       # 3x slower loses; 5 % slower and cheaper wins
+
+
+def test_capex_credits_only_the_nics_the_server_price_includes():
+    # hgx_h100_server's price (310,000 USD / 8 GPUs) "includes the infiniband cards": a DGX
+    # H100's 8 ConnectX-7 400G, 2,200 USD each in the catalogue. An XDR fabric bills ConnectX-8
+    # (800G, 3,000 USD): the server price pays 2,200 of each, the other 800 is bought. NDR and
+    # HDR NICs (ConnectX-7 2,200; ConnectX-6 1,500) are paid whole by it.
+    gpu = 310_000.0 / 8
+    r = fs.design(64, lambda g: 1.0, families=("rail_optimized",), links=("ib_xdr", "ib_ndr", "ib_hdr"),
+                  oversubscriptions=(1.0,), optics=("multimode",), gpu_price=gpu)
+    by = {c.link: c for c in r.candidates}
+    for link, nic, credit in (("ib_xdr", 3000.0, 2200.0), ("ib_ndr", 2200.0, 2200.0), ("ib_hdr", 1500.0, 1500.0)):
+        c = by[link]
+        assert c.nic_price == pytest.approx(64 * nic)
+        assert c.capex == pytest.approx(c.price + 64 * gpu - 64 * credit)
+    # fewer NICs than the server carries: no refund, each paid whole by the server's price
+    four = fs.design(64, lambda g: 1.0, families=("rail_optimized",), links=("ib_xdr",), nics=(4,),
+                     oversubscriptions=(1.0,), optics=("multimode",), gpu_price=gpu).candidates[0]
+    assert four.capex == pytest.approx(four.price + 64 * gpu - 32 * 2200.0)
+
+
+def test_a_one_leaf_leaf_spine_candidate_is_one_switch():
+    # 8 GPUs (one DGX, 8 NICs) fit one leaf: no spine and no uplinks at any ratio. By hand
+    # (catalogue USD): a QM9700 36,000, 8 copper DACs at 150, 8 ConnectX-7 at 2,200 = 54,800
+    # (an idle spine and 32 uplinks billed 117,424).
+    r = fs.design(8, lambda g: 1.0, families=("leaf_spine",), links=("ib_ndr",), oversubscriptions=(1.0, 2.0),
+                  optics=("multimode",))
+    for c in r.candidates:
+        assert c.status == "ok" and c.switches == 1
+        assert c.price == pytest.approx(36_000 + 8 * 150 + 8 * 2_200)
