@@ -163,11 +163,28 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     if not algbw > 0:                                           # 0: a stalled flow
         return np.inf, lat, np.inf
     run_bw = _nvls_channel_bound(algbw, hw) if a in ("nvls", "nvls_tree") else algbw   # NCCL chooses by algbw
+    share_of, rate = None, 0.0
+    if a in ("ring", "tree"):
+        # k running CTAs move the same whether NCCL dropped to k at this size or channels= set k:
+        # each its share of NCCL's own count's algbw, or one CTA's own rate where that is more
+        own = hw if hw.default_channels is None else replace(
+            hw, channels=hw.default_channels, graph_channels=hw.default_graph_channels,
+            default_channels=None, default_graph_channels=None)
+        # (across nodes the flow solve ran the call's rings: NCCL's count's, scaled back as NVLS's)
+        full_bus = _graph_busbw(a, busbw if own is hw else _nvls_ring_busbw(busbw, hw), own)
+        if own is not hw:
+            run_bw = tuner_algbw(a, proto, op, full_bus, own)
+            if a == "tree" and not algorithm_of(a).derived(op):
+                run_bw = lesser(run_bw, own_algbw)
+        share_of = own.pipeline_channels
+        if proto == "Simple" and full_bus > 0 and hw.nvlink_bw > 0:     # measured on Simple's sends
+            rate = P2P_CHANNEL_SHARE * hw.nvlink_bw / full_bus
     kernel_bw = run_bw if model is None else model.bandwidth(run_bw, a, proto)
     gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.nvls_run if a.startswith("nvls") else hw.pipeline_channels,
                         lat, kernel_bw,
                         PIPELINE if model is None else model.pipeline,
-                        stage_algbw=_nvls_tree_stage_algbw(hw) if a == "nvls_tree" else None)
+                        stage_algbw=_nvls_tree_stage_algbw(hw) if a == "nvls_tree" else None,
+                        share_of=share_of, channel_rate=rate)
     time = options.with_host(gpu, greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries

@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._dual import greater
+from ._dual import greater, lesser
 from ._nccl_model import log2i
 
 __all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "channel_split", "chunk_steps", "ll_depth",
@@ -316,7 +316,7 @@ def nvls_tree_stages(nodes, nvls_share, net_share) -> float:
 
 
 def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency, algbw,
-                  params: Pipeline = PIPELINE, stage_algbw=None):
+                  params: Pipeline = PIPELINE, stage_algbw=None, share_of=None, channel_rate=0.0):
     """Seconds NCCL's kernels take for ``op`` of ``size`` bytes by ``algorithm`` /
     ``protocol`` given the tuner's ``latency`` (s) and the algorithm bandwidth ``algbw``
     (bytes/s, all ``channels`` running): ``latency + (steps + fill) x max(step, floor)``
@@ -338,7 +338,9 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     _, largest = channel_split(op, protocol, size, ranks, nc)
     if largest > 0:
         nc = size / largest                             # the largest share's time sets the pace
-    bandwidth = algbw * (nc / channels)
+    # each running channel moves its share of algbw among ``share_of`` (NCCL's count: algbw is
+    # theirs), or a CTA's own rate (``channel_rate``, a share of algbw) where that is more
+    bandwidth = algbw * lesser(1.0, nc * greater(1.0 / (share_of or channels), channel_rate))
     steps, depth, whole = _chunking(algorithm, protocol, op, size, ranks, nodes, nc)
     step = size / bandwidth / steps
     if protocol == "LL":                                # lines stream; network hops store a step
