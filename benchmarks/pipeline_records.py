@@ -41,11 +41,14 @@ class Capture:
     def __enter__(self):
         self.seen: dict = {}
 
-        def spy(a, proto, op, size, ranks, nodes, channels, latency, algbw, params=None, stage_algbw=None):
+        def spy(a, proto, op, size, ranks, nodes, channels, latency, algbw, params=None, stage_algbw=None,
+                share_of=None, channel_rate=0.0):
             self.seen[a, proto] = dict(algorithm=a, protocol=proto, op=op, size=size, ranks=ranks, nodes=nodes,
                                        channels=channels, latency=float(latency), algbw=float(algbw),
-                                       stage_algbw=None if stage_algbw is None else [float(x) for x in stage_algbw])
-            return pipeline_time(a, proto, op, size, ranks, nodes, channels, latency, algbw, params, stage_algbw)
+                                       stage_algbw=None if stage_algbw is None else [float(x) for x in stage_algbw],
+                                       share_of=share_of, channel_rate=float(channel_rate))
+            return pipeline_time(a, proto, op, size, ranks, nodes, channels, latency, algbw, params, stage_algbw,
+                                 share_of, channel_rate)
 
         _tuned.pipeline_time = spy
         return self
@@ -104,7 +107,8 @@ def predict(rec: dict, params: Pipeline) -> float:
     # the host's floor where one thread issued the call for several GPUs (nccl-tests -g N), and
     # the host's work before a call timed on its own from an idle device (torch.distributed)
     return with_host(pipeline_time(p["algorithm"], p["protocol"], p["op"], p["size"], p["ranks"], p["nodes"],
-                                   p["channels"], p["latency"], p["algbw"], params, p.get("stage_algbw")),
+                                   p["channels"], p["latency"], p["algbw"], params, p.get("stage_algbw"),
+                                   p.get("share_of"), p.get("channel_rate", 0.0)),
                      p.get("gpus_per_thread", 1), p.get("host_overhead", 0.0))
 
 
