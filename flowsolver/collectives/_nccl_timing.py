@@ -165,20 +165,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     run_bw = _nvls_channel_bound(algbw, hw) if a in ("nvls", "nvls_tree") else algbw   # NCCL chooses by algbw
     share_of, rate = None, 0.0
     if a in ("ring", "tree"):
-        # k running CTAs move the same whether NCCL dropped to k at this size or channels= set k:
-        # each its share of NCCL's own count's algbw, or one CTA's own rate where that is more
-        own = hw if hw.default_channels is None else replace(
-            hw, channels=hw.default_channels, graph_channels=hw.default_graph_channels,
-            default_channels=None, default_graph_channels=None)
-        # (across nodes the flow solve ran the call's rings: NCCL's count's, scaled back as NVLS's)
-        full_bus = _graph_busbw(a, busbw if own is hw else _nvls_ring_busbw(busbw, hw), own)
-        if own is not hw:
-            run_bw = tuner_algbw(a, proto, op, full_bus, own)
-            if a == "tree" and not algorithm_of(a).derived(op):
-                run_bw = lesser(run_bw, own_algbw)
-        share_of = own.pipeline_channels
-        if proto == "Simple" and full_bus > 0 and hw.nvlink_bw > 0:     # measured on Simple's sends
-            rate = P2P_CHANNEL_SHARE * hw.nvlink_bw / full_bus
+        run_bw, share_of, rate = _running_ctas(a, proto, op, busbw, own_algbw, run_bw, hw)
     kernel_bw = run_bw if model is None else model.bandwidth(run_bw, a, proto)
     gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.nvls_run if a.startswith("nvls") else hw.pipeline_channels,
                         lat, kernel_bw,
@@ -239,6 +226,33 @@ def _nvls_ring_busbw(busbw, hw):
     # moves at the doubled ones' pace)
     scaled = busbw * (rings / hw.channels if hw.channels < rings else run / hw.channels)
     return lesser(scaled, hw.net_bw) if hw.net_bw > 0 else scaled
+
+
+def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw) -> tuple:
+    """``(algbw, share_of, channel_rate)`` a ring's or tree's kernels run at (:func:`~._pipeline.pipeline_time`):
+    k running CTAs move the same whether NCCL dropped to k at this size or ``channels=``
+    (``NCCL_MAX_NCHANNELS``) set k, each its share of the algorithm bandwidth at NCCL's own count
+    (``share_of`` its pipeline's channels, :attr:`~._nccl_model.Hardware.pipeline_channels`), or,
+    for Simple, one CTA's own rate where that is more (the P2P channel's measured rate,
+    :data:`~._channels.P2P_CHANNEL_SHARE` of the GPU's NVLink, as a share of the bus bandwidth:
+    measured on Simple's sends; LL and LL128 keep the share of their capped bandwidth). Before,
+    ``channels=k`` priced k CTAs by :func:`_channel_bound`'s bus bandwidth through the protocol's
+    caps and NCCL's own drop to k by the share alone: 51.6 against 90.4 us for a 64 KiB ring LL
+    all-reduce on 2 x 8 H100 at one channel, which NCCL runs on one channel either way. Across nodes
+    the call's flow solve ran its own rings: NCCL's count's bus bandwidth is scaled back to them as
+    NVLS's is (:func:`_nvls_ring_busbw`). ``algbw``: the call's (returned where ``channels=`` is not set)."""
+    own = hw if hw.default_channels is None else replace(
+        hw, channels=hw.default_channels, graph_channels=hw.default_graph_channels,
+        default_channels=None, default_graph_channels=None)
+    full_bus = _graph_busbw(a, busbw if own is hw else _nvls_ring_busbw(busbw, hw), own)
+    if own is not hw:
+        algbw = tuner_algbw(a, proto, op, full_bus, own)
+        if a == "tree" and not algorithm_of(a).derived(op):
+            algbw = lesser(algbw, own_algbw)
+    rate = 0.0
+    if proto == "Simple" and full_bus > 0 and hw.nvlink_bw > 0:
+        rate = P2P_CHANNEL_SHARE * hw.nvlink_bw / full_bus
+    return algbw, own.pipeline_channels, rate
 
 
 def _channel_bound(busbw, hw):

@@ -325,7 +325,10 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     nodes; LL128: its own steps, the algorithm's fill and depth, no floor). NVLSTree:
     ``latency + (steps - 1) x step + stages`` (:func:`nvls_tree_stages`), its stages at the
     rates ``stage_algbw = (nvls, network)`` (bytes/s, the algbw a node's NVLS and its NICs
-    allow; None: ``algbw`` each). ``latency`` and ``algbw`` may be :class:`~._dual.Dual` numbers.
+    allow; None: ``algbw`` each). The ``nc`` channels running at ``size`` move ``algbw x min(1, nc x
+    max(1 / share_of, channel_rate))``: each its share of ``algbw`` among ``share_of`` channels
+    (None: ``channels``), or a CTA's own rate, ``channel_rate`` (a share of ``algbw``), where that is
+    more. ``latency`` and ``algbw`` may be :class:`~._dual.Dual` numbers.
 
     >>> p = Pipeline(floor_simple=2e-6, fill_ring=2.0)
     >>> t = pipeline_time("ring", "Simple", "all_reduce", 16 << 20, 8, 1, 16, 10e-6, 200e9, p)
@@ -338,8 +341,7 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     _, largest = channel_split(op, protocol, size, ranks, nc)
     if largest > 0:
         nc = size / largest                             # the largest share's time sets the pace
-    # each running channel moves its share of algbw among ``share_of`` (NCCL's count: algbw is
-    # theirs), or a CTA's own rate (``channel_rate``, a share of algbw) where that is more
+    # each running channel: its share of algbw among share_of (NCCL's count), or a CTA's own rate
     bandwidth = algbw * lesser(1.0, nc * greater(1.0 / (share_of or channels), channel_rate))
     steps, depth, whole = _chunking(algorithm, protocol, op, size, ranks, nodes, nc)
     step = size / bandwidth / steps

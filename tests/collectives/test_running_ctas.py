@@ -1,0 +1,68 @@
+"""k running CTAs (channels) priced alike whether NCCL drops to k at a small size or
+``channels=`` (NCCL_MAX_NCHANNELS) sets k: NCCL runs the same kernel either way (enqueue.cc
+topoGetAlgoInfo drops channels from the communicator's count; connect.cc keeps the first k)."""
+
+import pytest
+
+import flowsolver as fs
+import topologies as tp
+from flowsolver.collectives._channels import P2P_CHANNEL_SHARE
+from flowsolver.collectives._pipeline import channels_used, pipeline_time
+
+KIB = 1 << 10
+
+
+@pytest.mark.parametrize("nodes, protocol, size", [
+    # ring LL's threshold is 8 x ranks bytes a thread, 512 threads: on 2 x 8 ranks 64 KiB a
+    # channel, so NCCL runs 1 channel at 64 KiB and 4 at 256 KiB
+    (2, "LL", 64 * KIB), (2, "LL", 256 * KIB),
+    # one node, 8 ranks: 32 KiB a channel; Simple 512 x 64 = 32 KiB a channel
+    (1, "LL", 64 * KIB), (1, "LL", 256 * KIB), (1, "Simple", 64 * KIB), (1, "Simple", 256 * KIB),
+])
+def test_nccls_own_drop_to_k_channels_times_as_channels_k(nodes, protocol, size):
+    g = tp.rail_optimized(nodes=nodes)
+    ranks = 8 * nodes
+    default = fs.collective(g, "all_reduce", size, algorithm="ring", protocol=protocol)
+    k = channels_used("ring", protocol, size, ranks, default.channels)
+    assert k < default.channels                      # NCCL runs fewer than its count here
+    given = fs.collective(g, "all_reduce", size, algorithm="ring", protocol=protocol, channels=k)
+    assert given.time == pytest.approx(default.time, rel=1e-9), (k, default.time, given.time)
+
+
+def test_across_nodes_simple_k_channels_within_the_flow_solves_rings():
+    # across nodes channels=k also flow-solves k rings (k NICs), scaled back to NCCL's count's:
+    # the two agree within the solve's rounding of the idle NICs
+    g = tp.rail_optimized(nodes=2)
+    size = 64 * KIB
+    default = fs.collective(g, "all_reduce", size, algorithm="ring", protocol="Simple")
+    k = channels_used("ring", "Simple", size, 16, default.channels)
+    given = fs.collective(g, "all_reduce", size, algorithm="ring", protocol="Simple", channels=k)
+    assert given.time == pytest.approx(default.time, rel=2e-3)
+
+
+def test_a_cta_alone_moves_its_own_rate_where_that_is_more_than_its_share():
+    # LL has no fill: time = latency + size / bandwidth, bandwidth = algbw x nc x max(1 / 24, rate)
+    size, algbw = 16 * KIB, 100e9
+    nc = channels_used("ring", "LL", size, 8, 24)
+    assert nc == 1
+    share = pipeline_time("ring", "LL", "all_reduce", size, 8, 1, 24, 0.0, algbw)
+    faster = pipeline_time("ring", "LL", "all_reduce", size, 8, 1, 24, 0.0, algbw, channel_rate=0.0575)
+    assert share / faster == pytest.approx(0.0575 * 24, rel=1e-12)
+    # a rate below the share changes nothing; share_of sets the share's count
+    assert pipeline_time("ring", "LL", "all_reduce", size, 8, 1, 24, 0.0, algbw, channel_rate=0.01) == share
+    halved = pipeline_time("ring", "LL", "all_reduce", size, 8, 1, 24, 0.0, algbw, share_of=48)
+    assert halved == pytest.approx(2 * share, rel=1e-12)
+
+
+def test_simple_small_sizes_on_one_dgx_h100_run_at_a_ctas_measured_rate(monkeypatch):
+    # one DGX H100: NCCL's 24 channels share its ring's bus bandwidth, ~15 GB/s each, where one CTA
+    # alone moves the P2P channel's measured 5.7 % of 370.8 GB/s = 21.1 GB/s: at 256 KiB 8 run, each
+    # at its own rate (faster than its share); at 1 GiB all 24 run and share the links (unchanged)
+    import flowsolver.collectives._nccl_timing as timing
+    assert P2P_CHANNEL_SHARE * 18 * 20.6e9 > 365e9 / 24
+    g = tp.rail_optimized(nodes=1)
+    with_cta = [fs.collective(g, "all_reduce", s, algorithm="ring", protocol="Simple").time for s in (256 * KIB, 1 << 30)]
+    monkeypatch.setattr(timing, "P2P_CHANNEL_SHARE", 0.0)
+    share = [fs.collective(g, "all_reduce", s, algorithm="ring", protocol="Simple").time for s in (256 * KIB, 1 << 30)]
+    assert with_cta[0] < share[0] * 0.99
+    assert with_cta[1] == pytest.approx(share[1], rel=1e-3)       # (the last cells spread unevenly)
