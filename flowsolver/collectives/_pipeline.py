@@ -327,8 +327,8 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     rates ``stage_algbw = (nvls, network)`` (bytes/s, the algbw a node's NVLS and its NICs
     allow; None: ``algbw`` each). The ``nc`` channels running at ``size`` move ``algbw x min(1, nc x
     max(1 / share_of, channel_rate))``: each its share of ``algbw`` among ``share_of`` channels
-    (None: ``channels``), or a CTA's own rate, ``channel_rate`` (a share of ``algbw``), where that is
-    more. ``latency`` and ``algbw`` may be :class:`~._dual.Dual` numbers.
+    (None: ``channels``), or, where fewer than ``share_of`` run, a CTA's own rate, ``channel_rate``
+    (a share of ``algbw``), if more. ``latency`` and ``algbw`` may be :class:`~._dual.Dual` numbers.
 
     >>> p = Pipeline(floor_simple=2e-6, fill_ring=2.0)
     >>> t = pipeline_time("ring", "Simple", "all_reduce", 16 << 20, 8, 1, 16, 10e-6, 200e9, p)
@@ -337,12 +337,15 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     """
     if algorithm not in PIPELINED:
         return latency + size / algbw
-    nc = channels_used(algorithm, protocol, size, ranks, channels)
+    running = nc = channels_used(algorithm, protocol, size, ranks, channels)
     _, largest = channel_split(op, protocol, size, ranks, nc)
     if largest > 0:
         nc = size / largest                             # the largest share's time sets the pace
-    # each running channel: its share of algbw among share_of (NCCL's count), or a CTA's own rate
-    bandwidth = algbw * lesser(1.0, nc * greater(1.0 / (share_of or channels), channel_rate))
+    # each running channel: its share of algbw among share_of (NCCL's count), or, where some of
+    # those are idle, a CTA's own rate if more
+    share_of = share_of or channels
+    per = 1.0 / share_of if running >= share_of else greater(1.0 / share_of, channel_rate)
+    bandwidth = algbw * lesser(1.0, nc * per)
     steps, depth, whole = _chunking(algorithm, protocol, op, size, ranks, nodes, nc)
     step = size / bandwidth / steps
     if protocol == "LL":                                # lines stream; network hops store a step
