@@ -113,7 +113,7 @@ class _Builder:
         self.recompute_layers = (None if s.recompute != "full" else model.layers if s.recompute_layers is None
                                  else s.recompute_layers)
         if s.kernels:                # the model's FLOPs at the rate the step computes them (annotation)
-            self.rate = step.single_gpu_tokens_per_s * model.flops_per_token
+            self.rate = step.single_gpu_tokens_per_s * step.flops_per_token     # (dropped tokens out)
         else:                        # FLOP/s while computing (annotation)
             peak = prof.gpu.peak_fp8_flops if s.precision == "fp8" else prof.gpu.peak_bf16_flops
             self.rate = peak * s.compute_efficiency
