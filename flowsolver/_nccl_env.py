@@ -231,11 +231,6 @@ _UNMODELLED = {
     "NCCL_IB_DISABLE": "InfiniBand / RoCE off: the data goes over TCP sockets",
     "NCCL_COLLNET_ENABLE": "CollNet (in-network reduction, SHARP), which flowsolver does not model",
     "NCCL_CROSS_NIC": "whether rings may cross rails between nodes",
-    "NCCL_NVLS_NCHANNELS": "NVLS's channel count (nvls.cc ncclNvlsTuning); NVLS keeps NCCL's default in flowsolver",
-    "NCCL_MIN_CTAS": "it bounds the ring's and tree's channels (applied) and NVLS's (nvls.cc:234-235), which NVLS "
-                     "and NVLSTree keep at NCCL's default count in flowsolver",
-    "NCCL_MAX_CTAS": "it bounds the ring's and tree's channels (applied) and NVLS's (nvls.cc:234-235), which NVLS "
-                     "and NVLSTree keep at NCCL's default count in flowsolver",
     "NCCL_TOPO_FILE": "the topology NCCL searches its rings and trees on",
     "NCCL_TUNER_PLUGIN": "a tuner plugin chooses algorithms and protocols in place of NCCL's cost model",
 }
@@ -270,8 +265,9 @@ def log_environment(settings: dict) -> dict:
     ``NCCL_MIN_NRINGS`` / ``NCCL_MAX_NRINGS``, which the new names override: src/graph/connect.cc
     ``ncclMinNchannels`` / ``ncclMaxNchannels``) and of ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``, which
     bound the same count (connect.cc:498-505), None where none is set: NVLS's channels are none of
-    these (NCCL clamps them by the CTA settings only, ``nvls.cc`` ``ncclNvlsTuning``, which
-    ``unmodelled`` names), and ``unmodelled``:
+    these: ``nvls_channels`` is ``NCCL_NVLS_NCHANNELS`` (None: NCCL's own count) and ``ctas`` the
+    ``(minCTAs, maxCTAs)`` NCCL clamps it to (``nvls.cc`` ``ncclNvlsTuning``; None: not set, and
+    :func:`nvls_channels` applies both), and ``unmodelled``:
     ``(name, value, why)`` of each setting that may change the time but the model cannot
     express; :data:`QUIET` settings and settings at their default are in none.
 
@@ -301,13 +297,32 @@ def log_environment(settings: dict) -> dict:
         channels = (min(max(least or 0, 0, low), _CHANNELS_MAX),
                     min(high, _CHANNELS_MAX if most is None else min(max(most, 1), _CHANNELS_MAX)))
     applied = {"NCCL_NVLS_ENABLE", "NCCL_PXN_DISABLE", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS",
-               "NCCL_MAX_NRINGS", "NCCL_MIN_NRINGS"}
+               "NCCL_MAX_NRINGS", "NCCL_MIN_NRINGS", "NCCL_NVLS_NCHANNELS", *_CTAS}
     unmodelled = [(name, value, _UNMODELLED.get(name, "changes how NCCL runs; flowsolver does not model it"))
                   for name, value in sorted(settings.items())
-                  if name not in QUIET and name not in applied and _DEFAULTS.get(name) != value
-                  and not (name in _CTAS and ctas is None)]
+                  if name not in QUIET and name not in applied and _DEFAULTS.get(name) != value]
+    nvls_set = integer("NCCL_NVLS_NCHANNELS", None)          # config.nvlsCTAs: unset (or <= 0) keeps NCCL's
     return dict(nvls=integer("NCCL_NVLS_ENABLE", 2) != 0, pxn=integer("NCCL_PXN_DISABLE", 0) != 1,
-                channels=channels, unmodelled=unmodelled)
+                channels=channels, nvls_channels=nvls_set if nvls_set is not None and nvls_set > 0 else None,
+                ctas=ctas, unmodelled=unmodelled)
+
+
+def nvls_channels(own: int, env: dict) -> int:
+    """NVLS's channel count as NCCL sets it from ``own`` (its default for the machine,
+    :func:`flowsolver.collectives._channels.nvls_channel_count`) and a log's settings ``env``
+    (:func:`log_environment`): ``NCCL_NVLS_NCHANNELS`` in its place where set, then clamped to
+    ``[minCTAs, maxCTAs]`` (src/transport/nvls.cc ``ncclNvlsTuning``, master 5067397c).
+
+    >>> nvls_channels(16, log_environment({"NCCL_MAX_CTAS": "8"})), nvls_channels(16, log_environment({}))
+    (8, 16)
+    >>> nvls_channels(16, log_environment({"NCCL_NVLS_NCHANNELS": "32", "NCCL_MAX_CTAS": "24"}))
+    24
+    """
+    n = own if env.get("nvls_channels") is None else int(env["nvls_channels"])
+    if env.get("ctas") is not None:
+        least, most = env["ctas"]
+        n = max(least, min(most, n))
+    return n
 
 
 def bounded_channels(count: int, bounds) -> int:

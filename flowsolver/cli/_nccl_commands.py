@@ -175,6 +175,8 @@ def _said_settings(settings, given) -> str:
     if settings.get("channels") is not None and given is None:
         out.append(f"{settings['channels']} ring / tree channels (NCCL_MIN / MAX_NCHANNELS, or its coll channels "
                    "line; NVLS keeps its own)")
+    if settings.get("nvls_channels") is not None:
+        out.append(f"{settings['nvls_channels']} NVLS channels (NCCL_NVLS_NCHANNELS, NCCL_MIN / MAX_CTAS)")
     return ", ".join(out)
 
 

@@ -122,13 +122,15 @@ def _without_nvls(op, algorithm, where):
     return kept[0] if len(kept) == 1 else kept
 
 
-def _default_channels(graph, op, ranks) -> int:
-    """The channel count the model sets for ``op`` on ``ranks`` (:func:`~._hardware.describe`)."""
+def _default_channels(graph, op, ranks) -> tuple:
+    """``(ring and tree, NVLS)`` channel counts the model sets for ``op`` on ``ranks``
+    (:func:`~._hardware.describe`)."""
     from ._hardware import describe
     from ._layout import participants
 
     chosen, layout = participants(graph, op, ranks, None)
-    return describe(graph, chosen, layout).channels
+    hw = describe(graph, chosen, layout)
+    return hw.channels, hw.nvls_run
 
 
 def log_settings(df, op, graph, ranks, allowed) -> tuple:
@@ -138,9 +140,11 @@ def log_settings(df, op, graph, ranks, allowed) -> tuple:
     NVLSTree under ``NCCL_NVLS_ENABLE=0``; ``keywords`` of :func:`flowsolver.collective`:
     ``pxn=False`` under ``NCCL_PXN_DISABLE=1``, ``channels`` the model's count bounded by
     ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` as NCCL bounds its own, or the printed
-    count where that differs (both are the run's, :func:`~._channels.nccl_channels`); ``notes``: a
+    count where that differs (both are the run's, :func:`~._channels.nccl_channels`),
+    ``nvls_channels`` NVLS's count under ``NCCL_NVLS_NCHANNELS`` and ``NCCL_MIN_CTAS`` /
+    ``NCCL_MAX_CTAS`` (:func:`flowsolver._nccl_env.nvls_channels`) where it differs from NCCL's own; ``notes``: a
     warning (issued here) per setting the model cannot express, naming it (the times compared, or a calibration, carry its effect)."""
-    from .._nccl_env import bounded_channels, log_environment
+    from .._nccl_env import bounded_channels, log_environment, nvls_channels
 
     where = df.attrs.get("source", "log")
     env = log_environment(df.attrs.get("nccl_env") or {})
@@ -158,7 +162,7 @@ def log_settings(df, op, graph, ranks, allowed) -> tuple:
                      f"channels (src/graph/paths.cc ncclTopoComputeP2pChannels), which flowsolver sets its own way "
                      f"for {op}: not applied")
     elif env["channels"] is not None or printed is not None:
-        count = _default_channels(graph, op, ranks)
+        count = _default_channels(graph, op, ranks)[0]
         bounded = count if env["channels"] is None else bounded_channels(count, env["channels"])
         if printed is not None and printed != bounded:      # both the run's count (nccl_channels)
             notes.append(f"NCCL printed {printed} coll channels, {'fewer' if printed < bounded else 'more'} than the "
@@ -166,6 +170,10 @@ def log_settings(df, op, graph, ranks, allowed) -> tuple:
             bounded = printed
         if bounded != count:
             keywords["channels"] = bounded
+    if op in NCCL_FUNCTIONS and (env["nvls_channels"] is not None or env["ctas"] is not None):
+        own = _default_channels(graph, op, ranks)[1]
+        if nvls_channels(own, env) != own:
+            keywords["nvls_channels"] = nvls_channels(own, env)
     notes += [f"{name}={value}: {why}; flowsolver does not model it, so the times compared (and a fit to the log: "
               "calibrate) carry its effect" for name, value, why in env["unmodelled"]]
     for note in notes:

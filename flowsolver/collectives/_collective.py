@@ -192,7 +192,8 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
         planned = _plans(graph, op, size, rank_groups, algorithm, options)
         timed = time_plans(graph, planned.ranks, planned.plans, options, list(variants))
     # NCCL's view of each scenario's hardware (a variant's own NVLink and NIC rates)
-    hws = [replace(describe(v, planned.first, planned.layout, options.channels, options.efficiency, options.pxn),
+    hws = [replace(describe(v, planned.first, planned.layout, options.channels, options.efficiency, options.pxn,
+                            options.nvls_channels),
                    p2p=planned.hw.p2p) for v in variants]
     return [_result(graph, call, planned, scenario, {}, hw) for scenario, hw in zip(timed, hws)]
 
@@ -264,7 +265,7 @@ def _gathered(entry, fn, options, values: dict):
     return Options(policy=kw["policy"], policy_options=dict(kw["policy_options"] or {}), pxn=kw["pxn"],
                    protocol=kw["protocol"], chunk=kw["chunk"], efficiency=kw["efficiency"],
                    step_latency=kw["step_latency"], base_latency=kw["base_latency"], channels=kw["channels"],
-                   tuner=kw["step_latency"] is None, candidates=kw["candidates"],
+                   nvls_channels=kw.get("nvls_channels"), tuner=kw["step_latency"] is None, candidates=kw["candidates"],
                    gpus_per_thread=kw["gpus_per_thread"], host_overhead=kw["host_overhead"],
                    redop=kw.get("redop", "sum"), dtype=kw.get("dtype", "float")), kw["model"]
 
@@ -275,7 +276,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
                efficiency=None, step_latency: float | None = None,
                base_latency: float | None = None, candidates: str = "nccl", model=None,
                gpus_per_thread: int = 1, host_overhead: float = 0.0, redop: str = "sum", dtype: str = "float",
-               options: CollectiveOptions | None = None) -> CollectiveResult:
+               nvls_channels: int | None = None, options: CollectiveOptions | None = None) -> CollectiveResult:
     """Time a collective on a cluster graph.
 
     Parameters
@@ -307,7 +308,11 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         ``NCCL_MIN_NCHANNELS`` = ``NCCL_MAX_NCHANNELS`` = ``channels`` set. NVLS and NVLSTree
         keep NCCL's own NVLS channels (16 on Hopper, 24 on Blackwell in one NVLink domain, 32
         across nodes), which those settings leave alone (NCCL bounds them by ``NCCL_MIN_CTAS``
-        / ``NCCL_MAX_CTAS`` only).
+        / ``NCCL_MAX_CTAS`` only): ``nvls_channels`` sets those.
+    nvls_channels : int in 1 ... 64, optional
+        NVLS's and NVLSTree's channels, as ``NCCL_NVLS_NCHANNELS`` sets them (default: NCCL's own,
+        ``nvls.cc`` ``ncclNvlsTuning``). Fewer than NCCL's each move their share of NVLS's
+        bandwidth among NCCL's count (one CTA a channel: never faster); more move no more.
     protocol : {"auto", "LL", "LL128", "Simple"} or a list of them
         NCCL protocol (``"auto"``: NCCL's choice by size; a list: its choice among those,
         ``NCCL_PROTO=^LL128`` is ``["LL", "Simple"]``). NCCL's latencies and per-protocol
@@ -362,7 +367,8 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
     options, model = _gathered("collective", collective, options, dict(
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
         efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
-        model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead, redop=redop, dtype=dtype))
+        model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead, redop=redop, dtype=dtype,
+        nvls_channels=nvls_channels))
     return collective_with(graph, op, size, ranks, algorithm, options, model)
 
 
@@ -388,7 +394,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
                         pxn: bool = True, protocol: str = "auto", chunk: float = DEFAULT_CHUNK,
                         efficiency=None, step_latency: float | None = None,
                         base_latency: float | None = None, candidates: str = "nccl", model=None,
-                        gpus_per_thread: int = 1, host_overhead: float = 0.0,
+                        gpus_per_thread: int = 1, host_overhead: float = 0.0, nvls_channels: int | None = None,
                         options: CollectiveOptions | None = None) -> list:
     """:func:`collective` on several graphs of one structure (same nodes and edges, other
     capacities or latencies: a technology swap, derated links, failed links at capacity 0),
@@ -416,7 +422,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     options, model = _gathered("collective_variants", collective_variants, options, dict(
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
         efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
-        model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead))
+        model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead, nvls_channels=nvls_channels))
     algorithm = check_call(op, algorithm, size, options, several=True)
     graphs = list(graphs)
     if not graphs:

@@ -250,10 +250,11 @@ def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
     return view
 
 
-def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> Hardware:
+def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvls_channels=None) -> Hardware:
     """The :class:`Hardware` of ``ranks`` (laid out as ``layout``) on ``graph``; ``channels``
     overrides NCCL's ring and tree channel count (as ``NCCL_MIN_NCHANNELS`` = ``NCCL_MAX_NCHANNELS``
-    do: NVLS keeps its own, ``nvls_channels``), ``efficiency`` the links' (as in
+    do: NVLS keeps its own), ``nvls_channels`` NVLS's and NVLSTree's (``NCCL_NVLS_NCHANNELS``;
+    None: NCCL's own, :func:`~._channels.nvls_channel_count`), ``efficiency`` the links' (as in
     :func:`flowsolver.collective`).
 
     >>> import topologies as tp
@@ -297,7 +298,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True) -> 
     # NVLS's own count (nvls.cc ncclNvlsTuning), which channels= leaves alone: NCCL_MIN_NCHANNELS /
     # NCCL_MAX_NCHANNELS clamp comm->nChannels only (connect.cc:492-506), NVLS only NCCL_MIN_CTAS /
     # NCCL_MAX_CTAS and NCCL_NVLS_NCHANNELS (nvls.cc:222-235)
-    nvls_channels = nvls_channel_count(generation, n_nodes)
+    nvls_channels = nvls_channel_count(generation, n_nodes) if nvls_channels is None else int(nvls_channels)
     default = default_graph = None
     if channels is not None:        # the ring's and tree's run count given: the tuner sums no more
         default, default_graph = run, graph_channels

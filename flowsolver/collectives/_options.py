@@ -63,6 +63,10 @@ class CollectiveOptions:
     channels : int in 1 ... 64, optional
         NCCL's channels (:func:`~flowsolver.collective` only; :func:`~flowsolver.concurrent`
         takes them per collective).
+    nvls_channels : int in 1 ... 64, optional
+        NVLS's and NVLSTree's channels, as ``NCCL_NVLS_NCHANNELS`` sets them (default: NCCL's
+        own, 16 on Hopper; :func:`~flowsolver.collective` and
+        :func:`~flowsolver.collective_variants` only).
     candidates : {"nccl", "all"}
         What ``algorithm="auto"`` chooses from (:func:`~flowsolver.collective` only).
     model : Calibration, optional
@@ -111,6 +115,7 @@ class CollectiveOptions:
     step_latency: float | None = None
     base_latency: float | None = None
     channels: int | None = None
+    nvls_channels: int | None = None
     candidates: str = "nccl"
     model: object = None
     gpus_per_thread: int = 1
@@ -121,7 +126,8 @@ class CollectiveOptions:
             Options(policy=self.policy, policy_options=dict(self.policy_options or {}), pxn=self.pxn,
                     protocol="auto" if self.protocol is None else self.protocol, chunk=self.chunk,
                     efficiency=self.efficiency, step_latency=self.step_latency, base_latency=self.base_latency,
-                    channels=self.channels, candidates=self.candidates, gpus_per_thread=self.gpus_per_thread,
+                    channels=self.channels, nvls_channels=self.nvls_channels, candidates=self.candidates,
+                    gpus_per_thread=self.gpus_per_thread,
                     host_overhead=self.host_overhead)
         except ValueError as err:
             raise ValueError(f"CollectiveOptions: {err}") from None
@@ -201,6 +207,7 @@ class Options:
     step_latency: float | None = None
     base_latency: float | None = None
     channels: int | None = None
+    nvls_channels: int | None = None
     tuner: bool = False
     candidates: str = "nccl"
     gpus_per_thread: int = 1
@@ -340,6 +347,8 @@ def _check_options(o: Options) -> None:
     _seconds("base_latency", o.base_latency)
     if o.channels is not None:
         _checks.integer("channels", o.channels, maximum=MAX_CHANNELS)
+    if o.nvls_channels is not None:
+        _checks.integer("nvls_channels", o.nvls_channels, maximum=MAX_CHANNELS)
     _checks.integer("gpus_per_thread", o.gpus_per_thread)
     if o.host_overhead is None or not _real(o.host_overhead) or not math.isfinite(float(o.host_overhead)) \
             or o.host_overhead < 0:

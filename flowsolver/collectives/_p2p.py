@@ -319,7 +319,7 @@ def nccl_view(graph, op, group, layout, options, communicator):
     given) from the communicator's channel count (``channels=``: NCCL's ``p2pnChannels`` is
     ``nChannels`` rounded up to a power of two, src/graph/paths.cc ncclTopoComputeP2pChannels);
     not with ``step_latency=``, which turns NCCL's model off: a pure flow model, no channel bound."""
-    hw = describe(graph, group, layout, options.channels, options.efficiency, options.pxn)
+    hw = describe(graph, group, layout, options.channels, options.efficiency, options.pxn, options.nvls_channels)
     if op in ("send_recv", "all_to_all") and options.tuner:
         hw = with_communicator(graph, communicator, hw, options.channels, all_to_all=op == "all_to_all")
     return hw

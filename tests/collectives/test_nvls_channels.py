@@ -100,9 +100,9 @@ def test_ctas_bound_the_rings_count_as_connect_cc_does_and_are_named_for_nvls():
     # init.cc:2190-2194: minCTAs above maxCTAs is lowered to it; <= 0 is ignored (init.cc:2015, 2027)
     assert log_environment({"NCCL_MIN_CTAS": "16", "NCCL_MAX_CTAS": "4"})["channels"] == (4, 4)
     assert log_environment({"NCCL_MAX_CTAS": "0"})["channels"] is None
-    # and they clamp NVLS (nvls.cc:234-235), which flowsolver keeps at its default: named
-    named = [u[0] for u in log_environment({"NCCL_MAX_CTAS": "4", "NCCL_NVLS_NCHANNELS": "8"})["unmodelled"]]
-    assert named == ["NCCL_MAX_CTAS", "NCCL_NVLS_NCHANNELS"]
+    # and they clamp NVLS's NCCL_NVLS_NCHANNELS (nvls.cc:234-235): applied, so none is named unmodelled
+    env = log_environment({"NCCL_MAX_CTAS": "4", "NCCL_NVLS_NCHANNELS": "8"})
+    assert env["unmodelled"] == [] and env["nvls_channels"] == 8 and env["ctas"] == (1, 4)
     assert log_environment({"NCCL_MAX_CTAS": "0"})["unmodelled"] == []
 
 
