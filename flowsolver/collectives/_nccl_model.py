@@ -133,7 +133,8 @@ class Hardware:
         channels, which NCCL keeps at small sizes, run the same links with or without the
         copies, so the copies of a ring are priced as one pipeline at their rate: a NIC just over
         45 GB/s times a collective as one just under (before, a channel moved the run's share,
-        halved by the copies), and ``channels=`` NCCL's own count as none.
+        halved by the copies), and ``channels=`` above NCCL's count as NCCL's (its flow solve still
+        runs the rings given: a tree's own solve may differ).
 
         >>> Hardware(16, 2, "hopper", channels=16, graph_channels=4).pipeline_channels
         8

@@ -218,14 +218,22 @@ def _nvls_ring_busbw(busbw, hw):
     >>> round(_nvls_ring_busbw(185e9, hw) / 1e9)      # 4 of the graph's 8 rings: twice
     370
     """
+    scale = _ring_scale(hw)
+    if scale == 1.0:
+        return busbw
+    return lesser(busbw * scale, hw.net_bw) if hw.net_bw > 0 else busbw * scale
+
+
+def _ring_scale(hw) -> float:
+    """What the call's flow solve of ``channels=`` rings (or trees) is scaled by to NCCL's own
+    count's across nodes (1 where the call runs NCCL's count, or one node): fewer rings than the
+    graph's use that many NICs (``graph / channels``); between the graph's and the run's count the
+    graph's rings are unevenly doubled (12 of 16 on 8 NICs: 4 NICs carry two, the lockstep ring
+    moves at the doubled ones' pace: ``run / channels``)."""
     rings, run = hw.default_graph_channels, hw.default_channels
     if hw.nodes < 2 or rings is None or run is None or hw.channels >= run or hw.channels == rings:
-        return busbw
-    # fewer rings than the graph's: that many NICs; between the graph's and the run's count: the
-    # graph's rings unevenly doubled (12 of 16 on 8 NICs: 4 NICs carry two, the lockstep ring
-    # moves at the doubled ones' pace)
-    scaled = busbw * (rings / hw.channels if hw.channels < rings else run / hw.channels)
-    return lesser(scaled, hw.net_bw) if hw.net_bw > 0 else scaled
+        return 1.0
+    return rings / hw.channels if hw.channels < rings else run / hw.channels
 
 
 def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw) -> tuple:
@@ -235,23 +243,28 @@ def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw) -> tuple:
     (``share_of`` its pipeline's channels, :attr:`~._nccl_model.Hardware.pipeline_channels`), or,
     for Simple, one CTA's own rate where that is more (the P2P channel's measured rate,
     :data:`~._channels.P2P_CHANNEL_SHARE` of the GPU's NVLink, as a share of the bus bandwidth:
-    measured on Simple's sends; LL and LL128 keep the share of their capped bandwidth). Before,
+    measured on Simple's sends; LL and LL128 keep the share of their capped bandwidth), no more
+    than its ring moves (NCCL's count's bus bandwidth over its graph's rings: across nodes a ring
+    crosses on one NIC, so one CTA on a 100 Gb/s NIC moves no more than 12.5 GB/s). Before,
     ``channels=k`` priced k CTAs by :func:`_channel_bound`'s bus bandwidth through the protocol's
     caps and NCCL's own drop to k by the share alone: 51.6 against 90.4 us for a 64 KiB ring LL
     all-reduce on 2 x 8 H100 at one channel, which NCCL runs on one channel either way. Across nodes
-    the call's flow solve ran its own rings: NCCL's count's bus bandwidth is scaled back to them as
-    NVLS's is (:func:`_nvls_ring_busbw`). ``algbw``: the call's (returned where ``channels=`` is not set)."""
+    the call's flow solve ran its own rings (and trees): its bus bandwidth, and the tree's own
+    flow-solved bandwidth, are scaled back to NCCL's count's (:func:`_ring_scale`; no cap at the
+    NICs' float rate, which would drop a sensitivity's derivative at a tie). ``algbw``: the call's
+    (returned where ``channels=`` is not set)."""
     own = hw if hw.default_channels is None else replace(
         hw, channels=hw.default_channels, graph_channels=hw.default_graph_channels,
         default_channels=None, default_graph_channels=None)
-    full_bus = _graph_busbw(a, busbw if own is hw else _nvls_ring_busbw(busbw, hw), own)
+    scale = 1.0 if own is hw else _ring_scale(hw)
+    full_bus = _graph_busbw(a, busbw * scale, own)
     if own is not hw:
         algbw = tuner_algbw(a, proto, op, full_bus, own)
         if a == "tree" and not algorithm_of(a).derived(op):
-            algbw = lesser(algbw, own_algbw)
+            algbw = lesser(algbw, own_algbw * scale)
     rate = 0.0
     if proto == "Simple" and full_bus > 0 and hw.nvlink_bw > 0:
-        rate = P2P_CHANNEL_SHARE * hw.nvlink_bw / full_bus
+        rate = lesser(P2P_CHANNEL_SHARE * hw.nvlink_bw / full_bus, 1.0 / own.tuner_channels)
     return algbw, own.pipeline_channels, rate
 
 

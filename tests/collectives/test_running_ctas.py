@@ -66,3 +66,49 @@ def test_simple_small_sizes_on_one_dgx_h100_run_at_a_ctas_measured_rate(monkeypa
     share = [fs.collective(g, "all_reduce", s, algorithm="ring", protocol="Simple").time for s in (256 * KIB, 1 << 30)]
     assert with_cta[0] < share[0] * 0.99
     assert with_cta[1] == pytest.approx(share[1], rel=1e-3)       # (the last cells spread unevenly)
+
+
+def _nic_pair(link):
+    return tp.rail_optimized(2, server=tp.get_server("dgx_h100").with_(nic=link), link=link)
+
+
+def test_a_tree_with_fewer_channels_never_loses_more_than_their_share():
+    # 2 x DGX H100: doubling the CTAs a tree runs at most doubles its bandwidth (each moves its
+    # share of NCCL's 16 channels' or its own rate), so a 64 MiB tree never runs more than twice as
+    # long on k channels as on 2k (the reduced count was once charged twice: 3.6x from 1 to 2)
+    g = tp.rail_optimized(2)
+    times = [fs.collective(g, "all_reduce", 64 << 20, algorithm="tree", protocol=p, channels=k).time
+             for p in ("Simple", "LL128") for k in (1, 2, 4, 8, 16)]
+    for run in (times[:5], times[5:]):
+        assert all(1.0 <= a / b <= 2.0 for a, b in zip(run, run[1:])), run
+
+
+def test_a_ctas_own_rate_is_no_more_than_its_ring_crosses_nodes_on():
+    # each ring crosses nodes on one NIC (search.cc gives channel c the NIC nets[c mod n]): k of
+    # them move at most k x 12.5 GB/s over 100 Gb/s NICs, however fast a CTA could copy alone
+    g = _nic_pair("eth_100g")
+    nic = tp.get_link("eth_100g").bandwidth
+    for k in (1, 2, 4):
+        r = fs.collective(g, "all_reduce", 256 << 20, algorithm="ring", protocol="Simple", channels=k)
+        assert r.busbw <= k * nic * 1.0001, (k, r.busbw)
+
+
+def test_a_sensitivity_with_fewer_channels_sees_the_nics_it_runs_on():
+    # ring Simple on 2 of 2 x DGX H100's channels: the NICs set the time; the derivative a
+    # sensitivity reports for them must match a re-solve with 1e-4 faster NICs
+    import copy
+
+    import numpy as np
+    g = tp.rail_optimized(2)
+    kw = dict(algorithm="ring", protocol="Simple", channels=2)
+    r = fs.collective(g, "all_reduce", 64 << 20, **kw)
+    edges = list(g.edges(data=True))
+    caps = np.array([d["capacity"] for _, _, d in edges])
+    mask = np.array([d["tier"] == "access" for _, _, d in edges], float)
+    dual = r.time_directional(caps * mask * 1e-4, side="up")
+    h = copy.deepcopy(g)
+    for _, _, d in h.edges(data=True):
+        if d["tier"] == "access":
+            d["capacity"] *= 1 + 1e-4
+    fd = fs.collective(h, "all_reduce", 64 << 20, **kw).time - r.time
+    assert fd < 0 and dual == pytest.approx(fd, rel=0.01)
