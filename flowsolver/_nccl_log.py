@@ -200,6 +200,43 @@ def reconciled_ranks(devices, nranks, ratio, sizes, op, source):
     return count, "its device list"
 
 
+def repeated_sizes(df, source) -> str | None:
+    """What a RuntimeWarning says of a table that gives a size more than once for one type,
+    reduction and root (None where none repeats). nccl-tests prints each size once per type,
+    reduction and root it loops over (``-d all``, ``-o all``, ``-r -1``: src/reduce.cu's loops), so
+    those repeat it rightly; a repeat within one is ``-N`` (``--run_cycles``: src/common.cu's
+    TimeTest prints the whole size range again each cycle, with no line of its own between
+    cycles) or rows of two runs run together, which a whole table repeated in order cannot tell
+    apart from cycles. Every row is kept either way: the warning says what the rows are."""
+    if df.empty or "size" not in df:
+        return None
+    one = df[df["placement"] == df["placement"].iloc[0]] if "placement" in df else df   # a data line once
+    keys = [c for c in ("type", "redop", "root") if c in one]
+    groups = [s for _, s in one.groupby(keys, sort=False, dropna=False)["size"]] if keys else [one["size"]]
+    repeated, cycles = set(), set()
+    for sizes in groups:
+        seq = [int(v) for v in sizes]
+        distinct = list(dict.fromkeys(seq))
+        if len(seq) > len(distinct):
+            seen = set()
+            repeated |= {v for v in seq if v in seen or seen.add(v)}
+            k = len(seq) // len(distinct)
+            cycles.add(k if seq == distinct * k else None)
+    repeated = sorted(repeated)
+    if not repeated:
+        return None
+    named = ", ".join(map(str, repeated[:6])) + (f", ... ({len(repeated)} sizes)" if len(repeated) > 6 else "")
+    if len(cycles) == 1 and (k := next(iter(cycles))) is not None:
+        return (f"{source}: the table gives its sizes ({named}) {k} times each, in order: nccl-tests -N {k} "
+                f"(--run_cycles) prints its cycles so, marking no cycle's start, and two runs' tables run together "
+                f"read the same; every row is kept (one per data line and placement), so a comparison or a fit "
+                f"takes all {k} of each size")
+    return (f"{source}: the table gives sizes {named} more than once for one type, reduction and root, and not as "
+            f"whole cycles of the table (nccl-tests -N repeats it in order): rows of two runs run together? Every "
+            f"row is kept (one per data line and placement), so a comparison or a fit mixes them: read each run's "
+            f"part on its own")
+
+
 def device_gpu(name: str):
     """``(GPU types, generation)`` of an NVIDIA device name as nccl-tests prints it (:data:`DEVICE_GPUS`;
     no types where the name gives only the generation), or None for a name not known here.

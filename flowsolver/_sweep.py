@@ -33,7 +33,8 @@ from ._status import Status
 from ._sweep_grid import (COLLECTIVE_KEYS, COLLECTIVE_METRICS, DEFAULTS, MAX_SCENARIOS, TOPOLOGY_KEYS, TRAIN_KEYS,
                           TRAIN_METRICS, expand_grid)
 from ._sweep_files import CACHE_ENV, METRICS, cache_path, compilation_cache_for, ok_row_problem, read_rows, \
-    scenario_id, typed_frame, write_atomic, default_cache_dir, empty, _catalogued, _user_definitions
+    scenario_id, typed_frame, write_atomic, default_cache_dir, empty, _catalogued, _user_definitions, VERSION_COLUMN
+from ._version import __version__
 from .collectives import CollectiveOptions, collective, collective_variants
 from .routing import policy_of
 from .training import step_arguments, training_step
@@ -200,8 +201,9 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         fields, a metric that is not a number) are dropped with a ``RuntimeWarning`` and run
         again, and so are rows with status ok whose metric is empty, NaN, infinite or out of
         its range (a time or bandwidth <= 0, ``comm_overhead`` outside [0, 1]: ``OK_RANGES``
-        in ``flowsolver._sweep_files``); a file that cannot be read, or is not a sweep's, is a ValueError naming it
-        (pass ``resume=False`` to overwrite it).
+        in ``flowsolver._sweep_files``), and, with a ``RuntimeWarning``, rows another flowsolver version computed
+        (column ``flowsolver_version``; a row without one counts as another version); a file that cannot be read,
+        or is not a sweep's, is a ValueError naming it (pass ``resume=False`` to overwrite it).
     progress, distributed : bool
         A tqdm progress bar (when tqdm is installed); ``jax.distributed.initialize()`` first
         (multi-process jobs).
@@ -238,7 +240,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         ``gpus``, ``chosen_algorithm`` (what ``"auto"`` picked; for training
         the phase with the most exposed time), ``bottleneck_tier``; with collectives in the
         grid ``time`` (s), ``algbw``, ``busbw`` (bytes/s); with training ``step_time`` (s),
-        ``tokens_per_s``, ``speedup``, ``comm_overhead``.
+        ``tokens_per_s``, ``speedup``, ``comm_overhead``; last ``flowsolver_version``.
 
     Examples
     --------
@@ -354,7 +356,8 @@ class _Table:
         tasks = {s.get("task", DEFAULTS["task"]) for s in scenarios}
         skip = (set() if "train" in tasks else set(TRAIN_METRICS)) | \
             (set() if "collective" in tasks else set(COLLECTIVE_METRICS))
-        self.columns = ["id"] + params + [k for k in METRICS if k not in skip]
+        # each row names the version that computed it, after its metrics
+        self.columns = ["id"] + params + [k for k in METRICS if k not in skip] + [VERSION_COLUMN]
         self.path = None if out is None else Path(out).expanduser()
         if self.path is not None:
             if self.path.suffix not in (".csv", ".parquet"):
@@ -370,12 +373,15 @@ class _Table:
         done = read_rows(self.path) if (self.path is not None and resume) else None
         # a resumed sweep keeps its finished rows (their parameters are the scenario's, the
         # metrics the file's) and runs again the scenarios that failed or are not there
-        self.rows, have, unfit = [], set(), []
+        self.rows, have, unfit, stale = [], set(), [], {}
         for r in done or []:
             k = self.order.get(r["id"])
             if k is None:
                 self.rows.append(r)              # another grid's or shard's row: kept in the file
             elif r["status"] == Status.OK.label and r["id"] not in have:
+                if (version := _version_of(r)) != __version__:      # another model's figures: run again
+                    stale[version] = stale.get(version, 0) + 1
+                    continue
                 if problem := ok_row_problem(r, _FILLED[scenarios[k]["task"]]):
                     unfit.append(f"{r['id']} ({problem})")       # an edited or damaged row: run again
                     continue
@@ -385,6 +391,11 @@ class _Table:
             warnings.warn(f"out {str(self.path)!r}: {len(unfit)} row(s) with status ok but a metric missing or out "
                           f"of range (id {'; '.join(unfit)}): not resumed, their scenarios will run again",
                           RuntimeWarning, stacklevel=3)
+        if stale:
+            said = ", ".join(f"{n} by {v or 'a version before rows named theirs'}" for v, n in stale.items())
+            warnings.warn(f"out {str(self.path)!r}: {sum(stale.values())} finished row(s) computed by another "
+                          f"flowsolver ({said}; this is {__version__}, column {VERSION_COLUMN}): not resumed, "
+                          f"their scenarios will run again", RuntimeWarning, stacklevel=3)
         # the file keeps the parameter columns of the other grids' rows it holds (an "options" one too)
         extra = [key for r in self.rows for key in r if key not in self.columns and key not in METRICS]
         cut = self.columns.index(next(k for k in METRICS if k in self.columns))
@@ -392,7 +403,7 @@ class _Table:
         # row's step_time from the file, and a training grid a collective row's time)
         held = {key for r in self.rows for key, v in r.items() if key in METRICS and not empty(v)}
         metrics = [k for k in METRICS if k in self.columns or k in held]
-        self.file_columns = self.columns[:cut] + list(dict.fromkeys(extra)) + metrics
+        self.file_columns = self.columns[:cut] + list(dict.fromkeys(extra)) + metrics + [VERSION_COLUMN]
         self.todo = [i for i, sid in enumerate(self.ids) if sid not in have]
         self.pending = [scenarios[i] for i in self.todo]
 
@@ -406,6 +417,7 @@ class _Table:
         if self.options is not None:
             row["options"] = self.options
         row.update({key: metrics.get(key, math.nan if METRICS[key] in (float, "Int64") else "") for key in METRICS})
+        row[VERSION_COLUMN] = __version__
         return row
 
     def record(self, batch, metrics, bar=None):
@@ -423,6 +435,12 @@ class _Table:
         df["_order"] = df["id"].map(self.order)
         return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)
 
+
+
+def _version_of(row) -> str:
+    """The version a row read back names ("" where the file has no such column or cell)."""
+    version = row.get(VERSION_COLUMN)
+    return "" if empty(version) else str(version)
 
 
 #: the metric columns a finished row of each task has filled, each in its range (OK_RANGES; a

@@ -42,6 +42,12 @@ OK_RANGES = {"gpus": (1, True, math.inf), "time": (0.0, False, math.inf), "algbw
              "comm_overhead": (0.0, True, 1.0)}
 
 
+#: the column naming the flowsolver version that computed a row (``flowsolver.__version__``): a
+#: resumed sweep runs again the rows of another version, and those of a file written before
+#: rows named their version (the cell missing or empty)
+VERSION_COLUMN = "flowsolver_version"
+
+
 def ok_row_problem(row: dict, keys) -> str | None:
     """What is wrong with the metrics ``keys`` of a row read back with status ok, if anything:
     a metric that is missing, empty, not a number, NaN, infinite or out of its range

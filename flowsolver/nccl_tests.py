@@ -12,7 +12,8 @@ lines and rows an NCCL message broke in two, gzipped and UTF-16 files, lines end
 Columns keep nccl-tests' names and units: ``size`` (bytes), ``count``, ``type``, ``redop``,
 ``root``, ``time`` (us), ``algbw`` and ``busbw`` (GB/s), ``#wrong`` (or ``error``, the
 largest deviation, in older nccl-tests); ``placement`` says ``"out-of-place"`` or
-``"in-place"`` (one row per size and placement); ``timestamp`` where nccl-tests ran with ``-S 1``
+``"in-place"`` (one row per data row and placement: a size once per type, reduction and root,
+unless the table repeats it, below); ``timestamp`` where nccl-tests ran with ``-S 1``
 (v2.18.5 on: the row's local date and time, ``YYYY-MM-DD HH:MM:SS``, a string). ``df.attrs`` holds ``op`` (flowsolver's
 name: the log's ``Collective test starting:`` line, else the one ``*_perf`` binary it
 names, else the file name's op word; None where none says: an op word elsewhere, a hostname
@@ -56,7 +57,12 @@ line. A log that holds several tests or runs one after another (two ``Collective
 starting:`` ops, a second table header), one of a test flowsolver has no model of
 (``gather_perf``, ``scatter_perf``, ``hypercube_perf``, ``alltoallv_perf``), or one whose device
 list names several groups (``NCCL_TESTS_SPLIT_MASK``: a communicator per group, all at once) is a
-ValueError.
+ValueError. A table that gives a size twice for one type, reduction and root (``-d all``, ``-o
+all`` and ``-r -1`` print each size once per type, reduction and root) is read with every row
+kept, in the log's order, and a RuntimeWarning naming the sizes: nccl-tests' ``-N`` cycles
+print the whole table again with no line between cycles (src/common.cu), so a table repeated
+whole and in order is said to be ``-N`` cycles or two runs' tables run together, and any other
+repeat (rows interleaved) rows of two runs run together; a comparison or a fit takes every row.
 A path that does not exist is FileNotFoundError, a folder IsADirectoryError, a file over
 ``max_bytes`` (default 16 MiB, :data:`MAX_BYTES`) or one of other packed or binary data a
 ValueError saying what it is.
@@ -68,13 +74,14 @@ import errno
 import math
 import os
 import re
+import warnings
 from pathlib import Path
 
 from topologies.formats import read_bytes
 
 from . import _nccl_env as _env
 from ._nccl_env import forced
-from ._nccl_log import _PRINTED, busbw_range, decoded, limit, reconciled_ranks, size_ratio
+from ._nccl_log import _PRINTED, busbw_range, decoded, limit, reconciled_ranks, repeated_sizes, size_ratio
 from ._nccl_rows import records, table_rows
 
 __all__ = ["read", "OP_NAMES", "ALGO_NAMES", "PROTO_NAMES", "MAX_BYTES"]
@@ -303,6 +310,8 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
                                          busbw_range(df, op or said), size_ratio(rows, names, op or said, source),
                                          op or said, source)
     _times_agree(rows, names, source)
+    if said_twice := repeated_sizes(df, source):
+        warnings.warn(said_twice, RuntimeWarning, stacklevel=2)
     settings = {}
     for name, value in _SET.findall(text):       # integers: "4." -> "4" (param.cc's full stop)
         settings.setdefault(name, value[:-1] if value.endswith(".") and value[:-1].lstrip("-").isdigit() else value)

@@ -12,6 +12,7 @@ from ._arguments import compute_choice, build_graph, cluster_label, parse_size
 from ._model_file import model_of
 from ._output import emit, to_json, writable
 from ._settings import calibration_of
+from ._words import CliError
 
 
 def train(args) -> None:
@@ -263,6 +264,9 @@ def upgrade(args) -> None:
     graph = build_graph(args)
     if not (args.factor > 0 and math.isfinite(args.factor)):
         raise ValueError(f"--factor must be a finite number > 0, got {args.factor!r}")
+    if not (args.budget >= 0 and math.isfinite(args.budget)):     # (the library's message names its own costs)
+        raise CliError(f"--budget must be a finite number >= 0 (in the unit of --cost: 1 per tier with 'uniform', "
+                       f"GB/s added with 'bandwidth'), got {args.budget!r}")
     workload = dict(op=args.op, size=parse_size(args.size, "--size"), policy=args.policy)
     ups = tier_upgrades(graph, args.factor)
 

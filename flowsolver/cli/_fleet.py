@@ -220,6 +220,8 @@ def goodput(args) -> None:
             raise ValueError("--checkpoint-bytes needs --storage-ports >= 1 (the storage tier it is written to)")
         tp.add_storage(graph, args.storage_ports, link="eth_400g")
         args.checkpoint_cost = checkpoint_write_time(graph, parse_size(args.checkpoint_bytes))
+    if not (args.repair >= 0 and args.repair != float("inf")):     # hours here; the library's message says seconds
+        raise CliError(f"--repair must be a finite number of hours >= 0, got {args.repair!r}")
     if not args.no_spares:                # flags of the response without spares would be ignored
         for flag, given in (("--repair", args.repair), ("--shrink", args.shrink)):
             if given:

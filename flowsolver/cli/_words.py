@@ -15,6 +15,14 @@ class CliError(ValueError):
 #: the command line's options that it hands the library as ``policy_options`` keys
 _POLICY_OPTIONS = ("subflows",)
 
+#: per command, the library's names for what an option of another name gives (the option's
+#: ``dest``): goodput's --interval is JobResponse's ``checkpoint_interval``, and so on
+#: (``repair_time`` is not one: it is in seconds, --repair in hours; the command checks --repair itself)
+_ALIASES = {"goodput": {"checkpoint_interval": "interval", "restart_time": "restart"}}
+#: per command, the library object whose name prefixes its messages and that the command
+#: line builds from its options (no option of that name): the prefix is dropped
+_BUILT_FROM_OPTIONS = {"goodput": "response"}
+
 
 def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | None) -> str:
     """An API error message with the Python argument names it uses (``gpu=``, ``ranks must``)
@@ -40,15 +48,30 @@ def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | N
     '--subflows must be an integer >= 1, got -1'
     >>> in_cli_words("g.log: the file is 9 bytes, more than max_bytes=8; pass max_bytes= to read it", p, "collective")
     'g.log: the file is 9 bytes, more than --log-max-bytes 8; pass --log-max-bytes to read it'
+    >>> in_cli_words("the trace has 16 ranks but the graph 8 GPUs: pass a bigger cluster (or ranks=)", p, "replay")
+    'the trace has 16 ranks but the graph 8 GPUs: pass a bigger cluster'
+    >>> in_cli_words("response: with checkpoint_cost=0 there is no optimal interval: give checkpoint_interval", p,
+    ...              "goodput")
+    'with --checkpoint-cost 0 there is no optimal interval: give --interval'
     """
     sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
     if sub is None or command not in sub.choices:
         return message
+    actions = sub.choices[command]._actions
+    if (built := _BUILT_FROM_OPTIONS.get(command)) and not any(a.dest == built for a in actions):
+        message = re.sub(rf"^{built}(?:: |\.)", "", message)
+    options = {a.dest: next((o for o in a.option_strings if o.startswith("--")), None) for a in actions}
+    for name, dest in _ALIASES.get(command, {}).items():
+        if options.get(dest):               # a name with "_" in it: a Python name wherever it stands
+            message = re.sub(rf"(?<![\w.-]){name}=(?=[^\s,;)])", options[dest] + " ", message)
+            message = re.sub(rf"(?<![\w.-]){name}=?(?![\w-])", options[dest], message)
+    # a keyword offered as another way ("a bigger cluster (or ranks=)") that the command has no option for
+    message = re.sub(r" \(or (\w+)=\)", lambda m: m[0] if options.get(m[1]) else "", message)
     if any(a.dest == "log_max_bytes" for a in sub.choices[command]._actions):   # the log reader's max_bytes=
         message = re.sub(r" \((?:or |e\.g\. )?--log-max-bytes (?:on|from) the command line\)", "", message)
         message = re.sub(r"\bmax_bytes=(?=\d)", "--log-max-bytes ", message)
         message = re.sub(r"\bmax_bytes\b=?", "--log-max-bytes", message)
-    for action in sub.choices[command]._actions:
+    for action in actions:
         longs = [o for o in action.option_strings if o.startswith("--")]
         if not longs or action.dest in ("help", "json", "csv"):
             continue
