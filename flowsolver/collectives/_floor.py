@@ -81,7 +81,7 @@ def kind_floors(graph, op: str, size: float, group, algorithm: str = "auto", *, 
             continue
         if ring_transfer is None:
             continue
-        own = _transfer(capacities, steps, steady_parts(steps))
+        own = _transfer(capacities, steps, steady_parts(steps, lambda st: capacities.transfer(st.flows)))
         for proto in _protocols(options):
             if runs(a, proto, op, hw, options):
                 floors[a, proto] = float(tuned_time(a, proto, op, size, p, ring_transfer, own, hw, options, model)[0])

@@ -112,3 +112,28 @@ def test_a_sensitivity_with_fewer_channels_sees_the_nics_it_runs_on():
             d["capacity"] *= 1 + 1e-4
     fd = fs.collective(h, "all_reduce", 64 << 20, **kw).time - r.time
     assert fd < 0 and dual == pytest.approx(fd, rel=0.01)
+
+
+def test_a_tree_given_nccls_own_count_times_as_none_over_slow_nics():
+    # 2 x DGX H100 on 100 Gb/s NICs: NCCL runs 16 channels either way; given as channels=16 the
+    # flow solve runs 16 trees, 4 chunks of 512 KiB each through 16 stages (half of 64 MiB / 16),
+    # whose steady pace is its slowest step's, the NICs' (it took the step with most stages, which
+    # held only NVLink hops: 1308 us, the NDR fabric's time, against 2106)
+    g = _nic_pair("eth_100g")
+    for size in (4 << 20, 64 << 20, 512 << 20):
+        own = fs.collective(g, "all_reduce", size, algorithm="tree", protocol="Simple")
+        given = fs.collective(g, "all_reduce", size, algorithm="tree", protocol="Simple", channels=own.channels)
+        assert given.time == pytest.approx(own.time, rel=1e-9), size
+
+
+def test_a_pipelines_steady_pace_is_its_slowest_steps():
+    # 2 chunks through 3 stages, the last 10x slower: the steady state is 2 chunks at the slow
+    # stage's pace, 2 x 10 = 20 (the step with most stages holds the two fast ones only)
+    from flowsolver.collectives._nccl_timing import steady_transfer
+
+    class S:
+        def __init__(self, transfer, count=1, latency_count=0):
+            self.transfer, self.count, self.latency_count = transfer, count, latency_count
+
+    steps = [S(1.0), S(1.0, latency_count=3), S(10.0), S(10.0)]
+    assert steady_transfer(steps) == pytest.approx(20.0)
