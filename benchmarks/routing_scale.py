@@ -2,6 +2,7 @@
 
     python benchmarks/routing_scale.py            # 1024-GPU cases and the 4096-GPU cases
     python benchmarks/routing_scale.py --small    # only the 1024-GPU cases
+    python benchmarks/routing_scale.py --hash-memory   # ecmp_hash's peak memory, random pairs
 
 Targets (issue: routing): ~1 M flows on a 1024-GPU cluster routed in under 5 s; 16.7 M
 flows on rail_optimized(nodes=512) (4096 GPUs) in under 60 s with peak memory under
@@ -41,6 +42,8 @@ print(json.dumps(dict(time=dt, peak_gib=peak / 2**20, flows=s["flows"], nnz=s["n
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--hash-memory" in argv:
+        return hash_memory()
     cases = [c for c in CASES if c[2] <= 1024] if "--small" in argv else CASES
     print(f"{'cluster':22s} {'policy':10s} {'flows':>10s} {'route s':>8s} {'target':>7s} "
           f"{'peak GiB':>9s} {'stored nnz':>11s} {'expanded nnz':>13s} {'ratio':>6s}")
@@ -79,6 +82,33 @@ def merge_report():
         dt = time.perf_counter() - t
         print(f"{name:24s} {rm.n_flows:9d} {merged.routing.n_flows:9d} {rm.nnz:11d} "
               f"{merged.routing.nnz:10d} {rm.expanded_nnz:16d} {dt:8.2f}")
+
+
+HASH_CHILD = """
+import time, tracemalloc
+import numpy as np, topologies as tp, flowsolver as fs
+g = tp.rail_optimized(nodes={nodes})
+n = len(tp.gpus(g))
+fs.route(g, fs.Flows([0], [n - 1], 1e6), policy="ecmp_hash")      # the graph's index, built once
+rng = np.random.default_rng(0)
+src, dst = rng.integers(0, n, 2000), rng.integers(0, n, 2000)
+flows = fs.Flows(src[src != dst], dst[src != dst], 1e6)
+tracemalloc.start()
+t = time.perf_counter()
+fs.route(g, flows, policy="ecmp_hash")
+print(time.perf_counter() - t, tracemalloc.get_traced_memory()[1] / 2**20)
+"""
+
+
+def hash_memory() -> int:
+    """ecmp_hash on 2,000 random GPU pairs (adv17d F2): its peak traced memory (tracemalloc,
+    the route call only) should not grow with the fabric (destination DAGs in chunks)."""
+    print(f"{'cluster':26s} {'route s':>8s} {'peak MiB':>9s}")
+    for nodes in (1024, 2048, 4096):
+        out = subprocess.run([sys.executable, "-c", HASH_CHILD.format(nodes=nodes)],
+                             check=True, capture_output=True, text=True).stdout.split()
+        print(f"rail_optimized({nodes}){'':8s} {float(out[0]):8.2f} {float(out[1]):9.1f}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -329,53 +329,93 @@ def mix64(*parts) -> np.ndarray:
     return h
 
 
+#: (targets x edges) entries a hashed-ECMP batch holds at once: destination switches are
+#: taken in chunks of at most this many entries (as :data:`FLUID_BATCH`), so the memory no
+#: longer grows with destinations x fabric (adv17d F2: 2,000 pairs on rail_optimized(2048)
+#: held every destination's DAG at once, ~630 MiB)
+HASH_BATCH = 1 << 20
+
+
+def _dag_rows(graph: CompactGraph, targets):
+    """The shortest-path DAG of each of ``targets`` (as :meth:`CompactGraph.dag`), worked out
+    together: ``(dist, ptr, edges)``, ``dist`` (targets x nodes) hops, ``edges`` the DAG edge
+    ids sorted by (target, tail node) then id; ``ptr`` their start per ``target * nv + node``."""
+    nv, head, tail = graph.nv, graph.head, graph.tail
+    dist = graph.distances_to_all(targets)
+    into = graph.transit[head][None, :] | (head[None, :] == targets[:, None])
+    d_head = dist[:, head]
+    t_idx, edge = np.nonzero((d_head >= 0) & (dist[:, tail] == d_head + 1) & into)
+    rows = t_idx * nv + tail[edge]               # np.nonzero's order: by target, then edge id
+    order = np.argsort(rows, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(targets) * nv))])
+    return dist, ptr, edge[order]
+
+
+def _hash_walk(graph: CompactGraph, ptr, edges, row, src, dst, hops, key, seed):
+    """Walk each walker ``src[i] -> dst[i]`` (DAG ``row[i]`` of ``ptr`` / ``edges``) hop by hop:
+    ``(links, digits)``, (walkers x most hops) link ids (-1 past the end) and the 1-based
+    position of each hop's edge among its node's next hops (0 past the end)."""
+    cum = np.cumsum(graph.weight[edges].astype(np.int64))
+    n_hops = int(hops.max()) if len(hops) else 0
+    path = np.full((len(src), max(n_hops, 1)), -1, dtype=np.int32)
+    digits = np.zeros(path.shape, dtype=np.int32)
+    cur = src.copy()
+    live = hops > 0
+    for h in range(n_hops):
+        idx = np.flatnonzero(live & (cur != dst))
+        if not idx.size:
+            break
+        at = row[idx] * graph.nv + cur[idx]
+        lo, hi = ptr[at], ptr[at + 1]
+        base_w = np.where(lo > 0, cum[np.maximum(lo - 1, 0)], 0)
+        total = cum[hi - 1] - base_w
+        pick = (mix64(key[idx], h, seed) % total.astype(np.uint64)).astype(np.int64)
+        chosen = np.searchsorted(cum, base_w + pick, side="right")
+        e = edges[chosen]
+        path[idx, h] = graph.link[e]
+        cur[idx] = graph.head[e]
+        digits[idx, h] = chosen - lo + 1
+    return path, digits
+
+
 def ecmp_hashed(graph: CompactGraph, src, dst, key, seed: int):
     """One shortest path per walker, chosen hop by hop by a seeded hash of ``key``
     (e.g. flow and sub-flow ids) among the next hops, each weighted by its cables.
 
     Returns ``(edges, path_key, unreachable)``: ``edges`` is (walkers x max hops) global
     link ids, ``-1`` past the destination; ``path_key`` is an int64 that is equal for two
-    walkers exactly when their paths are (None when it could overflow).
+    walkers exactly when their paths are (None when it could overflow): the pair, then each
+    hop's position among its node's next hops, digits in base (most next hops + 1). The
+    destinations' DAGs are built in chunks of at most :data:`HASH_BATCH` target-edge entries.
     """
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
-    targets, t_index = np.unique(dst, return_inverse=True)
-    rows, edge_ids, weights, dists = [], [], [], np.empty((len(targets), graph.nv), dtype=np.int64)
-    for i, target in enumerate(targets):
-        dist, edges, _ = graph.dag(int(target))
-        dists[i] = dist
-        rows.append(i * graph.nv + graph.tail[edges])
-        edge_ids.append(edges)
-        weights.append(graph.weight[edges])
-    rows = np.concatenate(rows)
-    order = np.argsort(rows, kind="stable")
-    rows, edge_ids, weights = rows[order], np.concatenate(edge_ids)[order], np.concatenate(weights)[order]
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(targets) * graph.nv))])
-    cum = np.cumsum(weights.astype(np.int64))
-    hops = dists[t_index, src]
+    key = np.asarray(key)
+    targets, t_of = np.unique(dst, return_inverse=True)
+    hops = np.full(len(src), -1, dtype=np.int64)
+    chunk = max(1, HASH_BATCH // max(len(graph.tail), 1))
+    parts, widest = [], 0                       # widest: most next hops of a node in any DAG
+    for lo in range(0, len(targets), chunk):
+        mine = np.flatnonzero((t_of >= lo) & (t_of < lo + chunk))
+        dist, ptr, edges = _dag_rows(graph, targets[lo:lo + chunk])
+        row = t_of[mine] - lo
+        hops[mine] = dist[row, src[mine]]
+        widest = max(widest, int(np.diff(ptr).max()))
+        parts.append((mine, *_hash_walk(graph, ptr, edges, row, src[mine], dst[mine], hops[mine],
+                                        key[mine], seed)))
     unreachable = np.flatnonzero(hops < 0)
     n_hops = int(hops.max()) if len(hops) else 0
     path = np.full((len(src), max(n_hops, 1)), -1, dtype=np.int32)
-    base = int(np.diff(ptr).max()) + 1 if len(ptr) > 1 else 1
+    digits = np.zeros(path.shape, dtype=np.int32)
+    for mine, p, d in parts:
+        path[mine, :p.shape[1]] = p
+        digits[mine, :d.shape[1]] = d
+    base = widest + 1
     bits = 2 * np.log2(max(graph.nv, 2)) + n_hops * np.log2(base)
-    path_key = (src * graph.nv + dst) if bits < 62 else None
-    cur = src.copy()
-    live = hops > 0
-    for h in range(n_hops):
-        active = live & (cur != dst)
-        idx = np.flatnonzero(active)
-        if not idx.size:
-            break
-        row = t_index[idx] * graph.nv + cur[idx]
-        lo, hi = ptr[row], ptr[row + 1]
-        base_w = np.where(lo > 0, cum[np.maximum(lo - 1, 0)], 0)
-        total = cum[hi - 1] - base_w
-        pick = (mix64(key[idx], h, seed) % total.astype(np.uint64)).astype(np.int64)
-        chosen = np.searchsorted(cum, base_w + pick, side="right")
-        e = edge_ids[chosen]
-        path[idx, h] = graph.link[e]
-        cur[idx] = graph.head[e]
-        if path_key is not None:
-            path_key[idx] = path_key[idx] * base + (chosen - lo + 1)
-            path_key[live & ~active] *= base
+    path_key = None
+    if bits < 62:
+        path_key = src * graph.nv + dst
+        live = hops > 0
+        for h in range(n_hops):             # a finished walker's key still shifts (digit 0)
+            path_key[live] = path_key[live] * base + digits[live, h]
     return path, path_key, unreachable
