@@ -1,5 +1,7 @@
 """Policy ``dor``: dimension-order routing on a ``topologies.torus`` (dimensions corrected
-in order, the shorter way round, the + direction at a tie)."""
+in order, the shorter way round, the + direction at a tie). A flow whose path needs a failed
+(capacity 0) or missing link is refused with a ``RoutingError`` naming policy ``'shortest'``:
+``dor`` never routes around a failure (``ecmp`` and ``shortest`` do)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,14 @@
 """DragonFly policies: ``minimal`` (one global hop, fluid over the working global cables
 between the two groups), ``valiant`` (minimal to a random router of a random third group,
 then minimal to the destination) and ``ugal`` (per flow, minimal or Valiant by the UGAL-G
-rule in the fluid limit, :func:`ugal_choice`)."""
+rule in the fluid limit, :func:`ugal_choice`).
+
+Failed cables: ``minimal`` uses the working global cables between two groups only, but none
+of the three routes around a failure otherwise: a flow whose minimal route needs a failed
+local cable, or two groups with no working global cable, raise a ``RoutingError`` naming
+policy ``'shortest'`` (``valiant`` and ``ugal`` work out every flow's minimal route too, so
+they refuse even a flow whose Valiant path would avoid the failure); ``ecmp`` and ``shortest``
+route around failures."""
 
 from __future__ import annotations
 
