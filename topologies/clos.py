@@ -267,7 +267,9 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
       unless ``full_units`` cables every leaf's uplinks as for a full unit (NVIDIA's advice
       for node counts between units: "design the fabric for the full SU"); the spines are
       then the fewest that hold every uplink, the leaves' uneven extras laid end to end over
-      them (40 DGX H100: 320 uplinks, 5 spines of 64).
+      them (40 DGX H100: 320 uplinks, 5 spines of 64); a partial unit's leaves of fewer uplinks
+      than spines all share the same few, so any two leaves share a spine (a spine or two more
+      where those would overfill: 69 DGX 10 spines, not 9).
     * ``nodes=1`` is one server with its NICs and no switch.
 
     These rules reproduce the switch and cable counts of NVIDIA's DGX SuperPOD reference
