@@ -59,16 +59,14 @@ def unit_size(servers_per_unit, model, tech, ratio: float, radix: int) -> int:
 
 
 def two_tier_spine_count(leaves, uplinks, radix) -> int:
-    """Spines of a two-tier rail fabric: the fewest that give every leaf uplink a spine port
-    (``ceil(leaves * uplinks / radix)``), raised to the next divisor of a leaf's uplinks where
-    one exists, so that every leaf spreads its uplinks evenly over all spines. (NVIDIA's DGX
-    SuperPOD H100 reference architecture does the same: 3 units, 24 leaves x 32 uplinks,
-    get 16 spines rather than 12.)"""
-    need = max(1, math.ceil(leaves * uplinks / radix))
-    for spines in range(need, uplinks + 1):
-        if uplinks % spines == 0:
-            return spines
-    return need
+    """Spines of a two-tier rail fabric: the fewest that give every leaf uplink a spine port,
+    ``ceil(leaves * uplinks / radix)``; a leaf spreads its uplinks over them as evenly as the
+    ports allow (:func:`cable_on`: 31 DGX H100, 8 leaves x 31 uplinks, get 4 spines and 8/8/8/7
+    cables a leaf). It is at most ``uplinks`` while ``leaves <= radix`` (two tiers), so every
+    leaf reaches every spine. (NVIDIA's DGX SuperPOD H100 reference architecture cables 3
+    units, 24 leaves x 32 uplinks, to 16 spines, 2 cables a pair; the fewest are 12, 3 or 2
+    cables a pair.)"""
+    return max(1, math.ceil(leaves * uplinks / radix))
 
 
 def cable_on(g, node, targets, count, start, tech, tier) -> int:
@@ -83,21 +81,48 @@ def cable_on(g, node, targets, count, start, tech, tier) -> int:
     return (start + count % len(targets)) % len(targets)
 
 
+def leaf_spreads(counts, spines, limit) -> list | None:
+    """Cables from each leaf (``counts``: its uplinks) to each of ``spines`` spines, no spine
+    past ``limit`` (None where that fails). A leaf of fewer uplinks than spines (a partial
+    unit's) has one to each of the first ``count``, so every two such leaves share a spine,
+    and share one with the others, which reach all: ``count // spines`` cables each, the
+    ``count mod spines`` extras laid end to end (the next leaf's start where this one's end)
+    over the spines past the shared ones, or where that overfills one, over all."""
+    shared = max((c for c in counts if c < spines), default=0)
+    for lo in dict.fromkeys((shared, 0)):
+        if any(c % spines > spines - lo for c in counts if c >= spines):
+            continue
+        start, rows = 0, []
+        for c in counts:
+            row = [1] * c + [0] * (spines - c) if c < spines else [c // spines] * spines
+            if c >= spines:
+                for t in range(c % spines):
+                    row[lo + (start + t) % (spines - lo)] += 1
+                start = (start + c % spines) % (spines - lo)
+            rows.append(row)
+        if max(map(sum, zip(*rows))) <= limit:
+            return rows
+    return None
+
+
 def two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
-    """Spines every leaf is cabled to; True when every leaf spreads its uplinks evenly."""
-    if len(set(uplinks)) == 1:
-        spines = two_tier_spine_count(units * rails, uplinks[0], radix)
-    else:   # a partial last unit: just enough spine ports
-        spines = math.ceil(sum(uplinks) * rails / radix)
-    for s in range(spines):
-        g.add_node(f"spine{s}", kind="switch", role="spine", tier=2)
+    """Spines every leaf is cabled to (:func:`leaf_spreads`; a partial unit's leaves to the
+    same few): :func:`two_tier_spine_count`, or with a partial last unit the fewest that hold
+    every uplink with no spine past ``radix`` ports. True when every leaf spreads evenly."""
+    counts = [uplinks[u] for u in range(units) for _ in range(rails)]
+    spines = two_tier_spine_count(len(counts), counts[0], radix) if len(set(uplinks)) == 1 \
+        else math.ceil(sum(counts) / radix)
+    while (rows := leaf_spreads(counts, spines, radix)) is None:   # shared spines overfull
+        spines += 1
     spine_ids = [f"spine{s}" for s in range(spines)]
-    uniform, start = True, 0
-    for u in range(units):
-        for r in range(rails):
-            start = cable_on(g, rail_leaf(u, r), spine_ids, uplinks[u], start, tech, "leaf-spine")
-            uniform &= uplinks[u] % spines == 0
-    return uniform
+    for name in spine_ids:
+        g.add_node(name, kind="switch", role="spine", tier=2)
+    leaves = [rail_leaf(u, r) for u in range(units) for r in range(rails)]
+    for leaf, row in zip(leaves, rows):
+        for name, n in zip(spine_ids, row):
+            if n:
+                add_cable(g, leaf, name, tech, tier="leaf-spine", cables=n)
+    return all(c % spines == 0 for c in counts)
 
 
 def rail_groups(rails: int, half: int) -> int:
@@ -172,10 +197,14 @@ def three_tier_spines(g, pods, uplinks, radix, tech):
         spine_ids = [f"{prefix}/spine{j}" for j in range(spines_per_pod)]
         for name in spine_ids:
             g.add_node(name, kind="switch", role="spine", tier=2, **attrs)
-        start = 0
-        for u, r in leaves:
-            start = cable_on(g, rail_leaf(u, r), spine_ids, uplinks[u], start, tech, "leaf-spine")
-            uniform &= uplinks[u] % spines_per_pod == 0
+        counts = [uplinks[u] for u, _ in leaves]
+        # no spine takes more than a full pod's (over all spines, a partial unit's R leaves
+        # add at most R to ceil(F x U / S) for F full leaves of U uplinks: <= spine_up)
+        for (u, r), row in zip(leaves, leaf_spreads(counts, spines_per_pod, spine_up)):
+            for name, n in zip(spine_ids, row):
+                if n:
+                    add_cable(g, rail_leaf(u, r), name, tech, tier="leaf-spine", cables=n)
+        uniform &= all(c % spines_per_pod == 0 for c in counts)
         down = [sum(g[s][leaf]["cables"] for leaf in g.pred[s] if g.nodes[leaf].get("role") == "leaf")
                 for s in spine_ids]
         # a spine sends up as many cables as it receives from its leaves, and one to every core

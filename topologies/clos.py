@@ -242,9 +242,10 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
 
     * Two tiers while every spine can reach every leaf (``units * rails <= radix``: up to 8
       units of DGX servers on 64-port Quantum-2 switches): the fewest spines that hold every
-      uplink, raised to a divisor of a leaf's uplinks so that every leaf is cabled evenly to
-      every spine (4 units: 32 leaves x 32 uplinks over 16 spines, 2 cables per pair;
-      3 units: 16 spines, as NVIDIA's reference architecture has).
+      uplink, ``ceil(leaves x uplinks / radix)``, every leaf cabled to every spine as evenly
+      as the ports allow (4 units: 32 leaves x 32 uplinks over 16 spines, 2 cables per pair;
+      31 DGX: 4 spines, 8/8/8/7 cables a leaf; 3 units: 12 spines, where NVIDIA's reference
+      architecture cables 16, 2 a pair).
     * Three tiers up to ``radix`` units: each unit gets its own spines, each with
       ``radix/2`` down and ``radix/2`` up (8 per DGX unit); spine ``j`` of every unit joins
       core group ``j``, ``ceil(units * (radix/2) / radix)`` core switches per group, every
@@ -266,12 +267,15 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
       unless ``full_units`` cables every leaf's uplinks as for a full unit (NVIDIA's advice
       for node counts between units: "design the fabric for the full SU"); the spines are
       then the fewest that hold every uplink, the leaves' uneven extras laid end to end over
-      them (40 DGX H100: 320 uplinks, 5 spines of 64).
+      them (40 DGX H100: 320 uplinks, 5 spines of 64); a partial unit's leaves of fewer uplinks
+      than spines all share the same few, so any two leaves share a spine (a spine or two more
+      where those would overfill: 69 DGX 10 spines, not 9).
     * ``nodes=1`` is one server with its NICs and no switch.
 
     These rules reproduce the switch and cable counts of NVIDIA's DGX SuperPOD reference
-    architectures (H100: 1-4 units, 8/4, 16/8, 24/16, 32/16 leaf/spine; B200: 16, 32 and 64
-    units, 128/128/64, 256/256/128 and 512/512/256 leaf/spine/core).
+    architectures (H100: 1, 2 and 4 units, 8/4, 16/8, 32/16 leaf/spine, but 3 units 24/12
+    where the RA has 24/16; B200: 16, 32 and 64 units, 128/128/64, 256/256/128 and
+    512/512/256 leaf/spine/core).
 
     Parameters
     ----------

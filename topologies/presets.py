@@ -14,7 +14,7 @@ import math
 
 import networkx as nx
 
-from ._endpoints import attach_servers, server_params
+from ._endpoints import attach_servers, endpoint_rate, server_params
 from ._graph import cable_spread, check_int, check_ratio, finish, resolve_link
 from .servers import get_server
 
@@ -100,10 +100,21 @@ def meta_24k(pods: int = 8, *, racks_per_pod: int = 192, link="roce_400g", clust
                   gpus=servers * model.gpus,
                   source="Llama 3 paper (arXiv:2407.21783) section 3.3.1: 16 GPUs per ToR, 192 racks per "
                          "3,072-GPU pod, 8 pods, 1:7 at the aggregation layer")
-    # bisection: half the pods send through their cluster switches' uplinks
-    bisection = pods // 2 * planes * up * tech.bandwidth if pods > 1 else None
+    # bisection between the server halves: pods // 2 whole pods a side send through their
+    # cluster switches' uplinks (a pod is non-blocking within); an odd count splits the middle
+    # pod, whose halves add half its NICs (racks x 8) inside it (3 pods of 8 racks: 1,600 +
+    # 64 x 50 = 4,800 GB/s, not the one-pod cut 1,600). Uneven spreads (ToR uplinks over the
+    # cluster switches, a cluster switch's over its aggregation switches) leave some switches
+    # fewer cables than the formula counts, or pods apart: describe() finds the max flow
+    even = tor_uplinks % planes == 0 and up % per_plane == 0
+    bisection = None
+    if pods > 1 and even:
+        middle = racks * model.nics * endpoint_rate(model, tech)       # half a pod's 16 NICs a rack
+        bisection = pods // 2 * planes * up * tech.bandwidth + pods % 2 * middle
     return finish(g, "meta_24k", params, bisection=bisection,
-                  bisection_method="formula: pods/2 x cluster switches x their uplinks", network_diameter=6)
+                  bisection_method="formula: floor(pods/2) pods x cluster switches x their uplinks"
+                  + (" + half the middle pod's NICs, split between the halves (pods odd)" if pods % 2 else ""),
+                  network_diameter=6)
 
 
 def nvl72_cluster(racks: int, *, link="ib_ndr", racks_per_unit: int = 8, radix: int = 64) -> nx.DiGraph:
