@@ -3,7 +3,9 @@ the validation corpus's measured curves with the model's and NCCL's estimate's e
 
 import contextlib
 import csv
+import io
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -108,3 +110,38 @@ def written_calibration(tmp_path, cal, change):
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(data))
     return path
+
+
+#: a docs page's python blocks, each with the docs-test skip marker before it where there is one
+GUIDE_BLOCK = re.compile(r"(<!-- docs-test: skip \([^)]*\) -->\s*)?```python\n(.*?)```", re.S)
+
+
+def guide_blocks(path, expected) -> list:
+    """The python blocks of the docs page ``path`` not marked skip whose ``expected(code)``
+    (the printed lines the page gives for them) is not empty."""
+    return [code for skip, code in GUIDE_BLOCK.findall(Path(path).read_text()) if not skip and expected(code)]
+
+
+def printed_lines(code: str, name: str) -> list:
+    """The lines a docs block prints when run as a script (``name`` for its tracebacks)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, name, "exec"), {"__name__": "__guide__"})
+    return out.getvalue().splitlines()
+
+
+def random_compact_graph(rng, most_nodes):
+    """A random routing graph (:class:`flowsolver.routing._shortest_paths.CompactGraph`) of 6 to
+    ``most_nodes`` nodes from ``rng``: parallel cables (weights 1-3), a fifth of the nodes endpoints
+    only, link ids from 100."""
+    import numpy as np
+
+    from flowsolver.routing._shortest_paths import CompactGraph
+    nv = int(rng.integers(6, most_nodes))
+    m = int(rng.integers(nv, 5 * nv))
+    tail, head = rng.integers(0, nv, m), rng.integers(0, nv, m)
+    keep = tail != head
+    tail, head = tail[keep], head[keep]
+    weight = rng.integers(1, 4, len(tail)).astype(float)       # parallel cables
+    transit = rng.random(nv) < 0.8                              # some nodes only endpoints
+    return CompactGraph(nv, tail, head, weight, np.arange(len(tail)) + 100, transit)

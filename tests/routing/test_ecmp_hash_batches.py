@@ -13,6 +13,8 @@ from flowsolver.routing import _shortest_paths as _engine
 from flowsolver.routing._graph_index import GraphIndex
 from flowsolver.routing._shortest_paths import CompactGraph, ecmp_hashed
 
+from ..helpers import random_compact_graph
+
 _MASK = (1 << 64) - 1
 
 
@@ -59,15 +61,7 @@ def _walk(graph: CompactGraph, s: int, d: int, key: int, seed: int):
 
 
 def _random_graph(seed):
-    rng = np.random.default_rng(seed)
-    nv = int(rng.integers(6, 30))
-    m = int(rng.integers(nv, 5 * nv))
-    tail, head = rng.integers(0, nv, m), rng.integers(0, nv, m)
-    keep = tail != head
-    tail, head = tail[keep], head[keep]
-    weight = rng.integers(1, 4, len(tail)).astype(float)       # parallel cables
-    transit = rng.random(nv) < 0.8                              # some nodes only endpoints
-    return CompactGraph(nv, tail, head, weight, np.arange(len(tail)) + 100, transit)
+    return random_compact_graph(np.random.default_rng(seed), 30)
 
 
 def _fabric(name):

@@ -8,6 +8,8 @@ import topologies as tp
 from flowsolver.routing import _shortest_paths as _engine
 from flowsolver.routing._shortest_paths import CompactGraph, ecmp_fluid
 
+from ..helpers import random_compact_graph
+
 
 def _both(monkeypatch, graph, src, dst):
     monkeypatch.setattr(_engine, "PAIR_MODE_RATIO", 0)        # every destination's DAG
@@ -28,14 +30,8 @@ def _assert_identical(ref, new):
 def test_random_graphs_with_non_transit_nodes_cables_and_cuts(monkeypatch, seed, batch):
     monkeypatch.setattr(_engine, "FLUID_BATCH", batch)
     rng = np.random.default_rng(seed)
-    nv = int(rng.integers(6, 40))
-    m = int(rng.integers(nv, 5 * nv))
-    tail, head = rng.integers(0, nv, m), rng.integers(0, nv, m)
-    keep = tail != head
-    tail, head = tail[keep], head[keep]
-    weight = rng.integers(1, 4, len(tail)).astype(float)       # parallel cables
-    transit = rng.random(nv) < 0.8                              # some nodes only endpoints
-    graph = CompactGraph(nv, tail, head, weight, np.arange(len(tail)) + 100, transit)
+    graph = random_compact_graph(rng, 40)
+    nv = graph.nv
     n = int(rng.integers(1, 60))
     src, dst = rng.integers(0, nv, n), rng.integers(0, nv, n)
     ok = src != dst

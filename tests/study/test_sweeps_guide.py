@@ -6,15 +6,14 @@ docs/guide/cli.md's --redop figures are what one DGX H100's all-reduce of 1 GiB 
 The printed lines of a block are the ``# ...`` lines that end it, after its last line of code;
 a note after two spaces and a parenthesis (what a figure means) is cut."""
 
-import contextlib
-import io
 import re
 from pathlib import Path
 
 import pytest
 
+from ..helpers import guide_blocks, printed_lines
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "guide"
-_BLOCK = re.compile(r"(<!-- docs-test: skip \([^)]*\) -->\s*)?```python\n(.*?)```", re.S)
 
 
 def _expected(code: str) -> list:
@@ -28,7 +27,7 @@ def _expected(code: str) -> list:
 
 
 def _blocks():
-    return [code for skip, code in _BLOCK.findall((DOCS / "sweeps.md").read_text()) if not skip and _expected(code)]
+    return guide_blocks(DOCS / "sweeps.md", _expected)
 
 
 def test_the_guide_has_printed_figures_to_check():
@@ -38,10 +37,8 @@ def test_the_guide_has_printed_figures_to_check():
 @pytest.mark.parametrize("index", range(len(_blocks())))
 def test_the_sweeps_guides_printed_figures_are_what_its_code_prints(index):
     code = _blocks()[index]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, f"docs/guide/sweeps.md block {index + 1}", "exec"), {"__name__": "__guide__"})
-    assert [line.rstrip() for line in out.getvalue().splitlines()] == _expected(code)
+    printed = printed_lines(code, f"docs/guide/sweeps.md block {index + 1}")
+    assert [line.rstrip() for line in printed] == _expected(code)
 
 
 def test_the_cli_guides_redop_figures_are_what_the_command_prints(capsys):

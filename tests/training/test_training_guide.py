@@ -5,15 +5,14 @@ tests/test_docs.py runs the examples; this checks their figures (adv17b finding 
 showed 1458 tokens/s per GPU, 655 TFLOP/s and 0.693 s of TP where the code gave 1414, 635 and
 1.037)."""
 
-import contextlib
-import io
 import re
 from pathlib import Path
 
 import pytest
 
+from ..helpers import guide_blocks, printed_lines
+
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "training.md"
-_BLOCK = re.compile(r"(<!-- docs-test: skip \([^)]*\) -->\s*)?```python\n(.*?)```", re.S)
 
 
 def _expected(code: str) -> list:
@@ -27,7 +26,7 @@ def _expected(code: str) -> list:
 
 
 def _blocks():
-    return [code for skip, code in _BLOCK.findall(GUIDE.read_text()) if not skip and _expected(code)]
+    return guide_blocks(GUIDE, _expected)
 
 
 def test_the_guide_has_printed_figures_to_check():
@@ -38,10 +37,7 @@ def test_the_guide_has_printed_figures_to_check():
 @pytest.mark.parametrize("index", range(len(_blocks())))
 def test_the_guides_printed_figures_are_what_its_code_prints(index):
     code = _blocks()[index]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, f"docs/guide/training.md block {index + 1}", "exec"), {"__name__": "__guide__"})
-    printed = out.getvalue().splitlines()
+    printed = printed_lines(code, f"docs/guide/training.md block {index + 1}")
     expected = _expected(code)
     # every print of these blocks writes one line, and each has its expected line after it
     assert printed == expected
