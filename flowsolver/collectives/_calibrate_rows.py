@@ -157,12 +157,14 @@ def log_settings(df, op, graph, ranks, allowed) -> tuple:
     printed = df.attrs.get("coll_channels")
     if op not in NCCL_FUNCTIONS:        # P2P ops: NCCL's coll channels are not theirs
         printed = None
+    ring_set = op in NCCL_FUNCTIONS and (env["channels"] is not None or printed is not None)
+    nvls_set = op in NCCL_FUNCTIONS and (env["nvls_channels"] is not None or env["ctas"] is not None)
+    count, own = _default_channels(graph, op, ranks) if ring_set or nvls_set else (None, None)   # one describe
     if env["channels"] is not None and op not in NCCL_FUNCTIONS:
         notes.append(f"NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS (bounds {env['channels']}) also bound NCCL's P2P "
                      f"channels (src/graph/paths.cc ncclTopoComputeP2pChannels), which flowsolver sets its own way "
                      f"for {op}: not applied")
-    elif env["channels"] is not None or printed is not None:
-        count = _default_channels(graph, op, ranks)[0]
+    elif ring_set:
         bounded = count if env["channels"] is None else bounded_channels(count, env["channels"])
         if printed is not None and printed != bounded:      # both the run's count (nccl_channels)
             notes.append(f"NCCL printed {printed} coll channels, {'fewer' if printed < bounded else 'more'} than the "
@@ -170,10 +172,8 @@ def log_settings(df, op, graph, ranks, allowed) -> tuple:
             bounded = printed
         if bounded != count:
             keywords["channels"] = bounded
-    if op in NCCL_FUNCTIONS and (env["nvls_channels"] is not None or env["ctas"] is not None):
-        own = _default_channels(graph, op, ranks)[1]
-        if nvls_channels(own, env) != own:
-            keywords["nvls_channels"] = nvls_channels(own, env)
+    if nvls_set and (nvls := nvls_channels(own, env)) != own:
+        keywords["nvls_channels"] = nvls
     notes += [f"{name}={value}: {why}; flowsolver does not model it, so the times compared (and a fit to the log: "
               "calibrate) carry its effect" for name, value, why in env["unmodelled"]]
     for note in notes:

@@ -271,8 +271,14 @@ def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw) -> tuple:
             algbw = lesser(algbw, own_algbw * scale)
     rate = 0.0
     if proto == "Simple" and full_bus > 0 and hw.nvlink_bw > 0:
-        rate = lesser(P2P_CHANNEL_SHARE * hw.nvlink_bw / full_bus, 1.0 / own.tuner_channels)
+        rate = lesser(_cta_rate(hw) / full_bus, 1.0 / own.tuner_channels)
     return algbw, own.pipeline_channels, rate
+
+
+def _cta_rate(hw) -> float:
+    """What one channel (one CTA) is measured to move alone, bytes/s: the P2P channel's rate,
+    :data:`~._channels.P2P_CHANNEL_SHARE` of the GPU's NVLink."""
+    return P2P_CHANNEL_SHARE * hw.nvlink_bw
 
 
 def _channel_bound(busbw, hw):
@@ -282,7 +288,7 @@ def _channel_bound(busbw, hw):
     channel's rate, :data:`~._channels.P2P_CHANNEL_SHARE` of the GPU's NVLink), whichever is more."""
     if hw.default_channels is None or hw.channels >= hw.default_channels:
         return busbw
-    per = greater(busbw / hw.default_channels, P2P_CHANNEL_SHARE * hw.nvlink_bw)
+    per = greater(busbw / hw.default_channels, _cta_rate(hw))
     return lesser(busbw, hw.channels * per)
 
 
