@@ -58,17 +58,6 @@ def unit_size(servers_per_unit, model, tech, ratio: float, radix: int) -> int:
                                    "not one server's leaf fits: use a larger radix or a higher oversubscription"))
 
 
-def two_tier_spine_count(leaves, uplinks, radix) -> int:
-    """Spines of a two-tier rail fabric: the fewest that give every leaf uplink a spine port,
-    ``ceil(leaves * uplinks / radix)``; a leaf spreads its uplinks over them as evenly as the
-    ports allow (:func:`cable_on`: 31 DGX H100, 8 leaves x 31 uplinks, get 4 spines and 8/8/8/7
-    cables a leaf). It is at most ``uplinks`` while ``leaves <= radix`` (two tiers), so every
-    leaf reaches every spine. (NVIDIA's DGX SuperPOD H100 reference architecture cables 3
-    units, 24 leaves x 32 uplinks, to 16 spines, 2 cables a pair; the fewest are 12, 3 or 2
-    cables a pair.)"""
-    return max(1, math.ceil(leaves * uplinks / radix))
-
-
 def cable_on(g, node, targets, count, start, tech, tier) -> int:
     """Cable ``count`` uplinks of ``node`` to ``targets`` as evenly as possible, the ``count mod
     len(targets)`` extras on consecutive targets from ``start``; returns where the next node's
@@ -107,11 +96,14 @@ def leaf_spreads(counts, spines, limit) -> list | None:
 
 def two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
     """Spines every leaf is cabled to (:func:`leaf_spreads`; a partial unit's leaves to the
-    same few): :func:`two_tier_spine_count`, or with a partial last unit the fewest that hold
-    every uplink with no spine past ``radix`` ports. True when every leaf spreads evenly."""
+    same few): the fewest that give every leaf uplink a spine port, ``ceil(sum of uplinks /
+    radix)`` (31 DGX H100, 8 leaves x 31 uplinks: 4 spines, 8/8/8/7 cables a leaf), more where a
+    partial unit's shared spines would pass ``radix`` ports. At most ``uplinks`` while ``leaves <=
+    radix`` (two tiers), so every leaf reaches every spine. (NVIDIA's DGX SuperPOD H100 reference
+    architecture cables 3 units, 24 leaves x 32 uplinks, to 16 spines, 2 cables a pair; the
+    fewest are 12, 3 or 2 cables a pair.) True when every leaf spreads evenly."""
     counts = [uplinks[u] for u in range(units) for _ in range(rails)]
-    spines = two_tier_spine_count(len(counts), counts[0], radix) if len(set(uplinks)) == 1 \
-        else math.ceil(sum(counts) / radix)
+    spines = max(1, math.ceil(sum(counts) / radix))
     while (rows := leaf_spreads(counts, spines, radix)) is None:   # shared spines overfull
         spines += 1
     spine_ids = [f"spine{s}" for s in range(spines)]

@@ -67,7 +67,7 @@ def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | N
             message = re.sub(rf"(?<![\w.-]){name}=?(?![\w-])", options[dest], message)
     # a keyword offered as another way ("a bigger cluster (or ranks=)") that the command has no option for
     message = re.sub(r" \(or (\w+)=\)", lambda m: m[0] if options.get(m[1]) else "", message)
-    if any(a.dest == "log_max_bytes" for a in sub.choices[command]._actions):   # the log reader's max_bytes=
+    if any(a.dest == "log_max_bytes" for a in actions):   # the log reader's max_bytes=
         message = re.sub(r" \((?:or |e\.g\. )?--log-max-bytes (?:on|from) the command line\)", "", message)
         message = re.sub(r"\bmax_bytes=(?=\d)", "--log-max-bytes ", message)
         message = re.sub(r"\bmax_bytes\b=?", "--log-max-bytes", message)

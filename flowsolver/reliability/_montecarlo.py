@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _checks
 from ._checkpoint import JobResponse, daly_interval
 from ._outages import Segments
 
@@ -179,8 +180,8 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
     >>> bool(0.8 < r.useful_fraction.mean() < 0.95), bool(r.interruptions.mean() > 20)
     (True, True)
     """
-    n = _int("trajectories", trajectories, 1)
-    seed = _int("seed", seed, 0)             # numpy's own message would not name it
+    n = _checks.integer("trajectories", trajectories, 1)
+    seed = _checks.integer("seed", seed, 0)             # numpy's own message would not name it
     H = float(horizon)
     if not (math.isfinite(H) and H > 0):
         raise ValueError(f"horizon must be a finite number of seconds > 0, got {horizon!r}")
@@ -197,7 +198,7 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
         if not isinstance(p, Process):
             raise TypeError(f"processes must hold Process objects, got {type(p).__name__}")
     hardware = {k: k != "software" for k in kinds} if hardware is None else dict(hardware)
-    if response.shrink and (dp is None or _int("dp", dp, 2) < 2):
+    if response.shrink and (dp is None or _checks.integer("dp", dp, 2) < 2):
         raise ValueError("response.shrink needs dp >= 2 (the data-parallel degree)")
     per_unit = _replicas_per_unit(replicas_out, kinds)
     total = float(lam.sum())
@@ -261,12 +262,6 @@ def _replicas_per_unit(replicas_out, kinds) -> list:
                              f"got {replicas_out.get(k)!r}")
         out.append(v.astype(np.int64))
     return out
-
-
-def _int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
 
 
 def unique_rows(rows):

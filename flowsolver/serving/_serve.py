@@ -14,6 +14,7 @@ from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_m
                         resolve_compute)
 from ._kv import kv_transfer
 from ._result import ServeResult, _result, check_fits, request_stream
+from ._steady import spec_lengths
 from ._steps import WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
 
 __all__ = ["serve", "DEFAULT_MEMORY_UTILIZATION"]
@@ -188,13 +189,13 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
 
 def _least(spec) -> int:
     """The fewest tokens a length spec of :func:`request_stream` draws (int, ``(lo, hi)`` or samples)."""
-    return int(spec[0]) if isinstance(spec, tuple) else int(np.min(spec))
+    return int(spec_lengths(spec).min())
 
 
 def _most(spec) -> int:
     """The most tokens a length spec of :func:`request_stream` can draw: the value, ``hi`` of
     ``(lo, hi)``, the largest sample (whatever one run drew)."""
-    return int(spec[1]) if isinstance(spec, tuple) else int(np.max(spec))
+    return int(spec_lengths(spec).max())
 
 
 def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
