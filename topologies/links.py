@@ -187,9 +187,15 @@ _add(LinkTech("eth_400g", 400 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
 # none is set (the raw rate).
 # AWS EFA: p4d / p5 carry 100 Gb/s EFA cards (EC2 user guide, "network cards": p5.48xlarge 32 x
 # 100 Gb/s), p5en 200 Gb/s EFAv3 cards (16 x 200), p6-b200 400 Gb/s EFAv4 cards (8 x 400). The
-# aws-ofi-nccl plugin reports 75 us on p4d / p5 and 35 us on p5en / p6 (aws_ofi_p5 / aws_ofi_p5en).
+# aws-ofi-nccl plugin reports 75 us on p4d / p5 and 35 us on p5en / p6 (aws_ofi_p5 / aws_ofi_p5en);
+# p4d's cards are EFA's first generation (no RDMA write: the plugin's send / receive protocol, a
+# network hop three times p5's; topologies/transports.py), its own technology here.
 _add(LinkTech("efa_100g", 100 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
-              "AWS EFA 100 Gb/s network card (p4d, p5); aws-ofi-nccl reports 75 us", "aws_ofi_p5"))
+              "AWS EFA v2 100 Gb/s network card (p5, p5e); aws-ofi-nccl reports 75 us, a hop costs 22 us",
+              "aws_ofi_p5"))
+_add(LinkTech("efa1_100g", 100 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
+              "AWS EFA (first generation) 100 Gb/s network card (p4d, p4de); aws-ofi-nccl reports 75 us",
+              "aws_ofi_p4d"))
 _add(LinkTech("efa_200g", 200 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",
               "AWS EFAv3 200 Gb/s network card (p5en); aws-ofi-nccl reports 35 us", "aws_ofi_p5en"))
 _add(LinkTech("efa_400g", 400 * Gbit, _ETH_LINK_LATENCY, None, "ethernet",

@@ -6,8 +6,13 @@ network plugin for it tells NCCL and what NCCL settings the platform ships with 
 * ``net_latency``: the latency (s) the plugin reports to NCCL (``ncclNetProperties_t.latency``).
   NCCL adds it to every network hop of its latency model, twice for the Simple protocol
   (the flush; NCCL 2.30 ``src/graph/tuning.cc``: ``interLat = hwLat[NET] + latencyInter``,
-  ``if (p == SIMPLE) interLat += latencyInter``), so it is part of what NCCL chooses by and
-  of what each hop costs.
+  ``if (p == SIMPLE) interLat += latencyInter``), so it is part of what NCCL *chooses* by.
+  Nothing in NCCL waits for it: it is a number the plugin tells the tuner.
+* ``hop_latency``: what a network hop *costs* beyond NCCL's own network constants (s; the same
+  per hop, twice for Simple), measured on the platform; None where no measurement separates it
+  from the reported figure, which then stands for it. aws-ofi-nccl reports 75 us on p4d and on
+  p5 alike, a figure chosen for the tuner's choices; the measured floors of a 2 x 8 all-reduce
+  are ~175 us on p4d and ~70 us on p5 (below).
 * ``protocols``: the protocols the transport's recommended NCCL environment leaves on
   (``NCCL_PROTO``);
 * ``nvls``: whether that environment leaves NVLS on (``NCCL_NVLS_ENABLE``): off, no
@@ -43,20 +48,25 @@ class Transport:
     name : str
         Catalogue key.
     net_latency : float
-        Latency the network plugin reports to NCCL, seconds (>= 0); NCCL adds it to each
-        network hop (twice for Simple).
+        Latency the network plugin reports to NCCL, seconds (>= 0); NCCL's tuner adds it to
+        each network hop (twice for Simple) when it chooses an algorithm and protocol.
     protocols : tuple of str
         NCCL protocols left on (a non-empty subset of ``("LL", "LL128", "Simple")``).
     nvls : bool
         Whether NVLS (NVLSTree across nodes) stays on.
     source : str
         Where the figures come from.
+    hop_latency : float or None
+        What a network hop costs beyond NCCL's network constants, seconds (>= 0; twice for
+        Simple), as measured on the platform; None (default): ``net_latency`` stands for it.
 
     Examples
     --------
     >>> t = Transport("my_plugin", net_latency=20e-6, protocols=("LL", "Simple"))
-    >>> round(t.net_latency * 1e6), t.nvls
-    (20, True)
+    >>> round(t.net_latency * 1e6), t.nvls, round(t.hop_cost * 1e6)
+    (20, True, 20)
+    >>> round(Transport("told_75_costs_23", 75e-6, hop_latency=23e-6).hop_cost * 1e6)
+    23
     """
 
     name: str
@@ -64,6 +74,13 @@ class Transport:
     protocols: tuple = _PROTOCOLS
     nvls: bool = True
     source: str = ""
+    hop_latency: float | None = None
+
+    @property
+    def hop_cost(self) -> float:
+        """What one network hop costs beyond NCCL's constants (s): :attr:`hop_latency`, or the
+        reported :attr:`net_latency` where none is measured."""
+        return self.net_latency if self.hop_latency is None else self.hop_latency
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -72,6 +89,11 @@ class Transport:
                 and self.net_latency >= 0):
             raise ValueError(f"Transport {self.name!r}: net_latency must be a finite number >= 0 s, "
                              f"got {self.net_latency!r}")
+        if self.hop_latency is not None and not (
+                isinstance(self.hop_latency, (int, float)) and not isinstance(self.hop_latency, bool)
+                and math.isfinite(self.hop_latency) and self.hop_latency >= 0):
+            raise ValueError(f"Transport {self.name!r}: hop_latency must be None or a finite number >= 0 s, "
+                             f"got {self.hop_latency!r}")
         protocols = tuple(self.protocols)
         if not protocols or any(p not in _PROTOCOLS for p in protocols):
             raise ValueError(f"Transport {self.name!r}: protocols must be a non-empty subset of "
@@ -97,8 +119,19 @@ _add(Transport("nccl_builtin", 0.0, source="NCCL 2.30 src/transport/net_ib.cc, n
 # p6-b300 and later P instances (EFA v3 / v4, 200 and 400 Gb/s cards); "empirical testing on P5
 # had shown that NCCL's internal tuner choices work better with this value". Release v1.7.3-aws
 # (src/platform-aws.c @6de215f8, 2023) already reports 75 us on p5.48xlarge.
-_add(Transport("aws_ofi_p5", 75e-6,
-               source="aws-ofi-nccl src/platform-aws.cpp @5b1f6dd: latency 75.0 us for p4d, p4de, p5, p5e"))
+# What a hop costs is the platform's: on p4d (first-generation EFA, whose cards have no RDMA
+# write: the plugin's send / receive protocol) a 2 x 8 all-reduce's floor is 175-179 us at
+# 8-512 B (aws-efa-eks, NCCL 2.9.9, tree LL: 6.8 + 2 x (7 x 0.6 + 5.0 + 75) = 175.2 us), so the
+# reported 75 us stands for it; on p5 (EFA v2, RDMA write) the same all-reduce's floor is 69.4 us
+# (the median of the 16 out-of- and in-place times at 8 B-1 KiB of awsome-distributed-training's
+# p5 log, shared/data nccl-tests/aws_2xp5_H100_allreduce_8B-16G: 6.8 + 2 x (4.2 + 5.0 + X) =
+# 69.37 -> X = 22.1 us a hop), a third of the reported figure.
+_add(Transport("aws_ofi_p4d", 75e-6,
+               source="aws-ofi-nccl src/platform-aws.cpp @5b1f6dd: latency 75.0 us for p4d, p4de (a hop's cost: "
+                      "the same, aws-efa-eks p4d floor 175-179 us)"))
+_add(Transport("aws_ofi_p5", 75e-6, hop_latency=22.1e-6,
+               source="aws-ofi-nccl src/platform-aws.cpp @5b1f6dd: latency 75.0 us for p5, p5e; a hop costs "
+                      "22.1 us (awsome-distributed-training p5 log, 8 B-1 KiB floor 69.4 us)"))
 _add(Transport("aws_ofi_p5en", 35e-6,
                source="aws-ofi-nccl src/platform-aws.cpp @5b1f6dd: latency 35.0 us for p5en, p6-b200, p6-b300"))
 # GCP GPUDirect-TCPXO (A3 Mega): the FasTrak plugin reports latency 0 (tcpdirect_plugin/

@@ -149,7 +149,7 @@ _add(Cluster("aws_p5", _server("dgx_h100", name="p5.48xlarge", nic="efa_100g", n
              "AWS EFA",
              "H100",
              "AWS p5.48xlarge: 8 H100 + 32 x 100 Gb/s EFA (3,200 Gb/s; AWS P5 page), as 8 NICs x 4 ports of "
-             "100 Gb/s EFA (transport aws_ofi_p5: 75 us reported to NCCL)."))
+             "100 Gb/s EFA (transport aws_ofi_p5: 75 us reported to NCCL, 22.1 us a hop)."))
 # p5en.48xlarge (AWS P5en announcement, Sept 2024): 8 H200, 3,200 Gb/s EFAv3 as 16 x 200 Gb/s;
 # aws-ofi-nccl reports 35 us (aws_ofi_p5en).
 _add(Cluster("aws_p5en", _server("dgx_h100", name="p5en.48xlarge", nic="efa_200g", nic_ports=2),
@@ -361,13 +361,13 @@ _add(Cluster("nebius_h200", _server("dgx_h100", name="nebius-h200"), "ib_ndr", "
 # cards of 100 Gb/s; the DLAMI guide's check expects "Selected Provider is efa (found 4 nics)" on p4d.24xlarge).
 # The run's rank list puts two GPUs on each PCIe bus ([0x10] x 2, [0x20] x 2, ...), one EFA NIC each: the
 # DGX A100 server with 4 NICs of 100 Gb/s EFA, one shared by each GPU pair. aws-ofi-nccl reports 75 us of
-# network latency on p4d (topologies/transports.py, aws_ofi_p5).
+# network latency on p4d (topologies/transports.py, aws_ofi_p4d: first-generation EFA, efa1_100g).
 # p4d's hosts are Intel ("2nd Generation Intel Xeon Scalable processors", AWS P4 page), not the DGX A100's AMD.
-_add(Cluster("aws_p4d", _server("dgx_a100", name="p4d.24xlarge", nics=4, nic="efa_100g", cpu="intel"), "efa_100g",
+_add(Cluster("aws_p4d", _server("dgx_a100", name="p4d.24xlarge", nics=4, nic="efa1_100g", cpu="intel"), "efa1_100g",
              "AWS EFA",
              "A100",
              "AWS p4d.24xlarge: 8 A100 40GB (NVLink 3 / NVSwitch) + 4 x 100 Gb/s EFA (400 Gb/s; AWS P4 page; 4 NICs "
-             "in the DLAMI guide's check), one NIC a GPU pair (transport aws_ofi_p5: 75 us).", A100_40GB))
+             "in the DLAMI guide's check), one NIC a GPU pair (transport aws_ofi_p4d: 75 us).", A100_40GB))
 # ABCI 2.0 Compute Node (A) (AIST; ABCI system overview, aistabci/abci-docs en/docs/system-overview.md at
 # 95081db: FUJITSU PRIMERGY GX2570 successor, "NVIDIA A100 for NVLink 40GiB HBM2" x 8, "InfiniBand HDR (200 Gbps)"
 # x 4, "compute nodes(A) are equipped with 4 ports of InfiniBand HDR"): the DGX A100 server (NVLink 3 / NVSwitch)

@@ -312,7 +312,8 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
         near = near_nics_of(graph, gpus)        # (one look-up of the graph's memo for every group)
         transport = server_transport(graph, graph.nodes[gpus[0]].get("server"))
         nvls = nvls and transport.nvls
-        extra = dict(net_latency=transport.net_latency, protocols=transport.protocols,
+        extra = dict(net_latency=transport.net_latency, hop_latency=transport.hop_latency,
+                     protocols=transport.protocols,
                      net_bw=min(_egress(graph, [near[i] for i in group], efficiency) for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)
     cpus = {graph.nodes[g].get("cpu", "intel") for g in gpus}

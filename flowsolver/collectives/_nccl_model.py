@@ -79,7 +79,9 @@ class Hardware:
     count (None: ``channels``), ``nvls_channels`` NVLS's (None: ``channels``), ``default_channels``
     NCCL's own run count where the call set ``channels`` (None: not set), ``default_graph_channels``
     its ring graph's (the rings, one a NIC across nodes, the ring's flow solve then has fewer of), ``cpu`` (``"intel"`` or
-    ``"amd"``), ``net_latency`` the network's own latency (s; NCCL's IB plugin reports 0),
+    ``"amd"``), ``net_latency`` the network latency the plugin reports (s; NCCL's IB plugin reports 0),
+    which NCCL's tuner adds to each network hop, ``hop_latency`` what a hop costs beyond NCCL's
+    constants (s; None: ``net_latency``; a :class:`~topologies.transports.Transport`'s measured figure),
     ``nvls`` whether the GPUs of a node share an NVLS-capable NVSwitch (and the network
     transport leaves NVLS on), ``nvlink_bw`` a GPU's NVLink bandwidth (bytes/s, NVLS's
     intra-node graph bandwidth), ``protocols`` the protocols NCCL may run (the network
@@ -117,6 +119,13 @@ class Hardware:
     nvls_channels: int | None = None
     default_channels: int | None = None
     default_graph_channels: int | None = None
+    hop_latency: float | None = None
+
+    @property
+    def hop_cost(self) -> float:
+        """What a network hop costs beyond NCCL's constants (s): :attr:`hop_latency`, or the
+        reported :attr:`net_latency` where none is measured."""
+        return self.net_latency if self.hop_latency is None else self.hop_latency
 
     @property
     def tuner_channels(self) -> int:
@@ -226,14 +235,17 @@ def _ll128_paths(hw: Hardware) -> bool:
     return hw.nodes == 1 or hw.nic_path <= (PATH_PXN if sm90 else PATH_PXB)
 
 
-def _hop_constants(algorithm, protocol, hw: Hardware):
+def _hop_constants(algorithm, protocol, hw: Hardware, cost: bool = False):
     """(intra, inter): NCCL's latency of one hop inside a node and between nodes (us) for
     ``algorithm`` / ``protocol`` on ``hw`` (a ring across nodes pays at least the network
-    overhead inside one; one GPU per node crosses nodes with the tree's constant)."""
+    overhead inside one; one GPU per node crosses nodes with the tree's constant). A network
+    hop adds the latency the plugin reports (``cost`` False: what NCCL's tuner chooses by) or
+    what a hop costs on the platform (``cost`` True: :attr:`Hardware.hop_cost`)."""
     i = PROTOCOLS.index(protocol)
     intra = _HW[algorithm][hw.intra][i]
     inter_alg = "tree" if hw.one_per_node else algorithm        # tuning.cc: float ppn == 1
-    inter = _HW[inter_alg]["network"][i] + hw.net_latency / _US * (2 if protocol == "Simple" else 1)
+    net = hw.hop_cost if cost else hw.net_latency
+    inter = _HW[inter_alg]["network"][i] + net / _US * (2 if protocol == "Simple" else 1)
     if algorithm == "ring" and hw.nodes > 1:
         intra = max(intra, _NET_OVERHEAD.get(hw.cpu, 1.0) * (3 if protocol == "Simple" else 1))
     return intra, inter
@@ -250,19 +262,20 @@ def log2i(n: int) -> int:
     return int(n).bit_length() - 1
 
 
-def tuner_hops(algorithm, protocol, op, hw: Hardware) -> tuple:
+def tuner_hops(algorithm, protocol, op, hw: Hardware, cost: bool = False) -> tuple:
     """``((n_intra, intra), (n_inter, inter))``: how many hops inside a node and between
     nodes NCCL's latency of ``algorithm`` / ``protocol`` counts one after the other, and
     what it charges for one (s), as :func:`tuner_latency` adds them up (ring: ``2 (n - 1)``
     steps for all-reduce, ``n - 1`` otherwise, ``2 (nodes - 1)`` of them between nodes; tree:
     ``2 (ppn - 1)`` inside and ``2 log2i(nodes)`` between; NVLS one of each; NVLSTree one
     inside and ``2 log2i(nodes)`` between; PAT ``log2i(nodes)`` between at a third and a half
-    of the network constant; :func:`log2i` the floor, as NCCL counts them).
+    of the network constant; :func:`log2i` the floor, as NCCL counts them). ``cost``: a network
+    hop at what it costs on the platform (:attr:`Hardware.hop_cost`), not at what the plugin reports.
 
     >>> [(n, round(c * 1e6, 6)) for n, c in tuner_hops("ring", "Simple", "all_reduce", Hardware(16, 2))]
     [(28, 3.4), (2, 14.0)]
     """
-    intra, inter = _hop_constants(algorithm, protocol, hw)
+    intra, inter = _hop_constants(algorithm, protocol, hw, cost)
     nodes, log_nodes = hw.nodes, log2i(hw.nodes)
     if algorithm == "ring":
         n_inter = 0 if nodes == 1 else _steps(op, nodes)
@@ -280,17 +293,25 @@ def tuner_hops(algorithm, protocol, op, hw: Hardware) -> tuple:
     return (n_intra, intra * _US), (n_inter, inter * _US)
 
 
-def tuner_latency(algorithm, protocol, op, hw: Hardware, size: float | None = None) -> float:
+def tuner_latency(algorithm, protocol, op, hw: Hardware, size: float | None = None,
+                  cost: bool = False) -> float:
     """NCCL's predicted latency (s) of ``algorithm`` / ``protocol`` for ``op`` on ``hw``
-    (``size`` bytes turns on the ring Simple all-reduce factor of large messages).
+    (``size`` bytes turns on the ring Simple all-reduce factor of large messages). ``cost``:
+    its network hops at what they cost on the platform (:attr:`Hardware.hop_cost`) rather than
+    at the latency the plugin reports, which is what NCCL chooses by.
 
     >>> round(tuner_latency("ring", "LL", "all_reduce", Hardware(8, 1)) * 1e6, 6)   # 6.6 + 14 x 0.6
     15.0
+    >>> hw = Hardware(16, 2, net_latency=75e-6, hop_latency=22e-6)
+    >>> round(tuner_latency("tree", "LL", "all_reduce", hw) * 1e6, 6)   # 6.8 + 2 x (7 x 0.6 + 5.0 + 75)
+    175.2
+    >>> round(tuner_latency("tree", "LL", "all_reduce", hw, cost=True) * 1e6, 6)   # ... + 22
+    69.2
     """
     i = PROTOCOLS.index(protocol)
     simple = protocol == "Simple"
     lat = _BASE[algorithm][i]
-    intra, inter = _hop_constants(algorithm, protocol, hw)
+    intra, inter = _hop_constants(algorithm, protocol, hw, cost)
     nodes, log_nodes = hw.nodes, log2i(hw.nodes)
     if algorithm == "ring":
         inter_steps = 0 if nodes == 1 else _steps(op, nodes)

@@ -75,7 +75,7 @@ def path_excess(paths, algorithm, protocol, op, hw) -> float:
     if not paths:
         return 0.0
     total = 0.0
-    for (count, constant), between in zip(tuner_hops(algorithm, protocol, op, hw), (False, True)):
+    for (count, constant), between in zip(tuner_hops(algorithm, protocol, op, hw, cost=True), (False, True)):
         if count:
             worst = max((min(path - constant, excess) for kind, path, excess in paths if kind == between),
                         default=0.0)
@@ -156,7 +156,9 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     if a.startswith("nvls"):
         busbw = _nvls_ring_busbw(busbw, hw)
     own_algbw = size / own_transfer if own_transfer > 0 else np.inf
-    lat = tuner_latency(a, proto, op, hw, size)
+    lat = tuner_latency(a, proto, op, hw, size, cost=True)       # its network hops at what they cost
+    # NCCL chooses with the latency its network plugin reports on each hop (Transport.net_latency)
+    told = tuner_latency(a, proto, op, hw, size) - lat if hw.hop_latency is not None else 0.0
     if options.base_latency is not None:
         lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
     if model is not None:
@@ -184,7 +186,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries
     # NCCL chooses by its estimate, whose tree bandwidth it corrects at medium sizes, and which
     # it multiplies by 1024 for a ring of an 8-bit float type beyond 8 ranks (to choose it last)
-    estimate = lat + size / (algbw * tree_correction(a, proto, op, size, hw))
+    estimate = lat + told + size / (algbw * tree_correction(a, proto, op, size, hw))
     return time, lat + (time - gpu), estimate * (FP8_RING_PENALTY if fp8_relegated(a, hw, options) else 1.0)
 
 

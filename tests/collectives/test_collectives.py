@@ -367,10 +367,10 @@ def test_trees_spread_over_nics_that_two_gpus_share():
     # with every NIC carrying it the algorithm bandwidth is the servers' 4 NICs' rate, 50 GB/s, or
     # what NCCL's tuner grants the tree, whichever is less: its 4 graph channels (one a 100G NIC, at
     # 12 GB/s: not doubled) x perChMaxTreeBw 23.6 GB/s (Ampere, 2 nodes), halved: 47.2 GB/s
-    model = tp.get_server("dgx_a100").with_(nics=4, nic="efa_100g")
-    g = tp.rail_optimized(2, server=model, link="efa_100g")
+    model = tp.get_server("dgx_a100").with_(nics=4, nic="efa1_100g")
+    g = tp.rail_optimized(2, server=model, link="efa1_100g")
     r = collective(g, "all_reduce", 2 ** 30, algorithm="tree", protocol="Simple")
-    nic_rate = tp.get_link("efa_100g").effective_bandwidth
+    nic_rate = tp.get_link("efa1_100g").effective_bandwidth
     assert 2 ** 30 / r.time == pytest.approx(min(4 * nic_rate, 4 * 23.6e9 / 2), rel=0.08)
     edges = list(g.edges())
     used = {a for i, (a, b) in enumerate(edges) if "nic" in str(a) and "leaf" in str(b) and r.link_utilization[i] > 0.5}

@@ -3,6 +3,7 @@ latency a plugin reports is added to every network hop (twice for Simple, NCCL 2
 tuning.cc), and a transport's shipped settings switch protocols and NVLS off across nodes.
 Expected latencies are NCCL's formula evaluated by hand from its published constants."""
 
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -70,10 +71,11 @@ def test_bare_metal_infiniband_is_unchanged():
 
 
 def test_efa_latency_enters_every_network_hop():
-    """2 x 8 H100 tree all-reduce: NCCL's latency 2 (7 x intra + 1 x (net + reported))
-    plus the base, with the reported latency twice for Simple."""
-    efa = _cluster("efa_100g", ports=4)
-    assert server_transport(efa, 0).name == "aws_ofi_p5"
+    """2 x 8 tree all-reduce on p4d's first-generation EFA: NCCL's latency 2 (7 x intra + 1 x
+    (net + reported)) plus the base, with the reported latency twice for Simple; on p4d a hop
+    costs what the plugin reports (aws-efa-eks's p4d floor, 175-179 us at 8-512 B)."""
+    efa = _cluster("efa1_100g", ports=1)
+    assert server_transport(efa, 0).name == "aws_ofi_p4d"
     for proto, base, intra, net, times in (("LL", 6.8, 0.6, 5.0, 1), ("Simple", 8.4, 4.0, 14.0, 2)):
         r = fs.collective(efa, "all_reduce", 8, algorithm="tree", protocol=proto)
         expected = base + 2 * (7 * intra + (net + times * 75.0))      # NDR: the same with 0
@@ -82,6 +84,36 @@ def test_efa_latency_enters_every_network_hop():
     r = fs.collective(efa, "all_reduce", 8)
     assert (r.algorithm, r.protocol) == ("tree", "LL")
     assert r.time * 1e6 == pytest.approx(6.8 + 2 * (7 * 0.6 + 80.0), abs=0.1)
+
+
+def test_p5_chooses_by_the_reported_latency_and_takes_what_a_hop_costs():
+    """p5 (EFA v2): aws-ofi-nccl reports 75 us as on p4d, and NCCL's choice is made with it
+    (tree LL's estimate 175.2 us, as on p4d), but the measured floor of a 2 x 8 all-reduce is
+    69.4 us (the median of the 16 times at 8 B-1 KiB of awsome-distributed-training's p5 log:
+    69.12, 72.43, ..., 69.04 us): the time charges that, 6.8 + 2 x (7 x 0.6 + 5.0 + 22.1)."""
+    p5 = _cluster("efa_100g", ports=4)
+    assert server_transport(p5, 0).name == "aws_ofi_p5"
+    r = fs.collective(p5, "all_reduce", 8)
+    assert (r.algorithm, r.protocol) == ("tree", "LL")          # the same choice as at 75 us a hop
+    assert r.estimates["tree/LL"] * 1e6 == pytest.approx(6.8 + 2 * (7 * 0.6 + 80.0), abs=0.05)
+    floor = statistics.median([69.12, 72.43, 72.64, 73.91, 74.06, 64.75, 65.48, 74.40, 74.92, 65.43, 74.12,
+                               65.70, 69.50, 66.88, 69.24, 69.04])
+    assert r.time * 1e6 == pytest.approx(floor, abs=0.1)
+    # NCCL's choice depends on what the plugin reports alone: the same p5 with a plugin whose
+    # hop costs what it reports picks the same algorithm and protocol at every size
+    tp.register_transport(tp.Transport("test_p5_as_told", 75e-6), overwrite=True)
+    as_told = _cluster(replace(tp.get_link("efa_100g"), name="test_efa_as_told", transport="test_p5_as_told"),
+                       ports=4)
+    for size in (8, 2**12, 2**16, 2**20, 2**24, 2**28):
+        a, b = fs.collective(p5, "all_reduce", size), fs.collective(as_told, "all_reduce", size)
+        assert (a.algorithm, a.protocol) == (b.algorithm, b.protocol), size
+        assert a.time < b.time, size            # each of its network hops costs 52.9 us less
+
+
+def test_hop_latency_is_checked():
+    for bad in (-1e-6, float("nan"), float("inf"), True, "20us"):
+        with pytest.raises(ValueError, match="hop_latency"):
+            tp.Transport("bad", 75e-6, hop_latency=bad)
 
 
 def test_tcpxo_profile_runs_simple_without_nvls_across_nodes():
