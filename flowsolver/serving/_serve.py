@@ -17,12 +17,19 @@ from ._result import ServeResult, _result, check_fits, request_stream
 from ._steady import spec_lengths
 from ._steps import WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
 
-__all__ = ["serve", "DEFAULT_MEMORY_UTILIZATION"]
+__all__ = ["serve", "DEFAULT_MEMORY_UTILIZATION", "KV_BYTES_MIN"]
 
 # Share of each GPU's memory the server may fill with weights and KV cache: vLLM's default
 # gpu_memory_utilization = 0.9 (vLLM engine arguments, docs.vllm.ai "Engine Arguments",
 # --gpu-memory-utilization, "default: 0.9").
 DEFAULT_MEMORY_UTILIZATION = 0.9
+
+# The fewest bytes a cached key or value element can take: one bit. The most compressed KV
+# caches published keep about that much (Zhang et al., "KV Cache is 1 Bit Per Channel:
+# Efficient Large Language Model Inference with Coupled Quantization", NeurIPS 2024, arXiv
+# 2405.03917: coupled quantization down to 1 bit a value); what serving engines ship is 1 byte
+# (vLLM's --kv-cache-dtype fp8) or 2 (bf16, the default here).
+KV_BYTES_MIN = 1.0 / 8.0
 
 _OPS = {"tp": "all_reduce", "ep": "all_to_all", "pp": "send_recv"}
 
@@ -202,7 +209,10 @@ def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
     """KV tokens one attention rank of a pipeline engine holds: each GPU's memory share left
     after its weights (all its experts), over the KV bytes per token it keeps, shared by the
     ``pp`` engines a pipeline keeps in flight. A request's cache sits whole on one of the
-    ``ep`` ranks: the ranks do not pool their caches."""
+    ``ep`` ranks: the ranks do not pool their caches. No activation memory is taken out for
+    a prefill step of ``token_budget`` tokens, as vLLM's profiling run takes it
+    (docs/serving.md, "Limits": ~1 % at 8,192 tokens, ~12 % or more at 131,072 for Llama 3 8B
+    on one H100)."""
     m, lay, gpu = sm.model, sm.layout, sm.gpu
     local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
     weights = WEIGHT_BYTES[sm.precision] * (m.layers * (m.attention_params + local_mlp)
@@ -259,10 +269,14 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     max_batch : int
         Sequences per attention rank in a step (an instance runs ``ep x max_batch``).
     token_budget : int
-        Prompt tokens per prefill step of an instance (a longer prompt runs alone).
+        Prompt tokens per prefill step of an instance (a longer prompt runs alone). The KV
+        capacity does not depend on it: no activation memory is set aside for a step of that
+        many tokens (vLLM takes its profiled peak out first, which at the default 8,192 is ~1 %
+        of the KV cache, at 131,072 ~12 % or more; ``memory_utilization`` below).
     precision : {"bf16", "fp8"}
-        Weights and GEMMs; ``kv_bytes`` (bytes per cached value, default 2) and ``a2a_bytes``
-        (bytes per value in the EP dispatch / combine, default 2).
+        Weights and GEMMs; ``kv_bytes`` (bytes per cached key or value element, default 2, at
+        least 1/8: one bit, :data:`KV_BYTES_MIN`) and ``a2a_bytes`` (bytes per value in the EP
+        dispatch / combine, default 2).
     compute_efficiency : "auto", None or float in (0, 1]
         The compute model, as :func:`flowsolver.training_step` takes it: ``"auto"`` (default)
         the kernel tables where the GPU has them (``None``: every kernel of a step timed from
@@ -276,7 +290,11 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         Fraction of the datasheet HBM bandwidth reached by the weight, KV-cache and memory-bound
         traffic (default: BabelStream Triad's, :func:`flowsolver.training._kernels.memory_fraction`).
     memory_utilization : float in (0, 1]
-        Share of GPU memory for weights and KV cache (default vLLM's 0.9).
+        Share of GPU memory for weights and KV cache (default vLLM's 0.9): the KV cache is
+        all of it the weights leave. vLLM also takes out the peak activation memory of a
+        profiling forward pass of ``max_num_batched_tokens`` tokens (``Worker.
+        determine_available_memory``, ``vllm/v1/worker/gpu_worker.py``: ``total x
+        gpu_memory_utilization - peak``); this model does not (docs/serving.md, "Limits").
     ttft_target, tpot_target : float, optional
         Latency targets (s) for ``goodput``.
     comm_overlap : float in [0, 1]
@@ -327,6 +345,9 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     memory_utilization = _checks.fraction("memory_utilization", memory_utilization, zero_ok=False)
     comm_overlap = _checks.fraction("comm_overlap", comm_overlap, zero_ok=True)
     kv_bytes = 2.0 if kv_bytes is None else _checks.positive_number("kv_bytes", kv_bytes, "bytes")
+    if kv_bytes < KV_BYTES_MIN:          # 1e-9 gave 9e15 tokens of KV cache a rank
+        raise ValueError(f"kv_bytes must be at least {KV_BYTES_MIN} bytes (1 bit) per cached key or value element "
+                         f"(1-bit KV quantization is the least published; fp8 is 1, bf16 2), got {kv_bytes!r}")
     a2a_bytes = 2.0 if a2a_bytes is None else _checks.positive_number("a2a_bytes", a2a_bytes, "bytes")
     max_batch = _checks.integer("max_batch", max_batch)
     token_budget = _checks.integer("token_budget", token_budget)

@@ -97,10 +97,10 @@ def service_rate(engine: dict) -> float:
     Measured, not priced from the step tables: the engine's steps are what its queue makes them.
     Co-located, a full batch has room for the prompts that finished a step: outputs of spread
     lengths free one sequence at a time and each prefill step takes one prompt (Llama 3 8B TP 8
-    max_batch 64, 512 / U(32, 544): 44.2 requests/s, an overloaded run at 56 serving 43.7, where
+    max_batch 64, 512 / U(32, 544): 44.2 requests/s, an overloaded run at 56 serving 43.7 over 60 s, where
     steps of the 16 prompts an idle instance takes read 51.5), while equal outputs finish the
     prompts of one step together and the next step refills all of them (512 / 256, max_batch
-    256: 103.9, an overloaded run at 150 serving 101.5, where steps of one prompt read 76). Busy
+    256: 103.9, an overloaded run at 150 serving 101.5 over 20 s, where steps of one prompt read 76). Busy
     periods of the run itself or a trend in its TTFT would need a run long enough to show them;
     this needs none."""
     if "service_rate" in engine:

@@ -58,6 +58,21 @@ compute and its share of the layer's exposed TP / CP / EP waits), as ``compose``
 experts' shards (ZeRO 3 with EP) are gathered twice and reduced per microbatch from the point
 where ``dp_overlap`` of its compute is still to come (a delay node places it inside a layer),
 the next microbatch waiting for them.
+
+FLOPs (``TraceNode.flops``, Chakra's ``num_ops``), one meaning whatever the compute model:
+the floating-point operations the GPU executes, from the model's arithmetic
+(:func:`_executed_flops`), not from seconds at a rate. A layer's forward: its weight GEMMs,
+``2 x`` the active parameters per token (a mixture of experts' expert GEMMs on
+``capacity_factor x`` their routed tokens, as they run), and causal attention, ``2 h s`` per
+token; the backward twice the forward; the recompute executed on top (selective: the
+attention forward again in every layer; full: the whole forward again in each recomputed
+layer); the output projection ``2 V h`` per token forward, twice that backward; all of it
+split over the ``tp x cp`` GPUs of a stage. Without recompute a GPU's nodes add up to its share
+of the model FLOPs the step's MFU counts (:attr:`~flowsolver.StepResult.flops_per_token`, the
+dropped tokens' expert GEMMs aside); full recompute of every layer adds a third of the layers'
+part. Ring attention's blocks each carry their own attention FLOPs; the other compute nodes of
+a layer pass (its blocks, split by time) share the rest of the pass's FLOPs by their
+durations, the output projection its own.
 """
 
 from __future__ import annotations
@@ -112,11 +127,9 @@ class _Builder:
         self.attention, self.gemms = {"F": compute["attention_fwd"], "B": compute["attention_bwd"]}, compute["gemms"]
         self.recompute_layers = (None if s.recompute != "full" else model.layers if s.recompute_layers is None
                                  else s.recompute_layers)
-        if s.kernels:                # the model's FLOPs at the rate the step computes them (annotation)
-            self.rate = step.single_gpu_tokens_per_s * step.flops_per_token     # (dropped tokens out)
-        else:                        # FLOP/s while computing (annotation)
-            peak = prof.gpu.peak_fp8_flops if s.precision == "fp8" else prof.gpu.peak_bf16_flops
-            self.rate = peak * s.compute_efficiency
+        self.selective = s.recompute == "selective"
+        self.flops = _executed_flops(prof)
+        self.rate = 0.0                  # FLOPs per second of the compute being laid out (:meth:`compute`)
         self.chunks = chunk_layers(model.layers, self.lay.pp, self.lay.vp)
         self.tp_overlap = s.tp_overlap
         tp = self.comms.get("tp")
@@ -142,8 +155,23 @@ class _Builder:
         return rank.add(name, COLLECTIVE, op=op, bytes=size, group=self.group_name[(kind, rank.rank)], **kw)
 
     def compute(self, rank: _Rank, name, seconds):
+        """A compute node of ``seconds``, its FLOPs its time's share of the executed FLOPs of
+        the part being laid out (``self.rate``: that part's FLOPs over its seconds)."""
         if seconds > 0:
             rank.add(name, COMPUTE, duration=seconds, flops=seconds * self.rate)
+
+    def use(self, flops, seconds):
+        """Annotate the compute laid out next (``seconds`` of it in all) with ``flops``."""
+        self.rate = flops / seconds if seconds > 0 else 0.0
+
+    def pass_flops(self, d, again):
+        """Executed FLOPs of one layer pass in direction ``d`` on one GPU: the forward's GEMMs
+        and attention; the backward twice that, plus the attention forward again under selective
+        recompute, plus the whole forward again in a layer full recompute recomputes (``again``)."""
+        forward = self.flops["gemms"] + self.flops["attention"]
+        if d == "F":
+            return forward
+        return 2.0 * forward + (self.flops["attention"] if self.selective else 0.0) + (forward if again else 0.0)
 
     def beside(self, rank: _Rank, calls, seconds, name):
         """The collectives ``calls`` (``(kind, op, bytes, name)``, one after the other) beside
@@ -228,6 +256,7 @@ class _Builder:
         ``r``; then the last chunk's block. The next step waits for both."""
         c, (prev, succ) = self.comms["cp_step"], self.cp_ring[rank.rank]
         block = self.attention[r] / self.comms["cp"].group_size
+        self.use(self.flops["attention"] * (1 if r == "F" else 2), self.attention[r])
         for j in range(self.comms["cp"].group_size - 1):
             deps = ((rank.tail,) if rank.tail is not None else ()) + tuple(rank.join)
             rank.join = []
@@ -247,6 +276,9 @@ class _Builder:
             for r in self.rings(d, again):
                 self.ring(rank, r, tag)
         blocks, hidden, scale, rest = self.blocks(d, again)
+        ring = sum(self.flops["attention"] * (1 if r == "F" else 2) for r in self.rings(d, again)) \
+            if "cp" in self.comms else 0.0
+        self.use(self.pass_flops(d, again) - ring, rest)         # the blocks' nodes share the rest by time
         total = sum(map(sum, hidden))
         spare, weight = rest - scale * total, sum(w for _, w, _ in blocks)
         ep = self.comms.get("ep")
@@ -287,7 +319,9 @@ class _Builder:
             hooks(k)
             if what == "output":
                 forward = self.t_output_fwd
-                self.compute(rank, f"{d}{mb}.output", forward if d == "F" else self.t_output - forward)
+                seconds = forward if d == "F" else self.t_output - forward
+                self.use(self.flops["output"] * (1 if d == "F" else 2), seconds)
+                self.compute(rank, f"{d}{mb}.output", seconds)
             else:
                 self.layer(rank, d, f"{d}{mb}.c{chunk}.L{layer}", self.recomputed(layer - first))
         hooks(len(order))
@@ -352,6 +386,32 @@ class _Builder:
                          peer=lane[dst[0]], tag=p2p_tag(d, mb, dst[1], lay.vp))
 
 
+def _executed_flops(profile) -> dict:
+    """Forward FLOPs one GPU executes per microbatch (``micro_batch x seq_len`` tokens, the
+    work split over the ``tp x cp`` GPUs of a stage), from the model's arithmetic: ``gemms``,
+    one layer's weight GEMMs, ``2 x`` their active parameters per token (:attr:`~flowsolver.
+    training.ModelSpec.layer_linear_flops` / 3), a mixture of experts' ``top_k`` expert GEMMs
+    on ``capacity_factor x`` their routed tokens (padded to capacity, or dropped below 1: what
+    the experts run, as ``training_step`` times them); ``attention``, one layer's causal
+    attention scores and values, ``2 h s`` per token (:meth:`~flowsolver.training.ModelSpec.
+    layer_attention_flops` / 3); ``output``, the output projection, ``2 V h`` per token. A
+    backward executes twice its forward.
+
+    >>> import topologies as tp
+    >>> from flowsolver import Parallelism, Schedule, training_step
+    >>> step = training_step(tp.rail_optimized(1), "llama-3-8b", Parallelism(tp=8), Schedule(global_batch=8))
+    >>> f = _executed_flops(step.profile)          # 8,192 tokens, 1/8 of each on a GPU
+    >>> f["attention"] == 8192 * 2 * 4096 * 8192 / 8, f["output"] == 8192 * 2 * 128256 * 4096 / 8
+    (True, True)
+    """
+    model, lay = profile.model, profile.layout
+    per_gpu = profile.micro_batch * model.seq_len / (lay.tp * lay.cp)
+    padded = profile.capacity_factor - 1.0 if model.experts > 1 else 0.0     # expert GEMMs on cf x tokens
+    gemms = model.layer_linear_flops / 3.0 + 2.0 * model.top_k * model.mlp_params * padded
+    return dict(gemms=per_gpu * gemms, attention=per_gpu * model.layer_attention_flops() / 3.0,
+                output=per_gpu * model.output_flops / 3.0)
+
+
 def _check(step) -> None:
     if not isinstance(step, StepResult):
         raise TypeError(f"step must be a flowsolver.StepResult (from training_step), got {type(step).__name__}")
@@ -376,7 +436,8 @@ def workload_from_step(step: StepResult):
     call, CP's ring attention step by step, EP's all-to-alls, DP's gradient buckets behind
     the last backward and the parameter all-gather before the first forward, or FSDP's
     per-layer gathers and reduce-scatters (ZeRO 3); the flat compute model or the kernel
-    tables (``compute_efficiency=None``). Replayed
+    tables (``compute_efficiency=None``). Each compute node's ``flops`` are the FLOPs it
+    executes, recompute included, the same in both compute models (module docstring). Replayed
     on the cluster it was solved on it takes ``step_time`` to within 1 % in the cases tested
     without pipelining, 1-2 % less with it (Llama 3 8B on 2 DGX H100: tp 8 x pp 2 -1.2 %, tp 4 x
     pp 2 x dp 2 -2.0 %); what is left is where the replay is the more exact (README, "Workloads from traces":

@@ -3,6 +3,7 @@ ASTRA-sim's communicator-group file, readable by :func:`read_chakra` and by ASTR
 
 from __future__ import annotations
 
+import heapq
 import json
 from pathlib import Path
 
@@ -19,15 +20,66 @@ _TYPE_OF_KIND = {COMPUTE: NODE_TYPES["COMP_NODE"], DELAY: NODE_TYPES["COMP_NODE"
 
 
 def _micros(trace) -> list:
-    """Integer microseconds per node (Chakra's ``duration_micros``), rounded so that the sum
-    over any prefix of a rank's nodes is within 0.5 us of the exact sum: the rounding
-    errors do not add up along a rank's chain of work."""
-    out, exact, written = [], 0.0, 0
-    for node in trace.nodes:
-        exact += node.duration
-        value = max(0, round(exact * 1e6) - written)
-        written += value
-        out.append(value)
+    """Integer microseconds per node (Chakra's ``duration_micros``), each the difference of
+    two rounded finish times, so that rounding errors do not add up along any chain of work.
+
+    The finish time of a node is taken on the rank's own schedule with communication free:
+    ``C(v) = duration(v) + max C(p)`` over ``v``'s dependencies and, for a compute node, the
+    compute node before it on the GPU (nodes in dependency order, the lowest index first, as
+    :func:`replay` picks among ready nodes). ``v`` is written as ``round(C(v)) -
+    round(C(p*))`` microseconds, ``p*`` the predecessor that gave the maximum (``0`` for none).
+    Rounding is monotone, so the written durations give every node the finish time
+    ``round(C(v))`` on that schedule: within 0.5 us of the exact one, however many nodes come
+    before it and whichever serial chain (the GPU stream, a chain of CPU delays, the two
+    mixed) sets it. (A running sum over the node list instead kept only the list's prefixes
+    so: a 0.6 us kernel chain with a 0.4 us delay beside each kernel was written as 1 us
+    kernels, 1,000 us for 600 us.) Never negative: ``C(v) >= C(p*)``.
+
+    >>> from flowsolver.traces import RankTrace, TraceNode
+    >>> nodes = []
+    >>> for i in range(4):   # kernels of 0.6 us in a chain, a 0.4 us CPU delay beside each
+    ...     nodes += [TraceNode(2 * i, "k", "compute", deps=(2 * i - 2,) if i else (), duration=0.6e-6),
+    ...               TraceNode(2 * i + 1, "d", "delay", duration=0.4e-6)]
+    >>> w = _micros(RankTrace(0, nodes))
+    >>> w[0::2], w[1::2]
+    ([1, 0, 1, 0], [0, 0, 0, 0])
+    """
+    nodes = trace.nodes
+    index = {node.id: i for i, node in enumerate(nodes)}
+    deps = [[index[d] for d in node.deps] for node in nodes]
+    order = range(len(nodes))
+    if any(d >= i for i, ds in enumerate(deps) for d in ds):      # not in dependency order: Kahn's, lowest first
+        pending = [len(ds) for ds in deps]
+        children = [[] for _ in nodes]
+        for i, ds in enumerate(deps):
+            for d in ds:
+                children[d].append(i)
+        ready = [i for i, n in enumerate(pending) if n == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            i = heapq.heappop(ready)
+            order.append(i)
+            for c in children[i]:
+                pending[c] -= 1
+                if not pending[c]:
+                    heapq.heappush(ready, c)
+    finish = [0.0] * len(nodes)             # exact finish time, seconds
+    written = [0] * len(nodes)              # its rounded value, microseconds
+    out = [0] * len(nodes)
+    gpu = -1                                # the last compute node in order
+    for i in order:
+        node = nodes[i]
+        before = deps[i] + [gpu] if node.kind == COMPUTE and gpu >= 0 else deps[i]
+        start, base = 0.0, 0
+        for p in before:
+            if finish[p] > start:
+                start, base = finish[p], written[p]
+        finish[i] = start + node.duration
+        written[i] = max(base, round(finish[i] * 1e6))
+        out[i] = written[i] - base
+        if node.kind == COMPUTE:
+            gpu = i
     return out
 
 
@@ -96,7 +148,8 @@ def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress:
     ``PREFIX.<rank>.et`` (``.et.gz`` when ``compress``) per rank, node ids renumbered 0 ...
     in node order, and ``comm_group.json`` (process group -> ranks, ASTRA-sim's
     ``--comm-group-configuration``). Durations go to ``duration_micros`` (integer
-    microseconds, rounded without accumulating error along a rank), FLOPs to ``num_ops`` (not
+    microseconds, rounded so that every node's finish time on the rank's own schedule is within
+    0.5 us of the exact one, however long the chain of work before it), FLOPs to ``num_ops`` (not
     for a node that ran but rounds to 0 us: a reader would time it from its FLOPs),
     bytes to ``comm_size``. Returns the files written. Needs ``protobuf``. A value a field
     cannot hold (``comm_size`` and ``num_ops`` are int64s: more than 2**63 - 1 bytes or FLOPs;

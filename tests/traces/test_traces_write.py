@@ -36,6 +36,44 @@ def test_durations_round_without_drifting(tmp_path):
     assert sum(n.duration for n in back) == pytest.approx(400e-6, abs=0.5e-6)
 
 
+@pytest.mark.parametrize("kernel, cpu", [(0.6e-6, 0.4e-6), (0.4e-6, 0.6e-6)])
+def test_rounding_does_not_add_up_along_a_chain_with_nodes_beside_it(tmp_path, kernel, cpu):
+    # 1,000 chained kernels, a CPU delay node beside each (adv18b finding 1): rounding a running
+    # sum over the whole node list wrote every kernel as 1 us and every delay as 0 (or the other
+    # way round), 600 us read back as 1,000 us (400 us as 1 us). The chain is 1,000 x the kernel,
+    # the longest delay alone: 600 (400) us, each written finish within 0.5 us of the exact one.
+    import topologies as tp
+    from flowsolver.traces import replay
+    nodes = []
+    for i in range(1000):
+        nodes += [TraceNode(2 * i + 1, "k", "compute", duration=kernel, deps=(2 * i - 1,) if i else ()),
+                  TraceNode(2 * i + 2, "d", "delay", duration=cpu)]
+    write_chakra(build_workload([RankTrace(0, nodes)]), tmp_path)
+    back = read_chakra(tmp_path).ranks[0].nodes
+    assert sum(n.duration for n in back if n.kind == "compute") == pytest.approx(1000 * kernel, abs=0.5e-6)
+    assert max(n.duration for n in back if n.kind == "delay") <= cpu + 0.5e-6
+    assert replay(tp.rail_optimized(1), read_chakra(tmp_path)).iteration_time == \
+        pytest.approx(1000 * kernel, abs=1e-6)
+
+
+def test_rounding_does_not_add_up_along_a_chain_of_kernels_and_cpu_ops(tmp_path):
+    # kernel (1.0 us) -> CPU op (0.4 us) -> kernel -> ...: the chain is 1,400 us; rounding each
+    # CPU op on its own (round(0.4) = 0) would lose 400 us of it
+    nodes = []
+    for i in range(1000):
+        nodes += [TraceNode(2 * i, "k", "compute", duration=1e-6, deps=(2 * i - 1,) if i else ()),
+                  TraceNode(2 * i + 1, "d", "delay", duration=0.4e-6, deps=(2 * i,))]
+    write_chakra(build_workload([RankTrace(0, nodes)]), tmp_path)
+    assert sum(n.duration for n in read_chakra(tmp_path).ranks[0].nodes) == pytest.approx(1400e-6, abs=0.5e-6)
+
+
+def test_rounding_follows_dependencies_not_the_node_order(tmp_path):
+    # the same chain of 0.4 us kernels listed last to first (node k waits for node k + 1)
+    nodes = [TraceNode(i, f"k{i}", "compute", deps=(i + 1,) if i < 999 else (), duration=0.4e-6) for i in range(1000)]
+    write_chakra(build_workload([RankTrace(0, nodes)]), tmp_path)
+    assert sum(n.duration for n in read_chakra(tmp_path).ranks[0].nodes) == pytest.approx(400e-6, abs=0.5e-6)
+
+
 def test_a_node_under_half_a_microsecond_keeps_its_time(tmp_path):
     # ten 0.4 us nodes of 1 GFLOP: every other one is written as 0 us, and with its FLOPs a
     # reader timed it from them (17.2 us in all for the 4 us written)
