@@ -412,6 +412,30 @@ _add(Cluster("dell_xe9680_h200_spcx", _server("dgx_h100", name="XE9680-H200", ni
              "Dell XE9680 H200: 8 H200 (NVLink 4 / NVSwitch) + 8 x BlueField-3 B3140H 400GbE SuperNICs on "
              "Spectrum-X RoCE, one a GPU (the source's mlxconfig listing and rail rules).", H200))
 
+# BSC MareNostrum 5 ACC node, as hkanpak21/Comp390Project docs/MN5_NCCL_CONFIG.md (3288650) states it: "4x NVIDIA H100
+# 64 GB SXM", "NV6 interconnect, 6 NVLink lanes" a GPU pair and "NVLS multicast support is not available" (its text
+# also says "NVSwitch all-to-all", which NV6 and no NVLS contradict: a 4-GPU NVLink mesh of MESH4_LINKS = 6 a pair, as
+# the source prints), "5x HCA per node -- mlx5_0,1,2,4,5 IB; mlx5_2 is RoCE", all five used by NCCL ("NET/IB : Using
+# [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/RoCE [3]mlx5_4:1/IB [4]mlx5_5:1/IB", NCCL_IB_HCA=mlx5), GPUDirect RDMA.
+# The port rates are not printed: 4 InfiniBand ports of 200 Gb/s, one a GPU (BSC's published MN5 ACC node
+# specification, 4 x NDR200 a node; not read in this session: an assumption), as the catalogue's 200 Gb/s ib_hdr (as
+# snellius_h100). The RoCE port (rate and placement unknown) is not modelled. H100 64GB: the catalogue's h100_sxm
+# (the collectives see NVLink 4 and Hopper; the memory size does not enter them). Host CPU not stated by the source
+# (the server model's default).
+_add(Cluster("bsc_mn5_acc_h100", _mesh4("dgx_h100", name="mn5-acc-h100", nics=4, nic="ib_hdr"), "ib_hdr",
+             "InfiniBand", "H100",
+             "BSC MareNostrum 5 ACC node: 4 H100 64GB SXM on an NVLink 4 mesh without NVSwitch ('NV6', no NVLS: "
+             "hkanpak21/Comp390Project docs/MN5_NCCL_CONFIG.md) + 4 InfiniBand ports, one a GPU, of 200 Gb/s (rate not "
+             "in the source: BSC's 4 x NDR200 a node, assumed) as ib_hdr; the 5th HCA (RoCE) NCCL also used is not "
+             "modelled."))
+# NVIDIA/nccl#652 (2022-03-18): "a 32 node 8xA100-SXM4 cluster each node of which has 4 IB HDR cards for a total of 100
+# GB/s bandwidth". An 8-GPU A100-SXM4 node is an HGX A100 8-GPU baseboard (NVLink 3 / NVSwitch): the DGX A100 server
+# with 4 NICs of 200 Gb/s HDR, one shared by each GPU pair (as abci_a_node and aws_p4d). GPU memory (40 or 80 GB),
+# host CPU and fabric are not stated: the server model's defaults, the rail-optimised graph.
+_add(Cluster("a100_4hdr_nccl652", _server("dgx_a100", name="a100-sxm4-4hdr", nics=4), "ib_hdr", "InfiniBand", "A100",
+             "8 A100-SXM4 (HGX A100 baseboard: NVLink 3 / NVSwitch) + 4 x InfiniBand HDR 200 Gb/s a node, one a GPU "
+             "pair ('4 IB HDR cards for a total of 100 GB/s', NVIDIA/nccl#652); memory, CPU and fabric not stated."))
+
 # --- Training clusters ---------------------------------------------------------------------
 # Meta Grand Teton (torchtitan benchmarks): 8 H100 SXM 96GB HBM2e at a 500 W cap per host,
 # "backend RDMA 400 Gb/s per GPU" (Meta's RoCE training fabric, Llama 3 paper section 3.3.1).
@@ -724,6 +748,30 @@ CURVES: dict[str, CurveSetup] = {
         note=f"{n} Snellius H100 node{'s, 4 x 200 Gb/s InfiniBand for 4 GPUs' if n > 1 else ', NVLink mesh'}: NCCL's "
              f"choice without NVLS")
        for n in (1, 2) for op in ("allreduce", "allgather", "reducescatter")},
+    # KeitaW/p5-nccl-test-2024-07-19 (1c78584): 2 x p5.48xlarge on EKS, mpirun -np 16 -N 8, -g 1, no NCCL_ALGO /
+    # NCCL_PROTO. Its manifests (nccl-test.yaml at eadc0a6 and 1c78584) set NCCL_BUFFSIZE=8388608 and
+    # NCCL_P2P_NET_CHUNKSIZE=524288; neither is applied: validate.py passes no NCCL_* setting to the library (only an
+    # algorithm a run forced, -g N and PyTorch's call overhead), NCCL_BUFFSIZE is one the library does not model
+    # (flowsolver/_nccl_env.py lists it among the settings that change the time but cannot be expressed: twice NCCL's
+    # 4 MiB Simple buffer here) and NCCL_P2P_NET_CHUNKSIZE sizes send / receive chunks only, not all_reduce's. The
+    # 2.20.3 run loads aws-ofi-nccl's tuner ('Using tuner plugin: nccl_ofi_tuner'), which the model does not copy.
+    **{f"keitaw-p5-2x8-allreduce-nccl{v}": CurveSetup(
+        "aws_p5", note="2 x p5.48xlarge on EKS, NCCL_BUFFSIZE=8 MiB (not modelled)" +
+                       ("; aws-ofi-nccl's tuner chose (not modelled): NCCL's choice taken" if "ofituner" in v
+                        else ": NCCL's choice"))
+       for v in ("2.22.3", "2.22.3-rerun", "2.20.3-ofituner")},
+    # hkanpak21/Comp390Project docs/MN5_NCCL_CONFIG.md (3288650): srun one task a GPU (-g 1; its
+    # scripts/mn5/slurm_nccl_*.sh), NCCL 2.24.3, no NCCL_ALGO / NCCL_PROTO. No NVSwitch, so no NVLS: NCCL's choice
+    # among ring / tree. NCCL_IB_HCA=mlx5 adds a RoCE port NCCL also used (not modelled, as any NCCL_IB_HCA:
+    # flowsolver/_nccl_env.py)
+    **{f"mn5-acc-{n}x4H100-allreduce": CurveSetup(
+        "bsc_mn5_acc_h100", candidates=_NO_NVLS,
+        note=f"{n} MareNostrum 5 ACC node" + ("s, 4 x 200 Gb/s InfiniBand (+ 1 RoCE port, not modelled)" if n > 1
+                                               else ", NVLink mesh") + ": NCCL's choice without NVLS")
+       for n in (1, 2, 4)},
+    # NVIDIA/nccl#652: 32 nodes x 8 A100-SXM4, 4 x HDR a node; command and NCCL version not in the readable part
+    "nccl652-32x8A100-allreduce": CurveSetup(
+        "a100_4hdr_nccl652", note="32 x 8 A100-SXM4, 4 x HDR a node (the issue); command not shown: NCCL's choice"),
     # terrificdm/p6b300-efa-deepep-nccl-testkit: mpirun -np 16 -N 8, -g 1, NCCL 2.31.2 with aws-ofi-nccl 1.21.1 as net
     # and tuner plugin (NCCL_TUNER_PLUGIN=ofi): the tuner is AWS's, not NCCL's; no NCCL_ALGO / NCCL_PROTO
     **{f"aws-p6b300-2x8B300-{op}": CurveSetup(

@@ -34,7 +34,7 @@ def mods():
 
 def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     coll, train, sources = corpus
-    assert len(coll) == 3252 and coll["curve"].nunique() == 136         # the corpus README's counts
+    assert len(coll) == 3477 and coll["curve"].nunique() == 143         # the corpus README's counts
     assert len(train) == 296
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
@@ -147,6 +147,19 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     g, ranks = S.curve_placement(S.CURVES["aws-p6b300-2x8B300-alltoall"], 2, 8)
     assert ranks is None and len(_gpus(g)) == 8 and sum(_nic_rates(g)) == pytest.approx(16 * 400 * gbit)
     assert _nic_rates(g) == pytest.approx([2 * 400 * gbit] * 8)
+    # AWS p5.48xlarge again (KeitaW's EKS runs): "Selected Provider is efa (found 32 nics)" = 32 x 100 Gb/s a node
+    g, ranks = S.curve_placement(S.CURVES["keitaw-p5-2x8-allreduce-nccl2.22.3"], 2, 8)
+    assert ranks is None and len(_gpus(g)) == 8 and sum(_nic_rates(g)) == pytest.approx(32 * 100 * gbit)
+    # MareNostrum 5 ACC: 4 H100 a node ("NV6", no NVSwitch) and 4 InfiniBand ports of 200 Gb/s (BSC's 4 x NDR200)
+    g, ranks = S.curve_placement(S.CURVES["mn5-acc-4x4H100-allreduce"], 4, 4)
+    assert ranks is None and len(_gpus(g)) == 4 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
+    assert S.CURVES["mn5-acc-1x4H100-allreduce"].candidates == ("ring", "tree")          # no NVLS without NVSwitch
+    mn5 = S.CLUSTERS["bsc_mn5_acc_h100"].server
+    assert mn5.layout == "nvlink_mesh" and mn5.links_per_pair == 6                      # "NV6 interconnect"
+    # NVIDIA/nccl#652: 8 A100-SXM4 and "4 IB HDR cards for a total of 100 GB/s" a node, 32 nodes
+    g, ranks = S.curve_placement(S.CURVES["nccl652-32x8A100-allreduce"], 32, 8)
+    assert ranks is None and len(_gpus(g)) == 8 and len(_gpus(g, 31)) == 8
+    assert _nic_rates(g) == pytest.approx([200 * gbit] * 4) and sum(_nic_rates(g)) == pytest.approx(100e9)
     # nccl-tests on 2 of 8 GPUs of one A4 node: ranks 0 and 1
     g, ranks = S.curve_placement(S.CURVES["dranet-gke-a4-1x2B200-allgather"], 1, 2)
     assert ranks == [0, 1] and len(_gpus(g)) == 8
