@@ -156,7 +156,8 @@ class P2pCapture:
                 comm = hw.p2p          # an all-to-all's rank moves (ranks - 1) / ranks of its buffer
                 moved = float(size) * (comm.ranks - 1) / comm.ranks if comm.all_to_all else float(size)
                 self.record = dict(other=float(time) - transfer, transfer=transfer, size=moved,
-                                   channels=comm.channels(size), nvlink_bw=float(comm.nvlink_view))
+                                   channels=comm.channels(size), nvlink_bw=float(comm.nvlink_view),
+                                   remote=comm.remote_share())
             return _p2p.p2p_bound(steps, time, size, hw, model)
 
         _choice.p2p_bound = spy
@@ -169,11 +170,17 @@ class P2pCapture:
 
 
 def p2p_predict(rec: dict, share: float) -> float:
-    """A send / receive point's time with a P2P channel moving ``share`` of the NVLink rate."""
+    """A send / receive point's time with a P2P channel moving ``share`` of the NVLink rate (and
+    across the network, the ``remote`` share of its bytes, no more than NCCL's per-channel
+    network rate, ``_p2p.NET_CHANNEL_RATE``), as ``P2pComm.least_transfer`` prices it."""
+    from flowsolver.collectives._p2p import NET_CHANNEL_RATE
     p = rec["p2p"]
     transfer = p["transfer"]
-    if p["nvlink_bw"] > 0 and p["size"] > 0:
-        transfer = max(transfer, p["size"] / (p["channels"] * share * p["nvlink_bw"]))
+    remote = p.get("remote", 0.0)
+    local = share * p["nvlink_bw"] if p["nvlink_bw"] > 0 else math.inf
+    per_byte = (1.0 - remote) / local + (remote / min(local, NET_CHANNEL_RATE) if remote > 0 else 0.0)
+    if per_byte > 0 and p["size"] > 0:
+        transfer = max(transfer, p["size"] * per_byte / p["channels"])
     return with_host(p["other"] + transfer, p.get("gpus_per_thread", 1), p.get("host_overhead", 0.0))
 
 

@@ -27,7 +27,12 @@ rate)``, a property of the GPUs and NCCL that no link capacity changes. The shar
 the corpus (``benchmarks/validate.py`` refits it without each source), whose sends are nccl-tests'
 ring shifts: every channel sends and receives, where a channel with a send alone gets all its
 warps (``sendrecv.h``) and may move more. GPUs without NVLink get no such bound (no measurement
-prices their channels).
+prices their channels). Across the network a channel moves no more than
+:data:`NET_CHANNEL_RATE`, NCCL's own figure for one (``NCCL_P2P_PER_CHANNEL_NET_BW``, 14 GB/s:
+it gives a network peer ``ceil(NIC GB/s / 14)`` channels "to meet the bw requirement",
+``src/graph/paths.cc``), whatever the GPU: one channel across 400 Gb/s NDR moved 14.8 GB/s
+(10 x 8 H100), two 23.7-26.2 GB/s (10 x 1, 2, 4 H100; 8 x 8 B200, whose NVLink share alone
+would give 76 GB/s), where the NVLink share gave H100's 21.1 a channel and B200's its NIC.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from ._options import MAX_CHANNELS
 from ._nccl_timing import transfer_of
 from ._pipeline import PIPELINED, channels_used
 
-__all__ = ["P2P_CHANNEL_SHARE", "P2pComm", "least_transfer", "p2p_bound", "p2p_channels_per_peer", "p2p_comm",
+__all__ = ["NET_CHANNEL_RATE", "P2P_CHANNEL_SHARE", "P2pComm", "least_transfer", "p2p_bound", "p2p_channels_per_peer", "p2p_comm",
            "send_channels", "with_communicator"]
 
 KIB = 1024
@@ -56,6 +61,10 @@ KIB = 1024
 _NET_CHUNK, _NVL_CHUNK, _PCI_CHUNK = 128 * KIB, 512 * KIB, 128 * KIB
 # NCCL_P2P_PER_CHANNEL_NET_BW default, GB/s (src/graph/paths.cc, NCCL 2.29): NCCL's own sizing
 _PER_CHANNEL_NET_GBS = 14
+#: the most one P2P channel moves across the network, bytes/s: NCCL's per-channel network
+#: bandwidth (``NCCL_P2P_PER_CHANNEL_NET_BW``, 14 GB/s, src/graph/paths.cc), by which it gives a
+#: network peer enough channels to fill its NICs
+NET_CHANNEL_RATE = _PER_CHANNEL_NET_GBS * 1e9
 # NCCL_MAX_DEV_WORK_P2P_PER_BATCH (src/include/device.h): peers a round of P2P work serves
 _PEERS_PER_ROUND = 8
 # ncclTopoNVLinkBw (src/graph/topo.h), GB/s a NVLink: SM70 / SM80 20, SM90 20.6, SM100 40.1
@@ -124,7 +133,9 @@ class P2pComm:
     its efficiency; 0: no NVLink, no bound); :meth:`channels` of a send of some size.
     ``all_to_all``: the call is an all-to-all, each rank's ``size`` a send of ``size / ranks`` to
     every other rank at once (NCCL groups them, ``scheduleP2pTasksToPlan``: each send on its
-    channels, ``ncclP2pChannelForPart`` wrapping them onto the ``p2p_channels``)."""
+    channels, ``ncclP2pChannelForPart`` wrapping them onto the ``p2p_channels``). ``crosses``:
+    the call's sends cross the network (its ranks span nodes: a send's channels then move no
+    more than :data:`NET_CHANNEL_RATE` each; an all-to-all's sends to the other nodes' ranks)."""
 
     ranks: int
     nodes: int
@@ -133,6 +144,17 @@ class P2pComm:
     chunk: int
     nvlink_view: float = 0.0
     all_to_all: bool = False
+    crosses: bool = False
+
+    def remote_share(self) -> float:
+        """The share of the bytes a rank sends that cross the network: 1 for a send that
+        crosses, an all-to-all's sends to the ranks of the other nodes (``(ranks - ranks /
+        nodes) / (ranks - 1)``), else 0."""
+        if not self.crosses:
+            return 0.0
+        if not self.all_to_all or self.ranks < 2:
+            return 1.0
+        return (self.ranks - self.ranks / self.nodes) / (self.ranks - 1)
 
     def channels(self, size: float) -> int:
         """The channels a send of ``size`` bytes runs on (:func:`send_channels`); an all-to-all's:
@@ -146,17 +168,28 @@ class P2pComm:
     def least_transfer(self, size: float, factor: float = 1.0) -> float:
         """The least seconds the channels take to move ``size`` bytes (an all-to-all: the
         ``(ranks - 1) / ranks`` of them a rank sends), a channel moving ``factor`` times
-        :data:`P2P_CHANNEL_SHARE` of :attr:`nvlink_view` (0.0: no bound). A property of the
+        :data:`P2P_CHANNEL_SHARE` of :attr:`nvlink_view`, and across the network no more than
+        ``factor`` times :data:`NET_CHANNEL_RATE` (0.0: no bound; the channels' time is each
+        byte's at its channel rate, the bytes spread over the channels). A property of the
         GPUs and of NCCL, not of the links: no link capacity changes it.
 
         >>> c = P2pComm(10, 10, 1, 2, 128 * 1024, nvlink_view=370.8e9)
         >>> round(1e9 / c.least_transfer(1e9) / 1e9, 1)      # one channel of 5.7 % of 370.8 GB/s
         21.1
+        >>> c = P2pComm(10, 10, 1, 2, 128 * 1024, nvlink_view=370.8e9, crosses=True)
+        >>> round(1e9 / c.least_transfer(1e9) / 1e9, 1)      # across the network: NCCL's 14 GB/s
+        14.0
         """
-        if self.nvlink_view <= 0 or size <= 0:
+        if size <= 0:
+            return 0.0
+        remote = self.remote_share()
+        local_rate = P2P_CHANNEL_SHARE * self.nvlink_view * factor if self.nvlink_view > 0 else math.inf
+        net_rate = min(local_rate, NET_CHANNEL_RATE * factor)
+        per_byte = (1.0 - remote) / local_rate + (remote / net_rate if remote > 0 else 0.0)
+        if per_byte <= 0:
             return 0.0
         moved = float(size) * (self.ranks - 1) / self.ranks if self.all_to_all else float(size)
-        return moved / (self.channels(size) * P2P_CHANNEL_SHARE * self.nvlink_view * factor)
+        return moved * per_byte / self.channels(size)
 
 
 def _view(tech, fallback: float) -> float:
@@ -277,7 +310,7 @@ def with_communicator(graph, ranks, hw, channels=None, all_to_all=False):
     GPU ranks ``ranks`` (None: every GPU of ``graph``; checked as every call's ranks are)."""
     nodes = gpu_nodes(graph)
     comm = list(range(len(nodes))) if ranks is None else _checks.rank_indices(graph, ranks, nodes=nodes)
-    return replace(hw, p2p=replace(p2p_comm(graph, comm, hw, channels), all_to_all=all_to_all))
+    return replace(hw, p2p=replace(p2p_comm(graph, comm, hw, channels), all_to_all=all_to_all, crosses=hw.nodes > 1))
 
 
 def least_transfer(hw, size: float, model=None) -> float:
