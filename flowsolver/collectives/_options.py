@@ -53,7 +53,8 @@ class CollectiveOptions:
         :func:`~flowsolver.collective`; ``"Simple"`` for :func:`~flowsolver.concurrent` and a
         training step's collectives).
     chunk : float
-        Pipeline chunk of tree all-reduce and ring broadcast / reduce, bytes (default 512 KiB).
+        Pipeline chunk of tree all-reduce (a channel's) and ring broadcast / reduce (what their
+        channels hold at a stage together, ``chunk / channels`` each), bytes (default 512 KiB).
     efficiency : float in (0, 1] or dict, optional
         Fraction of the raw link rate reached (all links, or by link technology); default
         the catalogue's.
