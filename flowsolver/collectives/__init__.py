@@ -55,7 +55,7 @@ Algorithms (``ALGORITHMS[op]``):
 
 * ``ring``: all-reduce, reduce-scatter, all-gather, and pipelined broadcast / reduce. A ring
   uses ``channels`` rings (default: the NIC count of a server, at most the ranks per server, when the ranks span several
-  servers, else 1). Ring ``c`` visits the GPUs of the ``k``-th server starting from local GPU
+  servers, else 1; broadcast and reduce: NCCL's channel count, the result's ``channels``, one chain each). Ring ``c`` visits the GPUs of the ``k``-th server starting from local GPU
   ``(c - k) mod m``, so it leaves a server from the GPU whose rail the next server is entered
   on: every cross-server hop but the wrap-around stays on one rail. Hops that change rail
   are routed with PXN (over NVLink to the right rail first).

@@ -53,7 +53,8 @@ class CollectiveOptions:
         :func:`~flowsolver.collective`; ``"Simple"`` for :func:`~flowsolver.concurrent` and a
         training step's collectives).
     chunk : float
-        Pipeline chunk of tree all-reduce and ring broadcast / reduce, bytes (default 512 KiB).
+        Pipeline chunk of tree all-reduce (a channel's) and ring broadcast / reduce (what their
+        channels hold at a stage together, ``chunk / channels`` each), bytes (default 512 KiB).
     efficiency : float in (0, 1] or dict, optional
         Fraction of the raw link rate reached (all links, or by link technology); default
         the catalogue's.
@@ -276,6 +277,15 @@ def check_call(op, algorithm, size, options: Options, several: bool = False):
         raise ValueError(f"protocol for {op} must be 'auto' or 'Simple', got {options.protocol!r} (a list must allow "
                          "Simple): its chain is timed with the Simple protocol (LL's and LL128's bandwidth on it is not "
                          "modelled)")
+    if op in ("send_recv", "all_to_all") and "Simple" not in options.protocols:
+        # NCCL's point-to-point path takes no NCCL_PROTO: it runs Simple, and LL only for a send of at
+        # most NCCL_P2P_LL_THRESHOLD (16 KiB) a channel on connections holding LL buffers (none across
+        # the network unless NCCL_ALLOC_P2P_NET_LL_BUFFERS=1); never LL128 (src/enqueue.cc addP2pToPlan,
+        # src/transport/net.cc, master 5067397c)
+        raise ValueError(f"protocol for {op} must be 'auto' or 'Simple', got {options.protocol!r} (a list must allow "
+                         "Simple): NCCL's point-to-point sends take no NCCL_PROTO; they run Simple, LL only below "
+                         "NCCL_P2P_LL_THRESHOLD (16 KiB a channel) inside a node, never LL128, and LL's bandwidth on "
+                         "a send is not modelled")
     return algorithm
 
 

@@ -19,7 +19,8 @@ key spelled close to one the replay reads (``model_parallel_npu_group:``) is an 
 are read past as SimAI reads them (``checkpoints: N`` and its N layer ids); header counts are
 integers >= 1 (``pp_comm`` >= 0, written ``2097152.0`` by AICB),
 the layer count an integer >= 1 with exactly that many layer rows, compute times and comm
-sizes finite numbers >= 0; anything else is a :class:`TraceError` naming the file, the
+sizes finite numbers >= 0 (ASCII digits, a point, an exponent: ``1_048_576`` or another
+script's digits is damage, not a number); anything else is a :class:`TraceError` naming the file, the
 line and the field. What a file can make the reader allocate is bounded before it is
 allocated: ``max_file_bytes`` (default 1 GiB) for the file, ``max_ranks`` (default 2**20)
 for ``all_gpus`` and ``max_nodes`` (default 10 million, up to about 9 GB) for the nodes of all
@@ -42,6 +43,7 @@ from pathlib import Path
 
 from topologies.formats import read_bytes
 
+from .._nccl_rows import _DECIMAL
 from ..training import ParallelLayout
 from ._schema import MAX_FILE_BYTES, MAX_NODES, MAX_RANKS, TraceError, check_limit
 from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload, pipeline_ranks
@@ -121,11 +123,11 @@ def _header(line: str, path, max_ranks: int, no: int = 1) -> dict:
 
 
 def _amount(token: str, where: str, column: int, unit: str) -> float:
-    """A layer row's number (``column`` indexes :data:`_COLUMNS`): finite and >= 0."""
-    try:
-        value = float(token)
-    except ValueError:
-        value = math.nan
+    """A layer row's number (``column`` indexes :data:`_COLUMNS`): finite and >= 0, written
+    with ASCII digits, a point and an exponent only (Python's float() would also take
+    ``1_048_576`` and other scripts' digits, where SimAI's C++ stream read stops at the ``_``:
+    a damaged row read as other numbers)."""
+    value = float(token) if _DECIMAL.fullmatch(token) else math.nan
     if not math.isfinite(value) or value < 0:
         raise TraceError(f"{where}: {_COLUMNS[column]} (column {column + 1}) must be a number of {unit} >= 0, got "
                          f"{token!r:.40}")
@@ -149,10 +151,8 @@ def _rows(lines, path):
     """The layer rows; ``lines`` are (line number, text) of the file's non-blank lines."""
     no, text = lines[1]
     token = text.split()[0]
-    try:
-        count = int(token)
-    except ValueError:
-        count = 0
+    # ASCII digits only (int() would also take "1_0" and other scripts' digits)
+    count = (int(token) if len(token) <= 18 else 10**18) if token.isascii() and token.isdecimal() else 0
     if count < 1:
         raise TraceError(f"{path}: line {no}: the layer count must be an integer >= 1, got {token:.40}")
     if count + 2 < len(lines):

@@ -131,6 +131,21 @@ def test_broadcast_and_reduce_refuse_a_protocol_their_chain_does_not_model(op, p
     assert collective(g, op, 2 ** 30, protocol="Simple").time == collective(g, op, 2 ** 30).time
 
 
+@pytest.mark.parametrize("op", ["send_recv", "all_to_all"])
+@pytest.mark.parametrize("protocol", ["LL", "LL128", ["LL", "LL128"]])
+def test_sends_refuse_a_protocol_nccl_does_not_let_them_run(op, protocol):
+    # adv18a F3: send_recv / all_to_all forced to LL came out faster than Simple at 1 GiB (12708
+    # against 12713 us on 2 x 8 H100), LL's latency at Simple's bandwidth. NCCL's p2p path takes no
+    # NCCL_PROTO (src/enqueue.cc addP2pToPlan: LL only at <= 16 KiB a channel, never LL128)
+    import topologies as tp
+    from flowsolver import collective
+    g = tp.rail_optimized(2)
+    with pytest.raises(ValueError, match=f"protocol for {op} must be 'auto' or 'Simple', got .*LL"):
+        collective(g, op, 2 ** 20, protocol=protocol)
+    # a list that allows Simple is NCCL's own choice, as "auto"
+    assert collective(g, op, 2 ** 20, protocol=["LL", "Simple"]).time == collective(g, op, 2 ** 20).time
+
+
 def test_the_result_says_how_many_channels_run_at_its_size():
     # NCCL (enqueue.cc topoGetAlgoInfo) drops a channel while nBytes < nc x 512 threads x 64
     # (Simple's thread threshold): on 2 x 8 H100 (16 channels) a tree Simple all-reduce of

@@ -109,6 +109,18 @@ def test_expert_scopes_run_in_the_ep_and_the_expert_dp_groups(tmp_path):
      + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "checkpoints announces 3 layer ids, the line holds 2"),
     (HEADER.format(tp=8, n=8).replace("ga: 1", "ga: \u00b2") + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1",
      "ga must be an integer"),
+    # float() and int() take digit separators and other scripts' digits: SimAI's C++ stream read stops at
+    # the "_" (adv18a F4: 1_048_576 and Arabic-Indic digits were both read as 1 MiB)
+    (HEADER.format(tp=8, n=8) + "\n1\nx -1 1000 ALLREDUCE 1_048_576 1000 NONE 0 1000 ALLREDUCE 2097152 100",
+     r"line 3: fwd_comm_size \(column 5\) must be a number of bytes >= 0, got '1_048_576'"),
+    (HEADER.format(tp=8, n=8) + "\n1\nx -1 1000 ALLREDUCE \u0661\u0660\u0664\u0668\u0665\u0667\u0666 1000 NONE 0 "
+     "1000 NONE 0 1", r"line 3: fwd_comm_size \(column 5\)"),
+    (HEADER.format(tp=8, n=8) + "\n1\nx -1 1_000 NONE 0 1 NONE 0 1 NONE 0 1", r"line 3: fwd_compute \(column 3\)"),
+    (HEADER.format(tp=8, n=8) + "\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1e\u0663", r"line 3: wg_update \(column 12\)"),
+    (HEADER.format(tp=8, n=8) + "\n\u0661\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "line 2: the layer count must be an "
+     "integer"),
+    (HEADER.format(tp=8, n=8) + "\n0_1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1", "line 2: the layer count must be an "
+     "integer"),
 ])
 def test_bad_simai_files_name_the_line(tmp_path, text, match):
     path = tmp_path / "w.txt"
