@@ -39,9 +39,18 @@ def _checked_spec(spec) -> dict:
     return spec
 
 
+def _sends_simple(op, options):
+    """``options`` for ``op``: a job's protocol setting is NCCL_PROTO's, which NCCL's sends do
+    not take: a send / receive and an all-to-all run Simple (LL only for small parts inside a
+    node; src/enqueue.cc addP2pToPlan), whatever the collectives beside them run (a single
+    :func:`collective` call asking LL of a send is refused)."""
+    return replace(options, protocol="Simple") if op in ("send_recv", "all_to_all") else options
+
+
 def _plan(graph, spec, options):
-    """(ranks, algorithm, steps) of one collective; ``"auto"`` is the fastest alone."""
-    opts = replace(options, channels=spec.get("channels"))
+    """(ranks, algorithm, steps, options) of one collective (its options: :func:`_sends_simple`);
+    ``"auto"`` is the fastest alone."""
+    opts = _sends_simple(spec["op"], replace(options, channels=spec.get("channels")))
     algorithm = spec.get("algorithm", "auto")
     check_call(spec["op"], algorithm, spec["size"], opts)     # the protocol as given, also under auto
     if algorithm == "auto":   # NCCL's choice alone, as collective() makes it (collective_with checks every argument)
@@ -58,7 +67,7 @@ def _plan(graph, spec, options):
     # has no steps of its own: the event engine runs the ring's
     steps_of = "ring" if algorithm_of(algorithm).derived(spec["op"]) else algorithm
     return tuple(ranks), algorithm, schedule(spec["op"], steps_of, len(ranks), float(spec["size"]), layout,
-                                             float(options.chunk))
+                                             float(options.chunk)), opts
 
 
 class _Routed:
@@ -67,30 +76,33 @@ class _Routed:
     def __init__(self, graph, options):
         self.graph, self.options, self.cache = graph, options, {}
 
-    def __call__(self, ranks, flows):
-        key = (ranks, flows)
+    def __call__(self, ranks, flows, options=None):
+        """(routing, sizes, step latency, each flow's) of a step, its latency at ``options``'
+        step protocol (default the call's)."""
+        options = self.options if options is None else options
+        key = (ranks, flows, options.step_protocol)
         if key not in self.cache:
-            rm, sizes = route_step(self.graph, list(ranks), flows, self.options)
-            step, per_flow = step_latencies(rm, np.zeros(rm.n_flows, dtype=np.int64), 1, self.options, per_flow=True)
+            rm, sizes = route_step(self.graph, list(ranks), flows, options)
+            step, per_flow = step_latencies(rm, np.zeros(rm.n_flows, dtype=np.int64), 1, options, per_flow=True)
             self.cache[key] = (rm, sizes, float(step[0]), per_flow)
         return self.cache[key]
 
 
-def _timeline(plans, routed, cap, base):
-    """Event-driven run of several step sequences sharing the fabric (every step after the
-    previous one of its collective and its latency; the first after the base latency too):
-    the finish time of each, and the engine's status."""
+def _timeline(plans, routed, cap):
+    """Event-driven run of several step sequences (``(ranks, steps, options)``) sharing the
+    fabric (every step after the previous one of its collective and its latency; the first
+    after its options' base latency too): the finish time of each, and the engine's status."""
     parts, sizes, after, delay, last = [], [], [], [], []
-    for ranks, steps in plans:
+    for ranks, steps, opts in plans:
         for j, st in enumerate(steps):
-            rm, size, latency, per_flow = routed(ranks, st.flows)
+            rm, size, latency, per_flow = routed(ranks, st.flows, opts)
             # the step's slowest hop, or one channel's where channels pipeline apart (Step.latency_flows)
             latency = latency if st.latency_flows is None else float(np.max(per_flow[list(st.latency_flows)]))
-            latency += step_peer_latency(st, routed.options)      # NCCL's grouped sends: each further peer
+            latency += step_peer_latency(st, opts)      # NCCL's grouped sends: each further peer
             # the step's latencies spread evenly over its repetitions
             for r in range(st.count):
                 after.append(len(parts) - 1 if j or r else -1)
-                delay.append(latency * (st.latency_count / st.count) + (0.0 if j or r else base))
+                delay.append(latency * (st.latency_count / st.count) + (0.0 if j or r else opts.base))
                 parts.append(rm)
                 sizes.append(size)
         last.append(len(parts) - 1)
@@ -223,7 +235,7 @@ def _p2p_floor(graph, spec, ranks, steps, routed, options, model) -> float:
     hw = with_communicator(graph, spec.get("ranks"), describe(graph, pair, layout, spec.get("channels"),
                                                                options.efficiency, options.pxn), spec.get("channels"))
     least = least_transfer(hw, float(spec["size"]), model)
-    return 0.0 if least <= 0 else options.base + routed(ranks, steps[0].flows)[2] + least
+    return 0.0 if least <= 0 else options.base + routed(ranks, steps[0].flows, options)[2] + least
 
 
 def _events(graph, collectives, options, alone, model=None) -> ConcurrentResult:
@@ -231,22 +243,22 @@ def _events(graph, collectives, options, alone, model=None) -> ConcurrentResult:
     its P2P channels allow, :func:`_p2p_floor`)."""
     specs = [_checked_spec(spec) for spec in collectives]
     planned = [_plan(graph, spec, options) for spec in specs]
-    plans = [(ranks, steps) for ranks, _, steps in planned]
+    plans = [(ranks, steps, opts) for ranks, _, steps, opts in planned]
     routed = _Routed(graph, options)
-    floors = [_p2p_floor(graph, spec, ranks, steps, routed, options, model)
-              for spec, (ranks, steps) in zip(specs, plans)]
+    floors = [_p2p_floor(graph, spec, ranks, steps, routed, opts, model)
+              for spec, (ranks, steps, opts) in zip(specs, plans)]
     # the links holding the first steps of all of them together
-    firsts = [routed(ranks, steps[0].flows)[:2] for ranks, steps in plans]
+    firsts = [routed(ranks, steps[0].flows, opts)[:2] for ranks, steps, opts in plans]
     cap = firsts[0][0].links.effective_capacity(options.efficiency)
     stacked = RoutingMatrix.stack([rm for rm, _ in firsts])
     bottleneck = solve_steps(stacked, None, np.concatenate([sz for _, sz in firsts]), cap)[0].bottleneck
-    alone_t = [max(_timeline([plan], routed, cap, options.base)[0][0], floor) if alone else np.nan
+    alone_t = [max(_timeline([plan], routed, cap)[0][0], floor) if alone else np.nan
                for plan, floor in zip(plans, floors)]
-    together, status = _timeline(plans, routed, cap, options.base)
+    together, status = _timeline(plans, routed, cap)
     together = [max(t, floor) for t, floor in zip(together, floors)]
     return ConcurrentResult(alone=tuple(alone_t), together=tuple(together),
                             slowdown=tuple(t / a for t, a in zip(together, alone_t)),
-                            makespan=max(together), algorithms=tuple(a for _, a, _ in planned),
+                            makespan=max(together), algorithms=tuple(a for _, a, _, _ in planned),
                             bottleneck=bottleneck, status=status)
 
 
@@ -263,7 +275,7 @@ def _lockstep(graph, kinds, options, alone, model=None) -> list:
         op, size, algorithm, channels = found.pop()
         # the groups together are one collective of the merged steps: NCCL's cost model times it,
         # as it times collective() (unless step_latency turns the model off)
-        opts = replace(options, channels=channels, tuner=options.step_latency is None)
+        opts = _sends_simple(op, replace(options, channels=channels, tuner=options.step_latency is None))
         check_call(op, algorithm, size, opts)
         calls.append(Call(op, size, [spec.get("ranks") for spec in specs], algorithm, opts, model))
         specs_of.append(specs)

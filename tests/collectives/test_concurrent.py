@@ -217,3 +217,22 @@ def test_auto_chooses_among_the_protocols_a_list_allows(size, protocols):
     assert r.algorithms == (limited.algorithm,)
     # one name keeps the engine's constants and NCCL's free choice (concurrent's default Simple)
     assert concurrent(g, [dict(op="all_reduce", size=size)], alone=False).algorithms == (free.algorithm,)
+
+
+def test_a_jobs_protocol_leaves_its_sends_to_simple_as_nccl_does():
+    """NCCL_PROTO governs the collectives, not the sends (src/enqueue.cc addP2pToPlan: Simple,
+    LL only for small parts inside a node): a job run with LL (a training step's
+    collective_options) times its pipeline sends and expert all-to-alls as with Simple,
+    where a single collective() call asking LL of a send is refused."""
+    g = tp.rail_optimized(2)
+    for op in ("send_recv", "all_to_all"):
+        spec = [dict(op=op, size=2 ** 26, ranks=[0, 8])]
+        ll, simple = concurrent(g, spec, protocol="LL"), concurrent(g, spec, protocol="Simple")
+        assert ll.makespan == simple.makespan, op
+        with pytest.raises(ValueError, match=f"protocol for {op} must be"):
+            collective(g, op, 2 ** 26, ranks=[0, 8], protocol="LL")
+    # a training step with LL for its collectives runs (its PP sends as Simple)
+    from flowsolver import Parallelism, Schedule, training_step
+    r = training_step(g, "llama-3-8b", Parallelism(tp=8, pp=2), Schedule(global_batch=16),
+                      collective_options={"protocol": "LL"})
+    assert math.isfinite(r.step_time)
