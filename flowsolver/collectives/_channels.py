@@ -90,10 +90,13 @@ def nvls_channel_count(generation: str | None, nodes: int) -> int:
 
 #: the most a P2P channel moves, as a share of the GPU's NVLink bandwidth (:attr:`~._p2p.P2pComm.nvlink_view`:
 #: 370.8 GB/s on H100, 240 on A100, NCCL's ``links x ncclTopoNVLinkBw``). Fitted on the 76 send /
-#: receive points of the corpus (xxrjun/nccl-tests-cluster H100 over NVLink and NDR, li-plus A100
-#: over NVLink; ``benchmarks/validate.py`` prints the fit, 0.057, and its leave-one-source-out
-#: folds, 0.054-0.060). Measured a channel: 18.7-20.4 GB/s over H100 NVLink on one node (5.4 %),
-#: 24.9-26.2 GB/s over H100's 400 Gb/s NDR NIC (6.7-7.1 %), 13.9 GB/s over A100 NVLink (5.8 %).
+#: receive points of the corpus of 2026-12-05 (xxrjun/nccl-tests-cluster H100 over NVLink and NDR,
+#: li-plus A100 over NVLink; 0.057, leave-one-source-out folds 0.054-0.060). Measured a channel:
+#: 18.7-20.4 GB/s over H100 NVLink on one node (5.4 %), 13.9 GB/s over A100 NVLink (5.8 %). Across
+#: the network a channel moves NCCL's 14 GB/s (:data:`~._p2p.NET_CHANNEL_RATE`, since 2026-12-07):
+#: on today's corpus (Together's B200 sends added) ``benchmarks/validate.py`` fits 0.054 (folds
+#: 0.0537-0.0541); the shipped value is kept because it also prices a Simple collective's idle-channel
+#: CTAs (``_nccl_timing._cta_rate``), whose points a change would move: to refit with them.
 P2P_CHANNEL_SHARE = 0.057
 
 
