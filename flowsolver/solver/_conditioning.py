@@ -67,7 +67,7 @@ from dataclasses import replace
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from . import _exact
+from . import _exact, _float32
 from ._allocation import Raw
 from .._tolerance import RTOL
 from ._ties import DENSE_KEYS
@@ -374,10 +374,25 @@ def settle(problem, raw, method: str):
     """``raw`` (a float method's result) with every ill-conditioned scenario re-solved
     exactly, and the mask of the scenarios of a batch that could not be (too large). A
     single ill-conditioned scenario too large to solve exactly raises ``ValueError``.
-    ``method``: the method that ran (``"dense"`` in float32 is held to float32's limit)."""
+    ``method``: the method that ran (``"dense"`` in float32 is held to float32's limit, and
+    first re-solved in float64 where its residuals cancel: :mod:`~flowsolver.solver._float32`,
+    whatever the spread)."""
     rm = problem.routing
+    redone = ill32 = None
+    if method == "dense" and np.dtype(problem.dtype) == np.float32:
+        raw, ill32, redone = _float32.recheck(problem, raw)
     if method == "exact" or spread(rm, problem.weights) <= SPREAD_TRUSTED:
-        return raw, None
+        return raw, ill32
+    raw, ill = _settle_spread(problem, raw, method, redone)
+    if ill32 is None or ill is None:
+        return raw, ill if ill32 is None else ill32
+    return raw, ill | ill32
+
+
+def _settle_spread(problem, raw, method: str, redone=None):
+    """:func:`settle` past the spread test (``redone``: scenarios already re-solved and checked
+    in float64, skipped)."""
+    rm = problem.routing
     limit = LIMITS[np.dtype(problem.dtype) if method == "dense" else np.dtype("float64")]
     single = problem.batch is None
     # problem arrays may be shared by every scenario (1-D); a batch's results never are
@@ -385,7 +400,7 @@ def settle(problem, raw, method: str):
     mine = (lambda a, i: a) if single else (lambda a, i: a[i])  # noqa: E731
     bad = []
     for i in range(1 if single else problem.batch):
-        if not bool(mine(raw.converged, i)):
+        if not bool(mine(raw.converged, i)) or (redone is not None and redone[i]):
             continue
         factor = factored_error_factor(rm, pick(problem.capacity, i), pick(problem.weights, i),
                                        np.asarray(mine(raw.rates, i), dtype=np.float64), mine(raw.bottleneck, i),

@@ -1,0 +1,154 @@
+"""float32 dense solves held to float32's promise (1e-5 .. 1e-3 relative of float64): where a
+link's residual ``c - F`` cancels, the scenario is re-solved in float64 and rounded.
+
+Where float32 loses. The dense kernel in float32 computes a link's fair share as ``(c - F) /
+W``, with ``c`` rounded to float32 and ``F``, the load of the flows frozen on the link
+earlier, a float32 sum of up to ``n`` terms: its error is some ``sqrt(n)`` roundings of ``c``
+(a random walk; ``n`` in the worst case), against what is left, the load ``R`` of the link's
+own flows. Many flows frozen elsewhere that share one link with a later flow make ``c / R``
+large whatever the weights: 100,000 unit-weight flows each held by its own link, all
+crossing a link that leaves 2.5e6 bytes/s to one more flow, gave that flow 2.69e6 (7.5 %
+off, the link 1.2e-6 over its capacity, status ok; adv18c, 2026-12-07). The spread test of
+:mod:`~flowsolver.solver._conditioning` does not see it (unit weights), and its bound takes
+one sparse product per distinct level (51 s on that problem).
+
+The estimate. From the float32 solution, per bottleneck link ``b``: ``u c_b sqrt(n_b) / R_b``
+(``u = 2**-24``, float32's rounding unit; ``n_b`` the flows on ``b``; ``R_b`` the load of the
+flows whose bottleneck ``b`` is), the largest over the scenario's links. It needs each
+flow's entry on its bottleneck link (a pass over the expanded matrix), so it is screened
+first by an upper bound from per-flow and per-link figures alone: ``R_b >= t_b m_b a w``
+(``t_b`` the level of ``b``'s flows, ``m_b`` their number, ``a w`` the smallest fraction x
+coefficient x weight of the problem): the estimate itself where fractions and weights are 1
+(fat_tree(8)'s ecmp_hash all-to-all and a 128-scenario failure batch of a ring all-reduce
+clear it without expanding anything). Measured against float64
+(2026-12-07): fat_tree(8) all-to-all with ecmp_hash, estimate 6.4e-5, error 7.0e-5; the
+construction above at 1,000 / 10,000 / 100,000 flows, estimates 1.1e-3 / 3.6e-2 / 1.1,
+errors 1.9e-4 / 1.2e-2 / 7.5e-2. Chains (a link's cancelled share feeding another's
+residual) are not in it: it is an estimate, not a bound.
+
+What happens. A scenario whose estimate exceeds :data:`LIMIT` is re-solved with the dense
+method in float64 (then checked as any float64 solve is) and its results rounded to float32;
+the others keep the float32 kernel's results (checked against float64 in
+``tests/solver/test_float32_cancellation.py``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import replace
+
+import jax
+import numpy as np
+
+from ._allocation import Raw
+
+#: float32's rounding unit
+U32 = 2.0 ** -24
+#: the estimated relative error (see above) above which a float32 dense scenario is re-solved
+#: in float64: a tenth of the 1e-3 the docs promise at worst for float32 (the estimate ran
+#: low by 1.1x on fat_tree(8), high by 5-15x on the cancelling construction)
+LIMIT = 1e-4
+
+#: per RoutingMatrix (held weakly): the number of flows on each link
+_COUNTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _flows_per_link(rm) -> np.ndarray:
+    """The number of flows crossing each link (a flow crossing a link twice counts twice)."""
+    if (known := _COUNTS.get(rm)) is None:
+        per_seg = np.zeros(rm.n_segments)
+        for k in range(rm.slots):
+            segs = rm.flow_seg[:, k]
+            per_seg += np.bincount(segs[segs >= 0], minlength=rm.n_segments)
+        known = _COUNTS[rm] = np.bincount(rm.seg_link, weights=per_seg[rm.entry_segment], minlength=rm.n_links)
+    return known
+
+
+def estimates(rm, capacity, weights, rates, bottleneck, converged) -> np.ndarray:
+    """Per scenario, the estimated relative error of float32 dense rates from cancelling
+    residuals (see the module docstring); 0 where it clears the screen below :data:`LIMIT`
+    (the screen's bound is then returned instead) and for a scenario that did not converge
+    (it reports NOT_CONVERGED). ``capacity`` (links,) or (B, links), ``weights`` (flows,) or
+    (B, flows), ``rates`` and ``bottleneck`` (B, flows), ``converged`` (B,).
+
+    >>> import scipy.sparse as sp
+    >>> from flowsolver import RoutingMatrix
+    >>> rm = RoutingMatrix.from_scipy(sp.csc_matrix([[1.0, 1.0]]))       # one link, two flows
+    >>> e = estimates(rm, np.array([2.0]), np.ones(2), np.array([[1.0, 1.0]]), np.array([[0, 0]]), np.array([True]))
+    >>> bool(abs(e[0] - 2 ** 0.5 * 2.0 ** -24) < 1e-20)     # c / R = 1, n = 2: sqrt(2) u
+    True
+    """
+    from ._conditioning import _fraction_range     # (the conditioning check imports this module)
+
+    L, N = rm.n_links, rm.n_flows
+    x = np.asarray(rates, dtype=np.float64)
+    b = np.asarray(bottleneck).astype(np.int64)
+    B = x.shape[0]
+    w = np.broadcast_to(np.asarray(weights, dtype=np.float64), (B, N))
+    cap = np.broadcast_to(np.asarray(capacity, dtype=np.float64), (B, L))
+    root_n = np.sqrt(_flows_per_link(rm))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = x / w
+    # the screen: t_b per (scenario, link) from its flows, R_b >= t_b x (smallest a x w)
+    t = np.full(B * L, np.inf)
+    own = b >= 0
+    flat = (b + (np.arange(B) * L)[:, None])[own]
+    t[flat] = level[own]
+    t = t.reshape(B, L)
+    count = np.bincount(flat, minlength=B * L).reshape(B, L)      # each link's own flows
+    frac_lo = _fraction_range(rm)[1]
+    least = frac_lo * w.min(axis=1, initial=np.inf)[:, None]
+    live = np.isfinite(t) & (cap > 0) & np.isfinite(cap)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        screen = np.where(live, U32 * cap * root_n / (t * least * count), 0.0)
+    out = screen.max(axis=1, initial=0.0)
+    out[~np.asarray(converged, dtype=bool).reshape(-1)] = 0.0
+    look = np.flatnonzero(out > LIMIT)
+    if not len(look):
+        return out
+    A = rm.to_scipy("csc")                      # columns: each flow's entries (duplicates summed)
+    rows = A.indices.astype(np.int64)
+    cols = np.repeat(np.arange(N), np.diff(A.indptr))
+    for i in look:                             # the estimate itself, from each flow's own entry
+        own = b[i, cols] == rows
+        R = np.bincount(rows[own], weights=A.data[own] * x[i, cols[own]], minlength=L)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            e = np.where(live[i], U32 * cap[i] * root_n / R, 0.0)   # R = 0 under c > 0: inf
+        out[i] = float(e.max(initial=0.0))
+    return out
+
+
+def recheck(problem, raw):
+    """``raw`` (a float32 dense result) with every scenario whose :func:`estimates` exceeds
+    :data:`LIMIT` re-solved in float64 (dense method, then the float64 conditioning check of
+    :func:`~flowsolver.solver._conditioning.settle`) and rounded to float32. Returns the raw
+    result, the ILL_CONDITIONED mask of a batch from those re-solves (or None), and the
+    re-solved scenarios (a boolean mask; a single scenario: shape (1,))."""
+    from . import _conditioning, _dense      # (the conditioning check imports this module)
+
+    single = problem.batch is None
+    as2 = (lambda a: np.asarray(a)[None]) if single else np.asarray      # noqa: E731
+    est = estimates(problem.routing, problem.capacity, problem.weights, as2(raw.rates), as2(raw.bottleneck),
+                    as2(raw.converged).reshape(-1))
+    redo = est > LIMIT
+    if not redo.any():
+        return raw, None, redo
+    bad = np.flatnonzero(redo)
+    pick = (lambda a: a) if single else (lambda a: a if a.ndim == 1 else a[bad])   # noqa: E731
+    sub = replace(problem, capacity=pick(problem.capacity), weights=pick(problem.weights),
+                  demands=pick(problem.demands), unbounded=pick(problem.unbounded),
+                  batch=None if single else len(bad), dtype=np.dtype("float64"))
+    with jax.enable_x64(True):
+        raw64 = _dense.solve(sub)
+    raw64, ill64 = _conditioning.settle(sub, raw64, "dense")
+    if single:
+        fields = [np.asarray(v).astype(np.asarray(f).dtype) for v, f in zip(raw64[:5], raw[:5])]
+        return Raw(*fields), None, redo
+    fields = [np.array(f, copy=True) for f in raw[:5]]    # utilizations recomputed from the loads
+    for f, v in zip(fields, raw64[:5]):
+        f[bad] = np.asarray(v).astype(f.dtype)
+    ill = None
+    if ill64 is not None:
+        ill = np.zeros(problem.batch, dtype=bool)
+        ill[bad] = ill64
+    return Raw(*fields), ill, redo
