@@ -64,10 +64,11 @@ from __future__ import annotations
 import weakref
 from dataclasses import replace
 
+import jax
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from . import _exact, _float32
+from . import _dense, _exact, _float32
 from ._allocation import Raw
 from .._tolerance import RTOL
 from ._ties import DENSE_KEYS
@@ -380,7 +381,7 @@ def settle(problem, raw, method: str):
     rm = problem.routing
     redone = ill32 = None
     if method == "dense" and np.dtype(problem.dtype) == np.float32:
-        raw, ill32, redone = _float32.recheck(problem, raw)
+        raw, ill32, redone = _recheck_float32(problem, raw)
     if method == "exact" or spread(rm, problem.weights) <= SPREAD_TRUSTED:
         return raw, ill32
     raw, ill = _settle_spread(problem, raw, method, redone)
@@ -431,3 +432,37 @@ def _settle_spread(problem, raw, method: str, redone=None):
             for f, v in zip(fields, one):
                 f[i] = v
     return Raw(*fields), None
+
+
+def _recheck_float32(problem, raw):
+    """``raw`` (a float32 dense result) with every scenario whose
+    :func:`~flowsolver.solver._float32.estimates` exceeds :data:`~flowsolver.solver._float32.LIMIT`
+    re-solved in float64 (dense method, then the float64 check of :func:`settle`) and rounded
+    to float32. Returns the raw result, the ILL_CONDITIONED mask of a batch from those
+    re-solves (or None), and the re-solved scenarios (a boolean mask; a single scenario: shape (1,))."""
+    single = problem.batch is None
+    as2 = (lambda a: np.asarray(a)[None]) if single else np.asarray      # noqa: E731
+    est = _float32.estimates(problem.routing, problem.capacity, problem.weights, as2(raw.rates), as2(raw.bottleneck),
+                             as2(raw.converged).reshape(-1), _fraction_range(problem.routing)[1])
+    redo = est > _float32.LIMIT
+    if not redo.any():
+        return raw, None, redo
+    bad = np.flatnonzero(redo)
+    pick = (lambda a: a) if single else (lambda a: a if a.ndim == 1 else a[bad])   # noqa: E731
+    sub = replace(problem, capacity=pick(problem.capacity), weights=pick(problem.weights),
+                  demands=pick(problem.demands), unbounded=pick(problem.unbounded),
+                  batch=None if single else len(bad), dtype=np.dtype("float64"), invalid=None, given=None)
+    with jax.enable_x64(True):
+        raw64 = _dense.solve(sub)
+    raw64, ill64 = settle(sub, raw64, "dense")
+    if single:
+        fields = [np.asarray(v).astype(np.asarray(f).dtype) for v, f in zip(raw64[:5], raw[:5])]
+        return Raw(*fields), None, redo
+    fields = [np.array(f, copy=True) for f in raw[:5]]    # utilizations recomputed from the loads
+    for f, v in zip(fields, raw64[:5]):
+        f[bad] = np.asarray(v).astype(f.dtype)
+    ill = None
+    if ill64 is not None:
+        ill = np.zeros(problem.batch, dtype=bool)
+        ill[bad] = ill64
+    return Raw(*fields), ill, redo

@@ -26,7 +26,8 @@ construction above at 1,000 / 10,000 / 100,000 flows, estimates 1.1e-3 / 3.6e-2 
 errors 1.9e-4 / 1.2e-2 / 7.5e-2. Chains (a link's cancelled share feeding another's
 residual) are not in it: it is an estimate, not a bound.
 
-What happens. A scenario whose estimate exceeds :data:`LIMIT` is re-solved with the dense
+What happens (``_conditioning.settle``, for every float32 dense solve, whatever the weights'
+spread). A scenario whose estimate exceeds :data:`LIMIT` is re-solved with the dense
 method in float64 (then checked as any float64 solve is) and its results rounded to float32;
 the others keep the float32 kernel's results (checked against float64 in
 ``tests/solver/test_float32_cancellation.py``).
@@ -35,12 +36,8 @@ the others keep the float32 kernel's results (checked against float64 in
 from __future__ import annotations
 
 import weakref
-from dataclasses import replace
 
-import jax
 import numpy as np
-
-from ._allocation import Raw
 
 #: float32's rounding unit
 U32 = 2.0 ** -24
@@ -64,12 +61,13 @@ def _flows_per_link(rm) -> np.ndarray:
     return known
 
 
-def estimates(rm, capacity, weights, rates, bottleneck, converged) -> np.ndarray:
+def estimates(rm, capacity, weights, rates, bottleneck, converged, frac_lo=None) -> np.ndarray:
     """Per scenario, the estimated relative error of float32 dense rates from cancelling
     residuals (see the module docstring); 0 where it clears the screen below :data:`LIMIT`
     (the screen's bound is then returned instead) and for a scenario that did not converge
     (it reports NOT_CONVERGED). ``capacity`` (links,) or (B, links), ``weights`` (flows,) or
-    (B, flows), ``rates`` and ``bottleneck`` (B, flows), ``converged`` (B,).
+    (B, flows), ``rates`` and ``bottleneck`` (B, flows), ``converged`` (B,); ``frac_lo`` the
+    smallest fraction x coefficient of ``rm`` (worked out when not given).
 
     >>> import scipy.sparse as sp
     >>> from flowsolver import RoutingMatrix
@@ -78,8 +76,6 @@ def estimates(rm, capacity, weights, rates, bottleneck, converged) -> np.ndarray
     >>> bool(abs(e[0] - 2 ** 0.5 * 2.0 ** -24) < 1e-20)     # c / R = 1, n = 2: sqrt(2) u
     True
     """
-    from ._conditioning import _fraction_range     # (the conditioning check imports this module)
-
     L, N = rm.n_links, rm.n_flows
     x = np.asarray(rates, dtype=np.float64)
     b = np.asarray(bottleneck).astype(np.int64)
@@ -96,7 +92,10 @@ def estimates(rm, capacity, weights, rates, bottleneck, converged) -> np.ndarray
     t[flat] = level[own]
     t = t.reshape(B, L)
     count = np.bincount(flat, minlength=B * L).reshape(B, L)      # each link's own flows
-    frac_lo = _fraction_range(rm)[1]
+    if frac_lo is None:
+        frac = rm.seg_frac[rm.seg_frac > 0]
+        coef = 1.0 if rm.flow_coef is None else rm.flow_coef[(rm.flow_seg >= 0) & (rm.flow_coef > 0)].min(initial=1.0)
+        frac_lo = float(frac.min(initial=1.0) * coef)
     least = frac_lo * w.min(axis=1, initial=np.inf)[:, None]
     live = np.isfinite(t) & (cap > 0) & np.isfinite(cap)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -116,39 +115,3 @@ def estimates(rm, capacity, weights, rates, bottleneck, converged) -> np.ndarray
             e = np.where(live[i], U32 * cap[i] * root_n / R, 0.0)   # R = 0 under c > 0: inf
         out[i] = float(e.max(initial=0.0))
     return out
-
-
-def recheck(problem, raw):
-    """``raw`` (a float32 dense result) with every scenario whose :func:`estimates` exceeds
-    :data:`LIMIT` re-solved in float64 (dense method, then the float64 conditioning check of
-    :func:`~flowsolver.solver._conditioning.settle`) and rounded to float32. Returns the raw
-    result, the ILL_CONDITIONED mask of a batch from those re-solves (or None), and the
-    re-solved scenarios (a boolean mask; a single scenario: shape (1,))."""
-    from . import _conditioning, _dense      # (the conditioning check imports this module)
-
-    single = problem.batch is None
-    as2 = (lambda a: np.asarray(a)[None]) if single else np.asarray      # noqa: E731
-    est = estimates(problem.routing, problem.capacity, problem.weights, as2(raw.rates), as2(raw.bottleneck),
-                    as2(raw.converged).reshape(-1))
-    redo = est > LIMIT
-    if not redo.any():
-        return raw, None, redo
-    bad = np.flatnonzero(redo)
-    pick = (lambda a: a) if single else (lambda a: a if a.ndim == 1 else a[bad])   # noqa: E731
-    sub = replace(problem, capacity=pick(problem.capacity), weights=pick(problem.weights),
-                  demands=pick(problem.demands), unbounded=pick(problem.unbounded),
-                  batch=None if single else len(bad), dtype=np.dtype("float64"))
-    with jax.enable_x64(True):
-        raw64 = _dense.solve(sub)
-    raw64, ill64 = _conditioning.settle(sub, raw64, "dense")
-    if single:
-        fields = [np.asarray(v).astype(np.asarray(f).dtype) for v, f in zip(raw64[:5], raw[:5])]
-        return Raw(*fields), None, redo
-    fields = [np.array(f, copy=True) for f in raw[:5]]    # utilizations recomputed from the loads
-    for f, v in zip(fields, raw64[:5]):
-        f[bad] = np.asarray(v).astype(f.dtype)
-    ill = None
-    if ill64 is not None:
-        ill = np.zeros(problem.batch, dtype=bool)
-        ill[bad] = ill64
-    return Raw(*fields), ill, redo
