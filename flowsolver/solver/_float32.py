@@ -83,24 +83,25 @@ def estimates(rm, capacity, weights, rates, bottleneck, converged, frac_lo=None)
     w = np.broadcast_to(np.asarray(weights, dtype=np.float64), (B, N))
     cap = np.broadcast_to(np.asarray(capacity, dtype=np.float64), (B, L))
     root_n = np.sqrt(_flows_per_link(rm))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        level = x / w
-    # the screen: t_b per (scenario, link) from its flows, R_b >= t_b x (smallest a x w)
-    t = np.full(B * L, np.inf)
-    own = b >= 0
-    flat = (b + (np.arange(B) * L)[:, None])[own]
-    t[flat] = level[own]
-    t = t.reshape(B, L)
-    count = np.bincount(flat, minlength=B * L).reshape(B, L)      # each link's own flows
     if frac_lo is None:
         frac = rm.seg_frac[rm.seg_frac > 0]
         coef = 1.0 if rm.flow_coef is None else rm.flow_coef[(rm.flow_seg >= 0) & (rm.flow_coef > 0)].min(initial=1.0)
         frac_lo = float(frac.min(initial=1.0) * coef)
-    least = frac_lo * w.min(axis=1, initial=np.inf)[:, None]
-    live = np.isfinite(t) & (cap > 0) & np.isfinite(cap)
+    least = frac_lo * w.min(axis=1, initial=np.inf)
+    # the screen, over the flows frozen at a link (a link's own flows share its level t_b):
+    # u c_b sqrt(n_b) / (t_b m_b a w) with R_b >= t_b m_b a w
+    s_of, f_of = np.nonzero(b >= 0)                     # scenario-major: s_of ascending
+    link = b[s_of, f_of]
+    flat = link + s_of * L
+    count = np.bincount(flat, minlength=B * L)          # each link's own flows
+    c = cap[s_of, link]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        screen = np.where(live, U32 * cap * root_n / (t * least * count), 0.0)
-    out = screen.max(axis=1, initial=0.0)
+        val = U32 * c * root_n[link] * w[s_of, f_of] / (x[s_of, f_of] * least[s_of] * count[flat])
+    val = np.where((c > 0) & np.isfinite(c), val, 0.0)
+    out = np.zeros(B)
+    if len(s_of):
+        starts = np.flatnonzero(np.r_[True, s_of[1:] != s_of[:-1]])
+        out[s_of[starts]] = np.maximum.reduceat(val, starts)
     out[~np.asarray(converged, dtype=bool).reshape(-1)] = 0.0
     look = np.flatnonzero(out > LIMIT)
     if not len(look):
@@ -111,7 +112,10 @@ def estimates(rm, capacity, weights, rates, bottleneck, converged, frac_lo=None)
     for i in look:                             # the estimate itself, from each flow's own entry
         own = b[i, cols] == rows
         R = np.bincount(rows[own], weights=A.data[own] * x[i, cols[own]], minlength=L)
+        live = np.zeros(L, dtype=bool)
+        live[b[i][b[i] >= 0]] = True
+        live &= (cap[i] > 0) & np.isfinite(cap[i])
         with np.errstate(divide="ignore", invalid="ignore"):
-            e = np.where(live[i], U32 * cap[i] * root_n / R, 0.0)   # R = 0 under c > 0: inf
+            e = np.where(live, U32 * cap[i] * root_n / R, 0.0)   # R = 0 under c > 0: inf
         out[i] = float(e.max(initial=0.0))
     return out
