@@ -42,3 +42,16 @@ def test_no_graph_routes_still_raises():
     srv = cut_off(tp.rail_optimized(2))
     with pytest.raises(fs.RoutingError, match="no working path inside server 0"):
         fs.collective_variants([srv, srv], "all_to_all", 2**26)
+
+
+def test_load_routed_policy_too():
+    # ugal routes each variant on its own graph; the one that cannot be routed stalls on the
+    # first routable graph's routes instead of failing the batch
+    g = tp.dragonfly(2, 4, 2)
+    srv = cut_off(g)
+    healthy = fs.collective(g, "all_to_all", 2**24, policy="ugal")
+    ab = fs.collective_variants([g, srv], "all_to_all", 2**24, policy="ugal")
+    ba = fs.collective_variants([srv, g], "all_to_all", 2**24, policy="ugal")
+    assert [r.status for r in ab] == [fs.Status.OK, fs.Status.STALLED]
+    assert [r.status for r in ba] == [fs.Status.STALLED, fs.Status.OK]
+    assert ab[0].time == pytest.approx(healthy.time, rel=1e-12) and ba[1].time == pytest.approx(healthy.time, rel=1e-12)
