@@ -26,7 +26,7 @@ freeze and, with several devices, split between them by flows.
 
 Precision: the kernel runs in the requested dtype; float32 is within 1e-5 .. 1e-3 relative
 of float64, worst on large all-to-alls where the residual capacity cancels; where an estimate
-of that cancellation exceeds 1e-4 the scenario is re-solved in float64
+of that cancellation exceeds 1e-3 the scenario is re-solved in float64
 (:mod:`flowsolver.solver._float32`, run by the conditioning check).
 """
 
