@@ -24,8 +24,10 @@ class Status(enum.IntEnum):
     NOT_CONVERGED = 1       # max_rounds or max_events reached before the answer was complete
     UNBOUNDED = 2           # a flow crosses no link and has no demand cap: its rate is infinite
     STALLED = 3             # flows with bytes left get no bandwidth (failed links): time is inf
-    FAILED = 4              # the scenario raised an error (its message is kept beside the status)
+    FAILED = 4              # the scenario raised an error, or a batched solve refused its own input (its message
+    #                         is kept beside the status, or warned: max_min_fair)
     ILL_CONDITIONED = 5     # float rounding could move its rates beyond the contract, too large to solve exactly
+    OVERFLOW = 6            # a time past float64's range (size / rate > 1.8e308 s): reported inf
 
     @property
     def label(self) -> str:
@@ -48,7 +50,8 @@ _MESSAGES = {
     Status.NOT_CONVERGED: "not converged (max_rounds or max_events reached)",
     Status.UNBOUNDED: "unbounded flow (no link, no cap)",
     Status.STALLED: "stalled: flows with bytes left get no bandwidth (a failed or zero-capacity link)",
-    Status.FAILED: "the scenario raised an error",
+    Status.FAILED: "the scenario raised an error (or, in a batched solve, its input was refused)",
     Status.ILL_CONDITIONED: ("ill-conditioned: weights x fractions on one link spread so widely that floating "
                              "point cannot give every rate to 1e-9, and too large to solve exactly"),
+    Status.OVERFLOW: "overflow: a completion time is past float64's range (over 1.8e308 s); reported as inf",
 }

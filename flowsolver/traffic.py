@@ -150,12 +150,35 @@ class Flows:
     # ---------------------------------------------------------------- patterns
     @staticmethod
     def _ranks(n, ranks):
-        if ranks is not None:
-            ranks = np.asarray(ranks, dtype=np.int64)
-            if ranks.ndim != 1 or len(np.unique(ranks)) != len(ranks):
-                raise ValueError("ranks must be a sequence of distinct GPU ranks")
-            return ranks
-        return np.arange(integer("n", n, minimum=2), dtype=np.int64)
+        """The ranks a pattern runs over: ``ranks`` (distinct GPU ranks, integers >= 0, checked
+        as :class:`Flows` checks its endpoints: 1.7 is refused, not truncated to 1) or
+        ``range(n)``. Given both, ``n`` must be ``len(ranks)`` (it was silently ignored)."""
+        if ranks is None:
+            return np.arange(integer("n", n, minimum=2), dtype=np.int64)
+        try:
+            arr = np.asarray(ranks)
+        except ValueError:
+            arr = np.asarray(list(ranks), dtype=object)
+        if arr.ndim != 1:
+            raise ValueError(f"ranks must be a flat sequence of distinct GPU ranks (integers >= 0), got shape "
+                             f"{arr.shape}")
+        if arr.dtype.kind not in "iu":
+            seq = arr.tolist() if isinstance(ranks, np.ndarray) else list(ranks)    # (as given: [0, "a"] not "0")
+            bad = next((v for v in seq if isinstance(v, bool) or not isinstance(v, (int, np.integer))), None)
+            if bad is not None or arr.dtype.kind == "b":
+                hint = (" (graph node ids: the pattern builders take GPU ranks; build Flows(src, dst, ...) for "
+                        "node ids)" if isinstance(bad, str) else "")
+                raise ValueError(f"ranks must hold GPU ranks (integers >= 0), got {bad!r} ({arr.dtype} "
+                                 f"values){hint}")
+        arr = arr.astype(np.int64)
+        if (arr < 0).any():
+            raise ValueError(f"ranks must hold GPU ranks (integers >= 0), got {int(arr[arr < 0][0])}")
+        if len(np.unique(arr)) != len(arr):
+            raise ValueError("ranks must be a sequence of distinct GPU ranks")
+        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or int(n) != len(arr)):
+            raise ValueError(f"n ({n!r}) and ranks ({len(arr)} of them) disagree: give ranks alone, or n = "
+                             "len(ranks)")
+        return arr
 
     @classmethod
     def all_to_all(cls, n: int | None = None, size: float = 1.0, *, ranks=None) -> "Flows":

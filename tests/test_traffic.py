@@ -89,6 +89,15 @@ def test_numpy_integers_are_counts():
     (lambda: Flows.all_to_all(1), "n must be an integer >= 2, got 1"),
     (lambda: Flows.all_to_all(True), "n must be an integer >= 2, got True"),
     (lambda: Flows.ring(ranks=[1, 1, 2]), "ranks must be a sequence of distinct GPU ranks"),
+    # adv18c finding 5: float ranks were truncated (0.5, 1.7, 2.9 -> 0, 1, 2), n beside ranks
+    # ignored, node ids a bare numpy error
+    (lambda: Flows.all_to_all(ranks=[0.5, 1.7, 2.9]), r"ranks must hold GPU ranks \(integers >= 0\), got 0.5"),
+    (lambda: Flows.ring(ranks=[1.0, 2.0]), r"ranks must hold GPU ranks \(integers >= 0\), got 1.0"),
+    (lambda: Flows.all_to_all(4, ranks=[0, 1]), r"n \(4\) and ranks \(2 of them\) disagree"),
+    (lambda: Flows.all_to_all(ranks=["s0/gpu0", "s0/gpu1"]), r"ranks must hold GPU ranks .*'s0/gpu0'.*node ids"),
+    (lambda: Flows.incast(ranks=[0, "storage0"]), r"ranks must hold GPU ranks .*'storage0'"),
+    (lambda: Flows.permutation(ranks=[True, False]), "ranks must hold GPU ranks"),
+    (lambda: Flows.random_pairs(ranks=[0, -1]), r"ranks must hold GPU ranks \(integers >= 0\), got -1"),
     (lambda: Flows.random_pairs(4, count=0), "count must be an integer >= 1, got 0"),
     (lambda: Flows.incast(4, dst=9), "dst 9 is not one of the ranks"),
     (lambda: Flows.storage(tp.fat_tree(4)), "no storage nodes"),
@@ -97,6 +106,14 @@ def test_numpy_integers_are_counts():
 def test_bad_traffic_names_the_parameter(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_n_beside_ranks_must_agree():
+    # n equal to len(ranks) is the same pattern as ranks alone: 3 x 2 flows over ranks 3, 5, 7
+    both, alone = Flows.all_to_all(3, ranks=[3, 5, 7]), Flows.all_to_all(ranks=[3, 5, 7])
+    assert both.src.tolist() == alone.src.tolist() == [3, 3, 5, 5, 7, 7]
+    assert both.dst.tolist() == alone.dst.tolist() == [5, 7, 3, 7, 3, 5]
+    assert Flows.ring(ranks=np.array([2, 4], dtype=np.int32)).dst.tolist() == [4, 2]
 
 
 def test_demand_inf_means_no_cap():

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _checks
 from .._status import Status
-from ..routing import gpu_nodes, graph_memo, policy_of, unchanged
+from ..routing import RoutingError, gpu_nodes, graph_memo, policy_of, unchanged
 from ._calibration import checked_model
 from ._layout import participants, without_nvls
 from ._lockstep import merged, row_groups
@@ -185,17 +185,46 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
     call = Call(op, size, rank_groups, algorithm, options, model)
     if variants is None:
         return solve_collectives(graph, [call])
+    variants = list(variants)
     if len(variants) > 1 and policy_of(options.policy).depends_on_load:
-        # routes that follow the load (ugal) follow each variant's capacities: routed per variant
-        return [solve_collectives(v, [call])[0] for v in variants]
-    with unchanged(graph):          # laid out and every step routed on one index of the graph
-        planned = _plans(graph, op, size, rank_groups, algorithm, options)
-        timed = time_plans(graph, planned.ranks, planned.plans, options, list(variants))
+        # routes that follow the load (ugal) follow each variant's capacities: routed per variant;
+        # one that cannot be routed (a server cut off) is timed on the shared routes: STALLED
+        out = []
+        for i, v in enumerate(variants):
+            try:
+                out.append(solve_collectives(v, [call])[0])
+            except RoutingError:
+                out.append(_on_shared_routes(variants, call, [i])[0])
+        return out
+    return _on_shared_routes(variants, call, range(len(variants)))
+
+
+def _on_shared_routes(variants, call: Call, which) -> list:
+    """The results of the variants ``which`` (indices into ``variants``), every one timed on
+    the routes of the first of ``variants`` that routes (a graph with a server cut off cannot
+    be routed: listed first, it failed the whole batch, listed second it was one STALLED
+    variant; now either order gives the same statuses). Raises the first graph's
+    RoutingError when none routes."""
+    op, size, rank_groups, algorithm, options = call.op, call.size, call.rank_groups, call.algorithm, call.options
+    first_error = None
+    for r, graph in enumerate(variants):
+        try:
+            with unchanged(graph):          # laid out and every step routed on one index of the graph
+                planned = _plans(graph, op, size, rank_groups, algorithm, options)
+                timed = time_plans(graph, planned.ranks, planned.plans, options, [variants[i] for i in which])
+            break
+        except RoutingError as err:
+            first_error = first_error or err
+    else:
+        raise first_error
     # NCCL's view of each scenario's hardware (a variant's own NVLink and NIC rates)
-    hws = [replace(describe(v, planned.first, planned.layout, options.channels, options.efficiency, options.pxn,
-                            options.nvls_channels),
-                   p2p=planned.hw.p2p) for v in variants]
-    return [_result(graph, call, planned, scenario, {}, hw) for scenario, hw in zip(timed, hws)]
+    hws = [replace(describe(variants[i], planned.first, planned.layout, options.channels, options.efficiency,
+                            options.pxn, options.nvls_channels),
+                   p2p=planned.hw.p2p) for i in which]
+    stalled = (f"a collective step cannot complete: one of its flows crosses a failed (zero-capacity) link on its "
+               f"route, the route graphs[{r}] gives it (collective_variants routes every variant on the first "
+               "graph that routes; collective() on this graph routes around its failed links where a path is left)")
+    return [_result(graph, call, planned, scenario, {}, hw, stalled) for scenario, hw in zip(timed, hws)]
 
 
 def solve_collectives(graph, calls) -> list:
@@ -237,8 +266,10 @@ def solve_collectives(graph, calls) -> list:
     return out
 
 
-def _result(graph, call: Call, planned: Planned, scenario: TimedScenario, pruned, hw) -> CollectiveResult:
-    """The CollectiveResult of one scenario of ``call`` from its timed candidates."""
+def _result(graph, call: Call, planned: Planned, scenario: TimedScenario, pruned, hw,
+            stalled_message: str = _STALLED) -> CollectiveResult:
+    """The CollectiveResult of one scenario of ``call`` from its timed candidates
+    (``stalled_message``: what a STALLED one says)."""
     op, size, p, results, table = call.op, call.size, planned.p, scenario.results, scenario.links
     only = only_of(call.algorithm)
     pick = _pick(op, size, p, results, hw, call.options, call.model, only)
@@ -251,7 +282,7 @@ def _result(graph, call: Call, planned: Planned, scenario: TimedScenario, pruned
                             busbw=algbw * busbw_factor(op, p), steps=pick.steps, link_utilization=pick.utilization,
                             links=table, candidates=pick.candidates, pruned=dict(pruned),
                             status=Status.STALLED if stalled else Status.OK,
-                            message=_STALLED if stalled else "", protocol=pick.protocol,
+                            message=stalled_message if stalled else "", protocol=pick.protocol,
                             channels=hw.p2p.channels(size) if getattr(hw, "p2p", None) is not None else hw.channels,
                             channels_run=channels_run(pick.algorithm, pick.protocol, size, p, hw),
                             nccl=pick.algorithm in NCCL_ALGORITHMS[op], choices=pick.choices,
@@ -405,8 +436,10 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     ``options=`` a :class:`~flowsolver.CollectiveOptions`).
     Returns one :class:`CollectiveResult` per graph; a variant that cannot complete has
     ``status`` ``Status.STALLED``, ``time`` inf and the reason in ``message``. Routes are
-    the first graph's: a link failed in another variant is not routed around (its flows
-    stall; call :func:`collective` on the edited graph to reroute). A policy whose routes
+    the first graph's that routes (a graph with a server cut off by failed links cannot be
+    routed; it is skipped, and its variant stalls on the routes of the next): a link failed in
+    another variant is not routed around (its flows stall; call :func:`collective` on the
+    edited graph to reroute). A policy whose routes
     depend on the load (``register_policy(..., depends_on_load=True)``, e.g. ``ugal``) is
     routed on each variant, as :func:`collective` would. NCCL's view of the communicator (its
     channel counts, a send's P2P channels) is the first graph's too: NCCL sets it when the

@@ -23,8 +23,10 @@ result type.
 Precision: float64 by default (exactness; the solver turns on 64-bit mode only inside its
 own calls, never globally). ``dtype="float32"``: the dense kernel runs in float32 (half the
 memory and traffic; within 1e-5 .. 1e-3 relative of float64, worst on large all-to-alls
-where the residual capacity cancels); the frontier computes in float64 and rounds its
-output (within 6e-8). Values float32 cannot hold are an error.
+where the residual capacity cancels); a scenario whose residuals cancel further (many flows
+frozen elsewhere sharing one link with a later flow: 7.5 % off before 2026-12-07) is
+re-solved in float64 and rounded (``_float32``); the frontier computes in float64 and rounds
+its output (within 6e-8). Values float32 cannot hold are an error.
 """
 
 from __future__ import annotations

@@ -51,7 +51,10 @@ class Allocation:
         All flows frozen within ``max_rounds``.
     status : Status or int array
         :class:`~flowsolver.Status` ``OK``, ``NOT_CONVERGED``, ``UNBOUNDED`` or
-        ``ILL_CONDITIONED`` (a batch: an int array of Status values, one per scenario).
+        ``ILL_CONDITIONED`` (a batch: an int array of Status values, one per scenario; a
+        scenario of a batch whose own row holds a bad capacity, weight or cap, which a single
+        solve refuses with ``ValueError``, reports ``FAILED`` with NaN rates and loads, and a
+        ``RuntimeWarning`` names its entry).
     capacity, weights, demands : array or None
         What the rates were solved with (bytes/s; per link, per flow, per flow; with a
         leading scenario axis where the input had one), so that
@@ -108,11 +111,17 @@ def allocation(problem: Problem, raw: Raw, ill=None) -> Allocation:
                       np.where(conv, Status.OK, Status.NOT_CONVERGED)).astype(np.int32)
     if ill is not None:
         status = np.where(ill, np.int32(Status.ILL_CONDITIONED), status).astype(np.int32)
+    cap, w, d = problem.capacity, problem.weights, problem.demands
+    if problem.invalid:                 # a batch's scenarios with a bad entry: FAILED, NaN figures
+        bad = np.zeros(problem.batch, dtype=bool)
+        bad[list(problem.invalid)] = True
+        status = np.where(bad, np.int32(Status.FAILED), status).astype(np.int32)
+        rates, load, util = (np.where(bad[:, None], np.nan, a).astype(a.dtype) for a in (rates, load, util))
+        cap, w, d = problem.given        # what was passed (the solve ran on harmless stand-ins)
     if problem.batch is None:
         status = Status(int(status))
     return Allocation(rates=rates, link_load=load, utilization=util, bottleneck=bneck, rounds=rounds,
-                      converged=conv, status=status, capacity=problem.capacity, weights=problem.weights,
-                      demands=problem.demands)
+                      converged=conv, status=status, capacity=cap, weights=w, demands=d)
 
 
 def expand(out: Allocation, merged: MergedRouting) -> Allocation:

@@ -25,7 +25,9 @@ and sharded over the devices (:mod:`flowsolver.solver._batch`). A single large p
 freeze and, with several devices, split between them by flows.
 
 Precision: the kernel runs in the requested dtype; float32 is within 1e-5 .. 1e-3 relative
-of float64, worst on large all-to-alls where the residual capacity cancels.
+of float64, worst on large all-to-alls where the residual capacity cancels; where an estimate
+of that cancellation exceeds 1e-3 the scenario is re-solved in float64
+(:mod:`flowsolver.solver._float32`, run by the conditioning check).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ instance of the same bucket reuses the compiled code.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from dataclasses import dataclass
 
@@ -128,6 +129,11 @@ class Problem:
     max_rounds: int | None        # None: the method's own bound
     inner: int                    # rounds per convergence check
     compact: bool                 # dense method: compact on the host as flows freeze
+    # a batch's scenarios whose own rows hold a bad entry: {scenario: the ValueError a single
+    # solve of it raises}; their bad entries are replaced by harmless values (capacity or cap
+    # 0, weight 1) so that the batch runs, and they report Status.FAILED
+    invalid: dict | None = None
+    given: tuple | None = None    # (capacity, weights, demands) as given, where ``invalid``
 
     def check_range(self, *, dense: bool) -> None:
         """The numbers the dtype holds. float32 rates must hold every capacity and cap; the dense kernel, which runs in
@@ -281,19 +287,22 @@ def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds
     cap = _per("capacity", capacity, rm.n_links, rm.capacity, what="link")
     w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
     d = _per("demands", demands, rm.n_flows, rm.demands, what="flow")
-    # one reduction each (a batch's capacities can be millions): NaN fails every comparison
-    if not _lowest(cap) >= 0:
-        _first_bad(~(cap >= 0), "capacity", "a number >= 0 bytes/s (0 = failed link)", cap)
-    if not (_lowest(w) > 0 and np.max(w, initial=1.0) < np.inf):
-        _first_bad(~(w > 0) | ~np.isfinite(w), "weights", "a finite number > 0", w)
-    if not _lowest(d) >= 0:
-        _first_bad(~(d >= 0), "demands", "a number >= 0 bytes/s (inf = no cap)", d)
     batched = [a.shape[0] for a in (cap, w, d) if a.ndim == 2]
     if batched and len(set(batched)) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(batched))}")
     if batched and batched[0] == 0:
         name, arr = next((n, a) for n, a in (("capacity", cap), ("weights", w), ("demands", d)) if a.ndim == 2)
         raise ValueError(f"{name}: a batch needs at least one scenario (a row each), got shape {arr.shape}")
+    # one reduction each (a batch's capacities can be millions): NaN fails every comparison.
+    # A bad entry of a scenario's own row (a batch) fails that scenario alone (Status.FAILED,
+    # its message the single solve's error); one of a row shared by every scenario raises
+    invalid, given = {}, (cap, w, d)
+    if not _lowest(cap) >= 0:
+        cap = _bad_entries(~(cap >= 0), "capacity", "a number >= 0 bytes/s (0 = failed link)", cap, 0.0, invalid)
+    if not (_lowest(w) > 0 and np.max(w, initial=1.0) < np.inf):
+        w = _bad_entries(~(w > 0) | ~np.isfinite(w), "weights", "a finite number > 0", w, 1.0, invalid)
+    if not _lowest(d) >= 0:
+        d = _bad_entries(~(d >= 0), "demands", "a number >= 0 bytes/s (inf = no cap)", d, 0.0, invalid)
     if max_rounds is not None:          # the kernels count rounds in int32
         _checks.integer("max_rounds", max_rounds, maximum=2**31 - 1)
     inner = _checks.integer("inner_rounds", inner_rounds)
@@ -303,9 +312,29 @@ def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds
         f = int(np.flatnonzero(unbounded)[0])
         raise ValueError(f"flow {f} crosses no link of finite capacity and has no demand cap: its "
                          "max-min rate is unbounded; give it a demand or route it over a link")
+    if compact is not None and not isinstance(compact, (bool, np.bool_)):
+        raise ValueError(f"compact must be True, False or None (the default), got {compact!r}")
     compact = (batch is None) if compact is None else bool(compact)
+    if invalid:
+        warnings.warn("max_min_fair: " + "; ".join(f"scenario {i} reports Status.FAILED: {invalid[i]}"
+                                                   for i in sorted(invalid)), RuntimeWarning, stacklevel=3)
     return Problem(rm, cap, w, d, unbounded, batch, dtype, None if max_rounds is None else int(max_rounds),
-                   inner, compact), merged
+                   inner, compact, invalid or None, given if invalid else None), merged
+
+
+def _bad_entries(mask, name, rule, arr, harmless, invalid) -> np.ndarray:
+    """``arr`` with the bad entries (``mask``) of a batch's rows replaced by ``harmless``, each
+    such row's first one's message in ``invalid`` (scenario -> message); raises as
+    :func:`_first_bad` for a row every scenario shares (1-D)."""
+    if arr.ndim != 2:
+        _first_bad(mask, name, rule, arr)
+    rows = np.flatnonzero(mask.any(axis=1))
+    for i in rows:
+        j = int(np.flatnonzero(mask[i])[0])
+        invalid.setdefault(int(i), f"{name}[scenario {i}, {j}] must be {rule}, got {arr[i, j].item()!r}")
+    out = arr.copy()
+    out[mask] = harmless
+    return out
 
 
 def _as_routing(routing) -> tuple[RoutingMatrix, MergedRouting | None]:

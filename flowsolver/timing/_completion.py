@@ -165,7 +165,7 @@ def completion_times(routing, sizes=None, capacity=None, *, weights=None, demand
     makespan = np.where(unfinished.any(axis=1), np.nan, np.maximum(finite.max(axis=1, initial=-np.inf), 0.0))
     # a flow that never finishes: the whole never does (step_times' rule); a stall cut short stays NOT_CONVERGED
     never = stalled.any(axis=1) & (status == Status.OK)
-    makespan = np.where(never, np.inf, makespan)
+    makespan = np.where(never | (status == Status.OVERFLOW), np.inf, makespan)
     status = np.where(never, Status.STALLED, status).astype(np.int32)
     failed = run.failed != Status.OK           # a solve's status for the scenario: no times
     if failed.any():

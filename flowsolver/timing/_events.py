@@ -53,6 +53,9 @@ class _Run:
         self.finish = np.where(self.done, 0.0, np.inf)
         self.stalled = np.zeros((B, n), dtype=bool)
         self.failed = np.zeros(B, dtype=np.int32)    # a scenario's solve's status other than OK (the first)
+        # flows with a rate whose time to finish is past float64's range (size / rate overflows):
+        # they finish at inf, and their step never ends (Status.OVERFLOW)
+        self.overflowed = np.zeros((B, n), dtype=bool)
         self.clock = np.zeros((B, n_groups))
         self.events = np.zeros((B, n_groups), dtype=np.int64)
         self.wait = np.broadcast_to(delay, (B, len(parts))).copy()
@@ -86,7 +89,7 @@ class _Run:
     def settle(self):
         """End the steps whose flows are all done, start the released ones whose delay is over."""
         while True:
-            finished = self.done & ~self.stalled
+            finished = self.done & ~self.stalled & ~self.overflowed
             all_done = np.logical_and.reduceat(finished, self.first, axis=1) if finished.shape[1] else \
                 np.ones(self.started.shape, dtype=bool)
             end = self.started & ~self.ended & all_done
@@ -188,7 +191,7 @@ class _Run:
                 break
             rates = rates_of(active) if active.any() else np.zeros(active.shape)
             running = active & (rates > 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 to_go = np.where(running, self.remaining / np.where(running, rates, 1.0), np.inf)
             dt = np.minimum(self.group_min(to_go), self.per_part_group(np.where(waiting, self.wait, np.inf), np.inf))
             live = self.group_any(active) | (self.per_part_group(np.where(waiting, 0.0, 1.0), 1.0) == 0.0)
@@ -197,10 +200,19 @@ class _Run:
             stuck = active & ~running & frozen_out
             self.stalled |= stuck
             self.done |= stuck
+            # running, but size / rate past float64's range (1e10 bytes at 5e-301 bytes/s): they
+            # finish at inf, said as such (the loop ran to max_events and blamed it)
+            over = active & running & frozen_out & ~np.isfinite(to_go)
+            self.overflowed |= over
+            self.done |= over
             step = np.where(np.isfinite(dt) & live, dt, 0.0)
             self.remaining = np.where(running, self.remaining - rates * self.per_flow(step), self.remaining)
             self.wait = np.where(waiting, self.wait - step[:, self.part_group], self.wait)
-            self.clock += step
+            with np.errstate(over="ignore"):
+                self.clock += step
+            # a clock past float64's range (two finite steps of 1e308 s): every flow finishing
+            # there finishes at inf
+            self.overflowed |= ~np.isfinite(self.per_flow(self.clock)) & active
             self.events += live
             newly = running & ((to_go <= self.per_flow(step) * (1 + rtol)) | (self.remaining <= rtol * self.scale))
             self.finish[newly] = np.broadcast_to(self.per_flow(self.clock), self.finish.shape)[newly]
@@ -213,8 +225,9 @@ class _Run:
         if cut:
             waiting = self.settle()
             cut = (self.started[:, self.part_of] & ~self.done).any(axis=1) | waiting.any(axis=1)
-        self.status = np.where(cut, Status.NOT_CONVERGED, Status.OK).astype(np.int32) if np.ndim(cut) else \
-            np.full(self.remaining.shape[0], int(Status.OK), dtype=np.int32)
+        over = np.where(self.overflowed.any(axis=1), Status.OVERFLOW, Status.OK)
+        self.status = np.where(cut, Status.NOT_CONVERGED, over).astype(np.int32) if np.ndim(cut) else \
+            over.astype(np.int32)
 
 
 def _check_groups(rm, groups, check=True):
