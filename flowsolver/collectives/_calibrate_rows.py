@@ -125,10 +125,9 @@ def _without_nvls(op, algorithm, where):
 def _default_channels(graph, op, ranks) -> tuple:
     """``(ring and tree, NVLS)`` channel counts the model sets for ``op`` on ``ranks``
     (:func:`~._hardware.describe`)."""
-    from ._hardware import describe
-    from ._layout import participants
+    from ._hardware import describe, laid_out
 
-    chosen, layout = participants(graph, op, ranks, None)
+    chosen, layout = laid_out(graph, op, ranks, None)
     hw = describe(graph, chosen, layout)
     return hw.channels, hw.nvls_run
 

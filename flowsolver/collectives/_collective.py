@@ -11,10 +11,10 @@ from .. import _checks
 from .._status import Status
 from ..routing import RoutingError, gpu_nodes, graph_memo, policy_of, unchanged
 from ._calibration import checked_model
-from ._layout import participants, without_nvls
+from ._layout import without_nvls
 from ._lockstep import merged, row_groups
 from ._allowed import only_of
-from ._hardware import describe, nvlink_edges, sharing_nics
+from ._hardware import describe, laid_out, nvlink_edges, sharing_nics
 from ._p2p import channels_run, least_transfer, nccl_view
 from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, TUNED_OPS, algorithm_of
 from ._nccl import DEFAULT_CHUNK, PROTOCOLS, busbw_factor
@@ -84,7 +84,7 @@ def _why(a, op, p, layout, hw, options):
 def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     """All ranks (the groups' in order), the steps of every candidate algorithm (those NCCL
     times from the ring's flow solve get the ring's steps) and NCCL's view of the ranks."""
-    laid = [participants(graph, op, ranks, options.channels) for ranks in rank_groups]
+    laid = [laid_out(graph, op, ranks, options.channels) for ranks in rank_groups]
     p = len(laid[0][0])
     if any(len(r) != p for r, _ in laid):
         raise ValueError(f"groups run in lockstep must have equal sizes, got {sorted({len(r) for r, _ in laid})}")

@@ -13,7 +13,7 @@ import topologies as tp
 from .. import _checks
 from ..routing import gpu_nodes, graph_memo, link_efficiency, ranges
 from ._channels import inter_cpu_gbs, nvls_channel_count, mesh_ring_channels, nccl_channels, nccl_graph_channels, run_channels
-from ._layout import mesh_cycles, near_nics, near_nics_of, node_nics, rank_server_codes
+from ._layout import RankLayout, mesh_cycles, near_nics, near_nics_of, node_nics, participants, rank_server_codes
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, PATH_NVB, PATH_NVL, Hardware
 from ._nccl_paths import type_inter, type_intra
@@ -333,3 +333,29 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
                     pcie_only=kind is not None and kind > PATH_NVB,
                     cpu=cpus.pop() if len(cpus) == 1 else "mixed_arch" if "arm" in cpus else "mixed",
                     single_gpu_node=n_nodes > 1 and min(len(g) for g in layout.groups) == 1, **extra)
+
+
+def _chain_channels(graph, ranks) -> int:
+    """The channels NCCL runs a ring broadcast or reduce of ``ranks`` (checked GPU ranks) on:
+    its ring channel count (:func:`describe`'s, the result's ``channels``), at most
+    MAX_CHANNELS (64, src/include/device.h); one chain each, as NCCL runs the ring pipeline of
+    ``src/device/broadcast.h`` / ``reduce.h`` on every channel (remembered while the graph is
+    unchanged)."""
+    known = graph_memo(graph, "chain-channels", dict)
+    key = tuple(ranks)
+    if key not in known:
+        _, layout = participants(graph, "all_reduce", list(ranks), None)
+        flat = RankLayout(layout.groups, (), 1)
+        known[key] = max(1, min(64, describe(graph, list(ranks), flat).channels))
+    return known[key]
+
+
+def laid_out(graph, op, ranks, channels):
+    """:func:`~._layout.participants` with a broadcast's or reduce's default ``channels`` NCCL's
+    channel count (:func:`_chain_channels`: their ring chains are NCCL's channels, so
+    ``channels=`` set to the count a result reports changes nothing)."""
+    if channels is None and op in ("broadcast", "reduce"):
+        checked, _ = participants(graph, op, ranks, None)
+        channels = _chain_channels(graph, checked)
+    return participants(graph, op, ranks, channels)
+

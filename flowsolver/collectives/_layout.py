@@ -242,26 +242,10 @@ def node_nics(graph, server, nodes: int) -> int:
     return max(server_nics(graph, server), 1 if nodes > 1 else 0)
 
 
-def _chain_channels(graph, nodes, ranks) -> int:
-    """The channels NCCL runs a ring broadcast or reduce of ``ranks`` on: its ring channel count
-    (:func:`~._hardware.describe`'s, the result's ``channels``), at most MAX_CHANNELS; one chain
-    each, as NCCL runs the ring pipeline of ``src/device/broadcast.h`` / ``reduce.h`` on every
-    channel (remembered while the graph is unchanged)."""
-    known = graph_memo(graph, "chain-channels", dict)
-    key = tuple(ranks)
-    if key not in known:
-        from ._hardware import describe         # (it reads this module)
-        from ._options import MAX_CHANNELS
-        groups = _server_groups(graph, ranks, nodes)
-        known[key] = max(1, min(MAX_CHANNELS, describe(graph, ranks, RankLayout(groups, (), 1)).channels))
-    return known[key]
-
-
 def participants(graph, op, ranks, channels):
     """Checked ranks (a list) and their :class:`RankLayout`. ``channels`` default: the NICs of
-    a server when the ranks span several servers, else 1; for broadcast and reduce, NCCL's
-    channel count (:func:`_chain_channels`: their ring chains are NCCL's channels, so
-    ``channels=`` set to it changes nothing)."""
+    a server when the ranks span several servers, else 1 (a broadcast's or reduce's default is
+    NCCL's channel count: :func:`~._hardware.laid_out` gives it)."""
     nodes = gpu_nodes(graph)
     n_gpu = len(nodes)
     ranks = list(range(n_gpu)) if ranks is None else _checks.rank_indices(graph, ranks, nodes=nodes)
@@ -274,8 +258,6 @@ def participants(graph, op, ranks, channels):
         ranks = ranks[:2]
     if channels is not None:
         channels = _checks.integer("channels", channels)
-    elif op in ("broadcast", "reduce"):
-        channels = _chain_channels(graph, nodes, ranks)
     # the same groups recur across the collectives a planner solves: laid out once per
     # unchanged graph (a RankLayout is frozen; the ranks are handed out as a fresh list), and
     # groups laid out alike share one RankLayout object (schedules are looked up by it)
