@@ -85,8 +85,8 @@ class Transport:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"Transport name must be a non-empty string, got {self.name!r}")
-        if not (isinstance(self.net_latency, (int, float)) and math.isfinite(self.net_latency)
-                and self.net_latency >= 0):
+        if not (isinstance(self.net_latency, (int, float)) and not isinstance(self.net_latency, bool)
+                and math.isfinite(self.net_latency) and self.net_latency >= 0):
             raise ValueError(f"Transport {self.name!r}: net_latency must be a finite number >= 0 s, "
                              f"got {self.net_latency!r}")
         if self.hop_latency is not None and not (

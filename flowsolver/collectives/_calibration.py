@@ -98,11 +98,17 @@ class Calibration:
         :attr:`latency_scale`, plus :attr:`launch_latency`, plus :attr:`net_latency` on each of its hops between nodes (twice
         for Simple, as NCCL adds its network plugin's latency; needs ``op`` and ``hw``, the
         :class:`~._nccl_model.Hardware`)."""
-        out = latency * self.latency_scale + self.launch_latency
-        if self.net_latency and hw is not None and op is not None and hw.nodes > 1:
-            _, (hops, _) = tuner_hops(algorithm, protocol, op, hw)
-            out += self.net_latency * hops * (2 if protocol == "Simple" else 1)
-        return out
+        return latency * self.latency_scale + self.launch_latency + self.hop_cost(algorithm, protocol, op, hw)
+
+    def hop_cost(self, algorithm: str, protocol: str, op: str | None = None, hw=None) -> float:
+        """Seconds :attr:`net_latency` adds to ``algorithm`` / ``protocol``'s latency: on each of
+        its hops between nodes (twice for Simple); 0 without ``op`` and ``hw`` or on one node. What
+        the hops cost on the fabric the logs came from, which NCCL's choice does not see (it
+        chooses with what its network plugin reports)."""
+        if not (self.net_latency and hw is not None and op is not None and hw.nodes > 1):
+            return 0.0
+        _, (hops, _) = tuner_hops(algorithm, protocol, op, hw)
+        return self.net_latency * hops * (2 if protocol == "Simple" else 1)
 
     def flow_timed(self, latency: float, transfer: float) -> float:
         """Seconds of a call of an algorithm NCCL's cost model does not time (all-to-all,

@@ -16,7 +16,7 @@ from ..timing import step_times
 from ._calibration import checked_model
 from ._algorithms import algorithm_of
 from ._collective import Call, collective_with, solve_collectives
-from ._hardware import describe
+from ._hardware import describe, laid_out
 from ._layout import participants, unavailable
 from ._p2p import least_transfer, with_communicator
 from ._nccl import DEFAULT_CHUNK
@@ -60,7 +60,7 @@ def _plan(graph, spec, options):
         limited = tuned and not isinstance(opts.protocol, str)
         chooser = replace(opts, tuner=tuned, protocol=opts.protocol if limited or not tuned else "auto")
         algorithm = collective_with(graph, spec["op"], spec["size"], spec.get("ranks"), "auto", chooser).algorithm
-    ranks, layout = participants(graph, spec["op"], spec.get("ranks"), opts.channels)
+    ranks, layout = laid_out(graph, spec["op"], spec.get("ranks"), opts.channels)
     if why := unavailable(algorithm, len(ranks), layout):
         raise ValueError(f"algorithm {algorithm!r} {why}")
     # an algorithm NCCL's cost model times from the ring's flows (NVLSTree, PAT, NVLS all-gather)
@@ -225,15 +225,18 @@ def _options(graph, model, *, policy="ecmp", policy_options=None, pxn=True, prot
 
 
 def _p2p_floor(graph, spec, ranks, steps, routed, options, model) -> float:
-    """The least time (s) a send / receive's P2P channels allow it (its base and step latency
-    plus :meth:`~._p2p.P2pComm.least_transfer` in the communicator of the spec's ranks), 0 for
-    another op. The event engine runs its flows at the fabric's rates; its finish is then no
-    earlier than this (the others, which it would have left more bandwidth, are not re-run)."""
-    if spec["op"] != "send_recv" or options.step_latency is not None:     # NCCL's model off: no bound
+    """The least time (s) a send / receive's or an all-to-all's P2P channels allow it (its base
+    and step latency plus :meth:`~._p2p.P2pComm.least_transfer` in the communicator of the spec's
+    ranks), 0 for another op. The event engine runs its flows at the fabric's rates; its finish
+    is then no earlier than this (the others, which it would have left more bandwidth, are not
+    re-run)."""
+    op = spec["op"]
+    if op not in ("send_recv", "all_to_all") or options.step_latency is not None:     # NCCL's model off: no bound
         return 0.0
-    pair, layout = participants(graph, "send_recv", spec.get("ranks"), spec.get("channels"))
-    hw = with_communicator(graph, spec.get("ranks"), describe(graph, pair, layout, spec.get("channels"),
-                                                               options.efficiency, options.pxn), spec.get("channels"))
+    group, layout = participants(graph, op, spec.get("ranks"), spec.get("channels"))
+    hw = with_communicator(graph, spec.get("ranks"), describe(graph, group, layout, spec.get("channels"),
+                                                               options.efficiency, options.pxn), spec.get("channels"),
+                           all_to_all=op == "all_to_all")
     least = least_transfer(hw, float(spec["size"]), model)
     return 0.0 if least <= 0 else options.base + routed(ranks, steps[0].flows, options)[2] + least
 

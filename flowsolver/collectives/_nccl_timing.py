@@ -163,6 +163,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
         lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
     if model is not None:
         lat = model.latency(lat, a, proto, op, hw)
+        told -= model.hop_cost(a, proto, op, hw)        # a fitted hop's cost: not what NCCL chooses by
     lat += path_excess(paths, a, proto, op, hw)
     algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
     if a in ("tree", "nvls") and not algorithm_of(a).derived(op):    # no faster than its own flow solve

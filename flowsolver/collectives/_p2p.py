@@ -26,8 +26,8 @@ over NVLink or the network: a send's transfer takes at least ``size / (channels 
 rate)``, a property of the GPUs and NCCL that no link capacity changes. The share is fitted on
 the corpus (``benchmarks/validate.py`` refits it without each source), whose sends are nccl-tests'
 ring shifts: every channel sends and receives, where a channel with a send alone gets all its
-warps (``sendrecv.h``) and may move more. GPUs without NVLink get no such bound (no measurement
-prices their channels). Across the network a channel moves no more than
+warps (``sendrecv.h``) and may move more. GPUs without NVLink get no such bound inside a node (no
+measurement prices their channels). Across the network a channel moves no more than
 :data:`NET_CHANNEL_RATE`, NCCL's own figure for one (``NCCL_P2P_PER_CHANNEL_NET_BW``, 14 GB/s:
 it gives a network peer ``ceil(NIC GB/s / 14)`` channels "to meet the bw requirement",
 ``src/graph/paths.cc``), whatever the GPU: one channel across 400 Gb/s NDR moved 14.8 GB/s
@@ -145,16 +145,23 @@ class P2pComm:
     nvlink_view: float = 0.0
     all_to_all: bool = False
     crosses: bool = False
+    fewest: int = 0
 
     def remote_share(self) -> float:
         """The share of the bytes a rank sends that cross the network: 1 for a send that
-        crosses, an all-to-all's sends to the ranks of the other nodes (``(ranks - ranks /
-        nodes) / (ranks - 1)``), else 0."""
+        crosses, an all-to-all's sends to the ranks of the other nodes, else 0. An all-to-all's
+        slowest rank is on the node with the fewest of its ranks (:attr:`fewest`; 0: ``ranks /
+        nodes`` each): ``(ranks - fewest) / (ranks - 1)``.
+
+        >>> P2pComm(9, 2, 1, 2, 128 * 1024, all_to_all=True, crosses=True, fewest=1).remote_share()
+        1.0
+        """
         if not self.crosses:
             return 0.0
         if not self.all_to_all or self.ranks < 2:
             return 1.0
-        return (self.ranks - self.ranks / self.nodes) / (self.ranks - 1)
+        fewest = self.fewest if self.fewest > 0 else self.ranks / self.nodes
+        return (self.ranks - fewest) / (self.ranks - 1)
 
     def channels(self, size: float) -> int:
         """The channels a send of ``size`` bytes runs on (:func:`send_channels`); an all-to-all's:
@@ -173,7 +180,7 @@ class P2pComm:
         byte's at its channel rate, the bytes spread over the channels). A property of the
         GPUs and of NCCL, not of the links: no link capacity changes it.
 
-        >>> c = P2pComm(10, 10, 1, 2, 128 * 1024, nvlink_view=370.8e9)
+        >>> c = P2pComm(8, 1, 1, 32, 512 * 1024, nvlink_view=370.8e9)
         >>> round(1e9 / c.least_transfer(1e9) / 1e9, 1)      # one channel of 5.7 % of 370.8 GB/s
         21.1
         >>> c = P2pComm(10, 10, 1, 2, 128 * 1024, nvlink_view=370.8e9, crosses=True)
@@ -302,7 +309,7 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
         chunk = _NET_CHUNK * (2 if gpu in ("gb200", "gb300") else 1)
     else:
         chunk = _NVL_CHUNK if nvswitch else _PCI_CHUNK
-    return P2pComm(len(comm_ranks), nodes, per_peer, p2p_channels, chunk, view)
+    return P2pComm(len(comm_ranks), nodes, per_peer, p2p_channels, chunk, view, fewest=min(per_server.values()))
 
 
 def with_communicator(graph, ranks, hw, channels=None, all_to_all=False):
@@ -330,11 +337,12 @@ def p2p_bound(steps, time: float, size: float, hw, model=None) -> tuple:
 
     >>> from ._nccl_model import Hardware
     >>> from ._results import CollectiveStep
-    >>> hw = Hardware(ranks=10, nodes=10, p2p=P2pComm(10, 10, 1, 2, 128 * 1024, nvlink_view=370.8e9))
+    >>> comm = P2pComm(10, 10, 1, 2, 128 * 1024, nvlink_view=370.8e9, crosses=True)
+    >>> hw = Hardware(ranks=10, nodes=10, p2p=comm)
     >>> st = CollectiveStep(count=1, flows=1, bytes=1e9, transfer=1e9 / 46.6e9, latency=5e-6, bottleneck=())
     >>> _, t, scale = p2p_bound((st,), 5e-6 + st.transfer, 1e9, hw)
-    >>> round(1e9 / (t - 5e-6) / 1e9, 1), round(scale, 3)           # 21.1 of the 46.6 GB/s the flow had
-    (21.1, 0.454)
+    >>> round(1e9 / (t - 5e-6) / 1e9, 1), round(scale, 3)           # 14 of the 46.6 GB/s the flow had
+    (14.0, 0.3)
     """
     transfer = transfer_of(steps)
     least = least_transfer(hw, size, model)

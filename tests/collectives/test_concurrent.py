@@ -236,3 +236,13 @@ def test_a_jobs_protocol_leaves_its_sends_to_simple_as_nccl_does():
     r = training_step(g, "llama-3-8b", Parallelism(tp=8, pp=2), Schedule(global_batch=16),
                       collective_options={"protocol": "LL"})
     assert math.isfinite(r.step_time)
+
+
+def test_an_all_to_alls_channels_bound_it_in_concurrent_as_in_collective():
+    """One P2P channel (channels=1) on 2 x 8 H100: the all-to-all's channels bind, in
+    concurrent() alone as in collective() (concurrent gave the flow solve's 11.5 ms against
+    collective()'s 60.6 ms: it put no channel floor on an all-to-all)."""
+    g = tp.rail_optimized(2)
+    one = collective(g, "all_to_all", 2 ** 30, channels=1)
+    alone = concurrent(g, [dict(op="all_to_all", size=2 ** 30, channels=1)])
+    assert alone.alone[0] == pytest.approx(one.time, rel=0.02)

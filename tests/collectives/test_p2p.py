@@ -52,11 +52,27 @@ def test_a_peer_gets_fewer_channels_in_a_larger_communicator_across_nodes():
 
 
 def test_the_least_transfer_is_the_size_over_the_channels_rate():
-    comm = P2pComm(ranks=10, nodes=10, per_peer=1, p2p_channels=2, chunk=NET_CHUNK, nvlink_view=H100_NVLINK)
+    comm = P2pComm(ranks=10, nodes=10, per_peer=1, p2p_channels=2, chunk=NET_CHUNK, nvlink_view=H100_NVLINK,
+                   crosses=True)
     assert comm.channels(1 << 30) == 1
-    assert comm.least_transfer(1 << 30) == pytest.approx((1 << 30) / (P2P_CHANNEL_SHARE * H100_NVLINK))
+    assert comm.least_transfer(1 << 30) == pytest.approx((1 << 30) / 14e9)        # NCCL's network channel
     assert comm.least_transfer(1 << 30, 2.0) == pytest.approx(comm.least_transfer(1 << 30) / 2)
-    assert P2pComm(10, 10, 1, 2, NET_CHUNK).least_transfer(1 << 30) == 0.0     # no NVLink: no bound
+    # inside a node: the NVLink share; no NVLink, no bound; no NVLink across the network: 14 GB/s
+    one = P2pComm(8, 1, 1, 32, 512 * 1024, nvlink_view=H100_NVLINK)
+    assert one.least_transfer(1 << 30) == pytest.approx((1 << 30) / (P2P_CHANNEL_SHARE * H100_NVLINK))
+    assert P2pComm(8, 1, 1, 32, 512 * 1024).least_transfer(1 << 30) == 0.0
+    assert P2pComm(10, 10, 1, 2, NET_CHUNK, crosses=True).least_transfer(1 << 30) == pytest.approx((1 << 30) / 14e9)
+
+
+def test_an_all_to_alls_slowest_rank_is_on_the_node_with_fewest_ranks():
+    """An all-to-all of 9 ranks, 1 on one node and 8 on the other: the lone rank sends all of
+    its 8/9 across the network (remote share 1), not the even split's (9 - 4.5) / 8."""
+    comm = P2pComm(9, 2, 1, 2, NET_CHUNK, nvlink_view=H100_NVLINK, all_to_all=True, crosses=True, fewest=1)
+    assert comm.remote_share() == 1.0
+    size = 9 * (1 << 27)
+    assert comm.least_transfer(size) == pytest.approx(size * 8 / 9 / (comm.channels(size) * 14e9))
+    even = P2pComm(16, 2, 1, 2, NET_CHUNK, nvlink_view=H100_NVLINK, all_to_all=True, crosses=True)
+    assert even.remote_share() == pytest.approx(8 / 15)
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +125,7 @@ def test_no_link_changes_a_time_the_channels_set(ten_nodes):
         if d.get("tier") == "nvlink":
             d["capacity"] *= 1.5
     assert collective(faster, "send_recv", 1 << 30, ranks=ranks).time == ring.time
-    # NICs at a quarter (12.5 GB/s) bind below the channels' 42 GB/s: the flow sets the time again
+    # NICs at a quarter (12.5 GB/s) bind below the channels' 28 GB/s: the flow sets the time again
     slow = tp.degrade_links(ten_nodes, tp.tier_cables(ten_nodes, "access"), 0.25)
     degraded = collective(slow, "send_recv", 1 << 30, ranks=ranks)
     assert degraded.time > 1.5 * ring.time

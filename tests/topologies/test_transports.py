@@ -43,6 +43,7 @@ def test_catalogue_figures_and_sources():
 @pytest.mark.parametrize("kwargs,match", [
     (dict(net_latency=-1e-6), "net_latency"),
     (dict(net_latency=float("nan")), "net_latency"),
+    (dict(net_latency=True), "net_latency"),
     (dict(protocols=()), "protocols"),
     (dict(protocols=("LL", "Fast")), "protocols"),
     (dict(nvls="no"), "nvls"),
