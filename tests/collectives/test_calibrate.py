@@ -464,3 +464,16 @@ def test_auto_prunes_by_bounds_that_take_a_calibrations_latency_scale():
     r = collective(g, "all_reduce", 2**16, **kw)
     each = [collective(g, "all_reduce", 2**16, algorithm=a, **kw).time for a in r.candidates | r.pruned]
     assert r.time == pytest.approx(min(each), rel=1e-9)
+
+
+def test_a_fitted_hop_latency_is_a_cost_nccls_choice_does_not_see():
+    """A calibration's net_latency is what a network hop costs on the user's fabric; NCCL
+    chooses with what its plugin reports (0 on InfiniBand): 2 x 8 H100 keep NCCL's pick,
+    NVLSTree / Simple, at 4 and 16 MiB, and it takes 2 network hops x 2 (Simple) x 50 us more
+    (with the hop cost in the estimate the pick moved to tree / LL128 at 4 MiB: 234 us)."""
+    g = tp.rail_optimized(2)
+    cal = Calibration({}, 1.0, 16, ("all_reduce",), net_latency=50e-6)
+    for size in (1 << 22, 1 << 24):
+        bare, fitted = collective(g, "all_reduce", size), collective(g, "all_reduce", size, model=cal)
+        assert (fitted.algorithm, fitted.protocol) == (bare.algorithm, bare.protocol) == ("nvls_tree", "Simple")
+        assert fitted.time == pytest.approx(bare.time + 2 * 2 * 50e-6, rel=1e-9)
