@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ._chakra import GROUP_FILE, OPS_OF_CHAKRA
 from ._schema import NODE_TYPES, SCHEMA_VERSION, messages, write_stream
-from ._workload import COLLECTIVE, COMPUTE, DELAY, SEND, Workload, paused_gc
+from ._workload import COLLECTIVE, COMPUTE, DELAY, SEND, Workload, check_dag, paused_gc
 
 __all__ = ["write_chakra"]
 
@@ -153,8 +153,8 @@ def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress:
     for a node that ran but rounds to 0 us: a reader would time it from its FLOPs),
     bytes to ``comm_size``. Returns the files written. Needs ``protobuf``. A value a field
     cannot hold (``comm_size`` and ``num_ops`` are int64s: more than 2**63 - 1 bytes or FLOPs;
-    ``duration_micros`` a uint64) is a ValueError naming its rank, node and field, raised
-    before any file is written.
+    ``duration_micros`` a uint64) is a ValueError naming its rank, node and field, and a
+    missing dependency or a cycle a TraceError naming the node, raised before any file is written.
 
     ASTRA-sim reads it with ``--workload-configuration=FOLDER/PREFIX
     --comm-group-configuration=FOLDER/comm_group.json``.
@@ -165,6 +165,8 @@ def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress:
     bad = [g for g in workload.groups if not g.isdigit() or g == "0"]
     if bad:
         raise ValueError(f"process group names must be integers >= 1 for ASTRA-sim (\"0\" is every rank), got {bad[:4]}")
+    for trace in workload.ranks:        # a Workload built by hand, not by build_workload: its DAG checked
+        check_dag(trace)
     micros_of = {trace.rank: _micros(trace) for trace in workload.ranks}     # rounded once
     _check_ranges(workload, micros_of)
     folder = Path(folder)

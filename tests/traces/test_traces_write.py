@@ -119,3 +119,17 @@ def test_a_collective_chakra_has_no_type_for_is_refused_naming_it(tmp_path):
     with pytest.raises(ValueError, match="rank 0, node 1 .'x'.: Chakra has no collective type for op 'send_recv'"):
         write_chakra(w, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_hand_built_workload_with_a_broken_dag_is_refused_before_writing(tmp_path):
+    """A Workload built directly (not by build_workload, which checks it): a dependency on a
+    node not in the trace and a cycle are TraceErrors naming the node, no file written."""
+    from flowsolver.traces import TraceError, Workload
+    missing = Workload([RankTrace(0, [TraceNode(0, "k", "compute", deps=(5,), duration=1e-6)])], {})
+    cycle = Workload([RankTrace(0, [TraceNode(0, "a", "compute", deps=(1,), duration=1e-6),
+                                    TraceNode(1, "b", "compute", deps=(0,), duration=1e-6)])], {})
+    for w, said in ((missing, "depends on node 5"), (cycle, "cycle")):
+        out = tmp_path / said.replace(" ", "_")
+        with pytest.raises(TraceError, match=said):
+            write_chakra(w, out)
+        assert not out.exists()
