@@ -144,10 +144,11 @@ def run_collective(pt: dict) -> dict:
         runs = []
         per_thread = S.gpus_per_thread(pt["env"])       # nccl-tests -g N: one thread issues N calls
         overhead = S.host_overhead(pt["env"])           # one torch.distributed call timed from idle
+        release = nccl_version(pt.get("nccl_version"))  # the run's NCCL where the source says it
         for a in (setup.candidates if algorithm == "auto" and setup.candidates else (algorithm,)):
             with Capture() as seen, P2pCapture() as sent:
                 r = collective(graph, op, float(pt["size"]), ranks=ranks, algorithm=a, gpus_per_thread=per_thread,
-                               host_overhead=overhead)
+                               host_overhead=overhead, nccl_version=release)
             pipe = seen.pipe_of(r.algorithm, r.protocol)
             if pipe is not None:
                 pipe = dict(pipe, gpus_per_thread=per_thread, host_overhead=overhead)

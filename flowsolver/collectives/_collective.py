@@ -296,7 +296,8 @@ def _gathered(entry, fn, options, values: dict):
     return Options(policy=kw["policy"], policy_options=dict(kw["policy_options"] or {}), pxn=kw["pxn"],
                    protocol=kw["protocol"], chunk=kw["chunk"], efficiency=kw["efficiency"],
                    step_latency=kw["step_latency"], base_latency=kw["base_latency"], channels=kw["channels"],
-                   nvls_channels=kw.get("nvls_channels"), tuner=kw["step_latency"] is None, candidates=kw["candidates"],
+                   nvls_channels=kw.get("nvls_channels"), nccl_version=kw.get("nccl_version"),
+                   tuner=kw["step_latency"] is None, candidates=kw["candidates"],
                    gpus_per_thread=kw["gpus_per_thread"], host_overhead=kw["host_overhead"],
                    redop=kw.get("redop", "sum"), dtype=kw.get("dtype", "float")), kw["model"]
 
@@ -307,7 +308,8 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
                efficiency=None, step_latency: float | None = None,
                base_latency: float | None = None, candidates: str = "nccl", model=None,
                gpus_per_thread: int = 1, host_overhead: float = 0.0, redop: str = "sum", dtype: str = "float",
-               nvls_channels: int | None = None, options: CollectiveOptions | None = None) -> CollectiveResult:
+               nvls_channels: int | None = None, nccl_version: str | None = None,
+               options: CollectiveOptions | None = None) -> CollectiveResult:
     """Time a collective on a cluster graph.
 
     Parameters
@@ -344,6 +346,11 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         NVLS's and NVLSTree's channels, as ``NCCL_NVLS_NCHANNELS`` sets them (default: NCCL's own,
         ``nvls.cc`` ``ncclNvlsTuning``). Fewer than NCCL's each move their share of NVLS's
         bandwidth among NCCL's count (one CTA a channel: never faster); more move no more.
+    nccl_version : str, optional
+        The NCCL release the call runs on (``"2.18"``, ``"2.18.3-1"``; default: NCCL as of 2.30,
+        whose rules the model follows). Before 2.20 NCCL shrank a tree Simple all-reduce's
+        chunk with the tree's depth (``calcCollChunking``): with an older release that rule
+        times the tree's pipeline (:class:`~flowsolver.CollectiveOptions`).
     protocol : {"auto", "LL", "LL128", "Simple"} or a list of them
         NCCL protocol (``"auto"``: NCCL's choice by size; a list: its choice among those,
         ``NCCL_PROTO=^LL128`` is ``["LL", "Simple"]``). NCCL's latencies and per-protocol
@@ -399,7 +406,7 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
         efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
         model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead, redop=redop, dtype=dtype,
-        nvls_channels=nvls_channels))
+        nvls_channels=nvls_channels, nccl_version=nccl_version))
     return collective_with(graph, op, size, ranks, algorithm, options, model)
 
 
@@ -426,7 +433,7 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
                         efficiency=None, step_latency: float | None = None,
                         base_latency: float | None = None, candidates: str = "nccl", model=None,
                         gpus_per_thread: int = 1, host_overhead: float = 0.0, nvls_channels: int | None = None,
-                        options: CollectiveOptions | None = None) -> list:
+                        nccl_version: str | None = None, options: CollectiveOptions | None = None) -> list:
     """:func:`collective` on several graphs of one structure (same nodes and edges, other
     capacities or latencies: a technology swap, derated links, failed links at capacity 0),
     routed once on the first and solved for all in one batched call.
@@ -455,7 +462,8 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     options, model = _gathered("collective_variants", collective_variants, options, dict(
         policy=policy, policy_options=policy_options, channels=channels, pxn=pxn, protocol=protocol, chunk=chunk,
         efficiency=efficiency, step_latency=step_latency, base_latency=base_latency, candidates=candidates,
-        model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead, nvls_channels=nvls_channels))
+        model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead, nvls_channels=nvls_channels,
+        nccl_version=nccl_version))
     algorithm = check_call(op, algorithm, size, options, several=True)
     graphs = list(graphs)
     if not graphs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
@@ -68,6 +69,11 @@ class CollectiveOptions:
         NVLS's and NVLSTree's channels, as ``NCCL_NVLS_NCHANNELS`` sets them (default: NCCL's
         own, 16 on Hopper; :func:`~flowsolver.collective` and
         :func:`~flowsolver.collective_variants` only).
+    nccl_version : str, optional
+        The NCCL release the call runs on, ``"2.18"`` or ``"2.18.3-1"`` (default: NCCL as of 2.30,
+        whose rules the model follows): the rules that changed since and that the model keeps
+        apply as that release had them (:data:`~flowsolver.collectives._pipeline.TREE_DEPTH_CHUNKS_UNTIL`:
+        before 2.20 NCCL shrank a tree Simple all-reduce's chunk with the tree's depth).
     candidates : {"nccl", "all"}
         What ``algorithm="auto"`` chooses from (:func:`~flowsolver.collective` only).
     model : Calibration, optional
@@ -119,6 +125,7 @@ class CollectiveOptions:
     nvls_channels: int | None = None
     candidates: str = "nccl"
     model: object = None
+    nccl_version: str | None = None
     gpus_per_thread: int = 1
     host_overhead: float = 0.0
 
@@ -128,6 +135,7 @@ class CollectiveOptions:
                     protocol="auto" if self.protocol is None else self.protocol, chunk=self.chunk,
                     efficiency=self.efficiency, step_latency=self.step_latency, base_latency=self.base_latency,
                     channels=self.channels, nvls_channels=self.nvls_channels, candidates=self.candidates,
+                    nccl_version=self.nccl_version,
                     gpus_per_thread=self.gpus_per_thread,
                     host_overhead=self.host_overhead)
         except ValueError as err:
@@ -209,6 +217,7 @@ class Options:
     base_latency: float | None = None
     channels: int | None = None
     nvls_channels: int | None = None
+    nccl_version: tuple | None = None
     tuner: bool = False
     candidates: str = "nccl"
     gpus_per_thread: int = 1
@@ -359,6 +368,7 @@ def _check_options(o: Options) -> None:
         _checks.integer("channels", o.channels, maximum=MAX_CHANNELS)
     if o.nvls_channels is not None:
         _checks.integer("nvls_channels", o.nvls_channels, maximum=MAX_CHANNELS)
+    object.__setattr__(o, "nccl_version", nccl_release(o.nccl_version))
     _checks.integer("gpus_per_thread", o.gpus_per_thread)
     if o.host_overhead is None or not _real(o.host_overhead) or not math.isfinite(float(o.host_overhead)) \
             or o.host_overhead < 0:
@@ -451,3 +461,32 @@ def communicator_options(op: str, rank_groups, options: Options) -> Options:
     if op != "send_recv" or given is None:
         return options
     return replace(options, relays=tuple(plain(r) for r in given))
+
+
+_RELEASE = re.compile(r"(\d{1,2})\.(\d{1,3})(?:\.\d{1,3})?(?:-\d+)?(?:\+[\w.]+)?")
+
+
+def nccl_release(version) -> tuple | None:
+    """``(major, minor)`` of an ``nccl_version`` (``"2.18"``, ``"2.18.3-1"``, ``"2.26.2+cuda12.8"``
+    or a ``(major, minor)`` tuple; None: NCCL as the model follows it), checked.
+
+    >>> nccl_release("2.18.3-1"), nccl_release((2, 30)), nccl_release(None)
+    ((2, 18), (2, 30), None)
+    >>> nccl_release("2.x")
+    Traceback (most recent call last):
+    ...
+    ValueError: nccl_version must be an NCCL release such as "2.18" or "2.18.3-1" (from 2.0), got '2.x'
+    """
+    if version is None:
+        return None
+    if isinstance(version, tuple) and len(version) == 2 and all(type(v) is int for v in version):
+        release = version
+    elif isinstance(version, str) and (m := _RELEASE.fullmatch(version.strip())):
+        release = (int(m.group(1)), int(m.group(2)))
+    else:
+        release = None
+    if release is None or release < (2, 0):
+        raise ValueError(f"nccl_version must be an NCCL release such as \"2.18\" or \"2.18.3-1\" (from 2.0), "
+                         f"got {_checks._plain(version)!r}")
+    return release
+

@@ -216,9 +216,28 @@ def _loop_steps(op, ranks) -> int:
     return 2 * (ranks - 1) if op == "all_reduce" else ranks - 1
 
 
-def _tree_chunk(protocol, share, nodes, ppn) -> float:
-    """The tree's chunk (bytes) for a channel's ``share``: calcCollChunking's tree LL128 rule."""
+#: NCCL releases before this one shrank a tree Simple all-reduce's chunk with the tree's depth
+#: (``calcCollChunking``, src/enqueue.cc of v2.4.8 ... v2.19.4: while ``nBytes / (nChannels x
+#: chunk)`` is under ``8 x depth`` halve it down to 128 KiB, under ``4 x depth`` to 64 KiB, under
+#: ``depth`` to 32 KiB; ``depth = nRanks / nNodes - 1 + log2i(nNodes)``, src/graph/connect.cc);
+#: v2.20.3 dropped it (its tree Simple chunk is the step's, 512 KiB)
+TREE_DEPTH_CHUNKS_UNTIL = (2, 20)
+
+
+def _tree_chunk(protocol, share, nodes, ppn, nccl=None) -> float:
+    """The tree's chunk (bytes) for a channel's ``share``: calcCollChunking's tree LL128 rule,
+    and its tree Simple rule on an NCCL release (``(major, minor)``) before
+    :data:`TREE_DEPTH_CHUNKS_UNTIL`.
+
+    >>> _tree_chunk("Simple", 1 << 20, 8, 4), _tree_chunk("Simple", 1 << 20, 8, 4, (2, 18))    # depth 3 + 3
+    (524288, 65536)
+    """
     chunk = _data_chunk("tree", protocol)
+    if protocol == "Simple" and nccl is not None and nccl < TREE_DEPTH_CHUNKS_UNTIL:
+        depth = ppn - 1 + log2i(nodes)
+        for times, least in ((8, 131072), (4, 65536), (1, 32768)):
+            while share // chunk < depth * times and chunk > least:
+                chunk //= 2
     if protocol == "LL128":
         steps = 1 + log2i(nodes) + 0.1 * ppn          # NCCL's log2i: the floor (enqueue.cc)
         while share / chunk < steps * 64 / ppn and chunk > 131072:
@@ -253,7 +272,7 @@ def chunk_steps(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
     return _chunking(algorithm, protocol, op, size, ranks, nodes, channels)[:2]
 
 
-def _chunking(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
+def _chunking(algorithm, protocol, op, size, ranks, nodes, channels, nccl=None) -> tuple:
     """``(steps, depth, whole)``: :func:`chunk_steps`' two and a whole chunk over the steps'
     mean chunk (>= 1): NCCL sends whole chunks and the remainder last (``realChunkSize =
     min(chunkSize, divUp(left, ...))`` in its kernels); one loop (ring) or one chunk: 1.
@@ -268,7 +287,7 @@ def _chunking(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
         return loops * _loop_steps(op, ranks), 0, loops * per_loop * channels / size if loops > 1 else 1.0
     if algorithm == "tree":
         share = size / channels
-        chunk = _tree_chunk(protocol, share, nodes, ppn)
+        chunk = _tree_chunk(protocol, share, nodes, ppn, nccl)
         steps = max(1, math.ceil(share / chunk))
         return steps, 2 * ((ppn - 1) + math.log2(nodes)), steps * chunk / share if steps > 1 else 1.0
     if algorithm in ("nvls", "nvls_tree"):
@@ -316,7 +335,7 @@ def nvls_tree_stages(nodes, nvls_share, net_share) -> float:
 
 
 def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency, algbw,
-                  params: Pipeline = PIPELINE, stage_algbw=None, share_of=None, channel_rate=0.0):
+                  params: Pipeline = PIPELINE, stage_algbw=None, share_of=None, channel_rate=0.0, nccl=None):
     """Seconds NCCL's kernels take for ``op`` of ``size`` bytes by ``algorithm`` /
     ``protocol`` given the tuner's ``latency`` (s) and the algorithm bandwidth ``algbw``
     (bytes/s, all ``channels`` running): ``latency + (steps + fill) x max(step, floor)``
@@ -329,6 +348,8 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     max(1 / share_of, channel_rate))``: each its share of ``algbw`` among ``share_of`` channels
     (None: ``channels``), or, where fewer than ``share_of`` run, a CTA's own rate, ``channel_rate``
     (a share of ``algbw``), if more. ``latency`` and ``algbw`` may be :class:`~._dual.Dual` numbers.
+    ``nccl``: the NCCL release ``(major, minor)`` whose chunk rules apply (None: the model's,
+    2.30's; :data:`TREE_DEPTH_CHUNKS_UNTIL`).
 
     >>> p = Pipeline(floor_simple=2e-6, fill_ring=2.0)
     >>> t = pipeline_time("ring", "Simple", "all_reduce", 16 << 20, 8, 1, 16, 10e-6, 200e9, p)
@@ -346,7 +367,7 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     share_of = share_of or channels
     per = 1.0 / share_of if running >= share_of else greater(1.0 / share_of, channel_rate)
     bandwidth = algbw * lesser(1.0, nc * per)
-    steps, depth, whole = _chunking(algorithm, protocol, op, size, ranks, nodes, nc)
+    steps, depth, whole = _chunking(algorithm, protocol, op, size, ranks, nodes, nc, nccl)
     step = size / bandwidth / steps
     if protocol == "LL":                                # lines stream; network hops store a step
         return latency + (steps + ll_depth(algorithm, nodes)) * step
