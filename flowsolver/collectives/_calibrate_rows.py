@@ -141,7 +141,8 @@ def log_settings(df, op, graph, ranks, allowed) -> tuple:
     ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` as NCCL bounds its own, or the printed
     count where that differs (both are the run's, :func:`~._channels.nccl_channels`),
     ``nvls_channels`` NVLS's count under ``NCCL_NVLS_NCHANNELS`` and ``NCCL_MIN_CTAS`` /
-    ``NCCL_MAX_CTAS`` (:func:`flowsolver._nccl_env.nvls_channels`) where it differs from NCCL's own; ``notes``: a
+    ``NCCL_MAX_CTAS`` (:func:`flowsolver._nccl_env.nvls_channels`) where it differs from NCCL's own,
+    ``nccl_version`` the release its ``NCCL version`` line prints; ``notes``: a
     warning (issued here) per setting the model cannot express, naming it (the times compared, or a calibration, carry its effect)."""
     from .._nccl_env import bounded_channels, log_environment, nvls_channels
 
@@ -173,6 +174,8 @@ def log_settings(df, op, graph, ranks, allowed) -> tuple:
             keywords["channels"] = bounded
     if nvls_set and (nvls := nvls_channels(own, env)) != own:
         keywords["nvls_channels"] = nvls
+    if df.attrs.get("nccl_version"):        # the run's release (its "NCCL version" line): its rules
+        keywords["nccl_version"] = str(df.attrs["nccl_version"])
     notes += [f"{name}={value}: {why}; flowsolver does not model it, so the times compared (and a fit to the log: "
               "calibrate) carry its effect" for name, value, why in env["unmodelled"]]
     for note in notes:

@@ -145,3 +145,21 @@ def test_the_logs_gpus_are_checked_against_the_graphs():
     pcie = nccl_tests.read(_log("all_reduce", 8, 8, rows, device="NVIDIA H100 PCIe"), op="all_reduce")
     with pytest.warns(UserWarning, match="NVIDIA H100 PCIe.*h100_sxm, another part of the generation"):
         log_rows(pcie, "all_reduce", tp.rail_optimized(nodes=1))
+
+
+def test_a_logs_nccl_version_applies_that_releases_rules():
+    """A log printing "NCCL version 2.18.3+cuda12.2" runs NCCL 2.18's rules: its tree Simple
+    rows are the tree's pipeline in 2.18's depth-shrunk chunks (collective(nccl_version=)), and
+    such a log, written from that model, calibrates back to the catalogue's efficiencies."""
+    g = tp.rail_optimized(nodes=2)
+    sizes = [2**k for k in range(20, 25)]
+    rows = [(s, collective(g, "all_reduce", s, algorithm="tree", protocol="Simple", nccl_version="2.18").time)
+            for s in sizes]
+    log = _log("all_reduce", 16, 8, rows, ["NCCL version 2.18.3+cuda12.2", "NCCL_ALGO set by environment to Tree",
+                                            "NCCL_PROTO set by environment to Simple"])
+    df = nccl_tests.read(log, op="all_reduce")
+    assert log_rows(df, "all_reduce", g).keywords == {"nccl_version": "2.18.3"}
+    assert rows[0][1] < collective(g, "all_reduce", sizes[0], algorithm="tree", protocol="Simple").time
+    cal = calibrate(g, [df])
+    for tech, eff in cal.efficiency.items():
+        assert eff == pytest.approx(link_efficiency(tech), rel=0.02)
