@@ -75,8 +75,8 @@ def _event_run(jobs, cap):
 def _steps(graph, ranks, size, options, routed):
     """The routed steps of a ring all-reduce over ``ranks``, each repetition once, with the
     latency before it (what flowsolver.concurrent runs for that collective)."""
-    got, algorithm, schedule = _plan(graph, dict(op="all_reduce", size=float(size), ranks=ranks,
-                                                 algorithm="ring"), options)
+    got, algorithm, schedule, _ = _plan(graph, dict(op="all_reduce", size=float(size), ranks=ranks,
+                                                    algorithm="ring"), options)
     assert algorithm == "ring"
     out = []
     for j, st in enumerate(schedule):
@@ -103,7 +103,7 @@ def test_placement_slowdowns_equal_an_event_driven_run(graph, sizes, size):
     for policy in PLACEMENTS:
         jobs = [_steps(graph, tuple(ranks), size, options, routed) for ranks in place_jobs(graph, sizes, policy)]
         if cap is None:
-            rm = routed(*next(iter(routed.cache)))[0]
+            rm = routed(*next(iter(routed.cache))[:2])[0]      # a cache key: (ranks, flows, step protocol)
             cap = rm.links.effective_capacity(options.efficiency)
         together = _event_run(jobs, cap)
         alone = [_event_run([job], cap)[0] for job in jobs]
