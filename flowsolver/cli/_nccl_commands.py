@@ -170,13 +170,15 @@ def collective_table(args) -> None:
 
 
 def _said_settings(settings, given) -> str:
-    """The log's NCCL settings the comparison applied (PXN off, a channel count), in words."""
+    """The log's NCCL settings the comparison applied (PXN off, a channel count, its release), in words."""
     out = ["PXN off (NCCL_PXN_DISABLE=1)"] if settings.get("pxn") is False else []
     if settings.get("channels") is not None and given is None:
         out.append(f"{settings['channels']} ring / tree channels (NCCL_MIN / MAX_NCHANNELS, or its coll channels "
                    "line; NVLS keeps its own)")
     if settings.get("nvls_channels") is not None:
         out.append(f"{settings['nvls_channels']} NVLS channels (NCCL_NVLS_NCHANNELS, NCCL_MIN / MAX_CTAS)")
+    if settings.get("nccl_version"):
+        out.append(f"NCCL {settings['nccl_version']}'s rules (the log's version line)")
     return ", ".join(out)
 
 
