@@ -250,6 +250,10 @@ def _add_collective(sub, fmt) -> None:
                       help="NCCL's ring and tree channels, as NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS (default: as NCCL "
                            "sets them from the hardware; NVLS keeps its own). The table's ch column: the channels each "
                            "time used (NVLS's for NVLS rows, fewer for ring / tree at small sizes)")
+    coll.add_argument("--nccl-version", default=None,
+                      help="the NCCL release the run uses, e.g. 2.18 or 2.18.3-1 (default: the model's, 2.30's rules; "
+                           "with --compare: the log's NCCL version line, which this overrides): an older release's "
+                           "rules where the model keeps one that changed (before 2.20, tree Simple's chunk)")
     coll.add_argument("--redop", default=None, help="reduction op, nccl-tests' -o name: sum, prod, max, min, avg, "
                       "mulsum (default sum, or each --compare row's); NCCL's NVLS and PAT run only some")
     coll.add_argument("--dtype", default=None, help="data type, nccl-tests' -d name (float, half, bfloat16, int8, "

@@ -120,6 +120,8 @@ def collective_table(args) -> None:
     with said_warnings():                    # the log's unmodelled NCCL settings, in the CLI's words
         op, sizes, measured, per_thread, reductions, settings = _measured(args, graph)
     settings = dict(dict(channels=args.channels), **settings)       # the log's NCCL settings (pxn, channels)
+    if args.nccl_version is not None:                               # --nccl-version over the log's version line
+        settings["nccl_version"] = args.nccl_version
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
     timed = collective if measured is None else nccl_tests_collective    # a log's rows: the test as nccl-tests runs it
