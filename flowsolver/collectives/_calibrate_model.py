@@ -10,7 +10,8 @@ from .._status import Status
 from ..routing import unchanged
 from ._allowed import only_of
 from ._choice import is_tuned
-from ._collective import _gathered, _plans, collective, collective_with, solve_collective
+from ._collective import _gathered, collective, collective_with, solve_collective
+from ._planned import _plans
 from ._lockstep import row_groups
 from ._nccl_timing import nccl_pick, transfer_of, tuned_times
 from ._solve import time_plans

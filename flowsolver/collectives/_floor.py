@@ -13,7 +13,7 @@ from ..routing import gpu_nodes, graph_memo
 
 from ._bound import Capacities, lower_bound
 from ._choice import is_tuned
-from ._collective import _plans
+from ._planned import _plans
 from ._concurrent import _options
 from ._nccl_timing import _protocols, runs, steady_parts, tuned_time
 from ._options import check_call

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _conditioning, _dense, _exact, _frontier
+from . import _dense, _exact, _frontier, _settle
 from ..routing import MergedRouting
 from ._allocation import Allocation, allocation, expand
 from ._problem import _as_routing, _per, bucket_size, problem, trace_count
@@ -127,7 +127,7 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
     slots = prob.routing.flow_seg.size * (prob.batch or 1)
     with placement(device, slots), jax.enable_x64(prob.dtype == np.float64):
         raw = solve(prob)
-    raw, ill = _conditioning.settle(prob, raw, method)
+    raw, ill = _settle.settle(prob, raw, method)
     out = allocation(prob, raw, ill)
     return out if merged is None else expand(out, merged)
 

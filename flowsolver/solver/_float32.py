@@ -27,7 +27,7 @@ construction above at 1,000 / 10,000 / 100,000 flows, estimates 1.1e-3 / 3.6e-2 
 errors 1.9e-4 / 1.2e-2 / 7.5e-2. Chains (a link's cancelled share feeding another's
 residual) are not in it: it is an estimate, not a bound.
 
-What happens (``_conditioning.settle``, for every float32 dense solve, whatever the weights'
+What happens (``_settle.settle``, for every float32 dense solve, whatever the weights'
 spread). A scenario whose estimate exceeds :data:`LIMIT` is re-solved with the dense
 method in float64 (then checked as any float64 solve is) and its results rounded to float32;
 the others keep the float32 kernel's results (checked against float64 in

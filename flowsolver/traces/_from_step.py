@@ -61,7 +61,7 @@ the next microbatch waiting for them.
 
 FLOPs (``TraceNode.flops``, Chakra's ``num_ops``), one meaning whatever the compute model:
 the floating-point operations the GPU executes, from the model's arithmetic
-(:func:`_executed_flops`), not from seconds at a rate. A layer's forward: its weight GEMMs,
+(:func:`~._flops.executed_flops`), not from seconds at a rate. A layer's forward: its weight GEMMs,
 ``2 x`` the active parameters per token (a mixture of experts' expert GEMMs on
 ``capacity_factor x`` their routed tokens, as they run), and causal attention, ``2 h s`` per
 token; the backward twice the forward; the recompute executed on top (selective: the
@@ -79,6 +79,7 @@ from __future__ import annotations
 
 from ..training import StepResult, chunk_layers, layer_compute, tp_hidden, tp_layer_ops
 from ._dp_traffic import DataParallelTraffic
+from ._flops import executed_flops
 from ._schedule import blocking_program, p2p_tag, pass_order, source, target
 from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload, paused_gc
 
@@ -128,7 +129,7 @@ class _Builder:
         self.recompute_layers = (None if s.recompute != "full" else model.layers if s.recompute_layers is None
                                  else s.recompute_layers)
         self.selective = s.recompute == "selective"
-        self.flops = _executed_flops(prof)
+        self.flops = executed_flops(prof)
         self.rate = 0.0                  # FLOPs per second of the compute being laid out (:meth:`compute`)
         self.chunks = chunk_layers(model.layers, self.lay.pp, self.lay.vp)
         self.tp_overlap = s.tp_overlap
@@ -384,32 +385,6 @@ class _Builder:
             if dst is not None:
                 rank.add(f"{d}{mb}.c{chunk}.send", SEND, chain=False, deps=(rank.point(),), bytes=size,
                          peer=lane[dst[0]], tag=p2p_tag(d, mb, dst[1], lay.vp))
-
-
-def _executed_flops(profile) -> dict:
-    """Forward FLOPs one GPU executes per microbatch (``micro_batch x seq_len`` tokens, the
-    work split over the ``tp x cp`` GPUs of a stage), from the model's arithmetic: ``gemms``,
-    one layer's weight GEMMs, ``2 x`` their active parameters per token (:attr:`~flowsolver.
-    training.ModelSpec.layer_linear_flops` / 3), a mixture of experts' ``top_k`` expert GEMMs
-    on ``capacity_factor x`` their routed tokens (padded to capacity, or dropped below 1: what
-    the experts run, as ``training_step`` times them); ``attention``, one layer's causal
-    attention scores and values, ``2 h s`` per token (:meth:`~flowsolver.training.ModelSpec.
-    layer_attention_flops` / 3); ``output``, the output projection, ``2 V h`` per token. A
-    backward executes twice its forward.
-
-    >>> import topologies as tp
-    >>> from flowsolver import Parallelism, Schedule, training_step
-    >>> step = training_step(tp.rail_optimized(1), "llama-3-8b", Parallelism(tp=8), Schedule(global_batch=8))
-    >>> f = _executed_flops(step.profile)          # 8,192 tokens, 1/8 of each on a GPU
-    >>> f["attention"] == 8192 * 2 * 4096 * 8192 / 8, f["output"] == 8192 * 2 * 128256 * 4096 / 8
-    (True, True)
-    """
-    model, lay = profile.model, profile.layout
-    per_gpu = profile.micro_batch * model.seq_len / (lay.tp * lay.cp)
-    padded = profile.capacity_factor - 1.0 if model.experts > 1 else 0.0     # expert GEMMs on cf x tokens
-    gemms = model.layer_linear_flops / 3.0 + 2.0 * model.top_k * model.mlp_params * padded
-    return dict(gemms=per_gpu * gemms, attention=per_gpu * model.layer_attention_flops() / 3.0,
-                output=per_gpu * model.output_flops / 3.0)
 
 
 def _check(step) -> None:

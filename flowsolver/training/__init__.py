@@ -62,7 +62,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._models": ("MODELS", "ModelSpec", "get_model"),
     "._profile": ("CommProfile", "CommTiming", "ring_pairs", "solve_profile", "step_collectives", "time_collectives"),
     "._compute": ("DEFAULT_ATTENTION_EFFICIENCY", "DEFAULT_COMPUTE_EFFICIENCY", "DEFAULT_KERNEL_UTILIZATION",
-                  "check_recompute"),
+                  "check_recompute", "layer_gemm_flops"),
     "._step": ("DEFAULT_TP_OVERLAP", "training_step", "step_arguments"),
     "._parallelism": ("Parallelism", "REDUCE_DTYPES"),
     "._auto": ("AutoChoice", "prefetch_kinds"),
@@ -85,7 +85,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._models import MODELS, ModelSpec, get_model
     from ._profile import CommProfile, CommTiming, ring_pairs, solve_profile, step_collectives, time_collectives
     from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
-                           check_recompute)
+                           check_recompute, layer_gemm_flops)
     from ._step import DEFAULT_TP_OVERLAP, training_step, step_arguments
     from ._parallelism import Parallelism, REDUCE_DTYPES
     from ._auto import AutoChoice, prefetch_kinds

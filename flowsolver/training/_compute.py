@@ -107,6 +107,19 @@ def _gemm_params(model, capacity_factor: float = 1.0) -> dict:
                 fc1=k * h * model.ffn * (2 if model.gated_mlp else 1), fc2=k * model.ffn * h)
 
 
+def layer_gemm_flops(model, capacity_factor: float = 1.0) -> float:
+    """FLOPs per token of one layer's weight GEMMs, forward and backward (``6 x`` the active
+    parameters, :attr:`~flowsolver.training.ModelSpec.layer_linear_flops`), a mixture of
+    experts' ``top_k`` expert GEMMs on ``capacity_factor x`` their routed tokens (:func:`_expert_share`).
+
+    >>> from flowsolver.training import get_model
+    >>> m = get_model("llama-3-8b")
+    >>> layer_gemm_flops(m) == m.layer_linear_flops
+    True
+    """
+    return model.layer_linear_flops + 6.0 * model.top_k * model.mlp_params * (_expert_share(model, capacity_factor) - 1)
+
+
 def _gemm_share_again(model, recompute: str, capacity_factor: float = 1.0) -> float:
     """The share of a layer's weight-GEMM FLOPs that ``recompute`` runs again (1 for ``"full"``)."""
     again = layer_recompute(model, recompute).gemms
@@ -145,7 +158,7 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     1.0
     """
     attention = _attention_flops(model, recompute)
-    gemm = model.layer_linear_flops + 6.0 * model.top_k * model.mlp_params * (_expert_share(model, capacity_factor) - 1)
+    gemm = layer_gemm_flops(model, capacity_factor)
     if recompute in FORWARD_AGAIN:
         again = layers if recomputed is None else min(layers, recomputed)
         gemm_flops = gemm * (layers + again * _gemm_share_again(model, recompute, capacity_factor) / 3.0)
