@@ -85,15 +85,13 @@ class Transport:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"Transport name must be a non-empty string, got {self.name!r}")
-        if not (isinstance(self.net_latency, (int, float)) and not isinstance(self.net_latency, bool)
-                and math.isfinite(self.net_latency) and self.net_latency >= 0):
-            raise ValueError(f"Transport {self.name!r}: net_latency must be a finite number >= 0 s, "
-                             f"got {self.net_latency!r}")
-        if self.hop_latency is not None and not (
-                isinstance(self.hop_latency, (int, float)) and not isinstance(self.hop_latency, bool)
-                and math.isfinite(self.hop_latency) and self.hop_latency >= 0):
-            raise ValueError(f"Transport {self.name!r}: hop_latency must be None or a finite number >= 0 s, "
-                             f"got {self.hop_latency!r}")
+        for field, value, none in (("net_latency", self.net_latency, False), ("hop_latency", self.hop_latency, True)):
+            if none and value is None:
+                continue
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                    and value >= 0):
+                raise ValueError(f"Transport {self.name!r}: {field} must be {'None or ' if none else ''}a finite "
+                                 f"number >= 0 s, got {value!r}")
         protocols = tuple(self.protocols)
         if not protocols or any(p not in _PROTOCOLS for p in protocols):
             raise ValueError(f"Transport {self.name!r}: protocols must be a non-empty subset of "

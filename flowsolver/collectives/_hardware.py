@@ -335,16 +335,15 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
                     single_gpu_node=n_nodes > 1 and min(len(g) for g in layout.groups) == 1, **extra)
 
 
-def _chain_channels(graph, ranks) -> int:
-    """The channels NCCL runs a ring broadcast or reduce of ``ranks`` (checked GPU ranks) on:
-    its ring channel count (:func:`describe`'s, the result's ``channels``), at most
-    MAX_CHANNELS (64, src/include/device.h); one chain each, as NCCL runs the ring pipeline of
-    ``src/device/broadcast.h`` / ``reduce.h`` on every channel (remembered while the graph is
-    unchanged)."""
+def _chain_channels(graph, ranks, layout) -> int:
+    """The channels NCCL runs a ring broadcast or reduce of ``ranks`` (checked GPU ranks, laid
+    out as ``layout``) on: its ring channel count (:func:`describe`'s, the result's
+    ``channels``), at most MAX_CHANNELS (64, src/include/device.h); one chain each, as NCCL runs
+    the ring pipeline of ``src/device/broadcast.h`` / ``reduce.h`` on every channel (remembered
+    while the graph is unchanged)."""
     known = graph_memo(graph, "chain-channels", dict)
     key = tuple(ranks)
     if key not in known:
-        _, layout = participants(graph, "all_reduce", list(ranks), None)
         flat = RankLayout(layout.groups, (), 1)
         known[key] = max(1, min(64, describe(graph, list(ranks), flat).channels))
     return known[key]
@@ -355,7 +354,6 @@ def laid_out(graph, op, ranks, channels):
     channel count (:func:`_chain_channels`: their ring chains are NCCL's channels, so
     ``channels=`` set to the count a result reports changes nothing)."""
     if channels is None and op in ("broadcast", "reduce"):
-        checked, _ = participants(graph, op, ranks, None)
-        channels = _chain_channels(graph, checked)
+        checked, layout = participants(graph, op, ranks, None)
+        channels = _chain_channels(graph, checked, layout)
     return participants(graph, op, ranks, channels)
-

@@ -212,10 +212,11 @@ class _Run:
                 self.clock += step
             # a clock past float64's range (two finite steps of 1e308 s): every flow finishing
             # there finishes at inf
-            self.overflowed |= ~np.isfinite(self.per_flow(self.clock)) & active
+            at = self.per_flow(self.clock)
+            self.overflowed |= ~np.isfinite(at) & active
             self.events += live
             newly = running & ((to_go <= self.per_flow(step) * (1 + rtol)) | (self.remaining <= rtol * self.scale))
-            self.finish[newly] = np.broadcast_to(self.per_flow(self.clock), self.finish.shape)[newly]
+            self.finish[newly] = np.broadcast_to(at, self.finish.shape)[newly]
             self.done |= newly
             if isinstance(self.phases, list) and active.any():
                 last = self.last[1]

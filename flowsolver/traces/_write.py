@@ -19,7 +19,7 @@ _TYPE_OF_KIND = {COMPUTE: NODE_TYPES["COMP_NODE"], DELAY: NODE_TYPES["COMP_NODE"
                  "recv": NODE_TYPES["COMM_RECV_NODE"]}
 
 
-def _micros(trace) -> list:
+def _micros(trace, index=None) -> list:
     """Integer microseconds per node (Chakra's ``duration_micros``), each the difference of
     two rounded finish times, so that rounding errors do not add up along any chain of work.
 
@@ -45,7 +45,8 @@ def _micros(trace) -> list:
     ([1, 0, 1, 0], [0, 0, 0, 0])
     """
     nodes = trace.nodes
-    index = {node.id: i for i, node in enumerate(nodes)}
+    if index is None:       # node id -> position (check_dag's, where the trace has been checked)
+        index = {node.id: i for i, node in enumerate(nodes)}
     deps = [[index[d] for d in node.deps] for node in nodes]
     order = range(len(nodes))
     if any(d >= i for i, ds in enumerate(deps) for d in ds):      # not in dependency order: Kahn's, lowest first
@@ -165,9 +166,9 @@ def write_chakra(workload: Workload, folder, *, prefix: str = "trace", compress:
     bad = [g for g in workload.groups if not g.isdigit() or g == "0"]
     if bad:
         raise ValueError(f"process group names must be integers >= 1 for ASTRA-sim (\"0\" is every rank), got {bad[:4]}")
-    for trace in workload.ranks:        # a Workload built by hand, not by build_workload: its DAG checked
-        check_dag(trace)
-    micros_of = {trace.rank: _micros(trace) for trace in workload.ranks}     # rounded once
+    # build_workload checked each rank's DAG and kept its index; a Workload built by hand is checked here
+    index_of = workload.index if getattr(workload, "index", None) else [check_dag(t) for t in workload.ranks]
+    micros_of = {trace.rank: _micros(trace, index) for trace, index in zip(workload.ranks, index_of)}   # rounded once
     _check_ranges(workload, micros_of)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
