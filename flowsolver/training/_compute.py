@@ -90,10 +90,12 @@ def check_precision(precision, gpu) -> str:
 
 
 def _attention_flops(model, recompute: str) -> float:
-    """Attention FLOPs executed per token of one layer, recompute included: the forward
-    (a third of them) again where the mode runs it again (``"selective"``'s checkpointed core
-    attention, ``"full"``, ``"save_qkv_proj"``; not ``"selective_op"``, which keeps the
-    attention kernel's output), as the kernel tables charge it (:func:`kernel_parts`)."""
+    """Attention FLOPs executed per token of one recomputed layer (under ``"selective"``: of
+    every layer), recompute included: the forward (a third of them) again where the mode runs
+    it again (``"selective"``'s checkpointed core attention, ``"full"``, ``"save_qkv_proj"``;
+    not ``"selective_op"``, which keeps the attention kernel's output), as the kernel tables'
+    ``attention`` part charges it (:func:`kernel_parts`). A stage's seconds
+    (:func:`stage_seconds`) charge the forward again only to the layers that run it."""
     attention = model.layer_attention_flops()
     again = layer_recompute(model, recompute)
     return attention * (4.0 / 3.0) if again.attention or again.core_attention else attention
@@ -146,7 +148,10 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     ``efficiency`` of their precision's peak, attention at ``attention_efficiency`` (default
     ``efficiency``) of the bf16 peak; with a mode that runs the forward again (``"full"`` and
     the partial modes), ``recomputed`` of the layers
-    (default all) run their forward again. A mixture of experts' expert GEMMs run on
+    (default all) run their forward again: the share of their GEMMs the mode recomputes and,
+    where it runs attention again (``"full"``, ``"save_qkv_proj"``), their attention forward;
+    the other layers run none of it again. ``"selective"`` runs the attention forward again in
+    every layer (the core attention checkpointed). A mixture of experts' expert GEMMs run on
     ``capacity_factor x`` the routed tokens (padded to capacity; 1: dropless).
 
     >>> import topologies as tp
@@ -157,17 +162,19 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     >>> round(t * 989e12 / 8192 / m.flops_per_token, 12)
     1.0
     """
-    attention = _attention_flops(model, recompute)
-    gemm = layer_gemm_flops(model, capacity_factor)
-    if recompute in FORWARD_AGAIN:
-        again = layers if recomputed is None else min(layers, recomputed)
-        gemm_flops = gemm * (layers + again * _gemm_share_again(model, recompute, capacity_factor) / 3.0)
-    else:
-        gemm_flops = gemm * layers
+    redo = layer_recompute(model, recompute)
+    again = (layers if recomputed is None else min(layers, recomputed)) if recompute in FORWARD_AGAIN else 0
+    gemm_flops = layer_gemm_flops(model, capacity_factor) * (
+        layers + again * _gemm_share_again(model, recompute, capacity_factor) / 3.0)
+    # the attention forward (a third of a layer's attention FLOPs) again: in the ``again``
+    # recomputed layers where the mode runs it again, in every layer where the core attention
+    # is checkpointed (selective)
+    attention_flops = model.layer_attention_flops() * (
+        layers + (again * redo.attention + layers * redo.core_attention) / 3.0)
     fast = (gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops) * efficiency
     slow = gpu.peak_bf16_flops
     attention_rate = slow * (efficiency if attention_efficiency is None else attention_efficiency)
-    seconds = gemm_flops / fast + layers * attention / attention_rate
+    seconds = gemm_flops / fast + attention_flops / attention_rate
     seconds += model.output_flops / (slow * efficiency) if last else 0.0
     return tokens * seconds / shards
 
