@@ -49,10 +49,17 @@ DEFAULT_ATTENTION_EFFICIENCY = 0.62
 # reduction hides, no bubble, no TP), 744 TFLOP/s, run with 5 of its 32 layers fully
 # recomputed (recompute_num_layers=5 in Megatron-Bridge's LLAMA3_8B_PRETRAIN_CONFIG_H100_
 # FP8_CS_V1, scripts/performance/configs/llama/llama3_workload_base_configs.py). With this
-# module's split of that work (the layers' GEMMs at 1979 TFLOP/s FP8, the logits at 989 bf16,
-# attention at DEFAULT_ATTENTION_EFFICIENCY of 989) that is 0.461; rounded to 0.46. The other
-# published rows are predictions from it (README, "Training steps against published runs").
-DEFAULT_COMPUTE_EFFICIENCY = 0.46
+# module's split of that work, per token on one GPU (1 / 14,451 tokens/s = 69.20 us; Megatron's
+# 51.47 GFLOP per token: 744e12 / 14,451): the layers' GEMMs, 32 + 5/3 layers of 1.3086 GFLOP
+# (6 x 218.1 M parameters; the 5 recomputed layers' forward a third again) = 44.06 GFLOP at
+# 1979 TFLOP/s FP8, 22.26 us; the logits, 6 x 128,256 x 4096 = 3.152 GFLOP at 989 bf16, 3.19 us;
+# attention, 32 + 5/3 layers of 6 h s = 0.2013 GFLOP (the 5 recomputed layers' forward again)
+# = 6.778 GFLOP at DEFAULT_ATTENTION_EFFICIENCY x 989 = 613 TFLOP/s, 11.05 us (not hidden, so
+# it is taken off first): efficiency = (22.26 + 3.19) / (69.20 - 11.05) = 25.45 / 58.15 =
+# 0.438; rounded to 0.44. (0.461, 0.46, until 2026-12-07, while the flat model charged the
+# attention forward again to all 32 layers: 14.01 us of attention.) The other published rows
+# are predictions from it (docs/accuracy.md, "Training steps against published runs").
+DEFAULT_COMPUTE_EFFICIENCY = 0.44
 
 # The kernel-table model's one figure taken from training runs: the share of a step's compute
 # time the kernels run at their benchmarked speed (launch gaps, synchronisation, kernels the
