@@ -22,7 +22,7 @@ __all__ = ["Schedule", "DEFAULT_COMPUTE", "resolve_compute", "DEFAULT_BATCH", "d
 #: the GPU has a kernel ``family`` (every catalogue GPU but the H100 PCIe), else the flat model at
 #: DEFAULT_COMPUTE_EFFICIENCY. Held out on the validation corpus's 222 training rows (7 sources,
 #: ``python benchmarks/fit_kernel_utilization.py``, ``validate.py --compute flat``): median |error| 6.5 %
-#: with the kernel tables, 15.4 % flat.
+#: with the kernel tables, 15.4 % flat (241 rows, 2026-12-07: 15.8 % flat at 0.44, 15.0 % at 0.46).
 DEFAULT_COMPUTE = "auto"
 
 
