@@ -7,7 +7,7 @@ estimate of the stage that needs the most (GB, 1e9 bytes) with that stage's inde
     python benchmarks/training_published.py            # all rows (~2-3 min on 2 cores), the
                                                        # default compute (the kernel tables)
     python benchmarks/training_published.py --small    # the Megatron-Bridge rows only
-    python benchmarks/training_published.py --flat     # the flat model (compute_efficiency=0.46)
+    python benchmarks/training_published.py --flat     # the flat model (DEFAULT_COMPUTE_EFFICIENCY, 0.44)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import topologies as tp  # noqa: E402
 from flowsolver import training_step  # noqa: E402
-from flowsolver.training import step_arguments  # noqa: E402
+from flowsolver.training import DEFAULT_COMPUTE_EFFICIENCY, step_arguments  # noqa: E402
 # the rows (servers, training_step arguments, published figures) and their published
 # tokens/s and MFU are the test's, so the table and the assertions cannot drift apart
 from tests.training.test_training_published import ROWS, _published  # noqa: E402
@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     for name, (nodes, kw, pub) in ROWS.items():
         if "--small" in argv and nodes > 128:
             continue
-        extra = dict(compute_efficiency=0.46) if "--flat" in argv else {}
+        extra = dict(compute_efficiency=DEFAULT_COMPUTE_EFFICIENCY) if "--flat" in argv else {}
         r = training_step(tp.rail_optimized(nodes), **step_arguments(**kw, **extra))
         tokens, mfu = _published(kw, pub)
         stage = r.stage_memory.index(r.memory_per_gpu)

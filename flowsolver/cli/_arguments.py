@@ -307,7 +307,7 @@ def _add_train(sub, fmt) -> None:
                             "what does not fit is exposed; default %(default)s)")
     train.add_argument("--compute-efficiency", type=compute_model, default=None,
                        help="auto (the default: every kernel timed from published benchmarks where the GPU has "
-                            "tables, else 0.46), kernels (the tables), or the flat model's fraction of the peak "
+                            "tables, else 0.44), kernels (the tables), or the flat model's fraction of the peak "
                             "the GEMMs reach")
     train.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="GEMM precision (default %(default)s)")
     train.add_argument("--recompute", default="none", choices=RECOMPUTE,
@@ -406,7 +406,7 @@ def compute_model(text: str):
     try:
         return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected auto, kernels or a fraction such as 0.46, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected auto, kernels or a fraction such as 0.44, got {text!r}") from None
 
 
 def _count(text: str) -> int:

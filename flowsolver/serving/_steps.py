@@ -166,7 +166,7 @@ class StepModel:
         >>> import topologies as tp
         >>> from flowsolver.training import get_model
         >>> sm = StepModel(get_model("llama-3-8b"), tp.get_gpu("h100_sxm"), InstanceLayout(1, 1, 1, (0,)),
-        ...                "bf16", 2.0, 0.46, 0.62, 3.0e12)
+        ...                "bf16", 2.0, 0.44, 0.62, 3.0e12)
         >>> sm.decode_seconds(1, 0) == 2 * 7_504_658_432 / 3.0e12   # every weight but the embedding, once
         True
         """
@@ -188,7 +188,7 @@ class StepModel:
         >>> import topologies as tp
         >>> from flowsolver.training import get_model
         >>> lay = InstanceLayout(1, 1, 8, tuple(range(8)))
-        >>> sm = StepModel(get_model("mixtral-8x7b"), tp.get_gpu("h100_sxm"), lay, "bf16", 2.0, 0.46, 0.62, 3.0e12)
+        >>> sm = StepModel(get_model("mixtral-8x7b"), tp.get_gpu("h100_sxm"), lay, "bf16", 2.0, 0.44, 0.62, 3.0e12)
         >>> one, eight = sm.prefill_step([4096]), sm.prefill_step([512] * 8)
         >>> one[1], eight[1], one[0] > 1.9 * eight[0]     # one prompt's attention on one of the 8 ranks
         (4096.0, 512.0, True)

@@ -238,7 +238,7 @@ def replay(graph, workload: Workload, *, ranks=None, gpu=None, compute_efficienc
         GPU type for compute nodes given by FLOPs only (default: the graph's one GPU type).
     compute_efficiency : float in (0, 1]
         Fraction of the GPU's dense bf16 peak such nodes reach (default
-        ``DEFAULT_COMPUTE_EFFICIENCY``, 0.46: the flat model's GEMM efficiency; ``training_step``
+        ``DEFAULT_COMPUTE_EFFICIENCY``, 0.44: the flat model's GEMM efficiency; ``training_step``
         times kernels from its tables by default, and a trace written from a step carries
         their durations).
     algorithms : dict, optional

@@ -49,10 +49,17 @@ DEFAULT_ATTENTION_EFFICIENCY = 0.62
 # reduction hides, no bubble, no TP), 744 TFLOP/s, run with 5 of its 32 layers fully
 # recomputed (recompute_num_layers=5 in Megatron-Bridge's LLAMA3_8B_PRETRAIN_CONFIG_H100_
 # FP8_CS_V1, scripts/performance/configs/llama/llama3_workload_base_configs.py). With this
-# module's split of that work (the layers' GEMMs at 1979 TFLOP/s FP8, the logits at 989 bf16,
-# attention at DEFAULT_ATTENTION_EFFICIENCY of 989) that is 0.461; rounded to 0.46. The other
-# published rows are predictions from it (README, "Training steps against published runs").
-DEFAULT_COMPUTE_EFFICIENCY = 0.46
+# module's split of that work, per token on one GPU (1 / 14,451 tokens/s = 69.20 us; Megatron's
+# 51.47 GFLOP per token: 744e12 / 14,451): the layers' GEMMs, 32 + 5/3 layers of 1.3086 GFLOP
+# (6 x 218.1 M parameters; the 5 recomputed layers' forward a third again) = 44.06 GFLOP at
+# 1979 TFLOP/s FP8, 22.26 us; the logits, 6 x 128,256 x 4096 = 3.152 GFLOP at 989 bf16, 3.19 us;
+# attention, 32 + 5/3 layers of 6 h s = 0.2013 GFLOP (the 5 recomputed layers' forward again)
+# = 6.778 GFLOP at DEFAULT_ATTENTION_EFFICIENCY x 989 = 613 TFLOP/s, 11.05 us (not hidden, so
+# it is taken off first): efficiency = (22.26 + 3.19) / (69.20 - 11.05) = 25.45 / 58.15 =
+# 0.438; rounded to 0.44. (0.461, 0.46, until 2026-12-07, while the flat model charged the
+# attention forward again to all 32 layers: 14.01 us of attention.) The other published rows
+# are predictions from it (docs/accuracy.md, "Training steps against published runs").
+DEFAULT_COMPUTE_EFFICIENCY = 0.44
 
 # The kernel-table model's one figure taken from training runs: the share of a step's compute
 # time the kernels run at their benchmarked speed (launch gaps, synchronisation, kernels the
@@ -90,10 +97,12 @@ def check_precision(precision, gpu) -> str:
 
 
 def _attention_flops(model, recompute: str) -> float:
-    """Attention FLOPs executed per token of one layer, recompute included: the forward
-    (a third of them) again where the mode runs it again (``"selective"``'s checkpointed core
-    attention, ``"full"``, ``"save_qkv_proj"``; not ``"selective_op"``, which keeps the
-    attention kernel's output), as the kernel tables charge it (:func:`kernel_parts`)."""
+    """Attention FLOPs executed per token of one recomputed layer (under ``"selective"``: of
+    every layer), recompute included: the forward (a third of them) again where the mode runs
+    it again (``"selective"``'s checkpointed core attention, ``"full"``, ``"save_qkv_proj"``;
+    not ``"selective_op"``, which keeps the attention kernel's output), as the kernel tables'
+    ``attention`` part charges it (:func:`kernel_parts`). A stage's seconds
+    (:func:`stage_seconds`) charge the forward again only to the layers that run it."""
     attention = model.layer_attention_flops()
     again = layer_recompute(model, recompute)
     return attention * (4.0 / 3.0) if again.attention or again.core_attention else attention
@@ -146,7 +155,10 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     ``efficiency`` of their precision's peak, attention at ``attention_efficiency`` (default
     ``efficiency``) of the bf16 peak; with a mode that runs the forward again (``"full"`` and
     the partial modes), ``recomputed`` of the layers
-    (default all) run their forward again. A mixture of experts' expert GEMMs run on
+    (default all) run their forward again: the share of their GEMMs the mode recomputes and,
+    where it runs attention again (``"full"``, ``"save_qkv_proj"``), their attention forward;
+    the other layers run none of it again. ``"selective"`` runs the attention forward again in
+    every layer (the core attention checkpointed). A mixture of experts' expert GEMMs run on
     ``capacity_factor x`` the routed tokens (padded to capacity; 1: dropless).
 
     >>> import topologies as tp
@@ -157,17 +169,19 @@ def stage_seconds(model, layers: int, last: bool, *, tokens: float, shards: int,
     >>> round(t * 989e12 / 8192 / m.flops_per_token, 12)
     1.0
     """
-    attention = _attention_flops(model, recompute)
-    gemm = layer_gemm_flops(model, capacity_factor)
-    if recompute in FORWARD_AGAIN:
-        again = layers if recomputed is None else min(layers, recomputed)
-        gemm_flops = gemm * (layers + again * _gemm_share_again(model, recompute, capacity_factor) / 3.0)
-    else:
-        gemm_flops = gemm * layers
+    redo = layer_recompute(model, recompute)
+    again = (layers if recomputed is None else min(layers, recomputed)) if recompute in FORWARD_AGAIN else 0
+    gemm_flops = layer_gemm_flops(model, capacity_factor) * (
+        layers + again * _gemm_share_again(model, recompute, capacity_factor) / 3.0)
+    # the attention forward (a third of a layer's attention FLOPs) again: in the ``again``
+    # recomputed layers where the mode runs it again, in every layer where the core attention
+    # is checkpointed (selective)
+    attention_flops = model.layer_attention_flops() * (
+        layers + (again * redo.attention + layers * redo.core_attention) / 3.0)
     fast = (gpu.peak_fp8_flops if precision == "fp8" else gpu.peak_bf16_flops) * efficiency
     slow = gpu.peak_bf16_flops
     attention_rate = slow * (efficiency if attention_efficiency is None else attention_efficiency)
-    seconds = gemm_flops / fast + layers * attention / attention_rate
+    seconds = gemm_flops / fast + attention_flops / attention_rate
     seconds += model.output_flops / (slow * efficiency) if last else 0.0
     return tokens * seconds / shards
 

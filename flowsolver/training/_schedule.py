@@ -22,7 +22,7 @@ __all__ = ["Schedule", "DEFAULT_COMPUTE", "resolve_compute", "DEFAULT_BATCH", "d
 #: the GPU has a kernel ``family`` (every catalogue GPU but the H100 PCIe), else the flat model at
 #: DEFAULT_COMPUTE_EFFICIENCY. Held out on the validation corpus's 222 training rows (7 sources,
 #: ``python benchmarks/fit_kernel_utilization.py``, ``validate.py --compute flat``): median |error| 6.5 %
-#: with the kernel tables, 15.4 % flat.
+#: with the kernel tables, 15.4 % flat (241 rows, 2026-12-07: 15.8 % flat at 0.44, 15.0 % at 0.46).
 DEFAULT_COMPUTE = "auto"
 
 
@@ -34,7 +34,7 @@ def resolve_compute(compute_efficiency, gpu, precision: str | None = None):
 
     >>> import topologies as tp
     >>> resolve_compute("auto", tp.get_gpu("h100_sxm")), resolve_compute("auto", tp.get_gpu("h100_pcie"))
-    (None, 0.46)
+    (None, 0.44)
     >>> resolve_compute(0.5, tp.get_gpu("h100_pcie"))
     0.5
     """
@@ -61,14 +61,14 @@ class Schedule:
     takes a Schedule beside a :class:`~flowsolver.training.Parallelism`, and checks it.
 
     Compute: ``compute_efficiency="auto"`` (the default) is the kernel tables where the GPU has
-    a kernel ``family`` (every catalogue GPU but the H100 PCIe), else the flat model at 0.46;
+    a kernel ``family`` (every catalogue GPU but the H100 PCIe), else the flat model at 0.44;
     :func:`checked_schedule` resolves it. With ``compute_efficiency=None`` every kernel is timed from
     published kernel benchmarks (:mod:`flowsolver.training._kernels`: GEMMs by shape and
     precision, ``attention`` kernel ``auto`` / ``fa3`` / ``fa2`` / ``unfused``, memory-bound
     work at the achieved HBM bandwidth, the ``fp8_recipe``'s casts, ``power_cap`` W) and the
     sum divided by ``kernel_utilization``; ``attention_efficiency`` (a fraction of the bf16
     peak) overrides the attention tables when given. With a float ``compute_efficiency``
-    (``DEFAULT_COMPUTE_EFFICIENCY``: 0.46) the flat model: the GEMMs at that fraction of their
+    (``DEFAULT_COMPUTE_EFFICIENCY``: 0.44) the flat model: the GEMMs at that fraction of their
     precision's peak, attention at ``attention_efficiency`` (``None``: 0.62) of the bf16 peak."""
 
     global_batch: int | None = None

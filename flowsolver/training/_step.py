@@ -76,8 +76,8 @@ def training_step(graph, model="llama-3-70b", parallelism: Parallelism | None = 
         * ``global_batch``: sequences per step (default 512, 4 M tokens at 8192, rounded up
           to a multiple of ``dp x micro_batch``);
         * ``compute_efficiency``: ``"auto"`` (default): ``None`` where the GPU has a kernel
-          ``family`` (every catalogue GPU but the H100 PCIe), else 0.46. A float
-          (``DEFAULT_COMPUTE_EFFICIENCY``: 0.46): the flat model, the GEMMs at that fraction of
+          ``family`` (every catalogue GPU but the H100 PCIe), else 0.44. A float
+          (``DEFAULT_COMPUTE_EFFICIENCY``: 0.44): the flat model, the GEMMs at that fraction of
           the dense peak of their precision. ``None``: every kernel timed from published kernel
           benchmarks
           (:mod:`flowsolver.training._kernels`): each GEMM by its shape and precision, flash

@@ -67,7 +67,7 @@ def test_the_h100_pcie_defaults_to_the_flat_model_and_asks_for_hbm_efficiency():
     kwargs = dict(rate=1.0, duration=2.0, prompt=16, output=4, tp=8)
     with pytest.raises(ValueError, match="no achieved-bandwidth measurement for GPU 'h100_pcie'.*hbm_efficiency="):
         quiet_serve(g, "llama-3-8b", **kwargs)
-    # with it, "auto" is the flat model: the same step as compute_efficiency=0.46 given outright
+    # with it, "auto" is the flat model: the same step as compute_efficiency=0.44 (DEFAULT_COMPUTE_EFFICIENCY) given outright
     auto = quiet_serve(g, "llama-3-8b", hbm_efficiency=0.8, **kwargs).decode_step(4, 64)
-    flat = quiet_serve(g, "llama-3-8b", hbm_efficiency=0.8, compute_efficiency=0.46, **kwargs).decode_step(4, 64)
+    flat = quiet_serve(g, "llama-3-8b", hbm_efficiency=0.8, compute_efficiency=0.44, **kwargs).decode_step(4, 64)
     assert auto == flat

@@ -51,8 +51,8 @@ def test_other_sources():
     assert kinds["bigscience-bloom"]["attention"] == "unfused"
     assert kinds["llm-foundry"]["attention"] == "fa2"
     assert "attention" not in kinds["nvidia-dgxc-benchmarking"]        # Transformer Engine: the default
-    # the compute model: the kernel tables (the library's default on the corpus's GPUs), or the flat 0.46
-    assert _call(0)["compute_efficiency"] is None and _call(0, "flat")["compute_efficiency"] == 0.46
+    # the compute model: the kernel tables (the library's default on the corpus's GPUs), or the flat 0.44
+    assert _call(0)["compute_efficiency"] is None and _call(0, "flat")["compute_efficiency"] == 0.44
     with pytest.raises(ValueError, match="compute must be one of"):
         _call(0, "roofline")
 
