@@ -132,6 +132,14 @@ class Design:
         ``tokens_per_s``) or the least (``time``, ``price``, ``capex``, ``capex_time``); None
         if none is timed.
 
+        Ties go to the front's other coordinates, as the front would: among equal times (or
+        tokens/s) the cheaper ``price``, then the lower ``power``; among equal prices (or
+        ``capex``) the faster, then the lower power; among equal per-USD figures the faster,
+        the cheaper, the lower power. So ``best("time")`` and ``best("price")`` are on the
+        front: equally fast fabrics (the network off the workload's path, or one fabric's
+        ``optics`` variants) give the cheapest, not the first in the grid. Ties on all of
+        them: the first in the grid.
+
         The default is the most work per USD of ``capex``: the most ``throughput_per_usd``
         (the order of ``tokens_per_usd``) where every timed candidate has tokens per step (a
         training workload), else the least ``capex_time`` (a collective mix: the same order
@@ -162,7 +170,12 @@ class Design:
             raise ValueError(f"best({key!r}): no timed candidate has {key} (a collective mix or a workload without "
                              "tokens per step has no tokens; tokens_per_usd also needs a lifetime); this design "
                              f"has {', '.join(have)}")
-        return (max if key in most else min)(ok, key=lambda c: getattr(c, key))
+        sign = -1.0 if key in most else 1.0
+
+        def rank(c):            # the key, then its ties (a NaN tie-break ranks last)
+            return (sign * getattr(c, key),) + tuple(math.inf if math.isnan(v) else v
+                                                     for v in (getattr(c, k) for k in _TIES[key]))
+        return min(ok, key=rank)
 
     def format(self, every: bool = False) -> str:
         """The front (``every``: every candidate, with its status and ``*`` on the front) as a
@@ -193,6 +206,14 @@ class Design:
                                                                    "per GPU" if cap else "")
                          + ("; tokens/USD: over the lifetime, per USD of network and GPUs" if per_usd else ""))
         return "\n".join(lines)
+
+
+# Design.best's tie-breaks per key, after the key itself (the front's other coordinates)
+_TIES = {"time": ("price", "power"), "tokens_per_s": ("price", "power"),
+         "price": ("time", "power"), "capex": ("time", "price", "power"),
+         "capex_time": ("time", "price", "power"), "throughput_per_usd": ("time", "price", "power"),
+         "tokens_per_usd": ("time", "price", "power")}
+
 
 def pareto_front(points) -> list[int]:
     """Indexes of the points (tuples to minimise, all finite) that no other point dominates

@@ -25,11 +25,14 @@ larger of the two is the bound.
 A send / receive (PP's stage-boundary sends, CP's ring steps) is timed exactly as one step of
 one flow per pair, all pairs at once: besides the cuts it cannot beat what the collectives'
 own candidate bound (``lower_bound`` of its ``_bound`` module, which ``"auto"``
-prunes by) gives its one step: NCCL's base latency and the smallest hop latency (or the
-options' ``step_latency``) plus the transfer through each GPU's and each server's links at
-their efficiencies. That latency is most of a ring-attention step, and what the attention
-block cannot hide of it is the exposed CP communication; left out when the options carry a
-calibration ``model`` (which rescales latencies). :func:`flowsolver.training.compose` of
+prunes by) gives its one step: NCCL's Simple base latency and Simple's smallest hop latency
+(or the options' ``base_latency`` and ``step_latency``) plus the transfer through each GPU's
+and each server's links at their efficiencies. Simple whatever the options' ``protocol``:
+NCCL_PROTO does not govern sends, and the exact step times every send and all-to-all as
+Simple (an LL128 floor, 15.9 us, was above the exact NVLink send's 11.8 us). That latency
+is most of a ring-attention step, and what the attention block cannot hide of it is the
+exposed CP communication; left out when the options carry a calibration ``model`` (which
+rescales latencies). :func:`flowsolver.training.compose` of
 those times never exceeds the exact step: every exposed term grows with the per-call times
 (checked against exact steps in tests/planning/).
 
@@ -122,6 +125,10 @@ _GPU_SHARE = {"all_gather": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 
 _FLOORED = {"tp": "tp", "ep": "ep", "dp": "dp", "dp_gather": "dp", "dp_reduce": "dp", "dp_experts": "dp"}
 
 
+# ops NCCL runs as point-to-point sends, Simple whatever NCCL_PROTO says (collectives' _sends_simple)
+_SENDS = ("send_recv", "all_to_all")
+
+
 class CutBound:
     """The cut bound of every collective of a layout on ``graph`` (its GPUs in
     ``topologies.gpus`` order, the identity placement); group lists and coefficients are
@@ -165,8 +172,12 @@ class CutBound:
         of ``_interned``'s tuples (remembered by identity, not hashed again)."""
         key = (op, float(size), id(group), algorithm)
         if key not in self._floors:
+            # an all-to-all runs Simple whatever the protocol (NCCL_PROTO does not govern its
+            # sends; the exact step's _sends_simple): its floor is Simple's (kind_floors refuses
+            # LL / LL128 for it, which left EP without a floor under those protocols)
+            options = dict(self._options, protocol="Simple") if op in _SENDS else self._options
             try:
-                floors = kind_floors(self._graph, op, size, list(group), algorithm, **self._options)
+                floors = kind_floors(self._graph, op, size, list(group), algorithm, **options)
             except ValueError:
                 floors = {}
             least: dict = {}
@@ -206,17 +217,13 @@ class CutBound:
         if options.get("model") is not None:
             return 0.0, None
         # NCCL's ring base latency and its least hop latency (the collectives' own per-step
-        # floor, min_hop_latency), or the options' overrides; protocol "auto" (or None): the least
-        protocol = options.get("protocol", "Simple") or "auto"
-        latencies = []
-        for i, name in enumerate(PROTOCOLS):
-            if protocol == "auto" or name in ((protocol,) if isinstance(protocol, str) else protocol):
-                base = options.get("base_latency")
-                hop = options.get("step_latency")
-                latencies.append((NCCL_BASE_LATENCY["ring"][i] * 1e-6 if base is None else float(base))
-                                 + (min(h[i] for h in NCCL_HOP_LATENCY.values()) * 1e-6 if hop is None
-                                    else float(hop)))
-        latency = min(latencies)
+        # floor, min_hop_latency) of Simple, whatever the options' protocol: NCCL_PROTO does
+        # not govern sends, and the exact step times every send Simple (collectives'
+        # _sends_simple); or the options' overrides, which the exact sends take
+        simple = PROTOCOLS.index("Simple")
+        base, hop = options.get("base_latency"), options.get("step_latency")
+        latency = ((NCCL_BASE_LATENCY["ring"][simple] * 1e-6 if base is None else float(base))
+                   + (min(h[simple] for h in NCCL_HOP_LATENCY.values()) * 1e-6 if hop is None else float(hop)))
         return latency, Capacities(graph, list(range(len(tp_.gpus(graph)))), options.get("efficiency"))
 
     def _shape(self, key, kind) -> tuple:

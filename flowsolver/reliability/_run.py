@@ -30,7 +30,10 @@ class GoodputResult:
     interruptions; ``young_interval`` and ``daly_interval`` (s); ``daly_fraction``: Daly's
     expected useful fraction for the interval used (interruptions only, exponential; its
     downtime ``R`` the restart, plus, without spares and not shrinking, the repair times the
-    share of interruptions that wait for one: the mean downtime);
+    share of interruptions that wait for one: the mean downtime); with no interruptions the
+    run's own count, ``1 - floor(H / (tau + C)) C / H`` over the ``days`` (the checkpoints
+    it completes; 1.0 where the interval is the whole run, which writes none), what every
+    trajectory gives, where Daly's ``tau / (tau + C)`` is only its long-run limit;
     ``curve``: (interval s, mean useful fraction) over the intervals asked, on the same
     trajectories, when ``intervals`` was given; ``healthy_result``: the step's collective on
     the healthy fabric (a :class:`~flowsolver.CollectiveResult`; None for training steps and
@@ -306,13 +309,28 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         young = young_interval(resp.checkpoint_cost, mtbf) if resp.checkpoint_cost > 0 and total > 0 else math.inf
         daly = daly_interval(resp.checkpoint_cost, mtbf) if resp.checkpoint_cost > 0 and total > 0 else math.inf
         daly_frac = daly_useful_fraction(run.interval, resp.checkpoint_cost, _downtime(resp, interrupts, hardware),
-                                         mtbf) if total > 0 else run.interval / (run.interval + resp.checkpoint_cost)
+                                         mtbf) if total > 0 else \
+            _failure_free_fraction(run.interval, resp.checkpoint_cost, float(days) * _DAY)
         states = solved[before] if len(solved) > before else StateTimes([], [], [], [])
         out.append(GoodputResult(run=run, healthy_step_time=healthy["step_time"],
                                  tokens_per_step=float(healthy["tokens"]), components=comps, states=states, mtbf=mtbf,
                                  young_interval=young, daly_interval=daly, daly_fraction=daly_frac, curve=curve,
                                  healthy_result=healthy.get("result")))
     return out if many else out[0]
+
+
+def _failure_free_fraction(interval: float, checkpoint_cost: float, horizon: float) -> float:
+    """Useful fraction of a run of ``horizon`` s that nothing interrupts, checkpointing ``C`` s
+    after every ``interval`` s of computing: ``1 - floor(H / (tau + C)) C / H``, the
+    checkpoints it completes (the work after the last one the run's end keeps, as the Monte
+    Carlo counts it). No checkpoint where the interval is the whole run: 1.0. Daly's form
+    with no failures (``M`` infinite) is its long-run limit ``tau / (tau + C)``, which also
+    charged the checkpoint a run of one interval never writes.
+
+    >>> _failure_free_fraction(86400.0, 30.0, 86400.0), round(_failure_free_fraction(600.0, 30.0, 86400.0), 6)
+    (1.0, 0.952431)
+    """
+    return 1.0 - math.floor(horizon / (interval + checkpoint_cost)) * checkpoint_cost / horizon
 
 
 def _downtime(response, interrupts, hardware):

@@ -44,3 +44,20 @@ def test_daly_fraction_without_spares_counts_the_repair_wait():
                                                             checkpoint_interval=1800.0),
                     components=comps, days=30, trajectories=50, seed=3)
     assert spare.daly_fraction == pytest.approx(1800.0 / (m * math.exp(600.0 / m) * math.expm1(1830.0 / m)), rel=1e-9)
+
+
+# one day, C = 30 s, by hand: floor(86,400 / (tau + 30)) checkpoints completed: 86,400 / 630 =
+# 137.1 -> 137; 86,400 / 43,215 = 1.9993 -> 1; 86,400 / 86,420 -> 0; no interval: one period,
+# the whole day -> 0
+@pytest.mark.parametrize("interval, checkpoints", [(None, 0), (86390.0, 0), (600.0, 137), (43185.0, 1)])
+def test_daly_fraction_with_no_interruptions_counts_the_checkpoints_the_run_writes(interval, checkpoints):
+    # zero rates: the run completes its checkpoints and the work after the last one its end
+    # keeps, 1 - checkpoints x 30 / 86,400 in every trajectory; with no interval it writes
+    # none: 1.0, where the closed form charged one checkpoint, 86,400 / 86,430 (adv19a F4)
+    from flowsolver.reliability import Component
+    step = lambda g: 1.0                                                  # noqa: E731
+    r = goodput(tp.rail_optimized(2), step, JobResponse(30.0, 600.0, checkpoint_interval=interval),
+                components={"gpu": Component("gpu", "interrupt", 0.0)}, days=1, trajectories=4)
+    expect = 1.0 - checkpoints * 30.0 / 86400.0
+    assert r.daly_fraction == pytest.approx(expect, rel=1e-12)
+    assert r.useful_fraction == pytest.approx(expect, rel=1e-12)             # every trajectory
