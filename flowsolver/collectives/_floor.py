@@ -14,7 +14,7 @@ from ..routing import gpu_nodes, graph_memo
 from ._bound import Capacities, lower_bound
 from ._choice import is_tuned
 from ._planned import _plans
-from ._concurrent import _options
+from ._concurrent import _options, _sends_simple
 from ._nccl_timing import _protocols, runs, steady_parts, tuned_time
 from ._options import check_call
 
@@ -56,7 +56,9 @@ def kind_floors(graph, op: str, size: float, group, algorithm: str = "auto", *, 
       not price) is the candidates' pruning bound (:func:`~._bound.lower_bound`).
 
     ``keywords`` and ``model`` are :func:`~flowsolver.collectives.concurrent_kinds`'s (a
-    training step's ``collective_options``). ValueError where the kind cannot run.
+    training step's ``collective_options``); a send / receive or an all-to-all is floored at
+    Simple whatever their protocol, as :func:`~flowsolver.collectives.concurrent_kinds` runs
+    it (NCCL_PROTO does not govern sends). ValueError where the kind cannot run.
 
     >>> import topologies as tp
     >>> floors = kind_floors(tp.rail_optimized(1), "reduce_scatter", 2 ** 26, range(8))
@@ -64,7 +66,8 @@ def kind_floors(graph, op: str, size: float, group, algorithm: str = "auto", *, 
     [('nvls', 'Simple'), ('ring', 'Simple')]
     """
     options = _options(graph, model, **keywords)
-    options = replace(options, channels=None, tuner=options.step_latency is None)
+    # a send / receive or an all-to-all runs Simple whatever the job's protocol, as concurrent_kinds times it
+    options = _sends_simple(op, replace(options, channels=None, tuner=options.step_latency is None))
     check_call(op, algorithm, size, options)
     size = float(size)
     planned = _plans(graph, op, size, [list(group)], algorithm, options)
