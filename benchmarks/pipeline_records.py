@@ -42,14 +42,14 @@ class Capture:
         self.seen: dict = {}
 
         def spy(a, proto, op, size, ranks, nodes, channels, latency, algbw, params=None, stage_algbw=None,
-                share_of=None, channel_rate=0.0, nccl=None, senders=0):
+                share_of=None, channel_rate=0.0, nccl=None):
             self.seen[a, proto] = dict(algorithm=a, protocol=proto, op=op, size=size, ranks=ranks, nodes=nodes,
                                        channels=channels, latency=float(latency), algbw=float(algbw),
                                        stage_algbw=None if stage_algbw is None else [float(x) for x in stage_algbw],
                                        share_of=share_of, channel_rate=float(channel_rate),
-                                       nccl=None if nccl is None else list(nccl), senders=int(senders))
+                                       nccl=None if nccl is None else list(nccl))
             return pipeline_time(a, proto, op, size, ranks, nodes, channels, latency, algbw, params, stage_algbw,
-                                 share_of, channel_rate, nccl, senders)
+                                 share_of, channel_rate, nccl)
 
         _tuned.pipeline_time = spy
         return self
@@ -110,7 +110,7 @@ def predict(rec: dict, params: Pipeline) -> float:
     return with_host(pipeline_time(p["algorithm"], p["protocol"], p["op"], p["size"], p["ranks"], p["nodes"],
                                    p["channels"], p["latency"], p["algbw"], params, p.get("stage_algbw"),
                                    p.get("share_of"), p.get("channel_rate", 0.0),
-                                   None if p.get("nccl") is None else tuple(p["nccl"]), p.get("senders", 0)),
+                                   None if p.get("nccl") is None else tuple(p["nccl"])),
                      p.get("gpus_per_thread", 1), p.get("host_overhead", 0.0))
 
 

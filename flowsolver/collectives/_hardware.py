@@ -314,8 +314,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
         nvls = nvls and transport.nvls
         extra = dict(net_latency=transport.net_latency, hop_latency=transport.hop_latency,
                      protocols=transport.protocols,
-                     net_bw=min(_egress(graph, [near[i] for i in group], efficiency) for group in layout.groups),
-                     net_senders=_senders(near, layout.groups, nics))
+                     net_bw=min(_egress(graph, [near[i] for i in group], efficiency) for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)
     cpus = {graph.nodes[g].get("cpu", "intel") for g in gpus}
     # NCCL's NVLink latency row where its ring inside a node runs over NVLink (tuning.cc:285,
@@ -334,25 +333,6 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
                     pcie_only=kind is not None and kind > PATH_NVB,
                     cpu=cpus.pop() if len(cpus) == 1 else "mixed_arch" if "arm" in cpus else "mixed",
                     single_gpu_node=n_nodes > 1 and min(len(g) for g in layout.groups) == 1, **extra)
-
-
-def _senders(near, groups, nics) -> int:
-    """The proxies a node's channels cross the network through: the distinct NICs nearest its
-    ranks (``near``: each rank's, :func:`~._layout.near_nics_of`; NCCL spreads its channels over
-    them and a NIC's sends go through the proxy of a GPU beside it, PXN), at most the node's
-    ranks; a node whose ranks have no NIC of their own uses its ``nics`` NICs. The least over
-    the nodes (the busiest node's proxies set the pace).
-
-    >>> _senders([("a",), ("a",), ("b",), ("b",)], [[0, 1], [2, 3]], 4)
-    1
-    >>> _senders([(), ()], [[0, 1]], 8)
-    2
-    """
-    counts = []
-    for group in groups:
-        mine = {nic for i in group for nic in near[i]}
-        counts.append(min(len(group), len(mine) if mine else max(1, nics)))
-    return max(1, min(counts))
 
 
 def _chain_channels(graph, ranks, layout) -> int:

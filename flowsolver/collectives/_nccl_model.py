@@ -93,10 +93,7 @@ class Hardware:
     whether a node's ranks cannot all meet over NVLink (NCCL's typeIntra beyond PATH_NVB: a GPU
     with no NVLink, or NVLink-bridged pairs a ring joins over PCIe), ``nic_path`` NCCL's
     typeInter, the class of a GPU's path to the NIC a ring crosses nodes on (:data:`PATH_PXB`,
-    ``PATH_P2C``, ``PATH_PXN`` or ``PATH_PHB``; :func:`~._nccl_paths.type_inter`), ``net_senders`` the
-    proxies a node's channels cross the network through (its ranks' distinct nearest NICs, at most
-    its ranks; 0: one node or not known), whose one thread each hands an LL step to its NIC
-    (:func:`~._pipeline.ll_proxy_seconds`). ``cpu`` is ``"intel"``, ``"amd"``,
+    ``PATH_P2C``, ``PATH_PXN`` or ``PATH_PHB``; :func:`~._nccl_paths.type_inter`). ``cpu`` is ``"intel"``, ``"amd"``,
     ``"arm"``, ``"mixed"`` (x86 hosts of both vendors) or ``"mixed_arch"`` (Arm and x86).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
@@ -123,7 +120,6 @@ class Hardware:
     default_channels: int | None = None
     default_graph_channels: int | None = None
     hop_latency: float | None = None
-    net_senders: int = 0
 
     @property
     def hop_cost(self) -> float:

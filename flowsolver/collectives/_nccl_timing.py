@@ -181,7 +181,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
                         lat, kernel_bw,
                         PIPELINE if model is None else model.pipeline,
                         stage_algbw=_nvls_tree_stage_algbw(hw) if a == "nvls_tree" else None,
-                        share_of=share_of, channel_rate=rate, nccl=options.nccl_version, senders=hw.net_senders)
+                        share_of=share_of, channel_rate=rate, nccl=options.nccl_version)
     time = options.with_host(gpu, greater)     # one thread for N GPUs; a call timed from an idle device
     # what the pipeline adds (its fill, idle channels) scales with the bandwidth as the
     # transfer does: only NCCL's latency is latency, and the host's time, which no link carries

@@ -61,8 +61,8 @@ from dataclasses import dataclass
 from ._dual import greater, lesser
 from ._nccl_model import log2i
 
-__all__ = ["Pipeline", "PIPELINE", "PIPELINED", "LL_PROXY_RATE", "channels_used", "channel_split", "chunk_steps",
-           "ll_depth", "ll_proxy_seconds", "nvls_tree_stages",
+__all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "channel_split", "chunk_steps", "ll_depth",
+           "nvls_tree_stages",
            "pipeline_time"]
 
 KIB = 1024
@@ -85,20 +85,6 @@ _NVLS_TREE_CHUNK_4_NODES = 64 * KIB
 # MinTrafficPerChannel (src/enqueue.cc scheduleCollTasksToPlan): a channel gets whole cells of
 # at least 32 KiB of traffic
 _MIN_TRAFFIC = 32 * KIB
-# LL's lines a network proxy thread checks and hands to its NIC per second (bytes of 16-byte lines,
-# twice the payload). NCCL keeps a network connection's LL send buffer in host memory (src/transport/
-# net.cc sendSetup: ``p != NCCL_PROTO_LL && useGdr``) and its proxy thread, one per GPU, serving every
-# channel that GPU's NIC carries, reads each line's two flags before it posts a step
-# (sendProxyProgress): the rate at which a node's LL steps leave it across nodes. Fitted on the
-# validation corpus's 443 multi-node ring and tree LL points (19 sources, 2026-12-07,
-# ``python benchmarks/ll_proxy_fit.py RUN.json``): the least median |error| at 6.5 GB/s; each
-# source held out, the others choose 6.0 (4 folds), 6.5 (14) or 8.0 (1), and the held-out median
-# goes 16.3 -> 15.7 % (the 100 points at 64 KiB-16 MiB 32.3 -> 22.5 %). Counted per channel, per
-# GPU or per node instead of per NIC-local proxy, no rate helps (held out 33.7 / 32.9 / 32.9 % at
-# 64 KiB-16 MiB). The sources' own rates still differ (docs/accuracy.md, "LL across nodes").
-# NCCL's tuner caps ring LL across nodes by the host CPU's vendor (llMaxBws), its estimate, not
-# this figure's source.
-LL_PROXY_RATE = 6.5e9
 #: the algorithms whose chunk pipeline is modelled (PAT, absent from the corpus, keeps the tuner's time)
 PIPELINED = ("ring", "tree", "nvls", "nvls_tree")
 
@@ -327,33 +313,6 @@ def ll_depth(algorithm, nodes) -> float:
     return 2 * math.log2(nodes) if algorithm == "tree" and nodes > 1 else 0.0
 
 
-def ll_proxy_seconds(algorithm, op, size, ranks, nodes, running, senders, rate=None) -> float:
-    """Seconds a node's busiest network proxy takes to hand an LL collective's lines to its NIC
-    (``rate``, bytes/s; None: :data:`LL_PROXY_RATE`): the ``running`` channels spread over the node's ``senders``
-    proxies, each channel's bytes across the network twice over (a 16-byte line carries 8
-    bytes): a ring's ``2 (n - 1) / n`` (all-reduce) or ``(n - 1) / n`` (all-gather,
-    reduce-scatter) of the channel's share, the whole share for a chain (broadcast, reduce);
-    a tree's share once on 2 nodes (one sends up, the other down) and twice on more (the double
-    tree's interior node sends up and to two children, its leaf up only). 0 on one node, with
-    no sender known, or for an algorithm that does not run LL across nodes.
-
-    >>> t = ll_proxy_seconds("ring", "all_gather", 1 << 20, 8, 2, 8, 4)   # 2 channels a proxy
-    >>> t == 2 * 2 * (7 / 8) * (1 << 20) / 8 / LL_PROXY_RATE
-    True
-    >>> ll_proxy_seconds("ring", "all_gather", 1 << 20, 8, 1, 8, 4)
-    0.0
-    """
-    if nodes < 2 or senders < 1 or running < 1 or algorithm not in ("ring", "tree"):
-        return 0.0
-    if algorithm == "tree":
-        factor = 1.0 if nodes == 2 else 2.0
-    else:
-        factor = {"all_reduce": 2.0 * (ranks - 1) / ranks, "all_gather": (ranks - 1) / ranks,
-                  "reduce_scatter": (ranks - 1) / ranks}.get(op, 1.0)
-    per_channel = 2.0 * factor * size / running
-    return math.ceil(running / senders) * per_channel / (LL_PROXY_RATE if rate is None else rate)
-
-
 def nvls_tree_stages(nodes, nvls_share, net_share) -> float:
     """The steps one loop of NVLSTree's all-reduce takes from a channel's first byte in to its
     last byte out (units: the pipeline's step, a loop's bytes at the algorithm's bandwidth),
@@ -376,8 +335,7 @@ def nvls_tree_stages(nodes, nvls_share, net_share) -> float:
 
 
 def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency, algbw,
-                  params: Pipeline = PIPELINE, stage_algbw=None, share_of=None, channel_rate=0.0, nccl=None,
-                  senders=0):
+                  params: Pipeline = PIPELINE, stage_algbw=None, share_of=None, channel_rate=0.0, nccl=None):
     """Seconds NCCL's kernels take for ``op`` of ``size`` bytes by ``algorithm`` /
     ``protocol`` given the tuner's ``latency`` (s) and the algorithm bandwidth ``algbw``
     (bytes/s, all ``channels`` running): ``latency + (steps + fill) x max(step, floor)``
@@ -391,9 +349,7 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     (None: ``channels``), or, where fewer than ``share_of`` run, a CTA's own rate, ``channel_rate``
     (a share of ``algbw``), if more. ``latency`` and ``algbw`` may be :class:`~._dual.Dual` numbers.
     ``nccl``: the NCCL release ``(major, minor)`` whose chunk rules apply (None: the model's,
-    2.30's; :data:`TREE_DEPTH_CHUNKS_UNTIL`). ``senders``: the network proxies a node's channels
-    cross through (:attr:`~._nccl_model.Hardware.net_senders`); LL across nodes takes no less than
-    its busiest proxy hands its lines to the NIC in (:func:`ll_proxy_seconds`).
+    2.30's; :data:`TREE_DEPTH_CHUNKS_UNTIL`).
 
     >>> p = Pipeline(floor_simple=2e-6, fill_ring=2.0)
     >>> t = pipeline_time("ring", "Simple", "all_reduce", 16 << 20, 8, 1, 16, 10e-6, 200e9, p)
@@ -414,8 +370,7 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
     steps, depth, whole = _chunking(algorithm, protocol, op, size, ranks, nodes, nc, nccl)
     step = size / bandwidth / steps
     if protocol == "LL":                                # lines stream; network hops store a step
-        proxy = ll_proxy_seconds(algorithm, op, size, ranks, nodes, running, senders)
-        return latency + greater((steps + ll_depth(algorithm, nodes)) * step, proxy)
+        return latency + (steps + ll_depth(algorithm, nodes)) * step
     if algorithm == "nvls_tree":                        # one loop's stages beyond its step, no fill
         nvls, net = (bandwidth, bandwidth) if stage_algbw is None else stage_algbw
         floor, fill = params.floor_nvls, 0.0
