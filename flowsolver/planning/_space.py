@@ -13,6 +13,7 @@ import numpy as np
 from .. import _checks
 from ..training import (DEFAULT_ORDER, ZERO_STAGES, ModelSpec, Parallelism, check_recompute, checked_order,
                         chunk_layers, memory_per_gpu, usable_memory)
+from ..training._memory import grad_bytes_of
 
 __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS", "RECOMPUTE_MODES"]
 
@@ -141,7 +142,7 @@ def _canonical(order: tuple, degrees: dict) -> tuple:
 def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: float, headroom: float = 0.0,
                  max_tp: int | None = None, tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None,
                  recompute=None, zero=None, sequence_parallel=None, orders=None, attention=None,
-                 fp8_activations=False, gather_bytes: int = 2) -> Space:
+                 fp8_activations=False, gather_bytes: int = 2, reduce_bytes: float = 2) -> Space:
     """Every combination of the searched values for ``spec`` on ``gpus`` GPUs and a global
     batch of ``global_batch`` sequences, pruned (first reason of :data:`PRUNE_REASONS`) or
     kept with its memory estimate. No network work.
@@ -160,7 +161,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     fused one keeps no scores without recompute; ``plan`` passes the step's, default ``"auto"``);
     ``fp8_activations``: Transformer Engine's one-byte FP8 GEMM inputs (``plan`` passes it for an
     FP8 step with the ``"te"`` recipe); ``gather_bytes``: bytes per weight FSDP (ZeRO 3) gathers
-    and holds unsharded (1 with an FP8 all-gather).
+    and holds unsharded (1 with an FP8 all-gather); ``reduce_bytes``: bytes per gradient value
+    reduced (4: ``reduce_dtype="fp32"``, whose gradient buffers are fp32 at ZeRO 0 to 2,
+    :func:`flowsolver.training._memory.grad_bytes_of`).
 
     >>> from flowsolver.training import get_model
     >>> s = layout_space(get_model("llama-3-8b"), 8, 32, gpu_memory=80e9, tp=(1, 2), cp=1, pp=1, vp=1,
@@ -242,7 +245,8 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                         mems[r, sp] = memory_per_gpu(
                                             spec, tp=t, pp=p, dp=d, ep=e, zero=z, micro_batch=mb, microbatches=m,
                                             cp=c, vp=v, recompute=r, sequence_parallel=sp, attention=attention,
-                                            fp8_activations=fp8_activations, gather_bytes=gather_bytes)
+                                            fp8_activations=fp8_activations, gather_bytes=gather_bytes,
+                                            grad_bytes=grad_bytes_of(reduce_bytes, z))
                                     return mems[r, sp]
 
                                 for r in modes:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from ..routing import first_tier
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, gemm_seconds, kernel_parts, layer_kernel_costs,
                        stage_seconds)
-from ._memory import stage_memory, te_fp8_activations
+from ._memory import grad_bytes_of, stage_memory, te_fp8_activations
 from ._memory_overheads import usable_memory
 from ._exposed import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
@@ -286,7 +286,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
                           recompute=s.recompute, sequence_parallel=profile.sequence_parallel,
                           recompute_layers=s.recompute_layers, attention=s.attention,
                           fp8_activations=te_fp8_activations(s.precision, s.fp8_recipe),
-                          gather_bytes=int(profile.gather_bytes))
+                          gather_bytes=int(profile.gather_bytes),
+                          grad_bytes=grad_bytes_of(profile.reduce_bytes, profile.zero))
     return StepResult(profile=profile, schedule=s, microbatches=m, compute_time=compute, bubble_time=bubble,
                       phases=phases, step_time=step, tokens_per_s=tps, single_gpu_tokens_per_s=single,
                       speedup=tps / single, comm_overhead=exposed / step,

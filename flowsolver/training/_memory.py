@@ -69,6 +69,25 @@ def gather_bytes_of(precision: str, fp8_param_gather: bool) -> int:
     return 1 if fp8_param_gather and precision == "fp8" else 2
 
 
+def grad_bytes_of(reduce_bytes: float, zero: int) -> int:
+    """Bytes a gradient value takes in the buffers the memory estimate counts
+    (:func:`stage_memory`'s ``grad_bytes``) for a step whose gradients are reduced in
+    ``reduce_bytes`` per value (``Parallelism.reduce_dtype``: 2 bf16, 4 fp32) at ZeRO stage
+    ``zero``. Up to stage 2 (Megatron-Core's DDP and distributed optimizer) reducing in fp32 is
+    ``grad_reduce_in_fp32``, which makes the gradient buffer itself fp32: ``grad_dtype =
+    torch.float if grad_reduce_in_fp32 else param.dtype``
+    (megatron/core/distributed/param_and_grad_buffer.py, NVIDIA/Megatron-LM d98e8a6), so 4.
+    At stage 3 (FSDP2) the sharded gradients take the fp32 sharded parameters' dtype whatever
+    the reduce dtype, and the unsharded ones the bf16 compute dtype: ``reduce_dtype`` only
+    changes the reduce-scatter's bytes on the wire, so 2 (the estimate's 16 bytes a
+    parameter either way).
+
+    >>> grad_bytes_of(4, 1), grad_bytes_of(2, 1), grad_bytes_of(4, 3)
+    (4, 2, 2)
+    """
+    return 4 if reduce_bytes == 4 and zero < 3 else 2
+
+
 def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
                                sequence_parallel: bool, dropout: bool = False, fp8_activations: bool = False,
                                attention_output_kept: bool = False) -> float:
