@@ -24,7 +24,8 @@ PRUNE_REASONS = {
     "sequence": "2 cp does not divide the sequence length, or tp x cp does not with sequence parallelism",
     "layers": "pp x vp does not split the layers (nor layers + 2), or vp > 1 without pp > 1",
     "experts": "ep > 1 on a dense model, or ep does not divide dp x cp and the experts",
-    "batch": "dp x micro_batch does not divide the global batch",
+    "batch": "dp x micro_batch does not divide the global batch, or, with vp > 1, the microbatches are fewer "
+             "than pp or not a multiple of it (Megatron-Core's interleaved schedule refuses them)",
     "same": "the same job as another combination (sequence parallelism at tp 1, a rank order that only "
             "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard), "
             "or one that cannot beat it: selective recompute beside none with a fused attention when both need "
@@ -233,6 +234,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                 pruned["batch"] += tail
                                 continue
                             m = global_batch // (d * mb)
+                            if v > 1 and (m < p or m % p):      # training._prepare.check_interleaved
+                                pruned["batch"] += tail
+                                continue
                             degrees = dict(tp=t, cp=c, pp=p, dp=d)
                             for z in ints["zero"]:
                                 if d * c == 1 and z != ints["zero"][0]:      # ZeRO shards over dp x cp

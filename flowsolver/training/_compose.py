@@ -18,6 +18,7 @@ from ._memory_overheads import usable_memory
 from ._exposed import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
 from ._recompute import FORWARD_AGAIN, layer_recompute
+from ._prepare import check_interleaved
 from ._profile import CommProfile
 from ._schedule import Schedule, check_recompute_layers, checked_schedule, resolve_compute
 
@@ -186,6 +187,7 @@ class StepResult:
         lay = self.profile.layout
         check_recompute_layers(values["recompute_layers"], self.profile.model.layers, lay.pp, lay.vp)
         schedule = checked_schedule(dp=self.dp, micro_batch=self.micro_batch, gpu=self.profile.gpu, **values)
+        check_interleaved(lay.pp, lay.vp, schedule.global_batch // (lay.dp * self.micro_batch))
         return compose(self.profile, schedule)
 
     def to_dataframe(self):

@@ -19,7 +19,7 @@ from ._models import ModelSpec, get_model
 from ._parallelism import REDUCE_DTYPES
 from ._pipeline import stage_layers
 
-__all__ = ["prepare_step", "PreparedStep"]
+__all__ = ["prepare_step", "PreparedStep", "check_interleaved"]
 
 _ALGORITHM_KEYS = ("tp", "cp", "pp", "ep", "dp")
 
@@ -59,6 +59,30 @@ def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpu
     placement = () if ranks is None else tuple(_checks.rank_indices(graph, ranks))
     return ParallelLayout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, placement=placement,
                           order=DEFAULT_ORDER if order is None else order)
+
+
+def check_interleaved(pp: int, vp: int, microbatches: int) -> None:
+    """Refuse an interleaved pipeline (``vp > 1``) whose ``microbatches`` per step are fewer
+    than ``pp`` or not a multiple of it: Megatron-Core's interleaved 1F1B runs the
+    microbatches in groups of ``microbatch_group_size_per_vp_stage`` (default ``pp``,
+    megatron/core/model_parallel_config.py) and
+    ``forward_backward_pipelining_with_interleaving`` (megatron/core/pipeline_parallel/schedules.py,
+    NVIDIA/Megatron-LM d98e8a6) raises a ``ValueError`` when the group is larger than the
+    microbatches ("The number of contiguous micro-batches in a virtual pipeline stage should
+    range in [PP, M]") and a ``RuntimeError`` when ``0 < M % PP < PP`` ("The remainder of M
+    ... should be 0, or larger than or equal to the pipeline-parallel size").
+
+    >>> check_interleaved(4, 5, 8)
+    >>> check_interleaved(4, 5, 6)
+    Traceback (most recent call last):
+    ...
+    ValueError: vp (5) interleaves the pipeline: its microbatches per step (global_batch / (dp x micro_batch) = 6) must be at least pp (4) and a multiple of it (Megatron-Core's interleaved schedule refuses others); raise or round the global batch, or use vp=1
+    """
+    if vp > 1 and (microbatches < pp or microbatches % pp):
+        raise ValueError(f"vp ({vp}) interleaves the pipeline: its microbatches per step (global_batch / (dp x "
+                         f"micro_batch) = {microbatches}) must be at least pp ({pp}) and a multiple of it "
+                         f"(Megatron-Core's interleaved schedule refuses others); raise or round the global batch, "
+                         f"or use vp=1")
 
 
 def checked_expert_routing(spec: ModelSpec, top_k, capacity_factor) -> tuple:
@@ -140,6 +164,7 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
                                 tp_overlap=default_tp_overlap(layout.tp) if tp_overlap is None else tp_overlap,
                                 attention=attention, fp8_recipe=fp8_recipe, power_cap=power_cap,
                                 kernel_utilization=kernel_utilization, tp_overlap_impl=tp_overlap_impl)
+    check_interleaved(layout.pp, layout.vp, schedule.global_batch // (layout.dp * micro_batch))
     if reduce_dtype not in REDUCE_DTYPES:
         raise ValueError(f"reduce_dtype must be one of {', '.join(REDUCE_DTYPES)}, got {reduce_dtype!r}")
     if not isinstance(fp8_param_gather, bool):
