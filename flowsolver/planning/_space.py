@@ -21,7 +21,8 @@ __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS",
 PRUNE_REASONS = {
     "gpus": "tp x cp x pp does not divide the GPU count",
     "heads": "tp does not divide the attention heads and KV heads",
-    "sequence": "2 cp does not divide the sequence length, or tp x cp does not with sequence parallelism",
+    "sequence": "2 cp does not divide the sequence length, or tp x cp does not with sequence parallelism, or a "
+                "mixture of experts at tp > 1 without sequence parallelism (Megatron-Core's MoE layer refuses it)",
     "layers": "pp x vp does not split the layers (nor layers + 2), or vp > 1 without pp > 1",
     "experts": "ep > 1 on a dense model, or ep does not divide dp x cp and the experts",
     "batch": "dp x micro_batch does not divide the global batch, or, with vp > 1, the microbatches are fewer "
@@ -257,6 +258,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                     twin = r == "selective" and fused and "none" in modes
                                     for sp in sps:
                                         if sp and spec.seq_len % (t * c):        # SP shards s / cp over tp
+                                            pruned["sequence"] += len(order_list)
+                                            continue
+                                        if not sp and t > 1 and spec.experts > 1:   # check_moe_sequence_parallel
                                             pruned["sequence"] += len(order_list)
                                             continue
                                         seen = set()

@@ -19,7 +19,7 @@ from ._models import ModelSpec, get_model
 from ._parallelism import REDUCE_DTYPES
 from ._pipeline import stage_layers
 
-__all__ = ["prepare_step", "PreparedStep", "check_interleaved"]
+__all__ = ["prepare_step", "PreparedStep", "check_interleaved", "check_moe_sequence_parallel"]
 
 _ALGORITHM_KEYS = ("tp", "cp", "pp", "ep", "dp")
 
@@ -83,6 +83,27 @@ def check_interleaved(pp: int, vp: int, microbatches: int) -> None:
                          f"micro_batch) = {microbatches}) must be at least pp ({pp}) and a multiple of it "
                          f"(Megatron-Core's interleaved schedule refuses others); raise or round the global batch, "
                          f"or use vp=1")
+
+
+def check_moe_sequence_parallel(spec: ModelSpec, tp: int, sequence_parallel: bool) -> None:
+    """Refuse a mixture of experts trained with ``tp > 1`` and sequence parallelism off:
+    Megatron-Core's ``MoELayer.forward`` raises ``ValueError("During training, performance may
+    degrade if MoE and tensor parallelism are enabled without also enabling sequence
+    parallelism.")`` (megatron/core/transformer/moe/moe_layer.py, NVIDIA/Megatron-LM d98e8a6;
+    until May 2024 megatron/training/arguments.py asserted it: "When using MoE and tensor
+    parallelism, sequence parallelism must be used.").
+
+    >>> from flowsolver.training import get_model
+    >>> check_moe_sequence_parallel(get_model("mixtral-8x7b"), 2, True)
+    >>> check_moe_sequence_parallel(get_model("mixtral-8x7b"), 2, False)
+    Traceback (most recent call last):
+    ...
+    ValueError: sequence_parallel must be True for a mixture of experts (mixtral-8x7b) with tp > 1 (tp=2): Megatron-Core's MoE layer refuses to train with tensor parallelism without sequence parallelism
+    """
+    if spec.experts > 1 and tp > 1 and not sequence_parallel:
+        raise ValueError(f"sequence_parallel must be True for a mixture of experts ({spec.name}) with tp > 1 "
+                         f"(tp={tp}): Megatron-Core's MoE layer refuses to train with tensor parallelism without "
+                         f"sequence parallelism")
 
 
 def checked_expert_routing(spec: ModelSpec, top_k, capacity_factor) -> tuple:
@@ -172,6 +193,7 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
     gather_bytes = float(gather_bytes_of(precision, fp8_param_gather))
     if not isinstance(sequence_parallel, bool):
         raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
+    check_moe_sequence_parallel(spec, layout.tp, sequence_parallel)
     if sequence_parallel:
         check_sequence_split(spec.seq_len, layout.tp, layout.cp)
     return PreparedStep(solve=dict(model=spec, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
