@@ -144,7 +144,8 @@ def _canonical(order: tuple, degrees: dict) -> tuple:
 def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: float, headroom: float = 0.0,
                  max_tp: int | None = None, tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None,
                  recompute=None, zero=None, sequence_parallel=None, orders=None, attention=None,
-                 fp8_activations=False, gather_bytes: int = 2, reduce_bytes: float = 2) -> Space:
+                 fp8_activations=False, gather_bytes: int = 2, reduce_bytes: float = 2,
+                 capacity_factor: float = 1.0) -> Space:
     """Every combination of the searched values for ``spec`` on ``gpus`` GPUs and a global
     batch of ``global_batch`` sequences, pruned (first reason of :data:`PRUNE_REASONS`) or
     kept with its memory estimate. No network work.
@@ -165,7 +166,8 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     FP8 step with the ``"te"`` recipe); ``gather_bytes``: bytes per weight FSDP (ZeRO 3) gathers
     and holds unsharded (1 with an FP8 all-gather); ``reduce_bytes``: bytes per gradient value
     reduced (4: ``reduce_dtype="fp32"``, whose gradient buffers are fp32 at ZeRO 0 to 2,
-    :func:`flowsolver.training._memory.grad_bytes_of`).
+    :func:`flowsolver.training._memory.grad_bytes_of`); ``capacity_factor``: a mixture of
+    experts' expert inputs padded to, or cut at, that factor (its saved activations with them).
 
     >>> from flowsolver.training import get_model
     >>> s = layout_space(get_model("llama-3-8b"), 8, 32, gpu_memory=80e9, tp=(1, 2), cp=1, pp=1, vp=1,
@@ -251,7 +253,8 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                             spec, tp=t, pp=p, dp=d, ep=e, zero=z, micro_batch=mb, microbatches=m,
                                             cp=c, vp=v, recompute=r, sequence_parallel=sp, attention=attention,
                                             fp8_activations=fp8_activations, gather_bytes=gather_bytes,
-                                            grad_bytes=grad_bytes_of(reduce_bytes, z))
+                                            grad_bytes=grad_bytes_of(reduce_bytes, z),
+                                            capacity_factor=capacity_factor)
                                     return mems[r, sp]
 
                                 for r in modes:

@@ -289,7 +289,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
                           recompute_layers=s.recompute_layers, attention=s.attention,
                           fp8_activations=te_fp8_activations(s.precision, s.fp8_recipe),
                           gather_bytes=int(profile.gather_bytes),
-                          grad_bytes=grad_bytes_of(profile.reduce_bytes, profile.zero))
+                          grad_bytes=grad_bytes_of(profile.reduce_bytes, profile.zero),
+                          capacity_factor=float(profile.capacity_factor))
     return StepResult(profile=profile, schedule=s, microbatches=m, compute_time=compute, bubble_time=bubble,
                       phases=phases, step_time=step, tokens_per_s=tps, single_gpu_tokens_per_s=single,
                       speedup=tps / single, comm_overhead=exposed / step,
