@@ -81,7 +81,9 @@ class StepResult:
     zero = property(lambda self: self.profile.zero, doc="ZeRO stage.")
     global_batch = property(lambda self: self.schedule.global_batch, doc="Sequences per step.")
     dp_overlap = property(lambda self: self.schedule.dp_overlap, doc="Fraction of the DP overlap windows used.")
-    tp_overlap = property(lambda self: self.schedule.tp_overlap, doc="Fraction of the TP traffic hidden.")
+    tp_overlap = property(lambda self: self.schedule.tp_overlap,
+                          doc="Fraction of the TP traffic hidden; any value above 0 also runs the overlapped "
+                              "GEMMs with their cost (chunks, SMs held), as the frameworks' on / off overlap does.")
     precision = property(lambda self: self.schedule.precision, doc="bf16 or fp8.")
     recompute = property(lambda self: self.schedule.recompute, doc="Activation recompute: none, selective, full.")
     compute_efficiency = property(lambda self: self.schedule.compute_efficiency,
