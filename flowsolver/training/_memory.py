@@ -99,7 +99,12 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     attention output (``h``, also the projection's input), the FC1 input(s) (``top_k h``) and
     the MLP's inner tensors (``top_k x 3 ffn`` gated: FC1's two outputs and the activation's;
     ``2 ffn`` plain). With sequence parallelism all of it is sharded over ``tp``; without,
-    the norm and GEMM inputs are whole on every TP rank. For GPT-3's shape this is ``32 s b h
+    the norm and GEMM inputs are whole on every TP rank; a mixture of experts' FC1 inputs are
+    whole on every TP rank either way (the all-to-all dispatcher all-gathers the routed tokens
+    over TP after the all-to-all, and the grouped GEMM keeps what it gathered:
+    ``MoEAlltoAllTokenDispatcher.dispatch_postprocess``, megatron/core/transformer/moe/token_dispatcher.py,
+    NVIDIA/Megatron-LM d98e8a6; the expert TP size defaults to ``tp``, megatron/training/arguments.py).
+    For GPT-3's shape this is ``32 s b h
     / t`` (Korthikanti's ``34``, less two one-byte dropout masks); Llama 3 405B ``31.75``, 8B
     ``34``. Recompute: ``"none"`` keeps the ``2 a s^2 b / t`` bytes of attention
     probabilities an unfused attention stores (``"selective"``, flash attention, does not);
@@ -144,13 +149,19 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
         return 2.0 * s * b * h / (tp if sequence_parallel else 1)
     if recompute in FORWARD_AGAIN:
         return s * b * kept_bytes_per_token(model, recompute, tp=tp, sequence_parallel=sequence_parallel)
-    routed = model.top_k * (capacity_factor if model.experts > 1 else 1.0)   # expert rows a token, padded
-    whole = 3.0 * h + routed * h                        # norm inputs, QKV and FC1 inputs
+    moe = model.experts > 1
+    routed = model.top_k * (capacity_factor if moe else 1.0)    # expert rows a token, padded
+    # a mixture of experts' FC1 input: the routed tokens the all-to-all dispatcher all-gathers over
+    # the (expert) TP group after the all-to-all, whole on every TP rank, that its grouped GEMM keeps
+    # (Megatron-Core's MoEAlltoAllTokenDispatcher.dispatch_postprocess, token_dispatcher.py)
+    gathered = routed * h if moe else 0.0
+    whole = 3.0 * h + (0.0 if moe else routed * h)      # norm inputs, QKV and (dense) FC1 inputs
     split = 2.0 * h + 2.0 * h * model.kv_heads / a + routed * (3 if model.gated_mlp else 2) * model.ffn
     if fp8_activations:     # the GEMM inputs at one byte (half a 16-bit value); beside a kept output, a copy
-        whole -= 0.5 * (h + routed * h)
+        whole -= 0.5 * (h + (0.0 if moe else routed * h))
+        gathered *= 0.5
         split += (0.5 if attention_output_kept else -0.5) * h - 0.5 * routed * model.ffn
-    values = (whole + split) / tp if sequence_parallel else whole + split / tp
+    values = (whole + split) / tp + gathered if sequence_parallel else whole + gathered + split / tp
     per_layer = 2.0 * s * b * values
     if dropout:                                         # two one-byte masks of s b h
         per_layer += 2.0 * s * b * h / (tp if sequence_parallel else 1)
