@@ -369,24 +369,33 @@ class _Table:
         self.scenarios = scenarios
         # the options' repr made once; a user-registered link or server's values are in the id
         self.ids = [scenario_id(s, self.options, _user_definitions(s)) for s in scenarios]
-        self.order = {sid: k for k, sid in enumerate(self.ids)}
+        # a scenario given twice (nodes=[1, 2, 1]) has one id and a row at each of its places
+        self.places = {}
+        for k, sid in enumerate(self.ids):
+            self.places.setdefault(sid, []).append(k)
         done = read_rows(self.path) if (self.path is not None and resume) else None
         # a resumed sweep keeps its finished rows (their parameters are the scenario's, the
-        # metrics the file's) and runs again the scenarios that failed or are not there
-        self.rows, have, unfit, stale = [], set(), [], {}
+        # metrics the file's) and runs again the scenarios that failed or are not there; each row
+        # has the scenario place it fills (slots; None: another grid's or shard's row)
+        self.rows, self.slots, filled, unfit, stale = [], [], set(), [], {}
         for r in done or []:
-            k = self.order.get(r["id"])
-            if k is None:
+            places = self.places.get(r["id"])
+            if places is None:
                 self.rows.append(r)              # another grid's or shard's row: kept in the file
-            elif r["status"] == Status.OK.label and r["id"] not in have:
+                self.slots.append(None)
+            elif r["status"] == Status.OK.label:
+                free = [k for k in places if k not in filled]
+                if not free:                     # as many rows of this scenario as it has places
+                    continue
                 if (version := _version_of(r)) != __version__:      # another model's figures: run again
                     stale[version] = stale.get(version, 0) + 1
                     continue
-                if problem := ok_row_problem(r, _FILLED[scenarios[k]["task"]]):
+                if problem := ok_row_problem(r, _FILLED[scenarios[free[0]]["task"]]):
                     unfit.append(f"{r['id']} ({problem})")       # an edited or damaged row: run again
                     continue
-                have.add(r["id"])
-                self.rows.append(self._row(k, r))
+                filled.add(free[0])
+                self.rows.append(self._row(free[0], r))
+                self.slots.append(free[0])
         if unfit:
             warnings.warn(f"out {str(self.path)!r}: {len(unfit)} row(s) with status ok but a metric missing or out "
                           f"of range (id {'; '.join(unfit)}): not resumed, their scenarios will run again",
@@ -404,7 +413,7 @@ class _Table:
         held = {key for r in self.rows for key, v in r.items() if key in METRICS and not empty(v)}
         metrics = [k for k in METRICS if k in self.columns or k in held]
         self.file_columns = self.columns[:cut] + list(dict.fromkeys(extra)) + metrics + [VERSION_COLUMN]
-        self.todo = [i for i, sid in enumerate(self.ids) if sid not in have]
+        self.todo = [k for k in range(len(self.ids)) if k not in filled]
         self.pending = [scenarios[i] for i in self.todo]
 
     def _row(self, k, metrics):
@@ -420,20 +429,22 @@ class _Table:
         row[VERSION_COLUMN] = __version__
         return row
 
+    def _in_order(self) -> list:
+        """The rows, the other grids' first (in the file's order), then this sweep's in scenario order."""
+        return [r for _, r in sorted(zip(self.slots, self.rows), key=lambda pair: -1 if pair[0] is None else pair[0])]
+
     def record(self, batch, metrics, bar=None):
         for j, m in zip(batch, metrics):
             self.rows.append(self._row(self.todo[j], m))
+            self.slots.append(self.todo[j])
         if self.path is not None:     # in scenario order, whatever order the tasks finished in
-            write_atomic(typed_frame(sorted(self.rows, key=lambda r: self.order.get(r["id"], -1)), self.file_columns),
-                          self.path)
+            write_atomic(typed_frame(self._in_order(), self.file_columns), self.path)
         if bar is not None:
             bar.update(len(batch))
 
     def frame(self):
-        df = typed_frame(self.rows, self.columns)
-        df = df[df["id"].isin(self.order)].copy()
-        df["_order"] = df["id"].map(self.order)
-        return df.sort_values("_order").drop(columns="_order").reset_index(drop=True)
+        mine = [r for k, r in sorted((k, r) for k, r in zip(self.slots, self.rows) if k is not None)]
+        return typed_frame(mine, self.columns).reset_index(drop=True)
 
 
 

@@ -270,7 +270,8 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
                          tp=tp, cp=cp, pp=pp, vp=vp, ep=ep, micro_batch=micro_batch, recompute=recompute, zero=zero,
                          sequence_parallel=sequence_parallel, orders=orders, attention=options["attention"],
                          fp8_activations=te_fp8_activations(precision, options["fp8_recipe"]),
-                         gather_bytes=int(gather_bytes))
+                         gather_bytes=int(gather_bytes), reduce_bytes=REDUCE_DTYPES[options["reduce_dtype"]],
+                         capacity_factor=float(factor))
     enumerated = time.perf_counter()
 
     # 2. the bounds: the step with its collectives at their cut bounds (_bound), one bound

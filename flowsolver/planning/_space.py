@@ -13,6 +13,7 @@ import numpy as np
 from .. import _checks
 from ..training import (DEFAULT_ORDER, ZERO_STAGES, ModelSpec, Parallelism, check_recompute, checked_order,
                         chunk_layers, memory_per_gpu, usable_memory)
+from ..training._memory import grad_bytes_of
 
 __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS", "RECOMPUTE_MODES"]
 
@@ -20,10 +21,12 @@ __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS",
 PRUNE_REASONS = {
     "gpus": "tp x cp x pp does not divide the GPU count",
     "heads": "tp does not divide the attention heads and KV heads",
-    "sequence": "2 cp does not divide the sequence length, or tp x cp does not with sequence parallelism",
+    "sequence": "2 cp does not divide the sequence length, or tp x cp does not with sequence parallelism, or a "
+                "mixture of experts at tp > 1 without sequence parallelism (Megatron-Core's MoE layer refuses it)",
     "layers": "pp x vp does not split the layers (nor layers + 2), or vp > 1 without pp > 1",
     "experts": "ep > 1 on a dense model, or ep does not divide dp x cp and the experts",
-    "batch": "dp x micro_batch does not divide the global batch",
+    "batch": "dp x micro_batch does not divide the global batch, or, with vp > 1, the microbatches are fewer "
+             "than pp or not a multiple of it (Megatron-Core's interleaved schedule refuses them)",
     "same": "the same job as another combination (sequence parallelism at tp 1, a rank order that only "
             "moves degree-1 axes, a ZeRO stage above the least searched with dp x cp = 1: nothing to shard), "
             "or one that cannot beat it: selective recompute beside none with a fused attention when both need "
@@ -141,7 +144,8 @@ def _canonical(order: tuple, degrees: dict) -> tuple:
 def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: float, headroom: float = 0.0,
                  max_tp: int | None = None, tp=None, cp=None, pp=None, vp=None, ep=None, micro_batch=None,
                  recompute=None, zero=None, sequence_parallel=None, orders=None, attention=None,
-                 fp8_activations=False, gather_bytes: int = 2) -> Space:
+                 fp8_activations=False, gather_bytes: int = 2, reduce_bytes: float = 2,
+                 capacity_factor: float = 1.0) -> Space:
     """Every combination of the searched values for ``spec`` on ``gpus`` GPUs and a global
     batch of ``global_batch`` sequences, pruned (first reason of :data:`PRUNE_REASONS`) or
     kept with its memory estimate. No network work.
@@ -160,7 +164,10 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     fused one keeps no scores without recompute; ``plan`` passes the step's, default ``"auto"``);
     ``fp8_activations``: Transformer Engine's one-byte FP8 GEMM inputs (``plan`` passes it for an
     FP8 step with the ``"te"`` recipe); ``gather_bytes``: bytes per weight FSDP (ZeRO 3) gathers
-    and holds unsharded (1 with an FP8 all-gather).
+    and holds unsharded (1 with an FP8 all-gather); ``reduce_bytes``: bytes per gradient value
+    reduced (4: ``reduce_dtype="fp32"``, whose gradient buffers are fp32 at ZeRO 0 to 2,
+    :func:`flowsolver.training._memory.grad_bytes_of`); ``capacity_factor``: a mixture of
+    experts' expert inputs padded to, or cut at, that factor (its saved activations with them).
 
     >>> from flowsolver.training import get_model
     >>> s = layout_space(get_model("llama-3-8b"), 8, 32, gpu_memory=80e9, tp=(1, 2), cp=1, pp=1, vp=1,
@@ -230,6 +237,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                 pruned["batch"] += tail
                                 continue
                             m = global_batch // (d * mb)
+                            if v > 1 and (m < p or m % p):      # training._prepare.check_interleaved
+                                pruned["batch"] += tail
+                                continue
                             degrees = dict(tp=t, cp=c, pp=p, dp=d)
                             for z in ints["zero"]:
                                 if d * c == 1 and z != ints["zero"][0]:      # ZeRO shards over dp x cp
@@ -242,13 +252,18 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                         mems[r, sp] = memory_per_gpu(
                                             spec, tp=t, pp=p, dp=d, ep=e, zero=z, micro_batch=mb, microbatches=m,
                                             cp=c, vp=v, recompute=r, sequence_parallel=sp, attention=attention,
-                                            fp8_activations=fp8_activations, gather_bytes=gather_bytes)
+                                            fp8_activations=fp8_activations, gather_bytes=gather_bytes,
+                                            grad_bytes=grad_bytes_of(reduce_bytes, z),
+                                            capacity_factor=capacity_factor)
                                     return mems[r, sp]
 
                                 for r in modes:
                                     twin = r == "selective" and fused and "none" in modes
                                     for sp in sps:
                                         if sp and spec.seq_len % (t * c):        # SP shards s / cp over tp
+                                            pruned["sequence"] += len(order_list)
+                                            continue
+                                        if not sp and t > 1 and spec.experts > 1:   # check_moe_sequence_parallel
                                             pruned["sequence"] += len(order_list)
                                             continue
                                         seen = set()

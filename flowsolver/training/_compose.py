@@ -13,11 +13,12 @@ from dataclasses import dataclass, field, replace
 from ..routing import first_tier
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, gemm_seconds, kernel_parts, layer_kernel_costs,
                        stage_seconds)
-from ._memory import stage_memory, te_fp8_activations
+from ._memory import grad_bytes_of, stage_memory, te_fp8_activations
 from ._memory_overheads import usable_memory
 from ._exposed import Phase, dp_phases, microbatch_phases, pipeline_phase
 from ._pipeline import bubble_slots, stage_layers
 from ._recompute import FORWARD_AGAIN, layer_recompute
+from ._prepare import check_interleaved
 from ._profile import CommProfile
 from ._schedule import Schedule, check_recompute_layers, checked_schedule, resolve_compute
 
@@ -80,7 +81,9 @@ class StepResult:
     zero = property(lambda self: self.profile.zero, doc="ZeRO stage.")
     global_batch = property(lambda self: self.schedule.global_batch, doc="Sequences per step.")
     dp_overlap = property(lambda self: self.schedule.dp_overlap, doc="Fraction of the DP overlap windows used.")
-    tp_overlap = property(lambda self: self.schedule.tp_overlap, doc="Fraction of the TP traffic hidden.")
+    tp_overlap = property(lambda self: self.schedule.tp_overlap,
+                          doc="Fraction of the TP traffic hidden; any value above 0 also runs the overlapped "
+                              "GEMMs with their cost (chunks, SMs held), as the frameworks' on / off overlap does.")
     precision = property(lambda self: self.schedule.precision, doc="bf16 or fp8.")
     recompute = property(lambda self: self.schedule.recompute, doc="Activation recompute: none, selective, full.")
     compute_efficiency = property(lambda self: self.schedule.compute_efficiency,
@@ -186,6 +189,7 @@ class StepResult:
         lay = self.profile.layout
         check_recompute_layers(values["recompute_layers"], self.profile.model.layers, lay.pp, lay.vp)
         schedule = checked_schedule(dp=self.dp, micro_batch=self.micro_batch, gpu=self.profile.gpu, **values)
+        check_interleaved(lay.pp, lay.vp, schedule.global_batch // (lay.dp * self.micro_batch))
         return compose(self.profile, schedule)
 
     def to_dataframe(self):
@@ -286,7 +290,9 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
                           recompute=s.recompute, sequence_parallel=profile.sequence_parallel,
                           recompute_layers=s.recompute_layers, attention=s.attention,
                           fp8_activations=te_fp8_activations(s.precision, s.fp8_recipe),
-                          gather_bytes=int(profile.gather_bytes))
+                          gather_bytes=int(profile.gather_bytes),
+                          grad_bytes=grad_bytes_of(profile.reduce_bytes, profile.zero),
+                          capacity_factor=float(profile.capacity_factor))
     return StepResult(profile=profile, schedule=s, microbatches=m, compute_time=compute, bubble_time=bubble,
                       phases=phases, step_time=step, tokens_per_s=tps, single_gpu_tokens_per_s=single,
                       speedup=tps / single, comm_overhead=exposed / step,

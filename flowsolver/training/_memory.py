@@ -69,9 +69,28 @@ def gather_bytes_of(precision: str, fp8_param_gather: bool) -> int:
     return 1 if fp8_param_gather and precision == "fp8" else 2
 
 
+def grad_bytes_of(reduce_bytes: float, zero: int) -> int:
+    """Bytes a gradient value takes in the buffers the memory estimate counts
+    (:func:`stage_memory`'s ``grad_bytes``) for a step whose gradients are reduced in
+    ``reduce_bytes`` per value (``Parallelism.reduce_dtype``: 2 bf16, 4 fp32) at ZeRO stage
+    ``zero``. Up to stage 2 (Megatron-Core's DDP and distributed optimizer) reducing in fp32 is
+    ``grad_reduce_in_fp32``, which makes the gradient buffer itself fp32: ``grad_dtype =
+    torch.float if grad_reduce_in_fp32 else param.dtype``
+    (megatron/core/distributed/param_and_grad_buffer.py, NVIDIA/Megatron-LM d98e8a6), so 4.
+    At stage 3 (FSDP2) the sharded gradients take the fp32 sharded parameters' dtype whatever
+    the reduce dtype, and the unsharded ones the bf16 compute dtype: ``reduce_dtype`` only
+    changes the reduce-scatter's bytes on the wire, so 2 (the estimate's 16 bytes a
+    parameter either way).
+
+    >>> grad_bytes_of(4, 1), grad_bytes_of(2, 1), grad_bytes_of(4, 3)
+    (4, 2, 2)
+    """
+    return 4 if reduce_bytes == 4 and zero < 3 else 2
+
+
 def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
                                sequence_parallel: bool, dropout: bool = False, fp8_activations: bool = False,
-                               attention_output_kept: bool = False) -> float:
+                               attention_output_kept: bool = False, capacity_factor: float = 1.0) -> float:
     """Bytes of activations one layer keeps per microbatch on one GPU for its backward pass
     (bf16), counted tensor by tensor from the model's shape as Korthikanti et al. 2022
     (section 4.1) count them, for a pre-norm transformer without dropout (Llama 3, and
@@ -80,7 +99,12 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     attention output (``h``, also the projection's input), the FC1 input(s) (``top_k h``) and
     the MLP's inner tensors (``top_k x 3 ffn`` gated: FC1's two outputs and the activation's;
     ``2 ffn`` plain). With sequence parallelism all of it is sharded over ``tp``; without,
-    the norm and GEMM inputs are whole on every TP rank. For GPT-3's shape this is ``32 s b h
+    the norm and GEMM inputs are whole on every TP rank; a mixture of experts' FC1 inputs are
+    whole on every TP rank either way (the all-to-all dispatcher all-gathers the routed tokens
+    over TP after the all-to-all, and the grouped GEMM keeps what it gathered:
+    ``MoEAlltoAllTokenDispatcher.dispatch_postprocess``, megatron/core/transformer/moe/token_dispatcher.py,
+    NVIDIA/Megatron-LM d98e8a6; the expert TP size defaults to ``tp``, megatron/training/arguments.py).
+    For GPT-3's shape this is ``32 s b h
     / t`` (Korthikanti's ``34``, less two one-byte dropout masks); Llama 3 405B ``31.75``, 8B
     ``34``. Recompute: ``"none"`` keeps the ``2 a s^2 b / t`` bytes of attention
     probabilities an unfused attention stores (``"selective"``, flash attention, does not);
@@ -103,6 +127,13 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     ``(2 + top_k) h + top_k ffn`` bytes fewer, ``(1 + top_k) h + top_k ffn`` beside a kept
     output. MXFP8's block scales (a byte per 32) are not counted; torchao's float8 keeps the
     16-bit inputs (its ``save_for_backward(input_hp, ...)``), so its runs pass False.
+    ``capacity_factor`` (a mixture of experts): each expert's input is padded to, or cut at,
+    ``capacity_factor x`` its even share of the routed tokens (Megatron-Core's
+    ``moe_pad_expert_input_to_capacity``; the grouped GEMM saves the padded input), so the
+    expert MLP's saved tensors (the FC1 inputs and the inner tensors, FP8 or not) count
+    ``top_k x capacity_factor`` routed tokens a token, as the expert GEMMs and the all-to-alls
+    do. The partial recompute modes keep their own count
+    (:func:`~flowsolver.training._recompute.kept_bytes_per_token`), not scaled.
 
     >>> from flowsolver.training import get_model
     >>> activation_bytes_per_layer(get_model("llama-3-8b"), micro_batch=1, tp=8, cp=1,
@@ -118,12 +149,19 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
         return 2.0 * s * b * h / (tp if sequence_parallel else 1)
     if recompute in FORWARD_AGAIN:
         return s * b * kept_bytes_per_token(model, recompute, tp=tp, sequence_parallel=sequence_parallel)
-    whole = 3.0 * h + model.top_k * h                   # norm inputs, QKV and FC1 inputs
-    split = 2.0 * h + 2.0 * h * model.kv_heads / a + model.top_k * (3 if model.gated_mlp else 2) * model.ffn
+    moe = model.experts > 1
+    routed = model.top_k * (capacity_factor if moe else 1.0)    # expert rows a token, padded
+    # a mixture of experts' FC1 input: the routed tokens the all-to-all dispatcher all-gathers over
+    # the (expert) TP group after the all-to-all, whole on every TP rank, that its grouped GEMM keeps
+    # (Megatron-Core's MoEAlltoAllTokenDispatcher.dispatch_postprocess, token_dispatcher.py)
+    gathered = routed * h if moe else 0.0
+    whole = 3.0 * h + (0.0 if moe else routed * h)      # norm inputs, QKV and (dense) FC1 inputs
+    split = 2.0 * h + 2.0 * h * model.kv_heads / a + routed * (3 if model.gated_mlp else 2) * model.ffn
     if fp8_activations:     # the GEMM inputs at one byte (half a 16-bit value); beside a kept output, a copy
-        whole -= 0.5 * (h + model.top_k * h)
-        split += (0.5 if attention_output_kept else -0.5) * h - 0.5 * model.top_k * model.ffn
-    values = (whole + split) / tp if sequence_parallel else whole + split / tp
+        whole -= 0.5 * (h + (0.0 if moe else routed * h))
+        gathered *= 0.5
+        split += (0.5 if attention_output_kept else -0.5) * h - 0.5 * routed * model.ffn
+    values = (whole + split) / tp + gathered if sequence_parallel else whole + gathered + split / tp
     per_layer = 2.0 * s * b * values
     if dropout:                                         # two one-byte masks of s b h
         per_layer += 2.0 * s * b * h / (tp if sequence_parallel else 1)
@@ -199,14 +237,15 @@ TERMS = ("weights", "gradients", "optimizer", "activations", "loss", "embedding"
 @lru_cache(maxsize=1 << 16)     # a planner asks again, composing the layouts it enumerated
 def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
             recompute_layers, grad_bytes=2, flash=False, dropout=False, embedding_norm=False,
-            fp8_activations=False, over=MemoryOverheads(), gather_bytes=2) -> tuple:
+            fp8_activations=False, over=MemoryOverheads(), gather_bytes=2, capacity_factor=1.0) -> tuple:
     chunks = chunk_layers(spec.layers, pp, vp)
     moe = spec.experts > 1
     dense_layer = spec.attention_params + (0 if moe else spec.mlp_params)
     expert_layer = spec.experts * spec.mlp_params if moe else 0
     table = spec.vocab * spec.hidden
     act = dict(micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel, dropout=dropout,
-               fp8_activations=fp8_activations, attention_output_kept=flash and recompute == "none")
+               fp8_activations=fp8_activations, attention_output_kept=flash and recompute == "none",
+               capacity_factor=capacity_factor)
     # a fused (flash) attention keeps no scores: "none" then stores what "selective" does
     forward_again = recompute in FORWARD_AGAIN
     kept = activation_bytes_per_layer(spec, recompute="selective" if forward_again or flash else recompute, **act)
@@ -283,8 +322,13 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
 
 def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
                recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations, overheads,
-               gather_bytes=2) -> tuple:
+               gather_bytes=2, capacity_factor=1.0) -> tuple:
     spec = get_model(model)
+    if type(capacity_factor) is not float or capacity_factor != 1.0:      # (a planner's 1.0: checked at once)
+        capacity_factor = _checks.positive_number("capacity_factor", capacity_factor)
+        if spec.experts == 1 and capacity_factor != 1:
+            raise ValueError(f"capacity_factor needs a mixture-of-experts model; {spec.name} is dense (experts = 1), "
+                             f"got {capacity_factor!r}")
     counts = (tp, pp, dp, ep, micro_batch, microbatches, cp, vp)
     if not all(type(v) is int and v >= 1 for v in counts):      # (a planner's are: checked at once)
         tp, pp, dp, ep, micro_batch, microbatches, cp, vp = (
@@ -329,7 +373,8 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
                          f"2, got {zero}")
     return (spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, check_recompute(recompute),
             bool(sequence_parallel), recompute_layers, int(grad_bytes), attention not in (None, "unfused"),
-            bool(dropout), bool(embedding_norm), bool(fp8_activations), overheads, int(gather_bytes))
+            bool(dropout), bool(embedding_norm), bool(fp8_activations), overheads, int(gather_bytes),
+            float(capacity_factor))
 
 
 def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
@@ -337,7 +382,7 @@ def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int
                      sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                      attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
                      fp8_activations: bool = False, overheads: MemoryOverheads | None = None,
-                     gather_bytes: int = 2) -> tuple:
+                     gather_bytes: int = 2, capacity_factor: float = 1.0) -> tuple:
     """Bytes per GPU of each pipeline stage, term by term: a tuple of ``pp`` dicts (stage 0
     first) with the keys of :data:`TERMS`; :func:`stage_memory` is their sums.
 
@@ -361,7 +406,7 @@ def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int
     """
     args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
                       recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations,
-                      overheads, gather_bytes)
+                      overheads, gather_bytes, capacity_factor)
     return tuple(dict(stage) for stage in _stages(*args))
 
 
@@ -370,7 +415,7 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
                  sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                  attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
                  fp8_activations: bool = False, overheads: MemoryOverheads | None = None,
-                 gather_bytes: int = 2) -> tuple:
+                 gather_bytes: int = 2, capacity_factor: float = 1.0) -> tuple:
     """Estimated bytes per GPU of each pipeline stage (a tuple of ``pp``, stage 0 first): the
     sums of :func:`memory_breakdown`'s terms.
 
@@ -407,14 +452,16 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     (:class:`MemoryOverheads`: CUDA context, DeepSpeed's buffers, the caching allocator's
     reserved view) add the terms :func:`memory_breakdown` lists; all off by default.
     ``fp8_activations``: Transformer Engine's FP8 GEMM inputs kept at one byte
-    (:func:`activation_bytes_per_layer`).
+    (:func:`activation_bytes_per_layer`); ``capacity_factor``: a mixture of experts' expert
+    inputs padded to (or cut at) that factor of the routed tokens, its expert MLP's saved
+    tensors with them (:func:`activation_bytes_per_layer`; 1, dropless, by default).
 
     >>> tuple(round(b / 1e9, 1) for b in stage_memory("llama-3-8b", tp=1, pp=2, dp=8, microbatches=16))
     (58.6, 44.5)
     """
     args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
                       recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations,
-                      overheads, gather_bytes)
+                      overheads, gather_bytes, capacity_factor)
     return tuple(sum(v for _, v in stage) for stage in _stages(*args))
 
 
@@ -423,7 +470,7 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
                    sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                    attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
                    fp8_activations: bool = False, overheads: MemoryOverheads | None = None,
-                   gather_bytes: int = 2) -> float:
+                   gather_bytes: int = 2, capacity_factor: float = 1.0) -> float:
     """Estimated bytes per GPU of mixed-precision Adam training: the largest of
     :func:`stage_memory` (the stage that needs the most sets what the job needs).
 
@@ -445,4 +492,4 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
                             sequence_parallel=sequence_parallel, recompute_layers=recompute_layers,
                             grad_bytes=grad_bytes, attention=attention, dropout=dropout,
                             embedding_norm=embedding_norm, fp8_activations=fp8_activations,
-                            overheads=overheads, gather_bytes=gather_bytes))
+                            overheads=overheads, gather_bytes=gather_bytes, capacity_factor=capacity_factor))

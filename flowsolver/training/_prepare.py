@@ -19,7 +19,7 @@ from ._models import ModelSpec, get_model
 from ._parallelism import REDUCE_DTYPES
 from ._pipeline import stage_layers
 
-__all__ = ["prepare_step", "PreparedStep"]
+__all__ = ["prepare_step", "PreparedStep", "check_interleaved", "check_moe_sequence_parallel"]
 
 _ALGORITHM_KEYS = ("tp", "cp", "pp", "ep", "dp")
 
@@ -59,6 +59,51 @@ def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpu
     placement = () if ranks is None else tuple(_checks.rank_indices(graph, ranks))
     return ParallelLayout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, placement=placement,
                           order=DEFAULT_ORDER if order is None else order)
+
+
+def check_interleaved(pp: int, vp: int, microbatches: int) -> None:
+    """Refuse an interleaved pipeline (``vp > 1``) whose ``microbatches`` per step are fewer
+    than ``pp`` or not a multiple of it: Megatron-Core's interleaved 1F1B runs the
+    microbatches in groups of ``microbatch_group_size_per_vp_stage`` (default ``pp``,
+    megatron/core/model_parallel_config.py) and
+    ``forward_backward_pipelining_with_interleaving`` (megatron/core/pipeline_parallel/schedules.py,
+    NVIDIA/Megatron-LM d98e8a6) raises a ``ValueError`` when the group is larger than the
+    microbatches ("The number of contiguous micro-batches in a virtual pipeline stage should
+    range in [PP, M]") and a ``RuntimeError`` when ``0 < M % PP < PP`` ("The remainder of M
+    ... should be 0, or larger than or equal to the pipeline-parallel size").
+
+    >>> check_interleaved(4, 5, 8)
+    >>> check_interleaved(4, 5, 6)
+    Traceback (most recent call last):
+    ...
+    ValueError: vp (5) interleaves the pipeline: its microbatches per step (global_batch / (dp x micro_batch) = 6) must be at least pp (4) and a multiple of it (Megatron-Core's interleaved schedule refuses others); raise or round the global batch, or use vp=1
+    """
+    if vp > 1 and (microbatches < pp or microbatches % pp):
+        raise ValueError(f"vp ({vp}) interleaves the pipeline: its microbatches per step (global_batch / (dp x "
+                         f"micro_batch) = {microbatches}) must be at least pp ({pp}) and a multiple of it "
+                         f"(Megatron-Core's interleaved schedule refuses others); raise or round the global batch, "
+                         f"or use vp=1")
+
+
+def check_moe_sequence_parallel(spec: ModelSpec, tp: int, sequence_parallel: bool) -> None:
+    """Refuse a mixture of experts trained with ``tp > 1`` and sequence parallelism off:
+    Megatron-Core's ``MoELayer.forward`` raises ``ValueError("During training, performance may
+    degrade if MoE and tensor parallelism are enabled without also enabling sequence
+    parallelism.")`` (megatron/core/transformer/moe/moe_layer.py, NVIDIA/Megatron-LM d98e8a6;
+    until May 2024 megatron/training/arguments.py asserted it: "When using MoE and tensor
+    parallelism, sequence parallelism must be used.").
+
+    >>> from flowsolver.training import get_model
+    >>> check_moe_sequence_parallel(get_model("mixtral-8x7b"), 2, True)
+    >>> check_moe_sequence_parallel(get_model("mixtral-8x7b"), 2, False)
+    Traceback (most recent call last):
+    ...
+    ValueError: sequence_parallel must be True for a mixture of experts (mixtral-8x7b) with tp > 1 (tp=2): Megatron-Core's MoE layer refuses to train with tensor parallelism without sequence parallelism
+    """
+    if spec.experts > 1 and tp > 1 and not sequence_parallel:
+        raise ValueError(f"sequence_parallel must be True for a mixture of experts ({spec.name}) with tp > 1 "
+                         f"(tp={tp}): Megatron-Core's MoE layer refuses to train with tensor parallelism without "
+                         f"sequence parallelism")
 
 
 def checked_expert_routing(spec: ModelSpec, top_k, capacity_factor) -> tuple:
@@ -140,6 +185,7 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
                                 tp_overlap=default_tp_overlap(layout.tp) if tp_overlap is None else tp_overlap,
                                 attention=attention, fp8_recipe=fp8_recipe, power_cap=power_cap,
                                 kernel_utilization=kernel_utilization, tp_overlap_impl=tp_overlap_impl)
+    check_interleaved(layout.pp, layout.vp, schedule.global_batch // (layout.dp * micro_batch))
     if reduce_dtype not in REDUCE_DTYPES:
         raise ValueError(f"reduce_dtype must be one of {', '.join(REDUCE_DTYPES)}, got {reduce_dtype!r}")
     if not isinstance(fp8_param_gather, bool):
@@ -147,6 +193,7 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
     gather_bytes = float(gather_bytes_of(precision, fp8_param_gather))
     if not isinstance(sequence_parallel, bool):
         raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
+    check_moe_sequence_parallel(spec, layout.tp, sequence_parallel)
     if sequence_parallel:
         check_sequence_split(spec.seq_len, layout.tp, layout.cp)
     return PreparedStep(solve=dict(model=spec, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,

@@ -135,7 +135,8 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
     * CP: ring all-gathers of every CP rank's keys and values (``cp x`` :func:`kv_bytes`):
       ring attention passes each rank's KV chunk around the CP ring, step by step; one step
       (``cp_step``) is every rank's chunk sent to the next rank of its ring, all at once;
-    * PP: ``micro_batch x seq_len / cp x hidden / tp`` bytes to the next stage;
+    * PP: ``micro_batch x seq_len / cp x hidden`` bytes to the next stage (``/ tp`` with
+      sequence parallelism: Megatron-Core's p2p tensor shape);
     * EP: all-to-alls of ``micro_batch x seq_len / cp x hidden x top_k x capacity_factor / tp``
       bytes per rank, among ``ep`` consecutive DP ranks;
     * DP: the gradients (``reduce_bytes`` per value: bf16, or fp32 when reduced in fp32) of a
@@ -161,7 +162,11 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
         # one ring-attention step: every CP rank sends its KV chunk to the next rank of its ring
         plan.append(("cp_step", "cp_step", "send_recv", kv, of("cp_step")))
     if lay.pp > 1:
-        plan.append(("pp", "pp", "send_recv", activation / lay.tp, of("pp")))
+        # Megatron-Core's p2p tensor shape, [seq_length / cp, micro_batch, hidden], is split over
+        # tp only with sequence parallelism (schedules.py get_tensor_shapes, NVIDIA/Megatron-LM
+        # d98e8a6: "if config.sequence_parallel: effective_seq_length //= tp_group.size()");
+        # without it every TP rank sends its whole copy to the same TP rank of the next stage
+        plan.append(("pp", "pp", "send_recv", activation / (lay.tp if sequence_parallel else 1), of("pp")))
     if lay.ep > 1:
         plan.append(("ep", "ep", "all_to_all", activation * top_k * capacity_factor / lay.tp, of("ep")))
     shard = lay.tp * lay.pp

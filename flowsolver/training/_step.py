@@ -104,7 +104,11 @@ def training_step(graph, model="llama-3-70b", parallelism: Parallelism | None = 
           ``recompute_method="block"``; default all);
         * ``tp_overlap`` in [0, 1]: fraction of the TP traffic hidden behind the GEMMs
           (default ``(tp - 1) / tp``), ``tp_overlap_impl`` (``te``: Transformer Engine's
-          userbuffers; ``async``: PyTorch's async TP);
+          userbuffers; ``async``: PyTorch's async TP). The overlap is on or off, as in the
+          frameworks: any ``tp_overlap > 0`` (with sequence parallelism) runs the overlapped
+          implementation with its whole cost (the GEMMs split into chunks, ``te``'s SMs held
+          by the communication kernels) while only that fraction of the traffic is hidden, so
+          a small fraction can take longer than ``0`` (overlap off);
         * ``dp_overlap`` in [0, 1]: fraction of the DP overlap windows (last backward, next
           forward) used (default 1).
     seq_len : int, optional
