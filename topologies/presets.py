@@ -115,7 +115,7 @@ def meta_24k(pods: int = 8, *, racks_per_pod: int = 192, link="roce_400g", clust
     return finish(g, "meta_24k", params, bisection=bisection,
                   bisection_method="formula: floor(pods/2) pods x cluster switches x their uplinks"
                   + (" + half the middle pod's NICs, split between the halves (pods odd)" if pods % 2 else ""),
-                  network_diameter=6)
+                  network_diameter=6 if pods > 1 else 4 if racks > 1 else 2)   # one pod: NIC-ToR-cluster-ToR-NIC
 
 
 def nvl72_cluster(racks: int, *, link="ib_ndr", racks_per_unit: int = 8, radix: int = 64) -> nx.DiGraph:
