@@ -32,8 +32,8 @@ BUSBW_SCALE = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all
 #: PCIe", "NVIDIA H100 NVL", "NVIDIA H800", "NVIDIA H200", "NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA B200",
 #: "NVIDIA GB200", "Tesla V100-SXM2-32GB"; a bare "NVIDIA H100" names the generation only
 DEVICE_GPUS = (("GH200", ("gh200",), "hopper"), ("GB300", ("gb300",), "blackwell"), ("GB200", ("gb200",), "blackwell"),
-               ("B300", ("b300",), "blackwell"), ("B200", ("b200",), "blackwell"), ("H200 NVL", ("h100_pcie",), "hopper"),
-               ("H200", ("h200",), "hopper"),
+               ("B300", ("b300",), "blackwell"), ("B200", ("b200",), "blackwell"),
+               ("H200 NVL", ("h100_pcie",), "hopper"), ("H200", ("h200",), "hopper"),
                ("H800", ("h800",), "hopper"), ("H100 80GB HBM3", ("h100_sxm", "h100_sxm_hbm2e"), "hopper"),
                ("H100 PCIe", ("h100_pcie",), "hopper"), ("H100 NVL", ("h100_pcie",), "hopper"),
                ("H100", (), "hopper"), ("A100-SXM4", ("a100_sxm", "a100_80gb", "a100_40gb"), "ampere"),
