@@ -23,13 +23,17 @@ BUSBW_SCALE = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all
 #: NVIDIA's device names (``cudaDeviceProp.name``, which nccl-tests' device list prints, src/util.cu)
 #: -> (the GPU types of topologies/gpu_types.py and collectives' GPU_GENERATION of that part, or of
 #: one with its links: the A100 SXM4's NVLink 3 is one for 40 and 80 GB, the H100 SXM5's for HBM3 and
-#: HBM2e; its generation); the first pattern found in the name wins (GH200 before H200, GB200 before B200).
+#: HBM2e; its generation); the first pattern found in the name wins (GH200 before H200, GB200 before B200,
+#: H200 NVL before H200). The H100 NVL and H200 NVL are PCIe cards joined by 2- or 4-way NVLink bridges, no
+#: NVSwitch (NVIDIA H100 / H200 product pages: H200 NVL up to 600 W against the SXM's 700 W); the catalogue
+#: has no H200 NVL, so both read as the PCIe Hopper part, whose links (PCIe Gen5, no NVSwitch) they share.
 #: Names as NVIDIA's drivers report them: "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-40GB",
 #: "NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "NVIDIA H100 80GB HBM3" (SXM5), "NVIDIA H100
-#: PCIe", "NVIDIA H100 NVL", "NVIDIA H800", "NVIDIA H200", "NVIDIA GH200 480GB", "NVIDIA B200",
+#: PCIe", "NVIDIA H100 NVL", "NVIDIA H800", "NVIDIA H200", "NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA B200",
 #: "NVIDIA GB200", "Tesla V100-SXM2-32GB"; a bare "NVIDIA H100" names the generation only
 DEVICE_GPUS = (("GH200", ("gh200",), "hopper"), ("GB300", ("gb300",), "blackwell"), ("GB200", ("gb200",), "blackwell"),
-               ("B300", ("b300",), "blackwell"), ("B200", ("b200",), "blackwell"), ("H200", ("h200",), "hopper"),
+               ("B300", ("b300",), "blackwell"), ("B200", ("b200",), "blackwell"),
+               ("H200 NVL", ("h100_pcie",), "hopper"), ("H200", ("h200",), "hopper"),
                ("H800", ("h800",), "hopper"), ("H100 80GB HBM3", ("h100_sxm", "h100_sxm_hbm2e"), "hopper"),
                ("H100 PCIe", ("h100_pcie",), "hopper"), ("H100 NVL", ("h100_pcie",), "hopper"),
                ("H100", (), "hopper"), ("A100-SXM4", ("a100_sxm", "a100_80gb", "a100_40gb"), "ampere"),

@@ -269,8 +269,16 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
       then the fewest that hold every uplink, the leaves' uneven extras laid end to end over
       them (40 DGX H100: 320 uplinks, 5 spines of 64); a partial unit's leaves of fewer uplinks
       than spines all share the same few, so any two leaves share a spine (a spine or two more
-      where those would overfill: 69 DGX 10 spines, not 9).
+      where those would overfill: 69 DGX 10 spines, not 9). At 1:1 such a build can fall 1-8
+      cables short of non-blocking between the server halves (28 of the sizes 33-256 DGX H100,
+      at most 1.0 %: 66 DGX 13.1 TB/s against half the servers' NICs' 13.2, 195 DGX 38.4
+      against 38.8): a full leaf's uplinks do not divide evenly over the spines, so some spine
+      gets more cables from one half than it has down to the other. ``describe`` reports that
+      max flow (no formula for a partial unit); three tiers (257-500 DGX, 8 sizes) showed none.
     * ``nodes=1`` is one server with its NICs and no switch.
+    * One unit of one-rail servers (``server="host"``, up to 32) puts every NIC on one leaf:
+      that leaf alone, no spine (a spine cabled to it alone would carry nothing and add a
+      switch and its cables to the bill), ``params["uplinks"]`` 0, one tier.
 
     These rules reproduce the switch and cable counts of NVIDIA's DGX SuperPOD reference
     architectures (H100: 1, 2 and 4 units, 8/4, 16/8, 32/16 leaf/spine, but 3 units 24/12
@@ -347,16 +355,21 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
                       network_diameter=None)
     cabled = [servers_per_unit if full_units else n for n in unit_servers]
     uplinks = [leaf_uplinks(n, model, tech, ratio) for n in cabled]  # per leaf of each unit, by bandwidth
-    params["oversubscription"] = max(n * model.nic_rate(tech) / (up * tech.bandwidth)   # as built
-                                     for n, up in zip(unit_servers, uplinks))
+    one_leaf = units * rails == 1           # every NIC on one leaf: nothing for a spine to carry
+    if one_leaf:
+        uplinks = [0]
+    params["oversubscription"] = 1.0 if one_leaf else max(n * model.nic_rate(tech) / (up * tech.bandwidth)
+                                                          for n, up in zip(unit_servers, uplinks))   # as built
     params["uplinks"] = uplinks[0]
     for u in range(units):
         for r in range(rails):
             g.add_node(rail_leaf(u, r), kind="switch", role="leaf", tier=1, unit=u, rail=r)
     three_tier = units * rails > radix
-    tiers = 3 if three_tier else 2
+    tiers = 3 if three_tier else 1 if one_leaf else 2
     units_per_pod = 1
-    if not three_tier:
+    if one_leaf:
+        uniform = True
+    elif not three_tier:
         uniform = two_tier_spines(g, units, rails, uplinks, radix, tech)
     else:
         split = pods(units, rails, radix)
@@ -376,11 +389,13 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
     # both sides and uniform cable spreads make the cut at the leaves' uplinks (or, with
     # three tiers, the spines' uplinks, which equal them) the minimum.
     bisection = None
-    if uniform and units % (2 * units_per_pod) == 0 and len(set(unit_servers)) == 1:
+    if one_leaf:                            # one switch: non-blocking between any halves
+        bisection = nodes // 2 * endpoint_rate(model, tech)
+    elif uniform and units % (2 * units_per_pod) == 0 and len(set(unit_servers)) == 1:
         per_leaf = min(unit_servers[0] * endpoint_rate(model, tech), uplinks[0] * tech.bandwidth)
         bisection = units // 2 * rails * per_leaf
     elif units == 1 and ratio == 1.0 and nodes % 2 == 0:
         bisection = nodes // 2 * rails * endpoint_rate(model, tech)
     return finish(g, "rail_optimized", params, bisection=bisection,
                   bisection_method="formula: leaves of half the units x min(downlink, uplink capacity)",
-                  network_diameter=6 if three_tier else 4)
+                  network_diameter=6 if three_tier else 2 if one_leaf else 4)

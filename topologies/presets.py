@@ -16,6 +16,7 @@ import networkx as nx
 
 from ._endpoints import attach_servers, endpoint_rate, server_params
 from ._graph import cable_spread, check_int, check_ratio, finish, resolve_link
+from .links import get_link
 from .servers import get_server
 
 __all__ = ["meta_24k", "nvl72_cluster"]
@@ -114,7 +115,7 @@ def meta_24k(pods: int = 8, *, racks_per_pod: int = 192, link="roce_400g", clust
     return finish(g, "meta_24k", params, bisection=bisection,
                   bisection_method="formula: floor(pods/2) pods x cluster switches x their uplinks"
                   + (" + half the middle pod's NICs, split between the halves (pods odd)" if pods % 2 else ""),
-                  network_diameter=6)
+                  network_diameter=6 if pods > 1 else 4 if racks > 1 else 2)   # one pod: NIC-ToR-cluster-ToR-NIC
 
 
 def nvl72_cluster(racks: int, *, link="ib_ndr", racks_per_unit: int = 8, radix: int = 64) -> nx.DiGraph:
@@ -168,6 +169,18 @@ def nvl72_cluster(racks: int, *, link="ib_ndr", racks_per_unit: int = 8, radix: 
                   server=server_params(model), servers=servers, gpus=servers * model.gpus,
                   source="NVIDIA DGX SuperPOD GB200 reference architecture: 8 racks per scalable unit, "
                          "up to 128 racks (9,216 GPUs)")
-    bisection = racks * model.nics // 2 * tech.bandwidth if units % 2 == 0 or units == 1 else None
+    # Bisection between whole racks (server_halves: a cut never goes through a server):
+    # floor(racks/2) racks' NICs at the NIC cable's rate (the slower of NIC and fabric: a 400G
+    # CX-7 on ib_xdr carries 50 GB/s, not 100), the fabric being non-blocking (3 racks: 1
+    # rack's 72 NICs against 2 racks'). One rack is one server: server_halves cuts its NVLink
+    # domain in GPU rank halves (36 x 900 GB/s, rail_optimized(1, server="nvl72")'s figure),
+    # and the halves' 36 NICs (9 compute trays) also reach the other 36 through the leaves.
+    rate = endpoint_rate(model, tech)
+    if racks == 1:
+        bisection = model.gpus // 2 * get_link(model.nvlink).bandwidth + model.nics // 2 * rate
+        method = "formula: gpus/2 x NVLink bandwidth per GPU + half the NICs (one rack)"
+    else:
+        bisection = racks // 2 * model.nics * rate
+        method = "formula: non-blocking, the NICs of floor(racks/2) whole racks"
     return finish(g, "nvl72_cluster", params, bisection=bisection,
-                  bisection_method="formula: non-blocking, half the NICs", network_diameter=6 if units > 1 else 4)
+                  bisection_method=method, network_diameter=6 if units > 1 else 4)

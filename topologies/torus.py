@@ -81,24 +81,62 @@ def torus(dims, *, link="ib_ndr", wrap: bool = True, server=None) -> nx.DiGraph:
             for nic in built.nics:
                 add_cable(net, nic, name(c), nic_tech, tier="access", cables=model.nic_ports)
     nodes = len(coords)
-    longest = max(dims)
-    # Bisection: cut across a longest dimension (halves by that coordinate). The cut
-    # crosses 2 * nodes / K cables with wrap-around (K >= 3, or K = 2 with its doubled
-    # cables), nodes / K without; servers can cap it at their NICs.
-    bisection = None
-    if longest % 2 == 0:
-        crossing = (2 if wrap else 1) * nodes // longest
-        bisection = crossing * tech.bandwidth
-        if not chips:
-            bisection = min(bisection, nodes // 2 * model.nics * endpoint_rate(model, tech))
+    # Bisection: the cheapest balanced cut by coordinates (_coordinate_cut): across an even
+    # dimension K, 2 * nodes / K cables with wrap-around (K >= 3, or K = 2 with its doubled
+    # cables), nodes / K without; across an odd one, its rings cut as well plus the middle
+    # plane bisected the same way. Servers can cap it at their NICs; where a plane is split,
+    # a router of its cut may cost less on the other side (its NICs instead of its cables:
+    # torus((2, 9), server="host") 250 GB/s, not 300), so describe() takes the max flow there,
+    # between the server halves and this cut's halves.
+    crossing, first, split = _coordinate_cut(dims, wrap)
+    bisection = crossing * tech.bandwidth
+    if not chips:
+        bisection = None if split else min(bisection, nodes // 2 * model.nics * endpoint_rate(model, tech))
     hops = sum(k // 2 if wrap else k - 1 for k in dims)
     params = dict(dims=list(dims), wrap=wrap, link=tech.name, nodes=nodes,
                   server=server_params(model), servers=nodes)
     # the formula's halves, as GPU ranks (cell s holds GPUs s x gpus ... of its server, or is one)
-    axis = dims.index(longest)
     per = 1 if chips else model.gpus
-    cut = [s * per + j for s, c in enumerate(coords) if c[axis] < longest // 2 for j in range(per)]
+    cut = [s * per + j for s, c in enumerate(coords) if first(c) for j in range(per)]
     return finish(net, "torus", params, bisection=bisection,
-                  bisection_method="formula: cables across a longest dimension (halves by its "
-                                   "coordinate)",
+                  bisection_method="formula: cables across the cheapest balanced cut by coordinates (a longest "
+                                   "even dimension's halves; an odd dimension's with its middle plane bisected)",
                   network_diameter=hops if chips else hops + 2, bisection_cut=cut)
+
+
+def _coordinate_cut(dims: tuple, wrap: bool):
+    """The cheapest balanced cut of a torus (or mesh) of ``dims`` found by coordinates:
+    ``(cables crossing, is_first(coords), split)``, the first half ``floor(nodes/2)`` cells,
+    ``split`` whether it cuts through a plane (an odd dimension's middle).
+
+    Across dimension ``d`` of even length ``K``: the cells with ``c[d] < K/2``, whose every
+    ring along ``d`` is cut twice with wrap-around (``2 N / K`` cables; a length-2 ring's
+    doubled cables too), once without (``N / K``): the k-ary n-cube bisection, Dally &
+    Towles sec. 5.2. Across an odd ``K = 2m + 1``: the cells with ``c[d] < m`` plus the first
+    half of the middle plane ``c[d] = m``, itself bisected the same way (its rings are still
+    cut twice, once without wrap), so ``2 N / K`` plus the plane's cut. The least over the
+    dimensions, a longest even one first on a tie (a torus (3, 4, 5): 30 cables across the
+    4, which the rank-order halves cut as 50; (2, 9): 6 across the 9, not 18 across the 2).
+    An upper bound on the bisection width: no formula here proves it minimal for odd lengths.
+
+    >>> _coordinate_cut((4, 4), True)[0], _coordinate_cut((3, 4, 5), True)[0], _coordinate_cut((5,), False)[0]
+    (8, 30, 1)
+    """
+    nodes = math.prod(dims)
+    per_ring = 2 if wrap else 1
+    order = sorted(range(len(dims)), key=lambda d: (dims[d] % 2, -dims[d], d))
+    best = None
+    for d in order:
+        k = dims[d]
+        cost = per_ring * nodes // k
+        if k % 2 == 0:
+            inside = (lambda d, h: lambda c: c[d] < h)(d, k // 2)
+        else:
+            rest = dims[:d] + dims[d + 1:]
+            sub_cost, sub_first, _ = _coordinate_cut(rest, wrap) if rest else (0, lambda c: False, True)
+            cost += sub_cost
+            inside = (lambda d, m, sub: lambda c: c[d] < m or (c[d] == m and sub(tuple(c[:d]) + tuple(c[d + 1:]))))(
+                d, k // 2, sub_first)
+        if best is None or cost < best[0]:
+            best = (cost, inside, k % 2 == 1)
+    return best

@@ -200,3 +200,26 @@ def test_a_few_lines_cannot_ask_for_millions_of_cables(tmp_path):
     path.write_text("topology: [ FullyConnected ]\nnpus_count: [ 4472 ]\nbandwidth: [ 50 ]\nlatency: [ 5 ]\n")
     with pytest.raises(ValueError, match=r"fc\.yml: .* 9997156 cables, more than max_links=1000000"):
         tp.read(path)
+
+
+def test_docstring_defaults_are_the_signatures():
+    # the docstring said max_links defaults to 10,000,000; the signature's default is 1,000,000
+    import inspect
+    import re
+
+    from topologies.formats import astra
+
+    sig = inspect.signature(astra.from_astra_network).parameters
+    doc = astra.from_astra_network.__doc__
+    for name in ("max_npus", "max_links", "max_dims"):
+        said = re.search(rf"{name} : int\n.*?\(default ([\d,]+)", doc, re.S).group(1)
+        assert int(said.replace(",", "")) == sig[name].default, name
+    assert sig["max_links"].default == astra.MAX_LINKS == 1_000_000
+
+
+def test_cost_of_a_ring_is_near_the_stated_figure(tmp_path):
+    # the comment at MAX_LINKS: a Ring is ~4.6 kB an NPU as a graph (3 nodes and 6 edges an NPU)
+    p = tmp_path / "ring.yml"
+    p.write_text("topology: [ Ring ]\nnpus_count: [ 1000 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    g = tp.from_astra_network(p)
+    assert g.number_of_nodes() == 3 * 1000 and g.number_of_edges() == 6 * 1000

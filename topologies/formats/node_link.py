@@ -11,8 +11,9 @@ graph breaks the schema) whose one-line message names the file and what was expe
 that cannot be read, more than ``max_bytes`` bytes, bytes that are not UTF-8, text that is not
 JSON or nests deeper than Python's parser goes (or gives a key twice in one object), JSON that
 is not an object with ``"nodes"`` and ``"edges"`` lists of objects (a node id or an edge given
-twice, both ``"edges"`` and ``"links"``), or a graph :func:`topologies.validate` refuses (a non-finite
-capacity such as JSON's ``1e400``, a missing reverse edge, ...).
+twice, both ``"edges"`` and ``"links"``; a node without a ``kind`` of the schema, no GPU, an edge
+without a ``capacity``: these before a graph is built), or a graph :func:`topologies.validate`
+refuses (a non-finite capacity such as JSON's ``1e400``, a missing reverse edge, ...).
 """
 
 from __future__ import annotations
@@ -24,14 +25,18 @@ from pathlib import Path
 import networkx as nx
 
 from ._common import MIB, DuplicateKey, read_text, short, unique_keys
-from .._graph import fingerprint
+from .._graph import NODE_KINDS, fingerprint
 from .._validate import TopologyError, validate
 
 __all__ = ["save", "load"]
 
-# node-link JSON is ~1.4 kB per GPU (rail_optimized(128): 1.46 MB for 1024 GPUs), so 1 GiB
-# holds about 700,000 GPUs
-MAX_JSON_BYTES = 1024 * MIB
+# Memory budget ~1.5 GB peak. Measured (peak RSS over the import, CPython 3, networkx 3): a
+# generated graph takes ~8-12x its file (meta_24k(): 37 MiB, 24,576 GPUs, 305 MB; rail_optimized
+# (2048): 26.9 MiB, 226 MB); the worst is a file of tiny nodes, ~30x (2.5 M nodes '{"id":i,
+# "kind":"nic"}', 65.7 MiB: 2.0 GB, 25 s), of which json.loads and _check_node_link's walk are
+# ~22x (a file refused there stops at that). 48 MiB x 30 = 1.45 GB; a generated graph of 48 MiB is ~30,000
+# GPUs at ~1.7 kB a GPU (rail_optimized(2048): 16,384 GPUs). Pass max_bytes= for a larger one.
+MAX_JSON_BYTES = 48 * MIB
 _SCALARS = (str, int, float, bool)
 
 
@@ -59,8 +64,11 @@ def load(path, *, max_bytes: int = MAX_JSON_BYTES) -> nx.DiGraph:
     path : str or Path
         The node-link JSON file.
     max_bytes : int
-        Refuse a larger file before reading it (default 1 GiB, about 700,000 GPUs of a
-        rail-optimised fabric); the parsed graph takes several times the file's size in memory.
+        Refuse a larger file before reading it (default 48 MiB, :data:`MAX_JSON_BYTES`: about
+        30,000 GPUs of a generated fabric). Reading takes ~8-12x the file's size in memory for
+        a generated graph, up to ~30x for a file of tiny nodes (~1.5 GB at the default); a
+        node without a valid ``kind``, no GPU, or an edge without ``capacity`` is refused
+        before the graph is built.
 
     Raises
     ------
@@ -133,11 +141,26 @@ def _check_node_link(data, path) -> str:
             raise ValueError(f"{path}: edge {i}: {short(edge['source'])} -> {short(edge['target'])} is given "
                              "twice (one edge a direction; parallel cables add to its capacity)")
         pairs.add(pair)
+        if "capacity" not in edge:
+            raise TopologyError(f"{path}: edge {short(edge['source'])} -> {short(edge['target'])}: capacity must be "
+                                "a finite number >= 0 bytes/s (0 = failed link), got no capacity")
         for name in ("capacity", "latency"):
             value = edge.get(name)
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 1e300:
                 raise TopologyError(f"{path}: edge {edge['source']!r} -> {edge['target']!r}: "
                                     f"{name} {short(value)} is beyond float range")
+    # validate's rules for the keys every node must have, before a graph is built (a file of a
+    # million nodes without a kind, 13 MiB, took 632 MB and 12 s to be refused at node 0; now
+    # json.loads and the id set above, 351 MB and 3.6 s, ~22x the file)
+    gpus = 0
+    for node in data["nodes"]:
+        kind = node.get("kind")
+        if not isinstance(kind, str) or kind not in NODE_KINDS:
+            raise TopologyError(f"{path}: node {short(node['id'])}: kind must be one of {', '.join(NODE_KINDS)}, "
+                                f"got {'no kind' if 'kind' not in node else short(kind)}")
+        gpus += kind == "gpu"
+    if not gpus:
+        raise TopologyError(f"{path}: the graph has no node of kind 'gpu'")
     return key
 
 
