@@ -4,7 +4,7 @@ the training rows of the validation corpus (benchmarks/validation/) leave-one-so
 the corpus README asks of any fitted parameter: each source's rows are predicted with the
 value that minimises the median |error| of the *other* sources' rows (a grid of 0.01).
 
-    python benchmarks/fit_kernel_utilization.py               # the corpus (~3 min on 2 cores)
+    python benchmarks/fit_kernel_utilization.py               # the corpus (~5.5 min on 2 cores)
     python benchmarks/fit_kernel_utilization.py --published   # and the six published runs of
                                                               # tests/training/test_training_published.py
                                                               # (their best value each; +5 min)
