@@ -182,6 +182,25 @@ def _freeze(kw: dict):
     return tuple(sorted((k, v if not isinstance(v, dict) else tuple(sorted(v.items()))) for k, v in kw.items()))
 
 
+def compared_measurement(row: dict) -> tuple[str, float]:
+    """``(metric, value)`` a training row is compared on: its printed metric and value, except a
+    TFLOP/s per GPU of a source counting FLOPs its own way (``setups.TRAINING_FLOP_COUNTS``): that
+    is compared as tokens/s per GPU, ``TFLOP/s x 1e12 / the publisher's FLOPs per token``.
+
+    >>> compared_measurement({"source": "torchtitan", "metric": "tokens_per_s_per_gpu", "value": "6000"})
+    ('tokens_per_s_per_gpu', 6000.0)
+    >>> row = {"source": "megatron-lm-readme-a100-2021", "metric": "tflops_per_gpu", "value": "96",
+    ...        "layers": "1", "hidden": "1", "seq_len": "0", "vocab": "0"}
+    >>> compared_measurement(row)                               # 96 FLOPs a token: 1e12 tokens/s
+    ('tokens_per_s_per_gpu', 1000000000000.0)
+    """
+    value = float(row["value"])
+    if row["metric"] == "tflops_per_gpu" and row["source"] in S.TRAINING_FLOP_COUNTS:
+        flops_per_token, _ = S.TRAINING_FLOP_COUNTS[row["source"]]
+        return "tokens_per_s_per_gpu", value * 1e12 / flops_per_token(row)
+    return row["metric"], value
+
+
 def run_training(row: dict, index: int, compute: str = "kernels") -> dict:
     pt = dict(kind="training", source=row["source"], row=index, model_name=row["model"], gpus=int(row["gpus"]),
               metric=row["metric"], measured_value=float(row["value"]), unit=row["unit"],
@@ -206,17 +225,18 @@ def run_training(row: dict, index: int, compute: str = "kernels") -> dict:
     except (ValueError, TypeError) as exc:
         pt.update(status="not_modelled", reason=f"the library refused the layout: {exc}")
         return pt
+    compared, measured = compared_measurement(row)
     model_value = {"step_time_s": r.step_time, "tokens_per_s_per_gpu": r.tokens_per_gpu,
-                   "tflops_per_gpu": r.tflops_per_gpu}[row["metric"]]
-    pt["model_value"] = model_value
+                   "tflops_per_gpu": r.tflops_per_gpu}[compared]
+    pt.update(model_value=model_value, compared_metric=compared, compared_value=measured)
     # the error on time: a throughput is the inverse of a time
-    if row["metric"] == "step_time_s":
-        pt["err"] = model_value / pt["measured_value"] - 1
+    if compared == "step_time_s":
+        pt["err"] = model_value / measured - 1
     else:
-        pt["err"] = pt["measured_value"] / model_value - 1
+        pt["err"] = measured / model_value - 1
     pt["model_step_time"] = r.step_time
     pt["mfu"] = r.mfu
-    if row["metric"] in S.TRAINING_DUPLICATE_METRICS:
+    if row["metric"] in S.TRAINING_DUPLICATE_METRICS and compared == row["metric"]:
         pt.update(status="excluded", reason=S.TRAINING_DUPLICATE_METRICS[row["metric"]])
     else:
         pt["status"] = "ok"
@@ -317,8 +337,9 @@ def describe_point(pt: dict) -> str:
     lay = pt["layout"]
     layout = " ".join(f"{k}{lay[k]}" for k in ("tp", "pp", "cp", "ep", "vp", "dp") if k in lay and lay[k] != 1)
     return (f"{pt['source']} row {pt['row']} {pt['model_name']} {pt['gpus']} GPUs {layout} mb{lay.get('micro_batch')} "
-            f"gbs{lay.get('global_batch')} {lay.get('precision')} [{pt['setup']}]: {pt['metric']} model "
-            f"{pt['model_value']:.4g}, published {pt['measured_value']:.4g}")
+            f"gbs{lay.get('global_batch')} {lay.get('precision')} [{pt['setup']}]: {pt['compared_metric']} model "
+            f"{pt['model_value']:.4g}, published {pt['compared_value']:.4g}"
+            + (f" (printed {pt['measured_value']:.4g} {pt['metric']})" if pt['compared_metric'] != pt['metric'] else ""))
 
 
 def _size(n: float) -> str:
@@ -420,13 +441,13 @@ def plot(points: list[dict], folder: Path) -> list[Path]:
         else:
             for metric, marker in (("step_time_s", "o"), ("tokens_per_s_per_gpu", "s"), ("tflops_per_gpu", "^")):
                 for prec, color in (("bf16", "C0"), ("fp8", "C3")):
-                    mp = [p for p in pts if p["metric"] == metric
+                    mp = [p for p in pts if p["compared_metric"] == metric
                           and ("fp8" in p["precision_label"].lower()) == (prec == "fp8")]
                     if mp:
-                        ax.plot([p["measured_value"] for p in mp], [p["model_value"] for p in mp], marker,
+                        ax.plot([p["compared_value"] for p in mp], [p["model_value"] for p in mp], marker,
                                 color=color, ms=5, label=f"{metric}, {prec}")
-            lo = min(min(p["measured_value"], p["model_value"]) for p in pts)
-            hi = max(max(p["measured_value"], p["model_value"]) for p in pts)
+            lo = min(min(p["compared_value"], p["model_value"]) for p in pts)
+            hi = max(max(p["compared_value"], p["model_value"]) for p in pts)
             ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="model = published")
             ax.set_xscale("log")
             ax.set_yscale("log")

@@ -936,6 +936,20 @@ MODELS: dict[str, tuple[dict, str]] = {
                                tied=True), "BLOOM chronicles-prequel (64 heads: 'all NHEADS=64 (above too)')"),
     "bloom-proxy-196B": (_spec("bloom-proxy-196B", 84, 13824, 4 * 13824, 64, 64, 250880, 2048, gated=False,
                                tied=True), "BLOOM chronicles-prequel (64 heads: 'all NHEADS=64 (above too)')"),
+    "mixtral-8x7b": (_preset("mixtral-8x7b"), "library preset (Mistral's Mixtral-8x7B config)"),
+    # Mistral's Mixtral-8x22B config.json (56 layers, hidden 6144, intermediate 16384, 48 query / 8
+    # KV heads, vocabulary 32768, 8 experts top 2; res19 from memory, not re-read: listed as assumed)
+    "mixtral-8x22b": (_spec("mixtral-8x22b", 56, 6144, 16384, 48, 8, 32768, 65536, experts=8, top_k=2),
+                      "Mistral's Mixtral-8x22B config (8 experts, top-2; from memory)"),
+    # Megatron-LM README GPTs (the rows give every shape column): FFN 4h with GELU (not gated);
+    # the 2024 H100 table's parameter counts are 12 L h^2 + 2 V h (untied embeddings), the 2021
+    # A100 table's 12 L h^2 + V h (tied)
+    **{f"megatron-gpt-{s}": (_spec(f"megatron-gpt-{s}", 1, 64, 256, 1, 1, 131072, 4096, gated=False),
+                             "the corpus row's shape columns (Megatron-LM README, 2024)")
+       for s in ("1.7b", "7.1b", "16b", "32b", "70b", "119b", "177b", "314b", "462b")},
+    **{f"megatron-gpt2021-{s}": (_spec(f"megatron-gpt2021-{s}", 1, 64, 256, 1, 1, 51200, 2048, gated=False,
+                                       tied=True), "the corpus row's shape columns (Megatron-LM README, 2021)")
+       for s in ("1.7b", "3.6b", "7.5b", "18b", "39b", "76b", "145b", "310b", "530b", "1t")},
 }
 
 
@@ -988,6 +1002,69 @@ TRAINING_SOURCES: dict[str, TrainingSource] = {
     "bigscience-bloom": TrainingSource(
         {"": "jean_zay_a100"}, "Megatron-DeepSpeed",
         dict(recompute="full", sequence_parallel=False, tp_overlap=0.0, attention="unfused")),
+    # the held-out sources of res19 (session 19): Megatron-LM's README tables, NeMo's long-sequence
+    # page, the NeMo 25.02 / 25.07 performance summaries and Meta's Llama 3 405B layouts
+    "megatron-lm-readme-h100": TrainingSource(
+        {"": "dgx_h100_ndr"}, "NeMo/Megatron",
+        note="H100 cluster not named (NVIDIA's, up to 6144 GPUs): the library's default DGX H100 + NDR"),
+    # Megatron-LM of April 2021: no sequence parallelism, no TP overlap, no flash attention (as
+    # BLOOM's Megatron-DeepSpeed of 2022 above), full activation recompute (Narayanan et al. 2021
+    # count its forward in their FLOPs: the runs recomputed)
+    "megatron-lm-readme-a100-2021": TrainingSource(
+        {"": "dgx_a100_hdr"}, "Megatron-LM 2021",
+        dict(recompute="full", sequence_parallel=False, tp_overlap=0.0, attention="unfused"),
+        note="Selene: DGX A100 SuperPOD with HDR InfiniBand (8 x 200 Gb/s a node)"),
+    "nemo-long-sequence": TrainingSource(
+        {"h100": "dgx_h100_ndr", "b200": "dgx_b200_ndr"}, "NeMo/Megatron",
+        note="DGX-H100 / DGX-B200 as named on the page; fabric not stated: DGX SuperPOD NDR InfiniBand"),
+    "nemo-docs-perf-summary-25.02": TrainingSource(
+        {"b200": "dgx_b200_ndr"}, "NeMo/Megatron", note="DGX-B200, fabric not stated: DGX SuperPOD NDR"),
+    "nemo-docs-perf-summary-25.07": TrainingSource(
+        {"gb200": "dgx_gb200_nvl72"}, "NeMo/Megatron", note="DGX-GB200 NVL72, fabric between racks not stated"),
+    "llama3-meta-sc24": TrainingSource(
+        {"": "dgx_h100_ndr"}, "Meta (Llama 3)",
+        note="Meta's 24K-GPU RoCE cluster (400 Gb/s a GPU): the closest catalogue cluster, DGX H100 + NDR 400G"),
+}
+
+#: Sources that publish TFLOP/s per GPU with their own FLOP count (validate.py turns the printed
+#: figure into tokens/s per GPU with it, ``measured x 1e12 / flops_per_token(row)``, and compares
+#: that with the model's tokens/s: the library's ``flops_per_token`` counts causal attention and no
+#: recompute, which none of these did). source -> (FLOPs per token of a row, the formula's source).
+#: L layers, h hidden, s sequence, V vocabulary, F FFN width, H heads, G KV heads.
+def _megatron_2024_flops(r):
+    # Megatron-LM num_floating_point_operations (megatron/training/training.py at f2e5db4, r0.8.0):
+    # 12 L h^2 ((1 + G/H + s/h) + F/h + V / (2 L h)) per token (its MLP term for a GELU MLP, as these
+    # GPTs have), attention not halved
+    L, h, s, V, F, H, G = (int(r[k]) for k in ("layers", "hidden", "seq_len", "vocab", "ffn_hidden", "heads",
+                                                "kv_heads"))
+    return 12 * L * h * h * ((1 + G / H + s / h) + F / h + V / (2 * L * h))
+
+
+def _narayanan_2021_flops(r):
+    # Narayanan et al. 2021 (arXiv 2104.04473) eq. 3: 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)) per
+    # iteration, i.e. per token 96 l h^2 (...): counts the recompute forward (96, not 72)
+    L, h, s, V = (int(r[k]) for k in ("layers", "hidden", "seq_len", "vocab"))
+    return 96 * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
+
+
+def _nemo_2024_flops(r):
+    # NeMo's model FLOPs before the causal discount (nemo/utils/flops_formulas.py; the discount came
+    # in 6251117f4c, 2025-08-09), gated MLP: 12 L h^2 ((1 + G/H + s/h) + 1.5 F/h + V / (2 L h)) per
+    # token (res19 checked tokens/s x this = the printed TFLOP/s on NeMo 24.07's Llama 2 7B and 25.04's
+    # Llama 3 8B rows)
+    spec = MODELS[r["model"]][0]
+    L, h, F, H, G, V = (spec[k] for k in ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab"))
+    s = int(r["seq_len"])
+    return 12 * L * h * h * ((1 + G / H + s / h) + 1.5 * F / h + V / (2 * L * h))
+
+
+TRAINING_FLOP_COUNTS = {
+    "megatron-lm-readme-h100": (_megatron_2024_flops, "Megatron-LM r0.8.0 num_floating_point_operations "
+                                                      "(training.py at f2e5db4): non-causal attention, no recompute"),
+    "megatron-lm-readme-a100-2021": (_narayanan_2021_flops, "Narayanan et al. 2021 eq. 3 (recompute forward "
+                                                            "counted, non-causal attention)"),
+    "nemo-long-sequence": (_nemo_2024_flops, "NeMo's flops_formulas of the release (non-causal attention)"),
+    "llama3-meta-sc24": (_nemo_2024_flops, "Meta's FLOP count is not stated: NeMo's non-causal count assumed"),
 }
 
 #: training rows not modelled: (source, row index in training.csv) -> reason; filled from the
@@ -1016,6 +1093,10 @@ _SHAPE_NOT_EXPRESSIBLE["deepseek-v3-mtp"] = (_SHAPE_NOT_EXPRESSIBLE["deepseek-v3
                                              + "; the run also trains the multi-token-prediction module")
 
 
+def _int(value):
+    return None if value in ("", None) else int(float(value))
+
+
 def _not_modelled_reason(row: dict):
     """Why a training.csv row cannot be expressed with the library, or None."""
     gpu = row.get("gpu", "").lower()
@@ -1024,7 +1105,30 @@ def _not_modelled_reason(row: dict):
                 "kernel tables are not the B200's / GB200's")
     if row.get("precision", "").lower().startswith("nvfp4"):
         return "NVFP4 (4-bit) GEMMs: the library's precisions are bf16 and fp8"
+    if row.get("source") == "nemo-long-sequence" and _int(row.get("gpus")) == 4:
+        return ("4 GPUs, half a DGX H100: the corpus' clusters are whole 8-GPU servers (training_step refuses "
+                "a layout that does not fill the server)")
+    batch = _batch_reason(row)
+    if batch is not None:
+        return batch
     return _SHAPE_NOT_EXPRESSIBLE.get(row.get("model"))
+
+
+def _batch_reason(row: dict):
+    """Why a row's printed global batch cannot be split into its data-parallel ranks' micro
+    batches (``global_batch`` not a positive multiple of ``dp x micro_batch``, dp = GPUs / (tp pp
+    cp)), or None."""
+    gpus, gbs = _int(row.get("gpus")), _int(row.get("global_batch"))
+    if gpus is None or gbs is None or row.get("source") == "torchtitan":     # torchtitan: a local batch
+        return None
+    prod = 1
+    for key in ("tp", "pp", "cp"):
+        prod *= _int(row.get(key)) or 1
+    dp, mb = max(1, gpus // prod), _int(row.get("micro_batch")) or 1
+    if gbs % (dp * mb) == 0:
+        return None
+    return (f"global batch {gbs} is not a positive multiple of dp x micro batch = {dp} x {mb} (dp = {gpus} GPUs / "
+            f"(tp pp cp = {prod})): the printed layout cannot have run as printed")
 
 
 def _load_not_modelled() -> None:
@@ -1044,10 +1148,6 @@ TRAINING_DUPLICATE_METRICS = {
     "tflops_per_gpu": "the same run as the step_time_s row beside it (TFLOP/s = FLOPs / step time, derived by "
                       "formula; the corpus README records derived columns once): shown, not counted twice",
 }
-
-
-def _int(value):
-    return None if value in ("", None) else int(float(value))
 
 
 def _framework(row, src: TrainingSource) -> str:
@@ -1119,6 +1219,9 @@ def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[
     kw["dp"] = dp
     mb = _int(row.get("micro_batch")) or 1
     gbs = _int(row.get("global_batch"))
+    if gbs is not None and row["source"] != "torchtitan" and gbs % (dp * mb) != 0:
+        raise ValueError(f"global_batch {gbs} of the row is not a positive multiple of dp x micro_batch = "
+                         f"{dp} x {mb}: the row cannot be mapped as printed")
     fw = row.get("framework", "")
     notes = row.get("notes", "")
     # zero / FSDP
@@ -1229,6 +1332,25 @@ def _memory_not_modelled_reason(row: dict):
         # 97ad8cc, sets the same offload in its workload base configs)
         return ("the recipe offloads 40 of the 80 layers' activations to host memory (Megatron's "
                 "cpu_offloading_num_layers): the memory model keeps every layer's on the GPU")
+    if (row.get("source") in ("megatron-bridge-perf-summary", "nemo-docs-perf-summary-25.07")
+            and row.get("model") == "llama-3.1-405b" and "gb200" in row.get("gpu", "").lower()
+            and row.get("zero") == "3"):
+        # NVIDIA-NeMo/Megatron-Bridge 3d277f6 scripts/performance/configs/llama/
+        # llama31_workload_base_configs.py, LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V1: TP 2,
+        # use_megatron_fsdp=True, cpu_offloading_num_layers=92 (NeMo 25.07's row prints the same
+        # layout; its own recipe not read)
+        return ("the recipe offloads 92 of the 126 layers' activations to host memory (Megatron's "
+                "cpu_offloading_num_layers): the memory model keeps every layer's on the GPU")
+    if (row.get("source") == "megatron-bridge-perf-summary" and row.get("model") == "llama3-70b"
+            and "gb200" in row.get("gpu", "").lower() and row.get("precision") == "MXFP8"
+            and row.get("micro_batch") == "2"):
+        # the 25.09 table prints one MBS cell (2) for the plain figure (FSDP, whose recipe sets
+        # micro_batch_size=2) and the parenthesised one; Megatron-Bridge 3dafb00
+        # scripts/performance/configs/llama/llama3_workload_base_configs.py,
+        # LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_MX_V1 (TP 2, PP 4, VP 5) sets no micro batch, and the
+        # later releases print MBS 1 for this layout
+        return ("the printed micro batch 2 is the plain figure's (FSDP recipe); the block-scaled TP 2 PP 4 VP 5 "
+                "recipe sets none and later releases print 1: at 2 the layout does not fit in the model")
     # other Megatron-Bridge recipes offload fewer layers (the GB200 70B bf16 recipe 20, the B200 70B
     # FP8 one 5; perf_recipes/llama/{gb200,b200}/llama3.py at 067f987): their rows fit without it,
     # so the check, which counts every layer on the GPU, is the stricter one for them

@@ -27,9 +27,12 @@ Attention (flash attention, BF16 in every precision): forward and backward rates
 and kernel (``"fa3"``: FlashAttention-3 / cuDNN class, what Transformer Engine runs on Hopper and
 Blackwell; ``"fa2"``: FlashAttention-2, PyTorch's SDPA flash backend), measured with the causal
 mask at head dimension 128 and 8192 tokens, scaled by head dimension (FA3 paper, Figure 5) and
-by sequence length as ``(1 + s0 / 8192) / (1 + s0 / s)`` with ``s0`` fitted to the only causal
-sweep published (FA4 on GB200, 1k-4k tokens). FLOPs as flash-attention counts them: forward
-``4 s^2 d heads`` per sequence halved by the mask, backward 2.5 x forward.
+by sequence length: below 8192 tokens as ``(1 + s0 / 8192) / (1 + s0 / s)`` with ``s0`` fitted to
+the only causal sweep published (FA4 on GB200, 1k-4k tokens); above it by the GPU's own measured
+sweep (FA3 on H100: +1.1 % from 8k to 16k, tritonbench), held at its longest measured length,
+and flat where the family has no measurement past 8192 tokens (Blackwell: FA4's B200 figures are
+at 8192) -- never extrapolated. FLOPs as flash-attention counts them: forward ``4 s^2 d heads``
+per sequence halved by the mask, backward 2.5 x forward.
 """
 
 from __future__ import annotations
@@ -304,15 +307,49 @@ def _ramp_s0(causal: bool) -> float:
     raise KeyError(causal)
 
 
-def attention_seq_factor(tokens: float, *, causal: bool = True, reference: float = 8192.0) -> float:
-    """Rate at ``tokens`` per sequence over the rate at ``reference``: ``(1 + s0 / reference) /
-    (1 + s0 / tokens)``.
+#: the GPU family whose measured sequence sweep (ATTENTION_SEQ_RAMP) a family takes: its own, or
+#: its sibling's (H200 = H100's SMs and clocks; B200 and GB200 the same Blackwell SM)
+_SWEEP_FAMILY = {"h100": "h100", "h200": "h100", "b200": "gb200", "gb200": "gb200"}
+
+
+def _measured_above(family: str | None, kernel: str, reference: float) -> tuple:
+    """``(tokens, TFLOP/s)`` of ``family``'s measured sweep of ``kernel`` from ``reference``
+    tokens up (sorted), or ``()`` where no sweep of it reaches past ``reference``."""
+    fam = _SWEEP_FAMILY.get(family)
+    for _, f, kern, _, _, pts, _ in ATTENTION_SEQ_RAMP:
+        if f == fam and kern == kernel and max(p[0] for p in pts) > reference >= min(p[0] for p in pts):
+            return tuple(sorted(pts))
+    return ()
+
+
+def attention_seq_factor(tokens: float, *, causal: bool = True, reference: float = 8192.0,
+                         family: str | None = None, kernel: str = "fa3") -> float:
+    """Rate at ``tokens`` per sequence over the rate at ``reference`` (the length the rates of
+    :func:`attention_rates` are measured at). Up to ``reference``: ``(1 + s0 / reference) /
+    (1 + s0 / tokens)``, ``s0`` fitted to the published sweep (:func:`_ramp_s0`). Beyond it,
+    only what is measured: the ratio of ``family``'s own sweep of ``kernel`` (``_kernel_data.
+    ATTENTION_SEQ_RAMP``; H200 takes H100's, B200 GB200's), interpolated linearly in tokens and
+    held at its longest measured length; 1 where the family has no measurement past
+    ``reference`` (GB200's FA4 sweep ends at 4096, A100 has none) or ``family`` is not given.
 
     >>> round(attention_seq_factor(8192), 12), round(attention_seq_factor(2048), 3)
     (1.0, 0.704)
+    >>> round(attention_seq_factor(16384, family="h100"), 4)           # 620.73 / 614.234
+    1.0106
+    >>> attention_seq_factor(1 << 20, family="h100") == attention_seq_factor(16384, family="h100")
+    True
+    >>> attention_seq_factor(1 << 20, family="b200"), attention_seq_factor(1 << 20)
+    (1.0, 1.0)
     """
-    s0 = _ramp_s0(causal)
-    return (1.0 + s0 / reference) / (1.0 + s0 / tokens)
+    if tokens <= reference:
+        s0 = _ramp_s0(causal)
+        return (1.0 + s0 / reference) / (1.0 + s0 / tokens)
+    pts = _measured_above(family, kernel, reference)
+    if not pts:
+        return 1.0
+    s = [p[0] for p in pts]
+    r = [p[1] for p in pts]
+    return float(np.interp(min(tokens, s[-1]), s, r) / np.interp(reference, s, r))
 
 
 def attention_head_dim_factor(head_dim: float) -> float:
@@ -354,19 +391,22 @@ def _reference_rates(family: str, kernel: str) -> tuple:
 def attention_rates(gpu, kernel: str, *, head_dim: float, tokens: float, power_cap: float | None = None) -> tuple:
     """(forward, backward) FLOP/s of causal flash attention with ``kernel`` (``"fa3"``,
     ``"fa2"``; ``"auto"``: ``"fa3"`` where the family has it, else ``"fa2"``) on ``gpu`` at
-    ``head_dim`` and ``tokens`` keys per query block. Under ``power_cap`` both scale as the
-    BF16 GEMM fraction does (attention is tensor-core bound; no capped attention measurement
-    is published).
+    ``head_dim`` and ``tokens`` keys per query block (the sequence factor of
+    :func:`attention_seq_factor` for the GPU's family and kernel: nothing past the longest
+    measured length). Under ``power_cap`` both scale as the BF16 GEMM fraction does (attention
+    is tensor-core bound; no capped attention measurement is published).
 
     >>> import topologies as tp
     >>> [r / 1e12 for r in attention_rates(tp.get_gpu("h100_sxm"), "fa3", head_dim=128, tokens=8192)]
     [630.0, 531.6]
+    >>> [round(r / 1e12, 1) for r in attention_rates(tp.get_gpu("b200"), "fa3", head_dim=128, tokens=1 << 20)]
+    [1418.1, 1208.6]
     """
     fam = kernel_family(gpu)
     if kernel == "auto":
         kernel = "fa2" if fam == "a100" else "fa3"
     fwd, bwd = _reference_rates(fam, kernel)
-    scale = attention_head_dim_factor(head_dim) * attention_seq_factor(tokens)
+    scale = attention_head_dim_factor(head_dim) * attention_seq_factor(tokens, family=fam, kernel=kernel)
     if power_cap is not None and power_cap < gpu.tdp:
         scale *= gemm_fraction(fam, "bf16", power_cap, gpu.tdp) / gemm_fraction(fam, "bf16")
     return fwd * scale, bwd * scale
