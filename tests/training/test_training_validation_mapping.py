@@ -63,7 +63,7 @@ def test_megatron_bridge_rows_map_as_the_page_prints_them():
     as not modelled with a reason, never run."""
     rows = _rows()
     mb = [(i, r) for i, r in enumerate(rows) if r["source"] == "megatron-bridge-perf-summary"]
-    assert len(mb) == 62
+    assert len(mb) == 94
     for i, r in mb:
         reason = setups.TRAINING_NOT_MODELLED.get((r["source"], i))
         gpu, prec = r["gpu"], r["precision"]
