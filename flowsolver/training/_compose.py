@@ -358,10 +358,13 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
     split = dict(tokens=kw["tokens"], shards=kw["shards"], gpu=profile.gpu)
     layer = stage_seconds(model, 1, False, recomputed=0, **kw)
     attention = attention_seconds(model, efficiency=kw["attention_efficiency"], recompute=s.recompute, **split)
+    # one pass's blocks (what a ring step hides behind), as the kernel tables' attention_fwd /
+    # attention_bwd: the plain layer's; a recomputed forward runs its own ring (cp_ring_exposed)
+    plain = attention_seconds(model, efficiency=kw["attention_efficiency"], recompute="none", **split)
     output = stage_seconds(model, 0, True, **kw)
     return dict(layer=layer, layer_recomputed=stage_seconds(model, 1, False, recomputed=1, **kw),
                 output=output, output_fwd=output / 3.0, attention=attention,
-                attention_fwd=attention / 3.0, attention_bwd=2.0 * attention / 3.0,
+                attention_fwd=plain / 3.0, attention_bwd=2.0 * plain / 3.0,
                 gemms=gemm_seconds(model, precision=s.precision, efficiency=kw["efficiency"],
                                    capacity_factor=profile.capacity_factor, **split),
                 forward=layer / 3.0, backward=2.0 * layer / 3.0)
