@@ -1,6 +1,8 @@
 """DragonFly policies: ``minimal`` (one global hop, fluid over the working global cables
-between the two groups), ``valiant`` (minimal to a random router of a random third group,
-then minimal to the destination) and ``ugal`` (per flow, minimal or Valiant by the UGAL-G
+between the two groups), ``valiant`` (minimal to the router of a random third group where a
+random global cable from the source's group lands, then minimal to the destination; with several
+cables between two groups a route may still pass a router twice: the first half is fluid over
+all of them) and ``ugal`` (per flow, minimal or Valiant by the UGAL-G
 rule in the fluid limit, :func:`ugal_choice`).
 
 Failed cables: ``minimal`` uses the working global cables between two groups only, but none
