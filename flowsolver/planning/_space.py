@@ -12,8 +12,7 @@ import numpy as np
 
 from .. import _checks
 from ..training import (DEFAULT_ORDER, ZERO_STAGES, ModelSpec, Parallelism, check_recompute, checked_order,
-                        chunk_layers, memory_per_gpu, usable_memory)
-from ..training._memory import grad_bytes_of
+                        chunk_layers, grad_bytes_of, memory_per_gpu, usable_memory)
 
 __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS", "RECOMPUTE_MODES"]
 
@@ -166,7 +165,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
     FP8 step with the ``"te"`` recipe); ``gather_bytes``: bytes per weight FSDP (ZeRO 3) gathers
     and holds unsharded (1 with an FP8 all-gather); ``reduce_bytes``: bytes per gradient value
     reduced (4: ``reduce_dtype="fp32"``, whose gradient buffers are fp32 at ZeRO 0 to 2,
-    :func:`flowsolver.training._memory.grad_bytes_of`); ``capacity_factor``: a mixture of
+    :func:`flowsolver.training.grad_bytes_of`); ``capacity_factor``: a mixture of
     experts' expert inputs padded to, or cut at, that factor (its saved activations with them).
 
     >>> from flowsolver.training import get_model

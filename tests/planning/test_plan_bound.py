@@ -109,13 +109,15 @@ SMALL_GRID = dict(tp=(1, 2, 4, 8), cp=(1, 2, 4, 8), pp=(1, 2, 4), vp=(1, 2), ep=
                   micro_batch=1, sequence_parallel=True, orders="tp-cp-dp-pp")
 
 
-@pytest.mark.slow          # ~15 s of CPU: every feasible layout (14) timed twice per protocol on 8 GPUs
+@pytest.mark.slow          # ~10 s of CPU: every feasible layout (9) timed twice per protocol on 8 GPUs
 @pytest.mark.parametrize("protocol", ["LL128", "LL"])
 def test_bound_below_exact_and_proven_top_equals_brute_force_under_ll_protocols(protocol):
     g = tp.rail_optimized(1)
     options = dict(protocol=protocol)
     feasible = layout_space(SMALL, 8, 1, gpu_memory=80e9, attention="auto", **SMALL_GRID).feasible
-    assert len(feasible) >= 12
+    # tp x cp x pp = 8 GPUs: 4 pairs at pp 1, 3 at pp 2, 2 at pp 4; one microbatch, so no
+    # interleaving (vp 2 needs at least pp microbatches, Megatron-Core's interleaved schedule)
+    assert len(feasible) == 4 + 3 + 2
     brute = sorted((training_step(g, model=SMALL, global_batch=1, collective_options=options,
                                   **lay.step_kwargs()).step_time, lay.label) for lay in feasible)
     every = plan(g, model=SMALL, global_batch=1, top=len(feasible), collective_options=options, **SMALL_GRID)
