@@ -30,8 +30,9 @@ and ``protocols`` (flowsolver's names of what they allowed the op, read as NCCL 
 ``protocol`` (the one name where they allowed one, else None), ``out_of_bounds`` (the footer's count of wrong values; None
 without one), ``gpus_per_thread`` (the header's ``nGpus``: the GPUs one thread drove,
 ``-g``; None without the header, or where headers of one log disagree), ``graph`` (the header's
-``graph:``, ``-G``: the CUDA graph launches that timed the iterations, 0 for none; None likewise)
-and ``source``.
+``graph:``, ``-G``: the CUDA graph launches that timed the iterations, 0 for none; None likewise),
+``zero_time_lines`` (the lines of rows of a size > 0 whose out-of-place time is 0: no
+measurement; calibrate and ``--compare`` leave them out with a warning naming them) and ``source``.
 
 ``ranks``: the log's witnesses are its device list (highest rank + 1: at least that many, a
 list may be cut short), NCCL INFO's ``nranks``, the busbw / algbw ratio (all-reduce,
@@ -227,9 +228,11 @@ def _times_agree(rows, names, source):
             fast = size / ((t - half) * 1e3) if t > half else math.inf      # GB/s at each end
             slow = size / ((t + half) * 1e3)
             if slow > a + _PRINTED or fast < a - _PRINTED:
+                # a time of 0 (a row a failed or cut-short run printed) has no finite size / time
+                said = f"{size / (t * 1e3):.2f} GB/s" if t > 0 else "no finite bandwidth"
                 raise ValueError(f"{source}:{no}: the row's time {t_text} us and algbw {a_text} GB/s "
                                  f"disagree: nccl-tests prints algbw = size / time ({size:.0f} B / "
-                                 f"{t_text} us = {size / (t * 1e3):.2f} GB/s): a damaged row "
+                                 f"{t_text} us = {said}): a damaged row "
                                  f"(row {' '.join(tokens)[:120]!r})")
 
 
@@ -329,8 +332,24 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
                     coll_channels=channels.pop() if len(channels) == 1 else None,
                     **_env.log_sets(algo and algo.group(1), proto and proto.group(1), op or said,
                                     version and version.group(1), source),
-                    out_of_bounds=int(failed.group(1)) if failed else None)
+                    out_of_bounds=int(failed.group(1)) if failed else None,
+                    zero_time_lines=_zero_time_lines(rows, names))
     return df
+
+
+def _zero_time_lines(rows, names):
+    """The log's line numbers of the rows whose out-of-place time is 0 with a size > 0 (a row
+    nccl-tests timed as nothing, or a table made by hand: no measurement; calibrate and
+    ``--compare`` leave them out and say so, :func:`flowsolver.collectives.log_rows`)."""
+    at = names.index("time")
+    out = []
+    for no, tokens in rows:
+        try:
+            if float(tokens[0]) > 0 and float(tokens[at]) == 0:
+                out.append(no)
+        except (ValueError, IndexError):
+            continue                                      # N/A: no time
+    return out
 
 
 def forced_algorithm(value: str):

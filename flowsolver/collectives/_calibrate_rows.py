@@ -209,6 +209,7 @@ def log_rows(df, op, graph, ranks=None) -> LogRows:
     n = len(gpu_nodes(graph)) if ranks is None else len(list(ranks))
     checked_log(df, op, n, ranks is not None, graph, ranks)
     rows = measured_rows(df)
+    _say_left_out(df, rows)
     allowed, keywords, notes = log_settings(df, op, graph, ranks, log_choices(df, op))
     return LogRows(rows, allowed, log_gpus_per_thread(df.attrs), log_reduction(rows, df.attrs.get("source", "log")),
                    log_ranks(df, op, graph, ranks), keywords, tuple(notes))
@@ -329,6 +330,34 @@ def measured_rows(df):
     place, of a size > 0 (nccl-tests prints size 0 where a size is below the ranks times the
     type's bytes: nothing ran) and a time > 0."""
     return df[(df["placement"] == "out-of-place") & (df["time"] > 0) & (df["size"] > 0)]
+
+
+def _say_left_out(df, rows) -> None:
+    """Say which of a log's rows calibrate and ``--compare`` leave out where they are not what
+    a reader expects: out-of-place rows of a size > 0 timed 0 us (a warning naming how many and
+    their lines, :func:`flowsolver.nccl_tests.read`'s ``zero_time_lines``, else their sizes), and
+    a log timed in place only (its out-of-place columns ``N/A``: a ValueError, the rows used
+    are the out-of-place ones). ``rows``: :func:`measured_rows` of ``df``."""
+    where = df.attrs.get("source", "log")
+    out = df[df["placement"] == "out-of-place"]
+    zero = out[(out["time"] == 0) & (out["size"] > 0)]
+    if len(zero):
+        lines = df.attrs.get("zero_time_lines")
+        said = (f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines[:8]))}"
+                f"{', ...' if len(lines) > 8 else ''}" if lines and len(lines) == len(zero) else
+                f"size{'s' if len(zero) > 1 else ''} {', '.join(str(int(x)) for x in zero['size'][:8])}"
+                f"{', ...' if len(zero) > 8 else ''} B")
+        _checks.warn_at_caller(f"{where}: {len(zero)} out-of-place row{'s' if len(zero) > 1 else ''} "
+                               f"({said}) time{'' if len(zero) > 1 else 's'} 0 us: no measurement, left out "
+                               f"({len(rows)} row{'' if len(rows) == 1 else 's'} used)")
+    if not len(rows):
+        placed = df[(df["placement"] == "in-place") & (df["time"] > 0) & (df["size"] > 0)]
+        if len(placed):
+            raise ValueError(f"{where}: the log times its {len(placed)} rows in place only (its out-of-place "
+                             "time, algbw and busbw are N/A): calibrate and flowsolver collective --compare use "
+                             "the out-of-place rows (nccl-tests' first time / algbw / busbw columns); to use the "
+                             "in-place times, in the API pass df[df['placement'] == 'in-place']"
+                             ".assign(placement='out-of-place')")
 
 
 def checked_log(df, op, n, given, graph=None, ranks=None):

@@ -109,17 +109,18 @@ def _unit_direction(der, dc):
     return (dc / reach, reach) if reach > 0 else (dc, 0.0)
 
 
-def _tuned(der, tangent, flagged, nvlink, side):
+def _tuned(der, tangent, flagged, nvlink, side, net=None):
     """The Dual of a time NCCL's cost model set, for ``side``: its formula on the Duals of the
     ring's transfer, the algorithm's own steady transfer (``tangent(part, side)``,
-    ``flagged(part)`` of their solved steps) and the NVLink bandwidth (``nvlink``, a Dual or None).
+    ``flagged(part)`` of their solved steps), the NVLink bandwidth (``nvlink``, a Dual or None)
+    and NCCL's view of the NICs (``net``, a Dual or None: the formula's own constant).
     Each side of a minimum needs only that side of its arguments, so both of a Dual's sides
     carry ``side``'s derivatives: where they then differ, a tie of the formula is one-sided."""
     tf = der.tuned
     parts = [replace(der, steps=steps, tuned=None) for steps in (tf.ring, tf.own)]     # one shared cache
     ring, own = (Dual(v, tangent(d, side), None, flagged(d)) for v, d in zip(tf.values, parts))
     nvlink = tf.values[2] if nvlink is None else nvlink
-    t = Dual.of(tf.formula(ring, own, nvlink))
+    t = Dual.of(tf.formula(ring, own, nvlink) if net is None else tf.formula(ring, own, nvlink, net))
     return t, t.up if side == "up" else t.down
 
 
@@ -152,13 +153,73 @@ def _nvlink_along(der, unit):
     return Dual(der.tuned.values[2], slopes.min(), slopes.max(), slopes.min() != slopes.max())
 
 
+def _net_slopes(der, unit=None) -> tuple:
+    """(value, slopes of the least cells): NCCL's view of the NICs (``Hardware.net_bw``, the
+    formula's fourth value) is the least of its cells' sums of weight x effective capacity
+    (:func:`~._nccl_timing.net_cells`); each tied cell's slope along each link alone (``unit``
+    None: raw_l x d cell / d raw_l, an array per cell) or along ``unit`` (raw capacities: a
+    number per cell). A view below the cells' least (a share the model set otherwise) scales
+    with them."""
+    tf = der.tuned
+    cells = _cells(der)
+    eff, effective = _efficiency(der), np.asarray(der.effective, dtype=np.float64)
+    sums = [sum(w * effective[i] for i, w in cell) for cell in cells]
+    low = min(sums)
+    if not low > 0:
+        return tf.values[3], []
+    scale = tf.values[3] / low
+    slopes = []
+    for cell, total in zip(cells, sums):
+        if abs(total - low) > RTOL * abs(low):
+            continue
+        if unit is None:
+            slope = np.zeros(len(der.raw))
+            for i, w in cell:
+                slope[i] += w * effective[i] * scale
+        else:
+            slope = sum(w * unit[i] * eff[i] for i, w in cell) * scale
+        slopes.append(slope)
+    return tf.values[3], slopes
+
+
+def _cells(der) -> tuple:
+    """The NIC cells of ``der``'s formula (:attr:`~._results.TunedFormula.net`, a tuple or a
+    function giving one; () where it has none)."""
+    net = getattr(der.tuned, "net", ())
+    return net() if callable(net) else net
+
+
+def _net_alone(der):
+    """NCCL's view of the NICs as a :class:`Dual` along each link alone (bytes/s per unit of the
+    link's raw capacity; :func:`_net_slopes`): the least of the tied cells' slopes to the right,
+    the greatest to the left (one server's cable raised leaves the other servers' least: 0),
+    as :func:`lesser`; None where the formula has no NICs."""
+    if not _cells(der):
+        return None
+    value, slopes = _net_slopes(der)
+    if not slopes:
+        return None
+    up, down = np.minimum.reduce(slopes), np.maximum.reduce(slopes)
+    return Dual(value, up, down, up != down)
+
+
+def _net_along(der, unit):
+    """NCCL's view of the NICs as a :class:`Dual` along the direction ``unit`` (raw capacities)."""
+    if not _cells(der):
+        return None
+    value, slopes = _net_slopes(der, unit)
+    if not slopes:
+        return None
+    return Dual(value, min(slopes), max(slopes), min(slopes) != max(slopes))
+
+
 def _tuned_gradient(der, side):
     """(Dual, derivative) of a tuned time along each link alone, in units of each link's raw
     capacity (raw_l x d time / d raw_l: finite wherever the time is; cached with the
     derivation)."""
     if ("tuned", side) not in der.cache:
         nvlink = _nvlink_alone(der) if der.tuned.nvlink else None
-        der.cache["tuned", side] = _tuned(der, _flow_elasticity, _flow_one_sided, nvlink, side)
+        der.cache["tuned", side] = _tuned(der, _flow_elasticity, _flow_one_sided, nvlink, side, _net_alone(der))
     return der.cache["tuned", side]
 
 
@@ -226,7 +287,8 @@ def time_directional(der, d_capacity, side: str = "up") -> float:
         value = _bounded(_flow_directional(der, unit, side), _p2p_state(der), side)
     else:
         dn = _nvlink_along(der, unit) if der.tuned.nvlink else None
-        value = float(_tuned(der, lambda d, s: _flow_directional(d, unit, s), lambda d: False, dn, side)[1])
+        value = float(_tuned(der, lambda d, s: _flow_directional(d, unit, s), lambda d: False, dn, side,
+                             _net_along(der, unit))[1])
     with np.errstate(over="ignore"):
         return float(np.float64(value) * reach)
 
