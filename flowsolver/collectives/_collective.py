@@ -20,7 +20,8 @@ from ._nccl import DEFAULT_CHUNK, busbw_factor
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, communicator_options, merged_options
 from ._results import CollectiveResult, Derivation, TunedFormula
 from ._solve import Job, TimedScenario, time_many, time_plans
-from ._nccl_timing import slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time, tuned_times
+from ._nccl_timing import (lazy_net_cells, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
+                           tuned_times)
 from ._choice import _FirstRound, _auto_first, _auto_rest, _pick, is_tuned
 from ._planned import Planned, _plans
 
@@ -70,12 +71,13 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
     index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
     ring_steps = results["ring"].steps
     formula = TunedFormula(
-        formula=lambda ring, own, nvlink: tuned_time(best, proto, op, size, p, ring, own,
-                                                     replace(hw, nvlink_bw=nvlink), options, model,
-                                                     slow_paths_of(steps))[0],
+        formula=lambda ring, own, nvlink, net=hw.net_bw: tuned_time(best, proto, op, size, p, ring, own,
+                                                                    replace(hw, nvlink_bw=nvlink, net_bw=net),
+                                                                    options, model, slow_paths_of(steps))[0],
         ring=results["ring"].solved_on, own=tuple((*solved_on[i][:2], m) for i, m in steady_parts(steps)),
-        values=(transfer_of(ring_steps), steady_transfer(steps), hw.nvlink_bw),
-        nvlink=tuple(index[e] for e in edges))
+        values=(transfer_of(ring_steps), steady_transfer(steps), hw.nvlink_bw, hw.net_bw),
+        nvlink=tuple(index[e] for e in edges),
+        net=lazy_net_cells(graph, call.rank_groups) if hw.net_bw > 0 else ())
     return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, tuned=formula)
 
 
