@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..routing import first_tier
-from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, gemm_seconds, kernel_parts, layer_kernel_costs,
-                       stage_seconds)
+from ._compute import DEFAULT_ATTENTION_EFFICIENCY, attention_seconds, gemm_seconds, stage_seconds
+from ._kernel_costs import kernel_parts, layer_kernel_costs
 from ._memory import grad_bytes_of, stage_memory, te_fp8_activations
 from ._memory_overheads import usable_memory
 from ._exposed import Phase, dp_phases, microbatch_phases, pipeline_phase
@@ -318,8 +318,8 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
     traffic hides behind). The trace writer reads its durations from here.
 
     With the kernel tables (``compute_efficiency=None``) the parts are
-    :func:`~flowsolver.training._compute.kernel_parts` of
-    :func:`~flowsolver.training._compute.layer_kernel_costs`, divided by the schedule's
+    :func:`~flowsolver.training._kernel_costs.kernel_parts` of
+    :func:`~flowsolver.training._kernel_costs.layer_kernel_costs`, divided by the schedule's
     ``kernel_utilization``; the flat model splits a layer (and the output projection: its
     ``output_fwd``) a third forward, two thirds backward.
 

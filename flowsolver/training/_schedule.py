@@ -10,7 +10,8 @@ from dataclasses import dataclass, fields, replace
 from .. import _checks
 from ._recompute import check_layers_mode
 from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,
-                       FP8_RECIPES, TP_OVERLAP_IMPLS, check_precision, check_recompute)
+                       check_precision, check_recompute)
+from ._kernel_costs import FP8_RECIPES, TP_OVERLAP_IMPLS
 from ._kernels import ATTENTION_KERNELS, check_power_cap, kernel_tables_missing
 from ._pipeline import stage_layers
 

@@ -12,7 +12,8 @@ from flowsolver import Parallelism, Schedule, memory_per_gpu, training_step
 from flowsolver.traces import workload_from_step
 from flowsolver.training import ModelSpec, get_model
 from flowsolver.training._compose import layer_compute
-from flowsolver.training._compute import layer_kernel_costs, stage_seconds
+from flowsolver.training._compute import stage_seconds
+from flowsolver.training._kernel_costs import layer_kernel_costs
 from flowsolver.training._memory import activation_bytes_per_layer
 from flowsolver.training._recompute import layer_recompute
 
