@@ -17,6 +17,7 @@ from ._layout import RankLayout, mesh_cycles, near_nics, near_nics_of, node_nics
 from ._nccl import GPU_GENERATION
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, PATH_NVB, PATH_NVL, Hardware
 from ._nccl_paths import type_inter, type_intra
+from ._options import MAX_CHANNELS
 
 __all__ = ["GPU_GENERATION", "describe", "near_nics", "nccl_channels", "nvlink_edges", "server_transport",
            "sharing_nics", "mesh_ring_channels", "mesh_pairs"]
@@ -345,7 +346,7 @@ def _chain_channels(graph, ranks, layout) -> int:
     key = tuple(ranks)
     if key not in known:
         flat = RankLayout(layout.groups, (), 1)
-        known[key] = max(1, min(64, describe(graph, list(ranks), flat).channels))
+        known[key] = max(1, min(MAX_CHANNELS, describe(graph, list(ranks), flat).channels))
     return known[key]
 
 

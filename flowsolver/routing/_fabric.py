@@ -100,6 +100,8 @@ class DragonflyTables:
         gu, gv = self.group[ix.tail[glob]], self.group[ix.head[glob]]
         order = np.lexsort((gv, gu))
         self.glob, self.gkey = glob[order], (gu * self.groups + gv)[order]
+        # the working global cables' running count in that order: the cable-weighted draw's scale
+        self.gcum = np.concatenate([[0.0], np.cumsum(ix.cables[self.glob].astype(np.float64))])
 
     def minimal(self, a, b):
         """Minimal routes router ``a[i] -> b[i]``: one global hop, fluid over the working
@@ -175,7 +177,7 @@ class DragonflyTables:
         gc = pick_g + (pick_g >= lo)
         gc = np.minimum(gc + (gc >= hi), self.groups - 1)
         # the global cable ga -> gc: cable-weighted, by the flow's uniform draw
-        cum = np.concatenate([[0.0], np.cumsum(ix.cables[self.glob].astype(np.float64))])
+        cum = self.gcum
         key = ga * self.groups + gc
         first, last = np.searchsorted(self.gkey, key, "left"), np.searchsorted(self.gkey, key, "right")
         target = cum[first] + unit * (cum[last] - cum[first])

@@ -312,6 +312,7 @@ def _ramp_s0(causal: bool) -> float:
 _SWEEP_FAMILY = {"h100": "h100", "h200": "h100", "b200": "gb200", "gb200": "gb200"}
 
 
+@lru_cache(maxsize=None)
 def _measured_above(family: str | None, kernel: str, reference: float) -> tuple:
     """``(tokens, TFLOP/s)`` of ``family``'s measured sweep of ``kernel`` from ``reference``
     tokens up (sorted), or ``()`` where no sweep of it reaches past ``reference``."""
