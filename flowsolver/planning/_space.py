@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import _checks
 from ..training import (DEFAULT_ORDER, ZERO_STAGES, ModelSpec, Parallelism, check_recompute, checked_order,
-                        chunk_layers, grad_bytes_of, memory_per_gpu, usable_memory)
+                        chunk_layers, grad_bytes_of, interleaving_refused, memory_per_gpu,
+                        moe_needs_sequence_parallel, usable_memory)
 
 __all__ = ["Layout", "Space", "layout_space", "PRUNE_REASONS", "DEFAULT_ORDERS", "RECOMPUTE_MODES"]
 
@@ -236,7 +237,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                 pruned["batch"] += tail
                                 continue
                             m = global_batch // (d * mb)
-                            if v > 1 and (m < p or m % p):      # training._prepare.check_interleaved
+                            if interleaving_refused(p, v, m):
                                 pruned["batch"] += tail
                                 continue
                             degrees = dict(tp=t, cp=c, pp=p, dp=d)
@@ -262,7 +263,7 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
                                         if sp and spec.seq_len % (t * c):        # SP shards s / cp over tp
                                             pruned["sequence"] += len(order_list)
                                             continue
-                                        if not sp and t > 1 and spec.experts > 1:   # check_moe_sequence_parallel
+                                        if moe_needs_sequence_parallel(spec, t, sp):
                                             pruned["sequence"] += len(order_list)
                                             continue
                                         seen = set()

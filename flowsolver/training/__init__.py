@@ -71,7 +71,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._exposed": ("tp_hidden", "tp_layer_ops"),
     "._kernels": ("memory_fraction", "kernel_tables_missing", "kernel_family", "gemm_curve", "gemm_seconds_shape",
                   "attention_rates", "LAUNCH_SECONDS"),
-    "._prepare": ("checked_expert_routing", "checked_gpu", "prepare_step"),
+    "._prepare": ("checked_expert_routing", "checked_gpu", "prepare_step", "interleaving_refused",
+                  "moe_needs_sequence_parallel"),
     "._sensitivity": ("step_directional",),
     "._memory_overheads": ("FITS_RESERVE", "usable_memory"),
     "._recompute": ("RECOMPUTE",),
@@ -95,7 +96,8 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._exposed import tp_hidden, tp_layer_ops
     from ._kernels import (memory_fraction, kernel_tables_missing, kernel_family, gemm_curve, gemm_seconds_shape,
                            attention_rates, LAUNCH_SECONDS)
-    from ._prepare import checked_expert_routing, checked_gpu, prepare_step
+    from ._prepare import (checked_expert_routing, checked_gpu, prepare_step, interleaving_refused,
+                           moe_needs_sequence_parallel)
     from ._sensitivity import step_directional
     from ._memory_overheads import FITS_RESERVE, usable_memory
     from ._recompute import RECOMPUTE

@@ -19,7 +19,8 @@ from ._models import ModelSpec, get_model
 from ._parallelism import REDUCE_DTYPES
 from ._pipeline import stage_layers
 
-__all__ = ["prepare_step", "PreparedStep", "check_interleaved", "check_moe_sequence_parallel"]
+__all__ = ["prepare_step", "PreparedStep", "check_interleaved", "check_moe_sequence_parallel", "interleaving_refused",
+           "moe_needs_sequence_parallel"]
 
 _ALGORITHM_KEYS = ("tp", "cp", "pp", "ep", "dp")
 
@@ -61,6 +62,27 @@ def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpu
                           order=DEFAULT_ORDER if order is None else order)
 
 
+def interleaving_refused(pp: int, vp: int, microbatches: int) -> bool:
+    """Whether Megatron-Core refuses an interleaved pipeline (``vp > 1``) of ``microbatches``
+    per step over ``pp`` stages (:func:`check_interleaved`, whose rule it is).
+
+    >>> interleaving_refused(4, 5, 8), interleaving_refused(4, 5, 6), interleaving_refused(4, 1, 2)
+    (False, True, False)
+    """
+    return vp > 1 and (microbatches < pp or microbatches % pp != 0)
+
+
+def moe_needs_sequence_parallel(spec: ModelSpec, tp: int, sequence_parallel: bool) -> bool:
+    """Whether Megatron-Core refuses a mixture of experts with ``tp > 1`` and sequence
+    parallelism off (:func:`check_moe_sequence_parallel`, whose rule it is).
+
+    >>> from flowsolver.training import get_model
+    >>> moe_needs_sequence_parallel(get_model("mixtral-8x7b"), 2, False)
+    True
+    """
+    return spec.experts > 1 and tp > 1 and not sequence_parallel
+
+
 def check_interleaved(pp: int, vp: int, microbatches: int) -> None:
     """Refuse an interleaved pipeline (``vp > 1``) whose ``microbatches`` per step are fewer
     than ``pp`` or not a multiple of it: Megatron-Core's interleaved 1F1B runs the
@@ -78,7 +100,7 @@ def check_interleaved(pp: int, vp: int, microbatches: int) -> None:
     ...
     ValueError: vp (5) interleaves the pipeline: its microbatches per step (global_batch / (dp x micro_batch) = 6) must be at least pp (4) and a multiple of it (Megatron-Core's interleaved schedule refuses others); raise or round the global batch, or use vp=1
     """
-    if vp > 1 and (microbatches < pp or microbatches % pp):
+    if interleaving_refused(pp, vp, microbatches):
         raise ValueError(f"vp ({vp}) interleaves the pipeline: its microbatches per step (global_batch / (dp x "
                          f"micro_batch) = {microbatches}) must be at least pp ({pp}) and a multiple of it "
                          f"(Megatron-Core's interleaved schedule refuses others); raise or round the global batch, "
@@ -100,7 +122,7 @@ def check_moe_sequence_parallel(spec: ModelSpec, tp: int, sequence_parallel: boo
     ...
     ValueError: sequence_parallel must be True for a mixture of experts (mixtral-8x7b) with tp > 1 (tp=2): Megatron-Core's MoE layer refuses to train with tensor parallelism without sequence parallelism
     """
-    if spec.experts > 1 and tp > 1 and not sequence_parallel:
+    if moe_needs_sequence_parallel(spec, tp, sequence_parallel):
         raise ValueError(f"sequence_parallel must be True for a mixture of experts ({spec.name}) with tp > 1 "
                          f"(tp={tp}): Megatron-Core's MoE layer refuses to train with tensor parallelism without "
                          f"sequence parallelism")
