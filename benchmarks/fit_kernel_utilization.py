@@ -34,12 +34,6 @@ from flowsolver.training import DEFAULT_KERNEL_UTILIZATION  # noqa: E402
 GRID = tuple(round(0.60 + 0.01 * k, 2) for k in range(31))
 
 
-def _error(metric: str, measured: float, result) -> float:
-    value = {"step_time_s": result.step_time, "tokens_per_s_per_gpu": result.tokens_per_gpu,
-             "tflops_per_gpu": result.tflops_per_gpu}[metric]
-    return value / measured - 1 if metric == "step_time_s" else measured / value - 1
-
-
 def corpus_errors() -> tuple[list[dict], dict]:
     """The compared training points (validate.py's, kernel tables) and their error at each
     value of :data:`GRID`: ``{row index: {value: error}}``."""
@@ -51,7 +45,7 @@ def corpus_errors() -> tuple[list[dict], dict]:
         cluster, kw, _ = V.S.training_call(row, "kernels")
         result = V._STEP_CACHE[(cluster, V.S.servers_for(cluster, int(row["gpus"])), V._freeze(kw))]
         # validate.py's comparison: a publisher's TFLOP/s as tokens/s by its own FLOP count
-        errors[pt["row"]] = {u: _error(pt["compared_metric"], pt["compared_value"],
+        errors[pt["row"]] = {u: V.training_error(pt["compared_metric"], pt["compared_value"],
                                        result.recompose(kernel_utilization=u))
                              for u in GRID}
     return points, errors

@@ -201,6 +201,18 @@ def compared_measurement(row: dict) -> tuple[str, float]:
     return row["metric"], value
 
 
+def step_value(metric: str, result) -> float:
+    """A training step's ``result`` in a corpus row's ``metric``."""
+    return {"step_time_s": result.step_time, "tokens_per_s_per_gpu": result.tokens_per_gpu,
+            "tflops_per_gpu": result.tflops_per_gpu}[metric]
+
+
+def training_error(metric: str, measured: float, result) -> float:
+    """model / measured - 1 on time: a throughput is the inverse of a time."""
+    value = step_value(metric, result)
+    return value / measured - 1 if metric == "step_time_s" else measured / value - 1
+
+
 def run_training(row: dict, index: int, compute: str = "kernels") -> dict:
     pt = dict(kind="training", source=row["source"], row=index, model_name=row["model"], gpus=int(row["gpus"]),
               metric=row["metric"], measured_value=float(row["value"]), unit=row["unit"],
@@ -226,14 +238,8 @@ def run_training(row: dict, index: int, compute: str = "kernels") -> dict:
         pt.update(status="not_modelled", reason=f"the library refused the layout: {exc}")
         return pt
     compared, measured = compared_measurement(row)
-    model_value = {"step_time_s": r.step_time, "tokens_per_s_per_gpu": r.tokens_per_gpu,
-                   "tflops_per_gpu": r.tflops_per_gpu}[compared]
-    pt.update(model_value=model_value, compared_metric=compared, compared_value=measured)
-    # the error on time: a throughput is the inverse of a time
-    if compared == "step_time_s":
-        pt["err"] = model_value / measured - 1
-    else:
-        pt["err"] = measured / model_value - 1
+    pt.update(model_value=step_value(compared, r), compared_metric=compared, compared_value=measured)
+    pt["err"] = training_error(compared, measured, r)
     pt["model_step_time"] = r.step_time
     pt["mfu"] = r.mfu
     if row["metric"] in S.TRAINING_DUPLICATE_METRICS and compared == row["metric"]:
