@@ -9,11 +9,12 @@ import numpy as np
 
 from .. import _checks
 from .._status import Status
-from ..routing import RoutingError, gpu_nodes, graph_memo, policy_of, unchanged
+from ..routing import RoutingError, gpu_nodes, policy_of, unchanged
 from ._calibration import checked_model
 from ._lockstep import row_groups
 from ._allowed import only_of
 from ._hardware import describe, nvlink_edges
+from ._layout import edge_index
 from ._p2p import channels_run, least_transfer
 from ._algorithms import NCCL_ALGORITHMS
 from ._nccl import DEFAULT_CHUNK, busbw_factor
@@ -68,7 +69,7 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
         return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, p2p=p2p)
     steps = results[best].steps
     edges = nvlink_edges(graph, [gpu_nodes(graph)[r] for r in ranks]) if hw.nvlink_bw > 0 else []    # every group's
-    index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
+    index = edge_index(graph)
     ring_steps = results["ring"].steps
     formula = TunedFormula(
         formula=lambda ring, own, nvlink, net=hw.net_bw: tuned_time(best, proto, op, size, p, ring, own,

@@ -52,6 +52,12 @@ def _rank_servers(graph, nodes):
                                                      for r, n in enumerate(nodes)])
 
 
+def edge_index(graph) -> dict:
+    """Each link ``(u, v)`` of ``graph`` -> its position in ``graph.edges()`` order (the order
+    of link tables and routing matrices), kept with the unchanged graph."""
+    return graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
+
+
 def rank_server_codes(graph) -> np.ndarray:
     """Each GPU rank's server as an integer code (equal codes: one server), kept with the
     unchanged graph."""

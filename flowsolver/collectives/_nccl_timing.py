@@ -6,6 +6,7 @@ an algorithm with a schedule of its own (tree, NVLS) no faster than its own flow
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 
 import numpy as np
 
@@ -353,8 +354,8 @@ def net_cells(graph, rank_groups) -> tuple:
     >>> len(cells), [len(c) for c in cells], cells[0][0][1]        # 8 NDR cables a server, each wholly the group's
     (2, [8, 8], 1.0)
     """
-    from ..routing import gpu_nodes, graph_memo
-    from ._layout import near_nics_of
+    from ..routing import gpu_nodes
+    from ._layout import edge_index, near_nics_of
 
     nodes = gpu_nodes(graph)
     kinds = graph.nodes
@@ -362,7 +363,7 @@ def net_cells(graph, rank_groups) -> tuple:
     servers = {kinds[nodes[r]].get("server") for g in rank_groups for r in g}
     if len(servers) < 2:
         return ()
-    index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
+    index = edge_index(graph)
     users, cells = {}, {}
     for k, group in enumerate(rank_groups):
         gpus = [nodes[r] for r in group]
@@ -382,13 +383,7 @@ def lazy_net_cells(graph, rank_groups):
     """A function of no arguments giving :func:`net_cells` of ``graph`` and ``rank_groups``,
     computed on its first call only (a derivative asks for it; 20-60 ms on 1,024 ranks, which
     every timed collective would pay otherwise)."""
-    memo = []
-
-    def cells():
-        if not memo:
-            memo.append(net_cells(graph, rank_groups))
-        return memo[0]
-    return cells
+    return cache(lambda: net_cells(graph, rank_groups))
 
 
 def _network_bound(hw) -> float:

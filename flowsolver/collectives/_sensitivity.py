@@ -189,28 +189,19 @@ def _cells(der) -> tuple:
     return net() if callable(net) else net
 
 
-def _net_alone(der):
-    """NCCL's view of the NICs as a :class:`Dual` along each link alone (bytes/s per unit of the
-    link's raw capacity; :func:`_net_slopes`): the least of the tied cells' slopes to the right,
-    the greatest to the left (one server's cable raised leaves the other servers' least: 0),
-    as :func:`lesser`; None where the formula has no NICs."""
-    if not _cells(der):
-        return None
-    value, slopes = _net_slopes(der)
-    if not slopes:
-        return None
-    up, down = np.minimum.reduce(slopes), np.maximum.reduce(slopes)
-    return Dual(value, up, down, up != down)
-
-
-def _net_along(der, unit):
-    """NCCL's view of the NICs as a :class:`Dual` along the direction ``unit`` (raw capacities)."""
+def _net_dual(der, unit=None):
+    """NCCL's view of the NICs as a :class:`Dual`, along each link alone (``unit`` None: bytes/s
+    per unit of the link's raw capacity, an array; :func:`_net_slopes`) or along the direction
+    ``unit`` (raw capacities): the least of the tied cells' slopes to the right, the greatest to
+    the left (one server's cable raised leaves the other servers' least: 0), as :func:`lesser`;
+    None where the formula has no NICs."""
     if not _cells(der):
         return None
     value, slopes = _net_slopes(der, unit)
     if not slopes:
         return None
-    return Dual(value, min(slopes), max(slopes), min(slopes) != max(slopes))
+    up, down = np.minimum.reduce(slopes), np.maximum.reduce(slopes)
+    return Dual(value, up, down, up != down)
 
 
 def _tuned_gradient(der, side):
@@ -219,7 +210,7 @@ def _tuned_gradient(der, side):
     derivation)."""
     if ("tuned", side) not in der.cache:
         nvlink = _nvlink_alone(der) if der.tuned.nvlink else None
-        der.cache["tuned", side] = _tuned(der, _flow_elasticity, _flow_one_sided, nvlink, side, _net_alone(der))
+        der.cache["tuned", side] = _tuned(der, _flow_elasticity, _flow_one_sided, nvlink, side, _net_dual(der))
     return der.cache["tuned", side]
 
 
@@ -288,7 +279,7 @@ def time_directional(der, d_capacity, side: str = "up") -> float:
     else:
         dn = _nvlink_along(der, unit) if der.tuned.nvlink else None
         value = float(_tuned(der, lambda d, s: _flow_directional(d, unit, s), lambda d: False, dn, side,
-                             _net_along(der, unit))[1])
+                             _net_dual(der, unit))[1])
     with np.errstate(over="ignore"):
         return float(np.float64(value) * reach)
 

@@ -13,7 +13,7 @@ import topologies as tp
 
 from ..routing import HOP_CLASSES, LinkTable, RoutingMatrix, graph_memo, policy_of, route, unique_pairs
 from ..traffic import Flows
-from ._layout import rank_server_codes
+from ._layout import edge_index, rank_server_codes
 from ._nccl import hop_latency, peer_latency
 from ._results import CollectiveStep
 from ._step_solve import SolvedStep, solve_steps
@@ -70,7 +70,7 @@ def route_step(graph, ranks, flows, options):
         try:
             # the graph's link table and edge index kept while it is unchanged (an O(edges) build each)
             links = graph_memo(graph, "links", lambda: LinkTable.from_graph(graph))
-            index = graph_memo(graph, "edge_index", lambda: {(u, v): i for i, (u, v) in enumerate(graph.edges())})
+            index = edge_index(graph)
             return RoutingMatrix.one_hop(graph, [(end(a), end(b)) for a, b, _ in flows], policy="in-switch",
                                          links=links, edge_index=index), size
         except ValueError as err:
