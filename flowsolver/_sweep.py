@@ -153,7 +153,8 @@ def _run_batch(scenarios, idx, options=None) -> list:
             for i in live:   # technology swaps keep the structure; a different port count does not
                 structure.setdefault(tuple(graphs[i].edges()), []).append(i)
             for members in structure.values():
-                res = collective_variants([graphs[i] for i in members], first["op"], size,
+                # each row its own cluster: its own communicator, as collective() on it
+                res = collective_variants([graphs[i] for i in members], first["op"], size, communicator="each",
                                           **_collective_kw(first, options))
                 for i, r in zip(members, res):
                     out[i] = _metrics_collective(r, graphs[i]) if r.status == Status.OK else \

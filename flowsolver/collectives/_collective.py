@@ -15,7 +15,7 @@ from ._lockstep import row_groups
 from ._allowed import only_of
 from ._hardware import describe, nvlink_edges
 from ._layout import edge_index
-from ._p2p import channels_run, least_transfer
+from ._p2p import channels_run, least_transfer, nccl_view
 from ._algorithms import NCCL_ALGORITHMS
 from ._nccl import DEFAULT_CHUNK, busbw_factor
 from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, communicator_options, merged_options
@@ -82,10 +82,12 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
     return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, tuned=formula)
 
 
-def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, variants=None, model=None) -> list:
+def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, variants=None, model=None,
+                     communicator: str = "first") -> list:
     """One collective per rank group, the groups in lockstep (step ``j`` of every group runs
     at the same time; one group is :func:`collective`), on ``graph`` or on each of its
-    same-structure ``variants``: one :class:`CollectiveResult` per scenario."""
+    same-structure ``variants``: one :class:`CollectiveResult` per scenario (``communicator``:
+    :func:`collective_variants`')."""
     options = communicator_options(op, rank_groups, options)
     call = Call(op, size, rank_groups, algorithm, options, model)
     if variants is None:
@@ -99,17 +101,18 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
             try:
                 out.append(solve_collectives(v, [call])[0])
             except RoutingError:
-                out.append(_on_shared_routes(variants, call, [i])[0])
+                out.append(_on_shared_routes(variants, call, [i], communicator)[0])
         return out
-    return _on_shared_routes(variants, call, range(len(variants)))
+    return _on_shared_routes(variants, call, range(len(variants)), communicator)
 
 
-def _on_shared_routes(variants, call: Call, which) -> list:
+def _on_shared_routes(variants, call: Call, which, communicator: str = "first") -> list:
     """The results of the variants ``which`` (indices into ``variants``), every one timed on
     the routes of the first of ``variants`` that routes (a graph with a server cut off cannot
     be routed: listed first, it failed the whole batch, listed second it was one STALLED
     variant; now either order gives the same statuses). Raises the first graph's
-    RoutingError when none routes."""
+    RoutingError when none routes. ``communicator`` ``"first"``: a send's P2P channels are the
+    routed graph's; ``"each"``: each variant's own."""
     op, size, rank_groups, algorithm, options = call.op, call.size, call.rank_groups, call.algorithm, call.options
     first_error = None
     for r, graph in enumerate(variants):
@@ -123,9 +126,11 @@ def _on_shared_routes(variants, call: Call, which) -> list:
     else:
         raise first_error
     # NCCL's view of each scenario's hardware (a variant's own NVLink and NIC rates)
-    hws = [replace(describe(variants[i], planned.first, planned.layout, options.channels, options.efficiency,
-                            options.pxn, options.nvls_channels),
-                   p2p=planned.hw.p2p) for i in which]
+    if communicator == "each":          # a communicator created on each variant: its own P2P channels
+        hws = [nccl_view(variants[i], op, planned.first, planned.layout, options, rank_groups[0]) for i in which]
+    else:                               # the communicator created on the routed graph: its P2P channels
+        hws = [replace(describe(variants[i], planned.first, planned.layout, options.channels, options.efficiency,
+                                options.pxn, options.nvls_channels), p2p=planned.hw.p2p) for i in which]
     stalled = (f"a collective step cannot complete: one of its flows crosses a failed (zero-capacity) link on its "
                f"route, the route graphs[{r}] gives it (collective_variants routes every variant on the first "
                "graph that routes; collective() on this graph routes around its failed links where a path is left)")
@@ -338,7 +343,8 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
                         efficiency=None, step_latency: float | None = None,
                         base_latency: float | None = None, candidates: str = "nccl", model=None,
                         gpus_per_thread: int = 1, host_overhead: float = 0.0, nvls_channels: int | None = None,
-                        nccl_version: str | None = None, options: CollectiveOptions | None = None) -> list:
+                        nccl_version: str | None = None, options: CollectiveOptions | None = None,
+                        communicator: str = "first") -> list:
     """:func:`collective` on several graphs of one structure (same nodes and edges, other
     capacities or latencies: a technology swap, derated links, failed links at capacity 0),
     routed once on the first and solved for all in one batched call.
@@ -357,11 +363,13 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     channel counts, a send's P2P channels) is the first graph's too: NCCL sets it when the
     communicator is created, so a link derated in a variant slows the flows on it and no more,
     where :func:`collective` on the derated graph is a communicator created on it (a GPU whose
-    NIC is derated gets fewer P2P channels).
+    NIC is derated gets fewer P2P channels). ``communicator="each"``: every graph its own
+    communicator, as :func:`collective` on it (another cluster, e.g. a technology swap: a
+    send on 100 GbE gets 1 P2P channel where NDR gets 4); ``"first"`` (default) as above.
 
     >>> import topologies as tp
     >>> ndr, hdr = tp.rail_optimized(2), tp.rail_optimized(2, link="ib_hdr")
-    >>> [round(r.busbw / 1e9) for r in collective_variants([ndr, hdr], "all_reduce", 2**30, algorithm="ring")]  # 8 NICs: 376, 192
+    >>> [round(r.busbw / 1e9) for r in collective_variants([ndr, hdr], "all_reduce", 2**30, algorithm="ring")]  # under 8 NICs' 376 / 192
     [348, 183]
     """
     options, model = _gathered("collective_variants", collective_variants, options, dict(
@@ -370,6 +378,9 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
         model=model, gpus_per_thread=gpus_per_thread, host_overhead=host_overhead, nvls_channels=nvls_channels,
         nccl_version=nccl_version))
     algorithm = check_call(op, algorithm, size, options, several=True)
+    if communicator not in ("first", "each"):
+        raise ValueError(f"communicator must be 'first' (NCCL's communicator created on graphs[0]) or 'each' "
+                         f"(one per graph, as collective() on it), got {communicator!r}")
     graphs = list(graphs)
     if not graphs:
         raise ValueError("graphs must be a non-empty list of cluster graphs")
@@ -382,4 +393,5 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     if model is not None:
         model.check(graphs[0])
         options = model.apply(options)
-    return solve_collective(graphs[0], op, float(size), [ranks], algorithm, options, variants=graphs, model=model)
+    return solve_collective(graphs[0], op, float(size), [ranks], algorithm, options, variants=graphs, model=model,
+                            communicator=communicator)
