@@ -226,7 +226,7 @@ def calibrate_logs(args) -> None:
         emit(rows, args, "")
         return
     lines = [f"# calibrated on {len(rows)} rows of {len(args.logs)} log(s), {cal.ranks} ranks, {', '.join(cal.ops)}"
-             + (f" ({cal.message})" if cal.message else ""),
+             + (f" ({said})" if (said := _header_message(cal)) else ""),
              "efficiency: " + (", ".join(f"{t} {e:.3f}" for t, e in sorted(cal.efficiency.items())) or "unchanged"),
              f"latency scale: {cal.latency_scale:.3f} x NCCL's",
              "pipeline: " + ", ".join(f"{k} {v * 1e6:.2f} us" if k.startswith("floor") else f"{k} {v:.2f} steps"
@@ -243,22 +243,23 @@ def calibrate_logs(args) -> None:
 
 def _at_limits(cal) -> list:
     """Notes on the fitted quantities a limit stopped: an efficiency at its cap of 1 where the
-    bandwidth factor asked for more (the model's shape at the logs' sizes is off, not the link),
-    a latency at its lower bound 0 the logs constrained (they ask for less than NCCL's
-    constants give)."""
-    from ..routing import link_efficiency
+    bandwidth factor asked for more (:func:`flowsolver.collectives.capped_efficiencies`, which
+    ``cal.message`` carries too), a latency at its lower bound 0 the logs constrained (they ask
+    for less than NCCL's constants give)."""
+    from ..collectives import capped_efficiencies
 
-    factor = {p.name: p for p in cal.parameters}.get("bandwidth")
-    out = []
-    for tech, eff in sorted(cal.efficiency.items()):
-        wanted = None if factor is None else factor.value * link_efficiency(tech, None)
-        if eff >= 1.0 and wanted is not None and wanted > 1.0:
-            out.append(f"# note: {tech} at 1.000, its cap: the fit asked for {wanted:.2f} of the raw rate, more than "
-                       "the link has: the model's shape at these sizes is off, not the link (the residuals show "
-                       "where); the calibration may time other sizes worse than the library")
+    out = [f"# note: {note}" for note in capped_efficiencies(cal)]
     out += [f"# note: {p.name} at its lower bound 0: the logs ask for less latency than NCCL's constants give"
             for p in cal.parameters if p.unit == "s" and p.constrained and p.value < 1e-9]     # (the bound, to 1 ns)
     return out
+
+
+def _header_message(cal) -> str:
+    """``cal.message`` less the capped-efficiency notes (the report ends with them)."""
+    from ..collectives import capped_efficiencies
+
+    capped = set(capped_efficiencies(cal))
+    return "; ".join(part for part in cal.message.split("; ") if part and part not in capped)
 
 
 def _logs_settings(args, logs) -> tuple:

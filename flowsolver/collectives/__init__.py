@@ -100,7 +100,7 @@ from .._lazy import lazy_exports
 # names load their module on first use (flowsolver._lazy): the command line reads the
 # constants without importing JAX
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "._calibrate": ("Calibration", "calibrate"),
+    "._calibrate": ("Calibration", "calibrate", "capped_efficiencies"),   # (capped_efficiencies: the CLI's note)
     "._collective": ("collective", "collective_variants"),
     "._concurrent": ("concurrent", "concurrent_kinds"),
     "._channels": ("nccl_channels", "nccl_graph_channels"),
@@ -122,7 +122,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
-    from ._calibrate import Calibration, calibrate
+    from ._calibrate import Calibration, calibrate, capped_efficiencies
     from ._collective import collective, collective_variants
     from ._concurrent import concurrent, concurrent_kinds
     from ._channels import nccl_channels, nccl_graph_channels

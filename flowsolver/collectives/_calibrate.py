@@ -243,4 +243,20 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
                      + "; ".join(dict.fromkeys(unmodelled)))
     if cal.unconstrained:
         notes.append(f"the logs do not constrain: {', '.join(cal.unconstrained)} (left at the library's value)")
+    notes += capped_efficiencies(cal)
     return replace(cal, residuals=residuals, converged=converged, message="; ".join(notes))
+
+
+def capped_efficiencies(cal) -> list:
+    """A note per technology whose efficiency the fit left at its cap of 1 where the bandwidth
+    factor asked for more: the logs are faster than the raw rate allows, so the calibrated times
+    are the cap's, not the logs' (the model's shape at the logs' sizes is off, not the link)."""
+    factor = {p.name: p for p in cal.parameters}.get("bandwidth")
+    out = []
+    for tech, eff in sorted(cal.efficiency.items()):
+        wanted = None if factor is None else factor.value * link_efficiency(tech, None)
+        if eff >= 1.0 and wanted is not None and wanted > 1.0:
+            out.append(f"{tech} at 1.000, its cap: the fit asked for {wanted:.2f} of the raw rate, more than the "
+                       "link has: the model's shape at these sizes is off, not the link (the residuals show "
+                       "where); the calibrated times are the cap's, not the logs'")
+    return out

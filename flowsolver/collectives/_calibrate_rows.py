@@ -376,7 +376,7 @@ def checked_log(df, op, n, given, graph=None, ranks=None):
     ValueError: <text>: nccl-tests counted wrong results in 1 rows (sizes 8 B): they time a collective that did not work; drop them or fix the run
     """
     where = df.attrs.get("source", "log")
-    _check_ranks(df, op, where, n, given)
+    _check_ranks(df, op, where, n, given, graph)
     _check_correct(df, where, n)
     _check_kinds({(op, c): dict.fromkeys(measured_rows(df)[c].astype(str), where) for c in ("type", "redop")
                   if c in df.columns})
@@ -404,10 +404,11 @@ def _check_correct(df, where, n) -> None:
                          "they time a collective that did not work; drop them or fix the run")
 
 
-def _check_ranks(df, op, where, n, given):
+def _check_ranks(df, op, where, n, given, graph=None):
     """ValueError unless the log ran on ``n`` ranks (the graph's GPUs, or ``ranks=`` when
     ``given``): the count its device list or NCCL INFO lines state, else the one its busbw /
-    algbw ratios allow; a log that says none is taken at ``ranks=`` only."""
+    algbw ratios allow; a log that says none is taken at ``ranks=`` only. A log of more ranks
+    than the graph has GPUs is told to take a graph of that many (servers of ``graph``'s size)."""
     said, how = df.attrs.get("ranks"), df.attrs.get("ranks_from") or "its device list"
     span = busbw_range(df, op)               # (a table read without its op was not checked against it)
     if said is not None and span is not None and not span[0] <= said <= span[1]:
@@ -422,11 +423,26 @@ def _check_ranks(df, op, where, n, given):
             raise ValueError(f"{where}: the log does not say how many ranks it ran on (no device list, no NCCL INFO "
                              f"nranks; {why}): pass ranks= the GPU ranks it ran on (the graph has {n} GPUs; "
                              "--ranks on the command line)")
+    total = None if graph is None else len(gpu_nodes(graph))
+    if said != n and total is not None and said > total:
+        per = _gpus_per_server(graph)
+        hosts = df.attrs.get("nodes")
+        how_many = f" (nodes={said // per}: {said // per} servers of {per} GPUs)" if per and said % per == 0 else ""
+        raise ValueError(f"{where}: the log ran on {said} ranks ({how}"
+                         + (f"; its device list names {hosts} hosts" if hosts else "")
+                         + f"), the graph has {total} GPUs: time it on a graph of {said} GPUs{how_many}")
     if said != n:
         ours = "given by ranks=" if given else "the graph's GPUs"
         raise ValueError(f"{where}: the log ran on {said} ranks, the graph (ranks=) has {n} ({said} from {how}, {n} "
                          f"{ours}): pass ranks= the {said} GPU ranks it ran on (e.g. ranks=range({said}); --ranks on "
                          f"the command line) or a graph of {said} GPUs")
+
+
+def _gpus_per_server(graph):
+    """The GPUs of the server of GPU rank 0 (None where GPUs carry no ``server``)."""
+    kinds, nodes = graph.nodes, gpu_nodes(graph)
+    server = kinds[nodes[0]].get("server") if nodes else None
+    return None if server is None else sum(1 for g in nodes if kinds[g].get("server") == server)
 
 
 def fit_over(graph, opts):

@@ -168,8 +168,10 @@ def test_the_lower_half_of_a_real_log_predicts_its_upper_half():
 def test_logs_that_do_not_match_the_graph_are_refused():
     g = tp.rail_optimized(nodes=1)
     log = _log([(2**20, 30e-6), (2**24, 80e-6)], 16)
-    with pytest.raises(ValueError, match=r"ran on 16 ranks, the graph \(ranks=\) has 8 \(16 from its device list, 8 "
-                                         r"the graph's GPUs\)"):
+    # more ranks than the graph has GPUs: ranks= cannot help (newuser20), a graph of 16 GPUs can
+    with pytest.raises(ValueError, match=r"ran on 16 ranks \(its device list; its device list names 2 hosts\), the "
+                                         r"graph has 8 GPUs: time it on a graph of 16 GPUs \(nodes=2: 2 servers of 8 "
+                                         r"GPUs\)$"):
         calibrate(g, [log], op="all_reduce")
     with pytest.raises(ValueError, match=r"ran on 16 ranks, the graph \(ranks=\) has 4 \(16 from its device list, 4 "
                                          r"given by ranks=\)"):
@@ -477,3 +479,27 @@ def test_a_fitted_hop_latency_is_a_cost_nccls_choice_does_not_see():
         bare, fitted = collective(g, "all_reduce", size), collective(g, "all_reduce", size, model=cal)
         assert (fitted.algorithm, fitted.protocol) == (bare.algorithm, bare.protocol) == ("nvls_tree", "Simple")
         assert fitted.time == pytest.approx(bare.time + 2 * 2 * 50e-6, rel=1e-9)
+
+
+def test_a_log_of_more_ranks_than_the_graph_is_told_the_nodes(tmp_path, capsys):
+    # newuser20: a 4 x 8 log on the command line's default 2 nodes was told to pass
+    # --ranks range(32), which the 16-GPU graph refuses; the log's 4 hosts say --nodes 4
+    from flowsolver.cli import main
+
+    path = tmp_path / "all_reduce_perf.log"
+    path.write_text("# Collective test starting: all_reduce_perf\n" + _log([(2**20, 60e-6), (2**26, 900e-6)], 32))
+    assert main(["calibrate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "the graph has 16 GPUs: time it on a graph of 32 GPUs (--nodes 4: 4 servers of 8 GPUs)" in err
+    assert "range(" not in err
+
+
+def test_a_log_faster_than_the_raw_rate_says_the_efficiency_is_capped():
+    # one DGX H100, ring: a log 1.5x faster than the model at NVLink 4's 20.6 / 25 needs 1.24 of
+    # the raw rate; the fit stops at 1.0 and cal.message says so (the CLI alone said it before)
+    g = tp.rail_optimized(nodes=1)
+    sizes = [2**k for k in (22, 25, 28, 31)]
+    log = _log([(s, collective(g, "all_reduce", s, algorithm="ring").time / 1.5) for s in sizes], 8)
+    cal = calibrate(g, [log], op="all_reduce", algorithm="ring")
+    assert cal.efficiency["nvlink4"] == 1.0
+    assert "nvlink4 at 1.000, its cap: the fit asked for" in cal.message
