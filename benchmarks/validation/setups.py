@@ -436,6 +436,23 @@ _add(Cluster("a100_4hdr_nccl652", _server("dgx_a100", name="a100-sxm4-4hdr", nic
              "8 A100-SXM4 (HGX A100 baseboard: NVLink 3 / NVSwitch) + 4 x InfiniBand HDR 200 Gb/s a node, one a GPU "
              "pair ('4 IB HDR cards for a total of 100 GB/s', NVIDIA/nccl#652); memory, CPU and fabric not stated."))
 
+# Azure NDm A100 v4 (Standard_ND96amsr_A100_v4; Azure docs, MicrosoftDocs/azure-docs articles/virtual-machines/sizes/
+# gpu-accelerated/includes/ndm-a100-v4-series-summary.md at 1e4c740: "eight NVIDIA Ampere A100 80GB Tensor Core GPUs",
+# "1.6 TB/s of interconnect bandwidth per VM", "Each GPU within the VM is provided with its own dedicated,
+# topology-agnostic 200 GB/s NVIDIA Mellanox HDR InfiniBand connection", "NVLINK 3.0", "AMD Epyc 7V12 (Rome)"; HDR is
+# 200 Gb/s a port, so the page's GB/s and TB/s are Gb/s and Tb/s -- the source's 189 GB/s busbw across 2 VMs is 8 x 25
+# GB/s, not 8 x 200 GB/s). The source
+# (JingchaoZhang/JingchaoZhang.github.io _posts/2023-09-11-NCCL test on AKS NDmV4 VM.md at da69a42) shows it itself: the
+# node labels 'nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB', 'nvidia.com/gpu.count=8' and 'nvidia.com/mlnxnics: 8', and
+# the Azure topology file the run loads (NCCL_TOPO_FILE=ndv4-topo.xml, printed in the post) puts each GPU (class 0x030200)
+# with one InfiniBand controller (class 0x020700) on the same PCIe bridge, under AMD family 23 model 49 (EPYC Rome) CPUs.
+# The DGX A100 server as it is (NVLink 3 / NVSwitch, 8 x 200 Gb/s HDR one a GPU, AMD host); the rate is Azure's series
+# page (HDR), not printed in the post. Azure's fabric (fat tree) is not modelled: 2 VMs, the rail-optimised graph.
+_add(Cluster("azure_ndm_a100_v4", tp.get_server("dgx_a100").with_(name="ndm_a100_v4"), "ib_hdr", "InfiniBand", "A100",
+             "Azure NDm A100 v4 (ND96amsr_A100_v4): 8 A100 80GB SXM4 on NVLink 3 / NVSwitch + 8 x 200 Gb/s HDR "
+             "InfiniBand, one a GPU (Azure series page; 8 mlnxnics and Azure's ndv4-topo.xml GPU/NIC pairs in the "
+             "source), AMD EPYC hosts (the topology file's CPUs)."))
+
 # --- Training clusters ---------------------------------------------------------------------
 # Meta Grand Teton (torchtitan benchmarks): 8 H100 SXM 96GB HBM2e at a 500 W cap per host,
 # "backend RDMA 400 Gb/s per GPU" (Meta's RoCE training fabric, Llama 3 paper section 3.3.1).
@@ -740,6 +757,12 @@ CURVES: dict[str, CurveSetup] = {
         note="one A4X Max tray in each of 2 NVL72 domains (cross-domain, the page); gIB's tuner not public: NCCL's choice"),
     "nersc-perlmutter-2x4A100-allreduce-nccl2.22": CurveSetup(
         "nersc_perlmutter_a100", note="2 Perlmutter nodes, 4 Slingshot 11 NICs for 4 A100: NCCL's choice"),
+    # sparticlesteve/podman-nccl-testing logs/shifter-nccl-tests-30743809.out (729344a): NERSC's Steven Farrell, 2 Perlmutter
+    # nodes, srun one task a GPU (-g 1) in a shifter container (nersc/pytorch:24.06.01, NCCL 2.21.5) with NERSC's
+    # nccl-plugin module (aws-ofi-nccl 1.6.0; NCCL_NET_GDR_LEVEL=PHB, NCCL_CROSS_NIC=1 printed), no NCCL_ALGO / NCCL_PROTO:
+    # the Perlmutter node of nersc-nccl-ofi-plugin, NCCL's choice
+    "nersc-perlmutter-2x4A100-allreduce-nccl2.21-shifter": CurveSetup(
+        "nersc_perlmutter_a100", note="2 Perlmutter nodes (shifter container, NERSC nccl-plugin module): NCCL's choice"),
     # odissei-benchmarks/nccl-tests runs/ (Snellius): 2 nodes by srun, one task a GPU (-g 1); 1 node by one process
     # driving 4 GPUs (-g 4, read by gpus_per_thread); NCCL 2.22.3, no NCCL_ALGO / NCCL_PROTO. No NVSwitch, so no NVLS:
     # NCCL's choice among ring / tree for all_reduce, ring (its protocols) for all_gather / reduce_scatter
@@ -769,6 +792,11 @@ CURVES: dict[str, CurveSetup] = {
         note=f"{n} MareNostrum 5 ACC node" + ("s, 4 x 200 Gb/s InfiniBand (+ 1 RoCE port, not modelled)" if n > 1
                                                else ", NVLink mesh") + ": NCCL's choice without NVLS")
        for n in (1, 2, 4)},
+    # JingchaoZhang.github.io 'NCCL test on AKS NDmV4 VM' (da69a42): a Volcano MPI job on 2 AKS nodes of
+    # Standard_ND96amsr_A100_v4, mpirun -np 16 -npernode 8, -g 1, NCCL_TOPO_FILE=ndv4-topo.xml (Azure's, which the
+    # model's one-NIC-a-GPU server already is), no NCCL_ALGO / NCCL_PROTO: NCCL's choice
+    "azure-ndm_a100_v4-2x8A100-allreduce-aks": CurveSetup(
+        "azure_ndm_a100_v4", note="2 x Azure NDm A100 v4 on AKS, 8 x 200 Gb/s HDR a VM: NCCL's choice"),
     # NVIDIA/nccl#652: 32 nodes x 8 A100-SXM4, 4 x HDR a node; command and NCCL version not in the readable part
     "nccl652-32x8A100-allreduce": CurveSetup(
         "a100_4hdr_nccl652", note="32 x 8 A100-SXM4, 4 x HDR a node (the issue); command not shown: NCCL's choice"),

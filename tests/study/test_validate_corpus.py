@@ -34,7 +34,7 @@ def mods():
 
 def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     coll, train, sources = corpus
-    assert len(coll) == 3477 and coll["curve"].nunique() == 143         # the corpus README's counts
+    assert len(coll) == 3599 and coll["curve"].nunique() == 145         # the corpus README's counts
     assert len(train) == 384
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
@@ -160,6 +160,14 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     g, ranks = S.curve_placement(S.CURVES["nccl652-32x8A100-allreduce"], 32, 8)
     assert ranks is None and len(_gpus(g)) == 8 and len(_gpus(g, 31)) == 8
     assert _nic_rates(g) == pytest.approx([200 * gbit] * 4) and sum(_nic_rates(g)) == pytest.approx(100e9)
+    # Azure NDm A100 v4 (ND96amsr_A100_v4): "eight NVIDIA Ampere A100 80GB" and a dedicated HDR InfiniBand connection a
+    # GPU (Azure series page; HDR = 200 Gb/s; the source's 'nvidia.com/mlnxnics: 8'), 2 VMs
+    g, ranks = S.curve_placement(S.CURVES["azure-ndm_a100_v4-2x8A100-allreduce-aks"], 2, 8)
+    assert ranks is None and len(_gpus(g)) == 8 and len(_gpus(g, 1)) == 8
+    assert _nic_rates(g) == pytest.approx([200 * gbit] * 8) and sum(_nic_rates(g)) == pytest.approx(1600 * gbit)
+    # NERSC Perlmutter again (Steven Farrell's shifter run): 4 A100 and 4 Slingshot 11 NICs of 200 Gb/s a node
+    g, ranks = S.curve_placement(S.CURVES["nersc-perlmutter-2x4A100-allreduce-nccl2.21-shifter"], 2, 4)
+    assert ranks is None and len(_gpus(g)) == 4 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
     # nccl-tests on 2 of 8 GPUs of one A4 node: ranks 0 and 1
     g, ranks = S.curve_placement(S.CURVES["dranet-gke-a4-1x2B200-allgather"], 1, 2)
     assert ranks == [0, 1] and len(_gpus(g)) == 8
