@@ -16,6 +16,20 @@ from ._checks import _plain, integer
 
 __all__ = ["Flows"]
 
+#: the most flows a pattern builder makes in one call: its five per-flow arrays take 40 bytes a
+#: flow (2 x int64 endpoints, 3 x float64), 5.4 GB at this count (an all-to-all over 11,585
+#: ranks), before the routing's own arrays; more is refused before anything is allocated (an
+#: all-to-all over 200,000 ranks asked numpy for 298 GiB). Build larger sets in parts
+#: (:meth:`Flows.concat`) or raise this.
+MAX_FLOWS = 2**27
+
+
+def _check_count(what: str, count: int) -> None:
+    if count > MAX_FLOWS:
+        raise ValueError(f"{what} makes {count:,} flows, more than flowsolver.traffic.MAX_FLOWS = {MAX_FLOWS:,} "
+                         f"(40 bytes a flow before routing: {count * 40 / 1e9:,.0f} GB): build it in parts "
+                         "(Flows.concat) or raise MAX_FLOWS")
+
 
 def _endpoints(name: str, values) -> np.ndarray:
     if not isinstance(values, np.ndarray):
@@ -28,8 +42,14 @@ def _endpoints(name: str, values) -> np.ndarray:
     arr = np.asarray(values)
     if arr.size == 0:
         return np.empty(0, dtype=np.int64)                    # no flows (np.asarray([]) is float)
-    if arr.ndim != 1:
-        arr = np.asarray(list(values), dtype=object)
+    if arr.ndim != 1:           # node ids that are tuples: one object each, not a row of a 2-D array
+        seq = list(values)
+        arr = np.empty(len(seq), dtype=object)
+        for i, v in enumerate(seq):
+            if isinstance(v, (list, np.ndarray, dict, set)):
+                raise ValueError(f"{name} must be a flat sequence of GPU ranks (integers) or node ids, got "
+                                 f"{name}[{i}] = {v!r} (a {type(v).__name__})")
+            arr[i] = v
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64, copy=False)
     if arr.dtype.kind == "b" or arr.dtype.kind == "f":
@@ -100,7 +120,10 @@ class Flows:
         if src.shape != dst.shape:
             raise ValueError(f"src and dst must have the same length, got {len(src)} and {len(dst)}")
         n = len(src)
-        sizes = np.asarray(sizes, dtype=np.float64)
+        try:
+            sizes = np.asarray(sizes, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"sizes must be numbers of bytes (a scalar or one per flow), got {sizes!r}") from None
         if sizes.ndim == 0:
             sizes = np.full(n, float(sizes))
         if sizes.shape != (n,):
@@ -131,6 +154,10 @@ class Flows:
 
     def subset(self, index) -> "Flows":
         """The flows selected by ``index`` (indices or a boolean mask)."""
+        try:
+            self.sizes[index]
+        except IndexError as err:
+            raise IndexError(f"index: {err} (these Flows hold {len(self)} flows)") from None
         return Flows(self.src[index], self.dst[index], self.sizes[index], self.weights[index], self.demands[index])
 
     @staticmethod
@@ -189,6 +216,7 @@ class Flows:
         """
         r = cls._ranks(n, ranks)
         p = len(r)
+        _check_count(f"all_to_all over {p} ranks", p * (p - 1))
         src = np.repeat(np.arange(p), p - 1)
         off = np.tile(np.arange(1, p), p)
         dst = (src + off) % p
@@ -233,6 +261,7 @@ class Flows:
         """
         r = cls._ranks(n, ranks)
         count = integer("count", count)
+        _check_count(f"random_pairs with count={count}", count)
         rng = np.random.default_rng(seed)
         src = rng.integers(0, len(r), count)
         dst = (src + rng.integers(1, len(r), count)) % len(r)

@@ -118,3 +118,34 @@ def test_n_beside_ranks_must_agree():
 
 def test_demand_inf_means_no_cap():
     assert Flows([0], [1], 1.0, demands=np.inf).demands.tolist() == [np.inf]
+
+
+def test_bad_flows_name_what_is_wrong():
+    # adv20b F3: numpy's own words before ("index 7 is out of bounds", "setting an array
+    # element with a sequence", "could not convert string to float")
+    from flowsolver import Flows
+    with pytest.raises(IndexError, match=r"^index: .*these Flows hold 4 flows"):
+        Flows.ring(4).subset([7])
+    with pytest.raises(ValueError, match=r"src must be a flat sequence .* src\[0\] = \[0, 1\] \(a list\)"):
+        Flows([[0, 1]], [[1, 0]], 1.0)
+    with pytest.raises(ValueError, match=r"sizes must be numbers of bytes .* got '1M'"):
+        Flows([0], [1], "1M")
+    # node ids that are tuples stay one endpoint each
+    f = Flows([("s", 0)], [("s", 1)], 1.0)
+    assert f.src[0] == ("s", 0) and len(f) == 1
+
+
+def test_pattern_builders_refuse_more_flows_than_max_before_allocating():
+    import tracemalloc
+
+    from flowsolver import traffic
+    tracemalloc.start()
+    with pytest.raises(ValueError, match=r"all_to_all over 200000 ranks makes 39,999,800,000 flows, more than "
+                                         r"flowsolver.traffic.MAX_FLOWS"):
+        traffic.Flows.all_to_all(200_000, 1.0)
+    with pytest.raises(ValueError, match=r"random_pairs with count=100000000000 makes"):
+        traffic.Flows.random_pairs(16, 10**11)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 50e6                      # refused before the 298 GiB numpy asked for
+    assert len(traffic.Flows.all_to_all(64)) == 64 * 63          # below the limit: as before

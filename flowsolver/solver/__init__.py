@@ -31,6 +31,8 @@ its output (within 6e-8). Values float32 cannot hold are an error.
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -151,7 +153,9 @@ def rate_sensitivity(routing, allocation: Allocation, capacity=None, *, weights=
 
     Returns
     -------
-    RateSensitivity, or a list of them (one per scenario) for a batch
+    RateSensitivity, or a list of them (one per scenario) for a batch: a scenario whose status
+    is not ok (FAILED, UNBOUNDED, not converged) has no bottleneck structure and gives None in
+    its place, with a RuntimeWarning naming it (a single allocation not ok raises ValueError)
         ``gradient(g, side=None)``: d(sum g * rates)/d capacity and /d caps;
         ``capacity_jacobian(side=None)``: sparse (flows x links) d rate / d capacity;
         ``directional(dc, dd)``: the exact one-sided derivative along any direction;
@@ -178,8 +182,14 @@ def rate_sensitivity(routing, allocation: Allocation, capacity=None, *, weights=
     rates = np.asarray(allocation.rates, dtype=np.float64)
     if rates.shape[-1] != rm.n_flows:
         raise ValueError(f"allocation has {rates.shape[-1]} flows, routing {rm.n_flows}")
-    if not np.all(allocation.ok):
+    ok = np.asarray(allocation.ok)
+    if rates.ndim == 1 and not np.all(ok):
         raise ValueError("allocation: only a converged, bounded allocation (status ok) has a bottleneck structure")
+    if rates.ndim > 1 and not np.all(ok):
+        bad = np.flatnonzero(~ok)
+        warnings.warn(f"allocation: scenarios {bad.tolist()[:20]} are not ok (status "
+                      f"{np.asarray(allocation.status)[bad].tolist()[:20]}): no bottleneck structure, None in their "
+                      "place", RuntimeWarning, stacklevel=2)
     # the solver's float64 loads of these rates (float32 ones are too coarse to test saturation)
     load = np.asarray(allocation.link_load)
     load = load if load.dtype == np.float64 and load.shape == rates.shape[:-1] + (rm.n_links,) else None
@@ -188,7 +198,8 @@ def rate_sensitivity(routing, allocation: Allocation, capacity=None, *, weights=
     B = rates.shape[0]
     pick = lambda a, i: a if a is None or a.ndim == 1 else a[i]  # noqa: E731
     return [RateSensitivity(_build_structure(rm, pick(cap, i), pick(w, i), pick(d, i), rates[i],
-                                             allocation.bottleneck[i], pick(load, i))) for i in range(B)]
+                                             allocation.bottleneck[i], pick(load, i))) if ok[i] else None
+            for i in range(B)]
 
 
 def _solved_with(name, given, carried, n, default, what):
