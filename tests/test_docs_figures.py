@@ -9,6 +9,7 @@ import pytest
 
 import flowsolver as fs
 import topologies as tp
+from flowsolver.collectives import TORCH_CALL_OVERHEAD
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 KiB, MiB, GiB = 2**10, 2**20, 2**30
@@ -60,3 +61,33 @@ def test_a_faster_fabric_is_slower_on_two_dgx_at_3_mib():
     saved = float(df["saved_percent"].iloc[0])
     assert saved < 0
     assert f"shows a negative saving ({saved:.0f} % for the access tier doubled)" in _text("collective-timing.md")
+
+
+# --- findings 7, 8, 10: the page's other figures ------------------------------------------
+
+def test_tree_ll128_estimate_on_two_dgx_at_256_kib():
+    r = fs.collective(tp.rail_optimized(2), "all_reduce", 256 * KiB)
+    e = {k: v * 1e6 for k, v in r.estimates.items()}
+    assert min(e, key=e.get) == "tree/LL128"              # NCCL's pick, with the tree correction
+    said = (f"it makes tree LL128 NCCL's pick, {e['tree/LL128']:.1f} us against ring LL's {e['ring/LL']:.1f} "
+            f"and tree LL's {e['tree/LL']:.1f}")
+    assert said in _text("collective-timing.md"), said
+
+
+def test_ring_bus_bandwidth_with_nccl_s_channels_on_one_dgx():
+    r = fs.collective(tp.rail_optimized(nodes=1), "all_reduce", GiB, algorithm="ring")
+    assert r.channels == 24
+    busbw = 2 * 7 / 8 * GiB / r.time / 1e9                  # nccl-tests' busbw, 8 ranks
+    said = f"at 1 GiB where NCCL's 24 move {busbw:.0f}"
+    assert said in _text("collective-timing.md"), said
+
+
+def test_host_floor_comments():
+    text = (DOCS / "collective-timing.md").read_text()
+    g = tp.rail_optimized(nodes=1)
+    one, eight = (fs.collective(g, "all_reduce", 4096, gpus_per_thread=n) for n in (1, 8))
+    assert (one.algorithm, one.protocol) == ("ring", "LL")
+    assert f"# {_us(one):.1f} us, then {_us(eight):.1f} us" in text
+    torch = fs.collective(g, "all_reduce", 4096, host_overhead=TORCH_CALL_OVERHEAD)
+    assert torch.time == pytest.approx(one.time + 25e-6)   # time = max(GPU time, floor) + 25 us
+    assert f"# {_us(torch):.1f} us: {_us(one):.1f} us + 25 us" in text
