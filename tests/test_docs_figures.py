@@ -91,3 +91,18 @@ def test_host_floor_comments():
     torch = fs.collective(g, "all_reduce", 4096, host_overhead=TORCH_CALL_OVERHEAD)
     assert torch.time == pytest.approx(one.time + 25e-6)   # time = max(GPU time, floor) + 25 us
     assert f"# {_us(torch):.1f} us: {_us(one):.1f} us + 25 us" in text
+
+
+# --- finding 5: concepts.md, PXN relays in lockstep ---------------------------------------
+
+def test_lockstep_relays_take_twice_the_sends_apart():
+    g = tp.rail_optimized(3)
+    groups = [dict(op="send_recv", size=GiB, ranks=[0, 9]), dict(op="send_recv", size=GiB, ranks=[1, 17])]
+    lock, apart, no_pxn = (fs.concurrent(g, groups, **kw).makespan
+                           for kw in (dict(lockstep=True), dict(lockstep=False), dict(lockstep=True, pxn=False)))
+    alone = GiB / (0.94 * 50e9)                                # 1 GiB on one NDR NIC at its efficiency
+    assert apart == pytest.approx(alone, rel=2e-3)
+    assert no_pxn == pytest.approx(alone, rel=2e-3)
+    assert lock == pytest.approx(2 * alone, rel=2e-3)          # two sends share one relay GPU's NIC
+    said = f"take {lock * 1e3:.1f} ms in lockstep against {apart * 1e3:.1f} ms apart or with `pxn=False`"
+    assert said in _text("concepts.md"), said
