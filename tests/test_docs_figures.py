@@ -1,8 +1,7 @@
 """Figures that docs/collective-timing.md, docs/concepts.md and docs/guide/cluster.md print,
 against the code (adv20c findings 1, 5, 7, 8 and 10: each page's figure had drifted from what
-the code gives). Where a
-figure follows from a formula the test derives it; else it reads the page's figure and checks
-it against the code's, rounded as the page rounds it."""
+the code gives). Where a figure follows from a formula the test derives it; else it reads the
+page's figure and checks it against the code's, rounded as the page rounds it."""
 
 import re
 from pathlib import Path
