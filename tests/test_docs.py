@@ -42,6 +42,11 @@ def test_python_examples_run(name, tmp_path, monkeypatch, capsys):
     if name == "api/plot.md":
         pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
+    # a page that registers a part (design.md's "Your own parts") changes the process's catalogue
+    # for good, and the bill's own choice of switch then takes it: give each page its own copy
+    from topologies import parts
+    monkeypatch.setattr(parts, "_PARTS", dict(parts._PARTS))
+    monkeypatch.setattr(parts, "_RATE_PART", {})
     namespace = {"__name__": "__docs__"}
     ran = 0
     for i, (code, skip) in enumerate(_blocks(name)):
