@@ -13,7 +13,8 @@ Units as printed: TFLOP/s (1e12 FLOP/s), TB/s (1e12 bytes/s); shapes ``(m, n, k)
 
 from __future__ import annotations
 
-__all__ = ["GEMM_POINTS", "MAMF", "STREAM_TRIAD", "TORCHAO_ROOFLINE", "POWER_CAPPED_GEMM", "ATTENTION_POINTS",
+__all__ = ["GEMM_POINTS", "MAMF", "SUSTAINED_GEMM", "STREAM_TRIAD", "TORCHAO_ROOFLINE", "POWER_CAPPED_GEMM",
+           "ATTENTION_POINTS",
            "ATTENTION_SEQ_RAMP", "ATTENTION_HEAD_DIM", "SOURCES"]
 
 #: where each source lives (pinned to a commit where the source is a repository)
@@ -45,6 +46,10 @@ SOURCES = {
                  "16k tokens); values as transcribed in github.com/viktor-shcherb/msc_thesis/blob/"
                  "a6577d10fb277f0ceae4327a2d0b6de951bed76b/references/2024-12-flashattention-3/sections/"
                  "04a_benchmarking-attention.md",
+    "te-gemm-profiling": "https://github.com/NVIDIA/TransformerEngine/blob/8f2e63578e103ce1d41503102f47504c129b94d2/"
+                         "docs/examples/gemm_profiling/gemm_profiling.rst (benchmarks/gemm/benchmark_gemm.py, 'GEMM "
+                         "Benchmark (Model Config Mode) on NVIDIA B300 SXM6 AC', CUDA events, 100 timed iterations; "
+                         "'--pre-quantize': the GEMM kernels alone, inputs quantized once)",
     "fa-2605": "https://github.com/Dao-AILab/flash-attention/pull/2605 (description, FA4 forward table, GB200: "
                "MFU% = TFLOPS / 2500)",
 }
@@ -139,6 +144,27 @@ MAMF = (
     ("gb200", "fp8", 3615.6, 5000, (19456, 5120, 1536),
      "| NVIDIA GB200 SXM | 3615.6 |   5000 |      72.3% |  19456x5120x1536 | 2.10.0.dev20250916+cu130"),
 )
+
+# --- sustained GEMMs at training shapes on Blackwell -------------------------------------------
+#: Transformer Engine's GEMM benchmark on a B300 (source "te-gemm-profiling"): a layer's 12 GEMMs
+#: (4 forward, 4 data-gradient, 4 weight-gradient) of hidden 4096, FFN 16,384 (not gated), 32
+#: heads, M = 31 x 512 = 15,872 tokens, inputs pre-quantized, run back to back: precision ->
+#: (milliseconds per layer, verbatim). FP8 is per-tensor current scaling ("FP8Current"), the
+#: library's "te" recipe; MXFP8's kernels printed beside it: 7.161 ms. FLOPs per layer
+#: 3 x 2 x 15,872 x 4096 x (12,288 + 4096 + 16,384 + 16,384) (QKV, proj, FC1, FC2 forward and the
+#: two transposed products of each). With MAMF's own B300 rows (ml-engineering at 744d01e1: BF16
+#: 1769.0, FP8 3353.3 TFLOP/s, the same SMs and dense peaks as B200, 2250 / 4500) it gives what a
+#: Blackwell GPU sustains in training's GEMMs against its MAMF figure.
+SUSTAINED_GEMM = {
+    "tokens": (15872, "Tokens per step: M = 31 x 512 = 15,872"),
+    "shapes": ((4096, 12288), (4096, 4096), (4096, 16384), (16384, 4096)),
+    "shapes_verbatim": "QKV Proj 15872x4096x12288 / Attn Out 15872x4096x4096 / MLP Up 15872x4096x16384 / "
+                       "MLP Down 15872x16384x4096",
+    "bf16": (13.102, "Per-layer total:                   13.102      6.812      8.123      7.161      3.764"),
+    "fp8": (6.812, "Per-layer total:                   13.102      6.812      8.123      7.161      3.764"),
+    "mamf_b300": {"bf16": (1769.0, "| NVIDIA B300 SXM  | 1769.0 |   2250 |      78.6% | 12288x18432x1024 | 2.9.1+cu130"),
+                  "fp8": (3353.3, "| NVIDIA B300 SXM  | 3353.3 |   4500 |      74.5% |   3072x6144x7168 | 2.9.1+cu130")},
+}
 
 # --- achieved HBM bandwidth ---------------------------------------------------------------------
 #: BabelStream Triad (TB/s) measured on Azure's VMs (source "azure"), against the datasheet

@@ -19,7 +19,10 @@ FP8 element, 2 per BF16) and BF16 output, ``B`` the datasheet HBM bandwidth and 
 where Azure has none). ``(eta, c, t0)`` minimise the summed absolute log error over the
 published table of that GPU and precision (Azure's cuBLASLt tables, OpenXLA's H100 table, the
 ml-engineering MAMF best shape; :func:`fit_gemm_curve`, recomputed on first use, a grid of 0.005
-in ``eta``). The efficiency therefore rises with the output size and the arithmetic intensity
+in ``eta``); on Blackwell (B200, GB200, BF16 and FP8) ``c`` and ``t0`` come from Azure's GB200 FP8
+shape rows and ``eta`` from each curve's own MAMF point (one method across the four: see
+``_SHAPE_FROM``) times the share of it Transformer Engine's GEMMs sustain at training shapes on
+Blackwell (:func:`sustained_fraction`, 0.83 BF16 / 0.84 FP8: MAMF is a burst figure there). The efficiency therefore rises with the output size and the arithmetic intensity
 and saturates at ``eta``: a tensor-parallel slice with a small inner dimension turns
 memory-bound in FP8 long before it does in BF16.
 
@@ -44,9 +47,10 @@ from functools import lru_cache
 import numpy as np
 
 from ._kernel_data import (ATTENTION_HEAD_DIM, ATTENTION_POINTS, ATTENTION_SEQ_RAMP, GEMM_POINTS, MAMF,
-                           POWER_CAPPED_GEMM, STREAM_TRIAD, TORCHAO_ROOFLINE)
+                           POWER_CAPPED_GEMM, STREAM_TRIAD, SUSTAINED_GEMM, TORCHAO_ROOFLINE)
 
 __all__ = ["FAMILIES", "ATTENTION_KERNELS", "gemm_curve", "SMS", "gemm_fraction", "fit_gemm_curve", "gemm_table",
+           "sustained_fraction",
            "memory_fraction", "gemm_seconds_shape",
            "attention_rates", "attention_seq_factor", "attention_head_dim_factor", "memory_seconds",
            "LAUNCH_SECONDS", "check_power_cap", "kernel_family", "kernel_tables_missing"]
@@ -71,11 +75,43 @@ SMS = {"a100": 108, "h100": 132, "h200": 132, "b200": 148, "gb200": 148}
 _TABLE_BANDWIDTH = {"a100": STREAM_TRIAD["a100"][0] * 1e12, "h100": STREAM_TRIAD["h100"][0] * 1e12,
                     "h200": STREAM_TRIAD["h200"][0] * 1e12,
                     "gb200": TORCHAO_ROOFLINE["blackwell_mem_fraction"][0] * 8.0e12}
-#: MAMF's H100 bf16 row says "H200 is the same": the H100 curve. Families with no shape table
-#: take the curve's shape (c, t0) of a sibling and their eta from their MAMF point.
+#: MAMF's H100 bf16 row says "H200 is the same": the H100 curve.
 _SAME_AS = {("h200", "bf16"): ("h100", "bf16")}
-_SHAPE_FROM = {("b200", "bf16"): ("gb200", "fp8"),
-               ("b200", "fp8"): ("gb200", "fp8"), ("gb200", "bf16"): ("gb200", "fp8")}
+#: Blackwell: every curve takes its shape (c, t0) from the one Blackwell shape sweep published,
+#: Azure's GB200 FP8 cuBLASLt table (its shape rows alone), and its level (eta) from its own
+#: MAMF point: ml-engineering measured B200 and GB200, BF16 and FP8, with one method (torch.mm /
+#: torch._scaled_mm with per-tensor scales, the best of a shape sweep, CUDA 12.8-13.0), what the
+#: training rows run (Transformer Engine's per-tensor FP8 on cuBLAS, NeMo 25.04+ / Megatron-Bridge
+#: 25.09+ containers). Azure's level is not used, GB200 FP8 included: one run on CUDA 12.8 and
+#: driver 570.133.20 (the first to support Blackwell), cuBLASLt's first heuristic algorithm with
+#: its workspace held to 2 m n bytes (superbenchmark's cublaslt_gemm, Azure's GEMMCublasLt.py),
+#: 2781.5-2819.5 TFLOP/s at 8k-16k cubes, 56 % of the 5 PFLOP/s dense peak where MAMF reaches
+#: 72.3 % (Azure's later run of the page, github.com/Azure/AI-benchmarking-guide/blob/
+#: 2a370be6de9586d365feed77e014a73f25198f4d/Azure_Results/ND_GB200_v6_results.md: 2876.6-2906.9,
+#: 58 %, with FP4 at 7627.6 of 10,000, 76 %), and it has no B200 or BF16 row to put the other
+#: three curves on the same footing:
+#: taking it made a GB200 run FP8 GEMMs at 0.78x a B200's (2.8 against 3.6 PFLOP/s) where the
+#: published runs of one layout on both are 1.01-1.05x (Megatron-Bridge 25.09 / 25.11, Llama 3 8B).
+_SHAPE_FROM = {("b200", "bf16"): ("gb200", "fp8"), ("b200", "fp8"): ("gb200", "fp8"),
+               ("gb200", "bf16"): ("gb200", "fp8"), ("gb200", "fp8"): ("gb200", "fp8")}
+
+
+def sustained_fraction(precision: str) -> float:
+    """What a Blackwell GPU sustains in training's GEMMs over its MAMF figure, by precision:
+    Transformer Engine's B300 benchmark of a layer's 12 GEMMs at training shapes (back to back,
+    inputs pre-quantized; ``_kernel_data.SUSTAINED_GEMM``) over MAMF's B300 row. MAMF times each
+    call after a 256 MiB cache flush and an output rewrite and keeps the best shape of a sweep:
+    on Hopper the sustained tables (Azure's) and MAMF agree within 2-6 %, on Blackwell this is
+    0.83 (BF16) and 0.84 (FP8). B300 has B200's SMs and BF16 / FP8 dense peaks; the fraction is
+    applied to B200 and GB200, whose own sustained figures at training shapes are not published.
+
+    >>> round(sustained_fraction("bf16"), 3), round(sustained_fraction("fp8"), 3)
+    (0.827, 0.839)
+    """
+    m = SUSTAINED_GEMM["tokens"][0]
+    flops = 3 * 2.0 * m * sum(k * n for k, n in SUSTAINED_GEMM["shapes"])
+    tflops = flops / (SUSTAINED_GEMM[precision][0] * 1e-3) / 1e12
+    return tflops / SUSTAINED_GEMM["mamf_b300"][precision][0]
 #: the fit's grid: eta in steps of 0.005, the occupancy tile area c in powers of 2, t0 in us
 _ETA_GRID = np.round(np.arange(0.50, 0.95, 0.005), 3)
 _C_GRID = 2.0 ** np.arange(10, 18)
@@ -126,22 +162,26 @@ def _curve_tflops(m, n, k, *, eta, c, t0, peak, sms, bandwidth, operand) -> np.n
     return flops / (np.maximum(compute, memory) + t0) / 1e12
 
 
-def fit_gemm_curve(family: str, precision: str) -> tuple:
+def fit_gemm_curve(family: str, precision: str, *, with_mamf: bool = True) -> tuple:
     """``(eta, c, t0)`` minimising the summed absolute log error of the curve (robust to the skinny
     shapes cuBLAS handles badly) over the published table of
-    ``(family, precision)`` (:func:`gemm_table`), on the grid above; a family without a table
-    takes ``c``, ``t0`` from :data:`_SHAPE_FROM` and the ``eta`` that puts its MAMF point on the
-    curve."""
+    ``(family, precision)`` (:func:`gemm_table`; ``with_mamf=False``: its shape rows alone), on the
+    grid above; a Blackwell curve (:data:`_SHAPE_FROM`) takes ``c``, ``t0`` from the shape rows of
+    its shape table and the ``eta`` that puts its own MAMF point on the curve, times what
+    Blackwell sustains at training shapes against MAMF (:func:`sustained_fraction`)."""
     peak = _SPEC[(family, precision)] * 1e12
     operand = 1.0 if precision == "fp8" else 2.0
-    if (family, precision) in _SHAPE_FROM:
-        _, c, t0 = fit_gemm_curve(*_SHAPE_FROM[(family, precision)])
+    if with_mamf and (family, precision) in _SHAPE_FROM:
+        _, c, t0 = fit_gemm_curve(*_SHAPE_FROM[(family, precision)], with_mamf=False)
         (m, n, k), t = next((shape, t) for f, p, t, _, shape, _ in MAMF if f == family and p == precision)
         bw = _TABLE_BANDWIDTH.get(family, TORCHAO_ROOFLINE["blackwell_mem_fraction"][0] * 8.0e12)
         model = _curve_tflops(m, n, k, eta=_ETA_GRID, c=c, t0=t0, peak=peak, sms=SMS[family], bandwidth=bw,
                               operand=operand)
-        return float(_ETA_GRID[int(np.argmin(np.abs(np.log(model / t))))]), c, t0
-    pts = np.array(gemm_table(family, precision), dtype=float)
+        eta_mamf = float(_ETA_GRID[int(np.argmin(np.abs(np.log(model / t))))])
+        return eta_mamf * sustained_fraction(precision), c, t0
+    pts = np.array(gemm_table(family, precision) if with_mamf else
+                   [(m, n, k, t) for _, f, p, m, n, k, t, _ in GEMM_POINTS if f == family and p == precision],
+                   dtype=float)
     m, n, k, t = pts.T
     best = None
     for c in _C_GRID:
