@@ -90,7 +90,8 @@ def network_notes(spec, rows) -> list:
         f"({s.phases['dp'].total:.2f} s on NDR) hides behind the backward and forward passes but one bucket.",
         f"RoCE 400G and NDR share the {_gbit(roce.bandwidth)} Gb/s line rate: the model gives "
         f"{by['roce_400g'].comm_overhead:.1%} and {s.comm_overhead:.1%} (NDR's measured "
-        f"{_gbyte(ndr.effective_bandwidth)} GB/s per NIC vs RoCE at line rate: no measured figure in the catalogue); "
+        f"{_gbyte(ndr.effective_bandwidth)} GB/s per NIC vs RoCE's {_gbyte(roce.effective_bandwidth)}: NDR's loss "
+        "and RoCE's larger headers; no measured RoCE figure in the catalogue); "
         f"the article's {_pct(ARTICLE['ib_ndr']['overhead'])} vs {_pct(ARTICLE['roce_400g']['overhead'])} cannot "
         "come from the line rate.",
         f"PCIe only: TP collectives cross PCIe switches and the CPU socket link "

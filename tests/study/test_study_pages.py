@@ -105,7 +105,9 @@ def test_the_study_guide_s_article_search_figures():
     said = (f"at 8 sequences (65 k tokens) per step with no overlap: {o['ib_ndr']:.0f} / {o['ib_hdr']:.0f} / "
             f"{o['eth_100g']:.0f} %")
     assert said in text, said
-    assert f"the model gives RoCE {o['roce_400g']:.0f} % there too" in text
+    # RoCE 400G at NDR's measured 0.94 less its larger headers (topologies.links.ROCE_EFFICIENCY)
+    assert f"the model gives RoCE {o['roce_400g']:.0f} % there, its larger packet headers" in text
+    assert o["roce_400g"] > o["ib_ndr"]
     (need,) = re.findall(r"RoCE would have to run at ~(\d+) % of line rate to give (\d+) %", text)
     target = ARTICLE["roce_400g"]["overhead"]
     assert int(need[1]) == round(target * 100)
