@@ -3,6 +3,8 @@ sizes, ``--compare LOG``) and ``calibrate LOG...``."""
 
 from __future__ import annotations
 
+import sys
+
 from dataclasses import asdict
 
 import topologies as tp
@@ -169,6 +171,7 @@ def collective_table(args) -> None:
     emit(rows, args, "\n".join(lines))
     if args.plot:
         _comparison_plot(args.plot, results, sizes, measured, op)
+        print(f"# figure written to {args.plot}", file=sys.stderr)     # (stdout stays the table / JSON)
 
 
 def _said_settings(settings, given) -> str:

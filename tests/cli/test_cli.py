@@ -368,8 +368,10 @@ def test_collective_compare_and_calibrate_read_an_nccl_tests_log(capsys, tmp_pat
     log, png = tmp_path / "rs.log", tmp_path / "cmp.png"
     log.write_text(_LOG)
     assert main(["collective", "--nodes", "1", "--compare", str(log), "--plot", str(png), "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    said = capsys.readouterr()
+    rows = json.loads(said.out)
     assert [r["size"] for r in rows] == [2**27, 2**28, 2**29] and png.stat().st_size > 0
+    assert f"# figure written to {png}" in said.err          # newuser20: it wrote the figure without a word
     assert all(r["measured_us"] == pytest.approx(t) for r, t in zip(rows, (377.2, 709.7, 1377.8)))
     # the chunk pipeline's ring fill (1.88 steps, fitted on the validation corpus's all-reduce
     # curves) is ~3x what this H100 reduce-scatter log shows: +15 %, +18 %, +7 % (docs:
