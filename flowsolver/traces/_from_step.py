@@ -17,7 +17,8 @@ and direction:
   each the rank's KV chunk sent to the next rank of its CP ring and the previous rank's
   received (backward: the KV gradients too), beside ``1 / cp`` of the layer's attention in
   that direction, then the last chunk's block; a recomputed layer's backward runs the
-  forward ring again.
+  forward ring again, and so does every layer's under selective recompute (the checkpointed
+  core attention's forward, ring included, runs again).
 * The attention and MLP blocks, each its share of the rest of the compute (by GEMM time),
   with the TP collectives of ``training._exposed.tp_layer_ops`` (Transformer Engine's ten
   per layer with sequence parallelism: forward all-gather / QKV, reduce-scatter / proj,
@@ -206,8 +207,10 @@ class _Builder:
 
     def rings(self, d, again):
         """The ring-attention passes of a layer in direction ``d``: the forward's, or the
-        backward's preceded by the forward's again in a recomputed layer."""
-        return ("F",) if d == "F" else ("F", "B") if again else ("B",)
+        backward's preceded by the forward's again in a recomputed layer, and in every layer
+        under selective recompute (its checkpointed core attention, the ring included, runs
+        its forward again: ``compose``'s ``core_again``)."""
+        return ("F",) if d == "F" else ("F", "B") if again or self.selective else ("B",)
 
     def groups_of(self, d, again):
         """The layer's blocks in direction ``d``, in order: ``(name, GEMM weight, TP ops)``;

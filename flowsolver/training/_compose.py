@@ -262,7 +262,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
                                                  attention_seconds=parts["attention"], gemms=parts["gemms"],
                                                  recomputed=r, attention_fwd=parts["attention_fwd"],
                                                  attention_bwd=parts["attention_bwd"], tp_again=redo.tp_ops,
-                                                 attention_again=redo.attention, mlp_again=redo.gemms["fc1"] > 0)
+                                                 attention_again=redo.attention, mlp_again=redo.gemms["fc1"] > 0,
+                                                 core_again=redo.core_attention)
     per_mb = [distinct[(n, r)] for n, r in zip(layers, recomputed)]
     slot = [c + sum(p.exposed for p in ph.values()) for c, ph in zip(stage_compute, per_mb)]
     q = max(range(lay.pp), key=slot.__getitem__)

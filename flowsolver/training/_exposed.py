@@ -169,8 +169,9 @@ def cp_ring_exposed(step_seconds: float, cp: int, attention_fwd: float, attentio
     per attention, each step's transfer overlapped with the blockwise attention of the chunk
     already held, ``1 / cp`` of the attention (load-balanced causal chunks). Forward: one KV
     chunk per step (``step_seconds``); backward: the KV chunk and its gradient (``2 x``)
-    beside ``1 / cp`` of the backward attention; a fully recomputed layer runs the forward
-    ring again. Each step exposes what its transfer outlasts its block.
+    beside ``1 / cp`` of the backward attention; ``recompute_forward``: the forward ring runs
+    again in the backward (a fully recomputed layer; selective recompute's checkpointed core
+    attention). Each step exposes what its transfer outlasts its block.
 
     >>> cp_ring_exposed(1.0, 4, 2.0, 4.0)        # 3 x (1 - 0.5) + 3 x (2 - 1)
     4.5
@@ -183,7 +184,7 @@ def cp_ring_exposed(step_seconds: float, cp: int, attention_fwd: float, attentio
 def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_seconds: float, gemms: dict,
                       recomputed: int = 0, attention_fwd: float | None = None,
                       attention_bwd: float | None = None, tp_again=True, attention_again: bool = True,
-                      mlp_again: bool = True) -> dict:
+                      mlp_again: bool = True, core_again: bool = False) -> dict:
     """TP, CP and EP phases of ONE microbatch through a stage of ``layers`` layers.
 
     * TP (Megatron with Transformer Engine): per layer four all-reduces' worth with
@@ -206,7 +207,12 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
       takes what ``comms["cp_step"]`` solved: every rank's KV chunk sent to the next rank of
       its ring, all at once (Transformer Engine's P2P exchange, a latency per step; without
       it, ``per_call / (cp - 1)``). Three all-gathers' worth per layer (forward KV, backward
-      KV and KV gradients).
+      KV and KV gradients); a fourth where the forward ring runs again: in a recomputed layer
+      whose attention runs again (``attention_again``), and in every layer with ``core_again``
+      (selective recompute: the checkpointed core attention's forward, ring attention's KV
+      exchange included, runs again in each layer's backward: Megatron-Core's
+      ``_checkpointed_attention_forward`` re-runs Transformer Engine's context-parallel
+      attention, whose forward passes the KV chunks around the ring).
     * EP: 4 all-to-alls per MoE layer (dispatch and combine, forward and backward), exposed; a
       recomputed layer whose MLP runs again (``mlp_again``) dispatches and combines again.
     """
@@ -229,9 +235,12 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
         fwd = attention_seconds / 3.0 if attention_fwd is None else attention_fwd
         bwd = 2.0 * attention_seconds / 3.0 if attention_bwd is None else attention_bwd
         step = comms["cp_step"].per_call if "cp_step" in comms else c.per_call / (cp - 1)
-        exposed = ((layers - recomputed) * cp_ring_exposed(step, cp, fwd, bwd)
-                   + recomputed * cp_ring_exposed(step, cp, fwd, bwd, recompute_forward=attention_again))
-        out["cp"] = _phase(c, "all_gather", 3 * layers + recomputed * attention_again, exposed, c.per_call)
+        again = recomputed if attention_again else 0        # layers whose forward ring runs again
+        if core_again:
+            again = layers
+        exposed = ((layers - again) * cp_ring_exposed(step, cp, fwd, bwd)
+                   + again * cp_ring_exposed(step, cp, fwd, bwd, recompute_forward=True))
+        out["cp"] = _phase(c, "all_gather", 3 * layers + again, exposed, c.per_call)
     if "ep" in comms:
         c = comms["ep"]
         calls = 4 * layers + 2 * recomputed * mlp_again
