@@ -139,7 +139,9 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
     * ETP (a mixture of experts with ``tp > 1``): the MoE layer's TP collectives, over the TP
       groups: Megatron-Core's all-to-all token dispatcher all-gathers the routed tokens after
       the EP all-to-all and reduce-scatters the experts' output before the combine, ``top_k x
-      capacity_factor x`` the TP bytes (the routed copies of every token);
+      capacity_factor x`` the TP bytes (the routed copies of every token); with ``ep = 1`` too
+      (the all-to-all dispatcher whatever ``ep``; Megatron's ``allgather`` dispatcher, which
+      gathers the ``s b`` tokens before routing, is not modelled);
     * CP: ring all-gathers of every CP rank's keys and values (``cp x`` :func:`kv_bytes`):
       ring attention passes each rank's KV chunk around the CP ring, step by step; one step
       (``cp_step``) is every rank's chunk sent to the next rank of its ring, all at once;
