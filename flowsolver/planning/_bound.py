@@ -37,7 +37,8 @@ those times never exceeds the exact step: every exposed term grows with the per-
 (checked against exact steps in tests/planning/).
 
 A TP collective (an all-reduce, or with sequence parallelism a reduce-scatter and the
-all-gather timed with the algorithm the reduce-scatter picks) also cannot beat the least, over
+all-gather timed with the algorithm the reduce-scatter picks; a mixture of experts' ``etp``
+pair, on the TP groups, likewise) also cannot beat the least, over
 the (algorithm, protocol) entries its pick can land on, of each entry's own floor
 (:func:`flowsolver.collectives.kind_floors`): NCCL's formula for the entry (its latency, the
 bandwidth it grants the graph's bus bandwidth, the kernels' chunk pipeline) on the least
@@ -46,7 +47,8 @@ servers; an entry timed by the per-step model (``step_latency`` given), the cand
 pruning bound. It holds under every protocol and collective option (a calibration included:
 the floor is its formula), whatever NCCL picks, since every entry's time only grows with
 those transfers. The TP phase exposes ``t - tp_overlap x min(t, gemm)`` of a call of ``t``
-seconds, which grows with ``t``: the composed step stays below the exact one.
+seconds, which grows with ``t``, and ETP's are exposed whole: the composed step stays below the
+exact one.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ _GPU_SHARE = {"all_gather": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 
 
 # the collectives given a floor of their own (name -> the key of ``algorithms`` that times
 # them); sends have theirs (send_floor) and CP's all-gather is not what its exposure reads
-_FLOORED = {"tp": "tp", "ep": "ep", "dp": "dp", "dp_gather": "dp", "dp_reduce": "dp", "dp_experts": "dp"}
+_FLOORED = {"tp": "tp", "etp": "tp", "ep": "ep", "dp": "dp", "dp_gather": "dp", "dp_reduce": "dp", "dp_experts": "dp"}
 
 
 # ops NCCL runs as point-to-point sends, Simple whatever NCCL_PROTO says (collectives' _sends_simple)
@@ -254,7 +256,7 @@ class CutBound:
         """A :class:`CommProfile` of ``lay`` (a :class:`flowsolver.planning.Layout`) whose
         per-call times are the cut bounds; ``degrees`` is what compose reads of the layout."""
         key = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.order)
-        kinds = {"tp": "tp", "cp": "cp", "cp_step": "cp_step", "pp": "pp", "ep": "ep", "dp": "dp",
+        kinds = {"tp": "tp", "etp": "tp", "cp": "cp", "cp_step": "cp_step", "pp": "pp", "ep": "ep", "dp": "dp",
                  "dp_gather": "dp", "dp_reduce": "dp", "dp_experts": "dp_experts"}
         comms = {}
         for name, _, op, size, _ in step_collectives(spec, degrees, lay.micro_batch, lay.zero, lay.sequence_parallel,

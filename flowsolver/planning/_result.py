@@ -18,7 +18,9 @@ class PlanRow:
     """One layout timed on the cluster: ``step_time`` (s), ``tokens_per_gpu`` (tokens/s per
     GPU), ``mfu`` (model FLOP/s over the GPUs' dense peak of the precision), ``memory``
     (bytes per GPU, the largest stage's estimate), ``compute`` and ``bubble`` (s of the
-    step), ``exposed`` (s of exposed communication per kind: tp, cp, pp, ep, dp),
+    step), ``exposed`` (s of exposed communication per kind: tp, cp, pp, ep, dp; tp is the TP
+    groups' traffic, a mixture of experts' token-dispatcher collectives included: the step's
+    ``etp`` phase),
     ``bottleneck_tier`` (the tier of the link that holds back the most exposed kind, ``""``
     without communication), ``bound`` (the lower bound it was ranked by before timing, s)
     and ``result`` (the :class:`flowsolver.StepResult`)."""
@@ -39,6 +41,7 @@ class PlanRow:
     def of(cls, layout: Layout, result, bound: float, memory: float) -> "PlanRow":
         parts = result.breakdown
         exposed = {k: float(parts.get(k, 0.0)) for k in _KINDS}
+        exposed["tp"] += float(parts.get("etp", 0.0))       # the TP groups' traffic: a MoE's dispatcher's too
         return cls(layout=layout, step_time=float(result.step_time), tokens_per_gpu=float(result.tokens_per_gpu),
                    mfu=float(result.mfu), memory=float(memory), compute=float(result.compute_time),
                    bubble=float(result.bubble_time), exposed=exposed, bottleneck_tier=result.bottleneck_tier,

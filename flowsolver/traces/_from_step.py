@@ -17,7 +17,8 @@ and direction:
   each the rank's KV chunk sent to the next rank of its CP ring and the previous rank's
   received (backward: the KV gradients too), beside ``1 / cp`` of the layer's attention in
   that direction, then the last chunk's block; a recomputed layer's backward runs the
-  forward ring again.
+  forward ring again, and so does every layer's under selective recompute (the checkpointed
+  core attention's forward, ring included, runs again).
 * The attention and MLP blocks, each its share of the rest of the compute (by GEMM time),
   with the TP collectives of ``training._exposed.tp_layer_ops`` (Transformer Engine's ten
   per layer with sequence parallelism: forward all-gather / QKV, reduce-scatter / proj,
@@ -31,6 +32,11 @@ and direction:
   compute they are scaled down to it (``compose`` does not cap there; with its per-GEMM
   cap that needs the backward of a recomputed layer and ``tp_overlap`` above 8/9).
 * EP: the dispatch all-to-all before the MLP block, the combine after it, exposed.
+* ETP (a mixture of experts with ``tp > 1``): the MLP block's TP collectives are the token
+  dispatcher's, not Transformer Engine's (the attention block keeps its own): the routed
+  tokens' all-gather after the dispatch all-to-all and the reduce-scatter of the experts'
+  output before the combine, ``top_k x capacity_factor`` the TP bytes, in the TP group,
+  exposed (backward: the same two, the gradients' way), as ``compose``'s ``etp`` phase.
 
 DP (ZeRO 0 / 1 / 2), in ``compose``'s windows and buckets (``chunks``: one per layer of a
 stage without interleaving, pipelined or not; one per model chunk with it): the gradients of
@@ -134,7 +140,7 @@ class _Builder:
         self.chunks = chunk_layers(model.layers, self.lay.pp, self.lay.vp)
         self.tp_overlap = s.tp_overlap
         tp = self.comms.get("tp")
-        self.tp_ops = tp_layer_ops(prof.sequence_parallel)
+        self.tp_ops = tp_layer_ops(prof.sequence_parallel, moe="etp" in self.comms)
         self.tp_seconds = {} if tp is None else dict(all_gather=tp.gather, reduce_scatter=tp.per_call,
                                                      all_reduce=tp.per_call)
         self.cp_ring = {}                                  # rank: (previous, next) on its CP ring
@@ -201,8 +207,10 @@ class _Builder:
 
     def rings(self, d, again):
         """The ring-attention passes of a layer in direction ``d``: the forward's, or the
-        backward's preceded by the forward's again in a recomputed layer."""
-        return ("F",) if d == "F" else ("F", "B") if again else ("B",)
+        backward's preceded by the forward's again in a recomputed layer, and in every layer
+        under selective recompute (its checkpointed core attention, the ring included, runs
+        its forward again: ``compose``'s ``core_again``)."""
+        return ("F",) if d == "F" else ("F", "B") if again or self.selective else ("B",)
 
     def groups_of(self, d, again):
         """The layer's blocks in direction ``d``, in order: ``(name, GEMM weight, TP ops)``;
@@ -247,6 +255,9 @@ class _Builder:
                 out += (c.group_size - 1) * max(0.0, (1 if r == "F" else 2) * step - self.attention[r] / c.group_size)
         if "ep" in self.comms:             # dispatch and combine; again in a recomputed forward
             out += 2 * self.comms["ep"].per_call * (2 if d == "B" and again else 1)
+        if "etp" in self.comms:            # the dispatcher's all-gather and reduce-scatter; likewise
+            etp = self.comms["etp"]
+            out += (etp.gather + etp.per_call) * (2 if d == "B" and again else 1)
         return out
 
     def ring(self, rank: _Rank, r, tag):
@@ -282,11 +293,14 @@ class _Builder:
         self.use(self.pass_flops(d, again) - ring, rest)         # the blocks' nodes share the rest by time
         total = sum(map(sum, hidden))
         spare, weight = rest - scale * total, sum(w for _, w, _ in blocks)
-        ep = self.comms.get("ep")
+        ep, etp = self.comms.get("ep"), self.comms.get("etp")
         for (name, w, ops), hides in zip(blocks, hidden):
-            moe = name in ("mlp", "recompute.mlp") and ep is not None
-            if moe:
-                self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.mlp.dispatch")
+            experts = name in ("mlp", "recompute.mlp")
+            if experts and ep is not None:
+                self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.{name}.dispatch")
+            if experts and etp is not None:     # the dispatcher's all-gather of the routed tokens (backward:
+                # the gradient of its reduce-scatter), then the experts, then the reduce-scatter
+                self.coll(rank, "tp", "all_gather", etp.bytes, f"{tag}.{name}.etp.all_gather")
             self.compute(rank, f"{tag}.{name}", spare * w / weight)
             for j, ((op, _), h) in enumerate(zip(ops, hides)):
                 call = [("tp", op, self.comms["tp"].bytes, f"{tag}.{name}.tp{j}.{op}")]
@@ -294,8 +308,10 @@ class _Builder:
                     self.beside(rank, call, h * scale, f"{tag}.{name}.tp{j}.hidden")
                 else:
                     self.coll(rank, *call[0])
-            if moe:
-                self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.mlp.combine")
+            if experts and etp is not None:
+                self.coll(rank, "tp", "reduce_scatter", etp.bytes, f"{tag}.{name}.etp.reduce_scatter")
+            if experts and ep is not None:
+                self.coll(rank, "ep", "all_to_all", ep.bytes, f"{tag}.{name}.combine")
 
     def first_layer(self, stage, chunk) -> int:
         """The model's index of the first layer of ``chunk`` on ``stage`` (virtual stages in

@@ -32,7 +32,8 @@ class StepResult:
     ``profile`` (:class:`CommProfile`, the collectives solved once) and ``schedule``
     (:class:`Schedule`) are the inputs; the step is :func:`compose` of them. ``phases`` maps
     each communicating parallelism to its :class:`Phase`; ``breakdown`` maps compute,
-    bubble, tp, cp, pp, ep, dp to their share of ``step_time`` (the communication entries are
+    bubble, tp, etp (a mixture of experts with tp > 1: the token dispatcher's TP collectives),
+    cp, pp, ep, dp to their share of ``step_time`` (the communication entries are
     the exposed parts): the values add up to ``step_time``. ``comm_overhead`` = exposed
     communication / step time; ``speedup`` = tokens/s against one GPU of the same type
     computing alone at the same efficiency and precision. Reported like the published runs:
@@ -139,7 +140,7 @@ class StepResult:
     @property
     def bottleneck(self) -> tuple:
         """The bottleneck links of the phase with the largest exposed time (the first of
-        tp, cp, pp, ep, dp on a tie); ``()`` without communication."""
+        tp, etp, cp, pp, ep, dp on a tie); ``()`` without communication."""
         return max(self.phases.values(), key=lambda p: p.exposed).bottleneck if self.phases else ()
 
     @property
@@ -231,8 +232,9 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
     ``m = global_batch / (dp micro_batch)`` microbatches; each stage computes one in the
     :func:`layer_compute` time of its layers (a full-recompute layer's forward again, the
     output projection and loss on the last stage) and, per microbatch, waits for its exposed
-    TP, CP and EP traffic; the slowest stage sets the pace ``t``. ``step_time = m t + (pp - 1)
-    / vp x t`` (the 1F1B or interleaved bubble) ``+`` exposed PP and DP traffic.
+    TP, ETP (a mixture of experts' dispatcher TP collectives), CP and EP traffic; the slowest
+    stage sets the pace ``t``. ``step_time = m t + (pp - 1) / vp x t`` (the 1F1B or
+    interleaved bubble) ``+`` exposed PP and DP traffic.
 
     >>> import topologies as tp
     >>> from flowsolver import training_step
@@ -260,7 +262,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
                                                  attention_seconds=parts["attention"], gemms=parts["gemms"],
                                                  recomputed=r, attention_fwd=parts["attention_fwd"],
                                                  attention_bwd=parts["attention_bwd"], tp_again=redo.tp_ops,
-                                                 attention_again=redo.attention, mlp_again=redo.gemms["fc1"] > 0)
+                                                 attention_again=redo.attention, mlp_again=redo.gemms["fc1"] > 0,
+                                                 core_again=redo.core_attention)
     per_mb = [distinct[(n, r)] for n, r in zip(layers, recomputed)]
     slot = [c + sum(p.exposed for p in ph.values()) for c, ph in zip(stage_compute, per_mb)]
     q = max(range(lay.pp), key=slot.__getitem__)

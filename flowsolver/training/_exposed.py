@@ -1,4 +1,4 @@
-"""The exposed communication of a step: per parallelism (tp, cp, pp, ep, dp) its
+"""The exposed communication of a step: per parallelism (tp, etp, cp, pp, ep, dp) its
 :class:`Phase`, how many calls of its solved collective the step makes and how much of them
 the schedule hides (pure arithmetic on a profile). A phase is one parallelism's
 communication in a step (``StepResult.phases``), nothing else in training."""
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from ..routing import first_tier
 from ._pipeline import critical_sends
 
-__all__ = ["Phase", "microbatch_phases", "tp_layer_ops", "tp_hidden", "tp_layer_exposed", "pipeline_phase",
-           "dp_phases", "fsdp_exposed", "cp_ring_exposed"]
+__all__ = ["Phase", "microbatch_phases", "tp_layer_ops", "tp_hidden", "tp_layer_exposed", "etp_layer_exposed",
+           "pipeline_phase", "dp_phases", "fsdp_exposed", "cp_ring_exposed"]
 
 
 @dataclass(frozen=True)
@@ -74,15 +74,48 @@ _AR_FORWARD = (("all_reduce", "proj"), ("all_reduce", "fc2"))
 _AR_BACKWARD = (("all_reduce", "fc1"), ("all_reduce", "qkv"))
 
 
-def tp_layer_ops(sequence_parallel: bool) -> tuple:
+def tp_layer_ops(sequence_parallel: bool, moe: bool = False) -> tuple:
     """``(forward, backward)``: one layer's TP collectives in the order they run, each
     ``(op, gemm)`` with the GEMM it overlaps (a recomputed layer runs ``forward`` again at
     the start of its backward). The trace writer lays its DAG out from the same lists.
+    ``moe``: a mixture of experts' layer, whose MLP side is not Transformer Engine's linear
+    layers but the experts behind the token dispatcher: only the attention's (``qkv``,
+    ``proj``) are listed; the dispatcher's own TP collectives are :func:`etp_layer_exposed`'s.
 
     >>> [len(ops) for ops in tp_layer_ops(True)], tp_layer_ops(False)[0]
     ([4, 6], (('all_reduce', 'proj'), ('all_reduce', 'fc2')))
+    >>> [len(ops) for ops in tp_layer_ops(True, moe=True)]
+    [2, 3]
     """
-    return (_SP_FORWARD, _SP_BACKWARD) if sequence_parallel else (_AR_FORWARD, _AR_BACKWARD)
+    forward, backward = (_SP_FORWARD, _SP_BACKWARD) if sequence_parallel else (_AR_FORWARD, _AR_BACKWARD)
+    if moe:
+        forward, backward = (tuple(o for o in ops if o[1] in ("qkv", "proj")) for ops in (forward, backward))
+    return forward, backward
+
+
+def etp_layer_exposed(comm, *, again: int = 0) -> tuple:
+    """``(calls, seconds, exposed)`` of one mixture-of-experts layer's dispatcher TP
+    collectives (``comms["etp"]``) for one microbatch, ``again`` = 1 when the layer's MLP
+    forward runs again in its backward (a recomputed layer).
+
+    Megatron-Core's ``MoEAlltoAllTokenDispatcher`` (moe/token_dispatcher.py, NVIDIA/Megatron-LM
+    d98e8a6): forward, the routed tokens all-gathered over the expert-TP group after the EP
+    all-to-all (``dispatch_postprocess``) and the experts' output reduce-scattered before the
+    combine (``combine_preprocess``); backward, their transposes (the all-gather's backward a
+    reduce-scatter, ``_GatherFromSequenceParallelRegion``; the reduce-scatter's an all-gather).
+    The grouped GEMM keeps its gathered input, so nothing is gathered again for the weight
+    gradient (4 calls, not a dense MLP's 5). The experts' linear layers run with
+    ``explicit_expert_comm`` (no Transformer Engine communication, no userbuffers overlap) and the
+    dispatcher's collectives run on the compute stream between the GEMMs: all exposed, as the EP
+    all-to-alls are.
+
+    >>> from types import SimpleNamespace
+    >>> etp_layer_exposed(SimpleNamespace(per_call=2.0, gather=1.0), again=1)
+    (6, 9.0, 9.0)
+    """
+    calls = 2 * (2 + again)
+    seconds = (2 + again) * (comm.per_call + comm.gather)
+    return calls, seconds, seconds
 
 
 def tp_hidden(seconds: float, gemm: float, tp_overlap: float, op: tuple = ()) -> float:
@@ -97,7 +130,7 @@ def tp_hidden(seconds: float, gemm: float, tp_overlap: float, op: tuple = ()) ->
     return 0.0 if tuple(op) in _AR_FORWARD else tp_overlap * min(seconds, gemm)
 
 
-def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward=False) -> tuple:
+def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward=False, moe: bool = False) -> tuple:
     """``(calls, seconds, exposed)`` of one layer's TP collectives for one microbatch.
 
     A collective of ``t`` seconds beside a GEMM of ``g`` seconds hides ``tp_overlap x
@@ -107,14 +140,15 @@ def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward=
     hidden time never exceeds the compute that hides it. ``gemms``: seconds of each forward
     GEMM (:func:`flowsolver.training._compute.gemm_seconds`); ``recompute_forward`` runs the
     forward collectives twice: ``True`` all of them (full recompute), or a collection of the
-    ``(op, gemm)`` pairs that run again (a partial recompute mode).
+    ``(op, gemm)`` pairs that run again (a partial recompute mode); ``moe``, a mixture of
+    experts' layer: the attention's collectives only (:func:`tp_layer_ops`).
 
     >>> from types import SimpleNamespace
     >>> c = SimpleNamespace(op="reduce_scatter", per_call=2.0, gather=1.0)
     >>> tp_layer_exposed(c, dict(qkv=0.5, proj=4.0, fc1=4.0, fc2=4.0), tp_overlap=1.0)
     (10, 14.0, 2.5)
     """
-    forward, backward = tp_layer_ops(comm.op == "reduce_scatter")
+    forward, backward = tp_layer_ops(comm.op == "reduce_scatter", moe)
     if recompute_forward is True:
         again = forward
     else:
@@ -135,8 +169,9 @@ def cp_ring_exposed(step_seconds: float, cp: int, attention_fwd: float, attentio
     per attention, each step's transfer overlapped with the blockwise attention of the chunk
     already held, ``1 / cp`` of the attention (load-balanced causal chunks). Forward: one KV
     chunk per step (``step_seconds``); backward: the KV chunk and its gradient (``2 x``)
-    beside ``1 / cp`` of the backward attention; a fully recomputed layer runs the forward
-    ring again. Each step exposes what its transfer outlasts its block.
+    beside ``1 / cp`` of the backward attention; ``recompute_forward``: the forward ring runs
+    again in the backward (a fully recomputed layer; selective recompute's checkpointed core
+    attention). Each step exposes what its transfer outlasts its block.
 
     >>> cp_ring_exposed(1.0, 4, 2.0, 4.0)        # 3 x (1 - 0.5) + 3 x (2 - 1)
     4.5
@@ -149,7 +184,7 @@ def cp_ring_exposed(step_seconds: float, cp: int, attention_fwd: float, attentio
 def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_seconds: float, gemms: dict,
                       recomputed: int = 0, attention_fwd: float | None = None,
                       attention_bwd: float | None = None, tp_again=True, attention_again: bool = True,
-                      mlp_again: bool = True) -> dict:
+                      mlp_again: bool = True, core_again: bool = False) -> dict:
     """TP, CP and EP phases of ONE microbatch through a stage of ``layers`` layers.
 
     * TP (Megatron with Transformer Engine): per layer four all-reduces' worth with
@@ -158,7 +193,13 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
       without sequence parallelism), each beside the GEMM it overlaps
       (:func:`tp_layer_exposed`: ``tp_overlap`` of it hides, at most that share of the GEMM);
       the ``recomputed`` layers run their forward collectives again (``tp_again``: all of them,
-      full recompute, or the ``(op, gemm)`` pairs a partial mode runs again).
+      full recompute, or the ``(op, gemm)`` pairs a partial mode runs again). A mixture of
+      experts' layer (``comms`` holds ``etp``) counts the attention's here (2 forward, 3
+      backward with sequence parallelism).
+    * ETP (a mixture of experts with ``tp > 1``, :func:`etp_layer_exposed`): the token
+      dispatcher's all-gather and reduce-scatter of the routed tokens, forward and backward,
+      4 calls per MoE layer, exposed; a recomputed layer whose MLP runs again (``mlp_again``)
+      runs the forward pair again.
     * CP (ring attention, :func:`cp_ring_exposed`): the KV exchange of every layer, step by
       step beside the blockwise attention (``attention_fwd`` / ``attention_bwd`` seconds per
       layer; when not given, a third / two thirds of ``attention_seconds``). The solved
@@ -166,27 +207,40 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
       takes what ``comms["cp_step"]`` solved: every rank's KV chunk sent to the next rank of
       its ring, all at once (Transformer Engine's P2P exchange, a latency per step; without
       it, ``per_call / (cp - 1)``). Three all-gathers' worth per layer (forward KV, backward
-      KV and KV gradients).
+      KV and KV gradients); a fourth where the forward ring runs again: in a recomputed layer
+      whose attention runs again (``attention_again``), and in every layer with ``core_again``
+      (selective recompute: the checkpointed core attention's forward, ring attention's KV
+      exchange included, runs again in each layer's backward: Megatron-Core's
+      ``_checkpointed_attention_forward`` re-runs Transformer Engine's context-parallel
+      attention, whose forward passes the KV chunks around the ring).
     * EP: 4 all-to-alls per MoE layer (dispatch and combine, forward and backward), exposed; a
       recomputed layer whose MLP runs again (``mlp_again``) dispatches and combines again.
     """
     out = {}
     if "tp" in comms:
-        c = comms["tp"]
-        plain = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap)
-        again = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap, recompute_forward=tp_again)
+        c, moe = comms["tp"], "etp" in comms
+        plain = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap, moe=moe)
+        again = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap, recompute_forward=tp_again, moe=moe)
         calls, seconds, exposed = ((layers - recomputed) * p + recomputed * q for p, q in zip(plain, again))
         op = "reduce_scatter+all_gather" if c.op == "reduce_scatter" else "all_reduce"
         out["tp"] = _phase(c, op, calls, exposed, seconds / calls)
+    if "etp" in comms:
+        c = comms["etp"]
+        plain, again = etp_layer_exposed(c), etp_layer_exposed(c, again=int(bool(mlp_again)))
+        calls, seconds, exposed = ((layers - recomputed) * p + recomputed * q for p, q in zip(plain, again))
+        out["etp"] = _phase(c, "reduce_scatter+all_gather", calls, exposed, seconds / calls)
     if "cp" in comms:
         c = comms["cp"]
         cp = c.group_size
         fwd = attention_seconds / 3.0 if attention_fwd is None else attention_fwd
         bwd = 2.0 * attention_seconds / 3.0 if attention_bwd is None else attention_bwd
         step = comms["cp_step"].per_call if "cp_step" in comms else c.per_call / (cp - 1)
-        exposed = ((layers - recomputed) * cp_ring_exposed(step, cp, fwd, bwd)
-                   + recomputed * cp_ring_exposed(step, cp, fwd, bwd, recompute_forward=attention_again))
-        out["cp"] = _phase(c, "all_gather", 3 * layers + recomputed * attention_again, exposed, c.per_call)
+        again = recomputed if attention_again else 0        # layers whose forward ring runs again
+        if core_again:
+            again = layers
+        exposed = ((layers - again) * cp_ring_exposed(step, cp, fwd, bwd)
+                   + again * cp_ring_exposed(step, cp, fwd, bwd, recompute_forward=True))
+        out["cp"] = _phase(c, "all_gather", 3 * layers + again, exposed, c.per_call)
     if "ep" in comms:
         c = comms["ep"]
         calls = 4 * layers + 2 * recomputed * mlp_again

@@ -21,16 +21,19 @@ __all__ = ["CommTiming", "CommProfile", "solve_profile", "kv_bytes"]
 class CommTiming:
     """One parallelism's collective, solved on the cluster.
 
-    ``name`` is ``tp``, ``cp``, ``pp``, ``ep``, ``dp`` or ``dp_experts`` (the gradients of the
+    ``name`` is ``tp``, ``etp`` (a mixture of experts' MLP-side TP collectives: the token
+    dispatcher's all-gather of the routed tokens and reduce-scatter of the experts' output, over
+    the TP groups), ``cp``, ``pp``, ``ep``, ``dp`` or ``dp_experts`` (the gradients of the
     experts' shards, reduced among the DP ranks holding the same shard), or ``cp_step`` (one
     ring-attention step: every CP rank's KV chunk to the next rank of its ring, ``groups``
     pairs), ``dp_gather`` / ``dp_reduce`` (ZeRO 3: one layer's parameters and gradients); ``op`` the
     collective solved (``all_reduce``, ``send_recv``, ``all_to_all``, ``all_gather`` for CP's
-    ring attention, or ``reduce_scatter`` for DP with ZeRO >= 1 and TP with sequence
-    parallelism), of ``bytes`` per call (nccl-tests sizes); ``per_call`` seconds
+    ring attention, or ``reduce_scatter`` for DP with ZeRO >= 1, TP with sequence
+    parallelism and ETP), of ``bytes`` per call (nccl-tests sizes); ``per_call`` seconds
     with all ``groups`` groups of ``group_size`` ranks at once, in lockstep; ``gather`` the
     seconds of the matching ``all_gather`` of the same bytes (DP with ZeRO >= 1: the updated
-    parameters; TP with sequence parallelism: the activations; 0 otherwise); ``bottleneck`` the links that set the first step's time
+    parameters; TP with sequence parallelism: the activations; ETP: the routed tokens; 0
+    otherwise); ``bottleneck`` the links that set the first step's time
     (:class:`flowsolver.routing.Bottleneck` records, most utilised first).
     """
 
@@ -62,8 +65,9 @@ class CommProfile:
     experts per token, ``capacity_factor``: the all-to-all carries ``capacity_factor x`` the
     routed tokens, 1 for dropless, below 1 the tokens over capacity dropped) fix the collectives; ``gpu``
     (:class:`topologies.GpuSpec`) its peaks and memory; ``comms`` maps each communicating
-    parallelism to its :class:`CommTiming`, in the order ``tp``, ``cp``, ``pp``, ``ep``,
-    ``dp``, ``dp_experts`` (a degree of 1 communicates nothing and has no entry).
+    parallelism to its :class:`CommTiming`, in the order ``tp``, ``etp`` (a mixture of
+    experts with ``tp > 1``), ``cp``, ``pp``, ``ep``, ``dp``, ``dp_experts`` (a degree of 1
+    communicates nothing and has no entry).
     """
 
     model: ModelSpec
@@ -132,6 +136,12 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
 
     * TP: all-reduces (or, with sequence parallelism, reduce-scatters and all-gathers) of
       ``micro_batch x seq_len / cp x hidden`` bf16 activations;
+    * ETP (a mixture of experts with ``tp > 1``): the MoE layer's TP collectives, over the TP
+      groups: Megatron-Core's all-to-all token dispatcher all-gathers the routed tokens after
+      the EP all-to-all and reduce-scatters the experts' output before the combine, ``top_k x
+      capacity_factor x`` the TP bytes (the routed copies of every token); with ``ep = 1`` too
+      (the all-to-all dispatcher whatever ``ep``; Megatron's ``allgather`` dispatcher, which
+      gathers the ``s b`` tokens before routing, is not modelled);
     * CP: ring all-gathers of every CP rank's keys and values (``cp x`` :func:`kv_bytes`):
       ring attention passes each rank's KV chunk around the CP ring, step by step; one step
       (``cp_step``) is every rank's chunk sent to the next rank of its ring, all at once;
@@ -156,6 +166,15 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
     plan = []
     if lay.tp > 1:
         plan.append(("tp", "tp", "reduce_scatter" if sequence_parallel else "all_reduce", activation, of("tp")))
+        if model.experts > 1:
+            # Megatron-Core's MoEAlltoAllTokenDispatcher (moe/token_dispatcher.py, NVIDIA/Megatron-LM
+            # d98e8a6): after the EP all-to-all, dispatch_postprocess all-gathers the routed tokens
+            # over the expert-TP group (gather_from_sequence_parallel_region, group=expt_tp), and
+            # combine_preprocess reduce-scatters the experts' output back: each carries the top_k x
+            # capacity_factor routed copies of the s b tokens, not the s b of a dense layer's
+            # TP collective. Expert TP is the TP group: expert_tensor_parallel_size defaults to
+            # tensor_model_parallel_size (megatron/training/arguments.py), both innermost
+            plan.append(("etp", "tp", "reduce_scatter", activation * top_k * capacity_factor, of("tp")))
     if lay.cp > 1:
         kv = kv_bytes(model, micro_batch, lay.tp, lay.cp)
         plan.append(("cp", "cp", "all_gather", lay.cp * kv, of("cp")))

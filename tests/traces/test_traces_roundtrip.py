@@ -305,14 +305,15 @@ def test_fsdp_with_a_pipeline_gathers_in_the_first_forward_and_reduces_beside_th
 def test_ring_attention_is_written_step_by_step():
     # cp 4: per layer and microbatch 3 forward steps (one KV chunk to the ring's next rank, one
     # from the previous) and 3 backward steps (the chunk and its gradient), each beside a
-    # quarter of the attention
+    # quarter of the attention; selective recompute (this file's default) runs the checkpointed
+    # core attention's forward again in the backward, its 3 KV steps included
     g = tp.rail_optimized(4)
     step = training_step(g, model=TINY, tp=8, cp=4, global_batch=4, compute_efficiency=None)
     w = workload_from_step(step)
     rank = w.ranks[8]                                     # CP ring 0 -> 8 -> 16 -> 24 -> 0
     sends = [n for n in rank.nodes if n.kind == "send" and ".cp." in n.name]
     recvs = [n for n in rank.nodes if n.kind == "recv" and ".cp." in n.name]
-    per_layer = 3 * 1 + 3 * 2
+    per_layer = 3 * 1 + 3 * 1 + 3 * 2
     assert len(sends) == len(recvs) == step.microbatches * TINY.layers * per_layer
     assert {n.peer for n in sends} == {16} and {n.peer for n in recvs} == {0}
     assert {n.bytes for n in sends} == {step.profile.comms["cp_step"].bytes}
