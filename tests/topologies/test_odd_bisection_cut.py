@@ -37,11 +37,12 @@ def test_servers_odd_torus_takes_the_coordinate_cut(dims, server, cables):
 
 def test_host_torus_3_5_7_router_nic_trade():
     """(3, 5, 7) of hosts, the 38-cable cut: the 45 cells with c2 < 3 and 7 of the middle
-    plane c2 = 3 (its c1 < 2 and cell (0, 2)) on the first side, 52 = floor(105/2). Router (0, 2, 3) has 2 cables to its own side ((0, 1, 3),
-    (0, 2, 2)) and 4 to the other ((1, 2, 3), (2, 2, 3), (0, 3, 3), (0, 2, 4)): with its
-    router on the far side, the cut crosses its host's NIC (1) and those 2 instead of the 4,
-    one cable less; no other router gains. So 37 x 50 GB/s = 1,850 (the rank-order halves
-    gave 2,600)."""
+    plane c2 = 3 (its c1 < 2 and cell (0, 2)) on the first side, 52 = floor(105/2). Router
+    (0, 2, 3) has 2 cables to its own side ((0, 1, 3), (0, 2, 2)) and 4 to the other ((1, 2, 3),
+    (2, 2, 3), (0, 3, 3), (0, 2, 4)): with its router on the far side, the cut crosses its
+    host's NIC (1) and those 2 instead of the 4, one cable less; no other router gains when
+    moved alone (each of the other 104 has at most one cable more to the far side). So 37 x 50 GB/s
+    = 1,850 (the rank-order halves gave 2,600)."""
     g = tp.torus((3, 5, 7), server="host")
     assert tp.describe(g)["bisection_bandwidth"] == pytest.approx(37 * NDR)
 
