@@ -1,4 +1,4 @@
-"""Figures that docs/collective-timing.md, docs/concepts.md and docs/guide/cluster.md print,
+"""Figures that docs/collective-timing.md and docs/concepts.md print,
 against the code (adv20c findings 1, 5, 7, 8 and 10: each page's figure had drifted from what
 the code gives). Where a figure follows from a formula the test derives it; else it reads the
 page's figure and checks it against the code's, rounded as the page rounds it."""
@@ -107,17 +107,3 @@ def test_lockstep_relays_take_twice_the_sends_apart():
     assert lock == pytest.approx(2 * alone, rel=2e-3)          # two sends share one relay GPU's NIC
     said = f"take {lock * 1e3:.1f} ms in lockstep against {apart * 1e3:.1f} ms apart or with `pxn=False`"
     assert said in _text("concepts.md"), said
-
-
-# --- guide/cluster.md: the largest shortfall of a 1:1 build with a partial unit -----------
-
-def test_cluster_guide_s_largest_shortfall_is_195_dgx_s():
-    text = _text("guide/cluster.md")
-    said = re.findall(r"28 of the sizes 33-256 DGX H100, at most ([\d.]+) %", text)
-    if not said:
-        pytest.skip("guide/cluster.md no longer states a largest shortfall")
-    g = tp.rail_optimized(195)
-    half = 195 // 2 * 8 * 50e9                         # half the servers' 8 NDR NICs, 400 Gb/s each
-    bisection = tp.describe(g)["bisection_bandwidth"]
-    assert bisection == pytest.approx(38.4e12) and half == pytest.approx(38.8e12)
-    assert said == [f"{(1 - bisection / half) * 100:.2f}"]

@@ -70,27 +70,33 @@ def cable_on(g, node, targets, count, start, tech, tier) -> int:
     return (start + count % len(targets)) % len(targets)
 
 
-def leaf_spreads(counts, spines, limit) -> list | None:
+def leaf_spreads(counts, spines, limit, repeat_at=None) -> list | None:
     """Cables from each leaf (``counts``: its uplinks) to each of ``spines`` spines, no spine
     past ``limit`` (None where that fails). A leaf of fewer uplinks than spines (a partial
     unit's) has one to each of the first ``count``, so every two such leaves share a spine,
     and share one with the others, which reach all: ``count // spines`` cables each, the
     ``count mod spines`` extras laid end to end (the next leaf's start where this one's end)
-    over the spines past the shared ones, or where that overfills one, over all."""
+    over the spines past the shared ones, or where that overfills one, over all.
+    ``repeat_at``: the leaf whose extras start over where the first leaf's did, so the leaves
+    from it lay them as the leaves before it (tried first; laid on end to end where that
+    overfills a spine)."""
     shared = max((c for c in counts if c < spines), default=0)
-    for lo in dict.fromkeys((shared, 0)):
-        if any(c % spines > spines - lo for c in counts if c >= spines):
-            continue
-        start, rows = 0, []
-        for c in counts:
-            row = [1] * c + [0] * (spines - c) if c < spines else [c // spines] * spines
-            if c >= spines:
-                for t in range(c % spines):
-                    row[lo + (start + t) % (spines - lo)] += 1
-                start = (start + c % spines) % (spines - lo)
-            rows.append(row)
-        if max(map(sum, zip(*rows))) <= limit:
-            return rows
+    for repeat in dict.fromkeys((repeat_at, None)):
+        for lo in dict.fromkeys((shared, 0)):
+            if any(c % spines > spines - lo for c in counts if c >= spines):
+                continue
+            start, rows = 0, []
+            for i, c in enumerate(counts):
+                if i == repeat:
+                    start = 0
+                row = [1] * c + [0] * (spines - c) if c < spines else [c // spines] * spines
+                if c >= spines:
+                    for t in range(c % spines):
+                        row[lo + (start + t) % (spines - lo)] += 1
+                    start = (start + c % spines) % (spines - lo)
+                rows.append(row)
+            if max(map(sum, zip(*rows))) <= limit:
+                return rows
     return None
 
 
@@ -101,10 +107,20 @@ def two_tier_spines(g, units, rails, uplinks, radix, tech) -> bool:
     partial unit's shared spines would pass ``radix`` ports. At most ``uplinks`` while ``leaves <=
     radix`` (two tiers), so every leaf reaches every spine. (NVIDIA's DGX SuperPOD H100 reference
     architecture cables 3 units, 24 leaves x 32 uplinks, to 16 spines, 2 cables a pair; the
-    fewest are 12, 3 or 2 cables a pair.) True when every leaf spreads evenly."""
+    fewest are 12, 3 or 2 cables a pair.) True when every leaf spreads evenly.
+
+    An even count ``2m`` of full units before a partial one: the full units from ``m`` on lay
+    their uneven extras over the spines as units ``0 ... m-1`` did, where that fits. The server
+    halves are then units ``0 ... m-1`` (and the first servers of unit ``m``) against the rest,
+    and every spine has as many cables down to the second half's full leaves as up from the
+    first's: non-blocking at 1:1. Laid on end to end instead, some spine took more cables from
+    the first half than it had down to the second (195 DGX H100: 38.4 TB/s between the halves,
+    not the NICs' 38.8; 28 of the sizes 33-256 fell 1-8 cables short)."""
     counts = [uplinks[u] for u in range(units) for _ in range(rails)]
+    full = sum(1 for up in uplinks if up == uplinks[0])
+    repeat_at = full // 2 * rails if full < units and full % 2 == 0 else None
     spines = max(1, math.ceil(sum(counts) / radix))
-    while (rows := leaf_spreads(counts, spines, radix)) is None:   # shared spines overfull
+    while (rows := leaf_spreads(counts, spines, radix, repeat_at)) is None:   # shared spines overfull
         spines += 1
     spine_ids = [f"spine{s}" for s in range(spines)]
     for name in spine_ids:

@@ -269,12 +269,13 @@ def rail_optimized(nodes: int, *, server="dgx_h100", link="ib_ndr", oversubscrip
       then the fewest that hold every uplink, the leaves' uneven extras laid end to end over
       them (40 DGX H100: 320 uplinks, 5 spines of 64); a partial unit's leaves of fewer uplinks
       than spines all share the same few, so any two leaves share a spine (a spine or two more
-      where those would overfill: 69 DGX 10 spines, not 9). At 1:1 such a build can fall 1-8
-      cables short of non-blocking between the server halves (28 of the sizes 33-256 DGX H100,
-      at most 1.0 %: 66 DGX 13.1 TB/s against half the servers' NICs' 13.2, 195 DGX 38.4
-      against 38.8): a full leaf's uplinks do not divide evenly over the spines, so some spine
-      gets more cables from one half than it has down to the other. ``describe`` reports that
-      max flow (no formula for a partial unit); three tiers (257-500 DGX, 8 sizes) showed none.
+      where those would overfill: 69 DGX 10 spines, not 9). With an even count of full units
+      before the partial one, the second half of them lays its extras as the first half did, so
+      every spine has as many cables down to one server half as up from the other: non-blocking
+      at 1:1 (laid on end to end, 28 of the sizes 33-256 DGX H100 fell 1-8 cables short, 195 DGX
+      38.4 TB/s against half the servers' NICs' 38.8; now none, the same spines; three tiers,
+      257-500 DGX, 8 sizes, none either). ``describe`` reports the max flow there (no formula
+      for a partial unit).
     * ``nodes=1`` is one server with its NICs and no switch.
     * One unit of one-rail servers (``server="host"``, up to 32) puts every NIC on one leaf:
       that leaf alone, no spine (a spine cabled to it alone would carry nothing and add a

@@ -9,6 +9,9 @@ import re
 from pathlib import Path
 
 import topologies as tp
+from topologies.formats.astra import MAX_YAML_BYTES
+from topologies.formats.node_link import MAX_JSON_BYTES
+from topologies.formats.simai import MAX_SIMAI_BYTES
 
 from ..collectives import ALGORITHMS, OPS, PROTOCOLS
 from ..routing import POLICIES
@@ -158,6 +161,11 @@ def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", d
                    help="the cluster from a file instead of --family and its sizes: node-link JSON "
                         "(topology --export), an ASTRA-sim analytical network (*.yml, *.yaml) or a SimAI "
                         "topology file (any other name)")
+    g.add_argument("--cluster-max-bytes", metavar="SIZE", default=None,
+                   help="the largest --cluster file read, a size such as 96M (default: the format's own: "
+                        f"node-link JSON {MAX_JSON_BYTES // 2**20}M, about 30,000 GPUs, read in up to ~30x "
+                        f"its size of memory; ASTRA-sim YAML {MAX_YAML_BYTES // 2**20}M; SimAI "
+                        f"{MAX_SIMAI_BYTES // 2**20}M)")
     g.add_argument("--fail-fraction", type=float, default=0.0, help="switch cables failed at random")
     g.add_argument("--seed", type=int, default=0, help="seed of the failures")
 
@@ -187,6 +195,26 @@ def cluster_label(args, graph=None) -> str:
     return ", ".join(parts)
 
 
+def cluster_limit(args) -> int | None:
+    """The largest ``--cluster`` file read, in bytes (``--cluster-max-bytes``: a size such as
+    96M; None when not given: the reader's own limit, node-link JSON 48 MiB).
+
+    >>> import argparse
+    >>> cluster_limit(argparse.Namespace(cluster_max_bytes="96M")) == 96 * 2**20
+    True
+    """
+    text = getattr(args, "cluster_max_bytes", None)
+    if text is None:
+        return None
+    try:
+        value = parse_size(text)
+    except ValueError as err:
+        raise CliError(f"--cluster-max-bytes: {err}") from None
+    if value < 1:
+        raise CliError(f"--cluster-max-bytes must be at least 1 byte, got {text!r}")
+    return int(value)
+
+
 def build_graph(args):
     """The cluster graph the ``--family`` / size / link arguments describe, or the
     ``--cluster`` file (with ``--fail-fraction`` of its switch cables failed)."""
@@ -195,6 +223,9 @@ def build_graph(args):
         raise CliError(f"--fail-fraction must be in [0, 1], got {args.fail_fraction!r}")
     if args.seed < 0:
         raise CliError(f"--seed must be an integer >= 0, got {args.seed}")
+    if args.cluster is None and getattr(args, "cluster_max_bytes", None) is not None:
+        raise CliError("--cluster-max-bytes: the limit of a --cluster file's size; give --cluster PATH "
+                       "or leave it out")
     if args.cluster is not None and sizes:
         raise ValueError(f"{', '.join(sizes)}: a --cluster file holds its own size; leave these out")
     takes = {p.flag for p in tp.get_family(args.family).parameters}
@@ -206,7 +237,7 @@ def build_graph(args):
         if given:
             raise ValueError(f"{', '.join(given)}: a --cluster file holds its own servers and links; "
                              "leave these out or describe a generated cluster")
-        g = cluster_file(args.cluster)
+        g = cluster_file(args.cluster, cluster_limit(args))
         return tp.fail_links(g, args.fail_fraction, seed=args.seed) if args.fail_fraction else g
     return tp.build(args.family, link=args.link or "ib_ndr", server=server_of(args.server),
                     oversubscription=1.0 if args.oversubscription is None else args.oversubscription,

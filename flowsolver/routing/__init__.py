@@ -16,9 +16,10 @@ Policies
     shorter way round, the + direction at a tie.
 ``"minimal"``, ``"valiant"``, ``"ugal"``
     DragonFly: minimal = one global hop, fluid over the working global cables between the
-    two groups; valiant = minimal to the router of a random third group where a random global
-    cable from the source's group lands (Kim et al. 2008's VAL: a random intermediate group),
-    then minimal to the destination; ugal = per flow, minimal or valiant by the UGAL-G rule (queue x
+    two groups; valiant = to the router of a random third group where a random global cable
+    from the source's group lands, over the cables of the source's group that land on it
+    (Kim et al. 2008's VAL: a random intermediate group, at most 3 local hops, no router
+    twice), then minimal to the destination; ugal = per flow, minimal or valiant by the UGAL-G rule (queue x
     hops, with link load / capacity as the queue) in the fluid limit: from all-minimal, a
     damped best response over a few rounds, each flow taking the path of the smaller
     (max load / capacity on the path) x (hops) under the current loads.

@@ -102,6 +102,10 @@ class DragonflyTables:
         self.glob, self.gkey = glob[order], (gu * self.groups + gv)[order]
         # the working global cables' running count in that order: the cable-weighted draw's scale
         self.gcum = np.concatenate([[0.0], np.cumsum(ix.cables[self.glob].astype(np.float64))])
+        # the same cables by (tail's group, head router): those from a group landing on a router
+        self.lkey = gu * ix.nv + ix.head[glob]
+        by_head = np.argsort(self.lkey, kind="stable")
+        self.lglob, self.lkey = glob[by_head], self.lkey[by_head]
 
     def minimal(self, a, b):
         """Minimal routes router ``a[i] -> b[i]``: one global hop, fluid over the working
@@ -109,44 +113,40 @@ class DragonflyTables:
         ix = self.ix
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         ga, gb = self.group[a], self.group[b]
-        pairs, links, fracs = [], [], []
-
-        def local(u, v, rows):
-            return ix.working_link_ids(
-                u, v, lambda j: f"minimal route from {ix.name(a[rows[j]])} to {ix.name(b[rows[j]])}")
-
+        out = _Entries(ix, a, b, "minimal route")
         same = np.flatnonzero((ga == gb) & (a != b))
         if same.size:
-            pairs.append(same)
-            links.append(local(a[same], b[same], same))
-            fracs.append(np.ones(len(same)))
+            out.add(same, out.local(a[same], b[same], same), np.ones(len(same)))
         cross = np.flatnonzero(ga != gb)
-        key = ga[cross] * self.groups + gb[cross]
-        order = np.argsort(key, kind="stable")
-        cross, key = cross[order], key[order]
-        bounds = np.flatnonzero(np.diff(key)) + 1
-        for rows in np.split(cross, bounds):
-            if not rows.size:
-                continue
+        for rows in _runs(cross, ga[cross] * self.groups + gb[cross]):
             k = ga[rows[0]] * self.groups + gb[rows[0]]
             lo, hi = np.searchsorted(self.gkey, [k, k + 1])
-            cab = self.glob[lo:hi]
-            if not cab.size:
+            if lo == hi:
                 raise RoutingError(f"no working global cable between groups {ga[rows[0]]} and {gb[rows[0]]} "
                                    f"(route {ix.name(a[rows[0]])} -> {ix.name(b[rows[0]])}); use 'shortest'")
-            w = ix.cables[cab] / ix.cables[cab].sum()
-            u, v = ix.tail[cab], ix.head[cab]
-            R, C = len(rows), len(cab)
-            pr = np.repeat(rows, C)
-            uu, vv, ww, ll = np.tile(u, R), np.tile(v, R), np.tile(w, R), np.tile(cab, R)
-            xa, yb = a[pr], b[pr]
-            first = xa != uu
-            last = vv != yb
-            pairs += [pr[first], pr, pr[last]]
-            links += [local(xa[first], uu[first], pr[first]), ll, local(vv[last], yb[last], pr[last])]
-            fracs += [ww[first], ww, ww[last]]
-        cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
-        return cat(pairs, np.int64), cat(links, np.int64), cat(fracs, np.float64)
+            out.over_cables(rows, self.glob[lo:hi])
+        return out.entries()
+
+    def to_router(self, a, m):
+        """Valiant's first half, router ``a[i]`` to the intermediate router ``m[i]`` of
+        another group: local to a global cable of ``a[i]``'s group that lands on ``m[i]``
+        and over it, fluid over those cables (in proportion to their cables); no local hop
+        in ``m[i]``'s group, so the second half (minimal from ``m[i]``) passes no router
+        twice. Where ``m[i]`` has no working cable from ``a[i]``'s group, raises the
+        RoutingError :meth:`minimal` raises for the two groups."""
+        ix = self.ix
+        a, m = np.asarray(a, dtype=np.int64), np.asarray(m, dtype=np.int64)
+        out = _Entries(ix, a, m, "Valiant route")
+        for rows in _runs(np.arange(len(a)), self.group[a] * ix.nv + m):
+            k = self.group[a[rows[0]]] * ix.nv + m[rows[0]]
+            lo, hi = np.searchsorted(self.lkey, [k, k + 1])
+            if lo == hi:
+                self.minimal(a[rows[:1]], m[rows[:1]])       # no working cable between the groups: its error
+                raise RoutingError(f"no working global cable from group {self.group[a[rows[0]]]} lands on "
+                                   f"{ix.name(m[rows[0]])} (route {ix.name(a[rows[0]])} -> "
+                                   f"{ix.name(m[rows[0]])}); use 'shortest'")
+            out.over_cables(rows, self.lglob[lo:hi])
+        return out.entries()
 
     def intermediate(self, a, b, seed: int, within=None):
         """The intermediate router of Valiant routing (Kim et al., ISCA 2008, "VAL": through
@@ -155,13 +155,14 @@ class DragonflyTables:
         group lands (drawn in proportion to the cables); -1 where both are in one group or
         fewer than 3 groups exist.
 
-        The route is then minimal to that router and minimal on: local, global, local,
-        global, local, at most 3 local hops and no router twice where one global cable joins
-        each pair of groups (``g = a*h + 1``, the default). A random router of the group
-        instead (booksim's choice) made 9.8 % of dragonfly(2, 4, 2)'s routes enter and leave
-        the group through one router with a detour between (4 local hops, a router twice).
-        Where several cables join two groups, the first half is minimal over all of them, so
-        a share can still land on another router of the group and cross to this one.
+        The route goes to that router over the cables of ``a[i]``'s group that land on it
+        (:meth:`to_router`) and minimal on: local, global, local, global, local, at most 3
+        local hops and no router twice. A random router of the group instead (booksim's
+        choice) made 9.8 % of dragonfly(2, 4, 2)'s routes enter and leave the group through
+        one router with a detour between (4 local hops, a router twice); a first half minimal
+        over all the cables between the two groups made 428 of dragonfly(2, 4, 2, g=5)'s
+        1,560 routes do so where several cables join two groups (a share landing on another
+        router of the group crossed to this one and back).
 
         The i-th pair takes the i-th of ``n = len(a)`` draws of a generator seeded
         ``seed``. ``within``: (position of each pair among the pairs of its group, size of
@@ -189,6 +190,50 @@ class DragonflyTables:
         out[~has] = np.array([self.routers_of[k][0] for k in gc[~has]], dtype=np.int64)
         out[(ga == gb) | (self.groups < 3)] = -1
         return out
+
+
+def _runs(rows, key):
+    """``rows`` split into runs of equal ``key`` (one per distinct key)."""
+    order = np.argsort(key, kind="stable")
+    rows, key = rows[order], key[order]
+    return [r for r in np.split(rows, np.flatnonzero(np.diff(key)) + 1) if r.size]
+
+
+class _Entries:
+    """(pair, link, frac) entries of routes router ``a[i] -> b[i]`` built piece by piece."""
+
+    def __init__(self, ix, a, b, what):
+        self.ix, self.a, self.b, self.what = ix, a, b, what
+        self.pairs, self.links, self.fracs = [], [], []
+
+    def local(self, u, v, rows):
+        ix, a, b = self.ix, self.a, self.b
+        return ix.working_link_ids(u, v, lambda j: f"{self.what} from {ix.name(a[rows[j]])} to {ix.name(b[rows[j]])}")
+
+    def add(self, rows, links, fracs):
+        self.pairs.append(rows)
+        self.links.append(links)
+        self.fracs.append(fracs)
+
+    def over_cables(self, rows, cab):
+        """Each pair of ``rows`` fluid over the global cables ``cab`` (in proportion to their
+        cables): local to a cable's tail where it is not the start, the cable, local from its
+        head where that is not the end."""
+        ix = self.ix
+        w = ix.cables[cab] / ix.cables[cab].sum()
+        u, v = ix.tail[cab], ix.head[cab]
+        R, C = len(rows), len(cab)
+        pr = np.repeat(rows, C)
+        uu, vv, ww, ll = np.tile(u, R), np.tile(v, R), np.tile(w, R), np.tile(cab, R)
+        xa, yb = self.a[pr], self.b[pr]
+        first, last = xa != uu, vv != yb
+        self.add(pr[first], self.local(xa[first], uu[first], pr[first]), ww[first])
+        self.add(pr, ll, ww)
+        self.add(pr[last], self.local(vv[last], yb[last], pr[last]), ww[last])
+
+    def entries(self):
+        cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
+        return cat(self.pairs, np.int64), cat(self.links, np.int64), cat(self.fracs, np.float64)
 
 
 class SizedDraws:

@@ -1,9 +1,9 @@
 """DragonFly policies: ``minimal`` (one global hop, fluid over the working global cables
-between the two groups), ``valiant`` (minimal to the router of a random third group where a
-random global cable from the source's group lands, then minimal to the destination; with several
-cables between two groups a route may still pass a router twice: the first half is fluid over
-all of them) and ``ugal`` (per flow, minimal or Valiant by the UGAL-G
-rule in the fluid limit, :func:`ugal_choice`).
+between the two groups), ``valiant`` (to the router of a random third group where a random
+global cable from the source's group lands, over the cables of the source's group that land
+on it, then minimal to the destination: local, global, local, global, local, at most 3 local
+hops and no router twice, Kim et al. 2008's VAL) and ``ugal`` (per flow, minimal or Valiant
+by the UGAL-G rule in the fluid limit, :func:`ugal_choice`).
 
 Failed cables: ``minimal`` uses the working global cables between two groups only, but none
 of the three routes around a failure otherwise: a flow whose minimal route needs a failed
@@ -46,13 +46,14 @@ def _valiant_parts(call):
     s1 = seg_min.copy()
     s2 = np.full(len(a), -1, dtype=np.int64)
     if has.any():
-        s1[has] = _minimal(call, df, a[has], mid[has])
+        s1[has] = call.paths(a[has], mid[has], df.to_router, "valiant-first")
         s2[has] = _minimal(call, df, mid[has], b[has])
     return seg_min, s1, s2, within
 
 
 def valiant(call):
-    """Two columns: minimal to the intermediate router, minimal on to the destination."""
+    """Two columns: to the intermediate router over the cables landing on it
+    (:meth:`~._fabric.DragonflyTables.to_router`), minimal on to the destination."""
     _, s1, s2, _ = _valiant_parts(call)
     return [(s1, 1.0), (s2, 1.0)]
 
