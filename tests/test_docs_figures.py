@@ -3,7 +3,6 @@ against the code (adv20c findings 1, 5, 7, 8 and 10: each page's figure had drif
 the code gives). Where a figure follows from a formula the test derives it; else it reads the
 page's figure and checks it against the code's, rounded as the page rounds it."""
 
-import re
 from pathlib import Path
 
 import pytest
