@@ -15,7 +15,7 @@ from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_m
 from ._kv import kv_transfer
 from ._result import ServeResult, _result, check_fits, request_stream
 from ._steady import spec_lengths
-from ._steps import WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
+from ._steps import EMBEDDING_BYTES, WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
 
 __all__ = ["serve", "DEFAULT_MEMORY_UTILIZATION", "KV_BYTES_MIN"]
 
@@ -215,8 +215,8 @@ def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
     on one H100)."""
     m, lay, gpu = sm.model, sm.layout, sm.gpu
     local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
-    weights = WEIGHT_BYTES[sm.precision] * (m.layers * (m.attention_params + local_mlp)
-                                            + m.embedding_params) / (lay.tp * lay.pp)
+    weights = (WEIGHT_BYTES[sm.precision] * m.layers * (m.attention_params + local_mlp)
+               + EMBEDDING_BYTES * m.embedding_params) / (lay.tp * lay.pp)      # embedding, LM head bf16
     free = gpu.memory * memory_utilization - weights
     if free <= 0:
         raise ValueError(f"{m.name} does not fit: {weights / 1e9:.1f} GB of weights per GPU with tp={lay.tp}, "
