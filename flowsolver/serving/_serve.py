@@ -14,7 +14,7 @@ from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_m
                         resolve_compute)
 from ._kv import kv_transfer
 from ._result import ServeResult, _result, check_fits, request_stream
-from ._steady import spec_lengths
+from ._steady import spec_bounds
 from ._steps import EMBEDDING_BYTES, WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
 
 __all__ = ["serve", "DEFAULT_MEMORY_UTILIZATION", "KV_BYTES_MIN"]
@@ -196,13 +196,13 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
 
 def _least(spec) -> int:
     """The fewest tokens a length spec of :func:`request_stream` draws (int, ``(lo, hi)`` or samples)."""
-    return int(spec_lengths(spec).min())
+    return spec_bounds(spec)[0]
 
 
 def _most(spec) -> int:
     """The most tokens a length spec of :func:`request_stream` can draw: the value, ``hi`` of
     ``(lo, hi)``, the largest sample (whatever one run drew)."""
-    return int(spec_lengths(spec).max())
+    return spec_bounds(spec)[1]
 
 
 def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
