@@ -413,6 +413,7 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                 bottleneck[f"{name}.{kind}"] = links
     engine = dict(mode="colocated" if "colocated" in pools else "disaggregated", gpus=len(all_ranks),
                   **limits, decode_at_once=at_once[decoding], token_budget=token_budget, prompt=prompt, output=output,
+                  model=spec.name, context=spec.context,
                   bottleneck=bottleneck, kv_bytes_per_token=first.kv_bytes_per_token,
                   layouts={name: dict(tp=lay.tp, pp=lay.pp, ep=lay.ep, instances=lay.instances)
                            for name, lay in pools.items()})
