@@ -9,9 +9,9 @@ of ``bytes / n`` each, source ``i n_p / n`` and destination ``i n_d / n`` (shard
 
 The transfers of several prefill instances overlap on the fabric. For ``k`` in 1, 2, 4, ...
 up to the prefill instances, the first ``k`` prefill instances each send one request's shards
-to decode instance ``p mod D`` at once, the requests reaching one decode instance spread over its
-attention ranks in turn (as the event loop places them, :func:`kv_flows`); every flow's completion time is solved with max-min
-fair sharing, re-solved as flows finish (:func:`flowsolver.completion_times`, on the
+to decode instance ``p mod D`` at once, the requests reaching one decode instance spread over
+its attention ranks in turn (as the event loop places them, :func:`kv_flows`); every flow's
+completion time is solved with max-min fair sharing, re-solved as flows finish (:func:`flowsolver.completion_times`, on the
 catalogue's effective link capacities, as :func:`flowsolver.concurrent` solves them), beside
 the pools' own communication as background flows capped at their average rates (see
 :func:`flowsolver.serving._serve.background_flows`). A prefill step's transfer, started while

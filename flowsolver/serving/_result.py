@@ -175,9 +175,9 @@ class ServeResult:
                              f"context of {per_sequence} tokens = {batch * per_sequence}")
         held = self.engine.get("decode_capacity", np.inf) * self.engine.get("decode_ranks", 1)
         if context > held:
-            raise ValueError(f"context {context:g} tokens is beyond the KV cache of a decoding instance: {held:.0f} "
-                             f"tokens ({self.engine.get('decode_capacity'):.0f} a rank x {self.engine.get('decode_ranks')} "
-                             f"attention ranks)")
+            raise ValueError(f"context {context:g} tokens is beyond the KV cache of a decoding instance: "
+                             f"{held:.0f} tokens ({self.engine.get('decode_capacity'):.0f} a rank x "
+                             f"{self.engine.get('decode_ranks')} attention ranks)")
         return self.step_tables["decode"](batch, float(context))
 
     def prefill_step(self, tokens: int, sequences: int = 1) -> tuple:

@@ -5,8 +5,8 @@ Every distinct communication (op, bytes, GPU ranks) is timed once alone by
 ``latency`` (seconds no bandwidth can shorten) and its transfer part ``transfer``, and the
 bytes it puts on every link (its solved steps' flows routed, :func:`_mean_utilization`), spread
 evenly over the transfer: NCCL's rings and trees are pipelines, each hop moving the
-collective's bytes at its pace, not a hop running ahead at its link's full rate. While several run at once, each is one fluid job loading every link in
-proportion to its bytes there; the jobs share the links max-min fairly in bandwidth, each
+collective's bytes at its pace, not a hop running ahead at its link's full rate. While several
+run at once, each is one fluid job loading every link in proportion to its bytes there; the jobs share the links max-min fairly in bandwidth, each
 counting as one flow on its busiest link (so a small collective beside a large one gets an
 equal share, as their flows would), and a job progresses at its bandwidth over its bytes
 on that link. Alone a job progresses at ``1 / transfer``, so a communication that meets
