@@ -120,6 +120,8 @@ def design(args) -> None:
     """Candidate fabrics for ``--gpus`` billed and timed; the Pareto front (or ``--all``)."""
     from .._design import design as search
 
+    if args.lifetime_days is not None and not 0 < args.lifetime_days < float("inf"):   # the library says seconds
+        raise CliError(f"--lifetime-days must be a finite number of days > 0, got {args.lifetime_days:g}")
     if args.model is not None:
         tp_, pp_ = 8 if args.tp is None else args.tp, 1 if args.pp is None else args.pp
         workload = dict(model=args.model, tp=tp_, pp=pp_)
@@ -158,6 +160,13 @@ def _numbers(flag, text, count):
     if len(values) != count:
         raise ValueError(f"{flag} {text!r}: expected {count} comma-separated numbers")
     return values
+
+
+def _factor(flag, item, factor):
+    """A ``CliError`` naming ``flag`` and the value typed where FACTOR is not in (0, 1] (the library
+    names the component it builds, which the user never named)."""
+    if not 0 < factor <= 1:
+        raise CliError(f"{flag} {item!r}: FACTOR must be in (0, 1] (the fraction of the rate kept), got {factor:g}")
 
 
 def _per_day(flag, item, rate, hours=None):
@@ -202,6 +211,10 @@ def goodput(args) -> None:
     budget = None if args.budget is None else parse_count(args.budget, "--budget")
     if args.jobs is not None:
         _refuse_beside_jobs(args)
+        have = len(tp.gpus(graph))
+        if sum(args.jobs) > have:        # the library says "sizes" and "the cluster" (read as --cluster)
+            raise CliError(f"--jobs {' '.join(map(str, args.jobs))} ask for {sum(args.jobs)} GPUs; the cluster "
+                           f"({cluster_label(args, graph)}) has {have}")
         rows = placement_slowdowns(graph, args.jobs, args.op, size, algorithm=args.algorithm)
         lines = [f"# {args.op} of {args.size} per job, jobs of {' '.join(map(str, args.jobs))} GPUs at once on "
                  f"{len(tp.gpus(graph))} GPUs ({cluster_label(args)})",
@@ -233,6 +246,8 @@ def goodput(args) -> None:
     if args.checkpoint_cost is None or args.restart is None:
         raise ValueError("--checkpoint-cost (or --checkpoint-bytes) and --restart (seconds) are required "
                          "(or --jobs for placements)")
+    if not 0 <= args.compute < float("inf"):     # the library names it workload['compute']
+        raise CliError(f"--compute must be a finite number of seconds >= 0, got {args.compute:g}")
     if args.mc_seed < 0:               # numpy's own message would not name it
         raise CliError(f"--mc-seed must be an integer >= 0, got {args.mc_seed}")
     day = 86400.0
@@ -253,11 +268,13 @@ def goodput(args) -> None:
         tier, _, spec = item.partition("=")
         rate, hours, factor = _numbers("--degrade", spec, 3)
         _per_day("--degrade", item, rate, hours)
+        _factor("--degrade", item, factor)
         comps[f"degraded:{tier}"] = Component(f"degraded:{tier}", "degrade", rate / day, unit="link",
                                               duration=hours * 3600.0, factor=factor, links=tier)
     if args.straggler:
         rate, hours, factor = _numbers("--straggler", args.straggler, 3)
         _per_day("--straggler", args.straggler, rate, hours)
+        _factor("--straggler", args.straggler, factor)
         comps["straggler"] = Component("straggler", "straggler", rate / day, unit="gpu", duration=hours * 3600.0,
                                        factor=factor)
     response = JobResponse(checkpoint_cost=args.checkpoint_cost, restart_time=args.restart,

@@ -64,4 +64,11 @@ def model_of(value: str):
         raise CliError(f"--model {value!r}: " + "; ".join(
             ([f"unknown field(s) {', '.join(unknown)}"] if unknown else [])
             + ([f"missing field(s) {', '.join(missing)}"] if missing else [])) + f" (fields: {', '.join(known)})")
-    return ModelSpec(**{"name": path.stem, **fields})
+    try:
+        return ModelSpec(**{"name": path.stem, **fields})
+    except (ValueError, TypeError) as err:
+        # ModelSpec's own message names its field (seq_len, context): said as the file's field, in
+        # the command line's words as they are (a "seq_len" of the file is no --seq-len the user gave)
+        import re
+
+        raise CliError(f"--model {value!r}: the file's " + re.sub(r"^ModelSpec '[^']*': ", "", str(err))) from None

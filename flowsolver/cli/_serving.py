@@ -75,6 +75,9 @@ def serve(args) -> None:
             raise CliError(f"{flag} must be an integer >= 1, got {value}")
     if args.request_seed < 0:                   # the API's seed=; --seed is the cable-failure seed
         raise CliError(f"--request-seed must be an integer >= 0, got {args.request_seed}")
+    for flag, value in (("--ttft-target", args.ttft_target), ("--tpot-target", args.tpot_target)):
+        if value is not None and not 0 < value < float("inf"):   # the library says it in seconds
+            raise CliError(f"{flag} must be a finite number of ms > 0, got {value:g}")
     graph = build_graph(args)
     decode = None
     if args.prefill_gpus is not None:

@@ -9,8 +9,9 @@ of ``bytes / n`` each, source ``i n_p / n`` and destination ``i n_d / n`` (shard
 
 The transfers of several prefill instances overlap on the fabric. For ``k`` in 1, 2, 4, ...
 up to the prefill instances, the first ``k`` prefill instances each send one request's shards
-to decode instance ``p mod D`` at once; every flow's completion time is solved with max-min
-fair sharing, re-solved as flows finish (:func:`flowsolver.completion_times`, on the
+to decode instance ``p mod D`` at once, the requests reaching one decode instance spread over
+its attention ranks in turn (as the event loop places them, :func:`kv_flows`); every flow's
+completion time is solved with max-min fair sharing, re-solved as flows finish (:func:`flowsolver.completion_times`, on the
 catalogue's effective link capacities, as :func:`flowsolver.concurrent` solves them), beside
 the pools' own communication as background flows capped at their average rates (see
 :func:`flowsolver.serving._serve.background_flows`). A prefill step's transfer, started while
@@ -41,18 +42,29 @@ def shard_ranks(layout, instance: int, kv_heads: int, rank: int = 0) -> list:
 
 def kv_flows(prefill, decode, kv_heads: int, pairs) -> tuple:
     """``(src, dst, owner)`` arrays of the shard flows of one request per attention rank of the
-    prefill instance, for each (prefill instance, decode instance) pair of ``pairs`` (rank
-    ``r`` to the decode instance's rank ``r mod ep``); ``owner`` is the pair's index.
+    prefill instance, for each (prefill instance, decode instance) pair of ``pairs``; ``owner``
+    is the pair's index. The requests sent to one decode instance land on its attention ranks in
+    turn, the ``c``-th (counted over ``pairs`` in order, each prefill rank one request) on rank
+    ``c mod ep``: the event loop reserves each request's cache on the decode rank with the
+    fewest tokens reserved (:func:`flowsolver.serving._events.simulate`), which for requests of
+    one length goes round the ranks; so concurrent transfers into a wide-EP decode instance go to
+    different decode GPUs (and NICs), not all to its first rank.
 
     >>> from flowsolver.serving._steps import InstanceLayout
     >>> p, d = InstanceLayout(2, 1, 1, (0, 1)), InstanceLayout(1, 1, 1, (8, 9))
     >>> [a.tolist() for a in kv_flows(p, d, 8, [(0, 1)])]
     [[0, 1], [9, 9], [0, 0]]
+    >>> p, d = InstanceLayout(1, 1, 1, (0, 1)), InstanceLayout(1, 1, 2, (8, 9))
+    >>> [a.tolist() for a in kv_flows(p, d, 8, [(0, 0), (1, 0)])]     # two senders, two decode ranks
+    [[0, 1], [8, 9], [0, 1]]
     """
     src, dst, owner = [], [], []
+    landed = {}                                  # requests placed so far on each decode instance
     for j, (a, b) in enumerate(pairs):
         for r in range(prefill.ep):
-            s, t = shard_ranks(prefill, a, kv_heads, r), shard_ranks(decode, b, kv_heads, r % decode.ep)
+            c = landed.get(b, 0)
+            landed[b] = c + 1
+            s, t = shard_ranks(prefill, a, kv_heads, r), shard_ranks(decode, b, kv_heads, c % decode.ep)
             n = max(len(s), len(t))
             for i in range(n):
                 src.append(s[i * len(s) // n])

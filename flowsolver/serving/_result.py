@@ -154,11 +154,30 @@ class ServeResult:
         """(seconds, communication seconds) of a decode step of ``batch`` sequences (an
         instance's total, 1 to the most it can run at once: its ``max_batch x ep``, and no more
         whole requests of the least length than its ranks' KV caches hold) holding ``context``
-        tokens (>= 0; decode pool)."""
+        tokens (>= 0; decode pool), at most what the batch can hold: ``batch`` x the model's
+        context (a sequence never holds more) and the instance's KV cache (its ranks'
+        ``kv_capacity`` x ``ep``).
+
+        >>> import topologies as tp, flowsolver as fs
+        >>> r = fs.serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=1.0, duration=2.0, prompt=128, output=8)
+        >>> r.decode_step(2, 20000)
+        Traceback (most recent call last):
+        ValueError: context 20000 tokens is beyond what a decode step of 2 sequences holds: 2 x llama-3-8b's context of 8192 tokens = 16384
+        """
         most = self.engine.get("decode_at_once")
         batch = _checks.integer("batch", batch, maximum=most)     # a -1 read the table from its end
         if isinstance(context, (bool, np.bool_)) or not np.isfinite(_real(context)) or context < 0:
             raise ValueError(f"context must be a finite number of tokens >= 0, got {context!r}")
+        per_sequence = self.engine.get("context")
+        if per_sequence is not None and context > batch * per_sequence:
+            raise ValueError(f"context {context:g} tokens is beyond what a decode step of {batch} sequence"
+                             f"{'s' if batch != 1 else ''} holds: {batch} x {self.engine.get('model', 'the model')}'s "
+                             f"context of {per_sequence} tokens = {batch * per_sequence}")
+        held = self.engine.get("decode_capacity", np.inf) * self.engine.get("decode_ranks", 1)
+        if context > held:
+            raise ValueError(f"context {context:g} tokens is beyond the KV cache of a decoding instance: "
+                             f"{held:.0f} tokens ({self.engine.get('decode_capacity'):.0f} a rank x "
+                             f"{self.engine.get('decode_ranks')} attention ranks)")
         return self.step_tables["decode"](batch, float(context))
 
     def prefill_step(self, tokens: int, sequences: int = 1) -> tuple:

@@ -14,8 +14,8 @@ from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_m
                         resolve_compute)
 from ._kv import kv_transfer
 from ._result import ServeResult, _result, check_fits, request_stream
-from ._steady import spec_lengths
-from ._steps import WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
+from ._steady import spec_bounds
+from ._steps import EMBEDDING_BYTES, WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
 
 __all__ = ["serve", "DEFAULT_MEMORY_UTILIZATION", "KV_BYTES_MIN"]
 
@@ -196,13 +196,13 @@ def background_flows(pools: dict, models: dict, tables: dict, *, rate: float, pr
 
 def _least(spec) -> int:
     """The fewest tokens a length spec of :func:`request_stream` draws (int, ``(lo, hi)`` or samples)."""
-    return int(spec_lengths(spec).min())
+    return spec_bounds(spec)[0]
 
 
 def _most(spec) -> int:
     """The most tokens a length spec of :func:`request_stream` can draw: the value, ``hi`` of
     ``(lo, hi)``, the largest sample (whatever one run drew)."""
-    return int(spec_lengths(spec).max())
+    return spec_bounds(spec)[1]
 
 
 def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
@@ -215,8 +215,8 @@ def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
     on one H100)."""
     m, lay, gpu = sm.model, sm.layout, sm.gpu
     local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
-    weights = WEIGHT_BYTES[sm.precision] * (m.layers * (m.attention_params + local_mlp)
-                                            + m.embedding_params) / (lay.tp * lay.pp)
+    weights = (WEIGHT_BYTES[sm.precision] * m.layers * (m.attention_params + local_mlp)
+               + EMBEDDING_BYTES * m.embedding_params) / (lay.tp * lay.pp)      # embedding, LM head bf16
     free = gpu.memory * memory_utilization - weights
     if free <= 0:
         raise ValueError(f"{m.name} does not fit: {weights / 1e9:.1f} GB of weights per GPU with tp={lay.tp}, "
@@ -413,6 +413,7 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                 bottleneck[f"{name}.{kind}"] = links
     engine = dict(mode="colocated" if "colocated" in pools else "disaggregated", gpus=len(all_ranks),
                   **limits, decode_at_once=at_once[decoding], token_budget=token_budget, prompt=prompt, output=output,
+                  model=spec.name, context=spec.context,
                   bottleneck=bottleneck, kv_bytes_per_token=first.kv_bytes_per_token,
                   layouts={name: dict(tp=lay.tp, pp=lay.pp, ep=lay.ep, instances=lay.instances)
                            for name, lay in pools.items()})

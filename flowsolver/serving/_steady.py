@@ -62,6 +62,32 @@ def spec_lengths(spec) -> np.ndarray:
     return np.atleast_1d(np.asarray(spec, dtype=np.float64))
 
 
+def spec_bounds(spec) -> tuple:
+    """``(fewest, most)`` tokens a length spec of :func:`flowsolver.serving.request_stream` draws,
+    from the bounds of ``(lo, hi)`` (no array of the integers between: ``(1, 10**10)`` costs
+    nothing) or the samples of a list.
+
+    >>> spec_bounds(4), spec_bounds((2, 10 ** 12)), spec_bounds([3, 3, 9])
+    ((4, 4), (2, 1000000000000), (3, 9))
+    """
+    if isinstance(spec, tuple):
+        return int(spec[0]), int(spec[1])
+    lengths = spec_lengths(spec)
+    return int(lengths.min()), int(lengths.max())
+
+
+def spec_mean(spec) -> float:
+    """Mean token count of a length spec (every integer of ``(lo, hi)`` equally likely: the
+    midpoint).
+
+    >>> spec_mean(4), spec_mean((2, 10 ** 12)), spec_mean([3, 3, 9])
+    (4.0, 500000000001.0, 5.0)
+    """
+    if isinstance(spec, tuple):
+        return (int(spec[0]) + int(spec[1])) / 2.0
+    return float(np.mean(spec_lengths(spec)))
+
+
 def run_engine(engine: dict, arrival, prompt, output, window: float = np.inf):
     """:func:`flowsolver.serving._events.simulate` of the requests on ``engine``'s instances and
     step tables (the dict :func:`flowsolver.serve` builds)."""
@@ -186,7 +212,7 @@ def verdict(engine: dict, trace, arrival, prompt, output, duration: float, rate:
         # took, its first arrival to its last completion (not the arrival window: a short run's
         # requests finish long after it), and never above the engine's service rate
         span = float(np.max(finish[done])) - float(np.min(arrival))
-        capacity = service_rate(engine) * float(np.mean(spec_lengths(engine["output"])))
+        capacity = service_rate(engine) * spec_mean(engine["output"])
         throughput = min(float(np.sum(output[done])) / span if span > 0 else capacity, capacity) / gpus
     else:
         throughput = 0.0

@@ -48,10 +48,16 @@ from ..training import ParallelLayout
 from ._kernel_steps import kernel_model
 from ._routing import ROUTING_DRAWS, busiest_rank_experts, expected_active_experts  # noqa: F401 (re-exported)
 
-__all__ = ["InstanceLayout", "StepModel", "WEIGHT_BYTES", "comm_table", "deal_longest_first"]
+__all__ = ["EMBEDDING_BYTES", "InstanceLayout", "StepModel", "WEIGHT_BYTES", "comm_table", "deal_longest_first"]
 
-#: bytes per weight by precision
+#: bytes per weight by precision (the transformer layers' linear weights)
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0}
+#: bytes per weight of the input embedding and the LM head, at either precision: FP8 checkpoints
+#: keep them bf16. vLLM's online FP8 quantizes "all Linear modules (except for the final
+#: lm_head)" (docs.vllm.ai/en/v0.5.4/quantization/fp8.html; the embedding is no Linear module),
+#: llm-compressor's FP8 recipes pass ``ignore=["lm_head"]`` (docs.vllm.ai, features/quantization/
+#: llm_compressor/fp8), and the kernel-table model times the logits GEMM in bf16 (_kernel_steps).
+EMBEDDING_BYTES = 2.0
 ACTIVATION_BYTES = 2.0      # bf16 activations on the wire (TP all-reduce, PP send)
 
 
@@ -147,7 +153,7 @@ class StepModel:
             mlp = busiest_rank_experts(m.experts, m.top_k, lay.ep, tokens_per_ep_group) * m.mlp_params
         else:
             mlp = m.mlp_params
-        return self._w * (m.layers * (m.attention_params + mlp) + m.vocab * m.hidden) / lay.tp
+        return (self._w * m.layers * (m.attention_params + mlp) + EMBEDDING_BYTES * m.vocab * m.hidden) / lay.tp
 
     def kv_read_bytes(self, context_tokens: float) -> float:
         """Bytes of KV cache one GPU reads for ``context_tokens`` tokens of context."""

@@ -3,9 +3,10 @@
 Every distinct communication (op, bytes, GPU ranks) is timed once alone by
 :func:`flowsolver.collective` (NCCL's algorithms, routing, latencies): its latency part
 ``latency`` (seconds no bandwidth can shorten) and its transfer part ``transfer``, and the
-bytes it puts on every link (the collective's time-weighted link utilisation x capacity x
-transfer time). While several run at once, each is one fluid job loading every link in
-proportion to its bytes there; the jobs share the links max-min fairly in bandwidth, each
+bytes it puts on every link (its solved steps' flows routed, :func:`_mean_utilization`), spread
+evenly over the transfer: NCCL's rings and trees are pipelines, each hop moving the
+collective's bytes at its pace, not a hop running ahead at its link's full rate. While several
+run at once, each is one fluid job loading every link in proportion to its bytes there; the jobs share the links max-min fairly in bandwidth, each
 counting as one flow on its busiest link (so a small collective beside a large one gets an
 equal share, as their flows would), and a job progresses at its bandwidth over its bytes
 on that link. Alone a job progresses at ``1 / transfer``, so a communication that meets
@@ -119,7 +120,7 @@ class CostModel:
             self.link_table = r.links
             self.capacity = np.asarray(r.links.effective_capacity(self.options.get("efficiency")), dtype=np.float64)
         transfer = float(sum(st.count * st.transfer for st in r.steps))
-        util = np.asarray(r.link_utilization, dtype=np.float64)
+        util = _mean_utilization(r, transfer, self.capacity)
         used = np.flatnonzero(util > 0)
         if transfer <= 0 or not len(used):
             return CommCost(op, size, ranks, r.algorithm, float(r.time), 0.0, empty, np.zeros(0))
@@ -160,6 +161,27 @@ class CostModel:
         load = np.concatenate([c.load * x for c, x in zip(costs, rates)])
         uniq, rows = np.unique(links, return_inverse=True)
         return uniq, np.bincount(rows, weights=load, minlength=len(uniq)) / self.capacity[uniq]
+
+
+def _mean_utilization(result, transfer: float, capacity) -> np.ndarray:
+    """Each link's mean utilisation over a collective's transfer: the bytes its solved steps
+    put on the link (every step's flows, routed, times the step's count) over capacity x
+    ``transfer``. Not ``result.link_utilization``: that holds each step's first allocation for
+    the whole step, so a ring's NVLink hop, whose flow runs at the full port until it is done
+    while the InfiniBand hop sets the step, counts as busy all along (a 4 GiB all-gather on
+    GPUs 0, 4, 8, 12 of two DGX H100s: 12.8 GB on GPU 0's NVLink port for the 3.2 GB it
+    carries). NCCL's ring is a pipeline (a hop forwards what it received, its FIFO slots
+    bounded), so each hop carries the ring's bytes at the ring's rate: the mean. Falls back to
+    ``link_utilization`` where the result kept no routing (steps larger than
+    ``KEEP_ROUTING_BYTES``)."""
+    derivation = result.solved_on
+    steps = () if derivation is None else derivation.steps
+    if not steps or transfer <= 0:
+        return np.asarray(result.link_utilization, dtype=np.float64)
+    moved = np.zeros(len(capacity))
+    for routing, sizes, count in steps:
+        moved += count * np.asarray(routing.link_loads(sizes), dtype=np.float64)
+    return moved / (np.asarray(capacity, dtype=np.float64) * transfer)
 
 
 #: node attributes that name a server's place, not what it is (a copy differs in them alone)
