@@ -30,8 +30,10 @@ SPLIT_FLOWS = 1 << 18
 @dataclass(frozen=True)
 class SolvedStep:
     """One step's transfer solved (:func:`solve_steps`): ``transfer`` (s; inf where a flow
-    can never move), ``utilization`` per link of the graph (fraction, at the first event's
-    rates) and ``bottleneck`` (Bottleneck records, longest-held first, at most 8)."""
+    can never move), ``utilization`` per link of the graph (fraction: the bytes the step's flows
+    put on the link over its capacity x ``transfer``, the mean over the transfer; the first
+    event's where the transfer is 0 or inf) and ``bottleneck`` (Bottleneck records, longest-held
+    first, at most 8, ranked at the first event's rates)."""
 
     transfer: float
     utilization: np.ndarray
@@ -144,6 +146,7 @@ def _solve_block(rm, group, sizes, cap, n_groups=1, kept=None):
     util_all = np.atleast_2d(np.asarray(alloc.utilization, dtype=np.float64))
     bott_all = np.atleast_2d(alloc.bottleneck)
     counts = np.bincount(group, minlength=n_groups) if group is not None else [rm.n_flows]
+    moved = np.asarray(block.link_loads(sizes), dtype=np.float64)     # bytes on each (block) link
     results = []
     for b in range(caps.shape[0]):
         with np.errstate(divide="ignore"):
@@ -156,7 +159,12 @@ def _solve_block(rm, group, sizes, cap, n_groups=1, kept=None):
             transfer = np.inf if stalled[b, fs].any() else float(finish[b, fs].max(initial=0.0))
             util = np.zeros(rm.n_links)
             util[u] = util_all[b, ls]
-            out.append(SolvedStep(transfer, util, _critical(rm, u, bott_all[b, fs], ls.start, flow_time[fs], util)))
+            critical = _critical(rm, u, bott_all[b, fs], ls.start, flow_time[fs], util)
+            if np.isfinite(transfer) and transfer > 0:      # the mean over the transfer, not the first event's
+                room = block_cap[b, ls] * transfer
+                util = np.zeros(rm.n_links)
+                util[u] = np.divide(moved[ls], room, out=np.zeros(len(u)), where=room > 0)
+            out.append(SolvedStep(transfer, util, critical))
         results.append(out)
     return results if batched else results[0]
 

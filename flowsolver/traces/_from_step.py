@@ -429,9 +429,10 @@ def workload_from_step(step: StepResult):
     per-layer gathers and reduce-scatters (ZeRO 3); the flat compute model or the kernel
     tables (``compute_efficiency=None``). Each compute node's ``flops`` are the FLOPs it
     executes, recompute included, the same in both compute models (module docstring). Replayed
-    on the cluster it was solved on it takes ``step_time`` to within 1 % in the cases tested
-    without pipelining, 1-2 % less with it (Llama 3 8B on 2 DGX H100: tp 8 x pp 2 -1.2 %, tp 4 x
-    pp 2 x dp 2 -2.0 %); what is left is where the replay is the more exact (README, "Workloads from traces":
+    on the cluster it was solved on it takes ``step_time`` to within -1.8 % to +2.3 % in the cases
+    tested without pipelining (Llama 3 8B on 2 DGX H100: tp 8, tp 4 x dp 4, tp 2 x dp 8, tp 4 x
+    cp 2 / 4, tp 8 ZeRO 3; Mixtral tp 2 x ep 8), 1-2.5 % less with it (tp 8 x pp 2 -1.2 %, tp 4 x
+    pp 2 x dp 2 -2.0 %, tp 2 x pp 4 x vp 2 -2.5 %); what is left is where the replay is the more exact (README, "Workloads from traces":
     stages paced each at its own speed, interleaving's fill and drain crossing every virtual
     stage, links shared). ZeRO 3 with ``vp > 1``, and ``vp > 1`` with microbatches not a
     multiple of ``pp``, are refused (``ValueError``).
