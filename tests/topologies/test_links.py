@@ -34,9 +34,11 @@ def test_effective_rates_match_measured_figures():
     assert get_link("pcie5").effective_bandwidth == pytest.approx(48e9, rel=1e-3)
     assert 46e9 <= get_link("ib_ndr").effective_bandwidth <= 48e9
     assert get_link("ib_hdr").effective_bandwidth == pytest.approx(24e9)
-    # no measured figure: the raw rate is used
-    assert get_link("eth_100g").efficiency is None
-    assert get_link("eth_100g").effective_bandwidth == 12.5e9
+    # no measured figure for plain Ethernet: no faster than RoCE over the same line (review20 F4:
+    # at the raw rate it beat RoCE once RoCE carried its headers)
+    assert get_link("eth_100g").efficiency == get_link("roce_400g").efficiency
+    assert get_link("eth_200g").effective_bandwidth == get_link("roce_200g").effective_bandwidth
+    assert get_link("ib_xdr").efficiency is None       # XDR: no measured figure, the raw rate
 
 
 def test_every_entry_has_a_source_and_sane_latency():
