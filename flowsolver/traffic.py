@@ -39,10 +39,13 @@ def _endpoints(name: str, values) -> np.ndarray:
             values[:] = seq
         else:
             values = seq
-    arr = np.asarray(values)
-    if arr.size == 0:
+    try:
+        arr = np.asarray(values)
+    except ValueError:          # ragged ([0, [1, 2]]): numpy cannot make it an array
+        arr = None
+    if arr is not None and arr.size == 0:
         return np.empty(0, dtype=np.int64)                    # no flows (np.asarray([]) is float)
-    if arr.ndim != 1:           # node ids that are tuples: one object each, not a row of a 2-D array
+    if arr is None or arr.ndim != 1:    # node ids that are tuples: one object each, not a row of a 2-D array
         seq = list(values)
         arr = np.empty(len(seq), dtype=object)
         for i, v in enumerate(seq):
@@ -155,9 +158,12 @@ class Flows:
     def subset(self, index) -> "Flows":
         """The flows selected by ``index`` (indices or a boolean mask)."""
         try:
-            self.sizes[index]
+            picked = self.sizes[index]
         except IndexError as err:
             raise IndexError(f"index: {err} (these Flows hold {len(self)} flows)") from None
+        if np.ndim(picked) == 0:
+            raise ValueError(f"index must select flows (a sequence of indices, a slice or a boolean mask), got "
+                             f"{index!r}: for one flow pass [{index!r}]")
         return Flows(self.src[index], self.dst[index], self.sizes[index], self.weights[index], self.demands[index])
 
     @staticmethod

@@ -128,6 +128,11 @@ def test_bad_flows_name_what_is_wrong():
         Flows.ring(4).subset([7])
     with pytest.raises(ValueError, match=r"src must be a flat sequence .* src\[0\] = \[0, 1\] \(a list\)"):
         Flows([[0, 1]], [[1, 0]], 1.0)
+    with pytest.raises(ValueError, match=r"src must be a flat sequence .* src\[1\] = \[1, 2\] \(a list\)"):
+        Flows([0, [1, 2]], [1, 0], 1.0)                       # ragged (adv20d F4)
+    with pytest.raises(ValueError, match=r"index must select flows .* for one flow pass \[0\]"):
+        Flows([0, 1], [1, 0], 1.0).subset(0)
+    assert len(Flows([0, 1], [1, 0], 1.0).subset([0])) == 1
     with pytest.raises(ValueError, match=r"sizes must be numbers of bytes .* got '1M'"):
         Flows([0], [1], "1M")
     # node ids that are tuples stay one endpoint each

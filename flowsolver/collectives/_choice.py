@@ -105,8 +105,11 @@ def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
     for (a, proto), (total, lat, _) in tuned.items():
         base = _BASE[a][PROTOCOLS.index(proto)] * 1e-6 if options.base_latency is None else options.base_latency
         steps = results[a].steps
-        entries[a, proto] = (total, rescaled(steps, total, lat, base) if np.isfinite(total) else steps,
-                             results[a].utilization)
+        timed = rescaled(steps, total, lat, base) if np.isfinite(total) else steps
+        # the same bytes over the tuned transfer: each link's mean utilization scales inversely
+        solved, tuned_transfer = transfer_of(steps), transfer_of(timed)
+        ratio = solved / tuned_transfer if tuned_transfer > 0 and np.isfinite(tuned_transfer) else 1.0
+        entries[a, proto] = (total, timed, results[a].utilization * ratio)
     pick = nccl_pick(tuned)
     # NCCL's pick first: it wins a tie (two times at the host's floor, gpus_per_thread > 1)
     contest = {pick[0]: entries[pick[0]], **own} if pick is not None else own

@@ -182,7 +182,10 @@ class StepModel:
             return (self.kernels.decode_fixed(batch, batch * self.layout.ep)
                     + self.kernels.decode_context(context_tokens))
         memory = (self.weight_bytes(batch * self.layout.ep) + self.kv_read_bytes(context_tokens)) / self.hbm_bandwidth
-        compute = self.decode_flops(batch, context_tokens) / (self._peak * self.compute_efficiency)
+        # the LM head stays bf16 under fp8 (EMBEDDING_BYTES): its GEMM runs at the bf16 peak
+        head = 2.0 * batch * self.model.vocab * self.model.hidden / self.layout.tp
+        compute = ((self.decode_flops(batch, context_tokens) - head) / self._peak
+                   + head / self.gpu.peak_bf16_flops) / self.compute_efficiency
         return max(memory, compute)
 
     def prefill_step(self, lengths) -> tuple:

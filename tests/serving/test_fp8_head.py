@@ -36,3 +36,17 @@ def test_fp8_kv_capacity_leaves_room_for_bf16_embedding_and_head():
     body = m.layers * (m.attention_params + m.mlp_params)
     per_token = 2 * m.layers * m.kv_heads * (m.hidden // m.heads) * 2   # K and V, bf16: 131,072 B
     assert r.kv_capacity == (free - body - 2 * m.embedding_params) // per_token     # 517,945 (was 525,960)
+
+
+def test_fp8_compute_bound_decode_runs_the_lm_head_at_the_bf16_peak():
+    # adv20d F3: the flat step divided the head's FLOPs by the FP8 peak; at batch 1024 a decode
+    # step is compute-bound and the head, kept bf16, runs at half the FP8 rate
+    from flowsolver.serving._steps import InstanceLayout, StepModel
+    m, gpu = fs.MODELS["llama-3-8b"], tp.get_gpu("h100_sxm")
+    sm = StepModel(m, gpu, InstanceLayout(1, 1, 1, (0,)), "fp8", 2.0, 0.44, 0.62, 3.35e12)
+    assert sm.kernels is None                                          # the flat model
+    b = 1024
+    body = 2.0 * b * m.layers * (m.attention_params + m.mlp_params)
+    head = 2.0 * b * m.vocab * m.hidden
+    hand = body / (gpu.peak_fp8_flops * 0.44) + head / (gpu.peak_bf16_flops * 0.44)    # 18.89 ms
+    assert sm.decode_seconds(b, 0) == pytest.approx(hand, rel=1e-12)
