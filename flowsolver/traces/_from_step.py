@@ -140,7 +140,7 @@ class _Builder:
         self.chunks = chunk_layers(model.layers, self.lay.pp, self.lay.vp)
         self.tp_overlap = s.tp_overlap
         tp = self.comms.get("tp")
-        self.tp_ops = tp_layer_ops(prof.sequence_parallel, moe="etp" in self.comms)
+        self.tp_ops = tp_layer_ops(prof.sequence_parallel, moe=model.experts > 1)
         self.tp_seconds = {} if tp is None else dict(all_gather=tp.gather, reduce_scatter=tp.per_call,
                                                      all_reduce=tp.per_call)
         self.cp_ring = {}                                  # rank: (previous, next) on its CP ring
