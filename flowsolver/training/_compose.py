@@ -32,7 +32,7 @@ class StepResult:
     ``profile`` (:class:`CommProfile`, the collectives solved once) and ``schedule``
     (:class:`Schedule`) are the inputs; the step is :func:`compose` of them. ``phases`` maps
     each communicating parallelism to its :class:`Phase`; ``breakdown`` maps compute,
-    bubble, tp, etp (a mixture of experts with tp > 1: the token dispatcher's TP collectives),
+    bubble, tp, etp (a mixture of experts with expert TP = tp > 1: the token dispatcher's TP collectives),
     cp, pp, ep, dp to their share of ``step_time`` (the communication entries are
     the exposed parts): the values add up to ``step_time``. ``comm_overhead`` = exposed
     communication / step time; ``speedup`` = tokens/s against one GPU of the same type
