@@ -1190,6 +1190,33 @@ def _framework(row, src: TrainingSource) -> str:
 COMPUTE_MODELS = ("kernels", "flat")
 
 
+#: rows whose recipe sets the expert layers' TP degree (Megatron-Core's expert_tensor_parallel_size)
+#: where the row itself does not print it: (source, model, GPU text) -> (etp, where it is set)
+_RECIPE_ETP = {
+    # NVIDIA/NeMo scripts/performance/recommended_model_configs/model_configs_b200.csv, from its first
+    # version (81d94d15, 2025-02-19, the 25.02 era) to 8cfedd72 (2025-09-20): "pre_train,mixtral,8x22b,
+    # b200,fp8,256,65536,2,4,8,(4,)8,14,1,64,1" -- tp 2 pp 4 cp 8 ep 8 vp 14 mbs 1 gbs 64, etp_size 1,
+    # the row's layout (scripts/performance/utils.py passes it to strategy.expert_tensor_parallel_size).
+    # The GB200 file never had a Mixtral 8x22B line (its etp is then None: Megatron's default, tp), so
+    # nemo-perf-summary-25.04's GB200 row keeps etp = tp.
+    ("nemo-docs-perf-summary-25.02", "mixtral-8x22b", "b200"):
+        (1, "NeMo's B200 recipe (recommended_model_configs/model_configs_b200.csv): etp_size 1"),
+}
+
+
+def _expert_tp(row: dict):
+    """``(etp, why)`` where a row's notes print ETP (the Megatron MoE Model Zoo's "ETP 1") or its
+    recipe sets it (:data:`_RECIPE_ETP`), else None (Megatron-Core's default, tp)."""
+    m = re.search(r"\bETP (\d+)\b", row.get("notes", ""))
+    if m:
+        return int(m.group(1)), f"ETP {m.group(1)} as printed"
+    gpu = row.get("gpu", "").lower()
+    for (source, model, gpu_key), value in _RECIPE_ETP.items():
+        if row.get("source") == source and row.get("model") == model and gpu_key in gpu and "gb200" not in gpu:
+            return value
+    return None
+
+
 def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[str]]:
     """(cluster name, training_step keyword arguments, assumptions) for one training.csv row
     (a dict of its columns as strings), with the kernel tables (``"kernels"``, the library's
@@ -1245,6 +1272,11 @@ def training_call(row: dict, compute: str = "kernels") -> tuple[str, dict, list[
             assumed.append(f"dp {dp} x tp x pp x cp != {gpus} GPUs: dp = {gpus // prod} (GPUs / (tp pp cp))")
         dp = gpus // prod
     kw["dp"] = dp
+    expert_tp = _expert_tp(row) if fields["experts"] > 1 else None
+    if expert_tp is not None and (expert_tp[0] == 1 or expert_tp[0] == kw.get("tp", 1)):
+        kw["etp"] = expert_tp[0]
+        if expert_tp[0] != kw.get("tp", 1):
+            assumed.append(f"expert TP {expert_tp[0]}: {expert_tp[1]}")
     mb = _int(row.get("micro_batch")) or 1
     gbs = _int(row.get("global_batch"))
     if gbs is not None and row["source"] != "torchtitan" and gbs % (dp * mb) != 0:
@@ -1409,6 +1441,7 @@ def _memory_of(kw: dict, cluster: str) -> tuple:
     """(memory per GPU in the model, the GPU's memory as NVML reports it), bytes, of a layout
     (its attention kernel as training_step times it: flash, ``"auto"``, where the row sets none)."""
     memory = memory_per_gpu(kw["model"], tp=kw.get("tp", 1), pp=kw.get("pp", 1), dp=kw["dp"], ep=kw.get("ep", 1),
+                            etp=kw.get("etp"),
                             zero=kw.get("zero", 1), micro_batch=kw.get("micro_batch", 1),
                             microbatches=kw["global_batch"] // (kw["dp"] * kw.get("micro_batch", 1)),
                             cp=kw.get("cp", 1), vp=kw.get("vp", 1), recompute=kw.get("recompute", "none"),

@@ -324,7 +324,9 @@ def _add_train(sub, fmt) -> None:
                             "(TP fastest; default 0 1 2 ...)")
     for name, default, text in (("tp", 8, "tensor-parallel size"), ("pp", 1, "pipeline stages"),
                                 ("dp", None, "data-parallel size (default: GPUs / (tp x pp))"),
-                                ("ep", 1, "expert-parallel size"), ("cp", 1, "context-parallel size"),
+                                ("ep", 1, "expert-parallel size"),
+                                ("etp", None, "expert layers' tensor-parallel size: 1 (each expert whole on its GPU) "
+                                 "or the tp (default: tp, Megatron-Core's)"), ("cp", 1, "context-parallel size"),
                                 ("vp", 1, "virtual pipeline stages per stage (interleaved 1F1B); auto: the "
                                  "fastest of 1-8 that fits"),
                                 ("global-batch", None, "sequences per step (default: 512 rounded to microbatches)"),

@@ -19,7 +19,7 @@ def train(args) -> None:
     from ..training import step_arguments, training_step
 
     graph = build_graph(args)
-    kw = dict(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp, vp=args.vp, micro_batch=args.micro_batch,
+    kw = dict(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, etp=args.etp, cp=args.cp, vp=args.vp, micro_batch=args.micro_batch,
               zero=args.zero, dp_overlap=args.dp_overlap, precision=args.precision, recompute=args.recompute,
               gpu=args.gpu)
     if args.global_batch is not None:
@@ -33,7 +33,7 @@ def train(args) -> None:
     r = training_step(graph, **step_arguments(model=model_of(args.model), collective_options=options, **kw))
     rows = [dict(phase=p.name, op=p.op, algorithm=p.algorithm, bytes=p.bytes, calls=p.calls,
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.bottleneck_tier) for p in r.phases.values()]
-    summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, vp=r.vp, micro_batch=r.micro_batch,
+    summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, etp=r.profile.layout.etp, vp=r.vp, micro_batch=r.micro_batch,
                    global_batch=r.global_batch, recompute=r.schedule.recompute,
                    step_time_s=r.step_time, tokens_per_s=r.tokens_per_s, speedup=r.speedup,
                    comm_overhead=r.comm_overhead, compute_s=r.compute_time, bubble_s=r.bubble_time,
@@ -44,7 +44,9 @@ def train(args) -> None:
     if args.csv:
         emit([{**summary, **row} for row in rows] or [summary], args, "")
         return
-    lines = [f"{r.model} on {r.gpus} GPUs (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}), "
+    etp = r.profile.layout.etp
+    lines = [f"{r.model} on {r.gpus} GPUs (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}"
+             + (f", expert tp {etp}" if r.ep > 1 or etp != r.tp else "") + "), "
              f"{r.global_batch} sequences per step, recompute {r.schedule.recompute}"
              + (f"; collectives calibrated by {args.calibration}" if options["model"] is not None else ""),
              f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "

@@ -139,6 +139,12 @@ class _Degrees:
     def gpus(self) -> int:
         return self.tp * self.cp * self.pp * self.dp
 
+    @property
+    def etp(self) -> int:
+        """The expert layers' TP degree: plan searches Megatron-Core's default, ``tp`` (expert
+        TP 1, ``Parallelism(etp=1)``, is not in its layout space)."""
+        return self.tp
+
 
 def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None = None, precision: str = "bf16",
          top: int = 20, headroom: float = 0.0, max_solves: int | None = None, max_tp: int | None = None,

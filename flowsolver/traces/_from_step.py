@@ -32,7 +32,9 @@ and direction:
   compute they are scaled down to it (``compose`` does not cap there; with its per-GEMM
   cap that needs the backward of a recomputed layer and ``tp_overlap`` above 8/9).
 * EP: the dispatch all-to-all before the MLP block, the combine after it, exposed.
-* ETP (a mixture of experts with ``tp > 1``): the MLP block's TP collectives are the token
+* ETP (a mixture of experts with expert TP ``etp = tp > 1``; none at ``Parallelism(etp=1)``,
+  whose MLP block runs no TP collective and whose EP groups span the TP ranks, as the
+  profile's): the MLP block's TP collectives are the token
   dispatcher's, not Transformer Engine's (the attention block keeps its own): the routed
   tokens' all-gather after the dispatch all-to-all and the reduce-scatter of the experts'
   output before the combine, ``top_k x capacity_factor`` the TP bytes, in the TP group,
@@ -140,7 +142,7 @@ class _Builder:
         self.chunks = chunk_layers(model.layers, self.lay.pp, self.lay.vp)
         self.tp_overlap = s.tp_overlap
         tp = self.comms.get("tp")
-        self.tp_ops = tp_layer_ops(prof.sequence_parallel, moe="etp" in self.comms)
+        self.tp_ops = tp_layer_ops(prof.sequence_parallel, moe=model.experts > 1)
         self.tp_seconds = {} if tp is None else dict(all_gather=tp.gather, reduce_scatter=tp.per_call,
                                                      all_reduce=tp.per_call)
         self.cp_ring = {}                                  # rank: (previous, next) on its CP ring

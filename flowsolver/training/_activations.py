@@ -12,7 +12,8 @@ __all__ = ["activation_bytes_per_layer", "logits_bytes"]
 
 def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, recompute: str,
                                sequence_parallel: bool, dropout: bool = False, fp8_activations: bool = False,
-                               attention_output_kept: bool = False, capacity_factor: float = 1.0) -> float:
+                               attention_output_kept: bool = False, capacity_factor: float = 1.0,
+                               etp: int | None = None) -> float:
     """Bytes of activations one layer keeps per microbatch on one GPU for its backward pass
     (bf16), counted tensor by tensor from the model's shape as Korthikanti et al. 2022
     (section 4.1) count them, for a pre-norm transformer without dropout (Llama 3, and
@@ -26,6 +27,9 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     over TP after the all-to-all, and the grouped GEMM keeps what it gathered:
     ``MoEAlltoAllTokenDispatcher.dispatch_postprocess``, megatron/core/transformer/moe/token_dispatcher.py,
     NVIDIA/Megatron-LM d98e8a6; the expert TP size defaults to ``tp``, megatron/training/arguments.py).
+    At expert TP 1 (``etp=1``) nothing is gathered: a GPU's experts keep the ``top_k h / tp``
+    a token of the tokens routed to them (each whole expert takes its share of every EP rank's
+    sequence-parallel tokens).
     For GPT-3's shape this is ``32 s b h
     / t`` (Korthikanti's ``34``, less two one-byte dropout masks); Llama 3 405B ``31.75``, 8B
     ``34``. Recompute: ``"none"`` keeps the ``2 a s^2 b / t`` bytes of attention
@@ -65,6 +69,11 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     ...                                  recompute="selective", sequence_parallel=True, fp8_activations=True)
     >>> fp8 == (34 * 4096 - 3 * 4096 - 14336) * 8192 / 8
     True
+    >>> mix = get_model("mixtral-8x7b")       # the gathered FC1 input, 2 h a token, whole at expert TP 2
+    >>> (activation_bytes_per_layer(mix, micro_batch=1, tp=2, cp=1, recompute="selective", sequence_parallel=True)
+    ...  - activation_bytes_per_layer(mix, micro_batch=1, tp=2, cp=1, recompute="selective", sequence_parallel=True,
+    ...                               etp=1)) == 2 * 4096 * 2 * 4096 / 2
+    True
     """
     s, b, h, a = model.seq_len / cp, micro_batch, model.hidden, model.heads
     if recompute == "full":
@@ -76,7 +85,8 @@ def activation_bytes_per_layer(model, *, micro_batch: int, tp: int, cp: int, rec
     # a mixture of experts' FC1 input: the routed tokens the all-to-all dispatcher all-gathers over
     # the (expert) TP group after the all-to-all, whole on every TP rank, that its grouped GEMM keeps
     # (Megatron-Core's MoEAlltoAllTokenDispatcher.dispatch_postprocess, token_dispatcher.py)
-    gathered = routed * h if moe else 0.0
+    # (at expert TP 1 the expt_tp group has one rank: no gather, the rows stay split over the TP ranks)
+    gathered = routed * h * ((tp if etp is None else etp) / tp) if moe else 0.0
     whole = 3.0 * h + (0.0 if moe else routed * h)      # norm inputs, QKV and (dense) FC1 inputs
     split = 2.0 * h + 2.0 * h * model.kv_heads / a + routed * (3 if model.gated_mlp else 2) * model.ffn
     if fp8_activations:     # the GEMM inputs at one byte (half a 16-bit value); beside a kept output, a copy

@@ -32,7 +32,7 @@ class StepResult:
     ``profile`` (:class:`CommProfile`, the collectives solved once) and ``schedule``
     (:class:`Schedule`) are the inputs; the step is :func:`compose` of them. ``phases`` maps
     each communicating parallelism to its :class:`Phase`; ``breakdown`` maps compute,
-    bubble, tp, etp (a mixture of experts with tp > 1: the token dispatcher's TP collectives),
+    bubble, tp, etp (a mixture of experts with expert TP = tp > 1: the token dispatcher's TP collectives),
     cp, pp, ep, dp to their share of ``step_time`` (the communication entries are
     the exposed parts): the values add up to ``step_time``. ``comm_overhead`` = exposed
     communication / step time; ``speedup`` = tokens/s against one GPU of the same type
@@ -263,7 +263,7 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
                                                  recomputed=r, attention_fwd=parts["attention_fwd"],
                                                  attention_bwd=parts["attention_bwd"], tp_again=redo.tp_ops,
                                                  attention_again=redo.attention, mlp_again=redo.gemms["fc1"] > 0,
-                                                 core_again=redo.core_attention)
+                                                 core_again=redo.core_attention, moe=model.experts > 1)
     per_mb = [distinct[(n, r)] for n, r in zip(layers, recomputed)]
     slot = [c + sum(p.exposed for p in ph.values()) for c, ph in zip(stage_compute, per_mb)]
     q = max(range(lay.pp), key=slot.__getitem__)
@@ -295,7 +295,7 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
                           fp8_activations=te_fp8_activations(s.precision, s.fp8_recipe),
                           gather_bytes=int(profile.gather_bytes),
                           grad_bytes=grad_bytes_of(profile.reduce_bytes, profile.zero),
-                          capacity_factor=float(profile.capacity_factor))
+                          capacity_factor=float(profile.capacity_factor), etp=lay.etp)
     return StepResult(profile=profile, schedule=s, microbatches=m, compute_time=compute, bubble_time=bubble,
                       phases=phases, step_time=step, tokens_per_s=tps, single_gpu_tokens_per_s=single,
                       speedup=tps / single, comm_overhead=exposed / step,
@@ -340,7 +340,7 @@ def layer_compute(profile: CommProfile, schedule: Schedule) -> dict:
                                    sequence_parallel=profile.sequence_parallel, gpu=profile.gpu,
                                    precision=s.precision, attention=s.attention, fp8_recipe=s.fp8_recipe,
                                    power_cap=s.power_cap, capacity_factor=profile.capacity_factor,
-                                   tp_overlap=s.tp_overlap, tp_overlap_impl=s.tp_overlap_impl)
+                                   tp_overlap=s.tp_overlap, tp_overlap_impl=s.tp_overlap_impl, etp=lay.etp)
         if s.attention_efficiency is not None:        # attention at a given fraction of the bf16 peak
             flops = 2.0 * profile.micro_batch * model.seq_len ** 2 * model.hidden / (lay.tp * lay.cp)
             rate = s.attention_efficiency * profile.gpu.peak_bf16_flops

@@ -184,7 +184,7 @@ def cp_ring_exposed(step_seconds: float, cp: int, attention_fwd: float, attentio
 def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_seconds: float, gemms: dict,
                       recomputed: int = 0, attention_fwd: float | None = None,
                       attention_bwd: float | None = None, tp_again=True, attention_again: bool = True,
-                      mlp_again: bool = True, core_again: bool = False) -> dict:
+                      mlp_again: bool = True, core_again: bool = False, moe: bool | None = None) -> dict:
     """TP, CP and EP phases of ONE microbatch through a stage of ``layers`` layers.
 
     * TP (Megatron with Transformer Engine): per layer four all-reduces' worth with
@@ -194,9 +194,10 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
       (:func:`tp_layer_exposed`: ``tp_overlap`` of it hides, at most that share of the GEMM);
       the ``recomputed`` layers run their forward collectives again (``tp_again``: all of them,
       full recompute, or the ``(op, gemm)`` pairs a partial mode runs again). A mixture of
-      experts' layer (``comms`` holds ``etp``) counts the attention's here (2 forward, 3
-      backward with sequence parallelism).
-    * ETP (a mixture of experts with ``tp > 1``, :func:`etp_layer_exposed`): the token
+      experts' layer (``moe``; ``None``: whether ``comms`` holds ``etp``, which an expert TP of
+      1 leaves out) counts the attention's here (2 forward, 3 backward with sequence
+      parallelism).
+    * ETP (a mixture of experts with expert TP ``etp = tp > 1``, :func:`etp_layer_exposed`): the token
       dispatcher's all-gather and reduce-scatter of the routed tokens, forward and backward,
       4 calls per MoE layer, exposed; a recomputed layer whose MLP runs again (``mlp_again``)
       runs the forward pair again.
@@ -218,7 +219,8 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
     """
     out = {}
     if "tp" in comms:
-        c, moe = comms["tp"], "etp" in comms
+        c = comms["tp"]
+        moe = "etp" in comms if moe is None else moe
         plain = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap, moe=moe)
         again = tp_layer_exposed(c, gemms, tp_overlap=tp_overlap, recompute_forward=tp_again, moe=moe)
         calls, seconds, exposed = ((layers - recomputed) * p + recomputed * q for p, q in zip(plain, again))

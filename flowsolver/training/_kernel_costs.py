@@ -95,7 +95,7 @@ _UNFUSED_BYTES_PER_SCORE = 12
 def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, sequence_parallel: bool, gpu,
                        precision: str, attention: str = "auto", fp8_recipe: str = "te",
                        power_cap: float | None = None, capacity_factor: float = 1.0, tp_overlap: float = 0.0,
-                       tp_overlap_impl: str = "te") -> dict:
+                       tp_overlap_impl: str = "te", etp: int | None = None) -> dict:
     """Seconds one GPU spends on one layer of one microbatch, by part, from the measured kernels
     of :mod:`._kernels` (the kernel-table compute model): ``gemm_fwd`` / ``gemm_bwd`` (dicts by GEMM:
     ``qkv``, ``proj``, ``fc1``, ``fc2``; backward = data gradient + weight gradient),
@@ -107,7 +107,9 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
     ``T x h`` by ``h x out / tp``, row-parallel proj and FC2 ``T x in / tp`` by ``in / tp x h``
     (sequence parallelism gathers the tokens before them, so the GEMMs see all ``T``); a
     mixture of experts runs its ``experts / ep`` local experts on ``T top_k capacity_factor ep /
-    experts`` tokens each. A forward ``(m, n, k)`` has a data gradient ``(m, k, n)`` and a weight
+    experts`` tokens each, split over ``tp`` along FFN; at expert TP 1 (``etp=1``: no gather
+    over TP, Megatron-Core's ``expert_tensor_parallel_size = 1``) each whole (FFN not split) on
+    ``T top_k capacity_factor ep / (experts tp)`` tokens, the same FLOPs. A forward ``(m, n, k)`` has a data gradient ``(m, k, n)`` and a weight
     gradient ``(k, n, m)``, in the step's precision (FP8: the layers' four GEMMs; the logits stay
     bf16). With TP overlap (and sequence parallelism) the GEMMs beside a TP collective run as the
     overlap runs them (:data:`_UB`: split into chunks along their rows, on the SMs the
@@ -152,8 +154,12 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
     shapes = dict(qkv=(T, (h + 2 * kvd) / tp, h, 1), proj=(T, h, h / tp, 1))
     if moe:
         local = max(1, model.experts // ep)
-        m_e = T * routed * ep / model.experts
-        shapes.update(fc1=(m_e, fc1_out, h, local), fc2=(m_e, h, ffn_local, local))
+        etp = tp if etp is None else etp
+        # the tokens a GPU's experts take: gathered over the expert-TP group (etp = tp), or the
+        # EP ranks' sequence-parallel shares alone (etp = 1, each expert whole: FFN / etp)
+        m_e = T * routed * ep / model.experts * etp / tp
+        ffn_e = model.ffn / etp
+        shapes.update(fc1=(m_e, (2 if gated else 1) * ffn_e, h, local), fc2=(m_e, h, ffn_e, local))
     else:
         shapes.update(fc1=(T, fc1_out, h, 1), fc2=(T, h, ffn_local, 1))
     gemm_fwd, gemm_bwd = {}, {}
@@ -185,7 +191,7 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
     if precision == "fp8":
         c_act, c_w = _CAST[fp8_recipe]
         dy = (h + 2 * kvd) / tp + h_e + fc1_out * routed + h_e         # the four GEMMs' output gradients
-        layer_params = (model.attention_params + routed * model.mlp_params) / tp
+        layer_params = model.attention_params / tp + routed * model.mlp_params / (tp if etp is None else etp)
         if fp8_recipe == "te":
             # the attention output (proj input) cast-transposed; the others fused; weights once per step
             bytes_f += c_act * h / tp

@@ -43,9 +43,12 @@ class ParallelLayout:
     ``(i // tp) mod cp``, DP index ``(i // (tp cp)) mod dp`` and PP stage ``i // (tp cp dp)``,
     so a TP group sits inside a server, then CP, and a DP group spans servers on one rail.
     ``placement[i]`` is the GPU rank of logical rank ``i`` (default: the identity). ``ep``
-    (expert parallel degree) divides ``dp x cp``: the experts are sharded over ``ep``
-    consecutive ranks of a stage's DP x CP ranks (:meth:`groups`). ``vp`` is the number of
-    virtual pipeline stages (model chunks) per stage.
+    (expert parallel degree) divides ``dp x cp`` (``tp x dp x cp`` at expert TP 1): the
+    experts are sharded over ``ep`` consecutive ranks of a stage's DP x CP ranks (of its TP x
+    DP x CP ranks at expert TP 1; :meth:`groups`). ``etp``: the expert layers' TP degree,
+    ``None`` (Megatron-Core's default, ``tp``) or 1 (``expert_tensor_parallel_size = 1``:
+    each expert whole on its GPU). ``vp`` is the number of virtual pipeline stages (model
+    chunks) per stage.
 
     >>> lay = ParallelLayout(tp=2, pp=2, dp=2)
     >>> lay.gpus, lay.groups("tp"), lay.groups("dp")[:2]
@@ -60,13 +63,17 @@ class ParallelLayout:
     cp: int = 1
     vp: int = 1
     order: tuple = DEFAULT_ORDER
+    etp: int | None = None
 
     def __post_init__(self):
         for name in ("tp", "pp", "dp", "ep", "cp", "vp"):
             object.__setattr__(self, name, _checks.integer(name, getattr(self, name)))
         object.__setattr__(self, "order", checked_order(self.order))
-        if (self.dp * self.cp) % self.ep:
-            raise ValueError(f"ep ({self.ep}) must divide dp x cp ({self.dp} x {self.cp}): the expert layers "
+        object.__setattr__(self, "etp", checked_etp(self.etp, self.tp))
+        if self.expert_ranks % self.ep:
+            folded = (f"dp x cp ({self.dp} x {self.cp})" if self.etp == self.tp else
+                      f"tp x dp x cp at etp 1 ({self.tp} x {self.dp} x {self.cp})")
+            raise ValueError(f"ep ({self.ep}) must divide {folded}: the expert layers "
                              f"fold the CP ranks into their data parallel ranks (Megatron-Core's MoE folding)")
         if self.vp > 1 and self.pp == 1:
             raise ValueError(f"vp ({self.vp}) needs pipeline stages to interleave: pp must be > 1")
@@ -75,6 +82,17 @@ class ParallelLayout:
         if sorted(placement) != list(range(n)):
             raise ValueError(f"ranks must be a permutation of the {n} GPU ranks")
         object.__setattr__(self, "placement", placement)
+
+    @property
+    def expert_ranks(self) -> int:
+        """The ranks of a stage that one expert-TP rank's experts are laid out over, ``ep x``
+        expert DP: ``dp x cp``, or ``tp x dp x cp`` at expert TP 1 (Megatron-Core's
+        ``expert_data_parallel_size = world / (etp x ep x pp)``).
+
+        >>> ParallelLayout(tp=2, pp=1, dp=8, ep=8, etp=1).expert_ranks
+        16
+        """
+        return self.tp * self.dp * self.cp // self.etp
 
     @property
     def gpus(self) -> int:
@@ -113,11 +131,12 @@ class ParallelLayout:
         * ``cp``: the ``cp`` ranks of one (stage, DP, TP index): a ring-attention ring;
         * ``pp``: neighbouring stages ``[q, q + 1]`` of one (DP, CP, TP index): point-to-point pairs;
         * ``ep``: ``ep`` consecutive ranks, in rank order, of the ``dp x cp`` ranks of one
-          (stage, TP index);
+          (stage, TP index); at expert TP 1 (``etp = 1``), of the ``tp x dp x cp`` ranks of
+          one stage;
         * ``dp``: the gradient group, all ``dp x cp`` ranks of one (stage, TP index)
           (CP ranks hold the same weights, so their gradients are reduced with DP's);
-        * ``dp_experts``: the ranks of those ``dp x cp`` holding the same expert shard,
-          ``dp x cp / ep`` of them.
+        * ``dp_experts``: the ranks of those ``dp x cp`` (``tp x dp x cp`` at expert TP 1)
+          holding the same expert shard, ``dp x cp / ep`` (``tp x dp x cp / ep``) of them.
 
         The expert layers see no CP: Megatron-Core builds their groups from a second rank
         generator with ``cp=1`` and the ``dp x cp`` ranks as ``ep x`` expert DP, EP fastest
@@ -128,7 +147,11 @@ class ParallelLayout:
         order's rank order, cut into runs of ``ep``. That is Megatron-Core's placement for the
         orders that end in ``pp`` (or with ``pp = 1``); Megatron refuses the others unless
         ``ep = cp`` (the expert and attention DP sizes must match), which this placement then
-        equals; for the rest it extends the same folding.
+        equals; for the rest it extends the same folding. At expert TP 1 the generator's TP is
+        1 (``expert_tensor_parallel_size``; ``expert_data_parallel_size = world_size // (etp x
+        ep x pp)``, the same file), so its EP groups are runs of ``ep`` consecutive ranks of a
+        stage's ``tp x dp x cp`` ranks: a TP2 x EP8 layout on 16 GPUs has EP groups 0-7 and
+        8-15 (at expert TP 2: the even and the odd ranks).
 
         >>> ParallelLayout(tp=1, pp=2, dp=4, ep=2).groups("dp_experts")
         [[0, 2], [1, 3], [4, 6], [5, 7]]
@@ -136,6 +159,10 @@ class ParallelLayout:
         [[0, 2], [1, 3], [4, 6], [5, 7]]
         >>> ParallelLayout(tp=1, pp=1, dp=4, cp=2, ep=4).groups("ep")
         [[0, 1, 2, 3], [4, 5, 6, 7]]
+        >>> ParallelLayout(tp=2, pp=1, dp=2, ep=4, etp=1).groups("ep")
+        [[0, 1, 2, 3]]
+        >>> ParallelLayout(tp=2, pp=1, dp=4, ep=4, etp=1).groups("dp_experts")
+        [[0, 4], [1, 5], [2, 6], [3, 7]]
         """
         tp, pp, dp, ep, cp = self.tp, self.pp, self.dp, self.ep, self.cp
         R = self._rank_table                     # R[t, d, q, c]: the GPU rank, as rank() gives it
@@ -146,6 +173,18 @@ class ParallelLayout:
         if kind == "pp":
             pairs = np.stack([R[:, :, :-1, :], R[:, :, 1:, :]], axis=-1)      # stage q and q + 1
             return pairs.transpose(2, 1, 3, 0, 4).reshape(-1, 2).tolist()
+        if kind == "dp":
+            return R.transpose(2, 0, 1, 3).reshape(-1, dp * cp).tolist()
+        if kind in ("ep", "dp_experts") and self.etp == 1 and tp > 1:
+            # a stage's tp x dp x cp ranks in rank order: [q, slowest, ..., fastest]
+            axis = dict(tp=0, dp=1, pp=2, cp=3)
+            inner = [axis[name] for name in reversed(self.order) if name != "pp"]
+            stage = R.transpose(2, *inner).reshape(pp, tp * dp * cp // ep, ep)
+            if kind == "ep":
+                return stage.reshape(-1, ep).tolist()
+            return stage.transpose(0, 2, 1).reshape(-1, tp * dp * cp // ep).tolist()
+        if kind not in ("ep", "dp_experts"):
+            raise ValueError(f"kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}")
         # the dp x cp ranks of a (TP index, stage) in rank order (CP faster where the order has it
         # first), as [t, q, k, e]: the folded index j = k x ep + e
         cp_first = self.order.index("cp") < self.order.index("dp")
@@ -153,11 +192,30 @@ class ParallelLayout:
         by_expert = folded.reshape(tp, pp, dp * cp // ep, ep)
         if kind == "ep":
             return by_expert.transpose(1, 0, 2, 3).reshape(-1, ep).tolist()
-        if kind == "dp":
-            return R.transpose(2, 0, 1, 3).reshape(-1, dp * cp).tolist()
-        if kind == "dp_experts":
-            return by_expert.transpose(1, 0, 3, 2).reshape(-1, dp * cp // ep).tolist()
-        raise ValueError(f"kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}")
+        return by_expert.transpose(1, 0, 3, 2).reshape(-1, dp * cp // ep).tolist()
+
+
+def checked_etp(etp, tp: int) -> int:
+    """The expert layers' TP degree: ``None`` gives ``tp`` (Megatron-Core's default:
+    ``expert_tensor_parallel_size = tensor_model_parallel_size`` when not set,
+    ``megatron/core/parallel_state.py`` at NVIDIA/Megatron-LM d98e8a64); 1 (each expert whole
+    on its GPU: NeMo's MoE recipes' ``etp_size 1``) or ``tp``; another degree is refused (not
+    modelled).
+
+    >>> checked_etp(None, 4), checked_etp(1, 4), checked_etp(4, 4)
+    (4, 1, 4)
+    >>> checked_etp(2, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: etp must be None (= tp), 1 or tp (4), got 2: only expert TP 1 and expert TP = TP are modelled
+    """
+    if etp is None:
+        return tp
+    etp = _checks.integer("etp", etp)
+    if etp not in (1, tp):
+        raise ValueError(f"etp must be None (= tp), 1 or tp ({tp}), got {etp}: only expert TP 1 and expert TP = TP "
+                         f"are modelled")
+    return etp
 
 
 def check_sequence_split(seq_len: int, tp: int, cp: int) -> None:

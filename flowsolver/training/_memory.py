@@ -35,7 +35,7 @@ from ._recompute import FORWARD_AGAIN, check_layers_mode, check_recompute
 from ._activations import activation_bytes_per_layer, logits_bytes
 from ._memory_overheads import (CUDA_CONTEXT_A100, DEEPSPEED_REDUCE_BUCKET, DEEPSPEED_ZERO_NVIDIA_SMI_A100,
                                 MemoryOverheads, _peak_of, _step_events, caching_allocator_reserved)
-from ._layout import check_sequence_split
+from ._layout import check_sequence_split, checked_etp
 from ._models import get_model
 from ._pipeline import chunk_layers, peak_in_flight
 from ._schedule import check_recompute_layers
@@ -143,7 +143,9 @@ TERMS = ("weights", "gradients", "optimizer", "activations", "loss", "embedding"
 @lru_cache(maxsize=1 << 16)     # a planner asks again, composing the layouts it enumerated
 def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
             recompute_layers, grad_bytes=2, flash=False, dropout=False, embedding_norm=False,
-            fp8_activations=False, over=MemoryOverheads(), gather_bytes=2, capacity_factor=1.0) -> tuple:
+            fp8_activations=False, over=MemoryOverheads(), gather_bytes=2, capacity_factor=1.0,
+            etp=None) -> tuple:
+    etp = tp if etp is None else etp
     chunks = chunk_layers(spec.layers, pp, vp)
     moe = spec.experts > 1
     dense_layer = spec.attention_params + (0 if moe else spec.mlp_params)
@@ -151,7 +153,7 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
     table = spec.vocab * spec.hidden
     act = dict(micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel, dropout=dropout,
                fp8_activations=fp8_activations, attention_output_kept=flash and recompute == "none",
-               capacity_factor=capacity_factor)
+               capacity_factor=capacity_factor, etp=etp)
     # a fused (flash) attention keeps no scores: "none" then stores what "selective" does
     forward_again = recompute in FORWARD_AGAIN
     kept = activation_bytes_per_layer(spec, recompute="selective" if forward_again or flash else recompute, **act)
@@ -172,12 +174,16 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
         if key not in shared:           # what does not depend on the stage's place in the pipeline
             ends = table * ((first + last) if pp > 1 else (1 if spec.tied_embeddings else 2))
             dense = (sum(layers) * dense_layer + ends) / tp
-            experts = sum(layers) * expert_layer / (tp * ep)
+            # the experts over etp x ep GPUs (whole on each GPU at expert TP 1), their gradients and
+            # optimizer states over the expert DP ranks, tp x dp x cp / (etp x ep) (Megatron-Core's
+            # expert_data_parallel_size = world / (etp x ep x pp), parallel_state.py at d98e8a64)
+            experts = sum(layers) * expert_layer / (etp * ep)
+            expert_shards = tp * dp * cp // (etp * ep)
             weights = grads = optimizer = 0.0
             # FSDP's unsharded parameters (stage_memory's docstring): per GPU, the layers in flight and the root
             in_flight = min(2, sum(layers))
             for n, shards, layer, root in ((dense, dp * cp, dense_layer / tp, ends / tp),
-                                           (experts, dp * cp // ep, expert_layer / (tp * ep), 0.0)):
+                                           (experts, expert_shards, expert_layer / (etp * ep), 0.0)):
                 w = model_state_bytes(n, shards=shards, zero=zero, grad_bytes=grad_bytes)[0]
                 g = n * grad_bytes / (shards if zero >= 2 else 1)
                 p = n * 2.0 / (shards if zero >= 3 else 1)
@@ -189,7 +195,7 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
                         p += in_flight * layer * gather_bytes + root * 2.0
                         g += (root + in_flight * layer) * grad_bytes
                 weights, grads = weights + p, grads + g
-            owned = dense / (dp * cp if zero >= 1 else 1) + experts / (dp * cp // ep if zero >= 1 else 1)
+            owned = dense / (dp * cp if zero >= 1 else 1) + experts / (expert_shards if zero >= 1 else 1)
             largest = max(layer_largest if sum(layers) else 0.0, table / tp if ends else 0.0)
             redo = [0 if not forward_again else n if recompute_layers is None else min(n, recompute_layers)
                     for n in layers]
@@ -228,7 +234,7 @@ def _stages(spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recom
 
 def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
                recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations, overheads,
-               gather_bytes=2, capacity_factor=1.0) -> tuple:
+               gather_bytes=2, capacity_factor=1.0, etp=None) -> tuple:
     spec = get_model(model)
     if type(capacity_factor) is not float or capacity_factor != 1.0:      # (a planner's 1.0: checked at once)
         capacity_factor = _checks.positive_number("capacity_factor", capacity_factor)
@@ -240,8 +246,13 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
         tp, pp, dp, ep, micro_batch, microbatches, cp, vp = (
             _checks.integer(name, value) for name, value in zip(("tp", "pp", "dp", "ep", "micro_batch",
                                                                  "microbatches", "cp", "vp"), counts))
-    if (dp * cp) % ep:
-        raise ValueError(f"ep ({ep}) must divide dp x cp ({dp} x {cp})")
+    etp = checked_etp(etp, tp)
+    if etp != tp and spec.experts == 1:
+        raise ValueError(f"etp ({etp}) sets the expert layers' TP degree: it needs a mixture-of-experts model; "
+                         f"{spec.name} is dense (leave etp None)")
+    if (dp * cp * tp // etp) % ep:
+        over = f"dp x cp ({dp} x {cp})" if etp == tp else f"tp x dp x cp at etp 1 ({tp} x {dp} x {cp})"
+        raise ValueError(f"ep ({ep}) must divide {over}")
     if ep > 1 and spec.experts % ep:
         raise ValueError(f"ep ({ep}) must divide the model's experts ({spec.experts}; 1 for a dense model)")
     if spec.seq_len % cp:
@@ -280,7 +291,7 @@ def _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, r
     return (spec, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, check_recompute(recompute),
             bool(sequence_parallel), recompute_layers, int(grad_bytes), attention not in (None, "unfused"),
             bool(dropout), bool(embedding_norm), bool(fp8_activations), overheads, int(gather_bytes),
-            float(capacity_factor))
+            float(capacity_factor), etp)
 
 
 def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1, micro_batch: int = 1,
@@ -288,7 +299,7 @@ def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int
                      sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                      attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
                      fp8_activations: bool = False, overheads: MemoryOverheads | None = None,
-                     gather_bytes: int = 2, capacity_factor: float = 1.0) -> tuple:
+                     gather_bytes: int = 2, capacity_factor: float = 1.0, etp: int | None = None) -> tuple:
     """Bytes per GPU of each pipeline stage, term by term: a tuple of ``pp`` dicts (stage 0
     first) with the keys of :data:`TERMS`; :func:`stage_memory` is their sums.
 
@@ -312,7 +323,7 @@ def memory_breakdown(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int
     """
     args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
                       recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations,
-                      overheads, gather_bytes, capacity_factor)
+                      overheads, gather_bytes, capacity_factor, etp)
     return tuple(dict(stage) for stage in _stages(*args))
 
 
@@ -321,15 +332,16 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
                  sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                  attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
                  fp8_activations: bool = False, overheads: MemoryOverheads | None = None,
-                 gather_bytes: int = 2, capacity_factor: float = 1.0) -> tuple:
+                 gather_bytes: int = 2, capacity_factor: float = 1.0, etp: int | None = None) -> tuple:
     """Estimated bytes per GPU of each pipeline stage (a tuple of ``pp``, stage 0 first): the
     sums of :func:`memory_breakdown`'s terms.
 
-    A stage holds its own parameters: its layers' (``/ tp``; experts also ``/ ep``), the
+    A stage holds its own parameters: its layers' (``/ tp``; experts ``/ (etp ep)``, ``etp`` the
+    expert TP degree, ``None``: ``tp``, or 1: each expert whole on its GPU), the
     input embedding on the first stage and the output projection on the last (Megatron's
     vocabulary-parallel layers, ``vocab x hidden / tp`` each; one table with ``pp = 1`` and
     tied embeddings), at the module docstring's bytes per parameter, sharded over the
-    gradient group (``dp x cp``; experts ``dp x cp / ep``; :func:`model_state_bytes`, gradient
+    gradient group (``dp x cp``; experts ``tp x dp x cp / (etp ep)``; :func:`model_state_bytes`, gradient
     buffers of ``grad_bytes``: 2, or 4 when accumulated in fp32). ZeRO 3 (FSDP) adds the
     parameters it gathers (``gather_bytes`` per weight: 2, 1 with an FP8 all-gather) and their
     unsharded gradients, as the step's timing schedules them (PyTorch FSDP2,
@@ -367,7 +379,7 @@ def stage_memory(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1
     """
     args = _arguments(model, tp, pp, dp, ep, zero, micro_batch, microbatches, cp, vp, recompute, sequence_parallel,
                       recompute_layers, grad_bytes, attention, dropout, embedding_norm, fp8_activations,
-                      overheads, gather_bytes, capacity_factor)
+                      overheads, gather_bytes, capacity_factor, etp)
     return tuple(sum(v for _, v in stage) for stage in _stages(*args))
 
 
@@ -376,7 +388,7 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
                    sequence_parallel: bool = True, recompute_layers: int | None = None, grad_bytes: int = 2,
                    attention: str | None = None, dropout: bool = False, embedding_norm: bool = False,
                    fp8_activations: bool = False, overheads: MemoryOverheads | None = None,
-                   gather_bytes: int = 2, capacity_factor: float = 1.0) -> float:
+                   gather_bytes: int = 2, capacity_factor: float = 1.0, etp: int | None = None) -> float:
     """Estimated bytes per GPU of mixed-precision Adam training: the largest of
     :func:`stage_memory` (the stage that needs the most sets what the job needs).
 
@@ -398,4 +410,5 @@ def memory_per_gpu(model, *, tp: int, pp: int, dp: int, ep: int = 1, zero: int =
                             sequence_parallel=sequence_parallel, recompute_layers=recompute_layers,
                             grad_bytes=grad_bytes, attention=attention, dropout=dropout,
                             embedding_norm=embedding_norm, fp8_activations=fp8_activations,
-                            overheads=overheads, gather_bytes=gather_bytes, capacity_factor=capacity_factor))
+                            overheads=overheads, gather_bytes=gather_bytes, capacity_factor=capacity_factor,
+                            etp=etp))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from .. import _checks
-from ._layout import checked_order
+from ._layout import checked_etp, checked_order
 from ._memory import check_zero
 
 __all__ = ["Parallelism", "REDUCE_DTYPES", "AUTO", "AUTO_CANDIDATES"]
@@ -43,7 +43,10 @@ class Parallelism:
 
     Degrees: ``tp`` tensor, ``cp`` context, ``pp`` pipeline, ``dp`` data parallel
     (``tp x cp x pp x dp`` = the GPU count; ``None``: the quotient), ``ep`` expert parallel
-    (divides ``dp`` and the experts), ``vp`` virtual stages (model chunks) per pipeline stage
+    (divides ``dp`` and the experts; ``tp x dp`` at ``etp=1``), ``etp`` the expert layers' tensor
+    parallel degree (``None``: ``tp``, Megatron-Core's default ``expert_tensor_parallel_size``;
+    1: each expert whole on its GPU, no token-dispatcher TP collectives, the EP groups laid out
+    over the TP ranks too, as NeMo's MoE recipes' ``etp_size 1``; no other degree), ``vp`` virtual stages (model chunks) per pipeline stage
     (interleaved 1F1B). ``micro_batch`` sequences per microbatch. ``vp`` and ``micro_batch``
     may be ``"auto"`` (training_step times every candidate of ``AUTO_CANDIDATES``, vp 1 to 8,
     micro_batch 1, 2, 4, 8, and keeps the fastest that fits in memory) or a tuple of
@@ -68,6 +71,10 @@ class Parallelism:
     Traceback (most recent call last):
     ...
     ValueError: tp must be an integer >= 1, got 0
+    >>> Parallelism(tp=4, etp=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: etp must be None (= tp), 1 or tp (4), got 2: only expert TP 1 and expert TP = TP are modelled
     """
 
     tp: int = 1
@@ -84,6 +91,7 @@ class Parallelism:
     fp8_param_gather: bool = False
     order: str | tuple | None = None
     ranks: tuple | None = None
+    etp: int | None = None
 
     def __post_init__(self):
         put = lambda name, value: object.__setattr__(self, name, value)   # noqa: E731 (frozen)
@@ -91,6 +99,9 @@ class Parallelism:
             put(name, _checks.integer(name, getattr(self, name)))
         if self.dp is not None:
             put("dp", _checks.integer("dp", self.dp))
+        if self.etp is not None:
+            checked_etp(self.etp, self.tp)
+            put("etp", _checks.integer("etp", self.etp))
         for name in ("vp", "micro_batch"):
             put(name, _open_or_integer(name, getattr(self, name)))
         put("zero", check_zero(self.zero))

@@ -13,7 +13,7 @@ from ..collectives import checked_collective_options
 from ..routing import gpu_nodes
 from ._schedule import check_recompute_layers, checked_schedule, default_batch, default_tp_overlap
 from ._compute import check_precision
-from ._layout import DEFAULT_ORDER, ParallelLayout, check_sequence_split
+from ._layout import DEFAULT_ORDER, ParallelLayout, check_sequence_split, checked_etp
 from ._memory import check_zero, gather_bytes_of
 from ._models import ModelSpec, get_model
 from ._parallelism import REDUCE_DTYPES
@@ -25,7 +25,7 @@ __all__ = ["prepare_step", "PreparedStep", "check_interleaved", "check_moe_seque
 _ALGORITHM_KEYS = ("tp", "cp", "pp", "ep", "dp")
 
 
-def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpus=None) -> ParallelLayout:
+def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpus=None, etp=None) -> ParallelLayout:
     """The placement, its degrees checked against the GPU count (``gpus``, when the caller
     knows it) and the model."""
     n = len(tp_.gpus(graph)) if gpus is None else gpus
@@ -54,12 +54,18 @@ def _layout(graph, spec: ModelSpec, *, tp, pp, dp, ep, cp, vp, ranks, order, gpu
     if vp > 1 and pp == 1:
         raise ValueError(f"vp ({vp}) interleaves pipeline stages: it needs pp > 1")
     stage_layers(spec.layers, pp, vp)           # a ValueError naming pp / vp when they do not split
-    if ep > 1 and (spec.experts == 1 or (dp * cp) % ep or spec.experts % ep):
-        raise ValueError(f"ep ({ep}) needs a mixture-of-experts model and must divide dp x cp ({dp} x {cp}: the "
+    etp = checked_etp(etp, tp)
+    if etp != tp and spec.experts == 1:
+        raise ValueError(f"etp ({etp}) sets the expert layers' TP degree: it needs a mixture-of-experts model; "
+                         f"{spec.name} is dense (leave etp None)")
+    folded = dp * cp * tp // etp          # Megatron-Core's ep x expert DP of a stage
+    if ep > 1 and (spec.experts == 1 or folded % ep or spec.experts % ep):
+        over = f"dp x cp ({dp} x {cp}" if etp == tp else f"tp x dp x cp at etp 1 ({tp} x {dp} x {cp}"
+        raise ValueError(f"ep ({ep}) needs a mixture-of-experts model and must divide {over}: the "
                          f"expert layers fold CP into their data parallel ranks) and the experts ({spec.experts})")
     placement = () if ranks is None else tuple(_checks.rank_indices(graph, ranks))
     return ParallelLayout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, placement=placement,
-                          order=DEFAULT_ORDER if order is None else order)
+                          order=DEFAULT_ORDER if order is None else order, etp=etp)
 
 
 def interleaving_refused(pp: int, vp: int, microbatches: int) -> bool:
@@ -176,7 +182,7 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
                  precision, recompute, recompute_layers, attention_efficiency, sequence_parallel, tp_overlap, top_k,
                  capacity_factor, zero, dp_overlap, ranks, order, gpu, algorithms, collective_options, attention,
                  fp8_recipe, power_cap, kernel_utilization, reduce_dtype, fp8_param_gather, tp_overlap_impl,
-                 check_graph: bool = True) -> PreparedStep:
+                 check_graph: bool = True, etp=None) -> PreparedStep:
     """:func:`training_step`'s arguments checked (a ``ValueError`` / ``TypeError`` naming the
     bad one) into what it solves and composes; ``check_graph=False`` skips the graph's own
     check (a caller that checked it once and keeps it unchanged, e.g. :func:`flowsolver.plan`
@@ -190,7 +196,7 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
     collective_options = checked_collective_options(collective_options, graph)
     micro_batch = _checks.integer("micro_batch", micro_batch)
     layout = _layout(graph, spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, vp=vp, ranks=ranks, order=order,
-                     gpus=None if check_graph else len(gpu_nodes(graph)))
+                     gpus=None if check_graph else len(gpu_nodes(graph)), etp=etp)
     zero = check_zero(zero)
     top_k, factor = checked_expert_routing(spec, top_k, capacity_factor)
     if top_k != spec.top_k:         # the routing given: compute, model FLOPs and memory follow it too

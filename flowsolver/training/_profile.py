@@ -66,7 +66,7 @@ class CommProfile:
     routed tokens, 1 for dropless, below 1 the tokens over capacity dropped) fix the collectives; ``gpu``
     (:class:`topologies.GpuSpec`) its peaks and memory; ``comms`` maps each communicating
     parallelism to its :class:`CommTiming`, in the order ``tp``, ``etp`` (a mixture of
-    experts with ``tp > 1``), ``cp``, ``pp``, ``ep``, ``dp``, ``dp_experts`` (a degree of 1
+    experts with expert TP ``etp = tp > 1``), ``cp``, ``pp``, ``ep``, ``dp``, ``dp_experts`` (a degree of 1
     communicates nothing and has no entry).
     """
 
@@ -136,7 +136,8 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
 
     * TP: all-reduces (or, with sequence parallelism, reduce-scatters and all-gathers) of
       ``micro_batch x seq_len / cp x hidden`` bf16 activations;
-    * ETP (a mixture of experts with ``tp > 1``): the MoE layer's TP collectives, over the TP
+    * ETP (a mixture of experts with expert TP ``etp = tp > 1``; none at ``etp = 1``): the MoE
+      layer's TP collectives, over the TP
       groups: Megatron-Core's all-to-all token dispatcher all-gathers the routed tokens after
       the EP all-to-all and reduce-scatters the experts' output before the combine, ``top_k x
       capacity_factor x`` the TP bytes (the routed copies of every token); with ``ep = 1`` too
@@ -148,10 +149,11 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
     * PP: ``micro_batch x seq_len / cp x hidden`` bytes to the next stage (``/ tp`` with
       sequence parallelism: Megatron-Core's p2p tensor shape);
     * EP: all-to-alls of ``micro_batch x seq_len / cp x hidden x top_k x capacity_factor / tp``
-      bytes per rank, among ``ep`` consecutive DP ranks;
+      bytes per rank (each rank routes its sequence-parallel share), among ``ep`` consecutive
+      DP ranks (at ``etp = 1``: ``ep`` consecutive ranks of a stage, TP ranks included);
     * DP: the gradients (``reduce_bytes`` per value: bf16, or fp32 when reduced in fp32) of a
-      GPU's dense shard ``(N - N_experts) / (tp pp)``, and of its expert shard ``N_experts / (tp
-      pp ep)`` among the ranks holding it (CP ranks included); with ZeRO 3 (FSDP) also one
+      GPU's dense shard ``(N - N_experts) / (tp pp)``, and of its expert shard ``N_experts / (etp
+      pp ep)`` among the ranks holding it (CP ranks included, TP ranks too at ``etp = 1``); with ZeRO 3 (FSDP) also one
       transformer layer's parameters all-gathered (``gather_bytes`` per value: bf16, or 1 with
       FP8 all-gather) and its gradients reduce-scattered, ``dp_gather`` / ``dp_reduce``: FSDP's
       unit of communication.
@@ -166,14 +168,15 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
     plan = []
     if lay.tp > 1:
         plan.append(("tp", "tp", "reduce_scatter" if sequence_parallel else "all_reduce", activation, of("tp")))
-        if model.experts > 1:
+        if model.experts > 1 and lay.etp > 1:
             # Megatron-Core's MoEAlltoAllTokenDispatcher (moe/token_dispatcher.py, NVIDIA/Megatron-LM
             # d98e8a6): after the EP all-to-all, dispatch_postprocess all-gathers the routed tokens
             # over the expert-TP group (gather_from_sequence_parallel_region, group=expt_tp), and
             # combine_preprocess reduce-scatters the experts' output back: each carries the top_k x
             # capacity_factor routed copies of the s b tokens, not the s b of a dense layer's
             # TP collective. Expert TP is the TP group: expert_tensor_parallel_size defaults to
-            # tensor_model_parallel_size (megatron/training/arguments.py), both innermost
+            # tensor_model_parallel_size (megatron/training/arguments.py), both innermost. At
+            # expert TP 1 the expt_tp group has one rank and neither runs ("if self.tp_size > 1")
             plan.append(("etp", "tp", "reduce_scatter", activation * top_k * capacity_factor, of("tp")))
     if lay.cp > 1:
         kv = kv_bytes(model, micro_batch, lay.tp, lay.cp)
@@ -197,8 +200,9 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
             layer = (model.attention_params + (0 if model.experts > 1 else model.mlp_params)) / lay.tp
             plan.append(("dp_gather", "dp", "all_gather", layer * gather_bytes, of("dp")))
             plan.append(("dp_reduce", "dp", "reduce_scatter", layer * reduce_bytes, of("dp")))
-    if model.expert_params and lay.dp * lay.cp // lay.ep > 1:
-        plan.append(("dp_experts", "dp", dp_op, model.expert_params / (shard * lay.ep) * reduce_bytes,
+    if model.expert_params and lay.tp * lay.dp * lay.cp // (lay.etp * lay.ep) > 1:
+        # the expert shard: N_experts / (etp pp ep), among the expert DP ranks (expert_ranks / ep)
+        plan.append(("dp_experts", "dp", dp_op, model.expert_params / (lay.etp * lay.pp * lay.ep) * reduce_bytes,
                      of("dp_experts")))
     return plan
 
