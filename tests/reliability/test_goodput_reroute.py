@@ -111,7 +111,11 @@ def test_cables_with_slack_are_not_solved_and_time_as_solved_alone(factor, solve
     wl = dict(op="all_reduce", size=2**28, algorithm="ring")
     healthy = collective(g, **wl)
     access = [i for i, (*_, d) in enumerate(g.edges(data=True)) if d["tier"] == "access"]
-    assert healthy.link_utilization[access].max() == pytest.approx(0.5, rel=1e-9)
+    # the most its flows put on a NIC cable at any event, a share of its rate (link_utilization is
+    # the mean over NCCL's longer tuned transfer: 0.48)
+    from flowsolver.reliability._views import _peak_loads
+    eff = np.asarray(healthy.solved_on.effective, dtype=np.float64)
+    assert (_peak_loads(healthy)[access] / eff[access]).max() == pytest.approx(0.5, rel=1e-9)
     st = state_step_times(g, wl, [("access", factor)], [], [[1], [3]], compute_time=0.0)
     assert st.solved == solves
     pinned = dict(wl, protocol=healthy.protocol)
