@@ -367,10 +367,10 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
                                  spec)}
     arrival, prompt_t, output_t = request_stream(rate, duration, prompt, output, seed=seed)
     if spec.context is not None and _most(prompt) + _most(output) > spec.context:     # as vLLM's max_model_len
-        raise ValueError(f"prompt (up to {_most(prompt)} tokens) + output (up to {_most(output)}) = "
+        raise ValueError(f"prompt= (up to {_most(prompt)} tokens) + output= (up to {_most(output)}) = "
                          f"{_most(prompt) + _most(output)} tokens is beyond {spec.name}'s context of {spec.context} "
-                         f"tokens (ModelSpec.context, its max_position_embeddings): shorten prompt or output, or pass "
-                         f"a ModelSpec with a longer context (dataclasses.replace(model, context=...))")
+                         f"tokens (ModelSpec.context, its max_position_embeddings): shorten prompt= or output= (or "
+                         f"pass a ModelSpec with a longer context, dataclasses.replace of it with context=...)")
     if not len(arrival):
         raise ValueError(f"rate x duration = {rate * duration:g} requests drew none (seed {seed}): raise rate or "
                          f"duration")

@@ -56,3 +56,13 @@ def test_serve_targets_in_ms(capsys, flag, value):
     message = _error(capsys, ["serve", "--nodes", "1", "--model", "llama-3-8b", "--tp", "8", "--rate", "1",
                               "--duration", "2", flag, value])
     assert message == f"{flag} must be a finite number of ms > 0, got {float(value):g}"
+
+
+def test_serve_context_refusal_names_both_flags(capsys):
+    # adv20a / fix20d: '--prompt ... + output (up to 1000)' left output unmapped and offered a
+    # Python ModelSpec; 8000 + 1000 > llama-3-8b's 8192 (its max_position_embeddings)
+    message = _error(capsys, ["serve", "--model", "llama-3-8b", "--nodes", "1", "--tp", "1", "--prompt", "8000",
+                              "--output", "1000", "--rate", "1"])
+    assert message.startswith("--prompt (up to 8000 tokens) + --output (up to 1000) = 9000 tokens is beyond "
+                              "llama-3-8b's context of 8192 tokens")
+    assert message.endswith("shorten --prompt or --output") and "ModelSpec with" not in message

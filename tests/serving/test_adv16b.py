@@ -68,7 +68,7 @@ def test_a_request_beyond_the_models_context_is_refused():
     # 72.9 s) without a word. prompt + output up to the context is served, one token more refused
     g = tp.rail_optimized(nodes=1)
     assert fs.MODELS["llama-3-8b"].context == 8192 and fs.MODELS["llama-3-8b"].seq_len == 8192
-    with pytest.raises(ValueError, match=r"prompt \(up to 1000000 tokens\) \+ output \(up to 8\) = 1000008 tokens is "
+    with pytest.raises(ValueError, match=r"prompt= \(up to 1000000 tokens\) \+ output= \(up to 8\) = 1000008 tokens is "
                                          r"beyond llama-3-8b's context of 8192 tokens"):
         fs.serve(g, "llama-3-8b", rate=0.5, duration=4.0, prompt=1_000_000, output=8, tp=8)
     with pytest.raises(ValueError, match=r"= 8193 tokens is beyond llama-3-8b's context of 8192"):
