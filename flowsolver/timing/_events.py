@@ -112,6 +112,7 @@ class _Run:
         self.solves += 1
         self.kept_last = False
         demands = np.where(active, base, 0.0)
+        cap, weights = self.without_failed(cap, weights)
         alloc = max_min_fair(self.parts[0], cap, weights=weights, demands=demands if self.batched else demands[0],
                              dtype=dtype)
         if self.initial is None:
@@ -126,6 +127,21 @@ class _Run:
             rates = np.where(bad[:, None], 0.0, rates)
             self.done[bad] = True
         return rates
+
+    def without_failed(self, cap, weights):
+        """``cap`` and ``weights`` with the rows of the scenarios an earlier solve failed set to
+        1 (their flows are done, demands 0), so each later solve neither fails on them again nor
+        warns about them once per event (the first solve's warning names them)."""
+        bad = self.failed != Status.OK
+        if not (self.batched and bad.any()):
+            return cap, weights
+        def clean(a):
+            if a is None or np.ndim(a) != 2:
+                return a
+            a = np.array(a, dtype=np.float64)
+            a[bad] = 1.0
+            return a
+        return clean(cap), clean(weights)
 
     def still_fair(self, active, cap):
         """The last solve's Allocation restricted to the flows ``active`` now, when it is
