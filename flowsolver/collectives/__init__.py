@@ -115,7 +115,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._floor": ("kind_floors",),                # (the plan search's bound too, not in __all__)
     "._trees": ("StepFlows",),
     # (the CLI's --compare checks and reads a log as calibrate does; not in __all__)
-    "._calibrate_rows": ("checked_log", "log_ranks", "log_rows", "measured_rows", "log_reduction"),
+    "._calibrate_checks": ("checked_log", "measured_rows"),
+    "._calibrate_rows": ("log_ranks", "log_rows", "log_reduction"),
     "._calibrate_model": ("nccl_tests_collective",),
     "._allowed": ("log_choices", "own_algorithms", "setting_choices"),
     "._host": ("HOST_CALL", "TORCH_CALL_OVERHEAD", "log_gpus_per_thread"),
@@ -137,7 +138,8 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._bound import Capacities
     from ._floor import kind_floors
     from ._trees import StepFlows
-    from ._calibrate_rows import checked_log, log_ranks, log_reduction, log_rows, measured_rows
+    from ._calibrate_checks import checked_log, measured_rows
+    from ._calibrate_rows import log_ranks, log_reduction, log_rows
     from ._calibrate_model import nccl_tests_collective
     from ._allowed import log_choices, own_algorithms, setting_choices
 

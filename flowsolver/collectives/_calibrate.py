@@ -15,7 +15,8 @@ import topologies as tp
 
 from .. import nccl_tests
 from ..routing import link_efficiency
-from ._calibrate_rows import _rows, fit_over, ranks_from_busbw  # noqa: F401  (ranks_from_busbw: tests read it here)
+from ._calibrate_checks import ranks_from_busbw  # noqa: F401  (tests read it here)
+from ._calibrate_rows import _rows, fit_over
 from ._calibration import Calibration, FittedParameter
 from ._calibrate_model import RowModel, row_time
 from ._nccl import OPS
