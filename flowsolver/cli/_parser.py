@@ -8,11 +8,12 @@ import argparse
 from .._version import __version__
 from ..nccl_tests import MAX_BYTES as LOG_MAX_BYTES
 from ._arguments import (_EXAMPLES, _accepted, _add_calibrate, _add_collective, _add_replay, _add_study,
-                         _add_sweep, _add_topology_command, _add_train, _add_upgrade)
+                         _add_sweep, _add_topology_command, _add_upgrade)
 from ._fleet import add_design, add_goodput
 from ._plan import add_plan
 from ._serving import add_serve
 from ._settings import add_calibration
+from ._train_arguments import add_train
 
 __all__ = ["build_parser"]
 
@@ -24,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=_EXAMPLES + "\n" + _accepted(), formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"flowsolver {__version__}")
     sub = parser.add_subparsers(dest="command")
-    for add in (_add_topology_command, _add_collective, _add_calibrate, _add_train, _add_study, _add_sweep,
+    for add in (_add_topology_command, _add_collective, _add_calibrate, add_train, _add_study, _add_sweep,
                 _add_replay, _add_upgrade, add_design, add_goodput, add_serve, add_plan):
         add(sub, fmt)
     for command in ("collective", "calibrate"):          # the commands that read nccl-tests logs
