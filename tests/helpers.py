@@ -112,6 +112,16 @@ def written_calibration(tmp_path, cal, change):
     return path
 
 
+def cli_error(capsys, argv) -> str:
+    """The one-line message ``flowsolver ARGV`` exits with (status 2), less its prefix."""
+    from flowsolver.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("flowsolver: error: ") and "\n" not in err
+    return err[len("flowsolver: error: "):]
+
+
 #: a docs page's python blocks, each with the docs-test skip marker before it where there is one
 GUIDE_BLOCK = re.compile(r"(<!-- docs-test: skip \([^)]*\) -->\s*)?```python\n(.*?)```", re.S)
 

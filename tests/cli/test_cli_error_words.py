@@ -9,15 +9,13 @@ import pytest
 
 from flowsolver.cli import main
 
+from ..helpers import cli_error
+
 _TRACE = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 1 vpp: 8 ga: 1 all_gpus: 16\n1\n"
           "layer1 -1 1000000 ALLREDUCE 1048576 1000000 ALLREDUCE 1048576 1000000 ALLREDUCE 67108864 100\n")
 
 
-def _error(capsys, argv):
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("flowsolver: error: ") and "\n" not in err
-    return err[len("flowsolver: error: "):]
+_error = cli_error
 
 
 def _options(capsys, command):

@@ -8,14 +8,10 @@ import json
 
 import pytest
 
-from flowsolver.cli import main
+from ..helpers import cli_error
 
 
-def _error(capsys, argv):
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("flowsolver: error: ") and "\n" not in err
-    return err[len("flowsolver: error: "):]
+_error = cli_error
 
 
 def test_model_file_seq_len_is_the_files_field(tmp_path, capsys):
