@@ -258,6 +258,8 @@ def register_part(part: Part, *, overwrite: bool = False) -> Part:
     ...                        ports=32, port_rate=100 * Gbit, family="ethernet"), overwrite=True)
     >>> get_part("doc_switch").ports
     32
+    >>> unregister_part("doc_switch").name          # bills choose from the built-in parts again
+    'doc_switch'
     """
     if not isinstance(part, Part):
         raise ValueError(f"part must be a Part, got {type(part).__name__}")
@@ -269,6 +271,22 @@ def register_part(part: Part, *, overwrite: bool = False) -> Part:
     _RATE_PART.clear()
     return part
 
+
+def unregister_part(name: str) -> Part:
+    """Remove a part :func:`register_part` added (a bill no longer chooses it, a name no longer
+    finds it); returns it. Built-in parts stay.
+
+    >>> _ = register_part(Part("doc_nic", "nic", 1.0, 1.0, "my quote 2026-12", "my lab"), overwrite=True)
+    >>> unregister_part("doc_nic").price, "doc_nic" in part_names()
+    (1.0, False)
+    """
+    if name in _BUILTIN:
+        raise ValueError(f"part {name!r} is built in: only parts added with register_part can be removed")
+    if name not in _PARTS:
+        registered = sorted(set(_PARTS) - _BUILTIN)
+        raise ValueError(f"part {name!r} is not registered; registered: {', '.join(registered) or 'none'}")
+    _RATE_PART.clear()
+    return _PARTS.pop(name)
 
 
 def _switch_part(family: str, rate: float, ports: int) -> Part:

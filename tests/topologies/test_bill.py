@@ -172,3 +172,24 @@ def test_a_leafs_slower_uplinks_take_their_own_rates_optics():
     cables = sum(tp.leaf_spine(2, 2, 4, link="ib_xdr", uplink="ib_ndr")[u][v].get("cables", 1) for u, v in uplinks)
     assert optics.get(("osfp_800g_twin", "leaf-spine")) == 2 * cables // 2      # both ends, two ports a module
     assert not any(tier == "leaf-spine" and name != "osfp_800g_twin" for name, tier in optics)
+
+
+def test_unregister_part_gives_the_catalogue_back():
+    # a cheaper 64 x 400G InfiniBand switch takes every later bill's choice (docs/design.md);
+    # removed, the bill is the Quantum-2's again: 12 switches of a 32-DGX unit (by hand above)
+    g = tp.rail_optimized(32)
+    base = tp.bill(g)
+    tp.register_part(Part("test_cheap_ib", "switch", 1000.0, 10.0, "test quote", "test", ports=64,
+                          port_rate=400 * Gbit, family="infiniband"), overwrite=True)
+    try:
+        chosen = tp.bill(g)
+        assert chosen.count("test_cheap_ib") == 12 and chosen.count("quantum2_qm9700") == 0
+    finally:
+        removed = tp.unregister_part("test_cheap_ib")
+    assert removed.price == 1000.0 and "test_cheap_ib" not in tp.part_names()
+    after = tp.bill(g)
+    assert after.count("quantum2_qm9700") == 12 and after.price == pytest.approx(base.price)
+    with pytest.raises(ValueError, match="part 'test_cheap_ib' is not registered"):
+        tp.unregister_part("test_cheap_ib")
+    with pytest.raises(ValueError, match="part 'dac' is built in"):
+        tp.unregister_part("dac")
