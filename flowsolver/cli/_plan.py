@@ -75,7 +75,7 @@ def plan(args) -> None:
             raise ValueError("--gpus sizes a rail_optimized cluster; give the family's own size arguments instead")
         if "--nodes" in (getattr(args, "sizes_given", None) or ()):
             raise ValueError("--gpus and --nodes both size the cluster: give one")
-        server = server_of(args.server) if args.server is not None else tp.get_server("dgx_h100")
+        server = tp.get_server(server_of(args.server) if args.server is not None else "dgx_h100")
         if args.gpus < 1 or args.gpus % server.gpus:
             raise ValueError(f"--gpus must be a positive multiple of the server's {server.gpus} GPUs, got {args.gpus}")
         args.nodes = args.gpus // server.gpus

@@ -71,6 +71,17 @@ def test_plan_refuses_two_cluster_sizes(capsys):
     assert "--gpus and --nodes both size the cluster" in capsys.readouterr().err
 
 
+def test_plan_gpus_with_a_server_preset(capsys):
+    # newuser21: --gpus with any --server preset raised AttributeError ('str' has no .gpus):
+    # a DGX H200 has 8 GPUs, so --gpus 12 is refused naming 8, --gpus 16 is 2 servers
+    assert main(["plan", "--gpus", "12", "--server", "dgx_h200", "--model", "llama-3-8b", "--global-batch", "64"]) == 2
+    assert "--gpus must be a positive multiple of the server's 8 GPUs, got 12" in capsys.readouterr().err
+    assert main(["plan", "--gpus", "16", "--server", "dgx_h200", "--model", "llama-3-8b", "--global-batch", "64",
+                 "--top", "1", "--tp", "8", "--pp", "1", "--cp", "1", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"gpus": 16' in out and "dgx_h200 servers" in out, out[:400]
+
+
 def test_api_errors_name_the_command_line_options(capsys):
     """Errors raised by the Python API name the command's options, not Python arguments."""
     assert main(["collective", "--nodes", "1", "--ranks", "0", "0", "-b", "1M", "-e", "1M"]) == 2
