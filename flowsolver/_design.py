@@ -35,6 +35,7 @@ import topologies as tp
 
 from . import _checks
 from ._design_fabrics import DESIGN_FAMILIES, build as _build, nic_credit, server_with as _server, spare_ports
+from ._design_workload import link_policies, timer as _timer
 
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
 
@@ -68,6 +69,7 @@ class Candidate:
     nic_credit: float = 0.0            # USD of them the GPUs' price pays (the server's own NICs'
     nics_in_gpu_price: bool = False    # value), which ``capex`` leaves out when it includes them
     lifetime: float = math.nan         # seconds over which ``tokens_per_usd`` counts tokens
+    policy: str = "ecmp"               # the routing policy the workload was timed with
     bill: object = field(default=None, repr=False)
 
     @property
@@ -110,7 +112,7 @@ class Candidate:
                     tokens_per_s=self.tokens_per_s, capex=self.capex, nic_price=self.nic_price,
                     nic_credit=self.nic_credit, nics_in_gpu_price=self.nics_in_gpu_price, capex_time=self.capex_time,
                     throughput_per_usd=self.throughput_per_usd, tokens_per_usd=self.tokens_per_usd,
-                    status=self.status, pareto=self.pareto, message=self.message)
+                    policy=self.policy, status=self.status, pareto=self.pareto, message=self.message)
 
 
 @dataclass
@@ -186,16 +188,19 @@ class Design:
         tok = any(math.isfinite(c.tokens_per_s) for c in shown)
         per_usd = any(math.isfinite(c.tokens_per_usd) for c in shown)
         cap = any(c.gpu_price > 0 for c in shown)
+        routed = any(c.policy != "ecmp" for c in self.candidates)     # a policy given: say which timed each
         lines = [f"{len(self.candidates)} candidates, {self.timed} fabrics timed, front {len(self.front)}, "
                  f"dominated {self.dominated}, {self.seconds:.1f} s",
                  f"{'family':15s} {'link':10s} {'os':>4s} {'radix':>5s} {'nics':>4s} {'optics':10s} "
-                 f"{'USD/GPU':>9s} {'kW':>9s} {'time s':>10s}" + (f" {'capex/GPU':>10s}" if cap else "")
+                 f"{'USD/GPU':>9s} {'kW':>9s} {'time s':>10s}" + (f" {'policy':10s}" if routed else "")
+                 + (f" {'capex/GPU':>10s}" if cap else "")
                  + (f" {'tokens/s':>10s}" if tok else "")
                  + (f" {'tokens/USD':>10s}" if per_usd else "") + (" status (* front)" if every else "")]
         front = {id(c) for c in self.front}
         for c in sorted(shown, key=lambda c: (c.status == "failed", c.price)):
             lines.append(f"{c.family:15s} {c.link:10s} {c.oversubscription:4g} {c.radix:5d} {c.nics:4d} "
                          f"{c.optics:10s} {c.price / c.gpus if c.gpus else math.nan:9,.0f} {c.power / 1e3:9.1f} {c.time:10.5g}"
+                         + (f" {c.policy:10s}" if routed else "")
                          + (f" {c.capex / c.gpus if c.gpus else math.nan:10,.0f}" if cap else "")
                          + (f" {c.tokens_per_s:10,.0f}" if tok else "") + (f" {c.tokens_per_usd:10,.0f}" if per_usd else "")
                          + (f" {c.status}{' *' if id(c) in front else ''}{' ' + c.message if c.message else ''}"
@@ -247,57 +252,12 @@ def _grid(name: str, value) -> list:
         raise ValueError(f"{name} must be one value or a sequence of them, got {value!r}") from None
 
 
-def _timer(workload):
-    """A function graph -> (seconds, tokens per step or NaN) for the workload."""
-    if callable(workload):
-        def user(g):
-            out = workload(g)
-            seconds, tokens = (float(out[0]), float(out[1])) if isinstance(out, tuple) else (float(out), math.nan)
-            if not (math.isfinite(seconds) and seconds > 0) or not (math.isnan(tokens) or 0 < tokens < math.inf):
-                raise ValueError(f"the workload returned {out!r}: it must return seconds > 0, or (seconds > 0, "
-                                 "tokens per step > 0)")
-            return seconds, tokens
-
-        return user
-    if isinstance(workload, dict) and "model" in workload:
-        from .training import step_arguments, training_step
-
-        def step(g):
-            r = training_step(g, **step_arguments(**workload))
-            return float(r.step_time), float(r.tokens_per_step)
-
-        return step
-    if isinstance(workload, (list, tuple)) and workload:
-        from .collectives import collective
-
-        items = []
-        for item in workload:
-            if isinstance(item, dict):
-                items.append(dict(item))
-            elif isinstance(item, (list, tuple)) and len(item) >= 2:
-                items.append(dict(op=item[0], size=item[1], **({"ranks": item[2]} if len(item) > 2 else {})))
-            else:
-                raise ValueError(f"workload item must be a dict or (op, size[, ranks]), got {item!r}")
-
-        def timed(g):
-            total = 0.0
-            for it in items:
-                kw = dict(it)
-                total += float(collective(g, kw.pop("op"), kw.pop("size"), **kw).time)
-            return total, math.nan
-
-        return timed
-    raise ValueError("workload must be a training dict with 'model' (training_step's keywords), a list of "
-                     "collectives [(op, size[, ranks]) or dicts of collective()'s keywords], or a callable "
-                     f"graph -> seconds (or (seconds, tokens per step)); got {workload!r}")
-
-
 def design(gpus: int, workload, *, budget: float | None = None, power: float | None = None,
            families=("rail_optimized", "leaf_spine", "fat_tree"), links=("ib_ndr", "ib_xdr", "roce_400g"),
            oversubscriptions=(1.0, 2.0), radixes=(64,), nics=(8,), optics=("multimode", "singlemode"),
            server="dgx_h100", prices: dict | None = None, part_power: dict | None = None,
            gpu_price: float | None = None, lifetime: float | None = None, gpu_price_includes_nics: bool = True,
-           progress=None) -> Design:
+           policy: str | dict | None = None, progress=None) -> Design:
     """Search the fabrics for ``gpus`` GPUs: bill every candidate, time ``workload`` on those
     within ``budget`` (USD) and ``power`` (W), return the Pareto front of price, power, time.
 
@@ -337,6 +297,11 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         for it (they come with the server). False: a price without them, the bill's NICs added.
     lifetime : float, optional
         Seconds of training the hardware is paid over: gives ``tokens_per_usd``.
+    policy : str or dict, optional
+        The routing policy each link technology's fabrics are timed with: one name for all,
+        or ``{link: name}`` for some (default ``ecmp``, every equal-cost path used fluidly, as
+        adaptive routing spreads traffic; ``{"roce_400g": "ecmp_hash"}`` times RoCE as static
+        hashing, one path per flow, colliding flows sharing it). ``Candidate.policy`` says which.
     progress : callable, optional
         Called with ``(done, total)`` after each timed fabric.
 
@@ -376,10 +341,11 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     if not isinstance(gpu_price_includes_nics, (bool, np.bool_)):
         raise ValueError(f"gpu_price_includes_nics must be True or False, got {gpu_price_includes_nics!r}")
     timer = _timer(workload)
+    policies = link_policies(policy, links, workload)
     servers = gpus // model.gpus
     cands = [Candidate(f, l, float(o), int(r), int(n), op, gpu_price=float(gpu_price or 0.0),
                        nics_in_gpu_price=gpu_price is not None and bool(gpu_price_includes_nics),
-                       lifetime=math.nan if lifetime is None else float(lifetime))
+                       lifetime=math.nan if lifetime is None else float(lifetime), policy=policies[l] or "ecmp")
              for f, l, o, r, n, op in itertools.product(families, links, oversubscriptions, radixes, nics, optics)]
     if not cands:
         raise ValueError("the grid is empty: every dimension needs at least one value")
@@ -412,14 +378,14 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
             c.status, c.message = "over budget", f"{c.price:,.0f} USD > {budget:,.0f}"
         elif power is not None and c.power > power:
             c.status, c.message = "over power", f"{c.power:,.0f} W > {power:,.0f}"
-    todo = {}           # id(graph) -> graph, each distinct fabric once
+    todo = {}           # id(graph) -> (graph, its link's policy), each distinct fabric once
     for c in cands:
         if c.status == "ok":
-            todo.setdefault(id(graphs[c.fabric]), graphs[c.fabric])
+            todo.setdefault(id(graphs[c.fabric]), (graphs[c.fabric], policies[c.link]))
     times: dict = {}
-    for i, (key, g) in enumerate(todo.items()):
+    for i, (key, (g, routed)) in enumerate(todo.items()):
         try:
-            times[key] = (*timer(g), "")
+            times[key] = (*timer(g, routed), "")
         except (ValueError, RuntimeError) as err:     # one fabric failing does not end the search
             times[key] = (math.nan, math.nan, f"{type(err).__name__}: {str(err).splitlines()[0]}")
         if progress is not None:

@@ -31,8 +31,9 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--size", default="1G", help="collective bytes, nccl-tests style (default %(default)s)")
     d.add_argument("--budget", type=float, default=None, help="most USD for the network bill")
     d.add_argument("--power", type=float, default=None, help="most W for the network")
-    d.add_argument("--families", nargs="+", default=list(DESIGN_FAMILIES), choices=DESIGN_FAMILIES,
-                   help="fabric families (default all)")
+    d.add_argument("--families", nargs="+", default=["rail_optimized", "leaf_spine", "fat_tree"],
+                   choices=DESIGN_FAMILIES, help="fabric families (default %(default)s, the API's; add rail_only, "
+                                                  "dragonfly_plus)")
     d.add_argument("--links", nargs="+", default=["ib_ndr", "ib_xdr", "roce_400g"],
                    help="link technologies (default %(default)s)")
     d.add_argument("--oversubscriptions", nargs="+", type=float, default=[1.0, 2.0],
@@ -51,6 +52,10 @@ def add_design(sub, fmt) -> None:
                    help="--gpu-price does not include the NICs: the bill's NICs are added to capex")
     d.add_argument("--lifetime-days", type=float, default=None,
                    help="days of training the hardware is paid over: gives tokens per USD (with --model)")
+    d.add_argument("--policy", nargs="+", default=None, metavar="POLICY|LINK=POLICY",
+                   help="routing each link technology's fabrics are timed with: one policy for all, or LINK=POLICY "
+                        "pairs (e.g. roce_400g=ecmp_hash: RoCE hashing each flow onto one path; default ecmp, every "
+                        "equal-cost path used, as adaptive routing spreads traffic)")
     d.add_argument("--all", action="store_true", help="list every candidate, not only the front")
     _add_output(d)
 
@@ -139,7 +144,7 @@ def design(args) -> None:
                links=tuple(args.links), oversubscriptions=tuple(args.oversubscriptions), radixes=tuple(args.radixes),
                nics=tuple(args.nics), optics=tuple(args.optics), server=args.server, gpu_price=args.gpu_price,
                lifetime=None if args.lifetime_days is None else args.lifetime_days * 86400.0,
-               gpu_price_includes_nics=not args.gpu_price_without_nics)
+               gpu_price_includes_nics=not args.gpu_price_without_nics, policy=_policy_option(args.policy))
     if r.candidates and all(c.status == "failed" for c in r.candidates):     # bad input: exit 2, with why
         reasons = list(dict.fromkeys(c.message for c in r.candidates))
         raise ValueError(f"no fabric could be built or timed: {'; '.join(reasons[:3])}"
@@ -149,6 +154,19 @@ def design(args) -> None:
             "estimates are flagged there)\n")
     text += r.format(every=args.all)
     emit(rows, args, text)
+
+
+def _policy_option(given):
+    """``--policy``: None, one policy name, or ``LINK=POLICY`` pairs as a dict."""
+    if not given:
+        return None
+    pairs = [item.partition("=") for item in given]
+    if len(given) == 1 and not pairs[0][1]:
+        return given[0]
+    if any(not sep or not link or not name for link, sep, name in pairs):
+        raise CliError(f"--policy takes one policy or LINK=POLICY pairs (e.g. --policy roce_400g=ecmp_hash), got "
+                       f"{' '.join(given)}")
+    return {link: name for link, _, name in pairs}
 
 
 def _numbers(flag, text, count):

@@ -682,6 +682,21 @@ def test_design_gpu_price_help_names_a_figure_it_accepts(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert all(r["capex"] == pytest.approx(r["price"] + 16 * 38750) for r in rows if r["status"] == "ok")
 
+def test_design_policy_per_link_and_the_apis_default_families(capsys):
+    # newuser21: design had no routing policy (every fabric timed with ecmp) and searched five
+    # families on the command line where the API and design.md search three
+    base = ["design", "--gpus", "16", "--op", "all_reduce", "--size", "1M", "--links", "ib_ndr", "roce_400g",
+            "--oversubscriptions", "1", "--optics", "multimode", "--all", "--json"]
+    assert main([*base, "--policy", "roce_400g=ecmp_hash"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["family"] for r in rows} == {"rail_optimized", "leaf_spine", "fat_tree"}
+    assert {(r["link"], r["policy"]) for r in rows} == {("ib_ndr", "ecmp"), ("roce_400g", "ecmp_hash")}
+    assert main([*base, "--policy", "ecmp_hash"]) == 0
+    assert {r["policy"] for r in json.loads(capsys.readouterr().out)} == {"ecmp_hash"}
+    assert main([*base, "--policy", "roce_400g="]) == 2
+    assert "--policy takes one policy or LINK=POLICY pairs" in capsys.readouterr().err
+
+
 def test_compare_times_a_log_with_the_protocol_its_nccl_proto_forced(capsys, tmp_path):
     # NCCL_ALGO in the log was honoured and NCCL_PROTO not: a log run with LL was compared
     # with NCCL's own choice (Simple at these sizes)

@@ -1,0 +1,46 @@
+"""design(policy=): each link technology's fabrics timed with the routing policy named for it
+(newuser21: every fabric was timed with ecmp, all equal-cost paths used fluidly as adaptive
+routing spreads traffic, so RoCE with static hashing could not be told from InfiniBand with
+adaptive routing). The reference: the same collective timed on the same fabric by hand."""
+
+import pytest
+
+import flowsolver as fs
+import topologies as tp
+from flowsolver._design import _build, _server
+
+_RING = {"op": "all_gather", "size": 2**28, "algorithm": "ring"}
+
+
+def _by_hand(link, policy):
+    g = _build("fat_tree", 16, _server(tp.get_server("dgx_h100"), 8, link), link, 1.0, 16)
+    return fs.collective(g, "all_gather", 2**28, algorithm="ring", policy=policy).time
+
+
+def test_a_links_policy_times_its_fabrics_and_only_those():
+    r = fs.design(128, [_RING], families=("fat_tree",), links=("ib_ndr", "roce_400g"), radixes=(16,),
+                  oversubscriptions=(1.0,), optics=("multimode",), policy={"roce_400g": "ecmp_hash"})
+    got = {c.link: c for c in r.candidates}
+    assert got["roce_400g"].policy == "ecmp_hash" and got["ib_ndr"].policy == "ecmp"
+    hashed, adaptive = _by_hand("roce_400g", "ecmp_hash"), _by_hand("roce_400g", "ecmp")
+    assert got["roce_400g"].time == pytest.approx(hashed, rel=1e-12)
+    assert got["ib_ndr"].time == pytest.approx(_by_hand("ib_ndr", "ecmp"), rel=1e-12)
+    # hashing puts the 128 ring flows on one path each of the radix-16 fat-tree: colliding ones
+    # share a cable, where ecmp spreads every flow over all of them
+    assert hashed > 1.5 * adaptive
+    assert round(hashed / adaptive, 1) == 3.5            # the figure docs/design.md quotes
+    assert "policy" in r.format() and "ecmp_hash" in r.format()
+    assert {row["link"]: row["policy"] for row in r.to_rows()} == {"ib_ndr": "ecmp", "roce_400g": "ecmp_hash"}
+
+
+def test_policy_is_checked():
+    kw = dict(families=("rail_optimized",), links=("ib_ndr",), oversubscriptions=(1.0,), optics=("multimode",))
+    with pytest.raises(ValueError, match="policy names links the grid does not search: 'roce_400g'"):
+        fs.design(16, [("all_reduce", 2**20)], policy={"roce_400g": "ecmp_hash"}, **kw)
+    with pytest.raises(ValueError, match="policy for 'ib_ndr' must be one of .*ecmp.*, got 'adaptive'"):
+        fs.design(16, [("all_reduce", 2**20)], policy="adaptive", **kw)
+    with pytest.raises(ValueError, match="a function workload chooses its own routing"):
+        fs.design(16, lambda g: 1.0, policy="ecmp_hash", **kw)
+    with pytest.raises(ValueError, match="collective_options policy 'ecmp' and design's policy 'ecmp_hash' disagree"):
+        fs.design(16, {"model": "llama-3-8b", "tp": 8, "collective_options": {"policy": "ecmp"}},
+                  policy="ecmp_hash", **kw)
