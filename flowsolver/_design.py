@@ -254,7 +254,7 @@ def _grid(name: str, value) -> list:
 
 def design(gpus: int, workload, *, budget: float | None = None, power: float | None = None,
            families=("rail_optimized", "leaf_spine", "fat_tree"), links=("ib_ndr", "ib_xdr", "roce_400g"),
-           oversubscriptions=(1.0, 2.0), radixes=(64,), nics=(8,), optics=("multimode", "singlemode"),
+           oversubscriptions=(1.0, 2.0), radixes=(64,), nics=None, optics=("multimode", "singlemode"),
            server="dgx_h100", prices: dict | None = None, part_power: dict | None = None,
            gpu_price: float | None = None, lifetime: float | None = None, gpu_price_includes_nics: bool = True,
            policy: str | dict | None = None, progress=None) -> Design:
@@ -275,7 +275,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     families, links, oversubscriptions, radixes, nics, optics : sequences or single values
         The grid: fabric families (:data:`DESIGN_FAMILIES`), link technologies (catalogue names;
         the NICs run at the fabric's rate), leaf oversubscriptions, switch radixes, NICs per
-        server, optics (``"multimode"`` / ``"singlemode"``, see :func:`topologies.bill`). The
+        server (default the server's own: 8 on a DGX, 72 on an NVL72 rack), optics (``"multimode"`` / ``"singlemode"``, see :func:`topologies.bill`). The
         default families leave out ``"rail_only"`` (cross-rail traffic over NVLink) and
         ``"dragonfly_plus"``; add them.
     server : str or ServerModel
@@ -328,6 +328,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
                                       and value > 0 and (math.isfinite(value) or not finite)):
             raise ValueError(f"{name} must be a {'finite ' if finite else ''}number > 0 ({unit}) or None, "
                              f"got {value!r}")
+    nics = model.nics if nics is None else nics          # the server's own (an NVL72 rack's 72, a DGX's 8)
     families, links, oversubscriptions, radixes, nics, optics = (
         _grid(name, value) for name, value in (("families", families), ("links", links),
                                                ("oversubscriptions", oversubscriptions), ("radixes", radixes),

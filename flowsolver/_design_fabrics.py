@@ -86,15 +86,25 @@ def spare_ports(g) -> str:
             f"{slots - servers} servers' ports empty (room to grow)")
 
 
+def hosts_per_leaf(server_nics: int, ports: int) -> int:
+    """Host ports of a leaf of ``ports`` host ports that a fabric fills: whole servers where a
+    server's NICs fit (a DGX's 8 on one top-of-rack leaf), else the largest share of one
+    server's NICs, a divisor of them, that fits (an NVL72 rack's 72 NICs on 3 leaves of 24).
+
+    >>> hosts_per_leaf(8, 32), hosts_per_leaf(72, 32), hosts_per_leaf(4, 2)
+    (32, 24, 2)
+    """
+    if server_nics <= ports:
+        return ports - ports % server_nics
+    return max((d for d in range(1, ports + 1) if server_nics % d == 0), default=0)
+
+
 def _family(family: str, servers: int, server, link: str, ratio: float, radix: int):
     nics = servers * server.nics
     if family == "rail_optimized":
         return tp.rail_optimized(servers, server=server, link=link, oversubscription=ratio, radix=radix)
     if family == "leaf_spine":
-        down = radix // 2
-        if server.nics > down:
-            raise ValueError(f"a server's {server.nics} NICs do not fit the {down} host ports of a leaf")
-        down -= down % server.nics          # whole servers per leaf
+        down = hosts_per_leaf(server.nics, radix // 2)     # whole servers, or a share of one's NICs
         leaves = math.ceil(nics / down)
         if leaves == 1:                     # one leaf: no spine, no uplinks (one switch)
             return tp.leaf_spine(1, 0, nics, link=link, server=server)
@@ -134,7 +144,7 @@ def _fat_tree(servers: int, server, link: str, radix: int):
     except ValueError:
         pass                                    # more than two tiers hold: three
     half = radix // 2
-    pods = math.ceil(nics / (half * half))
+    pods = max(2, math.ceil(nics / (half * half)))     # more than two tiers hold: at least two pods
     if radix % 2 or pods > radix:
         raise ValueError(f"three tiers of {radix}-port switches (a k = {radix} fat-tree) hold at most "
                          f"{radix ** 3 // 4} NICs{' with an even radix' if radix % 2 else ''}; {nics} asked")
@@ -151,9 +161,7 @@ def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):
     fit, the fewest switches, then the fewest groups. (Until 2026-12-07 a group had ``u``
     spines of one cable per leaf: 64 GPUs were 2 leaves and 64 spines, 66 switches, where 4
     hold them.)"""
-    hosts = radix // 2 - (radix // 2) % server.nics
-    if hosts < 1:
-        raise ValueError(f"a server's {server.nics} NICs do not fit the {radix // 2} host ports of a leaf")
+    hosts = hosts_per_leaf(server.nics, radix // 2)
     up = tp.uplinks_for(hosts, ratio)
     best = None
     for groups in range(2, nics // hosts + 1):

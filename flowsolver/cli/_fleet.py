@@ -39,7 +39,8 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--oversubscriptions", nargs="+", type=float, default=[1.0, 2.0],
                    help="leaf oversubscriptions (default %(default)s)")
     d.add_argument("--radixes", nargs="+", type=int, default=[64], help="switch radixes (default %(default)s)")
-    d.add_argument("--nics", nargs="+", type=int, default=[8], help="NICs per server (default %(default)s)")
+    d.add_argument("--nics", nargs="+", type=int, default=None,
+                   help="NICs per server (default: the server's own, 8 on a DGX, 72 on an NVL72 rack)")
     d.add_argument("--optics", nargs="+", default=["multimode", "singlemode"], choices=("multimode", "singlemode"),
                    help="optics (default both)")
     d.add_argument("--gpu-price", type=float, default=None,
@@ -142,7 +143,7 @@ def design(args) -> None:
         label = f"{args.op} of {args.size}"
     r = search(args.gpus, workload, budget=args.budget, power=args.power, families=tuple(args.families),
                links=tuple(args.links), oversubscriptions=tuple(args.oversubscriptions), radixes=tuple(args.radixes),
-               nics=tuple(args.nics), optics=tuple(args.optics), server=args.server, gpu_price=args.gpu_price,
+               nics=None if args.nics is None else tuple(args.nics), optics=tuple(args.optics), server=args.server, gpu_price=args.gpu_price,
                lifetime=None if args.lifetime_days is None else args.lifetime_days * 86400.0,
                gpu_price_includes_nics=not args.gpu_price_without_nics, policy=_policy_option(args.policy))
     if r.candidates and all(c.status == "failed" for c in r.candidates):     # bad input: exit 2, with why

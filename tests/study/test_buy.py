@@ -151,8 +151,12 @@ def test_design_sizes_a_dragonfly_plus():
     switches = [n for n, d in g.nodes(data=True) if d["kind"] == "switch"]
     assert len(switches) == 8 * (16 + 32)
     assert sum(d.get("cables", 1) for *_, d in g.edges(data=True) if d["tier"] == "global") // 2 == 8 * 32 * 21 // 2
-    with pytest.raises(ValueError, match="do not fit"):
-        _build("dragonfly_plus", 2, dgx, "ib_ndr", 1.0, 8)
+    # radix 8: a DGX's 8 NICs over two leaves of 4 host ports (refused until adv21a F1, a server
+    # had to fit one leaf); 16 NICs: 4 leaves of 4 uplinks, 2 groups of 2 leaves, 2 spines a group
+    # (each leaf 2 cables to each: 4 + 2 x 2 = 8 ports), a spine's 4 down ports and 4 global
+    p = _build("dragonfly_plus", 2, dgx, "ib_ndr", 1.0, 8).graph["params"]
+    assert (p["groups"], p["leaves"], p["spines"], p["hosts_per_leaf"], p["global_per_spine"]) == (2, 2, 2, 4, 4)
+    assert p["leaf_radix"] == p["spine_radix"] == 8 and p["switches"] == 8
 
 
 def test_design_places_the_job_on_the_first_host_ports_of_a_larger_fabric():
