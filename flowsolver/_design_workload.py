@@ -5,6 +5,7 @@ technology's fabrics are timed with."""
 from __future__ import annotations
 
 import math
+import numbers
 
 __all__ = ["link_policies", "timer"]
 
@@ -43,6 +44,10 @@ def timer(workload):
                 items.append(dict(op=item[0], size=item[1], **({"ranks": item[2]} if len(item) > 2 else {})))
             else:
                 raise ValueError(f"workload item must be a dict or (op, size[, ranks]), got {item!r}")
+            size = items[-1].get("size")
+            if isinstance(size, bool) or not isinstance(size, numbers.Real) or not 0 < size < math.inf:
+                # refused once here, not as every candidate's failure (adv21a)
+                raise ValueError(f"workload item {item!r}: size must be a finite number of bytes > 0, got {size!r}")
 
         def timed(g, policy=None):
             total = 0.0

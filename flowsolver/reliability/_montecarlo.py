@@ -212,6 +212,8 @@ def simulate_goodput(interrupts: dict, response: JobResponse, *, horizon: float,
     else:
         default_tau = H                      # nothing fails: one period
     taus = [default_tau] if intervals is None else [float(x) for x in intervals]
+    if not taus:
+        raise ValueError("intervals: give at least one checkpoint interval (seconds), or None for the optimal one")
     for x in taus:
         if not (math.isfinite(x) and x > 0):
             raise ValueError(f"intervals: every checkpoint interval must be a finite number of seconds > 0, got {x!r}")

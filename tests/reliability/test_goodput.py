@@ -207,6 +207,7 @@ def test_time_to_useful_work():
     (dict(horizon=0.0), "horizon"),
     (dict(horizon=DAY, trajectories=0), "trajectories"),
     (dict(horizon=DAY, intervals=[-1.0]), "intervals"),
+    (dict(horizon=DAY, intervals=[]), "give at least one checkpoint interval"),     # an empty curve before (adv21a)
     # 10^12 trajectories (1e-4 failures a second over a day: ~9.6e12 events) was a raw MemoryError
     (dict(horizon=DAY, trajectories=10**12), r"is 9\.6\de\+12, above 33,554,432"),
 ])

@@ -44,3 +44,10 @@ def test_policy_is_checked():
     with pytest.raises(ValueError, match="collective_options policy 'ecmp' and design's policy 'ecmp_hash' disagree"):
         fs.design(16, {"model": "llama-3-8b", "tp": 8, "collective_options": {"policy": "ecmp"}},
                   policy="ecmp_hash", **kw)
+
+
+@pytest.mark.parametrize("size", [0, -1, float("nan"), "1G", True])
+def test_a_collective_size_is_refused_once_not_as_every_candidates_failure(size):
+    # adv21a: each of these failed every candidate ("failed" rows, best() None) instead
+    with pytest.raises(ValueError, match="size must be a finite number of bytes > 0"):
+        fs.design(16, [("all_reduce", size)], families=("rail_optimized",), links=("ib_ndr",))
