@@ -34,7 +34,8 @@ import numpy as np
 import topologies as tp
 
 from . import _checks
-from ._design_fabrics import DESIGN_FAMILIES, build as _build, nic_credit, server_with as _server, spare_ports
+from ._design_fabrics import (DESIGN_FAMILIES, build as _build, nic_behind_pcie, nic_credit, server_with as _server,
+                              spare_ports)
 from ._design_workload import link_policies, timer as _timer
 
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
@@ -372,7 +373,8 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         c.nic_price = sum(line.price for line in b.lines if line.part.category == "nic")
         c.nic_credit = nic_credit(b, model, prices=prices)
         c.switches = sum(l.count for l in b.lines if l.part.category == "switch")
-        c.message = spare_ports(g)      # the job's servers on the first host ports of a larger fabric
+        # the job's servers on the first host ports of a larger fabric; NICs faster than their PCIe
+        c.message = "; ".join(m for m in (spare_ports(g), nic_behind_pcie(_server(model, c.nics, c.link), c.link)) if m)
         if c.gpus != gpus:              # not the cluster asked: a builder's mistake, never timed
             c.status, c.message = "failed", f"the fabric holds {c.gpus} GPUs, not the {gpus} asked"
         elif budget is not None and c.price > budget:

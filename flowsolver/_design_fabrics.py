@@ -72,6 +72,23 @@ def _first_servers(g, servers: int):
     return g
 
 
+def nic_behind_pcie(server, link: str) -> str:
+    """What a candidate's NICs lose to the server's PCIe ("" if nothing): an XDR NIC's 800 Gb/s
+    (100 GB/s) behind a Hopper / Blackwell server's PCIe Gen5 x16 (63 GB/s) sends at most the
+    PCIe's rate, which the timing models (the GPU-NIC link), but its price is on the bill.
+
+    >>> nic_behind_pcie(server_with("dgx_h200", 8, "ib_xdr"), "ib_xdr")
+    "its 100 GB/s NICs sit behind the server's pcie5 (63 GB/s): they send at most that"
+    >>> nic_behind_pcie(server_with("dgx_h200", 8, "ib_ndr"), "ib_ndr")
+    ''
+    """
+    pcie, rate = tp.get_link(server.host_link).bandwidth, server.nic_rate(link)
+    if rate <= pcie:
+        return ""
+    return (f"its {rate / 1e9:.0f} GB/s NICs sit behind the server's {server.host_link} ({pcie / 1e9:.0f} GB/s): "
+            "they send at most that")
+
+
 def spare_ports(g) -> str:
     """What a fabric's empty host ports are, for a candidate's message ("" if none)."""
     params = g.graph.get("params") or {}
