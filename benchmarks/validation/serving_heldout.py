@@ -5,7 +5,8 @@ Every figure is copied from the source named beside it (``verbatim`` is the prin
 pinned to a commit or, for a page with no repository, its address and the date it was read);
 nothing was fitted to them. The lmdeploy and gpt-fast lines were checked to occur in the file at
 the cited commit; TensorRT-LLM's were copied from the indexed file at its commit (the repository
-is too large to clone here); NIM's and the vLLM build's from the pages as stored. Each row is run the way its benchmark ran it, with the library's
+is too large to clone here), as were TensorRT-LLM v0.9.0's (250d9c2) and gpt-fast's Mixtral line (4f98fe0),
+three of those checked again by exact search of the stored files; NIM's and the vLLM build's from the pages as stored. Each row is run the way its benchmark ran it, with the library's
 defaults (the kernel tables, BabelStream's HBM fraction, NCCL's protocol choice; ``--compute
 flat``: the training model's flat compute / attention efficiencies, the default when the rows
 were added): ``batch`` requests of ``prompt`` tokens arrive together and are run to
@@ -65,6 +66,8 @@ GPTFAST = "https://github.com/pytorch-labs/gpt-fast/blob/32971d3129541c5bfb4f715
 NIM = ("https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.md (NVIDIA NIM benchmarking, "
        "LLM 1.0.0 'Performance' page, read 2026-12-06 as stored by the search corpus)")
 BUILDKITE_H200 = "https://buildkite.com/vllm/performance-benchmark/builds/9515 (read 2026-12-06)"
+GPTFAST_MOE = ("https://github.com/pytorch-labs/gpt-fast/blob/4f98fe01976600edec013e9ae7e799744f971d9f/"
+               "mixtral-moe/README.md")
 TRTLLM090 = ("https://github.com/NVIDIA/TensorRT-LLM/blob/250d9c293d5edbc2a45c20775b3150b1eb68b364/"
              "docs/source/performance.md")
 
@@ -181,6 +184,19 @@ _GF = [
 ]
 GPTFAST_ROWS = tuple(_row("gpt-fast-readme", GPTFAST, m, "a100_sxm", t, 1, 5, 200, "out_tok_s", v, line)
                      for m, t, v, line in _GF)
+
+# gpt-fast's Mixtral 8x7B (mixtral-moe/README.md, added 2026-12-07 by corpus21, held out): "Benchmarks run on an
+# 8xA100-80GB, power limited to 330W with a hybrid cube mesh topology", "batch size=1", "a very small prompt length
+# (just 5 tokens)"; the bf16 line (1 GPU: OOM); 200 new tokens (mixtral-moe/generate.py's --max_new_tokens default,
+# read at 171a7f3); tokens/s = tokens_generated / t with the prefill inside t, as the dense rows above. Experts
+# TP-sharded (gpt-fast's TP splits every expert's FFN): ep 1. The int8 line is weight-only int8: not modelled.
+_GFM = [
+    ("mixtral-8x7b", 2, 96.67), ("mixtral-8x7b", 4, 155.35), ("mixtral-8x7b", 8, 227.82),
+]
+GPTFAST_MOE_ROWS = tuple(
+    _row("gpt-fast-mixtral-readme", GPTFAST_MOE, m, "a100_sxm", t, 1, 5, 200, "out_tok_s", v,
+         "|baseline(bfloat16)|    OOM  |    96.67  | 155.35 |  227.82    |")
+    for m, t, v in _GFM)
 
 # NVIDIA NIM 1.8.0, Llama-3.3-70b-instruct (the Llama 3 70B shape), "2 x H100 80G", "fp8 TP2"
 # (KV cache precision not stated: the default 2 bytes), concurrency 1 (one request at a time).
@@ -372,7 +388,7 @@ TRTLLM090_ROWS = tuple(
          **(dict(precision="fp8", kv_bytes=1.0) if g != "a100_sxm" else {}))
     for m, g, t, b, p, o, metric, v, line in _TRT090)
 
-ROWS = LMDEPLOY_ROWS + TRTLLM_ROWS + GPTFAST_ROWS + NIM_ROWS + VLLM_H200_ROWS + TRTLLM090_ROWS
+ROWS = LMDEPLOY_ROWS + TRTLLM_ROWS + GPTFAST_ROWS + NIM_ROWS + VLLM_H200_ROWS + TRTLLM090_ROWS + GPTFAST_MOE_ROWS
 
 _SERVER = {"a100_sxm": ("dgx_a100", "ib_hdr"), "h100_sxm": ("dgx_h100", "ib_ndr"), "h200": ("dgx_h100", "ib_ndr")}
 

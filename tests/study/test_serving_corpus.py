@@ -29,8 +29,9 @@ def test_row_counts_by_source(H):
     # the corpus README's counts: 47 rows of five sources, then 72 of TensorRT-LLM v0.9.0 (48 peak-throughput
     # rows: 3 GPUs x 4 models x 4 lengths; 24 first-token rows: 3 GPUs x 4 models x 2 prompt lengths)
     assert counts == {"lmdeploy-a100-fp16": 18, "trtllm-perf-v0.5-v0.6.1": 15, "gpt-fast-readme": 7,
-                      "nim-benchmarking-1.0.0": 4, "vllm-buildkite-9515": 3, "trtllm-perf-v0.9.0": 72}
-    assert len(H.ROWS) == 119
+                      "nim-benchmarking-1.0.0": 4, "vllm-buildkite-9515": 3, "trtllm-perf-v0.9.0": 72,
+                      "gpt-fast-mixtral-readme": 3}
+    assert len(H.ROWS) == 122
     new = [r for r in H.ROWS if r["source"] == "trtllm-perf-v0.9.0"]
     assert sum(r["metric"] == "out_tok_s_gpu" for r in new) == 3 * 4 * 4
     assert sum(r["metric"] == "ttft_ms" for r in new) == 3 * 4 * 2
@@ -64,6 +65,16 @@ def test_trtllm_v090_rows_agree_with_their_printed_lines(H):
             assert "precision" not in row and row.get("kv_bytes") is None
         else:
             assert row["precision"] == "fp8" and row["kv_bytes"] == 1.0
+
+
+def test_gpt_fast_mixtral_rows_are_the_bf16_line(H):
+    # "|baseline(bfloat16)|    OOM  |    96.67  | 155.35 |  227.82    |": 1 / 2 / 4 / 8 GPUs, 1 GPU out of memory
+    cells = [c.strip() for c in H.GPTFAST_MOE_ROWS[0]["verbatim"].strip("|").split("|")]
+    assert cells[0] == "baseline(bfloat16)" and cells[1] == "OOM"
+    assert [(r["tp"], r["value"]) for r in H.GPTFAST_MOE_ROWS] == [(2, float(cells[2])), (4, float(cells[3])),
+                                                                  (8, float(cells[4]))]
+    assert all(r["batch"] == 1 and r["prompt"] == 5 and r["output"] == 200 and r["metric"] == "out_tok_s"
+               for r in H.GPTFAST_MOE_ROWS)
 
 
 def test_mistral_7b_shape_is_mixtral_without_experts(H):
