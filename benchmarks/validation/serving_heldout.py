@@ -5,7 +5,8 @@ Every figure is copied from the source named beside it (``verbatim`` is the prin
 pinned to a commit or, for a page with no repository, its address and the date it was read);
 nothing was fitted to them. The lmdeploy and gpt-fast lines were checked to occur in the file at
 the cited commit; TensorRT-LLM's were copied from the indexed file at its commit (the repository
-is too large to clone here); NIM's and the vLLM build's from the pages as stored. Each row is run the way its benchmark ran it, with the library's
+is too large to clone here), as were TensorRT-LLM v0.9.0's (250d9c2) and gpt-fast's Mixtral line (4f98fe0),
+three of those checked again by exact search of the stored files; NIM's and the vLLM build's from the pages as stored. Each row is run the way its benchmark ran it, with the library's
 defaults (the kernel tables, BabelStream's HBM fraction, NCCL's protocol choice; ``--compute
 flat``: the training model's flat compute / attention efficiencies, the default when the rows
 were added): ``batch`` requests of ``prompt`` tokens arrive together and are run to
@@ -15,6 +16,7 @@ step tables and :func:`flowsolver.serving.simulate`. Metrics:
 * ``out_tok_s``: ``batch x output`` over the time the last request finishes (static-batch
   throughput: lmdeploy's ``profile_generation``, TensorRT-LLM's ``gptSessionBenchmark``,
   gpt-fast's ``tokens_generated / t`` with the prefill inside ``t``);
+* ``out_tok_s_gpu``: the same over the TP degree (TensorRT-LLM v0.9.0's "out tok/s/GPU");
 * ``ttft_ms``: the first token of one request (the prefill step), ``batch = 1``;
 * ``itl_ms``: one request's decode steps, ``(finish - first token) / (output - 1)``;
 * ``latency_ms``: the time the last of ``batch`` requests finishes (vLLM's benchmark_latency).
@@ -28,7 +30,8 @@ rows (a closed loop of N clients, each sending its next request when the last en
 takes open arrivals) and NIM's Llama 3.1 8B tables (the stored page does not show their GPU, TP
 or lengths); lmdeploy's rows with prompt >= 128 and batch > 1 (prefills queued behind decodes
 by its own scheduler, FTL up to 100 s: the static batch is not what ran); vLLM build 9515's
-serving tests (the stored page stops before their table).
+serving tests (the stored page stops before their table); TensorRT-LLM v0.9.0's GPT-J / Falcon rows (as
+above) and its L40S tables (no L40S in the catalogue).
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ LLAMA2 = {
     "llama-2-13b": fs.ModelSpec("llama-2-13b", 40, 5120, 13824, 40, 40, 32000, seq_len=4096),
     "llama-2-70b": fs.ModelSpec("llama-2-70b", 80, 8192, 28672, 64, 8, 32000, seq_len=4096),
 }
+# Mistral 7B (Jiang et al. 2023, arXiv 2310.06825, table 1: dim 4096, 32 layers, head_dim 128, hidden_dim
+# 14336, 32 heads, 8 KV heads, window 4096, context 8192, vocabulary 32,000; from memory of the paper, not re-read
+# here: the same dimensions as the library's Mixtral 8x7B preset, which the Mixtral paper builds on Mistral 7B
+# with 8 experts). Its 4096-token sliding window is not modelled: the rows' longest sequence is 2048 + 2048.
+SHAPES = {**LLAMA2, "mistral-7b": fs.ModelSpec("mistral-7b", 32, 4096, 14336, 32, 8, 32000, seq_len=8192,
+                                               context=8192)}
 
 LMDEPLOY = ("https://github.com/InternLM/lmdeploy/blob/3e391df4673326f79363eebe030876861a9b7090/"
             "docs/en/benchmark/a100_fp16.md")
@@ -57,6 +66,10 @@ GPTFAST = "https://github.com/pytorch-labs/gpt-fast/blob/32971d3129541c5bfb4f715
 NIM = ("https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.md (NVIDIA NIM benchmarking, "
        "LLM 1.0.0 'Performance' page, read 2026-12-06 as stored by the search corpus)")
 BUILDKITE_H200 = "https://buildkite.com/vllm/performance-benchmark/builds/9515 (read 2026-12-06)"
+GPTFAST_MOE = ("https://github.com/pytorch-labs/gpt-fast/blob/4f98fe01976600edec013e9ae7e799744f971d9f/"
+               "mixtral-moe/README.md")
+TRTLLM090 = ("https://github.com/NVIDIA/TensorRT-LLM/blob/250d9c293d5edbc2a45c20775b3150b1eb68b364/"
+             "docs/source/performance.md")
 
 
 def _row(source, url, model, gpu, tp_, batch, prompt, output, metric, value, verbatim, **extra):
@@ -172,6 +185,19 @@ _GF = [
 GPTFAST_ROWS = tuple(_row("gpt-fast-readme", GPTFAST, m, "a100_sxm", t, 1, 5, 200, "out_tok_s", v, line)
                      for m, t, v, line in _GF)
 
+# gpt-fast's Mixtral 8x7B (mixtral-moe/README.md, added 2026-12-07 by corpus21, held out): "Benchmarks run on an
+# 8xA100-80GB, power limited to 330W with a hybrid cube mesh topology", "batch size=1", "a very small prompt length
+# (just 5 tokens)"; the bf16 line (1 GPU: OOM); 200 new tokens (mixtral-moe/generate.py's --max_new_tokens default,
+# read at 171a7f3); tokens/s = tokens_generated / t with the prefill inside t, as the dense rows above. Experts
+# TP-sharded (gpt-fast's TP splits every expert's FFN): ep 1. The int8 line is weight-only int8: not modelled.
+_GFM = [
+    ("mixtral-8x7b", 2, 96.67), ("mixtral-8x7b", 4, 155.35), ("mixtral-8x7b", 8, 227.82),
+]
+GPTFAST_MOE_ROWS = tuple(
+    _row("gpt-fast-mixtral-readme", GPTFAST_MOE, m, "a100_sxm", t, 1, 5, 200, "out_tok_s", v,
+         "|baseline(bfloat16)|    OOM  |    96.67  | 155.35 |  227.82    |")
+    for m, t, v in _GFM)
+
 # NVIDIA NIM 1.8.0, Llama-3.3-70b-instruct (the Llama 3 70B shape), "2 x H100 80G", "fp8 TP2"
 # (KV cache precision not stated: the default 2 bytes), concurrency 1 (one request at a time).
 NIM_ROWS = (
@@ -196,7 +222,173 @@ VLLM_H200_ROWS = (
          "latency_mixtral8x7B_tp2 | H200 | 1917.44 | 1916.58 | 1929 |"),
 )
 
-ROWS = LMDEPLOY_ROWS + TRTLLM_ROWS + GPTFAST_ROWS + NIM_ROWS + VLLM_H200_ROWS
+# TensorRT-LLM v0.9.0 performance.md (added 2026-12-07 by corpus21, the model as it stood on main 37c89f7, held
+# out): "All data was generated using version 0.9.0", the same two kinds of table as v0.5 / v0.6.1 above (static
+# batches through gptSessionBenchmark "--batch_size $batch_size --duration 0 --num_runs 5"; first-token latency
+# with one output token, batch 1), now on H200 as well. Every peak-throughput table's header reads "Throughput
+# (out tok/s/GPU)" (the A100 one included, whose v0.6.1 header read "out tok/s"): the rows are compared per GPU,
+# the batch's output tokens over its time and over the TP degree (metric out_tok_s_gpu). H200 / H100 tables are
+# "(FP8)" (the page's configs: quant_algo FP8, kv_cache_quant_algo FP8), A100 "(FP16)" (run as bf16: the same
+# tensor-core rate). "LLaMA 7B / 70B" are Llama 2 (the page's configs: Llama2-7b 32 layers, 4096, 11008, 32 / 32
+# heads; Llama2-70b 80 layers, 8192, 28672, 64 / 8 heads, vocabulary 32,000); "Mistral 7B" is SHAPES' mistral-7b
+# and "Mixtral 8x7B" the library's preset, its experts TP-sharded (ep 1: the page prints TP only). The engines
+# run with paged KV off (--paged_kv_cache disable), the whole batch's cache allocated up front (memory 1.0, as
+# the v0.6.1 rows); the page's build commands print --max_batch_size 64 while its tables run batches up to 1,024
+# (as in v0.6.1: the tables are taken as printed). H200: the catalogue's "h200" on the DGX H100 server.
+# Not modelled: GPT-J 6B and Falcon 180B (shapes not in the catalogue, as above), and the L40S tables (no L40S
+# in the catalogue).
+_TRT090 = [
+    ("mistral-7b", "h200", 1, 896, 128, 128, "out_tok_s_gpu", 20460.0,
+     "| Mistral 7B                   | 896        | 1         | 128          | 128           |                     20,460 |"),
+    ("mistral-7b", "h200", 1, 120, 128, 2048, "out_tok_s_gpu", 8950.0,
+     "| Mistral 7B                   | 120        | 1         | 128          | 2048          |                      8,950 |"),
+    ("mistral-7b", "h200", 1, 64, 2048, 128, "out_tok_s_gpu", 2423.0,
+     "| Mistral 7B                   | 64         | 1         | 2048         | 128           |                      2,423 |"),
+    ("mistral-7b", "h200", 1, 56, 2048, 2048, "out_tok_s_gpu", 3867.0,
+     "| Mistral 7B                   | 56         | 1         | 2048         | 2048          |                      3,867 |"),
+    ("mixtral-8x7b", "h200", 2, 1024, 128, 128, "out_tok_s_gpu", 5444.0,
+     "| Mixtral 8x7B                 | 1024       | 2         | 128          | 128           |                      5,444 |"),
+    ("mixtral-8x7b", "h200", 2, 256, 128, 2048, "out_tok_s_gpu", 4973.0,
+     "| Mixtral 8x7B                 | 256        | 2         | 128          | 2048          |                      4,973 |"),
+    ("mixtral-8x7b", "h200", 2, 64, 2048, 128, "out_tok_s_gpu", 605.0,
+     "| Mixtral 8x7B                 | 64         | 2         | 2048         | 128           |                        605 |"),
+    ("mixtral-8x7b", "h200", 2, 64, 2048, 2048, "out_tok_s_gpu", 1821.0,
+     "| Mixtral 8x7B                 | 64         | 2         | 2048         | 2048          |                      1,821 |"),
+    ("llama-2-7b", "h200", 1, 896, 128, 128, "out_tok_s_gpu", 20618.0,
+     "| LLaMA 7B                     | 896        | 1         | 128          | 128           |                     20,618 |"),
+    ("llama-2-7b", "h200", 1, 120, 128, 2048, "out_tok_s_gpu", 8348.0,
+     "| LLaMA 7B                     | 120        | 1         | 128          | 2048          |                      8,348 |"),
+    ("llama-2-7b", "h200", 1, 64, 2048, 128, "out_tok_s_gpu", 2391.0,
+     "| LLaMA 7B                     | 64         | 1         | 2048         | 128           |                      2,391 |"),
+    ("llama-2-7b", "h200", 1, 56, 2048, 2048, "out_tok_s_gpu", 3522.0,
+     "| LLaMA 7B                     | 56         | 1         | 2048         | 2048          |                      3,522 |"),
+    ("llama-2-70b", "h200", 1, 1024, 128, 128, "out_tok_s_gpu", 3989.0,
+     "| LLaMA 70B                    | 1024       | 1         | 128          | 128           |                      3,989 |"),
+    ("llama-2-70b", "h200", 2, 512, 128, 2048, "out_tok_s_gpu", 3963.0,
+     "| LLaMA 70B                    | 512        | 2         | 128          | 2048          |                      3,963 |"),
+    ("llama-2-70b", "h200", 1, 64, 2048, 128, "out_tok_s_gpu", 418.0,
+     "| LLaMA 70B                    | 64         | 1         | 2048         | 128           |                        418 |"),
+    ("llama-2-70b", "h200", 1, 64, 2048, 2048, "out_tok_s_gpu", 1458.0,
+     "| LLaMA 70B                    | 64         | 1         | 2048         | 2048          |                      1,458 |"),
+    ("mistral-7b", "h100_sxm", 1, 896, 128, 128, "out_tok_s_gpu", 20404.0,
+     "| Mistral 7B                   | 896        | 1         | 128          | 128           |                     20,404 |"),
+    ("mistral-7b", "h100_sxm", 1, 120, 128, 2048, "out_tok_s_gpu", 8623.0,
+     "| Mistral 7B                   | 120        | 1         | 128          | 2048          |                      8,623 |"),
+    ("mistral-7b", "h100_sxm", 1, 84, 2048, 128, "out_tok_s_gpu", 2405.0,
+     "| Mistral 7B                   | 84         | 1         | 2048         | 128           |                      2,405 |"),
+    ("mistral-7b", "h100_sxm", 1, 56, 2048, 2048, "out_tok_s_gpu", 3731.0,
+     "| Mistral 7B                   | 56         | 1         | 2048         | 2048          |                      3,731 |"),
+    ("mixtral-8x7b", "h100_sxm", 2, 512, 128, 128, "out_tok_s_gpu", 5255.0,
+     "| Mixtral 8x7B                 | 512        | 2         | 128          | 128           |                      5,255 |"),
+    ("mixtral-8x7b", "h100_sxm", 2, 128, 128, 2048, "out_tok_s_gpu", 3408.0,
+     "| Mixtral 8x7B                 | 128        | 2         | 128          | 2048          |                      3,408 |"),
+    ("mixtral-8x7b", "h100_sxm", 2, 64, 2048, 128, "out_tok_s_gpu", 588.0,
+     "| Mixtral 8x7B                 | 64         | 2         | 2048         | 128           |                        588 |"),
+    ("mixtral-8x7b", "h100_sxm", 2, 32, 2048, 2048, "out_tok_s_gpu", 1317.0,
+     "| Mixtral 8x7B                 | 32         | 2         | 2048         | 2048          |                      1,317 |"),
+    ("llama-2-7b", "h100_sxm", 1, 896, 128, 128, "out_tok_s_gpu", 19854.0,
+     "| LLaMA 7B                     | 896        | 1         | 128          | 128           |                     19,854 |"),
+    ("llama-2-7b", "h100_sxm", 1, 120, 128, 2048, "out_tok_s_gpu", 6944.0,
+     "| LLaMA 7B                     | 120        | 1         | 128          | 2048          |                      6,944 |"),
+    ("llama-2-7b", "h100_sxm", 1, 84, 2048, 128, "out_tok_s_gpu", 2163.0,
+     "| LLaMA 7B                     | 84         | 1         | 2048         | 128           |                      2,163 |"),
+    ("llama-2-7b", "h100_sxm", 1, 56, 2048, 2048, "out_tok_s_gpu", 2826.0,
+     "| LLaMA 7B                     | 56         | 1         | 2048         | 2048          |                      2,826 |"),
+    ("llama-2-70b", "h100_sxm", 2, 1024, 128, 128, "out_tok_s_gpu", 3214.0,
+     "| LLaMA 70B                    | 1024       | 2         | 128          | 128           |                      3,214 |"),
+    ("llama-2-70b", "h100_sxm", 4, 512, 128, 2048, "out_tok_s_gpu", 2725.0,
+     "| LLaMA 70B                    | 512        | 4         | 128          | 2048          |                      2,725 |"),
+    ("llama-2-70b", "h100_sxm", 2, 96, 2048, 128, "out_tok_s_gpu", 346.0,
+     "| LLaMA 70B                    | 96         | 2         | 2048         | 128           |                        346 |"),
+    ("llama-2-70b", "h100_sxm", 2, 64, 2048, 2048, "out_tok_s_gpu", 1011.0,
+     "| LLaMA 70B                    | 64         | 2         | 2048         | 2048          |                      1,011 |"),
+    ("mistral-7b", "a100_sxm", 1, 896, 128, 128, "out_tok_s_gpu", 6251.0,
+     "| Mistral 7B                   | 896        | 1         | 128          | 128           |                  6,251 |"),
+    ("mistral-7b", "a100_sxm", 1, 120, 128, 2048, "out_tok_s_gpu", 3776.0,
+     "| Mistral 7B                   | 120        | 1         | 128          | 2048          |                  3,776 |"),
+    ("mistral-7b", "a100_sxm", 1, 64, 2048, 128, "out_tok_s_gpu", 698.0,
+     "| Mistral 7B                   | 64         | 1         | 2048         | 128           |                    698 |"),
+    ("mistral-7b", "a100_sxm", 1, 56, 2048, 2048, "out_tok_s_gpu", 1576.0,
+     "| Mistral 7B                   | 56         | 1         | 2048         | 2048          |                  1,576 |"),
+    ("mixtral-8x7b", "a100_sxm", 2, 512, 128, 128, "out_tok_s_gpu", 2842.0,
+     "| Mixtral 8x7B                 | 512        | 2         | 128          | 128           |                  2,842 |"),
+    ("mixtral-8x7b", "a100_sxm", 2, 128, 128, 2048, "out_tok_s_gpu", 1724.0,
+     "| Mixtral 8x7B                 | 128        | 2         | 128          | 2048          |                  1,724 |"),
+    ("mixtral-8x7b", "a100_sxm", 2, 64, 2048, 128, "out_tok_s_gpu", 319.0,
+     "| Mixtral 8x7B                 | 64         | 2         | 2048         | 128           |                    319 |"),
+    ("mixtral-8x7b", "a100_sxm", 2, 32, 2048, 2048, "out_tok_s_gpu", 801.0,
+     "| Mixtral 8x7B                 | 32         | 2         | 2048         | 2048          |                    801 |"),
+    ("llama-2-7b", "a100_sxm", 1, 256, 128, 128, "out_tok_s_gpu", 5390.0,
+     "| LLaMA 7B                     | 256        | 1         | 128          | 128           |                  5,390 |"),
+    ("llama-2-7b", "a100_sxm", 1, 32, 128, 2048, "out_tok_s_gpu", 1484.0,
+     "| LLaMA 7B                     | 32         | 1         | 128          | 2048          |                  1,484 |"),
+    ("llama-2-7b", "a100_sxm", 1, 32, 2048, 128, "out_tok_s_gpu", 533.0,
+     "| LLaMA 7B                     | 32         | 1         | 2048         | 128           |                    533 |"),
+    ("llama-2-7b", "a100_sxm", 1, 16, 2048, 2048, "out_tok_s_gpu", 603.0,
+     "| LLaMA 7B                     | 16         | 1         | 2048         | 2048          |                    603 |"),
+    ("llama-2-70b", "a100_sxm", 4, 1024, 128, 128, "out_tok_s_gpu", 686.0,
+     "| LLaMA 70B                    | 1024       | 4         | 128          | 128           |                    686 |"),
+    ("llama-2-70b", "a100_sxm", 8, 512, 128, 2048, "out_tok_s_gpu", 684.0,
+     "| LLaMA 70B                    | 512        | 8         | 128          | 2048          |                    684 |"),
+    ("llama-2-70b", "a100_sxm", 4, 96, 2048, 128, "out_tok_s_gpu", 80.0,
+     "| LLaMA 70B                    | 96         | 4         | 2048         | 128           |                     80 |"),
+    ("llama-2-70b", "a100_sxm", 4, 64, 2048, 2048, "out_tok_s_gpu", 289.0,
+     "| LLaMA 70B                    | 64         | 4         | 2048         | 2048          |                    289 |"),
+    ("mistral-7b", "h200", 1, 1, 128, 1, "ttft_ms", 5.9,
+     "| Mistral 7B                   | 1          | 1         | 128          |                    5.9 |"),
+    ("mistral-7b", "h200", 1, 1, 2048, 1, "ttft_ms", 31.7,
+     "| Mistral 7B                   | 1          | 1         | 2048         |                   31.7 |"),
+    ("mixtral-8x7b", "h200", 2, 1, 128, 1, "ttft_ms", 12.1,
+     "| Mixtral 8x7B                 | 1          | 2         | 128          |                   12.1 |"),
+    ("mixtral-8x7b", "h200", 2, 1, 2048, 1, "ttft_ms", 87.7,
+     "| Mixtral 8x7B                 | 1          | 2         | 2048         |                   87.7 |"),
+    ("llama-2-7b", "h200", 1, 1, 128, 1, "ttft_ms", 5.7,
+     "| LLaMA 7B                     | 1          | 1         | 128          |                    5.7 |"),
+    ("llama-2-7b", "h200", 1, 1, 2048, 1, "ttft_ms", 30.2,
+     "| LLaMA 7B                     | 1          | 1         | 2048         |                   30.2 |"),
+    ("llama-2-70b", "h200", 4, 1, 128, 1, "ttft_ms", 17.8,
+     "| LLaMA 70B                    | 1          | 4         | 128          |                   17.8 |"),
+    ("llama-2-70b", "h200", 4, 1, 2048, 1, "ttft_ms", 103.0,
+     "| LLaMA 70B                    | 1          | 4         | 2048         |                  103.0 |"),
+    ("mistral-7b", "h100_sxm", 1, 1, 128, 1, "ttft_ms", 6.5,
+     "| Mistral 7B                   | 1          | 1         | 128          |                    6.5 |"),
+    ("mistral-7b", "h100_sxm", 1, 1, 2048, 1, "ttft_ms", 32.4,
+     "| Mistral 7B                   | 1          | 1         | 2048         |                   32.4 |"),
+    ("mixtral-8x7b", "h100_sxm", 2, 1, 128, 1, "ttft_ms", 13.4,
+     "| Mixtral 8x7B                 | 1          | 2         | 128          |                   13.4 |"),
+    ("mixtral-8x7b", "h100_sxm", 2, 1, 2048, 1, "ttft_ms", 89.5,
+     "| Mixtral 8x7B                 | 1          | 2         | 2048         |                   89.5 |"),
+    ("llama-2-7b", "h100_sxm", 1, 1, 128, 1, "ttft_ms", 6.3,
+     "| LLaMA 7B                     | 1          | 1         | 128          |                    6.3 |"),
+    ("llama-2-7b", "h100_sxm", 1, 1, 2048, 1, "ttft_ms", 30.8,
+     "| LLaMA 7B                     | 1          | 1         | 2048         |                   30.8 |"),
+    ("llama-2-70b", "h100_sxm", 4, 1, 128, 1, "ttft_ms", 19.6,
+     "| LLaMA 70B                    | 1          | 4         | 128          |                   19.6 |"),
+    ("llama-2-70b", "h100_sxm", 8, 1, 2048, 1, "ttft_ms", 85.1,
+     "| LLaMA 70B                    | 1          | 8         | 2048         |                   85.1 |"),
+    ("mistral-7b", "a100_sxm", 1, 1, 128, 1, "ttft_ms", 16.3,
+     "| Mistral 7B                   | 1          | 1         | 128          |                   16.3 |"),
+    ("mistral-7b", "a100_sxm", 1, 1, 2048, 1, "ttft_ms", 139.6,
+     "| Mistral 7B                   | 1          | 1         | 2048         |                  139.6 |"),
+    ("mixtral-8x7b", "a100_sxm", 2, 1, 128, 1, "ttft_ms", 23.8,
+     "| Mixtral 8x7B                 | 1          | 2         | 128          |                   23.8 |"),
+    ("mixtral-8x7b", "a100_sxm", 2, 1, 2048, 1, "ttft_ms", 160.9,
+     "| Mixtral 8x7B                 | 1          | 2         | 2048         |                  160.9 |"),
+    ("llama-2-7b", "a100_sxm", 1, 1, 128, 1, "ttft_ms", 16.2,
+     "| LLaMA 7B                     | 1          | 1         | 128          |                   16.2 |"),
+    ("llama-2-7b", "a100_sxm", 1, 1, 2048, 1, "ttft_ms", 132.4,
+     "| LLaMA 7B                     | 1          | 1         | 2048         |                  132.4 |"),
+    ("llama-2-70b", "a100_sxm", 4, 1, 128, 1, "ttft_ms", 45.6,
+     "| LLaMA 70B                    | 1          | 4         | 128          |                   45.6 |"),
+    ("llama-2-70b", "a100_sxm", 8, 1, 2048, 1, "ttft_ms", 249.2,
+     "| LLaMA 70B                    | 1          | 8         | 2048         |                  249.2 |"),
+]
+TRTLLM090_ROWS = tuple(
+    _row("trtllm-perf-v0.9.0", TRTLLM090, m, g, t, b, p, o, metric, v, line, memory_utilization=1.0,
+         **(dict(precision="fp8", kv_bytes=1.0) if g != "a100_sxm" else {}))
+    for m, g, t, b, p, o, metric, v, line in _TRT090)
+
+ROWS = LMDEPLOY_ROWS + TRTLLM_ROWS + GPTFAST_ROWS + NIM_ROWS + VLLM_H200_ROWS + TRTLLM090_ROWS + GPTFAST_MOE_ROWS
 
 _SERVER = {"a100_sxm": ("dgx_a100", "ib_hdr"), "h100_sxm": ("dgx_h100", "ib_ndr"), "h200": ("dgx_h100", "ib_ndr")}
 
@@ -211,7 +403,7 @@ def trace(row):
     ``tp`` GPUs of one server, ``(trace, ServeResult)``."""
     server, link = _SERVER[row["gpu"]]
     graph = tp.rail_optimized(nodes=1, server=server, link=link)
-    model = LLAMA2.get(row["model"], row["model"])
+    model = SHAPES.get(row["model"], row["model"])
     b, p, o = row["batch"], row["prompt"], row["output"]
     seqs = max(256, b)
     with warnings.catch_warnings():     # a 1 s run read for its step tables only: not steady, by design
@@ -228,6 +420,7 @@ def trace(row):
 
 PREDICT = {
     "out_tok_s": lambda row, t: row["batch"] * row["output"] / float(np.max(t.finish)),
+    "out_tok_s_gpu": lambda row, t: row["batch"] * row["output"] / float(np.max(t.finish)) / row["tp"],
     "ttft_ms": lambda row, t: float(t.first_token[0]) * 1e3,
     "itl_ms": lambda row, t: float(t.finish[0] - t.first_token[0]) / (row["output"] - 1) * 1e3,
     "latency_ms": lambda row, t: float(np.max(t.finish)) * 1e3,
@@ -238,36 +431,43 @@ def predict(row) -> float:
     return PREDICT[row["metric"]](row, trace(row)[0])
 
 
+#: the throughput metrics (a time per token: the error is measured / model - 1)
+THROUGHPUT = ("out_tok_s", "out_tok_s_gpu")
+
+
 def time_error(row, model: float) -> float:
     """Model time over measured time, less 1 (negative: the model is fast), whatever the metric."""
-    return row["value"] / model - 1 if row["metric"] == "out_tok_s" else model / row["value"] - 1
+    return row["value"] / model - 1 if row["metric"] in THROUGHPUT else model / row["value"] - 1
 
 
 def gap_per_layer(row, model: float) -> float:
     """Measured less modelled time per step and per layer (s): decode rows over their
     ``output - 1`` steps (the prefill inside), first-token rows over the one prefill step."""
     b, o = row["batch"], row["output"]
-    if row["metric"] == "out_tok_s":
-        gap = b * o / row["value"] - b * o / model
+    if row["metric"] in THROUGHPUT:
+        per = row["tp"] if row["metric"] == "out_tok_s_gpu" else 1
+        gap = b * o / (row["value"] * per) - b * o / (model * per)
     elif row["metric"] == "itl_ms":
         gap = (row["value"] - model) * 1e-3 * (o - 1)
     else:
         gap = (row["value"] - model) * 1e-3
     steps = 1 if row["metric"] == "ttft_ms" else o - 1
-    layers = fs.training.get_model(LLAMA2.get(row["model"], row["model"])).layers
+    layers = fs.training.get_model(SHAPES.get(row["model"], row["model"])).layers
     return gap / steps / layers
 
 
 def regime(row) -> str:
     if row["metric"] == "ttft_ms":
         return f"prefill {'<= 128' if row['prompt'] <= 128 else '>= 2048'} tokens"
+    if row["metric"] == "out_tok_s_gpu":
+        return "static batch 16-1024, TensorRT-LLM v0.9.0"
     return "decode, batch <= 8" if row["batch"] <= 8 else (
         "decode, batch 16-64" if row["prompt"] == 1 else "static batch >= 48, TensorRT-LLM")
 
 
 def label(row) -> str:
     prec = row.get("precision", "bf16")
-    return (f"{row['source'][:14]:14s} {row['model']:12s} {row['gpu']:8s} {prec:4s} tp{row['tp']} b{row['batch']:<4d} "
+    return (f"{row['source'][:18]:18s} {row['model']:12s} {row['gpu']:8s} {prec:4s} tp{row['tp']} b{row['batch']:<4d} "
             f"{row['prompt']:>5d}/{row['output']:<5d} {row['metric']}")
 
 
@@ -276,13 +476,13 @@ def main(argv=None) -> int:
 
     compute = serving.compute_option(argv, __doc__.split("\n\n")[0])
     COMPUTE.update(serving.COMPUTE)
-    print(f"{'row':76s} {'measured':>10s} {'model':>10s} {'error':>8s} {'time err':>8s} {'gap/layer':>9s}")
+    print(f"{'row':80s} {'measured':>10s} {'model':>10s} {'error':>8s} {'time err':>8s} {'gap/layer':>9s}")
     groups: dict = {}
     absolute = []
     for row in ROWS:
         model = predict(row)
         te = time_error(row, model)
-        print(f"{label(row):76s} {row['value']:10.2f} {model:10.2f} {(model - row['value']) / row['value']:+8.1%} "
+        print(f"{label(row):80s} {row['value']:10.2f} {model:10.2f} {(model - row['value']) / row['value']:+8.1%} "
               f"{te:+8.1%} {gap_per_layer(row, model) * 1e6:7.0f}us")
         for key in (regime(row), row["gpu"], row["source"]):
             groups.setdefault(key, []).append(te)
