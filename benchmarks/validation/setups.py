@@ -478,6 +478,17 @@ _add(Cluster("mosaic_a100_roce", _server("dgx_a100", name="mosaic-a100", nic="ro
 _add(Cluster("mosaic_h100", tp.get_server("dgx_h100").with_(name="mosaic-h100"), "ib_ndr",
              "InfiniBand (assumed)", "H100",
              "MosaicML H100 80GB: interconnect not stated; the library's default DGX H100 + 8 x 400 Gb/s NDR."))
+# InternLM's 7B scaling cluster (InternLM/InternLM doc/en/train_performance.md at 20fe5ac, its hardware table: "GPU |
+# nvidia_a100-sxm4-80gb", "Inter-machine bandwidth | 4 * 100Gb RoCE", "CPU | 128 core Intel(R) Xeon(R) CPU"; its
+# "zero1=8 ... within 8 GPUs in a single node": 8 GPUs a node). An 8-GPU A100 SXM4 node is an HGX A100 baseboard
+# (NVLink 3 / NVSwitch): the DGX A100 server with 4 NICs of 100 Gb/s RoCE, one shared by each GPU pair (as p4d's
+# and ABCI's 4 NICs), Intel hosts. The catalogue has no roce_100g: eth_100g has the rate (as OCI's BM.GPU4.8).
+# The fabric's topology is not stated: the rail-optimised graph.
+_add(Cluster("internlm_a100_roce", _server("dgx_a100", name="internlm-a100-roce", nics=4, nic="eth_100g",
+                                           cpu="intel"), "eth_100g", "RoCE", "A100",
+             "InternLM's A100 cluster: 8 A100-SXM4-80GB a node (NVLink 3 / NVSwitch) + '4 * 100Gb RoCE' inter-machine "
+             "bandwidth, Intel hosts (InternLM train_performance.md); one 100 Gb/s NIC a GPU pair, as 100 Gb/s "
+             "Ethernet ports (no roce_100g in the catalogue; same rate); fabric topology not stated."))
 # Jean Zay A100 partition (BLOOM training README): 8 A100 80GB per node with NVLink, 4 Omni-Path
 # 100 Gb/s links per node on a dedicated NCCL subnet. Omni-Path is not in the catalogue:
 # eth_100g has its rate; its lower switch latency does not show in 100-second steps.
@@ -965,6 +976,11 @@ MODELS: dict[str, tuple[dict, str]] = {
     "bloom-proxy-196B": (_spec("bloom-proxy-196B", 84, 13824, 4 * 13824, 64, 64, 250880, 2048, gated=False,
                                tied=True), "BLOOM chronicles-prequel (64 heads: 'all NHEADS=64 (above too)')"),
     "mixtral-8x7b": (_preset("mixtral-8x7b"), "library preset (Mistral's Mixtral-8x7B config)"),
+    # InternLM-7B (InternLM/InternLM configs/7B_sft.py at 0047876: NUM_LAYER 32, HIDDEN_SIZE 4096, NUM_ATTENTION_HEAD
+    # 32, MLP_RATIO 8 / 3, VOCAB_SIZE 103168, SEQ_LEN 2048, RMSNorm, SwiGLU): FFN 11008 (8/3 x 4096 rounded up to a
+    # multiple of 256; InternLM-7B's config.json intermediate_size, from memory), MHA, untied embeddings
+    "internlm-7b": (_spec("internlm-7b", 32, 4096, 11008, 32, 32, 103168, 2048),
+                    "InternLM configs/7B_sft.py (FFN 11008 from 8/3 x 4096 rounded to 256)"),
     # Mistral's Mixtral-8x22B config.json (56 layers, hidden 6144, intermediate 16384, 48 query / 8
     # KV heads, vocabulary 32768, 8 experts top 2; res19 from memory, not re-read: listed as assumed)
     "mixtral-8x22b": (_spec("mixtral-8x22b", 56, 6144, 16384, 48, 8, 32768, 65536, experts=8, top_k=2),
@@ -1052,6 +1068,14 @@ TRAINING_SOURCES: dict[str, TrainingSource] = {
     "llama3-meta-sc24": TrainingSource(
         {"": "dgx_h100_ndr"}, "Meta (Llama 3)",
         note="Meta's 24K-GPU RoCE cluster (400 Gb/s a GPU): the closest catalogue cluster, DGX H100 + NDR 400G"),
+    # InternLM's train_performance.md (held out, corpus21): the 7B on 8-1024 A100 with its Hybrid ZeRO; flash
+    # attention (use_flash_attn=True in configs/7B_sft.py; Flash-Attention v1.0.5 in doc/en/install.md, run as the
+    # library's fa2: no FlashAttention-1 table); sequence parallelism off and no TP communication overlap (the 7B
+    # config's sequence_parallel=False; InternLM's TP of 2023 has no overlapped TP kernels: as Megatron-LM 2021)
+    "internlm-train-performance": TrainingSource(
+        {"": "internlm_a100_roce"}, "InternLM",
+        dict(attention="fa2", sequence_parallel=False, tp_overlap=0.0),
+        note="A100-SXM4-80GB nodes with 4 x 100 Gb/s RoCE (the page's hardware table)"),
 }
 
 #: Sources that publish TFLOP/s per GPU with their own FLOP count (validate.py turns the printed

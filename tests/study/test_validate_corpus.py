@@ -35,7 +35,7 @@ def mods():
 def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     coll, train, sources = corpus
     assert len(coll) == 3599 and coll["curve"].nunique() == 145         # the corpus README's counts
-    assert len(train) == 384
+    assert len(train) == 416                       # 384 + InternLM's 32 (corpus21)
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
     assert {"source", "model", "gpus", "tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch",
@@ -171,6 +171,12 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     # nccl-tests on 2 of 8 GPUs of one A4 node: ranks 0 and 1
     g, ranks = S.curve_placement(S.CURVES["dranet-gke-a4-1x2B200-allgather"], 1, 2)
     assert ranks == [0, 1] and len(_gpus(g)) == 8
+    # InternLM's A100 cluster: "nvidia_a100-sxm4-80gb", "4 * 100Gb RoCE" inter-machine bandwidth a node, 8 GPUs a
+    # node ("zero1=8 ... within 8 GPUs in a single node"): 4 NICs of 100 Gb/s, 400 Gb/s a node; 1024 GPUs = 128 nodes
+    c = S.CLUSTERS["internlm_a100_roce"]
+    g = c.graph(S.servers_for("internlm_a100_roce", 1024))
+    assert c.gpus_per_server == 8 and len(_gpus(g)) == 8 and len(_gpus(g, 127)) == 8
+    assert _nic_rates(g) == pytest.approx([100 * gbit] * 4) and sum(_nic_rates(g)) == pytest.approx(400 * gbit)
 
 
 def test_measured_times_come_from_the_printed_columns(mods):
@@ -233,7 +239,7 @@ def test_every_published_layout_fits_its_gpu_in_the_model(corpus, mods):
         checked += 1
         if memory > capacity:
             over.append((index, row["source"], row["model"], row["gpus"], kw.get("recompute"), memory / 1e9))
-    assert checked == 318 and not over, over
+    assert checked == 350 and not over, over        # 318 + InternLM's 32 (corpus21)
 
 
 @pytest.mark.parametrize("model,gpu", [("mpt-3b", "a100_40gb"), ("mpt-760m", "h100_80gb")])
