@@ -52,6 +52,9 @@ SOURCES = {
                          "'--pre-quantize': the GEMM kernels alone, inputs quantized once)",
     "fa-2605": "https://github.com/Dao-AILab/flash-attention/pull/2605 (description, FA4 forward table, GB200: "
                "MFU% = TFLOPS / 2500)",
+    "nvidia-h200": "https://www.nvidia.com/en-us/data-center/h200/ (NVIDIA H200 product page, 'Technical "
+                   "Specifications', H200 SXM and H200 NVL columns; footnote 2 on the tensor-core rows: 'With "
+                   "sparsity', so the dense figures are half; Max TDP 'Up to 700W' (SXM), 'Up to 600W' (NVL))",
 }
 
 # --- GEMM throughput by shape -------------------------------------------------------------------
@@ -145,7 +148,7 @@ MAMF = (
      "| NVIDIA GB200 SXM | 3615.6 |   5000 |      72.3% |  19456x5120x1536 | 2.10.0.dev20250916+cu130"),
 )
 
-# --- sustained GEMMs at training shapes on Blackwell -------------------------------------------
+# --- sustained GEMMs at training shapes (Blackwell: B300; Hopper: H200 NVL) -----------------------
 #: Transformer Engine's GEMM benchmark on a B300 (source "te-gemm-profiling"): a layer's 12 GEMMs
 #: (4 forward, 4 data-gradient, 4 weight-gradient) of hidden 4096, FFN 16,384 (not gated), 32
 #: heads, M = 31 x 512 = 15,872 tokens, inputs pre-quantized, run back to back: precision ->
@@ -164,6 +167,17 @@ SUSTAINED_GEMM = {
     "fp8": (6.812, "Per-layer total:                   13.102      6.812      8.123      7.161      3.764"),
     "mamf_b300": {"bf16": (1769.0, "| NVIDIA B300 SXM  | 1769.0 |   2250 |      78.6% | 12288x18432x1024 | 2.9.1+cu130"),
                   "fp8": (3353.3, "| NVIDIA B300 SXM  | 3353.3 |   4500 |      74.5% |   3072x6144x7168 | 2.9.1+cu130")},
+    #: the same benchmark, same layer, pre-quantized, on an H200 NVL (the page's "Worked Example: 5B
+    #: Model on H200"): ms per layer, BF16 and FP8 current scaling. The NVL is the GH100 die of the
+    #: H100 / H200 SXM (132 SMs) at lower clocks and 600 W (source "nvidia-h200": dense BF16 / FP8
+    #: 1671 / 3341 TFLOP/s "with sparsity" halved, against the SXM's 1979 / 3958 halved, 989 / 1979).
+    #: A cross-check of the Hopper curves (tests/training/test_kernel_hopper_level.py), not a level:
+    #: its FP8 share of the peak is the SXM's sustained one, its BF16 share is 14 % under the SXM's
+    #: curve (flowsolver/training/_kernels.py, the comment above ``_SAME_AS``)
+    "h200_nvl": {"bf16": (31.968, "Per-layer total:                   31.968     16.785     19.099"),
+                 "fp8": (16.785, "Per-layer total:                   31.968     16.785     19.099"),
+                 "peak_sparse": {"bf16": (1671.0, "BFLOAT16 Tensor Core | 1,979 TFLOPS | 1,671 TFLOPS"),
+                                 "fp8": (3341.0, "FP8 Tensor Core | 3,958 TFLOPS | 3,341 TFLOPS")}},
 }
 
 # --- achieved HBM bandwidth ---------------------------------------------------------------------
