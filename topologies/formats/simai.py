@@ -215,7 +215,12 @@ def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = M
         validate(g)
     except TopologyError as err:
         raise TopologyError(f"{where}: {err}") from None
-    return finish(g, "simai", params, bisection=None, bisection_method="", network_diameter=None)
+    g = finish(g, "simai", params, bisection=None, bisection_method="", network_diameter=None)
+    # the file lists links, not a family with a bisection formula: describe() takes the max flow
+    # between the server halves in rank order, one balanced cut of many (adv21b F2)
+    g.graph["bisection_note"] = ("an upper bound on the bisection: the file's links have no formula, and "
+                                 "another balanced cut may hold less")
+    return g
 
 
 def _link(line, number, nodes, where):
