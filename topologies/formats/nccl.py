@@ -385,9 +385,10 @@ def _base_tech(tech: str, capacity: float):
 
 def _nic_tech(system, nics, paired, notes):
     """The NIC port technology (catalogue entry at the file's port speed, or a LinkTech of
-    it with the family reference's latency and efficiency; None when the file gives no speed) and the ports per NIC, both from the rails' NICs
-    (``paired``: the NIC nearest each GPU); a NIC no GPU is paired with (a front-end, storage
-    or management NIC NCCL also lists) is described in ``notes`` and sets neither."""
+    it with the family reference's latency and efficiency; None when the file gives no speed)
+    and the ports per NIC, both from the rails' NICs (``paired``: the NIC nearest each GPU); a
+    NIC no GPU is paired with (a front-end, storage or management NIC NCCL also lists) is
+    described in ``notes`` and sets neither."""
     speeds = system.nic_speeds
     others = [n for n in nics if n not in paired]
     for n in others:
