@@ -197,6 +197,10 @@ def _bisection(g: nx.DiGraph, exact: bool, edited: bool, n_gpus: int):
         halves = _halves_method(g)
         method = halves + (
             " (graph edited since generation)" if edited and "fingerprint" in g.graph else "")
+        if g.graph.get("bisection_note"):
+            # a reader's graph with no formula for its shape says what its max flow is (SimAI:
+            # an upper bound, the rank-order server halves being one balanced cut of many)
+            method += f"; {g.graph['bisection_note']}"
         cut = g.graph.get("bisection_cut")
         order = gpus(g) if bisection is not None and cut else []
         if order and _balanced(g, order, cut):

@@ -58,6 +58,13 @@ _KNOWN, _COMP = frozenset(NODE_TYPES.values()), NODE_TYPES["COMP_NODE"]
 _FILE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.et(?:\.gz)?$")
 #: the communicator-group file ASTRA-sim takes (--comm-group-configuration): {"1": [0, 1, ...], ...}
 GROUP_FILE = "comm_group.json"
+#: bytes of process-group JSON read: the communicator-group file and each metadata node's
+#: ``inputs.values`` (the default of ``max_group_bytes``). ASTRA-sim's files are tens of bytes (its
+#: examples: 78); a job of 131,072 ranks in three group families (TP, DP, PP) lists about 3 x 131,072
+#: ranks of up to 8 characters, 3.1 MB. JSON of many small lists parses to ~24x its size (measured
+#: 2026-12-07 by adv21b: a 30 MB file of empty lists raised the peak by 0.72 GB, 90 MB by 2.07 GB), so
+#: 4 MiB is at most ~0.1 GB; under the 1 GiB of a trace file it was ~25 GB before the error
+MAX_GROUP_BYTES = 4 * 2**20
 
 
 def _attributes(node) -> dict:
@@ -85,10 +92,15 @@ def json_of(text: str, where: str):
         raise TraceError(f"{where}: not JSON ({err})") from None
 
 
-def _pg_metadata(text: str, where: str) -> dict:
+def _pg_metadata(text: str, where: str, max_group_bytes: int = MAX_GROUP_BYTES) -> dict:
     """Process groups from a metadata node's ``inputs.values`` (PyTorch's converter writes a
     JSON list of ``{"pg_name", "ranks", ...}``, possibly wrapped in a list of one string):
-    name -> ranks (``()``: every rank)."""
+    name -> ranks (``()``: every rank); a text of more than ``max_group_bytes`` bytes (UTF-8)
+    is refused before it is parsed."""
+    if len(text) > max_group_bytes or (4 * len(text) > max_group_bytes
+                                       and len(text.encode("utf-8", "surrogatepass")) > max_group_bytes):
+        raise TraceError(f"{where}: metadata node's inputs.values holds more than max_group_bytes={max_group_bytes} "
+                         "bytes of process groups (pass a larger max_group_bytes to read_chakra to read it)")
     for candidate in (text, text[2:-2]):
         try:
             items = json_of(candidate, where)
@@ -171,12 +183,13 @@ def _node(msg, where_file: str) -> TraceNode:
                      peer=peer, tag=_integer(attr, "comm_tag", where, default=0))
 
 
-def _decoded(msg, f):
+def _decoded(msg, f, max_group_bytes: int = MAX_GROUP_BYTES):
     """A node message as (TraceNode fields, its process groups as name -> (ranks, node id),
     or None, its control dependencies that are not also data dependencies)."""
     groups = None
     if msg.type == NODE_TYPES["METADATA_NODE"] and msg.inputs.values:
-        groups = {k: (v, msg.id) for k, v in _pg_metadata(msg.inputs.values, f"{f}: node {msg.id}").items()}
+        groups = {k: (v, msg.id) for k, v in _pg_metadata(msg.inputs.values, f"{f}: node {msg.id}",
+                                                          max_group_bytes).items()}
     node = _node(msg, str(f))
     ctrl = tuple(d for d in msg.ctrl_deps if d not in msg.data_deps) if msg.ctrl_deps else ()
     return tuple(getattr(node, k) for k in TraceNode.__slots__), groups, ctrl
@@ -245,16 +258,17 @@ def _groups_of(raw, where) -> dict:
     return {str(k): rank_tuple(v, f"{where}: process group {str(k)!r}") for k, v in raw.items()}
 
 
-def _given_groups(groups, group_file, max_file_bytes):
+def _given_groups(groups, group_file, max_group_bytes):
     """(name -> ranks, where they came from) from the caller or the communicator-group file."""
     if groups is not None:
         return _groups_of(groups, "groups"), "the groups passed"
     if group_file is None:
         return {}, ""
     # read at most the limit: a pipe, /dev/stdin or a device says size 0
-    data = read_bytes(group_file, max_file_bytes, "max_file_bytes", error=TraceError, too_large=lambda size: (
+    data = read_bytes(group_file, max_group_bytes, "max_group_bytes", error=TraceError, too_large=lambda size: (
         f"{group_file}: the file {'holds more' if size is None else f'is {size} bytes, more'} than "
-        f"max_file_bytes={max_file_bytes}"))
+        f"max_group_bytes={max_group_bytes} bytes of process groups (pass a larger max_group_bytes to "
+        "read_chakra to read it)"))
     try:
         text = data.decode()
     except UnicodeDecodeError as err:
@@ -290,7 +304,7 @@ def _groups_from(files, given, given_from, metadata_groups) -> dict:
 
 
 def read_chakra(path, *, groups: dict | None = None, max_file_bytes: int = MAX_FILE_BYTES,
-                max_nodes: int = MAX_NODES, max_ranks: int = MAX_RANKS):
+                max_nodes: int = MAX_NODES, max_ranks: int = MAX_RANKS, max_group_bytes: int = MAX_GROUP_BYTES):
     """Read a Chakra execution trace (one ET file per rank) into a replayable
     :class:`~flowsolver.traces.Workload`.
 
@@ -312,7 +326,9 @@ def read_chakra(path, *, groups: dict | None = None, max_file_bytes: int = MAX_F
     Limits (what a file can make the reader allocate, checked before it does):
     ``max_file_bytes`` (default 1 GiB) bytes per file once inflated (a gzipped file is
     inflated a chunk at a time) and per message; ``max_nodes`` (default 10 million, up to
-    about 9 GB while read) nodes over all ranks; ``max_ranks`` (default 2**20) rank files.
+    about 9 GB while read) nodes over all ranks; ``max_ranks`` (default 2**20) rank files;
+    ``max_group_bytes`` (default 4 MiB, :data:`MAX_GROUP_BYTES`: JSON parses to ~24x its size)
+    bytes of process-group JSON, the ``comm_group.json`` file and each metadata node's.
 
     Errors (:class:`TraceError`, a ValueError): a truncated or undecodable message or
     gzip stream, a limit passed, an unknown node type, an attribute of the wrong type or
@@ -330,20 +346,21 @@ def read_chakra(path, *, groups: dict | None = None, max_file_bytes: int = MAX_F
     >>> back.n_ranks, [(c.op, c.bytes, c.ranks) for c in back.comms]
     (2, [('all_reduce', 1048576.0, (0, 1))])
     """
-    for name, value in (("max_file_bytes", max_file_bytes), ("max_nodes", max_nodes), ("max_ranks", max_ranks)):
+    for name, value in (("max_file_bytes", max_file_bytes), ("max_nodes", max_nodes), ("max_ranks", max_ranks),
+                        ("max_group_bytes", max_group_bytes)):
         check_limit(name, value)
     with paused_gc():
-        return _read(path, groups, max_file_bytes, max_nodes, max_ranks)
+        return _read(path, groups, max_file_bytes, max_nodes, max_ranks, max_group_bytes)
 
 
-def _read(path, groups, max_file_bytes, max_nodes, max_ranks):
+def _read(path, groups, max_file_bytes, max_nodes, max_ranks, max_group_bytes=MAX_GROUP_BYTES):
     files = trace_files(path, max_ranks=max_ranks)
     folder = files[0].parent
     given, given_from = _given_groups(groups, folder / GROUP_FILE if (folder / GROUP_FILE).exists() else None,
-                                      max_file_bytes)
+                                      max_group_bytes)
     ranks, metadata_groups, memo, count = [], [], {}, 0
     for rank, f in enumerate(files):
-        _, decoded = read_stream(f, lambda msg: _decoded(msg, f), memo, max_file_bytes=max_file_bytes,
+        _, decoded = read_stream(f, lambda msg: _decoded(msg, f, max_group_bytes), memo, max_file_bytes=max_file_bytes,
                                  max_nodes=max_nodes, nodes_before=count)
         count += len(decoded)
         found = {}

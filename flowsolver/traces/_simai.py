@@ -22,9 +22,9 @@ the layer count an integer >= 1 with exactly that many layer rows, compute times
 sizes finite numbers >= 0 (ASCII digits, a point, an exponent: ``1_048_576`` or another
 script's digits is damage, not a number); anything else is a :class:`TraceError` naming the file, the
 line and the field. What a file can make the reader allocate is bounded before it is
-allocated: ``max_file_bytes`` (default 1 GiB) for the file, ``max_ranks`` (default 2**20)
-for ``all_gpus`` and ``max_nodes`` (default 10 million, up to about 9 GB) for the nodes of all
-ranks, which grow as ``all_gpus x ga x`` layers.
+allocated: ``max_file_bytes`` (default 4 MiB, :data:`MAX_WORKLOAD_BYTES`) for the file,
+``max_ranks`` (default 2**20) for ``all_gpus`` and ``max_nodes`` (default 10 million, up to
+about 9 GB) for the nodes of all ranks, which grow as ``all_gpus x ga x`` layers.
 
 Every rank runs the file's layers (Megatron placement: TP innermost, then DP, then PP
 stages): per microbatch (``ga`` of them) the forward (each layer's compute, then its
@@ -45,10 +45,18 @@ from topologies.formats import read_bytes
 
 from .._nccl_rows import _DECIMAL
 from ..training import ParallelLayout
-from ._schema import MAX_FILE_BYTES, MAX_NODES, MAX_RANKS, TraceError, check_limit
+from ._schema import MAX_NODES, MAX_RANKS, TraceError, check_limit
 from ._workload import COLLECTIVE, COMPUTE, RECV, SEND, RankTrace, TraceNode, build_workload, pipeline_ranks
 
 __all__ = ["read_simai_workload"]
+
+#: bytes of a SimAI workload file read (the default of ``max_file_bytes``): a header and one row per
+#: layer call, as AICB writes them: SimAI's own examples are 86 kB (example/workload_gpt13b_128g.txt,
+#: 1,338 rows) and 190 kB (its server's DeepSeek-16B tp2 pp2 ep4 workload, 2,581 rows), so 4 MiB is
+#: 20x the larger. Read under the 1 GiB of a binary Chakra trace, /dev/zero peaked at 2.24 GB over 15 s
+#: before the error (adv21b F3); now it is refused at 4 MiB in 0.01 s, and the worst file under the
+#: limit, 2 million one-character lines, peaks at 0.21 GB (tracemalloc, 2026-12-07)
+MAX_WORKLOAD_BYTES = 4 * 2**20
 
 _OPS = {"ALLREDUCE": "all_reduce", "ALLGATHER": "all_gather", "REDUCESCATTER": "reduce_scatter",
         "ALLTOALL": "all_to_all"}
@@ -255,7 +263,8 @@ def _lines(path, max_file_bytes):
     # read at most the limit: a pipe, /dev/stdin or a device says size 0
     data = read_bytes(path, max_file_bytes, "max_file_bytes", error=TraceError, too_large=lambda size: (
         f"{path}: the file {'holds more' if size is None else f'is {size} bytes, more'} than "
-        f"max_file_bytes={max_file_bytes}"))
+        f"max_file_bytes={max_file_bytes} (SimAI workloads are tens to hundreds of kB; pass a larger "
+        "max_file_bytes to read_simai_workload to read it)"))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -265,13 +274,14 @@ def _lines(path, max_file_bytes):
     return [(no, ln) for no, ln in enumerate(text.splitlines(), 1) if ln.strip()]
 
 
-def read_simai_workload(path, *, max_file_bytes: int = MAX_FILE_BYTES, max_ranks: int = MAX_RANKS,
+def read_simai_workload(path, *, max_file_bytes: int = MAX_WORKLOAD_BYTES, max_ranks: int = MAX_RANKS,
                         max_nodes: int = MAX_NODES):
     """Read a SimAI workload file (AICB's output, ``SimAI -w FILE``) into a replayable
     :class:`~flowsolver.traces.Workload` of ``all_gpus`` ranks (see the module notes for the
     columns, units and the schedule built from them).
 
-    Limits, checked before anything is allocated: ``max_file_bytes`` (bytes of the file),
+    Limits, checked before anything is allocated: ``max_file_bytes`` (bytes of the file,
+    default 4 MiB: AICB's files are tens to hundreds of kB),
     ``max_ranks`` (``all_gpus``), ``max_nodes`` (nodes over all ranks: about ``all_gpus x
     ga x 3 x`` layers). A missing file is FileNotFoundError, a folder IsADirectoryError;
     a value out of range, a byte that is not UTF-8 or a limit passed a :class:`TraceError`

@@ -98,7 +98,8 @@ def test_oci_collectives_match_a_hand_built_equivalent():
     """The dump's server and a ServerModel written by hand with the same NVLink and NIC
     rates give the same collective times (up to the dump's longer PCIe path latency)."""
     m = tp.from_nccl_xml(_shared(OCI))
-    nic = tp.LinkTech("doc_roce_360g", 2 * 180000e6 / 8, tp.get_link("roce_400g").latency, None, "roce")
+    nic = tp.LinkTech("doc_roce_360g", 2 * 180000e6 / 8, tp.get_link("roce_400g").latency,
+                      tp.get_link("roce_400g").efficiency, "roce")      # RoCE v2 at any rate: 0.927
     hand = tp.ServerModel("doc_oci", gpus=8, layout="nvswitch", gpu="h100_sxm", nvlink="nvlink4",
                           nics=8, nic=nic)
     one = [fs.collective(tp.rail_optimized(1, server=s), "all_reduce", 2**30, algorithm="ring").time
@@ -115,7 +116,8 @@ def test_oci_sends_size_their_channels_from_nics_behind_nested_switches():
     behind one. Each send gets the same P2P channels and rate from both (it got 1 channel from
     the dump: no local NIC found, half the hand-built server's busbw across nodes)."""
     m = tp.from_nccl_xml(_shared(OCI))
-    nic = tp.LinkTech("doc_roce_360g", 2 * 180000e6 / 8, tp.get_link("roce_400g").latency, None, "roce")
+    nic = tp.LinkTech("doc_roce_360g", 2 * 180000e6 / 8, tp.get_link("roce_400g").latency,
+                      tp.get_link("roce_400g").efficiency, "roce")      # RoCE v2 at any rate: 0.927
     hand = tp.ServerModel("doc_oci", gpus=8, layout="nvswitch", gpu="h100_sxm", nvlink="nvlink4", nics=8, nic=nic)
     runs = []
     for s in (m, hand):

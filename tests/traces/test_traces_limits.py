@@ -379,9 +379,9 @@ def test_a_pipe_is_read_no_further_than_max_file_bytes(tmp_path):
             read_simai_workload(path, max_file_bytes=1000)
     cw.write(tmp_path / "trace.0.et", [cw.metadata(), cw.comp(1, "a", 1)])
     cw.write(tmp_path / "trace.1.et", [cw.metadata(), cw.comp(1, "a", 1)])
-    with fed_fifo(tmp_path / "comm_group.json", b"[" * 4096, 1024) as path:
-        with pytest.raises(TraceError, match=rf"{path}: the file holds more than max_file_bytes=1000"):
-            read_chakra(tmp_path, max_file_bytes=1000)
+    with fed_fifo(tmp_path / "comm_group.json", b"[" * 4096, 1024) as path:     # under a limit of its own
+        with pytest.raises(TraceError, match=rf"{path}: the file holds more than max_group_bytes=1000"):
+            read_chakra(tmp_path, max_group_bytes=1000)
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")

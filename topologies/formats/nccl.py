@@ -385,9 +385,10 @@ def _base_tech(tech: str, capacity: float):
 
 def _nic_tech(system, nics, paired, notes):
     """The NIC port technology (catalogue entry at the file's port speed, or a LinkTech of
-    it; None when the file gives no speed) and the ports per NIC, both from the rails' NICs
-    (``paired``: the NIC nearest each GPU); a NIC no GPU is paired with (a front-end, storage
-    or management NIC NCCL also lists) is described in ``notes`` and sets neither."""
+    it with the family reference's latency and efficiency; None when the file gives no speed)
+    and the ports per NIC, both from the rails' NICs (``paired``: the NIC nearest each GPU); a
+    NIC no GPU is paired with (a front-end, storage or management NIC NCCL also lists) is
+    described in ``notes`` and sets neither."""
     speeds = system.nic_speeds
     others = [n for n in nics if n not in paired]
     for n in others:
@@ -414,9 +415,16 @@ def _nic_tech(system, nics, paired, notes):
         tech = get_link(candidate)
         if tech.family == family and tech.bandwidth == rate:
             return tech.name, ports
+    # Off the catalogue, the rate is the file's and the rest is the family reference's: its
+    # latency and its efficiency, a property of the protocol (RoCE v2's 0.927: NDR's measured
+    # 0.94 less RoCE's headers; InfiniBand: NDR's measured 47 of 50 GB/s; topologies/links.py),
+    # not of the rate, as _base_tech scales a PCIe entry. Raw (None) read as 1.0 made a RoCE port
+    # 7.9 % and an IB port 6 % faster than its line rate allows (adv21b F1).
     reference = get_link("ib_ndr" if family == "infiniband" else "roce_400g")
     notes.append(f"NIC port speed {rate * 8 / 1e6:g} Mb/s matches no {family} catalogue rate: "
-                 "taken as written")
-    return LinkTech(f"{family}_{rate * 8 / 1e9:g}g", rate, reference.latency, None, family,
-                    "port speed of an NCCL topology file <net speed>"), ports
+                 f"taken as written, with {reference.name}'s latency and efficiency "
+                 f"({reference.efficiency:.3f} of the rate)")
+    return LinkTech(f"{family}_{rate * 8 / 1e9:g}g", rate, reference.latency, reference.efficiency, family,
+                    f"port speed of an NCCL topology file <net speed>; {reference.name}'s latency and "
+                    "efficiency"), ports
 

@@ -75,11 +75,16 @@ _WRITE_TYPES = {"a100_sxm": "A100", "h100_sxm": "H100", "h100_pcie": "H100", "b2
                 "gb200": "GB200"}
 # catalogue GPUs written under a name that reads back as another (SimAI has no name of their own)
 _READS_BACK_AS = {"h100_pcie": "h100_sxm"}
-# SimAI's generator writes clusters of up to tens of thousands of GPUs (about 60 bytes of
+# SimAI's generator writes clusters of up to tens of thousands of GPUs (about 50-60 bytes of
 # links per GPU); a million nodes takes gigabytes as a graph
 MAX_NODES = 1_000_000
 MAX_LINKS = 10_000_000
-MAX_SIMAI_BYTES = 256 * MIB
+# The file's bytes read (the default of max_bytes). A graph costs ~75-85x its file: fat trees of 32
+# GPUs a leaf and 16 spines, peak RSS over the import (2026-12-07): 40,960 GPUs, a 1.9 MB file, +162 MB
+# and 7 s; 163,840 GPUs, 8.0 MB, +579 MB and 24 s; 409,600 GPUs, 20.3 MB, 1.62 GB and 82 s (adv21b
+# F3). So 16 MiB, ~340,000 GPUs, stays near 1.3 GB and a minute; the 256 MiB default it replaces
+# let a file take ~21 GB and ~17 min before max_nodes stopped it
+MAX_SIMAI_BYTES = 16 * MIB
 _HEADER = ("node_num", "gpus_per_server", "nvswitch_num", "switch_num", "link_num")
 _ID = re.compile(r"[0-9]{1,30}")      # ASCII digits only; 30 digits is beyond any limit
 _QUANTITY = re.compile(rf"({DECIMAL.pattern})([A-Za-z]+)")
@@ -158,7 +163,8 @@ def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = M
     max_links : int
         Refuse a header whose ``link_num`` is larger (default 10,000,000).
     max_bytes : int
-        Refuse a larger file before reading it (default 256 MiB).
+        Refuse a larger file before reading it (default 16 MiB, :data:`MAX_SIMAI_BYTES`: ~340,000
+        GPUs of fat tree; the graph takes ~80x its file, 1.6 GB for 20 MB).
 
     Raises
     ------
@@ -215,7 +221,12 @@ def from_simai(path, *, gpu=None, max_nodes: int = MAX_NODES, max_links: int = M
         validate(g)
     except TopologyError as err:
         raise TopologyError(f"{where}: {err}") from None
-    return finish(g, "simai", params, bisection=None, bisection_method="", network_diameter=None)
+    g = finish(g, "simai", params, bisection=None, bisection_method="", network_diameter=None)
+    # the file lists links, not a family with a bisection formula: describe() takes the max flow
+    # between the server halves in rank order, one balanced cut of many (adv21b F2)
+    g.graph["bisection_note"] = ("an upper bound on the bisection: the file's links have no formula, and "
+                                 "another balanced cut may hold less")
+    return g
 
 
 def _link(line, number, nodes, where):
