@@ -45,7 +45,8 @@ class Phase:
 
     ``calls`` collectives of ``op`` on ``bytes`` each (nccl-tests sizes), ``per_call``
     seconds each with every group at once; ``total`` = calls x per_call; ``exposed`` the
-    part on the critical path (s); ``groups`` and ``group_size``; ``bottleneck`` the links
+    part on the critical path (s; DP's also counts the compute its hidden calls' NCCL kernels take
+    from the compute beside them, :func:`overlap_cost`); ``groups`` and ``group_size``; ``bottleneck`` the links
     that set the first step's time (:class:`flowsolver.routing.Bottleneck` records, most
     utilised first).
     """
