@@ -11,7 +11,32 @@ from ..routing import first_tier
 from ._pipeline import critical_sends
 
 __all__ = ["Phase", "microbatch_phases", "tp_layer_ops", "tp_hidden", "tp_layer_exposed", "etp_layer_exposed",
-           "pipeline_phase", "dp_phases", "fsdp_exposed", "cp_ring_exposed"]
+           "pipeline_phase", "dp_phases", "fsdp_exposed", "cp_ring_exposed", "overlap_cost", "NCCL_HBM_PASSES"]
+
+#: HBM bytes an NCCL ring moves per byte it receives (its FIFO written by the peer or the NIC, read
+#: back, and the user buffer read or written): "300GB/s needs to be multiplied by at least 2x for
+#: memory bandwidth, as we need to store to memory, then read back from it. If you add reading from
+#: or writing to user data, it can be 3x." (S. Jeaugey, NCCL's maintainer, NVIDIA/nccl issue 1428,
+#: 2024-09-06); a reduce-scatter / all-gather reads or writes the user's buffers: 3
+NCCL_HBM_PASSES = 3.0
+
+
+def overlap_cost(seconds: float, *, sm_share: float, hbm_seconds: float, memory_share: float) -> float:
+    """Seconds of compute an NCCL collective of ``seconds`` takes from the compute it runs beside.
+
+    NCCL runs one CTA per channel and "NCCL CTAs won't share an SM with compute kernels" (NCCL's
+    maintainer, NVIDIA/nccl issue 689): while it runs, the SM-bound kernels beside it (GEMMs,
+    attention; the flat model's whole compute) run on the ``1 - sm_share`` of the SMs its CTAs
+    leave (``sm_share`` = CTAs / SMs), as the GEMMs beside Transformer Engine's TP overlap run on the
+    SMs its ``num_sm`` leave, and the memory-bound ones (``memory_share`` of the compute's time)
+    share the HBM with its copies, which need ``hbm_seconds`` of it (its HBM bytes at the achieved
+    bandwidth). A compute of ``W`` seconds beside it then ends at ``W + cost`` (the work it could not
+    do while the collective ran), so the pair exposes ``max(seconds - W, cost)``.
+
+    >>> overlap_cost(2.0, sm_share=0.125, hbm_seconds=0.5, memory_share=0.2)   # 0.8 x 0.25 + 0.2 x 0.5
+    0.30000000000000004
+    """
+    return (1.0 - memory_share) * sm_share * seconds + memory_share * min(seconds, hbm_seconds)
 
 
 @dataclass(frozen=True)
@@ -20,7 +45,8 @@ class Phase:
 
     ``calls`` collectives of ``op`` on ``bytes`` each (nccl-tests sizes), ``per_call``
     seconds each with every group at once; ``total`` = calls x per_call; ``exposed`` the
-    part on the critical path (s); ``groups`` and ``group_size``; ``bottleneck`` the links
+    part on the critical path (s; DP's also counts the compute its hidden calls' NCCL kernels take
+    from the compute beside them, :func:`overlap_cost`); ``groups`` and ``group_size``; ``bottleneck`` the links
     that set the first step's time (:class:`flowsolver.routing.Bottleneck` records, most
     utilised first).
     """
@@ -261,7 +287,8 @@ def pipeline_phase(comms: dict, *, pp: int, vp: int, microbatches: int) -> dict:
 
 
 def fsdp_exposed(*, layers: int, gather: float, reduce: float, forward: float, backward: float,
-                 root_gather: float = 0.0, root_reduce: float = 0.0, keep_params: bool = False) -> tuple:
+                 root_gather: float = 0.0, root_reduce: float = 0.0, keep_params: bool = False,
+                 gather_cost: float = 0.0, reduce_cost: float = 0.0) -> tuple:
     """``(forward, backward)`` seconds of FSDP traffic exposed for one pass of a microbatch
     through ``layers`` FSDP units (transformer layers), as PyTorch FSDP2 (``fully_shard`` per
     block, as torchtitan wraps Llama) and DeepSpeed ZeRO-3 schedule it: forward, the root
@@ -275,25 +302,30 @@ def fsdp_exposed(*, layers: int, gather: float, reduce: float, forward: float, b
     reduce-scatter only; the last layer's reduce-scatter and the root's (``root_reduce``) come
     after the last compute, exposed. ``keep_params`` (parameters not resharded, as FSDP2 with
     pipeline parallelism: gathered on the first microbatch, gradients reduced on the last):
-    the backward gathers nothing.
+    the backward gathers nothing. ``gather_cost`` / ``reduce_cost``: the seconds of compute one
+    gather / reduce-scatter takes from the layer it runs beside (:func:`overlap_cost`); each
+    overlapped layer exposes at least them.
 
     >>> fsdp_exposed(layers=4, gather=1.0, reduce=2.0, forward=0.5, backward=2.5)
     (2.5, 3.0)
+    >>> fsdp_exposed(layers=4, gather=1.0, reduce=2.0, forward=0.5, backward=2.5, gather_cost=0.1, reduce_cost=0.2)
+    (2.5, 3.3)
     """
-    fwd = root_gather + gather + (layers - 1) * max(0.0, gather - forward)
+    fwd = root_gather + gather + (layers - 1) * max(gather - forward, gather_cost)
     if layers == 1:
         return fwd, reduce + root_reduce
     if keep_params:
-        bwd = (layers - 1) * max(0.0, reduce - backward)
+        bwd = (layers - 1) * max(reduce - backward, reduce_cost)
     else:
-        bwd = (max(0.0, gather - backward) + (layers - 2) * max(0.0, gather + reduce - backward)
-               + max(0.0, reduce - backward))
+        bwd = (max(gather - backward, gather_cost) + (layers - 2) * max(gather + reduce - backward,
+                                                                          gather_cost + reduce_cost)
+               + max(reduce - backward, reduce_cost))
     return fwd, bwd + reduce + root_reduce
 
 
 def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float, chunks: int, pp: int = 1,
               vp: int = 1, layers: int = 1, layer_forward: float | None = None, layer_backward: float | None = None,
-              root_scale: float = 0.0, t_run: float | None = None) -> dict:
+              root_scale: float = 0.0, t_run: float | None = None, costs: dict | None = None) -> dict:
     """DP phases, dense gradients first then the experts', sharing the overlap windows.
 
     ``zero = 3`` (FSDP, per layer: :func:`fsdp_exposed`): the ``layers`` of the stage each
@@ -323,7 +355,14 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     docs, Communication Overlap). Without interleaving (``vp = 1``) the buckets are layers
     whatever ``pp``: Megatron-Core launches each gradient bucket's reduce-scatter as soon as
     its parameters' gradients are final in the last microbatch's backward, pipelined or not.
+
+    ``costs`` maps a DP collective (``dp``, ``dp_experts``, ``dp_gather``, ``dp_reduce``) to
+    ``(per_call, gather)``: the seconds of compute its reduce-scatter (all-reduce) and its
+    all-gather take from the compute they run beside (:func:`overlap_cost`, NCCL's CTAs on the
+    SMs and its copies in the HBM); a call hidden in a window exposes at least that (the
+    bucket always exposed runs after the compute: no cost). None: no cost (the traffic alone).
     """
+    costs = costs or {}
     phases = {}
     keys = [k for k in ("dp", "dp_experts") if k in comms]
     if zero == 3:
@@ -333,7 +372,9 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
             g, r = comms["dp_gather"].per_call, comms["dp_reduce"].per_call
             keep = pp > 1
             f_exp, b_exp = fsdp_exposed(layers=layers, gather=g, reduce=r, forward=fwd, backward=bwd,
-                                        root_gather=root_scale * g, root_reduce=root_scale * r, keep_params=keep)
+                                        root_gather=root_scale * g, root_reduce=root_scale * r, keep_params=keep,
+                                        gather_cost=costs.get("dp_gather", (0.0, 0.0))[0],
+                                        reduce_cost=costs.get("dp_reduce", (0.0, 0.0))[0])
             passes = 1 if keep else m
             gathers = layers + root_scale + (0 if keep else max(0, layers - 1))
             reduces = layers + root_scale
@@ -349,8 +390,9 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
             if k == "dp" and "dp_gather" in comms:
                 continue
             per_mb = comms[k].per_call + 2 * comms[k].gather
-            phases[k] = _phase(comms[k], "reduce_scatter+all_gather", 3 * m, m * max(0.0, per_mb - window),
-                               per_mb / 3)
+            c_reduce, c_gather = costs.get(k, (0.0, 0.0))
+            phases[k] = _phase(comms[k], "reduce_scatter+all_gather", 3 * m,
+                               m * max(per_mb - window, c_reduce + 2 * c_gather), per_mb / 3)
             window = max(0.0, window - per_mb)
         return phases
     stretch = 1.0 + (vp - 1) * pp / vp          # interleaved: chunks finish / start pp slots apart
@@ -362,10 +404,12 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     reduces = m if zero == 2 else 1
     for k in keys:
         reduce, gather = comms[k].per_call, comms[k].gather
-        exposed = reduces * max(reduce / chunks, reduce - backward)
+        c_reduce, c_gather = costs.get(k, (0.0, 0.0))
+        beside = 1.0 - 1.0 / chunks         # the buckets beside the compute: the last one runs after it
+        exposed = reduces * max(reduce / chunks + beside * c_reduce, reduce - backward)
         backward = max(0.0, backward - reduce)
         if gather:
-            exposed += max(gather / chunks, gather - forward)
+            exposed += max(gather / chunks + beside * c_gather, gather - forward)
             forward = max(0.0, forward - gather)
         n = calls + reduces - 1
         phases[k] = _phase(comms[k], op, n, exposed, (reduces * reduce + gather) / n)

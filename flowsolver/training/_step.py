@@ -110,7 +110,9 @@ def training_step(graph, model="llama-3-70b", parallelism: Parallelism | None = 
           by the communication kernels) while only that fraction of the traffic is hidden, so
           a small fraction can take longer than ``0`` (overlap off);
         * ``dp_overlap`` in [0, 1]: fraction of the DP overlap windows (last backward, next
-          forward) used (default 1).
+          forward) used (default 1); the compute beside the hidden DP / FSDP traffic runs on the
+          SMs NCCL's channels leave and shares the HBM with its copies (the DP phase's exposed
+          time counts what that costs).
     seq_len : int, optional
         Tokens per sequence (default the model's), e.g. 131072 for long-context training.
     gpu : str or GpuSpec, optional

@@ -38,11 +38,14 @@ def test_the_default_is_the_published_rows_efficiency_rounded():
 
 
 def test_the_calibration_row_comes_back_at_the_default():
-    # the row at the rounded 0.44: compute-bound, its one exposed DP bucket a few ms of a 9 s step
+    # the row at the rounded 0.44: compute-bound, its one exposed DP bucket a few ms of a 9 s step,
+    # and the compute NCCL's 24 CTAs (of 132 SMs) take beside the hidden rest: the 16 GB
+    # reduce-scatter and all-gather, ~40 ms each over NVLink, cost 24/132 x ~80 ms ~ 15 ms (0.16 %)
     gemms, attention = _at_peak()
     bound = 1 / (gemms / DEFAULT_COMPUTE_EFFICIENCY + attention)           # 14,515 tokens/s per GPU
     r = training_step(tp.rail_optimized(1), "llama-3-8b", Parallelism(dp=8),
                       Schedule(128, precision="fp8", recompute="full", recompute_layers=5,
                                compute_efficiency=DEFAULT_COMPUTE_EFFICIENCY))
-    assert r.tokens_per_gpu <= bound and r.tokens_per_gpu == pytest.approx(bound, rel=1e-3)
+    assert r.tokens_per_gpu <= bound and r.tokens_per_gpu == pytest.approx(bound, rel=2.5e-3)
+    assert r.global_batch * 8192 / r.compute_time / 8 == pytest.approx(bound, rel=1e-3)   # the compute alone
     assert r.tokens_per_gpu == pytest.approx(PUBLISHED, rel=0.01)

@@ -15,7 +15,7 @@ from flowsolver import collective, training_step
 from flowsolver.training import ModelSpec
 from flowsolver.training import _kernel_data as D
 from flowsolver.training import _kernels as K
-from flowsolver.training._compose import layer_compute
+from flowsolver.training._compose import dp_overlap_costs, layer_compute
 from flowsolver.training._exposed import cp_ring_exposed, fsdp_exposed
 
 H100 = tp.get_gpu("h100_sxm")
@@ -168,8 +168,10 @@ def test_fsdp_overlaps_each_layers_gather_and_reduce_with_the_neighbouring_compu
     c, parts = r.profile.comms, layer_compute(r.profile, r.schedule)
     root = r.profile.fsdp_unit_scale()
     g, rs = c["dp_gather"].per_call, c["dp_reduce"].per_call
+    costs = dp_overlap_costs(r.profile, parts)         # the compute NCCL's kernels take beside each call
     f, b = fsdp_exposed(layers=4, gather=g, reduce=rs, forward=parts["forward"], backward=parts["backward"],
-                        root_gather=root * g, root_reduce=root * rs)
+                        root_gather=root * g, root_reduce=root * rs, gather_cost=costs["dp_gather"][0],
+                        reduce_cost=costs["dp_reduce"][0])
     assert r.phases["dp"].exposed == pytest.approx(r.microbatches * (f + b), rel=1e-12)
     assert c["dp_gather"].bytes == pytest.approx((TINY.attention_params + TINY.mlp_params) / 8 * 2)
 
@@ -198,8 +200,10 @@ def test_fsdp_prefetches_beside_a_layers_whole_run_so_faster_compute_is_never_sl
     share = parts["forward"] / (parts["forward"] + parts["backward"])
     root = r.profile.fsdp_unit_scale()
     g, rs = c["dp_gather"].per_call, c["dp_reduce"].per_call
+    costs = dp_overlap_costs(r.profile, parts)
     f, b = fsdp_exposed(layers=layers, gather=g, reduce=rs, forward=parts["forward"] + share * waits,
-                        backward=parts["backward"] + (1 - share) * waits, root_gather=root * g, root_reduce=root * rs)
+                        backward=parts["backward"] + (1 - share) * waits, root_gather=root * g, root_reduce=root * rs,
+                        gather_cost=costs["dp_gather"][0], reduce_cost=costs["dp_reduce"][0])
     assert r.phases["dp"].exposed == pytest.approx(r.microbatches * (f + b), rel=1e-9)
 
 
@@ -211,8 +215,10 @@ def test_fsdp_under_a_pipeline_gathers_on_the_fill_of_every_stage_and_reduces_on
     c, parts = r.profile.comms, layer_compute(r.profile, r.schedule)
     root = r.profile.fsdp_unit_scale() / 2
     g, rs = c["dp_gather"].per_call, c["dp_reduce"].per_call
+    costs = dp_overlap_costs(r.profile, parts)
     f, b = fsdp_exposed(layers=2, gather=g, reduce=rs, forward=parts["forward"], backward=parts["backward"],
-                        root_gather=root * g, root_reduce=root * rs, keep_params=True)
+                        root_gather=root * g, root_reduce=root * rs, keep_params=True,
+                        gather_cost=costs["dp_gather"][0], reduce_cost=costs["dp_reduce"][0])
     assert r.phases["dp"].exposed == pytest.approx(2 * f + b, rel=1e-12)
 
 
@@ -245,12 +251,15 @@ def test_ring_attention_exposes_each_step_beyond_its_block():
 def test_dp_reduces_per_layer_bucket_under_1f1b_pipelining():
     # pp 2, vp 1: Megatron launches each layer's gradient bucket as the last microbatch's
     # backward finishes it: max(R / L, R - 2/3 t) exposed, and the parameters' gather beside
-    # the first forward: max(G / L, G - t / 3), L the stage's layers
+    # the first forward: max(G / L, G - t / 3), L the stage's layers; the buckets beside the
+    # compute ((L - 1) / L of each) cost it what NCCL's kernels take from it (dp_overlap_costs)
     r = training_step(tp.rail_optimized(4), model=TINY, tp=8, pp=2, global_batch=8, zero=1,
                       algorithms=dict(dp="ring"))
     c, m = r.profile.comms["dp"], r.microbatches
     t_mb = r.compute_time / m
-    want = max(c.per_call / 2, c.per_call - 2 * t_mb / 3) + max(c.gather / 2, c.gather - t_mb / 3)
+    c_r, c_g = dp_overlap_costs(r.profile, layer_compute(r.profile, r.schedule))["dp"]
+    want = (max(c.per_call / 2 + c_r / 2, c.per_call - 2 * t_mb / 3)
+            + max(c.gather / 2 + c_g / 2, c.gather - t_mb / 3))
     assert r.phases["dp"].exposed == pytest.approx(want, rel=1e-12)
 
 
@@ -281,7 +290,10 @@ def test_the_flat_model_keeps_its_calibration_row():
                  + layers * 6 * 4096 * 8192 / (0.62 * 989e12))
     r = training_step(tp.rail_optimized(1), model="llama-3-8b", dp=8, global_batch=128, precision="fp8",
                       recompute="full", recompute_layers=5, compute_efficiency=0.44)
-    assert r.compute_efficiency == 0.44 and r.tokens_per_gpu == pytest.approx(bound, rel=1e-3)
+    # (the step: the compute and DP's exposed bucket and the compute NCCL's CTAs take beside the
+    # rest, ~0.2 %: tests/training/test_default_compute_efficiency.py)
+    assert r.compute_efficiency == 0.44 and r.tokens_per_gpu == pytest.approx(bound, rel=2.5e-3)
+    assert r.global_batch * 8192 / r.compute_time / 8 == pytest.approx(bound, rel=1e-3)
     k = r.recompose(compute_efficiency=None)
     assert k.schedule.kernels and k.compute_efficiency is None and k.tokens_per_gpu != r.tokens_per_gpu
     assert r.recompose(compute_efficiency="auto").step_time == k.step_time        # H100: the tables
