@@ -6,7 +6,8 @@ exposed times and adds the calls to a rank's node list through it."""
 
 from __future__ import annotations
 
-from ._workload import DELAY
+from ..training import dp_overlap_costs
+from ._workload import COMPUTE, DELAY
 
 __all__ = ["DataParallelTraffic"]
 
@@ -30,6 +31,21 @@ class DataParallelTraffic:
         self.buckets = self.lay.vp if self.lay.vp > 1 else max(self.chunks[q][0] for q in range(self.lay.pp))
         self.dp_kinds = [k for k in ("dp", "dp_experts") if k in self.comms]
         self.rest_reduce = None
+        # what each hidden DP call takes from the compute beside it (compose's dp_overlap_costs:
+        # NCCL's CTAs on the SMs, its copies in the HBM): a compute node of that many seconds
+        # where the call starts, so the compute beside it ends that much later, as compose counts
+        self.costs = dp_overlap_costs(prof, compute)
+
+    def contention(self, rank, seconds, name):
+        """The compute a hidden DP call takes from the compute beside it, chained from here
+        (none at ``dp_overlap`` 0: no call runs beside the compute)."""
+        if seconds > 0 and self.dp_overlap > 0:
+            rank.add(f"contention.{name}", COMPUTE, duration=seconds, flops=0.0)
+
+    def cost(self, kinds, which) -> float:
+        """Seconds of compute the calls of ``kinds`` take beside it (``which``: 0 the reduce, 1
+        the gather)."""
+        return sum(self.costs.get(k, (0.0, 0.0))[which] for k in kinds)
 
     def start(self, rank):
         """A new rank: its parameter gathers (:meth:`param_gathers`)."""
@@ -52,7 +68,11 @@ class DataParallelTraffic:
             return None
         c = self.buckets
         first = self.dp_calls(rank, "all_gather", 1.0 / c, "params.first", ())
-        return first, (self.dp_calls(rank, "all_gather", (c - 1) / c, "params.rest", (first,)) if c > 1 else None)
+        if c == 1:
+            return first, None
+        rest = self.dp_calls(rank, "all_gather", (c - 1) / c, "params.rest", (first,))
+        self.contention(rank, (1.0 - 1.0 / c) * self.cost(self.dp_kinds, 1), "params.rest")   # beside the forward
+        return first, rest
 
     def reduce(self, rank, which):
         """The gradients of every bucket but the last (``which="rest"``, from the first
@@ -61,6 +81,7 @@ class DataParallelTraffic:
         if which == "rest":
             if c > 1:
                 self.rest_reduce = self.dp_calls(rank, op, (c - 1) / c, "grads.rest", (rank.point(),))
+                self.contention(rank, (1.0 - 1.0 / c) * self.cost(self.dp_kinds, 0), "grads.rest")
             return
         deps = (rank.point(),) + ((self.rest_reduce,) if self.rest_reduce is not None else ())
         self.dp_calls(rank, op, 1.0 / c, "grads.last", deps)
@@ -70,6 +91,7 @@ class DataParallelTraffic:
         their gradients reduce-scattered, one after the other, after node ``delay``; the last
         node (the dense layers' FSDP traffic: :meth:`fsdp`)."""
         prev = delay
+        self.contention(rank, self.cost(["dp_experts"], 0) + 2 * self.cost(["dp_experts"], 1), f"mb{mb}.dp_experts")
         for op in ("all_gather", "all_gather", "reduce_scatter"):
             prev = self.step.coll(rank, "dp_experts", op, self.comms["dp_experts"].bytes, f"mb{mb}.dp_experts.{op}",
                              chain=False, deps=(prev,))
@@ -137,18 +159,25 @@ class DataParallelTraffic:
         name = lambda layer, what: f"{d}{mb}.c0.L{layer}.fsdp.{what}"
         pending = []
 
+        def taken(calls):
+            """What ``calls`` take from the layer they run beside (compose's fsdp_exposed costs)."""
+            return sum(self.costs.get("dp_gather" if op == "all_gather" else "dp_reduce", (0.0, 0.0))[0] * layers
+                       for op, layers, _ in calls)
+
         def window(calls, again):
             """The calls beside the layer starting now, joined before the next one starts."""
             if pending:
                 rank.join.append(pending.pop())
             if calls:
                 pending.append(self.fsdp_calls(rank, calls, (rank.point(),), self.fsdp_delay(d, again)))
+                self.contention(rank, taken(calls), calls[0][2])
 
         def stream(calls, again):
             """The calls after the previous ones on the stream and the compute so far."""
             at = rank.point()
             deps = ((at,) if at is not None else ()) + tuple(pending)
             pending[:] = [self.fsdp_calls(rank, calls, deps, self.fsdp_delay(d, again))]
+            self.contention(rank, taken(calls), calls[0][2])
 
         if d == "F" and (not keep or mb == 0):
             def head():
