@@ -17,6 +17,14 @@ network plugin for it tells NCCL and what NCCL settings the platform ships with 
   (``NCCL_PROTO``);
 * ``nvls``: whether that environment leaves NVLS on (``NCCL_NVLS_ENABLE``): off, no
   NVLSTree across nodes.
+* ``rendezvous_above`` / ``rendezvous_cost``: a transport whose messages above a size move by
+  a *rendezvous*, the payload pulled from the sender by a Get once the receiver has matched the
+  message's header, takes a network round trip more for each such message than one written
+  straight into a buffer the receiver posted (NCCL's InfiniBand verbs: an RDMA write after the
+  receiver's clear-to-send). NCCL's kernels wait for each step's message, so a chunk step of a
+  ring or tree across nodes whose message is larger than ``rendezvous_above`` (bytes) takes
+  ``rendezvous_cost`` (s) more (:func:`flowsolver.collectives._pipeline.pipeline_time`). NCCL's
+  tuner does not know of it: it chooses as before. None (the default): no rendezvous.
 
 The settings apply to communicators that cross nodes (a run inside one node does not use the
 network plugin). A link technology without a transport uses :data:`DEFAULT_TRANSPORT`
@@ -59,6 +67,12 @@ class Transport:
     hop_latency : float or None
         What a network hop costs beyond NCCL's network constants, seconds (>= 0; twice for
         Simple), as measured on the platform; None (default): ``net_latency`` stands for it.
+    rendezvous_above : float or None
+        Messages larger than this (bytes, >= 0) go by the transport's rendezvous (a Get of the
+        payload once the header is matched); None (default): none does.
+    rendezvous_cost : float
+        What a rendezvous message takes beyond a message written straight into the
+        receiver's buffer, seconds (>= 0): the Get's network round trip.
 
     Examples
     --------
@@ -67,6 +81,9 @@ class Transport:
     (20, True, 20)
     >>> round(Transport("told_75_costs_23", 75e-6, hop_latency=23e-6).hop_cost * 1e6)
     23
+    >>> t = Transport("pulls_above_16k", rendezvous_above=16384, rendezvous_cost=5e-6)
+    >>> t.rendezvous_above, round(t.rendezvous_cost * 1e6, 6)
+    (16384, 5.0)
     """
 
     name: str
@@ -75,6 +92,8 @@ class Transport:
     nvls: bool = True
     source: str = ""
     hop_latency: float | None = None
+    rendezvous_above: float | None = None
+    rendezvous_cost: float = 0.0
 
     @property
     def hop_cost(self) -> float:
@@ -85,13 +104,16 @@ class Transport:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"Transport name must be a non-empty string, got {self.name!r}")
-        for field, value, none in (("net_latency", self.net_latency, False), ("hop_latency", self.hop_latency, True)):
+        for field, value, none, unit in (("net_latency", self.net_latency, False, "s"),
+                                         ("hop_latency", self.hop_latency, True, "s"),
+                                         ("rendezvous_above", self.rendezvous_above, True, "bytes"),
+                                         ("rendezvous_cost", self.rendezvous_cost, False, "s")):
             if none and value is None:
                 continue
             if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
                     and value >= 0):
                 raise ValueError(f"Transport {self.name!r}: {field} must be {'None or ' if none else ''}a finite "
-                                 f"number >= 0 s, got {value!r}")
+                                 f"number >= 0 {unit}, got {value!r}")
         protocols = tuple(self.protocols)
         if not protocols or any(p not in _PROTOCOLS for p in protocols):
             raise ValueError(f"Transport {self.name!r}: protocols must be a non-empty subset of "
@@ -150,9 +172,39 @@ _add(Transport("gcp_tcpxo_ll128", 0.0, ("LL128", "Simple"),
 # configured platform sets a specific value"); the Alps container hook's NCCL environment sets
 # NCCL_PROTO="^LL128" (eth-cscs/cscs-docs docs/clusters/daint.md and docs/running/vetnode.md
 # @80abed13, 2026).
-_add(Transport("alps_ofi_cxi", 0.0, ("LL", "Simple"),
+#
+# Its messages: aws-ofi-nccl's send / receive protocol posts each NCCL step as one tagged send
+# with no clear-to-send from the receiver (v1.6.0 has no other; later releases default to it,
+# include/nccl_ofi_param.h @2daf7d30 'OFI_NCCL_PARAM(PROTOCOL, protocol, "PROTOCOL",
+# PROTOCOL::SENDRECV)', the RDMA protocol being chosen by the AWS platform code), and
+# libfabric's CXI provider moves a long message by rendezvous (ofiwg/libfabric man/fi_cxi.7.md
+# @af8ddbe9: "Long messages are transferred using a rendezvous protocol" ... "Once the header is
+# matched to a Receive operation, the remainder of the payload is pulled from the source using
+# an RDMA Get operation"; "A Send with length less than or equal to FI_CXI_RDZV_THRESHOLD plus
+# FI_CXI_RDZV_GET_MIN will be performed using the eager protocol"; defaults prov/cxi/include/
+# cxip.h CXIP_RDZV_THRESHOLD 16384, prov/cxi/src/cxip_info.c ".rdzv_get_min = 2049"): a step's
+# message above 16,384 + 2,049 bytes waits for the Get's round trip. Its cost: two network hops
+# at NCCL's own figure for one (tuning.cc hwLat[NET][ring][LL], 2.7 us: the lightest protocol's,
+# no fence or flush), 5.4 us. Not fitted to any curve. The Alps environment leaves the
+# thresholds at their defaults (cscs-docs docs/software/communication/nccl_env_vars @1660b1ee).
+CXI_RENDEZVOUS_ABOVE = 16384 + 2049
+CXI_RENDEZVOUS_COST = 2 * 2.7e-6
+_add(Transport("alps_ofi_cxi", 0.0, ("LL", "Simple"), rendezvous_above=CXI_RENDEZVOUS_ABOVE,
+               rendezvous_cost=CXI_RENDEZVOUS_COST,
                source="aws-ofi-nccl nccl_ofi_param.h (NET_LATENCY default 0); cscs-docs daint.md @80abed13 "
-                      "(NCCL_PROTO=^LL128)"))
+                      "(NCCL_PROTO=^LL128); libfabric fi_cxi.7 (rendezvous above 16384 + 2049 bytes)"))
+# The same stack with NCCL's protocols as they are (no NCCL_PROTO; ALCF Polaris, NERSC Perlmutter,
+# NREL Kestrel: the CXI defaults, FI_CXI_RDZV_* unset).
+_add(Transport("ofi_cxi", 0.0, rendezvous_above=CXI_RENDEZVOUS_ABOVE, rendezvous_cost=CXI_RENDEZVOUS_COST,
+               source="aws-ofi-nccl over libfabric CXI, all protocols; fi_cxi.7 (rendezvous above 16384 + 2049 "
+                      "bytes, a Get's round trip: 2 x NCCL's 2.7 us network hop)"))
+# HPE's NCCL environment for Slingshot (ccl_env.sh; NRIS Olivia's NCCL module, the Isambard
+# guide): FI_CXI_RDZV_THRESHOLD=0 FI_CXI_RDZV_GET_MIN=0 FI_CXI_RDZV_EAGER_SIZE=0 with
+# FI_CXI_RDZV_PROTO=alt_read: every message but the smallest (the provider raises a threshold
+# below its inject size to it, cxip_info.c) by rendezvous; taken as every message.
+_add(Transport("ofi_cxi_rdzv_all", 0.0, rendezvous_above=0.0, rendezvous_cost=CXI_RENDEZVOUS_COST,
+               source="HPE ccl_env.sh (FI_CXI_RDZV_THRESHOLD=0, FI_CXI_RDZV_GET_MIN=0, FI_CXI_RDZV_EAGER_SIZE=0); "
+                      "fi_cxi.7"))
 
 #: the transport of a link technology that names none: NCCL's own (no reported latency)
 DEFAULT_TRANSPORT = _CATALOGUE["nccl_builtin"]

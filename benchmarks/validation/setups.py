@@ -270,11 +270,16 @@ _add(Cluster("coreweave_gb200_nvl72", _server("nvl72", name="CoreWeave GB200 NVL
 # SXM of an HGX 4-GPU board are joined all-to-all by NVLink 4 (no NVSwitch): the "nvlink_mesh" layout,
 # MESH4_LINKS a pair, as the Alps node (no NVLS); the corpus run is 16 nodes, NIC-bound (2 x 25 GB/s
 # for 4 GPUs). The Kestrel run sets no NCCL_PROTO (its
-# run_nccl_cxi.sh), unlike the Alps hook's ^LL128: the Slingshot link with NCCL's own transport
-# (aws-ofi-nccl v1.6.0 off AWS reports latency 0, nccl_ofi_param.h; all protocols on), a copy of the
+# run_nccl_cxi.sh), unlike the Alps hook's ^LL128: the Slingshot link with the catalogue's ofi_cxi
+# transport (aws-ofi-nccl v1.6.0 off AWS reports latency 0, nccl_ofi_param.h; all protocols on; libfabric
+# CXI's rendezvous above its default thresholds, FI_CXI_RDZV_* unset in the run), a copy of the
 # catalogue's slingshot_200g. Dragonfly groups are not modelled (rail-optimised graph).
 SLINGSHOT_ALL_PROTOCOLS = replace(tp.get_link("slingshot_200g"), name="slingshot_200g_allproto",
-                                  transport="nccl_builtin")
+                                  transport="ofi_cxi")
+# The same with HPE's NCCL environment (ccl_env.sh: FI_CXI_RDZV_THRESHOLD=0 FI_CXI_RDZV_GET_MIN=0
+# FI_CXI_RDZV_EAGER_SIZE=0, NRIS' NCCL module, hpc_machines/olivia/nccl.md): every message by rendezvous.
+SLINGSHOT_HPE_ENV = replace(tp.get_link("slingshot_200g"), name="slingshot_200g_hpe_env",
+                            transport="ofi_cxi_rdzv_all")
 # Kestrel's GPU nodes have "Dual socket AMD Genoa 64-core processors" (NREL, Kestrel system configuration).
 _add(Cluster("nrel_kestrel_h100", _mesh4("dgx_h100", name="kestrel-h100", nics=2, nic=SLINGSHOT_ALL_PROTOCOLS,
                                          cpu="amd"),
@@ -307,9 +312,9 @@ _add(Cluster("alcf_polaris_a100", _server("polaris_a100", name="polaris-a100", n
 # modules set HPE's ccl_env.sh (hpc_machines/olivia/nccl.md) and no NCCL_PROTO -- the page discusses LL128 as in
 # use -- unlike the Alps hook's ^LL128: Kestrel's all-protocol Slingshot link (aws-ofi-nccl off AWS reports no
 # network latency). Grace hosts (Arm Neoverse V2).
-_add(Cluster("nris_olivia_gh200", _mesh4("dgx_h100", name="olivia-gh200", nics=4, nic=SLINGSHOT_ALL_PROTOCOLS,
+_add(Cluster("nris_olivia_gh200", _mesh4("dgx_h100", name="olivia-gh200", nics=4, nic=SLINGSHOT_HPE_ENV,
                                          cpu="arm"),
-             SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "GH200",
+             SLINGSHOT_HPE_ENV, "Slingshot", "GH200",
              "NRIS Olivia GPU node: 4 GH200 (NVLink 4 mesh, no NVSwitch, 6 links a pair assumed) + 4 Slingshot 11 "
              "interfaces of 200 Gb/s (Olivia overview and OpenMPI pages), HPE's NCCL environment, no NCCL_PROTO: all "
              "protocols, no reported network latency; dragonfly not modelled (2 nodes)."))

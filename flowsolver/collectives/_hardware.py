@@ -314,6 +314,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
         transport = server_transport(graph, graph.nodes[gpus[0]].get("server"))
         nvls = nvls and transport.nvls
         extra = dict(net_latency=transport.net_latency, hop_latency=transport.hop_latency,
+                     rendezvous_above=transport.rendezvous_above, rendezvous_cost=transport.rendezvous_cost,
                      protocols=transport.protocols,
                      net_bw=min(_egress(graph, [near[i] for i in group], efficiency) for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)

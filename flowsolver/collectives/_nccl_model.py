@@ -93,7 +93,9 @@ class Hardware:
     whether a node's ranks cannot all meet over NVLink (NCCL's typeIntra beyond PATH_NVB: a GPU
     with no NVLink, or NVLink-bridged pairs a ring joins over PCIe), ``nic_path`` NCCL's
     typeInter, the class of a GPU's path to the NIC a ring crosses nodes on (:data:`PATH_PXB`,
-    ``PATH_P2C``, ``PATH_PXN`` or ``PATH_PHB``; :func:`~._nccl_paths.type_inter`). ``cpu`` is ``"intel"``, ``"amd"``,
+    ``PATH_P2C``, ``PATH_PXN`` or ``PATH_PHB``; :func:`~._nccl_paths.type_inter`), ``rendezvous_above`` /
+    ``rendezvous_cost`` the network transport's rendezvous (bytes, None: none; s a message; not
+    the tuner's: what a step takes, :func:`~._pipeline.pipeline_time`). ``cpu`` is ``"intel"``, ``"amd"``,
     ``"arm"``, ``"mixed"`` (x86 hosts of both vendors) or ``"mixed_arch"`` (Arm and x86).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
@@ -120,6 +122,8 @@ class Hardware:
     default_channels: int | None = None
     default_graph_channels: int | None = None
     hop_latency: float | None = None
+    rendezvous_above: float | None = None
+    rendezvous_cost: float = 0.0
 
     @property
     def hop_cost(self) -> float:

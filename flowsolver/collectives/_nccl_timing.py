@@ -14,7 +14,7 @@ from ._algorithms import algorithm_of
 from ._channels import P2P_CHANNEL_SHARE, nvls_channel_count
 from ._dual import greater, lesser
 from ._nccl import PROTOCOLS, busbw_factor, is_fp8
-from ._pipeline import PIPELINE, pipeline_time
+from ._pipeline import PIPELINE, channels_used, pipeline_time, step_message
 from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, NVLS_MAX_ARITY, enabled, tree_correction, tuner_algbw,
                           tuner_hops, tuner_latency)
 
@@ -160,6 +160,8 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     lat = tuner_latency(a, proto, op, hw, size, cost=True)       # its network hops at what they cost
     # NCCL chooses with the latency its network plugin reports on each hop (Transport.net_latency)
     told = tuner_latency(a, proto, op, hw, size) - lat if hw.hop_latency is not None else 0.0
+    pulled = rendezvous_latency(a, proto, op, size, hw, options.nccl_version)
+    lat, told = lat + pulled, told - pulled                     # NCCL's tuner does not know of it
     if options.base_latency is not None:
         lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
     if model is not None:
@@ -190,6 +192,33 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     # it multiplies by 1024 for a ring of an 8-bit float type beyond 8 ranks (to choose it last)
     estimate = lat + told + size / (algbw * tree_correction(a, proto, op, size, hw))
     return time, lat + (time - gpu), estimate * (FP8_RING_PENALTY if fp8_relegated(a, hw, options) else 1.0)
+
+
+def rendezvous_latency(algorithm, protocol, op, size, hw, nccl=None) -> float:
+    """Seconds a transport's rendezvous adds to ``algorithm`` / ``protocol``'s ``op`` of
+    ``size`` bytes on ``hw`` (a :class:`~._nccl_model.Hardware` across nodes): where a chunk
+    step's network message (:func:`~._pipeline.step_message`, on the channels NCCL runs at that
+    size) is larger than ``hw.rendezvous_above``, each hop between nodes that NCCL's latency
+    counts one after the other (:func:`~._nccl_model.tuner_hops`: a ring all-reduce's ``2 (nodes
+    - 1)``, a tree's ``2 log2(nodes)``) waits ``hw.rendezvous_cost`` for the payload's Get. A
+    chunk's chain around a ring or up and down a tree crosses those hops; the other steps'
+    messages overlap it. 0 on one node, with no rendezvous, or for NVLS and PAT (no modelled
+    chunk).
+
+    >>> from ._nccl_model import Hardware
+    >>> hw = Hardware(8, 2, rendezvous_above=18433, rendezvous_cost=5.4e-6)
+    >>> round(rendezvous_latency("ring", "LL", "all_reduce", 1 << 20, hw) * 1e6, 6)   # 2 hops x 5.4 us
+    10.8
+    >>> rendezvous_latency("ring", "LL", "all_reduce", 8192, hw)       # 8-byte lines: eager
+    0.0
+    """
+    if hw.nodes < 2 or hw.rendezvous_above is None or not hw.rendezvous_cost or algorithm not in ("ring", "tree"):
+        return 0.0
+    running = channels_used(algorithm, protocol, size, hw.ranks, hw.pipeline_channels)
+    if step_message(algorithm, protocol, op, size, hw.ranks, hw.nodes, running, nccl) <= hw.rendezvous_above:
+        return 0.0
+    _, (hops, _) = tuner_hops(algorithm, protocol, op, hw)
+    return hw.rendezvous_cost * hops
 
 
 #: src/enqueue.cc:2015-2020 (master 5067397c; NCCL 2.24 and later): "Relegate fp8 reduction trees

@@ -63,7 +63,7 @@ from ._nccl_model import log2i
 
 __all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "channel_split", "chunk_steps", "ll_depth",
            "nvls_tree_stages",
-           "pipeline_time"]
+           "pipeline_time", "step_message"]
 
 KIB = 1024
 # NCCL_STEPS (src/include/device.h): slots of a connection's buffer
@@ -270,6 +270,36 @@ def chunk_steps(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
     (56, 0)
     """
     return _chunking(algorithm, protocol, op, size, ranks, nodes, channels)[:2]
+
+
+#: bytes a protocol puts on the wire for a byte of data: LL's 16-byte lines carry 8 (the rest
+#: flags), LL128's 128-byte lines 120 (src/include/device.h NCCL_LL128_LINEELEMS 16,
+#: NCCL_LL128_DATAELEMS 15)
+_WIRE = {"LL": 2.0, "LL128": 16 / 15, "Simple": 1.0}
+
+
+def step_message(algorithm, protocol, op, size, ranks, nodes, channels, nccl=None) -> float:
+    """Bytes of one chunk step's network message for ``op`` of ``size`` bytes by ``algorithm`` /
+    ``protocol`` on ``ranks`` GPUs over ``nodes`` nodes with ``channels`` channels running: a
+    ring's chunk (a loop's ``ranks`` chunks a channel, shrunk to a rank's share of a channel's
+    bytes below one loop, ``realChunkSize`` in NCCL's kernels), a tree's (its share of a channel's
+    bytes at most), as the protocol writes it (LL: 2 bytes a byte; LL128: 16 / 15). NCCL's
+    network proxy sends a step as one message (``src/transport/net.cc`` ``sendProxyProgress``:
+    one ``isend`` a step). 0 for the algorithms with no modelled chunk (NVLS, PAT).
+
+    >>> step_message("ring", "Simple", "all_reduce", 1 << 30, 8, 2, 8)      # a whole 512 KiB x 4 chunk
+    2097152.0
+    >>> step_message("ring", "LL", "all_reduce", 256 * 1024, 8, 2, 8)       # 4 KiB a rank, in LL lines
+    8192.0
+    """
+    if algorithm == "ring":
+        data = min(_data_chunk(algorithm, protocol), size / channels / ranks)
+    elif algorithm == "tree":
+        share = size / channels
+        data = min(_tree_chunk(protocol, share, nodes, max(1, ranks // nodes), nccl), share)
+    else:
+        return 0.0
+    return float(data * _WIRE[protocol])
 
 
 def _chunking(algorithm, protocol, op, size, ranks, nodes, channels, nccl=None) -> tuple:
