@@ -377,8 +377,10 @@ _add(Cluster("aws_p4d", _server("dgx_a100", name="p4d.24xlarge", nics=4, nic="ef
 # 95081db: FUJITSU PRIMERGY GX2570 successor, "NVIDIA A100 for NVLink 40GiB HBM2" x 8, "InfiniBand HDR (200 Gbps)"
 # x 4, "compute nodes(A) are equipped with 4 ports of InfiniBand HDR"): the DGX A100 server (NVLink 3 / NVSwitch)
 # with 4 NICs of 200 Gb/s HDR, one shared by each GPU pair (as p4d's 4 NICs), NCCL's own IB transport. The
-# benchmark sets NCCL_NET_GDR_LEVEL=2 (GPUDirect RDMA across PCIe switches, not the host bridge): taken as
-# GPUDirect, the model's default. ABCI's fat tree is not modelled (rail-optimised graph).
+# benchmark's inter_anode/nccl.sh (@992278a) sets NCCL_IB_CUDA_SUPPORT=1, which NCCL 2.8.4 never reads (no
+# match in v2.8.4-1's source; res21d), so GPUDirect RDMA rests on NCCL's default level (PXB, paths.cc) and the
+# nv_peer_mem module, which no source says was loaded: taken as GPUDirect, the model's default (the 2-16 node
+# runs reach a third of 4 x HDR at 4-32 MiB, which a host-staged path would explain; not modelled). ABCI's fat tree is not modelled (rail-optimised graph).
 # Its hosts: "two Intel Xeon Platinum 8360Y Processors" (the same overview, Compute Node (A)).
 _add(Cluster("abci_a_node", _server("dgx_a100", name="abci-compute-node-a", nics=4, cpu="intel"), "ib_hdr",
              "InfiniBand", "A100",
@@ -834,6 +836,13 @@ NOT_MODELLED: dict[str, str] = {
 #: curves the corpus README flags as not representative of the hardware: run and shown, but
 #: kept out of every median. curve -> reason
 EXCLUDED: dict[str, str] = {
+    # dranet docs gke-rdma.md (the A4 2 x 8 all_gather log): times that no fabric gives, a demo on a
+    # shared cluster rather than a measurement: a 234-328 us floor from 1 KiB to 128 KiB (16 GPUs on
+    # 2 nodes), 2 MiB at 1,754 us where 4 MiB takes 934, 32 MiB faster than 16 MiB, 512 MiB barely
+    # slower than 256 MiB, in-place and out-of-place up to 30 % apart (res21d)
+    "dranet-gke-a4-2x8B200-allgather": "times no fabric gives (a 234-328 us floor to 128 KiB, 2 MiB 1,754 us "
+                                       "against 4 MiB's 934, 32 MiB faster than 16 MiB): a demo on a shared "
+                                       "cluster, not a measurement of the hardware",
     "cscs-alps-2x4GH200-allreduce-nocxi": "deliberately degraded configuration (Container Engine CXI hook "
                                           "disabled; corpus README caveats): not the hardware's performance",
     # dranet examples/demo_gke_rdma/nccl-gib-test.yaml: each pod takes "nvidia.com/gpu: 1" (whichever
