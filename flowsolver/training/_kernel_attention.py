@@ -1,5 +1,5 @@
 """Flash-attention rates from published kernel benchmarks (split from :mod:`._kernels`, which
-re-exports every name here): forward and backward rates per GPU family and kernel (``"fa3"``:
+re-exports these and gives :func:`~._kernels.attention_rates`, with the GEMM tables' power cap): forward and backward rates per GPU family and kernel (``"fa3"``:
 FlashAttention-3 / cuDNN class, what Transformer Engine runs on Hopper and Blackwell; ``"fa2"``:
 FlashAttention-2, PyTorch's SDPA flash backend), measured with the causal mask at head dimension
 128 and 8192 tokens, scaled by head dimension (FA3 paper, Figure 5) and by sequence length: below
@@ -19,7 +19,7 @@ import numpy as np
 
 from ._kernel_data import ATTENTION_HEAD_DIM, ATTENTION_POINTS, ATTENTION_SEQ_RAMP
 
-__all__ = ["ATTENTION_KERNELS", "attention_rates", "attention_seq_factor", "attention_head_dim_factor"]
+__all__ = ["ATTENTION_KERNELS", "attention_seq_factor", "attention_head_dim_factor", "reference_rates"]
 
 ATTENTION_KERNELS = ("auto", "fa3", "fa2", "unfused")
 
@@ -103,7 +103,7 @@ def attention_head_dim_factor(head_dim: float) -> float:
 
 
 @lru_cache(maxsize=None)
-def _reference_rates(family: str, kernel: str) -> tuple:
+def reference_rates(family: str, kernel: str) -> tuple:
     """(forward, backward) FLOP/s of ``kernel`` on ``family``, causal, head dimension 128, 8192
     tokens. Measured for H100 (FA2 and FA3, flash-attention PR 1791) and B200 (FA4, PR 2280;
     the ``fa3`` class on Blackwell). Derived: H200 and GB200 take their sibling's figures (same
@@ -124,29 +124,3 @@ def _reference_rates(family: str, kernel: str) -> tuple:
         return tuple(_point("a100", "fa2", False, d)[0] * 1e12 * ramp * r for d, r in zip(("fwd", "bwd"), ratio))
     raise ValueError(f"attention kernel {kernel!r}: no published measurement on {family} (FlashAttention-3 "
                      f"needs Hopper or Blackwell)")
-
-
-def attention_rates(gpu, kernel: str, *, head_dim: float, tokens: float, power_cap: float | None = None) -> tuple:
-    """(forward, backward) FLOP/s of causal flash attention with ``kernel`` (``"fa3"``,
-    ``"fa2"``; ``"auto"``: ``"fa3"`` where the family has it, else ``"fa2"``) on ``gpu`` at
-    ``head_dim`` and ``tokens`` keys per query block (the sequence factor of
-    :func:`attention_seq_factor` for the GPU's family and kernel: nothing past the longest
-    measured length). Under ``power_cap`` both scale as the BF16 GEMM fraction does (attention
-    is tensor-core bound; no capped attention measurement is published).
-
-    >>> import topologies as tp
-    >>> [r / 1e12 for r in attention_rates(tp.get_gpu("h100_sxm"), "fa3", head_dim=128, tokens=8192)]
-    [630.0, 531.6]
-    >>> [round(r / 1e12, 1) for r in attention_rates(tp.get_gpu("b200"), "fa3", head_dim=128, tokens=1 << 20)]
-    [1418.1, 1208.6]
-    """
-    from ._kernels import gemm_fraction, kernel_family       # the GEMM tables import this module
-
-    fam = kernel_family(gpu)
-    if kernel == "auto":
-        kernel = "fa2" if fam == "a100" else "fa3"
-    fwd, bwd = _reference_rates(fam, kernel)
-    scale = attention_head_dim_factor(head_dim) * attention_seq_factor(tokens, family=fam, kernel=kernel)
-    if power_cap is not None and power_cap < gpu.tdp:
-        scale *= gemm_fraction(fam, "bf16", power_cap, gpu.tdp) / gemm_fraction(fam, "bf16")
-    return fwd * scale, bwd * scale

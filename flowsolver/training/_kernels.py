@@ -26,7 +26,8 @@ Blackwell (:func:`sustained_fraction`, 0.83 BF16 / 0.84 FP8: MAMF is a burst fig
 and saturates at ``eta``: a tensor-parallel slice with a small inner dimension turns
 memory-bound in FP8 long before it does in BF16.
 
-Attention: :mod:`._kernel_attention` (its names are re-exported here).
+Attention: :mod:`._kernel_attention` (its names are re-exported here; :func:`attention_rates` scales its
+rates under a power cap as the BF16 GEMM fraction does).
 """
 
 from __future__ import annotations
@@ -37,8 +38,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._kernel_attention import (ATTENTION_KERNELS, attention_head_dim_factor, attention_rates,
-                                attention_seq_factor)
+from ._kernel_attention import ATTENTION_KERNELS, attention_head_dim_factor, attention_seq_factor, reference_rates
 from ._kernel_data import GEMM_POINTS, MAMF, POWER_CAPPED_GEMM, STREAM_TRIAD, SUSTAINED_GEMM, TORCHAO_ROOFLINE
 
 __all__ = ["FAMILIES", "ATTENTION_KERNELS", "gemm_curve", "SMS", "gemm_fraction", "fit_gemm_curve", "gemm_table",
@@ -327,3 +327,27 @@ def gemm_seconds_shape(m: float, n: float, k: float, gpu, precision: str, *, pow
     operands = operand * (m * k + k * n) + 2.0 * m * n
     memory = memory_seconds(operands, gpu) if bandwidth is None else operands / bandwidth
     return count * (max(compute, memory) + t0)
+
+
+def attention_rates(gpu, kernel: str, *, head_dim: float, tokens: float, power_cap: float | None = None) -> tuple:
+    """(forward, backward) FLOP/s of causal flash attention with ``kernel`` (``"fa3"``,
+    ``"fa2"``; ``"auto"``: ``"fa3"`` where the family has it, else ``"fa2"``) on ``gpu`` at
+    ``head_dim`` and ``tokens`` keys per query block (the sequence factor of
+    :func:`attention_seq_factor` for the GPU's family and kernel: nothing past the longest
+    measured length). Under ``power_cap`` both scale as the BF16 GEMM fraction does (attention
+    is tensor-core bound; no capped attention measurement is published).
+
+    >>> import topologies as tp
+    >>> [r / 1e12 for r in attention_rates(tp.get_gpu("h100_sxm"), "fa3", head_dim=128, tokens=8192)]
+    [630.0, 531.6]
+    >>> [round(r / 1e12, 1) for r in attention_rates(tp.get_gpu("b200"), "fa3", head_dim=128, tokens=1 << 20)]
+    [1418.1, 1208.6]
+    """
+    fam = kernel_family(gpu)
+    if kernel == "auto":
+        kernel = "fa2" if fam == "a100" else "fa3"
+    fwd, bwd = reference_rates(fam, kernel)
+    scale = attention_head_dim_factor(head_dim) * attention_seq_factor(tokens, family=fam, kernel=kernel)
+    if power_cap is not None and power_cap < gpu.tdp:
+        scale *= gemm_fraction(fam, "bf16", power_cap, gpu.tdp) / gemm_fraction(fam, "bf16")
+    return fwd * scale, bwd * scale
