@@ -161,13 +161,15 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     # NCCL chooses with the latency its network plugin reports on each hop (Transport.net_latency)
     told = tuner_latency(a, proto, op, hw, size) - lat if hw.hop_latency is not None else 0.0
     pulled = rendezvous_latency(a, proto, op, size, hw, options.nccl_version)
-    lat, told = lat + pulled, told - pulled                     # NCCL's tuner does not know of it
+    told -= pulled                                              # NCCL's tuner does not know of it
     if options.base_latency is not None:
         lat += float(options.base_latency) - _BASE[a][PROTOCOLS.index(proto)] * 1e-6
     if model is not None:
         lat = model.latency(lat, a, proto, op, hw)
         told -= model.hop_cost(a, proto, op, hw)        # a fitted hop's cost: not what NCCL chooses by
-    lat += path_excess(paths, a, proto, op, hw)
+    # after a calibration's latency scale, which fits NCCL's constants only: the rendezvous's Get
+    # (libfabric's, review21 F1: scaled, it moved NCCL's estimates) and the slower paths' excess
+    lat += pulled + path_excess(paths, a, proto, op, hw)
     algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
     if a in ("tree", "nvls") and not algorithm_of(a).derived(op):    # no faster than its own flow solve
         algbw = lesser(algbw, own_algbw)

@@ -36,11 +36,11 @@ class DataParallelTraffic:
         # where the call starts, so the compute beside it ends that much later, as compose counts
         self.costs = dp_overlap_costs(prof, compute)
 
-    def contention(self, rank, seconds, name):
-        """The compute a hidden DP call takes from the compute beside it, chained from here
-        (none at ``dp_overlap`` 0: no call runs beside the compute)."""
+    def contention(self, rank, seconds, name, after=()):
+        """The compute a hidden DP call takes from the compute beside it, chained from here and
+        after the nodes ``after`` (none at ``dp_overlap`` 0: no call runs beside the compute)."""
         if seconds > 0 and self.dp_overlap > 0:
-            rank.add(f"contention.{name}", COMPUTE, duration=seconds, flops=0.0)
+            rank.add(f"contention.{name}", COMPUTE, duration=seconds, flops=0.0, deps=after)
 
     def cost(self, kinds, which) -> float:
         """Seconds of compute the calls of ``kinds`` take beside it (``which``: 0 the reduce, 1
@@ -71,7 +71,9 @@ class DataParallelTraffic:
         if c == 1:
             return first, None
         rest = self.dp_calls(rank, "all_gather", (c - 1) / c, "params.rest", (first,))
-        self.contention(rank, (1.0 - 1.0 / c) * self.cost(self.dp_kinds, 1), "params.rest")   # beside the forward
+        # beside the forward, which starts once the first bucket's (exposed) gather is in: not
+        # beside that gather at the rank's start (review21 F2: the charge vanished under it)
+        self.contention(rank, (1.0 - 1.0 / c) * self.cost(self.dp_kinds, 1), "params.rest", after=(first,))
         return first, rest
 
     def reduce(self, rank, which):

@@ -117,3 +117,14 @@ def test_one_node_is_untouched():
     one = tp.rail_optimized(1, server=tp.get_server("dgx_h100").with_(nic="slingshot_200g"), link="slingshot_200g")
     ranks, layout = participants(one, "all_reduce", None, None)
     assert describe(one, ranks, layout).rendezvous_above is None
+
+
+def test_a_calibrations_latency_scale_leaves_the_rendezvous_alone():
+    # review21 F1: the Get was added before a calibration's latency scale, which fits NCCL's
+    # constants: at scale 3 a 4-node tree's 4 hops cost 3 x 21.6 us and NCCL's estimates moved
+    cal = fs.Calibration(efficiency={}, latency_scale=3.0, ranks=32, ops=("all_reduce",))
+    cxi, plain = _cluster("slingshot_200g", 4), _cluster(_without_rendezvous("test_cxi_eager_only"), 4)
+    a = fs.collective(cxi, "all_reduce", 16 << 20, algorithm="tree", protocol="Simple", model=cal)
+    b = fs.collective(plain, "all_reduce", 16 << 20, algorithm="tree", protocol="Simple", model=cal)
+    assert a.time - b.time == pytest.approx(2 * 2 * ROUND_TRIP, rel=1e-6)    # 2 log2(4) hops, unscaled
+    assert a.estimates == pytest.approx(b.estimates, rel=1e-12)
