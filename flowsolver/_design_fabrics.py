@@ -103,16 +103,21 @@ def spare_ports(g) -> str:
             f"{slots - servers} servers' ports empty (room to grow)")
 
 
-def hosts_per_leaf(server_nics: int, ports: int) -> int:
+def hosts_per_leaf(server_nics: int, ports: int, exact: bool = False) -> int:
     """Host ports of a leaf of ``ports`` host ports that a fabric fills: whole servers where a
-    server's NICs fit (a DGX's 8 on one top-of-rack leaf), else the largest share of one
-    server's NICs, a divisor of them, that fits (an NVL72 rack's 72 NICs on 3 leaves of 24).
+    server's NICs fit (a DGX's 8 on one top-of-rack leaf), else every port, a server's NICs
+    spread over consecutive leaves (two NVL72 racks' 144 NICs on 5 leaves of 32, the last
+    leaf's spare ports empty). ``exact``: leaves that hold a share of one server's NICs that
+    divides them (72 over 3 leaves of 24), for a fabric that must hold the NICs exactly
+    (DragonFly+).
 
-    >>> hosts_per_leaf(8, 32), hosts_per_leaf(72, 32), hosts_per_leaf(4, 2)
-    (32, 24, 2)
+    >>> hosts_per_leaf(8, 32), hosts_per_leaf(72, 32), hosts_per_leaf(72, 32, exact=True), hosts_per_leaf(7, 4)
+    (32, 32, 24, 4)
     """
     if server_nics <= ports:
         return ports - ports % server_nics
+    if not exact:
+        return ports
     return max((d for d in range(1, ports + 1) if server_nics % d == 0), default=0)
 
 
@@ -121,7 +126,7 @@ def _family(family: str, servers: int, server, link: str, ratio: float, radix: i
     if family == "rail_optimized":
         return tp.rail_optimized(servers, server=server, link=link, oversubscription=ratio, radix=radix)
     if family == "leaf_spine":
-        down = hosts_per_leaf(server.nics, radix // 2)     # whole servers, or a share of one's NICs
+        down = hosts_per_leaf(server.nics, radix // 2)     # whole servers, or every port (a server over leaves)
         leaves = math.ceil(nics / down)
         if leaves == 1:                     # one leaf: no spine, no uplinks (one switch)
             return tp.leaf_spine(1, 0, nics, link=link, server=server)
@@ -178,7 +183,7 @@ def _dragonfly_plus(nics: int, server, link: str, ratio: float, radix: int):
     fit, the fewest switches, then the fewest groups. (Until 2026-12-07 a group had ``u``
     spines of one cable per leaf: 64 GPUs were 2 leaves and 64 spines, 66 switches, where 4
     hold them.)"""
-    hosts = hosts_per_leaf(server.nics, radix // 2)
+    hosts = hosts_per_leaf(server.nics, radix // 2, exact=True)
     up = tp.uplinks_for(hosts, ratio)
     best = None
     for groups in range(2, nics // hosts + 1):
