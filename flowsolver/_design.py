@@ -36,7 +36,7 @@ import topologies as tp
 from . import _checks
 from ._design_fabrics import (DESIGN_FAMILIES, build as _build, nic_behind_pcie, nic_credit, server_with as _server,
                               spare_ports)
-from ._design_workload import link_policies, timer as _timer
+from ._design_workload import link_policies, timer as _timer, workload_policies
 
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
 
@@ -344,10 +344,11 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         raise ValueError(f"gpu_price_includes_nics must be True or False, got {gpu_price_includes_nics!r}")
     timer = _timer(workload)
     policies = link_policies(policy, links, workload)
+    own_policy = "+".join(sorted(workload_policies(workload))) or "ecmp"     # what times it where design names none
     servers = gpus // model.gpus
     cands = [Candidate(f, l, float(o), int(r), int(n), op, gpu_price=float(gpu_price or 0.0),
                        nics_in_gpu_price=gpu_price is not None and bool(gpu_price_includes_nics),
-                       lifetime=math.nan if lifetime is None else float(lifetime), policy=policies[l] or "ecmp")
+                       lifetime=math.nan if lifetime is None else float(lifetime), policy=policies[l] or own_policy)
              for f, l, o, r, n, op in itertools.product(families, links, oversubscriptions, radixes, nics, optics)]
     if not cands:
         raise ValueError("the grid is empty: every dimension needs at least one value")

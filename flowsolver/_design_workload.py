@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["link_policies", "timer"]
+__all__ = ["link_policies", "timer", "workload_policies"]
 
 
 def timer(workload):
@@ -40,10 +40,11 @@ def timer(workload):
         for item in workload:
             if isinstance(item, dict):
                 items.append(dict(item))
-            elif isinstance(item, (list, tuple)) and len(item) >= 2:
+            elif isinstance(item, (list, tuple)) and 2 <= len(item) <= 3:
                 items.append(dict(op=item[0], size=item[1], **({"ranks": item[2]} if len(item) > 2 else {})))
             else:
-                raise ValueError(f"workload item must be a dict or (op, size[, ranks]), got {item!r}")
+                raise ValueError(f"workload item must be a dict of collective()'s keywords or (op, size[, ranks]), "
+                                 f"got {item!r}")
             size = items[-1].get("size")
             if isinstance(size, bool) or not isinstance(size, numbers.Real) or not 0 < size < math.inf:
                 # refused once here, not as every candidate's failure (adv21a)
@@ -88,9 +89,22 @@ def link_policies(policy, links, workload) -> dict:
     for link, name in policy.items():
         if name is not None and name not in POLICIES:
             raise ValueError(f"policy for {link!r} must be one of {', '.join(POLICIES)}, got {name!r}")
-    own = (workload.get("collective_options") or {}).get("policy") if isinstance(workload, dict) else None
-    clash = sorted({name for name in policy.values() if name is not None and own is not None and name != own})
+    own = workload_policies(workload)
+    clash = sorted({name for name in policy.values() if name is not None and own and own != {name}})
     if clash:
-        raise ValueError(f"the workload's collective_options policy {own!r} and design's policy "
-                         f"{', '.join(map(repr, clash))} disagree: give one")
+        raise ValueError(f"the workload's own policy ({', '.join(sorted(own))}: a collective item's 'policy' or a "
+                         f"training step's collective_options) and design's policy {', '.join(map(repr, clash))} "
+                         "disagree: give one")
     return policy
+
+
+def workload_policies(workload) -> set:
+    """The routing policies a workload names itself: a training step's ``collective_options``
+    policy, the collective items' ``policy`` keys (empty: the collectives' default)."""
+    if isinstance(workload, dict):
+        named = [(workload.get("collective_options") or {}).get("policy")]
+    elif isinstance(workload, (list, tuple)):
+        named = [item.get("policy") for item in workload if isinstance(item, dict)]
+    else:
+        named = []
+    return {name for name in named if name is not None}

@@ -41,9 +41,21 @@ def test_policy_is_checked():
         fs.design(16, [("all_reduce", 2**20)], policy="adaptive", **kw)
     with pytest.raises(ValueError, match="a function workload chooses its own routing"):
         fs.design(16, lambda g: 1.0, policy="ecmp_hash", **kw)
-    with pytest.raises(ValueError, match="collective_options policy 'ecmp' and design's policy 'ecmp_hash' disagree"):
+    with pytest.raises(ValueError, match=r"the workload's own policy \(ecmp: .*design's policy 'ecmp_hash' disagree"):
         fs.design(16, {"model": "llama-3-8b", "tp": 8, "collective_options": {"policy": "ecmp"}},
                   policy="ecmp_hash", **kw)
+    # adv21c: a collective item's own policy won over design's, and the candidate still read "ecmp"
+    with pytest.raises(ValueError, match=r"the workload's own policy \(ecmp_hash: .*design's policy 'ecmp' disagree"):
+        fs.design(16, [{"op": "all_reduce", "size": 2**20, "policy": "ecmp_hash"}], policy="ecmp", **kw)
+    with pytest.raises(ValueError, match=r"workload item must be a dict .* or \(op, size\[, ranks\]\)"):
+        fs.design(16, [("all_reduce", 2**20, range(8), "ring")], **kw)      # the 'ring' was dropped unseen
+
+
+def test_an_items_own_policy_is_what_the_candidate_says():
+    kw = dict(families=("fat_tree",), links=("roce_400g",), radixes=(16,), oversubscriptions=(1.0,),
+              optics=("multimode",))
+    (c,) = fs.design(128, [dict(_RING, policy="ecmp_hash")], **kw).candidates
+    assert c.policy == "ecmp_hash" and c.time == pytest.approx(_by_hand("roce_400g", "ecmp_hash"), rel=1e-12)
 
 
 @pytest.mark.parametrize("size", [0, -1, float("nan"), "1G", True])
