@@ -90,3 +90,16 @@ def test_simai_graph_names_its_max_flow_an_upper_bound(tmp_path):
     assert d["bisection_bandwidth"] == pytest.approx(400e9 / 8)
     assert d["bisection_method"].startswith("max flow between the server halves")
     assert "upper bound" in d["bisection_method"]
+
+
+def test_a_switch_beside_another_dimension_names_its_figure_an_upper_bound(tmp_path):
+    # adv21c F3: Switch 4 x Switch 3 records 600 GB/s (across the 4-switches: 3 blocks x 2 links);
+    # a staircase cut does better: one whole row of 4 plus two more NPUs of its first column
+    # cuts 1 link at each of the other 2 row switches and 3 column switches: 500 GB/s
+    g = _net(tmp_path, ["Switch", "Switch"], [4, 3], [100, 100])
+    d = tp.describe(g)
+    assert d["bisection_bandwidth"] == pytest.approx(600 * GB)
+    stair = {(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (0, 2)}
+    assert _halves_flow(g, lambda c: tuple(c) in stair) == pytest.approx(500 * GB)
+    assert "upper bound" in d["bisection_method"] and "Switch" in d["bisection_method"]
+    assert "upper bound" not in tp.describe(_net(tmp_path, ["Switch"], [8], [100]))["bisection_method"]

@@ -296,8 +296,13 @@ def from_astra_network(path, *, gpu="h100_sxm", gigabyte: float = ASTRA_GIGABYTE
     cut = [i for i in range(total) if first(tuple(g.nodes[f"npu{i}"]["coords"]))]
     method = ("formula: links across the cheapest balanced cut by coordinates (a dimension's halves; an odd "
               "dimension's with its middle plane bisected the same way)")
-    if split:
-        method += "; an upper bound (it cuts an odd dimension: no formula here proves that cut minimal)"
+    stars = sum(1 for t, n in zip(topologies, npus) if n > 1) > 1 and any(
+        t == "Switch" and n > 1 for t, n in zip(topologies, npus))
+    if split or stars:
+        # a Switch dimension beside another: a cut through part of a block's star and part of the
+        # next can beat whole halves (Switch x Switch 4 x 3: 500 GB/s by hand against 600; adv21c F3)
+        method += ("; an upper bound (it cuts " + ("an odd dimension" if split else "beside a Switch dimension")
+                   + ": no formula here proves that cut minimal)")
     return finish(g, "astra_network", params, bisection=crossing, bisection_method=method,
                   network_diameter=None, bisection_cut=cut)
 
