@@ -406,6 +406,12 @@ def dp_overlap_costs(profile: CommProfile, parts: dict) -> dict:
     def cost(seconds, solved, size, op, n):
         ctas = getattr(solved, "channels_run", 0) if solved is not None else 0
         moved = NCCL_HBM_PASSES * size * (n - 1) / n * (2.0 if op == "all_reduce" else 1.0)
+        if op == "all_reduce" and (solved is None or getattr(solved, "algorithm", "") in ("nvls", "nvls_tree")):
+            # NVLink SHARP reduces in the switch (multimem ld_reduce, then st of the result): each
+            # GPU's buffer is read once and the result written once, 2 x size, no FIFO passes
+            # (review21 F5: the ring's 3 passes of 2 (n - 1) / n were charged); unsolved (plan's
+            # bound, which must not exceed the step) the least any algorithm moves, the same
+            moved = 2.0 * size
         return overlap_cost(seconds, sm_share=min(1.0, ctas / sms) if sms else 0.0,
                             hbm_seconds=moved / hbm if hbm else 0.0, memory_share=memory_share)
 

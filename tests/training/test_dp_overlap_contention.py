@@ -91,3 +91,17 @@ def test_the_charge_stays_below_pytorchs_measured_overlap_of_a_gemm_and_an_all_g
     assert ag.channels_run == 24
     pair = max(ag.time, gemm + overlap_cost(ag.time, sm_share=24 / H100_SMS, hbm_seconds=0.0, memory_share=0.0))
     assert max(ag.time, gemm) < pair <= 2.02e-3
+
+
+def test_an_nvls_all_reduce_is_charged_its_buffer_read_and_written_once():
+    # review21 F5: NVLink SHARP reduces in the switch (multimem ld_reduce, then st): each GPU's HBM
+    # sees its buffer read once and the result written once, 2 x size, where a ring moves 3 passes
+    # of 2 (n - 1) / n; DP 8 all-reduce (ZeRO 0) inside one DGX H100
+    r = training_step(tp.rail_optimized(1), "llama-3-8b", Parallelism(dp=8, zero=0), Schedule(global_batch=16))
+    dp = r.profile.comms["dp"]
+    assert dp.result.algorithm in ("nvls", "nvls_tree")
+    parts = layer_compute(r.profile, r.schedule)
+    memory = parts["memory"] / parts["layer"]
+    ctas = dp.result.channels_run
+    want = (1 - memory) * ctas / H100_SMS * dp.per_call + memory * min(dp.per_call, 2 * dp.bytes / H100_ACHIEVED_HBM)
+    assert dp_overlap_costs(r.profile, parts)["dp"][0] == pytest.approx(want, rel=2e-3)
