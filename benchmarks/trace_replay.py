@@ -6,7 +6,7 @@ replayed on the cluster: wall-clock seconds per stage (not a timed test).
 
 Target (issue 19): the 1,024-rank trace replays in under a minute on CPU. The job is
 Llama-3-8B with TP 8 x DP 128 (ZeRO-1, training_step's default TP overlap, 256 sequences:
-2 microbatches per replica), so every rank runs 1,545 nodes (per microbatch and layer the
+2 microbatches per replica), so every rank runs 1,547 nodes (per microbatch and layer the
 attention and MLP blocks forward and backward, each with its compute and its TP calls
 beside the compute that hides them, 4 forward and 6 backward; the output projection; the
 DP gradient and parameter calls).
@@ -23,7 +23,7 @@ import tempfile
 import time
 
 import topologies as tp
-from flowsolver import training_step
+from flowsolver import Parallelism, Schedule, training_step
 from flowsolver.traces import read_chakra, replay, workload_from_step, write_chakra
 
 
@@ -41,8 +41,8 @@ def main() -> None:
         timings[name] = (time.perf_counter() - wall, time.process_time() - cpu)
         return out
 
-    step = timed("training_step", training_step, g, model="llama-3-8b", tp=8, dp=dp, global_batch=2 * dp,
-                 dp_overlap=1.0)
+    step = timed("training_step", training_step, g, model="llama-3-8b", parallelism=Parallelism(tp=8, dp=dp),
+                 schedule=Schedule(global_batch=2 * dp, dp_overlap=1.0))
     with tempfile.TemporaryDirectory() as folder:
         workload = timed("build", workload_from_step, step)
         timed("write", write_chakra, workload, folder)
