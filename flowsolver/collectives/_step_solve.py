@@ -161,9 +161,9 @@ def _solve_block(rm, group, sizes, cap, n_groups=1, kept=None):
             util[u] = util_all[b, ls]
             critical = _critical(rm, u, bott_all[b, fs], ls.start, flow_time[fs], util)
             if np.isfinite(transfer) and transfer > 0:      # the mean over the transfer, not the first event's
-                room = block_cap[b, ls] * transfer
+                cap = block_cap[b, ls]              # bytes / transfer / capacity: no overflow at 1e300 B/s
                 util = np.zeros(rm.n_links)
-                util[u] = np.divide(moved[ls], room, out=np.zeros(len(u)), where=room > 0)
+                util[u] = np.divide(moved[ls] / transfer, cap, out=np.zeros(len(u)), where=cap > 0)
             out.append(SolvedStep(transfer, util, critical))
         results.append(out)
     return results if batched else results[0]
