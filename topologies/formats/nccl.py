@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import networkx as nx
@@ -424,7 +424,7 @@ def _nic_tech(system, nics, paired, notes):
     notes.append(f"NIC port speed {rate * 8 / 1e6:g} Mb/s matches no {family} catalogue rate: "
                  f"taken as written, with {reference.name}'s latency and efficiency "
                  f"({reference.efficiency:.3f} of the rate)")
-    return LinkTech(f"{family}_{rate * 8 / 1e9:g}g", rate, reference.latency, reference.efficiency, family,
-                    f"port speed of an NCCL topology file <net speed>; {reference.name}'s latency and "
-                    "efficiency"), ports
+    return replace(reference, name=f"{family}_{rate * 8 / 1e9:g}g", bandwidth=rate,
+                   source=f"port speed of an NCCL topology file <net speed>; {reference.name}'s latency and "
+                          "efficiency"), ports
 
