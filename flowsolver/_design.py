@@ -355,12 +355,16 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     graphs: dict = {}
     same: dict = {}     # the generator's record -> the first graph built with it
     tallies: dict = {}  # id(graph) -> its bill's counts (priced once per optics)
+    pcie: dict = {}     # fabric -> what its NICs lose to the server's PCIe ("" if nothing)
     for c in cands:
         key = c.fabric
         if key not in graphs:
+            pcie[key] = ""
             try:
-                g = _build(c.family, servers, _server(model, c.nics, c.link), c.link, c.oversubscription, c.radix)
+                server = _server(model, c.nics, c.link)         # nics must divide the server's GPUs
+                g = _build(c.family, servers, server, c.link, c.oversubscription, c.radix)
                 graphs[key] = same.setdefault((g.graph.get("generator"), repr(g.graph.get("params"))), g)
+                pcie[key] = nic_behind_pcie(server, c.link)
             except ValueError as err:
                 graphs[key] = err
         g = graphs[key]
@@ -375,7 +379,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         c.nic_credit = nic_credit(b, model, prices=prices)
         c.switches = sum(l.count for l in b.lines if l.part.category == "switch")
         # the job's servers on the first host ports of a larger fabric; NICs faster than their PCIe
-        c.message = "; ".join(m for m in (spare_ports(g), nic_behind_pcie(_server(model, c.nics, c.link), c.link)) if m)
+        c.message = "; ".join(m for m in (spare_ports(g), pcie[key]) if m)
         if c.gpus != gpus:              # not the cluster asked: a builder's mistake, never timed
             c.status, c.message = "failed", f"the fabric holds {c.gpus} GPUs, not the {gpus} asked"
         elif budget is not None and c.price > budget:
