@@ -163,7 +163,7 @@ class DataParallelTraffic:
 
         def taken(calls):
             """What ``calls`` take from the layer they run beside (compose's fsdp_exposed costs)."""
-            return sum(self.costs.get("dp_gather" if op == "all_gather" else "dp_reduce", (0.0, 0.0))[0] * layers
+            return sum(self.cost(["dp_gather" if op == "all_gather" else "dp_reduce"], 0) * layers
                        for op, layers, _ in calls)
 
         def window(calls, again):
