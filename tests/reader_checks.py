@@ -45,6 +45,16 @@ def read_or_refuse(read, path, max_bytes=64 * 2**20):
     assert peak < max_bytes, f"peak {peak} bytes reading {path}"
 
 
+def peak_memory(call) -> int:
+    """Peak Python memory (bytes, tracemalloc) while ``call()`` runs; what it raises escapes."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 # numbers a hostile or broken file may hold in place of a good one
 BAD_NUMBERS = ["1e400", "-1e400", "-400000", "-1", "0", "nan", "NaN", "inf", "-inf", "1e9",
                "999999999999999999999", "1" * 5000, "abc", "", "1e-400", "0x1f", "-0", "1.2.3"]

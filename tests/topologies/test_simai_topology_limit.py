@@ -1,13 +1,10 @@
 """from_simai's default file limit sized to the memory a graph takes (adv21b F3: 256 MiB by
 default at ~80x its file, ~21 GB and ~17 minutes; 16 MiB now, ~1.3 GB)."""
 
-import tracemalloc
-
-
 import topologies as tp
 from topologies.formats.simai import MAX_SIMAI_BYTES
 
-from ..reader_checks import raises_clearly
+from ..reader_checks import peak_memory, raises_clearly
 
 MiB = 2**20
 TOPO = "4 2 1 1 4 H100\n2 3\n0 2 2880Gbps 0.000025ms 0\n1 2 2880Gbps 0.000025ms 0\n" \
@@ -33,10 +30,5 @@ def test_a_file_one_byte_over_max_bytes_is_refused_naming_it(tmp_path):
 def test_a_file_over_the_default_is_refused_on_its_size(tmp_path):
     path = tmp_path / "topo"
     path.write_text(TOPO + "\n" * (MAX_SIMAI_BYTES + 1 - len(TOPO)))
-    tracemalloc.start()
-    try:
-        raises_clearly(tp.from_simai, path, f"max_bytes={MAX_SIMAI_BYTES}")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = peak_memory(lambda: raises_clearly(tp.from_simai, path, f"max_bytes={MAX_SIMAI_BYTES}"))
     assert peak < 2 * MiB

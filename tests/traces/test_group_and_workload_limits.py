@@ -6,7 +6,6 @@ the error). Each now has a limit of a few MiB, a parameter the error names; the 
 small and write a file one byte over it."""
 
 import json
-import tracemalloc
 
 import pytest
 
@@ -15,6 +14,7 @@ from flowsolver.traces._chakra import MAX_GROUP_BYTES
 from flowsolver.traces._simai import MAX_WORKLOAD_BYTES
 
 from .. import chakra_wire as cw
+from ..reader_checks import peak_memory
 
 MiB = 2**20
 GROUPS = '{"1": [0, 1]}'                         # 13 bytes: ASTRA-sim's communicator-group file
@@ -58,14 +58,10 @@ def test_comm_group_json_over_the_default_is_refused_before_parsing(tmp_path):
     with next to nothing allocated (it took ~100 MB to parse, ~25 GB at 1 GiB)."""
     text = '{"1":[' + "[]," * ((MAX_GROUP_BYTES - 8) // 3) + "[]]}"
     _two_ranks(tmp_path, _padded(text, MAX_GROUP_BYTES + 1))
-    tracemalloc.start()
-    try:
+    def refused():
         with pytest.raises(TraceError, match=rf"more than max_group_bytes={MAX_GROUP_BYTES}"):
             read_chakra(tmp_path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 2 * MiB
+    assert peak_memory(refused) < 2 * MiB
 
 
 def test_a_metadata_nodes_process_groups_over_max_group_bytes_are_refused(tmp_path):
@@ -111,11 +107,7 @@ def test_a_simai_workload_over_the_default_is_refused_on_its_size(tmp_path):
     """4 MiB + 1 byte: refused before it is read (under the 1 GiB default /dev/zero took 2.24 GB)."""
     path = tmp_path / "w.txt"
     path.write_text(SIMAI + "\n" * (MAX_WORKLOAD_BYTES + 1 - len(SIMAI)))
-    tracemalloc.start()
-    try:
+    def refused():
         with pytest.raises(TraceError, match=rf"more than max_file_bytes={MAX_WORKLOAD_BYTES} "):
             read_simai_workload(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 2 * MiB
+    assert peak_memory(refused) < 2 * MiB
