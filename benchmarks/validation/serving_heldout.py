@@ -163,11 +163,17 @@ _TRT = [
     ("llama-2-7b", "a100_sxm", 1, 52, 2048, 128, "out_tok_s", 591.0,
      "| LLaMA 7B                     | 52         | 1         | 2048         | 128           |                    591 |"),
 ]
-# the static session allocates the whole batch's KV cache up front (no 0.9 share): memory 1.0
-TRTLLM_ROWS = tuple(
-    _row("trtllm-perf-v0.5-v0.6.1", TRTLLM, m, g, t, b, p, o, metric, v, line, memory_utilization=1.0,
-         **(dict(precision="fp8", kv_bytes=1.0) if g == "h100_sxm" else {}))
-    for m, g, t, b, p, o, metric, v, line in _TRT)
+
+
+def _trtllm_rows(source, url, table):
+    """TensorRT-LLM's table rows: the static session allocates the whole batch's KV cache up
+    front (no 0.9 share: memory 1.0); its Hopper rows run FP8 with an FP8 KV cache."""
+    return tuple(_row(source, url, m, g, t, b, p, o, metric, v, line, memory_utilization=1.0,
+                      **(dict(precision="fp8", kv_bytes=1.0) if g != "a100_sxm" else {}))
+                 for m, g, t, b, p, o, metric, v, line in table)
+
+
+TRTLLM_ROWS = _trtllm_rows("trtllm-perf-v0.5-v0.6.1", TRTLLM, _TRT)
 
 # gpt-fast README: batch 1, 5-token prompt, 200 new tokens (generate.py's default), bf16,
 # torch.compile mode="reduce-overhead" (CUDA graphs) for the decode step; "8xA100-80GB, power
@@ -383,10 +389,7 @@ _TRT090 = [
     ("llama-2-70b", "a100_sxm", 8, 1, 2048, 1, "ttft_ms", 249.2,
      "| LLaMA 70B                    | 1          | 8         | 2048         |                  249.2 |"),
 ]
-TRTLLM090_ROWS = tuple(
-    _row("trtllm-perf-v0.9.0", TRTLLM090, m, g, t, b, p, o, metric, v, line, memory_utilization=1.0,
-         **(dict(precision="fp8", kv_bytes=1.0) if g != "a100_sxm" else {}))
-    for m, g, t, b, p, o, metric, v, line in _TRT090)
+TRTLLM090_ROWS = _trtllm_rows("trtllm-perf-v0.9.0", TRTLLM090, _TRT090)
 
 ROWS = LMDEPLOY_ROWS + TRTLLM_ROWS + GPTFAST_ROWS + NIM_ROWS + VLLM_H200_ROWS + TRTLLM090_ROWS + GPTFAST_MOE_ROWS
 
