@@ -9,6 +9,11 @@ import numbers
 
 __all__ = ["link_policies", "timer", "workload_policies"]
 
+#: the routing policies of fabrics design never builds (flowsolver/routing/_fabric.py refuses them
+#: on any other graph): policy name -> the fabric it routes
+_OTHER_FABRICS = {"dor": "a torus (topologies.torus)", "minimal": "a DragonFly (topologies.dragonfly)",
+                  "valiant": "a DragonFly (topologies.dragonfly)", "ugal": "a DragonFly (topologies.dragonfly)"}
+
 
 def timer(workload):
     """A function graph -> (seconds, tokens per step or NaN) for the workload."""
@@ -72,6 +77,7 @@ def link_policies(policy, links, workload) -> dict:
     from .routing import POLICIES
 
     if policy is None:
+        _refuse_other_fabrics(workload_policies(workload))
         return dict.fromkeys(links)
     if callable(workload) and not isinstance(workload, (dict, list, tuple)):
         raise ValueError("policy= times a training step or a collective mix; a function workload chooses its "
@@ -90,12 +96,22 @@ def link_policies(policy, links, workload) -> dict:
         if name is not None and name not in POLICIES:
             raise ValueError(f"policy for {link!r} must be one of {', '.join(POLICIES)}, got {name!r}")
     own = workload_policies(workload)
+    _refuse_other_fabrics({*policy.values(), *own})
     clash = sorted({name for name in policy.values() if name is not None and own and own != {name}})
     if clash:
         raise ValueError(f"the workload's own policy ({', '.join(sorted(own))}: a collective item's 'policy' or a "
                          f"training step's collective_options) and design's policy {', '.join(map(repr, clash))} "
                          "disagree: give one")
     return policy
+
+
+def _refuse_other_fabrics(names) -> None:
+    """Refuse a routing policy of a fabric design never builds once, up front, rather than as
+    every candidate's RoutingError (adv21c)."""
+    for name in sorted(set(names) & set(_OTHER_FABRICS)):
+        raise ValueError(f"policy {name!r} routes {_OTHER_FABRICS[name]}, and design builds none (its families: "
+                         "Clos fabrics and DragonFly+): use 'ecmp' (adaptive), 'ecmp_hash' (RoCE hashing) or "
+                         "'shortest'")
 
 
 def workload_policies(workload) -> set:

@@ -63,3 +63,20 @@ def test_a_collective_size_is_refused_once_not_as_every_candidates_failure(size)
     # adv21a: each of these failed every candidate ("failed" rows, best() None) instead
     with pytest.raises(ValueError, match="size must be a finite number of bytes > 0"):
         fs.design(16, [("all_reduce", size)], families=("rail_optimized",), links=("ib_ndr",))
+
+
+@pytest.mark.parametrize("name", ["dor", "minimal", "valiant", "ugal"])
+def test_a_policy_of_a_fabric_design_never_builds_is_refused_once(name):
+    # adv21c: these failed every candidate one by one; routing refuses them on any Clos or
+    # DragonFly+ graph (the refusal below), so design refuses them before building anything
+    g = _build("leaf_spine", 2, _server(tp.get_server("dgx_h100"), 8, "ib_ndr"), "ib_ndr", 1.0, 16)
+    with pytest.raises(fs.routing.RoutingError):
+        fs.collective(g, "all_reduce", 2**20, policy=name)
+    kw = dict(families=("leaf_spine", "dragonfly_plus"), links=("ib_ndr",), oversubscriptions=(1.0,),
+              optics=("multimode",))
+    with pytest.raises(ValueError, match=rf"policy '{name}' routes a (torus|DragonFly) .*design builds none"):
+        fs.design(16, [("all_reduce", 2**20)], policy=name, **kw)
+    with pytest.raises(ValueError, match=rf"policy '{name}' routes"):
+        fs.design(16, [{"op": "all_reduce", "size": 2**20, "policy": name}], **kw)
+    (c,) = fs.design(16, [("all_reduce", 2**20)], policy="shortest", **dict(kw, families=("leaf_spine",))).candidates
+    assert c.status == "ok" and c.policy == "shortest"
