@@ -20,6 +20,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._steps": ("InstanceLayout", "StepModel"),
     "._kv": ("KvTransfer", "kv_transfer"),
     "._events": ("Trace", "simulate"),
+    "._static": ("StaticBatch",),
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -28,6 +29,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._steps import InstanceLayout, StepModel
     from ._kv import KvTransfer, kv_transfer
     from ._events import Trace, simulate
+    from ._static import StaticBatch
 
 __all__ = ["serve", "ServeResult", "request_stream", "DEFAULT_MEMORY_UTILIZATION", "InstanceLayout", "StepModel",
-           "KvTransfer", "kv_transfer", "Trace", "simulate"]
+           "KvTransfer", "kv_transfer", "Trace", "simulate", "StaticBatch"]

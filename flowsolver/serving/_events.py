@@ -136,6 +136,7 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
     # at the same time but the earlier ones later: not modelled.
     kv_free = [[-np.inf] * kv_ranks for _ in range(0 if colocated else prefill_instances)]
     limit = max_events if max_events is not None else 50 * (n + int(output.sum())) + 100
+    arrived = set()     # prefill instances given requests at the current arrival time, not yet started
 
     def place(inst, i, tokens, capacity) -> bool:
         """Reserve ``tokens`` for request ``i`` on the rank of ``inst`` with the fewest reserved
@@ -211,7 +212,12 @@ def simulate(arrival, prompt, output, *, prefill_instances: int, decode_instance
             k = int(np.argmin(pre_load))
             pre_load[k] += 1
             pre[k].queue.append(x)
-            start(t, k, pre[k], True)
+            arrived.add(k)
+            if heap and heap[0][0] == t and heap[0][2] == _ARRIVE:
+                continue        # requests arriving together are scheduled together (a static batch)
+            for k in sorted(arrived):
+                start(t, k, pre[k], True)
+            arrived.clear()
         elif kind == _KV:
             i, k = x
             inst = dec[k]

@@ -194,6 +194,26 @@ class ServeResult:
         except ValueError as err:      # beyond the communication tables this run timed
             raise ValueError(f"tokens {tokens}: {err}") from None
 
+    def static_batch(self, batch: int, prompt: int | None = None, output: int | None = None):
+        """``batch`` requests of ``prompt`` and ``output`` tokens (default this run's, where they
+        are one value) arriving together on one instance (disaggregated: one prefill and one
+        decode instance), as vLLM's ``benchmark_latency.py`` and TensorRT-LLM's static-batch
+        tables measure: a :class:`flowsolver.serving.StaticBatch` (``ttft``, ``tpot``,
+        ``latency`` s; ``throughput`` output tokens/s, ``throughput_per_gpu``). The batch runs
+        on this run's step tables and limits: prompts beyond ``token_budget`` or more sequences
+        than ``max_batch x ep`` (or the KV cache) run in several waves (``waves``).
+
+        >>> import topologies as tp
+        >>> from flowsolver import serve
+        >>> r = serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=1.0, duration=2.0, prompt=128, output=32, tp=8)
+        >>> b = r.static_batch(16)
+        >>> b.waves, abs(b.latency - (b.ttft + 31 * b.tpot)) < 1e-12
+        (1, True)
+        """
+        from ._static import static_batch
+
+        return static_batch(self.engine, batch, prompt, output)
+
     def at_rate(self, rate: float, *, duration: float | None = None, seed: int = 0, ttft_target=None,
                 tpot_target=None) -> "ServeResult":
         """The same cluster, layout and step tables under another request stream: ``rate``

@@ -1,0 +1,69 @@
+"""A static batch (vLLM's benchmark_latency.py, TensorRT-LLM's static-batch tables): requests
+arriving together are prefilled in one step, then decoded together. The reference: the step
+tables' own prefill and decode steps summed by hand, as the engine runs them."""
+
+import numpy as np
+import pytest
+
+import topologies as tp
+from flowsolver import serve
+from flowsolver.serving import simulate
+
+
+@pytest.fixture(scope="module")
+def run():
+    with pytest.warns(RuntimeWarning):      # a 2 s run, read for its step tables
+        return serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=1.0, duration=2.0, prompt=128, output=32, tp=8)
+
+
+def test_requests_arriving_together_are_prefilled_in_one_step():
+    # the simulator prefilled the first of them alone, then the rest: a static batch's first
+    # token came from a one-request prefill (serving_heldout's ttft rows read it)
+    t = simulate(np.zeros(4), [100] * 4, [3] * 4, prefill_instances=1, decode_instances=0, max_seqs=8,
+                 token_budget=1000, kv_capacity=10_000, prefill_time=lambda lengths: (0.1 * len(lengths), 0.0),
+                 decode_time=lambda b, k: (0.5, 0.0))
+    assert list(t.first_token) == [0.4] * 4          # one step of 4 prompts, 0.1 s each
+    assert list(t.finish) == [1.4] * 4               # then two decode steps of the four
+
+
+def test_a_static_batch_is_one_prefill_then_the_decode_steps(run):
+    b, p, o = 16, 128, 32
+    got = run.static_batch(b)
+    prefill = run.prefill_step(b * p, b)[0]
+    # decode step j (0-based) of the batch holds b x (p + j) tokens: the prompts and the j
+    # tokens made since the first
+    decode = sum(run.decode_step(b, b * (p + j))[0] for j in range(o - 1))
+    assert got.waves == 1 and (got.batch, got.prompt, got.output, got.gpus) == (b, p, o, 8)
+    assert got.ttft == pytest.approx(prefill, rel=1e-12)
+    assert got.latency == pytest.approx(prefill + decode, rel=1e-12)
+    assert got.tpot == pytest.approx(decode / (o - 1), rel=1e-12)
+    assert got.throughput == pytest.approx(b * o / (prefill + decode), rel=1e-12)
+    assert got.throughput_per_gpu == pytest.approx(got.throughput / 8, rel=1e-12)
+    assert 0 < got.network_share < 1
+    assert got.summary()["ttft_ms"] == pytest.approx(prefill * 1e3, rel=1e-12)
+
+
+def test_other_lengths_and_waves(run):
+    one = run.static_batch(1, prompt=2048, output=1)
+    assert one.ttft == one.latency == pytest.approx(run.prefill_step(2048, 1)[0], rel=1e-12)
+    assert np.isnan(one.tpot)
+    # 8 prompts of 2,048 tokens exceed serve's token budget of 8,192: two prefill steps of 4
+    two = run.static_batch(8, prompt=2048, output=4)
+    assert two.waves == 2
+    # the second waits for the first (prefill first: no decode step between them)
+    assert two.ttft == pytest.approx(2 * run.prefill_step(4 * 2048, 4)[0], rel=1e-12)
+
+
+def test_bad_input_is_refused(run):
+    with pytest.raises(ValueError, match="batch must be an integer >= 1, got 0"):
+        run.static_batch(0)
+    with pytest.raises(ValueError, match="prompt must be an integer >= 1, got 1.5"):
+        run.static_batch(4, prompt=1.5)
+    with pytest.raises(ValueError, match="exceeds the KV cache"):
+        run.static_batch(4, prompt=10**9)
+    with pytest.warns(RuntimeWarning):
+        ranged = serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=4.0, duration=1.0, prompt=(64, 256),
+                       output=8, tp=8)
+    with pytest.raises(ValueError, match="prompt must be given: this run's prompt lengths are not one value"):
+        ranged.static_batch(4)
+    assert ranged.static_batch(4, prompt=100).prompt == 100
