@@ -16,6 +16,9 @@ _HELP = """examples:
   flowsolver serve --nodes 8 --model llama-3-70b --tp 8 --rate 20
   flowsolver serve --nodes 8 --model llama-3-70b --tp 8 --rate 20 --prefill-gpus 16 --decode-tp 8
   flowsolver serve --nodes 4 --model mixtral-8x7b --tp 1 --ep 8 --rate 50 --prompt 256:2048 --output 64:512
+  flowsolver serve --nodes 1 --model llama-3-70b --tp 8 --batch 32 --prompt 2048 --output 256
+--batch N: a static batch of N requests arriving together on one instance (vLLM's
+benchmark_latency.py, TensorRT-LLM's static-batch tables) instead of a --rate stream.
 Lengths: N tokens, or LO:HI (uniform). Latency targets in ms.
 """
 
@@ -35,7 +38,9 @@ def add_serve(sub, fmt) -> None:
     _add_topology(s, default_nodes=8)
     _add_output(s)
     s.add_argument("--model", default="llama-3-70b", choices=list(MODELS), help="model (default %(default)s)")
-    s.add_argument("--rate", type=float, required=True, help="requests per second (Poisson)")
+    s.add_argument("--rate", type=float, default=None, help="requests per second (Poisson); or --batch")
+    s.add_argument("--batch", type=int, default=None,
+                   help="a static batch of N requests arriving together on one instance (instead of --rate)")
     s.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals (default %(default)s)")
     s.add_argument("--prompt", default="1024", help="prompt tokens, N or LO:HI (default %(default)s)")
     s.add_argument("--output", default="256", help="output tokens, N or LO:HI (default %(default)s)")
@@ -78,6 +83,11 @@ def serve(args) -> None:
     for flag, value in (("--ttft-target", args.ttft_target), ("--tpot-target", args.tpot_target)):
         if value is not None and not 0 < value < float("inf"):   # the library says it in seconds
             raise CliError(f"{flag} must be a finite number of ms > 0, got {value:g}")
+    if (args.rate is None) == (args.batch is None):
+        raise CliError("give one of --rate (requests per second, a Poisson stream) or --batch (a static batch of "
+                       "N requests arriving together)")
+    if args.batch is not None and args.max_rate:
+        raise CliError("--max-rate searches request rates: it needs --rate, not --batch")
     graph = build_graph(args)
     decode = None
     if args.prefill_gpus is not None:
@@ -88,6 +98,8 @@ def serve(args) -> None:
     ms = lambda v: None if v is None else v / 1e3   # noqa: E731
     with warnings.catch_warnings():     # a run short of steady state: said in the output below
         warnings.simplefilter("ignore", RuntimeWarning)
+        if args.batch is not None:
+            return _static_batch(args, graph, decode, run)
         r = run(graph, args.model, rate=args.rate, duration=args.duration, prompt=_length("--prompt", args.prompt),
                 output=_length("--output", args.output), tp=args.tp, pp=args.pp, ep=args.ep,
                 prefill_gpus=args.prefill_gpus, decode=decode, max_batch=args.max_batch,
@@ -145,3 +157,33 @@ def serve(args) -> None:
     emit([row], args, "\n".join(lines))
     if failed:
         raise ValueError(f"--max-rate: {failed}")
+
+
+def _static_batch(args, graph, decode, run) -> None:
+    """``serve --batch N``: the step tables of a short stream of fixed lengths, then
+    :meth:`flowsolver.serving.ServeResult.static_batch` of N requests on one instance."""
+    if args.batch < 1:
+        raise CliError(f"--batch must be an integer >= 1, got {args.batch}")
+    lengths = {}
+    for flag, text in (("--prompt", args.prompt), ("--output", args.output)):
+        lengths[flag] = _length(flag, text)
+        if isinstance(lengths[flag], tuple):
+            raise CliError(f"{flag} {text!r}: a static batch takes one length (N tokens), not a range")
+    # a 1 s stream of about N requests, run for its step tables only (never reported)
+    r = run(graph, args.model, rate=float(args.batch), duration=1.0, prompt=lengths["--prompt"],
+            output=lengths["--output"], tp=args.tp, pp=args.pp, ep=args.ep, prefill_gpus=args.prefill_gpus,
+            decode=decode, max_batch=args.max_batch, token_budget=args.token_budget, precision=args.precision,
+            comm_overlap=args.comm_overlap, hbm_efficiency=args.hbm_efficiency, **compute_choice(args))
+    b = r.static_batch(args.batch)
+    lay = ", ".join(f"{name} (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})" for name, v in r.layouts.items())
+    lines = [f"# {args.model}, a static batch of {b.batch} requests, {b.prompt} prompt / {b.output} output tokens, "
+             f"on one instance of {b.gpus} GPUs ({cluster_label(args)}): {lay}",
+             f"TTFT {b.ttft * 1e3:.1f} ms (every prompt prefilled{'' if b.waves == 1 else f', {b.waves} waves'})",
+             f"TPOT {b.tpot * 1e3:.2f} ms" if b.output > 1 else "TPOT -- (one output token)",
+             f"latency {b.latency * 1e3:.1f} ms to the last token",
+             f"throughput {b.throughput:.1f} output tokens/s ({b.throughput_per_gpu:.1f} per GPU; network "
+             f"{b.network_share:.1%} of the time)"]
+    if b.waves > 1:
+        lines.append(f"note: the batch ran in {b.waves} prefill waves: its prompts exceed --token-budget "
+                     f"{args.token_budget} or it exceeds --max-batch {args.max_batch} x ep sequences or the KV cache")
+    emit([b.summary()], args, "\n".join(lines))

@@ -67,3 +67,26 @@ def test_bad_input_is_refused(run):
     with pytest.raises(ValueError, match="prompt must be given: this run's prompt lengths are not one value"):
         ranged.static_batch(4)
     assert ranged.static_batch(4, prompt=100).prompt == 100
+
+
+def test_the_command_line_prints_the_static_batch(capsys, run):
+    import json
+
+    from flowsolver.cli import main
+
+    argv = ["serve", "--nodes", "1", "--model", "llama-3-8b", "--tp", "8", "--batch", "16", "--prompt", "128",
+            "--output", "32"]
+    assert main(argv + ["--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    want = run.static_batch(16)          # the same cluster, model, layout and lengths through the API
+    assert row["ttft_ms"] == pytest.approx(want.ttft * 1e3, rel=1e-9)
+    assert row["latency_ms"] == pytest.approx(want.latency * 1e3, rel=1e-9)
+    assert row["waves"] == 1 and row["gpus"] == 8
+    assert main(argv) == 0
+    assert "a static batch of 16 requests" in capsys.readouterr().out
+    for bad, said in ((["--rate", "2"], "give one of --rate"), (["--prompt", "64:128"], "not a range"),
+                      (["--max-rate", "--ttft-target", "100"], "--max-rate searches request rates")):
+        assert main(argv + bad) == 2
+        assert said in capsys.readouterr().err
+    assert main(["serve", "--nodes", "1", "--tp", "8"]) == 2
+    assert "give one of --rate" in capsys.readouterr().err
