@@ -24,6 +24,7 @@ from ._options import Options, check_call
 from ._pipeline import PIPELINE
 from ._nccl_timing import transfer_of
 from ._calibrate_fit import _FACTORS, _LAUNCH, _NET, _QUANTITIES, _fit
+from ._algorithms import NCCL_ALGORITHMS
 
 __all__ = ["Calibration", "FittedParameter", "calibrate"]
 
@@ -171,6 +172,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     >>> "launch_latency" in cal.unconstrained   # 128-512 MiB rows cannot tell a latency
     True
     """
+    given = dict(options)           # as the caller gave them (the fit without NVLS is given them again)
     options.setdefault("protocol", "auto")
     if options.get("policy_options") is None:
         options.pop("policy_options", None)
@@ -209,10 +211,11 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         pipeline, net, launch = fit.pipeline(x), max(float(x[_NET]), 0.0) * 1e-6, max(float(x[_LAUNCH]), 0.0) * 1e-6
         # the bandwidth factor goes to the technology that holds most of the rows' transfer
         weight: dict = {}
-        previous = []
+        previous, picked = [], []
         for r, t_meas in zip(models, measured):
             t, a = r.time(lam, m, ll, pipeline, net, launch, pp)
             previous.append(t)
+            picked.append(a)
             tech = r.bottleneck_tech(a)
             weight[tech] = weight.get(tech, 0.0) + transfer_of(r.results[a].steps) / t_meas
         tech = max(weight, key=weight.get)
@@ -245,7 +248,37 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     if cal.unconstrained:
         notes.append(f"the logs do not constrain: {', '.join(cal.unconstrained)} (left at the library's value)")
     notes += capped_efficiencies(cal)
+    if algorithm == "auto" and _NVLS & {a for a, (own, _) in zip(picked, allowed) if own == "auto"}:
+        notes += _without_nvls(graph, logs, cal, residuals, ranks=ranks, op=op, iterations=iterations,
+                               options=given)
     return replace(cal, residuals=residuals, converged=converged, message="; ".join(notes))
+
+
+#: NCCL's NVLink SHARP algorithms: what a run without NVLS (NCCL_NVLS_ENABLE=0, an NCCL before
+#: 2.17, a VM or container without the fabric manager's multicast) does not run
+_NVLS = {"nvls", "nvls_tree"}
+
+
+def _without_nvls(graph, logs, cal, residuals, *, ranks, op, iterations, options) -> list:
+    """A note where NCCL's choice ran NVLS in the fit's rows though the logs do not say NVLS ran
+    (newuser22: an 8 x H100 all-reduce log at ring speed, ~360 GB/s busbw, was fitted as NVLS on a
+    derated NVLink, 0.63 of its rate, and every ring collective after it ran ~25 % slow): the
+    same logs fitted with NVLS off, so that the user can tell which the run was. None where
+    the logs are faster than a run without NVLS allows (its efficiency capped at 1)."""
+    names = sorted({a for o in cal.ops for a in NCCL_ALGORITHMS[o]} - _NVLS)
+    try:
+        other = calibrate(graph, logs, ranks=ranks, op=op, algorithm=names, iterations=iterations, **options)
+    except ValueError:          # an op that runs only NVLS here: nothing to compare
+        return []
+    if not other.efficiency or any(e >= 1.0 for e in other.efficiency.values()):
+        return []
+    said = lambda c: ", ".join(f"{t} {e:.3f}" for t, e in sorted(c.efficiency.items())) or "unchanged"  # noqa: E731
+    misfit = lambda r: float(r["error"].abs().median())  # noqa: E731
+    return [f"fitted as NCCL's choice, NVLS / NVLSTree on this NVSwitch server (efficiency {said(cal)}, median "
+            f"misfit {misfit(residuals):.1%}); fitted with NVLS off (NCCL_NVLS_ENABLE=0, an NCCL before 2.17, "
+            f"a VM without NVLink multicast) the logs give {said(other)} (median misfit "
+            f"{misfit(other.residuals):.1%}): if the run had no NVLS, calibrate with algorithm="
+            f"{names!r} (the CLI: --algorithm {','.join(names)})"]
 
 
 def capped_efficiencies(cal) -> list:
