@@ -293,7 +293,8 @@ def _add_collective(sub, fmt) -> None:
 
 def _add_calibrate(sub, fmt) -> None:
     """``flowsolver calibrate LOG...``: fit efficiency and latency to nccl-tests logs."""
-    cal = sub.add_parser("calibrate", help="fit link efficiency and NCCL's latency scale to nccl-tests logs",
+    cal = sub.add_parser("calibrate", help="fit link efficiency, a launch and a per-hop latency and the chunk "
+                         "pipeline to nccl-tests logs",
                          epilog=_EXAMPLES, formatter_class=fmt)
     cal.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests output files")
     _add_topology(cal, default_nodes=2)

@@ -8,6 +8,7 @@ import warnings
 from ..training import MODELS
 from ._arguments import (CliError, _add_output, _add_topology, build_graph, cluster_label, compute_choice,
                          compute_model)
+from ._model_file import model_of
 from ._output import emit
 
 __all__ = ["add_serve", "serve"]
@@ -37,7 +38,9 @@ def add_serve(sub, fmt) -> None:
                        epilog=_HELP, formatter_class=fmt)
     _add_topology(s, default_nodes=8)
     _add_output(s)
-    s.add_argument("--model", default="llama-3-70b", choices=list(MODELS), help="model (default %(default)s)")
+    s.add_argument("--model", default="llama-3-70b", metavar="PRESET|FILE",
+                   help=f"model preset ({', '.join(MODELS)}; default %(default)s) or a .json / .toml file of the "
+                        "model's shape, as train --model takes (newuser22)")
     s.add_argument("--rate", type=float, default=None, help="requests per second (Poisson); or --batch")
     s.add_argument("--batch", type=int, default=None,
                    help="a static batch of N requests arriving together on one instance (instead of --rate)")
@@ -88,6 +91,7 @@ def serve(args) -> None:
                        "N requests arriving together)")
     if args.batch is not None and args.max_rate:
         raise CliError("--max-rate searches request rates: it needs --rate, not --batch")
+    model = model_of(args.model)       # a preset's name, or the file's ModelSpec
     graph = build_graph(args)
     decode = None
     if args.prefill_gpus is not None:
@@ -99,8 +103,8 @@ def serve(args) -> None:
     with warnings.catch_warnings():     # a run short of steady state: said in the output below
         warnings.simplefilter("ignore", RuntimeWarning)
         if args.batch is not None:
-            return _static_batch(args, graph, decode, run)
-        r = run(graph, args.model, rate=args.rate, duration=args.duration, prompt=_length("--prompt", args.prompt),
+            return _static_batch(args, graph, decode, run, model)
+        r = run(graph, model, rate=args.rate, duration=args.duration, prompt=_length("--prompt", args.prompt),
                 output=_length("--output", args.output), tp=args.tp, pp=args.pp, ep=args.ep,
                 prefill_gpus=args.prefill_gpus, decode=decode, max_batch=args.max_batch,
                 token_budget=args.token_budget, precision=args.precision, ttft_target=ms(args.ttft_target),
@@ -112,7 +116,7 @@ def serve(args) -> None:
              else "not steady: see the warning")
     lay = ", ".join(f"{name} {v['instances']} x (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})"
                     for name, v in s["layouts"].items())
-    lines = [f"# {args.model}, {args.rate:g} requests/s for {args.duration:g} s on {s['gpus']} GPUs "
+    lines = [f"# {getattr(model, 'name', model)}, {args.rate:g} requests/s for {args.duration:g} s on {s['gpus']} GPUs "
              f"({cluster_label(args)}): {lay}",
              f"requests {s['requests']} completed {s['completed']}",
              f"TTFT p50 {s['ttft_p50_ms']:.1f} ms  p99 {s['ttft_p99_ms']:.1f} ms  "
@@ -159,7 +163,7 @@ def serve(args) -> None:
         raise ValueError(f"--max-rate: {failed}")
 
 
-def _static_batch(args, graph, decode, run) -> None:
+def _static_batch(args, graph, decode, run, model) -> None:
     """``serve --batch N``: the step tables of a short stream of fixed lengths, then
     :meth:`flowsolver.serving.ServeResult.static_batch` of N requests on one instance."""
     if args.batch < 1:
@@ -170,13 +174,13 @@ def _static_batch(args, graph, decode, run) -> None:
         if isinstance(lengths[flag], tuple):
             raise CliError(f"{flag} {text!r}: a static batch takes one length (N tokens), not a range")
     # a 1 s stream of about N requests, run for its step tables only (never reported)
-    r = run(graph, args.model, rate=float(args.batch), duration=1.0, prompt=lengths["--prompt"],
+    r = run(graph, model, rate=float(args.batch), duration=1.0, prompt=lengths["--prompt"],
             output=lengths["--output"], tp=args.tp, pp=args.pp, ep=args.ep, prefill_gpus=args.prefill_gpus,
             decode=decode, max_batch=args.max_batch, token_budget=args.token_budget, precision=args.precision,
             comm_overlap=args.comm_overlap, hbm_efficiency=args.hbm_efficiency, **compute_choice(args))
     b = r.static_batch(args.batch)
     lay = ", ".join(f"{name} (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})" for name, v in r.layouts.items())
-    lines = [f"# {args.model}, a static batch of {b.batch} requests, {b.prompt} prompt / {b.output} output tokens, "
+    lines = [f"# {getattr(model, 'name', model)}, a static batch of {b.batch} requests, {b.prompt} prompt / {b.output} output tokens, "
              f"on one instance of {b.gpus} GPUs ({cluster_label(args)}): {lay}",
              f"TTFT {b.ttft * 1e3:.1f} ms (every prompt prefilled{'' if b.waves == 1 else f', {b.waves} waves'})",
              f"TPOT {b.tpot * 1e3:.2f} ms" if b.output > 1 else "TPOT -- (one output token)",

@@ -90,3 +90,25 @@ def test_the_command_line_prints_the_static_batch(capsys, run):
         assert said in capsys.readouterr().err
     assert main(["serve", "--nodes", "1", "--tp", "8"]) == 2
     assert "give one of --rate" in capsys.readouterr().err
+
+
+def test_serve_takes_a_model_file_as_train_does(tmp_path, capsys):
+    # newuser22 F5: serve --model took presets only, train --model a file of the shape too
+    import json
+
+    from flowsolver import ModelSpec
+    from flowsolver.cli import main
+
+    shape = dict(layers=4, hidden=2048, ffn=8192, heads=16, kv_heads=4, vocab=32000)
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(shape))
+    argv = ["serve", "--nodes", "1", "--model", str(path), "--tp", "2", "--batch", "8", "--prompt", "256",
+            "--output", "16", "--json"]
+    assert main(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    with pytest.warns(RuntimeWarning):
+        r = serve(tp.rail_optimized(nodes=1), ModelSpec(name="small", **shape), rate=8.0, duration=1.0, prompt=256,
+                  output=16, tp=2)
+    assert row["latency_ms"] == pytest.approx(r.static_batch(8).latency * 1e3, rel=1e-9)
+    assert main(["serve", "--nodes", "1", "--model", str(tmp_path / "none.json"), "--rate", "1"]) == 2
+    assert "no such file" in capsys.readouterr().err
