@@ -16,7 +16,7 @@ from ._words import CliError
 
 
 def train(args) -> None:
-    from ..training import step_arguments, training_step
+    from ..training import FITS_RESERVE, step_arguments, training_step, usable_memory
 
     graph = build_graph(args)
     kw = dict(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, etp=args.etp, cp=args.cp, vp=args.vp, micro_batch=args.micro_batch,
@@ -55,7 +55,8 @@ def train(args) -> None:
              f"compute {r.compute_time:.3f} s, pipeline bubble {r.bubble_time:.3f} s, "
              f"~{r.memory_per_gpu / 1e9:.0f} GB per GPU of its {r.gpu_memory / 1e9:.0f} GB "
              f"({r.gpu_memory / 2**30:.0f} GiB)"
-             + ("" if r.fits else " (does not fit)"),
+             + ("" if r.fits else f" (does not fit: {usable_memory(r.gpu_memory) / 1e9:.1f} GB usable after the "
+                                  f"CUDA context's {FITS_RESERVE / 1e9:.1f} GB)"),
              f"{'phase':10s} {'op':26s} {'algorithm':17s} {'calls':>8s} {'per call ms':>12s} {'exposed s':>10s}  tier"]
     lines += [f"{p['phase']:10s} {p['op']:26s} {p['algorithm']:17s} {p['calls']:8.0f} {p['per_call_s'] * 1e3:12.3f} "
               f"{p['exposed_s']:10.3f}  {p['tier']}" for p in rows]

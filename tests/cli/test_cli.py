@@ -761,3 +761,12 @@ def test_collective_takes_an_nccl_release(capsys):
     assert old == pytest.approx(expect * 1e6, rel=1e-9) and old < now
     assert main(args + ["--nccl-version", "2.x"]) == 2
     assert "--nccl-version must be an NCCL release" in capsys.readouterr().err
+
+
+def test_does_not_fit_says_what_fits(capsys):
+    # newuser22 F6: "~176 GB per GPU of its 86 GB (does not fit)" did not say the usable figure;
+    # an H100 80GB HBM3 reports 81,559 MiB (nvidia-smi) and the CUDA context takes 1,573 MiB
+    # (BLOOM's measured figure, training/_memory_overheads.py)
+    assert main(["train", "--nodes", "1", "--model", "llama-3-70b", "--tp", "8", "--pp", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"(does not fit: {(81559 - 1573) * 2**20 / 1e9:.1f} GB usable after the CUDA context's 1.6 GB)" in out
