@@ -460,6 +460,20 @@ _add(Cluster("azure_ndm_a100_v4", tp.get_server("dgx_a100").with_(name="ndm_a100
              "InfiniBand, one a GPU (Azure series page; 8 mlnxnics and Azure's ndv4-topo.xml GPU/NIC pairs in the "
              "source), AMD EPYC hosts (the topology file's CPUs)."))
 
+# CINECA Leonardo Booster node, as NVIDIA/nccl-tests#331 (mredenti, 2025-07) shows it: 4 GPUs printed "NVIDIA
+# A100-SXM-64GB" (a 64 GB A100 SXM part), nvidia-smi topo "NV4" between every GPU pair (4 NVLink 3 links a pair, no
+# NVSwitch: an NVLink mesh) and 4 InfiniBand HCAs mlx5_0-3, each "PXB" to one GPU (NCCL's "NET/IB : Using [0]mlx5_0:1/IB
+# ... [3]mlx5_3:1/IB"). The catalogue's polaris_a100 server is that mesh (A100, NVLink 3, 4 links a pair); its 4 NICs
+# sit on the GPUs' PCIe switches (nics_on="gpu", as Perlmutter's). The HCA rate is not printed: CINECA's Leonardo
+# pages give HDR100 ports (not read in this session); the only curve is one node's sendrecv, which uses no NIC, so the
+# catalogue's ib_hdr stands in and does not enter the result. The 64 GB memory does not enter a collective either (the
+# server's a100_40gb is kept). Host CPU not stated by the source (the server model's default).
+_add(Cluster("leonardo_booster_a100", _server("polaris_a100", name="leonardo-booster-a100", nics=4, nics_on="gpu",
+                                              nic="ib_hdr"), "ib_hdr", "InfiniBand", "A100",
+             "CINECA Leonardo Booster node: 4 A100-SXM-64GB on an NVLink 3 mesh, NV4 a pair, no NVSwitch (nvidia-smi topo "
+             "in NVIDIA/nccl-tests#331) + 4 IB HCAs, one PXB to each GPU; HCA rate not printed (ib_hdr stands in: "
+             "unused by the single-node curve)."))
+
 # --- Training clusters ---------------------------------------------------------------------
 # Meta Grand Teton (torchtitan benchmarks): 8 H100 SXM 96GB HBM2e at a 500 W cap per host,
 # "backend RDMA 400 Gb/s per GPU" (Meta's RoCE training fabric, Llama 3 paper section 3.3.1).
@@ -818,6 +832,33 @@ CURVES: dict[str, CurveSetup] = {
     # NVIDIA/nccl#652: 32 nodes x 8 A100-SXM4, 4 x HDR a node; command and NCCL version not in the readable part
     "nccl652-32x8A100-allreduce": CurveSetup(
         "a100_4hdr_nccl652", note="32 x 8 A100-SXM4, 4 x HDR a node (the issue); command not shown: NCCL's choice"),
+    # NVIDIA/nccl-tests#331 (mredenti, 2025-07): sendrecv_perf on 2 GPUs of one Leonardo node (devices 0 and 1, NV4
+    # between them), one process of 2 threads (-t 2 -g 1), NCCL 2.22.3, NCCL_P2P_LEVEL=NVL, no NCCL_ALGO / NCCL_PROTO:
+    # NCCL's choice (P2P/direct pointer/read, 8 p2p channels a peer in the log)
+    "nccltests331-leonardo-1x2A100-sendrecv": CurveSetup(
+        "leonardo_booster_a100", note="2 GPUs of one Leonardo node (NVLink 3 mesh, NV4 a pair): NCCL's choice"),
+    # NVIDIA/nccl-tests#309, gj-aion's comments (2025-06-18): 2, 4 and 8 of the 8 nodes of a cluster of 8 H100 80GB HBM3
+    # a node on "IB 400G" whose "400 GB/s IB limit" is 8 x 400 Gb/s a node: the library's default cluster (DGX H100, 8 x
+    # 400 Gb/s NDR, one a GPU; NIC model, board and fabric not stated, as xxrjun's). mpirun -N 8, -g 1, no NCCL_ALGO /
+    # NCCL_PROTO: NCCL's choice. The two runs with NVIDIA's suggested NCCL_MIN_CTAS=24 and NCCL_IB_QPS_PER_CONNECTION=2
+    # are run with the library's defaults: validate.py passes no NCCL_* setting to the library (only an algorithm a run
+    # forced, -g N and PyTorch's call overhead), as for keitaw-p5 (NCCL_BUFFSIZE) and spcx (NCCL_MIN_NCHANNELS); the
+    # 2-node one forced NCCL_ALGO=Ring, which is applied
+    **{f"nccltests309-gjaion-{n}x8H100-allreduce": CurveSetup(
+        "dgx_h100_ndr", note="8 H100 a node on 'IB 400G' (8 x 400 Gb/s a node), NIC and fabric not stated: the library's "
+                             "default DGX H100 + 8 x 400 Gb/s NDR; NCCL's choice")
+       for n in (2, 4, 8)},
+    "nccltests309-gjaion-8x8H100-allreduce-minctas24": CurveSetup(
+        "dgx_h100_ndr", note="as the 8-node run; NCCL_MIN_CTAS=24, NCCL_IB_QPS_PER_CONNECTION=2 not applied: NCCL's choice"),
+    "nccltests309-gjaion-2x8H100-allreduce-ring-minctas24": CurveSetup(
+        "dgx_h100_ndr", "ring", note="NCCL_ALGO=Ring (applied); NCCL_MIN_CTAS=24, NCCL_IB_QPS_PER_CONNECTION=2 not applied"),
+    # NVIDIA/nccl-tests#309, qoofyk's 4-node run (2025-05-23): 4 VMware VMs on the issue's Dell XE9680 class of server
+    # (HGX H100, 8 x CX-7 400 Gb/s IB, one a GPU: the DGX H100 layout, as nccltests309-2x8H100-allreduce), mpirun -np 32,
+    # -g 1, NCCL 2.26.2, a modified topology file (NCCL_TOPO_FILE=/mnt/nfs/vm_topo_mod.xml, not public; not modelled, as
+    # any NCCL_TOPO_FILE: flowsolver/_nccl_env.py), no NCCL_ALGO / NCCL_PROTO: NCCL's choice
+    "nccltests309-4x8H100-allreduce-vmware": CurveSetup(
+        "dgx_h100_ndr", note="4 VMware VMs of HGX H100 + 8 x CX-7 400 Gb/s IB; their NCCL_TOPO_FILE not modelled: "
+                             "NCCL's choice"),
     # terrificdm/p6b300-efa-deepep-nccl-testkit: mpirun -np 16 -N 8, -g 1, NCCL 2.31.2 with aws-ofi-nccl 1.21.1 as net
     # and tuner plugin (NCCL_TUNER_PLUGIN=ofi): the tuner is AWS's, not NCCL's; no NCCL_ALGO / NCCL_PROTO
     **{f"aws-p6b300-2x8B300-{op}": CurveSetup(

@@ -34,7 +34,9 @@ def mods():
 
 def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     coll, train, sources = corpus
-    assert len(coll) == 3599 and coll["curve"].nunique() == 145         # the corpus README's counts
+    # the corpus README's counts: 3599 rows / 145 curves, + corpus22c's 262 / 7 (NVIDIA/nccl-tests #331 and #309:
+    # 29 + 70 + 32 printed lines, each an out-of-place and an in-place row)
+    assert len(coll) == 3599 + 262 and coll["curve"].nunique() == 145 + 7
     assert len(train) == 416                       # 384 + InternLM's 32 (corpus21)
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
@@ -171,6 +173,22 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     # nccl-tests on 2 of 8 GPUs of one A4 node: ranks 0 and 1
     g, ranks = S.curve_placement(S.CURVES["dranet-gke-a4-1x2B200-allgather"], 1, 2)
     assert ranks == [0, 1] and len(_gpus(g)) == 8
+    # CINECA Leonardo (NVIDIA/nccl-tests#331): 4 A100-SXM-64GB a node, "NV4" between every pair (nvidia-smi topo: no
+    # NVSwitch) and 4 IB HCAs mlx5_0-3, each PXB to one GPU; the sendrecv ran on devices 0 and 1
+    leo = S.CLUSTERS["leonardo_booster_a100"].server
+    assert leo.gpus == 4 and leo.layout == "nvlink_mesh" and leo.links_per_pair == 4 and leo.nics == 4
+    g, ranks = S.curve_placement(S.CURVES["nccltests331-leonardo-1x2A100-sendrecv"], 1, 2)
+    assert ranks == [0, 1] and len(_gpus(g)) == 4
+    # gj-aion's cluster in NVIDIA/nccl-tests#309: 8 H100 a node on "IB 400G", "the 400 GB/s IB limit" = 8 x 400 Gb/s a
+    # node; 2, 4 and 8 nodes x 8 ranks
+    for n in (2, 4, 8):
+        g, ranks = S.curve_placement(S.CURVES[f"nccltests309-gjaion-{n}x8H100-allreduce"], n, 8)
+        assert ranks is None and len(_gpus(g)) == 8 and len(_gpus(g, n - 1)) == 8
+        assert _nic_rates(g) == pytest.approx([400 * gbit] * 8) and sum(_nic_rates(g)) == pytest.approx(400e9)
+    assert S.CURVES["nccltests309-gjaion-2x8H100-allreduce-ring-minctas24"].algorithm == "ring"     # NCCL_ALGO=Ring
+    # qoofyk's 4 VMs in #309: "8x CX-7 IB 400Gbps" a server, 32 ranks
+    g, ranks = S.curve_placement(S.CURVES["nccltests309-4x8H100-allreduce-vmware"], 4, 8)
+    assert ranks is None and len(_gpus(g, 3)) == 8 and _nic_rates(g) == pytest.approx([400 * gbit] * 8)
     # InternLM's A100 cluster: "nvidia_a100-sxm4-80gb", "4 * 100Gb RoCE" inter-machine bandwidth a node, 8 GPUs a
     # node ("zero1=8 ... within 8 GPUs in a single node"): 4 NICs of 100 Gb/s, 400 Gb/s a node; 1024 GPUs = 128 nodes
     c = S.CLUSTERS["internlm_a100_roce"]
