@@ -36,6 +36,8 @@ above) and its L40S tables (no L40S in the catalogue).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import warnings
 
 import numpy as np
@@ -70,6 +72,8 @@ GPTFAST_MOE = ("https://github.com/pytorch-labs/gpt-fast/blob/4f98fe01976600edec
                "mixtral-moe/README.md")
 TRTLLM090 = ("https://github.com/NVIDIA/TensorRT-LLM/blob/250d9c293d5edbc2a45c20775b3150b1eb68b364/"
              "docs/source/performance.md")
+TRTLLM_BENCH = ("https://github.com/NVIDIA/TensorRT-LLM/blob/00f37686aa854010d68bcbd0f4ab000221541ca6/"
+                "docs/source/performance/perf-overview.md")
 
 
 def _row(source, url, model, gpu, tp_, batch, prompt, output, metric, value, verbatim, **extra):
@@ -391,7 +395,147 @@ _TRT090 = [
 ]
 TRTLLM090_ROWS = _trtllm_rows("trtllm-perf-v0.9.0", TRTLLM090, _TRT090)
 
-ROWS = LMDEPLOY_ROWS + TRTLLM_ROWS + GPTFAST_ROWS + NIM_ROWS + VLLM_H200_ROWS + TRTLLM090_ROWS + GPTFAST_MOE_ROWS
+# TensorRT-LLM perf-overview.md, the v1.0 page (added 2026-12-07 by corpus22s, the model as it stood on main fadfe1b,
+# held out): "Throughput Measurements ... a local inference client is fed requests at an infinite rate (no delay
+# between messages) ... The reported metric is `Total Output Throughput (tokens/sec)`" (the whole TP group's output
+# tokens over the run, not per GPU), in-flight batching through `trtllm-bench --tp $tp_size --model $model_name
+# throughput --backend pytorch` ("Starting with v0.19, testing was performed using the PyTorch backend") on
+# "H100 SXM 80GB (DGX H100)" and "H200 SXM 141GB (DGX H200)". Each row: `$num_requests` requests of exactly ISL
+# prompt and OSL output tokens ("--input-stdev=0 --output-stdev=0"; the page's $num_requests table), all at t = 0,
+# metric out_tok_s = requests x OSL over the time the last one finishes. The checkpoints are NVIDIA's ModelOpt FP8
+# ones ("nvidia/Llama-3.1-8B-Instruct-FP8", "nvidia/Llama-3.3-70B-Instruct-FP8", "nvidia/Llama-3.1-405B-Instruct-FP8"):
+# FP8 GEMMs, and an FP8 KV cache: "KV cache quantization set to "auto". Using checkpoint KV quantization." and
+# "Allocated 52.51 GiB for max tokens in paged KV cache (860320)" = 65,540 bytes a token = 2 x 32 layers x 8 KV
+# heads x 128 x 1 byte, logged by trtllm-bench 0.20.0 on that 8B checkpoint (github.com/NVIDIA/TensorRT-LLM/issues/
+# 6294, read 2026-12-07 as stored by the search corpus); the 70B / 405B checkpoints (the same ModelOpt FP8 export) are
+# taken to have one too (kv_bytes 1.0: an assumption). Shapes: Llama 3.1 8B / 3.3 70B are the library's Llama 3
+# 8B / 70B presets with their 131,072-token context (the 20000/2000 rows need it), Llama 3.1 405B its preset.
+# Not on the page, so computed as trtllm-bench computes them (tensorrt_llm/bench/build/tuning.py calc_engine_setting
+# / finetune_setting at 04cba882084a25665e7f80f5bda71b35b9790b6f, which trtllm-bench's get_settings calls for FP8
+# when --max_batch_size / --max_num_tokens are not given, as in the page's commands): the max batch size (max_seqs)
+# and max num tokens (the prefill token budget), see trtllm_bench_settings. KV memory: "we also use a higher KV cache
+# percentage by setting `--kv_cache_free_gpu_mem_fraction 0.95` ... We fall back to `0.90` or lower if out-of-memory
+# errors are encountered" (which rows used which is not stated: 0.95 taken, for the KV cache and the settings); the
+# fraction is of the memory the weights leave, so memory_utilization = 0.95 + 0.05 x weights / GPU memory
+# (activations and CUDA graphs' memory not taken out, as for the other rows). H200 on the DGX H100 server as the
+# v0.9.0 rows (the same NVLink 4 switch).
+# Not modelled: the B200 / GB200 columns (FP4: not a precision of the model), the RTX 6000 Pro tables (not in the
+# catalogue), Llama 4 Scout / Maverick and Qwen3 (MoE shapes not in the catalogue), empty cells.
+_BENCH_MODELS = {
+    # (preset, HF parameter count for trtllm-bench's engine-size estimate: the models' Hugging Face pages, 8.03B /
+    # 70.6B / 406B, from memory; they move the settings' KV estimate by well under 1 %)
+    "llama-3.1-8b": ("llama-3-8b", 8.03e9),
+    "llama-3.3-70b": ("llama-3-70b", 70.6e9),
+    "llama-3.1-405b": ("llama-3-405b", 406e9),
+}
+SHAPES.update({name: dataclasses.replace(fs.training.get_model(preset), name=name, context=131072)
+               for name, (preset, _) in _BENCH_MODELS.items()})
+
+#: trtllm-bench's KV cache fraction of the memory the weights leave (the page's "higher KV cache percentage")
+BENCH_KV_FRACTION = 0.95
+
+
+def trtllm_bench_settings(model: str, gpu: str, tp_: int, isl: int, osl: int,
+                          fraction: float = BENCH_KV_FRACTION) -> tuple[int, int]:
+    """trtllm-bench's ``(max_batch_size, max_num_tokens)`` for an FP8 checkpoint with an FP8 KV cache on ``tp_``
+    GPUs (``pp`` 1): tensorrt_llm/bench/build/tuning.py (04cba88) ``calc_engine_setting`` then ``finetune_setting``,
+    memory in GiB as ``get_device_memory`` reads it (NVML's total: the catalogue's ``memory``).
+
+    >>> trtllm_bench_settings("llama-3.1-8b", "h100_sxm", 1, 128, 128)
+    (4096, 8192)
+    """
+    spec, params = fs.training.get_model(SHAPES[model]), _BENCH_MODELS[model][1]
+    gib = 1024.0 ** 3
+    kv_per_token = 2 * spec.layers * max(tp_, spec.kv_heads) * (spec.hidden // spec.heads) * 1.0 / gib
+    available = tp.get_gpu(gpu).memory / gib * tp_ - params * 1.0 / gib
+    requests = available * fraction / (kv_per_token * (isl + osl))
+    raw_bs = min(requests, 4096)
+    raw_tokens = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return bs, tokens
+
+
+#: the page's $num_requests per ISL / OSL
+BENCH_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500, (2048, 128): 3000,
+                  (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000}
+# per model: the table's heading, its header line, the (gpu, TP) of the H200 / H100 columns taken (the other
+# columns: FP4 or off the catalogue) and the printed lines (ISL/OSL, then every column's cell)
+_BENCH = {
+    "llama-3.3-70b": ("#### Llama 3.3 70B",
+                      "| Sequence Length (ISL/OSL) | B200<br/>TP1 (FP4) | GB200<br/>TP1 (FP4) | H200<br/>TP1 (FP8) | H100<br/>TP2 (FP8) |",
+                      {3: ("h200", 1), 4: ("h100_sxm", 2)}, [
+                          "| 128/128 | 11,147 | 12,189 | 3,803 | 6,378 |",
+                          "| 128/2048 | 9,922 | 11,309 | 4,336 | 6,651 |",
+                          "| 128/4096 | 6,831 | 7,849 | 2,872 | 4,199 |",
+                          "| 500/2000 | 7,762 | 9,028 | 3,666 | 5,222 |",
+                          "| 1000/1000 | 7,007 | 7,326 | 2,909 | 4,205 |",
+                          "| 1000/2000 | 6,271 | 6,513 | 2,994 | 4,146 |",
+                          "| 2048/128 | 1,339 | 1,450 | 442 | 762 |",
+                          "| 2048/2048 | 4,783 | 5,646 | 2,003 | 3,082 |",
+                          "| 5000/500 | 1,459 | 1,602 | 566 | 898 |",
+                          "| 20000/2000 | 665 | 755 | 283 | 437 |"]),
+    "llama-3.1-405b": ("#### Llama 3.1 405B",
+                       "| Sequence Length (ISL/OSL) | B200<br/>TP4 (FP4) | GB200<br/>TP4 (FP4) | H200<br/>TP8 (FP8) | H100<br/>TP8 (FP8) |",
+                       {3: ("h200", 8), 4: ("h100_sxm", 8)}, [
+                           "| 128/128 | 6,281 | 6,740 | 3,814 | 3,627 |",
+                           "| 128/2048 | 8,020 | 8,151 | 5,348 | 4,340 |",
+                           "| 128/4096 | 6,345 | 6,608 | 4,741 | 3,116 |",
+                           "| 500/2000 | 6,244 | 6,540 | 4,724 | 3,994 |",
+                           "| 1000/1000 | 5,209 | 5,389 | 3,330 | 2,919 |",
+                           "| 1000/2000 | 4,933 | 5,135 | 3,722 | 2,895 |",
+                           "| 2048/128 | 749 | 797 | 456 | 453 |",
+                           "| 2048/2048 | 4,212 | 4,407 | 2,948 | 2,296 |",
+                           "| 5000/500 | 1,048 | 1,112 | 650 | 610 |",
+                           "| 20000/2000 | 672 | 739 | 505 | 345 |"]),
+    "llama-3.1-8b": ("#### Llama 3.1 8B",
+                     "| Sequence Length (ISL/OSL) | H200<br/>TP1 (FP8) | H100<br/>TP1 (FP8) |",
+                     {1: ("h200", 1), 2: ("h100_sxm", 1)}, [
+                         "| 128/128 | 27,911 | 28,312 |",
+                         "| 128/2048 | 26,221 | 22,714 |",
+                         "| 128/4096 | 18,027 | 14,325 |",
+                         "| 500/2000 | 20,770 | 17,660 |",
+                         "| 1000/1000 | 17,744 | 15,220 |",
+                         "| 1000/2000 | 16,828 | 13,899 |",
+                         "| 2048/128 | 3,538 | 3,450 |",
+                         "| 2048/2048 | 12,194 | 9,305 |",
+                         "| 5000/500 | 3,902 | 3,459 |",
+                         "| 20000/2000 | 1,804 | 1,351 |"]),
+}
+
+
+def _bench_rows():
+    rows = []
+    for model, (heading, header, columns, lines) in _BENCH.items():
+        for line in lines:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            isl, osl = (int(x) for x in cells[0].split("/"))
+            for col, (gpu, tp_) in columns.items():
+                if not cells[col]:
+                    continue
+                bs, tokens = trtllm_bench_settings(model, gpu, tp_, isl, osl)
+                weights = _BENCH_MODELS[model][1] / tp_            # FP8: a byte a weight
+                mu = BENCH_KV_FRACTION + (1 - BENCH_KV_FRACTION) * weights / tp.get_gpu(gpu).memory
+                rows.append(_row("trtllm-perf-overview-v1.0", TRTLLM_BENCH, model, gpu, tp_, BENCH_REQUESTS[isl, osl],
+                                 isl, osl, "out_tok_s", float(cells[col].replace(",", "")), line,
+                                 table=f"{heading} {header}", precision="fp8", kv_bytes=1.0, max_seqs=bs,
+                                 token_budget=tokens, memory_utilization=mu))
+    return tuple(rows)
+
+
+TRTLLM_BENCH_ROWS = _bench_rows()
+
+ROWS = LMDEPLOY_ROWS + TRTLLM_ROWS + GPTFAST_ROWS + NIM_ROWS + VLLM_H200_ROWS + TRTLLM090_ROWS + GPTFAST_MOE_ROWS + TRTLLM_BENCH_ROWS
 
 _SERVER = {"a100_sxm": ("dgx_a100", "ib_hdr"), "h100_sxm": ("dgx_h100", "ib_ndr"), "h200": ("dgx_h100", "ib_ndr")}
 
@@ -408,15 +552,16 @@ def trace(row):
     graph = tp.rail_optimized(nodes=1, server=server, link=link)
     model = SHAPES.get(row["model"], row["model"])
     b, p, o = row["batch"], row["prompt"], row["output"]
-    seqs = max(256, b)
+    seqs = row.get("max_seqs", max(256, b))
+    budget = row.get("token_budget", 8192)
     with warnings.catch_warnings():     # a 1 s run read for its step tables only: not steady, by design
         warnings.simplefilter("ignore", RuntimeWarning)
         r = fs.serve(graph, model, rate=1.0, duration=1.0, prompt=p, output=o, tp=row["tp"], ranks=list(range(row["tp"])),
-                     gpu=row["gpu"], max_batch=seqs, precision=row.get("precision", "bf16"), kv_bytes=row.get("kv_bytes"),
+                     gpu=row["gpu"], max_batch=seqs, token_budget=budget, precision=row.get("precision", "bf16"), kv_bytes=row.get("kv_bytes"),
                      memory_utilization=row.get("memory_utilization", fs.serving.DEFAULT_MEMORY_UTILIZATION),
                      compute_efficiency=COMPUTE["efficiency"])
     t = simulate(np.zeros(b), np.full(b, p), np.full(b, o), prefill_instances=1, decode_instances=0, max_seqs=seqs,
-                 token_budget=8192, kv_capacity=r.kv_capacity, prefill_time=r.step_tables["prefill"],
+                 token_budget=budget, kv_capacity=r.kv_capacity, prefill_time=r.step_tables["prefill"],
                  decode_time=r.step_tables["decode"])
     return t, r
 
@@ -464,6 +609,8 @@ def regime(row) -> str:
         return f"prefill {'<= 128' if row['prompt'] <= 128 else '>= 2048'} tokens"
     if row["metric"] == "out_tok_s_gpu":
         return "static batch 16-1024, TensorRT-LLM v0.9.0"
+    if "max_seqs" in row:
+        return "in-flight batching, trtllm-bench (TensorRT-LLM v1.0)"
     return "decode, batch <= 8" if row["batch"] <= 8 else (
         "decode, batch 16-64" if row["prompt"] == 1 else "static batch >= 48, TensorRT-LLM")
 
