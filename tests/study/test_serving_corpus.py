@@ -30,8 +30,9 @@ def test_row_counts_by_source(H):
     # rows: 3 GPUs x 4 models x 4 lengths; 24 first-token rows: 3 GPUs x 4 models x 2 prompt lengths)
     assert counts == {"lmdeploy-a100-fp16": 18, "trtllm-perf-v0.5-v0.6.1": 15, "gpt-fast-readme": 7,
                       "nim-benchmarking-1.0.0": 4, "vllm-buildkite-9515": 3, "trtllm-perf-v0.9.0": 72,
-                      "gpt-fast-mixtral-readme": 3, "trtllm-perf-overview-v1.0": 60}
-    assert len(H.ROWS) == 182
+                      "gpt-fast-mixtral-readme": 3, "trtllm-perf-overview-v1.0": 60,
+                      "trtllm-perf-overview-v0.14.0": 117}
+    assert len(H.ROWS) == 299
     # TensorRT-LLM v1.0 perf-overview: 3 Llama models x 2 GPUs (H200, H100 columns) x 10 ISL/OSL lines, no empty cell
     assert len(H.TRTLLM_BENCH_ROWS) == 3 * 2 * 10
     new = [r for r in H.ROWS if r["source"] == "trtllm-perf-v0.9.0"]
@@ -41,7 +42,10 @@ def test_row_counts_by_source(H):
 
 def test_github_urls_are_pinned_to_a_commit(H):
     for row in H.ROWS:
-        if "github.com" in row["url"]:
+        if row["source"] == "trtllm-perf-overview-v0.14.0":
+            # the one tag-pinned source: its stored copy's commit is not recoverable here (serving_heldout.py says why)
+            assert "/blob/v0.14.0/docs/source/performance/perf-overview.md" in row["url"]
+        elif "github.com" in row["url"]:
             assert re.search(r"/blob/[0-9a-f]{40}/", row["url"]), row["url"]
     assert all("250d9c293d5edbc2a45c20775b3150b1eb68b364" in r["url"] for r in H.TRTLLM090_ROWS)
     assert all("00f37686aa854010d68bcbd0f4ab000221541ca6/docs/source/performance/perf-overview.md" in r["url"]
@@ -151,3 +155,49 @@ def test_trtllm_v10_kv_memory_is_the_fraction_of_what_the_weights_leave(H):
         assert row["memory_utilization"] * memory - weights == pytest.approx(0.95 * (memory - weights))
         assert (row["max_seqs"], row["token_budget"]) == H.trtllm_bench_settings(row["model"], row["gpu"], row["tp"],
                                                                                 row["prompt"], row["output"])
+
+
+# the v0.14.0 table's cells 4-7 (after model / ISL-OSL / TP): H200 FP8, H100 FP8, H100 FP16, A100-SXM4-80GB FP16
+_V014_COLUMNS = {3: ("h200", "fp8"), 4: ("h100_sxm", "fp8"), 5: ("h100_sxm", "bf16"), 6: ("a100_sxm", "bf16")}
+_V014_NAMES = {"LLaMA v3.1 405B": "llama-3.1-405b", "LLaMA v3.1 70B": "llama-3.3-70b", "LLaMA v3.1 8B": "llama-3.1-8b",
+               "Mixtral 8x7B": "mixtral-8x7b"}
+
+
+def test_trtllm_v014_rows_agree_with_their_printed_lines(H):
+    # read the printed lines in order, carrying the model and ISL/OSL down as the table does, and rebuild every
+    # non-empty cell of the four columns taken: the rows must be exactly those, in that order
+    expected, model, lengths = [], None, None
+    for line in H._V014:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert len(cells) == 9, line                 # model | ISL/OSL | TP | 6 GPU columns
+        model, lengths = _V014_NAMES.get(cells[0], model), cells[1] or lengths
+        if model in ("llama-3.3-70b", "mixtral-8x7b") and int(cells[2]) != 4:
+            continue                                # one TP degree taken per model: 4 (serving_heldout.V014_TP)
+        for col, (gpu, precision) in _V014_COLUMNS.items():
+            if cells[col]:
+                expected.append((model, gpu, precision, int(cells[2]), lengths, float(cells[col]), line))
+    got = [(r["model"], r["gpu"], r.get("precision", "bf16"), r["tp"], f"{r['prompt']}/{r['output']}", r["value"],
+            r["verbatim"]) for r in H.TRTLLM_V014_ROWS]
+    assert got == expected
+    assert len(H._V014) == 9 + 36 + 9 + 27          # 405B: 9 lengths at TP 8; 70B: 9 x TP 1/2/4/8; 8B: 9; Mixtral 9 x 3
+    for r in H.TRTLLM_V014_ROWS:
+        assert r["batch"] == _BENCH_REQUESTS[f"{r['prompt']}/{r['output']}"] and r["metric"] == "out_tok_s"
+        # "If you specify FP8 quantization, the KV cache will automatically be set to FP8 as well!"
+        assert r.get("kv_bytes") == (1.0 if r.get("precision") == "fp8" else None)
+
+
+def test_trtllm_v014_settings_by_hand(H):
+    # the earlier tuning.py: engine size = parameters / 1e9 x bytes, read as GiB. Llama 3.1 70B FP16 on two H100s,
+    # 1000/1000: KV a token 2 x 80 x 8 x 128 x 2 bytes = 327,680 B; 2 x 79.647 GiB - 70.6 x 2 = 18.09; x 0.95
+    # / (327,680 B x 2,000 = 0.6104 GiB) = 28.2 requests -> max(64, 32 x 1) = 64; tokens 56 -> 2,048
+    assert H.trtllm_bench_settings("llama-3.3-70b", "h100_sxm", 2, 1000, 1000, weight_bytes=2.0, kv_bytes=2.0,
+                                   legacy=True) == (64, 2048)
+    # FP8 on two H200s: 163,840 B a token; 2 x 140.401 - 70.6 = 210.2; x 0.95 / 0.3052 GiB = 654.3 -> 128 x 6 = 768
+    assert H.trtllm_bench_settings("llama-3.3-70b", "h200", 2, 1000, 1000, legacy=True) == (768, 2048)
+    for r in H.TRTLLM_V014_ROWS:
+        w = 1.0 if r.get("precision") == "fp8" else 2.0
+        weights = H._BENCH_MODELS[r["model"]][1] * w / r["tp"]
+        import topologies as tp
+        memory = tp.get_gpu(r["gpu"]).memory
+        # trtllm-bench throughput's default 0.90 of the memory the weights leave
+        assert r["memory_utilization"] * memory - weights == pytest.approx(0.90 * (memory - weights))
