@@ -569,10 +569,6 @@ _V014_MODELS = {"LLaMA v3.1 405B": "llama-3.1-405b", "LLaMA v3.1 70B": "llama-3.
                 "Mixtral 8x7B": "mixtral-8x7b"}
 #: trtllm-bench throughput's KV cache fraction of the memory the weights leave (its default; the page gives none)
 V014_KV_FRACTION = 0.90
-#: the one TP degree taken where the page prints several (every column and length filled at TP 4; the other
-#: degrees' lines are kept below as printed, since the model and ISL/OSL cells carry down from them): the rows are
-#: bounded by this machine's time to run them (one TP per model; the others are for a later check)
-V014_TP = {"llama-3.3-70b": 4, "mixtral-8x7b": 4}
 _V014 = [
     "| LLaMA v3.1 405B | 1000/1000                | 8             | 3391.0372           |                    |                    |                    |                    |           |",
     "|                 | 128/128                  | 8             | 3766.2785           |                    |                    |                    |                    |           |",
@@ -666,8 +662,6 @@ def _v014_rows():
         lengths = cells[1] or lengths
         isl, osl = (int(x) for x in lengths.split("/"))
         tp_ = int(cells[2])
-        if tp_ != V014_TP.get(model, tp_):
-            continue
         for col, (gpu, precision) in _V014_COLUMNS.items():
             if not cells[col]:
                 continue
