@@ -1034,6 +1034,23 @@ MODELS: dict[str, tuple[dict, str]] = {
     # InternLM-7B (InternLM/InternLM configs/7B_sft.py at 0047876: NUM_LAYER 32, HIDDEN_SIZE 4096, NUM_ATTENTION_HEAD
     # 32, MLP_RATIO 8 / 3, VOCAB_SIZE 103168, SEQ_LEN 2048, RMSNorm, SwiGLU): FFN 11008 (8/3 x 4096 rounded up to a
     # multiple of 256; InternLM-7B's config.json intermediate_size, from memory), MHA, untied embeddings
+    # GPT-3 125M-2.7B as Dao-AILab/flash-attention's training configs build them (at 4a6eaa9, the commit that added the
+    # README's speed table): transformers.GPT2Config through flash_attn.models.gpt.GPTLMHeadModel, so LayerNorm, a GELU
+    # MLP of 4 x n_embd (GPT2Config n_inner None), learned position embeddings (not in ModelSpec: 2048 x n_embd
+    # weights), tied input / output embeddings, vocabulary 50257 padded to a multiple of 8 (pad_vocab_size_multiple: 8)
+    # = 50264; n_layer / n_embd / n_head from configs/model/gpt2model/gpt2-small.yaml (12 / 768 / 12), gpt2-medium.yaml
+    # (24 / 1024 / 16) and configs/experiment/pile/gpt3l-flash.yaml (24 / 1536 / 16), gpt3xl-flash.yaml (24 / 2048 /
+    # 16), gpt3-2.7B-flash-hdim128.yaml (32 / 2560 / 20: "Headdim 128 is faster than headdim 80")
+    "gpt3-125m": (_spec("gpt3-125m", 12, 768, 4 * 768, 12, 12, 50264, 2048, gated=False, tied=True),
+                  "flash-attention gpt2-small.yaml + GPT2Config defaults"),
+    "gpt3-355m": (_spec("gpt3-355m", 24, 1024, 4 * 1024, 16, 16, 50264, 2048, gated=False, tied=True),
+                  "flash-attention gpt2-medium.yaml + GPT2Config defaults"),
+    "gpt3-760m": (_spec("gpt3-760m", 24, 1536, 4 * 1536, 16, 16, 50264, 2048, gated=False, tied=True),
+                  "flash-attention gpt3l-flash.yaml + GPT2Config defaults"),
+    "gpt3-1.3b": (_spec("gpt3-1.3b", 24, 2048, 4 * 2048, 16, 16, 50264, 2048, gated=False, tied=True),
+                  "flash-attention gpt3xl-flash.yaml + GPT2Config defaults"),
+    "gpt3-2.7b-hdim128": (_spec("gpt3-2.7b-hdim128", 32, 2560, 4 * 2560, 20, 20, 50264, 2048, gated=False, tied=True),
+                          "flash-attention gpt3-2.7B-flash-hdim128.yaml + GPT2Config defaults"),
     "internlm-7b": (_spec("internlm-7b", 32, 4096, 11008, 32, 32, 103168, 2048),
                     "InternLM configs/7B_sft.py (FFN 11008 from 8/3 x 4096 rounded to 256)"),
     # Mistral's Mixtral-8x22B config.json (56 layers, hidden 6144, intermediate 16384, 48 query / 8
@@ -1131,6 +1148,16 @@ TRAINING_SOURCES: dict[str, TrainingSource] = {
         {"": "internlm_a100_roce"}, "InternLM",
         dict(attention="fa2", sequence_parallel=False, tp_overlap=0.0),
         note="A100-SXM4-80GB nodes with 4 x 100 Gb/s RoCE (the page's hardware table)"),
+    # Dao-AILab/flash-attention training/README.md 'Training speed' (held out, corpus22s): GPT-3 125M-2.7B on "one
+    # node with 8 x A100 80GB SXM4 80GB (400W) with NVLink" (a DGX / HGX A100: the single-node cluster, whose NICs
+    # carry nothing), data parallel only (Lightning DDP; the 760M-2.7B configs' DDPStrategyZero1 with
+    # torch.distributed.optim.ZeroRedundancyOptimizer: zero 1, the rows' zero column), FlashAttention (flash-attn v0.2,
+    # FlashAttention-1, Nov 2022: run as the library's fa2, as InternLM's v1.0.5; no FlashAttention-1 table), no
+    # activation checkpointing ("we don't need any activation checkpointing"), no TP
+    "flash-attention-training-readme": TrainingSource(
+        {"": "dgx_a100_hdr"}, "flash-attention (PyTorch Lightning)",
+        dict(attention="fa2"),
+        note="one 8 x A100-SXM4-80GB node with NVLink (the README's 'Training speed')"),
 }
 
 #: Sources that publish TFLOP/s per GPU with their own FLOP count (validate.py turns the printed

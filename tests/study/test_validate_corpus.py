@@ -37,7 +37,7 @@ def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     # the corpus README's counts: 3599 rows / 145 curves, + corpus22c's 262 / 7 (NVIDIA/nccl-tests #331 and #309:
     # 29 + 70 + 32 printed lines, each an out-of-place and an in-place row)
     assert len(coll) == 3599 + 262 and coll["curve"].nunique() == 145 + 7
-    assert len(train) == 416                       # 384 + InternLM's 32 (corpus21)
+    assert len(train) == 421                       # 384 + InternLM's 32 (corpus21) + flash-attention's 5 (corpus22s)
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
     assert {"source", "model", "gpus", "tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch",
@@ -257,7 +257,7 @@ def test_every_published_layout_fits_its_gpu_in_the_model(corpus, mods):
         checked += 1
         if memory > capacity:
             over.append((index, row["source"], row["model"], row["gpus"], kw.get("recompute"), memory / 1e9))
-    assert checked == 350 and not over, over        # 318 + InternLM's 32 (corpus21)
+    assert checked == 355 and not over, over        # 318 + InternLM's 32 (corpus21) + flash-attention's 5
 
 
 @pytest.mark.parametrize("model,gpu", [("mpt-3b", "a100_40gb"), ("mpt-760m", "h100_80gb")])
@@ -333,3 +333,21 @@ def test_a_captured_all_to_all_is_predicted_again_at_its_own_time(mods):
             r = collective(g, op, size, ranks=[0, 8])
         assert seen.record is not None, op
         assert pr.p2p_predict(dict(p2p=seen.record), P2P_CHANNEL_SHARE) == pytest.approx(r.time, rel=1e-6), op
+
+
+def test_flash_attention_rows_are_the_printed_node_throughput_per_gpu(corpus, mods):
+    """flash-attention's training README prints the 8-GPU node's tokens/s ('1310k') and the batch in tokens
+    ('0.5M'): each row is that figure over 8 GPUs, and its global batch x 2048 the printed batch (0.5M = 2^19,
+    1M = 2^20 tokens); the configs' data-parallel layouts map to DDP (zero 0) for 125M / 355M, ZeRO-1 above."""
+    S, _ = mods
+    _, train, _ = corpus
+    rows = train[train["source"] == "flash-attention-training-readme"]
+    assert len(rows) == 5
+    for _, row in rows.iterrows():
+        cells = [c.strip() for c in row["verbatim"].strip("|").split("|")]
+        assert float(row["value"]) == float(cells[2].rstrip("k")) * 1e3 / 8
+        assert int(row["global_batch"]) * 2048 == {"0.5M": 2 ** 19, "1M": 2 ** 20}[cells[1]]
+        cluster, kw, assumed = S.training_call(row.to_dict())
+        assert cluster == "dgx_a100_hdr" and kw["dp"] == 8 and kw.get("tp", 1) == 1 and kw["recompute"] == "none"
+        assert kw["zero"] == (0 if row["model"] in ("gpt3-125m", "gpt3-355m") else 1)
+        assert kw["attention"] == "fa2" and kw["model"].gated_mlp is False and kw["model"].tied_embeddings
