@@ -356,6 +356,13 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     whatever ``pp``: Megatron-Core launches each gradient bucket's reduce-scatter as soon as
     its parameters' gradients are final in the last microbatch's backward, pipelined or not.
 
+    ``dp_broadcast`` in ``comms`` (ZeRO 1 / 2 with ``param_sync="broadcast"``, InternLM's
+    ``HybridZeroOptimizer``): the dense gradients are all-reduced (``comms["dp"]``, an
+    all-reduce, in the buckets above) and no parameter is all-gathered; after the optimizer step
+    every one of the ``group_size`` shard owners broadcasts its shard, one broadcast after the
+    other on the DP communicator's stream, waited for before the next forward ("TODO: support
+    broadcast overlap"): ``group_size x`` its per-call time, exposed.
+
     ``costs`` maps a DP collective (``dp``, ``dp_experts``, ``dp_gather``, ``dp_reduce``) to
     ``(per_call, gather)``: the seconds of compute its reduce-scatter (all-reduce) and its
     all-gather take from the compute they run beside (:func:`overlap_cost`, NCCL's CTAs on the
@@ -412,5 +419,11 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
             exposed += max(gather / chunks + beside * c_gather, gather - forward)
             forward = max(0.0, forward - gather)
         n = calls + reduces - 1
-        phases[k] = _phase(comms[k], op, n, exposed, (reduces * reduce + gather) / n)
+        total = reduces * reduce + gather
+        if k == "dp" and "dp_broadcast" in comms:
+            b = comms["dp_broadcast"]
+            op, n = "all_reduce+broadcast", reduces + b.group_size
+            exposed += b.group_size * b.per_call
+            total += b.group_size * b.per_call
+        phases[k] = _phase(comms[k], op, n, exposed, total / n)
     return phases
