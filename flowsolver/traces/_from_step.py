@@ -283,6 +283,9 @@ def _check(step) -> None:
     if lay.vp > 1 and step.profile.zero == 3:
         raise ValueError(f"workload_from_step: zero=3 (FSDP) with vp={lay.vp} model chunks is not written (compose "
                          f"times FSDP per layer of a stage, not per model chunk); use vp=1 or zero <= 2")
+    if "dp_broadcast" in step.profile.comms:
+        raise ValueError("workload_from_step: param_sync='broadcast' (InternLM's ZeRO: the parameters broadcast by "
+                         "each shard's owner after the step) is not written; use param_sync='all_gather'")
 
 
 def workload_from_step(step: StepResult):
@@ -304,7 +307,7 @@ def workload_from_step(step: StepResult):
     pp 2 x dp 2 -2.0 %, tp 2 x pp 4 x vp 2 -2.5 %); what is left is where the replay is the more exact (README, "Workloads from traces":
     stages paced each at its own speed, interleaving's fill and drain crossing every virtual
     stage, links shared). ZeRO 3 with ``vp > 1``, and ``vp > 1`` with microbatches not a
-    multiple of ``pp``, are refused (``ValueError``).
+    multiple of ``pp``, and ZeRO's ``param_sync="broadcast"``, are refused (``ValueError``).
 
     >>> import topologies as tp
     >>> from flowsolver import Parallelism, Schedule, training_step

@@ -5,7 +5,7 @@ EP all-to-alls and the expert-TP dispatcher's all-gather / reduce-scatter around
 
 from __future__ import annotations
 
-from ..training import tp_hidden
+from ..training import cp_ring_sm_share, tp_hidden
 from ._workload import COMPUTE, RECV, SEND, TraceNode
 
 CP_TAG = 1 << 20          # the tag of ring attention's transfers (matched in order per pair of ranks)
@@ -85,9 +85,10 @@ class _LayerNodes:
                   for (op, _), h in zip(ops, hides))
         if "cp" in self.comms:
             c = self.comms["cp"]
-            step = self.comms["cp_step"].per_call
+            step, share = self.comms["cp_step"].per_call, cp_ring_sm_share(self.profile)
             for r in self.rings(d, again):
-                out += (c.group_size - 1) * max(0.0, (1 if r == "F" else 2) * step - self.attention[r] / c.group_size)
+                k = 1 if r == "F" else 2
+                out += (c.group_size - 1) * max(share * k * step, k * step - self.attention[r] / c.group_size)
         if "ep" in self.comms:             # dispatch and combine; again in a recomputed forward
             out += 2 * self.comms["ep"].per_call * (2 if d == "B" and again else 1)
         if "etp" in self.comms:            # the dispatcher's all-gather and reduce-scatter; likewise
@@ -100,9 +101,12 @@ class _LayerNodes:
         each the rank's KV chunk sent to the next rank of its CP ring and the previous rank's
         received (the backward ring: then the KV gradients the same way), beside the blockwise
         attention of the chunk already held, ``1 / cp`` of the layer's attention in direction
-        ``r``; then the last chunk's block. The next step waits for both."""
+        ``r``, lengthened by what the step's NCCL send / receive kernels take from it (their
+        CTAs' share of the SMs x the step's solved time, ``compose``'s ``cp_ring_sm_share``);
+        then the last chunk's block. The next step waits for both."""
         c, (prev, succ) = self.comms["cp_step"], self.cp_ring[rank.rank]
         block = self.attention[r] / self.comms["cp"].group_size
+        taken = cp_ring_sm_share(self.profile) * c.per_call * (1 if r == "F" else 2)
         self.use(self.flops["attention"] * (1 if r == "F" else 2), self.attention[r])
         for j in range(self.comms["cp"].group_size - 1):
             deps = ((rank.tail,) if rank.tail is not None else ()) + tuple(rank.join)
@@ -112,6 +116,8 @@ class _LayerNodes:
                 deps = (rank.add(f"{name}.send", SEND, chain=False, deps=deps, bytes=c.bytes, peer=succ, tag=CP_TAG),
                         rank.add(f"{name}.recv", RECV, chain=False, deps=deps, bytes=c.bytes, peer=prev, tag=CP_TAG))
             self.compute(rank, f"{tag}.attention.{r}{j}", block)
+            if taken > 0:           # no FLOPs: the block's own, run on fewer SMs
+                rank.add(f"{tag}.cp.{r}{j}.contention", COMPUTE, duration=taken, flops=0.0)
             rank.join.extend(deps)
         self.compute(rank, f"{tag}.attention.{r}{self.comms['cp'].group_size - 1}", block)
 

@@ -106,7 +106,8 @@ def prefetch_kinds(graph, prepared: list, fill, chosen, groups=None) -> list:
         s = prep.solve
         extra = {} if groups is None else {"groups": groups(s["layout"])}
         steps = step_collectives(s["model"], s["layout"], s["micro_batch"], s["zero"], s["sequence_parallel"],
-                                 s["model"].top_k, s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"], **extra)
+                                 s["model"].top_k, s["capacity_factor"], s["reduce_bytes"], s["gather_bytes"],
+                                 param_sync=s.get("param_sync", "all_gather"), **extra)
         calls = [(op, size, groups_, s["algorithms"].get(kind, "auto")) for _, kind, op, size, groups_ in steps]
         plans.append((s, steps, calls))
         first += calls

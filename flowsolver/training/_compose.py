@@ -22,7 +22,7 @@ from ._prepare import check_interleaved
 from ._profile import CommProfile
 from ._schedule import Schedule, check_recompute_layers, checked_schedule, resolve_compute
 
-__all__ = ["Phase", "StepResult", "compose", "layer_compute", "dp_overlap_costs"]
+__all__ = ["Phase", "StepResult", "compose", "layer_compute", "dp_overlap_costs", "cp_ring_sm_share"]
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,8 @@ def compose(profile: CommProfile, schedule: Schedule, parts: dict | None = None)
                                                  recomputed=r, attention_fwd=parts["attention_fwd"],
                                                  attention_bwd=parts["attention_bwd"], tp_again=redo.tp_ops,
                                                  attention_again=redo.attention, mlp_again=redo.gemms["fc1"] > 0,
-                                                 core_again=redo.core_attention, moe=model.experts > 1)
+                                                 core_again=redo.core_attention, moe=model.experts > 1,
+                                                 cp_sm_share=cp_ring_sm_share(profile))
     per_mb = [distinct[(n, r)] for n, r in zip(layers, recomputed)]
     slot = [c + sum(p.exposed for p in ph.values()) for c, ph in zip(stage_compute, per_mb)]
     q = max(range(lay.pp), key=slot.__getitem__)
@@ -423,6 +424,29 @@ def dp_overlap_costs(profile: CommProfile, parts: dict) -> dict:
             out[name] = (cost(c.per_call, c.result, c.bytes, c.op, c.group_size),
                          cost(c.gather, c.gather_result, gather_size, "all_gather", c.group_size) if c.gather else 0.0)
     return out
+
+
+def cp_ring_sm_share(profile: CommProfile) -> float:
+    """The share of a GPU's SMs the CP ring's NCCL send / receive kernels hold while a step's
+    KV chunk moves (:func:`~flowsolver.training._exposed.cp_ring_exposed`): one CTA per channel
+    NCCL runs (the solved ``cp_step``'s ``channels_run``) over the GPU's SMs
+    (:data:`~flowsolver.training._kernels.SMS`); 0 without CP, where nothing was solved (plan's
+    bound) or where the GPU has no kernel family (its SM count not known), as
+    :func:`dp_overlap_costs`.
+
+    >>> import topologies as tp
+    >>> from flowsolver import training_step, Parallelism
+    >>> r = training_step(tp.rail_optimized(2), "llama-3-8b", Parallelism(tp=8, cp=2), Schedule(global_batch=8))
+    >>> r.profile.comms["cp_step"].result.channels_run / 132 == cp_ring_sm_share(r.profile)
+    True
+    """
+    from ._kernels import SMS, kernel_family
+
+    c = profile.comms.get("cp_step")
+    sms = SMS.get(kernel_family(profile.gpu), 0)
+    if c is None or c.result is None or not sms:
+        return 0.0
+    return min(1.0, getattr(c.result, "channels_run", 0) / sms)
 
 
 def _times(phase: Phase, m: int) -> Phase:

@@ -187,7 +187,7 @@ def tp_layer_exposed(comm, gemms: dict, *, tp_overlap: float, recompute_forward=
 
 
 def cp_ring_exposed(step_seconds: float, cp: int, attention_fwd: float, attention_bwd: float,
-                    recompute_forward: bool = False) -> float:
+                    recompute_forward: bool = False, sm_share: float = 0.0) -> float:
     """Seconds of one layer's ring-attention KV exchange left exposed for one microbatch.
 
     Ring attention (Megatron-Core / Transformer Engine ``cp_comm_type="p2p"``; PyTorch's
@@ -197,20 +197,28 @@ def cp_ring_exposed(step_seconds: float, cp: int, attention_fwd: float, attentio
     chunk per step (``step_seconds``); backward: the KV chunk and its gradient (``2 x``)
     beside ``1 / cp`` of the backward attention; ``recompute_forward``: the forward ring runs
     again in the backward (a fully recomputed layer; selective recompute's checkpointed core
-    attention). Each step exposes what its transfer outlasts its block.
+    attention). Each step exposes what its transfer outlasts its block, and at least what the
+    transfer's NCCL kernels take from the block beside it: the sends are NCCL send / receive
+    kernels (Transformer Engine's ``cp_comm_type="p2p"`` exchanges the chunks with
+    ``torch.distributed``'s ``batch_isend_irecv``) on their own stream beside the attention
+    kernels, one CTA per channel on SMs the attention then lacks (:func:`overlap_cost`'s SM term:
+    ``sm_share`` x the transfer's seconds; flash attention is SM-bound, so no HBM term).
 
     >>> cp_ring_exposed(1.0, 4, 2.0, 4.0)        # 3 x (1 - 0.5) + 3 x (2 - 1)
     4.5
+    >>> cp_ring_exposed(0.1, 4, 2.0, 4.0, sm_share=0.25)     # every step hidden: 3 x 0.025 + 3 x 0.05
+    0.22500000000000003
     """
-    fwd = (cp - 1) * max(0.0, step_seconds - attention_fwd / cp)
-    bwd = (cp - 1) * max(0.0, 2.0 * step_seconds - attention_bwd / cp)
+    fwd = (cp - 1) * max(sm_share * step_seconds, step_seconds - attention_fwd / cp)
+    bwd = (cp - 1) * max(sm_share * 2.0 * step_seconds, 2.0 * step_seconds - attention_bwd / cp)
     return fwd * (2 if recompute_forward else 1) + bwd
 
 
 def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_seconds: float, gemms: dict,
                       recomputed: int = 0, attention_fwd: float | None = None,
                       attention_bwd: float | None = None, tp_again=True, attention_again: bool = True,
-                      mlp_again: bool = True, core_again: bool = False, moe: bool | None = None) -> dict:
+                      mlp_again: bool = True, core_again: bool = False, moe: bool | None = None,
+                      cp_sm_share: float = 0.0) -> dict:
     """TP, CP and EP phases of ONE microbatch through a stage of ``layers`` layers.
 
     * TP (Megatron with Transformer Engine): per layer four all-reduces' worth with
@@ -239,7 +247,8 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
       (selective recompute: the checkpointed core attention's forward, ring attention's KV
       exchange included, runs again in each layer's backward: Megatron-Core's
       ``_checkpointed_attention_forward`` re-runs Transformer Engine's context-parallel
-      attention, whose forward passes the KV chunks around the ring).
+      attention, whose forward passes the KV chunks around the ring). ``cp_sm_share``: the
+      share of the SMs the ring's NCCL send / receive kernels hold (:func:`cp_ring_exposed`).
     * EP: 4 all-to-alls per MoE layer (dispatch and combine, forward and backward), exposed; a
       recomputed layer whose MLP runs again (``mlp_again``) dispatches and combines again.
     """
@@ -266,8 +275,8 @@ def microbatch_phases(comms: dict, *, layers: int, tp_overlap: float, attention_
         again = recomputed if attention_again else 0        # layers whose forward ring runs again
         if core_again:
             again = layers
-        exposed = ((layers - again) * cp_ring_exposed(step, cp, fwd, bwd)
-                   + again * cp_ring_exposed(step, cp, fwd, bwd, recompute_forward=True))
+        exposed = ((layers - again) * cp_ring_exposed(step, cp, fwd, bwd, sm_share=cp_sm_share)
+                   + again * cp_ring_exposed(step, cp, fwd, bwd, recompute_forward=True, sm_share=cp_sm_share))
         out["cp"] = _phase(c, "all_gather", 3 * layers + again, exposed, c.per_call)
     if "ep" in comms:
         c = comms["ep"]
@@ -356,6 +365,13 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
     whatever ``pp``: Megatron-Core launches each gradient bucket's reduce-scatter as soon as
     its parameters' gradients are final in the last microbatch's backward, pipelined or not.
 
+    ``dp_broadcast`` in ``comms`` (ZeRO 1 / 2 with ``param_sync="broadcast"``, InternLM's
+    ``HybridZeroOptimizer``): the dense gradients are all-reduced (``comms["dp"]``, an
+    all-reduce, in the buckets above) and no parameter is all-gathered; after the optimizer step
+    every one of the ``group_size`` shard owners broadcasts its shard, one broadcast after the
+    other on the DP communicator's stream, waited for before the next forward ("TODO: support
+    broadcast overlap"): ``group_size x`` its per-call time, exposed.
+
     ``costs`` maps a DP collective (``dp``, ``dp_experts``, ``dp_gather``, ``dp_reduce``) to
     ``(per_call, gather)``: the seconds of compute its reduce-scatter (all-reduce) and its
     all-gather take from the compute they run beside (:func:`overlap_cost`, NCCL's CTAs on the
@@ -412,5 +428,11 @@ def dp_phases(comms: dict, *, zero: int, m: int, t_mb: float, dp_overlap: float,
             exposed += max(gather / chunks + beside * c_gather, gather - forward)
             forward = max(0.0, forward - gather)
         n = calls + reduces - 1
-        phases[k] = _phase(comms[k], op, n, exposed, (reduces * reduce + gather) / n)
+        total = reduces * reduce + gather
+        if k == "dp" and "dp_broadcast" in comms:
+            b = comms["dp_broadcast"]
+            op, n = "all_reduce+broadcast", reduces + b.group_size
+            exposed += b.group_size * b.per_call
+            total += b.group_size * b.per_call
+        phases[k] = _phase(comms[k], op, n, exposed, total / n)
     return phases

@@ -8,12 +8,35 @@ from .. import _checks
 from ._layout import checked_etp, checked_order
 from ._memory import check_zero
 
-__all__ = ["Parallelism", "REDUCE_DTYPES", "AUTO", "AUTO_CANDIDATES"]
+__all__ = ["Parallelism", "REDUCE_DTYPES", "AUTO", "AUTO_CANDIDATES", "PARAM_SYNC", "check_param_sync"]
 
 #: gradient reduction dtypes: bytes per value on the wire (Megatron-Bridge's recipes reduce in
 #: bf16, ``grad_reduce_in_fp32=False``; torchtitan's FSDP2 reduces in fp32,
 #: ``mixed_precision_reduce = "float32"``, its default and only choice)
 REDUCE_DTYPES = {"bf16": 2.0, "fp32": 4.0}
+
+#: how ZeRO 1 / 2 return the updated parameters to the DP ranks (``Parallelism.param_sync``)
+PARAM_SYNC = ("all_gather", "broadcast")
+
+
+def check_param_sync(param_sync, zero: int) -> str:
+    """``param_sync`` checked: one of :data:`PARAM_SYNC`; ``"broadcast"`` only with ZeRO 1 or 2
+    (the distributed optimizer's shards; ZeRO 0 keeps every parameter, ZeRO 3 gathers per layer).
+
+    >>> check_param_sync("broadcast", 1)
+    'broadcast'
+    >>> check_param_sync("broadcast", 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: param_sync='broadcast' needs zero 1 or 2 (the optimizer's shards broadcast by their owners), got zero 3
+    """
+    if param_sync not in PARAM_SYNC:
+        raise ValueError(f"param_sync must be one of {', '.join(PARAM_SYNC)}, got {param_sync!r}")
+    if param_sync == "broadcast" and zero not in (1, 2):
+        raise ValueError(f"param_sync='broadcast' needs zero 1 or 2 (the optimizer's shards broadcast by their "
+                         f"owners), got zero {zero}")
+    return param_sync
+
 
 #: the value that leaves a field open for :func:`flowsolver.training_step` to choose
 AUTO = "auto"
@@ -54,6 +77,13 @@ class Parallelism:
     each microbatch), 3 FSDP;
     ``reduce_dtype`` (``bf16`` / ``fp32``) the gradients' dtype on the wire;
     ``fp8_param_gather`` FSDP's parameter all-gather in FP8 (with ``precision="fp8"``).
+    ``param_sync`` (ZeRO 1 / 2) how the updated parameters go back to every DP rank:
+    ``"all_gather"`` (Megatron-Core's distributed optimizer, DeepSpeed: gradients
+    reduce-scattered, parameters all-gathered, both in buckets beside the compute) or
+    ``"broadcast"`` (InternLM's ``HybridZeroOptimizer``, from Colossal-AI's low-level ZeRO:
+    gradients all-reduced in buckets beside the backward, then every shard's owner broadcasts
+    its updated parameters to the DP group after the optimizer step, ``dp`` broadcasts one
+    after the other, not overlapped).
     ``sequence_parallel``: TP all-reduces as reduce-scatter + all-gather. ``capacity_factor``:
     each expert takes ``c x`` its even share of the routed tokens (default 1, dropless): above
     1 the all-to-alls and expert GEMMs carry the padding, below 1 the rest are dropped (not
@@ -89,6 +119,7 @@ class Parallelism:
     capacity_factor: float | None = None
     reduce_dtype: str = "bf16"
     fp8_param_gather: bool = False
+    param_sync: str = "all_gather"
     order: str | tuple | None = None
     ranks: tuple | None = None
     etp: int | None = None
@@ -113,6 +144,7 @@ class Parallelism:
             raise ValueError(f"reduce_dtype must be one of {', '.join(REDUCE_DTYPES)}, got {self.reduce_dtype!r}")
         if not isinstance(self.fp8_param_gather, bool):
             raise TypeError(f"fp8_param_gather must be True or False, got {self.fp8_param_gather!r}")
+        check_param_sync(self.param_sync, self.zero)
         if self.order is not None:
             put("order", checked_order(self.order))
         if self.ranks is not None:       # checked against the cluster by training_step

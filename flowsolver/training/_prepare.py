@@ -16,7 +16,7 @@ from ._compute import check_precision
 from ._layout import DEFAULT_ORDER, ParallelLayout, check_sequence_split, checked_etp
 from ._memory import check_zero, gather_bytes_of
 from ._models import ModelSpec, get_model
-from ._parallelism import REDUCE_DTYPES
+from ._parallelism import REDUCE_DTYPES, check_param_sync
 from ._pipeline import stage_layers
 
 __all__ = ["prepare_step", "PreparedStep", "check_interleaved", "check_moe_sequence_parallel", "interleaving_refused",
@@ -182,7 +182,7 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
                  precision, recompute, recompute_layers, attention_efficiency, sequence_parallel, tp_overlap, top_k,
                  capacity_factor, zero, dp_overlap, ranks, order, gpu, algorithms, collective_options, attention,
                  fp8_recipe, power_cap, kernel_utilization, reduce_dtype, fp8_param_gather, tp_overlap_impl,
-                 check_graph: bool = True, etp=None) -> PreparedStep:
+                 check_graph: bool = True, etp=None, param_sync: str = "all_gather") -> PreparedStep:
     """:func:`training_step`'s arguments checked (a ``ValueError`` / ``TypeError`` naming the
     bad one) into what it solves and composes; ``check_graph=False`` skips the graph's own
     check (a caller that checked it once and keeps it unchanged, e.g. :func:`flowsolver.plan`
@@ -219,6 +219,7 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
     if not isinstance(fp8_param_gather, bool):
         raise TypeError(f"fp8_param_gather must be True or False, got {fp8_param_gather!r}")
     gather_bytes = float(gather_bytes_of(precision, fp8_param_gather))
+    param_sync = check_param_sync(param_sync, zero)
     if not isinstance(sequence_parallel, bool):
         raise TypeError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
     check_moe_sequence_parallel(spec, layout.tp, sequence_parallel)
@@ -227,5 +228,6 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
     return PreparedStep(solve=dict(model=spec, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu_spec,
                                    algorithms=_algorithms(algorithms), options=collective_options,
                                    sequence_parallel=sequence_parallel, capacity_factor=factor,
-                                   reduce_bytes=REDUCE_DTYPES[reduce_dtype], gather_bytes=gather_bytes),
+                                   reduce_bytes=REDUCE_DTYPES[reduce_dtype], gather_bytes=gather_bytes,
+                                   param_sync=param_sync),
                         schedule=schedule)

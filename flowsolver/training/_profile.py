@@ -81,6 +81,7 @@ class CommProfile:
     capacity_factor: float = 1.0
     reduce_bytes: float = BF16
     gather_bytes: float = BF16
+    param_sync: str = "all_gather"
 
     def fsdp_unit_scale(self) -> float:
         """Bytes of the FSDP root unit (embedding, output projection, final norm: the
@@ -130,7 +131,7 @@ def ring_pairs(groups) -> list:
 
 def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int, zero: int,
                      sequence_parallel: bool, top_k: int, capacity_factor: float, reduce_bytes: float = BF16,
-                     gather_bytes: float = BF16, groups=None) -> list:
+                     gather_bytes: float = BF16, groups=None, param_sync: str = "all_gather") -> list:
     """The collectives of a step: ``(name, kind, op, bytes, groups)`` per parallelism that
     communicates (``kind`` names the entry of ``algorithms`` that applies).
 
@@ -156,7 +157,10 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
       pp ep)`` among the ranks holding it (CP ranks included, TP ranks too at ``etp = 1``); with ZeRO 3 (FSDP) also one
       transformer layer's parameters all-gathered (``gather_bytes`` per value: bf16, or 1 with
       FP8 all-gather) and its gradients reduce-scattered, ``dp_gather`` / ``dp_reduce``: FSDP's
-      unit of communication.
+      unit of communication. With ``param_sync="broadcast"`` (ZeRO 1 / 2 as InternLM's
+      ``HybridZeroOptimizer`` runs them) the dense gradients are all-reduced, and
+      ``dp_broadcast`` is one shard owner's broadcast of its ``1 / dp`` of the dense parameters
+      (``gather_bytes`` per value) to its DP group, rooted at the group's first rank.
 
     ``groups`` (default the layout's, :meth:`ParallelLayout.groups`, and ``"cp_step"``: the
     ring neighbours of the CP groups, :func:`ring_pairs`) maps a kind to its rank groups: a
@@ -194,8 +198,16 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
     shard = lay.tp * lay.pp
     dp_op = "all_reduce" if zero == 0 else "reduce_scatter"
     if lay.dp * lay.cp > 1:
-        plan.append(("dp", "dp", dp_op, (model.params - model.expert_params) / shard * reduce_bytes,
+        dense = (model.params - model.expert_params) / shard
+        plan.append(("dp", "dp", "all_reduce" if param_sync == "broadcast" else dp_op, dense * reduce_bytes,
                      of("dp")))
+        if param_sync == "broadcast":
+            # InternLM 20fe5ac internlm/solver/optimizer/hybrid_zero_optim.py: _reduce_and_copy calls
+            # reduce_tensor(..., dst_rank=None), "if rank is None, all reduce will be used"; after
+            # the optimizer step broadcast_params() loops "for rank in range(self._zero_world_size)"
+            # over dist.broadcast(fp16_param, src=g_rank, ...), "TODO: support broadcast overlap"
+            groups_dp = of("dp")
+            plan.append(("dp_broadcast", "dp", "broadcast", dense * gather_bytes / len(groups_dp[0]), groups_dp))
         if zero == 3:
             layer = (model.attention_params + (0 if model.experts > 1 else model.mlp_params)) / lay.tp
             plan.append(("dp_gather", "dp", "all_gather", layer * gather_bytes, of("dp")))
@@ -210,7 +222,7 @@ def step_collectives(model: ModelSpec, layout: ParallelLayout, micro_batch: int,
 def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batch: int, zero: int, gpu,
                   algorithms: dict, options: dict, sequence_parallel: bool = True,
                   capacity_factor: float = 1.0, reduce_bytes: float = BF16, gather_bytes: float = BF16,
-                  timed=None, steps=None) -> CommProfile:
+                  timed=None, steps=None, param_sync: str = "all_gather") -> CommProfile:
     """Solve every collective of the step once on ``graph`` (lockstep, every group of a kind
     at once; the kinds in one batched call, :func:`flowsolver.collectives.concurrent_kinds`)
     into a :class:`CommProfile`; ``algorithms``
@@ -222,6 +234,7 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     :func:`time_collectives`) times a list of ``(op, size, groups, algorithm)`` calls: a planner passes
     one that remembers what it solved (:func:`flowsolver.plan`); ``steps``, the step's
     collectives as :func:`step_collectives` lists them for these arguments, when the caller has them.
+    ``param_sync``: how ZeRO 1 / 2 return the parameters (:class:`~flowsolver.training.Parallelism`).
 
     >>> import topologies as tp
     >>> from flowsolver.training import ParallelLayout, get_model
@@ -233,7 +246,7 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
     """
     plan = steps if steps is not None else step_collectives(model, layout, micro_batch, zero, sequence_parallel,
                                                             model.top_k, capacity_factor, reduce_bytes,
-                                                            gather_bytes)
+                                                            gather_bytes, param_sync=param_sync)
     # every parallelism's collective solved in one batched call, then the all-gathers that
     # follow the reduce-scatters (with the algorithm each reduce-scatter chose) in another:
     # the parameters' (DP: gather_bytes per value, not the gradients' reduce_bytes)
@@ -253,4 +266,4 @@ def solve_profile(graph, model: ModelSpec, layout: ParallelLayout, *, micro_batc
                                  bottleneck=bottleneck, result=result, gather_result=gather_result)
     return CommProfile(model=model, layout=layout, micro_batch=micro_batch, zero=zero, gpu=gpu, comms=comms,
                        sequence_parallel=sequence_parallel, top_k=model.top_k, capacity_factor=capacity_factor,
-                       reduce_bytes=reduce_bytes, gather_bytes=gather_bytes)
+                       reduce_bytes=reduce_bytes, gather_bytes=gather_bytes, param_sync=param_sync)

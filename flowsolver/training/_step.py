@@ -61,7 +61,7 @@ def training_step(graph, model="llama-3-70b", parallelism: Parallelism | None = 
         How the job is laid out (default ``Parallelism()``: every GPU a data-parallel
         replica): ``tp``, ``cp``, ``pp``, ``dp``, ``ep``, ``vp``, ``micro_batch``, ``zero``,
         ``sequence_parallel``, ``capacity_factor``, ``reduce_dtype``, ``fp8_param_gather``,
-        ``order`` / ``ranks`` (see :class:`Parallelism`). ``tp * cp * pp * dp`` must equal
+        ``param_sync``, ``order`` / ``ranks`` (see :class:`Parallelism`). ``tp * cp * pp * dp`` must equal
         the GPU count (``dp`` defaults to the quotient); ``ep`` divides ``dp`` and the
         experts; ``2 cp`` divides the sequence; ``pp x vp`` divides the layers, or the layers
         + 2 (Megatron's lighter end stages, e.g. Llama 3 405B's 126 layers on 16 stages).
