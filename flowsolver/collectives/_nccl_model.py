@@ -357,25 +357,31 @@ def _nvls_bus(algorithm, op, busbw, hw):
     return n * bw
 
 
-def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware) -> float:
+def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware, ll_cap=True) -> float:
     """The algorithm bandwidth (bytes/s) NCCL's tuner grants ``algorithm`` / ``protocol``
     given the graph's bus bandwidth ``busbw`` (NCCL's ``nChannels x bw``, bytes/s): the ring's
     and NVLS's all-reduce times ``ranks / steps``, the tree's times 0.5, a PAT or NVLS
-    all-gather / reduce-scatter as it is (NCCL >= 2.23).
+    all-gather / reduce-scatter as it is (NCCL >= 2.23). ``ll_cap=False`` leaves out LL's
+    ``llMaxBw``, the one cap NCCL sets on the whole communicator rather than a channel
+    (tuning.cc: ``busBw = std::min(llMaxBw, busBw * .5)``): what every channel's own LL rate
+    adds up to (:func:`~._nccl_timing._running_ctas`).
 
     >>> hw = Hardware(8, 1, "hopper", channels=16)
     >>> round(tuner_algbw("ring", "LL", "all_reduce", 370.8e9, hw) / 1e9, 2)   # LL capped at 141 GB/s
     80.57
+    >>> round(tuner_algbw("ring", "LL", "all_reduce", 370.8e9, hw, ll_cap=False) / 1e9, 2)   # 0.5 x 370.8 x 8 / 14
+    105.94
     """
     n = hw.tuner_channels
+    ll_max = _ll_max(hw) if ll_cap else math.inf
     if algorithm == "ring":
-        bus = {"LL": lesser(_ll_max(hw), busbw * 0.5),
+        bus = {"LL": lesser(ll_max, busbw * 0.5),
                "LL128": lesser(busbw * 0.92, n * _cap(_RING_LL128, hw)), "Simple": busbw}[protocol]
     elif algorithm == "tree":
         # tuning.cc (NCCL 2.30, master 5067397c): every protocol of a tree all-reduce first takes
         # min(busBw x .92, nChannels x perChMaxTreeBw), then LL's and LL128's own refinements
         tree = lesser(busbw * 0.92, n * _cap(_TREE, hw))
-        bus = {"LL": lesser(tree / 3.8, _ll_max(hw)),
+        bus = {"LL": lesser(tree / 3.8, ll_max),
                "LL128": lesser(tree * (7 / 9 if hw.nodes == 1 else 120 / 128), n * _cap(_TREE_LL128, hw)),
                "Simple": tree}[protocol]
         if hw.single_gpu_node:          # maxTreePattern == NCCL_TOPO_PATTERN_TREE

@@ -285,7 +285,9 @@ def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw) -> tuple:
     (``share_of`` its pipeline's channels, :attr:`~._nccl_model.Hardware.pipeline_channels`), or,
     for Simple, one CTA's own rate where that is more (the P2P channel's measured rate,
     :data:`~._channels.P2P_CHANNEL_SHARE` of the GPU's NVLink, as a share of the bus bandwidth:
-    measured on Simple's sends; LL and LL128 keep the share of their capped bandwidth), no more
+    measured on Simple's sends; LL128's caps are per channel, so its share is a channel's rate),
+    for ring LL its share of LL's bandwidth before NCCL's whole-communicator ``llMaxBw`` cap
+    (:func:`_ll_channel_rate`), each no more
     than its ring moves (NCCL's count's bus bandwidth over its graph's rings: across nodes a ring
     crosses on one NIC, so one CTA on a 100 Gb/s NIC moves no more than 12.5 GB/s). Before,
     ``channels=k`` priced k CTAs by :func:`_channel_bound`'s bus bandwidth through the protocol's
@@ -307,7 +309,27 @@ def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw) -> tuple:
     rate = 0.0
     if proto == "Simple" and full_bus > 0 and hw.nvlink_bw > 0:
         rate = lesser(_cta_rate(hw) / full_bus, 1.0 / own.tuner_channels)
+    elif proto == "LL" and a == "ring" and algbw > 0:
+        rate = _ll_channel_rate(a, op, full_bus, own) / algbw
     return algbw, own.pipeline_channels, rate
+
+
+def _ll_channel_rate(a, op, full_bus, own):
+    """What one running LL channel of a ring moves, bytes/s of the buffer: its share among NCCL's
+    count (``own.pipeline_channels``) of the algorithm bandwidth NCCL's tuner grants ring LL before
+    its ``llMaxBw`` cap (:func:`~._nccl_model.tuner_algbw` ``ll_cap=False``: ``0.5 x nChannels x
+    bw``, ``full_bus`` (bytes/s) the graph's ``nChannels x bw``). NCCL's source (2.30
+    src/graph/tuning.cc) sets every other protocol cap on a channel (``graphs[a]->nChannels *
+    perChMaxRingLL128Bw``, ``* perChMaxTreeBw``, ``* perChMaxTreeLL128Bw``), but ``llMaxBw`` on
+    the whole communicator (tuning.cc:327, ``busBw = std::min(llMaxBw, busBw * .5)``; 332 for the
+    tree): a share of the capped figure made one
+    channel's rate fall as the channels NCCL could open rose (adv22a F1: 2 x 8 H100, a 64 KiB ring LL
+    all-gather on 1 of 16 channels moved 39 / 16 GB/s of bus bandwidth; a degraded NVLink, fewer
+    channels, made it faster). The channels that run at a size add up to no more than the capped
+    figure (:func:`~._pipeline.pipeline_time` takes ``min(1, nc x rate)`` of it). Tree LL keeps
+    its share of the capped figure: the same rule (``busBw * 1.0 / 3.8`` a channel) put dstack's
+    2 x 8 H100 tree LL all-reduce at 16 KiB 20 % fast, against within 10 % (fix22d)."""
+    return tuner_algbw(a, "LL", op, full_bus, own, ll_cap=False) / own.pipeline_channels
 
 
 def _cta_rate(hw) -> float:
