@@ -113,3 +113,16 @@ def test_ll128_default_by_release_and_gpu():
     assert enabled("ring", "LL128", "all_reduce", pxb, nccl=(2, 17))
     blackwell = Hardware(8, 1, "blackwell", channels=32, graph_channels=16)
     assert not enabled("ring", "LL128", "all_reduce", blackwell, nccl=(2, 17))
+
+
+def test_the_page_s_dgx_a100_figures():
+    """docs/collective-timing.md prints one DGX A100's 256 KiB all-reduce with 2.30's rules and
+    2.8.4's: the code's figures, rounded as the page rounds them."""
+    import topologies as tp
+
+    g = tp.rail_optimized(1, server=tp.get_server("dgx_a100"))
+    now, old = (collective(g, "all_reduce", 2**18, nccl_version=v) for v in (None, "2.8.4-1"))
+    assert (now.algorithm, now.protocol) == (old.algorithm, old.protocol) == ("ring", "LL")
+    said = f"# ring LL {now.time * 1e6:.1f} us, then {old.time * 1e6:.1f} us"
+    page = (Path(__file__).resolve().parents[2] / "docs" / "collective-timing.md").read_text()
+    assert said in page, said
