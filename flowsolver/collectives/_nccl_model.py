@@ -183,13 +183,14 @@ def _steps(op, n):
 
 
 def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False, redop: str = "sum",
-            dtype: str = "float") -> bool:
+            dtype: str = "float", nccl=None) -> bool:
     """Whether NCCL runs ``algorithm`` with ``protocol`` for ``op`` on ``hw``; ``asked``: the
     protocol was named by the user (NCCL_PROTO), which NCCL then runs whatever the paths;
     ``redop`` / ``dtype`` the reduction op and data type (nccl-tests' names,
     :func:`~._nccl.reduction`): NVLS and NVLSTree reduce only what the NVSwitch reduces
     (:func:`~._nccl.nvls_reduces`; an all-gather reduces nothing, src/enqueue.cc:425-426),
-    PAT's reduce-scatter no scaled sum (avg: :func:`~._nccl.scaled_sum`).
+    PAT's reduce-scatter no scaled sum (avg: :func:`~._nccl.scaled_sum`). ``nccl``: the release
+    ``(major, minor)`` whose default LL128 rule applies (None: 2.30's; :func:`_ll128_paths`).
 
     >>> enabled("nvls", "LL", "all_reduce", Hardware(8, 1, "hopper", nvls=True)), enabled("pat", "Simple", "all_gather", Hardware(4, 4))
     (False, True)
@@ -199,7 +200,7 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False, redop: s
         return False
     # a transport's environment that sets NCCL_PROTO (a subset of the protocols) names LL128 where
     # it keeps it: asked, as the user's own setting (parseList writes 1 over the default 2)
-    if protocol == "LL128" and not (asked or hw.protocols != PROTOCOLS) and not _ll128_paths(hw):
+    if protocol == "LL128" and not (asked or hw.protocols != PROTOCOLS) and not _ll128_paths(hw, nccl):
         return False
     if algorithm in ("nvls", "nvls_tree") and op != "all_gather" and not nvls_reduces(redop, dtype):
         return False
@@ -224,7 +225,7 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False, redop: s
     return False
 
 
-def _ll128_paths(hw: Hardware) -> bool:
+def _ll128_paths(hw: Hardware, nccl=None) -> bool:
     """Whether NCCL's default enables LL128 on ``hw``'s paths (tuning.cc:518-535 of master
     5067397c, checked only while LL128's enable is the default, 2: not for a protocol the user
     names): the ring inside a node over NVLink (typeIntra <= PATH_NVB; a node's one GPU is
@@ -232,9 +233,20 @@ def _ll128_paths(hw: Hardware) -> bool:
     switches (typeInter <= PATH_PXB), or on sm90 and later through another GPU's over NVLink or
     over C2C through its own CPU (<= PATH_PXN). NCCL 2.30's rule and path numbers: NCCL before 2.27
     has no P2C (a Grace GPU's path to its CPU's NIC is PHB there: LL128 off), 2.27.3 took only
-    <= P2C on sm90, and the numbers moved between versions (PXN was 5 in 2.19)."""
+    <= P2C on sm90, and the numbers moved between versions (PXN was 5 in 2.19).
+
+    Older releases (``nccl``): before 2.15 LL128 by default only on Volta and Ampere
+    (``((minCompCap == 70 && maxCompCap == 70) || (minCompCap == 80 && maxCompCap == 80))``,
+    v2.8.3-1 tuning.cc:191-192 ... v2.14.3-1:216-217); 2.15-2.17 also sm90 (``case 90:``,
+    v2.15.5-1:237, v2.17.1-1:253; ``default: pEnable &= 0``), and a NIC through PCIe switches
+    only (``typeInter <= PATH_PXB``, v2.17.1-1; PXN on sm90 from v2.18.3-1:285)."""
     if hw.pcie_only and hw.ranks > hw.nodes:
         return False
+    if nccl is not None and nccl < (2, 18):
+        known = ("volta", "ampere") if nccl < (2, 15) else ("volta", "ampere", "hopper")
+        if hw.generation not in known:
+            return False
+        return hw.nodes == 1 or hw.nic_path <= PATH_PXB
     sm90 = hw.generation in ("hopper", "blackwell")
     return hw.nodes == 1 or hw.nic_path <= (PATH_PXN if sm90 else PATH_PXB)
 
@@ -357,32 +369,116 @@ def _nvls_bus(algorithm, op, busbw, hw):
     return n * bw
 
 
-def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware, ll_cap=True) -> float:
+# --- Older releases' tuner (``nccl_version=``): the refinements of tuning.cc that changed since ---
+#: ring LL's share of the bus bandwidth before NCCL 2.21: ``busBw * ((nNodes > 1 || coll ==
+#: ncclFuncAllReduce || coll == ncclFuncReduce) ? 1.0/4.0 : 1.0/3.0)`` (v2.7.8-1 tuning.cc:113,
+#: v2.8.3-1 / v2.9.9-1 / v2.11.4-1 / v2.12.12-1 tuning.cc:125-127, v2.18.3-1:178, v2.20.5-1:181);
+#: v2.21.5-1 tuning.cc:180 ``busBw * .5`` (the LL kernel, src/device/prims_ll.h, unchanged between
+#: the two: the estimate was re-fitted)
+RING_LL_SHARE_BEFORE_2_21 = (1 / 4, 1 / 3)
+#: ``if (compCap80) busBw = std::min(busBw, 235.0f);`` (GB/s; v2.7.8-1 tuning.cc:112, v2.8.3-1:124,
+#: v2.12.12-1:126, v2.17.1-1:153 with ``if (compCapIndex == HOPPER_COMPCAP_IDX) busBw =
+#: std::min(busBw, 370.0f);`` at :154); gone from v2.18.1-1
+_BUS_CAP_BEFORE_2_18 = {"ampere": 235.0}
+_BUS_CAP_2_17 = {"ampere": 235.0, "hopper": 370.0}
+#: ``ll128MaxBwPerCh[NCCL_NUM_FUNCTIONS] = { 18.8, 12.0, 18.3, 15.2, 16.9 }`` (GB/s a channel,
+#: ncclFuncBroadcast, Reduce, AllGather, ReduceScatter, AllReduce; v2.8.3-1 / v2.9.9-1 tuning.cc:74;
+#: 16.7 for the all-reduce in v2.7.8-1:74); v2.10.3-1 tuning.cc:73 ``ll128MaxBwPerCh = 20.0`` for
+#: every op and GPU, to v2.16.5-1:81; v2.17.1-1:84 ``{ 20.0, 20.0, 36.7 }`` (Volta, Ampere, Hopper)
+_LL128_PER_OP_BEFORE_2_10 = {"broadcast": 18.8, "reduce": 12.0, "all_gather": 18.3, "reduce_scatter": 15.2,
+                             "all_reduce": 16.9}
+_LL128_BEFORE_2_17 = 20.0
+#: Not applied (it made the held-out corpus worse, fix22a 2026-12-07: abci2-benchmark and
+#: aws-efa-eks 18.2 % -> 18.6 %, ABCI's 16 nodes 11.1 % -> 12.1 %): before 2.10 the tree's per-channel
+#: caps ``perChMaxTreeBws`` Ampere ``{24.0, 22.5, 16.0}`` (v2.8.3-1 tuning.cc:76; v2.10.3-1:75
+#: ``{24.0, 23.6, 17.8}``) and tree LL128 across nodes ``0.915`` (v2.8.3-1:129; v2.10.3-1:132
+#: ``120.0/128.0``)
+#: ``llMaxBws`` Hopper row ``{87.7, 22.5, 19.0}`` (v2.15.5-1 .. v2.20.5-1 tuning.cc, the Ampere
+#: row); v2.21.5-1 ``{141.0, 45.0, 35.0}``. One node only: across nodes the row is the CPU's
+_LL_MAX_HOPPER_BEFORE_2_21 = 87.7
+
+
+def _older(hw, nccl):
+    """The tuner refinements of NCCL release ``nccl`` (``(major, minor)``; None: the model's, NCCL
+    2.30) that differ from 2.30's on ``hw`` (ring LL's share: :func:`_ring_ll_share`): a dict with
+    ``bus_cap`` (GB/s, every protocol's bus bandwidth), ``ring_ll128`` / ``tree_ll128`` (GB/s a
+    channel, or ``"per-op"``), ``ll128_one_gpu`` (ring LL128's factor with one GPU a node),
+    ``ll_max`` (GB/s), each None where 2.30's applies.
+
+    >>> _older(Hardware(8, 1, "ampere"), (2, 8))["bus_cap"], _older(Hardware(8, 1, "ampere"), None)["bus_cap"]
+    (235.0, None)
+    """
+    out = dict(bus_cap=None, ring_ll128=None, tree_ll128=None, ll128_one_gpu=None, ll_max=None)
+    if nccl is None:
+        return out
+    if nccl < (2, 21):
+        if hw.nodes == 1 and hw.generation == "hopper":
+            out["ll_max"] = _LL_MAX_HOPPER_BEFORE_2_21
+    if nccl < (2, 23):      # ``busBw * (ppn < 2 ? 0.7 : 0.92)``, v2.8.3-1:126 .. v2.22.3-1:179
+        out["ll128_one_gpu"] = 0.7
+    if nccl < (2, 18):
+        out["bus_cap"] = (_BUS_CAP_2_17 if nccl >= (2, 17) else _BUS_CAP_BEFORE_2_18).get(hw.generation)
+    if nccl < (2, 17):
+        out["ring_ll128"] = out["tree_ll128"] = _LL128_BEFORE_2_17
+    if nccl < (2, 10):
+        out["ring_ll128"] = out["tree_ll128"] = "per-op"
+    return out
+
+
+def _ring_ll_share(op, hw, nccl) -> float:
+    """Ring LL's share of the bus bandwidth in NCCL's tuner (0.5 from 2.21; before, 1/4 across
+    nodes or for an all-reduce / reduce, 1/3 otherwise: :data:`RING_LL_SHARE_BEFORE_2_21`)."""
+    if nccl is None or nccl >= (2, 21):
+        return 0.5
+    share_all, share_other = RING_LL_SHARE_BEFORE_2_21
+    return share_all if hw.nodes > 1 or op in ("all_reduce", "reduce") else share_other
+
+
+def _ll128_per_channel(kind, op, hw, old) -> float:
+    """GB/s x 1e9 a channel that LL128 (``kind`` ``"ring_ll128"`` / ``"tree_ll128"``) is capped at."""
+    cap = old[kind]
+    if cap is None:
+        return _cap(_RING_LL128 if kind == "ring_ll128" else _TREE_LL128, hw)
+    if cap == "per-op":
+        return _LL128_PER_OP_BEFORE_2_10.get(op, _LL128_BEFORE_2_17) * _GB
+    return cap * _GB
+
+
+def tuner_algbw(algorithm, protocol, op, busbw, hw: Hardware, nccl=None, ll_cap=True) -> float:
     """The algorithm bandwidth (bytes/s) NCCL's tuner grants ``algorithm`` / ``protocol``
     given the graph's bus bandwidth ``busbw`` (NCCL's ``nChannels x bw``, bytes/s): the ring's
     and NVLS's all-reduce times ``ranks / steps``, the tree's times 0.5, a PAT or NVLS
-    all-gather / reduce-scatter as it is (NCCL >= 2.23). ``ll_cap=False`` leaves out LL's
-    ``llMaxBw``, the one cap NCCL sets on the whole communicator rather than a channel
+    all-gather / reduce-scatter as it is (NCCL >= 2.23). ``nccl``: the release ``(major,
+    minor)`` whose refinements apply (None: NCCL 2.30's; :func:`_older`). ``ll_cap=False`` leaves
+    out LL's ``llMaxBw``, the one cap NCCL sets on the whole communicator rather than a channel
     (tuning.cc: ``busBw = std::min(llMaxBw, busBw * .5)``): what every channel's own LL rate
     adds up to (:func:`~._nccl_timing._running_ctas`).
 
     >>> hw = Hardware(8, 1, "hopper", channels=16)
     >>> round(tuner_algbw("ring", "LL", "all_reduce", 370.8e9, hw) / 1e9, 2)   # LL capped at 141 GB/s
     80.57
+    >>> round(tuner_algbw("ring", "LL", "all_reduce", 370.8e9, hw, nccl=(2, 18)) / 1e9, 2)   # 87.7 x 8 / 14
+    50.11
     >>> round(tuner_algbw("ring", "LL", "all_reduce", 370.8e9, hw, ll_cap=False) / 1e9, 2)   # 0.5 x 370.8 x 8 / 14
     105.94
     """
     n = hw.tuner_channels
-    ll_max = _ll_max(hw) if ll_cap else math.inf
+    old = _older(hw, nccl)
+    if old["bus_cap"] is not None:
+        busbw = lesser(busbw, old["bus_cap"] * _GB)
+    ll_max = (_ll_max(hw) if old["ll_max"] is None else old["ll_max"] * _GB) if ll_cap else math.inf
     if algorithm == "ring":
-        bus = {"LL": lesser(ll_max, busbw * 0.5),
-               "LL128": lesser(busbw * 0.92, n * _cap(_RING_LL128, hw)), "Simple": busbw}[protocol]
+        ll128 = 0.92 if not (hw.one_per_node and old["ll128_one_gpu"]) else old["ll128_one_gpu"]
+        bus = {"LL": lesser(ll_max, busbw * _ring_ll_share(op, hw, nccl)),
+               "LL128": lesser(busbw * ll128, n * _ll128_per_channel("ring_ll128", op, hw, old)),
+               "Simple": busbw}[protocol]
     elif algorithm == "tree":
         # tuning.cc (NCCL 2.30, master 5067397c): every protocol of a tree all-reduce first takes
         # min(busBw x .92, nChannels x perChMaxTreeBw), then LL's and LL128's own refinements
         tree = lesser(busbw * 0.92, n * _cap(_TREE, hw))
         bus = {"LL": lesser(tree / 3.8, ll_max),
-               "LL128": lesser(tree * (7 / 9 if hw.nodes == 1 else 120 / 128), n * _cap(_TREE_LL128, hw)),
+               "LL128": lesser(tree * (7 / 9 if hw.nodes == 1 else 120 / 128),
+                               n * _ll128_per_channel("tree_ll128", op, hw, old)),
                "Simple": tree}[protocol]
         if hw.single_gpu_node:          # maxTreePattern == NCCL_TOPO_PATTERN_TREE
             bus = bus * 0.85
@@ -419,7 +515,7 @@ def tree_correction(algorithm, protocol, op, size, hw: Hardware) -> float:
     return 1.0
 
 
-def predict(op, size, busbw, hw: Hardware) -> dict:
+def predict(op, size, busbw, hw: Hardware, nccl=None) -> dict:
     """NCCL's predicted time (s) of every enabled ``(algorithm, protocol)`` for ``op`` of
     ``size`` bytes, the graph's bus bandwidth ``busbw`` (bytes/s) on ``hw``.
 
@@ -430,7 +526,7 @@ def predict(op, size, busbw, hw: Hardware) -> dict:
     out = {}
     for a in TUNER_ALGORITHMS:
         for p in PROTOCOLS:
-            if enabled(a, p, op, hw):
+            if enabled(a, p, op, hw, nccl=nccl):
                 out[a, p] = tuner_latency(a, p, op, hw, size) + size / (
-                    tuner_algbw(a, p, op, busbw, hw) * tree_correction(a, p, op, size, hw))
+                    tuner_algbw(a, p, op, busbw, hw, nccl) * tree_correction(a, p, op, size, hw))
     return out

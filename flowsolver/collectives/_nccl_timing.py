@@ -91,14 +91,14 @@ def _protocols(options):
 def runs(algorithm, protocol, op, hw, options) -> bool:
     """:func:`~._nccl_model.enabled` with the protocols the user named counted as NCCL_PROTO set."""
     return enabled(algorithm, protocol, op, hw, asked=options.protocol != "auto", redop=options.redop,
-                   dtype=options.dtype)
+                   dtype=options.dtype, nccl=options.nccl_version)
 
 
 def why_not_tuned(algorithm, op, hw, options) -> str | None:
     """Why NCCL would not run ``algorithm`` for ``op`` on ``hw`` with the asked protocol, reduction
     op and data type."""
     def on(p):
-        return enabled(algorithm, p, op, hw, redop=options.redop, dtype=options.dtype)
+        return enabled(algorithm, p, op, hw, redop=options.redop, dtype=options.dtype, nccl=options.nccl_version)
     if not any(on(p) for p in PROTOCOLS):
         what = f"{options.redop} of {options.dtype}, " if (options.redop, options.dtype) != ("sum", "float") else ""
         wide = f"; NCCL_MAX_NVLS_ARITY: NVLS reduces or gathers on at most {NVLS_MAX_ARITY} ranks a node but for " \
@@ -170,7 +170,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     # after a calibration's latency scale, which fits NCCL's constants only: the rendezvous's Get
     # (libfabric's, review21 F1: scaled, it moved NCCL's estimates) and the slower paths' excess
     lat += pulled + path_excess(paths, a, proto, op, hw)
-    algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw)
+    algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw, options.nccl_version)
     if a in ("tree", "nvls") and not algorithm_of(a).derived(op):    # no faster than its own flow solve
         algbw = lesser(algbw, own_algbw)
     if a == "nvls_tree":
@@ -180,7 +180,7 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     run_bw = _nvls_channel_bound(algbw, hw) if a in ("nvls", "nvls_tree") else algbw   # NCCL chooses by algbw
     share_of, rate = None, 0.0
     if a in ("ring", "tree"):
-        run_bw, share_of, rate = _running_ctas(a, proto, op, busbw, own_algbw, run_bw, hw)
+        run_bw, share_of, rate = _running_ctas(a, proto, op, busbw, own_algbw, run_bw, hw, options.nccl_version)
     kernel_bw = run_bw if model is None else model.bandwidth(run_bw, a, proto)
     gpu = pipeline_time(a, proto, op, size, p, hw.nodes, hw.nvls_run if a.startswith("nvls") else hw.pipeline_channels,
                         lat, kernel_bw,
@@ -278,7 +278,7 @@ def _ring_scale(hw) -> float:
     return rings / hw.channels if hw.channels < rings else run / hw.channels
 
 
-def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw) -> tuple:
+def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw, nccl=None) -> tuple:
     """``(algbw, share_of, channel_rate)`` a ring's or tree's kernels run at (:func:`~._pipeline.pipeline_time`):
     k running CTAs move the same whether NCCL dropped to k at this size or ``channels=``
     (``NCCL_MAX_NCHANNELS``) set k, each its share of the algorithm bandwidth at NCCL's own count
@@ -303,18 +303,18 @@ def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw) -> tuple:
     scale = 1.0 if own is hw else _ring_scale(hw)
     full_bus = _graph_busbw(a, busbw * scale, own)
     if own is not hw:
-        algbw = tuner_algbw(a, proto, op, full_bus, own)
+        algbw = tuner_algbw(a, proto, op, full_bus, own, nccl)
         if a == "tree" and not algorithm_of(a).derived(op):
             algbw = lesser(algbw, own_algbw * scale)
     rate = 0.0
     if proto == "Simple" and full_bus > 0 and hw.nvlink_bw > 0:
         rate = lesser(_cta_rate(hw) / full_bus, 1.0 / own.tuner_channels)
     elif proto == "LL" and a == "ring" and algbw > 0:
-        rate = _ll_channel_rate(a, op, full_bus, own) / algbw
+        rate = _ll_channel_rate(a, op, full_bus, own, nccl) / algbw
     return algbw, own.pipeline_channels, rate
 
 
-def _ll_channel_rate(a, op, full_bus, own):
+def _ll_channel_rate(a, op, full_bus, own, nccl=None):
     """What one running LL channel of a ring moves, bytes/s of the buffer: its share among NCCL's
     count (``own.pipeline_channels``) of the algorithm bandwidth NCCL's tuner grants ring LL before
     its ``llMaxBw`` cap (:func:`~._nccl_model.tuner_algbw` ``ll_cap=False``: ``0.5 x nChannels x
@@ -328,8 +328,9 @@ def _ll_channel_rate(a, op, full_bus, own):
     channels, made it faster). The channels that run at a size add up to no more than the capped
     figure (:func:`~._pipeline.pipeline_time` takes ``min(1, nc x rate)`` of it). Tree LL keeps
     its share of the capped figure: the same rule (``busBw * 1.0 / 3.8`` a channel) put dstack's
-    2 x 8 H100 tree LL all-reduce at 16 KiB 20 % fast, against within 10 % (fix22d)."""
-    return tuner_algbw(a, "LL", op, full_bus, own, ll_cap=False) / own.pipeline_channels
+    2 x 8 H100 tree LL all-reduce at 16 KiB 20 % fast, against within 10 % (fix22d). ``nccl``: the
+    release whose ring LL share applies (:func:`~._nccl_model.tuner_algbw`)."""
+    return tuner_algbw(a, "LL", op, full_bus, own, nccl, ll_cap=False) / own.pipeline_channels
 
 
 def _cta_rate(hw) -> float:
