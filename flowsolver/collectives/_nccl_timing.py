@@ -309,7 +309,7 @@ def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw, nccl=None) -> tuple
     rate = 0.0
     if proto == "Simple" and full_bus > 0 and hw.nvlink_bw > 0:
         rate = lesser(_cta_rate(hw) / full_bus, 1.0 / own.tuner_channels)
-    elif proto == "LL" and a == "ring" and algbw > 0:
+    elif proto == "LL" and a == "ring" and algbw > 0 and hw.nodes == 1:
         rate = _ll_channel_rate(a, op, full_bus, own, nccl) / algbw
     return algbw, own.pipeline_channels, rate
 
@@ -328,7 +328,13 @@ def _ll_channel_rate(a, op, full_bus, own, nccl=None):
     channels, made it faster). The channels that run at a size add up to no more than the capped
     figure (:func:`~._pipeline.pipeline_time` takes ``min(1, nc x rate)`` of it). Tree LL keeps
     its share of the capped figure: the same rule (``busBw * 1.0 / 3.8`` a channel) put dstack's
-    2 x 8 H100 tree LL all-reduce at 16 KiB 20 % fast, against within 10 % (fix22d). ``nccl``: the
+    2 x 8 H100 tree LL all-reduce at 16 KiB 20 % fast, against within 10 % (fix22d). Within one
+    node only: across nodes a channel's LL rate is what the network path lets one channel move,
+    which NCCL's uncapped figure overstates about twofold (SkyPilot's 2 x 8 H200 all-gather rises
+    at ~5 GB/s of bus bandwidth a channel: 11.6 by this rule, 2.4 by the capped share), and the
+    rule held the corpus's 2-node points worse (11.4 -> 16.0 %) and left calibrate unable to tell
+    LL's bandwidth from a 2-node ring sweep (its LL rows latency-bound); across nodes a channel
+    keeps its share of the capped figure until that network-side limit is modelled. ``nccl``: the
     release whose ring LL share applies (:func:`~._nccl_model.tuner_algbw`)."""
     return tuner_algbw(a, "LL", op, full_bus, own, nccl, ll_cap=False) / own.pipeline_channels
 

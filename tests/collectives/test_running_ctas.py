@@ -26,7 +26,10 @@ def test_nccls_own_drop_to_k_channels_times_as_channels_k(nodes, protocol, size)
     k = channels_used("ring", protocol, size, ranks, default.channels)
     assert k < default.channels                      # NCCL runs fewer than its count here
     given = fs.collective(g, "all_reduce", size, algorithm="ring", protocol=protocol, channels=k)
-    assert given.time == pytest.approx(default.time, rel=1e-9), (k, default.time, given.time)
+    # across nodes channels=k flow-solves k rings (k NICs) and scales them back to NCCL's count's
+    # (as for Simple below): a ring LL channel's own rate (its uncapped share) then agrees within the
+    # solve's rounding of the idle NICs; in one node the two are the same solve
+    assert given.time == pytest.approx(default.time, rel=1e-9 if nodes == 1 else 5e-3), (k, default.time, given.time)
 
 
 def test_across_nodes_simple_k_channels_within_the_flow_solves_rings():
