@@ -419,7 +419,9 @@ TRTLLM090_ROWS = _trtllm_rows("trtllm-perf-v0.9.0", TRTLLM090, _TRT090)
 # percentage by setting `--kv_cache_free_gpu_mem_fraction 0.95` ... We fall back to `0.90` or lower if out-of-memory
 # errors are encountered" (which rows used which is not stated: 0.95 taken, for the KV cache and the settings); the
 # fraction is of the memory the weights leave, so memory_utilization = 0.95 + 0.05 x weights / GPU memory
-# (activations and CUDA graphs' memory not taken out, as for the other rows). H200 on the DGX H100 server as the
+# (activations and CUDA graphs' memory not taken out, as for the other rows; since fix22c the rows run with
+# memory_accounting="trtllm" and kv_fraction 0.95 instead: TensorRT-LLM's fraction of the memory free after the
+# weights, the activations of a max_num_tokens step and the runtime's memory, flowsolver/serving/_memory.py). H200 on the DGX H100 server as the
 # v0.9.0 rows (the same NVLink 4 switch).
 # Not modelled: the B200 / GB200 columns (FP4: not a precision of the model), the RTX 6000 Pro tables (not in the
 # catalogue), Llama 4 Scout / Maverick and Qwen3 (MoE shapes not in the catalogue), empty cells.
@@ -536,7 +538,8 @@ def _bench_rows():
                 rows.append(_row("trtllm-perf-overview-v1.0", TRTLLM_BENCH, model, gpu, tp_, BENCH_REQUESTS[isl, osl],
                                  isl, osl, "out_tok_s", float(cells[col].replace(",", "")), line,
                                  table=f"{heading} {header}", precision="fp8", kv_bytes=1.0, max_seqs=bs,
-                                 token_budget=tokens, memory_utilization=mu))
+                                 token_budget=tokens, memory_utilization=mu, memory_accounting="trtllm",
+                                 kv_fraction=BENCH_KV_FRACTION))
     return tuple(rows)
 
 
@@ -673,7 +676,8 @@ def _v014_rows():
             extra = dict(precision="fp8", kv_bytes=1.0) if precision == "fp8" else {}
             rows.append(_row("trtllm-perf-overview-v0.14.0", TRTLLM_V014, model, gpu, tp_, BENCH_REQUESTS[isl, osl],
                              isl, osl, "out_tok_s", float(cells[col]), line, max_seqs=bs, token_budget=tokens,
-                             memory_utilization=mu, **extra))
+                             memory_utilization=mu, memory_accounting="trtllm", kv_fraction=V014_KV_FRACTION,
+                             **extra))
     return tuple(rows)
 
 
@@ -689,6 +693,17 @@ _SERVER = {"a100_sxm": ("dgx_a100", "ib_hdr"), "h100_sxm": ("dgx_h100", "ib_ndr"
 COMPUTE = {"efficiency": "auto"}
 
 
+def _memory_args(row) -> dict:
+    """serve's memory keywords for a row: a trtllm-bench row states its engine's accounting
+    (``memory_accounting="trtllm"``: ``kv_fraction``, its kv_cache_free_gpu_mem_fraction, of the memory
+    the weights, the activations of a ``token_budget`` step and the runtime leave); its
+    ``memory_utilization`` (the same fraction as vLLM's share of the total, weights alone taken out)
+    is kept for the record and not used. Every other row: vLLM's accounting of ``memory_utilization``."""
+    if row.get("memory_accounting") == "trtllm":
+        return dict(memory_utilization=row["kv_fraction"], memory_accounting="trtllm")
+    return dict(memory_utilization=row.get("memory_utilization", fs.serving.DEFAULT_MEMORY_UTILIZATION))
+
+
 def trace(row):
     """The row's batch run through the model: ``batch`` requests at t = 0 on one instance of
     ``tp`` GPUs of one server, ``(trace, ServeResult)``."""
@@ -702,8 +717,7 @@ def trace(row):
         warnings.simplefilter("ignore", RuntimeWarning)
         r = fs.serve(graph, model, rate=1.0, duration=1.0, prompt=p, output=o, tp=row["tp"], ranks=list(range(row["tp"])),
                      gpu=row["gpu"], max_batch=seqs, token_budget=budget, precision=row.get("precision", "bf16"), kv_bytes=row.get("kv_bytes"),
-                     memory_utilization=row.get("memory_utilization", fs.serving.DEFAULT_MEMORY_UTILIZATION),
-                     compute_efficiency=COMPUTE["efficiency"])
+                     **_memory_args(row), compute_efficiency=COMPUTE["efficiency"])
     t = simulate(np.zeros(b), np.full(b, p), np.full(b, o), prefill_instances=1, decode_instances=0, max_seqs=seqs,
                  token_budget=budget, kv_capacity=r.kv_capacity, prefill_time=r.step_tables["prefill"],
                  decode_time=r.step_tables["decode"])

@@ -13,6 +13,7 @@ from ..collectives import checked_collective_options
 from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_missing,
                         resolve_compute)
 from ._kv import kv_transfer
+from ._memory import checked_accounting, kv_cache_bytes, runtime_bytes, step_activation_bytes
 from ._result import ServeResult, _result, check_fits, request_stream
 from ._steady import spec_bounds
 from ._steps import EMBEDDING_BYTES, WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
@@ -205,23 +206,32 @@ def _most(spec) -> int:
     return spec_bounds(spec)[1]
 
 
-def _kv_capacity(sm: StepModel, memory_utilization: float) -> float:
-    """KV tokens one attention rank of a pipeline engine holds: each GPU's memory share left
-    after its weights (all its experts), over the KV bytes per token it keeps, shared by the
-    ``pp`` engines a pipeline keeps in flight. A request's cache sits whole on one of the
-    ``ep`` ranks: the ranks do not pool their caches. No activation memory is taken out for
-    a prefill step of ``token_budget`` tokens, as vLLM's profiling run takes it
-    (docs/serving.md, "Limits": ~1 % at 8,192 tokens, ~12 % or more at 131,072 for Llama 3 8B
-    on one H100)."""
+def _kv_capacity(sm: StepModel, memory_utilization: float, token_budget: int = 8192,
+                 accounting: str = "vllm") -> float:
+    """KV tokens one attention rank of a pipeline engine holds: the KV cache bytes a GPU keeps
+    (:func:`flowsolver.serving._memory.kv_cache_bytes`: its memory, ``memory_utilization`` under
+    the engine's ``accounting``, less its weights (all its experts), the peak activation of a
+    prefill step of ``token_budget`` tokens (:func:`~flowsolver.serving._memory.step_activation_bytes`)
+    and the runtime's memory outside tensors (:func:`~flowsolver.serving._memory.runtime_bytes`:
+    CUDA context, libraries, NCCL buffers where the instance has more than one GPU)), over the KV
+    bytes per token it keeps, shared by the ``pp`` engines a pipeline keeps in flight. A
+    request's cache sits whole on one of the ``ep`` ranks: the ranks do not pool their caches.
+    Not counted: CUDA graphs' memory (vLLM captures them after sizing the KV cache, from the
+    share ``memory_utilization`` leaves), the logits and sampling workspaces, FP8 GEMMs' quantized
+    input copies (docs/serving.md, "Limits")."""
     m, lay, gpu = sm.model, sm.layout, sm.gpu
     local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
     weights = (WEIGHT_BYTES[sm.precision] * m.layers * (m.attention_params + local_mlp)
                + EMBEDDING_BYTES * m.embedding_params) / (lay.tp * lay.pp)      # embedding, LM head bf16
-    free = gpu.memory * memory_utilization - weights
+    activation = step_activation_bytes(m, tokens=token_budget, tp=lay.tp, ep=lay.ep)
+    runtime = runtime_bytes(accounting, lay.size)
+    free = kv_cache_bytes(gpu.memory, memory_utilization, weights, activation, runtime, accounting)
     if free <= 0:
-        raise ValueError(f"{m.name} does not fit: {weights / 1e9:.1f} GB of weights per GPU with tp={lay.tp}, "
-                         f"pp={lay.pp}, ep={lay.ep} on a {gpu.name} ({gpu.memory * memory_utilization / 1e9:.1f} "
-                         f"GB usable): raise tp, pp or ep")
+        raise ValueError(f"{m.name} does not fit: {weights / 1e9:.1f} GB of weights, {activation / 1e9:.1f} GB of "
+                         f"activations for a {token_budget}-token step and {runtime / 1e9:.1f} GB of runtime memory "
+                         f"per GPU with tp={lay.tp}, pp={lay.pp}, ep={lay.ep} on a {gpu.name} ({gpu.memory / 1e9:.1f} GB, "
+                         f"memory_utilization {memory_utilization:g} under {accounting}'s accounting): raise tp, pp "
+                         f"or ep, or lower token_budget")
     per_token = sm.kv_bytes_per_token / (sm.kv_shards * lay.pp)
     return math.floor(free / per_token / lay.pp)
 
@@ -232,7 +242,8 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
           kv_bytes: float | None = None, a2a_bytes: float | None = None,
           compute_efficiency="auto", attention_efficiency: float | None = None,
           hbm_efficiency: float | None = None,
-          memory_utilization: float = DEFAULT_MEMORY_UTILIZATION, ttft_target: float | None = None,
+          memory_utilization: float = DEFAULT_MEMORY_UTILIZATION, memory_accounting: str = "vllm",
+          ttft_target: float | None = None,
           tpot_target: float | None = None, comm_overlap: float = 0.0, gpu=None, seed: int = 0,
           collective_options=None) -> ServeResult:
     """Serve a Poisson request stream with ``model`` on the cluster ``graph``.
@@ -269,10 +280,10 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     max_batch : int
         Sequences per attention rank in a step (an instance runs ``ep x max_batch``).
     token_budget : int
-        Prompt tokens per prefill step of an instance (a longer prompt runs alone). The KV
-        capacity does not depend on it: no activation memory is set aside for a step of that
-        many tokens (vLLM takes its profiled peak out first, which at the default 8,192 is ~1 %
-        of the KV cache, at 131,072 ~12 % or more; ``memory_utilization`` below).
+        Prompt tokens per prefill step of an instance (a longer prompt runs alone): vLLM's
+        ``max_num_batched_tokens``, TensorRT-LLM's ``max_num_tokens``. The peak activation of a
+        step of that many tokens comes out of the KV cache, as both engines' profiling takes it
+        out (``memory_utilization`` below).
     precision : {"bf16", "fp8"}
         Weights and GEMMs; ``kv_bytes`` (bytes per cached key or value element, default 2, at
         least 1/8: one bit, :data:`KV_BYTES_MIN`) and ``a2a_bytes`` (bytes per value in the EP
@@ -290,11 +301,21 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         Fraction of the datasheet HBM bandwidth reached by the weight, KV-cache and memory-bound
         traffic (default: BabelStream Triad's, :func:`flowsolver.training._kernels.memory_fraction`).
     memory_utilization : float in (0, 1]
-        Share of GPU memory for weights and KV cache (default vLLM's 0.9): the KV cache is
-        all of it the weights leave. vLLM also takes out the peak activation memory of a
-        profiling forward pass of ``max_num_batched_tokens`` tokens (``Worker.
-        determine_available_memory``, ``vllm/v1/worker/gpu_worker.py``: ``total x
-        gpu_memory_utilization - peak``); this model does not (docs/serving.md, "Limits").
+        The engine's memory fraction (default vLLM's 0.9), read as ``memory_accounting`` says.
+        The KV cache is what is left after the weights, the peak activation of a prefill step of
+        ``token_budget`` tokens and the runtime's memory outside tensors (CUDA context,
+        libraries, NCCL buffers: :data:`flowsolver.serving._memory.RUNTIME_BYTES`, measured by
+        the engines' own logs) are taken out (:mod:`flowsolver.serving._memory`).
+    memory_accounting : {"vllm", "trtllm"}
+        Whose fraction ``memory_utilization`` is. ``"vllm"`` (default): vLLM's
+        ``gpu_memory_utilization``, a share of the TOTAL memory that the weights, activation and
+        runtime memory come out of (``Worker.determine_available_memory``,
+        vllm/v1/worker/gpu_worker.py: ``total_gpu_memory x gpu_memory_utilization -
+        peak_memory``). ``"trtllm"``: TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction``, a share
+        (below 1) of the memory left FREE once they are allocated (``KvCacheCreator.
+        _cal_max_tokens``: ``(total_gpu_memory - peak_memory + ...) x fraction``; its default
+        0.9 is ``memory_utilization=0.9`` here). At 0.9 and 10 GB left after them on an 80 GB
+        GPU, vLLM's KV cache is 2 GB, TensorRT-LLM's 9 GB.
     ttft_target, tpot_target : float, optional
         Latency targets (s) for ``goodput``.
     comm_overlap : float in [0, 1]
@@ -343,6 +364,11 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     if attention_efficiency is not None:
         attention_efficiency = _checks.fraction("attention_efficiency", attention_efficiency, zero_ok=False)
     memory_utilization = _checks.fraction("memory_utilization", memory_utilization, zero_ok=False)
+    memory_accounting = checked_accounting(memory_accounting)
+    if memory_accounting == "trtllm" and not memory_utilization < 1.0:
+        raise ValueError(f"memory_utilization is TensorRT-LLM's kv_cache_free_gpu_mem_fraction with "
+                         f"memory_accounting='trtllm' and must be below 1 (its freeMemFraction < 1.0 check), "
+                         f"got {memory_utilization!r}")
     comm_overlap = _checks.fraction("comm_overlap", comm_overlap, zero_ok=True)
     kv_bytes = 2.0 if kv_bytes is None else _checks.positive_number("kv_bytes", kv_bytes, "bytes")
     if kv_bytes < KV_BYTES_MIN:          # 1e-9 gave 9e15 tokens of KV cache a rank
@@ -389,7 +415,8 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     first = next(iter(models.values()))
     # each pool admits against its own KV cache (a prefill pool's instances hold a step's prompts,
     # a decode pool's whole sequences; tokens an attention rank), its own max_batch x ep sequences
-    capacities = {name: float(_kv_capacity(sm, memory_utilization)) for name, sm in models.items()}
+    capacities = {name: float(_kv_capacity(sm, memory_utilization, token_budget, memory_accounting))
+                  for name, sm in models.items()}
     seqs = {name: max_batch * lay.ep for name, lay in pools.items()}
     decoding = "colocated" if "colocated" in pools else "decode"
     first_pool = next(iter(pools))

@@ -3,6 +3,7 @@
 defaults; the decode step table's size (the hand figures below, not the code's)."""
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -18,21 +19,24 @@ H100_USABLE = 0.9 * 81559 * 2**20
 
 
 def llama70_tokens_per_gpu(tp_degree, usable=H100_USABLE):
-    """KV tokens one GPU of a TP group holds: the memory left after its share of the bf16 weights
+    """KV tokens one GPU of a TP group holds: the memory left after its share of the bf16 weights,
+    one layer's activations for the default 8,192-token step (2 B x 8,192 x (2 x 8,192 + 3 x 28,672 / tp), the
+    MLP's the larger at every TP to 8) and vLLM's logged runtime memory (1.79 GiB, 3.58 at TP > 1; fix22c)
     over its share of K and V per token (the KV heads split over min(tp, 8) GPUs)."""
     params = L70 * (2 * H70 * H70 + 2 * H70 * KVH70 * D70 + 3 * H70 * F70) + 2 * V70 * H70
-    free = usable - 2 * params / tp_degree
+    free = usable - 2 * params / tp_degree - 2 * 8192 * (2 * H70 + 3 * F70 / tp_degree)
+    free -= (3.58 if tp_degree > 1 else 1.79) * 1024**3
     per_token = 2 * L70 * KVH70 * D70 * 2 / min(tp_degree, KVH70)
     return np.floor(free / per_token)
 
 
 def test_each_disaggregated_pool_has_its_own_kv_capacity():
-    # prefill 2 x TP4, decode 1 x TP8: the decode pool holds the TP8 instance's cache (1,448,501
+    # prefill 2 x TP4, decode 1 x TP8: the decode pool holds the TP8 instance's cache (1,343,799
     # tokens by hand, as a co-located TP8 run), not the TP4 prefill instance's smaller one
     g = tp.rail_optimized(nodes=2)
     r = fs.serve(g, "llama-3-70b", rate=2.0, duration=2.0, prompt=6000, output=16, tp=4, prefill_gpus=8,
                  decode=dict(tp=8))
-    assert llama70_tokens_per_gpu(8) == 1448501
+    assert llama70_tokens_per_gpu(8) == 1343799
     assert r.kv_capacities == {"prefill": llama70_tokens_per_gpu(4), "decode": llama70_tokens_per_gpu(8)}
     assert r.kv_capacity == llama70_tokens_per_gpu(8)
     s = r.summary()
@@ -72,11 +76,16 @@ def test_prefill_steps_take_the_prefill_pools_sequences():
 LM, HM, FM, EM, KVHM, DM, VM = 32, 4096, 14336, 8, 8, 128, 32000
 
 
-def mixtral_rank_tokens():
+def mixtral_rank_tokens(budget):
     """KV tokens one H100 of a TP1 x EP8 instance holds: its attention, its one expert of eight,
-    the embedding and output projection in bf16, and all 8 KV heads of every layer per token."""
+    the embedding and output projection in bf16, one layer's activations for its eighth of a
+    ``budget``-token step (the residual stream and norm output, 2 x 4,096, beside the 2 routed copies'
+    gate / up and activation outputs and expert outputs, 2 x (3 x 14,336 + 4,096), at 2 bytes) and
+    vLLM's logged runtime memory of a multi-GPU instance, 3.58 GiB (fix22c), and all 8 KV heads of
+    every layer per token."""
     weights = 2 * (LM * (2 * HM * HM + 2 * HM * KVHM * DM + EM / 8 * 3 * HM * FM) + 2 * VM * HM)
-    return np.floor((H100_USABLE - weights) / (2 * LM * KVHM * DM * 2))
+    activation = 2 * math.ceil(budget / 8) * (2 * HM + 2 * (3 * FM + HM))
+    return np.floor((H100_USABLE - weights - activation - 3.58 * 1024**3) / (2 * LM * KVHM * DM * 2))
 
 
 #: Mixtral's shape with no context limit (ModelSpec.context None): requests beyond its 32,768 tokens
@@ -92,23 +101,26 @@ def mixtral_ep8():
 
 
 def test_ep_ranks_do_not_pool_their_kv_caches(mixtral_ep8):
-    # one rank holds 476,728 tokens by hand; the instance's eight do not make one cache of 8 x that
-    assert mixtral_rank_tokens() == 476728
-    assert mixtral_ep8.kv_capacity == mixtral_rank_tokens() == mixtral_ep8.kv_capacities["colocated"]
-    # whole requests a rank: floor(476,728 / 101,000) = 4, so 8 x 4 = 32 decode at once, not the
-    # floor(8 x 476,728 / 101,000) = 37 of a pooled cache
+    # one rank holds 427,870 tokens by hand (476,728 before fix22c's activation and runtime terms); the
+    # instance's eight do not make one cache of 8 x that
+    assert mixtral_rank_tokens(100_000) == 427870
+    assert mixtral_ep8.kv_capacity == mixtral_rank_tokens(100_000) == mixtral_ep8.kv_capacities["colocated"]
+    # whole requests a rank: floor(427,870 / 101,000) = 4, so 8 x 4 = 32 decode at once, not the
+    # floor(8 x 427,870 / 101,000) = 33 of a pooled cache
     r = mixtral_ep8
     start = r.arrival + r.ttft
     end = start + r.tpot * (r.output - 1)
     running = max(int(np.sum((start <= x) & (end > x))) for x in start)
     assert r.completed == len(r.arrival) > 40
-    assert running == 8 * (476728 // 101_000) == 32
+    assert running == 8 * (427870 // 101_000) == 32
 
 
 def test_a_request_larger_than_one_ranks_cache_is_refused():
     prompt = int(1.5 * 476728)                     # fits the eight ranks together, not one
+    held = mixtral_rank_tokens(prompt)             # 307,734: the step of that prompt's activations taken out
+    assert prompt + 16 < 8 * held
     with pytest.raises(ValueError, match=rf"a request of {prompt + 16} tokens \(prompt \+ output\) exceeds the KV "
-                                         r"cache of one attention rank of an instance \(476728 tokens"):
+                                         rf"cache of one attention rank of an instance \({held:.0f} tokens"):
         fs.serve(tp.rail_optimized(nodes=1), UNBOUNDED_MIXTRAL, rate=0.2, duration=5.0, prompt=prompt, output=16, tp=1,
                  ep=8, token_budget=prompt)
 
@@ -141,10 +153,12 @@ def test_decode_degrees_left_out_are_the_prefill_pools_in_the_api_and_the_cli(ca
 def test_decode_table_is_built_for_what_can_run_at_once():
     # Llama 3 8B TP8 (one DGX H100), 272-token requests: the same run with max_batch 256 and 10^7;
     # the table grows on demand and never past the whole requests the cache holds: one GPU's free
-    # memory over its 1/8 of K and V per token
+    # memory over its 1/8 of K and V per token (fix22c: less one layer's activations for the 8,192-token
+    # step, 2 B x 8,192 x (2 x 4,096 + 3 x 14,336 / 8), and vLLM's logged 3.58 GiB runtime memory at TP > 1)
     L, H, F, KVH, D, V = 32, 4096, 14336, 8, 128, 128256
     params = L * (2 * H * H + 2 * H * KVH * D + 3 * H * F) + 2 * V * H
-    rank_tokens = np.floor((H100_USABLE - 2 * params / 8) / (2 * L * KVH * D * 2 / 8))
+    other = 2 * 8192 * (2 * H + 3 * F / 8) + 3.58 * 1024**3
+    rank_tokens = np.floor((H100_USABLE - 2 * params / 8 - other) / (2 * L * KVH * D * 2 / 8))
     at_once = int(rank_tokens // 272)
     kw = dict(rate=2.0, duration=2.0, prompt=256, output=16, tp=8)
     g = tp.rail_optimized(nodes=1)
@@ -167,7 +181,7 @@ def test_decode_table_is_built_for_what_can_run_at_once():
 
 def test_h200_kv_capacity_from_the_driver_reported_memory():
     # an H200 SXM as nvidia-smi reports it, 143,771 MiB (topologies/gpu_types.py): Llama 3 70B TP8
-    # holds 2,881,866 KV tokens a GPU by hand (the datasheet's 141e9 bytes gave 2,667,526)
+    # holds 2,777,164 KV tokens (2,881,866 before fix22c's activation and runtime terms) a GPU by hand (the datasheet's 141e9 bytes gave 2,667,526)
     r = fs.serve(tp.rail_optimized(nodes=1), "llama-3-70b", rate=1.0, duration=2.0, prompt=1024, output=64, tp=8,
                  gpu="h200")
-    assert r.kv_capacity == llama70_tokens_per_gpu(8, usable=0.9 * 143771 * 2**20) == 2881866
+    assert r.kv_capacity == llama70_tokens_per_gpu(8, usable=0.9 * 143771 * 2**20) == 2777164
