@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _checks
-from ._steady import run_engine, verdict
+from ._steady import check_fits, run_engine, verdict
 
 
 def _real(value) -> float:
@@ -350,25 +350,6 @@ class ServeResult:
                     kv_capacity_prefill_tokens=self.kv_capacities.get("prefill", self.kv_capacity),
                     steady=self.steady, needed_duration_s=self.needed_duration, utilization=self.utilization,
                     sustainable_rate_rps=self.sustainable_rate)
-
-
-def check_fits(engine: dict, prompt, output) -> None:
-    """A ValueError naming the request and the pool when a request cannot fit the KV cache it
-    needs on one attention rank: co-located, prompt + output; disaggregated, its prompt on a
-    prefill instance's rank and (more than one output token) prompt + output on a decode
-    instance's."""
-    need = np.asarray(prompt) + np.asarray(output)
-    if "decode" in engine["kv_capacities"]:
-        checks = [(np.asarray(prompt), engine["capacity"], "a prompt of {} tokens", "a prefill instance"),
-                  (need[np.asarray(output) > 1], engine["decode_capacity"], "a request of {} tokens (prompt + output)",
-                   "a decode instance")]
-    else:
-        checks = [(need, engine["capacity"], "a request of {} tokens (prompt + output)", "an instance")]
-    for tokens, capacity, what, where in checks:
-        if len(tokens) and tokens.max() > capacity:
-            raise ValueError(f"{what.format(int(tokens.max()))} exceeds the KV cache of one attention rank of "
-                             f"{where} ({capacity:.0f} tokens; a request's cache sits whole on one of its ep ranks): "
-                             f"shorten prompt / output or raise tp or pp")
 
 
 def _result(engine: dict, stream, *, duration: float, rate: float, ttft_target, tpot_target) -> ServeResult:

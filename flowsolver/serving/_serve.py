@@ -14,8 +14,8 @@ from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_m
                         resolve_compute)
 from ._kv import kv_transfer
 from ._memory import checked_accounting, kv_cache_bytes, runtime_bytes, step_activation_bytes
-from ._result import ServeResult, _result, check_fits, request_stream
-from ._steady import spec_bounds
+from ._result import ServeResult, _result, request_stream
+from ._steady import check_fits, spec_bounds
 from ._steps import EMBEDDING_BYTES, WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
 
 __all__ = ["serve", "DEFAULT_MEMORY_UTILIZATION", "KV_BYTES_MIN"]

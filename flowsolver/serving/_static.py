@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _checks
-from ._steady import run_engine
+from ._steady import check_fits, run_engine
 
 __all__ = ["StaticBatch", "static_batch"]
 
@@ -51,8 +51,6 @@ class StaticBatch:
 def static_batch(engine: dict, batch, prompt, output) -> StaticBatch:
     """The static batch on one instance of ``engine`` (serve's; disaggregated: one prefill and one
     decode instance). See :meth:`flowsolver.serving.ServeResult.static_batch`."""
-    from ._result import check_fits
-
     batch = _checks.integer("batch", batch)
     lengths = {}
     for name, value, spec in (("prompt", prompt, engine["prompt"]), ("output", output, engine["output"])):

@@ -237,3 +237,22 @@ def verdict(engine: dict, trace, arrival, prompt, output, duration: float, rate:
                       RuntimeWarning, stacklevel=4)
     return dict(steady=long_enough and rho < 1.0, throughput=throughput, needed_duration=needed,
                 steady_window=(start, end), in_steady=inside, utilization=rho, sustainable_rate=sustainable)
+
+
+def check_fits(engine: dict, prompt, output) -> None:
+    """A ValueError naming the request and the pool when a request cannot fit the KV cache it
+    needs on one attention rank: co-located, prompt + output; disaggregated, its prompt on a
+    prefill instance's rank and (more than one output token) prompt + output on a decode
+    instance's."""
+    need = np.asarray(prompt) + np.asarray(output)
+    if "decode" in engine["kv_capacities"]:
+        checks = [(np.asarray(prompt), engine["capacity"], "a prompt of {} tokens", "a prefill instance"),
+                  (need[np.asarray(output) > 1], engine["decode_capacity"], "a request of {} tokens (prompt + output)",
+                   "a decode instance")]
+    else:
+        checks = [(need, engine["capacity"], "a request of {} tokens (prompt + output)", "an instance")]
+    for tokens, capacity, what, where in checks:
+        if len(tokens) and tokens.max() > capacity:
+            raise ValueError(f"{what.format(int(tokens.max()))} exceeds the KV cache of one attention rank of "
+                             f"{where} ({capacity:.0f} tokens; a request's cache sits whole on one of its ep ranks): "
+                             f"shorten prompt / output or raise tp or pp")
