@@ -178,10 +178,10 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         options.pop("policy_options", None)
     opts = Options(tuner=options.pop("step_latency", None) is None, **options)      # checked before any log is read
     if op in OPS:
-        check_call(op, algorithm, 1.0, opts, several=True)    # as collective() words it, before any log is read
+        check_call(op, algorithm, 8.0, opts, several=True)    # as collective() words it, before any log is read
     # placed: each row's ranks; settings: its log's NCCL settings as collective() keywords (pxn, channels)
     rows, n, allowed, reductions, per_thread, placed, settings, unmodelled = _rows(logs, graph, ranks, op)
-    chosen = {o: check_call(o, algorithm, 1.0, opts, several=True) for o in sorted({o for o, _, _ in rows})}
+    chosen = {o: check_call(o, algorithm, 8.0, opts, several=True) for o in sorted({o for o, _, _ in rows})}
     # each row NCCL's choice among what its log's NCCL_ALGO / NCCL_PROTO allowed, unless given here
     algos = [chosen[o] if algorithm != "auto" else a for (o, _, _), (a, _) in zip(rows, allowed)]
     protos = [None if opts.protocol != "auto" else p for _, p in allowed]

@@ -50,6 +50,9 @@ DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float"
           "f8e5m2")
 #: older nccl-tests' names of the same types (before NCCL 2.10's ncclAvg: "char", "int")
 _DTYPE_ALIASES = {"char": "int8", "int": "int32"}
+#: bytes an element of each data type (nccl-tests src/common.cu wordSize; NCCL's ncclTypeSize)
+ELEMENT_BYTES = {"int8": 1, "uint8": 1, "f8e4m3": 1, "f8e5m2": 1, "half": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
+                 "float": 4, "int64": 8, "uint64": 8, "double": 8}
 _INTS = ("int8", "uint8", "int32", "uint32", "int64", "uint64")
 _FP8 = ("f8e4m3", "f8e5m2")
 

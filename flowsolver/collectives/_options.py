@@ -12,7 +12,7 @@ from ..routing import POLICIES, policy_of
 from ._algorithms import ALGORITHMS
 from ._allowed import algorithm_choice, protocol_choice
 from ._host import host_floor, with_host
-from ._nccl import DEFAULT_CHUNK, OPS, PROTOCOLS, base_latency, reduction
+from ._nccl import DEFAULT_CHUNK, ELEMENT_BYTES, OPS, PROTOCOLS, base_latency, reduction
 from ._option_values import (MAX_HOST_OVERHEAD, _efficiency, _real, _seconds, check_efficiency_keys,  # noqa: F401
                              nccl_release)
 
@@ -280,6 +280,11 @@ def check_call(op, algorithm, size, options: Options, several: bool = False):
         check_algorithm(op, algorithm)
     if _checks.positive_number("size", size, "bytes") > MAX_SIZE:
         raise ValueError(f"size must be at most 2**64 bytes (NCCL's and nccl-tests' counts are size_t), got {size!r}")
+    element = ELEMENT_BYTES.get(options.dtype, 1)
+    if size < element:
+        # nccl-tests' count is size / wordSize: below one element it runs nothing (count 0)
+        raise ValueError(f"size must hold at least one {options.dtype} element ({element} B), got {size!r} bytes: "
+                         f"a collective of less moves nothing")
     if op in ("broadcast", "reduce") and "Simple" not in options.protocols:
         raise ValueError(f"protocol for {op} must be 'auto' or 'Simple', got {options.protocol!r} (a list must allow "
                          "Simple): its chain is timed with the Simple protocol (LL's and LL128's bandwidth on it is not "

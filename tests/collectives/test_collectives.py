@@ -57,7 +57,7 @@ CASES = [("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather", "rin
 def test_time_matches_alpha_beta_formula_on_a_single_switch(op, algorithm, p):
     if algorithm == "halving_doubling" and p & (p - 1):
         with pytest.raises(ValueError, match="needs a power-of-two number of ranks, got 3"):
-            collective(single_switch(p), op, 1.0, algorithm=algorithm)
+            collective(single_switch(p), op, 4.0, algorithm=algorithm)
         return
     n, chunk = 2**30, 2**24
     r = collective(single_switch(p), op, n, algorithm=algorithm, step_latency=ALPHA, base_latency=0.0,
@@ -134,9 +134,9 @@ def test_results_and_errors():
     with pytest.raises(ValueError, match="size must be a finite number of bytes > 0"):
         collective(g, "all_reduce", -1.0)
     with pytest.raises(ValueError, match="ranks must be distinct GPU ranks: rank 0 is given twice"):
-        collective(g, "all_reduce", 1.0, ranks=[0, 0, 1, 2])        # said "at least 2", of 3 distinct
+        collective(g, "all_reduce", 4.0, ranks=[0, 0, 1, 2])        # said "at least 2", of 3 distinct
     with pytest.raises(ValueError, match="ranks must be at least 2 distinct GPU ranks"):
-        collective(g, "all_reduce", 1.0, ranks=[3])
+        collective(g, "all_reduce", 4.0, ranks=[3])
 
 
 def test_hash_collisions_slow_an_inter_server_all_reduce_and_are_named():
