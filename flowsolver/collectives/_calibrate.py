@@ -7,6 +7,7 @@ what a log cannot tell stays at the library's value and is named. The result is 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -267,7 +268,9 @@ def _without_nvls(graph, logs, cal, residuals, *, ranks, op, iterations, options
     the logs are faster than a run without NVLS allows (its efficiency capped at 1)."""
     names = sorted({a for o in cal.ops for a in NCCL_ALGORITHMS[o]} - _NVLS)
     try:
-        other = calibrate(graph, logs, ranks=ranks, op=op, algorithm=names, iterations=iterations, **options)
+        with warnings.catch_warnings():     # what the logs hold was said by the fit itself, once
+            warnings.simplefilter("ignore")
+            other = calibrate(graph, logs, ranks=ranks, op=op, algorithm=names, iterations=iterations, **options)
     except ValueError:          # an op that runs only NVLS here: nothing to compare
         return []
     if not other.efficiency or any(e >= 1.0 for e in other.efficiency.values()):

@@ -40,8 +40,8 @@ def test_step_factor_is_an_integer_as_in_nccl_tests(capsys, factor):
 def test_an_integer_step_factor_gives_nccl_tests_sizes(capsys):
     import json
 
-    # nccl-tests' loop: size = minBytes, size *= stepFactor while size <= maxBytes: 1, 3, 9 bytes
-    assert main(["collective", "--nodes", "1", "-b", "1", "-e", "9", "-f", "3", "--json"]) == 0
+    # nccl-tests' loop: size = minBytes, size *= stepFactor while size <= maxBytes: 1, 3, 9 bytes (int8: a byte an element)
+    assert main(["collective", "--nodes", "1", "-b", "1", "-e", "9", "-f", "3", "--dtype", "int8", "--json"]) == 0
     assert [r["size"] for r in json.loads(capsys.readouterr().out)] == [1, 3, 9]
 
 
