@@ -260,7 +260,9 @@ def collective(graph, op: str, size: float, *, ranks=None, algorithm: str = "aut
         The NCCL release the call runs on (``"2.18"``, ``"2.18.3-1"``; default: NCCL as of 2.30,
         whose rules the model follows). Before 2.20 NCCL shrank a tree Simple all-reduce's
         chunk with the tree's depth (``calcCollChunking``): with an older release that rule
-        times the tree's pipeline (:class:`~flowsolver.CollectiveOptions`).
+        times the tree's pipeline (:class:`~flowsolver.CollectiveOptions`). A release runs only
+        the algorithms it has (no NVLS before 2.17, none for all-gather / reduce-scatter in 2.18,
+        no NVLSTree before 2.18, no PAT before 2.23): ``algorithm=`` naming another is a ValueError.
     protocol : {"auto", "LL", "LL128", "Simple"} or a list of them
         NCCL protocol (``"auto"``: NCCL's choice by size; a list: its choice among those,
         ``NCCL_PROTO=^LL128`` is ``["LL", "Simple"]``). NCCL's latencies and per-protocol

@@ -15,7 +15,7 @@ from ._dual import lesser
 from ._nccl import _NVLS_BY_GENERATION, PROTOCOLS, nvls_reduces, scaled_sum
 
 __all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "NVLS_MAX_ARITY", "tuner_latency", "tuner_hops", "tuner_algbw",
-           "enabled", "predict", "tree_correction"]
+           "enabled", "predict", "tree_correction", "FIRST_RELEASE", "release_lacks"]
 
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
 #: flowsolver names of NCCL's algorithms (CollNet is left out: no fabric here offers
@@ -190,11 +190,15 @@ def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False, redop: s
     :func:`~._nccl.reduction`): NVLS and NVLSTree reduce only what the NVSwitch reduces
     (:func:`~._nccl.nvls_reduces`; an all-gather reduces nothing, src/enqueue.cc:425-426),
     PAT's reduce-scatter no scaled sum (avg: :func:`~._nccl.scaled_sum`). ``nccl``: the release
-    ``(major, minor)`` whose default LL128 rule applies (None: 2.30's; :func:`_ll128_paths`).
+    ``(major, minor)`` whose default LL128 rule applies (None: 2.30's; :func:`_ll128_paths`) and
+    whose algorithms (:func:`release_lacks`: no NVLS before 2.17, no NVLSTree before 2.18, no PAT
+    before 2.23).
 
     >>> enabled("nvls", "LL", "all_reduce", Hardware(8, 1, "hopper", nvls=True)), enabled("pat", "Simple", "all_gather", Hardware(4, 4))
     (False, True)
     """
+    if release_lacks(algorithm, op, nccl):
+        return False
     simple_only = algorithm in ("nvls", "nvls_tree", "pat")
     if (simple_only and protocol != "Simple") or protocol not in hw.protocols:
         return False
@@ -423,6 +427,41 @@ def _older(hw, nccl):
     if nccl < (2, 10):
         out["ring_ll128"] = out["tree_ll128"] = "per-op"
     return out
+
+
+#: The first NCCL release (``(major, minor)``) with each algorithm NCCL may choose beside the
+#: ring and the tree (which every 2.x has), by op: NVLS from 2.17 (``#define NCCL_ALGO_NVLS 4``,
+#: v2.17.1-1 src/include/devcomm.h:23; v2.16.5-1:18 ``NCCL_NUM_ALGORITHMS 4``, Tree, Ring, CollNet
+#: only), its all-gather and reduce-scatter too (v2.17.1-1 tuning.cc:143-144); NVLSTree from 2.18
+#: (``#define NCCL_ALGO_NVLS_TREE 5``, v2.18.1-1 devcomm.h:24); PAT from 2.23 (``#define
+#: NCCL_ALGO_PAT 6``, v2.23.4-1 src/include/nccl_common.h:61)
+FIRST_RELEASE = {("nvls", "all_reduce"): (2, 17), ("nvls", "all_gather"): (2, 17),
+                 ("nvls", "reduce_scatter"): (2, 17), ("nvls_tree", "all_reduce"): (2, 18),
+                 ("pat", "all_gather"): (2, 23), ("pat", "reduce_scatter"): (2, 23)}
+#: 2.18's tuner times NVLS for no all-gather or reduce-scatter (``if (coll == ncclFuncAllGather
+#: && a != NCCL_ALGO_RING) continue;``, v2.18.1-1 tuning.cc:159-160 .. v2.18.6-1:168-169: no
+#: time, so NCCL never runs it, NCCL_ALGO=NVLS included); 2.19 times it again (v2.19.1-1:168-169)
+_NVLS_GATHER_OFF = (2, 18)
+
+
+def release_lacks(algorithm, op, nccl) -> str | None:
+    """Why NCCL release ``nccl`` (``(major, minor)``; None: the newest, which has every algorithm)
+    runs ``algorithm`` for ``op`` on no ranks at all (:data:`FIRST_RELEASE`), or None.
+
+    >>> release_lacks("nvls", "all_reduce", (2, 16))
+    'NCCL 2.16 has no NVLS (first in NCCL 2.17)'
+    >>> release_lacks("nvls", "all_reduce", (2, 17)) is None, release_lacks("ring", "all_gather", (2, 8)) is None
+    (True, True)
+    """
+    if nccl is None:
+        return None
+    name = {"nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT"}.get(algorithm, algorithm)
+    first = FIRST_RELEASE.get((algorithm, op))
+    if first is not None and nccl < first:
+        return f"NCCL {nccl[0]}.{nccl[1]} has no {name} (first in NCCL {first[0]}.{first[1]})"
+    if algorithm == "nvls" and op != "all_reduce" and nccl[:2] == _NVLS_GATHER_OFF:
+        return f"NCCL 2.18 runs NVLS for all-reduce only (2.17 ran it for {op} too, and 2.19 on again)"
+    return None
 
 
 def _ring_ll_share(op, hw, nccl) -> float:

@@ -15,8 +15,8 @@ from ._channels import P2P_CHANNEL_SHARE, nvls_channel_count
 from ._dual import greater, lesser
 from ._nccl import PROTOCOLS, busbw_factor, is_fp8
 from ._pipeline import PIPELINE, channels_used, pipeline_time, step_message
-from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, NVLS_MAX_ARITY, enabled, tree_correction, tuner_algbw,
-                          tuner_hops, tuner_latency)
+from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, NVLS_MAX_ARITY, enabled, release_lacks, tree_correction,
+                          tuner_algbw, tuner_hops, tuner_latency)
 
 __all__ = ["transfer_of", "tuned_times", "tuned_time", "nccl_pick", "steady_parts", "why_not_tuned", "rescaled", "runs",
            "slow_paths_of", "path_excess", "net_cells", "lazy_net_cells"]
@@ -97,6 +97,10 @@ def runs(algorithm, protocol, op, hw, options) -> bool:
 def why_not_tuned(algorithm, op, hw, options) -> str | None:
     """Why NCCL would not run ``algorithm`` for ``op`` on ``hw`` with the asked protocol, reduction
     op and data type."""
+    if lacks := release_lacks(algorithm, op, options.nccl_version):
+        major, minor = options.nccl_version
+        return f"is not run by NCCL for {op} at nccl_version {major}.{minor}: {lacks}"
+
     def on(p):
         return enabled(algorithm, p, op, hw, redop=options.redop, dtype=options.dtype, nccl=options.nccl_version)
     if not any(on(p) for p in PROTOCOLS):

@@ -71,7 +71,8 @@ class CollectiveOptions:
         The NCCL release the call runs on, ``"2.18"`` or ``"2.18.3-1"`` (default: NCCL as of 2.30,
         whose rules the model follows): the rules that changed since and that the model keeps
         apply as that release had them (:data:`~flowsolver.collectives._pipeline.TREE_DEPTH_CHUNKS_UNTIL`:
-        before 2.20 NCCL shrank a tree Simple all-reduce's chunk with the tree's depth).
+        before 2.20 NCCL shrank a tree Simple all-reduce's chunk with the tree's depth), and NCCL
+        chooses among the algorithms that release has (``_nccl_model.FIRST_RELEASE``).
     candidates : {"nccl", "all"}
         What ``algorithm="auto"`` chooses from (:func:`~flowsolver.collective` only).
     model : Calibration, optional
