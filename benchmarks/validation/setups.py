@@ -1137,8 +1137,16 @@ TRAINING_SOURCES: dict[str, TrainingSource] = {
         {"b200": "dgx_b200_ndr"}, "NeMo/Megatron", note="DGX-B200, fabric not stated: DGX SuperPOD NDR"),
     "nemo-docs-perf-summary-25.07": TrainingSource(
         {"gb200": "dgx_gb200_nvl72"}, "NeMo/Megatron", note="DGX-GB200 NVL72, fabric between racks not stated"),
+    # The Llama 3 Herd of Models, section 3.3.2 (the layouts' own paper; table 4 gives the rows): FSDP that shards
+    # the optimizer and gradients but keeps the weights after the forward (ZeRO 2: "we do not reshard after forward
+    # computation"), the interleaved 1F1B schedule, the first and last stages one layer short so that "the first
+    # model chunk on the first stage has only the embedding" (a chunk is one layer: 8 virtual stages of 126 + 2
+    # layers over PP 16), ranks ordered TP, CP, PP, DP from the fastest links; tests/training/
+    # test_training_published.py runs the same layouts. Without them (vp 1, zero 1 until 2026-12-07) the rows
+    # read +13.6 / +39.7 / +17.0 % slow: a 16-microbatch pipeline of 16 stages idle 15/16 of a step.
     "llama3-meta-sc24": TrainingSource(
         {"": "dgx_h100_ndr"}, "Meta (Llama 3)",
+        dict(vp=8, zero=2, order="tp-cp-pp-dp"),
         note="Meta's 24K-GPU RoCE cluster (400 Gb/s a GPU): the closest catalogue cluster, DGX H100 + NDR 400G"),
     # InternLM's train_performance.md (held out, corpus21): the 7B on 8-1024 A100 with its Hybrid ZeRO; flash
     # attention (use_flash_attn=True in configs/7B_sft.py; Flash-Attention v1.0.5 in doc/en/install.md, run as the
