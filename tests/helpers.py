@@ -21,6 +21,17 @@ def corpus_curve(name):
     return {int(r["size_bytes"]): float(r["time_us"]) for r in rows}
 
 
+def corpus_case(name, nodes, per_node):
+    """``(graph, ranks, {size bytes: time us})`` of the corpus curve ``name`` on ``nodes`` x
+    ``per_node`` GPUs, on the cluster benchmarks/validation/setups.py builds for it."""
+    import sys
+    sys.path.insert(0, str(CORPUS.parent))
+    import setups
+
+    graph, ranks = setups.curve_placement(setups.CURVES[name], nodes, per_node)
+    return graph, ranks, corpus_curve(name)
+
+
 def kind_count(g, kind, role=None):
     return sum(1 for _, d in g.nodes(data=True)
                if d.get("kind") == kind and (role is None or d.get("role") == role))

@@ -9,7 +9,6 @@
 - ``llMaxBws`` Hopper one node 87.7 before 2.21 (v2.20.5-1 tuning.cc:89), 141.0 from 2.21.
 """
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from flowsolver import collective
 from flowsolver.collectives._nccl_model import Hardware, tuner_algbw
 
-from ..helpers import corpus_curve
+from ..helpers import corpus_case
 
 GB, KIB, MIB = 1e9, 1024, 1 << 20
 
@@ -79,12 +78,7 @@ def test_abci_one_node_nccl_2_8_ring_ll_held_out():
     """ABCI A node, 8 A100 on NVSwitch, NCCL 2.8.4 (the corpus's abci-a-1x8A100-allreduce; no
     constant fitted with this rule): NCCL's ring LL at 64-256 KiB with 2.8's quarter of the bus
     bandwidth is within 25 % of the measured times, where 2.30's half is 23-37 % fast."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "validation"))
-    import setups as S
-
-    setup = S.CURVES["abci-a-1x8A100-allreduce"]
-    graph, ranks = S.curve_placement(setup, 1, 8)
-    measured = corpus_curve("abci-a-1x8A100-allreduce")
+    graph, ranks, measured = corpus_case("abci-a-1x8A100-allreduce", 1, 8)
     for size in (64 * KIB, 128 * KIB, 256 * KIB):
         r = collective(graph, "all_reduce", size, ranks=ranks, nccl_version="2.8.4-1")
         assert (r.algorithm, r.protocol) == ("ring", "LL")

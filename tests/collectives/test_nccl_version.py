@@ -3,16 +3,13 @@ all-reduce's chunk with the tree's depth (src/enqueue.cc calcCollChunking of v2.
 the depth ``nRanks / nNodes - 1 + log2i(nNodes)`` of src/graph/connect.cc); 2.20.3 dropped it.
 Expected chunks are NCCL's loops evaluated by hand."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
 import topologies as tp
 from flowsolver import CollectiveOptions, collective
 from flowsolver.collectives._pipeline import _tree_chunk
 
-from ..helpers import corpus_curve
+from ..helpers import corpus_case
 
 KIB, MIB = 1024, 1 << 20
 
@@ -64,12 +61,7 @@ def test_polaris_nccl_2_18_tree_simple_held_out():
     alcf-polaris-8x4A100-allreduce; no constant was fitted on it with this rule): at 512 KiB -
     2 MiB NCCL's tree Simple with 2.18's chunks is within 25 % of the measured times, where
     2.30's 512 KiB chunks price the tree's depth at 89-262 % slow."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "validation"))
-    import setups as S
-
-    setup = S.CURVES["alcf-polaris-8x4A100-allreduce"]
-    graph, ranks = S.curve_placement(setup, 8, 4)
-    measured = corpus_curve("alcf-polaris-8x4A100-allreduce")
+    graph, ranks, measured = corpus_case("alcf-polaris-8x4A100-allreduce", 8, 4)
     for size in (512 * KIB, 1 * MIB, 2 * MIB):
         r = collective(graph, "all_reduce", size, ranks=ranks, nccl_version="2.18")
         assert (r.algorithm, r.protocol) == ("tree", "Simple")
