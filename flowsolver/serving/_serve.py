@@ -206,12 +206,13 @@ def _most(spec) -> int:
     return spec_bounds(spec)[1]
 
 
-def _kv_capacity(sm: StepModel, memory_utilization: float, token_budget: int = 8192,
+def _kv_capacity(sm: StepModel, memory_utilization: float, step_tokens: int = 8192,
                  accounting: str = "vllm") -> float:
     """KV tokens one attention rank of a pipeline engine holds: the KV cache bytes a GPU keeps
     (:func:`flowsolver.serving._memory.kv_cache_bytes`: its memory, ``memory_utilization`` under
     the engine's ``accounting``, less its weights (all its experts), the peak activation of a
-    prefill step of ``token_budget`` tokens (:func:`~flowsolver.serving._memory.step_activation_bytes`)
+    prefill step of ``step_tokens`` tokens (``token_budget``, or the longest prompt where that is
+    more; :func:`~flowsolver.serving._memory.step_activation_bytes`)
     and the runtime's memory outside tensors (:func:`~flowsolver.serving._memory.runtime_bytes`:
     CUDA context, libraries, NCCL buffers where the instance has more than one GPU)), over the KV
     bytes per token it keeps, shared by the ``pp`` engines a pipeline keeps in flight. A
@@ -223,15 +224,15 @@ def _kv_capacity(sm: StepModel, memory_utilization: float, token_budget: int = 8
     local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
     weights = (WEIGHT_BYTES[sm.precision] * m.layers * (m.attention_params + local_mlp)
                + EMBEDDING_BYTES * m.embedding_params) / (lay.tp * lay.pp)      # embedding, LM head bf16
-    activation = step_activation_bytes(m, tokens=token_budget, tp=lay.tp, ep=lay.ep)
+    activation = step_activation_bytes(m, tokens=step_tokens, tp=lay.tp, ep=lay.ep)
     runtime = runtime_bytes(accounting, lay.size)
     free = kv_cache_bytes(gpu.memory, memory_utilization, weights, activation, runtime, accounting)
     if free <= 0:
         raise ValueError(f"{m.name} does not fit: {weights / 1e9:.1f} GB of weights, {activation / 1e9:.1f} GB of "
-                         f"activations for a {token_budget}-token step and {runtime / 1e9:.1f} GB of runtime memory "
+                         f"activations for a {step_tokens}-token step and {runtime / 1e9:.1f} GB of runtime memory "
                          f"per GPU with tp={lay.tp}, pp={lay.pp}, ep={lay.ep} on a {gpu.name} ({gpu.memory / 1e9:.1f} GB, "
                          f"memory_utilization {memory_utilization:g} under {accounting}'s accounting): raise tp, pp "
-                         f"or ep, or lower token_budget")
+                         f"or ep, or lower token_budget (and the longest prompt, where it is longer)")
     per_token = sm.kv_bytes_per_token / (sm.kv_shards * lay.pp)
     return math.floor(free / per_token / lay.pp)
 
@@ -282,8 +283,10 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     token_budget : int
         Prompt tokens per prefill step of an instance (a longer prompt runs alone): vLLM's
         ``max_num_batched_tokens``, TensorRT-LLM's ``max_num_tokens``. The peak activation of a
-        step of that many tokens comes out of the KV cache, as both engines' profiling takes it
-        out (``memory_utilization`` below).
+        step of that many tokens (or of the longest prompt ``prompt`` allows, where that is more:
+        it runs as one step) comes out of the KV cache, as both engines' profiling takes it out
+        (vLLM without chunked prefill requires ``max_num_batched_tokens >= max_model_len``;
+        ``memory_utilization`` below).
     precision : {"bf16", "fp8"}
         Weights and GEMMs; ``kv_bytes`` (bytes per cached key or value element, default 2, at
         least 1/8: one bit, :data:`KV_BYTES_MIN`) and ``a2a_bytes`` (bytes per value in the EP
@@ -415,7 +418,9 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     first = next(iter(models.values()))
     # each pool admits against its own KV cache (a prefill pool's instances hold a step's prompts,
     # a decode pool's whole sequences; tokens an attention rank), its own max_batch x ep sequences
-    capacities = {name: float(_kv_capacity(sm, memory_utilization, token_budget, memory_accounting))
+    # the peak step: token_budget tokens, or the longest prompt where that is more (it runs alone, one
+    # step; adv23 F2: a 100,000-token prompt at token_budget 512 kept a 512-token step's activation)
+    capacities = {name: float(_kv_capacity(sm, memory_utilization, longest, memory_accounting))
                   for name, sm in models.items()}
     seqs = {name: max_batch * lay.ep for name, lay in pools.items()}
     decoding = "colocated" if "colocated" in pools else "decode"
