@@ -18,7 +18,8 @@ from ._layout import edge_index
 from ._p2p import channels_run, least_transfer, nccl_view
 from ._algorithms import NCCL_ALGORITHMS
 from ._nccl import DEFAULT_CHUNK, busbw_factor
-from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, communicator_options, merged_options
+from ._options import (CollectiveOptions, Options, check_call, check_efficiency_keys, check_split, communicator_options,
+                       merged_options)
 from ._results import CollectiveResult, Derivation, TunedFormula
 from ._solve import Job, TimedScenario, time_many, time_plans
 from ._nccl_timing import (lazy_net_cells, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
@@ -333,6 +334,7 @@ def collective_with(graph, op, size, ranks, algorithm, options: Options, model=N
     if checked_model(model, graph) is not None:
         options = model.apply(options)
     groups = row_groups(graph, op, ranks) if as_tested else [ranks]
+    check_split(op, size, len(gpu_nodes(graph)) if groups[0] is None else len(groups[0]), options)
     result, = solve_collective(graph, op, float(size), groups, algorithm, options, model=model)
     if result.status != Status.OK:
         raise ValueError(result.message)
@@ -395,5 +397,6 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     if model is not None:
         model.check(graphs[0])
         options = model.apply(options)
+    check_split(op, size, len(gpu_nodes(graphs[0])) if ranks is None else len(list(ranks)), options)
     return solve_collective(graphs[0], op, float(size), [ranks], algorithm, options, variants=graphs, model=model,
                             communicator=communicator)

@@ -20,7 +20,7 @@ from ._hardware import describe, laid_out
 from ._layout import participants, unavailable
 from ._p2p import least_transfer, with_communicator
 from ._nccl import DEFAULT_CHUNK
-from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, merged_options
+from ._options import CollectiveOptions, Options, check_call, check_efficiency_keys, check_split, merged_options
 from ._results import ConcurrentResult
 from ._schedules import schedule
 from ._solve import route_step, solve_steps, step_latencies, step_peer_latency
@@ -61,6 +61,7 @@ def _plan(graph, spec, options):
         chooser = replace(opts, tuner=tuned, protocol=opts.protocol if limited or not tuned else "auto")
         algorithm = collective_with(graph, spec["op"], spec["size"], spec.get("ranks"), "auto", chooser).algorithm
     ranks, layout = laid_out(graph, spec["op"], spec.get("ranks"), opts.channels)
+    check_split(spec["op"], spec["size"], len(ranks), opts)
     if why := unavailable(algorithm, len(ranks), layout):
         raise ValueError(f"algorithm {algorithm!r} {why}")
     # an algorithm NCCL's cost model times from the ring's flows (NVLSTree, PAT, NVLS all-gather)

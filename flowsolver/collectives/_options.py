@@ -270,6 +270,20 @@ class Options:
 MAX_SIZE = 2.0 ** 64
 
 
+#: the ops whose size is split among the ranks (nccl-tests' count / nranks a rank)
+SPLIT_OPS = ("all_gather", "reduce_scatter", "all_to_all")
+
+
+def check_split(op, size, ranks: int, options: Options) -> None:
+    """ValueError where ``op`` splits ``size`` among ``ranks`` ranks into less than one
+    ``options.dtype`` element a rank (nccl-tests: ``count / nranks`` elements a rank, 0 below:
+    all_gather.cu, reduce_scatter.cu, alltoall.cu): such a call moves nothing (adv23 F3)."""
+    element = ELEMENT_BYTES.get(options.dtype, 1)
+    if op in SPLIT_OPS and size < ranks * element:
+        raise ValueError(f"size must hold at least one {options.dtype} element ({element} B) a rank for {op}, which "
+                         f"splits it among its {ranks} ranks: at least {ranks * element} B, got {size!r}")
+
+
 def check_call(op, algorithm, size, options: Options, several: bool = False):
     """ValueError naming the first bad argument of a collective call; the algorithm, several
     names (where ``several`` allows them) as :func:`~._allowed.algorithm_choice` puts them."""

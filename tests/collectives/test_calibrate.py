@@ -59,7 +59,7 @@ def test_a_launch_latency_reaches_the_flow_timed_ops_and_is_fitted_from_them(op,
     # calibration's launch latency, and their logs left it "not constrained" (36-70 % off)
     g = tp.rail_optimized(nodes=2)
     truth = Calibration(efficiency={}, latency_scale=1.0, ranks=16, ops=(), launch_latency=30e-6)
-    plain, more = (collective(g, op, 8, ranks=ranks, model=m).time for m in (None, truth))
+    plain, more = (collective(g, op, 64, ranks=ranks, model=m).time for m in (None, truth))
     assert more - plain == pytest.approx(30e-6, rel=1e-9)
     rows = [(s, collective(g, op, s, ranks=ranks, model=truth).time) for s in (2**k for k in range(8, 28, 3))]
     devices = "".join(f"#  Rank {i:2d} Group  0 Pid {i} on host{r // 8} device {r % 8} [0x0f] NVIDIA H100\n"
