@@ -112,3 +112,23 @@ def test_serve_takes_a_model_file_as_train_does(tmp_path, capsys):
     assert row["latency_ms"] == pytest.approx(r.static_batch(8).latency * 1e3, rel=1e-9)
     assert main(["serve", "--nodes", "1", "--model", str(tmp_path / "none.json"), "--rate", "1"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_over_several_waves_tpot_is_the_requests_mean_not_the_last_ones():
+    # adv23 F6: 257 requests on a 256-sequence engine read the 257th request's decode alone
+    # (6.15 ms a token, against 18.7 for 256): tpot is each request's (finish - first token) /
+    # (output - 1), averaged over the batch
+    import warnings
+
+    import flowsolver as fs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = fs.serve(tp.rail_optimized(nodes=1), "llama-3-8b", rate=1.0, duration=1.0, prompt=128, output=64, tp=1,
+                     max_batch=256, token_budget=256 * 128)
+    one, more = r.static_batch(256), r.static_batch(257)
+    assert one.waves == 1 and more.waves == 2
+    t = more.trace
+    assert more.tpot == pytest.approx(float(np.mean((t.finish - t.first_token) / 63)), rel=1e-12)
+    # every request of the first 256 decodes at least as slowly as in the batch of 256 alone
+    assert more.tpot >= 255 / 257 * one.tpot
