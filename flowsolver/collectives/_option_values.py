@@ -80,6 +80,10 @@ def nccl_release(version) -> tuple | None:
 
     >>> nccl_release("2.18.3-1"), nccl_release((2, 30)), nccl_release(None)
     ((2, 18), (2, 30), None)
+    >>> nccl_release("3.0")
+    Traceback (most recent call last):
+    ...
+    ValueError: nccl_version must be an NCCL release such as "2.18" or "2.18.3-1" (from 2.0), got '3.0'
     >>> nccl_release("2.x")
     Traceback (most recent call last):
     ...
@@ -93,7 +97,7 @@ def nccl_release(version) -> tuple | None:
         release = (int(m.group(1)), int(m.group(2)))
     else:
         release = None
-    if release is None or release < (2, 0):
+    if release is None or release < (2, 0) or release[0] > 2:     # NCCL 2's releases (2.0 - 2.x); no 3.x exists
         raise ValueError(f"nccl_version must be an NCCL release such as \"2.18\" or \"2.18.3-1\" (from 2.0), "
                          f"got {_checks._plain(version)!r}")
     return release
