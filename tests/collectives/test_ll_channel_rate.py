@@ -121,3 +121,18 @@ def test_a_nvlink_at_seventy_percent_never_makes_a_small_all_gather_faster():
     g = tp.rail_optimized(2)
     h = tp.degrade_links(g, [("s0/gpu0", "s0/nvswitch")], 0.7)
     assert _time(h, "all_gather", 64 * KIB) >= _time(g, "all_gather", 64 * KIB) * (1 - 1e-9)
+
+
+@pytest.mark.xfail(strict=True, reason="within one node a running ring LL channel moves its share among the "
+                   "doubled rings, 0.5 x 370.8 / 24 = 7.7 GB/s of bus bandwidth on one DGX H100: 16 -> 32 KiB rises "
+                   "3.71 us against 1.40 measured; a whole ring's 0.5 x bw a channel (1.86 us) held the A100 and "
+                   "B200 sources worse (docs/collective-timing.md, fix23f)")
+def test_one_channels_slope_on_a_dgx_h100_against_dgxc():
+    # NVIDIA dgxc-benchmarking's DGX H100 all-reduce log (corpus curve dgxc-dgxh100-1x8-allreduce,
+    # out of place, github.com/NVIDIA/dgxc-benchmarking nccl/README.md @841f5466): 16 KiB 17.93
+    # us, 32 KiB 19.33, both on one ring LL channel (8 ranks: < 2 x 512 threads x 8 B x 8 ranks):
+    # +1.40 us for 16 KiB, a channel ~20.5 GB/s of bus bandwidth (16 KiB x 2 x 7 / 8 / 1.40 us)
+    g = tp.rail_optimized(1, server="dgx_h100")
+    assert fs.collective(g, "all_reduce", 32 * KIB).channels_run == 1
+    slope = _time(g, "all_reduce", 32 * KIB) - _time(g, "all_reduce", 16 * KIB)
+    assert slope < 1.5 * 1.40e-6, round(slope * 1e6, 2)
