@@ -14,13 +14,14 @@ import numpy as np
 
 import topologies as tp
 
-from .. import nccl_tests
+from .. import _checks, nccl_tests
 from ..routing import link_efficiency
 from ._calibrate_checks import ranks_from_busbw  # noqa: F401  (tests read it here)
 from ._calibrate_rows import _rows, fit_over
 from ._calibration import Calibration, FittedParameter
 from ._calibrate_model import RowModel, row_time
 from ._nccl import OPS
+from ._option_values import nccl_release
 from ._options import Options, check_call
 from ._pipeline import PIPELINE
 from ._nccl_timing import transfer_of
@@ -182,6 +183,13 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         check_call(op, algorithm, 8.0, opts, several=True)    # as collective() words it, before any log is read
     # placed: each row's ranks; settings: its log's NCCL settings as collective() keywords (pxn, channels)
     rows, n, allowed, reductions, per_thread, placed, settings, unmodelled = _rows(logs, graph, ranks, op)
+    if options.get("nccl_version") is not None:     # the call's release wins over the logs' version lines: said
+        logged = sorted({str(s["nccl_version"]) for s in settings if s.get("nccl_version")
+                         and nccl_release(s["nccl_version"]) != opts.nccl_version})
+        if logged:
+            _checks.warn_at_caller(f"nccl_version={options['nccl_version']!r} is applied to every row, over the logs' "
+                                   f"NCCL version lines ({', '.join(logged)}): leave it out to fit each log with "
+                                   f"its own release's rules")
     chosen = {o: check_call(o, algorithm, 8.0, opts, several=True) for o in sorted({o for o, _, _ in rows})}
     # each row NCCL's choice among what its log's NCCL_ALGO / NCCL_PROTO allowed, unless given here
     algos = [chosen[o] if algorithm != "auto" else a for (o, _, _), (a, _) in zip(rows, allowed)]

@@ -163,3 +163,17 @@ def test_a_logs_nccl_version_applies_that_releases_rules():
     cal = calibrate(g, [df])
     for tech, eff in cal.efficiency.items():
         assert eff == pytest.approx(link_efficiency(tech), rel=0.02)
+
+
+def test_a_release_given_over_the_logs_version_line_is_said():
+    # calibrate(nccl_version=) applies one release to every row; a log printing another release's
+    # version line is fitted under the given one: a warning names both (adv23 F7: it was silent)
+    g = tp.rail_optimized(nodes=2)
+    rows = [(s, collective(g, "all_reduce", s, nccl_version="2.18").time) for s in SIZES]
+    df = nccl_tests.read(_log("all_reduce", 16, 8, rows, ["NCCL version 2.18.3+cuda12.2"]), op="all_reduce")
+    with pytest.warns(UserWarning, match=r"nccl_version='2.21' is applied to every row, over the logs' NCCL version "
+                                         r"lines \(2.18.3\)"):
+        calibrate(g, [df], nccl_version="2.21")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # the same release as the log's: nothing to say
+        calibrate(g, [df], nccl_version="2.18")
