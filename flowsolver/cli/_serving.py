@@ -58,6 +58,13 @@ def add_serve(sub, fmt) -> None:
     s.add_argument("--max-batch", type=int, default=256, help="sequences per attention rank (default %(default)s)")
     s.add_argument("--token-budget", type=int, default=8192, help="prompt tokens per prefill step (default 8192)")
     s.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="weights (default %(default)s)")
+    s.add_argument("--memory-utilization", type=float, default=None,
+                   help="the engine's memory fraction, read as --memory-accounting says (default 0.9, vLLM's "
+                        "gpu_memory_utilization); the KV cache is what it leaves after the weights, the peak "
+                        "prefill step's activation and the runtime's memory")
+    s.add_argument("--memory-accounting", default="vllm", choices=("vllm", "trtllm"),
+                   help="whose fraction --memory-utilization is: vllm (of the total memory, default) or trtllm "
+                        "(TensorRT-LLM's kv_cache_free_gpu_mem_fraction, of the memory left free; below 1)")
     s.add_argument("--compute-efficiency", type=compute_model, default="auto",
                    help="step model: auto (default: the kernel tables where the GPU has them), kernels, "
                         "or a fraction of the peak (the flat model)")
@@ -71,6 +78,15 @@ def add_serve(sub, fmt) -> None:
     s.add_argument("--request-seed", type=int, default=0, help="seed of the request stream (default 0)")
     s.add_argument("--max-rate", action="store_true",
                    help="also find the largest rate at which 90%% of requests meet the targets (needs a target)")
+
+
+def _memory(args) -> dict:
+    """serve()'s memory keywords from --memory-utilization / --memory-accounting (the library's
+    default fraction where none is given)."""
+    out = {"memory_accounting": args.memory_accounting}
+    if args.memory_utilization is not None:
+        out["memory_utilization"] = args.memory_utilization
+    return out
 
 
 def serve(args) -> None:
@@ -109,7 +125,7 @@ def serve(args) -> None:
                 prefill_gpus=args.prefill_gpus, decode=decode, max_batch=args.max_batch,
                 token_budget=args.token_budget, precision=args.precision, ttft_target=ms(args.ttft_target),
                 tpot_target=ms(args.tpot_target), comm_overlap=args.comm_overlap, seed=args.request_seed,
-                hbm_efficiency=args.hbm_efficiency, **compute_choice(args))
+                hbm_efficiency=args.hbm_efficiency, **_memory(args), **compute_choice(args))
     s = r.summary()
     overloaded = s["utilization"] >= 1.0
     state = ("steady state" if s["steady"] else "overloaded: the service rate" if overloaded
@@ -177,7 +193,7 @@ def _static_batch(args, graph, decode, run, model) -> None:
     r = run(graph, model, rate=float(args.batch), duration=1.0, prompt=lengths["--prompt"],
             output=lengths["--output"], tp=args.tp, pp=args.pp, ep=args.ep, prefill_gpus=args.prefill_gpus,
             decode=decode, max_batch=args.max_batch, token_budget=args.token_budget, precision=args.precision,
-            comm_overlap=args.comm_overlap, hbm_efficiency=args.hbm_efficiency, **compute_choice(args))
+            comm_overlap=args.comm_overlap, hbm_efficiency=args.hbm_efficiency, **_memory(args), **compute_choice(args))
     b = r.static_batch(args.batch)
     lay = ", ".join(f"{name} (tp {v['tp']}, pp {v['pp']}, ep {v['ep']})" for name, v in r.layouts.items())
     lines = [f"# {getattr(model, 'name', model)}, a static batch of {b.batch} requests, {b.prompt} prompt / {b.output} output tokens, "

@@ -30,3 +30,18 @@ def test_plan_job_gpus_is_named(capsys):
                  "--job-gpus", "12"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("flowsolver: error: --job-gpus (12) must be whole servers") and "--gpus" not in err
+
+
+def test_serve_memory_flags_reach_the_kv_cache(capsys):
+    # adv23 F7: the CLI could not give TensorRT-LLM's accounting. A static batch of 32 requests of
+    # 2,048 + 2,048 tokens on one H100 with Llama 3 8B: 131,072 tokens at 128 KiB of KV each, 17.2
+    # GB. At vLLM's 0.9 of the H100's memory, less 16 GB of weights, a 65,536-token step's
+    # activation (~7 GB) and 1.8 GiB of runtime, ~47 GB are left: one wave. At 0.4, ~7 GB: two
+    batch = ["serve", "--nodes", "1", "--model", "llama-3-8b", "--tp", "1", "--batch", "32", "--prompt", "2048",
+             "--output", "2048", "--token-budget", "65536", "--max-batch", "64"]
+    assert main(batch) == 0
+    assert "wave" not in capsys.readouterr().out
+    assert main(batch + ["--memory-utilization", "0.4"]) == 0
+    assert "2 waves" in capsys.readouterr().out
+    assert main(batch + ["--memory-accounting", "trtllm", "--memory-utilization", "1.0"]) == 2
+    assert "must be below 1" in capsys.readouterr().err
