@@ -284,8 +284,9 @@ def _add_collective(sub, fmt) -> None:
     coll.add_argument("--nccl-version", default=None,
                       help="the NCCL release the run uses, e.g. 2.18 or 2.18.3-1 (default: the model's, 2.30's rules; "
                            "with --compare: the log's NCCL version line, which this overrides): an older release's "
-                           "rules where the model keeps one that changed (before 2.20, tree Simple's chunk) and only the "
-                           "algorithms it has (NVLS from 2.17, NVLSTree from 2.18, PAT from 2.23)")
+                           "rules where the model keeps one that changed (its tuner's LL / LL128 bandwidth caps, before "
+                           "2.20 tree Simple's chunk: docs/collective-timing.md) and only the algorithms it has (NVLS "
+                           "from 2.17, NVLSTree from 2.18, PAT from 2.23)")
     coll.add_argument("--redop", default=None, help="reduction op, nccl-tests' -o name: sum, prod, max, min, avg, "
                       "mulsum (default sum, or each --compare row's); NCCL's NVLS and PAT run only some")
     coll.add_argument("--dtype", default=None, help="data type, nccl-tests' -d name (float, half, bfloat16, int8, "

@@ -40,7 +40,7 @@ def add_serve(sub, fmt) -> None:
     _add_output(s)
     s.add_argument("--model", default="llama-3-70b", metavar="PRESET|FILE",
                    help=f"model preset ({', '.join(MODELS)}; default %(default)s) or a .json / .toml file of the "
-                        "model's shape, as train --model takes (newuser22)")
+                        "model's shape, as train --model takes")
     s.add_argument("--rate", type=float, default=None, help="requests per second (Poisson); or --batch")
     s.add_argument("--batch", type=int, default=None,
                    help="a static batch of N requests arriving together on one instance (instead of --rate)")
@@ -87,6 +87,20 @@ def _memory(args) -> dict:
     if args.memory_utilization is not None:
         out["memory_utilization"] = args.memory_utilization
     return out
+
+
+def _why_waves(b, args, layouts) -> str:
+    """What split a static batch into waves, with the flag that lifts it (newuser23: the note
+    listed every possible cause)."""
+    ep = next(iter(layouts.values()))["ep"]
+    why = []
+    if b.batch * b.prompt > args.token_budget:
+        why.append(f"its {b.batch * b.prompt:,} prompt tokens exceed --token-budget {args.token_budget} (one wave "
+                   f"needs --token-budget {b.batch * b.prompt})")
+    if b.batch > args.max_batch * ep:
+        why.append(f"its {b.batch} requests exceed --max-batch {args.max_batch} x ep {ep} sequences")
+    return "; ".join(why) or "its requests' KV cache exceeds what an instance holds (raise --tp or --pp, or " \
+        "--memory-utilization)"
 
 
 def serve(args) -> None:
@@ -204,6 +218,5 @@ def _static_batch(args, graph, decode, run, model) -> None:
              f"throughput {b.throughput:.1f} output tokens/s ({b.throughput_per_gpu:.1f} per GPU; network "
              f"{b.network_share:.1%} of the time)"]
     if b.waves > 1:
-        lines.append(f"note: the batch ran in {b.waves} prefill waves: its prompts exceed --token-budget "
-                     f"{args.token_budget} or it exceeds --max-batch {args.max_batch} x ep sequences or the KV cache")
+        lines.append(f"note: the batch ran in {b.waves} prefill waves: " + _why_waves(b, args, r.layouts))
     emit([b.summary()], args, "\n".join(lines))

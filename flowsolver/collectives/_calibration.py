@@ -128,7 +128,9 @@ class Calibration:
         ``efficiency=`` dict is checked: a mistyped key would apply to no link, silently; a
         ``model=`` that is not a Calibration: :func:`checked_model`)."""
         if len(gpu_nodes(graph)) < self.ranks:
-            raise ValueError(f"model was calibrated on {self.ranks} ranks; this graph has {len(gpu_nodes(graph))} GPUs")
+            raise ValueError(f"model was calibrated on {self.ranks} ranks; this graph has {len(gpu_nodes(graph))} GPUs: "
+                             f"use it on a cluster of at least {self.ranks} GPUs (ranks= / --ranks pick the ones a "
+                             f"call runs on), or calibrate a log of at most {len(gpu_nodes(graph))} ranks")
         try:
             check_efficiency_keys(self.efficiency, [graph])
         except ValueError as err:

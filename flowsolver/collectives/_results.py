@@ -141,9 +141,10 @@ class CollectiveResult:
     time: float
     algbw: float
     busbw: float
-    steps: tuple
-    link_utilization: np.ndarray
-    links: object
+    # (per-link arrays and the steps left out of the printed form: thousands of values; newuser23)
+    steps: tuple = field(repr=False)
+    link_utilization: np.ndarray = field(repr=False)
+    links: object = field(repr=False)
     candidates: dict = field(default_factory=dict)
     pruned: dict = field(default_factory=dict)
     status: Status = Status.OK

@@ -45,3 +45,18 @@ def test_serve_memory_flags_reach_the_kv_cache(capsys):
     assert "2 waves" in capsys.readouterr().out
     assert main(batch + ["--memory-accounting", "trtllm", "--memory-utilization", "1.0"]) == 2
     assert "must be below 1" in capsys.readouterr().err
+
+
+def test_a_static_batchs_waves_are_said_with_their_cause_and_the_flag(capsys):
+    # newuser23: 64 requests of 1,024 prompt tokens under the default --token-budget 8192 ran in 8
+    # waves, and the note listed every possible cause: 65,536 prompt tokens need --token-budget 65536
+    batch = ["serve", "--nodes", "1", "--model", "llama-3-8b", "--tp", "8", "--batch", "64", "--prompt", "1024",
+             "--output", "16"]
+    assert main(batch) == 0
+    out = capsys.readouterr().out
+    assert "its 65,536 prompt tokens exceed --token-budget 8192 (one wave needs --token-budget 65536)" in out
+    assert "--max-batch" not in out.split("note:")[1]
+    assert main(batch + ["--token-budget", "65536"]) == 0
+    assert "note:" not in capsys.readouterr().out
+    assert main(batch + ["--token-budget", "65536", "--max-batch", "16"]) == 0
+    assert "its 64 requests exceed --max-batch 16 x ep 1 sequences" in capsys.readouterr().out
