@@ -32,6 +32,16 @@ def corpus_case(name, nodes, per_node):
     return graph, ranks, corpus_curve(name)
 
 
+def release_points(name, nodes, per_node, sizes, release, op="all_reduce"):
+    """``[(size, measured s, result under NCCL release, result under the model's)]`` of ``op``
+    on the corpus curve ``name``'s cluster (:func:`corpus_case`) at ``sizes``."""
+    from flowsolver import collective
+
+    graph, ranks, measured = corpus_case(name, nodes, per_node)
+    return [(size, measured[size] * 1e-6, collective(graph, op, size, ranks=ranks, nccl_version=release),
+             collective(graph, op, size, ranks=ranks)) for size in sizes]
+
+
 def kind_count(g, kind, role=None):
     return sum(1 for _, d in g.nodes(data=True)
                if d.get("kind") == kind and (role is None or d.get("role") == role))

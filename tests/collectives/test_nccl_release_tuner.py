@@ -16,7 +16,7 @@ import pytest
 from flowsolver import collective
 from flowsolver.collectives._nccl_model import Hardware, tuner_algbw
 
-from ..helpers import corpus_case
+from ..helpers import release_points
 
 GB, KIB, MIB = 1e9, 1024, 1 << 20
 
@@ -78,13 +78,11 @@ def test_abci_one_node_nccl_2_8_ring_ll_held_out():
     """ABCI A node, 8 A100 on NVSwitch, NCCL 2.8.4 (the corpus's abci-a-1x8A100-allreduce; no
     constant fitted with this rule): NCCL's ring LL at 64-256 KiB with 2.8's quarter of the bus
     bandwidth is within 25 % of the measured times, where 2.30's half is 23-37 % fast."""
-    graph, ranks, measured = corpus_case("abci-a-1x8A100-allreduce", 1, 8)
-    for size in (64 * KIB, 128 * KIB, 256 * KIB):
-        r = collective(graph, "all_reduce", size, ranks=ranks, nccl_version="2.8.4-1")
+    for size, measured, r, now in release_points("abci-a-1x8A100-allreduce", 1, 8, (64 * KIB, 128 * KIB, 256 * KIB),
+                                                 "2.8.4-1"):
         assert (r.algorithm, r.protocol) == ("ring", "LL")
-        assert r.time == pytest.approx(measured[size] * 1e-6, rel=0.25), size
-        now = collective(graph, "all_reduce", size, ranks=ranks)
-        assert now.time < 0.8 * measured[size] * 1e-6
+        assert r.time == pytest.approx(measured, rel=0.25), size
+        assert now.time < 0.8 * measured
 
 
 def test_ll128_default_by_release_and_gpu():

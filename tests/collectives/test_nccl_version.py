@@ -9,7 +9,7 @@ import topologies as tp
 from flowsolver import CollectiveOptions, collective
 from flowsolver.collectives._pipeline import _tree_chunk
 
-from ..helpers import corpus_case
+from ..helpers import release_points
 
 KIB, MIB = 1024, 1 << 20
 
@@ -61,10 +61,8 @@ def test_polaris_nccl_2_18_tree_simple_held_out():
     alcf-polaris-8x4A100-allreduce; no constant was fitted on it with this rule): at 512 KiB -
     2 MiB NCCL's tree Simple with 2.18's chunks is within 25 % of the measured times, where
     2.30's 512 KiB chunks price the tree's depth at 89-262 % slow."""
-    graph, ranks, measured = corpus_case("alcf-polaris-8x4A100-allreduce", 8, 4)
-    for size in (512 * KIB, 1 * MIB, 2 * MIB):
-        r = collective(graph, "all_reduce", size, ranks=ranks, nccl_version="2.18")
+    for size, measured, r, now in release_points("alcf-polaris-8x4A100-allreduce", 8, 4, (512 * KIB, 1 * MIB, 2 * MIB),
+                                                 "2.18"):
         assert (r.algorithm, r.protocol) == ("tree", "Simple")
-        assert r.time == pytest.approx(measured[size] * 1e-6, rel=0.25), size
-        now = collective(graph, "all_reduce", size, ranks=ranks)
-        assert now.time > 1.8 * measured[size] * 1e-6
+        assert r.time == pytest.approx(measured, rel=0.25), size
+        assert now.time > 1.8 * measured
