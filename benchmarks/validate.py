@@ -120,6 +120,11 @@ def run_collective(pt: dict) -> dict:
         pt[f"measured_{placement.replace('-', '_')}"] = t
         pt[f"precision_{placement.replace('-', '_')}"] = prec
     primary = next(k for k in ("out-of-place", "unstated", "in-place") if k in pt["halves"])
+    # the log's data type (nccl-tests -d): its element size and what NVLS reduces; "float32" as
+    # some sources write it, none stated: nccl-tests' default float
+    dtype = pt["halves"][primary].get("dtype") or "float"
+    dtype = {"float32": "float", "float64": "double", "float16": "half"}.get(dtype, dtype)
+    pt["dtype"] = dtype
     pt["placement"] = primary
     pt["measured"] = pt[f"measured_{primary.replace('-', '_')}"]
     pt["precision"] = pt[f"precision_{primary.replace('-', '_')}"]
@@ -148,7 +153,7 @@ def run_collective(pt: dict) -> dict:
         for a in (setup.candidates if algorithm == "auto" and setup.candidates else (algorithm,)):
             with Capture() as seen, P2pCapture() as sent:
                 r = collective(graph, op, float(pt["size"]), ranks=ranks, algorithm=a, gpus_per_thread=per_thread,
-                               host_overhead=overhead, nccl_version=release)
+                               host_overhead=overhead, nccl_version=release, dtype=dtype)
             pipe = seen.pipe_of(r.algorithm, r.protocol)
             if pipe is not None:
                 pipe = dict(pipe, gpus_per_thread=per_thread, host_overhead=overhead)
