@@ -460,19 +460,16 @@ def trtllm_bench_settings(model: str, gpu: str, tp_: int, isl: int, osl: int, fr
     requests = available * fraction / (kv_per_token * (isl + osl))
     raw_bs = min(requests, 4096)
     raw_tokens = min(raw_bs * (1 + isl / osl), 32768)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    # finetune_setting: rounded up to a step that grows with the value, never below the least
+    bs = _rounded_up(raw_bs, least=64, steps=((256, 32), (1024, 128), (math.inf, 256)))
+    tokens = _rounded_up(raw_tokens, least=2048, steps=((4096, 256), (8192, 512), (math.inf, 1024)))
     return bs, tokens
+
+
+def _rounded_up(value, least, steps):
+    """``value`` rounded up to the step of the first ``(below, step)`` it is below, at least ``least``."""
+    step = next(step for below, step in steps if value < below)
+    return max(least, step * math.ceil(value / step))
 
 
 #: the page's $num_requests per ISL / OSL

@@ -1,6 +1,7 @@
 """NCCL's tuning model (NCCL 2.30, src/graph/tuning.cc and topo.h; ../shared/REFERENCE.md,
-"NCCL's cost model"): per (algorithm, protocol) its latency and the bandwidth it grants a
-bus bandwidth, and which pairs NCCL enables for an op on a topology (units: s, bytes/s).
+"NCCL's cost model"): per (algorithm, protocol) the bandwidth it grants a bus bandwidth, which
+pairs NCCL enables for an op on a topology, and its predicted time (units: s, bytes/s). Its
+latencies are :mod:`._nccl_latency`'s, an older release's rules :mod:`._nccl_releases`'.
 
 The bus bandwidth ``busbw`` passed in is NCCL's ``nChannels x bw`` of the graph: in
 flowsolver the contention-aware flow solve of the ring on the real fabric provides it.
@@ -13,27 +14,17 @@ from dataclasses import dataclass
 
 from ._dual import lesser
 from ._nccl import _NVLS_BY_GENERATION, PROTOCOLS, nvls_reduces, scaled_sum
+from ._nccl_latency import (_BASE, TUNER_ALGORITHMS, _steps, log2i, tuner_hops,  # noqa: F401 (re-exported)
+                            tuner_latency)
+from ._nccl_releases import (_LL128_BEFORE_2_17, _LL128_PER_OP_BEFORE_2_10, FIRST_RELEASE,  # noqa: F401 (re-exported)
+                             _older, _ring_ll_share, release_lacks)
 
 __all__ = ["Hardware", "TUNER_ALGORITHMS", "GENERATIONS", "NVLS_MAX_ARITY", "tuner_latency", "tuner_hops", "tuner_algbw",
            "enabled", "predict", "tree_correction", "FIRST_RELEASE", "release_lacks"]
 
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
-#: flowsolver names of NCCL's algorithms (CollNet is left out: no fabric here offers
-#: in-network reduction, so NCCL would never enable it)
-TUNER_ALGORITHMS = ("tree", "ring", "nvls", "nvls_tree", "pat")
-_US, _GB = 1e-6, 1e9
+_GB = 1e9
 
-# NCCL 2.30 tuning.cc baseLat, microseconds, (LL, LL128, Simple)
-_BASE = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0.0, 0.0, 0.0),
-         "nvls_tree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0)}
-# NCCL 2.30 tuning.cc hwLat[NVLINK | PCI | NET][algorithm], microseconds, (LL, LL128, Simple)
-_HW = {
-    "tree": {"nvlink": (0.6, 1.25, 4.0), "pcie": (1.0, 1.9, 4.0), "network": (5.0, 8.5, 14.0)},
-    "ring": {"nvlink": (0.6, 1.9, 3.4), "pcie": (1.0, 2.5, 5.7), "network": (2.7, 4.0, 14.0)},
-    "nvls": {"nvlink": (0.0, 0.0, 25.0), "pcie": (0.0, 0.0, 0.0), "network": (0.0, 0.0, 18.0)},
-    "nvls_tree": {"nvlink": (0.0, 0.0, 25.0), "pcie": (0.0, 0.0, 0.0), "network": (0.0, 0.0, 20.9)},
-    "pat": {"nvlink": (0.0, 0.0, 4.0), "pcie": (0.0, 0.0, 4.0), "network": (0.0, 0.0, 14.0)},
-}
 # NCCL 2.30 tuning.cc bandwidth caps, GB/s, per GPU generation, columns 1 node / 2 nodes / 3+
 _LL_MAX_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
 _LL_MAX_NODES = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}       # llMaxBws rows 0 / 1 across nodes
@@ -58,8 +49,6 @@ NVLS_MAX_ARITY = 32
 #: its tuner's rules tell apart (:mod:`._nccl_paths`): NVLink, NVLink through a GPU, PCIe switches,
 #: C2C then the CPU (P2C), NVLink then another GPU's path to a NIC (PXN), through a CPU
 PATH_NVL, PATH_NVB, PATH_PXB, PATH_P2C, PATH_PXN, PATH_PHB = 1, 2, 5, 6, 7, 8
-# NCCL_NET_OVERHEAD (tuning.cc getNetOverhead): 2 us on x86 AMD hosts, else 1 us; x3 for Simple
-_NET_OVERHEAD = {"amd": 2.0}
 # treeCorrectionFactor (NCCL 2.30 tuning.cc, "Trees are not perfectly sticking to the model for
 # medium sizes"): NCCL's estimate of a tree (and, on Blackwell x86 hosts, an NVLSTree) all-reduce
 # scales its bandwidth by this, per protocol (LL, LL128, Simple), at log2i(bytes / 64) = 0 ... 23
@@ -178,10 +167,6 @@ class Hardware:
         return 0 if self.nodes == 1 else 1 if self.nodes == 2 else 2
 
 
-def _steps(op, n):
-    return 2 * (n - 1) if op == "all_reduce" else n - 1
-
-
 def enabled(algorithm, protocol, op, hw: Hardware, asked: bool = False, redop: str = "sum",
             dtype: str = "float", nccl=None) -> bool:
     """Whether NCCL runs ``algorithm`` with ``protocol`` for ``op`` on ``hw``; ``asked``: the
@@ -255,101 +240,6 @@ def _ll128_paths(hw: Hardware, nccl=None) -> bool:
     return hw.nodes == 1 or hw.nic_path <= (PATH_PXN if sm90 else PATH_PXB)
 
 
-def _hop_constants(algorithm, protocol, hw: Hardware, cost: bool = False):
-    """(intra, inter): NCCL's latency of one hop inside a node and between nodes (us) for
-    ``algorithm`` / ``protocol`` on ``hw`` (a ring across nodes pays at least the network
-    overhead inside one; one GPU per node crosses nodes with the tree's constant). A network
-    hop adds the latency the plugin reports (``cost`` False: what NCCL's tuner chooses by) or
-    what a hop costs on the platform (``cost`` True: :attr:`Hardware.hop_cost`)."""
-    i = PROTOCOLS.index(protocol)
-    intra = _HW[algorithm][hw.intra][i]
-    inter_alg = "tree" if hw.one_per_node else algorithm        # tuning.cc: float ppn == 1
-    net = hw.hop_cost if cost else hw.net_latency
-    inter = _HW[inter_alg]["network"][i] + net / _US * (2 if protocol == "Simple" else 1)
-    if algorithm == "ring" and hw.nodes > 1:
-        intra = max(intra, _NET_OVERHEAD.get(hw.cpu, 1.0) * (3 if protocol == "Simple" else 1))
-    return intra, inter
-
-
-def log2i(n: int) -> int:
-    """NCCL's ``log2i``: the floor of ``log2(n)`` (src/include/utils.h, ``log2Down``), which its
-    tuner's tree, NVLSTree and PAT latencies count network hops by (NCCL 2.30 ``tuning.cc``:
-    ``log2i(nNodes) * interLat``; 3 nodes count 1, not 1.58).
-
-    >>> [log2i(n) for n in (1, 2, 3, 4, 7, 8, 10)]
-    [0, 1, 1, 2, 2, 3, 3]
-    """
-    return int(n).bit_length() - 1
-
-
-def tuner_hops(algorithm, protocol, op, hw: Hardware, cost: bool = False) -> tuple:
-    """``((n_intra, intra), (n_inter, inter))``: how many hops inside a node and between
-    nodes NCCL's latency of ``algorithm`` / ``protocol`` counts one after the other, and
-    what it charges for one (s), as :func:`tuner_latency` adds them up (ring: ``2 (n - 1)``
-    steps for all-reduce, ``n - 1`` otherwise, ``2 (nodes - 1)`` of them between nodes; tree:
-    ``2 (ppn - 1)`` inside and ``2 log2i(nodes)`` between; NVLS one of each; NVLSTree one
-    inside and ``2 log2i(nodes)`` between; PAT ``log2i(nodes)`` between at a third and a half
-    of the network constant; :func:`log2i` the floor, as NCCL counts them). ``cost``: a network
-    hop at what it costs on the platform (:attr:`Hardware.hop_cost`), not at what the plugin reports.
-
-    >>> [(n, round(c * 1e6, 6)) for n, c in tuner_hops("ring", "Simple", "all_reduce", Hardware(16, 2))]
-    [(28, 3.4), (2, 14.0)]
-    """
-    intra, inter = _hop_constants(algorithm, protocol, hw, cost)
-    nodes, log_nodes = hw.nodes, log2i(hw.nodes)
-    if algorithm == "ring":
-        n_inter = 0 if nodes == 1 else _steps(op, nodes)
-        n_intra = _steps(op, hw.ranks) - n_inter
-    elif algorithm == "tree":
-        n_intra, n_inter = 2 * (hw.ppn - 1), 2 * log_nodes
-    elif algorithm == "nvls":
-        n_intra, n_inter = 1, (1 if nodes > 1 else 0)
-    elif algorithm == "nvls_tree":
-        n_intra, n_inter = 1, 2 * log_nodes
-    elif algorithm == "pat":
-        n_intra, n_inter, inter = 0, log_nodes, inter / 3.5
-    else:
-        raise ValueError(f"algorithm must be one of {', '.join(TUNER_ALGORITHMS)}, got {algorithm!r}")
-    return (n_intra, intra * _US), (n_inter, inter * _US)
-
-
-def tuner_latency(algorithm, protocol, op, hw: Hardware, size: float | None = None,
-                  cost: bool = False) -> float:
-    """NCCL's predicted latency (s) of ``algorithm`` / ``protocol`` for ``op`` on ``hw``
-    (``size`` bytes turns on the ring Simple all-reduce factor of large messages). ``cost``:
-    its network hops at what they cost on the platform (:attr:`Hardware.hop_cost`) rather than
-    at the latency the plugin reports, which is what NCCL chooses by.
-
-    >>> round(tuner_latency("ring", "LL", "all_reduce", Hardware(8, 1)) * 1e6, 6)   # 6.6 + 14 x 0.6
-    15.0
-    >>> hw = Hardware(16, 2, net_latency=75e-6, hop_latency=22e-6)
-    >>> round(tuner_latency("tree", "LL", "all_reduce", hw) * 1e6, 6)   # 6.8 + 2 x (7 x 0.6 + 5.0 + 75)
-    175.2
-    >>> round(tuner_latency("tree", "LL", "all_reduce", hw, cost=True) * 1e6, 6)   # ... + 22
-    69.2
-    """
-    i = PROTOCOLS.index(protocol)
-    simple = protocol == "Simple"
-    lat = _BASE[algorithm][i]
-    intra, inter = _hop_constants(algorithm, protocol, hw, cost)
-    nodes, log_nodes = hw.nodes, log2i(hw.nodes)
-    if algorithm == "ring":
-        inter_steps = 0 if nodes == 1 else _steps(op, nodes)
-        lat += (_steps(op, hw.ranks) - inter_steps) * intra + inter_steps * inter
-        if simple and op == "all_reduce" and nodes > 1 and size is not None \
-                and size / (hw.channels * hw.ranks) >= 64:
-            lat *= 1.9 if hw.generation == "volta" else 1.4
-    elif algorithm == "tree":
-        lat += 2 * ((hw.ppn - 1) * intra + log_nodes * inter)
-    elif algorithm == "nvls":
-        lat = intra + (inter if nodes > 1 else 0.0)
-    elif algorithm == "nvls_tree":
-        lat += intra + 2 * log_nodes * inter
-    elif algorithm == "pat":
-        lat += log_nodes * inter / 3.5 + hw.ranks * 2.8
-    return lat * _US
-
-
 def _cap(table, hw):
     return math.inf if hw.generation is None else table[hw.generation][hw.column] * _GB
 
@@ -371,106 +261,6 @@ def _nvls_bus(algorithm, op, busbw, hw):
     if algorithm == "nvls_tree":
         bw = lesser(bw, _cap(_NVLS_TREE, hw))
     return n * bw
-
-
-# --- Older releases' tuner (``nccl_version=``): the refinements of tuning.cc that changed since ---
-#: ring LL's share of the bus bandwidth before NCCL 2.21: ``busBw * ((nNodes > 1 || coll ==
-#: ncclFuncAllReduce || coll == ncclFuncReduce) ? 1.0/4.0 : 1.0/3.0)`` (v2.7.8-1 tuning.cc:113,
-#: v2.8.3-1 / v2.9.9-1 / v2.11.4-1 / v2.12.12-1 tuning.cc:125-127, v2.18.3-1:178, v2.20.5-1:181);
-#: v2.21.5-1 tuning.cc:180 ``busBw * .5`` (the LL kernel, src/device/prims_ll.h, unchanged between
-#: the two: the estimate was re-fitted)
-RING_LL_SHARE_BEFORE_2_21 = (1 / 4, 1 / 3)
-#: ``if (compCap80) busBw = std::min(busBw, 235.0f);`` (GB/s; v2.7.8-1 tuning.cc:112, v2.8.3-1:124,
-#: v2.12.12-1:126, v2.17.1-1:153 with ``if (compCapIndex == HOPPER_COMPCAP_IDX) busBw =
-#: std::min(busBw, 370.0f);`` at :154); gone from v2.18.1-1
-_BUS_CAP_BEFORE_2_18 = {"ampere": 235.0}
-_BUS_CAP_2_17 = {"ampere": 235.0, "hopper": 370.0}
-#: ``ll128MaxBwPerCh[NCCL_NUM_FUNCTIONS] = { 18.8, 12.0, 18.3, 15.2, 16.9 }`` (GB/s a channel,
-#: ncclFuncBroadcast, Reduce, AllGather, ReduceScatter, AllReduce; v2.8.3-1 / v2.9.9-1 tuning.cc:74;
-#: 16.7 for the all-reduce in v2.7.8-1:74); v2.10.3-1 tuning.cc:73 ``ll128MaxBwPerCh = 20.0`` for
-#: every op and GPU, to v2.16.5-1:81; v2.17.1-1:84 ``{ 20.0, 20.0, 36.7 }`` (Volta, Ampere, Hopper)
-_LL128_PER_OP_BEFORE_2_10 = {"broadcast": 18.8, "reduce": 12.0, "all_gather": 18.3, "reduce_scatter": 15.2,
-                             "all_reduce": 16.9}
-_LL128_BEFORE_2_17 = 20.0
-#: Not applied (it made the held-out corpus worse, fix22a 2026-12-07: abci2-benchmark and
-#: aws-efa-eks 18.2 % -> 18.6 %, ABCI's 16 nodes 11.1 % -> 12.1 %): before 2.10 the tree's per-channel
-#: caps ``perChMaxTreeBws`` Ampere ``{24.0, 22.5, 16.0}`` (v2.8.3-1 tuning.cc:76; v2.10.3-1:75
-#: ``{24.0, 23.6, 17.8}``) and tree LL128 across nodes ``0.915`` (v2.8.3-1:129; v2.10.3-1:132
-#: ``120.0/128.0``)
-#: ``llMaxBws`` Hopper row ``{87.7, 22.5, 19.0}`` (v2.15.5-1 .. v2.20.5-1 tuning.cc, the Ampere
-#: row); v2.21.5-1 ``{141.0, 45.0, 35.0}``. One node only: across nodes the row is the CPU's
-_LL_MAX_HOPPER_BEFORE_2_21 = 87.7
-
-
-def _older(hw, nccl):
-    """The tuner refinements of NCCL release ``nccl`` (``(major, minor)``; None: the model's, NCCL
-    2.30) that differ from 2.30's on ``hw`` (ring LL's share: :func:`_ring_ll_share`): a dict with
-    ``bus_cap`` (GB/s, every protocol's bus bandwidth), ``ring_ll128`` / ``tree_ll128`` (GB/s a
-    channel, or ``"per-op"``), ``ll128_one_gpu`` (ring LL128's factor with one GPU a node),
-    ``ll_max`` (GB/s), each None where 2.30's applies.
-
-    >>> _older(Hardware(8, 1, "ampere"), (2, 8))["bus_cap"], _older(Hardware(8, 1, "ampere"), None)["bus_cap"]
-    (235.0, None)
-    """
-    out = dict(bus_cap=None, ring_ll128=None, tree_ll128=None, ll128_one_gpu=None, ll_max=None)
-    if nccl is None:
-        return out
-    if nccl < (2, 21):
-        if hw.nodes == 1 and hw.generation == "hopper":
-            out["ll_max"] = _LL_MAX_HOPPER_BEFORE_2_21
-    if nccl < (2, 23):      # ``busBw * (ppn < 2 ? 0.7 : 0.92)``, v2.8.3-1:126 .. v2.22.3-1:179
-        out["ll128_one_gpu"] = 0.7
-    if nccl < (2, 18):
-        out["bus_cap"] = (_BUS_CAP_2_17 if nccl >= (2, 17) else _BUS_CAP_BEFORE_2_18).get(hw.generation)
-    if nccl < (2, 17):
-        out["ring_ll128"] = out["tree_ll128"] = _LL128_BEFORE_2_17
-    if nccl < (2, 10):
-        out["ring_ll128"] = out["tree_ll128"] = "per-op"
-    return out
-
-
-#: The first NCCL release (``(major, minor)``) with each algorithm NCCL may choose beside the
-#: ring and the tree (which every 2.x has), by op: NVLS from 2.17 (``#define NCCL_ALGO_NVLS 4``,
-#: v2.17.1-1 src/include/devcomm.h:23; v2.16.5-1:18 ``NCCL_NUM_ALGORITHMS 4``, Tree, Ring, CollNet
-#: only), its all-gather and reduce-scatter too (v2.17.1-1 tuning.cc:143-144); NVLSTree from 2.18
-#: (``#define NCCL_ALGO_NVLS_TREE 5``, v2.18.1-1 devcomm.h:24); PAT from 2.23 (``#define
-#: NCCL_ALGO_PAT 6``, v2.23.4-1 src/include/nccl_common.h:61)
-FIRST_RELEASE = {("nvls", "all_reduce"): (2, 17), ("nvls", "all_gather"): (2, 17),
-                 ("nvls", "reduce_scatter"): (2, 17), ("nvls_tree", "all_reduce"): (2, 18),
-                 ("pat", "all_gather"): (2, 23), ("pat", "reduce_scatter"): (2, 23)}
-#: 2.18's tuner times NVLS for no all-gather or reduce-scatter (``if (coll == ncclFuncAllGather
-#: && a != NCCL_ALGO_RING) continue;``, v2.18.1-1 tuning.cc:159-160 .. v2.18.6-1:168-169: no
-#: time, so NCCL never runs it, NCCL_ALGO=NVLS included); 2.19 times it again (v2.19.1-1:168-169)
-_NVLS_GATHER_OFF = (2, 18)
-
-
-def release_lacks(algorithm, op, nccl) -> str | None:
-    """Why NCCL release ``nccl`` (``(major, minor)``; None: the newest, which has every algorithm)
-    runs ``algorithm`` for ``op`` on no ranks at all (:data:`FIRST_RELEASE`), or None.
-
-    >>> release_lacks("nvls", "all_reduce", (2, 16))
-    'NCCL 2.16 has no NVLS (first in NCCL 2.17)'
-    >>> release_lacks("nvls", "all_reduce", (2, 17)) is None, release_lacks("ring", "all_gather", (2, 8)) is None
-    (True, True)
-    """
-    if nccl is None:
-        return None
-    name = {"nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT"}.get(algorithm, algorithm)
-    first = FIRST_RELEASE.get((algorithm, op))
-    if first is not None and nccl < first:
-        return f"NCCL {nccl[0]}.{nccl[1]} has no {name} (first in NCCL {first[0]}.{first[1]})"
-    if algorithm == "nvls" and op != "all_reduce" and nccl[:2] == _NVLS_GATHER_OFF:
-        return f"NCCL 2.18 runs NVLS for all-reduce only (2.17 ran it for {op} too, and 2.19 on again)"
-    return None
-
-
-def _ring_ll_share(op, hw, nccl) -> float:
-    """Ring LL's share of the bus bandwidth in NCCL's tuner (0.5 from 2.21; before, 1/4 across
-    nodes or for an all-reduce / reduce, 1/3 otherwise: :data:`RING_LL_SHARE_BEFORE_2_21`)."""
-    if nccl is None or nccl >= (2, 21):
-        return 0.5
-    share_all, share_other = RING_LL_SHARE_BEFORE_2_21
-    return share_all if hw.nodes > 1 or op in ("all_reduce", "reduce") else share_other
 
 
 def _ll128_per_channel(kind, op, hw, old) -> float:

@@ -6,7 +6,6 @@ an algorithm with a schedule of its own (tree, NVLS) no faster than its own flow
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import cache
 
 import numpy as np
 
@@ -15,6 +14,7 @@ from ._channels import P2P_CHANNEL_SHARE, nvls_channel_count
 from ._dual import greater, lesser
 from ._nccl import PROTOCOLS, busbw_factor, is_fp8
 from ._pipeline import PIPELINE, channels_used, pipeline_time, step_message
+from ._net_cells import lazy_net_cells, net_cells  # noqa: F401 (re-exported)
 from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, NVLS_MAX_ARITY, enabled, release_lacks, tree_correction,
                           tuner_algbw, tuner_hops, tuner_latency)
 
@@ -62,7 +62,7 @@ def path_excess(paths, algorithm, protocol, op, hw) -> float:
     paths are slower than NCCL's hop constants assume (``paths``: :func:`slow_paths_of`).
 
     A hop cannot take less than its path's latency. NCCL counts its hops inside nodes and
-    between nodes (:func:`~._nccl_model.tuner_hops`) at a constant ``c`` each, measured on
+    between nodes (:func:`~._nccl_latency.tuner_hops`) at a constant ``c`` each, measured on
     hardware whose links have the catalogue's latencies; so each counted hop of a kind
     costs, beyond ``c``, ``max(0, min(path - c, excess))`` for the kind's slowest path
     (``excess``: its latency beyond the same links at catalogue latencies, which ``c``
@@ -205,7 +205,7 @@ def rendezvous_latency(algorithm, protocol, op, size, hw, nccl=None) -> float:
     ``size`` bytes on ``hw`` (a :class:`~._nccl_model.Hardware` across nodes): where a chunk
     step's network message (:func:`~._pipeline.step_message`, on the channels NCCL runs at that
     size) is larger than ``hw.rendezvous_above``, each hop between nodes that NCCL's latency
-    counts one after the other (:func:`~._nccl_model.tuner_hops`: a ring all-reduce's ``2 (nodes
+    counts one after the other (:func:`~._nccl_latency.tuner_hops`: a ring all-reduce's ``2 (nodes
     - 1)``, a tree's ``2 log2(nodes)``) waits ``hw.rendezvous_cost`` for the payload's Get. A
     chunk's chain around a ring or up and down a tree crosses those hops; the other steps'
     messages overlap it. 0 on one node, with no rendezvous, or for NVLS and PAT (no modelled
@@ -293,10 +293,8 @@ def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw, nccl=None) -> tuple
     for ring LL its share of LL's bandwidth before NCCL's whole-communicator ``llMaxBw`` cap
     (:func:`_ll_channel_rate`), each no more
     than its ring moves (NCCL's count's bus bandwidth over its graph's rings: across nodes a ring
-    crosses on one NIC, so one CTA on a 100 Gb/s NIC moves no more than 12.5 GB/s). Before,
-    ``channels=k`` priced k CTAs by :func:`_channel_bound`'s bus bandwidth through the protocol's
-    caps and NCCL's own drop to k by the share alone: 51.6 against 90.4 us for a 64 KiB ring LL
-    all-reduce on 2 x 8 H100 at one channel, which NCCL runs on one channel either way. Across nodes
+    crosses on one NIC, so one CTA on a 100 Gb/s NIC moves no more than 12.5 GB/s; the history:
+    docs/collective-timing.md). Across nodes
     the call's flow solve ran its own rings (and trees): its bus bandwidth, and the tree's own
     flow-solved bandwidth, are scaled back to NCCL's count's (:func:`_ring_scale`; no cap at the
     NICs' float rate, which would drop a sensitivity's derivative at a tie). ``algbw``: the call's
@@ -319,27 +317,17 @@ def _running_ctas(a, proto, op, busbw, own_algbw, algbw, hw, nccl=None) -> tuple
 
 
 def _ll_channel_rate(a, op, full_bus, own, nccl=None):
-    """What one running LL channel of a ring moves, bytes/s of the buffer: its share among NCCL's
-    count (``own.pipeline_channels``) of the algorithm bandwidth NCCL's tuner grants ring LL before
-    its ``llMaxBw`` cap (:func:`~._nccl_model.tuner_algbw` ``ll_cap=False``: ``0.5 x nChannels x
-    bw``, ``full_bus`` (bytes/s) the graph's ``nChannels x bw``). NCCL's source (2.30
-    src/graph/tuning.cc) sets every other protocol cap on a channel (``graphs[a]->nChannels *
-    perChMaxRingLL128Bw``, ``* perChMaxTreeBw``, ``* perChMaxTreeLL128Bw``), but ``llMaxBw`` on
-    the whole communicator (tuning.cc:327, ``busBw = std::min(llMaxBw, busBw * .5)``; 332 for the
-    tree): a share of the capped figure made one
-    channel's rate fall as the channels NCCL could open rose (adv22a F1: 2 x 8 H100, a 64 KiB ring LL
-    all-gather on 1 of 16 channels moved 39 / 16 GB/s of bus bandwidth; a degraded NVLink, fewer
-    channels, made it faster). The channels that run at a size add up to no more than the capped
-    figure (:func:`~._pipeline.pipeline_time` takes ``min(1, nc x rate)`` of it). Tree LL keeps
-    its share of the capped figure: the same rule (``busBw * 1.0 / 3.8`` a channel) put dstack's
-    2 x 8 H100 tree LL all-reduce at 16 KiB 20 % fast, against within 10 % (fix22d). Within one
-    node only: across nodes a channel's LL rate is what the network path lets one channel move,
-    which NCCL's uncapped figure overstates about twofold (SkyPilot's 2 x 8 H200 all-gather rises
-    at ~5 GB/s of bus bandwidth a channel: 11.6 by this rule, 2.4 by the capped share), and the
-    rule held the corpus's 2-node points worse (11.4 -> 16.0 %) and left calibrate unable to tell
-    LL's bandwidth from a 2-node ring sweep (its LL rows latency-bound); across nodes a channel
-    keeps its share of the capped figure until that network-side limit is modelled. ``nccl``: the
-    release whose ring LL share applies (:func:`~._nccl_model.tuner_algbw`)."""
+    """What one running LL channel of a ring inside one node moves, bytes/s of the buffer: its
+    share among NCCL's count (``own.pipeline_channels``) of the algorithm bandwidth NCCL's tuner
+    grants ring LL before ``llMaxBw`` (:func:`~._nccl_model.tuner_algbw` ``ll_cap=False``;
+    ``full_bus`` the graph's ``nChannels x bw``, bytes/s): NCCL caps every other protocol a
+    channel but LL on the whole communicator (2.30 src/graph/tuning.cc:327, ``busBw =
+    std::min(llMaxBw, busBw * .5)``), so a share of the capped figure made a channel's rate fall
+    as the channels NCCL could open rose (adv22a F1). The running channels add up to no more than
+    the capped figure (:func:`~._pipeline.pipeline_time`). Across nodes, and for the tree, a
+    channel keeps its share of the capped figure: the uncapped one held the corpus worse
+    (docs/collective-timing.md, "Within one pair"). ``nccl``: the release whose ring LL share
+    applies."""
     return tuner_algbw(a, "LL", op, full_bus, own, nccl, ll_cap=False) / own.pipeline_channels
 
 
@@ -403,51 +391,6 @@ def _nvls_node_bound(hw) -> float:
     eff = NVLS_EFFICIENCY_BY_GENERATION.get(hw.generation, 0.0)
     bus = 2 * (ppn - 1) / ppn * hw.nvlink_bw * eff / (1 + 1 / ppn)
     return bus * hw.ranks / (2 * (hw.ranks - 1)) if bus > 0 else np.inf
-
-
-def net_cells(graph, rank_groups) -> tuple:
-    """What NCCL's view of the NICs (``hw.net_bw``: :func:`_network_bound`, NVLSTree's network
-    levels, :func:`_graph_busbw`) is made of, for its derivative: one cell per rank group and
-    server, each ``((link index, weight), ...)`` of the cables its GPUs' nearest compute NICs send
-    into the fabric on (graph edge order), ``weight`` one over the groups nearest that NIC, so
-    ``net_bw`` is the least cell's sum of weight x effective capacity (``describe``'s least
-    server egress; ``sharing_nics``' least share where groups share NICs). () on one server.
-
-    >>> import topologies as tp
-    >>> cells = net_cells(tp.rail_optimized(nodes=2), [list(range(16))])
-    >>> len(cells), [len(c) for c in cells], cells[0][0][1]        # 8 NDR cables a server, each wholly the group's
-    (2, [8, 8], 1.0)
-    """
-    from ..routing import gpu_nodes
-    from ._layout import edge_index, near_nics_of
-
-    nodes = gpu_nodes(graph)
-    kinds = graph.nodes
-    rank_groups = [range(len(nodes)) if g is None else g for g in rank_groups]     # None: every GPU
-    servers = {kinds[nodes[r]].get("server") for g in rank_groups for r in g}
-    if len(servers) < 2:
-        return ()
-    index = edge_index(graph)
-    users, cells = {}, {}
-    for k, group in enumerate(rank_groups):
-        gpus = [nodes[r] for r in group]
-        for gpu, nics in zip(gpus, near_nics_of(graph, gpus)):
-            for nic in nics:
-                users.setdefault(nic, set()).add(k)
-                cells.setdefault((k, kinds[gpu].get("server")), dict())[nic] = None
-    out = []
-    for nics in cells.values():
-        out.append(tuple((index[(nic, v)], 1.0 / len(users[nic])) for nic in nics
-                         if kinds[nic].get("role", "compute") == "compute"
-                         for v in graph.successors(nic) if kinds[v].get("kind") == "switch"))
-    return tuple(out)
-
-
-def lazy_net_cells(graph, rank_groups):
-    """A function of no arguments giving :func:`net_cells` of ``graph`` and ``rank_groups``,
-    computed on its first call only (a derivative asks for it; 20-60 ms on 1,024 ranks, which
-    every timed collective would pay otherwise)."""
-    return cache(lambda: net_cells(graph, rank_groups))
 
 
 def _network_bound(hw) -> float:

@@ -275,13 +275,18 @@ SPLIT_OPS = ("all_gather", "reduce_scatter", "all_to_all")
 
 
 def check_split(op, size, ranks: int, options: Options) -> None:
-    """ValueError where ``op`` splits ``size`` among ``ranks`` ranks into less than one
-    ``options.dtype`` element a rank (nccl-tests: ``count / nranks`` elements a rank, 0 below:
-    all_gather.cu, reduce_scatter.cu, alltoall.cu): such a call moves nothing (adv23 F3)."""
+    """ValueError where ``size`` holds less than one ``options.dtype`` element, or, where ``op``
+    splits it among ``ranks`` ranks, less than one a rank (nccl-tests: ``count / nranks``
+    elements a rank, 0 below: all_gather.cu, reduce_scatter.cu, alltoall.cu): such a call moves
+    nothing (adv22a, adv23 F3)."""
     element = ELEMENT_BYTES.get(options.dtype, 1)
-    if op in SPLIT_OPS and size < ranks * element:
+    if op in SPLIT_OPS and ranks > 1 and size < ranks * element:
         raise ValueError(f"size must hold at least one {options.dtype} element ({element} B) a rank for {op}, which "
                          f"splits it among its {ranks} ranks: at least {ranks * element} B, got {size!r}")
+    if size < element:
+        # nccl-tests' count is size / wordSize: below one element it runs nothing (count 0)
+        raise ValueError(f"size must hold at least one {options.dtype} element ({element} B), got {size!r} bytes: "
+                         f"a collective of less moves nothing")
 
 
 def check_call(op, algorithm, size, options: Options, several: bool = False):
@@ -295,11 +300,7 @@ def check_call(op, algorithm, size, options: Options, several: bool = False):
         check_algorithm(op, algorithm)
     if _checks.positive_number("size", size, "bytes") > MAX_SIZE:
         raise ValueError(f"size must be at most 2**64 bytes (NCCL's and nccl-tests' counts are size_t), got {size!r}")
-    element = ELEMENT_BYTES.get(options.dtype, 1)
-    if size < element:
-        # nccl-tests' count is size / wordSize: below one element it runs nothing (count 0)
-        raise ValueError(f"size must hold at least one {options.dtype} element ({element} B), got {size!r} bytes: "
-                         f"a collective of less moves nothing")
+    check_split(op, size, 1, options)       # the ranks not known here: one element at least
     if op in ("broadcast", "reduce") and "Simple" not in options.protocols:
         raise ValueError(f"protocol for {op} must be 'auto' or 'Simple', got {options.protocol!r} (a list must allow "
                          "Simple): its chain is timed with the Simple protocol (LL's and LL128's bandwidth on it is not "

@@ -97,7 +97,7 @@ class TunedFormula:
     are ``values``; ``ring`` and ``own`` the ``(routing, sizes, multiplier)`` of the solved
     steps that add up to the first two; ``nvlink`` the indices (graph edge order) of the ranks'
     NVLink links, whose least effective capacity is the third (() if none); ``net`` the cells
-    (:func:`~._nccl_timing.net_cells`, or a function of no arguments giving them,
+    (:func:`~._net_cells.net_cells`, or a function of no arguments giving them,
     :func:`~._nccl_timing.lazy_net_cells`) whose least weighted sum of effective capacities is
     the fourth value, NCCL's view of the NICs (``Hardware.net_bw``, bytes/s), which ``formula``
     takes as an optional fourth argument (() if none)."""

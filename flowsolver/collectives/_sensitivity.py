@@ -156,7 +156,7 @@ def _nvlink_along(der, unit):
 def _net_slopes(der, unit=None) -> tuple:
     """(value, slopes of the least cells): NCCL's view of the NICs (``Hardware.net_bw``, the
     formula's fourth value) is the least of its cells' sums of weight x effective capacity
-    (:func:`~._nccl_timing.net_cells`); each tied cell's slope along each link alone (``unit``
+    (:func:`~._net_cells.net_cells`); each tied cell's slope along each link alone (``unit``
     None: raw_l x d cell / d raw_l, an array per cell) or along ``unit`` (raw capacities: a
     number per cell). A view below the cells' least (a share the model set otherwise) scales
     with them."""

@@ -44,9 +44,12 @@ fraction ``u``: vLLM's KV cache is ``u M - W - A - R``, TensorRT-LLM's ``u (M - 
 
 from __future__ import annotations
 
-from .. import _checks
+import math
 
-__all__ = ["ACCOUNTINGS", "ACTIVATION_BYTES", "RUNTIME_BYTES", "COMMUNICATOR_BYTES", "step_activation_bytes",
+from .. import _checks
+from ._steps import EMBEDDING_BYTES, WEIGHT_BYTES
+
+__all__ = ["kv_capacity", "ACCOUNTINGS", "ACTIVATION_BYTES", "RUNTIME_BYTES", "COMMUNICATOR_BYTES", "step_activation_bytes",
            "runtime_bytes", "kv_cache_bytes"]
 
 #: the engines whose accounting :func:`kv_cache_bytes` knows
@@ -146,3 +149,34 @@ def kv_cache_bytes(memory: float, fraction: float, weights: float, activation: f
                          f"memory_accounting='trtllm' and must be below 1 (its freeMemFraction < 1.0 check), "
                          f"got {fraction!r}")
     return fraction * (memory - weights - activation - runtime)
+
+
+def kv_capacity(sm, memory_utilization: float, step_tokens: int = 8192,
+                accounting: str = "vllm") -> float:
+    """KV tokens one attention rank of a pipeline engine holds: the KV cache bytes a GPU keeps
+    (:func:`flowsolver.serving._memory.kv_cache_bytes`: its memory, ``memory_utilization`` under
+    the engine's ``accounting``, less its weights (all its experts), the peak activation of a
+    prefill step of ``step_tokens`` tokens (``token_budget``, or the longest prompt where that is
+    more; :func:`~flowsolver.serving._memory.step_activation_bytes`)
+    and the runtime's memory outside tensors (:func:`~flowsolver.serving._memory.runtime_bytes`:
+    CUDA context, libraries, NCCL buffers where the instance has more than one GPU)), over the KV
+    bytes per token it keeps, shared by the ``pp`` engines a pipeline keeps in flight. A
+    request's cache sits whole on one of the ``ep`` ranks: the ranks do not pool their caches.
+    Not counted: CUDA graphs' memory (vLLM captures them after sizing the KV cache, from the
+    share ``memory_utilization`` leaves), the logits and sampling workspaces, FP8 GEMMs' quantized
+    input copies (docs/serving.md, "Limits")."""
+    m, lay, gpu = sm.model, sm.layout, sm.gpu
+    local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
+    weights = (WEIGHT_BYTES[sm.precision] * m.layers * (m.attention_params + local_mlp)
+               + EMBEDDING_BYTES * m.embedding_params) / (lay.tp * lay.pp)      # embedding, LM head bf16
+    activation = step_activation_bytes(m, tokens=step_tokens, tp=lay.tp, ep=lay.ep)
+    runtime = runtime_bytes(accounting, lay.size)
+    free = kv_cache_bytes(gpu.memory, memory_utilization, weights, activation, runtime, accounting)
+    if free <= 0:
+        raise ValueError(f"{m.name} does not fit: {weights / 1e9:.1f} GB of weights, {activation / 1e9:.1f} GB of "
+                         f"activations for a {step_tokens}-token step and {runtime / 1e9:.1f} GB of runtime memory "
+                         f"per GPU with tp={lay.tp}, pp={lay.pp}, ep={lay.ep} on a {gpu.name} ({gpu.memory / 1e9:.1f} GB, "
+                         f"memory_utilization {memory_utilization:g} under {accounting}'s accounting): raise tp, pp "
+                         f"or ep, or lower token_budget (and the longest prompt, where it is longer)")
+    per_token = sm.kv_bytes_per_token / (sm.kv_shards * lay.pp)
+    return math.floor(free / per_token / lay.pp)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 import topologies as tp_
@@ -13,10 +11,10 @@ from ..collectives import checked_collective_options
 from ..training import (DEFAULT_ATTENTION_EFFICIENCY, get_model, kernel_tables_missing,
                         resolve_compute)
 from ._kv import kv_transfer
-from ._memory import checked_accounting, kv_cache_bytes, runtime_bytes, step_activation_bytes
+from ._memory import checked_accounting, kv_capacity
 from ._result import ServeResult, _result, request_stream
 from ._steady import check_fits, spec_bounds
-from ._steps import EMBEDDING_BYTES, WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
+from ._steps import WEIGHT_BYTES, InstanceLayout, StepModel, comm_table, size_grid
 
 __all__ = ["serve", "DEFAULT_MEMORY_UTILIZATION", "KV_BYTES_MIN"]
 
@@ -206,37 +204,6 @@ def _most(spec) -> int:
     return spec_bounds(spec)[1]
 
 
-def _kv_capacity(sm: StepModel, memory_utilization: float, step_tokens: int = 8192,
-                 accounting: str = "vllm") -> float:
-    """KV tokens one attention rank of a pipeline engine holds: the KV cache bytes a GPU keeps
-    (:func:`flowsolver.serving._memory.kv_cache_bytes`: its memory, ``memory_utilization`` under
-    the engine's ``accounting``, less its weights (all its experts), the peak activation of a
-    prefill step of ``step_tokens`` tokens (``token_budget``, or the longest prompt where that is
-    more; :func:`~flowsolver.serving._memory.step_activation_bytes`)
-    and the runtime's memory outside tensors (:func:`~flowsolver.serving._memory.runtime_bytes`:
-    CUDA context, libraries, NCCL buffers where the instance has more than one GPU)), over the KV
-    bytes per token it keeps, shared by the ``pp`` engines a pipeline keeps in flight. A
-    request's cache sits whole on one of the ``ep`` ranks: the ranks do not pool their caches.
-    Not counted: CUDA graphs' memory (vLLM captures them after sizing the KV cache, from the
-    share ``memory_utilization`` leaves), the logits and sampling workspaces, FP8 GEMMs' quantized
-    input copies (docs/serving.md, "Limits")."""
-    m, lay, gpu = sm.model, sm.layout, sm.gpu
-    local_mlp = (m.experts / lay.ep if m.experts > 1 else 1) * m.mlp_params
-    weights = (WEIGHT_BYTES[sm.precision] * m.layers * (m.attention_params + local_mlp)
-               + EMBEDDING_BYTES * m.embedding_params) / (lay.tp * lay.pp)      # embedding, LM head bf16
-    activation = step_activation_bytes(m, tokens=step_tokens, tp=lay.tp, ep=lay.ep)
-    runtime = runtime_bytes(accounting, lay.size)
-    free = kv_cache_bytes(gpu.memory, memory_utilization, weights, activation, runtime, accounting)
-    if free <= 0:
-        raise ValueError(f"{m.name} does not fit: {weights / 1e9:.1f} GB of weights, {activation / 1e9:.1f} GB of "
-                         f"activations for a {step_tokens}-token step and {runtime / 1e9:.1f} GB of runtime memory "
-                         f"per GPU with tp={lay.tp}, pp={lay.pp}, ep={lay.ep} on a {gpu.name} ({gpu.memory / 1e9:.1f} GB, "
-                         f"memory_utilization {memory_utilization:g} under {accounting}'s accounting): raise tp, pp "
-                         f"or ep, or lower token_budget (and the longest prompt, where it is longer)")
-    per_token = sm.kv_bytes_per_token / (sm.kv_shards * lay.pp)
-    return math.floor(free / per_token / lay.pp)
-
-
 def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, prompt=1024, output=256,
           tp: int = 8, pp: int = 1, ep: int = 1, prefill_gpus: int | None = None, decode: dict | None = None,
           ranks=None, max_batch: int = 256, token_budget: int = 8192, precision: str = "bf16",
@@ -420,7 +387,7 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
     # a decode pool's whole sequences; tokens an attention rank), its own max_batch x ep sequences
     # the peak step: token_budget tokens, or the longest prompt where that is more (it runs alone, one
     # step; adv23 F2: a 100,000-token prompt at token_budget 512 kept a 512-token step's activation)
-    capacities = {name: float(_kv_capacity(sm, memory_utilization, longest, memory_accounting))
+    capacities = {name: float(kv_capacity(sm, memory_utilization, longest, memory_accounting))
                   for name, sm in models.items()}
     seqs = {name: max_batch * lay.ep for name, lay in pools.items()}
     decoding = "colocated" if "colocated" in pools else "decode"

@@ -54,7 +54,8 @@ from .._lazy import lazy_exports
 # constants without importing JAX. Names not in __all__ are for flowsolver's other packages
 # (planning, serving, traces, upgrade), which import them from here, never from a module.
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "._compose": ("Phase", "StepResult", "compose", "layer_compute", "dp_overlap_costs", "cp_ring_sm_share"),
+    "._compose": ("Phase", "StepResult", "compose", "layer_compute"),
+    "._overlap_costs": ("dp_overlap_costs", "cp_ring_sm_share"),
     "._schedule": ("Schedule", "checked_schedule", "default_tp_overlap", "DEFAULT_COMPUTE", "resolve_compute"),
     "._layout": ("ParallelLayout", "DEFAULT_ORDER", "checked_order"),
     "._memory": ("memory_per_gpu", "stage_memory", "memory_breakdown", "MemoryOverheads", "ZERO_STAGES",
@@ -79,7 +80,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
-    from ._compose import Phase, StepResult, compose, cp_ring_sm_share, dp_overlap_costs, layer_compute
+    from ._compose import Phase, StepResult, compose, layer_compute
+    from ._overlap_costs import cp_ring_sm_share, dp_overlap_costs
     from ._schedule import Schedule, checked_schedule, default_tp_overlap, DEFAULT_COMPUTE, resolve_compute
     from ._layout import ParallelLayout, DEFAULT_ORDER, checked_order
     from ._memory import (memory_per_gpu, stage_memory, memory_breakdown, MemoryOverheads, ZERO_STAGES,
