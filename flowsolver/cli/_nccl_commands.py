@@ -111,6 +111,20 @@ def _measured(args, graph):
         reductions, settings
 
 
+def _release_lacks(algorithm, op, version) -> str:
+    """What of an ``--algorithm`` list the release ``version`` (``--nccl-version`` or the log's
+    line; None: the newest) does not have for ``op``, in words ('' where nothing)."""
+    from ..collectives._nccl_releases import release_lacks
+    from ..collectives._option_values import nccl_release
+
+    names = [algorithm] if isinstance(algorithm, str) else list(algorithm)
+    release = nccl_release(version)
+    lacks = [a for a in names if a != "auto" and release_lacks(a, op, release)]
+    if not lacks:
+        return ""
+    return f"NCCL {release[0]}.{release[1]} runs no {', '.join(lacks)} for {op}"
+
+
 def collective_table(args) -> None:
     from ..collectives import collective, nccl_tests_collective
 
@@ -157,7 +171,9 @@ def collective_table(args) -> None:
         whose = "the log's NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE, or --algorithm / --protocol" \
             if args.compare else \
             "--algorithm / --protocol, as NCCL_ALGO / NCCL_PROTO"
-        lines.insert(1, f"# algorithm {said(args.algorithm)}, protocol {said(args.protocol)} ({whose})")
+        lacking = _release_lacks(args.algorithm, op, settings.get("nccl_version"))
+        lines.insert(1, f"# algorithm {said(args.algorithm)}, protocol {said(args.protocol)} ({whose})"
+                        + (f"; {lacking}" if lacking else ""))
     if args.compare and (said := _said_settings(settings, args.channels)):
         lines.insert(1, f"# the log's NCCL settings: {said}")
     if set(reductions) != {("sum", "float")}:

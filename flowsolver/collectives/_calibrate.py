@@ -258,8 +258,10 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         notes.append(f"the logs do not constrain: {', '.join(cal.unconstrained)} (left at the library's value)")
     notes += capped_efficiencies(cal)
     if algorithm == "auto" and _NVLS & {a for a, (own, _) in zip(picked, allowed) if own == "auto"}:
+        # a release named (the call's, or every log's version line) ran NVLS, so is 2.17 or later
+        named = given.get("nccl_version") is not None or all(s.get("nccl_version") for s in settings)
         notes += _without_nvls(graph, logs, cal, residuals, ranks=ranks, op=op, iterations=iterations,
-                               options=given)
+                               options=given, release_named=named)
     return replace(cal, residuals=residuals, converged=converged, message="; ".join(notes))
 
 
@@ -268,7 +270,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
 _NVLS = {"nvls", "nvls_tree"}
 
 
-def _without_nvls(graph, logs, cal, residuals, *, ranks, op, iterations, options) -> list:
+def _without_nvls(graph, logs, cal, residuals, *, ranks, op, iterations, options, release_named=False) -> list:
     """A note where NCCL's choice ran NVLS in the fit's rows though the logs do not say NVLS ran
     (newuser22: an 8 x H100 all-reduce log at ring speed, ~360 GB/s busbw, was fitted as NVLS on a
     derated NVLink, 0.63 of its rate, and every ring collective after it ran ~25 % slow): the
@@ -285,8 +287,9 @@ def _without_nvls(graph, logs, cal, residuals, *, ranks, op, iterations, options
         return []
     said = lambda c: ", ".join(f"{t} {e:.3f}" for t, e in sorted(c.efficiency.items())) or "unchanged"  # noqa: E731
     misfit = lambda r: float(r["error"].abs().median())  # noqa: E731
+    older = "" if release_named else "an NCCL before 2.17, "      # (a release named ran NVLS: 2.17 or later)
     return [f"fitted as NCCL's choice, NVLS / NVLSTree on this NVSwitch server (efficiency {said(cal)}, median "
-            f"misfit {misfit(residuals):.1%}); fitted with NVLS off (NCCL_NVLS_ENABLE=0, an NCCL before 2.17, "
+            f"misfit {misfit(residuals):.1%}); fitted with NVLS off (NCCL_NVLS_ENABLE=0, {older}"
             f"a VM without NVLink multicast) the logs give {said(other)} (median misfit "
             f"{misfit(other.residuals):.1%}): if the run had no NVLS, calibrate with algorithm="
             f"{names!r} (the CLI: --algorithm {','.join(names)})"]

@@ -6,7 +6,7 @@ a constant says so)."""
 
 from __future__ import annotations
 
-__all__ = ["FIRST_RELEASE", "RING_LL_SHARE_BEFORE_2_21", "release_lacks"]
+__all__ = ["FIRST_RELEASE", "FIRST_TUNED", "RING_LL_SHARE_BEFORE_2_21", "release_lacks", "release_predates"]
 
 # --- Older releases' tuner (``nccl_version=``): the refinements of tuning.cc that changed since ---
 #: ring LL's share of the bus bandwidth before NCCL 2.21: ``busBw * ((nNodes > 1 || coll ==
@@ -98,6 +98,33 @@ def release_lacks(algorithm, op, nccl) -> str | None:
     if algorithm == "nvls" and op != "all_reduce" and nccl[:2] == _NVLS_GATHER_OFF:
         return f"NCCL 2.18 runs NVLS for all-reduce only (2.17 ran it for {op} too, and 2.19 on again)"
     return None
+
+
+#: The first NCCL release whose tuner has each GPU generation's own tables. Before it NCCL runs
+#: the GPU through an older architecture's PTX and times it with another generation's figures,
+#: which the model does not follow: Ampere from 2.7 (``compCap80``, v2.7.3-1 tuning.cc:89; in
+#: v2.6.4-1 LL128 runs on Volta only, :165), Hopper from 2.15 (``HOPPER_COMPCAP_IDX``, v2.15.1-1
+#: tuning.cc:111; v2.14.3-1 has Volta's and Ampere's tables only and enables LL128 on compute
+#: capability 7.0 and 8.0 alone, :217), Blackwell from 2.25 (``BLACKWELL_COMPCAP_IDX``, v2.25.1-1
+#: tuning.cc:215; v2.24.3-1:210 times compute capability 10.x as Hopper)
+FIRST_TUNED = {"ampere": (2, 7), "hopper": (2, 15), "blackwell": (2, 25)}
+
+
+def release_predates(generation, nccl) -> str | None:
+    """Why NCCL release ``nccl`` (``(major, minor)``; None: the newest) cannot be modelled on GPUs
+    of ``generation`` (:data:`FIRST_TUNED`: it predates that generation's tuning), or None.
+
+    >>> release_predates("hopper", (2, 14))[:60]
+    'NCCL 2.14 predates Hopper GPUs (first tuned for them in NCCL'
+    >>> release_predates("hopper", (2, 15)) is None, release_predates(None, (2, 3)) is None
+    (True, True)
+    """
+    first = FIRST_TUNED.get(generation)
+    if nccl is None or first is None or nccl >= first:
+        return None
+    return (f"NCCL {nccl[0]}.{nccl[1]} predates {generation.capitalize()} GPUs (first tuned for them in NCCL "
+            f"{first[0]}.{first[1]}; before it NCCL times them with another generation's figures, which flowsolver "
+            "does not model)")
 
 
 def _ring_ll_share(op, hw, nccl) -> float:

@@ -49,6 +49,7 @@ from ._channels import P2P_CHANNEL_SHARE, run_channels
 from ._hardware import describe, mesh_pairs, mesh_ring_channels, nccl_channels, near_nics, search_view
 from ._layout import node_nics
 from ._nccl import PROTOCOLS
+from ._nccl_releases import FIRST_TUNED, release_predates
 from ._options import MAX_CHANNELS
 from ._nccl_timing import transfer_of
 from ._pipeline import PIPELINED, channels_used
@@ -361,6 +362,9 @@ def nccl_view(graph, op, group, layout, options, communicator):
     ``nChannels`` rounded up to a power of two, src/graph/paths.cc ncclTopoComputeP2pChannels);
     not with ``step_latency=``, which turns NCCL's model off: a pure flow model, no channel bound."""
     hw = describe(graph, group, layout, options.channels, options.efficiency, options.pxn, options.nvls_channels)
+    if options.tuner and (why := release_predates(hw.generation, options.nccl_version)):
+        first = FIRST_TUNED[hw.generation]
+        raise ValueError(f"nccl_version: {why}; give {first[0]}.{first[1]} or later, or leave it unset (the newest)")
     if op in ("send_recv", "all_to_all") and options.tuner:
         hw = with_communicator(graph, communicator, hw, options.channels, all_to_all=op == "all_to_all")
     return hw

@@ -770,3 +770,17 @@ def test_does_not_fit_says_what_fits(capsys):
     assert main(["train", "--nodes", "1", "--model", "llama-3-70b", "--tp", "8", "--pp", "1"]) == 0
     out = capsys.readouterr().out
     assert f"(does not fit: {(81559 - 1573) * 2**20 / 1e9:.1f} GB usable after the CUDA context's 1.6 GB)" in out
+
+
+def test_the_algorithm_header_says_what_the_release_runs_not(capsys):
+    """--algorithm ^ring allows tree, NVLS and NVLSTree; NCCL 2.16 has neither NVLS (first in 2.17,
+    NCCL_ALGO_NVLS in v2.17.1-1 devcomm.h) nor NVLSTree (2.18): the header says so, and an H100
+    with 2.14 (before Hopper's tuning, v2.15.1-1 tuning.cc) is an error naming the option."""
+    args = ["collective", "--nodes", "1", "-b", "1M", "-e", "1M", "--algorithm", "^ring"]
+    assert main(args + ["--nccl-version", "2.16"]) == 0
+    header = capsys.readouterr().out.splitlines()[1]
+    assert header.endswith("; NCCL 2.16 runs no nvls, nvls_tree for all_reduce")
+    assert main(args + ["--nccl-version", "2.18"]) == 0
+    assert "runs no" not in capsys.readouterr().out
+    assert main(args + ["--nccl-version", "2.14"]) == 2
+    assert "--nccl-version: NCCL 2.14 predates Hopper GPUs" in capsys.readouterr().err

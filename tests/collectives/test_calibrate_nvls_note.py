@@ -47,3 +47,16 @@ def test_an_nvls_speed_log_has_no_such_note(graph):
     # the run had NVLS, and the fit without it is capped
     cal = calibrate(graph, [_log(480e9)], op="all_reduce")
     assert "NVLS off" not in cal.message
+
+
+def test_a_named_release_is_not_offered_as_the_cause(graph):
+    """A release the log names (its "NCCL version" line) or the call gives ran NVLS (2.17 or later:
+    NCCL_ALGO_NVLS first in v2.17.1-1 devcomm.h): "an NCCL before 2.17" is offered as a cause only
+    where no release is named (adv23 F7: a 2.19 log was told so)."""
+    log = _log(360e9)
+    unnamed = calibrate(graph, [log], op="all_reduce")
+    assert "an NCCL before 2.17" in unnamed.message
+    named = calibrate(graph, ["# NCCL version 2.19.3+cuda12.2\n" + log], op="all_reduce")
+    assert "fitted with NVLS off" in named.message and "an NCCL before 2.17" not in named.message
+    given = calibrate(graph, [log], op="all_reduce", nccl_version="2.19")
+    assert "fitted with NVLS off" in given.message and "an NCCL before 2.17" not in given.message

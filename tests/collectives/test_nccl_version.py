@@ -66,3 +66,18 @@ def test_polaris_nccl_2_18_tree_simple_held_out():
         assert (r.algorithm, r.protocol) == ("tree", "Simple")
         assert r.time == pytest.approx(measured, rel=0.25), size
         assert now.time > 1.8 * measured
+
+
+@pytest.mark.parametrize("server, too_old, first", [("dgx_a100", "2.6", "2.7"), ("dgx_h100", "2.14.3-1", "2.15"),
+                                                    ("dgx_b200", "2.24", "2.25")])
+def test_a_release_before_the_gpus_own_tuning_is_refused(server, too_old, first):
+    """NCCL's tuner has Ampere's tables from 2.7 (v2.7.3-1 tuning.cc:89, ``compCap80``), Hopper's
+    from 2.15 (v2.15.1-1:111, ``HOPPER_COMPCAP_IDX``; 2.14 enables LL128 on 7.0 and 8.0 alone) and
+    Blackwell's from 2.25 (v2.25.1-1:215; 2.24 times 10.x as Hopper): an older release runs the
+    GPU as another generation, which is refused rather than timed with the GPU's own figures."""
+    g = tp.rail_optimized(1, server=server)
+    with pytest.raises(ValueError, match=rf"nccl_version: NCCL {too_old[:4]} predates .* give {first} or later"):
+        collective(g, "all_reduce", MIB, nccl_version=too_old)
+    assert collective(g, "all_reduce", MIB, nccl_version=first).time > 0
+    # the pure flow model (step_latency=) reads no release: nothing to refuse
+    assert collective(g, "all_reduce", MIB, nccl_version=too_old, step_latency=0.0).time > 0
