@@ -111,6 +111,45 @@ def _measured(args, graph):
         reductions, settings
 
 
+#: below this share of the time in transfers a row's time is its latencies'; below this mean
+#: utilization of the busiest link during them, the channels' rate (NCCL's per-channel figures),
+#: not a link, sets the transfers
+_BOUND = 0.5
+#: other tiers within this much utilization of the busiest are named with it (newuser23: a 2 x
+#: DGX H100 1 GiB all-gather named NVLink at 0.94, its NICs at 0.93)
+_NEAR = 0.05
+
+
+def _tier_utilization(r) -> dict:
+    """Each tier's busiest link's mean utilization during the transfers (``r.link_utilization``)."""
+    import numpy as np
+
+    util = np.asarray(r.link_utilization, dtype=float)
+    tiers = np.asarray(r.links.tier).astype(str)
+    return {str(t): float(util[tiers == t].max()) for t in dict.fromkeys(tiers) if t}
+
+
+def _transfer_fraction(r) -> float:
+    """The share of ``r.time`` its steps spend in transfers (the rest: latencies, the host)."""
+    moved = sum(st.count * st.transfer for st in r.steps)
+    return float(moved / r.time) if r.time > 0 and moved == moved and r.time != float("inf") else 0.0
+
+
+def _bound_said(busy: dict, share: float, tier: str) -> str:
+    """The table's bottleneck column from each tier's busiest link's utilization ``busy``, the
+    share of the time in transfers and the result's bottleneck ``tier``: ``latency`` where
+    transfers take less than :data:`_BOUND` of the time; ``channels`` where no link is that busy during them; else the bottleneck tier
+    and its busiest link's utilization, with the other tiers as busy within :data:`_NEAR`."""
+    top = max(busy.values(), default=0.0)
+    if share < _BOUND:
+        return f"latency (transfers {share:.0%} of the time)"
+    if top < _BOUND:
+        return f"channels (links <= {top:.0%} busy)"
+    named = tier if tier in busy else max(busy, key=busy.get)
+    near = [t for t, u in sorted(busy.items(), key=lambda kv: -kv[1]) if t != named and u >= top - _NEAR]
+    return ", ".join(f"{t} {busy[t]:.0%}" for t in [named, *near])
+
+
 def _release_lacks(algorithm, op, version) -> str:
     """What of an ``--algorithm`` list the release ``version`` (``--nccl-version`` or the log's
     line; None: the newest) does not have for ``op``, in words ('' where nothing)."""
@@ -150,10 +189,16 @@ def collective_table(args) -> None:
         row = dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
                    algorithm=r.algorithm, protocol=r.protocol, channels=r.channels_run,     # those the time used
                    bottleneck_tier=r.bottleneck_tier)
+        busy, share = _tier_utilization(r), _transfer_fraction(r)
+        row.update(bound=_bound_said(busy, share, r.bottleneck_tier), transfer_fraction=share,
+                   **{f"utilization_{t}": u for t, u in busy.items()})
         if measured is not None:
             row.update(measured_us=measured[i] * 1e6, error=r.time / measured[i] - 1)
         rows.append(row)
-    head = (f"# {op} on {len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)} GPUs "
+    n_gpus = len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)
+    on = f"on {n_gpus} GPUs" if op != "send_recv" or measured is not None else \
+        f"from the first to the second of {n_gpus} GPUs"        # collective()'s send: ranks[0] -> ranks[1]
+    head = (f"# {op} {on} "
             f"({cluster_label(args, graph)}; routing {args.policy}"
             + (f"; calibration {args.calibration})" if model is not None else ")"))
     cmp_head = f" {'measured (us)':>13s} {'error':>7s}" if measured is not None else ""
@@ -162,7 +207,7 @@ def collective_table(args) -> None:
     for r in rows:
         cmp = f" {r['measured_us']:13.1f} {r['error']:+7.1%}" if measured is not None else ""
         lines.append(f"{r['size']:14d} {r['time_us']:12.1f}{cmp} {r['algbw_gbs']:13.2f} {r['busbw_gbs']:13.2f} "
-                     f"{r['algorithm']:>17s} {r['protocol']:>8s} {r['channels']:3d}  {r['bottleneck_tier']}")
+                     f"{r['algorithm']:>17s} {r['protocol']:>8s} {r['channels']:3d}  {r['bound']}")
     if measured is not None:
         errors = sorted(abs(r["error"]) for r in rows)
         lines.append(f"# median |error| {errors[len(errors) // 2]:.1%}, max {errors[-1]:.1%}")

@@ -109,6 +109,12 @@ def _pick(op, size, p, results, hw, options, model, only=None) -> _Pick:
         # the same bytes over the tuned transfer: each link's mean utilization scales inversely
         solved, tuned_transfer = transfer_of(steps), transfer_of(timed)
         ratio = solved / tuned_transfer if tuned_transfer > 0 and np.isfinite(tuned_transfer) else 1.0
+        if algorithm_of(a).derived(op):
+            # NVLS / NVLSTree / PAT timed from the ring's solve: the links carried the ring's bytes
+            # only in the model, so a time shorter than those bytes allow says they moved fewer
+            # (NVLS reduces in the switch), not that a link ran above its rate (NVLSTree on 2 x DGX
+            # H100 at 1 GiB read 1.27): shown as the ring's solve had them
+            ratio = min(ratio, 1.0)
         entries[a, proto] = (total, timed, results[a].utilization * ratio)
     pick = nccl_pick(tuned)
     # NCCL's pick first: it wins a tie (two times at the host's floor, gpus_per_thread > 1)

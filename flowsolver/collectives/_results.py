@@ -116,7 +116,8 @@ class CollectiveResult:
 
     ``time`` seconds; ``algbw = size / time`` and ``busbw`` bytes/s (nccl-tests);
     ``steps`` the distinct steps; ``link_utilization`` per link (graph edge order), the
-    time-weighted mean over the transfers; ``candidates`` the time of every algorithm solved;
+    time-weighted mean over the transfers, at most 1 (NVLS, NVLSTree and PAT, timed by NCCL's
+    model from the ring's solve: the ring solve's where NCCL's time is shorter than its bytes allow); ``candidates`` the time of every algorithm solved;
     ``pruned`` the algorithms ``"auto"`` did not solve, with the lower bound (s) that showed
     they cannot beat the chosen one. ``bottleneck`` the links that set the time: those of
     the step that takes longest in all (its ``count`` repetitions included), and

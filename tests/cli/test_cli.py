@@ -143,7 +143,9 @@ def test_collective_table_and_formats(capsys):
     row = json.loads(capsys.readouterr().out)[0]
     assert row["size"] == 2**30 and abs(row["busbw_gbs"] - 370) < 0.1 * 370      # 8 x H100 ring, measured ~370
     assert main(["collective", "--nodes", "1", "-b", "1M", "-e", "1M", "--csv"]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "size,time_us,algbw_gbs,busbw_gbs,algorithm,protocol,channels,bottleneck_tier"
+    assert capsys.readouterr().out.splitlines()[0] == ("size,time_us,algbw_gbs,busbw_gbs,algorithm,protocol,channels,"
+                                                       "bottleneck_tier,bound,transfer_fraction,utilization_nvlink,"
+                                                       "utilization_pcie")
 
 
 def test_train_and_its_formats(capsys):
@@ -784,3 +786,33 @@ def test_the_algorithm_header_says_what_the_release_runs_not(capsys):
     assert "runs no" not in capsys.readouterr().out
     assert main(args + ["--nccl-version", "2.14"]) == 2
     assert "--nccl-version: NCCL 2.14 predates Hopper GPUs" in capsys.readouterr().err
+
+
+def test_the_bottleneck_column_says_latency_channels_or_the_busy_tiers(capsys):
+    """newuser23: a 2 x DGX H100 1 GiB all-gather named NVLink alone with its NICs 93 % busy, and
+    a latency-bound row named a tier. The column reads each row's own figures (--json): latency
+    where transfers take under half the time, else each tier within 5 points of the busiest with
+    its utilization."""
+    from flowsolver.cli._nccl_commands import _bound_said
+
+    args = ["collective", "--nodes", "2", "--op", "all_gather", "-b", "1K", "-e", "1G", "-f", "1024"]
+    assert main(args + ["--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    table = capsys.readouterr().out.splitlines()[2:]
+    small, _, large = rows
+    assert small["transfer_fraction"] < 0.5 and table[0].endswith(
+        f"latency (transfers {small['transfer_fraction']:.0%} of the time)") and small["bound"].startswith("latency")
+    busy = {k[len("utilization_"):]: v for k, v in large.items() if k.startswith("utilization_")}
+    top = max(busy.values())
+    assert large["transfer_fraction"] > 0.9 and top <= 1.0 + 1e-9
+    near = {t for t, u in busy.items() if u >= top - 0.05}
+    assert len(near) >= 2                  # NVLink and the NICs' tiers both near their rate
+    assert table[2].endswith(large["bound"]) and large["bound"].startswith(f"{large['bottleneck_tier']} ")
+    assert all(f"{t} {busy[t]:.0%}" in large["bound"] for t in near)
+    assert _bound_said({"nvlink": 0.2}, 0.9, "") == "channels (links <= 20% busy)"
+
+
+def test_a_send_says_between_which_ranks(capsys):
+    assert main(["collective", "--nodes", "2", "--op", "send_recv", "-b", "1M", "-e", "1M"]) == 0
+    assert capsys.readouterr().out.startswith("# send_recv from the first to the second of 16 GPUs")
