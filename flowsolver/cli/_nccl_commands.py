@@ -153,15 +153,10 @@ def _bound_said(busy: dict, share: float, tier: str) -> str:
 def _release_lacks(algorithm, op, version) -> str:
     """What of an ``--algorithm`` list the release ``version`` (``--nccl-version`` or the log's
     line; None: the newest) does not have for ``op``, in words ('' where nothing)."""
-    from ..collectives._nccl_releases import release_lacks
-    from ..collectives._option_values import nccl_release
+    from ..collectives import lacking_algorithms
 
-    names = [algorithm] if isinstance(algorithm, str) else list(algorithm)
-    release = nccl_release(version)
-    lacks = [a for a in names if a != "auto" and release_lacks(a, op, release)]
-    if not lacks:
-        return ""
-    return f"NCCL {release[0]}.{release[1]} runs no {', '.join(lacks)} for {op}"
+    release, lacks = lacking_algorithms(algorithm, op, version)
+    return f"NCCL {release[0]}.{release[1]} runs no {', '.join(lacks)} for {op}" if lacks else ""
 
 
 def collective_table(args) -> None:

@@ -120,6 +120,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._calibrate_model": ("nccl_tests_collective",),
     "._allowed": ("log_choices", "own_algorithms", "setting_choices"),
     "._host": ("HOST_CALL", "TORCH_CALL_OVERHEAD", "log_gpus_per_thread"),
+    "._nccl_releases": ("lacking_algorithms",),     # (the CLI's header; not in __all__)
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -128,6 +129,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._concurrent import concurrent, concurrent_kinds
     from ._channels import nccl_channels, nccl_graph_channels
     from ._host import HOST_CALL, TORCH_CALL_OVERHEAD, log_gpus_per_thread
+    from ._nccl_releases import lacking_algorithms
     from ._jax import collective_time
     from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
     from ._options import CollectiveOptions, check_algorithm, checked_collective_options

@@ -6,7 +6,8 @@ a constant says so)."""
 
 from __future__ import annotations
 
-__all__ = ["FIRST_RELEASE", "FIRST_TUNED", "RING_LL_SHARE_BEFORE_2_21", "release_lacks", "release_predates"]
+__all__ = ["FIRST_RELEASE", "FIRST_TUNED", "RING_LL_SHARE_BEFORE_2_21", "lacking_algorithms", "release_lacks",
+           "release_predates"]
 
 # --- Older releases' tuner (``nccl_version=``): the refinements of tuning.cc that changed since ---
 #: ring LL's share of the bus bandwidth before NCCL 2.21: ``busBw * ((nNodes > 1 || coll ==
@@ -99,6 +100,21 @@ def release_lacks(algorithm, op, nccl) -> str | None:
         return f"NCCL 2.18 runs NVLS for all-reduce only (2.17 ran it for {op} too, and 2.19 on again)"
     return None
 
+
+
+def lacking_algorithms(algorithms, op, version) -> tuple:
+    """``(release, names)``: the NCCL release ``version`` names (``nccl_version``'s forms; None:
+    the newest) and those of ``algorithms`` (a name or names) it runs on no ranks for ``op``
+    (:func:`release_lacks`); the command line's header says them.
+
+    >>> lacking_algorithms(("tree", "nvls", "nvls_tree"), "all_reduce", "2.16")
+    ((2, 16), ['nvls', 'nvls_tree'])
+    """
+    from ._option_values import nccl_release
+
+    release = nccl_release(version)
+    names = [algorithms] if isinstance(algorithms, str) else list(algorithms)
+    return release, [a for a in names if a != "auto" and release_lacks(a, op, release)]
 
 #: The first NCCL release whose tuner has each GPU generation's own tables. Before it NCCL runs
 #: the GPU through an older architecture's PTX and times it with another generation's figures,
