@@ -170,3 +170,55 @@ def test_the_train_command_takes_etp(capsys):
     assert json.loads(capsys.readouterr().out)["summary"]["etp"] == 2
     assert main(argv + ["--etp", "4"]) != 0
     assert "etp must be None (= tp), 1 or tp (2), got 4" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("etp", [None, 1])
+def test_tp_overlap_leaves_the_expert_gemms_whole(etp):
+    """adv24 F1: the experts' grouped GEMMs run with explicit_expert_comm (no Transformer Engine
+    communication, no userbuffers overlap; Megatron-Core's TEGroupedMLP), so TP overlap chunks
+    only the attention's QKV and proj: the expert GEMMs cost the same with it as without, each one
+    whole GEMM per local expert (hand count: tp 8, ep 1, all 8 experts local; 4096 tokens x top-2
+    / 8 experts = 1024 rows an expert gathered over TP, gated FC1 2 x 14336 / 8 wide; at etp 1 the
+    sequence-parallel share alone, 1024 / 8 = 128 rows, FC1 2 x 14336 wide)."""
+    gpu = tp.get_gpu("h100_sxm")
+    m = get_model("mixtral-8x7b")
+    kw = dict(micro_batch=1, tp=8, cp=1, ep=1, sequence_parallel=True, gpu=gpu, precision="bf16", etp=etp)
+    plain = layer_kernel_costs(m, tp_overlap=0.0, **kw)
+    overlapped = layer_kernel_costs(m, tp_overlap=0.875, **kw)
+    for part in ("gemm_fwd", "gemm_bwd"):
+        for g in ("fc1", "fc2"):
+            assert overlapped[part][g] == plain[part][g]
+    rows, width = (1024, 2 * F // 8) if etp is None else (128, 2 * F)
+    assert plain["gemm_fwd"]["fc1"] == pytest.approx(gemm_seconds_shape(rows, width, H, gpu, "bf16", count=E),
+                                                     rel=1e-12)
+    # the attention's GEMMs do run chunked (Hopper bf16's userbuffers plan: proj's forward in 4 pieces)
+    assert overlapped["gemm_fwd"]["proj"] > plain["gemm_fwd"]["proj"]
+
+
+def test_fp8_weight_casts_count_the_gpus_own_experts():
+    """torchao casts every weight a GPU holds once a microbatch: its attention share and its
+    experts / ep local experts (split over the expert-TP group), not the top_k a token visits
+    (adv24 F1). Hand count of the difference between ep 1 and ep 8 at etp 1: 8 - 1 experts of
+    3 h FFN weights."""
+    from flowsolver.training._kernels import memory_seconds
+    gpu = tp.get_gpu("h100_sxm")
+    m = get_model("mixtral-8x7b")
+    kw = dict(micro_batch=1, tp=1, cp=1, sequence_parallel=False, gpu=gpu, precision="fp8", fp8_recipe="tensorwise",
+              etp=1)
+    one = layer_kernel_costs(m, ep=1, **kw)["weight_casts"]
+    eight = layer_kernel_costs(m, ep=8, **kw)["weight_casts"]
+    from flowsolver.training._kernel_costs import _CAST
+    per_param = _CAST["tensorwise"][1]
+    assert one - eight == pytest.approx(memory_seconds(per_param * 7 * 3 * H * F, gpu), rel=1e-9)
+
+
+def test_a_capacity_factor_below_one_token_an_expert_is_refused_by_name():
+    """Megatron-Core gives each expert at least ceil(tokens x top_k / experts x factor) >= 1 token;
+    a factor leaving less than one of a microbatch's 4096 x 2 routed tokens to each of Mixtral's 8
+    experts (8 / 8192) is refused naming capacity_factor (adv24 F5: the error named a collective's
+    size), and that least factor runs."""
+    g = tp.rail_optimized(4)
+    least = E / (S * K)
+    with pytest.raises(ValueError, match=r"capacity_factor \(1e-09\) must leave every expert at least one token"):
+        training_step(g, "mixtral-8x7b", Parallelism(tp=8, ep=4, capacity_factor=1e-9))
+    assert training_step(g, "mixtral-8x7b", Parallelism(tp=8, ep=4, capacity_factor=least)).step_time > 0
