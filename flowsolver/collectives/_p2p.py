@@ -225,10 +225,17 @@ def _pair_view(edge) -> float:
 def _gpu_nics(graph, gpu) -> tuple:
     """``(count, bytes/s)`` of the NICs NCCL counts for a GPU (``getLocalNetCountByBw``,
     ``src/graph/topo.cc``): its nearest NICs' ports one by one, each at its line rate or the PCIe
-    path's (NCCL's view), until they add up to the GPU's own PCIe bandwidth; (0, 0) with none."""
+    path's (NCCL's view), until they add up to the GPU's own PCIe bandwidth. A GPU cabled straight
+    into the fabric (no NIC node: a torus of GPUs) has its own cables to switches and to other
+    servers' GPUs as its ports (adv24 F2: counted as none, its sends stayed at one channel's 14
+    GB/s whatever the cables' rate); (0, 0) with none."""
     near = near_nics(graph, gpu)
     if not near:
-        return 0, 0.0
+        kind, server = graph.nodes, graph.nodes[gpu].get("server")
+        ports = [e for _, v, e in graph.out_edges(gpu, data=True)
+                 if kind[v].get("kind") == "switch" or (kind[v].get("kind") == "gpu" and kind[v].get("server") != server)]
+        count = sum(max(1, int(e.get("cables", 1))) for e in ports)
+        return count, float(sum(float(e.get("capacity", 0.0)) for e in ports))
     hop = graph.edges[gpu, near[0]] if graph.has_edge(gpu, near[0]) else \
         next((graph.edges[gpu, v] for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "pcie_switch"), None)
     if hop is None:     # its rail's NIC, whose PCIe cable the pair's first GPU owns (layout._rail_nics): that cable's

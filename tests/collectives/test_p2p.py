@@ -275,3 +275,17 @@ def test_a_channel_across_the_network_moves_nccls_14_gb_per_s_whatever_the_gpu()
     ranks = [7, 8] + [r for r in range(64) if r not in (7, 8)]
     t = [collective(g, "send_recv", s, ranks=ranks).time for s in (128 * MIB, 256 * MIB)]
     assert 128 * MIB / (t[1] - t[0]) == pytest.approx(2 * 14e9, rel=1e-6)
+
+
+def test_a_gpu_cabled_straight_into_the_fabric_has_its_cables_as_ports():
+    """adv24 F2: a torus of GPUs (no NIC node) counted no port, so its sends ran one P2P channel at
+    NCCL's 14 GB/s whatever the cables' rate. Each GPU of a 4 x 4 torus has 4 cables to other
+    servers' GPUs (a neighbour each way in each dimension), 400 Gb/s each on NDR."""
+    import flowsolver as fs
+    from flowsolver.collectives._p2p import _gpu_nics
+
+    g = tp.torus((4, 4), link="ib_ndr")
+    assert _gpu_nics(g, tp.gpus(g)[0]) == (4, 4 * 50e9)
+    hdr = fs.collective(tp.torus((4, 4), link="ib_hdr"), "send_recv", 2**28, ranks=[0, 1])
+    ndr = fs.collective(g, "send_recv", 2**28, ranks=[0, 1])
+    assert ndr.channels > 1 and ndr.busbw > hdr.busbw      # the cable's rate matters again
