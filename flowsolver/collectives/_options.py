@@ -26,6 +26,9 @@ MAX_CHANNELS = 64
 #: the keyword options of :func:`flowsolver.route` a collective's ``policy_options`` may set
 POLICY_OPTIONS = ("subflows", "seed", "pxn")
 #: the options a training step passes to every collective (:func:`flowsolver.concurrent_kinds`'s)
+#: the least ``chunk`` (bytes): NCCL's smallest pipeline chunk, NVLS's 16 KiB (v2.19.3-1
+#: src/enqueue.cc:1367 calcCollChunking; the trees stop at 32 KiB, :1339)
+MIN_CHUNK = 16384
 COLLECTIVE_OPTIONS = ("policy", "policy_options", "pxn", "protocol", "chunk", "efficiency", "step_latency",
                       "base_latency", "model")
 
@@ -53,7 +56,10 @@ class CollectiveOptions:
         training step's collectives).
     chunk : float
         Pipeline chunk of tree all-reduce (a channel's) and ring broadcast / reduce (what their
-        channels hold at a stage together, ``chunk / channels`` each), bytes (default 512 KiB).
+        channels hold at a stage together, ``chunk / channels`` each), bytes (default 512 KiB, at
+        least 16 KiB). Under NCCL's cost model (the default) a tree all-reduce runs NCCL's own
+        chunk (:mod:`flowsolver.collectives._pipeline`); ``chunk`` sets the per-step model's
+        (``step_latency=``) and the broadcast / reduce chains'.
     efficiency : float in (0, 1] or dict, optional
         Fraction of the raw link rate reached (all links, or by link technology); default
         the catalogue's.
@@ -345,7 +351,13 @@ def _check_options(o: Options) -> None:
     object.__setattr__(o, "protocol", protocol_choice(o.protocol))     # a list of names: a tuple, PROTOCOLS' order
     if o.candidates not in ("nccl", "all"):
         raise ValueError(f"candidates must be 'nccl' or 'all', got {o.candidates!r}")
-    _checks.positive_number("chunk", o.chunk, "bytes")
+    if _checks.positive_number("chunk", o.chunk, "bytes") < MIN_CHUNK:
+        # a pipeline pays its depth in latencies, not one per chunk (CollectiveStep.time): smaller
+        # chunks would only shrink its fill, down to the bandwidth bound (adv24 F3: a 64 MiB ring
+        # broadcast in 1-byte chunks ran faster than at NCCL's 512 KiB)
+        raise ValueError(f"chunk must be at least {MIN_CHUNK} bytes (16 KiB, NCCL's smallest pipeline chunk: "
+                         f"calcCollChunking shrinks NVLS's to 16 KiB and the trees' to 32 KiB, no lower), "
+                         f"got {o.chunk!r}")
     _efficiency(o.efficiency)
     _seconds("step_latency", o.step_latency)
     _seconds("base_latency", o.base_latency)

@@ -168,3 +168,18 @@ def test_concurrent_refuses_the_host_options_by_name(two_servers, name, value):
         concurrent_kinds(two_servers, [[one]], **{name: value})
     with pytest.raises(ValueError, match=name):
         concurrent_kinds(two_servers, [[one]], options=CollectiveOptions(**{name: value}))
+
+
+def test_a_chunk_below_nccls_smallest_is_refused():
+    """adv24 F3: the pipeline pays its depth in latencies, not one per chunk, so chunks toward 1 byte
+    ran a 64 MiB ring broadcast faster than NCCL's 512 KiB; NCCL pipelines nothing below NVLS's
+    16 KiB (v2.19.3-1 enqueue.cc calcCollChunking), the least chunk= takes."""
+    import topologies as tp
+    from flowsolver import collective
+    from flowsolver.collectives._options import MIN_CHUNK
+
+    g = tp.rail_optimized(1)
+    assert MIN_CHUNK == 16 * 1024
+    with pytest.raises(ValueError, match=r"chunk must be at least 16384 bytes .* got 16383"):
+        collective(g, "broadcast", 2**26, chunk=16383)
+    assert collective(g, "broadcast", 2**26, chunk=16384).time > 0
