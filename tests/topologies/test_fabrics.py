@@ -296,3 +296,28 @@ def test_generated_graphs_validate():
     for g in (tp.fat_tree(4), tp.leaf_spine(2, 2, 4), tp.rail_optimized(33), tp.dragonfly(2, 4, 2),
               tp.torus((3, 3)), tp.rail_optimized(2, server="pcie_8gpu"), tp.rail_optimized(1, server="nvl72")):
         assert tp.validate(g) is g
+
+
+def test_an_edit_that_keeps_every_total_is_measured_not_assumed():
+    """adv24 F4: half of every leaf-spine link's capacity moved to one NVLink edge keeps the
+    counts and totals the fingerprint held; describe() then reported the family's bisection (12.8
+    TB/s on 64 DGX H100) where the max flow is half. A NaN efficiency on a generated graph is
+    refused as on a hand-built one."""
+    g = tp.rail_optimized(nodes=64)
+    formula = tp.describe(g)["bisection_bandwidth"]
+    lost = 0.0
+    for _, _, d in g.edges(data=True):
+        if d.get("tier") == "leaf-spine":
+            lost += d["capacity"] / 2
+            d["capacity"] /= 2
+    u, v = next((u, v) for u, v, t in g.edges(data="tier") if t == "nvlink")
+    g.edges[u, v]["capacity"] += lost
+    d = tp.describe(g)
+    assert "max flow" in d["bisection_method"]
+    assert d["bisection_bandwidth"] == pytest.approx(formula / 2)
+    h = tp.rail_optimized(nodes=2)
+    for _, _, e in h.edges(data=True):
+        if e.get("tier") == "access":
+            e["efficiency"] = float("nan")
+    with pytest.raises(tp.TopologyError, match="efficiency must be a fraction"):
+        tp.validate_edited(h)
