@@ -168,7 +168,7 @@ def pinned(graph, index, checked: bool):
             table[key] = outer
 
 
-#: graph -> the routing signature (flowsolver.routing._cache._signature) it last passed
+#: graph -> the signature (:func:`flowsolver._graph_signature.graph_signature`) it last passed
 #: :func:`checked_graph` with: the same graph unedited since is not checked again
 _CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -185,10 +185,10 @@ def checked_graph(graph):
     pin = PINS.by_graph.get(id(graph))
     if pin is not None and pin[1]:
         return graph
-    from .routing._cache import _signature          # (routing imports this module)
+    from ._graph_signature import graph_signature
 
     try:
-        signature = _signature(graph)
+        signature = graph_signature(graph)
         if _CHECKED.get(graph) == signature:
             return graph
     except TypeError:           # no weak reference to it, or an unhashable value: checked every time

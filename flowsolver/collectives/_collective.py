@@ -3,6 +3,8 @@ candidate schedules, batched solving (``"auto"``'s rounds and pick: :mod:`._choi
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -47,6 +49,14 @@ class Call:
     model: object = None
 
 
+def _lazy_nvlinks(graph, ranks):
+    """A function of no arguments giving the indices (graph edge order) of every group's NVLink
+    edges (:func:`~._hardware.nvlink_edges`), found on its first call only: a derivative asks
+    for them, and a 16,384-GPU training step's results spent 0.3 s of each call finding them."""
+    return functools.cache(lambda: tuple(edge_index(graph)[e]
+                                         for e in nvlink_edges(graph, [gpu_nodes(graph)[r] for r in ranks])))
+
+
 def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, table) -> Derivation:
     """What the result's derivatives are computed from: the chosen algorithm's solved steps
     and, where NCCL's cost model set the time, its formula on the ring's and the algorithm's
@@ -69,8 +79,6 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
                        "host cost), which no link changes")
         return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, p2p=p2p)
     steps = results[best].steps
-    edges = nvlink_edges(graph, [gpu_nodes(graph)[r] for r in ranks]) if hw.nvlink_bw > 0 else []    # every group's
-    index = edge_index(graph)
     ring_steps = results["ring"].steps
     formula = TunedFormula(
         formula=lambda ring, own, nvlink, net=hw.net_bw: tuned_time(best, proto, op, size, p, ring, own,
@@ -78,7 +86,7 @@ def _derivation(graph, ranks, p, results, best, proto, rivals, hw, call: Call, t
                                                                     options, model, slow_paths_of(steps))[0],
         ring=results["ring"].solved_on, own=tuple((*solved_on[i][:2], m) for i, m in steady_parts(steps)),
         values=(transfer_of(ring_steps), steady_transfer(steps), hw.nvlink_bw, hw.net_bw),
-        nvlink=tuple(index[e] for e in edges),
+        nvlink=_lazy_nvlinks(graph, ranks) if hw.nvlink_bw > 0 else (),
         net=lazy_net_cells(graph, call.rank_groups) if hw.net_bw > 0 else ())
     return Derivation(solved_on, cap, table.capacity, cache=cache, why_not=why_not, tuned=formula)
 

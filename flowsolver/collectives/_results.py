@@ -96,7 +96,8 @@ class TunedFormula:
     algorithm's own steady-state transfer (s) and a GPU's NVLink bandwidth (bytes/s), which
     are ``values``; ``ring`` and ``own`` the ``(routing, sizes, multiplier)`` of the solved
     steps that add up to the first two; ``nvlink`` the indices (graph edge order) of the ranks'
-    NVLink links, whose least effective capacity is the third (() if none); ``net`` the cells
+    NVLink links, or a function of no arguments giving them, whose least effective capacity is
+    the third (() if none); ``net`` the cells
     (:func:`~._net_cells.net_cells`, or a function of no arguments giving them,
     :func:`~._nccl_timing.lazy_net_cells`) whose least weighted sum of effective capacities is
     the fourth value, NCCL's view of the NICs (``Hardware.net_bw``, bytes/s), which ``formula``
@@ -106,8 +107,12 @@ class TunedFormula:
     ring: tuple
     own: tuple
     values: tuple
-    nvlink: tuple = ()
+    nvlink: object = ()
     net: object = ()
+
+    def nvlinks(self) -> tuple:
+        """:attr:`nvlink`'s indices (found on first use where it is a function)."""
+        return self.nvlink() if callable(self.nvlink) else self.nvlink
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,8 @@ def _peak_loads(result) -> np.ndarray:
             continue
         for _, alloc, _, _ in done.phases:
             peak = np.maximum(peak, np.asarray(alloc.link_load, dtype=np.float64)[:len(peak)])
-    if der.tuned is not None and der.tuned.nvlink:
-        peak[list(der.tuned.nvlink)] = np.inf
+    if der.tuned is not None and der.tuned.nvlinks():
+        peak[list(der.tuned.nvlinks())] = np.inf
     if der.p2p is not None and der.p2p[0] > der.p2p[1]:     # a send its P2P channels slowed: lighter loads
         peak = peak * (der.p2p[1] / der.p2p[0])
     return peak
@@ -86,7 +86,7 @@ def steps_times(result, raw_caps) -> np.ndarray:
     ring = sum(m * transfer(rm, sizes) for rm, sizes, m in tf.ring)
     own = sum(m * transfer(rm, sizes) for rm, sizes, m in tf.own)
     # NCCL's NVLink rate: the slowest of the ranks' NVLinks in each state
-    nvlink = batch[:, list(tf.nvlink)].min(axis=1) if tf.nvlink else np.full(len(batch), tf.values[2])
+    nvlink = batch[:, list(tf.nvlinks())].min(axis=1) if tf.nvlinks() else np.full(len(batch), tf.values[2])
     out = np.array([float(tf.formula(float(a), float(b), float(c))) for a, b, c in zip(ring, own, nvlink)])
     return out[1:] + (result.time - out[0])
 
