@@ -10,7 +10,6 @@ import numbers
 import sys
 import threading
 import warnings
-import weakref
 
 import numpy as np
 
@@ -168,36 +167,16 @@ def pinned(graph, index, checked: bool):
             table[key] = outer
 
 
-#: graph -> the signature (:func:`flowsolver._graph_signature.graph_signature`) it last passed
-#: :func:`checked_graph` with: the same graph unedited since is not checked again
-_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def checked_graph(graph):
     """Run ``topologies.validate`` on a graph built or edited by hand (no generator
     record, or a fingerprint that no longer matches): an invalid graph gets validate's
     message rather than a confusing one from deeper down. Generated, unedited graphs are
     trusted (validate walks every node and edge in Python), and so is a graph inside a
-    ``flowsolver.routing.unchanged(graph, checked=True)`` block, or one that passed with the
-    same routing signature (every edge value, the nodes' routing attributes) before: the
-    signature costs a third of a generated graph's fingerprint (0.08 s against 0.25 s on 16,384
-    GPUs, twice that since the fingerprint hashes every edge, adv24 F4)."""
+    ``flowsolver.routing.unchanged(graph, checked=True)`` block."""
     pin = PINS.by_graph.get(id(graph))
     if pin is not None and pin[1]:
         return graph
-    from ._graph_signature import graph_signature
-
-    try:
-        signature = graph_signature(graph)
-        if _CHECKED.get(graph) == signature:
-            return graph
-    except TypeError:           # no weak reference to it, or an unhashable value: checked every time
-        signature = None
-    tp.validate_edited(graph)
-    if signature is not None:
-        with contextlib.suppress(TypeError):
-            _CHECKED[graph] = signature
-    return graph
+    return tp.validate_edited(graph)
 
 
 def warn_at_caller(message: str, category=UserWarning) -> None:

@@ -15,7 +15,7 @@ ROOT = Path(fs.__file__).resolve().parent.parent
 #: the layers, lowest first; a module may import its own layer or lower ones only
 LAYERS = [
     ("topologies",),
-    ("flowsolver._status", "flowsolver._checks", "flowsolver._graph_signature", "flowsolver._version", "flowsolver._lazy", "flowsolver._tolerance",
+    ("flowsolver._status", "flowsolver._checks", "flowsolver._version", "flowsolver._lazy", "flowsolver._tolerance",
      "flowsolver.nccl_tests", "flowsolver._nccl_log", "flowsolver._nccl_rows", "flowsolver._nccl_env"),
     ("flowsolver.traffic",),
     ("flowsolver.routing",),

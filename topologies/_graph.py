@@ -126,25 +126,57 @@ def compute_fabric(g: nx.DiGraph) -> nx.DiGraph:
     return g.subgraph([n for n in g if n not in drop])
 
 
-def fingerprint(g: nx.DiGraph) -> list:
-    """Nodes, edges, total capacity, latency and cables of the compute fabric, and the family's
-    formulas recorded beside them (bisection bandwidth, diameter): tells describe() and the
-    checks whether a graph was edited since it was generated (an edited latency or cable count
-    is validated again: a negative latency made collectives faster; a file's edited bisection
-    was reported as the formula's)."""
+#: the fingerprint's items up to its edges' hash: what :func:`edited` compares on every check
+CHEAP_ITEMS = 8
+
+
+def fingerprint(g: nx.DiGraph, *, hashed: bool = True) -> list:
+    """Nodes, edges, total capacity, latency and cables of the compute fabric, the family's
+    formulas recorded beside them (bisection bandwidth, diameter), the capacities' sum of
+    squares, the efficiencies' count and sum and the technologies' counts, and (``hashed``) a
+    hash of every edge: tells describe() and the checks whether a graph was edited since it
+    was generated (an edited latency or cable count is validated again: a negative latency made
+    collectives faster; a file's edited bisection was reported as the formula's). The checks
+    before every call compare the first :data:`CHEAP_ITEMS` (sums: 0.25 s on 16,384 GPUs), which
+    a capacity moved between links, a NaN efficiency or a technology edited changes (adv24 F4);
+    describe(), whose formulas a capacity-preserving edit would mislead, compares the hash too."""
     formulas = [repr(g.graph.get("bisection_bandwidth")), repr(g.graph.get("network_diameter"))]
     core = compute_fabric(g)
     edges = [d for _, _, d in core.edges(data=True)]
     try:        # fsum: exactly rounded, so the same in any edge order (a subgraph's order follows hashing)
         sums = [math.fsum(d.get(k, dflt) for d in edges) for k, dflt in (("capacity", 0.0), ("latency", 0.0),
                                                                         ("cables", 1))]
-        return [core.number_of_nodes(), core.number_of_edges(), round(sums[0], 3), repr(sums[1]), repr(sums[2]),
-                *formulas, _edge_hash(core)]
+        effs = [d["efficiency"] for d in edges if "efficiency" in d]
+        techs: dict = {}
+        for d in edges:
+            key = repr(d["tech"]) if "tech" in d else "-"
+            techs[key] = techs.get(key, 0) + 1
+        extra = repr((math.fsum(d.get("capacity", 0.0) ** 2 for d in edges), len(effs),
+                      math.fsum(e for e in effs if e is not None), sum(e is None for e in effs),
+                      sorted(techs.items())))
+        out = [core.number_of_nodes(), core.number_of_edges(), round(sums[0], 3), repr(sums[1]), repr(sums[2]),
+               *formulas, extra]
+        return out + [_edge_hash(core)] if hashed else out
     except (TypeError, ValueError):         # a value that is no number: matches no recorded fingerprint
         return [core.number_of_nodes(), core.number_of_edges(), None]
 
 
+def edited(g: nx.DiGraph, *, hashed: bool = False) -> bool:
+    """Whether ``g`` is not a generator's unedited graph: no generator record, or a fingerprint
+    other than the one recorded (its first :data:`CHEAP_ITEMS`, or all of it with ``hashed``)."""
+    meta = getattr(g, "graph", None)
+    if meta is None or meta.get("generator") is None:
+        return True
+    stored = meta.get("fingerprint")
+    if not isinstance(stored, list):
+        return True
+    now = fingerprint(g, hashed=hashed)
+    return stored != now if hashed else stored[:CHEAP_ITEMS] != now[:CHEAP_ITEMS]
+
+
 _MASK = (1 << 64) - 1
+#: an attribute not on an edge (hashed apart from None)
+_ABSENT = type("_Absent", (), {"__repr__": lambda self: "<absent>"})()
 
 
 def _mixed(x):
@@ -174,12 +206,15 @@ def _edge_hash(core: nx.DiGraph) -> str:
     pairs = ((u, v, d) for u, out in succ.items() for v, d in out.items()) if isinstance(succ, dict) else \
         core.edges(data=True)
     rows = [(name[u], name[v], d.get("capacity", 0.0), d.get("latency", 0.0), d.get("cables", 1),
-             d.get("efficiency"), d.get("tech")) for u, v, d in pairs]
+             d.get("efficiency", _ABSENT), d.get("tech", _ABSENT)) for u, v, d in pairs]
     if not rows:
         return "0"
     u, v, cap, lat, cables, eff, tech = zip(*rows)
     tech = [techs[t] if t in techs else techs.setdefault(t, zlib.crc32(repr(t).encode())) for t in tech]
-    floats = np.array([cap, lat, cables, [np.nan if e is None else e for e in eff]], dtype=np.float64)
+    # an efficiency absent, None or NaN hash apart (a NaN written where none was is an edit)
+    flags = np.array([0.0 if e is _ABSENT else 1.0 if e is None else 2.0 for e in eff])
+    floats = np.array([cap, lat, cables, [0.0 if e is _ABSENT or e is None else e for e in eff], flags],
+                      dtype=np.float64)
     bits = floats.view(np.uint64)
     h = _mixed(np.array(u, dtype=np.uint64) | (np.array(v, dtype=np.uint64) << np.uint64(32)))
     for column in (*bits, np.array(tech, dtype=np.uint64)):

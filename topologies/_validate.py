@@ -8,7 +8,7 @@ import math
 import networkx as nx
 import numpy as np
 
-from ._graph import NODE_KINDS, fingerprint
+from ._graph import NODE_KINDS, edited
 
 __all__ = ["TopologyError", "validate"]
 
@@ -151,7 +151,6 @@ def validate_edited(g) -> nx.DiGraph:
     ...     print(str(err).split(": ")[1])
     latency must be a finite number >= 0 s, got -1.0
     """
-    meta = getattr(g, "graph", None)
-    if meta is None or meta.get("generator") is None or meta.get("fingerprint") != fingerprint(g):
+    if edited(g):
         validate(g)
     return g

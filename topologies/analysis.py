@@ -9,7 +9,7 @@ from collections import Counter, deque
 
 import networkx as nx
 
-from ._graph import compute_fabric, fingerprint
+from ._graph import compute_fabric, edited as was_edited
 from .links import get_link
 
 __all__ = ["gpus", "describe", "format_description", "bisection_max_flow", "server_halves"]
@@ -163,7 +163,7 @@ def describe(g: nx.DiGraph, *, exact: bool = False) -> dict:
         if _cable_owner(u, v, g):
             cables_by_tech[d.get("tech", "unspecified")] += n
             cables_by_tier[d.get("tier", "unspecified")] += n
-    edited = g.graph.get("fingerprint") != fingerprint(g)
+    edited = was_edited(g, hashed=True)       # every edge hashed: a capacity moved misleads the formulas
     bisection, method = _bisection(g, exact, edited, kinds.get("gpu", 0))
     diameter, diameter_method = _diameter(g, edited)
     servers = {d["server"] for _, d in g.nodes(data=True) if d.get("kind") == "gpu" and "server" in d}

@@ -321,3 +321,13 @@ def test_an_edit_that_keeps_every_total_is_measured_not_assumed():
             e["efficiency"] = float("nan")
     with pytest.raises(tp.TopologyError, match="efficiency must be a fraction"):
         tp.validate_edited(h)
+    # where no efficiency was (a CPU socket link), and a technology set to None (review24)
+    p = tp.rail_optimized(2, server="pcie_8gpu")
+    p.edges["s0/cpu0", "s0/cpu1"]["efficiency"] = float("nan")
+    with pytest.raises(tp.TopologyError, match="efficiency must be a fraction"):
+        tp.validate_edited(p)
+    q = tp.rail_optimized(2)
+    u, v = next((u, v) for u, v, t in q.edges(data="tier") if t == "access")
+    q.edges[u, v]["tech"] = None
+    with pytest.raises(tp.TopologyError, match="tech must be a string"):
+        tp.validate_edited(q)

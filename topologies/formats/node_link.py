@@ -99,9 +99,9 @@ def load(path, *, max_bytes: int = MAX_JSON_BYTES) -> nx.DiGraph:
     except TopologyError as err:
         raise TopologyError(f"{path}: {err}") from None
     stored, now = g.graph.get("fingerprint"), fingerprint(g)
-    # saved before the fingerprint held latencies and cables (3 items) or its edges' hash (7): kept
-    # as generated where what it held still matches
-    if isinstance(stored, list) and len(stored) in (3, 7) and len(now) == 8 and stored == now[:len(stored)]:
+    # saved before the fingerprint held latencies and cables (3 items) or its sums of squares,
+    # efficiencies, technologies and edges' hash (7): kept as generated where what it held still matches
+    if isinstance(stored, list) and len(stored) in (3, 7) and len(now) > 7 and stored == now[:len(stored)]:
         g.graph["fingerprint"] = now
     return g
 
