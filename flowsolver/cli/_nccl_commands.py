@@ -198,7 +198,7 @@ def collective_table(args) -> None:
             + (f"; calibration {args.calibration})" if model is not None else ")"))
     cmp_head = f" {'measured (us)':>13s} {'error':>7s}" if measured is not None else ""
     lines = [head, f"{'size (B)':>14s} {'time (us)':>12s}{cmp_head} {'algbw (GB/s)':>13s} {'busbw (GB/s)':>13s} "
-                   f"{'algorithm':>17s} {'protocol':>8s} {'ch':>3s}  bottleneck tier"]
+                   f"{'algorithm':>17s} {'protocol':>8s} {'ch':>3s}  bound by"]
     for r in rows:
         cmp = f" {r['measured_us']:13.1f} {r['error']:+7.1%}" if measured is not None else ""
         lines.append(f"{r['size']:14d} {r['time_us']:12.1f}{cmp} {r['algbw_gbs']:13.2f} {r['busbw_gbs']:13.2f} "
@@ -214,7 +214,7 @@ def collective_table(args) -> None:
         lacking = _release_lacks(args.algorithm, op, settings.get("nccl_version"))
         lines.insert(1, f"# algorithm {said(args.algorithm)}, protocol {said(args.protocol)} ({whose})"
                         + (f"; {lacking}" if lacking else ""))
-    if args.compare and (said := _said_settings(settings, args.channels)):
+    if args.compare and (said := _said_settings(settings, args.channels, args.nccl_version)):
         lines.insert(1, f"# the log's NCCL settings: {said}")
     if set(reductions) != {("sum", "float")}:
         kinds = ", ".join(f"{r} of {d}" for r, d in dict.fromkeys(reductions))
@@ -230,8 +230,9 @@ def collective_table(args) -> None:
         print(f"# figure written to {args.plot}", file=sys.stderr)     # (stdout stays the table / JSON)
 
 
-def _said_settings(settings, given) -> str:
-    """The log's NCCL settings the comparison applied (PXN off, a channel count, its release), in words."""
+def _said_settings(settings, given, release=None) -> str:
+    """The log's NCCL settings the comparison applied (PXN off, a channel count, its release:
+    ``release``, --nccl-version, over its version line), in words."""
     out = ["PXN off (NCCL_PXN_DISABLE=1)"] if settings.get("pxn") is False else []
     if settings.get("channels") is not None and given is None:
         out.append(f"{settings['channels']} ring / tree channels (NCCL_MIN / MAX_NCHANNELS, or its coll channels "
@@ -239,7 +240,8 @@ def _said_settings(settings, given) -> str:
     if settings.get("nvls_channels") is not None:
         out.append(f"{settings['nvls_channels']} NVLS channels (NCCL_NVLS_NCHANNELS, NCCL_MIN / MAX_CTAS)")
     if settings.get("nccl_version"):
-        out.append(f"NCCL {settings['nccl_version']}'s rules (the log's version line)")
+        out.append(f"NCCL {settings['nccl_version']}'s rules "
+                   + ("(--nccl-version)" if release is not None else "(the log's version line)"))
     return ", ".join(out)
 
 

@@ -25,10 +25,10 @@ __all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys"
 MAX_CHANNELS = 64
 #: the keyword options of :func:`flowsolver.route` a collective's ``policy_options`` may set
 POLICY_OPTIONS = ("subflows", "seed", "pxn")
-#: the options a training step passes to every collective (:func:`flowsolver.concurrent_kinds`'s)
-#: the least ``chunk`` (bytes): NCCL's smallest pipeline chunk, NVLS's 16 KiB (v2.19.3-1
-#: src/enqueue.cc:1367 calcCollChunking; the trees stop at 32 KiB, :1339)
+#: the least ``chunk`` (bytes): NCCL's smallest pipeline chunk at its default buffer size, NVLS's
+#: 16 KiB (v2.19.3-1 src/enqueue.cc:1367 calcCollChunking; the trees stop at 32 KiB, :1339)
 MIN_CHUNK = 16384
+#: the options a training step passes to every collective (:func:`flowsolver.concurrent_kinds`'s)
 COLLECTIVE_OPTIONS = ("policy", "policy_options", "pxn", "protocol", "chunk", "efficiency", "step_latency",
                       "base_latency", "model")
 

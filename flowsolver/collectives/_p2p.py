@@ -371,7 +371,8 @@ def nccl_view(graph, op, group, layout, options, communicator):
     hw = describe(graph, group, layout, options.channels, options.efficiency, options.pxn, options.nvls_channels)
     if options.tuner and (why := release_predates(hw.generation, options.nccl_version)):
         first = FIRST_TUNED[hw.generation]
-        raise ValueError(f"nccl_version: {why}; give {first[0]}.{first[1]} or later, or leave it unset (the newest)")
+        raise ValueError(f"nccl_version: {why}; the model follows NCCL {first[0]}.{first[1]} or later on them (as "
+                         "given, or a log's NCCL version line: name such a release, or none for the newest)")
     if op in ("send_recv", "all_to_all") and options.tuner:
         hw = with_communicator(graph, communicator, hw, options.channels, all_to_all=op == "all_to_all")
     return hw

@@ -200,15 +200,19 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
     zero = check_zero(zero)
     top_k, factor = checked_expert_routing(spec, top_k, capacity_factor)
     if spec.experts > 1:
-        # Megatron-Core gives every expert at least one token (moe_utils.get_capacity: ceil(tokens x
-        # top_k / experts x capacity_factor)); the model scales the routed bytes by the factor, so a
-        # factor that leaves an expert less than one of a microbatch's tokens is refused here, by
-        # name (adv24 F5: it surfaced as a collective size below one element)
-        routed = micro_batch * spec.seq_len / layout.cp * top_k
+        # Megatron-Core gives every expert at least one token of a rank's router input
+        # (moe_utils.get_capacity: ceil(tokens x top_k / experts x capacity_factor)); the model scales
+        # the routed bytes by the factor, so a factor that leaves an expert less than one token is
+        # refused here, by name (adv24 F5: it surfaced as a collective size below one element). A
+        # rank routes its share of the microbatch's tokens: 1 / cp of them, and 1 / tp of those with
+        # sequence parallelism (review24)
+        shard = layout.cp * (layout.tp if sequence_parallel and layout.tp > 1 else 1)
+        routed = micro_batch * spec.seq_len / shard * top_k
         least = spec.experts / routed
         if factor < least:
-            raise ValueError(f"capacity_factor ({factor:g}) must leave every expert at least one token of a "
-                             f"microbatch: at least experts / (micro_batch x seq_len / cp x top_k) = {least:.3g}")
+            raise ValueError(f"capacity_factor ({factor:g}) must leave every expert at least one token of a rank's "
+                             f"router input: at least experts / (micro_batch x seq_len / (cp x tp with sequence "
+                             f"parallelism) x top_k) = {least:.3g}")
     if top_k != spec.top_k:         # the routing given: compute, model FLOPs and memory follow it too
         spec = dataclasses.replace(spec, top_k=top_k)
     if global_batch is None:

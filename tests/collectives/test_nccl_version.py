@@ -76,7 +76,7 @@ def test_a_release_before_the_gpus_own_tuning_is_refused(server, too_old, first)
     Blackwell's from 2.25 (v2.25.1-1:215; 2.24 times 10.x as Hopper): an older release runs the
     GPU as another generation, which is refused rather than timed with the GPU's own figures."""
     g = tp.rail_optimized(1, server=server)
-    with pytest.raises(ValueError, match=rf"nccl_version: NCCL {too_old[:4]} predates .* give {first} or later"):
+    with pytest.raises(ValueError, match=rf"nccl_version: NCCL {too_old[:4]} predates .* follows NCCL {first} or later"):
         collective(g, "all_reduce", MIB, nccl_version=too_old)
     assert collective(g, "all_reduce", MIB, nccl_version=first).time > 0
     # the pure flow model (step_latency=) reads no release: nothing to refuse

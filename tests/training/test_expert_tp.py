@@ -213,12 +213,15 @@ def test_fp8_weight_casts_count_the_gpus_own_experts():
 
 
 def test_a_capacity_factor_below_one_token_an_expert_is_refused_by_name():
-    """Megatron-Core gives each expert at least ceil(tokens x top_k / experts x factor) >= 1 token;
-    a factor leaving less than one of a microbatch's 4096 x 2 routed tokens to each of Mixtral's 8
-    experts (8 / 8192) is refused naming capacity_factor (adv24 F5: the error named a collective's
-    size), and that least factor runs."""
+    """Megatron-Core gives each expert at least ceil(tokens x top_k / experts x factor) >= 1 token
+    of a rank's router input; with sequence parallelism over tp 8 a rank routes 4096 / 8 of a
+    microbatch's tokens, 512 x 2 routed copies: a factor below 8 / 1024 for Mixtral's 8 experts is
+    refused naming capacity_factor (adv24 F5: the error named a collective's size), that least
+    factor runs."""
     g = tp.rail_optimized(4)
-    least = E / (S * K)
+    least = E / (S / 8 * K)
     with pytest.raises(ValueError, match=r"capacity_factor \(1e-09\) must leave every expert at least one token"):
         training_step(g, "mixtral-8x7b", Parallelism(tp=8, ep=4, capacity_factor=1e-9))
+    with pytest.raises(ValueError, match=r"capacity_factor \(0.0078\d*\) must leave"):
+        training_step(g, "mixtral-8x7b", Parallelism(tp=8, ep=4, capacity_factor=least * 0.999))
     assert training_step(g, "mixtral-8x7b", Parallelism(tp=8, ep=4, capacity_factor=least)).step_time > 0
