@@ -160,7 +160,7 @@ def _release_lacks(algorithm, op, version) -> str:
 
 
 def collective_table(args) -> None:
-    from ..collectives import collective, nccl_tests_collective
+    from ..collectives import algorithm_of, collective, nccl_tests_collective
 
     args.plot = writable("--plot", args.plot)
     if args.plot and not args.compare:
@@ -185,7 +185,11 @@ def collective_table(args) -> None:
                    algorithm=r.algorithm, protocol=r.protocol, channels=r.channels_run,     # those the time used
                    bottleneck_tier=r.bottleneck_tier)
         busy, share = _tier_utilization(r), _transfer_fraction(r)
-        row.update(bound=_bound_said(busy, share, r.bottleneck_tier), transfer_fraction=share,
+        said = _bound_said(busy, share, r.bottleneck_tier)
+        if algorithm_of(r.algorithm).derived(op) and not said.startswith("latency"):
+            # NVLS / NVLSTree / PAT: timed by NCCL's model from the ring's solve, whose links these are
+            said += " (the ring's links)"
+        row.update(bound=said, transfer_fraction=share,
                    **{f"utilization_{t}": u for t, u in busy.items()})
         if measured is not None:
             row.update(measured_us=measured[i] * 1e6, error=r.time / measured[i] - 1)

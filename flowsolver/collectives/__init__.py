@@ -106,7 +106,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._channels": ("nccl_channels", "nccl_graph_channels"),
     "._jax": ("collective_time",),
     "._options": ("CollectiveOptions", "checked_collective_options", "check_algorithm"),   # (check_algorithm: for replay)
-    "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm"),
+    "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm", "algorithm_of"),   # (algorithm_of: the CLI)
     "._nccl": ("DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
                "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor", "reduction"),   # (reduction: for the CLI)
     "._results": ("CollectiveResult", "CollectiveStep", "ConcurrentResult"),
@@ -131,7 +131,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._host import HOST_CALL, TORCH_CALL_OVERHEAD, log_gpus_per_thread
     from ._nccl_releases import lacking_algorithms
     from ._jax import collective_time
-    from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, register_algorithm
+    from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, algorithm_of, register_algorithm
     from ._options import CollectiveOptions, check_algorithm, checked_collective_options
     from ._nccl import (DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                         busbw_factor, reduction)

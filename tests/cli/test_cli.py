@@ -816,3 +816,13 @@ def test_the_bottleneck_column_says_latency_channels_or_the_busy_tiers(capsys):
 def test_a_send_says_between_which_ranks(capsys):
     assert main(["collective", "--nodes", "2", "--op", "send_recv", "-b", "1M", "-e", "1M"]) == 0
     assert capsys.readouterr().out.startswith("# send_recv from the first to the second of 16 GPUs")
+
+
+def test_an_nccl_modelled_rows_bound_names_the_rings_links(capsys):
+    """NVLSTree is timed by NCCL's model from the ring's flow solve: the links its column reads are
+    the ring's, and it says so (newuser24: 'access 99%' read as NVLSTree's own NIC load)."""
+    assert main(["collective", "--nodes", "2", "-b", "8G", "-e", "8G", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["algorithm"] == "nvls_tree" and row["bound"].endswith(" (the ring's links)")
+    assert main(["collective", "--nodes", "2", "-b", "8G", "-e", "8G", "--algorithm", "ring", "--json"]) == 0
+    assert "ring's links" not in json.loads(capsys.readouterr().out)[0]["bound"]
