@@ -19,7 +19,8 @@ name: the log's ``Collective test starting:`` line, else the one ``*_perf`` bina
 names, else the file name's op word; None where none says: an op word elsewhere, a hostname
 or NCCL's algorithm matrix, says nothing), ``ranks``, ``ranks_from`` (which witnesses gave
 it), ``nodes`` (hosts in the device list), ``devices`` (rank -> (host, device, GPU name)),
-``nccl_version``, ``avg_busbw`` (GB/s, the footer's; None without one), ``nccl_env`` (every
+``nccl_version`` (NCCL's ``NCCL version`` line, else nccl-tests' ``nccl-library=`` code), ``avg_busbw``
+(GB/s, the footer's; None without one), ``nccl_env`` (every
 ``NCCL_X set by environment to V`` line's setting, ``{"NCCL_X": "V"}``, the first where lines
 differ; calibrate and ``--compare`` apply what the model can express and warn of the rest,
 :func:`flowsolver._nccl_env.log_environment`), ``coll_channels`` (NCCL's ``N coll channels`` line,
@@ -106,6 +107,10 @@ _LAUNCHERS = (re.compile(r"^\[\d{1,9},\d{1,9}\]<std(?:out|err)>:[ \t]?"), re.com
 _RANK = re.compile(r"^#?[ \t]*Rank[ \t]+(\d{1,9})[ \t]+Group[ \t]+(\d{1,9})[ \t]+Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device"
                    r"[ \t]+(\d{1,9})[ \t]+\[[^\]\r\n]{0,128}\][ \t]*([^\r\n]*)$")   # (src/util.cu: [%128[^]]])
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+#: nccl-tests' own header, ``# nccl-tests version %s nccl-headers=%d nccl-library=%d`` (src/common.cu
+#: writeDeviceReport): the library's NCCL_VERSION_CODE, what a log without NCCL_DEBUG=INFO says of
+#: its release (newuser24: such a log ran under 2.30's rules)
+_LIBRARY = re.compile(r"#[ \t]*nccl-tests version \S+[ \t]+nccl-headers=\d+[ \t]+nccl-library=(\d{4,6})\b")
 _AVG = re.compile(r"Avg bus bandwidth[ \t]*:[ \t]*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?!\S)")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d{1,9})\b")        # searched in an NCCL INFO line, after "NCCL INFO"
 _NGPUS = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d{1,9}[ \t]+nGpus[ \t]+(\d{1,9})\b")
@@ -248,6 +253,22 @@ def _op_key(word):
 
 
 
+def _library_version(text) -> str | None:
+    """``"2.21.5"`` from nccl-tests' ``nccl-library=22105`` (NCCL_VERSION_CODE: ``X*10000 + Y*100 +
+    Z``, ``X*1000 + Y*100 + Z`` before 2.9, src/nccl.h.in), or None without the header.
+
+    >>> _library_version("# nccl-tests version 2.13.10 nccl-headers=22105 nccl-library=22105"), _library_version(
+    ...     "# nccl-tests version 2.10.0 nccl-headers=2708 nccl-library=2708")
+    ('2.21.5', '2.7.8')
+    """
+    m = _LIBRARY.search(text)
+    if m is None:
+        return None
+    code = int(m.group(1))
+    major, rest = divmod(code, 10000) if code >= 10000 else divmod(code, 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
 def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
     """Parse nccl-tests output (a file path, or the text itself) into a DataFrame (needs pandas).
 
@@ -305,6 +326,7 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
                          "collectives at once with flowsolver.concurrent)")
     df = pd.DataFrame(records(names, rows, source))
     version = _VERSION.search(text)
+    version = version.group(1) if version else _library_version(text)
     avg = _AVG.search(text)
     algo, proto, failed = _ALGO.search(text), _PROTO.search(text), _OOB.search("\n".join(lines))
     nranks = {int(m.group(1)) for line in lines if " NCCL INFO " in line
@@ -324,14 +346,14 @@ def read(path_or_text, *, op: str | None = None, max_bytes: int | None = None):
     graph = {int(g.group(1)) if (g := _GRAPH.search(line)) else None for _, line in headers}
     df.attrs.update(op=op or said, ranks=ranks, ranks_from=ranks_from,
                     nodes=len({host for host, _, _ in devices.values()}) or None, devices=devices,
-                    nccl_version=version.group(1) if version else None,
+                    nccl_version=version,
                     avg_busbw=float(avg.group(1)) if avg and math.isfinite(float(avg.group(1))) else None,
                     source=source, gpus_per_thread=per_thread.pop() if len(per_thread) == 1 else None,
                     graph=graph.pop() if len(graph) == 1 else None,
                     nccl_algo=algo and algo.group(1), nccl_proto=proto and proto.group(1), nccl_env=settings,
                     coll_channels=channels.pop() if len(channels) == 1 else None,
                     **_env.log_sets(algo and algo.group(1), proto and proto.group(1), op or said,
-                                    version and version.group(1), source),
+                                    version, source),
                     out_of_bounds=int(failed.group(1)) if failed else None,
                     zero_time_lines=_zero_time_lines(rows, names))
     return df

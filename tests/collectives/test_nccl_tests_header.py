@@ -76,3 +76,16 @@ def test_the_headers_graph_launches_are_read():
     assert nccl_tests.read(_log(graph=0)).attrs["graph"] == 0
     older = _log().replace(" graph: 0 unalign: 0", "")                  # a header without the field
     assert nccl_tests.read(older).attrs["graph"] is None
+
+
+def test_the_header_names_the_nccl_release_without_nccl_debug():
+    """nccl-tests prints the library's NCCL_VERSION_CODE on its first line (src/common.cu:
+    ``nccl-library=%d``, X*10000 + Y*100 + Z, X*1000 + Y*100 + Z before 2.9): a log without
+    NCCL_DEBUG=INFO's ``NCCL version`` line still says its release (newuser24: it ran under 2.30's
+    rules); the NCCL INFO line, where there is one, wins."""
+    log = _log()
+    assert nccl_tests.read(log).attrs["nccl_version"] == "2.28.3"
+    older = log.replace("nccl-headers=22803 nccl-library=22803", "nccl-headers=2708 nccl-library=2708")
+    assert nccl_tests.read(older).attrs["nccl_version"] == "2.7.8"
+    info = "hostA:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n" + log
+    assert nccl_tests.read(info).attrs["nccl_version"] == "2.21.5"
