@@ -175,11 +175,18 @@ def collective_table(args) -> None:
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
     timed = collective if measured is None else nccl_tests_collective    # a log's rows: the test as nccl-tests runs it
+    below = []          # sizes of less than one element (a rank): nccl-tests runs them as 0-byte calls
     for i, size in enumerate(sizes):
-        r = timed(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
-                       policy_options=opts, **settings, protocol=args.protocol,
-                       candidates=args.candidates, gpus_per_thread=per_thread, model=model,
-                       redop=reductions[i][0], dtype=reductions[i][1])
+        try:
+            r = timed(graph, op, size, ranks=args.ranks, algorithm=args.algorithm, policy=args.policy,
+                      policy_options=opts, **settings, protocol=args.protocol,
+                      candidates=args.candidates, gpus_per_thread=per_thread, model=model,
+                      redop=reductions[i][0], dtype=reductions[i][1])
+        except ValueError as err:
+            if measured is not None or not str(err).startswith("size must hold at least one"):
+                raise
+            below.append((int(size), str(err)))
+            continue
         results.append(r)
         row = dict(size=int(size), time_us=r.time * 1e6, algbw_gbs=r.algbw / 1e9, busbw_gbs=r.busbw / 1e9,
                    algorithm=r.algorithm, protocol=r.protocol, channels=r.channels_run,     # those the time used
@@ -194,6 +201,9 @@ def collective_table(args) -> None:
         if measured is not None:
             row.update(measured_us=measured[i] * 1e6, error=r.time / measured[i] - 1)
         rows.append(row)
+    if below and not rows:
+        raise CliError(f"-b / -e: every size is below one element{' a rank' if 'a rank' in below[0][1] else ''} "
+                       f"({below[0][1].partition(', got')[0]}); raise -b")
     n_gpus = len(tp.gpus(graph)) if args.ranks is None else len(args.ranks)
     on = f"on {n_gpus} GPUs" if op != "send_recv" or measured is not None else \
         f"from the first to the second of {n_gpus} GPUs"        # collective()'s send: ranks[0] -> ranks[1]
@@ -220,6 +230,9 @@ def collective_table(args) -> None:
                         + (f"; {lacking}" if lacking else ""))
     if args.compare and (said := _said_settings(settings, args.channels, args.nccl_version)):
         lines.insert(1, f"# the log's NCCL settings: {said}")
+    if below:
+        lines.insert(1, f"# {', '.join(str(b) for b, _ in below)} B left out: {below[0][1].partition(', got')[0]} "
+                        "(nccl-tests runs such a size as a call of 0 bytes)")
     if set(reductions) != {("sum", "float")}:
         kinds = ", ".join(f"{r} of {d}" for r, d in dict.fromkeys(reductions))
         lines.insert(1, f"# reduction {kinds} (nccl-tests -o / -d: NCCL's NVLS and PAT run only some)")

@@ -826,3 +826,15 @@ def test_an_nccl_modelled_rows_bound_names_the_rings_links(capsys):
     assert row["algorithm"] == "nvls_tree" and row["bound"].endswith(" (the ring's links)")
     assert main(["collective", "--nodes", "2", "-b", "8G", "-e", "8G", "--algorithm", "ring", "--json"]) == 0
     assert "ring's links" not in json.loads(capsys.readouterr().out)[0]["bound"]
+
+
+def test_sizes_below_one_element_a_rank_are_left_out_not_the_table(capsys):
+    """newuser24: -b 8 aborted a whole all-gather table on 8 GPUs (8 B is a quarter float a rank;
+    nccl-tests runs it as a 0-byte call): the size is left out and said, the others timed; with no
+    size left the error names -b."""
+    assert main(["collective", "--nodes", "1", "--op", "all_gather", "-b", "8", "-e", "128", "-f", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("# 8 B left out: ") and "at least 32 B" in lines[1]
+    assert [int(x.split()[0]) for x in lines[3:]] == [32, 128]
+    assert main(["collective", "--nodes", "1", "--op", "all_gather", "-b", "8", "-e", "16"]) == 2
+    assert "-b / -e: every size is below one element a rank" in capsys.readouterr().err
