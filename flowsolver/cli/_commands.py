@@ -21,7 +21,9 @@ def train(args) -> None:
     graph = build_graph(args)
     kw = dict(tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, etp=args.etp, cp=args.cp, vp=args.vp, micro_batch=args.micro_batch,
               zero=args.zero, dp_overlap=args.dp_overlap, precision=args.precision, recompute=args.recompute,
-              gpu=args.gpu)
+              gpu=args.gpu, tp_overlap_impl=args.tp_overlap_impl)
+    if args.tp_overlap is not None:
+        kw["tp_overlap"] = args.tp_overlap
     if args.global_batch is not None:
         kw["global_batch"] = args.global_batch
     kw.update(compute_choice(args))
@@ -35,6 +37,7 @@ def train(args) -> None:
                  per_call_s=p.per_call, exposed_s=p.exposed, tier=p.bottleneck_tier) for p in r.phases.values()]
     summary = dict(model=r.model, gpus=r.gpus, tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, etp=r.profile.layout.etp, vp=r.vp, micro_batch=r.micro_batch,
                    global_batch=r.global_batch, recompute=r.schedule.recompute,
+                   tp_overlap=r.schedule.tp_overlap, tp_overlap_impl=r.schedule.tp_overlap_impl,
                    step_time_s=r.step_time, tokens_per_s=r.tokens_per_s, speedup=r.speedup,
                    comm_overhead=r.comm_overhead, compute_s=r.compute_time, bubble_s=r.bubble_time,
                    memory_per_gpu_gb=r.memory_per_gpu / 1e9, fits=r.fits)
@@ -48,6 +51,8 @@ def train(args) -> None:
     lines = [f"{r.model} on {r.gpus} GPUs (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}"
              + (f", expert tp {etp}" if r.ep > 1 or etp != r.tp else "") + "), "
              f"{r.global_batch} sequences per step, recompute {r.schedule.recompute}"
+             + ((", TP overlap off" if not r.schedule.tp_overlap else f", TP overlap {r.schedule.tp_overlap:g} "
+                 f"({'userbuffers' if r.schedule.tp_overlap_impl == 'te' else 'async TP'})") if r.tp > 1 else "")
              + (f"; collectives calibrated by {args.calibration}" if options["model"] is not None else ""),
              f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "
              f"(ideal {r.gpus}), communication overhead {r.comm_overhead:.1%}, MFU {r.mfu:.1%} "

@@ -37,6 +37,13 @@ def add_train(sub, fmt) -> None:
     train.add_argument("--dp-overlap", type=float, default=1.0,
                        help="fraction of the compute windows the DP traffic may overlap (1: all of them; "
                             "what does not fit is exposed; default %(default)s)")
+    train.add_argument("--tp-overlap", type=float, default=None,
+                       help="fraction of the TP collectives hidden behind the GEMMs beside them, with sequence "
+                            "parallelism (default: (tp - 1) / tp, Transformer Engine's userbuffers; 0: "
+                            "Megatron's --tp-comm-overlap off)")
+    train.add_argument("--tp-overlap-impl", default="te", choices=("te", "async"),
+                       help="how the overlap runs: te (Transformer Engine's userbuffers, SMs held for the "
+                            "communication; the default) or async (PyTorch's async TP: chunked GEMMs, no SMs held)")
     train.add_argument("--compute-efficiency", type=compute_model, default=None,
                        help="auto (the default: every kernel timed from published benchmarks where the GPU has "
                             "tables, else 0.44), kernels (the tables), or the flat model's fraction of the peak "

@@ -838,3 +838,17 @@ def test_sizes_below_one_element_a_rank_are_left_out_not_the_table(capsys):
     assert [int(x.split()[0]) for x in lines[3:]] == [32, 128]
     assert main(["collective", "--nodes", "1", "--op", "all_gather", "-b", "8", "-e", "16"]) == 2
     assert "-b / -e: every size is below one element a rank" in capsys.readouterr().err
+
+
+def test_train_takes_and_says_the_tp_overlap(capsys):
+    """newuser24: train had no --tp-overlap and said nothing of the (tp - 1) / tp it applied;
+    the flag gives training_step's Schedule(tp_overlap=) and the header and JSON say it."""
+    base = ["train", "--nodes", "2", "--model", "llama-3-8b", "--tp", "8", "--global-batch", "16"]
+    assert main(base) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith(", TP overlap 0.875 (userbuffers)")
+    assert main(base + ["--tp-overlap", "0", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    r = training_step(tp.rail_optimized(2), "llama-3-8b", Parallelism(tp=8), Schedule(global_batch=16, tp_overlap=0.0))
+    assert summary["tp_overlap"] == 0.0 and summary["step_time_s"] == pytest.approx(r.step_time, rel=1e-9)
+    assert main(base + ["--tp-overlap", "0"]) == 0
+    assert ", TP overlap off" in capsys.readouterr().out.splitlines()[0]
