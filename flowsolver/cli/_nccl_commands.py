@@ -219,7 +219,8 @@ def collective_table(args) -> None:
                      f"{r['algorithm']:>17s} {r['protocol']:>8s} {r['channels']:3d}  {r['bound']}")
     if measured is not None:
         errors = sorted(abs(r["error"]) for r in rows)
-        lines.append(f"# median |error| {errors[len(errors) // 2]:.1%}, max {errors[-1]:.1%}")
+        lines.append(f"# median |error| {errors[len(errors) // 2]:.1%}, max {errors[-1]:.1%} (error = model / measured "
+                     "time - 1: below 0, the model is faster than the log)")
     if args.algorithm != "auto" or args.protocol != "auto":
         said = lambda v: v if isinstance(v, str) else ",".join(v)       # noqa: E731
         whose = "the log's NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE, or --algorithm / --protocol" \
