@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 import topologies as tp
 
-from ..routing import policy_of
+from ..routing import link_efficiency, policy_of
 from ._arguments import CliError, build_graph, cluster_label, parse_size
 from ._output import emit, said_warnings, to_json, writable
 from ._settings import calibration_of
@@ -306,7 +306,8 @@ def calibrate_logs(args) -> None:
         return
     lines = [f"# calibrated on {len(rows)} rows of {len(args.logs)} log(s), {cal.ranks} ranks, {', '.join(cal.ops)}"
              + (f" ({said})" if (said := _header_message(cal)) else ""),
-             "efficiency: " + (", ".join(f"{t} {e:.3f}" for t, e in sorted(cal.efficiency.items())) or "unchanged"),
+             "efficiency: " + (", ".join(f"{t} {e:.3f} (library {link_efficiency(t):.3f})"
+                                         for t, e in sorted(cal.efficiency.items())) or "unchanged"),
              f"latency scale: {cal.latency_scale:.3f} x NCCL's",
              "pipeline: " + ", ".join(f"{k} {v * 1e6:.2f} us" if k.startswith("floor") else f"{k} {v:.2f} steps"
                                       for k, v in asdict(cal.pipeline).items()),

@@ -852,3 +852,21 @@ def test_train_takes_and_says_the_tp_overlap(capsys):
     assert summary["tp_overlap"] == 0.0 and summary["step_time_s"] == pytest.approx(r.step_time, rel=1e-9)
     assert main(base + ["--tp-overlap", "0"]) == 0
     assert ", TP overlap off" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_calibrate_prints_each_fitted_efficiency_beside_the_librarys(capsys, tmp_path):
+    """newuser24: the fitted NVLink efficiency was printed without the catalogue's (nvlink4: NCCL's
+    20.6 of 25 GB/s a link, 0.824) it replaces. A ring all-reduce log of 8 H100 at ~372 GB/s busbw
+    (above the 368 the catalogue's figure gives) fits above it."""
+    import topologies as tp
+    rows = "".join(f"{s:12d} {s // 4:12d} float sum -1 {s / (372e9 / 1.75) * 1e6:10.2f} 0 0 0\n"
+                   for s in (2**27, 2**28, 2**29, 2**30))
+    devices = "".join(f"#  Rank {r:2d} Group  0 Pid {r} on host0 device {r} [0x0f] NVIDIA H100\n" for r in range(8))
+    log = tmp_path / "ring.log"
+    log.write_text(devices + "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+                   + rows)
+    assert main(["calibrate", "--nodes", "1", "--op", "all_reduce", "--algorithm", "ring", str(log)]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    library = tp.get_link("nvlink4").efficiency
+    assert line.startswith("efficiency: nvlink4 ") and line.endswith(f"(library {library:.3f})")
+    assert float(line.split()[2]) > library
