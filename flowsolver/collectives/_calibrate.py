@@ -257,6 +257,7 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
     if cal.unconstrained:
         notes.append(f"the logs do not constrain: {', '.join(cal.unconstrained)} (left at the library's value)")
     notes += capped_efficiencies(cal)
+    notes += _idle_efficiency(cal, model, times)
     notes += _misfit(residuals)
     if algorithm == "auto" and _NVLS & {a for a, (own, _) in zip(picked, allowed) if own == "auto"}:
         # a release named (the call's, or every log's version line) ran NVLS, so is 2.17 or later
@@ -264,6 +265,27 @@ def calibrate(graph, logs, *, ranks=None, op: str | None = None, algorithm: str 
         notes += _without_nvls(graph, logs, cal, residuals, ranks=ranks, op=op, iterations=iterations,
                                options=given, release_named=named)
     return replace(cal, residuals=residuals, converged=converged, message="; ".join(notes))
+
+
+def _idle_efficiency(cal, model, times) -> list:
+    """A note where the fitted efficiency moves none of the rows' times (newuser24: a 2 x DGX H100
+    log's large rows, NVLSTree bound by NVLink, put the factor on the InfiniBand links, 0.924,
+    and every row stayed as the library's): that technology does not bound the rows at what
+    NCCL's choice runs."""
+    if not cal.efficiency:
+        return []
+    change = max(abs(math.log(e / link_efficiency(t))) for t, e in cal.efficiency.items())
+    plain = times(replace(cal, efficiency={}))
+    moved = float(np.max(np.abs(np.log(model / plain)))) if len(model) else 0.0
+    # a link that bounds a row's transfer moves its time about as much as its efficiency moved: less
+    # than half of that at most is a link the rows mostly do not wait on
+    if not change > 0 or moved >= 0.5 * change:
+        return []
+    said = ", ".join(f"{t} {e:.3f} (library {link_efficiency(t):.3f})" for t, e in sorted(cal.efficiency.items()))
+    return [f"the fitted efficiency ({said}, {change:.1%} from the library's) moves the logs' times by at most "
+            f"{moved:.2%}: that technology mostly does not bound these rows as NCCL's choice runs them (the "
+            "bandwidth the logs show is another link's or NCCL's own cap; an algorithm forced as the run had it, "
+            "e.g. --algorithm ring, can tell it)"]
 
 
 #: The uncalibrated model's median |error| over the validation corpus, every point held out

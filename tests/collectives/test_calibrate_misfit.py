@@ -46,3 +46,25 @@ def test_a_ring_speed_log_fits_and_says_nothing_of_it(graph):
     cal = calibrate(graph, [log], op="all_reduce", algorithm=["ring", "tree"])
     assert float(cal.residuals["error"].abs().median()) < 0.05
     assert "misses these logs" not in cal.message
+
+
+def test_a_fitted_efficiency_the_rows_do_not_wait_on_is_said():
+    """newuser24: a 2 x 8 H100 log's large NVLSTree rows (NVLink-bound) put the bandwidth factor on
+    the InfiniBand links, 0.924 against the library's 0.940 (-1.7 %), which moved every row by 0.2 %
+    at most: the message says the technology mostly does not bound the rows. The rule, on the rows'
+    times with and without the fitted efficiency: a link the rows wait on moves them about as much
+    as its efficiency moved; under half of that, the note."""
+    from dataclasses import replace
+
+    import numpy as np
+    from flowsolver.collectives._calibrate import _idle_efficiency
+    from flowsolver.collectives._calibration import Calibration
+
+    cal = Calibration(efficiency={"ib_ndr": 0.924}, latency_scale=1.0, ranks=16, ops=("all_reduce",))
+    plain = np.array([600e-6, 1.1e-3, 34.4e-3])
+    barely = _idle_efficiency(cal, plain * 1.002, lambda c: plain if not c.efficiency else None)
+    assert len(barely) == 1 and "ib_ndr 0.924 (library 0.940), 1.7% from the library's" in barely[0]
+    assert "moves the logs' times by at most 0.20%" in barely[0]
+    bound = _idle_efficiency(cal, plain * (0.940 / 0.924), lambda c: plain)
+    assert bound == []
+    assert _idle_efficiency(replace(cal, efficiency={}), plain, lambda c: plain) == []
