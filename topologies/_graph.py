@@ -178,7 +178,6 @@ def edited(g: nx.DiGraph, *, hashed: bool = False) -> bool:
     return stored != now if hashed else stored[:CHEAP_ITEMS] != now[:CHEAP_ITEMS]
 
 
-_MASK = (1 << 64) - 1
 #: an attribute not on an edge (hashed apart from None)
 _ABSENT = type("_Absent", (), {"__repr__": lambda self: "<absent>"})()
 
@@ -206,11 +205,8 @@ def _edge_hash(core: nx.DiGraph) -> str:
 
     name = {n: zlib.crc32(repr(n).encode()) for n in core}
     techs: dict = {}
-    succ = getattr(core, "_succ", None)       # networkx's dicts, read directly (a view: its edges)
-    pairs = ((u, v, d) for u, out in succ.items() for v, d in out.items()) if isinstance(succ, dict) else \
-        core.edges(data=True)
     rows = [(name[u], name[v], d.get("capacity", 0.0), d.get("latency", 0.0), d.get("cables", 1),
-             d.get("efficiency", _ABSENT), d.get("tech", _ABSENT)) for u, v, d in pairs]
+             d.get("efficiency", _ABSENT), d.get("tech", _ABSENT)) for u, v, d in core.edges(data=True)]
     if not rows:
         return "0"
     u, v, cap, lat, cables, eff, tech = zip(*rows)
@@ -223,7 +219,7 @@ def _edge_hash(core: nx.DiGraph) -> str:
     h = _mixed(np.array(u, dtype=np.uint64) | (np.array(v, dtype=np.uint64) << np.uint64(32)))
     for column in (*bits, np.array(tech, dtype=np.uint64)):
         h = _mixed(h ^ column)
-    return f"{int(h.sum(dtype=np.uint64)) & _MASK:016x}"
+    return f"{int(h.sum(dtype=np.uint64)):016x}"      # (uint64 sums wrap: any edge order gives it)
 
 
 def finish(g: nx.DiGraph, generator: str, params: dict, *, bisection: float | None,

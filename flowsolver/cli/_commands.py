@@ -15,6 +15,16 @@ from ._settings import calibration_of
 from ._words import CliError
 
 
+def _tp_overlap_said(r) -> str:
+    """The header's words for the step's TP overlap ('' without TP)."""
+    s = r.schedule
+    if r.tp <= 1:
+        return ""
+    if not s.tp_overlap:
+        return ", TP overlap off"
+    return f", TP overlap {s.tp_overlap:g} ({'userbuffers' if s.tp_overlap_impl == 'te' else 'async TP'})"
+
+
 def train(args) -> None:
     from ..training import FITS_RESERVE, step_arguments, training_step, usable_memory
 
@@ -50,9 +60,7 @@ def train(args) -> None:
     etp = r.profile.layout.etp
     lines = [f"{r.model} on {r.gpus} GPUs (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}"
              + (f", expert tp {etp}" if r.ep > 1 or etp != r.tp else "") + "), "
-             f"{r.global_batch} sequences per step, recompute {r.schedule.recompute}"
-             + ((", TP overlap off" if not r.schedule.tp_overlap else f", TP overlap {r.schedule.tp_overlap:g} "
-                 f"({'userbuffers' if r.schedule.tp_overlap_impl == 'te' else 'async TP'})") if r.tp > 1 else "")
+             f"{r.global_batch} sequences per step, recompute {r.schedule.recompute}{_tp_overlap_said(r)}"
              + (f"; collectives calibrated by {args.calibration}" if options["model"] is not None else ""),
              f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "
              f"(ideal {r.gpus}), communication overhead {r.comm_overhead:.1%}, MFU {r.mfu:.1%} "

@@ -131,8 +131,12 @@ def _tier_utilization(r) -> dict:
 
 def _transfer_fraction(r) -> float:
     """The share of ``r.time`` its steps spend in transfers (the rest: latencies, the host)."""
-    moved = sum(st.count * st.transfer for st in r.steps)
-    return float(moved / r.time) if r.time > 0 and moved == moved and r.time != float("inf") else 0.0
+    import math
+
+    from ..collectives import transfer_of
+
+    moved = transfer_of(r.steps)
+    return float(moved / r.time) if math.isfinite(moved) and math.isfinite(r.time) and r.time > 0 else 0.0
 
 
 def _bound_said(busy: dict, share: float, tier: str) -> str:
@@ -160,7 +164,7 @@ def _release_lacks(algorithm, op, version) -> str:
 
 
 def collective_table(args) -> None:
-    from ..collectives import algorithm_of, collective, nccl_tests_collective
+    from ..collectives import SizeBelowElement, algorithm_of, collective, nccl_tests_collective
 
     args.plot = writable("--plot", args.plot)
     if args.plot and not args.compare:
@@ -182,8 +186,8 @@ def collective_table(args) -> None:
                       policy_options=opts, **settings, protocol=args.protocol,
                       candidates=args.candidates, gpus_per_thread=per_thread, model=model,
                       redop=reductions[i][0], dtype=reductions[i][1])
-        except ValueError as err:
-            if measured is not None or not str(err).startswith("size must hold at least one"):
+        except SizeBelowElement as err:
+            if measured is not None:
                 raise
             below.append((int(size), str(err)))
             continue

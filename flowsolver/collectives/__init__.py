@@ -105,7 +105,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._concurrent": ("concurrent", "concurrent_kinds"),
     "._channels": ("nccl_channels", "nccl_graph_channels"),
     "._jax": ("collective_time",),
-    "._options": ("CollectiveOptions", "checked_collective_options", "check_algorithm"),   # (check_algorithm: for replay)
+    "._options": ("CollectiveOptions", "checked_collective_options", "check_algorithm", "SizeBelowElement"),   # (check_algorithm: for replay)
     "._algorithms": ("ALGORITHMS", "NCCL_ALGORITHMS", "register_algorithm", "algorithm_of"),   # (algorithm_of: the CLI)
     "._nccl": ("DEFAULT_CHUNK", "NCCL_BASE_LATENCY", "NCCL_HOP_LATENCY",
                "NVLS_EFFICIENCY", "OPS", "PROTOCOLS", "busbw_factor", "reduction"),   # (reduction: for the CLI)
@@ -121,6 +121,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._allowed": ("log_choices", "own_algorithms", "setting_choices"),
     "._host": ("HOST_CALL", "TORCH_CALL_OVERHEAD", "log_gpus_per_thread"),
     "._nccl_releases": ("lacking_algorithms",),     # (the CLI's header; not in __all__)
+    "._nccl_timing": ("transfer_of",),              # (the CLI's share of a row's time in transfers)
 })
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
@@ -132,7 +133,8 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._nccl_releases import lacking_algorithms
     from ._jax import collective_time
     from ._algorithms import ALGORITHMS, NCCL_ALGORITHMS, algorithm_of, register_algorithm
-    from ._options import CollectiveOptions, check_algorithm, checked_collective_options
+    from ._options import CollectiveOptions, SizeBelowElement, check_algorithm, checked_collective_options
+    from ._nccl_timing import transfer_of
     from ._nccl import (DEFAULT_CHUNK, NCCL_BASE_LATENCY, NCCL_HOP_LATENCY, NVLS_EFFICIENCY, OPS, PROTOCOLS,
                         busbw_factor, reduction)
     from ._results import CollectiveResult, CollectiveStep, ConcurrentResult

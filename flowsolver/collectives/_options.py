@@ -18,7 +18,7 @@ from ._option_values import (MAX_HOST_OVERHEAD, _efficiency, _real, _seconds, ch
 
 __all__ = ["CollectiveOptions", "Options", "check_call", "check_efficiency_keys", "checked_collective_options",
            "merged_options", "communicator_options", "ANY_RELAY", "MAX_CHANNELS",
-           "POLICY_OPTIONS", "COLLECTIVE_OPTIONS"]
+           "POLICY_OPTIONS", "COLLECTIVE_OPTIONS", "SizeBelowElement"]
 
 #: NCCL's MAXCHANNELS (src/include/device.h:91 of master 5067397c; 64 from NCCL 2.25, 32 before): a communicator never
 #: runs more channels
@@ -280,6 +280,11 @@ MAX_SIZE = 2.0 ** 64
 SPLIT_OPS = ("all_gather", "reduce_scatter", "all_to_all")
 
 
+class SizeBelowElement(ValueError):
+    """A collective's size of less than one element (a rank, where the op splits it): such a
+    call moves nothing (nccl-tests runs it as a call of 0 bytes)."""
+
+
 def check_split(op, size, ranks: int, options: Options) -> None:
     """ValueError where ``size`` holds less than one ``options.dtype`` element, or, where ``op``
     splits it among ``ranks`` ranks, less than one a rank (nccl-tests: ``count / nranks``
@@ -287,11 +292,11 @@ def check_split(op, size, ranks: int, options: Options) -> None:
     nothing (adv22a, adv23 F3)."""
     element = ELEMENT_BYTES.get(options.dtype, 1)
     if op in SPLIT_OPS and ranks > 1 and size < ranks * element:
-        raise ValueError(f"size must hold at least one {options.dtype} element ({element} B) a rank for {op}, which "
+        raise SizeBelowElement(f"size must hold at least one {options.dtype} element ({element} B) a rank for {op}, which "
                          f"splits it among its {ranks} ranks: at least {ranks * element} B, got {size!r}")
     if size < element:
         # nccl-tests' count is size / wordSize: below one element it runs nothing (count 0)
-        raise ValueError(f"size must hold at least one {options.dtype} element ({element} B), got {size!r} bytes: "
+        raise SizeBelowElement(f"size must hold at least one {options.dtype} element ({element} B), got {size!r} bytes: "
                          f"a collective of less moves nothing")
 
 

@@ -128,7 +128,7 @@ def _least_nvlinks(der) -> np.ndarray:
     """The links (graph edge order) of the ranks' NVLinks at their least effective capacity:
     the tuner's NVLink bandwidth is their minimum, so only these move it (all of them on a
     healthy server: a tie, one-sided)."""
-    idx = np.asarray(_nvlinks(der), dtype=np.int64)
+    idx = np.asarray(der.tuned.nvlinks(), dtype=np.int64)
     eff = np.asarray(der.effective, dtype=np.float64)[idx]
     low = eff.min()
     return idx[np.abs(eff - low) <= RTOL * abs(low)]
@@ -182,12 +182,6 @@ def _net_slopes(der, unit=None) -> tuple:
     return tf.values[3], slopes
 
 
-def _nvlinks(der) -> tuple:
-    """The NVLink links of ``der``'s formula (:attr:`~._results.TunedFormula.nvlink`, a tuple or a
-    function giving one; () where it has none)."""
-    return der.tuned.nvlinks()
-
-
 def _cells(der) -> tuple:
     """The NIC cells of ``der``'s formula (:attr:`~._results.TunedFormula.net`, a tuple or a
     function giving one; () where it has none)."""
@@ -215,7 +209,7 @@ def _tuned_gradient(der, side):
     capacity (raw_l x d time / d raw_l: finite wherever the time is; cached with the
     derivation)."""
     if ("tuned", side) not in der.cache:
-        nvlink = _nvlink_alone(der) if _nvlinks(der) else None
+        nvlink = _nvlink_alone(der) if der.tuned.nvlinks() else None
         der.cache["tuned", side] = _tuned(der, _flow_elasticity, _flow_one_sided, nvlink, side, _net_dual(der))
     return der.cache["tuned", side]
 
@@ -283,7 +277,7 @@ def time_directional(der, d_capacity, side: str = "up") -> float:
     if der.tuned is None:
         value = _bounded(_flow_directional(der, unit, side), _p2p_state(der), side)
     else:
-        dn = _nvlink_along(der, unit) if _nvlinks(der) else None
+        dn = _nvlink_along(der, unit) if der.tuned.nvlinks() else None
         value = float(_tuned(der, lambda d, s: _flow_directional(d, unit, s), lambda d: False, dn, side,
                              _net_dual(der, unit))[1])
     with np.errstate(over="ignore"):

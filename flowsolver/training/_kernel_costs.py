@@ -159,8 +159,8 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
         return fwd, bwd
 
     shapes = dict(qkv=(T, (h + 2 * kvd) / tp, h, 1), proj=(T, h, h / tp, 1))
+    local = max(1, model.experts // ep) if moe else 1          # the experts a GPU holds
     if moe:
-        local = max(1, model.experts // ep)
         etp = tp if etp is None else etp
         # the tokens a GPU's experts take: gathered over the expert-TP group (etp = tp), or the
         # EP ranks' sequence-parallel shares alone (etp = 1, each expert whole: FFN / etp)
@@ -201,8 +201,7 @@ def layer_kernel_costs(model, *, micro_batch: int, tp: int, cp: int, ep: int, se
         # the weights a GPU holds: its attention share and its experts' (its experts / ep local
         # experts, each split over the expert-TP group; a dense MLP split over TP), not the
         # top_k experts a token visits (adv24 F1)
-        experts_held = max(1, model.experts // ep) if moe else 1
-        layer_params = model.attention_params / tp + experts_held * model.mlp_params / (tp if etp is None else etp)
+        layer_params = model.attention_params / tp + local * model.mlp_params / (tp if etp is None else etp)
         if fp8_recipe == "te":
             # the attention output (proj input) cast-transposed; the others fused; weights once per step
             bytes_f += c_act * h / tp
