@@ -142,6 +142,7 @@ class _Pins(threading.local):
 
     def __init__(self):
         self.by_graph: dict = {}
+        self.scratch: dict = {}         # id(graph) -> what the outermost block remembers (block_memo)
 
 
 #: the one registry of graphs pinned by an ``unchanged`` block (this thread's)
@@ -158,13 +159,37 @@ def pinned(graph, index, checked: bool):
     table = PINS.by_graph
     outer = table.get(key)
     table[key] = (index, bool(checked) or (outer is not None and outer[1]))
+    if outer is None:
+        PINS.scratch[key] = {}
     try:
         yield index
     finally:
         if outer is None:
             table.pop(key, None)
+            PINS.scratch.pop(key, None)
         else:
             table[key] = outer
+
+
+def block_memo(graph, key, build):
+    """``build()`` once per outermost :func:`pinned` block on ``graph`` (this thread's): what
+    reads node attributes the routing index does not watch (a GPU's type, its host's CPU), so
+    it may not outlive the block, in which the graph is not edited; outside a block, each time.
+
+    >>> g = object()
+    >>> with pinned(g, None, False):
+    ...     block_memo(g, "k", list) is block_memo(g, "k", list)
+    True
+    >>> block_memo(g, "k", list) is block_memo(g, "k", list)
+    False
+    """
+    memo = PINS.scratch.get(id(graph))
+    if memo is None:
+        return build()
+    try:
+        return memo[key]
+    except KeyError:
+        return memo.setdefault(key, build())
 
 
 def checked_graph(graph):

@@ -11,7 +11,7 @@ import numpy as np
 import topologies as tp
 
 from .. import _checks
-from ..routing import gpu_nodes, graph_memo, link_efficiency, ranges
+from ..routing import GraphIndex, LinkTable, gpu_nodes, graph_memo, link_efficiency, ranges
 from ._channels import inter_cpu_gbs, nvls_channel_count, mesh_ring_channels, nccl_channels, nccl_graph_channels, run_channels
 from ._layout import RankLayout, mesh_cycles, near_nics, near_nics_of, node_nics, participants, rank_server_codes
 from ._nccl import GPU_GENERATION
@@ -32,8 +32,22 @@ def mesh_pairs(graph, gpus, efficiency=None) -> dict | None:
             for i, a in enumerate(gpus) for j, b in enumerate(gpus) if i != j}
 
 
-def _nvswitch_of(graph, node):
-    return next((v for v in graph.successors(node) if graph.nodes[v].get("kind") == "nvswitch"), None)
+def _nvswitch_of(graph, gpu):
+    """The NVSwitch ``gpu`` has an edge to, or None (read from the graph: :func:`nvlink_edges` is
+    called after the call that made a result, where the graph's index is not held)."""
+    return next((v for v in graph.successors(gpu) if graph.nodes[v].get("kind") == "nvswitch"), None)
+
+
+def _all_on_nvswitches(graph, gpus) -> bool:
+    """Whether each of ``gpus`` has an edge to an NVSwitch, each GPU's answer kept with the
+    unchanged graph (as its routing index keeps the nodes' kinds): a job's groups ask for all."""
+    known = graph_memo(graph, "on-nvswitch", dict)
+    for g in gpus:
+        if g not in known:
+            known[g] = _nvswitch_of(graph, g) is not None
+        if not known[g]:
+            return False
+    return True
 
 
 def nvlink_edges(graph, gpus) -> list:
@@ -73,8 +87,11 @@ def _transports(graph) -> dict:
     """Server -> the transport name of its first compute NIC's cable into the fabric (None:
     the technology names none)."""
     out: dict = {}
-    for nic, d in graph.nodes(data=True):
-        if d.get("kind") != "nic" or d.get("role") != "compute" or d.get("server") in out:
+    ix = GraphIndex.of(graph)                   # the NICs from its kinds and roles, in node order
+    for i in np.flatnonzero((ix.kind == "nic") & (ix.role == "compute")):
+        nic = ix.nodes[i]
+        d = graph.nodes[nic]
+        if d.get("server") in out:
             continue
         for _, v, e in graph.out_edges(nic, data=True):
             if graph.nodes[v].get("kind") == "switch":
@@ -107,15 +124,27 @@ def _egress(graph, near, efficiency) -> float:
     """Bytes/s the compute NICs of ``near`` (each GPU's nearest NICs, :func:`near_nics_of`; each
     NIC counted once) send into the fabric: each cable's capacity at its efficiency. NVLSTree's
     heads send through their own GPUs' NICs."""
-    return sum(_nic_egress(graph, nic, efficiency) for nic in dict.fromkeys(n for nics in near for n in nics))
+    ix, table = _egress_table(graph, efficiency)
+    return sum(float(table[ix.idx[nic]]) for nic in dict.fromkeys(n for nics in near for n in nics))
 
 
-def _nic_egress(graph, nic, efficiency) -> float:
-    """Bytes/s a compute NIC's cables send into the fabric at their efficiency (0: another role)."""
-    if graph.nodes[nic].get("role", "compute") != "compute":
-        return 0.0
-    return sum(_rate(e, efficiency) for _, v, e in graph.out_edges(nic, data=True)
-               if graph.nodes[v].get("kind") == "switch")
+def _egress_table(graph, efficiency) -> tuple:
+    """The graph's routing index and, per node of it, the bytes/s its cables into a switch send
+    at their efficiency where it is a compute NIC (a node with no ``role`` counts as one), else 0;
+    over the link arrays at once, kept with the unchanged graph (a 16,384-GPU job asked each of
+    its NICs' edges one by one, ~0.2 s). A node's cables are summed in the graph's edge order, as
+    a sum over its out-edges would."""
+    ix = GraphIndex.of(graph)
+
+    def build():
+        rate = graph_memo(graph, "links", lambda: LinkTable.from_graph(graph)).effective_capacity(efficiency)
+        into = ix.is_switch[ix.head]
+        tails = np.unique(ix.tail[into])
+        compute = np.zeros(ix.nv, dtype=bool)
+        compute[tails] = [graph.nodes[ix.nodes[t]].get("role", "compute") == "compute" for t in tails]
+        out = into & compute[ix.tail]
+        return np.bincount(ix.tail[out], weights=rate[out], minlength=ix.nv)
+    return ix, ix.memo(("nic-egress", repr(efficiency)), build)
 
 
 def sharing_nics(graph, groups, efficiency, *hws) -> list:
@@ -158,13 +187,14 @@ def sharing_nics(graph, groups, efficiency, *hws) -> list:
 
 def _nics_by_rank(graph, efficiency) -> tuple:
     """Per GPU rank its nearest NICs (:func:`near_nics`) as a CSR (``ptr``, NIC numbers) and
-    each NIC's egress (bytes/s, :func:`_nic_egress`), kept with the unchanged graph."""
+    each NIC's egress (bytes/s, :func:`_egress_table`), kept with the unchanged graph."""
     def build():
         near = near_nics_of(graph, gpu_nodes(graph))
         number = {n: i for i, n in enumerate(dict.fromkeys(n for nics in near for n in nics))}
         ptr = np.concatenate([[0], np.cumsum([len(nics) for nics in near])]).astype(np.int64)
         nic = np.array([number[n] for nics in near for n in nics], dtype=np.int64)
-        return ptr, nic, np.array([_nic_egress(graph, n, efficiency) for n in number], dtype=np.float64)
+        ix, table = _egress_table(graph, efficiency)
+        return ptr, nic, table[np.array([ix.idx[n] for n in number], dtype=np.int64)]
     return graph_memo(graph, ("nics-by-rank", repr(efficiency)), build)
 
 
@@ -272,7 +302,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
     generation = GPU_GENERATION.get(next(iter(types))) if len(types) == 1 else None
     _say_unknown(types - _KNOWN - {None})
     _say_mixed(types - {None})
-    nvswitch = all(_nvswitch_of(graph, g) is not None for g in gpus)
+    nvswitch = _all_on_nvswitches(graph, gpus)
     nvlink_bw = slowest_nvlink(graph, gpus, efficiency) if nvswitch else 0.0
     n_nodes = len(layout.groups)
     ppn = max(len(g) for g in layout.groups)

@@ -347,7 +347,9 @@ def _laid_out(graph, nodes, ranks, channels) -> RankLayout:
         # one GPU per server can only use that GPU's NIC: more channels change nothing)
         channels = max(1, min(nics, max(len(g) for g in groups))) if len(groups) > 1 else 1
     nvls, why = _nvls_domain(graph, [nodes[r] for r in ranks], len(groups))
-    sides = _nic_sides(graph, nodes, ranks, groups) if len(groups) > 1 else None
+    # sides matter only where a server gives three or more GPUs (two sharing a NIC beside one of
+    # its own): a pipeline's 15,360 pairs, a GPU a server, skip the look-ups
+    sides = _nic_sides(graph, nodes, ranks, groups) if len(groups) > 1 and max(map(len, groups)) > 2 else None
     return RankLayout(groups=groups, rings=_ring_orders(groups, channels, sides), channels=channels,
                       nvls=nvls, nvls_unavailable=why, sides=sides)
 

@@ -368,7 +368,11 @@ def nccl_view(graph, op, group, layout, options, communicator):
     given) from the communicator's channel count (``channels=``: NCCL's ``p2pnChannels`` is
     ``nChannels`` rounded up to a power of two, src/graph/paths.cc ncclTopoComputeP2pChannels);
     not with ``step_latency=``, which turns NCCL's model off: a pure flow model, no channel bound."""
-    hw = describe(graph, group, layout, options.channels, options.efficiency, options.pxn, options.nvls_channels)
+    # once per group and layout in the call (a step's reduce-scatter and all-gather share 2,048 groups)
+    hw = _checks.block_memo(graph, ("describe", tuple(group), layout, options.channels, repr(options.efficiency),
+                                    options.pxn, options.nvls_channels),
+                            lambda: describe(graph, group, layout, options.channels, options.efficiency, options.pxn,
+                                             options.nvls_channels))
     if options.tuner and (why := release_predates(hw.generation, options.nccl_version)):
         first = FIRST_TUNED[hw.generation]
         raise ValueError(f"nccl_version: {why}; the model follows NCCL {first[0]}.{first[1]} or later on them (as "

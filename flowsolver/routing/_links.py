@@ -168,11 +168,16 @@ class LinkTable:
         own = self.efficiency if self.efficiency is not None else np.full(len(self.tech), np.nan)
         if not len(self.tech):
             return [], np.empty(0, dtype=np.int64)
-        _, first, tech_code = np.unique(self.tech.astype(str), return_index=True, return_inverse=True)
-        none = np.isnan(own)
-        pairs, which = np.unique(np.stack([tech_code.reshape(-1).astype(np.float64), none, np.where(none, 0.0, own)],
-                                          axis=1), axis=0, return_inverse=True)
-        kinds = [(self.tech[first[int(c)]], None if flag else float(e)) for c, flag, e in pairs]
+        codes: dict = {}            # a dict, not np.unique over strings: a handful of technologies
+        tech_code = np.fromiter((codes.setdefault(t, len(codes)) for t in self.tech), np.int64, len(self.tech))
+        # each link's own efficiency as a code (NaN, no own efficiency, one code of its own); a
+        # one-dimensional unique of tech x efficiency codes (the axis=0 unique of a (links, 3)
+        # table took 0.15 s on 139 k links)
+        values, own_code = np.unique(own, return_inverse=True, equal_nan=True)
+        pairs, which = np.unique(tech_code * len(values) + own_code.reshape(-1), return_inverse=True)
+        techs = list(codes)
+        kinds = [(techs[int(p) // len(values)], None if np.isnan(e := values[int(p) % len(values)]) else float(e))
+                 for p in pairs]
         return kinds, which.reshape(-1)
 
     def bottleneck(self, index: int, utilization: float) -> Bottleneck:
