@@ -231,13 +231,18 @@ def _ll128_paths(hw: Hardware, nccl=None) -> bool:
     only (``typeInter <= PATH_PXB``, v2.17.1-1; PXN on sm90 from v2.18.3-1:285)."""
     if hw.pcie_only and hw.ranks > hw.nodes:
         return False
+    nic_path = hw.nic_path
+    if nic_path == PATH_P2C and nccl is not None and nccl < (2, 27):
+        # no P2C before 2.27 (v2.26.2-1 topo.h: LOC NVL NVB C2C PIX PXB PXN PHB ...; v2.23.4-1 had no
+        # C2C either): a path over C2C, then the CPU, to a NIC is PHB there, past PXN
+        nic_path = PATH_PHB
     if nccl is not None and nccl < (2, 18):
         known = ("volta", "ampere") if nccl < (2, 15) else ("volta", "ampere", "hopper")
         if hw.generation not in known:
             return False
-        return hw.nodes == 1 or hw.nic_path <= PATH_PXB
+        return hw.nodes == 1 or nic_path <= PATH_PXB
     sm90 = hw.generation in ("hopper", "blackwell")
-    return hw.nodes == 1 or hw.nic_path <= (PATH_PXN if sm90 else PATH_PXB)
+    return hw.nodes == 1 or nic_path <= (PATH_PXN if sm90 else PATH_PXB)
 
 
 def _cap(table, hw):

@@ -302,6 +302,17 @@ def test_a_grace_hopper_gpu_reaches_its_cpus_nic_over_c2c():
         assert any(k.endswith("/LL128") for k in collective(g, "all_reduce", 4 << 20).estimates) is ll128
 
 
+def test_before_nccl_2_27_a_grace_gpus_path_over_c2c_is_phb(tmp_path):
+    """NCCL 2.23.4's topo.h has no C2C path type and 2.26.2's no P2C (LOC NVL NVB C2C PIX PXB PXN
+    PHB ...; P2C first in v2.27.3-1): a GH200's path over C2C, then its Grace, to the NIC there is
+    PHB, past PXN, so those releases' rule (tuning.cc: typeInter <= PXN on sm90) turns LL128 off
+    across nodes; from 2.27 it is P2C and LL128 runs. The graph is the same in both."""
+    g = _grace_node(tmp_path, "release", 4, lambda i: True)
+    for release, ll128 in (("2.23.4", False), ("2.26.2", False), ("2.27.3", True), (None, True)):
+        r = collective(g, "all_reduce", 4 << 20, nccl_version=release)
+        assert any(k.endswith("/LL128") for k in r.estimates) is ll128, release
+
+
 def test_pxn_off_leaves_a_gpu_without_its_own_nic_on_the_cpu_path(tmp_path):
     """NCCL_PXN_DISABLE=1 (pxn=False) skips paths.cc's PXN paths: GPU 0 of the two, whose NIC is
     under GPU 1's switch, reaches it through the CPU (PHB), typeInter PHB > PXN: no LL128 on
