@@ -474,6 +474,37 @@ _add(Cluster("leonardo_booster_a100", _server("polaris_a100", name="leonardo-boo
              "in NVIDIA/nccl-tests#331) + 4 IB HCAs, one PXB to each GPU; HCA rate not printed (ib_hdr stands in: "
              "unused by the single-node curve)."))
 
+# CSCS Alps GH200 node under a uenv (boeschf/nccl-benchmark-on-alps-2025 at 897cff4: Fabian Boesch's, CSCS, scaling runs):
+# the node of cscs_alps_gh200 (4 GH200 printed "NVIDIA GH200 120GB" a node; NVLink 4 mesh, no NVSwitch, MESH4_LINKS a
+# pair assumed; one 200 Gb/s Slingshot 11 NIC a GH200, CSCS docs as for cscs_alps_gh200), run from a uenv with NCCL 2.23.4
+# and aws-ofi-nccl 1.13.0 (the uenv's name) rather than the container hook: the job scripts set NCCL_NET='AWS Libfabric',
+# NCCL_NET_GDR_LEVEL=PHB, NCCL_CROSS_NIC=0, FI_CXI_RX_MATCH_MODE=software and no NCCL_PROTO (the hook's ^LL128 is not
+# there) and no FI_CXI_RDZV_*: Kestrel's all-protocol Slingshot link (SLINGSHOT_ALL_PROTOCOLS: aws-ofi-nccl off AWS
+# reports no network latency; libfabric CXI's default rendezvous thresholds). Grace hosts (Arm). Alps' dragonfly groups
+# are not modelled (rail-optimised graph), which the 8-128 node runs may cross.
+_add(Cluster("cscs_alps_gh200_uenv", _mesh4("dgx_h100", name="alps-gh200-uenv", nics=4, nic=SLINGSHOT_ALL_PROTOCOLS,
+                                            cpu="arm"),
+             SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "GH200",
+             "CSCS Alps GH200 node in a uenv (NCCL 2.23.4 + aws-ofi-nccl 1.13.0): 4 GH200 (NVLink 4 mesh, no NVSwitch, 6 links "
+             "a pair assumed) + 4 x 200 Gb/s Slingshot 11 NICs, one a GH200 (CSCS docs); no NCCL_PROTO in the job scripts: "
+             "all protocols, no reported network latency; dragonfly not modelled."))
+
+# thomaslie210/NCCL_Test_Results (83dd17d): two hosts n013 / n014, each with one "NVIDIA A100-PCIE-40GB" and one
+# InfiniBand HCA (NCCL_IB_HCA=mlx5_2), as NCCL_DEBUG=INFO prints them: "+ PCI[24.0] - GPU/81000" and "+ PCI[24.0] -
+# NIC/D1000 ... NET[25.0]" both under "CPU/1" (GPU-NIC path PHB: the NIC on the CPU's root complex, not under the GPU's
+# PCIe switch), "NCCL_NET_GDR_LEVEL set by environment to SYS" and "GPU Direct RDMA Enabled" (GDRDMA on every channel).
+# NET[25.0] is 200 Gb/s: the catalogue's ib_hdr. The PCIe A100 sits on PCIe 4.0 x16 (NVIDIA A100 PCIe datasheet; NCCL's
+# PCI[24.0] is its 24 GB/s view of Gen4 x16): host_link pcie4. Modelled as a one-GPU server whose NIC hangs off the CPU
+# (the dgx_a100 server cut to 1 GPU and 1 NIC with nics_on="cpu": NCCL's typeInter PHB, so no LL128 across the hosts,
+# as NCCL 2.16's rule); its NVLink is not used by one GPU. The GPU model is the catalogue's a100_40gb (Ampere: the
+# collectives see the generation; the PCIe part's clocks and 250 W cap are not modelled). Host CPU not stated (the log's
+# CPU/1 only): Intel, the server model's default. Two hosts: the rail-optimised graph's one switch.
+_add(Cluster("a100_pcie_1hdr", _server("dgx_a100", name="a100-pcie-1hdr", gpus=1, nics=1, nics_on="cpu",
+                                       host_link="pcie4", gpu="a100_40gb", cpu="intel"), "ib_hdr", "InfiniBand", "A100",
+             "1 A100-PCIE-40GB a host (PCIe 4.0 x16) + 1 InfiniBand HCA of 200 Gb/s (NCCL's NET[25.0]) on the CPU's root "
+             "complex (PHB), GPUDirect RDMA by NCCL_NET_GDR_LEVEL=SYS (thomaslie210/NCCL_Test_Results logs); a one-GPU "
+             "server with its NIC on the CPU.", A100_40GB))
+
 # --- Training clusters ---------------------------------------------------------------------
 # Meta Grand Teton (torchtitan benchmarks): 8 H100 SXM 96GB HBM2e at a 500 W cap per host,
 # "backend RDMA 400 Gb/s per GPU" (Meta's RoCE training fabric, Llama 3 paper section 3.3.1).
@@ -574,7 +605,7 @@ class CurveSetup:
 
 #: corpus op names -> flowsolver's
 OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
-       "alltoall": "all_to_all", "sendrecv": "send_recv"}
+       "alltoall": "all_to_all", "sendrecv": "send_recv", "broadcast": "broadcast"}
 
 _TORCH = ("PyTorch all_reduce_bench.py (torch.distributed.all_reduce on NCCL), not nccl-tests: the same NCCL "
           "call plus PyTorch's launch; busbw with nccl-tests' factor")
@@ -865,6 +896,20 @@ CURVES: dict[str, CurveSetup] = {
         "aws_p6_b300", note="2 x p6-b300, 16 x 400 Gb/s EFA a node; aws-ofi-nccl's tuner chose (not modelled): "
                             "NCCL's choice taken")
        for op in ("allreduce", "alltoall", "allgather", "reducescatter")},
+    # boeschf/nccl-benchmark-on-alps-2025 (897cff4), the baseline configuration with aws-ofi-nccl 1.13.0: srun one task a
+    # GPU (-g 1, select_gpu) on N nodes x 4 GH200, no NCCL_ALGO / NCCL_PROTO; no NVSwitch, so no NVLS: NCCL's choice among
+    # ring / tree
+    **{f"cscs-alps-uenv-{n}x4GH200-allreduce": CurveSetup(
+        "cscs_alps_gh200_uenv", candidates=_NO_NVLS,
+        note=f"{n} Alps GH200 node{'s' if n > 1 else ''} (uenv NCCL 2.23.4 + aws-ofi-nccl 1.13.0, all protocols): NCCL's "
+             "choice without NVLS" + ("; dragonfly groups not modelled" if n >= 8 else ""))
+       for n in (1, 2, 4, 8, 16, 32, 64, 128)},
+    # thomaslie210/NCCL_Test_Results (83dd17d): {op}_perf -g 1 on 2 hosts of one A100-PCIE-40GB and one HDR HCA each
+    # (NCCL 2.16.5, NCCL_NET_GDR_LEVEL=SYS), no NCCL_ALGO / NCCL_PROTO: NCCL's choice (one GPU a host: no NVLS; broadcast
+    # by ring, the only algorithm NCCL 2.16 has for it)
+    **{f"tl-2x1A100PCIe-hdr-{op}": CurveSetup(
+        "a100_pcie_1hdr", note="2 hosts of 1 A100 PCIe + 1 HDR HCA on the CPU (PHB, GPUDirect RDMA forced): NCCL's choice")
+       for op in ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast")},
 }
 
 #: curves the library cannot express faithfully where it matters: curve -> reason

@@ -35,14 +35,15 @@ def mods():
 def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     coll, train, sources = corpus
     # the corpus README's counts: 3599 rows / 145 curves, + corpus22c's 262 / 7 (NVIDIA/nccl-tests #331 and #309:
-    # 29 + 70 + 32 printed lines, each an out-of-place and an in-place row)
-    assert len(coll) == 3599 + 262 and coll["curve"].nunique() == 145 + 7
+    # 29 + 70 + 32 printed lines, each an out-of-place and an in-place row), + corpus25's 720 / 14 (boeschf's Alps
+    # scaling runs, 8 curves of 30 lines; thomaslie210's A100 PCIe pair, 6 curves of 19-21 lines)
+    assert len(coll) == 3599 + 262 + 720 and coll["curve"].nunique() == 145 + 7 + 14
     assert len(train) == 421                       # 384 + InternLM's 32 (corpus21) + flash-attention's 5 (corpus22s)
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
     assert {"source", "model", "gpus", "tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch",
             "seq_len", "precision", "metric", "value"} <= set(train.columns)
-    assert set(coll["op"]) <= {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"}
+    assert set(coll["op"]) <= {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv", "broadcast"}
     assert set(train["metric"]) <= {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu"}
     assert (coll["size_bytes"].astype(int) > 0).all() and (train["value"].astype(float) > 0).all()
     for col in ("nodes", "gpus_per_node"):
@@ -116,6 +117,13 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     # CSCS Alps: 4 GH200 per node, one 200 Gb/s Slingshot NIC each
     g, ranks = S.curve_placement(S.CURVES["cscs-alps-2x4GH200-allreduce"], 2, 4)
     assert ranks is None and len(_gpus(g)) == 4 and _nic_rates(g) == pytest.approx([200 * gbit] * 4)
+    # CSCS Alps in a uenv (boeschf): the same node, 4 x 200 Gb/s Slingshot 11, on 128 nodes
+    g, ranks = S.curve_placement(S.CURVES["cscs-alps-uenv-128x4GH200-allreduce"], 128, 4)
+    assert ranks is None and len(_gpus(g)) == 4 and len(_gpus(g, 127)) == 4 and not _gpus(g, 128)
+    assert _nic_rates(g) == pytest.approx([200 * gbit] * 4)
+    # thomaslie210: one A100 PCIe and one 200 Gb/s HDR HCA (NCCL's NET[25.0]) a host
+    g, ranks = S.curve_placement(S.CURVES["tl-2x1A100PCIe-hdr-broadcast"], 2, 1)
+    assert ranks is None and len(_gpus(g)) == 1 and len(_gpus(g, 1)) == 1 and _nic_rates(g) == pytest.approx([200 * gbit])
     # OCI GB200 NVL72 over 2 racks: 32 hosts of 4 GPUs = 128 ranks, 64 in each 72-GPU domain
     g, ranks = S.curve_placement(S.CURVES["ociqs-gb200-32x4-allreduce"], 32, 4)
     assert len(_gpus(g, 0)) == 72 and len(ranks) == 128 and sum(r < 72 for r in ranks) == 64
