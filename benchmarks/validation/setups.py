@@ -481,13 +481,17 @@ _add(Cluster("leonardo_booster_a100", _server("polaris_a100", name="leonardo-boo
 # NCCL_NET_GDR_LEVEL=PHB, NCCL_CROSS_NIC=0, FI_CXI_RX_MATCH_MODE=software and no NCCL_PROTO (the hook's ^LL128 is not
 # there) and no FI_CXI_RDZV_*: Kestrel's all-protocol Slingshot link (SLINGSHOT_ALL_PROTOCOLS: aws-ofi-nccl off AWS
 # reports no network latency; libfabric CXI's default rendezvous thresholds). Grace hosts (Arm). Alps' dragonfly groups
-# are not modelled (rail-optimised graph), which the 8-128 node runs may cross.
+# are not modelled (rail-optimised graph), which the 8-128 node runs may cross. Each GH200's NIC hangs off its Grace CPU,
+# which the GPU reaches over C2C: NCCL 2.23.4 has no C2C or P2C path type (v2.23.4-1 src/graph/topo.h: LOC NVL NVB PIX
+# PXB PXN PHB SYS NET), so the GPU's path to it is PHB, as the job scripts' NCCL_NET_GDR_LEVEL=PHB says (NCCL's default
+# GPUDirect level is PXB): nics_on="cpu" (typeInter PHB: no LL128 across nodes, tuning.cc's rule; no PXN relay).
 _add(Cluster("cscs_alps_gh200_uenv", _mesh4("dgx_h100", name="alps-gh200-uenv", nics=4, nic=SLINGSHOT_ALL_PROTOCOLS,
-                                            cpu="arm"),
+                                            cpu="arm", nics_on="cpu"),
              SLINGSHOT_ALL_PROTOCOLS, "Slingshot", "GH200",
              "CSCS Alps GH200 node in a uenv (NCCL 2.23.4 + aws-ofi-nccl 1.13.0): 4 GH200 (NVLink 4 mesh, no NVSwitch, 6 links "
-             "a pair assumed) + 4 x 200 Gb/s Slingshot 11 NICs, one a GH200 (CSCS docs); no NCCL_PROTO in the job scripts: "
-             "all protocols, no reported network latency; dragonfly not modelled."))
+             "a pair assumed) + 4 x 200 Gb/s Slingshot 11 NICs, one a GH200 on its Grace (CSCS docs; PHB to NCCL 2.23.4: no "
+             "LL128 across nodes); no NCCL_PROTO in the job scripts: all protocols, no reported network latency; dragonfly "
+             "not modelled."))
 
 # thomaslie210/NCCL_Test_Results (83dd17d): two hosts n013 / n014, each with one "NVIDIA A100-PCIE-40GB" and one
 # InfiniBand HCA (NCCL_IB_HCA=mlx5_2), as NCCL_DEBUG=INFO prints them: "+ PCI[24.0] - GPU/81000" and "+ PCI[24.0] -
