@@ -253,6 +253,24 @@ def _grid(name: str, value) -> list:
         raise ValueError(f"{name} must be one value or a sequence of them, got {value!r}") from None
 
 
+def _radixes_boxes_have(radixes, links) -> None:
+    """Refuse a radix above the ports of the largest catalogue switch for a link's family and
+    rate: the fabric would be timed as one crossbar of that many ports and billed as boxes with
+    nothing between them (adv25 F1: 1,024 GPUs on NDR at radix 2,048 came out at 3.37 M USD, a
+    buildable radix-64 Clos at 4.99 M)."""
+    for link in links:
+        try:
+            tech = tp.get_link(link)
+        except ValueError:
+            continue                    # not in the catalogue: the bill says what it cannot price
+        box = tp.largest_switch(tech.family, tech.bandwidth)
+        over = [r for r in radixes if box is not None and r > box.ports]
+        if over:
+            raise ValueError(f"radixes must be at most the {box.ports} ports of the largest catalogue switch for "
+                             f"{tech.name} ({box.name}), got {over[0]}: a larger switch is a fabric of such boxes "
+                             "(a family with more tiers), or register_part a larger box")
+
+
 def design(gpus: int, workload, *, budget: float | None = None, power: float | None = None,
            families=("rail_optimized", "leaf_spine", "fat_tree"), links=("ib_ndr", "ib_xdr", "roce_400g"),
            oversubscriptions=(1.0, 2.0), radixes=(64,), nics=None, optics=("multimode", "singlemode"),
@@ -336,6 +354,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
                                                ("nics", nics), ("optics", optics)))
     oversubscriptions = [tp.check_ratio("oversubscriptions", o) for o in oversubscriptions]
     radixes = [_checks.integer("radixes", r, minimum=2) for r in radixes]
+    _radixes_boxes_have(radixes, links)
     nics = [_checks.integer("nics", n) for n in nics]
     if gpu_price is not None and (isinstance(gpu_price, (bool, np.bool_)) or not isinstance(gpu_price, numbers.Real)
                                   or not gpu_price >= 0 or not math.isfinite(gpu_price)):

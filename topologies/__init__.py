@@ -24,7 +24,7 @@ from ._graph import SERVER_TIERS, check_ratio, fingerprint, uplinks_for  # noqa:
 from ._validate import TopologyError, validate, validate_edited  # noqa: F401 (validate_edited: likewise)
 from .analysis import bisection_max_flow, describe, format_description, gpus
 from .bill import Bill, BillLine, bill, price_tally, tally
-from .parts import Part, get_part, part_names, register_part, unregister_part
+from .parts import Part, get_part, largest_switch, part_names, register_part, unregister_part
 from .build import FAMILIES, Family, FamilyParameter, build, get_family, register_family
 from .clos import fat_tree, leaf_spine, rail_optimized, rail_optimized_limit
 from .dragonfly import dragonfly, dragonfly_plus, global_link_partner
@@ -53,7 +53,8 @@ __all__ = [
     "from_nccl_xml", "NcclServer", "from_astra_network", "parse_simple_yaml",
     "from_simai", "to_simai", "read", "register_reader", "reader_names",
     "default_cluster",
-    "bill", "Bill", "BillLine", "Part", "get_part", "part_names", "register_part", "unregister_part", "rail_optimized_limit",
+    "bill", "Bill", "BillLine", "Part", "get_part", "largest_switch", "part_names", "register_part", "unregister_part",
+    "rail_optimized_limit",
     "tally", "price_tally", "rail_only", "multi_plane", "dragonfly_plus", "meta_24k", "nvl72_cluster",
     "Transport", "get_transport", "register_transport", "transport_names", "DEFAULT_TRANSPORT",
 ]

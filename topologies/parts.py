@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .links import Gbit
 
-__all__ = ["CATALOGUE_DATE", "Part", "get_part", "part_names", "register_part"]
+__all__ = ["CATALOGUE_DATE", "Part", "get_part", "largest_switch", "part_names", "register_part"]
 
 CATALOGUE_DATE = "2026-12-04"
 
@@ -301,6 +301,19 @@ def _switch_part(family: str, rate: float, ports: int) -> Part:
     if enough:
         return min(enough, key=lambda p: (p.port_rate, p.price, p.name))
     return max(fits, key=lambda p: (p.ports, -p.price))
+
+
+def largest_switch(family: str, rate: float) -> Part | None:
+    """The catalogue switch of ``family`` with ports of at least ``rate`` bytes/s that has the
+    most ports (what :func:`_switch_part` falls back to), or None where there is none: a
+    logical switch of more ports is no one box.
+
+    >>> largest_switch("infiniband", 400 * Gbit).ports
+    144
+    """
+    fam = "ethernet" if family in ("roce", "ethernet") else family
+    fits = [p for p in _PARTS.values() if p.category == "switch" and p.family == fam and p.port_rate >= rate]
+    return max(fits, key=lambda p: (p.ports, -p.price)) if fits else None
 
 
 _RATE_PART: dict = {}     # (category, rate) -> part; emptied when a part is registered

@@ -247,3 +247,18 @@ def test_a_one_leaf_leaf_spine_candidate_is_one_switch():
     for c in r.candidates:
         assert c.status == "ok" and c.switches == 1
         assert c.price == pytest.approx(36_000 + 8 * 150 + 8 * 2_200)
+
+
+def test_a_radix_above_the_largest_catalogue_box_is_refused():
+    """adv25 F1: a leaf of 1,024 ports for 128 DGX H100 on NDR was timed as one crossbar and billed
+    as 8 unconnected 144-port Quantum-X800 boxes (3.37 M USD against the radix-64 Clos's 4.99 M).
+    The catalogue's largest InfiniBand box (parts.py: Q3400, 144 ports) bounds the radix; every
+    radix up to it is built as it was."""
+    box = tp.get_part("quantum_x800_q3400")
+    assert tp.largest_switch("infiniband", tp.get_link("ib_ndr").bandwidth) is box
+    with pytest.raises(ValueError, match=r"radixes must be at most the 144 ports .* ib_ndr .* got 2048"):
+        design(1024, WORK, radixes=(64, 2048), links=("ib_ndr",), families=("leaf_spine",),
+               oversubscriptions=(1.0,), optics=("multimode",))
+    ok = design(64, WORK, radixes=(box.ports,), links=("ib_ndr",), families=("leaf_spine",),
+                oversubscriptions=(1.0,), optics=("multimode",))
+    assert len(ok.candidates) == 1 and ok.candidates[0].radix == box.ports
