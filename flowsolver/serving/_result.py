@@ -89,8 +89,9 @@ class ServeResult:
     drain; with no steady request ``throughput`` is the output tokens over the first arrival to
     the last completion / GPUs, at most the service rate's);
     ``goodput`` requests/s per GPU within both targets over the arrival window (NaN without targets);
-    ``network_share_ttft`` / ``network_share_tpot``: communication (and, disaggregated, the KV
-    transfer) over the whole, summed over the requests; ``bottleneck``: per communication kind
+    ``network_share_ttft`` / ``network_share_tpot``: communication over the whole, summed over the
+    requests (disaggregated, the KV transfer counts in the decode time and its share: the first
+    token is the prefill instance's, docs/serving.md); ``bottleneck``: per communication kind
     (``prefill.tp``, ``decode.ep``, ``kv``...) the links that held it
     (:class:`flowsolver.routing.Bottleneck`); ``decode_step(batch, context)`` and
     ``prefill_step(tokens)`` the step tables (s, communication s); ``kv_capacities`` the KV
