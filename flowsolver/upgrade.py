@@ -145,7 +145,7 @@ def _as_bought(graph, upgrade: Upgrade):
             d["capacity"] = float(d["capacity"] * k)
     if not hit:
         raise ValueError(f"Upgrade: links={upgrade.links!r} selects no link of the graph")
-    return _more_switches(graph, g)
+    return _more_switches(graph, g, upgrade.factor)
 
 
 def _switch_use(g) -> dict:
@@ -170,7 +170,36 @@ def _switch_use(g) -> dict:
     return use
 
 
-def _more_switches(before, g):
+#: links the graph as bought may hold after its switches split (:func:`_more_switches`)
+MAX_BOUGHT_EDGES = 1_000_000
+
+
+def _spread(load: list, n: int) -> list:
+    """``n`` cables dealt one at a time to the least loaded of ``load``'s switches (the lowest
+    index among equals), ``load`` updated: each switch's share. The loads stay within one of
+    each other (every deal is to a least loaded one), so the deal is the least loaded in index
+    order, then whole rounds, then the first of the rest: O(switches), not O(cables x switches)."""
+    k, low = len(load), min(load)
+    share = [0] * k
+    first = [i for i in range(k) if load[i] == low]
+    if max(load) - low > 1:                     # not from :func:`_more_switches`' dealing: one at a time
+        for _ in range(n):
+            i = min(range(k), key=load.__getitem__)
+            share[i] += 1
+            load[i] += 1
+        return share
+    for i in first[:n]:
+        share[i] += 1
+    rest = n - len(first[:n])
+    rounds, extra = divmod(rest, k)
+    for i in range(k):
+        share[i] += rounds + (i < extra)
+    for i in range(k):
+        load[i] += share[i]
+    return share
+
+
+def _more_switches(before, g, factor):
     """``g`` (``before`` with more cables) with each switch whose ports outgrow its box split
     into ``ceil(ports / box ports)`` switches of that box, its cables spread evenly over them:
     more cables on a full tier add switches of the same model, as the generators build the
@@ -179,14 +208,22 @@ def _more_switches(before, g):
     from topologies.parts import _switch_part      # the box the bill chose before
 
     old = _switch_use(before)
+    splits = {}
     for sw, now in _switch_use(g).items():
         was = old.get(sw)
         if now is None or was is None or now[2] <= was[2]:
             continue
-        box = _switch_part(was[0], was[1], was[2]).ports
-        k = math.ceil(now[2] / box)
-        if k < 2:
-            continue
+        k = math.ceil(now[2] / _switch_part(was[0], was[1], was[2]).ports)
+        if k >= 2:
+            splits[sw] = k
+    # every split switch holds an edge each way to each neighbour: refuse before building what
+    # memory cannot (adv25 F4: factor 1e5 on a 4-server fabric ran past 100 s and growing)
+    edges = sum(2 * k * len(g[sw]) for sw, k in splits.items())
+    if edges > MAX_BOUGHT_EDGES:
+        raise ValueError(f"Upgrade: factor {factor:g} buys the tier as {max(splits.values()):,} switches where one "
+                         f"stood, about {edges:,} links, more than flowsolver.upgrade.MAX_BOUGHT_EDGES = "
+                         f"{MAX_BOUGHT_EDGES:,}: give a factor the catalogue's boxes can carry")
+    for sw, k in splits.items():
         clones, i = [sw], 0
         while len(clones) < k:          # new names (a second doubling splits spine0 beside spine0+1)
             i += 1
@@ -199,11 +236,7 @@ def _more_switches(before, g):
             n, e = int(e.get("cables", 1)), dict(e)
             if e.get("tier") in tp.SERVER_TIERS or "network" in g.nodes[v]:
                 continue
-            share = [0] * k
-            for _ in range(n):
-                i = min(range(k), key=load.__getitem__)
-                share[i] += 1
-                load[i] += 1
+            share = _spread(load, n)
             back = dict(g.edges[v, sw]) if g.has_edge(v, sw) else None
             for i, (c, m) in enumerate(zip(clones, share)):
                 if not m:
