@@ -71,7 +71,8 @@ def add_goodput(sub, fmt) -> None:
     _add_output(gp)
     gp.add_argument("--op", default="all_reduce", choices=OPS, help="the step's collective (default %(default)s)")
     gp.add_argument("--size", default="1G", help="its bytes, nccl-tests style (default %(default)s)")
-    gp.add_argument("--algorithm", default="ring", help="its algorithm (default %(default)s)")
+    gp.add_argument("--algorithm", default=None,
+                    help="its algorithm (default: ring where the op has one, else auto)")
     gp.add_argument("--compute", type=float, default=1.0, help="seconds of computation per step (default 1)")
     gp.add_argument("--tokens", default="4194304", help="tokens per step, K/M/G/T suffixes decimal (1e3 ... 1e12; "
                                                         "default 4194304: 512 sequences of 8,192)")
@@ -222,7 +223,8 @@ def _refuse_beside_jobs(args) -> None:
 
 def goodput(args) -> None:
     """A run's goodput over failure trajectories, or (``--jobs``) a placement comparison."""
-    from ..reliability import Component, JobResponse, default_components, goodput as run_goodput, placement_slowdowns
+    from ..reliability import (Component, JobResponse, default_components, fixed_algorithm, goodput as run_goodput,
+                               placement_slowdowns)
 
     graph = build_graph(args)
     size = parse_size(args.size, "--size")
@@ -234,7 +236,7 @@ def goodput(args) -> None:
         if sum(args.jobs) > have:        # the library says "sizes" and "the cluster" (read as --cluster)
             raise CliError(f"--jobs {' '.join(map(str, args.jobs))} ask for {sum(args.jobs)} GPUs; the cluster "
                            f"({cluster_label(args, graph)}) has {have}")
-        rows = placement_slowdowns(graph, args.jobs, args.op, size, algorithm=args.algorithm)
+        rows = placement_slowdowns(graph, args.jobs, args.op, size, algorithm=args.algorithm)  # None: fixed_algorithm
         lines = [f"# {args.op} of {args.size} per job, jobs of {' '.join(map(str, args.jobs))} GPUs at once on "
                  f"{len(tp.gpus(graph))} GPUs ({cluster_label(args)})",
                  f"{'policy':>13s} {'job':>4s} {'gpus':>5s} {'servers':>8s} {'alone (us)':>11s} "
@@ -299,7 +301,7 @@ def goodput(args) -> None:
     response = JobResponse(checkpoint_cost=args.checkpoint_cost, restart_time=args.restart,
                            checkpoint_interval=args.interval, spares=not args.no_spares, shrink=args.shrink,
                            repair_time=args.repair * 3600.0)
-    workload = dict(op=args.op, size=size, algorithm=args.algorithm, compute=args.compute,
+    workload = dict(op=args.op, size=size, algorithm=args.algorithm or fixed_algorithm(args.op), compute=args.compute,
                     tokens=tokens)
     intervals = args.intervals
     if intervals is not None and intervals != ["auto"]:

@@ -22,10 +22,10 @@ from ._components import Component, default_components, job_units
 from ._fabric import StateTimes, state_graphs, state_step_times
 from ._impact import degradation_impact
 from ._montecarlo import Process, RunSample, simulate_goodput
-from ._placement import PLACEMENTS, place_jobs, placement_slowdowns
+from ._placement import PLACEMENTS, fixed_algorithm, place_jobs, placement_slowdowns
 from ._run import GoodputResult, goodput
 
 __all__ = ["Component", "default_components", "job_units", "JobResponse", "young_interval", "daly_interval",
            "daly_useful_fraction", "checkpoint_write_time", "Process", "RunSample", "simulate_goodput",
            "GoodputResult", "goodput", "StateTimes", "state_graphs", "state_step_times", "PLACEMENTS", "place_jobs",
-           "placement_slowdowns", "degradation_impact"]
+           "placement_slowdowns", "fixed_algorithm", "degradation_impact"]

@@ -35,9 +35,9 @@ import numpy as np
 
 import topologies as tp
 
-from ..collectives import concurrent
+from ..collectives import ALGORITHMS, concurrent
 
-__all__ = ["PLACEMENTS", "place_jobs", "placement_slowdowns"]
+__all__ = ["PLACEMENTS", "fixed_algorithm", "place_jobs", "placement_slowdowns"]
 
 PLACEMENTS = ("packed", "spread", "rail_aligned", "topology_aware")
 
@@ -154,13 +154,26 @@ def place_jobs(graph, sizes, policy: str = "packed") -> list:
     return out
 
 
-def placement_slowdowns(graph, sizes, op: str = "all_reduce", size: float = 2**30, *, algorithm: str = "ring",
+def fixed_algorithm(op: str) -> str:
+    """The algorithm a what-if times ``op`` with where none is named: the ring where ``op`` has one
+    (one schedule before and after a change, not NCCL's choice flipping), else NCCL's choice
+    ("auto": an all-to-all or a send has no ring; adv25 F6 found them refused over a ring the user
+    never named).
+
+    >>> fixed_algorithm("all_reduce"), fixed_algorithm("all_to_all")
+    ('ring', 'auto')
+    """
+    return "ring" if "ring" in ALGORITHMS.get(op, ()) else "auto"
+
+
+def placement_slowdowns(graph, sizes, op: str = "all_reduce", size: float = 2**30, *, algorithm: str | None = None,
                         policies=PLACEMENTS, **options) -> list:
     """Each job's collective (``op`` of ``size`` bytes over its GPUs) alone and with every other
     job's at once, per placement policy: a list of rows ``policy``, ``job``, ``gpus``,
     ``servers`` (how many it spans), ``alone`` and ``together`` (s), ``slowdown``
-    (together / alone). ``options`` go to :func:`flowsolver.concurrent` (``policy=`` there is
-    the routing policy: pass it as ``routing=``).
+    (together / alone). ``algorithm`` None: :func:`fixed_algorithm` (the ring where ``op`` has one).
+    ``options`` go to :func:`flowsolver.concurrent` (``policy=`` there is the routing policy: pass
+    it as ``routing=``).
 
     >>> rows = placement_slowdowns(tp.rail_optimized(4), [16, 16], size=2**26, policies=["packed"])
     >>> [(r["job"], r["servers"], round(r["slowdown"], 3)) for r in rows]   # non-blocking leaves
@@ -168,6 +181,7 @@ def placement_slowdowns(graph, sizes, op: str = "all_reduce", size: float = 2**3
     """
     if "routing" in options:
         options["policy"] = options.pop("routing")
+    algorithm = fixed_algorithm(op) if algorithm is None else algorithm
     rows = []
     gpus = tp.gpus(graph)
     for policy in policies:

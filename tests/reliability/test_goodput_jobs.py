@@ -145,3 +145,20 @@ def test_cli_goodput(capsys):
     # an unknown kind was refused with its rate in events a second (1.157e-05), not the per-day 1 given
     assert main(["goodput", "--nodes", "2", "--checkpoint-cost", "1", "--restart", "1", "--rate", "bogus=1"]) == 2
     assert "--rate 'bogus=1': KIND must be one of gpu, hbm" in capsys.readouterr().err
+
+
+def test_an_all_to_all_placement_and_goodput_run_without_naming_an_algorithm():
+    """adv25 F6: the default algorithm was the ring for every op, so an all-to-all (NCCL runs it
+    pairwise or direct, no ring) was refused over an --algorithm the user never gave. Now the
+    ring where the op has one, else NCCL's choice: the rows equal concurrent()'s with "auto"."""
+    from flowsolver import concurrent
+    from flowsolver.cli import main
+    from flowsolver.reliability import fixed_algorithm, place_jobs, placement_slowdowns
+    assert (fixed_algorithm("all_reduce"), fixed_algorithm("all_to_all"), fixed_algorithm("send_recv")) == \
+        ("ring", "auto", "auto")
+    g = tp.rail_optimized(4)
+    rows = placement_slowdowns(g, [16, 16], "all_to_all", 2**26, policies=["packed"])
+    jobs = place_jobs(g, [16, 16], "packed")
+    ref = concurrent(g, [dict(op="all_to_all", size=2.0**26, ranks=r, algorithm="auto") for r in jobs])
+    assert [r["together"] for r in rows] == list(ref.together)
+    assert main(["goodput", "--nodes", "4", "--jobs", "16", "16", "--op", "all_to_all", "--size", "64M"]) == 0
