@@ -413,3 +413,23 @@ def test_a_process_s_events_count_toward_the_memory_limit(monkeypatch):
     with pytest.raises(ValueError, match=r"is 1\.74e\+03, above 1,000"):
         simulate_goodput({"gpu": 0.0}, JobResponse(checkpoint_cost=1.0, restart_time=1.0, checkpoint_interval=60.0),
                          horizon=DAY, trajectories=10, processes=[Process("optic", 1e-3, 60.0)])
+
+
+def test_a_run_or_an_interval_shorter_than_a_step_is_refused():
+    """adv25 F5: work was a fluid, so a 1e12 s step against a 3,167 h MTBF read 99.74 % useful
+    and a run of 86 us (one step is ~1 s) 100 %. A job checkpoints at step boundaries and a run
+    shorter than a step completes none: each is refused naming what is short."""
+    from flowsolver.reliability import JobResponse, goodput
+    g = tp.rail_optimized(2)
+    wl = dict(op="all_reduce", size=2**26, algorithm="ring", compute=1.0, tokens=2**20)
+    step = 1.0 + collective(g, op="all_reduce", size=2**26, algorithm="ring").time
+    with pytest.raises(ValueError, match=r"days: the run .* shorter than one healthy step"):
+        goodput(g, wl, [JobResponse(30, 300)], days=0.5 * step / 86400, trajectories=5)
+    with pytest.raises(ValueError, match=r"checkpoint_interval 0.5 s is shorter than one healthy step"):
+        goodput(g, wl, [JobResponse(30, 300, checkpoint_interval=0.5)], trajectories=5)
+    with pytest.raises(ValueError, match=r"intervals: 0.25 s is shorter than one healthy step"):
+        goodput(g, wl, [JobResponse(30, 300)], intervals=[3600.0, 0.25], trajectories=5)
+    huge = dict(wl, compute=1e12)
+    with pytest.raises(ValueError, match=r"shorter than one healthy step"):
+        goodput(g, huge, [JobResponse(30, 300)], days=1e8, trajectories=5)
+    assert goodput(g, wl, [JobResponse(30, 300, checkpoint_interval=step)], trajectories=5)[0] is not None
