@@ -8,7 +8,8 @@ import math
 
 from dataclasses import dataclass, replace
 
-from ..routing import gpu_nodes
+from .. import _checks
+from ..routing import LinkTable, gpu_nodes, graph_memo
 from ._calibration_file import read_calibration, save_calibration
 from ._nccl_model import tuner_hops
 from ._options import Options, check_efficiency_keys
@@ -135,6 +136,16 @@ class Calibration:
             check_efficiency_keys(self.efficiency, [graph])
         except ValueError as err:
             raise ValueError(f"model (a Calibration): {err}") from None
+        if self.efficiency:
+            # fitted on another machine (adv25 F7: an H100 log's nvlink4 fit on an A100 cluster
+            # changed no link while its latencies applied, and nothing said so)
+            present = graph_memo(graph, "techs", lambda: {str(t) for t in set(
+                graph_memo(graph, "links", lambda: LinkTable.from_graph(graph)).tech) if t})
+            if not set(self.efficiency) & present:
+                _checks.warn_at_caller(
+                    f"model: its fitted efficiencies ({', '.join(sorted(self.efficiency))}) apply to no link of this "
+                    f"graph (its technologies: {', '.join(sorted(present)) or 'none named'}); only its latencies "
+                    "apply: a calibration speaks for the machine its logs came from")
 
     def report(self) -> str:
         """One line per fitted quantity: value, uncertainty, or "not constrained"."""

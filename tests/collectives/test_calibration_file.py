@@ -110,3 +110,19 @@ def test_a_calibration_naming_a_technology_of_no_link_is_refused_as_efficiency_i
     # the right key halves NDR's rate: the 16-GPU all-reduce is slower than without it
     right = replace(typo, efficiency={"ib_ndr": 0.5})
     assert collective(g, "all_reduce", 2**30, model=right).time > collective(g, "all_reduce", 2**30).time
+
+
+def test_a_calibration_whose_technologies_the_graph_lacks_says_so():
+    """adv25 F7: a 2 x 8 H100 fit (nvlink4 at 0.654) used on an A100 cluster (nvlink3, ib_hdr)
+    changed no link while its latencies applied, silently. It warns, naming the fitted
+    technologies and the graph's; on the graph it fits it does not."""
+    import warnings
+
+    import topologies as tp
+    from flowsolver import Calibration, collective
+    cal = Calibration(efficiency={"nvlink4": 0.654}, latency_scale=1.0, ranks=16, ops=("all_reduce",))
+    with pytest.warns(UserWarning, match=r"fitted efficiencies \(nvlink4\) apply to no link .*ib_hdr, nvlink3"):
+        collective(tp.rail_optimized(2, server="dgx_a100", link="ib_hdr"), "all_reduce", 2**30, model=cal)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        collective(tp.rail_optimized(2), "all_reduce", 2**30, model=cal)
