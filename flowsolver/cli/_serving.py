@@ -152,7 +152,8 @@ def serve(args) -> None:
              f"TTFT p50 {s['ttft_p50_ms']:.1f} ms  p99 {s['ttft_p99_ms']:.1f} ms  "
              f"(network {s['network_share_ttft']:.1%})",
              f"TPOT p50 {s['tpot_p50_ms']:.2f} ms  p99 {s['tpot_p99_ms']:.2f} ms  "
-             f"(network {s['network_share_tpot']:.1%})",
+             f"(network {s['network_share_tpot']:.1%})" if s["tpot_p50_ms"] == s["tpot_p50_ms"] else
+             "TPOT -- (one output token: no decode step)",
              f"throughput {s['throughput_tokens_per_gpu']:.1f} output tokens/s per GPU "
              f"({state})"]
     if overloaded:
@@ -196,8 +197,9 @@ def serve(args) -> None:
 def _static_batch(args, graph, decode, run, model) -> None:
     """``serve --batch N``: the step tables of a short stream of fixed lengths, then
     :meth:`flowsolver.serving.ServeResult.static_batch` of N requests on one instance."""
-    if args.batch < 1:
-        raise CliError(f"--batch must be an integer >= 1, got {args.batch}")
+    from ..serving._result import MAX_REQUESTS
+    if not 1 <= args.batch <= MAX_REQUESTS:      # (its step tables run a stream of --batch requests a second)
+        raise CliError(f"--batch must be an integer in 1 ... {MAX_REQUESTS:,}, got {args.batch}")
     lengths = {}
     for flag, text in (("--prompt", args.prompt), ("--output", args.output)):
         lengths[flag] = _length(flag, text)

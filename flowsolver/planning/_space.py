@@ -205,6 +205,9 @@ def layout_space(spec: ModelSpec, gpus: int, global_batch: int, *, gpu_memory: f
         order_values = (orders,)                 # one order given as a tuple of names
     order_list = tuple(dict.fromkeys(checked_order(o) for o in order_values))
     usable = usable_memory(gpu_memory * (1.0 - headroom))
+    if usable <= 0:                 # (adv25 F8: headroom 0.99 printed "memory <= -0.8 GB")
+        raise ValueError(f"headroom {headroom:g} leaves {gpu_memory * (1.0 - headroom) / 1e9:.3g} GB of the GPU's "
+                         f"{gpu_memory / 1e9:.3g} GB, no more than the CUDA context's reserve: no layout can fit")
 
     pruned = Counter({reason: 0 for reason in PRUNE_REASONS})
     feasible, memory = [], []

@@ -60,3 +60,18 @@ def test_a_static_batchs_waves_are_said_with_their_cause_and_the_flag(capsys):
     assert "note:" not in capsys.readouterr().out
     assert main(batch + ["--token-budget", "65536", "--max-batch", "16"]) == 0
     assert "its 64 requests exceed --max-batch 16 x ep 1 sequences" in capsys.readouterr().out
+
+
+def test_static_batch_one_token_output_and_a_full_headroom_in_their_own_words(capsys):
+    """adv25 F8: --batch 1e8 was refused as "--rate x --duration", flags never given; --output 1
+    printed "TPOT p50 nan ms"; plan --headroom 0.99 listed layouts against "memory <= -0.8 GB"
+    (an 85.5 GB H100 less the 0.99: 0.855 GB, below the CUDA context's reserve)."""
+    assert main(["serve", "--nodes", "1", "--model", "llama-3-70b", "--tp", "8", "--batch", "100000000",
+                 "--prompt", "128", "--output", "16"]) == 2
+    assert "--batch must be an integer in 1 ... 10,000,000, got 100000000" in capsys.readouterr().err
+    assert main(["serve", "--nodes", "1", "--model", "llama-3-8b", "--tp", "8", "--rate", "2", "--duration", "5",
+                 "--prompt", "128", "--output", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "TPOT -- (one output token" in out and "nan" not in out
+    assert main(["plan", "--nodes", "2", "--model", "llama-3-8b", "--global-batch", "64", "--headroom", "0.99"]) == 2
+    assert "--headroom 0.99 leaves 0.855 GB" in capsys.readouterr().err
