@@ -120,11 +120,13 @@ def server_transport(graph, server) -> tp.Transport:
     return tp.get_transport(graph_memo(graph, "nic_transports", lambda: _transports(graph)).get(server))
 
 
-def _egress(graph, near, efficiency) -> float:
+def _egress(graph, near, efficiency, tables=None) -> float:
     """Bytes/s the compute NICs of ``near`` (each GPU's nearest NICs, :func:`near_nics_of`; each
     NIC counted once) send into the fabric: each cable's capacity at its efficiency. NVLSTree's
-    heads send through their own GPUs' NICs."""
-    ix, table = _egress_table(graph, efficiency)
+    heads send through their own GPUs' NICs. ``tables``: :func:`_egress_table`'s, looked up once
+    by a caller that asks for many groups (outside an ``unchanged`` block each look-up of the
+    routing index hashes the whole graph)."""
+    ix, table = _egress_table(graph, efficiency) if tables is None else tables
     return sum(float(table[ix.idx[nic]]) for nic in dict.fromkeys(n for nics in near for n in nics))
 
 
@@ -341,12 +343,14 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
     extra = {}
     if n_nodes > 1:         # across nodes: the network transport's reported latency and settings
         near = near_nics_of(graph, gpus)        # (one look-up of the graph's memo for every group)
+        egress = _egress_table(graph, efficiency)       # (one look-up of the routing index for every group)
         transport = server_transport(graph, graph.nodes[gpus[0]].get("server"))
         nvls = nvls and transport.nvls
         extra = dict(net_latency=transport.net_latency, hop_latency=transport.hop_latency,
                      rendezvous_above=transport.rendezvous_above, rendezvous_cost=transport.rendezvous_cost,
                      protocols=transport.protocols,
-                     net_bw=min(_egress(graph, [near[i] for i in group], efficiency) for group in layout.groups))
+                     net_bw=min(_egress(graph, [near[i] for i in group], efficiency, egress)
+                                for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)
     cpus = {graph.nodes[g].get("cpu", "intel") for g in gpus}
     # NCCL's NVLink latency row where its ring inside a node runs over NVLink (tuning.cc:285,
