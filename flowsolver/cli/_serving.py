@@ -197,7 +197,7 @@ def serve(args) -> None:
 def _static_batch(args, graph, decode, run, model) -> None:
     """``serve --batch N``: the step tables of a short stream of fixed lengths, then
     :meth:`flowsolver.serving.ServeResult.static_batch` of N requests on one instance."""
-    from ..serving._result import MAX_REQUESTS
+    from ..serving import MAX_REQUESTS
     if not 1 <= args.batch <= MAX_REQUESTS:      # (its step tables run a stream of --batch requests a second)
         raise CliError(f"--batch must be an integer in 1 ... {MAX_REQUESTS:,}, got {args.batch}")
     lengths = {}

@@ -16,7 +16,7 @@ from .._lazy import lazy_exports
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "._serve": ("DEFAULT_MEMORY_UTILIZATION", "serve"),
-    "._result": ("ServeResult", "request_stream"),
+    "._result": ("ServeResult", "request_stream", "MAX_REQUESTS"),
     "._steps": ("InstanceLayout", "StepModel"),
     "._kv": ("KvTransfer", "kv_transfer"),
     "._events": ("Trace", "simulate"),
@@ -25,11 +25,11 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
     from ._serve import DEFAULT_MEMORY_UTILIZATION, serve
-    from ._result import ServeResult, request_stream
+    from ._result import MAX_REQUESTS, ServeResult, request_stream
     from ._steps import InstanceLayout, StepModel
     from ._kv import KvTransfer, kv_transfer
     from ._events import Trace, simulate
     from ._static import StaticBatch
 
 __all__ = ["serve", "ServeResult", "request_stream", "DEFAULT_MEMORY_UTILIZATION", "InstanceLayout", "StepModel",
-           "KvTransfer", "kv_transfer", "Trace", "simulate", "StaticBatch"]
+           "KvTransfer", "kv_transfer", "Trace", "simulate", "StaticBatch", "MAX_REQUESTS"]

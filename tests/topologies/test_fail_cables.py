@@ -70,7 +70,7 @@ def test_at_one_seed_a_larger_fraction_fails_a_superset():
     took 3.77 ms with 10 % of the cables failed and 3.27 ms with 20 %: a failure sweep read as
     noise. One seeded order of the cables, its first round(f x cables) failed: nested sets. (The
     time may still fall as cables fail: ECMP's routes change with them; seed 1 gives 4.87 ms at
-    15 % and 3.27 ms at 20 %, docs/guide/failures.md.)"""
+    15 % and 3.27 ms at 20 %, docs/guide/sweeps.md.)"""
     from collections import Counter
 
     g = tp.fat_tree(4)
