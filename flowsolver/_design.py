@@ -253,22 +253,28 @@ def _grid(name: str, value) -> list:
         raise ValueError(f"{name} must be one value or a sequence of them, got {value!r}") from None
 
 
-def _radixes_boxes_have(radixes, links) -> None:
-    """Refuse a radix above the ports of the largest catalogue switch for a link's family and
-    rate: the fabric would be timed as one crossbar of that many ports and billed as boxes with
-    nothing between them (adv25 F1: 1,024 GPUs on NDR at radix 2,048 came out at 3.37 M USD, a
-    buildable radix-64 Clos at 4.99 M)."""
+def _radixes_boxes_have(radixes, links) -> dict:
+    """``{(link, radix): why}`` for each radix above the ports of the largest catalogue switch for
+    the link's family and rate (such a fabric would be timed as one crossbar of that many ports
+    and billed as boxes with nothing between them; adv25 F1: 1,024 GPUs on NDR at radix 2,048
+    came out at 3.37 M USD, a buildable radix-64 Clos at 4.99 M); a ValueError naming
+    ``radixes`` where no link of the grid has a box that large."""
+    too_big = {}
     for link in links:
         try:
             tech = tp.get_link(link)
         except ValueError:
             continue                    # not in the catalogue: the bill says what it cannot price
         box = tp.largest_switch(tech.family, tech.bandwidth)
-        over = [r for r in radixes if box is not None and r > box.ports]
-        if over:
-            raise ValueError(f"radixes must be at most the {box.ports} ports of the largest catalogue switch for "
-                             f"{tech.name} ({box.name}), got {over[0]}: a larger switch is a fabric of such boxes "
-                             "(a family with more tiers), or register_part a larger box")
+        for r in radixes:
+            if box is not None and r > box.ports:
+                too_big[(link, r)] = (f"radix {r} is more than the {box.ports} ports of the largest catalogue switch "
+                                      f"for {tech.name} ({box.name}): a larger switch is a fabric of such boxes")
+    for r in radixes:
+        if all((link, r) in too_big for link in links):
+            raise ValueError(f"radixes must be at most the ports of the largest catalogue switch of a link, got {r}: "
+                             f"{too_big[(links[0], r)]} (a family with more tiers), or register_part a larger box")
+    return too_big
 
 
 def design(gpus: int, workload, *, budget: float | None = None, power: float | None = None,
@@ -354,7 +360,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
                                                ("nics", nics), ("optics", optics)))
     oversubscriptions = [tp.check_ratio("oversubscriptions", o) for o in oversubscriptions]
     radixes = [_checks.integer("radixes", r, minimum=2) for r in radixes]
-    _radixes_boxes_have(radixes, links)
+    too_big = _radixes_boxes_have(radixes, links)
     nics = [_checks.integer("nics", n) for n in nics]
     if gpu_price is not None and (isinstance(gpu_price, (bool, np.bool_)) or not isinstance(gpu_price, numbers.Real)
                                   or not gpu_price >= 0 or not math.isfinite(gpu_price)):
@@ -376,6 +382,9 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     tallies: dict = {}  # id(graph) -> its bill's counts (priced once per optics)
     pcie: dict = {}     # fabric -> what its NICs lose to the server's PCIe ("" if nothing)
     for c in cands:
+        if (c.link, c.radix) in too_big:            # another link of the grid takes the radix
+            c.status, c.message = "failed", too_big[(c.link, c.radix)]
+            continue
         key = c.fabric
         if key not in graphs:
             pcie[key] = ""

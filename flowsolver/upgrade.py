@@ -170,7 +170,8 @@ def _switch_use(g) -> dict:
     return use
 
 
-#: links the graph as bought may hold after its switches split (:func:`_more_switches`)
+#: links the split switches may hold at most, each clone joined to every fabric neighbour both ways
+#: (:func:`_more_switches`: an upper bound, a clone with no share of a cable gets no link)
 MAX_BOUGHT_EDGES = 1_000_000
 
 
@@ -218,7 +219,8 @@ def _more_switches(before, g, factor):
             splits[sw] = k
     # every split switch holds an edge each way to each neighbour: refuse before building what
     # memory cannot (adv25 F4: factor 1e5 on a 4-server fabric ran past 100 s and growing)
-    edges = sum(2 * k * len(g[sw]) for sw, k in splits.items())
+    edges = sum(2 * k * sum(1 for v, e in g[sw].items() if e.get("tier") not in tp.SERVER_TIERS
+                            and "network" not in g.nodes[v]) for sw, k in splits.items())
     if edges > MAX_BOUGHT_EDGES:
         raise ValueError(f"Upgrade: factor {factor:g} buys the tier as {max(splits.values()):,} switches where one "
                          f"stood, about {edges:,} links, more than flowsolver.upgrade.MAX_BOUGHT_EDGES = "

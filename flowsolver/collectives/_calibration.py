@@ -141,11 +141,14 @@ class Calibration:
             # changed no link while its latencies applied, and nothing said so)
             present = graph_memo(graph, "techs", lambda: {str(t) for t in set(
                 graph_memo(graph, "links", lambda: LinkTable.from_graph(graph)).tech) if t})
-            if not set(self.efficiency) & present:
+            absent = sorted(set(self.efficiency) - present)
+            if absent:                  # (review25 F8: also where some fitted technologies are present)
+                rest = "only its latencies apply" if len(absent) == len(self.efficiency) else \
+                    f"its {', '.join(sorted(set(self.efficiency) & present))} and latencies apply"
                 _checks.warn_at_caller(
-                    f"model: its fitted efficiencies ({', '.join(sorted(self.efficiency))}) apply to no link of this "
-                    f"graph (its technologies: {', '.join(sorted(present)) or 'none named'}); only its latencies "
-                    "apply: a calibration speaks for the machine its logs came from")
+                    f"model: its fitted efficiencies for {', '.join(absent)} apply to no link of this graph (its "
+                    f"technologies: {', '.join(sorted(present)) or 'none named'}); {rest}: a calibration speaks for "
+                    "the machine its logs came from")
 
     def report(self) -> str:
         """One line per fitted quantity: value, uncertainty, or "not constrained"."""

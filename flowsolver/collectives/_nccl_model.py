@@ -221,8 +221,10 @@ def _ll128_paths(hw: Hardware, nccl=None) -> bool:
     PATH_LOC, search.cc ngpus == 1) and, across nodes, a GPU's path to its NIC through PCIe
     switches (typeInter <= PATH_PXB), or on sm90 and later through another GPU's over NVLink or
     over C2C through its own CPU (<= PATH_PXN). NCCL 2.30's rule and path numbers: NCCL before 2.27
-    has no P2C (a Grace GPU's path to its CPU's NIC is PHB there: LL128 off), 2.27.3 took only
-    <= P2C on sm90, and the numbers moved between versions (PXN was 5 in 2.19).
+    has no P2C (a Grace GPU's path to its CPU's NIC is PHB there: LL128 off, applied below);
+    2.27.3 wrote ``<= (NCCL_LL128_C2C ? P2C : PXN)`` with P2C numbered after PXN and LL128_C2C 1 by
+    default (v2.27.3-1 tuning.cc:211, 460), the same paths as 2.30's ``<= PXN`` with P2C before it;
+    the numbers moved between versions (PXN was 5 in 2.19).
 
     Older releases (``nccl``): before 2.15 LL128 by default only on Volta and Ampere
     (``((minCompCap == 70 && maxCompCap == 70) || (minCompCap == 80 && maxCompCap == 80))``,

@@ -299,7 +299,8 @@ def goodput(graph, workload, response, *, components=None, days: float = 30.0,
         grid = intervals
         if auto:
             centre = _interval(resp, interrupts, days)
-            grid = [float(x) for x in np.geomspace(centre / 4.0, centre * 4.0, 9)]
+            # a quarter of Daly's to four times it, no interval below one step (review25 F3)
+            grid = [float(x) for x in np.geomspace(centre / 4.0, centre * 4.0, 9) if x >= healthy["step_time"]]
         before = len(solved)
         runs = simulate_goodput(interrupts, resp, horizon=float(days) * _DAY, trajectories=trajectories, seed=seed,
                                 processes=processes, state_rate=state_rate, hardware=hardware, dp=dp_used,

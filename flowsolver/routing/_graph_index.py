@@ -53,7 +53,10 @@ def unchanged(graph, *, checked: bool = False):
     Collectives, concurrent runs and training steps route their steps inside one. With
     ``checked=True`` (the caller validated the graph: ``flowsolver._checks.checked_graph``)
     the entry points called inside skip that check too (its fingerprint walks every edge).
-    The block is this thread's (``flowsolver._checks.pinned``: one registry for both).
+    The block is this thread's (``flowsolver._checks.pinned``: one registry for both). Nothing of
+    the graph may change inside it, node attributes routing does not read included: NCCL's view
+    of a group (a GPU's type, its host's CPU) is computed once per block
+    (``flowsolver._checks.block_memo``); edit between blocks.
 
     >>> import topologies as tp
     >>> g = tp.fat_tree(4)

@@ -121,8 +121,11 @@ def test_a_calibration_whose_technologies_the_graph_lacks_says_so():
     import topologies as tp
     from flowsolver import Calibration, collective
     cal = Calibration(efficiency={"nvlink4": 0.654}, latency_scale=1.0, ranks=16, ops=("all_reduce",))
-    with pytest.warns(UserWarning, match=r"fitted efficiencies \(nvlink4\) apply to no link .*ib_hdr, nvlink3"):
+    with pytest.warns(UserWarning, match=r"for nvlink4 apply to no link .*ib_hdr, nvlink3.*only its latencies"):
         collective(tp.rail_optimized(2, server="dgx_a100", link="ib_hdr"), "all_reduce", 2**30, model=cal)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         collective(tp.rail_optimized(2), "all_reduce", 2**30, model=cal)
+    both = Calibration(efficiency={"nvlink4": 0.654, "ib_hdr": 0.9}, latency_scale=1.0, ranks=16, ops=("all_reduce",))
+    with pytest.warns(UserWarning, match=r"for nvlink4 apply to no link .* its ib_hdr and latencies apply"):
+        collective(tp.rail_optimized(2, server="dgx_a100", link="ib_hdr"), "all_reduce", 2**30, model=both)

@@ -433,3 +433,16 @@ def test_a_run_or_an_interval_shorter_than_a_step_is_refused():
     with pytest.raises(ValueError, match=r"shorter than one healthy step"):
         goodput(g, huge, [JobResponse(30, 300)], days=1e8, trajectories=5)
     assert goodput(g, wl, [JobResponse(30, 300, checkpoint_interval=step)], trajectories=5)[0] is not None
+
+
+def test_the_automatic_interval_grid_holds_no_interval_below_a_step():
+    """review25 F3: intervals="auto" spans a quarter of Daly's interval to four times it; with a
+    checkpoint so cheap that Daly's is 1.5 steps, its first points (0.38 s against a 1.0 s
+    step) were intervals a job cannot take, which the same call refuses when given."""
+    from flowsolver.reliability import JobResponse, goodput
+    g = tp.rail_optimized(2)
+    wl = dict(op="all_reduce", size=2**26, algorithm="ring", compute=1.0, tokens=2**20)
+    step = 1.0 + collective(g, op="all_reduce", size=2**26, algorithm="ring").time
+    r = goodput(g, wl, [JobResponse(1e-7, 300)], intervals="auto", trajectories=5)[0]
+    taus = [tau for tau, _ in r.curve]
+    assert taus and min(taus) >= step and len(taus) < 9

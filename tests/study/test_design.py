@@ -252,13 +252,16 @@ def test_a_one_leaf_leaf_spine_candidate_is_one_switch():
 def test_a_radix_above_the_largest_catalogue_box_is_refused():
     """adv25 F1: a leaf of 1,024 ports for 128 DGX H100 on NDR was timed as one crossbar and billed
     as 8 unconnected 144-port Quantum-X800 boxes (3.37 M USD against the radix-64 Clos's 4.99 M).
-    The catalogue's largest InfiniBand box (parts.py: Q3400, 144 ports) bounds the radix; every
-    radix up to it is built as it was."""
-    box = tp.get_part("quantum_x800_q3400")
-    assert tp.largest_switch("infiniband", tp.get_link("ib_ndr").bandwidth) is box
-    with pytest.raises(ValueError, match=r"radixes must be at most the 144 ports .* ib_ndr .* got 2048"):
+    The catalogue's largest box for a link (parts.py: InfiniBand's Q3400, 144 ports; Ethernet's
+    SN5600, 128) bounds the radix: a radix no link of the grid takes is refused by name, one
+    another link takes fails for this link alone (review25 F2), every radix up to it is built."""
+    ib, eth = tp.get_part("quantum_x800_q3400"), tp.get_part("spectrum4_sn5600")
+    assert tp.largest_switch("infiniband", tp.get_link("ib_ndr").bandwidth) is ib
+    assert tp.largest_switch("roce", tp.get_link("roce_400g").bandwidth) is eth and eth.ports < ib.ports
+    with pytest.raises(ValueError, match=r"radixes must be at most .* got 2048: radix 2048 is more than the 144 ports"):
         design(1024, WORK, radixes=(64, 2048), links=("ib_ndr",), families=("leaf_spine",),
                oversubscriptions=(1.0,), optics=("multimode",))
-    ok = design(64, WORK, radixes=(box.ports,), links=("ib_ndr",), families=("leaf_spine",),
-                oversubscriptions=(1.0,), optics=("multimode",))
-    assert len(ok.candidates) == 1 and ok.candidates[0].radix == box.ports
+    d = design(64, WORK, radixes=(ib.ports,), links=("ib_ndr", "roce_400g"), families=("leaf_spine",),
+               oversubscriptions=(1.0,), optics=("multimode",))
+    status = {(c.link, c.radix): c.status for c in d.candidates}
+    assert status == {("ib_ndr", ib.ports): "ok", ("roce_400g", ib.ports): "failed"}
