@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import topologies as tp
 
@@ -68,10 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as stop:          # --help (0) or a usage error (2, message already printed)
         return int(stop.code or 0)
     try:
-        if args.command is None:
-            print(tp.format_description(tp.describe(tp.default_cluster())))
-        else:
-            _COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            # --calibration says this in its own words (newuser25 #6: both printed, one as a Python line)
+            warnings.filterwarnings("ignore", message="model: its fitted efficiencies", category=UserWarning)
+            if args.command is None:
+                print(tp.format_description(tp.describe(tp.default_cluster())))
+            else:
+                _COMMANDS[args.command](args)
         return 0
     except ValueError as err:           # TopologyError and RoutingError are ValueErrors
         message = str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -280,6 +280,9 @@ def upgrade(args) -> None:
     graph = build_graph(args)
     if not (args.factor > 0 and math.isfinite(args.factor)):
         raise ValueError(f"--factor must be a finite number > 0, got {args.factor!r}")
+    if args.cost == "bandwidth" and args.factor <= 1:      # (it read "--cost of 'access' must be > 0")
+        raise CliError(f"--factor must be > 1 with --cost bandwidth (which prices the GB/s an upgrade adds), "
+                       f"got {args.factor:g}")
     if not (args.budget >= 0 and math.isfinite(args.budget)):     # (the library's message names its own costs)
         raise CliError(f"--budget must be a finite number >= 0 (in the unit of --cost: 1 per tier with 'uniform', "
                        f"GB/s added with 'bandwidth'), got {args.budget!r}")
@@ -301,10 +304,11 @@ def upgrade(args) -> None:
     lines = [f"# {args.op} of {args.size} on {len(tp.gpus(graph))} GPUs ({cluster_label(args, graph)}; routing "
              f"{args.policy}): {table.time_s.iloc[0] * 1e6:.1f} us; each tier's capacity x{args.factor:g}",
              "# time: re-solved with the upgrade; linear: what the derivative at today's capacities "
-             "predicts (first order)",
+             "predicts (first order; n/a where it falls below zero)",
              f"{'':5s} {'upgrade':>14s} {'time (us)':>11s} {'linear (us)':>12s} {'saved %':>8s} {'cost':>9s}"]
+    # a first-order estimate below zero is past where the derivative says anything (newuser25 #3)
     lines += [f"{r['kind']:5s} {r['upgrade']:>14s} {r['time_us']:11.1f} "
-              f"{'' if r['linear_us'] != r['linear_us'] else format(r['linear_us'], '.1f'):>12s} "
+              f"{'' if r['linear_us'] != r['linear_us'] else 'n/a' if r['linear_us'] < 0 else format(r['linear_us'], '.1f'):>12s} "
               f"{r['saved_percent']:8.2f} {r['cost']:9.3g}" for r in rows]
     if plan.empty:
         cheapest = min((float(cost(name, up, graph)) for name, up in ups.items()), default=float("nan"))

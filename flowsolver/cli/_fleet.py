@@ -243,6 +243,11 @@ def goodput(args) -> None:
                  f"{'together (us)':>14s} {'slowdown':>9s}"]
         lines += [f"{r['policy']:>13s} {r['job']:4d} {r['gpus']:5d} {r['servers']:8d} {r['alone'] * 1e6:11.1f} "
                   f"{r['together'] * 1e6:14.1f} {r['slowdown']:9.3f}" for r in rows]
+        # (newuser25 #1: the columns read as collective's times, 4-7x them at 1-16 MiB)
+        lines.append("note: times of the event engine (flowsolver.concurrent: a latency every step, no NCCL chunk "
+                     "pipeline), above `flowsolver collective`'s for one job below ~256 MiB; its fixed part does not "
+                     "grow with contention, so slowdowns there are understated: compare policies, not these times "
+                     "with collective's")
         emit(rows, args, "\n".join(lines))
         return
     if args.checkpoint_bytes is not None:

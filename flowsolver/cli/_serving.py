@@ -3,7 +3,10 @@ TTFT and TPOT percentiles, throughput per GPU, goodput, the network's share, bot
 
 from __future__ import annotations
 
+import math
 import warnings
+
+import topologies as tp
 
 from ..training import MODELS
 from ._arguments import (CliError, _add_output, _add_topology, build_graph, cluster_label, compute_choice,
@@ -127,6 +130,11 @@ def serve(args) -> None:
     if args.prefill_gpus is not None:
         decode = {k: own for k, own in (("tp", args.decode_tp), ("pp", args.decode_pp), ("ep", args.decode_ep))
                   if own is not None}           # a degree not given: the prefill pool's (serve's decode=)
+        gpus = len(tp.gpus(graph)) - args.prefill_gpus
+        size = math.prod(decode.get(k, getattr(args, k)) for k in ("tp", "pp", "ep"))
+        if decode and gpus > 0 and gpus % size:  # (the library's "decode: tp * pp * ep" read as --tp: newuser25 #4)
+            raise CliError(f"--decode-tp x --decode-pp x --decode-ep (each --tp / --pp / --ep where not given) = "
+                           f"{size} must divide the decode pool's {gpus} GPUs (the cluster's less --prefill-gpus)")
     elif any(v is not None for v in (args.decode_tp, args.decode_pp, args.decode_ep)):
         raise ValueError("--decode-tp / --decode-pp / --decode-ep need --prefill-gpus (disaggregated)")
     ms = lambda v: None if v is None else v / 1e3   # noqa: E731
@@ -218,7 +226,9 @@ def _static_batch(args, graph, decode, run, model) -> None:
              f"TPOT {b.tpot * 1e3:.2f} ms" if b.output > 1 else "TPOT -- (one output token)",
              f"latency {b.latency * 1e3:.1f} ms to the last token",
              f"throughput {b.throughput:.1f} output tokens/s ({b.throughput_per_gpu:.1f} per GPU; network "
-             f"{b.network_share:.1%} of the time)"]
+             + (f"{b.network_share:.1%} of the time)" if b.waves == 1 else
+                f"{b.network_share:.1%} of the time in the steps of the last request, not the earlier waves' "
+                "prefills)")]
     if b.waves > 1:
         lines.append(f"note: the batch ran in {b.waves} prefill waves: " + _why_waves(b, args, r.layouts))
     emit([b.summary()], args, "\n".join(lines))

@@ -95,9 +95,10 @@ def calibration_of(args, graph=None):
         except ValueError as err:
             raise CliError(f"--calibration {args.calibration}: {err}") from None
     techs = set() if graph is None else {str(d.get("tech", "")) for _, _, d in graph.edges(data=True)}
-    if graph is not None and cal.efficiency and not techs & set(cal.efficiency):
-        fitted = ", ".join(sorted(cal.efficiency))
-        print(f"flowsolver: warning: --calibration {args.calibration}: its efficiencies ({fitted}) "
+    absent = sorted(set(cal.efficiency or {}) - techs)
+    if graph is not None and absent:         # (also where others of its technologies are here: review25 F8)
+        kept = sorted(set(cal.efficiency) & techs)
+        print(f"flowsolver: warning: --calibration {args.calibration}: its efficiencies ({', '.join(absent)}) "
               f"name no link of this cluster ({', '.join(sorted(techs - {''}))}): they change nothing here; its "
-              "latencies and pipeline apply", file=sys.stderr)
+              + (f"{', '.join(kept)}, " if kept else "") + "latencies and pipeline apply", file=sys.stderr)
     return cal

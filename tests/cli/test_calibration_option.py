@@ -91,6 +91,18 @@ def test_a_calibration_of_another_fabric_is_said_to_change_no_link(capsys, tmp_p
     assert "warning" not in capsys.readouterr().err
 
 
+def test_the_calibration_warning_is_said_once_in_the_clis_words(capsys, tmp_path):
+    """newuser25 #6: the library's UserWarning (adv25 F7) printed beside the CLI's own line, as a
+    Python warning with its source line; and a fit whose nvlink4 is absent while its ib_ndr is
+    here (review25 F8) is said too, naming what applies."""
+    path = tmp_path / "mixed.json"
+    Calibration(efficiency={"ib_ndr": 0.9, "nvlink3": 0.7}, latency_scale=1.0, ranks=16, ops=("all_reduce",)).save(path)
+    assert main(["collective", "--nodes", "2", "-b", "1G", "-e", "1G", "--calibration", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("flowsolver: warning") == 1 and "UserWarning" not in err
+    assert "its efficiencies (nvlink3) name no link" in err and "its ib_ndr, latencies and pipeline apply" in err
+
+
 def test_a_calibration_naming_no_technology_at_all_is_an_error_not_a_warning(capsys, tmp_path):
     # "ib-ndr" is neither a link of the cluster nor in the catalogue (a typo of ib_ndr): refused
     # as efficiency={"ib-ndr": ...} is, before any solve, for collective and train alike

@@ -75,3 +75,22 @@ def test_static_batch_one_token_output_and_a_full_headroom_in_their_own_words(ca
     assert "TPOT -- (one output token" in out and "nan" not in out
     assert main(["plan", "--nodes", "2", "--model", "llama-3-8b", "--global-batch", "64", "--headroom", "0.99"]) == 2
     assert "--headroom 0.99 leaves 0.855 GB" in capsys.readouterr().err
+
+
+def test_upgrade_names_factor_with_a_bandwidth_cost_and_prints_no_negative_time(capsys):
+    """newuser25 #3: --factor 0.5 with --cost bandwidth was refused as "--cost of 'access' must be
+    > 0, got -1600.0" (the GB/s added is negative below x1); --factor 1e5 printed first-order
+    times of -8,922,338.9 us. A time below zero is no estimate: "n/a"."""
+    assert main(["upgrade", "--nodes", "4", "--size", "256M", "--factor", "0.5", "--cost", "bandwidth"]) == 2
+    assert "--factor must be > 1 with --cost bandwidth" in capsys.readouterr().err
+    assert main(["upgrade", "--nodes", "4", "--size", "256M", "--factor", "1e5"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("alone")]
+    assert rows and all(r[3] == "n/a" or float(r[3]) >= 0 for r in rows) and any(r[3] == "n/a" for r in rows)
+
+
+def test_a_decode_layout_that_does_not_divide_its_pool_names_the_decode_flags(capsys):
+    """newuser25 #4: --decode-tp 16 on a decode pool of 8 GPUs read "decode: --tp * --pp * --ep = 16
+    must divide its 8 GPUs", naming flags the user had not set wrong."""
+    assert main(["serve", "--nodes", "2", "--prefill-gpus", "8", "--decode-tp", "16", "--batch", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "--decode-tp x --decode-pp x --decode-ep" in err and "= 16 must divide the decode pool's 8 GPUs" in err

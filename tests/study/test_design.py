@@ -265,3 +265,17 @@ def test_a_radix_above_the_largest_catalogue_box_is_refused():
                oversubscriptions=(1.0,), optics=("multimode",))
     status = {(c.link, c.radix): c.status for c in d.candidates}
     assert status == {("ib_ndr", ib.ports): "ok", ("roce_400g", ib.ports): "failed"}
+
+
+def test_a_radix_below_the_box_bought_says_so():
+    """newuser25 #2: the catalogue's one XDR switch is the 144-port Quantum-X800, so XDR at the
+    default radix 64 bills 144-port boxes run at 64 ports (30 % dearer a GPU than radix 144) with
+    no word; the row now says so, and a radix the builders refuse (< 4) is refused up front."""
+    box = tp.get_part("quantum_x800_q3400")
+    d = design(64, WORK, radixes=(64, box.ports), links=("ib_xdr",), families=("leaf_spine",),
+               oversubscriptions=(2.0,), optics=("multimode",))
+    notes = {c.radix: c.message for c in d.candidates}
+    assert f"radix 64 on quantum_x800_q3400 boxes of {box.ports} ports" in notes[64]
+    assert "boxes of" not in notes[box.ports]
+    with pytest.raises(ValueError, match="radixes must be an integer >= 4, got 3"):
+        design(64, WORK, radixes=(3,), links=("ib_ndr",))
