@@ -85,6 +85,26 @@ def train(args) -> None:
 SWEEP_FILE_BYTES = 16 << 20
 
 
+def _sizes_in_bytes(grid):
+    """A sweep file's ``size`` values written as every other command takes them (``"64M"``,
+    nccl-tests' binary multiples) in bytes; numbers as they are (newuser25 #7: "64M" made every
+    row an error while the sweep's own summary printed size=64M)."""
+    def bytes_of(value):
+        if isinstance(value, str):
+            try:
+                return parse_size(value)
+            except ValueError as err:
+                raise ValueError(f"config: size: {err}") from None
+        return value
+
+    def one(table):
+        if not isinstance(table, dict) or "size" not in table:
+            return table
+        size = table["size"]
+        return dict(table, size=[bytes_of(v) for v in size] if isinstance(size, list) else bytes_of(size))
+    return [one(t) for t in grid] if isinstance(grid, list) else one(grid)
+
+
 def sweep_file(args) -> None:
     import tomllib
 
@@ -117,6 +137,7 @@ def sweep_file(args) -> None:
     grid = config.get("grid", config.get("scenario"))
     if grid is None:
         raise ValueError(f"config: {args.config!r} needs a [grid] table or [[scenario]] entries")
+    grid = _sizes_in_bytes(grid)
     options = dict(config.get("sweep", {}))
     unknown = set(options) - {"out", "cache_dir", "resume", "progress", "max_scenarios"}
     if unknown:

@@ -78,3 +78,19 @@ def test_goodput_reads_its_budget_and_step_tokens_in_decimal(capsys):
     assert decimal["days_to_train_p50"] == plain["days_to_train_p50"]
     # 2^40 tokens (1T read as binary, as before) take 10 % longer, the same trajectories
     assert binary["days_to_train_p50"] > decimal["days_to_train_p50"] * 1.05
+
+
+def test_a_sweep_file_takes_sizes_as_every_command_does(tmp_path, capsys):
+    """newuser25 #7: size = ["64M"] in a sweep file made every row an error ("size must be a finite
+    number of bytes > 0, got '64M'") while `-b 64M` and --size 1G are read everywhere else."""
+    import csv
+
+    config = tmp_path / "s.toml"
+    config.write_text('[grid]\nfamily = ["fat_tree"]\nk = [4]\nop = ["all_reduce"]\nsize = ["64M", 1048576]\n')
+    out = tmp_path / "out.csv"
+    assert main(["sweep", str(config), "--out", str(out), "--no-progress"]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert sorted(float(r["size"]) for r in rows) == [2.0**20, 64 * 2.0**20] and {r["status"] for r in rows} == {"ok"}
+    config.write_text('[grid]\nfamily = ["fat_tree"]\nk = [4]\nop = ["all_reduce"]\nsize = ["64 GB"]\n')
+    assert main(["sweep", str(config), "--out", str(out), "--no-progress"]) == 2
+    assert "config: size: size '64 GB' is ambiguous" in capsys.readouterr().err
