@@ -375,7 +375,7 @@ _SWEEP_HELP = """config example (sweep.toml):
   nodes = [2, 4, 8]
   link = ["ib_ndr", "ib_hdr", "roce_400g"]
   op = "all_reduce"
-  size = [1048576, 1073741824]
+  size = ["1M", "1G"]             # bytes, or nccl-tests style sizes
 """
 
 
