@@ -237,10 +237,11 @@ def strict_json(text):
 
 
 def test_a_sweep_table_prints_a_size_the_grid_gave_as_text(tmp_path, capsys):
-    # size = "1M" in a grid is an error row; the table printed it with a TypeError traceback
+    # size = "1M" in a grid was an error row, printed once with a TypeError traceback; it is read as
+    # 1 MiB now (newuser25 #7) and the table prints the size as nccl-tests does
     cfg = tmp_path / "s.toml"
     cfg.write_text('[sweep]\ncache_dir = "off"\n[grid]\nnodes = [1]\nsize = ["1M"]\n')
-    assert main(["sweep", str(cfg), "--no-progress"]) == 1
+    assert main(["sweep", str(cfg), "--no-progress"]) == 0
     assert "1M" in capsys.readouterr().out
 
 
