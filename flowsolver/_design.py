@@ -27,6 +27,7 @@ import itertools
 import math
 import numbers
 import time as _time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -206,6 +207,12 @@ class Design:
                          + (f" {c.tokens_per_s:10,.0f}" if tok else "") + (f" {c.tokens_per_usd:10,.0f}" if per_usd else "")
                          + (f" {c.status}{' *' if id(c) in front else ''}{' ' + c.message if c.message else ''}"
                             if every else ""))
+        if not self.front and not every:        # (newuser25: an empty table, the reasons only under --all)
+            why = Counter(c.status for c in self.candidates if c.status != "ok")
+            cheapest = min((c for c in self.candidates if c.price == c.price), key=lambda c: c.price, default=None)
+            lines.append("front empty: " + ", ".join(f"{n} {status}" for status, n in why.most_common())
+                         + (f"; the cheapest costs {cheapest.price:,.0f} USD and {cheapest.power / 1e3:,.1f} kW"
+                            if cheapest is not None else "") + " (every candidate with its reason: --all, every=True)")
         if every:
             lines.append("os: leaf oversubscription; USD/GPU, kW: the network's bill per GPU and its power (the GPUs "
                          "not in them); time s: the workload's" + ("; capex/GPU: network and GPUs (the NICs once) "

@@ -124,6 +124,10 @@ def serve(args) -> None:
                        "N requests arriving together)")
     if args.batch is not None and args.max_rate:
         raise CliError("--max-rate searches request rates: it needs --rate, not --batch")
+    for flag, value in (("--ttft-target", args.ttft_target), ("--tpot-target", args.tpot_target)):
+        if args.batch is not None and value is not None:       # (newuser25: ignored without a word)
+            raise CliError(f"{flag} counts a stream's requests within it (goodput); a static batch (--batch) "
+                           "prints its TTFT and TPOT: leave it out, or give --rate")
     model = model_of(args.model)       # a preset's name, or the file's ModelSpec
     graph = build_graph(args)
     decode = None

@@ -94,3 +94,9 @@ def test_a_decode_layout_that_does_not_divide_its_pool_names_the_decode_flags(ca
     assert main(["serve", "--nodes", "2", "--prefill-gpus", "8", "--decode-tp", "16", "--batch", "8"]) == 2
     err = capsys.readouterr().err
     assert "--decode-tp x --decode-pp x --decode-ep" in err and "= 16 must divide the decode pool's 8 GPUs" in err
+
+
+def test_a_latency_target_beside_a_static_batch_is_refused(capsys):
+    """newuser25: serve --batch 8 --ttft-target 500 ignored the target without a word."""
+    assert main(["serve", "--nodes", "1", "--batch", "8", "--output", "1", "--ttft-target", "500"]) == 2
+    assert "--ttft-target counts a stream's requests" in capsys.readouterr().err

@@ -279,3 +279,13 @@ def test_a_radix_below_the_box_bought_says_so():
     assert "boxes of" not in notes[box.ports]
     with pytest.raises(ValueError, match="radixes must be an integer >= 4, got 3"):
         design(64, WORK, radixes=(3,), links=("ib_ndr",))
+
+
+def test_an_empty_front_says_why():
+    """newuser25: --budget 1000 printed "front 0" and an empty table; the reasons were only under
+    --all. The table now counts the statuses and names the cheapest fabric's price."""
+    d = design(64, WORK, links=("ib_ndr",), families=("leaf_spine",), oversubscriptions=(1.0,),
+               optics=("multimode",), budget=1000.0)
+    text = d.format()
+    cheapest = min(c.price for c in d.candidates)
+    assert not d.front and "front empty: 1 over budget" in text and f"{cheapest:,.0f} USD" in text
