@@ -361,8 +361,10 @@ def _add_upgrade(sub, fmt) -> None:
     up.add_argument("--size", default="1G", help="bytes, nccl-tests style (default %(default)s)")
     up.add_argument("--policy", default="ecmp", choices=POLICIES, help="routing policy (default %(default)s)")
     up.add_argument("--factor", type=float, default=2.0, help="capacity multiplier of a tier upgrade (default 2)")
-    up.add_argument("--cost", default="uniform", choices=("uniform", "bandwidth"),
-                    help="uniform: every tier upgrade costs 1; bandwidth: the GB/s it adds over all its links")
+    up.add_argument("--cost", default="uniform", choices=("uniform", "bandwidth", "bill"),
+                    help="uniform: every tier upgrade costs 1; bandwidth: the GB/s it adds over all its links; "
+                         "bill: the USD the network's bill grows by (parts catalogue; tiers inside servers are not "
+                         "on it and are left out)")
     up.add_argument("--budget", type=float, default=1.0, help="total cost allowed (default %(default)s)")
 
 

@@ -296,7 +296,7 @@ def replay(args) -> None:
 def upgrade(args) -> None:
     """Each tier upgraded alone (exact re-solve beside the linear estimate), then the greedy
     plan under ``--budget``."""
-    from ..upgrade import tier_upgrades, upgrade_plan, what_if
+    from ..upgrade import tier_upgrades, upgrade_cost, upgrade_plan, what_if
 
     graph = build_graph(args)
     if not (args.factor > 0 and math.isfinite(args.factor)):
@@ -306,22 +306,29 @@ def upgrade(args) -> None:
                        f"got {args.factor:g}")
     if not (args.budget >= 0 and math.isfinite(args.budget)):     # (the library's message names its own costs)
         raise CliError(f"--budget must be a finite number >= 0 (in the unit of --cost: 1 per tier with 'uniform', "
-                       f"GB/s added with 'bandwidth'), got {args.budget!r}")
+                       f"GB/s added with 'bandwidth', USD with 'bill'), got {args.budget!r}")
     workload = dict(op=args.op, size=parse_size(args.size, "--size"), policy=args.policy)
     ups = tier_upgrades(graph, args.factor)
 
     def bandwidth_cost(name, up, g):        # GB/s added over every link of the tier
         return sum(d["capacity"] * (args.factor - 1) for u, v, d in g.edges(data=True) if up.selects(u, v, d)) / 1e9
 
-    cost = (lambda *_: 1.0) if args.cost == "uniform" else bandwidth_cost
+    def bill_cost(name, up, g):             # USD; nan where the catalogue cannot price it
+        try:
+            return upgrade_cost(g, up)
+        except ValueError:
+            return float("nan")
+
+    # the README's "a budget in USD for upgrades": the library's default cost (newuser25 #3)
+    cost = {"uniform": lambda *_: 1.0, "bandwidth": bandwidth_cost, "bill": bill_cost}[args.cost]
     table = what_if(graph, workload, ups)
-    plan = upgrade_plan(graph, workload, args.budget, cost, ups)
+    plan = upgrade_plan(graph, workload, args.budget, "bill" if args.cost == "bill" else cost, ups)
     rows = [dict(kind="alone", upgrade=r.upgrade, time_us=r.exact_s * 1e6, linear_us=r.linear_s * 1e6,
                  saved_percent=r.saved_percent, cost=float(cost(r.upgrade, ups[r.upgrade], graph)))
             for r in table.itertuples()]
     rows += [dict(kind="plan", upgrade=r.upgrade, time_us=r.time_s * 1e6, linear_us=float("nan"),
                   saved_percent=r.saved_s / table.time_s.iloc[0] * 100.0, cost=r.cost) for r in plan.itertuples()]
-    unit = "1 per tier" if args.cost == "uniform" else "GB/s added"
+    unit = {"uniform": "1 per tier", "bandwidth": "GB/s added", "bill": "USD"}[args.cost]
     lines = [f"# {args.op} of {args.size} on {len(tp.gpus(graph))} GPUs ({cluster_label(args, graph)}; routing "
              f"{args.policy}): {table.time_s.iloc[0] * 1e6:.1f} us; each tier's capacity x{args.factor:g}",
              "# time: re-solved with the upgrade; linear: what the derivative at today's capacities "

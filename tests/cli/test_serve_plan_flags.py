@@ -100,3 +100,21 @@ def test_a_latency_target_beside_a_static_batch_is_refused(capsys):
     """newuser25: serve --batch 8 --ttft-target 500 ignored the target without a word."""
     assert main(["serve", "--nodes", "1", "--batch", "8", "--output", "1", "--ttft-target", "500"]) == 2
     assert "--ttft-target counts a stream's requests" in capsys.readouterr().err
+
+
+def test_upgrade_spends_usd_with_the_bill(capsys):
+    """newuser25 #3: the README promises a budget in USD for upgrades; the CLI offered only uniform
+    and bandwidth costs. --cost bill is the library's default (upgrade_cost: the bill before and
+    after): its plan and costs are upgrade_plan's and upgrade_cost's."""
+    import json
+
+    import topologies as tp
+    from flowsolver.upgrade import Upgrade, upgrade_cost, upgrade_plan
+    assert main(["upgrade", "--nodes", "8", "--size", "1G", "--cost", "bill", "--budget", "2e6", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    g = tp.rail_optimized(8)
+    ref = upgrade_plan(g, dict(op="all_reduce", size=2.0**30, policy="ecmp"), 2e6)
+    plan = [r for r in rows if r["kind"] == "plan"]
+    assert [r["upgrade"] for r in plan] == list(ref.upgrade) and [r["cost"] for r in plan] == list(ref.cost)
+    access = next(r for r in rows if r["kind"] == "alone" and r["upgrade"] == "access")
+    assert access["cost"] == upgrade_cost(g, Upgrade("access", factor=2.0))
