@@ -36,7 +36,7 @@ import topologies as tp
 
 from . import _checks
 from ._design_fabrics import (DESIGN_FAMILIES, build as _build, nic_behind_pcie, nic_credit, server_with as _server,
-                              spare_ports)
+                              radixes_boxes_have, spare_ports)
 from ._design_workload import link_policies, timer as _timer, workload_policies
 
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
@@ -260,30 +260,6 @@ def _grid(name: str, value) -> list:
         raise ValueError(f"{name} must be one value or a sequence of them, got {value!r}") from None
 
 
-def _radixes_boxes_have(radixes, links) -> dict:
-    """``{(link, radix): why}`` for each radix above the ports of the largest catalogue switch for
-    the link's family and rate (such a fabric would be timed as one crossbar of that many ports
-    and billed as boxes with nothing between them; adv25 F1: 1,024 GPUs on NDR at radix 2,048
-    came out at 3.37 M USD, a buildable radix-64 Clos at 4.99 M); a ValueError naming
-    ``radixes`` where no link of the grid has a box that large."""
-    too_big = {}
-    for link in links:
-        try:
-            tech = tp.get_link(link)
-        except ValueError:
-            continue                    # not in the catalogue: the bill says what it cannot price
-        box = tp.largest_switch(tech.family, tech.bandwidth)
-        for r in radixes:
-            if box is not None and r > box.ports:
-                too_big[(link, r)] = (f"radix {r} is more than the {box.ports} ports of the largest catalogue switch "
-                                      f"for {tech.name} ({box.name}): a larger switch is a fabric of such boxes")
-    for r in radixes:
-        if all((link, r) in too_big for link in links):
-            raise ValueError(f"radixes must be at most the ports of the largest catalogue switch of a link, got {r}: "
-                             f"{too_big[(links[0], r)]} (a family with more tiers), or register_part a larger box")
-    return too_big
-
-
 def design(gpus: int, workload, *, budget: float | None = None, power: float | None = None,
            families=("rail_optimized", "leaf_spine", "fat_tree"), links=("ib_ndr", "ib_xdr", "roce_400g"),
            oversubscriptions=(1.0, 2.0), radixes=(64,), nics=None, optics=("multimode", "singlemode"),
@@ -367,7 +343,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
                                                ("nics", nics), ("optics", optics)))
     oversubscriptions = [tp.check_ratio("oversubscriptions", o) for o in oversubscriptions]
     radixes = [_checks.integer("radixes", r, minimum=4) for r in radixes]      # the builders' least
-    too_big = _radixes_boxes_have(radixes, links)
+    too_big = radixes_boxes_have(radixes, links)
     nics = [_checks.integer("nics", n) for n in nics]
     if gpu_price is not None and (isinstance(gpu_price, (bool, np.bool_)) or not isinstance(gpu_price, numbers.Real)
                                   or not gpu_price >= 0 or not math.isfinite(gpu_price)):

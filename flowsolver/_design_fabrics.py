@@ -227,3 +227,27 @@ def _parallel_local(g, per_pair: int, server):
                                              (groups // 2) * p["leaves"] * p["spines"] * per_pair * local)
     g.graph["fingerprint"] = tp.fingerprint(g)    # built so by the design, not edited since
     return g
+
+
+def radixes_boxes_have(radixes, links) -> dict:
+    """``{(link, radix): why}`` for each radix above the ports of the largest catalogue switch for
+    the link's family and rate (such a fabric would be timed as one crossbar of that many ports
+    and billed as boxes with nothing between them; adv25 F1: 1,024 GPUs on NDR at radix 2,048
+    came out at 3.37 M USD, a buildable radix-64 Clos at 4.99 M); a ValueError naming
+    ``radixes`` where no link of the grid has a box that large."""
+    too_big = {}
+    for link in links:
+        try:
+            tech = tp.get_link(link)
+        except ValueError:
+            continue                    # not in the catalogue: the bill says what it cannot price
+        box = tp.largest_switch(tech.family, tech.bandwidth)
+        for r in radixes:
+            if box is not None and r > box.ports:
+                too_big[(link, r)] = (f"radix {r} is more than the {box.ports} ports of the largest catalogue switch "
+                                      f"for {tech.name} ({box.name}): a larger switch is a fabric of such boxes")
+    for r in radixes:
+        if all((link, r) in too_big for link in links):
+            raise ValueError(f"radixes must be at most the ports of the largest catalogue switch of a link, got {r}: "
+                             f"{too_big[(links[0], r)]} (a family with more tiers), or register_part a larger box")
+    return too_big

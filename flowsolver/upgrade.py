@@ -177,24 +177,17 @@ MAX_BOUGHT_EDGES = 1_000_000
 
 def _spread(load: list, n: int) -> list:
     """``n`` cables dealt one at a time to the least loaded of ``load``'s switches (the lowest
-    index among equals), ``load`` updated: each switch's share. The loads stay within one of
-    each other (every deal is to a least loaded one), so the deal is the least loaded in index
-    order, then whole rounds, then the first of the rest: O(switches), not O(cables x switches)."""
+    index among equals), ``load`` updated: each switch's share. :func:`_more_switches` deals only
+    this way, so the loads stay within one of each other and the deal is the least loaded in
+    index order, then whole rounds, then the first of the rest: O(switches), not O(cables x
+    switches)."""
     k, low = len(load), min(load)
-    share = [0] * k
-    first = [i for i in range(k) if load[i] == low]
-    if max(load) - low > 1:                     # not from :func:`_more_switches`' dealing: one at a time
-        for _ in range(n):
-            i = min(range(k), key=load.__getitem__)
-            share[i] += 1
-            load[i] += 1
-        return share
-    for i in first[:n]:
+    assert max(load) - low <= 1, load
+    first = [i for i in range(k) if load[i] == low][:n]
+    rounds, extra = divmod(n - len(first), k)
+    share = [rounds + (i < extra) for i in range(k)]
+    for i in first:
         share[i] += 1
-    rest = n - len(first[:n])
-    rounds, extra = divmod(rest, k)
-    for i in range(k):
-        share[i] += rounds + (i < extra)
     for i in range(k):
         load[i] += share[i]
     return share

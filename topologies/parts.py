@@ -292,15 +292,20 @@ def unregister_part(name: str) -> Part:
 def _switch_part(family: str, rate: float, ports: int) -> Part:
     """The catalogue switch for ``ports`` ports of ``rate`` bytes/s in ``family``: the slowest
     (then cheapest) whose ports suffice, else the one with the most ports."""
-    fam = "ethernet" if family in ("roce", "ethernet") else family
-    fits = [p for p in _PARTS.values() if p.category == "switch" and p.family == fam and p.port_rate >= rate]
+    fits = _switches(family, rate)
     if not fits:
         raise ValueError(f"no catalogue switch for {family} links of {rate / Gbit:g} Gb/s; "
                          "register_part one or pass switch_part=")
     enough = [p for p in fits if p.ports >= ports]
     if enough:
         return min(enough, key=lambda p: (p.port_rate, p.price, p.name))
-    return max(fits, key=lambda p: (p.ports, -p.price))
+    return largest_switch(family, rate)
+
+
+def _switches(family: str, rate: float) -> list:
+    """The catalogue switches of ``family`` (RoCE's are Ethernet's) with ports of at least ``rate``."""
+    fam = "ethernet" if family in ("roce", "ethernet") else family
+    return [p for p in _PARTS.values() if p.category == "switch" and p.family == fam and p.port_rate >= rate]
 
 
 def largest_switch(family: str, rate: float) -> Part | None:
@@ -311,9 +316,7 @@ def largest_switch(family: str, rate: float) -> Part | None:
     >>> largest_switch("infiniband", 400 * Gbit).ports
     144
     """
-    fam = "ethernet" if family in ("roce", "ethernet") else family
-    fits = [p for p in _PARTS.values() if p.category == "switch" and p.family == fam and p.port_rate >= rate]
-    return max(fits, key=lambda p: (p.ports, -p.price)) if fits else None
+    return max(_switches(family, rate), key=lambda p: (p.ports, -p.price), default=None)
 
 
 _RATE_PART: dict = {}     # (category, rate) -> part; emptied when a part is registered

@@ -94,11 +94,9 @@ def calibration_of(args, graph=None):
             cal.check(graph)                # a technology of no link nor catalogue entry: a typo
         except ValueError as err:
             raise CliError(f"--calibration {args.calibration}: {err}") from None
-    techs = set() if graph is None else {str(d.get("tech", "")) for _, _, d in graph.edges(data=True)}
-    absent = sorted(set(cal.efficiency or {}) - techs)
-    if graph is not None and absent:         # (also where others of its technologies are here: review25 F8)
-        kept = sorted(set(cal.efficiency) & techs)
+    absent, kept, techs = ([], [], set()) if graph is None else cal.technologies_absent(graph)
+    if absent:                      # (also where others of its technologies are here: review25 F8)
         print(f"flowsolver: warning: --calibration {args.calibration}: its efficiencies ({', '.join(absent)}) "
-              f"name no link of this cluster ({', '.join(sorted(techs - {''}))}): they change nothing here; its "
+              f"name no link of this cluster ({', '.join(sorted(techs))}): they change nothing here; its "
               + (f"{', '.join(kept)}, " if kept else "") + "latencies and pipeline apply", file=sys.stderr)
     return cal

@@ -9,9 +9,10 @@ import math
 from dataclasses import dataclass, replace
 
 from .. import _checks
-from ..routing import LinkTable, gpu_nodes, graph_memo
+from ..routing import gpu_nodes
 from ._calibration_file import read_calibration, save_calibration
 from ._nccl_model import tuner_hops
+from ._option_values import graph_technologies
 from ._options import Options, check_efficiency_keys
 from ._pipeline import PIPELINE, Pipeline
 
@@ -136,19 +137,20 @@ class Calibration:
             check_efficiency_keys(self.efficiency, [graph])
         except ValueError as err:
             raise ValueError(f"model (a Calibration): {err}") from None
-        if self.efficiency:
-            # fitted on another machine (adv25 F7: an H100 log's nvlink4 fit on an A100 cluster
-            # changed no link while its latencies applied, and nothing said so)
-            present = graph_memo(graph, "techs", lambda: {str(t) for t in set(
-                graph_memo(graph, "links", lambda: LinkTable.from_graph(graph)).tech) if t})
-            absent = sorted(set(self.efficiency) - present)
-            if absent:                  # (review25 F8: also where some fitted technologies are present)
-                rest = "only its latencies apply" if len(absent) == len(self.efficiency) else \
-                    f"its {', '.join(sorted(set(self.efficiency) & present))} and latencies apply"
-                _checks.warn_at_caller(
-                    f"model: its fitted efficiencies for {', '.join(absent)} apply to no link of this graph (its "
-                    f"technologies: {', '.join(sorted(present)) or 'none named'}); {rest}: a calibration speaks for "
-                    "the machine its logs came from")
+        absent, kept, present = self.technologies_absent(graph)
+        if absent:      # fitted on another machine (adv25 F7; review25 F8: also where some are present)
+            rest = f"its {', '.join(kept)} and latencies apply" if kept else "only its latencies apply"
+            _checks.warn_at_caller(
+                f"model: its fitted efficiencies for {', '.join(absent)} apply to no link of this graph (its "
+                f"technologies: {', '.join(sorted(present)) or 'none named'}); {rest}: a calibration speaks for "
+                "the machine its logs came from")
+
+    def technologies_absent(self, graph) -> tuple:
+        """``(absent, kept, present)``: the fitted :attr:`efficiency` technologies no link of
+        ``graph`` has and those it has (sorted), and the graph's own technologies (a set)."""
+        present = graph_technologies(graph)
+        fitted = set(self.efficiency or {})
+        return sorted(fitted - present), sorted(fitted & present), present
 
     def report(self) -> str:
         """One line per fitted quantity: value, uncertainty, or "not constrained"."""

@@ -120,13 +120,12 @@ def server_transport(graph, server) -> tp.Transport:
     return tp.get_transport(graph_memo(graph, "nic_transports", lambda: _transports(graph)).get(server))
 
 
-def _egress(graph, near, efficiency, tables=None) -> float:
+def _egress(near, tables) -> float:
     """Bytes/s the compute NICs of ``near`` (each GPU's nearest NICs, :func:`near_nics_of`; each
     NIC counted once) send into the fabric: each cable's capacity at its efficiency. NVLSTree's
     heads send through their own GPUs' NICs. ``tables``: :func:`_egress_table`'s, looked up once
-    by a caller that asks for many groups (outside an ``unchanged`` block each look-up of the
-    routing index hashes the whole graph)."""
-    ix, table = _egress_table(graph, efficiency) if tables is None else tables
+    a call (outside an ``unchanged`` block each look-up of the routing index hashes the graph)."""
+    ix, table = tables
     return sum(float(table[ix.idx[nic]]) for nic in dict.fromkeys(n for nics in near for n in nics))
 
 
@@ -349,7 +348,7 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
         extra = dict(net_latency=transport.net_latency, hop_latency=transport.hop_latency,
                      rendezvous_above=transport.rendezvous_above, rendezvous_cost=transport.rendezvous_cost,
                      protocols=transport.protocols,
-                     net_bw=min(_egress(graph, [near[i] for i in group], efficiency, egress)
+                     net_bw=min(_egress([near[i] for i in group], egress)
                                 for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)
     cpus = {graph.nodes[g].get("cpu", "intel") for g in gpus}

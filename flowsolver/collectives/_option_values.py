@@ -51,6 +51,15 @@ def _efficiency(value) -> None:
     _checks.fraction("efficiency (the fraction of the raw link rate reached)", value, zero_ok=False)
 
 
+def graph_technologies(graph) -> set:
+    """The link technologies named on ``graph``'s links (its link table's, kept with it while it
+    is unchanged)."""
+    def build():
+        links = graph_memo(graph, "links", lambda: LinkTable.from_graph(graph))
+        return {str(t) for t in set(links.tech) if t}
+    return graph_memo(graph, "techs", build)
+
+
 def check_efficiency_keys(efficiency, graphs) -> None:
     """ValueError when an ``efficiency`` dict names a technology that is neither in the
     ``topologies`` link catalogue (:func:`topologies.link_names`, with the user's own
@@ -60,9 +69,8 @@ def check_efficiency_keys(efficiency, graphs) -> None:
     if not isinstance(efficiency, dict):
         return
     present = set()
-    for g in graphs:           # the graph's link table, kept with it while it is unchanged
-        links = graph_memo(g, "links", lambda g=g: LinkTable.from_graph(g))
-        present.update(graph_memo(g, "techs", lambda links=links: {str(t) for t in set(links.tech) if t}))
+    for g in graphs:
+        present.update(graph_technologies(g))
     unknown = sorted(set(efficiency) - present - set(tp.link_names()))
     if unknown:
         raise ValueError(f"efficiency names unknown link technolog{'y' if len(unknown) == 1 else 'ies'} "
