@@ -92,7 +92,7 @@ def add_goodput(sub, fmt) -> None:
                                                                 "(required unless --jobs)")
     gp.add_argument("--interval", type=float, default=None, help="seconds between checkpoints (default Daly's)")
     gp.add_argument("--intervals", nargs="+", default=None,
-                    help="checkpoint intervals (s) to compare on the same trajectories, or 'auto' (around Daly's)")
+                    help="checkpoint intervals (s) to compare on the same trajectories, or 'auto' (around Daly's, in whole steps)")
     gp.add_argument("--no-spares", action="store_true", help="no hot spares: wait --repair hours (or --shrink)")
     gp.add_argument("--shrink", action="store_true", help="without spares, shrink data parallelism until repaired")
     gp.add_argument("--repair", type=float, default=0.0, help="hours to repair a node without spares")

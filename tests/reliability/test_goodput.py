@@ -446,3 +446,23 @@ def test_the_automatic_interval_grid_holds_no_interval_below_a_step():
     r = goodput(g, wl, [JobResponse(1e-7, 300)], intervals="auto", trajectories=5)[0]
     taus = [tau for tau, _ in r.curve]
     assert taus and min(taus) >= step and len(taus) < 9
+
+
+def test_the_automatic_interval_grid_takes_whole_steps():
+    """newuser25 #8: with 20,000 s steps the automatic grid held 26,136 and 36,962 s, intervals
+    no job takes (it checkpoints at step boundaries); each is now a whole number of steps: a
+    2 s step and a cheap checkpoint whose Daly interval is a few steps."""
+    from flowsolver.reliability import JobResponse, goodput
+    from flowsolver.reliability._checkpoint import daly_interval
+    g = tp.rail_optimized(2)
+    wl = dict(op="all_reduce", size=2**26, algorithm="ring", compute=2.0, tokens=2**20)
+    step = 2.0 + collective(g, op="all_reduce", size=2**26, algorithm="ring").time
+    r = goodput(g, wl, [JobResponse(2e-5, 300)], intervals="auto", trajectories=5)[0]
+    taus = [tau for tau, _ in r.curve]
+    centre = daly_interval(2e-5, r.mtbf)
+    assert 2 * step < centre < 40 * step      # a few steps: the grid's points fall between whole steps
+    for tau in taus:
+        n = tau / step
+        assert abs(n - round(n)) < 1e-9 and round(n) >= 1
+    assert len(set(taus)) == len(taus) and taus == sorted(taus)
+    assert max(taus) == pytest.approx(round(4 * centre / step) * step)
