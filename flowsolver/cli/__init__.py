@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             # --calibration says this in its own words (newuser25 #6: both printed, one as a Python line)
             warnings.filterwarnings("ignore", message="model: its fitted efficiencies", category=UserWarning)
+            # collective says this once in its own words before its sizes
+            warnings.filterwarnings("ignore", message="nccl_version .*: newer than", category=UserWarning)
             if args.command is None:
                 print(tp.format_description(tp.describe(tp.default_cluster())))
             else:

@@ -4,11 +4,13 @@ sizes, ``--compare LOG``) and ``calibrate LOG...``."""
 from __future__ import annotations
 
 import sys
+import warnings
 
 from dataclasses import asdict
 
 import topologies as tp
 
+from ..collectives._option_values import nccl_release
 from ..routing import link_efficiency, policy_of
 from ._arguments import CliError, build_graph, cluster_label, parse_size
 from ._output import emit, said_warnings, to_json, writable
@@ -176,6 +178,10 @@ def collective_table(args) -> None:
     settings = dict(dict(channels=args.channels), **settings)       # the log's NCCL settings (pxn, channels)
     if args.nccl_version is not None:                               # --nccl-version over the log's version line
         settings["nccl_version"] = args.nccl_version
+    if settings.get("nccl_version") is not None:    # a release newer than the model's, said once in the CLI's words
+        with said_warnings(), warnings.catch_warnings():
+            warnings.filterwarnings("always", message="nccl_version .*: newer than", category=UserWarning)
+            nccl_release(settings["nccl_version"])
     opts = dict(subflows=args.subflows) if policy_of(args.policy).subflows else None
     rows, results = [], []
     timed = collective if measured is None else nccl_tests_collective    # a log's rows: the test as nccl-tests runs it

@@ -79,6 +79,9 @@ def check_efficiency_keys(efficiency, graphs) -> None:
                          f"{', '.join(sorted(tp.link_names()))}")
 
 
+#: the newest NCCL release whose source the model follows (src/graph/tuning.cc, enqueue.cc of
+#: v2.30): a later ``nccl_version`` is run with its rules, and a warning says so
+MODEL_RELEASE = (2, 30)
 _RELEASE = re.compile(r"(\d{1,2})\.(\d{1,3})(?:\.\d{1,3})?(?:-\d+)?(?:\+[\w.]+)?")
 
 
@@ -96,6 +99,8 @@ def nccl_release(version) -> tuple | None:
     Traceback (most recent call last):
     ...
     ValueError: nccl_version must be an NCCL release such as "2.18" or "2.18.3-1" (from 2.0), got '2.x'
+
+    A release after :data:`MODEL_RELEASE` is taken, with a ``UserWarning`` that 2.30's rules apply.
     """
     if version is None:
         return None
@@ -108,4 +113,7 @@ def nccl_release(version) -> tuple | None:
     if release is None or release < (2, 0) or release[0] > 2:     # NCCL 2's releases (2.0 - 2.x); no 3.x exists
         raise ValueError(f"nccl_version must be an NCCL release such as \"2.18\" or \"2.18.3-1\" (from 2.0), "
                          f"got {_checks._plain(version)!r}")
+    if release > MODEL_RELEASE:
+        _checks.warn_at_caller(f"nccl_version {_checks._plain(version)!s}: newer than NCCL {MODEL_RELEASE[0]}.{MODEL_RELEASE[1]}, "
+                               "the newest release whose rules the model follows; those apply")
     return release

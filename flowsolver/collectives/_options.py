@@ -78,7 +78,8 @@ class CollectiveOptions:
         whose rules the model follows): the rules that changed since and that the model keeps
         apply as that release had them (:data:`~flowsolver.collectives._pipeline.TREE_DEPTH_CHUNKS_UNTIL`:
         before 2.20 NCCL shrank a tree Simple all-reduce's chunk with the tree's depth), and NCCL
-        chooses among the algorithms that release has (``_nccl_model.FIRST_RELEASE``).
+        chooses among the algorithms that release has (``_nccl_model.FIRST_RELEASE``). A release
+        after 2.30 runs 2.30's rules, with a ``UserWarning`` saying so.
     candidates : {"nccl", "all"}
         What ``algorithm="auto"`` chooses from (:func:`~flowsolver.collective` only).
     model : Calibration, optional

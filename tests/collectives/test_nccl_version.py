@@ -81,3 +81,22 @@ def test_a_release_before_the_gpus_own_tuning_is_refused(server, too_old, first)
     assert collective(g, "all_reduce", MIB, nccl_version=first).time > 0
     # the pure flow model (step_latency=) reads no release: nothing to refuse
     assert collective(g, "all_reduce", MIB, nccl_version=too_old, step_latency=0.0).time > 0
+
+
+def test_a_release_newer_than_the_model_follows_is_said(capsys):
+    """newuser25 #5: ``nccl_version="2.31"`` ran 2.30's rules without a word. The model follows
+    NCCL's source up to v2.30: a later release warns, names itself and 2.30, and times as 2.30."""
+    import warnings
+
+    from flowsolver.cli import main
+    g = tp.rail_optimized(2)
+    with pytest.warns(UserWarning, match=r"nccl_version 2\.31\.1-1: newer than NCCL 2\.30"):
+        later = collective(g, "all_reduce", 4 * MIB, nccl_version="2.31.1-1").time
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # 2.30 itself and older releases: no warning
+        assert collective(g, "all_reduce", 4 * MIB, nccl_version="2.30").time == later
+        collective(g, "all_reduce", 4 * MIB, nccl_version="2.18")
+    assert main(["collective", "--nodes", "2", "-b", "1M", "-e", "2M", "--nccl-version", "2.31"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("flowsolver: warning: nccl_version 2.31: newer than NCCL 2.30") == 1, err
+    assert "UserWarning" not in err
