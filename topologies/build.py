@@ -248,7 +248,8 @@ register_family("fat_tree", _fat_tree, [FamilyParameter("k", int, 8, "radix (fat
 register_family("leaf_spine", _leaf_spine, [
     FamilyParameter("leaves", int, 4, "leaf switches (leaf_spine; default %(default)s)"),
     FamilyParameter("spines", int, 2, "spine switches (leaf_spine; default %(default)s)"),
-    FamilyParameter("hosts_per_leaf", int, 8, "hosts under a leaf (leaf_spine; default %(default)s)")])
+    FamilyParameter("hosts_per_leaf", int, 8, "endpoint (NIC) ports under a leaf: a server with 8 NICs takes 8 "
+                    "(leaf_spine; default %(default)s)")])
 register_family("dragonfly", _dragonfly, [
     FamilyParameter("p", int, 2, "hosts per router (dragonfly; default %(default)s)"),
     FamilyParameter("a", int, 4, "routers per group (dragonfly; default %(default)s)"),

@@ -32,7 +32,30 @@ from ._parser import build_parser
 __all__ = ["main", "parse_size"]
 
 
+def _catalogue(args) -> None:
+    """``topology --catalogue``: every link technology and server model, with what it is."""
+    links = [dict(kind="link", name=t.name, gbit_s=t.bandwidth * 8 / 1e9, family=t.family,
+                  transport=t.transport or "", detail=t.source) for t in map(tp.get_link, tp.link_names())]
+    servers = []
+    for name in tp.server_names():
+        m = tp.get_server(name)
+        nic = f"{m.nics} x " + (f"{getattr(m.nic, 'name', m.nic)} (the slower of it and the --link)" if m.nic else
+                                "the --link") + (f", {m.nic_ports} ports each" if m.nic_ports > 1 else "") \
+            if m.nics else "none"
+        servers.append(dict(kind="server", name=name, gbit_s=None, family=m.gpu, transport="",
+                            detail=f"{m.gpus} GPUs, NICs {nic}, GPU links {m.nvlink or 'PCIe'}"))
+    lines = ["# link technologies (--link): one direction's raw rate", f"{'name':<18s} {'Gb/s':>7s} "
+             f"{'family':<11s} {'transport':<13s} what it is"]
+    lines += [f"{r['name']:<18s} {r['gbit_s']:7.0f} {r['family']:<11s} {r['transport'] or '-':<13s} {r['detail']}"
+              for r in links]
+    lines += ["", "# server models (--server)", f"{'name':<18s} {'GPU':<14s} what it has"]
+    lines += [f"{r['name']:<18s} {r['family']:<14s} {r['detail']}" for r in servers]
+    emit(links + servers, args, "\n".join(lines))
+
+
 def _topology(args) -> None:
+    if args.catalogue:
+        return _catalogue(args)
     args.export = writable("--export", args.export)
     graph = build_graph(args)
     desc = tp.describe(graph)

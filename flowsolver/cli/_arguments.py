@@ -154,7 +154,8 @@ def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", d
     g.add_argument("--server", default=None,
                    help=f"server model: {', '.join(tp.server_names())}, or an NCCL topology file "
                         "(NCCL_TOPO_DUMP_FILE's XML, *.xml)")
-    g.add_argument("--link", default=None, help=f"link: {', '.join(tp.link_names())} (default ib_ndr)")
+    g.add_argument("--link", default=None, help=f"link: {', '.join(tp.link_names())} (default ib_ndr; "
+                                                "each described by topology --catalogue)")
     g.add_argument("--oversubscription", type=float, default=None,
                    help="leaf downlink / uplink bandwidth (rail_optimized, leaf_spine; default 1.0)")
     g.add_argument("--cluster", metavar="PATH", default=None,
@@ -252,6 +253,9 @@ def _add_topology_command(sub, fmt) -> None:
     _add_topology(topo)
     _add_output(topo)
     topo.add_argument("--export", metavar="PATH", help="write the graph as node-link JSON")
+    topo.add_argument("--catalogue", action="store_true",
+                      help="list the link technologies (--link: rate, family, NCCL transport, source) and the "
+                           "server models (--server: GPUs, NICs), then stop")
 
 
 def _add_collective(sub, fmt) -> None:

@@ -871,3 +871,20 @@ def test_calibrate_prints_each_fitted_efficiency_beside_the_librarys(capsys, tmp
     library = tp.get_link("nvlink4").efficiency
     assert line.startswith("efficiency: nvlink4 ") and line.endswith(f"(library {library:.3f})")
     assert float(line.split()[2]) > library
+
+
+def test_topology_catalogue_lists_every_link_and_server(capsys):
+    """newuser25 #8: --link's help listed names only (a p5 user took efa_400g, p6's card);
+    topology --catalogue lists each technology with its rate and what it is, and each server."""
+    assert main(["topology", "--catalogue", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    links = {r["name"]: r for r in rows if r["kind"] == "link"}
+    servers = {r["name"]: r for r in rows if r["kind"] == "server"}
+    assert set(links) == set(tp.link_names()) and set(servers) == set(tp.server_names())
+    assert links["efa_100g"]["gbit_s"] == 100 and "p5" in links["efa_100g"]["detail"]
+    assert links["efa_400g"]["gbit_s"] == 400 and "p6" in links["efa_400g"]["detail"]
+    assert links["ib_ndr"]["gbit_s"] == 400 and links["ib_ndr"]["family"] == "infiniband"
+    assert servers["dgx_h100"]["detail"].startswith("8 GPUs, NICs 8 x ib_ndr")
+    assert main(["topology", "--catalogue"]) == 0
+    text = capsys.readouterr().out
+    assert "efa_100g" in text and "AWS EFA v2 100 Gb/s network card (p5, p5e)" in text
