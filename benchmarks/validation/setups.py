@@ -509,6 +509,18 @@ _add(Cluster("a100_pcie_1hdr", _server("dgx_a100", name="a100-pcie-1hdr", gpus=1
              "complex (PHB), GPUDirect RDMA by NCCL_NET_GDR_LEVEL=SYS (thomaslie210/NCCL_Test_Results logs); a one-GPU "
              "server with its NIC on the CPU.", A100_40GB))
 
+# GitHub user ProHuper's H100 cluster (NVIDIA/nccl-tests#232, NVIDIA/nccl#1357, #1411; hosts qh100-gpu19/20): 8 H100 SXM a
+# node on NVSwitch (NV18 between every pair), 6 NICs in nvidia-smi topo -m of which NIC0-3 sit PIX to GPU0 / 2 / 4 / 6;
+# RoCE (NCCL_IB_GID_INDEX=3 in every run), 400 Gb/s a NIC from the reporter's "theoretical busbw should be 200" for 4
+# NICs (an inference: the speed is not printed). The runs taken use GPU0 alone (#232) or GPUs 0, 2, 4, 6 (#1411), each
+# with its own PIX NIC: modelled as the 4 GPUs that have a NIC, one 400 Gb/s RoCE NIC each, on NVSwitch. #232 names 3
+# further NICs in NCCL_IB_HCA that are SYS from GPU0: not modelled (GPU0's PCIe 5.0 x16 caps it near one NIC).
+_add(Cluster("prohuper_h100_roce", _server("dgx_h100", name="qh100-roce-4", gpus=4, nics=4, nic="roce_400g"), "roce_400g",
+             "RoCE", "H100",
+             "ProHuper's H100 nodes (NVIDIA/nccl-tests#232, NVIDIA/nccl#1411): H100 SXM on NVSwitch, NIC0-3 PIX to GPUs "
+             "0/2/4/6, RoCE (NCCL_IB_GID_INDEX=3), 400 Gb/s a NIC inferred from 'theoretical busbw should be 200' for 4 "
+             "NICs; the 4 GPUs with a NIC modelled (the runs use GPU0 or GPUs 0,2,4,6), one NIC each."))
+
 # --- Training clusters ---------------------------------------------------------------------
 # Meta Grand Teton (torchtitan benchmarks): 8 H100 SXM 96GB HBM2e at a 500 W cap per host,
 # "backend RDMA 400 Gb/s per GPU" (Meta's RoCE training fabric, Llama 3 paper section 3.3.1).
@@ -914,6 +926,15 @@ CURVES: dict[str, CurveSetup] = {
     **{f"tl-2x1A100PCIe-hdr-{op}": CurveSetup(
         "a100_pcie_1hdr", note="2 hosts of 1 A100 PCIe + 1 HDR HCA on the CPU (PHB, GPUDirect RDMA forced): NCCL's choice")
        for op in ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast")},
+    # NVIDIA/nccl-tests#232 (ProHuper, 2024-07-12): mpirun -np 2 (one rank a node, device 0, -g 1), NCCL_ALGO=Tree forced,
+    # protocol NCCL's choice; 2 ranks on 2 nodes
+    "nccltests232-2x1H100-roce-allreduce-tree": CurveSetup(
+        "prohuper_h100_roce", "tree", note="NCCL_ALGO=Tree (the command); GPU0 and its PIX RoCE NIC on each of 2 nodes"),
+    # NVIDIA/nccl#1411 (ProHuper): CUDA_VISIBLE_DEVICES=0,2,4,6 on 2 nodes, NCCL_CROSS_NIC=0; the command line is not in the
+    # readable text; the issue is about "the bandwidth of ring allreduce": ring taken (an inference from the title)
+    "nccl1411-2x4H100-roce-allreduce-ring-crossnic0": CurveSetup(
+        "prohuper_h100_roce", "ring", note="ring from the issue's title (command not readable); GPUs 0,2,4,6 with their "
+                                           "PIX NICs, NCCL_CROSS_NIC=0"),
 }
 
 #: curves the library cannot express faithfully where it matters: curve -> reason
