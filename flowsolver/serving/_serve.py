@@ -429,7 +429,11 @@ def serve(graph, model="llama-3-70b", *, rate: float, duration: float = 60.0, pr
         kv = kv_transfer(graph, pools["prefill"], pools["decode"], spec.kv_heads,
                          policy=options.get("policy", "ecmp"), pxn=options.get("pxn", True),
                          efficiency=options.get("efficiency"), background=background)
-        bottleneck["kv"] = kv.bottleneck
+        if np.max(output_t) > 1:        # a request of one output token ends at the prefill: no decode, no transfer
+            bottleneck["kv"] = kv.bottleneck
+        else:
+            bottleneck = {k: v for k, v in bottleneck.items() if not k.startswith("decode.")}
+            engine["bottleneck"] = bottleneck
         engine.update(prefill_instances=pools["prefill"].instances * pools["prefill"].pp,
                       decode_instances=pools["decode"].instances * pools["decode"].pp,
                       decode_time=tables["decode"][0],

@@ -185,3 +185,15 @@ def test_h200_kv_capacity_from_the_driver_reported_memory():
     r = fs.serve(tp.rail_optimized(nodes=1), "llama-3-70b", rate=1.0, duration=2.0, prompt=1024, output=64, tp=8,
                  gpu="h200")
     assert r.kv_capacity == llama70_tokens_per_gpu(8, usable=0.9 * 143771 * 2**20) == 2777164
+
+
+def test_one_output_token_names_no_decode_or_kv_bottleneck():
+    """newuser25 #4: a disaggregated run whose requests each want one output token ends every
+    request at the prefill pool (no decode step, no KV transfer: kv_transfer_p50_ms is NaN), yet
+    its summary named decode.tp and kv bottleneck links. With two tokens they are there."""
+    g = tp.rail_optimized(nodes=2)
+    one = fs.serve(g, "llama-3-70b", rate=2.0, duration=2.0, prompt=512, output=1, tp=8, prefill_gpus=8).summary()
+    assert math.isnan(one["kv_transfer_p50_ms"]) and math.isnan(one["tpot_p50_ms"])
+    assert set(one["bottleneck"]) == {k for k in one["bottleneck"] if k.startswith("prefill.")} != set()
+    two = fs.serve(g, "llama-3-70b", rate=2.0, duration=2.0, prompt=512, output=2, tp=8, prefill_gpus=8).summary()
+    assert "kv" in two["bottleneck"] and any(k.startswith("decode.") for k in two["bottleneck"])
