@@ -207,6 +207,9 @@ class Design:
                          + (f" {c.tokens_per_s:10,.0f}" if tok else "") + (f" {c.tokens_per_usd:10,.0f}" if per_usd else "")
                          + (f" {c.status}{' *' if id(c) in front else ''}{' ' + c.message if c.message else ''}"
                             if every else ""))
+        if not every:       # what a front row's figures hide (ports left dark, optics alike), under the table
+            lines += [f"  {c.family} {c.link} os {c.oversubscription:g} radix {c.radix} {c.optics}: {c.message}"
+                      for c in sorted(self.front, key=lambda c: c.price) if c.message]
         if not self.front and not every:        # (newuser25: an empty table, the reasons only under --all)
             why = Counter(c.status for c in self.candidates if c.status != "ok")
             cheapest = min((c for c in self.candidates if c.price == c.price), key=lambda c: c.price, default=None)
@@ -364,6 +367,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     same: dict = {}     # the generator's record -> the first graph built with it
     tallies: dict = {}  # id(graph) -> its bill's counts (priced once per optics)
     pcie: dict = {}     # fabric -> what its NICs lose to the server's PCIe ("" if nothing)
+    same_bill: dict = {}    # (fabric, its bill's parts and counts) -> the first optics billed so
     for c in cands:
         if (c.link, c.radix) in too_big:            # another link of the grid takes the radix
             c.status, c.message = "failed", too_big[(c.link, c.radix)]
@@ -395,7 +399,12 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         bigger = sorted({(l.part.ports, l.part.name) for l in b.lines
                          if l.part.category == "switch" and l.part.ports > c.radix})
         dark = f"radix {c.radix} on {bigger[-1][1]} boxes of {bigger[-1][0]} ports" if bigger else ""
-        c.message = "; ".join(m for m in (spare_ports(g), pcie[key], dark) if m)
+        # an optics choice the catalogue bills with the same parts as another (one 800G optic for
+        # XDR): said, the row otherwise a silent duplicate of the other's (newuser25 #2)
+        parts = (key, tuple(sorted((line.part.name, line.count) for line in b.lines)))
+        twin = same_bill.setdefault(parts, c.optics)
+        alike = f"optics {c.optics} bills the same parts as {twin} here" if twin != c.optics else ""
+        c.message = "; ".join(m for m in (spare_ports(g), pcie[key], dark, alike) if m)
         if c.gpus != gpus:              # not the cluster asked: a builder's mistake, never timed
             c.status, c.message = "failed", f"the fabric holds {c.gpus} GPUs, not the {gpus} asked"
         elif budget is not None and c.price > budget:

@@ -289,3 +289,19 @@ def test_an_empty_front_says_why():
     text = d.format()
     cheapest = min(c.price for c in d.candidates)
     assert not d.front and "front empty: 1 over budget" in text and f"{cheapest:,.0f} USD" in text
+
+
+def test_optics_that_bill_the_same_parts_are_said():
+    """newuser25 #2: the catalogue has one 800G optic, so XDR's multimode and singlemode rows
+    are the same bill and both sat on the front with nothing said; NDR's two optics differ
+    (732 and 1,250 USD a module) and say nothing."""
+    r = design(64, [("all_reduce", 2**24)], families=("rail_optimized",), links=("ib_xdr", "ib_ndr"),
+               oversubscriptions=(1.0,), radixes=(144,), optics=("multimode", "singlemode"))
+    by = {(c.link, c.optics): c for c in r.candidates}
+    assert by["ib_xdr", "multimode"].price == by["ib_xdr", "singlemode"].price
+    assert "optics singlemode bills the same parts as multimode" in by["ib_xdr", "singlemode"].message
+    assert "bills the same" not in by["ib_xdr", "multimode"].message
+    assert by["ib_ndr", "multimode"].price != by["ib_ndr", "singlemode"].price
+    assert not any("bills the same" in by["ib_ndr", o].message for o in ("multimode", "singlemode"))
+    table = r.format()
+    assert "ib_xdr os 1 radix 144 singlemode: " in table and "bills the same parts as multimode" in table
