@@ -27,7 +27,7 @@ from ._solve import Job, TimedScenario, time_many, time_plans
 from ._nccl_timing import (lazy_net_cells, slow_paths_of, steady_parts, steady_transfer, transfer_of, tuned_time,
                            tuned_times)
 from ._choice import _FirstRound, _auto_first, _auto_rest, _pick, is_tuned
-from ._planned import Planned, _plans
+from ._planned import Planned, _plans, refusal
 
 __all__ = ["collective", "collective_variants", "solve_collective", "solve_collectives", "Call", "Planned"]
 
@@ -115,6 +115,10 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
                 out.append(solve_collectives(v, [call])[0])
             except RoutingError:
                 out.append(_on_shared_routes(variants, call, [i], communicator)[0])
+            except ValueError:      # its own communicator refuses the call: FAILED, the batch goes on
+                if communicator != "each":
+                    raise
+                out.append(_on_shared_routes(variants, call, [i], communicator)[0])
         return out
     return _on_shared_routes(variants, call, range(len(variants)), communicator)
 
@@ -128,6 +132,7 @@ def _on_shared_routes(variants, call: Call, which, communicator: str = "first") 
     routed graph's; ``"each"``: each variant's own."""
     op, size, rank_groups, algorithm, options = call.op, call.size, call.rank_groups, call.algorithm, call.options
     first_error = None
+    refused: dict = {}      # communicator="each": a variant whose own communicator refuses the call (adv26 F1)
     for r, graph in enumerate(variants):
         try:
             with unchanged(graph):          # laid out and every step routed on one index of the graph
@@ -136,18 +141,35 @@ def _on_shared_routes(variants, call: Call, which, communicator: str = "first") 
             break
         except RoutingError as err:
             first_error = first_error or err
+        except ValueError as err:           # the same call on a graph alike but for its technologies
+            if communicator != "each":
+                raise
+            first_error, refused[r] = first_error or err, str(err)
     else:
         raise first_error
     # NCCL's view of each scenario's hardware (a variant's own NVLink and NIC rates)
     if communicator == "each":          # a communicator created on each variant: its own P2P channels
         hws = [nccl_view(variants[i], op, planned.first, planned.layout, options, rank_groups[0]) for i in which]
+        for i, hw in zip(which, hws):
+            if i not in refused and (why := refusal(op, algorithm, planned.p, [(planned.layout, hw)], options)):
+                refused[i] = why
     else:                               # the communicator created on the routed graph: its P2P channels
         hws = [replace(describe(variants[i], planned.first, planned.layout, options.channels, options.efficiency,
                                 options.pxn, options.nvls_channels), p2p=planned.hw.p2p) for i in which]
     stalled = (f"a collective step cannot complete: one of its flows crosses a failed (zero-capacity) link on its "
                f"route, the route graphs[{r}] gives it (collective_variants routes every variant on the first "
                "graph that routes; collective() on this graph routes around its failed links where a path is left)")
-    return [_result(graph, call, planned, scenario, {}, hw, stalled) for scenario, hw in zip(timed, hws)]
+    return [_failed(call, planned, scenario, refused[i]) if i in refused else
+            _result(graph, call, planned, scenario, {}, hw, stalled) for i, scenario, hw in zip(which, timed, hws)]
+
+
+def _failed(call: Call, planned: Planned, scenario: TimedScenario, message: str) -> CollectiveResult:
+    """A variant's result where its own communicator refuses the call (``message``, what
+    :func:`collective` on it raises): status FAILED, no time."""
+    algorithm = call.algorithm if isinstance(call.algorithm, str) else ",".join(call.algorithm)
+    return CollectiveResult(op=call.op, algorithm=algorithm, size=float(call.size), ranks=planned.p, time=np.nan,
+                            algbw=np.nan, busbw=np.nan, steps=(), link_utilization=np.zeros(len(scenario.links.capacity)),
+                            links=scenario.links, status=Status.FAILED, message=message, nccl=False)
 
 
 def solve_collectives(graph, calls) -> list:
@@ -381,7 +403,11 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     where :func:`collective` on the derated graph is a communicator created on it (a GPU whose
     NIC is derated gets fewer P2P channels). ``communicator="each"``: every graph its own
     communicator, as :func:`collective` on it (another cluster, e.g. a technology swap: a
-    send on 100 GbE gets 1 P2P channel where NDR gets 4); ``"first"`` (default) as above.
+    send on 100 GbE gets 1 P2P channel where NDR gets 4); ``"first"`` (default) as above. With
+    ``"each"``, a variant whose own communicator cannot run the call (an algorithm or protocol
+    its network transport's NCCL settings leave off: NVLSTree over GCP TCPXO, LL128 over
+    Slingshot) reports ``Status.FAILED`` with the message :func:`collective` on it raises
+    (NaN time); the others are timed as alone.
 
     >>> import topologies as tp
     >>> ndr, hdr = tp.rail_optimized(2), tp.rail_optimized(2, link="ib_hdr")

@@ -55,6 +55,31 @@ def _why(a, op, p, layout, hw, options):
     return None
 
 
+def _runnable(op, algorithm, p, distinct, options) -> list:
+    """The algorithms of the call's pool that every ``(layout, NCCL's view)`` of ``distinct`` runs."""
+    return [a for a in _pool(op, algorithm, options) if not any(_why(a, op, p, lay, own, options)
+                                                                 for lay, own in distinct)]
+
+
+def refusal(op, algorithm, p, distinct, options) -> str | None:
+    """Why the call cannot run on groups of ``p`` ranks laid out and seen by NCCL as ``distinct``
+    (``(layout, hw)`` pairs, the first group's first), or None: the algorithm named cannot run
+    on one of them, or no algorithm of the call's pool runs on all. A communicator's own view
+    (:func:`~flowsolver.collective_variants`' ``communicator="each"``) refuses on its own."""
+    if isinstance(algorithm, str) and algorithm != "auto":
+        for layout, own in distinct:
+            if why := _why(algorithm, op, p, layout, own, options):
+                return f"algorithm {algorithm!r} {why}"
+        return None
+    if _runnable(op, algorithm, p, distinct, options):
+        return None
+    hw = distinct[0][1]
+    limited = "" if hw.protocols == PROTOCOLS else \
+        f" (the network transport's NCCL settings run {', '.join(hw.protocols)} only across nodes)"
+    among = "" if algorithm == "auto" else f" among {', '.join(only_of(algorithm))}"
+    return f"no algorithm for {op}{among} can run on these ranks with protocol {options.protocol!r}{limited}"
+
+
 def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     """All ranks (the groups' in order), the steps of every candidate algorithm (those NCCL
     times from the ring's flow solve get the ring's steps) and NCCL's view of the ranks."""
@@ -76,20 +101,11 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     if len(laid) > 1:       # groups at once share the NICs of their servers (NVLSTree's network bound)
         hw, *hws = sharing_nics(graph, [g for g, _ in laid], options.efficiency, hw, *hws)
     forced = isinstance(algorithm, str) and algorithm != "auto"          # one algorithm named
-    if forced:
-        for layout, own in distinct:
-            if why := _why(algorithm, op, p, layout, own, options):
-                raise ValueError(f"algorithm {algorithm!r} {why}")
-    names = [a for a in _pool(op, algorithm, options)
-             if not any(_why(a, op, p, lay, own, options) for lay, own in distinct)]
+    if why := refusal(op, algorithm, p, distinct, options):
+        raise ValueError(why)
+    names = _runnable(op, algorithm, p, distinct, options)
     if options.tuner and op in TUNED_OPS and any(algorithm_of(a).nccl_model for a in names) and "ring" not in names:
         names.append("ring")        # the graph's bus bandwidth
-    if not names:
-        limited = "" if hw.protocols == PROTOCOLS else \
-            f" (the network transport's NCCL settings run {', '.join(hw.protocols)} only across nodes)"
-        among = "" if algorithm == "auto" else f" among {', '.join(only_of(algorithm))}"
-        raise ValueError(f"no algorithm for {op}{among} can run on these ranks with protocol {options.protocol!r}"
-                         f"{limited}")
     chunk = float(options.chunk)
     plans = {}
     for a in names:

@@ -1,0 +1,54 @@
+"""adv26 F1: with ``communicator="each"`` every graph is its own communicator, and one whose
+network transport's NCCL settings leave the asked algorithm or protocol off (NVLSTree over GCP
+TCPXO, LL128 over Slingshot) failed the whole batch: listed second, an internal ``min() arg is
+an empty sequence``; listed first, its refusal for every variant; a sweep over links lost every
+row of the batch. Each variant now reports its own status: the refused one FAILED with what
+``collective`` on it raises, the others their time alone (compared with ``collective``)."""
+
+import math
+
+import pytest
+
+import flowsolver as fs
+import topologies as tp
+from flowsolver import Status, collective, collective_variants
+
+MIB = 1 << 20
+
+
+def _alone(g, **kw):
+    try:
+        return collective(g, "all_reduce", 16 * MIB, **kw).time, None
+    except ValueError as err:
+        return None, str(err)
+
+
+@pytest.mark.parametrize("refused_link, kw", [("tcpxo_200g", dict(algorithm="nvls_tree")),
+                                              ("slingshot_200g", dict(algorithm="ring", protocol="LL128")),
+                                              ("slingshot_200g", dict(protocol="LL128"))])
+@pytest.mark.parametrize("refused_first", [False, True])
+def test_a_refused_variant_fails_alone(refused_link, kw, refused_first):
+    ok_g, bad_g = tp.rail_optimized(2), tp.rail_optimized(2, link=refused_link)
+    time, _ = _alone(ok_g, **kw)
+    _, why = _alone(bad_g, **kw)
+    assert time is not None and why is not None          # the premise: one runs it, the other refuses
+    graphs = [bad_g, ok_g] if refused_first else [ok_g, bad_g]
+    out = collective_variants(graphs, "all_reduce", 16 * MIB, communicator="each", **kw)
+    bad, ok = (out[0], out[1]) if refused_first else (out[1], out[0])
+    assert ok.status == Status.OK and ok.time == time
+    assert bad.status == Status.FAILED and bad.message == why and math.isnan(bad.time)
+
+
+def test_every_variant_refused_still_raises():
+    bad = tp.rail_optimized(2, link="tcpxo_200g")
+    with pytest.raises(ValueError, match="algorithm 'nvls_tree' is not run by NCCL"):
+        collective_variants([bad, bad], "all_reduce", 16 * MIB, algorithm="nvls_tree", communicator="each")
+
+
+def test_a_sweep_over_links_keeps_the_rows_that_run():
+    df = fs.sweep({"family": ["rail_optimized"], "nodes": [2], "link": ["ib_ndr", "tcpxo_200g"],
+                   "op": ["all_reduce"], "size": [16 * MIB], "algorithm": ["nvls_tree"]}, progress=False)
+    rows = {r.link: r for r in df.itertuples()}
+    assert rows["ib_ndr"].status == "ok"
+    assert rows["ib_ndr"].time == collective(tp.rail_optimized(2), "all_reduce", 16 * MIB, algorithm="nvls_tree").time
+    assert rows["tcpxo_200g"].status != "ok" and "is not run by NCCL" in rows["tcpxo_200g"].error
