@@ -13,7 +13,7 @@ from ._algorithms import algorithm_of
 from ._channels import P2P_CHANNEL_SHARE, nvls_channel_count
 from ._dual import greater, lesser
 from ._nccl import PROTOCOLS, busbw_factor, is_fp8
-from ._pipeline import PIPELINE, channels_used, pipeline_time, step_message
+from ._pipeline import PIPELINE, channels_used, pipeline_time, step_message, wire_bytes
 from ._net_cells import lazy_net_cells, net_cells  # noqa: F401 (re-exported)
 from ._nccl_model import (_BASE, NVLS_EFFICIENCY_BY_GENERATION, NVLS_MAX_ARITY, enabled, release_lacks, tree_correction,
                           tuner_algbw, tuner_hops, tuner_latency)
@@ -176,7 +176,9 @@ def tuned_time(a, proto, op, size, p, ring_transfer, own_transfer, hw, options, 
     lat += pulled + path_excess(paths, a, proto, op, hw)
     algbw = tuner_algbw(a, proto, op, _graph_busbw(a, busbw, hw), hw, options.nccl_version)
     if a in ("tree", "nvls") and not algorithm_of(a).derived(op):    # no faster than its own flow solve
-        algbw = lesser(algbw, own_algbw)
+        # of the data's bytes, which the protocol's lines carry with their flags (LL128: 120 of
+        # 128 bytes; adv26 F2: a lone GPU's NIC bound tree LL128 at Simple's rate, 5-6 % fast)
+        algbw = lesser(algbw, own_algbw / wire_bytes(proto))
     if a == "nvls_tree":
         algbw = lesser(lesser(algbw, _nvls_node_bound(hw)), _network_bound(hw))
     if not algbw > 0:                                           # 0: a stalled flow

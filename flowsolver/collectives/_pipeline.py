@@ -63,7 +63,7 @@ from ._nccl_model import log2i
 
 __all__ = ["Pipeline", "PIPELINE", "PIPELINED", "channels_used", "channel_split", "chunk_steps", "ll_depth",
            "nvls_tree_stages",
-           "pipeline_time", "step_message"]
+           "pipeline_time", "step_message", "wire_bytes"]
 
 KIB = 1024
 # NCCL_STEPS (src/include/device.h): slots of a connection's buffer
@@ -276,6 +276,16 @@ def chunk_steps(algorithm, protocol, op, size, ranks, nodes, channels) -> tuple:
 #: flags), LL128's 128-byte lines 120 (src/include/device.h NCCL_LL128_LINEELEMS 16,
 #: NCCL_LL128_DATAELEMS 15)
 _WIRE = {"LL": 2.0, "LL128": 16 / 15, "Simple": 1.0}
+
+
+def wire_bytes(protocol) -> float:
+    """Bytes ``protocol`` puts on a link for a byte of data (LL 2, LL128 16 / 15, Simple 1): a
+    flow solve of the data's bytes moves data ``wire_bytes`` times faster than the protocol can.
+
+    >>> wire_bytes("LL128") * 120 == 128, wire_bytes("Simple")
+    (True, 1.0)
+    """
+    return _WIRE[protocol]
 
 
 def step_message(algorithm, protocol, op, size, ranks, nodes, channels, nccl=None) -> float:
