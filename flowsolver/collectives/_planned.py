@@ -55,6 +55,18 @@ def _why(a, op, p, layout, hw, options):
     return None
 
 
+def _check_threads(n, p, laid) -> None:
+    """nccl-tests ``-g n``: one thread drives ``n`` GPUs of its process, on one server, and every
+    process as many (ranks = processes x threads x n): ``n`` divides the GPUs the call has on
+    each server (adv26 F3: 16 on two 8-GPU servers, 3 of 16 ranks were taken and slowed the call)."""
+    per_server = sorted({len(g) for _, layout in laid for g in layout.groups})
+    if p % n or any(k % n for k in per_server):
+        on = f"{per_server[0]}" if len(per_server) == 1 else f"{', '.join(map(str, per_server))}"
+        raise ValueError(f"gpus_per_thread must divide the GPUs the call has on each server ({on} of its {p}: one "
+                         f"nccl-tests thread drives -g of its process's GPUs on one server, every process as "
+                         f"many), got {n}")
+
+
 def _runnable(op, algorithm, p, distinct, options) -> list:
     """The algorithms of the call's pool that every ``(layout, NCCL's view)`` of ``distinct`` runs."""
     return [a for a in _pool(op, algorithm, options) if not any(_why(a, op, p, lay, own, options)
@@ -87,10 +99,8 @@ def _plans(graph, op, size, rank_groups, algorithm, options) -> Planned:
     p = len(laid[0][0])
     if any(len(r) != p for r, _ in laid):
         raise ValueError(f"groups run in lockstep must have equal sizes, got {sorted({len(r) for r, _ in laid})}")
-    if options.gpus_per_thread > p and op != "send_recv":      # (sendrecv_perf -g 8: 8 GPUs, a pair each)
-        raise ValueError(f"gpus_per_thread must be at most the {p} GPUs of the call (one thread drives some of "
-                         f"its GPUs; send_recv excepted, whose thread may drive other pairs), got "
-                         f"{options.gpus_per_thread}")
+    if options.gpus_per_thread > 1 and op != "send_recv":      # (sendrecv_perf -g 8: 8 GPUs, a pair each)
+        _check_threads(options.gpus_per_thread, p, laid)
     ranks = [r for group, _ in laid for r in group]     # groups may share GPUs (a pipeline stage
     # sends to the next while it receives from the previous): their flows share links
     hw = nccl_view(graph, op, laid[0][0], laid[0][1], options, rank_groups[0])
