@@ -16,9 +16,9 @@ import topologies as tp_
 
 from .. import _checks
 from ..routing import unchanged
-from ..training import (DEFAULT_COMPUTE, DEFAULT_KERNEL_UTILIZATION, REDUCE_DTYPES, checked_expert_routing,
-                        checked_gpu, checked_schedule, compose, default_tp_overlap, gather_bytes_of, get_model,
-                        layer_compute, prefetch_kinds, prepare_step, ring_pairs, solve_profile, step_collectives,
+from ..training import (DEFAULT_COMPUTE, DEFAULT_KERNEL_UTILIZATION, REDUCE_DTYPES, check_fp8_param_gather,
+                        checked_expert_routing, checked_gpu, checked_schedule, compose, default_tp_overlap,
+                        gather_bytes_of, get_model, layer_compute, prefetch_kinds, prepare_step, ring_pairs, solve_profile, step_collectives,
                         te_fp8_activations, time_collectives)
 from ._bound import CutBound
 from ._placement import place_job
@@ -271,6 +271,7 @@ def plan(graph, *, model="llama-3-70b", global_batch: int, seq_len: int | None =
     top_k, factor = checked_expert_routing(spec, options["top_k"], options["capacity_factor"])
     spec = dataclasses.replace(spec, top_k=top_k) if top_k != spec.top_k else spec
 
+    check_fp8_param_gather(precision, options["fp8_param_gather"])
     gather_bytes = float(gather_bytes_of(precision, options["fp8_param_gather"]))
     space = layout_space(spec, gpus, global_batch, gpu_memory=gpu_spec.memory, headroom=headroom, max_tp=max_tp,
                          tp=tp, cp=cp, pp=pp, vp=vp, ep=ep, micro_batch=micro_batch, recompute=recompute, zero=zero,

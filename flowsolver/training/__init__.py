@@ -59,7 +59,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._schedule": ("Schedule", "checked_schedule", "default_tp_overlap", "DEFAULT_COMPUTE", "resolve_compute"),
     "._layout": ("ParallelLayout", "DEFAULT_ORDER", "checked_order"),
     "._memory": ("memory_per_gpu", "stage_memory", "memory_breakdown", "MemoryOverheads", "ZERO_STAGES",
-                  "CUDA_CONTEXT_A100", "DEEPSPEED_ZERO_NVIDIA_SMI_A100", "te_fp8_activations", "gather_bytes_of",
+                  "CUDA_CONTEXT_A100", "DEEPSPEED_ZERO_NVIDIA_SMI_A100", "te_fp8_activations", "gather_bytes_of", "check_fp8_param_gather",
                   "grad_bytes_of"),
     "._models": ("MODELS", "ModelSpec", "get_model"),
     "._profile": ("CommProfile", "CommTiming", "ring_pairs", "solve_profile", "step_collectives", "time_collectives"),
@@ -86,7 +86,7 @@ if TYPE_CHECKING:   # what the names above are, for type checkers, readers and t
     from ._layout import ParallelLayout, DEFAULT_ORDER, checked_order
     from ._memory import (memory_per_gpu, stage_memory, memory_breakdown, MemoryOverheads, ZERO_STAGES,
                           CUDA_CONTEXT_A100, DEEPSPEED_ZERO_NVIDIA_SMI_A100, te_fp8_activations, gather_bytes_of,
-                          grad_bytes_of)
+                          check_fp8_param_gather, grad_bytes_of)
     from ._models import MODELS, ModelSpec, get_model
     from ._profile import CommProfile, CommTiming, ring_pairs, solve_profile, step_collectives, time_collectives
     from ._compute import (DEFAULT_ATTENTION_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_KERNEL_UTILIZATION,

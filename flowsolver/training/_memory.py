@@ -58,6 +58,17 @@ def te_fp8_activations(precision: str, fp8_recipe: str = "te") -> bool:
     return precision == "fp8" and fp8_recipe == "te"
 
 
+def check_fp8_param_gather(precision: str, fp8_param_gather) -> None:
+    """Refuse an FP8 parameter all-gather in a step that is not FP8 (adv26 F4: taken and ignored):
+    Megatron's ``--fp8-param-gather`` needs ``--fp8-format``, torchao's float8 all-gather its
+    float8 linears; there is no FP8 copy of the weights to gather otherwise."""
+    if not isinstance(fp8_param_gather, bool):
+        raise TypeError(f"fp8_param_gather must be True or False, got {fp8_param_gather!r}")
+    if fp8_param_gather and precision != "fp8":
+        raise ValueError(f"fp8_param_gather=True needs precision='fp8' (the all-gather sends the FP8 weights an FP8 "
+                         f"step keeps: Megatron's --fp8-param-gather needs --fp8-format), got precision={precision!r}")
+
+
 def gather_bytes_of(precision: str, fp8_param_gather: bool) -> int:
     """Bytes a parameter of a linear layer takes in FSDP's all-gather: 1 with the FP8 all-gather
     of an FP8 step, else 2 (bf16). The embedding and the output projection are gathered in bf16

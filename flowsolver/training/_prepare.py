@@ -14,7 +14,7 @@ from ..routing import gpu_nodes
 from ._schedule import check_recompute_layers, checked_schedule, default_batch, default_tp_overlap
 from ._compute import check_precision
 from ._layout import DEFAULT_ORDER, ParallelLayout, check_sequence_split, checked_etp
-from ._memory import check_zero, gather_bytes_of
+from ._memory import check_fp8_param_gather, check_zero, gather_bytes_of
 from ._models import ModelSpec, get_model
 from ._parallelism import REDUCE_DTYPES, check_param_sync
 from ._pipeline import stage_layers
@@ -230,8 +230,7 @@ def prepare_step(graph, *, model, tp, pp, dp, ep, cp, vp, global_batch, micro_ba
     check_interleaved(layout.pp, layout.vp, schedule.global_batch // (layout.dp * micro_batch))
     if reduce_dtype not in REDUCE_DTYPES:
         raise ValueError(f"reduce_dtype must be one of {', '.join(REDUCE_DTYPES)}, got {reduce_dtype!r}")
-    if not isinstance(fp8_param_gather, bool):
-        raise TypeError(f"fp8_param_gather must be True or False, got {fp8_param_gather!r}")
+    check_fp8_param_gather(precision, fp8_param_gather)
     gather_bytes = float(gather_bytes_of(precision, fp8_param_gather))
     param_sync = check_param_sync(param_sync, zero)
     if not isinstance(sequence_parallel, bool):

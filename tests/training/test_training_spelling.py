@@ -185,3 +185,18 @@ def test_step_arguments_passes_todays_spelling_through():
     assert (spec.name, spec.top_k) == (get_model("mixtral-8x7b").name, 1)
     with pytest.raises(ValueError, match="top_k and capacity_factor need a mixture-of-experts model"):
         step_arguments(model="llama-3-8b", top_k=2)
+
+
+def test_fp8_param_gather_needs_an_fp8_step(g16):
+    """adv26 F4: fp8_param_gather=True in a bf16 step was taken and changed nothing (no FP8 copy
+    of the weights exists to gather; Megatron's --fp8-param-gather needs --fp8-format): refused
+    by name, in a step and in plan; with precision="fp8" it halves the linears' gather."""
+    from flowsolver import plan
+    with pytest.raises(ValueError, match=r"fp8_param_gather=True needs precision='fp8'.*got precision='bf16'"):
+        training_step(g16, "llama-3-8b", Parallelism(zero=3, fp8_param_gather=True))
+    with pytest.raises(ValueError, match=r"fp8_param_gather=True needs precision='fp8'"):
+        plan(g16, model="llama-3-8b", global_batch=32, fp8_param_gather=True)
+    fp8 = Schedule(precision="fp8")
+    on = training_step(g16, "llama-3-8b", Parallelism(zero=3, fp8_param_gather=True), fp8)
+    off = training_step(g16, "llama-3-8b", Parallelism(zero=3), fp8)
+    assert on.step_time <= off.step_time
