@@ -306,7 +306,8 @@ def test_goodput_on_a_cluster():
     grid = [t for t, _ in auto.curve]
     step = auto.healthy_step_time        # each interval a whole number of steps, the middle Daly's rounded
     assert len(grid) == 9 and grid[4] == pytest.approx(round(auto.daly_interval / step) * step)
-    assert grid[0] == pytest.approx(auto.daly_interval / 4) and grid[-1] == pytest.approx(auto.daly_interval * 4)
+    assert grid[0] == pytest.approx(round(auto.daly_interval / 4 / step) * step)
+    assert grid[-1] == pytest.approx(round(auto.daly_interval * 4 / step) * step)
 
 
 def test_goodput_rejects_bad_input():
