@@ -19,7 +19,8 @@ ways this module models from NCCL's source (2.30: ``src/enqueue.cc`` ``topoGetAl
    and shrunk for small sizes exactly as ``calcCollChunking`` does.
 3. **Fill and floor**: a step takes at least a floor (flag polling, fences, the proxy) and the
    pipeline needs ``fill`` further steps to fill and drain, so the time is
-   ``latency + (steps + fill) x max(step transfer, floor)``. At large sizes the steps are
+   ``latency + (steps + fill) x max(step transfer, floor)`` (a tree's chunks also cross its
+   depth's hops: ``steps + depth - 1`` for Simple, whose hops store a whole step each). At large sizes the steps are
    long and many and the time tends to ``size / bandwidth``; at mid sizes the fill and the
    floor are what the tuner's affine estimate leaves out (measured: 20-40 % at 4-256 MiB).
 
@@ -419,6 +420,13 @@ def pipeline_time(algorithm, protocol, op, size, ranks, nodes, channels, latency
         floor, fill = params.floor_nvls, params.fill_nvls
     else:
         floor, fill = params.floor_simple, params.fill_ring if algorithm == "ring" else params.fill_tree
+        if algorithm == "tree" and protocol == "Simple":
+            # S chunks through a tree's D hops, each hop storing and forwarding a whole step
+            # (Simple posts a step once it is written whole: ProtoSimple<1, 1>, a chunk a step):
+            # the first chunk's D steps include its own, so S + D - 1 steps, not S + D.
+            # (LL128's lines stream over NVLink and a network hop stores a step: its D counts
+            # every hop whole, an approximation kept: docs' accuracy page)
+            depth = depth - 1
     if protocol == "LL128":                             # no floor: flags in every line
         return latency + (steps + fill + depth) * step
     # Simple fills and drains at a whole chunk's pace (one byte more than whole chunks is a

@@ -74,12 +74,24 @@ def test_simple_fills_at_a_whole_chunks_pace_by_hand():
     # tree Simple all-reduce of 10 MiB on 2 x 8 over 16 channels: 640 KiB a channel, NCCL's
     # chunk 512 KiB (Simple's step): a whole chunk, then 128 KiB. Two steps whose mean, 320 KiB,
     # moves the bytes; the fill (here 1 step) and the tree's depth 2 x (7 + 1) = 16 go at the
-    # whole chunk's pace, 512 / 320 = 1.6 mean steps each
+    # whole chunk's pace, 512 / 320 = 1.6 mean steps each; a chunk's 16 hops include its own
+    # step, so 2 + 16 - 1 steps in all before the fill (a pipeline of S items through D stages)
     params = Pipeline(floor_simple=0.0, fill_ring=2.0, fill_tree=1.0, fill_nvls=3.0)
     step = 10 * MIB / 200e9 / 2
-    want = 30e-6 + 2 * step + (1.0 + 16) * 1.6 * step
+    want = 30e-6 + 2 * step + (1.0 + 16 - 1) * 1.6 * step
     assert pipeline_time("tree", "Simple", "all_reduce", 10 * MIB, 16, 2, 16, 30e-6, 200e9, params) == \
         pytest.approx(want, rel=1e-12)
+
+
+def test_a_one_chunk_tree_takes_its_hops_alone():
+    """One 512 KiB chunk a channel up and down a tree of 2 x 1 GPUs (2 hops, no chain inside a
+    node), each hop storing and forwarding the chunk: 2 hop times after the latency, not 3 (the
+    nccl-tests#232 run's 2 MiB point on 4 channels measured 113 us; 2 hops of 2 MiB / 35.19 GB/s
+    are 119 us and 3 were 179)."""
+    params = Pipeline(floor_simple=0.0, fill_ring=2.0, fill_tree=0.0, fill_nvls=3.0)
+    hop = 2 * MIB / 35.19e9
+    got = pipeline_time("tree", "Simple", "all_reduce", 2 * MIB, 2, 2, 4, 36.4e-6, 35.19e9, params)
+    assert got == pytest.approx(36.4e-6 + 2 * hop, rel=1e-12)
 
 
 @pytest.mark.parametrize("algorithm, ranks, nodes", [("tree", 16, 2), ("ring", 8, 1), ("ring", 16, 2),
