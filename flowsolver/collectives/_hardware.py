@@ -14,7 +14,7 @@ from .. import _checks
 from ..routing import GraphIndex, LinkTable, gpu_nodes, graph_memo, link_efficiency, ranges
 from ._channels import inter_cpu_gbs, nvls_channel_count, mesh_ring_channels, nccl_channels, nccl_graph_channels, run_channels
 from ._layout import RankLayout, mesh_cycles, near_nics, near_nics_of, node_nics, participants, rank_server_codes
-from ._nccl import GPU_GENERATION
+from ._nccl import GPU_GENERATION, PROTOCOLS
 from ._nccl_model import NVLS_EFFICIENCY_BY_GENERATION, PATH_NVB, PATH_NVL, Hardware
 from ._nccl_paths import type_inter, type_intra
 from ._options import MAX_CHANNELS
@@ -348,6 +348,8 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
         extra = dict(net_latency=transport.net_latency, hop_latency=transport.hop_latency,
                      rendezvous_above=transport.rendezvous_above, rendezvous_cost=transport.rendezvous_cost,
                      protocols=transport.protocols,
+                     transport=transport.name if transport.protocols != PROTOCOLS or (nvswitch and not transport.nvls)
+                     else "",
                      net_bw=min(_egress([near[i] for i in group], egress)
                                 for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)

@@ -84,7 +84,8 @@ class Hardware:
     typeInter, the class of a GPU's path to the NIC a ring crosses nodes on (:data:`PATH_PXB`,
     ``PATH_P2C``, ``PATH_PXN`` or ``PATH_PHB``; :func:`~._nccl_paths.type_inter`), ``rendezvous_above`` /
     ``rendezvous_cost`` the network transport's rendezvous (bytes, None: none; s a message; not
-    the tuner's: what a step takes, :func:`~._pipeline.pipeline_time`). ``cpu`` is ``"intel"``, ``"amd"``,
+    the tuner's: what a step takes, :func:`~._pipeline.pipeline_time`), ``transport`` the
+    transport's name where its settings limit ``protocols`` or turn NVLS off (what a refusal names). ``cpu`` is ``"intel"``, ``"amd"``,
     ``"arm"``, ``"mixed"`` (x86 hosts of both vendors) or ``"mixed_arch"`` (Arm and x86).
 
     >>> Hardware(ranks=16, nodes=2, generation="hopper").ppn
@@ -113,6 +114,7 @@ class Hardware:
     hop_latency: float | None = None
     rendezvous_above: float | None = None
     rendezvous_cost: float = 0.0
+    transport: str = ""         # the network transport whose settings ``protocols`` / ``nvls`` carry ("": none)
 
     @property
     def hop_cost(self) -> float:

@@ -52,3 +52,19 @@ def test_a_sweep_over_links_keeps_the_rows_that_run():
     assert rows["ib_ndr"].status == "ok"
     assert rows["ib_ndr"].time == collective(tp.rail_optimized(2), "all_reduce", 16 * MIB, algorithm="nvls_tree").time
     assert rows["tcpxo_200g"].status != "ok" and "is not run by NCCL" in rows["tcpxo_200g"].error
+
+
+@pytest.mark.parametrize("link, kw, said", [
+    ("tcpxo_200g", dict(algorithm="nvls_tree"), "the network transport gcp_tcpxo's NCCL settings run Simple only, "
+                                                "NVLS off"),
+    ("slingshot_200g", dict(algorithm="ring", protocol="LL128"), "the network transport alps_ofi_cxi's NCCL settings "
+                                                                 "run LL, Simple only")])
+def test_a_refusal_names_the_transports_settings(link, kw, said):
+    """newuser26 #1: the refusal named ranks, GPUs and channels, not the link's NCCL_PROTO /
+    NCCL_NVLS_ENABLE that set it (GCP's TCPXO profile: NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0;
+    Alps' hook: NCCL_PROTO=^LL128)."""
+    with pytest.raises(ValueError, match=said):
+        collective(tp.rail_optimized(2, link=link), "all_reduce", 16 * MIB, **kw)
+    with pytest.raises(ValueError) as plain:        # a link whose transport limits nothing says nothing of one
+        collective(tp.rail_optimized(2), "all_reduce", 16 * MIB, algorithm="tree", protocol="LL128", nccl_version="2.3")
+    assert "network transport" not in str(plain.value)
