@@ -293,6 +293,14 @@ def replay(args) -> None:
     print("\n".join(lines))
 
 
+def _cost_said(row, cost: str) -> str:
+    """An upgrade row's cost as the table prints it: a tier the bill holds no part of costs
+    nothing on it, which is not free (newuser26 #5: NVLink and PCIe printed at 0 USD)."""
+    if cost == "bill" and row["kind"] == "alone" and row["cost"] == 0:
+        return "not billed"
+    return format(row["cost"], ".3g")
+
+
 def upgrade(args) -> None:
     """Each tier upgraded alone (exact re-solve beside the linear estimate), then the greedy
     plan under ``--budget``."""
@@ -337,12 +345,15 @@ def upgrade(args) -> None:
     # a first-order estimate below zero is past where the derivative says anything (newuser25 #3)
     lines += [f"{r['kind']:5s} {r['upgrade']:>14s} {r['time_us']:11.1f} "
               f"{'' if r['linear_us'] != r['linear_us'] else 'n/a' if r['linear_us'] < 0 else format(r['linear_us'], '.1f'):>12s} "
-              f"{r['saved_percent']:8.2f} {r['cost']:9.3g}" for r in rows]
+              f"{r['saved_percent']:8.2f} {_cost_said(r, args.cost):>9s}" for r in rows]
     if plan.empty:
         cheapest = min((float(cost(name, up, graph)) for name, up in ups.items()), default=float("nan"))
         saving = table.saved_percent.max() if len(table) else 0.0
         lines.append(f"plan: empty: no upgrade within the budget of {args.budget:g} ({unit}) saves time"
                      + (f" (the cheapest costs {cheapest:.3g})" if cheapest > args.budget
                         else f" (the best saves {saving:.2f} %)"))
-    lines.append(f"# cost: {unit}; plan: upgrades picked greedily by time saved per cost, re-solved after each")
+    lines.append(f"# cost: {unit}; plan: upgrades picked greedily by time saved per cost, re-solved after each"
+                 + ("; not billed: a tier inside the servers (NVLink, PCIe) has no part on the bill, and the plan "
+                    "leaves it out" if args.cost == "bill" and any(_cost_said(r, "bill") == "not billed" for r in rows)
+                    else ""))
     emit(rows, args, "\n".join(lines))

@@ -195,7 +195,7 @@ def serve(args) -> None:
         except ValueError as err:       # no rate found: said, never printed as a rate
             failed = str(err).replace("pass duration= (or serve one that long)", "rerun with --duration")
             row["max_rate"] = row["throughput_at_max_rate"] = None
-            lines.append(f"largest rate with 90 % of requests within the targets: not found ({failed})")
+            lines.append("largest rate with 90 % of requests within the targets: not found (the error below says why)")
         else:
             row["max_rate"], row["throughput_at_max_rate"] = best, at.throughput
             lines.append(f"largest rate with 90 % of requests within the targets: {best:.3g} requests/s, "

@@ -283,7 +283,7 @@ class ServeResult:
             if ok.mean() < attainment:
                 return False, r
             raise ValueError(f"rate_at_targets: at {rate:.4g} requests/s a run of duration {duration:g} s does not "
-                             f"reach steady state (the batch is full from {r.steady_window[0]:.3g} s); it needs "
+                             f"reach steady state (the running batch is full from {r.steady_window[0]:.3g} s); it needs "
                              f"duration >= {r.needed_duration:.3g} s: pass duration= (or serve one that long)")
 
         fine, run = meets(base)

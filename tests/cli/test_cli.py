@@ -210,7 +210,7 @@ def test_help_and_usage_errors(capsys):
     assert "flowsolver collective --nodes 4" in capsys.readouterr().out
     assert main(["collective", "--family", "hypercube"]) == 2
     assert main(["collective", "-b", "1Q"]) == 2
-    assert "size must be a number of bytes" in capsys.readouterr().err
+    assert "-b must be a number of bytes" in capsys.readouterr().err     # the option named (newuser26 #8)
     assert main(["collective", "-b", "1.5", "-e", "1.5"]) == 2      # was modelled as 1.5 B, printed as 1
     assert "whole number of bytes" in capsys.readouterr().err
     assert main(["topology", "--family", "fat_tree", "--k", "400"]) == 2       # was a MemoryError traceback
@@ -888,3 +888,21 @@ def test_topology_catalogue_lists_every_link_and_server(capsys):
     assert main(["topology", "--catalogue"]) == 0
     text = capsys.readouterr().out
     assert "efa_100g" in text and "AWS EFA v2 100 Gb/s network card (p5, p5e)" in text
+
+
+def test_headers_say_what_was_built_and_what_an_op_has(capsys):
+    """newuser26 #4 and #8: --oversubscription 3 builds 2:1 on 4 rail nodes (whole uplinks) and
+    the header said 3; an all-gather's header named a reduction it does not run; an upgrade on
+    the bill priced the tiers inside the servers at 0 USD."""
+    assert main(["collective", "--nodes", "4", "--oversubscription", "3", "-b", "1M", "-e", "1M"]) == 0
+    assert "oversubscription 2 built (3 asked; whole uplinks)" in capsys.readouterr().out
+    assert tp.rail_optimized(4, oversubscription=3).graph["params"]["oversubscription"] == 2.0
+    assert main(["collective", "--nodes", "1", "--op", "all_gather", "--dtype", "bfloat16", "-b", "1M",
+                 "-e", "1M"]) == 0
+    out = capsys.readouterr().out
+    assert "# data type bfloat16" in out and "reduction" not in out
+    assert main(["upgrade", "--nodes", "2", "--op", "all_reduce", "--size", "64M", "--cost", "bill"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("alone")]
+    by = {r[1]: r for r in rows}
+    assert by["nvlink"][-2:] == ["not", "billed"] and by["pcie"][-2:] == ["not", "billed"]
+    assert float(by["access"][-1]) > 0
