@@ -404,7 +404,9 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         parts = (key, tuple(sorted((line.part.name, line.count) for line in b.lines)))
         twin = same_bill.setdefault(parts, c.optics)
         alike = f"optics {c.optics} bills the same parts as {twin} here" if twin != c.optics else ""
-        c.message = "; ".join(m for m in (spare_ports(g), pcie[key], dark, alike) if m)
+        # a cloud or HPC network billed as generic parts (the bill's own words; newuser26 #2)
+        generic = "; ".join(w for w in b.warnings if "no parts of its own" in w)
+        c.message = "; ".join(m for m in (spare_ports(g), pcie[key], dark, alike, generic) if m)
         if c.gpus != gpus:              # not the cluster asked: a builder's mistake, never timed
             c.status, c.message = "failed", f"the fabric holds {c.gpus} GPUs, not the {gpus} asked"
         elif budget is not None and c.price > budget:

@@ -414,4 +414,17 @@ def tally(g: nx.DiGraph, *, reach: dict | None = None, switch_part: "str | Part 
         else:
             warnings.append(f"server {server!r}: no NVSwitch tray count known for a {gpus_by_server[server]}"
                             "-GPU NVLink domain; its trays are not billed")
+    # a cloud or HPC NIC technology (its own network transport: EFA, TCPXO, Slingshot) has no parts in
+    # the catalogue: billed as generic parts of its family and rate, which the bill says (newuser26 #2:
+    # Slingshot and TCPXO fabrics came out as Spectrum-4 and ConnectX-6 without a word)
+    if forced_switch is None or forced_nic is None:
+        for tech in sorted({t for t, _, _ in techs if isinstance(t, str)}):
+            try:
+                link = get_link(tech)
+            except ValueError:
+                continue
+            if link.transport is not None:
+                warnings.append(f"{tech}: no parts of its own in the catalogue (network transport {link.transport}); billed "
+                                f"as generic {link.family} parts at {link.bandwidth / Gbit:g}G (switch_part=, "
+                                "nic_part= or prices= name others)")
     return dict(counts=dict(counts), links=dict(links), warnings=warnings, gpus=sum(gpus_by_server.values()))

@@ -305,3 +305,19 @@ def test_optics_that_bill_the_same_parts_are_said():
     assert not any("bills the same" in by["ib_ndr", o].message for o in ("multimode", "singlemode"))
     table = r.format()
     assert "ib_xdr os 1 radix 144 singlemode: " in table and "bills the same parts as multimode" in table
+
+
+def test_a_cloud_or_hpc_network_billed_as_generic_parts_says_so():
+    """newuser26 #2: Slingshot, TCPXO and EFA fabrics were billed as Spectrum-4 switches and
+    ConnectX cards without a word; the bill and the design row now say they are generic parts
+    (the catalogue has none of their own), and InfiniBand's own parts say nothing."""
+    for link, transport in (("slingshot_200g", "alps_ofi_cxi"), ("tcpxo_200g", "gcp_tcpxo"),
+                            ("efa_400g", "aws_ofi_p5en")):
+        said = [w for w in tp.bill(tp.rail_optimized(4, link=link)).warnings if "no parts of its own" in w]
+        assert said and said[0].startswith(f"{link}: ") and transport in said[0]
+    assert not any("no parts of its own" in w for w in tp.bill(tp.rail_optimized(4)).warnings)
+    r = design(64, [("all_reduce", 2**24)], families=("rail_optimized",), links=("ib_ndr", "slingshot_200g"),
+               oversubscriptions=(1.0,), optics=("multimode",))
+    by = {c.link: c for c in r.candidates}
+    assert "billed as generic ethernet parts at 200G" in by["slingshot_200g"].message
+    assert "generic" not in by["ib_ndr"].message
