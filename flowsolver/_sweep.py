@@ -76,14 +76,17 @@ GRID_OPTIONS = ("policy", "policy_options", "channels")
 def _collective_kw(s, options=None):
     opts = {"subflows": _checks.integer("subflows", s["subflows"])} if policy_of(s["policy"]).subflows else None
     base = {} if options is None else options.keywords("sweep")
+    # the grid's protocol where it names one (newuser26 #3: a sweep could not set it), else the options'
+    protocol = {} if s.get("protocol") is None else {"protocol": s["protocol"]}
     return {**base, **dict(algorithm=s["algorithm"], policy=s["policy"], policy_options=opts, ranks=s["ranks"],
-                           channels=None if s["channels"] is None else _checks.integer("channels", s["channels"]))}
+                           channels=None if s["channels"] is None else _checks.integer("channels", s["channels"])),
+            **protocol}
 
 
 def _metrics_collective(r, g) -> dict:
     # the longest step's bottleneck tier (CollectiveResult.bottleneck_tier, as the CLI prints it)
     return dict(status=Status.OK.label, error="", gpus=len(tp.gpus(g)), time=r.time, algbw=r.algbw,
-                busbw=r.busbw, chosen_algorithm=r.algorithm, bottleneck_tier=r.bottleneck_tier)
+                busbw=r.busbw, chosen_algorithm=r.algorithm, chosen_protocol=r.protocol, bottleneck_tier=r.bottleneck_tier)
 
 
 def _run_train(s, g, options=None) -> dict:
@@ -179,7 +182,8 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
         size (``nodes``; ``k``; ``leaves``, ``spines``, ``hosts_per_leaf``; ``p``, ``a``, ``h``,
         ``g``; ``dims``, ``wrap``), ``link``, ``server``, ``oversubscription``,
         ``fail_fraction`` and ``seed`` (switch cables failed at random; routes avoid them),
-        ``policy``, ``subflows``; collectives: ``op``, ``size`` (bytes), ``algorithm``,
+        ``policy``, ``subflows``; collectives: ``op``, ``size`` (bytes), ``algorithm``, ``protocol``
+        (what ``collective`` takes; None: the options' or NCCL's choice),
         ``channels``; training: ``model``, ``tp``, ``pp``, ``dp``, ``ep``, ``cp``, ``vp``,
         ``global_batch``, ``micro_batch``, ``zero``, ``dp_overlap``, ``compute_efficiency``
         (``"auto"`` or None: training_step's default, the kernel tables where the GPU has them; a
@@ -231,7 +235,7 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     pandas.DataFrame
         One row per scenario: ``id``, the parameters, ``status``, ``error`` and the metrics
         ``gpus``, ``chosen_algorithm`` (what ``"auto"`` picked; for training
-        the phase with the most exposed time), ``bottleneck_tier``; with collectives in the
+        the phase with the most exposed time), ``chosen_protocol`` (a collective's), ``bottleneck_tier``; with collectives in the
         grid ``time`` (s), ``algbw``, ``busbw`` (bytes/s); with training ``step_time`` (s),
         ``tokens_per_s``, ``speedup``, ``comm_overhead``; last ``flowsolver_version``.
 

@@ -25,9 +25,9 @@ from topologies.servers import _BUILTIN_SERVERS
 #: result columns and their types; each is named as the result field it copies
 #: (CollectiveResult.time / algbw / busbw, StepResult.step_time / tokens_per_s / speedup /
 #: comm_overhead; ``chosen_algorithm`` is the result's ``algorithm``, since the parameter
-#: ``algorithm`` holds what was asked for, often "auto")
+#: ``algorithm`` holds what was asked for, often "auto"; ``chosen_protocol`` a collective's ``protocol``)
 METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw": float, "busbw": float,
-           "chosen_algorithm": str, "bottleneck_tier": str, "step_time": float, "tokens_per_s": float,
+           "chosen_algorithm": str, "chosen_protocol": str, "bottleneck_tier": str, "step_time": float, "tokens_per_s": float,
            "speedup": float, "comm_overhead": float}
 
 #: the range each numeric metric of a finished (status ok) row lies in: (least, whether it may
@@ -394,6 +394,10 @@ def _plain(value):
     return value
 
 
+#: grid parameters added after the first results files, with their defaults (``protocol``: 2026-12-07)
+_ADDED_LATER = {"protocol": None}
+
+
 def scenario_id(s: dict, options: str | None = None, definitions: tuple = ()) -> str:
     """A stable id of a scenario's parameters and the sweep's options (``options``: their
     ``repr``; what a rerun uses to skip it: a row computed under other options is not this
@@ -411,7 +415,9 @@ def scenario_id(s: dict, options: str | None = None, definitions: tuple = ()) ->
     >>> scenario_id({"link": "mine"}, definitions=("400G",)) == scenario_id({"link": "mine"}, definitions=("100G",))
     False
     """
-    s = {k: _plain(v) for k, v in s.items()}
+    # a parameter added to the grid since, at its default, leaves the earlier scenarios' ids (and
+    # their rows in a results file) as they were
+    s = {k: _plain(v) for k, v in s.items() if not (k in _ADDED_LATER and v == _ADDED_LATER[k])}
     key = {k: s[k] for k in sorted(s)} if options is None else {"scenario": s, "options": options}
     if definitions:             # only where a user entry is named: built-in names keep their ids
         key = {"scenario": key, "definitions": list(definitions)}

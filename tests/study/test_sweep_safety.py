@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from flowsolver import sweep
+import topologies as tp
 
 #: 8 scenarios in 4 batches (one per cluster size and message size, two technologies each)
 GRID = {"nodes": [1, 2], "link": ["ib_ndr", "ib_hdr"], "size": [2**20, 2**24], "algorithm": ["ring"]}
@@ -372,3 +373,19 @@ def test_a_sweep_file_past_the_limit_is_refused_with_its_count(tmp_path, capsys)
     path.write_text("[sweep]\nmax_scenarios = 3\n[grid]\nnodes = [1, 2]\nsize = [1024, 2048]\n")
     assert main(["sweep", str(path), "--no-progress"]) == 2
     assert "grid: 4 scenarios (2 nodes x 2 size), more than max_scenarios=3" in capsys.readouterr().err
+
+
+def test_a_grid_sets_the_protocol_per_scenario():
+    """newuser26 #3: a sweep could not set the protocol (the TOML key was refused, options= set
+    one for every scenario) nor show what NCCL's choice ran. Each row now takes its grid's
+    protocol and reports chosen_protocol; a row without one keeps its id (results files resume)."""
+    from flowsolver import collective
+    from flowsolver._sweep import expand_grid, scenario_id
+    g = tp.rail_optimized(2)
+    df = sweep({"nodes": [2], "size": [2**24], "algorithm": ["ring"], "protocol": ["LL128", "Simple", None]},
+               progress=False, cache_dir=None)
+    for proto, row in zip(("LL128", "Simple", None), df.itertuples()):
+        want = collective(g, "all_reduce", 2**24, algorithm="ring", **({} if proto is None else {"protocol": proto}))
+        assert row.status == "ok" and row.time == want.time and row.chosen_protocol == want.protocol
+    plain = expand_grid({"nodes": [1], "size": [1050320], "algorithm": ["ring"]})[0]
+    assert scenario_id(plain) == "37774235719345e5"       # the id it had before the key existed
