@@ -10,7 +10,6 @@ from dataclasses import asdict
 
 import topologies as tp
 
-from ..collectives._option_values import nccl_release
 from ..routing import link_efficiency, policy_of
 from ._arguments import CliError, build_graph, cluster_label, parse_size
 from ._output import emit, said_warnings, to_json, writable
@@ -166,7 +165,7 @@ def _release_lacks(algorithm, op, version) -> str:
 
 
 def collective_table(args) -> None:
-    from ..collectives import SizeBelowElement, algorithm_of, collective, nccl_tests_collective
+    from ..collectives import SizeBelowElement, algorithm_of, collective, nccl_release, nccl_tests_collective
 
     args.plot = writable("--plot", args.plot)
     if args.plot and not args.compare:

@@ -121,6 +121,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._allowed": ("log_choices", "own_algorithms", "setting_choices"),
     "._host": ("HOST_CALL", "TORCH_CALL_OVERHEAD", "log_gpus_per_thread"),
     "._nccl_releases": ("lacking_algorithms",),     # (the CLI's header; not in __all__)
+    "._option_values": ("nccl_release",),           # (the CLI's newer-release note; not in __all__)
     "._nccl_timing": ("transfer_of",),              # (the CLI's share of a row's time in transfers)
 })
 
