@@ -103,6 +103,16 @@ def _transports(graph) -> dict:
                         name = None
                 out[d.get("server")] = name
                 break
+    # a server cabled to no fabric (a one-server cluster) runs under its cluster's link's
+    # transport, where the builder names one (the job's NCCL settings, not a cable's)
+    link = (graph.graph.get("params") or {}).get("link")
+    try:
+        fallback = tp.get_link(link).transport if isinstance(link, str) else None
+    except ValueError:
+        fallback = None
+    if fallback is not None:
+        for server in {graph.nodes[ix.nodes[i]].get("server") for i in np.flatnonzero(ix.kind == "gpu")}:
+            out.setdefault(server, fallback)
     return out
 
 
@@ -339,17 +349,19 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
     # NCCL turns NVLS off where a node holds fewer than two of the communicator's GPUs
     # (src/transport/nvls.cc, ncclNvlsInit: gpuCount < 2): nothing to reduce in the switch
     nvls = nvswitch and generation in NVLS_EFFICIENCY_BY_GENERATION and min(len(g) for g in layout.groups) >= 2
-    extra = {}
-    if n_nodes > 1:         # across nodes: the network transport's reported latency and settings
+    # the network transport's NCCL settings (NCCL_PROTO, NCCL_NVLS_ENABLE) are the job's
+    # environment: every communicator of it runs under them, one node's too (newuser26 #1: one
+    # A3 Mega VM under GCP's TCPXO profile ran NVLS and LL, which its settings turn off)
+    transport = server_transport(graph, graph.nodes[gpus[0]].get("server"))
+    nvls = nvls and transport.nvls
+    extra = dict(protocols=transport.protocols,
+                 transport=transport.name if transport.protocols != PROTOCOLS or (nvswitch and not transport.nvls)
+                 else "")
+    if n_nodes > 1:         # across nodes: the network transport's reported latency
         near = near_nics_of(graph, gpus)        # (one look-up of the graph's memo for every group)
         egress = _egress_table(graph, efficiency)       # (one look-up of the routing index for every group)
-        transport = server_transport(graph, graph.nodes[gpus[0]].get("server"))
-        nvls = nvls and transport.nvls
-        extra = dict(net_latency=transport.net_latency, hop_latency=transport.hop_latency,
+        extra.update(net_latency=transport.net_latency, hop_latency=transport.hop_latency,
                      rendezvous_above=transport.rendezvous_above, rendezvous_cost=transport.rendezvous_cost,
-                     protocols=transport.protocols,
-                     transport=transport.name if transport.protocols != PROTOCOLS or (nvswitch and not transport.nvls)
-                     else "",
                      net_bw=min(_egress([near[i] for i in group], egress)
                                 for group in layout.groups))
     # the hosts' CPU (each GPU node's ``cpu``; NCCL's cpuVendor is MIXED where they differ)

@@ -68,3 +68,22 @@ def test_a_refusal_names_the_transports_settings(link, kw, said):
     with pytest.raises(ValueError) as plain:        # a link whose transport limits nothing says nothing of one
         collective(tp.rail_optimized(2), "all_reduce", 16 * MIB, algorithm="tree", protocol="LL128", nccl_version="2.3")
     assert "network transport" not in str(plain.value)
+
+
+def test_a_transports_settings_hold_on_one_node_too():
+    """newuser26 #1: GCP's TCPXO profile (NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0) and the Alps hook
+    (NCCL_PROTO=^LL128) are the job's environment, yet one node under them ran NVLS and LL: 465
+    GB/s busbw at 1 GiB on one A3 Mega VM where its ring runs ~360. Every communicator of the
+    job now runs under them: a one-node cluster's, and a node's TP group in a larger one."""
+    one = tp.rail_optimized(1, link="tcpxo_200g")
+    r = collective(one, "all_reduce", 1 << 30)
+    assert (r.algorithm, r.protocol) == ("ring", "Simple")
+    assert r.time == collective(tp.rail_optimized(1), "all_reduce", 1 << 30, algorithm="ring", protocol="Simple").time
+    with pytest.raises(ValueError, match="gcp_tcpxo's NCCL settings run Simple only, NVLS off"):
+        collective(one, "all_reduce", 1 << 30, algorithm="nvls")
+    two = tp.rail_optimized(2, link="tcpxo_200g")
+    inside = collective(two, "all_reduce", 1 << 20, ranks=list(range(8)))       # one node of two
+    assert inside.protocol == "Simple" and inside.algorithm != "nvls"
+    alps = collective(tp.rail_optimized(1, link="slingshot_200g"), "all_reduce", 1 << 24, algorithm="ring")
+    assert alps.protocol != "LL128"
+    assert collective(tp.rail_optimized(1), "all_reduce", 1 << 24, algorithm="ring").protocol == "LL128"
