@@ -394,8 +394,7 @@ def _plain(value):
     return value
 
 
-#: grid parameters added after the first results files, with their defaults (``protocol``: 2026-12-07)
-_ADDED_LATER = {"protocol": None}
+_ADDED_LATER = {"protocol": None}       # grid parameters added since the first results files: defaults
 
 
 def scenario_id(s: dict, options: str | None = None, definitions: tuple = ()) -> str:
@@ -415,8 +414,7 @@ def scenario_id(s: dict, options: str | None = None, definitions: tuple = ()) ->
     >>> scenario_id({"link": "mine"}, definitions=("400G",)) == scenario_id({"link": "mine"}, definitions=("100G",))
     False
     """
-    # a parameter added to the grid since, at its default, leaves the earlier scenarios' ids (and
-    # their rows in a results file) as they were
+    # (a parameter added since, at its default, keeps the earlier ids: results files resume)
     s = {k: _plain(v) for k, v in s.items() if not (k in _ADDED_LATER and v == _ADDED_LATER[k])}
     key = {k: s[k] for k in sorted(s)} if options is None else {"scenario": s, "options": options}
     if definitions:             # only where a user entry is named: built-in names keep their ids
