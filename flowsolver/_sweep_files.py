@@ -22,13 +22,12 @@ import topologies as tp
 from topologies.links import _BUILTIN as _BUILTIN_LINKS
 from topologies.servers import _BUILTIN_SERVERS
 
-#: result columns and their types; each is named as the result field it copies
-#: (CollectiveResult.time / algbw / busbw, StepResult.step_time / tokens_per_s / speedup /
-#: comm_overhead; ``chosen_algorithm`` is the result's ``algorithm``, since the parameter
-#: ``algorithm`` holds what was asked for, often "auto"; ``chosen_protocol`` a collective's ``protocol``)
+#: result columns and their types, each named as the result field it copies (CollectiveResult.time
+#: / algbw / busbw, StepResult.step_time / tokens_per_s / speedup / comm_overhead; ``chosen_algorithm``
+#: / ``chosen_protocol`` the result's ``algorithm`` / ``protocol``: the parameters hold what was asked)
 METRICS = {"status": str, "error": str, "gpus": "Int64", "time": float, "algbw": float, "busbw": float,
-           "chosen_algorithm": str, "chosen_protocol": str, "bottleneck_tier": str, "step_time": float, "tokens_per_s": float,
-           "speedup": float, "comm_overhead": float}
+           "chosen_algorithm": str, "chosen_protocol": str, "bottleneck_tier": str, "step_time": float,
+           "tokens_per_s": float, "speedup": float, "comm_overhead": float}
 
 #: the range each numeric metric of a finished (status ok) row lies in: (least, whether it may
 #: equal it, greatest). An ok collective has a finite time (an infinite one is "stalled") for a
