@@ -86,7 +86,8 @@ def _collective_kw(s, options=None):
 def _metrics_collective(r, g) -> dict:
     # the longest step's bottleneck tier (CollectiveResult.bottleneck_tier, as the CLI prints it)
     return dict(status=Status.OK.label, error="", gpus=len(tp.gpus(g)), time=r.time, algbw=r.algbw,
-                busbw=r.busbw, chosen_algorithm=r.algorithm, chosen_protocol=r.protocol, bottleneck_tier=r.bottleneck_tier)
+                busbw=r.busbw, chosen_algorithm=r.algorithm, chosen_protocol=r.protocol,
+                bottleneck_tier=r.bottleneck_tier)
 
 
 def _run_train(s, g, options=None) -> dict:
@@ -235,7 +236,8 @@ def sweep(grid, *, out=None, resume: bool = True, progress: bool = True, shard=N
     pandas.DataFrame
         One row per scenario: ``id``, the parameters, ``status``, ``error`` and the metrics
         ``gpus``, ``chosen_algorithm`` (what ``"auto"`` picked; for training
-        the phase with the most exposed time), ``chosen_protocol`` (a collective's), ``bottleneck_tier``; with collectives in the
+        the phase with the most exposed time), ``chosen_protocol`` (a collective's),
+        ``bottleneck_tier``; with collectives in the
         grid ``time`` (s), ``algbw``, ``busbw`` (bytes/s); with training ``step_time`` (s),
         ``tokens_per_s``, ``speedup``, ``comm_overhead``; last ``flowsolver_version``.
 

@@ -26,7 +26,8 @@ COLLECTIVE_METRICS = ("time", "algbw", "busbw")
 TRAIN_METRICS = ("step_time", "tokens_per_s", "speedup", "comm_overhead")
 DEFAULTS = dict(task="collective", family="rail_optimized", link="ib_ndr", server=None, oversubscription=1.0,
                 fail_fraction=0.0, seed=0, policy="ecmp", subflows=1, ranks=None, op="all_reduce", size=2**30,
-                algorithm="auto", protocol=None, channels=None, model="llama-3-70b", tp=8, pp=1, dp=None, ep=1, cp=1, vp=1,
+                algorithm="auto", protocol=None, channels=None,
+                model="llama-3-70b", tp=8, pp=1, dp=None, ep=1, cp=1, vp=1,
                 global_batch=None, micro_batch=1, zero=1, dp_overlap=1.0, compute_efficiency=None,
                 precision="bf16")
 #: the most scenarios a grid may expand to unless told (``max_scenarios=``): each is a dict in
