@@ -15,8 +15,8 @@ network plugin for it tells NCCL and what NCCL settings the platform ships with 
   are ~175 us on p4d and ~70 us on p5 (below).
 * ``protocols``: the protocols the transport's recommended NCCL environment leaves on
   (``NCCL_PROTO``);
-* ``nvls``: whether that environment leaves NVLS on (``NCCL_NVLS_ENABLE``): off, no
-  NVLSTree across nodes.
+* ``nvls``: whether that environment leaves NVLS on (``NCCL_NVLS_ENABLE``): off, no NVLS
+  inside a node and no NVLSTree across nodes.
 * ``rendezvous_above`` / ``rendezvous_cost``: a transport whose messages above a size move by
   a *rendezvous*, the payload pulled from the sender by a Get once the receiver has matched the
   message's header, takes a network round trip more for each such message than one written
@@ -26,8 +26,8 @@ network plugin for it tells NCCL and what NCCL settings the platform ships with 
   ``rendezvous_cost`` (s) more (:func:`flowsolver.collectives._pipeline.pipeline_time`). NCCL's
   tuner does not know of it: it chooses as before. None (the default): no rendezvous.
 
-The settings apply to communicators that cross nodes (a run inside one node does not use the
-network plugin). A link technology without a transport uses :data:`DEFAULT_TRANSPORT`
+The latencies apply to communicators that cross nodes; the NCCL settings (``protocols``, ``nvls``)
+are the job's environment and apply to every communicator, one node's too. A link technology without a transport uses :data:`DEFAULT_TRANSPORT`
 (NCCL's own InfiniBand / RoCE verbs and socket transports, which report no latency and
 change no setting).
 
@@ -61,7 +61,7 @@ class Transport:
     protocols : tuple of str
         NCCL protocols left on (a non-empty subset of ``("LL", "LL128", "Simple")``).
     nvls : bool
-        Whether NVLS (NVLSTree across nodes) stays on.
+        Whether NVLS (and NVLSTree across nodes) stays on.
     source : str
         Where the figures come from.
     hop_latency : float or None

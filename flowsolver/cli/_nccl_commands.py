@@ -244,10 +244,10 @@ def collective_table(args) -> None:
         lines.insert(1, f"# {', '.join(str(b) for b, _ in below)} B left out: {below[0][1].partition(', got')[0]} "
                         "(nccl-tests runs such a size as a call of 0 bytes)")
     if set(reductions) != {("sum", "float")}:
-        if op in ("all_reduce", "reduce_scatter"):
+        if op in ("all_reduce", "reduce_scatter", "reduce"):
             kinds = ", ".join(f"{r} of {d}" for r, d in dict.fromkeys(reductions))
             lines.insert(1, f"# reduction {kinds} (nccl-tests -o / -d: NCCL's NVLS and PAT run only some)")
-        else:       # no reduction to name (newuser26 #8: an all-gather's header said "reduction sum")
+        elif any(d != "float" for _, d in reductions):  # no reduction to name (newuser26 #8: "reduction sum")
             kinds = ", ".join(dict.fromkeys(d for _, d in reductions))
             lines.insert(1, f"# data type {kinds} (nccl-tests -d)")
     if per_thread > 1:

@@ -15,7 +15,7 @@ from ..routing import RoutingError, gpu_nodes, policy_of, unchanged
 from ._calibration import checked_model
 from ._lockstep import row_groups
 from ._allowed import only_of
-from ._hardware import describe, nvlink_edges
+from ._hardware import describe, nvlink_edges, transport_settings
 from ._layout import edge_index
 from ._p2p import channels_run, least_transfer, nccl_view
 from ._algorithms import NCCL_ALGORITHMS
@@ -120,6 +120,30 @@ def solve_collective(graph, op, size, rank_groups, algorithm, options: Options, 
                     raise
                 out.append(_on_shared_routes(variants, call, [i], communicator)[0])
         return out
+    if communicator == "each":
+        # graphs whose network transports set other NCCL settings have other candidates (NVLS off
+        # over TCPXO): planned apart, each group as alone (review26 F1: a TCPXO graph first left the
+        # NDR graph without NVLSTree, 285 us against its 208 alone)
+        groups: dict = {}
+        for i, v in enumerate(variants):
+            groups.setdefault(transport_settings(v), []).append(i)
+        if len(groups) > 1:
+            out, refused = [None] * len(variants), []
+            for members in groups.values():
+                try:
+                    results = _on_shared_routes([variants[i] for i in members], call, range(len(members)),
+                                                communicator)
+                except ValueError as err:       # every graph of the group refuses: each FAILED
+                    if isinstance(err, RoutingError):
+                        raise
+                    refused.append(err)
+                    p = len(gpu_nodes(variants[0]) if rank_groups[0] is None else rank_groups[0])
+                    results = [_failed(call, p, None, str(err)) for _ in members]
+                for i, r in zip(members, results):
+                    out[i] = r
+            if len(refused) == len(groups):     # no graph runs the call: as collective() says
+                raise refused[0]
+            return out
     return _on_shared_routes(variants, call, range(len(variants)), communicator)
 
 
@@ -159,17 +183,19 @@ def _on_shared_routes(variants, call: Call, which, communicator: str = "first") 
     stalled = (f"a collective step cannot complete: one of its flows crosses a failed (zero-capacity) link on its "
                f"route, the route graphs[{r}] gives it (collective_variants routes every variant on the first "
                "graph that routes; collective() on this graph routes around its failed links where a path is left)")
-    return [_failed(call, planned, scenario, refused[i]) if i in refused else
+    return [_failed(call, planned.p, scenario.links, refused[i]) if i in refused else
             _result(graph, call, planned, scenario, {}, hw, stalled) for i, scenario, hw in zip(which, timed, hws)]
 
 
-def _failed(call: Call, planned: Planned, scenario: TimedScenario, message: str) -> CollectiveResult:
+def _failed(call: Call, ranks: int, links, message: str) -> CollectiveResult:
     """A variant's result where its own communicator refuses the call (``message``, what
-    :func:`collective` on it raises): status FAILED, no time."""
+    :func:`collective` on it raises): status FAILED, no time, no protocol; ``links`` its
+    LinkTable where its steps were routed (None where its group planned nothing)."""
     algorithm = call.algorithm if isinstance(call.algorithm, str) else ",".join(call.algorithm)
-    return CollectiveResult(op=call.op, algorithm=algorithm, size=float(call.size), ranks=planned.p, time=np.nan,
-                            algbw=np.nan, busbw=np.nan, steps=(), link_utilization=np.zeros(len(scenario.links.capacity)),
-                            links=scenario.links, status=Status.FAILED, message=message, nccl=False)
+    busy = np.zeros(0 if links is None else len(links.capacity))
+    return CollectiveResult(op=call.op, algorithm=algorithm, size=float(call.size), ranks=ranks, time=np.nan,
+                            algbw=np.nan, busbw=np.nan, steps=(), link_utilization=busy, links=links,
+                            status=Status.FAILED, message=message, protocol="", nccl=False)
 
 
 def solve_collectives(graph, calls) -> list:

@@ -116,6 +116,18 @@ def _transports(graph) -> dict:
     return out
 
 
+def transport_settings(graph) -> tuple:
+    """The NCCL settings the network transports of ``graph``'s servers set, each once (sorted
+    ``(protocols, nvls)`` pairs): graphs alike but for these have other NCCL candidates.
+
+    >>> import topologies as tp
+    >>> transport_settings(tp.rail_optimized(2)), transport_settings(tp.rail_optimized(2, link="tcpxo_200g"))
+    (((('LL', 'LL128', 'Simple'), True),), ((('Simple',), False),))
+    """
+    names = set(graph_memo(graph, "nic_transports", lambda: _transports(graph)).values()) or {None}
+    return tuple(sorted({(tp.get_transport(n).protocols, tp.get_transport(n).nvls) for n in names}))
+
+
 def server_transport(graph, server) -> tp.Transport:
     """The :class:`topologies.Transport` NCCL drives ``server``'s NICs with: the one its NIC
     cables name (edge attribute ``transport``, else the link catalogue's), else NCCL's own.
@@ -353,10 +365,10 @@ def describe(graph, ranks, layout, channels=None, efficiency=None, pxn=True, nvl
     # environment: every communicator of it runs under them, one node's too (newuser26 #1: one
     # A3 Mega VM under GCP's TCPXO profile ran NVLS and LL, which its settings turn off)
     transport = server_transport(graph, graph.nodes[gpus[0]].get("server"))
+    nvls_off = nvls and not transport.nvls
     nvls = nvls and transport.nvls
-    extra = dict(protocols=transport.protocols,
-                 transport=transport.name if transport.protocols != PROTOCOLS or (nvswitch and not transport.nvls)
-                 else "")
+    extra = dict(protocols=transport.protocols, nvls_off_by_transport=nvls_off,
+                 transport=transport.name if transport.protocols != PROTOCOLS or nvls_off else "")
     if n_nodes > 1:         # across nodes: the network transport's reported latency
         near = near_nics_of(graph, gpus)        # (one look-up of the graph's memo for every group)
         egress = _egress_table(graph, efficiency)       # (one look-up of the routing index for every group)

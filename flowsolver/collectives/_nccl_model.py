@@ -115,6 +115,7 @@ class Hardware:
     rendezvous_above: float | None = None
     rendezvous_cost: float = 0.0
     transport: str = ""         # the network transport whose settings ``protocols`` / ``nvls`` carry ("": none)
+    nvls_off_by_transport: bool = False     # NVLS would run here but for the transport's NCCL_NVLS_ENABLE=0
 
     @property
     def hop_cost(self) -> float:

@@ -108,19 +108,23 @@ def why_not_tuned(algorithm, op, hw, options) -> str | None:
         wide = f"; NCCL_MAX_NVLS_ARITY: NVLS reduces or gathers on at most {NVLS_MAX_ARITY} ranks a node but for " \
             "all_reduce" if algorithm.startswith("nvls") and op != "all_reduce" and hw.ppn > NVLS_MAX_ARITY else ""
         return f"is not run by NCCL for {op} on these ranks ({what}{hw.ranks} ranks on {hw.nodes} node(s), " \
-               f"{hw.generation or 'unknown'} GPUs, {hw.channels} channels{wide}){_settings(hw)}"
+               f"{hw.generation or 'unknown'} GPUs, {hw.channels} channels{wide}){_settings(algorithm, op, hw, options)}"
     if not any(runs(algorithm, p, op, hw, options) for p in _protocols(options)):
         return f"runs with {', '.join(p for p in PROTOCOLS if on(p))} only (NCCL), got protocol " \
-               f"{options.protocol!r}{_settings(hw)}"
+               f"{options.protocol!r}{_settings(algorithm, op, hw, options)}"
     return None
 
 
-def _settings(hw) -> str:
-    """What the network transport's NCCL settings leave NCCL, where they limit it (newuser26:
-    a refusal named ranks and channels, not the link's NCCL_PROTO / NCCL_NVLS_ENABLE)."""
+def _settings(algorithm, op, hw, options) -> str:
+    """What the network transport's NCCL settings leave NCCL, where they are why ``algorithm``
+    does not run (newuser26: a refusal named ranks and channels, not the link's NCCL_PROTO /
+    NCCL_NVLS_ENABLE; review26 F4: and only where the settings are the cause)."""
     if not hw.transport:
         return ""
-    off = "" if hw.nvls else ", NVLS off"
+    freed = replace(hw, protocols=PROTOCOLS, nvls=hw.nvls or hw.nvls_off_by_transport)
+    if not any(runs(algorithm, p, op, freed, options) for p in _protocols(options)):
+        return ""                       # refused whatever the settings
+    off = ", NVLS off" if hw.nvls_off_by_transport else ""
     return f"; the network transport {hw.transport}'s NCCL settings run {', '.join(hw.protocols)} only{off}"
 
 

@@ -87,7 +87,7 @@ def refusal(op, algorithm, p, distinct, options) -> str | None:
         return None
     hw = distinct[0][1]
     limited = "" if hw.protocols == PROTOCOLS else \
-        f" (the network transport's NCCL settings run {', '.join(hw.protocols)} only across nodes)"
+        f" (the network transport {hw.transport}'s NCCL settings run {', '.join(hw.protocols)} only)"
     among = "" if algorithm == "auto" else f" among {', '.join(only_of(algorithm))}"
     return f"no algorithm for {op}{among} can run on these ranks with protocol {options.protocol!r}{limited}"
 

@@ -87,3 +87,19 @@ def test_a_transports_settings_hold_on_one_node_too():
     alps = collective(tp.rail_optimized(1, link="slingshot_200g"), "all_reduce", 1 << 24, algorithm="ring")
     assert alps.protocol != "LL128"
     assert collective(tp.rail_optimized(1), "all_reduce", 1 << 24, algorithm="ring").protocol == "LL128"
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_auto_on_each_graph_chooses_among_its_own_candidates(order):
+    """review26 F1: with algorithm="auto" the candidates came from the first graph that planned
+    the call: a TCPXO graph first (NVLS off) left an NDR graph without NVLSTree (285 us as a tree
+    against 208 alone); a sweep over links gave the NDR row that number. Graphs whose transports
+    set other NCCL settings are planned apart: each as alone, in either order."""
+    graphs = [tp.rail_optimized(2, link="tcpxo_200g"), tp.rail_optimized(2)]
+    graphs = graphs if order == 0 else graphs[::-1]
+    for r, g in zip(collective_variants(graphs, "all_reduce", 16 * MIB, communicator="each"), graphs):
+        alone = collective(g, "all_reduce", 16 * MIB)
+        assert (r.algorithm, r.protocol, r.time) == (alone.algorithm, alone.protocol, alone.time)
+    out = collective_variants(graphs, "all_reduce", 16 * MIB, algorithm="nvls_tree", communicator="each")
+    bad = out[0] if order == 0 else out[1]
+    assert bad.status == Status.FAILED and bad.protocol == "" and "NVLS off" in bad.message

@@ -125,14 +125,15 @@ def test_tcpxo_profile_runs_simple_without_nvls_across_nodes():
     # tree Simple on 2 x 8: 8.4 + 2 (7 x 4.0 + 14.0) = 92.4 us (LL would be 25.2 us)
     assert r.protocol == "Simple" and r.time * 1e6 == pytest.approx(92.4, abs=0.1)
     assert all(k.endswith("/Simple") for k in r.estimates) and "nvls_tree/Simple" not in r.estimates
-    with pytest.raises(ValueError, match="run Simple only across nodes"):
+    with pytest.raises(ValueError, match="the network transport gcp_tcpxo's NCCL settings run Simple only"):
         fs.collective(g, "all_reduce", 8, protocol="LL")
     with pytest.raises(ValueError, match="nvls_tree"):
         fs.collective(g, "all_reduce", 2**30, algorithm="nvls_tree")
-    # inside one node the network plugin's settings do not apply: NVLS and LL stay on
+    # the settings are the job's environment: inside one node too (newuser26 #1), Simple without NVLS
     one = _cluster("tcpxo_200g", nodes=1)
-    assert fs.collective(one, "all_reduce", 8).protocol == "LL"
-    assert fs.collective(one, "all_reduce", 2**30, algorithm="nvls").algorithm == "nvls"
+    assert fs.collective(one, "all_reduce", 8).protocol == "Simple"
+    with pytest.raises(ValueError, match="NVLS off"):
+        fs.collective(one, "all_reduce", 2**30, algorithm="nvls")
 
 
 def test_an_unregistered_link_carries_its_transport_on_the_edges():

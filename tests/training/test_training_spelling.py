@@ -199,4 +199,4 @@ def test_fp8_param_gather_needs_an_fp8_step(g16):
     fp8 = Schedule(precision="fp8")
     on = training_step(g16, "llama-3-8b", Parallelism(zero=3, fp8_param_gather=True), fp8)
     off = training_step(g16, "llama-3-8b", Parallelism(zero=3), fp8)
-    assert on.step_time <= off.step_time
+    assert on.step_time < off.step_time          # half the linears' gather bytes: a shorter step
