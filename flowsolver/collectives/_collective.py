@@ -433,7 +433,8 @@ def collective_variants(graphs, op: str, size: float, *, ranks=None, algorithm: 
     ``"each"``, a variant whose own communicator cannot run the call (an algorithm or protocol
     its network transport's NCCL settings leave off: NVLSTree over GCP TCPXO, LL128 over
     Slingshot) reports ``Status.FAILED`` with the message :func:`collective` on it raises
-    (NaN time); the others are timed as alone.
+    (NaN time); the others are timed as alone (graphs whose transports set other NCCL settings
+    are planned apart, each choosing among its own candidates).
 
     >>> import topologies as tp
     >>> ndr, hdr = tp.rail_optimized(2), tp.rail_optimized(2, link="ib_hdr")
