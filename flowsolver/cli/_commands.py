@@ -59,7 +59,9 @@ def train(args) -> None:
         return
     etp = r.profile.layout.etp
     lines = [f"{r.model} on {r.gpus} GPUs (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}"
-             + (f", expert tp {etp}" if r.ep > 1 or etp != r.tp else "") + "), "
+             + (f", expert tp {etp}" if r.ep > 1 or etp != r.tp else "")
+             # what --vp / --micro-batch auto chose, in the first line (newuser26 #8)
+             + (f", vp {r.vp}" if r.pp > 1 else "") + f", micro-batch {r.micro_batch}), "
              f"{r.global_batch} sequences per step, recompute {r.schedule.recompute}{_tp_overlap_said(r)}"
              + (f"; collectives calibrated by {args.calibration}" if options["model"] is not None else ""),
              f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "

@@ -152,7 +152,7 @@ def test_train_and_its_formats(capsys):
     argv = ["train", "--nodes", "2", "--model", "llama-3-8b", "--global-batch", "16"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "llama-3-8b on 16 GPUs (tp 8, pp 1, dp 2, ep 1)" in out and "communication overhead" in out
+    assert "llama-3-8b on 16 GPUs (tp 8, pp 1, dp 2, ep 1, micro-batch 1)" in out and "communication overhead" in out
     assert main(argv + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {p["phase"] for p in data["phases"]} == {"tp", "dp"} and 0 < data["summary"]["comm_overhead"] < 1
@@ -906,3 +906,15 @@ def test_headers_say_what_was_built_and_what_an_op_has(capsys):
     by = {r[1]: r for r in rows}
     assert by["nvlink"][-2:] == ["not", "billed"] and by["pcie"][-2:] == ["not", "billed"]
     assert float(by["access"][-1]) > 0
+
+
+def test_train_headline_gives_what_auto_chose(capsys):
+    """newuser26 #8: with --vp auto --micro-batch auto the chosen values were only in the list
+    after the table; the headline now gives them, as the step ran them."""
+    argv = ["train", "--nodes", "2", "--model", "llama-3-8b", "--tp", "4", "--pp", "2", "--global-batch", "32",
+            "--vp", "auto", "--micro-batch", "auto"]
+    assert main(argv) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert main(argv + ["--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert f"vp {summary['vp']}, micro-batch {summary['micro_batch']})" in head
