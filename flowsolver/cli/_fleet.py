@@ -321,7 +321,10 @@ def goodput(args) -> None:
     s = r.summary()
     lost = s.pop("lost_fraction")
     lines = [f"# {args.days:g} days on {len(tp.gpus(graph))} GPUs ({cluster_label(args)}), {s['trajectories']} "
-             f"trajectories: step {s['healthy_step_time']:.3f} s healthy",
+             f"trajectories: step {s['healthy_step_time']:.3f} s healthy"
+             # which collective a step times, and by what (newuser26 #8: ring where collective's default is auto)
+             + (f" ({workload['op']} of {args.size} by {workload['algorithm']} each step)"
+                if isinstance(workload, dict) and "op" in workload else ""),
              f"interruptions per run {s['interruptions_mean']:.1f} (MTBF {s['mtbf_hours']:.2f} h); checkpoint "
              f"{s['checkpoint_cost']:.1f} s"
              + (f" ({args.checkpoint_bytes} per GPU through {args.storage_ports} storage ports)"

@@ -918,3 +918,14 @@ def test_train_headline_gives_what_auto_chose(capsys):
     assert main(argv + ["--json"]) == 0
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert f"vp {summary['vp']}, micro-batch {summary['micro_batch']})" in head
+
+
+def test_goodput_header_names_the_collective_it_times(capsys):
+    """newuser26 #8: goodput times its step's collective by the ring where the op has one
+    (collective's default is NCCL's choice) and did not say so."""
+    assert main(["goodput", "--nodes", "2", "--checkpoint-cost", "30", "--restart", "300", "--trajectories", "20",
+                 "--days", "2"]) == 0
+    assert "(all_reduce of 1G by ring each step)" in capsys.readouterr().out.splitlines()[0]
+    assert main(["goodput", "--nodes", "2", "--checkpoint-cost", "30", "--restart", "300", "--trajectories", "20",
+                 "--days", "2", "--algorithm", "tree"]) == 0
+    assert "by tree each step" in capsys.readouterr().out.splitlines()[0]
