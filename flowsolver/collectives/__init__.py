@@ -88,7 +88,7 @@ per built-in (op, algorithm)), ``_options`` (the public :class:`CollectiveOption
 resolved options, built once),
 ``_bound`` (the pruning lower bound), ``_solve`` (routing and solving steps;
 its records ``Job``, ``SolvedStep``, ``Timed``, ``TimedScenario``), ``_results``
-(result types), ``_collective`` (:func:`collective`, :func:`collective_variants`) and
+(result types), ``_collective`` (:func:`collective`), ``_variants`` (:func:`collective_variants`) and
 ``_concurrent`` (:func:`concurrent`, on :func:`flowsolver.timing.step_times`; :func:`concurrent_kinds`, several kinds
 of lockstep groups solved together).
 """
@@ -101,7 +101,8 @@ from .._lazy import lazy_exports
 # constants without importing JAX
 __getattr__, __dir__ = lazy_exports(__name__, {
     "._calibrate": ("Calibration", "calibrate", "capped_efficiencies"),   # (capped_efficiencies: the CLI's note)
-    "._collective": ("collective", "collective_variants"),
+    "._collective": ("collective",),
+    "._variants": ("collective_variants",),
     "._concurrent": ("concurrent", "concurrent_kinds"),
     "._channels": ("nccl_channels", "nccl_graph_channels"),
     "._jax": ("collective_time",),
@@ -127,7 +128,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 
 if TYPE_CHECKING:   # what the names above are, for type checkers, readers and tests/test_package.py
     from ._calibrate import Calibration, calibrate, capped_efficiencies
-    from ._collective import collective, collective_variants
+    from ._collective import collective
+    from ._variants import collective_variants
     from ._concurrent import concurrent, concurrent_kinds
     from ._channels import nccl_channels, nccl_graph_channels
     from ._host import HOST_CALL, TORCH_CALL_OVERHEAD, log_gpus_per_thread

@@ -125,7 +125,7 @@ def transport_settings(graph) -> tuple:
     (((('LL', 'LL128', 'Simple'), True),), ((('Simple',), False),))
     """
     names = set(graph_memo(graph, "nic_transports", lambda: _transports(graph)).values()) or {None}
-    return tuple(sorted({(tp.get_transport(n).protocols, tp.get_transport(n).nvls) for n in names}))
+    return tuple(sorted({(t.protocols, t.nvls) for t in map(tp.get_transport, names)}))
 
 
 def server_transport(graph, server) -> tp.Transport:

@@ -61,7 +61,7 @@ def _check_threads(n, p, laid) -> None:
     each server (adv26 F3: 16 on two 8-GPU servers, 3 of 16 ranks were taken and slowed the call)."""
     per_server = sorted({len(g) for _, layout in laid for g in layout.groups})
     if p % n or any(k % n for k in per_server):
-        on = f"{per_server[0]}" if len(per_server) == 1 else f"{', '.join(map(str, per_server))}"
+        on = ", ".join(map(str, per_server))
         raise ValueError(f"gpus_per_thread must divide the GPUs the call has on each server ({on} of its {p}: one "
                          f"nccl-tests thread drives -g of its process's GPUs on one server, every process as "
                          f"many), got {n}")
