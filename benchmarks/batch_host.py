@@ -8,6 +8,9 @@ of the same call, made before the clock starts, so the wall time is the host's w
     python benchmarks/batch_host.py --sizes 256,1024   # some sizes
     python benchmarks/batch_host.py --kernel-only      # replay the kernel alone (the gathers run)
 
+Each size is timed with every link's load and utilization returned (``per_link=True``, the
+default) and without (``per_link=False``: rates and bottlenecks only), alternately.
+
 On this repository's 2-core CPU: 57-93 us a scenario at every size (docs/performance.md).
 With several devices the sharded kernel is replayed in place of the single-device one.
 """
@@ -41,11 +44,13 @@ def main(argv=None) -> int:
     rm = fs.route(g, fs.Flows.ring(len(tp.gpus(g)), 1e9))
     print(f"ring over {len(tp.gpus(g))} GPUs, {rm.n_links:,} links; device={args.device} ({jax.default_backend()}); "
           f"replayed: {', '.join(replay)}")
-    print(f"{'scenarios':>10} {'host ms':>9} {'us a scenario':>14}")
+    print(f"{'scenarios':>10} {'per_link':>9} {'host ms':>9} {'us a scenario':>14}")
     for B in (int(x) for x in args.sizes.split(",")):
         caps = failure_caps(rm, B)
-        best, _ = host_seconds(lambda: fs.max_min_fair(rm, capacity=caps, device=args.device), args.repeat, replay)
-        print(f"{B:10,d} {best * 1e3:9.1f} {best / B * 1e6:14.1f}", flush=True)
+        for per_link in (True, False):
+            best, _ = host_seconds(lambda: fs.max_min_fair(rm, capacity=caps, device=args.device, per_link=per_link),
+                                   args.repeat, replay)
+            print(f"{B:10,d} {str(per_link):>9} {best * 1e3:9.1f} {best / B * 1e6:14.1f}", flush=True)
     return 0
 
 

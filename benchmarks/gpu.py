@@ -207,6 +207,7 @@ def section_batch(quick):
           f"{_batch.bytes_per_scenario(sizes) / 1024:.0f} KiB a scenario estimated")
     caps = failure_caps(rm, 1024)
     _, t_cpu = best(lambda: solve(rm, "cpu", capacity=caps), repeat=1)
+    _, t_cpu_rates = best(lambda: solve(rm, "cpu", capacity=caps, per_link=False), repeat=1)
     for batch in ((256, 1024) if quick else (1024, 4096, 16384, 65536)):
         if time.perf_counter() - START > BUDGET_S - 30:
             print(f"  (batch {batch} skipped: budget)")
@@ -227,6 +228,18 @@ def section_batch(quick):
             chunk=_batch.chunk_size(batch, sizes, 1, _batch.free_memory()),
             peak_MB=None if device_peak() is None else round(device_peak() / 2**20),
             host_us_per_scenario=round(host / batch * 1e6, 1))
+        # rates and bottlenecks only (per_link=False): no per-link rows laid out or copied back
+        try:
+            b, t2 = best(lambda: solve(rm, "device", capacity=caps, per_link=False), repeat=1)
+            same = bool(np.array_equal(b.rates, a.rates))
+            host2, _ = host_seconds(lambda: solve(rm, "device", capacity=caps, per_link=False))
+        except Exception as exc:   # noqa: BLE001 - the row reports what failed
+            row("batch", f"{batch:,} scenarios float64, per_link=False", None, None, unit="scenarios/s",
+                error=repr(exc)[:160])
+            continue
+        row("batch", f"{batch:,} scenarios float64, per_link=False", batch / t2,
+            1024 / t_cpu_rates if batch == 1024 else None, unit="scenarios/s", target=50_000,
+            rates_equal=same, host_us_per_scenario=round(host2 / batch * 1e6, 1))
     caps = failure_caps(rm, 1024)
     _, t = best(lambda: solve(rm, "device", capacity=caps, dtype="float32"), repeat=1)
     row("batch", "1,024 scenarios float32", 1024 / t, unit="scenarios/s")

@@ -40,7 +40,8 @@ import numpy as np
 from . import _dense, _exact, _frontier, _settle
 from ..routing import MergedRouting
 from ._allocation import Allocation, allocation, expand
-from ._problem import _as_routing, _per, bucket_size, problem, trace_count
+from ._input_checks import per_item
+from ._problem import _as_routing, bucket_size, problem, trace_count
 from ._jax import make_fair_rates
 from ._placement import ensure_compilation_cache, placement, release_compiled_programs
 # for flowsolver's other packages (collectives, timing, the sweep's files), not in __all__
@@ -59,7 +60,8 @@ METHODS = {"frontier": _frontier, "dense": _dense, "exact": _exact}
 
 def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=None,
                  max_rounds: int | None = None, inner_rounds: int = 4,
-                 compact: bool | None = None, method: str = "auto", device="auto") -> Allocation:
+                 compact: bool | None = None, method: str = "auto", device="auto",
+                 per_link: bool = True) -> Allocation:
     """Weighted max-min fair rates of the flows of ``routing``.
 
     Parameters
@@ -100,6 +102,12 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
         ``_placement.AUTO_CPU_SLOTS`` flow-slots over all scenarios, where an accelerator's
         fixed cost per call is not repaid, else on JAX's default device (see
         ``flowsolver.solver._placement``, which also holds the persistent compilation cache).
+    per_link : bool
+        ``False`` leaves the per-link results out: the Allocation's ``link_load`` and
+        ``utilization`` are None (``A @ rates`` gives the loads). A batch then neither lays
+        them out nor copies them back, which is most of the host's work per scenario of a
+        large batch (a 1024-GPU ring's failure scenarios: 12 KB of rates and bottlenecks a
+        scenario instead of 127 KB; docs/performance.md).
 
     Returns
     -------
@@ -119,7 +127,7 @@ def max_min_fair(routing, capacity=None, *, weights=None, demands=None, dtype=No
     """
     if method != "auto" and method not in METHODS:
         raise ValueError(f"method must be 'auto', {', '.join(repr(m) for m in METHODS)}; got {method!r}")
-    prob, merged = problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds, compact)
+    prob, merged = problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds, compact, per_link)
     solve = METHODS[method].solve if method != "auto" else None
     if method == "auto":        # a method may run otherwise when auto picks it (``solve_auto``)
         method = next(name for name, m in METHODS.items() if m.eligible(prob))
@@ -206,10 +214,10 @@ def _solved_with(name, given, carried, n, default, what):
     """The capacity, weights or caps of an allocation: what it carries (an argument given
     beside it must agree), else the argument, else the routing's."""
     if carried is None:
-        return _per(name, given, n, default, what=what)
+        return per_item(name, given, n, default, what=what)
     carried = np.asarray(carried, dtype=np.float64)
     if given is not None:
-        mine = _per(name, given, n, default, what=what)
+        mine = per_item(name, given, n, default, what=what)
         if mine.shape[-1] != carried.shape[-1] or not np.array_equal(np.broadcast_to(mine, np.broadcast_shapes(
                 mine.shape, carried.shape)), np.broadcast_to(carried, np.broadcast_shapes(mine.shape, carried.shape))):
             raise ValueError(f"{name}: the allocation was solved with other {name} than those passed; leave "
@@ -235,7 +243,7 @@ def fair_rates(routing, capacity=None, demands=None, *, weights=None, method: st
     if isinstance(routing, MergedRouting):
         raise TypeError("routing: pass the unmerged RoutingMatrix")
     rm, _ = _as_routing(routing)
-    w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
+    w = per_item("weights", weights, rm.n_flows, rm.weights, what="flow")
     if w.ndim != 1:
         raise ValueError("weights: fair_rates solves one scenario (shape (flows,)); call it once per scenario "
                          "(the solve runs on the host: jax.vmap and jax.jit cannot trace it)")

@@ -38,10 +38,10 @@ class Allocation:
     ----------
     rates : array (flows,)
         Rate of each flow, bytes/s (``inf`` for an unbounded flow of a batched scenario).
-    link_load : array (links,)
-        ``A @ rates``, bytes/s.
-    utilization : array (links,)
-        ``link_load / capacity`` (0 on an unused zero-capacity link).
+    link_load : array (links,) or None
+        ``A @ rates``, bytes/s (None where :func:`max_min_fair` ran with ``per_link=False``).
+    utilization : array (links,) or None
+        ``link_load / capacity`` (0 on an unused zero-capacity link; None as ``link_load``).
     bottleneck : int array (flows,)
         A saturated link on which the flow has the largest ``rate / weight``, or -1 where
         the flow is held by its demand cap.
@@ -98,7 +98,9 @@ def allocation(problem: Problem, raw: Raw, ill=None) -> Allocation:
     """The Allocation of ``raw``: utilizations, ``inf`` rates for unbounded flows, statuses
     (``ill``: scenarios of a batch reported ``ILL_CONDITIONED``)."""
     rates, load, bneck, rounds, conv = raw[:5]
-    if raw.utilization is not None:
+    if not problem.per_link:            # (a single solve's method may have computed them)
+        load = util = None
+    elif raw.utilization is not None:
         util = raw.utilization
     else:
         capb = problem.capacity if problem.batch is None else np.broadcast_to(
@@ -116,7 +118,8 @@ def allocation(problem: Problem, raw: Raw, ill=None) -> Allocation:
         bad = np.zeros(problem.batch, dtype=bool)
         bad[list(problem.invalid)] = True
         status = np.where(bad, np.int32(Status.FAILED), status).astype(np.int32)
-        rates, load, util = (np.where(bad[:, None], np.nan, a).astype(a.dtype) for a in (rates, load, util))
+        rates, load, util = (None if a is None else np.where(bad[:, None], np.nan, a).astype(a.dtype)
+                             for a in (rates, load, util))
         cap, w, d = problem.given        # what was passed (the solve ran on harmless stand-ins)
     if problem.batch is None:
         status = Status(int(status))

@@ -29,6 +29,7 @@ import numpy as np
 
 from ._dense_kernel import _JITTED, _kernel, device_structure
 from ._placement import local_devices
+from ._input_checks import subnormal_rule
 from ._problem import CompactRouting, pad
 
 
@@ -116,7 +117,7 @@ def chunk_size(B: int, sizes, n_dev: int, free: int | None) -> int:
     return (1 << (fit.bit_length() - 1)) * n_dev
 
 
-def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
+def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner, *, per_link=True, scan_subnormal=False):
     """``B`` scenarios as one problem of disjoint copies (``_dense_kernel._Net``), in chunks that fit
     (:func:`chunk_size`), each sharded over the devices along the batch; unbounded flows
     start frozen; links no flow crosses are left out of the kernel (their load is 0).
@@ -124,7 +125,11 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     chunk's rows as they are and copies the results' rows: the gathers and padding
     (:func:`_prepare`) and the layout on every link (:func:`_layout`) run on the device, around
     the kernel compiled for the padded sizes (shared by every routing of the same buckets).
-    Returns host arrays with a leading scenario axis."""
+    Returns host arrays with a leading scenario axis (``per_link`` False: the loads and
+    utilizations None, neither laid out nor copied). ``scan_subnormal``: the capacity rows
+    (float64, a row per scenario) are scanned for subnormal numbers on the device, as the
+    gathers read them, rather than by a host pass over every row first; one found raises
+    ``ValueError`` as :meth:`~._problem.Problem.check_range` does."""
     L, N = rm.n_links, rm.n_flows
     used, segments = _kernel_links(rm)
     Lp, Np, Sp, Ep = sizes = segments.buckets(len(used), coarse=False)
@@ -134,7 +139,7 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
     arrays = segments.padded(sizes, len(used), coarse=False)
     chunk = chunk_size(B, (Lp, Np, Sp, Ep, arrays[3].shape[1], L), n_dev, free_memory())
     structure = device_structure(arrays, jdt)
-    with_util = jdt == jnp.float64
+    with_util = per_link and jdt == jnp.float64
     # the kernel link of each link (-1: none) and the link of each kernel link (-1: padding)
     where = np.full(L, -1, np.int32)
     where[used] = np.arange(len(used), dtype=np.int32)
@@ -155,25 +160,28 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
         # a short last chunk repeats its last scenario (one compiled shape); full ones are slices
         rows = slice(lo, hi) if hi - lo == chunk else np.arange(lo, lo + chunk).clip(max=B - 1)
         per = [o if one else put(a[rows]) for a, o, one in zip(rows_of, once, shared)]
-        capc, wc, dc, f0 = _prepare(*per, used_j, n_links=Lp, n_flows=Np, dtype=jdt.name)
+        capc, wc, dc, f0, tiny = _prepare(*per, used_j, n_links=Lp, n_flows=Np, dtype=jdt.name, scan=scan_subnormal)
         r, part_load, b, k, frozen = kernel(*structure, capc, wc, dc, f0, jnp.int32(max_rounds), jnp.int32(0))
-        full_load, full_util, bn, conv = _layout(part_load, capc, b, frozen, used_j, where_j, with_util=with_util)
-        return r, full_load, full_util, bn, k, conv
+        full_load, full_util, bn, conv = _layout(part_load, capc, b, frozen, used_j, where_j, with_util=with_util,
+                                                 with_load=per_link)
+        return r, full_load, full_util, bn, k, conv, tiny
 
     if chunk >= B:
         # one call: its rows are the results, copied once from the device's arrays (not into
         # arrays allocated first and filled: a second pass over each scenario's 126 KB on the ring)
-        r, full_load, full_util, bn, k, conv = (None if x is None else np.array(np.asarray(x)[:B] if w is None else
-                                                                                np.asarray(x)[:B, :w])
-                                                for x, w in zip(call(0, B), (N, L, L, N, None, None)))
+        r, full_load, full_util, bn, k, conv, tiny = (None if x is None else np.array(np.asarray(x)[:B] if w is None
+                                                                                      else np.asarray(x)[:B, :w])
+                                                      for x, w in zip(call(0, B), (N, L, L, N, None, None, None)))
+        _refuse_subnormal(cap, tiny)
         return r, full_load, bn, k, conv, full_util
     rates = np.empty((B, N), dtype)
-    load = np.empty((B, L), dtype)
+    load = np.empty((B, L), dtype) if per_link else None
     util = np.empty((B, L), dtype) if with_util else None
     bneck = np.empty((B, N), np.int32)
     rounds = np.empty(B, np.int32)
     converged = np.empty(B, bool)
-    results = (rates, load, util, bneck, rounds, converged)
+    tiny = np.empty(B, bool) if scan_subnormal else None
+    results = (rates, load, util, bneck, rounds, converged, tiny)
 
     def collect(lo, hi, out):   # a call's rows into the results (waits for the call)
         for dest, x in zip(results, out):
@@ -189,15 +197,27 @@ def solve_batch(rm, cap, w, d, unbounded, B, dtype, max_rounds, inner):
             collect(*pending)
         pending = (lo, min(lo + chunk, B), out)
     collect(*pending)
+    _refuse_subnormal(cap, tiny)
     return rates, load, bneck, rounds, converged, util
 
 
-@functools.partial(jax.jit, static_argnames=("n_links", "n_flows", "dtype"))
-def _prepare(cap, w, d, unbounded, used, *, n_links, n_flows, dtype):
+def _refuse_subnormal(cap, tiny):
+    """Raise for the first subnormal capacity of the scenarios ``tiny`` flags (None: not scanned)."""
+    if tiny is not None and tiny.any():
+        row = int(np.flatnonzero(tiny)[0])
+        least = float(np.finfo(np.float64).tiny)
+        j = int(np.flatnonzero((cap[row] > 0) & (cap[row] < least))[0])
+        raise ValueError(f"capacity[scenario {row}, {j}] must be {subnormal_rule(np.float64)}, got {cap[row, j].item()!r}")
+
+
+@functools.partial(jax.jit, static_argnames=("n_links", "n_flows", "dtype", "scan"))
+def _prepare(cap, w, d, unbounded, used, *, n_links, n_flows, dtype, scan=False):
     """A call's kernel inputs from the caller's rows, on the device: ``cap`` (b or 1, links)
     over every link gathered onto the kernel's ``used`` links (``n_links``, -1: padding, inf);
     ``w``, ``d`` and ``unbounded`` (b or 1, flows; 1: shared) padded to ``n_flows`` (weight 1,
-    cap 0, frozen), an unbounded flow's cap 0. At least one of the four has a row per scenario."""
+    cap 0, frozen), an unbounded flow's cap 0. At least one of the four has a row per scenario.
+    With ``scan`` (``cap`` float64), also whether each row of ``cap`` holds a subnormal number,
+    read from its bits (XLA on a CPU treats a subnormal operand as 0 in a comparison), else None."""
     dt = jnp.dtype(dtype)
     b, n = max(a.shape[0] for a in (cap, w, d, unbounded)), w.shape[1]
     if cap.shape[1] == 0:       # a routing of no links: every kernel link is padding (a take from nothing fails)
@@ -205,16 +225,21 @@ def _prepare(cap, w, d, unbounded, used, *, n_links, n_flows, dtype):
     else:
         capc = jnp.where(used >= 0, jnp.take(cap.astype(dt), jnp.maximum(used, 0), axis=1), jnp.asarray(jnp.inf, dt))
     grow = lambda a, fill: jnp.pad(a, ((0, 0), (0, n_flows - n)), constant_values=fill)  # noqa: E731
+    tiny = None
+    if scan:                    # 0 < bits < tiny's bits: a positive subnormal (a sign bit makes it large)
+        bits = jax.lax.bitcast_convert_type(cap, jnp.uint64)
+        least = np.asarray(np.finfo(np.float64).tiny).view(np.uint64)
+        tiny = jnp.any((bits - np.uint64(1)) < least - np.uint64(1), axis=1)
     return (jnp.broadcast_to(capc, (b, n_links)), grow(w.astype(dt), 1), grow(jnp.where(unbounded, 0, d).astype(dt), 0),
-            jnp.broadcast_to(grow(unbounded, True), (b, n_flows)))
+            jnp.broadcast_to(grow(unbounded, True), (b, n_flows)), tiny)
 
 
-@functools.partial(jax.jit, static_argnames=("with_util",))
-def _layout(part_load, capc, bneck, frozen, used, where, *, with_util):
-    """The kernel's results laid out for the host: loads (and, ``with_util``, utilizations
-    ``load / capacity``: 0 on an unused zero-capacity link, inf on a loaded one) on every
-    link (``where``: each link's kernel link, -1: none, load 0), bottlenecks as link ids of
-    the routing, convergence per scenario. Gathers, not scatters."""
+@functools.partial(jax.jit, static_argnames=("with_util", "with_load"))
+def _layout(part_load, capc, bneck, frozen, used, where, *, with_util, with_load=True):
+    """The kernel's results laid out for the host: loads (``with_load``; None without) and,
+    ``with_util``, utilizations ``load / capacity`` (0 on an unused zero-capacity link, inf
+    on a loaded one) on every link (``where``: each link's kernel link, -1: none, load 0),
+    bottlenecks as link ids of the routing, convergence per scenario. Gathers, not scatters."""
 
     def full(x):                # (b, n_links) on the used links -> (b, links)
         return jnp.where(where >= 0, jnp.take(x, jnp.maximum(where, 0), axis=1), jnp.zeros((), x.dtype))
@@ -223,8 +248,8 @@ def _layout(part_load, capc, bneck, frozen, used, where, *, with_util):
     if with_util:
         live = capc > 0
         util = full(jnp.where(live, part_load / jnp.where(live, capc, 1), jnp.where(part_load > 0, jnp.inf, 0)))
-    return (full(part_load), util, jnp.where(bneck >= 0, jnp.take(used, jnp.maximum(bneck, 0)), bneck),
-            frozen.all(axis=1))
+    bottleneck = jnp.where(bneck >= 0, jnp.take(used, jnp.maximum(bneck, 0)), bneck)
+    return full(part_load) if with_load else None, util, bottleneck, frozen.all(axis=1)
 
 
 def _kernel_links(rm):

@@ -65,15 +65,17 @@ def eligible(problem: Problem) -> bool:
 def solve(problem: Problem) -> Raw:
     """Rates, link loads, bottlenecks, rounds and convergence of ``problem`` (host arrays in
     its dtype; a leading scenario axis with a batch)."""
-    problem.check_range(dense=True)
     p = problem
+    # a float64 batch's capacity rows are scanned for subnormals on the device (solve_batch)
+    scan = p.batch is not None and p.capacity.ndim == 2 and p.dtype == np.float64
+    problem.check_range(dense=True, capacity_rows=not scan)
     max_rounds = p.routing.n_flows + 1 if p.max_rounds is None else p.max_rounds   # >= 1 flow a round
     inner = rounds_per_check(p.inner)
     if p.batch is None:
         return Raw(*_solve_single(p.routing, p.capacity, p.weights, p.demands, p.dtype, max_rounds, inner,
                                   p.compact)[:5])
     return Raw(*solve_batch(p.routing, p.capacity, p.weights, p.demands, p.unbounded, p.batch, p.dtype, max_rounds,
-                            inner))
+                            inner, per_link=p.per_link, scan_subnormal=scan))
 
 
 def rounds_per_check(inner: int) -> int:

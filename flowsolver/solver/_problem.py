@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _checks
+from ._input_checks import bad_entries, first_bad, has_subnormal, lowest, per_item, subnormal_rule
 from ..routing import MergedRouting, RoutingMatrix, checked_fractions, checked_matrix, ranges
 
 _TRACES = {"count": 0}
@@ -134,9 +135,11 @@ class Problem:
     # 0, weight 1) so that the batch runs, and they report Status.FAILED
     invalid: dict | None = None
     given: tuple | None = None    # (capacity, weights, demands) as given, where ``invalid``
+    per_link: bool = True         # False: no link loads or utilizations computed or returned
 
-    def check_range(self, *, dense: bool) -> None:
-        """The numbers the dtype holds. float32 rates must hold every capacity and cap; the dense kernel, which runs in
+    def check_range(self, *, dense: bool, capacity_rows: bool = True) -> None:
+        """The numbers the dtype holds (``capacity_rows`` False: a batch's capacity rows are
+        scanned for subnormals elsewhere, on the device: ``_batch.solve_batch``). float32 rates must hold every capacity and cap; the dense kernel, which runs in
         float32, also every weight, every link's sum of weights and every level (rate /
         weight) it forms (the frontier computes in float64 and only rounds its rates). An
         overflow would return ``inf``, NaN or 0 rates with status ok. In either dtype a positive
@@ -145,13 +148,14 @@ class Problem:
         cap, w, d = self.capacity, self.weights, self.demands
         least = float(np.finfo(self.dtype).tiny)
         for name, arr in (("capacity", cap), ("demands", d)):
-            if _lowest(arr) < least and _has_subnormal(arr, least):
-                _first_bad((arr > 0) & (arr < least), name, f"0 or at least {least:.3g} bytes/s with "
-                           f"dtype={self.dtype.name!r} (a subnormal number is flushed to zero)", arr)
+            if name == "capacity" and arr.ndim == 2 and not capacity_rows:
+                continue
+            if lowest(arr) < least and has_subnormal(arr, least):
+                first_bad((arr > 0) & (arr < least), name, subnormal_rule(self.dtype), arr)
         # weights too: a subnormal weight flushed to zero divided a level by 0 (NaN rates, status ok)
         tiny64, big64 = float(np.finfo(np.float64).tiny), float(np.finfo(np.float64).max) / 16
-        if _lowest(w) < tiny64 or np.max(w, initial=0.0) > big64:
-            _first_bad((w < tiny64) | (w > big64), "weights", f"in {tiny64:.3g} ... {big64:.3g} (a subnormal "
+        if lowest(w) < tiny64 or np.max(w, initial=0.0) > big64:
+            first_bad((w < tiny64) | (w > big64), "weights", f"in {tiny64:.3g} ... {big64:.3g} (a subnormal "
                        "weight is flushed to zero; a larger one overflows the links' sums)", w)
         if self.dtype != np.float32:
             return
@@ -159,11 +163,11 @@ class Problem:
         tiny = float(np.finfo(np.float32).tiny)
         for name, arr in (("capacity", cap), ("demands", d)):
             if (bad := np.isfinite(arr) & (arr > big)).any():
-                _first_bad(bad, name, f"at most {big:.3g} bytes/s with dtype='float32' (use dtype='float64')", arr)
+                first_bad(bad, name, f"at most {big:.3g} bytes/s with dtype='float32' (use dtype='float64')", arr)
         if not dense:
             return
         if (bad := (w < tiny) | (w > big)).any():
-            _first_bad(bad, "weights", f"in {tiny:.3g} ... {big:.3g} with dtype='float32' (use dtype='float64')", w)
+            first_bad(bad, "weights", f"in {tiny:.3g} ... {big:.3g} with dtype='float32' (use dtype='float64')", w)
         sums = self.routing.link_loads(w) if w.ndim == 1 else _link_sums(self.routing, w)
         if (sums > big).any():
             link = int(np.argwhere(sums > big)[0][-1])
@@ -274,7 +278,7 @@ class CompactRouting:
 
 
 def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds,
-            compact) -> tuple[Problem, MergedRouting | None]:
+            compact, per_link=True) -> tuple[Problem, MergedRouting | None]:
     """Check :func:`~flowsolver.max_min_fair`'s arguments (see there); returns the problem
     and the MergedRouting whose rates are to be expanded (or None)."""
     rm, merged = _as_routing(routing)
@@ -284,9 +288,9 @@ def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}") from None
     if dtype not in (np.dtype("float32"), np.dtype("float64")):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype}")
-    cap = _per("capacity", capacity, rm.n_links, rm.capacity, what="link")
-    w = _per("weights", weights, rm.n_flows, rm.weights, what="flow")
-    d = _per("demands", demands, rm.n_flows, rm.demands, what="flow")
+    cap = per_item("capacity", capacity, rm.n_links, rm.capacity, what="link")
+    w = per_item("weights", weights, rm.n_flows, rm.weights, what="flow")
+    d = per_item("demands", demands, rm.n_flows, rm.demands, what="flow")
     batched = [a.shape[0] for a in (cap, w, d) if a.ndim == 2]
     if batched and len(set(batched)) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(set(batched))}")
@@ -297,12 +301,12 @@ def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds
     # A bad entry of a scenario's own row (a batch) fails that scenario alone (Status.FAILED,
     # its message the single solve's error); one of a row shared by every scenario raises
     invalid, given = {}, (cap, w, d)
-    if not _lowest(cap) >= 0:
-        cap = _bad_entries(~(cap >= 0), "capacity", "a number >= 0 bytes/s (0 = failed link)", cap, 0.0, invalid)
-    if not (_lowest(w) > 0 and np.max(w, initial=1.0) < np.inf):
-        w = _bad_entries(~(w > 0) | ~np.isfinite(w), "weights", "a finite number > 0", w, 1.0, invalid)
-    if not _lowest(d) >= 0:
-        d = _bad_entries(~(d >= 0), "demands", "a number >= 0 bytes/s (inf = no cap)", d, 0.0, invalid)
+    if not lowest(cap) >= 0:
+        cap = bad_entries(~(cap >= 0), "capacity", "a number >= 0 bytes/s (0 = failed link)", cap, 0.0, invalid)
+    if not (lowest(w) > 0 and np.max(w, initial=1.0) < np.inf):
+        w = bad_entries(~(w > 0) | ~np.isfinite(w), "weights", "a finite number > 0", w, 1.0, invalid)
+    if not lowest(d) >= 0:
+        d = bad_entries(~(d >= 0), "demands", "a number >= 0 bytes/s (inf = no cap)", d, 0.0, invalid)
     if max_rounds is not None:          # the kernels count rounds in int32
         _checks.integer("max_rounds", max_rounds, maximum=2**31 - 1)
     inner = _checks.integer("inner_rounds", inner_rounds)
@@ -315,26 +319,13 @@ def problem(routing, capacity, weights, demands, dtype, max_rounds, inner_rounds
     if compact is not None and not isinstance(compact, (bool, np.bool_)):
         raise ValueError(f"compact must be True, False or None (the default), got {compact!r}")
     compact = (batch is None) if compact is None else bool(compact)
+    if not isinstance(per_link, (bool, np.bool_)):
+        raise ValueError(f"per_link must be True or False, got {per_link!r}")
     if invalid:
         warnings.warn("max_min_fair: " + "; ".join(f"scenario {i} reports Status.FAILED: {invalid[i]}"
                                                    for i in sorted(invalid)), RuntimeWarning, stacklevel=3)
     return Problem(rm, cap, w, d, unbounded, batch, dtype, None if max_rounds is None else int(max_rounds),
-                   inner, compact, invalid or None, given if invalid else None), merged
-
-
-def _bad_entries(mask, name, rule, arr, harmless, invalid) -> np.ndarray:
-    """``arr`` with the bad entries (``mask``) of a batch's rows replaced by ``harmless``, each
-    such row's first one's message in ``invalid`` (scenario -> message); raises as
-    :func:`_first_bad` for a row every scenario shares (1-D)."""
-    if arr.ndim != 2:
-        _first_bad(mask, name, rule, arr)
-    rows = np.flatnonzero(mask.any(axis=1))
-    for i in rows:
-        j = int(np.flatnonzero(mask[i])[0])
-        invalid.setdefault(int(i), f"{name}[scenario {i}, {j}] must be {rule}, got {arr[i, j].item()!r}")
-    out = arr.copy()
-    out[mask] = harmless
-    return out
+                   inner, compact, invalid or None, given if invalid else None, bool(per_link)), merged
 
 
 def _as_routing(routing) -> tuple[RoutingMatrix, MergedRouting | None]:
@@ -348,56 +339,6 @@ def _as_routing(routing) -> tuple[RoutingMatrix, MergedRouting | None]:
         return RoutingMatrix.from_scipy(m), None
     raise ValueError(f"routing must be a RoutingMatrix or a scipy.sparse matrix (links x flows), "
                      f"got {type(routing).__name__}")
-
-
-def _real_array(name, value) -> np.ndarray:
-    """``value`` as a float64 array; complex, boolean, ragged or non-numeric input is an error."""
-    try:
-        raw = np.asarray(value)
-    except ValueError:                                  # ragged nested lists
-        raise ValueError(f"{name} must be a rectangular array of numbers (rows of equal length)") from None
-    if raw.dtype == object:
-        try:
-            raw = raw.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be real numbers, got {raw.ravel()[:3].tolist()!r}...") from None
-    if np.iscomplexobj(raw):
-        raise ValueError(f"{name} must be real numbers, got complex values (dtype {raw.dtype})")
-    if raw.dtype.kind not in "fiu":
-        raise ValueError(f"{name} must be real numbers, got dtype {raw.dtype}")
-    return raw.astype(np.float64)        # a copy: the Allocation keeps it (the caller may change theirs)
-
-
-def _per(name, value, n, default, *, what):
-    """Broadcast a per-item input to (n,) or (B, n) float64, checking its shape."""
-    if value is None:
-        return np.asarray(default, dtype=np.float64)
-    arr = _real_array(name, value)
-    if arr.ndim == 0:
-        arr = np.full(n, float(arr))
-    if arr.ndim not in (1, 2) or arr.shape[-1] != n:
-        raise ValueError(f"{name} must have shape ({n},) or (batch, {n}) - one entry per {what} - "
-                         f"got shape {arr.shape}")
-    return arr
-
-
-def _lowest(arr) -> float:
-    """The smallest entry of ``arr`` (NaN if it holds one: ``np.min`` propagates it; +inf if empty)."""
-    return float(np.min(arr, initial=np.inf))
-
-
-def _has_subnormal(arr, least: float, chunk: int = 1 << 22) -> bool:
-    """Whether ``arr`` holds a number in (0, ``least``), a chunk at a time (a batch of 65,536
-    scenarios of 7,168 links would otherwise take a 470 MB mask)."""
-    flat = arr.reshape(-1)
-    return any(((part > 0) & (part < least)).any() for part in (flat[i:i + chunk] for i in range(0, flat.size, chunk)))
-
-
-def _first_bad(mask, name, rule, arr):
-    """Raise for the first entry of ``arr`` where ``mask`` holds, naming its position."""
-    idx = np.argwhere(mask)[0]
-    where = f"[{idx[0]}]" if len(idx) == 1 else f"[scenario {idx[0]}, {idx[1]}]"
-    raise ValueError(f"{name}{where} must be {rule}, got {arr[tuple(idx)].item()!r}")
 
 
 #: per RoutingMatrix, the flows that cross a link of positive fraction (every link finite)

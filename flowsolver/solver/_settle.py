@@ -66,16 +66,17 @@ def _settle_spread(problem, raw, method: str, redone=None):
         ill = np.zeros(problem.batch, dtype=bool)
         ill[bad] = True
         return raw, ill
-    fields = [np.array(a, copy=True) for a in raw[:5]]       # utilizations recomputed from the loads
+    fields = [_copy(a) for a in raw[:5]]        # utilizations recomputed from the loads
     A_csc = rm.to_scipy("csc")                          # small: it fits method='exact'
     for i in bad:
         one = _exact.solve_one(A_csc, pick(problem.capacity, i), pick(problem.weights, i), pick(problem.demands, i),
                                pick(problem.unbounded, i), problem.max_rounds)
         if single:
-            fields = [np.asarray(v).astype(np.asarray(f).dtype) for v, f in zip(one, fields)]
+            fields = [_like(v, f) for v, f in zip(one, fields)]
         else:
             for f, v in zip(fields, one):
-                f[i] = v
+                if f is not None:       # (no loads without per_link)
+                    f[i] = v
     return Raw(*fields), None
 
 
@@ -101,13 +102,23 @@ def _recheck_float32(problem, raw):
         raw64 = _dense.solve(sub)
     raw64, ill64 = settle(sub, raw64, "dense")
     if single:
-        fields = [np.asarray(v).astype(np.asarray(f).dtype) for v, f in zip(raw64[:5], raw[:5])]
-        return Raw(*fields), None, redo
-    fields = [np.array(f, copy=True) for f in raw[:5]]    # utilizations recomputed from the loads
+        return Raw(*(_like(v, f) for v, f in zip(raw64[:5], raw[:5]))), None, redo
+    fields = [_copy(f) for f in raw[:5]]        # utilizations recomputed from the loads
     for f, v in zip(fields, raw64[:5]):
-        f[bad] = np.asarray(v).astype(f.dtype)
+        if f is not None:
+            f[bad] = np.asarray(v).astype(f.dtype)
     ill = None
     if ill64 is not None:
         ill = np.zeros(problem.batch, dtype=bool)
         ill[bad] = ill64
     return Raw(*fields), ill, redo
+
+
+def _copy(a):
+    """A writable copy of a result field (None: a field not computed, the loads without ``per_link``)."""
+    return None if a is None else np.array(a, copy=True)
+
+
+def _like(value, field):
+    """``value`` in ``field``'s dtype (None where the field was not computed)."""
+    return None if field is None else np.asarray(value).astype(np.asarray(field).dtype)
