@@ -658,6 +658,12 @@ CURVES: dict[str, CurveSetup] = {
     # the Alps node has no NVSwitch, so no NVLS: NCCL chooses between ring and tree
     "cscs-alps-2x4GH200-allreduce": CurveSetup("cscs_alps_gh200", candidates=_NO_NVLS,
                                                note="no NVSwitch on the node: NCCL's choice among ring / tree"),
+    # eth-cscs/cray-network-stack (d348263) examples/container/nccl-tests: srun -N2 --ntasks-per-node=4 on Santis (an
+    # Alps vCluster), a container carrying its own CXI stack and libfabric 2.1 (CXI hook off), aws-ofi-nccl from the
+    # Container Engine's hook 1.14 (the Alps NCCL settings, LL128 off: the cluster's alps_ofi_cxi transport)
+    "cscs-santis-cxi-container-2x4GH200-allreduce": CurveSetup(
+        "cscs_alps_gh200", candidates=_NO_NVLS,
+        note="no NVSwitch on the node: NCCL's choice among ring / tree; container CXI stack + aws-ofi-nccl hook 1.14"),
     "cscs-alps-2x4GH200-allreduce-nocxi": CurveSetup("cscs_alps_gh200", candidates=_NO_NVLS,
                                                      note="no NVSwitch on the node: NCCL's choice among ring / tree"),
     "dgxc-dgxh100-1x8-allreduce": CurveSetup("dgx_h100_ndr"),
