@@ -153,7 +153,8 @@ def run_collective(pt: dict) -> dict:
         for a in (setup.candidates if algorithm == "auto" and setup.candidates else (algorithm,)):
             with Capture() as seen, P2pCapture() as sent:
                 r = collective(graph, op, float(pt["size"]), ranks=ranks, algorithm=a, gpus_per_thread=per_thread,
-                               host_overhead=overhead, nccl_version=release, dtype=dtype)
+                               host_overhead=overhead, nccl_version=release, dtype=dtype,
+                               protocol=list(setup.protocol) if isinstance(setup.protocol, tuple) else setup.protocol)
             pipe = seen.pipe_of(r.algorithm, r.protocol)
             if pipe is not None:
                 pipe = dict(pipe, gpus_per_thread=per_thread, host_overhead=overhead)

@@ -373,6 +373,15 @@ _add(Cluster("aws_p4d", _server("dgx_a100", name="p4d.24xlarge", nics=4, nic="ef
              "A100",
              "AWS p4d.24xlarge: 8 A100 40GB (NVLink 3 / NVSwitch) + 4 x 100 Gb/s EFA (400 Gb/s; AWS P4 page; 4 NICs "
              "in the DLAMI guide's check), one NIC a GPU pair (transport aws_ofi_p4d: 75 us).", A100_40GB))
+# AWS p4de.24xlarge (AWS EC2 P4 instance page: as p4d.24xlarge, 8 A100 80GB SXM4 on NVSwitch and 400 Gb/s EFA as 4
+# network cards of 100 Gb/s). The aws-hpc-tutorials run prints 8 A100-SXM4-80GB a host, two a PCIe bus ([0x10] x 2,
+# [0x20] x 2, ...), and expects "Selected Provider is efa (found 4 nics)": the p4d server with 80 GB GPUs (the
+# collectives see the same NVLink 3 / NVSwitch and the same first-generation EFA, transport aws_ofi_p4d).
+_add(Cluster("aws_p4de", _server("dgx_a100", name="p4de.24xlarge", nics=4, nic="efa1_100g", cpu="intel"), "efa1_100g",
+             "AWS EFA",
+             "A100",
+             "AWS p4de.24xlarge: 8 A100 80GB (NVLink 3 / NVSwitch) + 4 x 100 Gb/s EFA (400 Gb/s; AWS P4 page; 4 NICs "
+             "in the run's log line), one NIC a GPU pair (transport aws_ofi_p4d: 75 us)."))
 # ABCI 2.0 Compute Node (A) (AIST; ABCI system overview, aistabci/abci-docs en/docs/system-overview.md at
 # 95081db: FUJITSU PRIMERGY GX2570 successor, "NVIDIA A100 for NVLink 40GiB HBM2" x 8, "InfiniBand HDR (200 Gbps)"
 # x 4, "compute nodes(A) are equipped with 4 ports of InfiniBand HDR"): the DGX A100 server (NVLink 3 / NVSwitch)
@@ -602,6 +611,7 @@ class CurveSetup:
     NVL72 racks: ``racks`` racks, the trays split evenly over them, the first trays of each
     rack). ``algorithm``: ``"auto"`` (NCCL's choice) unless the run forced one.
     ``op``: the library's op when the corpus name differs. ``note``: what is assumed.
+    ``protocol``: the protocol(s) the run forced with NCCL_PROTO (``"auto"``: NCCL's choice).
     """
 
     cluster: str
@@ -617,6 +627,9 @@ class CurveSetup:
     # ring shift's pair across the network first (the last GPU of node 0 to the first of node 1),
     # which flowsolver's send_recv times in the communicator of all of them
     network_pair_first: bool = False
+    # the protocol the run forced (NCCL_PROTO set to one protocol, or a list NCCL chooses among: collective()'s
+    # protocol=); "auto" (NCCL's choice) unless the run forced it
+    protocol: "str | tuple" = "auto"
 
 
 #: corpus op names -> flowsolver's
@@ -645,6 +658,12 @@ CURVES: dict[str, CurveSetup] = {
     # the Alps node has no NVSwitch, so no NVLS: NCCL chooses between ring and tree
     "cscs-alps-2x4GH200-allreduce": CurveSetup("cscs_alps_gh200", candidates=_NO_NVLS,
                                                note="no NVSwitch on the node: NCCL's choice among ring / tree"),
+    # eth-cscs/cray-network-stack (d348263) examples/container/nccl-tests: srun -N2 --ntasks-per-node=4 on Santis (an
+    # Alps vCluster), a container carrying its own CXI stack and libfabric 2.1 (CXI hook off), aws-ofi-nccl from the
+    # Container Engine's hook 1.14 (the Alps NCCL settings, LL128 off: the cluster's alps_ofi_cxi transport)
+    "cscs-santis-cxi-container-2x4GH200-allreduce": CurveSetup(
+        "cscs_alps_gh200", candidates=_NO_NVLS,
+        note="no NVSwitch on the node: NCCL's choice among ring / tree; container CXI stack + aws-ofi-nccl hook 1.14"),
     "cscs-alps-2x4GH200-allreduce-nocxi": CurveSetup("cscs_alps_gh200", candidates=_NO_NVLS,
                                                      note="no NVSwitch on the node: NCCL's choice among ring / tree"),
     "dgxc-dgxh100-1x8-allreduce": CurveSetup("dgx_h100_ndr"),
@@ -703,6 +722,11 @@ CURVES: dict[str, CurveSetup] = {
     # the repository): NCCL's choice
     "aws-efa-eks-2xp4d-allreduce-ring-nccl2.8.3": CurveSetup("aws_p4d", "ring", note="NCCL_ALGO=RING (the manifest)"),
     "aws-efa-eks-2xp4d-allreduce-nccl2.9.9": CurveSetup("aws_p4d", note="command not shown: NCCL's choice"),
+    # aws-samples/aws-hpc-tutorials (5ef4879, content/08-EFA/05-compile-run-nccl-tests.md): sbatch -N 2, mpirun
+    # --map-by ppr:8:node, -g 1 (16 ranks), NCCL 2.17.1 built by the page's script, aws-ofi-nccl 1.5.0aws,
+    # NCCL_PROTO=simple exported: Simple forced, the algorithm NCCL's choice
+    "aws-hpcworkshop-2xp4de-allreduce-simple": CurveSetup(
+        "aws_p4de", protocol="Simple", note="NCCL_PROTO=simple (the sbatch); algorithm NCCL's choice"),
     # NVIDIA/nccl-tests#309: Dell PowerEdge XE9680 (HGX H100 8-GPU baseboard, NVLink 4 / NVSwitch) with
     # 8 x ConnectX-7 400 Gb/s InfiniBand, one per GPU (stated in the issue): the DGX H100 layout
     "nccltests309-2x8H100-allreduce": CurveSetup("dgx_h100_ndr", note="Dell XE9680 HGX H100, 8 x CX-7 400 Gb/s IB "

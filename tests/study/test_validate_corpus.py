@@ -37,8 +37,10 @@ def test_the_corpus_files_parse_with_their_documented_shape(corpus):
     # the corpus README's counts: 3599 rows / 145 curves, + corpus22c's 262 / 7 (NVIDIA/nccl-tests #331 and #309:
     # 29 + 70 + 32 printed lines, each an out-of-place and an in-place row), + corpus25's 720 / 14 (boeschf's Alps
     # scaling runs, 8 curves of 30 lines; thomaslie210's A100 PCIe pair, 6 curves of 19-21 lines), + corpus26's 24 / 2
-    # (ProHuper's H100 RoCE pair of nodes in NVIDIA/nccl-tests#232, Tree forced, 5 lines, and NVIDIA/nccl#1411, 7 lines)
-    assert len(coll) == 3599 + 262 + 720 + 24 and coll["curve"].nunique() == 145 + 7 + 14 + 2
+    # (ProHuper's H100 RoCE pair of nodes in NVIDIA/nccl-tests#232, Tree forced, 5 lines, and NVIDIA/nccl#1411, 7 lines),
+    # + corpus27's 56 + 50 / 2 (aws-hpc-tutorials: 2 x p4de, NCCL_PROTO=simple, 28 lines; cscs-cray-network-stack: 2 x 4
+    # GH200 on Santis, 25 lines)
+    assert len(coll) == 3599 + 262 + 720 + 24 + 56 + 50 and coll["curve"].nunique() == 145 + 7 + 14 + 2 + 2
     assert len(train) == 421                       # 384 + InternLM's 32 (corpus21) + flash-attention's 5 (corpus22s)
     assert {"source", "curve", "op", "size_bytes", "nodes", "gpus_per_node", "time_us", "algbw_gbs", "busbw_gbs",
             "in_place", "verbatim", "url"} <= set(coll.columns)
@@ -212,6 +214,15 @@ def test_mapped_clusters_have_their_vendor_spec(mods):
     assert S.CURVES["nccltests232-2x1H100-roce-allreduce-tree"].algorithm == "tree"               # NCCL_ALGO=Tree
     g, ranks = S.curve_placement(S.CURVES["nccl1411-2x4H100-roce-allreduce-ring-crossnic0"], 2, 4)
     assert ranks is None and len(_gpus(g)) == 4 and len(_gpus(g, 1)) == 4
+    # aws-hpc-tutorials' p4de pair: 8 A100 80GB + 4 x 100 Gb/s EFA a node ('found 4 nics'), NCCL_PROTO=simple forced
+    g, ranks = S.curve_placement(S.CURVES["aws-hpcworkshop-2xp4de-allreduce-simple"], 2, 8)
+    assert ranks is None and len(_gpus(g)) == 8 and _nic_rates(g) == pytest.approx([100 * gbit] * 4)
+    assert S.CURVES["aws-hpcworkshop-2xp4de-allreduce-simple"].protocol == "Simple"
+    assert all(c.protocol == "auto" for k, c in S.CURVES.items() if k != "aws-hpcworkshop-2xp4de-allreduce-simple")
+    # CSCS's cray-network-stack container example: 2 Alps GH200 nodes (4 GPUs, 4 Slingshot NICs each, no NVSwitch)
+    g, ranks = S.curve_placement(S.CURVES["cscs-santis-cxi-container-2x4GH200-allreduce"], 2, 4)
+    assert ranks is None and len(_gpus(g)) == 4 and len(_gpus(g, 1)) == 4
+    assert S.CURVES["cscs-santis-cxi-container-2x4GH200-allreduce"].candidates == ("ring", "tree")
 
 
 def test_measured_times_come_from_the_printed_columns(mods):
