@@ -113,8 +113,10 @@ class _Run:
         self.kept_last = False
         demands = np.where(active, base, 0.0)
         cap, weights = self.without_failed(cap, weights)
+        # a batch's later solves are read for their rates alone (still_fair and the phases are
+        # unbatched): no per-link rows for them (issue 31)
         alloc = max_min_fair(self.parts[0], cap, weights=weights, demands=demands if self.batched else demands[0],
-                             dtype=dtype)
+                             dtype=dtype, per_link=not (self.batched and self.initial is not None))
         if self.initial is None:
             self.initial = alloc
         self.last = (active.copy(), alloc)
