@@ -40,11 +40,17 @@ the largest of these, ``K_b (1 + C_b / m_b)`` and the saturated links' terms, st
 2026-12-05 every flow on ``b`` that topped another link counted as contested, however early
 it froze: log-normal weights on a fat-tree were refused though float64 had them to 1e-13.)
 
-When the check runs. Cancellation needs weight x fraction products that differ a lot on
-one link; with them all within :data:`SPREAD_TRUSTED` of each other (every routing the
-library builds with unit weights up to ECMP fractions of 1/512: a 16,384-server rail fabric's
-reach 1/1024 and are checked) the float64 methods are exact to ~1e-12 and nothing is checked
-(no cost on the hot path). Otherwise the bound is
+When the check runs. Cancellation needs weight x fraction products that differ on one
+link, and it compounds along a chain of links each of whose residual cancels: each one can
+multiply the error passed to it by up to the spread, so ``k`` such links in a row lose about
+``spread^k`` ulps. The library's own routings (a RoutingMatrix routed over a graph, whose
+``policy`` is not ``"matrix"``) with unit weights up to ECMP fractions of 1/512 do not chain
+so (a 16,384-server rail fabric's reach 1/1024 and are checked): with their products within
+:data:`SPREAD_TRUSTED` of each other the float64 methods are exact to ~1e-12 and nothing is
+checked (no cost on the hot path; :func:`trusted`). A matrix given by hand (scipy, or
+``RoutingMatrix.from_scipy``) is always checked: a chain of seven links with fractions 1/384
+and 1 put its last flow 6 % off, of 1/999 at 4x its rate, with status ok (adv27; the check
+costs ~2-3x a small problem's solve). Otherwise the bound is
 computed from the solution without expanding the matrix (:func:`factored_error_factor`:
 loads and largest levels per link from the segments, the links each flow tops by a sorted
 search per segment; a saturated link that is no flow's bottleneck and carries one level only
@@ -76,8 +82,9 @@ from ._conditioning_links import one_level_ties as _one_level_ties
 from ._conditioning_links import per_link as _per_link
 from ._conditioning_links import tops as _tops
 
-#: weight x fraction products within this factor of each other (over the whole problem)
-#: cannot lose more than ~1e-12 to cancellation in float64: no check
+#: weight x fraction products within this factor of each other (over the whole problem) of
+#: a routing the library built cannot lose more than ~1e-12 to cancellation in float64: no
+#: check (:func:`trusted`)
 SPREAD_TRUSTED = 1e3
 #: the error factor K (1 + T) a scenario may reach, per dtype the kernel computes in:
 #: float64 rounding unit 1.1e-16 x 1e6 x a few ulps of summation ~ 1e-9 (the contract);
@@ -102,6 +109,19 @@ def spread(rm, weights: np.ndarray) -> float:
     frac_hi, frac_lo = _fraction_range(rm)
     w = np.asarray(weights, dtype=np.float64)
     return float(frac_hi * w.max(initial=1.0) / (frac_lo * w.min(initial=1.0)))
+
+
+def trusted(rm, weights: np.ndarray) -> bool:
+    """Whether a solve of ``rm`` with ``weights`` skips the check: a routing the library built
+    over a graph (its ``policy`` is not ``"matrix"``, the policy of a matrix given by hand) whose
+    products stay within :data:`SPREAD_TRUSTED` (:func:`spread`).
+
+    >>> import scipy.sparse as sp
+    >>> from flowsolver import RoutingMatrix
+    >>> trusted(RoutingMatrix.from_scipy(sp.csc_matrix([[1.0, 1.0]])), np.ones(2))
+    False
+    """
+    return rm.policy != "matrix" and spread(rm, weights) <= SPREAD_TRUSTED
 
 
 #: per RoutingMatrix (immutable; held weakly), its largest and smallest fraction x coefficient

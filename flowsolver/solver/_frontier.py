@@ -415,7 +415,7 @@ def _solve_one(problem, paths, cap, w, d, skip) -> Raw:
         r, load, bn, k, conv = r[0], load[0], bn[0], int(k) + int(kd[0]), bool(conv[0])
         # a problem that cancels in float64 (the conditioning check's bound beyond its limit) fails
         # the certificate as expected, and the check re-solves it exactly; elsewhere, a fault worth saying
-        if _conditioning.spread(rm, w) <= _conditioning.SPREAD_TRUSTED or not conv or \
+        if _conditioning.trusted(rm, w) or not conv or \
                 _conditioning.factored_error_factor(rm, cap, w, r, bn, d) <= _conditioning.LIMITS[np.dtype("float64")]:
             warnings.warn(f"max_min_fair: the frontier method's result failed its max-min certificate ({bad}); "
                           "re-solved with the dense method", RuntimeWarning, stacklevel=4)

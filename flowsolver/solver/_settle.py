@@ -27,7 +27,7 @@ def settle(problem, raw, method: str):
     redone = ill32 = None
     if method == "dense" and np.dtype(problem.dtype) == np.float32:
         raw, ill32, redone = _recheck_float32(problem, raw)
-    if method == "exact" or _conditioning.spread(rm, problem.weights) <= _conditioning.SPREAD_TRUSTED:
+    if method == "exact" or _conditioning.trusted(rm, problem.weights):
         return raw, ill32
     raw, ill = _settle_spread(problem, raw, method, redone)
     if ill32 is None or ill is None:
@@ -57,12 +57,16 @@ def _settle_spread(problem, raw, method: str, redone=None):
         return raw, None
     if not _exact.fits(rm):
         if single:
+            wide = _conditioning.spread(rm, problem.weights) > _conditioning.SPREAD_TRUSTED
             raise ValueError(
-                f"weights: the rates of this problem are ill-conditioned in {problem.dtype}: flows that get a tiny "
-                f"part of a link beside flows of much larger weight x fraction (error factor > {limit:.0e}) cannot "
-                f"be computed to 1e-9 by subtracting loads, and the problem ({rm.expanded_nnz:,} link-flow pairs) "
-                f"is beyond method='exact' ({_exact.EXACT_PAIRS:,}); bring the weights (and fractions) on shared "
-                f"links within {_conditioning.SPREAD_TRUSTED:.0e} of each other")
+                f"weights: the rates of this problem are ill-conditioned in {problem.dtype}: "
+                + ("flows that get a tiny part of a link beside flows of much larger weight x fraction" if wide else
+                   "a chain of links whose residuals (capacity less the load frozen on them earlier) cancel, each "
+                   "multiplying the rounding error passed to it")
+                + f" (error factor > {limit:.0e}) cannot be computed to 1e-9 by subtracting loads, and the problem "
+                f"({rm.expanded_nnz:,} link-flow pairs) is beyond method='exact' ({_exact.EXACT_PAIRS:,}); "
+                + (f"bring the weights (and fractions) on shared links within {_conditioning.SPREAD_TRUSTED:.0e} of "
+                   "each other" if wide else "solve a smaller part of it with method='exact'"))
         ill = np.zeros(problem.batch, dtype=bool)
         ill[bad] = True
         return raw, ill
