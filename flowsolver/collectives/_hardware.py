@@ -270,25 +270,34 @@ def _socket_link(graph, gpus) -> float | None:
     return inter_cpu_gbs(d.get("cpu", "intel"), d.get("cpu_make"))
 
 
+def _nic_port_gbs(graph, gpu) -> float:
+    """GB/s of ``gpu``'s nearest NIC's fastest working port, at most its PCIe path to the NIC as
+    NCCL counts it (0: no NIC, or no port up)."""
+    nic = next(iter(near_nics_of(graph, [gpu])[0]), None)
+    if nic is None:
+        return 0.0
+    ports = [e.get("capacity", 0.0) for _, v, e in graph.out_edges(nic, data=True)
+             if graph.nodes[v].get("kind") == "switch"]
+    gbs = max(ports, default=0.0) / 1e9
+    if graph.has_edge(gpu, nic) and str(graph.edges[gpu, nic].get("tech", "")).startswith("pcie"):
+        gbs = min(gbs, graph.edges[gpu, nic].get("capacity", 0.0) * _NCCL_PCI_VIEW / 1e9)
+    return gbs
+
+
 def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
     """The figures NCCL's ring search reads (:func:`~._channels.nccl_graph_channels`' keywords):
-    across nodes ``net_gbs``, the first GPU's nearest NIC port's rate and its PCIe path to it
-    as NCCL counts them (GB/s); in NVSwitch nodes (one or several) ``nvlink_gbs``, the slowest
+    across nodes ``net_gbs``, the slowest GPU's nearest NIC port's rate and its PCIe path to it
+    as NCCL counts them (GB/s; NCCL's search results are combined over the ranks; a port of
+    capacity 0 is down, left out of NCCL's topology, and a GPU with no working port is left out); in NVSwitch nodes (one or several) ``nvlink_gbs``, the slowest
     GPU's NVLink at NCCL's view (the catalogue's efficiency, never the user's ``efficiency=``); in
     a node of PCIe GPUs ``pci_gbs``, the first GPU's PCIe link as NCCL counts it; PCIe GPUs of a
     server under two CPU sockets, one node or several, ``cpu_gbs`` (:func:`_socket_link`)."""
     view = {"generation": generation}
     if nodes > 1:
-        first = gpus[0]
-        nic = next(iter(near_nics_of(graph, [first])[0]), None)
-        if nic is not None:
-            ports = [e.get("capacity", 0.0) for _, v, e in graph.out_edges(nic, data=True)
-                     if graph.nodes[v].get("kind") == "switch"]
-            gbs = max(ports, default=0.0) / 1e9
-            if graph.has_edge(first, nic) and str(graph.edges[first, nic].get("tech", "")).startswith("pcie"):
-                gbs = min(gbs, graph.edges[first, nic].get("capacity", 0.0) * _NCCL_PCI_VIEW / 1e9)
-            if gbs > 0:
-                view["net_gbs"] = gbs
+        memo = graph_memo(graph, "nic-port-gbs", dict)
+        rates = [memo[g] if g in memo else memo.setdefault(g, _nic_port_gbs(graph, g)) for g in dict.fromkeys(gpus)]
+        if rates := [r for r in rates if r > 0]:
+            view["net_gbs"] = min(rates)
     if nvswitch:                    # across nodes too: a ring's NVLink inside a node bounds the rings
         low = slowest_nvlink(graph, gpus, None)
         if low > 0:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 import topologies as tp
 
 from .. import _checks
-from ..routing import gpu_nodes
+from ..routing import gpu_nodes, graph_memo
 from ._channels import P2P_CHANNEL_SHARE, run_channels
 from ._hardware import describe, mesh_pairs, mesh_ring_channels, nccl_channels, near_nics, search_view
 from ._layout import node_nics
@@ -228,12 +228,14 @@ def _gpu_nics(graph, gpu) -> tuple:
     path's (NCCL's view), until they add up to the GPU's own PCIe bandwidth. A GPU cabled straight
     into the fabric (no NIC node: a torus of GPUs) has its own cables to switches and to other
     servers' GPUs as its ports (adv24 F2: counted as none, its sends stayed at one channel's 14
-    GB/s whatever the cables' rate); (0, 0) with none."""
+    GB/s whatever the cables' rate); (0, 0) with none. A port of capacity 0 (a failed cable) is
+    not counted: NCCL leaves a port that is down out of its topology."""
     near = near_nics(graph, gpu)
     if not near:
         kind, server = graph.nodes, graph.nodes[gpu].get("server")
         ports = [e for _, v, e in graph.out_edges(gpu, data=True)
                  if kind[v].get("kind") == "switch" or (kind[v].get("kind") == "gpu" and kind[v].get("server") != server)]
+        ports = [e for e in ports if float(e.get("capacity", 0.0)) > 0]
         count = sum(max(1, int(e.get("cables", 1))) for e in ports)
         return count, float(sum(float(e.get("capacity", 0.0)) for e in ports))
     hop = graph.edges[gpu, near[0]] if graph.has_edge(gpu, near[0]) else \
@@ -244,7 +246,7 @@ def _gpu_nics(graph, gpu) -> tuple:
     count, total = 0, 0.0
     for nic in near:
         for _, v, e in graph.out_edges(nic, data=True):
-            if graph.nodes[v].get("kind") != "switch":
+            if graph.nodes[v].get("kind") != "switch" or not float(e.get("capacity", 0.0)) > 0:
                 continue
             cables = max(1, int(e.get("cables", 1)))
             for _ in range(cables):
@@ -252,6 +254,26 @@ def _gpu_nics(graph, gpu) -> tuple:
                 if total >= gpu_bw:
                     return count, total
     return count, total
+
+
+def _fewest_nics(graph, gpus) -> tuple:
+    """:func:`_gpu_nics` of the GPU of ``gpus`` whose NICs give a peer across nodes the fewest
+    channels (NCCL's ``ncclTopoComputeP2pChannels`` takes the least over a node's GPUs, so no
+    rank order changes it; adv27 F2: the first rank's alone, a failed NIC cable there cut every
+    send of the communicator, NVLink ones too, to one channel). A GPU none of whose nearest
+    NICs has a working port is left out (its traffic leaves by another rail's NIC, which the
+    routing picks); (0, 0) where no GPU has one. Each GPU's figure is worked out once while the
+    graph is unchanged."""
+    memo = graph_memo(graph, "gpu-nics", dict)
+    best, least = (0, 0.0), None
+    for gpu in dict.fromkeys(gpus):
+        count, bw = memo[gpu] if gpu in memo else memo.setdefault(gpu, _gpu_nics(graph, gpu))
+        if count == 0:
+            continue
+        per_gpu = max(count, -(-int(bw / 1e9) // _PER_CHANNEL_NET_GBS))
+        if least is None or per_gpu < least:
+            best, least = (count, bw), per_gpu
+    return best
 
 
 def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
@@ -310,7 +332,7 @@ def p2p_comm(graph, comm_ranks, hw, channels=None) -> P2pComm:
         searched = search_view(graph, [nodes_of[r] for r in comm_ranks], hw.generation, nodes, nvswitch)
         nics = node_nics(graph, servers[0], nodes)
         p2p_channels = _pow2_up(min(MAX_CHANNELS, nccl_channels(nodes, ppn, nics, nvswitch, **searched)))
-    nic_count, nic_bw = _gpu_nics(graph, first)
+    nic_count, nic_bw = _fewest_nics(graph, [nodes_of[r] for r in comm_ranks]) if nodes > 1 else (0, 0.0)
     per_peer = p2p_channels_per_peer(len(comm_ranks), nodes, p2p_channels, links, nic_count, nic_bw)
     gpu = graph.nodes[first].get("gpu_type", "")
     if nodes > 1:       # Grace-Blackwell hosts double the network chunk (src/init.cc computeBuffSizes)
