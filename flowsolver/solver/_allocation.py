@@ -44,7 +44,8 @@ class Allocation:
         ``link_load / capacity`` (0 on an unused zero-capacity link; None as ``link_load``).
     bottleneck : int array (flows,)
         A saturated link on which the flow has the largest ``rate / weight``, or -1 where
-        the flow is held by its demand cap.
+        the flow is held by its demand cap (or, in a batch's ``UNBOUNDED`` scenario, has no
+        bound: its rate ``inf``).
     rounds : int
         Rounds taken.
     converged : bool
@@ -109,6 +110,12 @@ def allocation(problem: Problem, raw: Raw, ill=None) -> Allocation:
     ubr = np.broadcast_to(problem.unbounded, rates.shape)
     if ubr.any():                       # (a batch's rates can be millions: no copy otherwise)
         rates = np.where(ubr, np.inf, rates).astype(rates.dtype)
+        if load is not None:            # A @ rates: inf on the (infinite) links an unbounded flow crosses
+            load = np.array(load, copy=True)
+            for i in np.flatnonzero(np.any(ubr, axis=-1).reshape(-1)):
+                row = ubr[i] if ubr.ndim == 2 else ubr
+                crossed = problem.routing.link_loads(row.astype(np.float64)) > 0
+                (load[i] if load.ndim == 2 else load)[crossed] = np.inf
     status = np.where(np.any(ubr, axis=-1), Status.UNBOUNDED,
                       np.where(conv, Status.OK, Status.NOT_CONVERGED)).astype(np.int32)
     if ill is not None:

@@ -241,3 +241,16 @@ def test_a_batch_over_no_links_is_each_flow_at_its_cap():
     a = max_min_fair(sp.csc_matrix((0, 4)), np.ones((2, 0)), demands=np.arange(1.0, 5.0))
     np.testing.assert_array_equal(a.rates, np.tile(np.arange(1.0, 5.0), (2, 1)))
     assert a.status.tolist() == [Status.OK, Status.OK]
+
+
+@pytest.mark.parametrize("method", ["dense", "frontier", "exact"])
+def test_an_unbounded_flows_links_carry_inf(method):
+    # scenario 1: flow 2 crosses only link 2, of infinite capacity, and has no cap: UNBOUNDED;
+    # link_load is A @ rates there too (inf on link 2); by hand, link 1 (capacity 10) holds flows
+    # 0 and 1 at 5 each. Scenario 0: link 0 holds flow 0 at 4, flow 1 takes link 1's other 6
+    A = sp.csc_matrix(np.array([[1.0, 0, 0], [1, 1, 0], [0, 0, 1]]))
+    o = max_min_fair(A, np.array([[4.0, 10, 3], [np.inf, 10, np.inf]]), method=method)
+    assert o.status.tolist() == [Status.OK, Status.UNBOUNDED]
+    assert o.rates[1].tolist() == [5.0, 5.0, np.inf]
+    assert o.link_load[1].tolist() == [5.0, 10.0, np.inf]
+    assert o.link_load[0].tolist() == [4.0, 10.0, 3.0]
