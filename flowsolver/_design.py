@@ -10,12 +10,18 @@ time; two parameter sets that generate the same graph, such as the two-tier fat-
 non-blocking leaf-spine, share one); the front is the set of timed candidates that no other timed candidate
 beats or equals on all three of price (USD), power (W) and time (s) while beating it on one.
 
+The price and power are the network's (``Candidate.network_price``, ``network_power``): the bill
+less what the servers come with, which is not bought for the network: the servers' own NICs
+(by default, as a DGX ships its ConnectX-7s; an XDR candidate's ConnectX-8 pays the difference;
+``gpu_price_includes_nics=False`` for servers bought without them) and a rack's NVLink switch
+trays (an NVL72's, bought with the rack as a DGX's NVSwitch chips are). The budget, the power
+envelope, the front and the table's USD/GPU and kW read them; ``price`` and ``power`` stay the
+whole bill's (:func:`topologies.bill`).
+
 Money against throughput: a training workload gives tokens per step, so each timed candidate
 has ``tokens_per_s``; with ``gpu_price`` (USD per GPU: its share of a server's price, which by
 default includes the server's compute NICs, as the catalogue's ``hgx_h100_server`` price
-"includes the infiniband cards") its capital cost ``capex`` is the network bill, less the
-value of the server's own NICs the bill's replace when the GPUs' price includes them (a
-ConnectX-7 400G a DGX H100 NIC: an XDR candidate's ConnectX-8 pays the difference), plus the
+"includes the infiniband cards") its capital cost ``capex`` is the network, plus the
 GPUs, ``throughput_per_usd`` is tokens/s per USD of it, and with a
 ``lifetime`` (seconds of training the hardware is paid over) ``tokens_per_usd`` is the tokens
 that lifetime trains per USD: ``tokens_per_s * lifetime / capex``.
@@ -28,93 +34,19 @@ import math
 import numbers
 import time as _time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 import topologies as tp
 
 from . import _checks
-from ._design_fabrics import (DESIGN_FAMILIES, build as _build, nic_behind_pcie, nic_credit, server_with as _server,
+from ._design_fabrics import (DESIGN_FAMILIES, build as _build, nic_behind_pcie, nic_credit, server_parts, server_with as _server,
                               radixes_boxes_have, spare_ports)
+from ._design_candidate import Candidate
 from ._design_workload import link_policies, timer as _timer, workload_policies
 
 __all__ = ["design", "Design", "Candidate", "pareto_front", "DESIGN_FAMILIES"]
-
-
-@dataclass
-class Candidate:
-    """One candidate fabric: its parameters, its bill's totals and its workload time.
-
-    ``price`` (USD), ``power`` (W) and ``time`` (s) are NaN where not computed; ``status``
-    is ``"ok"``, ``"over budget"``, ``"over power"`` or ``"failed"`` (``message`` says why;
-    for an ``"ok"`` fabric whose host ports outnumber the job's NICs, how many stay empty).
-    """
-
-    family: str
-    link: str
-    oversubscription: float
-    radix: int
-    nics: int
-    optics: str
-    price: float = math.nan
-    power: float = math.nan
-    time: float = math.nan
-    gpus: int = 0
-    switches: int = 0
-    status: str = "ok"
-    message: str = ""
-    pareto: bool = False
-    tokens: float = math.nan           # tokens per step (a training workload), NaN otherwise
-    gpu_price: float = 0.0             # USD per GPU added to the network bill in ``capex``
-    nic_price: float = 0.0             # USD of the bill's compute NICs
-    nic_credit: float = 0.0            # USD of them the GPUs' price pays (the server's own NICs'
-    nics_in_gpu_price: bool = False    # value), which ``capex`` leaves out when it includes them
-    lifetime: float = math.nan         # seconds over which ``tokens_per_usd`` counts tokens
-    policy: str = "ecmp"               # the routing policy the workload was timed with
-    bill: object = field(default=None, repr=False)
-
-    @property
-    def tokens_per_s(self) -> float:
-        """Training throughput, tokens/s (NaN without tokens per step)."""
-        return self.tokens / self.time if self.time > 0 else math.nan
-
-    @property
-    def capex(self) -> float:
-        """USD: the network bill plus ``gpus x gpu_price``, less ``nic_credit`` where
-        ``gpu_price`` includes the server's own NICs (``nics_in_gpu_price``: not bought twice;
-        a dearer NIC on the bill pays the difference)."""
-        return self.price + self.gpus * self.gpu_price - (self.nic_credit if self.nics_in_gpu_price else 0.0)
-
-    @property
-    def throughput_per_usd(self) -> float:
-        """Tokens/s per USD of ``capex``."""
-        return self.tokens_per_s / self.capex if self.capex > 0 else math.nan
-
-    @property
-    def tokens_per_usd(self) -> float:
-        """Tokens trained per USD of ``capex`` over ``lifetime`` seconds (NaN without one)."""
-        return self.throughput_per_usd * self.lifetime
-
-    @property
-    def capex_time(self) -> float:
-        """USD x s: ``capex`` times the workload's ``time``; the least is the most work per USD
-        (the order of ``tokens_per_usd`` when every candidate trains the same tokens per step)."""
-        return self.capex * self.time
-
-    @property
-    def fabric(self) -> tuple:
-        """What the time depends on (every parameter but the optics)."""
-        return (self.family, self.link, self.oversubscription, self.radix, self.nics)
-
-    def as_dict(self) -> dict:
-        return dict(family=self.family, link=self.link, oversubscription=self.oversubscription, radix=self.radix,
-                    nics=self.nics, optics=self.optics, gpus=self.gpus, switches=self.switches, price=self.price,
-                    power=self.power, time=self.time, price_per_gpu=self.price / self.gpus if self.gpus else math.nan,
-                    tokens_per_s=self.tokens_per_s, capex=self.capex, nic_price=self.nic_price,
-                    nic_credit=self.nic_credit, nics_in_gpu_price=self.nics_in_gpu_price, capex_time=self.capex_time,
-                    throughput_per_usd=self.throughput_per_usd, tokens_per_usd=self.tokens_per_usd,
-                    policy=self.policy, status=self.status, pareto=self.pareto, message=self.message)
 
 
 @dataclass
@@ -133,8 +65,8 @@ class Design:
 
     def best(self, key: str | None = None):
         """The timed candidate with the most ``key`` (``tokens_per_usd``, ``throughput_per_usd``,
-        ``tokens_per_s``) or the least (``time``, ``price``, ``capex``, ``capex_time``); None
-        if none is timed.
+        ``tokens_per_s``) or the least (``time``, ``price``: the ``network_price``, ``capex``,
+        ``capex_time``); None if none is timed.
 
         Ties go to the front's other coordinates, as the front would: among equal times (or
         tokens/s) the cheaper ``price``, then the lower ``power``; among equal prices (or
@@ -176,9 +108,9 @@ class Design:
                              f"has {', '.join(have)}")
         sign = -1.0 if key in most else 1.0
 
-        def rank(c):            # the key, then its ties (a NaN tie-break ranks last)
-            return (sign * getattr(c, key),) + tuple(math.inf if math.isnan(v) else v
-                                                     for v in (getattr(c, k) for k in _TIES[key]))
+        def rank(c):            # the key, then its ties (a NaN tie-break ranks last); price: the network's
+            return (sign * getattr(c, _FIELD.get(key, key)),) + tuple(
+                math.inf if math.isnan(v) else v for v in (getattr(c, _FIELD.get(k, k)) for k in _TIES[key]))
         return min(ok, key=rank)
 
     def format(self, every: bool = False) -> str:
@@ -199,9 +131,10 @@ class Design:
                  + (f" {'tokens/s':>10s}" if tok else "")
                  + (f" {'tokens/USD':>10s}" if per_usd else "") + (" status (* front)" if every else "")]
         front = {id(c) for c in self.front}
-        for c in sorted(shown, key=lambda c: (c.status == "failed", c.price)):
+        for c in sorted(shown, key=lambda c: (c.status == "failed", c.network_price)):
             lines.append(f"{c.family:15s} {c.link:10s} {c.oversubscription:4g} {c.radix:5d} {c.nics:4d} "
-                         f"{c.optics:10s} {c.price / c.gpus if c.gpus else math.nan:9,.0f} {c.power / 1e3:9.1f} {c.time:10.5g}"
+                         f"{c.optics:10s} {c.network_price / c.gpus if c.gpus else math.nan:9,.0f} "
+                         f"{c.network_power / 1e3:9.1f} {c.time:10.5g}"
                          + (f" {c.policy:10s}" if routed else "")
                          + (f" {c.capex / c.gpus if c.gpus else math.nan:10,.0f}" if cap else "")
                          + (f" {c.tokens_per_s:10,.0f}" if tok else "") + (f" {c.tokens_per_usd:10,.0f}" if per_usd else "")
@@ -209,22 +142,27 @@ class Design:
                             if every else ""))
         if not every:       # what a front row's figures hide (ports left dark, optics alike), under the table
             lines += [f"  {c.family} {c.link} os {c.oversubscription:g} radix {c.radix} {c.optics}: {c.message}"
-                      for c in sorted(self.front, key=lambda c: c.price) if c.message]
+                      for c in sorted(self.front, key=lambda c: c.network_price) if c.message]
         if not self.front and not every:        # (newuser25: an empty table, the reasons only under --all)
             why = Counter(c.status for c in self.candidates if c.status != "ok")
-            cheapest = min((c for c in self.candidates if c.price == c.price), key=lambda c: c.price, default=None)
+            cheapest = min((c for c in self.candidates if c.price == c.price), key=lambda c: c.network_price,
+                           default=None)
             lines.append("front empty: " + ", ".join(f"{n} {status}" for status, n in why.most_common())
-                         + (f"; the cheapest costs {cheapest.price:,.0f} USD and {cheapest.power / 1e3:,.1f} kW"
+                         + (f"; the cheapest costs {cheapest.network_price:,.0f} USD and "
+                            f"{cheapest.network_power / 1e3:,.1f} kW"
                             if cheapest is not None else "") + " (every candidate with its reason: --all, every=True)")
         if every:
-            lines.append("os: leaf oversubscription; USD/GPU, kW: the network's bill per GPU and its power (the GPUs "
-                         "not in them); time s: the workload's" + ("; capex/GPU: network and GPUs (the NICs once) "
+            lines.append("os: leaf oversubscription; USD/GPU, kW: the network's bill per GPU and its power, less what "
+                         "the servers come with (their own NICs, a rack's NVLink switch trays; the GPUs not in them); "
+                         "time s: the workload's" + ("; capex/GPU: network and GPUs (the NICs once) "
                                                                    "per GPU" if cap else "")
                          + ("; tokens/USD: over the lifetime, per USD of network and GPUs" if per_usd else ""))
         return "\n".join(lines)
 
 
 # Design.best's tie-breaks per key, after the key itself (the front's other coordinates)
+# what best()'s price and power read: the network's (the bill less what the servers come with)
+_FIELD = {"price": "network_price", "power": "network_power"}
 _TIES = {"time": ("price", "power"), "tokens_per_s": ("price", "power"),
          "price": ("time", "power"), "capex": ("time", "price", "power"),
          "capex_time": ("time", "price", "power"), "throughput_per_usd": ("time", "price", "power"),
@@ -282,7 +220,8 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         ("all_to_all", 2**28, range(64))]``, summed) or a function graph -> seconds (or
         ``(seconds, tokens per step)``).
     budget, power : float, optional
-        Most USD (network bill) and W (network power) allowed; candidates beyond are not timed.
+        Most USD and W of the network allowed (the bill less what the servers come with:
+        ``Candidate.network_price``, ``network_power``); candidates beyond are not timed.
     families, links, oversubscriptions, radixes, nics, optics : sequences or single values
         The grid: fabric families (:data:`DESIGN_FAMILIES`), link technologies (catalogue names;
         the NICs run at the fabric's rate), leaf oversubscriptions, switch radixes, NICs per
@@ -299,13 +238,15 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         published figure that "includes the infiniband cards", see its ``price_source``).
         Without it ``capex`` is the network alone.
     gpu_price_includes_nics : bool
-        Whether ``gpu_price`` includes the servers' compute NICs (default True, as the
-        catalogue's server price does): then ``capex`` credits the bill's NICs up to the
-        value of the server's own (``Candidate.nic_credit``: per server up to its NIC count,
-        each at the lesser of the billed NIC's price and the server's own NIC's, a DGX H100's
-        ConnectX-7 400G), so a dearer NIC (an XDR candidate's ConnectX-8, a BlueField) pays
-        the difference and a candidate with fewer NICs than the server carries is no cheaper
-        for it (they come with the server). False: a price without them, the bill's NICs added.
+        Whether the servers come with their compute NICs (default True, as a DGX ships its
+        ConnectX-7s and the catalogue's server price "includes the infiniband cards"): then the
+        network (budget, front, USD/GPU, ``capex``) leaves out the bill's NICs up to the value
+        of the server's own (``Candidate.nic_credit``: per server up to its NIC count, each at
+        the lesser of the billed NIC's price and the server's own NIC's, a DGX H100's
+        ConnectX-7 400G; their power likewise), so a dearer NIC (an XDR candidate's ConnectX-8,
+        a BlueField) pays the difference and a candidate with fewer NICs than the server
+        carries is no cheaper for it. False: servers without them, the bill's NICs bought
+        with the network.
     lifetime : float, optional
         Seconds of training the hardware is paid over: gives ``tokens_per_usd``.
     policy : str or dict, optional
@@ -358,7 +299,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
     own_policy = "+".join(sorted(workload_policies(workload))) or "ecmp"     # what times it where design names none
     servers = gpus // model.gpus
     cands = [Candidate(f, l, float(o), int(r), int(n), op, gpu_price=float(gpu_price or 0.0),
-                       nics_in_gpu_price=gpu_price is not None and bool(gpu_price_includes_nics),
+                       nics_in_gpu_price=bool(gpu_price_includes_nics),
                        lifetime=math.nan if lifetime is None else float(lifetime), policy=policies[l] or own_policy)
              for f, l, o, r, n, op in itertools.product(families, links, oversubscriptions, radixes, nics, optics)]
     if not cands:
@@ -392,6 +333,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         c.bill, c.price, c.power, c.gpus = b, b.price, b.power, b.gpus
         c.nic_price = sum(line.price for line in b.lines if line.part.category == "nic")
         c.nic_credit = nic_credit(b, model, prices=prices)
+        c.own_price, c.own_power = server_parts(b, model, nics=c.nics_in_gpu_price, prices=prices, power=part_power)
         c.switches = sum(l.count for l in b.lines if l.part.category == "switch")
         # the job's servers on the first host ports of a larger fabric; NICs faster than their PCIe
         # a radix below the box the bill buys for it pays for ports it leaves dark (newuser25 #2: XDR at
@@ -409,10 +351,10 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
         c.message = "; ".join(m for m in (spare_ports(g), pcie[key], dark, alike, generic) if m)
         if c.gpus != gpus:              # not the cluster asked: a builder's mistake, never timed
             c.status, c.message = "failed", f"the fabric holds {c.gpus} GPUs, not the {gpus} asked"
-        elif budget is not None and c.price > budget:
-            c.status, c.message = "over budget", f"{c.price:,.0f} USD > {budget:,.0f}"
-        elif power is not None and c.power > power:
-            c.status, c.message = "over power", f"{c.power:,.0f} W > {power:,.0f}"
+        elif budget is not None and c.network_price > budget:
+            c.status, c.message = "over budget", f"{c.network_price:,.0f} USD > {budget:,.0f}"
+        elif power is not None and c.network_power > power:
+            c.status, c.message = "over power", f"{c.network_power:,.0f} W > {power:,.0f}"
     todo = {}           # id(graph) -> (graph, its link's policy), each distinct fabric once
     for c in cands:
         if c.status == "ok":
@@ -431,7 +373,7 @@ def design(gpus: int, workload, *, budget: float | None = None, power: float | N
             if msg or not math.isfinite(c.time):
                 c.status, c.message = "failed", msg or "the workload did not complete"
     ok = [c for c in cands if c.status == "ok"]
-    keep = pareto_front([(c.price, c.power, c.time) for c in ok])
+    keep = pareto_front([(c.network_price, c.network_power, c.time) for c in ok])
     for i in keep:
         ok[i].pareto = True
     front = [ok[i] for i in keep]

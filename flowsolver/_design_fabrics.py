@@ -51,6 +51,32 @@ def nic_credit(bill, server, *, prices: dict | None = None) -> float:
     return credit
 
 
+def server_parts(bill, server, *, nics: bool, prices: dict | None = None, power: dict | None = None) -> tuple:
+    """``(USD, W)`` of ``bill``'s parts that come with ``server``'s servers, not bought for the
+    network: the scale-up switch trays of a rack (an NVL72's 9 NVLink switch trays, bought with
+    the rack as a DGX's NVSwitch chips are, which no bill lists) and, with ``nics``, the NICs the
+    servers ship with (:func:`nic_credit`: per server up to its NIC count, each at the lesser of
+    the billed NIC's figure and the server's own NIC's; a dearer NIC pays the difference)."""
+    from topologies.parts import _rate_part         # the NIC the bill picks for a rate
+
+    usd = sum(line.price for line in bill.lines if line.part.category == "nvswitch_tray")
+    watts = sum(line.power for line in bill.lines if line.part.category == "nvswitch_tray")
+    if not nics:
+        return float(usd), float(watts)
+    usd += nic_credit(bill, server, prices=prices)
+    model = tp.get_server(server)
+    lines = [line for line in bill.lines if line.part.category == "nic"]
+    if model.nic is None:
+        return float(usd), float(watts + sum(line.power for line in lines))
+    own = _rate_part("nic", model.nic_ports * tp.get_link(model.nic).bandwidth)
+    own_watts = float((power or {}).get(own.name, own.power))
+    left = (bill.gpus // model.gpus) * model.nics
+    for line in sorted(lines, key=lambda line: -line.part.power):
+        n = min(line.count, left)
+        watts, left = watts + n * min(line.part.power, own_watts), left - n
+    return float(usd), float(watts)
+
+
 def build(family: str, servers: int, server, link: str, ratio: float, radix: int):
     """The fabric of ``family`` for ``servers`` servers of ``server``, sized by ``radix``: the
     job's servers on its first host ports (see the module docstring)."""

@@ -29,8 +29,10 @@ def add_design(sub, fmt) -> None:
     d.add_argument("--pp", type=int, default=None, help="pipeline stages, with --model (default 1)")
     d.add_argument("--op", default="all_reduce", choices=OPS, help="collective over all GPUs (default %(default)s)")
     d.add_argument("--size", default="1G", help="collective bytes, nccl-tests style (default %(default)s)")
-    d.add_argument("--budget", type=float, default=None, help="most USD for the network bill")
-    d.add_argument("--power", type=float, default=None, help="most W for the network")
+    d.add_argument("--budget", type=float, default=None,
+                   help="most USD for the network: its bill less what the servers come with (their own NICs, a "
+                        "rack's NVLink switch trays)")
+    d.add_argument("--power", type=float, default=None, help="most W for the network (the same parts left out)")
     d.add_argument("--families", nargs="+", default=["rail_optimized", "leaf_spine", "fat_tree"],
                    choices=DESIGN_FAMILIES, help="fabric families (default %(default)s, the API's; add rail_only, "
                                                   "dragonfly_plus)")
@@ -50,7 +52,8 @@ def add_design(sub, fmt) -> None:
                         "the parts catalogue's DGX H100 figure, which includes the InfiniBand cards, is 38750 "
                         "(topologies.get_part('hgx_h100_server').price / 8)")
     d.add_argument("--gpu-price-without-nics", action="store_true",
-                   help="--gpu-price does not include the NICs: the bill's NICs are added to capex")
+                   help="the servers come without their compute NICs: the bill's NICs are network spend (--budget, "
+                        "USD/GPU) and added to capex")
     d.add_argument("--lifetime-days", type=float, default=None,
                    help="days of training the hardware is paid over: gives tokens per USD (with --model)")
     d.add_argument("--policy", nargs="+", default=None, metavar="POLICY|LINK=POLICY",

@@ -666,8 +666,10 @@ def test_design_all_lists_every_candidate_under_the_front_tables_columns(capsys)
     body = every[3:3 + len(rows)]
     assert len(body) == len(rows) and every[3 + len(rows)].startswith("os: leaf oversubscription")
     usd_per_gpu = every[2].split().index("USD/GPU")
-    # each row's USD/GPU is its bill over its GPUs (the JSON rows' price and gpus), cheapest first
-    expect = sorted(r["price"] / r["gpus"] for r in rows)
+    # each row's USD/GPU is its network over its GPUs (the JSON rows' network_price: the bill less
+    # the NICs the servers come with), cheapest first
+    expect = sorted(r["network_price"] / r["gpus"] for r in rows)
+    assert all(r["network_price"] < r["price"] for r in rows)
     assert [float(line.split()[usd_per_gpu].replace(",", "")) for line in body] == pytest.approx(expect, abs=0.5)
     assert sum(line.split()[-1] == "*" for line in body) == sum(r["pareto"] for r in rows)
 

@@ -134,11 +134,14 @@ def test_tokens_per_dollar_against_a_hand_computation():
     assert c.tokens_per_s == pytest.approx(5e5)
     assert c.tokens_per_usd == pytest.approx(5e5 * month / capex)
     assert c.as_dict()["tokens_per_usd"] == c.tokens_per_usd and r.best() is c
-    # without a lifetime or a GPU price: throughput per USD of the network alone, no tokens/USD
+    # without a lifetime or a GPU price: throughput per USD of the network alone, no tokens/USD;
+    # the network leaves out the NICs the DGXs come with (newuser27 #1)
     r = fs.design(64, lambda g: (2.0, 1e6), families=("rail_optimized",), links=("ib_ndr",),
                   oversubscriptions=(1.0,), optics=("multimode",))
     c = r.candidates[0]
-    assert c.throughput_per_usd == pytest.approx(5e5 / network) and math.isnan(c.tokens_per_usd)
+    assert c.network_price == pytest.approx(network - 64 * p["connectx7_400g"])
+    assert c.throughput_per_usd == pytest.approx(5e5 / (network - 64 * p["connectx7_400g"]))
+    assert math.isnan(c.tokens_per_usd)
     # a GPU price without the NICs: the bill's NICs are added
     bare = fs.design(64, lambda g: (2.0, 1e6), families=("rail_optimized",), links=("ib_ndr",),
                      oversubscriptions=(1.0,), optics=("multimode",), gpu_price=30000.0, lifetime=month,
@@ -192,7 +195,12 @@ def test_best_of_a_collective_mix_is_the_least_capex_times_time():
     cost = {}
     for link in ("ib_ndr", "ib_hdr"):
         g = tp.rail_optimized(8, server=server, link=link)
-        cost[link] = tp.bill(g, optics="multimode").price * collective(g, "all_reduce", 2**26).time
+        bill = tp.bill(g, optics="multimode")
+        # the network less the NICs the DGX H100s come with (a ConnectX-7 each, 2,200 USD): the
+        # bill's NICs are paid up to that each
+        own = sum(line.count * min(line.part.price, tp.get_part("connectx7_400g").price) for line in bill.lines
+                  if line.part.category == "nic")
+        cost[link] = (bill.price - own) * collective(g, "all_reduce", 2**26).time
     assert r.timed == 2 and r.best().link == min(cost, key=cost.get)
     assert r.best().capex_time == pytest.approx(min(cost.values()), rel=1e-9)
     for key in ("tokens_per_usd", "throughput_per_usd", "tokens_per_s"):
@@ -211,7 +219,7 @@ def test_best_with_tokens_and_no_lifetime_is_the_most_throughput_per_usd():
     for times in ({"ib_ndr": 1.0, "ib_hdr": 3.0}, {"ib_ndr": 1.0, "ib_hdr": 1.05}):
         r = fs.design(64, lambda g: (times[g.graph["params"]["link"]], 1e6), families=("rail_optimized",),
                       links=("ib_ndr", "ib_hdr"), oversubscriptions=(1.0,), optics=("multimode",))
-        price = {c.link: c.price for c in r.candidates}
+        price = {c.link: c.network_price for c in r.candidates}
         want = max(times, key=lambda k: 1e6 / times[k] / price[k])
         assert r.best().link == want == r.best("capex_time").link
         assert r.best().throughput_per_usd == pytest.approx(1e6 / times[want] / price[want])
@@ -287,7 +295,7 @@ def test_an_empty_front_says_why():
     d = design(64, WORK, links=("ib_ndr",), families=("leaf_spine",), oversubscriptions=(1.0,),
                optics=("multimode",), budget=1000.0)
     text = d.format()
-    cheapest = min(c.price for c in d.candidates)
+    cheapest = min(c.network_price for c in d.candidates)
     assert not d.front and "front empty: 1 over budget" in text and f"{cheapest:,.0f} USD" in text
 
 
