@@ -8,7 +8,9 @@ import topologies as tp
 
 from ..collectives import OPS
 from ..training import MODELS
-from ._arguments import _EXAMPLES, _add_output, _add_topology, build_graph, cluster_label, parse_count, parse_size
+from ._arguments import (_EXAMPLES, _add_output, _add_topology, _int_or_auto, build_graph, cluster_label, parse_count,
+                         parse_size)
+from ._model_file import model_of
 from ._output import emit, to_json
 from ._words import CliError
 
@@ -23,10 +25,24 @@ def add_design(sub, fmt) -> None:
                        "price, power and time", epilog=_EXAMPLES, formatter_class=fmt)
     d.add_argument("--gpus", type=int, required=True, help="GPUs of the cluster")
     d.add_argument("--server", default="dgx_h100", help="server model (default %(default)s)")
-    d.add_argument("--model", default=None, choices=list(MODELS),
-                   help="time a training step of this model (else a collective: --op, --size)")
+    d.add_argument("--model", default=None, metavar="PRESET|FILE",
+                   help=f"time a training step of this model: a preset ({', '.join(MODELS)}) or a .json / .toml file "
+                        "of its shape, as train takes (else a collective: --op, --size)")
     d.add_argument("--tp", type=int, default=None, help="tensor-parallel size, with --model (default 8)")
     d.add_argument("--pp", type=int, default=None, help="pipeline stages, with --model (default 1)")
+    # the rest of the step's layout, as train takes them (newuser27 #2: a 405B step at train's
+    # default batch and vp 1 spent 31 % in the pipeline bubble, and a MoE could not be asked)
+    for name, text in (("vp", "virtual pipeline stages per stage (default 1; auto: the fastest of 1-8 that fits)"),
+                       ("ep", "expert-parallel size (default 1)"),
+                       ("etp", "expert layers' tensor-parallel size: 1 or the tp (default: tp)"),
+                       ("cp", "context-parallel size (default 1)"),
+                       ("global-batch", "sequences per step (default: train's, 512 rounded to micro-batches)"),
+                       ("micro-batch", "sequences per micro-batch (default 1; auto: the fastest of 1, 2, 4, 8)"),
+                       ("seq-len", "tokens per sequence (default: the model's)")):
+        d.add_argument(f"--{name}", type=_int_or_auto if name in ("vp", "micro-batch") else int, default=None,
+                       help=text + ", with --model")
+    d.add_argument("--precision", default=None, choices=("bf16", "fp8"), help="GEMM precision, with --model "
+                                                                            "(default bf16)")
     d.add_argument("--op", default="all_reduce", choices=OPS, help="collective over all GPUs (default %(default)s)")
     d.add_argument("--size", default="1G", help="collective bytes, nccl-tests style (default %(default)s)")
     d.add_argument("--budget", type=float, default=None,
@@ -132,17 +148,20 @@ def design(args) -> None:
 
     if args.lifetime_days is not None and not 0 < args.lifetime_days < float("inf"):   # the library says seconds
         raise CliError(f"--lifetime-days must be a finite number of days > 0, got {args.lifetime_days:g}")
+    layout = {name: getattr(args, name) for name in _STEP_FLAGS if getattr(args, name) is not None}
     if args.model is not None:
         tp_, pp_ = 8 if args.tp is None else args.tp, 1 if args.pp is None else args.pp
-        workload = dict(model=args.model, tp=tp_, pp=pp_)
-        label = f"{args.model} step (tp {tp_}, pp {pp_})"
+        workload = dict(model=model_of(args.model), tp=tp_, pp=pp_, **layout)
+        label = f"{args.model} step (tp {tp_}, pp {pp_}" + "".join(
+            f", {name.replace('_', ' ')} {value}" for name, value in layout.items()) + ")"
     else:
-        given = [flag for flag, value in (("--tp", args.tp), ("--pp", args.pp), ("--lifetime-days", args.lifetime_days))
-                 if value is not None]
+        flags = (("--tp", args.tp), ("--pp", args.pp), ("--lifetime-days", args.lifetime_days),
+                 *((f"--{name.replace('_', '-')}", value) for name, value in layout.items()))
+        given = [flag for flag, value in flags if value is not None]
         if given:   # a collective has no layout and no tokens per step: they would be ignored
             raise ValueError(f"{' and '.join(given)} {'needs' if len(given) == 1 else 'need'} --model (a training "
-                             "step: --tp and --pp are its layout, --lifetime-days gives tokens per USD from its tokens "
-                             f"per step); the collective --op {args.op} has neither")
+                             "step: --tp, --pp and the others are its layout, --lifetime-days gives tokens per USD from "
+                             f"its tokens per step); the collective --op {args.op} has neither")
         workload = [(args.op, parse_size(args.size, "--size"))]
         label = f"{args.op} of {args.size}"
     r = search(args.gpus, workload, budget=args.budget, power=args.power, families=tuple(args.families),
@@ -155,10 +174,20 @@ def design(args) -> None:
         raise ValueError(f"no fabric could be built or timed: {'; '.join(reasons[:3])}"
                          + (f" (and {len(reasons) - 3} more reasons: --all lists them)" if len(reasons) > 3 else ""))
     rows = [row for row in r.to_rows() if args.all or row["pareto"]]
+    if args.model is not None:          # the batch the step ran (train's default where not given), from its tokens
+        spec = workload["model"]
+        seq = workload.get("seq_len") or (MODELS[spec] if isinstance(spec, str) else spec).seq_len
+        tokens = next((c.tokens for c in r.candidates if c.tokens == c.tokens), None)
+        if tokens is not None:
+            label += f", {tokens / seq:,.0f} sequences of {seq:,} tokens a step"
     text = (f"# {label} on {args.gpus} GPUs; prices: topologies' parts catalogue (each with its source; "
             "estimates are flagged there)\n")
     text += r.format(every=args.all)
     emit(rows, args, text)
+
+
+#: train's layout flags design takes beside --tp and --pp (their training_step keywords)
+_STEP_FLAGS = ("vp", "ep", "etp", "cp", "global_batch", "micro_batch", "seq_len", "precision")
 
 
 def _policy_option(given):

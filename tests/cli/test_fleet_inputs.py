@@ -76,3 +76,39 @@ def test_api_refuses_what_it_would_ignore():
             goodput(g, step, resp, days=1, trajectories=2, reroute="around", reroute_below=bad)
     with pytest.raises(ValueError, match="reroute_below .* is the threshold of reroute='around'"):
         goodput(g, step, resp, days=1, trajectories=2, reroute_below=0.5)
+
+
+@pytest.mark.parametrize("flags, keywords", [
+    (["--pp", "2", "--vp", "2", "--global-batch", "64"], dict(pp=2, vp=2, global_batch=64)),
+    (["--tp", "1", "--ep", "8", "--etp", "1", "--global-batch", "64"], dict(tp=1, ep=8, etp=1, global_batch=64)),
+])
+def test_design_times_the_layout_train_takes(capsys, flags, keywords):
+    """newuser27 #2: design took --tp and --pp only, a preset only, and said nothing of the batch:
+    a 405B step timed at train's default 512 sequences and vp 1 (31 % bubble), no MoE from the CLI."""
+    import json
+
+    import flowsolver as fs
+
+    model = "mixtral-8x7b" if "ep" in keywords else "llama-3-8b"
+    assert main(DESIGN + ["--model", model, *flags, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    work = dict(model=model, **{"tp": 8, "pp": 1, **keywords})
+    want = fs.design(64, work, families=("leaf_spine",), links=("ib_ndr",), optics=("multimode",),
+                     oversubscriptions=(1.0,)).candidates[0]
+    assert row["time"] == pytest.approx(want.time, rel=1e-12)
+    assert main(DESIGN + ["--model", model, *flags]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    seq = fs.training.MODELS[model].seq_len
+    assert f"global batch 64), 64 sequences of {seq:,} tokens a step" in head
+
+
+def test_design_takes_a_model_file(capsys, tmp_path):
+    path = tmp_path / "small.toml"
+    path.write_text("layers = 4\nhidden = 1024\nffn = 4096\nheads = 8\nkv_heads = 8\nvocab = 32000\nseq_len = 2048\n")
+    assert main(DESIGN + ["--model", str(path), "--global-batch", "32"]) == 0
+    assert "32 sequences of 2,048 tokens a step" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_design_layout_flags_need_a_model(capsys):
+    assert main(DESIGN + ["--size", "64M", "--ep", "8"]) == 2
+    assert "--ep needs --model" in capsys.readouterr().err
