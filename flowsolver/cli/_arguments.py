@@ -156,6 +156,10 @@ def _add_topology(p: argparse.ArgumentParser, default_family="rail_optimized", d
                         "(NCCL_TOPO_DUMP_FILE's XML, *.xml)")
     g.add_argument("--link", default=None, help=f"link: {', '.join(tp.link_names())} (default ib_ndr; "
                                                 "each described by topology --catalogue)")
+    g.add_argument("--nic", default=None, metavar="LINK",
+                   help="the servers' NIC technology, a link name (default: the server's own, run at the slower of "
+                        "it and --link: a DGX H100's ConnectX-7 stays 400G under --link ib_xdr); e.g. --link ib_xdr "
+                        "--nic ib_xdr gives ConnectX-8s, as design's XDR candidates have")
     g.add_argument("--oversubscription", type=float, default=None,
                    help="leaf downlink / uplink bandwidth (rail_optimized, leaf_spine; default 1.0)")
     g.add_argument("--cluster", metavar="PATH", default=None,
@@ -238,13 +242,18 @@ def build_graph(args):
         raise ValueError(f"{', '.join(foreign)}: not a size of the {args.family} family (its sizes: "
                          f"{', '.join(sorted(takes))}); name the family with --family")
     if args.cluster is not None:
-        given = [f"--{k}" for k in ("server", "link", "oversubscription") if getattr(args, k) is not None]
+        given = [f"--{k}" for k in ("server", "link", "nic", "oversubscription") if getattr(args, k, None) is not None]
         if given:
             raise ValueError(f"{', '.join(given)}: a --cluster file holds its own servers and links; "
                              "leave these out or describe a generated cluster")
         g = cluster_file(args.cluster, cluster_limit(args))
         return tp.fail_links(g, args.fail_fraction, seed=args.seed) if args.fail_fraction else g
-    return tp.build(args.family, link=args.link or "ib_ndr", server=server_of(args.server),
+    server = server_of(args.server)
+    if getattr(args, "nic", None) is not None:
+        if args.nic not in tp.link_names():
+            raise CliError(f"--nic must be a link technology ({', '.join(tp.link_names())}), got {args.nic!r}")
+        server = tp.get_server(server or "dgx_h100").with_(nic=args.nic)
+    return tp.build(args.family, link=args.link or "ib_ndr", server=server,
                     oversubscription=1.0 if args.oversubscription is None else args.oversubscription,
                     fail_fraction=args.fail_fraction, seed=args.seed,
                     **{p.name: p.from_cli(getattr(args, p.dest)) for p in tp.get_family(args.family).parameters})

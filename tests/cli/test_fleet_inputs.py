@@ -112,3 +112,28 @@ def test_design_takes_a_model_file(capsys, tmp_path):
 def test_design_layout_flags_need_a_model(capsys):
     assert main(DESIGN + ["--size", "64M", "--ep", "8"]) == 2
     assert "--ep needs --model" in capsys.readouterr().err
+
+
+def test_nic_reproduces_a_design_xdr_row(capsys):
+    """newuser27 #4: design's XDR candidates have ConnectX-8 NICs; --link ib_xdr elsewhere kept the
+    server's ConnectX-7 (400G), so no command reproduced an XDR row. --nic ib_xdr does: the same
+    graph, so the same all-to-all time; the row's note gives the PCIe's effective 48 GB/s."""
+    import json
+
+    import flowsolver as fs
+
+    row_args = ["design", "--gpus", "16", "--server", "dgx_h200", "--op", "all_to_all", "--size", "64M",
+                "--links", "ib_xdr", "--radixes", "64", "--optics", "multimode", "--oversubscriptions", "1",
+                "--families", "rail_optimized"]
+    assert main(row_args + ["--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert "48 GB/s as a long transfer reaches it" in row["message"]
+    g = tp.rail_optimized(2, server=tp.get_server("dgx_h200").with_(nic="ib_xdr"), link="ib_xdr")
+    assert row["time"] == pytest.approx(fs.collective(g, "all_to_all", 64 * 2**20).time, rel=1e-12)
+    assert main(["collective", "--nodes", "2", "--server", "dgx_h200", "--link", "ib_xdr", "--nic", "ib_xdr",
+                 "--op", "all_to_all", "-b", "64M", "-e", "64M", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = out if isinstance(out, list) else out["rows"]
+    assert rows[0]["time_us"] * 1e-6 == pytest.approx(row["time"], rel=1e-4)
+    assert main(["topology", "--nodes", "2", "--nic", "nope"]) == 2
+    assert "--nic must be a link technology" in capsys.readouterr().err
