@@ -26,7 +26,7 @@ LAYERS = [
     ("flowsolver.traces",),
     ("flowsolver._sweep", "flowsolver._sweep_files", "flowsolver._sweep_grid", "flowsolver._sweep_table", "flowsolver.study",
      "flowsolver.plot",
-     "flowsolver.upgrade", "flowsolver._design", "flowsolver._design_fabrics", "flowsolver._design_workload", "flowsolver.reliability", "flowsolver.serving", "flowsolver.planning"),
+     "flowsolver.upgrade", "flowsolver._design", "flowsolver._design_candidate", "flowsolver._design_fabrics", "flowsolver._design_workload", "flowsolver.reliability", "flowsolver.serving", "flowsolver.planning"),
     ("flowsolver.cli", "flowsolver.__main__"),
     ("flowsolver",),
 ]

@@ -12,7 +12,7 @@ from ._arguments import (_EXAMPLES, _add_output, _add_topology, _int_or_auto, bu
                          parse_size)
 from ._model_file import model_of
 from ._output import emit, to_json
-from ._words import CliError
+from ._words import CliError, sharp_note
 
 __all__ = ["add_design", "add_goodput", "design", "goodput"]
 
@@ -183,6 +183,7 @@ def design(args) -> None:
     text = (f"# {label} on {args.gpus} GPUs; prices: topologies' parts catalogue (each with its source; "
             "estimates are flagged there)\n")
     text += r.format(every=args.all)
+    text += "".join("\n" + note for note in sharp_note(args.links, None if args.model is not None else args.op))
     emit(rows, args, text)
 
 

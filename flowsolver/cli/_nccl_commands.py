@@ -14,6 +14,7 @@ from ..routing import link_efficiency, policy_of
 from ._arguments import CliError, build_graph, cluster_label, parse_size
 from ._output import emit, said_warnings, to_json, writable
 from ._settings import calibration_of
+from ._words import sharp_note
 
 __all__ = ["collective_table", "calibrate_logs", "log_limit", "settings_for"]
 
@@ -255,6 +256,12 @@ def collective_table(args) -> None:
                         "put a floor under small sizes")
     if args.compare and op == "send_recv":
         lines.insert(1, "# send_recv as sendrecv_perf runs it: the ring shift, every rank to the next at once")
+    # the network's link technologies (a graph edge's tech): a note where SHARP would change an
+    # all-reduce across servers
+    gpus = tp.gpus(graph)
+    used = gpus if args.ranks is None else [gpus[r] for r in args.ranks if 0 <= r < len(gpus)]
+    if len({graph.nodes[g].get("server") for g in used}) > 1:
+        lines += sharp_note({str(e.get("tech", "")) for _, _, e in graph.edges(data=True)}, op)
     emit(rows, args, "\n".join(lines))
     if args.plot:
         _comparison_plot(args.plot, results, sizes, measured, op)

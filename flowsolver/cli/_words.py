@@ -91,3 +91,25 @@ def in_cli_words(message: str, parser: argparse.ArgumentParser, command: str | N
     # the API's own hint for command-line users ("e.g. ranks=range(8); --ranks on the command line")
     message = re.sub(r" \(e\.g\. [^;]*; --[\w-]+ on the command line\)", "", message)
     return re.sub(r"; --[\w-]+ on the command line\)", ")", message)
+
+
+#: what a run on InfiniBand leaves out (newuser27 #5): the switches' in-network reduction
+SHARP_NOTE = ("# note: InfiniBand's in-network reduction (SHARP: NCCL's CollNet and NVLS with SHARP, on "
+              "Quantum-2 / Quantum-X800 switches with NCCL's SHARP plugin) is not modelled: the switches reduce "
+              "the nodes' data, so each node sends and receives an all-reduce's bytes once whatever the node "
+              "count (a ring across N nodes moves 2(N-1)/N of them through each node)")
+
+
+def sharp_note(techs, op) -> list:
+    """``[SHARP_NOTE]`` where one of the link technologies ``techs`` is InfiniBand and ``op`` (a
+    collective, or None for a training step) has an all-reduce; else ``[]``.
+
+    >>> sharp_note(["ib_ndr"], "all_reduce") == [SHARP_NOTE], sharp_note(["roce_400g"], "all_reduce")
+    (True, [])
+    """
+    import topologies as tp
+
+    if op not in (None, "all_reduce"):
+        return []
+    ib = any(t in tp.link_names() and tp.get_link(t).family == "infiniband" for t in techs)
+    return [SHARP_NOTE] if ib else []

@@ -137,3 +137,17 @@ def test_nic_reproduces_a_design_xdr_row(capsys):
     assert rows[0]["time_us"] * 1e-6 == pytest.approx(row["time"], rel=1e-4)
     assert main(["topology", "--nodes", "2", "--nic", "nope"]) == 2
     assert "--nic must be a link technology" in capsys.readouterr().err
+
+
+def test_sharp_is_said_where_an_infiniband_all_reduce_crosses_servers(capsys):
+    """newuser27 #5: InfiniBand's in-network reduction is not modelled and design's IB-or-RoCE
+    answer did not say so."""
+    from flowsolver.cli._words import SHARP_NOTE
+
+    for cmd, said in ((["collective", "--nodes", "2", "-b", "1M", "-e", "1M"], True),
+                      (["collective", "--nodes", "1", "-b", "1M", "-e", "1M"], False),
+                      (["collective", "--nodes", "2", "--link", "roce_400g", "-b", "1M", "-e", "1M"], False),
+                      (["collective", "--nodes", "2", "--op", "all_to_all", "-b", "1M", "-e", "1M"], False),
+                      (DESIGN + ["--size", "64M"], True)):
+        assert main(cmd) == 0
+        assert (SHARP_NOTE in capsys.readouterr().out) is said, cmd
