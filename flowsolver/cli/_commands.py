@@ -64,7 +64,10 @@ def train(args) -> None:
              + (f", vp {r.vp}" if r.pp > 1 else "") + f", micro-batch {r.micro_batch}), "
              f"{r.global_batch} sequences per step, recompute {r.schedule.recompute}{_tp_overlap_said(r)}"
              + (f"; collectives calibrated by {args.calibration}" if options["model"] is not None else ""),
-             f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "
+             # a layout over the GPU's memory says so before its figures (newuser27 #8: only line 3 did)
+             ("" if r.fits else f"DOES NOT FIT in memory (~{r.memory_per_gpu / 1e9:.0f} GB per GPU of "
+                                f"{usable_memory(r.gpu_memory) / 1e9:.1f} usable): ")
+             + f"step {r.step_time:.3f} s, {r.tokens_per_s:,.0f} tokens/s, speed-up {r.speedup:.1f}x "
              f"(ideal {r.gpus}), communication overhead {r.comm_overhead:.1%}, MFU {r.mfu:.1%} "
              f"({r.tflops_per_gpu:.0f} TFLOP/s per GPU)",
              f"compute {r.compute_time:.3f} s, pipeline bubble {r.bubble_time:.3f} s, "

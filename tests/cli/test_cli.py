@@ -775,6 +775,9 @@ def test_does_not_fit_says_what_fits(capsys):
     assert main(["train", "--nodes", "1", "--model", "llama-3-70b", "--tp", "8", "--pp", "1"]) == 0
     out = capsys.readouterr().out
     assert f"(does not fit: {(81559 - 1573) * 2**20 / 1e9:.1f} GB usable after the CUDA context's 1.6 GB)" in out
+    # newuser27 #8: said on the step's own line, before its figures, too
+    assert out.splitlines()[1].startswith(f"DOES NOT FIT in memory (~") and \
+        f"of {(81559 - 1573) * 2**20 / 1e9:.1f} usable): step " in out.splitlines()[1]
 
 
 def test_the_algorithm_header_says_what_the_release_runs_not(capsys):
