@@ -288,8 +288,8 @@ def search_view(graph, gpus, generation, nodes, nvswitch) -> dict:
     """The figures NCCL's ring search reads (:func:`~._channels.nccl_graph_channels`' keywords):
     across nodes ``net_gbs``, the slowest GPU's nearest NIC port's rate and its PCIe path to it
     as NCCL counts them (GB/s; NCCL's search results are combined over the ranks; a port of
-    capacity 0 is down, left out of NCCL's topology, and a GPU with no working port is left out); in NVSwitch nodes (one or several) ``nvlink_gbs``, the slowest
-    GPU's NVLink at NCCL's view (the catalogue's efficiency, never the user's ``efficiency=``); in
+    capacity 0 is down, left out of NCCL's topology, and a GPU with no working port is left
+    out); in NVSwitch nodes (one or several) ``nvlink_gbs``, the slowest GPU's NVLink at NCCL's view (the catalogue's efficiency, never the user's ``efficiency=``); in
     a node of PCIe GPUs ``pci_gbs``, the first GPU's PCIe link as NCCL counts it; PCIe GPUs of a
     server under two CPU sockets, one node or several, ``cpu_gbs`` (:func:`_socket_link`)."""
     view = {"generation": generation}
