@@ -224,6 +224,10 @@ def cluster_limit(args) -> int | None:
     return int(value)
 
 
+#: the server topologies.build gives the rail families where none is named
+_RAIL_SERVER = "dgx_h100"
+
+
 def build_graph(args):
     """The cluster graph the ``--family`` / size / link arguments describe, or the
     ``--cluster`` file (with ``--fail-fraction`` of its switch cables failed)."""
@@ -252,7 +256,13 @@ def build_graph(args):
     if getattr(args, "nic", None) is not None:
         if args.nic not in tp.link_names():
             raise CliError(f"--nic must be a link technology ({', '.join(tp.link_names())}), got {args.nic!r}")
-        server = tp.get_server(server or "dgx_h100").with_(nic=args.nic)
+        # the server the family would build (review27 H1: a DGX H100 put in place of a family's own
+        # one-GPU hosts, a 2 x 2 torus of 4 GPUs became 32)
+        server = server or (_RAIL_SERVER if args.family in ("rail_optimized", "rail_only") else None)
+        if server is None:
+            raise CliError(f"--nic needs --server with --family {args.family}: its default hosts are single GPUs "
+                           "cabled into the fabric, with no NIC to change")
+        server = tp.get_server(server).with_(nic=args.nic)
     return tp.build(args.family, link=args.link or "ib_ndr", server=server,
                     oversubscription=1.0 if args.oversubscription is None else args.oversubscription,
                     fail_fraction=args.fail_fraction, seed=args.seed,

@@ -345,11 +345,11 @@ class RoutingMatrix:
             flow_seg[rows, :m.slots] = np.where(m.flow_seg >= 0, m.flow_seg + seg_off[i], -1)
             if not unit:
                 flow_coef[rows, :m.slots] = 1.0 if m.flow_coef is None else m.flow_coef
-        first = matrices[0]
+        first, policy = matrices[0], "+".join(sorted({m.policy for m in matrices}))     # theirs (review27 M1)
         return cls(seg_ptr=ptr, seg_link=np.concatenate([m.seg_link for m in matrices]),
                    seg_frac=np.concatenate([m.seg_frac for m in matrices]), flow_seg=flow_seg, flow_coef=flow_coef,
                    capacity=first.capacity, weights=np.concatenate([m.weights for m in matrices]),
-                   demands=np.concatenate([m.demands for m in matrices]), links=first.links)
+                   demands=np.concatenate([m.demands for m in matrices]), links=first.links, policy=policy)
 
     def flow_rows(self, start: int, stop: int) -> "RoutingMatrix":
         """The flows ``start ... stop-1`` on the same links and segments (views, no copy):

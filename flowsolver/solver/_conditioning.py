@@ -113,15 +113,16 @@ def spread(rm, weights: np.ndarray) -> float:
 
 def trusted(rm, weights: np.ndarray) -> bool:
     """Whether a solve of ``rm`` with ``weights`` skips the check: a routing the library built
-    over a graph (its ``policy`` is not ``"matrix"``, the policy of a matrix given by hand) whose
-    products stay within :data:`SPREAD_TRUSTED` (:func:`spread`).
+    over a graph (its ``policy`` is not ``"matrix"``, the policy of a matrix given by hand, nor
+    a stack holding one: ``"ecmp+matrix"``) whose products stay within :data:`SPREAD_TRUSTED`
+    (:func:`spread`).
 
     >>> import scipy.sparse as sp
     >>> from flowsolver import RoutingMatrix
     >>> trusted(RoutingMatrix.from_scipy(sp.csc_matrix([[1.0, 1.0]])), np.ones(2))
     False
     """
-    return rm.policy != "matrix" and spread(rm, weights) <= SPREAD_TRUSTED
+    return "matrix" not in str(rm.policy).split("+") and spread(rm, weights) <= SPREAD_TRUSTED
 
 
 #: per RoutingMatrix (immutable; held weakly), its largest and smallest fraction x coefficient

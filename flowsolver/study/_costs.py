@@ -81,8 +81,9 @@ def cost_study(rows=None, *, gpu_price: float = 0.0, nodes: int = 8, networks=("
     gpu_price_includes_nics : bool
         Whether ``gpu_price`` already pays for the compute NICs (a server's price does: the
         catalogue's ``hgx_h100_server`` "includes the infiniband cards"): then ``capex`` credits
-        the bill's NICs up to the server's own NICs' value, as :func:`flowsolver.design` does.
-        No effect when ``gpu_price`` is 0.
+        the bill's NICs up to the server's own NICs' value (:func:`flowsolver.design`'s rule).
+        No effect when ``gpu_price`` is 0: the study's network cost keeps the NICs, where
+        ``design``'s network (``Candidate.network_price``) leaves out what the servers come with.
     nodes : int
         Servers (8 GPUs each) of the cluster, as in :func:`network_study`. The article's
         throughput is of its 64-GPU clusters: on any other size ``article_tokens_per_s`` (and

@@ -151,3 +151,12 @@ def test_sharp_is_said_where_an_infiniband_all_reduce_crosses_servers(capsys):
                       (DESIGN + ["--size", "64M"], True)):
         assert main(cmd) == 0
         assert (SHARP_NOTE in capsys.readouterr().out) is said, cmd
+
+
+def test_nic_applies_to_the_server_the_family_builds(capsys):
+    # review27 H1: --nic put a DGX H100 in place of a torus's own one-GPU hosts (4 GPUs became 32)
+    assert main(["topology", "--family", "torus", "--dims", "2", "2", "--nic", "ib_ndr"]) == 2
+    assert "--nic needs --server with --family torus" in capsys.readouterr().err
+    assert main(["topology", "--nodes", "2", "--nic", "ib_xdr", "--json"]) == 0      # rail_optimized: its DGX H100
+    import json
+    assert json.loads(capsys.readouterr().out)["gpus"] == 16
