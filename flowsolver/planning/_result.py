@@ -136,22 +136,22 @@ class Plan:
         """The ranked rows (or ``rows``) as aligned text: layout, step time (s), tokens/s per
         GPU, MFU, GB per GPU, exposed communication (s) per kind, bottleneck tier; layouts that
         differ only in their rank order and take the same time share a row, which names the
-        orders (``tp-cp-pp-dp | tp-cp-dp-pp``)."""
+        orders (``tp-cp-pp-dp | tp-cp-dp-pp``) and keeps the first one's number in ``rows``."""
         rows = self.rows if rows is None else rows
         head = (f"{'#':>3s} {'layout':52s} {'step s':>8s} {'tok/s/GPU':>9s} {'MFU':>6s} {'GB':>6s} "
                 + " ".join(f"{k:>6s}" for k in _KINDS) + "  tier")
         # layouts that differ only in their rank order and take the same time (to 1e-9) are one
         # row naming the orders (newuser27 #8: a symmetric fabric gave each layout twice)
-        shown: list = []
-        for r in rows:
-            twin = next((x for x in shown if replace(x[0].layout, order=()) == replace(r.layout, order=())
-                         and abs(x[0].step_time - r.step_time) <= 1e-9 * r.step_time), None)
+        shown: list = []        # (its number in ``rows``, the row, the orders it stands for)
+        for n, r in enumerate(rows, 1):
+            twin = next((x for x in shown if replace(x[1].layout, order=()) == replace(r.layout, order=())
+                         and abs(x[1].step_time - r.step_time) <= 1e-9 * r.step_time), None)
             if twin is None:
-                shown.append((r, ["-".join(r.layout.order)]))
+                shown.append((n, r, ["-".join(r.layout.order)]))
             else:
-                twin[1].append("-".join(r.layout.order))
+                twin[2].append("-".join(r.layout.order))
         lines = [head]
-        for n, (r, orders) in enumerate(shown, 1):
+        for n, r, orders in shown:
             label = r.layout.label.replace("-".join(r.layout.order), " | ".join(orders), 1)
             lines.append(f"{n:3d} {label:52s} {r.step_time:8.3f} {r.tokens_per_gpu:9,.0f} {r.mfu:6.1%} "
                          f"{r.memory / 1e9:6.1f} " + " ".join(f"{r.exposed[k]:6.3f}" for k in _KINDS)

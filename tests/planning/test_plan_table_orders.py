@@ -18,5 +18,6 @@ def test_tied_rank_orders_share_a_row():
     lines = Plan.table(None, rows).splitlines()[1:]
     assert len(lines) == 3                                   # the tie merged; 2.5 and 2.6 s differ
     assert "tp-cp-pp-dp | tp-cp-dp-pp" in lines[0] and lines[0].split()[0] == "1"
-    assert lines[1].split()[0] == "2" and "tp-cp-pp-dp" in lines[1] and "|" not in lines[1]
+    assert lines[1].split()[0] == "3" and "tp-cp-pp-dp" in lines[1] and "|" not in lines[1]   # rows' numbers
+    assert lines[2].split()[0] == "4"
     assert "tp-cp-dp-pp" in lines[2]
