@@ -50,7 +50,10 @@ so (a 16,384-server rail fabric's reach 1/1024 and are checked): with their prod
 checked (no cost on the hot path; :func:`trusted`). A matrix given by hand (scipy, or
 ``RoutingMatrix.from_scipy``) is always checked: a chain of seven links with fractions 1/384
 and 1 put its last flow 6 % off, of 1/999 at 4x its rate, with status ok (adv27; the check
-costs ~2-3x a small problem's solve). Otherwise the bound is
+costs ~2-3x a small problem's solve). The gate is the routing's provenance, not a proof: a
+policy a user registers, or capacities a user passes with a library routing, that make such a
+chain inside the spread are not checked (review27 M2; not seen on the library's fabrics).
+Otherwise the bound is
 computed from the solution without expanding the matrix (:func:`factored_error_factor`:
 loads and largest levels per link from the segments, the links each flow tops by a sorted
 search per segment; a saturated link that is no flow's bottleneck and carries one level only
