@@ -36,44 +36,37 @@ def nic_credit(bill, server, *, prices: dict | None = None) -> float:
     H100's ConnectX-7 400G). A dearer NIC (ConnectX-8 for XDR, a BlueField) pays the
     difference; a cheaper one, or fewer, is no refund. A server with no NIC technology of its
     own: the bill's NICs."""
+    return _own_nics(bill, server, "price", prices)
+
+
+def _own_nics(bill, server, figure: str, overrides: dict | None) -> float:
+    """:func:`nic_credit` of one ``figure`` of the parts, ``"price"`` (USD) or ``"power"`` (W),
+    the server's own NIC's taken from ``overrides`` where named there."""
     from topologies.parts import _rate_part         # the NIC the bill picks for a rate
 
     model = tp.get_server(server)
     lines = [line for line in bill.lines if line.part.category == "nic"]
     if model.nic is None:
-        return float(sum(line.price for line in lines))
+        return float(sum(getattr(line, figure) for line in lines))
     own = _rate_part("nic", model.nic_ports * tp.get_link(model.nic).bandwidth)
-    own_price = float((prices or {}).get(own.name, own.price))
+    own_figure = float((overrides or {}).get(own.name, getattr(own, figure)))
     left, credit = (bill.gpus // model.gpus) * model.nics, 0.0
-    for line in sorted(lines, key=lambda line: -line.part.price):
+    for line in sorted(lines, key=lambda line: -getattr(line.part, figure)):
         n = min(line.count, left)
-        credit, left = credit + n * min(line.part.price, own_price), left - n
-    return credit
+        credit, left = credit + n * min(getattr(line.part, figure), own_figure), left - n
+    return float(credit)
 
 
 def server_parts(bill, server, *, nics: bool, prices: dict | None = None, power: dict | None = None) -> tuple:
     """``(USD, W)`` of ``bill``'s parts that come with ``server``'s servers, not bought for the
     network: the scale-up switch trays of a rack (an NVL72's 9 NVLink switch trays, bought with
     the rack as a DGX's NVSwitch chips are, which no bill lists) and, with ``nics``, the NICs the
-    servers ship with (:func:`nic_credit`: per server up to its NIC count, each at the lesser of
-    the billed NIC's figure and the server's own NIC's; a dearer NIC pays the difference)."""
-    from topologies.parts import _rate_part         # the NIC the bill picks for a rate
-
-    usd = sum(line.price for line in bill.lines if line.part.category == "nvswitch_tray")
-    watts = sum(line.power for line in bill.lines if line.part.category == "nvswitch_tray")
-    if not nics:
-        return float(usd), float(watts)
-    usd += nic_credit(bill, server, prices=prices)
-    model = tp.get_server(server)
-    lines = [line for line in bill.lines if line.part.category == "nic"]
-    if model.nic is None:
-        return float(usd), float(watts + sum(line.power for line in lines))
-    own = _rate_part("nic", model.nic_ports * tp.get_link(model.nic).bandwidth)
-    own_watts = float((power or {}).get(own.name, own.power))
-    left = (bill.gpus // model.gpus) * model.nics
-    for line in sorted(lines, key=lambda line: -line.part.power):
-        n = min(line.count, left)
-        watts, left = watts + n * min(line.part.power, own_watts), left - n
+    servers ship with (:func:`nic_credit`, for their power too: per server up to its NIC count,
+    each at the lesser of the billed NIC's figure and the server's own NIC's)."""
+    trays = [line for line in bill.lines if line.part.category == "nvswitch_tray"]
+    usd, watts = sum(line.price for line in trays), sum(line.power for line in trays)
+    if nics:
+        usd, watts = usd + _own_nics(bill, server, "price", prices), watts + _own_nics(bill, server, "power", power)
     return float(usd), float(watts)
 
 

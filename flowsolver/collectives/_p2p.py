@@ -76,6 +76,12 @@ def _pow2_up(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
 
+def _net_channels(nic_count: int, nic_bw: float) -> int:
+    """A peer's channels across the network from a GPU's ``nic_count`` NIC ports of ``nic_bw``
+    bytes/s together: a port each, or NCCL's channels for their bandwidth if more."""
+    return max(nic_count, -(-int(nic_bw / 1e9) // _PER_CHANNEL_NET_GBS))
+
+
 def p2p_channels_per_peer(ranks: int, nodes: int, p2p_channels: int, nvlink_links: int, nic_count: int,
                           nic_bw: float) -> int:
     """A peer's P2P channels in a communicator of ``ranks`` GPUs on ``nodes`` nodes with
@@ -91,7 +97,7 @@ def p2p_channels_per_peer(ranks: int, nodes: int, p2p_channels: int, nvlink_link
     if ranks > nodes:                                   # some peers on the same node
         least = min(least, 2 * max(1, nvlink_links) if nvlink_links else 2)
     if nodes > 1:                                       # peers across the network
-        least = min(least, max(nic_count, -(-int(nic_bw / 1e9) // _PER_CHANNEL_NET_GBS)))
+        least = min(least, _net_channels(nic_count, nic_bw))
     per_peer = _pow2_up(least)
     if nodes == 1:
         return min(per_peer, p2p_channels)
@@ -270,7 +276,7 @@ def _fewest_nics(graph, gpus) -> tuple:
         count, bw = memo[gpu] if gpu in memo else memo.setdefault(gpu, _gpu_nics(graph, gpu))
         if count == 0:
             continue
-        per_gpu = max(count, -(-int(bw / 1e9) // _PER_CHANNEL_NET_GBS))
+        per_gpu = _net_channels(count, bw)
         if least is None or per_gpu < least:
             best, least = (count, bw), per_gpu
     return best
