@@ -11,7 +11,7 @@ import numpy as np
 
 from .._status import Status
 from ..routing import MergedRouting
-from ._problem import Problem
+from ._problem import Problem, _link_sums
 
 
 class Raw(NamedTuple):
@@ -111,11 +111,8 @@ def allocation(problem: Problem, raw: Raw, ill=None) -> Allocation:
     if ubr.any():                       # (a batch's rates can be millions: no copy otherwise)
         rates = np.where(ubr, np.inf, rates).astype(rates.dtype)
         if load is not None:            # A @ rates: inf on the (infinite) links an unbounded flow crosses
-            load = np.array(load, copy=True)
-            for i in np.flatnonzero(np.any(ubr, axis=-1).reshape(-1)):
-                row = ubr[i] if ubr.ndim == 2 else ubr
-                crossed = problem.routing.link_loads(row.astype(np.float64)) > 0
-                (load[i] if load.ndim == 2 else load)[crossed] = np.inf
+            crossed = _link_sums(problem.routing, np.atleast_2d(ubr).astype(np.float64)).reshape(load.shape) > 0
+            load = np.where(crossed, np.inf, load).astype(load.dtype)
     status = np.where(np.any(ubr, axis=-1), Status.UNBOUNDED,
                       np.where(conv, Status.OK, Status.NOT_CONVERGED)).astype(np.int32)
     if ill is not None:
